@@ -1,1 +1,415 @@
-# placeholder: replaced by the real implementation
+"""Compiled helpers for the vocabulary, the model file and single-message scoring.
+
+Nothing here imports numpy: every array is a typed memoryview over any buffer
+(``array.array``, ``mmap``, numpy), so a model file can be memory-mapped and
+used by ``spamnb classify`` without numpy being imported.
+
+The vocabulary's hash index is open addressing with linear probing:
+``keys`` (uint64, 0 = empty slot) and ``values`` (int32 feature index), both of
+a power-of-two ``capacity``, kept at most half full.  Token hashes are already
+well mixed 64-bit values (never 0), so the slot is their low bits.
+
+Callers validate shapes and bounds first (bounds checks are off); the
+functions here trust their arguments except where a docstring says otherwise.
+"""
+
+from cpython cimport array
+from libc.math cimport log, log1p, fabs, isfinite
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc, qsort
+from libc.string cimport memcpy
+
+import array
+
+cdef enum:
+    _RAW = 0
+    _BINARY = 1
+    _LOG = 2
+
+COUNTS_RAW = _RAW          # x_i = count of token i in the message
+COUNTS_BINARY = _BINARY    # x_i = 1 if token i occurs
+COUNTS_LOG = _LOG          # x_i = log(1 + count)
+
+
+# --------------------------------------------------------------------------
+# hash index
+# --------------------------------------------------------------------------
+cdef inline Py_ssize_t _find_slot(const uint64_t[::1] keys, uint64_t mask, uint64_t h) noexcept nogil:
+    """Slot holding ``h``, or the empty slot where it would go."""
+    cdef uint64_t slot = h & mask
+    while keys[slot] != 0 and keys[slot] != h:
+        slot = (slot + 1) & mask
+    return <Py_ssize_t>slot
+
+
+def lookup(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
+           int32_t[::1] out):
+    """Feature index of each hash (-1 when unknown): ``out[j]`` for ``hashes[j]``.
+
+    Returns the number of known hashes.  ``len(out) == len(hashes)``.
+    """
+    cdef uint64_t mask = keys.shape[0] - 1
+    cdef Py_ssize_t j, slot, n = hashes.shape[0], known = 0
+    with nogil:
+        for j in range(n):
+            slot = _find_slot(keys, mask, hashes[j])
+            if keys[slot] == 0:
+                out[j] = -1
+            else:
+                out[j] = values[slot]
+                known += 1
+    return known
+
+
+def insert(uint64_t[::1] keys, int32_t[::1] values, const uint64_t[::1] hashes,
+           int32_t[::1] out, int32_t next_index, int32_t[::1] new_positions):
+    """Look up each hash, giving unknown ones the next free feature index.
+
+    ``out[j]`` receives the index of ``hashes[j]``; the positions ``j`` of first
+    occurrences of new hashes are written to ``new_positions`` (same length as
+    ``hashes``).  The caller guarantees the table stays at most half full.
+    Returns the number of new hashes.
+    """
+    cdef uint64_t mask = keys.shape[0] - 1
+    cdef Py_ssize_t j, slot, n = hashes.shape[0]
+    cdef int32_t n_new = 0
+    with nogil:
+        for j in range(n):
+            slot = _find_slot(keys, mask, hashes[j])
+            if keys[slot] == 0:
+                keys[slot] = hashes[j]
+                values[slot] = next_index + n_new
+                new_positions[n_new] = <int32_t>j
+                n_new += 1
+            out[j] = values[slot]
+    return n_new
+
+
+def rehash(const uint64_t[::1] old_keys, const int32_t[::1] old_values,
+           uint64_t[::1] keys, int32_t[::1] values):
+    """Insert every entry of the old table into the (empty, larger) new one."""
+    cdef uint64_t mask = keys.shape[0] - 1
+    cdef Py_ssize_t i, slot
+    with nogil:
+        for i in range(old_keys.shape[0]):
+            if old_keys[i] != 0:
+                slot = _find_slot(keys, mask, old_keys[i])
+                keys[slot] = old_keys[i]
+                values[slot] = old_values[i]
+
+
+def rehash_remap(const uint64_t[::1] old_keys, const int32_t[::1] old_values,
+                 const int32_t[::1] remap, uint64_t[::1] keys, int32_t[::1] values):
+    """Like ``rehash``, but renumbering features: old index ``i`` becomes
+    ``remap[i]``, and entries whose ``remap`` is negative are dropped.
+    ``len(remap)`` is the old vocabulary size."""
+    cdef uint64_t mask = keys.shape[0] - 1
+    cdef Py_ssize_t i, slot
+    cdef int32_t new_index
+    with nogil:
+        for i in range(old_keys.shape[0]):
+            if old_keys[i] != 0:
+                new_index = remap[old_values[i]]
+                if new_index >= 0:
+                    slot = _find_slot(keys, mask, old_keys[i])
+                    keys[slot] = old_keys[i]
+                    values[slot] = new_index
+
+
+def check_index(const uint64_t[::1] keys, const int32_t[::1] values, int64_t n_features):
+    """Validate a hash index read from a file; returns the number of entries.
+
+    Raises ValueError unless the capacity is a power of two with at least one
+    empty slot (so probing always ends), and the occupied slots hold each
+    feature index in [0, n_features) exactly once.  This is what keeps a
+    crafted file from making a lookup loop forever or read out of bounds.
+    """
+    cdef Py_ssize_t cap = keys.shape[0], i, filled = 0
+    cdef uint8_t *seen
+    cdef int bad = 0
+    if cap == 0 or (cap & (cap - 1)) != 0 or values.shape[0] != cap:
+        raise ValueError("hash index capacity is not a power of two")
+    if n_features < 0 or n_features >= cap:
+        raise ValueError("hash index has no free slot for its vocabulary")
+    seen = <uint8_t *>malloc(n_features + 1)
+    if seen == NULL:
+        raise MemoryError()
+    with nogil:
+        for i in range(n_features + 1):
+            seen[i] = 0
+        for i in range(cap):
+            if keys[i] == 0:
+                continue
+            filled += 1
+            if values[i] < 0 or values[i] >= n_features or seen[values[i]]:
+                bad = 1
+                break
+            seen[values[i]] = 1
+    free(seen)
+    if bad:
+        raise ValueError("hash index holds an out-of-range or repeated feature index")
+    if filled != n_features:
+        raise ValueError(f"hash index holds {filled} tokens, the vocabulary has {n_features}")
+    return filled
+
+
+# --------------------------------------------------------------------------
+# counting the features of one message
+# --------------------------------------------------------------------------
+cdef int _cmp_int32(const void *a, const void *b) noexcept nogil:
+    cdef int32_t x = (<const int32_t *>a)[0]
+    cdef int32_t y = (<const int32_t *>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline double _transform(double count, int counts) noexcept nogil:
+    if counts == _BINARY:
+        return 1.0
+    if counts == _LOG:
+        return log1p(count)
+    return count
+
+
+cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts) noexcept nogil:
+    """Sorted distinct non-negative indices of ``idx[:n]`` with transformed counts.
+
+    ``uniq`` and ``x`` have room for ``n`` entries; returns how many were
+    written.  Negative entries (unknown tokens) are dropped.
+    """
+    cdef Py_ssize_t j, m = 0, k = 0
+    for j in range(n):
+        if idx[j] >= 0:
+            uniq[m] = idx[j]
+            m += 1
+    if m == 0:
+        return 0
+    qsort(uniq, m, sizeof(int32_t), _cmp_int32)
+    x[0] = 1.0
+    for j in range(1, m):
+        if uniq[j] == uniq[k]:
+            x[k] += 1.0
+        else:
+            k += 1
+            uniq[k] = uniq[j]
+            x[k] = 1.0
+    k += 1
+    for j in range(k):
+        x[j] = _transform(x[j], counts)
+    return k
+
+
+cdef class CSRBuilder:
+    """Accumulates message rows into CSR arrays (no numpy).
+
+    ``add_row(indices)`` takes the feature index of each token occurrence
+    (``-1`` for unknown tokens, dropped) and appends one row of counts,
+    transformed by ``counts`` (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG).
+    ``indptr`` (int64), ``indices`` (int32) and ``data`` (float64) are
+    ``array.array`` objects, ready for ``scipy.sparse.csr_matrix``.
+    """
+    cdef public array.array indptr
+    cdef public array.array indices
+    cdef public array.array data
+    cdef int counts
+
+    def __init__(self, int counts=_RAW):
+        if counts not in (_RAW, _BINARY, _LOG):
+            raise ValueError(f"unknown counts transform {counts}")
+        self.counts = counts
+        self.indptr = array.array("q", [0])
+        self.indices = array.array("i")
+        self.data = array.array("d")
+
+    def add_row(self, const int32_t[::1] idx):
+        cdef Py_ssize_t n = idx.shape[0], k, start = len(self.indices)
+        cdef int32_t *uniq
+        cdef double *x
+        if n:
+            uniq = <int32_t *>malloc(n * sizeof(int32_t))
+            x = <double *>malloc(n * sizeof(double))
+            if uniq == NULL or x == NULL:
+                free(uniq)
+                free(x)
+                raise MemoryError()
+            with nogil:
+                k = _count_row(&idx[0], n, uniq, x, self.counts)
+            array.resize_smart(self.indices, start + k)
+            array.resize_smart(self.data, start + k)
+            memcpy(self.indices.data.as_ints + start, uniq, k * sizeof(int32_t))
+            memcpy(self.data.data.as_doubles + start, x, k * sizeof(double))
+            free(uniq)
+            free(x)
+        self.indptr.append(len(self.indices))
+
+    @property
+    def n_rows(self):
+        return len(self.indptr) - 1
+
+
+# --------------------------------------------------------------------------
+# scoring one message
+# --------------------------------------------------------------------------
+def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
+                  const double[::1] feature_count, Py_ssize_t n_features,
+                  const double[::1] log_norm, const double[::1] log_prior, double alpha,
+                  int counts, Py_ssize_t n_evidence):
+    """Joint log-likelihood of one message for every class, from the counts.
+
+    ``feature_count`` is the flattened (n_classes, n_features) C-order count
+    matrix, ``log_norm[c] = log(N_c + alpha * n_features)``, and
+    log theta_ci = log(N_ci + alpha) - log_norm[c] is computed only for the
+    message's own tokens (no per-vocabulary work).  Unknown tokens are ignored.
+
+    Returns ``(jll, evidence, n_tokens, n_known)``: ``jll`` a list of
+    n_classes floats, ``evidence`` a list of up to ``n_evidence``
+    ``(feature_index, weight)`` pairs with the largest |weight|, weight =
+    x_i (log theta_1i - log theta_0i) (two classes; empty otherwise).
+    """
+    cdef Py_ssize_t n_classes = log_prior.shape[0]
+    cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0
+    cdef uint64_t mask = keys.shape[0] - 1
+    cdef Py_ssize_t slot
+    cdef int32_t *idx = NULL
+    cdef int32_t *uniq = NULL
+    cdef double *x = NULL
+    cdef double *jll = NULL
+    cdef int32_t *ev_idx = NULL
+    cdef double *ev_w = NULL
+    cdef double w, lt
+    if n_evidence < 0:
+        n_evidence = 0
+    if n_classes != 2:
+        n_evidence = 0
+    size = n if n > 0 else 1
+    idx = <int32_t *>malloc(size * sizeof(int32_t))
+    uniq = <int32_t *>malloc(size * sizeof(int32_t))
+    x = <double *>malloc(size * sizeof(double))
+    jll = <double *>malloc((n_classes + 1) * sizeof(double))
+    ev_idx = <int32_t *>malloc((n_evidence + 1) * sizeof(int32_t))
+    ev_w = <double *>malloc((n_evidence + 1) * sizeof(double))
+    try:
+        if idx == NULL or uniq == NULL or x == NULL or jll == NULL or ev_idx == NULL or ev_w == NULL:
+            raise MemoryError()
+        with nogil:
+            for j in range(n):
+                slot = _find_slot(keys, mask, hashes[j])
+                if keys[slot] == 0:
+                    idx[j] = -1
+                else:
+                    idx[j] = values[slot]
+                    n_known += 1
+            m = _count_row(idx, n, uniq, x, counts)
+            for c in range(n_classes):
+                jll[c] = log_prior[c]
+            for k in range(m):
+                for c in range(n_classes):
+                    jll[c] += x[k] * (log(feature_count[c * n_features + uniq[k]] + alpha) - log_norm[c])
+                if n_evidence > 0:
+                    w = x[k] * (log(feature_count[n_features + uniq[k]] + alpha)
+                                - log(feature_count[uniq[k]] + alpha)
+                                - log_norm[1] + log_norm[0])
+                    # keep the n_evidence largest |w|, sorted by |w| descending
+                    if n_ev < n_evidence or fabs(w) > fabs(ev_w[n_ev - 1]):
+                        e = n_ev if n_ev < n_evidence else n_evidence - 1
+                        while e > 0 and fabs(ev_w[e - 1]) < fabs(w):
+                            ev_w[e] = ev_w[e - 1]
+                            ev_idx[e] = ev_idx[e - 1]
+                            e -= 1
+                        ev_w[e] = w
+                        ev_idx[e] = uniq[k]
+                        if n_ev < n_evidence:
+                            n_ev += 1
+        return ([jll[c] for c in range(n_classes)],
+                [(ev_idx[e], ev_w[e]) for e in range(n_ev)],
+                n, n_known)
+    finally:
+        free(idx)
+        free(uniq)
+        free(x)
+        free(jll)
+        free(ev_idx)
+        free(ev_w)
+
+
+def check_counts(const double[::1] values):
+    """True when every value is finite and >= 0 (validating counts read from a file)."""
+    cdef Py_ssize_t i
+    cdef int ok = 1
+    with nogil:
+        for i in range(values.shape[0]):
+            if not (isfinite(values[i]) and values[i] >= 0.0):
+                ok = 0
+                break
+    return bool(ok)
+
+
+def check_offsets(const uint64_t[::1] offsets, uint64_t blob_size):
+    """True when offsets start at 0, never decrease and end at ``blob_size``."""
+    cdef Py_ssize_t i, n = offsets.shape[0]
+    cdef int ok = 1
+    if n == 0 or offsets[0] != 0 or offsets[n - 1] != blob_size:
+        return False
+    with nogil:
+        for i in range(1, n):
+            if offsets[i] < offsets[i - 1]:
+                ok = 0
+                break
+    return bool(ok)
+
+
+# --------------------------------------------------------------------------
+# checksum of the model file
+# --------------------------------------------------------------------------
+cdef inline uint64_t _rotl(uint64_t v, int r) noexcept nogil:
+    return (v << r) | (v >> (64 - r))
+
+
+cdef uint64_t _P1 = 0x9E3779B185EBCA87ULL
+cdef uint64_t _P2 = 0xC2B2AE3D27D4EB4FULL
+cdef uint64_t _P3 = 0x165667B19E3779F9ULL
+
+
+cdef inline uint64_t _round(uint64_t acc, uint64_t word) noexcept nogil:
+    acc += word * _P2
+    acc = _rotl(acc, 31)
+    return acc * _P1
+
+
+def checksum64(const uint8_t[::1] data):
+    """64-bit checksum of a byte buffer: four multiply-rotate lanes over
+    32-byte blocks, then the tail, then an avalanche.  Detects truncation,
+    bit flips and reordering; it is not a cryptographic hash.
+    """
+    cdef Py_ssize_t n = data.shape[0], i = 0
+    cdef uint64_t v1 = _P1 + _P2, v2 = _P2, v3 = 0, v4 = 0 - _P1, h, w
+    cdef const uint8_t *p
+    if n == 0:
+        return 0x2545F4914F6CDD1DULL
+    p = &data[0]
+    with nogil:
+        while i + 32 <= n:
+            memcpy(&w, p + i, 8)
+            v1 = _round(v1, w)
+            memcpy(&w, p + i + 8, 8)
+            v2 = _round(v2, w)
+            memcpy(&w, p + i + 16, 8)
+            v3 = _round(v3, w)
+            memcpy(&w, p + i + 24, 8)
+            v4 = _round(v4, w)
+            i += 32
+        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18) + <uint64_t>n
+        while i + 8 <= n:
+            memcpy(&w, p + i, 8)
+            h ^= _round(0, w)
+            h = _rotl(h, 27) * _P1 + _P3
+            i += 8
+        while i < n:
+            h ^= (<uint64_t>p[i]) * _P3
+            h = _rotl(h, 11) * _P1
+            i += 1
+        h ^= h >> 33
+        h *= _P2
+        h ^= h >> 29
+        h *= _P3
+        h ^= h >> 32
+    return h

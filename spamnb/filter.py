@@ -1,0 +1,471 @@
+"""SpamFilter: the mail filter on top of the tokenizer, vocabulary and multinomial NB.
+
+Two states share one interface:
+
+- *live*: after ``fit``/``learn``, the counts are a :class:`MultinomialNB`
+  (numpy arrays) and the vocabulary grows;
+- *mapped*: after ``SpamFilter.load``, the counts and the vocabulary's hash
+  index are zero-copy views of the memory-mapped model file.  Scoring one
+  message then needs neither numpy nor any per-token Python object: that is
+  the ``spamnb classify`` cold path.  The first ``learn``/``forget`` turns a
+  mapped filter live (copying the arrays).
+
+Scoring one message (``score``/``classify``) runs one compiled function:
+look up the token hashes, count them, and sum x_i log theta_ci with
+log theta_ci = log(N_ci + alpha) - log(N_c + alpha V) computed for the
+message's own tokens only.  ``score_many`` scores a batch through the sparse
+kernel instead; both agree to rounding.
+
+Labels: True (or "spam") is spam, False (or "ham") is ham.  Classes are
+ordered [ham, spam], so the log-odds are jll[spam] - jll[ham].
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import NamedTuple
+
+from spamnb import _vocab
+from spamnb.store import ModelError, read_model, write_model
+from spamnb.tokenizer import Tokenizer
+from spamnb.vocabulary import Vocabulary
+
+__all__ = ["SpamFilter", "Score", "Verdict", "message_bytes", "default_model_path", "COUNT_TRANSFORMS"]
+
+MODEL_FORMAT = "spamnb-model"
+CLASSES = ("ham", "spam")
+COUNT_TRANSFORMS = {"raw": _vocab.COUNTS_RAW, "binary": _vocab.COUNTS_BINARY, "log": _vocab.COUNTS_LOG}
+PRIORS = ("mle", "map", "uniform")
+
+# Defaults, chosen by measurement (docs/filter.md, scripts/tune_filter.py).
+DEFAULT_ALPHA = 0.1
+DEFAULT_COUNTS = "binary"
+DEFAULT_PRIOR = "mle"
+DEFAULT_SPAM_CUTOFF = 0.99
+DEFAULT_HAM_CUTOFF = 0.01
+DEFAULT_EVIDENCE = 10
+
+
+def default_model_path():
+    """``$SPAMNB_HOME/model.spamnb``, or ``~/.spamnb/model.spamnb``."""
+    home = os.environ.get("SPAMNB_HOME") or os.path.join(os.path.expanduser("~"), ".spamnb")
+    return os.path.join(home, "model.spamnb")
+
+
+def message_bytes(message):
+    """The raw bytes of a message given as bytes, a path, or an ``email.message.Message``."""
+    if isinstance(message, bytes):
+        return message
+    if isinstance(message, (bytearray, memoryview)):
+        return bytes(message)
+    if isinstance(message, (str, os.PathLike)):
+        with open(message, "rb") as f:
+            return f.read()
+    if hasattr(message, "as_bytes"):  # email.message.Message, without importing email
+        try:
+            return message.as_bytes()
+        except Exception:  # a Message that cannot be re-serialised (bad charset, ...)
+            return str(message).encode("utf-8", "surrogateescape")
+    raise TypeError(f"a message must be bytes, a path or an email.message.Message, not {type(message).__name__}")
+
+
+def _is_spam_label(label):
+    if isinstance(label, str):
+        lowered = label.lower()
+        if lowered in ("spam", "ham"):
+            return lowered == "spam"
+        raise ValueError(f"a label must be True/False or 'spam'/'ham', not {label!r}")
+    return bool(label)
+
+
+def _probability(log_odds):
+    """sigmoid(log_odds), without overflow."""
+    if log_odds >= 0:
+        return 1.0 / (1.0 + math.exp(-log_odds))
+    z = math.exp(log_odds)
+    return z / (1.0 + z)
+
+
+class Score(NamedTuple):
+    """A message's spam probability P(spam | message) and log-odds log P(spam|m)/P(ham|m)."""
+
+    probability: float
+    log_odds: float
+
+
+class Verdict(NamedTuple):
+    """The filter's decision on one message.
+
+    ``label`` is "spam", "ham" or "unsure"; ``evidence`` lists the strongest
+    tokens as ``(token, weight)``, weight > 0 pointing to spam, strongest
+    first; ``tokens`` counts the message's tokens, ``known_tokens`` those in
+    the vocabulary.
+    """
+
+    label: str
+    probability: float
+    log_odds: float
+    evidence: tuple = ()
+    tokens: int = 0
+    known_tokens: int = 0
+
+
+class _ScoringState(NamedTuple):
+    keys: object
+    values: object
+    feature_count: object  # flat float64 (n_classes * n_features)
+    n_features: int
+    log_norm: tuple
+    log_prior: tuple
+
+
+class SpamFilter:
+    """A Bayesian spam filter.
+
+    Parameters
+    ----------
+    tokenizer : Tokenizer, optional
+        How messages become tokens (default ``Tokenizer()``); part of the model.
+    alpha : float
+        Dirichlet soft count added to every token count (``theta_ci =
+        (N_ci + alpha) / (N_c + alpha V)``).
+    prior : {"mle", "map", "uniform"}
+        Class prior estimator (``ClassPrior``); "map" uses a Dirichlet prior
+        with one pseudo-message per class.
+    counts : {"binary", "raw", "log"}
+        What a token contributes per message: presence, its count, or log(1 + count).
+    spam_cutoff, ham_cutoff : float
+        A message is spam when P(spam) >= spam_cutoff, ham when P(spam) <=
+        ham_cutoff, unsure in between.
+    n_evidence : int
+        How many tokens a verdict lists as its evidence.
+    """
+
+    def __init__(self, tokenizer=None, alpha=DEFAULT_ALPHA, prior=DEFAULT_PRIOR, counts=DEFAULT_COUNTS,
+                 spam_cutoff=DEFAULT_SPAM_CUTOFF, ham_cutoff=DEFAULT_HAM_CUTOFF, n_evidence=DEFAULT_EVIDENCE):
+        self.tokenizer = tokenizer
+        self.alpha = alpha
+        self.prior = prior
+        self.counts = counts
+        self.spam_cutoff = spam_cutoff
+        self.ham_cutoff = ham_cutoff
+        self.n_evidence = n_evidence
+        self._check_params()
+        self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
+        self.vocabulary_ = Vocabulary()
+        self._nb = None          # MultinomialNB when live
+        self._mapped = None      # (class_count, feature_count view, log_prior, log_norm) when mapped
+        self._state = None       # cached _ScoringState
+        self.source_ = None      # the model file a loaded filter came from
+
+    # ------------------------------------------------------------------ params
+    def _check_params(self):
+        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"alpha must be a positive number, got {self.alpha!r}")
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got {self.prior!r}")
+        if self.counts not in COUNT_TRANSFORMS:
+            raise ValueError(f"counts must be one of {tuple(COUNT_TRANSFORMS)}, got {self.counts!r}")
+        if not 0.0 <= self.ham_cutoff <= self.spam_cutoff <= 1.0:
+            raise ValueError("cutoffs must satisfy 0 <= ham_cutoff <= spam_cutoff <= 1")
+        if int(self.n_evidence) < 0:
+            raise ValueError("n_evidence must be >= 0")
+
+    def _new_model(self):
+        from spamnb.multinomial import MultinomialNB
+
+        if self.prior == "uniform":
+            return MultinomialNB(alpha=float(self.alpha), fit_prior=False)
+        return MultinomialNB(alpha=float(self.alpha), prior=self.prior)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_fitted(self):
+        return self._nb is not None or self._mapped is not None
+
+    @property
+    def class_count_(self):
+        """Messages learned per class, [ham, spam] (floats)."""
+        if self._nb is not None:
+            return tuple(float(v) for v in self._nb.class_count_)
+        if self._mapped is not None:
+            return tuple(self._mapped[0])
+        return (0.0, 0.0)
+
+    @property
+    def model_(self):
+        """The MultinomialNB holding the counts (a mapped filter is copied into one)."""
+        self._require_fitted()
+        if self._nb is None:
+            self._nb = self._model_from_counts(self._mapped[0], self._mapped[1])
+        return self._nb
+
+    def _model_from_counts(self, class_count, feature_count):
+        import numpy as np
+
+        nb = self._new_model()
+        n_features = self.vocabulary_.n_features
+        counts = np.array(feature_count, dtype=np.float64).reshape(len(CLASSES), n_features)
+        nb.set_counts(np.array([False, True]), np.asarray(class_count, dtype=np.float64), counts)
+        return nb
+
+    def _require_fitted(self):
+        if not self.is_fitted:
+            raise ValueError("this SpamFilter has learned nothing yet: fit, learn or load a model first")
+
+    def _go_live(self):
+        """Make the counts and vocabulary writable (copying a mapped model once)."""
+        if self._nb is None:
+            if self._mapped is not None:
+                self._nb = self._model_from_counts(self._mapped[0], self._mapped[1])
+            else:
+                self._nb = self._new_model()  # fitted by the partial_fit that follows
+            self._mapped = None
+        self._state = None
+
+    def _scoring_state(self):
+        if self._state is not None:
+            return self._state
+        self._require_fitted()
+        vocab = self.vocabulary_
+        if self._nb is not None:
+            import numpy as np
+
+            fc = np.ascontiguousarray(self._nb.feature_count_, dtype=np.float64)
+            if fc.shape[1] != vocab.n_features:  # features the model never counted are zero
+                fc = np.pad(fc, ((0, 0), (0, vocab.n_features - fc.shape[1])))
+            log_norm = tuple(np.log(fc.sum(axis=1) + self.alpha * vocab.n_features).tolist())
+            log_prior = tuple(np.asarray(self._nb.class_log_prior_, dtype=np.float64).tolist())
+            flat = fc.reshape(-1)
+        else:
+            _class_count, flat, log_prior, log_norm = self._mapped
+        self._state = _ScoringState(vocab.keys, vocab.values, flat, vocab.n_features, log_norm, log_prior)
+        return self._state
+
+    # ------------------------------------------------------------------ training
+    def _rows(self, messages, grow):
+        """CSR arrays of the messages' transformed token counts: (builder, n_rows)."""
+        builder = _vocab.CSRBuilder(COUNT_TRANSFORMS[self.counts])
+        stream = self.tokenizer_.stream
+        index = self.vocabulary_.add if grow else (lambda s: self.vocabulary_.lookup(s.hashes))
+        for message in messages:
+            builder.add_row(index(stream(message_bytes(message))))
+        return builder
+
+    def _csr(self, builder):
+        import numpy as np
+        from scipy import sparse
+
+        n_rows = builder.n_rows
+        indptr = np.frombuffer(builder.indptr, dtype=np.int64) if n_rows or len(builder.indptr) else np.zeros(1, np.int64)
+        indices = np.frombuffer(builder.indices, dtype=np.int32) if len(builder.indices) else np.zeros(0, np.int32)
+        data = np.frombuffer(builder.data, dtype=np.float64) if len(builder.data) else np.zeros(0, np.float64)
+        return sparse.csr_matrix((data, indices, indptr), shape=(n_rows, self.vocabulary_.n_features))
+
+    def fit(self, messages, labels):
+        """Learn from scratch: ``messages`` (bytes, paths or Message objects), ``labels``
+        (True/"spam" for spam, False/"ham" for ham).  Returns self."""
+        import numpy as np
+
+        y = np.array([_is_spam_label(label) for label in labels], dtype=bool)
+        self.vocabulary_ = Vocabulary()
+        self._mapped = None
+        self._nb = self._new_model()
+        self._state = None
+        builder = self._rows(messages, grow=True)  # messages may be a lazy iterable (progress bars)
+        if builder.n_rows != len(y):
+            raise ValueError(f"{builder.n_rows} messages but {len(y)} labels")
+        X = self._csr(builder)
+        self._nb.partial_fit(X, y, classes=[False, True])
+        return self
+
+    def learn(self, message, spam=True):
+        """Add one message to the counts (train-on-error)."""
+        self._go_live()
+        X = self._csr(self._rows([message], grow=True))
+        self._nb.partial_fit(X, [bool(spam)], classes=[False, True])
+        self._state = None
+        return self
+
+    def forget(self, message, spam=True):
+        """Remove one learned message: the exact inverse of ``learn``.
+
+        Tokens left with no count in any class are dropped from the vocabulary,
+        so ``forget(m)`` after ``learn(m)`` restores the same model.  Raises
+        ValueError (changing nothing) if the message was not learned as that class.
+        """
+        import numpy as np
+
+        self._require_fitted()
+        self._go_live()
+        X = self._csr(self._rows([message], grow=False))
+        self._nb.unlearn(X, [bool(spam)])
+        totals = self._nb.feature_count_.sum(axis=0)
+        keep = totals > 0
+        if not keep.all():
+            self.vocabulary_.compact(keep.tolist())
+            class_count = self._nb.class_count_.copy()
+            self._nb = self._model_from_counts(class_count, self._nb.feature_count_[:, keep])
+        self._state = None
+        return self
+
+    # ------------------------------------------------------------------ scoring
+    def transform(self, messages):
+        """Token-count vectors of messages over the fitted vocabulary: CSR (n_messages, n_features)."""
+        self._require_fitted()
+        return self._csr(self._rows(messages, grow=False))
+
+    def score_many(self, messages):
+        """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
+        nb = self.model_
+        return nb.decision_function(self.transform(messages))
+
+    def _score(self, message, n_evidence):
+        state = self._scoring_state()
+        stream = self.tokenizer_.stream(message_bytes(message))
+        jll, evidence, n_tokens, n_known = _vocab.score_message(
+            state.keys, state.values, stream.hashes, state.feature_count, state.n_features,
+            state.log_norm, state.log_prior, float(self.alpha), COUNT_TRANSFORMS[self.counts], n_evidence)
+        return jll[1] - jll[0], evidence, n_tokens, n_known
+
+    def score(self, message):
+        """``Score(probability, log_odds)`` of one message."""
+        log_odds = self._score(message, 0)[0]
+        return Score(_probability(log_odds), log_odds)
+
+    def classify(self, message):
+        """A :class:`Verdict`: spam / unsure / ham by the cutoffs, with its evidence."""
+        log_odds, evidence, n_tokens, n_known = self._score(message, int(self.n_evidence))
+        probability = _probability(log_odds)
+        if probability >= self.spam_cutoff:
+            label = "spam"
+        elif probability <= self.ham_cutoff:
+            label = "ham"
+        else:
+            label = "unsure"
+        token = self.vocabulary_.token
+        return Verdict(label, probability, log_odds, tuple((token(i), w) for i, w in evidence), n_tokens, n_known)
+
+    # ------------------------------------------------------------------ inspection
+    def strongest_tokens(self, n=10, min_count=5):
+        """The ``n`` tokens pointing most to spam and to ham: two lists of
+        ``(token, log theta_spam - log theta_ham, ham count, spam count)``,
+        among tokens seen at least ``min_count`` times."""
+        import numpy as np
+
+        nb = self.model_
+        fc = nb.feature_count_
+        state = self._scoring_state()
+        weight = (np.log(fc[1] + self.alpha) - state.log_norm[1]) - (np.log(fc[0] + self.alpha) - state.log_norm[0])
+        eligible = np.flatnonzero(fc.sum(axis=0) >= min_count)
+        order = eligible[np.argsort(weight[eligible], kind="stable")]
+        token = self.vocabulary_.token
+
+        def rows(indices):
+            return [(token(i), float(weight[i]), float(fc[0, i]), float(fc[1, i])) for i in indices]
+
+        return rows(order[::-1][:n]), rows(order[:n])
+
+    # ------------------------------------------------------------------ files
+    def save(self, path=None):
+        """Write the model atomically to ``path`` (default: ``default_model_path()``)."""
+        import numpy as np
+
+        path = default_model_path() if path is None else path
+        self._require_fitted()
+        state = self._scoring_state()
+        vocab = self.vocabulary_
+        blob, offsets = vocab.string_table()
+        class_count = [float(v) for v in self.class_count_]
+        header = {
+            "format": MODEL_FORMAT,
+            "spamnb": _package_version(),
+            "tokenizer": self.tokenizer_.settings,
+            "classes": list(CLASSES),
+            "params": {"alpha": float(self.alpha), "prior": self.prior, "counts": self.counts,
+                       "spam_cutoff": float(self.spam_cutoff), "ham_cutoff": float(self.ham_cutoff),
+                       "n_evidence": int(self.n_evidence)},
+            "n_features": vocab.n_features,
+            "class_count": class_count,
+            "log_prior": list(state.log_prior),
+            "log_norm": list(state.log_norm),
+        }
+        feature_count = state.feature_count
+        if not isinstance(feature_count, memoryview):
+            feature_count = np.ascontiguousarray(feature_count, dtype=np.float64)
+        write_model(path, header, {
+            "keys": ("Q", vocab.keys),
+            "values": ("i", vocab.values),
+            "offsets": ("Q", offsets),
+            "strings": ("B", blob),
+            "feature_count": ("d", feature_count),
+        })
+
+    @classmethod
+    def load(cls, path=None, tokenizer=None):
+        """Map a model file.  Raises :class:`spamnb.store.ModelError` for any
+        missing, damaged, foreign or mismatched file (e.g. a ``tokenizer``
+        given here whose settings differ from the model's)."""
+        path = default_model_path() if path is None else path
+        header, arrays = read_model(path)
+        where = os.fspath(path)
+        try:
+            if header.get("format") != MODEL_FORMAT:
+                raise ValueError("not a spam filter model")
+            if header.get("classes") != list(CLASSES):
+                raise ValueError("unexpected classes")
+            params = header["params"]
+            try:
+                model_tokenizer = Tokenizer.from_settings(header["tokenizer"])
+            except (ValueError, TypeError, KeyError) as exc:
+                raise ModelError(f"{where}: the model was trained with tokenizer settings this spamnb "
+                                 f"cannot reproduce ({exc}); retrain it") from None
+            if tokenizer is not None and tokenizer.settings != model_tokenizer.settings:
+                raise ModelError(f"{where}: the model was trained with other tokenizer settings "
+                                 f"than the ones given; retrain it or load it without a tokenizer")
+            self = cls(tokenizer=model_tokenizer, alpha=params["alpha"], prior=params["prior"],
+                       counts=params["counts"], spam_cutoff=params["spam_cutoff"],
+                       ham_cutoff=params["ham_cutoff"], n_evidence=params["n_evidence"])
+            n_features = header["n_features"]
+            if not isinstance(n_features, int) or n_features < 0:
+                raise ValueError("bad vocabulary size")
+            numbers = [header["class_count"], header["log_prior"], header["log_norm"]]
+            for values in numbers:
+                if len(values) != len(CLASSES) or not all(isinstance(v, (int, float)) for v in values):
+                    raise ValueError("bad class statistics")
+            if not all(math.isfinite(v) and v >= 0 for v in header["class_count"]):
+                raise ValueError("bad class counts")
+            if not all(math.isfinite(v) for v in header["log_norm"]):
+                raise ValueError("bad normalisers")
+            if any(math.isnan(v) or v > 0 for v in header["log_prior"]):
+                raise ValueError("bad class priors")
+            expected = {"keys": "Q", "values": "i", "offsets": "Q", "strings": "B", "feature_count": "d"}
+            for name, typecode in expected.items():
+                if name not in arrays or arrays[name].format != typecode:
+                    raise ValueError(f"array {name!r} missing or of the wrong type")
+            feature_count = arrays["feature_count"]
+            if len(feature_count) != len(CLASSES) * n_features:
+                raise ValueError("count matrix does not match the vocabulary")
+            if not _vocab.check_counts(feature_count):
+                raise ValueError("negative or non-finite counts")
+            self.vocabulary_ = Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
+                                                       arrays["strings"], arrays["offsets"])
+        except ModelError:
+            raise
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelError(f"{where}: the model is inconsistent ({exc})") from None
+        self._mapped = (tuple(float(v) for v in header["class_count"]), feature_count,
+                        tuple(float(v) for v in header["log_prior"]), tuple(float(v) for v in header["log_norm"]))
+        self.source_ = where
+        return self
+
+    def __repr__(self):
+        return (f"SpamFilter(alpha={self.alpha!r}, prior={self.prior!r}, counts={self.counts!r}, "
+                f"spam_cutoff={self.spam_cutoff!r}, ham_cutoff={self.ham_cutoff!r})")
+
+
+def _package_version():
+    from spamnb import __version__
+
+    return __version__

@@ -1,0 +1,234 @@
+"""The vocabulary: token -> feature index, growing while training.
+
+Tokens are identified by their stable 64-bit hash (``spamnb._tokenize.hash_token``);
+the index is a compiled open-addressing table (``spamnb._vocab``), so looking
+up a message's tokens is one C loop, with no Python object per token.  The
+token strings are kept too (for ``spamnb info`` and a verdict's evidence), but
+only built once, when a token is first seen.
+
+Nothing here imports numpy: a vocabulary can sit on a memory-mapped model file
+(``Vocabulary.from_buffers``) and is copied into growable arrays only when it
+learns something new.
+
+Collisions: two distinct tokens share a 64-bit hash with probability about
+n^2 / 2^65, i.e. 3e-8 for a vocabulary of a million tokens; they would then
+share one feature.
+"""
+
+from __future__ import annotations
+
+from array import array
+from itertools import accumulate
+
+from spamnb import _vocab
+
+__all__ = ["Vocabulary"]
+
+_MIN_CAPACITY = 1024
+
+
+def _zeros(typecode, n):
+    out = array(typecode)
+    out.frombytes(bytes(n * out.itemsize))
+    return out
+
+
+def _copy(typecode, buffer):
+    out = array(typecode)
+    out.frombytes(memoryview(buffer).cast("B"))
+    return out
+
+
+class Vocabulary:
+    """Map token hashes to feature indices ``0 .. n_features - 1`` (in order of first sight).
+
+    Attributes
+    ----------
+    n_features : int
+    keys : buffer of uint64, shape (capacity,) -- the hash index (0 = empty)
+    values : buffer of int32, shape (capacity,) -- feature index per slot
+    """
+
+    def __init__(self):
+        self.keys = _zeros("Q", _MIN_CAPACITY)
+        self.values = _zeros("i", _MIN_CAPACITY)
+        self.n_features = 0
+        self._blob = b""
+        self._offsets = array("Q", [0])
+        self._new_strings = []
+        self._writable = True
+
+    # -- construction from a model file ---------------------------------------
+    @classmethod
+    def from_buffers(cls, keys, values, n_features, blob, offsets):
+        """A read-only vocabulary over existing buffers (e.g. slices of an mmap).
+
+        ``keys`` uint64 (capacity,), ``values`` int32 (capacity,), ``blob`` the
+        UTF-8 token strings back to back, ``offsets`` uint64 (n_features + 1,).
+        Raises ValueError when the buffers are inconsistent (they come from a
+        file: nothing here may index out of bounds).
+        """
+        self = cls.__new__(cls)
+        keys = memoryview(keys).cast("B").cast("Q") if memoryview(keys).format != "Q" else memoryview(keys)
+        values = memoryview(values).cast("B").cast("i") if memoryview(values).format != "i" else memoryview(values)
+        offsets = memoryview(offsets).cast("B").cast("Q") if memoryview(offsets).format != "Q" else memoryview(offsets)
+        blob = memoryview(blob).cast("B")
+        if len(keys) != len(values):
+            raise ValueError("hash index keys and values differ in length")
+        if len(offsets) != n_features + 1:
+            raise ValueError("token string offsets do not match the vocabulary size")
+        _vocab.check_index(keys, values, n_features)
+        if not _vocab.check_offsets(offsets, len(blob)):
+            raise ValueError("token string offsets are out of order or out of range")
+        self.keys = keys
+        self.values = values
+        self.n_features = n_features
+        self._blob = blob
+        self._offsets = offsets
+        self._new_strings = []
+        self._writable = False
+        return self
+
+    # -- queries --------------------------------------------------------------
+    def __len__(self):
+        return self.n_features
+
+    @property
+    def capacity(self):
+        return len(self.keys)
+
+    def lookup(self, hashes):
+        """Feature index of each hash, -1 for unknown tokens: ``array('i')``, shape (len(hashes),)."""
+        out = _zeros("i", len(hashes))
+        if len(hashes):
+            _vocab.lookup(self.keys, self.values, hashes, out)
+        return out
+
+    def token(self, index):
+        """The token string of feature ``index``."""
+        index = int(index)
+        if not 0 <= index < self.n_features:
+            raise IndexError(f"feature index {index} out of range for {self.n_features} features")
+        n_base = len(self._offsets) - 1
+        if index >= n_base:
+            return self._new_strings[index - n_base]
+        start, end = self._offsets[index], self._offsets[index + 1]
+        return bytes(self._blob[start:end]).decode("utf-8", "surrogatepass")
+
+    def tokens(self):
+        """All token strings, in feature order (a list: for inspection, not hot paths)."""
+        return [self.token(i) for i in range(self.n_features)]
+
+    def __contains__(self, token_hash):
+        return self.lookup(array("Q", [token_hash]))[0] >= 0
+
+    # -- learning -------------------------------------------------------------
+    def add(self, stream):
+        """Index the tokens of a ``TokenStream``, adding new ones; returns ``array('i')`` per occurrence."""
+        hashes = stream.hashes
+        n = len(hashes)
+        out = _zeros("i", n)
+        if n == 0:
+            return out
+        self._make_writable()
+        self._reserve(self.n_features + n)
+        new_positions = _zeros("i", n)
+        n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
+        if n_new:
+            token = stream.token
+            self._new_strings.extend([token(j) for j in new_positions[:n_new]])
+            self.n_features += n_new
+        return out
+
+    def compact(self, keep):
+        """Drop features: ``keep`` is a sequence of booleans, one per feature.
+
+        Surviving features keep their relative order and are renumbered
+        ``0 .. n_kept - 1``.  Returns the number kept.
+        """
+        if len(keep) != self.n_features:
+            raise ValueError(f"keep has {len(keep)} entries for {self.n_features} features")
+        keep = list(map(bool, keep))
+        first_dropped = keep.index(False) if False in keep else self.n_features
+        if not any(keep[first_dropped:]):
+            return self._truncate(first_dropped)
+        remap = array("i")
+        strings = []
+        next_index = 0
+        token = self.token
+        for i, flag in enumerate(keep):
+            if flag:
+                remap.append(next_index)
+                strings.append(token(i))
+                next_index += 1
+            else:
+                remap.append(-1)
+        capacity = _MIN_CAPACITY
+        while 2 * next_index > capacity:
+            capacity *= 2
+        keys = _zeros("Q", capacity)
+        values = _zeros("i", capacity)
+        if self.n_features:
+            _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
+        self.keys, self.values = keys, values
+        self.n_features = next_index
+        self._blob = b""
+        self._offsets = array("Q", [0])
+        self._new_strings = strings
+        self._writable = True
+        return next_index
+
+    def _truncate(self, n_kept):
+        """Keep features ``0 .. n_kept - 1`` (the common case of forgetting the
+        message learned last: its new tokens are the tail)."""
+        if n_kept == self.n_features:
+            return n_kept
+        self._make_writable()
+        remap = array("i", range(n_kept))
+        remap.frombytes(b"\xff" * 4 * (self.n_features - n_kept))  # -1
+        keys = _zeros("Q", len(self.keys))
+        values = _zeros("i", len(self.keys))
+        _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
+        self.keys, self.values = keys, values
+        n_base = len(self._offsets) - 1
+        if n_kept >= n_base:
+            del self._new_strings[n_kept - n_base:]
+        else:
+            self._new_strings = []
+            self._blob = self._blob[: self._offsets[n_kept]]
+            del self._offsets[n_kept + 1:]
+        self.n_features = n_kept
+        return n_kept
+
+    def _make_writable(self):
+        if self._writable:
+            return
+        self.keys = _copy("Q", self.keys)
+        self.values = _copy("i", self.values)
+        self._offsets = _copy("Q", self._offsets)
+        self._blob = bytes(self._blob)
+        self._writable = True
+
+    def _reserve(self, n_features):
+        capacity = len(self.keys)
+        if 2 * n_features <= capacity:
+            return
+        while 2 * n_features > capacity:
+            capacity *= 2
+        keys = _zeros("Q", capacity)
+        values = _zeros("i", capacity)
+        _vocab.rehash(self.keys, self.values, keys, values)
+        self.keys, self.values = keys, values
+
+    # -- serialisation ----------------------------------------------------------
+    def string_table(self):
+        """``(blob, offsets)``: all token strings UTF-8 encoded back to back, and
+        the uint64 offsets (n_features + 1,) delimiting them."""
+        if not self._new_strings:
+            return bytes(self._blob), self._offsets
+        encoded = [s.encode("utf-8", "surrogatepass") for s in self._new_strings]
+        base_end = self._offsets[-1]
+        offsets = _copy("Q", self._offsets)
+        offsets.extend(accumulate((len(b) for b in encoded), initial=base_end))
+        del offsets[len(self._offsets)]  # the repeated base_end
+        return bytes(self._blob) + b"".join(encoded), offsets
