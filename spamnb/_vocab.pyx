@@ -251,12 +251,12 @@ cdef class CSRBuilder:
 # --------------------------------------------------------------------------
 def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
                   const double[::1] feature_count, Py_ssize_t n_features,
-                  const double[::1] log_norm, const double[::1] log_prior, double alpha,
-                  int counts, Py_ssize_t n_evidence):
+                  log_norm, log_prior, double alpha, int counts, Py_ssize_t n_evidence):
     """Joint log-likelihood of one message for every class, from the counts.
 
     ``feature_count`` is the flattened (n_classes, n_features) C-order count
-    matrix, ``log_norm[c] = log(N_c + alpha * n_features)``, and
+    matrix; ``log_norm`` and ``log_prior`` are sequences of n_classes floats,
+    ``log_norm[c] = log(N_c + alpha * n_features)``, and
     log theta_ci = log(N_ci + alpha) - log_norm[c] is computed only for the
     message's own tokens (no per-vocabulary work).  Unknown tokens are ignored.
 
@@ -265,7 +265,7 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
     ``(feature_index, weight)`` pairs with the largest |weight|, weight =
     x_i (log theta_1i - log theta_0i) (two classes; empty otherwise).
     """
-    cdef Py_ssize_t n_classes = log_prior.shape[0]
+    cdef Py_ssize_t n_classes = len(log_prior)
     cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0
     cdef uint64_t mask = keys.shape[0] - 1
     cdef Py_ssize_t slot
@@ -275,7 +275,9 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
     cdef double *jll = NULL
     cdef int32_t *ev_idx = NULL
     cdef double *ev_w = NULL
-    cdef double w, lt
+    cdef double w
+    cdef double *norm = NULL
+    cdef double *prior = NULL
     if n_evidence < 0:
         n_evidence = 0
     if n_classes != 2:
@@ -287,9 +289,17 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
     jll = <double *>malloc((n_classes + 1) * sizeof(double))
     ev_idx = <int32_t *>malloc((n_evidence + 1) * sizeof(int32_t))
     ev_w = <double *>malloc((n_evidence + 1) * sizeof(double))
+    norm = <double *>malloc((n_classes + 1) * sizeof(double))
+    prior = <double *>malloc((n_classes + 1) * sizeof(double))
     try:
-        if idx == NULL or uniq == NULL or x == NULL or jll == NULL or ev_idx == NULL or ev_w == NULL:
+        if (idx == NULL or uniq == NULL or x == NULL or jll == NULL or ev_idx == NULL or ev_w == NULL
+                or norm == NULL or prior == NULL):
             raise MemoryError()
+        if len(log_norm) != n_classes or feature_count.shape[0] != n_classes * n_features:
+            raise ValueError("log_norm, log_prior and feature_count disagree on the number of classes")
+        for c in range(n_classes):
+            norm[c] = log_norm[c]
+            prior[c] = log_prior[c]
         with nogil:
             for j in range(n):
                 slot = _find_slot(keys, mask, hashes[j])
@@ -300,14 +310,14 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
                     n_known += 1
             m = _count_row(idx, n, uniq, x, counts)
             for c in range(n_classes):
-                jll[c] = log_prior[c]
+                jll[c] = prior[c]
             for k in range(m):
                 for c in range(n_classes):
-                    jll[c] += x[k] * (log(feature_count[c * n_features + uniq[k]] + alpha) - log_norm[c])
+                    jll[c] += x[k] * (log(feature_count[c * n_features + uniq[k]] + alpha) - norm[c])
                 if n_evidence > 0:
                     w = x[k] * (log(feature_count[n_features + uniq[k]] + alpha)
                                 - log(feature_count[uniq[k]] + alpha)
-                                - log_norm[1] + log_norm[0])
+                                - norm[1] + norm[0])
                     # keep the n_evidence largest |w|, sorted by |w| descending
                     if n_ev < n_evidence or fabs(w) > fabs(ev_w[n_ev - 1]):
                         e = n_ev if n_ev < n_evidence else n_evidence - 1
@@ -329,6 +339,8 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
         free(jll)
         free(ev_idx)
         free(ev_w)
+        free(norm)
+        free(prior)
 
 
 def check_counts(const double[::1] values):

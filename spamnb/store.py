@@ -8,7 +8,8 @@ Layout (little-endian)::
     12      4     reserved (0)
     16      8     header length H in bytes (uint64)
     24      8     file length in bytes (uint64)
-    32      8     checksum64 of bytes [40, file length) (uint64)
+    32      8     checksum (uint64): checksum64 of bytes [0, 32) followed by
+                  the 8-byte checksum64 of bytes [40, file length)
     40      H     header: UTF-8 JSON, padded with spaces to a multiple of 8
     40+H    ...   arrays, each starting on an 8-byte boundary
 
@@ -85,7 +86,8 @@ def write_model(path, header, arrays):
     header_bytes += b" " * _pad(len(header_bytes))
     body = b"".join([header_bytes, *chunks])
     total = _PREFIX.size + len(body)
-    prefix = _PREFIX.pack(MAGIC, FORMAT_VERSION, 0, len(header_bytes), total, _vocab.checksum64(body))
+    fields = (MAGIC, FORMAT_VERSION, 0, len(header_bytes), total)
+    prefix = _PREFIX.pack(*fields, _checksum(fields, body))
 
     mode = 0o644
     try:
@@ -110,6 +112,12 @@ def write_model(path, header, arrays):
             pass
         raise
     _fsync_directory(directory)
+
+
+def _checksum(fields, body):
+    """The file's checksum: covers the fixed fields and the whole body."""
+    head = _PREFIX.pack(*fields, 0)[:32]
+    return _vocab.checksum64(head + struct.pack("<Q", _vocab.checksum64(body)))
 
 
 def _fsync_directory(directory):
@@ -157,7 +165,7 @@ def read_model(path):
         raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
     if header_length > size - _PREFIX.size or header_length % _ALIGN:
         raise ModelError(f"{path}: model file is damaged (bad header length)")
-    if _vocab.checksum64(view[_PREFIX.size:]) != checksum:
+    if _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
         raise ModelError(f"{path}: model file is damaged (checksum mismatch)")
     try:
         header = json.loads(bytes(view[_PREFIX.size:_PREFIX.size + header_length]))

@@ -1,0 +1,134 @@
+"""The model file: atomic, versioned, checksummed, memory-mapped."""
+
+import json
+import os
+import struct
+from array import array
+
+import pytest
+
+from spamnb import store
+from spamnb.store import FORMAT_VERSION, ModelError, read_model, write_model
+
+
+def _write(path, **extra):
+    header = {"format": "test", "n": 3, **extra}
+    arrays = {"a": ("Q", array("Q", [1, 2, 3])), "b": ("d", array("d", [0.5, -1.0])), "c": ("B", b"hello"),
+              "d": ("i", array("i", [-1, 7, 9]))}
+    write_model(path, header, arrays)
+    return header, arrays
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "m.spamnb"
+    _write(path)
+    header, arrays = read_model(path)
+    assert header["format"] == "test" and header["n"] == 3
+    assert list(arrays["a"]) == [1, 2, 3]
+    assert list(arrays["b"]) == [0.5, -1.0]
+    assert bytes(arrays["c"]) == b"hello"
+    assert list(arrays["d"]) == [-1, 7, 9]
+    assert arrays["a"].readonly
+
+
+def test_every_array_is_aligned(tmp_path):
+    path = tmp_path / "m.spamnb"
+    _write(path)
+    header, _ = read_model(path)
+    for offset, _count, _typecode in header["arrays"].values():
+        assert offset % 8 == 0
+
+
+def test_truncation_at_any_length_is_refused(tmp_path):
+    path = tmp_path / "m.spamnb"
+    _write(path)
+    data = path.read_bytes()
+    broken = tmp_path / "broken"
+    for cut in range(0, len(data)):
+        broken.write_bytes(data[:cut])
+        with pytest.raises(ModelError):
+            read_model(broken)
+
+
+def test_bit_flips_anywhere_are_refused(tmp_path):
+    path = tmp_path / "m.spamnb"
+    _write(path)
+    data = bytearray(path.read_bytes())
+    broken = tmp_path / "broken"
+    for position in range(0, len(data), 3):
+        data[position] ^= 0x10
+        broken.write_bytes(bytes(data))
+        with pytest.raises(ModelError):
+            read_model(broken)
+        data[position] ^= 0x10
+
+
+def test_other_files_are_refused_with_one_line(tmp_path):
+    cases = {"empty": b"", "text": b"From: someone\n\nhello\n" * 10, "pickle": b"\x80\x04\x95" + b"\0" * 60}
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ModelError) as info:
+            read_model(tmp_path / name)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ModelError, match="directory"):
+        read_model(tmp_path)
+    with pytest.raises(ModelError, match="no model"):
+        read_model(tmp_path / "missing")
+
+
+def test_future_version_is_refused(tmp_path):
+    path = tmp_path / "m.spamnb"
+    _write(path)
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, 8, FORMAT_VERSION + 1)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelError, match="newer"):
+        read_model(path)
+
+
+def test_array_outside_the_file_is_refused_even_with_a_valid_checksum(tmp_path):
+    # a crafted file: consistent checksum, but an array table pointing past the end
+    path = tmp_path / "m.spamnb"
+    _write(path)
+    header, _ = read_model(path)
+    header["arrays"]["a"][1] = 10**9
+    header_bytes = json.dumps(header).encode()
+    header_bytes += b" " * ((-len(header_bytes)) % 8)
+    old = path.read_bytes()
+    old_header_length = struct.unpack_from("<Q", old, 16)[0]
+    body = header_bytes + old[40 + old_header_length:]
+    from spamnb import _vocab
+
+    fields = (store.MAGIC, FORMAT_VERSION, 0, len(header_bytes), 40 + len(body))
+    head = struct.pack("<8sIIQQ", *fields)
+    prefix = head + struct.pack("<Q", _vocab.checksum64(head + struct.pack("<Q", _vocab.checksum64(body))))
+    path.write_bytes(prefix + body)
+    with pytest.raises(ModelError, match="outside"):
+        read_model(path)
+
+
+def test_write_replaces_atomically_and_leaves_no_temporary_files(tmp_path):
+    path = tmp_path / "m.spamnb"
+    _write(path, version_mark=1)
+    os.chmod(path, 0o600)
+    _write(path, version_mark=2)
+    header, _ = read_model(path)
+    assert header["version_mark"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.spamnb"]
+    assert os.stat(path).st_mode & 0o777 == 0o600  # the old file's permissions are kept
+
+
+def test_failed_write_keeps_the_old_model(tmp_path, monkeypatch):
+    path = tmp_path / "m.spamnb"
+    _write(path, version_mark=1)
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(OSError):
+        _write(path, version_mark=2)
+    monkeypatch.undo()
+    header, _ = read_model(path)
+    assert header["version_mark"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.spamnb"]

@@ -1,0 +1,161 @@
+"""The vocabulary's compiled hash index, CSR builder and single-message scorer."""
+
+import math
+import random
+from array import array
+
+import numpy as np
+import pytest
+
+from spamnb import _vocab
+from spamnb.vocabulary import Vocabulary
+
+
+class FakeStream:
+    """Stands in for a TokenStream: hashes plus the token strings."""
+
+    def __init__(self, tokens):
+        self._tokens = list(tokens)
+        self.hashes = array("Q", [self.hash(t) for t in self._tokens])
+
+    @staticmethod
+    def hash(token):
+        # any stable non-zero 64-bit value will do for the index
+        import hashlib
+
+        return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little") or 1
+
+    def __len__(self):
+        return len(self._tokens)
+
+    def token(self, j):
+        return self._tokens[j]
+
+
+def test_add_assigns_indices_in_order_of_first_sight():
+    vocab = Vocabulary()
+    out = vocab.add(FakeStream(["b", "a", "b", "c", "a"]))
+    assert list(out) == [0, 1, 0, 2, 1]
+    assert vocab.tokens() == ["b", "a", "c"]
+    out = vocab.add(FakeStream(["c", "d"]))
+    assert list(out) == [2, 3]
+    assert len(vocab) == 4
+
+
+def test_lookup_marks_unknown_tokens():
+    vocab = Vocabulary()
+    vocab.add(FakeStream(["x", "y"]))
+    assert list(vocab.lookup(FakeStream(["y", "zz", "x"]).hashes)) == [1, -1, 0]
+
+
+def test_growth_keeps_every_mapping():
+    vocab = Vocabulary()
+    words = [f"w{i}" for i in range(20000)]
+    vocab.add(FakeStream(words[:5000]))
+    vocab.add(FakeStream(words))
+    assert vocab.capacity >= 2 * len(words)
+    assert list(vocab.lookup(FakeStream(words).hashes)) == list(range(len(words)))
+    assert vocab.token(12345) == "w12345"
+
+
+def test_round_trip_through_buffers_and_copy_on_write():
+    vocab = Vocabulary()
+    vocab.add(FakeStream(["alpha", "βeta", "gamma"]))
+    blob, offsets = vocab.string_table()
+    loaded = Vocabulary.from_buffers(bytes(memoryview(vocab.keys).cast("B")), bytes(memoryview(vocab.values).cast("B")),
+                                     3, blob, bytes(memoryview(offsets).cast("B")))
+    assert loaded.tokens() == ["alpha", "βeta", "gamma"]
+    out = loaded.add(FakeStream(["gamma", "delta"]))  # read-only buffers are copied first
+    assert list(out) == [2, 3]
+    blob2, offsets2 = loaded.string_table()
+    assert blob2.decode() == "alphaβetagammadelta"
+    assert list(offsets2) == [0, 5, 10, 15, 20]
+
+
+@pytest.mark.parametrize("keep", [[True, True, False, False], [False, True, True, False], [True, False, True, True]])
+def test_compact_renumbers_survivors(keep):
+    words = ["a", "b", "c", "d"]
+    vocab = Vocabulary()
+    vocab.add(FakeStream(words))
+    vocab.compact(keep)
+    kept = [w for w, k in zip(words, keep) if k]
+    assert vocab.tokens() == kept
+    assert list(vocab.lookup(FakeStream(words).hashes)) == [kept.index(w) if k else -1 for w, k in zip(words, keep)]
+
+
+def test_check_index_rejects_crafted_tables():
+    vocab = Vocabulary()
+    vocab.add(FakeStream(["a", "b"]))
+    keys, values = array("Q", vocab.keys), array("i", vocab.values)
+    assert _vocab.check_index(keys, values, 2) == 2
+    slot = next(i for i, k in enumerate(keys) if k)
+    bad = array("i", values)
+    bad[slot] = 7  # out of range
+    with pytest.raises(ValueError):
+        _vocab.check_index(keys, bad, 2)
+    with pytest.raises(ValueError):  # no empty slot: probing would never end
+        _vocab.check_index(array("Q", [5, 6]), array("i", [0, 1]), 2)
+    with pytest.raises(ValueError):  # not a power of two
+        _vocab.check_index(array("Q", [0, 0, 0]), array("i", [0, 0, 0]), 0)
+
+
+@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+def test_csr_builder_counts_rows(counts):
+    builder = _vocab.CSRBuilder(counts)
+    builder.add_row(array("i", [3, 1, 3, -1, 3]))
+    builder.add_row(array("i"))
+    builder.add_row(array("i", [0]))
+    expected = {_vocab.COUNTS_RAW: [1.0, 3.0, 1.0], _vocab.COUNTS_BINARY: [1.0, 1.0, 1.0],
+                _vocab.COUNTS_LOG: [math.log(2), math.log(4), math.log(2)]}[counts]
+    assert list(builder.indptr) == [0, 2, 2, 3]
+    assert list(builder.indices) == [1, 3, 0]
+    assert list(builder.data) == pytest.approx(expected, rel=1e-15)
+
+
+@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+def test_score_message_matches_the_formula(counts):
+    rng = random.Random(3)
+    words = [f"t{i}" for i in range(50)]
+    vocab = Vocabulary()
+    vocab.add(FakeStream(words))
+    fc = np.array([[rng.randint(0, 9) for _ in words] for _ in range(2)], dtype=np.float64)
+    alpha = 0.3
+    log_norm = np.log(fc.sum(axis=1) + alpha * len(words))
+    log_prior = np.log([0.7, 0.3])
+    message = [rng.choice(words + ["unseen1", "unseen2"]) for _ in range(200)]
+    jll, evidence, n_tokens, n_known = _vocab.score_message(
+        vocab.keys, vocab.values, FakeStream(message).hashes, fc.reshape(-1), len(words),
+        log_norm, log_prior, alpha, counts, 5)
+    x = np.zeros(len(words))
+    for w in message:
+        if w in words:
+            x[words.index(w)] += 1
+    x = {_vocab.COUNTS_RAW: x, _vocab.COUNTS_BINARY: (x > 0) * 1.0, _vocab.COUNTS_LOG: np.log1p(x)}[counts]
+    log_theta = np.log(fc + alpha) - log_norm[:, None]
+    expected = log_prior + log_theta @ x
+    assert jll == pytest.approx(expected.tolist(), rel=1e-12)
+    assert n_tokens == 200 and n_known == sum(w in words for w in message)
+    weights = x * (log_theta[1] - log_theta[0])
+    top = np.argsort(-np.abs(weights), kind="stable")[:5]
+    assert [i for i, _ in evidence] == top.tolist()
+    assert [w for _, w in evidence] == pytest.approx(weights[top].tolist(), rel=1e-12)
+
+
+def test_score_message_of_no_tokens_is_the_prior():
+    vocab = Vocabulary()
+    vocab.add(FakeStream(["a"]))
+    jll, evidence, n, known = _vocab.score_message(vocab.keys, vocab.values, array("Q"), array("d", [1, 1]), 1,
+                                                   [0.0, 0.0], [math.log(0.25), math.log(0.75)], 1.0, 0, 3)
+    assert jll == pytest.approx([math.log(0.25), math.log(0.75)])
+    assert evidence == [] and n == 0 and known == 0
+
+
+def test_checksum_detects_every_single_bit_flip_of_a_small_buffer():
+    data = bytearray(random.Random(1).randbytes(100))
+    reference = _vocab.checksum64(bytes(data))
+    assert _vocab.checksum64(bytes(data)) == reference
+    for bit in range(len(data) * 8):
+        data[bit // 8] ^= 1 << (bit % 8)
+        assert _vocab.checksum64(bytes(data)) != reference
+        data[bit // 8] ^= 1 << (bit % 8)
+    assert _vocab.checksum64(bytes(data[:-1])) != reference
