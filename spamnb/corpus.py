@@ -1,9 +1,11 @@
 """Reading labelled mail: folder trees, mbox files and Maildirs.
 
 Layout of a training tree (``spamnb train DIR``): every file below ``DIR`` is
-one message; it is spam when a folder on its way (``DIR`` itself included)
-is named like ``spam*`` (case-insensitive, leading dots ignored, so a Maildir
-``.Spam`` counts), ham otherwise.  ``--spam PATH`` / ``--ham PATH`` label a
+one message; it is spam when a folder on its way below ``DIR`` is named like
+``spam*`` (case-insensitive, leading dots ignored, so a Maildir ``.Spam``
+counts), ham otherwise.  Files directly in ``DIR`` take ``DIR``'s own name
+(so ``spamnb train corpus/spam`` is all spam, while a corpus root called
+``spamassassin`` does not make its ``easy_ham`` folder spam).  ``--spam PATH`` / ``--ham PATH`` label a
 whole folder, Maildir (``cur/`` and ``new/``; ``tmp/`` is skipped) or mbox file.
 
 What cannot be read is skipped and counted, never fatal (unless ``strict``):
@@ -165,7 +167,7 @@ def labelled_messages(trees=(), spam=(), ham=(), report=None, strict=False):
         root_is_spam = _is_spam_name(os.path.basename(os.path.normpath(os.fspath(tree))))
         for relpath, data in read_messages(tree, report, strict):
             folders = relpath.split("/")[:-1]
-            is_spam = root_is_spam or any(_is_spam_name(part) for part in folders)
+            is_spam = any(_is_spam_name(part) for part in folders) if folders else root_is_spam
             out.append(LabelledMessage(relpath, data, is_spam))
     for paths, is_spam in ((spam, True), (ham, False)):
         for path in paths:

@@ -206,8 +206,10 @@ class SpamFilter:
 
         nb = self._new_model()
         n_features = self.vocabulary_.n_features
-        counts = np.array(feature_count, dtype=np.float64).reshape(len(CLASSES), n_features)
-        nb.set_counts(np.array([False, True]), np.asarray(class_count, dtype=np.float64), counts)
+        prior = nb._make_prior().partial_fit(np.zeros(0, dtype=bool), classes=[False, True])
+        prior.add_counts(np.asarray(class_count, dtype=np.float64))
+        nb.prior_ = prior
+        nb.feature_count_ = np.array(feature_count, dtype=np.float64).reshape(len(CLASSES), n_features)
         return nb
 
     def _require_fitted(self):

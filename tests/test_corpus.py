@@ -59,6 +59,12 @@ def test_a_tree_named_spam_is_all_spam(tmp_path):
     assert all(m.is_spam for m in labelled_messages([root / "spam"]))
 
 
+def test_the_root_name_does_not_label_its_subfolders(tmp_path):
+    root = _tree(tmp_path / "spamassassin")
+    labels = {m.relpath: m.is_spam for m in labelled_messages([root])}
+    assert labels["easy_ham/00000"] is False and labels["spam/00000"] is True
+
+
 def test_explicit_labels_for_folders_maildirs_and_mboxes(tmp_path):
     maildir = tmp_path / "Maildir"
     for sub in ("cur", "new", "tmp"):
