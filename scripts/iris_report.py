@@ -68,7 +68,8 @@ def main(argv=None):
     }
 
     print(f"Iris: {X.shape[0]} samples, {X.shape[1]} features, classes {names}")
-    print(f"Stratified {args.folds}-fold cross-validation, shuffle seed {args.seed}; default reg=1e-9, MLE class prior\n")
+    print(f"Stratified {args.folds}-fold cross-validation, shuffle seed {args.seed}; "
+          "default reg=1e-9, MLE class prior\n")
     header = f"{'model':<40} {'mean acc':>8} {'std':>6} {'min':>6} {'pooled':>7} {'errors':>6}"
     print(header)
     print("-" * len(header))
@@ -80,7 +81,8 @@ def main(argv=None):
         for label, make in rows:
             predicted, acc = cross_validate(make, X, y, folds)
             errors = int(np.sum(predicted != y))
-            print(f"{label:<40} {acc.mean():8.4f} {acc.std():6.4f} {acc.min():6.4f} {np.mean(predicted == y):7.4f} {errors:6d}")
+            pooled = np.mean(predicted == y)
+            print(f"{label:<40} {acc.mean():8.4f} {acc.std():6.4f} {acc.min():6.4f} {pooled:7.4f} {errors:6d}")
             if label.startswith("GaussianBayes"):
                 matrices[covariance] = confusion(y, predicted, len(names))
 

@@ -29,7 +29,7 @@ are derived from the statistics on demand.
 Regularisation.  ``reg`` times the largest per-feature variance of all the
 training data (weighted, computed from the statistics) is added to every
 variance (the diagonal of every covariance), as sklearn's ``var_smoothing``
-does; if every feature is constant, ``reg`` itself is added.
+does; if every feature is constant (to 1e-12 relative), ``reg`` itself is added.
 
 Sample weights are frequency weights: a weight of 2 counts a row twice, so the
 unbiased estimates divide by (sum of weights - 1) or (- K).
@@ -247,7 +247,9 @@ class GaussianBayes(BayesClassifier):
         self._check_is_fitted()
         other._check_is_fitted()
         if not np.array_equal(self.classes_, other.classes_):
-            raise ValueError(f"cannot merge models over different classes: {self.classes_.tolist()!r} vs {other.classes_.tolist()!r}")
+            raise ValueError(
+                f"cannot merge models over different classes: {self.classes_.tolist()!r} vs {other.classes_.tolist()!r}"
+            )
         if self.n_features_in_ != other.n_features_in_:
             raise ValueError(f"cannot merge models with {self.n_features_in_} and {other.n_features_in_} features")
         scatter_b = other.scatter_
@@ -397,7 +399,8 @@ class GaussianBayes(BayesClassifier):
             if count[k] < need:
                 how = f"covariance={kind!r}" + (" with unbiased=True" if need == 2 else "")
                 raise ValueError(
-                    f"class {_label(label)!r} has {count[k]:g} training samples; {how} needs at least {need:g} per class"
+                    f"class {_label(label)!r} has {count[k]:g} training samples; "
+                    f"{how} needs at least {need:g} per class"
                 )
         n_classes, n_features = self.means_.shape
         total = count.sum()
@@ -411,7 +414,9 @@ class GaussianBayes(BayesClassifier):
         grand_mean = count @ self.means_ / total
         total_scatter = scatter_diag.sum(axis=0) + count @ (self.means_ - grand_mean) ** 2
         max_var = float(np.max(total_scatter / total))
-        epsilon = float(self.reg) * max_var if max_var > 0 else float(self.reg)
+        # data constant up to rounding (relative spread below 1e-12): reg is used as an absolute variance
+        rounding_level = (1e-12 * float(np.max(np.abs(grand_mean)))) ** 2
+        epsilon = float(self.reg) * max_var if max_var > rounding_level else float(self.reg)
         denom = count - 1.0 if self.unbiased else count
         out = {"key": key, "kind": kind, "epsilon": epsilon}
         if kind == "diag":
@@ -429,7 +434,10 @@ class GaussianBayes(BayesClassifier):
             cov[:, np.arange(n_features), np.arange(n_features)] += epsilon
             out["covariance"] = cov
             out["cholesky"] = np.stack(
-                [self._cholesky(cov[k], f"the covariance of class {_label(label)!r}") for k, label in enumerate(self.classes_)]
+                [
+                    self._cholesky(cov[k], f"the covariance of class {_label(label)!r}")
+                    for k, label in enumerate(self.classes_)
+                ]
             )
             out["logdet"] = 2.0 * np.sum(np.log(np.diagonal(out["cholesky"], axis1=1, axis2=2)), axis=1)
         if kind in ("diag", "spherical") and np.any(out["covariance"] <= 0):
@@ -445,7 +453,9 @@ class GaussianBayes(BayesClassifier):
         try:
             return linalg.cholesky(cov, lower=True, check_finite=False)
         except linalg.LinAlgError:
-            raise ValueError(f"{what} is singular (not positive definite) with reg={self.reg!r}; increase reg") from None
+            raise ValueError(
+                f"{what} is singular (not positive definite) with reg={self.reg!r}; increase reg"
+            ) from None
 
     def __repr__(self):
         return (
