@@ -445,3 +445,9 @@ def test_merge_checks_compatibility():
         a.merge(GaussianNB().fit(X, np.where(y == "ham", "x", "y")))
     with pytest.raises(ValueError, match="features"):
         a.merge(GaussianNB().fit(X[:, :2], y))
+
+
+def test_package_exports_the_gaussian_models():
+    import spamnb
+
+    assert spamnb.GaussianNB is GaussianNB and spamnb.GaussianBayes is GaussianBayes
