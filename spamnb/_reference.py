@@ -36,7 +36,7 @@ def joint_log_likelihood(X, feature_log_prob, class_log_prior):
     X = _without_stored_zeros(X)
     n_columns = X.shape[1]
     weights = np.asarray(feature_log_prob, dtype=np.float64)[:, :n_columns]
-    jll = np.asarray(X @ weights.T, dtype=np.float64).reshape(X.shape[0], -1)
+    jll = np.asarray(X @ weights.T, dtype=np.float64).reshape(X.shape[0], weights.shape[0])
     jll += np.asarray(class_log_prior, dtype=np.float64)
     return jll
 

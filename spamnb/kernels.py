@@ -21,7 +21,8 @@ Stored zeros are treated as absent, so a zero count never multiplies a
 when the pure numpy/scipy reference (``spamnb._reference``) is: after a
 one-time warning if the extension cannot be imported, or always with the
 environment variable ``SPAMNB_PUREPYTHON=1``.  Each function also takes
-``implementation=`` to pick one explicitly (the tests run both).
+``implementation=`` to pick one explicitly (the tests run both; the
+environment variable only changes the default).
 """
 
 from __future__ import annotations
@@ -37,20 +38,23 @@ from spamnb import _reference
 __all__ = ["IMPLEMENTATION", "as_csr", "check_csr", "joint_log_likelihood", "count_features"]
 
 try:
-    if os.environ.get("SPAMNB_PUREPYTHON", "") not in ("", "0"):
-        _compiled = None
-    else:
-        from spamnb import _kernels as _compiled
+    from spamnb import _kernels as _compiled
 except ImportError as exc:  # pragma: no cover - depends on the build
     _compiled = None
+    _import_error = exc
+
+if os.environ.get("SPAMNB_PUREPYTHON", "") not in ("", "0"):
+    IMPLEMENTATION = "numpy"
+elif _compiled is None:  # pragma: no cover - depends on the build
+    IMPLEMENTATION = "numpy"
     warnings.warn(
-        f"spamnb._kernels could not be imported ({exc}); using the slower numpy reference. "
+        f"spamnb._kernels could not be imported ({_import_error}); using the slower numpy reference. "
         "Build it with: python setup.py build_ext --inplace",
         RuntimeWarning,
         stacklevel=2,
     )
-
-IMPLEMENTATION = "cython" if _compiled is not None else "numpy"
+else:
+    IMPLEMENTATION = "cython"
 
 _INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _VALUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

@@ -1,0 +1,345 @@
+"""spamnb.kernels: compiled kernel == numpy reference == a dense closed form.
+
+Every test that can runs against both implementations ("cython" and
+"numpy"); the compiled one is skipped only if it is not built, and
+``SPAMNB_REQUIRE_COMPILED=1`` (set in CI) turns that skip into a failure.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spamnb import _reference, kernels
+
+try:
+    from spamnb import _kernels
+except ImportError:  # pragma: no cover - depends on the build
+    _kernels = None
+
+IMPLEMENTATIONS = [
+    pytest.param("cython", marks=pytest.mark.skipif(_kernels is None, reason="spamnb._kernels not built")),
+    "numpy",
+]
+
+
+def test_compiled_kernel_in_use_when_required():
+    if os.environ.get("SPAMNB_REQUIRE_COMPILED") != "1":
+        pytest.skip("SPAMNB_REQUIRE_COMPILED is not set")
+    assert _kernels is not None, "spamnb._kernels failed to import"
+    assert kernels.IMPLEMENTATION == "cython"
+
+
+def test_implementation_name_matches_what_is_importable():
+    if os.environ.get("SPAMNB_PUREPYTHON", "") not in ("", "0") or _kernels is None:
+        # forced or missing: the reference is the default
+        assert kernels.IMPLEMENTATION == "numpy"
+    else:
+        assert kernels.IMPLEMENTATION == "cython"
+
+
+def test_importing_the_extension_does_not_import_numpy():
+    import subprocess
+    import sys
+
+    code = "import sys, spamnb._kernels; print('numpy' in sys.modules)"
+    if _kernels is None:
+        pytest.skip("spamnb._kernels not built")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert result.stdout.strip() == "False"
+
+
+def random_model(rng, n_classes, n_features, with_inf=False):
+    log_prob = np.log(rng.dirichlet(np.ones(n_features), size=n_classes))
+    if with_inf:
+        log_prob[rng.random(log_prob.shape) < 0.2] = -np.inf
+    prior = np.log(rng.dirichlet(np.ones(n_classes)))
+    return log_prob, prior
+
+
+def dense_jll(dense, log_prob, prior):
+    """Closed form: prior[c] + sum over the non-zero x_j of x_j * log_prob[c, j]."""
+    out = np.tile(prior, (dense.shape[0], 1)).astype(np.float64)
+    for r in range(dense.shape[0]):
+        nz = np.flatnonzero(dense[r])
+        for c in range(log_prob.shape[0]):
+            out[r, c] += np.sum(dense[r, nz].astype(np.float64) * log_prob[c, nz])
+    return out
+
+
+def random_counts(rng, n_samples, n_features, density=0.3, dtype=np.float64):
+    dense = rng.integers(1, 6, size=(n_samples, n_features)) * (rng.random((n_samples, n_features)) < density)
+    return dense.astype(dtype)
+
+
+def in_format(dense, fmt, index_dtype, data_dtype):
+    if fmt == "dense":
+        return dense.astype(data_dtype)
+    X = sp.csr_matrix(dense.astype(data_dtype))
+    X.indices = X.indices.astype(index_dtype)
+    X.indptr = X.indptr.astype(index_dtype)
+    if fmt == "csc":
+        X = X.tocsc()
+        X.indices = X.indices.astype(index_dtype)
+        X.indptr = X.indptr.astype(index_dtype)
+    elif fmt == "coo":
+        X = X.tocoo()
+        X.row = X.row.astype(index_dtype)
+        X.col = X.col.astype(index_dtype)
+    return X
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dense"])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("data_dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8, bool])
+@pytest.mark.parametrize("n_classes", [1, 2, 3, 20])
+def test_jll_equals_closed_form_for_every_format_and_dtype(implementation, fmt, index_dtype, data_dtype, n_classes):
+    rng = np.random.default_rng(n_classes)
+    dense = random_counts(rng, 17, 11).astype(data_dtype)
+    log_prob, prior = random_model(rng, n_classes, 11)
+    expected = dense_jll(dense, log_prob, prior)
+    got = kernels.joint_log_likelihood(in_format(dense, fmt, index_dtype, data_dtype), log_prob, prior,
+                                       implementation=implementation)
+    assert got.dtype == np.float64 and got.shape == (17, n_classes)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_samples=st.integers(0, 12),
+    n_features=st.integers(1, 15),
+    n_classes=st.integers(1, 4),
+    density=st.floats(0, 1),
+    seed=st.integers(0, 2**32 - 1),
+    with_inf=st.booleans(),
+    float32=st.booleans(),
+)
+def test_compiled_equals_reference(n_samples, n_features, n_classes, density, seed, with_inf, float32):
+    if _kernels is None:
+        pytest.skip("spamnb._kernels not built")
+    rng = np.random.default_rng(seed)
+    dense = random_counts(rng, n_samples, n_features, density, np.float32 if float32 else np.float64)
+    log_prob, prior = random_model(rng, n_classes, n_features, with_inf)
+    X = sp.csr_matrix(dense)
+    compiled = kernels.joint_log_likelihood(X, log_prob, prior, implementation="cython")
+    reference = kernels.joint_log_likelihood(X, log_prob, prior, implementation="numpy")
+    assert not np.any(np.isnan(compiled))
+    np.testing.assert_allclose(compiled, reference, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(np.isneginf(compiled), np.isneginf(reference))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_stored_zeros_are_absent_so_zero_times_minus_inf_is_not_nan(implementation):
+    log_prob = np.array([[0.0, -np.inf, np.log(0.5)], [np.log(0.5), np.log(0.25), np.log(0.25)]])
+    prior = np.log([0.5, 0.5])
+    # row 0 stores an explicit zero for the -inf feature; row 1 really has it
+    X = sp.csr_matrix((np.array([2.0, 0.0, 1.0]), np.array([0, 1, 1]), np.array([0, 2, 3])), shape=(2, 3))
+    assert X.nnz == 3
+    got = kernels.joint_log_likelihood(X, log_prob, prior, implementation=implementation)
+    assert np.isfinite(got[0]).all()
+    np.testing.assert_allclose(got[0], [np.log(0.5), np.log(0.5) + 2 * np.log(0.5)])
+    assert got[1, 0] == -np.inf and got[1, 1] == pytest.approx(np.log(0.5) + np.log(0.25))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_fewer_columns_than_features_count_as_zeros(implementation):
+    rng = np.random.default_rng(3)
+    log_prob, prior = random_model(rng, 2, 10)
+    dense = random_counts(rng, 5, 6)
+    padded = np.hstack([dense, np.zeros((5, 4))])
+    got = kernels.joint_log_likelihood(sp.csr_matrix(dense), log_prob, prior, implementation=implementation)
+    np.testing.assert_allclose(got, dense_jll(padded, log_prob, prior), rtol=1e-12)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_empty_rows_and_no_rows(implementation):
+    log_prob, prior = random_model(np.random.default_rng(0), 3, 4)
+    got = kernels.joint_log_likelihood(sp.csr_matrix((3, 4)), log_prob, prior, implementation=implementation)
+    np.testing.assert_array_equal(got, np.tile(prior, (3, 1)))
+    assert kernels.joint_log_likelihood(sp.csr_matrix((0, 4)), log_prob, prior,
+                                        implementation=implementation).shape == (0, 3)
+
+
+def test_as_csr_does_not_copy_acceptable_csr():
+    X = sp.csr_matrix(np.eye(3))
+    assert kernels.as_csr(X) is X
+    X32 = sp.csr_matrix(np.eye(3, dtype=np.float32))
+    assert kernels.as_csr(X32) is X32
+    Xi = sp.csr_matrix(np.eye(3, dtype=np.int64))
+    converted = kernels.as_csr(Xi)
+    assert converted.data.dtype == np.float64
+    assert np.shares_memory(converted.indices, Xi.indices)  # only the values were converted
+
+
+def test_as_csr_unifies_mixed_index_dtypes():
+    X = sp.csr_matrix(np.eye(3))
+    X.indices = X.indices.astype(np.int64)
+    X.indptr = X.indptr.astype(np.int32)
+    converted = kernels.as_csr(X)
+    assert converted.indices.dtype == converted.indptr.dtype == np.int64
+
+
+def test_works_on_plain_buffers_without_numpy_arrays():
+    from array import array
+
+    if _kernels is None:
+        pytest.skip("spamnb._kernels not built")
+    indptr = array("i", [0, 2, 3])
+    indices = array("i", [0, 2, 1])
+    data = array("d", [1.0, 2.0, 3.0])
+    by_feature = array("d", [np.log(0.5), np.log(0.2), np.log(0.25), np.log(0.3), np.log(0.25), np.log(0.5)])
+    prior = array("d", [np.log(0.4), np.log(0.6)])
+    out = np.zeros((2, 2))
+    code, position = _kernels.joint_log_likelihood_csr(indptr, indices, data, memoryview(by_feature).cast("B").cast("d", (3, 2)), prior, out)
+    assert (code, position) == (0, -1)
+    expected = [[np.log(0.4) + np.log(0.5) + 2 * np.log(0.25), np.log(0.6) + np.log(0.2) + 2 * np.log(0.5)],
+                [np.log(0.4) + 3 * np.log(0.25), np.log(0.6) + 3 * np.log(0.3)]]
+    np.testing.assert_allclose(out, expected)
+
+
+# -- validation: ValueError, never a crash ----------------------------------
+
+def raw_csr(data, indices, indptr, shape):
+    """A CSR matrix with exactly these arrays (no scipy checks)."""
+    X = sp.csr_matrix(shape, dtype=np.float64)
+    X.data = np.asarray(data, dtype=np.float64)
+    X.indices = np.asarray(indices, dtype=np.int32)
+    X.indptr = np.asarray(indptr, dtype=np.int32)
+    return X
+
+
+MODEL = (np.log(np.full((2, 4), 0.25)), np.log([0.5, 0.5]))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize(
+    "X, message",
+    [
+        (raw_csr([1.0], [4], [0, 1, 1], (2, 4)), "outside"),
+        (raw_csr([1.0], [-1], [0, 1, 1], (2, 4)), "outside"),
+        (raw_csr([1.0], [2_000_000_000], [0, 1, 1], (2, 4)), "outside"),
+        (raw_csr([1.0, 1.0], [0, 1], [0, 2, 1], (2, 4)), "decreases"),
+        (raw_csr([1.0], [0], [0, 1, 5], (2, 4)), "ends at"),
+        (raw_csr([1.0], [0], [1, 1, 1], (2, 4)), "start at 0"),
+        (raw_csr([1.0], [0], [0, 1], (2, 4)), "shape"),
+        (raw_csr([-1.0], [0], [0, 1, 1], (2, 4)), "negative"),
+        (raw_csr([np.nan], [0], [0, 1, 1], (2, 4)), "not finite"),
+        (raw_csr([np.inf], [0], [0, 1, 1], (2, 4)), "not finite"),
+        (np.array([[1.0, -2.0, 0.0, 0.0]]), "negative"),
+        (np.ones((2, 5)), "features"),
+        (np.ones(4), "2-D"),
+        (np.array([["a", "b", "c", "d"]]), "numbers"),
+    ],
+)
+def test_wrapper_rejects_bad_input(implementation, X, message):
+    with pytest.raises(ValueError, match=message):
+        kernels.joint_log_likelihood(X, *MODEL, implementation=implementation)
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_wrapper_rejects_bad_model_shapes(implementation):
+    X = np.ones((1, 4))
+    log_prob, prior = MODEL
+    with pytest.raises(ValueError, match="class_log_prior"):
+        kernels.joint_log_likelihood(X, log_prob, prior[:1], implementation=implementation)
+    with pytest.raises(ValueError, match="2-D"):
+        kernels.joint_log_likelihood(X, log_prob[0], prior, implementation=implementation)
+
+
+def test_kernel_rejects_inconsistent_shapes_directly():
+    if _kernels is None:
+        pytest.skip("spamnb._kernels not built")
+    indptr = np.array([0, 1], dtype=np.int32)
+    indices = np.array([0], dtype=np.int32)
+    data = np.array([1.0])
+    by_feature = np.zeros((4, 2))
+    with pytest.raises(ValueError):
+        _kernels.joint_log_likelihood_csr(indptr, indices, data, by_feature, np.zeros(2), np.empty((2, 2)))
+    with pytest.raises(ValueError):
+        _kernels.joint_log_likelihood_csr(np.array([0, 5], dtype=np.int32), indices, data, by_feature, np.zeros(2),
+                                          np.empty((1, 2)))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_check_csr_accepts_valid_and_rejects_invalid(implementation):
+    kernels.check_csr(raw_csr([1.0, 2.0], [0, 3], [0, 1, 2], (2, 4)), implementation=implementation)
+    with pytest.raises(ValueError, match="outside"):
+        kernels.check_csr(raw_csr([1.0, 2.0], [0, 3], [0, 1, 2], (2, 4)), 3, implementation=implementation)
+    with pytest.raises(ValueError, match="negative"):
+        kernels.check_csr(raw_csr([1.0, -2.0], [0, 3], [0, 1, 2], (2, 4)), implementation=implementation)
+
+
+# -- counting ----------------------------------------------------------------
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dense"])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("data_dtype", [np.float32, np.float64, np.int64])
+def test_count_features_equals_closed_form(implementation, fmt, index_dtype, data_dtype):
+    rng = np.random.default_rng(7)
+    dense = random_counts(rng, 30, 9)
+    row_class = rng.integers(0, 3, 30)
+    weights = rng.integers(0, 4, 30).astype(np.float64)
+    expected = np.zeros((3, 9))
+    for r in range(30):
+        expected[row_class[r]] += weights[r] * dense[r]
+    got = kernels.count_features(in_format(dense, fmt, index_dtype, data_dtype), row_class, 3, weights,
+                                 implementation=implementation)
+    np.testing.assert_array_equal(got, expected)
+    unweighted = kernels.count_features(in_format(dense, fmt, index_dtype, data_dtype), row_class, 3,
+                                        implementation=implementation)
+    np.testing.assert_array_equal(unweighted, np.stack([dense[row_class == c].sum(axis=0) for c in range(3)]))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_count_features_rejects_bad_input(implementation):
+    X = np.ones((2, 3))
+    with pytest.raises(ValueError, match="row_class"):
+        kernels.count_features(X, [0, 2], 2, implementation=implementation)
+    with pytest.raises(ValueError, match="row_class"):
+        kernels.count_features(X, [0], 2, implementation=implementation)
+    with pytest.raises(ValueError, match="sample weights"):
+        kernels.count_features(X, [0, 1], 2, [1.0, -1.0], implementation=implementation)
+    with pytest.raises(ValueError, match="negative"):
+        kernels.count_features(-X, [0, 1], 2, implementation=implementation)
+    with pytest.raises(ValueError, match="outside"):
+        kernels.count_features(raw_csr([1.0], [7], [0, 1, 1], (2, 3)), [0, 1], 2, implementation=implementation)
+
+
+def test_reference_module_matches_scipy_product():
+    rng = np.random.default_rng(11)
+    X = sp.csr_matrix(random_counts(rng, 20, 8))
+    log_prob, prior = random_model(rng, 2, 8)
+    np.testing.assert_allclose(_reference.joint_log_likelihood(X, log_prob, prior), X.toarray() @ log_prob.T + prior)
+
+
+def test_missing_extension_falls_back_to_reference_with_one_warning():
+    import subprocess
+    import sys
+
+    code = """
+import sys, warnings
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "spamnb._kernels":
+            raise ImportError("blocked for the test")
+sys.meta_path.insert(0, Block())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import spamnb.kernels as k
+    import importlib; importlib.import_module("spamnb.kernels")
+import numpy as np
+jll = k.joint_log_likelihood(np.ones((1, 2)), np.log([[0.5, 0.5]]), np.zeros(1))
+print(k.IMPLEMENTATION, sum("could not be imported" in str(w.message) for w in caught), jll[0, 0])
+"""
+    env = {key: value for key, value in os.environ.items() if key != "SPAMNB_PUREPYTHON"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    implementation, n_warnings, value = result.stdout.split()
+    assert implementation == "numpy" and n_warnings == "1"
+    assert float(value) == pytest.approx(2 * np.log(0.5))
