@@ -295,14 +295,22 @@ class SpamFilter:
 
         Tokens left with no count in any class are dropped from the vocabulary,
         so ``forget(m)`` after ``learn(m)`` restores the same model.  Raises
-        ValueError (changing nothing) if the message was not learned as that class.
+        ValueError (changing nothing) when the message cannot have been learned
+        as that class: one of its tokens is unknown, or a count would go negative.
+        (Counts cannot tell two messages with the same tokens apart.)
         """
         import numpy as np
 
         self._require_fitted()
+        stream = self.tokenizer_.stream(message_bytes(message))
+        indices = self.vocabulary_.lookup(stream.hashes)
+        unknown = indices.count(-1)
+        if unknown:  # a learned message has every one of its tokens in the vocabulary
+            raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
         self._go_live()
-        X = self._csr(self._rows([message], grow=False))
-        self._nb.unlearn(X, [bool(spam)])
+        builder = _vocab.CSRBuilder(COUNT_TRANSFORMS[self.counts])
+        builder.add_row(indices)
+        self._nb.unlearn(self._csr(builder), [bool(spam)])
         totals = self._nb.feature_count_.sum(axis=0)
         keep = totals > 0
         if not keep.all():
