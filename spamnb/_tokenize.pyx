@@ -1,1 +1,400 @@
-# placeholder: replaced by the real implementation
+"""Compiled core of the tokenizer: the token hash, the word scanner, TokenStream.
+
+Everything per character or per token happens here, in C: Python code
+(``spamnb.tokenizer``) works per message, per header and per MIME part only.
+Nothing here imports numpy.
+
+Token hash
+----------
+``hash_token(s)`` is FNV-1a 64 over the string's code points (each code point
+is one 32-bit unit: ``h ^= cp; h *= 0x100000001b3`` from the offset basis
+0xcbf29ce484222325), followed by splitmix64's finaliser so that the low bits
+(used as hash-table slots by the vocabulary) are well mixed; a result of 0 is
+mapped to 1, because 0 marks an empty slot.  The value is the same on every run
+and platform.  Two distinct tokens collide with probability about n^2 / 2^65,
+i.e. ~3e-8 for a vocabulary of a million tokens (they would share a feature).
+
+A token is ``prefix + text[start:end]``: the FNV state after a prefix (e.g.
+``"subject:"``) is computed once per scanner, so tagging a header's words costs
+nothing extra, and no token string is built while scanning.  ``TokenStream``
+keeps references to the scanned texts plus (text id, start, end, prefix id) per
+occurrence and builds a token's string only on demand (``token(j)``).
+
+Word rules (the experiments behind them are in docs/tokenizer.md)
+---------------------------------------------------------------------
+A word is a maximal run of word characters (Unicode letters and digits plus the
+configured extra ASCII characters), where single "joiner" characters (e.g.
+``'.-@``) are kept when a word character follows them ("e-mail", "3.50",
+"user@example.com").  Words shorter than ``min_len`` are dropped; words longer
+than ``max_len`` become one summary token ``skip:<first char> <length // 10 * 10>``.
+Han and kana characters (scripts written without spaces) form runs that give
+one token per character bigram (a lone character gives itself), or one token per
+run when ``cjk_bigrams`` is false.
+"""
+
+from cpython cimport array
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
+from libc.stdint cimport int32_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+import array
+
+cdef extern from "Python.h":
+    bint Py_UNICODE_ISALNUM(Py_UCS4 ch) nogil
+
+__all__ = ["hash_token", "Scanner", "TokenStream"]
+
+cdef uint64_t _FNV_OFFSET = 0xcbf29ce484222325ULL
+cdef uint64_t _FNV_PRIME = 0x100000001b3ULL
+
+# character classes of the scanner
+cdef enum:
+    _SEP = 0
+    _WORD = 1
+    _JOIN = 2
+    _CJK = 3
+
+cdef enum:
+    _SKIP_TEXT = -1     # occurrence record of a "skip:" summary token
+
+cdef struct Occurrence:
+    int32_t text        # index into TokenStream.texts, or _SKIP_TEXT
+    int32_t start       # for a skip token: its first character
+    int32_t end         # for a skip token: its length bucket
+    int32_t prefix      # index into Scanner.prefixes
+
+
+cdef inline uint64_t _finish(uint64_t z) noexcept nogil:
+    """splitmix64's finaliser; 0 becomes 1 (0 marks an empty hash slot)."""
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL
+    z = z ^ (z >> 31)
+    return z if z != 0 else 1
+
+
+cdef inline uint64_t _feed(uint64_t h, str s, Py_ssize_t start, Py_ssize_t end):
+    """FNV-1a state after feeding the code points ``s[start:end]``."""
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void *data = PyUnicode_DATA(s)
+    cdef Py_ssize_t i
+    for i in range(start, end):
+        h = (h ^ <uint64_t>PyUnicode_READ(kind, data, i)) * _FNV_PRIME
+    return h
+
+
+cdef inline uint64_t _feed_ascii(uint64_t h, const char *s) noexcept nogil:
+    while s[0] != 0:
+        h = (h ^ <uint8_t>s[0]) * _FNV_PRIME
+        s += 1
+    return h
+
+
+cdef uint64_t _feed_int(uint64_t h, int32_t value) noexcept nogil:
+    """FNV-1a state after feeding the decimal digits of ``value >= 0``."""
+    cdef char digits[16]
+    cdef int n = 0
+    if value == 0:
+        return (h ^ 48) * _FNV_PRIME
+    while value > 0 and n < 16:
+        digits[n] = <char>(48 + value % 10)
+        value = value // 10
+        n += 1
+    while n > 0:
+        n -= 1
+        h = (h ^ <uint8_t>digits[n]) * _FNV_PRIME
+    return h
+
+
+def hash_token(str s):
+    """The stable 64-bit hash of token ``s`` (FNV-1a 64 over code points + splitmix64 finaliser, never 0)."""
+    return _finish(_feed(_FNV_OFFSET, s, 0, PyUnicode_GET_LENGTH(s)))
+
+
+cdef inline bint _is_cjk(Py_UCS4 c) noexcept nogil:
+    """Han ideographs and kana: scripts written without spaces between words."""
+    return ((0x3040 <= c <= 0x30FF) or (0x3400 <= c <= 0x4DBF) or (0x4E00 <= c <= 0x9FFF)
+            or (0xF900 <= c <= 0xFAFF) or (0xFF66 <= c <= 0xFF9F) or (0x20000 <= c <= 0x2FA1F))
+
+
+cdef class Scanner:
+    """Word rules and token prefixes shared by the streams of one tokenizer.
+
+    Parameters
+    ----------
+    min_len, max_len : int -- shorter words are dropped, longer ones become ``skip:`` tokens
+    word_chars : str -- ASCII characters counted as word characters besides letters and digits
+    joiners : str -- ASCII characters kept inside a word when a word character follows
+    cjk_bigrams : bool -- Han/kana runs as character bigrams (else one token per run)
+    """
+
+    cdef uint8_t ascii_class[128]
+    cdef readonly int min_len, max_len
+    cdef readonly bint cjk_bigrams
+    cdef readonly list prefixes
+    cdef uint64_t *prefix_state
+    cdef Py_ssize_t n_prefixes, cap_prefixes
+
+    def __cinit__(self):
+        self.prefix_state = NULL
+        self.n_prefixes = 0
+        self.cap_prefixes = 0
+
+    def __init__(self, int min_len=1, int max_len=20, str word_chars="", str joiners="",
+                 bint cjk_bigrams=True):
+        cdef int c
+        if min_len < 1 or max_len < min_len:
+            raise ValueError(f"need 1 <= min_len <= max_len, got {min_len}, {max_len}")
+        self.min_len = min_len
+        self.max_len = max_len
+        self.cjk_bigrams = cjk_bigrams
+        for c in range(128):
+            self.ascii_class[c] = _WORD if chr(c).isalnum() else _SEP
+        for ch in word_chars:
+            if ord(ch) >= 128:
+                raise ValueError(f"word_chars must be ASCII, got {ch!r}")
+            self.ascii_class[ord(ch)] = _WORD
+        for ch in joiners:
+            if ord(ch) >= 128:
+                raise ValueError(f"joiners must be ASCII, got {ch!r}")
+            self.ascii_class[ord(ch)] = _JOIN
+        self.prefixes = []
+        self.prefix("")
+
+    def __dealloc__(self):
+        free(self.prefix_state)
+
+    def prefix(self, str text):
+        """Register a token prefix (idempotent); returns its id for ``TokenStream.add_*``."""
+        cdef uint64_t *grown
+        try:
+            return self.prefixes.index(text)
+        except ValueError:
+            pass
+        if self.n_prefixes == self.cap_prefixes:
+            self.cap_prefixes = 2 * self.cap_prefixes + 16
+            grown = <uint64_t *>realloc(self.prefix_state, self.cap_prefixes * sizeof(uint64_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.prefix_state = grown
+        self.prefix_state[self.n_prefixes] = _feed(_FNV_OFFSET, text, 0, PyUnicode_GET_LENGTH(text))
+        self.prefixes.append(text)
+        self.n_prefixes += 1
+        return self.n_prefixes - 1
+
+    def stream(self):
+        """A new, empty ``TokenStream`` using these rules."""
+        cdef TokenStream s = TokenStream.__new__(TokenStream)
+        s.scanner = self
+        s.texts = []
+        return s
+
+    cdef inline int char_class(self, Py_UCS4 c) noexcept nogil:
+        if c < 128:
+            return self.ascii_class[c]
+        if _is_cjk(c):
+            return _CJK
+        if Py_UNICODE_ISALNUM(c):
+            return _WORD
+        if c == 0x2019:         # right single quotation mark, as in "don't"
+            return _JOIN
+        return _SEP
+
+
+cdef class TokenStream:
+    """The tokens of one message, in order, one entry per occurrence.
+
+    ``hashes`` -> ``array('Q')`` of shape (len(stream),); ``token(j)`` -> str with
+    ``hash_token(token(j)) == hashes[j]``; ``truncated`` -> the message hit the byte limit.
+    Create streams with ``Scanner.stream()``.
+    """
+
+    cdef Scanner scanner
+    cdef list texts
+    cdef Occurrence *occ
+    cdef uint64_t *hash_buf
+    cdef Py_ssize_t n, cap
+    cdef object _hashes
+    cdef public bint truncated
+
+    def __cinit__(self):
+        self.occ = NULL
+        self.hash_buf = NULL
+        self.n = 0
+        self.cap = 0
+        self.truncated = False
+
+    def __init__(self):
+        raise TypeError("create a TokenStream with Scanner.stream()")
+
+    def __dealloc__(self):
+        free(self.occ)
+        free(self.hash_buf)
+
+    def __len__(self):
+        return self.n
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t cap
+        cdef Occurrence *occ
+        cdef uint64_t *hashes
+        if self.n + extra <= self.cap:
+            return 0
+        cap = max(2 * self.cap, self.n + extra, 256)
+        occ = <Occurrence *>realloc(self.occ, cap * sizeof(Occurrence))
+        if occ == NULL:
+            raise MemoryError()
+        self.occ = occ
+        hashes = <uint64_t *>realloc(self.hash_buf, cap * sizeof(uint64_t))
+        if hashes == NULL:
+            raise MemoryError()
+        self.hash_buf = hashes
+        self.cap = cap
+        return 0
+
+    cdef inline int _push(self, uint64_t h, int32_t text, int32_t start, int32_t end,
+                          int32_t prefix) except -1:
+        if self.n == self.cap:
+            self._reserve(1)
+        self.hash_buf[self.n] = _finish(h)
+        self.occ[self.n].text = text
+        self.occ[self.n].start = start
+        self.occ[self.n].end = end
+        self.occ[self.n].prefix = prefix
+        self.n += 1
+        return 0
+
+    cdef int32_t _add_text(self, str text) except -2:
+        if PyUnicode_GET_LENGTH(text) > 0x7FFFFFFF:
+            raise ValueError("text too long for a TokenStream")
+        self._hashes = None
+        self.texts.append(text)
+        return <int32_t>(len(self.texts) - 1)
+
+    cdef int _check_prefix(self, int prefix) except -1:
+        if not 0 <= prefix < self.scanner.n_prefixes:
+            raise IndexError(f"unknown prefix id {prefix}")
+        return 0
+
+    def add_words(self, str text, int prefix=0):
+        """Scan ``text`` into words (see the module docstring), each tagged with ``prefix``."""
+        cdef Scanner sc = self.scanner
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        cdef Py_ssize_t i = 0, j, start, last_end, length
+        cdef int cls, prev
+        cdef Py_UCS4 c
+        cdef uint64_t h0, h, h_end
+        cdef int32_t tid
+        self._check_prefix(prefix)
+        if n == 0:
+            return
+        tid = self._add_text(text)
+        h0 = sc.prefix_state[prefix]
+        while i < n:
+            c = PyUnicode_READ(kind, data, i)
+            cls = sc.char_class(c)
+            if cls == _WORD:
+                start = i
+                h = (h0 ^ <uint64_t>c) * _FNV_PRIME
+                h_end = h
+                i += 1
+                last_end = i
+                prev = _WORD
+                while i < n:
+                    c = PyUnicode_READ(kind, data, i)
+                    cls = sc.char_class(c)
+                    if cls == _WORD:
+                        h = (h ^ <uint64_t>c) * _FNV_PRIME
+                        h_end = h
+                        i += 1
+                        last_end = i
+                    elif cls == _JOIN and prev == _WORD:
+                        h = (h ^ <uint64_t>c) * _FNV_PRIME
+                        i += 1
+                    else:
+                        break
+                    prev = cls
+                length = last_end - start
+                if length > sc.max_len:
+                    h = _feed_ascii(h0, b"skip:")
+                    h = (h ^ <uint64_t>PyUnicode_READ(kind, data, start)) * _FNV_PRIME
+                    h = (h ^ 32) * _FNV_PRIME
+                    h = _feed_int(h, <int32_t>(length // 10 * 10))
+                    self._push(h, _SKIP_TEXT, <int32_t>PyUnicode_READ(kind, data, start),
+                               <int32_t>(length // 10 * 10), prefix)
+                elif length >= sc.min_len:
+                    self._push(h_end, tid, <int32_t>start, <int32_t>last_end, prefix)
+            elif cls == _CJK:
+                start = i
+                i += 1
+                while i < n and sc.char_class(PyUnicode_READ(kind, data, i)) == _CJK:
+                    i += 1
+                if sc.cjk_bigrams and i - start > 1:
+                    self._reserve(i - start)
+                    for j in range(start, i - 1):
+                        h = (h0 ^ <uint64_t>PyUnicode_READ(kind, data, j)) * _FNV_PRIME
+                        h = (h ^ <uint64_t>PyUnicode_READ(kind, data, j + 1)) * _FNV_PRIME
+                        self._push(h, tid, <int32_t>j, <int32_t>(j + 2), prefix)
+                else:
+                    self._push(_feed(h0, text, start, i), tid, <int32_t>start, <int32_t>i, prefix)
+            else:
+                i += 1
+
+    def add_token(self, str token, int prefix=0):
+        """Append ``prefix + token`` as one token."""
+        self._check_prefix(prefix)
+        cdef int32_t tid = self._add_text(token)
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(token)
+        self._push(_feed(self.scanner.prefix_state[prefix], token, 0, n), tid, 0, <int32_t>n, prefix)
+
+    def add_tokens(self, tokens, int prefix=0):
+        """Append ``prefix + t`` for each string ``t`` of the iterable ``tokens``.
+
+        Items may also be tuples of strings (e.g. the groups of ``re.findall``);
+        empty strings are skipped.
+        """
+        cdef uint64_t h0
+        self._check_prefix(prefix)
+        h0 = self.scanner.prefix_state[prefix]
+        for item in tokens:
+            if type(item) is tuple:
+                for token in <tuple>item:
+                    self._add_one(h0, token, prefix)
+            else:
+                self._add_one(h0, item, prefix)
+
+    cdef int _add_one(self, uint64_t h0, str token, int prefix) except -1:
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(token)
+        cdef int32_t tid
+        if n == 0:
+            return 0
+        tid = self._add_text(token)
+        self._push(_feed(h0, token, 0, n), tid, 0, <int32_t>n, prefix)
+        return 0
+
+    @property
+    def hashes(self):
+        """``array('Q')`` of the token hashes, shape (len(self),)."""
+        cdef array.array out
+        if self._hashes is None or len(self._hashes) != self.n:
+            out = array.clone(array.array("Q"), self.n, False)
+            if self.n:
+                memcpy(out.data.as_voidptr, self.hash_buf, self.n * sizeof(uint64_t))
+            self._hashes = out
+        return self._hashes
+
+    def token(self, Py_ssize_t j):
+        """The string of occurrence ``j`` (0 <= j < len(self))."""
+        if not 0 <= j < self.n:
+            raise IndexError(f"token index {j} out of range for {self.n} tokens")
+        cdef Occurrence o = self.occ[j]
+        prefix = self.scanner.prefixes[o.prefix]
+        if o.text == _SKIP_TEXT:
+            return f"{prefix}skip:{chr(o.start)} {o.end}"
+        return prefix + (<str>self.texts[o.text])[o.start:o.end]
+
+    def tokens(self):
+        """All token strings, in order (a list: for inspection and tests)."""
+        return [self.token(j) for j in range(self.n)]
