@@ -35,6 +35,7 @@ EXIT_ERROR = 3
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
+COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate")
 _VERDICT_EXIT = {"spam": EXIT_SPAM, "ham": EXIT_HAM, "unsure": EXIT_UNSURE}
 STATUS_HEADER = b"X-Spam-Status"
 SCORE_HEADER = b"X-Spam-Score"
@@ -346,7 +347,9 @@ def cmd_evaluate(args):
 
 
 # ---------------------------------------------------------------------------- parser
-def build_parser():
+def build_parser(command=None):
+    """The argument parser; with ``command``, only that subcommand's parser is
+    built (the rest cost start-up time that ``spamnb classify`` cannot spare)."""
     parser = _Parser(prog="spamnb", description="A Bayesian e-mail spam filter.")
     from spamnb import __version__
 
@@ -357,6 +360,37 @@ def build_parser():
         p.add_argument("-m", "--model", metavar="PATH",
                        help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
 
+    def wanted(name):
+        return command is None or command == name
+
+    if wanted("train"):
+        _add_train(sub, model_option)
+    if wanted("classify"):
+        _add_classify(sub, model_option)
+    for name, handler, text in (("learn", cmd_learn, "add messages to the model (train on error)"),
+                                ("forget", cmd_forget, "remove messages learned before (exact undo)")):
+        if wanted(name):
+            _add_update(sub, model_option, name, handler, text)
+    if wanted("info"):
+        p = sub.add_parser("info", help="describe a model")
+        p.add_argument("--tokens", type=int, default=10, metavar="N", help="strongest tokens to list")
+        model_option(p)
+        p.set_defaults(handler=cmd_info)
+    if wanted("tokens"):
+        p = sub.add_parser("tokens", help="print the tokens of a message")
+        p.add_argument("file", nargs="?", default="-", metavar="FILE")
+        p.set_defaults(handler=cmd_tokens)
+    if wanted("evaluate"):
+        p = sub.add_parser("evaluate", help="measure accuracy: cross-validation, fixed split, ROC")
+        if command == "evaluate":  # evaluate imports numpy: only when it runs
+            from spamnb import evaluate
+
+            evaluate.add_arguments(p)
+        p.set_defaults(handler=cmd_evaluate)
+    return parser
+
+
+def _add_train(sub, model_option):
     p = sub.add_parser("train", help="train a new model from labelled mail")
     p.add_argument("dirs", nargs="*", metavar="DIR", help="folder tree: folders named spam* hold spam, others ham")
     p.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
@@ -369,6 +403,8 @@ def build_parser():
     model_option(p)
     p.set_defaults(handler=cmd_train)
 
+
+def _add_classify(sub, model_option):
     p = sub.add_parser("classify", help="classify mail (one message on stdin by default)")
     p.add_argument("files", nargs="*", metavar="FILE", help="message files, folders or - for stdin")
     p.add_argument("--batch", action="store_true",
@@ -380,42 +416,24 @@ def build_parser():
     model_option(p)
     p.set_defaults(handler=cmd_classify)
 
-    for name, handler, text in (("learn", cmd_learn, "add messages to the model (train on error)"),
-                                ("forget", cmd_forget, "remove messages learned before (exact undo)")):
-        p = sub.add_parser(name, help=text)
-        label = p.add_mutually_exclusive_group(required=True)
-        label.add_argument("--spam", dest="label", action="store_const", const="spam")
-        label.add_argument("--ham", dest="label", action="store_const", const="ham")
-        p.add_argument("files", nargs="*", metavar="FILE", help="message files, folders, mboxes or - (stdin)")
-        p.add_argument("-q", "--quiet", action="store_true")
-        model_option(p)
-        p.set_defaults(handler=handler)
 
-    p = sub.add_parser("info", help="describe a model")
-    p.add_argument("--tokens", type=int, default=10, metavar="N", help="strongest tokens to list")
+def _add_update(sub, model_option, name, handler, text):
+    p = sub.add_parser(name, help=text)
+    label = p.add_mutually_exclusive_group(required=True)
+    label.add_argument("--spam", dest="label", action="store_const", const="spam")
+    label.add_argument("--ham", dest="label", action="store_const", const="ham")
+    p.add_argument("files", nargs="*", metavar="FILE", help="message files, folders, mboxes or - (stdin)")
+    p.add_argument("-q", "--quiet", action="store_true")
     model_option(p)
-    p.set_defaults(handler=cmd_info)
-
-    p = sub.add_parser("tokens", help="print the tokens of a message")
-    p.add_argument("file", nargs="?", default="-", metavar="FILE")
-    p.set_defaults(handler=cmd_tokens)
-
-    p = sub.add_parser("evaluate", help="measure accuracy: cross-validation, fixed split, ROC")
-    try:
-        from spamnb import evaluate
-    except ImportError:  # pragma: no cover - shipped with the package
-        evaluate = None
-    if evaluate is not None:
-        evaluate.add_arguments(p)
-    p.set_defaults(handler=cmd_evaluate)
-    return parser
+    p.set_defaults(handler=handler)
 
 
 def main(argv=None):
     """Run the command line; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        command = argv[0] if argv and argv[0] in COMMANDS else None
+        args = build_parser(command).parse_args(argv)
         if getattr(args, "handler", None) is None:
             raise UsageError("spamnb: give a command (train, classify, learn, forget, info, tokens, evaluate); "
                              "see spamnb --help")
