@@ -111,7 +111,7 @@ cdef extern from *:
 # of the word it will need: the gathers, not the streaming of indices/data,
 # bound this kernel (docs/kernel.md has the measurements).
 cdef enum:
-    PREFETCH_DISTANCE = 64
+    PREFETCH_DISTANCE = 256
 
 
 cdef enum:
