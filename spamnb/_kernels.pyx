@@ -114,40 +114,33 @@ cdef enum:
     PREFETCH_DISTANCE = 256
 
 
-cdef enum:
-    # up to this many classes accumulate in registers/stack, not in ``out``
-    LOCAL_CLASSES = 16
-
-
 cdef int _jll(const index_t[::1] indptr, const index_t[::1] indices,
               const value_t[::1] data,
               const double[:, ::1] feature_log_prob_t,
               const double[::1] class_log_prior,
               double[:, ::1] out, int64_t n_columns,
               int64_t* position) noexcept nogil:
-    # One pass over the non-zeros for all classes.  Each column index and
-    # value is checked right before it is used (a compare per non-zero, free
-    # next to the gather it guards), so bad input stops the loop with an
-    # error code instead of reading out of bounds.
+    # Classes are scored two at a time in register accumulators.  The pass
+    # for classes 0 and 1 streams the row's non-zeros from memory, prefetches
+    # the table rows it will need, and checks each column index and value
+    # right before using it (a compare per non-zero, free next to the gather
+    # it guards), so bad input stops the loop with an error code instead of
+    # reading out of bounds.  Classes 2-3, 4-5, ... (more than two classes
+    # only) re-read the already checked row from L1 cache.
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1
     cdef Py_ssize_t n_classes = class_log_prior.shape[0]
     cdef Py_ssize_t nnz = indptr[n_rows]
-    cdef Py_ssize_t r, k, c, ahead
+    cdef Py_ssize_t second = 1 if n_classes > 1 else 0
+    cdef Py_ssize_t r, k, c, c2, start, stop, ahead
     cdef const double* logp
-    cdef double* acc
-    cdef double local[LOCAL_CLASSES]
     cdef double acc0, acc1, x
     cdef index_t j
     for r in range(n_rows):
+        start = indptr[r]
+        stop = indptr[r + 1]
         acc0 = 0.0
         acc1 = 0.0
-        if n_classes <= LOCAL_CLASSES:
-            acc = &local[0]
-        else:
-            acc = &out[r, 0]
-        for c in range(n_classes):
-            acc[c] = 0.0
-        for k in range(indptr[r], indptr[r + 1]):
+        for k in range(start, stop):
             ahead = k + PREFETCH_DISTANCE
             if ahead < nnz and <uint64_t> indices[ahead] < <uint64_t> n_columns:
                 SPAMNB_PREFETCH(&feature_log_prob_t[indices[ahead], 0])
@@ -158,23 +151,29 @@ cdef int _jll(const index_t[::1] indptr, const index_t[::1] indices,
             x = data[k]
             if x > 0 and x < INFINITY:
                 logp = &feature_log_prob_t[j, 0]
-                if n_classes == 2:
-                    acc0 += x * logp[0]
-                    acc1 += x * logp[1]
-                else:
-                    for c in range(n_classes):
-                        acc[c] += x * logp[c]
+                acc0 += x * logp[0]
+                acc1 += x * logp[second]
             elif x != 0:
                 # negative, NaN or infinite; stored zeros are absent (skipping
                 # them also keeps 0 * -inf from turning into NaN)
                 position[0] = k
                 return _BAD_VALUE
-        if n_classes == 2:
-            out[r, 0] = class_log_prior[0] + acc0
-            out[r, 1] = class_log_prior[1] + acc1
-        else:
-            for c in range(n_classes):
-                out[r, c] = class_log_prior[c] + acc[c]
+        out[r, 0] = class_log_prior[0] + acc0
+        out[r, second] = class_log_prior[second] + acc1
+        c = 2
+        while c < n_classes:
+            c2 = c + 1 if c + 1 < n_classes else c   # an odd last class pairs with itself
+            acc0 = 0.0
+            acc1 = 0.0
+            for k in range(start, stop):
+                x = data[k]
+                if x != 0:
+                    logp = &feature_log_prob_t[indices[k], 0]
+                    acc0 += x * logp[c]
+                    acc1 += x * logp[c2]
+            out[r, c] = class_log_prior[c] + acc0
+            out[r, c2] = class_log_prior[c2] + acc1
+            c += 2
     position[0] = -1
     return _OK
 
