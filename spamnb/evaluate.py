@@ -350,17 +350,17 @@ def _compare_fold(X_all, y, train_idx, test_idx, params, variants, rows, progres
         model = _nb_model(alpha, prior).fit(X_train, y_train)
         log_odds = np.asarray(model.decision_function(X_test), dtype=np.float64)
         verdicts = verdicts_from_log_odds(log_odds, params["spam_cutoff"], params["ham_cutoff"])
-        key = f"naive Bayes alpha={alpha:g} prior={prior} counts={counts}"
+        key = f"NB alpha={alpha:g} {prior} {counts}"
         if (alpha, prior, counts) == (params["alpha"], params["prior"], params["counts"]):
-            key += " (the filter's)"
+            key += " (filter)"
         rows.setdefault(key, []).append(_figures(y_test, log_odds, verdicts))
-        progress.step(f"{fold_name}: {key[12:]}"[:40])
+        progress.step(f"{fold_name}: {key}")
     X_train, X_test = (count_transform(X_train_raw, params["counts"]), count_transform(X_test_raw, params["counts"]))
     for metric in KNN_METRICS:
         fractions = knn_spam_fraction(X_train, y_train, X_test, KNN_K, metric)
         for k in KNN_K:
             verdicts = np.where(fractions[k] > 0.5, "spam", "ham").astype(object)
-            key = f"kNN {metric} k={k} ({params['counts']} counts)"
+            key = f"kNN {metric} k={k}"
             rows.setdefault(key, []).append(_figures(y_test, fractions[k], verdicts))
         progress.step(f"{fold_name}: kNN {metric}")
 
@@ -389,14 +389,14 @@ def format_folds(result):
 def format_compare(rows):
     """One line per method: mean ± std of each figure over the folds."""
     width = max(len(r["name"]) for r in rows) + 2
-    head = f"{'method':<{width}}" + "".join(f"{title:>17}" for _, title, _ in COLUMNS)
+    head = f"{'method':<{width}}" + "".join(f"{title:>16}" for _, title, _ in COLUMNS)
     lines = [head, "-" * len(head)]
     for r in rows:
         cells = []
         for k, _, s in COLUMNS:
             mean, std = _cell(r["mean"][k], s), _cell(r["std"][k], s)
             cells.append(f"{mean} ± {std}" if len(r["folds"]) > 1 else mean)
-        lines.append(f"{r['name']:<{width}}" + "".join(f"{c:>17}" for c in cells))
+        lines.append(f"{r['name']:<{width}}" + "".join(f"{c:>16}" for c in cells))
     return "\n".join(lines) + "\n"
 
 
@@ -421,7 +421,7 @@ def write_plot(path, y, log_odds):
     ax_roc.set_ylim(min(0.8, float(np.min(tpr[fpr <= 0.01])) if np.any(fpr <= 0.01) else 0.0), 1.001)
     ax_roc.set_xlabel(f"false positive rate (log; FPR 0 drawn at {floor:.1e})")
     ax_roc.set_ylabel("spam caught (TPR)")
-    ax_roc.set_title(f"ROC, 1-AUC = {metrics.one_minus_auc_percent(y, log_odds):.3f} %")
+    ax_roc.set_title(f"ROC of all test folds pooled, 1-AUC = {metrics.one_minus_auc_percent(y, log_odds):.3f} %")
     ax_roc.grid(True, which="both", alpha=0.3)
     finite = np.asarray(log_odds)[np.isfinite(log_odds)]
     lo, hi = (np.percentile(finite, [0.5, 99.5]) if finite.size else (-1.0, 1.0))
@@ -531,7 +531,9 @@ def run(args):
     print("pooled over the test folds, at the filter's cutoffs:")
     print(metrics.classification_report(result["y_test"], result["verdicts"]))
     if args.compare:
-        print("baselines on the same folds (mean ± sample std over folds; kNN: spam if most neighbours are spam):")
+        print(f"baselines on the same folds (mean ± sample std over folds).  NB: naive Bayes, one setting changed "
+              f"at a time from the filter's, same cutoffs.  kNN: on the filter's {p['counts']} token vectors, "
+              f"score = share of spam among the k nearest training messages, spam if most are spam.")
         print(format_compare(result["compare"]))
     print(f"took {elapsed:.1f} s")
     settings = {"protocol": protocol, "n_messages": int(len(y)), "n_spam": n_spam,

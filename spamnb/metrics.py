@@ -57,6 +57,8 @@ def _encode(y, allow_unsure):
         if y.size and not np.all((y == 0) | (y == 1)):
             raise ValueError("numeric labels must be 0 (ham) or 1 (spam)")
         return y.astype(np.int8)
+    if y.dtype.kind == "O" and y.size and all(isinstance(v, (bool, np.bool_)) for v in y):
+        return y.astype(bool).astype(np.int8)
     if y.dtype.kind in "UOS":
         if y.dtype.kind == "S":
             y = y.astype(str)

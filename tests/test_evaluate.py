@@ -170,12 +170,12 @@ def test_evaluate_figures_match_metrics(corpus):
     assert np.sum(result["confusion"][1]) == int(y.sum())
     # compare: the filter's own row equals the main figures; kNN rows are there
     names = [r["name"] for r in result["compare"]]
-    own = [r for r in result["compare"] if r["name"].endswith("(the filter's)")]
+    own = [r for r in result["compare"] if r["name"].endswith("(filter)")]
     assert len(own) == 1
     for key in ("one_minus_auc_percent", "fpr", "fnr", "accuracy"):
         assert own[0]["mean"][key] == pytest.approx(result["mean"][key])
     assert any(n.startswith("kNN cosine k=5") for n in names)
-    assert any("prior=map" in n for n in names) and any("counts=raw" in n for n in names)
+    assert any(" map " in n for n in names) and any(n.endswith(" raw") for n in names)
     assert any("alpha=1 " in n for n in names)
 
 
@@ -251,3 +251,11 @@ def test_module_import_is_light():
     code = ("import sys; import spamnb.evaluate; "
             "sys.exit(1 if 'numpy' in sys.modules or 'scipy' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_cli_wires_the_subcommand(corpus, capsys):
+    from spamnb.cli import main
+
+    assert main(["evaluate", str(corpus), "--folds", "3", "--compare", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "kNN cosine k=5" in out and "(filter)" in out and "3/3" in out

@@ -213,3 +213,10 @@ def test_threshold_sweep_matches_direct_counts():
     for t, tp, fp in itertools.islice(zip(sweep.thresholds, sweep.true_positives, sweep.false_positives), 1, None):
         assert tp == np.sum((s >= t) & y)
         assert fp == np.sum((s >= t) & ~y)
+
+
+def test_object_arrays_of_booleans_are_labels():
+    y = np.array([True, False, True], dtype=object)
+    assert m.as_spam_labels(y).tolist() == [True, False, True]
+    assert m.verdict_confusion_matrix(y, np.array(["spam", "unsure", "ham"], dtype=object)).tolist() == [[0, 1, 0],
+                                                                                                       [1, 0, 1]]
