@@ -123,13 +123,15 @@ cdef class Scanner:
     Parameters
     ----------
     min_len, max_len : int -- shorter words are dropped, longer ones become ``skip:`` tokens
+    max_len_joined : int -- the limit instead of max_len for words with a joiner inside
+        (addresses, host names: "user@mail.example.com"); at least max_len
     word_chars : str -- ASCII characters counted as word characters besides letters and digits
     joiners : str -- ASCII characters kept inside a word when a word character follows
     cjk_bigrams : bool -- Han/kana runs as character bigrams (else one token per run)
     """
 
     cdef uint8_t ascii_class[128]
-    cdef readonly int min_len, max_len
+    cdef readonly int min_len, max_len, max_len_joined
     cdef readonly bint cjk_bigrams
     cdef readonly list prefixes
     cdef uint64_t *prefix_state
@@ -141,12 +143,13 @@ cdef class Scanner:
         self.cap_prefixes = 0
 
     def __init__(self, int min_len=1, int max_len=20, str word_chars="", str joiners="",
-                 bint cjk_bigrams=True):
+                 bint cjk_bigrams=True, int max_len_joined=-1):
         cdef int c
         if min_len < 1 or max_len < min_len:
             raise ValueError(f"need 1 <= min_len <= max_len, got {min_len}, {max_len}")
         self.min_len = min_len
         self.max_len = max_len
+        self.max_len_joined = max(max_len, max_len_joined)
         self.cjk_bigrams = cjk_bigrams
         for c in range(128):
             self.ascii_class[c] = _WORD if chr(c).isalnum() else _SEP
@@ -283,7 +286,7 @@ cdef class TokenStream:
         cdef int kind = PyUnicode_KIND(text)
         cdef void *data = PyUnicode_DATA(text)
         cdef Py_ssize_t i = 0, j, start, last_end, length
-        cdef int cls, prev
+        cdef int cls, prev, joined
         cdef Py_UCS4 c
         cdef uint64_t h0, h, h_end
         cdef int32_t tid
@@ -302,6 +305,7 @@ cdef class TokenStream:
                 i += 1
                 last_end = i
                 prev = _WORD
+                joined = 0
                 while i < n:
                     c = PyUnicode_READ(kind, data, i)
                     cls = sc.char_class(c)
@@ -310,6 +314,8 @@ cdef class TokenStream:
                         h_end = h
                         i += 1
                         last_end = i
+                        if prev == _JOIN:
+                            joined = 1
                     elif cls == _JOIN and prev == _WORD:
                         h = (h ^ <uint64_t>c) * _FNV_PRIME
                         i += 1
@@ -317,7 +323,7 @@ cdef class TokenStream:
                         break
                     prev = cls
                 length = last_end - start
-                if length > sc.max_len:
+                if length > (sc.max_len_joined if joined else sc.max_len):
                     h = _feed_ascii(h0, b"skip:")
                     h = (h ^ <uint64_t>PyUnicode_READ(kind, data, start)) * _FNV_PRIME
                     h = (h ^ 32) * _FNV_PRIME

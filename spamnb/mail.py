@@ -18,7 +18,8 @@ noted in ``Mail.defects`` (the tokenizer turns defects into tokens):
 - a boundary that never closes: the last part runs to the end;
 - a missing, unknown or wrong charset: the text is tried as strict UTF-8 and
   falls back to ``fallback_charset`` (see docs/tokenizer.md for the measurement);
-- NUL bytes are dropped, CRLF line ends become LF.
+- NUL bytes are dropped (from headers, and from text after decoding, so UTF-16
+  bodies survive); CRLF line ends become LF.
 """
 
 from __future__ import annotations
@@ -297,13 +298,13 @@ def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
         mail.defects.append("truncated")
     if b"\r" in raw:
         raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    if b"\0" in raw:
-        raw = raw.replace(b"\0", b"")
-        mail.defects.append("nul")
     if raw.startswith(b"From "):                    # mbox separator line
         raw = raw[raw.find(b"\n") + 1:] if b"\n" in raw else b""
 
     block, body, separated = _split_headers(raw)
+    if b"\0" in block:
+        block = block.replace(b"\0", b"")
+        mail.defects.append("nul")
     if not separated:
         mail.defects.append("no-separator")
     stats.n_header_bytes = len(block)
@@ -383,6 +384,8 @@ def _leaf(mail, ctype, params, cte, disposition, body, fallback_charset):
     else:
         data = body
     text = decode_text(data, charset, fallback_charset)
+    if "\0" in text:
+        text = text.replace("\0", "")
     if ctype == "text/html" or (ctype == "text/plain" and _HTML_SNIFF.match(data)):
         part.content_type = "text/html"
         stats.n_html_parts += 1

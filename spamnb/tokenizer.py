@@ -42,6 +42,8 @@ DEFAULTS = {
     #    become "skip:" summary tokens (experiment "length").
     "min_len": 1,
     "max_len": 20,
+    # -- Words with a joiner inside (addresses, host names) may be longer.
+    "max_len_joined": 60,
     # -- Word characters: letters/digits plus these; joiners kept inside words
     #    (experiment "word characters").
     "word_chars": "$",
@@ -56,6 +58,9 @@ DEFAULTS = {
     "urls": True,
     "html_tells": True,
     "mime_tells": True,
+    # -- Body text characters tokenized per message (0 = all): a length normaliser
+    #    for naive Bayes (experiment "text budget").
+    "max_text_chars": 0,
     # -- Bounded work (a 50 MB message must not stall a mail server).
     "max_bytes": _mail.MAX_BYTES,
     "max_depth": _mail.MAX_DEPTH,
@@ -115,7 +120,7 @@ class Tokenizer:
             raise ValueError(f"headers must be 'all', 'selected' or 'none', got {self.headers!r}")
         self._scanner = Scanner(min_len=self.min_len, max_len=self.max_len,
                                 word_chars=self.word_chars, joiners=self.joiners,
-                                cjk_bigrams=self.cjk_bigrams)
+                                cjk_bigrams=self.cjk_bigrams, max_len_joined=self.max_len_joined)
         self._prefix_ids = {}
         self._field_prefix = {}
         self._p_url = self._prefix("url:")
@@ -170,6 +175,7 @@ class Tokenizer:
         self._headers(stream, parsed, lower)
         plain_seen = False
         html_seen = False
+        budget = self.max_text_chars or -1
         for part in parsed.parts:
             if self.mime_tells:
                 self._mime_tells(stream, part)
@@ -189,6 +195,9 @@ class Tokenizer:
                 plain_seen = True
                 if lower:
                     text = text.lower()
+            if budget >= 0:
+                text = text[:budget]
+                budget -= len(text)
             if self.urls and ("://" in text or "www." in text):
                 found = _URL_AFTER_SCHEME.findall(text) + _URL_WWW.findall(text)
                 stats.n_links += len(found)

@@ -1,0 +1,198 @@
+"""Accuracy experiments for the tokenizer: 5-fold stratified CV on the TRAIN part.
+
+    python scripts/tune_tokenizer.py                      # every experiment below
+    python scripts/tune_tokenizer.py --only case length   # some of them
+    python scripts/tune_tokenizer.py --test               # the chosen settings, once, on TEST
+
+The fixed split: a message is TEST when md5(relpath) % 5 == 0 (relpath relative
+to the corpus root); everything else is TRAIN.  Tuning never looks at TEST.
+
+Model: plain multinomial naive Bayes (scikit-learn's MultinomialNB, an oracle
+allowed in scripts) on token-hash features: the hashes of all messages ->
+``np.unique`` -> CSR counts.  Features unseen in a training fold are dropped from
+its held-out fold.  Score = log P(spam, x) - log P(ham, x); out-of-fold scores
+of the 5 folds are pooled for the metrics:
+
+- 1-AUC (in %), lower is better;
+- TPR@0.1%FPR: share of spam scored above the highest-scoring 0.1 % of ham.
+
+Each experiment varies one tokenizer setting from BASE and reports the metrics
+for three count transforms (raw counts, binary presence, log(1 + count)) and
+alpha in (1, 0.1, 0.01, 0.001).
+"""
+
+import argparse
+import hashlib
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.naive_bayes import MultinomialNB
+
+from spamnb.tokenizer import Tokenizer
+
+HAM = ("easy_ham", "easy_ham_2", "hard_ham")
+SPAM = ("spam", "spam_2")
+TRANSFORMS = ("raw", "binary", "log")
+ALPHAS = (1.0, 0.1, 0.01, 0.001)
+
+BASE = {}   # the Tokenizer defaults
+
+EXPERIMENTS = {
+    "base": [{}],
+    "case": [{"lowercase": False}],
+    "length": [{"min_len": 2}, {"min_len": 3}, {"max_len": 12}, {"max_len": 30}, {"max_len": 60}],
+    "word characters": [{"joiners": ""}, {"joiners": "'"}, {"word_chars": ""}, {"word_chars": "$!"}],
+    "headers": [{"headers": "none"}, {"headers": "selected"}, {"header_names": False},
+                {"received": False}],
+    "urls": [{"urls": False}],
+    "html": [{"html_tells": False}],
+    "mime": [{"mime_tells": False}],
+    "cjk": [{"cjk_bigrams": False}],
+    "charset": [{"fallback_charset": "latin-1"}, {"fallback_charset": "utf-8"}],
+    "max_bytes": [{"max_bytes": 16384}, {"max_bytes": 65536}],
+    # second round, around headers="selected" (the first round's winner)
+    "round 2": [{"headers": "selected"},
+                {"headers": "selected", "max_len": 40}, {"headers": "selected", "max_len": 60},
+                {"headers": "selected", "max_bytes": 16384}, {"headers": "selected", "max_bytes": 32768},
+                {"headers": "selected", "header_names": False},
+                {"headers": "selected", "lowercase": False},
+                {"headers": "selected", "max_len": 40, "max_bytes": 32768},
+                {"headers": "selected", "max_len": 40, "max_bytes": 32768, "lowercase": False}],
+    # third round: the byte limit as a length normaliser
+    "round 3": [{"headers": "selected", "max_bytes": 8192}, {"headers": "selected", "max_bytes": 12288},
+                {"headers": "selected", "max_bytes": 16384}, {"headers": "selected", "max_bytes": 24576},
+                {"headers": "selected", "max_bytes": 16384, "header_names": False},
+                {"headers": "selected", "max_bytes": 16384, "received": False}],
+    # fourth round: a budget of body text characters instead of the raw byte limit
+    "text budget": [{"headers": "selected", "max_text_chars": n} for n in (1000, 2000, 3000, 4000, 6000, 10000)]
+                   + [{"headers": "selected", "max_text_chars": 3000, "max_bytes": 8192}],
+    "byte and text budget": [{"headers": "selected", "max_bytes": b, "max_text_chars": t}
+                             for b in (4096, 6144, 8192, 12288) for t in (0, 1000, 2000, 3000)],
+}
+
+
+def is_test(relpath):
+    return int(hashlib.md5(relpath.encode()).hexdigest(), 16) % 5 == 0
+
+
+def load(corpus):
+    """(messages, labels, is_test) over the whole corpus; label 1 = spam."""
+    messages, labels, test = [], [], []
+    for label, folders in ((0, HAM), (1, SPAM)):
+        for folder in folders:
+            for path in sorted((corpus / folder).iterdir()):
+                if path.is_file():
+                    messages.append(path.read_bytes())
+                    labels.append(label)
+                    test.append(is_test(f"{folder}/{path.name}"))
+    return messages, np.array(labels), np.array(test)
+
+
+def count_matrix(tokenizer, messages):
+    """CSR token counts, shape (n_messages, n_distinct_tokens), via np.unique over the hashes."""
+    streams = [np.frombuffer(tokenizer.stream(m).hashes, dtype=np.uint64) for m in messages]
+    lengths = np.array([len(s) for s in streams])
+    hashes = np.concatenate(streams) if streams else np.zeros(0, np.uint64)
+    _, columns = np.unique(hashes, return_inverse=True)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    X = sp.csr_matrix((np.ones(len(hashes)), columns.ravel(), indptr),
+                      shape=(len(messages), columns.max() + 1 if len(columns) else 0))
+    X.sum_duplicates()
+    return X
+
+
+def transform(X, how):
+    X = X.copy()
+    if how == "binary":
+        X.data[:] = 1.0
+    elif how == "log":
+        X.data = np.log1p(X.data)
+    return X
+
+
+def metrics(y, score):
+    """(1-AUC in %, TPR at 0.1 % FPR in %)."""
+    auc = roc_auc_score(y, score)
+    ham = np.sort(score[y == 0])[::-1]
+    threshold = ham[int(np.floor(0.001 * len(ham)))]
+    tpr = np.mean(score[y == 1] > threshold)
+    return 100 * (1 - auc), 100 * tpr
+
+
+def nb_scores(X_train, y_train, X_eval, alpha):
+    seen = np.asarray(X_train.sum(axis=0)).ravel() > 0
+    model = MultinomialNB(alpha=alpha).fit(X_train[:, seen], y_train)
+    jll = model.predict_joint_log_proba(X_eval[:, seen])
+    return jll[:, 1] - jll[:, 0]
+
+
+def cross_validate(X, y, folds=5, seed=0):
+    """{(transform, alpha): (1-AUC %, TPR@0.1%FPR %)} from pooled out-of-fold scores."""
+    splits = list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+    out = {}
+    for how in TRANSFORMS:
+        Xt = transform(X, how)
+        for alpha in ALPHAS:
+            score = np.zeros(len(y))
+            for train, held in splits:
+                score[held] = nb_scores(Xt[train], y[train], Xt[held], alpha)
+            out[how, alpha] = metrics(y, score)
+    return out
+
+
+def describe(settings):
+    return ", ".join(f"{k}={v!r}" for k, v in settings.items()) or "defaults"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[2] / "shared/corpora/spamassassin")
+    parser.add_argument("--only", nargs="*", help="experiment names (default: all)")
+    parser.add_argument("--test", action="store_true", help="train on TRAIN, evaluate once on TEST")
+    parser.add_argument("--transform", default="log", choices=TRANSFORMS, help="for --test")
+    parser.add_argument("--alpha", type=float, default=0.1, help="for --test")
+    args = parser.parse_args()
+
+    messages, y, test = load(args.corpus)
+    if args.test:
+        tokenizer = Tokenizer(**BASE)
+        X = transform(count_matrix(tokenizer, messages), args.transform)
+        score = nb_scores(X[~test], y[~test], X[test], args.alpha)
+        one_minus_auc, tpr = metrics(y[test], score)
+        n_fp = 0
+        print(f"TEST ({test.sum()} messages, {y[test].sum()} spam), {describe(tokenizer.settings)}")
+        print(f"transform={args.transform} alpha={args.alpha}: 1-AUC = {one_minus_auc:.4f} %, "
+              f"TPR@0.1%FPR = {tpr:.2f} %")
+        ham_scores = np.sort(score[y[test] == 0])
+        spam_scores = np.sort(score[y[test] == 1])
+        n_fp = int(np.sum(ham_scores > 0))
+        n_fn = int(np.sum(spam_scores <= 0))
+        print(f"at threshold 0: {n_fp} false positives of {len(ham_scores)} ham, "
+              f"{n_fn} false negatives of {len(spam_scores)} spam")
+        return
+
+    messages = [m for m, t in zip(messages, test) if not t]
+    y = y[~test]
+    print(f"TRAIN: {len(y)} messages, {y.sum()} spam; 5-fold stratified CV, pooled out-of-fold scores")
+    print("cells: 1-AUC % / TPR@0.1%FPR %")
+    header = "".join(f"{f'{h} a={a:g}':>16s}" for h in TRANSFORMS for a in ALPHAS)
+    names = args.only or list(EXPERIMENTS)
+    for name in names:
+        print(f"\n## {name}")
+        print(f"{'settings':42s}{'tokens/msg':>11s}{header}")
+        for change in EXPERIMENTS[name]:
+            settings = {**BASE, **change}
+            start = time.perf_counter()
+            X = count_matrix(Tokenizer(**settings), messages)
+            result = cross_validate(X, y)
+            cells = "".join(f"{result[h, a][0]:9.4f}/{result[h, a][1]:6.2f}" for h in TRANSFORMS for a in ALPHAS)
+            print(f"{describe(change):42s}{X.sum() / X.shape[0]:11.0f}{cells}"
+                  f"   ({X.shape[1]} features, {time.perf_counter() - start:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""spamnb.mail: decoding correctness and robustness on hostile input (messages built here)."""
+
+import base64
+import binascii
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spamnb import mail
+
+CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "spamassassin"
+
+
+def message(headers, body, eol=b"\n"):
+    lines = [h.encode("utf-8") if isinstance(h, str) else h for h in headers]
+    return eol.join(lines) + eol + eol + body
+
+
+def timed_parse(raw, bound=1.0, **kwargs):
+    start = time.perf_counter()
+    parsed = mail.parse(raw, **kwargs)
+    assert time.perf_counter() - start < bound
+    return parsed
+
+
+# -- headers ----------------------------------------------------------------
+def test_headers_lower_case_names_unfolded_values():
+    raw = message(["Subject: hello", "X-Long: one", "\ttwo", "  three", "FROM: a@b.example"], b"body")
+    parsed = mail.parse(raw)
+    assert parsed.headers == [("subject", "hello"), ("x-long", "one\ttwo  three"), ("from", "a@b.example")]
+    assert parsed.header("from") == "a@b.example"
+    assert parsed.header("missing", None) is None
+    assert parsed.stats.n_headers == 3
+
+
+def test_rfc2047_base64_and_q_words_and_adjacent_words_joined():
+    b = base64.b64encode("Grüße".encode("utf-8")).decode()
+    raw = message([f"Subject: =?utf-8?B?{b}?= =?ISO-8859-1?Q?Caf=E9_cr=E8me?= end"], b"x")
+    assert mail.parse(raw).header("subject") == "GrüßeCafé crème end"
+
+
+def test_rfc2047_unknown_charset_and_broken_payload_do_not_raise():
+    raw = message(["Subject: =?x-nonsense?B?SGVsbG8=?= =?utf-8?B?!!!?= =?utf-8?Q?a=ZZ?="], b"x")
+    subject = mail.parse(raw).header("subject")
+    assert subject.startswith("Hello")
+
+
+def test_8bit_header_bytes_fall_back_when_not_utf8():
+    raw = message([b"Subject: caf\xe9 \x80uro", "From: x@y.example"], b"x")
+    assert mail.parse(raw).header("subject") == "caf\u00e9 \u20acuro"       # cp1252
+    raw = message([b"Subject: caf\xc3\xa9"], b"x")
+    assert mail.parse(raw).header("subject") == "caf\u00e9"                  # valid UTF-8 first
+
+
+def test_missing_separator_headers_end_at_first_non_header_line():
+    raw = b"Subject: hi\nFrom: a@b.example\nThis line is body text.\nMore: body? no, header-like\n"
+    parsed = mail.parse(raw)
+    assert [n for n, _ in parsed.headers] == ["subject", "from"]
+    assert "no-separator" in parsed.defects
+    assert "This line is body text." in parsed.parts[0].text
+    assert "More: body?" in parsed.parts[0].text
+
+
+def test_message_without_headers_is_all_body():
+    parsed = mail.parse(b"just some text\nand more\n")
+    assert parsed.headers == []
+    assert parsed.parts[0].text == "just some text\nand more\n"
+
+
+def test_mbox_from_line_is_skipped():
+    parsed = mail.parse(b"From someone@example.com Mon Jan  1 00:00:00 2002\nSubject: s\n\nbody\n")
+    assert parsed.headers == [("subject", "s")]
+
+
+# -- bodies -----------------------------------------------------------------
+def test_base64_body_with_declared_charset():
+    payload = base64.encodebytes("Привет, мир".encode("koi8-r"))
+    raw = message(["Content-Type: text/plain; charset=koi8-r", "Content-Transfer-Encoding: base64"], payload)
+    part = mail.parse(raw).parts[0]
+    assert part.text == "Привет, мир"
+    assert (part.content_type, part.charset, part.encoding) == ("text/plain", "koi8-r", "base64")
+
+
+def test_broken_base64_keeps_the_decodable_prefix():
+    good = base64.b64encode(b"hello world, this is fine").decode()
+    payload = (good[:20] + "\n!!*&^%\n" + good[20:24] + "\n===garbage").encode()
+    raw = message(["Content-Transfer-Encoding: base64"], payload)
+    text = mail.parse(raw).parts[0].text
+    assert text.startswith("hello world, this")
+
+
+def test_quoted_printable_soft_breaks_and_escapes():
+    body = "caf=E9 au lait, a very long line that continues=\n here =3D equals\n".encode()
+    raw = message(["Content-Type: text/plain; charset=iso-8859-1",
+                   "Content-Transfer-Encoding: quoted-printable"], body)
+    assert mail.parse(raw).parts[0].text == "café au lait, a very long line that continues here = equals\n"
+
+
+@pytest.mark.parametrize("charset", ["default_charset", "x-unknown-thing", "us-ascii", ""])
+def test_unknown_or_wrong_charset_falls_back(charset):
+    ctype = f"Content-Type: text/plain; charset={charset}" if charset else "Content-Type: text/plain"
+    assert mail.parse(message([ctype], "naïve".encode("utf-8"))).parts[0].text == "naïve"
+    assert mail.parse(message([ctype], "naïve".encode("cp1252"))).parts[0].text == "naïve"
+
+
+@pytest.mark.parametrize("charset", ["utf-16", "utf-7", "iso-2022-jp", "gb2312", "windows-1251"])
+def test_charsets_decode(charset):
+    text = {"iso-2022-jp": "日本語のテキスト", "gb2312": "中文文本", "windows-1251": "Текст"}.get(charset, "wide text ü")
+    raw = message([f"Content-Type: text/plain; charset=\"{charset}\""], text.encode(charset))
+    assert mail.parse(raw).parts[0].text == text
+
+
+def test_html_part_sniffed_when_declared_plain():
+    raw = message(["Content-Type: text/plain"], b"<html><body><p>Hi</p></body></html>")
+    parsed = mail.parse(raw)
+    assert parsed.parts[0].content_type == "text/html"
+    assert parsed.stats.n_html_parts == 1 and parsed.stats.n_text_parts == 0
+
+
+# -- multipart ----------------------------------------------------------------
+def multipart(boundary, parts, close=True, subtype="mixed"):
+    body = b""
+    for headers, content in parts:
+        body += b"--" + boundary + b"\n" + b"\n".join(headers) + b"\n\n" + content + b"\n"
+    if close:
+        body += b"--" + boundary + b"--\n"
+    return body
+
+
+def test_nested_multipart_leaves_in_order_with_attachment():
+    inner = multipart(b"in", [([b"Content-Type: text/plain"], b"plain text"),
+                              ([b"Content-Type: text/html"], b"<b>html</b> text")])
+    outer = multipart(b"out", [([b"Content-Type: multipart/alternative; boundary=in"], inner),
+                               ([b"Content-Type: application/pdf; name=\"doc.pdf\"",
+                                 b"Content-Transfer-Encoding: base64"], base64.encodebytes(b"%PDF" * 100))])
+    parsed = mail.parse(message(['Content-Type: multipart/mixed; boundary="out"'], b"preamble\n" + outer))
+    assert [p.content_type for p in parsed.parts] == ["text/plain", "text/html", "application/pdf"]
+    assert parsed.parts[0].text.strip() == "plain text"
+    assert parsed.parts[2].text is None and parsed.parts[2].filename == "doc.pdf"
+    stats = parsed.stats
+    assert (stats.n_parts, stats.n_text_parts, stats.n_html_parts, stats.n_attachments, stats.max_depth) == (3, 1, 1, 1, 2)
+    assert parsed.defects == []
+
+
+def test_boundary_that_never_closes():
+    body = multipart(b"b", [([b"Content-Type: text/plain"], b"first"),
+                            ([b"Content-Type: text/plain"], b"second and the rest\n" * 3)], close=False)
+    parsed = mail.parse(message(["Content-Type: multipart/mixed; boundary=b"], body))
+    assert "unclosed-boundary" in parsed.defects
+    assert parsed.parts[-1].text.startswith("second and the rest")
+
+
+def test_multipart_without_boundary_is_read_as_text():
+    parsed = mail.parse(message(["Content-Type: multipart/mixed"], b"words here"))
+    assert "no-boundary" in parsed.defects
+    assert parsed.parts[0].text == "words here"
+
+
+def test_message_rfc822_part_is_opened():
+    inner = message(["Subject: inner", "Content-Type: text/plain"], b"inner body")
+    body = multipart(b"b", [([b"Content-Type: message/rfc822"], inner)])
+    parsed = mail.parse(message(["Content-Type: multipart/mixed; boundary=b"], body))
+    assert parsed.parts[0].text.strip() == "inner body"
+
+
+# -- hostile input ------------------------------------------------------------
+def test_nul_bytes():
+    parsed = timed_parse(message(["Subject: a\0b"], b"x\0y\0z"))
+    assert parsed.header("subject") == "ab"
+    assert parsed.parts[0].text == "xyz"
+
+
+def test_one_megabyte_header_line_is_cut():
+    parsed = timed_parse(message(["Subject: " + "A" * 1_000_000, "From: a@b.example"], b"body"),
+                         max_bytes=2_000_000)
+    assert len(parsed.header("subject")) == mail.MAX_HEADER_CHARS
+    assert parsed.header("from") == "a@b.example"
+
+
+def test_mime_nested_1000_deep_stops_at_max_depth():
+    body = b"innermost text"
+    for depth in range(1000):
+        b = f"b{depth}".encode()
+        body = b"--" + b + b"\nContent-Type: " + (b"multipart/mixed; boundary=b%d" % (depth - 1) if depth else b"text/plain") + b"\n\n" + body + b"\n--" + b + b"--\n"
+    raw = message(["Content-Type: multipart/mixed; boundary=b999"], body)
+    parsed = timed_parse(raw, max_bytes=len(raw))
+    assert "depth-limit" in parsed.defects
+    assert parsed.stats.max_depth == mail.MAX_DEPTH
+
+
+def test_ten_thousand_parts_stop_at_max_parts():
+    body = multipart(b"b", [([b"Content-Type: text/plain"], b"part %d" % i) for i in range(10_000)])
+    raw = message(["Content-Type: multipart/mixed; boundary=b"], body)
+    parsed = timed_parse(raw, max_bytes=len(raw))
+    assert "part-limit" in parsed.defects
+    assert parsed.stats.n_parts <= mail.MAX_PARTS
+
+
+def test_byte_limit_truncates():
+    raw = message(["Subject: s"], b"word " * 100_000)
+    parsed = timed_parse(raw, max_bytes=10_000)
+    assert parsed.truncated and "truncated" in parsed.defects
+    assert parsed.stats.n_bytes == len(raw)
+    assert len(parsed.parts[0].text) < 10_000
+
+
+def test_unclosed_html_tags_and_comments():
+    html = "<html><body><p>visible <b>bold <a href='http://x.example/p'>link" + "<div " * 5000 + "<!-- never closed"
+    text = timed_parse(message(["Content-Type: text/html"], html.encode())).parts[0].text
+    out = mail.html_to_text(text)
+    assert "visible" in out.text and "bold" in out.text
+    assert out.links == ["http://x.example/p"]
+
+
+def test_crlf_and_lf_parse_alike():
+    headers = ["Subject: one", " two", "Content-Type: text/plain; charset=utf-8"]
+    lf = mail.parse(message(headers, b"line one\nline two\n"))
+    crlf = mail.parse(message(headers, b"line one\r\nline two\r\n", eol=b"\r\n"))
+    assert lf.headers == crlf.headers
+    assert lf.parts == crlf.parts
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000))
+def test_any_bytes_parse_without_raising(raw):
+    parsed = mail.parse(raw)
+    assert isinstance(parsed, mail.Mail)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([b"Content-Type: multipart/mixed; boundary=x\n", b"--x\n", b"--x--\n", b"\n",
+                                 b"Content-Transfer-Encoding: base64\n", b"Content-Type: text/html\n",
+                                 b"QUJD\n", b"=?utf-8?q?a?=\n", b"<a href=x>", b"<!--", b"\r\n", b"\0"]),
+                max_size=40))
+def test_mime_shaped_noise_parses(chunks):
+    assert isinstance(mail.parse(b"Content-Type: multipart/mixed; boundary=x\n\n" + b"".join(chunks)), mail.Mail)
+
+
+# -- HTML and counts ------------------------------------------------------------
+def test_html_to_text_tells():
+    html = ('<html><head><style>p {color: red}</style></head><body>'
+            '<p>Vi<!-- x -->agra &amp; more&nbsp;text &#169; &eacute;t&eacute;</p>'
+            '<font color="#FFFFFF">hidden</font><img src="a.gif"><IMG SRC="b.gif">'
+            '<a href="http://spam.example/buy">here</a><a HREF=\'mailto:x@y.example\'>m</a></body></html>')
+    out = mail.html_to_text(html)
+    assert "viagra" in out.text.split()
+    assert "& more text © été" in out.text
+    assert "color: red" not in out.text
+    assert out.links == ["http://spam.example/buy", "mailto:x@y.example"]
+    assert (out.n_images, out.n_comments, out.n_split_words, out.n_invisible) == (2, 1, 1, 1)
+    assert "font" in out.tags
+    assert "Viagra" in mail.html_to_text(html, lower=False).text
+
+
+def test_stats_counts():
+    raw = message(["To: a@x.example, b@x.example", "Cc: c@x.example", "Received: from a", "Received: from b",
+                   "Content-Type: text/plain"], b"hello")
+    stats = mail.parse(raw).stats
+    assert (stats.n_recipients, stats.n_received, stats.text_chars, stats.n_bytes) == (3, 2, 5, len(raw))
+    assert set(stats.as_dict()) == set(mail.MailStats.__slots__)
+
+
+def test_import_does_not_pull_email_or_numpy():
+    import subprocess
+    import sys
+    code = "import sys, spamnb.mail; bad = {'email', 'email.parser', 'numpy'} & set(sys.modules); assert not bad, bad"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared SpamAssassin corpus (/work/shared) is absent")
+def test_whole_corpus_parses():
+    paths = [p for p in CORPUS.glob("*/*") if p.is_file()]
+    assert len(paths) > 6000
+    for path in paths:
+        parsed = mail.parse(path.read_bytes())
+        assert parsed.parts, path

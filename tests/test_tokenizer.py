@@ -1,0 +1,299 @@
+"""spamnb._tokenize and spamnb.tokenizer: the hash, the stream, token families, hostile input."""
+
+import base64
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spamnb._tokenize import Scanner, TokenStream, hash_token
+from spamnb.tokenizer import DEFAULTS, Tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / ".." / "shared" / "corpora" / "spamassassin"
+MASK = (1 << 64) - 1
+
+
+def fnv1a_codepoints(s):
+    """Reference FNV-1a 64 over code points, written independently of the extension."""
+    h = 0xCBF29CE484222325
+    for ch in s:
+        h = ((h ^ ord(ch)) * 0x100000001B3) & MASK
+    return h
+
+
+def splitmix64_finaliser(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def reference_hash(s):
+    return splitmix64_finaliser(fnv1a_codepoints(s)) or 1
+
+
+def message(headers, body, eol=b"\n"):
+    return eol.join(h.encode() if isinstance(h, str) else h for h in headers) + eol + eol + body
+
+
+# -- hash -----------------------------------------------------------------------
+def test_fnv_reference_matches_published_vector():
+    # FNV-1a 64 of the single byte "a" (code point 0x61) is a published test vector.
+    assert fnv1a_codepoints("a") == 0xAF63DC4C8601EC8C
+    assert fnv1a_codepoints("") == 0xCBF29CE484222325
+
+
+@pytest.mark.parametrize("s", ["", "a", "free", "subject:Free!!", "skip:x 30", "日本語", "emoji \U0001F600", "\udc80"])
+def test_hash_token_matches_reference(s):
+    assert hash_token(s) == reference_hash(s)
+
+
+def test_hash_token_fixed_values_are_stable():
+    # fixed values, computed once with the pure-Python reference above
+    assert hash_token("a") == splitmix64_finaliser(0xAF63DC4C8601EC8C)
+    assert hash_token("viagra") == reference_hash("viagra")
+    assert hash_token("viagra") != hash_token("Viagra")
+    assert 0 < hash_token("") < 2 ** 64
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_hash_token_property(s):
+    assert hash_token(s) == reference_hash(s)
+
+
+# -- scanner and stream ---------------------------------------------------------------
+def test_scanner_words_joiners_skip_and_cjk():
+    scanner = Scanner(min_len=1, max_len=12, word_chars="$", joiners="'.-@", max_len_joined=12)
+    subject = scanner.prefix("subject:")
+    assert scanner.prefix("subject:") == subject          # idempotent
+    stream = scanner.stream()
+    stream.add_words("Don't e-mail x@y.example. $19.99 -- end. supercalifragilistic 日本語です", 0)
+    stream.add_words("Free  money", subject)
+    stream.add_token("url:example.com")
+    stream.add_tokens(["a", ("b", "", "c")], subject)
+    assert stream.tokens() == [
+        "Don't", "e-mail", "x@y.example", "$19.99", "end", "skip:s 20",
+        "日本", "本語", "語で", "です", "subject:Free", "subject:money", "url:example.com",
+        "subject:a", "subject:b", "subject:c"]
+    assert len(stream) == 16
+
+
+def test_scanner_longer_limit_for_joined_words():
+    stream = Scanner(max_len=10, joiners=".@", max_len_joined=30).stream()
+    stream.add_words("someone@mail.example.com abcdefghijklmnop. abcdefghijk.lmnopqrstuvwxyz0123456789")
+    assert stream.tokens() == ["someone@mail.example.com", "skip:a 10", "skip:a 30"]
+
+
+def test_scanner_min_len_and_cjk_runs():
+    stream = Scanner(min_len=3, max_len=20, cjk_bigrams=False).stream()
+    stream.add_words("a an the 中文 x 字")
+    assert stream.tokens() == ["the", "中文", "字"]
+
+
+def test_stream_token_hashes_to_stream_hash():
+    tokenizer = Tokenizer()
+    raw = message(["Subject: Cheap =?utf-8?B?" + base64.b64encode("Grüße".encode()).decode() + "?=",
+                   "From: Spammer <s@spam.example>", "Received: from mx.spam.example ([10.1.2.3]) by mx.example.org"],
+                  ("visit http://www.spam.example/buy-now?id=7 " + "x" * 45 + " 中文字 ").encode())
+    stream = tokenizer.stream(raw)
+    hashes = stream.hashes
+    assert hashes.typecode == "Q" and len(hashes) == len(stream) > 10
+    for j in range(len(stream)):
+        assert hash_token(stream.token(j)) == hashes[j], stream.token(j)
+    with pytest.raises(IndexError):
+        stream.token(len(stream))
+
+
+def test_stream_cannot_be_constructed_directly():
+    with pytest.raises(TypeError):
+        TokenStream()
+
+
+# -- token families ---------------------------------------------------------------
+SAMPLE = message(
+    ["From: \"Bob Seller\" <bob@deals.example.com>",
+     "To: alice@example.org, carol@example.org",
+     "Subject: FREE Offer inside",
+     "Message-ID: <123.456@mailer.deals.example.com>",
+     "X-Mailer: Bulk  Mailer 5.0",
+     "Received: from relay.deals.example.com (relay.deals.example.com [192.0.2.17]) by mx.example.org",
+     "Content-Type: multipart/alternative; boundary=\"----=_NextPart_000_0012\""],
+    b"------=_NextPart_000_0012\nContent-Type: text/plain; charset=us-ascii\n\nGreat offer, see www.deals.example.com now\n"
+    b"------=_NextPart_000_0012\nContent-Type: text/html\nContent-Transfer-Encoding: quoted-printable\n\n"
+    b"<html><body><p>Cl<!-- -->ick <a href=3D\"http://192.0.2.99/cgi/buy.cgi?x=3D1\">HERE</a>"
+    b"<img src=3Dx.gif><font color=3D#ffffff>invisible words</font></body></html>\n"
+    b"------=_NextPart_000_0012--\n")
+
+
+def test_header_tokens_tagged_by_field():
+    tokens = Tokenizer(headers="selected").tokens(SAMPLE)
+    for expected in ["subject:free", "subject:offer", "from:bob", "from:bob@deals.example.com",
+                     "to:alice@example.org", "message-id:@mailer.deals.example.com",
+                     "x-mailer:bulk mailer 5.0", "received:relay.deals.example.com",
+                     "received:example.com", "received:ip:192.0.2.17", "received:ip:192.0.2",
+                     "received:ip:192.0", "hdr:subject", "hdr:received", "boundary:----=_AaAa_9_9"]:
+        assert expected in tokens, expected
+    assert "free" not in tokens                      # the subject's words are tagged, not bare
+
+
+def test_header_modes():
+    none = Tokenizer(headers="none", header_names=False).tokens(SAMPLE)
+    assert not any(t.startswith(("subject:", "from:", "hdr:", "received:")) for t in none)
+    all_ = Tokenizer(headers="all").tokens(SAMPLE)
+    assert "subject:free" in all_
+
+
+def test_url_pieces_and_body_and_html_tells():
+    tokens = Tokenizer().tokens(SAMPLE)
+    for expected in ["great", "offer", "click", "here", "invisible",
+                     "url:www.deals.example.com", "url:example.com", "url:192.0.2.99", "url:cgi",
+                     "url:buy.cgi", "url:ip", "url:http",
+                     "part:text/plain", "part:text/html", "part:charset:us-ascii", "part:cte:quoted-printable",
+                     "html:img:1", "html:comment", "html:split-word", "html:invisible", "html:tag:font"]:
+        assert expected in tokens, expected
+    assert "html:only" not in tokens
+
+
+def test_long_word_policy():
+    tokens = Tokenizer(max_len=20).tokens(message(["Subject: s"], b"short " + b"z" * 37 + b" end"))
+    assert "skip:z 30" in tokens and "short" in tokens and "end" in tokens
+    assert not any(len(t) > 20 for t in tokens if not t.startswith(("skip:", "hdr:", "part:", "html:")))
+
+
+def test_lowercase_setting():
+    raw = message(["Subject: Hello"], b"MiXeD Case")
+    assert "mixed" in Tokenizer().tokens(raw)
+    assert "MiXeD" in Tokenizer(lowercase=False).tokens(raw)
+
+
+def test_crlf_and_lf_give_identical_tokens():
+    lf = SAMPLE
+    crlf = SAMPLE.replace(b"\n", b"\r\n")
+    tokenizer = Tokenizer()
+    assert tokenizer.tokens(lf) == tokenizer.tokens(crlf)
+    assert list(tokenizer.stream(lf).hashes) == list(tokenizer.stream(crlf).hashes)
+
+
+def test_str_input_is_accepted():
+    tokenizer = Tokenizer()
+    assert tokenizer.tokens(SAMPLE.decode("ascii")) == tokenizer.tokens(SAMPLE)
+
+
+def test_byte_limit_is_honoured():
+    body = b"early " * 100 + b"late " * 100_000
+    raw = message(["Subject: s"], body)
+    stream = Tokenizer(max_bytes=2000).stream(raw)
+    tokens = stream.tokens()
+    assert stream.truncated and "mail:truncated" in tokens
+    assert "early" in tokens and "late" in tokens
+    assert tokens.count("late") < 400
+    assert not Tokenizer().stream(message(["Subject: s"], b"small")).truncated
+
+
+def test_attachment_summarised_not_tokenised():
+    payload = base64.encodebytes(b"MZ" + bytes(range(256)) * 200)
+    raw = message(["Content-Type: multipart/mixed; boundary=b"],
+                  b"--b\nContent-Type: text/plain\n\nsee attached\n--b\nContent-Type: application/octet-stream; "
+                  b"name=\"setup.exe\"\nContent-Transfer-Encoding: base64\n\n" + payload + b"--b--\n")
+    tokens = Tokenizer().tokens(raw)
+    assert "part:application/octet-stream" in tokens and "part:ext:exe" in tokens
+    assert any(t.startswith("part:size:") for t in tokens)
+    assert len(tokens) < 40
+
+
+# -- settings -------------------------------------------------------------------------
+def test_settings_round_trip_through_json():
+    tokenizer = Tokenizer(min_len=2, headers="all")
+    settings_ = json.loads(json.dumps(tokenizer.settings))
+    assert settings_["version"] == Tokenizer.VERSION
+    again = Tokenizer.from_settings(settings_)
+    assert again.settings == tokenizer.settings
+    assert again.tokens(SAMPLE) == tokenizer.tokens(SAMPLE)
+    assert set(Tokenizer().settings) == set(DEFAULTS) | {"version"}
+
+
+def test_from_settings_rejects_other_versions_and_keys():
+    good = Tokenizer().settings
+    with pytest.raises(ValueError):
+        Tokenizer.from_settings({**good, "version": Tokenizer.VERSION + 1})
+    with pytest.raises(ValueError):
+        Tokenizer.from_settings({k: v for k, v in good.items() if k != "version"})
+    with pytest.raises(ValueError):
+        Tokenizer.from_settings({**good, "bogus": 1})
+    with pytest.raises(TypeError):
+        Tokenizer(bogus=1)
+    with pytest.raises(ValueError):
+        Tokenizer(headers="some")
+
+
+# -- hostile input: tokens, no exception, bounded time --------------------------------------
+def deep_mime(depth):
+    body = b"innermost words"
+    for d in range(depth):
+        inner = b"multipart/mixed; boundary=b%d" % (d - 1) if d else b"text/plain"
+        body = b"--b%d\nContent-Type: %s\n\n%s\n--b%d--\n" % (d, inner, body, d)
+    return message([b"Content-Type: multipart/mixed; boundary=b%d" % (depth - 1)], body)
+
+
+HOSTILE = {
+    "nul bytes": message(["Subject: a\0b"], b"nul\0in\0body words"),
+    "1 MB header line": message(["Subject: " + "word " * 200_000], b"body words"),
+    "mime 1000 deep": deep_mime(1000),
+    "10000 parts": message(["Content-Type: multipart/mixed; boundary=b"],
+                           b"".join(b"--b\nContent-Type: text/plain\n\npart %d words\n" % i for i in range(10_000))),
+    "boundary never closes": message(["Content-Type: multipart/mixed; boundary=b"], b"--b\n\nopen words " * 50),
+    "unclosed html": message(["Content-Type: text/html"], b"<html><body>words <a href='http://x.example" + b"<b" * 20000),
+    "utf-16 body": message(["Content-Type: text/plain; charset=utf-16"], "wide words".encode("utf-16")),
+    "utf-7 body": message(["Content-Type: text/plain; charset=utf-7"], "seven words €".encode("utf-7")),
+    "no separator": b"Subject: x\nFrom: y\nbody words right after the headers\n",
+    "50 MB": message(["Subject: big"], b"huge words " * 5_000_000),
+    "binary junk": bytes(range(256)) * 100,
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_messages_give_tokens_fast(name):
+    tokenizer = Tokenizer()
+    start = time.perf_counter()
+    stream = tokenizer.stream(HOSTILE[name])
+    elapsed = time.perf_counter() - start
+    assert elapsed < 0.5, f"{name}: {elapsed:.3f} s"
+    if name != "empty":
+        assert len(stream) > 0
+        tokens = stream.tokens()
+        if name == "mime 1000 deep":
+            assert "mail:depth-limit" in tokens
+        elif name != "binary junk":
+            assert any("word" in t for t in tokens), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000))
+def test_random_bytes_tokenize(raw):
+    stream = Tokenizer().stream(raw)
+    assert len(stream.hashes) == len(stream)
+
+
+def test_import_cost_stays_low():
+    code = ("import sys, spamnb.tokenizer; "
+            "bad = {'numpy', 'scipy', 'email', 'email.parser', 'dataclasses'} & set(sys.modules); assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared SpamAssassin corpus (/work/shared) is absent")
+def test_corpus_streams_are_consistent():
+    tokenizer = Tokenizer()
+    paths = sorted(p for p in CORPUS.glob("*/*") if p.is_file())[::50]
+    for path in paths:
+        stream = tokenizer.stream(path.read_bytes())
+        assert len(stream) > 0, path
+        hashes = stream.hashes
+        for j in range(0, len(stream), 17):
+            assert hash_token(stream.token(j)) == hashes[j]
