@@ -531,9 +531,10 @@ def run(args):
     print("pooled over the test folds, at the filter's cutoffs:")
     print(metrics.classification_report(result["y_test"], result["verdicts"]))
     if args.compare:
-        print(f"baselines on the same folds (mean ± sample std over folds).  NB: naive Bayes, one setting changed "
-              f"at a time from the filter's, same cutoffs.  kNN: on the filter's {p['counts']} token vectors, "
-              f"score = share of spam among the k nearest training messages, spam if most are spam.")
+        print("baselines on the same folds (mean ± sample std over folds):")
+        print("  NB: naive Bayes, one setting changed at a time from the filter's, same cutoffs;")
+        print(f"  kNN: on the filter's {p['counts']} token vectors, score = share of spam among the k nearest")
+        print("  training messages, spam if most of them are spam.")
         print(format_compare(result["compare"]))
     print(f"took {elapsed:.1f} s")
     settings = {"protocol": protocol, "n_messages": int(len(y)), "n_spam": n_spam,
