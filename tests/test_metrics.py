@@ -220,3 +220,40 @@ def test_object_arrays_of_booleans_are_labels():
     assert m.as_spam_labels(y).tolist() == [True, False, True]
     assert m.verdict_confusion_matrix(y, np.array(["spam", "unsure", "ham"], dtype=object)).tolist() == [[0, 1, 0],
                                                                                                        [1, 0, 1]]
+
+
+labelled_verdicts = st.lists(st.tuples(st.booleans(), st.sampled_from(["spam", "ham", "unsure"])), min_size=1, max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(labelled_verdicts)
+def test_rate_identities(pairs):
+    y = [p[0] for p in pairs]
+    v = [p[1] for p in pairs]
+    cm = m.verdict_confusion_matrix(y, v)
+    assert cm.sum() == len(pairs) and cm[1].sum() == sum(y)
+    if sum(y):
+        assert m.recall(y, v) + m.false_negative_rate(y, v) == pytest.approx(1.0)
+    if len(y) - sum(y):
+        assert (m.specificity(y, v) + m.false_positive_rate(y, v) + m.unsure_rate(y, v, "ham")
+                == pytest.approx(1.0))
+    assert 0.0 <= m.accuracy(y, v) <= 1.0
+
+
+scored = st.lists(st.tuples(st.booleans(), st.integers(-5, 5)), min_size=2, max_size=50).filter(
+    lambda ps: any(p[0] for p in ps) and not all(p[0] for p in ps))
+
+
+@settings(max_examples=150, deadline=None)
+@given(scored)
+def test_roc_invariances(pairs):
+    y = [p[0] for p in pairs]
+    s = np.array([p[1] for p in pairs], dtype=float)
+    auc = m.roc_auc(y, s)
+    assert m.roc_auc(y, np.exp(s) * 3 + 1) == pytest.approx(auc)      # only the order matters
+    assert m.roc_auc(y, -s) == pytest.approx(1 - auc)                  # reversing the order
+    caught = [m.tpr_at_fpr(y, s, x) for x in (0.0, 0.01, 0.1, 0.5, 1.0)]
+    assert caught == sorted(caught) and caught[-1] == 1.0              # more FPR allowed, never less caught
+    fpr, tpr, thr = m.roc_curve(y, s)
+    assert np.all(np.diff(fpr) >= 0) and np.all(np.diff(tpr) >= 0) and np.all(np.diff(thr) < 0)
+    assert len(thr) == len(np.unique(s)) + 1
