@@ -128,7 +128,7 @@ class Mail(_Record):
     truncated : bool -- the message was longer than max_bytes
     """
 
-    __slots__ = ("headers", "parts", "defects", "stats", "truncated")
+    __slots__ = ("headers", "parts", "defects", "stats", "truncated", "_first")
 
     def __init__(self):
         self.headers = []
@@ -136,13 +136,11 @@ class Mail(_Record):
         self.defects = []
         self.stats = MailStats()
         self.truncated = False
+        self._first = {}
 
     def header(self, name, default=""):
         """The first value of header ``name`` (lower case), or ``default``."""
-        for key, value in self.headers:
-            if key == name:
-                return value
-        return default
+        return self._first.get(name, default)
 
     def header_values(self, name):
         """All values of header ``name`` (lower case), in order."""
@@ -310,8 +308,15 @@ def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
     stats.n_header_bytes = len(block)
     mail.headers = _parse_fields(block)
     stats.n_headers = len(mail.headers)
+    top = mail._first
+    for name, value in mail.headers:
+        if name not in top:
+            top[name] = value
+        if name == "received":
+            stats.n_received += 1
+        elif name == "to" or name == "cc":
+            stats.n_recipients += value.count("@")
     # stack of (content-type value, transfer encoding, disposition, body, depth)
-    top = {name: value for name, value in reversed(mail.headers)}
     stack = [(top.get("content-type", ""), top.get("content-transfer-encoding", ""),
               top.get("content-disposition", ""), body, 0)]
     n_entities = 0
@@ -358,9 +363,6 @@ def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
             continue
         _leaf(mail, ctype, params, cte.strip().lower(), disposition, body, fallback_charset)
     stats.n_defects = len(mail.defects)
-    recipients = " ".join(mail.header_values("to") + mail.header_values("cc"))
-    stats.n_recipients = recipients.count("@")
-    stats.n_received = len(mail.header_values("received"))
     return mail
 
 

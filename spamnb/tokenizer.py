@@ -52,7 +52,7 @@ DEFAULTS = {
     "cjk_bigrams": True,
     # -- Headers: "selected" tags the words of the fields in _WORD_FIELDS, "all"
     #    the words of every field, "none" no header words (experiment "headers").
-    "headers": "all",
+    "headers": "selected",
     "header_names": True,
     "received": True,
     "urls": True,
@@ -60,9 +60,9 @@ DEFAULTS = {
     "mime_tells": True,
     # -- Body text characters tokenized per message (0 = all): a length normaliser
     #    for naive Bayes (experiment "text budget").
-    "max_text_chars": 0,
+    "max_text_chars": 1000,
     # -- Bounded work (a 50 MB message must not stall a mail server).
-    "max_bytes": _mail.MAX_BYTES,
+    "max_bytes": 6144,
     "max_depth": _mail.MAX_DEPTH,
     "max_parts": _mail.MAX_PARTS,
     # -- Undeclared or unknown charset that is not valid UTF-8 (experiment "charset").
