@@ -27,7 +27,7 @@ same data: the (n_features, n_classes) "feature-major" table the shipped
 kernel uses against the model's natural (n_classes, n_features)
 "class-major" one, each at several software-prefetch distances (0 = none).
 
-Usage: python scripts/bench_kernel.py [--quick] [--repeats N] [--float32] [--layouts]
+Usage: python scripts/bench_kernel.py [--quick] [--docs N] [--classes K] [--repeats N] [--float32] [--layouts]
 (``--quick``: 20,000 documents, 3 repeats; a few seconds.)
 """
 
@@ -177,6 +177,7 @@ def main(argv=None):
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--float32", action="store_true", help="float32 values instead of float64")
+    parser.add_argument("--classes", type=int, default=2, help="number of classes (default 2)")
     parser.add_argument("--layouts", action="store_true", help="also time experimental layout/prefetch variants")
     args = parser.parse_args(argv)
     n_docs = args.docs or (20_000 if args.quick else 200_000)
@@ -190,16 +191,17 @@ def main(argv=None):
           f"{platform.processor() or platform.machine()}, threads=1")
     start = time.perf_counter()
     X = mail_shaped_csr(n_docs, args.features, args.draws, dtype=np.float32 if args.float32 else np.float64)
-    y = np.random.default_rng(1).integers(0, 2, n_docs)
+    y = np.random.default_rng(1).integers(0, args.classes, n_docs)
+    classes = list(range(args.classes))
     nnz = X.nnz
     print(f"data: {n_docs:,} docs x {args.features:,} features, {nnz:,} non-zeros "
           f"({nnz / n_docs:.1f} per doc), values {X.data.dtype}, indices {X.indices.dtype}; "
           f"generated in {time.perf_counter() - start:.1f} s")
 
     # -- learning -------------------------------------------------------------
-    t_fit, model = best_of(repeats, lambda: MultinomialNB().partial_fit(X, y, classes=[0, 1]))
-    t_ref_fit, _ = best_of(max(1, repeats // 2), lambda: kernels.count_features(X, y, 2, implementation="numpy"))
-    t_count, _ = best_of(repeats, lambda: kernels.count_features(X, y, 2))
+    t_fit, model = best_of(repeats, lambda: MultinomialNB().partial_fit(X, y, classes=classes))
+    t_ref_fit, _ = best_of(max(1, repeats // 2), lambda: kernels.count_features(X, y, args.classes, implementation="numpy"))
+    t_count, _ = best_of(repeats, lambda: kernels.count_features(X, y, args.classes))
     print(f"partial_fit (compiled counting): {t_fit * 1e3:8.1f} ms  {nnz / t_fit / 1e6:7.1f} M non-zeros/s")
     print(f"  count_features compiled:       {t_count * 1e3:8.1f} ms  {nnz / t_count / 1e6:7.1f} M non-zeros/s")
     print(f"  count_features scipy reference:{t_ref_fit * 1e3:8.1f} ms  {nnz / t_ref_fit / 1e6:7.1f} M non-zeros/s")
@@ -207,8 +209,8 @@ def main(argv=None):
     # -- scoring --------------------------------------------------------------
     log_prob = model.feature_log_prob_          # (2, n_features), feature-major in memory
     log_prior = model.class_log_prior_
-    by_feature = log_prob.T                     # C-contiguous (n_features, 2), no copy
-    out = np.empty((n_docs, 2))
+    by_feature = log_prob.T                     # C-contiguous (n_features, n_classes), no copy
+    out = np.empty((n_docs, args.classes))
 
     t_scipy, scipy_jll = best_of(repeats, lambda: X @ log_prob.T + log_prior)
     t_raw, _ = best_of(repeats, lambda: _kernels.joint_log_likelihood_csr(X.indptr, X.indices, X.data, by_feature,
@@ -228,7 +230,7 @@ def main(argv=None):
         return (f"{name:<42}{seconds * 1e3:8.1f} ms  {nnz / seconds / 1e6:7.1f} M nnz/s  "
                 f"{n_bytes / seconds / 1e9:6.2f} GB/s  {t_scipy / seconds:5.2f}x scipy")
 
-    print(f"scoring, 2 classes ({n_bytes / 1e6:.0f} MB of indptr+indices+data), best of {repeats}:")
+    print(f"scoring, {args.classes} classes ({n_bytes / 1e6:.0f} MB of indptr+indices+data), best of {repeats}:")
     print(row("scipy X @ feature_log_prob_.T + prior", t_scipy))
     print(row("kernel, raw call (_kernels)", t_raw))
     print(row("kernel via spamnb.kernels (checked)", t_wrapper))
@@ -240,8 +242,8 @@ def main(argv=None):
     print(f"max relative difference kernel vs scipy: {difference:.2e}")
 
     if args.layouts:
-        if X.data.dtype != np.float64 or X.indices.dtype != np.int32:
-            sys.exit("--layouts needs float64 values and int32 indices")
+        if X.data.dtype != np.float64 or X.indices.dtype != np.int32 or args.classes != 2:
+            sys.exit("--layouts needs 2 classes, float64 values and int32 indices")
         layouts = build_layout_experiment()
         by_class = np.ascontiguousarray(log_prob)
         print("layout experiment (unchecked loops, same data):")
@@ -253,7 +255,7 @@ def main(argv=None):
 
     # -- memory ---------------------------------------------------------------
     peaks = {
-        "partial_fit": traced_peak(lambda: MultinomialNB().partial_fit(X, y, classes=[0, 1])),
+        "partial_fit": traced_peak(lambda: MultinomialNB().partial_fit(X, y, classes=classes)),
         "kernels.joint_log_likelihood": traced_peak(lambda: kernels.joint_log_likelihood(X, log_prob, log_prior)),
         "scipy X @ W + prior": traced_peak(lambda: X @ log_prob.T + log_prior),
     }

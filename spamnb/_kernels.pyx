@@ -112,6 +112,10 @@ cdef extern from *:
 # bound this kernel (docs/kernel.md has the measurements).
 cdef enum:
     PREFETCH_DISTANCE = 256
+    # up to this many classes: two classes per pass over a row, in registers
+    PAIRWISE_CLASSES = 6
+    # more classes accumulate in a stack buffer of this size, or in ``out``
+    LOCAL_CLASSES = 64
 
 
 cdef int _jll(const index_t[::1] indptr, const index_t[::1] indices,
@@ -120,30 +124,45 @@ cdef int _jll(const index_t[::1] indptr, const index_t[::1] indices,
               const double[::1] class_log_prior,
               double[:, ::1] out, int64_t n_columns,
               int64_t* position) noexcept nogil:
-    # Classes are scored two at a time in register accumulators.  The pass
-    # for classes 0 and 1 streams the row's non-zeros from memory, prefetches
-    # the table rows it will need, and checks each column index and value
-    # right before using it (a compare per non-zero, free next to the gather
-    # it guards), so bad input stops the loop with an error code instead of
-    # reading out of bounds.  Classes 2-3, 4-5, ... (more than two classes
-    # only) re-read the already checked row from L1 cache.
+    # Up to PAIRWISE_CLASSES classes are scored two at a time in register
+    # accumulators.  The pass for classes 0 and 1 streams the row's non-zeros
+    # from memory, prefetches the table rows it will need, and checks each
+    # column index and value right before using it (a compare per non-zero,
+    # free next to the gather it guards), so bad input stops the loop with an
+    # error code instead of reading out of bounds.  Classes 2-3, 4-5, ...
+    # re-read the already checked row from L1 cache.  With more classes than
+    # that, the one pass adds each non-zero into all classes' accumulators
+    # (a local buffer, or the output row beyond LOCAL_CLASSES).
     cdef Py_ssize_t n_rows = indptr.shape[0] - 1
     cdef Py_ssize_t n_classes = class_log_prior.shape[0]
     cdef Py_ssize_t nnz = indptr[n_rows]
     cdef Py_ssize_t second = 1 if n_classes > 1 else 0
+    cdef bint pairwise = n_classes <= PAIRWISE_CLASSES
     cdef Py_ssize_t r, k, c, c2, start, stop, ahead
     cdef const double* logp
     cdef double acc0, acc1, x
+    cdef double local[LOCAL_CLASSES]
+    cdef double* acc = &local[0]
     cdef index_t j
     for r in range(n_rows):
         start = indptr[r]
         stop = indptr[r + 1]
         acc0 = 0.0
         acc1 = 0.0
+        if not pairwise:
+            if n_classes > LOCAL_CLASSES:
+                acc = &out[r, 0]
+            for c in range(n_classes):
+                acc[c] = 0.0
         for k in range(start, stop):
             ahead = k + PREFETCH_DISTANCE
             if ahead < nnz and <uint64_t> indices[ahead] < <uint64_t> n_columns:
-                SPAMNB_PREFETCH(&feature_log_prob_t[indices[ahead], 0])
+                logp = &feature_log_prob_t[indices[ahead], 0]
+                SPAMNB_PREFETCH(logp)
+                if n_classes > 2:   # the table row may span more cache lines
+                    for c in range(8, n_classes, 8):
+                        SPAMNB_PREFETCH(logp + c)
+                    SPAMNB_PREFETCH(logp + n_classes - 1)
             j = indices[k]
             if <uint64_t> j >= <uint64_t> n_columns:
                 position[0] = k
@@ -151,13 +170,21 @@ cdef int _jll(const index_t[::1] indptr, const index_t[::1] indices,
             x = data[k]
             if x > 0 and x < INFINITY:
                 logp = &feature_log_prob_t[j, 0]
-                acc0 += x * logp[0]
-                acc1 += x * logp[second]
+                if pairwise:
+                    acc0 += x * logp[0]
+                    acc1 += x * logp[second]
+                else:
+                    for c in range(n_classes):
+                        acc[c] += x * logp[c]
             elif x != 0:
                 # negative, NaN or infinite; stored zeros are absent (skipping
                 # them also keeps 0 * -inf from turning into NaN)
                 position[0] = k
                 return _BAD_VALUE
+        if not pairwise:
+            for c in range(n_classes):
+                out[r, c] = class_log_prior[c] + acc[c]
+            continue
         out[r, 0] = class_log_prior[0] + acc0
         out[r, second] = class_log_prior[second] + acc1
         c = 2

@@ -97,7 +97,7 @@ def in_format(dense, fmt, index_dtype, data_dtype):
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dense"])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("data_dtype", [np.float32, np.float64, np.int32, np.int64, np.uint8, bool])
-@pytest.mark.parametrize("n_classes", [1, 2, 3, 20])
+@pytest.mark.parametrize("n_classes", [1, 2, 3, 6, 7, 20, 70])  # every code path
 def test_jll_equals_closed_form_for_every_format_and_dtype(implementation, fmt, index_dtype, data_dtype, n_classes):
     rng = np.random.default_rng(n_classes)
     dense = random_counts(rng, 17, 11).astype(data_dtype)
@@ -113,7 +113,7 @@ def test_jll_equals_closed_form_for_every_format_and_dtype(implementation, fmt, 
 @given(
     n_samples=st.integers(0, 12),
     n_features=st.integers(1, 15),
-    n_classes=st.integers(1, 4),
+    n_classes=st.integers(1, 9),
     density=st.floats(0, 1),
     seed=st.integers(0, 2**32 - 1),
     with_inf=st.booleans(),
