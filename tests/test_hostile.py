@@ -1,0 +1,569 @@
+"""Hostile mail and hostile corpora.
+
+Every message here gets a verdict from the real ``spamnb classify`` command in
+a subprocess (exit code 0, 1 or 2) within a bound of CPU time and peak memory.
+The bounds follow from the tokenizer's limits: at most ``max_bytes`` of a
+message is parsed (default 6 KiB), MIME nesting stops at ``max_depth`` (8) and
+parts at ``max_parts`` (64), so the work beyond reading the input is bounded by
+a constant whatever the message:
+
+- CPU (user + sys of the ``spamnb classify`` process, start-up included):
+  ``CPU_BOUND`` seconds;
+- peak RSS: ``RSS_BASE`` MiB plus 1.1 times the input (the command holds the
+  message it read; nothing may copy or decode all of it).
+
+``max_bytes`` is a setting: the parser itself must stay fast up to
+``mail.MAX_BYTES`` (256 KiB), which ``test_parser_is_fast_at_its_largest_limit``
+checks on every generated case.
+
+Small hand-made messages live in tests/data/hostile/; large ones (a 1 MB
+header line, 50 MB attachment, 10,000 parts, ...) are generated here at run
+time.  The measured figures are in docs/reliability.md; set
+``SPAMNB_HOSTILE_REPORT=FILE`` to append each case's measurement to FILE.
+
+Then property tests (hypothesis) over parse -> tokenize -> score, and hostile
+corpora for ``spamnb train``.
+"""
+
+import base64
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import spamnb
+from spamnb import cli, mail
+from spamnb.filter import SpamFilter
+from spamnb.tokenizer import Tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data" / "hostile"
+PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
+CPU_BOUND = 2.0          # seconds of CPU for one `spamnb classify`, start-up included
+RSS_BASE = 48.0          # MiB on top of 1.1 x the input size
+WALL_TIMEOUT = 20.0      # a hung command is killed (and the case fails) after this
+MiB = 1024 * 1024
+
+# Runs the command given on its argv with stdin from a file and reports the
+# child's own exit code, wall time, CPU time and peak RSS (wait4).  A separate
+# small launcher is needed because a forked child inherits its parent's peak
+# RSS figure: measured straight from the test process, the pytest process's
+# size would count.
+_LAUNCHER = r"""
+import json, os, subprocess, sys, time
+stdin_path, out_path, err_path, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+with open(stdin_path, "rb") as fin, open(out_path, "wb") as fout, open(err_path, "wb") as ferr:
+    started = time.perf_counter()
+    child = subprocess.Popen(sys.argv[5:], stdin=fin, stdout=fout, stderr=ferr)
+    timed_out = False
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() - started > timeout:
+            child.kill()
+            timed_out = True
+            pid, status, usage = os.wait4(child.pid, 0)
+            break
+        time.sleep(0.005)
+    wall = time.perf_counter() - started
+print(json.dumps({"code": os.waitstatus_to_exitcode(status), "wall": wall, "timed_out": timed_out,
+                  "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024.0}))
+"""
+
+
+def _env(home):
+    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=PYTHONPATH)
+    env.pop("SPAMNB_DEBUG", None)
+    return env
+
+
+def measure(args, message_path, home, timeout=WALL_TIMEOUT):
+    """Run ``spamnb ARGS < message_path``; returns (measurement dict, stdout bytes, stderr bytes)."""
+    out, err = home / "out", home / "err"
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, str(message_path), str(out), str(err), str(timeout),
+                           sys.executable, "-m", "spamnb", *map(str, args)],
+                          capture_output=True, env=_env(home), cwd=home, timeout=timeout + 60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return json.loads(proc.stdout), out.read_bytes(), err.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A folder with a model trained by `spamnb train` on the shipped sample corpus."""
+    home = tmp_path_factory.mktemp("hostile")
+    proc = subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")],
+                          capture_output=True, env=_env(home), cwd=home, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert (home / "model.spamnb").is_file()
+    return home
+
+
+@pytest.fixture(scope="module")
+def spam_filter(home):
+    return SpamFilter.load(home / "model.spamnb")
+
+
+# ---------------------------------------------------------------------------- generated messages
+def _head(subject, extra=""):
+    return (f"From: sender@example.com\nTo: you@example.org\nSubject: {subject}\nMIME-Version: 1.0\n"
+            f"Message-ID: <{abs(hash(subject))}@example.com>\n{extra}").encode()
+
+
+def header_line_1mb():
+    return _head("x") + b"X-Long: " + b"abcdefgh " * (MiB // 9) + b"\n\nshort body\n"
+
+
+def subject_line_1mb():
+    return b"From: a@example.com\nSubject: " + b"win " * (MiB // 4) + b"\n\nbody\n"
+
+
+def mime_nested_1000():
+    out = [_head("nested 1000")]
+    for depth in range(1000):
+        out.append(b'Content-Type: multipart/mixed; boundary="b%d"\n\n--b%d\n' % (depth, depth))
+    out.append(b"Content-Type: text/plain\n\ninnermost words\n")
+    out.extend(b"--b%d--\n" % depth for depth in reversed(range(1000)))
+    return b"".join(out)
+
+
+def rfc822_nested_1000():
+    return _head("forwarded 1000 times") + b"Content-Type: message/rfc822\n\n" * 1000 + b"From: b\n\nhello\n"
+
+
+def parts_10000():
+    return (_head("10,000 parts", "Content-Type: multipart/mixed; boundary=zz\n\n")
+            + b"".join(b"--zz\nContent-Type: text/plain\n\npart %d words\n" % i for i in range(10000)) + b"--zz--\n")
+
+
+def attachment_50mb():
+    payload = random.Random(50).randbytes(37 * MiB)  # base64 makes it ~50 MB
+    return (_head("50 MB attachment", 'Content-Type: multipart/mixed; boundary="zz"\n\n')
+            + b"--zz\nContent-Type: text/plain\n\nsee the attachment\n"
+            + b'--zz\nContent-Type: application/octet-stream; name="big.bin"\nContent-Transfer-Encoding: base64\n\n'
+            + base64.encodebytes(payload) + b"--zz--\n")
+
+
+def text_part_50mb_base64():
+    text = b"spam words and more words, all of them in one long text part\n" * (38 * MiB // 62)
+    return _head("50 MB of base64 text", "Content-Type: text/plain\nContent-Transfer-Encoding: base64\n\n") \
+        + base64.encodebytes(text)
+
+
+def one_line_50mb():
+    return b"a" * (50 * MiB)
+
+
+def boundary_never_closes_big():
+    return (_head("boundary never closes", 'Content-Type: multipart/mixed; boundary="open"\n\n')
+            + b"--open\nContent-Type: text/plain\n\n" + b"a long first part that never ends\n" * 20000)
+
+
+def delimiter_lines_only():
+    return _head("delimiters", "Content-Type: multipart/mixed; boundary=zz\n\n") + b"--zz\n" * 200000
+
+
+def header_explosion():
+    """Many tiny header fields: every one is a token (header names and words)."""
+    return b"".join(b"X-H%d: v%d\n" % (i, i) for i in range(60000)) + b"\nbody\n"
+
+
+def one_char_words():
+    """Expands: each 2-byte 'x ' becomes a token occurrence (24 bytes of stream state)."""
+    return _head("one-char words") + b"\n" + b"x " * (128 * 1024) + "\U0001F600".encode()
+
+
+def cjk_run():
+    """Expands: one token per Han character (a bigram each), one long run."""
+    return _head("cjk", "Content-Type: text/plain; charset=utf-8\n\n") + ("\u4e2d\u6587" * 45000).encode()
+
+
+def encoded_words_many():
+    return b"From: a@example.com\nSubject: " + b"=?utf-8?B?d2lu?= " * 15000 + b"\n\nbody\n"
+
+
+def html_deep_nesting():
+    return _head("deep html", "Content-Type: text/html\n\n") + b"<div><b><i><font color=red>" * 9000 + b"deep words"
+
+
+def html_many_tags_and_links():
+    return _head("links", "Content-Type: text/html\n\n") + b'<a href="http://x.example/a">w</a><img src=y>' * 5500
+
+
+def html_unclosed_comments():
+    return _head("unclosed comments", "Content-Type: text/html\n\n") + b"<!--" * 64000
+
+
+def html_unclosed_style():
+    return _head("unclosed style", "Content-Type: text/html\n\n") + b"<style>" * 36000
+
+
+def html_unclosed_script():
+    return _head("unclosed script", "Content-Type: text/html\n\n") + b"<script x>" * 25000
+
+
+def content_type_params_long():
+    """A 16 KB run of parameter-name characters without '=' in each part's Content-Type."""
+    return (_head("long parameters", "Content-Type: multipart/mixed; boundary=zz\n\n")
+            + b"".join(b"--zz\nContent-Type: text/plain; " + b"a" * 16000 + b"\n\nx\n" for _ in range(15)))
+
+
+def utf16_large():
+    return (_head("utf-16", "Content-Type: text/plain; charset=utf-16\n\n")
+            + "a few words in UTF-16 \U0001F4B0 ".encode("utf-16") * 4000 + b"\x00\xd8" * 1000)
+
+
+def utf7_large():
+    return _head("utf-7", "Content-Type: text/plain; charset=utf-7\n\n") + b"+AGEAYgBj- +2D0- +ZeVnLA- +!!" * 9000
+
+
+GENERATED = {f.__name__: f for f in (
+    header_line_1mb, subject_line_1mb, mime_nested_1000, rfc822_nested_1000, parts_10000, attachment_50mb,
+    text_part_50mb_base64, one_line_50mb, boundary_never_closes_big, delimiter_lines_only, header_explosion,
+    one_char_words, cjk_run, encoded_words_many, html_deep_nesting, html_many_tags_and_links, utf16_large,
+    utf7_large)}
+
+# Quadratic regular expressions in spamnb/mail.py (owned by the tokenizer
+# engineer): each of these 256 KB messages takes 20-75 s of CPU (measured,
+# docs/reliability.md).  The fixes are described there.
+_REDOS = "quadratic regex in spamnb/mail.py: see docs/reliability.md"
+SLOW = {f.__name__: f for f in (html_unclosed_comments, html_unclosed_style, html_unclosed_script,
+                                content_type_params_long)}
+
+
+def _check_bounds(name, size, measured, stdout, stderr):
+    report = os.environ.get("SPAMNB_HOSTILE_REPORT")
+    if report:
+        with open(report, "a") as f:
+            f.write(json.dumps({"case": name, "bytes": size, **measured}) + "\n")
+    assert not measured["timed_out"], f"{name}: killed after {measured['wall']:.1f} s"
+    assert measured["code"] in (0, 1, 2), (name, measured, stderr.decode(errors="replace"))
+    assert stdout.split()[0] in (b"spam", b"ham", b"unsure"), stdout
+    assert measured["cpu"] <= CPU_BOUND, (name, measured)
+    assert measured["rss_mib"] <= RSS_BASE + 1.1 * size / MiB, (name, measured)
+
+
+HAND_MADE = sorted(p.name for p in DATA.iterdir())
+
+
+def test_hand_made_cases_are_present():
+    assert len(HAND_MADE) >= 20
+    assert all(p.stat().st_size < 4096 for p in DATA.iterdir())  # large cases are generated, not committed
+
+
+@pytest.mark.parametrize("name", HAND_MADE)
+def test_hand_made_message_gets_a_verdict(home, name):
+    path = DATA / name
+    measured, stdout, stderr = measure(["classify", "-v"], path, home)
+    _check_bounds(name, path.stat().st_size, measured, stdout, stderr)
+    assert stderr == b""
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generated_message_gets_a_verdict_within_bounds(home, tmp_path, name):
+    data = GENERATED[name]()
+    path = tmp_path / "message"
+    path.write_bytes(data)
+    size = len(data)
+    del data
+    measured, stdout, stderr = measure(["classify"], path, home)
+    _check_bounds(name, size, measured, stdout, stderr)
+
+
+@pytest.mark.xfail(strict=True, reason="lone surrogates reach printed tokens: see docs/reliability.md")
+def test_tokens_with_lone_surrogates_can_be_printed(home):
+    # UTF-7 and unicode_escape decode to lone surrogates; whole-value tokens
+    # (x-mailer:, message-id:, part:ext:) keep them and printing them failed
+    measured, stdout, stderr = measure(["tokens"], DATA / "surrogate_tokens.eml", home)
+    assert measured["code"] == 0, stderr.decode()
+    assert b"x-mailer:" in stdout
+
+
+# Parses a message with max_bytes = its length (up to mail.MAX_BYTES) and
+# turns its HTML parts into text; prints the CPU seconds it took.
+_PARSE_TIMER = r"""
+import sys, time
+from spamnb import mail
+data = open(sys.argv[1], "rb").read()[:mail.MAX_BYTES]
+started = time.process_time()
+parsed = mail.parse(data, max_bytes=len(data))
+for part in parsed.parts:
+    if part.text and part.content_type == "text/html":
+        mail.html_to_text(part.text)
+print(time.process_time() - started)
+"""
+PARSE_BOUND = 0.5  # CPU seconds to parse 256 KiB (linear work takes milliseconds)
+
+
+def _parse_time(tmp_path, data, timeout):
+    path = tmp_path / "message"
+    path.write_bytes(data[:mail.MAX_BYTES])
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PARSE_TIMER, str(path)], capture_output=True,
+                              env=_env(tmp_path), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return float("inf")
+    assert proc.returncode == 0, proc.stderr.decode()
+    return float(proc.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_parser_is_fast_at_its_largest_limit(tmp_path, name):
+    assert _parse_time(tmp_path, GENERATED[name](), timeout=30) <= PARSE_BOUND
+
+
+@pytest.mark.xfail(strict=True, reason=_REDOS)
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_html_and_parameter_regexes_are_linear(tmp_path, name):
+    assert _parse_time(tmp_path, SLOW[name](), timeout=3) <= PARSE_BOUND
+
+
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_quadratic_cases_still_get_a_verdict_at_the_default_limit(home, tmp_path, name):
+    path = tmp_path / "message"
+    path.write_bytes(SLOW[name]())
+    measured, stdout, stderr = measure(["classify"], path, home)
+    _check_bounds(name, path.stat().st_size, measured, stdout, stderr)
+
+
+def test_limits_are_the_ones_the_bounds_assume():
+    settings = Tokenizer().settings
+    assert settings["max_bytes"] <= mail.MAX_BYTES and settings["max_depth"] <= 8 and settings["max_parts"] <= 64
+
+
+@pytest.mark.parametrize("make", [mime_nested_1000, rfc822_nested_1000, parts_10000, attachment_50mb])
+def test_parser_stops_at_its_limits(make):
+    parsed = mail.parse(make())
+    assert parsed.stats.max_depth <= mail.MAX_DEPTH
+    assert len(parsed.parts) <= mail.MAX_PARTS
+    assert parsed.stats.n_bytes >= len(parsed.parts)
+
+
+def test_passthrough_returns_a_50mb_message_intact(home, tmp_path):
+    data = attachment_50mb()
+    path = tmp_path / "message"
+    path.write_bytes(data)
+    measured, stdout, stderr = measure(["classify", "-p"], path, home)
+    assert measured["code"] in (0, 1, 2), stderr
+    kept = b"".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(b"X-Spam-"))
+    assert kept == data
+    # passthrough holds the input, a copy of its body and the output (measured
+    # ~2.4x the message; docs/reliability.md describes the fix to get ~1x)
+    assert measured["rss_mib"] <= RSS_BASE + 3.5 * len(data) / MiB
+
+
+def test_verdict_does_not_depend_on_bytes_past_the_limit(spam_filter):
+    base = (DATA / "html_unclosed.eml").read_bytes()
+    limit = Tokenizer().max_bytes
+    padded = base + b"x" * (limit - len(base))
+    a = spam_filter.classify(padded + b"tail one " * 1000)
+    b = spam_filter.classify(padded + b"\x00\xff other tail" * 1000)
+    assert a.log_odds == b.log_odds
+
+
+# ---------------------------------------------------------------------------- property tests
+def _corpus_messages():
+    files = sorted(p for p in (REPO / "corpora").rglob("*") if p.is_file() and p.name != "README.md")
+    return [p.read_bytes() for p in files[::10]]
+
+
+SEEDS = _corpus_messages()
+
+
+def _assert_scores(spam_filter, data):
+    parsed = mail.parse(data)
+    assert isinstance(parsed.headers, list) and isinstance(parsed.parts, list)
+    tokens = spam_filter.tokenizer_.tokens(data)
+    assert all(isinstance(t, str) and t for t in tokens)
+    verdict = spam_filter.classify(data)
+    assert verdict.label in ("spam", "ham", "unsure")
+    assert 0.0 <= verdict.probability <= 1.0
+    assert verdict.log_odds == verdict.log_odds  # not NaN
+    assert verdict.tokens == len(tokens)
+    assert 0 <= verdict.known_tokens <= verdict.tokens
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(data=st.binary(max_size=4096))
+def test_any_bytes_are_scored(spam_filter, data):
+    _assert_scores(spam_filter, data)
+
+
+_MIME_PIECES = [b"\n", b"\n\n", b"\r\n", b"--", b"--zz", b"--zz--", b"Content-Type: multipart/mixed; boundary=zz\n",
+                b"Content-Type: message/rfc822\n", b"Content-Type: text/html; charset=utf-7\n",
+                b"Content-Transfer-Encoding: base64\n", b"Content-Transfer-Encoding: quoted-printable\n",
+                b"=?utf-8?B?", b"?=", b"=\n", b"=ZZ", b"<!--", b"-->", b"<style>", b"</style>", b"<a href=", b"&#x",
+                b"\x00", b"\xff\xfe", b"+2D0-", b"http://", b"From ", b":", b" ", b"\t"]
+
+
+@st.composite
+def mutated_messages(draw):
+    data = bytearray(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 6))):
+        op = draw(st.sampled_from(["flip", "truncate", "insert", "delete", "splice", "duplicate"]))
+        n = len(data)
+        at = draw(st.integers(0, max(0, n)))
+        if op == "flip" and n:
+            data[min(at, n - 1)] ^= 1 << draw(st.integers(0, 7))
+        elif op == "truncate":
+            del data[at:]
+        elif op == "insert":
+            data[at:at] = draw(st.sampled_from(_MIME_PIECES)) * draw(st.integers(1, 50))
+        elif op == "delete":
+            del data[at:at + draw(st.integers(1, 200))]
+        elif op == "splice":
+            other = draw(st.sampled_from(SEEDS))
+            cut = draw(st.integers(0, len(other)))
+            data[at:] = other[cut:]
+        elif op == "duplicate":
+            data[at:at] = data[at:at + draw(st.integers(1, 2000))] * draw(st.integers(1, 20))
+    return bytes(data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(data=mutated_messages())
+def test_mutated_real_messages_are_scored(spam_filter, data):
+    _assert_scores(spam_filter, data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(max_size=300), charset=st.sampled_from(["utf-8", "utf-7", "utf-16", "iso-2022-jp", "cp1252",
+                                                             "bogus", "unicode_escape", "koi8-r", "gb2312", ""]))
+def test_headers_and_bodies_in_any_charset_are_tokenized(text, charset):
+    raw = text.encode("utf-8", "surrogatepass")
+    message = (b"Subject: " + raw.replace(b"\n", b" ") + b"\nContent-Type: text/plain; charset=" + charset.encode()
+               + b"\n\n" + raw)
+    tokens = Tokenizer().tokens(message)
+    assert all(isinstance(t, str) and t for t in tokens)
+
+
+# ---------------------------------------------------------------------------- hostile corpora
+MAIL = b"From: a@example.com\nSubject: hello %d\n\nsome words %d\n"
+
+
+def _run(args, home):
+    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], capture_output=True, env=_env(home),
+                          cwd=home, timeout=300)
+
+
+def _hostile_tree(root):
+    for folder in ("spam", "ham"):
+        (root / folder).mkdir(parents=True)
+        for i in range(3):
+            (root / folder / f"{i}.eml").write_bytes(MAIL % (i, i))
+    (root / "ham" / "empty-folder").mkdir()
+    os.mkfifo(root / "ham" / "fifo")                          # opening it would block: must be skipped unopened
+    (root / "ham" / "loop").symlink_to(root / "ham" / "loop")  # a symbolic link loop
+    (root / "ham" / "dirloop").symlink_to(root / "ham")        # a folder link back up (not followed)
+    (root / "ham" / "proc-mem").symlink_to("/proc/self/mem")   # a regular file whose read fails (EIO)
+    (root / "ham" / "null").symlink_to("/dev/null")            # a device
+    (root / "ham" / "binary.bin").write_bytes(bytes(range(256)) * 4)
+    (root / "ham" / "notes.txt").write_text("shopping list\n")
+    (root / "spam" / b"caf\xe9-latin1-name".decode("utf-8", "surrogateescape")).write_bytes(MAIL % (9, 9))
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "spam" / "socket"))
+    return sock
+
+
+def test_train_skips_and_counts_what_it_cannot_read(tmp_path):
+    corpus = tmp_path / "corpus"
+    sock = _hostile_tree(corpus)
+    try:
+        proc = _run(["train", corpus, "-m", tmp_path / "m.spamnb"], tmp_path)
+    finally:
+        sock.close()
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "trained on 7 messages (4 spam, 3 ham)" in out
+    for reason in ("1 broken link", "not a regular file", "2 not mail", "1 unreadable"):
+        assert reason in out, out
+    # 1 link loop, 3 special files (FIFO, device, socket), 2 non-mail files, 1 unreadable file
+    assert "skipped 7 " in out, out
+    assert SpamFilter.load(tmp_path / "m.spamnb").class_count_ == (3.0, 4.0)
+
+
+def test_train_strict_fails_naming_the_file_and_writes_no_model(tmp_path):
+    corpus = tmp_path / "corpus"
+    sock = _hostile_tree(corpus)
+    try:
+        proc = _run(["train", "--strict", corpus, "-m", tmp_path / "m.spamnb"], tmp_path)
+    finally:
+        sock.close()
+    err = proc.stderr.decode()
+    assert proc.returncode == 3
+    assert len(err.strip().splitlines()) == 1 and str(corpus) in err, err
+    assert not (tmp_path / "m.spamnb").exists()
+
+
+def test_train_on_empty_folders_is_a_one_line_error(tmp_path):
+    (tmp_path / "corpus" / "spam").mkdir(parents=True)
+    (tmp_path / "corpus" / "ham").mkdir()
+    (tmp_path / "corpus" / "ham" / "README").write_text("not mail\n")
+    proc = _run(["train", tmp_path / "corpus", "-m", tmp_path / "m.spamnb"], tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 3 and "no messages found" in err and "1 not mail" in err, err
+    assert not (tmp_path / "m.spamnb").exists()
+
+
+def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys):
+    # As root, permission bits do not stop reads: simulate EACCES on one file and one folder.
+    corpus = tmp_path / "corpus"
+    for folder in ("spam", "ham", "ham/locked"):
+        (corpus / folder).mkdir(parents=True)
+    for i, folder in enumerate(("spam", "spam", "ham", "ham", "ham/locked")):
+        (corpus / folder / f"{i}").write_bytes(MAIL % (i, i))
+    real_open, real_scandir = open, os.scandir
+    secret = str(corpus / "ham" / "2")
+
+    def guarded_open(path, *args, **kwargs):
+        if os.fspath(path) == secret:
+            raise PermissionError(13, "Permission denied", path)
+        return real_open(path, *args, **kwargs)
+
+    def guarded_scandir(path="."):
+        if os.fspath(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", path)
+        return real_scandir(path)
+
+    monkeypatch.setattr("builtins.open", guarded_open)
+    monkeypatch.setattr(os, "scandir", guarded_scandir)
+    code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "trained on 3 messages (2 spam, 1 ham)" in out
+    assert "1 unreadable" in out and "1 unreadable folder" in out, out
+    monkeypatch.setattr(os, "scandir", real_scandir)
+    code = cli.main(["train", "--strict", str(corpus), "-m", str(tmp_path / "m2.spamnb")])
+    err = capsys.readouterr().err
+    assert code == 3 and secret in err and "unreadable" in err, err
+    assert not (tmp_path / "m2.spamnb").exists()
+
+
+def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, capsys):
+    corpus = tmp_path / "corpus"
+    (corpus / "spam").mkdir(parents=True)
+    (corpus / "ham").mkdir()
+    for i in range(3):
+        (corpus / "spam" / f"{i}").write_bytes(MAIL % (i, i))
+        (corpus / "ham" / f"{i}").write_bytes(MAIL % (i + 10, i))
+    real_open = open
+    gone = str(corpus / "ham" / "1")
+
+    def racing_open(path, *args, **kwargs):
+        if os.fspath(path) == gone:  # listed, then deleted before it is read
+            os.unlink(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", racing_open)
+    code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
+    out = capsys.readouterr().out
+    assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable)" in out, out
