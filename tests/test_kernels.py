@@ -343,3 +343,19 @@ print(k.IMPLEMENTATION, sum("could not be imported" in str(w.message) for w in c
     implementation, n_warnings, value = result.stdout.split()
     assert implementation == "numpy" and n_warnings == "1"
     assert float(value) == pytest.approx(2 * np.log(0.5))
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_read_only_buffers_are_accepted(implementation):
+    rng = np.random.default_rng(8)
+    dense = random_counts(rng, 6, 5)
+    X = sp.csr_matrix(dense)
+    for array in (X.data, X.indices, X.indptr):
+        array.flags.writeable = False
+    log_prob, prior = random_model(rng, 2, 5)
+    log_prob.flags.writeable = False
+    prior.flags.writeable = False
+    got = kernels.joint_log_likelihood(X, log_prob, prior, implementation=implementation)
+    np.testing.assert_allclose(got, dense_jll(dense, log_prob, prior), rtol=1e-12)
+    counts = kernels.count_features(X, [0, 1, 0, 1, 0, 1], 2, implementation=implementation)
+    np.testing.assert_array_equal(counts, [dense[0::2].sum(axis=0), dense[1::2].sum(axis=0)])
