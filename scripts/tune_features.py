@@ -144,6 +144,20 @@ def main(argv=None):
                          f"{100 * metrics.tpr_at_fpr(y, s, 0.001):.2f}")
         print(f"| {c:g} | " + " | ".join(cells) + " |")
 
+    s = words + np.clip(llr[vs], -1.0, 1.0)
+    print("\nper fold 1-AUC %, words only vs words + 1 x clip(ratio, -1, 1): "
+          + ", ".join(f"{metrics.one_minus_auc_percent(y[fold == f], words[fold == f]):.4f} vs "
+                      f"{metrics.one_minus_auc_percent(y[fold == f], s[fold == f]):.4f}" for f in range(args.folds))
+          + f"; {int((~y).sum()) * int(y.sum())} ham-spam pairs")
+
+    print("\n## The word model's CV false positives (log-odds > 0)\n")
+    false_pos = np.flatnonzero(~y & (words > 0))
+    html = FEATURE_NAMES.index("html_share")
+    print("| folder | word log-odds | feature ratio | html_share |\n|---|---:|---:|---:|")
+    for i in false_pos[np.argsort(words[false_pos])]:
+        folder = messages[train_idx[i]].relpath.split("/")[0]
+        print(f"| {folder} | {words[i]:.1f} | {llr[vs][i]:.1f} | {F[i, html]:.2f} |")
+
     print("\n## Per feature, CV, features alone (one feature at a time)\n")
     print("| feature | 1-AUC % |\n|---|---:|")
     for j, name in enumerate(FEATURE_NAMES):
