@@ -486,6 +486,11 @@ def write_report(report, md_path, json_path):
             f"| {fmt(100 * e['tpr_at_fpr_0.01'], '.1f')} % "
             f"| {fmt(r['train_peak_rss_mib'], '.0f')} / {fmt(r['score_peak_rss_mib'], '.0f')} "
             f"| {fmt(1000 * c['median_seconds'], '.0f') if 'median_seconds' in c else 'n/a'} |")
+    ours, peer = report["systems"].get("spamnb", {}), report["systems"].get("bogofilter", {})
+    if "train_seconds" in ours and "train_seconds" in peer:
+        lines += ["", f"spamnb against bogofilter: training {peer['train_seconds'] / ours['train_seconds']:.2f}x "
+                      f"its speed, scoring {peer['score_seconds'] / ours['score_seconds']:.2f}x "
+                      "(the project's target is 3x for both)."]
     if "python" in cold:
         lines += ["", f"Cold start baseline: `python3 -c pass` takes {1000 * cold['python']['median_seconds']:.0f} ms "
                       f"(median of {cold['python']['runs']} runs)."]

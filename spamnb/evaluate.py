@@ -400,8 +400,9 @@ def format_compare(rows):
     return "\n".join(lines) + "\n"
 
 
-def write_plot(path, y, log_odds):
-    """ROC curve with a log FPR axis and histograms of ham and spam log-odds."""
+def write_plot(path, y, log_odds, cutoffs=None):
+    """ROC curve with a log FPR axis and histograms of ham and spam log-odds;
+    ``cutoffs`` (spam, ham probabilities) are drawn as lines on the histogram."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -418,7 +419,8 @@ def write_plot(path, y, log_odds):
     ax_roc.step(np.maximum(fpr, floor), tpr, where="post")
     ax_roc.set_xscale("log")
     ax_roc.set_xlim(floor, 1.0)
-    ax_roc.set_ylim(min(0.8, float(np.min(tpr[fpr <= 0.01])) if np.any(fpr <= 0.01) else 0.0), 1.001)
+    caught_at_zero = float(tpr[fpr <= 0].max()) if np.any(fpr <= 0) else 0.0
+    ax_roc.set_ylim(max(0.0, min(0.8, caught_at_zero - 0.05)), 1.005)  # zoom on the part that matters
     ax_roc.set_xlabel(f"false positive rate (log; FPR 0 drawn at {floor:.1e})")
     ax_roc.set_ylabel("spam caught (TPR)")
     ax_roc.set_title(f"ROC of all test folds pooled, 1-AUC = {metrics.one_minus_auc_percent(y, log_odds):.3f} %")
@@ -429,6 +431,11 @@ def write_plot(path, y, log_odds):
     clipped = np.clip(log_odds, bins[0], bins[-1])
     ax_hist.hist(clipped[~y], bins=bins, alpha=0.6, label=f"ham ({int((~y).sum())})")
     ax_hist.hist(clipped[y], bins=bins, alpha=0.6, label=f"spam ({int(y.sum())})")
+    if cutoffs is not None:
+        for p, style in zip(cutoffs, ("--", ":")):
+            if 0.0 < p < 1.0:
+                ax_hist.axvline(np.log(p / (1.0 - p)), color="black", linestyle=style, linewidth=1,
+                                label=f"cutoff P = {p:g}")
     ax_hist.set_yscale("log")
     ax_hist.set_xlabel("log-odds log P(spam|m)/P(ham|m) (clipped to the 0.5-99.5 percentiles)")
     ax_hist.set_ylabel("messages")
@@ -547,7 +554,7 @@ def run(args):
             f.write("\n")
         print(f"wrote {args.json}")
     if args.plot:
-        write_plot(args.plot, result["y_test"], result["log_odds"])
+        write_plot(args.plot, result["y_test"], result["log_odds"], (p["spam_cutoff"], p["ham_cutoff"]))
         print(f"wrote {args.plot}")
     return EXIT_OK
 
