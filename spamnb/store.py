@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import stat
 import struct
 import sys
 from contextlib import contextmanager
@@ -141,11 +142,20 @@ def read_model(path):
     """
     path = os.fspath(path)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError
+            if not stat.S_ISREG(st.st_mode):
+                raise ModelError(f"{path}: not a regular file, not a model")
+            size = st.st_size
             if size < _PREFIX.size:
                 raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
     except IsADirectoryError:
         raise ModelError(f"{path}: is a directory, not a model file") from None
     except FileNotFoundError:
