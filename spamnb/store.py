@@ -181,8 +181,8 @@ def read_model(path):
         header = json.loads(bytes(view[_PREFIX.size:_PREFIX.size + header_length]))
         if not isinstance(header, dict) or not isinstance(header.get("arrays"), dict):
             raise ValueError("no array table")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: model header is unreadable ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+        raise ModelError(f"{path}: model header is unreadable ({' '.join(str(exc).split())[:200]})") from None
     base = _PREFIX.size + header_length
     arrays = {}
     for name, entry in header["arrays"].items():
