@@ -16,9 +16,10 @@ Layout (little-endian)::
 The header's ``"arrays"`` maps each array name to ``[offset, count, typecode]``
 (typecodes of :mod:`array`: ``Q`` uint64, ``i`` int32, ``d`` float64, ``B``
 bytes).  Reading checks the magic, the version, the length, the checksum, the
-JSON and every array's bounds and alignment before anything uses them, and
-returns zero-copy memoryviews over a read-only ``mmap``: nothing is parsed per
-token, and nothing in a file is ever executed (JSON and raw numbers only).
+JSON and every array's bounds and alignment (and that no two overlap) before
+anything uses them, and returns zero-copy memoryviews over a read-only
+``mmap``: nothing is parsed per token, and nothing in a file is ever executed
+(JSON and raw numbers only).
 
 Writing is atomic: a temporary file in the same folder, flushed and fsynced,
 renamed over the old one, then the folder fsynced.  A crash at any moment
@@ -185,6 +186,7 @@ def read_model(path):
         raise ModelError(f"{path}: model header is unreadable ({' '.join(str(exc).split())[:200]})") from None
     base = _PREFIX.size + header_length
     arrays = {}
+    spans = []
     for name, entry in header["arrays"].items():
         try:
             offset, count, typecode = entry
@@ -198,6 +200,11 @@ def read_model(path):
         if start % _ALIGN or end > size:
             raise ModelError(f"{path}: array {name!r} lies outside the model file")
         arrays[name] = view[start:end].cast(typecode) if typecode != "B" else view[start:end]
+        spans.append((start, end, name))
+    spans.sort()
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+        if start < end:  # one byte read as two things: never written so, refuse it
+            raise ModelError(f"{path}: arrays {first!r} and {second!r} overlap in the model file")
     return header, arrays
 
 
