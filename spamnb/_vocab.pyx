@@ -250,15 +250,14 @@ cdef class CSRBuilder:
 # scoring one message
 # --------------------------------------------------------------------------
 def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
-                  const double[::1] feature_count, Py_ssize_t n_features,
-                  log_norm, log_prior, double alpha, int counts, Py_ssize_t n_evidence):
-    """Joint log-likelihood of one message for every class, from the counts.
+                  const double[::1] log_count, Py_ssize_t n_features,
+                  log_norm, log_prior, int counts, Py_ssize_t n_evidence):
+    """Joint log-likelihood of one message for every class.
 
-    ``feature_count`` is the flattened (n_classes, n_features) C-order count
-    matrix; ``log_norm`` and ``log_prior`` are sequences of n_classes floats,
-    ``log_norm[c] = log(N_c + alpha * n_features)``, and
-    log theta_ci = log(N_ci + alpha) - log_norm[c] is computed only for the
-    message's own tokens (no per-vocabulary work).  Unknown tokens are ignored.
+    ``log_count`` is the flattened (n_classes, n_features) C-order matrix of
+    log(N_ci + alpha); ``log_norm`` and ``log_prior`` are sequences of
+    n_classes floats, ``log_norm[c] = log(N_c + alpha * n_features)``, so
+    log theta_ci = log_count[c, i] - log_norm[c].  Unknown tokens are ignored.
 
     Returns ``(jll, evidence, n_tokens, n_known)``: ``jll`` a list of
     n_classes floats, ``evidence`` a list of up to ``n_evidence``
@@ -295,8 +294,8 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
         if (idx == NULL or uniq == NULL or x == NULL or jll == NULL or ev_idx == NULL or ev_w == NULL
                 or norm == NULL or prior == NULL):
             raise MemoryError()
-        if len(log_norm) != n_classes or feature_count.shape[0] != n_classes * n_features:
-            raise ValueError("log_norm, log_prior and feature_count disagree on the number of classes")
+        if len(log_norm) != n_classes or log_count.shape[0] != n_classes * n_features:
+            raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
         for c in range(n_classes):
             norm[c] = log_norm[c]
             prior[c] = log_prior[c]
@@ -313,11 +312,9 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
                 jll[c] = prior[c]
             for k in range(m):
                 for c in range(n_classes):
-                    jll[c] += x[k] * (log(feature_count[c * n_features + uniq[k]] + alpha) - norm[c])
+                    jll[c] += x[k] * (log_count[c * n_features + uniq[k]] - norm[c])
                 if n_evidence > 0:
-                    w = x[k] * (log(feature_count[n_features + uniq[k]] + alpha)
-                                - log(feature_count[uniq[k]] + alpha)
-                                - norm[1] + norm[0])
+                    w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]] - norm[1] + norm[0])
                     # keep the n_evidence largest |w|, sorted by |w| descending
                     if n_ev < n_evidence or fabs(w) > fabs(ev_w[n_ev - 1]):
                         e = n_ev if n_ev < n_evidence else n_evidence - 1
@@ -341,6 +338,18 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
         free(ev_w)
         free(norm)
         free(prior)
+
+
+def check_finite(const double[::1] values):
+    """True when every value is finite (validating derived logs read from a file)."""
+    cdef Py_ssize_t i
+    cdef int ok = 1
+    with nogil:
+        for i in range(values.shape[0]):
+            if not isfinite(values[i]):
+                ok = 0
+                break
+    return bool(ok)
 
 
 def check_counts(const double[::1] values):

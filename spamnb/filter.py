@@ -114,7 +114,8 @@ class Verdict(NamedTuple):
 class _ScoringState(NamedTuple):
     keys: object
     values: object
-    feature_count: object  # flat float64 (n_classes * n_features)
+    log_count: object      # flat float64 (n_classes * n_features): log(N_ci + alpha), derived
+    feature_count: object  # flat float64 (n_classes * n_features): the counts
     n_features: int
     log_norm: tuple
     log_prior: tuple
@@ -240,9 +241,10 @@ class SpamFilter:
             log_norm = tuple(np.log(fc.sum(axis=1) + self.alpha * vocab.n_features).tolist())
             log_prior = tuple(np.asarray(self._nb.class_log_prior_, dtype=np.float64).tolist())
             flat = fc.reshape(-1)
+            log_count = np.log(flat + self.alpha)
         else:
-            _class_count, flat, log_prior, log_norm = self._mapped
-        self._state = _ScoringState(vocab.keys, vocab.values, flat, vocab.n_features, log_norm, log_prior)
+            _class_count, flat, log_count, log_prior, log_norm = self._mapped
+        self._state = _ScoringState(vocab.keys, vocab.values, log_count, flat, vocab.n_features, log_norm, log_prior)
         return self._state
 
     # ------------------------------------------------------------------ training
@@ -335,8 +337,8 @@ class SpamFilter:
         state = self._scoring_state()
         stream = self.tokenizer_.stream(message_bytes(message))
         jll, evidence, n_tokens, n_known = _vocab.score_message(
-            state.keys, state.values, stream.hashes, state.feature_count, state.n_features,
-            state.log_norm, state.log_prior, float(self.alpha), COUNT_TRANSFORMS[self.counts], n_evidence)
+            state.keys, state.values, stream.hashes, state.log_count, state.n_features,
+            state.log_norm, state.log_prior, COUNT_TRANSFORMS[self.counts], n_evidence)
         return jll[1] - jll[0], evidence, n_tokens, n_known
 
     def score(self, message):
@@ -380,8 +382,6 @@ class SpamFilter:
     # ------------------------------------------------------------------ files
     def save(self, path=None):
         """Write the model atomically to ``path`` (default: ``default_model_path()``)."""
-        import numpy as np
-
         path = default_model_path() if path is None else path
         self._require_fitted()
         state = self._scoring_state()
@@ -401,15 +401,13 @@ class SpamFilter:
             "log_prior": list(state.log_prior),
             "log_norm": list(state.log_norm),
         }
-        feature_count = state.feature_count
-        if not isinstance(feature_count, memoryview):
-            feature_count = np.ascontiguousarray(feature_count, dtype=np.float64)
         write_model(path, header, {
             "keys": ("Q", vocab.keys),
             "values": ("i", vocab.values),
             "offsets": ("Q", offsets),
             "strings": ("B", blob),
-            "feature_count": ("d", feature_count),
+            "feature_count": ("d", state.feature_count),
+            "log_count": ("d", state.log_count),  # derived from feature_count: saves the logs at load
         })
 
     @classmethod
@@ -450,7 +448,8 @@ class SpamFilter:
                 raise ValueError("bad normalisers")
             if any(math.isnan(v) or v > 0 for v in header["log_prior"]):
                 raise ValueError("bad class priors")
-            expected = {"keys": "Q", "values": "i", "offsets": "Q", "strings": "B", "feature_count": "d"}
+            expected = {"keys": "Q", "values": "i", "offsets": "Q", "strings": "B", "feature_count": "d",
+                        "log_count": "d"}
             for name, typecode in expected.items():
                 if name not in arrays or arrays[name].format != typecode:
                     raise ValueError(f"array {name!r} missing or of the wrong type")
@@ -459,13 +458,16 @@ class SpamFilter:
                 raise ValueError("count matrix does not match the vocabulary")
             if not _vocab.check_counts(feature_count):
                 raise ValueError("negative or non-finite counts")
+            log_count = arrays["log_count"]
+            if len(log_count) != len(feature_count) or not _vocab.check_finite(log_count):
+                raise ValueError("derived log-counts do not match the counts")
             self.vocabulary_ = Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
                                                        arrays["strings"], arrays["offsets"])
         except ModelError:
             raise
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelError(f"{where}: the model is inconsistent ({exc})") from None
-        self._mapped = (tuple(float(v) for v in header["class_count"]), feature_count,
+        self._mapped = (tuple(float(v) for v in header["class_count"]), feature_count, log_count,
                         tuple(float(v) for v in header["log_prior"]), tuple(float(v) for v in header["log_norm"]))
         self.source_ = where
         return self

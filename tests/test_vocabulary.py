@@ -124,8 +124,8 @@ def test_score_message_matches_the_formula(counts):
     log_prior = np.log([0.7, 0.3])
     message = [rng.choice(words + ["unseen1", "unseen2"]) for _ in range(200)]
     jll, evidence, n_tokens, n_known = _vocab.score_message(
-        vocab.keys, vocab.values, FakeStream(message).hashes, fc.reshape(-1), len(words),
-        log_norm, log_prior, alpha, counts, 5)
+        vocab.keys, vocab.values, FakeStream(message).hashes, np.log(fc + alpha).reshape(-1), len(words),
+        log_norm, log_prior, counts, 5)
     x = np.zeros(len(words))
     for w in message:
         if w in words:
@@ -145,7 +145,7 @@ def test_score_message_of_no_tokens_is_the_prior():
     vocab = Vocabulary()
     vocab.add(FakeStream(["a"]))
     jll, evidence, n, known = _vocab.score_message(vocab.keys, vocab.values, array("Q"), array("d", [1, 1]), 1,
-                                                   [0.0, 0.0], [math.log(0.25), math.log(0.75)], 1.0, 0, 3)
+                                                   [0.0, 0.0], [math.log(0.25), math.log(0.75)], 0, 3)
     assert jll == pytest.approx([math.log(0.25), math.log(0.75)])
     assert evidence == [] and n == 0 and known == 0
 
