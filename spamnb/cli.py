@@ -116,7 +116,8 @@ def cmd_train(args):
     n_spam = sum(m.is_spam for m in messages)
     if n_spam == 0 or n_spam == len(messages):
         print(f"spamnb: warning: the corpus holds only {'ham' if n_spam == 0 else 'spam'}", file=sys.stderr)
-    params = {k: v for k, v in (("alpha", args.alpha), ("counts", args.counts), ("prior", args.prior)) if v is not None}
+    params = {k: v for k, v in (("alpha", args.alpha), ("counts", args.counts), ("prior", args.prior),
+                                ("feature_weight", args.feature_weight)) if v is not None}
     spam_filter = SpamFilter(**params)
     progress = _Progress("training", len(messages), enabled=not args.quiet)
     spam_filter.fit(progress.wrap(m.data for m in messages), [m.is_spam for m in messages])
@@ -399,6 +400,8 @@ def _add_train(sub, model_option):
     p.add_argument("--alpha", type=float, help="Dirichlet soft count")
     p.add_argument("--counts", choices=("binary", "raw", "log"), help="per-message token weighting")
     p.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
+    p.add_argument("--feature-weight", type=float, metavar="W",
+                   help="weight of the continuous message features (default 0: off; see docs/features.md)")
     p.add_argument("-q", "--quiet", action="store_true")
     model_option(p)
     p.set_defaults(handler=cmd_train)

@@ -141,10 +141,17 @@ class SpamFilter:
         ham_cutoff, unsure in between.
     n_evidence : int
         How many tokens a verdict lists as its evidence.
+    feature_weight : float
+        Weight of the continuous message features (``spamnb.features``: size,
+        links, share of capitals, ...) modelled by a Gaussian naive Bayes whose
+        log-likelihood ratio is added to the word log-odds under the one class
+        prior.  0 (the default, chosen by cross-validation: docs/features.md)
+        leaves them out.  With features on, ``forget`` is not available.
     """
 
     def __init__(self, tokenizer=None, alpha=DEFAULT_ALPHA, prior=DEFAULT_PRIOR, counts=DEFAULT_COUNTS,
-                 spam_cutoff=DEFAULT_SPAM_CUTOFF, ham_cutoff=DEFAULT_HAM_CUTOFF, n_evidence=DEFAULT_EVIDENCE):
+                 spam_cutoff=DEFAULT_SPAM_CUTOFF, ham_cutoff=DEFAULT_HAM_CUTOFF, n_evidence=DEFAULT_EVIDENCE,
+                 feature_weight=0.0):
         self.tokenizer = tokenizer
         self.alpha = alpha
         self.prior = prior
@@ -152,12 +159,14 @@ class SpamFilter:
         self.spam_cutoff = spam_cutoff
         self.ham_cutoff = ham_cutoff
         self.n_evidence = n_evidence
+        self.feature_weight = feature_weight
         self._check_params()
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
         self.vocabulary_ = Vocabulary()
         self._nb = None          # MultinomialNB when live
         self._mapped = None      # (class_count, feature_count view, log_prior, log_norm) when mapped
         self._state = None       # cached _ScoringState
+        self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
 
     # ------------------------------------------------------------------ params
@@ -172,6 +181,9 @@ class SpamFilter:
             raise ValueError("cutoffs must satisfy 0 <= ham_cutoff <= spam_cutoff <= 1")
         if int(self.n_evidence) < 0:
             raise ValueError("n_evidence must be >= 0")
+        if not (isinstance(self.feature_weight, (int, float)) and math.isfinite(self.feature_weight)
+                and self.feature_weight >= 0):
+            raise ValueError(f"feature_weight must be a number >= 0, got {self.feature_weight!r}")
 
     def _new_model(self):
         from spamnb.multinomial import MultinomialNB
@@ -248,14 +260,25 @@ class SpamFilter:
         return self._state
 
     # ------------------------------------------------------------------ training
-    def _rows(self, messages, grow):
-        """CSR arrays of the messages' transformed token counts: (builder, n_rows)."""
+    def _rows(self, messages, grow, features=None):
+        """A CSRBuilder with the messages' transformed token counts; the messages'
+        continuous features are appended to ``features`` when it is a list."""
         builder = _vocab.CSRBuilder(COUNT_TRANSFORMS[self.counts])
         stream = self.tokenizer_.stream
         index = self.vocabulary_.add if grow else (lambda s: self.vocabulary_.lookup(s.hashes))
         for message in messages:
-            builder.add_row(index(stream(message_bytes(message))))
+            data = message_bytes(message)
+            builder.add_row(index(stream(data)))
+            if features is not None:
+                features.append(self._message_features(data))
         return builder
+
+    def _message_features(self, data):
+        from spamnb.features import raw_message_features
+
+        tokenizer = self.tokenizer_
+        return raw_message_features(data, max_bytes=tokenizer.max_bytes, max_depth=tokenizer.max_depth,
+                                    max_parts=tokenizer.max_parts, fallback_charset=tokenizer.fallback_charset)
 
     def _csr(self, builder):
         import numpy as np
@@ -277,18 +300,31 @@ class SpamFilter:
         self._mapped = None
         self._nb = self._new_model()
         self._state = None
-        builder = self._rows(messages, grow=True)  # messages may be a lazy iterable (progress bars)
+        self.features_ = None
+        features = [] if self.feature_weight else None
+        builder = self._rows(messages, grow=True, features=features)  # messages may be lazy (progress bars)
         if builder.n_rows != len(y):
             raise ValueError(f"{builder.n_rows} messages but {len(y)} labels")
         X = self._csr(builder)
         self._nb.partial_fit(X, y, classes=[False, True])
+        if features is not None:
+            from spamnb.features import FeatureModel
+
+            self.features_ = FeatureModel().fit(features, y)
         return self
 
     def learn(self, message, spam=True):
         """Add one message to the counts (train-on-error)."""
         self._go_live()
-        X = self._csr(self._rows([message], grow=True))
+        features = [] if self.feature_weight else None
+        X = self._csr(self._rows([message], grow=True, features=features))
         self._nb.partial_fit(X, [bool(spam)], classes=[False, True])
+        if features is not None:
+            if self.features_ is None:
+                from spamnb.features import FeatureModel
+
+                self.features_ = FeatureModel()
+            self.features_.partial_fit(features, [bool(spam)])
         self._state = None
         return self
 
@@ -304,6 +340,8 @@ class SpamFilter:
         import numpy as np
 
         self._require_fitted()
+        if self.feature_weight:
+            raise ValueError("forget is not available with message features on (feature_weight > 0)")
         stream = self.tokenizer_.stream(message_bytes(message))
         indices = self.vocabulary_.lookup(stream.hashes)
         unknown = indices.count(-1)
@@ -331,15 +369,25 @@ class SpamFilter:
     def score_many(self, messages):
         """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
         nb = self.model_
-        return nb.decision_function(self.transform(messages))
+        messages = [message_bytes(m) for m in messages]
+        log_odds = nb.decision_function(self.transform(messages))
+        if self.features_ is not None and self.feature_weight:
+            features = [self._message_features(m) for m in messages]
+            log_odds = log_odds + self.feature_weight * self.features_.log_likelihood_ratio(features)
+        return log_odds
 
     def _score(self, message, n_evidence):
         state = self._scoring_state()
-        stream = self.tokenizer_.stream(message_bytes(message))
+        data = message_bytes(message)
+        stream = self.tokenizer_.stream(data)
         jll, evidence, n_tokens, n_known = _vocab.score_message(
             state.keys, state.values, stream.hashes, state.log_count, state.n_features,
             state.log_norm, state.log_prior, COUNT_TRANSFORMS[self.counts], n_evidence)
-        return jll[1] - jll[0], evidence, n_tokens, n_known
+        log_odds = jll[1] - jll[0]
+        if self.features_ is not None and self.feature_weight:
+            ll_ham, ll_spam = self.features_.log_likelihood_one(self._message_features(data))
+            log_odds += self.feature_weight * (ll_spam - ll_ham)
+        return log_odds, evidence, n_tokens, n_known
 
     def score(self, message):
         """``Score(probability, log_odds)`` of one message."""
@@ -395,7 +443,8 @@ class SpamFilter:
             "classes": list(CLASSES),
             "params": {"alpha": float(self.alpha), "prior": self.prior, "counts": self.counts,
                        "spam_cutoff": float(self.spam_cutoff), "ham_cutoff": float(self.ham_cutoff),
-                       "n_evidence": int(self.n_evidence)},
+                       "n_evidence": int(self.n_evidence), "feature_weight": float(self.feature_weight)},
+            "features": self.features_.to_dict() if self.features_ is not None else None,
             "n_features": vocab.n_features,
             "class_count": class_count,
             "log_prior": list(state.log_prior),
@@ -434,7 +483,12 @@ class SpamFilter:
                                  f"than the ones given; retrain it or load it without a tokenizer")
             self = cls(tokenizer=model_tokenizer, alpha=params["alpha"], prior=params["prior"],
                        counts=params["counts"], spam_cutoff=params["spam_cutoff"],
-                       ham_cutoff=params["ham_cutoff"], n_evidence=params["n_evidence"])
+                       ham_cutoff=params["ham_cutoff"], n_evidence=params["n_evidence"],
+                       feature_weight=params["feature_weight"])
+            if header.get("features") is not None:
+                from spamnb.features import FeatureModel
+
+                self.features_ = FeatureModel.from_dict(header["features"])
             n_features = header["n_features"]
             if not isinstance(n_features, int) or n_features < 0:
                 raise ValueError("bad vocabulary size")
