@@ -43,11 +43,14 @@ BASE = {}   # the Tokenizer defaults, for --test
 # The settings each group of experiments starts from, so that re-running a group
 # reproduces its logged figures after the defaults moved on: round 1 ran with
 # headers="all", a 256 KiB byte limit and no text budget; rounds 2-4 with no
-# text budget and the 256 KiB limit unless they set them; "final" with the defaults.
-ROUND_1 = {"headers": "all", "max_bytes": 262144, "max_text_chars": 0}
-ROUND_2 = {"max_bytes": 262144, "max_text_chars": 0}
-GROUP_BASE = {"round 2": ROUND_2, "round 3": ROUND_2, "text budget": ROUND_2,
-              "byte and text budget": ROUND_2, "final": {}}
+# text budget and the 256 KiB limit unless they set them; rounds 1-3 before
+# max_len_joined existed (i.e. with it equal to max_len); "final" and later
+# groups with the defaults.
+ROUND_1 = {"headers": "all", "max_bytes": 262144, "max_text_chars": 0, "max_len_joined": 20}
+ROUND_2 = {"max_bytes": 262144, "max_text_chars": 0, "max_len_joined": 20}
+GROUP_BASE = {"round 2": ROUND_2, "round 3": ROUND_2, "text budget": {"max_bytes": 262144},
+              "byte and text budget": {}, "final": {}, "pairs (emulated)": {},
+              "text budget 2": {}}
 
 EXPERIMENTS = {
     "base": [{}],
@@ -78,9 +81,12 @@ EXPERIMENTS = {
     # fourth round: a budget of body text characters instead of the raw byte limit
     "text budget": [{"headers": "selected", "max_text_chars": n} for n in (1000, 2000, 3000, 4000, 6000, 10000)]
                    + [{"headers": "selected", "max_text_chars": 3000, "max_bytes": 8192}],
-    "final": [{}, {"header_names": False}, {"max_len": 60}, {"lowercase": False}, {"min_len": 2},
+    "final": [{}, {"max_len_joined": 20}, {"header_names": False}, {"max_len": 60}, {"lowercase": False}, {"min_len": 2},
               {"received": False}, {"urls": False}, {"html_tells": False}, {"mime_tells": False},
               {"headers": "all"}, {"joiners": ""}],
+    "text budget 2": [{"max_text_chars": n} for n in (300, 500, 750, 1500)],
+    "pairs (emulated)": [{"pairs": True}, {"pairs": True, "max_text_chars": 2000},
+                         {"pairs": True, "max_text_chars": 500}],
     "byte and text budget": [{"headers": "selected", "max_bytes": b, "max_text_chars": t}
                              for b in (4096, 6144, 8192, 12288) for t in (0, 1000, 2000, 3000)],
 }
@@ -103,9 +109,21 @@ def load(corpus):
     return messages, np.array(labels), np.array(test)
 
 
-def count_matrix(tokenizer, messages):
+def pair_hashes(stream):
+    """Hashes of the stream plus "w1 w2" tokens for consecutive untagged words
+    (a slow Python emulation, to decide whether word pairs earn a compiled version)."""
+    from spamnb._tokenize import hash_token
+    words = [t for t in stream.tokens() if ":" not in t]
+    pairs = [hash_token(a + " " + b) for a, b in zip(words, words[1:])]
+    return np.concatenate([np.frombuffer(stream.hashes, dtype=np.uint64), np.array(pairs, dtype=np.uint64)])
+
+
+def count_matrix(tokenizer, messages, pairs=False):
     """CSR token counts, shape (n_messages, n_distinct_tokens), via np.unique over the hashes."""
-    streams = [np.frombuffer(tokenizer.stream(m).hashes, dtype=np.uint64) for m in messages]
+    if pairs:
+        streams = [pair_hashes(tokenizer.stream(m)) for m in messages]
+    else:
+        streams = [np.frombuffer(tokenizer.stream(m).hashes, dtype=np.uint64) for m in messages]
     lengths = np.array([len(s) for s in streams])
     hashes = np.concatenate(streams) if streams else np.zeros(0, np.uint64)
     _, columns = np.unique(hashes, return_inverse=True)
@@ -197,8 +215,9 @@ def main():
         print(f"{'settings':42s}{'tokens/msg':>11s}{header}")
         for change in EXPERIMENTS[name]:
             settings = {**GROUP_BASE.get(name, ROUND_1), **change}
+            pairs = settings.pop("pairs", False)
             start = time.perf_counter()
-            X = count_matrix(Tokenizer(**settings), messages)
+            X = count_matrix(Tokenizer(**settings), messages, pairs)
             result = cross_validate(X, y)
             cells = "".join(f"{result[h, a][0]:9.4f}/{result[h, a][1]:6.2f}" for h in TRANSFORMS for a in ALPHAS)
             print(f"{describe(change):42s}{X.sum() / X.shape[0]:11.0f}{cells}"
