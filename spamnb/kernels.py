@@ -208,7 +208,7 @@ def joint_log_likelihood(X, feature_log_prob, class_log_prior, *, implementation
     return out
 
 
-def count_features(X, row_class, n_classes, row_weight=None, *, implementation=None):
+def count_features(X, row_class, n_classes, row_weight=None, *, out=None, implementation=None):
     """Per-class weighted column sums of ``X``: float64, (n_classes, n_columns).
 
     ``counts[c, j] = sum over rows r with row_class[r] == c of
@@ -216,6 +216,9 @@ def count_features(X, row_class, n_classes, row_weight=None, *, implementation=N
     X : sparse (any format) or dense (n_samples, n_columns), finite, >= 0.
     row_class : ints in [0, n_classes), shape (n_samples,).
     row_weight : None (all 1) or finite floats >= 0, shape (n_samples,).
+    out : None, or a C-contiguous float64 array (n_classes, >= n_columns) to
+        add the sums into, in place (and return).  Everything is validated
+        before ``out`` is touched, so on error it is unchanged.
     """
     implementation = _implementation(implementation)
     X = as_csr(X)
@@ -233,11 +236,21 @@ def count_features(X, row_class, n_classes, row_weight=None, *, implementation=N
             raise ValueError(f"sample_weight has shape {row_weight.shape}, expected ({n_samples},)")
         if not np.all((row_weight >= 0) & np.isfinite(row_weight)):
             raise ValueError("sample weights must be finite and >= 0")
-    _check_indptr(X)
+    if out is not None:
+        if (not isinstance(out, np.ndarray) or out.dtype != np.float64 or not out.flags.c_contiguous
+                or not out.flags.writeable or out.ndim != 2 or out.shape[0] != n_classes
+                or out.shape[1] < n_columns):
+            raise ValueError(f"out must be a writable C-contiguous float64 array of shape ({n_classes}, >= {n_columns})")
+        check_csr(X, n_columns, implementation=implementation)   # complete before the first write
+    else:
+        _check_indptr(X)
     if implementation == "numpy":
-        check_csr(X, n_columns, implementation="numpy")
-        return _reference.count_features(X, row_class, row_weight, n_classes)
-    counts = np.zeros((n_classes, n_columns), dtype=np.float64)
+        if out is None:
+            check_csr(X, n_columns, implementation="numpy")
+            return _reference.count_features(X, row_class, row_weight, n_classes)
+        out[:, :n_columns] += _reference.count_features(X, row_class, row_weight, n_classes)
+        return out
+    counts = np.zeros((n_classes, n_columns), dtype=np.float64) if out is None else out
     code, position = _compiled.count_features_csr(X.indptr, X.indices, X.data, row_class, row_weight, counts)
     _raise_for(code, position, X, n_columns)
     return counts

@@ -153,14 +153,21 @@ class MultinomialNB(BayesClassifier):
             prior = self.prior_
             if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), prior.classes_):
                 raise ValueError(f"classes={list(classes)!r} differ from the classes seen before {list(prior.classes_)!r}")
-        X, row_class, class_delta, feature_delta = self._counts(X, y, sample_weight, prior)
+        X = kernels.as_csr(X)
+        row_class, class_delta, sample_weight = self._encode(X, y, sample_weight, prior)
         old_width = 0 if first else self.n_features_in_
         width = max(old_width, X.shape[1])
         self._alpha_for(width)
-        feature_count = np.zeros((len(prior.classes_), width), dtype=np.float64)
-        if not first:
-            feature_count[:, :old_width] = self.feature_count_
-        feature_count[:, : X.shape[1]] += feature_delta
+        current = None if first else self._feature_count
+        if (width == old_width and isinstance(current, np.ndarray) and current.dtype == np.float64
+                and current.flags.c_contiguous and current.flags.writeable):
+            feature_count = current   # added to in place
+        else:
+            feature_count = np.zeros((len(prior.classes_), width), dtype=np.float64)
+            if not first:
+                feature_count[:, :old_width] = self._feature_count
+        # validates everything before adding anything
+        kernels.count_features(X, row_class, len(prior.classes_), sample_weight, out=feature_count)
         # commit (nothing below can fail)
         prior.add_counts(class_delta)
         self.prior_ = prior
@@ -251,14 +258,20 @@ class MultinomialNB(BayesClassifier):
         return y
 
     @staticmethod
-    def _counts(X, y, sample_weight, prior):
-        """(X as CSR, class index per row, class count delta, feature count delta)."""
-        X = kernels.as_csr(X)
+    def _encode(X, y, sample_weight, prior):
+        """(class index per row, class count delta, sample weights as float64 or None)."""
         if X.shape[0] != y.shape[0]:
             raise ValueError(f"X has {X.shape[0]} samples but y has {y.shape[0]}")
         row_class = prior.encode(y)
         if sample_weight is not None:
             sample_weight = np.asarray(sample_weight, dtype=np.float64).reshape(-1)
-        feature_delta = kernels.count_features(X, row_class, len(prior.classes_), sample_weight)
         class_delta = prior.count(y, sample_weight)
+        return row_class, class_delta, sample_weight
+
+    @classmethod
+    def _counts(cls, X, y, sample_weight, prior):
+        """(X as CSR, class index per row, class count delta, feature count delta)."""
+        X = kernels.as_csr(X)
+        row_class, class_delta, sample_weight = cls._encode(X, y, sample_weight, prior)
+        feature_delta = kernels.count_features(X, row_class, len(prior.classes_), sample_weight)
         return X, row_class, class_delta, feature_delta

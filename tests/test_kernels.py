@@ -359,3 +359,23 @@ def test_read_only_buffers_are_accepted(implementation):
     np.testing.assert_allclose(got, dense_jll(dense, log_prob, prior), rtol=1e-12)
     counts = kernels.count_features(X, [0, 1, 0, 1, 0, 1], 2, implementation=implementation)
     np.testing.assert_array_equal(counts, [dense[0::2].sum(axis=0), dense[1::2].sum(axis=0)])
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_count_features_into_out_adds_in_place_or_leaves_it_unchanged(implementation):
+    rng = np.random.default_rng(9)
+    dense = random_counts(rng, 8, 5)
+    row_class = np.arange(8) % 2
+    out = np.full((2, 7), 1.0)
+    result = kernels.count_features(dense, row_class, 2, out=out, implementation=implementation)
+    assert result is out
+    np.testing.assert_array_equal(out[:, :5], 1.0 + np.stack([dense[0::2].sum(axis=0), dense[1::2].sum(axis=0)]))
+    np.testing.assert_array_equal(out[:, 5:], 1.0)
+    before = out.copy()
+    bad = raw_csr([1.0, 2.0, -3.0], [0, 1, 2], [0, 2, 3], (2, 5))   # first row valid, second negative
+    with pytest.raises(ValueError, match="negative"):
+        kernels.count_features(bad, [0, 1], 2, out=out, implementation=implementation)
+    np.testing.assert_array_equal(out, before)
+    for wrong in (np.zeros((2, 4)), np.zeros((3, 7)), np.zeros((2, 7), dtype=np.float32), np.zeros((7, 2)).T):
+        with pytest.raises(ValueError, match="out must be"):
+            kernels.count_features(dense, row_class, 2, out=wrong, implementation=implementation)

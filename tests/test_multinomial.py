@@ -186,10 +186,11 @@ def test_unlearn_restores_the_exact_state():
     np.testing.assert_allclose(model.class_count_, before[0], rtol=0, atol=1e-12)
     np.testing.assert_allclose(model.feature_count_, before[1], rtol=0, atol=1e-12)
     np.testing.assert_allclose(model.predict_joint_log_proba(X1), before[2], rtol=1e-12)
-    # integer counts: bit-exact
-    model.partial_fit(X2, y2)
-    model.unlearn(X2, y2)
-    np.testing.assert_array_equal(model.feature_count_, MultinomialNB().fit(X1, y1).feature_count_)
+    # integer counts and weights: bit-exact
+    exact = MultinomialNB().fit(X1, y1)
+    exact.partial_fit(X2, y2, sample_weight=np.arange(25) % 3)
+    exact.unlearn(X2, y2, sample_weight=np.arange(25) % 3)
+    assert_same_state(exact, MultinomialNB().fit(X1, y1))
 
 
 def test_unlearn_refuses_and_changes_nothing():
@@ -346,6 +347,24 @@ def test_prior_options():
         MultinomialNB(prior="map", class_prior=[0.5, 0.5]).fit(X, y)
     with pytest.raises(ValueError, match="prior must be"):
         MultinomialNB(prior="bogus").fit(X, y)
+
+
+def test_partial_fit_adds_in_place_and_refuses_atomically():
+    model = MultinomialNB().fit(TABLE_X, TABLE_Y)
+    counts = model.feature_count_
+    log_prob = model.feature_log_prob_
+    model.partial_fit([[1, 0, 0, 0]], ["spam"])
+    assert model.feature_count_ is counts and counts[1, 0] == 7     # same width: in place
+    assert model.feature_log_prob_ is not log_prob                   # derived state recomputed
+    before = counts.copy()
+    bad = sp.csr_matrix((np.array([1.0, -1.0]), np.array([0, 1]), np.array([0, 1, 2])), shape=(2, 4))
+    with pytest.raises(ValueError, match="negative"):
+        model.partial_fit(bad, ["ham", "spam"])                      # the first row is fine, the second not
+    np.testing.assert_array_equal(model.feature_count_, before)
+    np.testing.assert_array_equal(model.class_count_, [2, 4])
+    model.feature_count_ = np.asfortranarray(before)                 # not usable in place: copied
+    model.partial_fit([[1, 0, 0, 0]], ["spam"])
+    assert model.feature_count_[1, 0] == 8
 
 
 def test_rejects_bad_input_and_changes_nothing():
