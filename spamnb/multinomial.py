@@ -158,16 +158,19 @@ class MultinomialNB(BayesClassifier):
         old_width = 0 if first else self.n_features_in_
         width = max(old_width, X.shape[1])
         self._alpha_for(width)
+        n_classes = len(prior.classes_)
         current = None if first else self._feature_count
         if (width == old_width and isinstance(current, np.ndarray) and current.dtype == np.float64
                 and current.flags.c_contiguous and current.flags.writeable):
-            feature_count = current   # added to in place
+            # in place (cheap for a message at a time); validates all before adding anything
+            feature_count = kernels.count_features(X, row_class, n_classes, sample_weight, out=current)
         else:
-            feature_count = np.zeros((len(prior.classes_), width), dtype=np.float64)
+            # into new counts (validated in the counting pass itself)
+            feature_count = kernels.count_features(X, row_class, n_classes, sample_weight)
+            if X.shape[1] != width:
+                feature_count = np.pad(feature_count, ((0, 0), (0, width - X.shape[1])))
             if not first:
-                feature_count[:, :old_width] = self._feature_count
-        # validates everything before adding anything
-        kernels.count_features(X, row_class, len(prior.classes_), sample_weight, out=feature_count)
+                feature_count[:, :old_width] += current
         # commit (nothing below can fail)
         prior.add_counts(class_delta)
         self.prior_ = prior
