@@ -18,6 +18,9 @@ best of ``--repeats`` runs each:
   and values inside the scoring pass saves;
 - ``partial_fit`` throughput (non-zeros per second) with the compiled
   counting kernel and with the scipy reference;
+- one message at a time: ``partial_fit`` and ``predict_joint_log_proba`` of
+  a single row (the latter with the cached table, and right after learning,
+  when the whole log-probability table is recomputed);
 - peak memory: tracemalloc peak of each operation and the process's maximum
   resident set size.
 
@@ -252,6 +255,21 @@ def main(argv=None):
                 seconds, _ = best_of(repeats, lambda: getattr(layouts, name)(X.indptr, X.indices, X.data, table,
                                                                              log_prior, out, distance))
                 print(row(f"{name}, prefetch distance {distance}", seconds))
+
+    # -- one message at a time ------------------------------------------------
+    one_x, one_y = X[:1], y[:1]
+    calls = 200
+
+    def per_call(function):
+        seconds, _ = best_of(repeats, lambda: [function() for _ in range(calls)])
+        return seconds / calls
+
+    t_one_fit = per_call(lambda: model.partial_fit(one_x, one_y))
+    t_one_score = per_call(lambda: model.predict_joint_log_proba(one_x))
+    t_relearn = per_call(lambda: (model.partial_fit(one_x, one_y), model.predict_joint_log_proba(one_x)))
+    print(f"one message ({one_x.nnz} non-zeros): partial_fit {t_one_fit * 1e3:.3f} ms, "
+          f"predict_joint_log_proba {t_one_score * 1e3:.3f} ms (cached table), "
+          f"partial_fit then predict {t_relearn * 1e3:.3f} ms (table recomputed)")
 
     # -- memory ---------------------------------------------------------------
     peaks = {
