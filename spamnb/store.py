@@ -23,7 +23,9 @@ anything uses them, and returns zero-copy memoryviews over a read-only
 
 Writing is atomic: a temporary file in the same folder, flushed and fsynced,
 renamed over the old one, then the folder fsynced.  A crash at any moment
-leaves the old model or the new one, never a mix.
+leaves the old model or the new one, never a mix.  A writer killed mid-write
+leaves its temporary file (``.NAME.PID.XXXX.tmp``); the next successful save
+of that model removes those whose process no longer exists.
 
 Every failure to read a model raises :class:`ModelError` (one exception, one
 line of message).
@@ -98,7 +100,8 @@ def write_model(path, header, arrays):
         pass
     import tempfile
 
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    # the writer's pid in the name lets a later save remove what a killed writer left
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)
@@ -114,6 +117,34 @@ def write_model(path, header, arrays):
             pass
         raise
     _fsync_directory(directory)
+    _remove_stale_temporaries(directory, os.path.basename(path))
+
+
+def _remove_stale_temporaries(directory, name):
+    """Delete the temporary files of writers of ``name`` killed mid-write (their
+    process is gone).  Best effort: any error leaves the file where it is."""
+    prefix = "." + name + "."
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) in (0, os.getpid()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its writer is still running
+        except ProcessLookupError:
+            pass
+        except OSError:  # EPERM: running, as another user
+            continue
+        try:
+            os.unlink(os.path.join(directory, entry))
+        except OSError:
+            pass
 
 
 def _checksum(fields, body):
