@@ -127,6 +127,11 @@ class MultinomialNB(BayesClassifier):
         log_prob.flags.writeable = False
         return log_prob
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_log_prob_cache", None)   # derived: recomputed after unpickling
+        return state
+
     # -- learning ---------------------------------------------------------
     def fit(self, X, y, sample_weight=None):
         """Learn from scratch: X (n_samples, n_features) counts, y (n_samples,) labels."""

@@ -422,3 +422,14 @@ def test_dense_sparse_and_dtypes_agree():
         np.testing.assert_allclose(model.predict_joint_log_proba(X), expected, rtol=1e-12)
     sparse_fit = MultinomialNB().fit(sp.csc_matrix(TABLE_X.astype(np.int64)), list(TABLE_Y))
     assert_same_state(sparse_fit, model)
+
+
+def test_pickle_round_trip_keeps_counts_and_drops_the_cache():
+    import pickle
+
+    model = MultinomialNB(alpha=0.5).fit(TABLE_X, TABLE_Y)
+    expected = model.predict_joint_log_proba(MESSAGE)
+    copy = pickle.loads(pickle.dumps(model))
+    assert "_log_prob_cache" not in copy.__dict__
+    assert_same_state(copy, model)
+    np.testing.assert_array_equal(copy.predict_joint_log_proba(MESSAGE), expected)
