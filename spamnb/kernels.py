@@ -235,7 +235,7 @@ def count_features(X, row_class, n_classes, row_weight=None, *, out=None, implem
         if row_weight.shape != (n_samples,):
             raise ValueError(f"sample_weight has shape {row_weight.shape}, expected ({n_samples},)")
         if not np.all((row_weight >= 0) & np.isfinite(row_weight)):
-            raise ValueError("sample weights must be finite and >= 0")
+            raise ValueError("sample_weight must be finite and >= 0")
     if out is not None:
         if (not isinstance(out, np.ndarray) or out.dtype != np.float64 or not out.flags.c_contiguous
                 or not out.flags.writeable or out.ndim != 2 or out.shape[0] != n_classes

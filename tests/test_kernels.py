@@ -303,7 +303,7 @@ def test_count_features_rejects_bad_input(implementation):
         kernels.count_features(X, [0, 2], 2, implementation=implementation)
     with pytest.raises(ValueError, match="row_class"):
         kernels.count_features(X, [0], 2, implementation=implementation)
-    with pytest.raises(ValueError, match="sample weights"):
+    with pytest.raises(ValueError, match="sample_weight must be finite"):
         kernels.count_features(X, [0, 1], 2, [1.0, -1.0], implementation=implementation)
     with pytest.raises(ValueError, match="negative"):
         kernels.count_features(-X, [0, 1], 2, implementation=implementation)

@@ -380,7 +380,7 @@ def test_rejects_bad_input_and_changes_nothing():
         model.partial_fit([[0, 1, 0, 0]], ["eggs"])
     with pytest.raises(ValueError, match="differ"):
         model.partial_fit([[0, 1, 0, 0]], ["ham"], classes=["ham", "eggs"])
-    with pytest.raises(ValueError, match="sample weights"):
+    with pytest.raises(ValueError, match="sample_weight must be finite"):
         model.partial_fit([[0, 1, 0, 0]], ["ham"], sample_weight=[-1.0])
     with pytest.raises(ValueError, match="alpha"):
         MultinomialNB(alpha=-1.0).fit(TABLE_X, TABLE_Y)
