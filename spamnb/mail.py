@@ -41,7 +41,9 @@ MAX_HEADER_CHARS = 16 * 1024
 _HEADER_BLOCK = re.compile(rb"(?:[!-9;-~]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*", re.A)
 _FIELD = re.compile(r"\n([!-9;-~]+)[ \t]*:[ \t]*([^\n]{0,%d})" % MAX_HEADER_CHARS, re.A)
 _FOLD = re.compile(r"\n(?=[ \t])")
-_PARAM = re.compile(r"""([A-Za-z0-9_.*-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^;\s]*))""", re.A)
+# Parameters start at a ";": anchoring on the literal keeps a long run of
+# name characters without "=" linear (unanchored, every start position rescanned it).
+_PARAM = re.compile(r""";\s*([A-Za-z0-9_.*-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^;\s]*))""", re.A)
 _ENCODED_WORD = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=", re.A)
 _BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(=\?)", re.A)
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]+", re.A)
@@ -147,6 +149,12 @@ class Mail(_Record):
         return [value for key, value in self.headers if key == name]
 
 
+# Codecs a message may not choose: they are not charsets, and some decode in
+# quadratic time (punycode) or to lone surrogates (the escape codecs).
+_REFUSED_CODECS = frozenset(("punycode", "idna", "unicode_escape", "raw_unicode_escape", "mbcs",
+                             "oem", "undefined"))
+
+
 def _codec(charset):
     """A codec name for a declared charset, or None (unknown: use the fallback)."""
     try:
@@ -156,12 +164,29 @@ def _codec(charset):
     name = _CHARSET_ALIASES.get(charset, charset)
     if name is not None:
         try:
-            name = codecs.lookup(name).name
-        except (LookupError, ValueError):
+            info = codecs.lookup(name)
+            name = info.name if getattr(info, "_is_text_encoding", True) else None
+        except (LookupError, ValueError, TypeError):
             name = None
+    if name is not None and name.replace("-", "_") in _REFUSED_CODECS:
+        name = None
     if len(_codec_cache) < 1000:
         _codec_cache[charset] = name
     return name
+
+
+def is_text_codec(name):
+    """True when ``name`` is a charset this parser decodes with (used to validate settings)."""
+    return _codec(name.strip().lower()) is not None
+
+
+def _without_surrogates(text):
+    """``text`` with lone surrogates (from UTF-7, UTF-16 and friends) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def decode_text(data, charset, fallback="cp1252"):
@@ -169,15 +194,17 @@ def decode_text(data, charset, fallback="cp1252"):
     codec = _codec(charset) if charset else None
     if codec is not None and codec != "utf-8":
         try:
-            return data.decode(codec, "replace")
+            text = data.decode(codec, "replace")
         except Exception:  # codec-specific failures (e.g. utf-7 state errors)
             pass
+        else:
+            return text if text.isascii() else _without_surrogates(text)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         if codec == "utf-8":
             return data.decode("utf-8", "replace")
-        return data.decode(fallback, "replace")
+        return _without_surrogates(data.decode(fallback, "replace"))
 
 
 def _decode_encoded_word(match):
@@ -249,7 +276,7 @@ def _content_type(value):
         ctype = "text/plain" if not ctype else ctype
     params = {}
     if rest:
-        for name, quoted, single, bare in _PARAM.findall(rest):
+        for name, quoted, single, bare in _PARAM.findall(";" + rest):
             params.setdefault(name.lower().split("*", 1)[0], quoted or single or bare)
     return ctype, params
 
@@ -404,14 +431,63 @@ def _leaf(mail, ctype, params, cte, disposition, body, fallback_charset):
 # The patterns run on lower-cased HTML and start with a literal where possible:
 # re then skips ahead with a fast substring search instead of trying every
 # position (e.g. 2 us instead of 57 us per message for the "invisible" tells).
+#
+# Linear time on hostile HTML: a lazy ".*?" searching for a closing "-->" or
+# "</style>" that never comes rescans to the end from every opening, which is
+# quadratic ("<!--" * 64000).  So comments are removed only up to the last
+# "-->" (every opening before it finds a close), and style/script blocks with
+# a str.find loop that stops at the first unclosed block.
 _COMMENT = re.compile(r"<!--.*?-->", re.S | re.A)
 _WORD_COMMENT = re.compile(r"-->(?=\w)", re.A)
-_STYLE_SCRIPT = re.compile(r"<(style|script)\b[^>]{0,4000}>.*?</\1\s*>", re.S | re.A)
 _LINK = re.compile(r"""href\s*=\s*["']?\s*([^"'\s>]+)""", re.A)
 _TAG = re.compile(r"<[/a-z!][^<>]{0,4000}>", re.A)
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});?", re.A)
 _TAG_ANY_CASE = re.compile(r"<[/A-Za-z!][^<>]{0,4000}>", re.A)
-_STYLE_SCRIPT_ANY_CASE = re.compile(r"<(style|script)\b[^>]{0,4000}>.*?</\1\s*>", re.S | re.I | re.A)
+_ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
+
+
+def _remove_comments(html):
+    """``html`` without its complete ``<!-- -->`` comments (linear time)."""
+    end = html.rfind("-->")
+    if end < 0:
+        return html
+    return _COMMENT.sub("", html[:end + 3]) + html[end + 3:]
+
+
+def _lower_same_length(text):
+    """``text`` lower-cased, position for position (ASCII only if full lower-casing
+    would change the length, as it does for a few letters such as U+0130)."""
+    lowered = text.lower()
+    return lowered if len(lowered) == len(text) else text.translate(_ASCII_LOWER)
+
+
+def _remove_blocks(html, name, is_lower):
+    """``html`` with each ``<name ...> ... </name>`` block replaced by a space.
+    Stops at the first unclosed block (its text stays), so the work is linear."""
+    lowered = html if is_lower else _lower_same_length(html)
+    opening, closing = "<" + name, "</" + name
+    pieces = []
+    pos = 0
+    while True:
+        start = lowered.find(opening, pos)
+        if start < 0:
+            break
+        close = lowered.find(closing, start)
+        end = lowered.find(">", close) if close >= 0 else -1
+        if end < 0:
+            break
+        pieces.append(html[pos:start])
+        pos = end + 1
+    if not pieces:
+        return html
+    pieces.append(html[pos:])
+    return " ".join(pieces)
+
+
+def _remove_style_and_script(html, is_lower):
+    return _remove_blocks(_remove_blocks(html, "style", is_lower), "script", is_lower)
+
+
 _WHITE_COLOR = re.compile(r"""color\s*[=:]\s*["']?\s*(?:#?f{3}(?:f{3})?\b|white)""", re.A)
 _INVISIBLE_STYLES = ("display:none", "display: none", "visibility:hidden", "font-size:0", "font-size: 0",
                      'size="1"', "size=1")
@@ -449,9 +525,10 @@ def html_to_text(html, lower=True):
     n_word_comments = 0
     if n_comments:
         n_word_comments = len(_WORD_COMMENT.findall(html))
-        html = _COMMENT.sub("", html)
-    if "<s" in html:
-        html = _STYLE_SCRIPT.sub(" ", html)
+        html = _remove_comments(html)
+    has_blocks = "<s" in html
+    if has_blocks:
+        html = _remove_style_and_script(html, True)
     links = _LINK.findall(html)
     n_images = html.count("<img")
     n_invisible = len(_WHITE_COLOR.findall(html)) + sum(html.count(s) for s in _INVISIBLE_STYLES)
@@ -459,8 +536,10 @@ def html_to_text(html, lower=True):
     if lower:
         text = _TAG.sub(" ", html)
     else:
-        text = _COMMENT.sub("", original) if n_comments else original
-        text = _TAG_ANY_CASE.sub(" ", _STYLE_SCRIPT_ANY_CASE.sub(" ", text))
+        text = _remove_comments(original) if n_comments else original
+        if has_blocks:
+            text = _remove_style_and_script(text, False)
+        text = _TAG_ANY_CASE.sub(" ", text)
     if "&" in text:
         text = text.replace("&nbsp;", " ").replace("&amp;", "&")   # the common ones at C speed
         if "&" in text:

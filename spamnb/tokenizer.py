@@ -129,6 +129,37 @@ def _size_class(n):
     return 0 if n <= 0 else 1 << (int(n).bit_length() - 1)
 
 
+# Allowed values: (type, low, high) for numbers; settings come from model files
+# too, so a crafted value must be refused here, not fail later on a message.
+_INT_RANGES = {
+    "min_len": (1, 1000), "max_len": (1, 1000), "max_len_joined": (1, 1000),
+    "max_text_chars": (0, 1 << 30), "max_bytes": (1, 1 << 30), "max_depth": (0, 64),
+    "max_parts": (1, 100_000),
+}
+_BOOLS = ("lowercase", "cjk_bigrams", "header_names", "received", "urls", "html_tells", "mime_tells")
+
+
+def _validate(tok):
+    """ValueError unless every setting of ``tok`` has an allowed type and value."""
+    for name, (low, high) in _INT_RANGES.items():
+        value = getattr(tok, name)
+        if type(value) is not int or not low <= value <= high:
+            raise ValueError(f"tokenizer setting {name} must be an int in [{low}, {high}], got {value!r}")
+    if tok.max_len < tok.min_len:
+        raise ValueError(f"max_len ({tok.max_len}) must be >= min_len ({tok.min_len})")
+    for name in _BOOLS:
+        if type(getattr(tok, name)) is not bool:
+            raise ValueError(f"tokenizer setting {name} must be true or false, got {getattr(tok, name)!r}")
+    for name in ("word_chars", "joiners"):
+        value = getattr(tok, name)
+        if type(value) is not str or not value.isascii() or len(value) > 64:
+            raise ValueError(f"tokenizer setting {name} must be a short ASCII string, got {value!r}")
+    if tok.headers not in ("all", "selected", "none"):
+        raise ValueError(f"headers must be 'all', 'selected' or 'none', got {tok.headers!r}")
+    if type(tok.fallback_charset) is not str or not _mail.is_text_codec(tok.fallback_charset):
+        raise ValueError(f"fallback_charset must name a text codec, got {tok.fallback_charset!r}")
+
+
 class Tokenizer:
     """Raw RFC 822 mail -> token stream; hyper-parameters as in ``DEFAULTS``.
 
@@ -144,8 +175,7 @@ class Tokenizer:
             raise TypeError(f"unknown tokenizer settings: {sorted(unknown)}")
         for name, default in DEFAULTS.items():
             setattr(self, name, settings.get(name, default))
-        if self.headers not in ("all", "selected", "none"):
-            raise ValueError(f"headers must be 'all', 'selected' or 'none', got {self.headers!r}")
+        _validate(self)
         self._scanner = Scanner(min_len=self.min_len, max_len=self.max_len,
                                 word_chars=self.word_chars, joiners=self.joiners,
                                 cjk_bigrams=self.cjk_bigrams, max_len_joined=self.max_len_joined)

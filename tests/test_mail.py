@@ -277,3 +277,52 @@ def test_whole_corpus_parses():
     for path in paths:
         parsed = mail.parse(path.read_bytes())
         assert parsed.parts, path
+
+
+# -- linear time on hostile HTML and parameters, lone surrogates, odd codecs ---------------
+HOSTILE_HTML = {
+    "unclosed comments": "<!--" * 64000,
+    "one close after many openings": "<!--" * 64000 + "-->",
+    "unclosed style": "<style>" * 36000,
+    "unclosed script": "<script x>" * 25000,
+    "closed and unclosed blocks": "<style>a</style><script>" * 10000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_HTML))
+def test_html_to_text_is_linear_on_hostile_html(name):
+    html = HOSTILE_HTML[name]
+    start = time.process_time()
+    mail.html_to_text(html)
+    mail.html_to_text(html, lower=False)
+    assert time.process_time() - start < 0.3
+
+
+def test_style_and_script_blocks_removed_in_both_cases():
+    html = "<p>keep</p><STYLE type=x>p {color: red}</Style><script>var x = 1;</SCRIPT>tail"
+    for lower in (True, False):
+        text = mail.html_to_text(html, lower=lower).text
+        assert "color" not in text and "var" not in text
+        assert "keep" in text.lower() and "tail" in text
+
+
+def test_long_content_type_parameter_run_is_linear():
+    raw = (b"Content-Type: multipart/mixed; boundary=zz\n\n"
+           + b"".join(b"--zz\nContent-Type: text/plain; " + b"a" * 16000 + b"; charset=koi8-r\n\nx\n" for _ in range(15)))
+    parsed = timed_parse(raw, bound=0.3, max_bytes=len(raw))
+    assert parsed.parts[0].charset == "koi8-r"
+
+
+def test_lone_surrogates_never_reach_the_text():
+    parsed = mail.parse(message(["Subject: =?utf-7?Q?a+2D0-b?=", "Content-Type: text/plain; charset=utf-7"],
+                                b"x+2D0-y"))
+    for text in (parsed.header("subject"), parsed.parts[0].text):
+        text.encode("utf-8")                     # raises on a lone surrogate
+        assert "\ufffd" in text
+
+
+@pytest.mark.parametrize("charset", ["punycode", "unicode_escape", "raw-unicode-escape", "base64", "rot13"])
+def test_non_charset_codecs_are_treated_as_unknown(charset):
+    assert not mail.is_text_codec(charset)
+    text = mail.parse(message([f"Content-Type: text/plain; charset={charset}"], b"plain \\u0041 words")).parts[0].text
+    assert text == "plain \\u0041 words"

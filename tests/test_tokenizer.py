@@ -297,3 +297,21 @@ def test_corpus_streams_are_consistent():
         hashes = stream.hashes
         for j in range(0, len(stream), 17):
             assert hash_token(stream.token(j)) == hashes[j]
+
+
+@pytest.mark.parametrize("bad", [{"max_bytes": "6144"}, {"max_bytes": 0}, {"fallback_charset": "no-such-codec"},
+                                 {"fallback_charset": "base64"}, {"lowercase": 1}, {"min_len": 5, "max_len": 4},
+                                 {"max_depth": 10 ** 9}, {"joiners": "\u00e9"}, {"word_chars": 7},
+                                 {"max_text_chars": -1}, {"max_len_joined": 2.5}])
+def test_invalid_setting_values_are_refused(bad):
+    with pytest.raises(ValueError):
+        Tokenizer(**bad)
+    with pytest.raises(ValueError):
+        Tokenizer.from_settings({**Tokenizer().settings, **bad})
+
+
+def test_tokens_are_printable_utf8():
+    raw = message(["X-Mailer: evil+2D0-mailer", "Subject: =?utf-7?Q?+2D0-?=", "Content-Type: text/plain; charset=utf-7"],
+                  b"body +2D0- words")
+    for token in Tokenizer().tokens(raw):
+        token.encode("utf-8")
