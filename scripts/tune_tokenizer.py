@@ -38,26 +38,36 @@ HAM = ("easy_ham", "easy_ham_2", "hard_ham")
 SPAM = ("spam", "spam_2")
 TRANSFORMS = ("raw", "binary", "log")
 ALPHAS = (1.0, 0.1, 0.01, 0.001)
+# the first "selected" list; the later groups start from it to reproduce the log
+SELECTED = ["subject", "from", "reply-to", "sender", "to", "cc", "return-path", "x-mailer", "user-agent",
+            "organization", "list-id", "precedence", "content-type", "errors-to", "x-mailing-list",
+            "mailing-list"]
+FIRST_SELECTION = {"headers": SELECTED}
+FINAL_1 = {"headers": SELECTED, "max_text_chars": 1000}    # the defaults of group "final"
 
 BASE = {}   # the Tokenizer defaults, for --test
 # The settings each group of experiments starts from, so that re-running a group
 # reproduces its logged figures after the defaults moved on: round 1 ran with
 # headers="all", a 256 KiB byte limit and no text budget; rounds 2-4 with no
 # text budget and the 256 KiB limit unless they set them; rounds 1-3 before
-# max_len_joined existed (i.e. with it equal to max_len); "final" and later
-# groups with the defaults.
+# max_len_joined existed (i.e. with it equal to max_len); "final", "pairs" and
+# "text budget 2" with the first header selection and a 1,000-character budget;
+# "header fields" with the 1,000-character budget; "final 2" with the HTML
+# tells on; "tells" and "final 3" with the defaults.
 ROUND_1 = {"headers": "all", "max_bytes": 262144, "max_text_chars": 0, "max_len_joined": 20}
 ROUND_2 = {"max_bytes": 262144, "max_text_chars": 0, "max_len_joined": 20}
 GROUP_BASE = {"round 2": ROUND_2, "round 3": ROUND_2, "text budget": {"max_bytes": 262144},
-              "byte and text budget": {}, "final": {}, "pairs (emulated)": {},
-              "text budget 2": {}}
+              "byte and text budget": FIRST_SELECTION, "final": FINAL_1,
+              "pairs (emulated)": FINAL_1, "text budget 2": FINAL_1,
+              "header fields": {"max_text_chars": 1000}, "final 2": {"html_tells": True}, "tells": {},
+              "final 3": {}}
 
 EXPERIMENTS = {
     "base": [{}],
     "case": [{"lowercase": False}],
     "length": [{"min_len": 2}, {"min_len": 3}, {"max_len": 12}, {"max_len": 30}, {"max_len": 60}],
     "word characters": [{"joiners": ""}, {"joiners": "'"}, {"word_chars": ""}, {"word_chars": "$!"}],
-    "headers": [{"headers": "none"}, {"headers": "selected"}, {"header_names": False},
+    "headers": [{"headers": "none"}, {"headers": SELECTED}, {"header_names": False},
                 {"received": False}],
     "urls": [{"urls": False}],
     "html": [{"html_tells": False}],
@@ -66,28 +76,45 @@ EXPERIMENTS = {
     "charset": [{"fallback_charset": "latin-1"}, {"fallback_charset": "utf-8"}],
     "max_bytes": [{"max_bytes": 16384}, {"max_bytes": 65536}],
     # second round, around headers="selected" (the first round's winner)
-    "round 2": [{"headers": "selected"},
-                {"headers": "selected", "max_len": 40}, {"headers": "selected", "max_len": 60},
-                {"headers": "selected", "max_bytes": 16384}, {"headers": "selected", "max_bytes": 32768},
-                {"headers": "selected", "header_names": False},
-                {"headers": "selected", "lowercase": False},
-                {"headers": "selected", "max_len": 40, "max_bytes": 32768},
-                {"headers": "selected", "max_len": 40, "max_bytes": 32768, "lowercase": False}],
+    "round 2": [{"headers": SELECTED},
+                {"headers": SELECTED, "max_len": 40}, {"headers": SELECTED, "max_len": 60},
+                {"headers": SELECTED, "max_bytes": 16384}, {"headers": SELECTED, "max_bytes": 32768},
+                {"headers": SELECTED, "header_names": False},
+                {"headers": SELECTED, "lowercase": False},
+                {"headers": SELECTED, "max_len": 40, "max_bytes": 32768},
+                {"headers": SELECTED, "max_len": 40, "max_bytes": 32768, "lowercase": False}],
     # third round: the byte limit as a length normaliser
-    "round 3": [{"headers": "selected", "max_bytes": 8192}, {"headers": "selected", "max_bytes": 12288},
-                {"headers": "selected", "max_bytes": 16384}, {"headers": "selected", "max_bytes": 24576},
-                {"headers": "selected", "max_bytes": 16384, "header_names": False},
-                {"headers": "selected", "max_bytes": 16384, "received": False}],
+    "round 3": [{"headers": SELECTED, "max_bytes": 8192}, {"headers": SELECTED, "max_bytes": 12288},
+                {"headers": SELECTED, "max_bytes": 16384}, {"headers": SELECTED, "max_bytes": 24576},
+                {"headers": SELECTED, "max_bytes": 16384, "header_names": False},
+                {"headers": SELECTED, "max_bytes": 16384, "received": False}],
     # fourth round: a budget of body text characters instead of the raw byte limit
-    "text budget": [{"headers": "selected", "max_text_chars": n} for n in (1000, 2000, 3000, 4000, 6000, 10000)]
-                   + [{"headers": "selected", "max_text_chars": 3000, "max_bytes": 8192}],
+    "text budget": [{"headers": SELECTED, "max_text_chars": n} for n in (1000, 2000, 3000, 4000, 6000, 10000)]
+                   + [{"headers": SELECTED, "max_text_chars": 3000, "max_bytes": 8192}],
     "final": [{}, {"max_len_joined": 20}, {"header_names": False}, {"max_len": 60}, {"lowercase": False}, {"min_len": 2},
               {"received": False}, {"urls": False}, {"html_tells": False}, {"mime_tells": False},
               {"headers": "all"}, {"joiners": ""}],
+    "header fields": [
+        {"headers": [f for f in SELECTED if f not in ("to", "cc")]},
+        {"headers": [f for f in SELECTED if f not in ("return-path", "sender", "errors-to")]},
+        {"headers": [f for f in SELECTED if f not in ("list-id", "precedence", "x-mailing-list", "mailing-list")]},
+        {"headers": [f for f in SELECTED if f != "content-type"]},
+        {"headers": SELECTED + ["x-priority", "x-msmail-priority", "importance", "x-mimeole"]},
+        {"headers": SELECTED + ["list-unsubscribe", "list-post", "list-help", "x-beenthere"]},
+        {"headers": SELECTED + ["delivered-to", "date"]},
+        {"headers": ["subject", "from", "reply-to"]},
+    ],
+    "final 2": [{}, {"headers": SELECTED}, {"headers": "all"}, {"header_names": False},
+                {"html_tells": False}, {"mime_tells": False}, {"max_text_chars": 1000}],
+    "final 3": [{}, {"html_tells": True}, {"mime_tells": False}, {"header_names": False},
+                {"max_text_chars": 500}, {"max_text_chars": 1000}, {"max_bytes": 4096}, {"max_bytes": 8192}],
+    "tells": [{"html_tells": False, "mime_tells": False},
+              {"html_tells": False, "header_names": False},
+              {"html_tells": False, "mime_tells": False, "header_names": False}],
     "text budget 2": [{"max_text_chars": n} for n in (300, 500, 750, 1500)],
     "pairs (emulated)": [{"pairs": True}, {"pairs": True, "max_text_chars": 2000},
                          {"pairs": True, "max_text_chars": 500}],
-    "byte and text budget": [{"headers": "selected", "max_bytes": b, "max_text_chars": t}
+    "byte and text budget": [{"headers": SELECTED, "max_bytes": b, "max_text_chars": t}
                              for b in (4096, 6144, 8192, 12288) for t in (0, 1000, 2000, 3000)],
 }
 
@@ -174,7 +201,15 @@ def cross_validate(X, y, folds=5, seed=0):
 
 
 def describe(settings):
-    return ", ".join(f"{k}={v!r}" for k, v in settings.items()) or "defaults"
+    def show(value):
+        if value == SELECTED:
+            return "first selection"
+        if isinstance(value, list) and set(SELECTED) <= set(value):
+            return "selected + " + repr(sorted(set(value) - set(SELECTED)))
+        if isinstance(value, list) and set(value) < set(SELECTED) and len(value) > 3:
+            return "selected - " + repr(sorted(set(SELECTED) - set(value)))
+        return repr(value)
+    return ", ".join(f"{k}={show(v)}" for k, v in settings.items()) or "defaults"
 
 
 def main():

@@ -58,6 +58,9 @@ cdef enum:
 cdef enum:
     _SKIP_TEXT = -1     # occurrence record of a "skip:" summary token
 
+cdef enum:
+    _LOCAL_BASE = 1 << 24   # prefix ids from here on are local to one TokenStream
+
 cdef struct Occurrence:
     int32_t text        # index into TokenStream.texts, or _SKIP_TEXT
     int32_t start       # for a skip token: its first character
@@ -218,6 +221,8 @@ cdef class TokenStream:
     cdef uint64_t *hash_buf
     cdef Py_ssize_t n, cap
     cdef object _hashes
+    cdef list local_prefixes
+    cdef list local_states
     cdef public bint truncated
 
     def __cinit__(self):
@@ -274,10 +279,33 @@ cdef class TokenStream:
         self.texts.append(text)
         return <int32_t>(len(self.texts) - 1)
 
-    cdef int _check_prefix(self, int prefix) except -1:
-        if not 0 <= prefix < self.scanner.n_prefixes:
-            raise IndexError(f"unknown prefix id {prefix}")
-        return 0
+    cdef uint64_t _prefix_state(self, int prefix) except? 0:
+        """FNV state of a shared (Scanner) or stream-local prefix id."""
+        if 0 <= prefix < self.scanner.n_prefixes:
+            return self.scanner.prefix_state[prefix]
+        if self.local_prefixes is not None and 0 <= prefix - _LOCAL_BASE < len(self.local_prefixes):
+            return self.local_states[prefix - _LOCAL_BASE]
+        raise IndexError(f"unknown prefix id {prefix}")
+
+    cdef str _prefix_text(self, int prefix):
+        if prefix >= _LOCAL_BASE:
+            return self.local_prefixes[prefix - _LOCAL_BASE]
+        return self.scanner.prefixes[prefix]
+
+    def local_prefix(self, str text):
+        """Register a prefix for this stream only (e.g. a header name seen once);
+        returns its id.  Keeps the shared prefix table from growing with every
+        new header name a long-running process meets."""
+        if self.local_prefixes is None:
+            self.local_prefixes = []
+            self.local_states = []
+        try:
+            return _LOCAL_BASE + self.local_prefixes.index(text)
+        except ValueError:
+            pass
+        self.local_prefixes.append(text)
+        self.local_states.append(_feed(_FNV_OFFSET, text, 0, PyUnicode_GET_LENGTH(text)))
+        return _LOCAL_BASE + len(self.local_prefixes) - 1
 
     def add_words(self, str text, int prefix=0):
         """Scan ``text`` into words (see the module docstring), each tagged with ``prefix``."""
@@ -290,11 +318,10 @@ cdef class TokenStream:
         cdef Py_UCS4 c
         cdef uint64_t h0, h, h_end
         cdef int32_t tid
-        self._check_prefix(prefix)
+        h0 = self._prefix_state(prefix)
         if n == 0:
             return
         tid = self._add_text(text)
-        h0 = sc.prefix_state[prefix]
         while i < n:
             c = PyUnicode_READ(kind, data, i)
             cls = sc.char_class(c)
@@ -350,10 +377,10 @@ cdef class TokenStream:
 
     def add_token(self, str token, int prefix=0):
         """Append ``prefix + token`` as one token."""
-        self._check_prefix(prefix)
+        cdef uint64_t h0 = self._prefix_state(prefix)
         cdef int32_t tid = self._add_text(token)
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(token)
-        self._push(_feed(self.scanner.prefix_state[prefix], token, 0, n), tid, 0, <int32_t>n, prefix)
+        self._push(_feed(h0, token, 0, n), tid, 0, <int32_t>n, prefix)
 
     def add_tokens(self, tokens, int prefix=0):
         """Append ``prefix + t`` for each string ``t`` of the iterable ``tokens``.
@@ -362,8 +389,7 @@ cdef class TokenStream:
         empty strings are skipped.
         """
         cdef uint64_t h0
-        self._check_prefix(prefix)
-        h0 = self.scanner.prefix_state[prefix]
+        h0 = self._prefix_state(prefix)
         for item in tokens:
             if type(item) is tuple:
                 for token in <tuple>item:
@@ -396,7 +422,7 @@ cdef class TokenStream:
         if not 0 <= j < self.n:
             raise IndexError(f"token index {j} out of range for {self.n} tokens")
         cdef Occurrence o = self.occ[j]
-        prefix = self.scanner.prefixes[o.prefix]
+        prefix = self._prefix_text(o.prefix)
         if o.text == _SKIP_TEXT:
             return f"{prefix}skip:{chr(o.start)} {o.end}"
         return prefix + (<str>self.texts[o.text])[o.start:o.end]

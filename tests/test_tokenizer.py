@@ -150,7 +150,8 @@ def test_header_modes():
 
 
 def test_url_pieces_and_body_and_html_tells():
-    tokens = Tokenizer().tokens(SAMPLE)
+    assert not any(t.startswith("html:") for t in Tokenizer(html_tells=False).tokens(SAMPLE))
+    tokens = Tokenizer(html_tells=True).tokens(SAMPLE)
     for expected in ["great", "offer", "click", "here", "invisible",
                      "url:www.deals.example.com", "url:example.com", "url:192.0.2.99", "url:cgi",
                      "url:buy.cgi", "url:ip", "url:http",
@@ -315,3 +316,25 @@ def test_tokens_are_printable_utf8():
                   b"body +2D0- words")
     for token in Tokenizer().tokens(raw):
         token.encode("utf-8")
+
+
+def test_stream_local_prefixes():
+    stream = Scanner().stream()
+    local = stream.local_prefix("x-odd:")
+    assert stream.local_prefix("x-odd:") == local
+    stream.add_words("one two", local)
+    stream.add_token("three", local)
+    assert stream.tokens() == ["x-odd:one", "x-odd:two", "x-odd:three"]
+    assert list(stream.hashes) == [hash_token(t) for t in stream.tokens()]
+    with pytest.raises(IndexError):
+        stream.add_words("x", 12345)
+
+
+def test_many_distinct_header_names_do_not_grow_the_shared_prefix_table():
+    tokenizer = Tokenizer(headers="all")
+    for i in range(400):
+        raw = message([f"X-Random-{i}: value{i}", "Subject: s"], b"body")
+        stream = tokenizer.stream(raw)
+        assert f"x-random-{i}:value{i}" in stream.tokens()
+        assert list(stream.hashes) == [hash_token(t) for t in stream.tokens()]
+    assert len(tokenizer._scanner.prefixes) < 300
