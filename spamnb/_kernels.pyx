@@ -5,10 +5,14 @@ No numpy here: every argument is a typed memoryview, so any buffer works
 imports numpy.  The compiler directives (bounds checks off, ...) are in
 setup.py.
 
-Because bounds checks are off, the scoring and counting functions trust their
-input.  Call :func:`check_csr` first (``spamnb.kernels`` does): it validates
-``indptr``, the column indices and the values in one pass and returns an
-error code instead of letting a bad index read out of bounds.
+Bounds checks are off, so every index is checked by hand before it is used:
+the scoring and counting functions check ``indptr`` (starts at 0, ends within
+``indices`` and ``data``, never decreases), each column index and each value
+on their way through the data, stop at the first violation and return an
+error code ``(code, position)`` instead of reading out of bounds.  Whatever
+buffers they are given, they never read or write outside them (the output
+shapes are checked too).  :func:`check_csr` does the same checks as a separate
+pass, for callers that want validation without scoring.
 
 A CSR matrix of ``n_rows`` rows is ``indptr`` (``n_rows + 1`` offsets),
 ``indices`` (column of each stored value) and ``data`` (the values).
@@ -147,6 +151,9 @@ cdef int _jll(const index_t[::1] indptr, const index_t[::1] indices,
     for r in range(n_rows):
         start = indptr[r]
         stop = indptr[r + 1]
+        if stop < start or stop > nnz:
+            position[0] = r
+            return _INDPTR_DECREASING
         acc0 = 0.0
         acc1 = 0.0
         if not pairwise:
@@ -256,6 +263,9 @@ cdef int _count(const index_t[::1] indptr, const index_t[::1] indices,
             return _BAD_CLASS
         w = row_weight[r]
         row_counts = &counts[c, 0]
+        if indptr[r + 1] < indptr[r] or indptr[r + 1] > indptr[n_rows]:
+            position[0] = r
+            return _INDPTR_DECREASING
         for k in range(indptr[r], indptr[r + 1]):
             j = indices[k]
             if <uint64_t> j >= n_columns:

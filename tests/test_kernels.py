@@ -379,3 +379,24 @@ def test_count_features_into_out_adds_in_place_or_leaves_it_unchanged(implementa
     for wrong in (np.zeros((2, 4)), np.zeros((3, 7)), np.zeros((2, 7), dtype=np.float32), np.zeros((7, 2)).T):
         with pytest.raises(ValueError, match="out must be"):
             kernels.count_features(dense, row_class, 2, out=wrong, implementation=implementation)
+
+
+def test_raw_kernels_refuse_a_decreasing_indptr_themselves():
+    # indptr starts at 0 and ends within the data, but row 0 claims 100 non-zeros:
+    # the compiled functions must refuse it even when called directly
+    if _kernels is None:
+        pytest.skip("spamnb._kernels not built")
+    indptr = np.array([0, 100, 2], dtype=np.int64)
+    indices = np.array([0, 1], dtype=np.int64)
+    data = np.array([1.0, 1.0])
+    code, position = _kernels.joint_log_likelihood_csr(indptr, indices, data, np.zeros((4, 2)), np.zeros(2),
+                                                       np.empty((2, 2)))
+    assert code == _kernels.CSR_INDPTR_DECREASING and position == 0
+    code, position = _kernels.count_features_csr(indptr, indices, data, np.zeros(2, dtype=np.int64), np.ones(2),
+                                                 np.zeros((1, 4)))
+    assert code == _kernels.CSR_INDPTR_DECREASING and position == 0
+    code, position = _kernels.check_csr(indptr, indices, data, 4)
+    assert code == _kernels.CSR_INDPTR_DECREASING and position == 1   # where it decreases
+    with pytest.raises(ValueError):   # the last offset beyond the data
+        _kernels.joint_log_likelihood_csr(np.array([0, 3], dtype=np.int64), indices, data, np.zeros((4, 2)),
+                                          np.zeros(2), np.empty((1, 2)))
