@@ -326,6 +326,16 @@ def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
     if raw.startswith(b"From "):                    # mbox separator line
         raw = raw[raw.find(b"\n") + 1:] if b"\n" in raw else b""
 
+    try:
+        _parse_into(mail, raw, max_depth, max_parts, fallback_charset)
+    except Exception:       # a bug must not cost a message its tokens: keep what was parsed
+        mail.defects.append("parse-error")
+    stats.n_defects = len(mail.defects)
+    return mail
+
+
+def _parse_into(mail, raw, max_depth, max_parts, fallback_charset):
+    stats = mail.stats
     block, body, separated = _split_headers(raw)
     if b"\0" in block:
         block = block.replace(b"\0", b"")
@@ -361,6 +371,7 @@ def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
                 children = [body]
             else:
                 boundary = params.get("boundary", "").encode("utf-8", "replace")
+                hit_limit = False
                 if not boundary:
                     mail.defects.append("no-boundary")
                     children = []
@@ -371,8 +382,10 @@ def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
                         mail.defects.append("part-limit")
                     elif not closed:
                         mail.defects.append("unclosed-boundary")
-                if not children:            # no parts found: read the body as text
-                    stack.append(("text/plain", cte, "", body, depth + 1))
+                if not children:
+                    if ctype != "message/rfc822" and not (boundary and hit_limit):
+                        # no parts found: read the body as text
+                        stack.append(("text/plain", cte, "", body, depth + 1))
                     continue
             entries = []
             for child in children:
@@ -389,8 +402,6 @@ def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
             stack.extend(reversed(entries))
             continue
         _leaf(mail, ctype, params, cte.strip().lower(), disposition, body, fallback_charset)
-    stats.n_defects = len(mail.defects)
-    return mail
 
 
 def _leaf(mail, ctype, params, cte, disposition, body, fallback_charset):
@@ -403,7 +414,7 @@ def _leaf(mail, ctype, params, cte, disposition, body, fallback_charset):
     part = Part(ctype, charset, cte, len(body), None, filename)
     mail.parts.append(part)
     is_text = ctype.startswith("text/") or ctype in ("message/delivery-status", "application/x-unknown")
-    if not is_text or (filename and not ctype.startswith("text/")):
+    if not is_text:
         stats.n_attachments += 1
         return
     if cte == "base64":

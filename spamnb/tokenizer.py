@@ -9,7 +9,7 @@ methods); Python runs per message, header and MIME part.
 Token families (the figures that settled each choice are in the comments of
 ``DEFAULTS`` below; the full log, with the commands, is docs/tokenizer.md):
 
-- body words, untagged;
+- body words, untagged, from the first ``max_text_chars`` characters of text;
 - header words tagged by field: ``subject:free``, ``from:user@example.com``;
 - ``received:`` relay host names and their last two labels, ``received:ip:`` IPs and their /24, /16;
 - ``message-id:@domain``, ``x-mailer:<whole value>``;
@@ -18,8 +18,8 @@ Token families (the figures that settled each choice are in the comments of
   of the URL (scheme, host, path words), the host's last two labels, ``url:ip``;
 - MIME structure: ``part:<type>``, ``charset:<name>``, ``cte:<encoding>``,
   ``boundary:<shape>``, attachment size classes and file extensions;
-- HTML tells: ``html:img:<count class>``, ``html:split-word`` (comment inside a
-  word), ``html:invisible``, ``html:tag:<name>``;
+- HTML tells (off by default): ``html:img:<count class>``, ``html:split-word``
+  (comment inside a word), ``html:invisible``, ``html:tag:<name>``;
 - parse defects: ``mail:<defect>`` (``mail:truncated``, ``mail:no-separator``, ...);
 - long words: ``skip:<first char> <length // 10 * 10>``.
 """
@@ -36,8 +36,11 @@ __all__ = ["Tokenizer"]
 # Hyper-parameters and their defaults; every value is JSON-serialisable.
 # Figures: 1-AUC % of a plain multinomial NB (binary features, alpha 0.01),
 # 5-fold CV on the TRAIN part (scripts/tune_tokenizer.py; full log in
-# docs/tokenizer.md).  "Round 1" is the first tokenizer (all header fields,
-# 256 KiB, no text budget); "final" these defaults (0.0470).
+# docs/tokenizer.md).  Named groups of that log: "round 1" is the first
+# tokenizer (all header fields, 256 KiB, no text budget); "final" the first
+# header selection, 6 KiB and 1,000 characters (0.0470); "final 2" the final
+# header fields with 750 characters and the HTML tells on (0.0399); "final 3"
+# these defaults (0.0365).
 DEFAULTS = {
     # -- Case.  Keeping case: 0.1850 vs 0.1749 lower-cased (round 1), 0.0537 vs
     #    0.0470 (final).  Lower-case everything.

@@ -197,6 +197,16 @@ def test_ten_thousand_parts_stop_at_max_parts():
     parsed = timed_parse(raw, max_bytes=len(raw))
     assert "part-limit" in parsed.defects
     assert parsed.stats.n_parts <= mail.MAX_PARTS
+    assert not any("part 9999" in (p.text or "") for p in parsed.parts)
+
+
+def test_nested_part_limit_does_not_read_the_rest_as_text():
+    inner = multipart(b"in", [([b"Content-Type: text/plain"], b"inner %d" % i) for i in range(5)])
+    outer = multipart(b"out", [([b"Content-Type: text/plain"], b"first")] * 3
+                      + [([b"Content-Type: multipart/mixed; boundary=in"], inner)])
+    parsed = mail.parse(message(["Content-Type: multipart/mixed; boundary=out"], outer), max_parts=4)
+    assert "part-limit" in parsed.defects
+    assert not any("--in" in (p.text or "") for p in parsed.parts)
 
 
 def test_byte_limit_truncates():
