@@ -201,8 +201,9 @@ class Tokenizer:
         self._scanner = Scanner(min_len=self.min_len, max_len=self.max_len,
                                 word_chars=self.word_chars, joiners=self.joiners,
                                 cjk_bigrams=self.cjk_bigrams, max_len_joined=self.max_len_joined)
-        self._word_fields = frozenset(_WORD_FIELDS if self.headers == "selected" else
-                                      () if self.headers in ("all", "none") else self.headers)
+        self._word_fields = tuple(_WORD_FIELDS if self.headers == "selected" else
+                                  () if self.headers in ("all", "none") else
+                                  [f for f in dict.fromkeys(self.headers) if f not in _SPECIAL_FIELDS])
         self._prefix_ids = {}
         self._field_prefix = {}
         self._p_url = self._prefix("url:")
@@ -266,7 +267,7 @@ class Tokenizer:
                 continue
             if part.content_type == "text/html":
                 html_seen = True
-                html = _mail.html_to_text(text, lower)
+                html = _mail.html_to_text(text, lower, self.html_tells)
                 text = html.text
                 urls.extend(html.links)
                 stats.n_links += len(html.links)
@@ -298,20 +299,19 @@ class Tokenizer:
         word_fields = self._word_fields
         prefix = self._prefix
         field_prefix = self._field_prefix
-        received = []
-        for name, value in parsed.headers:
-            if name == "received":
-                received.append(value)
-            elif name in _SPECIAL_FIELDS:
-                continue
-            elif mode == "all" or name in word_fields:
-                pid = field_prefix.get(name)
-                if pid is None:
-                    if len(field_prefix) < _MAX_SHARED_FIELD_PREFIXES:
-                        pid = field_prefix[name] = self._prefix(name + ":")
-                    else:       # the same tokens, without growing the shared table
-                        pid = stream.local_prefix(name + ":")
-                stream.add_words(value.lower() if lower else value, pid)
+        received = parsed.header_values("received")
+        if mode == "all":
+            fields = [(name, value) for name, value in parsed.headers if name not in _SPECIAL_FIELDS]
+        else:
+            fields = [(name, value) for name in word_fields for value in parsed.header_values(name)]
+        for name, value in fields:
+            pid = field_prefix.get(name)
+            if pid is None:
+                if len(field_prefix) < _MAX_SHARED_FIELD_PREFIXES:
+                    pid = field_prefix[name] = self._prefix(name + ":")
+                else:       # the same tokens, without growing the shared table
+                    pid = stream.local_prefix(name + ":")
+            stream.add_words(value.lower() if lower else value, pid)
         if self.header_names and parsed.headers:
             stream.add_tokens([name for name, _ in parsed.headers], prefix("hdr:"))
         if mode == "none":
