@@ -9,9 +9,9 @@ counts), ham otherwise.  Files directly in ``DIR`` take ``DIR``'s own name
 whole folder, Maildir (``cur/`` and ``new/``; ``tmp/`` is skipped) or mbox file.
 
 What cannot be read is skipped and counted, never fatal (unless ``strict``):
-unreadable files, broken links and link loops, sockets, devices and FIFOs,
-empty files, files that are not mail (no header line at the top), hidden
-files.  The :class:`CorpusReport` says what was read and what was skipped.
+unreadable files and folders, broken links and link loops, links to folders
+(never followed: they may loop), sockets, devices and FIFOs, empty files,
+files that are not mail (no header line at the top), hidden files.  The :class:`CorpusReport` says what was read and what was skipped.
 """
 
 from __future__ import annotations
@@ -95,8 +95,15 @@ def _walk_files(root, report, strict):
     """Regular files below ``root`` (sorted, hidden entries and Maildir tmp/ skipped)."""
     for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: report.skip(e.filename, "unreadable folder", strict)):
         maildir = {"cur", "new"} <= set(dirnames)  # a Maildir's tmp/ holds messages still being delivered
-        dirnames[:] = sorted(d for d in dirnames
-                             if (not d.startswith(".") or _is_spam_name(d)) and not (maildir and d == "tmp"))
+        kept = []
+        for d in sorted(dirnames):
+            if (d.startswith(".") and not _is_spam_name(d)) or (maildir and d == "tmp"):
+                continue
+            if os.path.islink(os.path.join(dirpath, d)):  # not followed (it may loop): said so
+                report.skip(os.path.join(dirpath, d), "link to a folder (not followed)", strict)
+                continue
+            kept.append(d)
+        dirnames[:] = kept
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             if name.startswith("."):
