@@ -484,10 +484,11 @@ def test_train_skips_and_counts_what_it_cannot_read(tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()
     assert "trained on 7 messages (4 spam, 3 ham)" in out
-    for reason in ("1 broken link", "not a regular file", "2 not mail", "1 unreadable"):
+    for reason in ("1 broken link", "3 not a regular file", "2 not mail", "1 unreadable", "1 link to a folder"):
         assert reason in out, out
-    # 1 link loop, 3 special files (FIFO, device, socket), 2 non-mail files, 1 unreadable file
-    assert "skipped 7 " in out, out
+    # a file link loop, a folder link loop, 3 special files (FIFO, device, socket), 2 non-mail files,
+    # 1 unreadable file
+    assert "skipped 8 " in out, out
     assert SpamFilter.load(tmp_path / "m.spamnb").class_count_ == (3.0, 4.0)
 
 
