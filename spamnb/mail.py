@@ -101,9 +101,9 @@ class MailStats(_Record):
     n_bytes (raw size, before truncation), n_header_bytes, n_headers, n_received,
     n_recipients (addresses in To + Cc), n_parts (leaf MIME parts), n_text_parts,
     n_html_parts, n_attachments (non-text leaves), max_depth (deepest MIME nesting),
-    text_chars (text/plain), html_chars (text/html, markup included), n_links (HTML
-    href targets + URLs in text; filled by the tokenizer), n_images (<img> tags;
-    filled by the tokenizer), n_defects.
+    text_chars (text/plain), html_chars (text/html, markup included), n_links
+    ("href" attributes in HTML + "://" in plain text), n_images ("<img" in HTML),
+    n_defects.
     """
 
     __slots__ = ("n_bytes", "n_header_bytes", "n_headers", "n_received", "n_recipients",
@@ -442,9 +442,13 @@ def _leaf(mail, ctype, params, cte, disposition, body, fallback_charset):
         part.content_type = "text/html"
         stats.n_html_parts += 1
         stats.html_chars += len(text)
+        lowered = text.lower()
+        stats.n_links += lowered.count("href")
+        stats.n_images += lowered.count("<img")
     else:
         stats.n_text_parts += 1
         stats.text_chars += len(text)
+        stats.n_links += text.count("://")
     part.text = text
 
 

@@ -253,7 +253,6 @@ class Tokenizer:
         stream = self._scanner.stream()
         stream.truncated = parsed.truncated
         lower = self.lowercase
-        stats = parsed.stats
         urls = []
         self._headers(stream, parsed, lower)
         plain_seen = False
@@ -270,8 +269,6 @@ class Tokenizer:
                 html = _mail.html_to_text(text, lower, self.html_tells)
                 text = html.text
                 urls.extend(html.links)
-                stats.n_links += len(html.links)
-                stats.n_images += html.n_images
                 if self.html_tells:
                     self._html_tells(stream, html)
             else:
@@ -283,7 +280,6 @@ class Tokenizer:
                 budget -= len(text)
             if self.urls and ("://" in text or "www." in text):
                 found = _URL_AFTER_SCHEME.findall(text) + _URL_WWW.findall(text)
-                stats.n_links += len(found)
                 urls.extend(found)
             stream.add_words(text)
         if self.html_tells and html_seen and not plain_seen:

@@ -336,3 +336,11 @@ def test_non_charset_codecs_are_treated_as_unknown(charset):
     assert not mail.is_text_codec(charset)
     text = mail.parse(message([f"Content-Type: text/plain; charset={charset}"], b"plain \\u0041 words")).parts[0].text
     assert text == "plain \\u0041 words"
+
+
+def test_link_and_image_counts_come_from_parse():
+    body = multipart(b"b", [([b"Content-Type: text/plain"], b"see http://a.example/ and ftp://b.example/"),
+                            ([b"Content-Type: text/html"],
+                             b'<A HREF="http://c.example/">c</a><img src=x><IMG SRC=y><a href=d>d</a>')])
+    stats = mail.parse(message(["Content-Type: multipart/alternative; boundary=b"], body)).stats
+    assert (stats.n_links, stats.n_images) == (4, 2)
