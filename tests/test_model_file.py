@@ -186,6 +186,11 @@ def _crafted_cases(model_bytes):
     with_header("tokenizer unknown setting", lambda h: h["tokenizer"].update(eval="__import__('os')"))
     with_header("tokenizer min_len a string", lambda h: h["tokenizer"].update(min_len="1"))
     with_header("tokenizer headers unknown", lambda h: h["tokenizer"].update(headers="every"))
+    with_header("tokenizer max_bytes a string", lambda h: h["tokenizer"].update(max_bytes="6144"))
+    with_header("tokenizer max_depth negative", lambda h: h["tokenizer"].update(max_depth=-1))
+    with_header("tokenizer lowercase a string", lambda h: h["tokenizer"].update(lowercase="yes"))
+    with_header("tokenizer fallback_charset unknown", lambda h: h["tokenizer"].update(fallback_charset="no-codec"))
+    with_header("tokenizer fallback_charset not text", lambda h: h["tokenizer"].update(fallback_charset="zlib"))
     with_header("array table a list", lambda h: h.update(arrays=[]))
     with_header("array entry a dict", lambda h: h["arrays"].update(keys={"offset": 0}))
     with_header("array entry too short", lambda h: h["arrays"].update(keys=[0, 2048]))
@@ -268,8 +273,6 @@ def test_the_valid_model_loads_and_the_crafting_round_trips(model_bytes, tmp_pat
 KNOWN_HOLES = {
     "n_evidence 2**62 (heap overflow in score_message)": lambda h: h["params"].update(n_evidence=2**62),
     "n_evidence 10**30 (overflow at classify)": lambda h: h["params"].update(n_evidence=10**30),
-    "tokenizer max_bytes a string": lambda h: h["tokenizer"].update(max_bytes="6144"),
-    "tokenizer fallback_charset unknown": lambda h: h["tokenizer"].update(fallback_charset="no-such-codec"),
 }
 
 
@@ -544,23 +547,22 @@ def test_sigkill_during_cli_learn_leaves_a_loadable_model(model_bytes, tmp_path)
     path = tmp_path / "m.spamnb"
     path.write_bytes(model_bytes)
     rng = random.Random(7)
-    totals = set()
     started = time.perf_counter()
     assert cli(["learn", "-q", "--spam", "-m", path, *SPAM[20:40]], tmp_path).returncode == 0
     duration = time.perf_counter() - started  # one whole `spamnb learn` of 20 messages
-    totals.add(SpamFilter.load(path).class_count_[1])
-    finished = 0
+    before = SpamFilter.load(path).class_count_[1]
+    killed = 0
     for i in range(12):
         proc = subprocess.Popen([sys.executable, "-m", "spamnb", "learn", "-q", "--spam", "-m", str(path),
                                  *map(str, SPAM[20:40])], env=_env(), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.2, 1.5) * duration)
         proc.kill()
-        finished += proc.wait() == 0
+        killed += proc.wait() == -signal.SIGKILL
         ham, spam = SpamFilter.load(path).class_count_
-        assert ham == 3.0 and (spam - 3.0) % 20 == 0  # all of one learn run, or none of it
-        totals.add(spam)
-    assert totals == {3.0 + 20 * (1 + k) for k in range(finished + 1)}
+        assert ham == 3.0 and spam - before in (0.0, 20.0)  # all of one learn run, or none of it
+        before = spam
+    assert killed >= 1
 
 
 # ---------------------------------------------------------------------------- full disk, read-only folder
