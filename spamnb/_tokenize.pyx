@@ -137,6 +137,7 @@ cdef class Scanner:
     cdef readonly int min_len, max_len, max_len_joined
     cdef readonly bint cjk_bigrams
     cdef readonly list prefixes
+    cdef dict prefix_index
     cdef uint64_t *prefix_state
     cdef Py_ssize_t n_prefixes, cap_prefixes
 
@@ -165,6 +166,7 @@ cdef class Scanner:
                 raise ValueError(f"joiners must be ASCII, got {ch!r}")
             self.ascii_class[ord(ch)] = _JOIN
         self.prefixes = []
+        self.prefix_index = {}
         self.prefix("")
 
     def __dealloc__(self):
@@ -173,10 +175,9 @@ cdef class Scanner:
     def prefix(self, str text):
         """Register a token prefix (idempotent); returns its id for ``TokenStream.add_*``."""
         cdef uint64_t *grown
-        try:
-            return self.prefixes.index(text)
-        except ValueError:
-            pass
+        found = self.prefix_index.get(text)
+        if found is not None:
+            return found
         if self.n_prefixes == self.cap_prefixes:
             self.cap_prefixes = 2 * self.cap_prefixes + 16
             grown = <uint64_t *>realloc(self.prefix_state, self.cap_prefixes * sizeof(uint64_t))
@@ -184,6 +185,7 @@ cdef class Scanner:
                 raise MemoryError()
             self.prefix_state = grown
         self.prefix_state[self.n_prefixes] = _feed(_FNV_OFFSET, text, 0, PyUnicode_GET_LENGTH(text))
+        self.prefix_index[text] = self.n_prefixes
         self.prefixes.append(text)
         self.n_prefixes += 1
         return self.n_prefixes - 1
@@ -223,6 +225,7 @@ cdef class TokenStream:
     cdef object _hashes
     cdef list local_prefixes
     cdef list local_states
+    cdef dict local_index
     cdef public bint truncated
 
     def __cinit__(self):
@@ -299,10 +302,11 @@ cdef class TokenStream:
         if self.local_prefixes is None:
             self.local_prefixes = []
             self.local_states = []
-        try:
-            return _LOCAL_BASE + self.local_prefixes.index(text)
-        except ValueError:
-            pass
+            self.local_index = {}
+        found = self.local_index.get(text)
+        if found is not None:
+            return found
+        self.local_index[text] = _LOCAL_BASE + len(self.local_prefixes)
         self.local_prefixes.append(text)
         self.local_states.append(_feed(_FNV_OFFSET, text, 0, PyUnicode_GET_LENGTH(text)))
         return _LOCAL_BASE + len(self.local_prefixes) - 1

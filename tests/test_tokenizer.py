@@ -349,3 +349,12 @@ def test_text_budget_spans_parts_and_keeps_headers():
     assert "subject:budget" in tokens and "part:text/plain" in tokens
     unlimited = Tokenizer(max_text_chars=0).tokens(raw)
     assert unlimited.count("gamma") == 100
+
+
+def test_thousands_of_distinct_header_names_are_linear():
+    raw = b"".join(b"X-H%d: v%d\n" % (i, i) for i in range(20000)) + b"\nbody\n"
+    tokenizer = Tokenizer(headers="all", max_bytes=len(raw))
+    start = time.process_time()
+    stream = tokenizer.stream(raw)
+    assert time.process_time() - start < 0.5
+    assert "x-h19999:v19999" in stream.tokens()
