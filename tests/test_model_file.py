@@ -22,7 +22,7 @@ import pytest
 import spamnb
 from spamnb import store
 from spamnb.filter import SpamFilter
-from spamnb.store import FORMAT_VERSION, MAGIC, ModelError
+from spamnb.store import FORMAT_VERSION, MAGIC
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = Path(spamnb.__file__).resolve().parent
@@ -244,9 +244,9 @@ def _load_in_child(paths, tmp_path):
     proc = subprocess.run([sys.executable, "-c", _LOADER, str(sample), *map(str, paths)], capture_output=True,
                           env=_env(), timeout=600)
     results = dict(json.loads(line) for line in proc.stdout.decode().splitlines())
+    following = paths[len(results)] if len(results) < len(paths) else None
     assert proc.returncode == 0, (f"the loader died with exit {proc.returncode} after {len(results)} of "
-                                  f"{len(paths)} files; next: {paths[len(results)] if len(results) < len(paths) else None}"
-                                  f"\n{proc.stderr.decode()[-2000:]}")
+                                  f"{len(paths)} files; next: {following}\n{proc.stderr.decode()[-2000:]}")
     return results
 
 
