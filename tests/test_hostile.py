@@ -567,3 +567,35 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
     assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable)" in out, out
+
+
+# ---------------------------------------------------------------------------- learning hostile mail
+def test_learning_hostile_mail_keeps_a_usable_model(home, tmp_path):
+    """`spamnb learn` every hostile message (hand-made and the smaller generated
+    ones), then the model reloads, classifies and describes itself."""
+    model = tmp_path / "m.spamnb"
+    model.write_bytes((home / "model.spamnb").read_bytes())
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    for name in HAND_MADE:
+        (folder / name).write_bytes((DATA / name).read_bytes())
+    for name in ("mime_nested_1000", "parts_10000", "encoded_words_many", "cjk_run", "utf7_large",
+                 "html_unclosed_comments", "content_type_params_long", "header_explosion"):
+        (folder / name).write_bytes(GENERATED[name]())
+    files = sorted(folder.iterdir())
+    for label in ("--spam", "--ham"):
+        proc = _run(["learn", "-q", label, "-m", model, *files], tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()
+    learned = SpamFilter.load(model)
+    assert sum(learned.class_count_) == 300 + 2 * len(files)
+    assert all(isinstance(token, str) for token in learned.vocabulary_.tokens())
+    for args in (["info", "--tokens", "20", "-m", model], ["classify", "-v", "-m", model, *files[:3]],
+                 ["classify", "--json", "-m", model, files[0]]):
+        proc = _run(args, tmp_path)
+        assert proc.returncode in (0, 1, 2), (args, proc.stderr.decode())
+        proc.stdout.decode("utf-8")
+    # forgetting them all restores the original counts
+    for label in ("--spam", "--ham"):
+        proc = _run(["forget", "-q", label, "-m", model, *files], tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()
+    assert SpamFilter.load(model).class_count_ == SpamFilter.load(home / "model.spamnb").class_count_
