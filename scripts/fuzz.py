@@ -14,7 +14,9 @@ One process, one core:
 
     python scripts/fuzz.py --minutes 5 --model /tmp/m.spamnb
 
-trains the model first (``spamnb train corpora``) when --model does not exist.
+trains the model first (``spamnb train corpora``) when --model does not exist;
+``--large-limits`` trains it with the tokenizer's limits at their largest
+(256 KiB parsed, no text budget, every header's words), where slow paths show.
 Prints the count of inputs tried and of crashes, per mutation kind.
 """
 
@@ -158,12 +160,26 @@ def mutate(rng, corpus):
 
 
 # ---------------------------------------------------------------------------- running
-def ensure_model(path):
+def ensure_model(path, large_limits=False):
+    """Train the model on corpora/ when ``path`` does not exist.  With
+    ``large_limits`` the tokenizer parses up to mail.MAX_BYTES (256 KiB), has
+    no text budget and tags every header's words (the model carries these
+    settings, so `spamnb classify` uses them too)."""
     if os.path.exists(path):
         return
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-m", path, str(REPO / "corpora")],
-                   check=True, env=env)
+    if not large_limits:
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-m", path, str(REPO / "corpora")],
+                       check=True, env=env)
+        return
+    from spamnb import mail
+    from spamnb.corpus import labelled_messages
+    from spamnb.filter import SpamFilter
+    from spamnb.tokenizer import Tokenizer
+
+    messages = labelled_messages([REPO / "corpora"])
+    tokenizer = Tokenizer(max_bytes=mail.MAX_BYTES, max_text_chars=0, headers="all")
+    SpamFilter(tokenizer=tokenizer).fit([m.data for m in messages], [m.is_spam for m in messages]).save(path)
 
 
 def run_cli(model, data, timeout):
@@ -188,11 +204,13 @@ def main(argv=None):
     parser.add_argument("--slow", type=float, default=2.0, help="report inputs taking longer (seconds)")
     parser.add_argument("--out", default="fuzz-crashes", help="folder for crashing inputs")
     parser.add_argument("--limit", type=int, default=2000, help="corpus messages to mutate")
+    parser.add_argument("--large-limits", action="store_true",
+                        help="train the model (when missing) with max_bytes = 256 KiB, no text budget, all headers")
     args = parser.parse_args(argv)
 
     from spamnb.filter import SpamFilter
 
-    ensure_model(args.model)
+    ensure_model(args.model, args.large_limits)
     spam_filter = SpamFilter.load(args.model)
     corpus = load_corpus(args.corpus, args.limit)
     rng = random.Random(args.seed)

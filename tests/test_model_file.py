@@ -490,6 +490,11 @@ def test_sigkill_at_random_moments_leaves_the_old_or_the_new_model(model_bytes, 
     # binary counts: learning a message adds its number of distinct tokens to its class's row
     per_spam = _row_totals(SpamFilter.load(path).learn(SPAM[10].read_bytes(), spam=True))[1] - row0_spam
     per_ham = _row_totals(SpamFilter.load(path).learn(HAM[10].read_bytes(), spam=False))[0] - row0_ham
+    timed = SpamFilter.load(path)
+    started = time.perf_counter()
+    timed.learn(SPAM[10].read_bytes(), spam=True).save(tmp_path / "timing.spamnb")
+    cycle = time.perf_counter() - started  # one learn + save, to size the kill window
+    os.unlink(tmp_path / "timing.spamnb")
     rng = random.Random(6)
     totals = set()
     kills = 0
@@ -498,7 +503,7 @@ def test_sigkill_at_random_moments_leaves_the_old_or_the_new_model(model_bytes, 
         proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(SPAM[10]), str(HAM[10])],
                                 stdout=subprocess.PIPE, env=_env())
         assert proc.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.0, 0.03))
+        time.sleep(rng.uniform(0.0, max(0.03, 8 * cycle)))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
