@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 
 import spamnb
 from spamnb import cli, mail
+from spamnb.corpus import looks_like_mail
 from spamnb.filter import SpamFilter
 from spamnb.tokenizer import Tokenizer
 
@@ -599,3 +600,22 @@ def test_learning_hostile_mail_keeps_a_usable_model(home, tmp_path):
         proc = _run(["forget", "-q", label, "-m", model, *files], tmp_path)
         assert proc.returncode == 0, proc.stderr.decode()
     assert SpamFilter.load(model).class_count_ == SpamFilter.load(home / "model.spamnb").class_count_
+
+
+def test_batch_classify_of_a_hostile_folder(home, tmp_path):
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    for name in HAND_MADE:
+        (folder / name).write_bytes((DATA / name).read_bytes())
+    os.mkfifo(folder / "fifo")
+    (folder / "mem").symlink_to("/proc/self/mem")
+    (folder / "loop").symlink_to(folder / "loop")
+    proc = _run(["classify", "--batch", folder], home)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    rows = [line.split("\t") for line in proc.stdout.decode().splitlines()]
+    assert all(row[1] in ("spam", "ham", "unsure") for row in rows)
+    # every hand-made message that looks like mail gets a line; the rest is counted on stderr
+    assert len(rows) == sum(1 for name in HAND_MADE if (DATA / name).read_bytes().strip()
+                            and looks_like_mail((DATA / name).read_bytes()))
+    assert len(err.strip().splitlines()) == 1 and "1 unreadable" in err and "1 broken link" in err, err
