@@ -279,6 +279,8 @@ def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uin
     cdef double *prior = NULL
     if n_evidence < 0:
         n_evidence = 0
+    if n_evidence > n:  # never more evidence than tokens (and no huge allocation)
+        n_evidence = n
     if n_classes != 2:
         n_evidence = 0
     size = n if n > 0 else 1

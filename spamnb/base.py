@@ -46,14 +46,16 @@ class BayesClassifier:
 
     def predict_log_proba(self, X):
         """log P(c | x): float64 array of shape (n_samples, n_classes)."""
-        jll = self.predict_joint_log_proba(X)
-        norm = log_sum_exp(jll)
-        with np.errstate(invalid="ignore"):
-            out = jll - norm[:, None]
+        jll = np.asarray(self.predict_joint_log_proba(X), dtype=np.float64)
+        peak = np.max(jll, axis=1, keepdims=True)
+        finite = np.isfinite(peak[:, 0])
+        # shift by the row maximum first: exact even when |jll| is huge
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shifted = jll - np.where(finite[:, None], peak, 0.0)
+            out = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
         # a row that is -inf everywhere (impossible under every class) is uniform, not NaN
-        bad = ~np.isfinite(norm)
-        if np.any(bad):
-            out[bad] = -np.log(jll.shape[1])
+        if not np.all(finite):
+            out[~finite] = -np.log(jll.shape[1])
         return out
 
     def predict_proba(self, X):
@@ -71,4 +73,6 @@ class BayesClassifier:
         if jll.shape[1] != 2:
             raise ValueError("decision_function is defined for two classes; use predict_log_proba")
         with np.errstate(invalid="ignore"):
-            return jll[:, 1] - jll[:, 0]
+            log_odds = jll[:, 1] - jll[:, 0]
+        log_odds[np.isneginf(jll).all(axis=1)] = 0.0  # impossible under both: even odds, as predict_proba
+        return log_odds

@@ -151,20 +151,26 @@ def add_spam_headers(message, verdict):
     header block (any such headers it already had are removed: a sender must
     not be able to pre-label its own mail).  A message with no header block
     gets the two headers and a blank line in front of it."""
+    return b"".join(_passthrough_pieces(message, verdict))
+
+
+def _passthrough_pieces(message, verdict):
+    """``add_spam_headers`` as pieces to write one after the other; the body is
+    a view of ``message``, not a copy (a 50 MB message stays one copy)."""
     status = {"spam": b"Yes", "ham": b"No", "unsure": b"Unsure"}[verdict.label]
     lines = [STATUS_HEADER + b": " + status + b", probability=" + f"{verdict.probability:.6f}".encode(),
              SCORE_HEADER + b": " + f"{verdict.log_odds:+.3f}".encode()]
     from spamnb.corpus import looks_like_mail
 
     if not looks_like_mail(message):
-        return b"\n".join(lines) + b"\n\n" + message
+        return [b"\n".join(lines) + b"\n\n", message]
     end = _header_end(message)
-    head, body = message[:end], message[end:]
+    head = message[:end]
     newline = b"\r\n" if b"\r\n" in head[:2000] else b"\n"
     kept = _strip_headers(head, (STATUS_HEADER.lower(), SCORE_HEADER.lower()))
     if kept and not kept.endswith(b"\n"):
         kept += newline
-    return kept + newline.join(lines) + newline + body
+    return [kept + newline.join(lines) + newline, memoryview(message)[end:]]
 
 
 def _header_end(message):
@@ -209,7 +215,8 @@ def cmd_classify(args):
             sys.stdout.flush()
         raise
     if args.passthrough:
-        sys.stdout.buffer.write(add_spam_headers(message, verdict))
+        for piece in _passthrough_pieces(message, verdict):
+            sys.stdout.buffer.write(piece)
     elif args.json:
         print(json.dumps(_verdict_json(verdict)))
     else:

@@ -45,6 +45,7 @@ DEFAULT_PRIOR = "mle"
 DEFAULT_SPAM_CUTOFF = 0.99
 DEFAULT_HAM_CUTOFF = 0.01
 DEFAULT_EVIDENCE = 10
+MAX_EVIDENCE = 1000
 
 
 def default_model_path():
@@ -179,8 +180,9 @@ class SpamFilter:
             raise ValueError(f"counts must be one of {tuple(COUNT_TRANSFORMS)}, got {self.counts!r}")
         if not 0.0 <= self.ham_cutoff <= self.spam_cutoff <= 1.0:
             raise ValueError("cutoffs must satisfy 0 <= ham_cutoff <= spam_cutoff <= 1")
-        if int(self.n_evidence) < 0:
-            raise ValueError("n_evidence must be >= 0")
+        if (isinstance(self.n_evidence, bool) or not isinstance(self.n_evidence, int)
+                or not 0 <= self.n_evidence <= MAX_EVIDENCE):
+            raise ValueError(f"n_evidence must be an integer from 0 to {MAX_EVIDENCE}, got {self.n_evidence!r}")
         if not (isinstance(self.feature_weight, (int, float)) and math.isfinite(self.feature_weight)
                 and self.feature_weight >= 0):
             raise ValueError(f"feature_weight must be a number >= 0, got {self.feature_weight!r}")

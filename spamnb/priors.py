@@ -7,9 +7,9 @@ removing (``unlearn``) and merging counts is exact.
 Estimators (``method``):
 
 - ``"mle"``: P(c) = N_c / N.
-- ``"map"``: the mode of the posterior under a Dirichlet prior with
-  pseudo-counts ``alpha`` (a scalar, or one per class):
-  P(c) = (N_c + alpha_c) / (N + sum(alpha)).
+- ``"map"``: Dirichlet smoothing with pseudo-counts ``alpha`` (a scalar, or
+  one per class): P(c) = (N_c + alpha_c) / (N + sum(alpha)), the posterior
+  mode under a Dirichlet(alpha + 1) prior.
 - ``"fixed"``: the probabilities given in ``priors`` (one per class, summing
   to 1); the counts are still kept, so switching method later is exact.
 - ``"uniform"``: 1 / n_classes.
@@ -66,13 +66,20 @@ class ClassPrior:
     def partial_fit(self, y, classes=None, sample_weight=None):
         """Add the class counts of ``y``; ``classes`` is required on the first call."""
         self._check_params()
-        if not hasattr(self, "classes_"):
+        first = not hasattr(self, "classes_")
+        if first:
             if classes is None:
                 raise ValueError("classes must be given on the first call to partial_fit")
             self._init_classes(classes)
         elif classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
             raise ValueError(f"classes={list(classes)!r} differ from the classes seen before {list(self.classes_)!r}")
-        self.class_count_ += self.count(y, sample_weight)
+        try:
+            counts = self.count(y, sample_weight)
+        except BaseException:
+            if first:  # a failed first call leaves the estimator as it was
+                del self.classes_, self.class_count_
+            raise
+        self.class_count_ += counts
         return self
 
     def unlearn(self, y, sample_weight=None):
@@ -132,6 +139,8 @@ class ClassPrior:
             weights = np.asarray(sample_weight, dtype=np.float64).reshape(-1)
             if weights.shape != idx.shape:
                 raise ValueError(f"sample_weight has shape {weights.shape}, expected {idx.shape}")
+            if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+                raise ValueError("sample_weight must be finite and >= 0")
         return np.bincount(idx, weights=weights, minlength=len(self.classes_)).astype(np.float64)
 
     # -- the estimate -----------------------------------------------------
@@ -139,6 +148,7 @@ class ClassPrior:
     def log_prior_(self):
         """log P(c) for each class, derived from the counts (float64, (n_classes,))."""
         self._check_fitted()
+        self._check_params()
         n_classes = len(self.classes_)
         method = self.method
         with np.errstate(divide="ignore"):

@@ -80,6 +80,10 @@ class Vocabulary:
         _vocab.check_index(keys, values, n_features)
         if not _vocab.check_offsets(offsets, len(blob)):
             raise ValueError("token string offsets are out of order or out of range")
+        try:
+            bytes(blob).decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            raise ValueError("token strings are not valid UTF-8") from None
         self.keys = keys
         self.values = values
         self.n_features = n_features

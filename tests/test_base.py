@@ -91,16 +91,11 @@ def test_decision_function_needs_two_classes_and_fitting():
         Unfitted().predict(np.zeros((1, 2)))
 
 
-@pytest.mark.xfail(strict=True, reason="base.py: decision_function is NaN when both classes are impossible "
-                                       "(predict_log_proba calls that row uniform, i.e. log-odds 0)")
 def test_decision_function_is_not_nan_when_both_classes_are_impossible():
     model = FixedJoint(["ham", "spam"])
     assert model.decision_function(np.array([[-np.inf, -np.inf]]))[0] == 0.0
 
 
-@pytest.mark.xfail(strict=True, reason="base.py: predict_log_proba computes jll - log_sum_exp(jll), which loses "
-                                       "|jll| * eps absolutely (3e-5 in P at |jll| = 1e12; rows stop summing to 1 "
-                                       "beyond ~3e15); (jll - peak) - log(sum(exp(jll - peak))) is exact here")
 def test_probabilities_exact_at_extreme_magnitudes():
     proba = FixedJoint(["ham", "spam"]).predict_proba(np.array([[-1e12, -1e12], [-1e300, -1e300]]))
     np.testing.assert_allclose(proba, [[0.5, 0.5], [0.5, 0.5]], rtol=1e-12)

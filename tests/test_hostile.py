@@ -350,7 +350,6 @@ def test_passthrough_returns_a_50mb_message_intact(home, tmp_path):
     assert measured["rss_mib"] <= RSS_BASE + 3.5 * len(data) / MiB
 
 
-@pytest.mark.xfail(strict=True, reason="add_spam_headers copies the body twice: see docs/reliability.md")
 def test_passthrough_holds_about_one_copy_of_the_message(home, tmp_path):
     path = tmp_path / "message"
     path.write_bytes(one_line_50mb())

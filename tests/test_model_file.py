@@ -270,7 +270,7 @@ def test_the_valid_model_loads_and_the_crafting_round_trips(model_bytes, tmp_pat
 # Defects in code other engineers own (filter.py, vocabulary.py, tokenizer.py,
 # _vocab.pyx): these crafted files get past SpamFilter.load.  The exact fixes
 # are in docs/reliability.md.
-KNOWN_HOLES = {
+CRAFTED_SETTINGS = {
     "n_evidence 2**62 (heap overflow in score_message)": lambda h: h["params"].update(n_evidence=2**62),
     "n_evidence 10**30 (overflow at classify)": lambda h: h["params"].update(n_evidence=10**30),
 }
@@ -285,8 +285,6 @@ def test_crafted_files_with_valid_checksums_are_refused(model_bytes, tmp_path):
     assert not wrong, wrong
 
 
-@pytest.mark.xfail(strict=True, reason="Vocabulary.from_buffers does not check the token strings are UTF-8: "
-                                       "classify -v / info then fail with UnicodeDecodeError (docs/reliability.md)")
 def test_invalid_utf8_in_the_token_strings_is_refused(model_bytes, tmp_path):
     header, area = split(model_bytes)
     blob = get_array(header, area, "strings")
@@ -296,13 +294,11 @@ def test_invalid_utf8_in_the_token_strings_is_refused(model_bytes, tmp_path):
     assert results[str(paths["bad utf-8"])] == "ModelError"
 
 
-@pytest.mark.xfail(strict=True, reason="SpamFilter.load accepts unvalidated params/tokenizer settings: "
-                                       "see docs/reliability.md")
-@pytest.mark.parametrize("name", sorted(KNOWN_HOLES))
+@pytest.mark.parametrize("name", sorted(CRAFTED_SETTINGS))
 def test_crafted_settings_are_refused_at_load(model_bytes, tmp_path, name):
     header, area = split(model_bytes)
     header = json.loads(json.dumps(header))
-    KNOWN_HOLES[name](header)
+    CRAFTED_SETTINGS[name](header)
     paths = _write_cases({name: assemble(header, area)}, tmp_path / "holes")
     results = _load_in_child(list(paths.values()), tmp_path)
     assert results[str(paths[name])] == "ModelError"

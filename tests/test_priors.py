@@ -133,9 +133,8 @@ def test_repr():
     assert repr(ClassPrior()) == "ClassPrior(method='mle')"
 
 
-# -- known defects in priors.py (reported; strict xfail turns into a failure once fixed) --
+# -- defects found in review, fixed --
 
-@pytest.mark.xfail(strict=True, reason="priors.py: a failed first partial_fit leaves classes_ set")
 def test_failed_first_partial_fit_changes_nothing():
     prior = ClassPrior()
     with pytest.raises(ValueError):
@@ -143,14 +142,12 @@ def test_failed_first_partial_fit_changes_nothing():
     assert not hasattr(prior, "classes_")
 
 
-@pytest.mark.xfail(strict=True, reason="priors.py: negative sample weights are accepted")
 def test_negative_sample_weight_is_rejected():
     prior = ClassPrior().fit(Y)
     with pytest.raises(ValueError):
         prior.partial_fit(["ham"], sample_weight=[-5.0])
 
 
-@pytest.mark.xfail(strict=True, reason="priors.py: an unknown method set after fitting silently means MLE")
 def test_unknown_method_after_fit_is_an_error():
     prior = ClassPrior().fit(Y)
     prior.method = "bogus"
