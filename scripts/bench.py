@@ -228,7 +228,12 @@ print("spam" if lp[list(model.classes_).index(True)] > lp[list(model.classes_).i
 
 # ------------------------------------------------------------------ the parent: measuring
 def python_env():
+    """The environment of the Python systems' processes.  Bytecode caching is on
+    (PYTHONDONTWRITEBYTECODE removed), as for a package installed by pip, which
+    compiles its .pyc files; a machine that sets PYTHONDONTWRITEBYTECODE would
+    otherwise recompile every module of spamnb and scikit-learn on every start."""
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -521,7 +526,7 @@ def write_report(report, md_path, json_path):
         "- **peak MiB**: maximum (over the runs) resident set size of the training / scoring process (children's `ru_maxrss` "
         "seen by a wrapper process); for the Python systems that includes the interpreter and numpy/scipy "
         "(and scikit-learn).",
-        "- **cold start**: median wall time of a fresh process classifying one test message "
+        "- **cold start**: median wall time (bytecode cached, as after `pip install`) of a fresh process classifying one test message "
         f"({cold.get('runs', 'n/a')} runs): spamnb `python -m spamnb classify -m MODEL < msg`, bogofilter "
         "`bogofilter -C -d DB -T < msg`, spamprobe `spamprobe -d DB -M score msg`, scikit-learn "
         "`python -c` that unpickles the pipeline and predicts.",

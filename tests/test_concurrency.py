@@ -71,7 +71,12 @@ def _check_result(path, learns):
     result = SpamFilter.load(path)
     expected = _expected(path.with_name("start.spamnb"), learns)
     assert result.class_count_ == expected.class_count_
-    assert _counts_by_token(result) == _counts_by_token(expected)
+    got, want = _counts_by_token(result), _counts_by_token(expected)
+    assert got.keys() == want.keys()
+    # log(1 + count) weights are summed in whatever order the learners ran, so the
+    # sums may differ in the last bits; a lost update differs by at least log(2)
+    for token, counts in want.items():
+        assert got[token] == pytest.approx(counts, rel=1e-9, abs=1e-9), token
 
 
 # A reader: loads the model and classifies, in a loop, until told to stop;
