@@ -157,7 +157,8 @@ def combined_log_odds(word_log_odds, feature_log_likelihoods, weight):
     return word_log_odds + weight * (ll_spam - ll_ham)
 
 
-def _is_spam(label):
+def is_spam_label(label):
+    """True for spam: a label is True/False or "spam"/"ham" (any case)."""
     if isinstance(label, str):
         lowered = label.lower()
         if lowered in ("spam", "ham"):
@@ -236,7 +237,7 @@ class FeatureModel:
     def _labels(self, y):
         import numpy as np
 
-        return np.array([_is_spam(label) for label in y], dtype=bool)
+        return np.array([is_spam_label(label) for label in y], dtype=bool)
 
     def fit(self, F, y):
         """Learn from scratch.  F: (n_messages, n_features) floats; y: True/"spam" for spam."""

@@ -27,6 +27,7 @@ import os
 from typing import NamedTuple
 
 from spamnb import _vocab
+from spamnb.features import is_spam_label as _is_spam_label
 from spamnb.store import ModelError, read_model, write_model
 from spamnb.tokenizer import Tokenizer
 from spamnb.vocabulary import Vocabulary
@@ -76,15 +77,6 @@ def message_bytes(message):
         except Exception:  # a Message that cannot be re-serialised (bad charset, ...)
             return str(message).encode("utf-8", "surrogateescape")
     raise TypeError(f"a message must be bytes, a path or an email.message.Message, not {type(message).__name__}")
-
-
-def _is_spam_label(label):
-    if isinstance(label, str):
-        lowered = label.lower()
-        if lowered in ("spam", "ham"):
-            return lowered == "spam"
-        raise ValueError(f"a label must be True/False or 'spam'/'ham', not {label!r}")
-    return bool(label)
 
 
 def _probability(log_odds):
