@@ -183,7 +183,7 @@ def _strip_headers(head, names):
     out = []
     skipping = False
     for line in head.splitlines(keepends=True):
-        if line[:1] in (b" ", b"\t") and out is not None:
+        if line[:1] in (b" ", b"\t"):  # a continuation line goes with its field
             if not skipping:
                 out.append(line)
             continue

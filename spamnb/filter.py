@@ -232,12 +232,11 @@ class SpamFilter:
 
     def _go_live(self):
         """Make the counts and vocabulary writable (copying a mapped model once)."""
-        if self._nb is None:
-            if self._mapped is not None:
-                self._nb = self._model_from_counts(self._mapped[0], self._mapped[1])
-            else:
-                self._nb = self._new_model()  # fitted by the partial_fit that follows
-            self._mapped = None
+        if self._mapped is not None:
+            self.model_  # copies the mapped counts into a MultinomialNB, once
+        elif self._nb is None:
+            self._nb = self._new_model()  # fitted by the partial_fit that follows
+        self._mapped = None
         self._state = None
 
     def _scoring_state(self):
@@ -286,7 +285,7 @@ class SpamFilter:
         from scipy import sparse
 
         n_rows = builder.n_rows
-        indptr = np.frombuffer(builder.indptr, dtype=np.int64) if n_rows or len(builder.indptr) else np.zeros(1, np.int64)
+        indptr = np.frombuffer(builder.indptr, dtype=np.int64)  # never empty: it starts with 0
         indices = np.frombuffer(builder.indices, dtype=np.int32) if len(builder.indices) else np.zeros(0, np.int32)
         data = np.frombuffer(builder.data, dtype=np.float64) if len(builder.data) else np.zeros(0, np.float64)
         return sparse.csr_matrix((data, indices, indptr), shape=(n_rows, self.vocabulary_.n_features))

@@ -33,6 +33,12 @@ def _zeros(typecode, n):
     return out
 
 
+def _view(buffer, typecode):
+    """A memoryview of ``buffer`` with items of ``typecode``."""
+    view = memoryview(buffer)
+    return view if view.format == typecode else view.cast("B").cast(typecode)
+
+
 def _copy(typecode, buffer):
     out = array(typecode)
     out.frombytes(memoryview(buffer).cast("B"))
@@ -69,10 +75,7 @@ class Vocabulary:
         file: nothing here may index out of bounds).
         """
         self = cls.__new__(cls)
-        keys = memoryview(keys).cast("B").cast("Q") if memoryview(keys).format != "Q" else memoryview(keys)
-        values = memoryview(values).cast("B").cast("i") if memoryview(values).format != "i" else memoryview(values)
-        offsets = memoryview(offsets).cast("B").cast("Q") if memoryview(offsets).format != "Q" else memoryview(offsets)
-        blob = memoryview(blob).cast("B")
+        keys, values, offsets, blob = _view(keys, "Q"), _view(values, "i"), _view(offsets, "Q"), _view(blob, "B")
         if len(keys) != len(values):
             raise ValueError("hash index keys and values differ in length")
         if len(offsets) != n_features + 1:
@@ -81,7 +84,7 @@ class Vocabulary:
         if not _vocab.check_offsets(offsets, len(blob)):
             raise ValueError("token string offsets are out of order or out of range")
         try:
-            bytes(blob).decode("utf-8", "surrogatepass")
+            str(blob, "utf-8", "surrogatepass")  # decoded from the buffer, no copy of it first
         except UnicodeDecodeError:
             raise ValueError("token strings are not valid UTF-8") from None
         self.keys = keys
@@ -233,6 +236,5 @@ class Vocabulary:
         encoded = [s.encode("utf-8", "surrogatepass") for s in self._new_strings]
         base_end = self._offsets[-1]
         offsets = _copy("Q", self._offsets)
-        offsets.extend(accumulate((len(b) for b in encoded), initial=base_end))
-        del offsets[len(self._offsets)]  # the repeated base_end
+        offsets.extend(base_end + end for end in accumulate(map(len, encoded)))
         return bytes(self._blob) + b"".join(encoded), offsets
