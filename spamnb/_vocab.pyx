@@ -16,7 +16,7 @@ functions here trust their arguments except where a docstring says otherwise.
 from cpython cimport array
 from libc.math cimport log, log1p, fabs, isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 import array
@@ -156,10 +156,103 @@ def check_index(const uint64_t[::1] keys, const int32_t[::1] values, int64_t n_f
 # --------------------------------------------------------------------------
 # counting the features of one message
 # --------------------------------------------------------------------------
-cdef int _cmp_int32(const void *a, const void *b) noexcept nogil:
-    cdef int32_t x = (<const int32_t *>a)[0]
-    cdef int32_t y = (<const int32_t *>b)[0]
-    return (x > y) - (x < y)
+# Sorting a message's feature indices.  qsort with a comparison callback cost
+# ~7 us of a corpus message's ~174 tokens (scoring one message: 89 us); this
+# introsort with the comparisons inlined sorts the same rows in ~2 us (quicksort,
+# median of three, insertion sort for short runs, heapsort when the depth
+# runs out, so hostile input stays O(n log n)).
+cdef inline void _insertion_sort(int32_t *a, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef int32_t v
+    for i in range(1, n):
+        v = a[i]
+        j = i
+        while j > 0 and a[j - 1] > v:
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = v
+
+
+cdef void _heap_sort(int32_t *a, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t start, end, root, child
+    cdef int32_t t
+    start = n // 2
+    end = n
+    while end > 1:
+        if start > 0:
+            start -= 1
+        else:
+            end -= 1
+            t = a[0]
+            a[0] = a[end]
+            a[end] = t
+        root = start
+        while 2 * root + 1 < end:
+            child = 2 * root + 1
+            if child + 1 < end and a[child] < a[child + 1]:
+                child += 1
+            if a[root] < a[child]:
+                t = a[root]
+                a[root] = a[child]
+                a[child] = t
+                root = child
+            else:
+                break
+
+
+cdef void _sort_int32(int32_t *a, Py_ssize_t n, int depth) noexcept nogil:
+    """Sort ``a[:n]`` ascending; ``depth``: how many partitioning levels are left."""
+    cdef Py_ssize_t i, j, mid
+    cdef int32_t pivot, t
+    while n > 16:
+        if depth <= 0:
+            _heap_sort(a, n)
+            return
+        depth -= 1
+        mid = n // 2                      # median of a[0], a[mid], a[n-1] into a[0]
+        if a[mid] < a[0]:
+            t = a[mid]; a[mid] = a[0]; a[0] = t
+        if a[n - 1] < a[0]:
+            t = a[n - 1]; a[n - 1] = a[0]; a[0] = t
+        if a[n - 1] < a[mid]:
+            t = a[n - 1]; a[n - 1] = a[mid]; a[mid] = t
+        t = a[mid]; a[mid] = a[0]; a[0] = t
+        pivot = a[0]
+        i = -1                            # Hoare partition: a[:j+1] <= pivot <= a[j+1:]
+        j = n
+        while True:
+            i += 1
+            while a[i] < pivot:
+                i += 1
+            j -= 1
+            while a[j] > pivot:
+                j -= 1
+            if i >= j:
+                break
+            t = a[i]; a[i] = a[j]; a[j] = t
+        if j + 1 < n - j - 1:             # recurse into the smaller side, loop on the larger
+            _sort_int32(a, j + 1, depth)
+            a += j + 1
+            n -= j + 1
+        else:
+            _sort_int32(a + j + 1, n - j - 1, depth)
+            n = j + 1
+    _insertion_sort(a, n)
+
+
+cdef inline int _depth_limit(Py_ssize_t n) noexcept nogil:
+    cdef int depth = 0
+    while n > 1:
+        n >>= 1
+        depth += 2
+    return depth
+
+
+def sort_int32(int32_t[::1] values):
+    """Sort ``values`` in place (ascending) with the kernel's sort; for tests."""
+    if values.shape[0] > 1:
+        with nogil:
+            _sort_int32(&values[0], values.shape[0], _depth_limit(values.shape[0]))
 
 
 cdef inline double _transform(double count, int counts) noexcept nogil:
@@ -183,7 +276,7 @@ cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, doub
             m += 1
     if m == 0:
         return 0
-    qsort(uniq, m, sizeof(int32_t), _cmp_int32)
+    _sort_int32(uniq, m, _depth_limit(m))
     x[0] = 1.0
     for j in range(1, m):
         if uniq[j] == uniq[k]:
@@ -244,6 +337,42 @@ cdef class CSRBuilder:
     @property
     def n_rows(self):
         return len(self.indptr) - 1
+
+
+def add_counts(const int32_t[::1] idx, double[::1] target, int counts):
+    """Add one message's transformed token counts to one class's counts.
+
+    ``idx`` holds the feature index of each token occurrence (``-1``: unknown,
+    skipped); ``target[i] += x_i`` for each distinct index ``i``, with ``x_i``
+    the count transformed by ``counts`` (as ``CSRBuilder.add_row``).  Raises
+    ValueError, adding nothing, when an index is ``>= len(target)``.
+    Returns the number of distinct indices.
+    """
+    cdef Py_ssize_t n = idx.shape[0], k = 0, j
+    cdef int32_t *uniq
+    cdef double *x
+    if counts not in (_RAW, _BINARY, _LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if n == 0:
+        return 0
+    uniq = <int32_t *>malloc(n * sizeof(int32_t))
+    x = <double *>malloc(n * sizeof(double))
+    if uniq == NULL or x == NULL:
+        free(uniq)
+        free(x)
+        raise MemoryError()
+    with nogil:
+        k = _count_row(&idx[0], n, uniq, x, counts)
+        if k == 0 or uniq[k - 1] < target.shape[0]:   # sorted: the last is the largest
+            for j in range(k):
+                target[uniq[j]] += x[j]
+        else:
+            k = -1
+    free(uniq)
+    free(x)
+    if k < 0:
+        raise ValueError(f"feature index out of range for {target.shape[0]} counts")
+    return k
 
 
 # --------------------------------------------------------------------------

@@ -2,13 +2,18 @@
 
 Two states share one interface:
 
-- *live*: after ``fit``/``learn``, the counts are a :class:`MultinomialNB`
-  (numpy arrays) and the vocabulary grows;
-- *mapped*: after ``SpamFilter.load``, the counts and the vocabulary's hash
-  index are zero-copy views of the memory-mapped model file.  Scoring one
-  message then needs neither numpy nor any per-token Python object: that is
-  the ``spamnb classify`` cold path.  The first ``learn``/``forget`` turns a
-  mapped filter live (copying the arrays).
+- *counts*: after ``fit``, the per-class token counts are flat float64
+  buffers that ``fit`` filled in compiled code, message by message, as the
+  vocabulary grew (no sparse matrix, no numpy); after ``SpamFilter.load``
+  they and the vocabulary's hash index are zero-copy views of the
+  memory-mapped model file, with the derived log-counts, normalisers and log
+  priors stored beside them.  Scoring one message of a loaded model needs
+  neither numpy nor any per-token Python object: that is the ``spamnb
+  classify`` cold path.  A fitted filter derives those values through its
+  :class:`MultinomialNB` the first time it scores or saves.
+- *live*: after ``learn``/``forget``, the counts are a :class:`MultinomialNB`
+  (numpy arrays) and the vocabulary grows; the first ``learn``/``forget``
+  copies the counts into one.
 
 Scoring one message (``score``/``classify``) runs one compiled function:
 look up the token hashes, count them, and sum x_i log theta_ci with
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+from array import array
 from typing import NamedTuple
 
 from spamnb import _vocab
@@ -164,7 +170,8 @@ class SpamFilter:
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
         self.vocabulary_ = Vocabulary()
         self._nb = None          # MultinomialNB when live
-        self._mapped = None      # (class_count, feature_count view, log_prior, log_norm) when mapped
+        self._counts = None      # counts state: (class_count, feature_count, log_count, log_prior, log_norm);
+                                 # the last three are None after fit (derived on first use)
         self._state = None       # cached _ScoringState
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
@@ -196,23 +203,23 @@ class SpamFilter:
     # ------------------------------------------------------------------ state
     @property
     def is_fitted(self):
-        return self._nb is not None or self._mapped is not None
+        return self._nb is not None or self._counts is not None
 
     @property
     def class_count_(self):
         """Messages learned per class, [ham, spam] (floats)."""
         if self._nb is not None:
             return tuple(float(v) for v in self._nb.class_count_)
-        if self._mapped is not None:
-            return tuple(self._mapped[0])
+        if self._counts is not None:
+            return tuple(self._counts[0])
         return (0.0, 0.0)
 
     @property
     def model_(self):
-        """The MultinomialNB holding the counts (a mapped filter is copied into one)."""
+        """The MultinomialNB holding the counts (a filter in the counts state is copied into one)."""
         self._require_fitted()
         if self._nb is None:
-            self._nb = self._model_from_counts(self._mapped[0], self._mapped[1])
+            self._nb = self._model_from_counts(self._counts[0], self._counts[1])
         return self._nb
 
     def _model_from_counts(self, class_count, feature_count):
@@ -231,12 +238,12 @@ class SpamFilter:
             raise ValueError("this SpamFilter has learned nothing yet: fit, learn or load a model first")
 
     def _go_live(self):
-        """Make the counts and vocabulary writable (copying a mapped model once)."""
-        if self._mapped is not None:
-            self.model_  # copies the mapped counts into a MultinomialNB, once
+        """Make the counts and vocabulary writable (copying the counts state once)."""
+        if self._counts is not None:
+            self.model_  # copies the counts into a MultinomialNB, once
         elif self._nb is None:
             self._nb = self._new_model()  # fitted by the partial_fit that follows
-        self._mapped = None
+        self._counts = None
         self._state = None
 
     def _scoring_state(self):
@@ -244,6 +251,8 @@ class SpamFilter:
             return self._state
         self._require_fitted()
         vocab = self.vocabulary_
+        if self._nb is None and self._counts[2] is None:
+            self.model_  # fitted counts: their logs and priors are derived through the model
         if self._nb is not None:
             import numpy as np
 
@@ -255,7 +264,7 @@ class SpamFilter:
             flat = fc.reshape(-1)
             log_count = np.log(flat + self.alpha)
         else:
-            _class_count, flat, log_count, log_prior, log_norm = self._mapped
+            _class_count, flat, log_count, log_prior, log_norm = self._counts
         self._state = _ScoringState(vocab.keys, vocab.values, log_count, flat, vocab.n_features, log_norm, log_prior)
         return self._state
 
@@ -292,21 +301,38 @@ class SpamFilter:
 
     def fit(self, messages, labels):
         """Learn from scratch: ``messages`` (bytes, paths or Message objects), ``labels``
-        (True/"spam" for spam, False/"ham" for ham).  Returns self."""
-        import numpy as np
+        (True/"spam" for spam, False/"ham" for ham).  Returns self.
 
-        y = np.array([_is_spam_label(label) for label in labels], dtype=bool)
-        self.vocabulary_ = Vocabulary()
-        self._mapped = None
-        self._nb = self._new_model()
-        self._state = None
+        Each message's transformed token counts are added to its class's
+        counts as it is tokenized (``_vocab.add_counts``): the same sums, in
+        the same order, as ``MultinomialNB.partial_fit`` over the messages'
+        rows, without building the rows.
+        """
+        y = [_is_spam_label(label) for label in labels]
+        self.vocabulary_ = vocabulary = Vocabulary()
+        self._counts = self._nb = self._state = None
         self.features_ = None
         features = [] if self.feature_weight else None
-        builder = self._rows(messages, grow=True, features=features)  # messages may be lazy (progress bars)
-        if builder.n_rows != len(y):
-            raise ValueError(f"{builder.n_rows} messages but {len(y)} labels")
-        X = self._csr(builder)
-        self._nb.partial_fit(X, y, classes=[False, True])
+        class_counts = (array("d"), array("d"))   # [ham, spam] x n_features, grown with the vocabulary
+        transform = COUNT_TRANSFORMS[self.counts]
+        stream = self.tokenizer_.stream
+        n_messages = 0
+        for message in messages:  # may be lazy (progress bars)
+            data = message_bytes(message)
+            indices = vocabulary.add(stream(data))
+            if n_messages < len(y):
+                counts = class_counts[y[n_messages]]
+                counts.frombytes(bytes(8 * (vocabulary.n_features - len(counts))))
+                _vocab.add_counts(indices, counts, transform)
+            if features is not None:
+                features.append(self._message_features(data))
+            n_messages += 1
+        if n_messages != len(y):
+            raise ValueError(f"{n_messages} messages but {len(y)} labels")
+        for counts in class_counts:
+            counts.frombytes(bytes(8 * (vocabulary.n_features - len(counts))))
+        n_spam = sum(y)
+        self._counts = ((float(len(y) - n_spam), float(n_spam)), class_counts[0] + class_counts[1], None, None, None)
         if features is not None:
             from spamnb.features import FeatureModel
 
@@ -521,7 +547,7 @@ class SpamFilter:
             raise
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelError(f"{where}: the model is inconsistent ({exc})") from None
-        self._mapped = (tuple(float(v) for v in header["class_count"]), feature_count, log_count,
+        self._counts = (tuple(float(v) for v in header["class_count"]), feature_count, log_count,
                         tuple(float(v) for v in header["log_prior"]), tuple(float(v) for v in header["log_norm"]))
         self.source_ = where
         return self

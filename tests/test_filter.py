@@ -69,6 +69,31 @@ def test_single_and_batch_scoring_agree(trained, sample):
     np.testing.assert_allclose(single, jll[:, 1] - jll[:, 0], rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("counts", ["raw", "binary", "log"])
+def test_fit_counts_equal_multinomial_nb_over_the_rows(sample, counts):
+    from spamnb.multinomial import MultinomialNB
+
+    data = [m.data for m in sample]
+    labels = [m.is_spam for m in sample]
+    spam_filter = SpamFilter(counts=counts).fit(data, labels)
+    reference = MultinomialNB(alpha=spam_filter.alpha).partial_fit(spam_filter.transform(data), labels,
+                                                                     classes=[False, True])
+    np.testing.assert_array_equal(spam_filter.model_.feature_count_, reference.feature_count_)  # bit for bit
+    np.testing.assert_array_equal(spam_filter.model_.class_count_, reference.class_count_)
+    with pytest.raises(ValueError, match="messages but"):
+        SpamFilter().fit(data[:3], labels[:2])
+    with pytest.raises(ValueError, match="messages but"):
+        SpamFilter().fit(iter(data[:2]), labels[:3])
+
+
+def test_fit_needs_neither_numpy_nor_scipy(tmp_path):
+    code = ("import sys; from spamnb.filter import SpamFilter; "
+            "f = SpamFilter().fit([b'Subject: cheap pills\\n\\nbuy now', b'Subject: lunch\\n\\nat noon'], [True, False]); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=tmp_path)
+    assert out.stdout.decode().strip() == "[]"
+
+
 def test_fit_separates_the_sample(trained, sample):
     # training-set sanity only; held-out accuracy is measured by scripts/bench.py
     labels = [trained.classify(m.data).label for m in sample]

@@ -112,6 +112,47 @@ def test_csr_builder_counts_rows(counts):
     assert list(builder.data) == pytest.approx(expected, rel=1e-15)
 
 
+def _patterns(rng, n):
+    """Rows that are hard for a quicksort: random, sorted, reversed, equal, organ pipe, few values."""
+    return {"random": [rng.randrange(1 << 31) for _ in range(n)], "sorted": list(range(n)),
+            "reversed": list(range(n, 0, -1)), "equal": [7] * n,
+            "organ pipe": list(range(n // 2)) + list(range(n - n // 2, 0, -1)),
+            "few values": [rng.randrange(3) for _ in range(n)],
+            "median-of-3 killer": [i if i % 2 else n - i for i in range(n)]}
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 16, 17, 18, 100, 1000, 20000])
+def test_sort_int32_sorts_every_pattern(n):
+    for name, values in _patterns(random.Random(n), n).items():
+        row = array("i", values)
+        _vocab.sort_int32(row)
+        assert list(row) == sorted(values), name
+
+
+@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+def test_add_counts_equals_adding_the_csr_row(counts):
+    rng = random.Random(counts)
+    target = array("d", [0.5] * 40)
+    expected = np.array(target)
+    for _ in range(50):
+        idx = array("i", [rng.randrange(-1, 40) for _ in range(rng.randrange(0, 300))])
+        builder = _vocab.CSRBuilder(counts)
+        builder.add_row(idx)
+        expected[np.array(builder.indices, dtype=np.int64)] += np.array(builder.data)
+        assert _vocab.add_counts(idx, target, counts) == len(builder.indices)
+    assert np.array_equal(np.array(target), expected)  # the same sums, bit for bit
+
+
+def test_add_counts_refuses_out_of_range_indices_and_adds_nothing():
+    target = array("d", [0.0] * 3)
+    with pytest.raises(ValueError, match="out of range"):
+        _vocab.add_counts(array("i", [0, 1, 3]), target, _vocab.COUNTS_RAW)
+    assert list(target) == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="unknown counts"):
+        _vocab.add_counts(array("i", [0]), target, 9)
+    assert _vocab.add_counts(array("i", [-1, -1]), target, _vocab.COUNTS_RAW) == 0
+
+
 @pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
 def test_score_message_matches_the_formula(counts):
     rng = random.Random(3)
