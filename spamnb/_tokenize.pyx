@@ -33,8 +33,9 @@ run when ``cjk_bigrams`` is false.
 """
 
 from cpython cimport array
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
-from libc.stdint cimport int32_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
@@ -107,6 +108,47 @@ cdef uint64_t _feed_int(uint64_t h, int32_t value) noexcept nogil:
         n -= 1
         h = (h ^ <uint8_t>digits[n]) * _FNV_PRIME
     return h
+
+
+cdef Py_ssize_t _utf8_size(str s, Py_ssize_t start, Py_ssize_t end):
+    """Bytes of ``s[start:end]`` in UTF-8 (a surrogate takes 3, as with "surrogatepass")."""
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void *data = PyUnicode_DATA(s)
+    cdef Py_ssize_t i, size = 0
+    cdef uint32_t c
+    for i in range(start, end):
+        c = <uint32_t>PyUnicode_READ(kind, data, i)
+        size += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+    return size
+
+
+cdef Py_ssize_t _utf8_write(str s, Py_ssize_t start, Py_ssize_t end, char *out, Py_ssize_t at):
+    """Write ``s[start:end]`` as UTF-8 at ``out + at``; returns the new end."""
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void *data = PyUnicode_DATA(s)
+    cdef Py_ssize_t i
+    cdef uint32_t c
+    for i in range(start, end):
+        c = <uint32_t>PyUnicode_READ(kind, data, i)
+        if c < 0x80:
+            out[at] = <char>c
+            at += 1
+        elif c < 0x800:
+            out[at] = <char>(0xC0 | (c >> 6))
+            out[at + 1] = <char>(0x80 | (c & 0x3F))
+            at += 2
+        elif c < 0x10000:
+            out[at] = <char>(0xE0 | (c >> 12))
+            out[at + 1] = <char>(0x80 | ((c >> 6) & 0x3F))
+            out[at + 2] = <char>(0x80 | (c & 0x3F))
+            at += 3
+        else:
+            out[at] = <char>(0xF0 | (c >> 18))
+            out[at + 1] = <char>(0x80 | ((c >> 12) & 0x3F))
+            out[at + 2] = <char>(0x80 | ((c >> 6) & 0x3F))
+            out[at + 3] = <char>(0x80 | (c & 0x3F))
+            at += 4
+    return at
 
 
 def hash_token(str s):
@@ -409,6 +451,53 @@ cdef class TokenStream:
         tid = self._add_text(token)
         self._push(_feed(h0, token, 0, n), tid, 0, <int32_t>n, prefix)
         return 0
+
+    def write_tokens(self, const int32_t[::1] positions, Py_ssize_t count, bytearray blob,
+                     array.array offsets):
+        """Append the UTF-8 strings (lone surrogates as with "surrogatepass") of the
+        occurrences ``positions[:count]`` to ``blob``, and the end offset of each in
+        ``blob`` to ``offsets`` (``array('Q')``): the vocabulary's string table,
+        without a Python string per token."""
+        cdef Py_ssize_t k, j, total = 0, at, c
+        cdef list pieces = []
+        cdef bytes piece
+        cdef char *out
+        cdef Occurrence o
+        if offsets.typecode != "Q":
+            raise TypeError("offsets must be an array('Q')")
+        if not 0 <= count <= positions.shape[0]:
+            raise ValueError(f"count {count} out of range for {positions.shape[0]} positions")
+        for k in range(count):       # first pass: validate, and the size of each string
+            j = positions[k]
+            if not 0 <= j < self.n:
+                raise IndexError(f"token index {j} out of range for {self.n} tokens")
+            o = self.occ[j]
+            prefix = self._prefix_text(o.prefix)
+            if o.text == _SKIP_TEXT or not (<str>prefix).isascii():   # rare: through Python
+                piece = self.token(j).encode("utf-8", "surrogatepass")
+                pieces.append(piece)
+                total += len(piece)
+            else:
+                total += PyUnicode_GET_LENGTH(prefix) + _utf8_size(<str>self.texts[o.text], o.start, o.end)
+        at = PyByteArray_GET_SIZE(blob)
+        PyByteArray_Resize(blob, at + total)
+        array.resize_smart(offsets, len(offsets) + count)
+        out = PyByteArray_AS_STRING(blob)
+        c = 0
+        for k in range(count):
+            j = positions[k]
+            o = self.occ[j]
+            prefix = self._prefix_text(o.prefix)
+            if o.text == _SKIP_TEXT or not (<str>prefix).isascii():
+                piece = <bytes>pieces[c]
+                c += 1
+                memcpy(out + at, <char *>piece, len(piece))
+                at += len(piece)
+            else:
+                memcpy(out + at, PyUnicode_DATA(prefix), PyUnicode_GET_LENGTH(prefix))  # ASCII: 1 byte each
+                at += PyUnicode_GET_LENGTH(prefix)
+                at = _utf8_write(<str>self.texts[o.text], o.start, o.end, out, at)
+            offsets.data.as_ulonglongs[len(offsets) - count + k] = <unsigned long long>at
 
     @property
     def hashes(self):

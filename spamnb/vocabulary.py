@@ -3,8 +3,9 @@
 Tokens are identified by their stable 64-bit hash (``spamnb._tokenize.hash_token``);
 the index is a compiled open-addressing table (``spamnb._vocab``), so looking
 up a message's tokens is one C loop, with no Python object per token.  The
-token strings are kept too (for ``spamnb info`` and a verdict's evidence), but
-only built once, when a token is first seen.
+token strings are kept too (for ``spamnb info`` and a verdict's evidence), as
+one UTF-8 string table that the token stream appends a new token's bytes to
+(``TokenStream.write_tokens``): no Python string per token while training.
 
 Nothing here imports numpy: a vocabulary can sit on a memory-mapped model file
 (``Vocabulary.from_buffers``) and is copied into growable arrays only when it
@@ -59,9 +60,8 @@ class Vocabulary:
         self.keys = _zeros("Q", _MIN_CAPACITY)
         self.values = _zeros("i", _MIN_CAPACITY)
         self.n_features = 0
-        self._blob = b""
-        self._offsets = array("Q", [0])
-        self._new_strings = []
+        self._blob = bytearray()          # token strings, UTF-8, back to back (a read-only buffer when mapped)
+        self._offsets = array("Q", [0])   # (n_features + 1,): token i is _blob[_offsets[i]:_offsets[i + 1]]
         self._writable = True
 
     # -- construction from a model file ---------------------------------------
@@ -92,7 +92,6 @@ class Vocabulary:
         self.n_features = n_features
         self._blob = blob
         self._offsets = offsets
-        self._new_strings = []
         self._writable = False
         return self
 
@@ -116,9 +115,6 @@ class Vocabulary:
         index = int(index)
         if not 0 <= index < self.n_features:
             raise IndexError(f"feature index {index} out of range for {self.n_features} features")
-        n_base = len(self._offsets) - 1
-        if index >= n_base:
-            return self._new_strings[index - n_base]
         start, end = self._offsets[index], self._offsets[index + 1]
         return bytes(self._blob[start:end]).decode("utf-8", "surrogatepass")
 
@@ -131,7 +127,8 @@ class Vocabulary:
 
     # -- learning -------------------------------------------------------------
     def add(self, stream):
-        """Index the tokens of a ``TokenStream``, adding new ones; returns ``array('i')`` per occurrence."""
+        """Index the tokens of a ``TokenStream`` (``hashes``, ``write_tokens``), adding new
+        ones; returns ``array('i')`` per occurrence."""
         hashes = stream.hashes
         n = len(hashes)
         out = _zeros("i", n)
@@ -142,8 +139,7 @@ class Vocabulary:
         new_positions = _zeros("i", n)
         n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
         if n_new:
-            token = stream.token
-            self._new_strings.extend([token(j) for j in new_positions[:n_new]])
+            stream.write_tokens(new_positions, n_new, self._blob, self._offsets)
             self.n_features += n_new
         return out
 
@@ -177,11 +173,12 @@ class Vocabulary:
         values = _zeros("i", capacity)
         if self.n_features:
             _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
+        encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
         self.keys, self.values = keys, values
         self.n_features = next_index
-        self._blob = b""
+        self._blob = bytearray(b"".join(encoded))
         self._offsets = array("Q", [0])
-        self._new_strings = strings
+        self._offsets.extend(accumulate(map(len, encoded)))
         self._writable = True
         return next_index
 
@@ -197,13 +194,8 @@ class Vocabulary:
         values = _zeros("i", len(self.keys))
         _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
         self.keys, self.values = keys, values
-        n_base = len(self._offsets) - 1
-        if n_kept >= n_base:
-            del self._new_strings[n_kept - n_base:]
-        else:
-            self._new_strings = []
-            self._blob = self._blob[: self._offsets[n_kept]]
-            del self._offsets[n_kept + 1:]
+        del self._blob[self._offsets[n_kept]:]
+        del self._offsets[n_kept + 1:]
         self.n_features = n_kept
         return n_kept
 
@@ -213,7 +205,7 @@ class Vocabulary:
         self.keys = _copy("Q", self.keys)
         self.values = _copy("i", self.values)
         self._offsets = _copy("Q", self._offsets)
-        self._blob = bytes(self._blob)
+        self._blob = bytearray(self._blob)
         self._writable = True
 
     def _reserve(self, n_features):
@@ -231,10 +223,4 @@ class Vocabulary:
     def string_table(self):
         """``(blob, offsets)``: all token strings UTF-8 encoded back to back, and
         the uint64 offsets (n_features + 1,) delimiting them."""
-        if not self._new_strings:
-            return bytes(self._blob), self._offsets
-        encoded = [s.encode("utf-8", "surrogatepass") for s in self._new_strings]
-        base_end = self._offsets[-1]
-        offsets = _copy("Q", self._offsets)
-        offsets.extend(base_end + end for end in accumulate(map(len, encoded)))
-        return bytes(self._blob) + b"".join(encoded), offsets
+        return bytes(self._blob), self._offsets

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import time
+from array import array
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,33 @@ def test_stream_token_hashes_to_stream_hash():
         assert hash_token(stream.token(j)) == hashes[j], stream.token(j)
     with pytest.raises(IndexError):
         stream.token(len(stream))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300), st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=8))
+def test_write_tokens_appends_each_token_utf8(text, header):
+    stream = Scanner(max_len=5, joiners="'.-@").stream()
+    stream.add_words(text)
+    stream.add_words(text, stream.local_prefix(header + ":"))     # prefixes that are not ASCII too
+    stream.add_token("\udfff")                                    # a lone surrogate, as "surrogatepass" writes it
+    blob, offsets = bytearray(b"old"), array("Q", [0, 3])
+    positions = array("i", list(range(len(stream)))[::-1])
+    stream.write_tokens(positions, len(stream), blob, offsets)
+    expected = [stream.token(j).encode("utf-8", "surrogatepass") for j in positions]
+    assert [bytes(blob[offsets[k + 1]:offsets[k + 2]]) for k in range(len(stream))] == expected
+    assert bytes(blob[:3]) == b"old" and len(offsets) == len(stream) + 2
+
+
+def test_write_tokens_checks_positions_before_writing():
+    stream = Scanner().stream()
+    stream.add_words("two words")
+    blob, offsets = bytearray(), array("Q", [0])
+    for positions, count in [(array("i", [0, 2]), 2), (array("i", [-1]), 1), (array("i", [0]), 2)]:
+        with pytest.raises((IndexError, ValueError)):
+            stream.write_tokens(positions, count, blob, offsets)
+        assert blob == bytearray() and list(offsets) == [0]
+    with pytest.raises(TypeError):
+        stream.write_tokens(array("i", [0]), 1, blob, array("d", [0.0]))
 
 
 def test_stream_cannot_be_constructed_directly():

@@ -31,6 +31,11 @@ class FakeStream:
     def token(self, j):
         return self._tokens[j]
 
+    def write_tokens(self, positions, count, blob, offsets):
+        for j in positions[:count]:
+            blob += self._tokens[j].encode("utf-8", "surrogatepass")
+            offsets.append(len(blob))
+
 
 def test_add_assigns_indices_in_order_of_first_sight():
     vocab = Vocabulary()
