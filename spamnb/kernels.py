@@ -31,10 +31,10 @@ import os
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
-from spamnb import _reference
-
+# scipy (~170 ms to import) and the numpy reference load on first use: a
+# SpamFilter that only derives its log-probabilities from fitted counts
+# (``spamnb train``: fit, then save) never needs a sparse matrix.
 __all__ = ["IMPLEMENTATION", "as_csr", "check_csr", "joint_log_likelihood", "count_features"]
 
 try:
@@ -83,6 +83,8 @@ def as_csr(X):
     returned when it already qualifies.  Values and indices are not checked
     here (see :func:`check_csr`).
     """
+    import scipy.sparse as sp
+
     if sp.issparse(X):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got {X.ndim}-D")
@@ -200,6 +202,8 @@ def joint_log_likelihood(X, feature_log_prob, class_log_prior, *, implementation
     _check_indptr(X)
     if implementation == "numpy":
         check_csr(X, X.shape[1], implementation="numpy")
+        from spamnb import _reference
+
         return _reference.joint_log_likelihood(X, feature_log_prob, class_log_prior)
     by_feature = np.ascontiguousarray(feature_log_prob.T)  # no copy for an F-ordered table
     out = np.empty((X.shape[0], n_classes), dtype=np.float64)
@@ -245,6 +249,8 @@ def count_features(X, row_class, n_classes, row_weight=None, *, out=None, implem
     else:
         _check_indptr(X)
     if implementation == "numpy":
+        from spamnb import _reference
+
         if out is None:
             check_csr(X, n_columns, implementation="numpy")
             return _reference.count_features(X, row_class, row_weight, n_classes)
