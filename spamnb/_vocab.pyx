@@ -378,97 +378,131 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts):
 # --------------------------------------------------------------------------
 # scoring one message
 # --------------------------------------------------------------------------
+cdef class Scorer:
+    """Joint log-likelihood of one message for every class, over one model.
+
+    ``keys``/``values`` the vocabulary's hash index; ``log_count`` the
+    flattened (n_classes, n_features) C-order matrix of log(N_ci + alpha);
+    ``log_norm`` and ``log_prior`` sequences of n_classes floats,
+    ``log_norm[c] = log(N_c + alpha * n_features)``, so log theta_ci =
+    log_count[c, i] - log_norm[c]; ``counts`` the transform of a token's count
+    (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG).  The buffers are taken once
+    here, so scoring a message costs no buffer set-up (the ``spamnb
+    classify`` and ``SpamFilter.score`` path).
+    """
+    cdef const uint64_t[::1] keys
+    cdef const int32_t[::1] values
+    cdef const double[::1] log_count
+    cdef Py_ssize_t n_features, n_classes
+    cdef double *norm
+    cdef double *prior
+    cdef int counts
+
+    def __cinit__(self):
+        self.norm = NULL
+        self.prior = NULL
+
+    def __init__(self, const uint64_t[::1] keys, const int32_t[::1] values, const double[::1] log_count,
+                 Py_ssize_t n_features, log_norm, log_prior, int counts):
+        cdef Py_ssize_t c, n_classes = len(log_prior)
+        if keys.shape[0] == 0 or (keys.shape[0] & (keys.shape[0] - 1)) != 0 or values.shape[0] != keys.shape[0]:
+            raise ValueError("hash index capacity is not a power of two")
+        if n_classes < 1 or len(log_norm) != n_classes or n_features < 0 or log_count.shape[0] != n_classes * n_features:
+            raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
+        if counts not in (_RAW, _BINARY, _LOG):
+            raise ValueError(f"unknown counts transform {counts}")
+        self.norm = <double *>malloc(n_classes * sizeof(double))
+        self.prior = <double *>malloc(n_classes * sizeof(double))
+        if self.norm == NULL or self.prior == NULL:
+            raise MemoryError()
+        for c in range(n_classes):
+            self.norm[c] = log_norm[c]
+            self.prior[c] = log_prior[c]
+        self.keys, self.values, self.log_count = keys, values, log_count
+        self.n_features, self.n_classes, self.counts = n_features, n_classes, counts
+
+    def __dealloc__(self):
+        free(self.norm)
+        free(self.prior)
+
+    def score(self, const uint64_t[::1] hashes, Py_ssize_t n_evidence=0):
+        """``(jll, evidence, n_tokens, n_known)`` of a message's token ``hashes``.
+
+        ``jll`` a list of n_classes floats (unknown tokens are ignored),
+        ``evidence`` a list of up to ``n_evidence`` ``(feature_index, weight)``
+        pairs with the largest |weight|, weight = x_i (log theta_1i - log
+        theta_0i) (two classes; empty otherwise).
+        """
+        cdef Py_ssize_t n_classes = self.n_classes, n_features = self.n_features
+        cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0, size
+        cdef uint64_t mask = self.keys.shape[0] - 1
+        cdef Py_ssize_t slot
+        cdef int32_t *idx = NULL
+        cdef int32_t *uniq = NULL
+        cdef double *x = NULL
+        cdef double *jll = NULL
+        cdef int32_t *ev_idx = NULL
+        cdef double *ev_w = NULL
+        cdef double w
+        cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
+        if n_evidence < 0:
+            n_evidence = 0
+        if n_evidence > n:  # never more evidence than tokens (and no huge allocation)
+            n_evidence = n
+        if n_classes != 2:
+            n_evidence = 0
+        size = n if n > 0 else 1
+        idx = <int32_t *>malloc(2 * size * sizeof(int32_t))   # idx, then uniq
+        x = <double *>malloc((size + n_classes + 2 * n_evidence + 2) * sizeof(double))   # x, jll, ev_w
+        ev_idx = <int32_t *>malloc((n_evidence + 1) * sizeof(int32_t))
+        try:
+            if idx == NULL or x == NULL or ev_idx == NULL:
+                raise MemoryError()
+            uniq = idx + size
+            jll = x + size
+            ev_w = jll + n_classes
+            with nogil:
+                for j in range(n):
+                    slot = _find_slot(self.keys, mask, hashes[j])
+                    if self.keys[slot] == 0:
+                        idx[j] = -1
+                    else:
+                        idx[j] = self.values[slot]
+                        n_known += 1
+                m = _count_row(idx, n, uniq, x, self.counts)
+                for c in range(n_classes):
+                    jll[c] = self.prior[c]
+                for k in range(m):
+                    for c in range(n_classes):
+                        jll[c] += x[k] * (log_count[c * n_features + uniq[k]] - self.norm[c])
+                    if n_evidence > 0:
+                        w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]]
+                                    - self.norm[1] + self.norm[0])
+                        # keep the n_evidence largest |w|, sorted by |w| descending
+                        if n_ev < n_evidence or fabs(w) > fabs(ev_w[n_ev - 1]):
+                            e = n_ev if n_ev < n_evidence else n_evidence - 1
+                            while e > 0 and fabs(ev_w[e - 1]) < fabs(w):
+                                ev_w[e] = ev_w[e - 1]
+                                ev_idx[e] = ev_idx[e - 1]
+                                e -= 1
+                            ev_w[e] = w
+                            ev_idx[e] = uniq[k]
+                            if n_ev < n_evidence:
+                                n_ev += 1
+            return ([jll[c] for c in range(n_classes)],
+                    [(ev_idx[e], ev_w[e]) for e in range(n_ev)],
+                    n, n_known)
+        finally:
+            free(idx)
+            free(x)
+            free(ev_idx)
+
+
 def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
                   const double[::1] log_count, Py_ssize_t n_features,
                   log_norm, log_prior, int counts, Py_ssize_t n_evidence):
-    """Joint log-likelihood of one message for every class.
-
-    ``log_count`` is the flattened (n_classes, n_features) C-order matrix of
-    log(N_ci + alpha); ``log_norm`` and ``log_prior`` are sequences of
-    n_classes floats, ``log_norm[c] = log(N_c + alpha * n_features)``, so
-    log theta_ci = log_count[c, i] - log_norm[c].  Unknown tokens are ignored.
-
-    Returns ``(jll, evidence, n_tokens, n_known)``: ``jll`` a list of
-    n_classes floats, ``evidence`` a list of up to ``n_evidence``
-    ``(feature_index, weight)`` pairs with the largest |weight|, weight =
-    x_i (log theta_1i - log theta_0i) (two classes; empty otherwise).
-    """
-    cdef Py_ssize_t n_classes = len(log_prior)
-    cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0
-    cdef uint64_t mask = keys.shape[0] - 1
-    cdef Py_ssize_t slot
-    cdef int32_t *idx = NULL
-    cdef int32_t *uniq = NULL
-    cdef double *x = NULL
-    cdef double *jll = NULL
-    cdef int32_t *ev_idx = NULL
-    cdef double *ev_w = NULL
-    cdef double w
-    cdef double *norm = NULL
-    cdef double *prior = NULL
-    if n_evidence < 0:
-        n_evidence = 0
-    if n_evidence > n:  # never more evidence than tokens (and no huge allocation)
-        n_evidence = n
-    if n_classes != 2:
-        n_evidence = 0
-    size = n if n > 0 else 1
-    idx = <int32_t *>malloc(size * sizeof(int32_t))
-    uniq = <int32_t *>malloc(size * sizeof(int32_t))
-    x = <double *>malloc(size * sizeof(double))
-    jll = <double *>malloc((n_classes + 1) * sizeof(double))
-    ev_idx = <int32_t *>malloc((n_evidence + 1) * sizeof(int32_t))
-    ev_w = <double *>malloc((n_evidence + 1) * sizeof(double))
-    norm = <double *>malloc((n_classes + 1) * sizeof(double))
-    prior = <double *>malloc((n_classes + 1) * sizeof(double))
-    try:
-        if (idx == NULL or uniq == NULL or x == NULL or jll == NULL or ev_idx == NULL or ev_w == NULL
-                or norm == NULL or prior == NULL):
-            raise MemoryError()
-        if len(log_norm) != n_classes or log_count.shape[0] != n_classes * n_features:
-            raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
-        for c in range(n_classes):
-            norm[c] = log_norm[c]
-            prior[c] = log_prior[c]
-        with nogil:
-            for j in range(n):
-                slot = _find_slot(keys, mask, hashes[j])
-                if keys[slot] == 0:
-                    idx[j] = -1
-                else:
-                    idx[j] = values[slot]
-                    n_known += 1
-            m = _count_row(idx, n, uniq, x, counts)
-            for c in range(n_classes):
-                jll[c] = prior[c]
-            for k in range(m):
-                for c in range(n_classes):
-                    jll[c] += x[k] * (log_count[c * n_features + uniq[k]] - norm[c])
-                if n_evidence > 0:
-                    w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]] - norm[1] + norm[0])
-                    # keep the n_evidence largest |w|, sorted by |w| descending
-                    if n_ev < n_evidence or fabs(w) > fabs(ev_w[n_ev - 1]):
-                        e = n_ev if n_ev < n_evidence else n_evidence - 1
-                        while e > 0 and fabs(ev_w[e - 1]) < fabs(w):
-                            ev_w[e] = ev_w[e - 1]
-                            ev_idx[e] = ev_idx[e - 1]
-                            e -= 1
-                        ev_w[e] = w
-                        ev_idx[e] = uniq[k]
-                        if n_ev < n_evidence:
-                            n_ev += 1
-        return ([jll[c] for c in range(n_classes)],
-                [(ev_idx[e], ev_w[e]) for e in range(n_ev)],
-                n, n_known)
-    finally:
-        free(idx)
-        free(uniq)
-        free(x)
-        free(jll)
-        free(ev_idx)
-        free(ev_w)
-        free(norm)
-        free(prior)
+    """``Scorer(keys, values, log_count, n_features, log_norm, log_prior, counts).score(hashes, n_evidence)``."""
+    return Scorer(keys, values, log_count, n_features, log_norm, log_prior, counts).score(hashes, n_evidence)
 
 
 def check_finite(const double[::1] values):

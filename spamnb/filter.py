@@ -125,6 +125,7 @@ class _ScoringState(NamedTuple):
     n_features: int
     log_norm: tuple
     log_prior: tuple
+    scorer: object         # _vocab.Scorer over these buffers
 
 
 class SpamFilter:
@@ -265,7 +266,10 @@ class SpamFilter:
             log_count = np.log(flat + self.alpha)
         else:
             _class_count, flat, log_count, log_prior, log_norm = self._counts
-        self._state = _ScoringState(vocab.keys, vocab.values, log_count, flat, vocab.n_features, log_norm, log_prior)
+        scorer = _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
+                               COUNT_TRANSFORMS[self.counts])
+        self._state = _ScoringState(vocab.keys, vocab.values, log_count, flat, vocab.n_features, log_norm, log_prior,
+                                    scorer)
         return self._state
 
     # ------------------------------------------------------------------ training
@@ -403,12 +407,9 @@ class SpamFilter:
         return log_odds
 
     def _score(self, message, n_evidence):
-        state = self._scoring_state()
+        scorer = self._scoring_state().scorer
         data = message_bytes(message)
-        stream = self.tokenizer_.stream(data)
-        jll, evidence, n_tokens, n_known = _vocab.score_message(
-            state.keys, state.values, stream.hashes, state.log_count, state.n_features,
-            state.log_norm, state.log_prior, COUNT_TRANSFORMS[self.counts], n_evidence)
+        jll, evidence, n_tokens, n_known = scorer.score(self.tokenizer_.stream(data).hashes, n_evidence)
         log_odds = jll[1] - jll[0]
         if self.features_ is not None and self.feature_weight:
             ll_ham, ll_spam = self.features_.log_likelihood_one(self._message_features(data))
