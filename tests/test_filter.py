@@ -116,6 +116,25 @@ def test_labels_as_strings_and_messages_in_every_form(tmp_path):
         message_bytes(12)
 
 
+@pytest.mark.parametrize("size", [0, 1, 4096, 65536, 65537, 300_000])
+def test_message_bytes_reads_whole_files_and_pipes(tmp_path, size):
+    import os
+    import threading
+
+    data = os.urandom(size)
+    path = tmp_path / "message"
+    path.write_bytes(data)
+    assert message_bytes(path) == message_bytes(str(path)) == data
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    assert message_bytes(fifo) == data  # no size to go by: read to the end
+    writer.join()
+    with pytest.raises(OSError):
+        message_bytes(tmp_path / "missing")
+
+
 def test_learn_then_forget_restores_the_model_exactly(trained, sample):
     spam_filter = SpamFilter().fit([m.data for m in sample[:100]], [m.is_spam for m in sample[:100]])
     probe = [m.data for m in sample[100:130]]
