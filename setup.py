@@ -26,6 +26,7 @@ COMPILER_DIRECTIVES = {
 
 EXTENSIONS = {
     "_kernels": "spamnb/_kernels.pyx",
+    "_mail": "spamnb/_mail.pyx",
     "_tokenize": "spamnb/_tokenize.pyx",
     "_vocab": "spamnb/_vocab.pyx",
 }

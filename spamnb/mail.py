@@ -2,8 +2,9 @@
 
 Written for the tokenizer's hot path, so it avoids the stdlib ``email`` package
 (importing ``email.parser`` alone takes ~11 ms) and does all per-character work
-in C-speed ``bytes``/``str`` methods, ``re`` and ``binascii``; Python runs once
-per message, header and MIME part.
+in compiled code (``spamnb._mail`` for the header block and its fields) and
+C-speed ``bytes``/``str`` methods, ``re`` and ``binascii``; Python runs once per
+message and MIME part.
 
 Robustness: every input gives a :class:`Mail`, never an exception.  The work is
 bounded: at most ``max_bytes`` of the message are looked at (the rest is
@@ -28,6 +29,9 @@ import binascii
 import codecs
 import re
 
+from spamnb._mail import parse_fields as _fields_of_text
+from spamnb._mail import split_headers as _split_headers
+
 __all__ = ["Mail", "MailStats", "Part", "parse", "html_to_text", "decode_header_value"]
 
 MAX_BYTES = 256 * 1024
@@ -35,12 +39,9 @@ MAX_DEPTH = 8
 MAX_PARTS = 64
 MAX_HEADER_CHARS = 16 * 1024
 
-# A header block: "Name: value" lines and their continuation lines (leading
-# blank), up to the first line that is neither.  Linear: each repetition
-# consumes a whole line and the two kinds of line cannot overlap.
-_HEADER_BLOCK = re.compile(rb"(?:[!-9;-~]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*", re.A)
-_FIELD = re.compile(r"\n([!-9;-~]+)[ \t]*:[ \t]*([^\n]{0,%d})" % MAX_HEADER_CHARS, re.A)
-_FOLD = re.compile(r"\n(?=[ \t])")
+# The header block ("Name: value" lines and their continuation lines, up to the
+# first line that is neither) and its fields are found by spamnb._mail
+# (split_headers, parse_fields: C, one memchr per line).
 # Parameters start at a ";": anchoring on the literal keeps a long run of
 # name characters without "=" linear (unanchored, every start position rescanned it).
 _PARAM = re.compile(r""";\s*([A-Za-z0-9_.*-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^;\s]*))""", re.A)
@@ -253,27 +254,15 @@ def _base64(data):
         return b""
 
 
-def _split_headers(data):
-    """(header block, body, had_separator) of an entity."""
-    end = _HEADER_BLOCK.match(data).end()
-    if data[end:end + 1] == b"\n":
-        return data[:end], data[end + 1:], True
-    return data[:end], data[end:], end == len(data)
-
-
-def _parse_fields(block):
+def _parse_fields(block, by_name=None):
     """[(lower-case name, decoded value)] of a header block (bytes): 8-bit bytes
-    decoded, lines unfolded, RFC 2047 words decoded, values cut at MAX_HEADER_CHARS."""
+    decoded, lines unfolded, RFC 2047 words decoded, values cut at MAX_HEADER_CHARS;
+    each value also appended to ``by_name[name]`` if ``by_name`` (a dict) is given."""
     try:
         text = block.decode("ascii")
     except UnicodeDecodeError:
         text = decode_text(block, "")
-    if "\n " in text or "\n\t" in text:
-        text = _FOLD.sub("", text)
-    fields = _FIELD.findall("\n" + text)      # a literal first: re skips ahead fast
-    if "=?" in text:
-        return [(name.lower(), decode_header_value(value)) for name, value in fields]
-    return [(name.lower(), value) for name, value in fields]
+    return _fields_of_text(text, MAX_HEADER_CHARS, decode_header_value, by_name)
 
 
 def _content_type(value):
@@ -351,15 +340,10 @@ def _parse_into(mail, raw, max_depth, max_parts, fallback_charset):
     if not separated:
         mail.defects.append("no-separator")
     stats.n_header_bytes = len(block)
-    mail.headers = _parse_fields(block)
+    by_name = {}
+    mail.headers = _parse_fields(block, by_name)
+    mail._by_name = by_name
     stats.n_headers = len(mail.headers)
-    by_name = mail._by_name
-    for name, value in mail.headers:
-        values = by_name.get(name)
-        if values is None:
-            by_name[name] = [value]
-        else:
-            values.append(value)
     stats.n_received = len(by_name.get("received", ()))
     for name in ("to", "cc"):
         for value in by_name.get(name, ()):

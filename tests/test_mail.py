@@ -2,6 +2,7 @@
 
 import base64
 import binascii
+import re
 import time
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb import mail
+from spamnb import _mail, mail
 
 CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "spamassassin"
 
@@ -344,3 +345,198 @@ def test_link_and_image_counts_come_from_parse():
                              b'<A HREF="http://c.example/">c</a><img src=x><IMG SRC=y><a href=d>d</a>')])
     stats = mail.parse(message(["Content-Type: multipart/alternative; boundary=b"], body)).stats
     assert (stats.n_links, stats.n_images) == (4, 2)
+
+
+# -- compiled header block and fields (spamnb._mail) vs the regex reference -----------
+# The regular-expression implementation spamnb.mail used before spamnb._mail,
+# kept verbatim here as an independent reference: the compiled functions must
+# give exactly its results, on every input.
+REF_HEADER_BLOCK = re.compile(rb"(?:[!-9;-~]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*", re.A)
+REF_FOLD = re.compile(r"\n(?=[ \t])")
+
+
+def ref_field_pattern(max_chars):
+    return re.compile(r"\n([!-9;-~]+)[ \t]*:[ \t]*([^\n]{0,%d})" % max_chars, re.A)
+
+
+REF_FIELD = ref_field_pattern(mail.MAX_HEADER_CHARS)
+
+
+def ref_split_headers(data):
+    end = REF_HEADER_BLOCK.match(data).end()
+    if data[end:end + 1] == b"\n":
+        return data[:end], data[end + 1:], True
+    return data[:end], data[end:], end == len(data)
+
+
+def ref_fields_of_text(text, field=REF_FIELD):
+    """The fields of a decoded block, before RFC 2047 decoding."""
+    if "\n " in text or "\n\t" in text:
+        text = REF_FOLD.sub("", text)
+    return [(name.lower(), value) for name, value in field.findall("\n" + text)]
+
+
+def ref_parse_fields(block, by_name=None):
+    try:
+        text = block.decode("ascii")
+    except UnicodeDecodeError:
+        text = mail.decode_text(block, "")
+    if "\n " in text or "\n\t" in text:
+        text = REF_FOLD.sub("", text)
+    fields = REF_FIELD.findall("\n" + text)
+    if "=?" in text:
+        fields = [(name.lower(), mail.decode_header_value(value)) for name, value in fields]
+    else:
+        fields = [(name.lower(), value) for name, value in fields]
+    if by_name is not None:
+        for name, value in fields:
+            by_name.setdefault(name, []).append(value)
+    return fields
+
+
+def ref_parse(raw, monkeypatch, **limits):
+    """mail.parse with the reference header functions in place of the compiled ones."""
+    with monkeypatch.context() as patch:
+        patch.setattr(mail, "_split_headers", ref_split_headers)
+        patch.setattr(mail, "_parse_fields", ref_parse_fields)
+        return mail.parse(raw, **limits)
+
+
+def assert_same_mail(new, ref):
+    assert new == ref
+    assert new._by_name == ref._by_name
+    assert [tuple(map(type, field)) for field in new.headers] == [(str, str)] * len(ref.headers)
+
+
+def assert_headers_match_reference(data, max_chars=mail.MAX_HEADER_CHARS):
+    """split_headers and parse_fields agree with the reference on ``data`` (bytes)."""
+    split = _mail.split_headers(data)
+    assert split == ref_split_headers(data)
+    field = REF_FIELD if max_chars == mail.MAX_HEADER_CHARS else ref_field_pattern(max_chars)
+    for block in (split[0], data):        # the block, and any bytes as if they were one
+        text = mail.decode_text(block, "")
+        assert _mail.parse_fields(text, max_chars) == ref_fields_of_text(text, field)
+        by_name, ref_by_name = {}, {}
+        assert mail._parse_fields(block, by_name) == ref_parse_fields(block, ref_by_name)
+        assert by_name == ref_by_name
+
+
+LONG = mail.MAX_HEADER_CHARS
+HEADER_EDGE_CASES = {
+    "empty": b"",
+    "only a newline": b"\n",
+    "no separator": b"Subject: hi\nFrom: a@b.example\nbody line\nX: y\n",
+    "separator": b"Subject: hi\n\nX: body\n",
+    "block runs to the end": b"Subject: hi\nFrom: a",
+    "name without colon at the end": b"Subject: hi\nFrom",
+    "colon at the end": b"Subject:",
+    "continuation line first": b" folded: x\nSubject: hi\n\nbody",
+    "tab continuation first": b"\tSubject: hi\n\nbody",
+    "folded values": b"Subject: one\n two\n\tthree\nX: a\n \n\t\nY:\n z\n\nbody",
+    "fold between name and colon": b"Subject\n : value\nX\n\t:\n\tv\n\n",
+    "blank continuation then blank line": b"A: 1\n \n\nB: 2\n",
+    "CRLF already normalised": b"Subject: hi\nTo: a@b.example\n\nbody\n",
+    "raw CR bytes": b"Subject: hi\r\nTo: x\r\n\r\nbody\r\n",
+    "lone CR": b"Subject: a\rb: c\n\rX: y\n",
+    "one-megabyte header line": b"Subject: " + b"A" * 1_000_000 + b"\nFrom: a@b.example\n\nbody",
+    "one-megabyte name": b"X" * 1_000_000 + b": v\nFrom: a\n\n",
+    "one-megabyte blank run": b"X:" + b" " * 1_000_000 + b"v\n\n",
+    "name with 8-bit bytes": b"Subj\xe9ct: caf\xe9\nFrom: a\n\n",
+    "8-bit value, UTF-8": "Subject: café ☃\nFrom: a\n\n".encode(),
+    "empty name": b": value\nSubject: hi\n\n",
+    "From line": b"From someone@example.com Mon Jan  1 00:00:00 2002\nSubject: s\n\n",
+    "From line later": b"Subject: s\nFrom someone@example.com Mon\nTo: t\n\n",
+    "colons inside names": b"X:Y: z\nA::b\nC :: d\n\n",
+    "tabs": b"Subject:\t\ttabbed\t\nX\t:\tv\n\tmore\n\n",
+    "blank before colon": b"Subject  \t : v\nX \ty: z\n\n",
+    "value of exactly the limit": b"Subject: " + b"v" * LONG + b"\nX: y\n\n",
+    "value one over the limit": b"Subject: " + b"v" * (LONG + 1) + b"\nX: y\n\n",
+    "over the limit, next field on the same line": b"Subject: " + b"v" * (LONG + 1) + b"Y: z\nX: y\n\n",
+    "limit reached across a fold": b"Subject: " + b"v" * (LONG - 3) + b"\n " + b"w" * 10 + b"\n\n",
+    "leading blanks do not count": b"Subject:" + b" " * 100 + b"v" * (LONG + 5) + b"\n\n",
+    "NUL bytes": b"Subject: a\0b\nX\0: y\n\0Z: w\n\n",
+    "NUL name": b"\0: x\n\n",
+    "kind 1 non-ASCII (latin-1)": "Subject: déjà vu\n ünïcode\nFrom: a\n\n".encode(),
+    "kind 2 value": "Subject: Ā Привет 日本語\n\tfolded Ж\nX: y\n\n".encode(),
+    "kind 4 value": "Subject: emoji 😀\n 🎉 folded\nX: 😀😀\n\n".encode(),
+    "kind 4 value at the limit": ("Subject: " + "😀" * (LONG + 2) + "\nX: y\n\n").encode(),
+    "cp1252 fallback": b"Subject: caf\xe9 \x80uro \x81\nFrom: a\n\n",
+    "encoded words": b"Subject: =?utf-8?B?R3LDvMOfZQ==?= =?ISO-8859-1?Q?Caf=E9?=\nX: =?\nY: a=?b?=\n\n",
+    "encoded word split by a fold": b"Subject: =\n ?utf-8?q?a?=\nX: =?utf-8?q?b?=\n\n",
+    "equals at the end": b"Subject: a=\nX: =\n\n",
+    "trailing newline only": b"Subject: a\n",
+    "many folds": b"Subject: a" + b"\n b" * 100_000 + b"\n\n",
+    "many fields": b"".join(b"X-%d: v\n" % i for i in range(20_000)) + b"\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEADER_EDGE_CASES))
+def test_compiled_header_parsing_matches_reference_on_edge_cases(name, monkeypatch):
+    data = HEADER_EDGE_CASES[name]
+    start = time.process_time()
+    assert_headers_match_reference(data)
+    assert time.process_time() - start < 1.0
+    for max_chars in (0, 1, 5):
+        assert_headers_match_reference(data[:20_000], max_chars)
+    for raw in (data, data + b"body text\n", b"From x\n" + data):
+        limits = {"max_bytes": len(raw) + 1}
+        assert_same_mail(mail.parse(raw, **limits), ref_parse(raw, monkeypatch, **limits))
+
+
+def test_compiled_header_parsing_edge_case_values():
+    exact, over = (mail.parse(HEADER_EDGE_CASES[name], max_bytes=10**6).header("subject")
+                   for name in ("value of exactly the limit", "value one over the limit"))
+    assert exact == over == "v" * LONG
+    assert mail._parse_fields(HEADER_EDGE_CASES["colons inside names"]) == [("x", "Y: z"), ("a", ":b"), ("c", ": d")]
+    assert _mail.split_headers(HEADER_EDGE_CASES["continuation line first"])[0] == b""
+    assert _mail.parse_fields("ÀB: x\nAb-C\t: y", 10) == [("ab-c", "y")]
+    with pytest.raises(ValueError):
+        _mail.parse_fields("X: y", -1)
+
+
+HEADER_NAMES = st.sampled_from(["Subject", "FROM", "x-Mailer", "Received", "To", "cc", "A", "Content-Type",
+                                "X\xe9y", "", ":", "a:b", "From ", "X\0", "Ü", "=?"])
+HEADER_PIECES = st.sampled_from(["", " ", "\t", ":", ": ", " : ", "\n", "\n ", "\n\t", "\r", "\0", "=?", "?=",
+                                 "=?utf-8?q?caf=C3=A9?=", "=?utf-8?b?w6k=?=", "@", "v" * 7, "é", "Ж", "日本", "😀",
+                                 "\udcff"])
+HEADER_LINES = st.builds(lambda name, pieces: name + "".join(pieces), HEADER_NAMES, st.lists(HEADER_PIECES, max_size=8))
+
+
+def _encode(text, encoding):
+    return text.encode(encoding, "surrogateescape" if encoding == "utf-8" else "replace")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(HEADER_LINES, max_size=12), st.sampled_from(["utf-8", "cp1252", "latin-1"]),
+       st.sampled_from(["", "\n", "\nbody: text\n"]), st.integers(0, 12))
+def test_compiled_header_parsing_matches_reference_on_generated_blocks(lines, encoding, tail, max_chars):
+    data = _encode("\n".join(lines) + tail, encoding)
+    assert_headers_match_reference(data)
+    assert_headers_match_reference(data, max_chars)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aZ:- \t\n\r\0é€Ж😀=?"), max_size=200), st.integers(0, 20))
+def test_compiled_fields_match_reference_on_any_text(text, max_chars):
+    assert _mail.parse_fields(text, max_chars) == ref_fields_of_text(text, ref_field_pattern(max_chars))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(HEADER_LINES, max_size=10), st.sampled_from(["", "\n", "\nbody\n"]),
+       st.sampled_from([b"", b"--b\nContent-Type: text/html\n X: y\n\n<b>x</b>\n--b\nSubject: s\n\nz\n--b--\n"]))
+def test_compiled_parse_matches_reference_parse(lines, tail, body):
+    raw = _encode("Content-Type: multipart/mixed; boundary=b\n" + "\n".join(lines) + tail, "utf-8") + body
+    with pytest.MonkeyPatch.context() as patch:
+        assert_same_mail(mail.parse(raw), ref_parse(raw, patch))
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared SpamAssassin corpus (/work/shared) is absent")
+def test_compiled_header_parsing_matches_reference_on_the_corpus(monkeypatch):
+    paths = [p for p in CORPUS.glob("*/*") if p.is_file()]
+    assert len(paths) > 6000
+    for path in paths:
+        raw = path.read_bytes()
+        assert_headers_match_reference(raw.replace(b"\r\n", b"\n"))
+        assert_headers_match_reference(raw)
+        for limits in ({}, {"max_bytes": 6144}):
+            assert_same_mail(mail.parse(raw, **limits), ref_parse(raw, monkeypatch, **limits))
