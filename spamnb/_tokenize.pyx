@@ -443,6 +443,15 @@ cdef class TokenStream:
             else:
                 self._add_one(h0, item, prefix)
 
+    def add_names(self, list fields, int prefix=0):
+        """Append ``prefix + name`` for each ``(name, value)`` pair of ``fields`` (a
+        message's header fields: its ``hdr:<name>`` tokens); empty names are skipped."""
+        cdef uint64_t h0 = self._prefix_state(prefix)
+        cdef str name
+        for item in fields:
+            name = item[0]
+            self._add_one(h0, name, prefix)
+
     cdef int _add_one(self, uint64_t h0, str token, int prefix) except -1:
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(token)
         cdef int32_t tid
