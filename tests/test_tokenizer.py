@@ -126,6 +126,17 @@ def test_write_tokens_appends_each_token_utf8(text, header):
     assert bytes(blob[:3]) == b"old" and len(offsets) == len(stream) + 2
 
 
+def test_add_names_adds_each_name_of_the_pairs():
+    scanner = Scanner()
+    stream = scanner.stream()
+    stream.add_names([("subject", "x"), ("received", "a"), ("received", "b"), ("", "empty"), ("x-é", "y")],
+                     scanner.prefix("hdr:"))
+    assert stream.tokens() == ["hdr:subject", "hdr:received", "hdr:received", "hdr:x-é"]
+    assert list(stream.hashes) == [hash_token(t) for t in stream.tokens()]
+    with pytest.raises(TypeError):
+        stream.add_names([(b"bytes", "x")])
+
+
 def test_write_tokens_checks_positions_before_writing():
     stream = Scanner().stream()
     stream.add_words("two words")
