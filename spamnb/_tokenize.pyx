@@ -43,6 +43,7 @@ import array
 
 cdef extern from "Python.h":
     bint Py_UNICODE_ISALNUM(Py_UCS4 ch) nogil
+    bint PyUnicode_IS_ASCII(object o)
 
 __all__ = ["hash_token", "Scanner", "TokenStream"]
 
@@ -482,7 +483,7 @@ cdef class TokenStream:
                 raise IndexError(f"token index {j} out of range for {self.n} tokens")
             o = self.occ[j]
             prefix = self._prefix_text(o.prefix)
-            if o.text == _SKIP_TEXT or not (<str>prefix).isascii():   # rare: through Python
+            if o.text == _SKIP_TEXT or not PyUnicode_IS_ASCII(prefix):   # rare: through Python
                 piece = self.token(j).encode("utf-8", "surrogatepass")
                 pieces.append(piece)
                 total += len(piece)
@@ -497,7 +498,7 @@ cdef class TokenStream:
             j = positions[k]
             o = self.occ[j]
             prefix = self._prefix_text(o.prefix)
-            if o.text == _SKIP_TEXT or not (<str>prefix).isascii():
+            if o.text == _SKIP_TEXT or not PyUnicode_IS_ASCII(prefix):
                 piece = <bytes>pieces[c]
                 c += 1
                 memcpy(out + at, <char *>piece, len(piece))

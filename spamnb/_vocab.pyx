@@ -15,7 +15,7 @@ functions here trust their arguments except where a docstring says otherwise.
 
 from cpython cimport array
 from libc.math cimport log, log1p, fabs, isfinite
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
@@ -255,10 +255,19 @@ def sort_int32(int32_t[::1] values):
             _sort_int32(&values[0], values.shape[0], _depth_limit(values.shape[0]))
 
 
+# log1p of the small counts, from the same log1p: most tokens occur once or
+# twice in a message, and a table look-up is ~20x cheaper than the call.
+cdef double _LOG1P_SMALL[64]
+for _k in range(64):
+    _LOG1P_SMALL[_k] = log1p(<double>_k)
+
+
 cdef inline double _transform(double count, int counts) noexcept nogil:
     if counts == _BINARY:
         return 1.0
     if counts == _LOG:
+        if count < 64.0:
+            return _LOG1P_SMALL[<int>count]
         return log1p(count)
     return count
 
@@ -289,6 +298,54 @@ cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, doub
     for j in range(k):
         x[j] = _transform(x[j], counts)
     return k
+
+
+# Counting a message's features without sorting them.  Fitting and scoring
+# need each distinct feature's count, not their order: a small hash table
+# (Fibonacci hashing of the index, linear probing, at most half full) finds
+# them in one pass, in order of first occurrence.  Sorting ~174 indices cost
+# ~4 us of a corpus message; counting this way ~1 us.
+cdef inline Py_ssize_t _table_size(Py_ssize_t n) noexcept nogil:
+    """Slots of the counting table for ``n`` occurrences: a power of two >= 2n, at least 16."""
+    cdef Py_ssize_t cap = 16
+    while cap < 2 * n:
+        cap <<= 1
+    return cap
+
+
+cdef Py_ssize_t _count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
+                                int32_t *table, Py_ssize_t cap) noexcept nogil:
+    """Distinct non-negative indices of ``idx[:n]`` in order of first occurrence,
+    with transformed counts (as ``_count_row``, unsorted).
+
+    ``uniq`` and ``x`` have room for ``n`` entries; ``table`` is scratch for
+    ``2 * cap`` entries, ``cap = _table_size(n)``.  Returns how many were written.
+    """
+    cdef Py_ssize_t j, m = 0
+    cdef uint32_t mask = <uint32_t>(cap - 1), h
+    cdef int32_t i
+    cdef int32_t *where = table + cap
+    for j in range(cap):
+        table[j] = -1
+    for j in range(n):
+        i = idx[j]
+        if i < 0:
+            continue
+        h = <uint32_t>i * 2654435769U
+        h = (h ^ (h >> 16)) & mask
+        while table[h] != -1 and table[h] != i:
+            h = (h + 1) & mask
+        if table[h] == -1:
+            table[h] = i
+            where[h] = <int32_t>m
+            uniq[m] = i
+            x[m] = 1.0
+            m += 1
+        else:
+            x[where[h]] += 1.0
+    for j in range(m):
+        x[j] = _transform(x[j], counts)
+    return m
 
 
 cdef class CSRBuilder:
@@ -348,22 +405,27 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts):
     ValueError, adding nothing, when an index is ``>= len(target)``.
     Returns the number of distinct indices.
     """
-    cdef Py_ssize_t n = idx.shape[0], k = 0, j
+    cdef Py_ssize_t n = idx.shape[0], k = 0, j, cap
     cdef int32_t *uniq
     cdef double *x
+    cdef int32_t largest = -1
     if counts not in (_RAW, _BINARY, _LOG):
         raise ValueError(f"unknown counts transform {counts}")
     if n == 0:
         return 0
-    uniq = <int32_t *>malloc(n * sizeof(int32_t))
+    cap = _table_size(n)
+    uniq = <int32_t *>malloc((n + 2 * cap) * sizeof(int32_t))   # uniq, then the counting table
     x = <double *>malloc(n * sizeof(double))
     if uniq == NULL or x == NULL:
         free(uniq)
         free(x)
         raise MemoryError()
     with nogil:
-        k = _count_row(&idx[0], n, uniq, x, counts)
-        if k == 0 or uniq[k - 1] < target.shape[0]:   # sorted: the last is the largest
+        k = _count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
+        for j in range(k):
+            if uniq[j] > largest:
+                largest = uniq[j]
+        if largest < target.shape[0]:
             for j in range(k):
                 target[uniq[j]] += x[j]
         else:
@@ -378,6 +440,11 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts):
 # --------------------------------------------------------------------------
 # scoring one message
 # --------------------------------------------------------------------------
+cdef inline bint _ranks_before(double w, int32_t i, double other_w, int32_t other_i) noexcept nogil:
+    """Evidence order: larger |weight| first, then the smaller feature index."""
+    return fabs(w) > fabs(other_w) or (fabs(w) == fabs(other_w) and i < other_i)
+
+
 cdef class Scorer:
     """Joint log-likelihood of one message for every class, over one model.
 
@@ -434,7 +501,7 @@ cdef class Scorer:
         theta_0i) (two classes; empty otherwise).
         """
         cdef Py_ssize_t n_classes = self.n_classes, n_features = self.n_features
-        cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0, size
+        cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0, size, cap
         cdef uint64_t mask = self.keys.shape[0] - 1
         cdef Py_ssize_t slot
         cdef int32_t *idx = NULL
@@ -452,7 +519,8 @@ cdef class Scorer:
         if n_classes != 2:
             n_evidence = 0
         size = n if n > 0 else 1
-        idx = <int32_t *>malloc(2 * size * sizeof(int32_t))   # idx, then uniq
+        cap = _table_size(size)
+        idx = <int32_t *>malloc((2 * size + 2 * cap) * sizeof(int32_t))   # idx, uniq, the counting table
         x = <double *>malloc((size + n_classes + 2 * n_evidence + 2) * sizeof(double))   # x, jll, ev_w
         ev_idx = <int32_t *>malloc((n_evidence + 1) * sizeof(int32_t))
         try:
@@ -469,7 +537,7 @@ cdef class Scorer:
                     else:
                         idx[j] = self.values[slot]
                         n_known += 1
-                m = _count_row(idx, n, uniq, x, self.counts)
+                m = _count_distinct(idx, n, uniq, x, self.counts, uniq + size, cap)
                 for c in range(n_classes):
                     jll[c] = self.prior[c]
                 for k in range(m):
@@ -478,10 +546,10 @@ cdef class Scorer:
                     if n_evidence > 0:
                         w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]]
                                     - self.norm[1] + self.norm[0])
-                        # keep the n_evidence largest |w|, sorted by |w| descending
-                        if n_ev < n_evidence or fabs(w) > fabs(ev_w[n_ev - 1]):
+                        # keep the n_evidence largest |w|, by |w| descending, then feature index
+                        if n_ev < n_evidence or _ranks_before(w, uniq[k], ev_w[n_ev - 1], ev_idx[n_ev - 1]):
                             e = n_ev if n_ev < n_evidence else n_evidence - 1
-                            while e > 0 and fabs(ev_w[e - 1]) < fabs(w):
+                            while e > 0 and _ranks_before(w, uniq[k], ev_w[e - 1], ev_idx[e - 1]):
                                 ev_w[e] = ev_w[e - 1]
                                 ev_idx[e] = ev_idx[e - 1]
                                 e -= 1
