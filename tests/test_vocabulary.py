@@ -139,8 +139,9 @@ def test_add_counts_equals_adding_the_csr_row(counts):
     rng = random.Random(counts)
     target = array("d", [0.5] * 40)
     expected = np.array(target)
-    for _ in range(50):
-        idx = array("i", [rng.randrange(-1, 40) for _ in range(rng.randrange(0, 300))])
+    rows = [array("i", [rng.randrange(-1, 40) for _ in range(rng.randrange(0, 300))]) for _ in range(50)]
+    rows.append(array("i", [5] * 63 + [6] * 64 + [7] * 65 + [8] * 1000))   # counts around the log1p table's end
+    for idx in rows:
         builder = _vocab.CSRBuilder(counts)
         builder.add_row(idx)
         expected[np.array(builder.indices, dtype=np.int64)] += np.array(builder.data)
