@@ -14,7 +14,7 @@ programs and Python.  Python systems also report their own in-process times
 (fit; the scoring loop), which exclude the interpreter start and imports.
 
 - spamnb: ``SpamFilter().fit(paths, labels)``, then ``SpamFilter.load`` and
-  one ``score`` call per test message, reading its bytes inside the timed loop.
+  one ``score(path)`` call per test message (it reads the file) in the timed loop.
 - sklearn: what a Python user writes by hand: stdlib ``email`` for the text
   parts (and the subject), ``CountVectorizer`` + ``MultinomialNB`` (defaults),
   one ``predict_log_proba`` call per test message.
@@ -158,9 +158,7 @@ def step_spamnb_score(work):
     score = spam_filter.score
     t0 = time.perf_counter()
     for _relpath, path, _is_spam in rows:
-        with open(path, "rb") as f:
-            data = f.read()
-        s = score(data)
+        s = score(path)  # a path: SpamFilter reads the file (as bogofilter's bulk mode does)
         log_odds.append(s.log_odds)
         probability.append(s.probability)
     seconds = time.perf_counter() - t0
@@ -516,8 +514,8 @@ def write_report(report, md_path, json_path):
         "registration summed).  spamnb and scikit-learn: measured inside their process, after imports — "
         "spamnb: `SpamFilter().fit(paths, labels)` (it reads the files); scikit-learn: reading, `email` "
         "text extraction, `CountVectorizer.fit_transform`, `MultinomialNB.fit`.  Scoring: one call per test "
-        "message (spamnb `SpamFilter.score`, scikit-learn `predict_log_proba` on one row), reading the "
-        "message's bytes inside the timed loop, after loading the model.  The whole process times "
+        "message (spamnb `SpamFilter.score(path)`, which reads the file; scikit-learn: reading the file and "
+        "`predict_log_proba` on one row) inside the timed loop, after loading the model.  The whole process times "
         "(with interpreter start, imports, model load) are in the JSON (`*_process_seconds`).",
         "- **1-AUC %**: 100 (1 - area under the ROC curve) of the systems' scores (spamnb and scikit-learn: "
         "log-odds; bogofilter: `-TT` bogosity, 16 digits; spamprobe: its 7-digit score); ties count 1/2.",
