@@ -2,6 +2,7 @@
 
 import base64
 import json
+import re
 import subprocess
 import sys
 import time
@@ -397,3 +398,59 @@ def test_thousands_of_distinct_header_names_are_linear():
     stream = tokenizer.stream(raw)
     assert time.process_time() - start < 0.5
     assert "x-h19999:v19999" in stream.tokens()
+
+
+# ---------------------------------------------------------------------------- Received: relays
+# The regular expressions TokenStream.add_received replaces: the reference.
+_REF_RECEIVED_FROM = re.compile(r"from\s+((?:[\w-]+\.)*([\w-]+\.[a-z]{2,}))\b", re.A)
+_REF_RECEIVED_BY = re.compile(r"by\s+((?:[\w-]+\.)*([\w-]+\.[a-z]{2,}))\b", re.A)
+_REF_RECEIVED_IP = re.compile(r"\[((([0-9]{1,3}\.[0-9]{1,3})\.[0-9]{1,3})\.[0-9]{1,3})\]", re.A)
+
+
+def _received_tokens(text):
+    scanner = Scanner()
+    host, ip = scanner.prefix("received:"), scanner.prefix("received:ip:")
+    compiled = scanner.stream()
+    compiled.add_received(text, host, ip)
+    reference = scanner.stream()
+    reference.add_tokens(_REF_RECEIVED_FROM.findall(text), host)
+    reference.add_tokens(_REF_RECEIVED_BY.findall(text), host)
+    reference.add_tokens(_REF_RECEIVED_IP.findall(text), ip)
+    return compiled, reference
+
+
+_RECEIVED_PIECES = ["from", "by", "fromby", " ", "  ", "\t", "\n", "\x0b", ".", "..", "-", "_", "[", "]", "a", "bc",
+                    "com", "org", "x1", "co1", "Com", "9", "12", "123", "1234", "é", "ı", "\U0001f600", "mail",
+                    "ex-ample", "com-x", "by.", "from.", "(", ";"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_RECEIVED_PIECES), max_size=40))
+def test_add_received_finds_what_the_regular_expressions_find(pieces):
+    compiled, reference = _received_tokens("".join(pieces))
+    assert compiled.tokens() == reference.tokens()
+    assert list(compiled.hashes) == list(reference.hashes)
+
+
+@pytest.mark.parametrize("text", [
+    "", "from", "from ", "from a.com", "from  a.b.c.example.org (x [10.0.0.1]) by mx.example.net",
+    "from a.co1 b.com", "from a.b.c1.de", "from mail.example.com1.org", "from x.com-y.z", "xfrom a.bc",
+    "from a..bc", "from a.b.", "by\ta.example.com", "[1.2.3.4] [1234.1.1.1] [1.2.3] [1.2.3.4.5] [001.002.003.004]",
+    "[[1.2.3.4]]", "from a.b.c.dE", "from é.com a.com", "from a.b" + ".c" * 5000])
+def test_add_received_edge_cases(text):
+    compiled, reference = _received_tokens(text)
+    assert compiled.tokens() == reference.tokens()
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared SpamAssassin corpus (/work/shared) is absent")
+def test_add_received_on_the_corpus():
+    from spamnb import mail
+
+    n = 0
+    for path in sorted(p for p in CORPUS.glob("*/*") if p.is_file()):
+        received = mail.parse(path.read_bytes()).header_values("received")
+        if received:
+            compiled, reference = _received_tokens("\n".join(received[:16]).lower())
+            assert compiled.tokens() == reference.tokens(), path.name
+            n += 1
+    assert n > 5000
