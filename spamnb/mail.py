@@ -2,7 +2,8 @@
 
 Written for the tokenizer's hot path, so it avoids the stdlib ``email`` package
 (importing ``email.parser`` alone takes ~11 ms) and does all per-character work
-in compiled code (``spamnb._mail`` for the header block and its fields) and
+in compiled code (``spamnb._mail`` for the header block and its fields,
+Content-Type parameters, HTML tags and entities) and
 C-speed ``bytes``/``str`` methods, ``re`` and ``binascii``; Python runs once per
 message and MIME part.
 
@@ -29,8 +30,11 @@ import binascii
 import codecs
 import re
 
+from spamnb._mail import content_type as _content_type
+from spamnb._mail import decode_entities as _decode_entities
 from spamnb._mail import parse_fields as _fields_of_text
 from spamnb._mail import split_headers as _split_headers
+from spamnb._mail import strip_tags as _strip_tags
 
 __all__ = ["Mail", "MailStats", "Part", "parse", "html_to_text", "decode_header_value"]
 
@@ -41,10 +45,8 @@ MAX_HEADER_CHARS = 16 * 1024
 
 # The header block ("Name: value" lines and their continuation lines, up to the
 # first line that is neither) and its fields are found by spamnb._mail
-# (split_headers, parse_fields: C, one memchr per line).
-# Parameters start at a ";": anchoring on the literal keeps a long run of
-# name characters without "=" linear (unanchored, every start position rescanned it).
-_PARAM = re.compile(r""";\s*([A-Za-z0-9_.*-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^;\s]*))""", re.A)
+# (split_headers, parse_fields: C, one memchr per line), and so are the
+# type and parameters of a Content-Type value (_content_type: (type, params)).
 _ENCODED_WORD = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=", re.A)
 _BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(=\?)", re.A)
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]+", re.A)
@@ -270,19 +272,6 @@ def _parse_fields(block, by_name=None):
     return _fields_of_text(text, MAX_HEADER_CHARS, decode_header_value, by_name)
 
 
-def _content_type(value):
-    """(type/subtype, params dict) of a Content-Type value (str)."""
-    main, _, rest = value.partition(";")
-    ctype = main.strip().lower()
-    if "/" not in ctype:
-        ctype = "text/plain" if not ctype else ctype
-    params = {}
-    if rest:
-        for name, quoted, single, bare in _PARAM.findall(";" + rest):
-            params.setdefault(name.lower().split("*", 1)[0], quoted or single or bare)
-    return ctype, params
-
-
 def _split_multipart(body, boundary, max_parts):
     """Body parts between ``--boundary`` lines; (parts, closed, hit_limit)."""
     delimiter = b"--" + boundary
@@ -456,9 +445,9 @@ def _leaf(mail, ctype, params, cte, disposition, body, fallback_charset):
 _COMMENT = re.compile(r"<!--.*?-->", re.S | re.A)
 _WORD_COMMENT = re.compile(r"-->(?=\w)", re.A)
 _LINK = re.compile(r"""href\s*=\s*["']?\s*([^"'\s>]+)""", re.A)
-_TAG = re.compile(r"<[/a-z!][^<>]{0,4000}>", re.A)
-_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});?", re.A)
-_TAG_ANY_CASE = re.compile(r"<[/A-Za-z!][^<>]{0,4000}>", re.A)
+# Tags (<[/a-z!][^<>]{0,4000}>, [/A-Za-z!] when not lower-cased) become a space
+# and entities (&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});?) are
+# decoded by spamnb._mail (strip_tags, decode_entities: one C pass each).
 _ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
 
 
@@ -555,33 +544,20 @@ def html_to_text(html, lower=True, tells=True):
     else:
         n_invisible, tags = 0, []
     if lower:
-        text = _TAG.sub(" ", html)
+        text = _strip_tags(html, False)
     else:
         text = _remove_comments(original) if n_comments else original
         if has_blocks:
             text = _remove_style_and_script(text, False)
-        text = _TAG_ANY_CASE.sub(" ", text)
+        text = _strip_tags(text, True)
     if "&" in text:
         text = text.replace("&nbsp;", " ").replace("&amp;", "&")   # the common ones at C speed
         if "&" in text:
-            text = _ENTITY.sub(_entity, text)
+            text = _decode_entities(text, _unescape)
     return HtmlText(text, links, n_images, n_comments, n_word_comments, n_invisible, tags)
 
 
-_COMMON_ENTITIES = {"nbsp": " ", "amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'",
-                    "copy": "\u00a9", "reg": "\u00ae", "middot": "\u00b7", "trade": "\u2122"}
-
-
-def _entity(match):
-    name = match.group(0)[1:].rstrip(";")
-    if name[0] == "#":
-        try:
-            cp = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
-            return chr(cp) if 0 < cp < 0x110000 and not 0xD800 <= cp < 0xE000 else " "
-        except ValueError:
-            return " "
-    value = _COMMON_ENTITIES.get(name)
-    if value is not None:
-        return value
+def _unescape(entity):
+    """An entity reference whose name _decode_entities does not know, decoded."""
     import html                                     # rare: the full entity table
-    return html.unescape(match.group(0))
+    return html.unescape(entity)

@@ -3,6 +3,7 @@
 import base64
 import binascii
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -297,6 +298,11 @@ HOSTILE_HTML = {
     "unclosed style": "<style>" * 36000,
     "unclosed script": "<script x>" * 25000,
     "closed and unclosed blocks": "<style>a</style><script>" * 10000,
+    "tag starts": "<a" * 64000,
+    "long unclosed tags": ("<a" + "x" * 5000) * 60,
+    "numeric entity starts": "&#x" * 64000,
+    "entity starts": "&" * 128000,
+    "short entities": "&#1" * 64000,
 }
 
 
@@ -540,3 +546,230 @@ def test_compiled_header_parsing_matches_reference_on_the_corpus(monkeypatch):
         assert_headers_match_reference(raw)
         for limits in ({}, {"max_bytes": 6144}):
             assert_same_mail(mail.parse(raw, **limits), ref_parse(raw, monkeypatch, **limits))
+
+
+# -- compiled HTML tags, entities and Content-Type parameters (spamnb._mail) vs the regex reference --
+# The regular expressions and Python functions spamnb.mail used before, kept
+# verbatim as the reference: strip_tags, decode_entities and content_type must
+# give exactly their results, on every input.
+REF_PARAM = re.compile(r""";\s*([A-Za-z0-9_.*-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^;\s]*))""", re.A)
+REF_TAG = re.compile(r"<[/a-z!][^<>]{0,4000}>", re.A)
+REF_TAG_ANY_CASE = re.compile(r"<[/A-Za-z!][^<>]{0,4000}>", re.A)
+REF_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});?", re.A)
+REF_COMMON_ENTITIES = {"nbsp": " ", "amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'",
+                       "copy": "\u00a9", "reg": "\u00ae", "middot": "\u00b7", "trade": "\u2122"}
+
+
+def ref_content_type(value):
+    """(type/subtype, params dict) of a Content-Type value (str)."""
+    main, _, rest = value.partition(";")
+    ctype = main.strip().lower()
+    if "/" not in ctype:
+        ctype = "text/plain" if not ctype else ctype
+    params = {}
+    if rest:
+        for name, quoted, single, bare in REF_PARAM.findall(";" + rest):
+            params.setdefault(name.lower().split("*", 1)[0], quoted or single or bare)
+    return ctype, params
+
+
+def ref_entity(match):
+    name = match.group(0)[1:].rstrip(";")
+    if name[0] == "#":
+        try:
+            cp = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
+            return chr(cp) if 0 < cp < 0x110000 and not 0xD800 <= cp < 0xE000 else " "
+        except ValueError:
+            return " "
+    value = REF_COMMON_ENTITIES.get(name)
+    if value is not None:
+        return value
+    import html                                     # rare: the full entity table
+    return html.unescape(match.group(0))
+
+
+def ref_strip_tags(html, any_case=False):
+    return (REF_TAG_ANY_CASE if any_case else REF_TAG).sub(" ", html)
+
+
+def ref_decode_entities(text, unescape=None):
+    return REF_ENTITY.sub(ref_entity, text)
+
+
+def ref_html_to_text(html, lower=True, tells=True):
+    """mail.html_to_text with the reference tag and entity functions."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mail, "_strip_tags", ref_strip_tags)
+        patch.setattr(mail, "_decode_entities", ref_decode_entities)
+        return mail.html_to_text(html, lower, tells)
+
+
+def ref_parse_all(raw, **limits):
+    """mail.parse with every reference function (header block, fields, Content-Type)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mail, "_content_type", ref_content_type)
+        return ref_parse(raw, patch, **limits)
+
+
+def assert_same_str(new, ref):
+    """Equal, and the same representation (a str must use the narrowest kind and
+    the ASCII flag when its characters allow: getsizeof differs otherwise)."""
+    assert type(new) is str and new == ref
+    assert sys.getsizeof(new) == sys.getsizeof(ref)
+
+
+def assert_html_matches_reference(html):
+    for any_case in (False, True):
+        assert_same_str(_mail.strip_tags(html, any_case), ref_strip_tags(html, any_case))
+    assert_same_str(_mail.decode_entities(html, mail._unescape), ref_decode_entities(html))
+    for lower in (True, False):
+        for tells in (True, False):
+            new, ref = mail.html_to_text(html, lower, tells), ref_html_to_text(html, lower, tells)
+            assert new == ref
+            assert_same_str(new.text, ref.text)
+
+
+def assert_content_type_matches_reference(value):
+    new, ref = _mail.content_type(value), ref_content_type(value)
+    assert new == ref
+    assert list(new[1]) == list(ref[1])                 # same key order
+    for new_value, ref_value in zip(new[1].values(), ref[1].values()):
+        assert_same_str(new_value, ref_value)
+
+
+def tag(n_chars, start="a"):
+    """A tag with ``n_chars`` characters between its first letter and its ">"."""
+    return "<" + start + "x" * n_chars + ">"
+
+
+HTML_EDGE_CASES = {
+    "empty": "",
+    "plain text": "no markup at all",
+    "lone <": "<",
+    "lone &": "&",
+    "< at the end": "text <",
+    "tag start at the end": "text <a",
+    "unclosed tag": "<p class=x keep",
+    "< runs": "<" * 5000 + "p>" + "<<<>>>" * 100,
+    "tag starts": "<a" * 20_000,
+    "<> and </>": "a<>b</>c<!>d< p>e<1>f<-x>",
+    "tag of 3,999": "a" + tag(3999) + "b",
+    "tag of 4,000": "a" + tag(4000) + "b",
+    "tag of 4,001": "a" + tag(4001) + "b",
+    "tag of 4,000 after a letter run": "<" + "a" * 4001 + ">",
+    "tag of 4,001 after a letter run": "<" + "a" * 4002 + ">",
+    "long tag then a short one": tag(5000) + "x" + tag(3) + "y",
+    "< inside a tag": "<a href='<x>'>t</a>",
+    "newlines in tags": "<a\nhref=x\n>t</a\n>",
+    "nested comments": "a<!-- <!-- x --> y -->b<!---->c<!--->d",
+    "unclosed comment": "x <!-- y <b>z</b>",
+    "style and script": "<style>p{}</style>a<SCRIPT>x<y</SCRIPT>b<style>",
+    "upper-case tags": "<P>Hi</P><A HREF=x>There</A><!DOCTYPE html><BR/>",
+    "mixed-case tags": "<Div>x</dIV><iMg src=y>",
+    "entities at the end": "a &amp",
+    "entity names": "&nbsp;&amp;&lt;&gt;&quot;&apos;&copy;&reg;&middot;&trade;&NBSP;&Amp;",
+    "unknown entity names": "&eacute; &eacute &notit; &notin; &zz; &abcdefgh; &abcdefghij; &a; &a",
+    "numeric entities": "&#65;&#x41;&#X41;&#x41&#0065&#1234567;&#12345678;&#x10FFFF;&#x110000;&#xFFFFFF;",
+    "numeric entities out of range": "&#0;&#x0;&#1114111;&#1114112;&#9999999;&#xFFFFFFF;&#x;&#;&#a;&#xg;",
+    "surrogate entities": "&#55296;&#xD800;&#xDFFF;&#57343;&#57344;&#xd7ff;",
+    "entity runs": "&" * 3000 + "&#" * 3000 + "&#x" * 3000 + "&amp;" * 1000 + "&a" * 3000,
+    "double-encoded": "&amp;lt; &amp;amp; &amp;nbsp; &amp;#65;",
+    "entities and tags": "<p title='&amp;'>&lt;b&gt; &#60;b&#62;</p>",
+    "entity at the end, no ;": "x &#x1F600",
+    "emoji entity": "&#x1F600; &#128512;",
+    "latin-1": "café <b>naïve</b> &eacute; à",
+    "kind 2": "Привет <b>мир</b> &#x416; 日本",
+    "kind 4": "😀 <b>😀</b> &#x1F600;",
+    "non-ASCII only in a tag": "<p title='é'>abc</p>",
+    "kind 4 only in a tag": "<p title='😀'>é</p>",
+    "kind 4 in a tag, kind 2 text": "<p title='😀'>Ж</p>",
+    "kind 2 only in a tag": "<p title='Ж'>abc&#233;</p>",
+    "kind 4 only in an entity": "abc &#x1F600;",
+    "İ (lower-casing changes the length)": "<P TITLE='İ'>İx</P> &İ; <İ>",
+    "NUL and controls": "\0<a\0>\x0b&#0;\x85",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HTML_EDGE_CASES))
+def test_compiled_html_matches_reference_on_edge_cases(name):
+    assert_html_matches_reference(HTML_EDGE_CASES[name])
+
+
+def test_compiled_html_edge_case_values():
+    assert _mail.strip_tags(HTML_EDGE_CASES["tag of 4,000"]) == "a b"
+    assert _mail.strip_tags(HTML_EDGE_CASES["tag of 4,001"]) == HTML_EDGE_CASES["tag of 4,001"]
+    assert _mail.strip_tags("<P>x</P>") == "<P>x "
+    assert _mail.strip_tags("<P>x</P>", True) == " x "
+    assert _mail.decode_entities("&#0;&#xD800;&#65&lt&zz;", mail._unescape) == "  A<&zz;"
+    assert _mail.decode_entities("&notit;", mail._unescape) == "\u00acit;"
+    assert _mail.strip_tags("<p title='😀'>é</p>") == " é "
+
+
+HTML_PIECES = st.sampled_from(["<", ">", "/", "!", "a", "P", "b", "-", " ", "\n", "<!--", "-->", "<p>", "</P>",
+                               "<a href='x'>", "<style>", "</style>", "<SCRIPT>", "</script>", "x" * 1000,
+                               "&", "#", "x", "X", ";", "1", "9", "f", "D800", "amp", "nbsp", "lt", "eacute",
+                               "&amp;", "&#x1F600;", "&#55296;", "&#0;", "é", "Ж", "😀", "İ", "\0"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(HTML_PIECES, max_size=40))
+def test_compiled_html_matches_reference_on_generated_html(pieces):
+    assert_html_matches_reference("".join(pieces))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("<>/!aZ&#xX;09fF- \né😀"), max_size=300))
+def test_compiled_html_matches_reference_on_any_text(text):
+    assert_html_matches_reference(text)
+
+
+CONTENT_TYPE_EDGE_CASES = [
+    "", ";", " ", "text/plain", " TEXT/Plain ;charset=UTF-8", "text", "TEXT", "/", ";charset=x",
+    'multipart/mixed; boundary="abc', "multipart/mixed; boundary='x y'", "multipart/mixed; boundary=\"\"; b=2",
+    'a/b; name = "q;r"; x=1', "a/b;;;=;x=;y= ;z", "a/b; x=; y=2", "text; a*0=1; a*1=2", "a/b; *=x; *a=y",
+    "a/b; NAME=1; name=2; Name=3", "a/b; n\t=\tv\tw", "a/b; n=v\x0bw", "a/b; n=v\rw", "a/b;\x0cn=v\x0cw",
+    "a/b; n=\xa0v", "a/b; n=v\x1cw",
+    "\xa0text/plain\xa0; x=1", "\u0130/x; y=1", "a/b ; charset = \"utf-8\" ; format=flowed", "a/b; n='it''s'",
+    "a/b; n=\"é😀\"; m=Ж", "a/b; Ж=1; n=2", "a/b; n=1;", "a/b; n", "a/b; n=", "a/b; =", "a/b; n =\n v",
+    "a/b;" + "a" * 16000 + "; charset=koi8-r", "a/b;" + "; " * 5000 + "x=1", "a/b; x=" + '"' * 3000,
+    "😀/x; y=😀",
+]
+
+
+@pytest.mark.parametrize("value", CONTENT_TYPE_EDGE_CASES)
+def test_compiled_content_type_matches_reference_on_edge_cases(value):
+    assert_content_type_matches_reference(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([";", "=", '"', "'", " ", "\t", "\n", "\x0b", "\r", "\x0c", "a", "Z", "*", "-",
+                                 "/", "é", "😀", "\xa0", "İ", "charset", "boundary", "name", "Text/HTML"]),
+                max_size=30))
+def test_compiled_content_type_matches_reference_on_generated_values(pieces):
+    assert_content_type_matches_reference("".join(pieces))
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared SpamAssassin corpus (/work/shared) is absent")
+def test_compiled_html_and_content_type_match_reference_on_the_corpus():
+    paths = [p for p in CORPUS.glob("*/*") if p.is_file()]
+    assert len(paths) > 6000
+    n_html = 0
+    for path in paths:
+        raw = path.read_bytes()
+        for limits in ({}, {"max_bytes": 6144}):
+            parsed = mail.parse(raw, **limits)
+            assert_same_mail(parsed, ref_parse_all(raw, **limits))
+            for name, value in parsed.headers:
+                if name.startswith("content-"):
+                    assert_content_type_matches_reference(value)
+            for part in parsed.parts:
+                if part.text is None:
+                    continue
+                if part.content_type == "text/html":
+                    n_html += 1
+                    assert_html_matches_reference(part.text)
+                else:      # plain text too: any str must give the reference's result
+                    for any_case in (False, True):
+                        assert_same_str(_mail.strip_tags(part.text, any_case), ref_strip_tags(part.text, any_case))
+                    assert_same_str(_mail.decode_entities(part.text, mail._unescape), ref_decode_entities(part.text))
+    assert n_html > 1000
