@@ -437,6 +437,21 @@ cdef class TokenStream:
 
     def add_words(self, str text, int prefix=0):
         """Scan ``text`` into words (see the module docstring), each tagged with ``prefix``."""
+        self._scan(text, prefix)
+
+    def add_field_words(self, dict by_name, tuple fields, bint lower=True):
+        """For each ``(name, prefix)`` of ``fields``, the words of each value in
+        ``by_name.get(name, ())`` (lower-cased if ``lower``), tagged ``prefix``: a
+        message's header words (``Mail.by_name``) in one call."""
+        cdef str value
+        cdef int prefix
+        for name, prefix in fields:
+            values = by_name.get(name)
+            if values:
+                for value in values:
+                    self._scan(value.lower() if lower else value, prefix)
+
+    cdef int _scan(self, str text, int prefix) except -1:
         cdef Scanner sc = self.scanner
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
         cdef int kind = PyUnicode_KIND(text)
@@ -448,7 +463,7 @@ cdef class TokenStream:
         cdef int32_t tid
         h0 = self._prefix_state(prefix)
         if n == 0:
-            return
+            return 0
         tid = self._add_text(text)
         while i < n:
             c = PyUnicode_READ(kind, data, i)
@@ -502,6 +517,7 @@ cdef class TokenStream:
                     self._push(_feed(h0, text, start, i), tid, <int32_t>start, <int32_t>i, prefix)
             else:
                 i += 1
+        return 0
 
     def add_token(self, str token, int prefix=0):
         """Append ``prefix + token`` as one token."""

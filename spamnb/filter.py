@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from array import array
 from typing import NamedTuple
 
@@ -87,15 +88,20 @@ def message_bytes(message):
 def _read_file(path):
     """The whole content of the file at ``path``.  With ``os`` calls instead of
     ``open(path, "rb").read()``: 5.6 instead of 8.5 us per corpus message (no
-    file object), a tenth of what training on a message costs."""
+    file object, and no second read to find the end of a regular file)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
+        info = os.fstat(fd)
         chunks = []
-        want = os.fstat(fd).st_size + 1      # 0 for pipes and the like: read on to the end
-        while True:
-            chunk = os.read(fd, max(want, 65536) if chunks else want)
+        if stat.S_ISREG(info.st_mode):
+            data = os.read(fd, info.st_size + 1)
+            if len(data) <= info.st_size:   # a regular file reads short only at its end
+                return data
+            chunks.append(data)             # it grew since fstat: read on
+        while True:                         # pipes and the like have no size to go by
+            chunk = os.read(fd, 65536)
             if not chunk:
-                return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+                return b"".join(chunks)
             chunks.append(chunk)
     finally:
         os.close(fd)

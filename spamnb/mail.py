@@ -159,6 +159,12 @@ class Mail(_Record):
         """All values of header ``name`` (lower case), in order."""
         return list(self._by_name.get(name, ()))
 
+    @property
+    def by_name(self):
+        """{lower-case name: [values, in order]} of the top-level fields: the
+        parser's own table (not to be modified), for the tokenizer's hot path."""
+        return self._by_name
+
     def header_list(self, name):
         """Like ``header_values``, but the parser's own list (no copy; not to be
         modified), or ``()``: for the tokenizer's hot path."""

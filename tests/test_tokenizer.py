@@ -138,6 +138,22 @@ def test_add_names_adds_each_name_of_the_pairs():
         stream.add_names([(b"bytes", "x")])
 
 
+def test_add_field_words_equals_add_words_per_value():
+    scanner = Scanner()
+    fields = (("subject", scanner.prefix("subject:")), ("to", scanner.prefix("to:")), ("cc", scanner.prefix("cc:")))
+    by_name = {"to": ["Ann <A@X.org>", "bob@y.org"], "subject": ["Free MONEY now"], "received": ["from x"]}
+    for lower in (True, False):
+        compiled, reference = scanner.stream(), scanner.stream()
+        compiled.add_field_words(by_name, fields, lower)
+        for name, prefix in fields:
+            for value in by_name.get(name, ()):
+                reference.add_words(value.lower() if lower else value, prefix)
+        assert compiled.tokens() == reference.tokens()
+        assert "subject:free" in compiled.tokens() or not lower
+    with pytest.raises(TypeError):
+        scanner.stream().add_field_words({"to": [b"bytes"]}, fields)
+
+
 def test_write_tokens_checks_positions_before_writing():
     stream = Scanner().stream()
     stream.add_words("two words")
