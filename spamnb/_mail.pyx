@@ -1,9 +1,10 @@
-"""Compiled core of spamnb.mail: the end of a header block and its fields,
-Content-Type parameters, HTML tags and entities.
+"""Compiled core of spamnb.mail: ``parse`` (the MIME entities, their leaves and
+counts), the end of a header block and its fields, Content-Type parameters,
+text decoding, HTML tags and entities.
 
-Per-line and per-character header work happens here, in C; ``spamnb.mail``
-decodes the block (C-speed ``bytes.decode``) and RFC 2047 words (rare) in
-Python.  Nothing here imports anything.
+Per-message, per-line and per-character work happens here, in C; ``spamnb.mail``
+binds its record classes and the Python helpers ``parse`` calls (RFC 2047
+words, charset lookup, base64, quoted-printable).  Nothing here imports anything.
 
 The results are exactly those of the regular expressions this module replaced
 (kept as the reference in tests/test_mail.py, which compares the two on the
@@ -15,18 +16,22 @@ whole corpus, hand-written edge cases and generated input):
   ``re.findall(r"\\n([!-9;-~]+)[ \\t]*:[ \\t]*([^\\n]{0,max_chars})", "\\n" + text)``
   with the names lower-cased;
 - ``content_type``, ``strip_tags``, ``decode_entities``: the regular
-  expressions in their docstrings, with the Python code around them.
+  expressions in their docstrings, with the Python code around them;
+- ``parse``, ``decode_text``, ``header_fields``: the Python functions of
+  spamnb.mail they replaced (parse, _parse_into, _leaf, _split_multipart,
+  decode_text, _parse_fields).
 
 Speed (all 6,046 corpus messages cut to the tokenizer's 6,144 bytes, best CPU
 time of 7 passes, per message): finding the block's end 3.8 us -> 0.86 us,
 its fields with the name -> values table 13.5 us -> 4.7 us; the whole of
-``mail.parse`` 29-31 us -> 15 us (docs/tokenizer.md, "Speed").
+``mail.parse`` 29-31 us -> 15 us, then (``parse`` compiled) 13.4 -> 9.9 us
+(docs/tokenizer.md, "Speed").
 """
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 from libc.stdint cimport uint16_t, uint32_t
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcmp, memcpy, memset
 
 cdef extern from "Python.h":
     object PyUnicode_FromKindAndData(int kind, const void *buffer, Py_ssize_t size)
@@ -35,6 +40,8 @@ cdef extern from "Python.h":
     object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
     bint PyUnicode_IS_ASCII(object text)
     Py_UCS4 PyUnicode_MAX_CHAR_VALUE(object text)
+    Py_ssize_t PyUnicode_Count(object text, object sub, Py_ssize_t start, Py_ssize_t end) except -1
+    const Py_ssize_t PY_SSIZE_T_MAX
 
 __all__ = ["split_headers", "parse_fields", "content_type", "strip_tags", "decode_entities"]
 
@@ -83,6 +90,10 @@ def split_headers(bytes data not None):
     Without one, the body starts at the first line that is neither, and
     had_separator is true only when the block runs to the end.
     """
+    return _split_headers(data)
+
+
+cdef tuple _split_headers(bytes data):
     cdef Py_ssize_t n = len(data)
     cdef const unsigned char *s = <const unsigned char *>(<char *>data)
     cdef Py_ssize_t end = _header_end(s, n)
@@ -192,6 +203,10 @@ def parse_fields(str text not None, Py_ssize_t max_chars, decode=None, dict by_n
     is applied to each value containing "=?".  If ``by_name`` is given, each
     value is also appended to ``by_name[name]`` (a list, created when missing).
     """
+    return _parse_fields(text, max_chars, decode, by_name)
+
+
+cdef list _parse_fields(str text, Py_ssize_t max_chars, decode, dict by_name):
     cdef Py_ssize_t n, pos = 0, eol, i, j, end
     cdef int kind
     cdef const void *data
@@ -271,6 +286,10 @@ def content_type(str value not None):
     ``re.findall(r";\\s*([A-Za-z0-9_.*-]+)\\s*=\\s*(?:"([^"]*)"?|'([^']*)'?|([^;\\s]*))",
     value[value.find(";"):])`` (ASCII classes).
     """
+    return _content_type(value)
+
+
+cdef tuple _content_type(str value):
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(value), semi, i, name_start, name_end, start, end
     cdef int kind = PyUnicode_KIND(value)
     cdef const void *data = PyUnicode_DATA(value)
@@ -485,3 +504,443 @@ def decode_entities(str text not None, unescape):
     if last < n:
         pieces.append(PyUnicode_Substring(text, last, n))
     return "".join(pieces)
+
+
+# -- the whole message: mail.parse ----------------------------------------------------
+# The entity loop, the leaves, the multipart split and the counts used to be
+# Python (mail.parse, _parse_into, _leaf, _split_multipart, _parse_fields,
+# decode_text; kept as the reference in tests/test_mail.py): the same steps in
+# the same order, with the counts in a C struct (written to MailStats once), no
+# Python call between the steps, the records made with object.__new__ and their
+# slots set directly, the HTML sniff and the "href" / "<img" / "://" counts in C.
+# Before / after: see docs/tokenizer.md, "Speed".
+
+MAX_BYTES = 256 * 1024
+MAX_DEPTH = 8
+MAX_PARTS = 64
+cdef enum:
+    _MAX_HEADER_CHARS = 16 * 1024
+MAX_HEADER_CHARS = _MAX_HEADER_CHARS
+
+# Bound once by spamnb.mail (which imports this module): its record classes and
+# the Python helpers the parser calls (charset lookup, RFC 2047 words, base64).
+cdef object _Mail = None
+cdef object _MailStats = None
+cdef object _Part = None
+cdef object _object_new = object.__new__
+cdef object _codec = None
+cdef dict _codec_cache = None
+cdef object _decode_header_value = None
+cdef object _base64 = None
+cdef object _a2b_qp = None
+cdef object _MISSING = object()
+
+
+def bind(Mail, MailStats, Part, codec, dict codec_cache not None, decode_header_value, base64, a2b_qp):
+    """Called once by spamnb.mail: the classes and helpers ``parse`` uses."""
+    global _Mail, _MailStats, _Part, _codec, _codec_cache, _decode_header_value, _base64, _a2b_qp
+    _Mail, _MailStats, _Part = Mail, MailStats, Part
+    _codec, _codec_cache, _decode_header_value = codec, codec_cache, decode_header_value
+    _base64, _a2b_qp = base64, a2b_qp
+
+
+cdef struct _Counts:
+    Py_ssize_t n_header_bytes, n_headers, n_received, n_recipients, n_parts, n_text_parts
+    Py_ssize_t n_html_parts, n_attachments, max_depth, text_chars, html_chars, n_links, n_images
+
+
+# -- text decoding ------------------------------------------------------------------
+
+cdef str _without_surrogates(str text):
+    """``text`` with lone surrogates (from UTF-7, UTF-16 and friends) replaced by
+    U+FFFD.  Before: ``text.encode("utf-8")`` as the test (a copy of every
+    non-ASCII text); now a scan for U+D800-U+DFFF (none possible in 1-byte kind)."""
+    cdef int kind = PyUnicode_KIND(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i
+    cdef const void *data = PyUnicode_DATA(text)
+    cdef Py_UCS4 c
+    if kind == 1:
+        return text
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if 0xD800 <= c <= 0xDFFF:
+            return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+cdef str _decode_text(bytes data, str charset, fallback):
+    cdef str text
+    codec = None
+    if charset:
+        codec = _codec_cache.get(charset, _MISSING)
+        if codec is _MISSING:
+            codec = _codec(charset)
+    if codec is not None and codec != "utf-8":
+        try:
+            text = data.decode(codec, "replace")
+        except Exception:  # codec-specific failures (e.g. utf-7 state errors)
+            pass
+        else:
+            return text if PyUnicode_IS_ASCII(text) else _without_surrogates(text)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        if codec == "utf-8":
+            return data.decode("utf-8", "replace")
+        return _without_surrogates(data.decode(fallback, "replace"))
+
+
+def decode_text(bytes data not None, str charset, fallback="cp1252"):
+    """Bytes -> str: the declared charset if known, else strict UTF-8, else ``fallback``."""
+    return _decode_text(data, charset, fallback)
+
+
+cdef inline bint _all_ascii(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef unsigned long long word
+    while i + 8 <= n:
+        memcpy(&word, s + i, 8)
+        if word & 0x8080808080808080ULL:
+            return False
+        i += 8
+    while i < n:
+        if s[i] & 0x80:
+            return False
+        i += 1
+    return True
+
+
+cdef list _block_fields(bytes block, dict by_name):
+    """[(lower-case name, decoded value)] of a header block (bytes).  Before:
+    ``block.decode("ascii")`` and, on UnicodeDecodeError, decode_text; now an
+    8-bytes-at-a-time ASCII test first (no exception for 8-bit headers)."""
+    cdef Py_ssize_t n = len(block)
+    cdef const unsigned char *s = <const unsigned char *>(<char *>block)
+    cdef str text
+    if _all_ascii(s, n):
+        text = PyUnicode_New(n, 127)
+        memcpy(PyUnicode_DATA(text), s, <size_t>n)
+    else:
+        text = _decode_text(block, "", "cp1252")
+    return _parse_fields(text, _MAX_HEADER_CHARS, _decode_header_value, by_name)
+
+
+def header_fields(bytes block not None, dict by_name=None):
+    """[(lower-case name, decoded value)] of a header block (bytes): 8-bit bytes
+    decoded, lines unfolded, RFC 2047 words decoded, values cut at MAX_HEADER_CHARS;
+    each value also appended to ``by_name[name]`` if ``by_name`` (a dict) is given."""
+    return _block_fields(block, by_name)
+
+
+# -- HTML sniff and counts ----------------------------------------------------------
+# Before: _HTML_SNIFF.match(data) (re, bytes: \A\s*<(?:!doctype|html|...|a)\b,
+# re.I | re.A), text.lower().count("href") / .count("<img") (a lower-cased copy
+# of every HTML part) and text.count("://"); now memchr to the first character
+# and a case-insensitive compare.  No character outside ASCII lower-cases to
+# ASCII except U+0130 ("i" + U+0307: never inside "href" or "<img") and U+212A
+# ("k"), so comparing ASCII letters case-insensitively counts what lower() did.
+
+cdef const char *_SNIFF_WORDS[11]
+_SNIFF_WORDS[:] = [b"!doctype", b"html", b"head", b"body", b"table", b"div", b"p", b"font", b"center", b"br", b"a"]
+
+
+cdef inline unsigned char _ascii_lower(unsigned char c) noexcept nogil:
+    return c + 32 if 0x41 <= c <= 0x5A else c
+
+
+cdef inline bint _is_word_byte(unsigned char c) noexcept nogil:
+    return 0x61 <= c <= 0x7A or 0x41 <= c <= 0x5A or 0x30 <= c <= 0x39 or c == 0x5F
+
+
+cdef bint _sniffs_html(bytes data):
+    cdef Py_ssize_t n = len(data), i = 0, k, w
+    cdef const unsigned char *s = <const unsigned char *>(<char *>data)
+    cdef const char *word
+    while i < n and (s[i] == 0x20 or 0x09 <= s[i] <= 0x0D):
+        i += 1
+    if i >= n or s[i] != 0x3C:
+        return False
+    i += 1
+    for w in range(11):
+        word = _SNIFF_WORDS[w]
+        k = 0
+        while word[k] != 0 and i + k < n and _ascii_lower(s[i + k]) == <unsigned char>word[k]:
+            k += 1
+        if word[k] == 0 and (i + k >= n or not _is_word_byte(s[i + k])):
+            return True
+    return False
+
+
+cdef inline bint _word_at(int kind, const void *data, Py_ssize_t i, const char *word, Py_ssize_t m) noexcept:
+    """data[i:i + m] is ``word`` (lower-case ASCII), ASCII letters in any case."""
+    cdef Py_ssize_t k
+    cdef Py_UCS4 c
+    for k in range(m):
+        c = PyUnicode_READ(kind, data, i + k)
+        if c >= 0x80 or _ascii_lower(<unsigned char>c) != <unsigned char>word[k]:
+            return False
+    return True
+
+
+cdef Py_ssize_t _count_ci(str text, const char *word, Py_ssize_t m):
+    """Occurrences of ``word`` (lower-case ASCII, m >= 1, no self-overlap) in
+    ``text``, ASCII letters compared case-insensitively: memchr to each
+    candidate first character (both cases) in 1-byte strings."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, count = 0
+    cdef int kind = PyUnicode_KIND(text)
+    cdef const void *data = PyUnicode_DATA(text)
+    cdef const unsigned char *s = <const unsigned char *>data
+    cdef const unsigned char *hit
+    cdef unsigned char first = <unsigned char>word[0]
+    cdef unsigned char other = first - 32 if 0x61 <= first <= 0x7A else first
+    cdef int pass_
+    if n < m:
+        return 0
+    for pass_ in range(1 if other == first else 2):
+        i = 0
+        while i <= n - m:
+            if kind == 1:
+                hit = <const unsigned char *>memchr(s + i, first if pass_ == 0 else other, <size_t>(n - m + 1 - i))
+                if hit == NULL:
+                    break
+                i = hit - s
+            if _word_at(kind, data, i, word, m):
+                count += 1
+                i += m
+            else:
+                i += 1
+        if kind != 1:               # one pass compares both cases
+            break
+    return count
+
+
+# -- records --------------------------------------------------------------------------
+
+cdef object _new_part(str ctype, str charset, str cte, Py_ssize_t size, text, filename):
+    part = _object_new(_Part)
+    part.content_type = ctype
+    part.charset = charset
+    part.encoding = cte
+    part.size = size
+    part.text = text
+    part.filename = filename
+    return part
+
+
+cdef object _new_stats(_Counts *c, Py_ssize_t n_bytes, Py_ssize_t n_defects):
+    stats = _object_new(_MailStats)
+    stats.n_bytes = n_bytes
+    stats.n_header_bytes = c.n_header_bytes
+    stats.n_headers = c.n_headers
+    stats.n_received = c.n_received
+    stats.n_recipients = c.n_recipients
+    stats.n_parts = c.n_parts
+    stats.n_text_parts = c.n_text_parts
+    stats.n_html_parts = c.n_html_parts
+    stats.n_attachments = c.n_attachments
+    stats.max_depth = c.max_depth
+    stats.text_chars = c.text_chars
+    stats.html_chars = c.html_chars
+    stats.n_links = c.n_links
+    stats.n_images = c.n_images
+    stats.n_defects = n_defects
+    return stats
+
+
+# -- leaves, multipart bodies, the entity loop -------------------------------------
+
+cdef _leaf(list parts, _Counts *c, str ctype, dict params, str cte, str disposition, bytes body, fallback):
+    cdef bytes data
+    cdef str text
+    cdef bint is_html
+    c.n_parts += 1
+    cdef str charset = params.get("charset", "").strip().lower()
+    filename = params.get("name", "")
+    if not filename and "filename" in disposition:
+        filename = (<dict>_content_type("x/x;" + disposition.partition(";")[2])[1]).get("filename", "")
+    if not (ctype.startswith("text/") or ctype == "message/delivery-status" or ctype == "application/x-unknown"):
+        parts.append(_new_part(ctype, charset, cte, len(body), None, filename))
+        c.n_attachments += 1
+        return
+    try:
+        if cte == "base64":
+            data = _base64(body)
+        elif cte == "quoted-printable":
+            data = _a2b_qp(body)
+        else:
+            data = body
+        text = _decode_text(data, charset, fallback)
+        if _find_char(PyUnicode_KIND(text), PyUnicode_DATA(text), 0, 0, PyUnicode_GET_LENGTH(text)) \
+                < PyUnicode_GET_LENGTH(text):
+            text = text.replace("\0", "")
+    except BaseException:
+        # as before: the part is kept (no text) when decoding fails
+        parts.append(_new_part(ctype, charset, cte, len(body), None, filename))
+        raise
+    if ctype == "text/html" or (ctype == "text/plain" and _sniffs_html(data)):
+        c.n_html_parts += 1
+        c.html_chars += PyUnicode_GET_LENGTH(text)
+        c.n_links += _count_ci(text, b"href", 4)
+        c.n_images += _count_ci(text, b"<img", 4)
+        parts.append(_new_part("text/html", charset, cte, len(body), text, filename))
+    else:
+        c.n_text_parts += 1
+        c.text_chars += PyUnicode_GET_LENGTH(text)
+        c.n_links += _count_ci(text, b"://", 3)
+        parts.append(_new_part(ctype, charset, cte, len(body), text, filename))
+
+
+cdef tuple _split_multipart(bytes body, bytes boundary, Py_ssize_t max_parts):
+    """Body parts between ``--boundary`` lines; (parts, closed, hit_limit)."""
+    cdef bytes delimiter = b"--" + boundary
+    cdef bytes line_delimiter = b"\n" + delimiter
+    cdef Py_ssize_t n = len(body), d = len(delimiter), pos, start, nxt
+    cdef const char *s = <char *>body
+    cdef const char *nl
+    cdef list parts = []
+    if body.startswith(delimiter):
+        pos = 0
+    else:
+        pos = body.find(line_delimiter)
+        if pos < 0:
+            return [], False, False
+        pos += 1
+    while True:
+        start = -1
+        if pos + d < n:
+            nl = <const char *>memchr(s + pos + d, 10, <size_t>(n - pos - d))
+            if nl != NULL:
+                start = nl - s
+        if pos + d + 2 <= n and s[pos + d] == 0x2D and s[pos + d + 1] == 0x2D:
+            return parts, True, False               # close delimiter
+        if start < 0:
+            return parts, False, False
+        start += 1
+        nxt = body.find(line_delimiter, start - 1)
+        if len(parts) == max_parts:
+            return parts, False, True
+        if nxt < 0:
+            parts.append(body[start:])
+            return parts, False, False
+        parts.append(body[start:nxt])
+        pos = nxt + 1
+
+
+cdef inline str _first(dict by_name, str name):
+    """``Mail.header(name)``: the first value, or ""."""
+    values = by_name.get(name)
+    return (<list>values)[0] if values else ""
+
+
+def parse(raw, Py_ssize_t max_bytes=MAX_BYTES, Py_ssize_t max_depth=MAX_DEPTH, Py_ssize_t max_parts=MAX_PARTS,
+          fallback_charset="cp1252"):
+    """Parse raw RFC 822 bytes (str is encoded as UTF-8) into a :class:`spamnb.mail.Mail`;
+    never raises on bytes or str."""
+    cdef _Counts c
+    cdef list defects = [], parts = [], headers = [], fields, stack, children, entries
+    cdef dict by_name = {}, names, child_headers, params
+    cdef bint truncated = False, separated, closed, hit_limit
+    cdef Py_ssize_t n_bytes, n_entities = 0, depth
+    cdef bytes block, body, child_block, child_body, boundary, data
+    cdef const char *nl
+    cdef str ctype, ctype_value, cte, disposition, default
+    memset(&c, 0, sizeof(c))
+    if isinstance(raw, str):
+        raw = (<str>raw).encode("utf-8", "surrogateescape")
+    n_bytes = len(raw)
+    if n_bytes > max_bytes:
+        raw = raw[:max_bytes]
+        truncated = True
+        defects.append("truncated")
+    if type(raw) is bytes:
+        data = <bytes>raw
+        if memchr(<char *>data, 13, <size_t>len(data)) != NULL:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if len(data) >= 5 and memcmp(<char *>data, b"From ", 5) == 0:    # mbox separator line
+            nl = <const char *>memchr(<char *>data, 10, <size_t>len(data))
+            data = data[nl - <char *>data + 1:] if nl != NULL else b""
+        raw = data
+    else:       # other types behave as before (bytes subclasses parse, others are a parse-error)
+        if b"\r" in raw:
+            raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if raw.startswith(b"From "):
+            raw = raw[raw.find(b"\n") + 1:] if b"\n" in raw else b""
+
+    try:
+        if not isinstance(raw, bytes):
+            raise TypeError("raw must be bytes or str")
+        block, body, separated = _split_headers(raw)
+        if memchr(<char *>block, 0, <size_t>len(block)) != NULL:
+            block = block.replace(b"\0", b"")
+            defects.append("nul")
+        if not separated:
+            defects.append("no-separator")
+        c.n_header_bytes = len(block)
+        names = {}
+        fields = _block_fields(block, names)
+        headers, by_name = fields, names
+        c.n_headers = len(headers)
+        c.n_received = len(by_name.get("received", ()))
+        for name in ("to", "cc"):
+            for value in by_name.get(name, ()):
+                c.n_recipients += PyUnicode_Count(value, "@", 0, PY_SSIZE_T_MAX)
+        # stack of (content-type value, transfer encoding, disposition, body, depth)
+        stack = [(_first(by_name, "content-type"), _first(by_name, "content-transfer-encoding"),
+                  _first(by_name, "content-disposition"), body, 0)]
+        while stack:
+            ctype_value, cte, disposition, body, depth = stack.pop()
+            n_entities += 1
+            if depth > c.max_depth:
+                c.max_depth = depth
+            ctype, params = _content_type(ctype_value)
+            if ctype.startswith("multipart/") or ctype == "message/rfc822":
+                if depth >= max_depth:
+                    defects.append("depth-limit")
+                    parts.append(_new_part(ctype, "", "", len(body), None, ""))
+                    continue
+                if ctype == "message/rfc822":
+                    children = [body]
+                else:
+                    boundary = params.get("boundary", "").encode("utf-8", "replace")
+                    hit_limit = False
+                    if not boundary:
+                        defects.append("no-boundary")
+                        children = []
+                    else:
+                        children, closed, hit_limit = _split_multipart(
+                            body, boundary, max(0, max_parts - n_entities - len(stack)))
+                        if hit_limit:
+                            defects.append("part-limit")
+                        elif not closed:
+                            defects.append("unclosed-boundary")
+                    if not children:
+                        if not (boundary and hit_limit):
+                            # no parts found: read the body as text
+                            stack.append(("text/plain", cte, "", body, depth + 1))
+                        continue
+                default = "message/rfc822" if ctype == "multipart/digest" else "text/plain"
+                entries = []
+                for child in children:
+                    child_block, child_body, _ = _split_headers(child)
+                    child_headers = {}
+                    for name, value in _block_fields(child_block, None):
+                        if (<str>name).startswith("content-") and name not in child_headers:
+                            child_headers[name] = value
+                    entries.append((child_headers.get("content-type", default),
+                                    child_headers.get("content-transfer-encoding", ""),
+                                    child_headers.get("content-disposition", ""),
+                                    child_body, depth + 1))
+                entries.reverse()
+                stack.extend(entries)
+                continue
+            _leaf(parts, &c, ctype, params, cte.strip().lower(), disposition, body, fallback_charset)
+    except Exception:       # a bug must not cost a message its tokens: keep what was parsed
+        defects.append("parse-error")
+    mail = _object_new(_Mail)
+    mail.headers = headers
+    mail.parts = parts
+    mail.defects = defects
+    mail.stats = _new_stats(&c, n_bytes, len(defects))
+    mail.truncated = truncated
+    mail._by_name = by_name
+    return mail

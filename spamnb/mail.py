@@ -2,10 +2,10 @@
 
 Written for the tokenizer's hot path, so it avoids the stdlib ``email`` package
 (importing ``email.parser`` alone takes ~11 ms) and does all per-character work
-in compiled code (``spamnb._mail`` for the header block and its fields,
-Content-Type parameters, HTML tags and entities) and
-C-speed ``bytes``/``str`` methods, ``re`` and ``binascii``; Python runs once per
-message and MIME part.
+in compiled code (``spamnb._mail``: ``parse`` itself, the header block and its
+fields, Content-Type parameters, text decoding, HTML tags and entities) and
+C-speed ``bytes``/``str`` methods, ``re`` and ``binascii``; Python runs only for
+RFC 2047 encoded words, an unseen charset name and broken base64.
 
 Robustness: every input gives a :class:`Mail`, never an exception.  The work is
 bounded: at most ``max_bytes`` of the message are looked at (the rest is
@@ -30,27 +30,23 @@ import binascii
 import codecs
 import re
 
+from spamnb import _mail
+from spamnb._mail import MAX_BYTES, MAX_DEPTH, MAX_HEADER_CHARS, MAX_PARTS, decode_text, parse
 from spamnb._mail import content_type as _content_type
 from spamnb._mail import decode_entities as _decode_entities
-from spamnb._mail import parse_fields as _fields_of_text
-from spamnb._mail import split_headers as _split_headers
+from spamnb._mail import header_fields as _parse_fields
 from spamnb._mail import strip_tags as _strip_tags
 
 __all__ = ["Mail", "MailStats", "Part", "parse", "html_to_text", "decode_header_value"]
 
-MAX_BYTES = 256 * 1024
-MAX_DEPTH = 8
-MAX_PARTS = 64
-MAX_HEADER_CHARS = 16 * 1024
-
 # The header block ("Name: value" lines and their continuation lines, up to the
 # first line that is neither) and its fields are found by spamnb._mail
 # (split_headers, parse_fields: C, one memchr per line), and so are the
-# type and parameters of a Content-Type value (_content_type: (type, params)).
+# type and parameters of a Content-Type value (content_type: (type, params)),
+# the MIME entities and their leaves (parse).
 _ENCODED_WORD = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=", re.A)
 _BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(=\?)", re.A)
 _NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]+", re.A)
-_HTML_SNIFF = re.compile(rb"\A\s*<(?:!doctype|html|head|body|table|div|p|font|center|br|a)\b", re.I | re.A)
 
 _CHARSET_ALIASES = {
     "default_charset": None, "default": None, "unknown-8bit": None, "x-unknown": None,
@@ -202,33 +198,6 @@ def is_text_codec(name):
     return _codec(name.strip().lower()) is not None
 
 
-def _without_surrogates(text):
-    """``text`` with lone surrogates (from UTF-7, UTF-16 and friends) replaced by U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
-def decode_text(data, charset, fallback="cp1252"):
-    """Bytes -> str: the declared charset if known, else strict UTF-8, else ``fallback``."""
-    codec = _codec(charset) if charset else None
-    if codec is not None and codec != "utf-8":
-        try:
-            text = data.decode(codec, "replace")
-        except Exception:  # codec-specific failures (e.g. utf-7 state errors)
-            pass
-        else:
-            return text if text.isascii() else _without_surrogates(text)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        if codec == "utf-8":
-            return data.decode("utf-8", "replace")
-        return _without_surrogates(data.decode(fallback, "replace"))
-
-
 def _decode_encoded_word(match):
     charset, kind, payload = match.group(1).lower(), match.group(2), match.group(3)
     charset = charset.split("*", 1)[0]             # RFC 2231 language suffix
@@ -267,173 +236,10 @@ def _base64(data):
         return b""
 
 
-def _parse_fields(block, by_name=None):
-    """[(lower-case name, decoded value)] of a header block (bytes): 8-bit bytes
-    decoded, lines unfolded, RFC 2047 words decoded, values cut at MAX_HEADER_CHARS;
-    each value also appended to ``by_name[name]`` if ``by_name`` (a dict) is given."""
-    try:
-        text = block.decode("ascii")
-    except UnicodeDecodeError:
-        text = decode_text(block, "")
-    return _fields_of_text(text, MAX_HEADER_CHARS, decode_header_value, by_name)
-
-
-def _split_multipart(body, boundary, max_parts):
-    """Body parts between ``--boundary`` lines; (parts, closed, hit_limit)."""
-    delimiter = b"--" + boundary
-    parts = []
-    if body.startswith(delimiter):
-        pos = 0
-    else:
-        pos = body.find(b"\n" + delimiter)
-        if pos < 0:
-            return [], False, False
-        pos += 1
-    while True:
-        start = body.find(b"\n", pos + len(delimiter))
-        if body.startswith(b"--", pos + len(delimiter)):
-            return parts, True, False               # close delimiter
-        if start < 0:
-            return parts, False, False
-        start += 1
-        nxt = body.find(b"\n" + delimiter, start - 1)
-        if len(parts) == max_parts:
-            return parts, False, True
-        if nxt < 0:
-            parts.append(body[start:])
-            return parts, False, False
-        parts.append(body[start:nxt])
-        pos = nxt + 1
-
-
-def parse(raw, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, max_parts=MAX_PARTS,
-          fallback_charset="cp1252"):
-    """Parse raw RFC 822 bytes (str is encoded as UTF-8) into a :class:`Mail`; never raises."""
-    if isinstance(raw, str):
-        raw = raw.encode("utf-8", "surrogateescape")
-    mail = Mail()
-    stats = mail.stats
-    stats.n_bytes = len(raw)
-    if len(raw) > max_bytes:
-        raw = raw[:max_bytes]
-        mail.truncated = True
-        mail.defects.append("truncated")
-    if b"\r" in raw:
-        raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    if raw.startswith(b"From "):                    # mbox separator line
-        raw = raw[raw.find(b"\n") + 1:] if b"\n" in raw else b""
-
-    try:
-        _parse_into(mail, raw, max_depth, max_parts, fallback_charset)
-    except Exception:       # a bug must not cost a message its tokens: keep what was parsed
-        mail.defects.append("parse-error")
-    stats.n_defects = len(mail.defects)
-    return mail
-
-
-def _parse_into(mail, raw, max_depth, max_parts, fallback_charset):
-    stats = mail.stats
-    block, body, separated = _split_headers(raw)
-    if b"\0" in block:
-        block = block.replace(b"\0", b"")
-        mail.defects.append("nul")
-    if not separated:
-        mail.defects.append("no-separator")
-    stats.n_header_bytes = len(block)
-    by_name = {}
-    mail.headers = _parse_fields(block, by_name)
-    mail._by_name = by_name
-    stats.n_headers = len(mail.headers)
-    stats.n_received = len(by_name.get("received", ()))
-    for name in ("to", "cc"):
-        for value in by_name.get(name, ()):
-            stats.n_recipients += value.count("@")
-    header = mail.header
-    # stack of (content-type value, transfer encoding, disposition, body, depth)
-    stack = [(header("content-type"), header("content-transfer-encoding"),
-              header("content-disposition"), body, 0)]
-    n_entities = 0
-    while stack:
-        ctype_value, cte, disposition, body, depth = stack.pop()
-        n_entities += 1
-        stats.max_depth = max(stats.max_depth, depth)
-        ctype, params = _content_type(ctype_value)
-        if ctype.startswith("multipart/") or ctype == "message/rfc822":
-            if depth >= max_depth:
-                mail.defects.append("depth-limit")
-                mail.parts.append(Part(ctype, "", "", len(body)))
-                continue
-            if ctype == "message/rfc822":
-                children = [body]
-            else:
-                boundary = params.get("boundary", "").encode("utf-8", "replace")
-                hit_limit = False
-                if not boundary:
-                    mail.defects.append("no-boundary")
-                    children = []
-                else:
-                    children, closed, hit_limit = _split_multipart(
-                        body, boundary, max(0, max_parts - n_entities - len(stack)))
-                    if hit_limit:
-                        mail.defects.append("part-limit")
-                    elif not closed:
-                        mail.defects.append("unclosed-boundary")
-                if not children:
-                    if ctype != "message/rfc822" and not (boundary and hit_limit):
-                        # no parts found: read the body as text
-                        stack.append(("text/plain", cte, "", body, depth + 1))
-                    continue
-            entries = []
-            for child in children:
-                child_block, child_body, _ = _split_headers(child)
-                child_headers = {}
-                for name, value in _parse_fields(child_block):
-                    if name.startswith("content-") and name not in child_headers:
-                        child_headers[name] = value
-                default = "message/rfc822" if ctype == "multipart/digest" else "text/plain"
-                entries.append((child_headers.get("content-type", default),
-                                child_headers.get("content-transfer-encoding", ""),
-                                child_headers.get("content-disposition", ""),
-                                child_body, depth + 1))
-            stack.extend(reversed(entries))
-            continue
-        _leaf(mail, ctype, params, cte.strip().lower(), disposition, body, fallback_charset)
-
-
-def _leaf(mail, ctype, params, cte, disposition, body, fallback_charset):
-    stats = mail.stats
-    stats.n_parts += 1
-    charset = params.get("charset", "").strip().lower()
-    filename = params.get("name", "")
-    if not filename and "filename" in disposition:
-        filename = _content_type("x/x;" + disposition.partition(";")[2])[1].get("filename", "")
-    part = Part(ctype, charset, cte, len(body), None, filename)
-    mail.parts.append(part)
-    is_text = ctype.startswith("text/") or ctype in ("message/delivery-status", "application/x-unknown")
-    if not is_text:
-        stats.n_attachments += 1
-        return
-    if cte == "base64":
-        data = _base64(body)
-    elif cte == "quoted-printable":
-        data = binascii.a2b_qp(body)
-    else:
-        data = body
-    text = decode_text(data, charset, fallback_charset)
-    if "\0" in text:
-        text = text.replace("\0", "")
-    if ctype == "text/html" or (ctype == "text/plain" and _HTML_SNIFF.match(data)):
-        part.content_type = "text/html"
-        stats.n_html_parts += 1
-        stats.html_chars += len(text)
-        lowered = text.lower()
-        stats.n_links += lowered.count("href")
-        stats.n_images += lowered.count("<img")
-    else:
-        stats.n_text_parts += 1
-        stats.text_chars += len(text)
-        stats.n_links += text.count("://")
-    part.text = text
+# parse, decode_text and the header fields are compiled (spamnb._mail: the
+# entity loop, the leaves and their counts in C); they call back the records
+# and helpers above.
+_mail.bind(Mail, MailStats, Part, _codec, _codec_cache, decode_header_value, _base64, binascii.a2b_qp)
 
 
 # --------------------------------------------------------------------------
