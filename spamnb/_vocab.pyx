@@ -597,6 +597,58 @@ def check_counts(const double[::1] values):
     return bool(ok)
 
 
+def check_utf8(const uint8_t[::1] data):
+    """True when ``data`` decodes as UTF-8 with "surrogatepass" (what
+    ``str(data, "utf-8", "surrogatepass")`` accepts), without building the str:
+    validating a full-corpus model's token strings took 1.3 ms that way, of a
+    ~50 ms ``spamnb classify``."""
+    cdef Py_ssize_t i = 0, n = data.shape[0], need
+    cdef uint8_t b, lo, hi
+    cdef uint64_t word
+    cdef int ok = 1
+    with nogil:
+        while i < n:
+            if i + 8 <= n:                              # ASCII, eight bytes at a time
+                memcpy(&word, &data[i], 8)
+                if (word & 0x8080808080808080ULL) == 0:
+                    i += 8
+                    continue
+            b = data[i]
+            if b < 0x80:
+                i += 1
+                continue
+            lo, hi = 0x80, 0xBF                         # range of the first continuation byte
+            if 0xC2 <= b <= 0xDF:
+                need = 1
+            elif 0xE0 <= b <= 0xEF:
+                need = 2
+                if b == 0xE0:
+                    lo = 0xA0                           # no overlong forms; surrogates (ED A0..BF) pass
+            elif 0xF0 <= b <= 0xF4:
+                need = 3
+                if b == 0xF0:
+                    lo = 0x90
+                elif b == 0xF4:
+                    hi = 0x8F                           # nothing above U+10FFFF
+            else:
+                ok = 0
+                break
+            if i + need >= n:                             # the sequence runs past the end
+                ok = 0
+                break
+            if not (lo <= data[i + 1] <= hi):
+                ok = 0
+                break
+            if need >= 2 and not (0x80 <= data[i + 2] <= 0xBF):
+                ok = 0
+                break
+            if need == 3 and not (0x80 <= data[i + 3] <= 0xBF):
+                ok = 0
+                break
+            i += need + 1
+    return bool(ok)
+
+
 def check_offsets(const uint64_t[::1] offsets, uint64_t blob_size):
     """True when offsets start at 0, never decrease and end at ``blob_size``."""
     cdef Py_ssize_t i, n = offsets.shape[0]

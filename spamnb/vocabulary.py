@@ -83,10 +83,8 @@ class Vocabulary:
         _vocab.check_index(keys, values, n_features)
         if not _vocab.check_offsets(offsets, len(blob)):
             raise ValueError("token string offsets are out of order or out of range")
-        try:
-            str(blob, "utf-8", "surrogatepass")  # decoded from the buffer, no copy of it first
-        except UnicodeDecodeError:
-            raise ValueError("token strings are not valid UTF-8") from None
+        if not _vocab.check_utf8(blob):
+            raise ValueError("token strings are not valid UTF-8")
         self.keys = keys
         self.values = values
         self.n_features = n_features

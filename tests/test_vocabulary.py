@@ -6,6 +6,8 @@ from array import array
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spamnb import _vocab
 from spamnb.vocabulary import Vocabulary
@@ -206,3 +208,22 @@ def test_checksum_detects_every_single_bit_flip_of_a_small_buffer():
         assert _vocab.checksum64(bytes(data)) != reference
         data[bit // 8] ^= 1 << (bit % 8)
     assert _vocab.checksum64(bytes(data[:-1])) != reference
+
+
+def _decodes(data):
+    try:
+        str(data, "utf-8", "surrogatepass")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.binary(max_size=40),
+                 st.text(max_size=20).map(lambda s: s.encode("utf-8", "surrogatepass")),
+                 st.lists(st.sampled_from([b"a", b"abcdefgh", b"\xc3\xa9", b"\xe4\xb8\xad", b"\xf0\x9f\x98\x80",
+                                           b"\xed\xbf\xbf", b"\xed\xa0\x80", b"\xc3", b"\xe4\xb8", b"\xf0\x9f\x98",
+                                           b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf4\x90\x80\x80", b"\xf5", b"\xff", b"\x80"]),
+                          max_size=20).map(b"".join)))
+def test_check_utf8_accepts_what_surrogatepass_decodes(data):
+    assert _vocab.check_utf8(data) == _decodes(data)
