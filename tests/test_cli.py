@@ -147,3 +147,13 @@ def test_learn_forget_and_info(tmp_path):
 def test_tokens_command(home):
     proc = run(["tokens", SPAM_FILE], home, check_code=0)
     assert len(proc.stdout.decode().splitlines()) > 10
+
+
+def test_the_classify_path_imports_nothing_heavy(tmp_path):
+    # -S: no site-packages .pth files, which may import these for every Python
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from spamnb.cli import build_parser; "
+            "from spamnb.filter import SpamFilter; build_parser('classify').parse_args(['classify', '-v']); "
+            "print(sorted(m for m in ('shutil', 'typing', 'numpy', 'scipy', 'email', 'dataclasses', 'inspect') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-S", "-c", code, str(REPO)], capture_output=True, check=True, cwd=tmp_path)
+    assert out.stdout.decode().strip() == "[]"
