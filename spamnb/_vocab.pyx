@@ -304,8 +304,9 @@ cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, doub
 # Counting a message's features without sorting them.  Fitting and scoring
 # need each distinct feature's count, not their order: a small hash table
 # (Fibonacci hashing of the index, linear probing, at most half full) finds
-# them in one pass, in order of first occurrence.  Sorting ~174 indices cost
-# ~4 us of a corpus message; counting this way ~1 us.
+# them in one pass, in order of first occurrence.  Per corpus message: sorting
+# its ~174 indices took 4.1 us; add_counts went from 5.5 to 1.6 us and the
+# single-message Scorer from 6.6 to 3.3 us.
 cdef inline Py_ssize_t _table_size(Py_ssize_t n) noexcept nogil:
     """Slots of the counting table for ``n`` occurrences: a power of two >= 2n, at least 16."""
     cdef Py_ssize_t cap = 16
