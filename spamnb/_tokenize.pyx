@@ -174,7 +174,7 @@ cdef Py_ssize_t _match_host(int kind, void *data, Py_ssize_t n, Py_ssize_t q, Py
     """End of ``(?:[\w-]+\.)*([\w-]+\.[a-z]{2,})\b`` matched at ``q`` as re does
     (the most labels first), or -1; ``last_two[0]`` receives the start of the
     group of the last two labels."""
-    cdef Py_ssize_t e, a, j, start, previous = -1, before_previous = -1
+    cdef Py_ssize_t e, a, start, previous = -1
     # walk the chain of dot-joined labels; at each label try it as the last one
     # (re's greedy star tries the longest chain first: remember the last success)
     cdef Py_ssize_t found = -1
@@ -560,9 +560,7 @@ cdef class TokenStream:
         cdef uint64_t h_host = self._prefix_state(host_prefix), h_ip = self._prefix_state(ip_prefix)
         if n == 0:
             return
-        if n > 0x7FFFFFFF:
-            raise ValueError("text too long for a TokenStream")
-        tid = self._add_text(text)
+        tid = self._add_text(text)          # refuses a text too long for a TokenStream
         for pattern in range(2):              # "from", then "by"
             pos = 0
             while True:
@@ -618,7 +616,7 @@ cdef class TokenStream:
         occurrences ``positions[:count]`` to ``blob``, and the end offset of each in
         ``blob`` to ``offsets`` (``array('Q')``): the vocabulary's string table,
         without a Python string per token."""
-        cdef Py_ssize_t k, j, total = 0, at, c
+        cdef Py_ssize_t k, j, total = 0, at, c, first
         cdef list pieces = []
         cdef bytes piece
         cdef char *out
@@ -641,7 +639,8 @@ cdef class TokenStream:
                 total += PyUnicode_GET_LENGTH(prefix) + _utf8_size(<str>self.texts[o.text], o.start, o.end)
         at = PyByteArray_GET_SIZE(blob)
         PyByteArray_Resize(blob, at + total)
-        array.resize_smart(offsets, len(offsets) + count)
+        first = len(offsets)
+        array.resize_smart(offsets, first + count)
         out = PyByteArray_AS_STRING(blob)
         c = 0
         for k in range(count):
@@ -657,7 +656,7 @@ cdef class TokenStream:
                 memcpy(out + at, PyUnicode_DATA(prefix), PyUnicode_GET_LENGTH(prefix))  # ASCII: 1 byte each
                 at += PyUnicode_GET_LENGTH(prefix)
                 at = _utf8_write(<str>self.texts[o.text], o.start, o.end, out, at)
-            offsets.data.as_ulonglongs[len(offsets) - count + k] = <unsigned long long>at
+            offsets.data.as_ulonglongs[first + k] = <unsigned long long>at
 
     @property
     def hashes(self):

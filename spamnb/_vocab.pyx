@@ -568,13 +568,6 @@ cdef class Scorer:
             free(ev_idx)
 
 
-def score_message(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
-                  const double[::1] log_count, Py_ssize_t n_features,
-                  log_norm, log_prior, int counts, Py_ssize_t n_evidence):
-    """``Scorer(keys, values, log_count, n_features, log_norm, log_prior, counts).score(hashes, n_evidence)``."""
-    return Scorer(keys, values, log_count, n_features, log_norm, log_prior, counts).score(hashes, n_evidence)
-
-
 def check_finite(const double[::1] values):
     """True when every value is finite (validating derived logs read from a file)."""
     cdef Py_ssize_t i

@@ -135,10 +135,10 @@ class Verdict(namedtuple("Verdict", "label probability log_odds evidence tokens 
     __slots__ = ()
 
 
-# keys, values: the vocabulary's hash index; log_count: flat float64 (n_classes *
-# n_features), log(N_ci + alpha), derived; feature_count: the same shape, the
-# counts; log_norm, log_prior: tuples; scorer: a _vocab.Scorer over these buffers
-_ScoringState = namedtuple("_ScoringState", "keys values log_count feature_count n_features log_norm log_prior scorer")
+# log_count: flat float64 (n_classes * n_features), log(N_ci + alpha), derived;
+# feature_count: the same shape, the counts; log_norm, log_prior: tuples;
+# scorer: a _vocab.Scorer over these and the vocabulary's hash index
+_ScoringState = namedtuple("_ScoringState", "log_count feature_count log_norm log_prior scorer")
 
 
 class SpamFilter:
@@ -281,8 +281,7 @@ class SpamFilter:
             _class_count, flat, log_count, log_prior, log_norm = self._counts
         scorer = _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                                COUNT_TRANSFORMS[self.counts])
-        self._state = _ScoringState(vocab.keys, vocab.values, log_count, flat, vocab.n_features, log_norm, log_prior,
-                                    scorer)
+        self._state = _ScoringState(log_count, flat, log_norm, log_prior, scorer)
         return self._state
 
     # ------------------------------------------------------------------ training

@@ -161,11 +161,6 @@ class Mail(_Record):
         parser's own table (not to be modified), for the tokenizer's hot path."""
         return self._by_name
 
-    def header_list(self, name):
-        """Like ``header_values``, but the parser's own list (no copy; not to be
-        modified), or ``()``: for the tokenizer's hot path."""
-        return self._by_name.get(name, ())
-
 
 # Codecs a message may not choose: they are not charsets, and some decode in
 # quadratic time (punycode) or to lone surrogates (the escape codecs).

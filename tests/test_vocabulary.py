@@ -162,7 +162,7 @@ def test_add_counts_refuses_out_of_range_indices_and_adds_nothing():
 
 
 @pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
-def test_score_message_matches_the_formula(counts):
+def test_scorer_matches_the_formula(counts):
     rng = random.Random(3)
     words = [f"t{i}" for i in range(50)]
     vocab = Vocabulary()
@@ -172,9 +172,9 @@ def test_score_message_matches_the_formula(counts):
     log_norm = np.log(fc.sum(axis=1) + alpha * len(words))
     log_prior = np.log([0.7, 0.3])
     message = [rng.choice(words + ["unseen1", "unseen2"]) for _ in range(200)]
-    jll, evidence, n_tokens, n_known = _vocab.score_message(
-        vocab.keys, vocab.values, FakeStream(message).hashes, np.log(fc + alpha).reshape(-1), len(words),
-        log_norm, log_prior, counts, 5)
+    scorer = _vocab.Scorer(vocab.keys, vocab.values, np.log(fc + alpha).reshape(-1), len(words),
+                           log_norm, log_prior, counts)
+    jll, evidence, n_tokens, n_known = scorer.score(FakeStream(message).hashes, 5)
     x = np.zeros(len(words))
     for w in message:
         if w in words:
@@ -190,11 +190,12 @@ def test_score_message_matches_the_formula(counts):
     assert [w for _, w in evidence] == pytest.approx(weights[top].tolist(), rel=1e-12)
 
 
-def test_score_message_of_no_tokens_is_the_prior():
+def test_scorer_of_no_tokens_is_the_prior():
     vocab = Vocabulary()
     vocab.add(FakeStream(["a"]))
-    jll, evidence, n, known = _vocab.score_message(vocab.keys, vocab.values, array("Q"), array("d", [1, 1]), 1,
-                                                   [0.0, 0.0], [math.log(0.25), math.log(0.75)], 0, 3)
+    scorer = _vocab.Scorer(vocab.keys, vocab.values, array("d", [1, 1]), 1, [0.0, 0.0],
+                           [math.log(0.25), math.log(0.75)], 0)
+    jll, evidence, n, known = scorer.score(array("Q"), 3)
     assert jll == pytest.approx([math.log(0.25), math.log(0.75)])
     assert evidence == [] and n == 0 and known == 0
 
