@@ -1,0 +1,45 @@
+"""Shared test helpers and fixtures.
+
+Long tests are marked ``slow`` and left out of a plain ``pytest`` run; ``pytest
+-m slow`` (CI runs it after the default run) or ``SPAMNB_SLOW=1`` selects them.
+
+The full corpora live beside the repository in ``../shared/corpora`` (or where
+``SPAMNB_CORPORA`` points); :func:`corpus_root` finds them and, for the
+SpamAssassin corpus, falls back to the sample shipped in ``corpora/``.
+"""
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_CORPUS = REPO / "corpora"
+
+
+def shared_corpora():
+    """The folder that holds the full corpora (it may not exist)."""
+    return Path(os.environ.get("SPAMNB_CORPORA") or REPO.parent / "shared" / "corpora")
+
+
+def corpus_root(name="spamassassin", fallback=True):
+    """The root of a full corpus, or the shipped sample when it is absent.
+
+    Returns ``(path, is_full)``.  For a corpus with no sample (``enron-spam``),
+    or with ``fallback=False``, a missing corpus skips the calling test with a
+    reason that names the path looked at.
+    """
+    path = shared_corpora() / name
+    if path.is_dir():
+        return path, True
+    if fallback and name == "spamassassin":
+        return SAMPLE_CORPUS, False
+    pytest.skip(f"the full {name} corpus is absent (looked in {path}; set SPAMNB_CORPORA)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("SPAMNB_SLOW") or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
