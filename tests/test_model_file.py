@@ -478,6 +478,7 @@ def _row_totals(model):
     return float(counts[0].sum()), float(counts[1].sum())
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_leaves_the_old_or_the_new_model(model_bytes, tmp_path):
     import random
 
@@ -602,7 +603,7 @@ def test_a_full_disk_during_train_leaves_no_model_and_no_temporary(tmp_path):
         proc = cli(["train", "-m", disk / "m.spamnb", REPO / "corpora"], tmp_path)
         err = proc.stderr.decode()
         assert proc.returncode == 3 and len(err.strip().splitlines()) == 1 and "No space" in err, err
-        assert list(disk.iterdir()) == []
+        assert [p.name for p in disk.iterdir()] in ([], ["m.spamnb.lock"])   # train locks: the (empty) lock stays
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
 
