@@ -196,8 +196,10 @@ class WordCounts:
 
     def merge(self, other):
         """Add the counts of ``other`` (same settings; its tokens numbered as
-        ours, ``other.n_features_`` may be smaller or larger).  Exact: the
-        sums of the counts, as if the messages had been learned here."""
+        ours, ``other.n_features_`` may be smaller or larger): the counts are
+        added, so whole counts ("raw", "binary") come out exactly as if the
+        messages had been learned here; "log" counts to the rounding of the
+        order of the sums."""
         if not isinstance(other, WordCounts):
             raise TypeError(f"can only merge WordCounts, got {type(other).__name__}")
         if (other.alpha, other.prior, other.n_classes) != (self.alpha, self.prior, self.n_classes):
