@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from array import array
 
+from spamnb import _vocab
+
 __all__ = ["WordCounts", "smoothed_logs", "log_theta"]
 
 
@@ -160,22 +162,25 @@ class WordCounts:
         raises ValueError, changing nothing, when the message cannot have been
         learned as ``cls`` (a count would become negative).
         """
-        from spamnb import _vocab
-
-        if sign not in (1, -1):
-            raise ValueError("sign must be 1 or -1")
-        if sign < 0 and self.class_count_[cls] < 1 - 1e-9:
-            raise ValueError("no message of that class was learned")
-        rows = self._writable_rows()
+        if sign != 1:
+            if sign != -1:
+                raise ValueError("sign must be 1 or -1")
+            if self.class_count_[cls] < 1 - 1e-9:
+                raise ValueError("no message of that class was learned")
+        rows = self._rows
+        if rows is None or self._flat is not None or self._derived is not None:
+            rows = self._writable_rows()
         if n_features is not None and n_features > self.n_features_:
             self.n_features_ = n_features
         row = rows[cls]
         if len(row) < self.n_features_:   # only the class added to grows now; the rest pad later
             row.frombytes(bytes(8 * (self.n_features_ - len(row))))
-        _vocab.add_counts(indices, row, transform, float(sign))
-        self.class_count_[cls] += float(sign)
-        if self.class_count_[cls] < 0:
-            self.class_count_[cls] = 0.0
+        if sign == 1:
+            _vocab.add_counts(indices, row, transform)
+            self.class_count_[cls] += 1.0
+        else:
+            _vocab.add_counts(indices, row, transform, -1.0)
+            self.class_count_[cls] = max(0.0, self.class_count_[cls] - 1.0)
         return self
 
     def unused(self):
