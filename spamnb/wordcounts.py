@@ -93,7 +93,7 @@ class WordCounts:
         self.class_count_ = [0.0] * n_classes
         self.n_features_ = 0
         self._rows = [array("d") for _ in range(n_classes)]  # writable rows, short ones end in zeros
-        self._flat = None       # or the flat counts (mapped from a file, or joined rows)
+        self._flat = None       # or the flat counts (a model file's, or joined rows)
         self._derived = None    # (log_count, log_norm, log_prior)
 
     @classmethod
@@ -122,13 +122,13 @@ class WordCounts:
 
     def matrix(self):
         """The counts as a float64 ``(n_classes, n_features)`` numpy array (a view;
-        read-only for a model mapped from a file)."""
+        read-only for a model read from a file)."""
         import numpy as np
 
         return np.frombuffer(self.feature_count_, dtype=np.float64).reshape(self.n_classes, self.n_features_)
 
     def _writable_rows(self):
-        """The rows, about to change: copies mapped counts once, drops what is derived."""
+        """The rows, about to change: copies a file's counts once, drops what is derived."""
         if self._rows is None:
             flat = memoryview(self._flat).cast("B")
             size = 8 * self.n_features_
