@@ -766,7 +766,7 @@ def test_rewriting_a_model_in_place_never_crashes_a_reader(tmp_path):
     writer.start()
     try:
         outcomes = []
-        for i in range(30):
+        for i in range(20):
             args = ["classify", "-p", "-m", path] if i % 2 else ["classify", "-m", path]
             out = cli(args, tmp_path, stdin=SAMPLE)
             outcomes.append(out.returncode)
