@@ -2,6 +2,7 @@
 
 import email
 import math
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import spamnb
 from spamnb.corpus import labelled_messages
 from spamnb.filter import SpamFilter, message_bytes
 from spamnb.store import ModelError
@@ -90,7 +92,8 @@ def test_fit_needs_neither_numpy_nor_scipy(tmp_path):
     code = ("import sys; from spamnb.filter import SpamFilter; "
             "f = SpamFilter().fit([b'Subject: cheap pills\\n\\nbuy now', b'Subject: lunch\\n\\nat noon'], [True, False]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=tmp_path, env=env)
     assert out.stdout.decode().strip() == "[]"
 
 
