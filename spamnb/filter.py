@@ -33,7 +33,7 @@ import stat
 from array import array
 from collections import namedtuple
 
-from spamnb import _vocab
+from spamnb import _vocab, verdict
 from spamnb.store import ModelError, read_model, write_model
 from spamnb.tokenizer import Tokenizer
 from spamnb.vocabulary import Vocabulary
@@ -106,12 +106,7 @@ def _read_file(path):
         os.close(fd)
 
 
-def _probability(log_odds):
-    """sigmoid(log_odds), without overflow."""
-    if log_odds >= 0:
-        return 1.0 / (1.0 + math.exp(-log_odds))
-    z = math.exp(log_odds)
-    return z / (1.0 + z)
+_probability = verdict.probability
 
 
 # collections.namedtuple, not typing.NamedTuple: importing typing costs ~2.7 ms
@@ -423,12 +418,13 @@ class SpamFilter:
     def _score(self, message, n_evidence):
         scorer = self._scoring_state().scorer
         data = message_bytes(message)
-        jll, evidence, n_tokens, n_known = scorer.score(self.tokenizer_.stream(data).hashes, n_evidence)
+        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(self.tokenizer_.stream(data).hashes,
+                                                                         n_evidence)
         log_odds = jll[1] - jll[0]
         if self.features_ is not None and self.feature_weight:
             ll_ham, ll_spam = self.features_.log_likelihood_one(self._message_features(data))
             log_odds += self.feature_weight * (ll_spam - ll_ham)
-        return log_odds, evidence, n_tokens, n_known
+        return log_odds, evidence, n_tokens, n_known, spam_ev, ham_ev
 
     def score(self, message):
         """``Score(probability, log_odds)`` of one message."""
@@ -436,15 +432,11 @@ class SpamFilter:
         return Score(_probability(log_odds), log_odds)
 
     def classify(self, message):
-        """A :class:`Verdict`: spam / unsure / ham by the cutoffs, with its evidence."""
-        log_odds, evidence, n_tokens, n_known = self._score(message, int(self.n_evidence))
+        """A :class:`Verdict`: spam / unsure / ham by the cutoffs and the evidence
+        (the rule of ``spamnb.verdict.decide``), with its evidence."""
+        log_odds, evidence, n_tokens, n_known, spam_ev, ham_ev = self._score(message, int(self.n_evidence))
         probability = _probability(log_odds)
-        if probability >= self.spam_cutoff:
-            label = "spam"
-        elif probability <= self.ham_cutoff:
-            label = "ham"
-        else:
-            label = "unsure"
+        label = verdict.decide(log_odds, spam_ev, ham_ev, self.spam_cutoff, self.ham_cutoff)
         token = self.vocabulary_.token
         return Verdict(label, probability, log_odds, tuple((token(i), w) for i, w in evidence), n_tokens, n_known)
 
