@@ -7,8 +7,9 @@ attack is applied to every test spam, and the share of the attacked spam each
 filter calls spam / unsure / ham is reported, with the attack's mean cost in
 bytes (attacked size - original size).  The messages are rewritten as a
 spammer's mail program would: the rewritten files are what both filters read.
-Messages without a blank line after their header block (Enron-Spam) get one
-first, for both filters and in training too (``with_separator``).
+Messages lose their mbox "From " line and get a blank line after their header
+block when they have none (Enron-Spam), for both filters and in training too
+(``normalise``).
 
 Attacks (``ATTACKS``; ``ctx`` holds the random source and the train part's ham
 text and words):
@@ -73,12 +74,16 @@ def split_message(raw):
     return lines[:i], b"\n".join(body)
 
 
-def with_separator(raw):
-    """``raw`` with a blank line between its header block and its body when it
-    has none (the Enron-Spam files: a Subject line, then the body).  Without it
-    bogofilter reads the whole file as header lines, in training too, and any
-    rewrite that adds a separator changes its tokens wholesale; both filters
-    get the same normalised bytes."""
+def normalise(raw):
+    """``raw`` as a message is handed to a filter: without an mbox "From " line
+    (the SpamAssassin files start with one; a spammer's junk goes after it, not
+    before), and with a blank line between the header block and the body when
+    it has none (the Enron-Spam files: a Subject line, then the body; without
+    it bogofilter reads the whole file as header lines, in training too, and any
+    rewrite that adds a separator changes its tokens wholesale).  Both filters
+    get the same normalised bytes, in training and in testing."""
+    if raw.startswith(b"From "):
+        raw = raw.split(b"\n", 1)[1] if b"\n" in raw else b""
     header_lines, body = split_message(raw)
     text = raw.replace(b"\r\n", b"\n")
     head = b"\n".join(header_lines)
@@ -254,7 +259,7 @@ def run_corpus(root, work, attacks, seed):
     from spamnb.corpus import is_test_message, labelled_messages
     from spamnb.filter import SpamFilter
 
-    items = [type(m)(m.relpath, with_separator(m.data), m.is_spam) for m in labelled_messages(trees=[root])]
+    items = [type(m)(m.relpath, normalise(m.data), m.is_spam) for m in labelled_messages(trees=[root])]
     train = [m for m in items if not is_test_message(m.relpath)]
     test_spam = [m for m in items if is_test_message(m.relpath) and m.is_spam]
     test_ham = [m for m in items if is_test_message(m.relpath) and not m.is_spam]

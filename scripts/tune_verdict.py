@@ -1,11 +1,12 @@
-"""The verdict rule's evidence thresholds (spamnb.verdict.MIN_EVIDENCE, CONFLICT),
+"""The verdict rule's evidence thresholds (spamnb.verdict.MIN_EVIDENCE, CONFLICT, PART_SPAM),
 from cross-validation on the TRAIN part of the fixed split of each corpus.
 
 For each held-out train message: its log-odds, spam evidence (sum of the
-positive token weights) and ham evidence (sum of the negative ones).  Printed:
+positive token weights), ham evidence (sum of the negative ones) and the
+largest sum of one text part's weights (``SpamFilter.evidence``).  Printed:
 quantiles of ham's spam evidence and total evidence among the ham the cutoffs
-call ham, and for candidate CONFLICT values the share of that ham the rule
-would move to unsure.  The test part is not read.
+call ham, and for candidate CONFLICT and PART_SPAM values the share of that
+ham the rule would move to unsure.  The test part is not read.
 
 Usage: ``python scripts/tune_verdict.py [--corpus DIR ...] [--folds K]``
 """
@@ -24,16 +25,14 @@ DEFAULT_CORPORA = [os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
 def held_out_evidence(messages, y, folds):
     import numpy as np
 
-    from spamnb import evaluate, verdict
+    from spamnb import evaluate
     from spamnb.filter import SpamFilter
 
-    out = np.zeros((len(y), 3))
+    out = np.zeros((len(y), 4))
     for test in evaluate.stratified_folds(y, folds, seed=0):
         train = np.setdiff1d(np.arange(len(y)), test)
         f = SpamFilter().fit([messages[i] for i in train], y[train])
-        held = [messages[i] for i in test]
-        out[test, 0] = f.score_many(held)
-        out[test, 1], out[test, 2] = verdict.evidence_sums(f.transform(held), f.model_.feature_log_prob_)
+        out[test] = [f.evidence(messages[i]) for i in test]
     return out
 
 
@@ -62,6 +61,11 @@ def main(argv=None):
                   f"total evidence q{1 - q:g}: {np.quantile(total, 1 - q):8.1f}")
         for conflict in (20, 30, 40, 50, 60, 80, 100):
             print(f"  CONFLICT {conflict:3d}: {100 * np.mean(spam_ev >= conflict):.2f} % of that ham unsure")
+        part = ev[called_ham, 3]
+        for q in (0.5, 0.9, 0.99, 0.999, 1.0):
+            print(f"  ham largest part sum q{q:g}: {np.quantile(part, q):8.1f}")
+        for limit in (0, 4, 8, 12, 16, 24):
+            print(f"  PART_SPAM {limit:3d}: {100 * np.mean(part >= limit):.2f} % of that ham unsure")
         spam_called_ham = y & (ev[:, 0] <= ham_lo)
         print(f"  spam called ham by the cutoffs: {spam_called_ham.sum()}; their spam evidence: "
               f"{np.round(np.sort(ev[spam_called_ham, 1])[::-1][:10], 1).tolist()}")

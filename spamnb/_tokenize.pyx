@@ -319,6 +319,7 @@ cdef class Scanner:
         cdef TokenStream s = TokenStream.__new__(TokenStream)
         s.scanner = self
         s.texts = []
+        s.regions = []
         return s
 
     cdef inline int char_class(self, Py_UCS4 c) noexcept nogil:
@@ -337,7 +338,8 @@ cdef class TokenStream:
     """The tokens of one message, in order, one entry per occurrence.
 
     ``hashes`` -> ``array('Q')`` of shape (len(stream),); ``token(j)`` -> str with
-    ``hash_token(token(j)) == hashes[j]``; ``truncated`` -> the message hit the byte limit.
+    ``hash_token(token(j)) == hashes[j]``; ``truncated`` -> the message hit the byte limit;
+    ``regions`` -> list of (start, end) token ranges (each text part's words).
     Create streams with ``Scanner.stream()``.
     """
 
@@ -351,6 +353,9 @@ cdef class TokenStream:
     cdef list local_states
     cdef dict local_index
     cdef public bint truncated
+    # [(start, end)] token ranges of the message's regions (the tokenizer
+    # records each text part's words): the verdict rule scores them one by one
+    cdef public list regions
 
     def __cinit__(self):
         self.occ = NULL

@@ -136,17 +136,20 @@ def spam_probability(log_odds):
 
 def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence=None):
     """The labels of ``SpamFilter.classify`` (``spamnb.verdict.decide_many``):
-    object array of shape (n,).  ``evidence`` is the (spam evidence, ham
-    evidence) pair of arrays (``spamnb.verdict.evidence_sums``); without it
-    every message counts as having evidence enough and no conflict (the cutoffs
-    alone decide)."""
+    object array of shape (n,).  ``evidence`` holds the arrays (spam evidence,
+    ham evidence[, largest text-part sum]) (``SpamFilter.evidence``, or
+    ``spamnb.verdict.evidence_sums`` for a count matrix, which has no parts);
+    without it every message counts as having evidence enough and no conflict
+    (the cutoffs alone decide)."""
     import numpy as np
 
     from spamnb import verdict
 
+    n = len(log_odds)
     if evidence is None:
-        evidence = (np.zeros(len(log_odds)), np.full(len(log_odds), -np.inf))
-    return verdict.decide_many(log_odds, evidence[0], evidence[1], spam_cutoff, ham_cutoff)
+        evidence = (np.zeros(n), np.full(n, -np.inf))
+    part_max = evidence[2] if len(evidence) > 2 else np.full(n, -np.inf)
+    return verdict.decide_many(log_odds, evidence[0], evidence[1], part_max, spam_cutoff, ham_cutoff)
 
 
 def count_transform(X, counts):
@@ -313,8 +316,8 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
         fold_filter = SpamFilter(**params).fit([messages[i] for i in train_idx], y[train_idx])
         test_messages = [messages[i] for i in test_idx]
         log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
-        evidence = verdict.evidence_sums(fold_filter.transform(test_messages), fold_filter.model_.feature_log_prob_)
-        verdicts = verdicts_from_log_odds(log_odds, resolved["spam_cutoff"], resolved["ham_cutoff"], evidence)
+        evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)
+        verdicts = verdicts_from_log_odds(log_odds, resolved["spam_cutoff"], resolved["ham_cutoff"], evidence.T)
         row = _figures(y[test_idx], log_odds, verdicts)
         row.update(name=name, n_train=int(len(train_idx)), n_test=int(len(test_idx)))
         folds.append(row)

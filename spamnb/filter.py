@@ -415,28 +415,36 @@ class SpamFilter:
             log_odds = log_odds + self.feature_weight * self.features_.log_likelihood_ratio(features)
         return log_odds
 
-    def _score(self, message, n_evidence):
+    def _score(self, message, n_evidence, parts=True):
         scorer = self._scoring_state().scorer
         data = message_bytes(message)
-        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(self.tokenizer_.stream(data).hashes,
-                                                                         n_evidence)
+        stream = self.tokenizer_.stream(data)
+        hashes = stream.hashes
+        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
         log_odds = jll[1] - jll[0]
         if self.features_ is not None and self.feature_weight:
             ll_ham, ll_spam = self.features_.log_likelihood_one(self._message_features(data))
             log_odds += self.feature_weight * (ll_spam - ll_ham)
-        return log_odds, evidence, n_tokens, n_known, spam_ev, ham_ev
+        part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
+        return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)
+
+    def evidence(self, message):
+        """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
+        what the verdict rule (``spamnb.verdict``) reads."""
+        log_odds, _evidence, _n, _known, sums = self._score(message, 0)
+        return (log_odds,) + sums
 
     def score(self, message):
         """``Score(probability, log_odds)`` of one message."""
-        log_odds = self._score(message, 0)[0]
+        log_odds = self._score(message, 0, parts=False)[0]
         return Score(_probability(log_odds), log_odds)
 
     def classify(self, message):
         """A :class:`Verdict`: spam / unsure / ham by the cutoffs and the evidence
         (the rule of ``spamnb.verdict.decide``), with its evidence."""
-        log_odds, evidence, n_tokens, n_known, spam_ev, ham_ev = self._score(message, int(self.n_evidence))
+        log_odds, evidence, n_tokens, n_known, sums = self._score(message, int(self.n_evidence))
         probability = _probability(log_odds)
-        label = verdict.decide(log_odds, spam_ev, ham_ev, self.spam_cutoff, self.ham_cutoff)
+        label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
         token = self.vocabulary_.token
         return Verdict(label, probability, log_odds, tuple((token(i), w) for i, w in evidence), n_tokens, n_known)
 

@@ -322,7 +322,10 @@ class Tokenizer:
             if self.urls and ("://" in text or "www." in text):
                 found = _URL_AFTER_SCHEME.findall(text) + _URL_WWW.findall(text)
                 urls.extend(found)
+            start = len(stream)
             stream.add_words(text)
+            if len(stream) > start:
+                stream.regions.append((start, len(stream)))
         if self.html_tells and html_seen and not plain_seen:
             stream.add_token("html:only")
         if self.urls and urls:

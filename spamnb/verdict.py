@@ -12,9 +12,13 @@ the log-odds the rule reads two sums of those weights: the *spam evidence*
 - **spam** when P(spam) >= ``spam_cutoff`` (as before);
 - **ham** when P(spam) <= ``ham_cutoff`` *and* the message has evidence
   (``spam_evidence - ham_evidence >= MIN_EVIDENCE``: a message of unknown tokens
-  is not ham because the prior leans to ham) *and* it is not conflicted
-  (``spam_evidence < CONFLICT``: strong spam words next to strong ham words, as
-  in a good-word attack, do not cancel out into "ham");
+  is not ham because the prior leans to ham) *and* it is not conflicted: its
+  spam evidence is below ``CONFLICT`` and no one of its text parts, scored on
+  its own, leans to spam by ``PART_SPAM`` or more (``part_max``: the largest sum
+  of a text part's token weights; +inf when the byte limit cut the message
+  before any text part).  Strong spam words next to strong ham words,
+  as in a good-word attack (a paragraph of ordinary mail as a first part), do
+  not cancel out into "ham";
 - **unsure** otherwise.
 
 The constants were chosen on the train part of the fixed split (figures and the
@@ -25,16 +29,22 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MIN_EVIDENCE", "CONFLICT", "probability", "decide", "decide_many", "evidence_sums"]
+__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "probability", "decide", "decide_many", "part_max",
+           "evidence_sums"]
 
-# A ham verdict needs at least this much evidence (sum of |w_i|, nats).  Clean
-# ham on the train part's cross-validation has far more (its 0.1 % quantile was
-# above 60 on both corpora); a message of only unknown tokens has 0.
+# Chosen by 5-fold cross-validation on the train part of the fixed split of
+# both corpora (python scripts/tune_verdict.py; among the held-out ham that the
+# cutoffs call ham, the share each constant moves to unsure, SpamAssassin /
+# Enron-Spam):
+# - a ham verdict needs this much evidence (sum of |w_i|, nats); that ham's 0.1 %
+#   quantile was 46.3 / 3.4, a message of only unknown tokens has 0;
 MIN_EVIDENCE = 5.0
-# Spam evidence at or above which a message is never ham (unsure instead).
-# Clean ham's spam evidence on the train part's cross-validation: 99.9 %
-# quantile below this on both corpora (docs/reliability.md).
+# - spam evidence at or above which a message is never ham: 0.33 % / 0.00 % (that
+#   ham's largest was 95.3 / 60.9);
 CONFLICT = 80.0
+# - a text part whose own weights sum to this much (nats, no prior) keeps a
+#   message from being ham: 0.36 % / 0.01 % (0 would cost 0.85 % / 0.42 %).
+PART_SPAM = 8.0
 
 
 def probability(log_odds):
@@ -45,23 +55,38 @@ def probability(log_odds):
     return z / (1.0 + z)
 
 
-def _spam_ham(p_spam, spam_evidence, ham_evidence, spam_cutoff, ham_cutoff):
+def _spam_ham(p_spam, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cutoff):
     """(is spam, is ham) by the rule; floats or numpy arrays (then bool arrays).
     Both can hold when the cutoffs are equal: spam wins (the callers test it first)."""
     spam = p_spam >= spam_cutoff
     ham = ((p_spam <= ham_cutoff) & (spam_evidence - ham_evidence >= MIN_EVIDENCE)
-           & (spam_evidence < CONFLICT))
+           & (spam_evidence < CONFLICT) & (part_max < PART_SPAM))
     return spam, ham
 
 
-def decide(log_odds, spam_evidence, ham_evidence, spam_cutoff, ham_cutoff):
+def decide(log_odds, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cutoff):
     """The label of one message: "spam", "unsure" or "ham" (floats in, str out)."""
-    spam, ham = _spam_ham(probability(log_odds), float(spam_evidence), float(ham_evidence),
+    spam, ham = _spam_ham(probability(log_odds), float(spam_evidence), float(ham_evidence), float(part_max),
                           spam_cutoff, ham_cutoff)
     return "spam" if spam else "ham" if ham else "unsure"
 
 
-def decide_many(log_odds, spam_evidence, ham_evidence, spam_cutoff, ham_cutoff):
+def part_max(scorer, hashes, regions, truncated=False):
+    """The largest sum of token weights of one region (a text part) of a message
+    (``scorer`` a ``_vocab.Scorer``, ``hashes`` the message's token hashes,
+    ``regions`` its (start, end) ranges); -inf without regions, but +inf for a
+    ``truncated`` message without one: its text lies beyond the byte limit
+    (e.g. after a 300 KB attachment) and may be anything."""
+    if truncated and not regions:
+        return math.inf
+    best = -math.inf
+    for start, end in regions:
+        result = scorer.score(hashes[start:end], 0)
+        best = max(best, result[4] + result[5])
+    return best
+
+
+def decide_many(log_odds, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cutoff):
     """The labels of many messages: object array of "spam" / "unsure" / "ham"."""
     import numpy as np
 
@@ -71,8 +96,8 @@ def decide_many(log_odds, spam_evidence, ham_evidence, spam_cutoff, ham_cutoff):
     p[pos] = 1.0 / (1.0 + np.exp(-lo[pos]))
     z = np.exp(lo[~pos])
     p[~pos] = z / (1.0 + z)
-    spam, ham = _spam_ham(p, np.asarray(spam_evidence, dtype=np.float64),
-                          np.asarray(ham_evidence, dtype=np.float64), spam_cutoff, ham_cutoff)
+    spam, ham = _spam_ham(p, np.asarray(spam_evidence, dtype=np.float64), np.asarray(ham_evidence, dtype=np.float64),
+                          np.asarray(part_max, dtype=np.float64), spam_cutoff, ham_cutoff)
     return np.where(spam, "spam", np.where(ham, "ham", "unsure")).astype(object)
 
 
