@@ -143,16 +143,6 @@ _SHAPE_LOWER = re.compile(r"[a-z]+", re.A)
 _SHAPE_UPPER = re.compile(r"[A-Z]+", re.A)
 _SHAPE_DIGIT = re.compile(r"[0-9]+", re.A)
 _MAX_URLS = 64
-# Letters of other scripts that look like Latin ones (Cyrillic, Greek, fullwidth
-# forms), folded to them in body text: "vіаgrа" with Cyrillic і and а is
-# "viagra" again.  Text in those scripts is folded too, the same way in training
-# and scoring.
-_LOOK_ALIKES = str.maketrans(
-    "асеорхуіјѕһԁԛԝӏАВСЕНІЈКМОРЅТХУαορνικΑΒΕΖΗΙΚΜΝΟΡΤΥΧ"
-    + "".join(map(chr, range(0xFF21, 0xFF3B))) + "".join(map(chr, range(0xFF41, 0xFF5B)))
-    + "".join(map(chr, range(0xFF10, 0xFF1A))),
-    "aceopxyijshdqwlABCEHIJKMOPSTXYaopvikABEZHIKMNOPTYX"
-    + "ABCDEFGHIJKLMNOPQRSTUVWXYZ" + "abcdefghijklmnopqrstuvwxyz" + "0123456789")
 _MAX_SHARED_FIELD_PREFIXES = 256    # header names kept in the Scanner's prefix table
 _MAX_RECEIVED = 16
 
@@ -208,7 +198,8 @@ class Tokenizer:
     #    lone surrogates replaced; linear-time style/script/comment removal.
     #    3: budgets per region (max_part_bytes; the text budget per text part,
     #    white-space runs count one), invisible characters dropped and look-alike
-    #    letters folded to Latin; models of version 2 are refused (retrain).
+    #    letters folded to Latin (spamnb._mail.text_prefix); models of version 2
+    #    are refused (retrain).
     VERSION = 3
 
     def __init__(self, **settings):
@@ -316,9 +307,7 @@ class Tokenizer:
                 plain_seen = True
                 if lower:
                     text = text.lower()
-            text = text_prefix(text, budget)
-            if not text.isascii():
-                text = text.translate(_LOOK_ALIKES)
+            text = text_prefix(text, budget)     # also drops invisible characters, folds look-alikes
             if self.urls and ("://" in text or "www." in text):
                 found = _URL_AFTER_SCHEME.findall(text) + _URL_WWW.findall(text)
                 urls.extend(found)
