@@ -33,7 +33,8 @@ text and words):
 - ``entities``: every letter of the text as an HTML numeric character reference.
 
 Usage: ``python scripts/attack.py [--corpus DIR ...] [--md FILE] [--json FILE]``
-(``--package DIR`` imports spamnb from another checkout, for before/after runs).
+(``--package DIR`` imports spamnb from another checkout, for before/after runs;
+``--before OLD.json`` shows an earlier run's spamnb shares beside).
 """
 
 from __future__ import annotations
@@ -315,15 +316,21 @@ def run_corpus(root, work, attacks, seed):
     return rows
 
 
-def markdown(results):
+def markdown(results, before=None):
+    """The tables; with ``before`` (the JSON of an earlier run), spamnb's shares
+    of that run in extra columns."""
     lines = []
     for corpus, rows in results.items():
-        lines += [f"**{corpus}** (test spam of the fixed split; shares in %: spam / unsure / ham)", "",
-                  "| attack | cost (bytes) | spamnb spam | unsure | **ham** | bogofilter spam | unsure | **ham** |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        old = {r["attack"]: r["spamnb"] for r in (before or {}).get(corpus, [])}
+        extra = " spamnb before: spam | unsure | **ham** |" if old else ""
+        lines += [f"**{corpus}** (test spam of the fixed split, and its test ham in the first row; shares in %)", "",
+                  "| attack | cost (bytes) |" + extra + " spamnb: spam | unsure | **ham** | bogofilter: spam | "
+                  "unsure | **ham** |", "|---|---:|" + "---:|" * (9 if old else 6)]
         for r in rows:
             s, b = r["spamnb"], r["bogofilter"]
-            lines.append(f"| {r['attack']} | {r['cost_bytes']:,} | {s['spam']:.1f} | {s['unsure']:.1f} | "
+            o = old.get(r["attack"])
+            cells = f" {o['spam']:.1f} | {o['unsure']:.1f} | **{o['ham']:.1f}** |" if o else (" | | |" if old else "")
+            lines.append(f"| {r['attack']} | {r['cost_bytes']:,} |{cells} {s['spam']:.1f} | {s['unsure']:.1f} | "
                          f"**{s['ham']:.1f}** | {b['spam']:.1f} | {b['unsure']:.1f} | **{b['ham']:.1f}** |")
         lines.append("")
     return "\n".join(lines)
@@ -338,7 +345,18 @@ def main(argv=None):
     parser.add_argument("--seed", default="attack")
     parser.add_argument("--md", help="write the table as Markdown")
     parser.add_argument("--json", help="write the figures as JSON")
+    parser.add_argument("--before", help="JSON of an earlier run: its spamnb shares are shown beside")
+    parser.add_argument("--table-only", action="store_true", help="only print the table of --json FILE (with "
+                        "--before): no run")
     args = parser.parse_args(argv)
+    before = None
+    if args.before:
+        with open(args.before) as f:
+            before = json.load(f)
+    if args.table_only:
+        with open(args.json) as f:
+            print(markdown(json.load(f), before))
+        return 0
     if shutil.which("bogofilter") is None:
         print("attack.py: bogofilter is not installed", file=sys.stderr)
         return 1
@@ -351,7 +369,7 @@ def main(argv=None):
             os.makedirs(corpus_work)
             results[os.path.basename(os.path.normpath(root))] = run_corpus(root, corpus_work, attacks, args.seed)
             shutil.rmtree(corpus_work)
-    table = markdown(results)
+    table = markdown(results, before)
     print(table)
     if args.md:
         with open(args.md, "w") as f:

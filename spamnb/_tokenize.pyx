@@ -444,16 +444,26 @@ cdef class TokenStream:
         """Scan ``text`` into words (see the module docstring), each tagged with ``prefix``."""
         self._scan(text, prefix)
 
-    def add_field_words(self, dict by_name, tuple fields, bint lower=True):
+    def add_field_words(self, dict by_name, tuple fields, bint lower=True, Py_ssize_t max_chars=-1):
         """For each ``(name, prefix)`` of ``fields``, the words of each value in
         ``by_name.get(name, ())`` (lower-cased if ``lower``), tagged ``prefix``: a
-        message's header words (``Mail.by_name``) in one call."""
+        message's header words (``Mail.by_name``) in one call.  With
+        ``max_chars`` >= 0, only the first ``max_chars`` characters of a
+        field's values (all of its lines together) are read."""
         cdef str value
         cdef int prefix
+        cdef Py_ssize_t left
         for name, prefix in fields:
             values = by_name.get(name)
             if values:
+                left = max_chars
                 for value in values:
+                    if left == 0:
+                        break
+                    if left > 0:
+                        if PyUnicode_GET_LENGTH(value) > left:
+                            value = value[:left]
+                        left -= PyUnicode_GET_LENGTH(value)
                     self._scan(value.lower() if lower else value, prefix)
 
     cdef int _scan(self, str text, int prefix) except -1:

@@ -143,6 +143,17 @@ _SHAPE_LOWER = re.compile(r"[a-z]+", re.A)
 _SHAPE_UPPER = re.compile(r"[A-Z]+", re.A)
 _SHAPE_DIGIT = re.compile(r"[0-9]+", re.A)
 _MAX_URLS = 64
+# HTML is converted 8 KiB at a time: the rest of the part only when the first
+# 8 KiB leave the text budget unfilled.  Converting whole parts (up to 64 KiB)
+# brought in every link of long HTML: 10-fold CV 1-AUC on SpamAssassin 0.069 %
+# against 0.018 % for the 6 KiB of version 2 (two folds with a spam full of
+# links to a mailing-list site scored -150 and -200).
+_HTML_FIRST = 8192
+# The header region's budget: words from the first 1,000 characters of each
+# selected field (all its lines together).  Version 2 read the fields only
+# within its 6 KiB; reading them whole, a spam to a list of hundreds of
+# recipients had hundreds of to: words.
+_MAX_FIELD_CHARS = 1000
 _MAX_SHARED_FIELD_PREFIXES = 256    # header names kept in the Scanner's prefix table
 _MAX_RECEIVED = 16
 
@@ -298,7 +309,10 @@ class Tokenizer:
                 continue
             if part.content_type == "text/html":
                 html_seen = True
-                html = _mail.html_to_text(text, lower, self.html_tells)
+                html = _mail.html_to_text(text[:_HTML_FIRST], lower, self.html_tells)
+                if len(text) > _HTML_FIRST and (budget < 0 or len(text_prefix(html.text, budget)) == len(html.text)):
+                    # the first 8 KiB did not fill the budget (e.g. a long <style> block first): all of it
+                    html = _mail.html_to_text(text, lower, self.html_tells)
                 text = html.text
                 urls.extend(html.links)
                 if self.html_tells:
@@ -333,7 +347,7 @@ class Tokenizer:
                 if name not in _SPECIAL_FIELDS:
                     stream.add_words(value.lower() if lower else value, self._field_prefix_id(name, stream))
         else:
-            stream.add_field_words(parsed.by_name, self._word_field_prefixes, lower)
+            stream.add_field_words(parsed.by_name, self._word_field_prefixes, lower, _MAX_FIELD_CHARS)
         if self.header_names:
             stream.add_names(parsed.headers, self._p_hdr)
         if self.headers == "none":
