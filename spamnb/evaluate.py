@@ -122,16 +122,10 @@ def md5_split(relpaths):
 
 # ---------------------------------------------------------------- scores and verdicts
 def spam_probability(log_odds):
-    """sigmoid(log_odds) without overflow, float64 array."""
-    import numpy as np
+    """sigmoid(log_odds) without overflow, float64 array (``spamnb.verdict.probabilities``)."""
+    from spamnb import verdict
 
-    lo = np.asarray(log_odds, dtype=np.float64)
-    out = np.empty_like(lo)
-    pos = lo >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-lo[pos]))
-    z = np.exp(lo[~pos])
-    out[~pos] = z / (1.0 + z)
-    return out
+    return verdict.probabilities(log_odds)
 
 
 def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence=None):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "probability", "decide", "decide_many", "part_max",
+__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "probability", "probabilities", "decide", "decide_many", "part_max",
            "evidence_sums"]
 
 # Chosen by 5-fold cross-validation on the train part of the fixed split of
@@ -56,6 +56,19 @@ def probability(log_odds):
         return 1.0 / (1.0 + math.exp(-log_odds))
     z = math.exp(log_odds)
     return z / (1.0 + z)
+
+
+def probabilities(log_odds):
+    """sigmoid(log_odds) of an array, without overflow: float64 array."""
+    import numpy as np
+
+    lo = np.asarray(log_odds, dtype=np.float64)
+    p = np.empty_like(lo)
+    pos = lo >= 0
+    p[pos] = 1.0 / (1.0 + np.exp(-lo[pos]))
+    z = np.exp(lo[~pos])
+    p[~pos] = z / (1.0 + z)
+    return p
 
 
 def _spam_ham(p_spam, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cutoff):
@@ -93,13 +106,7 @@ def decide_many(log_odds, spam_evidence, ham_evidence, part_max, spam_cutoff, ha
     """The labels of many messages: object array of "spam" / "unsure" / "ham"."""
     import numpy as np
 
-    lo = np.asarray(log_odds, dtype=np.float64)
-    p = np.empty_like(lo)
-    pos = lo >= 0
-    p[pos] = 1.0 / (1.0 + np.exp(-lo[pos]))
-    z = np.exp(lo[~pos])
-    p[~pos] = z / (1.0 + z)
-    spam, ham = _spam_ham(p, np.asarray(spam_evidence, dtype=np.float64), np.asarray(ham_evidence, dtype=np.float64),
+    spam, ham = _spam_ham(probabilities(log_odds), np.asarray(spam_evidence, dtype=np.float64), np.asarray(ham_evidence, dtype=np.float64),
                           np.asarray(part_max, dtype=np.float64), spam_cutoff, ham_cutoff)
     return np.where(spam, "spam", np.where(ham, "ham", "unsure")).astype(object)
 

@@ -64,6 +64,12 @@ def _wrap(raw, first_parts):
     return b"\n".join(out)
 
 
+def _attachment(size, seed):
+    """A MIME part of ``size`` random bytes, base64."""
+    return (b"Content-Type: application/octet-stream\nContent-Transfer-Encoding: base64\n\n"
+            + base64.encodebytes(random.Random(seed).randbytes(size)))
+
+
 def _shares(f, messages):
     labels = [f.classify(m).label for m in messages]
     return {k: labels.count(k) / len(labels) for k in ("spam", "unsure", "ham")}
@@ -91,9 +97,7 @@ def test_whitespace_before_the_body_keeps_spam_spam(trained):
 
 def test_binary_attachment_before_the_text_keeps_spam_spam(trained):
     f, caught, _ = trained
-    rng = random.Random(1)
-    blob = (b"Content-Type: application/octet-stream\nContent-Transfer-Encoding: base64\n\n"
-            + base64.encodebytes(rng.randbytes(6 * 1024)))
+    blob = _attachment(6 * 1024, seed=1)
     shares = _shares(f, [_wrap(m, [blob]) for m in caught])
     assert shares["ham"] == 0 and shares["spam"] >= 0.9
 
@@ -102,9 +106,7 @@ def test_text_beyond_the_byte_limit_is_not_ham(trained):
     # a 300 KB attachment pushes the text past the 256 KiB the parser reads: with
     # no text part read, the message is not ham (whatever its headers say)
     f, caught, paragraphs = trained
-    rng = random.Random(6)
-    blob = (b"Content-Type: application/octet-stream\nContent-Transfer-Encoding: base64\n\n"
-            + base64.encodebytes(rng.randbytes(300 * 1024)))
+    blob = _attachment(300 * 1024, seed=6)
     ham_like = b"From: alice@example.org\nSubject: minutes of the meeting\n\n" + paragraphs[0].encode()
     attacked = _wrap(ham_like, [blob])
     assert f.classify(ham_like).label == "ham"
