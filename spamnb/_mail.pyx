@@ -2,9 +2,11 @@
 counts), the end of a header block and its fields, Content-Type parameters,
 text decoding, HTML tags and entities.
 
-Per-message, per-line and per-character work happens here, in C; ``spamnb.mail``
-binds its record classes and the Python helpers ``parse`` calls (RFC 2047
-words, charset lookup, base64, quoted-printable).  Nothing here imports anything.
+Per-message, per-line and per-character work happens here, in C.  The module
+stands on its own: the records it makes come from ``spamnb._records``, charset
+names are resolved by ``spamnb.charsets``, and the Python helpers ``parse``
+calls (RFC 2047 words, lenient base64) are defined here;
+``spamnb._mail.parse(b"Subject: hi\n\nbody")`` works without ``spamnb.mail``.
 
 The results are exactly those of the regular expressions this module replaced
 (kept as the reference in tests/test_mail.py, which compares the two on the
@@ -42,9 +44,6 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_MAX_CHAR_VALUE(object text)
     Py_ssize_t PyUnicode_Count(object text, object sub, Py_ssize_t start, Py_ssize_t end) except -1
     const Py_ssize_t PY_SSIZE_T_MAX
-
-__all__ = ["split_headers", "parse_fields", "content_type", "strip_tags", "decode_entities"]
-
 
 cdef inline bint _is_name(Py_UCS4 c) noexcept nogil:
     """A header name character: printable ASCII but ":" (the regex class [!-9;-~])."""
@@ -506,6 +505,93 @@ def decode_entities(str text not None, unescape):
     return "".join(pieces)
 
 
+# -- the text budget ------------------------------------------------------------------
+# A text part's budget counts what an attacker cannot add for free: a run of
+# white space counts as one character (8 KB of blank lines used to fill the
+# whole budget), and invisible format characters (zero-width space and joiners,
+# word joiner, soft hyphen, BOM: used to split words) count as nothing and are
+# dropped.  Letters of other scripts that look like Latin ones (Cyrillic, Greek,
+# fullwidth forms: "vіаgrа" with Cyrillic і and а) are folded to them, in
+# training and scoring alike.  One pass, stopping at the budget; a copy only
+# when something is dropped or folded (str.translate with a table did the
+# folding at ~145 us per non-ASCII text part, mostly failed look-ups).
+
+cdef extern from "Python.h":
+    bint Py_UNICODE_ISSPACE(Py_UCS4 c)
+    enum: PyUnicode_4BYTE_KIND
+
+LOOK_ALIKES = ("асеорхуіјѕһԁԛԝӏАВСЕНІЈКМОРЅТХУαορνικΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+               "aceopxyijshdqwlABCEHIJKMOPSTXYaopvikABEZHIKMNOPTYX")
+cdef enum:
+    _FOLD_SIZE = 0x530
+cdef Py_UCS4 _fold_table[_FOLD_SIZE]
+for _i in range(_FOLD_SIZE):
+    _fold_table[_i] = _i
+for _a, _b in zip(*LOOK_ALIKES):
+    _fold_table[ord(_a)] = ord(_b)
+
+
+cdef inline bint _is_invisible(Py_UCS4 c) noexcept nogil:
+    return c == 0xAD or (0x200B <= c <= 0x200F) or (0x2060 <= c <= 0x2064) or c == 0xFEFF or c == 0x180E
+
+
+cdef inline Py_UCS4 _fold(Py_UCS4 c) noexcept nogil:
+    if c < _FOLD_SIZE:
+        return _fold_table[c]
+    if 0xFF01 <= c <= 0xFF5E:           # fullwidth ASCII forms
+        return <Py_UCS4>(<uint32_t>c - 0xFEE0)
+    return c
+
+
+def text_prefix(str text not None, Py_ssize_t budget):
+    """The prefix of ``text`` holding ``budget`` characters (all of it when
+    ``budget`` < 0), where a run of white space counts as one and invisible
+    format characters (U+00AD, U+180E, U+200B-U+200F, U+2060-U+2064, U+FEFF)
+    count as none and are removed; look-alike letters (``LOOK_ALIKES``,
+    fullwidth forms) are folded to Latin ones."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, j, used = 0, n_changed = 0, out_len = 0
+    cdef int kind = PyUnicode_KIND(text)
+    cdef const void *data = PyUnicode_DATA(text)
+    cdef Py_UCS4 c
+    cdef Py_UCS4 *out
+    cdef bint in_space = False
+    if budget < 0:
+        budget = PY_SSIZE_T_MAX
+    while i < n:
+        c = PyUnicode_READ(kind, data, i)
+        if Py_UNICODE_ISSPACE(c):
+            if not in_space:
+                if used == budget:
+                    break
+                used += 1
+                in_space = True
+        elif c >= 0xAD and _is_invisible(c):
+            n_changed += 1
+        else:
+            if used == budget:
+                break
+            used += 1
+            in_space = False
+            if c >= 0xC0 and _fold(c) != c:
+                n_changed += 1
+        i += 1
+    if n_changed == 0:
+        return text if i == n else PyUnicode_Substring(text, 0, i)
+    out = <Py_UCS4 *>PyMem_Malloc(<size_t>(i if i else 1) * sizeof(Py_UCS4))
+    if out == NULL:
+        raise MemoryError()
+    try:
+        for j in range(i):
+            c = PyUnicode_READ(kind, data, j)
+            if c >= 0xAD and _is_invisible(c):
+                continue
+            out[out_len] = _fold(c)
+            out_len += 1
+        return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, out_len)
+    finally:
+        PyMem_Free(out)
+
+
 # -- the whole message: mail.parse ----------------------------------------------------
 # The entity loop, the leaves, the multipart split and the counts used to be
 # Python (mail.parse, _parse_into, _leaf, _split_multipart, _parse_fields,
@@ -522,26 +608,60 @@ cdef enum:
     _MAX_HEADER_CHARS = 16 * 1024
 MAX_HEADER_CHARS = _MAX_HEADER_CHARS
 
-# Bound once by spamnb.mail (which imports this module): its record classes and
-# the Python helpers the parser calls (charset lookup, RFC 2047 words, base64).
-cdef object _Mail = None
-cdef object _MailStats = None
-cdef object _Part = None
+# The records the parser makes (plain Python classes) and the charset table.
+from spamnb._records import Mail as _Mail, MailStats as _MailStats, Part as _Part
+from spamnb.charsets import _cache as _codec_cache, codec as _codec
+
+import binascii
+import re
+
 cdef object _object_new = object.__new__
-cdef object _codec = None
-cdef dict _codec_cache = None
-cdef object _decode_header_value = None
-cdef object _base64 = None
-cdef object _a2b_qp = None
+cdef object _a2b_qp = binascii.a2b_qp
 cdef object _MISSING = object()
 
 
-def bind(Mail, MailStats, Part, codec, dict codec_cache not None, decode_header_value, base64, a2b_qp):
-    """Called once by spamnb.mail: the classes and helpers ``parse`` uses."""
-    global _Mail, _MailStats, _Part, _codec, _codec_cache, _decode_header_value, _base64, _a2b_qp
-    _Mail, _MailStats, _Part = Mail, MailStats, Part
-    _codec, _codec_cache, _decode_header_value = codec, codec_cache, decode_header_value
-    _base64, _a2b_qp = base64, a2b_qp
+# -- RFC 2047 words and lenient base64 (Python code: rare or C-speed calls) -----------
+_ENCODED_WORD = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=", re.A)
+_BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(=\?)", re.A)
+_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]+", re.A)
+
+
+def _decode_encoded_word(match):
+    charset, kind, payload = match.group(1).lower(), match.group(2), match.group(3)
+    charset = charset.split("*", 1)[0]             # RFC 2231 language suffix
+    try:
+        raw = payload.encode("ascii", "replace")
+        if kind in "bB":
+            data = base64_lenient(raw)
+        else:
+            data = binascii.a2b_qp(raw, header=True)
+    except Exception:
+        return match.group(0)
+    return _decode_text(data, charset, "cp1252")
+
+
+def decode_header_value(value):
+    """Decode the RFC 2047 encoded words of a header value (str; bytes are decoded first)."""
+    if isinstance(value, bytes):
+        value = _decode_text(value, "", "cp1252")
+    if "=?" in value:
+        value = _BETWEEN_ENCODED_WORDS.sub(r"\1\2", value)
+        value = _ENCODED_WORD.sub(_decode_encoded_word, value)
+    return value
+
+
+def base64_lenient(data):
+    """Lenient base64: ignores non-alphabet bytes, decodes the longest valid prefix."""
+    try:
+        return binascii.a2b_base64(data)
+    except binascii.Error:
+        pass
+    data = _NOT_BASE64.sub(b"", data)
+    data = data[: len(data) // 4 * 4]
+    try:
+        return binascii.a2b_base64(data)
+    except binascii.Error:
+        return b""
 
 
 cdef struct _Counts:
@@ -622,7 +742,7 @@ cdef list _block_fields(bytes block, dict by_name):
         memcpy(PyUnicode_DATA(text), s, <size_t>n)
     else:
         text = _decode_text(block, "", "cp1252")
-    return _parse_fields(text, _MAX_HEADER_CHARS, _decode_header_value, by_name)
+    return _parse_fields(text, _MAX_HEADER_CHARS, decode_header_value, by_name)
 
 
 def header_fields(bytes block not None, dict by_name=None):
@@ -749,10 +869,12 @@ cdef object _new_stats(_Counts *c, Py_ssize_t n_bytes, Py_ssize_t n_defects):
 
 # -- leaves, multipart bodies, the entity loop -------------------------------------
 
-cdef _leaf(list parts, _Counts *c, str ctype, dict params, str cte, str disposition, bytes body, fallback):
+cdef _leaf(list parts, _Counts *c, str ctype, dict params, str cte, str disposition, bytes body, fallback,
+           Py_ssize_t max_part_bytes, list defects):
     cdef bytes data
     cdef str text
     cdef bint is_html
+    cdef Py_ssize_t size
     c.n_parts += 1
     cdef str charset = params.get("charset", "").strip().lower()
     filename = params.get("name", "")
@@ -762,9 +884,14 @@ cdef _leaf(list parts, _Counts *c, str ctype, dict params, str cte, str disposit
         parts.append(_new_part(ctype, charset, cte, len(body), None, filename))
         c.n_attachments += 1
         return
+    size = len(body)
+    if 0 < max_part_bytes < size:
+        body = body[:max_part_bytes]
+        if "part-truncated" not in defects:
+            defects.append("part-truncated")
     try:
         if cte == "base64":
-            data = _base64(body)
+            data = base64_lenient(body)
         elif cte == "quoted-printable":
             data = _a2b_qp(body)
         else:
@@ -775,19 +902,19 @@ cdef _leaf(list parts, _Counts *c, str ctype, dict params, str cte, str disposit
             text = text.replace("\0", "")
     except BaseException:
         # as before: the part is kept (no text) when decoding fails
-        parts.append(_new_part(ctype, charset, cte, len(body), None, filename))
+        parts.append(_new_part(ctype, charset, cte, size, None, filename))
         raise
     if ctype == "text/html" or (ctype == "text/plain" and _sniffs_html(data)):
         c.n_html_parts += 1
         c.html_chars += PyUnicode_GET_LENGTH(text)
         c.n_links += _count_ci(text, b"href", 4)
         c.n_images += _count_ci(text, b"<img", 4)
-        parts.append(_new_part("text/html", charset, cte, len(body), text, filename))
+        parts.append(_new_part("text/html", charset, cte, size, text, filename))
     else:
         c.n_text_parts += 1
         c.text_chars += PyUnicode_GET_LENGTH(text)
         c.n_links += _count_ci(text, b"://", 3)
-        parts.append(_new_part(ctype, charset, cte, len(body), text, filename))
+        parts.append(_new_part(ctype, charset, cte, size, text, filename))
 
 
 cdef tuple _split_multipart(bytes body, bytes boundary, Py_ssize_t max_parts):
@@ -833,9 +960,13 @@ cdef inline str _first(dict by_name, str name):
 
 
 def parse(raw, Py_ssize_t max_bytes=MAX_BYTES, Py_ssize_t max_depth=MAX_DEPTH, Py_ssize_t max_parts=MAX_PARTS,
-          fallback_charset="cp1252"):
+          fallback_charset="cp1252", Py_ssize_t max_part_bytes=0):
     """Parse raw RFC 822 bytes (str is encoded as UTF-8) into a :class:`spamnb.mail.Mail`;
-    never raises on bytes or str."""
+    never raises on bytes or str.
+
+    At most ``max_bytes`` of the message are looked at; with ``max_part_bytes``
+    > 0, at most that many (encoded) bytes of each text part are decoded (defect
+    "part-truncated"), so one big text part costs no more than that."""
     cdef _Counts c
     cdef list defects = [], parts = [], headers = [], fields, stack, children, entries
     cdef dict by_name = {}, names, child_headers, params
@@ -933,7 +1064,8 @@ def parse(raw, Py_ssize_t max_bytes=MAX_BYTES, Py_ssize_t max_depth=MAX_DEPTH, P
                 entries.reverse()
                 stack.extend(entries)
                 continue
-            _leaf(parts, &c, ctype, params, cte.strip().lower(), disposition, body, fallback_charset)
+            _leaf(parts, &c, ctype, params, cte.strip().lower(), disposition, body, fallback_charset,
+                  max_part_bytes, defects)
     except Exception:       # a bug must not cost a message its tokens: keep what was parsed
         defects.append("parse-error")
     mail = _object_new(_Mail)

@@ -319,6 +319,7 @@ cdef class Scanner:
         cdef TokenStream s = TokenStream.__new__(TokenStream)
         s.scanner = self
         s.texts = []
+        s.regions = []
         return s
 
     cdef inline int char_class(self, Py_UCS4 c) noexcept nogil:
@@ -337,7 +338,8 @@ cdef class TokenStream:
     """The tokens of one message, in order, one entry per occurrence.
 
     ``hashes`` -> ``array('Q')`` of shape (len(stream),); ``token(j)`` -> str with
-    ``hash_token(token(j)) == hashes[j]``; ``truncated`` -> the message hit the byte limit.
+    ``hash_token(token(j)) == hashes[j]``; ``truncated`` -> the message hit the byte limit;
+    ``regions`` -> list of (start, end) token ranges (each text part's words).
     Create streams with ``Scanner.stream()``.
     """
 
@@ -351,6 +353,9 @@ cdef class TokenStream:
     cdef list local_states
     cdef dict local_index
     cdef public bint truncated
+    # [(start, end)] token ranges of the message's regions (the tokenizer
+    # records each text part's words): the verdict rule scores them one by one
+    cdef public list regions
 
     def __cinit__(self):
         self.occ = NULL
@@ -439,16 +444,26 @@ cdef class TokenStream:
         """Scan ``text`` into words (see the module docstring), each tagged with ``prefix``."""
         self._scan(text, prefix)
 
-    def add_field_words(self, dict by_name, tuple fields, bint lower=True):
+    def add_field_words(self, dict by_name, tuple fields, bint lower=True, Py_ssize_t max_chars=-1):
         """For each ``(name, prefix)`` of ``fields``, the words of each value in
         ``by_name.get(name, ())`` (lower-cased if ``lower``), tagged ``prefix``: a
-        message's header words (``Mail.by_name``) in one call."""
+        message's header words (``Mail.by_name``) in one call.  With
+        ``max_chars`` >= 0, only the first ``max_chars`` characters of a
+        field's values (all of its lines together) are read."""
         cdef str value
         cdef int prefix
+        cdef Py_ssize_t left
         for name, prefix in fields:
             values = by_name.get(name)
             if values:
+                left = max_chars
                 for value in values:
+                    if left == 0:
+                        break
+                    if left > 0:
+                        if PyUnicode_GET_LENGTH(value) > left:
+                            value = value[:left]
+                        left -= PyUnicode_GET_LENGTH(value)
                     self._scan(value.lower() if lower else value, prefix)
 
     cdef int _scan(self, str text, int prefix) except -1:

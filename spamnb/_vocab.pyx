@@ -515,12 +515,16 @@ cdef class Scorer:
         free(self.prior)
 
     def score(self, const uint64_t[::1] hashes, Py_ssize_t n_evidence=0):
-        """``(jll, evidence, n_tokens, n_known)`` of a message's token ``hashes``.
+        """``(jll, evidence, n_tokens, n_known, spam_evidence, ham_evidence)`` of
+        a message's token ``hashes``.
 
         ``jll`` a list of n_classes floats (unknown tokens are ignored),
         ``evidence`` a list of up to ``n_evidence`` ``(feature_index, weight)``
         pairs with the largest |weight|, weight = x_i (log theta_1i - log
-        theta_0i) (two classes; empty otherwise).
+        theta_0i) (two classes; empty otherwise); ``spam_evidence`` and
+        ``ham_evidence`` the sums of the positive and of the negative weights
+        of all known tokens (two classes; 0.0 otherwise): what the verdict rule
+        (spamnb.verdict) reads besides the log-odds.
         """
         cdef Py_ssize_t n_classes = self.n_classes, n_features = self.n_features
         cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0, size, cap
@@ -532,7 +536,7 @@ cdef class Scorer:
         cdef double *jll = NULL
         cdef int32_t *ev_idx = NULL
         cdef double *ev_w = NULL
-        cdef double w
+        cdef double w, spam_ev = 0.0, ham_ev = 0.0
         cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
         if n_evidence < 0:
             n_evidence = 0
@@ -565,9 +569,14 @@ cdef class Scorer:
                 for k in range(m):
                     for c in range(n_classes):
                         jll[c] += x[k] * (log_count[c * n_features + uniq[k]] - self.norm[c])
-                    if n_evidence > 0:
+                    if n_classes == 2:
                         w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]]
                                     - self.norm[1] + self.norm[0])
+                        if w > 0:
+                            spam_ev += w
+                        else:
+                            ham_ev += w
+                    if n_evidence > 0:
                         # keep the n_evidence largest |w|, by |w| descending, then feature index
                         if n_ev < n_evidence or _ranks_before(w, uniq[k], ev_w[n_ev - 1], ev_idx[n_ev - 1]):
                             e = n_ev if n_ev < n_evidence else n_evidence - 1
@@ -581,7 +590,7 @@ cdef class Scorer:
                                 n_ev += 1
             return ([jll[c] for c in range(n_classes)],
                     [(ev_idx[e], ev_w[e]) for e in range(n_ev)],
-                    n, n_known)
+                    n, n_known, spam_ev, ham_ev)
         finally:
             free(idx)
             free(x)

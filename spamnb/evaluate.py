@@ -122,25 +122,28 @@ def md5_split(relpaths):
 
 # ---------------------------------------------------------------- scores and verdicts
 def spam_probability(log_odds):
-    """sigmoid(log_odds) without overflow, float64 array."""
+    """sigmoid(log_odds) without overflow, float64 array (``spamnb.verdict.probabilities``)."""
+    from spamnb import verdict
+
+    return verdict.probabilities(log_odds)
+
+
+def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence=None):
+    """The labels of ``SpamFilter.classify`` (``spamnb.verdict.decide_many``):
+    object array of shape (n,).  ``evidence`` holds the arrays (spam evidence,
+    ham evidence[, largest text-part sum]) (``SpamFilter.evidence``, or
+    ``spamnb.verdict.evidence_sums`` for a count matrix, which has no parts);
+    without it every message counts as having evidence enough and no conflict
+    (the cutoffs alone decide)."""
     import numpy as np
 
-    lo = np.asarray(log_odds, dtype=np.float64)
-    out = np.empty_like(lo)
-    pos = lo >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-lo[pos]))
-    z = np.exp(lo[~pos])
-    out[~pos] = z / (1.0 + z)
-    return out
+    from spamnb import verdict
 
-
-def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff):
-    """"spam" when P(spam) >= spam_cutoff, "ham" when <= ham_cutoff, else "unsure"
-    (the rule of ``SpamFilter.classify``): object array of shape (n,)."""
-    import numpy as np
-
-    p = spam_probability(log_odds)
-    return np.where(p >= spam_cutoff, "spam", np.where(p <= ham_cutoff, "ham", "unsure")).astype(object)
+    n = len(log_odds)
+    if evidence is None:
+        evidence = (np.zeros(n), np.full(n, -np.inf))
+    part_max = evidence[2] if len(evidence) > 2 else np.full(n, -np.inf)
+    return verdict.decide_many(log_odds, evidence[0], evidence[1], part_max, spam_cutoff, ham_cutoff)
 
 
 def count_transform(X, counts):
@@ -286,7 +289,7 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
     """
     import numpy as np
 
-    from spamnb import metrics
+    from spamnb import metrics, verdict
     from spamnb.filter import SpamFilter
 
     y = np.asarray(y, dtype=bool)
@@ -305,8 +308,10 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
     for name, train_idx, test_idx in splits:
         progress.step(f"{name}: training the filter", 0)
         fold_filter = SpamFilter(**params).fit([messages[i] for i in train_idx], y[train_idx])
-        log_odds = np.asarray(fold_filter.score_many([messages[i] for i in test_idx]), dtype=np.float64)
-        verdicts = verdicts_from_log_odds(log_odds, resolved["spam_cutoff"], resolved["ham_cutoff"])
+        test_messages = [messages[i] for i in test_idx]
+        log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
+        evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)
+        verdicts = verdicts_from_log_odds(log_odds, resolved["spam_cutoff"], resolved["ham_cutoff"], evidence.T)
         row = _figures(y[test_idx], log_odds, verdicts)
         row.update(name=name, n_train=int(len(train_idx)), n_test=int(len(test_idx)))
         folds.append(row)
@@ -337,6 +342,8 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
 def _compare_fold(X_all, y, train_idx, test_idx, params, variants, rows, progress, fold_name):
     import numpy as np
 
+    from spamnb import verdict
+
     X_train_raw = X_all[train_idx]
     seen = np.asarray(X_train_raw.getnnz(axis=0)) > 0   # the fold's own vocabulary
     X_train_raw = X_train_raw[:, seen]
@@ -349,7 +356,8 @@ def _compare_fold(X_all, y, train_idx, test_idx, params, variants, rows, progres
         X_train, X_test = transformed[counts]
         model = _nb_model(alpha, prior).fit(X_train, y_train)
         log_odds = np.asarray(model.decision_function(X_test), dtype=np.float64)
-        verdicts = verdicts_from_log_odds(log_odds, params["spam_cutoff"], params["ham_cutoff"])
+        verdicts = verdicts_from_log_odds(log_odds, params["spam_cutoff"], params["ham_cutoff"],
+                                          verdict.evidence_sums(X_test, model.feature_log_prob_))
         key = f"NB alpha={alpha:g} {prior} {counts}"
         if (alpha, prior, counts) == (params["alpha"], params["prior"], params["counts"]):
             key += " (filter)"

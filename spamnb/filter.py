@@ -26,7 +26,7 @@ import os
 import stat
 from collections import namedtuple
 
-from spamnb import _vocab, schema
+from spamnb import _vocab, schema, verdict
 from spamnb.store import ModelError
 from spamnb.tokenizer import Tokenizer
 from spamnb.vocabulary import Vocabulary
@@ -99,12 +99,7 @@ def _read_file(path):
         os.close(fd)
 
 
-def _probability(log_odds):
-    """sigmoid(log_odds), without overflow."""
-    if log_odds >= 0:
-        return 1.0 / (1.0 + math.exp(-log_odds))
-    z = math.exp(log_odds)
-    return z / (1.0 + z)
+_probability = verdict.probability
 
 
 # collections.namedtuple, not typing.NamedTuple: importing typing costs ~2.7 ms
@@ -364,31 +359,36 @@ class SpamFilter:
             log_odds = log_odds + self.feature_weight * self.features_.log_likelihood_ratio(features)
         return log_odds
 
-    def _score(self, message, n_evidence):
+    def _score(self, message, n_evidence, parts=True):
         scorer = self._scoring()
         data = message_bytes(message)
-        jll, evidence, n_tokens, n_known = scorer.score(self.tokenizer_.stream(data).hashes, n_evidence)
+        stream = self.tokenizer_.stream(data)
+        hashes = stream.hashes
+        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
         log_odds = jll[1] - jll[0]
         if self.features_ is not None and self.feature_weight:
             ll_ham, ll_spam = self.features_.log_likelihood_one(self._message_features(data))
             log_odds += self.feature_weight * (ll_spam - ll_ham)
-        return log_odds, evidence, n_tokens, n_known
+        part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
+        return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)
+
+    def evidence(self, message):
+        """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
+        what the verdict rule (``spamnb.verdict``) reads."""
+        log_odds, _evidence, _n, _known, sums = self._score(message, 0)
+        return (log_odds,) + sums
 
     def score(self, message):
         """``Score(probability, log_odds)`` of one message."""
-        log_odds = self._score(message, 0)[0]
+        log_odds = self._score(message, 0, parts=False)[0]
         return Score(_probability(log_odds), log_odds)
 
     def classify(self, message):
-        """A :class:`Verdict`: spam / unsure / ham by the cutoffs, with its evidence."""
-        log_odds, evidence, n_tokens, n_known = self._score(message, int(self.n_evidence))
+        """A :class:`Verdict`: spam / unsure / ham by the cutoffs and the evidence
+        (the rule of ``spamnb.verdict.decide``), with its evidence."""
+        log_odds, evidence, n_tokens, n_known, sums = self._score(message, int(self.n_evidence))
         probability = _probability(log_odds)
-        if probability >= self.spam_cutoff:
-            label = "spam"
-        elif probability <= self.ham_cutoff:
-            label = "ham"
-        else:
-            label = "unsure"
+        label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
         token = self.vocabulary_.token
         return Verdict(label, probability, log_odds, tuple((token(i), w) for i, w in evidence), n_tokens, n_known)
 

@@ -174,7 +174,7 @@ def test_scorer_matches_the_formula(counts):
     message = [rng.choice(words + ["unseen1", "unseen2"]) for _ in range(200)]
     scorer = _vocab.Scorer(vocab.keys, vocab.values, np.log(fc + alpha).reshape(-1), len(words),
                            log_norm, log_prior, counts)
-    jll, evidence, n_tokens, n_known = scorer.score(FakeStream(message).hashes, 5)
+    jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(FakeStream(message).hashes, 5)
     x = np.zeros(len(words))
     for w in message:
         if w in words:
@@ -188,6 +188,8 @@ def test_scorer_matches_the_formula(counts):
     top = np.argsort(-np.abs(weights), kind="stable")[:5]
     assert [i for i, _ in evidence] == top.tolist()
     assert [w for _, w in evidence] == pytest.approx(weights[top].tolist(), rel=1e-12)
+    assert spam_ev == pytest.approx(weights[weights > 0].sum(), rel=1e-12)
+    assert ham_ev == pytest.approx(weights[weights < 0].sum(), rel=1e-12)
 
 
 def test_scorer_of_no_tokens_is_the_prior():
@@ -195,9 +197,9 @@ def test_scorer_of_no_tokens_is_the_prior():
     vocab.add(FakeStream(["a"]))
     scorer = _vocab.Scorer(vocab.keys, vocab.values, array("d", [1, 1]), 1, [0.0, 0.0],
                            [math.log(0.25), math.log(0.75)], 0)
-    jll, evidence, n, known = scorer.score(array("Q"), 3)
+    jll, evidence, n, known, spam_ev, ham_ev = scorer.score(array("Q"), 3)
     assert jll == pytest.approx([math.log(0.25), math.log(0.75)])
-    assert evidence == [] and n == 0 and known == 0
+    assert evidence == [] and n == 0 and known == 0 and spam_ev == ham_ev == 0.0
 
 
 def test_checksum_detects_every_single_bit_flip_of_a_small_buffer():
