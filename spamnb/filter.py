@@ -69,19 +69,28 @@ def default_model_path():
 
 
 def message_bytes(message):
-    """The raw bytes of a message given as bytes, a path, or an ``email.message.Message``."""
+    """The raw bytes of a message given as bytes, a path (``os.PathLike``, such
+    as ``pathlib.Path``), an ``email.message.Message``, or ``str`` text (encoded
+    as UTF-8).  A ``str`` of one line naming an existing file is refused
+    (TypeError): a path must be a ``pathlib.Path``, text must not pass for one."""
     if isinstance(message, bytes):
         return message
     if isinstance(message, (bytearray, memoryview)):
         return bytes(message)
-    if isinstance(message, (str, os.PathLike)):
+    if isinstance(message, os.PathLike):
         return _read_file(message)
+    if isinstance(message, str):
+        if "\n" not in message and os.path.exists(message):
+            raise TypeError(f"a str message is the message's text, and {message!r} names a file: "
+                            "pass pathlib.Path(...) to read a file")
+        return message.encode("utf-8", "surrogateescape")
     if hasattr(message, "as_bytes"):  # email.message.Message, without importing email
         try:
             return message.as_bytes()
         except Exception:  # a Message that cannot be re-serialised (bad charset, ...)
             return str(message).encode("utf-8", "surrogateescape")
-    raise TypeError(f"a message must be bytes, a path or an email.message.Message, not {type(message).__name__}")
+    raise TypeError(f"a message must be bytes, str text, a path (os.PathLike) or an email.message.Message, "
+                    f"not {type(message).__name__}")
 
 
 def _read_file(path):
@@ -357,8 +366,12 @@ class SpamFilter:
             self.features_ = FeatureModel().fit(features, y)
         return self
 
-    def learn(self, message, spam=True):
-        """Add one message to the counts (train-on-error)."""
+    def learn(self, message, spam):
+        """Add one message to the counts (train-on-error).  ``spam`` is the
+        label, as ``fit`` takes it: True/"spam" or False/"ham" (required)."""
+        from spamnb.features import is_spam_label
+
+        spam = is_spam_label(spam)
         self._go_live()
         features = [] if self.feature_weight else None
         X = self._csr(self._rows([message], grow=True, features=features))
@@ -372,7 +385,7 @@ class SpamFilter:
         self._state = None
         return self
 
-    def forget(self, message, spam=True):
+    def forget(self, message, spam):
         """Remove one learned message: the exact inverse of ``learn``.
 
         Tokens left with no count in any class are dropped from the vocabulary,
@@ -380,9 +393,13 @@ class SpamFilter:
         ValueError (changing nothing) when the message cannot have been learned
         as that class: one of its tokens is unknown, or a count would go negative.
         (Counts cannot tell two messages with the same tokens apart.)
+        ``spam`` is the label the message was learned with: True/"spam" or False/"ham".
         """
         import numpy as np
 
+        from spamnb.features import is_spam_label
+
+        spam = is_spam_label(spam)  # the label, as fit takes it (required)
         self._require_fitted()
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")

@@ -213,10 +213,10 @@ def test_run_usage_errors(corpus, tmp_path, capsys):
     assert "spamnb evaluate:" in err and "both spam and ham" in err
 
 
-def test_plot_without_matplotlib_exits_2(corpus, tmp_path, capsys, monkeypatch):
+def test_plot_without_matplotlib_is_an_error(corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     code = ev.run(_args(corpus, "--folds", 3, "--plot", tmp_path / "roc.png"))
-    assert code == ev.EXIT_NO_MATPLOTLIB == 2
+    assert code == ev.EXIT_ERROR == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "matplotlib" in err[0]
     assert not (tmp_path / "roc.png").exists()
