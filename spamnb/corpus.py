@@ -218,8 +218,7 @@ def _file_messages(path, name, report, strict):
 
 def _mbox_message(path, name, data, report, strict):
     if not looks_like_mail(data):
-        report.skip(f"{path}{name[name.rfind('#'):] if '#' in name else ''}",
-                    "empty" if not data.partition(b"\n")[2].strip() else "not mail", strict)
+        report.skip(f"{path}{name[name.rfind('#'):] if '#' in name else ''}", "not mail", strict)
         return
     report.read += 1
     yield name, data

@@ -48,8 +48,8 @@ def is_envelope(line):
 
 def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
     """The messages (bytes, each with its envelope line) of an mbox read from
-    the binary file object ``stream``, one at a time.  Empty messages (an
-    envelope line and nothing else) are yielded too: the caller decides."""
+    the binary file object ``stream``, one at a time.  An envelope line with
+    nothing after it (before the next one) is no message and is not yielded."""
     pieces = []
     size = 0
     line_start = True      # the next piece begins a line (readline may cut long lines)
@@ -62,7 +62,8 @@ def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
                 and (blank_before or is_envelope(line))):
             if blank_before and pieces[-1] in _BLANK:
                 pieces.pop()
-            yield b"".join(pieces)
+            if len(pieces) > 1:
+                yield b"".join(pieces)
             pieces, size = [], 0
         line_start = line[-1:] == b"\n"
         blank_before = line in _BLANK
@@ -70,7 +71,7 @@ def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
             piece = line[:max_message_bytes - size]
             pieces.append(piece)
             size += len(piece)
-    if pieces:
-        if blank_before and len(pieces) > 1 and pieces[-1] in _BLANK:
-            pieces.pop()
+    if blank_before and len(pieces) > 1 and pieces[-1] in _BLANK:
+        pieces.pop()
+    if len(pieces) > 1 or (pieces and pieces[0][:5] != b"From "):
         yield b"".join(pieces)

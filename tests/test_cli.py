@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +189,191 @@ def test_the_classify_path_imports_nothing_heavy(tmp_path):
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-S", "-c", code, str(REPO)], capture_output=True, check=True, cwd=tmp_path)
     assert out.stdout.decode().strip() == "[]"
+
+
+# ---------------------------------------------------------------- mailboxes everywhere
+def _mbox(messages):
+    """An mbox of the messages (each one's own envelope line replaced, as an mbox writer does)."""
+    return b"".join(b"From sender@example.com Mon Nov 23 10:40:20 2026\n"
+                    + (m.partition(b"\n")[2] if m.startswith(b"From ") else m).rstrip(b"\n") + b"\n\n"
+                    for m in messages)
+
+
+def test_learn_reads_an_mbox_message_by_message(tmp_path):
+    run(["train", REPO / "corpora"], tmp_path, check_code=0)
+    spam = sorted((REPO / "corpora" / "spam").iterdir())[:5]
+    (tmp_path / "spam.mbox").write_bytes(_mbox([p.read_bytes() for p in spam]))
+    proc = run(["learn", "--spam", tmp_path / "spam.mbox"], tmp_path, check_code=0)
+    assert "learned 5 messages as spam" in proc.stdout.decode() and "105 spam, 200 ham" in proc.stdout.decode()
+    proc = run(["learn", "--ham"], tmp_path, stdin=_mbox([HAM_FILE.read_bytes()] * 3), check_code=0)
+    assert "learned 3 messages as ham" in proc.stdout.decode()
+
+
+def test_classify_an_mbox_message_by_message(home, tmp_path):
+    box = _mbox([SPAM_FILE.read_bytes(), HAM_FILE.read_bytes(), SPAM_FILE.read_bytes()])
+    (tmp_path / "box").write_bytes(box)
+    for args, stdin in ((["classify", tmp_path / "box"], b""), (["classify"], box), (["classify", "-"], box),
+                        (["classify", "--batch", tmp_path / "box"], b"")):
+        proc = run(args, home, stdin=stdin, check_code=0)
+        rows = [line.split("\t") for line in proc.stdout.decode().splitlines()]
+        assert [row[1] for row in rows] == ["spam", "ham", "spam"], args
+        assert rows[0][0].endswith("#0") and rows[2][0].endswith("#2")
+    # -M: one line even for a single message; one message alone keeps the verdict's exit code
+    proc = run(["classify", "-M", SPAM_FILE], home, check_code=0)
+    assert proc.stdout.decode().split("\t")[1] == "spam"
+    assert run(["classify", HAM_FILE], home).returncode == 1
+
+
+def test_classify_a_folder(home):
+    proc = run(["classify", REPO / "corpora" / "spam"], home, check_code=0)
+    rows = [line.split("\t") for line in proc.stdout.decode().splitlines()]
+    n_files = len(list((REPO / "corpora" / "spam").iterdir()))
+    assert len(rows) == n_files and sum(row[1] == "spam" for row in rows) >= 0.9 * n_files
+
+
+def test_batch_reports_a_missing_file_and_goes_on(home, tmp_path):
+    missing = tmp_path / "missing"
+    proc = run(["classify", "--batch"], home, stdin=f"{SPAM_FILE}\n{missing}\n{HAM_FILE}\n".encode())
+    assert proc.returncode == 3
+    rows = [line.split("\t") for line in proc.stdout.decode().splitlines()]
+    assert [row[1] for row in rows] == ["spam", "error", "ham"]
+    assert rows[1][0] == str(missing) and "No such file" in rows[1][2]
+    assert "missing" in proc.stderr.decode()
+
+
+def test_batch_answers_each_path_as_it_arrives(home):
+    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    proc = subprocess.Popen([sys.executable, "-m", "spamnb", "classify", "--batch"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env)
+    try:
+        for path, label in ((SPAM_FILE, "spam"), (HAM_FILE, "ham")):
+            proc.stdin.write(f"{path}\n".encode())
+            proc.stdin.flush()
+            line = proc.stdout.readline().decode()  # stdin still open: the answer must come now
+            assert line.split("\t")[:2] == [str(path), label]
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+
+
+# ---------------------------------------------------------------- options and settings
+def test_global_options_before_the_command(home, tmp_path):
+    model = home / "model.spamnb"
+    for args in (["-m", model, "classify", SPAM_FILE], ["classify", "-m", model, SPAM_FILE],
+                 ["--model", model, "classify", SPAM_FILE]):
+        proc = run(args, tmp_path)
+        assert proc.returncode == 0 and proc.stdout.startswith(b"spam "), (args, proc.stderr)
+
+
+def test_settings_file_cutoffs_and_info(home, tmp_path):
+    settings = tmp_path / "settings.toml"
+    settings.write_text(f'model = "{home / "model.spamnb"}"\nspam_cutoff = 0.99999999\nham_cutoff = 0.0\n'
+                        'header_name = "X-Filtered"\nsubject_tag = "*** SPAM ***"\n')
+    proc = run(["--settings", settings, "info", "--tokens", "0"], tmp_path, check_code=0)
+    out = proc.stdout.decode()
+    assert "P(spam) >= 0.99999999 (log-odds >= +18.421)" in out
+    assert "P(spam) <= 0.0 (log-odds <= -inf)" in out
+    assert "X-Filtered; subject tag '*** SPAM ***'" in out and str(settings) in out
+    assert "{" not in out  # no raw dict
+    # the file's cutoffs decide: nothing is ham with a ham cutoff of 0
+    verdict = run(["--settings", settings, "classify", HAM_FILE], tmp_path)
+    assert verdict.stdout.startswith(b"unsure ")
+    # the command line wins over the file
+    assert run(["--settings", settings, "classify", "--ham-cutoff", "0.5", HAM_FILE], tmp_path).returncode == 1
+    out = run(["--settings", settings, "classify", "-p"], tmp_path, stdin=SPAM_FILE.read_bytes()).stdout
+    assert b"\nX-Filtered: Yes, " in out and b"Subject: *** SPAM *** " in out
+
+
+def test_the_default_settings_file_is_read_from_spamnb_home(tmp_path):
+    run(["train", REPO / "corpora"], tmp_path, check_code=0)
+    assert run(["classify", HAM_FILE], tmp_path).returncode == 1
+    (tmp_path / "settings.toml").write_text("ham_cutoff = 0.0\n")  # nothing is ham any more
+    assert run(["classify", HAM_FILE], tmp_path).returncode == 2
+
+
+@pytest.mark.parametrize("text, message", [("spam_cutoff = 2.0\n", "probability"), ("colour = 1\n", "unknown"),
+                                           ("spam_cutoff = \n", "TOML"), ('header_name = "a b"\n', "header"),
+                                           ("spam_cutoff = 0.1\nham_cutoff = 0.2\n", "above")])
+def test_bad_settings_are_one_line_errors(home, tmp_path, text, message):
+    (tmp_path / "s.toml").write_text(text)
+    proc = run(["classify", "--settings", tmp_path / "s.toml", "-m", home / "model.spamnb", SPAM_FILE], tmp_path)
+    assert proc.returncode == 3
+    err = proc.stderr.decode()
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_train_keeps_the_cutoffs_it_is_given(tmp_path):
+    run(["train", "--spam-cutoff", "0.75", "--ham-cutoff", "0.25", REPO / "corpora"], tmp_path, check_code=0)
+    out = run(["info", "--tokens", "0"], tmp_path, check_code=0).stdout.decode()
+    assert "P(spam) >= 0.75 (" in out and "P(spam) <= 0.25 (" in out
+    assert run(["classify", "--spam-cutoff", "1.5", SPAM_FILE], tmp_path).returncode == 64
+
+
+def test_help_texts(home):
+    top = run(["--help"], home, check_code=0).stdout.decode()
+    assert "SPAMNB_HOME" in top and "exit codes" in top
+    for code in ("0", "1", "2", "3", "64"):
+        assert re.search(rf"^\s+{code}\s+\S", top, re.M), code
+    learn = run(["learn", "--help"], home, check_code=0).stdout.decode()
+    assert re.search(r"--spam\s+learn the messages as spam", learn)
+    assert re.search(r"--ham\s+learn the messages as ham", learn)
+
+
+def test_man_page_and_bash_completion(home, tmp_path):
+    man = run(["--man"], home, check_code=0).stdout.decode()
+    assert man.startswith(".TH SPAMNB 1") and ".SS classify" in man and "\\-\\-subject\\-tag" in man
+    completion = run(["--completion", "bash"], home, check_code=0).stdout.decode()
+    (tmp_path / "c.sh").write_text(completion)
+    subprocess.run(["bash", "-n", tmp_path / "c.sh"], check=True)
+    script = (f"source {tmp_path / 'c.sh'}; COMP_WORDS=(spamnb classify --sub); COMP_CWORD=2; _spamnb; "
+              "echo ${COMPREPLY[@]}")
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["--subject-tag"]
+
+
+def test_learn_shows_progress_on_a_terminal(tmp_path):
+    import pty
+
+    run(["train", REPO / "corpora"], tmp_path, check_code=0)
+    primary, secondary = pty.openpty()
+    env = dict(os.environ, SPAMNB_HOME=str(tmp_path), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "spamnb", "learn", "--ham", REPO / "corpora" / "easy_ham"],
+                          stderr=secondary, stdout=subprocess.PIPE, env=env, timeout=300)
+    os.close(secondary)
+    seen = b""
+    try:
+        while chunk := os.read(primary, 65536):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(primary)
+    assert proc.returncode == 0
+    assert b" messages " in seen and b"learning" in seen
+
+
+# ---------------------------------------------------------------- README
+def test_readme_sample_output_is_real(home):
+    readme = (REPO / "README.md").read_text()
+    out = run(["classify", REPO / "corpora" / "spam" / "00017.1a938ecddd047b93cbd7ed92c241e6d1"], home).stdout
+    assert f"`{out.decode().strip()}`" in readme
+
+
+def test_readme_command_table_matches_help(home):
+    from spamnb.cli import build_parser
+
+    readme = (REPO / "README.md").read_text()
+    table = readme[readme.index("| command | options |"):]
+    table = table[:table.index("\n\n")]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        command, options = re.split(r"(?<!\\)\|", line)[1:3]  # "\|" inside a cell is not a column
+        name = command.strip().strip("`").split()[1]
+        rows[name] = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", options))
+    parser = build_parser(full=True)
+    sub = next(a for a in parser._actions if a.choices and "classify" in a.choices)
+    assert set(rows) == set(sub.choices)
+    for name, command_parser in sub.choices.items():
+        options = {o for a in command_parser._actions for o in a.option_strings if o.startswith("--")}
+        options -= {"--help", "--model", "--settings"}
+        documented = {o for o in rows[name] if o.startswith("--")}
+        assert documented == options, name
