@@ -354,33 +354,46 @@ def _classify_batch(args):
 
 # ---------------------------------------------------------------------------- learn / forget
 def _update_model(args, forget):
+    """learn/forget through the ledger of learned messages (spamnb.ledger):
+    learning a known message again is a no-op, with the other label a move;
+    forget takes the label from the ledger."""
+    from spamnb import ledger as ledgers
     from spamnb.filter import SpamFilter
     from spamnb.progress import Progress
     from spamnb.store import locked
 
+    settings = _settings(args)
+    markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
     path = _model_path(args)
-    label = args.label
+    is_spam = None if args.label is None else args.label == "spam"
+    if is_spam is None and not forget:
+        raise UsageError(f"spamnb {args.command}: give --spam or --ham")
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
-    count = 0
+    tally = ledgers.Tally()
     with locked(path):
         if os.path.exists(path) or forget:
             spam_filter = SpamFilter.load(path)
         else:
             spam_filter = SpamFilter()
-        update = spam_filter.forget if forget else spam_filter.learn
+        ledger = ledgers.ledger_of(spam_filter)
         for source in args.files or ["-"]:
             for name, data in progress.wrap(_messages_of(source), "forgetting" if forget else "learning"):
                 try:
-                    update(data, label)
+                    if forget:
+                        ledgers.forget(spam_filter, ledger, data, is_spam, tally, **markup)
+                    else:
+                        ledgers.learn(spam_filter, ledger, data, is_spam, tally, **markup)
                 except ValueError as exc:
                     raise CommandError(f"{name}: {exc}; the model is unchanged") from None
-                count += 1
+        ledgers.attach(spam_filter, ledger)
         spam_filter.save(path)
     if not args.quiet:
-        verb = "forgot" if forget else "learned"
         ham, spam_count = spam_filter.class_count_
-        print(f"{verb} {count} message{'s' if count != 1 else ''} as {label}; "
-              f"model: {path} ({spam_count:.0f} spam, {ham:.0f} ham)")
+        if forget:
+            done = f"forgot {tally.forgotten} message{'s' if tally.forgotten != 1 else ''}"
+        else:
+            done = f"{tally.learn_summary()} (as {args.label})"
+        print(f"{done}; model: {path} ({spam_count:.0f} spam, {ham:.0f} ham)")
     return EXIT_OK
 
 
@@ -568,12 +581,16 @@ def _add_classify(sub, model_option):
 
 def _add_update(sub, model_option, name, handler, text):
     p = sub.add_parser(name, help=text)
-    label = p.add_mutually_exclusive_group(required=True)
-    verb = "learn" if name == "learn" else "forget"
-    label.add_argument("--spam", dest="label", action="store_const", const="spam",
-                       help=f"{verb} the messages as spam")
-    label.add_argument("--ham", dest="label", action="store_const", const="ham",
-                       help=f"{verb} the messages as ham")
+    label = p.add_mutually_exclusive_group(required=name == "learn")
+    if name == "learn":
+        texts = ("learn the messages as spam (a message learned as ham before moves to spam)",
+                 "learn the messages as ham (a message learned as spam before moves to ham)")
+    else:
+        texts = ("the messages were learned as spam (needed only for messages learned "
+                 "before the ledger; the ledger knows the others)",
+                 "the messages were learned as ham (as --spam)")
+    label.add_argument("--spam", dest="label", action="store_const", const="spam", help=texts[0])
+    label.add_argument("--ham", dest="label", action="store_const", const="ham", help=texts[1])
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="message files, mboxes, folders, Maildirs or - (stdin, a message or an mbox; the default)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")

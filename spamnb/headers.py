@@ -78,3 +78,39 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
     if kept and not kept.endswith(b"\n"):
         kept += newline
     return [kept + newline.join(added) + newline, memoryview(message)[end:]]
+
+
+def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):
+    """The message as it was before ``passthrough_pieces`` marked it: its
+    leading mbox envelope line, every status header of that name, and the
+    subject tag removed (the rest, body included, is left byte for byte).
+    Learning the delivered copy of a message then learns the same bytes as
+    learning the original (what ``sa-learn`` does with SpamAssassin's markup)."""
+    if message[:5] == b"From ":
+        newline = message.find(b"\n")
+        message = message[newline + 1:] if newline >= 0 else b""
+    if not _HEADER_LINE.match(message):
+        return message
+    end = _header_end(message)
+    name = header_name.encode("ascii").lower()
+    tag = subject_tag.encode("utf-8") if subject_tag else None
+    fields = []
+    changed = False
+    for field in _fields(message[:end]):
+        field_name = _name(field)
+        if field_name == name:
+            changed = True
+            continue
+        if tag and field_name == b"subject":
+            first = field[0]
+            colon = first.index(b":") + 1
+            text = first[colon:].lstrip(b" \t")
+            if text.startswith(tag):
+                rest = text[len(tag):]
+                rest = rest[1:] if rest[:1] == b" " else rest
+                field = [first[:colon] + b" " + rest] + field[1:]
+                changed = True
+        fields.append(field)
+    if not changed:
+        return message
+    return b"".join(b"".join(f) for f in fields) + message[end:]

@@ -204,9 +204,11 @@ def test_learn_reads_an_mbox_message_by_message(tmp_path):
     spam = sorted((REPO / "corpora" / "spam").iterdir())[:5]
     (tmp_path / "spam.mbox").write_bytes(_mbox([p.read_bytes() for p in spam]))
     proc = run(["learn", "--spam", tmp_path / "spam.mbox"], tmp_path, check_code=0)
-    assert "learned 5 messages as spam" in proc.stdout.decode() and "105 spam, 200 ham" in proc.stdout.decode()
+    out = proc.stdout.decode()
+    assert "learned 5, already known 0, relabelled 0 (as spam)" in out and "105 spam, 200 ham" in out
     proc = run(["learn", "--ham"], tmp_path, stdin=_mbox([HAM_FILE.read_bytes()] * 3), check_code=0)
-    assert "learned 3 messages as ham" in proc.stdout.decode()
+    # the same message three times: learned once (the ledger knows it within a run)
+    assert "learned 1, already known 2, relabelled 0 (as ham)" in proc.stdout.decode()
 
 
 def test_classify_an_mbox_message_by_message(home, tmp_path):
@@ -377,3 +379,11 @@ def test_readme_command_table_matches_help(home):
         options -= {"--help", "--model", "--settings"}
         documented = {o for o in rows[name] if o.startswith("--")}
         assert documented == options, name
+
+
+def test_forget_needs_a_label_for_a_message_the_ledger_does_not_know(home, tmp_path):
+    model = tmp_path / "model.spamnb"
+    model.write_bytes((home / "model.spamnb").read_bytes())
+    proc = run(["forget", "-m", model, "-"], tmp_path, stdin=SPAM_FILE.read_bytes())
+    assert proc.returncode == 3 and "--spam or --ham" in proc.stderr.decode()
+    assert run(["learn", "-m", model, "-"], tmp_path).returncode == 64  # learn always needs one
