@@ -108,32 +108,14 @@ def _read_file(path):
         raise CommandError(f"{path}: {exc.strerror or exc}") from None
 
 
-class _Prepended:
-    """A binary stream with a line already read put back in front."""
+def _mbox_messages(stream, name):
+    """``(name, bytes)`` of each message of the mbox read from the binary
+    ``stream``, one at a time (a one-message mbox keeps the plain name)."""
+    from spamnb.mbox import iter_mbox
 
-    def __init__(self, first, stream):
-        self.first, self.stream = first, stream
-
-    def readline(self, limit=-1):
-        if self.first is not None:
-            line, self.first = self.first, None
-            return line
-        return self.stream.readline(limit)
-
-
-def _stream_messages(stream, name):
-    """``(name, bytes)`` of the one message, or each message of the mbox, read
-    from the binary ``stream``: an mbox (it starts with ``From ``) is read one
-    message at a time."""
-    from spamnb.mbox import is_mbox_start, iter_mbox
-
-    first = stream.readline(1 << 16)
-    if not is_mbox_start(first):
-        yield name, first + stream.read()
-        return
-    messages = iter_mbox(_Prepended(first, stream))
+    messages = iter_mbox(stream)
     previous, i = next(messages, None), 0
-    for message in messages:  # one ahead: a one-message mbox keeps the plain name
+    for message in messages:  # one ahead, to know whether there is more than one
         yield f"{name}#{i}", previous
         previous, i = message, i + 1
     if previous is not None:
@@ -141,11 +123,20 @@ def _stream_messages(stream, name):
 
 
 def _messages_of(path):
-    """``(name, bytes)`` of each message in ``path``: a message file, an mbox,
-    a folder or Maildir (each message below it), or ``-`` (stdin, a message or
-    an mbox).  Messages are read one at a time."""
+    """``(name, bytes)`` of each message in ``path``: a message file, an mbox
+    (read one message at a time), a folder or Maildir (each message below it),
+    or ``-`` (stdin: a message, or an mbox).  A single message is held once,
+    never copied (a 50 MB message stays 50 MB)."""
+    from spamnb.mbox import is_mbox_start
+
     if path == "-":
-        yield from _stream_messages(sys.stdin.buffer, "-")
+        data = sys.stdin.buffer.read()
+        if is_mbox_start(data):
+            import io
+
+            yield from _mbox_messages(io.BytesIO(data), "-")  # BytesIO shares the bytes, no copy
+        else:
+            yield "-", data
     elif os.path.isdir(path):
         from spamnb.corpus import CorpusError, CorpusReport, read_messages
 
@@ -163,7 +154,21 @@ def _messages_of(path):
         except OSError as exc:
             raise CommandError(f"{path}: {exc.strerror or exc}") from None
         with f:
-            yield from _stream_messages(f, path)
+            head = f.read(5)
+            seekable = f.seekable()
+            if is_mbox_start(head):
+                if seekable:
+                    f.seek(0)
+                    yield from _mbox_messages(f, path)
+                else:  # a pipe: what was read cannot be read again
+                    import io
+
+                    yield from _mbox_messages(io.BytesIO(head + f.read()), path)
+                return
+            if not seekable:
+                yield path, head + f.read()
+                return
+        yield path, _read_file(path)  # read again, whole: one copy of the message
 
 
 def _human_size(n):

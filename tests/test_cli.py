@@ -387,3 +387,16 @@ def test_forget_needs_a_label_for_a_message_the_ledger_does_not_know(home, tmp_p
     proc = run(["forget", "-m", model, "-"], tmp_path, stdin=SPAM_FILE.read_bytes())
     assert proc.returncode == 3 and "--spam or --ham" in proc.stderr.decode()
     assert run(["learn", "-m", model, "-"], tmp_path).returncode == 64  # learn always needs one
+
+
+def test_classify_reads_a_named_pipe(home, tmp_path):
+    import threading
+
+    for data, label in ((SPAM_FILE.read_bytes(), "spam"), (_mbox([HAM_FILE.read_bytes()] * 2), "ham")):
+        fifo = tmp_path / f"fifo-{label}"
+        os.mkfifo(fifo)
+        writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+        writer.start()
+        proc = run(["classify", fifo], home)
+        writer.join()
+        assert proc.stdout.split()[0 if label == "spam" else 1] == label.encode(), proc.stderr

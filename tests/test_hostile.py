@@ -566,7 +566,7 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
     monkeypatch.setattr("builtins.open", racing_open)
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
-    assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable)" in out, out
+    assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable: " in out, out
 
 
 # ---------------------------------------------------------------------------- learning hostile mail
