@@ -1,8 +1,9 @@
 """The settings file: ``$SPAMNB_HOME/settings.toml`` (``~/.spamnb/settings.toml``), or ``--settings PATH``.
 
-TOML, read with the standard library's :mod:`tomllib` (imported only when a
-settings file exists: ``spamnb classify`` starts as fast without one).  Every
-key is optional::
+TOML.  A file of plain ``key = value`` lines (the usual case) is read by a
+small reader of its own; any other TOML by the standard library's
+:mod:`tomllib`, whose import costs ``spamnb classify`` several milliseconds.
+Every key is optional::
 
     model = "/var/lib/spamnb/model.spamnb"  # the model file (-m/--model)
     spam_cutoff = 0.9999992                 # spam when P(spam) >= this (--spam-cutoff)
@@ -71,6 +72,46 @@ def check(key, value):
     return value
 
 
+# The simple form of a settings file, read without tomllib (whose import
+# brings typing, datetime and enum: several ms of every ``spamnb classify``):
+# lines of ``key = "string"``, ``key = 'string'`` or ``key = number``, with
+# comments and blank lines.  Anything else (escapes, tables, a tab in a
+# string, a duplicate key, ...) goes to tomllib; what is read here reads the
+# same with tomllib (tests/test_settings.py checks it).
+_SIMPLE_LINE = re.compile(
+    r"[ \t]*(?:([A-Za-z0-9_-]+)[ \t]*=[ \t]*"
+    r"(\"[^\"\\\x00-\x1f\x7f]*\"|'[^'\x00-\x1f\x7f]*'|[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"[ \t]*)?(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?\r?\Z")
+
+
+def _flat_toml(raw):
+    """The settings of a file in the simple form, or None when it is not in that form."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    values = {}
+    lines = text.split("\n")
+    if lines[-1].endswith("\r"):  # a CR must be followed by LF
+        return None
+    for line in lines:
+        match = _SIMPLE_LINE.match(line)
+        if match is None:
+            return None
+        key, value = match.groups()
+        if key is None:
+            continue
+        if key in values:
+            return None
+        if value[0] in "\"'":
+            values[key] = value[1:-1]
+        elif "." in value or "e" in value or "E" in value:
+            values[key] = float(value)
+        else:
+            values[key] = int(value)
+    return values
+
+
 def load_settings(path=None, overrides=None):
     """The settings: the file at ``path`` (or the default one, when it exists),
     then ``overrides`` (a dict of the values given on the command line; None
@@ -79,15 +120,19 @@ def load_settings(path=None, overrides=None):
     path = default_settings_path() if path is None else os.fspath(path)
     values = {}
     if explicit or os.path.exists(path):
-        import tomllib
-
         try:
             with open(path, "rb") as f:
-                data = tomllib.load(f)
+                raw = f.read(1 << 20)
         except OSError as exc:
             raise SettingsError(f"{path}: {exc.strerror or exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+        data = _flat_toml(raw)
+        if data is None:  # not the simple form: the standard library's reader decides
+            import tomllib
+
+            try:
+                data = tomllib.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise SettingsError(f"{path}: not valid TOML: {exc}") from None
         for key, value in data.items():
             try:
                 values[key] = check(key, value)
