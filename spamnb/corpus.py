@@ -28,6 +28,7 @@ folders.  The :class:`CorpusReport` says what was read and what was skipped.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import stat
@@ -104,8 +105,6 @@ def looks_like_mail(data):
 def split_mbox(data):
     """The messages of an mbox held in memory (each keeps its ``From `` line);
     see :mod:`spamnb.mbox` for where a message starts."""
-    import io
-
     return [part for part in iter_mbox(io.BytesIO(data)) if part.strip()]
 
 
@@ -169,8 +168,11 @@ def _walk_files(root, report, strict, spam_folders="read"):
             yield path
 
 
-def _open_file(path, report, strict):
-    """An open binary file for a regular file at ``path``, or None (skipped and counted)."""
+_READ_WHOLE = 4 << 20  # files up to this size are read whole (one read); larger mboxes are streamed
+
+
+def _regular_size(path, report, strict):
+    """The size of the regular file at ``path``, or None (skipped and counted)."""
     try:
         st = os.stat(path)
     except OSError:
@@ -179,41 +181,49 @@ def _open_file(path, report, strict):
     if not stat.S_ISREG(st.st_mode):  # checked before opening: a FIFO would block
         report.skip(path, "not a regular file", strict)
         return None
-    try:
-        return open(path, "rb")
-    except OSError:
-        report.skip(path, "unreadable", strict)
-        return None
+    return st.st_size
 
 
 def _file_messages(path, name, report, strict):
-    """``(name, bytes)`` of the message, or each message of the mbox, in the file at ``path``."""
-    f = _open_file(path, report, strict)
-    if f is None:
+    """``(name, bytes)`` of the message, or each message of the mbox, in the file
+    at ``path``.  Files are read by the filter's reader (one read of the whole
+    file), except an mbox over 4 MiB, which is read a message at a time."""
+    from spamnb.filter import _read_file
+
+    size = _regular_size(path, report, strict)
+    if size is None:
         return
-    with f:
-        try:
-            head = f.read(5)
-            if not is_mbox_start(head):
-                data = head + f.read()
-                if not data.strip():
-                    report.skip(path, "empty", strict)
-                elif not looks_like_mail(data):
-                    report.skip(path, "not mail", strict)
-                else:
-                    report.read += 1
-                    yield name, data
-                return
-            f.seek(0)
-            messages = iter_mbox(f)
-            previous, i = next(messages, None), 0
-            for message in messages:  # one ahead: a one-message mbox keeps the file's name
-                yield from _mbox_message(path, f"{name}#{i}", previous, report, strict)
-                previous, i = message, i + 1
-            if previous is not None:
-                yield from _mbox_message(path, f"{name}#{i}" if i else name, previous, report, strict)
-        except OSError:
-            report.skip(path, "unreadable", strict)
+    try:
+        if size > _READ_WHOLE:
+            with open(path, "rb") as f:
+                if is_mbox_start(f.read(5)):
+                    f.seek(0)
+                    yield from _mbox_messages(path, name, f, report, strict)
+                    return
+        data = _read_file(path)
+        if is_mbox_start(data):
+            yield from _mbox_messages(path, name, io.BytesIO(data), report, strict)
+        elif not data.strip():
+            report.skip(path, "empty", strict)
+        elif not looks_like_mail(data):
+            report.skip(path, "not mail", strict)
+        else:
+            report.read += 1
+            yield name, data
+    except OSError:
+        report.skip(path, "unreadable", strict)
+
+
+def _mbox_messages(path, name, stream, report, strict):
+    messages = iter_mbox(stream)
+    previous, i = next(messages, None), 0
+    for message in messages:  # one ahead: a one-message mbox keeps the file's name
+        yield from _mbox_message(path, f"{name}#{i}", previous, report, strict)
+        previous, i = message, i + 1
+    if previous is not None:
+        yield from _mbox_message(path, f"{name}#{i}" if i else name, previous, report, strict)
+    else:
+        report.skip(path, "empty", strict)
 
 
 def _mbox_message(path, name, data, report, strict):

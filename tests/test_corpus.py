@@ -181,6 +181,19 @@ def test_mbox_everywhere_in_a_tree(tmp_path):
     assert messages[0].relpath == "ham/inbox#0"
 
 
+def test_a_large_mbox_is_streamed_and_read_the_same(tmp_path):
+    import mailbox
+
+    path = tmp_path / "big"
+    box = mailbox.mbox(str(path))
+    for i in range(120):
+        box.add(f"From: s{i}@example.com\nSubject: {i}\n\n".encode() + b"word " * 10000 + b"\n\nFrom me\n")
+    box.close()
+    assert path.stat().st_size > 5 << 20  # over the size read whole
+    ours = _our_bodies(path)
+    assert len(ours) == 120 and ours == _python_mbox_bodies(path)
+
+
 def test_mbox_reading_streams(tmp_path):
     # a reader that held the file would read it all before the first message
     path = _generated_mbox(tmp_path / "box", 200)
