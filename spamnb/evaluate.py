@@ -506,7 +506,7 @@ def run(args):
     elapsed = time.monotonic() - started
     p = result["params"]
     print(f"filter: alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
-          f"cutoffs: spam if P >= {p['spam_cutoff']:g}, ham if P <= {p['ham_cutoff']:g}")
+          f"cutoffs: spam if P >= {p['spam_cutoff']!r}, ham if P <= {p['ham_cutoff']!r}")
     print()
     print(format_folds(result))
     from spamnb import metrics

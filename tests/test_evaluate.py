@@ -259,3 +259,9 @@ def test_cli_wires_the_subcommand(corpus, capsys):
     assert main(["evaluate", str(corpus), "--folds", "3", "--compare", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "kNN cosine k=5" in out and "(filter)" in out and "3/3" in out
+
+
+def test_the_cutoffs_are_printed_exactly(corpus, capsys):
+    assert ev.run(_args(corpus, "--folds", 3, "--no-progress")) == ev.EXIT_OK
+    out = capsys.readouterr().out
+    assert "spam if P >= 0.9999992, ham if P <= 0.5" in out  # not rounded to 0.999999
