@@ -55,19 +55,22 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=DEFAULT_CORPORA)
     parser.add_argument("--size", type=int, default=350, help="MB of mbox to write (default 350)")
+    parser.add_argument("--spamnb", default=REPO, metavar="DIR",
+                        help="the source tree whose spamnb trains (default: this one; e.g. an older checkout)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         paths, n, written = write_mboxes(args.corpora, folder, args.size)
-        env = dict(os.environ, SPAMNB_HOME=folder, PYTHONPATH=REPO)
+        env = dict(os.environ, SPAMNB_HOME=folder, PYTHONPATH=args.spamnb)
         started = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "--spam", paths[True],
-                               "--ham", paths[False]], env=env, capture_output=True, text=True)
+                               "--ham", paths[False]], env=env, capture_output=True, text=True,
+                              cwd=folder)  # not this tree's folder: python -m would import its spamnb
         seconds = time.perf_counter() - started
         if proc.returncode != 0:
             sys.exit(f"train failed: {proc.stderr.strip()}")
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         info = subprocess.run([sys.executable, "-m", "spamnb", "info", "--tokens", "0"], env=env,
-                              capture_output=True, text=True).stdout.splitlines()[1]
+                              capture_output=True, text=True, cwd=folder).stdout.splitlines()[1]
         print(f"mbox: {written / 1048576:.0f} MiB, {n} messages; train: {seconds:.1f} s, "
               f"peak RSS {peak:.0f} MiB; {info.strip()}")
 
