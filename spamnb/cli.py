@@ -179,6 +179,10 @@ def _human_size(n):
 
 
 # ---------------------------------------------------------------------------- train
+class _CorpusChanged(Exception):
+    pass
+
+
 def cmd_train(args):
     from spamnb.corpus import CorpusError, CorpusReport, iter_labelled
     from spamnb.filter import SpamFilter
@@ -206,10 +210,15 @@ def cmd_train(args):
                                 ("ham_cutoff", settings.ham_cutoff)) if v is not None}
     spam_filter = SpamFilter(**params)
     progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
-    again = (m.data for m in iter_labelled(report=CorpusReport(), **sources))
+    def again():  # the second pass must see what the first saw, or the labels would be off
+        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):
+            if i >= len(labels) or message.is_spam != labels[i]:
+                raise _CorpusChanged(message.relpath)
+            yield message.data
+
     try:
-        spam_filter.fit(progress.wrap(again, "training"), [bool(v) for v in labels])
-    except ValueError as exc:  # the corpus changed between the passes
+        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
+    except (ValueError, _CorpusChanged) as exc:
         raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
     path = _model_path(args)
     spam_filter.save(path)
