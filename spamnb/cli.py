@@ -17,8 +17,7 @@ import os
 import sys
 import time
 
-from spamnb.exitcodes import (EXIT_ERROR, EXIT_HAM, EXIT_INTERRUPTED, EXIT_OK, EXIT_SPAM,  # noqa: F401
-                              EXIT_UNSURE, EXIT_USAGE, VERDICT_EXIT)
+from spamnb.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, VERDICT_EXIT
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate")
 _VERDICT_EXIT = VERDICT_EXIT
