@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = "/work/shared/corpora/spamassassin"
@@ -134,7 +135,7 @@ def step_spamnb_train(work):
     from spamnb import SpamFilter
 
     rows = read_list(os.path.join(work, "train.tsv"))
-    paths = [r[1] for r in rows]
+    paths = [Path(r[1]) for r in rows]  # a str would be message text
     labels = [r[2] for r in rows]
     t0 = time.perf_counter()
     spam_filter = SpamFilter().fit(paths, labels)  # reads the files itself
@@ -150,7 +151,7 @@ def step_spamnb_train(work):
 def step_spamnb_score(work):
     from spamnb import SpamFilter
 
-    rows = read_list(os.path.join(work, "test.tsv"))
+    rows = [(relpath, Path(path), is_spam) for relpath, path, is_spam in read_list(os.path.join(work, "test.tsv"))]
     t0 = time.perf_counter()
     spam_filter = SpamFilter.load(os.path.join(work, "spamnb.model"))
     load_seconds = time.perf_counter() - t0

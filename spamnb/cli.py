@@ -1,23 +1,13 @@
 """The ``spamnb`` command: a thin shell over :class:`spamnb.SpamFilter`.
 
-Exit codes (also in the README):
-
-=====  ==============================================================
-0      ``classify``, one message: spam.  Any other command: success.
-1      ``classify``, one message: ham.
-2      ``classify``, one message: unsure.
-3      error: no model yet, unreadable input, damaged or mismatched
-       model, a message to forget that was not learned, ...
-64     usage error (unknown command or option, bad value).
-130    interrupted.
-=====  ==============================================================
-
-``classify`` follows bogofilter's convention (0 spam, 1 ham, 2 unsure) so
-procmail/maildrop recipes carry over; with ``--batch`` or several messages it
-exits 0 once every message got a verdict.  Every error is one line on
-stderr, never a traceback (``SPAMNB_DEBUG=1`` shows it).  With
-``-p/--passthrough`` the message is written to stdout even when scoring
-fails, so mail is never lost.
+Exit codes: :mod:`spamnb.exitcodes` (one set for every command; also in the
+README and ``spamnb --help``).  ``classify`` of one message follows
+bogofilter's convention (0 spam, 1 ham, 2 unsure); with ``-p/--passthrough``
+it exits 0 whatever the verdict (a mail filter that exits non-zero is a
+failed filter to procmail and maildrop), and with several messages it exits
+0 once every message got a verdict.  Every error is one line on stderr,
+never a traceback (``SPAMNB_DEBUG=1`` shows it).  With ``-p`` the message is
+written to stdout even when scoring fails (exit 3), so mail is never lost.
 """
 
 from __future__ import annotations
@@ -27,18 +17,10 @@ import os
 import sys
 import time
 
-EXIT_SPAM = 0
-EXIT_OK = 0
-EXIT_HAM = 1
-EXIT_UNSURE = 2
-EXIT_ERROR = 3
-EXIT_USAGE = 64
-EXIT_INTERRUPTED = 130
+from spamnb.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, VERDICT_EXIT
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate")
-_VERDICT_EXIT = {"spam": EXIT_SPAM, "ham": EXIT_HAM, "unsure": EXIT_UNSURE}
-STATUS_HEADER = b"X-Spam-Status"
-SCORE_HEADER = b"X-Spam-Score"
+_VERDICT_EXIT = VERDICT_EXIT
 
 
 class UsageError(Exception):
@@ -64,7 +46,7 @@ def _formatter(prog):
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
         except (AttributeError, ValueError, OSError):
             columns = 0
-    return argparse.HelpFormatter(prog, width=(columns or 80) - 2)
+    return argparse.RawDescriptionHelpFormatter(prog, width=(columns or 80) - 2)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,43 +59,115 @@ class _Parser(argparse.ArgumentParser):
 
 
 # ---------------------------------------------------------------------------- helpers
+def _settings(args):
+    """The settings in effect: the settings file, then this run's options (cached on ``args``)."""
+    if getattr(args, "_settings", None) is None:
+        from spamnb.settings import SettingsError, load_settings
+
+        overrides = {key: getattr(args, key, None)
+                     for key in ("model", "spam_cutoff", "ham_cutoff", "header_name", "subject_tag")}
+        try:
+            args._settings = load_settings(getattr(args, "settings", None), overrides)
+        except SettingsError as exc:
+            raise CommandError(str(exc)) from None
+    return args._settings
+
+
 def _model_path(args):
     from spamnb.filter import default_model_path
 
-    return args.model if args.model else default_model_path()
+    return _settings(args).model or default_model_path()
+
+
+def _apply_cutoffs(spam_filter, settings):
+    """The settings' cutoffs on a filter (they win over the model's own)."""
+    spam = spam_filter.spam_cutoff if settings.spam_cutoff is None else settings.spam_cutoff
+    ham = spam_filter.ham_cutoff if settings.ham_cutoff is None else settings.ham_cutoff
+    if ham > spam:
+        raise CommandError(f"ham cutoff {ham!r} is above spam cutoff {spam!r}")
+    spam_filter.spam_cutoff, spam_filter.ham_cutoff = spam, ham
+    return spam_filter
 
 
 def _load(args):
     from spamnb.filter import SpamFilter
 
-    return SpamFilter.load(_model_path(args))
+    return _apply_cutoffs(SpamFilter.load(_model_path(args)), _settings(args))
 
 
-def _read_stdin():
-    return sys.stdin.buffer.read()
+def _read_file(path):
+    """The bytes of a message file (the one reader: the filter's)."""
+    from spamnb.filter import _read_file
+
+    try:
+        return _read_file(path)
+    except IsADirectoryError:
+        raise
+    except OSError as exc:
+        raise CommandError(f"{path}: {exc.strerror or exc}") from None
 
 
-class _Progress:
-    """A one-line progress counter on stderr, only when stderr is a terminal."""
+def _mbox_messages(stream, name):
+    """``(name, bytes)`` of each message of the mbox read from the binary
+    ``stream``, one at a time (a one-message mbox keeps the plain name)."""
+    from spamnb.mbox import iter_mbox
 
-    def __init__(self, label, total, enabled=True):
-        self.label, self.total = label, total
-        self.enabled = enabled and sys.stderr.isatty()
-        self.done = 0
-        self._last = 0.0
+    messages = iter_mbox(stream)
+    previous, i = next(messages, None), 0
+    for message in messages:  # one ahead, to know whether there is more than one
+        yield f"{name}#{i}", previous
+        previous, i = message, i + 1
+    if previous is not None:
+        yield (f"{name}#{i}" if i else name), previous
 
-    def wrap(self, items):
-        for item in items:
-            yield item
-            self.done += 1
-            if self.enabled and time.monotonic() - self._last > 0.1:
-                self._last = time.monotonic()
-                pct = 100.0 * self.done / self.total if self.total else 100.0
-                sys.stderr.write(f"\r{self.label}: {self.done}/{self.total} messages ({pct:3.0f}%)")
-                sys.stderr.flush()
-        if self.enabled:
-            sys.stderr.write("\r" + " " * 60 + "\r")
-            sys.stderr.flush()
+
+def _messages_of(path):
+    """``(name, bytes)`` of each message in ``path``: a message file, an mbox
+    (read one message at a time), a folder or Maildir (each message below it),
+    or ``-`` (stdin: a message, or an mbox).  A single message is held once,
+    never copied (a 50 MB message stays 50 MB)."""
+    from spamnb.mbox import is_mbox_start
+
+    if path == "-":
+        data = sys.stdin.buffer.read()
+        if is_mbox_start(data):
+            import io
+
+            yield from _mbox_messages(io.BytesIO(data), "-")  # BytesIO shares the bytes, no copy
+        else:
+            yield "-", data
+    elif os.path.isdir(path):
+        from spamnb.corpus import CorpusError, CorpusReport, read_messages
+
+        report = CorpusReport()
+        try:
+            for relpath, data in read_messages(path, report):
+                yield os.path.join(path, relpath), data
+        except CorpusError as exc:
+            raise CommandError(str(exc)) from None
+        if report.n_skipped:
+            print(f"spamnb: {path}: {report.summary()}", file=sys.stderr)
+    else:
+        try:
+            f = open(path, "rb")
+        except OSError as exc:
+            raise CommandError(f"{path}: {exc.strerror or exc}") from None
+        with f:
+            head = f.read(5)
+            seekable = f.seekable()
+            if is_mbox_start(head):
+                if seekable:
+                    f.seek(0)
+                    yield from _mbox_messages(f, path)
+                else:  # a pipe: what was read cannot be read again
+                    import io
+
+                    yield from _mbox_messages(io.BytesIO(head + f.read()), path)
+                return
+            if not seekable:
+                yield path, head + f.read()
+                return
+        yield path, _read_file(path)  # read again, whole: one copy of the message
 
 
 def _human_size(n):
@@ -124,30 +178,52 @@ def _human_size(n):
 
 
 # ---------------------------------------------------------------------------- train
+class _CorpusChanged(Exception):
+    pass
+
+
 def cmd_train(args):
-    from spamnb.corpus import CorpusReport, labelled_messages
+    from spamnb.corpus import CorpusError, CorpusReport, iter_labelled
     from spamnb.filter import SpamFilter
+    from spamnb.progress import Progress
 
     if not (args.dirs or args.spam or args.ham):
         raise UsageError("spamnb train: give a corpus folder, or --spam/--ham paths")
     started = time.perf_counter()
+    settings = _settings(args)
     report = CorpusReport()
-    messages = labelled_messages(args.dirs, args.spam, args.ham, report=report, strict=args.strict)
-    if not messages:
+    sources = dict(trees=args.dirs, spam=args.spam, ham=args.ham, strict=args.strict)
+    try:
+        # two passes, each one message at a time: the labels first, then the
+        # messages to fit (the corpus is never held: memory stays bounded)
+        labels = bytearray(m.is_spam for m in iter_labelled(report=report, **sources))
+    except CorpusError as exc:
+        raise CommandError(str(exc)) from None
+    if not labels:
         raise CommandError(f"no messages found ({report.summary()})")
-    n_spam = sum(m.is_spam for m in messages)
-    if n_spam == 0 or n_spam == len(messages):
+    n_spam = sum(labels)
+    if n_spam == 0 or n_spam == len(labels):
         print(f"spamnb: warning: the corpus holds only {'ham' if n_spam == 0 else 'spam'}", file=sys.stderr)
     params = {k: v for k, v in (("alpha", args.alpha), ("counts", args.counts), ("prior", args.prior),
-                                ("feature_weight", args.feature_weight)) if v is not None}
+                                ("feature_weight", args.feature_weight), ("spam_cutoff", settings.spam_cutoff),
+                                ("ham_cutoff", settings.ham_cutoff)) if v is not None}
     spam_filter = SpamFilter(**params)
-    progress = _Progress("training", len(messages), enabled=not args.quiet)
-    spam_filter.fit(progress.wrap(m.data for m in messages), [m.is_spam for m in messages])
+    progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
+    def again():  # the second pass must see what the first saw, or the labels would be off
+        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):
+            if i >= len(labels) or message.is_spam != labels[i]:
+                raise _CorpusChanged(message.relpath)
+            yield message.data
+
+    try:
+        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
+    except (ValueError, _CorpusChanged) as exc:
+        raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
     path = _model_path(args)
     replaced = _save_trained(spam_filter, path, args.wait)
     elapsed = time.perf_counter() - started
     if not args.quiet:
-        print(f"trained on {len(messages)} messages ({n_spam} spam, {len(messages) - n_spam} ham), "
+        print(f"trained on {len(labels)} messages ({n_spam} spam, {len(labels) - n_spam} ham), "
               f"{spam_filter.vocabulary_.n_features} tokens in the vocabulary, {elapsed:.2f} s; "
               f"{report.summary()}")
         print(f"model: {path} ({_human_size(os.path.getsize(path))})")
@@ -178,175 +254,178 @@ def _verdict_json(verdict, name=None):
 
 
 def _format_verdict(verdict):
-    return f"{verdict.label} {verdict.probability:.6f} log-odds {verdict.log_odds:+.3f}"
+    return f"{verdict.label} {verdict.probability:.7f} log-odds {verdict.log_odds:+.3f}"
 
 
-def add_spam_headers(message, verdict):
-    """The message with ``X-Spam-Status`` and ``X-Spam-Score`` at the end of its
-    header block (any such headers it already had are removed: a sender must
-    not be able to pre-label its own mail).  A message with no header block
-    gets the two headers and a blank line in front of it."""
-    return b"".join(_passthrough_pieces(message, verdict))
+def _passthrough(args):
+    """``classify -p``: the message on stdout with the status header; exit 0
+    whatever the verdict.  On any error the message goes out untouched (exit 3)."""
+    from spamnb.headers import passthrough_pieces
 
-
-def _passthrough_pieces(message, verdict):
-    """``add_spam_headers`` as pieces to write one after the other; the body is
-    a view of ``message``, not a copy (a 50 MB message stays one copy)."""
-    status = {"spam": b"Yes", "ham": b"No", "unsure": b"Unsure"}[verdict.label]
-    lines = [STATUS_HEADER + b": " + status + b", probability=" + f"{verdict.probability:.6f}".encode(),
-             SCORE_HEADER + b": " + f"{verdict.log_odds:+.3f}".encode()]
-    from spamnb.corpus import looks_like_mail
-
-    if not looks_like_mail(message):
-        return [b"\n".join(lines) + b"\n\n", message]
-    end = _header_end(message)
-    head = message[:end]
-    newline = b"\r\n" if b"\r\n" in head[:2000] else b"\n"
-    kept = _strip_headers(head, (STATUS_HEADER.lower(), SCORE_HEADER.lower()))
-    if kept and not kept.endswith(b"\n"):
-        kept += newline
-    return [kept + newline.join(lines) + newline, memoryview(message)[end:]]
-
-
-def _header_end(message):
-    """Offset just past the last header line (the blank line and body follow)."""
-    positions = [p for p in (message.find(b"\n\n"), message.find(b"\n\r\n")) if p >= 0]
-    return min(positions) + 1 if positions else len(message)
-
-
-def _strip_headers(head, names):
-    out = []
-    skipping = False
-    for line in head.splitlines(keepends=True):
-        if line[:1] in (b" ", b"\t"):  # a continuation line goes with its field
-            if not skipping:
-                out.append(line)
-            continue
-        name = line.split(b":", 1)[0].strip().lower()
-        skipping = name in names
-        if not skipping:
-            out.append(line)
-    return b"".join(out)
+    name = args.files[0] if args.files else "-"
+    message = sys.stdin.buffer.read() if name == "-" else _read_file(name)
+    try:
+        settings = _settings(args)
+        verdict = _load(args).classify(message)
+        pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag)
+    except BaseException:
+        sys.stdout.buffer.write(message)  # never lose the mail: pass it on untouched
+        sys.stdout.flush()
+        raise
+    for piece in pieces:
+        sys.stdout.buffer.write(piece)
+    return EXIT_OK
 
 
 def cmd_classify(args):
-    import json
-
-    if args.passthrough and (args.batch or len(args.files) > 1):
-        raise UsageError("spamnb classify: -p/--passthrough takes one message")
-    if args.batch or len(args.files) > 1:
-        return _classify_many(args)
-    name = args.files[0] if args.files else "-"
-    try:
-        message = _read_stdin() if name == "-" else _read_path(name)
-    except OSError as exc:
-        raise CommandError(f"{name}: {exc.strerror or exc}") from None
-    try:
-        spam_filter = _load(args)
-        verdict = spam_filter.classify(message)
-    except BaseException:
-        if args.passthrough:  # never lose the mail: pass it on untouched
-            sys.stdout.buffer.write(message)
-            sys.stdout.flush()
-        raise
     if args.passthrough:
-        for piece in _passthrough_pieces(message, verdict):
-            sys.stdout.buffer.write(piece)
-    elif args.json:
+        if args.batch or args.mbox or len(args.files) > 1:
+            raise UsageError("spamnb classify: -p/--passthrough takes one message")
+        return _passthrough(args)
+    if args.batch:
+        return _classify_batch(args)
+    spam_filter = _load(args)
+    sources = args.files or ["-"]
+    if len(sources) == 1 and not args.mbox and (sources[0] == "-" or not os.path.isdir(sources[0])):
+        messages = _messages_of(sources[0])
+        first = next(messages, None)
+        second = next(messages, None)
+        if first is not None and second is None:  # one message: a verdict and its exit code
+            verdict = spam_filter.classify(first[1])
+            _print_verdict(args, verdict)
+            return _VERDICT_EXIT[verdict.label]
+        out = _Lines(args, spam_filter)
+        for name, data in (m for m in (first, second) if m is not None):
+            out.verdict(name, data)
+        for name, data in messages:
+            out.verdict(name, data)
+        return EXIT_OK
+    out = _Lines(args, spam_filter)
+    for source in sources:
+        for name, data in _messages_of(source):
+            out.verdict(name, data)
+    return EXIT_OK
+
+
+def _print_verdict(args, verdict):
+    if args.json:
+        import json
+
         print(json.dumps(_verdict_json(verdict)))
     else:
         print(_format_verdict(verdict))
         if args.verbose:
             for token, weight in verdict.evidence:
                 print(f"  {weight:+8.3f}  {token}")
-    return _VERDICT_EXIT[verdict.label]
 
 
-def _read_path(path):
-    with open(path, "rb") as f:
-        return f.read()
+class _Lines:
+    """One line per message (tab-separated, or JSON), flushed as it is written."""
 
+    def __init__(self, args, spam_filter):
+        self.json, self.spam_filter = args.json, spam_filter
+        self.out = sys.stdout
+        self.errors = 0
 
-def _classify_many(args):
-    import json
+    def verdict(self, name, data):
+        verdict = self.spam_filter.classify(data)
+        if self.json:
+            import json
 
-    from spamnb.corpus import CorpusReport, read_messages
-
-    spam_filter = _load(args)
-    paths = args.files
-    if args.batch and not paths:
-        paths = [line.rstrip("\n") for line in sys.stdin if line.strip()]
-    report = CorpusReport()
-    out = sys.stdout
-    for path in paths:
-        if path == "-":
-            items = [("-", _read_stdin())]
-        elif os.path.isdir(path):
-            items = ((os.path.join(path, rel), data) for rel, data in read_messages(path, report))
+            self.out.write(json.dumps(_verdict_json(verdict, name)) + "\n")
         else:
-            try:
-                items = [(path, _read_path(path))]
-            except OSError as exc:
-                raise CommandError(f"{path}: {exc.strerror or exc}") from None
-        for name, data in items:
-            verdict = spam_filter.classify(data)
-            if args.json:
-                out.write(json.dumps(_verdict_json(verdict, name)) + "\n")
-            else:
-                out.write(f"{name}\t{verdict.label}\t{verdict.probability:.6f}\t{verdict.log_odds:+.3f}\n")
-    if report.n_skipped:
-        print(f"spamnb: {report.summary()}", file=sys.stderr)
-    return EXIT_OK
+            self.out.write(f"{name}\t{verdict.label}\t{verdict.probability:.7f}\t{verdict.log_odds:+.3f}\n")
+        self.out.flush()
+
+    def error(self, name, reason):
+        self.errors += 1
+        if self.json:
+            import json
+
+            self.out.write(json.dumps({"message": name, "error": reason}) + "\n")
+        else:
+            self.out.write(f"{name}\terror\t{reason}\n")
+        self.out.flush()
+        print(f"spamnb: {name}: {reason}", file=sys.stderr)
+
+
+def _batch_paths(args):
+    if args.files:
+        yield from args.files
+        return
+    stdin = sys.stdin.buffer
+    while True:  # one line at a time: each path is answered as it arrives
+        line = stdin.readline()
+        if not line:
+            return
+        path = os.fsdecode(line.rstrip(b"\r\n"))
+        if path.strip():
+            yield path
+
+
+def _classify_batch(args):
+    """``--batch``: each path (arguments, or lines of stdin) answered at once;
+    a path that cannot be read gets an error line and the batch goes on (exit
+    3 at the end when any did)."""
+    out = _Lines(args, _load(args))
+    for path in _batch_paths(args):
+        try:
+            for name, data in _messages_of(path):
+                out.verdict(name, data)
+        except (CommandError, OSError) as exc:
+            reason = str(exc) if isinstance(exc, CommandError) else (exc.strerror or str(exc))
+            out.error(path, reason.removeprefix(f"{path}: "))
+    return EXIT_ERROR if out.errors else EXIT_OK
 
 
 # ---------------------------------------------------------------------------- learn / forget
-def _messages_of(paths):
-    """(name, bytes) for message files, folders, mboxes, or '-' (stdin)."""
-    from spamnb.corpus import read_messages
-
-    if not paths:
-        paths = ["-"]
-    out = []
-    for path in paths:
-        if path == "-":
-            out.append(("-", _read_stdin()))
-        elif os.path.isdir(path):
-            out.extend(read_messages(path))
-        else:
-            try:
-                out.append((path, _read_path(path)))
-            except OSError as exc:
-                raise CommandError(f"{path}: {exc.strerror or exc}") from None
-    return out
-
-
 def _update_model(args, forget):
+    """learn/forget through the ledger of learned messages (spamnb.ledger):
+    learning a known message again is a no-op, with the other label a move;
+    forget takes the label from the ledger."""
+    from spamnb import ledger as ledgers
     from spamnb.filter import SpamFilter
+    from spamnb.progress import Progress
     from spamnb.store import locked
 
-    messages = _messages_of(args.files)
+    settings = _settings(args)
+    markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
     path = _model_path(args)
-    spam = args.label == "spam"
-    if not messages:
-        raise CommandError("no message given; the model is unchanged")
+    is_spam = None if args.label is None else args.label == "spam"
+    if is_spam is None and not forget:
+        raise UsageError(f"spamnb {args.command}: give --spam or --ham")
     if forget:
         SpamFilter.load(path)  # no model, or a damaged one: say so before creating a lock beside it
+    progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+    tally = ledgers.Tally()
     with locked(path, wait=args.wait) as real:
         if os.path.exists(real) or forget:
             spam_filter = SpamFilter.load(real)
         else:
             spam_filter = SpamFilter()
-        for name, data in messages:
-            try:
-                (spam_filter.forget if forget else spam_filter.learn)(data, spam=spam)
-            except ValueError as exc:
-                raise CommandError(f"{name}: {exc}; the model is unchanged") from None
+        ledger = ledgers.ledger_of(spam_filter)
+        seen = 0
+        for source in args.files or ["-"]:
+            for name, data in progress.wrap(_messages_of(source), "forgetting" if forget else "learning"):
+                seen += 1
+                try:
+                    if forget:
+                        ledgers.forget(spam_filter, ledger, data, is_spam, tally, **markup)
+                    else:
+                        ledgers.learn(spam_filter, ledger, data, is_spam, tally, **markup)
+                except ValueError as exc:
+                    raise CommandError(f"{name}: {exc}; the model is unchanged") from None
+        if not seen:
+            raise CommandError("no message given; the model is unchanged")
+        ledgers.attach(spam_filter, ledger)
         spam_filter.save(real)
     if not args.quiet:
-        verb = "forgot" if forget else "learned"
         ham, spam_count = spam_filter.class_count_
-        print(f"{verb} {len(messages)} message{'s' if len(messages) != 1 else ''} as {args.label}; "
-              f"model: {path} ({spam_count:.0f} spam, {ham:.0f} ham)")
+        if forget:
+            done = f"forgot {tally.forgotten} message{'s' if tally.forgotten != 1 else ''}"
+        else:
+            done = f"{tally.learn_summary()} (as {args.label})"
+        print(f"{done}; model: {path} ({spam_count:.0f} spam, {ham:.0f} ham)")
     return EXIT_OK
 
 
@@ -359,16 +438,33 @@ def cmd_forget(args):
 
 
 # ---------------------------------------------------------------------------- info / tokens
+def _log_odds(p):
+    import math
+
+    if p <= 0.0:
+        return "-inf"
+    if p >= 1.0:
+        return "+inf"
+    return f"{math.log(p / (1.0 - p)):+.3f}"
+
+
 def cmd_info(args):
+    settings = _settings(args)
     spam_filter = _load(args)
     path = spam_filter.source_
     ham, spam = spam_filter.class_count_
-    print(f"model:       {path} ({_human_size(os.path.getsize(path))})")
-    print(f"messages:    {spam + ham:.0f} ({spam:.0f} spam, {ham:.0f} ham)")
-    print(f"vocabulary:  {spam_filter.vocabulary_.n_features} tokens")
-    print(f"settings:    alpha={spam_filter.alpha} prior={spam_filter.prior} counts={spam_filter.counts} "
-          f"spam_cutoff={spam_filter.spam_cutoff} ham_cutoff={spam_filter.ham_cutoff}")
-    print(f"tokenizer:   {spam_filter.tokenizer_.settings}")
+    print(f"model:          {path} ({_human_size(os.path.getsize(path))})")
+    print(f"messages:       {spam + ham:.0f} ({spam:.0f} spam, {ham:.0f} ham)")
+    print(f"vocabulary:     {spam_filter.vocabulary_.n_features} tokens")
+    print(f"spam cutoff:    P(spam) >= {spam_filter.spam_cutoff!r} (log-odds >= {_log_odds(spam_filter.spam_cutoff)})")
+    print(f"ham cutoff:     P(spam) <= {spam_filter.ham_cutoff!r} (log-odds <= {_log_odds(spam_filter.ham_cutoff)})")
+    print(f"header:         {settings.header}" + (f"; subject tag {settings.subject_tag!r}" if settings.subject_tag
+                                                   else "; no subject tag"))
+    print(f"settings file:  {settings.path or '(none)'}")
+    print(f"model settings: alpha {spam_filter.alpha!r}, prior {spam_filter.prior}, counts {spam_filter.counts}, "
+          f"feature weight {spam_filter.feature_weight!r}")
+    tokenizer = ", ".join(f"{key} {value!r}" for key, value in sorted(spam_filter.tokenizer_.settings.items()))
+    print(f"tokenizer:      {tokenizer}")
     if args.tokens > 0 and spam_filter.vocabulary_.n_features:
         spammy, hammy = spam_filter.strongest_tokens(args.tokens)
         for title, rows in (("strongest spam tokens", spammy), ("strongest ham tokens", hammy)):
@@ -381,7 +477,7 @@ def cmd_info(args):
 def cmd_tokens(args):
     from spamnb.tokenizer import Tokenizer
 
-    data = _read_stdin() if args.file == "-" else _read_path(args.file)
+    data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
     for token in Tokenizer().tokens(data):
         print(token)
     return EXIT_OK
@@ -394,18 +490,49 @@ def cmd_evaluate(args):
 
 
 # ---------------------------------------------------------------------------- parser
-def build_parser(command=None):
+def _epilog():
+    from spamnb.exitcodes import TABLE
+
+    codes = "\n".join(f"  {code:>3}  {text}" for code, text in TABLE)
+    return (f"exit codes:\n{codes}\n\n"
+            "environment:\n"
+            "  SPAMNB_HOME   folder of the model (model.spamnb) and of the settings file\n"
+            "                (settings.toml); default ~/.spamnb\n"
+            "  SPAMNB_DEBUG  set: errors show their traceback\n\n"
+            "Options -m and --settings go before or after the command.")
+
+
+def _probability(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a probability in [0, 1], not {text}")
+    return value
+
+
+def build_parser(command=None, full=False):
     """The argument parser; with ``command``, only that subcommand's parser is
-    built (the rest cost start-up time that ``spamnb classify`` cannot spare)."""
-    parser = _Parser(prog="spamnb", description="A Bayesian e-mail spam filter.")
+    built (the rest cost start-up time that ``spamnb classify`` cannot spare).
+    ``full`` adds evaluate's options too (the man page)."""
+    parser = _Parser(prog="spamnb", description="A Bayesian e-mail spam filter.", epilog=_epilog())
     from spamnb import __version__
 
     parser.add_argument("--version", action="version", version=f"spamnb {__version__}")
+    parser.add_argument("-m", "--model", metavar="PATH",
+                        help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
+    parser.add_argument("--settings", metavar="PATH",
+                        help="settings file (default: $SPAMNB_HOME/settings.toml, when it exists)")
+    parser.add_argument("--man", action="store_true", help="print the manual page (roff) and exit")
+    parser.add_argument("--completion", choices=("bash",), help="print a shell completion script and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def model_option(p):
-        p.add_argument("-m", "--model", metavar="PATH",
+    def model_option(p):  # also after the command; SUPPRESS keeps a value given before it
+        p.add_argument("-m", "--model", metavar="PATH", default=argparse.SUPPRESS,
                        help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
+        p.add_argument("--settings", metavar="PATH", default=argparse.SUPPRESS,
+                       help="settings file (default: $SPAMNB_HOME/settings.toml, when it exists)")
 
     def wanted(name):
         return command is None or command == name
@@ -419,7 +546,7 @@ def build_parser(command=None):
         if wanted(name):
             _add_update(sub, model_option, name, handler, text)
     if wanted("info"):
-        p = sub.add_parser("info", help="describe a model")
+        p = sub.add_parser("info", help="describe a model and the settings in effect")
         p.add_argument("--tokens", type=int, default=10, metavar="N", help="strongest tokens to list")
         model_option(p)
         p.set_defaults(handler=cmd_info)
@@ -429,7 +556,7 @@ def build_parser(command=None):
         p.set_defaults(handler=cmd_tokens)
     if wanted("evaluate"):
         p = sub.add_parser("evaluate", help="measure accuracy: cross-validation, fixed split, ROC")
-        if command == "evaluate":  # evaluate imports numpy: only when it runs
+        if command == "evaluate" or full:  # evaluate imports numpy: only when it runs
             from spamnb import evaluate
 
             evaluate.add_arguments(p)
@@ -437,18 +564,29 @@ def build_parser(command=None):
     return parser
 
 
+def _cutoff_options(p):
+    p.add_argument("--spam-cutoff", type=_probability, metavar="P",
+                   help="spam when P(spam) >= P (default: the model's, 0.9999992 as trained)")
+    p.add_argument("--ham-cutoff", type=_probability, metavar="P",
+                   help="ham when P(spam) <= P (default: the model's, 0.5 as trained)")
+
+
 def _add_train(sub, model_option):
     p = sub.add_parser("train", help="train a new model from labelled mail")
-    p.add_argument("dirs", nargs="*", metavar="DIR", help="folder tree: folders named spam* hold spam, others ham")
+    p.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="folder tree: folders named spam* or junk* (and Maildir++ .Spam, .Junk) hold spam, "
+                        "others ham; files may be mboxes")
     p.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
-    p.add_argument("--ham", action="append", default=[], metavar="PATH", help="ham: folder, Maildir or mbox")
+    p.add_argument("--ham", action="append", default=[], metavar="PATH",
+                   help="ham: folder, Maildir or mbox (its spam folders are left out)")
     p.add_argument("--strict", action="store_true", help="fail on unreadable or non-mail files instead of skipping")
     p.add_argument("--alpha", type=float, help="Dirichlet soft count")
     p.add_argument("--counts", choices=("binary", "raw", "log"), help="per-message token weighting")
     p.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
     p.add_argument("--feature-weight", type=float, metavar="W",
                    help="weight of the continuous message features (default 0: off; see docs/features.md)")
-    p.add_argument("-q", "--quiet", action="store_true")
+    _cutoff_options(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
     _wait_option(p)
     model_option(p)
     p.set_defaults(handler=cmd_train)
@@ -456,11 +594,18 @@ def _add_train(sub, model_option):
 
 def _add_classify(sub, model_option):
     p = sub.add_parser("classify", help="classify mail (one message on stdin by default)")
-    p.add_argument("files", nargs="*", metavar="FILE", help="message files, folders or - for stdin")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="message files, mboxes, folders or - for stdin; several messages: one line each")
     p.add_argument("--batch", action="store_true",
-                   help="several messages: one line each (paths from stdin when no FILE is given)")
+                   help="paths (arguments, or lines of stdin answered as they arrive): one line per message; "
+                        "an unreadable path gets an error line and the batch goes on")
+    p.add_argument("-M", "--mbox", action="store_true",
+                   help="one line per message even for a single message (as for an mbox)")
     p.add_argument("-p", "--passthrough", action="store_true",
-                   help="write the message to stdout with X-Spam-Status and X-Spam-Score headers")
+                   help="write the message to stdout with the status header; exit 0 whatever the verdict")
+    _cutoff_options(p)
+    p.add_argument("--header-name", metavar="NAME", help="the status header of -p (default: X-Spamnb-Status)")
+    p.add_argument("--subject-tag", metavar="TAG", help="with -p: put TAG before the Subject of spam")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("-v", "--verbose", action="store_true", help="also list the strongest evidence")
     model_option(p)
@@ -469,11 +614,19 @@ def _add_classify(sub, model_option):
 
 def _add_update(sub, model_option, name, handler, text):
     p = sub.add_parser(name, help=text)
-    label = p.add_mutually_exclusive_group(required=True)
-    label.add_argument("--spam", dest="label", action="store_const", const="spam")
-    label.add_argument("--ham", dest="label", action="store_const", const="ham")
-    p.add_argument("files", nargs="*", metavar="FILE", help="message files, folders, mboxes or - (stdin)")
-    p.add_argument("-q", "--quiet", action="store_true")
+    label = p.add_mutually_exclusive_group(required=name == "learn")
+    if name == "learn":
+        texts = ("learn the messages as spam (a message learned as ham before moves to spam)",
+                 "learn the messages as ham (a message learned as spam before moves to ham)")
+    else:
+        texts = ("the messages were learned as spam (needed only for messages learned "
+                 "before the ledger; the ledger knows the others)",
+                 "the messages were learned as ham (as --spam)")
+    label.add_argument("--spam", dest="label", action="store_const", const="spam", help=texts[0])
+    label.add_argument("--ham", dest="label", action="store_const", const="ham", help=texts[1])
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="message files, mboxes, folders, Maildirs or - (stdin, a message or an mbox; the default)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
     _wait_option(p)
     model_option(p)
     p.set_defaults(handler=handler)
@@ -486,12 +639,34 @@ def _wait_option(p):
                    help=f"how long to wait for another writer's lock on the model (default {DEFAULT_WAIT:g})")
 
 
+_VALUE_OPTIONS = ("-m", "--model", "--settings", "--completion")
+
+
+def _command_of(argv):
+    """The command word of ``argv`` (global options may come before it)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
 def main(argv=None):
     """Run the command line; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        command = argv[0] if argv and argv[0] in COMMANDS else None
+        command = _command_of(argv)
         args = build_parser(command).parse_args(argv)
+        if args.man or args.completion:
+            from spamnb import manpage
+
+            parser = build_parser(full=True)
+            sys.stdout.write(manpage.roff(parser) if args.man else manpage.bash_completion(parser))
+            return EXIT_OK
         if getattr(args, "handler", None) is None:
             raise UsageError("spamnb: give a command (train, classify, learn, forget, info, tokens, evaluate); "
                              "see spamnb --help")

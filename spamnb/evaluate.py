@@ -38,10 +38,10 @@ import time
 __all__ = ["add_arguments", "run", "stratified_folds", "md5_split", "verdicts_from_log_odds",
            "knn_spam_fraction", "count_transform", "evaluate", "EXIT_NO_MATPLOTLIB"]
 
-EXIT_OK = 0
-EXIT_NO_MATPLOTLIB = 2
-EXIT_ERROR = 3
-EXIT_USAGE = 64
+from spamnb.exitcodes import EXIT_ERROR, EXIT_OK, EXIT_USAGE  # noqa: E402  (one set for every command)
+from spamnb.progress import Progress  # noqa: E402
+
+EXIT_NO_MATPLOTLIB = EXIT_ERROR  # an error like any other (2 is classify's "unsure")
 
 FPR_POINTS = (0.001, 0.01)
 COMPARE_ALPHAS = (0.01, 0.1, 0.3, 1.0)
@@ -213,31 +213,7 @@ def knn_spam_fraction(X_train, y_train, X_test, ks=KNN_K, metric="euclidean", ch
 
 
 # ---------------------------------------------------------------- evaluation
-class _Progress:
-    """A progress bar on stderr, drawn only when stderr is a terminal."""
-
-    def __init__(self, total, enabled=True, stream=None):
-        self.stream = sys.stderr if stream is None else stream
-        self.total = max(1, total)
-        self.done = 0
-        self.enabled = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.start = time.monotonic()
-
-    def step(self, label, n=1):
-        self.done += n
-        if not self.enabled:
-            return
-        width = 30
-        filled = int(width * min(self.done, self.total) / self.total)
-        elapsed = time.monotonic() - self.start
-        self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                          f"{elapsed:5.0f}s {label[:40]:<40}")
-        self.stream.flush()
-
-    def close(self):
-        if self.enabled:
-            self.stream.write("\r" + " " * 90 + "\r")
-            self.stream.flush()
+_Progress = Progress
 
 
 def _figures(y, log_odds, verdicts):
@@ -538,7 +514,7 @@ def run(args):
     elapsed = time.monotonic() - started
     p = result["params"]
     print(f"filter: alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
-          f"cutoffs: spam if P >= {p['spam_cutoff']:g}, ham if P <= {p['ham_cutoff']:g}")
+          f"cutoffs: spam if P >= {p['spam_cutoff']!r}, ham if P <= {p['ham_cutoff']!r}")
     print()
     print(format_folds(result))
     from spamnb import metrics

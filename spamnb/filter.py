@@ -62,19 +62,28 @@ def default_model_path():
 
 
 def message_bytes(message):
-    """The raw bytes of a message given as bytes, a path, or an ``email.message.Message``."""
+    """The raw bytes of a message given as bytes, a path (``os.PathLike``, such
+    as ``pathlib.Path``), an ``email.message.Message``, or ``str`` text (encoded
+    as UTF-8).  A ``str`` of one line naming an existing file is refused
+    (TypeError): a path must be a ``pathlib.Path``, text must not pass for one."""
     if isinstance(message, bytes):
         return message
     if isinstance(message, (bytearray, memoryview)):
         return bytes(message)
-    if isinstance(message, (str, os.PathLike)):
+    if isinstance(message, os.PathLike):
         return _read_file(message)
+    if isinstance(message, str):
+        if "\n" not in message and os.path.exists(message):
+            raise TypeError(f"a str message is the message's text, and {message!r} names a file: "
+                            "pass pathlib.Path(...) to read a file")
+        return message.encode("utf-8", "surrogateescape")
     if hasattr(message, "as_bytes"):  # email.message.Message, without importing email
         try:
             return message.as_bytes()
         except Exception:  # a Message that cannot be re-serialised (bad charset, ...)
             return str(message).encode("utf-8", "surrogateescape")
-    raise TypeError(f"a message must be bytes, a path or an email.message.Message, not {type(message).__name__}")
+    raise TypeError(f"a message must be bytes, str text, a path (os.PathLike) or an email.message.Message, "
+                    f"not {type(message).__name__}")
 
 
 def _read_file(path):
@@ -292,14 +301,18 @@ class SpamFilter:
             self.features_ = FeatureModel().fit(features, [bool(v) for v in y])
         return self
 
-    def learn(self, message, spam=True):
-        """Add one message to the counts (train-on-error)."""
+    def learn(self, message, spam):
+        """Add one message to the counts (train-on-error).  ``spam`` is the
+        label, as ``fit`` takes it: True/"spam" or False/"ham" (required)."""
+        from spamnb.features import is_spam_label
+
+        spam = is_spam_label(spam)
         data = message_bytes(message)
         features = [self._message_features(data)] if self.feature_weight else None
         if self.word_counts_ is None:
             self.word_counts_ = self._new_counts()
         indices = self.vocabulary_.add(self.tokenizer_.stream(data))
-        self.word_counts_.add(indices, int(bool(spam)), COUNT_TRANSFORMS[self.counts], 1, self.vocabulary_.n_features)
+        self.word_counts_.add(indices, int(spam), COUNT_TRANSFORMS[self.counts], 1, self.vocabulary_.n_features)
         if features is not None:
             if self.features_ is None:
                 from spamnb.features import FeatureModel
@@ -309,7 +322,7 @@ class SpamFilter:
         self._scorer = None
         return self
 
-    def forget(self, message, spam=True):
+    def forget(self, message, spam):
         """Remove one learned message: the exact inverse of ``learn``.
 
         Tokens left with no count in any class are dropped from the vocabulary,
@@ -317,7 +330,11 @@ class SpamFilter:
         ValueError (changing nothing) when the message cannot have been learned
         as that class: one of its tokens is unknown, or a count would go negative.
         (Counts cannot tell two messages with the same tokens apart.)
+        ``spam`` is the label the message was learned with: True/"spam" or False/"ham".
         """
+        from spamnb.features import is_spam_label
+
+        spam = is_spam_label(spam)  # the label, as fit takes it (required)
         counts = self._counts()
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")

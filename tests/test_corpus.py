@@ -1,6 +1,7 @@
 """Reading labelled corpora: trees, Maildirs, mbox files, and what gets skipped."""
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -113,3 +114,149 @@ def test_shipped_sample_corpus_reads_cleanly():
     assert len(messages) == 300
     assert sum(m.is_spam for m in messages) == 100
     assert report.skipped == {"not mail": 1}  # its README
+
+
+# ---------------------------------------------------------------- mbox, as Python's mailbox reads it
+def _generated_mbox(path, n=500):
+    """An mbox written by Python's mailbox (its body "From " lines escaped as ">From ")."""
+    import mailbox
+
+    box = mailbox.mbox(str(path))
+    for i in range(n):
+        body = f"line one of {i}\n\nFrom the desk of sender {i}: a paragraph\n" + ("x" * (i % 50) + "\n") * (i % 7)
+        box.add(f"From: s{i}@example.com\nSubject: message {i}\n\n{body}".encode())
+    box.flush()
+    box.close()
+    return path
+
+
+def _python_mbox_bodies(path):
+    import mailbox
+
+    box = mailbox.mbox(str(path), create=False)
+    try:
+        return [box.get_bytes(key).rstrip() for key in box.keys()]
+    finally:
+        box.close()
+
+
+def _our_bodies(path):
+    return [data.partition(b"\n")[2].rstrip() for _, data in read_messages(path)]
+
+
+def test_mbox_matches_pythons_mailbox(tmp_path):
+    path = _generated_mbox(tmp_path / "box")
+    ours = _our_bodies(path)
+    assert len(ours) == 500
+    assert ours == _python_mbox_bodies(path)
+
+
+def test_mbox_without_blank_lines_before_from_lines(tmp_path):
+    path = _generated_mbox(tmp_path / "box")
+    data = path.read_bytes()
+    squeezed = re.sub(rb"\n+(?=From MAILER-DAEMON)", b"\n", data)
+    assert squeezed.count(b"\nFrom MAILER-DAEMON") == 499 and b"\n\nFrom MAILER" not in squeezed
+    path.write_bytes(squeezed)
+    ours = _our_bodies(path)
+    assert len(ours) == 500
+    assert ours == _python_mbox_bodies(path)
+
+
+def test_crlf_mbox(tmp_path):
+    path = _generated_mbox(tmp_path / "box")
+    expected = _our_bodies(path)
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    ours = [data.partition(b"\r\n")[2].rstrip() for _, data in read_messages(path)]
+    assert len(ours) == 500
+    assert ours == [body.replace(b"\n", b"\r\n") for body in expected]
+
+
+def test_mbox_everywhere_in_a_tree(tmp_path):
+    (tmp_path / "spam").mkdir()
+    (tmp_path / "ham").mkdir()
+    _generated_mbox(tmp_path / "spam" / "junk.mbox", 20)
+    _generated_mbox(tmp_path / "ham" / "inbox", 30)
+    messages = labelled_messages([tmp_path])
+    assert sum(m.is_spam for m in messages) == 20 and len(messages) == 50
+    assert messages[0].relpath == "ham/inbox#0"
+
+
+def test_a_large_mbox_is_streamed_and_read_the_same(tmp_path):
+    import mailbox
+
+    path = tmp_path / "big"
+    box = mailbox.mbox(str(path))
+    for i in range(120):
+        box.add(f"From: s{i}@example.com\nSubject: {i}\n\n".encode() + b"word " * 10000 + b"\n\nFrom me\n")
+    box.close()
+    assert path.stat().st_size > 5 << 20  # over the size read whole
+    ours = _our_bodies(path)
+    assert len(ours) == 120 and ours == _python_mbox_bodies(path)
+
+
+def test_mbox_reading_streams(tmp_path):
+    # a reader that held the file would read it all before the first message
+    path = _generated_mbox(tmp_path / "box", 200)
+    reads = []
+
+    class Spy:
+        def __init__(self, f):
+            self.f = f
+
+        def readline(self, n):
+            line = self.f.readline(n)
+            reads.append(len(line))
+            return line
+
+    from spamnb.mbox import iter_mbox
+
+    with open(path, "rb") as f:
+        first = next(iter_mbox(Spy(f)))
+    assert b"message 0" in first
+    assert sum(reads) < 1000 < path.stat().st_size
+
+
+# ---------------------------------------------------------------- Maildir++
+def _maildir(root, messages=(), folders=()):
+    for sub in ("cur", "new", "tmp"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for i, text in enumerate(messages):
+        (root / "cur" / f"{i}.host:2,S").write_bytes(MAIL.replace(b"hi", text.encode()))
+    for name, texts in folders:
+        _maildir(root / name, texts)
+        (root / name / "maildirfolder").write_bytes(b"")
+    (root / "dovecot-uidlist").write_bytes(b"3 V1 N2\n")
+    return root
+
+
+def test_maildir_plus_plus_tree(tmp_path):
+    root = _maildir(tmp_path / "Maildir", ["inbox"], [(".Junk", ["junk"]), (".Spam", ["spam"]),
+                                                      (".Archive", ["archived"]), (".INBOX.Junk E-mail", ["j2"]),
+                                                      (".Trash", ["deleted"])])
+    report = CorpusReport()
+    labels = {m.relpath: m.is_spam for m in labelled_messages([root], report=report, strict=False)}
+    assert labels == {"cur/0.host:2,S": False, ".Archive/cur/0.host:2,S": False,
+                      ".Junk/cur/0.host:2,S": True, ".Spam/cur/0.host:2,S": True,
+                      ".INBOX.Junk E-mail/cur/0.host:2,S": True}
+    assert report.skipped == {"trash folder": 1}
+    assert ".Trash" in report.summary()
+
+
+def test_maildirfolder_marker_is_not_mail_even_when_strict(tmp_path):
+    root = _maildir(tmp_path / "Maildir", ["inbox"], [(".Archive", ["a"])])
+    assert len(labelled_messages([root], strict=True)) == 2
+
+
+def test_spam_folders_inside_a_ham_path_are_not_ham(tmp_path):
+    root = _maildir(tmp_path / "Maildir", ["inbox"], [(".Junk", ["junk"]), (".Spam", ["spam"])])
+    report = CorpusReport()
+    messages = labelled_messages(spam=[root / ".Junk"], ham=[root], report=report)
+    assert [(m.relpath, m.is_spam) for m in messages] == [("cur/0.host:2,S", True), ("cur/0.host:2,S", False)]
+    assert report.skipped == {"spam folder inside a ham path": 2}
+
+
+def test_the_summary_names_what_was_skipped(tmp_path):
+    root = _tree(tmp_path)
+    report = CorpusReport()
+    labelled_messages([root], report=report)
+    assert report.summary() == f"skipped 1 (1 not mail: {root / 'README.md'})"

@@ -213,10 +213,10 @@ def test_run_usage_errors(corpus, tmp_path, capsys):
     assert "spamnb evaluate:" in err and "both spam and ham" in err
 
 
-def test_plot_without_matplotlib_exits_2(corpus, tmp_path, capsys, monkeypatch):
+def test_plot_without_matplotlib_is_an_error(corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     code = ev.run(_args(corpus, "--folds", 3, "--plot", tmp_path / "roc.png"))
-    assert code == ev.EXIT_NO_MATPLOTLIB == 2
+    assert code == ev.EXIT_ERROR == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "matplotlib" in err[0]
     assert not (tmp_path / "roc.png").exists()
@@ -259,3 +259,9 @@ def test_cli_wires_the_subcommand(corpus, capsys):
     assert main(["evaluate", str(corpus), "--folds", "3", "--compare", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "kNN cosine k=5" in out and "(filter)" in out and "3/3" in out
+
+
+def test_the_cutoffs_are_printed_exactly(corpus, capsys):
+    assert ev.run(_args(corpus, "--folds", 3, "--no-progress")) == ev.EXIT_OK
+    out = capsys.readouterr().out
+    assert "spam if P >= 0.9999992, ham if P <= 0.5" in out  # not rounded to 0.999999

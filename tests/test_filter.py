@@ -111,7 +111,7 @@ def test_labels_as_strings_and_messages_in_every_form(tmp_path):
     as_bools = SpamFilter().fit(HAM + SPAM, [False, False, True, True])
     assert as_strings.score(SPAM[1]) == as_bools.score(SPAM[1])
     parsed = email.message_from_bytes(SPAM[0])
-    assert as_bools.score(str(path)) == as_bools.score(path) == as_bools.score(SPAM[0])
+    assert as_bools.score(path) == as_bools.score(SPAM[0])
     assert as_bools.score(parsed).log_odds == pytest.approx(as_bools.score(SPAM[0]).log_odds)
     with pytest.raises(ValueError):
         SpamFilter().fit(HAM, ["ham", "eggs"])
@@ -127,7 +127,7 @@ def test_message_bytes_reads_whole_files_and_pipes(tmp_path, size):
     data = os.urandom(size)
     path = tmp_path / "message"
     path.write_bytes(data)
-    assert message_bytes(path) == message_bytes(str(path)) == data
+    assert message_bytes(path) == data
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     writer = threading.Thread(target=fifo.write_bytes, args=(data,))

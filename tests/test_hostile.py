@@ -343,7 +343,7 @@ def test_passthrough_returns_a_50mb_message_intact(home, tmp_path):
     path.write_bytes(data)
     measured, stdout, stderr = measure(["classify", "-p"], path, home)
     assert measured["code"] in (0, 1, 2), stderr
-    kept = b"".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(b"X-Spam-"))
+    kept = b"".join(line for line in stdout.splitlines(keepends=True) if not line.startswith(b"X-Spamnb-"))
     assert kept == data
     # passthrough holds the input, a copy of its body and the output (measured
     # ~3.3x the message; docs/reliability.md describes the fix to get ~1x)
@@ -521,20 +521,22 @@ def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys)
         (corpus / folder).mkdir(parents=True)
     for i, folder in enumerate(("spam", "spam", "ham", "ham", "ham/locked")):
         (corpus / folder / f"{i}").write_bytes(MAIL % (i, i))
-    real_open, real_scandir = open, os.scandir
+    from spamnb import filter as filter_module
+
+    real_read, real_scandir = filter_module._read_file, os.scandir  # the one reader of message files
     secret = str(corpus / "ham" / "2")
 
-    def guarded_open(path, *args, **kwargs):
+    def guarded_read(path):
         if os.fspath(path) == secret:
             raise PermissionError(13, "Permission denied", path)
-        return real_open(path, *args, **kwargs)
+        return real_read(path)
 
     def guarded_scandir(path="."):
         if os.fspath(path).endswith("locked"):
             raise PermissionError(13, "Permission denied", path)
         return real_scandir(path)
 
-    monkeypatch.setattr("builtins.open", guarded_open)
+    monkeypatch.setattr(filter_module, "_read_file", guarded_read)
     monkeypatch.setattr(os, "scandir", guarded_scandir)
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
@@ -555,18 +557,20 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
     for i in range(3):
         (corpus / "spam" / f"{i}").write_bytes(MAIL % (i, i))
         (corpus / "ham" / f"{i}").write_bytes(MAIL % (i + 10, i))
-    real_open = open
+    from spamnb import filter as filter_module
+
+    real_read = filter_module._read_file  # the one reader of message files
     gone = str(corpus / "ham" / "1")
 
-    def racing_open(path, *args, **kwargs):
+    def racing_read(path):
         if os.fspath(path) == gone:  # listed, then deleted before it is read
             os.unlink(path)
-        return real_open(path, *args, **kwargs)
+        return real_read(path)
 
-    monkeypatch.setattr("builtins.open", racing_open)
+    monkeypatch.setattr(filter_module, "_read_file", racing_read)
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
-    assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable)" in out, out
+    assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable: " in out, out
 
 
 # ---------------------------------------------------------------------------- learning hostile mail

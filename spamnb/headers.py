@@ -1,0 +1,116 @@
+"""The header ``spamnb classify -p`` adds, and the optional Subject tag.
+
+The status header (``X-Spamnb-Status`` by default; ``--header-name`` or the
+settings file change it) goes at the end of the message's header block::
+
+    X-Spamnb-Status: Yes, log-odds=+27.104, probability=1.0000000
+
+The first word tells the verdict apart: ``Yes`` (spam), ``Unsure``, ``No``
+(ham).  Headers of that same name already in the message are removed (a
+sender must not pre-label its own mail); every other header stays, so an
+upstream SpamAssassin's ``X-Spam-Status`` and ``X-Spam-Flag`` are kept.  With
+a subject tag, the Subject of spam starts with it (once; a message without a
+Subject gets one).  The body is never touched: it is written from a view of
+the input, not a copy.
+"""
+
+import re
+
+__all__ = ["STATUS_WORDS", "status_value", "passthrough_pieces"]
+
+STATUS_WORDS = {"spam": b"Yes", "unsure": b"Unsure", "ham": b"No"}
+_HEADER_LINE = re.compile(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
+
+
+def status_value(verdict):
+    """``Yes, log-odds=+27.104, probability=1.0000000`` for a Verdict."""
+    return (STATUS_WORDS[verdict.label] + b", log-odds=" + f"{verdict.log_odds:+.3f}".encode()
+            + b", probability=" + f"{verdict.probability:.7f}".encode())
+
+
+def _header_end(message):
+    """Offset just past the last header line (the blank line and body follow)."""
+    positions = [p for p in (message.find(b"\n\n"), message.find(b"\n\r\n")) if p >= 0]
+    return min(positions) + 1 if positions else len(message)
+
+
+def _fields(head):
+    """The header block as a list of fields, each a list of its lines (continuations included)."""
+    fields = []
+    for line in head.splitlines(keepends=True):
+        if line[:1] in (b" ", b"\t") and fields:
+            fields[-1].append(line)
+        else:
+            fields.append([line])
+    return fields
+
+
+def _name(field):
+    return field[0].split(b":", 1)[0].strip().lower()
+
+
+def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_tag=None):
+    """The message with the status header (and the Subject tag for spam), as
+    pieces to write one after the other.  A message with no header block gets
+    the header (and a Subject) and a blank line in front of it."""
+    name = header_name.encode("ascii")
+    added = [name + b": " + status_value(verdict)]
+    tag = subject_tag.encode("utf-8") if subject_tag and verdict.label == "spam" else None
+    if not _HEADER_LINE.match(message):
+        if tag:
+            added.append(b"Subject: " + tag)
+        return [b"\n".join(added) + b"\n\n", message]
+    end = _header_end(message)
+    head = message[:end]
+    newline = b"\r\n" if head.find(b"\r\n", 0, 2000) >= 0 else b"\n"
+    fields = [f for f in _fields(head) if _name(f) != name.lower()]
+    if tag:
+        subjects = [f for f in fields if _name(f) == b"subject"]
+        if not subjects:
+            added.append(b"Subject: " + tag)
+        for field in subjects:
+            first = field[0]
+            colon = first.index(b":") + 1
+            text = first[colon:].lstrip(b" \t")
+            if not text.startswith(tag):
+                field[0] = first[:colon] + b" " + tag + (b" " if text.strip() else b"") + text
+    kept = b"".join(b"".join(f) for f in fields)
+    if kept and not kept.endswith(b"\n"):
+        kept += newline
+    return [kept + newline.join(added) + newline, memoryview(message)[end:]]
+
+
+def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):
+    """The message as it was before ``passthrough_pieces`` marked it: its
+    leading mbox envelope line, every status header of that name, and the
+    subject tag removed (the rest, body included, is left byte for byte).
+    Learning the delivered copy of a message then learns the same bytes as
+    learning the original (what ``sa-learn`` does with SpamAssassin's markup)."""
+    if message[:5] == b"From ":
+        newline = message.find(b"\n")
+        message = message[newline + 1:] if newline >= 0 else b""
+    if not _HEADER_LINE.match(message):
+        return message
+    end = _header_end(message)
+    name = header_name.encode("ascii").lower()
+    tag = subject_tag.encode("utf-8") if subject_tag else None
+    fields = []
+    changed = False
+    for field in _fields(message[:end]):
+        field_name = _name(field)
+        if field_name == name:
+            changed = True
+            continue
+        if tag and field_name == b"subject":
+            first = field[0]
+            colon = first.index(b":") + 1
+            text = first[colon:].lstrip(b" \t")
+            if text.startswith(tag):
+                rest = text[len(tag):]
+                rest = rest[1:] if rest[:1] == b" " else rest
+                field = [first[:colon] + b" " + rest] + field[1:]
+                changed = True
+        fields.append(field)
+    if not changed:
+        return message
+    return b"".join(b"".join(f) for f in fields) + message[end:]

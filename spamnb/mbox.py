@@ -1,0 +1,77 @@
+"""Reading mbox files as a stream of messages, in bounded memory.
+
+An mbox is a file that starts with an envelope line (``From sender date``);
+each message starts with one.  Where a new message starts:
+
+- at a ``From `` line after a blank line (or at the top of the file): the
+  classic rule, which is also what Python's :mod:`mailbox` does;
+- at a ``From `` line that is an envelope line (a sender, then a date with a
+  time and a year), even with no blank line before it: writers that leave out
+  the blank line exist, and Python's :mod:`mailbox` splits there too;
+- never at a ``From `` line inside a paragraph that is not an envelope line
+  ("From here on, ..."), which an unescaped mbox may hold.
+
+Lines may end in LF or CRLF.  The blank line before an envelope line belongs
+to no message; each message keeps its own envelope line (the parser and
+:func:`spamnb.corpus.looks_like_mail` skip it).  The file is read line by line
+(lines cut at 64 KiB), so memory is bounded by the largest message, and a
+message is cut at ``max_message_bytes`` (64 MiB by default: far beyond what
+the tokenizer reads of a message).
+
+This module imports only :mod:`re`: ``spamnb classify`` reads mbox input
+through it and must start fast.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["is_mbox_start", "iter_mbox", "MAX_MESSAGE_BYTES"]
+
+MAX_MESSAGE_BYTES = 64 << 20
+_MAX_LINE = 64 << 10
+_MAX_ENVELOPE = 1000  # a longer line is no envelope line (and the pattern below stays linear)
+# "From sender@example.com Mon Nov 23 10:40:20 2026", "From x  Sat Jan  3 01:05:34 1996 +0000", ...
+_ENVELOPE = re.compile(rb"From [^ \t\r\n]+[ \t]+[^\r\n]*?\b\d{1,2}:\d\d(?::\d\d)?\b[^\r\n]*?\b\d{4}\b")
+_BLANK = (b"\n", b"\r\n")
+
+
+def is_mbox_start(head):
+    """True when data starting with ``head`` is an mbox (begins with ``From ``)."""
+    return head[:5] == b"From "
+
+
+def is_envelope(line):
+    """True when ``line`` (an mbox line) is an envelope line with a date."""
+    return len(line) <= _MAX_ENVELOPE and _ENVELOPE.match(line) is not None
+
+
+def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
+    """The messages (bytes, each with its envelope line) of an mbox read from
+    the binary file object ``stream``, one at a time.  An envelope line with
+    nothing after it (before the next one) is no message and is not yielded."""
+    pieces = []
+    size = 0
+    line_start = True      # the next piece begins a line (readline may cut long lines)
+    blank_before = True    # the previous line was blank (or there was none)
+    while True:
+        line = stream.readline(_MAX_LINE)
+        if not line:
+            break
+        if (line_start and line[:5] == b"From " and pieces
+                and (blank_before or is_envelope(line))):
+            if blank_before and pieces[-1] in _BLANK:
+                pieces.pop()
+            if len(pieces) > 1:
+                yield b"".join(pieces)
+            pieces, size = [], 0
+        line_start = line[-1:] == b"\n"
+        blank_before = line in _BLANK
+        if size < max_message_bytes:
+            piece = line[:max_message_bytes - size]
+            pieces.append(piece)
+            size += len(piece)
+    if blank_before and len(pieces) > 1 and pieces[-1] in _BLANK:
+        pieces.pop()
+    if len(pieces) > 1 or (pieces and pieces[0][:5] != b"From "):
+        yield b"".join(pieces)

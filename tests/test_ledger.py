@@ -1,0 +1,127 @@
+"""The ledger of learned messages: sa-learn's semantics, what is digested, its bounds and its arrays."""
+
+from pathlib import Path
+
+import pytest
+
+from spamnb import SpamFilter
+from spamnb import ledger as ledgers
+from spamnb.headers import passthrough_pieces, strip_markup
+from spamnb.ledger import DIGEST_SIZE, Ledger, Tally
+
+REPO = Path(__file__).resolve().parents[1]
+SPAM = [p.read_bytes() for p in sorted((REPO / "corpora" / "spam").iterdir())[:20]]
+HAM = [p.read_bytes() for p in sorted((REPO / "corpora" / "easy_ham").iterdir())[:20]]
+NEW = b"From: a@new.example\nSubject: zqxjv wombat\n\nzqxjv wombat fnord\n"
+
+
+def _trained():
+    return SpamFilter().fit(SPAM + HAM, [True] * len(SPAM) + [False] * len(HAM))
+
+
+def _state(spam_filter):
+    return spam_filter.class_count_, spam_filter.vocabulary_.tokens(), spam_filter.score(NEW)
+
+
+def test_learning_twice_is_a_no_op():
+    spam_filter, ledger, tally = _trained(), Ledger(), Tally()
+    assert ledgers.learn(spam_filter, ledger, NEW, True, tally) == "learned"
+    once = _state(spam_filter)
+    assert ledgers.learn(spam_filter, ledger, NEW, True, tally) == "known"
+    assert _state(spam_filter) == once
+    assert tally.learn_summary() == "learned 1, already known 1, relabelled 0"
+
+
+def test_learning_with_the_other_label_moves_the_message():
+    spam_filter, ledger, tally = _trained(), Ledger(), Tally()
+    ledgers.learn(spam_filter, ledger, NEW, True, tally)
+    assert ledgers.learn(spam_filter, ledger, NEW, False, tally) == "relabelled"
+    as_ham_only = _trained().learn(NEW, "ham")
+    assert spam_filter.class_count_ == as_ham_only.class_count_
+    assert spam_filter.score(NEW) == as_ham_only.score(NEW)
+    assert ledger.label(ledgers.message_digest(ledgers.canonical(NEW))) is False
+    assert tally.learn_summary() == "learned 1, already known 0, relabelled 1"
+
+
+def test_forget_needs_no_label_and_restores_the_model():
+    spam_filter, ledger = _trained(), Ledger()
+    before = _state(spam_filter)
+    ledgers.learn(spam_filter, ledger, NEW, False, Tally())
+    assert ledgers.forget(spam_filter, ledger, NEW) is False
+    assert _state(spam_filter) == before and len(ledger) == 0
+    with pytest.raises(ValueError, match="not in the ledger"):
+        ledgers.forget(spam_filter, ledger, NEW)
+
+
+def test_forget_with_the_wrong_label_is_refused():
+    spam_filter, ledger = _trained(), Ledger()
+    ledgers.learn(spam_filter, ledger, NEW, True, Tally())
+    with pytest.raises(ValueError, match="learned as spam"):
+        ledgers.forget(spam_filter, ledger, NEW, False)
+
+
+def test_the_delivered_copy_is_the_same_message():
+    spam_filter = _trained()
+    verdict = spam_filter.classify(SPAM[0])
+    delivered = b"".join(passthrough_pieces(SPAM[0], verdict, "X-Spamnb-Status", "[SPAM]"))
+    assert delivered != SPAM[0] and b"[SPAM]" in delivered
+    assert delivered.startswith(b"From ")  # an envelope line, which an mbox writer replaces with its own
+    in_mbox = b"From someone@example.com Mon Nov 23 10:40:20 2026\n" + delivered.partition(b"\n")[2]
+    original = ledgers.canonical(SPAM[0])
+    assert ledgers.canonical(in_mbox, subject_tag="[SPAM]") == original
+    ledger = Ledger()
+    ledgers.learn(spam_filter, ledger, SPAM[0], True, Tally())
+    assert ledgers.learn(spam_filter, ledger, in_mbox, True, Tally(), subject_tag="[SPAM]") == "known"
+
+
+def test_strip_markup_leaves_everything_else_byte_for_byte():
+    message = (b"From: a@example.com\r\nX-Spam-Status: Yes, score=9\r\nSubject: [SPAM] hello\r\n"
+               b"X-Spamnb-Status: Yes, log-odds=+30.000\r\n continued\r\n\r\nSubject: [SPAM] in the body\r\n")
+    stripped = strip_markup(message, subject_tag="[SPAM]")
+    assert stripped == (b"From: a@example.com\r\nX-Spam-Status: Yes, score=9\r\nSubject: hello\r\n"
+                        b"\r\nSubject: [SPAM] in the body\r\n")
+    assert strip_markup(NEW) is NEW or strip_markup(NEW) == NEW
+    assert strip_markup(b"") == b"" and strip_markup(b"just text\n") == b"just text\n"
+
+
+def test_the_digest_is_bounded_and_tells_messages_apart():
+    big = NEW + b"x" * (20 << 20)
+    assert len(ledgers.message_digest(big)) == DIGEST_SIZE == 16
+    assert ledgers.message_digest(NEW) != ledgers.message_digest(NEW + b" ")
+    assert ledgers.message_digest(NEW) != ledgers.message_digest(NEW.replace(b"\n", b"\r\n"))  # bytes learned differ
+
+
+def test_capacity_drops_the_oldest():
+    ledger = Ledger(capacity=3)
+    keys = [bytes([i]) * DIGEST_SIZE for i in range(5)]
+    for i, key in enumerate(keys):
+        ledger.record(key, i % 2 == 0)
+    assert len(ledger) == 3
+    assert [ledger.label(k) for k in keys] == [None, None, True, False, True]
+    ledger.record(keys[2], False)  # relabelled: now the newest
+    ledger.record(bytes([9]) * DIGEST_SIZE, True)
+    assert ledger.label(keys[3]) is None and ledger.label(keys[2]) is False
+
+
+def test_arrays_round_trip_and_are_checked():
+    ledger = Ledger()
+    for i in range(100):
+        ledger.record(ledgers.message_digest(str(i).encode()), i % 3 == 0)
+    digests, labels = ledger.to_arrays()
+    assert len(digests) == 1600 and len(labels) == 100
+    again = Ledger.from_arrays(digests, labels)
+    assert again.to_arrays() == (digests, labels)
+    with pytest.raises(ValueError, match="bytes of digests"):
+        Ledger.from_arrays(digests[:-1], labels)
+    with pytest.raises(ValueError, match="label"):
+        Ledger.from_arrays(digests, labels[:-1] + b"\x07")
+    with pytest.raises(ValueError, match="twice"):
+        Ledger.from_arrays(digests[:16] * 2, b"\x00\x00")
+    assert len(Ledger.from_arrays(digests, labels, capacity=10)) == 10
+
+
+def test_a_filter_without_a_ledger_gets_an_empty_one():
+    spam_filter = _trained()
+    assert len(ledgers.ledger_of(spam_filter)) == 0
+    ledger = Ledger()
+    assert ledgers.ledger_of(ledgers.attach(spam_filter, ledger)) is ledger

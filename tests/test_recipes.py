@@ -1,0 +1,178 @@
+"""The README's procmail and maildrop recipes, run by the real procmail, maildrop and formail.
+
+Each test builds a temporary HOME with a Maildir, a ``spamnb`` command on
+PATH (this checkout's package), a model trained on the sample corpus, and the
+recipe exactly as the README shows it (read from the README), after a few
+lines that point the tool at the temporary HOME.  Every message must land,
+with the status header, in the folder its verdict says: ``.Spam`` (Yes),
+``.Unsure`` (Unsure) or the inbox (No).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spamnb
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE_ROOT = Path(spamnb.__file__).resolve().parents[1]
+SPAM = (REPO / "corpora" / "spam" / "00017.1a938ecddd047b93cbd7ed92c241e6d1").read_bytes()
+HAM = sorted((REPO / "corpora" / "easy_ham").iterdir())[0].read_bytes()
+UNSURE = b"From: offers@example.com\nSubject: your account statement\n\nclick here to see your free offer today\n"
+FOLDER_OF = {b"Yes": ".Spam", b"Unsure": ".Unsure", b"No": ""}
+
+
+def _readme_block(language):
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(rf"```{language}\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, f"the README should show one {language} recipe"
+    return blocks[0]
+
+
+def _need(tool):
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed (Debian package {'procmail' if tool == 'formail' else tool})")
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
+    command = bin_dir / "spamnb"
+    command.write_text(f"#!/bin/sh\nPYTHONPATH={PACKAGE_ROOT} exec {sys.executable} -m spamnb \"$@\"\n")
+    command.chmod(0o755)
+    env = dict(os.environ, SPAMNB_HOME=str(home / ".spamnb"))
+    subprocess.run([str(command), "train", "-q", str(REPO / "corpora")], env=env, check=True, timeout=300)
+    return home
+
+
+def _fresh_maildir(home):
+    maildir = home / "Maildir"
+    shutil.rmtree(maildir, ignore_errors=True)
+    for folder in ("", ".Spam", ".Unsure"):
+        for sub in ("cur", "new", "tmp"):
+            (maildir / folder / sub).mkdir(parents=True, exist_ok=True)
+    return maildir
+
+
+def _delivered(maildir):
+    """{folder: [message bytes]} of every message delivered."""
+    out = {}
+    for folder in ("", ".Spam", ".Unsure"):
+        for sub in ("new", "cur"):
+            for path in sorted((maildir / folder / sub).iterdir()):
+                out.setdefault(folder, []).append(path.read_bytes())
+    return out
+
+
+def _status(message):
+    head = message.partition(b"\n\n")[0]
+    found = re.findall(rb"^X-Spamnb-Status: (Yes|Unsure|No), log-odds=", head, re.M)
+    assert len(found) == 1, head[:2000]
+    return found[0]
+
+
+def _env(home):
+    return {"HOME": str(home), "PATH": "/usr/bin:/bin", "SPAMNB_HOME": str(home / ".spamnb")}
+
+
+def _procmailrc(home):
+    rc = home / "procmailrc"
+    rc.write_text(f"HOME={home}\nPATH={home / 'bin'}:/usr/bin:/bin\nSPAMNB_HOME={home / '.spamnb'}\n"
+                  f"LOGFILE={home / 'procmail.log'}\n" + _readme_block("procmail"))
+    return rc
+
+
+def _mailfilter(home):
+    rc = home / "mailfilter"
+    rc.write_text(f'HOME="{home}"\nPATH="{home / "bin"}:$PATH"\n' + _readme_block("maildrop"))
+    rc.chmod(0o600)  # maildrop refuses a filter file others can read or write
+    return rc
+
+
+def _procmail(home, message):
+    _need("procmail")
+    proc = subprocess.run(["procmail", "-m", str(_procmailrc(home))], input=message, env=_env(home),
+                          capture_output=True, timeout=300)
+    return proc
+
+
+def _maildrop(home, message):
+    _need("maildrop")
+    return subprocess.run(["maildrop", str(_mailfilter(home))], input=message, env=_env(home),
+                          capture_output=True, timeout=300)
+
+
+def _big_message():
+    line = b"An ordinary line of a long newsletter, repeated to make twenty megabytes of text.\n"
+    return b"From: big@example.com\nSubject: a big one\n\n" + line * (20 * 1024 * 1024 // len(line))
+
+
+CASES = {"spam": (SPAM, ".Spam"), "ham": (HAM, ""), "unsure": (UNSURE, ".Unsure"), "empty": (b"", None),
+         "20MB": (None, None)}
+
+
+@pytest.mark.parametrize("deliver", [_procmail, _maildrop], ids=["procmail", "maildrop"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_recipe_delivers_to_the_right_folder_with_the_header(home, deliver, case):
+    message, folder = CASES[case]
+    if message is None:
+        message = _big_message()
+    maildir = _fresh_maildir(home)
+    (home / "procmail.log").unlink(missing_ok=True)
+    proc = deliver(home, message)
+    assert proc.returncode == 0, proc.stderr.decode()
+    delivered = _delivered(maildir)
+    assert sum(map(len, delivered.values())) == 1, delivered.keys()
+    (where, (out,)), = delivered.items()
+    word = _status(out)
+    assert where == FOLDER_OF[word]
+    if folder is not None:
+        assert where == folder
+    if message:  # every byte arrives (procmail may add a From_ line in front and a newline at the end)
+        body = message.partition(b"\n\n")[2]
+        assert out.rstrip(b"\n").endswith(body.rstrip(b"\n"))
+    log = (home / "procmail.log").read_text() if (home / "procmail.log").exists() else ""
+    assert "failure" not in log.lower() and "error" not in log.lower(), log
+
+
+def test_formail_splits_an_mbox_through_the_procmail_recipe(home):
+    _need("formail")
+    _need("procmail")
+    maildir = _fresh_maildir(home)
+    rc = _procmailrc(home)
+    mbox = b"".join(b"From sender@example.com Mon Nov 23 10:40:20 2026\n" + m + b"\n" for m in (SPAM, HAM, UNSURE))
+    proc = subprocess.run(["formail", "-s", "procmail", "-m", str(rc)], input=mbox, env=_env(home),
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    delivered = _delivered(maildir)
+    assert {folder: len(messages) for folder, messages in delivered.items()} == {"": 1, ".Spam": 1, ".Unsure": 1}
+    for folder, (out,) in delivered.items():
+        assert FOLDER_OF[_status(out)] == folder
+
+
+def test_without_a_model_procmail_delivers_the_message_as_it_came(home, tmp_path):
+    _need("procmail")
+    maildir = _fresh_maildir(home)
+    rc = home / "procmailrc-nomodel"
+    rc.write_text(_procmailrc(home).read_text().replace(f"SPAMNB_HOME={home / '.spamnb'}",
+                                                         f"SPAMNB_HOME={tmp_path}"))
+    proc = subprocess.run(["procmail", "-m", str(rc)], input=HAM, env=_env(home), capture_output=True, timeout=300)
+    assert proc.returncode == 0
+    (out,) = _delivered(maildir)[""]
+    assert out.rstrip(b"\n").endswith(HAM.partition(b"\n\n")[2].rstrip(b"\n")) and b"X-Spamnb-Status" not in out
+
+
+def test_without_a_model_maildrop_defers_the_message(home, tmp_path):
+    _need("maildrop")
+    _fresh_maildir(home)
+    env = dict(_env(home), SPAMNB_HOME=str(tmp_path))
+    proc = subprocess.run(["maildrop", str(_mailfilter(home))], input=HAM, env=env, capture_output=True, timeout=300)
+    assert proc.returncode == 75  # EX_TEMPFAIL: the MTA keeps the message and retries
+    assert not any(_delivered(home / "Maildir").values())
