@@ -147,7 +147,9 @@ def test_formail_splits_an_mbox_through_the_procmail_recipe(home):
     _need("procmail")
     maildir = _fresh_maildir(home)
     rc = _procmailrc(home)
-    mbox = b"".join(b"From sender@example.com Mon Nov 23 10:40:20 2026\n" + m + b"\n" for m in (SPAM, HAM, UNSURE))
+    # the sample files keep their own envelope line: one envelope line a message
+    messages = (m.partition(b"\n")[2] if m.startswith(b"From ") else m for m in (SPAM, HAM, UNSURE))
+    mbox = b"".join(b"From sender@example.com Mon Nov 23 10:40:20 2026\n" + m + b"\n" for m in messages)
     proc = subprocess.run(["formail", "-s", "procmail", "-m", str(rc)], input=mbox, env=_env(home),
                           capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()
