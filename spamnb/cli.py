@@ -35,7 +35,7 @@ EXIT_ERROR = 3
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
-COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate")
+COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge", "prune")
 _VERDICT_EXIT = {"spam": EXIT_SPAM, "ham": EXIT_HAM, "unsure": EXIT_UNSURE}
 STATUS_HEADER = b"X-Spam-Status"
 SCORE_HEADER = b"X-Spam-Score"
@@ -352,6 +352,9 @@ def cmd_info(args):
     print(f"settings:    alpha={spam_filter.alpha} prior={spam_filter.prior} counts={spam_filter.counts} "
           f"spam_cutoff={spam_filter.spam_cutoff} ham_cutoff={spam_filter.ham_cutoff}")
     print(f"tokenizer:   {spam_filter.tokenizer_.settings}")
+    from spamnb.lifecycle_cli import info_lines  # size, age, hapaxes, what pruning would remove
+
+    print("\n".join(info_lines(spam_filter)))
     if args.tokens > 0 and spam_filter.vocabulary_.n_features:
         spammy, hammy = spam_filter.strongest_tokens(args.tokens)
         for title, rows in (("strongest spam tokens", spammy), ("strongest ham tokens", hammy)):
@@ -417,6 +420,10 @@ def build_parser(command=None):
 
             evaluate.add_arguments(p)
         p.set_defaults(handler=cmd_evaluate)
+    if command is None or command in ("dump", "load", "merge", "prune"):
+        from spamnb import lifecycle_cli
+
+        lifecycle_cli.register(sub, model_option, wanted)
     return parser
 
 
