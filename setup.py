@@ -29,6 +29,7 @@ EXTENSIONS = {
     "_mail": "spamnb/_mail.pyx",
     "_tokenize": "spamnb/_tokenize.pyx",
     "_vocab": "spamnb/_vocab.pyx",
+    "_checks": "spamnb/_checks.pyx",
 }
 
 wanted = os.environ.get("SPAMNB_EXTENSIONS")

@@ -1,25 +1,19 @@
-"""SpamFilter: the mail filter on top of the tokenizer, vocabulary and multinomial NB.
+"""SpamFilter: the mail filter on top of the tokenizer, vocabulary and count model.
 
-Two states share one interface:
-
-- *counts*: after ``fit``, the per-class token counts are flat float64
-  buffers that ``fit`` filled in compiled code, message by message, as the
-  vocabulary grew (no sparse matrix, no numpy); after ``SpamFilter.load``
-  they and the vocabulary's hash index are zero-copy views of the
-  memory-mapped model file, with the derived log-counts, normalisers and log
-  priors stored beside them.  Scoring one message of a loaded model needs
-  neither numpy nor any per-token Python object: that is the ``spamnb
-  classify`` cold path.  A fitted filter derives those values through its
-  :class:`MultinomialNB` the first time it scores or saves.
-- *live*: after ``learn``/``forget``, the counts are a :class:`MultinomialNB`
-  (numpy arrays) and the vocabulary grows; the first ``learn``/``forget``
-  copies the counts into one.
+The state is a :class:`spamnb.wordcounts.WordCounts` (messages and token
+counts per class, the only place that derives log theta and log P(c)) and a
+:class:`spamnb.vocabulary.Vocabulary`.  ``fit`` adds each message's counts as
+it is tokenized; ``learn`` and ``forget`` are one signed add; after
+``SpamFilter.load`` the counts, the derived logs and the vocabulary's hash
+index are views of the model file read into memory (``spamnb.schema``), so
+scoring one message of a loaded model needs neither numpy nor any per-token
+Python object: that is the ``spamnb classify`` cold path.
 
 Scoring one message (``score``/``classify``) runs one compiled function:
 look up the token hashes, count them, and sum x_i log theta_ci with
 log theta_ci = log(N_ci + alpha) - log(N_c + alpha V) computed for the
 message's own tokens only.  ``score_many`` scores a batch through the sparse
-kernel instead; both agree to rounding.
+kernel over the same log theta; both agree to rounding.
 
 Labels: True (or "spam") is spam, False (or "ham") is ham.  Classes are
 ordered [ham, spam], so the log-odds are jll[spam] - jll[ham].
@@ -30,18 +24,17 @@ from __future__ import annotations
 import math
 import os
 import stat
-from array import array
 from collections import namedtuple
 
-from spamnb import _vocab
-from spamnb.store import ModelError, read_model, write_model
+from spamnb import _vocab, schema
+from spamnb.store import ModelError
 from spamnb.tokenizer import Tokenizer
 from spamnb.vocabulary import Vocabulary
+from spamnb.wordcounts import WordCounts
 
 __all__ = ["SpamFilter", "Score", "Verdict", "message_bytes", "default_model_path", "COUNT_TRANSFORMS"]
 
-MODEL_FORMAT = "spamnb-model"
-CLASSES = ("ham", "spam")
+CLASSES = schema.CLASSES
 COUNT_TRANSFORMS = {"raw": _vocab.COUNTS_RAW, "binary": _vocab.COUNTS_BINARY, "log": _vocab.COUNTS_LOG}
 PRIORS = ("mle", "map", "uniform")
 
@@ -135,12 +128,6 @@ class Verdict(namedtuple("Verdict", "label probability log_odds evidence tokens 
     __slots__ = ()
 
 
-# log_count: flat float64 (n_classes * n_features), log(N_ci + alpha), derived;
-# feature_count: the same shape, the counts; log_norm, log_prior: tuples;
-# scorer: a _vocab.Scorer over these and the vocabulary's hash index
-_ScoringState = namedtuple("_ScoringState", "log_count feature_count log_norm log_prior scorer")
-
-
 class SpamFilter:
     """A Bayesian spam filter.
 
@@ -183,10 +170,8 @@ class SpamFilter:
         self._check_params()
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
         self.vocabulary_ = Vocabulary()
-        self._nb = None          # MultinomialNB when live
-        self._counts = None      # counts state: (class_count, feature_count, log_count, log_prior, log_norm);
-                                 # the last three are None after fit (derived on first use)
-        self._state = None       # cached _ScoringState
+        self.word_counts_ = None  # WordCounts once fitted, learned or loaded
+        self._scorer = None       # a _vocab.Scorer over the counts and the vocabulary, made on first use
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
 
@@ -207,82 +192,41 @@ class SpamFilter:
                 and self.feature_weight >= 0):
             raise ValueError(f"feature_weight must be a number >= 0, got {self.feature_weight!r}")
 
-    def _new_model(self):
-        from spamnb.multinomial import MultinomialNB
-
-        if self.prior == "uniform":
-            return MultinomialNB(alpha=float(self.alpha), fit_prior=False)
-        return MultinomialNB(alpha=float(self.alpha), prior=self.prior)
+    def _new_counts(self):
+        return WordCounts(float(self.alpha), self.prior, len(CLASSES))
 
     # ------------------------------------------------------------------ state
     @property
     def is_fitted(self):
-        return self._nb is not None or self._counts is not None
+        return self.word_counts_ is not None
 
     @property
     def class_count_(self):
         """Messages learned per class, [ham, spam] (floats)."""
-        if self._nb is not None:
-            return tuple(float(v) for v in self._nb.class_count_)
-        if self._counts is not None:
-            return tuple(self._counts[0])
-        return (0.0, 0.0)
+        return tuple(self.word_counts_.class_count_) if self.word_counts_ is not None else (0.0, 0.0)
 
     @property
     def model_(self):
-        """The MultinomialNB holding the counts (a filter in the counts state is copied into one)."""
-        self._require_fitted()
-        if self._nb is None:
-            self._nb = self._model_from_counts(self._counts[0], self._counts[1])
-        return self._nb
-
-    def _model_from_counts(self, class_count, feature_count):
-        import numpy as np
-
-        nb = self._new_model()
-        n_features = self.vocabulary_.n_features
-        prior = nb._make_prior().partial_fit(np.zeros(0, dtype=bool), classes=[False, True])
-        prior.add_counts(np.asarray(class_count, dtype=np.float64))
-        nb.prior_ = prior
-        nb.feature_count_ = np.array(feature_count, dtype=np.float64).reshape(len(CLASSES), n_features)
-        return nb
+        """A :class:`MultinomialNB` with a copy of the counts (classes 0 ham, 1 spam)."""
+        return self._counts().to_estimator()
 
     def _require_fitted(self):
         if not self.is_fitted:
             raise ValueError("this SpamFilter has learned nothing yet: fit, learn or load a model first")
 
-    def _go_live(self):
-        """Make the counts and vocabulary writable (copying the counts state once)."""
-        if self._counts is not None:
-            self.model_  # copies the counts into a MultinomialNB, once
-        elif self._nb is None:
-            self._nb = self._new_model()  # fitted by the partial_fit that follows
-        self._counts = None
-        self._state = None
-
-    def _scoring_state(self):
-        if self._state is not None:
-            return self._state
+    def _counts(self):
+        """The count model, as wide as the vocabulary (tokens it never counted count 0)."""
         self._require_fitted()
-        vocab = self.vocabulary_
-        if self._nb is None and self._counts[2] is None:
-            self.model_  # fitted counts: their logs and priors are derived through the model
-        if self._nb is not None:
-            import numpy as np
+        self.word_counts_.resize(self.vocabulary_.n_features)
+        return self.word_counts_
 
-            fc = np.ascontiguousarray(self._nb.feature_count_, dtype=np.float64)
-            if fc.shape[1] != vocab.n_features:  # features the model never counted are zero
-                fc = np.pad(fc, ((0, 0), (0, vocab.n_features - fc.shape[1])))
-            log_norm = tuple(np.log(fc.sum(axis=1) + self.alpha * vocab.n_features).tolist())
-            log_prior = tuple(np.asarray(self._nb.class_log_prior_, dtype=np.float64).tolist())
-            flat = fc.reshape(-1)
-            log_count = np.log(flat + self.alpha)
-        else:
-            _class_count, flat, log_count, log_prior, log_norm = self._counts
-        scorer = _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
-                               COUNT_TRANSFORMS[self.counts])
-        self._state = _ScoringState(log_count, flat, log_norm, log_prior, scorer)
-        return self._state
+    def _scoring(self):
+        if self._scorer is None:
+            log_count, log_norm, log_prior = self._counts().derived()
+            vocab = self.vocabulary_
+            self._scorer = _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
+                                         COUNT_TRANSFORMS[self.counts])
+        return self._scorer
 
     # ------------------------------------------------------------------ training
     def _rows(self, messages, grow, features=None):
@@ -320,18 +264,18 @@ class SpamFilter:
         (True/"spam" for spam, False/"ham" for ham).  Returns self.
 
         Each message's transformed token counts are added to its class's
-        counts as it is tokenized (``_vocab.add_counts``): the same sums, in
-        the same order, as ``MultinomialNB.partial_fit`` over the messages'
-        rows, without building the rows.
+        counts as it is tokenized (``WordCounts.add``): the same sums, in the
+        same order, as ``MultinomialNB.partial_fit`` over the messages' rows,
+        without building the rows.
         """
         from spamnb.features import is_spam_label   # not on the scoring path: its import costs 0.4 ms
 
-        y = [is_spam_label(label) for label in labels]
+        y = [int(is_spam_label(label)) for label in labels]
         self.vocabulary_ = vocabulary = Vocabulary()
-        self._counts = self._nb = self._state = None
-        self.features_ = None
+        self.word_counts_ = self._scorer = self.features_ = None
         features = [] if self.feature_weight else None
-        class_counts = (array("d"), array("d"))   # [ham, spam] x n_features, grown with the vocabulary
+        counts = self._new_counts()
+        add = counts.add
         transform = COUNT_TRANSFORMS[self.counts]
         stream = self.tokenizer_.stream
         n_messages = 0
@@ -339,37 +283,35 @@ class SpamFilter:
             data = message_bytes(message)
             indices = vocabulary.add(stream(data))
             if n_messages < len(y):
-                counts = class_counts[y[n_messages]]
-                counts.frombytes(bytes(8 * (vocabulary.n_features - len(counts))))
-                _vocab.add_counts(indices, counts, transform)
+                add(indices, y[n_messages], transform, 1, vocabulary.n_features)
             if features is not None:
                 features.append(self._message_features(data))
             n_messages += 1
         if n_messages != len(y):
             raise ValueError(f"{n_messages} messages but {len(y)} labels")
-        for counts in class_counts:
-            counts.frombytes(bytes(8 * (vocabulary.n_features - len(counts))))
-        n_spam = sum(y)
-        self._counts = ((float(len(y) - n_spam), float(n_spam)), class_counts[0] + class_counts[1], None, None, None)
+        counts.resize(vocabulary.n_features)
+        self.word_counts_ = counts
         if features is not None:
             from spamnb.features import FeatureModel
 
-            self.features_ = FeatureModel().fit(features, y)
+            self.features_ = FeatureModel().fit(features, [bool(v) for v in y])
         return self
 
     def learn(self, message, spam=True):
         """Add one message to the counts (train-on-error)."""
-        self._go_live()
-        features = [] if self.feature_weight else None
-        X = self._csr(self._rows([message], grow=True, features=features))
-        self._nb.partial_fit(X, [bool(spam)], classes=[False, True])
+        data = message_bytes(message)
+        features = [self._message_features(data)] if self.feature_weight else None
+        if self.word_counts_ is None:
+            self.word_counts_ = self._new_counts()
+        indices = self.vocabulary_.add(self.tokenizer_.stream(data))
+        self.word_counts_.add(indices, int(bool(spam)), COUNT_TRANSFORMS[self.counts], 1, self.vocabulary_.n_features)
         if features is not None:
             if self.features_ is None:
                 from spamnb.features import FeatureModel
 
                 self.features_ = FeatureModel()
             self.features_.partial_fit(features, [bool(spam)])
-        self._state = None
+        self._scorer = None
         return self
 
     def forget(self, message, spam=True):
@@ -381,9 +323,7 @@ class SpamFilter:
         as that class: one of its tokens is unknown, or a count would go negative.
         (Counts cannot tell two messages with the same tokens apart.)
         """
-        import numpy as np
-
-        self._require_fitted()
+        counts = self._counts()
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
         stream = self.tokenizer_.stream(message_bytes(message))
@@ -391,17 +331,13 @@ class SpamFilter:
         unknown = indices.count(-1)
         if unknown:  # a learned message has every one of its tokens in the vocabulary
             raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
-        self._go_live()
-        builder = _vocab.CSRBuilder(COUNT_TRANSFORMS[self.counts])
-        builder.add_row(indices)
-        self._nb.unlearn(self._csr(builder), [bool(spam)])
-        totals = self._nb.feature_count_.sum(axis=0)
-        keep = totals > 0
-        if not keep.all():
-            self.vocabulary_.compact(keep.tolist())
-            class_count = self._nb.class_count_.copy()
-            self._nb = self._model_from_counts(class_count, self._nb.feature_count_[:, keep])
-        self._state = None
+        counts.add(indices, int(bool(spam)), COUNT_TRANSFORMS[self.counts], -1)
+        self._scorer = None
+        unused = counts.unused()
+        if any(unused):
+            keep = [not u for u in unused]
+            self.vocabulary_.compact(keep)
+            counts.compact(keep)
         return self
 
     # ------------------------------------------------------------------ scoring
@@ -412,16 +348,24 @@ class SpamFilter:
 
     def score_many(self, messages):
         """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
-        nb = self.model_
+        import numpy as np
+
+        from spamnb import kernels
+
+        counts = self._counts()
         messages = [message_bytes(m) for m in messages]
-        log_odds = nb.decision_function(self.transform(messages))
+        jll = kernels.joint_log_likelihood(self.transform(messages), counts.log_theta(),
+                                           np.asarray(counts.derived()[2], dtype=np.float64))
+        with np.errstate(invalid="ignore"):
+            log_odds = jll[:, 1] - jll[:, 0]
+        log_odds[np.isneginf(jll).all(axis=1)] = 0.0  # impossible under both classes: even odds
         if self.features_ is not None and self.feature_weight:
             features = [self._message_features(m) for m in messages]
             log_odds = log_odds + self.feature_weight * self.features_.log_likelihood_ratio(features)
         return log_odds
 
     def _score(self, message, n_evidence):
-        scorer = self._scoring_state().scorer
+        scorer = self._scoring()
         data = message_bytes(message)
         jll, evidence, n_tokens, n_known = scorer.score(self.tokenizer_.stream(data).hashes, n_evidence)
         log_odds = jll[1] - jll[0]
@@ -455,10 +399,11 @@ class SpamFilter:
         among tokens seen at least ``min_count`` times."""
         import numpy as np
 
-        nb = self.model_
-        fc = nb.feature_count_
-        state = self._scoring_state()
-        weight = (np.log(fc[1] + self.alpha) - state.log_norm[1]) - (np.log(fc[0] + self.alpha) - state.log_norm[0])
+        counts = self._counts()
+        fc = counts.matrix()
+        log_count, log_norm, _log_prior = counts.derived()
+        log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
+        weight = (log_count[1] - log_norm[1]) - (log_count[0] - log_norm[0])
         eligible = np.flatnonzero(fc.sum(axis=0) >= min_count)
         order = eligible[np.argsort(weight[eligible], kind="stable")]
         token = self.vocabulary_.token
@@ -470,49 +415,48 @@ class SpamFilter:
 
     # ------------------------------------------------------------------ files
     def save(self, path=None):
-        """Write the model atomically to ``path`` (default: ``default_model_path()``)."""
+        """Write the model atomically to ``path`` (default: ``default_model_path()``).
+
+        A symbolic link is followed (its target is replaced, the link kept);
+        an existing file keeps its owner, group and mode; anything but a
+        regular file is refused.  Call it under ``spamnb.store.locked(path)``
+        for read-modify-write (``learn``); see ``spamnb.store.write_model``.
+        """
         path = default_model_path() if path is None else path
-        self._require_fitted()
-        state = self._scoring_state()
+        counts = self._counts()
+        log_count, log_norm, log_prior = counts.derived()
         vocab = self.vocabulary_
         blob, offsets = vocab.string_table()
-        class_count = [float(v) for v in self.class_count_]
-        header = {
-            "format": MODEL_FORMAT,
+        params = {"alpha": float(self.alpha), "prior": self.prior, "counts": self.counts,
+                  "spam_cutoff": float(self.spam_cutoff), "ham_cutoff": float(self.ham_cutoff),
+                  "n_evidence": int(self.n_evidence), "feature_weight": float(self.feature_weight)}
+        schema.write(path, {
             "spamnb": _package_version(),
             "tokenizer": self.tokenizer_.settings,
-            "classes": list(CLASSES),
-            "params": {"alpha": float(self.alpha), "prior": self.prior, "counts": self.counts,
-                       "spam_cutoff": float(self.spam_cutoff), "ham_cutoff": float(self.ham_cutoff),
-                       "n_evidence": int(self.n_evidence), "feature_weight": float(self.feature_weight)},
+            "params": params,
             "features": self.features_.to_dict() if self.features_ is not None else None,
             "n_features": vocab.n_features,
-            "class_count": class_count,
-            "log_prior": list(state.log_prior),
-            "log_norm": list(state.log_norm),
-        }
-        write_model(path, header, {
-            "keys": ("Q", vocab.keys),
-            "values": ("i", vocab.values),
-            "offsets": ("Q", offsets),
-            "strings": ("B", blob),
-            "feature_count": ("d", state.feature_count),
-            "log_count": ("d", state.log_count),  # derived from feature_count: saves the logs at load
+            "class_count": [float(v) for v in counts.class_count_],
+            "log_prior": list(log_prior),
+            "log_norm": list(log_norm),
+        }, {
+            "keys": vocab.keys,
+            "values": vocab.values,
+            "offsets": offsets,
+            "strings": blob,
+            "feature_count": counts.feature_count_,
+            "log_count": log_count,  # derived from feature_count: saves the logs at load
         })
 
     @classmethod
     def load(cls, path=None, tokenizer=None):
-        """Map a model file.  Raises :class:`spamnb.store.ModelError` for any
+        """Read a model file.  Raises :class:`spamnb.store.ModelError` for any
         missing, damaged, foreign or mismatched file (e.g. a ``tokenizer``
         given here whose settings differ from the model's)."""
         path = default_model_path() if path is None else path
-        header, arrays = read_model(path)
         where = os.fspath(path)
+        header, arrays = schema.read(path)
         try:
-            if header.get("format") != MODEL_FORMAT:
-                raise ValueError("not a spam filter model")
-            if header.get("classes") != list(CLASSES):
-                raise ValueError("unexpected classes")
             params = header["params"]
             try:
                 model_tokenizer = Tokenizer.from_settings(header["tokenizer"])
@@ -531,39 +475,16 @@ class SpamFilter:
 
                 self.features_ = FeatureModel.from_dict(header["features"])
             n_features = header["n_features"]
-            if not isinstance(n_features, int) or n_features < 0:
-                raise ValueError("bad vocabulary size")
-            numbers = [header["class_count"], header["log_prior"], header["log_norm"]]
-            for values in numbers:
-                if len(values) != len(CLASSES) or not all(isinstance(v, (int, float)) for v in values):
-                    raise ValueError("bad class statistics")
-            if not all(math.isfinite(v) and v >= 0 for v in header["class_count"]):
-                raise ValueError("bad class counts")
-            if not all(math.isfinite(v) for v in header["log_norm"]):
-                raise ValueError("bad normalisers")
-            if any(math.isnan(v) or v > 0 for v in header["log_prior"]):
-                raise ValueError("bad class priors")
-            expected = {"keys": "Q", "values": "i", "offsets": "Q", "strings": "B", "feature_count": "d",
-                        "log_count": "d"}
-            for name, typecode in expected.items():
-                if name not in arrays or arrays[name].format != typecode:
-                    raise ValueError(f"array {name!r} missing or of the wrong type")
-            feature_count = arrays["feature_count"]
-            if len(feature_count) != len(CLASSES) * n_features:
-                raise ValueError("count matrix does not match the vocabulary")
-            if not _vocab.check_counts(feature_count):
-                raise ValueError("negative or non-finite counts")
-            log_count = arrays["log_count"]
-            if len(log_count) != len(feature_count) or not _vocab.check_finite(log_count):
-                raise ValueError("derived log-counts do not match the counts")
+            schema.check_counts(header, arrays, self.alpha)
             self.vocabulary_ = Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
                                                        arrays["strings"], arrays["offsets"])
         except ModelError:
             raise
         except (ValueError, KeyError, TypeError) as exc:
             raise ModelError(f"{where}: the model is inconsistent ({exc})") from None
-        self._counts = (tuple(float(v) for v in header["class_count"]), feature_count, log_count,
-                        tuple(float(v) for v in header["log_prior"]), tuple(float(v) for v in header["log_norm"]))
+        self.word_counts_ = WordCounts.from_arrays(
+            float(self.alpha), self.prior, header["class_count"], arrays["feature_count"],
+            derived=(arrays["log_count"], tuple(header["log_norm"]), tuple(header["log_prior"])))
         self.source_ = where
         return self
 

@@ -31,6 +31,7 @@ import numpy as np
 from spamnb import kernels
 from spamnb.base import BayesClassifier
 from spamnb.priors import ClassPrior
+from spamnb.wordcounts import log_theta
 
 __all__ = ["MultinomialNB"]
 
@@ -113,24 +114,30 @@ class MultinomialNB(BayesClassifier):
 
     @staticmethod
     def _log_prob(feature_count, alpha):
-        n_classes, n_features = feature_count.shape
-        smoothed = feature_count + alpha
-        total = smoothed.sum(axis=1, keepdims=True)
-        # feature-major storage: the kernel reads one word's classes together
-        by_feature = np.empty((n_features, n_classes), dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            by_feature[...] = (np.log(smoothed) - np.log(total)).T
-        empty = total[:, 0] <= 0
-        if np.any(empty) and n_features:
-            by_feature[:, empty] = -np.log(n_features)
-        log_prob = by_feature.T
-        log_prob.flags.writeable = False
-        return log_prob
+        # the formula is the spam filter's count model's: one implementation
+        return log_theta(feature_count, alpha)
 
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_log_prob_cache", None)   # derived: recomputed after unpickling
         return state
+
+    @classmethod
+    def from_counts(cls, class_count, feature_count, classes, alpha=1.0, prior="mle"):
+        """A fitted estimator over given counts: ``class_count`` (n_classes,),
+        ``feature_count`` float64 (n_classes, n_features) (used as given, not
+        copied), ``classes`` the labels in order.  ``prior`` as in ``__init__``."""
+        self = cls(alpha=alpha, prior=prior)
+        template = self._make_prior()
+        template.partial_fit(np.asarray(classes)[:0], classes=classes)
+        template.add_counts(np.asarray(class_count, dtype=np.float64))
+        feature_count = np.asarray(feature_count, dtype=np.float64)
+        if feature_count.shape != (len(template.classes_), feature_count.shape[-1]) or feature_count.ndim != 2:
+            raise ValueError(f"feature_count must be of shape (n_classes, n_features), got {feature_count.shape}")
+        self._alpha_for(feature_count.shape[1])
+        self.prior_ = template
+        self.feature_count_ = feature_count
+        return self
 
     # -- learning ---------------------------------------------------------
     def fit(self, X, y, sample_weight=None):

@@ -26,9 +26,30 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ClassPrior", "PRIOR_METHODS"]
+__all__ = ["ClassPrior", "PRIOR_METHODS", "log_prior"]
 
 PRIOR_METHODS = ("mle", "map", "fixed", "uniform")
+
+
+def log_prior(method, class_count, alpha=None):
+    """log P(c) from class counts: the estimator's formula, shared by
+    :class:`ClassPrior` and :class:`spamnb.wordcounts.WordCounts`.
+
+    ``method`` "mle", "map" (``alpha``: float64 (n_classes,), added to the
+    counts) or "uniform"; ``class_count`` float64 (n_classes,).  A class with
+    no count under "mle" gets log P(c) = -inf; no counts at all give the
+    uniform prior.
+    """
+    class_count = np.asarray(class_count, dtype=np.float64)
+    n_classes = len(class_count)
+    with np.errstate(divide="ignore"):
+        if method == "uniform":
+            return np.full(n_classes, -np.log(n_classes))
+        counts = class_count + alpha if method == "map" else class_count
+        total = counts.sum()
+        if total <= 0:
+            return np.full(n_classes, -np.log(n_classes))
+        return np.log(counts) - np.log(total)
 
 
 class ClassPrior:
@@ -150,19 +171,11 @@ class ClassPrior:
         self._check_fitted()
         self._check_params()
         n_classes = len(self.classes_)
-        method = self.method
-        with np.errstate(divide="ignore"):
-            if method == "fixed":
+        if self.method == "fixed":
+            with np.errstate(divide="ignore"):
                 return np.log(self._fixed_priors(n_classes))
-            if method == "uniform":
-                return np.full(n_classes, -np.log(n_classes))
-            counts = self.class_count_
-            if method == "map":
-                counts = counts + self._alpha_vector(n_classes)
-            total = counts.sum()
-            if total <= 0:
-                return np.full(n_classes, -np.log(n_classes))
-            return np.log(counts) - np.log(total)
+        alpha = self._alpha_vector(n_classes) if self.method == "map" else None
+        return log_prior(self.method, self.class_count_, alpha)
 
     @property
     def prior_(self):

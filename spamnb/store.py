@@ -15,17 +15,28 @@ Layout (little-endian)::
 
 The header's ``"arrays"`` maps each array name to ``[offset, count, typecode]``
 (typecodes of :mod:`array`: ``Q`` uint64, ``i`` int32, ``d`` float64, ``B``
-bytes).  Reading checks the magic, the version, the length, the checksum, the
-JSON and every array's bounds and alignment (and that no two overlap) before
-anything uses them, and returns zero-copy memoryviews over a read-only
-``mmap``: nothing is parsed per token, and nothing in a file is ever executed
-(JSON and raw numbers only).
+bytes).  What the header and arrays mean is :mod:`spamnb.schema`'s.
+Reading reads the whole file into private memory, then checks the magic, the
+version, the length, the checksum, the JSON and every array's bounds and
+alignment (and that no two overlap) before anything uses them, and returns
+read-only memoryviews over that memory: nothing is parsed per token, and
+nothing in a file is ever executed (JSON and raw numbers only).  The file is
+not memory-mapped: a mapped file rewritten in place (``cp`` over it,
+``rsync --inplace``) kills its readers with SIGBUS; a read copy cannot change
+under a reader.  A file that changes while it is being read fails its checks
+and is read again (a few times), then refused with the one-line error.
 
 Writing is atomic: a temporary file in the same folder, flushed and fsynced,
 renamed over the old one, then the folder fsynced.  A crash at any moment
 leaves the old model or the new one, never a mix.  A writer killed mid-write
 leaves its temporary file (``.NAME.PID.XXXX.tmp``); the next successful save
-of that model removes those whose process no longer exists.
+of that model removes those whose process no longer exists.  The model path
+is resolved once: a symbolic link's target is replaced (the link stays), an
+existing model keeps its owner, group and mode, a new one gets 0666 less the
+umask, and anything but a regular file (a FIFO, ``/dev/null``) is refused.
+Replacing a model by hand the same way (write a new file beside it, then
+``mv`` it over the old one) is safe for readers; copying over it in place is
+survived but not recommended.
 
 Every failure to read a model raises :class:`ModelError` (one exception, one
 line of message).
@@ -34,21 +45,24 @@ line of message).
 from __future__ import annotations
 
 import json
-import mmap
 import os
 import stat
 import struct
 import sys
+import time
 from contextlib import contextmanager
 
-from spamnb import _vocab
+from spamnb import _checks
 
-__all__ = ["ModelError", "FORMAT_VERSION", "MAGIC", "write_model", "read_model", "locked"]
+__all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "write_model", "read_model",
+           "locked", "resolve"]
 
 MAGIC = b"SPAMNB\x00M"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sIIQQQ")  # magic, version, reserved, header length, file length, checksum
-_ITEMSIZE = {"Q": 8, "q": 8, "i": 4, "d": 8, "B": 1}
+_ITEMSIZE = {"Q": 8, "q": 8, "I": 4, "i": 4, "H": 2, "d": 8, "B": 1}
+_READ_TRIES = 5       # reads of a file that keeps changing under the reader
+DEFAULT_WAIT = 60.0   # seconds a writer waits for another's lock
 _ALIGN = 8
 
 if sys.byteorder != "little":  # pragma: no cover - the arrays are stored little-endian
@@ -60,14 +74,58 @@ class ModelError(Exception):
     or was trained with other tokenizer settings."""
 
 
+class LockTimeout(ModelError):
+    """Another process held the model's lock longer than the wait allowed."""
+
+
+def resolve(path):
+    """The model's real path: symbolic links followed, once, by every writer."""
+    return os.path.realpath(os.fspath(path))
+
+
+def _umask():
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it the only other way (not thread-safe)
+    os.umask(mask)
+    return mask
+
+
+def _existing(path, shown):
+    """os.stat of the model file at ``path`` (resolved), None if there is none;
+    ModelError for anything that is not a regular file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ModelError(f"{shown}: cannot use the model path: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"{shown}: not a regular file; refusing to replace it with a model")
+    return st
+
+
 def _pad(n):
     return (-n) % _ALIGN
 
 
-def write_model(path, header, arrays):
-    """Write ``header`` (a JSON-able dict) and ``arrays`` ({name: (typecode, buffer)}) atomically."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
+def write_model(path, header, arrays, backup=None):
+    """Write ``header`` (a JSON-able dict) and ``arrays`` ({name: (typecode, buffer)}) atomically.
+
+    ``path`` is resolved (a symbolic link's target is written); an existing
+    file keeps its owner, group and mode, and must be a regular file
+    (ModelError otherwise).  ``backup``: a path where the model being
+    replaced is kept (a hard link to it, or a copy), or None.
+    """
+    shown = os.fspath(path)
+    path = resolve(path)
+    old = _existing(path, shown)
+    directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     header = dict(header)
     chunks = []
@@ -93,22 +151,23 @@ def write_model(path, header, arrays):
     fields = (MAGIC, FORMAT_VERSION, 0, len(header_bytes), total)
     prefix = _PREFIX.pack(*fields, _checksum(fields, body))
 
-    mode = 0o644
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except OSError:
-        pass
     import tempfile
 
     # the writer's pid in the name lets a later save remove what a killed writer left
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
+            if old is not None:
+                _same_owner(f.fileno(), old)
+                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+            else:
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
             f.write(prefix)
             f.write(body)
             f.flush()
             os.fsync(f.fileno())
+        if backup is not None and old is not None:
+            _keep_backup(path, os.fspath(backup))
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -118,6 +177,29 @@ def write_model(path, header, arrays):
         raise
     _fsync_directory(directory)
     _remove_stale_temporaries(directory, os.path.basename(path))
+
+
+def _same_owner(fd, old):
+    """Give the new file the old one's owner and group, as far as allowed
+    (the group alone when the owner cannot be given, e.g. not as root)."""
+    for uid in (old.st_uid, -1):
+        try:
+            os.fchown(fd, uid, old.st_gid)
+            return
+        except OSError:
+            continue
+
+
+def _keep_backup(path, backup):
+    """Make ``backup`` the current file at ``path`` (atomically replacing an older backup)."""
+    tmp = f"{backup}.{os.getpid()}.tmp"
+    try:
+        os.link(path, tmp)
+    except OSError:
+        import shutil
+
+        shutil.copy2(path, tmp)
+    os.replace(tmp, backup)
 
 
 def _remove_stale_temporaries(directory, name):
@@ -150,7 +232,7 @@ def _remove_stale_temporaries(directory, name):
 def _checksum(fields, body):
     """The file's checksum: covers the fixed fields and the whole body."""
     head = _PREFIX.pack(*fields, 0)[:32]
-    return _vocab.checksum64(head + struct.pack("<Q", _vocab.checksum64(body)))
+    return _checks.checksum64(head + struct.pack("<Q", _checks.checksum64(body)))
 
 
 def _fsync_directory(directory):
@@ -167,12 +249,37 @@ def _fsync_directory(directory):
 
 
 def read_model(path):
-    """Map a model file and check it; returns ``(header, arrays)``.
+    """Read a model file into memory and check it; returns ``(header, arrays)``.
 
     ``arrays`` maps names to read-only memoryviews of the given typecode over
-    the file's mmap (which they keep alive).  Raises ModelError.
+    the file's bytes (which they keep alive).  Raises ModelError.  A file that
+    changed while it was read (rewritten in place) is read again.
     """
     path = os.fspath(path)
+    for attempt in range(_READ_TRIES):
+        view, before = _read_whole(path)
+        try:
+            return _parse(path, view, len(view))
+        except ModelError:
+            if attempt + 1 == _READ_TRIES or not _changed(path, before):
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _signature(st):
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _changed(path, before):
+    try:
+        return _signature(os.stat(path)) != before
+    except OSError:
+        return True
+
+
+def _read_whole(path):
+    """(read-only memoryview of the file's bytes, its stat signature when opened)."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -185,7 +292,14 @@ def read_model(path):
             size = st.st_size
             if size < _PREFIX.size:
                 raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
-            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            buffer = bytearray(size)
+            view = memoryview(buffer)
+            done = 0
+            while done < size:
+                n = os.readv(fd, [view[done:]])
+                if n == 0:  # shrank since fstat (rewritten in place): what was read fails the checks
+                    break
+                done += n
         finally:
             os.close(fd)
     except IsADirectoryError:
@@ -196,7 +310,12 @@ def read_model(path):
         raise ModelError(f"{path}: permission denied") from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
-    view = memoryview(mapped)
+    return view[:done].toreadonly(), _signature(st)
+
+
+def _parse(path, view, size):
+    if size < _PREFIX.size:
+        raise ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
     magic, version, _reserved, header_length, total, checksum = _PREFIX.unpack_from(view)
     if magic != MAGIC:
         raise ModelError(f"{path}: not a spamnb model file")
@@ -240,20 +359,50 @@ def read_model(path):
 
 
 @contextmanager
-def locked(path):
+def locked(path, wait=None):
     """Hold an exclusive lock for read-modify-write of the model at ``path``.
 
-    The lock is ``path + ".lock"`` (flock): concurrent learners queue up
-    instead of losing each other's updates.  Readers need no lock: a model is
-    replaced by rename, so they see the old file or the new one.
+    The lock is ``resolve(path) + ".lock"`` (flock), opened without following
+    a symbolic link; concurrent writers queue up instead of losing each
+    other's updates.  The holder's pid is written in it.  A writer waits at
+    most ``wait`` seconds (default ``DEFAULT_WAIT``; ``math.inf``: forever),
+    then raises :class:`LockTimeout` naming the holder.  Yields the resolved
+    model path (write to that).  Readers need no lock: a model is replaced by
+    rename, so they see the old file or the new one.
     """
     import fcntl
 
-    lock_path = os.fspath(path) + ".lock"
-    os.makedirs(os.path.dirname(os.path.abspath(lock_path)), exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    wait = DEFAULT_WAIT if wait is None else float(wait)
+    shown = os.fspath(path)
+    real = resolve(path)
+    old = _existing(real, shown)
+    lock_path = real + ".lock"
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    mode = stat.S_IMODE(old.st_mode) & 0o666 if old is not None else 0o666
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        fd = os.open(lock_path, flags, mode)
+    except OSError as exc:
+        raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ModelError(f"{lock_path}: the model's lock is not a regular file")
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                    raise LockTimeout(f"{shown}: the model is locked by process {holder} "
+                                      f"(waited {wait:g} s; see --wait)") from None
+                time.sleep(0.02)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield real
+        finally:
+            os.ftruncate(fd, 0)
     finally:
         os.close(fd)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 from itertools import accumulate
 
-from spamnb import _vocab
+from spamnb import _checks, _vocab
 
 __all__ = ["Vocabulary"]
 
@@ -81,9 +81,9 @@ class Vocabulary:
         if len(offsets) != n_features + 1:
             raise ValueError("token string offsets do not match the vocabulary size")
         _vocab.check_index(keys, values, n_features)
-        if not _vocab.check_offsets(offsets, len(blob)):
+        if not _checks.check_offsets(offsets, len(blob)):
             raise ValueError("token string offsets are out of order or out of range")
-        if not _vocab.check_utf8(blob):
+        if not _checks.check_utf8(blob):
             raise ValueError("token strings are not valid UTF-8")
         self.keys = keys
         self.values = values

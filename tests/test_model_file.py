@@ -461,7 +461,7 @@ import sys
 from spamnb.filter import SpamFilter
 path, spam_path, ham_path = sys.argv[1:4]
 spam, ham = open(spam_path, "rb").read(), open(ham_path, "rb").read()
-SpamFilter().fit([spam, ham], [True, False]).learn(ham, spam=False)   # warm up: learn imports numpy and scipy
+SpamFilter().fit([spam, ham], [True, False]).learn(ham, spam=False).model_   # warm up: saving imports numpy
 f = SpamFilter.load(path)
 print("ready", flush=True)
 while True:                                           # learn spam and ham in turn, saving each time

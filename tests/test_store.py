@@ -97,11 +97,11 @@ def test_array_outside_the_file_is_refused_even_with_a_valid_checksum(tmp_path):
     old = path.read_bytes()
     old_header_length = struct.unpack_from("<Q", old, 16)[0]
     body = header_bytes + old[40 + old_header_length:]
-    from spamnb import _vocab
+    from spamnb import _checks
 
     fields = (store.MAGIC, FORMAT_VERSION, 0, len(header_bytes), 40 + len(body))
     head = struct.pack("<8sIIQQ", *fields)
-    prefix = head + struct.pack("<Q", _vocab.checksum64(head + struct.pack("<Q", _vocab.checksum64(body))))
+    prefix = head + struct.pack("<Q", _checks.checksum64(head + struct.pack("<Q", _checks.checksum64(body))))
     path.write_bytes(prefix + body)
     with pytest.raises(ModelError, match="outside"):
         read_model(path)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb import _vocab
+from spamnb import _checks, _vocab
 from spamnb.vocabulary import Vocabulary
 
 
@@ -202,13 +202,13 @@ def test_scorer_of_no_tokens_is_the_prior():
 
 def test_checksum_detects_every_single_bit_flip_of_a_small_buffer():
     data = bytearray(random.Random(1).randbytes(100))
-    reference = _vocab.checksum64(bytes(data))
-    assert _vocab.checksum64(bytes(data)) == reference
+    reference = _checks.checksum64(bytes(data))
+    assert _checks.checksum64(bytes(data)) == reference
     for bit in range(len(data) * 8):
         data[bit // 8] ^= 1 << (bit % 8)
-        assert _vocab.checksum64(bytes(data)) != reference
+        assert _checks.checksum64(bytes(data)) != reference
         data[bit // 8] ^= 1 << (bit % 8)
-    assert _vocab.checksum64(bytes(data[:-1])) != reference
+    assert _checks.checksum64(bytes(data[:-1])) != reference
 
 
 def _decodes(data):
@@ -227,4 +227,4 @@ def _decodes(data):
                                            b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf4\x90\x80\x80", b"\xf5", b"\xff", b"\x80"]),
                           max_size=20).map(b"".join)))
 def test_check_utf8_accepts_what_surrogatepass_decodes(data):
-    assert _vocab.check_utf8(data) == _decodes(data)
+    assert _checks.check_utf8(data) == _decodes(data)

@@ -1,0 +1,173 @@
+"""Compiled checks of a model file: its checksum, and the validation of
+what is read from it before anything uses it (counts, logarithms, token
+strings and their offsets).
+
+Nothing here imports numpy; every array is a typed memoryview over any
+buffer.  (The hash index's own check, ``check_index``, is the vocabulary's,
+in ``_vocab``.)
+"""
+
+from libc.math cimport isfinite
+from libc.stdint cimport int32_t, uint8_t, uint64_t
+from libc.string cimport memcpy
+
+
+def check_range(const double[::1] values, double low, double high):
+    """True when every value is finite and within [low, high] (validating
+    derived logs read from a file)."""
+    cdef Py_ssize_t i
+    cdef int ok = 1
+    with nogil:
+        for i in range(values.shape[0]):
+            if not (isfinite(values[i]) and low <= values[i] <= high):
+                ok = 0
+                break
+    return bool(ok)
+
+
+def class_sums(const double[::1] values, Py_ssize_t n_classes):
+    """The sum of each class's counts (``values`` class-major, ``n_classes``
+    equal rows), or None when a count is negative or not finite."""
+    cdef Py_ssize_t c, i, n
+    cdef double total
+    cdef int ok = 1
+    if n_classes < 1 or values.shape[0] % n_classes:
+        raise ValueError("the counts do not split into the classes")
+    n = values.shape[0] // n_classes
+    sums = []
+    for c in range(n_classes):
+        total = 0.0
+        with nogil:
+            for i in range(c * n, (c + 1) * n):
+                if not (isfinite(values[i]) and values[i] >= 0.0):
+                    ok = 0
+                    break
+                total += values[i]
+        if not ok:
+            return None
+        sums.append(total)
+    return sums
+
+
+def check_utf8(const uint8_t[::1] data):
+    """True when ``data`` decodes as UTF-8 with "surrogatepass" (what
+    ``str(data, "utf-8", "surrogatepass")`` accepts), without building the str:
+    validating a full-corpus model's token strings took 1.3 ms that way, of a
+    ~50 ms ``spamnb classify``."""
+    cdef Py_ssize_t i = 0, n = data.shape[0], need
+    cdef uint8_t b, lo, hi
+    cdef uint64_t word
+    cdef int ok = 1
+    with nogil:
+        while i < n:
+            if i + 8 <= n:                              # ASCII, eight bytes at a time
+                memcpy(&word, &data[i], 8)
+                if (word & 0x8080808080808080ULL) == 0:
+                    i += 8
+                    continue
+            b = data[i]
+            if b < 0x80:
+                i += 1
+                continue
+            lo, hi = 0x80, 0xBF                         # range of the first continuation byte
+            if 0xC2 <= b <= 0xDF:
+                need = 1
+            elif 0xE0 <= b <= 0xEF:
+                need = 2
+                if b == 0xE0:
+                    lo = 0xA0                           # no overlong forms; surrogates (ED A0..BF) pass
+            elif 0xF0 <= b <= 0xF4:
+                need = 3
+                if b == 0xF0:
+                    lo = 0x90
+                elif b == 0xF4:
+                    hi = 0x8F                           # nothing above U+10FFFF
+            else:
+                ok = 0
+                break
+            if i + need >= n:                             # the sequence runs past the end
+                ok = 0
+                break
+            if not (lo <= data[i + 1] <= hi):
+                ok = 0
+                break
+            if need >= 2 and not (0x80 <= data[i + 2] <= 0xBF):
+                ok = 0
+                break
+            if need == 3 and not (0x80 <= data[i + 3] <= 0xBF):
+                ok = 0
+                break
+            i += need + 1
+    return bool(ok)
+
+
+def check_offsets(const uint64_t[::1] offsets, uint64_t blob_size):
+    """True when offsets start at 0, never decrease and end at ``blob_size``."""
+    cdef Py_ssize_t i, n = offsets.shape[0]
+    cdef int ok = 1
+    if n == 0 or offsets[0] != 0 or offsets[n - 1] != blob_size:
+        return False
+    with nogil:
+        for i in range(1, n):
+            if offsets[i] < offsets[i - 1]:
+                ok = 0
+                break
+    return bool(ok)
+
+
+# --------------------------------------------------------------------------
+# checksum of the model file
+# --------------------------------------------------------------------------
+cdef inline uint64_t _rotl(uint64_t v, int r) noexcept nogil:
+    return (v << r) | (v >> (64 - r))
+
+
+cdef uint64_t _P1 = 0x9E3779B185EBCA87ULL
+cdef uint64_t _P2 = 0xC2B2AE3D27D4EB4FULL
+cdef uint64_t _P3 = 0x165667B19E3779F9ULL
+
+
+cdef inline uint64_t _round(uint64_t acc, uint64_t word) noexcept nogil:
+    acc += word * _P2
+    acc = _rotl(acc, 31)
+    return acc * _P1
+
+
+def checksum64(const uint8_t[::1] data):
+    """64-bit checksum of a byte buffer: four multiply-rotate lanes over
+    32-byte blocks, then the tail, then an avalanche.  Detects truncation,
+    bit flips and reordering; it is not a cryptographic hash.
+    """
+    cdef Py_ssize_t n = data.shape[0], i = 0
+    cdef uint64_t v1 = _P1 + _P2, v2 = _P2, v3 = 0, v4 = 0 - _P1, h, w
+    cdef const uint8_t *p
+    if n == 0:
+        return 0x2545F4914F6CDD1DULL
+    p = &data[0]
+    with nogil:
+        while i + 32 <= n:
+            memcpy(&w, p + i, 8)
+            v1 = _round(v1, w)
+            memcpy(&w, p + i + 8, 8)
+            v2 = _round(v2, w)
+            memcpy(&w, p + i + 16, 8)
+            v3 = _round(v3, w)
+            memcpy(&w, p + i + 24, 8)
+            v4 = _round(v4, w)
+            i += 32
+        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18) + <uint64_t>n
+        while i + 8 <= n:
+            memcpy(&w, p + i, 8)
+            h ^= _round(0, w)
+            h = _rotl(h, 27) * _P1 + _P3
+            i += 8
+        while i < n:
+            h ^= (<uint64_t>p[i]) * _P3
+            h = _rotl(h, 11) * _P1
+            i += 1
+        h ^= h >> 33
+        h *= _P2
+        h ^= h >> 29
+        h *= _P3
+        h ^= h >> 32
+    return h
