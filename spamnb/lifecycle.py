@@ -189,14 +189,7 @@ def _state(spam_filter):
 
 
 def _feature_counts(spam_filter, n):
-    import numpy as np
-
-    if spam_filter._nb is not None:
-        fc = np.asarray(spam_filter._nb.feature_count_, dtype=np.float64)
-        if fc.shape[1] < n:
-            fc = np.pad(fc, ((0, 0), (0, n - fc.shape[1])))
-        return fc
-    return np.frombuffer(spam_filter._counts[1], dtype=np.float64).reshape(2, n)
+    return spam_filter._counts().matrix()
 
 
 def _build(state):
@@ -205,6 +198,7 @@ def _build(state):
 
     from spamnb.filter import SpamFilter
     from spamnb.tokenizer import Tokenizer
+    from spamnb.wordcounts import WordCounts
 
     s = state.settings
     spam_filter = SpamFilter(tokenizer=Tokenizer.from_settings(s["tokenizer"]), alpha=s["alpha"], prior=s["prior"],
@@ -213,7 +207,7 @@ def _build(state):
     spam_filter.vocabulary_ = _vocabulary(state.hashes, state.blob, state.offsets)
     flat = array("d")
     flat.frombytes(np.ascontiguousarray(state.counts, dtype=np.float64).tobytes())
-    spam_filter._counts = (tuple(float(v) for v in state.class_count), flat, None, None, None)
+    spam_filter.word_counts_ = WordCounts.from_arrays(float(s["alpha"]), s["prior"], state.class_count, flat)
     if state.features is not None:
         from spamnb.features import FeatureModel
 
