@@ -324,6 +324,10 @@ def _update_model(args, forget):
                 (spam_filter.forget if forget else spam_filter.learn)(data, spam=spam)
             except ValueError as exc:
                 raise CommandError(f"{name}: {exc}; the model is unchanged") from None
+        if not forget:  # automatic expiry, when the model has a size limit (spamnb prune --expire-at)
+            from spamnb.lifecycle import expire
+
+            spam_filter = expire(spam_filter)[0]
         spam_filter.save(path)
     if not args.quiet:
         verb = "forgot" if forget else "learned"

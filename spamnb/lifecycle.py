@@ -15,6 +15,7 @@ UTF-8 text, one record per line (LF), written and read as a stream::
     features null
     created 2026-11-23
     last-learn 2026-11-23
+    max-tokens -
     messages 2841 1973
     tokens 3
     subject:free\t0\t3.295836866004329\t2026-11-20
@@ -25,7 +26,8 @@ UTF-8 text, one record per line (LF), written and read as a stream::
 - The header lines are ``key value``: ``settings`` and ``features`` are
   one-line JSON (the model's parameters and tokenizer settings; the Gaussian
   message-feature statistics, or ``null``), ``created``/``last-learn`` are
-  days (``YYYY-MM-DD``, or ``-`` when unknown), ``messages`` the messages
+  days (``YYYY-MM-DD``, or ``-`` when unknown), ``max-tokens`` the size
+  past which a learn prunes the model (``-``: never), ``messages`` the messages
   learned per class (ham, spam), ``tokens`` how many token lines follow.
 - One line per token, in the model's feature order, four tab-separated
   fields: the token, its (transformed) ham and spam counts, and the day it
@@ -94,8 +96,10 @@ import re
 import zlib
 from array import array
 
+from spamnb.ages import today
+
 __all__ = ["DumpError", "DUMP_FORMAT", "DUMP_VERSION", "dump", "load_dump", "merge", "prune", "prune_mask",
-           "usefulness", "describe", "today", "SETTINGS_THAT_MUST_MATCH"]
+           "usefulness", "describe", "expire", "today", "DEFAULT_TARGET_SIZE", "SETTINGS_THAT_MUST_MATCH"]
 
 DUMP_FORMAT = "spamnb-dump"
 DUMP_VERSION = 1
@@ -110,13 +114,6 @@ UNKNOWN_DAY = 0               # a last-seen day of 0 means "not known" (a model 
 class DumpError(ValueError):
     """A dump that cannot be read (damaged, truncated, of another format); the
     message names the line."""
-
-
-def today():
-    """Today (UTC) as days since 1970-01-01."""
-    import time
-
-    return int(time.time() // 86400)
 
 
 def day_text(day):
@@ -153,13 +150,19 @@ class _State:
     ``days`` int32 (V,) last-seen days (0 unknown)."""
 
     __slots__ = ("settings", "class_count", "counts", "hashes", "blob", "offsets", "days", "features",
-                 "created", "last_learn")
+                 "created", "last_learn", "max_tokens")
 
     def __init__(self, settings, class_count, counts, hashes, blob, offsets, days, features=None,
-                 created=UNKNOWN_DAY, last_learn=UNKNOWN_DAY):
+                 created=UNKNOWN_DAY, last_learn=UNKNOWN_DAY, max_tokens=None):
         self.settings, self.class_count, self.counts = settings, class_count, counts
         self.hashes, self.blob, self.offsets, self.days = hashes, blob, offsets, days
         self.features, self.created, self.last_learn = features, created, last_learn
+        self.max_tokens = max_tokens
+
+    def replace(self, **changes):
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return _State(**fields)
 
     @property
     def n_features(self):
@@ -180,12 +183,11 @@ def _state(spam_filter):
     blob, offsets = vocab.string_table()
     offsets = np.frombuffer(offsets, dtype=np.uint64) if n else np.zeros(1, dtype=np.uint64)
     counts = _feature_counts(spam_filter, n)
-    days = getattr(spam_filter, "last_seen_", None)
-    days = np.zeros(n, dtype=np.int32) if days is None else np.frombuffer(days, dtype=np.int32)
-    dates = getattr(spam_filter, "dates_", None) or (UNKNOWN_DAY, UNKNOWN_DAY)
+    ages = spam_filter.ages_
+    days = np.frombuffer(ages.days(n), dtype=np.int32)
     features = spam_filter.features_.to_dict() if spam_filter.features_ is not None else None
     return _State(_settings(spam_filter), tuple(float(v) for v in spam_filter.class_count_), counts, hashes,
-                  blob, offsets, days, features, *dates)
+                  blob, offsets, days, features, ages.created, ages.last_learn, ages.max_tokens)
 
 
 def _feature_counts(spam_filter, n):
@@ -196,6 +198,7 @@ def _build(state):
     """A SpamFilter holding ``state`` (its arrays are copied)."""
     import numpy as np
 
+    from spamnb.ages import Ages
     from spamnb.filter import SpamFilter
     from spamnb.tokenizer import Tokenizer
     from spamnb.wordcounts import WordCounts
@@ -214,8 +217,7 @@ def _build(state):
         spam_filter.features_ = FeatureModel.from_dict(state.features)
     days = array("i")
     days.frombytes(np.ascontiguousarray(state.days, dtype=np.int32).tobytes())
-    spam_filter.last_seen_ = days
-    spam_filter.dates_ = (state.created, state.last_learn)
+    spam_filter.ages_ = Ages(days, state.created, state.last_learn, state.max_tokens)
     return spam_filter
 
 
@@ -319,6 +321,7 @@ def dump(spam_filter, out):
               "features " + json.dumps(state.features, sort_keys=True, separators=(",", ":"), allow_nan=False),
               f"created {day_text(state.created)}",
               f"last-learn {day_text(state.last_learn)}",
+              f"max-tokens {'-' if state.max_tokens is None else state.max_tokens}",
               "messages " + " ".join(_number(float(v)).decode() for v in state.class_count),
               f"tokens {state.n_features}"]
     write(("\n".join(header) + "\n").encode("utf-8"))
@@ -423,6 +426,13 @@ def load_dump(stream, name="-"):
         last_learn = _parse_day(text)
     except ValueError as exc:
         fail(str(exc))
+    text = header_field("max-tokens")
+    try:
+        max_tokens = None if text == "-" else int(text)
+        if max_tokens is not None and max_tokens < 0:
+            raise ValueError
+    except ValueError:
+        fail("'max-tokens' must be a count or -")
     text = header_field("messages")
     try:
         class_count = tuple(float(v) for v in text.split(" "))
@@ -490,7 +500,7 @@ def load_dump(stream, name="-"):
     state = _State(settings, class_count, np.vstack([np.frombuffer(ham, dtype=np.float64),
                                                      np.frombuffer(spam, dtype=np.float64)]).reshape(2, n),
                    np.frombuffer(hashes, dtype=np.uint64), bytes(blob), np.frombuffer(offsets, dtype=np.uint64),
-                   np.frombuffer(days, dtype=np.int32), features, created, last_learn)
+                   np.frombuffer(days, dtype=np.int32), features, created, last_learn, max_tokens)
     try:
         return _build(state)
     except _Duplicate as exc:
@@ -544,8 +554,8 @@ def _merge_two(a, b, np):
     blob = bytes(a.blob) + blob
     offsets = np.concatenate([a.offsets, offsets[1:] + np.uint64(len(a.blob))])
     class_count = tuple(x + y for x, y in zip(a.class_count, b.class_count))
-    return _State(a.settings, class_count, counts, hashes, blob, offsets, days, None,
-                  _earliest(a.created, b.created), max(a.last_learn, b.last_learn))
+    return a.replace(class_count=class_count, counts=counts, hashes=hashes, blob=blob, offsets=offsets, days=days,
+                     created=_earliest(a.created, b.created), last_learn=max(a.last_learn, b.last_learn))
 
 
 def _earliest(x, y):
@@ -633,9 +643,8 @@ def _subset(state, keep):
 
     indices = np.flatnonzero(keep)
     blob, offsets = _gather_strings(state.blob, state.offsets, indices)
-    return _State(state.settings, state.class_count, np.ascontiguousarray(state.counts[:, indices]),
-                  state.hashes[indices], blob, offsets, state.days[indices], state.features,
-                  state.created, state.last_learn)
+    return state.replace(counts=np.ascontiguousarray(state.counts[:, indices]), hashes=state.hashes[indices],
+                         blob=blob, offsets=offsets, days=state.days[indices])
 
 
 def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None, kind="jeffreys"):
@@ -648,11 +657,26 @@ def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None,
     return _build(_subset(state, keep)), dropped
 
 
+# ---------------------------------------------------------------------------- automatic expiry
+DEFAULT_TARGET_SIZE = 150_000   # tokens; chosen from the measured cost of pruning (docs/lifecycle.md)
+EXPIRE_TO = 0.9                 # automatic expiry prunes to this share of max_tokens (not at every learn)
+
+
+def expire(spam_filter, now=None):
+    """Automatic expiry: when the filter has more tokens than its
+    ``ages_.max_tokens``, the least useful go until ``EXPIRE_TO`` of it is
+    left.  Returns ``(filter, n_dropped)`` (the same filter when nothing goes)."""
+    max_tokens = spam_filter.ages_.max_tokens
+    if max_tokens is None or spam_filter.vocabulary_.n_features <= max_tokens:
+        return spam_filter, 0
+    return prune(spam_filter, target_size=int(max_tokens * EXPIRE_TO), now=now)
+
+
 # ---------------------------------------------------------------------------- info
 AGE_BINS = (7, 30, 90, 365)
 
 
-def describe(spam_filter, now=None, min_count=2, max_age=365, target_size=None):
+def describe(spam_filter, now=None, min_count=2, max_age=365, target_size=DEFAULT_TARGET_SIZE):
     """Facts for ``spamnb info``: a dict with ``tokens``, ``hapax`` (tokens seen
     once), ``ages`` [(label, n)] of the last-seen days, and ``would_remove``
     {policy: n} for the given prune settings."""

@@ -15,7 +15,6 @@ import os
 import sys
 
 COMMANDS = ("dump", "load", "merge", "prune")
-DEFAULT_TARGET_SIZE = None   # set from the measured curve: docs/lifecycle.md
 
 
 def register(sub, model_option, wanted):
@@ -46,6 +45,9 @@ def register(sub, model_option, wanted):
                        help="drop tokens not seen in a learned message for more than DAYS days")
         p.add_argument("--target-size", type=_non_negative(int), metavar="N",
                        help="keep at most the N most useful tokens")
+        p.add_argument("--expire-at", type=_non_negative(int), metavar="N",
+                       help="automatic expiry: when a learn leaves more than N tokens, prune to 90 %% of N "
+                            "(0: off); prunes now too if the model is past N")
         p.add_argument("-n", "--dry-run", action="store_true", help="say what would go, change nothing")
         p.add_argument("-q", "--quiet", action="store_true")
         model_option(p)
@@ -181,16 +183,20 @@ def cmd_prune(args):
     from spamnb.filter import SpamFilter
     from spamnb.store import locked
 
-    if args.min_count is None and args.max_age is None and args.target_size is None:
-        raise _cli().UsageError("spamnb prune: give --min-count, --max-age and/or --target-size")
+    if args.min_count is None and args.max_age is None and args.target_size is None and args.expire_at is None:
+        raise _cli().UsageError("spamnb prune: give --min-count, --max-age, --target-size and/or --expire-at")
     path = _cli()._model_path(args)
     with locked(path):
         spam_filter = SpamFilter.load(path)
         before = spam_filter.vocabulary_.n_features
         size_before = os.path.getsize(path)
+        if args.expire_at is not None:
+            spam_filter.ages_.max_tokens = args.expire_at or None
         pruned, dropped = lifecycle.prune(spam_filter, min_count=args.min_count, max_age=args.max_age,
                                           target_size=args.target_size)
-        if dropped and not args.dry_run:
+        pruned, expired = lifecycle.expire(pruned)
+        dropped += expired
+        if (dropped or args.expire_at is not None) and not args.dry_run:
             pruned.save(path)
     if not args.quiet:
         if args.dry_run:
@@ -211,9 +217,11 @@ def info_lines(spam_filter):
     """Lines ``spamnb info`` prints about the model's size, age and what pruning would remove."""
     from spamnb import lifecycle
 
-    facts = lifecycle.describe(spam_filter, target_size=DEFAULT_TARGET_SIZE)
+    facts = lifecycle.describe(spam_filter)
     n = facts["tokens"]
+    expiry = spam_filter.ages_.max_tokens
     lines = [f"dates:       created {facts['created']}, last learned {facts['last_learn']}",
+             f"expiry:      {'off' if expiry is None else f'past {expiry} tokens, prune to 90 %'}",
              f"hapaxes:     {facts['hapax']} tokens seen once ({_share(facts['hapax'], n)})",
              "last seen:   " + ", ".join(f"{label} {count}" for label, count in facts["ages"]),
              "pruning:     " + ", ".join(f"{policy} drops {count} ({_share(count, n)})"

@@ -77,11 +77,11 @@ def test_hostile_tokens_round_trip_exactly():
     original = hostile_filter(days=list(range(20000, 20000 + len(HOSTILE))))
     data = dump_bytes(original)
     data.decode("utf-8")                            # the dump is valid UTF-8
-    assert data.count(b"\n") == 8 + len(HOSTILE) + 1
+    assert data.count(b"\n") == 9 + len(HOSTILE) + 1
     loaded = load_bytes(data)
     assert loaded.vocabulary_.tokens() == HOSTILE
     assert np.array_equal(counts_of(loaded), counts_of(original))
-    assert list(loaded.last_seen_) == list(range(20000, 20000 + len(HOSTILE)))
+    assert list(loaded.ages_.last_seen) == list(range(20000, 20000 + len(HOSTILE)))
     assert dump_bytes(loaded) == data
     # the hash index finds each token by the tokenizer's hash
     assert list(loaded.vocabulary_.lookup(lifecycle.array("Q", [hash_token(t) for t in HOSTILE]))) == \
@@ -146,7 +146,7 @@ def test_truncated_dumps_are_refused_with_the_line(fitted):
     # whole lines missing at the end (the 'end' line, or token lines and the 'end' line)
     assert _error_line(b"\n".join(lines[:-2]) + b"\n")[0] == n_lines
     line, message = _error_line(b"\n".join(lines[:20] + [lines[-2]]) + b"\n")
-    assert line == 21 and "'end' after 12 token lines" in message
+    assert line == 21 and "'end' after 11 token lines" in message
 
 
 def test_damaged_dumps_are_refused_with_the_line(fitted):
@@ -159,8 +159,8 @@ def test_damaged_dumps_are_refused_with_the_line(fitted):
 
     assert _error_line(damaged(0, b"spamnb-dump 9"))[0] == 1
     assert _error_line(damaged(2, b"settings {\"alpha\": -1}"))[0] == 3
-    assert _error_line(damaged(6, b"messages 1"))[0] == 7
-    assert _error_line(damaged(7, b"tokens many"))[0] == 8
+    assert _error_line(damaged(7, b"messages 1"))[0] == 8
+    assert _error_line(damaged(8, b"tokens many"))[0] == 9
     token_line = lines[12].split(b"\t")
     assert _error_line(damaged(12, b"\t".join(token_line[:3])))[0] == 13
     assert _error_line(damaged(12, b"\t".join([token_line[0], b"nan", token_line[2], token_line[3]])))[0] == 13
@@ -227,7 +227,7 @@ def test_merge_three_and_days_take_the_latest():
     merged = lifecycle.merge([a, b, a])
     assert np.array_equal(counts_of(merged), 2 * counts_of(a) + counts_of(b))
     assert merged.class_count_ == (21.0, 9.0)
-    assert list(merged.last_seen_) == [100] + [200] * (len(HOSTILE) - 1)
+    assert list(merged.ages_.last_seen) == [100] + [200] * (len(HOSTILE) - 1)
 
 
 def test_merge_refuses_other_settings(corpus):
@@ -271,7 +271,7 @@ def test_prune_by_age():
     # unknown (0) is kept; 100 and 200 are more than 100 days old
     assert dropped == 2
     assert pruned.vocabulary_.tokens() == [HOSTILE[0]] + HOSTILE[3:]
-    assert list(pruned.last_seen_) == [0, 300] + [365] * (len(HOSTILE) - 4)
+    assert list(pruned.ages_.last_seen) == [0, 300] + [365] * (len(HOSTILE) - 4)
 
 
 def test_prune_to_a_target_keeps_the_most_useful():
@@ -409,3 +409,103 @@ def test_cli_info_describes_size_age_and_pruning(home):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     assert "hapaxes:" in out and "last seen:" in out and "--min-count 2 drops" in out
+
+
+# ---------------------------------------------------------------------------- ages: last-seen days in the model
+def test_fit_and_learn_set_last_seen_days(corpus, monkeypatch, tmp_path):
+    from spamnb import ages
+
+    monkeypatch.setattr(ages, "today", lambda: 20000)
+    model = SpamFilter().fit(corpus[0][:100], corpus[1][:100])
+    n_fit = model.vocabulary_.n_features
+    assert list(model.ages_.last_seen) == [20000] * n_fit
+    assert (model.ages_.created, model.ages_.last_learn) == (20000, 20000)
+    model.save(tmp_path / "m.spamnb")
+    monkeypatch.setattr(ages, "today", lambda: 20010)
+    loaded = SpamFilter.load(tmp_path / "m.spamnb")
+    assert list(loaded.ages_.last_seen) == [20000] * n_fit
+    message = corpus[0][150]
+    loaded.learn(message, spam=True)
+    seen = set(loaded.vocabulary_.lookup(loaded.tokenizer_.stream(message).hashes))
+    days = list(loaded.ages_.last_seen)
+    assert len(days) == loaded.vocabulary_.n_features > n_fit
+    assert all(day == (20010 if i in seen else 20000) for i, day in enumerate(days))
+    assert (loaded.ages_.created, loaded.ages_.last_learn) == (20000, 20010)
+    loaded.save(tmp_path / "m.spamnb")
+    again = SpamFilter.load(tmp_path / "m.spamnb")
+    assert list(again.ages_.last_seen) == days
+    assert (again.ages_.created, again.ages_.last_learn) == (20000, 20010)
+    # forget drops the tokens only that message had, and their days with them
+    again.forget(message, spam=True)
+    assert again.vocabulary_.n_features == n_fit
+    assert len(again.ages_.last_seen) == n_fit
+
+
+def test_a_model_of_an_older_schema_loads_with_unknown_days(tmp_path):
+    import json
+
+    old = REPO / "tests" / "data" / "models" / "corpora-658063e.spamnb"
+    model = SpamFilter.load(old)
+    assert model.ages_.last_seen is None and model.ages_.created == 0
+    expected = json.loads((old.with_suffix(".json")).read_text())["log_odds"]
+    relpath, value = next(iter(expected.items()))
+    assert model.score((SAMPLE / relpath).read_bytes()).log_odds == float.fromhex(value)
+    assert lifecycle.describe(model)["ages"][-1] == ("unknown", model.vocabulary_.n_features)
+    assert lifecycle.prune(model, max_age=0, now=30000)[1] == 0     # unknown ages are kept
+    model.save(tmp_path / "new.spamnb")                              # written in the current schema
+    converted = SpamFilter.load(tmp_path / "new.spamnb")
+    assert list(converted.ages_.last_seen) == [0] * model.vocabulary_.n_features
+    assert converted.score((SAMPLE / relpath).read_bytes()).log_odds == float.fromhex(value)
+
+
+def test_expire_prunes_past_the_limit_to_ninety_percent(fitted):
+    n = fitted.vocabulary_.n_features
+    assert lifecycle.expire(fitted) == (fitted, 0)                  # no limit: nothing happens
+    fitted.ages_.max_tokens = n
+    try:
+        assert lifecycle.expire(fitted)[1] == 0
+        fitted.ages_.max_tokens = n - 1
+        expired, dropped = lifecycle.expire(fitted)
+        assert expired.vocabulary_.n_features == int((n - 1) * 0.9) == n - dropped
+        assert expired.ages_.max_tokens == n - 1
+    finally:
+        fitted.ages_.max_tokens = None
+
+
+def test_cli_expire_at_bounds_the_model_through_learns(home):
+    model = home / "model.spamnb"
+    n = SpamFilter.load(model).vocabulary_.n_features
+    limit = n - 100
+    proc = run(["prune", "--expire-at", limit], home)
+    assert proc.returncode == 0, proc.stderr
+    assert SpamFilter.load(model).vocabulary_.n_features == int(limit * 0.9)
+    assert SpamFilter.load(model).ages_.max_tokens == limit
+    assert "expiry:      past" in run(["info", "--tokens", "0"], home).stdout.decode()
+    new_mail = home / "new"
+    new_mail.mkdir()
+    for k in range(30):   # 30 messages of 60 words never seen before
+        words = " ".join(f"w{k}x{j}" for j in range(60))
+        (new_mail / f"{k}.eml").write_text(f"Subject: note {k}\n\n{words}\n")
+    unbounded = SpamFilter.load(model)
+    for path in sorted(new_mail.iterdir()):
+        unbounded.learn(path.read_bytes(), spam=False)
+    assert unbounded.vocabulary_.n_features > limit                  # without the limit it would grow past it
+    assert run(["learn", "-q", "--ham", new_mail], home).returncode == 0
+    after = SpamFilter.load(model)
+    assert int(limit * 0.9) <= after.vocabulary_.n_features <= limit
+    assert after.class_count_ == unbounded.class_count_
+    assert run(["prune", "--expire-at", 0], home).returncode == 0
+    assert SpamFilter.load(model).ages_.max_tokens is None
+
+
+def test_cli_prune_by_age_through_an_edited_dump(home):
+    dump = run(["dump"], home).stdout.split(b"\n")
+    header, tokens = dump[:9], dump[9:-2]
+    old = [b"\t".join(line.split(b"\t")[:3] + [b"2001-01-01"]) for line in tokens[:50]]
+    edited = b"\n".join(header + old + tokens[50:] + [b"end %d -" % len(tokens), b""])
+    assert run(["load", "-"], home, stdin=edited).returncode == 0
+    proc = run(["prune", "--max-age", "365"], home)
+    assert proc.returncode == 0, proc.stderr
+    kept = SpamFilter.load(home / "model.spamnb")
+    assert kept.vocabulary_.n_features == len(tokens) - 50
+    assert b"dropped 50 of" in proc.stdout
