@@ -325,21 +325,22 @@ def dump(spam_filter, out):
               "messages " + " ".join(_number(float(v)).decode() for v in state.class_count),
               f"tokens {state.n_features}"]
     write(("\n".join(header) + "\n").encode("utf-8"))
-    blob = bytes(state.blob)
-    offsets = state.offsets.tolist()
-    ham, spam = state.counts[0].tolist(), state.counts[1].tolist()
-    days = state.days.tolist()
+    blob = memoryview(state.blob).cast("B")
     day_cache = {}
     n = state.n_features
-    for start in range(0, n, _CHUNK):
+    for start in range(0, n, _CHUNK):   # a chunk of lines at a time: memory stays bounded
+        end = min(n, start + _CHUNK)
+        offsets = state.offsets[start:end + 1].tolist()
+        chunk = bytes(blob[offsets[0]:offsets[-1]])
+        base = offsets[0]
         lines = []
-        for i in range(start, min(n, start + _CHUNK)):
-            day = days[i]
+        for j, (ham, spam, day) in enumerate(zip(state.counts[0, start:end].tolist(),
+                                                 state.counts[1, start:end].tolist(), state.days[start:end].tolist())):
             text = day_cache.get(day)
             if text is None:
                 text = day_cache[day] = day_text(day).encode()
-            lines.append(b"\t".join((escape_token(blob[offsets[i]:offsets[i + 1]]), _number(ham[i]),
-                                     _number(spam[i]), text)))
+            lines.append(b"\t".join((escape_token(chunk[offsets[j] - base:offsets[j + 1] - base]), _number(ham),
+                                     _number(spam), text)))
         lines.append(b"")
         write(b"\n".join(lines))
     out.write(b"end %d %08x\n" % (n, crc))

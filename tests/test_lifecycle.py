@@ -509,3 +509,35 @@ def test_cli_prune_by_age_through_an_edited_dump(home):
     kept = SpamFilter.load(home / "model.spamnb")
     assert kept.vocabulary_.n_features == len(tokens) - 50
     assert b"dropped 50 of" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_kill_at_any_moment_of_load_leaves_a_whole_model(home):
+    """SIGKILL ``spamnb load`` (a dump 4x the model) at spread-out moments: the
+    model is always the old one or the new one, whole."""
+    import signal
+    import time
+
+    model = home / "model.spamnb"
+    old = model.read_bytes()
+    base = load_bytes(run(["dump"], home).stdout)
+    bigger = lifecycle.merge([base, base, base, base])
+    with open(home / "big.txt", "wb") as out:
+        lifecycle.dump(bigger, out)
+    new_counts = counts_of(bigger)
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPAMNB_HOME=str(home))
+    outcomes = set()
+    for delay in (0.05, 0.2, 0.4, 0.6, 0.8, 1.0, 1.3, 1.6, 2.0, 3.0):
+        proc = subprocess.Popen([sys.executable, "-m", "spamnb", "load", "-q", "big.txt"], cwd=home, env=env)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        loaded = SpamFilter.load(model)                      # never damaged
+        counts = counts_of(loaded)
+        if model.read_bytes() == old:
+            outcomes.add("old")
+        else:
+            assert np.array_equal(counts, new_counts)
+            outcomes.add("new")
+            model.write_bytes(old)
+    assert outcomes == {"old", "new"}          # killed both before and after the rename
