@@ -92,6 +92,24 @@ def report(result):
             print(f"  {'':9s} worse " + "".join(f"{w:>18d}/{k} " for w in worse))
 
 
+def paired(results):
+    """Paired wins/losses of the usefulness measures over every split of every corpus."""
+    print("\npaired over all splits (fixed split + folds, both corpora): wins/losses of the first measure")
+    for first, second in (("jeffreys", "weighted"), ("jeffreys", "count"), ("weighted", "count")):
+        for k, fraction in enumerate(FRACTIONS[1:], start=1):
+            auc = [0, 0]
+            caught = [0, 0]
+            for result in results:
+                for split in [result["fixed_split"]] + [fold["curve"] for fold in result["folds"]]:
+                    a, b = split[first][k], split[second][k]
+                    auc[0] += a[2] < b[2]
+                    auc[1] += a[2] > b[2]
+                    caught[0] += a[3] > b[3]
+                    caught[1] += a[3] < b[3]
+            print(f"  {first} vs {second} at {100 * fraction:g} %: 1-AUC {auc[0]}/{auc[1]}, "
+                  f"caught at 0.1 % FPR {caught[0]}/{caught[1]}")
+
+
 def plot(results, path):
     import matplotlib
 
@@ -131,6 +149,7 @@ def main():
         result = run(corpus, args.folds)
         report(result)
         results.append(result)
+    paired(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     if args.plot:
