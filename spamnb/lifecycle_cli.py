@@ -12,6 +12,7 @@ before the model is touched, so a damaged dump changes nothing.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 COMMANDS = ("dump", "load", "merge", "prune")
@@ -97,34 +98,19 @@ def _read_dump(name):
         raise _cli().CommandError(f"{exc}; nothing was changed") from None
 
 
-def _write_atomically(path, write):
-    """Run ``write(binary_file)`` into a temporary file beside ``path``, then
-    rename it over ``path`` (fsynced first: a crash leaves the old file or the new)."""
-    import tempfile
+def _write_atomically(path, write, like):
+    """Write a file atomically (``spamnb.store.replace_file``); an existing
+    file keeps its owner and mode, a new one gets the mode of ``like`` (a
+    dump holds the model's tokens: as private as the model)."""
+    from spamnb import store
 
-    from spamnb.store import _fsync_directory
-
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = 0o644
+    path = store.resolve(path)
+    mode = None
     try:
-        mode = os.stat(path).st_mode & 0o777
-    except OSError:
+        mode = stat.S_IMODE(os.stat(like).st_mode) & 0o666
+    except (OSError, TypeError):
         pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb", buffering=1 << 16) as f:
-            os.fchmod(f.fileno(), mode)
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_directory(directory)
+    store.replace_file(path, write, store._existing(path, path), mode=mode)
 
 
 def cmd_dump(args):
@@ -132,7 +118,7 @@ def cmd_dump(args):
 
     spam_filter = _cli()._load(args)
     if args.output and args.output != "-":
-        _write_atomically(args.output, lambda f: lifecycle.dump(spam_filter, f))
+        _write_atomically(args.output, lambda f: lifecycle.dump(spam_filter, f), spam_filter.source_)
     else:
         lifecycle.dump(spam_filter, sys.stdout.buffer)
         sys.stdout.buffer.flush()
@@ -154,9 +140,7 @@ def cmd_load(args):
                 raise _cli().CommandError(f"{args.file}: {exc}; nothing was changed") from None
         loaded.save(path)
     if not args.quiet:
-        ham, spam = loaded.class_count_
-        print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has "
-              f"{loaded.vocabulary_.n_features} tokens ({spam:.0f} spam, {ham:.0f} ham)")
+        print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
     return 0
 
 
@@ -172,9 +156,7 @@ def cmd_merge(args):
     with locked(args.output):
         merged.save(args.output)
     if not args.quiet:
-        ham, spam = merged.class_count_
-        print(f"merged {len(filters)} models into {args.output}: {merged.vocabulary_.n_features} tokens "
-              f"({spam:.0f} spam, {ham:.0f} ham)")
+        print(f"merged {len(filters)} models into {args.output}: {_size(merged)}")
     return 0
 
 
@@ -205,8 +187,15 @@ def cmd_prune(args):
             print(f"dropped {dropped} of {before} tokens ({_share(dropped, before)}), {before - dropped} kept; "
                   f"model {path}: {size_before} -> {os.path.getsize(path)} bytes")
         else:
-            print(f"nothing to drop: {before} tokens kept; model {path} unchanged")
+            print(f"nothing to drop: {before} tokens kept")
+        if args.expire_at is not None and not args.dry_run:
+            print(f"automatic expiry: {f'past {args.expire_at} tokens' if args.expire_at else 'off'}")
     return 0
+
+
+def _size(spam_filter):
+    ham, spam = spam_filter.class_count_
+    return f"{spam_filter.vocabulary_.n_features} tokens ({spam:.0f} spam, {ham:.0f} ham)"
 
 
 def _share(part, whole):

@@ -541,3 +541,10 @@ def test_a_kill_at_any_moment_of_load_leaves_a_whole_model(home):
             outcomes.add("new")
             model.write_bytes(old)
     assert outcomes == {"old", "new"}          # killed both before and after the rename
+
+
+def test_cli_dump_file_is_as_private_as_the_model(home):
+    (home / "model.spamnb").chmod(0o600)
+    assert run(["dump", "-o", "d.txt"], home).returncode == 0
+    assert (home / "d.txt").stat().st_mode & 0o777 == 0o600
+    assert not [p for p in os.listdir(home) if p.endswith(".tmp")]
