@@ -42,13 +42,6 @@ cdef enum:
     _BAD_VALUE = 5            # data[k] negative, NaN or infinite; position = k
     _BAD_CLASS = 6            # row_class[r] outside [0, n_classes); position = r
 
-CSR_OK = _OK
-CSR_BAD_INDPTR_START = _BAD_INDPTR_START
-CSR_INDPTR_DECREASING = _INDPTR_DECREASING
-CSR_INDPTR_BEYOND_DATA = _INDPTR_BEYOND_DATA
-CSR_COLUMN_OUT_OF_RANGE = _COLUMN_OUT_OF_RANGE
-CSR_BAD_VALUE = _BAD_VALUE
-CSR_BAD_CLASS = _BAD_CLASS
 
 
 cdef int _check_csr(const index_t[::1] indptr, const index_t[::1] indices,
@@ -89,10 +82,11 @@ def check_csr(const index_t[::1] indptr, const index_t[::1] indices,
               const value_t[::1] data, int64_t n_columns):
     """Validate a CSR matrix with ``n_columns`` columns: returns (code, position).
 
-    ``code`` is 0 (``CSR_OK``) when ``indptr`` starts at 0, never decreases,
+    ``code`` is 0 (``_OK``) when ``indptr`` starts at 0, never decreases,
     ends within ``indices`` and ``data``, every column index is in
     ``[0, n_columns)`` and every value is finite and >= 0; otherwise one of
-    the ``CSR_*`` codes, with the offending row or non-zero in ``position``.
+    the codes above (their Python names are in ``spamnb.kernels``), with
+    the offending row or non-zero in ``position``.
     """
     cdef int64_t position = -1
     cdef int code

@@ -3,7 +3,7 @@
 (The model file's checksum and checks are in ``_checks``.)
 
 Nothing here imports numpy: every array is a typed memoryview over any buffer
-(``array.array``, ``mmap``, numpy), so a model file can be memory-mapped and
+(``array.array``, a model file's bytes, numpy), so a model file is
 used by ``spamnb classify`` without numpy being imported.
 
 The vocabulary's hash index is open addressing with linear probing:

@@ -144,14 +144,27 @@ def cmd_train(args):
     progress = _Progress("training", len(messages), enabled=not args.quiet)
     spam_filter.fit(progress.wrap(m.data for m in messages), [m.is_spam for m in messages])
     path = _model_path(args)
-    spam_filter.save(path)
+    replaced = _save_trained(spam_filter, path, args.wait)
     elapsed = time.perf_counter() - started
     if not args.quiet:
         print(f"trained on {len(messages)} messages ({n_spam} spam, {len(messages) - n_spam} ham), "
               f"{spam_filter.vocabulary_.n_features} tokens in the vocabulary, {elapsed:.2f} s; "
               f"{report.summary()}")
         print(f"model: {path} ({_human_size(os.path.getsize(path))})")
+        if replaced:
+            print(f"the model it replaced is kept as {replaced}")
     return EXIT_OK
+
+
+def _save_trained(spam_filter, path, wait):
+    """Save a trained model under the lock; a model it replaces is kept as
+    ``MODEL.bak`` (returned; None when there was none)."""
+    from spamnb.store import locked
+
+    with locked(path, wait=wait) as real:
+        backup = real + ".bak" if os.path.exists(real) else None
+        spam_filter.save(real, backup=backup)
+    return backup
 
 
 # ---------------------------------------------------------------------------- classify
@@ -314,9 +327,13 @@ def _update_model(args, forget):
     messages = _messages_of(args.files)
     path = _model_path(args)
     spam = args.label == "spam"
-    with locked(path):
-        if os.path.exists(path) or forget:
-            spam_filter = SpamFilter.load(path)
+    if not messages:
+        raise CommandError("no message given; the model is unchanged")
+    if forget:
+        SpamFilter.load(path)  # no model, or a damaged one: say so before creating a lock beside it
+    with locked(path, wait=args.wait) as real:
+        if os.path.exists(real) or forget:
+            spam_filter = SpamFilter.load(real)
         else:
             spam_filter = SpamFilter()
         for name, data in messages:
@@ -328,7 +345,7 @@ def _update_model(args, forget):
             from spamnb.lifecycle import expire
 
             spam_filter = expire(spam_filter)[0]
-        spam_filter.save(path)
+        spam_filter.save(real)
     if not args.quiet:
         verb = "forgot" if forget else "learned"
         ham, spam_count = spam_filter.class_count_
@@ -443,6 +460,7 @@ def _add_train(sub, model_option):
     p.add_argument("--feature-weight", type=float, metavar="W",
                    help="weight of the continuous message features (default 0: off; see docs/features.md)")
     p.add_argument("-q", "--quiet", action="store_true")
+    _wait_option(p)
     model_option(p)
     p.set_defaults(handler=cmd_train)
 
@@ -467,8 +485,16 @@ def _add_update(sub, model_option, name, handler, text):
     label.add_argument("--ham", dest="label", action="store_const", const="ham")
     p.add_argument("files", nargs="*", metavar="FILE", help="message files, folders, mboxes or - (stdin)")
     p.add_argument("-q", "--quiet", action="store_true")
+    _wait_option(p)
     model_option(p)
     p.set_defaults(handler=handler)
+
+
+def _wait_option(p):
+    from spamnb.store import DEFAULT_WAIT
+
+    p.add_argument("--wait", type=float, default=DEFAULT_WAIT, metavar="SECONDS",
+                   help=f"how long to wait for another writer's lock on the model (default {DEFAULT_WAIT:g})")
 
 
 def main(argv=None):

@@ -202,21 +202,13 @@ class FeatureModel:
         gnb = self.__dict__.get("_gnb")
         if gnb is not None:
             return gnb
-        import numpy as np
-
         from spamnb.gaussian import GaussianNB
-        from spamnb.priors import ClassPrior
 
-        gnb = GaussianNB(var_smoothing=self.var_smoothing)
         if hasattr(self, "means_"):
-            prior = ClassPrior("mle").partial_fit(np.zeros(0, dtype=bool), classes=[False, True])
-            prior.add_counts(np.array(self.class_count_, dtype=np.float64))
-            gnb.prior_ = prior
-            gnb.classes_ = prior.classes_
-            gnb.n_features_in_ = len(self.names_)
-            gnb.means_ = np.array(self.means_, dtype=np.float64)
-            gnb.scatter_ = np.array(self.scatter_, dtype=np.float64)
-            gnb._cache = None
+            gnb = GaussianNB.from_statistics(self.class_count_, self.means_, self.scatter_, classes=[False, True],
+                                             var_smoothing=self.var_smoothing, prior="mle")
+        else:
+            gnb = GaussianNB(var_smoothing=self.var_smoothing)
         self._gnb = gnb
         return gnb
 

@@ -419,8 +419,9 @@ class SpamFilter:
         return rows(order[::-1][:n]), rows(order[:n])
 
     # ------------------------------------------------------------------ files
-    def save(self, path=None):
-        """Write the model atomically to ``path`` (default: ``default_model_path()``).
+    def save(self, path=None, backup=None):
+        """Write the model atomically to ``path`` (default: ``default_model_path()``);
+        ``backup``: where to keep the model it replaces (None: nowhere).
 
         A symbolic link is followed (its target is replaced, the link kept);
         an existing file keeps its owner, group and mode; anything but a
@@ -453,7 +454,7 @@ class SpamFilter:
             "feature_count": counts.feature_count_,
             "log_count": log_count,  # derived from feature_count: saves the logs at load
             "last_seen": self.ages_.days(vocab.n_features),
-        })
+        }, backup=backup)
 
     @classmethod
     def load(cls, path=None, tokenizer=None):

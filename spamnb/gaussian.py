@@ -242,6 +242,28 @@ class GaussianBayes(BayesClassifier):
         self._cache = None
         return self
 
+    @classmethod
+    def from_statistics(cls, class_count, means, scatter, classes, **params):
+        """A fitted model over given statistics (e.g. restored from a file):
+        ``class_count`` (K,), ``means`` (K, d), ``scatter`` (K, d) or
+        (K, d, d), ``classes`` the K labels in order; ``params`` go to
+        ``__init__``."""
+        self = cls(**params)
+        prior = self._make_prior()
+        prior.partial_fit(np.asarray(classes)[:0], classes=classes)
+        prior.add_counts(np.asarray(class_count, dtype=np.float64))
+        means = np.array(means, dtype=np.float64)
+        scatter = np.array(scatter, dtype=np.float64)
+        if means.ndim != 2 or means.shape[0] != len(prior.classes_) or scatter.shape[:2] != means.shape:
+            raise ValueError(f"statistics of shapes {means.shape} and {scatter.shape} do not fit {len(prior.classes_)} classes")
+        self.prior_ = prior
+        self.classes_ = prior.classes_
+        self.n_features_in_ = means.shape[1]
+        self.means_ = means
+        self.scatter_ = scatter
+        self._cache = None
+        return self
+
     def merge(self, other):
         """Add the statistics of another model fitted on the same classes and features."""
         self._check_is_fitted()

@@ -20,6 +20,7 @@ COMMANDS = ("dump", "load", "merge", "prune")
 
 def register(sub, model_option, wanted):
     """Add the subcommands that ``wanted(name)`` asks for to ``sub``."""
+    wait_option = _cli()._wait_option
     if wanted("dump"):
         p = sub.add_parser("dump", help="write the model as text (a backup that 'load' reads)")
         p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout")
@@ -31,12 +32,14 @@ def register(sub, model_option, wanted):
         p.add_argument("--add", action="store_true", help="add the dump's counts to the model instead of replacing it")
         p.add_argument("-q", "--quiet", action="store_true")
         model_option(p)
+        wait_option(p)
         p.set_defaults(handler=cmd_load)
     if wanted("merge"):
         p = sub.add_parser("merge", help="combine models with the same settings (counts add)")
         p.add_argument("inputs", nargs="+", metavar="MODEL", help="model files or dumps")
         p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged model file")
         p.add_argument("-q", "--quiet", action="store_true")
+        wait_option(p)
         p.set_defaults(handler=cmd_merge)
     if wanted("prune"):
         p = sub.add_parser("prune", help="drop rare, old or weak tokens; rewrites the model smaller")
@@ -52,6 +55,7 @@ def register(sub, model_option, wanted):
         p.add_argument("-n", "--dry-run", action="store_true", help="say what would go, change nothing")
         p.add_argument("-q", "--quiet", action="store_true")
         model_option(p)
+        wait_option(p)
         p.set_defaults(handler=cmd_prune)
 
 
@@ -132,13 +136,14 @@ def cmd_load(args):
 
     loaded = _read_dump(args.file)    # read and checked whole before the model is touched
     path = _cli()._model_path(args)
-    with locked(path):
-        if args.add and os.path.exists(path):
+    with locked(path, wait=args.wait) as real:
+        exists = os.path.exists(real)
+        if args.add and exists:
             try:
-                loaded = lifecycle.merge([SpamFilter.load(path), loaded])
+                loaded = lifecycle.merge([SpamFilter.load(real), loaded])
             except ValueError as exc:
                 raise _cli().CommandError(f"{args.file}: {exc}; nothing was changed") from None
-        loaded.save(path)
+        loaded.save(real, backup=real + ".bak" if exists and not args.add else None)
     if not args.quiet:
         print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
     return 0
@@ -153,8 +158,8 @@ def cmd_merge(args):
         merged = lifecycle.merge(filters)
     except ValueError as exc:
         raise _cli().CommandError(f"{exc}; nothing was written") from None
-    with locked(args.output):
-        merged.save(args.output)
+    with locked(args.output, wait=args.wait) as real:
+        merged.save(real)
     if not args.quiet:
         print(f"merged {len(filters)} models into {args.output}: {_size(merged)}")
     return 0
@@ -168,10 +173,10 @@ def cmd_prune(args):
     if args.min_count is None and args.max_age is None and args.target_size is None and args.expire_at is None:
         raise _cli().UsageError("spamnb prune: give --min-count, --max-age, --target-size and/or --expire-at")
     path = _cli()._model_path(args)
-    with locked(path):
-        spam_filter = SpamFilter.load(path)
+    with locked(path, wait=args.wait) as real:
+        spam_filter = SpamFilter.load(real)
         before = spam_filter.vocabulary_.n_features
-        size_before = os.path.getsize(path)
+        size_before = os.path.getsize(real)
         if args.expire_at is not None:
             spam_filter.ages_.max_tokens = args.expire_at or None
         pruned, dropped = lifecycle.prune(spam_filter, min_count=args.min_count, max_age=args.max_age,
@@ -179,13 +184,13 @@ def cmd_prune(args):
         pruned, expired = lifecycle.expire(pruned)
         dropped += expired
         if (dropped or args.expire_at is not None) and not args.dry_run:
-            pruned.save(path)
+            pruned.save(real, backup=real + ".bak")
     if not args.quiet:
         if args.dry_run:
             print(f"would drop {dropped} of {before} tokens ({_share(dropped, before)}); nothing was changed")
         elif dropped:
             print(f"dropped {dropped} of {before} tokens ({_share(dropped, before)}), {before - dropped} kept; "
-                  f"model {path}: {size_before} -> {os.path.getsize(path)} bytes")
+                  f"model {path}: {size_before} -> {os.path.getsize(real)} bytes (the old one is {real}.bak)")
         else:
             print(f"nothing to drop: {before} tokens kept")
         if args.expire_at is not None and not args.dry_run:

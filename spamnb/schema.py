@@ -74,16 +74,17 @@ def _encode_logs(values):
     return out
 
 
-def write(path, fields, arrays):
+def write(path, fields, arrays, backup=None):
     """Write a model: ``fields`` the header fields of ``FIELDS``, ``arrays``
-    {name: buffer} of ``ARRAYS`` (typecodes from there)."""
+    {name: buffer} of ``ARRAYS`` (typecodes from there); ``backup`` as in
+    :func:`spamnb.store.write_model`."""
     missing = (set(FIELDS) - set(fields)) | (set(ARRAYS) - set(arrays))
     if missing:
         raise ValueError(f"a model needs {sorted(missing)}")
     header = dict(fields, format=FORMAT, version=VERSION, classes=list(CLASSES))
     header["log_prior"] = _encode_logs(fields["log_prior"])
     header["log_norm"] = _encode_logs(fields["log_norm"])
-    write_model(path, header, {name: (ARRAYS[name][0], buffer) for name, buffer in arrays.items()})
+    write_model(path, header, {name: (ARRAYS[name][0], buffer) for name, buffer in arrays.items()}, backup=backup)
 
 
 def read(path):

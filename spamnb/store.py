@@ -1,4 +1,4 @@
-"""The model file: one file, versioned, checksummed, memory-mapped, never pickled.
+"""The model file's container: one file, versioned, checksummed, never pickled.
 
 Layout (little-endian)::
 

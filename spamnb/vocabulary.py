@@ -7,7 +7,7 @@ token strings are kept too (for ``spamnb info`` and a verdict's evidence), as
 one UTF-8 string table that the token stream appends a new token's bytes to
 (``TokenStream.write_tokens``): no Python string per token while training.
 
-Nothing here imports numpy: a vocabulary can sit on a memory-mapped model file
+Nothing here imports numpy: a vocabulary can sit on the buffers of a model file
 (``Vocabulary.from_buffers``) and is copied into growable arrays only when it
 learns something new.
 
@@ -67,7 +67,7 @@ class Vocabulary:
     # -- construction from a model file ---------------------------------------
     @classmethod
     def from_buffers(cls, keys, values, n_features, blob, offsets):
-        """A read-only vocabulary over existing buffers (e.g. slices of an mmap).
+        """A read-only vocabulary over existing buffers (e.g. slices of a model file read into memory).
 
         ``keys`` uint64 (capacity,), ``values`` int32 (capacity,), ``blob`` the
         UTF-8 token strings back to back, ``offsets`` uint64 (n_features + 1,).

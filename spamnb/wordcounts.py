@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from array import array
 
+from spamnb import _vocab
+
 __all__ = ["WordCounts", "smoothed_logs", "log_theta"]
 
 
@@ -91,7 +93,7 @@ class WordCounts:
         self.class_count_ = [0.0] * n_classes
         self.n_features_ = 0
         self._rows = [array("d") for _ in range(n_classes)]  # writable rows, short ones end in zeros
-        self._flat = None       # or the flat counts (mapped from a file, or joined rows)
+        self._flat = None       # or the flat counts (a model file's, or joined rows)
         self._derived = None    # (log_count, log_norm, log_prior)
 
     @classmethod
@@ -120,13 +122,13 @@ class WordCounts:
 
     def matrix(self):
         """The counts as a float64 ``(n_classes, n_features)`` numpy array (a view;
-        read-only for a model mapped from a file)."""
+        read-only for a model read from a file)."""
         import numpy as np
 
         return np.frombuffer(self.feature_count_, dtype=np.float64).reshape(self.n_classes, self.n_features_)
 
     def _writable_rows(self):
-        """The rows, about to change: copies mapped counts once, drops what is derived."""
+        """The rows, about to change: copies a file's counts once, drops what is derived."""
         if self._rows is None:
             flat = memoryview(self._flat).cast("B")
             size = 8 * self.n_features_
@@ -160,22 +162,25 @@ class WordCounts:
         raises ValueError, changing nothing, when the message cannot have been
         learned as ``cls`` (a count would become negative).
         """
-        from spamnb import _vocab
-
-        if sign not in (1, -1):
-            raise ValueError("sign must be 1 or -1")
-        if sign < 0 and self.class_count_[cls] < 1 - 1e-9:
-            raise ValueError("no message of that class was learned")
-        rows = self._writable_rows()
+        if sign != 1:
+            if sign != -1:
+                raise ValueError("sign must be 1 or -1")
+            if self.class_count_[cls] < 1 - 1e-9:
+                raise ValueError("no message of that class was learned")
+        rows = self._rows
+        if rows is None or self._flat is not None or self._derived is not None:
+            rows = self._writable_rows()
         if n_features is not None and n_features > self.n_features_:
             self.n_features_ = n_features
         row = rows[cls]
         if len(row) < self.n_features_:   # only the class added to grows now; the rest pad later
             row.frombytes(bytes(8 * (self.n_features_ - len(row))))
-        _vocab.add_counts(indices, row, transform, float(sign))
-        self.class_count_[cls] += float(sign)
-        if self.class_count_[cls] < 0:
-            self.class_count_[cls] = 0.0
+        if sign == 1:
+            _vocab.add_counts(indices, row, transform)
+            self.class_count_[cls] += 1.0
+        else:
+            _vocab.add_counts(indices, row, transform, -1.0)
+            self.class_count_[cls] = max(0.0, self.class_count_[cls] - 1.0)
         return self
 
     def unused(self):
@@ -196,8 +201,10 @@ class WordCounts:
 
     def merge(self, other):
         """Add the counts of ``other`` (same settings; its tokens numbered as
-        ours, ``other.n_features_`` may be smaller or larger).  Exact: the
-        sums of the counts, as if the messages had been learned here."""
+        ours, ``other.n_features_`` may be smaller or larger): the counts are
+        added, so whole counts ("raw", "binary") come out exactly as if the
+        messages had been learned here; "log" counts to the rounding of the
+        order of the sums."""
         if not isinstance(other, WordCounts):
             raise TypeError(f"can only merge WordCounts, got {type(other).__name__}")
         if (other.alpha, other.prior, other.n_classes) != (self.alpha, self.prior, self.n_classes):

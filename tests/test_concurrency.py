@@ -11,8 +11,9 @@ around load -> learn -> save, and a save replaces the file by rename, so:
 Default runs are sized for CI: 8 processes x 100 locked learns through the
 library (800 read-modify-write cycles), and 8 processes x 3 ``spamnb learn``
 commands through the CLI.  The full CLI case of the issue, 8 processes x 100
-``spamnb learn`` runs (800 commands, a few minutes of CPU), runs with
-``pytest -m slow`` or ``SPAMNB_SLOW=1``.
+``spamnb learn`` runs (800 commands, a few minutes of CPU), and the two
+default cases too (tens of seconds each), run with ``pytest -m slow`` or
+``SPAMNB_SLOW=1`` only.
 """
 
 import json
@@ -132,6 +133,7 @@ def _stop_reader(reader, stop):
     return loads
 
 
+@pytest.mark.slow
 def test_library_learners_with_the_lock_lose_no_update(model, tmp_path):
     n_learns = 100
     model.with_name("start.spamnb").write_bytes(model.read_bytes())
@@ -224,15 +226,14 @@ def _run_cli_case(model, tmp_path, n_runs):
     return elapsed, n_classify
 
 
+@pytest.mark.slow
 def test_cli_learners_and_readers(model, tmp_path):
     elapsed, n_classify = _run_cli_case(model, tmp_path, n_runs=3)
     print(f"{N_PROCESSES} x 3 `spamnb learn` in {elapsed:.1f} s; {n_classify} `spamnb classify` runs, none exit 3")
 
 
 @pytest.mark.slow
-def test_cli_learners_and_readers_full(model, tmp_path, request):
-    if not (os.environ.get("SPAMNB_SLOW") or "slow" in (request.config.option.markexpr or "")):
-        pytest.skip("8 x 100 `spamnb learn` runs take minutes: run with -m slow or SPAMNB_SLOW=1")
+def test_cli_learners_and_readers_full(model, tmp_path):
     elapsed, n_classify = _run_cli_case(model, tmp_path, n_runs=100)
     report = os.environ.get("SPAMNB_CONCURRENCY_REPORT")
     if report:

@@ -391,12 +391,12 @@ def test_raw_kernels_refuse_a_decreasing_indptr_themselves():
     data = np.array([1.0, 1.0])
     code, position = _kernels.joint_log_likelihood_csr(indptr, indices, data, np.zeros((4, 2)), np.zeros(2),
                                                        np.empty((2, 2)))
-    assert code == _kernels.CSR_INDPTR_DECREASING and position == 0
+    assert code == kernels._INDPTR_DECREASING and position == 0
     code, position = _kernels.count_features_csr(indptr, indices, data, np.zeros(2, dtype=np.int64), np.ones(2),
                                                  np.zeros((1, 4)))
-    assert code == _kernels.CSR_INDPTR_DECREASING and position == 0
+    assert code == kernels._INDPTR_DECREASING and position == 0
     code, position = _kernels.check_csr(indptr, indices, data, 4)
-    assert code == _kernels.CSR_INDPTR_DECREASING and position == 1   # where it decreases
+    assert code == kernels._INDPTR_DECREASING and position == 1   # where it decreases
     with pytest.raises(ValueError):   # the last offset beyond the data
         _kernels.joint_log_likelihood_csr(np.array([0, 3], dtype=np.int64), indices, data, np.zeros((4, 2)),
                                           np.zeros(2), np.empty((1, 2)))

@@ -400,6 +400,7 @@ def test_cli_prune(home):
     proc = run(["prune", "--target-size", n // 2], home)
     assert proc.returncode == 0, proc.stderr
     assert SpamFilter.load(model).vocabulary_.n_features == n // 2
+    assert SpamFilter.load(home / "model.spamnb.bak").vocabulary_.n_features == n   # the model it replaced
     assert model.stat().st_size < 0.75 * size
     assert run(["prune", "--min-count", "-1"], home).returncode == 64
 

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Cold-start cost of reading a model: private read (what ``store.read_model``
+does) against a memory map, each followed by the checksum that both need.
+
+    python scripts/bench_model_read.py [MODEL] [--repeat 30]
+
+Without MODEL, trains one on the whole corpus (default ../shared/corpora/spamassassin).
+Both variants run in this process, alternately, on a file in the page cache.
+"""
+
+import argparse
+import mmap
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from spamnb import store  # noqa: E402
+
+
+def mapped(path):
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(m)
+    fields = store._PREFIX.unpack_from(view)
+    store._checksum(fields[:5], view[store._PREFIX.size:])
+
+
+def read(path):
+    view, _ = store._read_whole(path)
+    fields = store._PREFIX.unpack_from(view)
+    store._checksum(fields[:5], view[store._PREFIX.size:])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", nargs="?")
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    path = args.model
+    if path is None:
+        from spamnb import SpamFilter
+
+        files = [p for p in Path(args.corpus).rglob("*") if p.is_file() and p.name.lower() != "readme.md"]
+        labels = [any(part.startswith("spam") for part in p.relative_to(args.corpus).parts[:-1]) for p in files]
+        path = os.path.join(tempfile.mkdtemp(), "model.spamnb")
+        SpamFilter().fit(files, labels).save(path)
+    times = {"mmap + checksum": [], "read + checksum": []}
+    for _ in range(args.repeat):
+        for name, fn in (("mmap + checksum", mapped), ("read + checksum", read)):
+            started = time.perf_counter()
+            fn(path)
+            times[name].append(time.perf_counter() - started)
+    print(f"model {os.path.getsize(path) / 1e6:.1f} MB, {args.repeat} runs each, median (min):")
+    for name, values in times.items():
+        print(f"  {name}: {statistics.median(values) * 1e3:.2f} ms ({min(values) * 1e3:.2f} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The count model: one signed add, merge, and the formula it shares with MultinomialNB."""
+
+from array import array
+
+import numpy as np
+import pytest
+
+from spamnb import _vocab
+from spamnb.multinomial import MultinomialNB
+from spamnb.wordcounts import WordCounts, log_theta
+
+RAW, LOG = _vocab.COUNTS_RAW, _vocab.COUNTS_LOG
+RNG = np.random.default_rng(11)
+MESSAGES = [(array("i", RNG.integers(0, 40, size=RNG.integers(1, 30)).tolist()), int(RNG.integers(0, 2)))
+            for _ in range(60)]
+
+
+def counts_of(messages, transform=RAW, alpha=0.5, prior="mle"):
+    counts = WordCounts(alpha, prior)
+    for indices, cls in messages:
+        counts.add(indices, cls, transform, 1, n_features=40)
+    return counts
+
+
+def test_forget_is_the_exact_inverse_of_learn_and_refuses_what_was_not_learned():
+    counts = counts_of(MESSAGES[:30], LOG)
+    before = counts.matrix().copy(), list(counts.class_count_)
+    indices, cls = MESSAGES[40]
+    counts.add(indices, cls, LOG, 1)
+    counts.add(indices, cls, LOG, -1)
+    np.testing.assert_allclose(counts.matrix(), before[0], rtol=0, atol=1e-12)
+    assert counts.class_count_ == before[1]
+    # a message never learned as that class: a count would become negative; nothing changes
+    unseen = array("i", [39] * 5)
+    fresh = WordCounts(0.5)
+    fresh.add(array("i", [1, 2]), 0, RAW, 1, n_features=40)
+    with pytest.raises(ValueError, match="negative|not learned|no message"):
+        fresh.add(unseen, 0, RAW, -1)
+    with pytest.raises(ValueError, match="no message"):
+        fresh.add(array("i", [1]), 1, RAW, -1)
+    assert fresh.class_count_ == [1.0, 0.0] and fresh.matrix()[0].sum() == 2.0
+
+
+def test_merge_equals_learning_everything_in_one_model():
+    whole = counts_of(MESSAGES)
+    merged = counts_of(MESSAGES[:25]).merge(counts_of(MESSAGES[25:]))
+    np.testing.assert_array_equal(merged.matrix(), whole.matrix())   # whole counts: exact
+    assert merged.class_count_ == whole.class_count_
+    assert merged.derived()[1:] == whole.derived()[1:]
+    with pytest.raises(ValueError, match="settings"):
+        merged.merge(counts_of(MESSAGES, alpha=1.0))
+
+
+def test_the_estimator_and_the_count_model_share_log_theta_bit_for_bit():
+    counts = counts_of(MESSAGES, LOG)
+    nb = counts.to_estimator()
+    np.testing.assert_array_equal(nb.feature_log_prob_, counts.log_theta())
+    np.testing.assert_array_equal(nb.class_log_prior_, np.array(counts.log_prior()))
+    log_count, log_norm, _ = counts.derived()
+    expected = np.frombuffer(log_count).reshape(2, -1) - np.array(log_norm)[:, None]
+    np.testing.assert_array_equal(counts.log_theta(), expected)
+    X = np.abs(RNG.normal(size=(5, 40)))
+    fitted = MultinomialNB(alpha=0.5).fit(np.vstack([X, X]), [0] * 5 + [1] * 5)
+    np.testing.assert_array_equal(fitted.feature_log_prob_, log_theta(fitted.feature_count_, 0.5))
+
+
+def test_one_class_has_a_prior_of_minus_infinity_for_the_other():
+    counts = counts_of([(m, 1) for m, _ in MESSAGES[:5]])
+    assert counts.log_prior() == (-np.inf, 0.0)
+    assert WordCounts(0.5, "map").log_prior()[0] == WordCounts(0.5, "map").log_prior()[1]
