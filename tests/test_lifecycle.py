@@ -549,3 +549,14 @@ def test_cli_dump_file_is_as_private_as_the_model(home):
     assert run(["dump", "-o", "d.txt"], home).returncode == 0
     assert (home / "d.txt").stat().st_mode & 0o777 == 0o600
     assert not [p for p in os.listdir(home) if p.endswith(".tmp")]
+
+
+def test_a_model_with_message_features_round_trips(corpus):
+    model = SpamFilter(feature_weight=0.1).fit(*corpus)
+    data = dump_bytes(model)
+    loaded = load_bytes(data)
+    assert dump_bytes(loaded) == data
+    assert loaded.features_.to_dict() == model.features_.to_dict()
+    assert [loaded.score(m).log_odds for m in corpus[0][:40]] == [model.score(m).log_odds for m in corpus[0][:40]]
+    with pytest.raises(ValueError, match="message features"):
+        lifecycle.merge([model, loaded])
