@@ -19,7 +19,7 @@ import time
 
 from spamnb.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, VERDICT_EXIT
 
-COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate")
+COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge", "prune")
 _VERDICT_EXIT = VERDICT_EXIT
 
 
@@ -417,6 +417,10 @@ def _update_model(args, forget):
                     raise CommandError(f"{name}: {exc}; the model is unchanged") from None
         if not seen:
             raise CommandError("no message given; the model is unchanged")
+        if not forget:  # automatic expiry, when the model has a size limit (spamnb prune --expire-at)
+            from spamnb.lifecycle import expire
+
+            spam_filter = expire(spam_filter)[0]
         ledgers.attach(spam_filter, ledger)
         spam_filter.save(real)
     if not args.quiet:
@@ -465,6 +469,9 @@ def cmd_info(args):
           f"feature weight {spam_filter.feature_weight!r}")
     tokenizer = ", ".join(f"{key} {value!r}" for key, value in sorted(spam_filter.tokenizer_.settings.items()))
     print(f"tokenizer:      {tokenizer}")
+    from spamnb.lifecycle_cli import info_lines  # size, age, hapaxes, what pruning would remove
+
+    print("\n".join(info_lines(spam_filter)))
     if args.tokens > 0 and spam_filter.vocabulary_.n_features:
         spammy, hammy = spam_filter.strongest_tokens(args.tokens)
         for title, rows in (("strongest spam tokens", spammy), ("strongest ham tokens", hammy)):
@@ -561,6 +568,10 @@ def build_parser(command=None, full=False):
 
             evaluate.add_arguments(p)
         p.set_defaults(handler=cmd_evaluate)
+    if command is None or command in ("dump", "load", "merge", "prune"):
+        from spamnb import lifecycle_cli
+
+        lifecycle_cli.register(sub, model_option, wanted)
     return parser
 
 

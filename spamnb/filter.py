@@ -27,6 +27,7 @@ import stat
 from collections import namedtuple
 
 from spamnb import _vocab, schema, verdict
+from spamnb.ages import Ages
 from spamnb.store import ModelError
 from spamnb.tokenizer import Tokenizer
 from spamnb.vocabulary import Vocabulary
@@ -175,6 +176,7 @@ class SpamFilter:
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
+        self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.ages)
         self._scorer = None       # a _vocab.Scorer over the counts and the vocabulary, made on first use
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
@@ -295,6 +297,7 @@ class SpamFilter:
             raise ValueError(f"{n_messages} messages but {len(y)} labels")
         counts.resize(vocabulary.n_features)
         self.word_counts_ = counts
+        self.ages_ = Ages.fresh(vocabulary.n_features, max_tokens=self.ages_.max_tokens)
         if features is not None:
             from spamnb.features import FeatureModel
 
@@ -313,6 +316,7 @@ class SpamFilter:
             self.word_counts_ = self._new_counts()
         indices = self.vocabulary_.add(self.tokenizer_.stream(data))
         self.word_counts_.add(indices, int(spam), COUNT_TRANSFORMS[self.counts], 1, self.vocabulary_.n_features)
+        self.ages_.seen(indices, self.vocabulary_.n_features)
         if features is not None:
             if self.features_ is None:
                 from spamnb.features import FeatureModel
@@ -350,6 +354,7 @@ class SpamFilter:
             keep = [not u for u in unused]
             self.vocabulary_.compact(keep)
             counts.compact(keep)
+            self.ages_.compact(keep)
         return self
 
     # ------------------------------------------------------------------ scoring
@@ -457,6 +462,7 @@ class SpamFilter:
             "class_count": [float(v) for v in counts.class_count_],
             "log_prior": list(log_prior),
             "log_norm": list(log_norm),
+            **self.ages_.fields(),
         }, {
             "keys": vocab.keys,
             "values": vocab.values,
@@ -464,6 +470,7 @@ class SpamFilter:
             "strings": blob,
             "feature_count": counts.feature_count_,
             "log_count": log_count,  # derived from feature_count: saves the logs at load
+            "last_seen": self.ages_.days(vocab.n_features),
         }, backup=backup)
 
     @classmethod
@@ -503,6 +510,7 @@ class SpamFilter:
         self.word_counts_ = WordCounts.from_arrays(
             float(self.alpha), self.prior, header["class_count"], arrays["feature_count"],
             derived=(arrays["log_count"], tuple(header["log_norm"]), tuple(header["log_prior"])))
+        self.ages_ = Ages.from_file(header, arrays)
         self.source_ = where
         return self
 

@@ -10,6 +10,12 @@ Versions (the header's ``"version"``; files without it are version 1):
 2. a log P(c) or log-normaliser of minus infinity (a class with no message
    under the "mle" prior; an empty vocabulary) is written as ``null``
    (JSON has no infinities), so a model of one class can be saved.
+3. the model's lifecycle (``spamnb.lifecycle``): per-token last-seen days
+   (``last_seen``), the days the model was created and last learned from,
+   and the size past which a learn prunes it (``max_tokens``, or null).  A
+   file of version 1 or 2 loads with these unknown (converted in memory).
+
+Days are counted from 1970-01-01 (UTC); 0 means "not known".
 
 Adding an array or a header field is one line in ``ARRAYS`` or ``FIELDS``
 with the version that brought it (older files lack it: the reader gets None)
@@ -26,7 +32,7 @@ from spamnb.store import ModelError, read_model, write_model
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts"]
 
 FORMAT = "spamnb-model"
-VERSION = 2
+VERSION = 3
 CLASSES = ["ham", "spam"]
 
 # name: (JSON type, first version).  "format", "version" and "classes" are written here.
@@ -39,6 +45,9 @@ FIELDS = {
     "class_count": (list, 1),         # messages per class, [ham, spam]
     "log_prior": (list, 1),           # log P(c) (derived)
     "log_norm": (list, 1),            # log(N_c + alpha V) (derived)
+    "created": (int, 3),              # day the model was first trained
+    "last_learn": (int, 3),           # day it last learned a message
+    "max_tokens": ((int, type(None)), 3),  # automatic expiry past this many tokens (null: off)
 }
 # name: (typecode of the array module, first version)
 ARRAYS = {
@@ -48,6 +57,7 @@ ARRAYS = {
     "strings": ("B", 1),              # ... UTF-8, back to back
     "feature_count": ("d", 1),        # N_ci, (n_classes, n_features), class-major
     "log_count": ("d", 1),            # log(N_ci + alpha) (derived: saves the logs at load)
+    "last_seen": ("i", 3),            # day each token was last seen in a learned message
 }
 
 _LOG_MAX = 710.0       # log of the largest double is ~709.8
@@ -115,6 +125,8 @@ def _check(header, arrays):
     n_features = header["n_features"]
     if n_features < 0:
         raise ValueError("bad vocabulary size")
+    if arrays["last_seen"] is not None and len(arrays["last_seen"]) != n_features:
+        raise ValueError("last-seen days do not match the vocabulary")
     for name in ("class_count", "log_prior", "log_norm"):
         values = header[name]
         if len(values) != n_classes or not all(

@@ -151,19 +151,33 @@ def write_model(path, header, arrays, backup=None):
     fields = (MAGIC, FORMAT_VERSION, 0, len(header_bytes), total)
     prefix = _PREFIX.pack(*fields, _checksum(fields, body))
 
+    def write(f):
+        f.write(prefix)
+        f.write(body)
+
+    replace_file(path, write, old, backup=backup)
+
+
+def replace_file(path, write, old=None, mode=None, backup=None):
+    """Atomically replace the file at ``path`` (resolved) by what ``write(f)``
+    writes to a binary file: a temporary file in the same folder, flushed and
+    fsynced, renamed over ``path``, then the folder fsynced.  The new file
+    gets ``old``'s owner, group and mode (``old``: the os.stat of the file
+    replaced), else ``mode``, else 0666 less the umask.  ``backup``: see
+    :func:`write_model`."""
     import tempfile
 
+    directory = os.path.dirname(path)
     # the writer's pid in the name lets a later save remove what a killed writer left
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "wb", buffering=1 << 16) as f:
             if old is not None:
                 _same_owner(f.fileno(), old)
                 os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
             else:
-                os.fchmod(f.fileno(), 0o666 & ~_umask())
-            f.write(prefix)
-            f.write(body)
+                os.fchmod(f.fileno(), (0o666 & ~_umask()) if mode is None else mode)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         if backup is not None and old is not None:
