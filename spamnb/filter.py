@@ -177,6 +177,7 @@ class SpamFilter:
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
         self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.ages)
+        self.ledger_ = None       # spamnb.ledger.Ledger of the messages `spamnb learn` took, or None
         self._scorer = None       # a _vocab.Scorer over the counts and the vocabulary, made on first use
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
@@ -471,6 +472,7 @@ class SpamFilter:
             "feature_count": counts.feature_count_,
             "log_count": log_count,  # derived from feature_count: saves the logs at load
             "last_seen": self.ages_.days(vocab.n_features),
+            **_ledger_arrays(self.ledger_),
         }, backup=backup)
 
     @classmethod
@@ -503,6 +505,10 @@ class SpamFilter:
             schema.check_counts(header, arrays, self.alpha)
             self.vocabulary_ = Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
                                                        arrays["strings"], arrays["offsets"])
+            if arrays["ledger_labels"]:
+                from spamnb.ledger import Ledger
+
+                self.ledger_ = Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"])
         except ModelError:
             raise
         except (ValueError, KeyError, TypeError) as exc:
@@ -517,6 +523,12 @@ class SpamFilter:
     def __repr__(self):
         return (f"SpamFilter(alpha={self.alpha!r}, prior={self.prior!r}, counts={self.counts!r}, "
                 f"spam_cutoff={self.spam_cutoff!r}, ham_cutoff={self.ham_cutoff!r})")
+
+
+def _ledger_arrays(ledger):
+    """The model file's ledger arrays of a Ledger (or None: empty)."""
+    digests, labels = ledger.to_arrays() if ledger is not None else (b"", b"")
+    return {"ledger_digests": digests, "ledger_labels": labels}
 
 
 def _package_version():

@@ -655,7 +655,9 @@ def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None,
     dropped = int(state.n_features - keep.sum())
     if not dropped:
         return spam_filter, 0
-    return _build(_subset(state, keep)), dropped
+    pruned = _build(_subset(state, keep))
+    pruned.ledger_ = spam_filter.ledger_  # the messages were learned: a later forget still needs their labels
+    return pruned, dropped
 
 
 # ---------------------------------------------------------------------------- automatic expiry

@@ -14,6 +14,9 @@ Versions (the header's ``"version"``; files without it are version 1):
    (``last_seen``), the days the model was created and last learned from,
    and the size past which a learn prunes it (``max_tokens``, or null).  A
    file of version 1 or 2 loads with these unknown (converted in memory).
+4. the ledger of learned messages (``spamnb.ledger``): a 16-byte digest a
+   message (``ledger_digests``, oldest first) and its label (``ledger_labels``,
+   0 ham, 1 spam).  Older files load with an empty ledger.
 
 Days are counted from 1970-01-01 (UTC); 0 means "not known".
 
@@ -32,7 +35,7 @@ from spamnb.store import ModelError, read_model, write_model
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts"]
 
 FORMAT = "spamnb-model"
-VERSION = 3
+VERSION = 4
 CLASSES = ["ham", "spam"]
 
 # name: (JSON type, first version).  "format", "version" and "classes" are written here.
@@ -58,6 +61,8 @@ ARRAYS = {
     "feature_count": ("d", 1),        # N_ci, (n_classes, n_features), class-major
     "log_count": ("d", 1),            # log(N_ci + alpha) (derived: saves the logs at load)
     "last_seen": ("i", 3),            # day each token was last seen in a learned message
+    "ledger_digests": ("B", 4),       # learned messages: 16-byte digests, oldest first (spamnb.ledger)
+    "ledger_labels": ("B", 4),        # ... and their labels, 0 ham, 1 spam
 }
 
 _LOG_MAX = 710.0       # log of the largest double is ~709.8

@@ -125,3 +125,47 @@ def test_a_filter_without_a_ledger_gets_an_empty_one():
     assert len(ledgers.ledger_of(spam_filter)) == 0
     ledger = Ledger()
     assert ledgers.ledger_of(ledgers.attach(spam_filter, ledger)) is ledger
+
+
+def test_the_ledger_is_saved_with_the_model_and_kept_by_prune(tmp_path):
+    from spamnb.lifecycle import prune
+
+    spam_filter = _trained()
+    ledger = ledgers.ledger_of(spam_filter)
+    tally = Tally()
+    ledgers.learn(spam_filter, ledger, NEW, True, tally)
+    ledgers.attach(spam_filter, ledger)
+    path = tmp_path / "model.spamnb"
+    spam_filter.save(path)
+    loaded = SpamFilter.load(path)
+    assert loaded.ledger_ is not None and loaded.ledger_.to_arrays() == ledger.to_arrays()
+    again = Tally()
+    ledgers.learn(loaded, ledgers.ledger_of(loaded), NEW, True, again)   # a second run: no-op
+    assert (again.learned, again.known) == (0, 1)
+    assert loaded.class_count_ == spam_filter.class_count_
+    pruned, _dropped = prune(loaded, min_count=2)
+    assert pruned.ledger_.to_arrays() == ledger.to_arrays()
+
+
+def test_learn_twice_from_the_command_line_counts_once(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import spamnb
+
+    env = dict(os.environ, SPAMNB_HOME=str(tmp_path),
+               PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "spamnb", *args], env=env, capture_output=True,
+                              check=True, timeout=120).stdout.decode()
+
+    run("train", "-q", str(REPO / "corpora"))
+    folder = REPO / "corpora" / "spam"
+    first = run("learn", "--spam", str(folder))
+    second = run("learn", "--spam", str(folder))
+    learned = int(first.split("learned ")[1].split(",")[0])
+    assert learned > 0, first
+    assert f"learned 0, already known {learned}, relabelled 0" in second, second
+    assert first.split("model:")[1].split("(")[1] == second.split("model:")[1].split("(")[1]  # same counts
