@@ -143,6 +143,13 @@ def cmd_train(args):
     spam_filter = SpamFilter(**params)
     progress = _Progress("training", len(messages), enabled=not args.quiet)
     spam_filter.fit(progress.wrap(m.data for m in messages), [m.is_spam for m in messages])
+    calibration = None
+    if args.target_fpr > 0:  # cutoffs from cross-validation inside the training mail (spamnb.calibrate)
+        from spamnb import calibrate
+
+        calibration = calibrate.calibrate(spam_filter, [m.data for m in messages], [m.is_spam for m in messages],
+                                          target_fpr=args.target_fpr)
+        calibrate.apply(spam_filter, calibration)
     path = _model_path(args)
     spam_filter.save(path)
     elapsed = time.perf_counter() - started
@@ -151,6 +158,10 @@ def cmd_train(args):
               f"{spam_filter.vocabulary_.n_features} tokens in the vocabulary, {elapsed:.2f} s; "
               f"{report.summary()}")
         print(f"model: {path} ({_human_size(os.path.getsize(path))})")
+        if calibration is not None:
+            from spamnb.calibrate import describe
+
+            print(describe(calibration))
     return EXIT_OK
 
 
@@ -431,9 +442,19 @@ def _add_train(sub, model_option):
     p.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
     p.add_argument("--feature-weight", type=float, metavar="W",
                    help="weight of the continuous message features (default 0: off; see docs/features.md)")
+    p.add_argument("--target-fpr", type=_rate, default=0.001, metavar="RATE",
+                   help="choose the cutoffs by cross-validation for this false-positive rate "
+                        "(default 0.001; 0: keep the default cutoffs; see docs/accuracy.md)")
     p.add_argument("-q", "--quiet", action="store_true")
     model_option(p)
     p.set_defaults(handler=cmd_train)
+
+
+def _rate(text):
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a rate from 0 to below 1 is needed, not {text!r}")
+    return value
 
 
 def _add_classify(sub, model_option):

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Accuracy on both shared corpora: cutoffs chosen on the training mail, tested on the fixed split.
+
+For each corpus: fit ``SpamFilter`` on the train part of the fixed split
+(md5(relpath) % 5 != 0), choose cutoffs with ``spamnb.calibrate`` (k-fold
+cross-validation inside the train part only), then score the test part and
+report, at those cutoffs and at the default ones: FPR (ham called spam),
+spam missed (unsure counts as missed), unsure share, 1-AUC, spam caught at
+0.1 % FPR.  Several target FPRs and margins side by side.
+
+    python scripts/tune_accuracy.py                     # both shared corpora
+    python scripts/tune_accuracy.py --margins 0,1,2 --targets 0.001,0.0005
+    python scripts/tune_accuracy.py --ranking "max_text_chars=750;max_text_chars=3000;alpha=0.1"
+
+``--ranking``: settings (``;``-separated; each ``name=value[,name=value]``,
+tokenizer settings or alpha/counts/prior) against the defaults: 1-AUC per
+fold of the 5-fold cross-validation inside the train part (mean ± std, paired
+wins/losses against the defaults on the same folds), then on the fixed split's
+test part; both corpora.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
+           os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
+
+
+def rates(y, log_odds, spam_cut, ham_cut):
+    import numpy as np
+
+    y = np.asarray(y, dtype=bool)
+    fp = int((log_odds[~y] >= spam_cut).sum())
+    return {"fp": fp, "fpr": fp / max(1, (~y).sum()),
+            "missed": float((log_odds[y] < spam_cut).mean()),
+            "unsure": float(((log_odds > ham_cut) & (log_odds < spam_cut)).mean())}
+
+
+def main(argv=None):
+    import numpy as np
+
+    from spamnb import SpamFilter, metrics
+    from spamnb.calibrate import _logit, calibrate
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split
+    from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
+    parser.add_argument("--targets", default="0.001", help="target FPRs, comma-separated")
+    parser.add_argument("--margins", default="0,1,2", help="safety margins in log-odds, comma-separated")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--ranking", help="compare settings instead (see above)")
+    args = parser.parse_args(argv)
+    if args.ranking:
+        return ranking(args)
+    targets = [float(v) for v in args.targets.split(",")]
+    margins = [float(v) for v in args.margins.split(",")]
+    print(f"{'corpus':<14}{'cutoffs':<28}{'spam at':>9}{'ham at':>8}{'CV FPR%':>9}{'CV miss%':>9}"
+          f"{'FP':>5}{'FPR%':>7}{'missed%':>9}{'unsure%':>9}")
+    for corpus in args.corpora:
+        items = labelled_messages([corpus])
+        messages = [m.data for m in items]
+        y = np.array([m.is_spam for m in items], dtype=bool)
+        train, test = md5_split([m.relpath for m in items])
+        name = os.path.basename(os.path.normpath(corpus))
+        t0 = time.perf_counter()
+        spam_filter = SpamFilter().fit([messages[i] for i in train], y[train])
+        fit_seconds = time.perf_counter() - t0
+        log_odds = np.asarray(spam_filter.score_many([messages[i] for i in test]))
+        yt = y[test]
+        print(f"# {name}: train {len(train)} ({int(y[train].sum())} spam), test {len(test)} "
+              f"({int(yt.sum())} spam); fit {fit_seconds:.2f} s; test 1-AUC "
+              f"{metrics.one_minus_auc_percent(yt, log_odds):.4f} %, caught at 0.1 % FPR "
+              f"{100 * metrics.tpr_at_fpr(yt, log_odds, 0.001):.1f} %")
+        r = rates(yt, log_odds, _logit(DEFAULT_SPAM_CUTOFF), _logit(DEFAULT_HAM_CUTOFF))
+        print(f"{name:<14}{'default':<28}{_logit(DEFAULT_SPAM_CUTOFF):>9.2f}{_logit(DEFAULT_HAM_CUTOFF):>8.2f}"
+              f"{'':>9}{'':>9}{r['fp']:>5}{100 * r['fpr']:>7.2f}{100 * r['missed']:>9.2f}{100 * r['unsure']:>9.2f}")
+        for target in targets:
+            for margin in margins:
+                t0 = time.perf_counter()
+                cal = calibrate(spam_filter, [messages[i] for i in train], y[train], target_fpr=target,
+                                margin=margin, n_folds=args.folds)
+                seconds = time.perf_counter() - t0
+                r = rates(yt, log_odds, cal.spam_log_odds, cal.ham_log_odds)
+                label = f"target {100 * target:g}% margin {margin:g}"
+                print(f"{name:<14}{label:<28}{cal.spam_log_odds:>9.2f}{cal.ham_log_odds:>8.2f}"
+                      f"{100 * cal.expected_fpr:>9.3f}{100 * cal.expected_spam_missed:>9.2f}"
+                      f"{r['fp']:>5}{100 * r['fpr']:>7.2f}{100 * r['missed']:>9.2f}{100 * r['unsure']:>9.2f}"
+                      f"   ({seconds:.2f} s)")
+    return 0
+
+
+def _variant(text):
+    from spamnb.tokenizer import DEFAULTS
+
+    tokenizer, model = {}, {}
+    for pair in filter(None, text.split(",")):
+        key, value = pair.split("=", 1)
+        key = key.strip()
+        try:
+            value = int(value)
+        except ValueError:
+            try:
+                value = float(value)
+            except ValueError:
+                value = {"true": True, "false": False}.get(value.lower(), value)
+        (tokenizer if key in DEFAULTS else model)[key] = value
+    return tokenizer, model
+
+
+def ranking(args):
+    import numpy as np
+
+    from spamnb import SpamFilter, metrics
+    from spamnb.calibrate import cross_val_log_odds
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split, stratified_folds
+    from spamnb.tokenizer import Tokenizer
+
+    variants = ["default"] + [v.strip() for v in args.ranking.split(";") if v.strip()]
+    print(f"{'corpus':<14}{'setting':<40}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
+          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}{'fit s':>7}")
+    for corpus in args.corpora:
+        items = labelled_messages([corpus])
+        messages = [m.data for m in items]
+        y = np.array([m.is_spam for m in items], dtype=bool)
+        train, test = md5_split([m.relpath for m in items])
+        name = os.path.basename(os.path.normpath(corpus))
+        train_msgs, y_train = [messages[i] for i in train], y[train]
+        test_msgs, y_test = [messages[i] for i in test], y[test]
+        folds = stratified_folds(y_train, args.folds, 0)
+        base = None
+        for variant in variants:
+            tok, model = _variant("" if variant == "default" else variant)
+            t0 = time.perf_counter()
+            spam_filter = SpamFilter(tokenizer=Tokenizer(**tok), **model).fit(train_msgs, y_train)
+            fit_seconds = time.perf_counter() - t0
+            cv = cross_val_log_odds(spam_filter, train_msgs, y_train, args.folds, 0)
+            per_fold = np.array([metrics.one_minus_auc_percent(y_train[f], cv[f]) for f in folds])
+            test_scores = np.asarray(spam_filter.score_many(test_msgs))
+            if base is None:
+                base, record = per_fold, ""
+            else:
+                record = f"{int((per_fold < base).sum())}/{int((per_fold > base).sum())}"
+            print(f"{name:<14}{variant:<40}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}{record:>13}"
+                  f"{metrics.one_minus_auc_percent(y_test, test_scores):>14.4f}"
+                  f"{100 * metrics.tpr_at_fpr(y_test, test_scores, 0.001):>18.1f}{fit_seconds:>7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
