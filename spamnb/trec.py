@@ -56,9 +56,10 @@ def train(judgement, path):
     (a one-class model has an infinite prior): the judgements are kept in
     the ``trained`` list, and the model is fitted on them when the second
     class first comes."""
-    from spamnb.filter import SpamFilter
+    from spamnb.filter import SpamFilter, message_bytes
     from spamnb.store import locked
 
+    message_bytes(path)   # unreadable: the error comes now, and nothing is recorded
     model = model_path()
     with locked(model):
         if os.path.exists(model):
