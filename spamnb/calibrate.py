@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
-__all__ = ["Calibration", "cross_val_log_odds", "choose_cutoffs", "calibrate", "apply",
+__all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
            "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
 
 DEFAULT_TARGET_FPR = 0.001
@@ -82,27 +82,47 @@ def cross_val_log_odds(spam_filter, messages, labels, n_folds=DEFAULT_FOLDS, see
     from spamnb.features import is_spam_label
 
     y = np.array([is_spam_label(v) for v in labels], dtype=bool)
-    X = spam_filter.transform(messages).tocsr()      # transformed counts; every token is known
+    X = spam_filter.transform(messages)      # transformed counts; every token is known
     if X.shape[0] != y.size:
         raise ValueError(f"{X.shape[0]} messages but {y.size} labels")
-    alpha = float(spam_filter.alpha)
+    length = float(getattr(spam_filter, "length_norm", 0.0)) or None   # scoring normalises over known tokens
+    return fold_log_odds(X, y, stratified_folds(y, n_folds, seed), float(spam_filter.alpha), spam_filter.prior,
+                         renormalise=length)
+
+
+def fold_log_odds(X, y, folds, alpha, prior="mle", min_df=1, renormalise=None):
+    """Held-out log-odds of the rows of ``X`` (CSR of per-message token weights,
+    ``y`` True for spam): the rows of each fold in ``folds`` (index arrays)
+    scored by the naive Bayes of all the other rows, over the tokens those rows
+    hold (in at least ``min_df`` of them: 2 drops the hapaxes).  With
+    ``renormalise=S`` a held-out row is scaled to Euclidean length S over the
+    tokens the fold model knows (an experiment: length normalisation)."""
+    import numpy as np
+
+    X = X.tocsr()
+    y = np.asarray(y, dtype=bool)
     total = np.vstack([np.asarray(X[~y].sum(axis=0)).ravel(), np.asarray(X[y].sum(axis=0)).ravel()])
     present = X.copy()
     present.data = (present.data != 0).astype(np.float64)
     doc_freq = np.asarray(present.sum(axis=0)).ravel()
     class_count = np.array([(~y).sum(), y.sum()], dtype=np.float64)
     out = np.empty(y.size, dtype=np.float64)
-    for test in stratified_folds(y, n_folds, seed):
+    for test in folds:
         Xk, yk = X[test], y[test]
         fc = total - np.vstack([np.asarray(Xk[~yk].sum(axis=0)).ravel(), np.asarray(Xk[yk].sum(axis=0)).ravel()])
         np.maximum(fc, 0.0, out=fc)          # rounding of total - part
-        seen = doc_freq - np.asarray(present[test].sum(axis=0)).ravel() > 0
+        seen = doc_freq - np.asarray(present[test].sum(axis=0)).ravel() >= max(1, min_df)
         n_features = int(seen.sum())
         log_norm = np.log(fc.sum(axis=1) + alpha * n_features)
         weight = (np.log(fc[1] + alpha) - np.log(fc[0] + alpha)) - (log_norm[1] - log_norm[0])
         weight[~seen] = 0.0                    # tokens the fold model never saw are unknown to it
         n_ham, n_spam = class_count - np.array([(~yk).sum(), yk.sum()], dtype=np.float64)
-        out[test] = _prior_ratio(spam_filter.prior, n_ham, n_spam) + Xk @ weight
+        words = Xk @ weight
+        if renormalise is not None:
+            known = Xk.multiply(seen[None, :].astype(np.float64)).tocsr()
+            norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
+            words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
+        out[test] = _prior_ratio(prior, n_ham, n_spam) + words
     return out
 
 

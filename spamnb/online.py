@@ -62,7 +62,7 @@ class OnlineFilter:
     ----------
     tokenizer : Tokenizer, optional
         Default ``Tokenizer()``.
-    alpha, prior, counts :
+    alpha, prior, counts, length_norm :
         As :class:`spamnb.SpamFilter` (defaults: the filter's).
 
     Attributes
@@ -72,10 +72,11 @@ class OnlineFilter:
     class_count_ : ndarray, shape (2,), messages learned per class [ham, spam]
     """
 
-    def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None):
+    def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None, length_norm=None):
         import numpy as np
 
-        from spamnb.filter import COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_PRIOR, PRIORS
+        from spamnb.filter import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
+                                   DEFAULT_PRIOR, PRIORS)
         from spamnb.tokenizer import Tokenizer
         from spamnb.vocabulary import Vocabulary
 
@@ -83,6 +84,9 @@ class OnlineFilter:
         self.alpha = DEFAULT_ALPHA if alpha is None else float(alpha)
         self.prior = DEFAULT_PRIOR if prior is None else prior
         self.counts = DEFAULT_COUNTS if counts is None else counts
+        self.length_norm = DEFAULT_LENGTH_NORM if length_norm is None else float(length_norm)
+        if not (math.isfinite(self.length_norm) and self.length_norm >= 0):
+            raise ValueError(f"length_norm must be a number >= 0, got {length_norm!r}")
         if not (math.isfinite(self.alpha) and self.alpha > 0):
             raise ValueError(f"alpha must be a positive number, got {alpha!r}")
         if self.prior not in PRIORS:
@@ -112,6 +116,8 @@ class OnlineFilter:
             x = np.log1p(n.astype(np.float64))
         else:
             x = n.astype(np.float64)
+        if self.length_norm > 0 and x.size:
+            x *= self.length_norm / math.sqrt(float(x @ x))
         return uniq, x
 
     def _log_prior_ratio(self):
