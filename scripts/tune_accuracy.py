@@ -12,6 +12,19 @@ spam missed (unsure counts as missed), unsure share, 1-AUC, spam caught at
     python scripts/tune_accuracy.py --margins 0,1,2 --targets 0.001,0.0005
     python scripts/tune_accuracy.py --ranking "max_text_chars=750;max_text_chars=3000;alpha=0.1"
 
+``--matrix``: model-side variants on one token-count matrix (``;``-separated):
+``log`` (the filter's transform), ``binary``, ``l2=S`` (log counts, each
+message scaled to Euclidean length S: Rennie et al.'s length normalisation),
+``l2k=S`` (the same, the held-out message's length taken over the tokens the
+model knows, as a compiled scorer would), ``min_df=2`` (tokens seen in one training message dropped: hapax selection),
+``alpha=A``; combined with ``,``.
+
+``--thick``: training on error with a margin ("thick threshold"), variants
+``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
+of the fixed split) is passed over P times in a fixed shuffled order; a message
+is learned when the model as it stands misclassifies it or its |log-odds| < M
+(``spamnb.online.OnlineFilter``); against the filter learning everything once.
+
 ``--ranking``: settings (``;``-separated; each ``name=value[,name=value]``,
 tokenizer settings or alpha/counts/prior) against the defaults: 1-AUC per
 fold of the 5-fold cross-validation inside the train part (mean ± std, paired
@@ -58,9 +71,15 @@ def main(argv=None):
     parser.add_argument("--margins", default="0,1,2", help="safety margins in log-odds, comma-separated")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--ranking", help="compare settings instead (see above)")
+    parser.add_argument("--matrix", help="compare model-side variants instead (see above)")
+    parser.add_argument("--thick", help="compare thick-threshold training instead (see above)")
     args = parser.parse_args(argv)
+    if args.thick:
+        return thick_variants(args)
     if args.ranking:
         return ranking(args)
+    if args.matrix:
+        return matrix_variants(args)
     targets = [float(v) for v in args.targets.split(",")]
     margins = [float(v) for v in args.margins.split(",")]
     print(f"{'corpus':<14}{'cutoffs':<28}{'spam at':>9}{'ham at':>8}{'CV FPR%':>9}{'CV miss%':>9}"
@@ -177,6 +196,141 @@ def ranking(args):
             print(f"{name:<14}{variant:<40}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}{record:>13}"
                   f"{metrics.one_minus_auc_percent(y_test, test_scores):>14.4f}"
                   f"{100 * metrics.tpr_at_fpr(y_test, test_scores, 0.001):>18.1f}{fit_seconds:>7.2f}")
+    return 0
+
+
+def _transformed(X_raw, spec):
+    """(matrix, alpha, min_df) of a ``--matrix`` variant."""
+    import numpy as np
+    from scipy import sparse
+
+    from spamnb.filter import DEFAULT_ALPHA
+
+    from spamnb.tokenizer import DEFAULTS
+
+    X = X_raw.tocsr().astype(np.float64)
+    alpha, min_df, counts, scale, renormalise = DEFAULT_ALPHA, 1, "log", None, None
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        if key in DEFAULTS:
+            continue   # a tokenizer setting: in the matrix already
+        if key in ("log", "binary", "raw"):
+            counts = key
+        elif key in ("l2", "l2k"):
+            scale = float(value)
+            renormalise = scale if key == "l2k" else None
+        elif key == "alpha":
+            alpha = float(value)
+        elif key == "min_df":
+            min_df = int(value)
+        elif key != "default":
+            raise ValueError(f"unknown variant {item!r}")
+    X = X.copy()
+    if counts == "log":
+        X.data = np.log1p(X.data)
+    elif counts == "binary":
+        X.data[:] = 1.0
+    if scale is not None:
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        inv = np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)
+        X = sparse.diags(inv) @ X
+    return X.tocsr(), alpha, min_df, renormalise
+
+
+def matrix_variants(args):
+    import numpy as np
+
+    from spamnb import SpamFilter, metrics
+    from spamnb.calibrate import fold_log_odds
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split, stratified_folds
+    from spamnb.tokenizer import Tokenizer
+
+    variants = ["log"] + [v.strip() for v in args.matrix.split(";") if v.strip()]
+    print(f"{'corpus':<14}{'variant':<32}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
+          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}")
+    for corpus in args.corpora:
+        items = labelled_messages([corpus])
+        messages = [m.data for m in items]
+        y = np.array([m.is_spam for m in items], dtype=bool)
+        train, test = md5_split([m.relpath for m in items])
+        name = os.path.basename(os.path.normpath(corpus))
+        matrices = {}
+        folds = stratified_folds(y[train], args.folds, 0)
+        base = None
+        for variant in variants:
+            tok, _ = _variant("" if variant == "log" else ",".join(
+                p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
+            key = tuple(sorted(tok.items()))
+            if key not in matrices:
+                matrices[key] = SpamFilter(tokenizer=Tokenizer(**tok), counts="raw").fit(messages, y).transform(messages)
+            X, alpha, min_df, renorm = _transformed(matrices[key], variant)
+            cv = fold_log_odds(X[train], y[train], folds, alpha, min_df=min_df, renormalise=renorm)
+            per_fold = np.array([metrics.one_minus_auc_percent(y[train][f], cv[f]) for f in folds])
+            scores = fold_log_odds(X, y, [test], alpha, min_df=min_df, renormalise=renorm)[test]
+            if base is None:
+                base, record = per_fold, ""
+            else:
+                record = f"{int((per_fold < base).sum())}/{int((per_fold > base).sum())}"
+            print(f"{name:<14}{variant:<32}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}{record:>13}"
+                  f"{metrics.one_minus_auc_percent(y[test], scores):>14.4f}"
+                  f"{100 * metrics.tpr_at_fpr(y[test], scores, 0.001):>18.1f}")
+    return 0
+
+
+def _thick_scores(streams, y, train, test, margin, passes, seed=0):
+    import numpy as np
+
+    from spamnb.online import OnlineFilter
+
+    model = OnlineFilter()
+    order = np.asarray(train)[np.random.default_rng(seed).permutation(len(train))]
+    for _ in range(passes):
+        for i in order:
+            score = model.log_odds(streams[i])
+            if margin is None or (score >= 0) != y[i] or abs(score) < margin:
+                model.learn(streams[i], bool(y[i]))
+    return np.array([model.log_odds(streams[i]) for i in test])
+
+
+def thick_variants(args):
+    import numpy as np
+
+    from spamnb import metrics
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split, stratified_folds
+    from spamnb.tokenizer import Tokenizer
+
+    variants = ["all"] + [v.strip() for v in args.thick.split(";") if v.strip()]
+    print(f"{'corpus':<14}{'variant':<24}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
+          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}{'learned':>9}")
+    for corpus in args.corpora:
+        items = labelled_messages([corpus])
+        tokenizer = Tokenizer()
+        streams = [tokenizer.stream(m.data) for m in items]
+        y = np.array([m.is_spam for m in items], dtype=bool)
+        train, test = md5_split([m.relpath for m in items])
+        name = os.path.basename(os.path.normpath(corpus))
+        folds = stratified_folds(y[train], args.folds, 0)
+        base = None
+        for variant in variants:
+            opts = dict(item.split("=") for item in variant.split(",") if "=" in item)
+            margin = None if variant == "all" else float(opts.get("margin", 0))
+            passes = int(opts.get("passes", 1))
+            per_fold = []
+            for f in folds:
+                rest = np.setdiff1d(np.arange(len(train)), f)
+                scores = _thick_scores(streams, y, train[rest], train[f], margin, passes)
+                per_fold.append(metrics.one_minus_auc_percent(y[train][f], scores))
+            per_fold = np.array(per_fold)
+            scores = _thick_scores(streams, y, train, test, margin, passes)
+            if base is None:
+                base, record = per_fold, ""
+            else:
+                record = f"{int((per_fold < base).sum())}/{int((per_fold > base).sum())}"
+            print(f"{name:<14}{variant:<24}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}{record:>13}"
+                  f"{metrics.one_minus_auc_percent(y[test], scores):>14.4f}"
+                  f"{100 * metrics.tpr_at_fpr(y[test], scores, 0.001):>18.1f}")
     return 0
 
 
