@@ -101,6 +101,8 @@ def main(argv=None):
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--limit", type=int, help="about N messages of each stream (every k-th, in order)")
     parser.add_argument("--train-on-error", action="store_true")
+    parser.add_argument("--spamnb-params", default="", metavar="K=V,...",
+                        help="SpamFilter settings for spamnb, e.g. length_norm=5,alpha=0.001")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     args = parser.parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
@@ -115,7 +117,9 @@ def main(argv=None):
             rows = {}
             for system in systems:
                 if system == "spamnb":
-                    result = run_online(datas, y, train_on_error=args.train_on_error)
+                    params = {k: float(v) if k != "counts" and k != "prior" else v
+                              for k, v in (item.split("=", 1) for item in args.spamnb_params.split(",") if item)}
+                    result = run_online(datas, y, params, train_on_error=args.train_on_error)
                     figures = online_figures(result, threshold=0.0)
                 else:
                     if shutil.which(system) is None:

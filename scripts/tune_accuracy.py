@@ -64,12 +64,14 @@ def main(argv=None):
     from spamnb.corpus import labelled_messages
     from spamnb.evaluate import md5_split
     from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+    from spamnb.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
     parser.add_argument("--targets", default="0.001", help="target FPRs, comma-separated")
     parser.add_argument("--margins", default="0,1,2", help="safety margins in log-odds, comma-separated")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--params", default="", help="filter settings for the cutoff runs, e.g. length_norm=5,alpha=0.001")
     parser.add_argument("--ranking", help="compare settings instead (see above)")
     parser.add_argument("--matrix", help="compare model-side variants instead (see above)")
     parser.add_argument("--thick", help="compare thick-threshold training instead (see above)")
@@ -91,11 +93,12 @@ def main(argv=None):
         train, test = md5_split([m.relpath for m in items])
         name = os.path.basename(os.path.normpath(corpus))
         t0 = time.perf_counter()
-        spam_filter = SpamFilter().fit([messages[i] for i in train], y[train])
+        tok, model = _variant(args.params)
+        spam_filter = SpamFilter(tokenizer=Tokenizer(**tok), **model).fit([messages[i] for i in train], y[train])
         fit_seconds = time.perf_counter() - t0
         log_odds = np.asarray(spam_filter.score_many([messages[i] for i in test]))
         yt = y[test]
-        print(f"# {name}: train {len(train)} ({int(y[train].sum())} spam), test {len(test)} "
+        print(f"# {name} {args.params or 'defaults'}: train {len(train)} ({int(y[train].sum())} spam), test {len(test)} "
               f"({int(yt.sum())} spam); fit {fit_seconds:.2f} s; test 1-AUC "
               f"{metrics.one_minus_auc_percent(yt, log_odds):.4f} %, caught at 0.1 % FPR "
               f"{100 * metrics.tpr_at_fpr(yt, log_odds, 0.001):.1f} %")
@@ -303,7 +306,7 @@ def thick_variants(args):
 
     variants = ["all"] + [v.strip() for v in args.thick.split(";") if v.strip()]
     print(f"{'corpus':<14}{'variant':<24}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
-          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}{'learned':>9}")
+          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}")
     for corpus in args.corpora:
         items = labelled_messages([corpus])
         tokenizer = Tokenizer()
