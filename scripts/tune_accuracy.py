@@ -160,46 +160,68 @@ def _variant(text):
     return tokenizer, model
 
 
-def ranking(args):
+class _Corpus:
+    """A corpus read once: messages, labels, the fixed split, the CV folds of its train part."""
+
+    def __init__(self, path, n_folds):
+        import numpy as np
+
+        from spamnb.corpus import labelled_messages
+        from spamnb.evaluate import md5_split, stratified_folds
+
+        items = labelled_messages([path])
+        self.name = os.path.basename(os.path.normpath(path))
+        self.messages = [m.data for m in items]
+        self.y = np.array([m.is_spam for m in items], dtype=bool)
+        self.train, self.test = md5_split([m.relpath for m in items])
+        self.folds = stratified_folds(self.y[self.train], n_folds, 0)   # indices into the train part
+
+
+def _compare(args, variants, score):
+    """One line per corpus and variant: CV 1-AUC per fold of the train part (mean ± std,
+    paired wins/losses against the first variant), then the test part's figures.
+    ``score(corpus, variant, cache)`` returns (held-out log-odds of the train part, of the test part)."""
     import numpy as np
 
-    from spamnb import SpamFilter, metrics
-    from spamnb.calibrate import cross_val_log_odds
-    from spamnb.corpus import labelled_messages
-    from spamnb.evaluate import md5_split, stratified_folds
-    from spamnb.tokenizer import Tokenizer
+    from spamnb import metrics
 
-    variants = ["default"] + [v.strip() for v in args.ranking.split(";") if v.strip()]
-    print(f"{'corpus':<14}{'setting':<40}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
-          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}{'fit s':>7}")
-    for corpus in args.corpora:
-        items = labelled_messages([corpus])
-        messages = [m.data for m in items]
-        y = np.array([m.is_spam for m in items], dtype=bool)
-        train, test = md5_split([m.relpath for m in items])
-        name = os.path.basename(os.path.normpath(corpus))
-        train_msgs, y_train = [messages[i] for i in train], y[train]
-        test_msgs, y_test = [messages[i] for i in test], y[test]
-        folds = stratified_folds(y_train, args.folds, 0)
-        base = None
+    width = max(24, max(len(v) for v in variants) + 2)
+    print(f"{'corpus':<14}{'variant':<{width}}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
+          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}")
+    for path in args.corpora:
+        corpus = _Corpus(path, args.folds)
+        y_train, y_test = corpus.y[corpus.train], corpus.y[corpus.test]
+        cache, base = {}, None
         for variant in variants:
-            tok, model = _variant("" if variant == "default" else variant)
-            t0 = time.perf_counter()
-            window = model.pop("pairs", 0)
-            tokenizer = _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
-            spam_filter = SpamFilter(tokenizer=tokenizer, **model).fit(train_msgs, y_train)
-            fit_seconds = time.perf_counter() - t0
-            cv = cross_val_log_odds(spam_filter, train_msgs, y_train, args.folds, 0)
-            per_fold = np.array([metrics.one_minus_auc_percent(y_train[f], cv[f]) for f in folds])
-            test_scores = np.asarray(spam_filter.score_many(test_msgs))
+            cv, test_scores = score(corpus, variant, cache)
+            per_fold = np.array([metrics.one_minus_auc_percent(y_train[f], cv[f]) for f in corpus.folds])
             if base is None:
                 base, record = per_fold, ""
             else:
                 record = f"{int((per_fold < base).sum())}/{int((per_fold > base).sum())}"
-            print(f"{name:<14}{variant:<40}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}{record:>13}"
-                  f"{metrics.one_minus_auc_percent(y_test, test_scores):>14.4f}"
-                  f"{100 * metrics.tpr_at_fpr(y_test, test_scores, 0.001):>18.1f}{fit_seconds:>7.2f}")
+            print(f"{corpus.name:<14}{variant:<{width}}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}"
+                  f"{record:>13}{metrics.one_minus_auc_percent(y_test, test_scores):>14.4f}"
+                  f"{100 * metrics.tpr_at_fpr(y_test, test_scores, 0.001):>18.1f}")
     return 0
+
+
+def ranking(args):
+    import numpy as np
+
+    from spamnb import SpamFilter
+    from spamnb.calibrate import cross_val_log_odds
+    from spamnb.tokenizer import Tokenizer
+
+    def score(corpus, variant, cache):
+        tok, model = _variant("" if variant == "default" else variant)
+        window = model.pop("pairs", 0)
+        tokenizer = _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
+        train_msgs = [corpus.messages[i] for i in corpus.train]
+        spam_filter = SpamFilter(tokenizer=tokenizer, **model).fit(train_msgs, corpus.y[corpus.train])
+        cv = cross_val_log_odds(spam_filter, train_msgs, corpus.y[corpus.train], args.folds, 0)
+        return cv, np.asarray(spam_filter.score_many([corpus.messages[i] for i in corpus.test]))
+
+    return _compare(args, ["default"] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
 
 
 def _transformed(X_raw, spec):
@@ -241,44 +263,23 @@ def _transformed(X_raw, spec):
 
 
 def matrix_variants(args):
-    import numpy as np
-
-    from spamnb import SpamFilter, metrics
+    from spamnb import SpamFilter
     from spamnb.calibrate import fold_log_odds
-    from spamnb.corpus import labelled_messages
-    from spamnb.evaluate import md5_split, stratified_folds
     from spamnb.tokenizer import Tokenizer
 
-    variants = ["log"] + [v.strip() for v in args.matrix.split(";") if v.strip()]
-    print(f"{'corpus':<14}{'variant':<32}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
-          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}")
-    for corpus in args.corpora:
-        items = labelled_messages([corpus])
-        messages = [m.data for m in items]
-        y = np.array([m.is_spam for m in items], dtype=bool)
-        train, test = md5_split([m.relpath for m in items])
-        name = os.path.basename(os.path.normpath(corpus))
-        matrices = {}
-        folds = stratified_folds(y[train], args.folds, 0)
-        base = None
-        for variant in variants:
-            tok, _ = _variant("" if variant == "log" else ",".join(
-                p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
-            key = tuple(sorted(tok.items()))
-            if key not in matrices:
-                matrices[key] = SpamFilter(tokenizer=Tokenizer(**tok), counts="raw").fit(messages, y).transform(messages)
-            X, alpha, min_df, renorm = _transformed(matrices[key], variant)
-            cv = fold_log_odds(X[train], y[train], folds, alpha, min_df=min_df, renormalise=renorm)
-            per_fold = np.array([metrics.one_minus_auc_percent(y[train][f], cv[f]) for f in folds])
-            scores = fold_log_odds(X, y, [test], alpha, min_df=min_df, renormalise=renorm)[test]
-            if base is None:
-                base, record = per_fold, ""
-            else:
-                record = f"{int((per_fold < base).sum())}/{int((per_fold > base).sum())}"
-            print(f"{name:<14}{variant:<32}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}{record:>13}"
-                  f"{metrics.one_minus_auc_percent(y[test], scores):>14.4f}"
-                  f"{100 * metrics.tpr_at_fpr(y[test], scores, 0.001):>18.1f}")
-    return 0
+    def score(corpus, variant, cache):
+        tok, _ = _variant("" if variant == "log" else ",".join(
+            p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
+        key = tuple(sorted(tok.items()))
+        if key not in cache:   # raw counts of the whole corpus over one vocabulary
+            cache[key] = SpamFilter(tokenizer=Tokenizer(**tok), counts="raw").fit(
+                corpus.messages, corpus.y).transform(corpus.messages)
+        X, alpha, min_df, renorm = _transformed(cache[key], variant)
+        train, test, y = corpus.train, corpus.test, corpus.y
+        cv = fold_log_odds(X[train], y[train], corpus.folds, alpha, min_df=min_df, renormalise=renorm)
+        return cv, fold_log_odds(X, y, [test], alpha, min_df=min_df, renormalise=renorm)[test]
+
+    return _compare(args, ["log"] + [v.strip() for v in args.matrix.split(";") if v.strip()], score)
 
 
 def _thick_scores(streams, y, train, test, margin, passes, seed=0):
@@ -299,42 +300,23 @@ def _thick_scores(streams, y, train, test, margin, passes, seed=0):
 def thick_variants(args):
     import numpy as np
 
-    from spamnb import metrics
-    from spamnb.corpus import labelled_messages
-    from spamnb.evaluate import md5_split, stratified_folds
     from spamnb.tokenizer import Tokenizer
 
-    variants = ["all"] + [v.strip() for v in args.thick.split(";") if v.strip()]
-    print(f"{'corpus':<14}{'variant':<24}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
-          f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}")
-    for corpus in args.corpora:
-        items = labelled_messages([corpus])
-        tokenizer = Tokenizer()
-        streams = [tokenizer.stream(m.data) for m in items]
-        y = np.array([m.is_spam for m in items], dtype=bool)
-        train, test = md5_split([m.relpath for m in items])
-        name = os.path.basename(os.path.normpath(corpus))
-        folds = stratified_folds(y[train], args.folds, 0)
-        base = None
-        for variant in variants:
-            opts = dict(item.split("=") for item in variant.split(",") if "=" in item)
-            margin = None if variant == "all" else float(opts.get("margin", 0))
-            passes = int(opts.get("passes", 1))
-            per_fold = []
-            for f in folds:
-                rest = np.setdiff1d(np.arange(len(train)), f)
-                scores = _thick_scores(streams, y, train[rest], train[f], margin, passes)
-                per_fold.append(metrics.one_minus_auc_percent(y[train][f], scores))
-            per_fold = np.array(per_fold)
-            scores = _thick_scores(streams, y, train, test, margin, passes)
-            if base is None:
-                base, record = per_fold, ""
-            else:
-                record = f"{int((per_fold < base).sum())}/{int((per_fold > base).sum())}"
-            print(f"{name:<14}{variant:<24}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}{record:>13}"
-                  f"{metrics.one_minus_auc_percent(y[test], scores):>14.4f}"
-                  f"{100 * metrics.tpr_at_fpr(y[test], scores, 0.001):>18.1f}")
-    return 0
+    def score(corpus, variant, cache):
+        if "streams" not in cache:
+            tokenizer = Tokenizer()
+            cache["streams"] = [tokenizer.stream(m) for m in corpus.messages]
+        streams, y, train = cache["streams"], corpus.y, corpus.train
+        opts = dict(item.split("=") for item in variant.split(",") if "=" in item)
+        margin = None if variant == "all" else float(opts.get("margin", 0))
+        passes = int(opts.get("passes", 1))
+        cv = np.empty(len(train))
+        for f in corpus.folds:
+            rest = np.setdiff1d(np.arange(len(train)), f)
+            cv[f] = _thick_scores(streams, y, train[rest], train[f], margin, passes)
+        return cv, _thick_scores(streams, y, train, corpus.test, margin, passes)
+
+    return _compare(args, ["all"] + [v.strip() for v in args.thick.split(";") if v.strip()], score)
 
 
 if __name__ == "__main__":
