@@ -26,7 +26,8 @@ The rule (:func:`choose_cutoffs`), on the held-out log-odds:
 Too little data: with fewer than ``min_ham`` (default 200) ham or
 ``min_spam`` (default 50) spam the tail cannot be estimated; the cutoffs
 are then the documented defaults (``spamnb.filter.DEFAULT_SPAM_CUTOFF``,
-``DEFAULT_HAM_CUTOFF``), and ``Calibration.rule`` says so.
+``DEFAULT_HAM_CUTOFF``), and ``Calibration.rule`` says so; the same with the
+message features on (``feature_weight`` > 0), which the fold scores leave out.
 
 Cutoffs are stored as probabilities; P(spam) rounds to 1.0 above log-odds
 ~36.7, so a spam cutoff is capped at log-odds 36 (``MAX_LOG_ODDS``).
@@ -177,11 +178,16 @@ def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_
         raise ValueError(f"max_unsure must be in [0, 1], got {max_unsure!r}")
     y = np.array([is_spam_label(v) for v in labels], dtype=bool)
     n_spam, n_ham = int(y.sum()), int((~y).sum())
+    why = None
     if n_ham < min_ham or n_spam < min_spam:
+        why = (f"too little data to estimate them ({n_ham} ham, {n_spam} spam; "
+               f"needs {min_ham} ham and {min_spam} spam)")
+    elif getattr(spam_filter, "feature_weight", 0):
+        why = "the fold scores leave out the message features (feature_weight > 0)"
+    if why is not None:
         return Calibration(DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF, _logit(DEFAULT_SPAM_CUTOFF),
                            _logit(DEFAULT_HAM_CUTOFF), None, None, None, n_ham, n_spam, 0,
-                           f"default cutoffs: too little data to estimate them ({n_ham} ham, {n_spam} spam; "
-                           f"needs {min_ham} ham and {min_spam} spam)")
+                           f"default cutoffs: {why}")
     scores = cross_val_log_odds(spam_filter, messages, y, n_folds, seed)
     spam_cut, ham_cut = choose_cutoffs(scores[~y], scores[y], target_fpr, max_unsure, margin)
     fpr = float((scores[~y] >= spam_cut).mean())

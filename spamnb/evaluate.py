@@ -6,7 +6,9 @@ Three protocols, all scoring held-out mail only:
   ``--seed``): each class is shuffled and dealt round-robin into K folds;
 - the project's fixed split (``--split md5``): a message is test when
   md5(relpath) % 5 == 0, relpath relative to the corpus root given;
-- separate corpora (``--train A --test B``).
+- separate corpora (``--train A --test B``);
+- online (``--online``): the TREC Spam Track protocol, each message classified
+  then learned, in order, from an empty model (:mod:`spamnb.online`).
 
 Each fold trains a fresh :class:`SpamFilter` on its training part and scores
 its test part (``score_many``: log-odds).  Printed per fold and as mean ± std

@@ -79,6 +79,9 @@ def test_too_little_data_keeps_the_defaults(sample):
     assert "too little data" in calibrate.describe(cal)
     with pytest.raises(ValueError):
         calibrate.calibrate(spam_filter, messages, y, target_fpr=1.5)
+    with_features = SpamFilter(feature_weight=0.1).fit(messages, y)
+    cal = calibrate.calibrate(with_features, messages, y)
+    assert cal.spam_cutoff == DEFAULT_SPAM_CUTOFF and "features" in cal.rule
 
 
 def _run(home, *args):

@@ -30,7 +30,7 @@ def _call(state, *args):
 def test_jig_commands_give_the_online_scores(tmp_path, sample_corpus):
     """initialize, then classify + train per message: the scores are those of
     spamnb.online's full-feedback run over the same stream."""
-    items = labelled_messages([sample_corpus])[::20]          # 15 messages, both classes
+    items = labelled_messages([sample_corpus])[::40]          # 5 ham, then 3 spam
     paths = []
     for i, m in enumerate(items):
         path = tmp_path / f"inmail.{i}"
