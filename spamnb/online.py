@@ -412,6 +412,8 @@ def run_command(args):
                          EXIT_NO_MATPLOTLIB)
     if args.train or args.test:
         return error("--online takes CORPUS/--spam/--ham or --index, not --train/--test", EXIT_USAGE)
+    if args.compare:
+        return error("--compare is for cross-validation, not --online", EXIT_USAGE)
     if args.window < 1:
         return error("--window must be at least 1", EXIT_USAGE)
     if args.margin < 0 or not math.isfinite(args.margin):

@@ -143,6 +143,14 @@ def test_evaluate_online_usage_errors(sample_corpus):
     assert _run("evaluate", "--online").returncode == 64
     assert _run("evaluate", "--online", "--split", "md5", sample_corpus).returncode == 64
     assert _run("evaluate", "--online", "--window", "0", sample_corpus).returncode == 64
+    assert _run("evaluate", "--online", "--compare", sample_corpus).returncode == 64
+
+
+def test_evaluate_online_plot(tmp_path, sample_corpus):
+    pytest.importorskip("matplotlib")
+    out = _run("evaluate", "--online", sample_corpus, "--window", "50", "--plot", tmp_path / "curve.png")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("name", ["spamassassin", "enron-spam"])
