@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark: spamnb, scikit-learn, bogofilter and spamprobe.
 
-One command, one run, on the SpamAssassin public corpus with the project's
-fixed split (a message is TEST when md5(relpath) % 5 == 0):
+One command, one run, on one corpus with the project's fixed split (a
+message is TEST when md5(relpath) % 5 == 0); the SpamAssassin public corpus
+by default, Enron-Spam with ``--corpus``:
 
     python scripts/bench.py            # full corpus, writes docs/benchmarks.{md,json}
+    python scripts/bench.py --corpus ../shared/corpora/enron-spam   # writes docs/benchmarks-enron-spam.{md,json}
     python scripts/bench.py --quick    # every 6th message, for a smoke test
 
 Every system trains on the train part and scores the test part in a child
@@ -48,7 +50,8 @@ import time
 from pathlib import Path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS = "/work/shared/corpora/spamassassin"
+CORPUS = os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
+CORPUS_NAMES = {"spamassassin": "SpamAssassin public corpus", "enron-spam": "Enron-Spam parts 1-3 (headerless)"}
 SYSTEMS = ("spamnb", "sklearn", "bogofilter", "spamprobe")
 FPR_POINTS = (0.001, 0.01)
 if REPO not in sys.path:  # the source tree, with its in-place extensions
@@ -74,18 +77,21 @@ def is_test(relpath):
 
 
 def list_corpus(root, quick=False):
-    """[(relpath, abspath, is_spam)] of every message file, sorted by relpath."""
+    """[(relpath, abspath, is_spam)] of every message file in the folders below
+    ``root`` (any depth; spam when a folder on the way is named spam*), sorted by relpath."""
     out = []
-    for top in sorted(os.listdir(root)):
-        folder = os.path.join(root, top)
-        if not os.path.isdir(folder) or top.startswith("."):
-            continue
-        is_spam = top.lower().startswith("spam")
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        if rel_dir == ".":
+            continue          # files at the top (README.md) are not messages
+        is_spam = any(part.lower().startswith("spam") for part in rel_dir.split("/"))
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
             if name.startswith(".") or not os.path.isfile(path):
                 continue
-            out.append((f"{top}/{name}", path, is_spam))
+            out.append((f"{rel_dir}/{name}", path, is_spam))
+    out.sort()
     if quick:
         out = out[::6]
     return out
@@ -484,7 +490,7 @@ def write_report(report, md_path, json_path):
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores (shared with other jobs), Python {m['python']}, {m['platform']}.",
         "",
-        f"Data: SpamAssassin public corpus, fixed split (test when md5(relpath) % 5 == 0): "
+        f"Data: {report.get('corpus_name', 'SpamAssassin public corpus')}, fixed split (test when md5(relpath) % 5 == 0): "
         f"train {n_train} messages ({report['n_train_spam']} spam), test {n_test} ({report['n_test_spam']} spam)"
         + (" — QUICK run: every 6th message only." if report["quick"] else "."),
         "",
@@ -600,8 +606,8 @@ def main(argv=None):
                         help="skip the cold start in a fresh virtual environment (it pip-installs this repo there)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="train and score each system this many times; report the fastest (default 3)")
-    parser.add_argument("--md", default=os.path.join(REPO, "docs", "benchmarks.md"))
-    parser.add_argument("--json", default=os.path.join(REPO, "docs", "benchmarks.json"))
+    parser.add_argument("--md", help="default docs/benchmarks.md (another corpus: docs/benchmarks-NAME.md)")
+    parser.add_argument("--json", help="default docs/benchmarks.json (another corpus: docs/benchmarks-NAME.json)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--no-cv", action="store_true",
                         help="skip the 10-fold cross-validation section (`spamnb evaluate --folds 10 --compare`)")
@@ -615,6 +621,10 @@ def main(argv=None):
             json.dump(result, f)
         return 0
 
+    corpus_name = os.path.basename(os.path.normpath(args.corpus))
+    suffix = "" if corpus_name == "spamassassin" else f"-{corpus_name}"
+    args.md = args.md or os.path.join(REPO, "docs", f"benchmarks{suffix}.md")
+    args.json = args.json or os.path.join(REPO, "docs", f"benchmarks{suffix}.json")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(only) - set(SYSTEMS)
     if unknown:
@@ -629,7 +639,7 @@ def main(argv=None):
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": command.strip(), "machine": machine(), "quick": args.quick, "repeat": args.repeat,
-        "n_train": len(train), "n_test": len(test),
+        "corpus_name": CORPUS_NAMES.get(corpus_name, corpus_name), "n_train": len(train), "n_test": len(test),
         "n_train_spam": sum(r[2] for r in train), "n_test_spam": sum(r[2] for r in test),
         "systems": {}, "cold_start": {}, "notes": [],
     }

@@ -16,7 +16,7 @@ functions here trust their arguments except where a docstring says otherwise.
 """
 
 from cpython cimport array
-from libc.math cimport log, log1p, fabs
+from libc.math cimport log, log1p, fabs, sqrt
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
@@ -352,12 +352,28 @@ cdef Py_ssize_t _count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq,
     return m
 
 
+cdef inline void _scale_to_length(double *x, Py_ssize_t m, double length) noexcept nogil:
+    """Scale ``x[:m]`` to Euclidean length ``length`` (length normalisation, Rennie
+    et al. 2003); nothing when ``length`` <= 0 or ``x`` is all zero."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if length <= 0.0:
+        return
+    for j in range(m):
+        s += x[j] * x[j]
+    if s > 0.0:
+        s = length / sqrt(s)
+        for j in range(m):
+            x[j] *= s
+
+
 cdef class CSRBuilder:
     """Accumulates message rows into CSR arrays (no numpy).
 
     ``add_row(indices)`` takes the feature index of each token occurrence
     (``-1`` for unknown tokens, dropped) and appends one row of counts,
-    transformed by ``counts`` (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG).
+    transformed by ``counts`` (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG), then
+    scaled to Euclidean length ``length`` when it is > 0.
     ``indptr`` (int64), ``indices`` (int32) and ``data`` (float64) are
     ``array.array`` objects, ready for ``scipy.sparse.csr_matrix``.
     """
@@ -365,11 +381,13 @@ cdef class CSRBuilder:
     cdef public array.array indices
     cdef public array.array data
     cdef int counts
+    cdef double length
 
-    def __init__(self, int counts=_RAW):
+    def __init__(self, int counts=_RAW, double length=0.0):
         if counts not in (_RAW, _BINARY, _LOG):
             raise ValueError(f"unknown counts transform {counts}")
         self.counts = counts
+        self.length = length
         self.indptr = array.array("q", [0])
         self.indices = array.array("i")
         self.data = array.array("d")
@@ -387,6 +405,7 @@ cdef class CSRBuilder:
                 raise MemoryError()
             with nogil:
                 k = _count_row(&idx[0], n, uniq, x, self.counts)
+                _scale_to_length(x, k, self.length)
             array.resize_smart(self.indices, start + k)
             array.resize_smart(self.data, start + k)
             memcpy(self.indices.data.as_ints + start, uniq, k * sizeof(int32_t))
@@ -400,13 +419,14 @@ cdef class CSRBuilder:
         return len(self.indptr) - 1
 
 
-def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double sign=1.0):
+def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double sign=1.0, double length=0.0):
     """Add (or, with ``sign`` -1, subtract) one message's transformed token
     counts to (from) one class's counts.
 
     ``idx`` holds the feature index of each token occurrence (``-1``: unknown,
     skipped); ``target[i] += sign * x_i`` for each distinct index ``i``, with
-    ``x_i`` the count transformed by ``counts`` (as ``CSRBuilder.add_row``).
+    ``x_i`` the count transformed by ``counts`` and scaled to Euclidean length
+    ``length`` when it is > 0 (as ``CSRBuilder.add_row``).
     Raises ValueError, changing nothing, when an index is ``>= len(target)``
     or a count would become negative (by more than 1e-9 of itself: rounding
     of the log transform), which means the message was not learned; a count
@@ -433,6 +453,7 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double si
         raise MemoryError()
     with nogil:
         k = _count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
+        _scale_to_length(x, k, length)
         for j in range(k):
             if uniq[j] > largest:
                 largest = uniq[j]
@@ -475,7 +496,9 @@ cdef class Scorer:
     ``log_norm`` and ``log_prior`` sequences of n_classes floats,
     ``log_norm[c] = log(N_c + alpha * n_features)``, so log theta_ci =
     log_count[c, i] - log_norm[c]; ``counts`` the transform of a token's count
-    (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG).  The buffers are taken once
+    (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG); ``length`` > 0 scales the
+    message's known tokens' values to that Euclidean length (as
+    ``CSRBuilder``; tokens the model does not know take no part).  The buffers are taken once
     here, so scoring a message costs no buffer set-up (the ``spamnb
     classify`` and ``SpamFilter.score`` path).
     """
@@ -486,13 +509,14 @@ cdef class Scorer:
     cdef double *norm
     cdef double *prior
     cdef int counts
+    cdef double length
 
     def __cinit__(self):
         self.norm = NULL
         self.prior = NULL
 
     def __init__(self, const uint64_t[::1] keys, const int32_t[::1] values, const double[::1] log_count,
-                 Py_ssize_t n_features, log_norm, log_prior, int counts):
+                 Py_ssize_t n_features, log_norm, log_prior, int counts, double length=0.0):
         cdef Py_ssize_t c, n_classes = len(log_prior)
         if keys.shape[0] == 0 or (keys.shape[0] & (keys.shape[0] - 1)) != 0 or values.shape[0] != keys.shape[0]:
             raise ValueError("hash index capacity is not a power of two")
@@ -509,6 +533,7 @@ cdef class Scorer:
             self.prior[c] = log_prior[c]
         self.keys, self.values, self.log_count = keys, values, log_count
         self.n_features, self.n_classes, self.counts = n_features, n_classes, counts
+        self.length = length
 
     def __dealloc__(self):
         free(self.norm)
@@ -564,6 +589,7 @@ cdef class Scorer:
                         idx[j] = self.values[slot]
                         n_known += 1
                 m = _count_distinct(idx, n, uniq, x, self.counts, uniq + size, cap)
+                _scale_to_length(x, m, self.length)
                 for c in range(n_classes):
                     jll[c] = self.prior[c]
                 for k in range(m):

@@ -215,8 +215,15 @@ def cmd_train(args):
                 raise _CorpusChanged(message.relpath)
             yield message.data
 
+    calibration = None
     try:
         spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
+        if args.target_fpr > 0:  # cutoffs from cross-validation inside the training mail (spamnb.calibrate)
+            from spamnb import calibrate
+
+            calibration = calibrate.calibrate(spam_filter, again(), [bool(v) for v in labels],  # a third pass
+                                              target_fpr=args.target_fpr)
+            calibrate.apply(spam_filter, calibration)
     except (ValueError, _CorpusChanged) as exc:
         raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
     path = _model_path(args)
@@ -229,6 +236,10 @@ def cmd_train(args):
         print(f"model: {path} ({_human_size(os.path.getsize(path))})")
         if replaced:
             print(f"the model it replaced is kept as {replaced}")
+        if calibration is not None:
+            from spamnb.calibrate import describe
+
+            print(describe(calibration))
     return EXIT_OK
 
 
@@ -597,10 +608,20 @@ def _add_train(sub, model_option):
     p.add_argument("--feature-weight", type=float, metavar="W",
                    help="weight of the continuous message features (default 0: off; see docs/features.md)")
     _cutoff_options(p)
+    p.add_argument("--target-fpr", type=_rate, default=0.001, metavar="RATE",
+                   help="choose the cutoffs by cross-validation for this false-positive rate "
+                        "(default 0.001; 0: keep the default cutoffs; see docs/accuracy.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
     _wait_option(p)
     model_option(p)
     p.set_defaults(handler=cmd_train)
+
+
+def _rate(text):
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a rate from 0 to below 1 is needed, not {text!r}")
+    return value
 
 
 def _add_classify(sub, model_option):

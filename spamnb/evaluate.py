@@ -6,7 +6,9 @@ Three protocols, all scoring held-out mail only:
   ``--seed``): each class is shuffled and dealt round-robin into K folds;
 - the project's fixed split (``--split md5``): a message is test when
   md5(relpath) % 5 == 0, relpath relative to the corpus root given;
-- separate corpora (``--train A --test B``).
+- separate corpora (``--train A --test B``);
+- online (``--online``): the TREC Spam Track protocol, each message classified
+  then learned, in order, from an empty model (:mod:`spamnb.online`).
 
 Each fold trains a fresh :class:`SpamFilter` on its training part and scores
 its test part (``score_many``: log-odds).  Printed per fold and as mean ± std
@@ -74,6 +76,19 @@ def add_arguments(parser):
                           help="stratified K-fold cross-validation (default 10)")
     protocol.add_argument("--split", choices=("md5",),
                           help="the fixed split: test when md5(relpath) %% 5 == 0")
+    protocol.add_argument("--online", action="store_true",
+                          help="TREC Spam Track protocol: classify, then learn, each message in order, "
+                               "from an empty model (spamnb.online)")
+    parser.add_argument("--index", metavar="FILE",
+                        help="with --online: order and labels from lines 'spam|ham PATH' (TREC full/index)")
+    parser.add_argument("--order", choices=("auto", "date", "name"), default="auto",
+                        help="with --online: by Date: header, by file name number, or auto (default)")
+    parser.add_argument("--train-on-error", action="store_true",
+                        help="with --online: learn a message only when it was misclassified")
+    parser.add_argument("--margin", type=float, default=0.0, metavar="LOGODDS",
+                        help="with --train-on-error: also learn when |log-odds| < LOGODDS (thick threshold)")
+    parser.add_argument("--window", type=int, default=1000, metavar="N",
+                        help="with --online: messages per point of the learning curve (default 1000)")
     parser.add_argument("--train", action="append", default=[], metavar="CORPUS",
                         help="train on this corpus (with --test: no cross-validation)")
     parser.add_argument("--test", action="append", default=[], metavar="CORPUS", help="test on this corpus")
@@ -447,6 +462,10 @@ def run(args):
 
     from spamnb.corpus import CorpusError, CorpusReport, labelled_messages
 
+    if getattr(args, "online", False):
+        from spamnb.online import run_command
+
+        return run_command(args)
     if args.plot:
         try:
             import matplotlib  # noqa: F401

@@ -107,7 +107,7 @@ COLUMNS = "token ham spam last-seen"
 MAX_LINE = 1 << 16            # bytes; the tokenizer's tokens are at most ~1,000 characters
 _CHUNK = 4096                 # lines written per write()
 _EPOCH = datetime.date(1970, 1, 1).toordinal()
-SETTINGS_THAT_MUST_MATCH = ("tokenizer", "alpha", "prior", "counts", "feature_weight")
+SETTINGS_THAT_MUST_MATCH = ("tokenizer", "alpha", "prior", "counts", "feature_weight", "length_norm")
 UNKNOWN_DAY = 0               # a last-seen day of 0 means "not known" (a model from before the field)
 
 
@@ -141,7 +141,8 @@ def _settings(spam_filter):
     return {"tokenizer": spam_filter.tokenizer_.settings, "alpha": float(spam_filter.alpha),
             "prior": spam_filter.prior, "counts": spam_filter.counts,
             "spam_cutoff": float(spam_filter.spam_cutoff), "ham_cutoff": float(spam_filter.ham_cutoff),
-            "n_evidence": int(spam_filter.n_evidence), "feature_weight": float(spam_filter.feature_weight)}
+            "n_evidence": int(spam_filter.n_evidence), "feature_weight": float(spam_filter.feature_weight),
+            "length_norm": float(spam_filter.length_norm)}
 
 
 class _State:
@@ -206,7 +207,8 @@ def _build(state):
     s = state.settings
     spam_filter = SpamFilter(tokenizer=Tokenizer.from_settings(s["tokenizer"]), alpha=s["alpha"], prior=s["prior"],
                              counts=s["counts"], spam_cutoff=s["spam_cutoff"], ham_cutoff=s["ham_cutoff"],
-                             n_evidence=s["n_evidence"], feature_weight=s["feature_weight"])
+                             n_evidence=s["n_evidence"], feature_weight=s["feature_weight"],
+                             length_norm=s.get("length_norm", 0.0))
     spam_filter.vocabulary_ = _vocabulary(state.hashes, state.blob, state.offsets)
     flat = array("d")
     flat.frombytes(np.ascontiguousarray(state.counts, dtype=np.float64).tobytes())
@@ -398,8 +400,8 @@ def load_dump(stream, name="-"):
     text = header_field("settings")
     try:
         settings = json.loads(text)
-        if not isinstance(settings, dict) or set(settings) != {"tokenizer", "alpha", "prior", "counts", "spam_cutoff",
-                                                               "ham_cutoff", "n_evidence", "feature_weight"}:
+        if not isinstance(settings, dict) or set(settings) - {"length_norm"} != {
+                "tokenizer", "alpha", "prior", "counts", "spam_cutoff", "ham_cutoff", "n_evidence", "feature_weight"}:
             raise ValueError("not the model's settings")
         from spamnb.filter import SpamFilter
         from spamnb.tokenizer import Tokenizer

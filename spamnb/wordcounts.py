@@ -153,12 +153,13 @@ class WordCounts:
             self.n_features_ = n_features
 
     # -- learning ---------------------------------------------------------
-    def add(self, indices, cls, transform, sign=1, n_features=None):
+    def add(self, indices, cls, transform, sign=1, n_features=None, length=0.0):
         """Add (``sign`` 1) or remove (``sign`` -1) one message of class ``cls``.
 
         ``indices``: the feature index of each token occurrence (``array('i')``,
         -1 for unknown tokens); ``transform`` a ``_vocab.COUNTS_*`` code;
-        ``n_features``: the vocabulary's size now (it may have grown).  Removing
+        ``n_features``: the vocabulary's size now (it may have grown); ``length``
+        > 0 scales the message's values to that Euclidean length.  Removing
         raises ValueError, changing nothing, when the message cannot have been
         learned as ``cls`` (a count would become negative).
         """
@@ -176,10 +177,10 @@ class WordCounts:
         if len(row) < self.n_features_:   # only the class added to grows now; the rest pad later
             row.frombytes(bytes(8 * (self.n_features_ - len(row))))
         if sign == 1:
-            _vocab.add_counts(indices, row, transform)
+            _vocab.add_counts(indices, row, transform, 1.0, length)
             self.class_count_[cls] += 1.0
         else:
-            _vocab.add_counts(indices, row, transform, -1.0)
+            _vocab.add_counts(indices, row, transform, -1.0, length)
             self.class_count_[cls] = max(0.0, self.class_count_[cls] - 1.0)
         return self
 

@@ -43,3 +43,16 @@ def pytest_collection_modifyitems(config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+@pytest.fixture(scope="session")
+def shared_corpus():
+    """``shared_corpus(name)``: the folder of a full shared corpus; the test is
+    skipped, with the reason, when it is absent (see :func:`corpus_root`)."""
+    return lambda name: corpus_root(name, fallback=False)[0]
+
+
+@pytest.fixture(scope="session")
+def sample_corpus():
+    """The sample of the SpamAssassin corpus shipped in corpora/ (300 messages)."""
+    return SAMPLE_CORPUS

@@ -1,0 +1,217 @@
+"""Cutoffs that fit the user's own mail: chosen by cross-validation inside the training data.
+
+After ``SpamFilter.fit(messages, labels)``, :func:`calibrate` estimates the
+log-odds the filter would give mail it has not seen: the training messages
+are dealt into ``n_folds`` stratified folds, and each fold is scored by the
+model of the other folds.  Counts are additive, so no fold model is trained:
+its counts are the whole model's minus the fold's own rows (its vocabulary
+the tokens with a count left), and its log-odds are exactly those of a
+``SpamFilter`` fitted on the other folds (same alpha, counts transform and
+class prior; ``tests/test_calibrate.py`` checks this).  Cost: one more
+tokenizing pass over the training messages and a few sparse products.
+
+The rule (:func:`choose_cutoffs`), on the held-out log-odds:
+
+- spam cutoff: the lowest log-odds that at most ``target_fpr`` of the
+  held-out ham reach (floor(target_fpr x n_ham) ham may reach it), plus
+  ``margin`` (default 1) log-odds of safety, since the tail of ham scores
+  is estimated from a handful of messages;
+- ham cutoff: log-odds 0 (P = 0.5), lowered to the spam cutoff when that is
+  below 0; raised when the unsure band between the two would hold more than
+  ``max_unsure`` (default 5 %) of the held-out messages (the band holds
+  exactly that share then);
+- expected figures (held-out): false-positive rate, spam missed (spam below
+  the spam cutoff: unsure counts as missed), unsure share.
+
+Too little data: with fewer than ``min_ham`` (default 200) ham or
+``min_spam`` (default 50) spam the tail cannot be estimated; the cutoffs
+are then the documented defaults (``spamnb.filter.DEFAULT_SPAM_CUTOFF``,
+``DEFAULT_HAM_CUTOFF``), and ``Calibration.rule`` says so; the same with the
+message features on (``feature_weight`` > 0), which the fold scores leave out.
+
+Cutoffs are stored as probabilities; P(spam) rounds to 1.0 above log-odds
+~36.7, so a spam cutoff is capped at log-odds 36 (``MAX_LOG_ODDS``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+__all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
+           "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
+
+DEFAULT_TARGET_FPR = 0.001
+DEFAULT_MAX_UNSURE = 0.05
+DEFAULT_MARGIN = 1.0
+DEFAULT_FOLDS = 5
+MIN_HAM = 200
+MIN_SPAM = 50
+MAX_LOG_ODDS = 36.0
+
+Calibration = namedtuple("Calibration", "spam_cutoff ham_cutoff spam_log_odds ham_log_odds expected_fpr "
+                                        "expected_spam_missed expected_unsure n_ham n_spam n_folds rule")
+Calibration.__doc__ = """Cutoffs chosen for a filter (probabilities and log-odds), the
+held-out figures expected at them (fractions; None when the defaults were
+used), the data they rest on and the rule that chose them (one line)."""
+
+
+def _probability(log_odds):
+    if log_odds >= 0:
+        return 1.0 / (1.0 + math.exp(-log_odds))
+    z = math.exp(log_odds)
+    return z / (1.0 + z)
+
+
+def _logit(p):
+    if p <= 0.0:
+        return -math.inf
+    if p >= 1.0:
+        return math.inf
+    return math.log(p / (1.0 - p))
+
+
+def cross_val_log_odds(spam_filter, messages, labels, n_folds=DEFAULT_FOLDS, seed=0):
+    """Held-out log-odds of each training message: float64 array (n_messages,).
+
+    ``spam_filter`` must have been fitted on exactly ``messages``/``labels``.
+    Message ``i`` is scored by the counts of the other folds (see the module doc).
+    """
+    import numpy as np
+
+    from spamnb.evaluate import stratified_folds
+    from spamnb.features import is_spam_label
+
+    y = np.array([is_spam_label(v) for v in labels], dtype=bool)
+    X = spam_filter.transform(messages)      # transformed counts; every token is known
+    if X.shape[0] != y.size:
+        raise ValueError(f"{X.shape[0]} messages but {y.size} labels")
+    length = float(getattr(spam_filter, "length_norm", 0.0)) or None   # scoring normalises over known tokens
+    return fold_log_odds(X, y, stratified_folds(y, n_folds, seed), float(spam_filter.alpha), spam_filter.prior,
+                         renormalise=length)
+
+
+def fold_log_odds(X, y, folds, alpha, prior="mle", min_df=1, renormalise=None):
+    """Held-out log-odds of the rows of ``X`` (CSR of per-message token weights,
+    ``y`` True for spam): the rows of each fold in ``folds`` (index arrays)
+    scored by the naive Bayes of all the other rows, over the tokens those rows
+    hold (in at least ``min_df`` of them: 2 drops the hapaxes).  With
+    ``renormalise=S`` a held-out row is scaled to Euclidean length S over the
+    tokens the fold model knows (an experiment: length normalisation)."""
+    import numpy as np
+
+    X = X.tocsr()
+    y = np.asarray(y, dtype=bool)
+    total = np.vstack([np.asarray(X[~y].sum(axis=0)).ravel(), np.asarray(X[y].sum(axis=0)).ravel()])
+    present = X.copy()
+    present.data = (present.data != 0).astype(np.float64)
+    doc_freq = np.asarray(present.sum(axis=0)).ravel()
+    class_count = np.array([(~y).sum(), y.sum()], dtype=np.float64)
+    out = np.empty(y.size, dtype=np.float64)
+    for test in folds:
+        Xk, yk = X[test], y[test]
+        fc = total - np.vstack([np.asarray(Xk[~yk].sum(axis=0)).ravel(), np.asarray(Xk[yk].sum(axis=0)).ravel()])
+        np.maximum(fc, 0.0, out=fc)          # rounding of total - part
+        seen = doc_freq - np.asarray(present[test].sum(axis=0)).ravel() >= max(1, min_df)
+        n_features = int(seen.sum())
+        log_norm = np.log(fc.sum(axis=1) + alpha * n_features)
+        weight = (np.log(fc[1] + alpha) - np.log(fc[0] + alpha)) - (log_norm[1] - log_norm[0])
+        weight[~seen] = 0.0                    # tokens the fold model never saw are unknown to it
+        n_ham, n_spam = class_count - np.array([(~yk).sum(), yk.sum()], dtype=np.float64)
+        words = Xk @ weight
+        if renormalise is not None:
+            known = Xk.multiply(seen[None, :].astype(np.float64)).tocsr()
+            norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
+            words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
+        out[test] = _prior_ratio(prior, n_ham, n_spam) + words
+    return out
+
+
+def _prior_ratio(prior, n_ham, n_spam):
+    if prior == "uniform":
+        return 0.0
+    if prior == "map":
+        n_ham, n_spam = n_ham + 1.0, n_spam + 1.0
+    if n_ham <= 0 or n_spam <= 0:
+        return math.inf if n_ham <= 0 < n_spam else (-math.inf if n_spam <= 0 < n_ham else 0.0)
+    return math.log(n_spam) - math.log(n_ham)
+
+
+def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
+                   margin=DEFAULT_MARGIN):
+    """``(spam cutoff, ham cutoff)`` in log-odds from held-out scores (see the module doc)."""
+    import numpy as np
+
+    ham = np.sort(np.asarray(ham_log_odds, dtype=np.float64))[::-1]
+    spam = np.asarray(spam_log_odds, dtype=np.float64)
+    allowed = int(math.floor(target_fpr * ham.size + 1e-9))    # ham that may reach the cutoff
+    if allowed >= ham.size:
+        spam_cut = -math.inf
+    else:
+        spam_cut = float(np.nextafter(ham[allowed], np.inf)) + margin
+    spam_cut = min(spam_cut, MAX_LOG_ODDS)
+    ham_cut = min(0.0, spam_cut)
+    everything = np.concatenate([ham, spam])
+    in_band = ((everything > ham_cut) & (everything < spam_cut)).sum()
+    if everything.size and in_band > max_unsure * everything.size:
+        below = np.sort(everything[everything < spam_cut])[::-1]
+        keep = int(math.floor(max_unsure * everything.size))  # messages left in the band
+        ham_cut = float(below[keep]) if keep < below.size else ham_cut
+    return spam_cut, ham_cut
+
+
+def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
+              margin=DEFAULT_MARGIN, n_folds=DEFAULT_FOLDS, seed=0, min_ham=MIN_HAM, min_spam=MIN_SPAM):
+    """A :class:`Calibration` for ``spam_filter`` (fitted on ``messages``/``labels``).
+
+    ``messages`` is read once (an iterable: `spamnb train` reads the corpus again).  The filter is not
+    changed: :func:`apply` sets its cutoffs.
+    """
+    import numpy as np
+
+    from spamnb.features import is_spam_label
+    from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+
+    if not 0.0 <= target_fpr < 1.0:
+        raise ValueError(f"target_fpr must be in [0, 1), got {target_fpr!r}")
+    if not 0.0 <= max_unsure <= 1.0:
+        raise ValueError(f"max_unsure must be in [0, 1], got {max_unsure!r}")
+    y = np.array([is_spam_label(v) for v in labels], dtype=bool)
+    n_spam, n_ham = int(y.sum()), int((~y).sum())
+    why = None
+    if n_ham < min_ham or n_spam < min_spam:
+        why = (f"too little data to estimate them ({n_ham} ham, {n_spam} spam; "
+               f"needs {min_ham} ham and {min_spam} spam)")
+    elif getattr(spam_filter, "feature_weight", 0):
+        why = "the fold scores leave out the message features (feature_weight > 0)"
+    if why is not None:
+        return Calibration(DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF, _logit(DEFAULT_SPAM_CUTOFF),
+                           _logit(DEFAULT_HAM_CUTOFF), None, None, None, n_ham, n_spam, 0,
+                           f"default cutoffs: {why}")
+    scores = cross_val_log_odds(spam_filter, messages, y, n_folds, seed)
+    spam_cut, ham_cut = choose_cutoffs(scores[~y], scores[y], target_fpr, max_unsure, margin)
+    fpr = float((scores[~y] >= spam_cut).mean())
+    missed = float((scores[y] < spam_cut).mean())
+    unsure = float(((scores > ham_cut) & (scores < spam_cut)).mean())
+    rule = (f"{n_folds}-fold cross-validation on the training mail: spam at log-odds >= {spam_cut:.2f} "
+            f"(at most {100 * target_fpr:g} % of held-out ham, + {margin:g} margin), ham at <= {ham_cut:.2f}")
+    return Calibration(_probability(spam_cut), _probability(ham_cut), spam_cut, ham_cut, fpr, missed, unsure,
+                       n_ham, n_spam, n_folds, rule)
+
+
+def apply(spam_filter, calibration):
+    """Set the filter's cutoffs to the calibration's; returns the filter."""
+    spam_filter.spam_cutoff = float(calibration.spam_cutoff)
+    spam_filter.ham_cutoff = min(float(calibration.ham_cutoff), spam_filter.spam_cutoff)
+    return spam_filter
+
+
+def describe(calibration):
+    """One or two lines for ``spamnb train``."""
+    c = calibration
+    if c.expected_fpr is None:
+        return f"cutoffs: {c.rule}"
+    return (f"cutoffs: spam if log-odds >= {c.spam_log_odds:.2f}, ham if <= {c.ham_log_odds:.2f} "
+            f"({c.n_folds}-fold cross-validation on the training mail)\n"
+            f"expected: false positives {100 * c.expected_fpr:.2f} %, spam missed {100 * c.expected_spam_missed:.2f} %, "
+            f"unsure {100 * c.expected_unsure:.2f} % (held-out training mail, {c.n_ham} ham, {c.n_spam} spam)")

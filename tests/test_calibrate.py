@@ -1,0 +1,120 @@
+"""spamnb.calibrate: cutoffs from cross-validation inside the training mail."""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spamnb
+from spamnb import SpamFilter, calibrate
+from spamnb.corpus import labelled_messages
+from spamnb.evaluate import md5_split, stratified_folds
+from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+
+
+@pytest.fixture(scope="module")
+def sample(sample_corpus):
+    items = labelled_messages([sample_corpus])
+    return [m.data for m in items], np.array([m.is_spam for m in items])
+
+
+@pytest.mark.parametrize("params", [{}, {"prior": "map", "counts": "binary"}, {"counts": "raw", "alpha": 0.5}])
+def test_fold_scores_are_those_of_filters_fitted_on_the_other_folds(sample, params):
+    messages, y = sample
+    spam_filter = SpamFilter(**params).fit(messages, y)
+    scores = calibrate.cross_val_log_odds(spam_filter, messages, y, n_folds=5, seed=0)
+    for test in stratified_folds(y, 5, 0)[:3]:
+        train = np.setdiff1d(np.arange(len(y)), test)
+        fold_filter = SpamFilter(**params).fit([messages[i] for i in train], y[train])
+        expected = fold_filter.score_many([messages[i] for i in test])
+        np.testing.assert_allclose(scores[test], expected, rtol=1e-9, atol=1e-8)
+
+
+def test_choose_cutoffs_rule():
+    ham = np.arange(-100.0, 0.0)           # 100 ham scores, the largest -1
+    spam = np.linspace(-5.0, 50.0, 100)
+    spam_cut, ham_cut = calibrate.choose_cutoffs(ham, spam, target_fpr=0.001, max_unsure=1.0, margin=0.0)
+    assert -1.0 < spam_cut < -0.999 and ham_cut == spam_cut           # no ham may reach it; band empty
+    spam_cut, _ = calibrate.choose_cutoffs(ham, spam, target_fpr=0.02, max_unsure=1.0, margin=0.0)
+    assert -3.0 < spam_cut < -2.999                                   # 2 of 100 ham may reach it
+    spam_cut, _ = calibrate.choose_cutoffs(ham, spam, target_fpr=0.02, max_unsure=1.0, margin=1.5)
+    assert spam_cut == pytest.approx(-1.5, abs=1e-9)
+    # a wide band is narrowed: at most max_unsure of all messages between the cutoffs
+    ham = np.linspace(-30.0, 5.0, 200)
+    spam = np.linspace(-10.0, 30.0, 200)      # 54 of the 400 messages between 0 and 5
+    spam_cut, ham_cut = calibrate.choose_cutoffs(ham, spam, target_fpr=0.0, max_unsure=0.05, margin=0.0)
+    everything = np.concatenate([ham, spam])
+    assert spam_cut == pytest.approx(5.0) and spam_cut > 5.0 and 0.0 < ham_cut < spam_cut
+    assert ((everything > ham_cut) & (everything < spam_cut)).sum() == 20
+    assert calibrate.choose_cutoffs(ham, spam, target_fpr=0.0, max_unsure=0.15, margin=0.0)[1] == 0.0
+    assert calibrate.choose_cutoffs(np.full(10, 80.0), spam, 0.0)[0] == calibrate.MAX_LOG_ODDS
+
+
+def test_calibrate_and_apply(sample):
+    messages, y = sample
+    spam_filter = SpamFilter().fit(messages, y)
+    cal = calibrate.calibrate(spam_filter, messages, y, target_fpr=0.001)
+    scores = calibrate.cross_val_log_odds(spam_filter, messages, y)
+    assert cal.expected_fpr == 0.0 and cal.spam_log_odds > scores[~y].max()
+    assert cal.expected_spam_missed == pytest.approx(float((scores[y] < cal.spam_log_odds).mean()))
+    assert cal.expected_unsure <= 0.05 + 1e-12
+    assert cal.spam_cutoff == pytest.approx(1 / (1 + math.exp(-cal.spam_log_odds)))
+    assert (cal.n_ham, cal.n_spam, cal.n_folds) == (200, 100, 5)
+    calibrate.apply(spam_filter, cal)
+    assert spam_filter.spam_cutoff == cal.spam_cutoff and spam_filter.ham_cutoff <= spam_filter.spam_cutoff
+    assert "cross-validation" in calibrate.describe(cal)
+
+
+def test_too_little_data_keeps_the_defaults(sample):
+    messages, y = sample
+    keep = np.r_[np.flatnonzero(y)[:30], np.flatnonzero(~y)[:100]]
+    spam_filter = SpamFilter().fit([messages[i] for i in keep], y[keep])
+    cal = calibrate.calibrate(spam_filter, [messages[i] for i in keep], y[keep])
+    assert (cal.spam_cutoff, cal.ham_cutoff) == (DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF)
+    assert cal.expected_fpr is None and "too little data" in cal.rule and "100 ham, 30 spam" in cal.rule
+    assert "too little data" in calibrate.describe(cal)
+    with pytest.raises(ValueError):
+        calibrate.calibrate(spam_filter, messages, y, target_fpr=1.5)
+    with_features = SpamFilter(feature_weight=0.1).fit(messages, y)
+    cal = calibrate.calibrate(with_features, messages, y)
+    assert cal.spam_cutoff == DEFAULT_SPAM_CUTOFF and "features" in cal.rule
+
+
+def _run(home, *args):
+    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], capture_output=True, text=True,
+                          env=env)
+
+
+def test_train_sets_and_prints_the_cutoffs(tmp_path, sample_corpus):
+    out = _run(tmp_path, "train", sample_corpus)
+    assert out.returncode == 0, out.stderr
+    assert "expected: false positives 0.00 %" in out.stdout
+    model = SpamFilter.load(tmp_path / "model.spamnb")
+    assert model.spam_cutoff != DEFAULT_SPAM_CUTOFF and model.spam_cutoff > 0.999
+    info = _run(tmp_path, "info")
+    assert f"spam_cutoff={model.spam_cutoff}" in info.stdout
+    plain = _run(tmp_path, "train", "--target-fpr", "0", sample_corpus)
+    assert plain.returncode == 0 and "expected" not in plain.stdout
+    assert SpamFilter.load(tmp_path / "model.spamnb").spam_cutoff == DEFAULT_SPAM_CUTOFF
+    assert _run(tmp_path, "train", "--target-fpr", "1.5", sample_corpus).returncode == 64
+
+
+def test_cutoffs_hold_on_the_fixed_split(shared_corpus):
+    """On both shared corpora: the cutoffs chosen on the train part keep the test
+    part's false-positive rate within 0.1 % (figures in docs/accuracy.md)."""
+    for name in ("spamassassin", "enron-spam"):
+        items = labelled_messages([shared_corpus(name)])
+        messages = [m.data for m in items]
+        y = np.array([m.is_spam for m in items])
+        train, test = md5_split([m.relpath for m in items])
+        train_msgs = [messages[i] for i in train]
+        spam_filter = SpamFilter().fit(train_msgs, y[train])
+        cal = calibrate.calibrate(spam_filter, train_msgs, y[train])
+        scores = spam_filter.score_many([messages[i] for i in test])
+        fpr = float((scores[~y[test]] >= cal.spam_log_odds).mean())
+        assert fpr <= 0.001, name

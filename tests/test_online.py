@@ -1,0 +1,167 @@
+"""spamnb.online: the TREC Spam Track protocol, and spamnb evaluate --online."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spamnb
+from spamnb import SpamFilter, online
+from spamnb.corpus import labelled_messages
+
+PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
+
+
+@pytest.fixture(scope="module")
+def stream(sample_corpus):
+    items = labelled_messages([sample_corpus])
+    order, how = online.order_messages([m.relpath for m in items], [m.data for m in items], "date")
+    return [items[i].data for i in order], np.array([items[i].is_spam for i in order])
+
+
+def test_online_log_odds_are_the_filters(stream):
+    """Each score is what SpamFilter.fit on the messages before it gives (full feedback)."""
+    messages, y = stream
+    result = online.run_online(messages, y)
+    assert result.trained.all()
+    for k in (5, 40, 151, len(y) - 1):
+        expected = SpamFilter().fit(messages[:k], y[:k]).score(messages[k]).log_odds
+        assert result.log_odds[k] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("params", [{"counts": "binary", "alpha": 0.1, "prior": "map"},
+                                    {"counts": "raw", "prior": "uniform"}])
+def test_online_matches_filter_under_other_settings(stream, params):
+    messages, y = stream
+    result = online.run_online(messages[:120], y[:120], params)
+    expected = SpamFilter(**params).fit(messages[:100], y[:100]).score(messages[100]).log_odds
+    assert result.log_odds[100] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_first_messages_and_one_class_history():
+    """An empty model scores 0; with only ham learned, the MLE prior says ham (-inf), never NaN."""
+    ham = b"Subject: meeting\n\nproject notes review\n"
+    spam = b"Subject: offer\n\ncheap pills winner\n"
+    result = online.run_online([ham, ham, spam, spam, ham], [False, False, True, True, False])
+    assert result.log_odds[0] == 0.0
+    assert result.log_odds[1] == -np.inf and result.log_odds[2] == -np.inf
+    assert np.isfinite(result.log_odds[3:]).all()
+    figures = online.online_figures(result)
+    assert 0.0 <= figures["one_minus_roca_percent"] <= 100.0
+
+
+def test_train_on_error_learns_only_mistakes_and_margin(stream):
+    messages, y = stream
+    toe = online.run_online(messages, y, train_on_error=True)
+    wrong = (toe.log_odds >= 0) != y
+    assert np.array_equal(toe.trained, wrong)
+    assert 0 < toe.trained.sum() < len(y)
+    thick = online.run_online(messages, y, train_on_error=True, margin=20.0)
+    assert thick.trained.sum() > toe.trained.sum()
+
+
+def test_lam_and_figures():
+    assert online.lam(0.1, 0.1, 100, 100) == pytest.approx(0.1)
+    assert online.lam(0.01, 0.04, 100, 100) == pytest.approx(1 / (1 + np.sqrt(99 * 24)))
+    assert online.lam(0.0, 0.0, 100, 100) == pytest.approx(0.005)   # 0 counts as half a message
+    y = np.array([False, False, False, True, True, True])
+    result = online.OnlineResult(np.array([-3.0, -2.0, 1.0, 0.5, 2.0, 3.0]), y, np.ones(6, bool), 1.0, 0)
+    f = online.online_figures(result)
+    assert f["hm"] == pytest.approx(1 / 3) and f["sm"] == 0.0
+    assert f["one_minus_roca_percent"] == pytest.approx(100 * 1 / 9)   # one (spam, ham) pair out of order
+    assert f["ham_at_spam_0.001"] == pytest.approx(1 / 3)               # catch all spam: 1 ham of 3 above
+    assert f["spam_at_ham_0.001"] == pytest.approx(1 / 3)               # no ham above: 2 spam of 3 caught
+    curve = online.learning_curve(result, window=3)
+    assert [row[0] for row in curve] == [3, 6]
+    assert curve[0][1] == pytest.approx(100 / 3) and curve[1][3] == pytest.approx(100 / 6)
+
+
+def test_order_by_date_name_and_auto():
+    msgs = [b"Date: Tue, 02 Jan 2001 00:00:00 +0000\nSubject: b\n\nx\n",
+            b"Subject: no date\n\nx\n",
+            b"Date: Mon, 01 Jan 2001 00:00:00 +0000\nSubject: a\n\nx\n",
+            b"Date: garbage\nSubject: c\n\nx\n"]
+    paths = ["ham/3.txt", "ham/10.txt", "spam/2.txt", "spam/1.txt"]
+    order, how = online.order_messages(paths, msgs, "date")
+    # path order: ham/10 (undated: -inf), ham/3 (Jan 2), spam/1 (undated: after ham/3), spam/2 (Jan 1)
+    assert how == "date" and order == [1, 2, 0, 3]
+    order, how = online.order_messages(paths, msgs, "name")
+    assert how == "name" and order == [0, 1, 3, 2]   # folder, then the file name's number
+    assert online.order_messages(paths, [b"Subject: x\n\n"] * 4, "auto")[1] == "name"
+    with pytest.raises(ValueError):
+        online.order_messages(paths, msgs, "random")
+
+
+def test_read_index(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "index").write_text("spam ../data/inmail.1\nham ../data/inmail.2\n\n")
+    rows = online.read_index(tmp_path / "full" / "index")
+    assert [r[0] for r in rows] == [True, False]
+    assert rows[0][1] == os.path.join(str(tmp_path / "full"), "../data/inmail.1")
+    (tmp_path / "bad").write_text("maybe x\n")
+    with pytest.raises(ValueError, match="bad:1"):
+        online.read_index(tmp_path / "bad")
+
+
+def _run(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+def test_evaluate_online_command(tmp_path, sample_corpus):
+    out = _run("evaluate", "--online", sample_corpus, "--window", "100", "--json", tmp_path / "o.json")
+    assert out.returncode == 0, out.stderr
+    assert "(1-ROCA) %" in out.stdout and "lam %" in out.stdout and "order: date" in out.stdout
+    data = json.loads((tmp_path / "o.json").read_text())
+    assert data["figures"]["n"] == 300 and len(data["learning_curve"]) == 3
+    toe = _run("evaluate", "--online", "--train-on-error", sample_corpus)
+    assert toe.returncode == 0 and "train on error" in toe.stdout
+
+
+def test_evaluate_online_with_index(tmp_path, sample_corpus):
+    items = labelled_messages([sample_corpus])[::15]   # 20 of 300, both classes
+    lines = []
+    for i, m in enumerate(items):
+        (tmp_path / f"m{i}").write_bytes(m.data)
+        lines.append(f"{'spam' if m.is_spam else 'ham'} m{i}")
+    (tmp_path / "index").write_text("\n".join(lines) + "\n")
+    out = _run("evaluate", "--online", "--index", tmp_path / "index")
+    assert out.returncode == 0, out.stderr
+    assert "order: index file" in out.stdout and "messages: 20 " in out.stdout
+    (tmp_path / "index2").write_text("spam missing-file\nham m0\n")
+    bad = _run("evaluate", "--online", "--index", tmp_path / "index2")
+    assert bad.returncode == 3 and "missing-file" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_evaluate_online_usage_errors(sample_corpus):
+    assert _run("evaluate", "--online").returncode == 64
+    assert _run("evaluate", "--online", "--split", "md5", sample_corpus).returncode == 64
+    assert _run("evaluate", "--online", "--window", "0", sample_corpus).returncode == 64
+    assert _run("evaluate", "--online", "--compare", sample_corpus).returncode == 64
+
+
+def test_evaluate_online_plot(tmp_path, sample_corpus):
+    pytest.importorskip("matplotlib")
+    out = _run("evaluate", "--online", sample_corpus, "--window", "50", "--plot", tmp_path / "curve.png")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", ["spamassassin", "enron-spam"])
+def test_online_on_shared_corpora(name, shared_corpus):
+    """Full feedback over a whole shared corpus: errors fall as it learns, and the
+    (1-ROCA) stays near the figure in docs/accuracy.md."""
+    items = labelled_messages([shared_corpus(name)])
+    order, _ = online.order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    y = np.array([items[i].is_spam for i in order])
+    result = online.run_online([items[i].data for i in order], y)
+    figures = online.online_figures(result)
+    assert figures["one_minus_roca_percent"] < 0.5
+    curve = online.learning_curve(result, window=-(-len(y) // 4))   # four windows
+    assert curve[-1][1] + curve[-1][2] < curve[0][1] + curve[0][2]
