@@ -97,7 +97,7 @@ def test_train_sets_and_prints_the_cutoffs(tmp_path, sample_corpus):
     model = SpamFilter.load(tmp_path / "model.spamnb")
     assert model.spam_cutoff != DEFAULT_SPAM_CUTOFF and model.spam_cutoff > 0.999
     info = _run(tmp_path, "info")
-    assert f"spam_cutoff={model.spam_cutoff}" in info.stdout
+    assert f"P(spam) >= {model.spam_cutoff!r}" in info.stdout
     plain = _run(tmp_path, "train", "--target-fpr", "0", sample_corpus)
     assert plain.returncode == 0 and "expected" not in plain.stdout
     assert SpamFilter.load(tmp_path / "model.spamnb").spam_cutoff == DEFAULT_SPAM_CUTOFF
