@@ -368,7 +368,11 @@ def cmd_info(args):
     print(f"vocabulary:  {spam_filter.vocabulary_.n_features} tokens")
     print(f"settings:    alpha={spam_filter.alpha} prior={spam_filter.prior} counts={spam_filter.counts} "
           f"spam_cutoff={spam_filter.spam_cutoff} ham_cutoff={spam_filter.ham_cutoff}")
-    print(f"tokenizer:   {spam_filter.tokenizer_.settings}")
+    tokenizer = spam_filter.tokenizer_
+    print(f"tokenizer:   {tokenizer.settings}")
+    if tokenizer.version < tokenizer.VERSION:
+        print(f"note:        this model uses the older tokenizer version {tokenizer.version}; retraining it "
+              f"(spamnb train) brings version {tokenizer.VERSION}'s attack hardening")
     if args.tokens > 0 and spam_filter.vocabulary_.n_features:
         spammy, hammy = spam_filter.strongest_tokens(args.tokens)
         for title, rows in (("strongest spam tokens", spammy), ("strongest ham tokens", hammy)):
