@@ -14,7 +14,10 @@ with ``--write``, once on the new one with ``--check``::
     git stash; python scripts/check_identical.py --write /tmp/ref.json; git stash pop
     python scripts/check_identical.py --check /tmp/ref.json
 
-It uses only the public API, so the same script runs on both sides.  A folder
+It uses only the public API, so the same script runs on both sides.  With
+``--tokenizer-version 2`` the new side trains with the older tokenizer that
+models of that version load with (check it against a reference written by a
+revision of that version: its tokens and scores must not have moved).  A folder
 in a message's path whose name starts with "spam" makes it spam.
 """
 
@@ -56,12 +59,17 @@ def corpus_files(root):
     return out
 
 
-def record(root):
+def record(root, tokenizer_version=None):
     files = corpus_files(root)
     train = [(root / rel, spam) for rel, spam, test in files if not test]
     test = [rel for rel, _spam, is_test in files if is_test]
+    tokenizer = None
+    if tokenizer_version is not None:
+        from spamnb.tokenizer import Tokenizer
+
+        tokenizer = Tokenizer(version=tokenizer_version)
     started = time.perf_counter()
-    spam_filter = SpamFilter().fit([p for p, _ in train], [s for _, s in train])
+    spam_filter = SpamFilter(tokenizer=tokenizer).fit([p for p, _ in train], [s for _, s in train])
     fit_seconds = time.perf_counter() - started
     data = [(root / rel).read_bytes() for rel in test]
     started = time.perf_counter()
@@ -72,6 +80,7 @@ def record(root):
         path = os.path.join(tmp, "model.spamnb")
         spam_filter.save(path)
         loaded_filter = SpamFilter.load(path)
+        assert loaded_filter.tokenizer_.settings == spam_filter.tokenizer_.settings
         loaded = [loaded_filter.score(d).log_odds for d in data]
     tokens = [hashlib.sha256(bytes(memoryview(spam_filter.tokenizer_.stream(d).hashes).cast("B"))).hexdigest()[:16]
               for d in data]
@@ -87,11 +96,13 @@ def main(argv=None):
     action.add_argument("--check", metavar="REF", help="compare with the reference in REF")
     parser.add_argument("--corpus", action="append", metavar="NAME=PATH",
                         help="corpora to use (default: spamassassin and enron beside the repo)")
+    parser.add_argument("--tokenizer-version", type=int, metavar="N",
+                        help="train with this tokenizer version (default: the newest)")
     args = parser.parse_args(argv)
     corpora = dict(item.split("=", 1) for item in args.corpus) if args.corpus else CORPORA
     results = {}
     for name, root in corpora.items():
-        messages, timing = record(Path(root))
+        messages, timing = record(Path(root), args.tokenizer_version)
         results[name] = messages
         print(f"{name}: {timing['n_train']} train, {timing['n_test']} test messages; "
               f"fit {timing['fit_s']:.2f} s, score loop {timing['score_s']:.2f} s")

@@ -478,8 +478,11 @@ def cmd_info(args):
     print(f"settings file:  {settings.path or '(none)'}")
     print(f"model settings: alpha {spam_filter.alpha!r}, prior {spam_filter.prior}, counts {spam_filter.counts}, "
           f"feature weight {spam_filter.feature_weight!r}")
-    tokenizer = ", ".join(f"{key} {value!r}" for key, value in sorted(spam_filter.tokenizer_.settings.items()))
-    print(f"tokenizer:      {tokenizer}")
+    tokenizer = spam_filter.tokenizer_
+    print(f"tokenizer:      " + ", ".join(f"{key} {value!r}" for key, value in sorted(tokenizer.settings.items())))
+    if tokenizer.version < tokenizer.VERSION:
+        print(f"note:           this model uses the older tokenizer version {tokenizer.version}; retraining it "
+              f"(spamnb train) brings version {tokenizer.VERSION}'s attack hardening")
     from spamnb.lifecycle_cli import info_lines  # size, age, hapaxes, what pruning would remove
 
     print("\n".join(info_lines(spam_filter)))

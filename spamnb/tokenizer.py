@@ -170,6 +170,10 @@ _INT_RANGES = {
     "max_text_chars": (0, 1 << 30), "max_bytes": (1, 1 << 30), "max_part_bytes": (0, 1 << 30), "max_depth": (0, 64),
     "max_parts": (1, 100_000),
 }
+# Version 2's settings (models written before version 3 store them): no
+# max_part_bytes, and the first 6 KiB of a message were all it read.
+_V2_DEFAULTS = {name: value for name, value in DEFAULTS.items() if name != "max_part_bytes"}
+_V2_DEFAULTS["max_bytes"] = 6144
 _BOOLS = ("lowercase", "cjk_bigrams", "header_names", "received", "urls", "html_tells", "mime_tells")
 
 
@@ -209,17 +213,32 @@ class Tokenizer:
     #    lone surrogates replaced; linear-time style/script/comment removal.
     #    3: budgets per region (max_part_bytes; the text budget per text part,
     #    white-space runs count one), invisible characters dropped and look-alike
-    #    letters folded to Latin (spamnb._mail.text_prefix); models of version 2
-    #    are refused (retrain).
+    #    letters folded to Latin (spamnb._mail.text_prefix), HTML converted
+    #    8 KiB first, header field words from the first 1,000 characters.
+    #    Models of version 2 still load: ``version=2`` gives its tokens exactly
+    #    (one text budget across parts, no folding, whole HTML, whole fields,
+    #    no max_part_bytes, max_bytes 6 KiB by default) without the hardening.
     VERSION = 3
+    VERSIONS = (2, 3)
 
-    def __init__(self, **settings):
-        unknown = set(settings) - set(DEFAULTS)
+    def __init__(self, *, version=VERSION, **settings):
+        if type(version) is not int or version not in self.VERSIONS:
+            raise ValueError(f"tokenizer version {version!r} is not supported (this spamnb reads versions "
+                             f"{', '.join(map(str, self.VERSIONS))})")
+        defaults = DEFAULTS if version >= 3 else _V2_DEFAULTS
+        unknown = set(settings) - set(defaults)
         if unknown:
-            raise TypeError(f"unknown tokenizer settings: {sorted(unknown)}")
+            raise TypeError(f"unknown tokenizer settings{'' if version >= 3 else ' for version 2'}: "
+                            f"{sorted(unknown)}")
+        self.version = version
         for name, default in DEFAULTS.items():
-            setattr(self, name, settings.get(name, default))
+            setattr(self, name, settings.get(name, defaults.get(name, default)))
+        if version < 3:
+            self.max_part_bytes = 0         # version 2 decoded each text part whole
         _validate(self)
+        # version 3's region budgets and text handling (version 2: max_bytes only)
+        self._hardened = version >= 3
+        self._field_chars = _MAX_FIELD_CHARS if version >= 3 else -1
         self._scanner = Scanner(min_len=self.min_len, max_len=self.max_len,
                                 word_chars=self.word_chars, joiners=self.joiners,
                                 cjk_bigrams=self.cjk_bigrams, max_len_joined=self.max_len_joined)
@@ -246,24 +265,30 @@ class Tokenizer:
     @property
     def settings(self):
         """The hyper-parameters plus ``"version"``: a JSON-serialisable dict."""
-        out = {name: getattr(self, name) for name in DEFAULTS}
-        out["version"] = self.VERSION
+        names = DEFAULTS if self.version >= 3 else _V2_DEFAULTS
+        out = {name: getattr(self, name) for name in names}
+        out["version"] = self.version
         return out
 
     @classmethod
     def from_settings(cls, settings):
-        """The tokenizer described by ``settings``; ValueError for another version or unknown keys."""
+        """The tokenizer described by ``settings`` (of version 2 or 3, as a
+        model file stores them); ValueError for another version or unknown keys."""
         settings = dict(settings)
         version = settings.pop("version", None)
-        if version != cls.VERSION:
-            raise ValueError(f"tokenizer version {version!r} is not supported (this is version {cls.VERSION})")
-        unknown = set(settings) - set(DEFAULTS)
+        if type(version) is not int or version not in cls.VERSIONS:
+            raise ValueError(f"tokenizer version {version!r} is not supported (this spamnb reads versions "
+                             f"{', '.join(map(str, cls.VERSIONS))})")
+        unknown = set(settings) - set(DEFAULTS if version >= 3 else _V2_DEFAULTS)
         if unknown:
-            raise ValueError(f"unknown tokenizer settings: {sorted(unknown)}")
-        return cls(**settings)
+            raise ValueError(f"unknown tokenizer settings for version {version}: {sorted(unknown)}")
+        return cls(version=version, **settings)
 
     def __repr__(self):
-        changed = {k: v for k, v in self.settings.items() if k != "version" and v != DEFAULTS[k]}
+        defaults = DEFAULTS if self.version >= 3 else _V2_DEFAULTS
+        changed = {k: v for k, v in self.settings.items() if k != "version" and v != defaults[k]}
+        if self.version != self.VERSION:
+            changed = {"version": self.version, **changed}
         return f"Tokenizer({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     def _prefix(self, text):
@@ -301,6 +326,7 @@ class Tokenizer:
         html_seen = False
         budget = self.max_text_chars or -1
         text_prefix = _mail.text_prefix
+        hardened = self._hardened           # False: version 2's tokens (a branch per part)
         for part in parsed.parts:
             if self.mime_tells:
                 self._mime_tells(stream, part)
@@ -309,9 +335,12 @@ class Tokenizer:
                 continue
             if part.content_type == "text/html":
                 html_seen = True
-                html = _mail.html_to_text(text[:_HTML_FIRST], lower, self.html_tells)
-                if len(text) > _HTML_FIRST and (budget < 0 or len(text_prefix(html.text, budget)) == len(html.text)):
-                    # the first 8 KiB did not fill the budget (e.g. a long <style> block first): all of it
+                if hardened:
+                    html = _mail.html_to_text(text[:_HTML_FIRST], lower, self.html_tells)
+                    if len(text) > _HTML_FIRST and (budget < 0 or len(text_prefix(html.text, budget)) == len(html.text)):
+                        # the first 8 KiB did not fill the budget (e.g. a long <style> block first): all of it
+                        html = _mail.html_to_text(text, lower, self.html_tells)
+                else:
                     html = _mail.html_to_text(text, lower, self.html_tells)
                 text = html.text
                 urls.extend(html.links)
@@ -321,7 +350,11 @@ class Tokenizer:
                 plain_seen = True
                 if lower:
                     text = text.lower()
-            text = text_prefix(text, budget)     # also drops invisible characters, folds look-alikes
+            if hardened:
+                text = text_prefix(text, budget)     # also drops invisible characters, folds look-alikes
+            elif budget >= 0:                        # version 2: one budget across parts, text as it is
+                text = text[:budget]
+                budget -= len(text)
             if self.urls and ("://" in text or "www." in text):
                 found = _URL_AFTER_SCHEME.findall(text) + _URL_WWW.findall(text)
                 urls.extend(found)
@@ -347,7 +380,7 @@ class Tokenizer:
                 if name not in _SPECIAL_FIELDS:
                     stream.add_words(value.lower() if lower else value, self._field_prefix_id(name, stream))
         else:
-            stream.add_field_words(parsed.by_name, self._word_field_prefixes, lower, _MAX_FIELD_CHARS)
+            stream.add_field_words(parsed.by_name, self._word_field_prefixes, lower, self._field_chars)
         if self.header_names:
             stream.add_names(parsed.headers, self._p_hdr)
         if self.headers == "none":
