@@ -218,7 +218,9 @@ def cmd_train(args):
     calibration = None
     try:
         spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
-        if args.target_fpr > 0:  # cutoffs from cross-validation inside the training mail (spamnb.calibrate)
+        if args.target_fpr > 0 and settings.spam_cutoff is None and settings.ham_cutoff is None:
+            # cutoffs from cross-validation inside the training mail (spamnb.calibrate),
+            # unless the user gave cutoffs (an option or the settings file)
             from spamnb import calibrate
 
             calibration = calibrate.calibrate(spam_filter, again(), [bool(v) for v in labels],  # a third pass

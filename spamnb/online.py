@@ -133,10 +133,12 @@ class OnlineFilter:
         return math.log(n_spam) - math.log(n_ham)
 
     def stream(self, message):
-        """The message's token stream (bytes or a path)."""
+        """The message's token stream (bytes, or a path: a str is a file name here)."""
+        from pathlib import Path
+
         from spamnb.filter import message_bytes
 
-        return self.tokenizer_.stream(message_bytes(message))
+        return self.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
 
     def log_odds(self, stream):
         """log P(spam | message) / P(ham | message) under the counts learned so far."""

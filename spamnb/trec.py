@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 USAGE = "usage: python -m spamnb.trec initialize | classify FILE | train spam|ham FILE | finalize"
 
@@ -42,7 +43,7 @@ def classify_line(path):
     from spamnb.filter import SpamFilter
 
     model = model_path()
-    log_odds = SpamFilter.load(model).score(path).log_odds if os.path.exists(model) else 0.0
+    log_odds = SpamFilter.load(model).score(Path(path)).log_odds if os.path.exists(model) else 0.0
     label = "spam" if log_odds >= 0 else "ham"
     return f"class={label} score={log_odds:.6f} tfile=*"
 
@@ -59,6 +60,7 @@ def train(judgement, path):
     from spamnb.filter import SpamFilter, message_bytes
     from spamnb.store import locked
 
+    path = Path(path)     # a file name, never the message's text
     message_bytes(path)   # unreadable: the error comes now, and nothing is recorded
     model = model_path()
     with locked(model):
@@ -73,7 +75,7 @@ def train(judgement, path):
             rows = [line.rstrip("\n").split(" ", 1) for line in f if line.strip()]
         labels = [label == "spam" for label, _ in rows]
         if any(labels) and not all(labels):
-            SpamFilter().fit([p for _, p in rows], labels).save(model)
+            SpamFilter().fit([Path(p) for _, p in rows], labels).save(model)
 
 
 def main(argv=None):

@@ -23,7 +23,7 @@ def test_builder_and_add_counts_scale_rows():
     x = np.log1p([1.0, 1.0, 3.0])          # features 0, 1, 3 (the unknown -1 takes no part)
     np.testing.assert_allclose(data, 5.0 * x / np.linalg.norm(x))
     target = np.zeros(4)
-    _vocab.add_counts(idx, target, _vocab.COUNTS_LOG, 5.0)
+    _vocab.add_counts(idx, target, _vocab.COUNTS_LOG, length=5.0)
     np.testing.assert_allclose(target[[0, 1, 3]], 5.0 * x / np.linalg.norm(x))
     plain = _vocab.CSRBuilder(_vocab.COUNTS_LOG)
     plain.add_row(idx)
