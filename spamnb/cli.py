@@ -35,7 +35,7 @@ EXIT_ERROR = 3
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
-COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate")
+COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "serve")
 _VERDICT_EXIT = {"spam": EXIT_SPAM, "ham": EXIT_HAM, "unsure": EXIT_UNSURE}
 STATUS_HEADER = b"X-Spam-Status"
 SCORE_HEADER = b"X-Spam-Score"
@@ -417,6 +417,10 @@ def build_parser(command=None):
 
             evaluate.add_arguments(p)
         p.set_defaults(handler=cmd_evaluate)
+    if wanted("serve"):
+        from spamnb import serve
+
+        serve.add_parser(sub)
     return parser
 
 
