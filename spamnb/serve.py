@@ -395,17 +395,20 @@ class Server:
                 return keep_alive and reply.split(b" ", 2)[1] == b"0"
         except ProtocolError as exc:
             outcome = f"error {exc.code} {exc.text}"
-            await self._send_quietly(writer, spamd.error_response(exc.code, exc.text))
+            await self._send_quietly(writer, spamd.error_response(exc.code, exc.text), reader)
         except TimeoutError:
             if task in self.idle:
                 return False    # idle between requests: close without a word
             outcome = f"error {EX['EX_TIMEOUT']} timed out after {settings.timeout:g} s"
             await self._send_quietly(writer, spamd.error_response(EX["EX_TIMEOUT"], "timed out"))
-        except (asyncio.IncompleteReadError, ConnectionError, BrokenPipeError):
+        except asyncio.IncompleteReadError:
+            outcome = f"error {EX['EX_PROTOCOL']} request ended early"
+            await self._send_quietly(writer, spamd.error_response(EX["EX_PROTOCOL"], "incomplete request"))
+        except (ConnectionError, BrokenPipeError):
             outcome = "client closed the connection mid-request"
         except asyncio.LimitOverrunError:
             outcome = f"error {EX['EX_PROTOCOL']} header line too long"
-            await self._send_quietly(writer, spamd.error_response(EX["EX_PROTOCOL"], "header too long"))
+            await self._send_quietly(writer, spamd.error_response(EX["EX_PROTOCOL"], "header too long"), reader)
         except MemoryError:
             outcome = f"error {EX['EX_SOFTWARE']} out of memory"
             await self._send_quietly(writer, spamd.error_response(EX["EX_SOFTWARE"], "out of memory"))
@@ -458,11 +461,17 @@ class Server:
         writer.write(data)
         await writer.drain()
 
-    async def _send_quietly(self, writer, data):
+    async def _send_quietly(self, writer, data, reader=None):
+        """Send an error, then (a lingering close) read and drop what the client
+        still sends, for a second at most, so the answer is not lost to a reset."""
         try:
             async with asyncio.timeout(1.0):
                 await self._send(writer, data)
-        except (TimeoutError, ConnectionError, OSError):
+                if reader is not None and writer.can_write_eof():
+                    writer.write_eof()
+                    while await reader.read(_CHUNK):
+                        pass
+        except (TimeoutError, ConnectionError, OSError, asyncio.LimitOverrunError, ValueError):
             pass
 
     # ------------------------------------------------------------------ verbs
