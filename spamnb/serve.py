@@ -344,7 +344,7 @@ class Server:
                 self.log(f"refused {peer}: not in --allowed-ips")
                 return
             if self.active > self.settings.max_connections or self.stopping is not None:
-                await self._send(writer, spamd.error_response(EX["EX_TEMPFAIL"], "too many connections"))
+                await self._send_quietly(writer, spamd.error_response(EX["EX_TEMPFAIL"], "too many connections"), reader)
                 self.log(f"{peer} refused: {self.active - 1} connections open (EX_TEMPFAIL)")
                 return
             while self.stopping is None:

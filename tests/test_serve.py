@@ -513,8 +513,8 @@ def test_procmail_recipe_with_spamc(daemon, tmp_path, site_filter):
     rc = tmp_path / "procmailrc"
     rc.write_text(f"MAILDIR={tmp_path}\nDEFAULT={tmp_path}/inbox/\nLOGFILE={tmp_path}/log\n"
                   f":0fw\n| {SPAMC} -p {daemon.port}\n\n"
-                  ":0:\n* ^X-Spam-Status: Yes\nspam/\n\n"
-                  ":0:\n* ^X-Spam-Status: Unsure\nunsure/\n")
+                  ":0\n* ^X-Spam-Status: Yes\nspam/\n\n"
+                  ":0\n* ^X-Spam-Status: Unsure\nunsure/\n")
     for path in MESSAGES:
         subprocess.run(["procmail", "-m", str(rc)], input=path.read_bytes(), check=True, timeout=60)
     spam = [p for p in MESSAGES if site_filter.classify(p.read_bytes()).label == "spam"]
