@@ -523,3 +523,16 @@ def test_procmail_recipe_with_spamc(daemon, tmp_path, site_filter):
     assert len(list((tmp_path / "inbox" / "new").iterdir())) == len(ham)
     for delivered in (tmp_path / "spam" / "new").iterdir():
         assert b"X-Spam-Flag: YES" in delivered.read_bytes()
+
+
+@needs_spamc
+def test_postfix_pipe_recipe_spamc_e(daemon, tmp_path):
+    # Postfix's content filter runs `spamc -e /usr/sbin/sendmail -oi -f ${sender} ${recipient}`:
+    # spamc hands the checked message to the command; here the command writes it to a file
+    out = tmp_path / "reinjected"
+    message = MESSAGES[0].read_bytes()
+    proc = subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(daemon.port), "-e", "/bin/sh", "-c", f"cat > {out}"],
+                          input=message, capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    delivered = out.read_bytes()
+    assert b"X-Spam-Status: Yes, score=" in delivered and delivered.endswith(message[message.find(b"\n\n") + 2:])
