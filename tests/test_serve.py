@@ -536,3 +536,23 @@ def test_postfix_pipe_recipe_spamc_e(daemon, tmp_path):
     assert proc.returncode == 0, proc.stderr
     delivered = out.read_bytes()
     assert b"X-Spam-Status: Yes, score=" in delivered and delivered.endswith(message[message.find(b"\n\n") + 2:])
+
+
+def test_aiospamc_client(daemon, site_filter):
+    aiospamc = pytest.importorskip("aiospamc", reason="aiospamc is not installed (pip install aiospamc)")
+    import asyncio
+
+    message = MESSAGES[0].read_bytes()
+    verdict = site_filter.classify(message)
+
+    async def calls():
+        check = await aiospamc.check(message, host="127.0.0.1", port=daemon.port)
+        pong = await aiospamc.ping(host="127.0.0.1", port=daemon.port)
+        tell = await aiospamc.tell(unique_message("aio"), "spam", set_action="local", user="aio",
+                                   host="127.0.0.1", port=daemon.port)
+        return check, pong, tell
+
+    check, pong, tell = asyncio.run(calls())
+    spam = check.headers["Spam"]
+    assert spam.value == (verdict.label == "spam") and spam.threshold == 5.0 and pong.message == "PONG"
+    assert "DidSet" in tell.headers
