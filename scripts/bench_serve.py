@@ -13,6 +13,9 @@ Trains spamnb and bogofilter on the train part of the fixed split, starts
    8-client load (one connection per message) on SpamAssassin's ``spamd``;
 4. resident memory of the server with 1 and with 100 per-user models.
 
+``--threads-only`` instead compares spamnb serve (asyncio) with a
+thread-per-connection server answering CHECK the same way.
+
     python scripts/bench_serve.py [--corpus ../shared/corpora/spamassassin] [--spamd]
 """
 
@@ -177,12 +180,82 @@ def server_times(log_path, verb=b"CHECK"):
     return out
 
 
+def threaded_server(port, model):
+    """The same CHECK answers from a thread-per-connection server (socketserver),
+    for the asyncio-or-threads comparison: the one lock is held while a
+    verdict is computed (it needs the GIL anyway), reading and writing run in
+    parallel."""
+    import socketserver
+
+    from spamnb import serve, spamd
+
+    lock = threading.Lock()
+    cache = serve.ModelCache(10, print)
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            while True:
+                lines = []
+                while True:
+                    line = self.rfile.readline(65537)
+                    if not line:
+                        return
+                    if line in (b"\r\n", b"\n"):
+                        break
+                    lines.append(line)
+                request = spamd.parse_head(b"".join(lines).rstrip(b"\r\n"))
+                message = self.rfile.read(spamd.content_length(request))
+                with lock:
+                    spam_filter, score_map = cache.get(model, 5.0)
+                    verdict = serve._classify(spam_filter, message)
+                score = score_map.score(verdict.log_odds, verdict.label)
+                self.wfile.write(spamd.response(0, [spamd.spam_header(verdict, score, score_map.required)]))
+                if request.headers.get("connection", "").lower() != "keep-alive":
+                    return
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    with Server(("127.0.0.1", port), Handler) as server:
+        server.serve_forever()
+
+
+def compare_threads(model, messages, n_clients, env, say):
+    """asyncio (spamnb serve) against the threaded variant, same run, CHECK only."""
+    for name in ("asyncio (spamnb serve)", "threads (socketserver)"):
+        port = free_port()
+        if name.startswith("asyncio"):
+            argv = [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{port}", "-m", str(model),
+                    "--max-connections", "256"]
+        else:
+            argv = [sys.executable, __file__, "--threaded-server", str(port), str(model)]
+        proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        try:
+            wait_port(port, proc)
+            one_shot(port, messages[0])
+            trips = keep_alive_round_trips(port, messages)
+            rate = throughput(port, messages, n_clients, keep_alive=True)
+            rate_each = throughput(port, messages[:300], n_clients, keep_alive=False)
+            say(f"  {name:24s} round trip p50 / p99 {quantiles(trips)[0]:.3f} / {quantiles(trips)[1]:.3f} ms; "
+                f"{n_clients} clients kept-alive {rate:,.0f} msg/s, a connection per message {rate_each:,.0f} msg/s")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--threaded-server"]:
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        return threaded_server(int(argv[1]), argv[2])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
     parser.add_argument("--processes", type=int, default=200, help="messages for the per-process figures")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--spamd", action="store_true", help="also load SpamAssassin's spamd")
+    parser.add_argument("--threads-only", action="store_true",
+                        help="only the asyncio-against-threads comparison")
     args = parser.parse_args(argv)
 
     train, test = corpus_split(args.corpus)
@@ -204,6 +277,11 @@ def main(argv=None):
         names = "\n".join(str(p) for p, s in train if s == want) + "\n"
         subprocess.run(["bogofilter", "-C", "-d", str(bogo), flag, "-b"], input=names.encode(), check=True)
 
+    if args.threads_only:
+        say("asyncio against threads (CHECK, all test messages; server log off):")
+        compare_threads(model, [p.read_bytes() for p, _ in test], args.clients, env, say)
+        shutil.rmtree(work, ignore_errors=True)
+        return
     port = free_port()
     log = work / "serve.log"
     sock = work / "spamnb.sock"
