@@ -19,7 +19,8 @@ import time
 
 from spamnb.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, VERDICT_EXIT
 
-COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge", "prune")
+COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
+            "prune", "serve")
 _VERDICT_EXIT = VERDICT_EXIT
 
 
@@ -588,6 +589,10 @@ def build_parser(command=None, full=False):
         from spamnb import lifecycle_cli
 
         lifecycle_cli.register(sub, model_option, wanted)
+    if wanted("serve"):
+        from spamnb import serve
+
+        serve.add_parser(sub)
     return parser
 
 
