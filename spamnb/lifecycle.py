@@ -5,11 +5,11 @@ small.  This module holds the operations on a whole model; the CLI commands
 (``spamnb dump``, ``load``, ``merge``, ``prune``) are thin shells over them
 (``spamnb.lifecycle_cli``).
 
-The dump (format ``spamnb-dump 1``)
------------------------------------
+The dump (format ``spamnb-dump 2``; version 1 is read too)
+----------------------------------------------------------
 UTF-8 text, one record per line (LF), written and read as a stream::
 
-    spamnb-dump 1
+    spamnb-dump 2
     columns token ham spam last-seen
     settings {"alpha":0.01,"counts":"log",...,"tokenizer":{...}}
     features null
@@ -21,6 +21,8 @@ UTF-8 text, one record per line (LF), written and read as a stream::
     subject:free\t0\t3.295836866004329\t2026-11-20
     hello\t12\t1\t2026-11-23
     a\\tb\t0.6931471805599453\t0\t-
+    ledger 1
+    0f1e2d3c4b5a69788796a5b4c3d2e1f0\tspam
     end 3 5f0c1e2a
 
 - The header lines are ``key value``: ``settings`` and ``features`` are
@@ -37,6 +39,10 @@ UTF-8 text, one record per line (LF), written and read as a stream::
   (any code point, a lone surrogate included) fits on one line: ``\\\\``,
   ``\\t``, ``\\n``, ``\\r``, other control characters as ``\\xHH`` and lone
   surrogates as ``\\uDXXX``; every other character is itself, in UTF-8.
+- Version 2: after the token lines, ``ledger M`` and M lines, the learned
+  messages of the ledger (``spamnb.ledger``), oldest first: the 16-byte
+  digest in hex, a tab, ``spam`` or ``ham``.  Version 1 has no ledger (it
+  loads with an empty one).
 - The last line is ``end N CRC``: the number of token lines again and the
   CRC-32 (hex) of every byte before that line.  A dump that does not end so
   was cut short; a checksum that does not match was damaged (or edited: a
@@ -102,7 +108,8 @@ __all__ = ["DumpError", "DUMP_FORMAT", "DUMP_VERSION", "dump", "load_dump", "mer
            "usefulness", "describe", "expire", "today", "DEFAULT_TARGET_SIZE", "SETTINGS_THAT_MUST_MATCH"]
 
 DUMP_FORMAT = "spamnb-dump"
-DUMP_VERSION = 1
+DUMP_VERSION = 2
+DUMP_VERSIONS = (1, 2)        # the versions load_dump reads
 COLUMNS = "token ham spam last-seen"
 MAX_LINE = 1 << 16            # bytes; the tokenizer's tokens are at most ~1,000 characters
 _CHUNK = 4096                 # lines written per write()
@@ -345,6 +352,12 @@ def dump(spam_filter, out):
                                      _number(spam), text)))
         lines.append(b"")
         write(b"\n".join(lines))
+    digests, labels = spam_filter.ledger_.to_arrays() if spam_filter.ledger_ is not None else (b"", b"")
+    write(b"ledger %d\n" % len(labels))
+    size = len(digests) // len(labels) if labels else 0
+    for start in range(0, len(labels), _CHUNK):
+        write(b"".join(b"%s\t%s\n" % (digests[i * size:(i + 1) * size].hex().encode(), b"spam" if labels[i] else b"ham")
+                       for i in range(start, min(len(labels), start + _CHUNK))))
     out.write(b"end %d %08x\n" % (n, crc))
     return n
 
@@ -393,8 +406,9 @@ def load_dump(stream, name="-"):
         return value
 
     first = header_field(DUMP_FORMAT)
-    if first != str(DUMP_VERSION):
-        fail(f"dump format version {first!r}, this spamnb reads version {DUMP_VERSION}")
+    if first not in [str(v) for v in DUMP_VERSIONS]:
+        fail(f"dump format version {first!r}, this spamnb reads versions {', '.join(map(str, DUMP_VERSIONS))}")
+    version = int(first)
     if header_field("columns") != COLUMNS:
         fail(f"columns must be {COLUMNS!r}")
     text = header_field("settings")
@@ -485,6 +499,34 @@ def load_dump(stream, name="-"):
         hashes.append(hash_token(token))
         ham.append(n_ham)
         spam.append(n_spam)
+    ledger = None
+    if version >= 2:
+        from spamnb.ledger import DIGEST_SIZE, Ledger
+
+        text = header_field("ledger")
+        try:
+            n_ledger = int(text)
+            if n_ledger < 0:
+                raise ValueError
+        except ValueError:
+            fail("'ledger' must be a count")
+        digests, labels = bytearray(), bytearray()
+        for _ in range(n_ledger):
+            line = next_line()
+            crc = zlib.crc32(line, crc)
+            digest, tab, label = line[:-1].partition(b"\t")
+            try:
+                digest = bytes.fromhex(digest.decode("ascii"))
+            except (ValueError, UnicodeDecodeError):
+                digest = b""
+            if not tab or len(digest) != DIGEST_SIZE or label not in (b"spam", b"ham"):
+                fail(f"expected a ledger line ({2 * DIGEST_SIZE} hex digits, a tab, spam or ham)")
+            digests += digest
+            labels.append(label == b"spam")
+        try:
+            ledger = Ledger.from_arrays(digests, labels) if labels else None
+        except ValueError as exc:
+            fail(str(exc))
     line = next_line()
     try:
         end, count, checksum = line[:-1].decode("ascii").split(" ")
@@ -505,9 +547,11 @@ def load_dump(stream, name="-"):
                    np.frombuffer(hashes, dtype=np.uint64), bytes(blob), np.frombuffer(offsets, dtype=np.uint64),
                    np.frombuffer(days, dtype=np.int32), features, created, last_learn, max_tokens)
     try:
-        return _build(state)
+        spam_filter = _build(state)
     except _Duplicate as exc:
         fail("the token repeats an earlier one (or shares its 64-bit hash)", first_line + exc.position)
+    spam_filter.ledger_ = ledger
+    return spam_filter
 
 
 # ---------------------------------------------------------------------------- merge
@@ -534,7 +578,28 @@ def merge(filters):
         if result.features is not None or other.features is not None:
             raise ValueError("models with message features (feature_weight > 0) cannot be merged exactly")
         result = _merge_two(result, other, np)
-    return _build(result)
+    merged = _build(result)
+    merged.ledger_ = _merge_ledgers([f.ledger_ for f in filters])
+    return merged
+
+
+def _merge_ledgers(ledgers):
+    """The union of the inputs' ledgers (a message in several keeps the first
+    one's label), or None when none has one."""
+    from spamnb.ledger import Ledger
+
+    ledgers = [ledger for ledger in ledgers if ledger is not None]
+    if not ledgers:
+        return None
+    out = Ledger()
+    for ledger in ledgers:
+        digests, labels = ledger.to_arrays()
+        size = len(digests) // len(labels) if labels else 0
+        for i, label in enumerate(labels):
+            digest = digests[i * size:(i + 1) * size]
+            if out.label(digest) is None:
+                out.record(digest, bool(label))
+    return out
 
 
 def _merge_two(a, b, np):

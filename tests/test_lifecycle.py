@@ -77,7 +77,7 @@ def test_hostile_tokens_round_trip_exactly():
     original = hostile_filter(days=list(range(20000, 20000 + len(HOSTILE))))
     data = dump_bytes(original)
     data.decode("utf-8")                            # the dump is valid UTF-8
-    assert data.count(b"\n") == 9 + len(HOSTILE) + 1
+    assert data.count(b"\n") == 9 + len(HOSTILE) + 1 + 1   # header, tokens, "ledger 0", end
     loaded = load_bytes(data)
     assert loaded.vocabulary_.tokens() == HOSTILE
     assert np.array_equal(counts_of(loaded), counts_of(original))
@@ -501,9 +501,10 @@ def test_cli_expire_at_bounds_the_model_through_learns(home):
 
 def test_cli_prune_by_age_through_an_edited_dump(home):
     dump = run(["dump"], home).stdout.split(b"\n")
-    header, tokens = dump[:9], dump[9:-2]
+    header, tokens, ledger = dump[:9], dump[9:-3], dump[-3]   # ... token lines, "ledger 0", "end ...", ""
+    assert ledger == b"ledger 0"
     old = [b"\t".join(line.split(b"\t")[:3] + [b"2001-01-01"]) for line in tokens[:50]]
-    edited = b"\n".join(header + old + tokens[50:] + [b"end %d -" % len(tokens), b""])
+    edited = b"\n".join(header + old + tokens[50:] + [ledger, b"end %d -" % len(tokens), b""])
     assert run(["load", "-"], home, stdin=edited).returncode == 0
     proc = run(["prune", "--max-age", "365"], home)
     assert proc.returncode == 0, proc.stderr
@@ -560,3 +561,34 @@ def test_a_model_with_message_features_round_trips(corpus):
     assert [loaded.score(m).log_odds for m in corpus[0][:40]] == [model.score(m).log_odds for m in corpus[0][:40]]
     with pytest.raises(ValueError, match="message features"):
         lifecycle.merge([model, loaded])
+
+
+
+def test_the_ledger_goes_through_dump_load_and_merge():
+    from spamnb import ledger as ledgers
+
+    messages = [m for m in labelled_messages([SAMPLE])][:40]
+    base = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])
+    extra = [b"Subject: note %d\n\nzqx%d wombat fnord\n" % (k, k) for k in range(3)]
+    for k, data in enumerate(extra):
+        ledger = ledgers.ledger_of(base)
+        ledgers.learn(base, ledger, data, k % 2 == 0, ledgers.Tally())
+        ledgers.attach(base, ledger)
+    data = dump_bytes(base)
+    assert b"\nledger 3\n" in data
+    loaded = load_bytes(data)
+    assert loaded.ledger_.to_arrays() == base.ledger_.to_arrays()
+    assert dump_bytes(loaded) == data
+    # a version-1 dump (no ledger) still loads, with no ledger
+    head, _, rest = data.partition(b"\n")
+    tokens, _, _end = rest.rpartition(b"ledger 3\n")
+    v1 = b"spamnb-dump 1\n" + tokens + b"end %d -\n" % base.vocabulary_.n_features
+    assert load_bytes(v1).ledger_ is None
+    # a damaged ledger line is refused with its line number
+    bad = data.replace(b"\tspam\n", b"\tspma\n", 1)
+    with pytest.raises(lifecycle.DumpError, match="line"):
+        load_bytes(bad)
+    # merge keeps the union
+    other = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])
+    assert lifecycle.merge([other, base]).ledger_.to_arrays() == base.ledger_.to_arrays()
+    assert lifecycle.merge([other, other]).ledger_ is None
