@@ -101,8 +101,10 @@ def tell(path, message, spam, learn, remove, seed_path=None):
     command-line learner and the server never lose each other's update.
     A model that does not exist yet starts as a copy of ``seed_path``'s (the
     site model) when there is one.  ``spam`` is True/False, or None for a
-    removal of unknown class (tried as spam, then as ham).  Returns
+    removal of unknown class (the ledger's label, else tried as spam, then
+    as ham).  Returns
     (did_learn, did_remove)."""
+    from spamnb import ledger as ledgers
     from spamnb.filter import SpamFilter
     from spamnb.store import locked
 
@@ -113,18 +115,23 @@ def tell(path, message, spam, learn, remove, seed_path=None):
             spam_filter = SpamFilter.load(seed_path)
         else:
             spam_filter = SpamFilter()
+        # through the ledger of learned messages, as `spamnb learn`/`forget`:
+        # a message told twice counts once, told with the other class it moves
+        ledger = ledgers.ledger_of(spam_filter)
+        tally = ledgers.Tally()
         did_remove = False
         if remove and spam_filter.is_fitted:
-            for as_spam in ((spam,) if spam is not None else (True, False)):
+            for as_spam in ((spam,) if spam is not None else (None, True, False)):
                 try:
-                    spam_filter.forget(message, spam=as_spam)
+                    ledgers.forget(spam_filter, ledger, message, as_spam, tally)
                 except ValueError:
                     continue
                 did_remove = True
                 break
         if learn:
-            spam_filter.learn(message, spam=spam)
+            ledgers.learn(spam_filter, ledger, message, spam, tally)
         if learn or did_remove:
+            ledgers.attach(spam_filter, ledger)
             spam_filter.save(path)
     return bool(learn), did_remove
 # ============================================================================

@@ -279,6 +279,21 @@ def test_tell_learns_and_forgets_in_the_users_model(daemon, home):
     assert SpamFilter.load(user_model).class_count_ == (base[0] + 1, base[1])
 
 
+
+def test_tell_goes_through_the_ledger_like_spamnb_learn(daemon, home):
+    """A message told twice counts once; told as the other class it moves;
+    a forget without a class takes the ledger's (spamnb/ledger.py)."""
+    message = unique_message("ledger1")
+    user_model = home / "users" / "erin" / "model.spamnb"
+    base = SpamFilter.load(home / "model.spamnb").class_count_
+    for _ in range(2):
+        assert daemon.spamc("-L", "spam", "-u", "erin", stdin=message).returncode == 0
+    assert SpamFilter.load(user_model).class_count_ == (base[0], base[1] + 1)
+    assert daemon.spamc("-L", "ham", "-u", "erin", stdin=message).returncode == 0
+    assert SpamFilter.load(user_model).class_count_ == (base[0] + 1, base[1])
+    assert b"successfully" in daemon.spamc("-L", "forget", "-u", "erin", stdin=message).stdout
+    assert SpamFilter.load(user_model).class_count_ == base
+
 def test_bad_user_names_are_refused(daemon):
     for user in ("../etc", ".hidden", "a/b", "x" * 65):
         assert _status(daemon.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n", User=user))) == 67
