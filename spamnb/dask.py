@@ -84,7 +84,7 @@ def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size
     paths_or_bag : sequence of paths, or dask.bag.Bag
         Message files (one message each) with ``labels`` (True/"spam" for
         spam), read by the workers in partitions of ``partition_size``; or a
-        bag of ``(message, label)`` pairs (message: bytes or a path), one
+        bag of ``(message, label)`` pairs (message: bytes or a ``pathlib.Path``), one
         partition per task (``labels`` must be None).
     client : distributed.Client, optional
         The cluster (default: ``scheduler``'s, or the current client).
@@ -154,12 +154,14 @@ def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filt
 
 def _score_items(model_path, identity, items):
     """A bag partition of messages (bytes or paths) -> a list of records."""
+    from pathlib import Path
+
     from spamnb.filter import message_bytes
 
     model = parallel._model(model_path, identity)
     out = []
     for item in items:
-        verdict = model.classify(message_bytes(item))
+        verdict = model.classify(message_bytes(Path(item) if isinstance(item, str) else item))   # str: a path
         out.append({"message": item if isinstance(item, str) else None, "verdict": verdict.label,
                     "probability": verdict.probability, "log_odds": verdict.log_odds})
     return out
