@@ -298,7 +298,7 @@ def dask_figures(corpora, repeat):
             "task_overhead_ms": round(1e3 * min(per_task), 2)}
 
 
-def memory(corpora, work, scales, jobs, vary=True):
+def memory(corpora, work, scales, jobs, vary=True, train_args=()):
     files = labelled_files(corpora)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     rows = []
@@ -306,10 +306,11 @@ def memory(corpora, work, scales, jobs, vary=True):
         folder = Path(work) / f"x{scale}"
         n = write_scaled_mbox(files, scale, folder, vary)
         size = (folder / "spam.mbox").stat().st_size + (folder / "ham.mbox").stat().st_size
-        row = {"scale": scale, "varied_copies": vary, "messages": n, "mbox_bytes": size}
+        row = {"scale": scale, "varied_copies": vary, "messages": n, "mbox_bytes": size,
+               "train_options": " ".join(train_args) or "(defaults)"}
         for j in jobs:
             argv = [sys.executable, "-m", "spamnb", "train", "-q", "-j", str(j), "--spam", str(folder / "spam.mbox"),
-                    "--ham", str(folder / "ham.mbox"), "-m", str(folder / f"model-j{j}.spamnb")]
+                    "--ham", str(folder / "ham.mbox"), *train_args, "-m", str(folder / f"model-j{j}.spamnb")]
             seconds, peak, _cpu, _out = peak_tree_rss(argv, env)
             row[f"j{j}"] = {"seconds": round(seconds, 2), "msg_per_s": round(n / seconds),
                             "peak_tree_rss_mib": round(peak / 2**20, 1)}
@@ -371,6 +372,8 @@ def main(argv=None):
     parser.add_argument("--skip", nargs="*", default=[], choices=["cli", "throughput", "costs", "dask", "memory"])
     parser.add_argument("--exact-copies", action="store_true",
                         help="memory: copies without varied bytes (the vocabulary stays that of 1x)")
+    parser.add_argument("--train-option", action="append", default=[], metavar="OPTION",
+                        help="memory: an option for spamnb train (repeatable; e.g. --train-option=--target-fpr=0)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     corpora = [str(c) for c in (args.corpus or [DEFAULT_CORPUS])]
@@ -392,7 +395,8 @@ def main(argv=None):
             report["dask"] = dask_figures(corpora, args.repeat)
             print(json.dumps(report["dask"], indent=1), flush=True)
         if "memory" not in args.skip:
-            report["memory"] = memory(corpora, work, args.scales, args.jobs, vary=not args.exact_copies)
+            report["memory"] = memory(corpora, work, args.scales, args.jobs, vary=not args.exact_copies,
+                                      train_args=args.train_option)
             print(json.dumps(report["memory"], indent=1), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -77,8 +77,6 @@ def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
         yield b"".join(pieces)
 
 
-_LINE_FROM = re.compile(rb"^From ", re.MULTILINE)
-
 
 def message_starts(data):
     """The byte offsets where :func:`iter_mbox` starts a message in ``data`` (a
@@ -91,8 +89,11 @@ def message_starts(data):
     if data[:5] != b"From ":
         return
     yield 0
-    for match in _LINE_FROM.finditer(data, 1):
-        start = match.start()
+    start = 0
+    while True:
+        start = data.find(b"\nFrom ", start) + 1   # a fast search (a regex with ^ tries every byte)
+        if start == 0:
+            return
         line_end = data.find(b"\n", start, start + _MAX_LINE)
         line = data[start:line_end + 1 if line_end >= 0 else start + _MAX_LINE]
         # the previous line's last piece as readline(_MAX_LINE) returned it

@@ -109,11 +109,7 @@ class Counts:
         import numpy as np
 
         n = vocabulary.n_features
-        keys = np.frombuffer(vocabulary.keys, dtype=np.uint64)
-        values = np.frombuffer(vocabulary.values, dtype=np.int32)
-        used = keys != 0
-        hashes = np.zeros(n, dtype=np.uint64)
-        hashes[values[used]] = keys[used]
+        hashes = vocabulary.hashes()
         blob, offsets = vocabulary.string_table()
         word_counts.resize(n)
         days = np.empty(n, dtype=np.int32)
