@@ -4,11 +4,13 @@ Counts add, so training is a map-reduce:
 
 1. *plan* (the parent): the corpus becomes a stream of partitions of about
    ``partition_size`` messages: file paths, and byte ranges of mbox files cut
-   at message boundaries (the parent finds the boundaries; it never holds a
-   message);
+   at message boundaries, walked, labelled and skipped by spamnb.corpus's own
+   rules (the parent finds the boundaries; it never holds a message);
 2. *count* (worker processes): each partition is read, tokenized and counted
-   into a :class:`Counts` of its own (its tokens' 64-bit hashes and strings,
-   its class counts, its ``(classes, tokens)`` feature counts) and dropped;
+   (the filter's tokenizer settings, ``counts`` and ``length_norm``) into a
+   :class:`Counts` of its own (its tokens' 64-bit hashes and strings, its
+   class counts, its ``(classes, tokens)`` feature counts, its tokens' day)
+   and dropped;
 3. *merge* (the parent): the partitions' counts are added by token, in a tree
    of fixed shape (groups of ``fan_in`` consecutive partitions, level by
    level), so the result does not depend on which worker finished first.
@@ -17,14 +19,14 @@ Exactness.  Token order is the order of first sight over the corpus, as in
 :meth:`SpamFilter.fit`; class counts are the same; feature counts are sums
 of the same per-message values, in another order: bit-identical to ``fit``
 for ``counts="raw"`` and ``"binary"`` (integers below 2**53 add exactly),
-within float64 rounding for ``"log"`` (sums of log(1 + n)).  The partitions
-and the tree depend on ``partition_size`` and ``fan_in`` only, never on the
-number of workers, so the model file is byte-identical for every ``-j N``
-(and for :func:`spamnb.dask.fit` with the same partitions).
+within float64 rounding for ``"log"`` (sums of log(1 + n)) or
+``length_norm`` > 0.  The partitions and the tree depend on
+``partition_size`` and ``fan_in`` only, never on the number of workers, so
+the model file is byte-identical for every number of workers (and for
+:func:`spamnb.dask.fit` with the same partitions).
 
 Processes, not threads: the parser and tokenizer hold the GIL (only the
-counting kernels release it), so threads do not scale (measured in
-``scripts/bench_scale.py``).  Workers come from a ``forkserver`` that has
+counting kernels release it).  Workers come from a ``forkserver`` that has
 imported this module once; a partition's counts come back as a handful of
 flat arrays (one buffer each on the pipe), never a Python object per token.
 
