@@ -3,4 +3,5 @@ import sys
 
 from spamnb.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":   # worker processes (spamnb.parallel) import this module as __mp_main__
+    sys.exit(main())

@@ -218,7 +218,10 @@ def cmd_train(args):
 
     calibration = None
     try:
-        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
+        if args.jobs != 1 or args.dask:  # in partitions on worker processes or a Dask cluster (docs/scale.md)
+            _train_parallel(args, spam_filter, labels)
+        else:
+            spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
         if args.target_fpr > 0 and settings.spam_cutoff is None and settings.ham_cutoff is None:
             # cutoffs from cross-validation inside the training mail (spamnb.calibrate),
             # unless the user gave cutoffs (an option or the settings file)
@@ -244,6 +247,23 @@ def cmd_train(args):
 
             print(describe(calibration))
     return EXIT_OK
+
+
+def _train_parallel(args, spam_filter, labels):
+    from spamnb import parallel
+    from spamnb.corpus import CorpusError, CorpusReport
+
+    if spam_filter.feature_weight:
+        raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
+    try:
+        parallel.train_command(args, spam_filter, CorpusReport())
+    except CorpusError as exc:
+        raise _CorpusChanged(str(exc)) from None
+    except (ImportError, OSError) as exc:
+        raise CommandError(_one_line(exc)) from None
+    n_spam = sum(labels)
+    if [int(v) for v in spam_filter.class_count_] != [len(labels) - n_spam, n_spam]:
+        raise _CorpusChanged("other numbers of messages on the second reading")
 
 
 def _save_trained(spam_filter, path, wait):
@@ -381,6 +401,17 @@ def _classify_batch(args):
     """``--batch``: each path (arguments, or lines of stdin) answered at once;
     a path that cannot be read gets an error line and the batch goes on (exit
     3 at the end when any did)."""
+    if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
+        from spamnb import parallel
+
+        spam_filter = _load(args)
+        try:
+            n_errors = parallel.classify_batch(_model_path(args), _batch_paths(args),
+                                               (spam_filter.spam_cutoff, spam_filter.ham_cutoff), args.jobs,
+                                               args.partition_size, args.json)
+        except ValueError as exc:
+            raise UsageError(f"spamnb classify: {exc}") from None
+        return EXIT_ERROR if n_errors else EXIT_OK
     out = _Lines(args, _load(args))
     for path in _batch_paths(args):
         try:
@@ -624,6 +655,9 @@ def _add_train(sub, model_option):
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
     _wait_option(p)
     model_option(p)
+    from spamnb.parallel import add_arguments
+
+    add_arguments(p, "train")
     p.set_defaults(handler=cmd_train)
 
 
@@ -651,6 +685,9 @@ def _add_classify(sub, model_option):
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("-v", "--verbose", action="store_true", help="also list the strongest evidence")
     model_option(p)
+    from spamnb.parallel import add_arguments
+
+    add_arguments(p, "classify")
     p.set_defaults(handler=cmd_classify)
 
 

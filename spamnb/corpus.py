@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from spamnb.mbox import is_mbox_start, iter_mbox
 
 __all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages", "iter_labelled",
-           "read_messages", "is_test_message", "looks_like_mail", "split_mbox"]
+           "read_messages", "is_test_message", "looks_like_mail", "split_mbox", "walk_files", "file_messages",
+           "shard_messages", "tree_label", "is_spam_name"]
 
 _HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
 
@@ -270,6 +271,25 @@ def iter_labelled(trees=(), spam=(), ham=(), report=None, strict=False):
         for path in paths:
             for relpath, data in read_messages(path, report, strict, "read" if is_spam else "skip"):
                 yield LabelledMessage(relpath, data, is_spam)
+
+
+# The pieces iter_labelled is made of, for spamnb.parallel, which plans a corpus
+# in one process and reads it in others by the same rules.
+walk_files = _walk_files
+file_messages = _file_messages
+tree_label = _tree_label
+is_spam_name = _is_spam_name
+
+
+def shard_messages(path, name, start, end, first, report, strict=False):
+    """``(name#N, bytes)`` of the messages of an mbox file's bytes ``start``
+    to ``end`` (offsets of :func:`spamnb.mbox.message_starts`), numbered from
+    ``first``, read a message at a time, as :func:`read_messages` reads the
+    whole file (the same skips)."""
+    from spamnb.mbox import iter_mbox_range
+
+    for i, data in enumerate(iter_mbox_range(path, start, end)):
+        yield from _mbox_message(path, f"{name}#{first + i}", data, report, strict)
 
 
 def labelled_messages(trees=(), spam=(), ham=(), report=None, strict=False):

@@ -183,11 +183,7 @@ def _state(spam_filter):
     spam_filter._require_fitted()
     vocab = spam_filter.vocabulary_
     n = vocab.n_features
-    keys = np.frombuffer(vocab.keys, dtype=np.uint64)
-    values = np.frombuffer(vocab.values, dtype=np.int32)
-    used = keys != 0
-    hashes = np.zeros(n, dtype=np.uint64)
-    hashes[values[used]] = keys[used]
+    hashes = vocab.hashes()
     blob, offsets = vocab.string_table()
     offsets = np.frombuffer(offsets, dtype=np.uint64) if n else np.zeros(1, dtype=np.uint64)
     counts = _feature_counts(spam_filter, n)

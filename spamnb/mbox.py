@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_mbox_start", "iter_mbox", "MAX_MESSAGE_BYTES"]
+__all__ = ["is_mbox_start", "iter_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
 
 MAX_MESSAGE_BYTES = 64 << 20
 _MAX_LINE = 64 << 10
@@ -75,3 +75,55 @@ def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
         pieces.pop()
     if len(pieces) > 1 or (pieces and pieces[0][:5] != b"From "):
         yield b"".join(pieces)
+
+
+
+def message_starts(data):
+    """The byte offsets where :func:`iter_mbox` starts a message in ``data`` (a
+    whole mbox: bytes or a memory map), in order, without reading it line by
+    line: a ``From `` line is found by a search, then judged as
+    :func:`iter_mbox` judges it (its previous line as ``readline`` cut it, at
+    ``_MAX_LINE``).  Cutting ``data`` at these offsets and reading each piece
+    with :func:`iter_mbox` gives the messages of the whole (what
+    ``spamnb.parallel`` relies on to read an mbox in shards)."""
+    if data[:5] != b"From ":
+        return
+    yield 0
+    start = 0
+    while True:
+        start = data.find(b"\nFrom ", start) + 1   # a fast search (a regex with ^ tries every byte)
+        if start == 0:
+            return
+        line_end = data.find(b"\n", start, start + _MAX_LINE)
+        line = data[start:line_end + 1 if line_end >= 0 else start + _MAX_LINE]
+        # the previous line's last piece as readline(_MAX_LINE) returned it
+        previous = data.rfind(b"\n", 0, start - 1) + 1
+        last_piece = data[previous + _MAX_LINE * ((start - previous - 1) // _MAX_LINE):start]
+        if last_piece in _BLANK or is_envelope(line):
+            yield start
+
+
+def iter_mbox_range(path, start, end, max_message_bytes=MAX_MESSAGE_BYTES):
+    """:func:`iter_mbox` over bytes ``start`` to ``end`` of the file at ``path``
+    (a shard cut at :func:`message_starts`), read a line at a time."""
+    import io
+    import os
+
+    class Range(io.RawIOBase):
+        position = start
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            n = min(len(buffer), end - self.position)
+            if n <= 0:
+                return 0
+            data = os.pread(fd, n, self.position)
+            buffer[:len(data)] = data
+            self.position += len(data)
+            return len(data)
+
+    with open(path, "rb", buffering=0) as raw:
+        fd = raw.fileno()
+        yield from iter_mbox(io.BufferedReader(Range()), max_message_bytes)

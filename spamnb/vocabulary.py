@@ -222,3 +222,14 @@ class Vocabulary:
         """``(blob, offsets)``: all token strings UTF-8 encoded back to back, and
         the uint64 offsets (n_features + 1,) delimiting them."""
         return bytes(self._blob), self._offsets
+
+    def hashes(self):
+        """The token hashes in feature order: a uint64 numpy array (n_features,)."""
+        import numpy as np
+
+        keys = np.frombuffer(self.keys, dtype=np.uint64)
+        values = np.frombuffer(self.values, dtype=np.int32)
+        used = keys != 0
+        out = np.zeros(self.n_features, dtype=np.uint64)
+        out[values[used]] = keys[used]
+        return out

@@ -1,0 +1,713 @@
+"""Training and batch scoring on every core of one machine.
+
+Counts add, so training is a map-reduce:
+
+1. *plan* (the parent): the corpus becomes a stream of partitions of about
+   ``partition_size`` messages: file paths, and byte ranges of mbox files cut
+   at message boundaries, walked, labelled and skipped by spamnb.corpus's own
+   rules (the parent finds the boundaries; it never holds a message);
+2. *count* (worker processes): each partition is read, tokenized and counted
+   (the filter's tokenizer settings, ``counts`` and ``length_norm``) into a
+   :class:`Counts` of its own (its tokens' 64-bit hashes and strings, its
+   class counts, its ``(classes, tokens)`` feature counts, its tokens' day)
+   and dropped;
+3. *merge* (the parent): the partitions' counts are added by token, in a tree
+   of fixed shape (groups of ``fan_in`` consecutive partitions, level by
+   level), so the result does not depend on which worker finished first.
+
+Exactness.  Token order is the order of first sight over the corpus, as in
+:meth:`SpamFilter.fit`; class counts are the same; feature counts are sums
+of the same per-message values, in another order: bit-identical to ``fit``
+for ``counts="raw"`` and ``"binary"`` (integers below 2**53 add exactly),
+within float64 rounding for ``"log"`` (sums of log(1 + n)) or
+``length_norm`` > 0.  The partitions and the tree depend on
+``partition_size`` and ``fan_in`` only, never on the number of workers, so
+the model file is byte-identical for every number of workers (and for
+:func:`spamnb.dask.fit` with the same partitions).
+
+Processes, not threads: the parser and tokenizer hold the GIL (only the
+counting kernels release it).  Workers come from a ``forkserver`` that has
+imported this module once; a partition's counts come back as a handful of
+flat arrays (one buffer each on the pipe), never a Python object per token.
+
+Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
+and one running total per level of the tree (each at most the vocabulary);
+a worker holds one partition's messages and counts.  Nothing grows with the
+number of messages, only with the vocabulary they bring (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from collections import deque, namedtuple
+
+__all__ = ["Counts", "available_cores", "plan_training", "plan_scoring", "partitions", "counting_spec",
+           "count_partition", "count_messages", "merge_counts", "tree_reduce", "tree_levels", "fit_counts", "fit",
+           "classify_batch", "add_arguments", "train_command"]
+
+DEFAULT_PARTITION_SIZE = 1000   # messages per partition (~30-50 ms of work each)
+DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
+
+
+def available_cores():
+    """The number of cores this process may run on (``os.sched_getaffinity``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------------------- counts
+class Counts:
+    """The counts of a partition: what merging needs, as flat arrays.
+
+    Attributes
+    ----------
+    hashes : uint64 array (n_features,)
+        Token hashes in feature order.
+    offsets : uint64 array (n_features + 1,), strings : bytes
+        Token ``i``'s UTF-8 string is ``strings[offsets[i]:offsets[i + 1]]``.
+    class_count : float64 array (n_classes,)
+        Messages per class, [ham, spam].
+    feature_count : float64 array (n_classes, n_features)
+        The transformed token counts per class (``length_norm`` applied).
+    last_seen : int32 array (n_features,)
+        The day (spamnb.ages) each token was last counted; merged by maximum.
+    """
+
+    __slots__ = ("hashes", "offsets", "strings", "class_count", "feature_count", "last_seen")
+
+    def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen):
+        self.hashes, self.offsets, self.strings = hashes, offsets, strings
+        self.class_count, self.feature_count, self.last_seen = class_count, feature_count, last_seen
+
+    def __reduce__(self):   # six arrays: sent as six buffers
+        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.feature_count,
+                         self.last_seen))
+
+    @property
+    def n_features(self):
+        return len(self.hashes)
+
+    @property
+    def nbytes(self):
+        return (self.hashes.nbytes + self.offsets.nbytes + len(self.strings) + self.class_count.nbytes
+                + self.feature_count.nbytes + self.last_seen.nbytes)
+
+    @classmethod
+    def empty(cls, n_classes=2):
+        import numpy as np
+
+        return cls(np.zeros(0, np.uint64), np.zeros(1, np.uint64), b"", np.zeros(n_classes),
+                   np.zeros((n_classes, 0)), np.zeros(0, np.int32))
+
+    @classmethod
+    def from_word_counts(cls, vocabulary, word_counts, last_seen):
+        """The counts of a :class:`Vocabulary` and a :class:`~spamnb.wordcounts.WordCounts`
+        over it (copied: the result owns its arrays); ``last_seen``: one day
+        for every token, or an int32 array of a day per token."""
+        import numpy as np
+
+        n = vocabulary.n_features
+        hashes = vocabulary.hashes()
+        blob, offsets = vocabulary.string_table()
+        word_counts.resize(n)
+        days = np.empty(n, dtype=np.int32)
+        days[...] = last_seen
+        return cls(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                   np.array(word_counts.class_count_, dtype=np.float64), word_counts.matrix().copy(), days)
+
+    @classmethod
+    def from_filter(cls, spam_filter):
+        """The counts of a fitted :class:`SpamFilter`."""
+        import numpy as np
+
+        if not spam_filter.is_fitted:
+            raise ValueError("the filter has learned nothing yet")
+        n = spam_filter.vocabulary_.n_features
+        days = np.frombuffer(spam_filter.ages_.days(n), dtype=np.int32)
+        return cls.from_word_counts(spam_filter.vocabulary_, spam_filter.word_counts_, days)
+
+    def word_counts(self, alpha=1.0, prior="mle"):
+        """These counts as a :class:`~spamnb.wordcounts.WordCounts` (over a copy)."""
+        from spamnb.wordcounts import WordCounts
+
+        flat = array("d")
+        flat.frombytes(self.feature_count.tobytes())
+        return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
+
+    def vocabulary(self):
+        """A new :class:`Vocabulary` of these tokens, in this order."""
+        from spamnb.vocabulary import Vocabulary
+
+        vocabulary = Vocabulary()
+        vocabulary.add(_Tokens(self))
+        return vocabulary
+
+    def to_filter(self, spam_filter):
+        """Give an unfitted ``spam_filter`` these counts (counted with its
+        tokenizer, ``counts`` and ``length_norm``: :func:`counting_spec`) and
+        the tokens' last-seen days (the model created on the latest); returns it."""
+        from spamnb.ages import Ages, today
+
+        if spam_filter.is_fitted:
+            raise ValueError("to_filter takes an unfitted SpamFilter")
+        spam_filter.vocabulary_ = self.vocabulary()
+        spam_filter.word_counts_ = self.word_counts(float(spam_filter.alpha), spam_filter.prior)
+        day = int(self.last_seen.max()) if self.n_features else today()
+        spam_filter.ages_ = Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
+                                 spam_filter.ages_.max_tokens)
+        return spam_filter
+
+
+class _Tokens:
+    """A :class:`Counts`' tokens in the shape :meth:`Vocabulary.add` reads (``hashes``,
+    ``write_tokens``), so merging inserts hashes and copies strings without a
+    Python object per token."""
+
+    def __init__(self, counts):
+        self.counts = counts
+        self.hashes = counts.hashes
+        self.new = None
+
+    def write_tokens(self, positions, count, blob, offsets):
+        import numpy as np
+
+        c = self.counts
+        pos = np.frombuffer(positions, dtype=np.int32)[:count]
+        self.new = pos.copy()
+        starts = c.offsets[pos].astype(np.int64)
+        lengths = c.offsets[pos + 1].astype(np.int64) - starts
+        ends = np.cumsum(lengths)
+        total = int(ends[-1]) if count else 0
+        if total:
+            source = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+            base = len(blob)
+            blob += np.frombuffer(c.strings, dtype=np.uint8)[source].tobytes()
+        else:
+            base = len(blob)
+        offsets.frombytes((ends + base).astype(np.uint64).tobytes())
+
+
+class _Sum:
+    """Counts added one at a time, by token, folded left to right: what
+    :func:`merge_counts` does to a list, holding one running total instead of
+    the list.  One part added is the result as it is."""
+
+    def __init__(self):
+        self.n = 0
+        self.first = self.vocabulary = self.total = self.days = None
+
+    def __len__(self):
+        return self.n
+
+    def add(self, part):
+        self.n += 1
+        if self.n == 1:
+            self.first = part
+            return
+        if self.n == 2:
+            from spamnb.vocabulary import Vocabulary
+            from spamnb.wordcounts import WordCounts
+
+            first, self.first = self.first, None
+            self.vocabulary = Vocabulary()
+            self.total = WordCounts(1.0, "mle", len(first.class_count))  # alpha, prior: no part in adding
+            self.days = array("i")
+            self._add(first)
+        self._add(part)
+
+    def _add(self, part):
+        import numpy as np
+
+        from spamnb.wordcounts import WordCounts
+
+        n_classes = self.total.n_classes
+        if len(part.class_count) != n_classes:
+            raise ValueError("cannot merge counts of different numbers of classes")
+        index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
+        index = np.frombuffer(index, dtype=np.int32)
+        # the part renumbered as the total: its tokens at their indices there, zeros elsewhere
+        aligned = np.zeros((n_classes, self.vocabulary.n_features))
+        aligned[:, index] = part.feature_count
+        self.days.frombytes(bytes(4 * (self.vocabulary.n_features - len(self.days))))
+        days = np.frombuffer(self.days, dtype=np.int32)
+        days[index] = np.maximum(days[index], part.last_seen)
+        renumbered = array("d")
+        renumbered.frombytes(aligned.tobytes())
+        self.total.merge(WordCounts.from_arrays(1.0, "mle", part.class_count.tolist(), renumbered))
+
+    def result(self):
+        if self.n == 0:
+            return Counts.empty()
+        if self.n == 1:
+            return self.first
+        import numpy as np
+
+        return Counts.from_word_counts(self.vocabulary, self.total, np.frombuffer(self.days, dtype=np.int32))
+
+
+class _Gather:
+    """A group of items handed to ``merge`` whole (one item: itself)."""
+
+    def __init__(self, merge):
+        self.merge, self.items = merge, []
+
+    def __len__(self):
+        return len(self.items)
+
+    def add(self, item):
+        self.items.append(item)
+
+    def result(self):
+        return self.items[0] if len(self.items) == 1 else self.merge(self.items)
+
+
+def merge_counts(parts):
+    """The sum of a sequence of :class:`Counts`, by token: exact (the counts
+    of each token add: ``WordCounts.merge``), tokens in order of first sight
+    along ``parts``.  One part is returned as it is; the sum is folded left
+    to right."""
+    total = _Sum()
+    for part in parts:
+        total.add(part)
+    return total.result()
+
+
+def tree_reduce(items, fan_in=DEFAULT_FAN_IN, merge=None):
+    """Merge a stream of counts in a tree: groups of ``fan_in`` consecutive
+    items per level, the last group of a level possibly smaller, until one is
+    left; the same shape as merging whole levels (:func:`tree_levels`, what
+    :mod:`spamnb.dask` runs), so the same sums in the same order.
+
+    Streaming: each level holds one running total (:func:`merge_counts`
+    folded one part at a time), so memory is about the number of levels
+    times the vocabulary.  ``merge``: a function of a list of items instead
+    (for other items than :class:`Counts`)."""
+    if fan_in < 2:
+        raise ValueError("fan_in must be at least 2")
+    new = _Sum if merge is None else (lambda: _Gather(merge))
+    levels = []
+    for item in items:
+        level = 0
+        while True:
+            if level == len(levels):
+                levels.append(new())
+            levels[level].add(item)
+            if len(levels[level]) < fan_in:
+                break
+            item = levels[level].result()
+            levels[level] = new()
+            level += 1
+    if not levels:
+        return merge_counts([]) if merge is None else merge([])
+    # Flush bottom-up: each level's last, short group goes one level up, as
+    # the level-by-level reduction merges it; the top level's group is the
+    # last one (one item: the result itself).
+    for level in range(len(levels)):
+        if not any(len(higher) for higher in levels[level + 1:]):
+            return levels[level].result()
+        if len(levels[level]):
+            levels[level + 1].add(levels[level].result())
+    raise AssertionError("unreachable")
+
+
+def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
+    """The same tree, level by level (for lazy/distributed ``merge``)."""
+    if fan_in < 2:
+        raise ValueError("fan_in must be at least 2")
+    level = list(items)
+    if not level:
+        return merge([])
+    if len(level) == 1:
+        return merge(level)
+    while len(level) > 1:
+        level = [merge(level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
+    return level[0]
+
+
+# ---------------------------------------------------------------------------- planning
+# A piece of a partition: a file read as spamnb.corpus.read_messages reads it
+# ("file": a message, or an mbox of messages), or messages ``first``.. of an
+# mbox file's byte range ``start``..``end`` ("shard"); for scoring, a path of
+# ``spamnb classify --batch`` ("path") or stdin's bytes ("data", in ``path``).
+Piece = namedtuple("Piece", "kind path name is_spam start end first")
+
+_SHARD_ABOVE = 1 << 20   # an mbox file larger than this is cut into shards of partition_size messages
+
+
+def _file_pieces(path, name, is_spam, partition_size):
+    """The pieces of one corpus file: shards of a large mbox (cut where
+    :func:`spamnb.mbox.message_starts` says :func:`spamnb.mbox.iter_mbox`
+    cuts, found with a search over a map of the file: no message is held
+    here), else the file whole (read by the worker as the corpus reader reads
+    it, with the same skips).  Shard messages are numbered by envelope line."""
+    import mmap
+    import stat
+
+    from spamnb.mbox import is_mbox_start, message_starts
+
+    whole = Piece("file", path, name, is_spam, 0, None, 0)
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size <= _SHARD_ABOVE:
+            yield whole
+            return
+        f = open(path, "rb")
+    except OSError:
+        yield whole   # the worker skips it and says why, as the corpus reader does
+        return
+    with f:
+        if not is_mbox_start(f.read(5)):
+            yield whole
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            start, first, n = 0, 0, 0
+            for offset in message_starts(data):
+                if n == partition_size:
+                    yield Piece("shard", path, name, is_spam, start, offset, first)
+                    start, first, n = offset, first + n, 0
+                    done = start - start % mmap.PAGESIZE   # the pages scanned leave this process
+                    if done and hasattr(data, "madvise"):
+                        data.madvise(mmap.MADV_DONTNEED, 0, done)
+                n += 1
+            size = len(data)
+    yield whole if first == 0 else Piece("shard", path, name, is_spam, start, size, first)
+
+
+def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partition_size=DEFAULT_PARTITION_SIZE):
+    """The pieces of a labelled corpus, in the order and with the labels of
+    :func:`spamnb.corpus.iter_labelled` (the same walk, Maildir and Maildir++
+    rules and skips), lazily: no message is read here."""
+    from spamnb import corpus
+
+    report = corpus.CorpusReport() if report is None else report
+    sources = [(tree, None) for tree in trees] + [(p, True) for p in spam] + [(p, False) for p in ham]
+    for root, is_spam in sources:
+        root = os.fspath(root)
+        if not os.path.exists(root):
+            raise corpus.CorpusError(f"{root}: no such file or folder")
+        root_is_spam = corpus.is_spam_name(os.path.basename(os.path.normpath(root))) if is_spam is None else is_spam
+        if not os.path.isdir(root):
+            yield from _file_pieces(root, os.path.basename(root), root_is_spam, partition_size)
+            continue
+        for path in corpus.walk_files(root, report, strict, "skip" if is_spam is False else "read"):
+            relpath = os.path.relpath(path, root).replace(os.sep, "/")
+            label = corpus.tree_label(relpath, root_is_spam) if is_spam is None else is_spam
+            yield from _file_pieces(path, relpath, label, partition_size)
+
+
+def plan_scoring(paths):
+    """The pieces of ``spamnb classify --batch`` paths: a large mbox file in
+    shards, ``-`` as stdin's bytes, any other path whole (a message, an mbox
+    or a folder, answered as the one-process batch answers it)."""
+    for path in paths:
+        if path == "-":
+            yield Piece("data", sys.stdin.buffer.read(), "-", None, 0, None, 0)
+        elif os.path.isdir(path):
+            yield Piece("path", path, path, None, 0, None, 0)
+        else:
+            for piece in _file_pieces(path, path, None, DEFAULT_PARTITION_SIZE):
+                yield piece._replace(kind="path") if piece.kind == "file" else piece
+
+
+def partitions(pieces, partition_size=DEFAULT_PARTITION_SIZE):
+    """Group pieces into lists of ``partition_size`` messages (an mbox shard
+    is a partition of its own)."""
+    if partition_size < 1:
+        raise ValueError("partition_size must be at least 1")
+    batch = []
+    for piece in pieces:
+        if piece.kind == "shard":
+            if batch:
+                yield batch
+                batch = []
+            yield [piece]
+            continue
+        batch.append(piece)
+        if len(batch) >= partition_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# ---------------------------------------------------------------------------- workers
+def _messages(pieces, report, strict):
+    """``(name, bytes, is_spam)`` of the messages of some training pieces,
+    read as spamnb.corpus reads them (the same skips)."""
+    from spamnb import corpus
+
+    for piece in pieces:
+        if piece.kind == "file":
+            messages = corpus.file_messages(piece.path, piece.name, report, strict)
+        elif piece.kind == "shard":
+            messages = corpus.shard_messages(piece.path, piece.name, piece.start, piece.end, piece.first,
+                                             report, strict)
+        else:
+            raise ValueError(f"unknown piece kind {piece.kind!r}")
+        for name, data in messages:
+            yield name, data, piece.is_spam
+
+
+_TOKENIZERS = {}
+
+
+def _tokenizer(settings):
+    from spamnb.tokenizer import Tokenizer
+
+    key = repr(sorted(settings.items()))
+    tokenizer = _TOKENIZERS.get(key)
+    if tokenizer is None:
+        _TOKENIZERS.clear()
+        tokenizer = _TOKENIZERS[key] = Tokenizer.from_settings(settings)   # version 2 models too
+    return tokenizer
+
+
+def counting_spec(spam_filter):
+    """What a worker needs to count as ``spam_filter.fit`` counts: its
+    tokenizer's settings, ``counts`` and ``length_norm`` (a small dict)."""
+    return {"tokenizer": spam_filter.tokenizer_.settings, "counts": spam_filter.counts,
+            "length_norm": float(spam_filter.length_norm)}
+
+
+def count_partition(spec, pieces, strict=False):
+    """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
+    (``spec``: :func:`counting_spec`)."""
+    from spamnb.corpus import CorpusReport
+
+    report = CorpusReport()
+    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    return count_messages(spec, messages), report
+
+
+def count_messages(spec, messages, day=None):
+    """The :class:`Counts` of ``(message, is_spam)`` pairs (a message: bytes,
+    a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
+    counts (``spec``: :func:`counting_spec`); every token seen on ``day``
+    (default today)."""
+    from spamnb.ages import today
+    from spamnb.filter import COUNT_TRANSFORMS, message_bytes
+    from spamnb.vocabulary import Vocabulary
+    from spamnb.wordcounts import WordCounts
+
+    transform = COUNT_TRANSFORMS[spec["counts"]]
+    length = float(spec.get("length_norm", 0.0))
+    stream = _tokenizer(spec["tokenizer"]).stream
+    vocabulary = Vocabulary()
+    word_counts = WordCounts(1.0, "mle", 2)
+    add = word_counts.add
+    for data, is_spam in messages:
+        indices = vocabulary.add(stream(message_bytes(data)))
+        add(indices, int(bool(is_spam)), transform, 1, vocabulary.n_features, length)
+    return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
+
+
+_MODELS = {}
+
+
+def _file_identity(path):
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns)   # the same on every machine of a shared file system
+
+
+def _model(path, identity, cutoffs=None):
+    """The model at ``path``, loaded once per worker (``cutoffs``: the
+    ``(spam, ham)`` cutoffs in effect, set on it); ModelError when the file
+    is not the one the job started with (replaced while the job ran)."""
+    from spamnb.filter import SpamFilter
+    from spamnb.store import ModelError
+
+    key = (path, identity)
+    model = _MODELS.get(key)
+    if model is None:
+        model = SpamFilter.load(path)
+        if identity is not None and _file_identity(path) != identity:
+            raise ModelError(f"{path}: the model file was replaced while the job ran; run it again")
+        _MODELS.clear()
+        _MODELS[key] = model
+    if cutoffs is not None:
+        model.spam_cutoff, model.ham_cutoff = cutoffs
+    return model
+
+
+def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
+    """``spamnb classify --batch`` over one partition with the model at
+    ``model_path``: ``(text, stderr, n_errors)``, the lines the one-process
+    batch writes for these pieces (an unreadable path: an error line, and
+    the partition goes on), what it writes to stderr, and how many errors."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from spamnb import cli
+    from spamnb.mbox import iter_mbox_range
+
+    lines = cli._Lines(SimpleNamespace(json=json_lines), _model(model_path, identity, cutoffs))
+    lines.out = io.StringIO()
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        for piece in pieces:
+            try:
+                if piece.kind == "shard":
+                    messages = ((f"{piece.name}#{piece.first + i}", data)
+                                for i, data in enumerate(iter_mbox_range(piece.path, piece.start, piece.end)))
+                elif piece.kind == "data":
+                    messages = [("-", piece.path)]
+                else:
+                    messages = cli._messages_of(piece.path)
+                for name, data in messages:
+                    lines.verdict(name, data)
+            except (cli.CommandError, OSError) as exc:
+                reason = str(exc) if isinstance(exc, cli.CommandError) else (exc.strerror or str(exc))
+                lines.error(piece.name, reason.removeprefix(f"{piece.name}: "))
+    return lines.out.getvalue(), errors.getvalue(), lines.errors
+
+
+# ---------------------------------------------------------------------------- driving
+def _executor(n_jobs, initializer=None, initargs=()):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["spamnb.parallel", "spamnb.filter", "spamnb.tokenizer", "numpy"])
+    return ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=initializer, initargs=initargs)
+
+
+def run_ordered(function, jobs, n_jobs, window=2):
+    """``function(*job)`` for each job, results in job order; with ``n_jobs``
+    worker processes (0 or None: every available core; in this process for
+    1, or for a single job), at most ``window * n_jobs`` jobs in flight
+    (``jobs`` is consumed lazily)."""
+    from itertools import chain, islice
+
+    n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else n_jobs
+    jobs = iter(jobs)
+    head = list(islice(jobs, 2))
+    jobs = chain(head, jobs)
+    if n_jobs == 1 or len(head) < 2:   # one job: no worker start-up for nothing
+        for job in jobs:
+            yield function(*job)
+        return
+    with _executor(n_jobs) as pool:
+        pending = deque()
+        try:
+            for job in jobs:
+                pending.append(pool.submit(function, *job))
+                if len(pending) >= window * n_jobs:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def _merge_reports(total, report):
+    total.read += report.read
+    for reason, n in report.skipped.items():
+        total.skipped[reason] = total.skipped.get(reason, 0) + n
+        paths = total.examples.setdefault(reason, [])
+        paths.extend(report.examples.get(reason, [])[:max(0, total.EXAMPLES - len(paths))])
+
+
+def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
+               report=None, strict=False):
+    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`)."""
+    from spamnb.corpus import CorpusReport
+
+    report = CorpusReport() if report is None else report
+    jobs = ((spec, part, strict) for part in partitions(pieces, partition_size))
+
+    def counted():
+        for part_counts, part_report in run_ordered(count_partition, jobs, n_jobs):
+            _merge_reports(report, part_report)
+            yield part_counts
+
+    return tree_reduce(counted(), fan_in)
+
+
+def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
+        fan_in=DEFAULT_FAN_IN, report=None, strict=False):
+    """Train ``spam_filter`` (default ``SpamFilter()``) on a corpus with ``n_jobs``
+    processes (default: the cores available); returns the fitted filter.
+
+    ``trees``, ``spam``, ``ham``: as :func:`spamnb.corpus.iter_labelled`.
+    The message features (``feature_weight > 0``) are not counted in parallel:
+    ValueError.
+    """
+    from spamnb.filter import SpamFilter
+
+    spam_filter = SpamFilter() if spam_filter is None else spam_filter
+    if spam_filter.feature_weight:
+        raise ValueError("message features (feature_weight > 0) are not trained in parallel; use -j 1")
+    pieces = plan_training(trees, spam, ham, report, strict, partition_size)
+    merged = fit_counts(pieces, counting_spec(spam_filter), n_jobs, partition_size, fan_in, report, strict)
+    return merged.to_filter(spam_filter)
+
+
+def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
+                   json_lines=False, out=None, err=None):
+    """``spamnb classify --batch -j N``: the one-process batch's lines for
+    ``paths`` (a path may be a message, an mbox, a folder or ``-``), in
+    order, written to ``out`` as each partition is done, scored by
+    ``n_jobs`` processes that load the model file once each.  Returns the
+    number of paths that could not be read (each has an error line)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    model_path = os.path.abspath(os.fspath(model_path))
+    identity = _file_identity(model_path)
+    _model(model_path, identity, cutoffs)   # a bad model fails here, once, not in every worker
+    jobs = ((model_path, identity, cutoffs, part, json_lines)
+            for part in partitions(plan_scoring(paths), partition_size))
+    n_errors = 0
+    for text, errors, n in run_ordered(score_partition, jobs, n_jobs):
+        out.write(text)
+        out.flush()
+        err.write(errors)
+        n_errors += n
+    return n_errors
+
+
+# ---------------------------------------------------------------------------- command line
+def _jobs(text):
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of jobs: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("the number of jobs must be >= 0 (0: every available core)")
+    return n
+
+
+def add_arguments(parser, command):
+    """Register ``-j/--jobs`` (and, for ``train``, ``--dask`` and
+    ``--partition-size``) on a subcommand's parser (``train``, ``classify``)."""
+    parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
+                        help="worker processes (default 1: this process; 0: every core available; "
+                             "see docs/scale.md)")
+    parser.add_argument("--partition-size", type=int, default=DEFAULT_PARTITION_SIZE, metavar="N",
+                        help=f"messages per partition with -j (default {DEFAULT_PARTITION_SIZE}"
+                             + ("; the model depends on it, not on -j)" if command == "train" else ")"))
+    if command == "train":
+        parser.add_argument("--dask", metavar="ADDRESS",
+                            help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
+
+
+def train_command(args, spam_filter, report):
+    """``spamnb train -j N`` (N != 1) or ``--dask``: ``spam_filter`` fitted by
+    partitions (streaming: no message is held)."""
+    if args.partition_size < 1:
+        raise ValueError("--partition-size must be at least 1")
+    if getattr(args, "dask", None):
+        from spamnb import dask as spamnb_dask
+
+        return spamnb_dask.fit_corpus(args.dirs, args.spam, args.ham, scheduler=args.dask,
+                                      spam_filter=spam_filter, partition_size=args.partition_size,
+                                      report=report, strict=args.strict)
+    return fit(args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs,
+               partition_size=args.partition_size, report=report, strict=args.strict)

@@ -1,0 +1,150 @@
+"""Training and scoring on a real Dask cluster (distributed.LocalCluster, 2 worker processes)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed (pip install spamnb[dask])")
+
+import spamnb  # noqa: E402
+from spamnb import dask as spamnb_dask  # noqa: E402
+from spamnb import parallel  # noqa: E402
+from spamnb.corpus import labelled_messages  # noqa: E402
+from spamnb.filter import SpamFilter  # noqa: E402
+
+from tests.conftest import corpus_root  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "corpora"
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def file_bytes(spam_filter, path):
+    spam_filter.save(path)
+    return Path(path).read_bytes()
+
+
+def test_fit_corpus_writes_the_model_of_train_j(client, tmp_path):
+    # 31 partitions: three levels, short last groups (the streaming tree against Dask's level by level)
+    local = file_bytes(parallel.fit([SAMPLE], n_jobs=2, partition_size=10), tmp_path / "local")
+    on_dask = file_bytes(spamnb_dask.fit_corpus([SAMPLE], client=client, partition_size=10), tmp_path / "dask")
+    assert local == on_dask
+
+
+def test_fit_paths_and_bag_are_exact(client):
+    import dask.bag as db
+
+    messages = labelled_messages([SAMPLE])
+    ref = parallel.Counts.from_filter(
+        SpamFilter(counts="raw").fit([m.data for m in messages], [m.is_spam for m in messages]))
+    paths = [str(SAMPLE / m.relpath) for m in messages]
+    labels = ["spam" if m.is_spam else "ham" for m in messages]
+    by_paths = spamnb_dask.fit(paths, labels, client=client, spam_filter=SpamFilter(counts="raw"), partition_size=25)
+    bag = db.from_sequence([(m.data, m.is_spam) for m in messages], npartitions=7)
+    by_bag = spamnb_dask.fit(bag, client=client, spam_filter=SpamFilter(counts="raw"))
+    for got in (by_paths, by_bag):
+        got = parallel.Counts.from_filter(got)
+        assert np.array_equal(ref.hashes, got.hashes) and ref.strings == got.strings
+        assert np.array_equal(ref.feature_count, got.feature_count)
+        assert got.class_count.tolist() == [200.0, 100.0]
+    with pytest.raises(ValueError, match="labels"):
+        spamnb_dask.fit(paths, labels[:-1], client=client)
+
+
+def test_score_returns_the_single_process_verdicts(client, tmp_path):
+    model = tmp_path / "model.spamnb"
+    spam_filter = parallel.fit([SAMPLE], n_jobs=1)
+    spam_filter.save(model)
+    files = sorted(str(p) for p in (SAMPLE / "spam").iterdir())[:60]
+    records = spamnb_dask.score(model, files, partition_size=16).compute(scheduler=client.get)
+    assert [r["message"] for r in records] == files
+    for record, path in zip(records, files):
+        verdict = spam_filter.classify(Path(path).read_bytes())
+        assert record["verdict"] == verdict.label and record["log_odds"] == verdict.log_odds
+
+
+def test_a_killed_worker_loses_results_that_dask_computes_again(client):
+    """The partitions are counted and held on the workers; one worker is
+    killed (SIGKILL) before the reduction; the scheduler reruns its lost
+    tasks and the model is still exact."""
+    from dask import delayed
+
+    spec = parallel.counting_spec(SpamFilter(counts="raw"))
+    pieces = parallel.plan_training([SAMPLE], partition_size=20)
+    tasks = [delayed(parallel.count_partition, pure=True)(spec, part)
+             for part in parallel.partitions(pieces, 20)]
+    persisted = client.persist(tasks)
+    distributed.wait(persisted)
+    pids = client.run(os.getpid)
+    held = client.has_what()
+    victim = max(held, key=lambda address: len(held[address]))
+    assert held[victim], "no results held on the worker to kill"
+    os.kill(pids[victim], signal.SIGKILL)
+    merged, _report = spamnb_dask._reduce(persisted, 8, client)
+    ref = parallel.Counts.from_filter(parallel.fit([SAMPLE], spam_filter=SpamFilter(counts="raw"), n_jobs=1,
+                                                   partition_size=20))
+    assert np.array_equal(ref.hashes, merged.hashes) and np.array_equal(ref.feature_count, merged.feature_count)
+    assert merged.class_count.tolist() == [200.0, 100.0]
+    assert victim not in client.run(os.getpid) or client.run(os.getpid)[victim] != pids[victim]
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_counting_is_retried_exactly(client):
+    root, _full = corpus_root("spamassassin")
+    ref = parallel.fit([root], spam_filter=SpamFilter(counts="raw"), n_jobs=2, partition_size=50)
+    pids = client.run(os.getpid)
+    import threading
+
+    result = {}
+
+    def train():
+        result["filter"] = spamnb_dask.fit_corpus([root], client=client, spam_filter=SpamFilter(counts="raw"),
+                                                  partition_size=50)
+
+    thread = threading.Thread(target=train)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not any(client.processing().values()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert thread.is_alive(), "the job ended before a worker could be killed"
+    os.kill(next(iter(pids.values())), signal.SIGKILL)
+    thread.join(300)
+    assert "filter" in result
+    a, b = parallel.Counts.from_filter(ref), parallel.Counts.from_filter(result["filter"])
+    assert np.array_equal(a.hashes, b.hashes) and np.array_equal(a.feature_count, b.feature_count)
+    assert np.array_equal(a.class_count, b.class_count)
+
+
+@pytest.mark.slow
+def test_shared_corpus_on_dask_is_the_model_of_train_j(client, tmp_path):
+    root, _full = corpus_root("spamassassin")
+    local = file_bytes(parallel.fit([root], n_jobs=2), tmp_path / "local")
+    on_dask = file_bytes(spamnb_dask.fit_corpus([root], client=client), tmp_path / "dask")
+    assert local == on_dask
+
+
+def test_cli_train_dask(client, tmp_path):
+    model = tmp_path / "dask.spamnb"
+    env = dict(os.environ, PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "spamnb", "train", "--dask", client.scheduler.address,
+                           "--partition-size", "40", "--target-fpr", "0", "-m", str(model), str(SAMPLE)], capture_output=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "300 messages (100 spam, 200 ham)" in proc.stdout.decode()
+    assert model.read_bytes() == file_bytes(parallel.fit([SAMPLE], n_jobs=1, partition_size=40), tmp_path / "j1")

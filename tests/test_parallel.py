@@ -1,0 +1,275 @@
+"""Training and batch scoring in partitions on worker processes (spamnb.parallel)."""
+
+import io
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import spamnb
+from spamnb import parallel
+from spamnb.corpus import CorpusReport, labelled_messages
+from spamnb.filter import SpamFilter
+from spamnb.mbox import _MAX_LINE, iter_mbox, message_starts
+
+from tests.conftest import corpus_root
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "corpora"
+
+
+def reference(counts="log", length_norm=0.0, **sources):
+    sources = sources or {"trees": [SAMPLE]}
+    messages = labelled_messages(**sources)
+    return SpamFilter(counts=counts, length_norm=length_norm).fit([m.data for m in messages],
+                                                                   [m.is_spam for m in messages])
+
+
+def same_tokens(a, b):
+    return np.array_equal(a.hashes, b.hashes) and a.strings == b.strings and np.array_equal(a.offsets, b.offsets)
+
+
+def assert_same_counts(ref, got, exact=True):
+    a, b = parallel.Counts.from_filter(ref), parallel.Counts.from_filter(got)
+    assert same_tokens(a, b)   # the same tokens, in the same order (of first sight)
+    assert np.array_equal(a.class_count, b.class_count)
+    assert np.array_equal(a.last_seen, b.last_seen)
+    if exact:
+        assert np.array_equal(a.feature_count, b.feature_count)
+    else:
+        np.testing.assert_allclose(b.feature_count, a.feature_count, rtol=1e-12, atol=1e-12)
+
+
+def test_tree_reduce_has_the_shape_of_the_level_by_level_reduction():
+    def merge(group):
+        return tuple(group) if len(group) != 1 else group[0]
+
+    for fan_in in (2, 3, 8):
+        for n in range(1, 70):
+            items = list(range(n))
+            assert parallel.tree_reduce(iter(items), fan_in, merge) == parallel.tree_levels(items, fan_in, merge)
+    with pytest.raises(ValueError):
+        parallel.tree_reduce([1], 1)
+
+
+@pytest.mark.parametrize("counts", ["raw", "binary"])
+def test_integer_counts_are_bit_identical_to_fit(counts):
+    ref = reference(counts)
+    for n_jobs, partition_size in ((1, 7), (2, 50), (1, 10_000)):
+        got = parallel.fit([SAMPLE], spam_filter=SpamFilter(counts=counts), n_jobs=n_jobs,
+                           partition_size=partition_size)
+        assert_same_counts(ref, got)
+
+
+@pytest.mark.parametrize("length_norm", [0.0, 50.0])
+def test_log_counts_and_length_norm_agree_with_fit_to_rounding(length_norm):
+    ref = reference("log", length_norm)
+    got = parallel.fit([SAMPLE], spam_filter=SpamFilter(length_norm=length_norm), n_jobs=1, partition_size=7)
+    assert got.length_norm == length_norm
+    assert_same_counts(ref, got, exact=False)
+    # length_norm is applied per message: without it the counts are others
+    if length_norm:
+        plain = parallel.Counts.from_filter(reference("log")).feature_count
+        assert not np.allclose(parallel.Counts.from_filter(got).feature_count, plain)
+
+
+def test_merge_counts_adds_by_token_and_keeps_the_latest_day():
+    spec = parallel.counting_spec(SpamFilter(counts="raw"))
+    messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    whole = parallel.count_messages(spec, messages, day=100)
+    parts = [parallel.count_messages(spec, messages[i:i + 40], day=100 + i) for i in range(0, len(messages), 40)]
+    merged = parallel.merge_counts(parts)
+    assert same_tokens(whole, merged)
+    assert np.array_equal(whole.feature_count, merged.feature_count)
+    assert merged.class_count.tolist() == [200.0, 100.0]
+    # a token's day is the last partition's that held it
+    last = np.zeros(merged.n_features, dtype=np.int32)
+    position = {h: i for i, h in enumerate(merged.hashes.tolist())}
+    for part in parts:
+        for h, day in zip(part.hashes.tolist(), part.last_seen.tolist()):
+            last[position[h]] = max(last[position[h]], day)
+    assert np.array_equal(merged.last_seen, last) and merged.last_seen.max() == 100 + 280
+    assert parallel.merge_counts(parts[:1]) is parts[0]
+    assert parallel.merge_counts([]).n_features == 0
+    filtered = merged.to_filter(SpamFilter(counts="raw"))
+    assert filtered.ages_.created == filtered.ages_.last_learn == 380
+    assert np.array_equal(np.frombuffer(filtered.ages_.days(merged.n_features), dtype=np.int32), last)
+
+
+def test_model_file_is_the_same_for_every_number_of_workers(tmp_path):
+    paths = []
+    for n_jobs in (1, 2, 3):
+        path = tmp_path / f"j{n_jobs}.spamnb"
+        parallel.fit([SAMPLE], n_jobs=n_jobs, partition_size=40).save(path)
+        paths.append(path.read_bytes())
+    assert paths[0] == paths[1] == paths[2]
+
+
+def test_message_starts_cut_where_iter_mbox_cuts():
+    rnd = random.Random(7)
+    lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
+             b"body text\n", b"From x  Sat Jan  3 01:05:34 1996 +0000\r\n", b"X" * (_MAX_LINE - 1) + b"\n",
+             b"Y" * _MAX_LINE + b"\n", b"Z" * (2 * _MAX_LINE) + b"\n", b"From \n"]
+    for _ in range(1500):
+        data = b"From s@x Mon Nov 23 10:40:20 2026\n" + b"".join(rnd.choice(lines) for _ in range(rnd.randint(0, 25)))
+        starts = list(message_starts(data)) + [len(data)]
+        pieces = [m for a, b in zip(starts, starts[1:]) for m in iter_mbox(io.BytesIO(data[a:b]))]
+        assert pieces == list(iter_mbox(io.BytesIO(data)))
+    assert list(message_starts(b"Subject: not an mbox\n")) == []
+
+
+def write_mbox(path, messages):
+    with open(path, "wb") as f:
+        for data in messages:
+            if not data.startswith(b"From "):
+                f.write(b"From sender@example.com Mon Nov 23 10:00:00 2026\n")
+            f.write(data.rstrip(b"\n") + b"\n\n")
+
+
+def test_mbox_files_are_cut_into_shards_with_the_same_counts(tmp_path, monkeypatch):
+    messages = labelled_messages([SAMPLE])
+    spam, ham = tmp_path / "spam.mbox", tmp_path / "ham.mbox"
+    write_mbox(spam, [m.data for m in messages if m.is_spam])
+    write_mbox(ham, [m.data for m in messages if not m.is_spam] + [b"not mail at all\n"])
+    monkeypatch.setattr(parallel, "_SHARD_ABOVE", 0)   # every mbox is cut (else only those over 1 MiB)
+    pieces = list(parallel.plan_training(spam=[spam], ham=[ham], partition_size=30))
+    assert sum(p.kind == "shard" for p in pieces) >= 9   # 100 spam and 201 ham in shards of 30
+    ref_report, report = CorpusReport(), CorpusReport()
+    ref = reference("raw", spam=[spam], ham=[ham], report=ref_report)
+    got = parallel.fit(spam=[spam], ham=[ham], spam_filter=SpamFilter(counts="raw"), n_jobs=2, partition_size=30,
+                       report=report)
+    assert_same_counts(ref, got)
+    assert got.class_count_ == (200.0, 100.0)
+    assert report.read == ref_report.read == 300 and report.skipped == ref_report.skipped == {"not mail": 1}
+
+
+def write_message(path, subject, body="hello"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(f"From: a@example.com\nSubject: {subject}\n\n{body} {subject}\n".encode())
+
+
+def test_maildir_rules_are_those_of_the_one_process_reader(tmp_path):
+    """Maildir++ folders, tmp/, the maildirfolder marker, trash, spam folders
+    inside a --ham path, hidden files, non-mail files: read and labelled as
+    ``spamnb train`` without -j reads them."""
+    mail = tmp_path / "Maildir"
+    for folder in ("cur", "new", "tmp"):
+        (mail / folder).mkdir(parents=True)
+    write_message(mail / "cur" / "1:2,S", "inbox one")
+    write_message(mail / "new" / "2", "inbox two")
+    write_message(mail / "tmp" / "3", "being delivered")
+    (mail / "maildirfolder").write_bytes(b"")
+    (mail / "dovecot.index").write_bytes(b"\x00\x01 index")
+    write_message(mail / ".INBOX.Junk" / "cur" / "4", "junk one", "buy now")
+    (mail / ".INBOX.Junk" / "new").mkdir()
+    write_message(mail / ".Trash" / "cur" / "5", "deleted")
+    (mail / ".Trash" / "new").mkdir()
+    write_message(mail / ".Archive" / "cur" / "6", "archived")
+    (mail / ".Archive" / "new").mkdir()
+    tree = tmp_path / "tree"
+    write_message(tree / "Spam" / "a", "tree spam", "cheap pills")
+    write_message(tree / "work" / "b", "tree ham")
+    write_message(tree / "work" / ".hidden", "hidden")
+    (tree / "work" / "c").write_bytes(b"no header here\n")
+    for sources in ({"trees": [mail, tree]}, {"ham": [mail], "spam": [tree / "Spam"]}):
+        ref_report, report = CorpusReport(), CorpusReport()
+        ref = reference("raw", report=ref_report, **sources)
+        got = parallel.fit(spam_filter=SpamFilter(counts="raw"), n_jobs=2, partition_size=2, report=report,
+                           **sources)
+        assert_same_counts(ref, got)
+        assert report.read == ref_report.read and report.skipped == ref_report.skipped
+        assert report.examples == ref_report.examples
+    assert got.class_count_ == (3.0, 1.0)   # the --ham Maildir's .INBOX.Junk is left out
+
+
+def test_version_2_tokenizer_counts_as_fit():
+    from spamnb.tokenizer import Tokenizer
+
+    ref_filter = SpamFilter(tokenizer=Tokenizer(version=2), counts="raw")
+    messages = labelled_messages([SAMPLE])
+    ref = ref_filter.fit([m.data for m in messages], [m.is_spam for m in messages])
+    got = parallel.fit([SAMPLE], spam_filter=SpamFilter(tokenizer=Tokenizer(version=2), counts="raw"), n_jobs=2,
+                       partition_size=60)
+    assert got.tokenizer_.settings["version"] == 2
+    assert_same_counts(ref, got)
+    assert not same_tokens(parallel.Counts.from_filter(got), parallel.Counts.from_filter(reference("raw")))
+
+
+def test_a_model_replaced_during_the_job_fails_it(tmp_path):
+    from spamnb.store import ModelError
+
+    model = tmp_path / "model.spamnb"
+    reference().save(model)
+    identity = parallel._file_identity(model)
+    parallel._MODELS.clear()
+    os.utime(model, ns=(1, 1))   # another file now (as after an atomic replace)
+    with pytest.raises(ModelError, match="replaced"):
+        parallel._model(str(model), identity)
+
+
+def run(args, cwd, stdin=b""):
+    env = dict(os.environ, SPAMNB_HOME=str(cwd), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    env.pop("SPAMNB_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], input=stdin, capture_output=True,
+                          env=env, cwd=cwd, timeout=300)
+
+
+def test_cli_train_and_batch_classify_with_jobs(tmp_path):
+    """train -j 2 (raw counts) writes the model of train -j 1, byte for byte,
+    cutoffs calibrated alike; classify --batch -j 2 writes the lines of the
+    one-process batch, error lines and exit code included."""
+    mbox = tmp_path / "inbox.mbox"
+    write_mbox(mbox, [p.read_bytes() for p in sorted((SAMPLE / "spam").iterdir())[:30]])
+    missing = tmp_path / "missing"
+    outputs = {}
+    for jobs in ("1", "2"):
+        model = tmp_path / f"j{jobs}.spamnb"
+        proc = run(["train", "-q", "--counts", "raw", "-j", jobs, "--partition-size", "64", "-m", model, SAMPLE],
+                   tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()
+        proc = run(["classify", "--batch", "-j", jobs, "--partition-size", "16", "-m", model, SAMPLE / "spam",
+                    missing, mbox, SAMPLE / "easy_ham"], tmp_path)
+        assert proc.returncode == 3, proc.stderr.decode()
+        outputs[jobs] = (model.read_bytes(), proc.stdout, proc.stderr)
+    assert outputs["1"] == outputs["2"]
+    lines = outputs["2"][1].decode().splitlines()
+    n_files = len(os.listdir(SAMPLE / "spam")) + len(os.listdir(SAMPLE / "easy_ham"))
+    assert len(lines) == n_files + 1 + 30 and lines[0].startswith(str(SAMPLE / "spam") + os.sep)
+    assert f"{missing}\terror\t" in outputs["2"][1].decode() and f"{mbox}#29\t" in outputs["2"][1].decode()
+    # -j 0 (every core) writes the model of -j 2
+    proc = run(["train", "-q", "--counts", "raw", "-j", "0", "--partition-size", "64", "-m", tmp_path / "j0",
+                SAMPLE], tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "j0").read_bytes() == outputs["1"][0]
+
+
+def test_cli_train_jobs_with_default_counts_is_count_identical(tmp_path):
+    for jobs in ("1", "2"):
+        proc = run(["train", "-q", "--target-fpr", "0", "-j", jobs, "-m", tmp_path / f"j{jobs}", SAMPLE], tmp_path)
+        assert proc.returncode == 0, proc.stderr.decode()
+    one, two = SpamFilter.load(tmp_path / "j1"), SpamFilter.load(tmp_path / "j2")
+    assert_same_counts(one, two, exact=False)
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    bad = tmp_path / "corpus" / "spam"
+    bad.mkdir(parents=True)
+    (bad / "a").write_bytes(b"this is not mail\n")
+    proc = run(["train", "-j", "2", "--strict", "-m", tmp_path / "m", tmp_path / "corpus"], tmp_path)
+    assert proc.returncode == 3 and len(proc.stderr.decode().strip().splitlines()) == 1
+    assert "not mail" in proc.stderr.decode()
+    proc = run(["train", "-j", "-1", tmp_path / "corpus"], tmp_path)
+    assert proc.returncode == 64
+    proc = run(["train", "-j", "2", "--feature-weight", "1", SAMPLE], tmp_path)
+    assert proc.returncode == 64 and "-j 1" in proc.stderr.decode()
+
+
+@pytest.mark.slow
+def test_shared_corpus_exact_with_two_workers():
+    root, _full = corpus_root("spamassassin")
+    ref = reference("raw", trees=[root])
+    got = parallel.fit([root], spam_filter=SpamFilter(counts="raw"), n_jobs=2)
+    assert_same_counts(ref, got)
