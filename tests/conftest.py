@@ -8,12 +8,20 @@ The full corpora live beside the repository in ``../shared/corpora`` (or where
 SpamAssassin corpus, falls back to the sample shipped in ``corpora/``.
 """
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO / "corpora"
+
+# Test modules import these helpers (``from conftest import corpus_root``) and
+# the reference implementations (``reference_mail``) by name: with
+# --import-mode=importlib the tests folder is not on sys.path, so put it there,
+# and register this module under the plain name so it is imported once.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.modules.setdefault("conftest", sys.modules[__name__])
 
 
 def shared_corpora():
