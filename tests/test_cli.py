@@ -11,7 +11,8 @@ import pytest
 
 import spamnb
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 SPAM_FILE = sorted((REPO / "corpora" / "spam").iterdir())[0]
 HAM_FILE = sorted((REPO / "corpora" / "easy_ham").iterdir())[0]
 VERDICT_EXIT = {"spam": 0, "ham": 1, "unsure": 2}

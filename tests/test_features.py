@@ -2,7 +2,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +17,8 @@ from spamnb.features import (
 from spamnb.gaussian import GaussianNB
 from spamnb.mail import parse
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
 PLAIN = (

@@ -44,7 +44,8 @@ from spamnb.corpus import looks_like_mail
 from spamnb.filter import SpamFilter
 from spamnb.tokenizer import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 DATA = Path(__file__).resolve().parent / "data" / "hostile"
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 CPU_BOUND = 2.0          # seconds of CPU for one `spamnb classify`, start-up included

@@ -3,7 +3,6 @@ import io
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,8 @@ from spamnb._tokenize import hash_token
 from spamnb.corpus import labelled_messages
 from spamnb.filter import SpamFilter
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 SAMPLE = REPO / "corpora"
 
 

@@ -26,7 +26,8 @@ from spamnb import store
 from spamnb.filter import SpamFilter
 from spamnb.store import FORMAT_VERSION, MAGIC
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 PACKAGE = Path(spamnb.__file__).resolve().parent
 PYTHONPATH = str(PACKAGE.parent)
 SPAM = sorted((REPO / "corpora" / "spam").iterdir())

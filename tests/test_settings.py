@@ -3,14 +3,14 @@
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from spamnb.settings import SettingsError, _flat_toml, load_settings
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 
 EXAMPLES = [
     b'model = "/var/lib/spamnb/model.spamnb"\nspam_cutoff = 0.9999992\nham_cutoff = 0.5\n',
