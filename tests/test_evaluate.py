@@ -144,6 +144,27 @@ def test_compare_path_equals_a_filter_trained_on_the_fold(corpus):
         np.testing.assert_allclose(via_matrix, direct, rtol=1e-9, atol=1e-9)
 
 
+def test_nb_model_uniform_prior_scores_as_fit_prior_false(sample_corpus):
+    """The one builder (prior="uniform") gives the model fit_prior=False gave,
+    to the last bit, on the sample corpus."""
+    from spamnb.corpus import labelled_messages
+    from spamnb.multinomial import MultinomialNB
+
+    items = labelled_messages(trees=[sample_corpus])
+    messages = [m.data for m in items]
+    y = np.array([m.is_spam for m in items])
+    test = ev.stratified_folds(y, 5, seed=0)[0]
+    train = np.setdiff1d(np.arange(len(y)), test)
+    X = SpamFilter(counts="raw").fit(messages, y).transform(messages)
+    for alpha in (0.1, 1.0):
+        built = ev._nb_model(alpha, "uniform").fit(X[train], y[train])
+        before = MultinomialNB(alpha=alpha, fit_prior=False).fit(X[train], y[train])
+        assert np.array_equal(built.class_log_prior_, before.class_log_prior_)
+        assert np.array_equal(built.class_log_prior_, np.log([0.5, 0.5]))
+        assert np.array_equal(built.decision_function(X[test]), before.decision_function(X[test]))
+        assert np.array_equal(built.predict(X[test]), before.predict(X[test]))
+
+
 def test_evaluate_figures_match_metrics(corpus):
     from spamnb.corpus import labelled_messages
 
