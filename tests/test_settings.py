@@ -45,9 +45,19 @@ def test_the_simple_form_reads_as_tomllib_reads_it():
     assert _flat_toml(b"[table]\na = 1\n") is None and _flat_toml(b"a = 1\na = 2\n") is None
 
 
-@settings(max_examples=3000, deadline=None)
-@given(st.lists(st.text(alphabet="ab_-=#. \t\"'\\01e+E[]\r\x01\n", max_size=20), max_size=4))
+RANDOM_LINES = st.lists(st.text(alphabet="ab_-=#. \t\"'\\01e+E[]\r\x01\n", max_size=20), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(RANDOM_LINES)
 def test_random_lines_never_disagree_with_tomllib(lines):
+    _agrees("\n".join(lines).encode())
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None)
+@given(RANDOM_LINES)
+def test_many_random_lines_never_disagree_with_tomllib(lines):
     _agrees("\n".join(lines).encode())
 
 
