@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-DEFAULT_CORPUS = "/work/shared/corpora/spamassassin"
+DEFAULT_CORPUS = str(REPO.parent / "shared" / "corpora" / "spamassassin")
 FRAGMENTS = [
     b"\n", b"\n\n", b"\r\n", b"\r", b"\x00", b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"--", b"=\n", b"=ZZ", b"=",
     b"Content-Type: multipart/mixed; boundary=\"x\"\n", b"Content-Type: message/rfc822\n",

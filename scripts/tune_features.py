@@ -12,7 +12,7 @@ fitted on the same training messages.  Combined score:
 (one class prior: the word model's).  Then, once, the fixed split: train on
 the train part, test on the test part, for words only and the CV-chosen weight.
 
-    python scripts/tune_features.py [--corpus /work/shared/corpora/spamassassin]
+    python scripts/tune_features.py [--corpus ../shared/corpora/spamassassin]
 
 Prints markdown tables: 1-AUC %, spam caught at 0.1 % and 1 % false-positive
 rate, false positives / false negatives at log-odds 0.
@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from spamnb import metrics  # noqa: E402
 from spamnb.corpus import is_test_message, labelled_messages  # noqa: E402
+from spamnb.evaluate import stratified_folds  # noqa: E402
 from spamnb.features import FEATURE_NAMES, FeatureModel, message_features  # noqa: E402
 from spamnb.mail import parse  # noqa: E402
 from spamnb.filter import SpamFilter  # noqa: E402
@@ -38,16 +39,6 @@ WEIGHTS = (0.0, 0.1, 0.25, 0.5, 1.0)
 VAR_SMOOTHINGS = (1e-9, 1e-4, 1e-3, 1e-2, 1e-1)
 CLIPS = (1.0, 3.0, 10.0, float("inf"))
 CLIP_WEIGHTS = (0.5, 1.0, 2.0, 4.0)
-
-
-def stratified_folds(y, k, seed=0):
-    rng = np.random.default_rng(seed)
-    fold = np.empty(len(y), dtype=int)
-    for label in (False, True):
-        idx = np.flatnonzero(y == label)
-        rng.shuffle(idx)
-        fold[idx] = np.arange(len(idx)) % k
-    return fold
 
 
 def word_log_odds(train_data, train_y, test_data):
@@ -66,7 +57,7 @@ HEADER = "| score | 1-AUC % | spam caught at 0.1 % FPR | at 1 % FPR | FP at 0 | 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default="/work/shared/corpora/spamassassin")
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--split", action="store_true", help="also run the fixed split (once, at the end)")
     parser.add_argument("--weight", type=float, default=None,
@@ -91,7 +82,9 @@ def main(argv=None):
     train_idx = np.flatnonzero(~test)
     y = y_all[train_idx]
     F = F_all[train_idx]
-    fold = stratified_folds(y, args.folds)
+    fold = np.empty(len(y), dtype=int)           # each message's fold (seed 0)
+    for f, te in enumerate(stratified_folds(y, args.folds)):
+        fold[te] = f
     print(f"# {len(y)} train-part messages ({int(y.sum())} spam); {len(FEATURE_NAMES)} features; "
           f"{args.folds}-fold stratified CV, seed 0 (features in {time.perf_counter() - started:.1f} s)")
 

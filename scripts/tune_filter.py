@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from spamnb import _vocab, metrics  # noqa: E402
 from spamnb.corpus import is_test_message, labelled_messages  # noqa: E402
+from spamnb.evaluate import stratified_folds  # noqa: E402
 from spamnb.multinomial import MultinomialNB  # noqa: E402
 from spamnb.tokenizer import Tokenizer  # noqa: E402
 from spamnb.vocabulary import Vocabulary  # noqa: E402
@@ -48,20 +49,11 @@ def transform(X, counts):
     return X
 
 
-def folds(y, k, seed=0):
-    rng = np.random.default_rng(seed)
-    fold = np.empty(len(y), dtype=int)
-    for label in (False, True):
-        idx = np.flatnonzero(y == label)
-        rng.shuffle(idx)
-        fold[idx] = np.arange(len(idx)) % k
-    return fold
-
-
-def cross_validated_log_odds(X, y, fold, alpha, prior):
+def cross_validated_log_odds(X, y, test_folds, alpha, prior):
     out = np.empty(len(y))
-    for f in np.unique(fold):
-        train, test = fold != f, fold == f
+    for test in test_folds:
+        train = np.ones(len(y), dtype=bool)
+        train[test] = False
         seen = np.asarray(X[train].sum(axis=0)).ravel() > 0  # the fold's own vocabulary
         Xtr, Xte = X[train][:, seen], X[test][:, seen]
         nb = MultinomialNB(alpha=alpha, prior=prior).fit(Xtr, y[train])
@@ -83,14 +75,14 @@ def main(argv=None):
     X_raw = tokenize([m.data for m in messages], Tokenizer())
     print(f"# {len(y)} train-part messages ({y.sum()} spam), {X_raw.shape[1]} tokens, "
           f"tokenized in {time.perf_counter() - started:.1f} s; {args.folds}-fold CV, seed 0")
-    fold = folds(y, args.folds)
+    test_folds = stratified_folds(y, args.folds)   # seed 0
     print(f"{'counts':7} {'alpha':>6} {'prior':5} {'1-AUC%':>8} {'TPR@0.1%':>9} {'TPR@1%':>7} "
           f"{'max ham':>8} {'ham q99.9':>9} {'spam q5':>8} {'FP@0':>5} {'FN@0':>5}")
     for counts in args.counts.split(","):
         X = transform(X_raw, counts)
         for alpha in map(float, args.alphas.split(",")):
             for prior in args.priors.split(","):
-                s = cross_validated_log_odds(X, y, fold, alpha, prior)
+                s = cross_validated_log_odds(X, y, test_folds, alpha, prior)
                 ham, spam = s[~y], s[y]
                 print(f"{counts:7} {alpha:6g} {prior:5} {metrics.one_minus_auc_percent(y, s):8.4f} "
                       f"{100 * metrics.tpr_at_fpr(y, s, 0.001):9.2f} {100 * metrics.tpr_at_fpr(y, s, 0.01):7.2f} "

@@ -80,7 +80,7 @@ def cross_val_log_odds(spam_filter, messages, labels, n_folds=DEFAULT_FOLDS, see
     import numpy as np
 
     from spamnb.evaluate import stratified_folds
-    from spamnb.features import is_spam_label
+    from spamnb.labels import is_spam_label
 
     y = np.array([is_spam_label(v) for v in labels], dtype=bool)
     X = spam_filter.transform(messages)      # transformed counts; every token is known
@@ -169,7 +169,7 @@ def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_
     """
     import numpy as np
 
-    from spamnb.features import is_spam_label
+    from spamnb.labels import is_spam_label
     from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     if not 0.0 <= target_fpr < 1.0:

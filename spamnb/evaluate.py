@@ -264,8 +264,6 @@ def _variants(params):
 def _nb_model(alpha, prior):
     from spamnb.multinomial import MultinomialNB
 
-    if prior == "uniform":
-        return MultinomialNB(alpha=float(alpha), fit_prior=False)
     return MultinomialNB(alpha=float(alpha), prior=prior)
 
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 import math
 import re
 
+from spamnb.labels import is_spam_label
+
 __all__ = ["FEATURE_NAMES", "FeatureModel", "message_features", "raw_message_features",
-           "combined_log_odds", "DEFAULT_VAR_SMOOTHING", "DEFAULT_WEIGHT"]
+           "DEFAULT_VAR_SMOOTHING", "DEFAULT_WEIGHT"]
 
 # What each feature is (all finite floats; "log" is log1p, natural log).
 FEATURE_NAMES = (
@@ -144,27 +146,6 @@ def raw_message_features(message, **parse_options):
     from spamnb.mail import parse
 
     return message_features(parse(message, **parse_options))
-
-
-def combined_log_odds(word_log_odds, feature_log_likelihoods, weight):
-    """word log-odds + weight * (log p(f | spam) - log p(f | ham)).
-
-    ``feature_log_likelihoods`` is ``(ll_ham, ll_spam)`` of one message (as
-    from :meth:`FeatureModel.log_likelihood_one`); the class prior is the one
-    already inside ``word_log_odds``.
-    """
-    ll_ham, ll_spam = feature_log_likelihoods
-    return word_log_odds + weight * (ll_spam - ll_ham)
-
-
-def is_spam_label(label):
-    """True for spam: a label is True/False or "spam"/"ham" (any case)."""
-    if isinstance(label, str):
-        lowered = label.lower()
-        if lowered in ("spam", "ham"):
-            return lowered == "spam"
-        raise ValueError(f"a label must be True/False or 'spam'/'ham', not {label!r}")
-    return bool(label)
 
 
 def _finite_rows(rows, width, what):

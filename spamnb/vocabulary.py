@@ -120,9 +120,6 @@ class Vocabulary:
         """All token strings, in feature order (a list: for inspection, not hot paths)."""
         return [self.token(i) for i in range(self.n_features)]
 
-    def __contains__(self, token_hash):
-        return self.lookup(array("Q", [token_hash]))[0] >= 0
-
     # -- learning -------------------------------------------------------------
     def add(self, stream):
         """Index the tokens of a ``TokenStream`` (``hashes``, ``write_tokens``), adding new

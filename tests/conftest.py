@@ -8,12 +8,21 @@ The full corpora live beside the repository in ``../shared/corpora`` (or where
 SpamAssassin corpus, falls back to the sample shipped in ``corpora/``.
 """
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO / "corpora"
+
+# Test modules import these helpers (``from conftest import corpus_root``) and
+# the reference implementations (``reference_mail``) by name: with
+# --import-mode=importlib the tests folder is not on sys.path, so put it there,
+# and register this module under the plain name so it is imported once.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.modules.setdefault("conftest", sys.modules[__name__])
 
 
 def shared_corpora():
@@ -34,6 +43,23 @@ def corpus_root(name="spamassassin", fallback=True):
     if fallback and name == "spamassassin":
         return SAMPLE_CORPUS, False
     pytest.skip(f"the full {name} corpus is absent (looked in {path}; set SPAMNB_CORPORA)")
+
+
+def run_spamnb(args, home=None, stdin=None, cwd=None, timeout=300, text=False):
+    """Run ``python -m spamnb ARGS`` in a subprocess; returns the CompletedProcess.
+
+    The child imports the package the tests import (its folder is PYTHONPATH),
+    with ``SPAMNB_HOME=home`` when ``home`` is given and without SPAMNB_DEBUG;
+    stdout and stderr are captured (bytes, or str with ``text``).
+    """
+    import spamnb
+
+    env = dict(os.environ, PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    env.pop("SPAMNB_DEBUG", None)
+    if home is not None:
+        env["SPAMNB_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], input=stdin, capture_output=True,
+                          env=env, cwd=cwd, timeout=timeout, text=text)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,13 +1,13 @@
 """The library's traps: labels of learn/forget, and what a str or a Path message is."""
 
-from pathlib import Path
 
 import pytest
 
 from spamnb import SpamFilter
 from spamnb.filter import message_bytes
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 SPAM = [p.read_bytes() for p in sorted((REPO / "corpora" / "spam").iterdir())[:20]]
 HAM = [p.read_bytes() for p in sorted((REPO / "corpora" / "easy_ham").iterdir())[:20]]
 NEW = b"From: a@new.example\nSubject: zqxjv wombat\n\nzqxjv wombat fnord\n"

@@ -1,19 +1,16 @@
 """spamnb.calibrate: cutoffs from cross-validation inside the training mail."""
 
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import spamnb
 from spamnb import SpamFilter, calibrate
 from spamnb.corpus import labelled_messages
 from spamnb.evaluate import md5_split, stratified_folds
 from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+
+from conftest import run_spamnb
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +82,7 @@ def test_too_little_data_keeps_the_defaults(sample):
 
 
 def _run(home, *args):
-    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
-    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], capture_output=True, text=True,
-                          env=env)
+    return run_spamnb(args, home, text=True)
 
 
 def test_train_sets_and_prints_the_cutoffs(tmp_path, sample_corpus):

@@ -11,7 +11,8 @@ import pytest
 
 import spamnb
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, run_spamnb
+
 SPAM_FILE = sorted((REPO / "corpora" / "spam").iterdir())[0]
 HAM_FILE = sorted((REPO / "corpora" / "easy_ham").iterdir())[0]
 VERDICT_EXIT = {"spam": 0, "ham": 1, "unsure": 2}
@@ -20,10 +21,7 @@ UNSURE = b"From: offers@example.com\nSubject: your account statement\n\nclick he
 
 
 def run(args, home, stdin=b"", check_code=None):
-    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
-    env.pop("SPAMNB_DEBUG", None)
-    proc = subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], input=stdin, capture_output=True,
-                          env=env, cwd=home, timeout=300)
+    proc = run_spamnb(args, home, stdin=stdin, cwd=home)
     if check_code is not None:
         assert proc.returncode == check_code, proc.stderr.decode()
     return proc

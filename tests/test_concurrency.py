@@ -28,7 +28,8 @@ import pytest
 import spamnb
 from spamnb.filter import SpamFilter
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 SPAM = sorted((REPO / "corpora" / "spam").iterdir())
 HAM = sorted((REPO / "corpora" / "easy_ham").iterdir())

@@ -3,14 +3,14 @@
 import os
 import re
 import socket
-from pathlib import Path
 
 import pytest
 
 from spamnb.corpus import (CorpusError, CorpusReport, is_test_message, labelled_messages, looks_like_mail,
                            read_messages, split_mbox)
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 MAIL = b"From: a@example.com\nSubject: hi\n\nbody\n"
 
 

@@ -124,17 +124,23 @@ def test_knn_by_hand():
 
 
 # ---------------------------------------------------------------- evaluation
+def _fold_and_matrix(root, n_folds, fold):
+    """messages, labels, train and test indices of one stratified fold (seed 0),
+    and the raw count matrix of every message of the corpus at ``root``."""
+    from spamnb.corpus import labelled_messages
+
+    items = labelled_messages(trees=[root])
+    messages = [m.data for m in items]
+    y = np.array([m.is_spam for m in items])
+    test = ev.stratified_folds(y, n_folds, seed=0)[fold]
+    train = np.setdiff1d(np.arange(len(y)), test)
+    return messages, y, train, test, SpamFilter(counts="raw").fit(messages, y).transform(messages)
+
+
 def test_compare_path_equals_a_filter_trained_on_the_fold(corpus):
     """The --compare variants (one matrix of the whole corpus, cut to the fold's
     training vocabulary) give the same log-odds as a SpamFilter fitted on the fold."""
-    from spamnb.corpus import labelled_messages
-
-    items = labelled_messages(trees=[corpus])
-    messages = [m.data for m in items]
-    y = np.array([m.is_spam for m in items])
-    test = ev.stratified_folds(y, 4, seed=0)[1]
-    train = np.setdiff1d(np.arange(len(y)), test)
-    X_all = SpamFilter(counts="raw").fit(messages, y).transform(messages)
+    messages, y, train, test, X_all = _fold_and_matrix(corpus, 4, 1)
     seen = X_all[train].getnnz(axis=0) > 0
     for alpha, prior, counts in [(0.1, "mle", "binary"), (1.0, "map", "raw"), (0.3, "mle", "log")]:
         f = SpamFilter(alpha=alpha, prior=prior, counts=counts).fit([messages[i] for i in train], y[train])
@@ -142,6 +148,21 @@ def test_compare_path_equals_a_filter_trained_on_the_fold(corpus):
         model = ev._nb_model(alpha, prior).fit(ev.count_transform(X_all[train][:, seen], counts), y[train])
         via_matrix = model.decision_function(ev.count_transform(X_all[test][:, seen], counts))
         np.testing.assert_allclose(via_matrix, direct, rtol=1e-9, atol=1e-9)
+
+
+def test_nb_model_uniform_prior_scores_as_fit_prior_false(sample_corpus):
+    """The one builder (prior="uniform") gives the model fit_prior=False gave,
+    to the last bit, on the sample corpus."""
+    from spamnb.multinomial import MultinomialNB
+
+    _, y, train, test, X = _fold_and_matrix(sample_corpus, 5, 0)
+    for alpha in (0.1, 1.0):
+        built = ev._nb_model(alpha, "uniform").fit(X[train], y[train])
+        before = MultinomialNB(alpha=alpha, fit_prior=False).fit(X[train], y[train])
+        assert np.array_equal(built.class_log_prior_, before.class_log_prior_)
+        assert np.array_equal(built.class_log_prior_, np.log([0.5, 0.5]))
+        assert np.array_equal(built.decision_function(X[test]), before.decision_function(X[test]))
+        assert np.array_equal(built.predict(X[test]), before.predict(X[test]))
 
 
 def test_evaluate_figures_match_metrics(corpus):

@@ -17,7 +17,8 @@ from spamnb.filter import SpamFilter, message_bytes
 from spamnb.store import ModelError
 from spamnb.tokenizer import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 
 HAM = [b"From: alice@example.org\nSubject: lunch on friday\n\nShall we meet for lunch on friday at noon?\n",
        b"From: bob@example.org\nSubject: minutes\n\nThe minutes of the meeting are attached below.\n"]

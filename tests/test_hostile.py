@@ -44,7 +44,8 @@ from spamnb.corpus import looks_like_mail
 from spamnb.filter import SpamFilter
 from spamnb.tokenizer import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, run_spamnb
+
 DATA = Path(__file__).resolve().parent / "data" / "hostile"
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 CPU_BOUND = 2.0          # seconds of CPU for one `spamnb classify`, start-up included
@@ -450,8 +451,7 @@ MAIL = b"From: a@example.com\nSubject: hello %d\n\nsome words %d\n"
 
 
 def _run(args, home):
-    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], capture_output=True, env=_env(home),
-                          cwd=home, timeout=300)
+    return run_spamnb(args, home, cwd=home)
 
 
 def _hostile_tree(root):

@@ -9,7 +9,8 @@ from spamnb import ledger as ledgers
 from spamnb.headers import passthrough_pieces, strip_markup
 from spamnb.ledger import DIGEST_SIZE, Ledger, Tally
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 SPAM = [p.read_bytes() for p in sorted((REPO / "corpora" / "spam").iterdir())[:20]]
 HAM = [p.read_bytes() for p in sorted((REPO / "corpora" / "easy_ham").iterdir())[:20]]
 NEW = b"From: a@new.example\nSubject: zqxjv wombat\n\nzqxjv wombat fnord\n"

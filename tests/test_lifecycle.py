@@ -3,7 +3,6 @@ import io
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,8 @@ from spamnb._tokenize import hash_token
 from spamnb.corpus import labelled_messages
 from spamnb.filter import SpamFilter
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, run_spamnb
+
 SAMPLE = REPO / "corpora"
 
 
@@ -322,9 +322,7 @@ def test_describe(fitted):
 
 # ---------------------------------------------------------------------------- commands
 def run(args, home, stdin=b""):
-    env = dict(os.environ, PYTHONPATH=str(REPO), SPAMNB_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], input=stdin, capture_output=True,
-                          env=env, cwd=home, timeout=120)
+    return run_spamnb(args, home, stdin=stdin, cwd=home, timeout=120)
 
 
 @pytest.fixture()

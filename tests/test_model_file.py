@@ -26,7 +26,8 @@ from spamnb import store
 from spamnb.filter import SpamFilter
 from spamnb.store import FORMAT_VERSION, MAGIC
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, run_spamnb
+
 PACKAGE = Path(spamnb.__file__).resolve().parent
 PYTHONPATH = str(PACKAGE.parent)
 SPAM = sorted((REPO / "corpora" / "spam").iterdir())
@@ -43,8 +44,7 @@ def _env(home=None):
 
 
 def cli(args, cwd, stdin=b"", timeout=120):
-    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], input=stdin, capture_output=True,
-                          env=_env(cwd), cwd=cwd, timeout=timeout)
+    return run_spamnb(args, cwd, stdin=stdin, cwd=cwd, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +10,8 @@ import pytest
 import spamnb
 from spamnb import SpamFilter, online
 from spamnb.corpus import labelled_messages
+
+from conftest import run_spamnb
 
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 
@@ -109,9 +109,7 @@ def test_read_index(tmp_path):
 
 
 def _run(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
-    return subprocess.run([sys.executable, "-m", "spamnb", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd)
+    return run_spamnb(args, cwd=cwd, text=True)
 
 
 def test_evaluate_online_command(tmp_path, sample_corpus):

@@ -19,7 +19,8 @@ import pytest
 
 import spamnb
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 PACKAGE_ROOT = Path(spamnb.__file__).resolve().parents[1]
 SPAM = (REPO / "corpora" / "spam" / "00017.1a938ecddd047b93cbd7ed92c241e6d1").read_bytes()
 HAM = sorted((REPO / "corpora" / "easy_ham").iterdir())[0].read_bytes()

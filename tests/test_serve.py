@@ -17,7 +17,8 @@ import spamnb
 from spamnb import spamd
 from spamnb.filter import SpamFilter
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else None
 needs_spamc = pytest.mark.skipif(SPAMC is None, reason="spamc is not installed (Debian package spamc)")

@@ -3,14 +3,14 @@
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from spamnb.settings import SettingsError, _flat_toml, load_settings
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 
 EXAMPLES = [
     b'model = "/var/lib/spamnb/model.spamnb"\nspam_cutoff = 0.9999992\nham_cutoff = 0.5\n',
@@ -45,9 +45,19 @@ def test_the_simple_form_reads_as_tomllib_reads_it():
     assert _flat_toml(b"[table]\na = 1\n") is None and _flat_toml(b"a = 1\na = 2\n") is None
 
 
-@settings(max_examples=3000, deadline=None)
-@given(st.lists(st.text(alphabet="ab_-=#. \t\"'\\01e+E[]\r\x01\n", max_size=20), max_size=4))
+RANDOM_LINES = st.lists(st.text(alphabet="ab_-=#. \t\"'\\01e+E[]\r\x01\n", max_size=20), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(RANDOM_LINES)
 def test_random_lines_never_disagree_with_tomllib(lines):
+    _agrees("\n".join(lines).encode())
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None)
+@given(RANDOM_LINES)
+def test_many_random_lines_never_disagree_with_tomllib(lines):
     _agrees("\n".join(lines).encode())
 
 

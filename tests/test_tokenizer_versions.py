@@ -18,7 +18,8 @@ from spamnb import schema
 from spamnb.filter import SpamFilter
 from spamnb.tokenizer import Tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 FIXTURES = REPO / "tests" / "data" / "models"
 OLD_MODEL = FIXTURES / "corpora-658063e.spamnb"
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parent.parent)

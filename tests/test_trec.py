@@ -12,7 +12,8 @@ import spamnb
 from spamnb import online
 from spamnb.corpus import labelled_messages
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 JIG = REPO / "scripts" / "trec"
 
 
