@@ -36,6 +36,8 @@ Cutoffs are stored as probabilities; P(spam) rounds to 1.0 above log-odds
 from __future__ import annotations
 
 import math
+
+from spamnb.verdict import probability as _probability
 from collections import namedtuple
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
@@ -54,13 +56,6 @@ Calibration = namedtuple("Calibration", "spam_cutoff ham_cutoff spam_log_odds ha
 Calibration.__doc__ = """Cutoffs chosen for a filter (probabilities and log-odds), the
 held-out figures expected at them (fractions; None when the defaults were
 used), the data they rest on and the rule that chose them (one line)."""
-
-
-def _probability(log_odds):
-    if log_odds >= 0:
-        return 1.0 / (1.0 + math.exp(-log_odds))
-    z = math.exp(log_odds)
-    return z / (1.0 + z)
 
 
 def _logit(p):
