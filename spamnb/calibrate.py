@@ -36,9 +36,9 @@ Cutoffs are stored as probabilities; P(spam) rounds to 1.0 above log-odds
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 from spamnb.verdict import probability as _probability
-from collections import namedtuple
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
            "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
