@@ -59,19 +59,32 @@ def model(tmp_path):
     return path
 
 
-def _expected(path, learns):
-    """The model after learning each worker's message ``learns[worker]`` times, one after the other."""
+def _variant(worker, run):
+    """Worker ``worker``'s message for its ``run``-th `spamnb learn`: the same
+    mail (no envelope line) with one line of its own at the end, so the ledger
+    of learned messages (which counts a message learned twice once) sees a new
+    message each time."""
+    message, _spam = _messages(worker)
+    data = message.read_bytes()
+    if data.startswith(b"From "):
+        data = data.partition(b"\n")[2]
+    return data + b"\nrun w%d-%d\n" % (worker, run)
+
+
+def _expected(path, learns, variants=False):
+    """The model after learning each worker's message ``learns[worker]`` times,
+    one after the other (with ``variants``: its variants, as the CLI learners do)."""
     reference = SpamFilter.load(path)
     for worker, n in learns.items():
         message, spam = _messages(worker)
-        for _ in range(n):
-            reference.learn(message.read_bytes(), spam=spam)
+        for run in range(n):
+            reference.learn(_variant(worker, run) if variants else message.read_bytes(), spam=spam)
     return reference
 
 
-def _check_result(path, learns):
+def _check_result(path, learns, variants=False):
     result = SpamFilter.load(path)
-    expected = _expected(path.with_name("start.spamnb"), learns)
+    expected = _expected(path.with_name("start.spamnb"), learns, variants)
     assert result.class_count_ == expected.class_count_
     got, want = _counts_by_token(result), _counts_by_token(expected)
     assert got.keys() == want.keys()
@@ -179,9 +192,13 @@ def _cli_learners(model, tmp_path, n_runs):
     """N_PROCESSES shell loops, each running `spamnb learn` n_runs times with its own message."""
     loops = []
     for worker in range(N_PROCESSES):
-        message, spam = _messages(worker)
-        script = (f'for i in $(seq {n_runs}); do "{sys.executable}" -m spamnb learn -q '
-                  f'{"--spam" if spam else "--ham"} -m "{model}" "{message}" || exit $?; done')
+        _message, spam = _messages(worker)
+        folder = tmp_path / f"learner-{worker}"
+        folder.mkdir()
+        for run in range(n_runs):
+            (folder / f"{run}.eml").write_bytes(_variant(worker, run))
+        script = (f'for i in $(seq 0 {n_runs - 1}); do "{sys.executable}" -m spamnb learn -q '
+                  f'{"--spam" if spam else "--ham"} -m "{model}" "{folder}/$i.eml" || exit $?; done')
         loops.append(subprocess.Popen(["sh", "-c", script], env=_env(), stderr=subprocess.PIPE,
                                       stdout=subprocess.DEVNULL))
     return loops
@@ -223,7 +240,7 @@ def _run_cli_case(model, tmp_path, n_runs):
     n_classify, n_errors = map(int, out.split())
     assert n_errors == 0, errors.read_text()
     assert n_classify > 0
-    _check_result(model, {worker: n_runs for worker in range(N_PROCESSES)})
+    _check_result(model, {worker: n_runs for worker in range(N_PROCESSES)}, variants=True)
     return elapsed, n_classify
 
 
