@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
+from spamnb.verdict import logit as _logit
 from spamnb.verdict import probability as _probability
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
@@ -57,13 +58,6 @@ Calibration.__doc__ = """Cutoffs chosen for a filter (probabilities and log-odds
 held-out figures expected at them (fractions; None when the defaults were
 used), the data they rest on and the rule that chose them (one line)."""
 
-
-def _logit(p):
-    if p <= 0.0:
-        return -math.inf
-    if p >= 1.0:
-        return math.inf
-    return math.log(p / (1.0 - p))
 
 
 def cross_val_log_odds(spam_filter, messages, labels, n_folds=DEFAULT_FOLDS, seed=0):

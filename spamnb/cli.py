@@ -488,13 +488,9 @@ def cmd_forget(args):
 
 # ---------------------------------------------------------------------------- info / tokens
 def _log_odds(p):
-    import math
+    from spamnb.verdict import logit
 
-    if p <= 0.0:
-        return "-inf"
-    if p >= 1.0:
-        return "+inf"
-    return f"{math.log(p / (1.0 - p)):+.3f}"
+    return f"{logit(p):+.3f}"   # "+inf" / "-inf" at 1 and 0
 
 
 def cmd_info(args):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "probability", "probabilities", "decide", "decide_many", "part_max",
+__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "probability", "logit", "probabilities", "decide", "decide_many", "part_max",
            "evidence_sums"]
 
 # Chosen by 5-fold cross-validation on the train part of the fixed split of
@@ -56,6 +56,15 @@ def probability(log_odds):
         return 1.0 / (1.0 + math.exp(-log_odds))
     z = math.exp(log_odds)
     return z / (1.0 + z)
+
+
+def logit(p):
+    """log(p / (1 - p)), the log-odds of a probability; -inf at 0 and +inf at 1."""
+    if p <= 0.0:
+        return -math.inf
+    if p >= 1.0:
+        return math.inf
+    return math.log(p / (1.0 - p))
 
 
 def probabilities(log_odds):
