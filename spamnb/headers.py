@@ -16,7 +16,7 @@ the input, not a copy.
 
 import re
 
-__all__ = ["STATUS_WORDS", "status_value", "passthrough_pieces"]
+__all__ = ["STATUS_WORDS", "status_value", "passthrough_pieces", "strip_markup", "header_fields", "field_name"]
 
 STATUS_WORDS = {"spam": b"Yes", "unsure": b"Unsure", "ham": b"No"}
 _HEADER_LINE = re.compile(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
@@ -34,7 +34,7 @@ def _header_end(message):
     return min(positions) + 1 if positions else len(message)
 
 
-def _fields(head):
+def header_fields(head):
     """The header block as a list of fields, each a list of its lines (continuations included)."""
     fields = []
     for line in head.splitlines(keepends=True):
@@ -45,7 +45,7 @@ def _fields(head):
     return fields
 
 
-def _name(field):
+def field_name(field):
     return field[0].split(b":", 1)[0].strip().lower()
 
 
@@ -63,9 +63,9 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
     end = _header_end(message)
     head = message[:end]
     newline = b"\r\n" if head.find(b"\r\n", 0, 2000) >= 0 else b"\n"
-    fields = [f for f in _fields(head) if _name(f) != name.lower()]
+    fields = [f for f in header_fields(head) if field_name(f) != name.lower()]
     if tag:
-        subjects = [f for f in fields if _name(f) == b"subject"]
+        subjects = [f for f in fields if field_name(f) == b"subject"]
         if not subjects:
             added.append(b"Subject: " + tag)
         for field in subjects:
@@ -96,12 +96,12 @@ def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):
     tag = subject_tag.encode("utf-8") if subject_tag else None
     fields = []
     changed = False
-    for field in _fields(message[:end]):
-        field_name = _name(field)
-        if field_name == name:
+    for field in header_fields(message[:end]):
+        this_name = field_name(field)
+        if this_name == name:
             changed = True
             continue
-        if tag and field_name == b"subject":
+        if tag and this_name == b"subject":
             first = field[0]
             colon = first.index(b":") + 1
             text = first[colon:].lstrip(b" \t")

@@ -256,17 +256,9 @@ def marked_headers(message, verdict, score, required):
     ours.append(b"X-Spam-Score: %.1f" % score)
     if end is None:
         return newline.join(ours) + newline + newline, 0
-    kept = []
-    skipping = False
-    for line in message[:end].splitlines(keepends=True):
-        if line[:1] in (b" ", b"\t"):
-            if not skipping:
-                kept.append(line)
-            continue
-        skipping = line.split(b":", 1)[0].strip().lower() in _OUR_HEADERS
-        if not skipping:
-            kept.append(line)
-    head = b"".join(kept)
+    from spamnb.headers import field_name, header_fields
+
+    head = b"".join(b"".join(field) for field in header_fields(message[:end]) if field_name(field) not in _OUR_HEADERS)
     if head and not head.endswith(b"\n"):
         head += newline
     body_start = end
