@@ -486,13 +486,20 @@ class Server:
         """(response bytes, log text) for a request with a message."""
         verb = request.verb
         required = self.settings.required_score
+        # a SPAMC/1.2 client (Exim's spam condition) parses spamd's older layout
+        legacy = request.version < (1, 3) and request.headers.get("connection", "").lower() != "keep-alive"
+
+        def reply(spam, body=b"", whole_message=False):
+            if legacy:
+                return spamd.legacy_response(spam, body, whole_message)
+            return spamd.response(0, [spam], body)
+
         if message is None:
             text = f"message larger than {self.settings.max_size} bytes"
             if verb in ("PROCESS", "HEADERS", "TELL"):
                 # spamc's safe fallback passes the message on unchanged
                 return spamd.error_response(EX["EX_DATAERR"], text), f"error {EX['EX_DATAERR']} {text}"
-            headers = [("Spam", f"False ; 0.0 / {required:.1f}")]
-            return spamd.response(0, headers), f"too big, not checked ({text})"
+            return reply(("Spam", f"False ; 0.0 / {required:.1f}")), f"too big, not checked ({text})"
         if verb == "TELL":
             return await self.answer_tell(request, message)
         path, _ = self.model_path(request.headers.get("user"))
@@ -502,17 +509,17 @@ class Server:
         spam_header = spamd.spam_header(verdict, score, score_map.required)
         outcome = f"{verdict.label} {score:.1f}/{score_map.required:.1f} log-odds={verdict.log_odds:+.3f}"
         if verb == "CHECK":
-            return spamd.response(0, [spam_header]), outcome
+            return reply(spam_header), outcome
         if verb == "SYMBOLS":
-            return spamd.response(0, [spam_header], ",".join(spamd.symbols(verdict)).encode()), outcome
+            return reply(spam_header, ",".join(spamd.symbols(verdict)).encode() + (b"\r\n" if legacy else b"")), outcome
         if verb in ("REPORT", "REPORT_IFSPAM"):
             body = b"" if verb == "REPORT_IFSPAM" and verdict.label != "spam" else \
                 spamd.report(verdict, score_map, score)
-            return spamd.response(0, [spam_header], body), outcome
+            return reply(spam_header, body), outcome
         head, body_start = spamd.marked_headers(message, verdict, score, score_map.required)
         if verb == "HEADERS":
-            return spamd.response(0, [spam_header], head), outcome
-        return spamd.response(0, [spam_header], head + message[body_start:]), outcome  # PROCESS
+            return reply(spam_header, head, True), outcome
+        return reply(spam_header, head + message[body_start:], True), outcome  # PROCESS
 
     async def answer_tell(self, request, message):
         if not self.settings.allow_tell:

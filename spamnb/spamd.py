@@ -180,6 +180,18 @@ def response(code, headers=(), body=b"", text=None):
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
+def legacy_response(spam, body=b"", message=False):
+    """A successful answer in the layout spamd uses for a ``SPAMC/1.2`` (or
+    older) request, which Exim's ``spam`` condition sends and parses with a
+    fixed pattern: ``Spam: ...``, a blank line, the body (no
+    Content-length); for ``message`` (PROCESS, HEADERS) Content-length and
+    the message, no ``Spam`` header.  ``spam`` is the (name, value) pair of
+    the Spam header."""
+    if message:
+        return VERSION + b" 0 EX_OK\r\nContent-length: %d\r\n\r\n" % len(body) + body
+    return VERSION + b" 0 EX_OK\r\n" + f"{spam[0]}: {spam[1]}".encode("ascii", "replace") + b"\r\n\r\n" + body
+
+
 def error_response(code, text):
     """An error: the status line alone (spamd sends nothing after a non-zero code)."""
     name = _CODE_NAME.get(code, "EX_UNKNOWN")

@@ -344,6 +344,21 @@ def test_unknown_headers_are_ignored(daemon):
     assert daemon.raw(request("CHECK", message, X_Anything="1", Foo="bar")) == daemon.raw(request("CHECK", message))
 
 
+def test_spamc_1_2_requests_get_spamds_older_layout(daemon):
+    """Exim sends REPORT SPAMC/1.2 and parses the answer with a fixed pattern
+    (Spam header, blank line, report): spamd's layout for protocol < 1.3."""
+    message = MESSAGES[0].read_bytes()
+    old = daemon.raw(request("REPORT", message).replace(b"SPAMC/1.5", b"SPAMC/1.2"))
+    head, _, body = old.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[1].startswith(b"Spam: True ; ") and b"Content-length" not in head
+    assert body.startswith(b"spamnb verdict: spam")
+    new = daemon.raw(request("REPORT", message))
+    assert b"Content-length: %d" % len(body) in new and new.endswith(body)
+    process = daemon.raw(request("PROCESS", message).replace(b"SPAMC/1.5", b"SPAMC/1.2"))
+    head, _, body = process.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[1:] == [b"Content-length: %d" % len(body)] and b"X-Spam-Flag: YES" in body
+
+
 def test_kept_alive_connection_serves_several_requests(daemon):
     message = MESSAGES[0].read_bytes()
     one = daemon.raw(request("CHECK", message))
