@@ -486,8 +486,12 @@ class Server:
         """(response bytes, log text) for a request with a message."""
         verb = request.verb
         required = self.settings.required_score
-        # a SPAMC/1.2 client (Exim's spam condition) parses spamd's older layout
-        legacy = request.version < (1, 3) and request.headers.get("connection", "").lower() != "keep-alive"
+        # spamd's layouts when the connection closes after the answer: a
+        # SPAMC/1.2 client (Exim's spam condition) parses the older one, and a
+        # CHECK answer has no body, so no Content-length (spamc reads an
+        # answer's head a byte at a time, five system calls a byte)
+        closing = request.headers.get("connection", "").lower() != "keep-alive"
+        legacy = closing and (request.version < (1, 3) or verb == "CHECK")
 
         def reply(spam, body=b"", whole_message=False):
             if legacy:

@@ -169,8 +169,8 @@ def _logit(p):
 # ---------------------------------------------------------------------------- responses
 def response(code, headers=(), body=b"", text=None):
     """``SPAMD/1.5 code text``, the headers ((name, value) pairs), a blank line, the body.
-    Every response carries Content-length, so a client on a kept-alive
-    connection knows where it ends."""
+    It carries Content-length, so a client on a kept-alive connection knows
+    where it ends (:func:`legacy_response` for answers before a close)."""
     if text is None:
         text = _CODE_NAME.get(code, "EX_UNKNOWN") if code else "EX_OK"
     lines = [VERSION + b" %d " % code + text.encode("ascii", "replace")]
@@ -183,10 +183,10 @@ def response(code, headers=(), body=b"", text=None):
 def legacy_response(spam, body=b"", message=False):
     """A successful answer in the layout spamd uses for a ``SPAMC/1.2`` (or
     older) request, which Exim's ``spam`` condition sends and parses with a
-    fixed pattern: ``Spam: ...``, a blank line, the body (no
-    Content-length); for ``message`` (PROCESS, HEADERS) Content-length and
-    the message, no ``Spam`` header.  ``spam`` is the (name, value) pair of
-    the Spam header."""
+    fixed pattern, and for CHECK: ``Spam: ...``, a blank line, the body (no
+    Content-length: the connection closes after it); for ``message``
+    (PROCESS, HEADERS) Content-length and the message, no ``Spam`` header.
+    ``spam`` is the (name, value) pair of the Spam header."""
     if message:
         return VERSION + b" 0 EX_OK\r\nContent-length: %d\r\n\r\n" % len(body) + body
     return VERSION + b" 0 EX_OK\r\n" + f"{spam[0]}: {spam[1]}".encode("ascii", "replace") + b"\r\n\r\n" + body
