@@ -306,6 +306,7 @@ class Server:
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log)
         self.active = 0
+        self.fast = set()       # connections waiting for their first request (_Connection)
         self.busy = set()
         self.idle = set()
         self.stopping = None
@@ -486,18 +487,7 @@ class Server:
         """(response bytes, log text) for a request with a message."""
         verb = request.verb
         required = self.settings.required_score
-        # spamd's layouts when the connection closes after the answer: a
-        # SPAMC/1.2 client (Exim's spam condition) parses the older one, and a
-        # CHECK answer has no body, so no Content-length (spamc reads an
-        # answer's head a byte at a time, five system calls a byte)
-        closing = request.headers.get("connection", "").lower() != "keep-alive"
-        legacy = closing and (request.version < (1, 3) or verb == "CHECK")
-
-        def reply(spam, body=b"", whole_message=False):
-            if legacy:
-                return spamd.legacy_response(spam, body, whole_message)
-            return spamd.response(0, [spam], body)
-
+        reply = _layout(request)
         if message is None:
             text = f"message larger than {self.settings.max_size} bytes"
             if verb in ("PROCESS", "HEADERS", "TELL"):
@@ -506,6 +496,13 @@ class Server:
             return reply(("Spam", f"False ; 0.0 / {required:.1f}")), f"too big, not checked ({text})"
         if verb == "TELL":
             return await self.answer_tell(request, message)
+        return self.answer_verdict(request, message, reply)
+
+    def answer_verdict(self, request, message, reply):
+        """(response bytes, log text) for a request that asks for a verdict;
+        ``reply(spam_header, body, whole_message)`` lays the answer out."""
+        verb = request.verb
+        required = self.settings.required_score
         path, _ = self.model_path(request.headers.get("user"))
         spam_filter, score_map = self.models.get(path, required)
         verdict = _classify(spam_filter, message)
@@ -515,7 +512,7 @@ class Server:
         if verb == "CHECK":
             return reply(spam_header), outcome
         if verb == "SYMBOLS":
-            return reply(spam_header, ",".join(spamd.symbols(verdict)).encode() + (b"\r\n" if legacy else b"")), outcome
+            return reply(spam_header, ",".join(spamd.symbols(verdict)).encode() + (b"\r\n" if request.version < (1, 3) else b"")), outcome
         if verb in ("REPORT", "REPORT_IFSPAM"):
             body = b"" if verb == "REPORT_IFSPAM" and verdict.label != "spam" else \
                 spamd.report(verdict, score_map, score)
@@ -574,8 +571,11 @@ class Server:
             self.stopping.set_result(None)
             for task in list(self.idle):
                 task.cancel()
+            for connection in [c for c in self.fast if not c.busy()]:
+                connection.transport.close()
 
     async def start(self):
+        loop = asyncio.get_running_loop()
         self.servers = []
         for item in self.settings.listen:
             if item[0] == "unix":
@@ -585,11 +585,11 @@ class Server:
                         os.unlink(path)
                 except FileNotFoundError:
                     pass
-                server = await asyncio.start_unix_server(self.handle, path, limit=spamd.MAX_HEAD)
+                server = await loop.create_unix_server(lambda: _Connection(self), path)
                 os.chmod(path, self.settings.socket_mode)
             else:
-                server = await asyncio.start_server(self.handle, item[1], item[2], limit=spamd.MAX_HEAD,
-                                                    reuse_address=True, backlog=128)
+                server = await loop.create_server(lambda: _Connection(self), item[1], item[2],
+                                                  reuse_address=True, backlog=128)
             self.servers.append(server)
         where = ", ".join(item[1] if item[0] == "unix" else f"{item[1]}:{item[2]}" for item in self.settings.listen)
         self.log(f"listening on {where}; site model {self.settings.model}"
@@ -605,9 +605,12 @@ class Server:
         await done.wait()
         for server in self.servers:
             server.close()
-        self.log(f"stopping: {len(self.busy)} request(s) in flight")
+        def in_flight():
+            return len(self.busy) + sum(1 for c in self.fast if c.busy())
+
+        self.log(f"stopping: {in_flight()} request(s) in flight")
         deadline = loop.time() + self.settings.timeout + 1.0
-        while self.busy and loop.time() < deadline:
+        while in_flight() and loop.time() < deadline:
             await asyncio.sleep(0.02)
         self.learners.shutdown(wait=True)
         for item in self.settings.listen:
@@ -617,6 +620,154 @@ class Server:
                 except OSError:
                     pass
         self.log("stopped")
+
+
+def _layout(request):
+    """How answers to ``request`` are laid out: spamd's layouts when the
+    connection closes after the answer (a SPAMC/1.2 client, Exim's spam
+    condition, parses the older one; a CHECK answer has no body, so no
+    Content-length: spamc reads an answer's head a byte at a time, five
+    system calls a byte), else with Content-length."""
+    closing = request.headers.get("connection", "").lower() != "keep-alive"
+    legacy = closing and (request.version < (1, 3) or request.verb == "CHECK")
+
+    def reply(spam, body=b"", whole_message=False):
+        if legacy:
+            return spamd.legacy_response(spam, body, whole_message)
+        return spamd.response(0, [spam], body)
+
+    return reply
+
+
+_FAST_VERBS = frozenset(("CHECK", "SYMBOLS", "REPORT", "REPORT_IFSPAM", "PROCESS", "HEADERS"))
+
+
+class _Connection(asyncio.Protocol):
+    """A new connection.  Its first request is answered right in the event
+    loop's callback when it is the plain request a spamc process or an MTA
+    sends: well formed, a verdict verb, a Content-length within --max-size,
+    not compressed, not kept alive.  That skips the streams and the task of
+    the general handler (about a tenth of a millisecond of a spamc run).
+    Anything else (an error, TELL, PING, keep-alive, a client over the
+    limits, a request that ends early) is handed, with the bytes received
+    so far, to :meth:`Server.handle`, which answers it as before.  Bounds
+    while buffering: --timeout from the connection, at most the request head
+    limit plus --max-size bytes."""
+
+    def __init__(self, server):
+        self.server = server
+        self.transport = None
+        self.buffer = bytearray()
+        self.timer = None
+        self.counted = False
+        self.eof = False
+        self.peer = "unix"
+
+    def connection_made(self, transport):
+        self.transport = transport
+        server = self.server
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if isinstance(peer, tuple) else "unix"
+        if (server.stopping is not None or server.active >= server.settings.max_connections
+                or (self.peer != "unix" and not server.settings.allows(self.peer))):
+            self._hand_over()       # the general handler refuses it and says why
+            return
+        server.active += 1
+        server.fast.add(self)
+        self.counted = True
+        self.timer = asyncio.get_running_loop().call_later(server.settings.timeout, self._timed_out)
+
+    def data_received(self, data):
+        self.buffer += data
+        if len(self.buffer) > spamd.MAX_HEAD + self.server.settings.max_size:
+            self._hand_over()
+            return
+        self._try_answer()
+
+    def eof_received(self):
+        self.eof = True
+        return self._hand_over()    # the request is not whole: the general handler says so
+
+    def connection_lost(self, exc):
+        self._release()
+
+    def busy(self):
+        return bool(self.buffer)
+
+    def _release(self):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.counted:
+            self.counted = False
+            self.server.active -= 1
+            self.server.fast.discard(self)
+
+    def _hand_over(self):
+        self._release()
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=spamd.MAX_HEAD, loop=loop)
+        inner = asyncio.StreamReaderProtocol(reader, self.server.handle, loop=loop)
+        self.transport.set_protocol(inner)
+        inner.connection_made(self.transport)
+        if self.buffer:
+            inner.data_received(bytes(self.buffer))
+            self.buffer = bytearray()
+        return inner.eof_received() if self.eof else None
+
+    def _timed_out(self):
+        self.timer = None
+        server = self.server
+        if self.buffer:
+            self.transport.write(spamd.error_response(EX["EX_TIMEOUT"], "timed out"))
+            server.log(f"- user=- error {EX['EX_TIMEOUT']} timed out after {server.settings.timeout:g} s "
+                       f"size=0 0.00 ms peer={self.peer}")
+        self._release()
+        self.transport.close()
+
+    def _try_answer(self):
+        buffer = self.buffer
+        ends = [p for p in (buffer.find(b"\n\r\n"), buffer.find(b"\n\n")) if p >= 0]
+        if not ends:
+            if len(buffer) > spamd.MAX_HEAD:
+                self._hand_over()
+            return
+        end = min(ends)
+        body_start = end + (3 if buffer[end + 1:end + 2] == b"\r" else 2)
+        try:
+            request = spamd.parse_head(bytes(buffer[:end]).rstrip(b"\r\n"))
+        except ProtocolError:
+            self._hand_over()
+            return
+        headers = request.headers
+        length = spamd.content_length(request)
+        if (request.verb not in _FAST_VERBS or length is None or length > self.server.settings.max_size
+                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"):
+            self._hand_over()
+            return
+        if len(buffer) - body_start < length:
+            return                  # more to come
+        started = time.perf_counter()
+        self._release()
+        server = self.server
+        message = bytes(buffer[body_start:body_start + length])
+        self.buffer = bytearray()
+        user = headers.get("user", "-")[:64]
+        try:
+            reply, outcome = server.answer_verdict(request, message, _layout(request))
+        except ProtocolError as exc:
+            reply, outcome = spamd.error_response(exc.code, exc.text), f"error {exc.code} {exc.text}"
+        except Exception as exc:  # noqa: BLE001 - answered, logged; the server goes on
+            reply = spamd.error_response(EX["EX_SOFTWARE"], "internal error")
+            outcome = f"error {EX['EX_SOFTWARE']} {type(exc).__name__}: {_one_line(exc)}"
+        transport = self.transport
+        transport.write(reply)
+        if transport.get_write_buffer_size():
+            # a client that does not read its answer: dropped after --timeout
+            asyncio.get_running_loop().call_later(server.settings.timeout, transport.abort)
+        transport.close()
+        ms = (time.perf_counter() - started) * 1000.0
+        server.log(f"{request.verb} user={user} {outcome} size={length} {ms:.2f} ms peer={self.peer}")
 
 
 def _words(value):

@@ -339,6 +339,25 @@ def test_malformed_requests_get_protocol_errors_and_the_server_keeps_serving(dae
     assert daemon.proc.poll() is None
 
 
+def test_a_request_in_pieces_is_answered_like_a_whole_one(daemon):
+    """A new connection's first request is answered in the event loop's
+    callback once it is whole (serve._Connection): pieces that come apart,
+    a head ending in bare LFs, and a request that is handed on (TELL, PING,
+    keep-alive) all get the same answers as before."""
+    message = MESSAGES[0].read_bytes()
+    whole = request("SYMBOLS", message)
+    expected = daemon.raw(whole)
+    assert expected.startswith(b"SPAMD/1.5 0 EX_OK") and b"SPAMNB_SPAM" in expected
+    with socket.create_connection(("127.0.0.1", daemon.port), timeout=10) as s:
+        for start in range(0, len(whole), 700):
+            s.sendall(whole[start:start + 700])
+            time.sleep(0.02)
+        assert _read_all(s) == expected            # answered without the client's EOF
+    lf = whole.replace(b"\r\n\r\n", b"\n\n", 1).replace(b"SPAMC/1.5\r\n", b"SPAMC/1.5\n")
+    assert daemon.raw(lf) == expected
+    assert b" 0 PONG" in daemon.raw(b"PING SPAMC/1.5\r\n\r\n")
+
+
 def test_unknown_headers_are_ignored(daemon):
     message = MESSAGES[0].read_bytes()
     assert daemon.raw(request("CHECK", message, X_Anything="1", Foo="bar")) == daemon.raw(request("CHECK", message))
