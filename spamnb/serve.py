@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import mmap
 import os
 import re
 import signal
@@ -69,9 +70,41 @@ class SettingsError(Exception):
 # Every call into spamnb.filter / spamnb.store is here, so a change of that
 # API is adapted in one place.
 def _load_filter(path):
+    """The model at ``path``, holding in memory only what classifying reads."""
     from spamnb.filter import SpamFilter
 
-    return SpamFilter.load(path)
+    return _scoring_only(SpamFilter.load(path))
+
+
+def _scoring_only(spam_filter):
+    """Keep what ``classify`` reads (the hash index, log(count + alpha), the
+    token strings for the evidence) in buffers of their own, and let go of
+    the rest of the model file read into memory: the raw counts, last-seen
+    days and ledger of learned messages (about a fifth of a model file).
+    Such a filter only classifies; TELL reads the whole model under its lock
+    (:func:`tell`)."""
+    from spamnb.ages import Ages
+    from spamnb.vocabulary import Vocabulary
+    from spamnb.wordcounts import WordCounts
+
+    vocab, counts = spam_filter.vocabulary_, spam_filter.word_counts_
+    if vocab is None or counts is None:
+        return spam_filter
+    log_count, log_norm, log_prior = counts.derived()
+    blob, offsets = vocab.string_table()
+    spam_filter.vocabulary_ = Vocabulary.from_buffers(bytearray(vocab.keys), bytearray(vocab.values),
+                                                      vocab.n_features, blob, bytearray(offsets))
+    # the raw counts' place: read-only anonymous pages, zeros the kernel maps
+    # only when touched (classify never does), so they take no memory
+    zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
+    spam_filter.word_counts_ = WordCounts.from_arrays(
+        counts.alpha, counts.prior, counts.class_count_,
+        memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
+        derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
+    spam_filter.ages_ = Ages()
+    spam_filter.ledger_ = None
+    spam_filter.source_ = None      # not a copy of the file: never to be saved
+    return spam_filter
 
 
 def _classify(spam_filter, message):

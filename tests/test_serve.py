@@ -161,6 +161,31 @@ def test_score_map_puts_each_verdict_on_its_side_of_the_boundaries():
         spamd.ScoreMap(3.0, 3.0)
 
 
+def test_the_server_keeps_only_what_classifying_reads(home, site_filter):
+    """serve._load_filter drops the raw counts, last-seen days and ledger
+    (TELL reads the whole model under its lock): same verdicts, less memory."""
+    import tracemalloc
+
+    from spamnb import serve
+
+    path = home / "model.spamnb"
+    tracemalloc.start()
+    try:
+        full = SpamFilter.load(path)
+        full_bytes = tracemalloc.get_traced_memory()[0]
+        del full
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        slim = serve._load_filter(path)
+        slim_bytes = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert slim_bytes < 0.9 * full_bytes, (slim_bytes, full_bytes)
+    assert slim.ages_.last_seen is None and slim.ledger_ is None and slim.source_ is None
+    for message in [p.read_bytes() for p in MESSAGES]:
+        assert slim.classify(message) == site_filter.classify(message)
+
+
 def test_parse_head_rejects_malformed_requests():
     assert spamd.parse_head(b"CHECK SPAMC/1.5\r\nContent-length: 12\r\nX-Whatever: y").headers["content-length"] == "12"
     for head in (b"CHECK", b"check SPAMC/1.5", b"FROB SPAMC/1.5", b"CHECK HTTP/1.1",
