@@ -221,3 +221,43 @@ def test_exim_with_the_server_down(work):
     # without it the spam condition defers: a temporary error, the client retries later
     reply, spool = Exim(work, f"127.0.0.1 {port}", defer_ok=False).send(MESSAGES[0].read_bytes())
     assert reply.startswith("451 ") and spool is None, reply
+
+
+SPAMC = shutil.which("spamc") or ("/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else None)
+
+
+def _queued(exim):
+    folder = exim.spool / "input"
+    return sorted(folder.glob("*-H")) if folder.exists() else []
+
+
+@pytest.mark.skipif(SPAMC is None, reason="spamc is not installed (Debian package spamc)")
+def test_content_filter_through_spamc_reinjects_into_sendmail(daemon, work):
+    """The Postfix content-filter recipe's command, `spamc ... -e sendmail -oi
+    -f SENDER RCPT`, with Exim's sendmail interface as the sendmail (Postfix
+    itself conflicts with the exim packages, so it is not installed here)."""
+    exim = Exim(work, "127.0.0.1 1")
+    original = MESSAGES[0].read_bytes().split(b"\n", 1)[1]          # without the mbox From_ line
+    sendmail = [EXIM, "-C", str(exim.config), "-odq", "-oi", "-f", "sender@client.example", "user@mx.test.example"]
+
+    def run(port, *flags):
+        return subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(port), "--connect-retries", "1", *flags,
+                               "-e", *sendmail],
+                              input=original, capture_output=True, timeout=60)
+
+    assert run(daemon.port, "-x", "-X").returncode == 0
+    [queued] = _queued(exim)
+    text = queued.read_text(errors="replace")
+    assert _header(text, "X-Spam-Flag") == "YES" and _header(text, "X-Spam-Status").startswith("Yes, score=")
+    body = (exim.spool / "input" / queued.name.replace("-H", "-D")).read_bytes()
+    assert body.endswith(original[original.find(b"\n\n") + 2:])
+    down = _free_port()
+    # server down, -x -X: EX_TEMPFAIL (Postfix's pipe defers the mail), nothing passed on
+    proc = run(down, "-x", "-X")
+    assert proc.returncode == 75 and len(_queued(exim)) == 1
+    # -x alone exits EX_UNAVAILABLE, which Postfix's pipe turns into a bounce: hence -X in the recipe
+    assert run(down, "-x").returncode == 69 and len(_queued(exim)) == 1
+    # without -x: the safe fallback passes the message on unchecked
+    assert run(down).returncode == 0
+    last = [p for p in _queued(exim) if p != queued]
+    assert len(last) == 1 and _header(last[0].read_text(errors="replace"), "X-Spam-Status") is None
