@@ -16,7 +16,7 @@ Trains spamnb and bogofilter on the train part of the fixed split, starts
 ``--threads-only`` instead compares spamnb serve (asyncio) with a
 thread-per-connection server answering CHECK the same way.
 
-    python scripts/bench_serve.py [--corpus ../shared/corpora/spamassassin] [--spamd]
+    python scripts/bench_serve.py [--corpus ../shared/corpora/spamassassin] [--spamd] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -77,14 +77,31 @@ def wait_port(port, proc, seconds=60):
     raise RuntimeError("server did not start")
 
 
-def per_process(commands):
-    times = []
-    for argv, stdin_path in commands:
-        with open(stdin_path, "rb") if stdin_path else open(os.devnull, "rb") as stdin:
-            started = time.perf_counter()
-            subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            times.append(time.perf_counter() - started)
+def per_process(commands, messages, seed=0):
+    """Wall time of one process per message for each command, interleaved:
+    for every message each command runs once, in a shuffled order, so a
+    change of the machine's load hits all of them alike (the ratios of the
+    same message's times are paired).  ``commands``: {name: function of a
+    message path -> (argv, stdin path or None)}.  Returns {name: [seconds]}."""
+    import random
+
+    rng = random.Random(seed)
+    times = {name: [] for name in commands}
+    for path in messages:
+        order = list(commands.items())
+        rng.shuffle(order)
+        for name, make in order:
+            argv, stdin_path = make(path)
+            with open(stdin_path, "rb") if stdin_path else open(os.devnull, "rb") as stdin:
+                started = time.perf_counter()
+                subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                times[name].append(time.perf_counter() - started)
     return times
+
+
+def paired_ratio(numerator, denominator):
+    """Median over messages of one command's time over another's (same message, same moment)."""
+    return statistics.median(a / b for a, b in zip(numerator, denominator))
 
 
 def request(message, keep_alive):
@@ -254,6 +271,9 @@ def main(argv=None):
     parser.add_argument("--processes", type=int, default=200, help="messages for the per-process figures")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--spamd", action="store_true", help="also load SpamAssassin's spamd")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="another spamnb checkout (extensions built): its serve joins the one-process-per-"
+                             "message figures on a Unix socket of its own, for a same-run A/B of the server")
     parser.add_argument("--threads-only", action="store_true",
                         help="only the asyncio-against-threads comparison")
     args = parser.parse_args(argv)
@@ -289,27 +309,46 @@ def main(argv=None):
                                "-m", str(model),
                                "--models-dir", str(work / "users"), "--max-connections", "256"],
                               env=env, stderr=open(log, "wb"))
+    baseline = None
+    if args.baseline:
+        base_sock = work / "baseline.sock"
+        baseline = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-l", str(base_sock), "-m", str(model)],
+                                    env=dict(env, PYTHONPATH=str(Path(args.baseline).resolve())),
+                                    stderr=subprocess.DEVNULL)
     try:
         wait_port(port, server)
         test_bytes = [p.read_bytes() for p, _ in test]
         one_shot(port, test_bytes[0])                      # the model is loaded at the first request
         sample = [p for p, _ in test[:: max(1, len(test) // args.processes)]][: args.processes]
 
-        # 1. one process per message
-        spamc = per_process([(["spamc", "-d", "127.0.0.1", "-p", str(port), "-c"], p) for p in sample])
-        spamc_unix = per_process([(["spamc", "-U", str(sock), "-c"], p) for p in sample])
-        spamc_name = per_process([(["spamc", "-p", str(port), "-c"], p) for p in sample])
-        classify = per_process([([sys.executable, "-m", "spamnb", "classify", "-m", str(model), str(p)], None)
-                                for p in sample])
-        bogofilter = per_process([(["bogofilter", "-C", "-d", str(bogo), "-T"], p) for p in sample])
-        say(f"one process per message ({len(sample)} test messages), wall ms p50 / p99:")
-        for name, times in (("spamc -d 127.0.0.1 -c (TCP)", spamc), ("spamc -U SOCKET -c", spamc_unix),
-                            ("spamc -c (host 'localhost')", spamc_name), ("spamnb classify FILE", classify),
-                            ("bogofilter -T < FILE", bogofilter)):
-            say(f"  {name:28s} {quantiles(times)[0]:7.2f} / {quantiles(times)[1]:7.2f}")
-        for name, times in (("TCP", spamc), ("Unix socket", spamc_unix)):
-            say(f"  spamc ({name}) p50: {statistics.median(classify) / statistics.median(times):.1f}x faster than "
-                f"spamnb classify, {statistics.median(bogofilter) / statistics.median(times):.2f}x bogofilter's speed")
+        # 1. one process per message, the commands interleaved message by message
+        commands = {
+            "spamc -d 127.0.0.1 -c (TCP)": lambda p: (["spamc", "-d", "127.0.0.1", "-p", str(port), "-c"], p),
+            "spamc -U SOCKET -c": lambda p: (["spamc", "-U", str(sock), "-c"], p),
+            "spamc -c (host 'localhost')": lambda p: (["spamc", "-p", str(port), "-c"], p),
+            "spamnb classify FILE": lambda p: ([sys.executable, "-m", "spamnb", "classify", "-m", str(model),
+                                                str(p)], None),
+            "bogofilter -T < FILE": lambda p: (["bogofilter", "-C", "-d", str(bogo), "-T"], p),
+        }
+        if baseline is not None:
+            deadline = time.monotonic() + 60
+            while not base_sock.exists():
+                if baseline.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the baseline server did not start")
+                time.sleep(0.05)
+            commands["baseline: spamc -U SOCKET -c"] = lambda p: (["spamc", "-U", str(base_sock), "-c"], p)
+        times = per_process(commands, sample)
+        say(f"one process per message ({len(sample)} test messages, the commands interleaved), wall ms p50 / p99:")
+        for name, values in times.items():
+            say(f"  {name:28s} {quantiles(values)[0]:7.2f} / {quantiles(values)[1]:7.2f}")
+        classify, bogofilter = times["spamnb classify FILE"], times["bogofilter -T < FILE"]
+        for name, key in (("TCP", "spamc -d 127.0.0.1 -c (TCP)"), ("Unix socket", "spamc -U SOCKET -c")):
+            say(f"  spamc ({name}): {statistics.median(classify) / statistics.median(times[key]):.1f}x faster than "
+                f"spamnb classify (p50s); time over bogofilter's, median of the same message's ratios: "
+                f"{paired_ratio(times[key], bogofilter):.3f} (below 1: spamc faster)")
+        if baseline is not None:
+            say(f"  spamc -U SOCKET -c: this server's time over the baseline's (--baseline {args.baseline}), median of "
+                f"the same message's ratios: {paired_ratio(times['spamc -U SOCKET -c'], times['baseline: spamc -U SOCKET -c']):.3f}")
 
         # 2. kept-alive connection
         mark = len(server_times(log))
@@ -335,8 +374,10 @@ def main(argv=None):
             one_shot(port, test_bytes[i], user=f"user{i:03d}".encode())
         say(f"resident memory with 100 per-user models loaded (+ the site model): {rss(server.pid)}")
     finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
+        for proc in (server, baseline):
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
 
     if args.spamd:
         spamd_bench(work, test_bytes[:200], args.clients, say)
