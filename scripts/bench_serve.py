@@ -347,8 +347,9 @@ def main(argv=None):
                 f"spamnb classify (p50s); time over bogofilter's, median of the same message's ratios: "
                 f"{paired_ratio(times[key], bogofilter):.3f} (below 1: spamc faster)")
         if baseline is not None:
+            ratio = paired_ratio(times["spamc -U SOCKET -c"], times["baseline: spamc -U SOCKET -c"])
             say(f"  spamc -U SOCKET -c: this server's time over the baseline's (--baseline {args.baseline}), median of "
-                f"the same message's ratios: {paired_ratio(times['spamc -U SOCKET -c'], times['baseline: spamc -U SOCKET -c']):.3f}")
+                f"the same message's ratios: {ratio:.3f}")
 
         # 2. kept-alive connection
         mark = len(server_times(log))

@@ -12,7 +12,11 @@ thread pool while classification goes on.
 - Models: the site model (``-m``), and with ``--models-dir DIR`` a model per
   user, ``DIR/<user>/model.spamnb`` (``User:`` header), used when it exists.
   A model is stat()ed at every request and reloaded when the file changed
-  (models are replaced by rename, so a loaded model is always whole).
+  (models are replaced by rename, so a loaded model is always whole); a
+  loaded model keeps only what classifying reads.
+- A new connection's first request, when it is the plain one spamc or an MTA
+  sends, is answered in the protocol's callback (:class:`_Connection`);
+  anything else goes to the stream handler (:meth:`Server.handle`).
 - SIGHUP re-reads ``--config`` and drops the loaded models; SIGTERM/SIGINT
   stop accepting, let requests in flight finish, then exit 0.
 - Limits: ``--max-size`` (a larger message is read and thrown away in
@@ -545,7 +549,8 @@ class Server:
         if verb == "CHECK":
             return reply(spam_header), outcome
         if verb == "SYMBOLS":
-            return reply(spam_header, ",".join(spamd.symbols(verdict)).encode() + (b"\r\n" if request.version < (1, 3) else b"")), outcome
+            symbols = ",".join(spamd.symbols(verdict)).encode()
+            return reply(spam_header, symbols + (b"\r\n" if request.version < (1, 3) else b"")), outcome
         if verb in ("REPORT", "REPORT_IFSPAM"):
             body = b"" if verb == "REPORT_IFSPAM" and verdict.label != "spam" else \
                 spamd.report(verdict, score_map, score)
@@ -638,6 +643,7 @@ class Server:
         await done.wait()
         for server in self.servers:
             server.close()
+
         def in_flight():
             return len(self.busy) + sum(1 for c in self.fast if c.busy())
 
