@@ -457,6 +457,25 @@ def test_slow_client_times_out_and_others_are_served(tight):
     slow.close()
 
 
+def test_a_request_whose_body_stops_coming_times_out(tight):
+    with socket.create_connection(("127.0.0.1", tight.port), timeout=10) as slow:
+        slow.sendall(b"CHECK SPAMC/1.5\r\nContent-length: 500\r\n\r\nSubject: half")
+        started = time.monotonic()
+        assert _status(_read_all(slow)) == 79 and time.monotonic() - started < 5
+
+
+def test_sigterm_closes_silent_connections_at_once(home):
+    d = Daemon(home, "--timeout", 30)
+    silent = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+    time.sleep(0.2)
+    started = time.monotonic()
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(15) == 0 and time.monotonic() - started < 5
+    assert _read_all(silent) == b""
+    silent.close()
+    d.stop()
+
+
 def test_connections_over_the_limit_get_tempfail(tight):
     held = [socket.create_connection(("127.0.0.1", tight.port), timeout=5) for _ in range(3)]
     for s in held:
