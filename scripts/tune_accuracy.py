@@ -74,6 +74,11 @@ def main(argv=None):
     parser.add_argument("--params", default="", help="filter settings for the cutoff runs, e.g. length_norm=5,alpha=0.001")
     parser.add_argument("--ranking", help="compare settings instead (see above)")
     parser.add_argument("--matrix", help="compare model-side variants instead (see above)")
+    parser.add_argument("--subsample", type=int, default=0,
+                        help="--ranking/--matrix/--thick on this many train messages drawn at random (a small user)")
+    parser.add_argument("--seed", type=int, default=0, help="the --subsample draw")
+    parser.add_argument("--base", default="log",
+                        help="the --matrix (or --ranking) variant the others are paired against")
     parser.add_argument("--thick", help="compare thick-threshold training instead (see above)")
     args = parser.parse_args(argv)
     if args.thick:
@@ -142,6 +147,32 @@ def _pair_tokenizer(window, **settings):
     return PairTokenizer(**settings)
 
 
+def _subject_tokenizer(**settings):
+    """A Tokenizer that also gives each Subject: word as a body word (an experiment
+    outside the tokenizer: headerless mail such as Enron-Spam's is mostly its
+    Subject: line and a short body, and the prefix keeps the two apart)."""
+    from spamnb.tokenizer import Tokenizer
+
+    class SubjectTokenizer(Tokenizer):
+        def stream(self, message):
+            stream = super().stream(message)
+            stream.add_tokens([t[8:] for t in stream.tokens() if t.startswith("subject:")])
+            return stream
+
+    return SubjectTokenizer(**settings)
+
+
+def _tokenizer(tok, model):
+    """The tokenizer of a variant: ``tok`` its settings; ``pairs=W`` and
+    ``subject_words=1`` (taken out of ``model``) the experiments above."""
+    from spamnb.tokenizer import Tokenizer
+
+    window = model.pop("pairs", 0)
+    if model.pop("subject_words", 0):
+        return _subject_tokenizer(**tok)
+    return _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
+
+
 def _variant(text):
     from spamnb.tokenizer import DEFAULTS
 
@@ -163,7 +194,7 @@ def _variant(text):
 class _Corpus:
     """A corpus read once: messages, labels, the fixed split, the CV folds of its train part."""
 
-    def __init__(self, path, n_folds):
+    def __init__(self, path, n_folds, subsample=0, seed=0):
         import numpy as np
 
         from spamnb.corpus import labelled_messages
@@ -174,6 +205,11 @@ class _Corpus:
         self.messages = [m.data for m in items]
         self.y = np.array([m.is_spam for m in items], dtype=bool)
         self.train, self.test = md5_split([m.relpath for m in items])
+        if subsample:   # a random share of the train part (the test part stays whole)
+            rng = np.random.default_rng(seed)
+            self.train = np.sort(rng.choice(np.asarray(self.train), size=min(subsample, len(self.train)),
+                                            replace=False))
+            self.name += f"[{len(self.train)}]"
         self.folds = stratified_folds(self.y[self.train], n_folds, 0)   # indices into the train part
 
 
@@ -189,7 +225,7 @@ def _compare(args, variants, score):
     print(f"{'corpus':<14}{'variant':<{width}}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
           f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}")
     for path in args.corpora:
-        corpus = _Corpus(path, args.folds)
+        corpus = _Corpus(path, args.folds, args.subsample, args.seed)
         y_train, y_test = corpus.y[corpus.train], corpus.y[corpus.test]
         cache, base = {}, None
         for variant in variants:
@@ -214,14 +250,14 @@ def ranking(args):
 
     def score(corpus, variant, cache):
         tok, model = _variant("" if variant == "default" else variant)
-        window = model.pop("pairs", 0)
-        tokenizer = _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
+        tokenizer = _tokenizer(tok, model)
         train_msgs = [corpus.messages[i] for i in corpus.train]
         spam_filter = SpamFilter(tokenizer=tokenizer, **model).fit(train_msgs, corpus.y[corpus.train])
         cv = cross_val_log_odds(spam_filter, train_msgs, corpus.y[corpus.train], args.folds, 0)
         return cv, np.asarray(spam_filter.score_many([corpus.messages[i] for i in corpus.test]))
 
-    return _compare(args, ["default"] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
+    base = "default" if args.base == "log" else args.base
+    return _compare(args, [base] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
 
 
 def _transformed(X_raw, spec):
@@ -241,6 +277,8 @@ def _transformed(X_raw, spec):
             continue   # a tokenizer setting: in the matrix already
         if key in ("log", "binary", "raw"):
             counts = key
+        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "subject_words"):
+            continue   # per-token soft counts, row weights: _soft_variant
         elif key in ("l2", "l2k"):
             scale = float(value)
             renormalise = scale if key == "l2k" else None
@@ -262,24 +300,105 @@ def _transformed(X_raw, spec):
     return X.tocsr(), alpha, min_df, renormalise
 
 
+def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=None, row_weight=None):
+    """Log-odds of the rows of ``X_test`` under the naive Bayes of ``X_train``
+    (rows weighted by ``row_weight``, default 1), over the tokens ``X_train``
+    holds, with per-token Dirichlet soft counts
+    alpha_i = alpha + mu (n_i + beta) / (N + V beta), n_i the token's count in
+    both classes, N their sum, V the tokens held (``mu`` 0: one alpha for all)."""
+    import numpy as np
+
+    from spamnb.calibrate import _prior_ratio
+
+    y_train = np.asarray(y_train, dtype=bool)
+    if row_weight is not None:
+        from scipy import sparse
+
+        X_train = sparse.diags(np.asarray(row_weight, dtype=np.float64)) @ X_train
+    fc = np.vstack([np.asarray(X_train[~y_train].sum(axis=0)).ravel(),
+                    np.asarray(X_train[y_train].sum(axis=0)).ravel()])
+    seen = np.diff(X_train.tocsc().indptr) > 0
+    n_features = int(seen.sum())
+    a = np.full(fc.shape[1], float(alpha))
+    if mu:
+        pooled = fc.sum(axis=0)
+        a = a + mu * (pooled + beta) / (pooled[seen].sum() + n_features * beta)
+    a_total = a[seen].sum()
+    log_norm = np.log(fc.sum(axis=1) + a_total)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = (np.log(fc[1] + a) - np.log(fc[0] + a)) - (log_norm[1] - log_norm[0])
+    weight[~seen] = 0.0
+    words = X_test @ weight
+    if renormalise is not None:
+        known = X_test.multiply(seen[None, :].astype(np.float64)).tocsr()
+        norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
+        words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
+    return _prior_ratio("mle", float((~y_train).sum()), float(y_train.sum())) + words
+
+
+def _boost_weights(X, y, margin, extra, n_folds=5):
+    """Row weights of a training set: 1, plus ``extra`` for each row whose held-out
+    score (``n_folds``-fold cross-validation inside the set) is on the wrong side
+    or within ``margin`` of 0 (training beyond errors, order-free)."""
+    import numpy as np
+
+    from spamnb.evaluate import stratified_folds
+
+    scores = np.empty(y.size)
+    for f in stratified_folds(y, n_folds, 1):
+        rest = np.setdiff1d(np.arange(y.size), f)
+        scores[f] = _soft_scores(X[rest], y[rest], X[f], **_BOOST_MODEL)
+    signed = np.where(y, scores, -scores)
+    return 1.0 + extra * (signed < margin)
+
+
+_BOOST_MODEL = {}
+
+
+def _soft_variant(X, y, train, test, folds, spec):
+    """(CV log-odds of the train part, test log-odds) of a ``dir=``/``boost=`` variant."""
+    import numpy as np
+
+    model = dict(alpha=spec.get("alpha", 0.0 if "dir" in spec else 0.01), mu=spec.get("dir", 0.0),
+                 beta=spec.get("beta", 0.0), renormalise=spec.get("l2k"))
+    boost = spec.get("boost")
+    _BOOST_MODEL.clear()
+    _BOOST_MODEL.update(model)
+
+    def fit_score(rows, held_out):
+        weights = _boost_weights(X[rows], y[rows], spec.get("bmargin", 0.0), boost) if boost else None
+        return _soft_scores(X[rows], y[rows], X[held_out], row_weight=weights, **model)
+
+    train = np.asarray(train)
+    cv = np.empty(len(train))
+    for f in folds:
+        rest = np.setdiff1d(np.arange(len(train)), f)
+        cv[f] = fit_score(train[rest], train[f])
+    return cv, fit_score(train, np.asarray(test))
+
+
 def matrix_variants(args):
     from spamnb import SpamFilter
     from spamnb.calibrate import fold_log_odds
     from spamnb.tokenizer import Tokenizer
 
     def score(corpus, variant, cache):
-        tok, _ = _variant("" if variant == "log" else ",".join(
+        tok, model = _variant("" if variant == "log" else ",".join(
             p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
-        key = tuple(sorted(tok.items()))
+        key = tuple(sorted(tok.items())) + tuple(k for k in ("pairs", "subject_words") if model.get(k))
         if key not in cache:   # raw counts of the whole corpus over one vocabulary
-            cache[key] = SpamFilter(tokenizer=Tokenizer(**tok), counts="raw").fit(
+            cache[key] = SpamFilter(tokenizer=_tokenizer(tok, model), counts="raw", length_norm=0).fit(
                 corpus.messages, corpus.y).transform(corpus.messages)
         X, alpha, min_df, renorm = _transformed(cache[key], variant)
         train, test, y = corpus.train, corpus.test, corpus.y
+        soft = {k: float(v) for k, _, v in (p.partition("=") for p in variant.split(","))
+                if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k")}
+        if "dir" in soft or "boost" in soft:
+            return _soft_variant(X, y, train, test, corpus.folds, soft)
         cv = fold_log_odds(X[train], y[train], corpus.folds, alpha, min_df=min_df, renormalise=renorm)
         return cv, fold_log_odds(X, y, [test], alpha, min_df=min_df, renormalise=renorm)[test]
 
-    return _compare(args, ["log"] + [v.strip() for v in args.matrix.split(";") if v.strip()], score)
+    return _compare(args, [args.base] + [v.strip() for v in args.matrix.split(";") if v.strip()], score)
 
 
 def _thick_scores(streams, y, train, test, margin, passes, seed=0):
