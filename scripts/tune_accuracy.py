@@ -17,7 +17,13 @@ spam missed (unsure counts as missed), unsure share, 1-AUC, spam caught at
 message scaled to Euclidean length S: Rennie et al.'s length normalisation),
 ``l2k=S`` (the same, the held-out message's length taken over the tokens the
 model knows, as a compiled scorer would), ``min_df=2`` (tokens seen in one training message dropped: hapax selection),
-``alpha=A``; combined with ``,``.
+``alpha=A`` (0.01 when not given: ``l2k=50`` then ranks as the filter's
+``length_norm=5, alpha=0.001``, only alpha / S counts), ``dir=MU[,beta=B]``
+(per-token soft counts alpha_i = alpha + MU (n_i + B) / (N + V B) from the
+pooled counts; alpha 0 unless given), ``boost=W,bmargin=M`` (training beyond
+errors without an order: each training set's own 5-fold held-out scores; the
+messages on the wrong side or within M of 0 count 1 + W times); combined with ``,``.
+Tokenizer settings (``subject_words=false``, ...) and ``pairs=W`` build their own matrix.
 
 ``--thick``: training on error with a margin ("thick threshold"), variants
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
@@ -44,6 +50,11 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
+
+
+# --matrix variants' alpha when none is given (fixed: the figures in docs/accuracy.md
+# do not move with the filter's default)
+MATRIX_ALPHA = 0.01
 
 
 def rates(y, log_odds, spam_cut, ham_cut):
@@ -77,10 +88,16 @@ def main(argv=None):
     parser.add_argument("--subsample", type=int, default=0,
                         help="--ranking/--matrix/--thick on this many train messages drawn at random (a small user)")
     parser.add_argument("--seed", type=int, default=0, help="the --subsample draw")
+    parser.add_argument("--ham-cuts", type=lambda v: [float(x) for x in v.split(",")],
+                        help="with --ranking/--matrix: held-out ham above and spam at or below these log-odds")
     parser.add_argument("--base", default="log",
                         help="the --matrix (or --ranking) variant the others are paired against")
     parser.add_argument("--thick", help="compare thick-threshold training instead (see above)")
+    parser.add_argument("--tails", type=int, metavar="N",
+                        help="list the N held-out train ham scored highest and spam lowest (with --params)")
     args = parser.parse_args(argv)
+    if args.tails:
+        return tails(args)
     if args.thick:
         return thick_variants(args)
     if args.ranking:
@@ -147,29 +164,42 @@ def _pair_tokenizer(window, **settings):
     return PairTokenizer(**settings)
 
 
-def _subject_tokenizer(**settings):
-    """A Tokenizer that also gives each Subject: word as a body word (an experiment
-    outside the tokenizer: headerless mail such as Enron-Spam's is mostly its
-    Subject: line and a short body, and the prefix keeps the two apart)."""
-    from spamnb.tokenizer import Tokenizer
+def tails(args):
+    """The held-out (CV) train messages ranked worst: what the tail is made of."""
+    import numpy as np
 
-    class SubjectTokenizer(Tokenizer):
-        def stream(self, message):
-            stream = super().stream(message)
-            stream.add_tokens([t[8:] for t in stream.tokens() if t.startswith("subject:")])
-            return stream
+    from spamnb import SpamFilter
+    from spamnb.calibrate import cross_val_log_odds
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split
 
-    return SubjectTokenizer(**settings)
+    for path in args.corpora:
+        items = labelled_messages([path])
+        train, _test = md5_split([m.relpath for m in items])
+        tok, model = _variant(args.params)
+        messages = [items[i].data for i in train]
+        y = np.array([items[i].is_spam for i in train], dtype=bool)
+        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, y)
+        cv = cross_val_log_odds(spam_filter, messages, y, args.folds, 0)
+        ham, spam = np.flatnonzero(~y), np.flatnonzero(y)
+        ham, spam = ham[np.argsort(-cv[ham], kind="stable")], spam[np.argsort(cv[spam], kind="stable")]
+        allowed = int(0.001 * ham.size)
+        print(f"# {os.path.basename(os.path.normpath(path))} {args.params or 'defaults'}: ham #{allowed + 1} "
+              f"(the 0.1 % cutoff) at {cv[ham[allowed]]:.1f}, spam at or below it "
+              f"{100 * (cv[spam] <= cv[ham[allowed]]).mean():.1f} %")
+        for label, rows in (("ham", ham[:args.tails]), ("spam", spam[:args.tails])):
+            for i in rows:
+                first = messages[i][:160].decode("latin-1").replace("\n", " | ")
+                print(f"{label:<5}{cv[i]:>8.1f}  {items[train[i]].relpath}  {first[:100]}")
+    return 0
 
 
 def _tokenizer(tok, model):
-    """The tokenizer of a variant: ``tok`` its settings; ``pairs=W`` and
-    ``subject_words=1`` (taken out of ``model``) the experiments above."""
+    """The tokenizer of a variant: ``tok`` its settings; ``pairs=W`` (taken
+    out of ``model``) the experiment above."""
     from spamnb.tokenizer import Tokenizer
 
     window = model.pop("pairs", 0)
-    if model.pop("subject_words", 0):
-        return _subject_tokenizer(**tok)
     return _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
 
 
@@ -238,6 +268,9 @@ def _compare(args, variants, score):
             print(f"{corpus.name:<14}{variant:<{width}}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}"
                   f"{record:>13}{metrics.one_minus_auc_percent(y_test, test_scores):>14.4f}"
                   f"{100 * metrics.tpr_at_fpr(y_test, test_scores, 0.001):>18.1f}")
+            for cut in getattr(args, "ham_cuts", None) or ():   # the trade at the ham cutoff, held out
+                print(f"{'':<14}  ham cutoff {cut:g}: held-out ham above it {100 * (cv[~y_train] > cut).mean():.2f} %, "
+                      f"spam at or below it {100 * (cv[y_train] <= cut).mean():.2f} %")
     return 0
 
 
@@ -265,19 +298,17 @@ def _transformed(X_raw, spec):
     import numpy as np
     from scipy import sparse
 
-    from spamnb.filter import DEFAULT_ALPHA
-
     from spamnb.tokenizer import DEFAULTS
 
     X = X_raw.tocsr().astype(np.float64)
-    alpha, min_df, counts, scale, renormalise = DEFAULT_ALPHA, 1, "log", None, None
+    alpha, min_df, counts, scale, renormalise = MATRIX_ALPHA, 1, "log", None, None
     for item in filter(None, spec.split(",")):
         key, _, value = item.partition("=")
         if key in DEFAULTS:
             continue   # a tokenizer setting: in the matrix already
         if key in ("log", "binary", "raw"):
             counts = key
-        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "subject_words"):
+        elif key in ("dir", "beta", "boost", "bmargin", "pairs"):
             continue   # per-token soft counts, row weights: _soft_variant
         elif key in ("l2", "l2k"):
             scale = float(value)
@@ -359,7 +390,7 @@ def _soft_variant(X, y, train, test, folds, spec):
     """(CV log-odds of the train part, test log-odds) of a ``dir=``/``boost=`` variant."""
     import numpy as np
 
-    model = dict(alpha=spec.get("alpha", 0.0 if "dir" in spec else 0.01), mu=spec.get("dir", 0.0),
+    model = dict(alpha=spec.get("alpha", 0.0 if "dir" in spec else MATRIX_ALPHA), mu=spec.get("dir", 0.0),
                  beta=spec.get("beta", 0.0), renormalise=spec.get("l2k"))
     boost = spec.get("boost")
     _BOOST_MODEL.clear()
@@ -385,7 +416,7 @@ def matrix_variants(args):
     def score(corpus, variant, cache):
         tok, model = _variant("" if variant == "log" else ",".join(
             p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
-        key = tuple(sorted(tok.items())) + tuple(k for k in ("pairs", "subject_words") if model.get(k))
+        key = tuple(sorted(tok.items())) + ((model["pairs"],) if model.get("pairs") else ())
         if key not in cache:   # raw counts of the whole corpus over one vocabulary
             cache[key] = SpamFilter(tokenizer=_tokenizer(tok, model), counts="raw", length_norm=0).fit(
                 corpus.messages, corpus.y).transform(corpus.messages)
