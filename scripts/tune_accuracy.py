@@ -31,6 +31,14 @@ of the fixed split) is passed over P times in a fixed shuffled order; a message
 is learned when the model as it stands misclassifies it or its |log-odds| < M
 (``spamnb.online.OnlineFilter``); against the filter learning everything once.
 
+``--tails N``: the N held-out train ham scored highest and spam scored
+lowest (5-fold CV inside the train part; settings from ``--params``).
+``--speed VARIANTS``: CPU time of ``fit`` and of one-message scoring against
+the defaults, best of 3 alternated runs in this process.
+``--subsample N`` (with ``--seed``): the comparisons on N train messages drawn
+at random.  ``--ham-cuts``: the held-out trade at candidate ham cutoffs.
+``--base``: the variant the others are paired against.
+
 ``--ranking``: settings (``;``-separated; each ``name=value[,name=value]``,
 tokenizer settings or alpha/counts/prior) against the defaults: 1-AUC per
 fold of the 5-fold cross-validation inside the train part (mean ± std, paired
@@ -93,11 +101,16 @@ def main(argv=None):
     parser.add_argument("--base", default="log",
                         help="the --matrix (or --ranking) variant the others are paired against")
     parser.add_argument("--thick", help="compare thick-threshold training instead (see above)")
+    parser.add_argument("--speed", metavar="VARIANTS",
+                        help="CPU seconds of fit (train part) and score (test part, one message at a time) "
+                             "for ;-separated settings against the defaults, best of 3 alternated runs")
     parser.add_argument("--tails", type=int, metavar="N",
                         help="list the N held-out train ham scored highest and spam lowest (with --params)")
     args = parser.parse_args(argv)
     if args.tails:
         return tails(args)
+    if args.speed:
+        return speed(args)
     if args.thick:
         return thick_variants(args)
     if args.ranking:
@@ -162,6 +175,39 @@ def _pair_tokenizer(window, **settings):
             return stream
 
     return PairTokenizer(**settings)
+
+
+def speed(args):
+    """Same-process A/B of training and scoring time (CPU time, best of 3, the
+    variants alternated so that a busy machine costs them alike)."""
+    from spamnb import SpamFilter
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split
+
+    variants = ["default"] + [v.strip() for v in args.speed.split(";") if v.strip()]
+    for path in args.corpora:
+        items = labelled_messages([path])
+        train, test = md5_split([m.relpath for m in items])
+        messages = [items[i].data for i in train]
+        labels = [items[i].is_spam for i in train]
+        test_messages = [items[i].data for i in test]
+        best = {v: [float("inf"), float("inf")] for v in variants}
+        for _ in range(3):
+            for variant in variants:
+                tok, model = _variant("" if variant == "default" else variant)
+                t0 = time.process_time()
+                spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, labels)
+                t1 = time.process_time()
+                for m in test_messages:
+                    spam_filter.score(m)
+                t2 = time.process_time()
+                best[variant] = [min(best[variant][0], t1 - t0), min(best[variant][1], t2 - t1)]
+        name = os.path.basename(os.path.normpath(path))
+        for variant in variants:
+            fit_s, score_s = best[variant]
+            print(f"{name:<14}{variant:<48} fit {fit_s:.3f} s ({len(messages) / fit_s:,.0f} msg/s)  "
+                  f"score {score_s:.3f} s ({len(test_messages) / score_s:,.0f} msg/s)")
+    return 0
 
 
 def tails(args):
