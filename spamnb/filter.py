@@ -433,7 +433,9 @@ class SpamFilter:
     def strongest_tokens(self, n=10, min_count=5):
         """The ``n`` tokens pointing most to spam and to ham: two lists of
         ``(token, log theta_spam - log theta_ham, ham count, spam count)``,
-        among tokens seen at least ``min_count`` times."""
+        among tokens whose counts add up to at least ``min_count`` (the
+        transformed counts: with ``length_norm`` > 0 each message's are
+        scaled by its length, so they are not counts of occurrences)."""
         import numpy as np
 
         counts = self._counts()
