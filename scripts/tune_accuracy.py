@@ -17,13 +17,27 @@ spam missed (unsure counts as missed), unsure share, 1-AUC, spam caught at
 message scaled to Euclidean length S: Rennie et al.'s length normalisation),
 ``l2k=S`` (the same, the held-out message's length taken over the tokens the
 model knows, as a compiled scorer would), ``min_df=2`` (tokens seen in one training message dropped: hapax selection),
-``alpha=A``; combined with ``,``.
+``alpha=A`` (0.01 when not given: ``l2k=50`` then ranks as the filter's
+``length_norm=5, alpha=0.001``, only alpha / S counts), ``dir=MU[,beta=B]``
+(per-token soft counts alpha_i = alpha + MU (n_i + B) / (N + V B) from the
+pooled counts; alpha 0 unless given), ``boost=W,bmargin=M`` (training beyond
+errors without an order: each training set's own 5-fold held-out scores; the
+messages on the wrong side or within M of 0 count 1 + W times); combined with ``,``.
+Tokenizer settings (``subject_words=false``, ...) and ``pairs=W`` build their own matrix.
 
 ``--thick``: training on error with a margin ("thick threshold"), variants
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
 of the fixed split) is passed over P times in a fixed shuffled order; a message
 is learned when the model as it stands misclassifies it or its |log-odds| < M
 (``spamnb.online.OnlineFilter``); against the filter learning everything once.
+
+``--tails N``: the N held-out train ham scored highest and spam scored
+lowest (5-fold CV inside the train part; settings from ``--params``).
+``--speed VARIANTS``: CPU time of ``fit`` and of one-message scoring against
+the defaults, best of 3 alternated runs in this process.
+``--subsample N`` (with ``--seed``): the comparisons on N train messages drawn
+at random.  ``--ham-cuts``: the held-out trade at candidate ham cutoffs.
+``--base``: the variant the others are paired against.
 
 ``--ranking``: settings (``;``-separated; each ``name=value[,name=value]``,
 tokenizer settings or alpha/counts/prior) against the defaults: 1-AUC per
@@ -44,6 +58,11 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
+
+
+# --matrix variants' alpha when none is given (fixed: the figures in docs/accuracy.md
+# do not move with the filter's default)
+MATRIX_ALPHA = 0.01
 
 
 def rates(y, log_odds, spam_cut, ham_cut):
@@ -74,8 +93,24 @@ def main(argv=None):
     parser.add_argument("--params", default="", help="filter settings for the cutoff runs, e.g. length_norm=5,alpha=0.001")
     parser.add_argument("--ranking", help="compare settings instead (see above)")
     parser.add_argument("--matrix", help="compare model-side variants instead (see above)")
+    parser.add_argument("--subsample", type=int, default=0,
+                        help="--ranking/--matrix/--thick on this many train messages drawn at random (a small user)")
+    parser.add_argument("--seed", type=int, default=0, help="the --subsample draw")
+    parser.add_argument("--ham-cuts", type=lambda v: [float(x) for x in v.split(",")],
+                        help="with --ranking/--matrix: held-out ham above and spam at or below these log-odds")
+    parser.add_argument("--base", default="log",
+                        help="the --matrix (or --ranking) variant the others are paired against")
     parser.add_argument("--thick", help="compare thick-threshold training instead (see above)")
+    parser.add_argument("--speed", metavar="VARIANTS",
+                        help="CPU seconds of fit (train part) and score (test part, one message at a time) "
+                             "for ;-separated settings against the defaults, best of 3 alternated runs")
+    parser.add_argument("--tails", type=int, metavar="N",
+                        help="list the N held-out train ham scored highest and spam lowest (with --params)")
     args = parser.parse_args(argv)
+    if args.tails:
+        return tails(args)
+    if args.speed:
+        return speed(args)
     if args.thick:
         return thick_variants(args)
     if args.ranking:
@@ -142,6 +177,78 @@ def _pair_tokenizer(window, **settings):
     return PairTokenizer(**settings)
 
 
+def speed(args):
+    """Same-process A/B of training and scoring time (CPU time, best of 3, the
+    variants alternated so that a busy machine costs them alike)."""
+    from spamnb import SpamFilter
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split
+
+    variants = ["default"] + [v.strip() for v in args.speed.split(";") if v.strip()]
+    for path in args.corpora:
+        items = labelled_messages([path])
+        train, test = md5_split([m.relpath for m in items])
+        messages = [items[i].data for i in train]
+        labels = [items[i].is_spam for i in train]
+        test_messages = [items[i].data for i in test]
+        best = {v: [float("inf"), float("inf")] for v in variants}
+        for _ in range(3):
+            for variant in variants:
+                tok, model = _variant("" if variant == "default" else variant)
+                t0 = time.process_time()
+                spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, labels)
+                t1 = time.process_time()
+                for m in test_messages:
+                    spam_filter.score(m)
+                t2 = time.process_time()
+                best[variant] = [min(best[variant][0], t1 - t0), min(best[variant][1], t2 - t1)]
+        name = os.path.basename(os.path.normpath(path))
+        for variant in variants:
+            fit_s, score_s = best[variant]
+            print(f"{name:<14}{variant:<48} fit {fit_s:.3f} s ({len(messages) / fit_s:,.0f} msg/s)  "
+                  f"score {score_s:.3f} s ({len(test_messages) / score_s:,.0f} msg/s)")
+    return 0
+
+
+def tails(args):
+    """The held-out (CV) train messages ranked worst: what the tail is made of."""
+    import numpy as np
+
+    from spamnb import SpamFilter
+    from spamnb.calibrate import cross_val_log_odds
+    from spamnb.corpus import labelled_messages
+    from spamnb.evaluate import md5_split
+
+    for path in args.corpora:
+        items = labelled_messages([path])
+        train, _test = md5_split([m.relpath for m in items])
+        tok, model = _variant(args.params)
+        messages = [items[i].data for i in train]
+        y = np.array([items[i].is_spam for i in train], dtype=bool)
+        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, y)
+        cv = cross_val_log_odds(spam_filter, messages, y, args.folds, 0)
+        ham, spam = np.flatnonzero(~y), np.flatnonzero(y)
+        ham, spam = ham[np.argsort(-cv[ham], kind="stable")], spam[np.argsort(cv[spam], kind="stable")]
+        allowed = int(0.001 * ham.size)
+        print(f"# {os.path.basename(os.path.normpath(path))} {args.params or 'defaults'}: ham #{allowed + 1} "
+              f"(the 0.1 % cutoff) at {cv[ham[allowed]]:.1f}, spam at or below it "
+              f"{100 * (cv[spam] <= cv[ham[allowed]]).mean():.1f} %")
+        for label, rows in (("ham", ham[:args.tails]), ("spam", spam[:args.tails])):
+            for i in rows:
+                first = messages[i][:160].decode("latin-1").replace("\n", " | ")
+                print(f"{label:<5}{cv[i]:>8.1f}  {items[train[i]].relpath}  {first[:100]}")
+    return 0
+
+
+def _tokenizer(tok, model):
+    """The tokenizer of a variant: ``tok`` its settings; ``pairs=W`` (taken
+    out of ``model``) the experiment above."""
+    from spamnb.tokenizer import Tokenizer
+
+    window = model.pop("pairs", 0)
+    return _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
+
+
 def _variant(text):
     from spamnb.tokenizer import DEFAULTS
 
@@ -163,7 +270,7 @@ def _variant(text):
 class _Corpus:
     """A corpus read once: messages, labels, the fixed split, the CV folds of its train part."""
 
-    def __init__(self, path, n_folds):
+    def __init__(self, path, n_folds, subsample=0, seed=0):
         import numpy as np
 
         from spamnb.corpus import labelled_messages
@@ -174,6 +281,11 @@ class _Corpus:
         self.messages = [m.data for m in items]
         self.y = np.array([m.is_spam for m in items], dtype=bool)
         self.train, self.test = md5_split([m.relpath for m in items])
+        if subsample:   # a random share of the train part (the test part stays whole)
+            rng = np.random.default_rng(seed)
+            self.train = np.sort(rng.choice(np.asarray(self.train), size=min(subsample, len(self.train)),
+                                            replace=False))
+            self.name += f"[{len(self.train)}]"
         self.folds = stratified_folds(self.y[self.train], n_folds, 0)   # indices into the train part
 
 
@@ -189,7 +301,7 @@ def _compare(args, variants, score):
     print(f"{'corpus':<14}{'variant':<{width}}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
           f"{'test 1-AUC %':>14}{'test caught@0.1%':>18}")
     for path in args.corpora:
-        corpus = _Corpus(path, args.folds)
+        corpus = _Corpus(path, args.folds, args.subsample, args.seed)
         y_train, y_test = corpus.y[corpus.train], corpus.y[corpus.test]
         cache, base = {}, None
         for variant in variants:
@@ -202,6 +314,9 @@ def _compare(args, variants, score):
             print(f"{corpus.name:<14}{variant:<{width}}{per_fold.mean():>14.4f} ± {per_fold.std(ddof=1):<7.4f}"
                   f"{record:>13}{metrics.one_minus_auc_percent(y_test, test_scores):>14.4f}"
                   f"{100 * metrics.tpr_at_fpr(y_test, test_scores, 0.001):>18.1f}")
+            for cut in getattr(args, "ham_cuts", None) or ():   # the trade at the ham cutoff, held out
+                print(f"{'':<14}  ham cutoff {cut:g}: held-out ham above it {100 * (cv[~y_train] > cut).mean():.2f} %, "
+                      f"spam at or below it {100 * (cv[y_train] <= cut).mean():.2f} %")
     return 0
 
 
@@ -214,14 +329,14 @@ def ranking(args):
 
     def score(corpus, variant, cache):
         tok, model = _variant("" if variant == "default" else variant)
-        window = model.pop("pairs", 0)
-        tokenizer = _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
+        tokenizer = _tokenizer(tok, model)
         train_msgs = [corpus.messages[i] for i in corpus.train]
         spam_filter = SpamFilter(tokenizer=tokenizer, **model).fit(train_msgs, corpus.y[corpus.train])
         cv = cross_val_log_odds(spam_filter, train_msgs, corpus.y[corpus.train], args.folds, 0)
         return cv, np.asarray(spam_filter.score_many([corpus.messages[i] for i in corpus.test]))
 
-    return _compare(args, ["default"] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
+    base = "default" if args.base == "log" else args.base
+    return _compare(args, [base] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
 
 
 def _transformed(X_raw, spec):
@@ -229,18 +344,18 @@ def _transformed(X_raw, spec):
     import numpy as np
     from scipy import sparse
 
-    from spamnb.filter import DEFAULT_ALPHA
-
     from spamnb.tokenizer import DEFAULTS
 
     X = X_raw.tocsr().astype(np.float64)
-    alpha, min_df, counts, scale, renormalise = DEFAULT_ALPHA, 1, "log", None, None
+    alpha, min_df, counts, scale, renormalise = MATRIX_ALPHA, 1, "log", None, None
     for item in filter(None, spec.split(",")):
         key, _, value = item.partition("=")
         if key in DEFAULTS:
             continue   # a tokenizer setting: in the matrix already
         if key in ("log", "binary", "raw"):
             counts = key
+        elif key in ("dir", "beta", "boost", "bmargin", "pairs"):
+            continue   # per-token soft counts, row weights: _soft_variant
         elif key in ("l2", "l2k"):
             scale = float(value)
             renormalise = scale if key == "l2k" else None
@@ -262,24 +377,105 @@ def _transformed(X_raw, spec):
     return X.tocsr(), alpha, min_df, renormalise
 
 
+def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=None, row_weight=None):
+    """Log-odds of the rows of ``X_test`` under the naive Bayes of ``X_train``
+    (rows weighted by ``row_weight``, default 1), over the tokens ``X_train``
+    holds, with per-token Dirichlet soft counts
+    alpha_i = alpha + mu (n_i + beta) / (N + V beta), n_i the token's count in
+    both classes, N their sum, V the tokens held (``mu`` 0: one alpha for all)."""
+    import numpy as np
+
+    from spamnb.calibrate import _prior_ratio
+
+    y_train = np.asarray(y_train, dtype=bool)
+    if row_weight is not None:
+        from scipy import sparse
+
+        X_train = sparse.diags(np.asarray(row_weight, dtype=np.float64)) @ X_train
+    fc = np.vstack([np.asarray(X_train[~y_train].sum(axis=0)).ravel(),
+                    np.asarray(X_train[y_train].sum(axis=0)).ravel()])
+    seen = np.diff(X_train.tocsc().indptr) > 0
+    n_features = int(seen.sum())
+    a = np.full(fc.shape[1], float(alpha))
+    if mu:
+        pooled = fc.sum(axis=0)
+        a = a + mu * (pooled + beta) / (pooled[seen].sum() + n_features * beta)
+    a_total = a[seen].sum()
+    log_norm = np.log(fc.sum(axis=1) + a_total)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = (np.log(fc[1] + a) - np.log(fc[0] + a)) - (log_norm[1] - log_norm[0])
+    weight[~seen] = 0.0
+    words = X_test @ weight
+    if renormalise is not None:
+        known = X_test.multiply(seen[None, :].astype(np.float64)).tocsr()
+        norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
+        words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
+    return _prior_ratio("mle", float((~y_train).sum()), float(y_train.sum())) + words
+
+
+def _boost_weights(X, y, margin, extra, n_folds=5):
+    """Row weights of a training set: 1, plus ``extra`` for each row whose held-out
+    score (``n_folds``-fold cross-validation inside the set) is on the wrong side
+    or within ``margin`` of 0 (training beyond errors, order-free)."""
+    import numpy as np
+
+    from spamnb.evaluate import stratified_folds
+
+    scores = np.empty(y.size)
+    for f in stratified_folds(y, n_folds, 1):
+        rest = np.setdiff1d(np.arange(y.size), f)
+        scores[f] = _soft_scores(X[rest], y[rest], X[f], **_BOOST_MODEL)
+    signed = np.where(y, scores, -scores)
+    return 1.0 + extra * (signed < margin)
+
+
+_BOOST_MODEL = {}
+
+
+def _soft_variant(X, y, train, test, folds, spec):
+    """(CV log-odds of the train part, test log-odds) of a ``dir=``/``boost=`` variant."""
+    import numpy as np
+
+    model = dict(alpha=spec.get("alpha", 0.0 if "dir" in spec else MATRIX_ALPHA), mu=spec.get("dir", 0.0),
+                 beta=spec.get("beta", 0.0), renormalise=spec.get("l2k"))
+    boost = spec.get("boost")
+    _BOOST_MODEL.clear()
+    _BOOST_MODEL.update(model)
+
+    def fit_score(rows, held_out):
+        weights = _boost_weights(X[rows], y[rows], spec.get("bmargin", 0.0), boost) if boost else None
+        return _soft_scores(X[rows], y[rows], X[held_out], row_weight=weights, **model)
+
+    train = np.asarray(train)
+    cv = np.empty(len(train))
+    for f in folds:
+        rest = np.setdiff1d(np.arange(len(train)), f)
+        cv[f] = fit_score(train[rest], train[f])
+    return cv, fit_score(train, np.asarray(test))
+
+
 def matrix_variants(args):
     from spamnb import SpamFilter
     from spamnb.calibrate import fold_log_odds
     from spamnb.tokenizer import Tokenizer
 
     def score(corpus, variant, cache):
-        tok, _ = _variant("" if variant == "log" else ",".join(
+        tok, model = _variant("" if variant == "log" else ",".join(
             p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
-        key = tuple(sorted(tok.items()))
+        key = tuple(sorted(tok.items())) + ((model["pairs"],) if model.get("pairs") else ())
         if key not in cache:   # raw counts of the whole corpus over one vocabulary
-            cache[key] = SpamFilter(tokenizer=Tokenizer(**tok), counts="raw").fit(
+            cache[key] = SpamFilter(tokenizer=_tokenizer(tok, model), counts="raw", length_norm=0).fit(
                 corpus.messages, corpus.y).transform(corpus.messages)
         X, alpha, min_df, renorm = _transformed(cache[key], variant)
         train, test, y = corpus.train, corpus.test, corpus.y
+        soft = {k: float(v) for k, _, v in (p.partition("=") for p in variant.split(","))
+                if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k")}
+        if "dir" in soft or "boost" in soft:
+            return _soft_variant(X, y, train, test, corpus.folds, soft)
         cv = fold_log_odds(X[train], y[train], corpus.folds, alpha, min_df=min_df, renormalise=renorm)
         return cv, fold_log_odds(X, y, [test], alpha, min_df=min_df, renormalise=renorm)[test]
 
-    return _compare(args, ["log"] + [v.strip() for v in args.matrix.split(";") if v.strip()], score)
+    return _compare(args, [args.base] + [v.strip() for v in args.matrix.split(";") if v.strip()], score)
 
 
 def _thick_scores(streams, y, train, test, margin, passes, seed=0):

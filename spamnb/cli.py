@@ -206,7 +206,8 @@ def cmd_train(args):
     if n_spam == 0 or n_spam == len(labels):
         print(f"spamnb: warning: the corpus holds only {'ham' if n_spam == 0 else 'spam'}", file=sys.stderr)
     params = {k: v for k, v in (("alpha", args.alpha), ("counts", args.counts), ("prior", args.prior),
-                                ("feature_weight", args.feature_weight), ("spam_cutoff", settings.spam_cutoff),
+                                ("feature_weight", args.feature_weight), ("length_norm", args.length_norm),
+                                ("spam_cutoff", settings.spam_cutoff),
                                 ("ham_cutoff", settings.ham_cutoff)) if v is not None}
     spam_filter = SpamFilter(**params)
     progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
@@ -507,7 +508,7 @@ def cmd_info(args):
                                                    else "; no subject tag"))
     print(f"settings file:  {settings.path or '(none)'}")
     print(f"model settings: alpha {spam_filter.alpha!r}, prior {spam_filter.prior}, counts {spam_filter.counts}, "
-          f"feature weight {spam_filter.feature_weight!r}")
+          f"feature weight {spam_filter.feature_weight!r}, length norm {spam_filter.length_norm!r}")
     tokenizer = spam_filter.tokenizer_
     print(f"tokenizer:      " + ", ".join(f"{key} {value!r}" for key, value in sorted(tokenizer.settings.items())))
     if tokenizer.version < tokenizer.VERSION:
@@ -642,6 +643,8 @@ def _add_train(sub, model_option):
     p.add_argument("--alpha", type=float, help="Dirichlet soft count")
     p.add_argument("--counts", choices=("binary", "raw", "log"), help="per-message token weighting")
     p.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
+    p.add_argument("--length-norm", type=float, metavar="S",
+                   help="scale each message's token counts to this Euclidean length (default 5; 0: off)")
     p.add_argument("--feature-weight", type=float, metavar="W",
                    help="weight of the continuous message features (default 0: off; see docs/features.md)")
     _cutoff_options(p)

@@ -291,7 +291,7 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
     X_all = None
     if compare:
         progress.step("counting tokens of the whole corpus", 0)
-        vectoriser = SpamFilter(counts="raw", alpha=resolved["alpha"]).fit(messages, y)
+        vectoriser = SpamFilter(counts="raw", alpha=resolved["alpha"], length_norm=0).fit(messages, y)  # raw counts
         X_all = vectoriser.transform(messages)
         progress.step("counted tokens")
     for name, train_idx, test_idx in splits:

@@ -71,7 +71,10 @@ the message counts stay, as if those tokens had never been counted):
 
 - ``min_count``: drop tokens seen fewer than N times in all, a time being one
   occurrence in one message (a count of ``transform(1)``: 1, or log 2 with
-  ``counts="log"``).
+  ``counts="log"``).  A model with ``length_norm`` > 0 (the default since
+  length normalisation became one) scales each message's counts by its own
+  length, so its counts do not tell occurrences: ``min_count`` is refused
+  there (ValueError), and ``describe`` counts no hapaxes.
 - ``max_age``: drop tokens not seen in a learned message for more than N days.
 - ``target_size``: keep the N most useful tokens.  A token's usefulness is
   its share of the symmetric Kullback-Leibler (Jeffreys) divergence between
@@ -646,7 +649,10 @@ def _gather_strings(blob, offsets, indices):
 
 # ---------------------------------------------------------------------------- prune
 def _unit(settings):
-    """The count one occurrence in one message adds: transform(1)."""
+    """The count one occurrence in one message adds: transform(1); None when
+    the message's length scales it (``length_norm`` > 0): no such unit."""
+    if settings.get("length_norm", 0.0) > 0:
+        return None
     return math.log(2.0) if settings["counts"] == "log" else 1.0
 
 
@@ -682,7 +688,12 @@ def prune_mask(state, min_count=None, max_age=None, target_size=None, now=None, 
     if min_count is not None:
         if min_count < 0:
             raise ValueError("min_count must be >= 0")
-        keep &= state.counts.sum(axis=0) >= min_count * _unit(state.settings) * (1 - 1e-9)
+        unit = _unit(state.settings)
+        if unit is None:
+            raise ValueError(f"a minimum count needs counts of occurrences, and this model scales each message "
+                             f"to length {state.settings['length_norm']:g} (length_norm): prune it by "
+                             f"target size or age")
+        keep &= state.counts.sum(axis=0) >= min_count * unit * (1 - 1e-9)
     if max_age is not None:
         if max_age < 0:
             raise ValueError("max_age must be >= 0 days")
@@ -752,7 +763,7 @@ def describe(spam_filter, now=None, min_count=2, max_age=365, target_size=DEFAUL
     now = today() if now is None else now
     total = state.counts.sum(axis=0)
     unit = _unit(state.settings)
-    hapax = int(np.count_nonzero(total <= unit * (1 + 1e-9)))
+    hapax = None if unit is None else int(np.count_nonzero(total <= unit * (1 + 1e-9)))
     known = state.days > UNKNOWN_DAY
     age = now - state.days.astype(np.int64)
     ages = []
@@ -763,8 +774,9 @@ def describe(spam_filter, now=None, min_count=2, max_age=365, target_size=DEFAUL
     ages.append((f"over {AGE_BINS[-1]} days", int(np.count_nonzero(known & (age > AGE_BINS[-1])))))
     ages.append(("unknown", int(np.count_nonzero(~known))))
     n = state.n_features
-    would = {f"--min-count {min_count}": int(n - prune_mask(state, min_count=min_count).sum()),
-             f"--max-age {max_age}": int(n - prune_mask(state, max_age=max_age, now=now).sum())}
+    would = {f"--max-age {max_age}": int(n - prune_mask(state, max_age=max_age, now=now).sum())}
+    if unit is not None:
+        would = {f"--min-count {min_count}": int(n - prune_mask(state, min_count=min_count).sum()), **would}
     if target_size is not None:
         would[f"--target-size {target_size}"] = int(n - prune_mask(state, target_size=target_size).sum())
     return {"tokens": n, "hapax": hapax, "ages": ages, "would_remove": would,

@@ -179,8 +179,11 @@ def cmd_prune(args):
         size_before = os.path.getsize(real)
         if args.expire_at is not None:
             spam_filter.ages_.max_tokens = args.expire_at or None
-        pruned, dropped = lifecycle.prune(spam_filter, min_count=args.min_count, max_age=args.max_age,
-                                          target_size=args.target_size)
+        try:
+            pruned, dropped = lifecycle.prune(spam_filter, min_count=args.min_count, max_age=args.max_age,
+                                              target_size=args.target_size)
+        except ValueError as exc:   # --min-count on a length-normalised model
+            raise _cli().CommandError(f"{path}: {exc}; the model is unchanged") from None
         pruned, expired = lifecycle.expire(pruned)
         dropped += expired
         if (dropped or args.expire_at is not None) and not args.dry_run:
@@ -216,7 +219,9 @@ def info_lines(spam_filter):
     expiry = spam_filter.ages_.max_tokens
     lines = [f"dates:       created {facts['created']}, last learned {facts['last_learn']}",
              f"expiry:      {'off' if expiry is None else f'past {expiry} tokens, prune to 90 %'}",
-             f"hapaxes:     {facts['hapax']} tokens seen once ({_share(facts['hapax'], n)})",
+             (f"hapaxes:     {facts['hapax']} tokens seen once ({_share(facts['hapax'], n)})"
+              if facts["hapax"] is not None else
+              "hapaxes:     not counted (the counts are length-normalised: length_norm > 0)"),
              "last seen:   " + ", ".join(f"{label} {count}" for label, count in facts["ages"]),
              "pruning:     " + ", ".join(f"{policy} drops {count} ({_share(count, n)})"
                                          for policy, count in facts["would_remove"].items())]

@@ -161,6 +161,7 @@ def test_learn_forget_and_info(tmp_path):
     info = run(["info"], tmp_path, check_code=0).stdout.decode()
     assert "300 (100 spam, 200 ham)" in info
     assert "strongest spam tokens" in info
+    assert "length norm 5.0" in info and "subject_words True" in info   # today's defaults, shown
     # forgetting restores the same counts and vocabulary (the file may differ only in its table layout)
     from spamnb.filter import SpamFilter
 

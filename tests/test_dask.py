@@ -51,12 +51,12 @@ def test_fit_paths_and_bag_are_exact(client):
 
     messages = labelled_messages([SAMPLE])
     ref = parallel.Counts.from_filter(
-        SpamFilter(counts="raw").fit([m.data for m in messages], [m.is_spam for m in messages]))
+        SpamFilter(counts="raw", length_norm=0).fit([m.data for m in messages], [m.is_spam for m in messages]))
     paths = [str(SAMPLE / m.relpath) for m in messages]
     labels = ["spam" if m.is_spam else "ham" for m in messages]
-    by_paths = spamnb_dask.fit(paths, labels, client=client, spam_filter=SpamFilter(counts="raw"), partition_size=25)
+    by_paths = spamnb_dask.fit(paths, labels, client=client, spam_filter=SpamFilter(counts="raw", length_norm=0), partition_size=25)
     bag = db.from_sequence([(m.data, m.is_spam) for m in messages], npartitions=7)
-    by_bag = spamnb_dask.fit(bag, client=client, spam_filter=SpamFilter(counts="raw"))
+    by_bag = spamnb_dask.fit(bag, client=client, spam_filter=SpamFilter(counts="raw", length_norm=0))
     for got in (by_paths, by_bag):
         got = parallel.Counts.from_filter(got)
         assert np.array_equal(ref.hashes, got.hashes) and ref.strings == got.strings
@@ -84,7 +84,7 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
     tasks and the model is still exact."""
     from dask import delayed
 
-    spec = parallel.counting_spec(SpamFilter(counts="raw"))
+    spec = parallel.counting_spec(SpamFilter(counts="raw", length_norm=0))
     pieces = parallel.plan_training([SAMPLE], partition_size=20)
     tasks = [delayed(parallel.count_partition, pure=True)(spec, part)
              for part in parallel.partitions(pieces, 20)]
@@ -96,7 +96,7 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
     assert held[victim], "no results held on the worker to kill"
     os.kill(pids[victim], signal.SIGKILL)
     merged, _report = spamnb_dask._reduce(persisted, 8, client)
-    ref = parallel.Counts.from_filter(parallel.fit([SAMPLE], spam_filter=SpamFilter(counts="raw"), n_jobs=1,
+    ref = parallel.Counts.from_filter(parallel.fit([SAMPLE], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=1,
                                                    partition_size=20))
     assert np.array_equal(ref.hashes, merged.hashes) and np.array_equal(ref.feature_count, merged.feature_count)
     assert merged.class_count.tolist() == [200.0, 100.0]
@@ -107,14 +107,14 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
 def test_a_worker_killed_while_counting_is_retried_exactly(client):
     # the full corpus: the sample is counted before a worker can be killed
     root, _full = corpus_root("spamassassin", fallback=False)
-    ref = parallel.fit([root], spam_filter=SpamFilter(counts="raw"), n_jobs=2, partition_size=50)
+    ref = parallel.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=50)
     pids = client.run(os.getpid)
     import threading
 
     result = {}
 
     def train():
-        result["filter"] = spamnb_dask.fit_corpus([root], client=client, spam_filter=SpamFilter(counts="raw"),
+        result["filter"] = spamnb_dask.fit_corpus([root], client=client, spam_filter=SpamFilter(counts="raw", length_norm=0),
                                                   partition_size=50)
 
     thread = threading.Thread(target=train)

@@ -134,7 +134,7 @@ def _fold_and_matrix(root, n_folds, fold):
     y = np.array([m.is_spam for m in items])
     test = ev.stratified_folds(y, n_folds, seed=0)[fold]
     train = np.setdiff1d(np.arange(len(y)), test)
-    return messages, y, train, test, SpamFilter(counts="raw").fit(messages, y).transform(messages)
+    return messages, y, train, test, SpamFilter(counts="raw", length_norm=0).fit(messages, y).transform(messages)
 
 
 def test_compare_path_equals_a_filter_trained_on_the_fold(corpus):
@@ -143,7 +143,8 @@ def test_compare_path_equals_a_filter_trained_on_the_fold(corpus):
     messages, y, train, test, X_all = _fold_and_matrix(corpus, 4, 1)
     seen = X_all[train].getnnz(axis=0) > 0
     for alpha, prior, counts in [(0.1, "mle", "binary"), (1.0, "map", "raw"), (0.3, "mle", "log")]:
-        f = SpamFilter(alpha=alpha, prior=prior, counts=counts).fit([messages[i] for i in train], y[train])
+        f = SpamFilter(alpha=alpha, prior=prior, counts=counts, length_norm=0).fit([messages[i] for i in train],
+                                                                                   y[train])  # as --compare
         direct = f.score_many([messages[i] for i in test])
         model = ev._nb_model(alpha, prior).fit(ev.count_transform(X_all[train][:, seen], counts), y[train])
         via_matrix = model.decision_function(ev.count_transform(X_all[test][:, seen], counts))

@@ -40,7 +40,8 @@ def trained(sample):
 @pytest.mark.parametrize("prior", ["mle", "map", "uniform"])
 def test_score_matches_a_hand_computed_multinomial(counts, prior):
     alpha = 0.5
-    spam_filter = SpamFilter(alpha=alpha, counts=counts, prior=prior).fit(HAM + SPAM, [False, False, True, True])
+    spam_filter = SpamFilter(alpha=alpha, counts=counts, prior=prior, length_norm=0).fit(HAM + SPAM,
+                                                                                       [False, False, True, True])
     tokenizer = Tokenizer()
     transform = {"raw": lambda c: c, "binary": lambda c: 1.0, "log": math.log1p}[counts]
     docs = [Counter(tokenizer.tokens(m)) for m in HAM + SPAM]
@@ -72,16 +73,20 @@ def test_single_and_batch_scoring_agree(trained, sample):
     np.testing.assert_allclose(single, jll[:, 1] - jll[:, 0], rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("length_norm", [0.0, 5.0])
 @pytest.mark.parametrize("counts", ["raw", "binary", "log"])
-def test_fit_counts_equal_multinomial_nb_over_the_rows(sample, counts):
+def test_fit_counts_equal_multinomial_nb_over_the_rows(sample, counts, length_norm):
     from spamnb.multinomial import MultinomialNB
 
     data = [m.data for m in sample]
     labels = [m.is_spam for m in sample]
-    spam_filter = SpamFilter(counts=counts).fit(data, labels)
+    spam_filter = SpamFilter(counts=counts, length_norm=length_norm).fit(data, labels)
     reference = MultinomialNB(alpha=spam_filter.alpha).partial_fit(spam_filter.transform(data), labels,
                                                                      classes=[False, True])
-    np.testing.assert_array_equal(spam_filter.model_.feature_count_, reference.feature_count_)  # bit for bit
+    if length_norm:   # each message scaled when added and in its row: the same to rounding
+        np.testing.assert_allclose(spam_filter.model_.feature_count_, reference.feature_count_, rtol=1e-12)
+    else:             # bit for bit
+        np.testing.assert_array_equal(spam_filter.model_.feature_count_, reference.feature_count_)
     np.testing.assert_array_equal(spam_filter.model_.class_count_, reference.class_count_)
     with pytest.raises(ValueError, match="messages but"):
         SpamFilter().fit(data[:3], labels[:2])

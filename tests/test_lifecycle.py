@@ -199,9 +199,9 @@ def _halves(corpus):
 @pytest.mark.parametrize("counts", ["raw", "binary"])
 def test_merge_equals_training_on_the_union_bit_for_bit(corpus, counts):
     (a_data, a_y), (b_data, b_y) = _halves(corpus)
-    a = SpamFilter(counts=counts).fit(a_data, a_y)
-    b = SpamFilter(counts=counts).fit(b_data, b_y)
-    union = SpamFilter(counts=counts).fit(a_data + b_data, a_y + b_y)
+    a = SpamFilter(counts=counts, length_norm=0).fit(a_data, a_y)      # whole numbers: exact sums
+    b = SpamFilter(counts=counts, length_norm=0).fit(b_data, b_y)
+    union = SpamFilter(counts=counts, length_norm=0).fit(a_data + b_data, a_y + b_y)
     merged = lifecycle.merge([a, b])
     assert merged.vocabulary_.tokens() == union.vocabulary_.tokens()
     assert merged.class_count_ == union.class_count_
@@ -235,7 +235,9 @@ def test_merge_refuses_other_settings(corpus):
     with pytest.raises(ValueError, match="alpha"):
         lifecycle.merge([a, SpamFilter(alpha=0.1).fit(*corpus)])
     with pytest.raises(ValueError, match="counts"):
-        lifecycle.merge([a, SpamFilter(counts="raw").fit(*corpus)])
+        lifecycle.merge([a, SpamFilter(alpha=0.01, counts="raw").fit(*corpus)])
+    with pytest.raises(ValueError, match="length_norm"):
+        lifecycle.merge([a, SpamFilter(alpha=0.01, length_norm=0).fit(*corpus)])
 
 
 def test_merge_leaves_its_inputs_alone(fitted):
@@ -246,7 +248,7 @@ def test_merge_leaves_its_inputs_alone(fitted):
 
 # ---------------------------------------------------------------------------- prune
 def test_prune_by_count_drops_exactly_the_rare_tokens(corpus):
-    model = SpamFilter(counts="raw").fit(*corpus)
+    model = SpamFilter(counts="raw", length_norm=0).fit(*corpus)
     totals = counts_of(model).sum(axis=0)
     pruned, dropped = lifecycle.prune(model, min_count=3)
     assert dropped == int((totals < 3).sum()) > 0
@@ -257,11 +259,33 @@ def test_prune_by_count_drops_exactly_the_rare_tokens(corpus):
 
 
 def test_prune_by_count_counts_occurrences_with_log_counts(corpus):
-    model = SpamFilter(counts="log").fit(*corpus)
+    model = SpamFilter(counts="log", length_norm=0).fit(*corpus)
     totals = counts_of(model).sum(axis=0)
     _, dropped = lifecycle.prune(model, min_count=1.5)
     assert dropped == int((totals < 1.5 * np.log(2) * (1 - 1e-9)).sum())
     assert lifecycle.prune(model, min_count=1)[1] == 0      # every token was seen at least once
+
+
+def test_a_length_normalised_model_has_no_occurrence_counts(corpus, tmp_path):
+    """length_norm scales each message by its own length: its counts do not tell
+    how often a token was seen, so --min-count is refused (model unchanged) and
+    info counts no hapaxes; the other policies work."""
+    model = SpamFilter(length_norm=5).fit(*corpus)
+    with pytest.raises(ValueError, match="length_norm"):
+        lifecycle.prune(model, min_count=2)
+    facts = lifecycle.describe(model)
+    assert facts["hapax"] is None and not any("min-count" in k for k in facts["would_remove"])
+    assert lifecycle.prune(model, target_size=100)[0].vocabulary_.n_features == 100
+    plain = lifecycle.describe(SpamFilter(length_norm=0).fit(*corpus))
+    assert plain["hapax"] > 0 and "--min-count 2" in plain["would_remove"]
+    path = tmp_path / "m.spamnb"
+    model.save(path)
+    before = path.read_bytes()
+    proc = run_spamnb(["prune", "--min-count", "2", "-m", str(path)], tmp_path)
+    assert proc.returncode == 3 and "length_norm" in proc.stderr.decode() and path.read_bytes() == before
+    assert len(proc.stderr.decode().strip().splitlines()) == 1
+    info = run_spamnb(["info", "-m", str(path)], tmp_path).stdout.decode()
+    assert "hapaxes:     not counted" in info
 
 
 def test_prune_by_age():
@@ -311,7 +335,8 @@ def test_pruned_model_file_is_smaller_and_scores_like_a_model_of_those_tokens(fi
     assert [loaded.score(m).log_odds for m in corpus[0][:30]] == [pruned.score(m).log_odds for m in corpus[0][:30]]
 
 
-def test_describe(fitted):
+def test_describe(corpus):
+    fitted = SpamFilter(length_norm=0).fit(*corpus)     # log counts of occurrences
     facts = lifecycle.describe(fitted, target_size=100)
     totals = counts_of(fitted).sum(axis=0)
     assert facts["tokens"] == fitted.vocabulary_.n_features
@@ -407,7 +432,7 @@ def test_cli_info_describes_size_age_and_pruning(home):
     proc = run(["info", "--tokens", "0"], home)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
-    assert "hapaxes:" in out and "last seen:" in out and "--min-count 2 drops" in out
+    assert "hapaxes:" in out and "last seen:" in out and "--max-age 365 drops" in out
 
 
 # ---------------------------------------------------------------------------- ages: last-seen days in the model

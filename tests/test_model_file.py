@@ -25,6 +25,7 @@ import spamnb
 from spamnb import store
 from spamnb.filter import SpamFilter
 from spamnb.store import FORMAT_VERSION, MAGIC
+from spamnb.tokenizer import Tokenizer
 
 from conftest import REPO, run_spamnb
 
@@ -671,6 +672,25 @@ def test_a_model_written_by_658063e_loads_and_scores_bit_identically():
     model = SpamFilter.load(fixture / "corpora-658063e.spamnb")
     got = {rel: model.score(REPO / "corpora" / rel).log_odds.hex() for rel in expected}
     assert got == expected
+
+
+def test_a_model_written_before_the_length_norm_default_keeps_its_settings_and_scores():
+    """4ac9e83 wrote alpha 0.01, length_norm 0 and tokenizer version 3 settings
+    without subject_words: the model keeps them (not today's defaults) and scores
+    bit for bit as it did; retrained with its own settings it gives the same scores."""
+    fixture = REPO / "tests" / "data" / "models"
+    expected = json.loads((fixture / "corpora-4ac9e83.json").read_text())["log_odds"]
+    model = SpamFilter.load(fixture / "corpora-4ac9e83.spamnb")
+    assert (model.alpha, model.length_norm, model.tokenizer_.subject_words) == (0.01, 0.0, False)
+    assert (SpamFilter().alpha, SpamFilter().length_norm, SpamFilter().tokenizer_.subject_words) != (0.01, 0.0, False)
+    got = {rel: model.score(REPO / "corpora" / rel).log_odds.hex() for rel in expected}
+    assert got == expected
+    files = sorted(p for p in (REPO / "corpora").rglob("*") if p.is_file() and p.name != "README.md")[::6]
+    again = SpamFilter(tokenizer=Tokenizer(subject_words=False), alpha=0.01, length_norm=0.0).fit(
+        files, [p.parts[-2].startswith("spam") for p in files])
+    assert {rel: again.score(REPO / "corpora" / rel).log_odds.hex() for rel in expected} == expected
+    today = SpamFilter().fit(files, [p.parts[-2].startswith("spam") for p in files])
+    assert {rel: today.score(REPO / "corpora" / rel).log_odds.hex() for rel in expected} != expected
 
 
 def _crafted(model_bytes, **fields):

@@ -60,7 +60,7 @@ def test_tree_reduce_has_the_shape_of_the_level_by_level_reduction():
 def test_integer_counts_are_bit_identical_to_fit(counts):
     ref = reference(counts)
     for n_jobs, partition_size in ((1, 7), (2, 50), (1, 10_000)):
-        got = parallel.fit([SAMPLE], spam_filter=SpamFilter(counts=counts), n_jobs=n_jobs,
+        got = parallel.fit([SAMPLE], spam_filter=SpamFilter(counts=counts, length_norm=0), n_jobs=n_jobs,
                            partition_size=partition_size)
         assert_same_counts(ref, got)
 
@@ -78,7 +78,7 @@ def test_log_counts_and_length_norm_agree_with_fit_to_rounding(length_norm):
 
 
 def test_merge_counts_adds_by_token_and_keeps_the_latest_day():
-    spec = parallel.counting_spec(SpamFilter(counts="raw"))
+    spec = parallel.counting_spec(SpamFilter(counts="raw", length_norm=0))
     messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
     whole = parallel.count_messages(spec, messages, day=100)
     parts = [parallel.count_messages(spec, messages[i:i + 40], day=100 + i) for i in range(0, len(messages), 40)]
@@ -95,7 +95,7 @@ def test_merge_counts_adds_by_token_and_keeps_the_latest_day():
     assert np.array_equal(merged.last_seen, last) and merged.last_seen.max() == 100 + 280
     assert parallel.merge_counts(parts[:1]) is parts[0]
     assert parallel.merge_counts([]).n_features == 0
-    filtered = merged.to_filter(SpamFilter(counts="raw"))
+    filtered = merged.to_filter(SpamFilter(counts="raw", length_norm=0))
     assert filtered.ages_.created == filtered.ages_.last_learn == 380
     assert np.array_equal(np.frombuffer(filtered.ages_.days(merged.n_features), dtype=np.int32), last)
 
@@ -140,7 +140,7 @@ def test_mbox_files_are_cut_into_shards_with_the_same_counts(tmp_path, monkeypat
     assert sum(p.kind == "shard" for p in pieces) >= 9   # 100 spam and 201 ham in shards of 30
     ref_report, report = CorpusReport(), CorpusReport()
     ref = reference("raw", spam=[spam], ham=[ham], report=ref_report)
-    got = parallel.fit(spam=[spam], ham=[ham], spam_filter=SpamFilter(counts="raw"), n_jobs=2, partition_size=30,
+    got = parallel.fit(spam=[spam], ham=[ham], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=30,
                        report=report)
     assert_same_counts(ref, got)
     assert got.class_count_ == (200.0, 100.0)
@@ -178,7 +178,7 @@ def test_maildir_rules_are_those_of_the_one_process_reader(tmp_path):
     for sources in ({"trees": [mail, tree]}, {"ham": [mail], "spam": [tree / "Spam"]}):
         ref_report, report = CorpusReport(), CorpusReport()
         ref = reference("raw", report=ref_report, **sources)
-        got = parallel.fit(spam_filter=SpamFilter(counts="raw"), n_jobs=2, partition_size=2, report=report,
+        got = parallel.fit(spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=2, report=report,
                            **sources)
         assert_same_counts(ref, got)
         assert report.read == ref_report.read and report.skipped == ref_report.skipped
@@ -189,10 +189,10 @@ def test_maildir_rules_are_those_of_the_one_process_reader(tmp_path):
 def test_version_2_tokenizer_counts_as_fit():
     from spamnb.tokenizer import Tokenizer
 
-    ref_filter = SpamFilter(tokenizer=Tokenizer(version=2), counts="raw")
+    ref_filter = SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0)
     messages = labelled_messages([SAMPLE])
     ref = ref_filter.fit([m.data for m in messages], [m.is_spam for m in messages])
-    got = parallel.fit([SAMPLE], spam_filter=SpamFilter(tokenizer=Tokenizer(version=2), counts="raw"), n_jobs=2,
+    got = parallel.fit([SAMPLE], spam_filter=SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0), n_jobs=2,
                        partition_size=60)
     assert got.tokenizer_.settings["version"] == 2
     assert_same_counts(ref, got)
@@ -219,7 +219,7 @@ def run(args, cwd, stdin=b""):
 
 
 def test_cli_train_and_batch_classify_with_jobs(tmp_path):
-    """train -j 2 (raw counts) writes the model of train -j 1, byte for byte,
+    """train -j 2 (raw counts, no length normalisation: whole numbers) writes the model of train -j 1, byte for byte,
     cutoffs calibrated alike; classify --batch -j 2 writes the lines of the
     one-process batch, error lines and exit code included."""
     mbox = tmp_path / "inbox.mbox"
@@ -228,7 +228,7 @@ def test_cli_train_and_batch_classify_with_jobs(tmp_path):
     outputs = {}
     for jobs in ("1", "2"):
         model = tmp_path / f"j{jobs}.spamnb"
-        proc = run(["train", "-q", "--counts", "raw", "-j", jobs, "--partition-size", "64", "-m", model, SAMPLE],
+        proc = run(["train", "-q", "--counts", "raw", "--length-norm", "0", "-j", jobs, "--partition-size", "64", "-m", model, SAMPLE],
                    tmp_path)
         assert proc.returncode == 0, proc.stderr.decode()
         proc = run(["classify", "--batch", "-j", jobs, "--partition-size", "16", "-m", model, SAMPLE / "spam",
@@ -241,7 +241,7 @@ def test_cli_train_and_batch_classify_with_jobs(tmp_path):
     assert len(lines) == n_files + 1 + 30 and lines[0].startswith(str(SAMPLE / "spam") + os.sep)
     assert f"{missing}\terror\t" in outputs["2"][1].decode() and f"{mbox}#29\t" in outputs["2"][1].decode()
     # -j 0 (every core) writes the model of -j 2
-    proc = run(["train", "-q", "--counts", "raw", "-j", "0", "--partition-size", "64", "-m", tmp_path / "j0",
+    proc = run(["train", "-q", "--counts", "raw", "--length-norm", "0", "-j", "0", "--partition-size", "64", "-m", tmp_path / "j0",
                 SAMPLE], tmp_path)
     assert proc.returncode == 0 and (tmp_path / "j0").read_bytes() == outputs["1"][0]
 
@@ -271,5 +271,5 @@ def test_cli_errors_are_one_line(tmp_path):
 def test_shared_corpus_exact_with_two_workers():
     root, _full = corpus_root("spamassassin")
     ref = reference("raw", trees=[root])
-    got = parallel.fit([root], spam_filter=SpamFilter(counts="raw"), n_jobs=2)
+    got = parallel.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2)
     assert_same_counts(ref, got)

@@ -194,7 +194,30 @@ def test_header_tokens_tagged_by_field():
                      "received:example.com", "received:ip:192.0.2.17", "received:ip:192.0.2",
                      "received:ip:192.0", "hdr:subject", "hdr:received", "boundary:----=_AaAa_9_9"]:
         assert expected in tokens, expected
-    assert "free" not in tokens                      # the subject's words are tagged, not bare
+    assert "free" not in Tokenizer(headers="selected", subject_words=False).tokens(SAMPLE)  # tagged only
+
+
+def test_subject_words_are_body_words_too():
+    tagged = Tokenizer(subject_words=False).tokens(SAMPLE)
+    both = Tokenizer().tokens(SAMPLE)
+    assert Tokenizer().subject_words is True
+    assert sorted(both) == sorted(tagged + ["free", "offer", "inside"])   # the tagged ones stay
+    assert "free" not in Tokenizer(headers=["from", "to"]).tokens(SAMPLE)  # no Subject: words at all
+    assert Tokenizer(headers="none").tokens(SAMPLE).count("free") == 0
+    assert Tokenizer(version=2).tokens(SAMPLE) == Tokenizer(version=2, headers="selected").tokens(SAMPLE)
+    assert "subject_words" not in Tokenizer(version=2).settings
+
+
+def test_a_version_3_model_without_subject_words_keeps_its_tokens():
+    """Models written before the setting existed store version 3 settings without it:
+    they load with it off, and tokenize as they did."""
+    settings = Tokenizer().settings
+    del settings["subject_words"]
+    old = Tokenizer.from_settings(settings)
+    assert old.subject_words is False and old.tokens(SAMPLE) == Tokenizer(subject_words=False).tokens(SAMPLE)
+    assert Tokenizer.from_settings(Tokenizer().settings).subject_words is True
+    with pytest.raises(ValueError, match="subject_words"):
+        Tokenizer(subject_words=1)
 
 
 def test_header_modes():
