@@ -45,7 +45,7 @@ from collections import deque, namedtuple
 
 __all__ = ["Counts", "available_cores", "plan_training", "plan_scoring", "partitions", "counting_spec",
            "count_partition", "count_messages", "merge_counts", "tree_reduce", "tree_levels", "fit_counts", "fit",
-           "classify_batch", "add_arguments", "train_command"]
+           "train", "score_folds", "Workers", "CorpusChanged", "classify_batch", "add_arguments"]
 
 DEFAULT_PARTITION_SIZE = 1000   # messages per partition (~30-50 ms of work each)
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
@@ -75,6 +75,11 @@ class Counts:
         The transformed token counts per class (``length_norm`` applied).
     last_seen : int32 array (n_features,)
         The day (spamnb.ages) each token was last counted; merged by maximum.
+
+    Counted with ``n_folds`` > 0 (:func:`count_messages`), the classes are
+    ``2 + 2 * n_folds``: ham and spam, then ham and spam of each
+    cross-validation fold (:func:`spamnb.calibrate.fold_of`), merged alike;
+    :meth:`model` is the first two, :meth:`folds` the rest.
     """
 
     __slots__ = ("hashes", "offsets", "strings", "class_count", "feature_count", "last_seen")
@@ -90,6 +95,24 @@ class Counts:
     @property
     def n_features(self):
         return len(self.hashes)
+
+    @property
+    def n_folds(self):
+        return (len(self.class_count) - 2) // 2
+
+    def model(self):
+        """These counts without the fold rows (ham and spam only)."""
+        if len(self.class_count) == 2:
+            return self
+        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2],
+                      self.feature_count[:2].copy(), self.last_seen)
+
+    def folds(self):
+        """``(class_count, feature_count)`` of the folds: ``(n_folds, 2)`` and
+        ``(n_folds, 2, n_features)`` (views)."""
+        n_folds = self.n_folds
+        return (self.class_count[2:].reshape(n_folds, 2),
+                self.feature_count[2:].reshape(n_folds, 2, self.n_features))
 
     @property
     def nbytes(self):
@@ -154,6 +177,7 @@ class Counts:
 
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
+        self = self.model()
         spam_filter.vocabulary_ = self.vocabulary()
         spam_filter.word_counts_ = self.word_counts(float(spam_filter.alpha), spam_filter.prior)
         day = int(self.last_seen.max()) if self.n_features else today()
@@ -350,6 +374,9 @@ def _file_pieces(path, name, is_spam, partition_size):
     from spamnb.mbox import is_mbox_start, message_starts
 
     whole = Piece("file", path, name, is_spam, 0, None, 0)
+    if partition_size is None:   # one process reads the corpus: no shards
+        yield whole
+        return
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size <= _SHARD_ABOVE:
@@ -380,7 +407,8 @@ def _file_pieces(path, name, is_spam, partition_size):
 def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partition_size=DEFAULT_PARTITION_SIZE):
     """The pieces of a labelled corpus, in the order and with the labels of
     :func:`spamnb.corpus.iter_labelled` (the same walk, Maildir and Maildir++
-    rules and skips), lazily: no message is read here."""
+    rules and skips), lazily: no message is read here.  ``partition_size``
+    None: large mbox files are not cut into shards."""
     from spamnb import corpus
 
     report = corpus.CorpusReport() if report is None else report
@@ -473,22 +501,27 @@ def counting_spec(spam_filter):
             "length_norm": float(spam_filter.length_norm)}
 
 
-def count_partition(spec, pieces, strict=False):
+def count_partition(spec, pieces, strict=False, n_folds=0):
     """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
-    (``spec``: :func:`counting_spec`)."""
+    (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`)."""
     from spamnb.corpus import CorpusReport
 
     report = CorpusReport()
     messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
-    return count_messages(spec, messages), report
+    return count_messages(spec, messages, n_folds=n_folds), report
 
 
-def count_messages(spec, messages, day=None):
+def count_messages(spec, messages, day=None, n_folds=0):
     """The :class:`Counts` of ``(message, is_spam)`` pairs (a message: bytes,
     a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
     counts (``spec``: :func:`counting_spec`); every token seen on ``day``
-    (default today)."""
+    (default today).  ``n_folds`` > 0 also counts each message into its
+    cross-validation fold's rows (:func:`spamnb.calibrate.fold_of`), for the
+    calibration; the model's rows are the same either way."""
+    import numpy as np
+
     from spamnb.ages import today
+    from spamnb.calibrate import fold_of
     from spamnb.filter import COUNT_TRANSFORMS, message_bytes
     from spamnb.vocabulary import Vocabulary
     from spamnb.wordcounts import WordCounts
@@ -499,10 +532,20 @@ def count_messages(spec, messages, day=None):
     vocabulary = Vocabulary()
     word_counts = WordCounts(1.0, "mle", 2)
     add = word_counts.add
+    folds = WordCounts(1.0, "mle", 2 * n_folds) if n_folds else None
     for data, is_spam in messages:
-        indices = vocabulary.add(stream(message_bytes(data)))
+        data = message_bytes(data)
+        indices = vocabulary.add(stream(data))
         add(indices, int(bool(is_spam)), transform, 1, vocabulary.n_features, length)
-    return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
+        if folds is not None:
+            folds.add(indices, 2 * fold_of(data, n_folds) + int(bool(is_spam)), transform, 1,
+                      vocabulary.n_features, length)
+    counts = Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
+    if folds is not None:
+        folds.resize(vocabulary.n_features)
+        counts.class_count = np.concatenate([counts.class_count, np.asarray(folds.class_count_, dtype=np.float64)])
+        counts.feature_count = np.vstack([counts.feature_count, folds.matrix()])
+    return counts
 
 
 _MODELS = {}
@@ -576,33 +619,58 @@ def _executor(n_jobs, initializer=None, initargs=()):
     return ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=initializer, initargs=initargs)
 
 
-def run_ordered(function, jobs, n_jobs, window=2):
-    """``function(*job)`` for each job, results in job order; with ``n_jobs``
-    worker processes (0 or None: every available core; in this process for
-    1, or for a single job), at most ``window * n_jobs`` jobs in flight
-    (``jobs`` is consumed lazily)."""
-    from itertools import chain, islice
+class Workers:
+    """``n_jobs`` worker processes (0 or None: every available core), started
+    when a pass first has two jobs and shared by the passes of a job (the
+    counting pass and the calibration's scoring pass of ``spamnb train``);
+    with ``n_jobs`` 1 every job runs in this process.  A context manager."""
 
-    n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else n_jobs
-    jobs = iter(jobs)
-    head = list(islice(jobs, 2))
-    jobs = chain(head, jobs)
-    if n_jobs == 1 or len(head) < 2:   # one job: no worker start-up for nothing
-        for job in jobs:
-            yield function(*job)
-        return
-    with _executor(n_jobs) as pool:
+    def __init__(self, n_jobs=None):
+        self.n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else int(n_jobs)
+        self.pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def run_ordered(self, function, jobs, window=2):
+        """``function(*job)`` for each job, results in job order, at most
+        ``window * n_jobs`` jobs in flight (``jobs`` is consumed lazily)."""
+        from itertools import chain, islice
+
+        jobs = iter(jobs)
+        head = list(islice(jobs, 2))
+        jobs = chain(head, jobs)
+        if self.n_jobs == 1 or (len(head) < 2 and self.pool is None):   # one job: no start-up for nothing
+            for job in jobs:
+                yield function(*job)
+            return
+        if self.pool is None:
+            self.pool = _executor(self.n_jobs)
         pending = deque()
         try:
             for job in jobs:
-                pending.append(pool.submit(function, *job))
-                if len(pending) >= window * n_jobs:
+                pending.append(self.pool.submit(function, *job))
+                if len(pending) >= window * self.n_jobs:
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
         finally:
             for future in pending:
                 future.cancel()
+
+
+def run_ordered(function, jobs, n_jobs, window=2):
+    """``function(*job)`` for each job, results in job order; with ``n_jobs``
+    worker processes (0 or None: every available core; in this process for
+    1, or for a single job), at most ``window * n_jobs`` jobs in flight
+    (``jobs`` is consumed lazily)."""
+    with Workers(n_jobs) as workers:
+        yield from workers.run_ordered(function, jobs, window)
 
 
 def _merge_reports(total, report):
@@ -614,19 +682,26 @@ def _merge_reports(total, report):
 
 
 def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
-               report=None, strict=False):
-    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`)."""
+               report=None, strict=False, n_folds=0, workers=None, progress=None):
+    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`;
+    ``n_folds``: as :func:`count_messages`; ``workers``: a :class:`Workers`
+    to run on instead of ``n_jobs`` new ones)."""
     from spamnb.corpus import CorpusReport
 
     report = CorpusReport() if report is None else report
-    jobs = ((spec, part, strict) for part in partitions(pieces, partition_size))
+    jobs = ((spec, part, strict, n_folds) for part in partitions(pieces, partition_size))
 
-    def counted():
-        for part_counts, part_report in run_ordered(count_partition, jobs, n_jobs):
+    def counted(workers):
+        for part_counts, part_report in workers.run_ordered(count_partition, jobs):
             _merge_reports(report, part_report)
+            if progress is not None:
+                progress.step("counting", n=int(part_counts.class_count[:2].sum()))
             yield part_counts
 
-    return tree_reduce(counted(), fan_in)
+    if workers is not None:
+        return tree_reduce(counted(workers), fan_in)
+    with Workers(n_jobs) as workers:
+        return tree_reduce(counted(workers), fan_in)
 
 
 def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
@@ -646,6 +721,122 @@ def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size
     pieces = plan_training(trees, spam, ham, report, strict, partition_size)
     merged = fit_counts(pieces, counting_spec(spam_filter), n_jobs, partition_size, fan_in, report, strict)
     return merged.to_filter(spam_filter)
+
+
+class CorpusChanged(ValueError):
+    """The corpus read again for the calibration is not the one counted."""
+
+
+_FOLD_MODELS = {}
+
+
+def score_folds(models, spec, pieces, strict=False):
+    """The calibration's scoring pass over one partition: each message scored by
+    its fold's model (:func:`spamnb.calibrate.held_out_log_odds`); ``models`` a
+    :class:`~spamnb.calibrate.FoldModels`, or the folder it was saved to
+    (mapped once per worker)."""
+    from spamnb.calibrate import FoldModels, held_out_log_odds
+    from spamnb.corpus import CorpusReport
+
+    if isinstance(models, str):
+        folder = models
+        models = _FOLD_MODELS.get(folder)
+        if models is None:
+            _FOLD_MODELS.clear()
+            models = _FOLD_MODELS[folder] = FoldModels.load(folder)
+    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, CorpusReport(), strict))
+    return held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)
+
+
+def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
+          fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
+          progress=None):
+    """``spamnb train``: count a corpus and choose the cutoffs, streaming.
+
+    Returns ``(spam_filter, calibration)``: ``spam_filter`` (default
+    ``SpamFilter()``) fitted as :func:`fit` fits it (``n_jobs`` 1: in this
+    process, one message at a time, the counts of ``SpamFilter.fit``), and
+    the :class:`~spamnb.calibrate.Calibration` of its cutoffs (not applied),
+    or None when ``calibration`` is None.
+
+    ``calibration``: a dict of :func:`spamnb.calibrate.calibration_check` and
+    :func:`~spamnb.calibrate.from_scores` options (``target_fpr``,
+    ``max_unsure``, ``margin``, ``min_ham``, ``min_spam``).  The counting pass
+    also counts each message into its cross-validation fold
+    (:func:`spamnb.calibrate.fold_of`); a second reading of the corpus scores
+    each message by its fold's model (the counts minus the fold's:
+    :class:`~spamnb.calibrate.FoldModels`), on the same workers, keeping one
+    float per message.  Memory: the vocabulary times ``2 + 4 * n_folds``
+    floats, plus 8 bytes a message; no matrix of the corpus.
+
+    ``dask``: a scheduler address; the counting runs there
+    (:func:`spamnb.dask.count_corpus`), the scoring pass here.  Raises
+    :class:`CorpusChanged` when the second reading finds other messages per
+    fold and class than the first counted.
+    """
+    import numpy as np
+
+    from spamnb import calibrate
+    from spamnb.corpus import CorpusReport
+    from spamnb.filter import SpamFilter
+
+    spam_filter = SpamFilter() if spam_filter is None else spam_filter
+    if spam_filter.feature_weight:
+        raise ValueError("message features (feature_weight > 0) are not trained by partitions; use SpamFilter.fit")
+    if partition_size < 1:
+        raise ValueError("partition_size must be at least 1")
+    n_folds = calibrate.DEFAULT_FOLDS if n_folds is None else n_folds
+    folds = n_folds if calibration is not None else 0
+    spec = counting_spec(spam_filter)
+    report = CorpusReport() if report is None else report
+    with Workers(1 if dask else n_jobs) as workers:
+        one = workers.n_jobs == 1
+        plan_size = None if one and not dask else partition_size
+
+        def plan(report):
+            return plan_training(trees, spam, ham, report, strict, plan_size)
+
+        if dask:
+            from spamnb import dask as spamnb_dask
+
+            merged = spamnb_dask.count_corpus(trees, spam, ham, scheduler=dask, spec=spec, partition_size=partition_size,
+                                              fan_in=fan_in, report=report, strict=strict, n_folds=folds)
+        elif one:
+            messages = ((data, is_spam) for _name, data, is_spam in _messages(plan(report), report, strict))
+            merged = count_messages(spec, messages if progress is None else progress.wrap(messages, "counting"),
+                                    n_folds=folds)
+        else:
+            merged = fit_counts(plan(report), spec, partition_size=partition_size, fan_in=fan_in, report=report,
+                                strict=strict, n_folds=folds, workers=workers, progress=progress)
+        fold_class_count, fold_feature_count = merged.folds() if folds else (None, None)
+        merged.to_filter(spam_filter)
+        if calibration is None:
+            return spam_filter, None
+        options = dict(calibration)
+        n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
+        fixed = calibrate.calibration_check(spam_filter, n_ham, n_spam, **{
+            k: options[k] for k in ("target_fpr", "max_unsure", "min_ham", "min_spam") if k in options})
+        if fixed is not None:
+            return spam_filter, fixed
+        models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+        del merged, fold_feature_count
+        if one:
+            messages = ((data, is_spam) for _n, data, is_spam in _messages(plan(CorpusReport()), CorpusReport(), strict))
+            ham, spam_scores, per_fold = calibrate.held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)
+        else:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="spamnb-folds-") as folder:
+                models.save(folder)
+                jobs = ((folder, spec, part, strict) for part in partitions(plan(CorpusReport()), partition_size))
+                parts = list(workers.run_ordered(score_folds, jobs))
+            ham = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
+            spam_scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+            per_fold = sum((p[2] for p in parts), np.zeros((n_folds, 2), dtype=np.int64))
+    if not np.array_equal(per_fold, fold_class_count):
+        raise CorpusChanged("other messages on the second reading")
+    keys = ("target_fpr", "max_unsure", "margin")
+    return spam_filter, calibrate.from_scores(ham, spam_scores, n_folds, **{k: options[k] for k in keys if k in options})
 
 
 def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
@@ -696,18 +887,3 @@ def add_arguments(parser, command):
     if command == "train":
         parser.add_argument("--dask", metavar="ADDRESS",
                             help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
-
-
-def train_command(args, spam_filter, report):
-    """``spamnb train -j N`` (N != 1) or ``--dask``: ``spam_filter`` fitted by
-    partitions (streaming: no message is held)."""
-    if args.partition_size < 1:
-        raise ValueError("--partition-size must be at least 1")
-    if getattr(args, "dask", None):
-        from spamnb import dask as spamnb_dask
-
-        return spamnb_dask.fit_corpus(args.dirs, args.spam, args.ham, scheduler=args.dask,
-                                      spam_filter=spam_filter, partition_size=args.partition_size,
-                                      report=report, strict=args.strict)
-    return fit(args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs,
-               partition_size=args.partition_size, report=report, strict=args.strict)

@@ -400,25 +400,28 @@ def test_classify_reads_a_named_pipe(home, tmp_path):
         assert proc.stdout.split()[0 if label == "spam" else 1] == label.encode(), proc.stderr
 
 
-def test_train_refuses_a_corpus_that_changes_between_its_two_reads(tmp_path, monkeypatch, capsys):
-    from spamnb import cli, corpus
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_train_refuses_a_corpus_that_changes_between_its_two_reads(tmp_path, monkeypatch, capsys, sample_corpus, jobs):
+    import shutil
+
+    from spamnb import cli, parallel
 
     tree = tmp_path / "corpus"
-    for folder in ("ham", "spam"):
-        (tree / folder).mkdir(parents=True)
-        for i in range(3):
-            (tree / folder / str(i)).write_bytes(b"From: a@example.com\nSubject: %s %d\n\nbody\n" % (folder.encode(), i))
-    real = corpus.iter_labelled
+    shutil.copytree(sample_corpus, tree)
+    ham = sorted(p for p in (tree / "easy_ham").iterdir() if p.is_file())
+    real = parallel.plan_training
     calls = []
 
     def changing(*args, **kwargs):  # between the passes, a ham goes and a spam comes: same count
         calls.append(1)
         if len(calls) == 2:
-            (tree / "ham" / "0").unlink()
-            (tree / "spam" / "9").write_bytes(b"From: b@example.com\nSubject: new\n\nbody\n")
+            data = ham[0].read_bytes()
+            ham[0].unlink()
+            (tree / "spam" / "new").write_bytes(data)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(corpus, "iter_labelled", changing)
-    code = cli.main(["train", str(tree), "-m", str(tmp_path / "m.spamnb")])
+    monkeypatch.setattr(parallel, "plan_training", changing)
+    code = cli.main(["train", str(tree), "-j", jobs, "--partition-size", "50", "-m", str(tmp_path / "m.spamnb")])
+    assert len(calls) == 2
     assert code == 3 and "changed while it was read" in capsys.readouterr().err
     assert not (tmp_path / "m.spamnb").exists()

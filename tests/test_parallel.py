@@ -109,6 +109,39 @@ def test_model_file_is_the_same_for_every_number_of_workers(tmp_path):
     assert paths[0] == paths[1] == paths[2]
 
 
+def _calibrated(counts, n_jobs, partition_size):
+    return parallel.train([SAMPLE], spam_filter=SpamFilter(counts=counts), n_jobs=n_jobs,
+                          partition_size=partition_size, calibration={"target_fpr": 0.01})
+
+
+def test_train_calibrates_streaming_alike_for_every_number_of_workers():
+    """The streaming calibration: the cutoffs of -j 1 and -j 2 (any partition
+    size) are those of the held-out log-odds fold_log_odds computes from the
+    corpus matrix over the same (hashed) folds; -j 1 counts as SpamFilter.fit."""
+    from spamnb import calibrate
+
+    messages = labelled_messages([SAMPLE])
+    data, y = [m.data for m in messages], np.array([m.is_spam for m in messages])
+    ref = SpamFilter().fit(data, y)
+    fold = np.array([calibrate.fold_of(m) for m in data])
+    scores = calibrate.fold_log_odds(ref.transform(data), y, [np.flatnonzero(fold == k) for k in range(5)],
+                                     float(ref.alpha), ref.prior)
+    expected = calibrate.from_scores(scores[~y], scores[y], 5, target_fpr=0.01)
+    one, cal_one = _calibrated("log", 1, parallel.DEFAULT_PARTITION_SIZE)
+    assert_same_counts(ref, one)                       # -j 1: the counts of fit, bit for bit
+    for n_jobs, size in ((1, 40), (2, 40), (2, 7)):
+        got, cal = _calibrated("log", n_jobs, size) if (n_jobs, size) != (1, 40) else (one, cal_one)
+        assert cal.n_folds == 5 and (cal.n_ham, cal.n_spam) == (int((~y).sum()), int(y.sum()))
+        for field in ("spam_log_odds", "ham_log_odds", "expected_fpr", "expected_spam_missed", "expected_unsure"):
+            assert getattr(cal, field) == pytest.approx(getattr(expected, field), rel=1e-9, abs=1e-9), field
+    # integer counts: the same sums whatever the partitions, the same cutoffs exactly
+    assert _calibrated("raw", 1, 40)[1] == _calibrated("raw", 2, 7)[1] == _calibrated("raw", 2, 64)[1]
+    # too little data: the defaults, no second reading
+    _filter, few = parallel.train([SAMPLE], n_jobs=2, partition_size=50,
+                                  calibration={"target_fpr": 0.01, "min_ham": 10_000})
+    assert few.expected_fpr is None and "too little data" in few.rule
+
+
 def test_message_starts_cut_where_iter_mbox_cuts():
     rnd = random.Random(7)
     lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
