@@ -18,12 +18,13 @@ to no message; each message keeps its own envelope line (the parser and
 message is cut at ``max_message_bytes`` (64 MiB by default: far beyond what
 the tokenizer reads of a message).
 
-This module imports only :mod:`re`: ``spamnb classify`` reads mbox input
+This module imports only :mod:`io` and :mod:`re`: ``spamnb classify`` reads mbox input
 through it and must start fast.
 """
 
 from __future__ import annotations
 
+import io
 import re
 
 __all__ = ["is_mbox_start", "iter_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
@@ -49,7 +50,45 @@ def is_envelope(line):
 def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
     """The messages (bytes, each with its envelope line) of an mbox read from
     the binary file object ``stream``, one at a time.  An envelope line with
-    nothing after it (before the next one) is no message and is not yielded."""
+    nothing after it (before the next one) is no message and is not yielded.
+
+    An ``io.BytesIO`` (a file read whole) is cut at :func:`message_starts`
+    (a search for ``From`` lines) instead of line by line: the same messages,
+    3-8x faster."""
+    if type(stream) is io.BytesIO:
+        yield from _iter_mbox_bytes(stream, max_message_bytes)
+    else:
+        yield from _iter_mbox_lines(stream, max_message_bytes)
+
+
+def _iter_mbox_bytes(stream, max_message_bytes):
+    position = stream.tell()
+    data = stream.getvalue()
+    stream.seek(0, io.SEEK_END)
+    if position:
+        data = data[position:]
+    if data[:5] != b"From ":
+        yield from _iter_mbox_lines(io.BytesIO(data), max_message_bytes)
+        return
+    starts = list(message_starts(data))
+    starts.append(len(data))
+    for start, end in zip(starts, starts[1:]):
+        if end - start > max_message_bytes:   # cut at the limit as the line loop cuts it
+            yield from _iter_mbox_lines(io.BytesIO(data[start:end]), max_message_bytes)
+            continue
+        # what the line loop does at the next start (or at the end): drop the
+        # last line if blank (as readline(_MAX_LINE) cut it), then keep the
+        # message if more than its envelope line is left
+        previous = data.rfind(b"\n", start, end - 1) + 1 or start
+        last = previous + _MAX_LINE * ((end - previous - 1) // _MAX_LINE)
+        stop = last if data[last:end] in _BLANK else end
+        first = data.find(b"\n", start, start + _MAX_LINE)
+        first = start + _MAX_LINE if first < 0 else first + 1
+        if stop > min(first, end):
+            yield data[start:stop]
+
+
+def _iter_mbox_lines(stream, max_message_bytes):
     pieces = []
     size = 0
     line_start = True      # the next piece begins a line (readline may cut long lines)

@@ -155,6 +155,28 @@ def test_message_starts_cut_where_iter_mbox_cuts():
     assert list(message_starts(b"Subject: not an mbox\n")) == []
 
 
+def test_iter_mbox_over_bytes_cuts_as_the_line_loop():
+    """An mbox in memory (io.BytesIO) is cut at message_starts, not line by
+    line: the same messages, with long lines, CRLF, missing blank lines, an
+    envelope line alone, a message cut at max_message_bytes, a stream read
+    from the middle."""
+    from spamnb.mbox import _iter_mbox_lines
+
+    rnd = random.Random(11)
+    lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
+             b"body text\n", b"From x  Sat Jan  3 01:05:34 1996 +0000\r\n", b"X" * (_MAX_LINE - 1) + b"\n",
+             b"X" * _MAX_LINE + b"\n", b"X" * (_MAX_LINE + 1) + b"\n", b"From  \n", b"From"]
+    for _ in range(1500):
+        data = rnd.choice([b"From s@x Mon Nov 23 10:40:20 2026\n", b"", b"From x\n"]) + b"".join(
+            rnd.choice(lines) for _ in range(rnd.randint(0, 25)))
+        for limit in (1 << 26, 100):
+            assert list(iter_mbox(io.BytesIO(data), limit)) == list(_iter_mbox_lines(io.BytesIO(data), limit))
+        stream = io.BytesIO(b"head" + data)
+        assert stream.read(4) == b"head"
+        assert list(iter_mbox(stream)) == list(_iter_mbox_lines(io.BytesIO(data), 1 << 26))
+        assert stream.read() == b""
+
+
 def write_mbox(path, messages):
     with open(path, "wb") as f:
         for data in messages:
