@@ -44,7 +44,7 @@ from spamnb.verdict import logit as _logit
 from spamnb.verdict import probability as _probability
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
-           "fold_of", "FoldModels", "held_out_log_odds", "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
+           "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled", "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
 
 DEFAULT_TARGET_FPR = 0.001
 DEFAULT_MAX_UNSURE = 0.05
@@ -261,16 +261,48 @@ def held_out_log_odds(models, tokenizer, messages):
     order of the messages and the ``(n_folds, 2)`` numbers of ham and spam
     per fold (int64; what the counting pass counted, if the corpus did not
     change)."""
+    stream = tokenizer.stream
+    n_folds = models.n_folds
+    return _held_out(models, ((fold_of(data, n_folds), is_spam, stream(data).hashes) for data, is_spam in messages))
+
+
+def spill(out, hashes, is_spam, fold):
+    """Write one message's record for :func:`held_out_spilled` to the binary
+    file ``out``: its token ``hashes`` (``array('Q')``), class and fold."""
+    out.write((len(hashes) | int(bool(is_spam)) << 32 | fold << 40).to_bytes(8, "little"))
+    out.write(hashes)
+
+
+def held_out_spilled(models, path):
+    """:func:`held_out_log_odds` of the messages :func:`spill` wrote to the
+    file at ``path`` (the counting pass's token hashes: the corpus is not
+    read or tokenized again)."""
+    def records(f):
+        read = f.read
+        while True:
+            head = read(8)
+            if not head:
+                return
+            word = int.from_bytes(head, "little")
+            n = word & 0xFFFFFFFF
+            hashes = read(8 * n)
+            if len(head) != 8 or len(hashes) != 8 * n or (word >> 40) >= models.n_folds:
+                raise ValueError(f"{path}: a damaged record")
+            yield word >> 40, (word >> 32) & 0xFF, memoryview(hashes).cast("Q")
+
+    with open(path, "rb", buffering=1 << 20) as f:
+        return _held_out(models, records(f))
+
+
+def _held_out(models, records):
     import numpy as np
 
     scores = (array("d"), array("d"))
     per_fold = np.zeros((models.n_folds, 2), dtype=np.int64)
-    stream = tokenizer.stream
-    n_folds = models.n_folds
-    for data, is_spam in messages:
-        fold = fold_of(data, n_folds)
+    log_odds = models.log_odds
+    for fold, is_spam, hashes in records:
         spam = int(bool(is_spam))
-        scores[spam].append(models.log_odds(fold, stream(data).hashes))
+        scores[spam].append(log_odds(fold, hashes))
         per_fold[fold, spam] += 1
     return np.frombuffer(scores[0], dtype=np.float64), np.frombuffer(scores[1], dtype=np.float64), per_fold
 

@@ -45,7 +45,7 @@ from collections import deque, namedtuple
 
 __all__ = ["Counts", "available_cores", "plan_training", "plan_scoring", "partitions", "counting_spec",
            "count_partition", "count_messages", "merge_counts", "tree_reduce", "tree_levels", "fit_counts", "fit",
-           "train", "score_folds", "Workers", "CorpusChanged", "classify_batch", "add_arguments"]
+           "train", "score_spilled", "Workers", "CorpusChanged", "classify_batch", "add_arguments"]
 
 DEFAULT_PARTITION_SIZE = 1000   # messages per partition (~30-50 ms of work each)
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
@@ -501,27 +501,34 @@ def counting_spec(spam_filter):
             "length_norm": float(spam_filter.length_norm)}
 
 
-def count_partition(spec, pieces, strict=False, n_folds=0):
+def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
     """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
-    (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`)."""
+    (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`;
+    ``spill``: the path of the file to write its messages' token hashes to)."""
     from spamnb.corpus import CorpusReport
 
     report = CorpusReport()
     messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
-    return count_messages(spec, messages, n_folds=n_folds), report
+    if spill is None:
+        return count_messages(spec, messages, n_folds=n_folds), report
+    with open(spill, "wb", buffering=1 << 20) as out:
+        return count_messages(spec, messages, n_folds=n_folds, spill=out), report
 
 
-def count_messages(spec, messages, day=None, n_folds=0):
+def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     """The :class:`Counts` of ``(message, is_spam)`` pairs (a message: bytes,
     a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
     counts (``spec``: :func:`counting_spec`); every token seen on ``day``
     (default today).  ``n_folds`` > 0 also counts each message into its
     cross-validation fold's rows (:func:`spamnb.calibrate.fold_of`), for the
-    calibration; the model's rows are the same either way."""
+    calibration; the model's rows are the same either way.  ``spill``: a
+    binary file to write each message's token hashes, class and fold to
+    (:func:`spamnb.calibrate.spill`; needs ``n_folds``), for the calibration's
+    scoring pass."""
     import numpy as np
 
     from spamnb.ages import today
-    from spamnb.calibrate import fold_of
+    from spamnb.calibrate import fold_of, spill as spill_record
     from spamnb.filter import COUNT_TRANSFORMS, message_bytes
     from spamnb.vocabulary import Vocabulary
     from spamnb.wordcounts import WordCounts
@@ -535,11 +542,14 @@ def count_messages(spec, messages, day=None, n_folds=0):
     folds = WordCounts(1.0, "mle", 2 * n_folds) if n_folds else None
     for data, is_spam in messages:
         data = message_bytes(data)
-        indices = vocabulary.add(stream(data))
+        tokens = stream(data)
+        indices = vocabulary.add(tokens)
         add(indices, int(bool(is_spam)), transform, 1, vocabulary.n_features, length)
         if folds is not None:
-            folds.add(indices, 2 * fold_of(data, n_folds) + int(bool(is_spam)), transform, 1,
-                      vocabulary.n_features, length)
+            fold = fold_of(data, n_folds)
+            folds.add(indices, 2 * fold + int(bool(is_spam)), transform, 1, vocabulary.n_features, length)
+            if spill is not None:
+                spill_record(spill, tokens.hashes, is_spam, fold)
     counts = Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
     if folds is not None:
         folds.resize(vocabulary.n_features)
@@ -682,14 +692,23 @@ def _merge_reports(total, report):
 
 
 def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
-               report=None, strict=False, n_folds=0, workers=None, progress=None):
+               report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None):
     """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`;
     ``n_folds``: as :func:`count_messages`; ``workers``: a :class:`Workers`
-    to run on instead of ``n_jobs`` new ones)."""
+    to run on instead of ``n_jobs`` new ones; ``spills``: ``(folder, paths)``,
+    each partition's token hashes spilled to a file in ``folder``, its path
+    appended to the list ``paths``)."""
     from spamnb.corpus import CorpusReport
 
     report = CorpusReport() if report is None else report
-    jobs = ((spec, part, strict, n_folds) for part in partitions(pieces, partition_size))
+
+    def spill(i):
+        if spills is None:
+            return None
+        spills[1].append(os.path.join(spills[0], f"part-{i:09d}"))
+        return spills[1][-1]
+
+    jobs = ((spec, part, strict, n_folds, spill(i)) for i, part in enumerate(partitions(pieces, partition_size)))
 
     def counted(workers):
         for part_counts, part_report in workers.run_ordered(count_partition, jobs):
@@ -730,22 +749,29 @@ class CorpusChanged(ValueError):
 _FOLD_MODELS = {}
 
 
-def score_folds(models, spec, pieces, strict=False):
-    """The calibration's scoring pass over one partition: each message scored by
-    its fold's model (:func:`spamnb.calibrate.held_out_log_odds`); ``models`` a
-    :class:`~spamnb.calibrate.FoldModels`, or the folder it was saved to
-    (mapped once per worker)."""
-    from spamnb.calibrate import FoldModels, held_out_log_odds
-    from spamnb.corpus import CorpusReport
+def _fold_models(models):
+    """A :class:`~spamnb.calibrate.FoldModels`, or the folder it was saved to (mapped once per worker)."""
+    from spamnb.calibrate import FoldModels
 
-    if isinstance(models, str):
-        folder = models
-        models = _FOLD_MODELS.get(folder)
-        if models is None:
-            _FOLD_MODELS.clear()
-            models = _FOLD_MODELS[folder] = FoldModels.load(folder)
-    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, CorpusReport(), strict))
-    return held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)
+    if not isinstance(models, str):
+        return models
+    found = _FOLD_MODELS.get(models)
+    if found is None:
+        _FOLD_MODELS.clear()
+        found = _FOLD_MODELS[models] = FoldModels.load(models)
+    return found
+
+
+def score_spilled(models, path):
+    """The calibration's scoring pass over one partition's spill file (its token
+    hashes, written by the counting pass: :func:`spamnb.calibrate.held_out_spilled`),
+    removed once scored."""
+    from spamnb.calibrate import held_out_spilled
+
+    try:
+        return held_out_spilled(_fold_models(models), path)
+    finally:
+        os.unlink(path)
 
 
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
@@ -763,17 +789,21 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     :func:`~spamnb.calibrate.from_scores` options (``target_fpr``,
     ``max_unsure``, ``margin``, ``min_ham``, ``min_spam``).  The counting pass
     also counts each message into its cross-validation fold
-    (:func:`spamnb.calibrate.fold_of`); a second reading of the corpus scores
-    each message by its fold's model (the counts minus the fold's:
-    :class:`~spamnb.calibrate.FoldModels`), on the same workers, keeping one
-    float per message.  Memory: the vocabulary times ``2 + 4 * n_folds``
-    floats, plus 8 bytes a message; no matrix of the corpus.
+    (:func:`spamnb.calibrate.fold_of`) and spills its token hashes to a
+    temporary file (one per partition; 8 bytes a token, removed as scored);
+    the scoring pass, on the same workers, scores each message's hashes by
+    its fold's model (the counts minus the fold's:
+    :class:`~spamnb.calibrate.FoldModels`), keeping one float per message.
+    Memory: the vocabulary times ``2 + 4 * n_folds`` floats (counts and fold
+    models), plus 8 bytes a message; no matrix of the corpus.
 
     ``dask``: a scheduler address; the counting runs there
-    (:func:`spamnb.dask.count_corpus`), the scoring pass here.  Raises
-    :class:`CorpusChanged` when the second reading finds other messages per
-    fold and class than the first counted.
+    (:func:`spamnb.dask.count_corpus`), the scoring pass here, reading the
+    corpus again; :class:`CorpusChanged` when it finds other messages per
+    fold and class than were counted.
     """
+    import tempfile
+
     import numpy as np
 
     from spamnb import calibrate
@@ -789,12 +819,12 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     folds = n_folds if calibration is not None else 0
     spec = counting_spec(spam_filter)
     report = CorpusReport() if report is None else report
-    with Workers(1 if dask else n_jobs) as workers:
-        one = workers.n_jobs == 1
-        plan_size = None if one and not dask else partition_size
+    with Workers(1 if dask else n_jobs) as workers, tempfile.TemporaryDirectory(prefix="spamnb-train-") as work:
+        one = workers.n_jobs == 1 and not dask
+        spills = (work, []) if folds and not dask else None
 
         def plan(report):
-            return plan_training(trees, spam, ham, report, strict, plan_size)
+            return plan_training(trees, spam, ham, report, strict, None if one else partition_size)
 
         if dask:
             from spamnb import dask as spamnb_dask
@@ -803,11 +833,17 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
                                               fan_in=fan_in, report=report, strict=strict, n_folds=folds)
         elif one:
             messages = ((data, is_spam) for _name, data, is_spam in _messages(plan(report), report, strict))
-            merged = count_messages(spec, messages if progress is None else progress.wrap(messages, "counting"),
-                                    n_folds=folds)
+            if progress is not None:
+                messages = progress.wrap(messages, "counting")
+            if spills is None:
+                merged = count_messages(spec, messages)
+            else:
+                spills[1].append(os.path.join(work, "all"))
+                with open(spills[1][0], "wb", buffering=1 << 20) as out:
+                    merged = count_messages(spec, messages, n_folds=folds, spill=out)
         else:
             merged = fit_counts(plan(report), spec, partition_size=partition_size, fan_in=fan_in, report=report,
-                                strict=strict, n_folds=folds, workers=workers, progress=progress)
+                                strict=strict, n_folds=folds, workers=workers, progress=progress, spills=spills)
         fold_class_count, fold_feature_count = merged.folds() if folds else (None, None)
         merged.to_filter(spam_filter)
         if calibration is None:
@@ -820,19 +856,20 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
             return spam_filter, fixed
         models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
         del merged, fold_feature_count
-        if one:
-            messages = ((data, is_spam) for _n, data, is_spam in _messages(plan(CorpusReport()), CorpusReport(), strict))
-            ham, spam_scores, per_fold = calibrate.held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)
+        if dask:
+            messages = ((data, is_spam) for _n, data, is_spam in _messages(plan(CorpusReport()), CorpusReport(),
+                                                                           strict))
+            parts = [calibrate.held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)]
+        elif one:
+            parts = [score_spilled(models, spills[1][0])]
         else:
-            import tempfile
-
-            with tempfile.TemporaryDirectory(prefix="spamnb-folds-") as folder:
-                models.save(folder)
-                jobs = ((folder, spec, part, strict) for part in partitions(plan(CorpusReport()), partition_size))
-                parts = list(workers.run_ordered(score_folds, jobs))
-            ham = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
-            spam_scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
-            per_fold = sum((p[2] for p in parts), np.zeros((n_folds, 2), dtype=np.int64))
+            folder = os.path.join(work, "folds")
+            os.mkdir(folder)
+            models.save(folder)
+            parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1])))
+    ham = np.concatenate([p[0] for p in parts])
+    spam_scores = np.concatenate([p[1] for p in parts])
+    per_fold = sum((p[2] for p in parts), np.zeros((n_folds, 2), dtype=np.int64))
     if not np.array_equal(per_fold, fold_class_count):
         raise CorpusChanged("other messages on the second reading")
     keys = ("target_fpr", "max_unsure", "margin")

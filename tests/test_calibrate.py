@@ -1,6 +1,7 @@
 """spamnb.calibrate: cutoffs from cross-validation inside the training mail."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -140,13 +141,22 @@ def test_streaming_fold_scores_are_fold_log_odds(sample, params):
     np.testing.assert_allclose(spam, expected[y], rtol=1e-9, atol=1e-9)
     assert per_fold.tolist() == counts.folds()[0].astype(int).tolist()
     assert per_fold.sum() == len(y) and per_fold[:, 1].sum() == y.sum()
-    # saved and mapped (what the workers load): the same scores
+    # saved and mapped (what the workers load), and the spilled token hashes
+    # (what the counting pass writes): the same scores
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         loaded = calibrate.FoldModels.load(models.save(folder))
-        again = calibrate.held_out_log_odds(loaded, spam_filter.tokenizer_, zip(messages, y))
+        spill = os.path.join(folder, "spill")
+        with open(spill, "wb") as out:
+            parallel.count_messages(spec, zip(messages, y), n_folds=5, spill=out)
+        again = calibrate.held_out_spilled(loaded, spill)
         assert np.array_equal(again[0], ham) and np.array_equal(again[1], spam)
+        assert np.array_equal(again[2], per_fold)
+        with open(spill, "r+b") as f:
+            f.truncate(os.path.getsize(spill) - 3)
+        with pytest.raises(ValueError, match="damaged"):
+            calibrate.held_out_spilled(loaded, spill)
         del loaded
 
 
