@@ -47,7 +47,7 @@ __all__ = ["Counts", "available_cores", "plan_training", "plan_scoring", "partit
            "count_partition", "count_messages", "merge_counts", "tree_reduce", "tree_levels", "fit_counts", "fit",
            "train", "score_spilled", "Workers", "CorpusChanged", "classify_batch", "add_arguments"]
 
-DEFAULT_PARTITION_SIZE = 1000   # messages per partition (~30-50 ms of work each)
+DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
 
 
@@ -218,11 +218,16 @@ class _Tokens:
 class _Sum:
     """Counts added one at a time, by token, folded left to right: what
     :func:`merge_counts` does to a list, holding one running total instead of
-    the list.  One part added is the result as it is."""
+    the list.  One part added is the result as it is.
+
+    Each part's counts are added into the total's columns of its tokens
+    (``total[:, index] += part``; a part's tokens are distinct, so each
+    count is one addition, in the order of the parts): the work is the
+    part's size, not the total's; the total grows by doubling."""
 
     def __init__(self):
         self.n = 0
-        self.first = self.vocabulary = self.total = self.days = None
+        self.first = self.vocabulary = self.total = self.days = self.class_count = None
 
     def __len__(self):
         return self.n
@@ -233,35 +238,37 @@ class _Sum:
             self.first = part
             return
         if self.n == 2:
+            import numpy as np
+
             from spamnb.vocabulary import Vocabulary
-            from spamnb.wordcounts import WordCounts
 
             first, self.first = self.first, None
             self.vocabulary = Vocabulary()
-            self.total = WordCounts(1.0, "mle", len(first.class_count))  # alpha, prior: no part in adding
-            self.days = array("i")
+            n_classes = len(first.class_count)
+            self.total = np.zeros((n_classes, max(1024, 2 * first.n_features)))
+            self.days = np.zeros(self.total.shape[1], dtype=np.int32)
+            self.class_count = np.zeros(n_classes)
             self._add(first)
         self._add(part)
 
     def _add(self, part):
         import numpy as np
 
-        from spamnb.wordcounts import WordCounts
-
-        n_classes = self.total.n_classes
-        if len(part.class_count) != n_classes:
+        if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
         index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
         index = np.frombuffer(index, dtype=np.int32)
-        # the part renumbered as the total: its tokens at their indices there, zeros elsewhere
-        aligned = np.zeros((n_classes, self.vocabulary.n_features))
-        aligned[:, index] = part.feature_count
-        self.days.frombytes(bytes(4 * (self.vocabulary.n_features - len(self.days))))
-        days = np.frombuffer(self.days, dtype=np.int32)
-        days[index] = np.maximum(days[index], part.last_seen)
-        renumbered = array("d")
-        renumbered.frombytes(aligned.tobytes())
-        self.total.merge(WordCounts.from_arrays(1.0, "mle", part.class_count.tolist(), renumbered))
+        n = self.vocabulary.n_features
+        if n > self.total.shape[1]:
+            capacity = max(n, 2 * self.total.shape[1])
+            total = np.zeros((self.total.shape[0], capacity))
+            total[:, :self.total.shape[1]] = self.total
+            days = np.zeros(capacity, dtype=np.int32)
+            days[:self.days.size] = self.days
+            self.total, self.days = total, days
+        self.total[:, index] += part.feature_count
+        self.days[index] = np.maximum(self.days[index], part.last_seen)
+        self.class_count += part.class_count
 
     def result(self):
         if self.n == 0:
@@ -270,7 +277,10 @@ class _Sum:
             return self.first
         import numpy as np
 
-        return Counts.from_word_counts(self.vocabulary, self.total, np.frombuffer(self.days, dtype=np.int32))
+        n = self.vocabulary.n_features
+        blob, offsets = self.vocabulary.string_table()
+        return Counts(self.vocabulary.hashes(), np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy())
 
 
 class _Gather:
@@ -421,9 +431,17 @@ def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partitio
         if not os.path.isdir(root):
             yield from _file_pieces(root, os.path.basename(root), root_is_spam, partition_size)
             continue
+        prefix, labels = os.path.join(root, ""), {}   # the walk's paths start with root: no relpath calls
         for path in corpus.walk_files(root, report, strict, "skip" if is_spam is False else "read"):
-            relpath = os.path.relpath(path, root).replace(os.sep, "/")
-            label = corpus.tree_label(relpath, root_is_spam) if is_spam is None else is_spam
+            relpath = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
+            if os.sep != "/":
+                relpath = relpath.replace(os.sep, "/")
+            label = is_spam
+            if label is None:   # by folder names: one label per folder
+                folder = relpath.rpartition("/")[0]
+                label = labels.get(folder)
+                if label is None:
+                    label = labels[folder] = corpus.tree_label(relpath, root_is_spam)
             yield from _file_pieces(path, relpath, label, partition_size)
 
 
