@@ -799,7 +799,9 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
 
     Returns ``(spam_filter, calibration)``: ``spam_filter`` (default
     ``SpamFilter()``) fitted as :func:`fit` fits it (``n_jobs`` 1: in this
-    process, one message at a time, the counts of ``SpamFilter.fit``), and
+    process, one message at a time, the counts of ``SpamFilter.fit``; any
+    other ``n_jobs``, 0 on a one-core machine included: by partitions, the
+    model of every ``n_jobs`` != 1), and
     the :class:`~spamnb.calibrate.Calibration` of its cutoffs (not applied),
     or None when ``calibration`` is None.
 
@@ -838,7 +840,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     spec = counting_spec(spam_filter)
     report = CorpusReport() if report is None else report
     with Workers(1 if dask else n_jobs) as workers, tempfile.TemporaryDirectory(prefix="spamnb-train-") as work:
-        one = workers.n_jobs == 1 and not dask
+        one = n_jobs == 1 and not dask   # asked for -j 1 (-j 0 on one core: partitions, here)
         spills = (work, []) if folds and not dask else None
 
         def plan(report):
