@@ -839,7 +839,8 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     folds = n_folds if calibration is not None else 0
     spec = counting_spec(spam_filter)
     report = CorpusReport() if report is None else report
-    with Workers(1 if dask else n_jobs) as workers, tempfile.TemporaryDirectory(prefix="spamnb-train-") as work:
+    # the workers stop (their spill files closed) before the folder goes
+    with tempfile.TemporaryDirectory(prefix="spamnb-train-") as work, Workers(1 if dask else n_jobs) as workers:
         one = n_jobs == 1 and not dask   # asked for -j 1 (-j 0 on one core: partitions, here)
         spills = (work, []) if folds and not dask else None
 
