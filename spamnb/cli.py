@@ -191,6 +191,10 @@ def cmd_train(args):
     if not (args.dirs or args.spam or args.ham):
         raise UsageError("spamnb train: give a corpus folder, or --spam/--ham paths")
     started = time.perf_counter()
+    if args.jobs != 1 and not args.dask and not args.feature_weight:
+        from spamnb.parallel import warm_up
+
+        warm_up(args.jobs)   # the workers' forkserver starts while this process imports and plans
     settings = _settings(args)
     report = CorpusReport()
     params = {k: v for k, v in (("alpha", args.alpha), ("counts", args.counts), ("prior", args.prior),
@@ -424,6 +428,7 @@ def _classify_batch(args):
     if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
         from spamnb import parallel
 
+        parallel.warm_up(args.jobs)   # the workers' forkserver starts while the model loads
         spam_filter = _load(args)
         try:
             n_errors = parallel.classify_batch(_model_path(args), _batch_paths(args),

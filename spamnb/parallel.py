@@ -45,7 +45,7 @@ from collections import deque, namedtuple
 
 __all__ = ["Counts", "available_cores", "plan_training", "plan_scoring", "partitions", "counting_spec",
            "count_partition", "count_messages", "merge_counts", "tree_reduce", "tree_levels", "fit_counts", "fit",
-           "train", "score_spilled", "Workers", "CorpusChanged", "classify_batch", "add_arguments"]
+           "train", "score_spilled", "Workers", "warm_up", "CorpusChanged", "classify_batch", "add_arguments"]
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
@@ -202,17 +202,24 @@ class _Tokens:
         c = self.counts
         pos = np.frombuffer(positions, dtype=np.int32)[:count]
         self.new = pos.copy()
-        starts = c.offsets[pos].astype(np.int64)
-        lengths = c.offsets[pos + 1].astype(np.int64) - starts
-        ends = np.cumsum(lengths)
-        total = int(ends[-1]) if count else 0
-        if total:
-            source = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+        if count and count == c.n_features and pos[0] == 0 and (np.diff(pos) == 1).all():
+            # every token new, in order (a first part, a filter built): the strings as they are
             base = len(blob)
-            blob += np.frombuffer(c.strings, dtype=np.uint8)[source].tobytes()
-        else:
+            blob += c.strings
+            offsets.frombytes((c.offsets[1:].astype(np.int64) + base).astype(np.uint64).tobytes())
+            return
+        strings = np.frombuffer(c.strings, dtype=np.uint8)
+        for chunk in range(0, count, 1 << 16):   # bounded temporaries: a byte index per string byte
+            part = pos[chunk:chunk + (1 << 16)]
+            starts = c.offsets[part].astype(np.int64)
+            lengths = c.offsets[part + 1].astype(np.int64) - starts
+            ends = np.cumsum(lengths)
             base = len(blob)
-        offsets.frombytes((ends + base).astype(np.uint64).tobytes())
+            total = int(ends[-1]) if part.size else 0
+            if total:
+                source = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+                blob += strings[source].tobytes()
+            offsets.frombytes((ends + base).astype(np.uint64).tobytes())
 
 
 class _Sum:
@@ -545,6 +552,7 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     scoring pass."""
     import numpy as np
 
+    from spamnb._vocab import add_counts
     from spamnb.ages import today
     from spamnb.calibrate import fold_of, spill as spill_record
     from spamnb.filter import COUNT_TRANSFORMS, message_bytes
@@ -557,23 +565,43 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     vocabulary = Vocabulary()
     word_counts = WordCounts(1.0, "mle", 2)
     add = word_counts.add
-    folds = WordCounts(1.0, "mle", 2 * n_folds) if n_folds else None
+    # the folds' rows (ham and spam of each fold): added to as WordCounts.add adds
+    fold_rows = [array("d") for _ in range(2 * n_folds)]
+    fold_messages = [0.0] * (2 * n_folds)
     for data, is_spam in messages:
         data = message_bytes(data)
         tokens = stream(data)
         indices = vocabulary.add(tokens)
-        add(indices, int(bool(is_spam)), transform, 1, vocabulary.n_features, length)
-        if folds is not None:
+        n_features = vocabulary.n_features
+        add(indices, int(bool(is_spam)), transform, 1, n_features, length)
+        if n_folds:
             fold = fold_of(data, n_folds)
-            folds.add(indices, 2 * fold + int(bool(is_spam)), transform, 1, vocabulary.n_features, length)
+            k = 2 * fold + int(bool(is_spam))
+            row = fold_rows[k]
+            if len(row) < n_features:
+                row.frombytes(bytes(8 * (n_features - len(row))))
+            add_counts(indices, row, transform, 1.0, length)
+            fold_messages[k] += 1.0
             if spill is not None:
                 spill_record(spill, tokens.hashes, is_spam, fold)
-    counts = Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
-    if folds is not None:
-        folds.resize(vocabulary.n_features)
-        counts.class_count = np.concatenate([counts.class_count, np.asarray(folds.class_count_, dtype=np.float64)])
-        counts.feature_count = np.vstack([counts.feature_count, folds.matrix()])
-    return counts
+    if not n_folds:
+        return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
+    # one matrix for the model's rows and the folds', each row copied once and dropped
+    n = vocabulary.n_features
+    matrix = np.zeros((2 + 2 * n_folds, n))
+    word_counts.resize(n)
+    matrix[:2] = word_counts.matrix()
+    class_count = [*word_counts.class_count_, *fold_messages]
+    word_counts = add = None
+    for k in range(2 * n_folds):
+        row, fold_rows[k] = fold_rows[k], None
+        matrix[2 + k, :len(row)] = np.frombuffer(row, dtype=np.float64)
+        del row
+    hashes = vocabulary.hashes()
+    blob, offsets = vocabulary.string_table()
+    return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                  np.array(class_count, dtype=np.float64), matrix,
+                  np.full(n, today() if day is None else day, dtype=np.int32))
 
 
 _MODELS = {}
@@ -638,12 +666,49 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
 
 
 # ---------------------------------------------------------------------------- driving
+_PRELOAD = ["spamnb.parallel", "spamnb.filter", "spamnb.calibrate", "spamnb.tokenizer", "numpy"]
+
+
+def warm_up(n_jobs=None):
+    """Start the forkserver the workers come from (it imports numpy and spamnb
+    once), in the background, when ``n_jobs`` asks for workers: called first
+    thing, its start-up overlaps this process's own imports and planning."""
+    if n_jobs == 1 or _start_method() != "forkserver":
+        return
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(_PRELOAD)
+    forkserver.ensure_running()   # spawns the server and returns; workers are forked once it is up
+
+
+def _start_method():
+    """"fork" where this process may fork safely (Linux, no other Python thread:
+    the workers start at once with what this process has imported; the pool
+    forks them all before its own threads start), else "forkserver"."""
+    import multiprocessing
+    import threading
+
+    if os.environ.get("SPAMNB_START_METHOD") in ("fork", "forkserver", "spawn"):
+        return os.environ["SPAMNB_START_METHOD"]
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return "fork"
+    return "forkserver"
+
+
 def _executor(n_jobs, initializer=None, initargs=()):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["spamnb.parallel", "spamnb.filter", "spamnb.tokenizer", "numpy"])
+    method = _start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(_PRELOAD)
+    else:   # what the workers need, imported once here before they fork
+        import importlib
+
+        for name in _PRELOAD:
+            importlib.import_module(name)
     return ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=initializer, initargs=initargs)
 
 
@@ -658,6 +723,8 @@ class Workers:
         self.pool = None
 
     def __enter__(self):
+        if self.n_jobs > 1:
+            warm_up(self.n_jobs)
         return self
 
     def __exit__(self, *exc):
