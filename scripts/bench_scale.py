@@ -50,8 +50,8 @@ def summary(seconds, n):
 
 
 def tree_stats(pid):
-    """``(resident bytes, {pid: CPU seconds})`` of a process and all its
-    descendants (from /proc)."""
+    """``(bytes in memory, {pid: CPU seconds})`` of a process and all its
+    descendants (from /proc; memory: the sum of their proportional set sizes)."""
     children, cpu = {}, {}
     tick = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
@@ -66,26 +66,35 @@ def tree_stats(pid):
     total, todo, seen = 0, [pid], {}
     while todo:
         p = todo.pop()
-        try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-        except OSError:
-            pass
+        total += _pss(p)
         if p in cpu:
             seen[p] = cpu[p]
         todo.extend(children.get(p, ()))
     return total, seen
 
 
+def _pss(pid):
+    """A process's proportional set size (its private pages, and its share of
+    the pages it shares: workers forked from a parent share its imports), or
+    its resident size where /proc has no smaps_rollup."""
+    for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                for line in f:
+                    if line.startswith(key):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return 0
+
+
 def tree_rss(pid):
-    """Resident bytes of a process and all its descendants (from /proc)."""
+    """Bytes in memory of a process and all its descendants (the sum of their PSS)."""
     return tree_stats(pid)[0]
 
 
 def peak_tree_rss(argv, env=None, cwd=None):
-    """Run ``argv``; returns (seconds, peak RSS of its process tree, CPU seconds
+    """Run ``argv``; returns (seconds, peak memory (PSS) of its process tree, CPU seconds
     ``{"parent": ..., "workers": ...}`` (the command's own process, and every
     other process of its tree: forkserver and workers; sampled every 50 ms, so
     the last 50 ms of a worker may be missed), stdout)."""
@@ -326,7 +335,7 @@ def memory(corpora, work, scales, jobs, vary=True, train_args=()):
                     "--ham", str(folder / "ham.mbox"), *train_args, "-m", str(folder / f"model-j{j}.spamnb")]
             seconds, peak, cpu, _out = peak_tree_rss(argv, env, work)
             row[f"j{j}"] = {"seconds": round(seconds, 2), "msg_per_s": round(n / seconds),
-                            "peak_tree_rss_mib": round(peak / 2**20, 1), "cpu_s": cpu}
+                            "peak_tree_pss_mib": round(peak / 2**20, 1), "cpu_s": cpu}
         model = SpamFilter.load(folder / f"model-j{jobs[0]}.spamnb")
         row["vocabulary"] = model.vocabulary_.n_features
         row["model_bytes"] = (folder / f"model-j{jobs[0]}.spamnb").stat().st_size
@@ -337,7 +346,7 @@ def memory(corpora, work, scales, jobs, vary=True, train_args=()):
             seconds, peak, cpu, _out = peak_tree_rss(
                 [sys.executable, "-c", code, str(folder / "spam.mbox"), str(folder / "ham.mbox")], env, work)
             row["in_memory_fit"] = {"seconds": round(seconds, 2), "cpu_seconds": cpu["parent"],
-                                    "peak_rss_mib": round(peak / 2**20, 1)}
+                                    "peak_pss_mib": round(peak / 2**20, 1)}
         rows.append(row)
         shutil.rmtree(folder)
     return rows
