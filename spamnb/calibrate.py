@@ -275,8 +275,8 @@ def spill(out, hashes, is_spam, fold):
 
 def held_out_spilled(models, path):
     """:func:`held_out_log_odds` of the messages :func:`spill` wrote to the
-    file at ``path`` (the counting pass's token hashes: the corpus is not
-    read or tokenized again)."""
+    file at ``path`` (or to the open binary file ``path``): the counting
+    pass's token hashes, so the corpus is not read or tokenized again."""
     def records(f):
         read = f.read
         while True:
@@ -290,6 +290,9 @@ def held_out_spilled(models, path):
                 raise ValueError(f"{path}: a damaged record")
             yield word >> 40, (word >> 32) & 0xFF, memoryview(hashes).cast("Q")
 
+    if hasattr(path, "read"):   # an open file, read from its start
+        path.seek(0)
+        return _held_out(models, records(path))
     with open(path, "rb", buffering=1 << 20) as f:
         return _held_out(models, records(f))
 

@@ -889,6 +889,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     corpus again; :class:`CorpusChanged` when it finds other messages per
     fold and class than were counted.
     """
+    import contextlib
     import tempfile
 
     import numpy as np
@@ -906,10 +907,14 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     folds = n_folds if calibration is not None else 0
     spec = counting_spec(spam_filter)
     report = CorpusReport() if report is None else report
-    # the workers stop (their spill files closed) before the folder goes
-    with tempfile.TemporaryDirectory(prefix="spamnb-train-") as work, Workers(1 if dask else n_jobs) as workers:
-        one = n_jobs == 1 and not dask   # asked for -j 1 (-j 0 on one core: partitions, here)
-        spills = (work, []) if folds and not dask else None
+    one = n_jobs == 1 and not dask   # asked for -j 1 (-j 0 on one core: partitions, here)
+    with contextlib.ExitStack() as stack:
+        # one process spills to an unnamed file; workers to files in a folder, which
+        # goes once they have stopped (their files closed)
+        work = None if one or dask or not folds else stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="spamnb-train-"))
+        workers = stack.enter_context(Workers(1 if dask else n_jobs))
+        spills = (work, []) if work is not None else None
 
         def plan(report):
             return plan_training(trees, spam, ham, report, strict, None if one else partition_size)
@@ -923,12 +928,8 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
             messages = ((data, is_spam) for _name, data, is_spam in _messages(plan(report), report, strict))
             if progress is not None:
                 messages = progress.wrap(messages, "counting")
-            if spills is None:
-                merged = count_messages(spec, messages)
-            else:
-                spills[1].append(os.path.join(work, "all"))
-                with open(spills[1][0], "wb", buffering=1 << 20) as out:
-                    merged = count_messages(spec, messages, n_folds=folds, spill=out)
+            spill = stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if folds else None
+            merged = count_messages(spec, messages, n_folds=folds, spill=spill)
         else:
             merged = fit_counts(plan(report), spec, partition_size=partition_size, fan_in=fan_in, report=report,
                                 strict=strict, n_folds=folds, workers=workers, progress=progress, spills=spills)
@@ -949,7 +950,8 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
                                                                            strict))
             parts = [calibrate.held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)]
         elif one:
-            parts = [score_spilled(models, spills[1][0])]
+            spill.flush()
+            parts = [calibrate.held_out_spilled(models, spill)]
         else:
             folder = os.path.join(work, "folds")
             os.mkdir(folder)

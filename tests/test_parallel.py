@@ -155,13 +155,14 @@ def test_message_starts_cut_where_iter_mbox_cuts():
     assert list(message_starts(b"Subject: not an mbox\n")) == []
 
 
-def test_iter_mbox_over_bytes_cuts_as_the_line_loop():
+def test_iter_mbox_over_bytes_cuts_as_the_line_loop(tmp_path):
     """An mbox in memory (io.BytesIO) is cut at message_starts, not line by
     line: the same messages, with long lines, CRLF, missing blank lines, an
     envelope line alone, a message cut at max_message_bytes, a stream read
     from the middle."""
-    from spamnb.mbox import _iter_mbox_lines
+    from spamnb.mbox import _iter_mbox_lines, iter_mbox_range
 
+    path = tmp_path / "box"
     rnd = random.Random(11)
     lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
              b"body text\n", b"From x  Sat Jan  3 01:05:34 1996 +0000\r\n", b"X" * (_MAX_LINE - 1) + b"\n",
@@ -173,8 +174,17 @@ def test_iter_mbox_over_bytes_cuts_as_the_line_loop():
             assert list(iter_mbox(io.BytesIO(data), limit)) == list(_iter_mbox_lines(io.BytesIO(data), limit))
         stream = io.BytesIO(b"head" + data)
         assert stream.read(4) == b"head"
-        assert list(iter_mbox(stream)) == list(_iter_mbox_lines(io.BytesIO(data), 1 << 26))
+        expected = list(_iter_mbox_lines(io.BytesIO(data), 1 << 26))
+        assert list(iter_mbox(stream)) == expected
         assert stream.read() == b""
+        if rnd.random() < 0.2:   # a file (mapped), and shards read whole
+            path.write_bytes(data)
+            for limit in (1 << 26, 100):
+                with open(path, "rb") as f:
+                    assert list(iter_mbox(f, limit)) == list(_iter_mbox_lines(io.BytesIO(data), limit))
+            starts = list(message_starts(data)) + [len(data)]
+            if data.startswith(b"From "):   # shards are cut from an mbox
+                assert [m for a, b in zip(starts, starts[1:]) for m in iter_mbox_range(path, a, b)] == expected
 
 
 def write_mbox(path, messages):
