@@ -191,6 +191,10 @@ def cmd_train(args):
     if not (args.dirs or args.spam or args.ham):
         raise UsageError("spamnb train: give a corpus folder, or --spam/--ham paths")
     started = time.perf_counter()
+    if args.jobs is None:   # not given: every core, or this process for the message features
+        from spamnb.parallel import DEFAULT_JOBS
+
+        args.jobs = 1 if args.feature_weight else DEFAULT_JOBS
     if args.jobs != 1 and not args.dask and not args.feature_weight:
         from spamnb.parallel import warm_up
 

@@ -101,9 +101,9 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="PATH", help="write all figures as JSON")
     parser.add_argument("--plot", metavar="PNG", help="ROC curve (log FPR axis) and score histograms (needs matplotlib)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
-                        help="train and score the folds on N worker processes (default 1: this process; "
-                             "0: every core available); the same figures")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
+                        help="train and score the splits on N worker processes (default: every core "
+                             "available; 1: this process); the same figures")
     return parser
 
 
@@ -336,6 +336,14 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
             rows.append({"name": key, "mean": m, "std": s, "folds": fold_rows})
         result["compare"] = rows
     return result
+
+
+def _default_jobs(jobs):
+    if jobs is not None:
+        return jobs
+    from spamnb.parallel import DEFAULT_JOBS
+
+    return DEFAULT_JOBS
 
 
 def _fold_result(messages, y, params, resolved, train_idx, test_idx):
@@ -578,7 +586,7 @@ def run(args):
     started = time.monotonic()
     try:
         result = evaluate(messages, y, splits, params, compare=args.compare, progress=progress,
-                          n_jobs=getattr(args, "jobs", 1))
+                          n_jobs=_default_jobs(getattr(args, "jobs", None)))
     finally:
         progress.close()
     elapsed = time.monotonic() - started

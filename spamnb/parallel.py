@@ -49,6 +49,10 @@ __all__ = ["Counts", "available_cores", "plan_training", "plan_scoring", "partit
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
+# -j of ``spamnb train`` and ``spamnb evaluate`` when not given: 0, every core
+# available (docs/scale.md: faster than -j 1 on an idle two-core machine, from
+# the shared corpus up; ``classify --batch`` keeps 1: it answers each path at once).
+DEFAULT_JOBS = 0
 
 
 def available_cores():
@@ -1005,9 +1009,13 @@ def _jobs(text):
 def add_arguments(parser, command):
     """Register ``-j/--jobs`` (and, for ``train``, ``--dask`` and
     ``--partition-size``) on a subcommand's parser (``train``, ``classify``)."""
-    parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
-                        help="worker processes (default 1: this process; 0: every core available; "
-                             "see docs/scale.md)")
+    if command == "train":
+        jobs_help = (f"worker processes (default {DEFAULT_JOBS}: every core available; 1 with "
+                     "--feature-weight; 1: this process, the model of SpamFilter.fit; see docs/scale.md)")
+    else:   # a batch answers each path at once in this process; -j N answers a partition at a time
+        jobs_help = "worker processes (default 1: this process; 0: every core available; see docs/scale.md)"
+    parser.add_argument("-j", "--jobs", type=_jobs, default=None if command == "train" else 1, metavar="N",
+                        help=jobs_help)
     parser.add_argument("--partition-size", type=int, default=DEFAULT_PARTITION_SIZE, metavar="N",
                         help=f"messages per partition with -j (default {DEFAULT_PARTITION_SIZE}"
                              + ("; the model depends on it, not on -j)" if command == "train" else ")"))

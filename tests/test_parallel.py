@@ -330,6 +330,10 @@ def test_cli_errors_are_one_line(tmp_path):
     assert proc.returncode == 64
     proc = run(["train", "-j", "2", "--feature-weight", "1", SAMPLE], tmp_path)
     assert proc.returncode == 64 and "-j 1" in proc.stderr.decode()
+    # -j not given: every core, but the message features are counted in this process
+    proc = run(["train", "-q", "--feature-weight", "1", "-m", tmp_path / "features", SAMPLE], tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert SpamFilter.load(tmp_path / "features").features_ is not None
 
 
 @pytest.mark.slow
