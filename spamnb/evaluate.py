@@ -293,7 +293,7 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     """
     import numpy as np
 
-    from spamnb import metrics, verdict
+    from spamnb import metrics
     from spamnb.filter import SpamFilter
 
     y = np.asarray(y, dtype=bool)

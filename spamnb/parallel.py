@@ -690,7 +690,6 @@ def _start_method():
     """"fork" where this process may fork safely (Linux, no other Python thread:
     the workers start at once with what this process has imported; the pool
     forks them all before its own threads start), else "forkserver"."""
-    import multiprocessing
     import threading
 
     if os.environ.get("SPAMNB_START_METHOD") in ("fork", "forkserver", "spawn"):
