@@ -26,9 +26,16 @@ the model file is byte-identical for every number of workers (and for
 :func:`spamnb.dask.fit` with the same partitions).
 
 Processes, not threads: the parser and tokenizer hold the GIL (only the
-counting kernels release it).  Workers come from a ``forkserver`` that has
-imported this module once; a partition's counts come back as a handful of
-flat arrays (one buffer each on the pipe), never a Python object per token.
+counting kernels release it).  Workers are forked from this process where
+that is safe (Linux, one Python thread), else they come from a
+``forkserver`` that has imported this module once; a partition's counts
+come back as a handful of flat arrays (one buffer each on the pipe), never a
+Python object per token.
+
+:func:`train` (``spamnb train``) also chooses the cutoffs: the counting pass
+counts each message into its cross-validation fold too and spills its token
+hashes; a scoring pass on the same workers scores them by the fold models
+(:mod:`spamnb.calibrate`).  The corpus is read once.
 
 Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
 and one running total per level of the tree (each at most the vocabulary);
