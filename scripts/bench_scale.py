@@ -49,50 +49,69 @@ def summary(seconds, n):
             "msg_per_s_median": round(n / median), "runs": len(seconds)}
 
 
-def tree_rss(pid):
-    """Resident bytes of a process and all its descendants (from /proc)."""
-    children = {}
+def tree_stats(pid):
+    """``(bytes in memory, {pid: CPU seconds})`` of a process and all its
+    descendants (from /proc; memory: the sum of their proportional set sizes)."""
+    children, cpu = {}, {}
+    tick = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    fields = f.read().rsplit(")", 1)[1].split()
             except (OSError, IndexError, ValueError):
                 continue
-            children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [pid]
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo, seen = 0, [pid], {}
     while todo:
         p = todo.pop()
-        try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-        except OSError:
-            pass
+        total += _pss(p)
+        if p in cpu:
+            seen[p] = cpu[p]
         todo.extend(children.get(p, ()))
-    return total
+    return total, seen
 
 
-def peak_tree_rss(argv, env=None):
-    """Run ``argv``; returns (seconds, peak RSS of its process tree, CPU seconds of the
-    processes reaped by waiting (not the forkserver's workers), stdout)."""
-    import resource
+def _pss(pid):
+    """A process's proportional set size (its private pages, and its share of
+    the pages it shares: workers forked from a parent share its imports), or
+    its resident size where /proc has no smaps_rollup."""
+    for name, key in (("smaps_rollup", "Pss:"), ("status", "VmRSS:")):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                for line in f:
+                    if line.startswith(key):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return 0
 
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+
+def tree_rss(pid):
+    """Bytes in memory of a process and all its descendants (the sum of their PSS)."""
+    return tree_stats(pid)[0]
+
+
+def peak_tree_rss(argv, env=None, cwd=None):
+    """Run ``argv``; returns (seconds, peak memory (PSS) of its process tree, CPU seconds
+    ``{"parent": ..., "workers": ...}`` (the command's own process, and every
+    other process of its tree: forkserver and workers; sampled every 50 ms, so
+    the last 50 ms of a worker may be missed), stdout)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak = 0
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    peak, cpu = 0, {}
     while proc.poll() is None:
-        peak = max(peak, tree_rss(proc.pid))
+        rss, seen = tree_stats(proc.pid)
+        peak = max(peak, rss)
+        cpu.update(seen)
         time.sleep(0.05)
     out, err = proc.communicate()
     elapsed = time.perf_counter() - started
     if proc.returncode:
         raise RuntimeError(f"{argv[:4]}... failed: {err.decode()[-500:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return elapsed, peak, cpu, out.decode()
+    parent = cpu.pop(proc.pid, 0.0)
+    return elapsed, peak, {"parent": round(parent, 2), "workers": round(sum(cpu.values()), 2)}, out.decode()
 
 
 def labelled_files(corpora):
@@ -202,12 +221,15 @@ def throughput(corpora, work, repeat, jobs):
     model = os.path.join(work, "model.spamnb")
     parallel.fit(corpora, n_jobs=1).save(model)
     rows = {f"train -j {j}": [] for j in jobs}
+    rows.update({f"train+cutoffs -j {j}": [] for j in jobs})
     rows.update({f"train threads {j}": [] for j in jobs if j > 1})
     rows.update({f"score -j {j}": [] for j in jobs})
     rows.update({"bogofilter train": [], "bogofilter score": []})
     for _round in range(repeat):
         for j in jobs:
             rows[f"train -j {j}"].append(timed(parallel.fit, corpora, n_jobs=j)[0])
+            rows[f"train+cutoffs -j {j}"].append(
+                timed(parallel.train, corpora, n_jobs=j, calibration={"target_fpr": 0.001})[0])
             if j > 1:
                 rows[f"train threads {j}"].append(timed(count_with_threads, corpora, j)[0])
             paths = [p for p, _s in files]
@@ -311,9 +333,9 @@ def memory(corpora, work, scales, jobs, vary=True, train_args=()):
         for j in jobs:
             argv = [sys.executable, "-m", "spamnb", "train", "-q", "-j", str(j), "--spam", str(folder / "spam.mbox"),
                     "--ham", str(folder / "ham.mbox"), *train_args, "-m", str(folder / f"model-j{j}.spamnb")]
-            seconds, peak, _cpu, _out = peak_tree_rss(argv, env)
+            seconds, peak, cpu, _out = peak_tree_rss(argv, env, work)
             row[f"j{j}"] = {"seconds": round(seconds, 2), "msg_per_s": round(n / seconds),
-                            "peak_tree_rss_mib": round(peak / 2**20, 1)}
+                            "peak_tree_pss_mib": round(peak / 2**20, 1), "cpu_s": cpu}
         model = SpamFilter.load(folder / f"model-j{jobs[0]}.spamnb")
         row["vocabulary"] = model.vocabulary_.n_features
         row["model_bytes"] = (folder / f"model-j{jobs[0]}.spamnb").stat().st_size
@@ -322,18 +344,20 @@ def memory(corpora, work, scales, jobs, vary=True, train_args=()):
                     "m = labelled_messages(spam=[sys.argv[1]], ham=[sys.argv[2]]); "
                     "SpamFilter().fit([x.data for x in m], [x.is_spam for x in m])")
             seconds, peak, cpu, _out = peak_tree_rss(
-                [sys.executable, "-c", code, str(folder / "spam.mbox"), str(folder / "ham.mbox")], env)
-            row["in_memory_fit"] = {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
-                                    "peak_rss_mib": round(peak / 2**20, 1)}
+                [sys.executable, "-c", code, str(folder / "spam.mbox"), str(folder / "ham.mbox")], env, work)
+            row["in_memory_fit"] = {"seconds": round(seconds, 2), "cpu_seconds": cpu["parent"],
+                                    "peak_pss_mib": round(peak / 2**20, 1)}
         rows.append(row)
         shutil.rmtree(folder)
     return rows
 
 
 def cli_train(corpora, work, repeat, jobs, scales=(1, 4)):
-    """``spamnb train -j N`` as a user runs it (default options: a label pass,
-    the counting, the cutoffs' cross-validation), wall and CPU seconds of the
-    process tree, interleaved: the figure the default of -j is chosen by."""
+    """``spamnb train -j N`` as a user runs it (default options: the counting
+    pass, then the cutoffs' cross-validation over the spilled token hashes),
+    wall seconds, interleaved: the figure the default of -j is chosen by; then
+    one more run each, sampled from /proc, for the CPU seconds of the parent
+    and of the workers (what the second core has to do)."""
     files = labelled_files(corpora)
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = []
@@ -351,10 +375,14 @@ def cli_train(corpora, work, repeat, jobs, scales=(1, 4)):
                     argv = [sys.executable, "-m", "spamnb", "train", "-q", "-j", str(j), *options, *sources, "-m",
                             os.path.join(work, f"cli-{scale}-{j}.spamnb")]
                     started = time.perf_counter()
-                    subprocess.run(argv, check=True, env=env, capture_output=True)
+                    subprocess.run(argv, check=True, env=env, capture_output=True, cwd=work)   # not a clone's spamnb in the cwd
                     seconds[j].append(time.perf_counter() - started)
             row = {"scale": scale, "messages": n, "options": " ".join(options) or "(defaults)"}
             row.update({f"j{j}": summary(seconds[j], n) for j in jobs})
+            for j in jobs:
+                argv = [sys.executable, "-m", "spamnb", "train", "-q", "-j", str(j), *options, *sources, "-m",
+                        os.path.join(work, f"cli-{scale}-{j}.spamnb")]
+                row[f"j{j}"]["cpu_s"] = peak_tree_rss(argv, env, work)[2]
             row["j1_over_j2_median"] = round(statistics.median(seconds[jobs[0]]) / statistics.median(seconds[jobs[-1]]),
                                              2)
             out.append(row)
@@ -376,7 +404,7 @@ def main(argv=None):
                         help="memory: an option for spamnb train (repeatable; e.g. --train-option=--target-fpr=0)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
-    corpora = [str(c) for c in (args.corpus or [DEFAULT_CORPUS])]
+    corpora = [os.path.abspath(c) for c in (args.corpus or [DEFAULT_CORPUS])]
     report = {"command": "python scripts/bench_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "cores": parallel.available_cores(), "load_average_start": os.getloadavg()}
     work = tempfile.mkdtemp(prefix="spamnb-scale-")

@@ -36,13 +36,15 @@ Cutoffs are stored as probabilities; P(spam) rounds to 1.0 above log-odds
 from __future__ import annotations
 
 import math
+import os
+from array import array
 from collections import namedtuple
 
 from spamnb.verdict import logit as _logit
 from spamnb.verdict import probability as _probability
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
-           "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
+           "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled", "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
 
 DEFAULT_TARGET_FPR = 0.001
 DEFAULT_MAX_UNSURE = 0.05
@@ -126,6 +128,188 @@ def _prior_ratio(prior, n_ham, n_spam):
     return math.log(n_spam) - math.log(n_ham)
 
 
+# ---------------------------------------------------------------------------- streaming
+# What `spamnb train` runs (one process or -j N): no matrix of the corpus.  The
+# counting pass adds each message to its class's counts and to its fold's
+# (spamnb.parallel.count_messages with n_folds); the fold models are then the
+# whole counts minus each fold's (FoldModels), and a second pass scores each
+# message with its fold's model through the filter's compiled scorer
+# (held_out_log_odds), keeping one float per message.
+
+
+def fold_of(data, n_folds=DEFAULT_FOLDS):
+    """The cross-validation fold of a message (its bytes): the first 8 bytes
+    of its BLAKE2b digest modulo ``n_folds``.
+
+    It depends on the message alone, never on the order of reading or the
+    number of workers, and copies of a message share a fold (so a copy never
+    helps score its twin).  Each class spreads over the folds at random
+    (stratified in expectation, not dealt exactly as
+    :func:`spamnb.evaluate.stratified_folds` deals them)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") % n_folds
+
+
+class FoldModels:
+    """The ``n_folds`` held-out models of a filter's counts, as compiled scorers.
+
+    Fold ``k``'s model is the filter's counts minus fold ``k``'s (clipped at
+    0 against rounding), over the tokens some other fold holds (the others
+    are unknown to it: their slots in its copy of the hash index say -1), with
+    the filter's alpha, class prior estimator, counts transform and
+    ``length_norm``: the model :func:`fold_log_odds` scores with.  Memory:
+    ``n_folds`` x (2 classes x 8 B per token + 4 B per hash slot): bounded by
+    the vocabulary.
+
+    Parameters
+    ----------
+    arrays : dict
+        ``keys`` (uint64, the hash index's slots), ``values`` (int32,
+        ``(n_folds, capacity)``), ``log_count`` (float64, ``(n_folds, 2 *
+        n_features)``), ``log_norm`` and ``log_prior`` (float64, ``(n_folds, 2)``).
+    transform : int
+        The ``_vocab.COUNTS_*`` code of the filter's ``counts``.
+    length : float
+        The filter's ``length_norm``.
+    """
+
+    _NAMES = ("keys", "values", "log_count", "log_norm", "log_prior")
+
+    def __init__(self, arrays, transform, length):
+        from spamnb import _vocab
+
+        self.arrays, self.transform, self.length = arrays, int(transform), float(length)
+        self.n_folds = int(arrays["values"].shape[0])
+        n_features = arrays["log_count"].shape[1] // 2
+        self.scorers_ = [_vocab.Scorer(arrays["keys"], arrays["values"][k], arrays["log_count"][k], n_features,
+                                       arrays["log_norm"][k].tolist(), arrays["log_prior"][k].tolist(),
+                                       self.transform, self.length)
+                         for k in range(self.n_folds)]
+
+    @classmethod
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count):
+        """The fold models of a fitted ``spam_filter`` (the whole counts) and
+        its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
+        fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``."""
+        import numpy as np
+
+        from spamnb.filter import COUNT_TRANSFORMS
+
+        alpha = float(spam_filter.alpha)
+        total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+        n_features = total.shape[1]
+        folds = np.asarray(fold_feature_count, dtype=np.float64).reshape(-1, 2, n_features)
+        n_folds = folds.shape[0]
+        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+        keys = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64)
+        values = np.frombuffer(spam_filter.vocabulary_.values, dtype=np.int32)
+        occupied = np.flatnonzero(keys != 0)
+        present = folds.sum(axis=1) > 0                 # (n_folds, n_features): the fold holds the token
+        in_folds = present.sum(axis=0)
+        out = {"keys": keys, "values": np.empty((n_folds, keys.size), dtype=np.int32),
+               "log_count": np.empty((n_folds, 2 * n_features)), "log_norm": np.empty((n_folds, 2)),
+               "log_prior": np.zeros((n_folds, 2))}
+        for k in range(n_folds):
+            seen = in_folds - present[k] >= 1            # held by another fold
+            fc = total - folds[k]
+            np.maximum(fc, 0.0, out=fc)                  # rounding of total - part
+            out["log_count"][k] = np.log(fc + alpha).ravel()
+            out["log_norm"][k] = np.log(fc.sum(axis=1) + alpha * int(seen.sum()))
+            n_ham, n_spam = class_count - np.asarray(fold_class_count[k], dtype=np.float64)
+            out["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
+            fold_values = values.copy()
+            index = values[occupied]
+            fold_values[occupied] = np.where(seen[index], index, -1)
+            out["values"][k] = fold_values
+        return cls(out, COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
+
+    def save(self, folder):
+        """Write the arrays to ``folder`` (one ``.npy`` each, for :meth:`load`); returns ``folder``."""
+        import json
+
+        import numpy as np
+
+        for name in self._NAMES:
+            np.save(os.path.join(folder, name + ".npy"), self.arrays[name])
+        with open(os.path.join(folder, "settings.json"), "w") as f:
+            json.dump({"transform": self.transform, "length": self.length}, f)
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        """The models :meth:`save` wrote, memory-mapped (the processes that load
+        them share the pages)."""
+        import json
+
+        import numpy as np
+
+        with open(os.path.join(folder, "settings.json")) as f:
+            settings = json.load(f)
+        arrays = {name: np.load(os.path.join(folder, name + ".npy"), mmap_mode="r") for name in cls._NAMES}
+        return cls(arrays, settings["transform"], settings["length"])
+
+    def log_odds(self, fold, hashes):
+        """The log-odds of a message (its token ``hashes``) under fold ``fold``'s model."""
+        jll = self.scorers_[fold].score(hashes)[0]
+        return jll[1] - jll[0]
+
+
+def held_out_log_odds(models, tokenizer, messages):
+    """Score ``(bytes, is_spam)`` pairs, each with its fold's model:
+    ``(ham_log_odds, spam_log_odds, per_fold)``, two float64 arrays in the
+    order of the messages and the ``(n_folds, 2)`` numbers of ham and spam
+    per fold (int64; what the counting pass counted, if the corpus did not
+    change)."""
+    stream = tokenizer.stream
+    n_folds = models.n_folds
+    return _held_out(models, ((fold_of(data, n_folds), is_spam, stream(data).hashes) for data, is_spam in messages))
+
+
+def spill(out, hashes, is_spam, fold):
+    """Write one message's record for :func:`held_out_spilled` to the binary
+    file ``out``: its token ``hashes`` (``array('Q')``), class and fold."""
+    out.write((len(hashes) | int(bool(is_spam)) << 32 | fold << 40).to_bytes(8, "little"))
+    out.write(hashes)
+
+
+def held_out_spilled(models, path):
+    """:func:`held_out_log_odds` of the messages :func:`spill` wrote to the
+    file at ``path`` (or to the open binary file ``path``): the counting
+    pass's token hashes, so the corpus is not read or tokenized again."""
+    def records(f):
+        read = f.read
+        while True:
+            head = read(8)
+            if not head:
+                return
+            word = int.from_bytes(head, "little")
+            n = word & 0xFFFFFFFF
+            hashes = read(8 * n)
+            if len(head) != 8 or len(hashes) != 8 * n or (word >> 40) >= models.n_folds:
+                raise ValueError(f"{path}: a damaged record")
+            yield word >> 40, (word >> 32) & 0xFF, memoryview(hashes).cast("Q")
+
+    if hasattr(path, "read"):   # an open file, read from its start
+        path.seek(0)
+        return _held_out(models, records(path))
+    with open(path, "rb", buffering=1 << 20) as f:
+        return _held_out(models, records(f))
+
+
+def _held_out(models, records):
+    import numpy as np
+
+    scores = (array("d"), array("d"))
+    per_fold = np.zeros((models.n_folds, 2), dtype=np.int64)
+    log_odds = models.log_odds
+    for fold, is_spam, hashes in records:
+        spam = int(bool(is_spam))
+        scores[spam].append(log_odds(fold, hashes))
+        per_fold[fold, spam] += 1
+    return np.frombuffer(scores[0], dtype=np.float64), np.frombuffer(scores[1], dtype=np.float64), per_fold
+
+
 def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
                    margin=DEFAULT_MARGIN):
     """``(spam cutoff, ham cutoff)`` in log-odds from held-out scores (see the module doc)."""
@@ -159,33 +343,56 @@ def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_
     import numpy as np
 
     from spamnb.labels import is_spam_label
+
+    y = np.array([is_spam_label(v) for v in labels], dtype=bool)
+    n_spam, n_ham = int(y.sum()), int((~y).sum())
+    defaults = calibration_check(spam_filter, n_ham, n_spam, target_fpr, max_unsure, min_ham, min_spam)
+    if defaults is not None:
+        return defaults
+    scores = cross_val_log_odds(spam_filter, messages, y, n_folds, seed)
+    return from_scores(scores[~y], scores[y], n_folds, target_fpr, max_unsure, margin)
+
+
+def calibration_check(spam_filter, n_ham, n_spam, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
+                      min_ham=MIN_HAM, min_spam=MIN_SPAM):
+    """Check the options (ValueError) and return the :class:`Calibration` of
+    the default cutoffs when there is too little data for the held-out scores
+    (or the message features are on); None when the cutoffs can be chosen."""
     from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     if not 0.0 <= target_fpr < 1.0:
         raise ValueError(f"target_fpr must be in [0, 1), got {target_fpr!r}")
     if not 0.0 <= max_unsure <= 1.0:
         raise ValueError(f"max_unsure must be in [0, 1], got {max_unsure!r}")
-    y = np.array([is_spam_label(v) for v in labels], dtype=bool)
-    n_spam, n_ham = int(y.sum()), int((~y).sum())
     why = None
     if n_ham < min_ham or n_spam < min_spam:
         why = (f"too little data to estimate them ({n_ham} ham, {n_spam} spam; "
                f"needs {min_ham} ham and {min_spam} spam)")
     elif getattr(spam_filter, "feature_weight", 0):
         why = "the fold scores leave out the message features (feature_weight > 0)"
-    if why is not None:
-        return Calibration(DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF, _logit(DEFAULT_SPAM_CUTOFF),
-                           _logit(DEFAULT_HAM_CUTOFF), None, None, None, n_ham, n_spam, 0,
-                           f"default cutoffs: {why}")
-    scores = cross_val_log_odds(spam_filter, messages, y, n_folds, seed)
-    spam_cut, ham_cut = choose_cutoffs(scores[~y], scores[y], target_fpr, max_unsure, margin)
-    fpr = float((scores[~y] >= spam_cut).mean())
-    missed = float((scores[y] < spam_cut).mean())
-    unsure = float(((scores > ham_cut) & (scores < spam_cut)).mean())
+    if why is None:
+        return None
+    return Calibration(DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF, _logit(DEFAULT_SPAM_CUTOFF),
+                       _logit(DEFAULT_HAM_CUTOFF), None, None, None, n_ham, n_spam, 0, f"default cutoffs: {why}")
+
+
+def from_scores(ham_log_odds, spam_log_odds, n_folds=DEFAULT_FOLDS, target_fpr=DEFAULT_TARGET_FPR,
+                max_unsure=DEFAULT_MAX_UNSURE, margin=DEFAULT_MARGIN):
+    """The :class:`Calibration` of held-out log-odds (:func:`choose_cutoffs`, and the
+    figures expected at the cutoffs)."""
+    import numpy as np
+
+    ham = np.asarray(ham_log_odds, dtype=np.float64)
+    spam = np.asarray(spam_log_odds, dtype=np.float64)
+    spam_cut, ham_cut = choose_cutoffs(ham, spam, target_fpr, max_unsure, margin)
+    fpr = float((ham >= spam_cut).mean())
+    missed = float((spam < spam_cut).mean())
+    everything = np.concatenate([ham, spam])
+    unsure = float(((everything > ham_cut) & (everything < spam_cut)).mean())
     rule = (f"{n_folds}-fold cross-validation on the training mail: spam at log-odds >= {spam_cut:.2f} "
             f"(at most {100 * target_fpr:g} % of held-out ham, + {margin:g} margin), ham at <= {ham_cut:.2f}")
     return Calibration(_probability(spam_cut), _probability(ham_cut), spam_cut, ham_cut, fpr, missed, unsure,
-                       n_ham, n_spam, n_folds, rule)
+                       int(ham.size), int(spam.size), n_folds, rule)
 
 
 def apply(spam_filter, calibration):

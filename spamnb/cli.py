@@ -184,60 +184,71 @@ class _CorpusChanged(Exception):
 
 
 def cmd_train(args):
-    from spamnb.corpus import CorpusError, CorpusReport, iter_labelled
+    from spamnb.corpus import CorpusError, CorpusReport
     from spamnb.filter import SpamFilter
     from spamnb.progress import Progress
 
     if not (args.dirs or args.spam or args.ham):
         raise UsageError("spamnb train: give a corpus folder, or --spam/--ham paths")
     started = time.perf_counter()
+    if args.jobs is None:   # not given: every core, or this process for the message features
+        from spamnb.parallel import DEFAULT_JOBS
+
+        args.jobs = 1 if args.feature_weight else DEFAULT_JOBS
+    if args.jobs != 1 and not args.dask and not args.feature_weight:
+        from spamnb.parallel import warm_up
+
+        warm_up(args.jobs)   # the workers' forkserver starts while this process imports and plans
     settings = _settings(args)
     report = CorpusReport()
-    sources = dict(trees=args.dirs, spam=args.spam, ham=args.ham, strict=args.strict)
-    try:
-        # two passes, each one message at a time: the labels first, then the
-        # messages to fit (the corpus is never held: memory stays bounded)
-        labels = bytearray(m.is_spam for m in iter_labelled(report=report, **sources))
-    except CorpusError as exc:
-        raise CommandError(str(exc)) from None
-    if not labels:
-        raise CommandError(f"no messages found ({report.summary()})")
-    n_spam = sum(labels)
-    if n_spam == 0 or n_spam == len(labels):
-        print(f"spamnb: warning: the corpus holds only {'ham' if n_spam == 0 else 'spam'}", file=sys.stderr)
     params = {k: v for k, v in (("alpha", args.alpha), ("counts", args.counts), ("prior", args.prior),
                                 ("feature_weight", args.feature_weight), ("length_norm", args.length_norm),
                                 ("spam_cutoff", settings.spam_cutoff),
                                 ("ham_cutoff", settings.ham_cutoff)) if v is not None}
     spam_filter = SpamFilter(**params)
-    progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
-    def again():  # the second pass must see what the first saw, or the labels would be off
-        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):
-            if i >= len(labels) or message.is_spam != labels[i]:
-                raise _CorpusChanged(message.relpath)
-            yield message.data
+    # cutoffs from cross-validation inside the training mail (spamnb.calibrate),
+    # unless the user gave cutoffs (an option or the settings file)
+    calibrating = args.target_fpr > 0 and settings.spam_cutoff is None and settings.ham_cutoff is None
+    if args.partition_size < 1:
+        raise UsageError("spamnb train: --partition-size must be at least 1")
+    if spam_filter.feature_weight:
+        if args.jobs != 1 or args.dask:
+            raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
+        calibration = _train_with_features(args, spam_filter, report, calibrating)
+    else:
+        from spamnb import parallel
 
-    calibration = None
-    try:
-        if args.jobs != 1 or args.dask:  # in partitions on worker processes or a Dask cluster (docs/scale.md)
-            _train_parallel(args, spam_filter, labels)
-        else:
-            spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
-        if args.target_fpr > 0 and settings.spam_cutoff is None and settings.ham_cutoff is None:
-            # cutoffs from cross-validation inside the training mail (spamnb.calibrate),
-            # unless the user gave cutoffs (an option or the settings file)
-            from spamnb import calibrate
+        # streaming, one message at a time in this process (-j 1) or by partitions on
+        # worker processes or a Dask cluster (docs/scale.md): the counting pass, then
+        # the calibration's scoring pass; the corpus is never held
+        progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+        try:
+            spam_filter, calibration = parallel.train(
+                args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
+                report=report, strict=args.strict, dask=args.dask, progress=progress,
+                calibration={"target_fpr": args.target_fpr} if calibrating else None)
+        except CorpusError as exc:
+            raise CommandError(str(exc)) from None
+        except parallel.CorpusChanged as exc:
+            raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
+        except (ImportError, OSError) as exc:
+            raise CommandError(_one_line(exc)) from None
+        finally:
+            progress.close()
+    n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
+    if n_ham + n_spam == 0:
+        raise CommandError(f"no messages found ({report.summary()})")
+    if n_spam == 0 or n_ham == 0:
+        print(f"spamnb: warning: the corpus holds only {'ham' if n_spam == 0 else 'spam'}", file=sys.stderr)
+    if calibration is not None:
+        from spamnb import calibrate
 
-            calibration = calibrate.calibrate(spam_filter, again(), [bool(v) for v in labels],  # a third pass
-                                              target_fpr=args.target_fpr)
-            calibrate.apply(spam_filter, calibration)
-    except (ValueError, _CorpusChanged) as exc:
-        raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
+        calibrate.apply(spam_filter, calibration)
     path = _model_path(args)
     replaced = _save_trained(spam_filter, path, args.wait)
     elapsed = time.perf_counter() - started
     if not args.quiet:
-        print(f"trained on {len(labels)} messages ({n_spam} spam, {len(labels) - n_spam} ham), "
+        print(f"trained on {n_ham + n_spam} messages ({n_spam} spam, {n_ham} ham), "
               f"{spam_filter.vocabulary_.n_features} tokens in the vocabulary, {elapsed:.2f} s; "
               f"{report.summary()}")
         print(f"model: {path} ({_human_size(os.path.getsize(path))})")
@@ -250,21 +261,38 @@ def cmd_train(args):
     return EXIT_OK
 
 
-def _train_parallel(args, spam_filter, labels):
-    from spamnb import parallel
-    from spamnb.corpus import CorpusError, CorpusReport
+def _train_with_features(args, spam_filter, report, calibrating):
+    """``spamnb train --feature-weight W``: ``SpamFilter.fit`` over the corpus
+    read twice (the labels, then the messages), one message at a time; the
+    calibration keeps the default cutoffs (its fold scores have no features)."""
+    from spamnb.corpus import CorpusError, CorpusReport, iter_labelled
+    from spamnb.progress import Progress
 
-    if spam_filter.feature_weight:
-        raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
+    sources = dict(trees=args.dirs, spam=args.spam, ham=args.ham, strict=args.strict)
     try:
-        parallel.train_command(args, spam_filter, CorpusReport())
+        labels = bytearray(m.is_spam for m in iter_labelled(report=report, **sources))
     except CorpusError as exc:
-        raise _CorpusChanged(str(exc)) from None
-    except (ImportError, OSError) as exc:
-        raise CommandError(_one_line(exc)) from None
+        raise CommandError(str(exc)) from None
+    if not labels:
+        raise CommandError(f"no messages found ({report.summary()})")
+    progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
+
+    def again():  # the second pass must see what the first saw, or the labels would be off
+        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):
+            if i >= len(labels) or message.is_spam != labels[i]:
+                raise _CorpusChanged(message.relpath)
+            yield message.data
+
+    try:
+        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
+    except (ValueError, _CorpusChanged) as exc:
+        raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
+    if not calibrating:
+        return None
+    from spamnb import calibrate
+
     n_spam = sum(labels)
-    if [int(v) for v in spam_filter.class_count_] != [len(labels) - n_spam, n_spam]:
-        raise _CorpusChanged("other numbers of messages on the second reading")
+    return calibrate.calibration_check(spam_filter, len(labels) - n_spam, n_spam, args.target_fpr)
 
 
 def _save_trained(spam_filter, path, wait):
@@ -405,6 +433,7 @@ def _classify_batch(args):
     if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
         from spamnb import parallel
 
+        parallel.warm_up(args.jobs)   # the workers' forkserver starts while the model loads
         spam_filter = _load(args)
         try:
             n_errors = parallel.classify_batch(_model_path(args), _batch_paths(args),

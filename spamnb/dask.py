@@ -26,7 +26,7 @@ import os
 
 from spamnb import parallel
 
-__all__ = ["fit", "fit_corpus", "score"]
+__all__ = ["fit", "fit_corpus", "count_corpus", "score"]
 
 
 def _client(client=None, scheduler=None):
@@ -126,21 +126,36 @@ def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size
 def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filter=None,
                partition_size=parallel.DEFAULT_PARTITION_SIZE, fan_in=parallel.DEFAULT_FAN_IN, report=None,
                strict=False):
-    """``spamnb train --dask ADDRESS``: a corpus laid out as for
-    :func:`spamnb.corpus.labelled_messages` (folder trees, ``--spam``/``--ham``
-    folders and mbox files, cut into shards), trained on the cluster; the same
-    partitions (and model) as ``spamnb train -j N``."""
-    from dask import delayed
-
+    """``spamnb train --dask ADDRESS`` without the calibration: a corpus laid
+    out as for :func:`spamnb.corpus.labelled_messages` (folder trees,
+    ``--spam``/``--ham`` folders and mbox files, cut into shards), trained on
+    the cluster; the same partitions (and model) as ``spamnb train -j N``."""
     from spamnb.filter import SpamFilter
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     if spam_filter.feature_weight:
         raise ValueError("message features (feature_weight > 0) are not trained on Dask")
+    merged = count_corpus(trees, spam, ham, client, scheduler, parallel.counting_spec(spam_filter), partition_size,
+                          fan_in, report, strict)
+    return merged.to_filter(spam_filter)
+
+
+def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=None,
+                 partition_size=parallel.DEFAULT_PARTITION_SIZE, fan_in=parallel.DEFAULT_FAN_IN, report=None,
+                 strict=False, n_folds=0):
+    """The merged :class:`~spamnb.parallel.Counts` of a corpus, counted on the
+    cluster (``spec``: :func:`spamnb.parallel.counting_spec`, default a
+    ``SpamFilter()``'s; ``n_folds``: the fold rows of the calibration, as
+    :func:`spamnb.parallel.count_messages`)."""
+    from dask import delayed
+
+    if spec is None:
+        from spamnb.filter import SpamFilter
+
+        spec = parallel.counting_spec(SpamFilter())
     pieces = parallel.plan_training(trees, spam, ham, report, strict, partition_size)
     count = delayed(parallel.count_partition, pure=True)
-    spec = parallel.counting_spec(spam_filter)
-    tasks = [count(spec, part, strict) for part in parallel.partitions(pieces, partition_size)]
+    tasks = [count(spec, part, strict, n_folds) for part in parallel.partitions(pieces, partition_size)]
     client, owned = _client(client, scheduler)
     try:
         merged, part_report = _reduce(tasks, fan_in, client)
@@ -149,7 +164,7 @@ def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filt
             client.close()
     if report is not None:
         parallel._merge_reports(report, part_report)
-    return merged.to_filter(spam_filter)
+    return merged
 
 
 def _score_items(model_path, identity, items):

@@ -101,7 +101,16 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="PATH", help="write all figures as JSON")
     parser.add_argument("--plot", metavar="PNG", help="ROC curve (log FPR axis) and score histograms (needs matplotlib)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
+                        help="train and score the splits on N worker processes (default: every core "
+                             "available; 1: this process); the same figures")
     return parser
+
+
+def _jobs(text):
+    from spamnb.parallel import _jobs as jobs
+
+    return jobs(text)
 
 
 # ---------------------------------------------------------------- folds
@@ -267,7 +276,7 @@ def _nb_model(alpha, prior):
     return MultinomialNB(alpha=float(alpha), prior=prior)
 
 
-def evaluate(messages, y, splits, params, compare=False, progress=None):
+def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1):
     """Train and score on each ``(name, train_idx, test_idx)`` of ``splits``.
 
     ``messages``: list of bytes; ``y``: bool array (True = spam); ``params``:
@@ -275,10 +284,16 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
     (``folds``), ``mean``/``std``, the pooled three-way ``confusion`` and,
     with ``compare``, ``compare`` rows with their own mean/std.  Also keeps the
     pooled ``y_test``/``log_odds`` (numpy arrays) for plotting.
+
+    ``n_jobs``: the filter of each split is trained and scored on that many
+    worker processes (0 or None: every available core), each sent the
+    messages once; the same figures as in one process (each split's work is
+    the same, only where it runs changes).  ``--compare``'s variants stay in
+    this process.
     """
     import numpy as np
 
-    from spamnb import metrics, verdict
+    from spamnb import metrics
     from spamnb.filter import SpamFilter
 
     y = np.asarray(y, dtype=bool)
@@ -294,13 +309,8 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
         vectoriser = SpamFilter(counts="raw", alpha=resolved["alpha"], length_norm=0).fit(messages, y)  # raw counts
         X_all = vectoriser.transform(messages)
         progress.step("counted tokens")
-    for name, train_idx, test_idx in splits:
-        progress.step(f"{name}: training the filter", 0)
-        fold_filter = SpamFilter(**params).fit([messages[i] for i in train_idx], y[train_idx])
-        test_messages = [messages[i] for i in test_idx]
-        log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
-        evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)
-        verdicts = verdicts_from_log_odds(log_odds, resolved["spam_cutoff"], resolved["ham_cutoff"], evidence.T)
+    for (name, train_idx, test_idx), (log_odds, verdicts) in zip(splits, _fold_results(
+            messages, y, splits, params, resolved, n_jobs, progress)):
         row = _figures(y[test_idx], log_odds, verdicts)
         row.update(name=name, n_train=int(len(train_idx)), n_test=int(len(test_idx)))
         folds.append(row)
@@ -326,6 +336,56 @@ def evaluate(messages, y, splits, params, compare=False, progress=None):
             rows.append({"name": key, "mean": m, "std": s, "folds": fold_rows})
         result["compare"] = rows
     return result
+
+
+def _default_jobs(jobs):
+    if jobs is not None:
+        return jobs
+    from spamnb.parallel import DEFAULT_JOBS
+
+    return DEFAULT_JOBS
+
+
+def _fold_result(messages, y, params, resolved, train_idx, test_idx):
+    """``(log_odds, verdicts)`` of a split's test part, scored by a filter
+    trained on its training part."""
+    import numpy as np
+
+    from spamnb.filter import SpamFilter
+
+    fold_filter = SpamFilter(**params).fit([messages[i] for i in train_idx], y[train_idx])
+    test_messages = [messages[i] for i in test_idx]
+    log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
+    evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)
+    return log_odds, verdicts_from_log_odds(log_odds, resolved["spam_cutoff"], resolved["ham_cutoff"], evidence.T)
+
+
+_SHARED = None   # in a worker: (messages, y, params, resolved), sent once
+
+
+def _share(*data):
+    global _SHARED
+    _SHARED = data
+
+
+def _fold_in_worker(train_idx, test_idx):
+    return _fold_result(*_SHARED, train_idx, test_idx)
+
+
+def _fold_results(messages, y, splits, params, resolved, n_jobs, progress):
+    """``_fold_result`` of each split, in order: here, or on ``n_jobs`` worker processes."""
+    from spamnb.parallel import _executor, available_cores
+
+    n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else n_jobs
+    n_jobs = min(n_jobs, len(splits))
+    if n_jobs <= 1:
+        for name, train_idx, test_idx in splits:
+            progress.step(f"{name}: training the filter", 0)
+            yield _fold_result(messages, y, params, resolved, train_idx, test_idx)
+        return
+    progress.step(f"{len(splits)} splits on {n_jobs} processes", 0)
+    with _executor(n_jobs, _share, (messages, y, params, resolved)) as pool:
+        yield from pool.map(_fold_in_worker, [train for _n, train, _t in splits], [test for _n, _t2, test in splits])
 
 
 def _compare_fold(X_all, y, train_idx, test_idx, params, variants, rows, progress, fold_name):
@@ -525,7 +585,8 @@ def run(args):
     progress = _Progress(n_steps + (1 if args.compare else 0), enabled=not args.no_progress)
     started = time.monotonic()
     try:
-        result = evaluate(messages, y, splits, params, compare=args.compare, progress=progress)
+        result = evaluate(messages, y, splits, params, compare=args.compare, progress=progress,
+                          n_jobs=_default_jobs(getattr(args, "jobs", None)))
     finally:
         progress.close()
     elapsed = time.monotonic() - started

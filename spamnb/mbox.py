@@ -18,12 +18,13 @@ to no message; each message keeps its own envelope line (the parser and
 message is cut at ``max_message_bytes`` (64 MiB by default: far beyond what
 the tokenizer reads of a message).
 
-This module imports only :mod:`re`: ``spamnb classify`` reads mbox input
+This module imports only :mod:`io` and :mod:`re`: ``spamnb classify`` reads mbox input
 through it and must start fast.
 """
 
 from __future__ import annotations
 
+import io
 import re
 
 __all__ = ["is_mbox_start", "iter_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
@@ -49,7 +50,110 @@ def is_envelope(line):
 def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
     """The messages (bytes, each with its envelope line) of an mbox read from
     the binary file object ``stream``, one at a time.  An envelope line with
-    nothing after it (before the next one) is no message and is not yielded."""
+    nothing after it (before the next one) is no message and is not yielded.
+
+    An ``io.BytesIO`` (a file read whole), or a regular file opened ``"rb"``
+    at its start (mapped, its pages dropped as they are passed), is cut at
+    :func:`message_starts` (a search for ``From`` lines) instead of line by
+    line: the same messages, 3-8x faster."""
+    if type(stream) is io.BytesIO:
+        position = stream.tell()
+        data = stream.getvalue()
+        stream.seek(0, io.SEEK_END)
+        yield from _iter_mbox_buffer(data[position:] if position else data, max_message_bytes)
+        return
+    mapped = _mapped(stream)
+    if mapped is None:
+        yield from _iter_mbox_lines(stream, max_message_bytes)
+        return
+    with mapped:
+        yield from _iter_mbox_buffer(mapped, max_message_bytes, stream.fileno())
+    stream.seek(0, io.SEEK_END)
+
+
+def _mapped(stream):
+    """A read-only map of a regular file opened at its start, or None."""
+    if type(stream) is not io.BufferedReader:
+        return None
+    try:
+        import mmap
+        import os
+        import stat
+
+        if stream.tell() != 0 or not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            return None
+        if os.fstat(stream.fileno()).st_size == 0:
+            return None
+        return mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+_RELEASE = 16 << 20   # a map's pages passed are dropped every 16 MiB
+
+
+def _iter_mbox_buffer(data, max_message_bytes, fd=None):
+    """The messages of a whole mbox in ``data`` (bytes or a map of the file
+    ``fd``), cut at :func:`message_starts`, as the line loop cuts them."""
+    if data[:5] != b"From ":
+        yield from _iter_mbox_lines(io.BytesIO(data[:]) if fd is None else _Range.reader(fd, 0, len(data)),
+                                    max_message_bytes)
+        return
+    starts = message_starts(data)
+    start = next(starts)
+    released = 0
+    while start < len(data):
+        end = next(starts, len(data))
+        if end - start > max_message_bytes:   # cut at the limit as the line loop cuts it (streamed)
+            yield from _iter_mbox_lines(io.BytesIO(data[start:end]) if fd is None else _Range.reader(fd, start, end),
+                                        max_message_bytes)
+        else:
+            # what the line loop does at the next start (or at the end): drop the
+            # last line if blank (as readline(_MAX_LINE) cut it), then keep the
+            # message if more than its envelope line is left
+            previous = data.rfind(b"\n", start, end - 1) + 1 or start
+            last = previous + _MAX_LINE * ((end - previous - 1) // _MAX_LINE)
+            stop = last if data[last:end] in _BLANK else end
+            first = data.find(b"\n", start, start + _MAX_LINE)
+            first = start + _MAX_LINE if first < 0 else first + 1
+            if stop > min(first, end):
+                yield data[start:stop]
+        if fd is not None and end - released >= _RELEASE and hasattr(data, "madvise"):
+            import mmap
+
+            done = end - end % mmap.PAGESIZE
+            data.madvise(mmap.MADV_DONTNEED, 0, done)
+            released = done
+        start = end
+
+
+class _Range(io.RawIOBase):
+    """Bytes ``start`` to ``end`` of the open file ``fd``, read with ``pread``."""
+
+    def __init__(self, fd, start, end):
+        super().__init__()
+        self.fd, self.position, self.end = fd, start, end
+
+    @classmethod
+    def reader(cls, fd, start, end):
+        return io.BufferedReader(cls(fd, start, end))
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        import os
+
+        n = min(len(buffer), self.end - self.position)
+        if n <= 0:
+            return 0
+        data = os.pread(self.fd, n, self.position)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+
+def _iter_mbox_lines(stream, max_message_bytes):
     pieces = []
     size = 0
     line_start = True      # the next piece begins a line (readline may cut long lines)
@@ -105,25 +209,14 @@ def message_starts(data):
 
 def iter_mbox_range(path, start, end, max_message_bytes=MAX_MESSAGE_BYTES):
     """:func:`iter_mbox` over bytes ``start`` to ``end`` of the file at ``path``
-    (a shard cut at :func:`message_starts`), read a line at a time."""
-    import io
-    import os
-
-    class Range(io.RawIOBase):
-        position = start
-
-        def readable(self):
-            return True
-
-        def readinto(self, buffer):
-            n = min(len(buffer), end - self.position)
-            if n <= 0:
-                return 0
-            data = os.pread(fd, n, self.position)
-            buffer[:len(data)] = data
-            self.position += len(data)
-            return len(data)
-
+    (a shard cut at :func:`message_starts`): read whole (one ``pread``) when
+    it is at most 64 MiB, else a line at a time."""
     with open(path, "rb", buffering=0) as raw:
         fd = raw.fileno()
-        yield from iter_mbox(io.BufferedReader(Range()), max_message_bytes)
+        if end - start <= 64 << 20:
+            import os
+
+            data = os.pread(fd, end - start, start)
+            yield from _iter_mbox_buffer(data, max_message_bytes)
+        else:
+            yield from _iter_mbox_lines(_Range.reader(fd, start, end), max_message_bytes)

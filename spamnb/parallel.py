@@ -26,9 +26,16 @@ the model file is byte-identical for every number of workers (and for
 :func:`spamnb.dask.fit` with the same partitions).
 
 Processes, not threads: the parser and tokenizer hold the GIL (only the
-counting kernels release it).  Workers come from a ``forkserver`` that has
-imported this module once; a partition's counts come back as a handful of
-flat arrays (one buffer each on the pipe), never a Python object per token.
+counting kernels release it).  Workers are forked from this process where
+that is safe (Linux, one Python thread), else they come from a
+``forkserver`` that has imported this module once; a partition's counts
+come back as a handful of flat arrays (one buffer each on the pipe), never a
+Python object per token.
+
+:func:`train` (``spamnb train``) also chooses the cutoffs: the counting pass
+counts each message into its cross-validation fold too and spills its token
+hashes; a scoring pass on the same workers scores them by the fold models
+(:mod:`spamnb.calibrate`).  The corpus is read once.
 
 Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
 and one running total per level of the tree (each at most the vocabulary);
@@ -45,10 +52,14 @@ from collections import deque, namedtuple
 
 __all__ = ["Counts", "available_cores", "plan_training", "plan_scoring", "partitions", "counting_spec",
            "count_partition", "count_messages", "merge_counts", "tree_reduce", "tree_levels", "fit_counts", "fit",
-           "classify_batch", "add_arguments", "train_command"]
+           "train", "score_spilled", "Workers", "warm_up", "CorpusChanged", "classify_batch", "add_arguments"]
 
-DEFAULT_PARTITION_SIZE = 1000   # messages per partition (~30-50 ms of work each)
+DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
+# -j of ``spamnb train`` and ``spamnb evaluate`` when not given: 0, every core
+# available (docs/scale.md: faster than -j 1 on an idle two-core machine, from
+# the shared corpus up; ``classify --batch`` keeps 1: it answers each path at once).
+DEFAULT_JOBS = 0
 
 
 def available_cores():
@@ -75,6 +86,11 @@ class Counts:
         The transformed token counts per class (``length_norm`` applied).
     last_seen : int32 array (n_features,)
         The day (spamnb.ages) each token was last counted; merged by maximum.
+
+    Counted with ``n_folds`` > 0 (:func:`count_messages`), the classes are
+    ``2 + 2 * n_folds``: ham and spam, then ham and spam of each
+    cross-validation fold (:func:`spamnb.calibrate.fold_of`), merged alike;
+    :meth:`model` is the first two, :meth:`folds` the rest.
     """
 
     __slots__ = ("hashes", "offsets", "strings", "class_count", "feature_count", "last_seen")
@@ -90,6 +106,24 @@ class Counts:
     @property
     def n_features(self):
         return len(self.hashes)
+
+    @property
+    def n_folds(self):
+        return (len(self.class_count) - 2) // 2
+
+    def model(self):
+        """These counts without the fold rows (ham and spam only)."""
+        if len(self.class_count) == 2:
+            return self
+        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2],
+                      self.feature_count[:2].copy(), self.last_seen)
+
+    def folds(self):
+        """``(class_count, feature_count)`` of the folds: ``(n_folds, 2)`` and
+        ``(n_folds, 2, n_features)`` (views)."""
+        n_folds = self.n_folds
+        return (self.class_count[2:].reshape(n_folds, 2),
+                self.feature_count[2:].reshape(n_folds, 2, self.n_features))
 
     @property
     def nbytes(self):
@@ -154,6 +188,7 @@ class Counts:
 
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
+        self = self.model()
         spam_filter.vocabulary_ = self.vocabulary()
         spam_filter.word_counts_ = self.word_counts(float(spam_filter.alpha), spam_filter.prior)
         day = int(self.last_seen.max()) if self.n_features else today()
@@ -178,27 +213,39 @@ class _Tokens:
         c = self.counts
         pos = np.frombuffer(positions, dtype=np.int32)[:count]
         self.new = pos.copy()
-        starts = c.offsets[pos].astype(np.int64)
-        lengths = c.offsets[pos + 1].astype(np.int64) - starts
-        ends = np.cumsum(lengths)
-        total = int(ends[-1]) if count else 0
-        if total:
-            source = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+        if count and count == c.n_features and pos[0] == 0 and (np.diff(pos) == 1).all():
+            # every token new, in order (a first part, a filter built): the strings as they are
             base = len(blob)
-            blob += np.frombuffer(c.strings, dtype=np.uint8)[source].tobytes()
-        else:
+            blob += c.strings
+            offsets.frombytes((c.offsets[1:].astype(np.int64) + base).astype(np.uint64).tobytes())
+            return
+        strings = np.frombuffer(c.strings, dtype=np.uint8)
+        for chunk in range(0, count, 1 << 16):   # bounded temporaries: a byte index per string byte
+            part = pos[chunk:chunk + (1 << 16)]
+            starts = c.offsets[part].astype(np.int64)
+            lengths = c.offsets[part + 1].astype(np.int64) - starts
+            ends = np.cumsum(lengths)
             base = len(blob)
-        offsets.frombytes((ends + base).astype(np.uint64).tobytes())
+            total = int(ends[-1]) if part.size else 0
+            if total:
+                source = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+                blob += strings[source].tobytes()
+            offsets.frombytes((ends + base).astype(np.uint64).tobytes())
 
 
 class _Sum:
     """Counts added one at a time, by token, folded left to right: what
     :func:`merge_counts` does to a list, holding one running total instead of
-    the list.  One part added is the result as it is."""
+    the list.  One part added is the result as it is.
+
+    Each part's counts are added into the total's columns of its tokens
+    (``total[:, index] += part``; a part's tokens are distinct, so each
+    count is one addition, in the order of the parts): the work is the
+    part's size, not the total's; the total grows by doubling."""
 
     def __init__(self):
         self.n = 0
-        self.first = self.vocabulary = self.total = self.days = None
+        self.first = self.vocabulary = self.total = self.days = self.class_count = None
 
     def __len__(self):
         return self.n
@@ -209,35 +256,37 @@ class _Sum:
             self.first = part
             return
         if self.n == 2:
+            import numpy as np
+
             from spamnb.vocabulary import Vocabulary
-            from spamnb.wordcounts import WordCounts
 
             first, self.first = self.first, None
             self.vocabulary = Vocabulary()
-            self.total = WordCounts(1.0, "mle", len(first.class_count))  # alpha, prior: no part in adding
-            self.days = array("i")
+            n_classes = len(first.class_count)
+            self.total = np.zeros((n_classes, max(1024, 2 * first.n_features)))
+            self.days = np.zeros(self.total.shape[1], dtype=np.int32)
+            self.class_count = np.zeros(n_classes)
             self._add(first)
         self._add(part)
 
     def _add(self, part):
         import numpy as np
 
-        from spamnb.wordcounts import WordCounts
-
-        n_classes = self.total.n_classes
-        if len(part.class_count) != n_classes:
+        if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
         index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
         index = np.frombuffer(index, dtype=np.int32)
-        # the part renumbered as the total: its tokens at their indices there, zeros elsewhere
-        aligned = np.zeros((n_classes, self.vocabulary.n_features))
-        aligned[:, index] = part.feature_count
-        self.days.frombytes(bytes(4 * (self.vocabulary.n_features - len(self.days))))
-        days = np.frombuffer(self.days, dtype=np.int32)
-        days[index] = np.maximum(days[index], part.last_seen)
-        renumbered = array("d")
-        renumbered.frombytes(aligned.tobytes())
-        self.total.merge(WordCounts.from_arrays(1.0, "mle", part.class_count.tolist(), renumbered))
+        n = self.vocabulary.n_features
+        if n > self.total.shape[1]:
+            capacity = max(n, 2 * self.total.shape[1])
+            total = np.zeros((self.total.shape[0], capacity))
+            total[:, :self.total.shape[1]] = self.total
+            days = np.zeros(capacity, dtype=np.int32)
+            days[:self.days.size] = self.days
+            self.total, self.days = total, days
+        self.total[:, index] += part.feature_count
+        self.days[index] = np.maximum(self.days[index], part.last_seen)
+        self.class_count += part.class_count
 
     def result(self):
         if self.n == 0:
@@ -246,7 +295,10 @@ class _Sum:
             return self.first
         import numpy as np
 
-        return Counts.from_word_counts(self.vocabulary, self.total, np.frombuffer(self.days, dtype=np.int32))
+        n = self.vocabulary.n_features
+        blob, offsets = self.vocabulary.string_table()
+        return Counts(self.vocabulary.hashes(), np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy())
 
 
 class _Gather:
@@ -350,6 +402,9 @@ def _file_pieces(path, name, is_spam, partition_size):
     from spamnb.mbox import is_mbox_start, message_starts
 
     whole = Piece("file", path, name, is_spam, 0, None, 0)
+    if partition_size is None:   # one process reads the corpus: no shards
+        yield whole
+        return
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size <= _SHARD_ABOVE:
@@ -380,7 +435,8 @@ def _file_pieces(path, name, is_spam, partition_size):
 def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partition_size=DEFAULT_PARTITION_SIZE):
     """The pieces of a labelled corpus, in the order and with the labels of
     :func:`spamnb.corpus.iter_labelled` (the same walk, Maildir and Maildir++
-    rules and skips), lazily: no message is read here."""
+    rules and skips), lazily: no message is read here.  ``partition_size``
+    None: large mbox files are not cut into shards."""
     from spamnb import corpus
 
     report = corpus.CorpusReport() if report is None else report
@@ -393,9 +449,17 @@ def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partitio
         if not os.path.isdir(root):
             yield from _file_pieces(root, os.path.basename(root), root_is_spam, partition_size)
             continue
+        prefix, labels = os.path.join(root, ""), {}   # the walk's paths start with root: no relpath calls
         for path in corpus.walk_files(root, report, strict, "skip" if is_spam is False else "read"):
-            relpath = os.path.relpath(path, root).replace(os.sep, "/")
-            label = corpus.tree_label(relpath, root_is_spam) if is_spam is None else is_spam
+            relpath = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
+            if os.sep != "/":
+                relpath = relpath.replace(os.sep, "/")
+            label = is_spam
+            if label is None:   # by folder names: one label per folder
+                folder = relpath.rpartition("/")[0]
+                label = labels.get(folder)
+                if label is None:
+                    label = labels[folder] = corpus.tree_label(relpath, root_is_spam)
             yield from _file_pieces(path, relpath, label, partition_size)
 
 
@@ -473,22 +537,35 @@ def counting_spec(spam_filter):
             "length_norm": float(spam_filter.length_norm)}
 
 
-def count_partition(spec, pieces, strict=False):
+def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
     """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
-    (``spec``: :func:`counting_spec`)."""
+    (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`;
+    ``spill``: the path of the file to write its messages' token hashes to)."""
     from spamnb.corpus import CorpusReport
 
     report = CorpusReport()
     messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
-    return count_messages(spec, messages), report
+    if spill is None:
+        return count_messages(spec, messages, n_folds=n_folds), report
+    with open(spill, "wb", buffering=1 << 20) as out:
+        return count_messages(spec, messages, n_folds=n_folds, spill=out), report
 
 
-def count_messages(spec, messages, day=None):
+def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     """The :class:`Counts` of ``(message, is_spam)`` pairs (a message: bytes,
     a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
     counts (``spec``: :func:`counting_spec`); every token seen on ``day``
-    (default today)."""
+    (default today).  ``n_folds`` > 0 also counts each message into its
+    cross-validation fold's rows (:func:`spamnb.calibrate.fold_of`), for the
+    calibration; the model's rows are the same either way.  ``spill``: a
+    binary file to write each message's token hashes, class and fold to
+    (:func:`spamnb.calibrate.spill`; needs ``n_folds``), for the calibration's
+    scoring pass."""
+    import numpy as np
+
+    from spamnb._vocab import add_counts
     from spamnb.ages import today
+    from spamnb.calibrate import fold_of, spill as spill_record
     from spamnb.filter import COUNT_TRANSFORMS, message_bytes
     from spamnb.vocabulary import Vocabulary
     from spamnb.wordcounts import WordCounts
@@ -499,10 +576,43 @@ def count_messages(spec, messages, day=None):
     vocabulary = Vocabulary()
     word_counts = WordCounts(1.0, "mle", 2)
     add = word_counts.add
+    # the folds' rows (ham and spam of each fold): added to as WordCounts.add adds
+    fold_rows = [array("d") for _ in range(2 * n_folds)]
+    fold_messages = [0.0] * (2 * n_folds)
     for data, is_spam in messages:
-        indices = vocabulary.add(stream(message_bytes(data)))
-        add(indices, int(bool(is_spam)), transform, 1, vocabulary.n_features, length)
-    return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
+        data = message_bytes(data)
+        tokens = stream(data)
+        indices = vocabulary.add(tokens)
+        n_features = vocabulary.n_features
+        add(indices, int(bool(is_spam)), transform, 1, n_features, length)
+        if n_folds:
+            fold = fold_of(data, n_folds)
+            k = 2 * fold + int(bool(is_spam))
+            row = fold_rows[k]
+            if len(row) < n_features:
+                row.frombytes(bytes(8 * (n_features - len(row))))
+            add_counts(indices, row, transform, 1.0, length)
+            fold_messages[k] += 1.0
+            if spill is not None:
+                spill_record(spill, tokens.hashes, is_spam, fold)
+    if not n_folds:
+        return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
+    # one matrix for the model's rows and the folds', each row copied once and dropped
+    n = vocabulary.n_features
+    matrix = np.zeros((2 + 2 * n_folds, n))
+    word_counts.resize(n)
+    matrix[:2] = word_counts.matrix()
+    class_count = [*word_counts.class_count_, *fold_messages]
+    word_counts = add = None
+    for k in range(2 * n_folds):
+        row, fold_rows[k] = fold_rows[k], None
+        matrix[2 + k, :len(row)] = np.frombuffer(row, dtype=np.float64)
+        del row
+    hashes = vocabulary.hashes()
+    blob, offsets = vocabulary.string_table()
+    return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                  np.array(class_count, dtype=np.float64), matrix,
+                  np.full(n, today() if day is None else day, dtype=np.int32))
 
 
 _MODELS = {}
@@ -567,13 +677,96 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
 
 
 # ---------------------------------------------------------------------------- driving
+_PRELOAD = ["spamnb.parallel", "spamnb.filter", "spamnb.calibrate", "spamnb.tokenizer", "numpy"]
+
+
+def warm_up(n_jobs=None):
+    """Start the forkserver the workers come from (it imports numpy and spamnb
+    once), in the background, when ``n_jobs`` asks for workers: called first
+    thing, its start-up overlaps this process's own imports and planning."""
+    if n_jobs == 1 or _start_method() != "forkserver":
+        return
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(_PRELOAD)
+    forkserver.ensure_running()   # spawns the server and returns; workers are forked once it is up
+
+
+def _start_method():
+    """"fork" where this process may fork safely (Linux, no other Python thread:
+    the workers start at once with what this process has imported; the pool
+    forks them all before its own threads start), else "forkserver"."""
+    import threading
+
+    if os.environ.get("SPAMNB_START_METHOD") in ("fork", "forkserver", "spawn"):
+        return os.environ["SPAMNB_START_METHOD"]
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return "fork"
+    return "forkserver"
+
+
 def _executor(n_jobs, initializer=None, initargs=()):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["spamnb.parallel", "spamnb.filter", "spamnb.tokenizer", "numpy"])
+    method = _start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(_PRELOAD)
+    else:   # what the workers need, imported once here before they fork
+        import importlib
+
+        for name in _PRELOAD:
+            importlib.import_module(name)
     return ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=initializer, initargs=initargs)
+
+
+class Workers:
+    """``n_jobs`` worker processes (0 or None: every available core), started
+    when a pass first has two jobs and shared by the passes of a job (the
+    counting pass and the calibration's scoring pass of ``spamnb train``);
+    with ``n_jobs`` 1 every job runs in this process.  A context manager."""
+
+    def __init__(self, n_jobs=None):
+        self.n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else int(n_jobs)
+        self.pool = None
+
+    def __enter__(self):
+        if self.n_jobs > 1:
+            warm_up(self.n_jobs)
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def run_ordered(self, function, jobs, window=2):
+        """``function(*job)`` for each job, results in job order, at most
+        ``window * n_jobs`` jobs in flight (``jobs`` is consumed lazily)."""
+        from itertools import chain, islice
+
+        jobs = iter(jobs)
+        head = list(islice(jobs, 2))
+        jobs = chain(head, jobs)
+        if self.n_jobs == 1 or (len(head) < 2 and self.pool is None):   # one job: no start-up for nothing
+            for job in jobs:
+                yield function(*job)
+            return
+        if self.pool is None:
+            self.pool = _executor(self.n_jobs)
+        pending = deque()
+        try:
+            for job in jobs:
+                pending.append(self.pool.submit(function, *job))
+                if len(pending) >= window * self.n_jobs:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def run_ordered(function, jobs, n_jobs, window=2):
@@ -581,28 +774,8 @@ def run_ordered(function, jobs, n_jobs, window=2):
     worker processes (0 or None: every available core; in this process for
     1, or for a single job), at most ``window * n_jobs`` jobs in flight
     (``jobs`` is consumed lazily)."""
-    from itertools import chain, islice
-
-    n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else n_jobs
-    jobs = iter(jobs)
-    head = list(islice(jobs, 2))
-    jobs = chain(head, jobs)
-    if n_jobs == 1 or len(head) < 2:   # one job: no worker start-up for nothing
-        for job in jobs:
-            yield function(*job)
-        return
-    with _executor(n_jobs) as pool:
-        pending = deque()
-        try:
-            for job in jobs:
-                pending.append(pool.submit(function, *job))
-                if len(pending) >= window * n_jobs:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for future in pending:
-                future.cancel()
+    with Workers(n_jobs) as workers:
+        yield from workers.run_ordered(function, jobs, window)
 
 
 def _merge_reports(total, report):
@@ -614,19 +787,35 @@ def _merge_reports(total, report):
 
 
 def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
-               report=None, strict=False):
-    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`)."""
+               report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None):
+    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`;
+    ``n_folds``: as :func:`count_messages`; ``workers``: a :class:`Workers`
+    to run on instead of ``n_jobs`` new ones; ``spills``: ``(folder, paths)``,
+    each partition's token hashes spilled to a file in ``folder``, its path
+    appended to the list ``paths``)."""
     from spamnb.corpus import CorpusReport
 
     report = CorpusReport() if report is None else report
-    jobs = ((spec, part, strict) for part in partitions(pieces, partition_size))
 
-    def counted():
-        for part_counts, part_report in run_ordered(count_partition, jobs, n_jobs):
+    def spill(i):
+        if spills is None:
+            return None
+        spills[1].append(os.path.join(spills[0], f"part-{i:09d}"))
+        return spills[1][-1]
+
+    jobs = ((spec, part, strict, n_folds, spill(i)) for i, part in enumerate(partitions(pieces, partition_size)))
+
+    def counted(workers):
+        for part_counts, part_report in workers.run_ordered(count_partition, jobs):
             _merge_reports(report, part_report)
+            if progress is not None:
+                progress.step("counting", n=int(part_counts.class_count[:2].sum()))
             yield part_counts
 
-    return tree_reduce(counted(), fan_in)
+    if workers is not None:
+        return tree_reduce(counted(workers), fan_in)
+    with Workers(n_jobs) as workers:
+        return tree_reduce(counted(workers), fan_in)
 
 
 def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
@@ -646,6 +835,145 @@ def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size
     pieces = plan_training(trees, spam, ham, report, strict, partition_size)
     merged = fit_counts(pieces, counting_spec(spam_filter), n_jobs, partition_size, fan_in, report, strict)
     return merged.to_filter(spam_filter)
+
+
+class CorpusChanged(ValueError):
+    """The corpus read again for the calibration is not the one counted."""
+
+
+_FOLD_MODELS = {}
+
+
+def _fold_models(models):
+    """A :class:`~spamnb.calibrate.FoldModels`, or the folder it was saved to (mapped once per worker)."""
+    from spamnb.calibrate import FoldModels
+
+    if not isinstance(models, str):
+        return models
+    found = _FOLD_MODELS.get(models)
+    if found is None:
+        _FOLD_MODELS.clear()
+        found = _FOLD_MODELS[models] = FoldModels.load(models)
+    return found
+
+
+def score_spilled(models, path):
+    """The calibration's scoring pass over one partition's spill file (its token
+    hashes, written by the counting pass: :func:`spamnb.calibrate.held_out_spilled`),
+    removed once scored."""
+    from spamnb.calibrate import held_out_spilled
+
+    try:
+        return held_out_spilled(_fold_models(models), path)
+    finally:
+        os.unlink(path)
+
+
+def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
+          fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
+          progress=None):
+    """``spamnb train``: count a corpus and choose the cutoffs, streaming.
+
+    Returns ``(spam_filter, calibration)``: ``spam_filter`` (default
+    ``SpamFilter()``) fitted as :func:`fit` fits it (``n_jobs`` 1: in this
+    process, one message at a time, the counts of ``SpamFilter.fit``; any
+    other ``n_jobs``, 0 on a one-core machine included: by partitions, the
+    model of every ``n_jobs`` != 1), and
+    the :class:`~spamnb.calibrate.Calibration` of its cutoffs (not applied),
+    or None when ``calibration`` is None.
+
+    ``calibration``: a dict of :func:`spamnb.calibrate.calibration_check` and
+    :func:`~spamnb.calibrate.from_scores` options (``target_fpr``,
+    ``max_unsure``, ``margin``, ``min_ham``, ``min_spam``).  The counting pass
+    also counts each message into its cross-validation fold
+    (:func:`spamnb.calibrate.fold_of`) and spills its token hashes to a
+    temporary file (one per partition; 8 bytes a token, removed as scored);
+    the scoring pass, on the same workers, scores each message's hashes by
+    its fold's model (the counts minus the fold's:
+    :class:`~spamnb.calibrate.FoldModels`), keeping one float per message.
+    Memory: the vocabulary times ``2 + 4 * n_folds`` floats (counts and fold
+    models), plus 8 bytes a message; no matrix of the corpus.
+
+    ``dask``: a scheduler address; the counting runs there
+    (:func:`spamnb.dask.count_corpus`), the scoring pass here, reading the
+    corpus again; :class:`CorpusChanged` when it finds other messages per
+    fold and class than were counted.
+    """
+    import contextlib
+    import tempfile
+
+    import numpy as np
+
+    from spamnb import calibrate
+    from spamnb.corpus import CorpusReport
+    from spamnb.filter import SpamFilter
+
+    spam_filter = SpamFilter() if spam_filter is None else spam_filter
+    if spam_filter.feature_weight:
+        raise ValueError("message features (feature_weight > 0) are not trained by partitions; use SpamFilter.fit")
+    if partition_size < 1:
+        raise ValueError("partition_size must be at least 1")
+    n_folds = calibrate.DEFAULT_FOLDS if n_folds is None else n_folds
+    folds = n_folds if calibration is not None else 0
+    spec = counting_spec(spam_filter)
+    report = CorpusReport() if report is None else report
+    one = n_jobs == 1 and not dask   # asked for -j 1 (-j 0 on one core: partitions, here)
+    with contextlib.ExitStack() as stack:
+        # one process spills to an unnamed file; workers to files in a folder, which
+        # goes once they have stopped (their files closed)
+        work = None if one or dask or not folds else stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="spamnb-train-"))
+        workers = stack.enter_context(Workers(1 if dask else n_jobs))
+        spills = (work, []) if work is not None else None
+
+        def plan(report):
+            return plan_training(trees, spam, ham, report, strict, None if one else partition_size)
+
+        if dask:
+            from spamnb import dask as spamnb_dask
+
+            merged = spamnb_dask.count_corpus(trees, spam, ham, scheduler=dask, spec=spec, partition_size=partition_size,
+                                              fan_in=fan_in, report=report, strict=strict, n_folds=folds)
+        elif one:
+            messages = ((data, is_spam) for _name, data, is_spam in _messages(plan(report), report, strict))
+            if progress is not None:
+                messages = progress.wrap(messages, "counting")
+            spill = stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if folds else None
+            merged = count_messages(spec, messages, n_folds=folds, spill=spill)
+        else:
+            merged = fit_counts(plan(report), spec, partition_size=partition_size, fan_in=fan_in, report=report,
+                                strict=strict, n_folds=folds, workers=workers, progress=progress, spills=spills)
+        fold_class_count, fold_feature_count = merged.folds() if folds else (None, None)
+        merged.to_filter(spam_filter)
+        if calibration is None:
+            return spam_filter, None
+        options = dict(calibration)
+        n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
+        fixed = calibrate.calibration_check(spam_filter, n_ham, n_spam, **{
+            k: options[k] for k in ("target_fpr", "max_unsure", "min_ham", "min_spam") if k in options})
+        if fixed is not None:
+            return spam_filter, fixed
+        models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+        del merged, fold_feature_count
+        if dask:
+            messages = ((data, is_spam) for _n, data, is_spam in _messages(plan(CorpusReport()), CorpusReport(),
+                                                                           strict))
+            parts = [calibrate.held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)]
+        elif one:
+            spill.flush()
+            parts = [calibrate.held_out_spilled(models, spill)]
+        else:
+            folder = os.path.join(work, "folds")
+            os.mkdir(folder)
+            models.save(folder)
+            parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1])))
+    ham = np.concatenate([p[0] for p in parts])
+    spam_scores = np.concatenate([p[1] for p in parts])
+    per_fold = sum((p[2] for p in parts), np.zeros((n_folds, 2), dtype=np.int64))
+    if not np.array_equal(per_fold, fold_class_count):
+        raise CorpusChanged("other messages on the second reading")
+    keys = ("target_fpr", "max_unsure", "margin")
+    return spam_filter, calibrate.from_scores(ham, spam_scores, n_folds, **{k: options[k] for k in keys if k in options})
 
 
 def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
@@ -687,27 +1015,16 @@ def _jobs(text):
 def add_arguments(parser, command):
     """Register ``-j/--jobs`` (and, for ``train``, ``--dask`` and
     ``--partition-size``) on a subcommand's parser (``train``, ``classify``)."""
-    parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N",
-                        help="worker processes (default 1: this process; 0: every core available; "
-                             "see docs/scale.md)")
+    if command == "train":
+        jobs_help = (f"worker processes (default {DEFAULT_JOBS}: every core available; 1 with "
+                     "--feature-weight; 1: this process, the model of SpamFilter.fit; see docs/scale.md)")
+    else:   # a batch answers each path at once in this process; -j N answers a partition at a time
+        jobs_help = "worker processes (default 1: this process; 0: every core available; see docs/scale.md)"
+    parser.add_argument("-j", "--jobs", type=_jobs, default=None if command == "train" else 1, metavar="N",
+                        help=jobs_help)
     parser.add_argument("--partition-size", type=int, default=DEFAULT_PARTITION_SIZE, metavar="N",
                         help=f"messages per partition with -j (default {DEFAULT_PARTITION_SIZE}"
                              + ("; the model depends on it, not on -j)" if command == "train" else ")"))
     if command == "train":
         parser.add_argument("--dask", metavar="ADDRESS",
                             help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
-
-
-def train_command(args, spam_filter, report):
-    """``spamnb train -j N`` (N != 1) or ``--dask``: ``spam_filter`` fitted by
-    partitions (streaming: no message is held)."""
-    if args.partition_size < 1:
-        raise ValueError("--partition-size must be at least 1")
-    if getattr(args, "dask", None):
-        from spamnb import dask as spamnb_dask
-
-        return spamnb_dask.fit_corpus(args.dirs, args.spam, args.ham, scheduler=args.dask,
-                                      spam_filter=spam_filter, partition_size=args.partition_size,
-                                      report=report, strict=args.strict)
-    return fit(args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs,
-               partition_size=args.partition_size, report=report, strict=args.strict)

@@ -1,6 +1,7 @@
 """spamnb.calibrate: cutoffs from cross-validation inside the training mail."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -113,3 +114,59 @@ def test_cutoffs_hold_on_the_fixed_split(shared_corpus):
         scores = spam_filter.score_many([messages[i] for i in test])
         fpr = float((scores[~y[test]] >= cal.spam_log_odds).mean())
         assert fpr <= 0.001, name
+
+
+# ---------------------------------------------------------------------------- streaming
+@pytest.mark.parametrize("params", [{}, {"counts": "raw", "prior": "map"}, {"length_norm": 50.0},
+                                    {"counts": "binary", "prior": "uniform", "alpha": 0.5}])
+def test_streaming_fold_scores_are_fold_log_odds(sample, params):
+    """The counting pass's fold rows and the compiled scorer give the log-odds
+    fold_log_odds computes from the corpus matrix, for the same folds."""
+    from spamnb import parallel
+
+    messages, y = sample
+    spec = parallel.counting_spec(SpamFilter(**params))
+    counts = parallel.count_messages(spec, zip(messages, y), n_folds=5)
+    spam_filter = counts.to_filter(SpamFilter(**params))
+    reference = SpamFilter(**params).fit(messages, y)
+    np.testing.assert_allclose(spam_filter.word_counts_.matrix(), reference.word_counts_.matrix(), rtol=1e-12)
+    models = calibrate.FoldModels.from_counts(spam_filter, *counts.folds())
+    ham, spam, per_fold = calibrate.held_out_log_odds(models, spam_filter.tokenizer_, zip(messages, y))
+    fold = np.array([calibrate.fold_of(m) for m in messages])
+    folds = [np.flatnonzero(fold == k) for k in range(5)]
+    assert all(len(f) for f in folds)
+    expected = calibrate.fold_log_odds(reference.transform(messages), y, folds, float(reference.alpha),
+                                       reference.prior, renormalise=float(reference.length_norm) or None)
+    np.testing.assert_allclose(ham, expected[~y], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(spam, expected[y], rtol=1e-9, atol=1e-9)
+    assert per_fold.tolist() == counts.folds()[0].astype(int).tolist()
+    assert per_fold.sum() == len(y) and per_fold[:, 1].sum() == y.sum()
+    # saved and mapped (what the workers load), and the spilled token hashes
+    # (what the counting pass writes): the same scores
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        loaded = calibrate.FoldModels.load(models.save(folder))
+        spill = os.path.join(folder, "spill")
+        with open(spill, "wb") as out:
+            parallel.count_messages(spec, zip(messages, y), n_folds=5, spill=out)
+        again = calibrate.held_out_spilled(loaded, spill)
+        assert np.array_equal(again[0], ham) and np.array_equal(again[1], spam)
+        assert np.array_equal(again[2], per_fold)
+        with open(spill, "r+b") as f:
+            f.truncate(os.path.getsize(spill) - 3)
+        with pytest.raises(ValueError, match="damaged"):
+            calibrate.held_out_spilled(loaded, spill)
+        del loaded
+
+
+def test_fold_of_depends_on_the_message_only(sample):
+    messages, y = sample
+    folds = [calibrate.fold_of(m) for m in messages]
+    assert folds == [calibrate.fold_of(bytes(m)) for m in messages] and set(folds) == set(range(5))
+    assert calibrate.fold_of(messages[0], 3) in range(3)
+    # each class spreads over the folds at random (stratified in expectation only:
+    # 100 spam fall 18, 9, 21, 23, 29)
+    for cls in (False, True):
+        sizes = np.bincount(np.array(folds)[y == cls], minlength=5)
+        assert sizes.min() > 0.05 * sizes.sum() and sizes.max() < 0.35 * sizes.sum()

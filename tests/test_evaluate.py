@@ -215,6 +215,21 @@ def test_run_cross_validation_with_json(corpus, tmp_path, capsys):
     assert data["mean"]["fpr"] == pytest.approx(np.mean([r["fpr"] for r in data["folds"]]))
 
 
+def test_jobs_give_the_figures_of_one_process(corpus, tmp_path, capsys):
+    """evaluate -j 2 (the folds on worker processes) writes the figures of -j 1."""
+    figures = {}
+    for jobs in ("1", "2", "0"):
+        out = tmp_path / f"j{jobs}.json"
+        assert ev.run(_args(corpus, "--folds", 4, "--json", out, "--no-progress", "-j", jobs)) == 0
+        data = json.loads(out.read_text())
+        figures[jobs] = (data["folds"], data["mean"], data["std"], data["confusion"])
+    capsys.readouterr()
+    assert figures["1"] == figures["2"] == figures["0"]
+    assert len(figures["2"][0]) == 4
+    with pytest.raises(SystemExit):
+        _args(corpus, "-j", "-1")
+
+
 def test_run_md5_split_and_train_test(corpus, capsys):
     assert ev.run(_args(corpus, "--split", "md5", "--no-progress")) == 0
     text = capsys.readouterr().out

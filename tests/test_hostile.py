@@ -531,8 +531,8 @@ def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys)
             raise PermissionError(13, "Permission denied", path)
         return real_read(path)
 
-    def guarded_scandir(path="."):
-        if os.fspath(path).endswith("locked"):
+    def guarded_scandir(path="."):   # os.scandir also takes a file descriptor (shutil.rmtree)
+        if not isinstance(path, int) and os.fspath(path).endswith("locked"):
             raise PermissionError(13, "Permission denied", path)
         return real_scandir(path)
 

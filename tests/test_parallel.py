@@ -109,6 +109,39 @@ def test_model_file_is_the_same_for_every_number_of_workers(tmp_path):
     assert paths[0] == paths[1] == paths[2]
 
 
+def _calibrated(counts, n_jobs, partition_size):
+    return parallel.train([SAMPLE], spam_filter=SpamFilter(counts=counts), n_jobs=n_jobs,
+                          partition_size=partition_size, calibration={"target_fpr": 0.01})
+
+
+def test_train_calibrates_streaming_alike_for_every_number_of_workers():
+    """The streaming calibration: the cutoffs of -j 1 and -j 2 (any partition
+    size) are those of the held-out log-odds fold_log_odds computes from the
+    corpus matrix over the same (hashed) folds; -j 1 counts as SpamFilter.fit."""
+    from spamnb import calibrate
+
+    messages = labelled_messages([SAMPLE])
+    data, y = [m.data for m in messages], np.array([m.is_spam for m in messages])
+    ref = SpamFilter().fit(data, y)
+    fold = np.array([calibrate.fold_of(m) for m in data])
+    scores = calibrate.fold_log_odds(ref.transform(data), y, [np.flatnonzero(fold == k) for k in range(5)],
+                                     float(ref.alpha), ref.prior)
+    expected = calibrate.from_scores(scores[~y], scores[y], 5, target_fpr=0.01)
+    one, cal_one = _calibrated("log", 1, parallel.DEFAULT_PARTITION_SIZE)
+    assert_same_counts(ref, one)                       # -j 1: the counts of fit, bit for bit
+    for n_jobs, size in ((1, 40), (2, 40), (2, 7)):
+        got, cal = _calibrated("log", n_jobs, size) if (n_jobs, size) != (1, 40) else (one, cal_one)
+        assert cal.n_folds == 5 and (cal.n_ham, cal.n_spam) == (int((~y).sum()), int(y.sum()))
+        for field in ("spam_log_odds", "ham_log_odds", "expected_fpr", "expected_spam_missed", "expected_unsure"):
+            assert getattr(cal, field) == pytest.approx(getattr(expected, field), rel=1e-9, abs=1e-9), field
+    # integer counts: the same sums whatever the partitions, the same cutoffs exactly
+    assert _calibrated("raw", 1, 40)[1] == _calibrated("raw", 2, 7)[1] == _calibrated("raw", 2, 64)[1]
+    # too little data: the defaults, no second reading
+    _filter, few = parallel.train([SAMPLE], n_jobs=2, partition_size=50,
+                                  calibration={"target_fpr": 0.01, "min_ham": 10_000})
+    assert few.expected_fpr is None and "too little data" in few.rule
+
+
 def test_message_starts_cut_where_iter_mbox_cuts():
     rnd = random.Random(7)
     lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
@@ -120,6 +153,38 @@ def test_message_starts_cut_where_iter_mbox_cuts():
         pieces = [m for a, b in zip(starts, starts[1:]) for m in iter_mbox(io.BytesIO(data[a:b]))]
         assert pieces == list(iter_mbox(io.BytesIO(data)))
     assert list(message_starts(b"Subject: not an mbox\n")) == []
+
+
+def test_iter_mbox_over_bytes_cuts_as_the_line_loop(tmp_path):
+    """An mbox in memory (io.BytesIO) is cut at message_starts, not line by
+    line: the same messages, with long lines, CRLF, missing blank lines, an
+    envelope line alone, a message cut at max_message_bytes, a stream read
+    from the middle."""
+    from spamnb.mbox import _iter_mbox_lines, iter_mbox_range
+
+    path = tmp_path / "box"
+    rnd = random.Random(11)
+    lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
+             b"body text\n", b"From x  Sat Jan  3 01:05:34 1996 +0000\r\n", b"X" * (_MAX_LINE - 1) + b"\n",
+             b"X" * _MAX_LINE + b"\n", b"X" * (_MAX_LINE + 1) + b"\n", b"From  \n", b"From"]
+    for _ in range(1500):
+        data = rnd.choice([b"From s@x Mon Nov 23 10:40:20 2026\n", b"", b"From x\n"]) + b"".join(
+            rnd.choice(lines) for _ in range(rnd.randint(0, 25)))
+        for limit in (1 << 26, 100):
+            assert list(iter_mbox(io.BytesIO(data), limit)) == list(_iter_mbox_lines(io.BytesIO(data), limit))
+        stream = io.BytesIO(b"head" + data)
+        assert stream.read(4) == b"head"
+        expected = list(_iter_mbox_lines(io.BytesIO(data), 1 << 26))
+        assert list(iter_mbox(stream)) == expected
+        assert stream.read() == b""
+        if rnd.random() < 0.2:   # a file (mapped), and shards read whole
+            path.write_bytes(data)
+            for limit in (1 << 26, 100):
+                with open(path, "rb") as f:
+                    assert list(iter_mbox(f, limit)) == list(_iter_mbox_lines(io.BytesIO(data), limit))
+            starts = list(message_starts(data)) + [len(data)]
+            if data.startswith(b"From "):   # shards are cut from an mbox
+                assert [m for a, b in zip(starts, starts[1:]) for m in iter_mbox_range(path, a, b)] == expected
 
 
 def write_mbox(path, messages):
@@ -265,6 +330,10 @@ def test_cli_errors_are_one_line(tmp_path):
     assert proc.returncode == 64
     proc = run(["train", "-j", "2", "--feature-weight", "1", SAMPLE], tmp_path)
     assert proc.returncode == 64 and "-j 1" in proc.stderr.decode()
+    # -j not given: every core, but the message features are counted in this process
+    proc = run(["train", "-q", "--feature-weight", "1", "-m", tmp_path / "features", SAMPLE], tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert SpamFilter.load(tmp_path / "features").features_ is not None
 
 
 @pytest.mark.slow
