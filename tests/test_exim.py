@@ -155,7 +155,9 @@ def _variable(spool_text, name):
 
 
 def _bar(score):
-    n = min(int(abs(score)), 50)
+    # Exim's bar: one character per whole point, at most 51 (its loop stops
+    # once past MAX_SPAM_BAR_CHARS = 50)
+    n = min(int(abs(score)), 51)
     return "/" if n == 0 else ("+" if score > 0 else "-") * n
 
 

@@ -109,8 +109,9 @@ def test_model_file_is_the_same_for_every_number_of_workers(tmp_path):
     assert paths[0] == paths[1] == paths[2]
 
 
-def _calibrated(counts, n_jobs, partition_size):
-    return parallel.train([SAMPLE], spam_filter=SpamFilter(counts=counts), n_jobs=n_jobs,
+def _calibrated(counts, n_jobs, partition_size, length_norm=None):
+    params = {} if length_norm is None else {"length_norm": length_norm}
+    return parallel.train([SAMPLE], spam_filter=SpamFilter(counts=counts, **params), n_jobs=n_jobs,
                           partition_size=partition_size, calibration={"target_fpr": 0.01})
 
 
@@ -125,7 +126,7 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     ref = SpamFilter().fit(data, y)
     fold = np.array([calibrate.fold_of(m) for m in data])
     scores = calibrate.fold_log_odds(ref.transform(data), y, [np.flatnonzero(fold == k) for k in range(5)],
-                                     float(ref.alpha), ref.prior)
+                                     float(ref.alpha), ref.prior, renormalise=float(ref.length_norm) or None)
     expected = calibrate.from_scores(scores[~y], scores[y], 5, target_fpr=0.01)
     one, cal_one = _calibrated("log", 1, parallel.DEFAULT_PARTITION_SIZE)
     assert_same_counts(ref, one)                       # -j 1: the counts of fit, bit for bit
@@ -134,8 +135,9 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
         assert cal.n_folds == 5 and (cal.n_ham, cal.n_spam) == (int((~y).sum()), int(y.sum()))
         for field in ("spam_log_odds", "ham_log_odds", "expected_fpr", "expected_spam_missed", "expected_unsure"):
             assert getattr(cal, field) == pytest.approx(getattr(expected, field), rel=1e-9, abs=1e-9), field
-    # integer counts: the same sums whatever the partitions, the same cutoffs exactly
-    assert _calibrated("raw", 1, 40)[1] == _calibrated("raw", 2, 7)[1] == _calibrated("raw", 2, 64)[1]
+    # integer counts (no length normalisation): the same sums whatever the partitions, the same cutoffs exactly
+    assert (_calibrated("raw", 1, 40, 0.0)[1] == _calibrated("raw", 2, 7, 0.0)[1]
+            == _calibrated("raw", 2, 64, 0.0)[1])
     # too little data: the defaults, no second reading
     _filter, few = parallel.train([SAMPLE], n_jobs=2, partition_size=50,
                                   calibration={"target_fpr": 0.01, "min_ham": 10_000})
