@@ -111,8 +111,8 @@ def _scoring_only(spam_filter):
     return spam_filter
 
 
-def _classify(spam_filter, message):
-    return spam_filter.classify(message)
+def _classify(spam_filter, message, evidence=True):
+    return spam_filter.classify(message, evidence)
 
 
 def _cutoffs(spam_filter):
@@ -542,7 +542,7 @@ class Server:
         required = self.settings.required_score
         path, _ = self.model_path(request.headers.get("user"))
         spam_filter, score_map = self.models.get(path, required)
-        verdict = _classify(spam_filter, message)
+        verdict = _classify(spam_filter, message, verb != "CHECK")   # CHECK answers without the tokens
         score = score_map.score(verdict.log_odds, verdict.label)
         spam_header = spamd.spam_header(verdict, score, score_map.required)
         outcome = f"{verdict.label} {score:.1f}/{score_map.required:.1f} log-odds={verdict.log_odds:+.3f}"

@@ -268,3 +268,13 @@ def test_message_features_add_their_weighted_log_likelihood_ratio(sample, tmp_pa
         loaded.forget(data[0], spam=labels[0])
     with pytest.raises(ValueError):
         SpamFilter(feature_weight=-1)
+
+
+def test_classify_without_evidence_gives_the_same_verdict(trained, sample):
+    """``classify(m, evidence=False)`` (what the server answers CHECK with)
+    decides as ``classify(m)``, and lists no tokens."""
+    for message in sample[::7]:
+        full, bare = trained.classify(message.data), trained.classify(message.data, evidence=False)
+        assert (bare.label, bare.probability, bare.log_odds, bare.tokens, bare.known_tokens) == \
+            (full.label, full.probability, full.log_odds, full.tokens, full.known_tokens)
+        assert bare.evidence == () and full.evidence
