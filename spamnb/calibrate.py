@@ -23,8 +23,11 @@ The rule (:func:`choose_cutoffs`), on the held-out log-odds:
 - expected figures (held-out): false-positive rate, spam missed (spam below
   the spam cutoff: unsure counts as missed), unsure share.
 
-Too little data: with fewer than ``min_ham`` (default 200) ham or
-``min_spam`` (default 50) spam the tail cannot be estimated; the cutoffs
+Too little data: with fewer than ``min_ham`` (default 200) ham, or fewer
+than 1 / ``target_fpr`` ham (1,000 for the default 0.1 %: a target that
+allows no held-out ham over the cutoff puts it above the one highest ham
+score, so a single message would decide it), or fewer than ``min_spam``
+(default 50) spam, the tail cannot be estimated; the cutoffs
 are then the documented defaults (``spamnb.filter.DEFAULT_SPAM_CUTOFF``,
 ``DEFAULT_HAM_CUTOFF``), and ``Calibration.rule`` says so; the same with the
 message features on (``feature_weight`` > 0), which the fold scores leave out.
@@ -44,7 +47,7 @@ from spamnb.verdict import logit as _logit
 from spamnb.verdict import probability as _probability
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
-           "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled", "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
+           "min_ham_for", "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled", "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
 
 DEFAULT_TARGET_FPR = 0.001
 DEFAULT_MAX_UNSURE = 0.05
@@ -353,6 +356,15 @@ def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_
     return from_scores(scores[~y], scores[y], n_folds, target_fpr, max_unsure, margin)
 
 
+def min_ham_for(target_fpr, min_ham=MIN_HAM):
+    """The held-out ham needed to set a spam cutoff for ``target_fpr``: at least
+    ``min_ham``, and enough that the target allows one ham over the cutoff
+    (1 / target_fpr: 1,000 for 0.1 %); fewer cannot estimate that tail."""
+    if target_fpr <= 0:
+        return min_ham
+    return max(min_ham, math.ceil(1.0 / target_fpr - 1e-9))
+
+
 def calibration_check(spam_filter, n_ham, n_spam, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
                       min_ham=MIN_HAM, min_spam=MIN_SPAM):
     """Check the options (ValueError) and return the :class:`Calibration` of
@@ -365,9 +377,10 @@ def calibration_check(spam_filter, n_ham, n_spam, target_fpr=DEFAULT_TARGET_FPR,
     if not 0.0 <= max_unsure <= 1.0:
         raise ValueError(f"max_unsure must be in [0, 1], got {max_unsure!r}")
     why = None
-    if n_ham < min_ham or n_spam < min_spam:
+    needed_ham = min_ham_for(target_fpr, min_ham)
+    if n_ham < needed_ham or n_spam < min_spam:
         why = (f"too little data to estimate them ({n_ham} ham, {n_spam} spam; "
-               f"needs {min_ham} ham and {min_spam} spam)")
+               f"needs {needed_ham} ham and {min_spam} spam)")
     elif getattr(spam_filter, "feature_weight", 0):
         why = "the fold scores leave out the message features (feature_weight > 0)"
     if why is None:

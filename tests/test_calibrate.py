@@ -2,6 +2,7 @@
 
 import math
 import os
+import re
 
 import numpy as np
 import pytest
@@ -55,9 +56,9 @@ def test_choose_cutoffs_rule():
 def test_calibrate_and_apply(sample):
     messages, y = sample
     spam_filter = SpamFilter().fit(messages, y)
-    cal = calibrate.calibrate(spam_filter, messages, y, target_fpr=0.001)
+    cal = calibrate.calibrate(spam_filter, messages, y, target_fpr=0.005)   # 200 ham: one may reach the cutoff
     scores = calibrate.cross_val_log_odds(spam_filter, messages, y)
-    assert cal.expected_fpr == 0.0 and cal.spam_log_odds > scores[~y].max()
+    assert cal.expected_fpr <= 0.005 and cal.spam_log_odds > np.sort(scores[~y])[-2]
     assert cal.expected_spam_missed == pytest.approx(float((scores[y] < cal.spam_log_odds).mean()))
     assert cal.expected_unsure <= 0.05 + 1e-12
     assert cal.spam_cutoff == pytest.approx(1 / (1 + math.exp(-cal.spam_log_odds)))
@@ -65,6 +66,18 @@ def test_calibrate_and_apply(sample):
     calibrate.apply(spam_filter, cal)
     assert spam_filter.spam_cutoff == cal.spam_cutoff and spam_filter.ham_cutoff <= spam_filter.spam_cutoff
     assert "cross-validation" in calibrate.describe(cal)
+
+
+def test_a_target_below_one_held_out_ham_keeps_the_defaults(sample):
+    """0.1 % of 200 ham is no message: the cutoff would rest on the one highest
+    ham score, so the defaults are kept and the rule says how much ham it needs."""
+    messages, y = sample
+    spam_filter = SpamFilter().fit(messages, y)
+    cal = calibrate.calibrate(spam_filter, messages, y, target_fpr=0.001)
+    assert (cal.spam_cutoff, cal.ham_cutoff) == (DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF)
+    assert "too little data" in cal.rule and "needs 1000 ham" in cal.rule
+    assert calibrate.min_ham_for(0.001) == 1000 and calibrate.min_ham_for(0.01) == 200
+    assert calibrate.min_ham_for(0.0001) == 10000 and calibrate.min_ham_for(0) == 200
 
 
 def test_too_little_data_keeps_the_defaults(sample):
@@ -78,7 +91,7 @@ def test_too_little_data_keeps_the_defaults(sample):
     with pytest.raises(ValueError):
         calibrate.calibrate(spam_filter, messages, y, target_fpr=1.5)
     with_features = SpamFilter(feature_weight=0.1).fit(messages, y)
-    cal = calibrate.calibrate(with_features, messages, y)
+    cal = calibrate.calibrate(with_features, messages, y, target_fpr=0.01)
     assert cal.spam_cutoff == DEFAULT_SPAM_CUTOFF and "features" in cal.rule
 
 
@@ -87,9 +100,14 @@ def _run(home, *args):
 
 
 def test_train_sets_and_prints_the_cutoffs(tmp_path, sample_corpus):
-    out = _run(tmp_path, "train", sample_corpus)
+    out = _run(tmp_path, "train", sample_corpus)   # 200 ham: too few for the default 0.1 %
     assert out.returncode == 0, out.stderr
-    assert "expected: false positives 0.00 %" in out.stdout
+    assert "too little data" in out.stdout and "needs 1000 ham" in out.stdout
+    assert SpamFilter.load(tmp_path / "model.spamnb").spam_cutoff == DEFAULT_SPAM_CUTOFF
+    out = _run(tmp_path, "train", "--target-fpr", "0.01", sample_corpus)
+    assert out.returncode == 0, out.stderr
+    expected = re.search(r"expected: false positives ([0-9.]+) %", out.stdout)
+    assert expected and float(expected.group(1)) <= 1.0, out.stdout
     model = SpamFilter.load(tmp_path / "model.spamnb")
     assert model.spam_cutoff != DEFAULT_SPAM_CUTOFF and model.spam_cutoff > 0.999
     info = _run(tmp_path, "info")
