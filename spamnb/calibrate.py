@@ -16,10 +16,10 @@ The rule (:func:`choose_cutoffs`), on the held-out log-odds:
   held-out ham reach (floor(target_fpr x n_ham) ham may reach it), plus
   ``margin`` (default 1) log-odds of safety, since the tail of ham scores
   is estimated from a handful of messages;
-- ham cutoff: log-odds 0 (P = 0.5), lowered to the spam cutoff when that is
-  below 0; raised when the unsure band between the two would hold more than
-  ``max_unsure`` (default 5 %) of the held-out messages (the band holds
-  exactly that share then);
+- ham cutoff: log-odds -4 (``spamnb.filter.DEFAULT_HAM_LOG_ODDS``, P = 0.018),
+  lowered to the spam cutoff when that is below it; raised when the unsure
+  band between the two would hold more than ``max_unsure`` (default 5 %) of
+  the held-out messages (the band holds exactly that share then);
 - expected figures (held-out): false-positive rate, spam missed (spam below
   the spam cutoff: unsure counts as missed), unsure share.
 
@@ -326,7 +326,9 @@ def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, m
     else:
         spam_cut = float(np.nextafter(ham[allowed], np.inf)) + margin
     spam_cut = min(spam_cut, MAX_LOG_ODDS)
-    ham_cut = min(0.0, spam_cut)
+    from spamnb.filter import DEFAULT_HAM_LOG_ODDS
+
+    ham_cut = min(DEFAULT_HAM_LOG_ODDS, spam_cut)
     everything = np.concatenate([ham, spam])
     in_band = ((everything > ham_cut) & (everything < spam_cut)).sum()
     if everything.size and in_band > max_unsure * everything.size:

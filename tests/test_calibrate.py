@@ -10,7 +10,7 @@ import pytest
 from spamnb import SpamFilter, calibrate
 from spamnb.corpus import labelled_messages
 from spamnb.evaluate import md5_split, stratified_folds
-from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
 
 from conftest import run_spamnb
 
@@ -37,7 +37,9 @@ def test_choose_cutoffs_rule():
     ham = np.arange(-100.0, 0.0)           # 100 ham scores, the largest -1
     spam = np.linspace(-5.0, 50.0, 100)
     spam_cut, ham_cut = calibrate.choose_cutoffs(ham, spam, target_fpr=0.001, max_unsure=1.0, margin=0.0)
-    assert -1.0 < spam_cut < -0.999 and ham_cut == spam_cut           # no ham may reach it; band empty
+    assert -1.0 < spam_cut < -0.999 and ham_cut == DEFAULT_HAM_LOG_ODDS   # no ham may reach it; ham at -4
+    assert calibrate.choose_cutoffs(ham - 10, spam, target_fpr=0.001, max_unsure=1.0, margin=0.0)[1] == \
+        pytest.approx(-11.0)                                          # a spam cutoff below -4: band empty
     spam_cut, _ = calibrate.choose_cutoffs(ham, spam, target_fpr=0.02, max_unsure=1.0, margin=0.0)
     assert -3.0 < spam_cut < -2.999                                   # 2 of 100 ham may reach it
     spam_cut, _ = calibrate.choose_cutoffs(ham, spam, target_fpr=0.02, max_unsure=1.0, margin=1.5)
@@ -49,7 +51,7 @@ def test_choose_cutoffs_rule():
     everything = np.concatenate([ham, spam])
     assert spam_cut == pytest.approx(5.0) and spam_cut > 5.0 and 0.0 < ham_cut < spam_cut
     assert ((everything > ham_cut) & (everything < spam_cut)).sum() == 20
-    assert calibrate.choose_cutoffs(ham, spam, target_fpr=0.0, max_unsure=0.15, margin=0.0)[1] == 0.0
+    assert calibrate.choose_cutoffs(ham, spam, target_fpr=0.0, max_unsure=0.3, margin=0.0)[1] == DEFAULT_HAM_LOG_ODDS
     assert calibrate.choose_cutoffs(np.full(10, 80.0), spam, 0.0)[0] == calibrate.MAX_LOG_ODDS
 
 
