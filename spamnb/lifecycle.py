@@ -404,6 +404,17 @@ def load_dump(stream, name="-"):
             fail(f"expected the {key!r} field, found {text[:40]!r}")
         return value
 
+    def count_field(key):
+        """A header field holding a count (an integer >= 0)."""
+        text = header_field(key)
+        try:
+            value = int(text)
+            if value < 0:
+                raise ValueError
+        except ValueError:
+            fail(f"{key!r} must be a count")
+        return value
+
     first = header_field(DUMP_FORMAT)
     if first not in [str(v) for v in DUMP_VERSIONS]:
         fail(f"dump format version {first!r}, this spamnb reads versions {', '.join(map(str, DUMP_VERSIONS))}")
@@ -456,13 +467,7 @@ def load_dump(stream, name="-"):
             raise ValueError
     except ValueError:
         fail("'messages' must be two counts (ham spam), finite and >= 0")
-    text = header_field("tokens")
-    try:
-        n_declared = int(text)
-        if n_declared < 0:
-            raise ValueError
-    except ValueError:
-        fail("'tokens' must be a count")
+    n_declared = count_field("tokens")
 
     blob = bytearray()
     offsets = array("Q", [0])
@@ -502,13 +507,7 @@ def load_dump(stream, name="-"):
     if version >= 2:
         from spamnb.ledger import DIGEST_SIZE, Ledger
 
-        text = header_field("ledger")
-        try:
-            n_ledger = int(text)
-            if n_ledger < 0:
-                raise ValueError
-        except ValueError:
-            fail("'ledger' must be a count")
+        n_ledger = count_field("ledger")
         digests, labels = bytearray(), bytearray()
         for _ in range(n_ledger):
             line = next_line()
