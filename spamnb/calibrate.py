@@ -47,7 +47,9 @@ from spamnb.verdict import logit as _logit
 from spamnb.verdict import probability as _probability
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
-           "min_ham_for", "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled", "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN", "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
+           "min_ham_for", "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled",
+           "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN",
+           "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
 
 DEFAULT_TARGET_FPR = 0.001
 DEFAULT_MAX_UNSURE = 0.05
