@@ -302,10 +302,14 @@ def dask_figures(corpora, repeat):
     start_s = time.perf_counter() - started
     try:
         spamnb_dask.fit_corpus(corpora, client=client)   # warm the workers (imports)
-        on_dask, local = [], []
+        address, options = client.scheduler.address, {"target_fpr": 0.001}
+        on_dask, local, cut_dask, cut_local = [], [], [], []
         for _round in range(repeat):
             on_dask.append(timed(spamnb_dask.fit_corpus, corpora, client=client)[0])
             local.append(timed(parallel.fit, corpora, n_jobs=2)[0])
+            # train with the cutoffs (both passes on the cluster; -j 2 scores spill files)
+            cut_dask.append(timed(parallel.train, corpora, dask=address, calibration=options)[0])
+            cut_local.append(timed(parallel.train, corpora, n_jobs=2, calibration=options)[0])
         noop = delayed(lambda i: i, pure=True)
         n_tasks = 500
         per_task = []
@@ -317,6 +321,8 @@ def dask_figures(corpora, repeat):
         cluster.close()
     return {"cluster_start_s": round(start_s, 2), "dask_fit": summary(on_dask, n), "j2_fit": summary(local, n),
             "dask_over_j2_median": round(statistics.median(on_dask) / statistics.median(local), 2),
+            "dask_train_cutoffs": summary(cut_dask, n), "j2_train_cutoffs": summary(cut_local, n),
+            "cutoffs_dask_over_j2_median": round(statistics.median(cut_dask) / statistics.median(cut_local), 2),
             "task_overhead_ms": round(1e3 * min(per_task), 2)}
 
 
@@ -391,13 +397,80 @@ def cli_train(corpora, work, repeat, jobs, scales=(1, 4)):
     return out
 
 
+# ---------------------------------------------------------------------------- ceiling
+_CEILING = {}
+
+
+def _ceiling_work(kind, lo, hi):
+    """One process's share of the ceiling figure: counting preloaded messages
+    (``kind`` "counting": tokenizing and counting, no file reading, nothing
+    sent back), or a tight integer loop with a tiny working set ("loop")."""
+    if kind == "loop":
+        total = 0
+        for i in range(lo, hi):
+            total += i * i
+        return
+    parallel.count_messages(_CEILING["spec"], _CEILING["messages"][lo:hi])
+
+
+def _split_run(kind, n, n_procs):
+    """Wall seconds of ``n`` units of ``kind`` cut into ``n_procs`` forked processes."""
+    import multiprocessing
+
+    if n_procs == 1:
+        return timed(_ceiling_work, kind, 0, n)[0]
+    context = multiprocessing.get_context("fork")
+    bounds = [n * k // n_procs for k in range(n_procs + 1)]
+    started = time.perf_counter()
+    procs = [context.Process(target=_ceiling_work, args=(kind, bounds[k], bounds[k + 1])) for k in range(n_procs)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+    return time.perf_counter() - started
+
+
+def ceiling(corpora, repeat, jobs, copies=3):
+    """What a second process gives on this machine when nothing is shared: the
+    corpus read into memory first (``copies`` times over, so a run lasts a
+    few seconds), then counted by one process, or cut in halves counted by
+    two forked processes that send nothing back (no planning, no file reading,
+    no merge); and the same for a tight integer loop whose working set fits
+    in the first-level cache.  The counting ratio bounds what ``-j 2`` can
+    reach here; the loop's says what the cores give code that shares nothing."""
+    spec = parallel.counting_spec(SpamFilter())
+    messages = [(m.data, m.is_spam) for m in labelled_messages(corpora)]
+    _CEILING.update(spec=spec, messages=messages * copies)
+    n_messages, n_loop = len(_CEILING["messages"]), 20_000_000
+    _ceiling_work("counting", 0, min(500, n_messages))   # warm the tokenizer's tables
+    rows = {f"{kind} -j {j}": [] for kind in ("counting", "loop") for j in jobs}
+    try:
+        for _round in range(repeat):
+            for kind, n in (("counting", n_messages), ("loop", n_loop)):
+                for j in jobs:
+                    rows[f"{kind} -j {j}"].append(_split_run(kind, n, j))
+    finally:
+        _CEILING.clear()
+    out = {"messages": n_messages, "loop_iterations": n_loop}
+    out.update({name: {"best_s": round(min(s), 4), "median_s": round(statistics.median(s), 4), "runs": s}
+                for name, s in rows.items()})
+    for kind in ("counting", "loop"):
+        one = rows[f"{kind} -j {jobs[0]}"]
+        for j in jobs[1:]:
+            other = rows[f"{kind} -j {j}"]
+            out[f"{kind} speedup -j {j}"] = {
+                "best": round(min(one) / min(other), 2), "median": round(statistics.median(one) / statistics.median(other), 2),
+                "per_round": [round(a / b, 2) for a, b in zip(one, other)]}
+    return out
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", action="append", help=f"corpus folder (repeatable; default {DEFAULT_CORPUS})")
     parser.add_argument("--scales", type=int, nargs="*", default=[1, 4, 16])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", type=int, nargs="*", default=[1, 2])
-    parser.add_argument("--skip", nargs="*", default=[], choices=["cli", "throughput", "costs", "dask", "memory"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["ceiling", "cli", "throughput", "costs", "dask", "memory"])
     parser.add_argument("--exact-copies", action="store_true",
                         help="memory: copies without varied bytes (the vocabulary stays that of 1x)")
     parser.add_argument("--train-option", action="append", default=[], metavar="OPTION",
@@ -409,6 +482,9 @@ def main(argv=None):
               "cores": parallel.available_cores(), "load_average_start": os.getloadavg()}
     work = tempfile.mkdtemp(prefix="spamnb-scale-")
     try:
+        if "ceiling" not in args.skip:
+            report["ceiling"] = ceiling(corpora, args.repeat, args.jobs)
+            print(json.dumps(report["ceiling"], indent=1), flush=True)
         if "cli" not in args.skip:
             report["cli_train"] = cli_train(corpora, work, args.repeat, args.jobs)
             print(json.dumps(report["cli_train"], indent=1), flush=True)

@@ -192,6 +192,9 @@ class FoldModels:
                                        self.transform, self.length)
                          for k in range(self.n_folds)]
 
+    def __reduce__(self):   # the arrays, not the compiled scorers (rebuilt on arrival: Dask ships it once a worker)
+        return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
+
     @classmethod
     def from_counts(cls, spam_filter, fold_class_count, fold_feature_count):
         """The fold models of a fitted ``spam_filter`` (the whole counts) and

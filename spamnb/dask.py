@@ -23,10 +23,11 @@ installed).
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from spamnb import parallel
 
-__all__ = ["fit", "fit_corpus", "count_corpus", "score"]
+__all__ = ["connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score"]
 
 
 def _client(client=None, scheduler=None):
@@ -43,6 +44,14 @@ def _client(client=None, scheduler=None):
 
         return get_client(), False
     return Client(scheduler), True
+
+
+def connect(scheduler):
+    """A ``distributed.Client`` of the cluster at ``scheduler`` (an address),
+    to use as a context manager (it closes the connection, not the cluster)."""
+    if not scheduler:
+        raise ValueError("no scheduler address")
+    return _client(None, scheduler)[0]
 
 
 def _merge_results(results):
@@ -66,13 +75,17 @@ def _count_items(spec, items):
     return parallel.count_messages(spec, ((m, is_spam_label(y)) for m, y in items)), report
 
 
-def _reduce(tasks, fan_in, client):
-    """Compute the tree reduction of delayed ``(Counts, report)`` tasks."""
+def _tree(tasks, fan_in):
+    """The delayed tree reduction of delayed ``(Counts, report)`` tasks."""
     from dask import delayed
 
     merge = delayed(_merge_results, pure=True)
-    root = parallel.tree_levels(tasks, fan_in, merge=lambda group: merge(list(group)))
-    return client.compute(root).result()
+    return parallel.tree_levels(tasks, fan_in, merge=lambda group: merge(list(group)))
+
+
+def _reduce(tasks, fan_in, client):
+    """Compute the tree reduction of delayed ``(Counts, report)`` tasks."""
+    return client.compute(_tree(tasks, fan_in)).result()
 
 
 def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size=parallel.DEFAULT_PARTITION_SIZE,
@@ -142,29 +155,87 @@ def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filt
 
 def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=None,
                  partition_size=parallel.DEFAULT_PARTITION_SIZE, fan_in=parallel.DEFAULT_FAN_IN, report=None,
-                 strict=False, n_folds=0):
+                 strict=False, n_folds=0, spill=False):
     """The merged :class:`~spamnb.parallel.Counts` of a corpus, counted on the
     cluster (``spec``: :func:`spamnb.parallel.counting_spec`, default a
     ``SpamFilter()``'s; ``n_folds``: the fold rows of the calibration, as
-    :func:`spamnb.parallel.count_messages`)."""
+    :func:`spamnb.parallel.count_messages`).
+
+    ``spill`` (with ``n_folds``): also keep each partition's token hashes
+    (8 bytes a token) in the memory of the worker that counted it, and the
+    merged counts where the reduction ended, for :func:`held_out_spilled`
+    (Dask writes them to the worker's disk past its memory threshold, and
+    computes them again if the worker is lost); returns a :class:`Spilled`."""
+    from operator import itemgetter
+
     from dask import delayed
 
     if spec is None:
         from spamnb.filter import SpamFilter
 
         spec = parallel.counting_spec(SpamFilter())
+    if spill and not n_folds:
+        raise ValueError("a spill needs the folds (n_folds > 0)")
     pieces = parallel.plan_training(trees, spam, ham, report, strict, partition_size)
-    count = delayed(parallel.count_partition, pure=True)
-    tasks = [count(spec, part, strict, n_folds) for part in parallel.partitions(pieces, partition_size)]
+    parts = parallel.partitions(pieces, partition_size)
+    if spill:
+        count = delayed(parallel.count_partition_in_memory, pure=True)
+        counted = [count(spec, part, strict, n_folds) for part in parts]
+        tasks = [delayed(itemgetter(0, 1), pure=True)(c) for c in counted]
+        spills = [delayed(itemgetter(2), pure=True)(c) for c in counted]
+    else:
+        count = delayed(parallel.count_partition, pure=True)
+        tasks, spills = [count(spec, part, strict, n_folds) for part in parts], None
     client, owned = _client(client, scheduler)
     try:
-        merged, part_report = _reduce(tasks, fan_in, client)
+        if spill:   # futures: the results stay on the workers until scored
+            spills = client.compute(spills)
+            root = client.compute(_tree(tasks, fan_in))
+            merged, part_report = root.result()
+        else:
+            merged, part_report = _reduce(tasks, fan_in, client)
     finally:
         if owned:
             client.close()
     if report is not None:
         parallel._merge_reports(report, part_report)
-    return merged
+    return Spilled(merged, root, spills) if spill else merged
+
+
+class Spilled(NamedTuple):
+    """What :func:`count_corpus` returns with ``spill=True``."""
+
+    counts: parallel.Counts    #: the merged counts, with the fold rows
+    root: object               #: their future on the cluster (``(Counts, CorpusReport)``)
+    spills: list               #: one future per partition: its token hashes (bytes)
+
+
+def _fold_models(root, params):
+    """A task: the :class:`~spamnb.calibrate.FoldModels` of the merged counts
+    ``root`` for a filter of ``params`` (:func:`held_out_spilled`)."""
+    from spamnb.calibrate import FoldModels
+    from spamnb.filter import SpamFilter
+    from spamnb.tokenizer import Tokenizer
+
+    merged, _report = root
+    fold_class_count, fold_feature_count = merged.folds()
+    params = dict(params, tokenizer=Tokenizer.from_settings(params["tokenizer"]))
+    return FoldModels.from_counts(merged.to_filter(SpamFilter(**params)), fold_class_count, fold_feature_count)
+
+
+def held_out_spilled(spilled, spam_filter, client):
+    """The calibration's scoring pass on the cluster: the fold models of
+    ``spilled.root`` (a :class:`Spilled`) built there by one task (for
+    ``spam_filter``'s alpha, prior, counts and length_norm), then each
+    partition's spill scored on the worker that holds it, each message by
+    its fold's model; Dask copies the models once to each worker that needs
+    them, and nothing big leaves or enters this process.  Returns one
+    ``(ham_log_odds, spam_log_odds, per_fold)`` per partition, in order."""
+    params = {"tokenizer": spam_filter.tokenizer_.settings, "alpha": spam_filter.alpha, "prior": spam_filter.prior,
+              "counts": spam_filter.counts, "length_norm": spam_filter.length_norm}
+    models = client.submit(_fold_models, spilled.root, params, pure=False)
+    futures = client.map(parallel.score_spilled_bytes, spilled.spills, models=models, pure=True)
+    return client.gather(futures)
 
 
 def _score_items(model_path, identity, items):

@@ -869,6 +869,31 @@ def score_spilled(models, path):
         os.unlink(path)
 
 
+def count_partition_in_memory(spec, pieces, strict=False, n_folds=0):
+    """:func:`count_partition` with the spill kept in memory (on Dask, where
+    the worker holds it for the scoring pass): ``(Counts, CorpusReport,
+    bytes)``."""
+    import io
+
+    from spamnb.corpus import CorpusReport
+
+    report = CorpusReport()
+    out = io.BytesIO()
+    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    return count_messages(spec, messages, n_folds=n_folds, spill=out), report, out.getvalue()
+
+
+def score_spilled_bytes(spilled, models):
+    """The calibration's scoring pass over one partition's spill held in
+    memory (:func:`count_partition_in_memory`): ``(ham_log_odds,
+    spam_log_odds, per_fold)``."""
+    import io
+
+    from spamnb.calibrate import held_out_spilled
+
+    return held_out_spilled(_fold_models(models), io.BytesIO(spilled))
+
+
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
           fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
           progress=None):
@@ -894,10 +919,11 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     Memory: the vocabulary times ``2 + 4 * n_folds`` floats (counts and fold
     models), plus 8 bytes a message; no matrix of the corpus.
 
-    ``dask``: a scheduler address; the counting runs there
-    (:func:`spamnb.dask.count_corpus`), the scoring pass here, reading the
-    corpus again; :class:`CorpusChanged` when it finds other messages per
-    fold and class than were counted.
+    ``dask``: a scheduler address; both passes run there
+    (:func:`spamnb.dask.count_corpus` with ``spill=True``: each partition's
+    spill stays in the memory of the worker that counted it; then
+    :func:`spamnb.dask.held_out_spilled`: the fold models are built on a
+    worker from the merged counts there, and each spill is scored where it is).
     """
     import contextlib
     import tempfile
@@ -932,8 +958,12 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
         if dask:
             from spamnb import dask as spamnb_dask
 
-            merged = spamnb_dask.count_corpus(trees, spam, ham, scheduler=dask, spec=spec, partition_size=partition_size,
-                                              fan_in=fan_in, report=report, strict=strict, n_folds=folds)
+            client = stack.enter_context(spamnb_dask.connect(dask))
+            merged = spamnb_dask.count_corpus(trees, spam, ham, client=client, spec=spec, partition_size=partition_size,
+                                              fan_in=fan_in, report=report, strict=strict, n_folds=folds,
+                                              spill=bool(folds))
+            if folds:
+                spilled, merged = merged, merged.counts
         elif one:
             messages = ((data, is_spam) for _name, data, is_spam in _messages(plan(report), report, strict))
             if progress is not None:
@@ -953,16 +983,19 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
             k: options[k] for k in ("target_fpr", "max_unsure", "min_ham", "min_spam") if k in options})
         if fixed is not None:
             return spam_filter, fixed
-        models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
-        del merged, fold_feature_count
-        if dask:
-            messages = ((data, is_spam) for _n, data, is_spam in _messages(plan(CorpusReport()), CorpusReport(),
-                                                                           strict))
-            parts = [calibrate.held_out_log_odds(models, _tokenizer(spec["tokenizer"]), messages)]
+        del merged
+        if dask:   # the fold models are built on the cluster, where the spills are
+            del fold_feature_count
+            parts = spamnb_dask.held_out_spilled(spilled, spam_filter, client)
+            del spilled
         elif one:
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+            del fold_feature_count
             spill.flush()
             parts = [calibrate.held_out_spilled(models, spill)]
         else:
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+            del fold_feature_count
             folder = os.path.join(work, "folds")
             os.mkdir(folder)
             models.save(folder)

@@ -149,3 +149,54 @@ def test_cli_train_dask(client, tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()
     assert "300 messages (100 spam, 200 ham)" in proc.stdout.decode()
     assert model.read_bytes() == file_bytes(parallel.fit([SAMPLE], n_jobs=1, partition_size=40), tmp_path / "j1")
+
+
+def test_train_with_cutoffs_scores_the_folds_on_the_workers(client, tmp_path):
+    """``train --dask`` with the calibration: both passes run as Dask tasks
+    (the held-out scoring too, of the spills the workers kept, with the fold
+    models sent once a worker), and the model and cutoffs are those of -j 2
+    with the same partitions."""
+    options = {"target_fpr": 0.01}
+    local, local_cal = parallel.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
+    with distributed.get_task_stream(client) as stream:
+        on_dask, dask_cal = parallel.train([SAMPLE], dask=client.scheduler.address, partition_size=40,
+                                           calibration=options)
+    keys = [str(task["key"]) for task in stream.data]
+    assert sum("score_spilled_bytes" in key for key in keys) == 8        # 300 messages in partitions of 40
+    assert sum("count_partition_in_memory" in key for key in keys) == 8
+    assert sum("_fold_models" in key for key in keys) == 1
+    assert dask_cal.expected_fpr is not None and dask_cal == local_cal
+    assert file_bytes(local, tmp_path / "local") == file_bytes(on_dask, tmp_path / "dask")
+
+
+def test_spills_lost_with_a_worker_are_counted_again(client):
+    """Between the two passes of the calibration the spills and the merged
+    counts live in the workers' memory; a worker killed (SIGKILL) there
+    loses its share, which the scheduler computes again: the held-out scores
+    are still those of the spills and fold models computed here."""
+    from spamnb import calibrate
+
+    spam_filter = SpamFilter()
+    spec = parallel.counting_spec(spam_filter)
+    spilled = spamnb_dask.count_corpus([SAMPLE], client=client, spec=spec, partition_size=20, n_folds=5, spill=True)
+    distributed.wait(spilled.spills)
+    pids = client.run(os.getpid)
+    holders = {}
+    for workers in client.who_has(spilled.spills + [spilled.root]).values():
+        for address in workers:
+            holders[address] = holders.get(address, 0) + 1
+    victim = max(holders, key=holders.get)
+    os.kill(pids[victim], signal.SIGKILL)
+    fold_class_count, fold_feature_count = spilled.counts.folds()
+    spilled.counts.to_filter(spam_filter)
+    got = spamnb_dask.held_out_spilled(spilled, spam_filter, client)
+    models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+    parts = parallel.partitions(parallel.plan_training([SAMPLE], partition_size=20), 20)
+    expected = [parallel.score_spilled_bytes(parallel.count_partition_in_memory(spec, part, n_folds=5)[2], models)
+                for part in parts]
+    assert len(got) == len(expected) == 16     # 300 messages, partitions of 20 within each folder
+    for (ham, spam, per_fold), (ref_ham, ref_spam, ref_per_fold) in zip(got, expected):
+        assert np.array_equal(ham, ref_ham) and np.array_equal(spam, ref_spam)
+        assert np.array_equal(per_fold, ref_per_fold)
+    assert sum(p[2] for p in got).tolist() == fold_class_count.tolist()
+    assert client.run(os.getpid).get(victim) != pids[victim]
