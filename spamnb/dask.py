@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from spamnb import parallel
 
-__all__ = ["connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score"]
+__all__ = ["ClusterError", "connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score"]
 
 
 def _client(client=None, scheduler=None):
@@ -46,12 +46,40 @@ def _client(client=None, scheduler=None):
     return Client(scheduler), True
 
 
+class ClusterError(ConnectionError):
+    """The cluster cannot run this spamnb (not importable there, or another version)."""
+
+
+def _worker_version():
+    import spamnb
+
+    return spamnb.__version__
+
+
 def connect(scheduler):
     """A ``distributed.Client`` of the cluster at ``scheduler`` (an address),
-    to use as a context manager (it closes the connection, not the cluster)."""
+    to use as a context manager (it closes the connection, not the cluster).
+
+    One task first checks that the cluster runs this version of spamnb (a
+    worker without it, or with another version, could count otherwise):
+    :class:`ClusterError` if not."""
+    import spamnb
+
     if not scheduler:
         raise ValueError("no scheduler address")
-    return _client(None, scheduler)[0]
+    client = _client(None, scheduler)[0]
+    try:
+        version = client.submit(_worker_version, pure=False).result()
+    except Exception as exc:   # the scheduler or a worker cannot unpickle spamnb's functions
+        client.close()
+        raise ClusterError(f"the Dask cluster at {scheduler} cannot run spamnb tasks ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}); install spamnb[dask] "
+                           f"{spamnb.__version__} on the scheduler and the workers") from None
+    if version != spamnb.__version__:
+        client.close()
+        raise ClusterError(f"the Dask cluster at {scheduler} runs spamnb {version}, this is {spamnb.__version__}: "
+                           "install the same version on the scheduler and the workers")
+    return client
 
 
 def _merge_results(results):

@@ -200,3 +200,12 @@ def test_spills_lost_with_a_worker_are_counted_again(client):
         assert np.array_equal(per_fold, ref_per_fold)
     assert sum(p[2] for p in got).tolist() == fold_class_count.tolist()
     assert client.run(os.getpid).get(victim) != pids[victim]
+
+
+def test_connect_refuses_a_cluster_of_another_spamnb(client, monkeypatch):
+    """The workers run spamnb 0.1.0 (this tree); a client claiming another
+    version is refused before any work (a one-line error, the connection closed)."""
+    assert spamnb_dask.connect(client.scheduler.address).close() is None
+    monkeypatch.setattr(spamnb, "__version__", "0.0.0-other")
+    with pytest.raises(spamnb_dask.ClusterError, match=r"runs spamnb .* this is 0\.0\.0-other"):
+        spamnb_dask.connect(client.scheduler.address)
