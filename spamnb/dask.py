@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from spamnb import parallel
 
-__all__ = ["ClusterError", "connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score"]
+__all__ = ["ClusterError", "connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score", "score_lines"]
 
 
 def _client(client=None, scheduler=None):
@@ -304,3 +304,28 @@ def score(model_path, paths_or_bag, partition_size=parallel.DEFAULT_PARTITION_SI
 
 def _score_items_of(items, model_path, identity):
     return _score_items(model_path, identity, items)
+
+
+def _lines_of(pieces, model_path, identity, cutoffs, json_lines):
+    return parallel.score_partition(model_path, identity, cutoffs, pieces, json_lines)[0]
+
+
+def score_lines(model_path, paths, partition_size=parallel.DEFAULT_PARTITION_SIZE, json_lines=False, cutoffs=None):
+    """``spamnb classify --batch`` (``json_lines``: ``--json``) on the cluster:
+    ``paths`` (messages, mbox files, cut into shards, and folders) planned
+    here, scored by the workers in partitions (the model file loaded once per
+    worker process, as :func:`score`).  Returns a Dask bag of text, one
+    string per partition, in input order: the lines the one-process batch
+    writes for it (an unreadable path has its error line);
+    ``"".join(bag.compute())`` or ``bag.to_textfiles(...)``."""
+    import dask.bag as db
+
+    model_path = os.path.abspath(os.fspath(model_path))
+    identity = parallel._file_identity(model_path)
+    parallel._model(model_path, identity, cutoffs)   # a bad model fails here, before any task
+    paths = [os.fspath(p) for p in paths]
+    if "-" in paths:
+        raise ValueError("'-' (stdin) is not read on a cluster")
+    parts = list(parallel.partitions(parallel.plan_scoring(paths), partition_size))
+    bag = db.from_sequence(parts, npartitions=max(1, len(parts)))
+    return bag.map(_lines_of, model_path, identity, cutoffs, json_lines)

@@ -209,3 +209,21 @@ def test_connect_refuses_a_cluster_of_another_spamnb(client, monkeypatch):
     monkeypatch.setattr(spamnb, "__version__", "0.0.0-other")
     with pytest.raises(spamnb_dask.ClusterError, match=r"runs spamnb .* this is 0\.0\.0-other"):
         spamnb_dask.connect(client.scheduler.address)
+
+
+def test_score_lines_are_the_lines_of_classify_batch(client, tmp_path):
+    import io
+
+    model = tmp_path / "m.spamnb"
+    parallel.fit([SAMPLE], n_jobs=1).save(model)
+    mbox = tmp_path / "in.mbox"
+    mbox.write_bytes(b"".join(b"From a@b Mon Nov 23 10:40:20 2026\n" + m.data.replace(b"\nFrom ", b"\n>From ") + b"\n"
+                              for m in labelled_messages([SAMPLE])[:40]))
+    paths = [str(SAMPLE / "spam"), str(mbox), str(tmp_path / "missing.eml")]
+    for json_lines in (False, True):
+        out = io.StringIO()
+        parallel.classify_batch(model, paths, n_jobs=1, partition_size=25, json_lines=json_lines, out=out,
+                                err=io.StringIO())
+        got = "".join(spamnb_dask.score_lines(model, paths, partition_size=25, json_lines=json_lines).compute())
+        assert got == out.getvalue() and got.count("\n") == 50 + 40 + 1
+        assert any("missing.eml" in line and "error" in line for line in got.splitlines())
