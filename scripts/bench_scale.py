@@ -342,6 +342,17 @@ def memory(corpora, work, scales, jobs, vary=True, train_args=()):
             seconds, peak, cpu, _out = peak_tree_rss(argv, env, work)
             row[f"j{j}"] = {"seconds": round(seconds, 2), "msg_per_s": round(n / seconds),
                             "peak_tree_pss_mib": round(peak / 2**20, 1), "cpu_s": cpu}
+        if shutil.which("bogofilter"):   # its registration of the same two mbox files (-M: one message at a time)
+            db = tempfile.mkdtemp(prefix="bogofilter-", dir=work)
+            started = time.perf_counter()
+            for flag, name in (("-s", "spam.mbox"), ("-n", "ham.mbox")):
+                with open(folder / name, "rb") as f:
+                    subprocess.run(["bogofilter", "-C", "-d", db, flag, "-M"], stdin=f, check=True, capture_output=True)
+            seconds = time.perf_counter() - started
+            shutil.rmtree(db, ignore_errors=True)
+            row["bogofilter"] = {"seconds": round(seconds, 2), "msg_per_s": round(n / seconds)}
+            for j in jobs:
+                row[f"j{j}"]["over_bogofilter"] = round(seconds / row[f"j{j}"]["seconds"], 2)
         model = SpamFilter.load(folder / f"model-j{jobs[0]}.spamnb")
         row["vocabulary"] = model.vocabulary_.n_features
         row["model_bytes"] = (folder / f"model-j{jobs[0]}.spamnb").stat().st_size

@@ -59,6 +59,7 @@ cdef enum:
 
 cdef enum:
     _SKIP_TEXT = -1     # occurrence record of a "skip:" summary token
+    _PAIR_TEXT = -2     # ... of a word pair at distance d: text = _PAIR_TEXT - (d - 1), start/end the words' records
 
 cdef enum:
     _LOCAL_BASE = 1 << 24   # prefix ids from here on are local to one TokenStream
@@ -109,6 +110,23 @@ cdef uint64_t _feed_int(uint64_t h, int32_t value) noexcept nogil:
         n -= 1
         h = (h ^ <uint8_t>digits[n]) * _FNV_PRIME
     return h
+
+
+cdef inline Py_ssize_t _n_digits(Py_ssize_t value) noexcept nogil:
+    cdef Py_ssize_t n = 1
+    while value >= 10:
+        value //= 10
+        n += 1
+    return n
+
+
+cdef Py_ssize_t _write_digits(Py_ssize_t value, char *out, Py_ssize_t at) noexcept nogil:
+    """Write ``value`` (>= 0) in decimal at ``out + at``; returns the end."""
+    cdef Py_ssize_t n = _n_digits(value), k
+    for k in range(n - 1, -1, -1):
+        out[at + k] = <char>(48 + value % 10)
+        value //= 10
+    return at + n
 
 
 cdef Py_ssize_t _utf8_size(str s, Py_ssize_t start, Py_ssize_t end):
@@ -356,6 +374,8 @@ cdef class TokenStream:
     # [(start, end)] token ranges of the message's regions (the tokenizer
     # records each text part's words): the verdict rule scores them one by one
     cdef public list regions
+    # where add_pairs began (the tokens before it: the stream without pairs), or -1
+    cdef public Py_ssize_t pairs_start
 
     def __cinit__(self):
         self.occ = NULL
@@ -363,6 +383,7 @@ cdef class TokenStream:
         self.n = 0
         self.cap = 0
         self.truncated = False
+        self.pairs_start = -1
 
     def __init__(self):
         raise TypeError("create a TokenStream with Scanner.stream()")
@@ -616,6 +637,66 @@ cdef class TokenStream:
             name = item[0]
             self._add_one(h0, name, prefix)
 
+    def add_pairs(self, int window, int prefix):
+        """Append the word pairs of the stream so far (orthogonal sparse
+        bigrams): for each untagged word (prefix ``""``, no ``:`` in it, not a
+        ``skip:`` token), in order, and each of the next ``window - 1`` such
+        words at distance d, the token ``prefix + w1 + " " + d + " " + w2``.
+        Returns the number of pairs added."""
+        cdef Py_ssize_t n_words = 0, k, d, j, i, count = 0
+        cdef int32_t *words
+        cdef Occurrence o, o2
+        cdef uint64_t h0, h
+        cdef str text
+        cdef int kind
+        cdef void *data
+        cdef bint plain
+        if not 1 <= window <= 16:
+            raise ValueError(f"window must be from 1 to 16, got {window}")
+        if self.pairs_start >= 0:
+            raise ValueError("the stream has its pairs already")
+        self.pairs_start = self.n
+        if window == 1 or self.n < 2:
+            return 0
+        h0 = self._prefix_state(prefix)
+        words = <int32_t *>malloc(self.n * sizeof(int32_t))
+        if words == NULL:
+            raise MemoryError()
+        try:
+            for j in range(self.n):
+                o = self.occ[j]
+                if o.prefix != 0 or o.text < 0:
+                    continue
+                text = <str>self.texts[o.text]
+                kind = PyUnicode_KIND(text)
+                data = PyUnicode_DATA(text)
+                plain = True
+                for i in range(o.start, o.end):
+                    if PyUnicode_READ(kind, data, i) == 58:     # ':': a tagged token added with prefix ""
+                        plain = False
+                        break
+                if plain:
+                    words[n_words] = <int32_t>j
+                    n_words += 1
+            if n_words < 2:
+                return 0
+            self._reserve(n_words * (window - 1))
+            for k in range(n_words - 1):
+                o = self.occ[words[k]]
+                h = _feed(h0, <str>self.texts[o.text], o.start, o.end)
+                h = (h ^ 32) * _FNV_PRIME
+                for d in range(1, window):
+                    if k + d >= n_words:
+                        break
+                    o2 = self.occ[words[k + d]]
+                    self._push(_feed((_feed_int(h, <int32_t>d) ^ 32) * _FNV_PRIME, <str>self.texts[o2.text],
+                                     o2.start, o2.end),
+                               <int32_t>(_PAIR_TEXT - (d - 1)), words[k], words[k + d], prefix)
+                    count += 1
+        finally:
+            free(words)
+        return count
+
     cdef int _add_one(self, uint64_t h0, str token, int prefix) except -1:
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(token)
         cdef int32_t tid
@@ -635,7 +716,7 @@ cdef class TokenStream:
         cdef list pieces = []
         cdef bytes piece
         cdef char *out
-        cdef Occurrence o
+        cdef Occurrence o, o1, o2
         if offsets.typecode != "Q":
             raise TypeError("offsets must be an array('Q')")
         if not 0 <= count <= positions.shape[0]:
@@ -650,6 +731,12 @@ cdef class TokenStream:
                 piece = self.token(j).encode("utf-8", "surrogatepass")
                 pieces.append(piece)
                 total += len(piece)
+            elif o.text <= _PAIR_TEXT:      # prefix + w1 + " d " + w2
+                o1 = self.occ[o.start]
+                o2 = self.occ[o.end]
+                total += (PyUnicode_GET_LENGTH(prefix) + _utf8_size(<str>self.texts[o1.text], o1.start, o1.end)
+                          + 2 + _n_digits(_PAIR_TEXT - o.text + 1)
+                          + _utf8_size(<str>self.texts[o2.text], o2.start, o2.end))
             else:
                 total += PyUnicode_GET_LENGTH(prefix) + _utf8_size(<str>self.texts[o.text], o.start, o.end)
         at = PyByteArray_GET_SIZE(blob)
@@ -667,6 +754,16 @@ cdef class TokenStream:
                 c += 1
                 memcpy(out + at, <char *>piece, len(piece))
                 at += len(piece)
+            elif o.text <= _PAIR_TEXT:
+                memcpy(out + at, PyUnicode_DATA(prefix), PyUnicode_GET_LENGTH(prefix))
+                at += PyUnicode_GET_LENGTH(prefix)
+                o1 = self.occ[o.start]
+                o2 = self.occ[o.end]
+                at = _utf8_write(<str>self.texts[o1.text], o1.start, o1.end, out, at)
+                out[at] = 32
+                at = _write_digits(_PAIR_TEXT - o.text + 1, out, at + 1)
+                out[at] = 32
+                at = _utf8_write(<str>self.texts[o2.text], o2.start, o2.end, out, at + 1)
             else:
                 memcpy(out + at, PyUnicode_DATA(prefix), PyUnicode_GET_LENGTH(prefix))  # ASCII: 1 byte each
                 at += PyUnicode_GET_LENGTH(prefix)
@@ -692,6 +789,8 @@ cdef class TokenStream:
         prefix = self._prefix_text(o.prefix)
         if o.text == _SKIP_TEXT:
             return f"{prefix}skip:{chr(o.start)} {o.end}"
+        if o.text <= _PAIR_TEXT:
+            return f"{prefix}{self.token(o.start)} {_PAIR_TEXT - o.text + 1} {self.token(o.end)}"
         return prefix + (<str>self.texts[o.text])[o.start:o.end]
 
     def tokens(self):

@@ -181,7 +181,7 @@ def test_version_2_settings_load_without_the_hardening():
     settings = Tokenizer().settings
     assert settings["version"] == 3 and settings["max_part_bytes"] == 64 * 1024
     old = dict(settings, version=2, max_bytes=6144)
-    del old["max_part_bytes"], old["subject_words"]       # settings version 2 did not have
+    del old["max_part_bytes"], old["subject_words"], old["word_pairs"]       # settings version 2 did not have
     message = "Subject: x\nContent-Type: text/plain; charset=utf-8\n\nv\u0456\u0430gr\u0430".encode()
     assert "viagra" in Tokenizer().tokens(message)
     assert "viagra" not in Tokenizer.from_settings(old).tokens(message)

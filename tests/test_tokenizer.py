@@ -220,6 +220,49 @@ def test_a_version_3_model_without_subject_words_keeps_its_tokens():
         Tokenizer(subject_words=1)
 
 
+def _pairs_reference(tokens, window):
+    """Word pairs as the tuning experiment built them, in Python: the untagged
+    words (no ':' in the token) and each of the next window - 1."""
+    words = [t for t in tokens if ":" not in t]
+    return [f"pair:{w} {d} {words[i + d]}" for i, w in enumerate(words) for d in range(1, window)
+            if i + d < len(words)]
+
+
+@pytest.mark.parametrize("window", [2, 3, 5])
+def test_word_pairs_follow_the_other_tokens(window):
+    raw = message(["Subject: Cheap meds now", "From: Spammer <s@spam.example>"],
+                  ("Buy now: http://www.spam.example/x " + "y" * 45 + " Grüße 中文字 don't stop\n"
+                   "html:only is a word pair? no").encode())
+    plain = Tokenizer().stream(raw)
+    stream = Tokenizer(word_pairs=window).stream(raw)
+    tokens = stream.tokens()
+    assert plain.pairs_start == -1 and stream.pairs_start == len(plain)
+    assert tokens[:stream.pairs_start] == plain.tokens()
+    assert tokens[stream.pairs_start:] == _pairs_reference(plain.tokens(), window)
+    assert "pair:cheap 1 meds" in tokens and "pair:grüße 1 中文" in tokens
+    assert not any(t.startswith("pair:") and ("skip:" in t or "url:" in t) for t in tokens)
+    assert list(stream.hashes) == [hash_token(t) for t in tokens]
+    # the vocabulary's string table (written in C) holds the same strings
+    blob, offsets = bytearray(), array("Q", [0])
+    positions = array("i", range(len(stream)))
+    stream.write_tokens(positions, len(stream), blob, offsets)
+    assert [bytes(blob[offsets[k]:offsets[k + 1]]).decode() for k in range(len(stream))] == tokens
+    with pytest.raises(ValueError, match="already"):
+        stream.add_pairs(2, 0)
+
+
+def test_word_pairs_setting_is_checked_and_old_models_have_none():
+    settings = Tokenizer().settings
+    assert settings["word_pairs"] == 0 and Tokenizer().tokens(SAMPLE) == Tokenizer(word_pairs=1).tokens(SAMPLE)
+    del settings["word_pairs"]
+    assert Tokenizer.from_settings(settings).word_pairs == 0
+    assert Tokenizer.from_settings(Tokenizer(word_pairs=2).settings).word_pairs == 2
+    assert "word_pairs" not in Tokenizer(version=2).settings
+    for bad in (9, -1, "2", 2.0, True):
+        with pytest.raises(ValueError, match="word_pairs"):
+            Tokenizer(word_pairs=bad)
+
+
 def test_header_modes():
     none = Tokenizer(headers="none", header_names=False).tokens(SAMPLE)
     assert not any(t.startswith(("subject:", "from:", "hdr:", "received:")) for t in none)
