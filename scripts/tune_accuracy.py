@@ -155,24 +155,37 @@ def main(argv=None):
     return 0
 
 
-def _pair_tokenizer(window, **settings):
+def _pair_tokenizer(window, scope="all", limit=0, only=False, **settings):
     """A Tokenizer that also gives word pairs of the body words (an experiment done
     outside the tokenizer, in Python: orthogonal sparse bigrams, Siefkes et al. 2004:
-    each word with each of the next ``window - 1`` words, the distance in the token)."""
+    each word with each of the next ``window - 1`` words, the distance in the token).
+    ``scope``: "all" the untagged words (the Subject: words given as body words,
+    then the body's), "body" pairs within each text part only, "subject" the
+    Subject: words only; ``limit`` > 0: pairs of the first ``limit`` words of each;
+    ``only``: the pairs alone (their own matrix, for ``pw=``/``palpha=``)."""
     from spamnb.tokenizer import Tokenizer
+
+    def osb(words):
+        words = words[:limit] if limit else words
+        return [f"{word} {d} {words[i + d]}" for i, word in enumerate(words)
+                for d in range(1, window) if i + d < len(words)]
 
     class PairTokenizer(Tokenizer):
         def stream(self, message):
             stream = super().stream(message)
-            words = [t for t in stream.tokens() if ":" not in t]
-            pairs = []
-            for i, word in enumerate(words):
-                for d in range(1, window):
-                    if i + d >= len(words):
-                        break
-                    pairs.append(f"{word} {d} {words[i + d]}")
-            stream.add_tokens(pairs, self._prefix("pair:"))
-            return stream
+            tokens = stream.tokens()
+            if scope == "all":
+                runs = [[t for t in tokens if ":" not in t]]
+            elif scope == "body":
+                runs = [[t for t in tokens[a:b] if ":" not in t] for a, b in stream.regions]
+            elif scope == "subject":
+                runs = [[t[8:] for t in tokens if t.startswith("subject:")]]
+            else:
+                raise ValueError(f"unknown pair scope {scope!r}")
+            out = self._scanner.stream() if only else stream
+            for words in runs:
+                out.add_tokens(osb(words), self._prefix("pair:"))
+            return out
 
     return PairTokenizer(**settings)
 
@@ -246,7 +259,8 @@ def _tokenizer(tok, model):
     from spamnb.tokenizer import Tokenizer
 
     window = model.pop("pairs", 0)
-    return _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
+    pair_options = {key[5:]: model.pop(key) for key in ("pair_scope", "pair_limit", "pair_only") if key in model}
+    return _pair_tokenizer(window, **pair_options, **tok) if window else Tokenizer(**tok)
 
 
 def _variant(text):
@@ -339,8 +353,9 @@ def ranking(args):
     return _compare(args, [base] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
 
 
-def _transformed(X_raw, spec):
-    """(matrix, alpha, min_df) of a ``--matrix`` variant."""
+def _transformed(X_raw, spec, pair_columns=None):
+    """(matrix, alpha, min_df) of a ``--matrix`` variant; ``pair_columns`` (bool per
+    column) the word-pair columns that ``pw=W`` weighs before the length is taken."""
     import numpy as np
     from scipy import sparse
 
@@ -354,7 +369,7 @@ def _transformed(X_raw, spec):
             continue   # a tokenizer setting: in the matrix already
         if key in ("log", "binary", "raw"):
             counts = key
-        elif key in ("dir", "beta", "boost", "bmargin", "pairs"):
+        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "pair_scope", "pair_limit", "pw", "palpha"):
             continue   # per-token soft counts, row weights: _soft_variant
         elif key in ("l2", "l2k"):
             scale = float(value)
@@ -370,6 +385,9 @@ def _transformed(X_raw, spec):
         X.data = np.log1p(X.data)
     elif counts == "binary":
         X.data[:] = 1.0
+    pw = [float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "pw"]
+    if pw and pair_columns is not None:
+        X = X @ sparse.diags(np.where(pair_columns, pw[0], 1.0))
     if scale is not None:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         inv = np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)
@@ -396,7 +414,7 @@ def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=
                     np.asarray(X_train[y_train].sum(axis=0)).ravel()])
     seen = np.diff(X_train.tocsc().indptr) > 0
     n_features = int(seen.sum())
-    a = np.full(fc.shape[1], float(alpha))
+    a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), fc.shape[1:]).copy()   # one, or one per column
     if mu:
         pooled = fc.sum(axis=0)
         a = a + mu * (pooled + beta) / (pooled[seen].sum() + n_features * beta)
@@ -436,7 +454,10 @@ def _soft_variant(X, y, train, test, folds, spec):
     """(CV log-odds of the train part, test log-odds) of a ``dir=``/``boost=`` variant."""
     import numpy as np
 
-    model = dict(alpha=spec.get("alpha", 0.0 if "dir" in spec else MATRIX_ALPHA), mu=spec.get("dir", 0.0),
+    alpha = spec.get("alpha", 0.0 if "dir" in spec else MATRIX_ALPHA)
+    if "palpha" in spec:   # the word pairs' own soft count (columns from spec["pair_columns"])
+        alpha = np.where(spec["pair_columns"], spec["palpha"], alpha)
+    model = dict(alpha=alpha, mu=spec.get("dir", 0.0),
                  beta=spec.get("beta", 0.0), renormalise=spec.get("l2k"))
     boost = spec.get("boost")
     _BOOST_MODEL.clear()
@@ -455,6 +476,8 @@ def _soft_variant(X, y, train, test, folds, spec):
 
 
 def matrix_variants(args):
+    import numpy as np
+
     from spamnb import SpamFilter
     from spamnb.calibrate import fold_log_odds
     from spamnb.tokenizer import Tokenizer
@@ -462,15 +485,32 @@ def matrix_variants(args):
     def score(corpus, variant, cache):
         tok, model = _variant("" if variant == "log" else ",".join(
             p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
-        key = tuple(sorted(tok.items())) + ((model["pairs"],) if model.get("pairs") else ())
+        key = tuple(sorted(tok.items())) + tuple((k, model[k]) for k in ("pairs", "pair_scope", "pair_limit")
+                                                 if model.get(k))
+        split = model.get("pairs") and ("pw" in model or "palpha" in model)
+        if split:   # the words' matrix and the pairs' own, side by side
+            key += ("split",)
         if key not in cache:   # raw counts of the whole corpus over one vocabulary
-            cache[key] = SpamFilter(tokenizer=_tokenizer(tok, model), counts="raw", length_norm=0).fit(
-                corpus.messages, corpus.y).transform(corpus.messages)
-        X, alpha, min_df, renorm = _transformed(cache[key], variant)
+            def raw(tokenizer):
+                return SpamFilter(tokenizer=tokenizer, counts="raw", length_norm=0).fit(
+                    corpus.messages, corpus.y).transform(corpus.messages)
+            if split:
+                from scipy import sparse
+
+                words = raw(Tokenizer(**tok))
+                pairs = raw(_tokenizer(tok, {**model, "pair_only": True}))
+                cache[key] = (sparse.hstack([words, pairs]).tocsr(),
+                              np.arange(words.shape[1] + pairs.shape[1]) >= words.shape[1])
+            else:
+                cache[key] = (raw(_tokenizer(tok, model)), None)
+        X_raw, pair_columns = cache[key]
+        X, alpha, min_df, renorm = _transformed(X_raw, variant, pair_columns)
         train, test, y = corpus.train, corpus.test, corpus.y
         soft = {k: float(v) for k, _, v in (p.partition("=") for p in variant.split(","))
-                if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k")}
-        if "dir" in soft or "boost" in soft:
+                if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k", "palpha")}
+        if "palpha" in soft:
+            soft["pair_columns"] = pair_columns
+        if "dir" in soft or "boost" in soft or "palpha" in soft:
             return _soft_variant(X, y, train, test, corpus.folds, soft)
         cv = fold_log_odds(X[train], y[train], corpus.folds, alpha, min_df=min_df, renormalise=renorm)
         return cv, fold_log_odds(X, y, [test], alpha, min_df=min_df, renormalise=renorm)[test]
