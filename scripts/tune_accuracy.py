@@ -23,7 +23,10 @@ model knows, as a compiled scorer would), ``min_df=2`` (tokens seen in one train
 pooled counts; alpha 0 unless given), ``boost=W,bmargin=M`` (training beyond
 errors without an order: each training set's own 5-fold held-out scores; the
 messages on the wrong side or within M of 0 count 1 + W times); combined with ``,``.
-Tokenizer settings (``subject_words=false``, ...) and ``pairs=W`` build their own matrix.
+Tokenizer settings (``subject_words=false``, ...) and ``pairs=W`` build their own matrix
+(word pairs, an experiment in Python: ``pair_scope=all|body|subject``, ``pair_limit=N``;
+with ``pw=W`` the pairs' columns weigh W before the length is taken, with
+``palpha=A`` they get their own soft count A).
 
 ``--thick``: training on error with a margin ("thick threshold"), variants
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
@@ -129,7 +132,7 @@ def main(argv=None):
         name = os.path.basename(os.path.normpath(corpus))
         t0 = time.perf_counter()
         tok, model = _variant(args.params)
-        spam_filter = SpamFilter(tokenizer=Tokenizer(**tok), **model).fit([messages[i] for i in train], y[train])
+        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit([messages[i] for i in train], y[train])
         fit_seconds = time.perf_counter() - t0
         log_odds = np.asarray(spam_filter.score_many([messages[i] for i in test]))
         yt = y[test]
