@@ -26,7 +26,9 @@ messages on the wrong side or within M of 0 count 1 + W times); combined with ``
 Tokenizer settings (``subject_words=false``, ...) and ``pairs=W`` build their own matrix
 (word pairs, an experiment in Python: ``pair_scope=all|body|subject``, ``pair_limit=N``;
 with ``pw=W`` the pairs' columns weigh W before the length is taken, with
-``palpha=A`` they get their own soft count A).
+``palpha=A`` they get their own soft count A), and so do ``stems=N`` (each word's
+first N characters as ``stem:`` tokens too) and ``shapes=true`` (``shape:`` of words
+with digits).  ``idf[=P]``: each column times log(n / df) ** P over the train part.
 
 ``--thick``: training on error with a margin ("thick threshold"), variants
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
@@ -193,6 +195,31 @@ def _pair_tokenizer(window, scope="all", limit=0, only=False, **settings):
     return PairTokenizer(**settings)
 
 
+def _extra_tokenizer(stems=0, shapes=False, **settings):
+    """A Tokenizer that also gives, for each untagged word, ``stem:`` + its first
+    ``stems`` characters (words longer than that) and, with ``shapes``, ``shape:``
+    + the word with each digit run as 9 and each letter run as a (words with a
+    digit): an experiment in Python, as the word pairs above."""
+    import re
+
+    from spamnb.tokenizer import Tokenizer
+
+    digits, letters = re.compile(r"[0-9]+"), re.compile(r"[^\W\d_]+")
+
+    class ExtraTokenizer(Tokenizer):
+        def stream(self, message):
+            stream = super().stream(message)
+            words = [t for t in stream.tokens() if ":" not in t]
+            if stems:
+                stream.add_tokens([w[:stems] for w in words if len(w) > stems], self._prefix("stem:"))
+            if shapes:
+                stream.add_tokens([letters.sub("a", digits.sub("9", w)) for w in words
+                                   if any(c.isdigit() for c in w)], self._prefix("shape:"))
+            return stream
+
+    return ExtraTokenizer(**settings)
+
+
 def speed(args):
     """Same-process A/B of training and scoring time (CPU time, best of 3, the
     variants alternated so that a busy machine costs them alike)."""
@@ -261,6 +288,9 @@ def _tokenizer(tok, model):
     out of ``model``) the experiment above."""
     from spamnb.tokenizer import Tokenizer
 
+    extra = {key: model.pop(key) for key in ("stems", "shapes") if key in model}
+    if extra:
+        return _extra_tokenizer(**extra, **tok)
     window = model.pop("pairs", 0)
     pair_options = {key[5:]: model.pop(key) for key in ("pair_scope", "pair_limit", "pair_only") if key in model}
     return _pair_tokenizer(window, **pair_options, **tok) if window else Tokenizer(**tok)
@@ -356,9 +386,11 @@ def ranking(args):
     return _compare(args, [base] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
 
 
-def _transformed(X_raw, spec, pair_columns=None):
+def _transformed(X_raw, spec, pair_columns=None, idf_rows=None):
     """(matrix, alpha, min_df) of a ``--matrix`` variant; ``pair_columns`` (bool per
-    column) the word-pair columns that ``pw=W`` weighs before the length is taken."""
+    column) the word-pair columns that ``pw=W`` weighs before the length is taken;
+    ``idf``: each column times log(n / df) over the rows ``idf_rows`` (Rennie et
+    al.'s inverse document frequency, before the length is taken)."""
     import numpy as np
     from scipy import sparse
 
@@ -372,7 +404,7 @@ def _transformed(X_raw, spec, pair_columns=None):
             continue   # a tokenizer setting: in the matrix already
         if key in ("log", "binary", "raw"):
             counts = key
-        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "pair_scope", "pair_limit", "pw", "palpha"):
+        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "pair_scope", "pair_limit", "pw", "palpha", "idf"):
             continue   # per-token soft counts, row weights: _soft_variant
         elif key in ("l2", "l2k"):
             scale = float(value)
@@ -391,6 +423,12 @@ def _transformed(X_raw, spec, pair_columns=None):
     pw = [float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "pw"]
     if pw and pair_columns is not None:
         X = X @ sparse.diags(np.where(pair_columns, pw[0], 1.0))
+    idf = [float(v or 1) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "idf"]
+    if idf:   # idf=P: log(n / df) ** P
+        rows = X_raw.tocsr()[idf_rows]
+        df = np.bincount(rows.indices, minlength=X.shape[1]).astype(np.float64)
+        weight = np.log((rows.shape[0] + 1.0) / (df + 1.0)) ** idf[0]
+        X = X @ sparse.diags(weight)
     if scale is not None:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         inv = np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)
@@ -507,8 +545,8 @@ def matrix_variants(args):
             else:
                 cache[key] = (raw(_tokenizer(tok, model)), None)
         X_raw, pair_columns = cache[key]
-        X, alpha, min_df, renorm = _transformed(X_raw, variant, pair_columns)
         train, test, y = corpus.train, corpus.test, corpus.y
+        X, alpha, min_df, renorm = _transformed(X_raw, variant, pair_columns, idf_rows=train)
         soft = {k: float(v) for k, _, v in (p.partition("=") for p in variant.split(","))
                 if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k", "palpha")}
         if "palpha" in soft:
