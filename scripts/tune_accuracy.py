@@ -88,7 +88,6 @@ def main(argv=None):
     from spamnb.corpus import labelled_messages
     from spamnb.evaluate import md5_split
     from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
-    from spamnb.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
