@@ -23,7 +23,12 @@ model knows, as a compiled scorer would), ``min_df=2`` (tokens seen in one train
 pooled counts; alpha 0 unless given), ``boost=W,bmargin=M`` (training beyond
 errors without an order: each training set's own 5-fold held-out scores; the
 messages on the wrong side or within M of 0 count 1 + W times); combined with ``,``.
-Tokenizer settings (``subject_words=false``, ...) and ``pairs=W`` build their own matrix.
+Tokenizer settings (``subject_words=false``, ...) and ``pairs=W`` build their own matrix
+(word pairs, an experiment in Python: ``pair_scope=all|body|subject``, ``pair_limit=N``;
+with ``pw=W`` the pairs' columns weigh W before the length is taken, with
+``palpha=A`` they get their own soft count A), and so do ``stems=N`` (each word's
+first N characters as ``stem:`` tokens too) and ``shapes=true`` (``shape:`` of words
+with digits).  ``idf[=P]``: each column times log(n / df) ** P over the train part.
 
 ``--thick``: training on error with a margin ("thick threshold"), variants
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
@@ -83,7 +88,6 @@ def main(argv=None):
     from spamnb.corpus import labelled_messages
     from spamnb.evaluate import md5_split
     from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
-    from spamnb.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
@@ -129,7 +133,7 @@ def main(argv=None):
         name = os.path.basename(os.path.normpath(corpus))
         t0 = time.perf_counter()
         tok, model = _variant(args.params)
-        spam_filter = SpamFilter(tokenizer=Tokenizer(**tok), **model).fit([messages[i] for i in train], y[train])
+        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit([messages[i] for i in train], y[train])
         fit_seconds = time.perf_counter() - t0
         log_odds = np.asarray(spam_filter.score_many([messages[i] for i in test]))
         yt = y[test]
@@ -155,26 +159,64 @@ def main(argv=None):
     return 0
 
 
-def _pair_tokenizer(window, **settings):
+def _pair_tokenizer(window, scope="all", limit=0, only=False, **settings):
     """A Tokenizer that also gives word pairs of the body words (an experiment done
     outside the tokenizer, in Python: orthogonal sparse bigrams, Siefkes et al. 2004:
-    each word with each of the next ``window - 1`` words, the distance in the token)."""
+    each word with each of the next ``window - 1`` words, the distance in the token).
+    ``scope``: "all" the untagged words (the Subject: words given as body words,
+    then the body's), "body" pairs within each text part only, "subject" the
+    Subject: words only; ``limit`` > 0: pairs of the first ``limit`` words of each;
+    ``only``: the pairs alone (their own matrix, for ``pw=``/``palpha=``)."""
     from spamnb.tokenizer import Tokenizer
+
+    def osb(words):
+        words = words[:limit] if limit else words
+        return [f"{word} {d} {words[i + d]}" for i, word in enumerate(words)
+                for d in range(1, window) if i + d < len(words)]
 
     class PairTokenizer(Tokenizer):
         def stream(self, message):
             stream = super().stream(message)
-            words = [t for t in stream.tokens() if ":" not in t]
-            pairs = []
-            for i, word in enumerate(words):
-                for d in range(1, window):
-                    if i + d >= len(words):
-                        break
-                    pairs.append(f"{word} {d} {words[i + d]}")
-            stream.add_tokens(pairs, self._prefix("pair:"))
-            return stream
+            tokens = stream.tokens()
+            if scope == "all":
+                runs = [[t for t in tokens if ":" not in t]]
+            elif scope == "body":
+                runs = [[t for t in tokens[a:b] if ":" not in t] for a, b in stream.regions]
+            elif scope == "subject":
+                runs = [[t[8:] for t in tokens if t.startswith("subject:")]]
+            else:
+                raise ValueError(f"unknown pair scope {scope!r}")
+            out = self._scanner.stream() if only else stream
+            for words in runs:
+                out.add_tokens(osb(words), self._prefix("pair:"))
+            return out
 
     return PairTokenizer(**settings)
+
+
+def _extra_tokenizer(stems=0, shapes=False, **settings):
+    """A Tokenizer that also gives, for each untagged word, ``stem:`` + its first
+    ``stems`` characters (words longer than that) and, with ``shapes``, ``shape:``
+    + the word with each digit run as 9 and each letter run as a (words with a
+    digit): an experiment in Python, as the word pairs above."""
+    import re
+
+    from spamnb.tokenizer import Tokenizer
+
+    digits, letters = re.compile(r"[0-9]+"), re.compile(r"[^\W\d_]+")
+
+    class ExtraTokenizer(Tokenizer):
+        def stream(self, message):
+            stream = super().stream(message)
+            words = [t for t in stream.tokens() if ":" not in t]
+            if stems:
+                stream.add_tokens([w[:stems] for w in words if len(w) > stems], self._prefix("stem:"))
+            if shapes:
+                stream.add_tokens([letters.sub("a", digits.sub("9", w)) for w in words
+                                   if any(c.isdigit() for c in w)], self._prefix("shape:"))
+            return stream
+
+    return ExtraTokenizer(**settings)
 
 
 def speed(args):
@@ -245,8 +287,12 @@ def _tokenizer(tok, model):
     out of ``model``) the experiment above."""
     from spamnb.tokenizer import Tokenizer
 
+    extra = {key: model.pop(key) for key in ("stems", "shapes") if key in model}
+    if extra:
+        return _extra_tokenizer(**extra, **tok)
     window = model.pop("pairs", 0)
-    return _pair_tokenizer(window, **tok) if window else Tokenizer(**tok)
+    pair_options = {key[5:]: model.pop(key) for key in ("pair_scope", "pair_limit", "pair_only") if key in model}
+    return _pair_tokenizer(window, **pair_options, **tok) if window else Tokenizer(**tok)
 
 
 def _variant(text):
@@ -339,8 +385,11 @@ def ranking(args):
     return _compare(args, [base] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
 
 
-def _transformed(X_raw, spec):
-    """(matrix, alpha, min_df) of a ``--matrix`` variant."""
+def _transformed(X_raw, spec, pair_columns=None, idf_rows=None):
+    """(matrix, alpha, min_df) of a ``--matrix`` variant; ``pair_columns`` (bool per
+    column) the word-pair columns that ``pw=W`` weighs before the length is taken;
+    ``idf``: each column times log(n / df) over the rows ``idf_rows`` (Rennie et
+    al.'s inverse document frequency, before the length is taken)."""
     import numpy as np
     from scipy import sparse
 
@@ -354,7 +403,7 @@ def _transformed(X_raw, spec):
             continue   # a tokenizer setting: in the matrix already
         if key in ("log", "binary", "raw"):
             counts = key
-        elif key in ("dir", "beta", "boost", "bmargin", "pairs"):
+        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "pair_scope", "pair_limit", "pw", "palpha", "idf"):
             continue   # per-token soft counts, row weights: _soft_variant
         elif key in ("l2", "l2k"):
             scale = float(value)
@@ -370,6 +419,15 @@ def _transformed(X_raw, spec):
         X.data = np.log1p(X.data)
     elif counts == "binary":
         X.data[:] = 1.0
+    pw = [float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "pw"]
+    if pw and pair_columns is not None:
+        X = X @ sparse.diags(np.where(pair_columns, pw[0], 1.0))
+    idf = [float(v or 1) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "idf"]
+    if idf:   # idf=P: log(n / df) ** P
+        rows = X_raw.tocsr()[idf_rows]
+        df = np.bincount(rows.indices, minlength=X.shape[1]).astype(np.float64)
+        weight = np.log((rows.shape[0] + 1.0) / (df + 1.0)) ** idf[0]
+        X = X @ sparse.diags(weight)
     if scale is not None:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         inv = np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)
@@ -396,7 +454,7 @@ def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=
                     np.asarray(X_train[y_train].sum(axis=0)).ravel()])
     seen = np.diff(X_train.tocsc().indptr) > 0
     n_features = int(seen.sum())
-    a = np.full(fc.shape[1], float(alpha))
+    a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), fc.shape[1:]).copy()   # one, or one per column
     if mu:
         pooled = fc.sum(axis=0)
         a = a + mu * (pooled + beta) / (pooled[seen].sum() + n_features * beta)
@@ -436,7 +494,10 @@ def _soft_variant(X, y, train, test, folds, spec):
     """(CV log-odds of the train part, test log-odds) of a ``dir=``/``boost=`` variant."""
     import numpy as np
 
-    model = dict(alpha=spec.get("alpha", 0.0 if "dir" in spec else MATRIX_ALPHA), mu=spec.get("dir", 0.0),
+    alpha = spec.get("alpha", 0.0 if "dir" in spec else MATRIX_ALPHA)
+    if "palpha" in spec:   # the word pairs' own soft count (columns from spec["pair_columns"])
+        alpha = np.where(spec["pair_columns"], spec["palpha"], alpha)
+    model = dict(alpha=alpha, mu=spec.get("dir", 0.0),
                  beta=spec.get("beta", 0.0), renormalise=spec.get("l2k"))
     boost = spec.get("boost")
     _BOOST_MODEL.clear()
@@ -455,6 +516,8 @@ def _soft_variant(X, y, train, test, folds, spec):
 
 
 def matrix_variants(args):
+    import numpy as np
+
     from spamnb import SpamFilter
     from spamnb.calibrate import fold_log_odds
     from spamnb.tokenizer import Tokenizer
@@ -462,15 +525,32 @@ def matrix_variants(args):
     def score(corpus, variant, cache):
         tok, model = _variant("" if variant == "log" else ",".join(
             p for p in variant.split(",") if "=" in p and p.split("=")[0] not in ("l2", "l2k")))
-        key = tuple(sorted(tok.items())) + ((model["pairs"],) if model.get("pairs") else ())
+        key = tuple(sorted(tok.items())) + tuple((k, model[k]) for k in ("pairs", "pair_scope", "pair_limit")
+                                                 if model.get(k))
+        split = model.get("pairs") and ("pw" in model or "palpha" in model)
+        if split:   # the words' matrix and the pairs' own, side by side
+            key += ("split",)
         if key not in cache:   # raw counts of the whole corpus over one vocabulary
-            cache[key] = SpamFilter(tokenizer=_tokenizer(tok, model), counts="raw", length_norm=0).fit(
-                corpus.messages, corpus.y).transform(corpus.messages)
-        X, alpha, min_df, renorm = _transformed(cache[key], variant)
+            def raw(tokenizer):
+                return SpamFilter(tokenizer=tokenizer, counts="raw", length_norm=0).fit(
+                    corpus.messages, corpus.y).transform(corpus.messages)
+            if split:
+                from scipy import sparse
+
+                words = raw(Tokenizer(**tok))
+                pairs = raw(_tokenizer(tok, {**model, "pair_only": True}))
+                cache[key] = (sparse.hstack([words, pairs]).tocsr(),
+                              np.arange(words.shape[1] + pairs.shape[1]) >= words.shape[1])
+            else:
+                cache[key] = (raw(_tokenizer(tok, model)), None)
+        X_raw, pair_columns = cache[key]
         train, test, y = corpus.train, corpus.test, corpus.y
+        X, alpha, min_df, renorm = _transformed(X_raw, variant, pair_columns, idf_rows=train)
         soft = {k: float(v) for k, _, v in (p.partition("=") for p in variant.split(","))
-                if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k")}
-        if "dir" in soft or "boost" in soft:
+                if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k", "palpha")}
+        if "palpha" in soft:
+            soft["pair_columns"] = pair_columns
+        if "dir" in soft or "boost" in soft or "palpha" in soft:
             return _soft_variant(X, y, train, test, corpus.folds, soft)
         cv = fold_log_odds(X[train], y[train], corpus.folds, alpha, min_df=min_df, renormalise=renorm)
         return cv, fold_log_odds(X, y, [test], alpha, min_df=min_df, renormalise=renorm)[test]
