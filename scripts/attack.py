@@ -256,7 +256,7 @@ def shares(labels):
     return {label: 100.0 * labels.count(label) / n for label in LABELS}
 
 
-def run_corpus(root, work, attacks, seed):
+def run_corpus(root, work, attacks, seed, word_pairs=0):
     from spamnb.corpus import is_test_message, labelled_messages
     from spamnb.filter import SpamFilter
 
@@ -265,7 +265,10 @@ def run_corpus(root, work, attacks, seed):
     test_spam = [m for m in items if is_test_message(m.relpath) and m.is_spam]
     test_ham = [m for m in items if is_test_message(m.relpath) and not m.is_spam]
     t0 = time.perf_counter()
-    spam_filter = SpamFilter().fit([m.data for m in train], [m.is_spam for m in train])
+    from spamnb.tokenizer import Tokenizer
+
+    spam_filter = SpamFilter(tokenizer=Tokenizer(word_pairs=word_pairs)).fit([m.data for m in train],
+                                                                             [m.is_spam for m in train])
     train_dir = os.path.join(work, "train")
     os.makedirs(train_dir)
     train_files = []
@@ -343,6 +346,9 @@ def main(argv=None):
     parser.add_argument("--attack", action="append", choices=sorted(ATTACKS), help="run only these (repeatable)")
     parser.add_argument("--package", default=REPO, help="import spamnb from this checkout (default: this one)")
     parser.add_argument("--seed", default="attack")
+    parser.add_argument("--word-pairs", type=int, default=0, metavar="W",
+                        help="spamnb's tokenizer with word pairs of window W (what `spamnb train` chooses "
+                             "for mail such as Enron-Spam's)")
     parser.add_argument("--md", help="write the table as Markdown")
     parser.add_argument("--json", help="write the figures as JSON")
     parser.add_argument("--before", help="JSON of an earlier run: its spamnb shares are shown beside")
@@ -367,7 +373,8 @@ def main(argv=None):
         for i, root in enumerate(args.corpus or DEFAULT_CORPORA):
             corpus_work = os.path.join(work, str(i))
             os.makedirs(corpus_work)
-            results[os.path.basename(os.path.normpath(root))] = run_corpus(root, corpus_work, attacks, args.seed)
+            results[os.path.basename(os.path.normpath(root))] = run_corpus(root, corpus_work, attacks, args.seed,
+                                                                             args.word_pairs)
             shutil.rmtree(corpus_work)
     table = markdown(results, before)
     print(table)

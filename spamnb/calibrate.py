@@ -60,10 +60,14 @@ MIN_SPAM = 50
 MAX_LOG_ODDS = 36.0
 
 Calibration = namedtuple("Calibration", "spam_cutoff ham_cutoff spam_log_odds ham_log_odds expected_fpr "
-                                        "expected_spam_missed expected_unsure n_ham n_spam n_folds rule")
+                                        "expected_spam_missed expected_unsure n_ham n_spam n_folds rule word_pairs",
+                         defaults=(None,))
 Calibration.__doc__ = """Cutoffs chosen for a filter (probabilities and log-odds), the
 held-out figures expected at them (fractions; None when the defaults were
-used), the data they rest on and the rule that chose them (one line)."""
+used), the data they rest on and the rule that chose them (one line); and
+``word_pairs``: None, or when ``spamnb.parallel.train`` chose between word
+pairs and none, ``(window kept (0: none), held-out spam missed without,
+with, 1-AUC % without, with)``."""
 
 
 
@@ -427,7 +431,13 @@ def describe(calibration):
     c = calibration
     if c.expected_fpr is None:
         return f"cutoffs: {c.rule}"
+    pairs = ""
+    if c.word_pairs is not None:
+        window, missed, missed_pairs, error, error_pairs = c.word_pairs
+        pairs = (f"\nword pairs: {'on (window ' + str(window) + ')' if window else 'off'}: held-out spam missed "
+                 f"{100 * missed:.2f} % without them, {100 * missed_pairs:.2f} % with (1-AUC {error:.4f} %, "
+                 f"{error_pairs:.4f} %)")
     return (f"cutoffs: spam if log-odds >= {c.spam_log_odds:.2f}, ham if <= {c.ham_log_odds:.2f} "
             f"({c.n_folds}-fold cross-validation on the training mail)\n"
             f"expected: false positives {100 * c.expected_fpr:.2f} %, spam missed {100 * c.expected_spam_missed:.2f} %, "
-            f"unsure {100 * c.expected_unsure:.2f} % (held-out training mail, {c.n_ham} ham, {c.n_spam} spam)")
+            f"unsure {100 * c.expected_unsure:.2f} % (held-out training mail, {c.n_ham} ham, {c.n_spam} spam)" + pairs)

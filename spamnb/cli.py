@@ -205,6 +205,10 @@ def cmd_train(args):
                                 ("feature_weight", args.feature_weight), ("length_norm", args.length_norm),
                                 ("spam_cutoff", settings.spam_cutoff),
                                 ("ham_cutoff", settings.ham_cutoff)) if v is not None}
+    if args.word_pairs not in ("auto", 0):
+        from spamnb.tokenizer import Tokenizer
+
+        params["tokenizer"] = Tokenizer(word_pairs=args.word_pairs)
     spam_filter = SpamFilter(**params)
     # cutoffs from cross-validation inside the training mail (spamnb.calibrate),
     # unless the user gave cutoffs (an option or the settings file)
@@ -226,7 +230,8 @@ def cmd_train(args):
             spam_filter, calibration = parallel.train(
                 args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
                 report=report, strict=args.strict, dask=args.dask, progress=progress,
-                calibration={"target_fpr": args.target_fpr} if calibrating else None)
+                calibration={"target_fpr": args.target_fpr} if calibrating else None,
+                word_pairs=parallel.AUTO_PAIRS if args.word_pairs == "auto" else 0)
         except CorpusError as exc:
             raise CommandError(str(exc)) from None
         except parallel.CorpusChanged as exc:
@@ -676,6 +681,9 @@ def _add_train(sub, model_option):
                    help="scale each message's token counts to this Euclidean length (default 5; 0: off)")
     p.add_argument("--feature-weight", type=float, metavar="W",
                    help="weight of the continuous message features (default 0: off; see docs/features.md)")
+    p.add_argument("--word-pairs", type=_word_pairs, default="auto", metavar="auto|0|W",
+                   help="word pairs of window W as tokens too; auto (the default): train with and without "
+                        "pairs of window 2 and keep what the cross-validation favours (see docs/accuracy.md)")
     _cutoff_options(p)
     p.add_argument("--target-fpr", type=_rate, default=0.001, metavar="RATE",
                    help="choose the cutoffs by cross-validation for this false-positive rate "
@@ -687,6 +695,18 @@ def _add_train(sub, model_option):
 
     add_arguments(p, "train")
     p.set_defaults(handler=cmd_train)
+
+
+def _word_pairs(text):
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value not in (0, *range(2, 9)):
+        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}")
+    return value
 
 
 def _rate(text):

@@ -428,3 +428,25 @@ def test_train_calibrates_on_the_corpus_it_counted(tmp_path, monkeypatch, sample
     assert cli.main(args + ["-m", str(tmp_path / "after.spamnb")]) == 0
     assert len(plans) == 1
     assert (tmp_path / "after.spamnb").read_bytes() == (tmp_path / "before.spamnb").read_bytes()
+
+
+def test_train_word_pairs_option(tmp_path):
+    from spamnb.filter import SpamFilter
+
+    # auto with enough mail for the cutoffs: both trained, the choice and its figures said
+    proc = run(["train", "-j", "1", "--target-fpr", "0.01", REPO / "corpora"], tmp_path, check_code=0)
+    line = next(x for x in proc.stdout.decode().splitlines() if x.startswith("word pairs: "))
+    assert "held-out spam missed" in line and "% with (1-AUC" in line
+    window = SpamFilter.load(tmp_path / "model.spamnb").tokenizer_.word_pairs
+    assert line.startswith("word pairs: on (window 2)" if window else "word pairs: off")
+    # too little mail for the cutoffs (the default 0.1 %): no choice, no pairs
+    proc = run(["train", REPO / "corpora"], tmp_path, check_code=0)
+    assert "word pairs" not in proc.stdout.decode()
+    assert SpamFilter.load(tmp_path / "model.spamnb").tokenizer_.word_pairs == 0
+    # a window given: no choice
+    proc = run(["train", "--word-pairs", "3", "--target-fpr", "0.01", REPO / "corpora"], tmp_path, check_code=0)
+    assert "word pairs" not in proc.stdout.decode()
+    assert SpamFilter.load(tmp_path / "model.spamnb").tokenizer_.word_pairs == 3
+    for bad in ("1", "9", "two"):
+        proc = run(["train", "--word-pairs", bad, REPO / "corpora"], tmp_path, check_code=64)   # usage
+        assert "auto, 0 or a window from 2 to 8" in proc.stderr.decode()

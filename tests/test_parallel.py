@@ -344,3 +344,39 @@ def test_shared_corpus_exact_with_two_workers():
     ref = reference("raw", trees=[root])
     got = parallel.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2)
     assert_same_counts(ref, got)
+
+
+def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
+    """train(word_pairs=2) trains both variants and keeps the one the rule
+    favours; the model kept is the one training that variant alone gives."""
+    from spamnb.tokenizer import Tokenizer
+
+    options = {"target_fpr": 0.01}
+    plain, plain_cal, _ = parallel.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
+    paired, paired_cal, _ = parallel.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options,
+                                               spam_filter=SpamFilter(tokenizer=Tokenizer(word_pairs=2)))
+    chosen, cal = parallel.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options, word_pairs=2)
+    window, missed, missed_pairs, error, error_pairs = cal.word_pairs
+    assert (missed, missed_pairs) == (plain_cal.expected_spam_missed, paired_cal.expected_spam_missed)
+    expected = paired if parallel.prefer_pairs(missed, missed_pairs, error, error_pairs) else plain
+    assert window == expected.tokenizer_.word_pairs == chosen.tokenizer_.word_pairs
+    assert cal._replace(word_pairs=None) == (paired_cal if window else plain_cal)
+    chosen.save(tmp_path / "chosen")
+    expected.save(tmp_path / "expected")
+    assert (tmp_path / "chosen").read_bytes() == (tmp_path / "expected").read_bytes()
+    # nothing to choose: no calibration, too little mail for one, or pairs asked for already
+    assert parallel.train([SAMPLE], n_jobs=1, word_pairs=2)[1] is None
+    few = parallel.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.001}, word_pairs=2)[1]
+    assert few.word_pairs is None and few.expected_fpr is None
+    with pytest.raises(ValueError, match="word_pairs"):
+        parallel.train([SAMPLE], word_pairs=1)
+
+
+@pytest.mark.parametrize("figures, kept", [
+    ((0.10, 0.08, 0.05, 0.04), True),      # a fifth fewer spam missed, ranks better
+    ((0.10, 0.081, 0.05, 0.04), False),    # not a fifth fewer
+    ((0.10, 0.05, 0.05, 0.06), False),     # fewer missed but ranks worse
+    ((0.0, 0.0, 0.0, 0.0), False),         # nothing to gain
+])
+def test_prefer_pairs_rule(figures, kept):
+    assert parallel.prefer_pairs(*figures) is kept
