@@ -449,10 +449,12 @@ def clean_venv_cold_start(work, model, message, runs):
             "spamnb": cold_start([spamnb, "classify", "-m", model], message, runs, env)}
 
 
-def run_cross_validation(corpus, work):
-    """``spamnb evaluate CORPUS --folds 10 --compare``: its text output and JSON summary."""
+def run_cross_validation(corpus, work, word_pairs=0):
+    """``spamnb evaluate CORPUS --folds 10 --compare`` (``--word-pairs W`` when
+    the train part's choice kept them): its text output and JSON summary."""
     json_path = os.path.join(work, "cv.json")
-    argv = [sys.executable, "-m", "spamnb", "evaluate", corpus, "--folds", "10", "--compare",
+    pairs = ["--word-pairs", str(word_pairs)] if word_pairs else []
+    argv = [sys.executable, "-m", "spamnb", "evaluate", corpus, "--folds", "10", "--compare", *pairs,
             "--json", json_path, "--no-progress"]
     proc = subprocess.run(argv, capture_output=True, env=python_env(), cwd=REPO)
     if proc.returncode != 0:
@@ -460,7 +462,7 @@ def run_cross_validation(corpus, work):
     with open(json_path) as f:
         data = json.load(f)
     return {
-        "command": f"python -m spamnb evaluate {corpus} --folds 10 --compare",
+        "command": " ".join(["python -m spamnb evaluate", corpus, "--folds 10 --compare", *pairs]),
         "text": "".join(line for line in proc.stdout.decode(errors="replace").splitlines(keepends=True)
                         if not line.startswith("wrote ")),
         "mean": data["mean"], "std": data["std"], "confusion": data["confusion"], "params": data["params"],
@@ -728,7 +730,8 @@ def main(argv=None):
                 report["notes"].append(f"clean-venv cold start failed: {exc}")
     if "spamnb" in only and not args.no_cv and not args.quick:
         print("10-fold cross-validation (spamnb evaluate) ...", file=sys.stderr)
-        report["cross_validation"] = run_cross_validation(args.corpus, work)
+        chosen = (report["systems"].get("spamnb", {}).get("extra", {}).get("word_pairs") or [0])[0]
+        report["cross_validation"] = run_cross_validation(args.corpus, work, chosen)
     os.makedirs(os.path.dirname(os.path.abspath(args.md)), exist_ok=True)
     write_report(report, args.md, args.json)
     print(f"wrote {args.md} and {args.json}", file=sys.stderr)

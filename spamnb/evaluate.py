@@ -96,6 +96,8 @@ def add_arguments(parser):
     parser.add_argument("--alpha", type=float, help="Dirichlet soft count of the filter")
     parser.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
     parser.add_argument("--counts", choices=COMPARE_COUNTS, help="per-message token weighting")
+    parser.add_argument("--word-pairs", type=_window, default=0, metavar="W",
+                        help="word pairs of window W as tokens too (default 0: none; see spamnb train --word-pairs)")
     parser.add_argument("--compare", action="store_true",
                         help="also kNN, MLE vs MAP priors, several alphas, binary vs raw counts on the same folds")
     parser.add_argument("--json", metavar="PATH", help="write all figures as JSON")
@@ -105,6 +107,18 @@ def add_arguments(parser):
                         help="train and score the splits on N worker processes (default: every core "
                              "available; 1: this process); the same figures")
     return parser
+
+
+def _window(text):
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value not in (0, *range(2, 9)):
+        raise argparse.ArgumentTypeError(f"0 or a window from 2 to 8 is needed, not {text!r}")
+    return value
 
 
 def _jobs(text):
@@ -298,7 +312,7 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
 
     y = np.asarray(y, dtype=bool)
     progress = progress or _Progress(0, enabled=False)
-    spam_filter = SpamFilter(**params)
+    spam_filter = make_filter(params)
     resolved = {k: getattr(spam_filter, k) for k in ("alpha", "prior", "counts", "spam_cutoff", "ham_cutoff")}
     folds, pooled_y, pooled_scores, pooled_verdicts = [], [], [], []
     variants = _variants(resolved) if compare else []
@@ -306,7 +320,7 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     X_all = None
     if compare:
         progress.step("counting tokens of the whole corpus", 0)
-        vectoriser = SpamFilter(counts="raw", alpha=resolved["alpha"], length_norm=0).fit(messages, y)  # raw counts
+        vectoriser = make_filter(params, counts="raw", length_norm=0).fit(messages, y)  # raw counts
         X_all = vectoriser.transform(messages)
         progress.step("counted tokens")
     for (name, train_idx, test_idx), (log_odds, verdicts) in zip(splits, _fold_results(
@@ -351,9 +365,7 @@ def _fold_result(messages, y, params, resolved, train_idx, test_idx):
     trained on its training part."""
     import numpy as np
 
-    from spamnb.filter import SpamFilter
-
-    fold_filter = SpamFilter(**params).fit([messages[i] for i in train_idx], y[train_idx])
+    fold_filter = make_filter(params).fit([messages[i] for i in train_idx], y[train_idx])
     test_messages = [messages[i] for i in test_idx]
     log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
     evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)
@@ -538,6 +550,8 @@ def run(args):
     if not separate and not (args.corpus or args.spam or args.ham):
         return _error("give a corpus: CORPUS folder(s), --spam/--ham paths, or --train A --test B", EXIT_USAGE)
     params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
+    if args.word_pairs:
+        params["word_pairs"] = args.word_pairs
 
     import numpy as np
 
@@ -592,6 +606,7 @@ def run(args):
     elapsed = time.monotonic() - started
     p = result["params"]
     print(f"filter: alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
+          + (f"word_pairs={params['word_pairs']} " if params.get("word_pairs") else "") +
           f"cutoffs: spam if P >= {p['spam_cutoff']!r}, ham if P <= {p['ham_cutoff']!r}")
     print()
     print(format_folds(result))
@@ -622,7 +637,15 @@ def run(args):
 
 
 def _resolved(params):
-    from spamnb.filter import SpamFilter
-
-    f = SpamFilter(**params)
+    f = make_filter(params)
     return {k: getattr(f, k) for k in ("alpha", "prior", "counts", "spam_cutoff", "ham_cutoff")}
+
+
+def make_filter(params, **overrides):
+    """``SpamFilter(**params)``, ``params["word_pairs"]`` (if given) as its tokenizer's setting."""
+    from spamnb.filter import SpamFilter
+    from spamnb.tokenizer import Tokenizer
+
+    params = {**params, **overrides}
+    pairs = params.pop("word_pairs", 0)
+    return SpamFilter(tokenizer=Tokenizer(word_pairs=pairs) if pairs else None, **params)

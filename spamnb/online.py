@@ -447,12 +447,18 @@ def run_command(args):
     if not y.any() or y.all():
         return error(f"need both spam and ham, found {int(y.sum())} spam and {int((~y).sum())} ham", EXIT_USAGE)
     params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
+    tokenizer = None
+    if getattr(args, "word_pairs", 0):
+        from spamnb.tokenizer import Tokenizer
+
+        tokenizer = Tokenizer(word_pairs=args.word_pairs)
     feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
         if args.train_on_error else "full feedback"
     print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "
           f"{report.summary()}")
     try:
-        result = run_online(messages, y, params, train_on_error=args.train_on_error, margin=args.margin)
+        result = run_online(messages, y, params, train_on_error=args.train_on_error, margin=args.margin,
+                            tokenizer=tokenizer)
     except OSError as exc:
         return error(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_ERROR)
     figures = online_figures(result)
@@ -460,7 +466,8 @@ def run_command(args):
     print(format_online(figures, curve), end="")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"protocol": "online", "feedback": feedback, "order": order_used, "params": params,
+            json.dump({"protocol": "online", "feedback": feedback, "order": order_used,
+                       "params": dict(params, word_pairs=getattr(args, "word_pairs", 0)),
                        "figures": figures, "learning_curve": curve}, f, indent=1)
             f.write("\n")
         print(f"wrote {args.json}")

@@ -302,3 +302,26 @@ def test_the_cutoffs_are_printed_exactly(corpus, capsys):
     assert ev.run(_args(corpus, "--folds", 3, "--no-progress")) == ev.EXIT_OK
     out = capsys.readouterr().out
     assert "spam if P >= 0.9999992, ham if P <= 0.01798620996209156" in out  # not rounded to 0.999999
+
+
+def test_evaluate_word_pairs_trains_the_folds_with_pairs(corpus):
+    """--word-pairs W: each fold's filter has the pairs (its log-odds are those
+    of a filter with them, not without); --compare's matrix has them too."""
+    from spamnb.corpus import labelled_messages
+    from spamnb.tokenizer import Tokenizer
+
+    items = labelled_messages(trees=[corpus])
+    messages = [m.data for m in items]
+    y = np.array([m.is_spam for m in items])
+    tests = ev.stratified_folds(y, 3, seed=0)
+    splits = [(str(i), np.setdiff1d(np.arange(len(y)), t), t) for i, t in enumerate(tests)]
+    result = ev.evaluate(messages, y, splits, {"word_pairs": 2}, compare=True)
+    train, test = splits[0][1], splits[0][2]
+    paired = SpamFilter(tokenizer=Tokenizer(word_pairs=2)).fit([messages[i] for i in train], y[train])
+    plain = SpamFilter().fit([messages[i] for i in train], y[train])
+    lo = paired.score_many([messages[i] for i in test])
+    assert not np.allclose(lo, plain.score_many([messages[i] for i in test]))
+    assert result["folds"][0]["one_minus_auc_percent"] == pytest.approx(metrics.one_minus_auc_percent(y[test], lo))
+    assert _args("--word-pairs", "3", corpus).word_pairs == 3 and _args(corpus).word_pairs == 0
+    with pytest.raises(SystemExit):
+        _args("--word-pairs", "1", corpus)

@@ -120,6 +120,11 @@ def test_evaluate_online_command(tmp_path, sample_corpus):
     assert data["figures"]["n"] == 300 and len(data["learning_curve"]) == 3
     toe = _run("evaluate", "--online", "--train-on-error", sample_corpus)
     assert toe.returncode == 0 and "train on error" in toe.stdout
+    pairs = _run("evaluate", "--online", "--word-pairs", "2", sample_corpus, "--json", tmp_path / "p.json")
+    assert pairs.returncode == 0, pairs.stderr
+    paired = json.loads((tmp_path / "p.json").read_text())
+    assert paired["params"]["word_pairs"] == 2 and data["params"]["word_pairs"] == 0
+    assert paired["figures"] != data["figures"]        # the pairs change the scores
 
 
 def test_evaluate_online_with_index(tmp_path, sample_corpus):
