@@ -1088,8 +1088,8 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     if not np.array_equal(per_fold, fold_class_count):
         raise CorpusChanged("other messages on the second reading")
     keys = ("target_fpr", "max_unsure", "margin")
-    return (spam_filter, calibrate.from_scores(ham, spam_scores, n_folds, **{k: options[k] for k in keys if k in options}),
-            (ham, spam_scores))
+    chosen = calibrate.from_scores(ham, spam_scores, n_folds, **{k: options[k] for k in keys if k in options})
+    return spam_filter, chosen, (ham, spam_scores)
 
 
 def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
