@@ -67,7 +67,8 @@ held-out figures expected at them (fractions; None when the defaults were
 used), the data they rest on and the rule that chose them (one line); and
 ``word_pairs``: None, or when ``spamnb.parallel.train`` chose between word
 pairs and none, ``(window kept (0: none), held-out spam missed without,
-with, 1-AUC % without, with)``."""
+with, 1-AUC % without, with)`` (the four None: the corpus was too large to
+try them)."""
 
 
 
@@ -426,13 +427,22 @@ def apply(spam_filter, calibration):
     return spam_filter
 
 
+def _pairs_max():
+    from spamnb.parallel import PAIRS_MAX_MESSAGES
+
+    return PAIRS_MAX_MESSAGES
+
+
 def describe(calibration):
     """One or two lines for ``spamnb train``."""
     c = calibration
     if c.expected_fpr is None:
         return f"cutoffs: {c.rule}"
     pairs = ""
-    if c.word_pairs is not None:
+    if c.word_pairs is not None and c.word_pairs[1] is None:
+        pairs = (f"\nword pairs: {'on' if c.word_pairs[0] else 'off'}: not tried on more than "
+                 f"{_pairs_max():,} messages (--word-pairs 2 turns them on)")
+    elif c.word_pairs is not None:
         window, missed, missed_pairs, error, error_pairs = c.word_pairs
         pairs = (f"\nword pairs: {'on (window ' + str(window) + ')' if window else 'off'}: held-out spam missed "
                  f"{100 * missed:.2f} % without them, {100 * missed_pairs:.2f} % with (1-AUC {error:.4f} %, "

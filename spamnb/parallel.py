@@ -912,8 +912,9 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     times the spam the other misses, and its 1-AUC is no higher
     (docs/accuracy.md, "Word pairs, chosen on the user's mail").  The
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
-    without, with, 1-AUC % without, with)``; each variant's model is the one
-    training it alone gives.
+    without, with, 1-AUC % without, with)`` (the four None when the corpus
+    has more than :data:`PAIRS_MAX_MESSAGES` messages: not tried); each
+    variant's model is the one training it alone gives.
     """
     import numpy as np
 
@@ -931,6 +932,8 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     fitted, cal, scores = train_one(spam_filter=spam_filter, report=report, **options)
     if not word_pairs or cal is None or cal.expected_fpr is None or fitted.tokenizer_.word_pairs == word_pairs:
         return fitted, cal
+    if cal.n_ham + cal.n_spam > PAIRS_MAX_MESSAGES:   # the second training would cost more than it is worth
+        return fitted, cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), None, None, None, None))
 
     def error(ham_spam):
         ham, spam_scores = ham_spam
@@ -970,6 +973,12 @@ def _params(spam_filter):
 # 11.79 -> 7.96 % (0.68x), 1-AUC 0.0762 -> 0.0405 %: kept; SpamAssassin 3.48
 # -> 6.22 % (1.79x), 1-AUC 0.0373 -> 0.0337 %: not kept.
 PAIRS_GAIN = 0.8
+# The choice trains the corpus a second time, with a vocabulary several times
+# larger (pairs): on 96,736 messages (16 copies of the SpamAssassin corpus with
+# varied bytes) `spamnb train -j 2` took 28.1 s against 9.1 s without the choice
+# and peaked at 384 MiB against 299 (docs/scale.md).  Above this many messages
+# it is not tried (``--word-pairs W`` still gives pairs).
+PAIRS_MAX_MESSAGES = 20_000
 # The window ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3
 # ranked worse than 2 on both corpora).
 AUTO_PAIRS = 2

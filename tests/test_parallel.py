@@ -380,3 +380,12 @@ def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
 ])
 def test_prefer_pairs_rule(figures, kept):
     assert parallel.prefer_pairs(*figures) is kept
+
+
+def test_word_pairs_are_not_tried_on_a_large_corpus(monkeypatch):
+    from spamnb.calibrate import describe
+
+    monkeypatch.setattr(parallel, "PAIRS_MAX_MESSAGES", 299)     # the sample has 300 messages
+    chosen, cal = parallel.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.01}, word_pairs=2)
+    assert cal.word_pairs == (0, None, None, None, None) and chosen.tokenizer_.word_pairs == 0
+    assert "word pairs: off: not tried on more than 299 messages" in describe(cal)
