@@ -698,15 +698,14 @@ def _add_train(sub, model_option):
 
 
 def _word_pairs(text):
+    from spamnb.evaluate import pairs_window
+
     if text == "auto":
         return text
     try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value not in (0, *range(2, 9)):
-        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}")
-    return value
+        return pairs_window(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
 
 
 def _rate(text):

@@ -96,7 +96,7 @@ def add_arguments(parser):
     parser.add_argument("--alpha", type=float, help="Dirichlet soft count of the filter")
     parser.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
     parser.add_argument("--counts", choices=COMPARE_COUNTS, help="per-message token weighting")
-    parser.add_argument("--word-pairs", type=_window, default=0, metavar="W",
+    parser.add_argument("--word-pairs", type=pairs_window, default=0, metavar="W",
                         help="word pairs of window W as tokens too (default 0: none; see spamnb train --word-pairs)")
     parser.add_argument("--compare", action="store_true",
                         help="also kNN, MLE vs MAP priors, several alphas, binary vs raw counts on the same folds")
@@ -109,7 +109,8 @@ def add_arguments(parser):
     return parser
 
 
-def _window(text):
+def pairs_window(text):
+    """``--word-pairs W``: 0 or a window from 2 to 8 (an ``argparse`` type)."""
     import argparse
 
     try:

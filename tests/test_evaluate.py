@@ -166,7 +166,8 @@ def test_nb_model_uniform_prior_scores_as_fit_prior_false(sample_corpus):
         assert np.array_equal(built.predict(X[test]), before.predict(X[test]))
 
 
-def test_evaluate_figures_match_metrics(corpus):
+def _three_folds(corpus):
+    """``(messages, y, splits)`` of the corpus in 3 stratified folds."""
     from spamnb.corpus import labelled_messages
 
     items = labelled_messages(trees=[corpus])
@@ -174,6 +175,11 @@ def test_evaluate_figures_match_metrics(corpus):
     y = np.array([m.is_spam for m in items])
     tests = ev.stratified_folds(y, 3, seed=0)
     splits = [(str(i), np.setdiff1d(np.arange(len(y)), t), t) for i, t in enumerate(tests)]
+    return messages, y, splits
+
+
+def test_evaluate_figures_match_metrics(corpus):
+    messages, y, splits = _three_folds(corpus)
     result = ev.evaluate(messages, y, splits, {"alpha": 0.5}, compare=True)
     assert len(result["folds"]) == 3
     # recompute fold 0 from scratch
@@ -307,14 +313,9 @@ def test_the_cutoffs_are_printed_exactly(corpus, capsys):
 def test_evaluate_word_pairs_trains_the_folds_with_pairs(corpus):
     """--word-pairs W: each fold's filter has the pairs (its log-odds are those
     of a filter with them, not without); --compare's matrix has them too."""
-    from spamnb.corpus import labelled_messages
     from spamnb.tokenizer import Tokenizer
 
-    items = labelled_messages(trees=[corpus])
-    messages = [m.data for m in items]
-    y = np.array([m.is_spam for m in items])
-    tests = ev.stratified_folds(y, 3, seed=0)
-    splits = [(str(i), np.setdiff1d(np.arange(len(y)), t), t) for i, t in enumerate(tests)]
+    messages, y, splits = _three_folds(corpus)
     result = ev.evaluate(messages, y, splits, {"word_pairs": 2}, compare=True)
     train, test = splits[0][1], splits[0][2]
     paired = SpamFilter(tokenizer=Tokenizer(word_pairs=2)).fit([messages[i] for i in train], y[train])
