@@ -126,6 +126,27 @@ def test_write_tokens_appends_each_token_utf8(text, header):
     assert bytes(blob[:3]) == b"old" and len(offsets) == len(stream) + 2
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300), st.integers(min_value=1, max_value=16))
+def test_add_pairs_strings_and_hashes_of_any_text(text, window):
+    stream = Scanner(max_len=5, joiners="'.-@").stream()
+    stream.add_words(text)
+    stream.add_words(text, stream.local_prefix("x:"))      # tagged: no pairs of these
+    stream.add_token("a:b")                                   # untagged but with ':' : none either
+    start = len(stream)
+    n = stream.add_pairs(window, stream.local_prefix("pair:"))
+    assert stream.pairs_start == start and len(stream) == start + n
+    words = [t for t in stream.tokens()[:start] if ":" not in t]
+    assert stream.tokens()[start:] == [f"pair:{w} {d} {words[i + d]}" for i, w in enumerate(words)
+                                       for d in range(1, window) if i + d < len(words)]
+    assert list(stream.hashes) == [hash_token(t) for t in stream.tokens()]
+    blob, offsets = bytearray(), array("Q", [0])
+    positions = array("i", range(len(stream)))
+    stream.write_tokens(positions, len(stream), blob, offsets)
+    assert [bytes(blob[offsets[k]:offsets[k + 1]]) for k in range(len(stream))] == \
+        [t.encode("utf-8", "surrogatepass") for t in stream.tokens()]
+
+
 def test_add_names_adds_each_name_of_the_pairs():
     scanner = Scanner()
     stream = scanner.stream()
