@@ -56,21 +56,25 @@ def _worker_version():
     return spamnb.__version__
 
 
+CONNECT_TIMEOUT = 60.0   # seconds for a worker to run the version check
+
+
 def connect(scheduler):
     """A ``distributed.Client`` of the cluster at ``scheduler`` (an address),
     to use as a context manager (it closes the connection, not the cluster).
 
     One task first checks that the cluster runs this version of spamnb (a
     worker without it, or with another version, could count otherwise):
-    :class:`ClusterError` if not."""
+    :class:`ClusterError` if not, or if no worker runs it within
+    :data:`CONNECT_TIMEOUT` seconds (a cluster without workers)."""
     import spamnb
 
     if not scheduler:
         raise ValueError("no scheduler address")
     client = _client(None, scheduler)[0]
     try:
-        version = client.submit(_worker_version, pure=False).result()
-    except Exception as exc:   # the scheduler or a worker cannot unpickle spamnb's functions
+        version = client.submit(_worker_version, pure=False).result(timeout=CONNECT_TIMEOUT)
+    except Exception as exc:   # no worker in time, or one that cannot unpickle spamnb's functions
         client.close()
         raise ClusterError(f"the Dask cluster at {scheduler} cannot run spamnb tasks ({type(exc).__name__}: "
                            f"{str(exc).splitlines()[0] if str(exc) else ''}); install spamnb[dask] "

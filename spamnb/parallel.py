@@ -901,7 +901,8 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     and, with ``word_pairs`` W >= 2, choose between the filter's tokenizer
     and the same with word pairs of window W.
 
-    Returns ``(spam_filter, calibration)`` as :func:`train_one` (below).
+    Returns ``(spam_filter, calibration)``: those :func:`train_one` (below)
+    gives for the variant kept.
 
     ``word_pairs`` (with ``calibration``, when the corpus has enough mail for
     it): the corpus is trained a second time with the tokenizer's
@@ -910,7 +911,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     inside the training mail) favour is kept: the one with pairs only when,
     at the cutoffs chosen for each, it misses at most :data:`PAIRS_GAIN`
     times the spam the other misses, and its 1-AUC is no higher
-    (docs/accuracy.md, "Word pairs, chosen on the user's mail").  The
+    (docs/accuracy.md, "word pairs, chosen on the user's own mail").  The
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
     without, with, 1-AUC % without, with)`` (the four None when the corpus
     has more than :data:`PAIRS_MAX_MESSAGES` messages: not tried); each
@@ -975,9 +976,9 @@ def _params(spam_filter):
 PAIRS_GAIN = 0.8
 # The choice trains the corpus a second time, with a vocabulary several times
 # larger (pairs): on 96,736 messages (16 copies of the SpamAssassin corpus with
-# varied bytes) `spamnb train -j 2` took 28.1 s against 9.1 s without the choice
-# and peaked at 384 MiB against 299 (docs/scale.md).  Above this many messages
-# it is not tried (``--word-pairs W`` still gives pairs).
+# varied bytes) `spamnb train -j 2` took 28.1 s against 5.9 s without the choice
+# and peaked at 384 MiB against 245 (docs/scale.md, runs E and F).  Above this
+# many messages it is not tried (``--word-pairs W`` still gives pairs).
 PAIRS_MAX_MESSAGES = 20_000
 # The window ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3
 # ranked worse than 2 on both corpora).

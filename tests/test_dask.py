@@ -227,3 +227,15 @@ def test_score_lines_are_the_lines_of_classify_batch(client, tmp_path):
         got = "".join(spamnb_dask.score_lines(model, paths, partition_size=25, json_lines=json_lines).compute())
         assert got == out.getvalue() and got.count("\n") == 50 + 40 + 1
         assert any("missing.eml" in line and "error" in line for line in got.splitlines())
+
+
+def test_connect_refuses_a_cluster_without_workers(monkeypatch):
+    """A scheduler with no worker: the version check times out, a one-line
+    ClusterError instead of waiting for ever."""
+    monkeypatch.setattr(spamnb_dask, "CONNECT_TIMEOUT", 2.0)
+    cluster = distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None)
+    try:
+        with pytest.raises(spamnb_dask.ClusterError, match="cannot run spamnb tasks"):
+            spamnb_dask.connect(cluster.scheduler_address)
+    finally:
+        cluster.close()
