@@ -24,6 +24,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from tune_accuracy import _transformed  # noqa: E402
 
 CORPORA = {"spamassassin": 0, "enron-spam": 2}   # corpus -> the word pairs spamnb train keeps
 
@@ -38,7 +41,6 @@ def fold_ids(messages, salt, n_folds=5):
 
 def main(argv=None):
     import numpy as np
-    from scipy import sparse
 
     from spamnb import calibrate
     from spamnb.corpus import is_test_message, labelled_messages
@@ -58,12 +60,10 @@ def main(argv=None):
         model = SpamFilter(tokenizer=Tokenizer(word_pairs=pairs)).fit(messages, y)
         alpha, scale = float(model.alpha), float(model.length_norm)
         test_scores = np.asarray(model.score_many([m.data for m in test]))
-        # the filter's counts as a matrix: log(1 + n), each row scaled to length_norm
-        X = SpamFilter(tokenizer=Tokenizer(word_pairs=pairs), counts="raw", length_norm=0).fit(
-            messages, y).transform(messages).astype(np.float64)
-        X.data = np.log1p(X.data)
-        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        X = (sparse.diags(np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)) @ X).tocsr()
+        # the filter's counts as a matrix: log(1 + n), each row scaled to length_norm (the tuning script's)
+        X_raw = SpamFilter(tokenizer=Tokenizer(word_pairs=pairs), counts="raw", length_norm=0).fit(
+            messages, y).transform(messages)
+        X = _transformed(X_raw, f"l2={scale}")[0]
 
         def report(label, ham, spam):
             cut, _ = calibrate.choose_cutoffs(ham, spam)

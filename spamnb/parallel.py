@@ -919,7 +919,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     """
     import numpy as np
 
-    from spamnb import calibrate
+    from spamnb.corpus import CorpusReport
     from spamnb.filter import SpamFilter
     from spamnb.metrics import one_minus_auc_percent
     from spamnb.tokenizer import Tokenizer
@@ -943,8 +943,6 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
 
     settings = dict(fitted.tokenizer_.settings, word_pairs=word_pairs)
     paired = SpamFilter(**dict(template, tokenizer=Tokenizer.from_settings(settings)))
-    from spamnb.corpus import CorpusReport
-
     fitted_pairs, cal_pairs, scores_pairs = train_one(spam_filter=paired, report=CorpusReport(), **options)
     figures = (cal.expected_spam_missed, cal_pairs.expected_spam_missed, error(scores), error(scores_pairs))
     if prefer_pairs(*figures):
