@@ -265,10 +265,10 @@ def run_corpus(root, work, attacks, seed, word_pairs=0):
     test_spam = [m for m in items if is_test_message(m.relpath) and m.is_spam]
     test_ham = [m for m in items if is_test_message(m.relpath) and not m.is_spam]
     t0 = time.perf_counter()
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.tokenizer import with_pairs
 
-    spam_filter = SpamFilter(tokenizer=Tokenizer(word_pairs=word_pairs)).fit([m.data for m in train],
-                                                                             [m.is_spam for m in train])
+    spam_filter = SpamFilter(tokenizer=with_pairs(word_pairs)).fit([m.data for m in train],
+                                                                   [m.is_spam for m in train])
     train_dir = os.path.join(work, "train")
     os.makedirs(train_dir)
     train_files = []
@@ -347,8 +347,8 @@ def main(argv=None):
     parser.add_argument("--package", default=REPO, help="import spamnb from this checkout (default: this one)")
     parser.add_argument("--seed", default="attack")
     parser.add_argument("--word-pairs", type=int, default=0, metavar="W",
-                        help="spamnb's tokenizer with word pairs of window W (what `spamnb train` chooses "
-                             "for mail such as Enron-Spam's)")
+                        help="spamnb's tokenizer with word pairs of window W, as `spamnb train` "
+                             "chooses it for mail such as Enron-Spam's (its text budget too)")
     parser.add_argument("--md", help="write the table as Markdown")
     parser.add_argument("--json", help="write the figures as JSON")
     parser.add_argument("--before", help="JSON of an earlier run: its spamnb shares are shown beside")

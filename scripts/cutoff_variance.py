@@ -45,7 +45,7 @@ def main(argv=None):
     from spamnb import calibrate
     from spamnb.corpus import is_test_message, labelled_messages
     from spamnb.filter import SpamFilter
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.tokenizer import with_pairs
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--salts", type=int, default=4)
@@ -57,11 +57,11 @@ def main(argv=None):
         test = [m for m in items if is_test_message(m.relpath)]
         y, y_test = np.array([m.is_spam for m in train]), np.array([m.is_spam for m in test])
         messages = [m.data for m in train]
-        model = SpamFilter(tokenizer=Tokenizer(word_pairs=pairs)).fit(messages, y)
+        model = SpamFilter(tokenizer=with_pairs(pairs)).fit(messages, y)
         alpha, scale = float(model.alpha), float(model.length_norm)
         test_scores = np.asarray(model.score_many([m.data for m in test]))
         # the filter's counts as a matrix: log(1 + n), each row scaled to length_norm (the tuning script's)
-        X_raw = SpamFilter(tokenizer=Tokenizer(word_pairs=pairs), counts="raw", length_norm=0).fit(
+        X_raw = SpamFilter(tokenizer=with_pairs(pairs), counts="raw", length_norm=0).fit(
             messages, y).transform(messages)
         X = _transformed(X_raw, f"l2={scale}")[0]
 

@@ -206,9 +206,9 @@ def cmd_train(args):
                                 ("spam_cutoff", settings.spam_cutoff),
                                 ("ham_cutoff", settings.ham_cutoff)) if v is not None}
     if args.word_pairs not in ("auto", 0):
-        from spamnb.tokenizer import Tokenizer
+        from spamnb.tokenizer import with_pairs
 
-        params["tokenizer"] = Tokenizer(word_pairs=args.word_pairs)
+        params["tokenizer"] = with_pairs(args.word_pairs)
     spam_filter = SpamFilter(**params)
     # cutoffs from cross-validation inside the training mail (spamnb.calibrate),
     # unless the user gave cutoffs (an option or the settings file)

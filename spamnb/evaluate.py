@@ -643,10 +643,11 @@ def _resolved(params):
 
 
 def make_filter(params, **overrides):
-    """``SpamFilter(**params)``, ``params["word_pairs"]`` (if given) as its tokenizer's setting."""
+    """``SpamFilter(**params)``; with ``params["word_pairs"]`` W, the tokenizer
+    ``spamnb train --word-pairs W`` trains with (``tokenizer.with_pairs``)."""
     from spamnb.filter import SpamFilter
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.tokenizer import with_pairs
 
     params = {**params, **overrides}
     pairs = params.pop("word_pairs", 0)
-    return SpamFilter(tokenizer=Tokenizer(word_pairs=pairs) if pairs else None, **params)
+    return SpamFilter(tokenizer=with_pairs(pairs) if pairs else None, **params)

@@ -449,9 +449,9 @@ def run_command(args):
     params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
     tokenizer = None
     if getattr(args, "word_pairs", 0):
-        from spamnb.tokenizer import Tokenizer
+        from spamnb.tokenizer import with_pairs
 
-        tokenizer = Tokenizer(word_pairs=args.word_pairs)
+        tokenizer = with_pairs(args.word_pairs)
     feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
         if args.train_on_error else "full feedback"
     print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "

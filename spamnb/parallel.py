@@ -906,7 +906,8 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
 
     ``word_pairs`` (with ``calibration``, when the corpus has enough mail for
     it): the corpus is trained a second time with the tokenizer's
-    ``word_pairs`` set to W (the same passes, counts and cutoffs), and the
+    ``word_pairs`` set to W and its text budget raised (``tokenizer.with_pairs``;
+    the same passes, counts and cutoffs), and the
     variant the calibration's held-out log-odds (5-fold cross-validation
     inside the training mail) favour is kept: the one with pairs only when,
     at the cutoffs chosen for each, it misses at most :data:`PAIRS_GAIN`
@@ -922,7 +923,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     from spamnb.corpus import CorpusReport
     from spamnb.filter import SpamFilter
     from spamnb.metrics import one_minus_auc_percent
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.tokenizer import with_pairs
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
@@ -941,8 +942,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
         y = np.concatenate([np.zeros(ham.size, dtype=bool), np.ones(spam_scores.size, dtype=bool)])
         return one_minus_auc_percent(y, np.concatenate([ham, spam_scores]))
 
-    settings = dict(fitted.tokenizer_.settings, word_pairs=word_pairs)
-    paired = SpamFilter(**dict(template, tokenizer=Tokenizer.from_settings(settings)))
+    paired = SpamFilter(**dict(template, tokenizer=with_pairs(word_pairs, fitted.tokenizer_)))
     fitted_pairs, cal_pairs, scores_pairs = train_one(spam_filter=paired, report=CorpusReport(), **options)
     figures = (cal.expected_spam_missed, cal_pairs.expected_spam_missed, error(scores), error(scores_pairs))
     if prefer_pairs(*figures):

@@ -312,14 +312,17 @@ def test_the_cutoffs_are_printed_exactly(corpus, capsys):
 
 def test_evaluate_word_pairs_trains_the_folds_with_pairs(corpus):
     """--word-pairs W: each fold's filter has the pairs (its log-odds are those
-    of a filter with them, not without); --compare's matrix has them too."""
-    from spamnb.tokenizer import Tokenizer
+    of a filter with them and their text budget, as `spamnb train` makes it,
+    not without); --compare's matrix has them too."""
+    from spamnb.tokenizer import PAIRS_TEXT_CHARS, Tokenizer, with_pairs
 
     messages, y, splits = _three_folds(corpus)
     result = ev.evaluate(messages, y, splits, {"word_pairs": 2}, compare=True)
     train, test = splits[0][1], splits[0][2]
-    paired = SpamFilter(tokenizer=Tokenizer(word_pairs=2)).fit([messages[i] for i in train], y[train])
+    paired = SpamFilter(tokenizer=with_pairs(2)).fit([messages[i] for i in train], y[train])
+    assert paired.tokenizer_.max_text_chars == PAIRS_TEXT_CHARS
     plain = SpamFilter().fit([messages[i] for i in train], y[train])
+    assert ev.make_filter({"word_pairs": 2}).tokenizer.settings == with_pairs(2).settings != Tokenizer().settings
     lo = paired.score_many([messages[i] for i in test])
     assert not np.allclose(lo, plain.score_many([messages[i] for i in test]))
     assert result["folds"][0]["one_minus_auc_percent"] == pytest.approx(metrics.one_minus_auc_percent(y[test], lo))

@@ -348,18 +348,20 @@ def test_shared_corpus_exact_with_two_workers():
 
 def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
     """train(word_pairs=2) trains both variants and keeps the one the rule
-    favours; the model kept is the one training that variant alone gives."""
-    from spamnb.tokenizer import Tokenizer
+    favours; the model kept is the one training that variant alone gives
+    (pairs with their text budget: ``tokenizer.with_pairs``)."""
+    from spamnb.tokenizer import with_pairs
 
     options = {"target_fpr": 0.01}
     plain, plain_cal, _ = parallel.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
     paired, paired_cal, _ = parallel.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options,
-                                               spam_filter=SpamFilter(tokenizer=Tokenizer(word_pairs=2)))
+                                               spam_filter=SpamFilter(tokenizer=with_pairs(2)))
     chosen, cal = parallel.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options, word_pairs=2)
     window, missed, missed_pairs, error, error_pairs = cal.word_pairs
     assert (missed, missed_pairs) == (plain_cal.expected_spam_missed, paired_cal.expected_spam_missed)
     expected = paired if parallel.prefer_pairs(missed, missed_pairs, error, error_pairs) else plain
     assert window == expected.tokenizer_.word_pairs == chosen.tokenizer_.word_pairs
+    assert chosen.tokenizer_.settings == expected.tokenizer_.settings
     assert cal._replace(word_pairs=None) == (paired_cal if window else plain_cal)
     chosen.save(tmp_path / "chosen")
     expected.save(tmp_path / "expected")

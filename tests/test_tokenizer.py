@@ -559,3 +559,22 @@ def test_add_received_on_the_corpus():
             assert compiled.tokens() == reference.tokens(), path.name
             n += 1
     assert n > (5000 if is_full else 250)
+
+
+def test_with_pairs_raises_only_the_default_text_budget():
+    """The tokenizer `spamnb train` uses with word pairs: the given tokenizer's
+    settings, the window set, the text budget raised only when it is the default."""
+    from spamnb.tokenizer import DEFAULTS, PAIRS_TEXT_CHARS, with_pairs
+
+    paired = with_pairs(2)
+    assert paired.word_pairs == 2 and paired.max_text_chars == PAIRS_TEXT_CHARS != DEFAULTS["max_text_chars"]
+    assert {k: v for k, v in paired.settings.items() if k not in ("word_pairs", "max_text_chars")} == \
+        {k: v for k, v in Tokenizer().settings.items() if k not in ("word_pairs", "max_text_chars")}
+    own = Tokenizer(max_text_chars=300, min_len=2)
+    assert (with_pairs(3, own).max_text_chars, with_pairs(3, own).min_len, with_pairs(3, own).word_pairs) == (300, 2, 3)
+    assert with_pairs(0, own) is own and with_pairs(0).settings == Tokenizer().settings
+    # the budget is the budget: a long text gives pairs beyond 750 characters, not beyond 2,000
+    words = " ".join(f"w{i:04d}" for i in range(1000))
+    raw = f"Subject: x\n\n{words}\n".encode()
+    assert "w0200" in " ".join(with_pairs(2).tokens(raw)) and "w0200" not in " ".join(Tokenizer().tokens(raw))
+    assert "w0400" not in " ".join(with_pairs(2).tokens(raw))
