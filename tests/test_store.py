@@ -132,3 +132,29 @@ def test_failed_write_keeps_the_old_model(tmp_path, monkeypatch):
     header, _ = read_model(path)
     assert header["version_mark"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.spamnb"]
+
+
+@pytest.mark.parametrize("size", [100, store._HUGE_PAGES_FROM + 12345])
+def test_a_large_model_is_read_into_private_memory_not_the_file(tmp_path, monkeypatch, size):
+    """Small and large files (the latter in an anonymous mapping with huge
+    pages advised) read the same; the memory is not the file's: rewriting the
+    file in place afterwards changes nothing read; without anonymous mappings
+    the read falls back to a bytearray."""
+    path = tmp_path / "m.spamnb"
+    payload = bytes(range(256)) * (size // 256 + 1)
+    write_model(path, {"format": "test"}, {"c": ("B", payload[:size])})
+    header, arrays = read_model(path)
+    assert bytes(arrays["c"]) == payload[:size] and arrays["c"].readonly
+    with open(path, "r+b") as f:    # in place, as `cp` over it does
+        f.write(b"\0" * os.path.getsize(path))
+    assert bytes(arrays["c"]) == payload[:size]
+    memory = store._private_memory(size)
+    assert len(memory) == size and not memory.readonly and not any(memory[:4096])
+
+    def no_mapping(*args, **kwargs):
+        raise OSError("no anonymous mappings here")
+
+    monkeypatch.setattr(store.mmap, "mmap", no_mapping)
+    write_model(path, {"format": "test"}, {"c": ("B", payload[:size])})
+    assert bytes(read_model(path)[1]["c"]) == payload[:size]
+    assert isinstance(store._private_memory(10).obj, bytearray)
