@@ -11,7 +11,11 @@ spam, spam missed), scored by the model of the whole train part.  The word
 pairs as ``spamnb train`` chooses them for these corpora (SpamAssassin none,
 Enron-Spam window 2).
 
-    python scripts/cutoff_variance.py [--salts 4]
+    python scripts/cutoff_variance.py [--salts 4] [--folds 5]
+
+``--folds K``: K folds instead of the calibration's 5 (each fold model then
+holds (K - 1) / K of the train part); with ``--salts N`` the mean over the
+N assignments is printed too.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--salts", type=int, default=4)
+    parser.add_argument("--folds", type=int, default=calibrate.DEFAULT_FOLDS)
     parser.add_argument("--root", default=str(REPO.parent / "shared" / "corpora"))
     args = parser.parse_args(argv)
     for name, pairs in CORPORA.items():
@@ -67,17 +72,21 @@ def main(argv=None):
 
         def report(label, ham, spam):
             cut, _ = calibrate.choose_cutoffs(ham, spam)
+            outcomes.append((cut, int((test_scores[~y_test] >= cut).sum()), 100 * (test_scores[y_test] < cut).mean()))
             print(f"{name:<14}{label:<22}spam cutoff {cut:6.2f}   test: ham called spam "
                   f"{int((test_scores[~y_test] >= cut).sum())} of {int((~y_test).sum())}, "
                   f"spam missed {100 * (test_scores[y_test] < cut).mean():.2f} %")
 
-        held_out = []
+        held_out, outcomes = [], []
         for salt in range(args.salts):
-            folds = fold_ids(messages, salt)
-            scores = calibrate.fold_log_odds(X, y, [np.flatnonzero(folds == k) for k in range(5)], alpha,
+            folds = fold_ids(messages, salt, args.folds)
+            scores = calibrate.fold_log_odds(X, y, [np.flatnonzero(folds == k) for k in range(args.folds)], alpha,
                                              model.prior, renormalise=scale)
             held_out.append(scores)
-            report(f"folds, salt {salt}", scores[~y], scores[y])
+            report(f"{args.folds} folds, salt {salt}", scores[~y], scores[y])
+        cut, fp, missed = np.array(outcomes).T
+        print(f"{name:<14}{'mean of the salts':<22}spam cutoff {cut.mean():6.2f}   test: ham called spam "
+              f"{fp.mean():.2f}, spam missed {missed.mean():.2f} ± {missed.std(ddof=1) if missed.size > 1 else 0:.2f} %")
         for k in range(2, args.salts + 1):
             report(f"{k} salts pooled", np.concatenate([s[~y] for s in held_out[:k]]),
                    np.concatenate([s[y] for s in held_out[:k]]))

@@ -64,7 +64,7 @@ def test_calibrate_and_apply(sample):
     assert cal.expected_spam_missed == pytest.approx(float((scores[y] < cal.spam_log_odds).mean()))
     assert cal.expected_unsure <= 0.05 + 1e-12
     assert cal.spam_cutoff == pytest.approx(1 / (1 + math.exp(-cal.spam_log_odds)))
-    assert (cal.n_ham, cal.n_spam, cal.n_folds) == (200, 100, 5)
+    assert (cal.n_ham, cal.n_spam, cal.n_folds) == (200, 100, calibrate.DEFAULT_FOLDS)
     calibrate.apply(spam_filter, cal)
     assert spam_filter.spam_cutoff == cal.spam_cutoff and spam_filter.ham_cutoff <= spam_filter.spam_cutoff
     assert "cross-validation" in calibrate.describe(cal)
@@ -152,7 +152,7 @@ def test_streaming_fold_scores_are_fold_log_odds(sample, params):
     np.testing.assert_allclose(spam_filter.word_counts_.matrix(), reference.word_counts_.matrix(), rtol=1e-12)
     models = calibrate.FoldModels.from_counts(spam_filter, *counts.folds())
     ham, spam, per_fold = calibrate.held_out_log_odds(models, spam_filter.tokenizer_, zip(messages, y))
-    fold = np.array([calibrate.fold_of(m) for m in messages])
+    fold = np.array([calibrate.fold_of(m, 5) for m in messages])
     folds = [np.flatnonzero(fold == k) for k in range(5)]
     assert all(len(f) for f in folds)
     expected = calibrate.fold_log_odds(reference.transform(messages), y, folds, float(reference.alpha),
@@ -182,8 +182,10 @@ def test_streaming_fold_scores_are_fold_log_odds(sample, params):
 
 def test_fold_of_depends_on_the_message_only(sample):
     messages, y = sample
-    folds = [calibrate.fold_of(m) for m in messages]
-    assert folds == [calibrate.fold_of(bytes(m)) for m in messages] and set(folds) == set(range(5))
+    assert [calibrate.fold_of(m) for m in messages] == [calibrate.fold_of(m, calibrate.DEFAULT_FOLDS)
+                                                        for m in messages]
+    folds = [calibrate.fold_of(m, 5) for m in messages]
+    assert folds == [calibrate.fold_of(bytes(m), 5) for m in messages] and set(folds) == set(range(5))
     assert calibrate.fold_of(messages[0], 3) in range(3)
     # each class spreads over the folds at random (stratified in expectation only:
     # 100 spam fall 18, 9, 21, 23, 29)

@@ -124,15 +124,16 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     messages = labelled_messages([SAMPLE])
     data, y = [m.data for m in messages], np.array([m.is_spam for m in messages])
     ref = SpamFilter().fit(data, y)
+    k_folds = calibrate.DEFAULT_FOLDS
     fold = np.array([calibrate.fold_of(m) for m in data])
-    scores = calibrate.fold_log_odds(ref.transform(data), y, [np.flatnonzero(fold == k) for k in range(5)],
+    scores = calibrate.fold_log_odds(ref.transform(data), y, [np.flatnonzero(fold == k) for k in range(k_folds)],
                                      float(ref.alpha), ref.prior, renormalise=float(ref.length_norm) or None)
-    expected = calibrate.from_scores(scores[~y], scores[y], 5, target_fpr=0.01)
+    expected = calibrate.from_scores(scores[~y], scores[y], k_folds, target_fpr=0.01)
     one, cal_one = _calibrated("log", 1, parallel.DEFAULT_PARTITION_SIZE)
     assert_same_counts(ref, one)                       # -j 1: the counts of fit, bit for bit
     for n_jobs, size in ((1, 40), (2, 40), (2, 7)):
         got, cal = _calibrated("log", n_jobs, size) if (n_jobs, size) != (1, 40) else (one, cal_one)
-        assert cal.n_folds == 5 and (cal.n_ham, cal.n_spam) == (int((~y).sum()), int(y.sum()))
+        assert cal.n_folds == k_folds and (cal.n_ham, cal.n_spam) == (int((~y).sum()), int(y.sum()))
         for field in ("spam_log_odds", "ham_log_odds", "expected_fpr", "expected_spam_missed", "expected_unsure"):
             assert getattr(cal, field) == pytest.approx(getattr(expected, field), rel=1e-9, abs=1e-9), field
     # integer counts (no length normalisation): the same sums whatever the partitions, the same cutoffs exactly
