@@ -908,7 +908,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     it): the corpus is trained a second time with the tokenizer's
     ``word_pairs`` set to W and its text budget raised (``tokenizer.with_pairs``;
     the same passes, counts and cutoffs), and the
-    variant the calibration's held-out log-odds (5-fold cross-validation
+    variant the calibration's held-out log-odds (10-fold cross-validation
     inside the training mail) favour is kept: the one with pairs only when,
     at the cutoffs chosen for each, it misses at most :data:`PAIRS_GAIN`
     times the spam the other misses, and its 1-AUC is no higher
