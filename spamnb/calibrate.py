@@ -44,8 +44,9 @@ mean spam cutoff 11.80 / 9.34 / 9.08, test spam missed 4.92 ± 1.43 / 3.77
 ± 1.51 / 3.71 ± 1.92 %; Enron-Spam's 22.06 / 22.52 / 22.60, 7.84 ± 0.48 /
 7.93 ± 0.36 / 8.00 ± 0.48 %; test ham called spam 0 of 841 and 1 of 2,383
 under every assignment.  Cost: 2 x K count rows and K fold models per
-vocabulary token (docs/scale.md); ``spamnb train`` took 1.31x (SpamAssassin)
-and 1.44x (Enron-Spam) the time of five folds, at 1.4x the peak memory.
+vocabulary token (docs/scale.md); ``spamnb train`` took 1.30x (SpamAssassin)
+and 1.43x (Enron-Spam) the time of five folds, its largest process 1.4x
+and 1.3x the memory.
 """
 
 from __future__ import annotations
@@ -213,10 +214,16 @@ class FoldModels:
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
 
     @classmethod
-    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count):
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, overwrite=False):
         """The fold models of a fitted ``spam_filter`` (the whole counts) and
         its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
-        fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``."""
+        fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``.
+
+        ``overwrite``: ``fold_feature_count`` (a C-contiguous float64 array
+        the caller drops afterwards) becomes the models' log-counts, fold by
+        fold, instead of a new array as large (``spamnb train``: its peak
+        memory, with ten folds, is the fold counts and the fold models
+        together)."""
         import numpy as np
 
         from spamnb.filter import COUNT_TRANSFORMS
@@ -226,14 +233,17 @@ class FoldModels:
         n_features = total.shape[1]
         folds = np.asarray(fold_feature_count, dtype=np.float64).reshape(-1, 2, n_features)
         n_folds = folds.shape[0]
+        overwrite = overwrite and folds.flags.c_contiguous and folds.flags.writeable
         class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
         keys = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64)
         values = np.frombuffer(spam_filter.vocabulary_.values, dtype=np.int32)
         occupied = np.flatnonzero(keys != 0)
-        present = folds.sum(axis=1) > 0                 # (n_folds, n_features): the fold holds the token
-        in_folds = present.sum(axis=0)
+        present = folds[:, 0] > 0                       # (n_folds, n_features): the fold holds the token
+        present |= folds[:, 1] > 0                      # (no float temporary of the folds' size)
+        in_folds = present.sum(axis=0, dtype=np.int32)
         out = {"keys": keys, "values": np.empty((n_folds, keys.size), dtype=np.int32),
-               "log_count": np.empty((n_folds, 2 * n_features)), "log_norm": np.empty((n_folds, 2)),
+               "log_count": folds.reshape(n_folds, 2 * n_features) if overwrite else
+               np.empty((n_folds, 2 * n_features)), "log_norm": np.empty((n_folds, 2)),
                "log_prior": np.zeros((n_folds, 2))}
         for k in range(n_folds):
             seen = in_folds - present[k] >= 1            # held by another fold
@@ -243,10 +253,9 @@ class FoldModels:
             out["log_norm"][k] = np.log(fc.sum(axis=1) + alpha * int(seen.sum()))
             n_ham, n_spam = class_count - np.asarray(fold_class_count[k], dtype=np.float64)
             out["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
-            fold_values = values.copy()
+            out["values"][k] = values
             index = values[occupied]
-            fold_values[occupied] = np.where(seen[index], index, -1)
-            out["values"][k] = fold_values
+            out["values"][k, occupied] = np.where(seen[index], index, -1)
         return cls(out, COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
 
     def save(self, folder):

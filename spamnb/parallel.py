@@ -1079,12 +1079,14 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
             parts = spamnb_dask.held_out_spilled(spilled, spam_filter, client)
             del spilled
         elif one:
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
+                                                      overwrite=True)   # the fold counts become its log-counts
             del fold_feature_count
             spill.flush()
             parts = [calibrate.held_out_spilled(models, spill)]
         else:
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
+                                                      overwrite=True)   # the fold counts become its log-counts
             del fold_feature_count
             folder = os.path.join(work, "folds")
             os.mkdir(folder)

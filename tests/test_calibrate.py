@@ -192,3 +192,30 @@ def test_fold_of_depends_on_the_message_only(sample):
     for cls in (False, True):
         sizes = np.bincount(np.array(folds)[y == cls], minlength=5)
         assert sizes.min() > 0.05 * sizes.sum() and sizes.max() < 0.35 * sizes.sum()
+
+
+def test_fold_models_can_take_the_fold_counts_for_their_log_counts(sample):
+    """overwrite=True (spamnb train's peak memory): the fold counts' own array
+    becomes the models' log-counts, and the models score exactly as with a
+    new array; a read-only or non-contiguous array is never written."""
+    from spamnb import parallel
+
+    messages, y = sample
+    spec = parallel.counting_spec(SpamFilter())
+    counts = parallel.count_messages(spec, zip(messages, y), n_folds=calibrate.DEFAULT_FOLDS)
+    spam_filter = counts.to_filter(SpamFilter())
+    class_count, feature_count = counts.folds()
+    fresh = calibrate.FoldModels.from_counts(spam_filter, class_count, feature_count.copy())
+    owned = feature_count.copy()
+    reused = calibrate.FoldModels.from_counts(spam_filter, class_count, owned, overwrite=True)
+    assert np.shares_memory(reused.arrays["log_count"], owned)
+    assert not np.shares_memory(fresh.arrays["log_count"], feature_count)
+    for name in ("values", "log_count", "log_norm", "log_prior"):
+        assert np.array_equal(fresh.arrays[name], reused.arrays[name]), name
+    frozen = feature_count.copy()
+    frozen.flags.writeable = False
+    kept = frozen.copy()
+    calibrate.FoldModels.from_counts(spam_filter, class_count, frozen, overwrite=True)
+    strided = np.repeat(feature_count, 2, axis=2)[:, :, ::2]     # the same values, not contiguous
+    calibrate.FoldModels.from_counts(spam_filter, class_count, strided, overwrite=True)
+    assert np.array_equal(frozen, kept) and np.array_equal(strided, feature_count)
