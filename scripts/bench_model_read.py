@@ -3,6 +3,13 @@
 does) against a memory map, each followed by the checksum that both need.
 
     python scripts/bench_model_read.py [MODEL] [--repeat 30]
+    python scripts/bench_model_read.py MODEL --fresh 9
+
+``--fresh N``: the memory a model is read into, each way timed in N fresh
+processes in turn (as a cold start meets it: pages not yet faulted in):
+a zero-filled bytearray, an anonymous mapping with small pages, and one with
+huge pages advised (``store._private_memory``, what ``read_model`` uses for
+files from ``store._HUGE_PAGES_FROM`` bytes); the read alone, no checksum.
 
 Without MODEL, trains one on the whole corpus (default ../shared/corpora/spamassassin).
 Both variants run in this process, alternately, on a file in the page cache.
@@ -37,13 +44,48 @@ def read(path):
     store._checksum(fields[:5], view[store._PREFIX.size:])
 
 
+_FRESH = """
+import mmap, sys, time
+from spamnb import store
+way = sys.argv[2]
+if way == "bytearray":
+    store._private_memory = lambda size: memoryview(bytearray(size))
+elif way == "anonymous, small pages":
+    store._HUGE_PAGES_FROM = 1 << 62
+started = time.perf_counter()
+store._read_whole(sys.argv[1])
+print(time.perf_counter() - started)
+"""
+WAYS = ("bytearray", "anonymous, small pages", "anonymous, huge pages")
+
+
+def fresh(path, runs):
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    times = {way: [] for way in WAYS}
+    for _ in range(runs):
+        for way in WAYS:
+            out = subprocess.run([sys.executable, "-c", _FRESH, path, way], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            times[way].append(float(out))
+    print(f"model {os.path.getsize(path) / 2**20:.1f} MiB, read in {runs} fresh processes each way, median (min, max):")
+    for way, values in times.items():
+        print(f"  {way}: {statistics.median(values) * 1e3:.1f} ms ({min(values) * 1e3:.1f}, {max(values) * 1e3:.1f})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?")
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--fresh", type=int, metavar="N", help="the read's memory, N fresh processes each way")
     args = parser.parse_args()
     path = args.model
+    if args.fresh:
+        if path is None:
+            parser.error("--fresh needs a MODEL")
+        return fresh(path, args.fresh)
     if path is None:
         from spamnb import SpamFilter
 

@@ -246,9 +246,10 @@ def with_pairs(window, tokenizer=None):
     ``tokenizer``'s settings (the defaults when None) with ``word_pairs`` set,
     and the text budget raised to :data:`PAIRS_TEXT_CHARS` when it is the
     default one.  ``window`` 0 gives ``tokenizer`` (or the default one) unchanged."""
-    settings = (tokenizer or Tokenizer()).settings
+    tokenizer = tokenizer or Tokenizer()
     if not window:
-        return tokenizer or Tokenizer()
+        return tokenizer
+    settings = tokenizer.settings
     if settings["max_text_chars"] == DEFAULTS["max_text_chars"]:
         settings["max_text_chars"] = PAIRS_TEXT_CHARS
     return Tokenizer.from_settings(dict(settings, word_pairs=window))
