@@ -238,6 +238,7 @@ class FoldModels:
         keys = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64)
         values = np.frombuffer(spam_filter.vocabulary_.values, dtype=np.int32)
         occupied = np.flatnonzero(keys != 0)
+        index = values[occupied]                        # the occupied slots' token indices
         present = folds[:, 0] > 0                       # (n_folds, n_features): the fold holds the token
         present |= folds[:, 1] > 0                      # (no float temporary of the folds' size)
         in_folds = present.sum(axis=0, dtype=np.int32)
@@ -254,7 +255,6 @@ class FoldModels:
             n_ham, n_spam = class_count - np.asarray(fold_class_count[k], dtype=np.float64)
             out["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
             out["values"][k] = values
-            index = values[occupied]
             out["values"][k, occupied] = np.where(seen[index], index, -1)
         return cls(out, COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
 
