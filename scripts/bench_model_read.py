@@ -45,7 +45,7 @@ def read(path):
 
 
 _FRESH = """
-import mmap, sys, time
+import sys, time
 from spamnb import store
 way = sys.argv[2]
 if way == "bytearray":

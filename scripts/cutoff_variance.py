@@ -3,19 +3,19 @@
 assignment, and whether pooling several assignments steadies it.
 
 For each corpus: the fixed split's train part, its held-out log-odds under
-the streaming calibration's folds (BLAKE2b of each message, mod 5: salt 0 is
-exactly ``spamnb.calibrate.fold_of``) and under other salts (the same hash
+the streaming calibration's folds (BLAKE2b of each message, mod the number
+of folds: salt 0 with the default ``--folds`` is exactly ``spamnb.calibrate.fold_of``) and under other salts (the same hash
 keyed by the salt), the cutoff the rule chooses from each (and from 2, 3, 4
 assignments pooled), and what each cutoff gives on the test part (ham called
 spam, spam missed), scored by the model of the whole train part.  The word
 pairs as ``spamnb train`` chooses them for these corpora (SpamAssassin none,
 Enron-Spam window 2).
 
-    python scripts/cutoff_variance.py [--salts 4] [--folds 5]
+    python scripts/cutoff_variance.py [--salts 4] [--folds K]
 
-``--folds K``: K folds instead of the calibration's 5 (each fold model then
-holds (K - 1) / K of the train part); with ``--salts N`` the mean over the
-N assignments is printed too.
+``--folds K``: K folds instead of the calibration's ``calibrate.DEFAULT_FOLDS``
+(10; each fold model holds (K - 1) / K of the train part); the mean over the
+``--salts`` assignments is printed too.
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ def main(argv=None):
 
         def report(label, ham, spam):
             cut, _ = calibrate.choose_cutoffs(ham, spam)
-            outcomes.append((cut, int((test_scores[~y_test] >= cut).sum()), 100 * (test_scores[y_test] < cut).mean()))
+            fp, missed = int((test_scores[~y_test] >= cut).sum()), 100 * (test_scores[y_test] < cut).mean()
+            outcomes.append((cut, fp, missed))
             print(f"{name:<14}{label:<22}spam cutoff {cut:6.2f}   test: ham called spam "
-                  f"{int((test_scores[~y_test] >= cut).sum())} of {int((~y_test).sum())}, "
-                  f"spam missed {100 * (test_scores[y_test] < cut).mean():.2f} %")
+                  f"{fp} of {int((~y_test).sum())}, spam missed {missed:.2f} %")
 
         held_out, outcomes = [], []
         for salt in range(args.salts):

@@ -284,8 +284,7 @@ def tails(args):
               f"{100 * (cv[spam] <= cv[ham[allowed]]).mean():.1f} %")
         for label, rows in (("ham", ham[:args.tails]), ("spam", spam[:args.tails])):
             for i in rows:
-                first = messages[i][:160].decode("latin-1").replace("\n", " | ")
-                print(f"{label:<5}{cv[i]:>8.1f}  {items[train[i]].relpath}  {first[:100]}")
+                _tail_row(label, cv[i], items[train[i]])
     return 0
 
 
@@ -317,9 +316,14 @@ def test_tails(args):
         for label, rows in (("ham", [j for j in order if not yt[j]][:args.test_tails]),
                             ("spam", [j for j in order[::-1] if yt[j]][:args.test_tails])):
             for j in rows:
-                first = items[test[j]].data[:160].decode("latin-1").replace("\n", " | ")
-                print(f"{label:<5}{scores[j]:>8.1f}  {items[test[j]].relpath}  {first[:100]}")
+                _tail_row(label, scores[j], items[test[j]])
     return 0
+
+
+def _tail_row(label, log_odds, item):
+    """One line of --tails / --test-tails: label, log-odds, path, the message's first characters."""
+    first = item.data[:160].decode("latin-1").replace("\n", " | ")
+    print(f"{label:<5}{log_odds:>8.1f}  {item.relpath}  {first[:100]}")
 
 
 def _tokenizer(tok, model):
