@@ -24,12 +24,12 @@ COMPILER_DIRECTIVES = {
     "embedsignature": True,
 }
 
-EXTENSIONS = {
-    "_kernels": "spamnb/_kernels.pyx",
-    "_mail": "spamnb/_mail.pyx",
-    "_tokenize": "spamnb/_tokenize.pyx",
-    "_vocab": "spamnb/_vocab.pyx",
-    "_checks": "spamnb/_checks.pyx",
+EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
+    "_kernels": "spamnb.bayes._kernels",
+    "_vocab": "spamnb.bayes._vocab",
+    "_checks": "spamnb.bayes._checks",
+    "_mail": "spamnb.mail._mail",
+    "_tokenize": "spamnb.mail._tokenize",
 }
 
 wanted = os.environ.get("SPAMNB_EXTENSIONS")
@@ -37,8 +37,8 @@ names = wanted.split(",") if wanted else list(EXTENSIONS)
 
 extensions = [
     Extension(
-        f"spamnb.{name}",
-        [EXTENSIONS[name]],
+        EXTENSIONS[name],
+        [EXTENSIONS[name].replace(".", "/") + ".pyx"],
         extra_compile_args=["-O3"],
     )
     for name in names

@@ -218,7 +218,7 @@ ATTACKS = {
 def ham_material(train_ham):
     """(paragraphs, words) from the train part's ham: text of ~700-900 characters
     cut at a word boundary, and the distinct words of 3-12 letters."""
-    from spamnb import mail
+    from spamnb.mail import parser as mail
 
     paragraphs, words = [], set()
     for raw in train_ham:
@@ -257,15 +257,15 @@ def shares(labels):
 
 
 def run_corpus(root, work, attacks, seed, word_pairs=0):
-    from spamnb.corpus import is_test_message, labelled_messages
-    from spamnb.filter import SpamFilter
+    from spamnb.training.corpus import is_test_message, labelled_messages
+    from spamnb.model.spam_filter import SpamFilter
 
     items = [type(m)(m.relpath, normalise(m.data), m.is_spam) for m in labelled_messages(trees=[root])]
     train = [m for m in items if not is_test_message(m.relpath)]
     test_spam = [m for m in items if is_test_message(m.relpath) and m.is_spam]
     test_ham = [m for m in items if is_test_message(m.relpath) and not m.is_spam]
     t0 = time.perf_counter()
-    from spamnb.tokenizer import with_pairs
+    from spamnb.mail.tokenizer import with_pairs
 
     spam_filter = SpamFilter(tokenizer=with_pairs(word_pairs)).fit([m.data for m in train],
                                                                    [m.is_spam for m in train])

@@ -29,7 +29,7 @@ programs and Python.  Python systems also report their own in-process times
 
 Verdicts: unsure is not a false positive (FPR counts ham called spam only)
 and counts as missed for spam (FNR counts spam called ham or unsure); see
-``spamnb.metrics``.
+``spamnb.bayes.metrics``.
 """
 
 from __future__ import annotations
@@ -145,10 +145,11 @@ def step_spamnb_train(work):
     labels = [r[2] for r in rows]
     # untimed: what `spamnb train` chooses on this train part (the word pairs
     # or none, and the cutoffs: cross-validation inside the training mail,
-    # spamnb.parallel.train), so the verdicts below are the ones a user of
+    # spamnb.training.parallel.train), so the verdicts below are the ones a user of
     # `spamnb train` gets; the train part as two folders of links
-    from spamnb import calibrate, parallel
-    from spamnb.corpus import CorpusReport
+    from spamnb.model import calibrate
+    from spamnb.training import parallel
+    from spamnb.training.corpus import CorpusReport
 
     links = tempfile.mkdtemp(prefix="spamnb-train-", dir=work)
     folders = {True: os.path.join(links, "spam"), False: os.path.join(links, "ham")}
@@ -190,7 +191,7 @@ def step_spamnb_score(work):
         log_odds.append(s.log_odds)
         probability.append(s.probability)
     seconds = time.perf_counter() - t0
-    # untimed: the verdicts by the filter's own rule (spamnb.verdict: cutoffs and evidence)
+    # untimed: the verdicts by the filter's own rule (spamnb.model.verdict: cutoffs and evidence)
     verdicts = [spam_filter.classify(path).label for _relpath, path, _is_spam in rows]
     return {"seconds": seconds, "load_seconds": load_seconds, "scores": log_odds, "verdicts": verdicts,
             "score_kind": "log-odds"}
@@ -471,7 +472,7 @@ def run_cross_validation(corpus, work, word_pairs=0):
 
 
 def evaluate(test, result):
-    from spamnb import metrics
+    from spamnb.bayes import metrics
 
     y = [r[2] for r in test]
     out = metrics.summary(y, result["verdicts"], result["scores"], FPR_POINTS)
@@ -580,8 +581,8 @@ def write_report(report, md_path, json_path):
         "- **1-AUC %**: 100 (1 - area under the ROC curve) of the systems' scores (spamnb and scikit-learn: "
         "log-odds; bogofilter: `-TT` bogosity, 16 digits; spamprobe: its 7-digit score); ties count 1/2.",
         "- **FPR / FNR / unsure**: each system's own verdicts: spamnb at the cutoffs `spamnb train` chooses "
-        "(cross-validation inside the train part for a 0.1 % false-positive rate, spamnb.calibrate) by its "
-        "verdict rule (spamnb.verdict), the others at their default cutoffs.  FPR = ham called "
+        "(cross-validation inside the train part for a 0.1 % false-positive rate, spamnb.model.calibrate) by its "
+        "verdict rule (spamnb.model.verdict), the others at their default cutoffs.  FPR = ham called "
         "spam / ham (an unsure ham is not a false positive); FNR = spam called ham or unsure / spam (an unsure "
         "spam is missed).  unsure = share of all test messages.  Only spamnb "
         "and bogofilter (spam_cutoff 0.99, ham_cutoff 0.45) have an unsure band; scikit-learn calls spam "

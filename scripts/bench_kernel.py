@@ -9,7 +9,7 @@ values and int32 indices as scipy builds them.  Two classes.
 Measured in one process, single-threaded (OMP/OPENBLAS/MKL threads = 1),
 best of ``--repeats`` runs each:
 
-- scoring: the compiled kernel (raw call, through ``spamnb.kernels``, and
+- scoring: the compiled kernel (raw call, through ``spamnb.bayes.kernels``, and
   through ``MultinomialNB.predict_joint_log_proba``) against scipy's
   ``X @ feature_log_prob_.T + class_log_prior_``;
 - the kernel's effective bandwidth (bytes of indptr + indices + data read per
@@ -52,8 +52,8 @@ import scipy.sparse as sp  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from spamnb import kernels  # noqa: E402
-from spamnb.multinomial import MultinomialNB  # noqa: E402
+from spamnb.bayes import kernels  # noqa: E402
+from spamnb.bayes.multinomial import MultinomialNB  # noqa: E402
 
 
 def mail_shaped_csr(n_docs, n_features, draws_per_doc, seed=0, dtype=np.float64):
@@ -188,7 +188,7 @@ def main(argv=None):
 
     if kernels.IMPLEMENTATION != "cython":
         sys.exit("the compiled kernel is not in use: build it (SPAMNB_EXTENSIONS=_kernels python setup.py build_ext --inplace)")
-    from spamnb import _kernels
+    from spamnb.bayes import _kernels
 
     print(f"python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
           f"{platform.processor() or platform.machine()}, threads=1")
@@ -236,7 +236,7 @@ def main(argv=None):
     print(f"scoring, {args.classes} classes ({n_bytes / 1e6:.0f} MB of indptr+indices+data), best of {repeats}:")
     print(row("scipy X @ feature_log_prob_.T + prior", t_scipy))
     print(row("kernel, raw call (_kernels)", t_raw))
-    print(row("kernel via spamnb.kernels (checked)", t_wrapper))
+    print(row("kernel via spamnb.bayes.kernels (checked)", t_wrapper))
     print(row("MultinomialNB.predict_joint_log_proba", t_model))
     print(row("separate check_csr pass (not used)", t_check))
     print(f"{'numpy copy of as many bytes':<42}{t_copy * 1e3:8.1f} ms  {n_bytes / t_copy / 1e9:6.2f} GB/s read "

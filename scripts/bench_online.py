@@ -2,12 +2,12 @@
 """Online evaluation (TREC Spam Track protocol) of spamnb, bogofilter and spamprobe, side by side.
 
 Each corpus is one stream, in the order ``spamnb evaluate --online`` uses
-(``spamnb.online.order_messages``: by Date: header when most messages have
+(``spamnb.evaluation.online.order_messages``: by Date: header when most messages have
 one, else by folder and the number a file name starts with).  Every system
 starts empty; each message is scored, then learned with its true label
 (full feedback):
 
-- spamnb: ``spamnb.online.run_online`` (in this process; classify + learn);
+- spamnb: ``spamnb.evaluation.online.run_online`` (in this process; classify + learn);
 - bogofilter: ``bogofilter -C -d DB -TT -I FILE`` (its 16-digit bogosity; an
   empty database scores 0.5), then ``bogofilter -C -d DB -s|-n -I FILE``;
 - spamprobe: ``spamprobe -c -d DB -M score FILE`` (its score), then
@@ -46,8 +46,8 @@ SYSTEMS = ("spamnb", "bogofilter", "spamprobe")
 
 def stream_of(corpus, limit=None):
     """(paths, labels, order name) of a corpus in arrival order."""
-    from spamnb.corpus import labelled_messages
-    from spamnb.online import order_messages
+    from spamnb.training.corpus import labelled_messages
+    from spamnb.evaluation.online import order_messages
 
     items = labelled_messages([corpus])
     order, how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
@@ -94,7 +94,7 @@ def run_tool(name, paths, labels, train_on_error, work):
 def main(argv=None):
     import numpy as np
 
-    from spamnb.online import OnlineResult, online_figures, run_online
+    from spamnb.evaluation.online import OnlineResult, online_figures, run_online
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")

@@ -29,9 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spamnb import parallel  # noqa: E402
-from spamnb.corpus import labelled_messages  # noqa: E402
-from spamnb.filter import SpamFilter  # noqa: E402
+from spamnb.training import parallel  # noqa: E402
+from spamnb.training.corpus import labelled_messages  # noqa: E402
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpora" / "spamassassin"
 
@@ -116,7 +116,7 @@ def peak_tree_rss(argv, env=None, cwd=None):
 
 def labelled_files(corpora):
     """(path, is_spam) of every message of the corpora, as spamnb train reads them."""
-    from spamnb.corpus import looks_like_mail
+    from spamnb.training.corpus import looks_like_mail
 
     out = []
     for root in corpora:
@@ -292,7 +292,7 @@ def dask_figures(corpora, repeat):
     from dask import delayed
     from distributed import Client, LocalCluster
 
-    from spamnb import dask as spamnb_dask
+    from spamnb.training import cluster as spamnb_dask
 
     n = len(labelled_files(corpora))
     started = time.perf_counter()
@@ -357,7 +357,7 @@ def memory(corpora, work, scales, jobs, vary=True, train_args=()):
         row["vocabulary"] = model.vocabulary_.n_features
         row["model_bytes"] = (folder / f"model-j{jobs[0]}.spamnb").stat().st_size
         if scale <= 4 and vary:   # the corpus held in memory (labelled_messages + fit), for contrast
-            code = ("import sys; from spamnb.corpus import labelled_messages; from spamnb.filter import SpamFilter; "
+            code = ("import sys; from spamnb.training.corpus import labelled_messages; from spamnb.model.spam_filter import SpamFilter; "
                     "m = labelled_messages(spam=[sys.argv[1]], ham=[sys.argv[2]]); "
                     "SpamFilter().fit([x.data for x in m], [x.is_spam for x in m])")
             seconds, peak, cpu, _out = peak_tree_rss(

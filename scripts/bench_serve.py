@@ -37,8 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spamnb.corpus import is_test_message  # noqa: E402
-from spamnb.filter import SpamFilter  # noqa: E402
+from spamnb.training.corpus import is_test_message  # noqa: E402
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 
 def corpus_split(root):
@@ -204,7 +204,9 @@ def threaded_server(port, model):
     parallel."""
     import socketserver
 
-    from spamnb import serve, spamd
+    from spamnb.server import daemon as serve
+
+    from spamnb.server import protocol as spamd
 
     lock = threading.Lock()
     cache = serve.ModelCache(10, print)

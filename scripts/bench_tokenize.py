@@ -3,7 +3,7 @@
     python scripts/bench_tokenize.py [--corpus DIR] [--repeat N] [--profile]
 
 Reads every message into memory first (so disk time is not counted), then times
-``spamnb.mail.parse`` alone (with the tokenizer's limits) and ``Tokenizer().stream``
+``spamnb.mail.parser.parse`` alone (with the tokenizer's limits) and ``Tokenizer().stream``
 (parse + tokenize) per message, best CPU time of ``--repeat`` passes; also the
 whole path read file -> stream.
 """
@@ -12,8 +12,8 @@ import argparse
 import time
 from pathlib import Path
 
-from spamnb import mail
-from spamnb.tokenizer import Tokenizer
+from spamnb.mail import parser as mail
+from spamnb.mail.tokenizer import Tokenizer
 
 FOLDERS = ("easy_ham", "easy_ham_2", "hard_ham", "spam", "spam_2")
 

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from spamnb import SpamFilter  # noqa: E402
-from spamnb.corpus import is_test_message  # noqa: E402
+from spamnb.training.corpus import is_test_message  # noqa: E402
 
 CORPORA = {
     "spamassassin": REPO.parent / "shared" / "corpora" / "spamassassin",
@@ -65,7 +65,7 @@ def record(root, tokenizer_version=None):
     test = [rel for rel, _spam, is_test in files if is_test]
     tokenizer = None
     if tokenizer_version is not None:
-        from spamnb.tokenizer import Tokenizer
+        from spamnb.mail.tokenizer import Tokenizer
 
         tokenizer = Tokenizer(version=tokenizer_version)
     started = time.perf_counter()

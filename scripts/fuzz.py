@@ -172,10 +172,10 @@ def ensure_model(path, large_limits=False):
         subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-m", path, str(REPO / "corpora")],
                        check=True, env=env)
         return
-    from spamnb import mail
-    from spamnb.corpus import labelled_messages
-    from spamnb.filter import SpamFilter
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.mail import parser as mail
+    from spamnb.training.corpus import labelled_messages
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.mail.tokenizer import Tokenizer
 
     messages = labelled_messages([REPO / "corpora"])
     tokenizer = Tokenizer(max_bytes=mail.MAX_BYTES, max_text_chars=0, headers="all")
@@ -208,7 +208,7 @@ def main(argv=None):
                         help="train the model (when missing) with max_bytes = 256 KiB, no text budget, all headers")
     args = parser.parse_args(argv)
 
-    from spamnb.filter import SpamFilter
+    from spamnb.model.spam_filter import SpamFilter
 
     ensure_model(args.model, args.large_limits)
     spam_filter = SpamFilter.load(args.model)

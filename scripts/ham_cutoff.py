@@ -1,5 +1,5 @@
 """The trade at the ham cutoff on the fixed split: test spam called ham and test
-ham not called ham by the verdict rule (spamnb.verdict), at several ham
+ham not called ham by the verdict rule (spamnb.model.verdict), at several ham
 cutoffs, the filter trained on the train part with the default settings.
 Experiments only: the default was chosen on the held-out train mail
 (``python scripts/tune_accuracy.py --ranking default --ham-cuts ...``).
@@ -17,8 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from spamnb import SpamFilter  # noqa: E402
-from spamnb.corpus import labelled_messages  # noqa: E402
-from spamnb.evaluate import md5_split  # noqa: E402
+from spamnb.training.corpus import labelled_messages  # noqa: E402
+from spamnb.evaluation.crossval import md5_split  # noqa: E402
 
 CORPORA = [os.path.join(REPO, "..", "shared", "corpora", name) for name in ("spamassassin", "enron-spam")]
 

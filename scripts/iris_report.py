@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spamnb.gaussian import COVARIANCE_TYPES, GaussianBayes  # noqa: E402
+from spamnb.bayes.gaussian import COVARIANCE_TYPES, GaussianBayes  # noqa: E402
 
 DESCRIPTIONS = {
     "diag": "naive Bayes",

@@ -30,9 +30,9 @@ def main(argv=None):
     import test_hostile
     import test_slow_input
 
-    from spamnb.corpus import labelled_messages
-    from spamnb.filter import SpamFilter
-    from spamnb.tokenizer import with_pairs
+    from spamnb.training.corpus import labelled_messages
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.mail.tokenizer import with_pairs
 
     items = labelled_messages(trees=[os.path.join(REPO, "corpora")])
     spam_filter = SpamFilter(tokenizer=with_pairs(args.word_pairs)).fit([m.data for m in items], [m.is_spam for m in items])

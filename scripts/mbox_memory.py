@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPORA = [os.path.join(REPO, "..", "shared", "corpora", name) for name in ("spamassassin", "enron-spam")]
 
 sys.path.insert(0, REPO)
-from spamnb.corpus import iter_labelled  # noqa: E402
+from spamnb.training.corpus import iter_labelled  # noqa: E402
 
 
 def write_mboxes(corpora, folder, size_mb):

@@ -2,7 +2,7 @@
 
 For each corpus: train on the TRAIN part of the fixed split (md5(relative
 path) % 5 != 0), prune the model to 100 %, 50 %, 25 %, 10 %, 5 % and 2 % of
-its tokens by each usefulness measure of ``spamnb.lifecycle`` (jeffreys: the
+its tokens by each usefulness measure of ``spamnb.model.lifecycle`` (jeffreys: the
 default; weighted: |log theta_spam - log theta_ham| x total count; count:
 total count), score the TEST part, and report 1-AUC (%) and spam caught at
 0.1 % false-positive rate.  With ``--folds K`` the same over K stratified
@@ -25,10 +25,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spamnb import lifecycle, metrics  # noqa: E402
-from spamnb.corpus import is_test_message, labelled_messages  # noqa: E402
-from spamnb.evaluate import stratified_folds  # noqa: E402
-from spamnb.filter import SpamFilter  # noqa: E402
+from spamnb.model import lifecycle
+
+from spamnb.bayes import metrics  # noqa: E402
+from spamnb.training.corpus import is_test_message, labelled_messages  # noqa: E402
+from spamnb.evaluation.crossval import stratified_folds  # noqa: E402
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 FRACTIONS = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)
 KINDS = ("jeffreys", "weighted", "count")

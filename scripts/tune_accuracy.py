@@ -2,7 +2,7 @@
 """Accuracy on both shared corpora: cutoffs chosen on the training mail, tested on the fixed split.
 
 For each corpus: fit ``SpamFilter`` on the train part of the fixed split
-(md5(relpath) % 5 != 0), choose cutoffs with ``spamnb.calibrate`` (k-fold
+(md5(relpath) % 5 != 0), choose cutoffs with ``spamnb.model.calibrate`` (k-fold
 cross-validation inside the train part only), then score the test part and
 report, at those cutoffs and at the default ones: FPR (ham called spam),
 spam missed (unsure counts as missed), unsure share, 1-AUC, spam caught at
@@ -34,7 +34,7 @@ with digits).  ``idf[=P]``: each column times log(n / df) ** P over the train pa
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
 of the fixed split) is passed over P times in a fixed shuffled order; a message
 is learned when the model as it stands misclassifies it or its |log-odds| < M
-(``spamnb.online.OnlineFilter``); against the filter learning everything once.
+(``spamnb.evaluation.online.OnlineFilter``); against the filter learning everything once.
 
 ``--tails N``: the N held-out train ham scored highest and spam scored
 lowest (5-fold CV inside the train part; settings from ``--params``).
@@ -86,11 +86,13 @@ def rates(y, log_odds, spam_cut, ham_cut):
 def main(argv=None):
     import numpy as np
 
-    from spamnb import SpamFilter, metrics
-    from spamnb.calibrate import _logit, calibrate
-    from spamnb.corpus import labelled_messages
-    from spamnb.evaluate import md5_split
-    from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+    from spamnb import SpamFilter
+
+    from spamnb.bayes import metrics
+    from spamnb.model.calibrate import _logit, calibrate
+    from spamnb.training.corpus import labelled_messages
+    from spamnb.evaluation.crossval import md5_split
+    from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
@@ -174,7 +176,7 @@ def _pair_tokenizer(window, scope="all", limit=0, only=False, **settings):
     then the body's), "body" pairs within each text part only, "subject" the
     Subject: words only; ``limit`` > 0: pairs of the first ``limit`` words of each;
     ``only``: the pairs alone (their own matrix, for ``pw=``/``palpha=``)."""
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.mail.tokenizer import Tokenizer
 
     def osb(words):
         words = words[:limit] if limit else words
@@ -208,7 +210,7 @@ def _extra_tokenizer(stems=0, shapes=False, **settings):
     digit): an experiment in Python, as the word pairs above."""
     import re
 
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.mail.tokenizer import Tokenizer
 
     digits, letters = re.compile(r"[0-9]+"), re.compile(r"[^\W\d_]+")
 
@@ -230,8 +232,8 @@ def speed(args):
     """Same-process A/B of training and scoring time (CPU time, best of 3, the
     variants alternated so that a busy machine costs them alike)."""
     from spamnb import SpamFilter
-    from spamnb.corpus import labelled_messages
-    from spamnb.evaluate import md5_split
+    from spamnb.training.corpus import labelled_messages
+    from spamnb.evaluation.crossval import md5_split
 
     variants = ["default"] + [v.strip() for v in args.speed.split(";") if v.strip()]
     for path in args.corpora:
@@ -264,9 +266,9 @@ def tails(args):
     import numpy as np
 
     from spamnb import SpamFilter
-    from spamnb.calibrate import cross_val_log_odds
-    from spamnb.corpus import labelled_messages
-    from spamnb.evaluate import md5_split
+    from spamnb.model.calibrate import cross_val_log_odds
+    from spamnb.training.corpus import labelled_messages
+    from spamnb.evaluation.crossval import md5_split
 
     for path in args.corpora:
         items = labelled_messages([path])
@@ -293,8 +295,8 @@ def test_tails(args):
     import numpy as np
 
     from spamnb import SpamFilter
-    from spamnb.corpus import labelled_messages
-    from spamnb.evaluate import md5_split
+    from spamnb.training.corpus import labelled_messages
+    from spamnb.evaluation.crossval import md5_split
 
     for path in args.corpora:
         items = labelled_messages([path])
@@ -329,7 +331,7 @@ def _tail_row(label, log_odds, item):
 def _tokenizer(tok, model):
     """The tokenizer of a variant: ``tok`` its settings; ``pairs=W`` (taken
     out of ``model``) the experiment above."""
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.mail.tokenizer import Tokenizer
 
     extra = {key: model.pop(key) for key in ("stems", "shapes") if key in model}
     if extra:
@@ -340,7 +342,7 @@ def _tokenizer(tok, model):
 
 
 def _variant(text):
-    from spamnb.tokenizer import DEFAULTS
+    from spamnb.mail.tokenizer import DEFAULTS
 
     tokenizer, model = {}, {}
     for pair in filter(None, text.split(",")):
@@ -363,8 +365,8 @@ class _Corpus:
     def __init__(self, path, n_folds, subsample=0, seed=0):
         import numpy as np
 
-        from spamnb.corpus import labelled_messages
-        from spamnb.evaluate import md5_split, stratified_folds
+        from spamnb.training.corpus import labelled_messages
+        from spamnb.evaluation.crossval import md5_split, stratified_folds
 
         items = labelled_messages([path])
         self.name = os.path.basename(os.path.normpath(path))
@@ -385,7 +387,7 @@ def _compare(args, variants, score):
     ``score(corpus, variant, cache)`` returns (held-out log-odds of the train part, of the test part)."""
     import numpy as np
 
-    from spamnb import metrics
+    from spamnb.bayes import metrics
 
     width = max(24, max(len(v) for v in variants) + 2)
     print(f"{'corpus':<14}{'variant':<{width}}{'CV 1-AUC % mean ± std':>24}{'wins/losses':>13}"
@@ -414,8 +416,8 @@ def ranking(args):
     import numpy as np
 
     from spamnb import SpamFilter
-    from spamnb.calibrate import cross_val_log_odds
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.model.calibrate import cross_val_log_odds
+    from spamnb.mail.tokenizer import Tokenizer
 
     def score(corpus, variant, cache):
         tok, model = _variant("" if variant == "default" else variant)
@@ -437,7 +439,7 @@ def _transformed(X_raw, spec, pair_columns=None, idf_rows=None):
     import numpy as np
     from scipy import sparse
 
-    from spamnb.tokenizer import DEFAULTS
+    from spamnb.mail.tokenizer import DEFAULTS
 
     X = X_raw.tocsr().astype(np.float64)
     alpha, min_df, counts, scale, renormalise = MATRIX_ALPHA, 1, "log", None, None
@@ -487,7 +489,7 @@ def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=
     both classes, N their sum, V the tokens held (``mu`` 0: one alpha for all)."""
     import numpy as np
 
-    from spamnb.calibrate import _prior_ratio
+    from spamnb.model.calibrate import _prior_ratio
 
     y_train = np.asarray(y_train, dtype=bool)
     if row_weight is not None:
@@ -521,7 +523,7 @@ def _boost_weights(X, y, margin, extra, n_folds=5):
     or within ``margin`` of 0 (training beyond errors, order-free)."""
     import numpy as np
 
-    from spamnb.evaluate import stratified_folds
+    from spamnb.evaluation.crossval import stratified_folds
 
     scores = np.empty(y.size)
     for f in stratified_folds(y, n_folds, 1):
@@ -563,8 +565,8 @@ def matrix_variants(args):
     import numpy as np
 
     from spamnb import SpamFilter
-    from spamnb.calibrate import fold_log_odds
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.model.calibrate import fold_log_odds
+    from spamnb.mail.tokenizer import Tokenizer
 
     def score(corpus, variant, cache):
         tok, model = _variant("" if variant == "log" else ",".join(
@@ -605,7 +607,7 @@ def matrix_variants(args):
 def _thick_scores(streams, y, train, test, margin, passes, seed=0):
     import numpy as np
 
-    from spamnb.online import OnlineFilter
+    from spamnb.evaluation.online import OnlineFilter
 
     model = OnlineFilter()
     order = np.asarray(train)[np.random.default_rng(seed).permutation(len(train))]
@@ -620,7 +622,7 @@ def _thick_scores(streams, y, train, test, margin, passes, seed=0):
 def thick_variants(args):
     import numpy as np
 
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.mail.tokenizer import Tokenizer
 
     def score(corpus, variant, cache):
         if "streams" not in cache:

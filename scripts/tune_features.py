@@ -28,12 +28,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spamnb import metrics  # noqa: E402
-from spamnb.corpus import is_test_message, labelled_messages  # noqa: E402
-from spamnb.evaluate import stratified_folds  # noqa: E402
-from spamnb.features import FEATURE_NAMES, FeatureModel, message_features  # noqa: E402
-from spamnb.mail import parse  # noqa: E402
-from spamnb.filter import SpamFilter  # noqa: E402
+from spamnb.bayes import metrics  # noqa: E402
+from spamnb.training.corpus import is_test_message, labelled_messages  # noqa: E402
+from spamnb.evaluation.crossval import stratified_folds  # noqa: E402
+from spamnb.model.message_features import FEATURE_NAMES, FeatureModel, message_features  # noqa: E402
+from spamnb.mail.parser import parse  # noqa: E402
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 WEIGHTS = (0.0, 0.1, 0.25, 0.5, 1.0)
 VAR_SMOOTHINGS = (1e-9, 1e-4, 1e-3, 1e-2, 1e-1)

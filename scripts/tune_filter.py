@@ -23,12 +23,14 @@ from scipy import sparse
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spamnb import _vocab, metrics  # noqa: E402
-from spamnb.corpus import is_test_message, labelled_messages  # noqa: E402
-from spamnb.evaluate import stratified_folds  # noqa: E402
-from spamnb.multinomial import MultinomialNB  # noqa: E402
-from spamnb.tokenizer import Tokenizer  # noqa: E402
-from spamnb.vocabulary import Vocabulary  # noqa: E402
+from spamnb.bayes import _vocab
+
+from spamnb.bayes import metrics  # noqa: E402
+from spamnb.training.corpus import is_test_message, labelled_messages  # noqa: E402
+from spamnb.evaluation.crossval import stratified_folds  # noqa: E402
+from spamnb.bayes.multinomial import MultinomialNB  # noqa: E402
+from spamnb.mail.tokenizer import Tokenizer  # noqa: E402
+from spamnb.bayes.vocabulary import Vocabulary  # noqa: E402
 
 
 def tokenize(messages, tokenizer):

@@ -32,7 +32,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from sklearn.naive_bayes import MultinomialNB
 
-from spamnb.tokenizer import Tokenizer
+from spamnb.mail.tokenizer import Tokenizer
 
 HAM = ("easy_ham", "easy_ham_2", "hard_ham")
 SPAM = ("spam", "spam_2")
@@ -140,7 +140,7 @@ def load(corpus):
 def pair_hashes(stream):
     """Hashes of the stream plus "w1 w2" tokens for consecutive untagged words
     (a slow Python emulation, to decide whether word pairs earn a compiled version)."""
-    from spamnb._tokenize import hash_token
+    from spamnb.mail._tokenize import hash_token
     words = [t for t in stream.tokens() if ":" not in t]
     pairs = [hash_token(a + " " + b) for a, b in zip(words, words[1:])]
     return np.concatenate([np.frombuffer(stream.hashes, dtype=np.uint64), np.array(pairs, dtype=np.uint64)])

@@ -1,4 +1,4 @@
-"""The verdict rule's evidence thresholds (spamnb.verdict.MIN_EVIDENCE, CONFLICT, PART_SPAM),
+"""The verdict rule's evidence thresholds (spamnb.model.verdict.MIN_EVIDENCE, CONFLICT, PART_SPAM),
 from cross-validation on the TRAIN part of the fixed split of each corpus.
 
 For each held-out train message: its log-odds, spam evidence (sum of the
@@ -25,8 +25,8 @@ DEFAULT_CORPORA = [os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
 def held_out_evidence(messages, y, folds):
     import numpy as np
 
-    from spamnb import evaluate
-    from spamnb.filter import SpamFilter
+    from spamnb.evaluation import crossval as evaluate
+    from spamnb.model.spam_filter import SpamFilter
 
     out = np.zeros((len(y), 4))
     for test in evaluate.stratified_folds(y, folds, seed=0):
@@ -44,8 +44,8 @@ def main(argv=None):
     sys.path.insert(0, REPO)
     import numpy as np
 
-    from spamnb.corpus import is_test_message, labelled_messages
-    from spamnb.filter import DEFAULT_HAM_CUTOFF
+    from spamnb.training.corpus import is_test_message, labelled_messages
+    from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF
 
     for root in args.corpus or DEFAULT_CORPORA:
         items = [m for m in labelled_messages(trees=[root]) if not is_test_message(m.relpath)]

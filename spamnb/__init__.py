@@ -10,15 +10,15 @@ the ``spamnb classify`` cold path never imports numpy or scipy.
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "ClassPrior": "spamnb.priors",
-    "MultinomialNB": "spamnb.multinomial",
-    "GaussianNB": "spamnb.gaussian",
-    "GaussianBayes": "spamnb.gaussian",
-    "Tokenizer": "spamnb.tokenizer",
-    "Vocabulary": "spamnb.vocabulary",
-    "SpamFilter": "spamnb.filter",
-    "Verdict": "spamnb.filter",
-    "ModelError": "spamnb.store",
+    "ClassPrior": "spamnb.bayes.priors",
+    "MultinomialNB": "spamnb.bayes.multinomial",
+    "GaussianNB": "spamnb.bayes.gaussian",
+    "GaussianBayes": "spamnb.bayes.gaussian",
+    "Tokenizer": "spamnb.mail.tokenizer",
+    "Vocabulary": "spamnb.bayes.vocabulary",
+    "SpamFilter": "spamnb.model.spam_filter",
+    "Verdict": "spamnb.model.spam_filter",
+    "ModelError": "spamnb.model.store",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -1,7 +1,7 @@
 """``python -m spamnb``: the same as the ``spamnb`` command."""
 import sys
 
-from spamnb.cli import main
+from spamnb.cli.main import main
 
-if __name__ == "__main__":   # worker processes (spamnb.parallel) import this module as __mp_main__
+if __name__ == "__main__":   # worker processes (spamnb.training.parallel) import this module as __mp_main__
     sys.exit(main())

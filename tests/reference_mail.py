@@ -1,7 +1,7 @@
 """Reference implementations for tests/test_mail.py (a helper module, not collected).
 
-The regular expressions and Python functions spamnb.mail used before the
-compiled spamnb._mail replaced them, kept verbatim as an independent reference:
+The regular expressions and Python functions spamnb.mail.parser used before the
+compiled spamnb.mail._mail replaced them, kept verbatim as an independent reference:
 the compiled header, HTML, Content-Type and parse functions must give exactly
 their results, on every input.
 """
@@ -10,11 +10,13 @@ import re
 
 import pytest
 
-from spamnb import _mail, mail
+from spamnb.mail import _mail
+
+from spamnb.mail import parser as mail
 
 
 # -- header block and fields --
-# The regular-expression implementation spamnb.mail used before spamnb._mail,
+# The regular-expression implementation spamnb.mail.parser used before spamnb.mail._mail,
 # kept verbatim here as an independent reference: the compiled functions must
 # give exactly its results, on every input.
 REF_HEADER_BLOCK = re.compile(rb"(?:[!-9;-~]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*", re.A)
@@ -66,7 +68,7 @@ def ref_parse(raw, **limits):
 
 
 # -- HTML tags, entities and Content-Type parameters --
-# The regular expressions and Python functions spamnb.mail used before, kept
+# The regular expressions and Python functions spamnb.mail.parser used before, kept
 # verbatim as the reference: strip_tags, decode_entities and content_type must
 # give exactly their results, on every input.
 REF_PARAM = re.compile(r""";\s*([A-Za-z0-9_.*-]+)\s*=\s*(?:"([^"]*)"?|'([^']*)'?|([^;\s]*))""", re.A)
@@ -128,8 +130,8 @@ def ref_parse_all(raw, **limits):
 
 
 # -- mail.parse --
-# spamnb.mail's parse, _parse_into, _leaf, _split_multipart, _parse_fields,
-# decode_text and _without_surrogates before they moved to spamnb._mail, kept
+# spamnb.mail.parser's parse, _parse_into, _leaf, _split_multipart, _parse_fields,
+# decode_text and _without_surrogates before they moved to spamnb.mail._mail, kept
 # verbatim as the reference (the header and Content-Type functions they call are
 # parameters: the compiled ones by default, the regex references above in
 # ref_parse / ref_parse_all).

@@ -1,4 +1,4 @@
-"""spamnb.base: log-sum-exp and the predictions derived from a joint log-likelihood."""
+"""spamnb.bayes.base: log-sum-exp and the predictions derived from a joint log-likelihood."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from spamnb.base import BayesClassifier, log_sum_exp
+from spamnb.bayes.base import BayesClassifier, log_sum_exp
 
 
 class FixedJoint(BayesClassifier):

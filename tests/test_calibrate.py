@@ -1,4 +1,4 @@
-"""spamnb.calibrate: cutoffs from cross-validation inside the training mail."""
+"""spamnb.model.calibrate: cutoffs from cross-validation inside the training mail."""
 
 import math
 import os
@@ -7,10 +7,12 @@ import re
 import numpy as np
 import pytest
 
-from spamnb import SpamFilter, calibrate
-from spamnb.corpus import labelled_messages
-from spamnb.evaluate import md5_split, stratified_folds
-from spamnb.filter import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+from spamnb import SpamFilter
+
+from spamnb.model import calibrate
+from spamnb.training.corpus import labelled_messages
+from spamnb.evaluation.crossval import md5_split, stratified_folds
+from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
 
 from conftest import run_spamnb
 
@@ -142,7 +144,7 @@ def test_cutoffs_hold_on_the_fixed_split(shared_corpus):
 def test_streaming_fold_scores_are_fold_log_odds(sample, params):
     """The counting pass's fold rows and the compiled scorer give the log-odds
     fold_log_odds computes from the corpus matrix, for the same folds."""
-    from spamnb import parallel
+    from spamnb.training import parallel
 
     messages, y = sample
     spec = parallel.counting_spec(SpamFilter(**params))
@@ -198,7 +200,7 @@ def test_fold_models_can_take_the_fold_counts_for_their_log_counts(sample):
     """overwrite=True (spamnb train's peak memory): the fold counts' own array
     becomes the models' log-counts, and the models score exactly as with a
     new array; a read-only or non-contiguous array is never written."""
-    from spamnb import parallel
+    from spamnb.training import parallel
 
     messages, y = sample
     spec = parallel.counting_spec(SpamFilter())

@@ -163,7 +163,7 @@ def test_learn_forget_and_info(tmp_path):
     assert "strongest spam tokens" in info
     assert "length norm 5.0" in info and "subject_words True" in info   # today's defaults, shown
     # forgetting restores the same counts and vocabulary (the file may differ only in its table layout)
-    from spamnb.filter import SpamFilter
+    from spamnb.model.spam_filter import SpamFilter
 
     a = SpamFilter.load(model)
     model.with_name("before.spamnb").write_bytes(before)
@@ -182,8 +182,8 @@ def test_tokens_command(home):
 
 def test_the_classify_path_imports_nothing_heavy(tmp_path):
     # -S: no site-packages .pth files, which may import these for every Python
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from spamnb.cli import build_parser; "
-            "from spamnb.filter import SpamFilter; build_parser('classify').parse_args(['classify', '-v']); "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from spamnb.cli.main import build_parser; "
+            "from spamnb.model.spam_filter import SpamFilter; build_parser('classify').parse_args(['classify', '-v']); "
             "print(sorted(m for m in ('shutil', 'typing', 'numpy', 'scipy', 'email', 'dataclasses', 'inspect') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-S", "-c", code, str(REPO)], capture_output=True, check=True, cwd=tmp_path)
@@ -360,7 +360,7 @@ def test_readme_sample_output_is_real(home):
 
 
 def test_readme_command_table_matches_help(home):
-    from spamnb.cli import build_parser
+    from spamnb.cli.main import build_parser
 
     readme = (REPO / "README.md").read_text()
     table = readme[readme.index("| command | options |"):]
@@ -408,7 +408,11 @@ def test_train_calibrates_on_the_corpus_it_counted(tmp_path, monkeypatch, sample
     cutoffs (the corpus is read once)."""
     import shutil
 
-    from spamnb import calibrate, cli, parallel
+    from spamnb.model import calibrate
+
+    from spamnb.cli import main as cli
+
+    from spamnb.training import parallel
 
     tree = tmp_path / "corpus"
     shutil.copytree(sample_corpus, tree)
@@ -431,7 +435,7 @@ def test_train_calibrates_on_the_corpus_it_counted(tmp_path, monkeypatch, sample
 
 
 def test_train_word_pairs_option(tmp_path):
-    from spamnb.filter import SpamFilter
+    from spamnb.model.spam_filter import SpamFilter
 
     # auto with enough mail for the cutoffs: both trained, the choice and its figures said
     proc = run(["train", "-j", "1", "--target-fpr", "0.01", REPO / "corpora"], tmp_path, check_code=0)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb.filter import SpamFilter
+from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO
 
@@ -98,8 +98,8 @@ def _check_result(path, learns, variants=False):
 # prints how many loads it made and any failure.
 _READER = r"""
 import os, sys, time
-from spamnb.filter import SpamFilter
-from spamnb.store import ModelError
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import ModelError
 path, message, stop = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
 loads = failures = 0
 while not os.path.exists(stop):
@@ -114,8 +114,8 @@ print(loads, failures)
 
 _LIBRARY_LEARNER = r"""
 import sys
-from spamnb.filter import SpamFilter
-from spamnb.store import locked
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import locked
 path, message, spam, n = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3] == "spam", int(sys.argv[4])
 for _ in range(n):
     with locked(path):

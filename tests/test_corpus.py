@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from spamnb.corpus import (CorpusError, CorpusReport, is_test_message, labelled_messages, looks_like_mail,
+from spamnb.training.corpus import (CorpusError, CorpusReport, is_test_message, labelled_messages, looks_like_mail,
                            read_messages, split_mbox)
 
 from conftest import REPO
@@ -208,7 +208,7 @@ def test_mbox_reading_streams(tmp_path):
             reads.append(len(line))
             return line
 
-    from spamnb.mbox import iter_mbox
+    from spamnb.mail.mbox import iter_mbox
 
     with open(path, "rb") as f:
         first = next(iter_mbox(Spy(f)))

@@ -13,10 +13,10 @@ import pytest
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed (pip install spamnb[dask])")
 
 import spamnb  # noqa: E402
-from spamnb import dask as spamnb_dask  # noqa: E402
-from spamnb import parallel  # noqa: E402
-from spamnb.corpus import labelled_messages  # noqa: E402
-from spamnb.filter import SpamFilter  # noqa: E402
+from spamnb.training import cluster as spamnb_dask  # noqa: E402
+from spamnb.training import parallel  # noqa: E402
+from spamnb.training.corpus import labelled_messages  # noqa: E402
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 from tests.conftest import corpus_root  # noqa: E402
 
@@ -174,7 +174,7 @@ def test_spills_lost_with_a_worker_are_counted_again(client):
     counts live in the workers' memory; a worker killed (SIGKILL) there
     loses its share, which the scheduler computes again: the held-out scores
     are still those of the spills and fold models computed here."""
-    from spamnb import calibrate
+    from spamnb.model import calibrate
 
     spam_filter = SpamFilter()
     spec = parallel.counting_spec(spam_filter)

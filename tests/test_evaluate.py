@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from spamnb import evaluate as ev
-from spamnb import metrics
-from spamnb.filter import SpamFilter
+from spamnb.evaluation import crossval as ev
+from spamnb.bayes import metrics
+from spamnb.model.spam_filter import SpamFilter
 
 SPAM_WORDS = "cheap pills winner offer money free click viagra loan prize".split()
 HAM_WORDS = "meeting project notes review patch build release thanks lunch agenda".split()
@@ -127,7 +127,7 @@ def test_knn_by_hand():
 def _fold_and_matrix(root, n_folds, fold):
     """messages, labels, train and test indices of one stratified fold (seed 0),
     and the raw count matrix of every message of the corpus at ``root``."""
-    from spamnb.corpus import labelled_messages
+    from spamnb.training.corpus import labelled_messages
 
     items = labelled_messages(trees=[root])
     messages = [m.data for m in items]
@@ -154,7 +154,7 @@ def test_compare_path_equals_a_filter_trained_on_the_fold(corpus):
 def test_nb_model_uniform_prior_scores_as_fit_prior_false(sample_corpus):
     """The one builder (prior="uniform") gives the model fit_prior=False gave,
     to the last bit, on the sample corpus."""
-    from spamnb.multinomial import MultinomialNB
+    from spamnb.bayes.multinomial import MultinomialNB
 
     _, y, train, test, X = _fold_and_matrix(sample_corpus, 5, 0)
     for alpha in (0.1, 1.0):
@@ -168,7 +168,7 @@ def test_nb_model_uniform_prior_scores_as_fit_prior_false(sample_corpus):
 
 def _three_folds(corpus):
     """``(messages, y, splits)`` of the corpus in 3 stratified folds."""
-    from spamnb.corpus import labelled_messages
+    from spamnb.training.corpus import labelled_messages
 
     items = labelled_messages(trees=[corpus])
     messages = [m.data for m in items]
@@ -291,13 +291,13 @@ def test_module_import_is_light():
     """The CLI builds its parser from this module on every run: no numpy at import."""
     import subprocess
 
-    code = ("import sys; import spamnb.evaluate; "
+    code = ("import sys; import spamnb.evaluation.crossval; "
             "sys.exit(1 if 'numpy' in sys.modules or 'scipy' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_cli_wires_the_subcommand(corpus, capsys):
-    from spamnb.cli import main
+    from spamnb.cli.main import main
 
     assert main(["evaluate", str(corpus), "--folds", "3", "--compare", "--no-progress"]) == 0
     out = capsys.readouterr().out
@@ -314,7 +314,7 @@ def test_evaluate_word_pairs_trains_the_folds_with_pairs(corpus):
     """--word-pairs W: each fold's filter has the pairs (its log-odds are those
     of a filter with them and their text budget, as `spamnb train` makes it,
     not without); --compare's matrix has them too."""
-    from spamnb.tokenizer import PAIRS_TEXT_CHARS, Tokenizer, with_pairs
+    from spamnb.mail.tokenizer import PAIRS_TEXT_CHARS, Tokenizer, with_pairs
 
     messages, y, splits = _three_folds(corpus)
     result = ev.evaluate(messages, y, splits, {"word_pairs": 2}, compare=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spamnb.filter import SpamFilter
+from spamnb.model.spam_filter import SpamFilter
 from test_serve import MESSAGES, Daemon, _env, _free_port
 
 from conftest import REPO

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import spamnb
-from spamnb.corpus import labelled_messages
-from spamnb.filter import SpamFilter, message_bytes
-from spamnb.store import ModelError
-from spamnb.tokenizer import Tokenizer
+from spamnb.training.corpus import labelled_messages
+from spamnb.model.spam_filter import SpamFilter, message_bytes
+from spamnb.model.store import ModelError
+from spamnb.mail.tokenizer import Tokenizer
 
 from conftest import REPO
 
@@ -76,7 +76,7 @@ def test_single_and_batch_scoring_agree(trained, sample):
 @pytest.mark.parametrize("length_norm", [0.0, 5.0])
 @pytest.mark.parametrize("counts", ["raw", "binary", "log"])
 def test_fit_counts_equal_multinomial_nb_over_the_rows(sample, counts, length_norm):
-    from spamnb.multinomial import MultinomialNB
+    from spamnb.bayes.multinomial import MultinomialNB
 
     data = [m.data for m in sample]
     labels = [m.is_spam for m in sample]
@@ -95,7 +95,7 @@ def test_fit_counts_equal_multinomial_nb_over_the_rows(sample, counts, length_no
 
 
 def test_fit_needs_neither_numpy_nor_scipy(tmp_path):
-    code = ("import sys; from spamnb.filter import SpamFilter; "
+    code = ("import sys; from spamnb.model.spam_filter import SpamFilter; "
             "f = SpamFilter().fit([b'Subject: cheap pills\\n\\nbuy now', b'Subject: lunch\\n\\nat noon'], [True, False]); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy')))")
     env = dict(os.environ, PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
@@ -192,7 +192,7 @@ def test_a_loaded_model_learns_and_saves_again(trained, sample, tmp_path):
 def test_scoring_a_loaded_model_does_not_import_numpy(trained, tmp_path):
     path = tmp_path / "model.spamnb"
     trained.save(path)
-    code = ("import sys; from spamnb.filter import SpamFilter; f = SpamFilter.load(sys.argv[1]); "
+    code = ("import sys; from spamnb.model.spam_filter import SpamFilter; f = SpamFilter.load(sys.argv[1]); "
             "v = f.classify(sys.stdin.buffer.read()); print(v.label); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy', 'email')))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], input=SPAM[0], capture_output=True, check=True)
@@ -247,7 +247,7 @@ def test_evidence_points_the_right_way(trained):
 
 
 def test_message_features_add_their_weighted_log_likelihood_ratio(sample, tmp_path):
-    from spamnb.features import FeatureModel
+    from spamnb.model.message_features import FeatureModel
 
     data = [m.data for m in sample]
     labels = [m.is_spam for m in sample]

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from spamnb.gaussian import COVARIANCE_TYPES, GaussianBayes, GaussianNB, class_statistics, combine_statistics
-from spamnb.priors import ClassPrior
+from spamnb.bayes.gaussian import COVARIANCE_TYPES, GaussianBayes, GaussianNB, class_statistics, combine_statistics
+from spamnb.bayes.priors import ClassPrior
 
 sklearn = pytest.importorskip("sklearn")
 from sklearn.datasets import load_iris  # noqa: E402

@@ -39,10 +39,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import spamnb
-from spamnb import cli, mail
-from spamnb.corpus import looks_like_mail
-from spamnb.filter import SpamFilter
-from spamnb.tokenizer import Tokenizer
+from spamnb.cli import main as cli
+from spamnb.mail import parser as mail
+from spamnb.training.corpus import looks_like_mail
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.mail.tokenizer import Tokenizer
 
 from conftest import REPO, run_spamnb
 
@@ -290,8 +291,8 @@ def test_tokens_with_lone_surrogates_can_be_printed(home):
 # mail.MAX_BYTES, no text budget, all header words); prints the CPU seconds.
 _PARSE_TIMER = r"""
 import sys, time
-from spamnb import mail
-from spamnb.tokenizer import Tokenizer
+from spamnb.mail import parser as mail
+from spamnb.mail.tokenizer import Tokenizer
 data = open(sys.argv[1], "rb").read()
 tokenizer = Tokenizer(max_bytes=mail.MAX_BYTES, max_text_chars=0, headers="all")
 started = time.process_time()
@@ -521,7 +522,7 @@ def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys)
         (corpus / folder).mkdir(parents=True)
     for i, folder in enumerate(("spam", "spam", "ham", "ham", "ham/locked")):
         (corpus / folder / f"{i}").write_bytes(MAIL % (i, i))
-    from spamnb import filter as filter_module
+    from spamnb.model import spam_filter as filter_module
 
     real_read, real_scandir = filter_module._read_file, os.scandir  # the one reader of message files
     secret = str(corpus / "ham" / "2")
@@ -557,7 +558,7 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
     for i in range(3):
         (corpus / "spam" / f"{i}").write_bytes(MAIL % (i, i))
         (corpus / "ham" / f"{i}").write_bytes(MAIL % (i + 10, i))
-    from spamnb import filter as filter_module
+    from spamnb.model import spam_filter as filter_module
 
     real_read = filter_module._read_file  # the one reader of message files
     gone = str(corpus / "ham" / "1")

@@ -1,4 +1,4 @@
-"""spamnb.kernels: compiled kernel == numpy reference == a dense closed form.
+"""spamnb.bayes.kernels: compiled kernel == numpy reference == a dense closed form.
 
 Every test that can runs against both implementations ("cython" and
 "numpy"); the compiled one is skipped only if it is not built, and
@@ -13,15 +13,17 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb import _reference, kernels
+from spamnb.bayes import _reference
+
+from spamnb.bayes import kernels
 
 try:
-    from spamnb import _kernels
+    from spamnb.bayes import _kernels
 except ImportError:  # pragma: no cover - depends on the build
     _kernels = None
 
 IMPLEMENTATIONS = [
-    pytest.param("cython", marks=pytest.mark.skipif(_kernels is None, reason="spamnb._kernels not built")),
+    pytest.param("cython", marks=pytest.mark.skipif(_kernels is None, reason="spamnb.bayes._kernels not built")),
     "numpy",
 ]
 
@@ -29,7 +31,7 @@ IMPLEMENTATIONS = [
 def test_compiled_kernel_in_use_when_required():
     if os.environ.get("SPAMNB_REQUIRE_COMPILED") != "1":
         pytest.skip("SPAMNB_REQUIRE_COMPILED is not set")
-    assert _kernels is not None, "spamnb._kernels failed to import"
+    assert _kernels is not None, "spamnb.bayes._kernels failed to import"
     assert kernels.IMPLEMENTATION == "cython"
 
 
@@ -45,9 +47,9 @@ def test_importing_the_extension_does_not_import_numpy():
     import subprocess
     import sys
 
-    code = "import sys, spamnb._kernels; print('numpy' in sys.modules)"
+    code = "import sys, spamnb.bayes._kernels; print('numpy' in sys.modules)"
     if _kernels is None:
-        pytest.skip("spamnb._kernels not built")
+        pytest.skip("spamnb.bayes._kernels not built")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert result.stdout.strip() == "False"
@@ -121,7 +123,7 @@ def test_jll_equals_closed_form_for_every_format_and_dtype(implementation, fmt, 
 )
 def test_compiled_equals_reference(n_samples, n_features, n_classes, density, seed, with_inf, float32):
     if _kernels is None:
-        pytest.skip("spamnb._kernels not built")
+        pytest.skip("spamnb.bayes._kernels not built")
     rng = np.random.default_rng(seed)
     dense = random_counts(rng, n_samples, n_features, density, np.float32 if float32 else np.float64)
     log_prob, prior = random_model(rng, n_classes, n_features, with_inf)
@@ -188,7 +190,7 @@ def test_works_on_plain_buffers_without_numpy_arrays():
     from array import array
 
     if _kernels is None:
-        pytest.skip("spamnb._kernels not built")
+        pytest.skip("spamnb.bayes._kernels not built")
     indptr = array("i", [0, 2, 3])
     indices = array("i", [0, 2, 1])
     data = array("d", [1.0, 2.0, 3.0])
@@ -253,7 +255,7 @@ def test_wrapper_rejects_bad_model_shapes(implementation):
 
 def test_kernel_rejects_inconsistent_shapes_directly():
     if _kernels is None:
-        pytest.skip("spamnb._kernels not built")
+        pytest.skip("spamnb.bayes._kernels not built")
     indptr = np.array([0, 1], dtype=np.int32)
     indices = np.array([0], dtype=np.int32)
     data = np.array([1.0])
@@ -326,13 +328,13 @@ def test_missing_extension_falls_back_to_reference_with_one_warning():
 import sys, warnings
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name == "spamnb._kernels":
+        if name == "spamnb.bayes._kernels":
             raise ImportError("blocked for the test")
 sys.meta_path.insert(0, Block())
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    import spamnb.kernels as k
-    import importlib; importlib.import_module("spamnb.kernels")
+    import spamnb.bayes.kernels as k
+    import importlib; importlib.import_module("spamnb.bayes.kernels")
 import numpy as np
 jll = k.joint_log_likelihood(np.ones((1, 2)), np.log([[0.5, 0.5]]), np.zeros(1))
 print(k.IMPLEMENTATION, sum("could not be imported" in str(w.message) for w in caught), jll[0, 0])
@@ -385,7 +387,7 @@ def test_raw_kernels_refuse_a_decreasing_indptr_themselves():
     # indptr starts at 0 and ends within the data, but row 0 claims 100 non-zeros:
     # the compiled functions must refuse it even when called directly
     if _kernels is None:
-        pytest.skip("spamnb._kernels not built")
+        pytest.skip("spamnb.bayes._kernels not built")
     indptr = np.array([0, 100, 2], dtype=np.int64)
     indices = np.array([0, 1], dtype=np.int64)
     data = np.array([1.0, 1.0])

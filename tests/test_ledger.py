@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from spamnb import SpamFilter
-from spamnb import ledger as ledgers
-from spamnb.headers import passthrough_pieces, strip_markup
-from spamnb.ledger import DIGEST_SIZE, Ledger, Tally
+from spamnb.model import ledger as ledgers
+from spamnb.mail.status import passthrough_pieces, strip_markup
+from spamnb.model.ledger import DIGEST_SIZE, Ledger, Tally
 
 from conftest import REPO
 
@@ -129,7 +129,7 @@ def test_a_filter_without_a_ledger_gets_an_empty_one():
 
 
 def test_the_ledger_is_saved_with_the_model_and_kept_by_prune(tmp_path):
-    from spamnb.lifecycle import prune
+    from spamnb.model.lifecycle import prune
 
     spam_filter = _trained()
     ledger = ledgers.ledger_of(spam_filter)

@@ -5,8 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from spamnb import SpamFilter, _vocab
-from spamnb.corpus import labelled_messages
+from spamnb import SpamFilter
+
+from spamnb.bayes import _vocab
+from spamnb.training.corpus import labelled_messages
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The model lifecycle: dump/load, merge, prune (spamnb.lifecycle) and their commands."""
+"""The model lifecycle: dump/load, merge, prune (spamnb.model.lifecycle) and their commands."""
 import io
 import os
 import subprocess
@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from spamnb import lifecycle
-from spamnb._tokenize import hash_token
-from spamnb.corpus import labelled_messages
-from spamnb.filter import SpamFilter
+from spamnb.model import lifecycle
+from spamnb.mail._tokenize import hash_token
+from spamnb.training.corpus import labelled_messages
+from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO, run_spamnb
 
@@ -437,7 +437,7 @@ def test_cli_info_describes_size_age_and_pruning(home):
 
 # ---------------------------------------------------------------------------- ages: last-seen days in the model
 def test_fit_and_learn_set_last_seen_days(corpus, monkeypatch, tmp_path):
-    from spamnb import ages
+    from spamnb.model import ages
 
     monkeypatch.setattr(ages, "today", lambda: 20000)
     model = SpamFilter().fit(corpus[0][:100], corpus[1][:100])
@@ -588,7 +588,7 @@ def test_a_model_with_message_features_round_trips(corpus):
 
 
 def test_the_ledger_goes_through_dump_load_and_merge():
-    from spamnb import ledger as ledgers
+    from spamnb.model import ledger as ledgers
 
     messages = [m for m in labelled_messages([SAMPLE])][:40]
     base = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])

@@ -1,4 +1,4 @@
-"""spamnb.mail: decoding correctness and robustness on hostile input (messages built here)."""
+"""spamnb.mail.parser: decoding correctness and robustness on hostile input (messages built here)."""
 
 import base64
 import sys
@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb import _mail, mail
+from spamnb.mail import _mail
+
+from spamnb.mail import parser as mail
 
 from conftest import corpus_root
 from reference_mail import (REF_FIELD, ref_content_type, ref_decode_entities, ref_decode_text, ref_field_pattern,
@@ -289,7 +291,7 @@ def test_stats_counts():
 def test_import_does_not_pull_email_or_numpy():
     import subprocess
     import sys
-    code = "import sys, spamnb.mail; bad = {'email', 'email.parser', 'numpy'} & set(sys.modules); assert not bad, bad"
+    code = "import sys, spamnb.mail.parser; bad = {'email', 'email.parser', 'numpy'} & set(sys.modules); assert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
 
 
@@ -362,7 +364,7 @@ def test_link_and_image_counts_come_from_parse():
     assert (stats.n_links, stats.n_images) == (4, 2)
 
 
-# -- compiled header block and fields (spamnb._mail) vs the regex reference -----------
+# -- compiled header block and fields (spamnb.mail._mail) vs the regex reference -----------
 # (the reference implementation is in reference_mail.py)
 
 
@@ -508,7 +510,7 @@ def test_compiled_header_parsing_matches_reference_on_the_corpus():
             assert_same_mail(mail.parse(raw, **limits), ref_parse(raw, **limits))
 
 
-# -- compiled HTML tags, entities and Content-Type parameters (spamnb._mail) vs the regex reference --
+# -- compiled HTML tags, entities and Content-Type parameters (spamnb.mail._mail) vs the regex reference --
 # (the reference implementation is in reference_mail.py)
 
 
@@ -675,7 +677,7 @@ def test_compiled_html_and_content_type_match_reference_on_the_corpus():
 
 
 
-# -- compiled mail.parse (spamnb._mail.parse) vs the Python parser it replaced -------
+# -- compiled mail.parse (spamnb.mail._mail.parse) vs the Python parser it replaced -------
 # (the reference implementation is in reference_mail.py)
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb import metrics as m
+from spamnb.bayes import metrics as m
 
 sk_metrics = pytest.importorskip("sklearn.metrics")
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb import store
-from spamnb.filter import SpamFilter
-from spamnb.store import FORMAT_VERSION, MAGIC
-from spamnb.tokenizer import Tokenizer
+from spamnb.model import store
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import FORMAT_VERSION, MAGIC
+from spamnb.mail.tokenizer import Tokenizer
 
 from conftest import REPO, run_spamnb
 
@@ -223,8 +223,8 @@ def _crafted_cases(model_bytes):
 # Loads files in a child process; prints one JSON line per file as it goes.
 _LOADER = r"""
 import json, sys
-from spamnb.filter import SpamFilter
-from spamnb.store import ModelError
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import ModelError
 message = open(sys.argv[1], "rb").read()
 for path in sys.argv[2:]:
     try:
@@ -313,8 +313,8 @@ def test_truncation_at_every_byte_is_refused(model_bytes, tmp_path):
     # every cut in one child process, which shortens the file itself
     script = r"""
 import os, sys
-from spamnb.filter import SpamFilter
-from spamnb.store import ModelError
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import ModelError
 data = open(sys.argv[1], "rb").read()
 path = sys.argv[2]
 with open(path, "wb") as f:
@@ -341,8 +341,8 @@ def test_bit_flips_everywhere_are_refused(model_bytes, tmp_path):
     folder.mkdir()
     script = r"""
 import os, sys
-from spamnb.filter import SpamFilter
-from spamnb.store import ModelError
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import ModelError
 data = open(sys.argv[1], "rb").read()
 path = sys.argv[2]
 with open(path, "wb") as f:
@@ -461,7 +461,7 @@ def test_pickle_payloads_are_refused_and_never_run(model_bytes, tmp_path):
 # ---------------------------------------------------------------------------- crashes while writing
 _WRITER = r"""
 import sys
-from spamnb.filter import SpamFilter
+from spamnb.model.spam_filter import SpamFilter
 path, spam_path, ham_path = sys.argv[1:4]
 spam, ham = open(spam_path, "rb").read(), open(ham_path, "rb").read()
 SpamFilter().fit([spam, ham], [True, False]).learn(ham, spam=False).model_   # warm up: saving imports numpy
@@ -646,7 +646,7 @@ def test_enospc_and_erofs_on_write_keep_the_old_model(model_bytes, tmp_path, mon
     # the same without mounts: the write itself fails
     import errno
 
-    from spamnb import cli as spamnb_cli
+    from spamnb.cli import main as spamnb_cli
 
     path = tmp_path / "m.spamnb"
     for code, text in ((errno.ENOSPC, "No space left on device"), (errno.EROFS, "Read-only file system"),
@@ -737,8 +737,8 @@ def test_a_model_of_one_class_saves_loads_and_learns(tmp_path):
 # ---------------------------------------------------------------------------- changed underneath
 _READER = r"""
 import os, sys
-from spamnb.filter import SpamFilter
-from spamnb.store import ModelError
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import ModelError
 path, sample, stop = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
 model = SpamFilter.load(path)
 print("ready", flush=True)
@@ -858,7 +858,7 @@ def test_what_is_not_a_regular_file_is_never_replaced(model_bytes, tmp_path):
 
 _HOLDER = r"""
 import sys, time
-from spamnb.store import locked
+from spamnb.model.store import locked
 with locked(sys.argv[1]):
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -1,4 +1,4 @@
-"""spamnb.multinomial.MultinomialNB: against hand-computed posteriors, sklearn,
+"""spamnb.bayes.multinomial.MultinomialNB: against hand-computed posteriors, sklearn,
 and its own algebra (chunked == batch, unlearn inverts, merge adds)."""
 
 from fractions import Fraction
@@ -10,9 +10,9 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb import kernels
-from spamnb.multinomial import MultinomialNB
-from spamnb.priors import ClassPrior
+from spamnb.bayes import kernels
+from spamnb.bayes.multinomial import MultinomialNB
+from spamnb.bayes.priors import ClassPrior
 
 sklearn_nb = pytest.importorskip("sklearn.naive_bayes")
 
@@ -143,7 +143,7 @@ def test_matches_sklearn(seed, n_samples, n_features, n_classes, alpha, prior_mo
 @pytest.mark.parametrize("implementation", ["cython", "numpy"])
 def test_matches_sklearn_with_both_kernels(monkeypatch, implementation):
     if implementation == "cython" and kernels._compiled is None:
-        pytest.skip("spamnb._kernels not built")
+        pytest.skip("spamnb.bayes._kernels not built")
     monkeypatch.setattr(kernels, "IMPLEMENTATION", implementation)
     rng = np.random.default_rng(5)
     X = random_counts(rng, 300, 60)

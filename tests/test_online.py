@@ -1,4 +1,4 @@
-"""spamnb.online: the TREC Spam Track protocol, and spamnb evaluate --online."""
+"""spamnb.evaluation.online: the TREC Spam Track protocol, and spamnb evaluate --online."""
 
 import json
 import os
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import spamnb
-from spamnb import SpamFilter, online
-from spamnb.corpus import labelled_messages
+from spamnb import SpamFilter
+from spamnb.evaluation import online
+from spamnb.training.corpus import labelled_messages
 
 from conftest import run_spamnb
 

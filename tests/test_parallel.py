@@ -1,4 +1,4 @@
-"""Training and batch scoring in partitions on worker processes (spamnb.parallel)."""
+"""Training and batch scoring in partitions on worker processes (spamnb.training.parallel)."""
 
 import io
 import os
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import spamnb
-from spamnb import parallel
-from spamnb.corpus import CorpusReport, labelled_messages
-from spamnb.filter import SpamFilter
-from spamnb.mbox import _MAX_LINE, iter_mbox, message_starts
+from spamnb.training import parallel
+from spamnb.training.corpus import CorpusReport, labelled_messages
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.mail.mbox import _MAX_LINE, iter_mbox, message_starts
 
 from tests.conftest import corpus_root
 
@@ -119,7 +119,7 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     """The streaming calibration: the cutoffs of -j 1 and -j 2 (any partition
     size) are those of the held-out log-odds fold_log_odds computes from the
     corpus matrix over the same (hashed) folds; -j 1 counts as SpamFilter.fit."""
-    from spamnb import calibrate
+    from spamnb.model import calibrate
 
     messages = labelled_messages([SAMPLE])
     data, y = [m.data for m in messages], np.array([m.is_spam for m in messages])
@@ -163,7 +163,7 @@ def test_iter_mbox_over_bytes_cuts_as_the_line_loop(tmp_path):
     line: the same messages, with long lines, CRLF, missing blank lines, an
     envelope line alone, a message cut at max_message_bytes, a stream read
     from the middle."""
-    from spamnb.mbox import _iter_mbox_lines, iter_mbox_range
+    from spamnb.mail.mbox import _iter_mbox_lines, iter_mbox_range
 
     path = tmp_path / "box"
     rnd = random.Random(11)
@@ -255,7 +255,7 @@ def test_maildir_rules_are_those_of_the_one_process_reader(tmp_path):
 
 
 def test_version_2_tokenizer_counts_as_fit():
-    from spamnb.tokenizer import Tokenizer
+    from spamnb.mail.tokenizer import Tokenizer
 
     ref_filter = SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0)
     messages = labelled_messages([SAMPLE])
@@ -268,7 +268,7 @@ def test_version_2_tokenizer_counts_as_fit():
 
 
 def test_a_model_replaced_during_the_job_fails_it(tmp_path):
-    from spamnb.store import ModelError
+    from spamnb.model.store import ModelError
 
     model = tmp_path / "model.spamnb"
     reference().save(model)
@@ -351,7 +351,7 @@ def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
     """train(word_pairs=2) trains both variants and keeps the one the rule
     favours; the model kept is the one training that variant alone gives
     (pairs with their text budget: ``tokenizer.with_pairs``)."""
-    from spamnb.tokenizer import with_pairs
+    from spamnb.mail.tokenizer import with_pairs
 
     options = {"target_fpr": 0.01}
     plain, plain_cal, _ = parallel.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
@@ -386,7 +386,7 @@ def test_prefer_pairs_rule(figures, kept):
 
 
 def test_word_pairs_are_not_tried_on_a_large_corpus(monkeypatch):
-    from spamnb.calibrate import describe
+    from spamnb.model.calibrate import describe
 
     monkeypatch.setattr(parallel, "PAIRS_MAX_MESSAGES", 299)     # the sample has 300 messages
     chosen, cal = parallel.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.01}, word_pairs=2)

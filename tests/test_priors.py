@@ -1,11 +1,11 @@
-"""spamnb.priors.ClassPrior: closed forms of each estimator and exact count algebra."""
+"""spamnb.bayes.priors.ClassPrior: closed forms of each estimator and exact count algebra."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb.priors import ClassPrior
+from spamnb.bayes.priors import ClassPrior
 
 Y = np.array(["spam", "ham", "spam", "spam", "ham", "spam"])  # 2 ham, 4 spam
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb import spamd
-from spamnb.filter import SpamFilter
+from spamnb.server import protocol as spamd
+from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO
 
@@ -171,7 +171,9 @@ def test_the_server_keeps_only_what_classifying_reads(home, site_filter, monkeyp
     import tracemalloc
     import weakref
 
-    from spamnb import serve, store
+    from spamnb.server import daemon as serve
+
+    from spamnb.model import store
 
     path = home / "model.spamnb"
     reads = []
@@ -325,7 +327,7 @@ def test_tell_learns_and_forgets_in_the_users_model(daemon, home):
 
 def test_tell_goes_through_the_ledger_like_spamnb_learn(daemon, home):
     """A message told twice counts once; told as the other class it moves;
-    a forget without a class takes the ledger's (spamnb/ledger.py)."""
+    a forget without a class takes the ledger's (spamnb/model/ledger.py)."""
     message = unique_message("ledger1")
     user_model = home / "users" / "erin" / "model.spamnb"
     base = SpamFilter.load(home / "model.spamnb").class_count_

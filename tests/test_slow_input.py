@@ -10,8 +10,14 @@ import time
 
 import pytest
 
-from spamnb import _mail, charsets, mail, tokenizer
-from spamnb.tokenizer import Tokenizer
+from spamnb.mail import _mail
+
+from spamnb.mail import charsets
+
+from spamnb.mail import parser as mail
+
+from spamnb.mail import tokenizer
+from spamnb.mail.tokenizer import Tokenizer
 
 N = mail.MAX_BYTES
 BOUND = 0.5         # seconds of CPU for one pattern on 256 KiB (linear: a few ms)

@@ -7,8 +7,8 @@ from array import array
 
 import pytest
 
-from spamnb import store
-from spamnb.store import FORMAT_VERSION, ModelError, read_model, write_model
+from spamnb.model import store
+from spamnb.model.store import FORMAT_VERSION, ModelError, read_model, write_model
 
 
 def _write(path, **extra):
@@ -97,7 +97,7 @@ def test_array_outside_the_file_is_refused_even_with_a_valid_checksum(tmp_path):
     old = path.read_bytes()
     old_header_length = struct.unpack_from("<Q", old, 16)[0]
     body = header_bytes + old[40 + old_header_length:]
-    from spamnb import _checks
+    from spamnb.bayes import _checks
 
     fields = (store.MAGIC, FORMAT_VERSION, 0, len(header_bytes), 40 + len(body))
     head = struct.pack("<8sIIQQ", *fields)

@@ -1,4 +1,4 @@
-"""spamnb._tokenize and spamnb.tokenizer: the hash, the stream, token families, hostile input."""
+"""spamnb.mail._tokenize and spamnb.mail.tokenizer: the hash, the stream, token families, hostile input."""
 
 import base64
 import json
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb._tokenize import Scanner, TokenStream, hash_token
-from spamnb.tokenizer import DEFAULTS, Tokenizer
+from spamnb.mail._tokenize import Scanner, TokenStream, hash_token
+from spamnb.mail.tokenizer import DEFAULTS, Tokenizer
 
 from conftest import REPO, corpus_root
 
@@ -425,7 +425,7 @@ def test_random_bytes_tokenize(raw):
 
 
 def test_import_cost_stays_low():
-    code = ("import sys, spamnb.tokenizer; "
+    code = ("import sys, spamnb.mail.tokenizer; "
             "bad = {'numpy', 'scipy', 'email', 'email.parser', 'dataclasses'} & set(sys.modules); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
@@ -548,7 +548,7 @@ def test_add_received_edge_cases(text):
 
 
 def test_add_received_on_the_corpus():
-    from spamnb import mail
+    from spamnb.mail import parser as mail
 
     root, is_full = corpus_root("spamassassin")
     n = 0
@@ -564,7 +564,7 @@ def test_add_received_on_the_corpus():
 def test_with_pairs_raises_only_the_default_text_budget():
     """The tokenizer `spamnb train` uses with word pairs: the given tokenizer's
     settings, the window set, the text budget raised only when it is the default."""
-    from spamnb.tokenizer import DEFAULTS, PAIRS_TEXT_CHARS, with_pairs
+    from spamnb.mail.tokenizer import DEFAULTS, PAIRS_TEXT_CHARS, with_pairs
 
     paired = with_pairs(2)
     assert paired.word_pairs == 2 and paired.max_text_chars == PAIRS_TEXT_CHARS != DEFAULTS["max_text_chars"]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb import schema
-from spamnb.filter import SpamFilter
-from spamnb.tokenizer import Tokenizer
+from spamnb.model import schema
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.mail.tokenizer import Tokenizer
 
 from conftest import REPO
 

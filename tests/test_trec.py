@@ -1,4 +1,4 @@
-"""The TREC Spam Track jig adapter (scripts/trec/*, python -m spamnb.trec), run as the jig runs it."""
+"""The TREC Spam Track jig adapter (scripts/trec/*, python -m spamnb.evaluation.trec), run as the jig runs it."""
 
 import os
 import shutil
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import spamnb
-from spamnb import online
-from spamnb.corpus import labelled_messages
+from spamnb.evaluation import online
+from spamnb.training.corpus import labelled_messages
 
 from conftest import REPO
 
@@ -30,7 +30,7 @@ def _call(state, *args):
 @pytest.mark.skipif(shutil.which("sh") is None, reason="the jig's commands are sh scripts")
 def test_jig_commands_give_the_online_scores(tmp_path, sample_corpus):
     """initialize, then classify + train per message: the scores are those of
-    spamnb.online's full-feedback run over the same stream."""
+    spamnb.evaluation.online's full-feedback run over the same stream."""
     items = labelled_messages([sample_corpus])[::40]          # 5 ham, then 3 spam
     paths = []
     for i, m in enumerate(items):

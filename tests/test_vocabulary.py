@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb import _checks, _vocab
-from spamnb.vocabulary import Vocabulary
+from spamnb.bayes import _checks
+
+from spamnb.bayes import _vocab
+from spamnb.bayes.vocabulary import Vocabulary
 
 
 class FakeStream:

@@ -5,9 +5,9 @@ from array import array
 import numpy as np
 import pytest
 
-from spamnb import _vocab
-from spamnb.multinomial import MultinomialNB
-from spamnb.wordcounts import WordCounts, log_theta
+from spamnb.bayes import _vocab
+from spamnb.bayes.multinomial import MultinomialNB
+from spamnb.bayes.wordcounts import WordCounts, log_theta
 
 RAW, LOG = _vocab.COUNTS_RAW, _vocab.COUNTS_LOG
 RNG = np.random.default_rng(11)

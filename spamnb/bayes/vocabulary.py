@@ -1,0 +1,234 @@
+"""The vocabulary: token -> feature index, growing while training.
+
+Tokens are identified by their stable 64-bit hash (``spamnb.mail._tokenize.hash_token``);
+the index is a compiled open-addressing table (``spamnb.bayes._vocab``), so looking
+up a message's tokens is one C loop, with no Python object per token.  The
+token strings are kept too (for ``spamnb info`` and a verdict's evidence), as
+one UTF-8 string table that the token stream appends a new token's bytes to
+(``TokenStream.write_tokens``): no Python string per token while training.
+
+Nothing here imports numpy: a vocabulary can sit on the buffers of a model file
+(``Vocabulary.from_buffers``) and is copied into growable arrays only when it
+learns something new.
+
+Collisions: two distinct tokens share a 64-bit hash with probability about
+n^2 / 2^65, i.e. 3e-8 for a vocabulary of a million tokens; they would then
+share one feature.
+"""
+
+from __future__ import annotations
+
+from array import array
+from itertools import accumulate
+
+from spamnb.bayes import _checks
+
+from spamnb.bayes import _vocab
+
+__all__ = ["Vocabulary"]
+
+_MIN_CAPACITY = 1024
+
+
+def _zeros(typecode, n):
+    out = array(typecode)
+    out.frombytes(bytes(n * out.itemsize))
+    return out
+
+
+def _view(buffer, typecode):
+    """A memoryview of ``buffer`` with items of ``typecode``."""
+    view = memoryview(buffer)
+    return view if view.format == typecode else view.cast("B").cast(typecode)
+
+
+def _copy(typecode, buffer):
+    out = array(typecode)
+    out.frombytes(memoryview(buffer).cast("B"))
+    return out
+
+
+class Vocabulary:
+    """Map token hashes to feature indices ``0 .. n_features - 1`` (in order of first sight).
+
+    Attributes
+    ----------
+    n_features : int
+    keys : buffer of uint64, shape (capacity,) -- the hash index (0 = empty)
+    values : buffer of int32, shape (capacity,) -- feature index per slot
+    """
+
+    def __init__(self):
+        self.keys = _zeros("Q", _MIN_CAPACITY)
+        self.values = _zeros("i", _MIN_CAPACITY)
+        self.n_features = 0
+        self._blob = bytearray()          # token strings, UTF-8, back to back (a read-only buffer when mapped)
+        self._offsets = array("Q", [0])   # (n_features + 1,): token i is _blob[_offsets[i]:_offsets[i + 1]]
+        self._writable = True
+
+    # -- construction from a model file ---------------------------------------
+    @classmethod
+    def from_buffers(cls, keys, values, n_features, blob, offsets):
+        """A read-only vocabulary over existing buffers (e.g. slices of a model file read into memory).
+
+        ``keys`` uint64 (capacity,), ``values`` int32 (capacity,), ``blob`` the
+        UTF-8 token strings back to back, ``offsets`` uint64 (n_features + 1,).
+        Raises ValueError when the buffers are inconsistent (they come from a
+        file: nothing here may index out of bounds).
+        """
+        self = cls.__new__(cls)
+        keys, values, offsets, blob = _view(keys, "Q"), _view(values, "i"), _view(offsets, "Q"), _view(blob, "B")
+        if len(keys) != len(values):
+            raise ValueError("hash index keys and values differ in length")
+        if len(offsets) != n_features + 1:
+            raise ValueError("token string offsets do not match the vocabulary size")
+        _vocab.check_index(keys, values, n_features)
+        if not _checks.check_offsets(offsets, len(blob)):
+            raise ValueError("token string offsets are out of order or out of range")
+        if not _checks.check_utf8(blob):
+            raise ValueError("token strings are not valid UTF-8")
+        self.keys = keys
+        self.values = values
+        self.n_features = n_features
+        self._blob = blob
+        self._offsets = offsets
+        self._writable = False
+        return self
+
+    # -- queries --------------------------------------------------------------
+    def __len__(self):
+        return self.n_features
+
+    @property
+    def capacity(self):
+        return len(self.keys)
+
+    def lookup(self, hashes):
+        """Feature index of each hash, -1 for unknown tokens: ``array('i')``, shape (len(hashes),)."""
+        out = _zeros("i", len(hashes))
+        if len(hashes):
+            _vocab.lookup(self.keys, self.values, hashes, out)
+        return out
+
+    def token(self, index):
+        """The token string of feature ``index``."""
+        index = int(index)
+        if not 0 <= index < self.n_features:
+            raise IndexError(f"feature index {index} out of range for {self.n_features} features")
+        start, end = self._offsets[index], self._offsets[index + 1]
+        return bytes(self._blob[start:end]).decode("utf-8", "surrogatepass")
+
+    def tokens(self):
+        """All token strings, in feature order (a list: for inspection, not hot paths)."""
+        return [self.token(i) for i in range(self.n_features)]
+
+    # -- learning -------------------------------------------------------------
+    def add(self, stream):
+        """Index the tokens of a ``TokenStream`` (``hashes``, ``write_tokens``), adding new
+        ones; returns ``array('i')`` per occurrence."""
+        hashes = stream.hashes
+        n = len(hashes)
+        out = _zeros("i", n)
+        if n == 0:
+            return out
+        self._make_writable()
+        self._reserve(self.n_features + n)
+        new_positions = _zeros("i", n)
+        n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
+        if n_new:
+            stream.write_tokens(new_positions, n_new, self._blob, self._offsets)
+            self.n_features += n_new
+        return out
+
+    def compact(self, keep):
+        """Drop features: ``keep`` is a sequence of booleans, one per feature.
+
+        Surviving features keep their relative order and are renumbered
+        ``0 .. n_kept - 1``.  Returns the number kept.
+        """
+        if len(keep) != self.n_features:
+            raise ValueError(f"keep has {len(keep)} entries for {self.n_features} features")
+        keep = list(map(bool, keep))
+        first_dropped = keep.index(False) if False in keep else self.n_features
+        if not any(keep[first_dropped:]):
+            return self._truncate(first_dropped)
+        remap = array("i")
+        strings = []
+        next_index = 0
+        token = self.token
+        for i, flag in enumerate(keep):
+            if flag:
+                remap.append(next_index)
+                strings.append(token(i))
+                next_index += 1
+            else:
+                remap.append(-1)
+        capacity = _MIN_CAPACITY
+        while 2 * next_index > capacity:
+            capacity *= 2
+        keys = _zeros("Q", capacity)
+        values = _zeros("i", capacity)
+        if self.n_features:
+            _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
+        encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+        self.keys, self.values = keys, values
+        self.n_features = next_index
+        self._blob = bytearray(b"".join(encoded))
+        self._offsets = array("Q", [0])
+        self._offsets.extend(accumulate(map(len, encoded)))
+        self._writable = True
+        return next_index
+
+    def _truncate(self, n_kept):
+        """Keep features ``0 .. n_kept - 1`` (the common case of forgetting the
+        message learned last: its new tokens are the tail)."""
+        if n_kept == self.n_features:
+            return n_kept
+        self._make_writable()
+        remap = array("i", range(n_kept))
+        remap.frombytes(b"\xff" * 4 * (self.n_features - n_kept))  # -1
+        keys = _zeros("Q", len(self.keys))
+        values = _zeros("i", len(self.keys))
+        _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
+        self.keys, self.values = keys, values
+        del self._blob[self._offsets[n_kept]:]
+        del self._offsets[n_kept + 1:]
+        self.n_features = n_kept
+        return n_kept
+
+    def _make_writable(self):
+        if self._writable:
+            return
+        self.keys = _copy("Q", self.keys)
+        self.values = _copy("i", self.values)
+        self._offsets = _copy("Q", self._offsets)
+        self._blob = bytearray(self._blob)
+        self._writable = True
+
+    def _reserve(self, n_features):
+        capacity = len(self.keys)
+        if 2 * n_features <= capacity:
+            return
+        while 2 * n_features > capacity:
+            capacity *= 2
+        keys = _zeros("Q", capacity)
+        values = _zeros("i", capacity)
+        _vocab.rehash(self.keys, self.values, keys, values)
+        self.keys, self.values = keys, values
+
+    # -- serialisation ----------------------------------------------------------
+    def string_table(self):
+        """``(blob, offsets)``: all token strings UTF-8 encoded back to back, and
+        the uint64 offsets (n_features + 1,) delimiting them."""
+        return bytes(self._blob), self._offsets
+
+    def hashes(self):
+        """The token hashes in feature order: a uint64 numpy array (n_features,)."""
+        import numpy as np
+
+        keys = np.frombuffer(self.keys, dtype=np.uint64)
+        values = np.frombuffer(self.values, dtype=np.int32)
+        used = keys != 0
+        out = np.zeros(self.n_features, dtype=np.uint64)
+        out[values[used]] = keys[used]
+        return out

@@ -1,0 +1,264 @@
+"""The count model of the spam filter: per-class message and token counts.
+
+For class c and token i, with N_ci the (transformed) count of token i in the
+messages learned as c, N_c = sum_i N_ci and V the number of tokens,
+
+    log theta_ci = log(N_ci + alpha) - log(N_c + alpha V)
+    log P(c)     = the prior estimator's (``spamnb.bayes.priors.log_prior``)
+
+This module is the only place where those are derived: :func:`smoothed_logs`
+and :func:`log_theta` are shared with :class:`spamnb.bayes.multinomial.MultinomialNB`,
+and :class:`WordCounts` serves every path of the filter (``fit``, ``learn``
+and ``forget`` as one signed add, the single-message scorer, batch scoring,
+the evidence, ``save``/``load`` and ``merge``).
+
+The counts are the state.  The derived values (``log_count``, flat like the
+counts; ``log_norm`` and ``log_prior``, one per class) are computed once, on
+first use, with numpy; a model loaded from a file brings them along, so
+scoring a loaded model imports no numpy (the ``spamnb classify`` cold path).
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from spamnb.bayes import _vocab
+
+__all__ = ["WordCounts", "smoothed_logs", "log_theta"]
+
+
+def smoothed_logs(feature_count, alpha):
+    """``(log(N_ci + alpha_i), log(N_c + sum_i alpha_i))`` of a float64
+    ``(n_classes, n_features)`` count matrix; ``alpha`` a scalar or an
+    ``(n_features,)`` array.  log(0) is -inf (alpha = 0), without a warning."""
+    import numpy as np
+
+    n_features = feature_count.shape[1]
+    total_alpha = alpha * n_features if np.ndim(alpha) == 0 else np.sum(alpha)
+    with np.errstate(divide="ignore"):
+        log_count = np.log(feature_count + alpha)
+        log_norm = np.log(feature_count.sum(axis=1) + total_alpha)
+    return log_count, log_norm
+
+
+def log_theta(feature_count, alpha):
+    """log theta: float64 ``(n_classes, n_features)``, read-only, the
+    transpose of a C-contiguous ``(n_features, n_classes)`` array (the
+    kernel reads one token's classes together).  A class whose smoothed total
+    is 0 (no counts and alpha = 0) gets the uniform distribution."""
+    import numpy as np
+
+    n_classes, n_features = feature_count.shape
+    log_count, log_norm = smoothed_logs(feature_count, alpha)
+    by_feature = np.empty((n_features, n_classes), dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        by_feature[...] = (log_count - log_norm[:, None]).T
+    empty = np.isneginf(log_norm)
+    if np.any(empty) and n_features:
+        by_feature[:, empty] = -np.log(n_features)
+    out = by_feature.T
+    out.flags.writeable = False
+    return out
+
+
+def _zeros(n):
+    out = array("d")
+    out.frombytes(bytes(8 * n))
+    return out
+
+
+class WordCounts:
+    """Messages and token counts per class, with Dirichlet soft counts.
+
+    Parameters
+    ----------
+    alpha : float
+        Soft count added to every token count (> 0 for a filter).
+    prior : {"mle", "map", "uniform"}
+        The class prior estimator ("map": one pseudo-message per class).
+    n_classes : int
+        Classes are indices ``0 .. n_classes - 1`` (the filter: 0 ham, 1 spam).
+
+    Attributes
+    ----------
+    class_count_ : list of float, (n_classes,)
+    n_features_ : int
+    feature_count_ : flat float64 buffer, (n_classes * n_features,), class-major
+    """
+
+    def __init__(self, alpha, prior="mle", n_classes=2):
+        self.alpha = alpha
+        self.prior = prior
+        self.n_classes = n_classes
+        self.class_count_ = [0.0] * n_classes
+        self.n_features_ = 0
+        self._rows = [array("d") for _ in range(n_classes)]  # writable rows, short ones end in zeros
+        self._flat = None       # or the flat counts (a model file's, or joined rows)
+        self._derived = None    # (log_count, log_norm, log_prior)
+
+    @classmethod
+    def from_arrays(cls, alpha, prior, class_count, feature_count, derived=None):
+        """Counts over existing buffers (e.g. a model file's), not copied.
+        ``derived`` = ``(log_count, log_norm, log_prior)`` if known."""
+        self = cls(alpha, prior, len(class_count))
+        if len(feature_count) % self.n_classes:
+            raise ValueError("the counts do not split into the classes")
+        self.class_count_ = [float(v) for v in class_count]
+        self.n_features_ = len(feature_count) // self.n_classes
+        self._rows = None
+        self._flat = feature_count
+        self._derived = derived
+        return self
+
+    # -- state ------------------------------------------------------------
+    @property
+    def feature_count_(self):
+        if self._flat is None:
+            self._pad()
+            self._flat = self._rows[0] if self.n_classes == 1 else self._rows[0] + self._rows[1]
+            for row in self._rows[2:]:
+                self._flat += row
+        return self._flat
+
+    def matrix(self):
+        """The counts as a float64 ``(n_classes, n_features)`` numpy array (a view;
+        read-only for a model read from a file)."""
+        import numpy as np
+
+        return np.frombuffer(self.feature_count_, dtype=np.float64).reshape(self.n_classes, self.n_features_)
+
+    def _writable_rows(self):
+        """The rows, about to change: copies a file's counts once, drops what is derived."""
+        if self._rows is None:
+            flat = memoryview(self._flat).cast("B")
+            size = 8 * self.n_features_
+            self._rows = []
+            for c in range(self.n_classes):
+                row = array("d")
+                row.frombytes(flat[c * size:(c + 1) * size])
+                self._rows.append(row)
+        self._flat = None
+        self._derived = None
+        return self._rows
+
+    def _pad(self):
+        for row in self._rows:
+            if len(row) < self.n_features_:
+                row.frombytes(bytes(8 * (self.n_features_ - len(row))))
+
+    def resize(self, n_features):
+        """Grow to ``n_features`` tokens (the new ones count 0)."""
+        if n_features > self.n_features_:
+            self._writable_rows()
+            self.n_features_ = n_features
+
+    # -- learning ---------------------------------------------------------
+    def add(self, indices, cls, transform, sign=1, n_features=None, length=0.0):
+        """Add (``sign`` 1) or remove (``sign`` -1) one message of class ``cls``.
+
+        ``indices``: the feature index of each token occurrence (``array('i')``,
+        -1 for unknown tokens); ``transform`` a ``_vocab.COUNTS_*`` code;
+        ``n_features``: the vocabulary's size now (it may have grown); ``length``
+        > 0 scales the message's values to that Euclidean length.  Removing
+        raises ValueError, changing nothing, when the message cannot have been
+        learned as ``cls`` (a count would become negative).
+        """
+        if sign != 1:
+            if sign != -1:
+                raise ValueError("sign must be 1 or -1")
+            if self.class_count_[cls] < 1 - 1e-9:
+                raise ValueError("no message of that class was learned")
+        rows = self._rows
+        if rows is None or self._flat is not None or self._derived is not None:
+            rows = self._writable_rows()
+        if n_features is not None and n_features > self.n_features_:
+            self.n_features_ = n_features
+        row = rows[cls]
+        if len(row) < self.n_features_:   # only the class added to grows now; the rest pad later
+            row.frombytes(bytes(8 * (self.n_features_ - len(row))))
+        if sign == 1:
+            _vocab.add_counts(indices, row, transform, 1.0, length)
+            self.class_count_[cls] += 1.0
+        else:
+            _vocab.add_counts(indices, row, transform, -1.0, length)
+            self.class_count_[cls] = max(0.0, self.class_count_[cls] - 1.0)
+        return self
+
+    def unused(self):
+        """True for each token with no count in any class (a list of bools)."""
+        return (self.matrix().sum(axis=0) <= 0).tolist()
+
+    def compact(self, keep):
+        """Keep the tokens where ``keep`` (a sequence of bools) is true, in order."""
+        import numpy as np
+
+        keep = np.asarray(keep, dtype=bool)
+        kept = np.ascontiguousarray(self.matrix()[:, keep])
+        self._rows = [_from_numpy(kept[c]) for c in range(self.n_classes)]
+        self.n_features_ = int(keep.sum())
+        self._flat = None
+        self._derived = None
+        return self
+
+    def merge(self, other):
+        """Add the counts of ``other`` (same settings; its tokens numbered as
+        ours, ``other.n_features_`` may be smaller or larger): the counts are
+        added, so whole counts ("raw", "binary") come out exactly as if the
+        messages had been learned here; "log" counts to the rounding of the
+        order of the sums."""
+        if not isinstance(other, WordCounts):
+            raise TypeError(f"can only merge WordCounts, got {type(other).__name__}")
+        if (other.alpha, other.prior, other.n_classes) != (self.alpha, self.prior, self.n_classes):
+            raise ValueError("cannot merge counts with other settings (alpha, prior or classes differ)")
+        import numpy as np
+
+        width = max(self.n_features_, other.n_features_)
+        self.resize(width)
+        theirs = other.matrix()
+        rows = self._writable_rows()
+        self._pad()
+        for c, row in enumerate(rows):
+            mine = np.frombuffer(row, dtype=np.float64)
+            mine[:other.n_features_] += theirs[c]
+        self.class_count_ = [a + b for a, b in zip(self.class_count_, other.class_count_)]
+        return self
+
+    # -- derived ----------------------------------------------------------
+    def derived(self):
+        """``(log_count, log_norm, log_prior)``: flat log(N_ci + alpha) (a buffer
+        like the counts), and tuples of log(N_c + alpha V) and log P(c)."""
+        if self._derived is None:
+            import numpy as np
+
+            from spamnb.bayes.priors import log_prior
+
+            counts = self.matrix()
+            log_count, log_norm = smoothed_logs(counts, self.alpha)
+            class_count = np.asarray(self.class_count_, dtype=np.float64)
+            alpha = np.ones(self.n_classes) if self.prior == "map" else None
+            self._derived = (log_count.reshape(-1), tuple(log_norm.tolist()),
+                             tuple(log_prior(self.prior, class_count, alpha).tolist()))
+        return self._derived
+
+    def log_theta(self):
+        """log theta: float64 ``(n_classes, n_features)`` (see :func:`log_theta`)."""
+        return log_theta(self.matrix(), self.alpha)
+
+    def log_prior(self):
+        return self.derived()[2]
+
+    def to_estimator(self):
+        """A :class:`spamnb.bayes.multinomial.MultinomialNB` with a copy of these counts
+        (classes ``0 .. n_classes - 1``), for scikit-learn-style use."""
+        import numpy as np
+
+        from spamnb.bayes.multinomial import MultinomialNB
+
+        return MultinomialNB.from_counts(self.class_count_, self.matrix().copy(), classes=np.arange(self.n_classes),
+                                         alpha=self.alpha, prior=self.prior)
+
+
+def _from_numpy(values):
+    out = array("d")
+    out.frombytes(values.tobytes())
+    return out

@@ -1,0 +1,228 @@
+"""The maintenance commands: ``spamnb dump``, ``load``, ``merge``, ``prune``
+(a thin shell over :mod:`spamnb.model.lifecycle`), and the lines they add to
+``spamnb info``.
+
+Every command that changes a model holds the learners' lock
+(``spamnb.model.store.locked``) from reading it to writing it, and writes it
+atomically (a new file renamed over the old one): a kill at any moment
+leaves the old model or the new one.  A dump is read and checked whole
+before the model is touched, so a damaged dump changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+COMMANDS = ("dump", "load", "merge", "prune")
+
+
+def register(sub, model_option, wanted):
+    """Add the subcommands that ``wanted(name)`` asks for to ``sub``."""
+    wait_option = _cli()._wait_option
+    if wanted("dump"):
+        p = sub.add_parser("dump", help="write the model as text (a backup that 'load' reads)")
+        p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout")
+        model_option(p)
+        p.set_defaults(handler=cmd_dump)
+    if wanted("load"):
+        p = sub.add_parser("load", help="replace the model by a dump (or add a dump's counts to it: --add)")
+        p.add_argument("file", metavar="FILE", help="a dump ('spamnb dump'), or - for stdin")
+        p.add_argument("--add", action="store_true", help="add the dump's counts to the model instead of replacing it")
+        p.add_argument("-q", "--quiet", action="store_true")
+        model_option(p)
+        wait_option(p)
+        p.set_defaults(handler=cmd_load)
+    if wanted("merge"):
+        p = sub.add_parser("merge", help="combine models with the same settings (counts add)")
+        p.add_argument("inputs", nargs="+", metavar="MODEL", help="model files or dumps")
+        p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged model file")
+        p.add_argument("-q", "--quiet", action="store_true")
+        wait_option(p)
+        p.set_defaults(handler=cmd_merge)
+    if wanted("prune"):
+        p = sub.add_parser("prune", help="drop rare, old or weak tokens; rewrites the model smaller")
+        p.add_argument("--min-count", type=_non_negative(float), metavar="N",
+                       help="drop tokens seen fewer than N times in all")
+        p.add_argument("--max-age", type=_non_negative(int), metavar="DAYS",
+                       help="drop tokens not seen in a learned message for more than DAYS days")
+        p.add_argument("--target-size", type=_non_negative(int), metavar="N",
+                       help="keep at most the N most useful tokens")
+        p.add_argument("--expire-at", type=_non_negative(int), metavar="N",
+                       help="automatic expiry: when a learn leaves more than N tokens, prune to 90 %% of N "
+                            "(0: off); prunes now too if the model is past N")
+        p.add_argument("-n", "--dry-run", action="store_true", help="say what would go, change nothing")
+        p.add_argument("-q", "--quiet", action="store_true")
+        model_option(p)
+        wait_option(p)
+        p.set_defaults(handler=cmd_prune)
+
+
+def _non_negative(kind):
+    def parse(text):
+        import argparse
+
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+        return value
+
+    return parse
+
+
+def _cli():
+    from spamnb.cli import main as cli
+
+    return cli
+
+
+def _read_model(path):
+    """A model file or a dump, by its first bytes."""
+    from spamnb.model import lifecycle
+    from spamnb.model.spam_filter import SpamFilter
+
+    with open(path, "rb") as f:
+        is_dump = f.read(len(lifecycle.DUMP_FORMAT)) == lifecycle.DUMP_FORMAT.encode()
+    return _read_dump(path) if is_dump else SpamFilter.load(path)
+
+
+def _read_dump(name):
+    from spamnb.model import lifecycle
+
+    try:
+        if name == "-":
+            return lifecycle.load_dump(sys.stdin.buffer, "-")
+        with open(name, "rb") as f:
+            return lifecycle.load_dump(f, name)
+    except lifecycle.DumpError as exc:
+        raise _cli().CommandError(f"{exc}; nothing was changed") from None
+
+
+def _write_atomically(path, write, like):
+    """Write a file atomically (``spamnb.model.store.replace_file``); an existing
+    file keeps its owner and mode, a new one gets the mode of ``like`` (a
+    dump holds the model's tokens: as private as the model)."""
+    from spamnb.model import store
+
+    path = store.resolve(path)
+    mode = None
+    try:
+        mode = stat.S_IMODE(os.stat(like).st_mode) & 0o666
+    except (OSError, TypeError):
+        pass
+    store.replace_file(path, write, store._existing(path, path), mode=mode)
+
+
+def cmd_dump(args):
+    from spamnb.model import lifecycle
+
+    spam_filter = _cli()._load(args)
+    if args.output and args.output != "-":
+        _write_atomically(args.output, lambda f: lifecycle.dump(spam_filter, f), spam_filter.source_)
+    else:
+        lifecycle.dump(spam_filter, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_load(args):
+    from spamnb.model import lifecycle
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model.store import locked
+
+    loaded = _read_dump(args.file)    # read and checked whole before the model is touched
+    path = _cli()._model_path(args)
+    with locked(path, wait=args.wait) as real:
+        exists = os.path.exists(real)
+        if args.add and exists:
+            try:
+                loaded = lifecycle.merge([SpamFilter.load(real), loaded])
+            except ValueError as exc:
+                raise _cli().CommandError(f"{args.file}: {exc}; nothing was changed") from None
+        loaded.save(real, backup=real + ".bak" if exists and not args.add else None)
+    if not args.quiet:
+        print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
+    return 0
+
+
+def cmd_merge(args):
+    from spamnb.model import lifecycle
+    from spamnb.model.store import locked
+
+    filters = [_read_model(path) for path in args.inputs]
+    try:
+        merged = lifecycle.merge(filters)
+    except ValueError as exc:
+        raise _cli().CommandError(f"{exc}; nothing was written") from None
+    with locked(args.output, wait=args.wait) as real:
+        merged.save(real)
+    if not args.quiet:
+        print(f"merged {len(filters)} models into {args.output}: {_size(merged)}")
+    return 0
+
+
+def cmd_prune(args):
+    from spamnb.model import lifecycle
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model.store import locked
+
+    if args.min_count is None and args.max_age is None and args.target_size is None and args.expire_at is None:
+        raise _cli().UsageError("spamnb prune: give --min-count, --max-age, --target-size and/or --expire-at")
+    path = _cli()._model_path(args)
+    with locked(path, wait=args.wait) as real:
+        spam_filter = SpamFilter.load(real)
+        before = spam_filter.vocabulary_.n_features
+        size_before = os.path.getsize(real)
+        if args.expire_at is not None:
+            spam_filter.ages_.max_tokens = args.expire_at or None
+        try:
+            pruned, dropped = lifecycle.prune(spam_filter, min_count=args.min_count, max_age=args.max_age,
+                                              target_size=args.target_size)
+        except ValueError as exc:   # --min-count on a length-normalised model
+            raise _cli().CommandError(f"{path}: {exc}; the model is unchanged") from None
+        pruned, expired = lifecycle.expire(pruned)
+        dropped += expired
+        if (dropped or args.expire_at is not None) and not args.dry_run:
+            pruned.save(real, backup=real + ".bak")
+    if not args.quiet:
+        if args.dry_run:
+            print(f"would drop {dropped} of {before} tokens ({_share(dropped, before)}); nothing was changed")
+        elif dropped:
+            print(f"dropped {dropped} of {before} tokens ({_share(dropped, before)}), {before - dropped} kept; "
+                  f"model {path}: {size_before} -> {os.path.getsize(real)} bytes (the old one is {real}.bak)")
+        else:
+            print(f"nothing to drop: {before} tokens kept")
+        if args.expire_at is not None and not args.dry_run:
+            print(f"automatic expiry: {f'past {args.expire_at} tokens' if args.expire_at else 'off'}")
+    return 0
+
+
+def _size(spam_filter):
+    ham, spam = spam_filter.class_count_
+    return f"{spam_filter.vocabulary_.n_features} tokens ({spam:.0f} spam, {ham:.0f} ham)"
+
+
+def _share(part, whole):
+    return f"{100.0 * part / whole:.1f} %" if whole else "0 %"
+
+
+def info_lines(spam_filter):
+    """Lines ``spamnb info`` prints about the model's size, age and what pruning would remove."""
+    from spamnb.model import lifecycle
+
+    facts = lifecycle.describe(spam_filter)
+    n = facts["tokens"]
+    expiry = spam_filter.ages_.max_tokens
+    lines = [f"dates:       created {facts['created']}, last learned {facts['last_learn']}",
+             f"expiry:      {'off' if expiry is None else f'past {expiry} tokens, prune to 90 %'}",
+             (f"hapaxes:     {facts['hapax']} tokens seen once ({_share(facts['hapax'], n)})"
+              if facts["hapax"] is not None else
+              "hapaxes:     not counted (the counts are length-normalised: length_norm > 0)"),
+             "last seen:   " + ", ".join(f"{label} {count}" for label, count in facts["ages"]),
+             "pruning:     " + ", ".join(f"{policy} drops {count} ({_share(count, n)})"
+                                         for policy, count in facts["would_remove"].items())]
+    return lines

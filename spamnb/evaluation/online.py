@@ -1,0 +1,477 @@
+"""Online evaluation: the TREC Spam Track protocol.
+
+Messages arrive one at a time, in order.  Each is classified by the filter as
+it stands, then (full feedback) learned with its true label, or (train on
+error) learned only when the classification was wrong; the filter starts
+empty.  This is how a filter lives: it never sees a message's label before
+scoring it, and it is judged on every message of the stream.
+
+:class:`OnlineFilter` is the incremental form of :class:`spamnb.SpamFilter`:
+the same tokenizer, vocabulary, count transform, Dirichlet soft count and
+class prior, hence the same log-odds (``tests/test_online.py`` checks them
+against ``SpamFilter.fit`` on the messages seen so far), but its counts live
+in growable numpy arrays and a message costs work in its own tokens only
+(``SpamFilter.learn`` rebuilds the scoring state over the whole vocabulary
+after every message).
+
+Figures (:func:`online_figures`), as the TREC Spam Track reports them:
+
+- ``(1-ROCA) %``: 100 (1 - area under the ROC curve) of the scores given
+  before each message was learned;
+- ``hm %`` / ``sm %``: ham / spam misclassified by the filter's binary
+  decision (spam when the log-odds reach ``threshold``, 0 by default);
+- ``lam %``: the logistic average of the two,
+  logit^-1((logit(hm) + logit(sm)) / 2); a rate of 0 is taken as 0.5 / n
+  (half a message) so that the average stays finite;
+- ``h=.1 %``: ham misclassified at the threshold where 0.1 % of spam is
+  misclassified, ``s=.1 %``: spam misclassified where 0.1 % of ham is;
+- the learning curve: errors over time, per window of messages.
+
+Order of the stream (:func:`order_messages`): ``date`` sorts by the Date:
+header (messages without a usable one keep the place of the message before
+them in path order); ``name`` sorts by top folder, then the number a file
+name starts with, then path (the Enron-Spam files are numbered in the
+order of their arrival within each user's folder, ham and spam interleaved;
+the users' folders follow one another); ``auto`` uses ``date`` when most
+messages have a Date: header, else ``name``.  An index file of
+``judgement path`` lines (TREC's ``full/index``) gives order and labels
+itself (:func:`read_index`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from collections import namedtuple
+
+__all__ = ["OnlineFilter", "run_online", "online_figures", "order_messages", "read_index",
+           "learning_curve", "format_online", "lam", "OnlineResult"]
+
+OnlineResult = namedtuple("OnlineResult", "log_odds y trained seconds n_features")
+
+_LEADING_NUMBER = re.compile(r"(\d+)")
+_DATE_HEADER = re.compile(rb"^Date:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
+
+
+class OnlineFilter:
+    """Incremental multinomial naive Bayes with Dirichlet soft counts.
+
+    Parameters
+    ----------
+    tokenizer : Tokenizer, optional
+        Default ``Tokenizer()``.
+    alpha, prior, counts, length_norm :
+        As :class:`spamnb.SpamFilter` (defaults: the filter's).
+
+    Attributes
+    ----------
+    vocabulary_ : Vocabulary
+    feature_count_ : ndarray, shape (2, n_features) (a view of the grown buffer)
+    class_count_ : ndarray, shape (2,), messages learned per class [ham, spam]
+    """
+
+    def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None, length_norm=None):
+        import numpy as np
+
+        from spamnb.model.spam_filter import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
+                                   DEFAULT_PRIOR, PRIORS)
+        from spamnb.mail.tokenizer import Tokenizer
+        from spamnb.bayes.vocabulary import Vocabulary
+
+        self.tokenizer = tokenizer
+        self.alpha = DEFAULT_ALPHA if alpha is None else float(alpha)
+        self.prior = DEFAULT_PRIOR if prior is None else prior
+        self.counts = DEFAULT_COUNTS if counts is None else counts
+        self.length_norm = DEFAULT_LENGTH_NORM if length_norm is None else float(length_norm)
+        if not (math.isfinite(self.length_norm) and self.length_norm >= 0):
+            raise ValueError(f"length_norm must be a number >= 0, got {length_norm!r}")
+        if not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"alpha must be a positive number, got {alpha!r}")
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+        if self.counts not in COUNT_TRANSFORMS:
+            raise ValueError(f"counts must be one of {tuple(COUNT_TRANSFORMS)}, got {counts!r}")
+        self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
+        self.vocabulary_ = Vocabulary()
+        self._fc = np.zeros((2, 1024), dtype=np.float64)
+        self._total = np.zeros(2, dtype=np.float64)     # N_c: sum of the class's transformed counts
+        self.class_count_ = np.zeros(2, dtype=np.float64)
+
+    @property
+    def feature_count_(self):
+        return self._fc[:, :self.vocabulary_.n_features]
+
+    def _weights(self, indices):
+        """Unique feature indices of a message and their transformed counts."""
+        import numpy as np
+
+        idx = np.frombuffer(indices, dtype=np.int32) if len(indices) else np.zeros(0, np.int32)
+        idx = idx[idx >= 0]
+        uniq, n = np.unique(idx, return_counts=True)
+        if self.counts == "binary":
+            x = np.ones(uniq.size, dtype=np.float64)
+        elif self.counts == "log":
+            x = np.log1p(n.astype(np.float64))
+        else:
+            x = n.astype(np.float64)
+        if self.length_norm > 0 and x.size:
+            x *= self.length_norm / math.sqrt(float(x @ x))
+        return uniq, x
+
+    def _log_prior_ratio(self):
+        n_ham, n_spam = self.class_count_
+        if self.prior == "uniform" or n_ham + n_spam == 0:
+            return 0.0
+        if self.prior == "map":  # one pseudo-message per class
+            n_ham, n_spam = n_ham + 1.0, n_spam + 1.0
+        if n_spam == 0:
+            return -math.inf
+        if n_ham == 0:
+            return math.inf
+        return math.log(n_spam) - math.log(n_ham)
+
+    def stream(self, message):
+        """The message's token stream (bytes, or a path: a str is a file name here)."""
+        from pathlib import Path
+
+        from spamnb.model.spam_filter import message_bytes
+
+        return self.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
+
+    def log_odds(self, stream):
+        """log P(spam | message) / P(ham | message) under the counts learned so far."""
+        import numpy as np
+
+        prior = self._log_prior_ratio()
+        if math.isinf(prior):
+            return prior
+        uniq, x = self._weights(self.vocabulary_.lookup(stream.hashes))
+        if uniq.size == 0:
+            return prior
+        a = self.alpha
+        n_features = self.vocabulary_.n_features
+        fc = self._fc
+        log_norm_ham = math.log(self._total[0] + a * n_features)
+        log_norm_spam = math.log(self._total[1] + a * n_features)
+        diff = np.log(fc[1, uniq] + a) - np.log(fc[0, uniq] + a)
+        return prior + float(x @ diff) - float(x.sum()) * (log_norm_spam - log_norm_ham)
+
+    def learn(self, stream, spam):
+        """Add one message's tokens to a class's counts."""
+        import numpy as np
+
+        indices = self.vocabulary_.add(stream)
+        n_features = self.vocabulary_.n_features
+        if n_features > self._fc.shape[1]:
+            grown = np.zeros((2, max(n_features, 2 * self._fc.shape[1])), dtype=np.float64)
+            grown[:, :self._fc.shape[1]] = self._fc
+            self._fc = grown
+        uniq, x = self._weights(indices)
+        c = 1 if spam else 0
+        self._fc[c, uniq] += x
+        self._total[c] += x.sum()
+        self.class_count_[c] += 1.0
+        return self
+
+
+def run_online(messages, y, params=None, train_on_error=False, margin=0.0, threshold=0.0, tokenizer=None,
+               progress=None):
+    """Classify then learn each message in turn, from an empty model.
+
+    ``messages``: bytes or paths, in arrival order; ``y``: True for spam.
+    ``train_on_error``: learn a message only when the binary decision
+    (spam when log-odds >= ``threshold``) was wrong or its log-odds were within
+    ``margin`` of the threshold (a "thick threshold"; 0: errors only).
+    Returns an :class:`OnlineResult` (log-odds given before learning each
+    message, labels, which messages were learned, seconds, vocabulary size).
+    """
+    import numpy as np
+
+    params = dict(params or {})
+    model = OnlineFilter(tokenizer=tokenizer, **params)
+    y = np.asarray(y, dtype=bool)
+    log_odds = np.empty(len(y), dtype=np.float64)
+    trained = np.zeros(len(y), dtype=bool)
+    started = time.perf_counter()
+    n = 0
+    for i, message in enumerate(messages):
+        if i >= len(y):
+            raise ValueError("more messages than labels")
+        stream = model.stream(message)
+        score = model.log_odds(stream)
+        log_odds[i] = score
+        is_spam = bool(y[i])
+        wrong = (score >= threshold) != is_spam
+        if not train_on_error or wrong or abs(score - threshold) < margin:
+            model.learn(stream, is_spam)
+            trained[i] = True
+        n = i + 1
+        if progress is not None:
+            progress(n)
+    if n != len(y):
+        raise ValueError(f"{n} messages but {len(y)} labels")
+    return OnlineResult(log_odds, y, trained, time.perf_counter() - started, model.vocabulary_.n_features)
+
+
+# ---------------------------------------------------------------- figures
+def lam(ham_rate, spam_rate, n_ham, n_spam):
+    """Logistic average misclassification, in [0, 1]; a rate of 0 counts as 0.5 / n."""
+    def logit(rate, n):
+        rate = min(max(rate, 0.5 / max(n, 1)), 1.0 - 0.5 / max(n, 1))
+        return math.log(rate / (1.0 - rate))
+
+    z = (logit(ham_rate, n_ham) + logit(spam_rate, n_spam)) / 2.0
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def _error_at(y, scores, max_other):
+    """(ham misclassified where spam misclassified <= max_other,
+    spam misclassified where ham misclassified <= max_other): fractions."""
+    import numpy as np
+
+    from spamnb.bayes import metrics
+
+    fpr, tpr, _ = metrics.roc_curve(y, scores)
+    fnr = 1.0 - tpr
+    ham_at = float(fpr[fnr <= max_other + 1e-12].min()) if np.any(fnr <= max_other + 1e-12) else 1.0
+    spam_at = 1.0 - metrics.tpr_at_fpr(y, scores, max_other)
+    return ham_at, float(spam_at)
+
+
+def online_figures(result, threshold=0.0):
+    """The TREC figures of an :class:`OnlineResult` (rates as fractions, 1-ROCA in %)."""
+    import numpy as np
+
+    from spamnb.bayes import metrics
+
+    y = np.asarray(result.y, dtype=bool)
+    scores = np.nan_to_num(np.asarray(result.log_odds, dtype=np.float64), posinf=1e300, neginf=-1e300)
+    n_spam, n_ham = int(y.sum()), int((~y).sum())
+    called_spam = scores >= threshold
+    hm = float((called_spam & ~y).sum() / n_ham) if n_ham else float("nan")
+    sm = float((~called_spam & y).sum() / n_spam) if n_spam else float("nan")
+    out = {"n": int(y.size), "n_spam": n_spam, "n_ham": n_ham, "threshold": threshold,
+           "n_trained": int(np.asarray(result.trained).sum()), "seconds": result.seconds,
+           "messages_per_second": y.size / result.seconds if result.seconds > 0 else float("nan"),
+           "n_features": result.n_features, "hm": hm, "sm": sm}
+    if n_spam and n_ham:
+        out["one_minus_roca_percent"] = metrics.one_minus_auc_percent(y, scores)
+        out["lam"] = lam(hm, sm, n_ham, n_spam)
+        out["ham_at_spam_0.001"], out["spam_at_ham_0.001"] = _error_at(y, scores, 0.001)
+    return out
+
+
+def learning_curve(result, window=1000, threshold=0.0):
+    """Errors over time: ``[(end, ham errors %, spam errors %, cumulative errors %)]``
+    for each window of ``window`` messages (the last may be shorter)."""
+    import numpy as np
+
+    y = np.asarray(result.y, dtype=bool)
+    wrong = (np.asarray(result.log_odds) >= threshold) != y
+    rows = []
+    for start in range(0, y.size, window):
+        stop = min(start + window, y.size)
+        ys, ws = y[start:stop], wrong[start:stop]
+        ham, spam = ~ys, ys
+        rows.append((stop,
+                     100.0 * ws[ham].sum() / ham.sum() if ham.any() else float("nan"),
+                     100.0 * ws[spam].sum() / spam.sum() if spam.any() else float("nan"),
+                     100.0 * wrong[:stop].sum() / stop))
+    return rows
+
+
+def format_online(figures, curve=None):
+    """Lines of text: the TREC summary, then the learning curve."""
+    def pct(v):
+        return "n/a" if v is None or v != v else f"{100.0 * v:.2f}"
+
+    lines = [f"messages: {figures['n']} ({figures['n_spam']} spam, {figures['n_ham']} ham), "
+             f"learned {figures['n_trained']}; vocabulary {figures['n_features']} tokens; "
+             f"{figures['seconds']:.1f} s ({figures['messages_per_second']:.0f} messages/s, classify + learn)"]
+    if "one_minus_roca_percent" in figures:
+        lines.append(f"(1-ROCA) %: {figures['one_minus_roca_percent']:.4f}")
+        lines.append(f"lam %: {pct(figures['lam'])}   (hm % {pct(figures['hm'])}, sm % {pct(figures['sm'])}, "
+                     f"decision: spam at log-odds >= {figures['threshold']:g})")
+        lines.append(f"ham misclassified at 0.1 % spam misclassified (h=.1) %: {pct(figures['ham_at_spam_0.001'])}")
+        lines.append(f"spam misclassified at 0.1 % ham misclassified (s=.1) %: {pct(figures['spam_at_ham_0.001'])}")
+    if curve:
+        lines.append("learning curve (errors per window of messages, %):")
+        lines.append(f"{'messages':>10}{'ham err %':>11}{'spam err %':>12}{'cumulative %':>14}")
+        for end, ham, spam, cumulative in curve:
+            lines.append(f"{end:>10}{ham:>11.2f}{spam:>12.2f}{cumulative:>14.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def write_curve_plot(path, result, window=500, threshold=0.0, title=""):
+    """Learning curve (errors per window, ham and spam) and the cumulative error rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = learning_curve(result, window, threshold)
+    ends = [r[0] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(ends, [r[1] for r in rows], label=f"ham misclassified (per {window})")
+    ax.plot(ends, [r[2] for r in rows], label=f"spam misclassified (per {window})")
+    ax.plot(ends, [r[3] for r in rows], label="all errors, cumulative", color="black")
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_xlabel("messages seen")
+    ax.set_ylabel("errors %")
+    ax.set_title(title or "online learning curve")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- order of the stream
+def message_date(data):
+    """POSIX time of a message's Date: header (in its header block), or None."""
+    from email.utils import parsedate_to_datetime
+
+    end = data.find(b"\n\n")
+    head = data[:end if end >= 0 else 65536][:65536]
+    match = _DATE_HEADER.search(head)
+    if not match:
+        return None
+    try:
+        when = parsedate_to_datetime(match.group(1).decode("ascii", "replace").strip())
+        if when.tzinfo is None:
+            from datetime import timezone
+
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def _name_key(relpath):
+    parts = relpath.split("/")
+    match = _LEADING_NUMBER.match(parts[-1])
+    return (parts[0] if len(parts) > 1 else "", int(match.group(1)) if match else -1, relpath)
+
+
+def order_messages(relpaths, datas, how="auto"):
+    """Indices of the messages in arrival order, and the order used ("date" or "name")."""
+    if how not in ("auto", "date", "name"):
+        raise ValueError(f"order must be auto, date or name, not {how!r}")
+    by_name = sorted(range(len(relpaths)), key=lambda i: _name_key(relpaths[i]))
+    if how == "name":
+        return by_name, "name"
+    dates = [message_date(d) for d in datas]
+    n_dated = sum(d is not None for d in dates)
+    if how == "auto" and n_dated < 0.5 * max(1, len(dates)):
+        return by_name, "name"
+    keyed, last = [], float("-inf")
+    for rank, i in enumerate(sorted(range(len(relpaths)), key=lambda i: relpaths[i])):
+        if dates[i] is not None:
+            last = dates[i]
+        keyed.append((last, rank, i))   # undated: just after the message before it in path order
+    keyed.sort()
+    return [i for _, _, i in keyed], "date"
+
+
+def read_index(path):
+    """``[(is_spam, message path)]`` from an index file of ``judgement path`` lines
+    (``spam ../data/inmail.1``); paths are relative to the index's folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    out = []
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        for n, line in enumerate(f, 1):
+            fields = line.split(None, 1)
+            if not fields:
+                continue
+            if len(fields) != 2 or fields[0].lower() not in ("spam", "ham"):
+                raise ValueError(f"{path}:{n}: expected 'spam PATH' or 'ham PATH'")
+            out.append((fields[0].lower() == "spam", os.path.join(folder, fields[1].strip())))
+    return out
+
+
+# ---------------------------------------------------------------- the command
+def run_command(args):
+    """``spamnb evaluate --online`` with parsed ``args`` (see ``spamnb.evaluation.crossval``); returns the exit code."""
+    import json
+    import sys
+
+    import numpy as np
+
+    from spamnb.training.corpus import CorpusError, CorpusReport, labelled_messages
+    from spamnb.evaluation.crossval import EXIT_ERROR, EXIT_NO_MATPLOTLIB, EXIT_OK, EXIT_USAGE
+
+    def error(message, code):
+        print(f"spamnb evaluate: {message}", file=sys.stderr)
+        return code
+
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return error("--plot needs matplotlib, which is not installed (pip install matplotlib)",
+                         EXIT_NO_MATPLOTLIB)
+    if args.train or args.test:
+        return error("--online takes CORPUS/--spam/--ham or --index, not --train/--test", EXIT_USAGE)
+    if args.compare:
+        return error("--compare is for cross-validation, not --online", EXIT_USAGE)
+    if args.window < 1:
+        return error("--window must be at least 1", EXIT_USAGE)
+    if args.margin < 0 or not math.isfinite(args.margin):
+        return error("--margin must be a number >= 0", EXIT_USAGE)
+    report = CorpusReport()
+    if args.index:
+        if args.corpus or args.spam or args.ham:
+            return error("give either --index or a corpus", EXIT_USAGE)
+        try:
+            rows = read_index(args.index)
+        except (OSError, ValueError) as exc:
+            return error(f"{args.index}: {getattr(exc, 'strerror', None) or exc}", EXIT_ERROR)
+        messages, labels = [p for _, p in rows], [s for s, _ in rows]
+        for path in messages:
+            if not os.path.isfile(path):
+                return error(f"{path}: no such message file (from {args.index})", EXIT_ERROR)
+        order_used = "index file"
+    else:
+        if not (args.corpus or args.spam or args.ham):
+            return error("give a corpus: CORPUS folder(s), --spam/--ham paths, or --index FILE", EXIT_USAGE)
+        try:
+            items = labelled_messages(trees=args.corpus, spam=args.spam, ham=args.ham, report=report)
+        except CorpusError as exc:
+            return error(str(exc), EXIT_ERROR)
+        order, order_used = order_messages([m.relpath for m in items], [m.data for m in items], args.order)
+        messages = [items[i].data for i in order]
+        labels = [items[i].is_spam for i in order]
+    y = np.asarray(labels, dtype=bool)
+    if not y.any() or y.all():
+        return error(f"need both spam and ham, found {int(y.sum())} spam and {int((~y).sum())} ham", EXIT_USAGE)
+    params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
+    tokenizer = None
+    if getattr(args, "word_pairs", 0):
+        from spamnb.mail.tokenizer import with_pairs
+
+        tokenizer = with_pairs(args.word_pairs)
+    feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
+        if args.train_on_error else "full feedback"
+    print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "
+          f"{report.summary()}")
+    try:
+        result = run_online(messages, y, params, train_on_error=args.train_on_error, margin=args.margin,
+                            tokenizer=tokenizer)
+    except OSError as exc:
+        return error(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_ERROR)
+    figures = online_figures(result)
+    curve = learning_curve(result, args.window)
+    print(format_online(figures, curve), end="")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"protocol": "online", "feedback": feedback, "order": order_used,
+                       "params": dict(params, word_pairs=getattr(args, "word_pairs", 0)),
+                       "figures": figures, "learning_curve": curve}, f, indent=1)
+            f.write("\n")
+        print(f"wrote {args.json}")
+    if args.plot:
+        write_curve_plot(args.plot, result, args.window, title=f"online, {feedback}")
+        print(f"wrote {args.plot}")
+    return EXIT_OK

@@ -1,0 +1,474 @@
+"""Cutoffs that fit the user's own mail: chosen by cross-validation inside the training data.
+
+After ``SpamFilter.fit(messages, labels)``, :func:`calibrate` estimates the
+log-odds the filter would give mail it has not seen: the training messages
+are dealt into ``n_folds`` stratified folds, and each fold is scored by the
+model of the other folds.  Counts are additive, so no fold model is trained:
+its counts are the whole model's minus the fold's own rows (its vocabulary
+the tokens with a count left), and its log-odds are exactly those of a
+``SpamFilter`` fitted on the other folds (same alpha, counts transform and
+class prior; ``tests/test_calibrate.py`` checks this).  Cost: one more
+tokenizing pass over the training messages and a few sparse products.
+
+The rule (:func:`choose_cutoffs`), on the held-out log-odds:
+
+- spam cutoff: the lowest log-odds that at most ``target_fpr`` of the
+  held-out ham reach (floor(target_fpr x n_ham) ham may reach it), plus
+  ``margin`` (default 1) log-odds of safety, since the tail of ham scores
+  is estimated from a handful of messages;
+- ham cutoff: log-odds -4 (``spamnb.model.spam_filter.DEFAULT_HAM_LOG_ODDS``, P = 0.018),
+  lowered to the spam cutoff when that is below it; raised when the unsure
+  band between the two would hold more than ``max_unsure`` (default 5 %) of
+  the held-out messages (the band holds exactly that share then);
+- expected figures (held-out): false-positive rate, spam missed (spam below
+  the spam cutoff: unsure counts as missed), unsure share.
+
+Too little data: with fewer than ``min_ham`` (default 200) ham, or fewer
+than 1 / ``target_fpr`` ham (1,000 for the default 0.1 %: a target that
+allows no held-out ham over the cutoff puts it above the one highest ham
+score, so a single message would decide it), or fewer than ``min_spam``
+(default 50) spam, the tail cannot be estimated; the cutoffs
+are then the documented defaults (``spamnb.model.spam_filter.DEFAULT_SPAM_CUTOFF``,
+``DEFAULT_HAM_CUTOFF``), and ``Calibration.rule`` says so; the same with the
+message features on (``feature_weight`` > 0), which the fold scores leave out.
+
+Cutoffs are stored as probabilities; P(spam) rounds to 1.0 above log-odds
+~36.7, so a spam cutoff is capped at log-odds 36 (``MAX_LOG_ODDS``).
+
+Ten folds (``DEFAULT_FOLDS``; five before commit e553d40).  A fold model
+holds (K - 1) / K of the training mail, and the held-out ham it scores
+highest set the spam cutoff.  With fold models of 90 % instead of 80 %,
+over 8 fold assignments of each train part of the fixed split
+(``scripts/cutoff_variance.py --salts 8 --folds 5 | 10 | 20``): SpamAssassin's
+mean spam cutoff 11.80 / 9.34 / 9.08, test spam missed 4.92 ± 1.43 / 3.77
+± 1.51 / 3.71 ± 1.92 %; Enron-Spam's 22.06 / 22.52 / 22.60, 7.84 ± 0.48 /
+7.93 ± 0.36 / 8.00 ± 0.48 %; test ham called spam 0 of 841 and 1 of 2,383
+under every assignment.  Cost: 2 x K count rows and K fold models per
+vocabulary token (docs/scale.md); ``spamnb train`` took 1.30x (SpamAssassin)
+and 1.43x (Enron-Spam) the time of five folds, its largest process 1.4x
+and 1.3x the memory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from collections import namedtuple
+
+from spamnb.model.verdict import logit as _logit
+from spamnb.model.verdict import probability as _probability
+
+__all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
+           "min_ham_for", "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled",
+           "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN",
+           "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
+
+DEFAULT_TARGET_FPR = 0.001
+DEFAULT_MAX_UNSURE = 0.05
+DEFAULT_MARGIN = 1.0
+DEFAULT_FOLDS = 10
+MIN_HAM = 200
+MIN_SPAM = 50
+MAX_LOG_ODDS = 36.0
+
+Calibration = namedtuple("Calibration", "spam_cutoff ham_cutoff spam_log_odds ham_log_odds expected_fpr "
+                                        "expected_spam_missed expected_unsure n_ham n_spam n_folds rule word_pairs",
+                         defaults=(None,))
+Calibration.__doc__ = """Cutoffs chosen for a filter (probabilities and log-odds), the
+held-out figures expected at them (fractions; None when the defaults were
+used), the data they rest on and the rule that chose them (one line); and
+``word_pairs``: None, or when ``spamnb.training.parallel.train`` chose between word
+pairs and none, ``(window kept (0: none), held-out spam missed without,
+with, 1-AUC % without, with)`` (the four None: the corpus was too large to
+try them)."""
+
+
+
+def cross_val_log_odds(spam_filter, messages, labels, n_folds=DEFAULT_FOLDS, seed=0):
+    """Held-out log-odds of each training message: float64 array (n_messages,).
+
+    ``spam_filter`` must have been fitted on exactly ``messages``/``labels``.
+    Message ``i`` is scored by the counts of the other folds (see the module doc).
+    """
+    import numpy as np
+
+    from spamnb.evaluation.crossval import stratified_folds
+    from spamnb.model.labels import is_spam_label
+
+    y = np.array([is_spam_label(v) for v in labels], dtype=bool)
+    X = spam_filter.transform(messages)      # transformed counts; every token is known
+    if X.shape[0] != y.size:
+        raise ValueError(f"{X.shape[0]} messages but {y.size} labels")
+    length = float(getattr(spam_filter, "length_norm", 0.0)) or None   # scoring normalises over known tokens
+    return fold_log_odds(X, y, stratified_folds(y, n_folds, seed), float(spam_filter.alpha), spam_filter.prior,
+                         renormalise=length)
+
+
+def fold_log_odds(X, y, folds, alpha, prior="mle", min_df=1, renormalise=None):
+    """Held-out log-odds of the rows of ``X`` (CSR of per-message token weights,
+    ``y`` True for spam): the rows of each fold in ``folds`` (index arrays)
+    scored by the naive Bayes of all the other rows, over the tokens those rows
+    hold (in at least ``min_df`` of them: 2 drops the hapaxes).  With
+    ``renormalise=S`` a held-out row is scaled to Euclidean length S over the
+    tokens the fold model knows (an experiment: length normalisation)."""
+    import numpy as np
+
+    X = X.tocsr()
+    y = np.asarray(y, dtype=bool)
+    total = np.vstack([np.asarray(X[~y].sum(axis=0)).ravel(), np.asarray(X[y].sum(axis=0)).ravel()])
+    present = X.copy()
+    present.data = (present.data != 0).astype(np.float64)
+    doc_freq = np.asarray(present.sum(axis=0)).ravel()
+    class_count = np.array([(~y).sum(), y.sum()], dtype=np.float64)
+    out = np.empty(y.size, dtype=np.float64)
+    for test in folds:
+        Xk, yk = X[test], y[test]
+        fc = total - np.vstack([np.asarray(Xk[~yk].sum(axis=0)).ravel(), np.asarray(Xk[yk].sum(axis=0)).ravel()])
+        np.maximum(fc, 0.0, out=fc)          # rounding of total - part
+        seen = doc_freq - np.asarray(present[test].sum(axis=0)).ravel() >= max(1, min_df)
+        n_features = int(seen.sum())
+        log_norm = np.log(fc.sum(axis=1) + alpha * n_features)
+        weight = (np.log(fc[1] + alpha) - np.log(fc[0] + alpha)) - (log_norm[1] - log_norm[0])
+        weight[~seen] = 0.0                    # tokens the fold model never saw are unknown to it
+        n_ham, n_spam = class_count - np.array([(~yk).sum(), yk.sum()], dtype=np.float64)
+        words = Xk @ weight
+        if renormalise is not None:
+            known = Xk.multiply(seen[None, :].astype(np.float64)).tocsr()
+            norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
+            words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
+        out[test] = _prior_ratio(prior, n_ham, n_spam) + words
+    return out
+
+
+def _prior_ratio(prior, n_ham, n_spam):
+    if prior == "uniform":
+        return 0.0
+    if prior == "map":
+        n_ham, n_spam = n_ham + 1.0, n_spam + 1.0
+    if n_ham <= 0 or n_spam <= 0:
+        return math.inf if n_ham <= 0 < n_spam else (-math.inf if n_spam <= 0 < n_ham else 0.0)
+    return math.log(n_spam) - math.log(n_ham)
+
+
+# ---------------------------------------------------------------------------- streaming
+# What `spamnb train` runs (one process or -j N): no matrix of the corpus.  The
+# counting pass adds each message to its class's counts and to its fold's
+# (spamnb.training.parallel.count_messages with n_folds); the fold models are then the
+# whole counts minus each fold's (FoldModels), and a second pass scores each
+# message with its fold's model through the filter's compiled scorer
+# (held_out_log_odds), keeping one float per message.
+
+
+def fold_of(data, n_folds=DEFAULT_FOLDS):
+    """The cross-validation fold of a message (its bytes): the first 8 bytes
+    of its BLAKE2b digest modulo ``n_folds``.
+
+    It depends on the message alone, never on the order of reading or the
+    number of workers, and copies of a message share a fold (so a copy never
+    helps score its twin).  Each class spreads over the folds at random
+    (stratified in expectation, not dealt exactly as
+    :func:`spamnb.evaluation.crossval.stratified_folds` deals them)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") % n_folds
+
+
+class FoldModels:
+    """The ``n_folds`` held-out models of a filter's counts, as compiled scorers.
+
+    Fold ``k``'s model is the filter's counts minus fold ``k``'s (clipped at
+    0 against rounding), over the tokens some other fold holds (the others
+    are unknown to it: their slots in its copy of the hash index say -1), with
+    the filter's alpha, class prior estimator, counts transform and
+    ``length_norm``: the model :func:`fold_log_odds` scores with.  Memory:
+    ``n_folds`` x (2 classes x 8 B per token + 4 B per hash slot): bounded by
+    the vocabulary.
+
+    Parameters
+    ----------
+    arrays : dict
+        ``keys`` (uint64, the hash index's slots), ``values`` (int32,
+        ``(n_folds, capacity)``), ``log_count`` (float64, ``(n_folds, 2 *
+        n_features)``), ``log_norm`` and ``log_prior`` (float64, ``(n_folds, 2)``).
+    transform : int
+        The ``_vocab.COUNTS_*`` code of the filter's ``counts``.
+    length : float
+        The filter's ``length_norm``.
+    """
+
+    _NAMES = ("keys", "values", "log_count", "log_norm", "log_prior")
+
+    def __init__(self, arrays, transform, length):
+        from spamnb.bayes import _vocab
+
+        self.arrays, self.transform, self.length = arrays, int(transform), float(length)
+        self.n_folds = int(arrays["values"].shape[0])
+        n_features = arrays["log_count"].shape[1] // 2
+        self.scorers_ = [_vocab.Scorer(arrays["keys"], arrays["values"][k], arrays["log_count"][k], n_features,
+                                       arrays["log_norm"][k].tolist(), arrays["log_prior"][k].tolist(),
+                                       self.transform, self.length)
+                         for k in range(self.n_folds)]
+
+    def __reduce__(self):   # the arrays, not the compiled scorers (rebuilt on arrival: Dask ships it once a worker)
+        return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
+
+    @classmethod
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, overwrite=False):
+        """The fold models of a fitted ``spam_filter`` (the whole counts) and
+        its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
+        fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``.
+
+        ``overwrite``: ``fold_feature_count`` (a C-contiguous float64 array
+        the caller drops afterwards) becomes the models' log-counts, fold by
+        fold, instead of a new array as large (``spamnb train``: its peak
+        memory, with ten folds, is the fold counts and the fold models
+        together)."""
+        import numpy as np
+
+        from spamnb.model.spam_filter import COUNT_TRANSFORMS
+
+        alpha = float(spam_filter.alpha)
+        total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+        n_features = total.shape[1]
+        folds = np.asarray(fold_feature_count, dtype=np.float64).reshape(-1, 2, n_features)
+        n_folds = folds.shape[0]
+        overwrite = overwrite and folds.flags.c_contiguous and folds.flags.writeable
+        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+        keys = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64)
+        values = np.frombuffer(spam_filter.vocabulary_.values, dtype=np.int32)
+        occupied = np.flatnonzero(keys != 0)
+        index = values[occupied]                        # the occupied slots' token indices
+        present = folds[:, 0] > 0                       # (n_folds, n_features): the fold holds the token
+        present |= folds[:, 1] > 0                      # (no float temporary of the folds' size)
+        in_folds = present.sum(axis=0, dtype=np.int32)
+        out = {"keys": keys, "values": np.empty((n_folds, keys.size), dtype=np.int32),
+               "log_count": folds.reshape(n_folds, 2 * n_features) if overwrite else
+               np.empty((n_folds, 2 * n_features)), "log_norm": np.empty((n_folds, 2)),
+               "log_prior": np.zeros((n_folds, 2))}
+        for k in range(n_folds):
+            seen = in_folds - present[k] >= 1            # held by another fold
+            fc = total - folds[k]
+            np.maximum(fc, 0.0, out=fc)                  # rounding of total - part
+            out["log_count"][k] = np.log(fc + alpha).ravel()
+            out["log_norm"][k] = np.log(fc.sum(axis=1) + alpha * int(seen.sum()))
+            n_ham, n_spam = class_count - np.asarray(fold_class_count[k], dtype=np.float64)
+            out["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
+            out["values"][k] = values
+            out["values"][k, occupied] = np.where(seen[index], index, -1)
+        return cls(out, COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
+
+    def save(self, folder):
+        """Write the arrays to ``folder`` (one ``.npy`` each, for :meth:`load`); returns ``folder``."""
+        import json
+
+        import numpy as np
+
+        for name in self._NAMES:
+            np.save(os.path.join(folder, name + ".npy"), self.arrays[name])
+        with open(os.path.join(folder, "settings.json"), "w") as f:
+            json.dump({"transform": self.transform, "length": self.length}, f)
+        return folder
+
+    @classmethod
+    def load(cls, folder):
+        """The models :meth:`save` wrote, memory-mapped (the processes that load
+        them share the pages)."""
+        import json
+
+        import numpy as np
+
+        with open(os.path.join(folder, "settings.json")) as f:
+            settings = json.load(f)
+        arrays = {name: np.load(os.path.join(folder, name + ".npy"), mmap_mode="r") for name in cls._NAMES}
+        return cls(arrays, settings["transform"], settings["length"])
+
+    def log_odds(self, fold, hashes):
+        """The log-odds of a message (its token ``hashes``) under fold ``fold``'s model."""
+        jll = self.scorers_[fold].score(hashes)[0]
+        return jll[1] - jll[0]
+
+
+def held_out_log_odds(models, tokenizer, messages):
+    """Score ``(bytes, is_spam)`` pairs, each with its fold's model:
+    ``(ham_log_odds, spam_log_odds, per_fold)``, two float64 arrays in the
+    order of the messages and the ``(n_folds, 2)`` numbers of ham and spam
+    per fold (int64; what the counting pass counted, if the corpus did not
+    change)."""
+    stream = tokenizer.stream
+    n_folds = models.n_folds
+    return _held_out(models, ((fold_of(data, n_folds), is_spam, stream(data).hashes) for data, is_spam in messages))
+
+
+def spill(out, hashes, is_spam, fold):
+    """Write one message's record for :func:`held_out_spilled` to the binary
+    file ``out``: its token ``hashes`` (``array('Q')``), class and fold."""
+    out.write((len(hashes) | int(bool(is_spam)) << 32 | fold << 40).to_bytes(8, "little"))
+    out.write(hashes)
+
+
+def held_out_spilled(models, path):
+    """:func:`held_out_log_odds` of the messages :func:`spill` wrote to the
+    file at ``path`` (or to the open binary file ``path``): the counting
+    pass's token hashes, so the corpus is not read or tokenized again."""
+    def records(f):
+        read = f.read
+        while True:
+            head = read(8)
+            if not head:
+                return
+            word = int.from_bytes(head, "little")
+            n = word & 0xFFFFFFFF
+            hashes = read(8 * n)
+            if len(head) != 8 or len(hashes) != 8 * n or (word >> 40) >= models.n_folds:
+                raise ValueError(f"{path}: a damaged record")
+            yield word >> 40, (word >> 32) & 0xFF, memoryview(hashes).cast("Q")
+
+    if hasattr(path, "read"):   # an open file, read from its start
+        path.seek(0)
+        return _held_out(models, records(path))
+    with open(path, "rb", buffering=1 << 20) as f:
+        return _held_out(models, records(f))
+
+
+def _held_out(models, records):
+    import numpy as np
+
+    scores = (array("d"), array("d"))
+    per_fold = np.zeros((models.n_folds, 2), dtype=np.int64)
+    log_odds = models.log_odds
+    for fold, is_spam, hashes in records:
+        spam = int(bool(is_spam))
+        scores[spam].append(log_odds(fold, hashes))
+        per_fold[fold, spam] += 1
+    return np.frombuffer(scores[0], dtype=np.float64), np.frombuffer(scores[1], dtype=np.float64), per_fold
+
+
+def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
+                   margin=DEFAULT_MARGIN):
+    """``(spam cutoff, ham cutoff)`` in log-odds from held-out scores (see the module doc)."""
+    import numpy as np
+
+    ham = np.sort(np.asarray(ham_log_odds, dtype=np.float64))[::-1]
+    spam = np.asarray(spam_log_odds, dtype=np.float64)
+    allowed = int(math.floor(target_fpr * ham.size + 1e-9))    # ham that may reach the cutoff
+    if allowed >= ham.size:
+        spam_cut = -math.inf
+    else:
+        spam_cut = float(np.nextafter(ham[allowed], np.inf)) + margin
+    spam_cut = min(spam_cut, MAX_LOG_ODDS)
+    from spamnb.model.spam_filter import DEFAULT_HAM_LOG_ODDS
+
+    ham_cut = min(DEFAULT_HAM_LOG_ODDS, spam_cut)
+    everything = np.concatenate([ham, spam])
+    in_band = ((everything > ham_cut) & (everything < spam_cut)).sum()
+    if everything.size and in_band > max_unsure * everything.size:
+        below = np.sort(everything[everything < spam_cut])[::-1]
+        keep = int(math.floor(max_unsure * everything.size))  # messages left in the band
+        ham_cut = float(below[keep]) if keep < below.size else ham_cut
+    return spam_cut, ham_cut
+
+
+def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
+              margin=DEFAULT_MARGIN, n_folds=DEFAULT_FOLDS, seed=0, min_ham=MIN_HAM, min_spam=MIN_SPAM):
+    """A :class:`Calibration` for ``spam_filter`` (fitted on ``messages``/``labels``).
+
+    ``messages`` is read once (an iterable: `spamnb train` reads the corpus again).  The filter is not
+    changed: :func:`apply` sets its cutoffs.
+    """
+    import numpy as np
+
+    from spamnb.model.labels import is_spam_label
+
+    y = np.array([is_spam_label(v) for v in labels], dtype=bool)
+    n_spam, n_ham = int(y.sum()), int((~y).sum())
+    defaults = calibration_check(spam_filter, n_ham, n_spam, target_fpr, max_unsure, min_ham, min_spam)
+    if defaults is not None:
+        return defaults
+    scores = cross_val_log_odds(spam_filter, messages, y, n_folds, seed)
+    return from_scores(scores[~y], scores[y], n_folds, target_fpr, max_unsure, margin)
+
+
+def min_ham_for(target_fpr, min_ham=MIN_HAM):
+    """The held-out ham needed to set a spam cutoff for ``target_fpr``: at least
+    ``min_ham``, and enough that the target allows one ham over the cutoff
+    (1 / target_fpr: 1,000 for 0.1 %); fewer cannot estimate that tail."""
+    if target_fpr <= 0:
+        return min_ham
+    return max(min_ham, math.ceil(1.0 / target_fpr - 1e-9))
+
+
+def calibration_check(spam_filter, n_ham, n_spam, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,
+                      min_ham=MIN_HAM, min_spam=MIN_SPAM):
+    """Check the options (ValueError) and return the :class:`Calibration` of
+    the default cutoffs when there is too little data for the held-out scores
+    (or the message features are on); None when the cutoffs can be chosen."""
+    from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+
+    if not 0.0 <= target_fpr < 1.0:
+        raise ValueError(f"target_fpr must be in [0, 1), got {target_fpr!r}")
+    if not 0.0 <= max_unsure <= 1.0:
+        raise ValueError(f"max_unsure must be in [0, 1], got {max_unsure!r}")
+    why = None
+    needed_ham = min_ham_for(target_fpr, min_ham)
+    if n_ham < needed_ham or n_spam < min_spam:
+        why = (f"too little data to estimate them ({n_ham} ham, {n_spam} spam; "
+               f"needs {needed_ham} ham and {min_spam} spam)")
+    elif getattr(spam_filter, "feature_weight", 0):
+        why = "the fold scores leave out the message features (feature_weight > 0)"
+    if why is None:
+        return None
+    return Calibration(DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF, _logit(DEFAULT_SPAM_CUTOFF),
+                       _logit(DEFAULT_HAM_CUTOFF), None, None, None, n_ham, n_spam, 0, f"default cutoffs: {why}")
+
+
+def from_scores(ham_log_odds, spam_log_odds, n_folds=DEFAULT_FOLDS, target_fpr=DEFAULT_TARGET_FPR,
+                max_unsure=DEFAULT_MAX_UNSURE, margin=DEFAULT_MARGIN):
+    """The :class:`Calibration` of held-out log-odds (:func:`choose_cutoffs`, and the
+    figures expected at the cutoffs)."""
+    import numpy as np
+
+    ham = np.asarray(ham_log_odds, dtype=np.float64)
+    spam = np.asarray(spam_log_odds, dtype=np.float64)
+    spam_cut, ham_cut = choose_cutoffs(ham, spam, target_fpr, max_unsure, margin)
+    fpr = float((ham >= spam_cut).mean())
+    missed = float((spam < spam_cut).mean())
+    everything = np.concatenate([ham, spam])
+    unsure = float(((everything > ham_cut) & (everything < spam_cut)).mean())
+    rule = (f"{n_folds}-fold cross-validation on the training mail: spam at log-odds >= {spam_cut:.2f} "
+            f"(at most {100 * target_fpr:g} % of held-out ham, + {margin:g} margin), ham at <= {ham_cut:.2f}")
+    return Calibration(_probability(spam_cut), _probability(ham_cut), spam_cut, ham_cut, fpr, missed, unsure,
+                       int(ham.size), int(spam.size), n_folds, rule)
+
+
+def apply(spam_filter, calibration):
+    """Set the filter's cutoffs to the calibration's; returns the filter."""
+    spam_filter.spam_cutoff = float(calibration.spam_cutoff)
+    spam_filter.ham_cutoff = min(float(calibration.ham_cutoff), spam_filter.spam_cutoff)
+    return spam_filter
+
+
+def _pairs_max():
+    from spamnb.training.parallel import PAIRS_MAX_MESSAGES
+
+    return PAIRS_MAX_MESSAGES
+
+
+def describe(calibration):
+    """One or two lines for ``spamnb train``."""
+    c = calibration
+    if c.expected_fpr is None:
+        return f"cutoffs: {c.rule}"
+    pairs = ""
+    if c.word_pairs is not None and c.word_pairs[1] is None:
+        pairs = (f"\nword pairs: {'on' if c.word_pairs[0] else 'off'}: not tried on more than "
+                 f"{_pairs_max():,} messages (--word-pairs 2 turns them on)")
+    elif c.word_pairs is not None:
+        window, missed, missed_pairs, error, error_pairs = c.word_pairs
+        pairs = (f"\nword pairs: {'on (window ' + str(window) + ')' if window else 'off'}: held-out spam missed "
+                 f"{100 * missed:.2f} % without them, {100 * missed_pairs:.2f} % with (1-AUC {error:.4f} %, "
+                 f"{error_pairs:.4f} %)")
+    return (f"cutoffs: spam if log-odds >= {c.spam_log_odds:.2f}, ham if <= {c.ham_log_odds:.2f} "
+            f"({c.n_folds}-fold cross-validation on the training mail)\n"
+            f"expected: false positives {100 * c.expected_fpr:.2f} %, spam missed {100 * c.expected_spam_missed:.2f} %, "
+            f"unsure {100 * c.expected_unsure:.2f} % (held-out training mail, {c.n_ham} ham, {c.n_spam} spam)" + pairs)

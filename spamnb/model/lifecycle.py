@@ -1,0 +1,782 @@
+"""Model lifecycle: the text dump, merge and prune.
+
+A filter that learns for years has to be backed up, moved, combined and kept
+small.  This module holds the operations on a whole model; the CLI commands
+(``spamnb dump``, ``load``, ``merge``, ``prune``) are thin shells over them
+(``spamnb.cli.models``).
+
+The dump (format ``spamnb-dump 2``; version 1 is read too)
+----------------------------------------------------------
+UTF-8 text, one record per line (LF), written and read as a stream::
+
+    spamnb-dump 2
+    columns token ham spam last-seen
+    settings {"alpha":0.01,"counts":"log",...,"tokenizer":{...}}
+    features null
+    created 2026-11-23
+    last-learn 2026-11-23
+    max-tokens -
+    messages 2841 1973
+    tokens 3
+    subject:free\t0\t3.295836866004329\t2026-11-20
+    hello\t12\t1\t2026-11-23
+    a\\tb\t0.6931471805599453\t0\t-
+    ledger 1
+    0f1e2d3c4b5a69788796a5b4c3d2e1f0\tspam
+    end 3 5f0c1e2a
+
+- The header lines are ``key value``: ``settings`` and ``features`` are
+  one-line JSON (the model's parameters and tokenizer settings; the Gaussian
+  message-feature statistics, or ``null``), ``created``/``last-learn`` are
+  days (``YYYY-MM-DD``, or ``-`` when unknown), ``max-tokens`` the size
+  past which a learn prunes the model (``-``: never), ``messages`` the messages
+  learned per class (ham, spam), ``tokens`` how many token lines follow.
+- One line per token, in the model's feature order, four tab-separated
+  fields: the token, its (transformed) ham and spam counts, and the day it
+  was last seen in a learned message (``-`` when unknown).  Counts are
+  written exactly: an integer as digits, any other float as Python's
+  shortest round-trip ``repr``.  The token is escaped so that any token
+  (any code point, a lone surrogate included) fits on one line: ``\\\\``,
+  ``\\t``, ``\\n``, ``\\r``, other control characters as ``\\xHH`` and lone
+  surrogates as ``\\uDXXX``; every other character is itself, in UTF-8.
+- Version 2: after the token lines, ``ledger M`` and M lines, the learned
+  messages of the ledger (``spamnb.model.ledger``), oldest first: the 16-byte
+  digest in hex, a tab, ``spam`` or ``ham``.  Version 1 has no ledger (it
+  loads with an empty one).
+- The last line is ``end N CRC``: the number of token lines again and the
+  CRC-32 (hex) of every byte before that line.  A dump that does not end so
+  was cut short; a checksum that does not match was damaged (or edited: a
+  hand-written dump may give ``-`` for CRC).
+
+``dump`` then ``load`` gives back the same model: same tokens in the same
+order, the same counts to the last bit, so the same scores; ``dump | load |
+dump`` is byte-identical.
+
+Merge
+-----
+Models with the same settings (tokenizer, alpha, prior, count transform)
+combine by adding their counts, token by token (tokens new to the first
+model are appended in the order the other model has them, which is the
+order in which training on the union would have met them).  With integer
+counts (``counts="raw"`` or ``"binary"``) the result is bit-identical to
+training on the union of the messages; with ``counts="log"`` the per-token
+sums are the same numbers added in another grouping, equal to within
+rounding (a few units in the last place).  A token's last-seen day is the
+later of the two.
+
+Prune
+-----
+Three policies, combinable; each drops whole tokens (their counts go,
+the message counts stay, as if those tokens had never been counted):
+
+- ``min_count``: drop tokens seen fewer than N times in all, a time being one
+  occurrence in one message (a count of ``transform(1)``: 1, or log 2 with
+  ``counts="log"``).  A model with ``length_norm`` > 0 (the default since
+  length normalisation became one) scales each message's counts by its own
+  length, so its counts do not tell occurrences: ``min_count`` is refused
+  there (ValueError), and ``describe`` counts no hapaxes.
+- ``max_age``: drop tokens not seen in a learned message for more than N days.
+- ``target_size``: keep the N most useful tokens.  A token's usefulness is
+  its share of the symmetric Kullback-Leibler (Jeffreys) divergence between
+  the spam and ham token distributions,
+
+      u_i = (theta_spam,i - theta_ham,i) (log theta_spam,i - log theta_ham,i) >= 0,
+
+  i.e. how much the token separates the classes on average: a token that
+  appears in a message moves its log-odds by w_i = log theta_spam,i - log
+  theta_ham,i, and it appears with probability ~theta_c,i per token drawn,
+  so u_i is the expected gap it opens between a spam and a ham.  Rare tokens
+  (small theta) and even tokens (w ~ 0) are the least useful; ties go to
+  the token seen most recently, then to the older feature.
+  ``scripts/prune_curve.py`` measures this against the alternatives
+  (by total count; by |w| times count) in docs/lifecycle.md.
+
+Everything here reads and writes a :class:`spamnb.SpamFilter` through a few
+adapter functions (``_state``/``_build``), the only code that knows where a
+filter keeps its counts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import re
+import zlib
+from array import array
+
+from spamnb.model.ages import today
+
+__all__ = ["DumpError", "DUMP_FORMAT", "DUMP_VERSION", "dump", "load_dump", "merge", "prune", "prune_mask",
+           "usefulness", "describe", "expire", "today", "DEFAULT_TARGET_SIZE", "SETTINGS_THAT_MUST_MATCH"]
+
+DUMP_FORMAT = "spamnb-dump"
+DUMP_VERSION = 2
+DUMP_VERSIONS = (1, 2)        # the versions load_dump reads
+COLUMNS = "token ham spam last-seen"
+MAX_LINE = 1 << 16            # bytes; the tokenizer's tokens are at most ~1,000 characters
+_CHUNK = 4096                 # lines written per write()
+_EPOCH = datetime.date(1970, 1, 1).toordinal()
+SETTINGS_THAT_MUST_MATCH = ("tokenizer", "alpha", "prior", "counts", "feature_weight", "length_norm")
+UNKNOWN_DAY = 0               # a last-seen day of 0 means "not known" (a model from before the field)
+
+
+class DumpError(ValueError):
+    """A dump that cannot be read (damaged, truncated, of another format); the
+    message names the line."""
+
+
+def day_text(day):
+    """``YYYY-MM-DD`` of a day number, ``-`` for an unknown day."""
+    if day <= UNKNOWN_DAY:
+        return "-"
+    return datetime.date.fromordinal(_EPOCH + int(day)).isoformat()
+
+
+def _parse_day(text):
+    if text == "-":
+        return UNKNOWN_DAY
+    if len(text) != 10:
+        raise ValueError(f"bad day {text!r} (YYYY-MM-DD or -)")
+    day = datetime.date.fromisoformat(text).toordinal() - _EPOCH
+    if day <= 0:
+        raise ValueError(f"day {text!r} is before 1970-01-02")
+    return day
+
+
+# ---------------------------------------------------------------------------- adapter
+# The only functions that know how a SpamFilter keeps its state.
+
+def _settings(spam_filter):
+    return {"tokenizer": spam_filter.tokenizer_.settings, "alpha": float(spam_filter.alpha),
+            "prior": spam_filter.prior, "counts": spam_filter.counts,
+            "spam_cutoff": float(spam_filter.spam_cutoff), "ham_cutoff": float(spam_filter.ham_cutoff),
+            "n_evidence": int(spam_filter.n_evidence), "feature_weight": float(spam_filter.feature_weight),
+            "length_norm": float(spam_filter.length_norm)}
+
+
+class _State:
+    """A filter's state as plain arrays: ``counts`` float64 (2, V) [ham, spam],
+    ``hashes`` uint64 (V,), ``blob``/``offsets`` the UTF-8 token strings,
+    ``days`` int32 (V,) last-seen days (0 unknown)."""
+
+    __slots__ = ("settings", "class_count", "counts", "hashes", "blob", "offsets", "days", "features",
+                 "created", "last_learn", "max_tokens")
+
+    def __init__(self, settings, class_count, counts, hashes, blob, offsets, days, features=None,
+                 created=UNKNOWN_DAY, last_learn=UNKNOWN_DAY, max_tokens=None):
+        self.settings, self.class_count, self.counts = settings, class_count, counts
+        self.hashes, self.blob, self.offsets, self.days = hashes, blob, offsets, days
+        self.features, self.created, self.last_learn = features, created, last_learn
+        self.max_tokens = max_tokens
+
+    def replace(self, **changes):
+        fields = {name: getattr(self, name) for name in self.__slots__}
+        fields.update(changes)
+        return _State(**fields)
+
+    @property
+    def n_features(self):
+        return len(self.hashes)
+
+
+def _state(spam_filter):
+    import numpy as np
+
+    spam_filter._require_fitted()
+    vocab = spam_filter.vocabulary_
+    n = vocab.n_features
+    hashes = vocab.hashes()
+    blob, offsets = vocab.string_table()
+    offsets = np.frombuffer(offsets, dtype=np.uint64) if n else np.zeros(1, dtype=np.uint64)
+    counts = _feature_counts(spam_filter, n)
+    ages = spam_filter.ages_
+    days = np.frombuffer(ages.days(n), dtype=np.int32)
+    features = spam_filter.features_.to_dict() if spam_filter.features_ is not None else None
+    return _State(_settings(spam_filter), tuple(float(v) for v in spam_filter.class_count_), counts, hashes,
+                  blob, offsets, days, features, ages.created, ages.last_learn, ages.max_tokens)
+
+
+def _feature_counts(spam_filter, n):
+    return spam_filter._counts().matrix()
+
+
+def _build(state):
+    """A SpamFilter holding ``state`` (its arrays are copied)."""
+    import numpy as np
+
+    from spamnb.model.ages import Ages
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.bayes.wordcounts import WordCounts
+
+    s = state.settings
+    spam_filter = SpamFilter(tokenizer=Tokenizer.from_settings(s["tokenizer"]), alpha=s["alpha"], prior=s["prior"],
+                             counts=s["counts"], spam_cutoff=s["spam_cutoff"], ham_cutoff=s["ham_cutoff"],
+                             n_evidence=s["n_evidence"], feature_weight=s["feature_weight"],
+                             length_norm=s.get("length_norm", 0.0))
+    spam_filter.vocabulary_ = _vocabulary(state.hashes, state.blob, state.offsets)
+    flat = array("d")
+    flat.frombytes(np.ascontiguousarray(state.counts, dtype=np.float64).tobytes())
+    spam_filter.word_counts_ = WordCounts.from_arrays(float(s["alpha"]), s["prior"], state.class_count, flat)
+    if state.features is not None:
+        from spamnb.model.message_features import FeatureModel
+
+        spam_filter.features_ = FeatureModel.from_dict(state.features)
+    days = array("i")
+    days.frombytes(np.ascontiguousarray(state.days, dtype=np.int32).tobytes())
+    spam_filter.ages_ = Ages(days, state.created, state.last_learn, state.max_tokens)
+    return spam_filter
+
+
+class _Duplicate(ValueError):
+    def __init__(self, position):
+        super().__init__(f"token {position} repeats an earlier token")
+        self.position = position
+
+
+def _vocabulary(hashes, blob, offsets):
+    """A Vocabulary of the tokens with these hashes and strings, in this order.
+    Raises _Duplicate when a hash repeats."""
+    from spamnb.bayes import _vocab
+    from spamnb.bayes.vocabulary import Vocabulary
+
+    n = len(hashes)
+    capacity = 1024
+    while 2 * n > capacity:
+        capacity *= 2
+    keys = array("Q", bytes(8 * capacity))
+    values = array("i", bytes(4 * capacity))
+    out = array("i", bytes(4 * n))
+    new_positions = array("i", bytes(4 * n))
+    if n:
+        hash_view = array("Q")
+        hash_view.frombytes(memoryview(hashes).cast("B"))
+        n_new = _vocab.insert(keys, values, hash_view, out, 0, new_positions)
+        if n_new != n:
+            first = next(j for j in range(n) if out[j] != j)
+            raise _Duplicate(first)
+    offsets_array = array("Q")
+    offsets_array.frombytes(memoryview(offsets).cast("B") if n else array("Q", [0]).tobytes())
+    return Vocabulary.from_buffers(keys, values, n, bytes(blob), offsets_array)
+
+
+# ---------------------------------------------------------------------------- dump
+_ESCAPE_BYTES = re.compile(rb"[\x00-\x1f\x7f\\]|\xed[\xa0-\xbf]")   # controls, backslash, UTF-8 of surrogates
+_ESCAPE_CHARS = re.compile("[\x00-\x1f\x7f\\\\\ud800-\udfff]")
+_NAMED = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape_char(match):
+    c = match.group()
+    named = _NAMED.get(c)
+    if named is not None:
+        return named
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape_token(token_bytes):
+    """The dump form of a token given as its UTF-8 (surrogatepass) bytes."""
+    if _ESCAPE_BYTES.search(token_bytes) is None:
+        return token_bytes
+    text = token_bytes.decode("utf-8", "surrogatepass")
+    return _ESCAPE_CHARS.sub(_escape_char, text).encode("utf-8")
+
+
+_UNESCAPE = re.compile(r"\\(?:(x[0-9a-f]{2})|(u[dD][89a-fA-F][0-9a-fA-F]{2})|([\\tnr])|(.|$))", re.S)
+_UNNAMED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+
+
+def _unescape_char(match):
+    hex_byte, surrogate, named, bad = match.groups()
+    if bad is not None:
+        raise ValueError(f"bad escape \\{bad}" if bad else "a backslash ends the token")
+    if named is not None:
+        return _UNNAMED[named]
+    return chr(int((hex_byte or surrogate)[1:], 16))
+
+
+def unescape_token(text):
+    """The token (a str) of its dump form (a str).  Raises ValueError."""
+    if "\\" not in text:
+        return text
+    return _UNESCAPE.sub(_unescape_char, text)
+
+
+def _number(value):
+    """A count, exactly: digits for an integer, else the shortest repr."""
+    if value.is_integer() and abs(value) < 9007199254740992.0:
+        return b"%d" % value
+    return repr(value).encode()
+
+
+def dump(spam_filter, out):
+    """Write the model's dump to ``out`` (a binary file object), a few thousand
+    lines at a time (the dump is never built whole).  Returns the number of
+    token lines."""
+    state = _state(spam_filter)
+    crc = 0
+
+    def write(data):
+        nonlocal crc
+        crc = zlib.crc32(data, crc)
+        out.write(data)
+
+    header = [f"{DUMP_FORMAT} {DUMP_VERSION}",
+              f"columns {COLUMNS}",
+              "settings " + json.dumps(state.settings, sort_keys=True, separators=(",", ":"), allow_nan=False),
+              "features " + json.dumps(state.features, sort_keys=True, separators=(",", ":"), allow_nan=False),
+              f"created {day_text(state.created)}",
+              f"last-learn {day_text(state.last_learn)}",
+              f"max-tokens {'-' if state.max_tokens is None else state.max_tokens}",
+              "messages " + " ".join(_number(float(v)).decode() for v in state.class_count),
+              f"tokens {state.n_features}"]
+    write(("\n".join(header) + "\n").encode("utf-8"))
+    blob = memoryview(state.blob).cast("B")
+    day_cache = {}
+    n = state.n_features
+    for start in range(0, n, _CHUNK):   # a chunk of lines at a time: memory stays bounded
+        end = min(n, start + _CHUNK)
+        offsets = state.offsets[start:end + 1].tolist()
+        chunk = bytes(blob[offsets[0]:offsets[-1]])
+        base = offsets[0]
+        lines = []
+        for j, (ham, spam, day) in enumerate(zip(state.counts[0, start:end].tolist(),
+                                                 state.counts[1, start:end].tolist(), state.days[start:end].tolist())):
+            text = day_cache.get(day)
+            if text is None:
+                text = day_cache[day] = day_text(day).encode()
+            lines.append(b"\t".join((escape_token(chunk[offsets[j] - base:offsets[j + 1] - base]), _number(ham),
+                                     _number(spam), text)))
+        lines.append(b"")
+        write(b"\n".join(lines))
+    digests, labels = spam_filter.ledger_.to_arrays() if spam_filter.ledger_ is not None else (b"", b"")
+    write(b"ledger %d\n" % len(labels))
+    size = len(digests) // len(labels) if labels else 0
+    for start in range(0, len(labels), _CHUNK):
+        write(b"".join(b"%s\t%s\n" % (digests[i * size:(i + 1) * size].hex().encode(), b"spam" if labels[i] else b"ham")
+                       for i in range(start, min(len(labels), start + _CHUNK))))
+    out.write(b"end %d %08x\n" % (n, crc))
+    return n
+
+
+# ---------------------------------------------------------------------------- load
+def load_dump(stream, name="-"):
+    """Read a dump from ``stream`` (a binary file object) into a new SpamFilter.
+
+    The whole dump is checked before anything is returned; any fault raises
+    :class:`DumpError` naming ``name`` and the line.  Memory: the model's
+    arrays plus one line (lines longer than MAX_LINE bytes are refused).
+    """
+    import numpy as np
+
+    from spamnb.mail._tokenize import hash_token
+
+    crc = 0
+    line_no = 0
+
+    def fail(message, at=None):
+        raise DumpError(f"{name}: line {line_no if at is None else at}: {message}") from None
+
+    def next_line():
+        nonlocal crc, line_no
+        line = stream.readline(MAX_LINE + 1)
+        line_no += 1
+        if not line:
+            fail("the dump ends here: it was cut short (no 'end' line)")
+        if not line.endswith(b"\n"):
+            if len(line) > MAX_LINE:
+                fail(f"line longer than {MAX_LINE} bytes")
+            fail("the dump ends in the middle of a line: it was cut short")
+        return line
+
+    def header_field(key):
+        nonlocal crc
+        line = next_line()
+        crc = zlib.crc32(line, crc)
+        try:
+            text = line[:-1].decode("utf-8")
+        except UnicodeDecodeError:
+            fail("not UTF-8")
+        found, _, value = text.partition(" ")
+        if found != key:
+            fail(f"expected the {key!r} field, found {text[:40]!r}")
+        return value
+
+    def count_field(key):
+        """A header field holding a count (an integer >= 0)."""
+        text = header_field(key)
+        try:
+            value = int(text)
+            if value < 0:
+                raise ValueError
+        except ValueError:
+            fail(f"{key!r} must be a count")
+        return value
+
+    first = header_field(DUMP_FORMAT)
+    if first not in [str(v) for v in DUMP_VERSIONS]:
+        fail(f"dump format version {first!r}, this spamnb reads versions {', '.join(map(str, DUMP_VERSIONS))}")
+    version = int(first)
+    if header_field("columns") != COLUMNS:
+        fail(f"columns must be {COLUMNS!r}")
+    text = header_field("settings")
+    try:
+        settings = json.loads(text)
+        if not isinstance(settings, dict) or set(settings) - {"length_norm"} != {
+                "tokenizer", "alpha", "prior", "counts", "spam_cutoff", "ham_cutoff", "n_evidence", "feature_weight"}:
+            raise ValueError("not the model's settings")
+        from spamnb.model.spam_filter import SpamFilter
+        from spamnb.mail.tokenizer import Tokenizer
+
+        Tokenizer.from_settings(settings["tokenizer"])
+        SpamFilter(**{k: v for k, v in settings.items() if k != "tokenizer"})
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        fail(f"bad settings ({exc})")
+    text = header_field("features")
+    try:
+        features = json.loads(text)
+        if features is not None:
+            from spamnb.model.message_features import FeatureModel
+
+            FeatureModel.from_dict(features)
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        fail(f"bad message-feature statistics ({exc})")
+    text = header_field("created")
+    try:
+        created = _parse_day(text)
+    except ValueError as exc:
+        fail(str(exc))
+    text = header_field("last-learn")
+    try:
+        last_learn = _parse_day(text)
+    except ValueError as exc:
+        fail(str(exc))
+    text = header_field("max-tokens")
+    try:
+        max_tokens = None if text == "-" else int(text)
+        if max_tokens is not None and max_tokens < 0:
+            raise ValueError
+    except ValueError:
+        fail("'max-tokens' must be a count or -")
+    text = header_field("messages")
+    try:
+        class_count = tuple(float(v) for v in text.split(" "))
+        if len(class_count) != 2 or not all(math.isfinite(v) and v >= 0 for v in class_count):
+            raise ValueError
+    except ValueError:
+        fail("'messages' must be two counts (ham spam), finite and >= 0")
+    n_declared = count_field("tokens")
+
+    blob = bytearray()
+    offsets = array("Q", [0])
+    hashes = array("Q")
+    ham, spam, days = array("d"), array("d"), array("i")
+    first_line = line_no + 1
+    for _ in range(n_declared):
+        line = next_line()
+        crc = zlib.crc32(line, crc)
+        fields = line[:-1].split(b"\t")
+        if len(fields) != 4:
+            if fields[0].startswith(b"end "):
+                fail(f"'end' after {line_no - first_line} token lines; 'tokens' said {n_declared}")
+            fail(f"expected 4 tab-separated fields (token, ham, spam, last-seen), found {len(fields)}")
+        try:
+            token = unescape_token(fields[0].decode("utf-8"))
+        except UnicodeDecodeError:
+            fail("the token is not UTF-8")
+        except ValueError as exc:
+            fail(f"the token is badly escaped ({exc})")
+        try:
+            n_ham, n_spam = float(fields[1]), float(fields[2])
+        except ValueError:
+            fail("the counts are not numbers")
+        if not (math.isfinite(n_ham) and math.isfinite(n_spam) and n_ham >= 0 and n_spam >= 0):
+            fail("the counts must be finite and >= 0")
+        try:
+            days.append(_parse_day(fields[3].decode("ascii")))
+        except (ValueError, UnicodeDecodeError) as exc:
+            fail(str(exc))
+        blob += token.encode("utf-8", "surrogatepass")
+        offsets.append(len(blob))
+        hashes.append(hash_token(token))
+        ham.append(n_ham)
+        spam.append(n_spam)
+    ledger = None
+    if version >= 2:
+        from spamnb.model.ledger import DIGEST_SIZE, Ledger
+
+        n_ledger = count_field("ledger")
+        digests, labels = bytearray(), bytearray()
+        for _ in range(n_ledger):
+            line = next_line()
+            crc = zlib.crc32(line, crc)
+            digest, tab, label = line[:-1].partition(b"\t")
+            try:
+                digest = bytes.fromhex(digest.decode("ascii"))
+            except (ValueError, UnicodeDecodeError):
+                digest = b""
+            if not tab or len(digest) != DIGEST_SIZE or label not in (b"spam", b"ham"):
+                fail(f"expected a ledger line ({2 * DIGEST_SIZE} hex digits, a tab, spam or ham)")
+            digests += digest
+            labels.append(label == b"spam")
+        try:
+            ledger = Ledger.from_arrays(digests, labels) if labels else None
+        except ValueError as exc:
+            fail(str(exc))
+    line = next_line()
+    try:
+        end, count, checksum = line[:-1].decode("ascii").split(" ")
+        if end != "end":
+            raise ValueError
+    except (ValueError, UnicodeDecodeError):
+        fail(f"expected 'end {n_declared} CRC' after {n_declared} token lines")
+    if count != str(n_declared):
+        fail(f"'end' says {count} tokens, 'tokens' said {n_declared}")
+    if checksum != "-" and checksum != f"{crc:08x}":
+        fail("checksum mismatch: the dump is damaged")
+    if stream.read(1):
+        line_no += 1
+        fail("text after the 'end' line")
+    n = len(hashes)
+    state = _State(settings, class_count, np.vstack([np.frombuffer(ham, dtype=np.float64),
+                                                     np.frombuffer(spam, dtype=np.float64)]).reshape(2, n),
+                   np.frombuffer(hashes, dtype=np.uint64), bytes(blob), np.frombuffer(offsets, dtype=np.uint64),
+                   np.frombuffer(days, dtype=np.int32), features, created, last_learn, max_tokens)
+    try:
+        spam_filter = _build(state)
+    except _Duplicate as exc:
+        fail("the token repeats an earlier one (or shares its 64-bit hash)", first_line + exc.position)
+    spam_filter.ledger_ = ledger
+    return spam_filter
+
+
+# ---------------------------------------------------------------------------- merge
+def _check_same_settings(a, b, what="models"):
+    for key in SETTINGS_THAT_MUST_MATCH:
+        if a[key] != b[key]:
+            raise ValueError(f"the {what} differ in {key} ({a[key]!r} vs {b[key]!r}): only models with the same "
+                             f"settings combine exactly")
+
+
+def merge(filters):
+    """One filter holding the counts of all of ``filters`` (same settings
+    required, ValueError otherwise); the cutoffs are the first one's.  The
+    inputs are not changed."""
+    import numpy as np
+
+    filters = list(filters)
+    if not filters:
+        raise ValueError("nothing to merge")
+    states = [_state(f) for f in filters]
+    result = states[0]
+    for other in states[1:]:
+        _check_same_settings(result.settings, other.settings)
+        if result.features is not None or other.features is not None:
+            raise ValueError("models with message features (feature_weight > 0) cannot be merged exactly")
+        result = _merge_two(result, other, np)
+    merged = _build(result)
+    merged.ledger_ = _merge_ledgers([f.ledger_ for f in filters])
+    return merged
+
+
+def _merge_ledgers(ledgers):
+    """The union of the inputs' ledgers (a message in several keeps the first
+    one's label), or None when none has one."""
+    from spamnb.model.ledger import Ledger
+
+    ledgers = [ledger for ledger in ledgers if ledger is not None]
+    if not ledgers:
+        return None
+    out = Ledger()
+    for ledger in ledgers:
+        digests, labels = ledger.to_arrays()
+        size = len(digests) // len(labels) if labels else 0
+        for i, label in enumerate(labels):
+            digest = digests[i * size:(i + 1) * size]
+            if out.label(digest) is None:
+                out.record(digest, bool(label))
+    return out
+
+
+def _merge_two(a, b, np):
+    # where b's tokens are in a: a hash table of a's tokens, then b's looked up
+    vocab = _vocabulary(a.hashes, a.blob, a.offsets)
+    where = np.frombuffer(vocab.lookup(array("Q", b.hashes.tobytes())), dtype=np.int32) if b.n_features \
+        else np.zeros(0, dtype=np.int32)
+    new = np.flatnonzero(where < 0)
+    n = a.n_features + len(new)
+    counts = np.zeros((2, n), dtype=np.float64)
+    counts[:, :a.n_features] = a.counts
+    days = np.zeros(n, dtype=np.int32)
+    days[:a.n_features] = a.days
+    target = where.astype(np.int64)
+    target[new] = a.n_features + np.arange(len(new))
+    counts[:, target] += b.counts
+    days[target] = np.maximum(days[target], b.days)
+    hashes = np.concatenate([a.hashes, b.hashes[new]])
+    blob, offsets = _gather_strings(b.blob, b.offsets, new)
+    blob = bytes(a.blob) + blob
+    offsets = np.concatenate([a.offsets, offsets[1:] + np.uint64(len(a.blob))])
+    class_count = tuple(x + y for x, y in zip(a.class_count, b.class_count))
+    return a.replace(class_count=class_count, counts=counts, hashes=hashes, blob=blob, offsets=offsets, days=days,
+                     created=_earliest(a.created, b.created), last_learn=max(a.last_learn, b.last_learn))
+
+
+def _earliest(x, y):
+    known = [d for d in (x, y) if d > UNKNOWN_DAY]
+    return min(known) if known else UNKNOWN_DAY
+
+
+def _gather_strings(blob, offsets, indices):
+    """The strings ``indices`` of a string table, as a new ``(blob, offsets)``."""
+    import numpy as np
+
+    offsets = np.asarray(offsets, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    starts = offsets[indices]
+    lengths = offsets[indices + 1] - starts
+    ends = np.cumsum(lengths)
+    new_offsets = np.zeros(len(indices) + 1, dtype=np.uint64)
+    new_offsets[1:] = ends
+    total = int(ends[-1]) if len(indices) else 0
+    source = np.frombuffer(bytes(blob), dtype=np.uint8)
+    positions = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+    return source[positions].tobytes(), new_offsets
+
+
+# ---------------------------------------------------------------------------- prune
+def _unit(settings):
+    """The count one occurrence in one message adds: transform(1); None when
+    the message's length scales it (``length_norm`` > 0): no such unit."""
+    if settings.get("length_norm", 0.0) > 0:
+        return None
+    return math.log(2.0) if settings["counts"] == "log" else 1.0
+
+
+def usefulness(state, kind="jeffreys"):
+    """Each token's usefulness (float64, (V,)); see the module's docstring.
+
+    ``kind``: "jeffreys" (the default), "count" (total count), or
+    "weighted" (|w_i| times the total count)."""
+    import numpy as np
+
+    counts = state.counts
+    total = counts.sum(axis=0)
+    if kind == "count":
+        return total
+    alpha = state.settings["alpha"]
+    n = counts.shape[1]
+    log_theta = np.log(counts + alpha) - np.log(counts.sum(axis=1) + alpha * n)[:, None]
+    w = log_theta[1] - log_theta[0]
+    if kind == "weighted":
+        return np.abs(w) * total
+    if kind == "jeffreys":
+        theta = np.exp(log_theta)
+        return (theta[1] - theta[0]) * w
+    raise ValueError(f"unknown usefulness {kind!r}")
+
+
+def prune_mask(state, min_count=None, max_age=None, target_size=None, now=None, kind="jeffreys"):
+    """Boolean (V,): the tokens each given policy keeps (all of them, ANDed)."""
+    import numpy as np
+
+    n = state.n_features
+    keep = np.ones(n, dtype=bool)
+    if min_count is not None:
+        if min_count < 0:
+            raise ValueError("min_count must be >= 0")
+        unit = _unit(state.settings)
+        if unit is None:
+            raise ValueError(f"a minimum count needs counts of occurrences, and this model scales each message "
+                             f"to length {state.settings['length_norm']:g} (length_norm): prune it by "
+                             f"target size or age")
+        keep &= state.counts.sum(axis=0) >= min_count * unit * (1 - 1e-9)
+    if max_age is not None:
+        if max_age < 0:
+            raise ValueError("max_age must be >= 0 days")
+        now = today() if now is None else now
+        known = state.days > UNKNOWN_DAY
+        keep &= ~known | (state.days >= now - max_age)
+    if target_size is not None:
+        if target_size < 0:
+            raise ValueError("target_size must be >= 0")
+        if int(keep.sum()) > target_size:
+            candidates = np.flatnonzero(keep)
+            useful = usefulness(state, kind)[candidates]
+            # most useful first; ties: the most recently seen, then the older feature
+            order = np.lexsort((candidates, -state.days[candidates].astype(np.int64), -useful))
+            keep = np.zeros(n, dtype=bool)
+            keep[candidates[order[:target_size]]] = True
+    return keep
+
+
+def _subset(state, keep):
+    import numpy as np
+
+    indices = np.flatnonzero(keep)
+    blob, offsets = _gather_strings(state.blob, state.offsets, indices)
+    return state.replace(counts=np.ascontiguousarray(state.counts[:, indices]), hashes=state.hashes[indices],
+                         blob=blob, offsets=offsets, days=state.days[indices])
+
+
+def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None, kind="jeffreys"):
+    """A new filter without the tokens the policies drop; returns ``(filter, n_dropped)``."""
+    state = _state(spam_filter)
+    keep = prune_mask(state, min_count, max_age, target_size, now, kind)
+    dropped = int(state.n_features - keep.sum())
+    if not dropped:
+        return spam_filter, 0
+    pruned = _build(_subset(state, keep))
+    pruned.ledger_ = spam_filter.ledger_  # the messages were learned: a later forget still needs their labels
+    return pruned, dropped
+
+
+# ---------------------------------------------------------------------------- automatic expiry
+DEFAULT_TARGET_SIZE = 150_000   # tokens; chosen from the measured cost of pruning (docs/lifecycle.md)
+EXPIRE_TO = 0.9                 # automatic expiry prunes to this share of max_tokens (not at every learn)
+
+
+def expire(spam_filter, now=None):
+    """Automatic expiry: when the filter has more tokens than its
+    ``ages_.max_tokens``, the least useful go until ``EXPIRE_TO`` of it is
+    left.  Returns ``(filter, n_dropped)`` (the same filter when nothing goes)."""
+    max_tokens = spam_filter.ages_.max_tokens
+    if max_tokens is None or spam_filter.vocabulary_.n_features <= max_tokens:
+        return spam_filter, 0
+    return prune(spam_filter, target_size=int(max_tokens * EXPIRE_TO), now=now)
+
+
+# ---------------------------------------------------------------------------- info
+AGE_BINS = (7, 30, 90, 365)
+
+
+def describe(spam_filter, now=None, min_count=2, max_age=365, target_size=DEFAULT_TARGET_SIZE):
+    """Facts for ``spamnb info``: a dict with ``tokens``, ``hapax`` (tokens seen
+    once), ``ages`` [(label, n)] of the last-seen days, and ``would_remove``
+    {policy: n} for the given prune settings."""
+    import numpy as np
+
+    state = _state(spam_filter)
+    now = today() if now is None else now
+    total = state.counts.sum(axis=0)
+    unit = _unit(state.settings)
+    hapax = None if unit is None else int(np.count_nonzero(total <= unit * (1 + 1e-9)))
+    known = state.days > UNKNOWN_DAY
+    age = now - state.days.astype(np.int64)
+    ages = []
+    low = 0
+    for high in AGE_BINS:
+        ages.append((f"{low}-{high} days", int(np.count_nonzero(known & (age >= low) & (age <= high)))))
+        low = high + 1
+    ages.append((f"over {AGE_BINS[-1]} days", int(np.count_nonzero(known & (age > AGE_BINS[-1])))))
+    ages.append(("unknown", int(np.count_nonzero(~known))))
+    n = state.n_features
+    would = {f"--max-age {max_age}": int(n - prune_mask(state, max_age=max_age, now=now).sum())}
+    if unit is not None:
+        would = {f"--min-count {min_count}": int(n - prune_mask(state, min_count=min_count).sum()), **would}
+    if target_size is not None:
+        would[f"--target-size {target_size}"] = int(n - prune_mask(state, target_size=target_size).sum())
+    return {"tokens": n, "hapax": hapax, "ages": ages, "would_remove": would,
+            "created": day_text(state.created), "last_learn": day_text(state.last_learn)}

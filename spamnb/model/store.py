@@ -1,0 +1,451 @@
+"""The model file's container: one file, versioned, checksummed, never pickled.
+
+Layout (little-endian)::
+
+    offset  size  field
+    0       8     magic b"SPAMNB\\x00M"
+    8       4     format version (uint32, FORMAT_VERSION)
+    12      4     reserved (0)
+    16      8     header length H in bytes (uint64)
+    24      8     file length in bytes (uint64)
+    32      8     checksum (uint64): checksum64 of bytes [0, 32) followed by
+                  the 8-byte checksum64 of bytes [40, file length)
+    40      H     header: UTF-8 JSON, padded with spaces to a multiple of 8
+    40+H    ...   arrays, each starting on an 8-byte boundary
+
+The header's ``"arrays"`` maps each array name to ``[offset, count, typecode]``
+(typecodes of :mod:`array`: ``Q`` uint64, ``i`` int32, ``d`` float64, ``B``
+bytes).  What the header and arrays mean is :mod:`spamnb.model.schema`'s.
+Reading reads the whole file into private memory (an anonymous mapping, not
+the file's), then checks the magic, the
+version, the length, the checksum, the JSON and every array's bounds and
+alignment (and that no two overlap) before anything uses them, and returns
+read-only memoryviews over that memory: nothing is parsed per token, and
+nothing in a file is ever executed (JSON and raw numbers only).  The file is
+not memory-mapped: a mapped file rewritten in place (``cp`` over it,
+``rsync --inplace``) kills its readers with SIGBUS; a read copy cannot change
+under a reader.  A file that changes while it is being read fails its checks
+and is read again (a few times), then refused with the one-line error.
+
+Writing is atomic: a temporary file in the same folder, flushed and fsynced,
+renamed over the old one, then the folder fsynced.  A crash at any moment
+leaves the old model or the new one, never a mix.  A writer killed mid-write
+leaves its temporary file (``.NAME.PID.XXXX.tmp``); the next successful save
+of that model removes those whose process no longer exists.  The model path
+is resolved once: a symbolic link's target is replaced (the link stays), an
+existing model keeps its owner, group and mode, a new one gets 0666 less the
+umask, and anything but a regular file (a FIFO, ``/dev/null``) is refused.
+Replacing a model by hand the same way (write a new file beside it, then
+``mv`` it over the old one) is safe for readers; copying over it in place is
+survived but not recommended.
+
+Every failure to read a model raises :class:`ModelError` (one exception, one
+line of message).
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import stat
+import struct
+import sys
+import time
+from contextlib import contextmanager
+
+from spamnb.bayes import _checks
+
+__all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "write_model", "read_model",
+           "locked", "resolve"]
+
+MAGIC = b"SPAMNB\x00M"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sIIQQQ")  # magic, version, reserved, header length, file length, checksum
+_ITEMSIZE = {"Q": 8, "q": 8, "I": 4, "i": 4, "H": 2, "d": 8, "B": 1}
+_READ_TRIES = 5       # reads of a file that keeps changing under the reader
+# Files from this size are read into an anonymous mapping advised to use huge
+# pages: zero-filling and faulting in 4 KiB pages was most of the cold start
+# with a large model.  `python scripts/bench_model_read.py MODEL --fresh 9`
+# (the read alone, medians of 9 fresh processes): the Enron-Spam model with
+# word pairs (66.9 MiB) into a bytearray 55.6 ms, an anonymous mapping 42.9
+# ms, the same with huge pages 17.1 ms (one run of the 9 took 145 ms: the
+# kernel compacting memory for a huge page); the SpamAssassin one (8.3 MiB)
+# 6.6 / 5.3 / 2.8 ms.
+_HUGE_PAGES_FROM = 4 << 20
+DEFAULT_WAIT = 60.0   # seconds a writer waits for another's lock
+_ALIGN = 8
+
+if sys.byteorder != "little":  # pragma: no cover - the arrays are stored little-endian
+    raise ImportError("spamnb's model files need a little-endian machine")
+
+
+class ModelError(Exception):
+    """A model file is missing, unreadable, damaged, of another format or version,
+    or was trained with other tokenizer settings."""
+
+
+class LockTimeout(ModelError):
+    """Another process held the model's lock longer than the wait allowed."""
+
+
+def resolve(path):
+    """The model's real path: symbolic links followed, once, by every writer."""
+    return os.path.realpath(os.fspath(path))
+
+
+def _umask():
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read it the only other way (not thread-safe)
+    os.umask(mask)
+    return mask
+
+
+def _existing(path, shown):
+    """os.stat of the model file at ``path`` (resolved), None if there is none;
+    ModelError for anything that is not a regular file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ModelError(f"{shown}: cannot use the model path: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"{shown}: not a regular file; refusing to replace it with a model")
+    return st
+
+
+def _pad(n):
+    return (-n) % _ALIGN
+
+
+def write_model(path, header, arrays, backup=None):
+    """Write ``header`` (a JSON-able dict) and ``arrays`` ({name: (typecode, buffer)}) atomically.
+
+    ``path`` is resolved (a symbolic link's target is written); an existing
+    file keeps its owner, group and mode, and must be a regular file
+    (ModelError otherwise).  ``backup``: a path where the model being
+    replaced is kept (a hard link to it, or a copy), or None.
+    """
+    shown = os.fspath(path)
+    path = resolve(path)
+    old = _existing(path, shown)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    header = dict(header)
+    chunks = []
+    table = {}
+    # header length depends on the offsets it lists: lay arrays out after a
+    # header whose size is fixed first (offsets are relative to the array area)
+    position = 0
+    for name, (typecode, buffer) in arrays.items():
+        if typecode not in _ITEMSIZE:
+            raise ValueError(f"unsupported typecode {typecode!r} for array {name!r}")
+        data = memoryview(buffer).cast("B")
+        if len(data) % _ITEMSIZE[typecode]:
+            raise ValueError(f"array {name!r} is not a whole number of items")
+        table[name] = [position, len(data) // _ITEMSIZE[typecode], typecode]
+        chunks.append(data)
+        chunks.append(b"\0" * _pad(len(data)))
+        position += len(data) + _pad(len(data))
+    header["arrays"] = table
+    header_bytes = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    header_bytes += b" " * _pad(len(header_bytes))
+    body = b"".join([header_bytes, *chunks])
+    total = _PREFIX.size + len(body)
+    fields = (MAGIC, FORMAT_VERSION, 0, len(header_bytes), total)
+    prefix = _PREFIX.pack(*fields, _checksum(fields, body))
+
+    def write(f):
+        f.write(prefix)
+        f.write(body)
+
+    replace_file(path, write, old, backup=backup)
+
+
+def replace_file(path, write, old=None, mode=None, backup=None):
+    """Atomically replace the file at ``path`` (resolved) by what ``write(f)``
+    writes to a binary file: a temporary file in the same folder, flushed and
+    fsynced, renamed over ``path``, then the folder fsynced.  The new file
+    gets ``old``'s owner, group and mode (``old``: the os.stat of the file
+    replaced), else ``mode``, else 0666 less the umask.  ``backup``: see
+    :func:`write_model`."""
+    import tempfile
+
+    directory = os.path.dirname(path)
+    # the writer's pid in the name lets a later save remove what a killed writer left
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb", buffering=1 << 16) as f:
+            if old is not None:
+                _same_owner(f.fileno(), old)
+                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+            else:
+                os.fchmod(f.fileno(), (0o666 & ~_umask()) if mode is None else mode)
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if backup is not None and old is not None:
+            _keep_backup(path, os.fspath(backup))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(directory)
+    _remove_stale_temporaries(directory, os.path.basename(path))
+
+
+def _same_owner(fd, old):
+    """Give the new file the old one's owner and group, as far as allowed
+    (the group alone when the owner cannot be given, e.g. not as root)."""
+    for uid in (old.st_uid, -1):
+        try:
+            os.fchown(fd, uid, old.st_gid)
+            return
+        except OSError:
+            continue
+
+
+def _keep_backup(path, backup):
+    """Make ``backup`` the current file at ``path`` (atomically replacing an older backup)."""
+    tmp = f"{backup}.{os.getpid()}.tmp"
+    try:
+        os.link(path, tmp)
+    except OSError:
+        import shutil
+
+        shutil.copy2(path, tmp)
+    os.replace(tmp, backup)
+
+
+def _remove_stale_temporaries(directory, name):
+    """Delete the temporary files of writers of ``name`` killed mid-write (their
+    process is gone).  Best effort: any error leaves the file where it is."""
+    prefix = "." + name + "."
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) in (0, os.getpid()):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its writer is still running
+        except ProcessLookupError:
+            pass
+        except OSError:  # EPERM: running, as another user
+            continue
+        try:
+            os.unlink(os.path.join(directory, entry))
+        except OSError:
+            pass
+
+
+def _checksum(fields, body):
+    """The file's checksum: covers the fixed fields and the whole body."""
+    head = _PREFIX.pack(*fields, 0)[:32]
+    return _checks.checksum64(head + struct.pack("<Q", _checks.checksum64(body)))
+
+
+def _fsync_directory(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_model(path):
+    """Read a model file into memory and check it; returns ``(header, arrays)``.
+
+    ``arrays`` maps names to read-only memoryviews of the given typecode over
+    the file's bytes (which they keep alive).  Raises ModelError.  A file that
+    changed while it was read (rewritten in place) is read again.
+    """
+    path = os.fspath(path)
+    for attempt in range(_READ_TRIES):
+        view, before = _read_whole(path)
+        try:
+            return _parse(path, view, len(view))
+        except ModelError:
+            if attempt + 1 == _READ_TRIES or not _changed(path, before):
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _signature(st):
+    return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _changed(path, before):
+    try:
+        return _signature(os.stat(path)) != before
+    except OSError:
+        return True
+
+
+def _private_memory(size):
+    """Writable zeroed memory of ``size`` bytes that no file backs (a rewrite of
+    the model cannot change or remove it): an anonymous private mapping, which
+    the kernel zero-fills as pages are first touched (huge pages from
+    :data:`_HUGE_PAGES_FROM` where it gives them); a bytearray where there is
+    no such mapping."""
+    try:
+        memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (AttributeError, OSError, ValueError, OverflowError):
+        return memoryview(bytearray(size))
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None and size >= _HUGE_PAGES_FROM:
+        try:
+            memory.madvise(advice)
+        except OSError:   # a kernel without transparent huge pages: small pages
+            pass
+    return memoryview(memory)
+
+
+def _read_whole(path):
+    """(read-only memoryview of the file's bytes, its stat signature when opened)."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError
+            if not stat.S_ISREG(st.st_mode):
+                raise ModelError(f"{path}: not a regular file, not a model")
+            size = st.st_size
+            if size < _PREFIX.size:
+                raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
+            view = _private_memory(size)
+            done = 0
+            while done < size:
+                n = os.readv(fd, [view[done:]])
+                if n == 0:  # shrank since fstat (rewritten in place): what was read fails the checks
+                    break
+                done += n
+        finally:
+            os.close(fd)
+    except IsADirectoryError:
+        raise ModelError(f"{path}: is a directory, not a model file") from None
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no model there (train one with 'spamnb train')") from None
+    except PermissionError:
+        raise ModelError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
+    return view[:done].toreadonly(), _signature(st)
+
+
+def _parse(path, view, size):
+    if size < _PREFIX.size:
+        raise ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
+    magic, version, _reserved, header_length, total, checksum = _PREFIX.unpack_from(view)
+    if magic != MAGIC:
+        raise ModelError(f"{path}: not a spamnb model file")
+    if version != FORMAT_VERSION:
+        newer = "newer than" if version > FORMAT_VERSION else "older than"
+        raise ModelError(f"{path}: model format version {version} is {newer} this spamnb's ({FORMAT_VERSION})")
+    if total != size:
+        raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
+    if header_length > size - _PREFIX.size or header_length % _ALIGN:
+        raise ModelError(f"{path}: model file is damaged (bad header length)")
+    if _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
+        raise ModelError(f"{path}: model file is damaged (checksum mismatch)")
+    try:
+        header = json.loads(bytes(view[_PREFIX.size:_PREFIX.size + header_length]))
+        if not isinstance(header, dict) or not isinstance(header.get("arrays"), dict):
+            raise ValueError("no array table")
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
+        raise ModelError(f"{path}: model header is unreadable ({' '.join(str(exc).split())[:200]})") from None
+    base = _PREFIX.size + header_length
+    arrays = {}
+    spans = []
+    for name, entry in header["arrays"].items():
+        try:
+            offset, count, typecode = entry
+            itemsize = _ITEMSIZE[typecode]
+            if not (isinstance(offset, int) and isinstance(count, int)) or offset < 0 or count < 0:
+                raise ValueError
+        except (ValueError, TypeError, KeyError):
+            raise ModelError(f"{path}: model header describes array {name!r} wrongly") from None
+        start = base + offset
+        end = start + count * itemsize
+        if start % _ALIGN or end > size:
+            raise ModelError(f"{path}: array {name!r} lies outside the model file")
+        arrays[name] = view[start:end].cast(typecode) if typecode != "B" else view[start:end]
+        spans.append((start, end, name))
+    spans.sort()
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
+        if start < end:  # one byte read as two things: never written so, refuse it
+            raise ModelError(f"{path}: arrays {first!r} and {second!r} overlap in the model file")
+    return header, arrays
+
+
+@contextmanager
+def locked(path, wait=None):
+    """Hold an exclusive lock for read-modify-write of the model at ``path``.
+
+    The lock is ``resolve(path) + ".lock"`` (flock), opened without following
+    a symbolic link; concurrent writers queue up instead of losing each
+    other's updates.  The holder's pid is written in it.  A writer waits at
+    most ``wait`` seconds (default ``DEFAULT_WAIT``; ``math.inf``: forever),
+    then raises :class:`LockTimeout` naming the holder.  Yields the resolved
+    model path (write to that).  Readers need no lock: a model is replaced by
+    rename, so they see the old file or the new one.
+    """
+    import fcntl
+
+    wait = DEFAULT_WAIT if wait is None else float(wait)
+    shown = os.fspath(path)
+    real = resolve(path)
+    old = _existing(real, shown)
+    lock_path = real + ".lock"
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    mode = stat.S_IMODE(old.st_mode) & 0o666 if old is not None else 0o666
+    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(lock_path, flags, mode)
+    except OSError as exc:
+        raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ModelError(f"{lock_path}: the model's lock is not a regular file")
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                    raise LockTimeout(f"{shown}: the model is locked by process {holder} "
+                                      f"(waited {wait:g} s; see --wait)") from None
+                time.sleep(0.02)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield real
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)

@@ -1,0 +1,335 @@
+"""Training and batch scoring on a Dask cluster (``pip install spamnb[dask]``).
+
+Training is the map-reduce of :mod:`spamnb.training.parallel` with Dask as the
+engine: one task per partition (a list of file paths or an mbox byte range,
+read by the worker: the files must be readable there, e.g. on a shared file
+system; or a partition of a Dask bag of messages) returns the partition's
+:class:`~spamnb.training.parallel.Counts` (a few flat arrays); the counts are added by
+token in a tree of fixed shape (``fan_in`` partitions per node), so what
+crosses the network is one count model per partition and tree node, never a
+record per token.  With the same partitions as ``spamnb train -j N``
+(``partition_size``) the model file is byte-identical to it.
+
+A worker lost mid-job loses its tasks' results; the scheduler runs them
+again elsewhere, and since a task only reads its input, the result is the
+same, exactly.
+
+Scoring loads the model file once per worker process (the path is shipped,
+not the model: every worker must see the file) and returns a Dask bag of
+records (``.to_dataframe()`` makes it a Dask dataframe where pandas is
+installed).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+from spamnb.training import parallel
+
+__all__ = ["ClusterError", "connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score", "score_lines"]
+
+
+def _client(client=None, scheduler=None):
+    """``(client, owned)``: the given client, or one connected to ``scheduler``."""
+    if client is not None:
+        return client, False
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError("Dask is not installed: pip install spamnb[dask] (dask[distributed])") from None
+
+    if scheduler is None:
+        from distributed import get_client
+
+        return get_client(), False
+    return Client(scheduler), True
+
+
+class ClusterError(ConnectionError):
+    """The cluster cannot run this spamnb (not importable there, or another version)."""
+
+
+def _worker_version():
+    import spamnb
+
+    return spamnb.__version__
+
+
+CONNECT_TIMEOUT = 60.0   # seconds for a worker to run the version check
+
+
+def connect(scheduler):
+    """A ``distributed.Client`` of the cluster at ``scheduler`` (an address),
+    to use as a context manager (it closes the connection, not the cluster).
+
+    One task first checks that the cluster runs this version of spamnb (a
+    worker without it, or with another version, could count otherwise):
+    :class:`ClusterError` if not, or if no worker runs it within
+    :data:`CONNECT_TIMEOUT` seconds (a cluster without workers)."""
+    import spamnb
+
+    if not scheduler:
+        raise ValueError("no scheduler address")
+    client = _client(None, scheduler)[0]
+    try:
+        version = client.submit(_worker_version, pure=False).result(timeout=CONNECT_TIMEOUT)
+    except Exception as exc:   # no worker in time, or one that cannot unpickle spamnb's functions
+        client.close()
+        raise ClusterError(f"the Dask cluster at {scheduler} cannot run spamnb tasks ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''}); install spamnb[dask] "
+                           f"{spamnb.__version__} on the scheduler and the workers") from None
+    if version != spamnb.__version__:
+        client.close()
+        raise ClusterError(f"the Dask cluster at {scheduler} runs spamnb {version}, this is {spamnb.__version__}: "
+                           "install the same version on the scheduler and the workers")
+    return client
+
+
+def _merge_results(results):
+    """Merge ``(Counts, CorpusReport)`` pairs (a node of the reduction tree)."""
+    from spamnb.training.corpus import CorpusReport
+
+    report = CorpusReport()
+    for _counts, part_report in results:
+        parallel._merge_reports(report, part_report)
+    return parallel.merge_counts([counts for counts, _report in results]), report
+
+
+def _count_items(spec, items):
+    """A bag partition of ``(message, label)`` pairs -> ``(Counts, CorpusReport)``."""
+    from spamnb.training.corpus import CorpusReport
+    from spamnb.model.message_features import is_spam_label
+
+    report = CorpusReport()
+    items = list(items)
+    report.read = len(items)
+    return parallel.count_messages(spec, ((m, is_spam_label(y)) for m, y in items)), report
+
+
+def _tree(tasks, fan_in):
+    """The delayed tree reduction of delayed ``(Counts, report)`` tasks."""
+    from dask import delayed
+
+    merge = delayed(_merge_results, pure=True)
+    return parallel.tree_levels(tasks, fan_in, merge=lambda group: merge(list(group)))
+
+
+def _reduce(tasks, fan_in, client):
+    """Compute the tree reduction of delayed ``(Counts, report)`` tasks."""
+    return client.compute(_tree(tasks, fan_in)).result()
+
+
+def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size=parallel.DEFAULT_PARTITION_SIZE,
+        fan_in=parallel.DEFAULT_FAN_IN, scheduler=None):
+    """Train ``spam_filter`` (default ``SpamFilter()``) on a Dask cluster; returns it.
+
+    Parameters
+    ----------
+    paths_or_bag : sequence of paths, or dask.bag.Bag
+        Message files (one message each) with ``labels`` (True/"spam" for
+        spam), read by the workers in partitions of ``partition_size``; or a
+        bag of ``(message, label)`` pairs (message: bytes or a ``pathlib.Path``), one
+        partition per task (``labels`` must be None).
+    client : distributed.Client, optional
+        The cluster (default: ``scheduler``'s, or the current client).
+    partition_size, fan_in : int
+        Messages per task, and partitions merged per node of the reduction.
+    """
+    from dask import delayed
+
+    from spamnb.model.message_features import is_spam_label
+    from spamnb.model.spam_filter import SpamFilter
+
+    spam_filter = SpamFilter() if spam_filter is None else spam_filter
+    if spam_filter.feature_weight:
+        raise ValueError("message features (feature_weight > 0) are not trained on Dask")
+    spec = parallel.counting_spec(spam_filter)
+    client, owned = _client(client, scheduler)
+    try:
+        if hasattr(paths_or_bag, "to_delayed"):   # a dask bag
+            if labels is not None:
+                raise ValueError("with a bag of (message, label) pairs, give no labels")
+            count = delayed(_count_items, pure=True)
+            tasks = [count(spec, part) for part in paths_or_bag.to_delayed()]
+        else:
+            paths = [os.fspath(p) for p in paths_or_bag]
+            labels = list(labels) if labels is not None else None
+            if labels is None or len(labels) != len(paths):
+                raise ValueError(f"{len(paths)} paths but {0 if labels is None else len(labels)} labels")
+            pieces = (parallel.Piece("file", path, path, is_spam_label(y), 0, None, 0)
+                      for path, y in zip(paths, labels))
+            count = delayed(parallel.count_partition, pure=True)
+            tasks = [count(spec, part) for part in parallel.partitions(pieces, partition_size)]
+        merged, _report = _reduce(tasks, fan_in, client)
+    finally:
+        if owned:
+            client.close()
+    return merged.to_filter(spam_filter)
+
+
+def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filter=None,
+               partition_size=parallel.DEFAULT_PARTITION_SIZE, fan_in=parallel.DEFAULT_FAN_IN, report=None,
+               strict=False):
+    """``spamnb train --dask ADDRESS`` without the calibration: a corpus laid
+    out as for :func:`spamnb.training.corpus.labelled_messages` (folder trees,
+    ``--spam``/``--ham`` folders and mbox files, cut into shards), trained on
+    the cluster; the same partitions (and model) as ``spamnb train -j N``."""
+    from spamnb.model.spam_filter import SpamFilter
+
+    spam_filter = SpamFilter() if spam_filter is None else spam_filter
+    if spam_filter.feature_weight:
+        raise ValueError("message features (feature_weight > 0) are not trained on Dask")
+    merged = count_corpus(trees, spam, ham, client, scheduler, parallel.counting_spec(spam_filter), partition_size,
+                          fan_in, report, strict)
+    return merged.to_filter(spam_filter)
+
+
+def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=None,
+                 partition_size=parallel.DEFAULT_PARTITION_SIZE, fan_in=parallel.DEFAULT_FAN_IN, report=None,
+                 strict=False, n_folds=0, spill=False):
+    """The merged :class:`~spamnb.training.parallel.Counts` of a corpus, counted on the
+    cluster (``spec``: :func:`spamnb.training.parallel.counting_spec`, default a
+    ``SpamFilter()``'s; ``n_folds``: the fold rows of the calibration, as
+    :func:`spamnb.training.parallel.count_messages`).
+
+    ``spill`` (with ``n_folds``): also keep each partition's token hashes
+    (8 bytes a token) in the memory of the worker that counted it, and the
+    merged counts where the reduction ended, for :func:`held_out_spilled`
+    (Dask writes them to the worker's disk past its memory threshold, and
+    computes them again if the worker is lost); returns a :class:`Spilled`."""
+    from operator import itemgetter
+
+    from dask import delayed
+
+    if spec is None:
+        from spamnb.model.spam_filter import SpamFilter
+
+        spec = parallel.counting_spec(SpamFilter())
+    if spill and not n_folds:
+        raise ValueError("a spill needs the folds (n_folds > 0)")
+    pieces = parallel.plan_training(trees, spam, ham, report, strict, partition_size)
+    parts = parallel.partitions(pieces, partition_size)
+    if spill:
+        count = delayed(parallel.count_partition_in_memory, pure=True)
+        counted = [count(spec, part, strict, n_folds) for part in parts]
+        tasks = [delayed(itemgetter(0, 1), pure=True)(c) for c in counted]
+        spills = [delayed(itemgetter(2), pure=True)(c) for c in counted]
+    else:
+        count = delayed(parallel.count_partition, pure=True)
+        tasks, spills = [count(spec, part, strict, n_folds) for part in parts], None
+    client, owned = _client(client, scheduler)
+    try:
+        if spill:   # futures: the results stay on the workers until scored
+            spills = client.compute(spills)
+            root = client.compute(_tree(tasks, fan_in))
+            merged, part_report = root.result()
+        else:
+            merged, part_report = _reduce(tasks, fan_in, client)
+    finally:
+        if owned:
+            client.close()
+    if report is not None:
+        parallel._merge_reports(report, part_report)
+    return Spilled(merged, root, spills) if spill else merged
+
+
+class Spilled(NamedTuple):
+    """What :func:`count_corpus` returns with ``spill=True``."""
+
+    counts: parallel.Counts    #: the merged counts, with the fold rows
+    root: object               #: their future on the cluster (``(Counts, CorpusReport)``)
+    spills: list               #: one future per partition: its token hashes (bytes)
+
+
+def _fold_models(root, params):
+    """A task: the :class:`~spamnb.model.calibrate.FoldModels` of the merged counts
+    ``root`` for a filter of ``params`` (:func:`held_out_spilled`)."""
+    from spamnb.model.calibrate import FoldModels
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.mail.tokenizer import Tokenizer
+
+    merged, _report = root
+    fold_class_count, fold_feature_count = merged.folds()
+    params = dict(params, tokenizer=Tokenizer.from_settings(params["tokenizer"]))
+    return FoldModels.from_counts(merged.to_filter(SpamFilter(**params)), fold_class_count, fold_feature_count)
+
+
+def held_out_spilled(spilled, spam_filter, client):
+    """The calibration's scoring pass on the cluster: the fold models of
+    ``spilled.root`` (a :class:`Spilled`) built there by one task (for
+    ``spam_filter``'s alpha, prior, counts and length_norm), then each
+    partition's spill scored on the worker that holds it, each message by
+    its fold's model; Dask copies the models once to each worker that needs
+    them, and nothing big leaves or enters this process.  Returns one
+    ``(ham_log_odds, spam_log_odds, per_fold)`` per partition, in order."""
+    params = {"tokenizer": spam_filter.tokenizer_.settings, "alpha": spam_filter.alpha, "prior": spam_filter.prior,
+              "counts": spam_filter.counts, "length_norm": spam_filter.length_norm}
+    models = client.submit(_fold_models, spilled.root, params, pure=False)
+    futures = client.map(parallel.score_spilled_bytes, spilled.spills, models=models, pure=True)
+    return client.gather(futures)
+
+
+def _score_items(model_path, identity, items):
+    """A bag partition of messages (bytes or paths) -> a list of records."""
+    from pathlib import Path
+
+    from spamnb.model.spam_filter import message_bytes
+
+    model = parallel._model(model_path, identity)
+    out = []
+    for item in items:
+        verdict = model.classify(message_bytes(Path(item) if isinstance(item, str) else item))   # str: a path
+        out.append({"message": item if isinstance(item, str) else None, "verdict": verdict.label,
+                    "probability": verdict.probability, "log_odds": verdict.log_odds})
+    return out
+
+
+def score(model_path, paths_or_bag, partition_size=parallel.DEFAULT_PARTITION_SIZE):
+    """Classify a bag (or a sequence) of messages, bytes or paths, on the
+    cluster: a Dask bag of records ``{"message": path or None, "verdict",
+    "probability", "log_odds"}`` in input order (lazy: ``.compute()`` it,
+    ``.to_dataframe()`` it (with pandas installed), or
+    ``.map(...).to_textfiles(...)`` it as lines).  Each worker loads the
+    model file once (the path is shipped, not the model); a model file
+    replaced during the job fails the job."""
+    import dask.bag as db
+
+    model_path = os.path.abspath(os.fspath(model_path))
+    identity = parallel._file_identity(model_path)
+    parallel._model(model_path, identity)   # a bad model fails here, before any task
+    if hasattr(paths_or_bag, "map_partitions"):
+        bag = paths_or_bag
+    else:
+        items = [os.fspath(p) if isinstance(p, os.PathLike) else p for p in paths_or_bag]
+        bag = db.from_sequence(items, partition_size=partition_size)
+    return bag.map_partitions(_score_items_of, model_path, identity)
+
+
+def _score_items_of(items, model_path, identity):
+    return _score_items(model_path, identity, items)
+
+
+def _lines_of(pieces, model_path, identity, cutoffs, json_lines):
+    return parallel.score_partition(model_path, identity, cutoffs, pieces, json_lines)[0]
+
+
+def score_lines(model_path, paths, partition_size=parallel.DEFAULT_PARTITION_SIZE, json_lines=False, cutoffs=None):
+    """``spamnb classify --batch`` (``json_lines``: ``--json``) on the cluster:
+    ``paths`` (messages, mbox files, cut into shards, and folders) planned
+    here, scored by the workers in partitions (the model file loaded once per
+    worker process, as :func:`score`).  Returns a Dask bag of text, one
+    string per partition, in input order: the lines the one-process batch
+    writes for it (an unreadable path has its error line);
+    ``"".join(bag.compute())`` or ``bag.to_textfiles(...)``."""
+    import dask.bag as db
+
+    model_path = os.path.abspath(os.fspath(model_path))
+    identity = parallel._file_identity(model_path)
+    parallel._model(model_path, identity, cutoffs)   # a bad model fails here, before any task
+    paths = [os.fspath(p) for p in paths]
+    if "-" in paths:
+        raise ValueError("'-' (stdin) is not read on a cluster")
+    parts = list(parallel.partitions(parallel.plan_scoring(paths), partition_size))
+    bag = db.from_sequence(parts, npartitions=max(1, len(parts)))
+    return bag.map(_lines_of, model_path, identity, cutoffs, json_lines)

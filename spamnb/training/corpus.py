@@ -1,0 +1,298 @@
+"""Reading labelled mail: folder trees, mbox files and Maildirs, one message at a time.
+
+Layout of a training tree (``spamnb train DIR``): every file below ``DIR`` is
+a message, or an mbox of messages; it is spam when a folder on its way below
+``DIR`` is a spam folder, ham otherwise.  A spam folder's name starts with
+``spam`` or ``junk`` (case-insensitive; for a Maildir++ folder such as
+``.INBOX.Junk``, its last component).  Files directly in ``DIR`` take
+``DIR``'s own name (so ``spamnb train corpus/spam`` is all spam, while a
+corpus root called ``spamassassin`` does not make its ``easy_ham`` folder
+spam).  ``--spam PATH`` / ``--ham PATH`` label a whole folder, Maildir or mbox
+file; the spam folders inside a ``--ham`` path are left out (a Maildir's
+``.Junk`` is not ham).
+
+Maildir and Maildir++: a folder with ``cur/`` and ``new/`` is a Maildir; its
+messages are the files in those two (``tmp/`` holds mail still being
+delivered; files at its top, such as the ``maildirfolder`` marker and an IMAP
+server's indexes, are not mail), and its hidden sub-folders (``.Junk``,
+``.Archive``, ``.INBOX.Sent``) are Maildir++ folders, read like the others.
+Trash folders are not read (deleted mail is neither spam nor ham).
+
+What cannot be read is skipped, counted and named, never fatal (unless
+``strict``): unreadable files and folders, broken links and link loops, links
+to folders (never followed: they may loop), sockets, devices and FIFOs, empty
+files, files that are not mail (no header line at the top), hidden files and
+folders.  The :class:`CorpusReport` says what was read and what was skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+
+from spamnb.mail.mbox import is_mbox_start, iter_mbox
+
+__all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages", "iter_labelled",
+           "read_messages", "is_test_message", "looks_like_mail", "split_mbox", "walk_files", "file_messages",
+           "shard_messages", "tree_label", "is_spam_name"]
+
+_HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+
+
+class CorpusError(Exception):
+    """A corpus path that cannot be used (missing, or a skipped file under ``strict``)."""
+
+
+@dataclass(frozen=True)
+class LabelledMessage:
+    relpath: str   # path relative to the corpus root, '/'-separated (mbox messages: "file#N")
+    data: bytes
+    is_spam: bool
+
+
+@dataclass
+class CorpusReport:
+    """What reading a corpus did: messages read and files skipped, by reason."""
+
+    read: int = 0
+    skipped: dict = field(default_factory=dict)
+    examples: dict = field(default_factory=dict)  # reason -> the first few paths skipped for it
+
+    EXAMPLES = 3
+
+    def skip(self, path, reason, strict=False):
+        if strict:
+            raise CorpusError(f"{path}: {reason}")
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+        paths = self.examples.setdefault(reason, [])
+        if len(paths) < self.EXAMPLES:
+            paths.append(os.fspath(path))
+
+    @property
+    def n_skipped(self):
+        return sum(self.skipped.values())
+
+    def summary(self):
+        if not self.skipped:
+            return "nothing skipped"
+        parts = []
+        for reason, n in sorted(self.skipped.items()):
+            paths = self.examples.get(reason, [])
+            more = ", ..." if n > len(paths) else ""
+            parts.append(f"{n} {reason}: {', '.join(paths)}{more}")
+        return f"skipped {self.n_skipped} ({'; '.join(parts)})"
+
+
+def is_test_message(relpath):
+    """The project's fixed split: test when md5(relative path) % 5 == 0."""
+    return int(hashlib.md5(relpath.encode("utf-8", "surrogateescape")).hexdigest(), 16) % 5 == 0
+
+
+def looks_like_mail(data):
+    """True when the first line (after an mbox ``From `` line) is a header field."""
+    start = 0
+    if data.startswith(b"From "):
+        newline = data.find(b"\n")
+        if newline < 0:
+            return False
+        start = newline + 1
+    return _HEADER_LINE.match(data, start) is not None
+
+
+def split_mbox(data):
+    """The messages of an mbox held in memory (each keeps its ``From `` line);
+    see :mod:`spamnb.mail.mbox` for where a message starts."""
+    return [part for part in iter_mbox(io.BytesIO(data)) if part.strip()]
+
+
+# Maildir++ folders (".Junk", ".INBOX.Spam", ...) and plain folders whose name says spam
+SPAM_FOLDER_PREFIXES = ("spam", "junk")
+# folders never read: deleted mail is neither spam nor ham
+SKIPPED_FOLDER_NAMES = ("trash", "deleted messages", "deleted items")
+
+
+def _folder_name(name):
+    """The last component of a Maildir++ folder name, lower case (".INBOX.Junk" -> "junk")."""
+    return name.lstrip(".").rsplit(".", 1)[-1].lower() if name.startswith(".") else name.lower()
+
+
+def _is_spam_name(name):
+    return _folder_name(name).startswith(SPAM_FOLDER_PREFIXES)
+
+
+def _is_maildir(path, names):
+    return {"cur", "new"} <= set(names)
+
+
+def _walk_files(root, report, strict, spam_folders="read"):
+    """Regular files below ``root`` (sorted).  A Maildir's messages are in its
+    ``cur/`` and ``new/`` (``tmp/`` holds mail still being delivered; files at
+    its top, such as the ``maildirfolder`` marker or an IMAP server's indexes,
+    are not mail); its hidden sub-folders are Maildir++ folders.  Other hidden
+    folders and files are skipped and counted.  ``spam_folders="skip"``
+    (a ham tree) leaves out the spam folders inside it, and says so."""
+    def onerror(exc):
+        report.skip(exc.filename, "unreadable folder", strict)
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
+        maildir = _is_maildir(dirpath, dirnames)
+        kept = []
+        for d in sorted(dirnames):
+            path = os.path.join(dirpath, d)
+            if maildir and d == "tmp":
+                continue
+            if d.startswith(".") and not maildir:
+                report.skip(path, "hidden folder", strict)
+                continue
+            if _folder_name(d) in SKIPPED_FOLDER_NAMES:
+                report.skip(path, "trash folder", strict)
+                continue
+            if spam_folders == "skip" and _is_spam_name(d):
+                report.skip(path, "spam folder inside a ham path", strict)
+                continue
+            if os.path.islink(path):  # not followed (it may loop): said so
+                report.skip(path, "link to a folder (not followed)", strict)
+                continue
+            kept.append(d)
+        dirnames[:] = kept
+        if maildir:
+            continue  # the top of a Maildir holds its metadata, not mail
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if name.startswith("."):
+                report.skip(path, "hidden file", strict)
+                continue
+            yield path
+
+
+_READ_WHOLE = 4 << 20  # files up to this size are read whole (one read); larger mboxes are streamed
+
+
+def _regular_size(path, report, strict):
+    """The size of the regular file at ``path``, or None (skipped and counted)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        report.skip(path, "broken link" if os.path.islink(path) else "unreadable", strict)
+        return None
+    if not stat.S_ISREG(st.st_mode):  # checked before opening: a FIFO would block
+        report.skip(path, "not a regular file", strict)
+        return None
+    return st.st_size
+
+
+def _file_messages(path, name, report, strict):
+    """``(name, bytes)`` of the message, or each message of the mbox, in the file
+    at ``path``.  Files are read by the filter's reader (one read of the whole
+    file), except an mbox over 4 MiB, which is read a message at a time."""
+    from spamnb.model.spam_filter import _read_file
+
+    size = _regular_size(path, report, strict)
+    if size is None:
+        return
+    try:
+        if size > _READ_WHOLE:
+            with open(path, "rb") as f:
+                if is_mbox_start(f.read(5)):
+                    f.seek(0)
+                    yield from _mbox_messages(path, name, f, report, strict)
+                    return
+        data = _read_file(path)
+        if is_mbox_start(data):
+            yield from _mbox_messages(path, name, io.BytesIO(data), report, strict)
+        elif not data.strip():
+            report.skip(path, "empty", strict)
+        elif not looks_like_mail(data):
+            report.skip(path, "not mail", strict)
+        else:
+            report.read += 1
+            yield name, data
+    except OSError:
+        report.skip(path, "unreadable", strict)
+
+
+def _mbox_messages(path, name, stream, report, strict):
+    messages = iter_mbox(stream)
+    previous, i = next(messages, None), 0
+    for message in messages:  # one ahead: a one-message mbox keeps the file's name
+        yield from _mbox_message(path, f"{name}#{i}", previous, report, strict)
+        previous, i = message, i + 1
+    if previous is not None:
+        yield from _mbox_message(path, f"{name}#{i}" if i else name, previous, report, strict)
+    else:
+        report.skip(path, "empty", strict)
+
+
+def _mbox_message(path, name, data, report, strict):
+    if not looks_like_mail(data):
+        report.skip(f"{path}{name[name.rfind('#'):] if '#' in name else ''}", "not mail", strict)
+        return
+    report.read += 1
+    yield name, data
+
+
+def read_messages(path, report=None, strict=False, spam_folders="read"):
+    """``(relpath, bytes)`` of each message in a folder, Maildir or mbox file,
+    read one at a time (never the whole corpus at once)."""
+    report = CorpusReport() if report is None else report
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CorpusError(f"{path}: no such file or folder")
+    if os.path.isdir(path):
+        for file_path in _walk_files(path, report, strict, spam_folders):
+            relpath = os.path.relpath(file_path, path).replace(os.sep, "/")
+            yield from _file_messages(file_path, relpath, report, strict)
+        return
+    yield from _file_messages(path, os.path.basename(path), report, strict)
+
+
+def _tree_label(relpath, root_is_spam):
+    folders = relpath.split("#", 1)[0].split("/")[:-1]
+    if not folders:
+        return root_is_spam
+    return any(_is_spam_name(part) for part in folders)
+
+
+def iter_labelled(trees=(), spam=(), ham=(), report=None, strict=False):
+    """:class:`LabelledMessage` one at a time: ``trees`` labelled by folder
+    names, ``spam``/``ham`` paths as given (spam folders inside a ``ham`` path
+    are left out: they are not ham).  Raises CorpusError for a path that does
+    not exist (or, with ``strict``, for any skipped file)."""
+    report = CorpusReport() if report is None else report
+    for tree in trees:
+        root_is_spam = _is_spam_name(os.path.basename(os.path.normpath(os.fspath(tree))))
+        for relpath, data in read_messages(tree, report, strict):
+            yield LabelledMessage(relpath, data, _tree_label(relpath, root_is_spam))
+    for paths, is_spam in ((spam, True), (ham, False)):
+        for path in paths:
+            for relpath, data in read_messages(path, report, strict, "read" if is_spam else "skip"):
+                yield LabelledMessage(relpath, data, is_spam)
+
+
+# The pieces iter_labelled is made of, for spamnb.training.parallel, which plans a corpus
+# in one process and reads it in others by the same rules.
+walk_files = _walk_files
+file_messages = _file_messages
+tree_label = _tree_label
+is_spam_name = _is_spam_name
+
+
+def shard_messages(path, name, start, end, first, report, strict=False):
+    """``(name#N, bytes)`` of the messages of an mbox file's bytes ``start``
+    to ``end`` (offsets of :func:`spamnb.mail.mbox.message_starts`), numbered from
+    ``first``, read a message at a time, as :func:`read_messages` reads the
+    whole file (the same skips)."""
+    from spamnb.mail.mbox import iter_mbox_range
+
+    for i, data in enumerate(iter_mbox_range(path, start, end)):
+        yield from _mbox_message(path, f"{name}#{first + i}", data, report, strict)
+
+
+def labelled_messages(trees=(), spam=(), ham=(), report=None, strict=False):
+    """:func:`iter_labelled` as a list (the whole corpus in memory: for
+    evaluation, which needs it; training streams)."""
+    return list(iter_labelled(trees, spam, ham, report, strict))
