@@ -145,10 +145,11 @@ def step_spamnb_train(work):
     labels = [r[2] for r in rows]
     # untimed: what `spamnb train` chooses on this train part (the word pairs
     # or none, and the cutoffs: cross-validation inside the training mail,
-    # spamnb.training.parallel.train), so the verdicts below are the ones a user of
+    # spamnb.training.pipeline.train), so the verdicts below are the ones a user of
     # `spamnb train` gets; the train part as two folders of links
     from spamnb.model import calibrate
-    from spamnb.training import parallel
+    from spamnb.model import calibrate
+    from spamnb.training import pipeline
     from spamnb.training.corpus import CorpusReport
 
     links = tempfile.mkdtemp(prefix="spamnb-train-", dir=work)
@@ -157,9 +158,9 @@ def step_spamnb_train(work):
         os.mkdir(folder)
     for k, (path, is_spam) in enumerate(zip(paths, labels)):
         os.symlink(os.path.abspath(path), os.path.join(folders[is_spam], f"{k:06d}"))
-    chosen, calibration = parallel.train(spam=[folders[True]], ham=[folders[False]], n_jobs=1,
+    chosen, calibration = pipeline.train(spam=[folders[True]], ham=[folders[False]], n_jobs=1,
                                          report=CorpusReport(), calibration={"target_fpr": calibrate.DEFAULT_TARGET_FPR},
-                                         word_pairs=parallel.AUTO_PAIRS)
+                                         word_pairs=calibrate.AUTO_PAIRS)
     tokenizer = chosen.tokenizer_
     del chosen
     shutil.rmtree(links)

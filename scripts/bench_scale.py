@@ -29,7 +29,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spamnb.training import parallel  # noqa: E402
+from spamnb.model import counting
+
+from spamnb.training import batch
+
+from spamnb.training import pipeline
+
+from spamnb.training import planning
+
+from spamnb.training import workers# noqa: E402
 from spamnb.training.corpus import labelled_messages  # noqa: E402
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
@@ -120,7 +128,7 @@ def labelled_files(corpora):
 
     out = []
     for root in corpora:
-        for piece in parallel.plan_training([root]):
+        for piece in planning.plan_training([root]):
             with open(piece.path, "rb") as f:
                 if looks_like_mail(f.read(65536)):
                     out.append((piece.path, piece.is_spam))
@@ -173,42 +181,42 @@ def bogofilter_runs(work, files):
     return train, score
 
 
-def count_with_threads(corpora, n_threads, partition_size=parallel.DEFAULT_PARTITION_SIZE):
+def count_with_threads(corpora, n_threads, partition_size=planning.DEFAULT_PARTITION_SIZE):
     """Counting partitions on threads (for the GIL figure): the same work as -j N."""
     from concurrent.futures import ThreadPoolExecutor
 
-    spec = parallel.counting_spec(SpamFilter())
-    parts = list(parallel.partitions(parallel.plan_training(corpora), partition_size))
+    spec = counting.counting_spec(SpamFilter())
+    parts = list(planning.partitions(planning.plan_training(corpora), partition_size))
     with ThreadPoolExecutor(n_threads) as pool:
-        results = list(pool.map(lambda part: parallel.count_partition(spec, part), parts))
-    return parallel.tree_reduce(r[0] for r in results)
+        results = list(pool.map(lambda part: planning.count_partition(spec, part), parts))
+    return counting.tree_reduce(r[0] for r in results)
 
 
 def _timed_count(*job):
     """count_partition, with the CPU seconds it took in the worker."""
     started = time.process_time()
-    counts, report = parallel.count_partition(*job)
+    counts, report = planning.count_partition(*job)
     return counts, time.process_time() - started
 
 
-def cpu_split(corpora, n_jobs, partition_size=parallel.DEFAULT_PARTITION_SIZE):
-    """CPU seconds of a training run (the steps of parallel.fit): in the
+def cpu_split(corpora, n_jobs, partition_size=planning.DEFAULT_PARTITION_SIZE):
+    """CPU seconds of a training run (the steps of pipeline.fit): in the
     workers (counting) and in the parent (planning, receiving, merging,
     building the filter).  Under load, wall time says little; CPU time says
     what the second core would have to do."""
     spam_filter = SpamFilter()
-    spec = parallel.counting_spec(spam_filter)
+    spec = counting.counting_spec(spam_filter)
     parent = time.process_time()
     worker = [0.0]
 
     def counted():
-        parts = parallel.partitions(parallel.plan_training(corpora), partition_size)
+        parts = planning.partitions(planning.plan_training(corpora), partition_size)
         jobs = ((spec, part) for part in parts)
-        for counts, cpu in parallel.run_ordered(_timed_count, jobs, n_jobs):
+        for counts, cpu in workers.run_ordered(_timed_count, jobs, n_jobs):
             worker[0] += cpu
             yield counts
 
-    parallel.tree_reduce(counted()).to_filter(spam_filter)
+    counting.tree_reduce(counted()).to_filter(spam_filter)
     parent = time.process_time() - parent
     if n_jobs == 1:   # the counting ran here: it is in the parent's figure
         parent -= worker[0]
@@ -219,7 +227,7 @@ def throughput(corpora, work, repeat, jobs):
     files = labelled_files(corpora)
     n = len(files)
     model = os.path.join(work, "model.spamnb")
-    parallel.fit(corpora, n_jobs=1).save(model)
+    pipeline.fit(corpora, n_jobs=1).save(model)
     rows = {f"train -j {j}": [] for j in jobs}
     rows.update({f"train+cutoffs -j {j}": [] for j in jobs})
     rows.update({f"train threads {j}": [] for j in jobs if j > 1})
@@ -227,14 +235,14 @@ def throughput(corpora, work, repeat, jobs):
     rows.update({"bogofilter train": [], "bogofilter score": []})
     for _round in range(repeat):
         for j in jobs:
-            rows[f"train -j {j}"].append(timed(parallel.fit, corpora, n_jobs=j)[0])
+            rows[f"train -j {j}"].append(timed(pipeline.fit, corpora, n_jobs=j)[0])
             rows[f"train+cutoffs -j {j}"].append(
-                timed(parallel.train, corpora, n_jobs=j, calibration={"target_fpr": 0.001})[0])
+                timed(pipeline.train, corpora, n_jobs=j, calibration={"target_fpr": 0.001})[0])
             if j > 1:
                 rows[f"train threads {j}"].append(timed(count_with_threads, corpora, j)[0])
             paths = [p for p, _s in files]
             rows[f"score -j {j}"].append(
-                timed(parallel.classify_batch, model, paths, n_jobs=j, out=io.StringIO(), err=io.StringIO())[0])
+                timed(batch.classify_batch, model, paths, n_jobs=j, out=io.StringIO(), err=io.StringIO())[0])
         if shutil.which("bogofilter"):
             train, score = bogofilter_runs(work, files)
             rows["bogofilter train"].append(train)
@@ -254,23 +262,23 @@ def throughput(corpora, work, repeat, jobs):
     return n, out
 
 
-def unit_costs(corpora, partition_size=parallel.DEFAULT_PARTITION_SIZE):
+def unit_costs(corpora, partition_size=planning.DEFAULT_PARTITION_SIZE):
     """Per-message counting cost (one process), per-partition counts size, and merge costs."""
-    spec = parallel.counting_spec(SpamFilter())
-    parts = list(parallel.partitions(parallel.plan_training(corpora), partition_size))
+    spec = counting.counting_spec(SpamFilter())
+    parts = list(planning.partitions(planning.plan_training(corpora), partition_size))
     started = time.process_time()
-    counted = [parallel.count_partition(spec, part)[0] for part in parts]
+    counted = [planning.count_partition(spec, part)[0] for part in parts]
     count_cpu = time.process_time() - started
     n = sum(int(c.class_count.sum()) for c in counted)
     sizes = [c.nbytes for c in counted]
     started = time.process_time()
-    pair = parallel.merge_counts(counted[:2])
+    pair = counting.merge_counts(counted[:2])
     merge2 = time.process_time() - started
     started = time.process_time()
-    total = parallel.tree_reduce(iter(counted))
+    total = counting.tree_reduce(iter(counted))
     reduce_cpu = time.process_time() - started
     started = time.process_time()
-    parallel.merge_counts([total, total])
+    counting.merge_counts([total, total])
     merge_full = time.process_time() - started
     import pickle
 
@@ -306,10 +314,10 @@ def dask_figures(corpora, repeat):
         on_dask, local, cut_dask, cut_local = [], [], [], []
         for _round in range(repeat):
             on_dask.append(timed(spamnb_dask.fit_corpus, corpora, client=client)[0])
-            local.append(timed(parallel.fit, corpora, n_jobs=2)[0])
+            local.append(timed(pipeline.fit, corpora, n_jobs=2)[0])
             # train with the cutoffs (both passes on the cluster; -j 2 scores spill files)
-            cut_dask.append(timed(parallel.train, corpora, dask=address, calibration=options)[0])
-            cut_local.append(timed(parallel.train, corpora, n_jobs=2, calibration=options)[0])
+            cut_dask.append(timed(pipeline.train, corpora, dask=address, calibration=options)[0])
+            cut_local.append(timed(pipeline.train, corpora, n_jobs=2, calibration=options)[0])
         noop = delayed(lambda i: i, pure=True)
         n_tasks = 500
         per_task = []
@@ -421,7 +429,7 @@ def _ceiling_work(kind, lo, hi):
         for i in range(lo, hi):
             total += i * i
         return
-    parallel.count_messages(_CEILING["spec"], _CEILING["messages"][lo:hi])
+    counting.count_messages(_CEILING["spec"], _CEILING["messages"][lo:hi])
 
 
 def _split_run(kind, n, n_procs):
@@ -449,7 +457,7 @@ def ceiling(corpora, repeat, jobs, copies=3):
     no merge); and the same for a tight integer loop whose working set fits
     in the first-level cache.  The counting ratio bounds what ``-j 2`` can
     reach here; the loop's says what the cores give code that shares nothing."""
-    spec = parallel.counting_spec(SpamFilter())
+    spec = counting.counting_spec(SpamFilter())
     messages = [(m.data, m.is_spam) for m in labelled_messages(corpora)]
     _CEILING.update(spec=spec, messages=messages * copies)
     n_messages, n_loop = len(_CEILING["messages"]), 20_000_000
@@ -490,7 +498,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     corpora = [os.path.abspath(c) for c in (args.corpus or [DEFAULT_CORPUS])]
     report = {"command": "python scripts/bench_scale.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "cores": parallel.available_cores(), "load_average_start": os.getloadavg()}
+              "cores": workers.available_cores(), "load_average_start": os.getloadavg()}
     work = tempfile.mkdtemp(prefix="spamnb-scale-")
     try:
         if "ceiling" not in args.skip:

@@ -204,7 +204,7 @@ def threaded_server(port, model):
     parallel."""
     import socketserver
 
-    from spamnb.server import daemon as serve
+    from spamnb.server import models as serve
 
     from spamnb.server import protocol as spamd
 

@@ -92,7 +92,7 @@ def main(argv=None):
     from spamnb.model.calibrate import _logit, calibrate
     from spamnb.training.corpus import labelled_messages
     from spamnb.evaluation.crossval import md5_split
-    from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from spamnb.bayes import metrics  # noqa: E402
 from spamnb.training.corpus import is_test_message, labelled_messages  # noqa: E402
-from spamnb.evaluation.crossval import stratified_folds  # noqa: E402
+from spamnb.model.calibrate import stratified_folds  # noqa: E402
 from spamnb.model.message_features import FEATURE_NAMES, FeatureModel, message_features  # noqa: E402
 from spamnb.mail.parser import parse  # noqa: E402
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402

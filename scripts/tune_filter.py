@@ -27,7 +27,7 @@ from spamnb.bayes import _vocab
 
 from spamnb.bayes import metrics  # noqa: E402
 from spamnb.training.corpus import is_test_message, labelled_messages  # noqa: E402
-from spamnb.evaluation.crossval import stratified_folds  # noqa: E402
+from spamnb.model.calibrate import stratified_folds  # noqa: E402
 from spamnb.bayes.multinomial import MultinomialNB  # noqa: E402
 from spamnb.mail.tokenizer import Tokenizer  # noqa: E402
 from spamnb.bayes.vocabulary import Vocabulary  # noqa: E402

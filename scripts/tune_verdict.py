@@ -45,7 +45,7 @@ def main(argv=None):
     import numpy as np
 
     from spamnb.training.corpus import is_test_message, labelled_messages
-    from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF
+    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF
 
     for root in args.corpus or DEFAULT_CORPORA:
         items = [m for m in labelled_messages(trees=[root]) if not is_test_message(m.relpath)]

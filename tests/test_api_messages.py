@@ -4,7 +4,7 @@
 import pytest
 
 from spamnb import SpamFilter
-from spamnb.model.spam_filter import message_bytes
+from spamnb.model.messages import message_bytes
 
 from conftest import REPO
 

@@ -11,8 +11,9 @@ from spamnb import SpamFilter
 
 from spamnb.model import calibrate
 from spamnb.training.corpus import labelled_messages
-from spamnb.evaluation.crossval import md5_split, stratified_folds
-from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+from spamnb.evaluation.crossval import md5_split
+from spamnb.model.calibrate import stratified_folds
+from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
 
 from conftest import run_spamnb
 
@@ -144,11 +145,11 @@ def test_cutoffs_hold_on_the_fixed_split(shared_corpus):
 def test_streaming_fold_scores_are_fold_log_odds(sample, params):
     """The counting pass's fold rows and the compiled scorer give the log-odds
     fold_log_odds computes from the corpus matrix, for the same folds."""
-    from spamnb.training import parallel
+    from spamnb.model import counting
 
     messages, y = sample
-    spec = parallel.counting_spec(SpamFilter(**params))
-    counts = parallel.count_messages(spec, zip(messages, y), n_folds=5)
+    spec = counting.counting_spec(SpamFilter(**params))
+    counts = counting.count_messages(spec, zip(messages, y), n_folds=5)
     spam_filter = counts.to_filter(SpamFilter(**params))
     reference = SpamFilter(**params).fit(messages, y)
     np.testing.assert_allclose(spam_filter.word_counts_.matrix(), reference.word_counts_.matrix(), rtol=1e-12)
@@ -171,7 +172,7 @@ def test_streaming_fold_scores_are_fold_log_odds(sample, params):
         loaded = calibrate.FoldModels.load(models.save(folder))
         spill = os.path.join(folder, "spill")
         with open(spill, "wb") as out:
-            parallel.count_messages(spec, zip(messages, y), n_folds=5, spill=out)
+            counting.count_messages(spec, zip(messages, y), n_folds=5, spill=out)
         again = calibrate.held_out_spilled(loaded, spill)
         assert np.array_equal(again[0], ham) and np.array_equal(again[1], spam)
         assert np.array_equal(again[2], per_fold)
@@ -200,11 +201,11 @@ def test_fold_models_can_take_the_fold_counts_for_their_log_counts(sample):
     """overwrite=True (spamnb train's peak memory): the fold counts' own array
     becomes the models' log-counts, and the models score exactly as with a
     new array; a read-only or non-contiguous array is never written."""
-    from spamnb.training import parallel
+    from spamnb.model import counting
 
     messages, y = sample
-    spec = parallel.counting_spec(SpamFilter())
-    counts = parallel.count_messages(spec, zip(messages, y), n_folds=calibrate.DEFAULT_FOLDS)
+    spec = counting.counting_spec(SpamFilter())
+    counts = counting.count_messages(spec, zip(messages, y), n_folds=calibrate.DEFAULT_FOLDS)
     spam_filter = counts.to_filter(SpamFilter())
     class_count, feature_count = counts.folds()
     fresh = calibrate.FoldModels.from_counts(spam_filter, class_count, feature_count.copy())

@@ -412,14 +412,14 @@ def test_train_calibrates_on_the_corpus_it_counted(tmp_path, monkeypatch, sample
 
     from spamnb.cli import main as cli
 
-    from spamnb.training import parallel
+    from spamnb.training import pipeline, planning
 
     tree = tmp_path / "corpus"
     shutil.copytree(sample_corpus, tree)
     args = ["train", "-q", "-j", jobs, "--partition-size", "50", str(tree)]
     assert cli.main(args + ["-m", str(tmp_path / "before.spamnb")]) == 0
     real, plans = calibrate.FoldModels.from_counts.__func__, []
-    monkeypatch.setattr(parallel, "plan_training", lambda *a, _real=parallel.plan_training, **k: plans.append(1)
+    monkeypatch.setattr(pipeline, "plan_training", lambda *a, _real=planning.plan_training, **k: plans.append(1)
                         or _real(*a, **k))
 
     def changing(cls, *a):   # after the counting: a ham goes, a spam comes

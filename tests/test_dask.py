@@ -14,7 +14,10 @@ distributed = pytest.importorskip("distributed", reason="dask[distributed] is no
 
 import spamnb  # noqa: E402
 from spamnb.training import cluster as spamnb_dask  # noqa: E402
-from spamnb.training import parallel  # noqa: E402
+from spamnb.model import counting
+from spamnb.training import batch
+from spamnb.training import pipeline
+from spamnb.training import planning# noqa: E402
 from spamnb.training.corpus import labelled_messages  # noqa: E402
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
@@ -41,7 +44,7 @@ def file_bytes(spam_filter, path):
 
 def test_fit_corpus_writes_the_model_of_train_j(client, tmp_path):
     # 31 partitions: three levels, short last groups (the streaming tree against Dask's level by level)
-    local = file_bytes(parallel.fit([SAMPLE], n_jobs=2, partition_size=10), tmp_path / "local")
+    local = file_bytes(pipeline.fit([SAMPLE], n_jobs=2, partition_size=10), tmp_path / "local")
     on_dask = file_bytes(spamnb_dask.fit_corpus([SAMPLE], client=client, partition_size=10), tmp_path / "dask")
     assert local == on_dask
 
@@ -50,7 +53,7 @@ def test_fit_paths_and_bag_are_exact(client):
     import dask.bag as db
 
     messages = labelled_messages([SAMPLE])
-    ref = parallel.Counts.from_filter(
+    ref = counting.Counts.from_filter(
         SpamFilter(counts="raw", length_norm=0).fit([m.data for m in messages], [m.is_spam for m in messages]))
     paths = [str(SAMPLE / m.relpath) for m in messages]
     labels = ["spam" if m.is_spam else "ham" for m in messages]
@@ -58,7 +61,7 @@ def test_fit_paths_and_bag_are_exact(client):
     bag = db.from_sequence([(m.data, m.is_spam) for m in messages], npartitions=7)
     by_bag = spamnb_dask.fit(bag, client=client, spam_filter=SpamFilter(counts="raw", length_norm=0))
     for got in (by_paths, by_bag):
-        got = parallel.Counts.from_filter(got)
+        got = counting.Counts.from_filter(got)
         assert np.array_equal(ref.hashes, got.hashes) and ref.strings == got.strings
         assert np.array_equal(ref.feature_count, got.feature_count)
         assert got.class_count.tolist() == [200.0, 100.0]
@@ -68,7 +71,7 @@ def test_fit_paths_and_bag_are_exact(client):
 
 def test_score_returns_the_single_process_verdicts(client, tmp_path):
     model = tmp_path / "model.spamnb"
-    spam_filter = parallel.fit([SAMPLE], n_jobs=1)
+    spam_filter = pipeline.fit([SAMPLE], n_jobs=1)
     spam_filter.save(model)
     files = sorted(str(p) for p in (SAMPLE / "spam").iterdir())[:60]
     records = spamnb_dask.score(model, files, partition_size=16).compute(scheduler=client.get)
@@ -84,10 +87,10 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
     tasks and the model is still exact."""
     from dask import delayed
 
-    spec = parallel.counting_spec(SpamFilter(counts="raw", length_norm=0))
-    pieces = parallel.plan_training([SAMPLE], partition_size=20)
-    tasks = [delayed(parallel.count_partition, pure=True)(spec, part)
-             for part in parallel.partitions(pieces, 20)]
+    spec = counting.counting_spec(SpamFilter(counts="raw", length_norm=0))
+    pieces = planning.plan_training([SAMPLE], partition_size=20)
+    tasks = [delayed(planning.count_partition, pure=True)(spec, part)
+             for part in planning.partitions(pieces, 20)]
     persisted = client.persist(tasks)
     distributed.wait(persisted)
     pids = client.run(os.getpid)
@@ -96,7 +99,7 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
     assert held[victim], "no results held on the worker to kill"
     os.kill(pids[victim], signal.SIGKILL)
     merged, _report = spamnb_dask._reduce(persisted, 8, client)
-    ref = parallel.Counts.from_filter(parallel.fit([SAMPLE], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=1,
+    ref = counting.Counts.from_filter(pipeline.fit([SAMPLE], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=1,
                                                    partition_size=20))
     assert np.array_equal(ref.hashes, merged.hashes) and np.array_equal(ref.feature_count, merged.feature_count)
     assert merged.class_count.tolist() == [200.0, 100.0]
@@ -107,7 +110,7 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
 def test_a_worker_killed_while_counting_is_retried_exactly(client):
     # the full corpus: the sample is counted before a worker can be killed
     root, _full = corpus_root("spamassassin", fallback=False)
-    ref = parallel.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=50)
+    ref = pipeline.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=50)
     pids = client.run(os.getpid)
     import threading
 
@@ -127,7 +130,7 @@ def test_a_worker_killed_while_counting_is_retried_exactly(client):
     os.kill(next(iter(pids.values())), signal.SIGKILL)
     thread.join(300)
     assert "filter" in result
-    a, b = parallel.Counts.from_filter(ref), parallel.Counts.from_filter(result["filter"])
+    a, b = counting.Counts.from_filter(ref), counting.Counts.from_filter(result["filter"])
     assert np.array_equal(a.hashes, b.hashes) and np.array_equal(a.feature_count, b.feature_count)
     assert np.array_equal(a.class_count, b.class_count)
 
@@ -135,7 +138,7 @@ def test_a_worker_killed_while_counting_is_retried_exactly(client):
 @pytest.mark.slow
 def test_shared_corpus_on_dask_is_the_model_of_train_j(client, tmp_path):
     root, _full = corpus_root("spamassassin")
-    local = file_bytes(parallel.fit([root], n_jobs=2), tmp_path / "local")
+    local = file_bytes(pipeline.fit([root], n_jobs=2), tmp_path / "local")
     on_dask = file_bytes(spamnb_dask.fit_corpus([root], client=client), tmp_path / "dask")
     assert local == on_dask
 
@@ -148,7 +151,7 @@ def test_cli_train_dask(client, tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()
     assert "300 messages (100 spam, 200 ham)" in proc.stdout.decode()
-    assert model.read_bytes() == file_bytes(parallel.fit([SAMPLE], n_jobs=1, partition_size=40), tmp_path / "j1")
+    assert model.read_bytes() == file_bytes(pipeline.fit([SAMPLE], n_jobs=1, partition_size=40), tmp_path / "j1")
 
 
 def test_train_with_cutoffs_scores_the_folds_on_the_workers(client, tmp_path):
@@ -157,9 +160,9 @@ def test_train_with_cutoffs_scores_the_folds_on_the_workers(client, tmp_path):
     models sent once a worker), and the model and cutoffs are those of -j 2
     with the same partitions."""
     options = {"target_fpr": 0.01}
-    local, local_cal = parallel.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
+    local, local_cal = pipeline.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
     with distributed.get_task_stream(client) as stream:
-        on_dask, dask_cal = parallel.train([SAMPLE], dask=client.scheduler.address, partition_size=40,
+        on_dask, dask_cal = pipeline.train([SAMPLE], dask=client.scheduler.address, partition_size=40,
                                            calibration=options)
     keys = [str(task["key"]) for task in stream.data]
     assert sum("score_spilled_bytes" in key for key in keys) == 8        # 300 messages in partitions of 40
@@ -177,7 +180,7 @@ def test_spills_lost_with_a_worker_are_counted_again(client):
     from spamnb.model import calibrate
 
     spam_filter = SpamFilter()
-    spec = parallel.counting_spec(spam_filter)
+    spec = counting.counting_spec(spam_filter)
     spilled = spamnb_dask.count_corpus([SAMPLE], client=client, spec=spec, partition_size=20, n_folds=5, spill=True)
     distributed.wait(spilled.spills)
     pids = client.run(os.getpid)
@@ -191,8 +194,8 @@ def test_spills_lost_with_a_worker_are_counted_again(client):
     spilled.counts.to_filter(spam_filter)
     got = spamnb_dask.held_out_spilled(spilled, spam_filter, client)
     models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
-    parts = parallel.partitions(parallel.plan_training([SAMPLE], partition_size=20), 20)
-    expected = [parallel.score_spilled_bytes(parallel.count_partition_in_memory(spec, part, n_folds=5)[2], models)
+    parts = planning.partitions(planning.plan_training([SAMPLE], partition_size=20), 20)
+    expected = [planning.score_spilled_bytes(planning.count_partition_in_memory(spec, part, n_folds=5)[2], models)
                 for part in parts]
     assert len(got) == len(expected) == 16     # 300 messages, partitions of 20 within each folder
     for (ham, spam, per_fold), (ref_ham, ref_spam, ref_per_fold) in zip(got, expected):
@@ -215,14 +218,14 @@ def test_score_lines_are_the_lines_of_classify_batch(client, tmp_path):
     import io
 
     model = tmp_path / "m.spamnb"
-    parallel.fit([SAMPLE], n_jobs=1).save(model)
+    pipeline.fit([SAMPLE], n_jobs=1).save(model)
     mbox = tmp_path / "in.mbox"
     mbox.write_bytes(b"".join(b"From a@b Mon Nov 23 10:40:20 2026\n" + m.data.replace(b"\nFrom ", b"\n>From ") + b"\n"
                               for m in labelled_messages([SAMPLE])[:40]))
     paths = [str(SAMPLE / "spam"), str(mbox), str(tmp_path / "missing.eml")]
     for json_lines in (False, True):
         out = io.StringIO()
-        parallel.classify_batch(model, paths, n_jobs=1, partition_size=25, json_lines=json_lines, out=out,
+        batch.classify_batch(model, paths, n_jobs=1, partition_size=25, json_lines=json_lines, out=out,
                                 err=io.StringIO())
         got = "".join(spamnb_dask.score_lines(model, paths, partition_size=25, json_lines=json_lines).compute())
         assert got == out.getvalue() and got.count("\n") == 50 + 40 + 1

@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 from scipy import sparse
 
+from spamnb.cli import evaluate as cli_evaluate
+from spamnb.cli.progress import Progress
 from spamnb.evaluation import crossval as ev
+from spamnb.model.calibrate import stratified_folds
 from spamnb.bayes import metrics
 from spamnb.model.spam_filter import SpamFilter
 
@@ -41,14 +44,14 @@ def corpus(tmp_path_factory):
 
 def _args(*argv):
     parser = argparse.ArgumentParser()
-    ev.add_arguments(parser)
+    cli_evaluate.add_arguments(parser)
     return parser.parse_args([str(a) for a in argv])
 
 
 # ---------------------------------------------------------------- folds
 def test_stratified_folds_partition_and_balance():
     y = np.array([True] * 23 + [False] * 41)
-    folds = ev.stratified_folds(y, 5, seed=3)
+    folds = stratified_folds(y, 5, seed=3)
     assert len(folds) == 5
     joined = np.concatenate(folds)
     assert sorted(joined.tolist()) == list(range(len(y)))          # every message tested exactly once
@@ -56,12 +59,12 @@ def test_stratified_folds_partition_and_balance():
     ham_per_fold = [int((~y[f]).sum()) for f in folds]
     assert max(spam_per_fold) - min(spam_per_fold) <= 1
     assert max(ham_per_fold) - min(ham_per_fold) <= 1
-    again = ev.stratified_folds(y, 5, seed=3)
+    again = stratified_folds(y, 5, seed=3)
     assert all(np.array_equal(a, b) for a, b in zip(folds, again))  # fixed seed, same folds
-    other = ev.stratified_folds(y, 5, seed=4)
+    other = stratified_folds(y, 5, seed=4)
     assert not all(np.array_equal(a, b) for a, b in zip(folds, other))
     with pytest.raises(ValueError):
-        ev.stratified_folds(y, 1)
+        stratified_folds(y, 1)
 
 
 def test_md5_split_is_the_project_rule():
@@ -132,7 +135,7 @@ def _fold_and_matrix(root, n_folds, fold):
     items = labelled_messages(trees=[root])
     messages = [m.data for m in items]
     y = np.array([m.is_spam for m in items])
-    test = ev.stratified_folds(y, n_folds, seed=0)[fold]
+    test = stratified_folds(y, n_folds, seed=0)[fold]
     train = np.setdiff1d(np.arange(len(y)), test)
     return messages, y, train, test, SpamFilter(counts="raw", length_norm=0).fit(messages, y).transform(messages)
 
@@ -173,7 +176,7 @@ def _three_folds(corpus):
     items = labelled_messages(trees=[corpus])
     messages = [m.data for m in items]
     y = np.array([m.is_spam for m in items])
-    tests = ev.stratified_folds(y, 3, seed=0)
+    tests = stratified_folds(y, 3, seed=0)
     splits = [(str(i), np.setdiff1d(np.arange(len(y)), t), t) for i, t in enumerate(tests)]
     return messages, y, splits
 
@@ -210,7 +213,7 @@ def test_evaluate_figures_match_metrics(corpus):
 # ---------------------------------------------------------------- the command
 def test_run_cross_validation_with_json(corpus, tmp_path, capsys):
     out = tmp_path / "eval.json"
-    code = ev.run(_args(corpus, "--folds", 3, "--json", out, "--no-progress"))
+    code = cli_evaluate.run(_args(corpus, "--folds", 3, "--json", out, "--no-progress"))
     assert code == 0
     text = capsys.readouterr().out
     assert "stratified 3-fold" in text and "mean" in text and "± std" in text and "unsure" in text
@@ -226,7 +229,7 @@ def test_jobs_give_the_figures_of_one_process(corpus, tmp_path, capsys):
     figures = {}
     for jobs in ("1", "2", "0"):
         out = tmp_path / f"j{jobs}.json"
-        assert ev.run(_args(corpus, "--folds", 4, "--json", out, "--no-progress", "-j", jobs)) == 0
+        assert cli_evaluate.run(_args(corpus, "--folds", 4, "--json", out, "--no-progress", "-j", jobs)) == 0
         data = json.loads(out.read_text())
         figures[jobs] = (data["folds"], data["mean"], data["std"], data["confusion"])
     capsys.readouterr()
@@ -237,29 +240,29 @@ def test_jobs_give_the_figures_of_one_process(corpus, tmp_path, capsys):
 
 
 def test_run_md5_split_and_train_test(corpus, capsys):
-    assert ev.run(_args(corpus, "--split", "md5", "--no-progress")) == 0
+    assert cli_evaluate.run(_args(corpus, "--split", "md5", "--no-progress")) == 0
     text = capsys.readouterr().out
     n_test = sum(int(hashlib.md5(f"{d}/{i:05d}.msg".encode()).hexdigest(), 16) % 5 == 0
                  for d, n in (("spam", 24), ("ham", 36)) for i in range(n))
     assert f"(n = {n_test})" in text
-    assert ev.run(_args("--train", corpus, "--test", corpus, "--no-progress")) == 0
+    assert cli_evaluate.run(_args("--train", corpus, "--test", corpus, "--no-progress")) == 0
     assert "(n = 60)" in capsys.readouterr().out
 
 
 def test_run_usage_errors(corpus, tmp_path, capsys):
-    assert ev.run(_args()) == ev.EXIT_USAGE
-    assert ev.run(_args("--train", corpus)) == ev.EXIT_USAGE
-    assert ev.run(_args(corpus / "ham", "--folds", 3)) == ev.EXIT_USAGE        # ham only
-    assert ev.run(_args(corpus, "--folds", 50)) == ev.EXIT_USAGE                # fewer spam than folds
-    assert ev.run(_args(tmp_path / "missing")) == ev.EXIT_ERROR
+    assert cli_evaluate.run(_args()) == cli_evaluate.EXIT_USAGE
+    assert cli_evaluate.run(_args("--train", corpus)) == cli_evaluate.EXIT_USAGE
+    assert cli_evaluate.run(_args(corpus / "ham", "--folds", 3)) == cli_evaluate.EXIT_USAGE        # ham only
+    assert cli_evaluate.run(_args(corpus, "--folds", 50)) == cli_evaluate.EXIT_USAGE                # fewer spam than folds
+    assert cli_evaluate.run(_args(tmp_path / "missing")) == cli_evaluate.EXIT_ERROR
     err = capsys.readouterr().err
     assert "spamnb evaluate:" in err and "both spam and ham" in err
 
 
 def test_plot_without_matplotlib_is_an_error(corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    code = ev.run(_args(corpus, "--folds", 3, "--plot", tmp_path / "roc.png"))
-    assert code == ev.EXIT_ERROR == 3
+    code = cli_evaluate.run(_args(corpus, "--folds", 3, "--plot", tmp_path / "roc.png"))
+    assert code == cli_evaluate.EXIT_ERROR == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "matplotlib" in err[0]
     assert not (tmp_path / "roc.png").exists()
@@ -268,7 +271,7 @@ def test_plot_without_matplotlib_is_an_error(corpus, tmp_path, capsys, monkeypat
 def test_plot_with_matplotlib(corpus, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "roc.png"
-    assert ev.run(_args(corpus, "--folds", 3, "--plot", png, "--no-progress")) == 0
+    assert cli_evaluate.run(_args(corpus, "--folds", 3, "--plot", png, "--no-progress")) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -279,7 +282,7 @@ def test_progress_bar_only_on_a_terminal():
 
     tty, pipe = Tty(), io.StringIO()
     for stream in (tty, pipe):
-        bar = ev._Progress(4, stream=stream)
+        bar = Progress(4, stream=stream)
         bar.step("fold 1")
         bar.step("fold 2")
         bar.close()
@@ -305,7 +308,7 @@ def test_cli_wires_the_subcommand(corpus, capsys):
 
 
 def test_the_cutoffs_are_printed_exactly(corpus, capsys):
-    assert ev.run(_args(corpus, "--folds", 3, "--no-progress")) == ev.EXIT_OK
+    assert cli_evaluate.run(_args(corpus, "--folds", 3, "--no-progress")) == cli_evaluate.EXIT_OK
     out = capsys.readouterr().out
     assert "spam if P >= 0.9999992, ham if P <= 0.01798620996209156" in out  # not rounded to 0.999999
 

@@ -13,7 +13,8 @@ import pytest
 
 import spamnb
 from spamnb.training.corpus import labelled_messages
-from spamnb.model.spam_filter import SpamFilter, message_bytes
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.messages import message_bytes
 from spamnb.model.store import ModelError
 from spamnb.mail.tokenizer import Tokenizer
 
@@ -94,9 +95,10 @@ def test_fit_counts_equal_multinomial_nb_over_the_rows(sample, counts, length_no
         SpamFilter().fit(iter(data[:2]), labels[:3])
 
 
-def test_fit_needs_neither_numpy_nor_scipy(tmp_path):
+def test_plain_fit_needs_neither_numpy_nor_scipy(tmp_path):
     code = ("import sys; from spamnb.model.spam_filter import SpamFilter; "
-            "f = SpamFilter().fit([b'Subject: cheap pills\\n\\nbuy now', b'Subject: lunch\\n\\nat noon'], [True, False]); "
+            "f = SpamFilter().fit([b'Subject: cheap pills\\n\\nbuy now', b'Subject: lunch\\n\\nat noon'], [True, False], "
+            "tune=False); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'scipy')))")
     env = dict(os.environ, PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, cwd=tmp_path, env=env)

@@ -522,9 +522,9 @@ def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys)
         (corpus / folder).mkdir(parents=True)
     for i, folder in enumerate(("spam", "spam", "ham", "ham", "ham/locked")):
         (corpus / folder / f"{i}").write_bytes(MAIL % (i, i))
-    from spamnb.model import spam_filter as filter_module
+    from spamnb.model import messages as filter_module
 
-    real_read, real_scandir = filter_module._read_file, os.scandir  # the one reader of message files
+    real_read, real_scandir = filter_module.read_file, os.scandir  # the one reader of message files
     secret = str(corpus / "ham" / "2")
 
     def guarded_read(path):
@@ -537,7 +537,7 @@ def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys)
             raise PermissionError(13, "Permission denied", path)
         return real_scandir(path)
 
-    monkeypatch.setattr(filter_module, "_read_file", guarded_read)
+    monkeypatch.setattr(filter_module, "read_file", guarded_read)
     monkeypatch.setattr(os, "scandir", guarded_scandir)
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
@@ -558,9 +558,9 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
     for i in range(3):
         (corpus / "spam" / f"{i}").write_bytes(MAIL % (i, i))
         (corpus / "ham" / f"{i}").write_bytes(MAIL % (i + 10, i))
-    from spamnb.model import spam_filter as filter_module
+    from spamnb.model import messages as filter_module
 
-    real_read = filter_module._read_file  # the one reader of message files
+    real_read = filter_module.read_file  # the one reader of message files
     gone = str(corpus / "ham" / "1")
 
     def racing_read(path):
@@ -568,7 +568,7 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
             os.unlink(path)
         return real_read(path)
 
-    monkeypatch.setattr(filter_module, "_read_file", racing_read)
+    monkeypatch.setattr(filter_module, "read_file", racing_read)
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
     assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable: " in out, out

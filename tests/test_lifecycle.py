@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from spamnb.model import lifecycle
+from spamnb.model import dumpfile, lifecycle
 from spamnb.mail._tokenize import hash_token
 from spamnb.training.corpus import labelled_messages
 from spamnb.model.spam_filter import SpamFilter
@@ -30,12 +30,12 @@ def fitted(corpus):
 
 def dump_bytes(spam_filter):
     out = io.BytesIO()
-    lifecycle.dump(spam_filter, out)
+    dumpfile.dump(spam_filter, out)
     return out.getvalue()
 
 
 def load_bytes(data, name="d"):
-    return lifecycle.load_dump(io.BytesIO(data), name)
+    return dumpfile.load_dump(io.BytesIO(data), name)
 
 
 def counts_of(spam_filter):
@@ -61,16 +61,16 @@ def hostile_filter(days=None):
 # ---------------------------------------------------------------------------- the text format
 @pytest.mark.parametrize("token", HOSTILE)
 def test_any_token_fits_on_one_line_and_comes_back(token):
-    escaped = lifecycle.escape_token(token.encode("utf-8", "surrogatepass"))
+    escaped = dumpfile.escape_token(token.encode("utf-8", "surrogatepass"))
     text = escaped.decode("utf-8")                  # strict UTF-8: no raw surrogate in the dump
     assert "\n" not in text and "\t" not in text and "\r" not in text
-    assert lifecycle.unescape_token(text) == token
+    assert dumpfile.unescape_token(text) == token
 
 
 @pytest.mark.parametrize("bad", ["a\\", "a\\q", "\\x4", "\\ud7ff"])
 def test_bad_escapes_are_refused(bad):
     with pytest.raises(ValueError):
-        lifecycle.unescape_token(bad)
+        dumpfile.unescape_token(bad)
 
 
 def test_hostile_tokens_round_trip_exactly():
@@ -115,21 +115,21 @@ def test_dump_is_written_in_pieces(fitted):
             return super().write(data)
 
     out = Recorder()
-    n = lifecycle.dump(fitted, out)
-    assert n > 2 * lifecycle._CHUNK
-    assert len(out.sizes) >= n // lifecycle._CHUNK
+    n = dumpfile.dump(fitted, out)
+    assert n > 2 * dumpfile._CHUNK
+    assert len(out.sizes) >= n // dumpfile._CHUNK
     assert max(out.sizes) < len(out.getvalue()) / 2
 
 
 def test_counts_are_written_exactly():
-    assert lifecycle._number(3.0) == b"3"
-    assert lifecycle._number(0.1 + 0.2) == b"0.30000000000000004"
-    assert float(lifecycle._number(2.0 ** 60)) == 2.0 ** 60
+    assert dumpfile._number(3.0) == b"3"
+    assert dumpfile._number(0.1 + 0.2) == b"0.30000000000000004"
+    assert float(dumpfile._number(2.0 ** 60)) == 2.0 ** 60
 
 
 # ---------------------------------------------------------------------------- damaged dumps
 def _error_line(data):
-    with pytest.raises(lifecycle.DumpError) as info:
+    with pytest.raises(dumpfile.DumpError) as info:
         load_bytes(data)
     message = str(info.value)
     return int(message.split("line ")[1].split(":")[0]), message
@@ -185,7 +185,7 @@ def test_a_handwritten_dump_without_checksum_loads(fitted):
 
 def test_an_overlong_line_is_refused_without_reading_it_whole(fitted):
     lines = dump_bytes(fitted).split(b"\n")
-    lines[9] = b"x" * (lifecycle.MAX_LINE * 4) + b"\t1\t1\t-"
+    lines[9] = b"x" * (dumpfile.MAX_LINE * 4) + b"\t1\t1\t-"
     line, message = _error_line(b"\n".join(lines))
     assert line == 10 and "longer than" in message
 
@@ -548,7 +548,7 @@ def test_a_kill_at_any_moment_of_load_leaves_a_whole_model(home):
     base = load_bytes(run(["dump"], home).stdout)
     bigger = lifecycle.merge([base, base, base, base])
     with open(home / "big.txt", "wb") as out:
-        lifecycle.dump(bigger, out)
+        dumpfile.dump(bigger, out)
     new_counts = counts_of(bigger)
     env = dict(os.environ, PYTHONPATH=str(REPO), SPAMNB_HOME=str(home))
     outcomes = set()
@@ -609,7 +609,7 @@ def test_the_ledger_goes_through_dump_load_and_merge():
     assert load_bytes(v1).ledger_ is None
     # a damaged ledger line is refused with its line number
     bad = data.replace(b"\tspam\n", b"\tspma\n", 1)
-    with pytest.raises(lifecycle.DumpError, match="line"):
+    with pytest.raises(dumpfile.DumpError, match="line"):
         load_bytes(bad)
     # merge keeps the union
     other = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])

@@ -1,4 +1,4 @@
-"""Training and batch scoring in partitions on worker processes (spamnb.training.parallel)."""
+"""Training and batch scoring in partitions on worker processes (spamnb.training.pipeline)."""
 
 import io
 import os
@@ -11,7 +11,11 @@ import numpy as np
 import pytest
 
 import spamnb
-from spamnb.training import parallel
+from spamnb.model import calibrate
+from spamnb.model import counting
+from spamnb.training import batch
+from spamnb.training import pipeline
+from spamnb.training import planning
 from spamnb.training.corpus import CorpusReport, labelled_messages
 from spamnb.model.spam_filter import SpamFilter
 from spamnb.mail.mbox import _MAX_LINE, iter_mbox, message_starts
@@ -34,7 +38,7 @@ def same_tokens(a, b):
 
 
 def assert_same_counts(ref, got, exact=True):
-    a, b = parallel.Counts.from_filter(ref), parallel.Counts.from_filter(got)
+    a, b = counting.Counts.from_filter(ref), counting.Counts.from_filter(got)
     assert same_tokens(a, b)   # the same tokens, in the same order (of first sight)
     assert np.array_equal(a.class_count, b.class_count)
     assert np.array_equal(a.last_seen, b.last_seen)
@@ -51,16 +55,16 @@ def test_tree_reduce_has_the_shape_of_the_level_by_level_reduction():
     for fan_in in (2, 3, 8):
         for n in range(1, 70):
             items = list(range(n))
-            assert parallel.tree_reduce(iter(items), fan_in, merge) == parallel.tree_levels(items, fan_in, merge)
+            assert counting.tree_reduce(iter(items), fan_in, merge) == counting.tree_levels(items, fan_in, merge)
     with pytest.raises(ValueError):
-        parallel.tree_reduce([1], 1)
+        counting.tree_reduce([1], 1)
 
 
 @pytest.mark.parametrize("counts", ["raw", "binary"])
 def test_integer_counts_are_bit_identical_to_fit(counts):
     ref = reference(counts)
     for n_jobs, partition_size in ((1, 7), (2, 50), (1, 10_000)):
-        got = parallel.fit([SAMPLE], spam_filter=SpamFilter(counts=counts, length_norm=0), n_jobs=n_jobs,
+        got = pipeline.fit([SAMPLE], spam_filter=SpamFilter(counts=counts, length_norm=0), n_jobs=n_jobs,
                            partition_size=partition_size)
         assert_same_counts(ref, got)
 
@@ -68,21 +72,21 @@ def test_integer_counts_are_bit_identical_to_fit(counts):
 @pytest.mark.parametrize("length_norm", [0.0, 50.0])
 def test_log_counts_and_length_norm_agree_with_fit_to_rounding(length_norm):
     ref = reference("log", length_norm)
-    got = parallel.fit([SAMPLE], spam_filter=SpamFilter(length_norm=length_norm), n_jobs=1, partition_size=7)
+    got = pipeline.fit([SAMPLE], spam_filter=SpamFilter(length_norm=length_norm), n_jobs=1, partition_size=7)
     assert got.length_norm == length_norm
     assert_same_counts(ref, got, exact=False)
     # length_norm is applied per message: without it the counts are others
     if length_norm:
-        plain = parallel.Counts.from_filter(reference("log")).feature_count
-        assert not np.allclose(parallel.Counts.from_filter(got).feature_count, plain)
+        plain = counting.Counts.from_filter(reference("log")).feature_count
+        assert not np.allclose(counting.Counts.from_filter(got).feature_count, plain)
 
 
 def test_merge_counts_adds_by_token_and_keeps_the_latest_day():
-    spec = parallel.counting_spec(SpamFilter(counts="raw", length_norm=0))
+    spec = counting.counting_spec(SpamFilter(counts="raw", length_norm=0))
     messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
-    whole = parallel.count_messages(spec, messages, day=100)
-    parts = [parallel.count_messages(spec, messages[i:i + 40], day=100 + i) for i in range(0, len(messages), 40)]
-    merged = parallel.merge_counts(parts)
+    whole = counting.count_messages(spec, messages, day=100)
+    parts = [counting.count_messages(spec, messages[i:i + 40], day=100 + i) for i in range(0, len(messages), 40)]
+    merged = counting.merge_counts(parts)
     assert same_tokens(whole, merged)
     assert np.array_equal(whole.feature_count, merged.feature_count)
     assert merged.class_count.tolist() == [200.0, 100.0]
@@ -93,8 +97,8 @@ def test_merge_counts_adds_by_token_and_keeps_the_latest_day():
         for h, day in zip(part.hashes.tolist(), part.last_seen.tolist()):
             last[position[h]] = max(last[position[h]], day)
     assert np.array_equal(merged.last_seen, last) and merged.last_seen.max() == 100 + 280
-    assert parallel.merge_counts(parts[:1]) is parts[0]
-    assert parallel.merge_counts([]).n_features == 0
+    assert counting.merge_counts(parts[:1]) is parts[0]
+    assert counting.merge_counts([]).n_features == 0
     filtered = merged.to_filter(SpamFilter(counts="raw", length_norm=0))
     assert filtered.ages_.created == filtered.ages_.last_learn == 380
     assert np.array_equal(np.frombuffer(filtered.ages_.days(merged.n_features), dtype=np.int32), last)
@@ -104,14 +108,14 @@ def test_model_file_is_the_same_for_every_number_of_workers(tmp_path):
     paths = []
     for n_jobs in (1, 2, 3):
         path = tmp_path / f"j{n_jobs}.spamnb"
-        parallel.fit([SAMPLE], n_jobs=n_jobs, partition_size=40).save(path)
+        pipeline.fit([SAMPLE], n_jobs=n_jobs, partition_size=40).save(path)
         paths.append(path.read_bytes())
     assert paths[0] == paths[1] == paths[2]
 
 
 def _calibrated(counts, n_jobs, partition_size, length_norm=None):
     params = {} if length_norm is None else {"length_norm": length_norm}
-    return parallel.train([SAMPLE], spam_filter=SpamFilter(counts=counts, **params), n_jobs=n_jobs,
+    return pipeline.train([SAMPLE], spam_filter=SpamFilter(counts=counts, **params), n_jobs=n_jobs,
                           partition_size=partition_size, calibration={"target_fpr": 0.01})
 
 
@@ -129,7 +133,7 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     scores = calibrate.fold_log_odds(ref.transform(data), y, [np.flatnonzero(fold == k) for k in range(k_folds)],
                                      float(ref.alpha), ref.prior, renormalise=float(ref.length_norm) or None)
     expected = calibrate.from_scores(scores[~y], scores[y], k_folds, target_fpr=0.01)
-    one, cal_one = _calibrated("log", 1, parallel.DEFAULT_PARTITION_SIZE)
+    one, cal_one = _calibrated("log", 1, planning.DEFAULT_PARTITION_SIZE)
     assert_same_counts(ref, one)                       # -j 1: the counts of fit, bit for bit
     for n_jobs, size in ((1, 40), (2, 40), (2, 7)):
         got, cal = _calibrated("log", n_jobs, size) if (n_jobs, size) != (1, 40) else (one, cal_one)
@@ -140,7 +144,7 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     assert (_calibrated("raw", 1, 40, 0.0)[1] == _calibrated("raw", 2, 7, 0.0)[1]
             == _calibrated("raw", 2, 64, 0.0)[1])
     # too little data: the defaults, no second reading
-    _filter, few = parallel.train([SAMPLE], n_jobs=2, partition_size=50,
+    _filter, few = pipeline.train([SAMPLE], n_jobs=2, partition_size=50,
                                   calibration={"target_fpr": 0.01, "min_ham": 10_000})
     assert few.expected_fpr is None and "too little data" in few.rule
 
@@ -203,12 +207,12 @@ def test_mbox_files_are_cut_into_shards_with_the_same_counts(tmp_path, monkeypat
     spam, ham = tmp_path / "spam.mbox", tmp_path / "ham.mbox"
     write_mbox(spam, [m.data for m in messages if m.is_spam])
     write_mbox(ham, [m.data for m in messages if not m.is_spam] + [b"not mail at all\n"])
-    monkeypatch.setattr(parallel, "_SHARD_ABOVE", 0)   # every mbox is cut (else only those over 1 MiB)
-    pieces = list(parallel.plan_training(spam=[spam], ham=[ham], partition_size=30))
+    monkeypatch.setattr(planning, "_SHARD_ABOVE", 0)   # every mbox is cut (else only those over 1 MiB)
+    pieces = list(planning.plan_training(spam=[spam], ham=[ham], partition_size=30))
     assert sum(p.kind == "shard" for p in pieces) >= 9   # 100 spam and 201 ham in shards of 30
     ref_report, report = CorpusReport(), CorpusReport()
     ref = reference("raw", spam=[spam], ham=[ham], report=ref_report)
-    got = parallel.fit(spam=[spam], ham=[ham], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=30,
+    got = pipeline.fit(spam=[spam], ham=[ham], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=30,
                        report=report)
     assert_same_counts(ref, got)
     assert got.class_count_ == (200.0, 100.0)
@@ -246,7 +250,7 @@ def test_maildir_rules_are_those_of_the_one_process_reader(tmp_path):
     for sources in ({"trees": [mail, tree]}, {"ham": [mail], "spam": [tree / "Spam"]}):
         ref_report, report = CorpusReport(), CorpusReport()
         ref = reference("raw", report=ref_report, **sources)
-        got = parallel.fit(spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=2, report=report,
+        got = pipeline.fit(spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=2, report=report,
                            **sources)
         assert_same_counts(ref, got)
         assert report.read == ref_report.read and report.skipped == ref_report.skipped
@@ -260,11 +264,11 @@ def test_version_2_tokenizer_counts_as_fit():
     ref_filter = SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0)
     messages = labelled_messages([SAMPLE])
     ref = ref_filter.fit([m.data for m in messages], [m.is_spam for m in messages])
-    got = parallel.fit([SAMPLE], spam_filter=SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0), n_jobs=2,
+    got = pipeline.fit([SAMPLE], spam_filter=SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0), n_jobs=2,
                        partition_size=60)
     assert got.tokenizer_.settings["version"] == 2
     assert_same_counts(ref, got)
-    assert not same_tokens(parallel.Counts.from_filter(got), parallel.Counts.from_filter(reference("raw")))
+    assert not same_tokens(counting.Counts.from_filter(got), counting.Counts.from_filter(reference("raw")))
 
 
 def test_a_model_replaced_during_the_job_fails_it(tmp_path):
@@ -272,11 +276,11 @@ def test_a_model_replaced_during_the_job_fails_it(tmp_path):
 
     model = tmp_path / "model.spamnb"
     reference().save(model)
-    identity = parallel._file_identity(model)
-    parallel._MODELS.clear()
+    identity = batch._file_identity(model)
+    batch._MODELS.clear()
     os.utime(model, ns=(1, 1))   # another file now (as after an atomic replace)
     with pytest.raises(ModelError, match="replaced"):
-        parallel._model(str(model), identity)
+        batch._model(str(model), identity)
 
 
 def run(args, cwd, stdin=b""):
@@ -343,7 +347,7 @@ def test_cli_errors_are_one_line(tmp_path):
 def test_shared_corpus_exact_with_two_workers():
     root, _full = corpus_root("spamassassin")
     ref = reference("raw", trees=[root])
-    got = parallel.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2)
+    got = pipeline.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2)
     assert_same_counts(ref, got)
 
 
@@ -354,13 +358,13 @@ def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
     from spamnb.mail.tokenizer import with_pairs
 
     options = {"target_fpr": 0.01}
-    plain, plain_cal, _ = parallel.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
-    paired, paired_cal, _ = parallel.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options,
+    plain, plain_cal, _ = pipeline.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
+    paired, paired_cal, _ = pipeline.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options,
                                                spam_filter=SpamFilter(tokenizer=with_pairs(2)))
-    chosen, cal = parallel.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options, word_pairs=2)
+    chosen, cal = pipeline.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options, word_pairs=2)
     window, missed, missed_pairs, error, error_pairs = cal.word_pairs
     assert (missed, missed_pairs) == (plain_cal.expected_spam_missed, paired_cal.expected_spam_missed)
-    expected = paired if parallel.prefer_pairs(missed, missed_pairs, error, error_pairs) else plain
+    expected = paired if calibrate.prefer_pairs(missed, missed_pairs, error, error_pairs) else plain
     assert window == expected.tokenizer_.word_pairs == chosen.tokenizer_.word_pairs
     assert chosen.tokenizer_.settings == expected.tokenizer_.settings
     assert cal._replace(word_pairs=None) == (paired_cal if window else plain_cal)
@@ -368,11 +372,11 @@ def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
     expected.save(tmp_path / "expected")
     assert (tmp_path / "chosen").read_bytes() == (tmp_path / "expected").read_bytes()
     # nothing to choose: no calibration, too little mail for one, or pairs asked for already
-    assert parallel.train([SAMPLE], n_jobs=1, word_pairs=2)[1] is None
-    few = parallel.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.001}, word_pairs=2)[1]
+    assert pipeline.train([SAMPLE], n_jobs=1, word_pairs=2)[1] is None
+    few = pipeline.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.001}, word_pairs=2)[1]
     assert few.word_pairs is None and few.expected_fpr is None
     with pytest.raises(ValueError, match="word_pairs"):
-        parallel.train([SAMPLE], word_pairs=1)
+        pipeline.train([SAMPLE], word_pairs=1)
 
 
 @pytest.mark.parametrize("figures, kept", [
@@ -382,13 +386,13 @@ def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
     ((0.0, 0.0, 0.0, 0.0), False),         # nothing to gain
 ])
 def test_prefer_pairs_rule(figures, kept):
-    assert parallel.prefer_pairs(*figures) is kept
+    assert calibrate.prefer_pairs(*figures) is kept
 
 
 def test_word_pairs_are_not_tried_on_a_large_corpus(monkeypatch):
     from spamnb.model.calibrate import describe
 
-    monkeypatch.setattr(parallel, "PAIRS_MAX_MESSAGES", 299)     # the sample has 300 messages
-    chosen, cal = parallel.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.01}, word_pairs=2)
+    monkeypatch.setattr(calibrate, "PAIRS_MAX_MESSAGES", 299)     # the sample has 300 messages
+    chosen, cal = pipeline.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.01}, word_pairs=2)
     assert cal.word_pairs == (0, None, None, None, None) and chosen.tokenizer_.word_pairs == 0
     assert "word pairs: off: not tried on more than 299 messages" in describe(cal)

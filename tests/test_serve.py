@@ -171,7 +171,7 @@ def test_the_server_keeps_only_what_classifying_reads(home, site_filter, monkeyp
     import tracemalloc
     import weakref
 
-    from spamnb.server import daemon as serve
+    from spamnb.server import models as serve
 
     from spamnb.model import store
 

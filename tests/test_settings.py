@@ -89,8 +89,8 @@ def test_options_win_over_the_file_and_a_missing_default_file_is_no_error(tmp_pa
 def test_classify_with_a_settings_file_imports_neither_tomllib_nor_typing(tmp_path):
     (tmp_path / "settings.toml").write_text('spam_cutoff = 0.9999992\nheader_name = "X-Spamnb-Status"\n')
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); os.environ['SPAMNB_HOME'] = sys.argv[2]; "
-            "from spamnb.cli.main import build_parser, _settings; "
-            "args = build_parser('classify').parse_args(['classify']); s = _settings(args); "
+            "from spamnb.cli.main import build_parser; from spamnb.cli.common import settings_of; "
+            "args = build_parser('classify').parse_args(['classify']); s = settings_of(args); "
             "assert s.spam_cutoff == 0.9999992, s.spam_cutoff; "
             "print(sorted(m for m in ('tomllib', 'typing', 'datetime') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-S", "-c", code, str(REPO), str(tmp_path)], capture_output=True,

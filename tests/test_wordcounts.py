@@ -53,7 +53,7 @@ def test_merge_equals_learning_everything_in_one_model():
 
 def test_the_estimator_and_the_count_model_share_log_theta_bit_for_bit():
     counts = counts_of(MESSAGES, LOG)
-    nb = counts.to_estimator()
+    nb = MultinomialNB.from_word_counts(counts)
     np.testing.assert_array_equal(nb.feature_log_prob_, counts.log_theta())
     np.testing.assert_array_equal(nb.class_log_prior_, np.array(counts.log_prior()))
     log_count, log_norm, _ = counts.derived()

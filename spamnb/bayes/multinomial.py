@@ -123,6 +123,14 @@ class MultinomialNB(BayesClassifier):
         return state
 
     @classmethod
+    def from_word_counts(cls, word_counts):
+        """A model with a copy of a :class:`~spamnb.bayes.wordcounts.WordCounts`'s
+        counts (classes ``0 .. n_classes - 1``), its alpha and prior."""
+        return cls.from_counts(word_counts.class_count_, word_counts.matrix().copy(),
+                               classes=np.arange(word_counts.n_classes), alpha=word_counts.alpha,
+                               prior=word_counts.prior)
+
+    @classmethod
     def from_counts(cls, class_count, feature_count, classes, alpha=1.0, prior="mle"):
         """A fitted estimator over given counts: ``class_count`` (n_classes,),
         ``feature_count`` float64 (n_classes, n_features) (used as given, not

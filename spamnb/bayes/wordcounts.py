@@ -247,16 +247,6 @@ class WordCounts:
     def log_prior(self):
         return self.derived()[2]
 
-    def to_estimator(self):
-        """A :class:`spamnb.bayes.multinomial.MultinomialNB` with a copy of these counts
-        (classes ``0 .. n_classes - 1``), for scikit-learn-style use."""
-        import numpy as np
-
-        from spamnb.bayes.multinomial import MultinomialNB
-
-        return MultinomialNB.from_counts(self.class_count_, self.matrix().copy(), classes=np.arange(self.n_classes),
-                                         alpha=self.alpha, prior=self.prior)
-
 
 def _from_numpy(values):
     out = array("d")

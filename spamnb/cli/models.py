@@ -15,12 +15,15 @@ import os
 import stat
 import sys
 
-COMMANDS = ("dump", "load", "merge", "prune")
+from spamnb.cli.common import (CommandError, UsageError, human_size, load_filter, model_option, model_path,
+                               settings_of, wait_option)
+from spamnb.cli.exitcodes import EXIT_OK
+
+COMMANDS = ("info", "dump", "load", "merge", "prune")
 
 
-def register(sub, model_option, wanted):
+def register(sub, wanted):
     """Add the subcommands that ``wanted(name)`` asks for to ``sub``."""
-    wait_option = _cli()._wait_option
     if wanted("dump"):
         p = sub.add_parser("dump", help="write the model as text (a backup that 'load' reads)")
         p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout")
@@ -74,32 +77,26 @@ def _non_negative(kind):
     return parse
 
 
-def _cli():
-    from spamnb.cli import main as cli
-
-    return cli
-
-
 def _read_model(path):
     """A model file or a dump, by its first bytes."""
-    from spamnb.model import lifecycle
+    from spamnb.model import dumpfile, lifecycle
     from spamnb.model.spam_filter import SpamFilter
 
     with open(path, "rb") as f:
-        is_dump = f.read(len(lifecycle.DUMP_FORMAT)) == lifecycle.DUMP_FORMAT.encode()
+        is_dump = f.read(len(dumpfile.DUMP_FORMAT)) == dumpfile.DUMP_FORMAT.encode()
     return _read_dump(path) if is_dump else SpamFilter.load(path)
 
 
 def _read_dump(name):
-    from spamnb.model import lifecycle
+    from spamnb.model import dumpfile, lifecycle
 
     try:
         if name == "-":
-            return lifecycle.load_dump(sys.stdin.buffer, "-")
+            return dumpfile.load_dump(sys.stdin.buffer, "-")
         with open(name, "rb") as f:
-            return lifecycle.load_dump(f, name)
-    except lifecycle.DumpError as exc:
-        raise _cli().CommandError(f"{exc}; nothing was changed") from None
+            return dumpfile.load_dump(f, name)
+    except dumpfile.DumpError as exc:
+        raise CommandError(f"{exc}; nothing was changed") from None
 
 
 def _write_atomically(path, write, like):
@@ -118,31 +115,31 @@ def _write_atomically(path, write, like):
 
 
 def cmd_dump(args):
-    from spamnb.model import lifecycle
+    from spamnb.model import dumpfile, lifecycle
 
-    spam_filter = _cli()._load(args)
+    spam_filter = load_filter(args)
     if args.output and args.output != "-":
-        _write_atomically(args.output, lambda f: lifecycle.dump(spam_filter, f), spam_filter.source_)
+        _write_atomically(args.output, lambda f: dumpfile.dump(spam_filter, f), spam_filter.source_)
     else:
-        lifecycle.dump(spam_filter, sys.stdout.buffer)
+        dumpfile.dump(spam_filter, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     return 0
 
 
 def cmd_load(args):
-    from spamnb.model import lifecycle
+    from spamnb.model import dumpfile, lifecycle
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.store import locked
 
     loaded = _read_dump(args.file)    # read and checked whole before the model is touched
-    path = _cli()._model_path(args)
+    path = model_path(args)
     with locked(path, wait=args.wait) as real:
         exists = os.path.exists(real)
         if args.add and exists:
             try:
                 loaded = lifecycle.merge([SpamFilter.load(real), loaded])
             except ValueError as exc:
-                raise _cli().CommandError(f"{args.file}: {exc}; nothing was changed") from None
+                raise CommandError(f"{args.file}: {exc}; nothing was changed") from None
         loaded.save(real, backup=real + ".bak" if exists and not args.add else None)
     if not args.quiet:
         print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
@@ -150,14 +147,14 @@ def cmd_load(args):
 
 
 def cmd_merge(args):
-    from spamnb.model import lifecycle
+    from spamnb.model import dumpfile, lifecycle
     from spamnb.model.store import locked
 
     filters = [_read_model(path) for path in args.inputs]
     try:
         merged = lifecycle.merge(filters)
     except ValueError as exc:
-        raise _cli().CommandError(f"{exc}; nothing was written") from None
+        raise CommandError(f"{exc}; nothing was written") from None
     with locked(args.output, wait=args.wait) as real:
         merged.save(real)
     if not args.quiet:
@@ -166,13 +163,13 @@ def cmd_merge(args):
 
 
 def cmd_prune(args):
-    from spamnb.model import lifecycle
+    from spamnb.model import dumpfile, lifecycle
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.store import locked
 
     if args.min_count is None and args.max_age is None and args.target_size is None and args.expire_at is None:
-        raise _cli().UsageError("spamnb prune: give --min-count, --max-age, --target-size and/or --expire-at")
-    path = _cli()._model_path(args)
+        raise UsageError("spamnb prune: give --min-count, --max-age, --target-size and/or --expire-at")
+    path = model_path(args)
     with locked(path, wait=args.wait) as real:
         spam_filter = SpamFilter.load(real)
         before = spam_filter.vocabulary_.n_features
@@ -183,7 +180,7 @@ def cmd_prune(args):
             pruned, dropped = lifecycle.prune(spam_filter, min_count=args.min_count, max_age=args.max_age,
                                               target_size=args.target_size)
         except ValueError as exc:   # --min-count on a length-normalised model
-            raise _cli().CommandError(f"{path}: {exc}; the model is unchanged") from None
+            raise CommandError(f"{path}: {exc}; the model is unchanged") from None
         pruned, expired = lifecycle.expire(pruned)
         dropped += expired
         if (dropped or args.expire_at is not None) and not args.dry_run:
@@ -212,7 +209,7 @@ def _share(part, whole):
 
 def info_lines(spam_filter):
     """Lines ``spamnb info`` prints about the model's size, age and what pruning would remove."""
-    from spamnb.model import lifecycle
+    from spamnb.model import dumpfile, lifecycle
 
     facts = lifecycle.describe(spam_filter)
     n = facts["tokens"]
@@ -226,3 +223,47 @@ def info_lines(spam_filter):
              "pruning:     " + ", ".join(f"{policy} drops {count} ({_share(count, n)})"
                                          for policy, count in facts["would_remove"].items())]
     return lines
+
+
+# ---------------------------------------------------------------------------- info
+def add_info_parser(sub):
+    p = sub.add_parser("info", help="describe a model and the settings in effect")
+    p.add_argument("--tokens", type=int, default=10, metavar="N", help="strongest tokens to list")
+    model_option(p)
+    p.set_defaults(handler=cmd_info)
+
+
+def _log_odds(p):
+    from spamnb.model.verdict import logit
+
+    return f"{logit(p):+.3f}"   # "+inf" / "-inf" at 1 and 0
+
+
+def cmd_info(args):
+    settings = settings_of(args)
+    spam_filter = load_filter(args, settings)
+    path = spam_filter.source_
+    ham, spam = spam_filter.class_count_
+    print(f"model:          {path} ({human_size(os.path.getsize(path))})")
+    print(f"messages:       {spam + ham:.0f} ({spam:.0f} spam, {ham:.0f} ham)")
+    print(f"vocabulary:     {spam_filter.vocabulary_.n_features} tokens")
+    print(f"spam cutoff:    P(spam) >= {spam_filter.spam_cutoff!r} (log-odds >= {_log_odds(spam_filter.spam_cutoff)})")
+    print(f"ham cutoff:     P(spam) <= {spam_filter.ham_cutoff!r} (log-odds <= {_log_odds(spam_filter.ham_cutoff)})")
+    print(f"header:         {settings.header}" + (f"; subject tag {settings.subject_tag!r}" if settings.subject_tag
+                                                   else "; no subject tag"))
+    print(f"settings file:  {settings.path or '(none)'}")
+    print(f"model settings: alpha {spam_filter.alpha!r}, prior {spam_filter.prior}, counts {spam_filter.counts}, "
+          f"feature weight {spam_filter.feature_weight!r}, length norm {spam_filter.length_norm!r}")
+    tokenizer = spam_filter.tokenizer_
+    print(f"tokenizer:      " + ", ".join(f"{key} {value!r}" for key, value in sorted(tokenizer.settings.items())))
+    if tokenizer.version < tokenizer.VERSION:
+        print(f"note:           this model uses the older tokenizer version {tokenizer.version}; retraining it "
+              f"(spamnb train) brings version {tokenizer.VERSION}'s attack hardening")
+    print("\n".join(info_lines(spam_filter)))
+    if args.tokens > 0 and spam_filter.vocabulary_.n_features:
+        spammy, hammy = spam_filter.strongest_tokens(args.tokens)
+        for title, rows in (("strongest spam tokens", spammy), ("strongest ham tokens", hammy)):
+            print(f"{title} (log-ratio, ham count, spam count):")
+            for token, weight, n_ham, n_spam in rows:
+                print(f"  {weight:+8.3f}  {n_ham:7.0f} {n_spam:7.0f}  {token}")
+    return EXIT_OK

@@ -49,7 +49,9 @@ class Settings:
 
 
 def default_settings_path():
-    home = os.environ.get("SPAMNB_HOME") or os.path.join(os.path.expanduser("~"), ".spamnb")
+    from spamnb.model.store import spamnb_home
+
+    home = spamnb_home()
     return os.path.join(home, "settings.toml")
 
 

@@ -34,16 +34,11 @@ its parser from ``add_arguments`` on every run, ``spamnb classify`` included).
 
 from __future__ import annotations
 
-import sys
-import time
 
-__all__ = ["add_arguments", "run", "stratified_folds", "md5_split", "verdicts_from_log_odds",
-           "knn_spam_fraction", "count_transform", "evaluate", "EXIT_NO_MATPLOTLIB"]
+__all__ = ["md5_split", "verdicts_from_log_odds",
+           "knn_spam_fraction", "count_transform", "evaluate"]
 
-from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, EXIT_USAGE  # noqa: E402  (one set for every command)
-from spamnb.cli.progress import Progress  # noqa: E402
 
-EXIT_NO_MATPLOTLIB = EXIT_ERROR  # an error like any other (2 is classify's "unsure")
 
 FPR_POINTS = (0.001, 0.01)
 COMPARE_ALPHAS = (0.01, 0.1, 0.3, 1.0)
@@ -65,90 +60,6 @@ COLUMNS = (
 
 
 # ---------------------------------------------------------------- arguments
-def add_arguments(parser):
-    """Add the options of ``spamnb evaluate`` to an argparse parser."""
-    parser.add_argument("corpus", nargs="*", metavar="CORPUS",
-                        help="folder tree: folders named spam* hold spam, the others ham")
-    parser.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
-    parser.add_argument("--ham", action="append", default=[], metavar="PATH", help="ham: folder, Maildir or mbox")
-    protocol = parser.add_mutually_exclusive_group()
-    protocol.add_argument("--folds", type=int, default=10, metavar="K",
-                          help="stratified K-fold cross-validation (default 10)")
-    protocol.add_argument("--split", choices=("md5",),
-                          help="the fixed split: test when md5(relpath) %% 5 == 0")
-    protocol.add_argument("--online", action="store_true",
-                          help="TREC Spam Track protocol: classify, then learn, each message in order, "
-                               "from an empty model (spamnb.evaluation.online)")
-    parser.add_argument("--index", metavar="FILE",
-                        help="with --online: order and labels from lines 'spam|ham PATH' (TREC full/index)")
-    parser.add_argument("--order", choices=("auto", "date", "name"), default="auto",
-                        help="with --online: by Date: header, by file name number, or auto (default)")
-    parser.add_argument("--train-on-error", action="store_true",
-                        help="with --online: learn a message only when it was misclassified")
-    parser.add_argument("--margin", type=float, default=0.0, metavar="LOGODDS",
-                        help="with --train-on-error: also learn when |log-odds| < LOGODDS (thick threshold)")
-    parser.add_argument("--window", type=int, default=1000, metavar="N",
-                        help="with --online: messages per point of the learning curve (default 1000)")
-    parser.add_argument("--train", action="append", default=[], metavar="CORPUS",
-                        help="train on this corpus (with --test: no cross-validation)")
-    parser.add_argument("--test", action="append", default=[], metavar="CORPUS", help="test on this corpus")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default 0)")
-    parser.add_argument("--alpha", type=float, help="Dirichlet soft count of the filter")
-    parser.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
-    parser.add_argument("--counts", choices=COMPARE_COUNTS, help="per-message token weighting")
-    parser.add_argument("--word-pairs", type=pairs_window, default=0, metavar="W",
-                        help="word pairs of window W as tokens too (default 0: none; see spamnb train --word-pairs)")
-    parser.add_argument("--compare", action="store_true",
-                        help="also kNN, MLE vs MAP priors, several alphas, binary vs raw counts on the same folds")
-    parser.add_argument("--json", metavar="PATH", help="write all figures as JSON")
-    parser.add_argument("--plot", metavar="PNG", help="ROC curve (log FPR axis) and score histograms (needs matplotlib)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("-j", "--jobs", type=_jobs, default=None, metavar="N",
-                        help="train and score the splits on N worker processes (default: every core "
-                             "available; 1: this process); the same figures")
-    return parser
-
-
-def pairs_window(text):
-    """``--word-pairs W``: 0 or a window from 2 to 8 (an ``argparse`` type)."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value not in (0, *range(2, 9)):
-        raise argparse.ArgumentTypeError(f"0 or a window from 2 to 8 is needed, not {text!r}")
-    return value
-
-
-def _jobs(text):
-    from spamnb.training.parallel import _jobs as jobs
-
-    return jobs(text)
-
-
-# ---------------------------------------------------------------- folds
-def stratified_folds(y, n_folds, seed=0):
-    """Test indices of each fold: list of ``n_folds`` sorted int arrays.
-
-    Each class is shuffled (numpy ``default_rng(seed)``) and dealt round-robin,
-    so fold sizes per class differ by at most one.
-    """
-    import numpy as np
-
-    y = np.asarray(y, dtype=bool)
-    if n_folds < 2:
-        raise ValueError("--folds must be at least 2")
-    rng = np.random.default_rng(seed)
-    fold_of = np.empty(y.size, dtype=np.int64)
-    for cls in (False, True):
-        members = np.flatnonzero(y == cls)
-        members = members[rng.permutation(members.size)]
-        fold_of[members] = np.arange(members.size) % n_folds
-    return [np.flatnonzero(fold_of == k) for k in range(n_folds)]
-
-
 def md5_split(relpaths):
     """``(train, test)`` index arrays of the project's fixed split."""
     import numpy as np
@@ -252,7 +163,17 @@ def knn_spam_fraction(X_train, y_train, X_test, ks=KNN_K, metric="euclidean", ch
 
 
 # ---------------------------------------------------------------- evaluation
-_Progress = Progress
+class _Silent:
+    """The progress of a caller that shows none."""
+
+    def step(self, *args, **kwargs):
+        pass
+
+    def wrap(self, items, *args, **kwargs):
+        return items
+
+    def close(self):
+        pass
 
 
 def _figures(y, log_odds, verdicts):
@@ -270,7 +191,7 @@ def _mean_std(rows):
     return mean, std
 
 
-def _variants(params):
+def compare_variants(params):
     """The naive Bayes settings of --compare: the filter's, then one change at a time."""
     base = (params["alpha"], params["prior"], params["counts"])
     out = [base]
@@ -312,11 +233,11 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     from spamnb.model.spam_filter import SpamFilter
 
     y = np.asarray(y, dtype=bool)
-    progress = progress or _Progress(0, enabled=False)
+    progress = progress or _Silent()
     spam_filter = make_filter(params)
     resolved = {k: getattr(spam_filter, k) for k in ("alpha", "prior", "counts", "spam_cutoff", "ham_cutoff")}
     folds, pooled_y, pooled_scores, pooled_verdicts = [], [], [], []
-    variants = _variants(resolved) if compare else []
+    variants = compare_variants(resolved) if compare else []
     compare_rows = {}
     X_all = None
     if compare:
@@ -353,10 +274,10 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     return result
 
 
-def _default_jobs(jobs):
+def default_jobs(jobs):
     if jobs is not None:
         return jobs
-    from spamnb.training.parallel import DEFAULT_JOBS
+    from spamnb.training.workers import DEFAULT_JOBS
 
     return DEFAULT_JOBS
 
@@ -387,7 +308,7 @@ def _fold_in_worker(train_idx, test_idx):
 
 def _fold_results(messages, y, splits, params, resolved, n_jobs, progress):
     """``_fold_result`` of each split, in order: here, or on ``n_jobs`` worker processes."""
-    from spamnb.training.parallel import _executor, available_cores
+    from spamnb.training.workers import _executor, available_cores
 
     n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else n_jobs
     n_jobs = min(n_jobs, len(splits))
@@ -515,129 +436,14 @@ def write_plot(path, y, log_odds, cutoffs=None):
     plt.close(fig)
 
 
-def _json_ready(result, settings):
+def json_ready(result, settings):
     out = {k: v for k, v in result.items() if k not in ("y_test", "log_odds", "verdicts")}
     out["settings"] = settings
     return out
 
 
 # ---------------------------------------------------------------- the command
-def _error(message, code):
-    print(f"spamnb evaluate: {message}", file=sys.stderr)
-    return code
-
-
-def run(args):
-    """Run ``spamnb evaluate`` with parsed ``args``; returns the exit code."""
-    import json
-
-    from spamnb.training.corpus import CorpusError, CorpusReport, labelled_messages
-
-    if getattr(args, "online", False):
-        from spamnb.evaluation.online import run_command
-
-        return run_command(args)
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            return _error("--plot needs matplotlib, which is not installed (pip install matplotlib)",
-                          EXIT_NO_MATPLOTLIB)
-    separate = bool(args.train or args.test)
-    if separate and not (args.train and args.test):
-        return _error("--train and --test go together", EXIT_USAGE)
-    if separate and (args.corpus or args.spam or args.ham):
-        return _error("give either CORPUS/--spam/--ham or --train with --test", EXIT_USAGE)
-    if not separate and not (args.corpus or args.spam or args.ham):
-        return _error("give a corpus: CORPUS folder(s), --spam/--ham paths, or --train A --test B", EXIT_USAGE)
-    params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
-    if args.word_pairs:
-        params["word_pairs"] = args.word_pairs
-
-    import numpy as np
-
-    report = CorpusReport()
-    try:
-        if separate:
-            train = labelled_messages(trees=args.train, report=report)
-            test = labelled_messages(trees=args.test, report=report)
-            items = train + test
-            splits = [("test", np.arange(len(train)), np.arange(len(train), len(items)))]
-            protocol = "train/test corpora"
-        else:
-            items = labelled_messages(trees=args.corpus, spam=args.spam, ham=args.ham, report=report)
-    except CorpusError as exc:
-        return _error(str(exc), EXIT_ERROR)
-    messages = [m.data for m in items]
-    y = np.array([m.is_spam for m in items], dtype=bool)
-    n_spam = int(y.sum())
-    if n_spam == 0 or n_spam == len(y):
-        return _error(f"need both spam and ham, found {n_spam} spam and {len(y) - n_spam} ham "
-                      "(spam lives in folders named spam*)", EXIT_USAGE)
-    if not separate:
-        if args.split == "md5":
-            train_idx, test_idx = md5_split([m.relpath for m in items])
-            splits = [("md5", train_idx, test_idx)]
-            protocol = "fixed md5 split"
-        else:
-            k = args.folds
-            if k < 2:
-                return _error("--folds must be at least 2", EXIT_USAGE)
-            if min(n_spam, len(y) - n_spam) < k:
-                return _error(f"--folds {k} needs at least {k} messages of each class", EXIT_USAGE)
-            tests = stratified_folds(y, k, args.seed)
-            everything = np.arange(len(y))
-            splits = [(f"{i + 1}/{k}", np.setdiff1d(everything, t), t) for i, t in enumerate(tests)]
-            protocol = f"stratified {k}-fold cross-validation, seed {args.seed}"
-    for name, train_idx, test_idx in splits:
-        if len(train_idx) == 0 or len(test_idx) == 0 or y[train_idx].all() or not y[train_idx].any():
-            return _error(f"split {name}: the training part needs both classes and the test part messages",
-                          EXIT_USAGE)
-
-    print(f"{len(y)} messages ({n_spam} spam, {len(y) - n_spam} ham); {report.summary()}")
-    print(f"protocol: {protocol}")
-    n_steps = len(splits) * (1 + (len(_variants(_resolved(params))) + len(KNN_METRICS) if args.compare else 0))
-    progress = _Progress(n_steps + (1 if args.compare else 0), enabled=not args.no_progress)
-    started = time.monotonic()
-    try:
-        result = evaluate(messages, y, splits, params, compare=args.compare, progress=progress,
-                          n_jobs=_default_jobs(getattr(args, "jobs", None)))
-    finally:
-        progress.close()
-    elapsed = time.monotonic() - started
-    p = result["params"]
-    print(f"filter: alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
-          + (f"word_pairs={params['word_pairs']} " if params.get("word_pairs") else "") +
-          f"cutoffs: spam if P >= {p['spam_cutoff']!r}, ham if P <= {p['ham_cutoff']!r}")
-    print()
-    print(format_folds(result))
-    from spamnb.bayes import metrics
-
-    print("pooled over the test folds, at the filter's cutoffs:")
-    print(metrics.classification_report(result["y_test"], result["verdicts"]))
-    if args.compare:
-        print("baselines on the same folds (mean ± sample std over folds):")
-        print("  NB: naive Bayes, one setting changed at a time from the filter's, same cutoffs;")
-        print(f"  kNN: on the filter's {p['counts']} token vectors, score = share of spam among the k nearest")
-        print("  training messages, spam if most of them are spam.")
-        print(format_compare(result["compare"]))
-    print(f"took {elapsed:.1f} s")
-    settings = {"protocol": protocol, "n_messages": int(len(y)), "n_spam": n_spam,
-                "corpus": list(args.corpus) + [f"spam:{p}" for p in args.spam] + [f"ham:{p}" for p in args.ham],
-                "train": list(args.train), "test": list(args.test), "seed": args.seed,
-                "skipped": dict(report.skipped), "seconds": elapsed}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(_json_ready(result, settings), f, indent=1)
-            f.write("\n")
-        print(f"wrote {args.json}")
-    if args.plot:
-        write_plot(args.plot, result["y_test"], result["log_odds"], (p["spam_cutoff"], p["ham_cutoff"]))
-        print(f"wrote {args.plot}")
-    return EXIT_OK
-
-
-def _resolved(params):
+def resolved_params(params):
     f = make_filter(params)
     return {k: getattr(f, k) for k in ("alpha", "prior", "counts", "spam_cutoff", "ham_cutoff")}
 

@@ -75,8 +75,8 @@ class OnlineFilter:
     def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None, length_norm=None):
         import numpy as np
 
-        from spamnb.model.spam_filter import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
-                                   DEFAULT_PRIOR, PRIORS)
+        from spamnb.model.defaults import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
+                                           DEFAULT_PRIOR, PRIORS)
         from spamnb.mail.tokenizer import Tokenizer
         from spamnb.bayes.vocabulary import Vocabulary
 
@@ -136,7 +136,7 @@ class OnlineFilter:
         """The message's token stream (bytes, or a path: a str is a file name here)."""
         from pathlib import Path
 
-        from spamnb.model.spam_filter import message_bytes
+        from spamnb.model.messages import message_bytes
 
         return self.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
 
@@ -392,86 +392,3 @@ def read_index(path):
 
 
 # ---------------------------------------------------------------- the command
-def run_command(args):
-    """``spamnb evaluate --online`` with parsed ``args`` (see ``spamnb.evaluation.crossval``); returns the exit code."""
-    import json
-    import sys
-
-    import numpy as np
-
-    from spamnb.training.corpus import CorpusError, CorpusReport, labelled_messages
-    from spamnb.evaluation.crossval import EXIT_ERROR, EXIT_NO_MATPLOTLIB, EXIT_OK, EXIT_USAGE
-
-    def error(message, code):
-        print(f"spamnb evaluate: {message}", file=sys.stderr)
-        return code
-
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            return error("--plot needs matplotlib, which is not installed (pip install matplotlib)",
-                         EXIT_NO_MATPLOTLIB)
-    if args.train or args.test:
-        return error("--online takes CORPUS/--spam/--ham or --index, not --train/--test", EXIT_USAGE)
-    if args.compare:
-        return error("--compare is for cross-validation, not --online", EXIT_USAGE)
-    if args.window < 1:
-        return error("--window must be at least 1", EXIT_USAGE)
-    if args.margin < 0 or not math.isfinite(args.margin):
-        return error("--margin must be a number >= 0", EXIT_USAGE)
-    report = CorpusReport()
-    if args.index:
-        if args.corpus or args.spam or args.ham:
-            return error("give either --index or a corpus", EXIT_USAGE)
-        try:
-            rows = read_index(args.index)
-        except (OSError, ValueError) as exc:
-            return error(f"{args.index}: {getattr(exc, 'strerror', None) or exc}", EXIT_ERROR)
-        messages, labels = [p for _, p in rows], [s for s, _ in rows]
-        for path in messages:
-            if not os.path.isfile(path):
-                return error(f"{path}: no such message file (from {args.index})", EXIT_ERROR)
-        order_used = "index file"
-    else:
-        if not (args.corpus or args.spam or args.ham):
-            return error("give a corpus: CORPUS folder(s), --spam/--ham paths, or --index FILE", EXIT_USAGE)
-        try:
-            items = labelled_messages(trees=args.corpus, spam=args.spam, ham=args.ham, report=report)
-        except CorpusError as exc:
-            return error(str(exc), EXIT_ERROR)
-        order, order_used = order_messages([m.relpath for m in items], [m.data for m in items], args.order)
-        messages = [items[i].data for i in order]
-        labels = [items[i].is_spam for i in order]
-    y = np.asarray(labels, dtype=bool)
-    if not y.any() or y.all():
-        return error(f"need both spam and ham, found {int(y.sum())} spam and {int((~y).sum())} ham", EXIT_USAGE)
-    params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
-    tokenizer = None
-    if getattr(args, "word_pairs", 0):
-        from spamnb.mail.tokenizer import with_pairs
-
-        tokenizer = with_pairs(args.word_pairs)
-    feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
-        if args.train_on_error else "full feedback"
-    print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "
-          f"{report.summary()}")
-    try:
-        result = run_online(messages, y, params, train_on_error=args.train_on_error, margin=args.margin,
-                            tokenizer=tokenizer)
-    except OSError as exc:
-        return error(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_ERROR)
-    figures = online_figures(result)
-    curve = learning_curve(result, args.window)
-    print(format_online(figures, curve), end="")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"protocol": "online", "feedback": feedback, "order": order_used,
-                       "params": dict(params, word_pairs=getattr(args, "word_pairs", 0)),
-                       "figures": figures, "learning_curve": curve}, f, indent=1)
-            f.write("\n")
-        print(f"wrote {args.json}")
-    if args.plot:
-        write_curve_plot(args.plot, result, args.window, title=f"online, {feedback}")
-        print(f"wrote {args.plot}")
-    return EXIT_OK

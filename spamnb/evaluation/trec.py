@@ -57,7 +57,8 @@ def train(judgement, path):
     (a one-class model has an infinite prior): the judgements are kept in
     the ``trained`` list, and the model is fitted on them when the second
     class first comes."""
-    from spamnb.model.spam_filter import SpamFilter, message_bytes
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model.messages import message_bytes
     from spamnb.model.store import locked
 
     path = Path(path)     # a file name, never the message's text

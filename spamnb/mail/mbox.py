@@ -189,7 +189,7 @@ def message_starts(data):
     :func:`iter_mbox` judges it (its previous line as ``readline`` cut it, at
     ``_MAX_LINE``).  Cutting ``data`` at these offsets and reading each piece
     with :func:`iter_mbox` gives the messages of the whole (what
-    ``spamnb.training.parallel`` relies on to read an mbox in shards)."""
+    ``spamnb.training.pipeline`` relies on to read an mbox in shards)."""
     if data[:5] != b"From ":
         return
     yield 0

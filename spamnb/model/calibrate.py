@@ -78,7 +78,7 @@ Calibration = namedtuple("Calibration", "spam_cutoff ham_cutoff spam_log_odds ha
 Calibration.__doc__ = """Cutoffs chosen for a filter (probabilities and log-odds), the
 held-out figures expected at them (fractions; None when the defaults were
 used), the data they rest on and the rule that chose them (one line); and
-``word_pairs``: None, or when ``spamnb.training.parallel.train`` chose between word
+``word_pairs``: None, or when ``spamnb.training.pipeline.train`` chose between word
 pairs and none, ``(window kept (0: none), held-out spam missed without,
 with, 1-AUC % without, with)`` (the four None: the corpus was too large to
 try them)."""
@@ -93,7 +93,6 @@ def cross_val_log_odds(spam_filter, messages, labels, n_folds=DEFAULT_FOLDS, see
     """
     import numpy as np
 
-    from spamnb.evaluation.crossval import stratified_folds
     from spamnb.model.labels import is_spam_label
 
     y = np.array([is_spam_label(v) for v in labels], dtype=bool)
@@ -154,7 +153,7 @@ def _prior_ratio(prior, n_ham, n_spam):
 # ---------------------------------------------------------------------------- streaming
 # What `spamnb train` runs (one process or -j N): no matrix of the corpus.  The
 # counting pass adds each message to its class's counts and to its fold's
-# (spamnb.training.parallel.count_messages with n_folds); the fold models are then the
+# (spamnb.training.pipeline.count_messages with n_folds); the fold models are then the
 # whole counts minus each fold's (FoldModels), and a second pass scores each
 # message with its fold's model through the filter's compiled scorer
 # (held_out_log_odds), keeping one float per message.
@@ -226,7 +225,7 @@ class FoldModels:
         together)."""
         import numpy as np
 
-        from spamnb.model.spam_filter import COUNT_TRANSFORMS
+        from spamnb.model.defaults import COUNT_TRANSFORMS
 
         alpha = float(spam_filter.alpha)
         total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
@@ -357,7 +356,7 @@ def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, m
     else:
         spam_cut = float(np.nextafter(ham[allowed], np.inf)) + margin
     spam_cut = min(spam_cut, MAX_LOG_ODDS)
-    from spamnb.model.spam_filter import DEFAULT_HAM_LOG_ODDS
+    from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS
 
     ham_cut = min(DEFAULT_HAM_LOG_ODDS, spam_cut)
     everything = np.concatenate([ham, spam])
@@ -403,7 +402,7 @@ def calibration_check(spam_filter, n_ham, n_spam, target_fpr=DEFAULT_TARGET_FPR,
     """Check the options (ValueError) and return the :class:`Calibration` of
     the default cutoffs when there is too little data for the held-out scores
     (or the message features are on); None when the cutoffs can be chosen."""
-    from spamnb.model.spam_filter import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     if not 0.0 <= target_fpr < 1.0:
         raise ValueError(f"target_fpr must be in [0, 1), got {target_fpr!r}")
@@ -448,10 +447,29 @@ def apply(spam_filter, calibration):
     return spam_filter
 
 
-def _pairs_max():
-    from spamnb.training.parallel import PAIRS_MAX_MESSAGES
+def prefer_pairs(missed, missed_pairs, error, error_pairs):
+    """The rule of ``spamnb train`` (:func:`spamnb.model.fitting.choose_pairs`): the variant with word pairs is kept when, at
+    the cutoffs chosen for each, it misses at most :data:`PAIRS_GAIN` times
+    the held-out spam the other misses (which must be some), and its held-out
+    1-AUC (``error_pairs``) is no higher."""
+    return missed > 0 and missed_pairs <= PAIRS_GAIN * missed and error_pairs <= error
 
-    return PAIRS_MAX_MESSAGES
+
+# Word pairs are kept only when they cut the spam missed at the held-out
+# cutoffs by a fifth or more and do not rank worse (they make the model larger
+# and scoring slower).  On the shared corpora (docs/accuracy.md): Enron-Spam
+# 11.79 -> 7.96 % (0.68x), 1-AUC 0.0762 -> 0.0405 %: kept; SpamAssassin 3.48
+# -> 6.22 % (1.79x), 1-AUC 0.0373 -> 0.0337 %: not kept.
+PAIRS_GAIN = 0.8
+# The choice trains the corpus a second time, with a vocabulary several times
+# larger (pairs): on 96,736 messages (16 copies of the SpamAssassin corpus with
+# varied bytes) `spamnb train -j 2` took 28.1 s against 5.9 s without the choice
+# and peaked at 384 MiB against 245 (docs/scale.md, runs E and F).  Above this
+# many messages it is not tried (``--word-pairs W`` still gives pairs).
+PAIRS_MAX_MESSAGES = 20_000
+# The window ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3
+# ranked worse than 2 on both corpora).
+AUTO_PAIRS = 2
 
 
 def describe(calibration):
@@ -462,7 +480,7 @@ def describe(calibration):
     pairs = ""
     if c.word_pairs is not None and c.word_pairs[1] is None:
         pairs = (f"\nword pairs: {'on' if c.word_pairs[0] else 'off'}: not tried on more than "
-                 f"{_pairs_max():,} messages (--word-pairs 2 turns them on)")
+                 f"{PAIRS_MAX_MESSAGES:,} messages (--word-pairs 2 turns them on)")
     elif c.word_pairs is not None:
         window, missed, missed_pairs, error, error_pairs = c.word_pairs
         pairs = (f"\nword pairs: {'on (window ' + str(window) + ')' if window else 'off'}: held-out spam missed "
@@ -472,3 +490,23 @@ def describe(calibration):
             f"({c.n_folds}-fold cross-validation on the training mail)\n"
             f"expected: false positives {100 * c.expected_fpr:.2f} %, spam missed {100 * c.expected_spam_missed:.2f} %, "
             f"unsure {100 * c.expected_unsure:.2f} % (held-out training mail, {c.n_ham} ham, {c.n_spam} spam)" + pairs)
+
+
+def stratified_folds(y, n_folds, seed=0):
+    """Test indices of each fold: list of ``n_folds`` sorted int arrays.
+
+    Each class is shuffled (numpy ``default_rng(seed)``) and dealt round-robin,
+    so fold sizes per class differ by at most one.
+    """
+    import numpy as np
+
+    y = np.asarray(y, dtype=bool)
+    if n_folds < 2:
+        raise ValueError("--folds must be at least 2")
+    rng = np.random.default_rng(seed)
+    fold_of = np.empty(y.size, dtype=np.int64)
+    for cls in (False, True):
+        members = np.flatnonzero(y == cls)
+        members = members[rng.permutation(members.size)]
+        fold_of[members] = np.arange(members.size) % n_folds
+    return [np.flatnonzero(fold_of == k) for k in range(n_folds)]

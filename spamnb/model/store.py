@@ -80,6 +80,16 @@ if sys.byteorder != "little":  # pragma: no cover - the arrays are stored little
     raise ImportError("spamnb's model files need a little-endian machine")
 
 
+def spamnb_home():
+    """The folder of the model and of the settings file: ``$SPAMNB_HOME``, or ``~/.spamnb``."""
+    return os.environ.get("SPAMNB_HOME") or os.path.join(os.path.expanduser("~"), ".spamnb")
+
+
+def default_model_path():
+    """``$SPAMNB_HOME/model.spamnb``, or ``~/.spamnb/model.spamnb``."""
+    return os.path.join(spamnb_home(), "model.spamnb")
+
+
 class ModelError(Exception):
     """A model file is missing, unreadable, damaged, of another format or version,
     or was trained with other tokenizer settings."""

@@ -28,6 +28,8 @@ cost on clean mail in docs/reliability.md, "Attacks").
 from __future__ import annotations
 
 import math
+import sys
+from collections import namedtuple
 
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "probability", "logit", "probabilities", "decide", "decide_many", "part_max",
            "evidence_sums"]
@@ -130,3 +132,70 @@ def evidence_sums(X, feature_log_prob):
     w = flp[1] - flp[0]
     return (np.asarray(X @ np.maximum(w, 0.0), dtype=np.float64).reshape(-1),
             np.asarray(X @ np.minimum(w, 0.0), dtype=np.float64).reshape(-1))
+
+
+# collections.namedtuple, not typing.NamedTuple: importing typing costs ~2.7 ms
+# of the ``spamnb classify`` cold start where nothing else has imported it.
+class Score(namedtuple("Score", "probability log_odds")):
+    """A message's spam probability P(spam | message) and log-odds log P(spam|m)/P(ham|m)."""
+
+    __slots__ = ()
+
+
+class Verdict(namedtuple("Verdict", "label probability log_odds evidence tokens known_tokens",
+                         defaults=((), 0, 0))):
+    """The filter's decision on one message.
+
+    ``label`` is "spam", "ham" or "unsure"; ``evidence`` lists the strongest
+    tokens as ``(token, weight)``, weight > 0 pointing to spam, strongest
+    first; ``tokens`` counts the message's tokens, ``known_tokens`` those in
+    the vocabulary.
+    """
+
+    __slots__ = ()
+
+
+# ---------------------------------------------------------------------------- verdict lines
+def verdict_json(verdict, name=None):
+    """A verdict as the JSON object ``spamnb classify --json`` writes."""
+    out = {"verdict": verdict.label, "probability": verdict.probability, "log_odds": verdict.log_odds,
+           "tokens": verdict.tokens, "known_tokens": verdict.known_tokens,
+           "evidence": [[token, weight] for token, weight in verdict.evidence]}
+    if name is not None:
+        out = {"message": name, **out}
+    return out
+
+
+def format_verdict(verdict):
+    """A verdict as the line ``spamnb classify`` writes for one message."""
+    return f"{verdict.label} {verdict.probability:.7f} log-odds {verdict.log_odds:+.3f}"
+
+
+class VerdictLines:
+    """One line per message (tab-separated, or JSON), flushed as it is written."""
+
+    def __init__(self, spam_filter, json_lines=False, out=None):
+        self.json, self.spam_filter = json_lines, spam_filter
+        self.out = sys.stdout if out is None else out
+        self.errors = 0
+
+    def verdict(self, name, data):
+        verdict = self.spam_filter.classify(data)
+        if self.json:
+            import json
+
+            self.out.write(json.dumps(verdict_json(verdict, name)) + "\n")
+        else:
+            self.out.write(f"{name}\t{verdict.label}\t{verdict.probability:.7f}\t{verdict.log_odds:+.3f}\n")
+        self.out.flush()
+
+    def error(self, name, reason):
+        self.errors += 1
+        if self.json:
+            import json
+
+            self.out.write(json.dumps({"message": name, "error": reason}) + "\n")
+        else:
+            self.out.write(f"{name}\terror\t{reason}\n")
+        self.out.flush()
+        print(f"spamnb: {name}: {reason}", file=sys.stderr)

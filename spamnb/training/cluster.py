@@ -1,10 +1,10 @@
 """Training and batch scoring on a Dask cluster (``pip install spamnb[dask]``).
 
-Training is the map-reduce of :mod:`spamnb.training.parallel` with Dask as the
+Training is the map-reduce of :mod:`spamnb.training.pipeline` (and its counting, :mod:`spamnb.model.counting`) with Dask as the
 engine: one task per partition (a list of file paths or an mbox byte range,
 read by the worker: the files must be readable there, e.g. on a shared file
 system; or a partition of a Dask bag of messages) returns the partition's
-:class:`~spamnb.training.parallel.Counts` (a few flat arrays); the counts are added by
+:class:`~spamnb.training.counting.Counts` (a few flat arrays); the counts are added by
 token in a tree of fixed shape (``fan_in`` partitions per node), so what
 crosses the network is one count model per partition and tree node, never a
 record per token.  With the same partitions as ``spamnb train -j N``
@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from spamnb.training import parallel
+from spamnb.model import counting
+from spamnb.training import batch, planning
 
 __all__ = ["ClusterError", "connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score", "score_lines"]
 
@@ -92,8 +93,8 @@ def _merge_results(results):
 
     report = CorpusReport()
     for _counts, part_report in results:
-        parallel._merge_reports(report, part_report)
-    return parallel.merge_counts([counts for counts, _report in results]), report
+        planning._merge_reports(report, part_report)
+    return counting.merge_counts([counts for counts, _report in results]), report
 
 
 def _count_items(spec, items):
@@ -104,7 +105,7 @@ def _count_items(spec, items):
     report = CorpusReport()
     items = list(items)
     report.read = len(items)
-    return parallel.count_messages(spec, ((m, is_spam_label(y)) for m, y in items)), report
+    return counting.count_messages(spec, ((m, is_spam_label(y)) for m, y in items)), report
 
 
 def _tree(tasks, fan_in):
@@ -112,7 +113,7 @@ def _tree(tasks, fan_in):
     from dask import delayed
 
     merge = delayed(_merge_results, pure=True)
-    return parallel.tree_levels(tasks, fan_in, merge=lambda group: merge(list(group)))
+    return counting.tree_levels(tasks, fan_in, merge=lambda group: merge(list(group)))
 
 
 def _reduce(tasks, fan_in, client):
@@ -120,8 +121,8 @@ def _reduce(tasks, fan_in, client):
     return client.compute(_tree(tasks, fan_in)).result()
 
 
-def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size=parallel.DEFAULT_PARTITION_SIZE,
-        fan_in=parallel.DEFAULT_FAN_IN, scheduler=None):
+def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size=planning.DEFAULT_PARTITION_SIZE,
+        fan_in=counting.DEFAULT_FAN_IN, scheduler=None):
     """Train ``spam_filter`` (default ``SpamFilter()``) on a Dask cluster; returns it.
 
     Parameters
@@ -144,7 +145,7 @@ def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     if spam_filter.feature_weight:
         raise ValueError("message features (feature_weight > 0) are not trained on Dask")
-    spec = parallel.counting_spec(spam_filter)
+    spec = counting.counting_spec(spam_filter)
     client, owned = _client(client, scheduler)
     try:
         if hasattr(paths_or_bag, "to_delayed"):   # a dask bag
@@ -157,10 +158,10 @@ def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size
             labels = list(labels) if labels is not None else None
             if labels is None or len(labels) != len(paths):
                 raise ValueError(f"{len(paths)} paths but {0 if labels is None else len(labels)} labels")
-            pieces = (parallel.Piece("file", path, path, is_spam_label(y), 0, None, 0)
+            pieces = (planning.Piece("file", path, path, is_spam_label(y), 0, None, 0)
                       for path, y in zip(paths, labels))
-            count = delayed(parallel.count_partition, pure=True)
-            tasks = [count(spec, part) for part in parallel.partitions(pieces, partition_size)]
+            count = delayed(planning.count_partition, pure=True)
+            tasks = [count(spec, part) for part in planning.partitions(pieces, partition_size)]
         merged, _report = _reduce(tasks, fan_in, client)
     finally:
         if owned:
@@ -169,7 +170,7 @@ def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size
 
 
 def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filter=None,
-               partition_size=parallel.DEFAULT_PARTITION_SIZE, fan_in=parallel.DEFAULT_FAN_IN, report=None,
+               partition_size=planning.DEFAULT_PARTITION_SIZE, fan_in=counting.DEFAULT_FAN_IN, report=None,
                strict=False):
     """``spamnb train --dask ADDRESS`` without the calibration: a corpus laid
     out as for :func:`spamnb.training.corpus.labelled_messages` (folder trees,
@@ -180,18 +181,18 @@ def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filt
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     if spam_filter.feature_weight:
         raise ValueError("message features (feature_weight > 0) are not trained on Dask")
-    merged = count_corpus(trees, spam, ham, client, scheduler, parallel.counting_spec(spam_filter), partition_size,
+    merged = count_corpus(trees, spam, ham, client, scheduler, counting.counting_spec(spam_filter), partition_size,
                           fan_in, report, strict)
     return merged.to_filter(spam_filter)
 
 
 def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=None,
-                 partition_size=parallel.DEFAULT_PARTITION_SIZE, fan_in=parallel.DEFAULT_FAN_IN, report=None,
+                 partition_size=planning.DEFAULT_PARTITION_SIZE, fan_in=counting.DEFAULT_FAN_IN, report=None,
                  strict=False, n_folds=0, spill=False):
-    """The merged :class:`~spamnb.training.parallel.Counts` of a corpus, counted on the
-    cluster (``spec``: :func:`spamnb.training.parallel.counting_spec`, default a
+    """The merged :class:`~spamnb.training.counting.Counts` of a corpus, counted on the
+    cluster (``spec``: :func:`spamnb.training.counting.counting_spec`, default a
     ``SpamFilter()``'s; ``n_folds``: the fold rows of the calibration, as
-    :func:`spamnb.training.parallel.count_messages`).
+    :func:`spamnb.training.counting.count_messages`).
 
     ``spill`` (with ``n_folds``): also keep each partition's token hashes
     (8 bytes a token) in the memory of the worker that counted it, and the
@@ -205,18 +206,18 @@ def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=No
     if spec is None:
         from spamnb.model.spam_filter import SpamFilter
 
-        spec = parallel.counting_spec(SpamFilter())
+        spec = counting.counting_spec(SpamFilter())
     if spill and not n_folds:
         raise ValueError("a spill needs the folds (n_folds > 0)")
-    pieces = parallel.plan_training(trees, spam, ham, report, strict, partition_size)
-    parts = parallel.partitions(pieces, partition_size)
+    pieces = planning.plan_training(trees, spam, ham, report, strict, partition_size)
+    parts = planning.partitions(pieces, partition_size)
     if spill:
-        count = delayed(parallel.count_partition_in_memory, pure=True)
+        count = delayed(planning.count_partition_in_memory, pure=True)
         counted = [count(spec, part, strict, n_folds) for part in parts]
         tasks = [delayed(itemgetter(0, 1), pure=True)(c) for c in counted]
         spills = [delayed(itemgetter(2), pure=True)(c) for c in counted]
     else:
-        count = delayed(parallel.count_partition, pure=True)
+        count = delayed(planning.count_partition, pure=True)
         tasks, spills = [count(spec, part, strict, n_folds) for part in parts], None
     client, owned = _client(client, scheduler)
     try:
@@ -230,14 +231,14 @@ def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=No
         if owned:
             client.close()
     if report is not None:
-        parallel._merge_reports(report, part_report)
+        planning._merge_reports(report, part_report)
     return Spilled(merged, root, spills) if spill else merged
 
 
 class Spilled(NamedTuple):
     """What :func:`count_corpus` returns with ``spill=True``."""
 
-    counts: parallel.Counts    #: the merged counts, with the fold rows
+    counts: counting.Counts    #: the merged counts, with the fold rows
     root: object               #: their future on the cluster (``(Counts, CorpusReport)``)
     spills: list               #: one future per partition: its token hashes (bytes)
 
@@ -266,7 +267,7 @@ def held_out_spilled(spilled, spam_filter, client):
     params = {"tokenizer": spam_filter.tokenizer_.settings, "alpha": spam_filter.alpha, "prior": spam_filter.prior,
               "counts": spam_filter.counts, "length_norm": spam_filter.length_norm}
     models = client.submit(_fold_models, spilled.root, params, pure=False)
-    futures = client.map(parallel.score_spilled_bytes, spilled.spills, models=models, pure=True)
+    futures = client.map(planning.score_spilled_bytes, spilled.spills, models=models, pure=True)
     return client.gather(futures)
 
 
@@ -274,9 +275,9 @@ def _score_items(model_path, identity, items):
     """A bag partition of messages (bytes or paths) -> a list of records."""
     from pathlib import Path
 
-    from spamnb.model.spam_filter import message_bytes
+    from spamnb.model.messages import message_bytes
 
-    model = parallel._model(model_path, identity)
+    model = batch._model(model_path, identity)
     out = []
     for item in items:
         verdict = model.classify(message_bytes(Path(item) if isinstance(item, str) else item))   # str: a path
@@ -285,7 +286,7 @@ def _score_items(model_path, identity, items):
     return out
 
 
-def score(model_path, paths_or_bag, partition_size=parallel.DEFAULT_PARTITION_SIZE):
+def score(model_path, paths_or_bag, partition_size=planning.DEFAULT_PARTITION_SIZE):
     """Classify a bag (or a sequence) of messages, bytes or paths, on the
     cluster: a Dask bag of records ``{"message": path or None, "verdict",
     "probability", "log_odds"}`` in input order (lazy: ``.compute()`` it,
@@ -296,8 +297,8 @@ def score(model_path, paths_or_bag, partition_size=parallel.DEFAULT_PARTITION_SI
     import dask.bag as db
 
     model_path = os.path.abspath(os.fspath(model_path))
-    identity = parallel._file_identity(model_path)
-    parallel._model(model_path, identity)   # a bad model fails here, before any task
+    identity = batch._file_identity(model_path)
+    batch._model(model_path, identity)   # a bad model fails here, before any task
     if hasattr(paths_or_bag, "map_partitions"):
         bag = paths_or_bag
     else:
@@ -311,10 +312,10 @@ def _score_items_of(items, model_path, identity):
 
 
 def _lines_of(pieces, model_path, identity, cutoffs, json_lines):
-    return parallel.score_partition(model_path, identity, cutoffs, pieces, json_lines)[0]
+    return batch.score_partition(model_path, identity, cutoffs, pieces, json_lines)[0]
 
 
-def score_lines(model_path, paths, partition_size=parallel.DEFAULT_PARTITION_SIZE, json_lines=False, cutoffs=None):
+def score_lines(model_path, paths, partition_size=planning.DEFAULT_PARTITION_SIZE, json_lines=False, cutoffs=None):
     """``spamnb classify --batch`` (``json_lines``: ``--json``) on the cluster:
     ``paths`` (messages, mbox files, cut into shards, and folders) planned
     here, scored by the workers in partitions (the model file loaded once per
@@ -325,11 +326,11 @@ def score_lines(model_path, paths, partition_size=parallel.DEFAULT_PARTITION_SIZ
     import dask.bag as db
 
     model_path = os.path.abspath(os.fspath(model_path))
-    identity = parallel._file_identity(model_path)
-    parallel._model(model_path, identity, cutoffs)   # a bad model fails here, before any task
+    identity = batch._file_identity(model_path)
+    batch._model(model_path, identity, cutoffs)   # a bad model fails here, before any task
     paths = [os.fspath(p) for p in paths]
     if "-" in paths:
         raise ValueError("'-' (stdin) is not read on a cluster")
-    parts = list(parallel.partitions(parallel.plan_scoring(paths), partition_size))
+    parts = list(planning.partitions(planning.plan_scoring(paths), partition_size))
     bag = db.from_sequence(parts, npartitions=max(1, len(parts)))
     return bag.map(_lines_of, model_path, identity, cutoffs, json_lines)

@@ -35,16 +35,13 @@ import stat
 from dataclasses import dataclass, field
 
 from spamnb.mail.mbox import is_mbox_start, iter_mbox
+from spamnb.training.errors import CorpusError
 
 __all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages", "iter_labelled",
            "read_messages", "is_test_message", "looks_like_mail", "split_mbox", "walk_files", "file_messages",
            "shard_messages", "tree_label", "is_spam_name"]
 
 _HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
-
-
-class CorpusError(Exception):
-    """A corpus path that cannot be used (missing, or a skipped file under ``strict``)."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +186,7 @@ def _file_messages(path, name, report, strict):
     """``(name, bytes)`` of the message, or each message of the mbox, in the file
     at ``path``.  Files are read by the filter's reader (one read of the whole
     file), except an mbox over 4 MiB, which is read a message at a time."""
-    from spamnb.model.spam_filter import _read_file
+    from spamnb.model.messages import read_file as _read_file
 
     size = _regular_size(path, report, strict)
     if size is None:
@@ -273,7 +270,7 @@ def iter_labelled(trees=(), spam=(), ham=(), report=None, strict=False):
                 yield LabelledMessage(relpath, data, is_spam)
 
 
-# The pieces iter_labelled is made of, for spamnb.training.parallel, which plans a corpus
+# The pieces iter_labelled is made of, for spamnb.training.pipeline, which plans a corpus
 # in one process and reads it in others by the same rules.
 walk_files = _walk_files
 file_messages = _file_messages

@@ -1,0 +1,152 @@
+"""``spamnb classify`` (one message, several, ``--batch``, ``-p``) and
+``spamnb tokens``: the cold path of a mail filter, numpy-free for one
+message."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from spamnb.cli.common import (CommandError, UsageError, add_jobs_arguments, cutoff_options, load_filter,
+                               messages_of, model_option, model_path, read_file, settings_of)
+from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, VERDICT_EXIT
+from spamnb.model.verdict import VerdictLines, format_verdict, verdict_json
+
+
+def _passthrough(args):
+    """``classify -p``: the message on stdout with the status header; exit 0
+    whatever the verdict.  On any error the message goes out untouched (exit 3)."""
+    from spamnb.mail.status import passthrough_pieces
+
+    name = args.files[0] if args.files else "-"
+    message = sys.stdin.buffer.read() if name == "-" else read_file(name)
+    try:
+        settings = settings_of(args)
+        verdict = load_filter(args).classify(message)
+        pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag)
+    except BaseException:
+        sys.stdout.buffer.write(message)  # never lose the mail: pass it on untouched
+        sys.stdout.flush()
+        raise
+    for piece in pieces:
+        sys.stdout.buffer.write(piece)
+    return EXIT_OK
+
+
+def cmd_classify(args):
+    if args.passthrough:
+        if args.batch or args.mbox or len(args.files) > 1:
+            raise UsageError("spamnb classify: -p/--passthrough takes one message")
+        return _passthrough(args)
+    if args.batch:
+        return _classify_batch(args)
+    spam_filter = load_filter(args)
+    sources = args.files or ["-"]
+    if len(sources) == 1 and not args.mbox and (sources[0] == "-" or not os.path.isdir(sources[0])):
+        messages = messages_of(sources[0])
+        first = next(messages, None)
+        second = next(messages, None)
+        if first is not None and second is None:  # one message: a verdict and its exit code
+            verdict = spam_filter.classify(first[1])
+            _print_verdict(args, verdict)
+            return VERDICT_EXIT[verdict.label]
+        out = VerdictLines(spam_filter, args.json)
+        for name, data in (m for m in (first, second) if m is not None):
+            out.verdict(name, data)
+        for name, data in messages:
+            out.verdict(name, data)
+        return EXIT_OK
+    out = VerdictLines(spam_filter, args.json)
+    for source in sources:
+        for name, data in messages_of(source):
+            out.verdict(name, data)
+    return EXIT_OK
+
+
+def _print_verdict(args, verdict):
+    if args.json:
+        import json
+
+        print(json.dumps(verdict_json(verdict)))
+    else:
+        print(format_verdict(verdict))
+        if args.verbose:
+            for token, weight in verdict.evidence:
+                print(f"  {weight:+8.3f}  {token}")
+
+
+def _batch_paths(args):
+    if args.files:
+        yield from args.files
+        return
+    stdin = sys.stdin.buffer
+    while True:  # one line at a time: each path is answered as it arrives
+        line = stdin.readline()
+        if not line:
+            return
+        path = os.fsdecode(line.rstrip(b"\r\n"))
+        if path.strip():
+            yield path
+
+
+def _classify_batch(args):
+    """``--batch``: each path (arguments, or lines of stdin) answered at once;
+    a path that cannot be read gets an error line and the batch goes on (exit
+    3 at the end when any did)."""
+    if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
+        from spamnb.training import batch, workers
+
+        workers.warm_up(args.jobs)   # the workers' forkserver starts while the model loads
+        spam_filter = load_filter(args)
+        try:
+            n_errors = batch.classify_batch(model_path(args), _batch_paths(args),
+                                               (spam_filter.spam_cutoff, spam_filter.ham_cutoff), args.jobs,
+                                               args.partition_size, args.json)
+        except ValueError as exc:
+            raise UsageError(f"spamnb classify: {exc}") from None
+        return EXIT_ERROR if n_errors else EXIT_OK
+    out = VerdictLines(load_filter(args), args.json)
+    for path in _batch_paths(args):
+        try:
+            for name, data in messages_of(path):
+                out.verdict(name, data)
+        except (CommandError, OSError) as exc:
+            reason = str(exc) if isinstance(exc, CommandError) else (exc.strerror or str(exc))
+            out.error(path, reason.removeprefix(f"{path}: "))
+    return EXIT_ERROR if out.errors else EXIT_OK
+
+
+def cmd_tokens(args):
+    from spamnb.mail.tokenizer import Tokenizer
+
+    data = sys.stdin.buffer.read() if args.file == "-" else read_file(args.file)
+    for token in Tokenizer().tokens(data):
+        print(token)
+    return EXIT_OK
+
+
+def add_parser(sub):
+    p = sub.add_parser("classify", help="classify mail (one message on stdin by default)")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="message files, mboxes, folders or - for stdin; several messages: one line each")
+    p.add_argument("--batch", action="store_true",
+                   help="paths (arguments, or lines of stdin answered as they arrive): one line per message; "
+                        "an unreadable path gets an error line and the batch goes on")
+    p.add_argument("-M", "--mbox", action="store_true",
+                   help="one line per message even for a single message (as for an mbox)")
+    p.add_argument("-p", "--passthrough", action="store_true",
+                   help="write the message to stdout with the status header; exit 0 whatever the verdict")
+    cutoff_options(p)
+    p.add_argument("--header-name", metavar="NAME", help="the status header of -p (default: X-Spamnb-Status)")
+    p.add_argument("--subject-tag", metavar="TAG", help="with -p: put TAG before the Subject of spam")
+    p.add_argument("--json", action="store_true", help="JSON output")
+    p.add_argument("-v", "--verbose", action="store_true", help="also list the strongest evidence")
+    model_option(p)
+    add_jobs_arguments(p, "classify")
+    p.set_defaults(handler=cmd_classify)
+
+
+def add_tokens_parser(sub):
+    p = sub.add_parser("tokens", help="print the tokens of a message")
+    p.add_argument("file", nargs="?", default="-", metavar="FILE")
+    p.set_defaults(handler=cmd_tokens)

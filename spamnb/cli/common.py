@@ -1,0 +1,208 @@
+"""What every command of the command line shares: its exceptions (the
+engine's own are mapped to one line in :func:`one_line`), the parser class,
+the settings in effect, the model path, the messages of a path, and the
+options several commands take."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["UsageError", "CommandError", "Parser", "settings_of", "model_path", "load_filter", "read_file",
+           "messages_of", "one_line", "model_option", "wait_option", "add_jobs_arguments", "human_size"]
+
+
+class UsageError(Exception):
+    """A command line that cannot be run (exit 64)."""
+
+
+class CommandError(Exception):
+    """An error the command reports in one line (exit 3)."""
+
+
+def _formatter(prog):
+    """argparse's help formatter, told the terminal width: left to find it
+    itself it imports shutil (with bz2 and lzma), 2.1 ms of every ``spamnb
+    classify``, since ``add_argument`` builds a formatter to check metavars.
+    The width is what ``shutil.get_terminal_size`` would give: $COLUMNS, else
+    the terminal's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return argparse.RawDescriptionHelpFormatter(prog, width=(columns or 80) - 2)
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def settings_of(args):
+    """The settings in effect: the settings file, then this run's options."""
+    from spamnb.cli.settings import SettingsError, load_settings
+
+    overrides = {key: getattr(args, key, None)
+                 for key in ("model", "spam_cutoff", "ham_cutoff", "header_name", "subject_tag")}
+    try:
+        return load_settings(getattr(args, "settings", None), overrides)
+    except SettingsError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def model_path(args, settings=None):
+    """The model file of this run: the settings' (``-m``), else ``$SPAMNB_HOME/model.spamnb``."""
+    from spamnb.model.store import default_model_path
+
+    return (settings or settings_of(args)).model or default_model_path()
+
+
+def apply_cutoffs(spam_filter, settings):
+    """The settings' cutoffs on a filter (they win over the model's own)."""
+    spam = spam_filter.spam_cutoff if settings.spam_cutoff is None else settings.spam_cutoff
+    ham = spam_filter.ham_cutoff if settings.ham_cutoff is None else settings.ham_cutoff
+    if ham > spam:
+        raise CommandError(f"ham cutoff {ham!r} is above spam cutoff {spam!r}")
+    spam_filter.spam_cutoff, spam_filter.ham_cutoff = spam, ham
+    return spam_filter
+
+
+def load_filter(args, settings=None):
+    """The model of this run, with the cutoffs in effect."""
+    from spamnb.model.spam_filter import SpamFilter
+
+    settings = settings or settings_of(args)
+    return apply_cutoffs(SpamFilter.load(model_path(args, settings)), settings)
+
+
+def read_file(path):
+    """The bytes of a message file; CommandError naming it when it cannot be read."""
+    from spamnb.training.errors import CorpusError
+    from spamnb.training.sources import read_message_file
+
+    try:
+        return read_message_file(path)
+    except CorpusError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def messages_of(path):
+    """``(name, bytes)`` of each message in ``path`` (``spamnb.training.sources.messages_of``),
+    its errors as CommandError."""
+    from spamnb.training.errors import CorpusError
+    from spamnb.training.sources import messages_of as source_messages
+
+    try:
+        yield from source_messages(path)
+    except CorpusError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def human_size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+
+
+def model_option(p):
+    """``-m/--model`` and ``--settings`` after the command too (SUPPRESS keeps a value given before it)."""
+    p.add_argument("-m", "--model", metavar="PATH", default=argparse.SUPPRESS,
+                   help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
+    p.add_argument("--settings", metavar="PATH", default=argparse.SUPPRESS,
+                   help="settings file (default: $SPAMNB_HOME/settings.toml, when it exists)")
+
+
+def wait_option(p):
+    from spamnb.model.store import DEFAULT_WAIT
+
+    p.add_argument("--wait", type=float, default=DEFAULT_WAIT, metavar="SECONDS",
+                   help=f"how long to wait for another writer's lock on the model (default {DEFAULT_WAIT:g})")
+
+
+def probability(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a probability in [0, 1], not {text}")
+    return value
+
+
+def cutoff_options(p):
+    p.add_argument("--spam-cutoff", type=probability, metavar="P",
+                   help="spam when P(spam) >= P (default: the model's, 0.9999992 as trained)")
+    p.add_argument("--ham-cutoff", type=probability, metavar="P",
+                   help="ham when P(spam) <= P (default: the model's, 0.5 as trained)")
+
+
+def jobs(text):
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of jobs: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("the number of jobs must be >= 0 (0: every available core)")
+    return n
+
+
+def add_jobs_arguments(parser, command):
+    """Register ``-j/--jobs`` (and, for ``train``, ``--dask`` and
+    ``--partition-size``) on a subcommand's parser (``train``, ``classify``)."""
+    from spamnb.training import planning, workers
+
+    if command == "train":
+        jobs_help = (f"worker processes (default {workers.DEFAULT_JOBS}: every core available; 1 with "
+                     "--feature-weight; 1: this process, the model of SpamFilter.fit; see docs/scale.md)")
+    else:   # a batch answers each path at once in this process; -j N answers a partition at a time
+        jobs_help = "worker processes (default 1: this process; 0: every core available; see docs/scale.md)"
+    parser.add_argument("-j", "--jobs", type=jobs, default=None if command == "train" else 1, metavar="N",
+                        help=jobs_help)
+    parser.add_argument("--partition-size", type=int, default=planning.DEFAULT_PARTITION_SIZE, metavar="N",
+                        help=f"messages per partition with -j (default {planning.DEFAULT_PARTITION_SIZE}"
+                             + ("; the model depends on it, not on -j)" if command == "train" else ")"))
+    if command == "train":
+        parser.add_argument("--dask", metavar="ADDRESS",
+                            help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
+
+
+def pairs_window(text):
+    """``--word-pairs W``: 0 or a window from 2 to 8 (an ``argparse`` type)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value not in (0, *range(2, 9)):
+        raise argparse.ArgumentTypeError(f"0 or a window from 2 to 8 is needed, not {text!r}")
+    return value
+
+
+def one_line(exc):
+    from spamnb.model.store import ModelError
+
+    if isinstance(exc, (ModelError, CommandError)):
+        text = str(exc)
+    elif isinstance(exc, OSError):
+        text = f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
+    elif isinstance(exc, MemoryError):
+        text = "out of memory"
+    else:
+        from spamnb.training.corpus import CorpusError
+
+        text = str(exc) if isinstance(exc, CorpusError) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split()) or type(exc).__name__

@@ -1,0 +1,281 @@
+"""``spamnb evaluate``: cross-validation, a fixed split, ROC and the online
+(TREC-style) protocol, a thin shell over :mod:`spamnb.evaluation.crossval` and
+:mod:`spamnb.evaluation.online` that prints their reports."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+from spamnb.cli.common import jobs, pairs_window
+from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from spamnb.cli.progress import Progress
+from spamnb.evaluation.crossval import (COMPARE_COUNTS, KNN_METRICS, default_jobs, evaluate, format_compare,
+                                        format_folds, json_ready, md5_split, resolved_params, compare_variants, write_plot)
+from spamnb.evaluation.online import (format_online, learning_curve, online_figures, order_messages, read_index,
+                                      run_online, write_curve_plot)
+from spamnb.model.calibrate import stratified_folds
+
+EXIT_NO_MATPLOTLIB = EXIT_ERROR  # an error like any other (2 is classify's "unsure")
+
+
+def add_parser(sub, full=False):
+    """Register ``spamnb evaluate``; its options only when it runs (``full``: the man page), as they import numpy."""
+    p = sub.add_parser("evaluate", help="measure accuracy: cross-validation, fixed split, ROC")
+    if full:
+        add_arguments(p)
+    p.set_defaults(handler=cmd_evaluate)
+    return p
+
+
+def cmd_evaluate(args):
+    return run(args)
+
+
+def add_arguments(parser):
+    """Add the options of ``spamnb evaluate`` to an argparse parser."""
+    parser.add_argument("corpus", nargs="*", metavar="CORPUS",
+                        help="folder tree: folders named spam* hold spam, the others ham")
+    parser.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
+    parser.add_argument("--ham", action="append", default=[], metavar="PATH", help="ham: folder, Maildir or mbox")
+    protocol = parser.add_mutually_exclusive_group()
+    protocol.add_argument("--folds", type=int, default=10, metavar="K",
+                          help="stratified K-fold cross-validation (default 10)")
+    protocol.add_argument("--split", choices=("md5",),
+                          help="the fixed split: test when md5(relpath) %% 5 == 0")
+    protocol.add_argument("--online", action="store_true",
+                          help="TREC Spam Track protocol: classify, then learn, each message in order, "
+                               "from an empty model (spamnb.evaluation.online)")
+    parser.add_argument("--index", metavar="FILE",
+                        help="with --online: order and labels from lines 'spam|ham PATH' (TREC full/index)")
+    parser.add_argument("--order", choices=("auto", "date", "name"), default="auto",
+                        help="with --online: by Date: header, by file name number, or auto (default)")
+    parser.add_argument("--train-on-error", action="store_true",
+                        help="with --online: learn a message only when it was misclassified")
+    parser.add_argument("--margin", type=float, default=0.0, metavar="LOGODDS",
+                        help="with --train-on-error: also learn when |log-odds| < LOGODDS (thick threshold)")
+    parser.add_argument("--window", type=int, default=1000, metavar="N",
+                        help="with --online: messages per point of the learning curve (default 1000)")
+    parser.add_argument("--train", action="append", default=[], metavar="CORPUS",
+                        help="train on this corpus (with --test: no cross-validation)")
+    parser.add_argument("--test", action="append", default=[], metavar="CORPUS", help="test on this corpus")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default 0)")
+    parser.add_argument("--alpha", type=float, help="Dirichlet soft count of the filter")
+    parser.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
+    parser.add_argument("--counts", choices=COMPARE_COUNTS, help="per-message token weighting")
+    parser.add_argument("--word-pairs", type=pairs_window, default=0, metavar="W",
+                        help="word pairs of window W as tokens too (default 0: none; see spamnb train --word-pairs)")
+    parser.add_argument("--compare", action="store_true",
+                        help="also kNN, MLE vs MAP priors, several alphas, binary vs raw counts on the same folds")
+    parser.add_argument("--json", metavar="PATH", help="write all figures as JSON")
+    parser.add_argument("--plot", metavar="PNG", help="ROC curve (log FPR axis) and score histograms (needs matplotlib)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
+                        help="train and score the splits on N worker processes (default: every core "
+                             "available; 1: this process); the same figures")
+    return parser
+
+
+
+
+
+# ---------------------------------------------------------------- folds
+
+
+def _error(message, code):
+    print(f"spamnb evaluate: {message}", file=sys.stderr)
+    return code
+
+
+def run(args):
+    """Run ``spamnb evaluate`` with parsed ``args``; returns the exit code."""
+    import json
+
+    from spamnb.training.corpus import CorpusError, CorpusReport, labelled_messages
+
+    if getattr(args, "online", False):
+        return run_online_command(args)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return _error("--plot needs matplotlib, which is not installed (pip install matplotlib)",
+                          EXIT_NO_MATPLOTLIB)
+    separate = bool(args.train or args.test)
+    if separate and not (args.train and args.test):
+        return _error("--train and --test go together", EXIT_USAGE)
+    if separate and (args.corpus or args.spam or args.ham):
+        return _error("give either CORPUS/--spam/--ham or --train with --test", EXIT_USAGE)
+    if not separate and not (args.corpus or args.spam or args.ham):
+        return _error("give a corpus: CORPUS folder(s), --spam/--ham paths, or --train A --test B", EXIT_USAGE)
+    params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
+    if args.word_pairs:
+        params["word_pairs"] = args.word_pairs
+
+    import numpy as np
+
+    report = CorpusReport()
+    try:
+        if separate:
+            train = labelled_messages(trees=args.train, report=report)
+            test = labelled_messages(trees=args.test, report=report)
+            items = train + test
+            splits = [("test", np.arange(len(train)), np.arange(len(train), len(items)))]
+            protocol = "train/test corpora"
+        else:
+            items = labelled_messages(trees=args.corpus, spam=args.spam, ham=args.ham, report=report)
+    except CorpusError as exc:
+        return _error(str(exc), EXIT_ERROR)
+    messages = [m.data for m in items]
+    y = np.array([m.is_spam for m in items], dtype=bool)
+    n_spam = int(y.sum())
+    if n_spam == 0 or n_spam == len(y):
+        return _error(f"need both spam and ham, found {n_spam} spam and {len(y) - n_spam} ham "
+                      "(spam lives in folders named spam*)", EXIT_USAGE)
+    if not separate:
+        if args.split == "md5":
+            train_idx, test_idx = md5_split([m.relpath for m in items])
+            splits = [("md5", train_idx, test_idx)]
+            protocol = "fixed md5 split"
+        else:
+            k = args.folds
+            if k < 2:
+                return _error("--folds must be at least 2", EXIT_USAGE)
+            if min(n_spam, len(y) - n_spam) < k:
+                return _error(f"--folds {k} needs at least {k} messages of each class", EXIT_USAGE)
+            tests = stratified_folds(y, k, args.seed)
+            everything = np.arange(len(y))
+            splits = [(f"{i + 1}/{k}", np.setdiff1d(everything, t), t) for i, t in enumerate(tests)]
+            protocol = f"stratified {k}-fold cross-validation, seed {args.seed}"
+    for name, train_idx, test_idx in splits:
+        if len(train_idx) == 0 or len(test_idx) == 0 or y[train_idx].all() or not y[train_idx].any():
+            return _error(f"split {name}: the training part needs both classes and the test part messages",
+                          EXIT_USAGE)
+
+    print(f"{len(y)} messages ({n_spam} spam, {len(y) - n_spam} ham); {report.summary()}")
+    print(f"protocol: {protocol}")
+    n_steps = len(splits) * (1 + (len(compare_variants(resolved_params(params))) + len(KNN_METRICS) if args.compare else 0))
+    progress = Progress(n_steps + (1 if args.compare else 0), enabled=not args.no_progress)
+    started = time.monotonic()
+    try:
+        result = evaluate(messages, y, splits, params, compare=args.compare, progress=progress,
+                          n_jobs=default_jobs(getattr(args, "jobs", None)))
+    finally:
+        progress.close()
+    elapsed = time.monotonic() - started
+    p = result["params"]
+    print(f"filter: alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
+          + (f"word_pairs={params['word_pairs']} " if params.get("word_pairs") else "") +
+          f"cutoffs: spam if P >= {p['spam_cutoff']!r}, ham if P <= {p['ham_cutoff']!r}")
+    print()
+    print(format_folds(result))
+    from spamnb.bayes import metrics
+
+    print("pooled over the test folds, at the filter's cutoffs:")
+    print(metrics.classification_report(result["y_test"], result["verdicts"]))
+    if args.compare:
+        print("baselines on the same folds (mean ± sample std over folds):")
+        print("  NB: naive Bayes, one setting changed at a time from the filter's, same cutoffs;")
+        print(f"  kNN: on the filter's {p['counts']} token vectors, score = share of spam among the k nearest")
+        print("  training messages, spam if most of them are spam.")
+        print(format_compare(result["compare"]))
+    print(f"took {elapsed:.1f} s")
+    settings = {"protocol": protocol, "n_messages": int(len(y)), "n_spam": n_spam,
+                "corpus": list(args.corpus) + [f"spam:{p}" for p in args.spam] + [f"ham:{p}" for p in args.ham],
+                "train": list(args.train), "test": list(args.test), "seed": args.seed,
+                "skipped": dict(report.skipped), "seconds": elapsed}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(json_ready(result, settings), f, indent=1)
+            f.write("\n")
+        print(f"wrote {args.json}")
+    if args.plot:
+        write_plot(args.plot, result["y_test"], result["log_odds"], (p["spam_cutoff"], p["ham_cutoff"]))
+        print(f"wrote {args.plot}")
+    return EXIT_OK
+
+
+def run_online_command(args):
+    """``spamnb evaluate --online`` with parsed ``args`` (see ``spamnb.evaluation.crossval``); returns the exit code."""
+    import json
+    import sys
+
+    import numpy as np
+
+    from spamnb.training.corpus import CorpusError, CorpusReport, labelled_messages
+
+    def error(message, code):
+        print(f"spamnb evaluate: {message}", file=sys.stderr)
+        return code
+
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return error("--plot needs matplotlib, which is not installed (pip install matplotlib)",
+                         EXIT_NO_MATPLOTLIB)
+    if args.train or args.test:
+        return error("--online takes CORPUS/--spam/--ham or --index, not --train/--test", EXIT_USAGE)
+    if args.compare:
+        return error("--compare is for cross-validation, not --online", EXIT_USAGE)
+    if args.window < 1:
+        return error("--window must be at least 1", EXIT_USAGE)
+    if args.margin < 0 or not math.isfinite(args.margin):
+        return error("--margin must be a number >= 0", EXIT_USAGE)
+    report = CorpusReport()
+    if args.index:
+        if args.corpus or args.spam or args.ham:
+            return error("give either --index or a corpus", EXIT_USAGE)
+        try:
+            rows = read_index(args.index)
+        except (OSError, ValueError) as exc:
+            return error(f"{args.index}: {getattr(exc, 'strerror', None) or exc}", EXIT_ERROR)
+        messages, labels = [p for _, p in rows], [s for s, _ in rows]
+        for path in messages:
+            if not os.path.isfile(path):
+                return error(f"{path}: no such message file (from {args.index})", EXIT_ERROR)
+        order_used = "index file"
+    else:
+        if not (args.corpus or args.spam or args.ham):
+            return error("give a corpus: CORPUS folder(s), --spam/--ham paths, or --index FILE", EXIT_USAGE)
+        try:
+            items = labelled_messages(trees=args.corpus, spam=args.spam, ham=args.ham, report=report)
+        except CorpusError as exc:
+            return error(str(exc), EXIT_ERROR)
+        order, order_used = order_messages([m.relpath for m in items], [m.data for m in items], args.order)
+        messages = [items[i].data for i in order]
+        labels = [items[i].is_spam for i in order]
+    y = np.asarray(labels, dtype=bool)
+    if not y.any() or y.all():
+        return error(f"need both spam and ham, found {int(y.sum())} spam and {int((~y).sum())} ham", EXIT_USAGE)
+    params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
+    tokenizer = None
+    if getattr(args, "word_pairs", 0):
+        from spamnb.mail.tokenizer import with_pairs
+
+        tokenizer = with_pairs(args.word_pairs)
+    feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
+        if args.train_on_error else "full feedback"
+    print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "
+          f"{report.summary()}")
+    try:
+        result = run_online(messages, y, params, train_on_error=args.train_on_error, margin=args.margin,
+                            tokenizer=tokenizer)
+    except OSError as exc:
+        return error(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_ERROR)
+    figures = online_figures(result)
+    curve = learning_curve(result, args.window)
+    print(format_online(figures, curve), end="")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"protocol": "online", "feedback": feedback, "order": order_used,
+                       "params": dict(params, word_pairs=getattr(args, "word_pairs", 0)),
+                       "figures": figures, "learning_curve": curve}, f, indent=1)
+            f.write("\n")
+        print(f"wrote {args.json}")
+    if args.plot:
+        write_curve_plot(args.plot, result, args.window, title=f"online, {feedback}")
+        print(f"wrote {args.plot}")
+    return EXIT_OK

@@ -1,0 +1,91 @@
+"""``spamnb learn`` and ``spamnb forget``: through the ledger of learned
+messages, under the model's lock."""
+
+from __future__ import annotations
+
+import os
+
+from spamnb.cli.common import CommandError, UsageError, messages_of, model_option, model_path, settings_of, wait_option
+from spamnb.cli.exitcodes import EXIT_OK
+
+
+def _update_model(args, forget):
+    """learn/forget through the ledger of learned messages (spamnb.model.ledger):
+    learning a known message again is a no-op, with the other label a move;
+    forget takes the label from the ledger."""
+    from spamnb.model import ledger as ledgers
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.cli.progress import Progress
+    from spamnb.model.store import locked
+
+    settings = settings_of(args)
+    markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
+    path = model_path(args)
+    is_spam = None if args.label is None else args.label == "spam"
+    if is_spam is None and not forget:
+        raise UsageError(f"spamnb {args.command}: give --spam or --ham")
+    if forget:
+        SpamFilter.load(path)  # no model, or a damaged one: say so before creating a lock beside it
+    progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+    tally = ledgers.Tally()
+    with locked(path, wait=args.wait) as real:
+        if os.path.exists(real) or forget:
+            spam_filter = SpamFilter.load(real)
+        else:
+            spam_filter = SpamFilter()
+        ledger = ledgers.ledger_of(spam_filter)
+        seen = 0
+        for source in args.files or ["-"]:
+            for name, data in progress.wrap(messages_of(source), "forgetting" if forget else "learning"):
+                seen += 1
+                try:
+                    if forget:
+                        ledgers.forget(spam_filter, ledger, data, is_spam, tally, **markup)
+                    else:
+                        ledgers.learn(spam_filter, ledger, data, is_spam, tally, **markup)
+                except ValueError as exc:
+                    raise CommandError(f"{name}: {exc}; the model is unchanged") from None
+        if not seen:
+            raise CommandError("no message given; the model is unchanged")
+        if not forget:  # automatic expiry, when the model has a size limit (spamnb prune --expire-at)
+            from spamnb.model.lifecycle import expire
+
+            spam_filter = expire(spam_filter)[0]
+        ledgers.attach(spam_filter, ledger)
+        spam_filter.save(real)
+    if not args.quiet:
+        ham, spam_count = spam_filter.class_count_
+        if forget:
+            done = f"forgot {tally.forgotten} message{'s' if tally.forgotten != 1 else ''}"
+        else:
+            done = f"{tally.learn_summary()} (as {args.label})"
+        print(f"{done}; model: {path} ({spam_count:.0f} spam, {ham:.0f} ham)")
+    return EXIT_OK
+
+
+def cmd_learn(args):
+    return _update_model(args, forget=False)
+
+
+def cmd_forget(args):
+    return _update_model(args, forget=True)
+
+
+def add_parser(sub, name, handler, text):
+    p = sub.add_parser(name, help=text)
+    label = p.add_mutually_exclusive_group(required=name == "learn")
+    if name == "learn":
+        texts = ("learn the messages as spam (a message learned as ham before moves to spam)",
+                 "learn the messages as ham (a message learned as spam before moves to ham)")
+    else:
+        texts = ("the messages were learned as spam (needed only for messages learned "
+                 "before the ledger; the ledger knows the others)",
+                 "the messages were learned as ham (as --spam)")
+    label.add_argument("--spam", dest="label", action="store_const", const="spam", help=texts[0])
+    label.add_argument("--ham", dest="label", action="store_const", const="ham", help=texts[1])
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="message files, mboxes, folders, Maildirs or - (stdin, a message or an mbox; the default)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+    wait_option(p)
+    model_option(p)
+    p.set_defaults(handler=handler)

@@ -1,0 +1,49 @@
+"""``spamnb serve``: the SPAMC/SPAMD daemon (:mod:`spamnb.server.daemon`) on
+the command line; its own exit codes are sysexits' (64 usage, 71 cannot listen)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from spamnb.server.daemon import DEFAULTS, Server, SettingsError
+
+
+def add_parser(subparsers):
+    """Register ``spamnb serve`` on the CLI's subparsers; the handler is :func:`cmd_serve`."""
+    p = subparsers.add_parser("serve", help="run a SPAMC/SPAMD server (spamc, Exim, Postfix call it)")
+    p.add_argument("-l", "--listen", action="append", metavar="ADDR",
+                   help="HOST:PORT or a Unix socket path (repeatable; default 127.0.0.1:783)")
+    p.add_argument("-m", "--model", metavar="PATH", help="site model (default: $SPAMNB_HOME/model.spamnb)")
+    p.add_argument("--models-dir", metavar="DIR", help="per-user models: DIR/<user>/model.spamnb")
+    p.add_argument("--allowed-ips", metavar="NETS",
+                   help="comma-separated addresses/networks allowed to connect over TCP (default loopback)")
+    p.add_argument("--allow-tell", action="store_const", const=True,
+                   help="accept TELL (learning; spamc -L)")
+    p.add_argument("--max-size", type=int, metavar="BYTES", help="largest message checked (default 4 MiB)")
+    p.add_argument("--max-connections", type=int, metavar="N", help="connections at once (default 64)")
+    p.add_argument("--max-models", type=int, metavar="N", help="models kept loaded (default 1000)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="time to receive a request / send a response (default 30)")
+    p.add_argument("--required-score", type=float, metavar="R",
+                   help="score the spam cutoff maps to (default 5.0)")
+    p.add_argument("--socket-mode", metavar="OCTAL", help="permissions of a Unix socket (default 0660)")
+    p.add_argument("--syslog", action="store_const", const=True, help="log to syslog (mail facility)")
+    p.add_argument("--config", metavar="FILE", help="settings file (key = value), re-read on SIGHUP")
+    p.set_defaults(handler=cmd_serve)
+    return p
+
+
+def cmd_serve(args):
+    given = {key: getattr(args, key) for key in DEFAULTS}
+    try:
+        server = Server(given, args.config)
+    except SettingsError as exc:
+        print(f"spamnb serve: {exc}", file=sys.stderr)
+        return 64
+    try:
+        asyncio.run(server.serve())
+    except OSError as exc:
+        print(f"spamnb serve: cannot listen: {exc.strerror or exc}", file=sys.stderr)
+        return 71
+    return 0

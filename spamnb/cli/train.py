@@ -1,0 +1,192 @@
+"""``spamnb train``: a thin shell over ``spamnb.training.pipeline.train``
+(``SpamFilter.fit`` with message features), the model saved under the lock."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from spamnb.cli.common import (CommandError, pairs_window, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
+                               model_path, one_line, settings_of, wait_option)
+from spamnb.cli.exitcodes import EXIT_OK
+
+
+class _CorpusChanged(Exception):
+    pass
+
+
+def cmd_train(args):
+    from spamnb.training.corpus import CorpusError, CorpusReport
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.cli.progress import Progress
+
+    if not (args.dirs or args.spam or args.ham):
+        raise UsageError("spamnb train: give a corpus folder, or --spam/--ham paths")
+    started = time.perf_counter()
+    if args.jobs is None:   # not given: every core, or this process for the message features
+        from spamnb.training.workers import DEFAULT_JOBS
+
+        args.jobs = 1 if args.feature_weight else DEFAULT_JOBS
+    if args.jobs != 1 and not args.dask and not args.feature_weight:
+        from spamnb.training.workers import warm_up
+
+        warm_up(args.jobs)   # the workers' forkserver starts while this process imports and plans
+    settings = settings_of(args)
+    report = CorpusReport()
+    params = {k: v for k, v in (("alpha", args.alpha), ("counts", args.counts), ("prior", args.prior),
+                                ("feature_weight", args.feature_weight), ("length_norm", args.length_norm),
+                                ("spam_cutoff", settings.spam_cutoff),
+                                ("ham_cutoff", settings.ham_cutoff)) if v is not None}
+    if args.word_pairs not in ("auto", 0):
+        from spamnb.mail.tokenizer import with_pairs
+
+        params["tokenizer"] = with_pairs(args.word_pairs)
+    spam_filter = SpamFilter(**params)
+    # cutoffs from cross-validation inside the training mail (spamnb.model.calibrate),
+    # unless the user gave cutoffs (an option or the settings file)
+    calibrating = args.target_fpr > 0 and settings.spam_cutoff is None and settings.ham_cutoff is None
+    if args.partition_size < 1:
+        raise UsageError("spamnb train: --partition-size must be at least 1")
+    if spam_filter.feature_weight:
+        if args.jobs != 1 or args.dask:
+            raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
+        calibration = _train_with_features(args, spam_filter, report, calibrating)
+    else:
+        from spamnb.model import calibrate, fitting
+        from spamnb.training import pipeline
+
+        # streaming, one message at a time in this process (-j 1) or by partitions on
+        # worker processes or a Dask cluster (docs/scale.md): the counting pass, then
+        # the calibration's scoring pass; the corpus is never held
+        progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+        try:
+            spam_filter, calibration = pipeline.train(
+                args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
+                report=report, strict=args.strict, dask=args.dask, progress=progress,
+                calibration={"target_fpr": args.target_fpr} if calibrating else None,
+                word_pairs=calibrate.AUTO_PAIRS if args.word_pairs == "auto" else 0)
+        except CorpusError as exc:
+            raise CommandError(str(exc)) from None
+        except fitting.CorpusChanged as exc:
+            raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
+        except (ImportError, OSError) as exc:
+            raise CommandError(one_line(exc)) from None
+        finally:
+            progress.close()
+    n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
+    if n_ham + n_spam == 0:
+        raise CommandError(f"no messages found ({report.summary()})")
+    if n_spam == 0 or n_ham == 0:
+        print(f"spamnb: warning: the corpus holds only {'ham' if n_spam == 0 else 'spam'}", file=sys.stderr)
+    if calibration is not None:
+        from spamnb.model import calibrate
+
+        calibrate.apply(spam_filter, calibration)
+    path = model_path(args)
+    replaced = _save_trained(spam_filter, path, args.wait)
+    elapsed = time.perf_counter() - started
+    if not args.quiet:
+        print(f"trained on {n_ham + n_spam} messages ({n_spam} spam, {n_ham} ham), "
+              f"{spam_filter.vocabulary_.n_features} tokens in the vocabulary, {elapsed:.2f} s; "
+              f"{report.summary()}")
+        print(f"model: {path} ({human_size(os.path.getsize(path))})")
+        if replaced:
+            print(f"the model it replaced is kept as {replaced}")
+        if calibration is not None:
+            from spamnb.model.calibrate import describe
+
+            print(describe(calibration))
+    return EXIT_OK
+
+
+def _train_with_features(args, spam_filter, report, calibrating):
+    """``spamnb train --feature-weight W``: ``SpamFilter.fit`` over the corpus
+    read twice (the labels, then the messages), one message at a time; the
+    calibration keeps the default cutoffs (its fold scores have no features)."""
+    from spamnb.training.corpus import CorpusError, CorpusReport, iter_labelled
+    from spamnb.cli.progress import Progress
+
+    sources = dict(trees=args.dirs, spam=args.spam, ham=args.ham, strict=args.strict)
+    try:
+        labels = bytearray(m.is_spam for m in iter_labelled(report=report, **sources))
+    except CorpusError as exc:
+        raise CommandError(str(exc)) from None
+    if not labels:
+        raise CommandError(f"no messages found ({report.summary()})")
+    progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
+
+    def again():  # the second pass must see what the first saw, or the labels would be off
+        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):
+            if i >= len(labels) or message.is_spam != labels[i]:
+                raise _CorpusChanged(message.relpath)
+            yield message.data
+
+    try:
+        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
+    except (ValueError, _CorpusChanged) as exc:
+        raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
+    if not calibrating:
+        return None
+    from spamnb.model import calibrate
+
+    n_spam = sum(labels)
+    return calibrate.calibration_check(spam_filter, len(labels) - n_spam, n_spam, args.target_fpr)
+
+
+def _save_trained(spam_filter, path, wait):
+    """Save a trained model under the lock; a model it replaces is kept as
+    ``MODEL.bak`` (returned; None when there was none)."""
+    from spamnb.model.store import locked
+
+    with locked(path, wait=wait) as real:
+        backup = real + ".bak" if os.path.exists(real) else None
+        spam_filter.save(real, backup=backup)
+    return backup
+
+
+def add_parser(sub):
+    p = sub.add_parser("train", help="train a new model from labelled mail")
+    p.add_argument("dirs", nargs="*", metavar="DIR",
+                   help="folder tree: folders named spam* or junk* (and Maildir++ .Spam, .Junk) hold spam, "
+                        "others ham; files may be mboxes")
+    p.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
+    p.add_argument("--ham", action="append", default=[], metavar="PATH",
+                   help="ham: folder, Maildir or mbox (its spam folders are left out)")
+    p.add_argument("--strict", action="store_true", help="fail on unreadable or non-mail files instead of skipping")
+    p.add_argument("--alpha", type=float, help="Dirichlet soft count")
+    p.add_argument("--counts", choices=("binary", "raw", "log"), help="per-message token weighting")
+    p.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
+    p.add_argument("--length-norm", type=float, metavar="S",
+                   help="scale each message's token counts to this Euclidean length (default 5; 0: off)")
+    p.add_argument("--feature-weight", type=float, metavar="W",
+                   help="weight of the continuous message features (default 0: off; see docs/features.md)")
+    p.add_argument("--word-pairs", type=_word_pairs, default="auto", metavar="auto|0|W",
+                   help="word pairs of window W as tokens too; auto (the default): train with and without "
+                        "pairs of window 2 and keep what the cross-validation favours (see docs/accuracy.md)")
+    cutoff_options(p)
+    p.add_argument("--target-fpr", type=_rate, default=0.001, metavar="RATE",
+                   help="choose the cutoffs by cross-validation for this false-positive rate "
+                        "(default 0.001; 0: keep the default cutoffs; see docs/accuracy.md)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+    wait_option(p)
+    model_option(p)
+    add_jobs_arguments(p, "train")
+    p.set_defaults(handler=cmd_train)
+
+
+def _word_pairs(text):
+    if text == "auto":
+        return text
+    try:
+        return pairs_window(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
+
+
+def _rate(text):
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a rate from 0 to below 1 is needed, not {text!r}")
+    return value

@@ -1,0 +1,116 @@
+"""A SpamFilter to and from its model file: the header fields and arrays of
+``spamnb.model.schema`` (versioned, checksummed, written atomically by
+``spamnb.model.store``; never pickled).
+
+``write`` takes the filter's counts, vocabulary, ages, ledger and message
+features; ``read`` builds a filter whose counts, derived logs and vocabulary
+hash index are views of the file read into memory, so scoring one message of
+a loaded model needs neither numpy nor any per-token Python object (the
+``spamnb classify`` cold path).
+"""
+
+from __future__ import annotations
+
+import os
+
+from spamnb.bayes.vocabulary import Vocabulary
+from spamnb.bayes.wordcounts import WordCounts
+from spamnb.mail.tokenizer import Tokenizer
+from spamnb.model import schema
+from spamnb.model.ages import Ages
+from spamnb.model.store import ModelError, default_model_path
+
+__all__ = ["write", "read"]
+
+
+def write(spam_filter, path=None, backup=None):
+    """Write ``spam_filter``'s model atomically to ``path`` (default:
+    ``default_model_path()``); ``backup``: where to keep the model it
+    replaces (None: nowhere).  See :meth:`SpamFilter.save`."""
+    path = default_model_path() if path is None else path
+    counts = spam_filter._counts()
+    log_count, log_norm, log_prior = counts.derived()
+    vocab = spam_filter.vocabulary_
+    blob, offsets = vocab.string_table()
+    params = {"alpha": float(spam_filter.alpha), "prior": spam_filter.prior, "counts": spam_filter.counts,
+              "spam_cutoff": float(spam_filter.spam_cutoff), "ham_cutoff": float(spam_filter.ham_cutoff),
+              "n_evidence": int(spam_filter.n_evidence), "feature_weight": float(spam_filter.feature_weight),
+              "length_norm": float(spam_filter.length_norm)}
+    features = spam_filter.features_
+    schema.write(path, {
+        "spamnb": _package_version(),
+        "tokenizer": spam_filter.tokenizer_.settings,
+        "params": params,
+        "features": features.to_dict() if features is not None else None,
+        "n_features": vocab.n_features,
+        "class_count": [float(v) for v in counts.class_count_],
+        "log_prior": list(log_prior),
+        "log_norm": list(log_norm),
+        **spam_filter.ages_.fields(),
+    }, {
+        "keys": vocab.keys,
+        "values": vocab.values,
+        "offsets": offsets,
+        "strings": blob,
+        "feature_count": counts.feature_count_,
+        "log_count": log_count,  # derived from feature_count: saves the logs at load
+        "last_seen": spam_filter.ages_.days(vocab.n_features),
+        **_ledger_arrays(spam_filter.ledger_),
+    }, backup=backup)
+
+
+def read(cls, path=None, tokenizer=None):
+    """A ``cls`` (a SpamFilter class) read from the model file at ``path``;
+    :class:`ModelError` for any missing, damaged, foreign or mismatched file.
+    See :meth:`SpamFilter.load`."""
+    path = default_model_path() if path is None else path
+    where = os.fspath(path)
+    header, arrays = schema.read(path)
+    try:
+        params = header["params"]
+        try:
+            model_tokenizer = Tokenizer.from_settings(header["tokenizer"])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ModelError(f"{where}: the model was trained with tokenizer settings this spamnb "
+                             f"cannot reproduce ({exc}); retrain it") from None
+        if tokenizer is not None and tokenizer.settings != model_tokenizer.settings:
+            raise ModelError(f"{where}: the model was trained with other tokenizer settings "
+                             f"than the ones given; retrain it or load it without a tokenizer")
+        self = cls(tokenizer=model_tokenizer, alpha=params["alpha"], prior=params["prior"],
+                   counts=params["counts"], spam_cutoff=params["spam_cutoff"],
+                   ham_cutoff=params["ham_cutoff"], n_evidence=params["n_evidence"],
+                   feature_weight=params["feature_weight"], length_norm=params.get("length_norm", 0.0))
+        if header.get("features") is not None:
+            from spamnb.model.message_features import FeatureModel
+
+            self.features_ = FeatureModel.from_dict(header["features"])
+        n_features = header["n_features"]
+        schema.check_counts(header, arrays, self.alpha)
+        self.vocabulary_ = Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
+                                                   arrays["strings"], arrays["offsets"])
+        if arrays["ledger_labels"]:
+            from spamnb.model.ledger import Ledger
+
+            self.ledger_ = Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"])
+    except ModelError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"{where}: the model is inconsistent ({exc})") from None
+    self.word_counts_ = WordCounts.from_arrays(
+        float(self.alpha), self.prior, header["class_count"], arrays["feature_count"],
+        derived=(arrays["log_count"], tuple(header["log_norm"]), tuple(header["log_prior"])))
+    self.ages_ = Ages.from_file(header, arrays)
+    self.source_ = where
+    return self
+
+
+def _ledger_arrays(ledger):
+    """The model file's ledger arrays of a Ledger (or None: empty)."""
+    digests, labels = ledger.to_arrays() if ledger is not None else (b"", b"")
+    return {"ledger_digests": digests, "ledger_labels": labels}
+
+
+def _package_version():
+    from spamnb import __version__
+
+    return __version__

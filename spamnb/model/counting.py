@@ -1,0 +1,418 @@
+"""Counts that add: a corpus's vocabulary and per-class token counts as flat
+arrays (:class:`Counts`), the one counting pass over messages
+(:func:`count_messages`: what ``SpamFilter.fit`` counts, plus the
+cross-validation folds' rows the cutoffs are chosen from), and the merge of
+partitions' counts in a tree of fixed shape (:func:`tree_reduce`), so that a
+model counted by partitions does not depend on which worker finished first.
+
+Exactness.  Token order is the order of first sight over the corpus, as in
+:meth:`SpamFilter.fit`; class counts are the same; feature counts are sums
+of the same per-message values, in another order: bit-identical to ``fit``
+for ``counts="raw"`` and ``"binary"`` (integers below 2**53 add exactly),
+within float64 rounding for ``"log"`` (sums of log(1 + n)) or
+``length_norm`` > 0.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+
+__all__ = ["Counts", "counting_spec", "count_messages", "merge_counts", "tree_reduce", "tree_levels"]
+
+DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
+
+
+class Counts:
+    """The counts of a partition: what merging needs, as flat arrays.
+
+    Attributes
+    ----------
+    hashes : uint64 array (n_features,)
+        Token hashes in feature order.
+    offsets : uint64 array (n_features + 1,), strings : bytes
+        Token ``i``'s UTF-8 string is ``strings[offsets[i]:offsets[i + 1]]``.
+    class_count : float64 array (n_classes,)
+        Messages per class, [ham, spam].
+    feature_count : float64 array (n_classes, n_features)
+        The transformed token counts per class (``length_norm`` applied).
+    last_seen : int32 array (n_features,)
+        The day (spamnb.model.ages) each token was last counted; merged by maximum.
+
+    Counted with ``n_folds`` > 0 (:func:`count_messages`), the classes are
+    ``2 + 2 * n_folds``: ham and spam, then ham and spam of each
+    cross-validation fold (:func:`spamnb.model.calibrate.fold_of`), merged alike;
+    :meth:`model` is the first two, :meth:`folds` the rest.
+    """
+
+    __slots__ = ("hashes", "offsets", "strings", "class_count", "feature_count", "last_seen")
+
+    def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen):
+        self.hashes, self.offsets, self.strings = hashes, offsets, strings
+        self.class_count, self.feature_count, self.last_seen = class_count, feature_count, last_seen
+
+    def __reduce__(self):   # six arrays: sent as six buffers
+        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.feature_count,
+                         self.last_seen))
+
+    @property
+    def n_features(self):
+        return len(self.hashes)
+
+    @property
+    def n_folds(self):
+        return (len(self.class_count) - 2) // 2
+
+    def model(self):
+        """These counts without the fold rows (ham and spam only)."""
+        if len(self.class_count) == 2:
+            return self
+        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2],
+                      self.feature_count[:2].copy(), self.last_seen)
+
+    def folds(self):
+        """``(class_count, feature_count)`` of the folds: ``(n_folds, 2)`` and
+        ``(n_folds, 2, n_features)`` (views)."""
+        n_folds = self.n_folds
+        return (self.class_count[2:].reshape(n_folds, 2),
+                self.feature_count[2:].reshape(n_folds, 2, self.n_features))
+
+    @property
+    def nbytes(self):
+        return (self.hashes.nbytes + self.offsets.nbytes + len(self.strings) + self.class_count.nbytes
+                + self.feature_count.nbytes + self.last_seen.nbytes)
+
+    @classmethod
+    def empty(cls, n_classes=2):
+        import numpy as np
+
+        return cls(np.zeros(0, np.uint64), np.zeros(1, np.uint64), b"", np.zeros(n_classes),
+                   np.zeros((n_classes, 0)), np.zeros(0, np.int32))
+
+    @classmethod
+    def from_word_counts(cls, vocabulary, word_counts, last_seen):
+        """The counts of a :class:`Vocabulary` and a :class:`~spamnb.bayes.wordcounts.WordCounts`
+        over it (copied: the result owns its arrays); ``last_seen``: one day
+        for every token, or an int32 array of a day per token."""
+        import numpy as np
+
+        n = vocabulary.n_features
+        hashes = vocabulary.hashes()
+        blob, offsets = vocabulary.string_table()
+        word_counts.resize(n)
+        days = np.empty(n, dtype=np.int32)
+        days[...] = last_seen
+        return cls(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                   np.array(word_counts.class_count_, dtype=np.float64), word_counts.matrix().copy(), days)
+
+    @classmethod
+    def from_filter(cls, spam_filter):
+        """The counts of a fitted :class:`SpamFilter`."""
+        import numpy as np
+
+        if not spam_filter.is_fitted:
+            raise ValueError("the filter has learned nothing yet")
+        n = spam_filter.vocabulary_.n_features
+        days = np.frombuffer(spam_filter.ages_.days(n), dtype=np.int32)
+        return cls.from_word_counts(spam_filter.vocabulary_, spam_filter.word_counts_, days)
+
+    def word_counts(self, alpha=1.0, prior="mle"):
+        """These counts as a :class:`~spamnb.bayes.wordcounts.WordCounts` (over a copy)."""
+        from spamnb.bayes.wordcounts import WordCounts
+
+        flat = array("d")
+        flat.frombytes(self.feature_count.tobytes())
+        return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
+
+    def vocabulary(self):
+        """A new :class:`Vocabulary` of these tokens, in this order."""
+        from spamnb.bayes.vocabulary import Vocabulary
+
+        vocabulary = Vocabulary()
+        vocabulary.add(_Tokens(self))
+        return vocabulary
+
+    def to_filter(self, spam_filter):
+        """Give an unfitted ``spam_filter`` these counts (counted with its
+        tokenizer, ``counts`` and ``length_norm``: :func:`counting_spec`) and
+        the tokens' last-seen days (the model created on the latest); returns it."""
+        from spamnb.model.ages import Ages, today
+
+        if spam_filter.is_fitted:
+            raise ValueError("to_filter takes an unfitted SpamFilter")
+        self = self.model()
+        spam_filter.vocabulary_ = self.vocabulary()
+        spam_filter.word_counts_ = self.word_counts(float(spam_filter.alpha), spam_filter.prior)
+        day = int(self.last_seen.max()) if self.n_features else today()
+        spam_filter.ages_ = Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
+                                 spam_filter.ages_.max_tokens)
+        return spam_filter
+
+
+class _Tokens:
+    """A :class:`Counts`' tokens in the shape :meth:`Vocabulary.add` reads (``hashes``,
+    ``write_tokens``), so merging inserts hashes and copies strings without a
+    Python object per token."""
+
+    def __init__(self, counts):
+        self.counts = counts
+        self.hashes = counts.hashes
+        self.new = None
+
+    def write_tokens(self, positions, count, blob, offsets):
+        import numpy as np
+
+        c = self.counts
+        pos = np.frombuffer(positions, dtype=np.int32)[:count]
+        self.new = pos.copy()
+        if count and count == c.n_features and pos[0] == 0 and (np.diff(pos) == 1).all():
+            # every token new, in order (a first part, a filter built): the strings as they are
+            base = len(blob)
+            blob += c.strings
+            offsets.frombytes((c.offsets[1:].astype(np.int64) + base).astype(np.uint64).tobytes())
+            return
+        strings = np.frombuffer(c.strings, dtype=np.uint8)
+        for chunk in range(0, count, 1 << 16):   # bounded temporaries: a byte index per string byte
+            part = pos[chunk:chunk + (1 << 16)]
+            starts = c.offsets[part].astype(np.int64)
+            lengths = c.offsets[part + 1].astype(np.int64) - starts
+            ends = np.cumsum(lengths)
+            base = len(blob)
+            total = int(ends[-1]) if part.size else 0
+            if total:
+                source = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
+                blob += strings[source].tobytes()
+            offsets.frombytes((ends + base).astype(np.uint64).tobytes())
+
+
+class _Sum:
+    """Counts added one at a time, by token, folded left to right: what
+    :func:`merge_counts` does to a list, holding one running total instead of
+    the list.  One part added is the result as it is.
+
+    Each part's counts are added into the total's columns of its tokens
+    (``total[:, index] += part``; a part's tokens are distinct, so each
+    count is one addition, in the order of the parts): the work is the
+    part's size, not the total's; the total grows by doubling."""
+
+    def __init__(self):
+        self.n = 0
+        self.first = self.vocabulary = self.total = self.days = self.class_count = None
+
+    def __len__(self):
+        return self.n
+
+    def add(self, part):
+        self.n += 1
+        if self.n == 1:
+            self.first = part
+            return
+        if self.n == 2:
+            import numpy as np
+
+            from spamnb.bayes.vocabulary import Vocabulary
+
+            first, self.first = self.first, None
+            self.vocabulary = Vocabulary()
+            n_classes = len(first.class_count)
+            self.total = np.zeros((n_classes, max(1024, 2 * first.n_features)))
+            self.days = np.zeros(self.total.shape[1], dtype=np.int32)
+            self.class_count = np.zeros(n_classes)
+            self._add(first)
+        self._add(part)
+
+    def _add(self, part):
+        import numpy as np
+
+        if len(part.class_count) != len(self.class_count):
+            raise ValueError("cannot merge counts of different numbers of classes")
+        index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
+        index = np.frombuffer(index, dtype=np.int32)
+        n = self.vocabulary.n_features
+        if n > self.total.shape[1]:
+            capacity = max(n, 2 * self.total.shape[1])
+            total = np.zeros((self.total.shape[0], capacity))
+            total[:, :self.total.shape[1]] = self.total
+            days = np.zeros(capacity, dtype=np.int32)
+            days[:self.days.size] = self.days
+            self.total, self.days = total, days
+        self.total[:, index] += part.feature_count
+        self.days[index] = np.maximum(self.days[index], part.last_seen)
+        self.class_count += part.class_count
+
+    def result(self):
+        if self.n == 0:
+            return Counts.empty()
+        if self.n == 1:
+            return self.first
+        import numpy as np
+
+        n = self.vocabulary.n_features
+        blob, offsets = self.vocabulary.string_table()
+        return Counts(self.vocabulary.hashes(), np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy())
+
+
+class _Gather:
+    """A group of items handed to ``merge`` whole (one item: itself)."""
+
+    def __init__(self, merge):
+        self.merge, self.items = merge, []
+
+    def __len__(self):
+        return len(self.items)
+
+    def add(self, item):
+        self.items.append(item)
+
+    def result(self):
+        return self.items[0] if len(self.items) == 1 else self.merge(self.items)
+
+
+def merge_counts(parts):
+    """The sum of a sequence of :class:`Counts`, by token: exact (the counts
+    of each token add: ``WordCounts.merge``), tokens in order of first sight
+    along ``parts``.  One part is returned as it is; the sum is folded left
+    to right."""
+    total = _Sum()
+    for part in parts:
+        total.add(part)
+    return total.result()
+
+
+def tree_reduce(items, fan_in=DEFAULT_FAN_IN, merge=None):
+    """Merge a stream of counts in a tree: groups of ``fan_in`` consecutive
+    items per level, the last group of a level possibly smaller, until one is
+    left; the same shape as merging whole levels (:func:`tree_levels`, what
+    :mod:`spamnb.training.cluster` runs), so the same sums in the same order.
+
+    Streaming: each level holds one running total (:func:`merge_counts`
+    folded one part at a time), so memory is about the number of levels
+    times the vocabulary.  ``merge``: a function of a list of items instead
+    (for other items than :class:`Counts`)."""
+    if fan_in < 2:
+        raise ValueError("fan_in must be at least 2")
+    new = _Sum if merge is None else (lambda: _Gather(merge))
+    levels = []
+    for item in items:
+        level = 0
+        while True:
+            if level == len(levels):
+                levels.append(new())
+            levels[level].add(item)
+            if len(levels[level]) < fan_in:
+                break
+            item = levels[level].result()
+            levels[level] = new()
+            level += 1
+    if not levels:
+        return merge_counts([]) if merge is None else merge([])
+    # Flush bottom-up: each level's last, short group goes one level up, as
+    # the level-by-level reduction merges it; the top level's group is the
+    # last one (one item: the result itself).
+    for level in range(len(levels)):
+        if not any(len(higher) for higher in levels[level + 1:]):
+            return levels[level].result()
+        if len(levels[level]):
+            levels[level + 1].add(levels[level].result())
+    raise AssertionError("unreachable")
+
+
+def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
+    """The same tree, level by level (for lazy/distributed ``merge``)."""
+    if fan_in < 2:
+        raise ValueError("fan_in must be at least 2")
+    level = list(items)
+    if not level:
+        return merge([])
+    if len(level) == 1:
+        return merge(level)
+    while len(level) > 1:
+        level = [merge(level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
+    return level[0]
+
+
+_TOKENIZERS = {}
+
+
+def _tokenizer(settings):
+    from spamnb.mail.tokenizer import Tokenizer
+
+    key = repr(sorted(settings.items()))
+    tokenizer = _TOKENIZERS.get(key)
+    if tokenizer is None:
+        _TOKENIZERS.clear()
+        tokenizer = _TOKENIZERS[key] = Tokenizer.from_settings(settings)   # version 2 models too
+    return tokenizer
+
+
+def counting_spec(spam_filter):
+    """What a worker needs to count as ``spam_filter.fit`` counts: its
+    tokenizer's settings, ``counts`` and ``length_norm`` (a small dict)."""
+    return {"tokenizer": spam_filter.tokenizer_.settings, "counts": spam_filter.counts,
+            "length_norm": float(spam_filter.length_norm)}
+
+
+def count_messages(spec, messages, day=None, n_folds=0, spill=None):
+    """The :class:`Counts` of ``(message, is_spam)`` pairs (a message: bytes,
+    a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
+    counts (``spec``: :func:`counting_spec`); every token seen on ``day``
+    (default today).  ``n_folds`` > 0 also counts each message into its
+    cross-validation fold's rows (:func:`spamnb.model.calibrate.fold_of`), for the
+    calibration; the model's rows are the same either way.  ``spill``: a
+    binary file to write each message's token hashes, class and fold to
+    (:func:`spamnb.model.calibrate.spill`; needs ``n_folds``), for the calibration's
+    scoring pass."""
+    import numpy as np
+
+    from spamnb.bayes._vocab import add_counts
+    from spamnb.model.ages import today
+    from spamnb.model.calibrate import fold_of, spill as spill_record
+    from spamnb.model.defaults import COUNT_TRANSFORMS
+    from spamnb.model.messages import message_bytes
+    from spamnb.bayes.vocabulary import Vocabulary
+    from spamnb.bayes.wordcounts import WordCounts
+
+    transform = COUNT_TRANSFORMS[spec["counts"]]
+    length = float(spec.get("length_norm", 0.0))
+    stream = _tokenizer(spec["tokenizer"]).stream
+    vocabulary = Vocabulary()
+    word_counts = WordCounts(1.0, "mle", 2)
+    add = word_counts.add
+    # the folds' rows (ham and spam of each fold): added to as WordCounts.add adds
+    fold_rows = [array("d") for _ in range(2 * n_folds)]
+    fold_messages = [0.0] * (2 * n_folds)
+    for data, is_spam in messages:
+        data = message_bytes(data)
+        tokens = stream(data)
+        indices = vocabulary.add(tokens)
+        n_features = vocabulary.n_features
+        add(indices, int(bool(is_spam)), transform, 1, n_features, length)
+        if n_folds:
+            fold = fold_of(data, n_folds)
+            k = 2 * fold + int(bool(is_spam))
+            row = fold_rows[k]
+            if len(row) < n_features:
+                row.frombytes(bytes(8 * (n_features - len(row))))
+            add_counts(indices, row, transform, 1.0, length)
+            fold_messages[k] += 1.0
+            if spill is not None:
+                spill_record(spill, tokens.hashes, is_spam, fold)
+    if not n_folds:
+        return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
+    # one matrix for the model's rows and the folds', each row copied once and dropped
+    n = vocabulary.n_features
+    matrix = np.zeros((2 + 2 * n_folds, n))
+    word_counts.resize(n)
+    matrix[:2] = word_counts.matrix()
+    class_count = [*word_counts.class_count_, *fold_messages]
+    word_counts = add = None
+    for k in range(2 * n_folds):
+        row, fold_rows[k] = fold_rows[k], None
+        matrix[2 + k, :len(row)] = np.frombuffer(row, dtype=np.float64)
+        del row
+    hashes = vocabulary.hashes()
+    blob, offsets = vocabulary.string_table()
+    return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                  np.array(class_count, dtype=np.float64), matrix,
+                  np.full(n, today() if day is None else day, dtype=np.int32))

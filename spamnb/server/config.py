@@ -1,0 +1,160 @@
+"""The daemon's settings: its defaults, the options and the key = value
+file (re-read on SIGHUP), and who may connect."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import mmap
+import os
+import re
+import signal
+import stat
+import sys
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+
+from spamnb.server import protocol as spamd
+from spamnb.server.protocol import EX, ProtocolError
+from spamnb.server.models import _site_model_path
+
+
+DEFAULTS = {
+    "listen": ["127.0.0.1:783"],
+    "model": None,
+    "models_dir": None,
+    "allowed_ips": None,
+    "allow_tell": False,
+    "max_size": 4 * 1024 * 1024,
+    "max_connections": 64,
+    "max_models": 1000,
+    "timeout": 30.0,
+    "required_score": 5.0,
+    "socket_mode": "0660",
+    "syslog": False,
+}
+RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "max_size", "max_connections",
+              "max_models", "timeout", "required_score", "syslog")
+_LOOPBACK = ("127.0.0.0/8", "::1/128")
+
+
+class SettingsError(Exception):
+    pass
+
+
+# ============================================================================
+
+
+def _parse_listen(value):
+    """("unix", path) or ("tcp", host, port)."""
+    if "/" in value:
+        return ("unix", value)
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(f"--listen {value}: give HOST:PORT or a socket path")
+    host = host.strip("[]") or "127.0.0.1"
+    return ("tcp", host, int(port))
+
+
+def _is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _networks(value):
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    out = []
+    for item in items:
+        item = item.strip()
+        if item:
+            try:
+                out.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                raise SettingsError(f"--allowed-ips: {item!r} is not an address or network") from None
+    return out
+
+
+def read_config(path):
+    """``key = value`` lines (keys as the long options, '-' or '_'), '#' comments."""
+    values = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in DEFAULTS:
+            raise SettingsError(f"{path}:{number}: unknown setting {key!r}")
+        value = value.strip()
+        if key == "listen":
+            values.setdefault("listen", []).append(value)
+        else:
+            values[key] = value
+    return values
+
+
+class Settings:
+    """The server's settings: defaults, then the config file, then the command line."""
+
+    def __init__(self, given, config=None):
+        merged = dict(DEFAULTS)
+        if config:
+            merged.update(read_config(config))
+        merged.update({k: v for k, v in given.items() if v is not None})
+        try:
+            self.listen = [_parse_listen(v) for v in merged["listen"]]
+            self.model = _site_model_path(merged["model"])
+            self.models_dir = merged["models_dir"] or None
+            self.allow_tell = _bool(merged["allow_tell"])
+            self.max_size = int(merged["max_size"])
+            self.max_connections = int(merged["max_connections"])
+            self.max_models = int(merged["max_models"])
+            self.timeout = float(merged["timeout"])
+            self.required_score = float(merged["required_score"])
+            self.socket_mode = int(str(merged["socket_mode"]), 8)
+            self.syslog = _bool(merged["syslog"])
+        except (TypeError, ValueError) as exc:
+            raise SettingsError(f"bad setting: {exc}") from None
+        if self.max_size < 1 or self.max_connections < 1 or self.max_models < 1 or not self.timeout > 0:
+            raise SettingsError("--max-size, --max-connections, --max-models and --timeout must be positive")
+        if not 0.2 <= self.required_score <= 900:
+            raise SettingsError("--required-score must lie in [0.2, 900]")
+        explicit = merged["allowed_ips"] is not None
+        self.allowed = _networks(merged["allowed_ips"] if explicit else list(_LOOPBACK))
+        for item in self.listen:
+            if item[0] == "tcp" and not _is_loopback(item[1]) and not explicit:
+                raise SettingsError(f"listening on {item[1]} (not loopback) needs --allowed-ips")
+
+    def allows(self, peer):
+        try:
+            address = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        if getattr(address, "ipv4_mapped", None):
+            address = address.ipv4_mapped
+        return any(address in network for network in self.allowed)
+
+
+def _bool(value):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "yes", "true", "on"):
+        return True
+    if text in ("0", "no", "false", "off", ""):
+        return False
+    raise ValueError(f"not a yes/no value: {value!r}")
+
+
+def _words(value):
+    return {w.strip().lower() for w in value.split(",")}

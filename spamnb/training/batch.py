@@ -1,0 +1,97 @@
+"""``spamnb classify --batch -j N``: partitions of paths scored by worker
+processes that load the model file once each, the lines written in order,
+and the verdict lines themselves (text or JSON), the same in one process."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from spamnb.model.verdict import VerdictLines
+from spamnb.training.errors import CorpusError
+from spamnb.training.planning import DEFAULT_PARTITION_SIZE, partitions, plan_scoring
+from spamnb.training.workers import run_ordered
+
+__all__ = ["classify_batch", "score_partition"]
+
+
+_MODELS = {}
+
+
+def _file_identity(path):
+    st = os.stat(path)
+    return (st.st_size, st.st_mtime_ns)   # the same on every machine of a shared file system
+
+
+def _model(path, identity, cutoffs=None):
+    """The model at ``path``, loaded once per worker (``cutoffs``: the
+    ``(spam, ham)`` cutoffs in effect, set on it); ModelError when the file
+    is not the one the job started with (replaced while the job ran)."""
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model.store import ModelError
+
+    key = (path, identity)
+    model = _MODELS.get(key)
+    if model is None:
+        model = SpamFilter.load(path)
+        if identity is not None and _file_identity(path) != identity:
+            raise ModelError(f"{path}: the model file was replaced while the job ran; run it again")
+        _MODELS.clear()
+        _MODELS[key] = model
+    if cutoffs is not None:
+        model.spam_cutoff, model.ham_cutoff = cutoffs
+    return model
+
+
+def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
+    """``spamnb classify --batch`` over one partition with the model at
+    ``model_path``: ``(text, stderr, n_errors)``, the lines the one-process
+    batch writes for these pieces (an unreadable path: an error line, and
+    the partition goes on), what it writes to stderr, and how many errors."""
+    import contextlib
+    import io
+
+    from spamnb.mail.mbox import iter_mbox_range
+    from spamnb.training.sources import messages_of
+
+    lines = VerdictLines(_model(model_path, identity, cutoffs), json_lines, io.StringIO())
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        for piece in pieces:
+            try:
+                if piece.kind == "shard":
+                    messages = ((f"{piece.name}#{piece.first + i}", data)
+                                for i, data in enumerate(iter_mbox_range(piece.path, piece.start, piece.end)))
+                elif piece.kind == "data":
+                    messages = [("-", piece.path)]
+                else:
+                    messages = messages_of(piece.path)
+                for name, data in messages:
+                    lines.verdict(name, data)
+            except (CorpusError, OSError) as exc:
+                reason = str(exc) if isinstance(exc, CorpusError) else (exc.strerror or str(exc))
+                lines.error(piece.name, reason.removeprefix(f"{piece.name}: "))
+    return lines.out.getvalue(), errors.getvalue(), lines.errors
+
+
+def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
+                   json_lines=False, out=None, err=None):
+    """``spamnb classify --batch -j N``: the one-process batch's lines for
+    ``paths`` (a path may be a message, an mbox, a folder or ``-``), in
+    order, written to ``out`` as each partition is done, scored by
+    ``n_jobs`` processes that load the model file once each.  Returns the
+    number of paths that could not be read (each has an error line)."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    model_path = os.path.abspath(os.fspath(model_path))
+    identity = _file_identity(model_path)
+    _model(model_path, identity, cutoffs)   # a bad model fails here, once, not in every worker
+    jobs = ((model_path, identity, cutoffs, part, json_lines)
+            for part in partitions(plan_scoring(paths), partition_size))
+    n_errors = 0
+    for text, errors, n in run_ordered(score_partition, jobs, n_jobs):
+        out.write(text)
+        out.flush()
+        err.write(errors)
+        n_errors += n
+    return n_errors

@@ -1,0 +1,227 @@
+"""A corpus planned as partitions: file paths, and byte ranges of mbox files
+cut at message boundaries, walked, labelled and skipped by
+``spamnb.training.corpus``'s own rules (the planner finds the boundaries; it
+never holds a message); and the reading and counting of one partition, which
+a worker process does."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import namedtuple
+
+from spamnb.model.counting import count_messages
+
+__all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_in_memory"]
+
+DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
+
+# ---------------------------------------------------------------------------- planning
+# A piece of a partition: a file read as spamnb.training.corpus.read_messages reads it
+# ("file": a message, or an mbox of messages), or messages ``first``.. of an
+# mbox file's byte range ``start``..``end`` ("shard"); for scoring, a path of
+# ``spamnb classify --batch`` ("path") or stdin's bytes ("data", in ``path``).
+Piece = namedtuple("Piece", "kind path name is_spam start end first")
+
+_SHARD_ABOVE = 1 << 20   # an mbox file larger than this is cut into shards of partition_size messages
+
+
+def _file_pieces(path, name, is_spam, partition_size):
+    """The pieces of one corpus file: shards of a large mbox (cut where
+    :func:`spamnb.mail.mbox.message_starts` says :func:`spamnb.mail.mbox.iter_mbox`
+    cuts, found with a search over a map of the file: no message is held
+    here), else the file whole (read by the worker as the corpus reader reads
+    it, with the same skips).  Shard messages are numbered by envelope line."""
+    import mmap
+    import stat
+
+    from spamnb.mail.mbox import is_mbox_start, message_starts
+
+    whole = Piece("file", path, name, is_spam, 0, None, 0)
+    if partition_size is None:   # one process reads the corpus: no shards
+        yield whole
+        return
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size <= _SHARD_ABOVE:
+            yield whole
+            return
+        f = open(path, "rb")
+    except OSError:
+        yield whole   # the worker skips it and says why, as the corpus reader does
+        return
+    with f:
+        if not is_mbox_start(f.read(5)):
+            yield whole
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            start, first, n = 0, 0, 0
+            for offset in message_starts(data):
+                if n == partition_size:
+                    yield Piece("shard", path, name, is_spam, start, offset, first)
+                    start, first, n = offset, first + n, 0
+                    done = start - start % mmap.PAGESIZE   # the pages scanned leave this process
+                    if done and hasattr(data, "madvise"):
+                        data.madvise(mmap.MADV_DONTNEED, 0, done)
+                n += 1
+            size = len(data)
+    yield whole if first == 0 else Piece("shard", path, name, is_spam, start, size, first)
+
+
+def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partition_size=DEFAULT_PARTITION_SIZE):
+    """The pieces of a labelled corpus, in the order and with the labels of
+    :func:`spamnb.training.corpus.iter_labelled` (the same walk, Maildir and Maildir++
+    rules and skips), lazily: no message is read here.  ``partition_size``
+    None: large mbox files are not cut into shards."""
+    from spamnb.training import corpus
+
+    report = corpus.CorpusReport() if report is None else report
+    sources = [(tree, None) for tree in trees] + [(p, True) for p in spam] + [(p, False) for p in ham]
+    for root, is_spam in sources:
+        root = os.fspath(root)
+        if not os.path.exists(root):
+            raise corpus.CorpusError(f"{root}: no such file or folder")
+        root_is_spam = corpus.is_spam_name(os.path.basename(os.path.normpath(root))) if is_spam is None else is_spam
+        if not os.path.isdir(root):
+            yield from _file_pieces(root, os.path.basename(root), root_is_spam, partition_size)
+            continue
+        prefix, labels = os.path.join(root, ""), {}   # the walk's paths start with root: no relpath calls
+        for path in corpus.walk_files(root, report, strict, "skip" if is_spam is False else "read"):
+            relpath = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
+            if os.sep != "/":
+                relpath = relpath.replace(os.sep, "/")
+            label = is_spam
+            if label is None:   # by folder names: one label per folder
+                folder = relpath.rpartition("/")[0]
+                label = labels.get(folder)
+                if label is None:
+                    label = labels[folder] = corpus.tree_label(relpath, root_is_spam)
+            yield from _file_pieces(path, relpath, label, partition_size)
+
+
+def plan_scoring(paths):
+    """The pieces of ``spamnb classify --batch`` paths: a large mbox file in
+    shards, ``-`` as stdin's bytes, any other path whole (a message, an mbox
+    or a folder, answered as the one-process batch answers it)."""
+    for path in paths:
+        if path == "-":
+            yield Piece("data", sys.stdin.buffer.read(), "-", None, 0, None, 0)
+        elif os.path.isdir(path):
+            yield Piece("path", path, path, None, 0, None, 0)
+        else:
+            for piece in _file_pieces(path, path, None, DEFAULT_PARTITION_SIZE):
+                yield piece._replace(kind="path") if piece.kind == "file" else piece
+
+
+def partitions(pieces, partition_size=DEFAULT_PARTITION_SIZE):
+    """Group pieces into lists of ``partition_size`` messages (an mbox shard
+    is a partition of its own)."""
+    if partition_size < 1:
+        raise ValueError("partition_size must be at least 1")
+    batch = []
+    for piece in pieces:
+        if piece.kind == "shard":
+            if batch:
+                yield batch
+                batch = []
+            yield [piece]
+            continue
+        batch.append(piece)
+        if len(batch) >= partition_size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# ---------------------------------------------------------------------------- workers
+def _messages(pieces, report, strict):
+    """``(name, bytes, is_spam)`` of the messages of some training pieces,
+    read as spamnb.training.corpus reads them (the same skips)."""
+    from spamnb.training import corpus
+
+    for piece in pieces:
+        if piece.kind == "file":
+            messages = corpus.file_messages(piece.path, piece.name, report, strict)
+        elif piece.kind == "shard":
+            messages = corpus.shard_messages(piece.path, piece.name, piece.start, piece.end, piece.first,
+                                             report, strict)
+        else:
+            raise ValueError(f"unknown piece kind {piece.kind!r}")
+        for name, data in messages:
+            yield name, data, piece.is_spam
+
+
+def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
+    """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
+    (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`;
+    ``spill``: the path of the file to write its messages' token hashes to)."""
+    from spamnb.training.corpus import CorpusReport
+
+    report = CorpusReport()
+    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    if spill is None:
+        return count_messages(spec, messages, n_folds=n_folds), report
+    with open(spill, "wb", buffering=1 << 20) as out:
+        return count_messages(spec, messages, n_folds=n_folds, spill=out), report
+
+
+def count_partition_in_memory(spec, pieces, strict=False, n_folds=0):
+    """:func:`count_partition` with the spill kept in memory (on Dask, where
+    the worker holds it for the scoring pass): ``(Counts, CorpusReport,
+    bytes)``."""
+    import io
+
+    from spamnb.training.corpus import CorpusReport
+
+    report = CorpusReport()
+    out = io.BytesIO()
+    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    return count_messages(spec, messages, n_folds=n_folds, spill=out), report, out.getvalue()
+
+
+def _merge_reports(total, report):
+    total.read += report.read
+    for reason, n in report.skipped.items():
+        total.skipped[reason] = total.skipped.get(reason, 0) + n
+        paths = total.examples.setdefault(reason, [])
+        paths.extend(report.examples.get(reason, [])[:max(0, total.EXAMPLES - len(paths))])
+
+
+_FOLD_MODELS = {}
+
+
+def _fold_models(models):
+    """A :class:`~spamnb.model.calibrate.FoldModels`, or the folder it was saved to (mapped once per worker)."""
+    from spamnb.model.calibrate import FoldModels
+
+    if not isinstance(models, str):
+        return models
+    found = _FOLD_MODELS.get(models)
+    if found is None:
+        _FOLD_MODELS.clear()
+        found = _FOLD_MODELS[models] = FoldModels.load(models)
+    return found
+
+
+def score_spilled(models, path):
+    """The calibration's scoring pass over one partition's spill file (its token
+    hashes, written by the counting pass: :func:`spamnb.model.calibrate.held_out_spilled`),
+    removed once scored."""
+    from spamnb.model.calibrate import held_out_spilled
+
+    try:
+        return held_out_spilled(_fold_models(models), path)
+    finally:
+        os.unlink(path)
+
+
+def score_spilled_bytes(spilled, models):
+    """The calibration's scoring pass over one partition's spill held in
+    memory (:func:`count_partition_in_memory`): ``(ham_log_odds,
+    spam_log_odds, per_fold)``."""
+    import io
+
+    from spamnb.model.calibrate import held_out_spilled
+
+    return held_out_spilled(_fold_models(models), io.BytesIO(spilled))

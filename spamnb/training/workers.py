@@ -1,0 +1,132 @@
+"""Worker processes: an ordered map over a pool, shared by the passes of a job.
+
+Processes, not threads: the parser and tokenizer hold the GIL (only the
+counting kernels release it).  Workers are forked from this process where
+that is safe (Linux, one Python thread), else they come from a
+``forkserver`` that has imported the training modules once; results come back
+as a handful of flat arrays (one buffer each on the pipe), never a Python
+object per token.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+
+__all__ = ["DEFAULT_JOBS", "available_cores", "warm_up", "Workers", "run_ordered"]
+
+# -j of ``spamnb train`` and ``spamnb evaluate`` when not given: 0, every core
+# available (docs/scale.md: faster than -j 1 on an idle two-core machine, from
+# the shared corpus up; ``classify --batch`` keeps 1: it answers each path at once).
+DEFAULT_JOBS = 0
+
+
+def available_cores():
+    """The number of cores this process may run on (``os.sched_getaffinity``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_PRELOAD = ["spamnb.training.planning", "spamnb.training.pipeline", "spamnb.training.batch", "spamnb.model.spam_filter",
+            "spamnb.model.calibrate", "spamnb.mail.tokenizer", "numpy"]
+
+
+def warm_up(n_jobs=None):
+    """Start the forkserver the workers come from (it imports numpy and spamnb
+    once), in the background, when ``n_jobs`` asks for workers: called first
+    thing, its start-up overlaps this process's own imports and planning."""
+    if n_jobs == 1 or _start_method() != "forkserver":
+        return
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(_PRELOAD)
+    forkserver.ensure_running()   # spawns the server and returns; workers are forked once it is up
+
+
+def _start_method():
+    """"fork" where this process may fork safely (Linux, no other Python thread:
+    the workers start at once with what this process has imported; the pool
+    forks them all before its own threads start), else "forkserver"."""
+    import threading
+
+    if os.environ.get("SPAMNB_START_METHOD") in ("fork", "forkserver", "spawn"):
+        return os.environ["SPAMNB_START_METHOD"]
+    if sys.platform.startswith("linux") and threading.active_count() == 1:
+        return "fork"
+    return "forkserver"
+
+
+def _executor(n_jobs, initializer=None, initargs=()):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = _start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(_PRELOAD)
+    else:   # what the workers need, imported once here before they fork
+        import importlib
+
+        for name in _PRELOAD:
+            importlib.import_module(name)
+    return ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=initializer, initargs=initargs)
+
+
+class Workers:
+    """``n_jobs`` worker processes (0 or None: every available core), started
+    when a pass first has two jobs and shared by the passes of a job (the
+    counting pass and the calibration's scoring pass of ``spamnb train``);
+    with ``n_jobs`` 1 every job runs in this process.  A context manager."""
+
+    def __init__(self, n_jobs=None):
+        self.n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else int(n_jobs)
+        self.pool = None
+
+    def __enter__(self):
+        if self.n_jobs > 1:
+            warm_up(self.n_jobs)
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def run_ordered(self, function, jobs, window=2):
+        """``function(*job)`` for each job, results in job order, at most
+        ``window * n_jobs`` jobs in flight (``jobs`` is consumed lazily)."""
+        from itertools import chain, islice
+
+        jobs = iter(jobs)
+        head = list(islice(jobs, 2))
+        jobs = chain(head, jobs)
+        if self.n_jobs == 1 or (len(head) < 2 and self.pool is None):   # one job: no start-up for nothing
+            for job in jobs:
+                yield function(*job)
+            return
+        if self.pool is None:
+            self.pool = _executor(self.n_jobs)
+        pending = deque()
+        try:
+            for job in jobs:
+                pending.append(self.pool.submit(function, *job))
+                if len(pending) >= window * self.n_jobs:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def run_ordered(function, jobs, n_jobs, window=2):
+    """``function(*job)`` for each job, results in job order; with ``n_jobs``
+    worker processes (0 or None: every available core; in this process for
+    1, or for a single job), at most ``window * n_jobs`` jobs in flight
+    (``jobs`` is consumed lazily)."""
+    with Workers(n_jobs) as workers:
+        yield from workers.run_ordered(function, jobs, window)
