@@ -28,6 +28,9 @@ EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_kernels": "spamnb.bayes._kernels",
     "_vocab": "spamnb.bayes._vocab",
     "_checks": "spamnb.bayes._checks",
+    "_text": "spamnb.mail._text",
+    "_headers": "spamnb.mail._headers",
+    "_html": "spamnb.mail._html",
     "_mail": "spamnb.mail._mail",
     "_tokenize": "spamnb.mail._tokenize",
 }

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from spamnb.mail import _mail
+from spamnb.mail import _headers, _text
 
 from spamnb.mail import charsets
 
@@ -48,7 +48,7 @@ WORST = {
     "_BETWEEN_ENCODED_WORDS": ["?=" + _fill(" "), _fill("?= ")],
     "_NOT_BASE64": [_fill("!")],
 }
-MODULES = (mail, tokenizer, _mail)
+MODULES = (mail, tokenizer, _headers, _text)
 
 
 def _patterns():

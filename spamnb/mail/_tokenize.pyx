@@ -2,7 +2,9 @@
 
 Everything per character or per token happens here, in C: Python code
 (``spamnb.mail.tokenizer``) works per message, per header and per MIME part only.
-Nothing here imports numpy.
+The hash steps and the token strings' UTF-8 are inline C in ``_hash.pxd``, the
+relay patterns of Received: fields in ``_received.pxd`` (both cimported: no
+call goes through Python).  Nothing here imports numpy.
 
 Token hash
 ----------
@@ -35,20 +37,21 @@ run when ``cjk_bigrams`` is false.
 from cpython cimport array
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
-from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 import array
+
+from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_int, _finish, _n_digits,
+                                _utf8_size, _utf8_write, _write_digits)
+from spamnb.mail._received cimport _ascii_space, _find, _match_host, _octets
 
 cdef extern from "Python.h":
     bint Py_UNICODE_ISALNUM(Py_UCS4 ch) nogil
     bint PyUnicode_IS_ASCII(object o)
 
 __all__ = ["hash_token", "Scanner", "TokenStream"]
-
-cdef uint64_t _FNV_OFFSET = 0xcbf29ce484222325ULL
-cdef uint64_t _FNV_PRIME = 0x100000001b3ULL
 
 # character classes of the scanner
 cdef enum:
@@ -69,186 +72,6 @@ cdef struct Occurrence:
     int32_t start       # for a skip token: its first character
     int32_t end         # for a skip token: its length bucket
     int32_t prefix      # index into Scanner.prefixes
-
-
-cdef inline uint64_t _finish(uint64_t z) noexcept nogil:
-    """splitmix64's finaliser; 0 becomes 1 (0 marks an empty hash slot)."""
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL
-    z = z ^ (z >> 31)
-    return z if z != 0 else 1
-
-
-cdef inline uint64_t _feed(uint64_t h, str s, Py_ssize_t start, Py_ssize_t end):
-    """FNV-1a state after feeding the code points ``s[start:end]``."""
-    cdef int kind = PyUnicode_KIND(s)
-    cdef void *data = PyUnicode_DATA(s)
-    cdef Py_ssize_t i
-    for i in range(start, end):
-        h = (h ^ <uint64_t>PyUnicode_READ(kind, data, i)) * _FNV_PRIME
-    return h
-
-
-cdef inline uint64_t _feed_ascii(uint64_t h, const char *s) noexcept nogil:
-    while s[0] != 0:
-        h = (h ^ <uint8_t>s[0]) * _FNV_PRIME
-        s += 1
-    return h
-
-
-cdef uint64_t _feed_int(uint64_t h, int32_t value) noexcept nogil:
-    """FNV-1a state after feeding the decimal digits of ``value >= 0``."""
-    cdef char digits[16]
-    cdef int n = 0
-    if value == 0:
-        return (h ^ 48) * _FNV_PRIME
-    while value > 0 and n < 16:
-        digits[n] = <char>(48 + value % 10)
-        value = value // 10
-        n += 1
-    while n > 0:
-        n -= 1
-        h = (h ^ <uint8_t>digits[n]) * _FNV_PRIME
-    return h
-
-
-cdef inline Py_ssize_t _n_digits(Py_ssize_t value) noexcept nogil:
-    cdef Py_ssize_t n = 1
-    while value >= 10:
-        value //= 10
-        n += 1
-    return n
-
-
-cdef Py_ssize_t _write_digits(Py_ssize_t value, char *out, Py_ssize_t at) noexcept nogil:
-    """Write ``value`` (>= 0) in decimal at ``out + at``; returns the end."""
-    cdef Py_ssize_t n = _n_digits(value), k
-    for k in range(n - 1, -1, -1):
-        out[at + k] = <char>(48 + value % 10)
-        value //= 10
-    return at + n
-
-
-cdef Py_ssize_t _utf8_size(str s, Py_ssize_t start, Py_ssize_t end):
-    """Bytes of ``s[start:end]`` in UTF-8 (a surrogate takes 3, as with "surrogatepass")."""
-    cdef int kind = PyUnicode_KIND(s)
-    cdef void *data = PyUnicode_DATA(s)
-    cdef Py_ssize_t i, size = 0
-    cdef uint32_t c
-    for i in range(start, end):
-        c = <uint32_t>PyUnicode_READ(kind, data, i)
-        size += 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
-    return size
-
-
-cdef Py_ssize_t _utf8_write(str s, Py_ssize_t start, Py_ssize_t end, char *out, Py_ssize_t at):
-    """Write ``s[start:end]`` as UTF-8 at ``out + at``; returns the new end."""
-    cdef int kind = PyUnicode_KIND(s)
-    cdef void *data = PyUnicode_DATA(s)
-    cdef Py_ssize_t i
-    cdef uint32_t c
-    for i in range(start, end):
-        c = <uint32_t>PyUnicode_READ(kind, data, i)
-        if c < 0x80:
-            out[at] = <char>c
-            at += 1
-        elif c < 0x800:
-            out[at] = <char>(0xC0 | (c >> 6))
-            out[at + 1] = <char>(0x80 | (c & 0x3F))
-            at += 2
-        elif c < 0x10000:
-            out[at] = <char>(0xE0 | (c >> 12))
-            out[at + 1] = <char>(0x80 | ((c >> 6) & 0x3F))
-            out[at + 2] = <char>(0x80 | (c & 0x3F))
-            at += 3
-        else:
-            out[at] = <char>(0xF0 | (c >> 18))
-            out[at + 1] = <char>(0x80 | ((c >> 12) & 0x3F))
-            out[at + 2] = <char>(0x80 | ((c >> 6) & 0x3F))
-            out[at + 3] = <char>(0x80 | (c & 0x3F))
-            at += 4
-    return at
-
-
-# -- Received: relays ---------------------------------------------------------
-# The relay hosts and IPs of Received: fields were three re.findall passes
-# and a tuple per match (5.3-5.7 us per corpus message with Received: fields);
-# the scan below finds the same matches in one pass per pattern and pushes the
-# tokens as slices of the text (1.8 us).  ASCII classes, as the patterns' re.ASCII: \w = [A-Za-z0-9_],
-# \s = [ \t\n\r\f\v].
-cdef inline bint _ascii_word(Py_UCS4 c) noexcept nogil:
-    return (c >= 97 and c <= 122) or (c >= 65 and c <= 90) or (c >= 48 and c <= 57) or c == 95
-
-
-cdef inline bint _host_char(Py_UCS4 c) noexcept nogil:
-    return _ascii_word(c) or c == 45          # [\w-]
-
-
-cdef inline bint _ascii_space(Py_UCS4 c) noexcept nogil:
-    return c == 32 or (c >= 9 and c <= 13)
-
-
-cdef Py_ssize_t _match_host(int kind, void *data, Py_ssize_t n, Py_ssize_t q, Py_ssize_t *last_two) noexcept:
-    """End of ``(?:[\w-]+\.)*([\w-]+\.[a-z]{2,})\b`` matched at ``q`` as re does
-    (the most labels first), or -1; ``last_two[0]`` receives the start of the
-    group of the last two labels."""
-    cdef Py_ssize_t e, a, start, previous = -1
-    # walk the chain of dot-joined labels; at each label try it as the last one
-    # (re's greedy star tries the longest chain first: remember the last success)
-    cdef Py_ssize_t found = -1
-    start = q
-    while True:
-        e = start
-        while e < n and _host_char(PyUnicode_READ(kind, data, e)):
-            e += 1
-        if e == start:
-            break                             # no label here: the chain has ended
-        if previous >= 0:                     # this label can end the match: [a-z]{2,} then \b
-            a = start
-            while a < e and 97 <= PyUnicode_READ(kind, data, a) <= 122:
-                a += 1
-            if a - start >= 2 and (a == n or not _ascii_word(PyUnicode_READ(kind, data, a))):
-                found = a
-                last_two[0] = previous
-        if e < n and PyUnicode_READ(kind, data, e) == 46:    # "." : the chain goes on
-            previous = start
-            start = e + 1
-        else:
-            break
-    return found
-
-
-cdef Py_ssize_t _find(int kind, void *data, Py_ssize_t n, Py_ssize_t pos, const char *word,
-                      Py_ssize_t length) noexcept:
-    """Index of the next occurrence of the ASCII ``word`` at or after ``pos``, or -1."""
-    cdef Py_ssize_t i, k
-    for i in range(pos, n - length + 1):
-        for k in range(length):
-            if PyUnicode_READ(kind, data, i + k) != <Py_UCS4>(<uint8_t>word[k]):
-                break
-        else:
-            return i
-    return -1
-
-
-cdef Py_ssize_t _octets(int kind, void *data, Py_ssize_t n, Py_ssize_t q, Py_ssize_t *ends) noexcept:
-    """``[0-9]{1,3}(\.[0-9]{1,3}){3}\]`` at ``q``: the end of each octet in ``ends``
-    and the position after "]", or -1."""
-    cdef Py_ssize_t i = q, k, start
-    for k in range(4):
-        if k:
-            if i >= n or PyUnicode_READ(kind, data, i) != 46:
-                return -1
-            i += 1
-        start = i
-        while i < n and 48 <= PyUnicode_READ(kind, data, i) <= 57:
-            i += 1
-        if i == start or i - start > 3:
-            return -1
-        ends[k] = i
-    if i >= n or PyUnicode_READ(kind, data, i) != 93:
-        return -1
-    return i + 1
 
 
 def hash_token(str s):

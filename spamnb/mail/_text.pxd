@@ -1,0 +1,1 @@
+cdef str _decode_text(bytes data, str charset, fallback)
