@@ -30,7 +30,7 @@ from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
 
-__all__ = ["CorpusChanged", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain", "params_of"]
+__all__ = ["CorpusChanged", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain", "params_of", "take_counts"]
 
 
 class CorpusChanged(ValueError):
@@ -108,19 +108,29 @@ def choose_pairs(train_variant, spam_filter, word_pairs):
     return fitted, cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), *figures))
 
 
+def take_counts(spam_filter, merged, calibration):
+    """Give the unfitted ``spam_filter`` the model rows of ``merged`` (a
+    :class:`~spamnb.model.counting.Counts`); returns ``(done, fold_class_count,
+    fold_feature_count)``, ``done`` the result ``(spam_filter, calibration,
+    None)`` when there is no held-out scoring to do (no calibration asked
+    for, or too little mail: the default cutoffs), else None."""
+    folds = merged.folds() if merged.n_folds else (None, None)
+    merged.to_filter(spam_filter)
+    if calibration is None:
+        return (spam_filter, None, None), None, None
+    fixed = check_calibration(spam_filter, calibration)
+    return ((spam_filter, fixed, None) if fixed is not None else None), *folds
+
+
 def _train_in_memory(spam_filter, pairs, calibration, n_folds):
     """One variant of :func:`fit_tuned`: ``spam_filter`` (unfitted) counted on
     ``pairs`` (``(bytes, is_spam)``, a list) in this process, as ``spamnb
     train -j 1`` counts, and its held-out calibration."""
     with tempfile.TemporaryFile(prefix="spamnb-train-") as spill:
         merged = count_messages(counting_spec(spam_filter), pairs, n_folds=n_folds, spill=spill)
-        fold_class_count, fold_feature_count = merged.folds()
-        merged.to_filter(spam_filter)
-        if calibration is None:
-            return spam_filter, None, None
-        fixed = check_calibration(spam_filter, calibration)
-        if fixed is not None:
-            return spam_filter, fixed, None
+        done, fold_class_count, fold_feature_count = take_counts(spam_filter, merged, calibration)
+        if done is not None:
+            return done
         del merged
         models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
                                                   overwrite=True)   # the fold counts become its log-counts

@@ -50,7 +50,7 @@ import os
 
 from spamnb.model.counting import DEFAULT_FAN_IN, count_messages, counting_spec, tree_reduce
 from spamnb.model.calibrate import AUTO_PAIRS
-from spamnb.model.fitting import CorpusChanged, check_calibration, choose_from_parts, choose_pairs
+from spamnb.model.fitting import CorpusChanged, choose_from_parts, choose_pairs, take_counts
 from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, _merge_reports, _messages, count_partition, partitions,
                                      plan_training, score_spilled)
 from spamnb.training.workers import Workers
@@ -182,8 +182,6 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     import contextlib
     import tempfile
 
-    import numpy as np
-
     from spamnb.model import calibrate
     from spamnb.training.corpus import CorpusReport
     from spamnb.model.spam_filter import SpamFilter
@@ -227,13 +225,9 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
         else:
             merged = fit_counts(plan(report), spec, partition_size=partition_size, fan_in=fan_in, report=report,
                                 strict=strict, n_folds=folds, workers=workers, progress=progress, spills=spills)
-        fold_class_count, fold_feature_count = merged.folds() if folds else (None, None)
-        merged.to_filter(spam_filter)
-        if calibration is None:
-            return spam_filter, None, None
-        fixed = check_calibration(spam_filter, calibration)
-        if fixed is not None:
-            return spam_filter, fixed, None
+        done, fold_class_count, fold_feature_count = take_counts(spam_filter, merged, calibration)
+        if done is not None:
+            return done
         del merged
         if dask:   # the fold models are built on the cluster, where the spills are
             del fold_feature_count
