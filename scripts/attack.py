@@ -1,7 +1,8 @@
 """Attack suite: how much test spam each evasion moves to "ham", spamnb beside bogofilter.
 
 For each corpus (default: the shared SpamAssassin and Enron-Spam corpora), both
-filters are trained on the fixed split's train part (spamnb: ``SpamFilter().fit``;
+filters are trained on the fixed split's train part (spamnb: ``SpamFilter().fit``, which
+trains as ``spamnb train`` does: cutoffs chosen, word pairs decided;
 bogofilter: ``-s``/``-n`` registration in bulk mode, its default cutoffs); each
 attack is applied to every test spam, and the share of the attacked spam each
 filter calls spam / unsure / ham is reported, with the attack's mean cost in
