@@ -433,17 +433,44 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double si
     that ends within that tolerance below zero is set to 0.
     Returns the number of distinct indices.
     """
+    return _add(idx, &target[0] if target.shape[0] else NULL, target.shape[0], NULL, 0, counts, sign, length,
+                NULL, NULL, 0.0)[0]
+
+
+def add_counts_split(const int32_t[::1] idx, double[::1] base, double[::1] tail, int counts, double sign,
+                     double length, double[::1] log_base, double[::1] log_tail, double alpha):
+    """``add_counts`` over one class's counts held in two buffers (feature ``i``
+    in ``base[i]`` when ``i < len(base)``, else in ``tail[i - len(base)]``: a
+    model file's row patched in place, and the tokens new since), setting
+    log(count + alpha) of each count it changes in ``log_base``/``log_tail``
+    (as long as their counts).  Returns ``(distinct indices, the sum of the
+    changes)``: the class total's change.  Raises ValueError as ``add_counts``."""
+    if log_base.shape[0] != base.shape[0] or log_tail.shape[0] != tail.shape[0]:
+        raise ValueError("the logs and the counts differ in length")
+    return _add(idx, &base[0] if base.shape[0] else NULL, base.shape[0], &tail[0] if tail.shape[0] else NULL,
+                tail.shape[0], counts, sign, length, &log_base[0] if base.shape[0] else NULL,
+                &log_tail[0] if tail.shape[0] else NULL, alpha)
+
+
+cdef inline double *_at(double *base, Py_ssize_t n_base, double *tail, int32_t i) noexcept nogil:
+    return base + i if i < n_base else tail + (i - n_base)
+
+
+cdef tuple _add(const int32_t[::1] idx, double *base, Py_ssize_t n_base, double *tail, Py_ssize_t n_tail,
+                int counts, double sign, double length, double *log_base, double *log_tail, double alpha):
     cdef Py_ssize_t n = idx.shape[0], k = 0, j, cap
     cdef int32_t *uniq
     cdef double *x
+    cdef double *t
     cdef int32_t largest = -1
-    cdef double new
+    cdef double new, total = 0.0
+    cdef bint logs = log_base != NULL or log_tail != NULL
     if counts not in (_RAW, _BINARY, _LOG):
         raise ValueError(f"unknown counts transform {counts}")
     if sign != 1.0 and sign != -1.0:
         raise ValueError("sign must be 1 or -1")
     if n == 0:
-        return 0
+        return 0, 0.0
     cap = _table_size(n)
     uniq = <int32_t *>malloc((n + 2 * cap) * sizeof(int32_t))   # uniq, then the counting table
     x = <double *>malloc(n * sizeof(double))
@@ -457,27 +484,36 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double si
         for j in range(k):
             if uniq[j] > largest:
                 largest = uniq[j]
-        if largest >= target.shape[0]:
+        if largest >= n_base + n_tail:
             k = -1
         elif sign < 0:
             for j in range(k):
-                if target[uniq[j]] - x[j] < -1e-9 * (target[uniq[j]] if target[uniq[j]] > 1.0 else 1.0):
+                t = _at(base, n_base, tail, uniq[j])
+                if t[0] - x[j] < -1e-9 * (t[0] if t[0] > 1.0 else 1.0):
                     k = -2
                     break
             if k >= 0:
                 for j in range(k):
-                    new = target[uniq[j]] - x[j]
-                    target[uniq[j]] = new if new > 0.0 else 0.0
+                    t = _at(base, n_base, tail, uniq[j])
+                    new = t[0] - x[j]
+                    new = new if new > 0.0 else 0.0
+                    total += new - t[0]
+                    t[0] = new
         else:
             for j in range(k):
-                target[uniq[j]] += x[j]
+                t = _at(base, n_base, tail, uniq[j])
+                t[0] += x[j]
+                total += x[j]
+        if logs:
+            for j in range(k):
+                _at(log_base, n_base, log_tail, uniq[j])[0] = log(_at(base, n_base, tail, uniq[j])[0] + alpha)
     free(uniq)
     free(x)
     if k == -1:
-        raise ValueError(f"feature index out of range for {target.shape[0]} counts")
+        raise ValueError(f"feature index out of range for {n_base + n_tail} counts")
     if k == -2:
         raise ValueError("a token count would become negative: the message was not learned as that class")
-    return k
+    return k, total
 
 
 # --------------------------------------------------------------------------
@@ -486,6 +522,12 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double si
 cdef inline bint _ranks_before(double w, int32_t i, double other_w, int32_t other_i) noexcept nogil:
     """Evidence order: larger |weight| first, then the smaller feature index."""
     return fabs(w) > fabs(other_w) or (fabs(w) == fabs(other_w) and i < other_i)
+
+
+cdef inline double _log_at(const double *base, Py_ssize_t n_base, const double *tail, Py_ssize_t n_tail,
+                           Py_ssize_t c, int32_t i) noexcept nogil:
+    """log(N_ci + alpha): from the model's flat logs, or from the tail of the tokens new since."""
+    return base[c * n_base + i] if i < n_base else tail[c * n_tail + i - n_base]
 
 
 cdef class Scorer:
@@ -498,14 +540,18 @@ cdef class Scorer:
     log_count[c, i] - log_norm[c]; ``counts`` the transform of a token's count
     (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG); ``length`` > 0 scales the
     message's known tokens' values to that Euclidean length (as
-    ``CSRBuilder``; tokens the model does not know take no part).  The buffers are taken once
+    ``CSRBuilder``; tokens the model does not know take no part); ``tail``: the
+    flattened (n_classes, n_features - n_base) logs of the features from n_base
+    on, when ``log_count`` holds only the first n_base (a model file's logs
+    patched in place, and the tokens a journal added).  The buffers are taken once
     here, so scoring a message costs no buffer set-up (the ``spamnb
     classify`` and ``SpamFilter.score`` path).
     """
     cdef const uint64_t[::1] keys
     cdef const int32_t[::1] values
     cdef const double[::1] log_count
-    cdef Py_ssize_t n_features, n_classes
+    cdef const double[::1] tail
+    cdef Py_ssize_t n_features, n_classes, n_base
     cdef double *norm
     cdef double *prior
     cdef int counts
@@ -516,11 +562,17 @@ cdef class Scorer:
         self.prior = NULL
 
     def __init__(self, const uint64_t[::1] keys, const int32_t[::1] values, const double[::1] log_count,
-                 Py_ssize_t n_features, log_norm, log_prior, int counts, double length=0.0):
+                 Py_ssize_t n_features, log_norm, log_prior, int counts, double length=0.0,
+                 const double[::1] tail=None):
         cdef Py_ssize_t c, n_classes = len(log_prior)
+        cdef Py_ssize_t n_base = log_count.shape[0] // n_classes if n_classes > 0 else 0
         if keys.shape[0] == 0 or (keys.shape[0] & (keys.shape[0] - 1)) != 0 or values.shape[0] != keys.shape[0]:
             raise ValueError("hash index capacity is not a power of two")
-        if n_classes < 1 or len(log_norm) != n_classes or n_features < 0 or log_count.shape[0] != n_classes * n_features:
+        if tail is None:
+            n_base = n_features
+        if (n_classes < 1 or len(log_norm) != n_classes or not 0 <= n_base <= n_features
+                or log_count.shape[0] != n_classes * n_base
+                or (tail is not None and tail.shape[0] != n_classes * (n_features - n_base))):
             raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
         if counts not in (_RAW, _BINARY, _LOG):
             raise ValueError(f"unknown counts transform {counts}")
@@ -531,8 +583,8 @@ cdef class Scorer:
         for c in range(n_classes):
             self.norm[c] = log_norm[c]
             self.prior[c] = log_prior[c]
-        self.keys, self.values, self.log_count = keys, values, log_count
-        self.n_features, self.n_classes, self.counts = n_features, n_classes, counts
+        self.keys, self.values, self.log_count, self.tail = keys, values, log_count, tail
+        self.n_features, self.n_classes, self.counts, self.n_base = n_features, n_classes, counts, n_base
         self.length = length
 
     def __dealloc__(self):
@@ -563,6 +615,9 @@ cdef class Scorer:
         cdef double *ev_w = NULL
         cdef double w, spam_ev = 0.0, ham_ev = 0.0
         cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
+        cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
+        cdef Py_ssize_t n_base = self.n_base, n_tail = n_features - n_base
+        cdef double lc0, lc1
         if n_evidence < 0:
             n_evidence = 0
         if n_evidence > n:  # never more evidence than tokens (and no huge allocation)
@@ -594,10 +649,11 @@ cdef class Scorer:
                     jll[c] = self.prior[c]
                 for k in range(m):
                     for c in range(n_classes):
-                        jll[c] += x[k] * (log_count[c * n_features + uniq[k]] - self.norm[c])
+                        jll[c] += x[k] * (_log_at(log_count, n_base, tail, n_tail, c, uniq[k]) - self.norm[c])
                     if n_classes == 2:
-                        w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]]
-                                    - self.norm[1] + self.norm[0])
+                        lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
+                        lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
+                        w = x[k] * (lc1 - lc0 - self.norm[1] + self.norm[0])
                         if w > 0:
                             spam_ev += w
                         else:

@@ -65,6 +65,7 @@ class Vocabulary:
         self._blob = bytearray()          # token strings, UTF-8, back to back (a read-only buffer when mapped)
         self._offsets = array("Q", [0])   # (n_features + 1,): token i is _blob[_offsets[i]:_offsets[i + 1]]
         self._writable = True
+        self._tail = None                 # (first, blob, offsets) of the tokens added in place (extend_in_place)
 
     # -- construction from a model file ---------------------------------------
     @classmethod
@@ -93,7 +94,22 @@ class Vocabulary:
         self._blob = blob
         self._offsets = offsets
         self._writable = False
+        self._tail = None
         return self
+
+    def extend_in_place(self, keys, values):
+        """Learn new tokens without copying the vocabulary: ``keys``/``values`` are
+        writable buffers holding this vocabulary's hash index (the private
+        memory a model file was read into), new tokens go into them while the
+        index stays at most half full, and the new tokens' strings into a side
+        table; so a learn costs in proportion to the message, not the model."""
+        if self._writable or self._tail is not None:
+            return
+        keys, values = _view(keys, "Q"), _view(values, "i")
+        if keys.readonly or values.readonly or len(keys) != len(self.keys) or len(values) != len(self.values):
+            raise ValueError("extend_in_place takes writable buffers of the hash index's size")
+        self.keys, self.values = keys, values
+        self._tail = (self.n_features, bytearray(), array("Q", [0]))
 
     # -- queries --------------------------------------------------------------
     def __len__(self):
@@ -115,8 +131,25 @@ class Vocabulary:
         index = int(index)
         if not 0 <= index < self.n_features:
             raise IndexError(f"feature index {index} out of range for {self.n_features} features")
-        start, end = self._offsets[index], self._offsets[index + 1]
-        return bytes(self._blob[start:end]).decode("utf-8", "surrogatepass")
+        blob, offsets = self._blob, self._offsets
+        if self._tail is not None and index >= self._tail[0]:
+            index -= self._tail[0]
+            blob, offsets = self._tail[1], self._tail[2]
+        start, end = offsets[index], offsets[index + 1]
+        return bytes(blob[start:end]).decode("utf-8", "surrogatepass")
+
+    def strings_since(self, first):
+        """``(lengths, text)``: the UTF-8 lengths (``array('I')``) and the strings,
+        back to back, of features ``first ..``: what a learn added."""
+        blob, offsets = self._blob, self._offsets
+        if self._tail is not None:
+            if first < self._tail[0]:
+                self._make_writable()
+            else:
+                first -= self._tail[0]
+                blob, offsets = self._tail[1], self._tail[2]
+        ends = offsets[first:]
+        return array("I", map(int.__sub__, ends[1:], ends)), bytes(blob[ends[0]:ends[-1]])
 
     def tokens(self):
         """All token strings, in feature order (a list: for inspection, not hot paths)."""
@@ -131,6 +164,15 @@ class Vocabulary:
         out = _zeros("i", n)
         if n == 0:
             return out
+        if self._tail is not None:   # in place, while the index has room for every unknown occurrence
+            unknown = n - _vocab.lookup(self.keys, self.values, hashes, out)
+            if 2 * (self.n_features + unknown) <= len(self.keys):
+                new_positions = _zeros("i", n)
+                n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
+                if n_new:
+                    stream.write_tokens(new_positions, n_new, self._tail[1], self._tail[2])
+                    self.n_features += n_new
+                return out
         self._make_writable()
         self._reserve(self.n_features + n)
         new_positions = _zeros("i", n)
@@ -177,6 +219,7 @@ class Vocabulary:
         self._offsets = array("Q", [0])
         self._offsets.extend(accumulate(map(len, encoded)))
         self._writable = True
+        self._tail = None
         return next_index
 
     def _truncate(self, n_kept):
@@ -201,8 +244,14 @@ class Vocabulary:
             return
         self.keys = _copy("Q", self.keys)
         self.values = _copy("i", self.values)
-        self._offsets = _copy("Q", self._offsets)
-        self._blob = bytearray(self._blob)
+        offsets = _copy("Q", self._offsets)
+        blob = bytearray(self._blob)
+        if self._tail is not None:   # the strings added in place join the table
+            _first, tail_blob, tail_offsets = self._tail
+            offsets.extend(map(offsets[-1].__add__, tail_offsets[1:]))
+            blob += tail_blob
+            self._tail = None
+        self._offsets, self._blob = offsets, blob
         self._writable = True
 
     def _reserve(self, n_features):
@@ -220,6 +269,8 @@ class Vocabulary:
     def string_table(self):
         """``(blob, offsets)``: all token strings UTF-8 encoded back to back, and
         the uint64 offsets (n_features + 1,) delimiting them."""
+        if self._tail is not None:
+            self._make_writable()
         return bytes(self._blob), self._offsets
 
     def hashes(self):

@@ -20,6 +20,7 @@ scoring a loaded model imports no numpy (the ``spamnb classify`` cold path).
 
 from __future__ import annotations
 
+import math
 from array import array
 
 from spamnb.bayes import _vocab
@@ -95,6 +96,7 @@ class WordCounts:
         self._rows = [array("d") for _ in range(n_classes)]  # writable rows, short ones end in zeros
         self._flat = None       # or the flat counts (a model file's, or joined rows)
         self._derived = None    # (log_count, log_norm, log_prior)
+        self._in_place = None   # _InPlace: a model file's counts and logs patched in place (extend_in_place)
 
     @classmethod
     def from_arrays(cls, alpha, prior, class_count, feature_count, derived=None):
@@ -110,9 +112,62 @@ class WordCounts:
         self._derived = derived
         return self
 
+    def extend_in_place(self, feature_count, log_count):
+        """Learn and forget without copying the counts: ``feature_count`` and
+        ``log_count`` are writable buffers holding these counts and their logs
+        (the private memory a model file was read into).  Counts of known
+        tokens and their logs are changed there, new tokens go to side rows,
+        the class totals are kept from the file's log(N_c + alpha V); so a
+        learn, and scoring after it (:meth:`scorer_logs`), cost in proportion
+        to the messages, not the model.  Anything else (``derived``, a save,
+        ``matrix``) joins them into rows first, once.  Returns whether it applies."""
+        if self._in_place is not None:
+            return True
+        if self._flat is None or self._rows is not None or self._derived is None or not self.alpha > 0:
+            return False
+        counts, logs = memoryview(feature_count).cast("B").cast("d"), memoryview(log_count).cast("B").cast("d")
+        n = self.n_features_
+        log_norm = self._derived[1]
+        if (counts.readonly or logs.readonly or len(counts) != len(self._flat) or len(logs) != len(counts)
+                or not all(map(math.isfinite, log_norm))):
+            return False
+        self._flat = counts
+        self._in_place = _InPlace(n, self.n_classes, logs, [math.exp(v) - self.alpha * n for v in log_norm])
+        return True
+
+    def scorer_logs(self):
+        """``(log_count, log_norm, log_prior, tail)`` for ``spamnb.bayes._vocab.Scorer``:
+        the derived values, or, patched in place (:meth:`extend_in_place`),
+        the file's logs, those of the side rows (``tail``, flat) and the
+        totals kept, without numpy."""
+        ip = self._in_place
+        if ip is None:
+            return (*self.derived(), None)
+        if not ip.changed:
+            return (*self._derived, array("d"))
+        n = self.n_features_
+        log_norm = tuple(math.log(total + self.alpha * n) if total + self.alpha * n > 0 else -math.inf
+                         for total in ip.totals)
+        tail = array("d")
+        for row in ip.log_tails:
+            tail += row
+        return ip.logs, log_norm, plain_log_prior(self.prior, self.class_count_), tail
+
+    def _join(self):
+        """Leave the in-place mode: the file's rows copied, the side rows after them."""
+        ip, self._in_place = self._in_place, None
+        self._rows = _copy_rows(self._flat, self.n_classes, ip.n_base)
+        for row, tail in zip(self._rows, ip.tails):
+            row += tail
+        self._flat = None
+        if ip.changed:
+            self._derived = None
+
     # -- state ------------------------------------------------------------
     @property
     def feature_count_(self):
+        if self._in_place is not None and (self._in_place.changed or self.n_features_ != self._in_place.n_base):
+            self._join()
         if self._flat is None:
             self._pad()
             self._flat = self._rows[0] if self.n_classes == 1 else self._rows[0] + self._rows[1]
@@ -129,14 +184,10 @@ class WordCounts:
 
     def _writable_rows(self):
         """The rows, about to change: copies a file's counts once, drops what is derived."""
+        if self._in_place is not None:
+            self._join()
         if self._rows is None:
-            flat = memoryview(self._flat).cast("B")
-            size = 8 * self.n_features_
-            self._rows = []
-            for c in range(self.n_classes):
-                row = array("d")
-                row.frombytes(flat[c * size:(c + 1) * size])
-                self._rows.append(row)
+            self._rows = _copy_rows(self._flat, self.n_classes, self.n_features_)
         self._flat = None
         self._derived = None
         return self._rows
@@ -148,6 +199,14 @@ class WordCounts:
 
     def resize(self, n_features):
         """Grow to ``n_features`` tokens (the new ones count 0)."""
+        ip = self._in_place
+        if ip is not None and n_features > self.n_features_:
+            grow = n_features - self.n_features_
+            for c in range(self.n_classes):
+                ip.tails[c] += _zeros(grow)
+                ip.log_tails[c] += array("d", [math.log(self.alpha)]) * grow
+            self.n_features_ = n_features
+            ip.changed = True
         if n_features > self.n_features_:
             self._writable_rows()
             self.n_features_ = n_features
@@ -168,6 +227,18 @@ class WordCounts:
                 raise ValueError("sign must be 1 or -1")
             if self.class_count_[cls] < 1 - 1e-9:
                 raise ValueError("no message of that class was learned")
+        ip = self._in_place
+        if ip is not None:
+            self.resize(n_features or 0)
+            n = ip.n_base
+            change = _vocab.add_counts_split(indices, self._flat[cls * n:(cls + 1) * n], ip.tails[cls], transform,
+                                             float(sign), length, ip.logs[cls * n:(cls + 1) * n],
+                                             ip.log_tails[cls], float(self.alpha))[1]
+            ip.totals[cls] += change
+            ip.changed = True
+            self.class_count_[cls] = (self.class_count_[cls] + 1.0 if sign == 1
+                                      else max(0.0, self.class_count_[cls] - 1.0))
+            return self
         rows = self._rows
         if rows is None or self._flat is not None or self._derived is not None:
             rows = self._writable_rows()
@@ -227,6 +298,8 @@ class WordCounts:
     def derived(self):
         """``(log_count, log_norm, log_prior)``: flat log(N_ci + alpha) (a buffer
         like the counts), and tuples of log(N_c + alpha V) and log P(c)."""
+        if self._in_place is not None and self._in_place.changed:
+            self._join()
         if self._derived is None:
             import numpy as np
 
@@ -246,6 +319,46 @@ class WordCounts:
 
     def log_prior(self):
         return self.derived()[2]
+
+
+class _InPlace:
+    """The state of :meth:`WordCounts.extend_in_place`: ``n_base`` tokens in the
+    file's flat counts and ``logs``; the side rows of counts and logs of the
+    tokens after them, one per class; the class totals N_c."""
+
+    __slots__ = ("n_base", "logs", "tails", "log_tails", "totals", "changed")
+
+    def __init__(self, n_base, n_classes, logs, totals):
+        self.n_base, self.logs, self.totals, self.changed = n_base, logs, totals, False
+        self.tails = [array("d") for _ in range(n_classes)]
+        self.log_tails = [array("d") for _ in range(n_classes)]
+
+
+def plain_log_prior(method, class_count):
+    """:func:`spamnb.bayes.priors.log_prior` without numpy (the "map" prior
+    with one pseudo-message per class, as :class:`WordCounts` takes it)."""
+    n_classes = len(class_count)
+    uniform = (-math.log(n_classes),) * n_classes
+    if method == "uniform":
+        return uniform
+    values = [v + 1.0 for v in class_count] if method == "map" else list(class_count)
+    total = sum(values)
+    if total <= 0:
+        return uniform
+    log_total = math.log(total)
+    return tuple((math.log(v) - log_total) if v > 0 else -math.inf for v in values)
+
+
+def _copy_rows(flat, n_classes, n_features):
+    """Writable copies of the class rows of flat counts: ``array('d')`` each."""
+    flat = memoryview(flat).cast("B")
+    size = 8 * n_features
+    rows = []
+    for c in range(n_classes):
+        row = array("d")
+        row.frombytes(flat[c * size:(c + 1) * size])
+        rows.append(row)
+    return rows
 
 
 def _from_numpy(values):
