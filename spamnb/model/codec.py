@@ -59,8 +59,9 @@ def write(spam_filter, path=None, backup=None):
     }, backup=backup)
 
 
-def read(cls, path=None, tokenizer=None):
-    """A ``cls`` (a SpamFilter class) read from the model file at ``path``;
+def read(cls, path=None, tokenizer=None, _tries=3):
+    """A ``cls`` (a SpamFilter class) read from the model file at ``path``,
+    with its journal of learned messages replayed (``spamnb.model.journal``);
     :class:`ModelError` for any missing, damaged, foreign or mismatched file.
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
@@ -101,6 +102,10 @@ def read(cls, path=None, tokenizer=None):
         derived=(arrays["log_count"], tuple(header["log_norm"]), tuple(header["log_prior"])))
     self.ages_ = Ages.from_file(header, arrays)
     self.source_ = where
+    from spamnb.model import journal
+
+    if journal.replay(self, where, header, arrays) and _tries > 0:  # replaced while read: read the new one
+        return read(cls, path, tokenizer, _tries - 1)
     return self
 
 

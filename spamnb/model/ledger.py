@@ -35,9 +35,8 @@ beside the counts, and a model saved without them loads with an empty ledger.
 set (``SpamFilter.ledger_``).
 """
 
-import hashlib
-
-from spamnb.mail.status import strip_markup
+# hashlib and spamnb.mail.status are imported where a message is digested: a
+# reader replaying a journal's ledger records (spamnb.model.journal) needs neither
 
 __all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "Ledger", "canonical", "message_digest", "learn", "forget",
            "ledger_of", "attach", "Tally"]
@@ -49,11 +48,15 @@ _HAM, _SPAM = 0, 1
 
 def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
     """The bytes learned and digested for the raw message ``data``."""
+    from spamnb.mail.status import strip_markup
+
     return strip_markup(bytes(data), header_name, subject_tag)
 
 
 def message_digest(canonical_bytes):
     """The 16-byte digest of a message's canonical bytes."""
+    import hashlib
+
     return hashlib.blake2b(canonical_bytes, digest_size=DIGEST_SIZE).digest()
 
 

@@ -9,7 +9,18 @@ from spamnb.bayes import _vocab
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
-__all__ = ["rows", "transform", "score_many", "strongest_tokens"]
+__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens"]
+
+
+def scorer(spam_filter):
+    """The single-message ``_vocab.Scorer`` of a fitted filter (``SpamFilter.classify``):
+    over its hash index and log(count + alpha), or, for a model whose
+    journal was replayed in place (``spamnb.model.journal``), the file's
+    logs and the side rows of the tokens new since."""
+    log_count, log_norm, log_prior, tail = spam_filter._counts().scorer_logs()
+    vocab = spam_filter.vocabulary_
+    return _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
+                         COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
 
 
 def rows(spam_filter, messages, grow, features=None):

@@ -13,7 +13,6 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 
 from __future__ import annotations
 
-from spamnb.bayes import _vocab
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
@@ -125,10 +124,7 @@ class SpamFilter:
 
     def _scoring(self):
         if self._scorer is None:
-            log_count, log_norm, log_prior = self._counts().derived()
-            vocab = self.vocabulary_
-            self._scorer = _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
-                                         COUNT_TRANSFORMS[self.counts], float(self.length_norm))
+            self._scorer = scoring.scorer(self)
         return self._scorer
 
     # ------------------------------------------------------------------ training
@@ -208,11 +204,14 @@ class SpamFilter:
         ``spam`` is the label the message was learned with: True/"spam" or False/"ham".
         """
         spam = is_spam_label(spam)  # the label, as fit takes it (required)
+        return self.forget_hashes(self.tokenizer_.stream(message_bytes(message)).hashes, spam)
+
+    def forget_hashes(self, hashes, spam):
+        """``forget`` of a message given as its token hashes (a journal's replay)."""
         counts = self._counts()
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
-        stream = self.tokenizer_.stream(message_bytes(message))
-        indices = self.vocabulary_.lookup(stream.hashes)
+        indices = self.vocabulary_.lookup(hashes)
         unknown = indices.count(-1)
         if unknown:  # a learned message has every one of its tokens in the vocabulary
             raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")

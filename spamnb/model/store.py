@@ -287,7 +287,9 @@ def read_model(path):
     """Read a model file into memory and check it; returns ``(header, arrays)``.
 
     ``arrays`` maps names to read-only memoryviews of the given typecode over
-    the file's bytes (which they keep alive).  Raises ModelError.  A file that
+    the file's bytes (which they keep alive), read into private memory
+    (``arrays.writable``: the same as writable bytes); the header's
+    ``"_identity"`` is the file's (length, checksum).  Raises ModelError.  A file that
     changed while it was read (rewritten in place) is read again.
     """
     path = os.fspath(path)
@@ -333,7 +335,7 @@ def _private_memory(size):
 
 
 def _read_whole(path):
-    """(read-only memoryview of the file's bytes, its stat signature when opened)."""
+    """(memoryview of the file's bytes in private memory, its stat signature when opened)."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -363,10 +365,11 @@ def _read_whole(path):
         raise ModelError(f"{path}: permission denied") from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
-    return view[:done].toreadonly(), _signature(st)
+    return view[:done], _signature(st)
 
 
-def _parse(path, view, size):
+def _parse(path, memory, size):
+    view = memory.toreadonly()
     if size < _PREFIX.size:
         raise ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
     magic, version, _reserved, header_length, total, checksum = _PREFIX.unpack_from(view)
@@ -388,7 +391,7 @@ def _parse(path, view, size):
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise ModelError(f"{path}: model header is unreadable ({' '.join(str(exc).split())[:200]})") from None
     base = _PREFIX.size + header_length
-    arrays = {}
+    arrays = _Arrays()
     spans = []
     for name, entry in header["arrays"].items():
         try:
@@ -403,12 +406,24 @@ def _parse(path, view, size):
         if start % _ALIGN or end > size:
             raise ModelError(f"{path}: array {name!r} lies outside the model file")
         arrays[name] = view[start:end].cast(typecode) if typecode != "B" else view[start:end]
+        arrays.writable[name] = memory[start:end]
         spans.append((start, end, name))
     spans.sort()
     for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
         if start < end:  # one byte read as two things: never written so, refuse it
             raise ModelError(f"{path}: arrays {first!r} and {second!r} overlap in the model file")
+    header["_identity"] = (total, checksum)   # which file this is: what a journal extends (spamnb.model.journal)
     return header, arrays
+
+
+class _Arrays(dict):
+    """The arrays of a model file read (name -> read-only memoryview), and in
+    ``writable`` the same as writable bytes of the reader's private copy: a
+    journal's learns are applied there (``spamnb.model.journal``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.writable = {}
 
 
 @contextmanager

@@ -1,0 +1,192 @@
+"""The operations a model's journal records and replays (``spamnb.model.journal``).
+
+A transaction (one command's changes) is a sequence of operations, each
+padded to 8 bytes: LEARN/FORGET (the message's class, day, the vocabulary's
+size before, its token hashes, and for LEARN the new tokens' UTF-8 text) and
+RECORD/REMOVE of the ledger of learned messages.  :func:`apply` runs on a
+loaded model what a learn or forget runs, with the recorded hashes; the
+writers' side (:mod:`spamnb.model.journal`'s session) runs the same
+functions and encodes them.  Learns change the model in place where it was
+read into private memory (:func:`in_place`), so replaying costs in
+proportion to the journal, not the model.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from itertools import accumulate, islice
+
+from spamnb.model.ages import Ages, today
+
+__all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
+           "learn", "forget", "encode_tokens", "encode_ledger"]
+
+_TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
+_LEDGER = struct.Struct("<BBxx16s")     # op, label, digest
+OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE = 1, 2, 3, 4
+
+
+def _pad(n):
+    return (-n) % 8
+
+
+class _Tokens:
+    """A recorded message's tokens, standing for the tokenizer's TokenStream in
+    ``Vocabulary.add``: its hashes, and the new tokens' text as recorded."""
+
+    __slots__ = ("hashes", "lengths", "text", "n_new")
+
+    def __init__(self, hashes, lengths, text):
+        self.hashes, self.lengths, self.text = hashes, lengths, text
+        self.n_new = None
+
+    def write_tokens(self, positions, count, blob, offsets):
+        if count != len(self.lengths):
+            raise ValueError(f"the record has {len(self.lengths)} new tokens, the vocabulary found {count}")
+        self.n_new = count
+        base = offsets[-1]
+        blob += self.text
+        offsets.extend(islice(accumulate(self.lengths, initial=base), 1, None))
+
+
+def _transform(spam_filter):
+    from spamnb.model.defaults import COUNT_TRANSFORMS
+
+    return COUNT_TRANSFORMS[spam_filter.counts]
+
+
+def learn(spam_filter, cls, day, stream):
+    """``SpamFilter.learn`` after tokenizing (without message features):
+    returns the token indices."""
+    vocab = spam_filter.vocabulary_
+    if spam_filter.word_counts_ is None:
+        spam_filter.word_counts_ = spam_filter._new_counts()
+    indices = vocab.add(stream)
+    spam_filter.word_counts_.add(indices, cls, _transform(spam_filter), 1, vocab.n_features,
+                                 float(spam_filter.length_norm))
+    spam_filter.ages_.seen(indices, vocab.n_features, day)
+    spam_filter._scorer = None
+    return indices
+
+
+def forget(spam_filter, cls, hashes):
+    """``SpamFilter.forget`` after tokenizing: raises ValueError, changing
+    nothing, when the message cannot have been learned as ``cls``."""
+    spam_filter.forget_hashes(hashes, bool(cls))
+
+
+def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
+    hashes = memoryview(hashes).cast("B")
+    lengths = memoryview(lengths).cast("B")
+    head = _TOKENS.pack(op, cls, day, n_before, len(hashes) // 8, len(lengths) // 4, len(text))
+    body = b"".join((head, hashes, lengths, text))
+    return body + b"\0" * _pad(len(body))
+
+
+def encode_ledger(op, label, digest):
+    return _LEDGER.pack(op, label, digest) + b"\0" * _pad(_LEDGER.size)
+
+
+def apply(spam_filter, ledger, payload):
+    """Apply one transaction.  Raises ValueError when the record does not fit the model."""
+    payload = bytes(payload)
+    at = 0
+    n = len(payload)
+    while at < n:
+        op = payload[at]
+        if op == 0:   # padding at the end
+            break
+        if op in (OP_LEARN, OP_FORGET):
+            op, cls, day, n_before, n_hashes, n_new, n_text = _TOKENS.unpack_from(payload, at)
+            at += _TOKENS.size
+            hashes = array("Q")
+            hashes.frombytes(payload[at:at + 8 * n_hashes])
+            at += 8 * n_hashes
+            lengths = array("I")
+            lengths.frombytes(payload[at:at + 4 * n_new])
+            at += 4 * n_new
+            text = payload[at:at + n_text]
+            at += n_text
+            at += _pad(at)
+            if len(hashes) != n_hashes or len(lengths) != n_new or len(text) != n_text or cls not in (0, 1):
+                raise ValueError("a record is cut short")
+            vocab = spam_filter.vocabulary_
+            if vocab.n_features != n_before:
+                raise ValueError(f"a record was written for a vocabulary of {n_before} tokens, "
+                                 f"the model has {vocab.n_features}")
+            if op == OP_LEARN:
+                if sum(lengths) != n_text:
+                    raise ValueError("a record's new tokens do not add up")
+                stream = _Tokens(hashes, lengths, text)
+                learn(spam_filter, cls, day, stream)
+                if stream.n_new is None and n_new:
+                    raise ValueError(f"the record has {n_new} new tokens, the vocabulary found none")
+            else:
+                forget(spam_filter, cls, hashes)
+        elif op in (OP_RECORD, OP_REMOVE):
+            op, label, digest = _LEDGER.unpack_from(payload, at)
+            at += _LEDGER.size + _pad(_LEDGER.size)
+            if ledger is None:
+                raise ValueError("a ledger record without a ledger")
+            if op == OP_RECORD:
+                ledger.record(digest, bool(label))
+            else:
+                ledger.remove(digest)
+        else:
+            raise ValueError(f"unknown operation {op}")
+
+
+def lazy_ages(spam_filter):
+    if not isinstance(spam_filter.ages_, _LazyAges):
+        spam_filter.ages_ = _LazyAges.of(spam_filter.ages_)
+    return spam_filter.ages_
+
+
+class _LazyAges(Ages):
+    """Ages whose "seen" days are set when they are first needed (a save,
+    expiry, ``spamnb info``), not at every replayed learn: setting them takes
+    numpy, which a reader that only classifies never imports."""
+
+    __slots__ = ("pending",)
+
+    @classmethod
+    def of(cls, ages):
+        self = cls(ages.last_seen, ages.created, ages.last_learn, ages.max_tokens)
+        self.pending = []
+        return self
+
+    def seen(self, indices, n_features, day=None):
+        day = today() if day is None else day
+        self.pending.append((indices, n_features, day))
+        self.last_learn = max(self.last_learn, day)
+        if self.created == 0:
+            self.created = day
+        return self
+
+    def days(self, n_features):
+        pending, self.pending = self.pending, []
+        for indices, n, day in pending:
+            Ages.seen(self, indices, n, day)
+        return Ages.days(self, n_features)
+
+
+def ledger_for(spam_filter):
+    from spamnb.model import ledger as ledgers
+
+    ledger = ledgers.ledger_of(spam_filter)
+    spam_filter.ledger_ = ledger
+    return ledger
+
+
+def in_place(spam_filter, arrays):
+    """Learns and forgets change the model's counts, logs and hash index where
+    the file was read into this process's private memory (new tokens in side
+    tables): no copy of the model's arrays (``Vocabulary.extend_in_place``,
+    ``WordCounts.extend_in_place``)."""
+    writable = getattr(arrays, "writable", {})
+    counts = spam_filter.word_counts_
+    if counts is None or not all(name in writable for name in ("keys", "values", "feature_count", "log_count")):
+        return
+    if counts.extend_in_place(writable["feature_count"], writable["log_count"]):
+        spam_filter.vocabulary_.extend_in_place(writable["keys"], writable["values"])

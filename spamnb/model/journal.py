@@ -1,0 +1,540 @@
+"""The model's journal: learned deltas appended beside the model instead of rewriting it.
+
+``spamnb learn``/``forget`` (and TELL) change a few hundred counts of a model
+of millions; rewriting the whole file for that made a learn cost several
+classifies.  Instead each learned or forgotten message is one record appended
+to ``MODEL.journal`` (beside the model's real path, like ``MODEL.lock``),
+under the model's lock, flushed and fsynced before the command reports
+success.  Every reader (:meth:`spamnb.SpamFilter.load`: ``classify``,
+``serve``, the library) reads the model, then replays the journal over it.
+A later compaction folds the journal into the model file (a whole, atomic
+save) and removes the journal: automatically once the journal passes
+:func:`compact_at` bytes, and whenever the model is saved whole anyway
+(``train``, ``prune``, ``merge``, ``load``).
+
+Layout (little-endian)::
+
+    journal header, 48 bytes
+      0   8  magic b"SPAMNB\\x00J"
+      8   4  journal format version (VERSION)
+      12  4  reserved (0)
+      16  8  length of the model file the journal applies to
+      24  8  that model file's checksum (its bytes 32..40, spamnb.model.store)
+      32  8  reserved (0)
+      40  8  checksum64 of bytes [0, 40)
+    records, back to back, each starting on an 8-byte boundary
+      0   4  payload length P
+      4   4  sequence number (0, 1, 2, ... in the file)
+      8   8  checksum64 of: the header's checksum, bytes [0, 8) of the record, the payload
+      16  P  payload: one transaction (the changes of one message), padded to 8 bytes
+             a sequence of operations, each padded to 8 bytes:
+             LEARN/FORGET  <B op, B class, 2x, i day, I features before, I hashes, I new tokens, I text bytes>
+                           then the message's token hashes (uint64, one per occurrence, as the
+                           tokenizer gave them), and for LEARN the new tokens' UTF-8 lengths
+                           (uint32 each) and their text, back to back
+             RECORD/REMOVE <B op, B label, 2x, 16s digest>: the ledger of learned messages (spamnb.model.ledger)
+
+Replay runs the very operations a learn or forget runs on a loaded model
+(``Vocabulary.add`` with the recorded hashes, ``WordCounts.add``, the
+ledger's record/remove), so model + journal gives the counts, vocabulary and
+ledger of the model that learning and rewriting would have saved, to the
+bit; a compaction writes that same file.  A reader replays in place: the
+counts and logs of known tokens are changed where the model file was read
+into its private memory, new tokens go to side tables, the class totals
+are kept from the file's (``WordCounts.extend_in_place``,
+``Vocabulary.extend_in_place``), so replaying costs in proportion to the
+journal, not the model, and imports no numpy; its scores are those of the
+rewritten model to rounding (the logs by C's log, not numpy's).
+
+Safety.  The header names the model file it extends (its length and
+checksum): a model replaced underneath (a compaction, ``train``, a model
+moved in by hand) makes the journal stale, and a stale journal is never
+applied (each replacement of the model removes or replaces it).  A record
+is applied only when its checksum holds; replay stops at the first record
+that is short or damaged (a learner killed mid-append; a disk error) with a
+warning, and every record before it, each fsynced before its learn was
+acknowledged, is kept.  The next writer cuts such a tail off before
+appending.  Records must also fit the model they are replayed on (the
+vocabulary size each names, the tokens a forget names): one that does not
+stops the replay the same way.  A reader never crashes on a journal: any
+failure to read or apply it is a warning, and the model is used as far as
+the journal could be applied.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+
+from spamnb.bayes import _checks
+from spamnb.model import deltas
+from spamnb.model.ages import today
+from spamnb.model.store import resolve
+
+__all__ = ["SUFFIX", "MAGIC", "VERSION", "JournalWarning", "journal_path", "compact_at", "replay", "session",
+           "discard", "save_whole", "signature"]
+
+SUFFIX = ".journal"
+MAGIC = b"SPAMNB\x00J"
+VERSION = 1
+_HEAD = struct.Struct("<8sIIQQQQ")      # magic, version, reserved, model length, model checksum, reserved, checksum
+_RECORD = struct.Struct("<IIQ")         # payload length, sequence number, checksum
+_MODEL_PREFIX = struct.Struct("<8sIIQQQ")   # spamnb.model.store's fixed fields: ..., file length, checksum
+# A journal is folded into the model once it is larger than this part of the
+# model file, and never later than past _COMPACT_MAX bytes: replaying it costs
+# every reader time in proportion to its size, folding it costs one whole save.
+_COMPACT_FRACTION = 16
+_COMPACT_MIN = 64 << 10
+_COMPACT_MAX = 1 << 20
+
+
+class JournalWarning(UserWarning):
+    """A journal (or its tail) could not be applied; what came before it was."""
+
+
+def journal_path(model_path):
+    """Where the journal of the model at ``model_path`` is: beside its real path."""
+    return resolve(model_path) + SUFFIX
+
+
+def compact_at(model_size):
+    """The journal size (bytes) past which a writer folds it into a model of ``model_size`` bytes."""
+    return min(_COMPACT_MAX, max(_COMPACT_MIN, model_size // _COMPACT_FRACTION))
+
+
+def signature(model_path):
+    """(inode, size, mtime) of the model's journal, or None: a loaded model is
+    out of date when this changed (``spamnb serve``'s model cache)."""
+    try:
+        st = os.stat(journal_path(model_path))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _warn(message):
+    import warnings
+
+    warnings.warn(message, JournalWarning, stacklevel=3)
+
+
+def _pad(n):
+    return (-n) % 8
+
+
+# ---------------------------------------------------------------------------- the file
+def _header(identity):
+    fields = (MAGIC, VERSION, 0, identity[0], identity[1], 0)
+    raw = _HEAD.pack(*fields, 0)[:40]
+    return raw + struct.pack("<Q", _checks.checksum64(raw))
+
+
+def _record_bytes(head_checksum, sequence, payload):
+    payload = bytes(payload) + b"\0" * _pad(len(payload))
+    first = struct.pack("<II", len(payload), sequence)
+    checksum = _checks.checksum64(head_checksum + first + payload)
+    return first + struct.pack("<Q", checksum) + payload
+
+
+class _Journal:
+    """What was read of a journal: ``status`` "none" (no journal), "stale"
+    (it extends another model file), "ok"; the payloads of the good records;
+    ``end`` the offset after the last good record; ``size`` the file's size."""
+
+    def __init__(self, path, identity, status="none", payloads=(), end=0, size=0, head=b""):
+        self.path, self.identity, self.status = path, identity, status
+        self.payloads, self.end, self.size, self.head = list(payloads), end, size, head
+
+    @property
+    def damaged_tail(self):
+        return self.status == "ok" and self.end is not None and self.size > self.end
+
+
+def _read_bytes(path):
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(size + 1, 65536))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def read(model_path, identity):
+    """Read the journal of the model at ``model_path`` whose file is ``identity``
+    (``(length, checksum)``); never raises for what the journal holds."""
+    path = journal_path(model_path)
+    try:
+        data = _read_bytes(path)
+    except FileNotFoundError:
+        return _Journal(path, identity)
+    except OSError as exc:
+        _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
+        return _Journal(path, identity, "stale")
+    if len(data) < _HEAD.size:
+        # a journal is created whole (renamed into place): a short one is not ours to extend
+        return _Journal(path, identity, "stale", size=len(data))
+    magic, version, _r, length, checksum, _r2, head_sum = _HEAD.unpack_from(data)
+    if magic != MAGIC or version != VERSION or _checks.checksum64(data[:40]) != head_sum:
+        _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
+        return _Journal(path, identity, "stale", size=len(data))
+    if identity is None or (length, checksum) != tuple(identity):
+        return _Journal(path, identity, "stale", size=len(data))
+    head = data[40:48]
+    view = memoryview(data)
+    payloads = []
+    at = _HEAD.size
+    while at + _RECORD.size <= len(data):
+        size, sequence, checksum = _RECORD.unpack_from(data, at)
+        end = at + _RECORD.size + size
+        if (size % 8 or end > len(data) or sequence != len(payloads)
+                or _checks.checksum64(head + view[at:at + 8].tobytes() + data[at + 16:end]) != checksum):
+            break
+        payloads.append(view[at + _RECORD.size:end])
+        at = end
+    return _Journal(path, identity, "ok", payloads, at, len(data), head)
+
+
+def model_identity(path):
+    """(length, checksum) of the model file at ``path`` now, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        raw = os.pread(fd, _MODEL_PREFIX.size, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) < _MODEL_PREFIX.size:
+        return None
+    fields = _MODEL_PREFIX.unpack(raw)
+    return (fields[4], fields[5])
+
+
+# ---------------------------------------------------------------------------- readers
+def replay(spam_filter, model_path, header, arrays=None):
+    """Apply the journal of the model at ``model_path`` to ``spam_filter``, just
+    loaded from it (``header``, ``arrays``: what the store read; the arrays' writable
+    bytes, when given, are patched in place).  Returns
+    True when the model file read is no longer the one on disk and the
+    journal goes with the new one: the caller reads the model again.  Called
+    by :meth:`SpamFilter.load`; never raises for what the journal holds."""
+    identity = header.get("_identity")
+    journal = read(model_path, identity)
+    if journal.status != "ok":
+        now = model_identity(model_path)
+        if now is not None and identity is not None and now != tuple(identity):
+            return True   # the model was replaced (a compaction) after it was read
+    spam_filter._journal = journal
+    deltas.in_place(spam_filter, arrays)   # for the journal's learns, or a writer's
+    if journal.status != "ok" or not journal.payloads:
+        if journal.damaged_tail:
+            _warn_tail(journal, 0)
+        return False
+    deltas.lazy_ages(spam_filter)
+    ledger = deltas.ledger_for(spam_filter)
+    applied = 0
+    for payload in journal.payloads:
+        try:
+            deltas.apply(spam_filter, ledger, payload)
+        except (ValueError, IndexError, TypeError, struct.error, MemoryError) as exc:
+            _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
+                  f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
+            journal.end = None   # a writer must not append after it: it compacts what applied
+            break
+        applied += 1
+    if journal.damaged_tail:
+        _warn_tail(journal, applied)
+    del journal.payloads[applied:]
+    if not len(ledger):
+        spam_filter.ledger_ = None   # as a model without a ledger loads
+    return False
+
+
+def _warn_tail(journal, applied):
+    _warn(f"{journal.path}: the last {journal.size - journal.end} bytes are incomplete or damaged "
+          f"(a learn interrupted before it was acknowledged?) and are ignored; "
+          f"the {applied} record{'s' if applied != 1 else ''} before them apply")
+
+
+# ---------------------------------------------------------------------------- writers
+class _RecordingFilter:
+    """Stands for a SpamFilter in ``spamnb.model.ledger.learn``/``forget``: each learn
+    or forget is applied as replay would, and recorded."""
+
+    def __init__(self, spam_filter, ops):
+        self._filter, self._ops = spam_filter, ops
+        self.forgot = False
+
+    @property
+    def is_fitted(self):
+        return self._filter.is_fitted
+
+    def learn(self, message, spam):
+        from spamnb.model.labels import is_spam_label
+        from spamnb.model.messages import message_bytes
+
+        sf = self._filter
+        cls = int(is_spam_label(spam))
+        stream = sf.tokenizer_.stream(message_bytes(message))
+        vocab = sf.vocabulary_
+        n_before = vocab.n_features
+        day = today()
+        deltas.learn(sf, cls, day, stream)
+        lengths, text = vocab.strings_since(n_before)
+        self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, day, n_before, stream.hashes, lengths, text))
+        return sf
+
+    def forget(self, message, spam):
+        from spamnb.model.labels import is_spam_label
+        from spamnb.model.messages import message_bytes
+
+        sf = self._filter
+        cls = int(is_spam_label(spam))
+        stream = sf.tokenizer_.stream(message_bytes(message))
+        n_before = sf.vocabulary_.n_features
+        hashes = array("Q")
+        hashes.frombytes(memoryview(stream.hashes).cast("B"))
+        deltas.forget(sf, cls, hashes)
+        self._ops.append(deltas.encode_tokens(deltas.OP_FORGET, cls, 0, n_before, hashes))
+        self.forgot = True
+        return sf
+
+
+class _RecordingLedger:
+    """Stands for the Ledger in ``spamnb.model.ledger.learn``/``forget``: records its changes."""
+
+    def __init__(self, ledger, ops):
+        self._ledger, self._ops = ledger, ops
+
+    def label(self, digest):
+        return self._ledger.label(digest)
+
+    def record(self, digest, is_spam):
+        self._ledger.record(digest, is_spam)
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, int(bool(is_spam)), digest))
+
+    def remove(self, digest):
+        self._ledger.remove(digest)
+        self._ops.append(deltas.encode_ledger(deltas.OP_REMOVE, 0, digest))
+
+
+class Session:
+    """Changes to one model under its lock: :meth:`learn`/:meth:`forget` take a
+    raw message through the ledger (``spamnb.model.ledger``), then :meth:`commit`
+    appends them to the journal (or saves the model whole when it cannot be
+    journaled), see :func:`session`."""
+
+    def __init__(self, real, spam_filter, exists):
+        self.path = real
+        self.filter = spam_filter
+        self.exists = exists
+        self.transactions = []
+        self.compacted = False
+        self.forgot = False
+        self._ledger = None
+        if spam_filter.is_fitted:
+            deltas.lazy_ages(spam_filter)
+
+    @property
+    def ledger(self):
+        if self._ledger is None:
+            self._ledger = deltas.ledger_for(self.filter)
+        return self._ledger
+
+    def _run(self, function, data, *args, **kwargs):
+        ops = []
+        recorder = _RecordingFilter(self.filter, ops)
+        result = function(recorder, _RecordingLedger(self.ledger, ops), data, *args, **kwargs)
+        self.forgot |= recorder.forgot
+        if ops:
+            self.transactions.append(b"".join(ops))
+        return result
+
+    def learn(self, data, is_spam, tally, **markup):
+        """``spamnb.model.ledger.learn`` of a raw message: "learned", "known" or "relabelled"."""
+        from spamnb.model import ledger as ledgers
+
+        return self._run(ledgers.learn, data, is_spam, tally, **markup)
+
+    def forget(self, data, is_spam=None, tally=None, **markup):
+        """``spamnb.model.ledger.forget`` of a raw message: the label forgotten."""
+        from spamnb.model import ledger as ledgers
+
+        return self._run(ledgers.forget, data, is_spam, tally, **markup)
+
+    def commit(self, expire=True):
+        """Make the changes durable: appended to the journal (fsynced), or the
+        model saved whole when there is no model file to journal against, the
+        model has message features (the journal does not carry them), a
+        message was forgotten (``forget``, or a relabel), the journal passed
+        its size, or ``expire`` and the model passed its size limit
+        (``spamnb prune --expire-at``)."""
+        sf = self.filter
+        if expire and sf.is_fitted:
+            limit = sf.ages_.max_tokens
+            if limit is not None and sf.vocabulary_.n_features > limit:
+                from spamnb.model.lifecycle import expire as expire_tokens
+
+                self.filter = sf = expire_tokens(sf)[0]
+                return self.compact()
+        if not self.transactions:
+            return None
+        journal = getattr(sf, "_journal", None)
+        if (not self.exists or sf.feature_weight or journal is None or journal.identity is None
+                or self.forgot):
+            # a forget (or a relabel) is saved whole: replaying one would cost every reader
+            # numpy and a pass over the whole vocabulary (the tokens it leaves unused go)
+            return self.compact()
+        try:
+            # one record for the whole commit: a command learning many messages is all or nothing
+            written = append(journal, [b"".join(self.transactions)])
+        except _MustCompact:
+            return self.compact()
+        try:
+            model_size = os.path.getsize(self.path)
+        except OSError:
+            model_size = 0
+        if written > compact_at(model_size):
+            return self.compact()
+        return written
+
+    def compact(self):
+        """Save the model whole (the journal folded in) and remove the journal."""
+        compact(self.filter, self.path)
+        self.compacted = True
+        return 0
+
+
+def append(journal, transactions):
+    """Append ``transactions`` (payloads) to ``journal`` (read under the lock
+    by the load of the model it extends), fsynced; a damaged tail is cut off
+    first, and a journal that is missing or stale is replaced by a new one.
+    Returns the journal's size."""
+    from spamnb.model.store import replace_file
+
+    path = journal.path
+    if journal.status == "ok" and journal.end is not None:
+        first = len(journal.payloads)
+        records = b"".join(_record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if os.fstat(fd).st_size != journal.end:
+                os.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
+            done = 0
+            try:
+                while done < len(records):
+                    done += os.pwrite(fd, records[done:], journal.end + done)
+                os.fsync(fd)
+            except BaseException:   # not acknowledged: take it back (best effort), readers must not see it
+                try:
+                    os.ftruncate(fd, journal.end)
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(fd)
+        journal.payloads.extend(transactions)
+        journal.end += len(records)
+        journal.size = journal.end
+        return journal.end
+    if journal.status == "ok":   # records that did not fit: start over only from a whole save
+        raise _MustCompact()
+    header = _header(journal.identity)
+    head = header[40:48]
+    records = b"".join(_record_bytes(head, i, p) for i, p in enumerate(transactions))
+    model = journal.path[:-len(SUFFIX)]
+    try:
+        old = os.stat(model)
+    except OSError:
+        old = None
+    replace_file(path, lambda f: (f.write(header), f.write(records)), old)
+    journal.status, journal.head = "ok", head
+    journal.payloads = list(transactions)
+    journal.end = journal.size = len(header) + len(records)
+    return journal.end
+
+
+class _MustCompact(Exception):
+    pass
+
+
+def compact(spam_filter, real, backup=None):
+    """Fold the journal into the model: save ``spamnb_filter`` (loaded, with its
+    journal replayed, under the lock) whole at ``real``, then remove the
+    journal.  The derived logs are computed afresh, so the file is the one
+    learning and rewriting would have written."""
+    save_whole(spam_filter, real, backup)
+
+
+def save_whole(spam_filter, real, backup=None):
+    """Save ``spam_filter`` whole at ``real`` (under its lock) and remove the
+    model's journal: it was replayed into the filter when the model was
+    loaded, or belongs to the model replaced (``train``, ``load``, ``merge``,
+    ``prune``)."""
+    spam_filter.save(real, backup=backup)
+    discard(real)
+
+
+def discard(model_path):
+    """Remove the journal of the model at ``model_path`` (after the model was
+    saved whole: the journal is stale, and was read into the save when the
+    model was loaded under the lock).  Best effort."""
+    try:
+        os.unlink(journal_path(model_path))
+    except OSError:
+        pass
+
+
+class _SessionContext:
+    def __init__(self, path, wait, create, seed_path=None, expire=True):
+        self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
+
+    def __enter__(self):
+        from spamnb.model.spam_filter import SpamFilter
+        from spamnb.model.store import locked
+
+        self._lock = locked(self.shown, wait=self.wait)
+        real = self._lock.__enter__()
+        try:
+            exists = os.path.exists(real)
+            if exists or not self.create:
+                spam_filter = SpamFilter.load(real)
+            elif self.seed_path and os.path.exists(self.seed_path):
+                spam_filter = SpamFilter.load(self.seed_path)
+                spam_filter._journal = None
+            else:
+                spam_filter = SpamFilter()
+            self.session = Session(real, spam_filter, exists)
+        except BaseException:
+            self._lock.__exit__(*sys.exc_info())
+            raise
+        return self.session
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            try:
+                self.session.commit(expire=self.expire)
+            except BaseException:
+                if not self._lock.__exit__(*sys.exc_info()):
+                    raise
+                return False
+        return self._lock.__exit__(kind, value, traceback)
+
+
+def session(path, wait=None, create=True, seed_path=None, expire=True):
+    """``with session(model) as s:`` the model (and its journal) loaded under
+    its lock as ``s.filter``; ``s.learn``/``s.forget`` change it; leaving the
+    block without an exception commits (:meth:`Session.commit`), with one
+    throws the changes away.  ``create``: start a new model when there is
+    none (from ``seed_path``'s when given), else ModelError; ``expire``: prune
+    a model past its size limit (as ``spamnb learn`` does)."""
+    return _SessionContext(path, wait, create, seed_path, expire)
