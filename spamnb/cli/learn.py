@@ -12,11 +12,12 @@ from spamnb.cli.exitcodes import EXIT_OK
 def _update_model(args, forget):
     """learn/forget through the ledger of learned messages (spamnb.model.ledger):
     learning a known message again is a no-op, with the other label a move;
-    forget takes the label from the ledger."""
+    forget takes the label from the ledger.  The changes are appended to the
+    model's journal (spamnb.model.journal), not written into the whole model."""
+    from spamnb.model import journal
     from spamnb.model import ledger as ledgers
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.cli.progress import Progress
-    from spamnb.model.store import locked
 
     settings = settings_of(args)
     markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
@@ -24,35 +25,25 @@ def _update_model(args, forget):
     is_spam = None if args.label is None else args.label == "spam"
     if is_spam is None and not forget:
         raise UsageError(f"spamnb {args.command}: give --spam or --ham")
-    if forget:
-        SpamFilter.load(path)  # no model, or a damaged one: say so before creating a lock beside it
+    if forget and not os.path.isfile(path):
+        SpamFilter.load(path)  # no model: say so before creating a lock beside it
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
     tally = ledgers.Tally()
-    with locked(path, wait=args.wait) as real:
-        if os.path.exists(real) or forget:
-            spam_filter = SpamFilter.load(real)
-        else:
-            spam_filter = SpamFilter()
-        ledger = ledgers.ledger_of(spam_filter)
+    with journal.session(path, wait=args.wait, create=not forget, expire=not forget) as session:
         seen = 0
         for source in args.files or ["-"]:
             for name, data in progress.wrap(messages_of(source), "forgetting" if forget else "learning"):
                 seen += 1
                 try:
                     if forget:
-                        ledgers.forget(spam_filter, ledger, data, is_spam, tally, **markup)
+                        session.forget(data, is_spam, tally, **markup)
                     else:
-                        ledgers.learn(spam_filter, ledger, data, is_spam, tally, **markup)
+                        session.learn(data, is_spam, tally, **markup)
                 except ValueError as exc:
                     raise CommandError(f"{name}: {exc}; the model is unchanged") from None
         if not seen:
             raise CommandError("no message given; the model is unchanged")
-        if not forget:  # automatic expiry, when the model has a size limit (spamnb prune --expire-at)
-            from spamnb.model.lifecycle import expire
-
-            spam_filter = expire(spam_filter)[0]
-        ledgers.attach(spam_filter, ledger)
-        spam_filter.save(real)
+    spam_filter = session.filter
     if not args.quiet:
         ham, spam_count = spam_filter.class_count_
         if forget:

@@ -127,7 +127,7 @@ def cmd_dump(args):
 
 
 def cmd_load(args):
-    from spamnb.model import dumpfile, lifecycle
+    from spamnb.model import dumpfile, journal, lifecycle
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.store import locked
 
@@ -140,14 +140,15 @@ def cmd_load(args):
                 loaded = lifecycle.merge([SpamFilter.load(real), loaded])
             except ValueError as exc:
                 raise CommandError(f"{args.file}: {exc}; nothing was changed") from None
-        loaded.save(real, backup=real + ".bak" if exists and not args.add else None)
+        # the journal goes: folded in (--add: loaded with the model) or replaced
+        journal.save_whole(loaded, real, real + ".bak" if exists and not args.add else None)
     if not args.quiet:
         print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
     return 0
 
 
 def cmd_merge(args):
-    from spamnb.model import dumpfile, lifecycle
+    from spamnb.model import dumpfile, journal, lifecycle
     from spamnb.model.store import locked
 
     filters = [_read_model(path) for path in args.inputs]
@@ -156,14 +157,14 @@ def cmd_merge(args):
     except ValueError as exc:
         raise CommandError(f"{exc}; nothing was written") from None
     with locked(args.output, wait=args.wait) as real:
-        merged.save(real)
+        journal.save_whole(merged, real)
     if not args.quiet:
         print(f"merged {len(filters)} models into {args.output}: {_size(merged)}")
     return 0
 
 
 def cmd_prune(args):
-    from spamnb.model import dumpfile, lifecycle
+    from spamnb.model import dumpfile, journal, lifecycle
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.store import locked
 
@@ -184,7 +185,7 @@ def cmd_prune(args):
         pruned, expired = lifecycle.expire(pruned)
         dropped += expired
         if (dropped or args.expire_at is not None) and not args.dry_run:
-            pruned.save(real, backup=real + ".bak")
+            journal.save_whole(pruned, real, real + ".bak")   # loaded with the model: folded in
     if not args.quiet:
         if args.dry_run:
             print(f"would drop {dropped} of {before} tokens ({_share(dropped, before)}); nothing was changed")

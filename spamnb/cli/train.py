@@ -138,11 +138,12 @@ def _train_with_features(args, spam_filter, report, calibrating):
 def _save_trained(spam_filter, path, wait):
     """Save a trained model under the lock; a model it replaces is kept as
     ``MODEL.bak`` (returned; None when there was none)."""
+    from spamnb.model.journal import save_whole
     from spamnb.model.store import locked
 
     with locked(path, wait=wait) as real:
         backup = real + ".bak" if os.path.exists(real) else None
-        spam_filter.save(real, backup=backup)
+        save_whole(spam_filter, real, backup)   # the learns journaled for the model replaced go with it
     return backup
 
 

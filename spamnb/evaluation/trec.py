@@ -59,6 +59,7 @@ def train(judgement, path):
     class first comes."""
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.messages import message_bytes
+    from spamnb.model.journal import save_whole
     from spamnb.model.store import locked
 
     path = Path(path)     # a file name, never the message's text
@@ -68,7 +69,7 @@ def train(judgement, path):
         if os.path.exists(model):
             spam_filter = SpamFilter.load(model)
             spam_filter.learn(path, spam=judgement == "spam")
-            spam_filter.save(model)
+            save_whole(spam_filter, model)   # its journal, loaded with the model, folded in
             return
         with open(index_path(), "a", encoding="utf-8", errors="surrogateescape") as f:
             f.write(f"{judgement} {os.path.abspath(path)}\n")

@@ -63,6 +63,13 @@ def _scoring_only(spam_filter):
     return spam_filter
 
 
+def _journal_signature(path):
+    """The model's journal as it is now (spamnb.model.journal): a learn appends there."""
+    from spamnb.model.journal import signature
+
+    return signature(path)
+
+
 def _classify(spam_filter, message, evidence=True):
     return spam_filter.classify(message, evidence)
 
@@ -93,42 +100,33 @@ def tell(path, message, spam, learn, remove, seed_path=None):
     removal of unknown class (the ledger's label, else tried as spam, then
     as ham).  Returns
     (did_learn, did_remove)."""
+    from spamnb.model import journal
     from spamnb.model import ledger as ledgers
-    from spamnb.model.spam_filter import SpamFilter
-    from spamnb.model.store import locked
 
-    with locked(path):
-        if os.path.exists(path):
-            spam_filter = SpamFilter.load(path)
-        elif seed_path and os.path.exists(seed_path):
-            spam_filter = SpamFilter.load(seed_path)
-        else:
-            spam_filter = SpamFilter()
+    # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`
+    with journal.session(path, wait=None, create=True, seed_path=seed_path, expire=False) as session:
+        spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves
-        ledger = ledgers.ledger_of(spam_filter)
         tally = ledgers.Tally()
         did_remove = False
         if remove and spam_filter.is_fitted:
             for as_spam in ((spam,) if spam is not None else (None, True, False)):
                 try:
-                    ledgers.forget(spam_filter, ledger, message, as_spam, tally)
+                    session.forget(message, as_spam, tally)
                 except ValueError:
                     continue
                 did_remove = True
                 break
         if learn:
-            ledgers.learn(spam_filter, ledger, message, spam, tally)
-        if learn or did_remove:
-            ledgers.attach(spam_filter, ledger)
-            spam_filter.save(path)
+            session.learn(message, spam, tally)
     return bool(learn), did_remove
 
 
 class ModelCache:
     """Loaded models by path, least recently used first out; each is checked
-    against the file's (device, inode, size, mtime) at every use and reloaded
-    when the file changed.  A failed reload keeps serving the model it had."""
+    against the file's (device, inode, size, mtime) and its journal's at every
+    use and reloaded when either changed.  A failed reload keeps serving the model it had."""
 
     def __init__(self, max_models, log):
         self.max_models = max_models
@@ -144,7 +142,7 @@ class ModelCache:
     def get(self, path, required):
         try:
             st = os.stat(path)
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
         except OSError:
             key = None
         entry = self._entries.get(path)
