@@ -6,6 +6,7 @@ options several commands take."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -206,3 +207,25 @@ def one_line(exc):
 
         text = str(exc) if isinstance(exc, CorpusError) else f"{type(exc).__name__}: {exc}"
     return " ".join(text.split()) or type(exc).__name__
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """An engine warning (e.g. a model journal's damaged tail) as one line on stderr."""
+    text = " ".join(str(message).split()) or category.__name__
+    try:
+        print(f"spamnb: warning: {text}", file=sys.stderr if file is None else file)
+    except OSError:   # stderr gone: the warning is lost, the command goes on
+        pass
+
+
+@contextlib.contextmanager
+def one_line_warnings():
+    """Warnings raised while a command runs are printed as ``spamnb: warning: ...``, one line each."""
+    import warnings
+
+    before, warnings.showwarning = warnings.showwarning, _show_warning
+    try:
+        yield
+    finally:
+        warnings.showwarning = before
+

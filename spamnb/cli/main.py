@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import Parser, UsageError, one_line
+from spamnb.cli.common import Parser, UsageError, one_line, one_line_warnings
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
@@ -114,6 +114,11 @@ def _command_of(argv):
 def main(argv=None):
     """Run the command line; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    with one_line_warnings():
+        return _run(argv)
+
+
+def _run(argv):
     try:
         command = _command_of(argv)
         args = build_parser(command).parse_args(argv)
