@@ -584,13 +584,21 @@ def test_a_full_disk_keeps_the_old_model(model_bytes, tmp_path):
     try:
         path = disk / "m.spamnb"
         path.write_bytes(model_bytes)  # ~40 KB of 64 KB: a second copy does not fit
+        (disk / "m.spamnb.lock").write_bytes(b"")
+        with open(disk / "filler", "wb", buffering=0) as f:  # nor does a learn's journal (spamnb.model.journal)
+            try:
+                while True:
+                    f.write(b"\0" * 512)
+            except OSError:
+                pass
         before = path.read_bytes()
         proc = cli(["learn", "--spam", "-m", path, SPAM[30]], tmp_path)
         err = proc.stderr.decode()
         assert proc.returncode == 3, err
         assert len(err.strip().splitlines()) == 1 and "No space left on device" in err, err
         assert path.read_bytes() == before
-        assert sorted(p.name for p in disk.iterdir()) == ["m.spamnb", "m.spamnb.lock"]  # no temporary file left
+        # no temporary file left, no journal
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "m.spamnb", "m.spamnb.lock"]
         assert cli(["classify", "-m", path], tmp_path, stdin=SAMPLE).returncode in (0, 1, 2)
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)

@@ -116,7 +116,8 @@ def test_learn_keeps_a_version_2_model_at_version_2_and_info_says_so(tmp_path):
     # the command learned the message's version-2 tokens, as the library does
     expected = SpamFilter.load(OLD_MODEL)
     expected.learn(message, spam=True)
-    assert after.score(message).log_odds == expected.score(message).log_odds
+    # model + journal: the derived logs of the learned counts taken without numpy (spamnb.model.journal), to rounding
+    assert after.score(message).log_odds == pytest.approx(expected.score(message).log_odds, rel=1e-12)
     info = _cli(["info", "-m", model], tmp_path)
     assert info.returncode == 0 and b"older tokenizer version 2" in info.stdout and b"retrain" in info.stdout
     new = tmp_path / "new.spamnb"

@@ -1,0 +1,79 @@
+#!/usr/bin/env python
+"""One ``spamnb learn`` (and ``forget``) of a message against one ``spamnb classify`` of it: whole processes.
+
+    python scripts/bench_learn.py MODEL MESSAGE_DIR [--runs 11] [--spamnb COMMAND]
+
+Works on a copy of MODEL (and of its journal, if any) in a temporary folder.
+Each round runs, interleaved: ``spamnb classify < msg``, ``spamnb learn --spam
+< msg`` (a message not learned before: a real learn, not "already known"),
+then ``spamnb forget < msg`` of the same message.  Each process's wall time
+and CPU time (user + system, ``os.wait4``) are taken; the medians and the
+ratios learn/classify and forget/classify are printed.  MESSAGE_DIR: where
+the messages are taken from (sorted, the first ``--runs`` regular files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run(command, stdin_path, env, ok=(0,)):
+    with open(stdin_path, "rb") as stdin:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+    err = process.stderr.read()
+    process.stderr.close()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in ok:
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}): {err.decode(errors='replace')}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("messages")
+    parser.add_argument("--runs", type=int, default=11)
+    parser.add_argument("--spamnb", default=None, help="the spamnb command (default: this Python's -m spamnb)")
+    parser.add_argument("--no-forget", action="store_true", help="leave the learned messages in")
+    args = parser.parse_args(argv)
+    files = sorted(os.path.join(root, name) for root, _, names in os.walk(args.messages) for name in names
+                   if not name.startswith(".") and name != "README.md")
+    step = max(1, len(files) // args.runs)
+    files = files[::step][:args.runs]
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as work:
+        model = os.path.join(work, "model.spamnb")
+        shutil.copyfile(args.model, model)
+        if os.path.exists(args.model + ".journal"):
+            shutil.copyfile(args.model + ".journal", model + ".journal")
+        base = [args.spamnb] if args.spamnb else [sys.executable, "-m", "spamnb"]
+        times = {"classify": [], "learn": [], "forget": []}
+        for path in files:
+            times["classify"].append(run(base + ["classify", "-m", model], path, env, ok=(0, 1, 2)))
+            times["learn"].append(run(base + ["learn", "-q", "--spam", "-m", model], path, env))
+            if not args.no_forget:
+                times["forget"].append(run(base + ["forget", "-q", "-m", model], path, env))
+        size = os.path.getsize(model)
+        journal = os.path.getsize(model + ".journal") if os.path.exists(model + ".journal") else 0
+    print(f"model {args.model} ({size / 2 ** 20:.1f} MiB, journal {journal / 1024:.0f} KiB at the end), "
+          f"{len(files)} rounds")
+    medians = {name: (statistics.median(w for w, _ in rows), statistics.median(c for _, c in rows))
+               for name, rows in times.items() if rows}
+    for name, (wall, cpu) in medians.items():
+        ratio = "" if name == "classify" else (f"  = {wall / medians['classify'][0]:.2f}x classify (wall), "
+                                               f"{cpu / medians['classify'][1]:.2f}x (CPU)")
+        print(f"  {name:9s} wall {wall * 1000:7.1f} ms  CPU {cpu * 1000:7.1f} ms{ratio}")
+
+
+if __name__ == "__main__":
+    main()

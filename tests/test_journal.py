@@ -1,0 +1,399 @@
+"""The model's journal (spamnb.model.journal): learn/forget append, readers replay, compaction folds.
+
+What must hold: model + journal scores as learning-and-rewriting would have
+(to 1e-9; the counts, vocabulary and ledger exactly, and a compaction writes
+the very file a rewrite would have); ``spamnb learn`` leaves the model file
+alone; a torn or damaged tail is ignored with a warning and every record
+before it applies (also after a learner is killed with SIGKILL mid-append);
+a journal whose model was replaced is never applied; readers never crash.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+import spamnb
+from spamnb.model import journal
+from spamnb.model import ledger as ledgers
+from spamnb.model.spam_filter import SpamFilter
+
+from conftest import REPO, run_spamnb
+
+PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
+SPAM = sorted((REPO / "corpora" / "spam").iterdir())
+HAM = sorted((REPO / "corpora" / "easy_ham").iterdir())
+PROBES = [p.read_bytes() for p in SPAM[40:50] + HAM[90:100]]
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    env.pop("SPAMNB_DEBUG", None)
+    return env
+
+
+@pytest.fixture()
+def model(tmp_path):
+    path = tmp_path / "m.spamnb"
+    messages = [p.read_bytes() for p in SPAM[:8] + HAM[:8]]
+    SpamFilter().fit(messages, [True] * 8 + [False] * 8).save(path)
+    return path
+
+
+# the changes: (action, message, label); relabels and forgets included
+ACTIONS = ([("learn", SPAM[10 + i], True) for i in range(6)] + [("learn", HAM[10 + i], False) for i in range(6)]
+           + [("learn", SPAM[10], True),          # already known: nothing changes
+              ("learn", SPAM[11], False),         # relabelled: forget as spam, learn as ham
+              ("forget", HAM[12], None),          # the ledger knows the label
+              ("forget", SPAM[3], True),          # learned by fit, not in the ledger: label given
+              ("learn", HAM[12], True)]           # forgotten, learned again with the other label
+           + [("learn", SPAM[20 + i], True) for i in range(4)])
+
+
+def _rewrite(path, actions):
+    """Each change as before the journal: load, change, save the whole model."""
+    for action, message, label in actions:
+        sf = SpamFilter.load(path)
+        ledger = ledgers.ledger_of(sf)
+        tally = ledgers.Tally()
+        if action == "learn":
+            ledgers.learn(sf, ledger, message.read_bytes(), label, tally)
+        else:
+            ledgers.forget(sf, ledger, message.read_bytes(), label, tally)
+        ledgers.attach(sf, ledger)
+        journal.compact(sf, str(path))
+
+
+def _journaled(path, actions, per_session=1):
+    for start in range(0, len(actions), per_session):
+        with journal.session(path) as session:
+            for action, message, label in actions[start:start + per_session]:
+                if action == "learn":
+                    session.learn(message.read_bytes(), label, ledgers.Tally())
+                else:
+                    session.forget(message.read_bytes(), label)
+
+
+def _state(sf):
+    counts = sf.word_counts_
+    return (sf.vocabulary_.tokens(), bytes(counts.feature_count_), tuple(counts.class_count_),
+            ledgers.ledger_of(sf).to_arrays(), bytes(sf.ages_.days(sf.vocabulary_.n_features)))
+
+
+def _scores(sf):
+    return [sf.score(m).log_odds for m in PROBES] + [sf.classify(m).log_odds for m in PROBES]
+
+
+@pytest.mark.parametrize("per_session", [1, 4])
+def test_model_plus_journal_scores_as_learning_and_rewriting(model, tmp_path, per_session):
+    rewritten = tmp_path / "rewritten.spamnb"
+    shutil.copyfile(model, rewritten)
+    _rewrite(rewritten, ACTIONS)
+    before = model.read_bytes()
+    _journaled(model, ACTIONS[:13], per_session)             # learns (and a message already known)
+    assert model.read_bytes() == before                      # the model file is not rewritten
+    assert journal.journal_path(model) == str(model) + ".journal" and os.path.exists(str(model) + ".journal")
+    _journaled(model, ACTIONS[13:], per_session)             # a forget or relabel saves the model whole
+    expected = SpamFilter.load(rewritten)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # no warning for a sound journal
+        replayed = SpamFilter.load(model)
+    # scored as replayed: the file's counts and logs patched in place, the new tokens in side tables
+    assert len(replayed.word_counts_.scorer_logs()[3]) > 0
+    assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)
+    assert [m for m in (replayed.classify(p).label for p in PROBES)] == [expected.classify(p).label for p in PROBES]
+    assert ([[t for t, _ in replayed.classify(p).evidence] for p in PROBES]
+            == [[t for t, _ in expected.classify(p).evidence] for p in PROBES])
+    assert _state(replayed) == _state(expected)              # counts, vocabulary, ledger, days: exactly
+    assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)   # and once joined
+    # a compaction writes the file that learning and rewriting wrote, byte for byte
+    with journal.session(model) as session:
+        session.compact()
+    assert not os.path.exists(str(model) + ".journal")
+    assert model.read_bytes() == rewritten.read_bytes()
+
+
+def test_learns_only_replay_without_numpy(model, tmp_path):
+    _journaled(model, [a for a in ACTIONS if a[0] == "learn"][:12])
+    code = ("import sys; from spamnb.model.spam_filter import SpamFilter; sf = SpamFilter.load(sys.argv[1]); "
+            "sf.classify(open(sys.argv[2], 'rb').read()); print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(model), str(SPAM[45])], env=_env(), capture_output=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == b"False"
+
+
+def test_cli_learn_and_forget_append_and_classify_sees_them(model, tmp_path):
+    inode, before = os.stat(model).st_ino, model.read_bytes()
+    probe = SPAM[30]
+    first = run_spamnb(["classify", "--json", "-m", model, probe], text=True).stdout
+    proc = run_spamnb(["learn", "--spam", "-m", model, probe, SPAM[31]], text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "learned 2" in proc.stdout
+    assert model.read_bytes() == before and os.stat(model).st_ino == inode
+    learned = run_spamnb(["classify", "--json", "-m", model, probe], text=True).stdout
+    assert learned != first
+    reference = model.parent / "reference.spamnb"
+    sf = SpamFilter.load(model)
+    journal.compact(sf, str(reference))
+    rewritten = json.loads(run_spamnb(["classify", "--json", "-m", reference, probe], text=True).stdout)
+    replayed = json.loads(learned)
+    assert replayed["verdict"] == rewritten["verdict"]
+    assert replayed["log_odds"] == pytest.approx(rewritten["log_odds"], rel=1e-9)
+    assert [t for t, _ in replayed["evidence"]] == [t for t, _ in rewritten["evidence"]]
+    assert [w for _, w in replayed["evidence"]] == pytest.approx([w for _, w in rewritten["evidence"]], rel=1e-9)
+    again = run_spamnb(["learn", "--spam", "-m", model, probe], text=True)
+    assert "already known 1" in again.stdout
+    proc = run_spamnb(["forget", "-m", model, probe, SPAM[31]], text=True)
+    assert proc.returncode == 0 and "forgot 2" in proc.stdout, proc.stderr
+    assert run_spamnb(["classify", "--json", "-m", model, probe], text=True).stdout == first
+    assert not Path(str(model) + ".journal").exists()   # a forget saves the model whole
+
+
+def test_a_torn_tail_is_ignored_with_a_warning_and_cut_by_the_next_learn(model, tmp_path):
+    _journaled(model, ACTIONS[:3])
+    jpath = Path(str(model) + ".journal")
+    good = jpath.read_bytes()
+    expected = _state(SpamFilter.load(model))
+    _journaled(model, ACTIONS[3:4])
+    whole = jpath.read_bytes()
+    for cut in (len(good) + 5, len(good) + 16, len(whole) - 1):
+        jpath.write_bytes(whole[:cut])                                 # the last record, cut short
+        with pytest.warns(journal.JournalWarning, match="incomplete or damaged.*the 3 records before them apply"):
+            assert _state(SpamFilter.load(model)) == expected
+    damaged = bytearray(whole)
+    damaged[len(good) + 40] ^= 0x10                                    # one bit of the last record flipped
+    jpath.write_bytes(bytes(damaged))
+    with pytest.warns(journal.JournalWarning):
+        assert _state(SpamFilter.load(model)) == expected
+    damaged = bytearray(whole)
+    damaged[100] ^= 0x01                                               # the first record damaged: none apply
+    jpath.write_bytes(bytes(damaged))
+    with pytest.warns(journal.JournalWarning, match="the 0 records before them"):
+        assert SpamFilter.load(model).class_count_ == (8.0, 8.0)
+    # the next learn cuts the damaged tail off, then appends: everything acknowledged is there
+    jpath.write_bytes(whole[:len(good) + 7])
+    with pytest.warns(journal.JournalWarning):
+        _journaled(model, ACTIONS[3:4])
+    assert jpath.read_bytes() == whole
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reference = model.parent / "ref.spamnb"
+        shutil.copyfile(model, reference)
+        os.unlink(str(reference) + ".journal") if os.path.exists(str(reference) + ".journal") else None
+        _rewrite(reference, ACTIONS[:4])
+        assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(reference))
+
+
+def test_the_cli_warns_in_one_line_and_classifies(model, tmp_path):
+    _journaled(model, ACTIONS[:2])
+    jpath = Path(str(model) + ".journal")
+    jpath.write_bytes(jpath.read_bytes()[:-3])
+    proc = run_spamnb(["classify", "-m", model, SPAM[40]], text=True)
+    assert proc.returncode in (0, 1, 2)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr   # one line, not Python's warning with its source line
+    assert lines[0].startswith("spamnb: warning: ") and "incomplete or damaged" in lines[0], proc.stderr
+
+
+def test_a_stale_journal_is_never_applied(model, tmp_path):
+    _journaled(model, ACTIONS[:5])
+    jpath = Path(str(model) + ".journal")
+    saved_journal = jpath.read_bytes()
+    folded = _state(SpamFilter.load(model))
+    # a compaction that saved the model, then died before removing the journal
+    with journal.session(model) as session:
+        session.compact()
+    jpath.write_bytes(saved_journal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _state(SpamFilter.load(model)) == folded            # not applied twice
+    # learning on: the stale journal is replaced, not extended
+    _journaled(model, ACTIONS[5:6])
+    assert not jpath.read_bytes().startswith(saved_journal[:64])
+    assert SpamFilter.load(model).class_count_[1] == folded[2][1] + 1
+    # train replaces the model: its journal is dropped
+    proc = run_spamnb(["train", "-q", "--target-fpr", "0", "--word-pairs", "0", "-m", model,
+                       *[a for p in SPAM[:3] for a in ("--spam", p)], *[a for p in HAM[:3] for a in ("--ham", p)]],
+                      text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert SpamFilter.load(model).class_count_ == (3.0, 3.0)
+    assert not jpath.exists()
+    # a model moved in by hand (rename) over one with a journal
+    _journaled(model, ACTIONS[:2])
+    other = model.parent / "other.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in SPAM[:2] + HAM[:2]], [True, True, False, False]).save(other)
+    os.replace(other, model)
+    assert SpamFilter.load(model).class_count_ == (2.0, 2.0)
+
+
+def test_a_model_replaced_while_it_is_read_is_read_again(model, tmp_path, monkeypatch):
+    old = model.parent / "old.spamnb"
+    shutil.copyfile(model, old)
+    _journaled(model, ACTIONS[:3])            # model + journal J (extends the model)
+    expected = _state(SpamFilter.load(model))
+    with journal.session(model) as session:  # compaction: the model replaced, J removed
+        session.compact()
+    _journaled(model, ACTIONS[3:4])           # a new journal extends the new model
+    expected = _state(SpamFilter.load(model))
+    from spamnb.model import schema
+
+    real_read = schema.read
+    calls = []
+
+    def read_the_old_one_first(path):         # as if the model was replaced right after it was read
+        calls.append(path)
+        return real_read(old if len(calls) == 1 else path)
+
+    monkeypatch.setattr(schema, "read", read_the_old_one_first)
+    assert _state(SpamFilter.load(model)) == expected
+    assert len(calls) == 2
+
+
+def test_a_journal_past_its_size_is_folded_into_the_model(model, tmp_path, monkeypatch):
+    monkeypatch.setattr(journal, "_COMPACT_MAX", 4000)
+    monkeypatch.setattr(journal, "_COMPACT_MIN", 4000)
+    reference = tmp_path / "ref.spamnb"
+    shutil.copyfile(model, reference)
+    inode = os.stat(model).st_ino
+    jpath = Path(str(model) + ".journal")
+    sizes = []
+    for action in ACTIONS[:8]:
+        _journaled(model, [action])
+        sizes.append(jpath.stat().st_size if jpath.exists() else 0)
+    assert 0 in sizes and max(sizes) > 0 and os.stat(model).st_ino != inode
+    _rewrite(reference, ACTIONS[:8])
+    assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(reference))
+
+
+def test_a_record_that_does_not_fit_the_model_stops_the_replay(model, tmp_path):
+    _journaled(model, ACTIONS[:2])
+    jpath = Path(str(model) + ".journal")
+    data = bytearray(jpath.read_bytes())
+    # rewrite the model's vocabulary size in the first record (and its checksum): it no longer fits
+    at = 48 + 16 + 8
+    data[at:at + 4] = (12345).to_bytes(4, "little")
+    head = bytes(data[40:48])
+    size = int.from_bytes(data[48:52], "little")
+    checksum = journal._checks.checksum64(head + bytes(data[48:56]) + bytes(data[64:64 + size]))
+    data[56:64] = checksum.to_bytes(8, "little")
+    jpath.write_bytes(bytes(data))
+    with pytest.warns(journal.JournalWarning, match="does not fit the model"):
+        assert SpamFilter.load(model).class_count_ == (8.0, 8.0)
+    with pytest.warns(journal.JournalWarning):
+        _journaled(model, ACTIONS[2:3])       # the next learn saves the model whole
+    assert not jpath.exists()
+    assert SpamFilter.load(model).class_count_ == (8.0, 9.0)
+
+
+def test_a_new_model_and_a_model_with_features_are_saved_whole(tmp_path):
+    path = tmp_path / "new.spamnb"
+    proc = run_spamnb(["learn", "--spam", "-m", path, SPAM[0]], text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert path.exists() and not Path(str(path) + ".journal").exists()
+    featured = tmp_path / "f.spamnb"
+    SpamFilter(feature_weight=0.5).fit([p.read_bytes() for p in SPAM[:3] + HAM[:3]], [1, 1, 1, 0, 0, 0]).save(featured)
+    before = featured.read_bytes()
+    _journaled(featured, ACTIONS[:1])
+    assert featured.read_bytes() != before and not Path(str(featured) + ".journal").exists()
+
+
+def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
+    writer = ("import sys; from spamnb.model import journal, ledger\n"
+              "journal._COMPACT_MAX = journal._COMPACT_MIN = 6000\n"
+              "for path in sys.argv[2:]:\n"
+              "    with journal.session(sys.argv[1]) as s:\n"
+              "        s.learn(open(path, 'rb').read(), True, ledger.Tally())\n")
+    proc = subprocess.Popen([sys.executable, "-c", writer, str(model), *map(str, SPAM[10:40])], env=_env())
+    reads = 0
+    try:
+        while proc.poll() is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                sf = SpamFilter.load(model)
+            assert sf.classify(PROBES[0]).label in ("spam", "ham", "unsure")
+            reads += 1
+    finally:
+        proc.wait()
+    assert proc.returncode == 0 and reads > 5
+    assert SpamFilter.load(model).class_count_ == (8.0, 38.0)
+
+
+_KILLED_WRITER = r"""
+import os, sys, time
+from spamnb.model import journal, ledger
+real_pwrite = os.pwrite
+def half_then_wait(fd, data, offset):
+    if len(data) < 100:                  # the lock's pid
+        return real_pwrite(fd, data, offset)
+    n = real_pwrite(fd, data[:len(data) // 2], offset)
+    os.fsync(fd)
+    print("half", flush=True)
+    time.sleep(60)
+    return n
+for i, path in enumerate(sys.argv[2:]):
+    if i == len(sys.argv) - 3:
+        os.pwrite = half_then_wait
+    with journal.session(sys.argv[1]) as s:
+        s.learn(open(path, "rb").read(), True, ledger.Tally())
+    print("acknowledged", path, flush=True)
+"""
+
+
+def test_sigkill_mid_append_keeps_every_acknowledged_learn(model, tmp_path):
+    messages = SPAM[10:14]
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(model), *map(str, messages)],
+                            env=_env(), stdout=subprocess.PIPE, text=True)
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the writer ended before its last append"
+        lines.append(line)
+        if line == "half\n":
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    acknowledged = [line.split()[1] for line in lines if line.startswith("acknowledged")]
+    assert len(acknowledged) == 3
+    reference = tmp_path / "ref.spamnb"
+    shutil.copyfile(model, reference)
+    os.unlink(str(reference) + ".journal") if os.path.exists(str(reference) + ".journal") else None
+    _rewrite(reference, [("learn", Path(p), True) for p in acknowledged])
+    with pytest.warns(journal.JournalWarning, match="the 3 records before them apply"):
+        assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(reference))
+    with pytest.warns(journal.JournalWarning):
+        _journaled(model, [("learn", messages[3], True)])      # learned again, after the cut
+    _rewrite(reference, [("learn", messages[3], True)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(reference))
+
+
+def test_sigkill_at_random_moments_of_cli_learns_loses_no_acknowledged_learn(model, tmp_path):
+    import random
+
+    rng = random.Random(23)
+    acknowledged = 0
+    killed = 0
+    for i in range(16):
+        message = SPAM[10 + i]
+        proc = subprocess.Popen([sys.executable, "-m", "spamnb", "learn", "-q", "--spam", "-m", str(model),
+                                 str(message)], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.0, 0.25))
+        proc.send_signal(signal.SIGKILL)
+        status = proc.wait()
+        killed += status == -signal.SIGKILL
+        acknowledged += status == 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            spam = SpamFilter.load(model).class_count_[1]
+        # every acknowledged learn is there; a killed one is there whole or not at all
+        assert acknowledged <= spam - 8 <= i + 1
+    assert killed >= 3 and acknowledged >= 1
