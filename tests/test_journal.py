@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb.model import journal
+from spamnb.model import journal, learning
 from spamnb.model import ledger as ledgers
 from spamnb.model.spam_filter import SpamFilter
 
@@ -73,7 +73,7 @@ def _rewrite(path, actions):
 
 def _journaled(path, actions, per_session=1):
     for start in range(0, len(actions), per_session):
-        with journal.session(path) as session:
+        with learning.session(path) as session:
             for action, message, label in actions[start:start + per_session]:
                 if action == "learn":
                     session.learn(message.read_bytes(), label, ledgers.Tally())
@@ -114,7 +114,7 @@ def test_model_plus_journal_scores_as_learning_and_rewriting(model, tmp_path, pe
     assert _state(replayed) == _state(expected)              # counts, vocabulary, ledger, days: exactly
     assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)   # and once joined
     # a compaction writes the file that learning and rewriting wrote, byte for byte
-    with journal.session(model) as session:
+    with learning.session(model) as session:
         session.compact()
     assert not os.path.exists(str(model) + ".journal")
     assert model.read_bytes() == rewritten.read_bytes()
@@ -208,7 +208,7 @@ def test_a_stale_journal_is_never_applied(model, tmp_path):
     saved_journal = jpath.read_bytes()
     folded = _state(SpamFilter.load(model))
     # a compaction that saved the model, then died before removing the journal
-    with journal.session(model) as session:
+    with learning.session(model) as session:
         session.compact()
     jpath.write_bytes(saved_journal)
     with warnings.catch_warnings():
@@ -238,7 +238,7 @@ def test_a_model_replaced_while_it_is_read_is_read_again(model, tmp_path, monkey
     shutil.copyfile(model, old)
     _journaled(model, ACTIONS[:3])            # model + journal J (extends the model)
     expected = _state(SpamFilter.load(model))
-    with journal.session(model) as session:  # compaction: the model replaced, J removed
+    with learning.session(model) as session:  # compaction: the model replaced, J removed
         session.compact()
     _journaled(model, ACTIONS[3:4])           # a new journal extends the new model
     expected = _state(SpamFilter.load(model))
@@ -305,10 +305,10 @@ def test_a_new_model_and_a_model_with_features_are_saved_whole(tmp_path):
 
 
 def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
-    writer = ("import sys; from spamnb.model import journal, ledger\n"
+    writer = ("import sys; from spamnb.model import journal, learning, ledger\n"
               "journal._COMPACT_MAX = journal._COMPACT_MIN = 6000\n"
               "for path in sys.argv[2:]:\n"
-              "    with journal.session(sys.argv[1]) as s:\n"
+              "    with learning.session(sys.argv[1]) as s:\n"
               "        s.learn(open(path, 'rb').read(), True, ledger.Tally())\n")
     proc = subprocess.Popen([sys.executable, "-c", writer, str(model), *map(str, SPAM[10:40])], env=_env())
     reads = 0
@@ -327,7 +327,7 @@ def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
 
 _KILLED_WRITER = r"""
 import os, sys, time
-from spamnb.model import journal, ledger
+from spamnb.model import journal, learning, ledger
 real_pwrite = os.pwrite
 def half_then_wait(fd, data, offset):
     if len(data) < 100:                  # the lock's pid
@@ -340,7 +340,7 @@ def half_then_wait(fd, data, offset):
 for i, path in enumerate(sys.argv[2:]):
     if i == len(sys.argv) - 3:
         os.pwrite = half_then_wait
-    with journal.session(sys.argv[1]) as s:
+    with learning.session(sys.argv[1]) as s:
         s.learn(open(path, "rb").read(), True, ledger.Tally())
     print("acknowledged", path, flush=True)
 """

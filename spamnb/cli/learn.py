@@ -14,7 +14,7 @@ def _update_model(args, forget):
     learning a known message again is a no-op, with the other label a move;
     forget takes the label from the ledger.  The changes are appended to the
     model's journal (spamnb.model.journal), not written into the whole model."""
-    from spamnb.model import journal
+    from spamnb.model import journal, learning
     from spamnb.model import ledger as ledgers
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.cli.progress import Progress
@@ -29,7 +29,7 @@ def _update_model(args, forget):
         SpamFilter.load(path)  # no model: say so before creating a lock beside it
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
     tally = ledgers.Tally()
-    with journal.session(path, wait=args.wait, create=not forget, expire=not forget) as session:
+    with learning.session(path, wait=args.wait, create=not forget, expire=not forget) as session:
         seen = 0
         for source in args.files or ["-"]:
             for name, data in progress.wrap(messages_of(source), "forgetting" if forget else "learning"):

@@ -86,6 +86,7 @@ class SpamFilter:
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
         self.calibration_ = None  # the cutoffs fit chose (spamnb.model.calibrate.Calibration), or None
+        self.journal_ = None      # the journal replayed over the model file at load (spamnb.model.journal)
 
     # ------------------------------------------------------------------ params
     def _check_params(self):

@@ -100,11 +100,11 @@ def tell(path, message, spam, learn, remove, seed_path=None):
     removal of unknown class (the ledger's label, else tried as spam, then
     as ham).  Returns
     (did_learn, did_remove)."""
-    from spamnb.model import journal
+    from spamnb.model import journal, learning
     from spamnb.model import ledger as ledgers
 
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`
-    with journal.session(path, wait=None, create=True, seed_path=seed_path, expire=False) as session:
+    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves

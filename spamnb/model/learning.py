@@ -1,0 +1,211 @@
+"""A learning session: the model and its journal loaded under the model's
+lock, changed by ``learn``/``forget`` through the ledger, and committed as
+records appended to the journal (:mod:`spamnb.model.journal`), or as a whole
+model when the change cannot be journaled or the journal has grown past its
+size.  ``spamnb learn``/``forget`` and the server's TELL use it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+
+from spamnb.model import deltas
+from spamnb.model.ages import today
+from spamnb.model.journal import _MustCompact, append, compact, compact_at
+
+__all__ = ["Session", "session"]
+
+
+class _RecordingFilter:
+    """Stands for a SpamFilter in ``spamnb.model.ledger.learn``/``forget``: each learn
+    or forget is applied as replay would, and recorded."""
+
+    def __init__(self, spam_filter, ops):
+        self._filter, self._ops = spam_filter, ops
+        self.forgot = False
+
+    @property
+    def is_fitted(self):
+        return self._filter.is_fitted
+
+    def learn(self, message, spam):
+        from spamnb.model.labels import is_spam_label
+        from spamnb.model.messages import message_bytes
+
+        sf = self._filter
+        cls = int(is_spam_label(spam))
+        stream = sf.tokenizer_.stream(message_bytes(message))
+        vocab = sf.vocabulary_
+        n_before = vocab.n_features
+        day = today()
+        deltas.learn(sf, cls, day, stream)
+        lengths, text = vocab.strings_since(n_before)
+        self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, day, n_before, stream.hashes, lengths, text))
+        return sf
+
+    def forget(self, message, spam):
+        from spamnb.model.labels import is_spam_label
+        from spamnb.model.messages import message_bytes
+
+        sf = self._filter
+        cls = int(is_spam_label(spam))
+        stream = sf.tokenizer_.stream(message_bytes(message))
+        n_before = sf.vocabulary_.n_features
+        hashes = array("Q")
+        hashes.frombytes(memoryview(stream.hashes).cast("B"))
+        deltas.forget(sf, cls, hashes)
+        self._ops.append(deltas.encode_tokens(deltas.OP_FORGET, cls, 0, n_before, hashes))
+        self.forgot = True
+        return sf
+
+
+class _RecordingLedger:
+    """Stands for the Ledger in ``spamnb.model.ledger.learn``/``forget``: records its changes."""
+
+    def __init__(self, ledger, ops):
+        self._ledger, self._ops = ledger, ops
+
+    def label(self, digest):
+        return self._ledger.label(digest)
+
+    def record(self, digest, is_spam):
+        self._ledger.record(digest, is_spam)
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, int(bool(is_spam)), digest))
+
+    def remove(self, digest):
+        self._ledger.remove(digest)
+        self._ops.append(deltas.encode_ledger(deltas.OP_REMOVE, 0, digest))
+
+
+class Session:
+    """Changes to one model under its lock: :meth:`learn`/:meth:`forget` take a
+    raw message through the ledger (``spamnb.model.ledger``), then :meth:`commit`
+    appends them to the journal (or saves the model whole when it cannot be
+    journaled), see :func:`session`."""
+
+    def __init__(self, real, spam_filter, exists):
+        self.path = real
+        self.filter = spam_filter
+        self.exists = exists
+        self.transactions = []
+        self.compacted = False
+        self.forgot = False
+        self._ledger = None
+        if spam_filter.is_fitted:
+            deltas.lazy_ages(spam_filter)
+
+    @property
+    def ledger(self):
+        if self._ledger is None:
+            self._ledger = deltas.ledger_for(self.filter)
+        return self._ledger
+
+    def _run(self, function, data, *args, **kwargs):
+        ops = []
+        recorder = _RecordingFilter(self.filter, ops)
+        result = function(recorder, _RecordingLedger(self.ledger, ops), data, *args, **kwargs)
+        self.forgot |= recorder.forgot
+        if ops:
+            self.transactions.append(b"".join(ops))
+        return result
+
+    def learn(self, data, is_spam, tally, **markup):
+        """``spamnb.model.ledger.learn`` of a raw message: "learned", "known" or "relabelled"."""
+        from spamnb.model import ledger as ledgers
+
+        return self._run(ledgers.learn, data, is_spam, tally, **markup)
+
+    def forget(self, data, is_spam=None, tally=None, **markup):
+        """``spamnb.model.ledger.forget`` of a raw message: the label forgotten."""
+        from spamnb.model import ledger as ledgers
+
+        return self._run(ledgers.forget, data, is_spam, tally, **markup)
+
+    def commit(self, expire=True):
+        """Make the changes durable: appended to the journal (fsynced), or the
+        model saved whole when there is no model file to journal against, the
+        model has message features (the journal does not carry them), a
+        message was forgotten (``forget``, or a relabel), the journal passed
+        its size, or ``expire`` and the model passed its size limit
+        (``spamnb prune --expire-at``)."""
+        sf = self.filter
+        if expire and sf.is_fitted:
+            limit = sf.ages_.max_tokens
+            if limit is not None and sf.vocabulary_.n_features > limit:
+                from spamnb.model.lifecycle import expire as expire_tokens
+
+                self.filter = sf = expire_tokens(sf)[0]
+                return self.compact()
+        if not self.transactions:
+            return None
+        journal = sf.journal_
+        if (not self.exists or sf.feature_weight or journal is None or journal.identity is None
+                or self.forgot):
+            # a forget (or a relabel) is saved whole: replaying one would cost every reader
+            # numpy and a pass over the whole vocabulary (the tokens it leaves unused go)
+            return self.compact()
+        try:
+            # one record for the whole commit: a command learning many messages is all or nothing
+            written = append(journal, [b"".join(self.transactions)])
+        except _MustCompact:
+            return self.compact()
+        try:
+            model_size = os.path.getsize(self.path)
+        except OSError:
+            model_size = 0
+        if written > compact_at(model_size):
+            return self.compact()
+        return written
+
+    def compact(self):
+        """Save the model whole (the journal folded in) and remove the journal."""
+        compact(self.filter, self.path)
+        self.compacted = True
+        return 0
+
+
+class _SessionContext:
+    def __init__(self, path, wait, create, seed_path=None, expire=True):
+        self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
+
+    def __enter__(self):
+        from spamnb.model.spam_filter import SpamFilter
+        from spamnb.model.store import locked
+
+        self._lock = locked(self.shown, wait=self.wait)
+        real = self._lock.__enter__()
+        try:
+            exists = os.path.exists(real)
+            if exists or not self.create:
+                spam_filter = SpamFilter.load(real)
+            elif self.seed_path and os.path.exists(self.seed_path):
+                spam_filter = SpamFilter.load(self.seed_path)
+                spam_filter.journal_ = None
+            else:
+                spam_filter = SpamFilter()
+            self.session = Session(real, spam_filter, exists)
+        except BaseException:
+            self._lock.__exit__(*sys.exc_info())
+            raise
+        return self.session
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            try:
+                self.session.commit(expire=self.expire)
+            except BaseException:
+                if not self._lock.__exit__(*sys.exc_info()):
+                    raise
+                return False
+        return self._lock.__exit__(kind, value, traceback)
+
+
+def session(path, wait=None, create=True, seed_path=None, expire=True):
+    """``with session(model) as s:`` the model (and its journal) loaded under
+    its lock as ``s.filter``; ``s.learn``/``s.forget`` change it; leaving the
+    block without an exception commits (:meth:`Session.commit`), with one
+    throws the changes away.  ``create``: start a new model when there is
+    none (from ``seed_path``'s when given), else ModelError; ``expire``: prune
+    a model past its size limit (as ``spamnb learn`` does)."""
+    return _SessionContext(path, wait, create, seed_path, expire)
