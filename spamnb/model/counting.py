@@ -18,7 +18,8 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
-__all__ = ["Counts", "counting_spec", "count_messages", "merge_counts", "tree_reduce", "tree_levels"]
+__all__ = ["Counts", "counting_spec", "count_messages", "merge_counts", "tree_reduce", "tree_levels",
+           "release_free_memory"]
 
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
 
@@ -43,17 +44,26 @@ class Counts:
     ``2 + 2 * n_folds``: ham and spam, then ham and spam of each
     cross-validation fold (:func:`spamnb.model.calibrate.fold_of`), merged alike;
     :meth:`model` is the first two, :meth:`folds` the rest.
+
+    Sparse fold rows: merged counts (:class:`_Sum`) hold the fold rows as
+    their non-zero entries only (most tokens are in one fold: a dense
+    ``(2 * n_folds, n_features)`` is nine tenths zeros), in ``fold_keys``
+    (int64, ``token * 2 * n_folds + row``, ascending) and ``fold_values``
+    (float64), and ``dense`` (the array behind ``feature_count`` then) holds
+    the two model rows; ``feature_count`` gives every row, dense, either way.
     """
 
-    __slots__ = ("hashes", "offsets", "strings", "class_count", "feature_count", "last_seen")
+    __slots__ = ("hashes", "offsets", "strings", "class_count", "dense", "last_seen", "fold_keys", "fold_values")
 
-    def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen):
+    def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen, fold_keys=None,
+                 fold_values=None):
         self.hashes, self.offsets, self.strings = hashes, offsets, strings
-        self.class_count, self.feature_count, self.last_seen = class_count, feature_count, last_seen
+        self.class_count, self.dense, self.last_seen = class_count, feature_count, last_seen
+        self.fold_keys, self.fold_values = fold_keys, fold_values
 
-    def __reduce__(self):   # six arrays: sent as six buffers
-        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.feature_count,
-                         self.last_seen))
+    def __reduce__(self):   # the arrays: sent as one buffer each
+        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.dense,
+                         self.last_seen, self.fold_keys, self.fold_values))
 
     @property
     def n_features(self):
@@ -63,24 +73,56 @@ class Counts:
     def n_folds(self):
         return (len(self.class_count) - 2) // 2
 
+    @property
+    def feature_count(self):
+        """``(n_classes, n_features)``, every row (sparse fold rows made dense: a new array)."""
+        if self.fold_keys is None:
+            return self.dense
+        import numpy as np
+
+        return np.concatenate([self.dense, self._dense_folds().reshape(-1, self.n_features)])
+
+    def _dense_folds(self):
+        """The sparse fold rows as a new dense ``(n_folds, 2, n_features)`` array."""
+        import numpy as np
+
+        n, cells = self.n_features, 2 * self.n_folds
+        out = np.zeros(cells * n)
+        keys = self.fold_keys
+        out[(keys % cells) * n + keys // cells] = self.fold_values
+        return out.reshape(self.n_folds, 2, n)
+
+    def sparse_folds(self):
+        """``(keys, values)`` of the fold rows' non-zero entries (see the class doc), dense rows or not."""
+        import numpy as np
+
+        if self.fold_keys is not None:
+            return self.fold_keys, self.fold_values
+        rows = self.dense[2:].T                      # (n_features, 2 * n_folds): token-major
+        token, row = np.nonzero(rows)                # in key order
+        return token.astype(np.int64) * rows.shape[1] + row, rows[token, row]
+
     def model(self):
         """These counts without the fold rows (ham and spam only)."""
         if len(self.class_count) == 2:
             return self
-        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2],
-                      self.feature_count[:2].copy(), self.last_seen)
+        dense = self.dense[:2] if self.fold_keys is not None else self.dense[:2].copy()
+        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2], dense, self.last_seen)
 
     def folds(self):
         """``(class_count, feature_count)`` of the folds: ``(n_folds, 2)`` and
-        ``(n_folds, 2, n_features)`` (views)."""
+        ``(n_folds, 2, n_features)`` (views; a new array when the fold rows are sparse)."""
         n_folds = self.n_folds
+        if self.fold_keys is not None:
+            return self.class_count[2:].reshape(n_folds, 2), self._dense_folds()
         return (self.class_count[2:].reshape(n_folds, 2),
-                self.feature_count[2:].reshape(n_folds, 2, self.n_features))
+                self.dense[2:].reshape(n_folds, 2, self.n_features))
 
     @property
     def nbytes(self):
+        folds = 0 if self.fold_keys is None else self.fold_keys.nbytes + self.fold_values.nbytes
         return (self.hashes.nbytes + self.offsets.nbytes + len(self.strings) + self.class_count.nbytes
-                + self.feature_count.nbytes + self.last_seen.nbytes)
+                + self.dense.nbytes + self.last_seen.nbytes + folds)
 
     @classmethod
     def empty(cls, n_classes=2):
@@ -121,7 +163,8 @@ class Counts:
         from spamnb.bayes.wordcounts import WordCounts
 
         flat = array("d")
-        flat.frombytes(self.feature_count.tobytes())
+        flat.frombytes(self.dense.tobytes() if len(self.class_count) == len(self.dense) else
+                       self.feature_count.tobytes())
         return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
 
     def vocabulary(self):
@@ -193,11 +236,20 @@ class _Sum:
     Each part's counts are added into the total's columns of its tokens
     (``total[:, index] += part``; a part's tokens are distinct, so each
     count is one addition, in the order of the parts): the work is the
-    part's size, not the total's; the total grows by doubling."""
+    part's size, not the total's; the total grows by doubling.
+
+    The fold rows (parts counted with ``n_folds``) are summed sparse: the
+    total keeps their non-zero entries sorted by key (``token * 2 * n_folds
+    + row``, :class:`Counts`), and a part's entries are added to the entries
+    of the same key (one addition each, as the dense sum adds them; an entry
+    the total lacks is the dense sum's ``0.0 + value``, the value itself), or
+    inserted: the same sums, bit for bit, without the dense rows' zeros
+    (nine tenths of them) to send, grow, add and copy."""
 
     def __init__(self):
         self.n = 0
         self.first = self.vocabulary = self.total = self.days = self.class_count = None
+        self.keys = self.values = None
 
     def __len__(self):
         return self.n
@@ -215,9 +267,11 @@ class _Sum:
             first, self.first = self.first, None
             self.vocabulary = Vocabulary()
             n_classes = len(first.class_count)
-            self.total = np.zeros((n_classes, max(1024, 2 * first.n_features)))
+            self.total = np.zeros((min(n_classes, 2), max(1024, 2 * first.n_features)))
             self.days = np.zeros(self.total.shape[1], dtype=np.int32)
             self.class_count = np.zeros(n_classes)
+            if n_classes > 2:
+                self.keys, self.values = np.zeros(0, dtype=np.int64), np.zeros(0)
             self._add(first)
         self._add(part)
 
@@ -236,9 +290,28 @@ class _Sum:
             days = np.zeros(capacity, dtype=np.int32)
             days[:self.days.size] = self.days
             self.total, self.days = total, days
-        self.total[:, index] += part.feature_count
+        self.total[:, index] += part.dense[:2]
         self.days[index] = np.maximum(self.days[index], part.last_seen)
         self.class_count += part.class_count
+        if self.keys is not None:
+            self._add_folds(part, index)
+
+    def _add_folds(self, part, index):
+        import numpy as np
+
+        cells = len(self.class_count) - 2
+        keys, values = part.sparse_folds()
+        keys = index[keys // cells].astype(np.int64) * cells + keys % cells   # the total's token numbers
+        order = np.argsort(keys)                 # keys are distinct: any sort gives one order
+        keys, values = keys[order], values[order]
+        at = np.searchsorted(self.keys, keys)
+        found = at < self.keys.size
+        found[found] = self.keys[at[found]] == keys[found]
+        self.values[at[found]] += values[found]  # distinct positions: one addition each
+        new = ~found
+        if new.any():                            # inserted before their positions: stays sorted
+            self.keys = np.insert(self.keys, at[new], keys[new])
+            self.values = np.insert(self.values, at[new], values[new])
 
     def result(self):
         if self.n == 0:
@@ -250,7 +323,8 @@ class _Sum:
         n = self.vocabulary.n_features
         blob, offsets = self.vocabulary.string_table()
         return Counts(self.vocabulary.hashes(), np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy())
+                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy(),
+                      self.keys, self.values)
 
 
 class _Gather:
@@ -332,6 +406,23 @@ def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
     return level[0]
 
 
+def release_free_memory():
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``;
+    nothing elsewhere).  A merge frees many arrays of a few MiB, which glibc
+    keeps in the heap once its mmap threshold has risen past them: without
+    this, ``spamnb train``'s peak memory counts them on top of the fold models."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 _TOKENIZERS = {}
 
 
@@ -400,19 +491,27 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None):
                 spill_record(spill, tokens.hashes, is_spam, fold)
     if not n_folds:
         return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
-    # one matrix for the model's rows and the folds', each row copied once and dropped
+    # the model's rows dense, the folds' as their non-zero entries (Counts: sparse fold rows),
+    # each row read once and dropped: no dense (2 * n_folds, n) matrix
     n = vocabulary.n_features
-    matrix = np.zeros((2 + 2 * n_folds, n))
+    cells = 2 * n_folds
     word_counts.resize(n)
-    matrix[:2] = word_counts.matrix()
+    dense = np.array(word_counts.matrix(), dtype=np.float64)
     class_count = [*word_counts.class_count_, *fold_messages]
     word_counts = add = None
-    for k in range(2 * n_folds):
-        row, fold_rows[k] = fold_rows[k], None
-        matrix[2 + k, :len(row)] = np.frombuffer(row, dtype=np.float64)
-        del row
+    keys, values = [], []
+    for k in range(cells):
+        row, fold_rows[k] = np.frombuffer(fold_rows[k], dtype=np.float64), None
+        token = np.flatnonzero(row)
+        keys.append(token * cells + k)
+        values.append(row[token])
+        del row, token
+    keys, values = np.concatenate(keys).astype(np.int64), np.concatenate(values)
+    order = np.argsort(keys)   # distinct keys: token-major order
+    keys, values = keys[order], values[order]
+    del order
     hashes = vocabulary.hashes()
     blob, offsets = vocabulary.string_table()
     return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                  np.array(class_count, dtype=np.float64), matrix,
-                  np.full(n, today() if day is None else day, dtype=np.int32))
+                  np.array(class_count, dtype=np.float64), dense,
+                  np.full(n, today() if day is None else day, dtype=np.int32), keys, values)

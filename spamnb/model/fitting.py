@@ -114,7 +114,8 @@ def take_counts(spam_filter, merged, calibration):
     fold_feature_count)``, ``done`` the result ``(spam_filter, calibration,
     None)`` when there is no held-out scoring to do (no calibration asked
     for, or too little mail: the default cutoffs), else None."""
-    folds = merged.folds() if merged.n_folds else (None, None)
+    # the folds' counts as their non-zero entries (Counts.sparse_folds): never a dense (2 * folds, tokens)
+    folds = (merged.class_count[2:].reshape(-1, 2), merged.sparse_folds()) if merged.n_folds else (None, None)
     merged.to_filter(spam_filter)
     if calibration is None:
         return (spam_filter, None, None), None, None
@@ -132,8 +133,7 @@ def _train_in_memory(spam_filter, pairs, calibration, n_folds):
         if done is not None:
             return done
         del merged
-        models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
-                                                  overwrite=True)   # the fold counts become its log-counts
+        models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
         del fold_feature_count
         spill.flush()
         parts = [calibrate.held_out_spilled(models, spill)]

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import os
 
-from spamnb.model.counting import DEFAULT_FAN_IN, count_messages, counting_spec, tree_reduce
+from spamnb.model.counting import DEFAULT_FAN_IN, count_messages, counting_spec, release_free_memory, tree_reduce
 from spamnb.model.calibrate import AUTO_PAIRS
 from spamnb.model.fitting import CorpusChanged, choose_from_parts, choose_pairs, take_counts
 from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, _merge_reports, _messages, count_partition, partitions,
@@ -170,8 +170,10 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     the scoring pass, on the same workers, scores each message's hashes by
     its fold's model (the counts minus the fold's:
     :class:`~spamnb.model.calibrate.FoldModels`), keeping one float per message.
-    Memory: the vocabulary times ``2 + 4 * n_folds`` floats (counts and fold
-    models), plus 8 bytes a message; no matrix of the corpus.
+    Memory: the vocabulary times 2 floats (the counts), the folds' non-zero
+    entries (16 bytes each, most tokens in one fold: :class:`Counts`) and the
+    fold models (about 30 bytes per token and fold it occurs in), plus 8
+    bytes a message; no matrix of the corpus, no dense fold rows.
 
     ``dask``: a scheduler address; both passes run there
     (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each partition's
@@ -229,19 +231,18 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
         if done is not None:
             return done
         del merged
+        release_free_memory()   # what the merge freed, before the fold models are built
         if dask:   # the fold models are built on the cluster, where the spills are
             del fold_feature_count
             parts = spamnb_dask.held_out_spilled(spilled, spam_filter, client)
             del spilled
         elif one:
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
-                                                      overwrite=True)   # the fold counts become its log-counts
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
             del fold_feature_count
             spill.flush()
             parts = [calibrate.held_out_spilled(models, spill)]
         else:
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
-                                                      overwrite=True)   # the fold counts become its log-counts
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
             del fold_feature_count
             folder = os.path.join(work, "folds")
             os.mkdir(folder)
