@@ -18,8 +18,8 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
-__all__ = ["Counts", "counting_spec", "count_messages", "merge_counts", "tree_reduce", "tree_levels",
-           "release_free_memory"]
+__all__ = ["Counts", "counting_spec", "count_messages", "count_variants", "merge_counts", "tree_reduce", "TreeReduce",
+           "tree_levels", "release_free_memory"]
 
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
 
@@ -363,33 +363,50 @@ def tree_reduce(items, fan_in=DEFAULT_FAN_IN, merge=None):
     Streaming: each level holds one running total (:func:`merge_counts`
     folded one part at a time), so memory is about the number of levels
     times the vocabulary.  ``merge``: a function of a list of items instead
-    (for other items than :class:`Counts`)."""
-    if fan_in < 2:
-        raise ValueError("fan_in must be at least 2")
-    new = _Sum if merge is None else (lambda: _Gather(merge))
-    levels = []
+    (for other items than :class:`Counts`).  :class:`TreeReduce`: the same,
+    fed one item at a time."""
+    tree = TreeReduce(fan_in, merge)
     for item in items:
-        level = 0
+        tree.add(item)
+    return tree.result()
+
+
+class TreeReduce:
+    """:func:`tree_reduce` fed one item at a time (:meth:`add`), so that one
+    stream can feed several trees (the variants of one counting pass)."""
+
+    def __init__(self, fan_in=DEFAULT_FAN_IN, merge=None):
+        if fan_in < 2:
+            raise ValueError("fan_in must be at least 2")
+        self.fan_in, self.merge = fan_in, merge
+        self.new = _Sum if merge is None else (lambda: _Gather(merge))
+        self.levels = []
+
+    def add(self, item):
+        levels, level = self.levels, 0
         while True:
             if level == len(levels):
-                levels.append(new())
+                levels.append(self.new())
             levels[level].add(item)
-            if len(levels[level]) < fan_in:
-                break
+            if len(levels[level]) < self.fan_in:
+                return
             item = levels[level].result()
-            levels[level] = new()
+            levels[level] = self.new()
             level += 1
-    if not levels:
-        return merge_counts([]) if merge is None else merge([])
-    # Flush bottom-up: each level's last, short group goes one level up, as
-    # the level-by-level reduction merges it; the top level's group is the
-    # last one (one item: the result itself).
-    for level in range(len(levels)):
-        if not any(len(higher) for higher in levels[level + 1:]):
-            return levels[level].result()
-        if len(levels[level]):
-            levels[level + 1].add(levels[level].result())
-    raise AssertionError("unreachable")
+
+    def result(self):
+        levels, self.levels = self.levels, []
+        if not levels:
+            return merge_counts([]) if self.merge is None else self.merge([])
+        # Flush bottom-up: each level's last, short group goes one level up, as
+        # the level-by-level reduction merges it; the top level's group is the
+        # last one (one item: the result itself).
+        for level in range(len(levels)):
+            if not any(len(higher) for higher in levels[level + 1:]):
+                return levels[level].result()
+            if len(levels[level]):
+                levels[level + 1].add(levels[level].result())
+        raise AssertionError("unreachable")
 
 
 def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
@@ -432,7 +449,8 @@ def _tokenizer(settings):
     key = repr(sorted(settings.items()))
     tokenizer = _TOKENIZERS.get(key)
     if tokenizer is None:
-        _TOKENIZERS.clear()
+        if len(_TOKENIZERS) >= 4:   # a few at once: a job's variants
+            _TOKENIZERS.clear()
         tokenizer = _TOKENIZERS[key] = Tokenizer.from_settings(settings)   # version 2 models too
     return tokenizer
 
@@ -454,64 +472,111 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     binary file to write each message's token hashes, class and fold to
     (:func:`spamnb.model.calibrate.spill`; needs ``n_folds``), for the calibration's
     scoring pass."""
-    import numpy as np
+    return count_variants([spec], messages, day, n_folds, [spill])[0]
 
-    from spamnb.bayes._vocab import add_counts
+
+def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None):
+    """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
+    its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
+    ``messages``: each message read, and parsed once for every tokenizer that
+    :meth:`~spamnb.mail.tokenizer.Tokenizer.parses_as` the first, its fold
+    found once; each variant's :class:`Counts` is the one
+    :func:`count_messages` gives it alone (its own vocabulary, rows and
+    ``spills[i]``).  ``limit``: past that many messages, the variants after
+    the first are dropped (their result None: not worth counting further)."""
     from spamnb.model.ages import today
-    from spamnb.model.calibrate import fold_of, spill as spill_record
-    from spamnb.model.defaults import COUNT_TRANSFORMS
+    from spamnb.model.calibrate import fold_of
     from spamnb.model.messages import message_bytes
-    from spamnb.bayes.vocabulary import Vocabulary
-    from spamnb.bayes.wordcounts import WordCounts
 
-    transform = COUNT_TRANSFORMS[spec["counts"]]
-    length = float(spec.get("length_norm", 0.0))
-    stream = _tokenizer(spec["tokenizer"]).stream
-    vocabulary = Vocabulary()
-    word_counts = WordCounts(1.0, "mle", 2)
-    add = word_counts.add
-    # the folds' rows (ham and spam of each fold): added to as WordCounts.add adds
-    fold_rows = [array("d") for _ in range(2 * n_folds)]
-    fold_messages = [0.0] * (2 * n_folds)
+    spills = [None] * len(specs) if spills is None else spills
+    counters = [_Counter(spec, n_folds, spill) for spec, spill in zip(specs, spills)]
+    first = counters[0].tokenizer
+    shared = [c.tokenizer.parses_as(first) for c in counters]
+    n_messages = 0
     for data, is_spam in messages:
         data = message_bytes(data)
-        tokens = stream(data)
-        indices = vocabulary.add(tokens)
-        n_features = vocabulary.n_features
-        add(indices, int(bool(is_spam)), transform, 1, n_features, length)
-        if n_folds:
-            fold = fold_of(data, n_folds)
-            k = 2 * fold + int(bool(is_spam))
-            row = fold_rows[k]
+        is_spam = bool(is_spam)
+        fold = fold_of(data, n_folds) if n_folds else None
+        parsed = first.parse(data) if len(counters) > 1 else None
+        for counter, share in zip(counters, shared):
+            counter.count(counter.tokenizer.stream(data, parsed if share else None), is_spam, fold)
+        n_messages += 1
+        if limit is not None and n_messages > limit and len(counters) > 1:
+            del counters[1:]
+    day = today() if day is None else day
+    results = [None] * len(specs)
+    for i, counter in enumerate(counters):
+        results[i] = counter.result(day)
+        counters[i] = None
+    return results
+
+
+class _Counter:
+    """One variant's counting in :func:`count_variants`: its tokenizer,
+    vocabulary, model rows and the folds' rows (ham and spam of each fold,
+    added to as ``WordCounts.add`` adds), and its spill file."""
+
+    def __init__(self, spec, n_folds, spill_file):
+        from spamnb.bayes._vocab import add_counts
+        from spamnb.bayes.vocabulary import Vocabulary
+        from spamnb.bayes.wordcounts import WordCounts
+        from spamnb.model.calibrate import spill
+        from spamnb.model.defaults import COUNT_TRANSFORMS
+
+        self.add_counts, self.spill_record = add_counts, spill
+        self.transform = COUNT_TRANSFORMS[spec["counts"]]
+        self.length = float(spec.get("length_norm", 0.0))
+        self.tokenizer = _tokenizer(spec["tokenizer"])
+        self.vocabulary = Vocabulary()
+        self.word_counts = WordCounts(1.0, "mle", 2)
+        self.n_folds, self.spill = n_folds, spill_file
+        self.fold_rows = [array("d") for _ in range(2 * n_folds)]
+        self.fold_messages = [0.0] * (2 * n_folds)
+
+    def count(self, tokens, is_spam, fold):
+        indices = self.vocabulary.add(tokens)
+        n_features = self.vocabulary.n_features
+        self.word_counts.add(indices, int(is_spam), self.transform, 1, n_features, self.length)
+        if fold is not None:
+            k = 2 * fold + int(is_spam)
+            row = self.fold_rows[k]
             if len(row) < n_features:
                 row.frombytes(bytes(8 * (n_features - len(row))))
-            add_counts(indices, row, transform, 1.0, length)
-            fold_messages[k] += 1.0
-            if spill is not None:
-                spill_record(spill, tokens.hashes, is_spam, fold)
-    if not n_folds:
-        return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
-    # the model's rows dense, the folds' as their non-zero entries (Counts: sparse fold rows),
-    # each row read once and dropped: no dense (2 * n_folds, n) matrix
-    n = vocabulary.n_features
-    cells = 2 * n_folds
-    word_counts.resize(n)
-    dense = np.array(word_counts.matrix(), dtype=np.float64)
-    class_count = [*word_counts.class_count_, *fold_messages]
-    word_counts = add = None
-    keys, values = [], []
-    for k in range(cells):
-        row, fold_rows[k] = np.frombuffer(fold_rows[k], dtype=np.float64), None
-        token = np.flatnonzero(row)
-        keys.append(token * cells + k)
-        values.append(row[token])
-        del row, token
-    keys, values = np.concatenate(keys).astype(np.int64), np.concatenate(values)
-    order = np.argsort(keys)   # distinct keys: token-major order
-    keys, values = keys[order], values[order]
-    del order
-    hashes = vocabulary.hashes()
-    blob, offsets = vocabulary.string_table()
-    return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                  np.array(class_count, dtype=np.float64), dense,
-                  np.full(n, today() if day is None else day, dtype=np.int32), keys, values)
+            self.add_counts(indices, row, self.transform, 1.0, self.length)
+            self.fold_messages[k] += 1.0
+            if self.spill is not None:
+                self.spill_record(self.spill, tokens.hashes, is_spam, fold)
+
+    def result(self, day):
+        """The :class:`Counts` (the counter's rows dropped as they are read)."""
+        import numpy as np
+
+        vocabulary, word_counts, n_folds = self.vocabulary, self.word_counts, self.n_folds
+        self.vocabulary = self.word_counts = None
+        if not n_folds:
+            return Counts.from_word_counts(vocabulary, word_counts, day)
+        # the model's rows dense, the folds' as their non-zero entries (Counts: sparse fold rows),
+        # each row read once and dropped: no dense (2 * n_folds, n) matrix
+        n = vocabulary.n_features
+        cells = 2 * n_folds
+        word_counts.resize(n)
+        dense = np.array(word_counts.matrix(), dtype=np.float64)
+        class_count = [*word_counts.class_count_, *self.fold_messages]
+        word_counts = None
+        fold_rows = self.fold_rows
+        keys, values = [], []
+        for k in range(cells):
+            row, fold_rows[k] = np.frombuffer(fold_rows[k], dtype=np.float64), None
+            token = np.flatnonzero(row)
+            keys.append(token * cells + k)
+            values.append(row[token])
+            del row, token
+        keys, values = np.concatenate(keys).astype(np.int64), np.concatenate(values)
+        order = np.argsort(keys)   # distinct keys: token-major order
+        keys, values = keys[order], values[order]
+        del order
+        hashes = vocabulary.hashes()
+        blob, offsets = vocabulary.string_table()
+        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                      np.array(class_count, dtype=np.float64), dense,
+                      np.full(n, day, dtype=np.int32), keys, values)
