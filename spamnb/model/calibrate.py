@@ -505,11 +505,11 @@ def prefer_pairs(missed, missed_pairs, error, error_pairs):
 # 11.79 -> 7.96 % (0.68x), 1-AUC 0.0762 -> 0.0405 %: kept; SpamAssassin 3.48
 # -> 6.22 % (1.79x), 1-AUC 0.0373 -> 0.0337 %: not kept.
 PAIRS_GAIN = 0.8
-# The choice trains the corpus a second time, with a vocabulary several times
-# larger (pairs): on 96,736 messages (16 copies of the SpamAssassin corpus with
+# The choice tokenizes and counts the corpus a second time (in the same reading
+# since issue 23), with a vocabulary several times larger (pairs): on 96,736 messages (16 copies of the SpamAssassin corpus with
 # varied bytes) `spamnb train -j 2` took 28.1 s against 5.9 s without the choice
-# and peaked at 384 MiB against 245 (docs/scale.md, runs E and F).  Above this
-# many messages it is not tried (``--word-pairs W`` still gives pairs).
+# and peaked at 384 MiB against 245 (docs/scale.md, runs E and F, when it read
+# the corpus twice).  Above this many messages it is not tried (``--word-pairs W`` still gives pairs).
 PAIRS_MAX_MESSAGES = 20_000
 # The window ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3
 # ranked worse than 2 on both corpora).
