@@ -197,28 +197,59 @@ def test_fold_of_depends_on_the_message_only(sample):
         assert sizes.min() > 0.05 * sizes.sum() and sizes.max() < 0.35 * sizes.sum()
 
 
-def test_fold_models_can_take_the_fold_counts_for_their_log_counts(sample):
-    """overwrite=True (spamnb train's peak memory): the fold counts' own array
-    becomes the models' log-counts, and the models score exactly as with a
-    new array; a read-only or non-contiguous array is never written."""
+def _dense_fold_scorers(spam_filter, class_count, feature_count):
+    """The fold models as they were before they held only their fold's tokens:
+    each over the whole vocabulary (its counts minus the fold's, the others'
+    tokens -1 in a copy of the vocabulary's hash index): the reference."""
+    from spamnb.bayes import _vocab
+    from spamnb.model.defaults import COUNT_TRANSFORMS
+
+    alpha = float(spam_filter.alpha)
+    total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+    keys = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64)
+    values = np.frombuffer(spam_filter.vocabulary_.values, dtype=np.int32)
+    occupied = np.flatnonzero(keys != 0)
+    present = (feature_count[:, 0] > 0) | (feature_count[:, 1] > 0)
+    in_folds = present.sum(axis=0)
+    scorers = []
+    for k in range(feature_count.shape[0]):
+        seen = in_folds - present[k] >= 1
+        fc = total - feature_count[k]
+        np.maximum(fc, 0.0, out=fc)
+        fold_values = values.copy()
+        fold_values[occupied] = np.where(seen[values[occupied]], values[occupied], -1)
+        n_ham, n_spam = np.asarray(spam_filter.class_count_) - class_count[k]
+        scorers.append(_vocab.Scorer(keys, fold_values, np.log(fc + alpha).ravel(), total.shape[1],
+                                     np.log(fc.sum(axis=1) + alpha * int(seen.sum())).tolist(),
+                                     [0.0, calibrate._prior_ratio(spam_filter.prior, n_ham, n_spam)],
+                                     COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)))
+    return scorers
+
+
+@pytest.mark.parametrize("params", [{}, {"counts": "raw", "prior": "map"}, {"length_norm": 50.0}])
+def test_fold_models_hold_their_folds_tokens_and_score_as_dense_ones(sample, params):
+    """Fold k's model holds fold k's tokens only (spamnb train's peak memory),
+    from the dense fold counts or their non-zero entries alike, and scores
+    every message of fold k bit for bit as the model over the whole
+    vocabulary does; it is much smaller than n_folds dense models."""
     from spamnb.model import counting
 
     messages, y = sample
-    spec = counting.counting_spec(SpamFilter())
+    spec = counting.counting_spec(SpamFilter(**params))
     counts = counting.count_messages(spec, zip(messages, y), n_folds=calibrate.DEFAULT_FOLDS)
-    spam_filter = counts.to_filter(SpamFilter())
+    spam_filter = counts.to_filter(SpamFilter(**params))
     class_count, feature_count = counts.folds()
-    fresh = calibrate.FoldModels.from_counts(spam_filter, class_count, feature_count.copy())
-    owned = feature_count.copy()
-    reused = calibrate.FoldModels.from_counts(spam_filter, class_count, owned, overwrite=True)
-    assert np.shares_memory(reused.arrays["log_count"], owned)
-    assert not np.shares_memory(fresh.arrays["log_count"], feature_count)
-    for name in ("values", "log_count", "log_norm", "log_prior"):
-        assert np.array_equal(fresh.arrays[name], reused.arrays[name]), name
-    frozen = feature_count.copy()
-    frozen.flags.writeable = False
-    kept = frozen.copy()
-    calibrate.FoldModels.from_counts(spam_filter, class_count, frozen, overwrite=True)
-    strided = np.repeat(feature_count, 2, axis=2)[:, :, ::2]     # the same values, not contiguous
-    calibrate.FoldModels.from_counts(spam_filter, class_count, strided, overwrite=True)
-    assert np.array_equal(frozen, kept) and np.array_equal(strided, feature_count)
+    dense = calibrate.FoldModels.from_counts(spam_filter, class_count, feature_count)
+    sparse = calibrate.FoldModels.from_counts(spam_filter, class_count, counts.sparse_folds())
+    for name in calibrate.FoldModels._NAMES:
+        assert np.array_equal(dense.arrays[name], sparse.arrays[name]), name
+    reference = _dense_fold_scorers(spam_filter, class_count, feature_count)
+    stream = spam_filter.tokenizer_.stream
+    for message in messages:
+        fold, hashes = calibrate.fold_of(message, calibrate.DEFAULT_FOLDS), stream(message).hashes
+        jll = reference[fold].score(hashes)[0]
+        assert dense.log_odds(fold, hashes) == jll[1] - jll[0]
+    n_features = spam_filter.vocabulary_.n_features
+    held = sum(a.nbytes for a in dense.arrays.values())
+    n_slots = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64).size
+    assert held < 0.5 * calibrate.DEFAULT_FOLDS * (16 * n_features + 4 * n_slots)

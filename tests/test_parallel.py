@@ -396,3 +396,58 @@ def test_word_pairs_are_not_tried_on_a_large_corpus(monkeypatch):
     chosen, cal = pipeline.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.01}, word_pairs=2)
     assert cal.word_pairs == (0, None, None, None, None) and chosen.tokenizer_.word_pairs == 0
     assert "word pairs: off: not tried on more than 299 messages" in describe(cal)
+
+
+def _counts_arrays(counts):
+    return [counts.hashes, counts.offsets, np.frombuffer(counts.strings, dtype=np.uint8), counts.class_count,
+            counts.dense, counts.last_seen, *((counts.fold_keys, counts.fold_values) if counts.fold_keys is not None
+                                              else ())]
+
+
+@pytest.mark.parametrize("params", [{}, {"counts": "raw", "length_norm": 0.0}])
+def test_count_variants_counts_each_variant_as_alone(params):
+    """One pass under a tokenizer and its with_pairs (each message parsed
+    once) gives each variant the counts and the spill bytes count_messages
+    gives it alone; past ``limit`` messages the second is dropped."""
+    from spamnb.mail.tokenizer import with_pairs
+
+    pairs = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    specs = [counting.counting_spec(SpamFilter(**params)),
+             counting.counting_spec(SpamFilter(tokenizer=with_pairs(2), **params))]
+    spills = [io.BytesIO(), io.BytesIO()]
+    together = counting.count_variants(specs, iter(pairs), day=100, n_folds=calibrate.DEFAULT_FOLDS, spills=spills)
+    for spec, counts, spilled in zip(specs, together, spills):
+        alone_spill = io.BytesIO()
+        alone = counting.count_messages(spec, iter(pairs), day=100, n_folds=calibrate.DEFAULT_FOLDS,
+                                        spill=alone_spill)
+        for a, b in zip(_counts_arrays(counts), _counts_arrays(alone), strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert spilled.getvalue() == alone_spill.getvalue()
+    assert together[1].n_features > together[0].n_features   # the pairs are there
+    first, dropped = counting.count_variants(specs, iter(pairs), day=100, limit=len(pairs) - 1)
+    assert dropped is None and np.array_equal(first.dense, together[0].dense)
+    assert counting.count_variants(specs, iter(pairs), day=100, limit=len(pairs))[1] is not None
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_train_variants_in_one_pass_give_what_each_alone_gives(tmp_path, n_jobs):
+    """train_variants counts a filter and its paired variant in one pass; each
+    variant's model file, cutoffs and held-out scores are those train_one
+    gives it alone, with one process or with workers (as many as -j 1 and
+    -j 2 give alone)."""
+    from spamnb.mail.tokenizer import with_pairs
+
+    options = dict(n_jobs=n_jobs, partition_size=40, calibration={"target_fpr": 0.01})
+    filters = [SpamFilter(), SpamFilter(tokenizer=with_pairs(2))]
+    together = list(pipeline.train_variants(filters, [SAMPLE], **options))
+    for i, (fitted, cal, scores) in enumerate(together):
+        alone, alone_cal, alone_scores = pipeline.train_one(
+            [SAMPLE], spam_filter=SpamFilter(tokenizer=filters[i].tokenizer_), **options)
+        assert cal == alone_cal
+        assert all(np.array_equal(a, b) for a, b in zip(scores, alone_scores, strict=True))
+        fitted.save(tmp_path / f"together-{i}")
+        alone.save(tmp_path / f"alone-{i}")
+        assert (tmp_path / f"together-{i}").read_bytes() == (tmp_path / f"alone-{i}").read_bytes()
+    filters = [SpamFilter(), SpamFilter(tokenizer=with_pairs(2))]
+    first, dropped = pipeline.train_variants(filters, [SAMPLE], limit=10, **options)
+    assert dropped is None and first[1] == together[0][1]

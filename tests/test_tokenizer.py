@@ -578,3 +578,23 @@ def test_with_pairs_raises_only_the_default_text_budget():
     raw = f"Subject: x\n\n{words}\n".encode()
     assert "w0200" in " ".join(with_pairs(2).tokens(raw)) and "w0200" not in " ".join(Tokenizer().tokens(raw))
     assert "w0400" not in " ".join(with_pairs(2).tokens(raw))
+
+
+def test_one_parse_serves_a_tokenizer_and_its_pairs():
+    """Tokenizer.stream(message, parsed): a parse by a tokenizer that
+    parses_as this one gives the stream of the message alone, for the
+    plain tokenizer and its with_pairs (a larger text budget, pairs)."""
+    from spamnb.mail.tokenizer import Tokenizer, with_pairs
+    from spamnb.training.corpus import labelled_messages
+
+    plain = Tokenizer()
+    paired = with_pairs(3, plain)
+    assert paired.parses_as(plain) and plain.parses_as(paired)
+    assert not Tokenizer(max_bytes=1000).parses_as(plain)
+    messages = [m.data for m in labelled_messages([REPO / "corpora"])]
+    assert len(messages) > 100
+    for data in messages:
+        parsed = plain.parse(data)
+        for tokenizer in (plain, paired, plain):   # the parse is not changed by use
+            shared, alone = tokenizer.stream(data, parsed), tokenizer.stream(data)
+            assert shared.tokens() == alone.tokens() and shared.hashes == alone.hashes

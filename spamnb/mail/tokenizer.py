@@ -373,10 +373,27 @@ class Tokenizer:
         """The token strings of ``message`` (bytes or str), in order."""
         return self.stream(message).tokens()
 
-    def stream(self, message):
-        """The ``TokenStream`` of one raw message (bytes; str is encoded as UTF-8)."""
-        parsed = _mail.parse(message, self.max_bytes, self.max_depth, self.max_parts,
-                             self.fallback_charset, self.max_part_bytes)
+    def parse(self, message):
+        """One raw message parsed as :meth:`stream` parses it (for :meth:`stream`'s ``parsed``)."""
+        return _mail.parse(message, self.max_bytes, self.max_depth, self.max_parts,
+                           self.fallback_charset, self.max_part_bytes)
+
+    def parses_as(self, other):
+        """True when ``other`` parses a message as this tokenizer does (the same
+        settings of :meth:`parse`: a tokenizer and its :func:`with_pairs`), so one
+        :meth:`parse` serves both streams."""
+        mine = (self.max_bytes, self.max_depth, self.max_parts, self.fallback_charset, self.max_part_bytes)
+        return mine == (other.max_bytes, other.max_depth, other.max_parts, other.fallback_charset,
+                        other.max_part_bytes)
+
+    def stream(self, message, parsed=None):
+        """The ``TokenStream`` of one raw message (bytes; str is encoded as UTF-8).
+        ``parsed``: the message's :meth:`parse` by this tokenizer or one that
+        :meth:`parses_as` it (the parse is not changed: one serves several
+        tokenizers; the stream is the same as without it)."""
+        if parsed is None:
+            parsed = _mail.parse(message, self.max_bytes, self.max_depth, self.max_parts,
+                                 self.fallback_charset, self.max_part_bytes)
         stream = self._scanner.stream()
         stream.truncated = parsed.truncated
         lower = self.lowercase

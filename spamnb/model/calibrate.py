@@ -178,33 +178,45 @@ class FoldModels:
 
     Fold ``k``'s model is the filter's counts minus fold ``k``'s (clipped at
     0 against rounding), over the tokens some other fold holds (the others
-    are unknown to it: their slots in its copy of the hash index say -1), with
-    the filter's alpha, class prior estimator, counts transform and
-    ``length_norm``: the model :func:`fold_log_odds` scores with.  Memory:
-    ``n_folds`` x (2 classes x 8 B per token + 4 B per hash slot): bounded by
-    the vocabulary.
+    are unknown to it: their slots in its hash index say -1), with the
+    filter's alpha, class prior estimator, counts transform and
+    ``length_norm``: the model :func:`fold_log_odds` scores with.
+
+    Fold ``k``'s model only ever scores fold ``k``'s messages, and each of
+    their tokens is in fold ``k``: so its hash index and log-counts hold
+    fold ``k``'s tokens only (numbered in vocabulary order; a message's
+    tokens are counted in order of first occurrence, so the sums are the
+    same, bit for bit, as over the whole vocabulary), while its ``log_norm``
+    is summed over the whole vocabulary as before.  Memory: about 30 bytes
+    per (token, fold) the token occurs in (most tokens are in one fold),
+    instead of ``n_folds`` x (16 B per token + 4 B per hash slot).
 
     Parameters
     ----------
     arrays : dict
-        ``keys`` (uint64, the hash index's slots), ``values`` (int32,
-        ``(n_folds, capacity)``), ``log_count`` (float64, ``(n_folds, 2 *
-        n_features)``), ``log_norm`` and ``log_prior`` (float64, ``(n_folds, 2)``).
+        ``keys`` (uint64) and ``values`` (int32): the folds' hash indexes back
+        to back, fold ``k``'s at ``key_offsets[k]:key_offsets[k + 1]`` (a power
+        of two each); ``log_count`` (float64): the folds' ``(2, m_k)``
+        log-counts back to back, at ``count_offsets[k]:count_offsets[k + 1]``;
+        ``log_norm`` and ``log_prior`` (float64, ``(n_folds, 2)``).
     transform : int
         The ``_vocab.COUNTS_*`` code of the filter's ``counts``.
     length : float
         The filter's ``length_norm``.
     """
 
-    _NAMES = ("keys", "values", "log_count", "log_norm", "log_prior")
+    _NAMES = ("keys", "values", "key_offsets", "log_count", "count_offsets", "log_norm", "log_prior")
 
     def __init__(self, arrays, transform, length):
         from spamnb.bayes import _vocab
 
         self.arrays, self.transform, self.length = arrays, int(transform), float(length)
-        self.n_folds = int(arrays["values"].shape[0])
-        n_features = arrays["log_count"].shape[1] // 2
-        self.scorers_ = [_vocab.Scorer(arrays["keys"], arrays["values"][k], arrays["log_count"][k], n_features,
+        self.n_folds = int(arrays["log_norm"].shape[0])
+        keys_at, counts_at = arrays["key_offsets"].tolist(), arrays["count_offsets"].tolist()
+        self.scorers_ = [_vocab.Scorer(arrays["keys"][keys_at[k]:keys_at[k + 1]],
+                                       arrays["values"][keys_at[k]:keys_at[k + 1]],
+                                       arrays["log_count"][counts_at[k]:counts_at[k + 1]],
+                                       (counts_at[k + 1] - counts_at[k]) // 2,
                                        arrays["log_norm"][k].tolist(), arrays["log_prior"][k].tolist(),
                                        self.transform, self.length)
                          for k in range(self.n_folds)]
@@ -213,48 +225,80 @@ class FoldModels:
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
 
     @classmethod
-    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, overwrite=False):
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count):
         """The fold models of a fitted ``spam_filter`` (the whole counts) and
         its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
-        fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``.
-
-        ``overwrite``: ``fold_feature_count`` (a C-contiguous float64 array
-        the caller drops afterwards) becomes the models' log-counts, fold by
-        fold, instead of a new array as large (``spamnb train``: its peak
-        memory, with ten folds, is the fold counts and the fold models
-        together)."""
+        fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``,
+        or its non-zero entries ``(keys, values)`` (keys ``token * 2 *
+        n_folds + 2 * fold + class``, ascending: :meth:`spamnb.model.counting.Counts.sparse_folds`)."""
         import numpy as np
 
+        from spamnb.bayes import _vocab
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
         alpha = float(spam_filter.alpha)
         total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
         n_features = total.shape[1]
-        folds = np.asarray(fold_feature_count, dtype=np.float64).reshape(-1, 2, n_features)
-        n_folds = folds.shape[0]
-        overwrite = overwrite and folds.flags.c_contiguous and folds.flags.writeable
-        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
-        keys = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64)
-        values = np.frombuffer(spam_filter.vocabulary_.values, dtype=np.int32)
-        occupied = np.flatnonzero(keys != 0)
-        index = values[occupied]                        # the occupied slots' token indices
-        present = folds[:, 0] > 0                       # (n_folds, n_features): the fold holds the token
-        present |= folds[:, 1] > 0                      # (no float temporary of the folds' size)
-        in_folds = present.sum(axis=0, dtype=np.int32)
-        out = {"keys": keys, "values": np.empty((n_folds, keys.size), dtype=np.int32),
-               "log_count": folds.reshape(n_folds, 2 * n_features) if overwrite else
-               np.empty((n_folds, 2 * n_features)), "log_norm": np.empty((n_folds, 2)),
-               "log_prior": np.zeros((n_folds, 2))}
+        fold_class_count = np.asarray(fold_class_count, dtype=np.float64).reshape(-1, 2)
+        n_folds = fold_class_count.shape[0]
+        cells = 2 * n_folds
+        if isinstance(fold_feature_count, tuple):
+            keys, values = fold_feature_count
+        else:   # dense: its non-zero entries, in key order
+            rows = np.asarray(fold_feature_count, dtype=np.float64).reshape(n_folds * 2, n_features).T
+            token, row = np.nonzero(rows)
+            keys, values = token.astype(np.int64) * cells + row, rows[token, row]
+        keep = values > 0                                # what the fold holds (counts are >= 0)
+        if not keep.all():
+            keys, values = keys[keep], values[keep]
+        token = (keys // cells).astype(np.int32)        # ascending (keys are)
+        cell = (keys - token.astype(np.int64) * cells).astype(np.int8)
+        del keep
+        fold, klass = cell // 2, cell % 2
+        tf = token.astype(np.int64) * n_folds + fold     # (token, fold), non-decreasing
+        first = np.ones(tf.size, dtype=bool)
+        first[1:] = tf[1:] != tf[:-1]
+        in_folds = np.bincount(token[first], minlength=n_features).astype(np.int32)   # folds holding each token
+        n_tokens = np.bincount(fold[first], minlength=n_folds)                         # tokens each fold holds
+        del tf, first
+        capacity = [16] * n_folds                         # each fold's hash index: a power of two, at most half full
         for k in range(n_folds):
-            seen = in_folds - present[k] >= 1            # held by another fold
-            fc = total - folds[k]
-            np.maximum(fc, 0.0, out=fc)                  # rounding of total - part
-            out["log_count"][k] = np.log(fc + alpha).ravel()
-            out["log_norm"][k] = np.log(fc.sum(axis=1) + alpha * int(seen.sum()))
-            n_ham, n_spam = class_count - np.asarray(fold_class_count[k], dtype=np.float64)
+            while capacity[k] < 2 * n_tokens[k]:
+                capacity[k] <<= 1
+        key_offsets = np.cumsum([0] + capacity).astype(np.int64)
+        count_offsets = np.cumsum([0] + [2 * int(m) for m in n_tokens]).astype(np.int64)
+        out = {"keys": np.zeros(int(key_offsets[-1]), dtype=np.uint64),
+               "values": np.full(int(key_offsets[-1]), -1, dtype=np.int32),
+               "key_offsets": key_offsets, "log_count": np.empty(int(count_offsets[-1])),
+               "count_offsets": count_offsets, "log_norm": np.empty((n_folds, 2)), "log_prior": np.zeros((n_folds, 2))}
+        hashes = np.frombuffer(spam_filter.vocabulary_.hashes(), dtype=np.uint64)
+        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+        for k in range(n_folds):
+            mine = np.flatnonzero(fold == k)             # fold k's entries, in key order
+            mine_token = token[mine]
+            new = np.ones(mine.size, dtype=bool)
+            new[1:] = mine_token[1:] != mine_token[:-1]
+            tokens = mine_token[new]                      # fold k's tokens, in vocabulary order
+            local = np.cumsum(new) - 1
+            mine_class = klass[mine]
+            fc = total[:, tokens]                         # total - fold k's counts (0 where it has none)
+            fc[mine_class, local] = total[mine_class, mine_token] - values[mine]
+            np.maximum(fc, 0.0, out=fc)                   # rounding of total - part
+            whole = total.copy()                          # the dense model's counts, for its norm
+            whole[:, tokens] = fc
+            seen = in_folds.copy()
+            seen[tokens] -= 1                             # held by another fold
+            out["log_norm"][k] = np.log(whole.sum(axis=1) + alpha * int((seen >= 1).sum()))
+            del whole, seen
+            n_ham, n_spam = class_count - fold_class_count[k]
             out["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
-            out["values"][k] = values
-            out["values"][k, occupied] = np.where(seen[index], index, -1)
+            table = out["keys"][key_offsets[k]:key_offsets[k + 1]]
+            index = out["values"][key_offsets[k]:key_offsets[k + 1]]
+            _vocab.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
+                          0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
+            occupied = np.flatnonzero(table != 0)
+            index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
+            np.log(fc + alpha, out=out["log_count"][count_offsets[k]:count_offsets[k + 1]].reshape(2, -1))
         return cls(out, COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
 
     def save(self, folder):
@@ -461,11 +505,11 @@ def prefer_pairs(missed, missed_pairs, error, error_pairs):
 # 11.79 -> 7.96 % (0.68x), 1-AUC 0.0762 -> 0.0405 %: kept; SpamAssassin 3.48
 # -> 6.22 % (1.79x), 1-AUC 0.0373 -> 0.0337 %: not kept.
 PAIRS_GAIN = 0.8
-# The choice trains the corpus a second time, with a vocabulary several times
-# larger (pairs): on 96,736 messages (16 copies of the SpamAssassin corpus with
+# The choice tokenizes and counts the corpus a second time (in the same reading
+# since issue 23), with a vocabulary several times larger (pairs): on 96,736 messages (16 copies of the SpamAssassin corpus with
 # varied bytes) `spamnb train -j 2` took 28.1 s against 5.9 s without the choice
-# and peaked at 384 MiB against 245 (docs/scale.md, runs E and F).  Above this
-# many messages it is not tried (``--word-pairs W`` still gives pairs).
+# and peaked at 384 MiB against 245 (docs/scale.md, runs E and F, when it read
+# the corpus twice).  Above this many messages it is not tried (``--word-pairs W`` still gives pairs).
 PAIRS_MAX_MESSAGES = 20_000
 # The window ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3
 # ranked worse than 2 on both corpora).

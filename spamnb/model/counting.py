@@ -18,7 +18,8 @@ from __future__ import annotations
 from array import array
 from collections import deque
 
-__all__ = ["Counts", "counting_spec", "count_messages", "merge_counts", "tree_reduce", "tree_levels"]
+__all__ = ["Counts", "counting_spec", "count_messages", "count_variants", "merge_counts", "tree_reduce", "TreeReduce",
+           "tree_levels", "release_free_memory"]
 
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
 
@@ -43,17 +44,26 @@ class Counts:
     ``2 + 2 * n_folds``: ham and spam, then ham and spam of each
     cross-validation fold (:func:`spamnb.model.calibrate.fold_of`), merged alike;
     :meth:`model` is the first two, :meth:`folds` the rest.
+
+    Sparse fold rows: merged counts (:class:`_Sum`) hold the fold rows as
+    their non-zero entries only (most tokens are in one fold: a dense
+    ``(2 * n_folds, n_features)`` is nine tenths zeros), in ``fold_keys``
+    (int64, ``token * 2 * n_folds + row``, ascending) and ``fold_values``
+    (float64), and ``dense`` (the array behind ``feature_count`` then) holds
+    the two model rows; ``feature_count`` gives every row, dense, either way.
     """
 
-    __slots__ = ("hashes", "offsets", "strings", "class_count", "feature_count", "last_seen")
+    __slots__ = ("hashes", "offsets", "strings", "class_count", "dense", "last_seen", "fold_keys", "fold_values")
 
-    def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen):
+    def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen, fold_keys=None,
+                 fold_values=None):
         self.hashes, self.offsets, self.strings = hashes, offsets, strings
-        self.class_count, self.feature_count, self.last_seen = class_count, feature_count, last_seen
+        self.class_count, self.dense, self.last_seen = class_count, feature_count, last_seen
+        self.fold_keys, self.fold_values = fold_keys, fold_values
 
-    def __reduce__(self):   # six arrays: sent as six buffers
-        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.feature_count,
-                         self.last_seen))
+    def __reduce__(self):   # the arrays: sent as one buffer each
+        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.dense,
+                         self.last_seen, self.fold_keys, self.fold_values))
 
     @property
     def n_features(self):
@@ -63,24 +73,56 @@ class Counts:
     def n_folds(self):
         return (len(self.class_count) - 2) // 2
 
+    @property
+    def feature_count(self):
+        """``(n_classes, n_features)``, every row (sparse fold rows made dense: a new array)."""
+        if self.fold_keys is None:
+            return self.dense
+        import numpy as np
+
+        return np.concatenate([self.dense, self._dense_folds().reshape(-1, self.n_features)])
+
+    def _dense_folds(self):
+        """The sparse fold rows as a new dense ``(n_folds, 2, n_features)`` array."""
+        import numpy as np
+
+        n, cells = self.n_features, 2 * self.n_folds
+        out = np.zeros(cells * n)
+        keys = self.fold_keys
+        out[(keys % cells) * n + keys // cells] = self.fold_values
+        return out.reshape(self.n_folds, 2, n)
+
+    def sparse_folds(self):
+        """``(keys, values)`` of the fold rows' non-zero entries (see the class doc), dense rows or not."""
+        import numpy as np
+
+        if self.fold_keys is not None:
+            return self.fold_keys, self.fold_values
+        rows = self.dense[2:].T                      # (n_features, 2 * n_folds): token-major
+        token, row = np.nonzero(rows)                # in key order
+        return token.astype(np.int64) * rows.shape[1] + row, rows[token, row]
+
     def model(self):
         """These counts without the fold rows (ham and spam only)."""
         if len(self.class_count) == 2:
             return self
-        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2],
-                      self.feature_count[:2].copy(), self.last_seen)
+        dense = self.dense[:2] if self.fold_keys is not None else self.dense[:2].copy()
+        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2], dense, self.last_seen)
 
     def folds(self):
         """``(class_count, feature_count)`` of the folds: ``(n_folds, 2)`` and
-        ``(n_folds, 2, n_features)`` (views)."""
+        ``(n_folds, 2, n_features)`` (views; a new array when the fold rows are sparse)."""
         n_folds = self.n_folds
+        if self.fold_keys is not None:
+            return self.class_count[2:].reshape(n_folds, 2), self._dense_folds()
         return (self.class_count[2:].reshape(n_folds, 2),
-                self.feature_count[2:].reshape(n_folds, 2, self.n_features))
+                self.dense[2:].reshape(n_folds, 2, self.n_features))
 
     @property
     def nbytes(self):
+        folds = 0 if self.fold_keys is None else self.fold_keys.nbytes + self.fold_values.nbytes
         return (self.hashes.nbytes + self.offsets.nbytes + len(self.strings) + self.class_count.nbytes
-                + self.feature_count.nbytes + self.last_seen.nbytes)
+                + self.dense.nbytes + self.last_seen.nbytes + folds)
 
     @classmethod
     def empty(cls, n_classes=2):
@@ -121,7 +163,8 @@ class Counts:
         from spamnb.bayes.wordcounts import WordCounts
 
         flat = array("d")
-        flat.frombytes(self.feature_count.tobytes())
+        flat.frombytes(self.dense.tobytes() if len(self.class_count) == len(self.dense) else
+                       self.feature_count.tobytes())
         return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
 
     def vocabulary(self):
@@ -193,11 +236,20 @@ class _Sum:
     Each part's counts are added into the total's columns of its tokens
     (``total[:, index] += part``; a part's tokens are distinct, so each
     count is one addition, in the order of the parts): the work is the
-    part's size, not the total's; the total grows by doubling."""
+    part's size, not the total's; the total grows by doubling.
+
+    The fold rows (parts counted with ``n_folds``) are summed sparse: the
+    total keeps their non-zero entries sorted by key (``token * 2 * n_folds
+    + row``, :class:`Counts`), and a part's entries are added to the entries
+    of the same key (one addition each, as the dense sum adds them; an entry
+    the total lacks is the dense sum's ``0.0 + value``, the value itself), or
+    inserted: the same sums, bit for bit, without the dense rows' zeros
+    (nine tenths of them) to send, grow, add and copy."""
 
     def __init__(self):
         self.n = 0
         self.first = self.vocabulary = self.total = self.days = self.class_count = None
+        self.keys = self.values = None
 
     def __len__(self):
         return self.n
@@ -215,9 +267,11 @@ class _Sum:
             first, self.first = self.first, None
             self.vocabulary = Vocabulary()
             n_classes = len(first.class_count)
-            self.total = np.zeros((n_classes, max(1024, 2 * first.n_features)))
+            self.total = np.zeros((min(n_classes, 2), max(1024, 2 * first.n_features)))
             self.days = np.zeros(self.total.shape[1], dtype=np.int32)
             self.class_count = np.zeros(n_classes)
+            if n_classes > 2:
+                self.keys, self.values = np.zeros(0, dtype=np.int64), np.zeros(0)
             self._add(first)
         self._add(part)
 
@@ -236,9 +290,28 @@ class _Sum:
             days = np.zeros(capacity, dtype=np.int32)
             days[:self.days.size] = self.days
             self.total, self.days = total, days
-        self.total[:, index] += part.feature_count
+        self.total[:, index] += part.dense[:2]
         self.days[index] = np.maximum(self.days[index], part.last_seen)
         self.class_count += part.class_count
+        if self.keys is not None:
+            self._add_folds(part, index)
+
+    def _add_folds(self, part, index):
+        import numpy as np
+
+        cells = len(self.class_count) - 2
+        keys, values = part.sparse_folds()
+        keys = index[keys // cells].astype(np.int64) * cells + keys % cells   # the total's token numbers
+        order = np.argsort(keys)                 # keys are distinct: any sort gives one order
+        keys, values = keys[order], values[order]
+        at = np.searchsorted(self.keys, keys)
+        found = at < self.keys.size
+        found[found] = self.keys[at[found]] == keys[found]
+        self.values[at[found]] += values[found]  # distinct positions: one addition each
+        new = ~found
+        if new.any():                            # inserted before their positions: stays sorted
+            self.keys = np.insert(self.keys, at[new], keys[new])
+            self.values = np.insert(self.values, at[new], values[new])
 
     def result(self):
         if self.n == 0:
@@ -250,7 +323,8 @@ class _Sum:
         n = self.vocabulary.n_features
         blob, offsets = self.vocabulary.string_table()
         return Counts(self.vocabulary.hashes(), np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy())
+                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy(),
+                      self.keys, self.values)
 
 
 class _Gather:
@@ -289,33 +363,50 @@ def tree_reduce(items, fan_in=DEFAULT_FAN_IN, merge=None):
     Streaming: each level holds one running total (:func:`merge_counts`
     folded one part at a time), so memory is about the number of levels
     times the vocabulary.  ``merge``: a function of a list of items instead
-    (for other items than :class:`Counts`)."""
-    if fan_in < 2:
-        raise ValueError("fan_in must be at least 2")
-    new = _Sum if merge is None else (lambda: _Gather(merge))
-    levels = []
+    (for other items than :class:`Counts`).  :class:`TreeReduce`: the same,
+    fed one item at a time."""
+    tree = TreeReduce(fan_in, merge)
     for item in items:
-        level = 0
+        tree.add(item)
+    return tree.result()
+
+
+class TreeReduce:
+    """:func:`tree_reduce` fed one item at a time (:meth:`add`), so that one
+    stream can feed several trees (the variants of one counting pass)."""
+
+    def __init__(self, fan_in=DEFAULT_FAN_IN, merge=None):
+        if fan_in < 2:
+            raise ValueError("fan_in must be at least 2")
+        self.fan_in, self.merge = fan_in, merge
+        self.new = _Sum if merge is None else (lambda: _Gather(merge))
+        self.levels = []
+
+    def add(self, item):
+        levels, level = self.levels, 0
         while True:
             if level == len(levels):
-                levels.append(new())
+                levels.append(self.new())
             levels[level].add(item)
-            if len(levels[level]) < fan_in:
-                break
+            if len(levels[level]) < self.fan_in:
+                return
             item = levels[level].result()
-            levels[level] = new()
+            levels[level] = self.new()
             level += 1
-    if not levels:
-        return merge_counts([]) if merge is None else merge([])
-    # Flush bottom-up: each level's last, short group goes one level up, as
-    # the level-by-level reduction merges it; the top level's group is the
-    # last one (one item: the result itself).
-    for level in range(len(levels)):
-        if not any(len(higher) for higher in levels[level + 1:]):
-            return levels[level].result()
-        if len(levels[level]):
-            levels[level + 1].add(levels[level].result())
-    raise AssertionError("unreachable")
+
+    def result(self):
+        levels, self.levels = self.levels, []
+        if not levels:
+            return merge_counts([]) if self.merge is None else self.merge([])
+        # Flush bottom-up: each level's last, short group goes one level up, as
+        # the level-by-level reduction merges it; the top level's group is the
+        # last one (one item: the result itself).
+        for level in range(len(levels)):
+            if not any(len(higher) for higher in levels[level + 1:]):
+                return levels[level].result()
+            if len(levels[level]):
+                levels[level + 1].add(levels[level].result())
+        raise AssertionError("unreachable")
 
 
 def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
@@ -332,6 +423,23 @@ def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
     return level[0]
 
 
+def release_free_memory():
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``;
+    nothing elsewhere).  A merge frees many arrays of a few MiB, which glibc
+    keeps in the heap once its mmap threshold has risen past them: without
+    this, ``spamnb train``'s peak memory counts them on top of the fold models."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 _TOKENIZERS = {}
 
 
@@ -341,7 +449,8 @@ def _tokenizer(settings):
     key = repr(sorted(settings.items()))
     tokenizer = _TOKENIZERS.get(key)
     if tokenizer is None:
-        _TOKENIZERS.clear()
+        if len(_TOKENIZERS) >= 4:   # a few at once: a job's variants
+            _TOKENIZERS.clear()
         tokenizer = _TOKENIZERS[key] = Tokenizer.from_settings(settings)   # version 2 models too
     return tokenizer
 
@@ -363,56 +472,111 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     binary file to write each message's token hashes, class and fold to
     (:func:`spamnb.model.calibrate.spill`; needs ``n_folds``), for the calibration's
     scoring pass."""
-    import numpy as np
+    return count_variants([spec], messages, day, n_folds, [spill])[0]
 
-    from spamnb.bayes._vocab import add_counts
+
+def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None):
+    """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
+    its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
+    ``messages``: each message read, and parsed once for every tokenizer that
+    :meth:`~spamnb.mail.tokenizer.Tokenizer.parses_as` the first, its fold
+    found once; each variant's :class:`Counts` is the one
+    :func:`count_messages` gives it alone (its own vocabulary, rows and
+    ``spills[i]``).  ``limit``: past that many messages, the variants after
+    the first are dropped (their result None: not worth counting further)."""
     from spamnb.model.ages import today
-    from spamnb.model.calibrate import fold_of, spill as spill_record
-    from spamnb.model.defaults import COUNT_TRANSFORMS
+    from spamnb.model.calibrate import fold_of
     from spamnb.model.messages import message_bytes
-    from spamnb.bayes.vocabulary import Vocabulary
-    from spamnb.bayes.wordcounts import WordCounts
 
-    transform = COUNT_TRANSFORMS[spec["counts"]]
-    length = float(spec.get("length_norm", 0.0))
-    stream = _tokenizer(spec["tokenizer"]).stream
-    vocabulary = Vocabulary()
-    word_counts = WordCounts(1.0, "mle", 2)
-    add = word_counts.add
-    # the folds' rows (ham and spam of each fold): added to as WordCounts.add adds
-    fold_rows = [array("d") for _ in range(2 * n_folds)]
-    fold_messages = [0.0] * (2 * n_folds)
+    spills = [None] * len(specs) if spills is None else spills
+    counters = [_Counter(spec, n_folds, spill) for spec, spill in zip(specs, spills)]
+    first = counters[0].tokenizer
+    shared = [c.tokenizer.parses_as(first) for c in counters]
+    n_messages = 0
     for data, is_spam in messages:
         data = message_bytes(data)
-        tokens = stream(data)
-        indices = vocabulary.add(tokens)
-        n_features = vocabulary.n_features
-        add(indices, int(bool(is_spam)), transform, 1, n_features, length)
-        if n_folds:
-            fold = fold_of(data, n_folds)
-            k = 2 * fold + int(bool(is_spam))
-            row = fold_rows[k]
+        is_spam = bool(is_spam)
+        fold = fold_of(data, n_folds) if n_folds else None
+        parsed = first.parse(data) if len(counters) > 1 else None
+        for counter, share in zip(counters, shared):
+            counter.count(counter.tokenizer.stream(data, parsed if share else None), is_spam, fold)
+        n_messages += 1
+        if limit is not None and n_messages > limit and len(counters) > 1:
+            del counters[1:]
+    day = today() if day is None else day
+    results = [None] * len(specs)
+    for i, counter in enumerate(counters):
+        results[i] = counter.result(day)
+        counters[i] = None
+    return results
+
+
+class _Counter:
+    """One variant's counting in :func:`count_variants`: its tokenizer,
+    vocabulary, model rows and the folds' rows (ham and spam of each fold,
+    added to as ``WordCounts.add`` adds), and its spill file."""
+
+    def __init__(self, spec, n_folds, spill_file):
+        from spamnb.bayes._vocab import add_counts
+        from spamnb.bayes.vocabulary import Vocabulary
+        from spamnb.bayes.wordcounts import WordCounts
+        from spamnb.model.calibrate import spill
+        from spamnb.model.defaults import COUNT_TRANSFORMS
+
+        self.add_counts, self.spill_record = add_counts, spill
+        self.transform = COUNT_TRANSFORMS[spec["counts"]]
+        self.length = float(spec.get("length_norm", 0.0))
+        self.tokenizer = _tokenizer(spec["tokenizer"])
+        self.vocabulary = Vocabulary()
+        self.word_counts = WordCounts(1.0, "mle", 2)
+        self.n_folds, self.spill = n_folds, spill_file
+        self.fold_rows = [array("d") for _ in range(2 * n_folds)]
+        self.fold_messages = [0.0] * (2 * n_folds)
+
+    def count(self, tokens, is_spam, fold):
+        indices = self.vocabulary.add(tokens)
+        n_features = self.vocabulary.n_features
+        self.word_counts.add(indices, int(is_spam), self.transform, 1, n_features, self.length)
+        if fold is not None:
+            k = 2 * fold + int(is_spam)
+            row = self.fold_rows[k]
             if len(row) < n_features:
                 row.frombytes(bytes(8 * (n_features - len(row))))
-            add_counts(indices, row, transform, 1.0, length)
-            fold_messages[k] += 1.0
-            if spill is not None:
-                spill_record(spill, tokens.hashes, is_spam, fold)
-    if not n_folds:
-        return Counts.from_word_counts(vocabulary, word_counts, today() if day is None else day)
-    # one matrix for the model's rows and the folds', each row copied once and dropped
-    n = vocabulary.n_features
-    matrix = np.zeros((2 + 2 * n_folds, n))
-    word_counts.resize(n)
-    matrix[:2] = word_counts.matrix()
-    class_count = [*word_counts.class_count_, *fold_messages]
-    word_counts = add = None
-    for k in range(2 * n_folds):
-        row, fold_rows[k] = fold_rows[k], None
-        matrix[2 + k, :len(row)] = np.frombuffer(row, dtype=np.float64)
-        del row
-    hashes = vocabulary.hashes()
-    blob, offsets = vocabulary.string_table()
-    return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                  np.array(class_count, dtype=np.float64), matrix,
-                  np.full(n, today() if day is None else day, dtype=np.int32))
+            self.add_counts(indices, row, self.transform, 1.0, self.length)
+            self.fold_messages[k] += 1.0
+            if self.spill is not None:
+                self.spill_record(self.spill, tokens.hashes, is_spam, fold)
+
+    def result(self, day):
+        """The :class:`Counts` (the counter's rows dropped as they are read)."""
+        import numpy as np
+
+        vocabulary, word_counts, n_folds = self.vocabulary, self.word_counts, self.n_folds
+        self.vocabulary = self.word_counts = None
+        if not n_folds:
+            return Counts.from_word_counts(vocabulary, word_counts, day)
+        # the model's rows dense, the folds' as their non-zero entries (Counts: sparse fold rows),
+        # each row read once and dropped: no dense (2 * n_folds, n) matrix
+        n = vocabulary.n_features
+        cells = 2 * n_folds
+        word_counts.resize(n)
+        dense = np.array(word_counts.matrix(), dtype=np.float64)
+        class_count = [*word_counts.class_count_, *self.fold_messages]
+        word_counts = None
+        fold_rows = self.fold_rows
+        keys, values = [], []
+        for k in range(cells):
+            row, fold_rows[k] = np.frombuffer(fold_rows[k], dtype=np.float64), None
+            token = np.flatnonzero(row)
+            keys.append(token * cells + k)
+            values.append(row[token])
+            del row, token
+        keys, values = np.concatenate(keys).astype(np.int64), np.concatenate(values)
+        order = np.argsort(keys)   # distinct keys: token-major order
+        keys, values = keys[order], values[order]
+        del order
+        hashes = vocabulary.hashes()
+        blob, offsets = vocabulary.string_table()
+        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
+                      np.array(class_count, dtype=np.float64), dense,
+                      np.full(n, day, dtype=np.int32), keys, values)

@@ -12,8 +12,9 @@ memory: :func:`fit_tuned`) make the same three steps with the functions here:
    model without its fold (:class:`~spamnb.model.calibrate.FoldModels`,
    :func:`choose_from_parts`), unless there is too little mail for them
    (:func:`check_calibration`);
-3. *decide the word pairs* (:func:`choose_pairs`): train again with pairs
-   and keep the variant the held-out figures favour
+3. *decide the word pairs* (:func:`choose_pairs`): train with pairs too
+   (counted in the same pass: each message read and parsed once) and keep
+   the variant the held-out figures favour
    (:func:`spamnb.model.calibrate.prefer_pairs`).
 """
 
@@ -25,12 +26,13 @@ import tempfile
 from spamnb.model import calibrate
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.model.ages import Ages
-from spamnb.model.counting import count_messages, counting_spec
+from spamnb.model.counting import count_variants, counting_spec, release_free_memory
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
 
-__all__ = ["CorpusChanged", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain", "params_of", "take_counts"]
+__all__ = ["CorpusChanged", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain", "pair_filters",
+           "params_of", "take_counts", "train_variants_here"]
 
 
 class CorpusChanged(ValueError):
@@ -71,37 +73,67 @@ def choose_from_parts(parts, fold_class_count, n_folds, calibration):
     return chosen, (ham, spam)
 
 
-def choose_pairs(train_variant, spam_filter, word_pairs):
-    """Train ``spam_filter`` with ``train_variant`` (a function of an unfitted
-    filter giving ``(fitted, calibration, held-out scores)``) and, with
-    ``word_pairs`` W >= 2, a second time with word pairs of window W and the
-    pairs' text budget (``tokenizer.with_pairs``); keep the variant
-    :func:`~spamnb.model.calibrate.prefer_pairs` favours.  Returns
-    ``(fitted, calibration)``; the calibration's ``word_pairs`` field holds
-    ``(window kept, spam missed without, with, 1-AUC % without, with)`` (the
-    four None above :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES`
-    messages: not tried)."""
-    import numpy as np
-
-    from spamnb.bayes.metrics import one_minus_auc_percent
+def pair_filters(spam_filter, word_pairs):
+    """The variants :func:`choose_pairs` may train: ``[spam_filter]`` and, with
+    ``word_pairs`` W >= 2 that its tokenizer does not already have, a new
+    unfitted filter of the same parameters with word pairs of window W and the
+    pairs' text budget (``tokenizer.with_pairs``)."""
     from spamnb.mail.tokenizer import with_pairs
 
     if word_pairs and not 2 <= word_pairs <= 8:
         raise ValueError(f"word_pairs must be 0 or from 2 to 8, got {word_pairs!r}")
+    tokenizer = spam_filter.tokenizer_
+    if not word_pairs or tokenizer.word_pairs == word_pairs:
+        return [spam_filter]
+    try:
+        paired = with_pairs(word_pairs, tokenizer)
+    except ValueError:   # a tokenizer without pairs (version 2): choose_pairs says so if it comes to them
+        return [spam_filter]
+    return [spam_filter, type(spam_filter)(**dict(params_of(spam_filter), tokenizer=paired))]
+
+
+def choose_pairs(train_variants, spam_filter, word_pairs):
+    """Train ``spam_filter`` and, with ``word_pairs`` W >= 2, the same with
+    word pairs of window W and the pairs' text budget (:func:`pair_filters`);
+    keep the variant :func:`~spamnb.model.calibrate.prefer_pairs` favours.
+
+    ``train_variants``: a function of the list of unfitted variants giving an
+    iterator of their ``(fitted, calibration, held-out scores)``, in order,
+    each made when asked for (one counting pass may count them all; the
+    second is asked for only when the first was calibrated on at most
+    :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages, and may be
+    None past that many).  Returns ``(fitted, calibration)``; the
+    calibration's ``word_pairs`` field holds ``(window kept, spam missed
+    without, with, 1-AUC % without, with)`` (the four None above
+    :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages: not tried)."""
+    import contextlib
+
+    import numpy as np
+
+    from spamnb.bayes.metrics import one_minus_auc_percent
+
+    from spamnb.mail.tokenizer import with_pairs
+
     template = params_of(spam_filter)
-    fitted, cal, scores = train_variant(spam_filter)
-    if not word_pairs or cal is None or cal.expected_fpr is None or fitted.tokenizer_.word_pairs == word_pairs:
-        return fitted, cal
-    if cal.n_ham + cal.n_spam > calibrate.PAIRS_MAX_MESSAGES:   # the second training would cost more than it is worth
-        return fitted, cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), None, None, None, None))
+    filters = pair_filters(spam_filter, word_pairs)
+    with contextlib.closing(iter(train_variants(filters))) as results:
+        fitted, cal, scores = next(results)
+        if not word_pairs or cal is None or cal.expected_fpr is None or fitted.tokenizer_.word_pairs == word_pairs:
+            return fitted, cal
+        if cal.n_ham + cal.n_spam > calibrate.PAIRS_MAX_MESSAGES:   # the second training would cost more than it is worth
+            return fitted, cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), None, None, None, None))
+        if len(filters) > 1:
+            fitted_pairs, cal_pairs, scores_pairs = next(results)
+    if len(filters) == 1:   # not counted with the first (pair_filters could not make it): this raises why
+        paired = type(spam_filter)(**dict(template, tokenizer=with_pairs(word_pairs, fitted.tokenizer_)))
+        with contextlib.closing(iter(train_variants([paired]))) as results:
+            fitted_pairs, cal_pairs, scores_pairs = next(results)
 
     def error(ham_spam):
         ham, spam_scores = ham_spam
         y = np.concatenate([np.zeros(ham.size, dtype=bool), np.ones(spam_scores.size, dtype=bool)])
         return one_minus_auc_percent(y, np.concatenate([ham, spam_scores]))
 
-    paired = type(spam_filter)(**dict(template, tokenizer=with_pairs(word_pairs, fitted.tokenizer_)))
-    fitted_pairs, cal_pairs, scores_pairs = train_variant(paired)
     figures = (cal.expected_spam_missed, cal_pairs.expected_spam_missed, error(scores), error(scores_pairs))
     if calibrate.prefer_pairs(*figures):
         return fitted_pairs, cal_pairs._replace(word_pairs=(word_pairs, *figures))
@@ -114,7 +146,8 @@ def take_counts(spam_filter, merged, calibration):
     fold_feature_count)``, ``done`` the result ``(spam_filter, calibration,
     None)`` when there is no held-out scoring to do (no calibration asked
     for, or too little mail: the default cutoffs), else None."""
-    folds = merged.folds() if merged.n_folds else (None, None)
+    # the folds' counts as their non-zero entries (Counts.sparse_folds): never a dense (2 * folds, tokens)
+    folds = (merged.class_count[2:].reshape(-1, 2), merged.sparse_folds()) if merged.n_folds else (None, None)
     merged.to_filter(spam_filter)
     if calibration is None:
         return (spam_filter, None, None), None, None
@@ -122,23 +155,42 @@ def take_counts(spam_filter, merged, calibration):
     return ((spam_filter, fixed, None) if fixed is not None else None), *folds
 
 
-def _train_in_memory(spam_filter, pairs, calibration, n_folds):
-    """One variant of :func:`fit_tuned`: ``spam_filter`` (unfitted) counted on
-    ``pairs`` (``(bytes, is_spam)``, a list) in this process, as ``spamnb
-    train -j 1`` counts, and its held-out calibration."""
-    with tempfile.TemporaryFile(prefix="spamnb-train-") as spill:
-        merged = count_messages(counting_spec(spam_filter), pairs, n_folds=n_folds, spill=spill)
-        done, fold_class_count, fold_feature_count = take_counts(spam_filter, merged, calibration)
-        if done is not None:
-            return done
-        del merged
-        models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
-                                                  overwrite=True)   # the fold counts become its log-counts
-        del fold_feature_count
-        spill.flush()
-        parts = [calibrate.held_out_spilled(models, spill)]
-    chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
-    return spam_filter, chosen, scores
+def train_variants_here(filters, messages, calibration, n_folds, limit=None):
+    """Train the unfitted ``filters`` in this process on ``messages``
+    (``(bytes, is_spam)``), counted in one pass (each message read and parsed
+    once: :func:`~spamnb.model.counting.count_variants`), as ``spamnb train
+    -j 1`` trains: a generator of each variant's ``(fitted, calibration,
+    held-out scores)`` (:func:`choose_pairs`), its fold models built and its
+    spill scored when asked for.  ``calibration`` None: the first variant
+    only is counted.  ``limit``: as :func:`count_variants` (a variant dropped
+    there gives None)."""
+    import contextlib
+
+    filters = filters if calibration is not None else filters[:1]
+    with contextlib.ExitStack() as stack:
+        spills = [stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if n_folds else None
+                  for _ in filters]
+        merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, spills=spills,
+                                limit=limit)
+        for i, spam_filter in enumerate(filters):
+            counts, merged[i] = merged[i], None
+            if counts is None:
+                yield None
+                continue
+            done, fold_class_count, fold_feature_count = take_counts(spam_filter, counts, calibration)
+            if done is not None:
+                yield done
+                continue
+            del counts
+            release_free_memory()   # what the counting freed, before the fold models are built
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+            del fold_feature_count
+            spills[i].flush()
+            parts = [calibrate.held_out_spilled(models, spills[i])]
+            del models
+            spills[i].close()
+            chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
+            yield spam_filter, chosen, scores
 
 
 def fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET_FPR,
@@ -153,10 +205,10 @@ def fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET
     calibration = {"target_fpr": target_fpr} if target_fpr > 0 else None
     n_folds = calibrate.DEFAULT_FOLDS if calibration is not None else 0
 
-    def train_variant(variant):
-        return _train_in_memory(variant, pairs, calibration, n_folds)
+    def train_variants(filters):
+        return train_variants_here(filters, pairs, calibration, n_folds, limit=calibrate.PAIRS_MAX_MESSAGES)
 
-    fitted, chosen = choose_pairs(train_variant, spam_filter, word_pairs)
+    fitted, chosen = choose_pairs(train_variants, spam_filter, word_pairs)
     if chosen is not None:
         calibrate.apply(fitted, chosen)
     return fitted, chosen

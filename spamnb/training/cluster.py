@@ -251,7 +251,7 @@ def _fold_models(root, params):
     from spamnb.mail.tokenizer import Tokenizer
 
     merged, _report = root
-    fold_class_count, fold_feature_count = merged.folds()
+    fold_class_count, fold_feature_count = merged.class_count[2:].reshape(-1, 2), merged.sparse_folds()
     params = dict(params, tokenizer=Tokenizer.from_settings(params["tokenizer"]))
     return FoldModels.from_counts(merged.to_filter(SpamFilter(**params)), fold_class_count, fold_feature_count)
 

@@ -46,16 +46,19 @@ number of messages, only with the vocabulary they bring (docs/scale.md).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 
-from spamnb.model.counting import DEFAULT_FAN_IN, count_messages, counting_spec, tree_reduce
-from spamnb.model.calibrate import AUTO_PAIRS
-from spamnb.model.fitting import CorpusChanged, choose_from_parts, choose_pairs, take_counts
-from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, _merge_reports, _messages, count_partition, partitions,
-                                     plan_training, score_spilled)
+from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec, release_free_memory
+from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
+from spamnb.model.fitting import CorpusChanged, choose_from_parts, choose_pairs, take_counts, train_variants_here
+from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, _merge_reports, _messages, count_partition_variants,
+                                     partitions, plan_training, score_spilled)
 from spamnb.training.workers import Workers
 
-__all__ = ["fit_counts", "fit", "train", "train_one", "CorpusChanged", "AUTO_PAIRS"]
+__all__ = ["fit_counts", "fit_counts_variants", "fit", "train", "train_one", "train_variants", "CorpusChanged",
+           "AUTO_PAIRS"]
 
 
 def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
@@ -65,29 +68,59 @@ def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
     to run on instead of ``n_jobs`` new ones; ``spills``: ``(folder, paths)``,
     each partition's token hashes spilled to a file in ``folder``, its path
     appended to the list ``paths``)."""
+    spills = None if spills is None else (spills[0], [spills[1]])
+    return fit_counts_variants(pieces, [spec], n_jobs, partition_size, fan_in, report, strict, n_folds, workers,
+                               progress, spills)[0]
+
+
+def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
+                        report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None, limit=None):
+    """:func:`fit_counts` under several ``specs`` in one pass (each partition
+    read and parsed once: :func:`count_partition_variants`), each variant
+    merged in its own tree (the same tree as alone: the same counts); a list
+    of merged :class:`Counts`, one per spec.  ``spills``: ``(folder, lists)``,
+    a list of paths per spec.  ``limit``: once more than that many messages
+    are counted, the partitions still to start count the first spec only,
+    and the others' results are None."""
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport() if report is None else report
+    state = {"variants": len(specs), "messages": 0}
 
-    def spill(i):
+    def spill(v, i):
         if spills is None:
             return None
-        spills[1].append(os.path.join(spills[0], f"part-{i:09d}"))
-        return spills[1][-1]
+        spills[1][v].append(os.path.join(spills[0], f"part-{i:09d}-{v}"))
+        return spills[1][v][-1]
 
-    jobs = ((spec, part, strict, n_folds, spill(i)) for i, part in enumerate(partitions(pieces, partition_size)))
+    def jobs():
+        for i, part in enumerate(partitions(pieces, partition_size)):
+            n = state["variants"]
+            yield specs[:n], part, strict, n_folds, [spill(v, i) for v in range(n)]
 
-    def counted(workers):
-        for part_counts, part_report in workers.run_ordered(count_partition, jobs):
+    trees = [TreeReduce(fan_in) for _ in specs]
+
+    def count(workers):
+        for part_counts, part_report in workers.run_ordered(count_partition_variants, jobs()):
             _merge_reports(report, part_report)
+            n = int(part_counts[0].class_count[:2].sum())
             if progress is not None:
-                progress.step("counting", n=int(part_counts.class_count[:2].sum()))
-            yield part_counts
+                progress.step("counting", n=n)
+            state["messages"] += n
+            for tree, counts in zip(trees, part_counts):
+                if tree is not None:
+                    tree.add(counts)
+            del part_counts
+            if limit is not None and state["messages"] > limit and state["variants"] > 1:
+                state["variants"] = 1
+                trees[1:] = [None] * (len(trees) - 1)
 
     if workers is not None:
-        return tree_reduce(counted(workers), fan_in)
-    with Workers(n_jobs) as workers:
-        return tree_reduce(counted(workers), fan_in)
+        count(workers)
+    else:
+        with Workers(n_jobs) as workers:
+            count(workers)
+    return [None if tree is None else tree.result() for tree in trees]
 
 
 def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
@@ -120,9 +153,10 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     gives for the variant kept.
 
     ``word_pairs`` (with ``calibration``, when the corpus has enough mail for
-    it): the corpus is trained a second time with the tokenizer's
-    ``word_pairs`` set to W and its text budget raised (``tokenizer.with_pairs``;
-    the same passes, counts and cutoffs), and the
+    it): the corpus is also trained with the tokenizer's ``word_pairs`` set
+    to W and its text budget raised (``tokenizer.with_pairs``; the same
+    counts and cutoffs as training it alone, counted in the same pass:
+    :func:`train_variants`), and the
     variant the calibration's held-out log-odds (10-fold cross-validation
     inside the training mail) favour is kept: the one with pairs only when,
     at the cutoffs chosen for each, it misses at most :data:`PAIRS_GAIN`
@@ -137,14 +171,13 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
-                   strict=strict, calibration=calibration, n_folds=n_folds, dask=dask, progress=progress)
-    first = [report]   # the first training's report is the caller's; the second's is dropped
+                   report=report, strict=strict, calibration=calibration, n_folds=n_folds, dask=dask,
+                   progress=progress, limit=PAIRS_MAX_MESSAGES)
 
-    def train_variant(variant):
-        fitted, cal, scores = train_one(spam_filter=variant, report=first.pop() if first else None, **options)
-        return fitted, cal, scores
+    def train_all(filters):
+        return train_variants(filters, **options)
 
-    return choose_pairs(train_variant, spam_filter, word_pairs)
+    return choose_pairs(train_all, spam_filter, word_pairs)
 
 
 def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
@@ -170,8 +203,10 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     the scoring pass, on the same workers, scores each message's hashes by
     its fold's model (the counts minus the fold's:
     :class:`~spamnb.model.calibrate.FoldModels`), keeping one float per message.
-    Memory: the vocabulary times ``2 + 4 * n_folds`` floats (counts and fold
-    models), plus 8 bytes a message; no matrix of the corpus.
+    Memory: the vocabulary times 2 floats (the counts), the folds' non-zero
+    entries (16 bytes each, most tokens in one fold: :class:`Counts`) and the
+    fold models (about 30 bytes per token and fold it occurs in), plus 8
+    bytes a message; no matrix of the corpus, no dense fold rows.
 
     ``dask``: a scheduler address; both passes run there
     (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each partition's
@@ -179,73 +214,110 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     :func:`spamnb.training.cluster.held_out_spilled`: the fold models are built on a
     worker from the merged counts there, and each spill is scored where it is).
     """
-    import contextlib
-    import tempfile
-
-    from spamnb.model import calibrate
-    from spamnb.training.corpus import CorpusReport
     from spamnb.model.spam_filter import SpamFilter
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
-    if spam_filter.feature_weight:
-        raise ValueError("message features (feature_weight > 0) are not trained by partitions; use SpamFilter.fit")
+    with contextlib.closing(train_variants([spam_filter], trees, spam, ham, n_jobs, partition_size, fan_in, report,
+                                           strict, calibration, n_folds, dask, progress)) as results:
+        return next(results)
+
+
+def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
+                   fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
+                   progress=None, limit=None):
+    """:func:`train_one` of each unfitted filter of ``filters`` (a filter and
+    its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
+    a generator of their ``(spam_filter, calibration, scores)``, in order.
+
+    The corpus is counted once for all of them (each message read and parsed
+    once, tokenized by each filter's tokenizer: :func:`fit_counts_variants`,
+    :func:`~spamnb.model.fitting.train_variants_here` with ``-j 1``), each
+    variant into its own counts, tree and spills, which are exactly those
+    of training it alone; a variant's fold models are built and its spills
+    scored when its result is asked for.  ``calibration`` None: the first
+    filter only.  ``limit``: past that many messages counted the variants
+    after the first are dropped (their result None).  On Dask each variant
+    is trained by a pass of its own.
+    """
+    from spamnb.model import calibrate
+    from spamnb.training.corpus import CorpusReport
+
+    for spam_filter in filters:
+        if spam_filter.feature_weight:
+            raise ValueError("message features (feature_weight > 0) are not trained by partitions; "
+                             "use SpamFilter.fit")
     if partition_size < 1:
         raise ValueError("partition_size must be at least 1")
     n_folds = calibrate.DEFAULT_FOLDS if n_folds is None else n_folds
     folds = n_folds if calibration is not None else 0
-    spec = counting_spec(spam_filter)
+    filters = filters if calibration is not None else filters[:1]
     report = CorpusReport() if report is None else report
-    one = n_jobs == 1 and not dask   # asked for -j 1 (-j 0 on one core: partitions, here)
+    if dask:
+        for i, spam_filter in enumerate(filters):
+            yield _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report if i == 0 else None,
+                              strict, calibration, n_folds, folds, dask)
+        return
+    specs = [counting_spec(spam_filter) for spam_filter in filters]
+    one = n_jobs == 1   # asked for -j 1 (-j 0 on one core: partitions, here)
+    if one:
+        messages = ((data, is_spam) for _name, data, is_spam in
+                    _messages(plan_training(trees, spam, ham, report, strict, None), report, strict))
+        if progress is not None:
+            messages = progress.wrap(messages, "counting")
+        yield from train_variants_here(filters, messages, calibration, folds, limit)
+        return
     with contextlib.ExitStack() as stack:
-        # one process spills to an unnamed file; workers to files in a folder, which
-        # goes once they have stopped (their files closed)
-        work = None if one or dask or not folds else stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="spamnb-train-"))
-        workers = stack.enter_context(Workers(1 if dask else n_jobs))
-        spills = (work, []) if work is not None else None
+        # workers spill to files in a folder, which goes once they have stopped (their files closed)
+        work = stack.enter_context(tempfile.TemporaryDirectory(prefix="spamnb-train-")) if folds else None
+        workers = stack.enter_context(Workers(n_jobs))
+        spills = (work, [[] for _ in filters]) if work is not None else None
+        merged = fit_counts_variants(plan_training(trees, spam, ham, report, strict, partition_size), specs,
+                                     partition_size=partition_size, fan_in=fan_in, report=report, strict=strict,
+                                     n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit)
+        for i, spam_filter in enumerate(filters):
+            counts, merged[i] = merged[i], None
+            if counts is None:   # dropped past the limit
+                yield None
+                continue
+            done, fold_class_count, fold_feature_count = take_counts(spam_filter, counts, calibration)
+            if done is not None:
+                yield done
+                continue
+            del counts
+            release_free_memory()   # what the merge freed, before the fold models are built
+            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
+            del fold_feature_count
+            folder = os.path.join(work, f"folds-{i}")
+            os.mkdir(folder)
+            models.save(folder)
+            del models
+            parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1][i])))
+            chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
+            yield spam_filter, chosen, scores
 
-        def plan(report):
-            return plan_training(trees, spam, ham, report, strict, None if one else partition_size)
 
-        if dask:
-            from spamnb.training import cluster as spamnb_dask
+def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, strict, calibration, n_folds, folds,
+                dask):
+    """One variant of :func:`train_variants` on a Dask cluster: both passes there
+    (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each
+    partition's spill stays in the memory of the worker that counted it; then
+    :func:`spamnb.training.cluster.held_out_spilled`: the fold models are built
+    on a worker from the merged counts there, and each spill is scored where it is)."""
+    from spamnb.training import cluster as spamnb_dask
 
-            client = stack.enter_context(spamnb_dask.connect(dask))
-            merged = spamnb_dask.count_corpus(trees, spam, ham, client=client, spec=spec, partition_size=partition_size,
-                                              fan_in=fan_in, report=report, strict=strict, n_folds=folds,
-                                              spill=bool(folds))
-            if folds:
-                spilled, merged = merged, merged.counts
-        elif one:
-            messages = ((data, is_spam) for _name, data, is_spam in _messages(plan(report), report, strict))
-            if progress is not None:
-                messages = progress.wrap(messages, "counting")
-            spill = stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if folds else None
-            merged = count_messages(spec, messages, n_folds=folds, spill=spill)
-        else:
-            merged = fit_counts(plan(report), spec, partition_size=partition_size, fan_in=fan_in, report=report,
-                                strict=strict, n_folds=folds, workers=workers, progress=progress, spills=spills)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(Workers(1))
+        client = stack.enter_context(spamnb_dask.connect(dask))
+        merged = spamnb_dask.count_corpus(trees, spam, ham, client=client, spec=counting_spec(spam_filter),
+                                          partition_size=partition_size, fan_in=fan_in, report=report,
+                                          strict=strict, n_folds=folds, spill=bool(folds))
+        if folds:
+            spilled, merged = merged, merged.counts
         done, fold_class_count, fold_feature_count = take_counts(spam_filter, merged, calibration)
         if done is not None:
             return done
-        del merged
-        if dask:   # the fold models are built on the cluster, where the spills are
-            del fold_feature_count
-            parts = spamnb_dask.held_out_spilled(spilled, spam_filter, client)
-            del spilled
-        elif one:
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
-                                                      overwrite=True)   # the fold counts become its log-counts
-            del fold_feature_count
-            spill.flush()
-            parts = [calibrate.held_out_spilled(models, spill)]
-        else:
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count,
-                                                      overwrite=True)   # the fold counts become its log-counts
-            del fold_feature_count
-            folder = os.path.join(work, "folds")
-            os.mkdir(folder)
-            models.save(folder)
-            parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1])))
+        del merged, fold_feature_count
+        parts = spamnb_dask.held_out_spilled(spilled, spam_filter, client)
+        del spilled
     chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
     return spam_filter, chosen, scores

@@ -10,9 +10,10 @@ import os
 import sys
 from collections import namedtuple
 
-from spamnb.model.counting import count_messages
+from spamnb.model.counting import count_messages, count_variants
 
-__all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_in_memory"]
+__all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_variants",
+           "count_partition_in_memory"]
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 
@@ -164,6 +165,23 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
         return count_messages(spec, messages, n_folds=n_folds), report
     with open(spill, "wb", buffering=1 << 20) as out:
         return count_messages(spec, messages, n_folds=n_folds, spill=out), report
+
+
+def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None):
+    """:func:`count_partition` under several ``specs`` in one reading
+    (:func:`~spamnb.model.counting.count_variants`: each message read and
+    parsed once): ``([Counts, ...], CorpusReport)``; ``spills``: a path (or
+    None) per spec."""
+    import contextlib
+
+    from spamnb.training.corpus import CorpusReport
+
+    report = CorpusReport()
+    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    with contextlib.ExitStack() as stack:
+        files = [None if path is None else stack.enter_context(open(path, "wb", buffering=1 << 20))
+                 for path in (spills or [None] * len(specs))]
+        return count_variants(specs, messages, n_folds=n_folds, spills=files), report
 
 
 def count_partition_in_memory(spec, pieces, strict=False, n_folds=0):
