@@ -100,14 +100,20 @@ def test_model_plus_journal_scores_as_learning_and_rewriting(model, tmp_path, pe
     _journaled(model, ACTIONS[:13], per_session)             # learns (and a message already known)
     assert model.read_bytes() == before                      # the model file is not rewritten
     assert journal.journal_path(model) == str(model) + ".journal" and os.path.exists(str(model) + ".journal")
-    _journaled(model, ACTIONS[13:], per_session)             # a forget or relabel saves the model whole
+    _journaled(model, ACTIONS[13:], per_session)             # forgets and relabels: journaled too
+    assert model.read_bytes() == before
     expected = SpamFilter.load(rewritten)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                       # no warning for a sound journal
         replayed = SpamFilter.load(model)
-    # scored as replayed: the file's counts and logs patched in place, the new tokens in side tables
-    assert len(replayed.word_counts_.scorer_logs()[3]) > 0
+    # scored as replayed: the file's counts and logs patched in place, the new tokens in side tables,
+    # the tokens the forgets left unused out of the hash index (holes, not counted in V)
+    state = vars(replayed)
+    assert state.get("_holes") and state["word_counts_"].n_holes > 0
+    assert len(state["word_counts_"].scorer_logs()[3]) > 0
+    assert state["vocabulary_"].n_features - state["word_counts_"].n_holes == expected.vocabulary_.n_features
     assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)
+    assert state.get("_holes")                               # scoring did not fold them
     assert [m for m in (replayed.classify(p).label for p in PROBES)] == [expected.classify(p).label for p in PROBES]
     assert ([[t for t, _ in replayed.classify(p).evidence] for p in PROBES]
             == [[t for t, _ in expected.classify(p).evidence] for p in PROBES])
@@ -153,7 +159,7 @@ def test_cli_learn_and_forget_append_and_classify_sees_them(model, tmp_path):
     proc = run_spamnb(["forget", "-m", model, probe, SPAM[31]], text=True)
     assert proc.returncode == 0 and "forgot 2" in proc.stdout, proc.stderr
     assert run_spamnb(["classify", "--json", "-m", model, probe], text=True).stdout == first
-    assert not Path(str(model) + ".journal").exists()   # a forget saves the model whole
+    assert model.read_bytes() == before                 # a forget is journaled too
 
 
 def test_a_torn_tail_is_ignored_with_a_warning_and_cut_by_the_next_learn(model, tmp_path):

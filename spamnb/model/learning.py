@@ -36,11 +36,11 @@ class _RecordingFilter:
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
-        vocab = sf.vocabulary_
-        n_before = vocab.n_features
+        vocab = vars(sf)["vocabulary_"]   # holes and all (deltas.forget)
+        first, n_before = vocab.n_features, deltas.n_live(sf)
         day = today()
         deltas.learn(sf, cls, day, stream)
-        lengths, text = vocab.strings_since(n_before)
+        lengths, text = vocab.strings_since(first)
         self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, day, n_before, stream.hashes, lengths, text))
         return sf
 
@@ -51,7 +51,7 @@ class _RecordingFilter:
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
-        n_before = sf.vocabulary_.n_features
+        n_before = deltas.n_live(sf)
         hashes = array("Q")
         hashes.frombytes(memoryview(stream.hashes).cast("B"))
         deltas.forget(sf, cls, hashes)
@@ -125,14 +125,13 @@ class Session:
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the
         model saved whole when there is no model file to journal against, the
-        model has message features (the journal does not carry them), a
-        message was forgotten (``forget``, or a relabel), the journal passed
-        its size, or ``expire`` and the model passed its size limit
+        model has message features (the journal does not carry them), the
+        journal passed its size, or ``expire`` and the model passed its size limit
         (``spamnb prune --expire-at``)."""
         sf = self.filter
         if expire and sf.is_fitted:
-            limit = sf.ages_.max_tokens
-            if limit is not None and sf.vocabulary_.n_features > limit:
+            limit = vars(sf)["ages_"].max_tokens
+            if limit is not None and deltas.n_live(sf) > limit:
                 from spamnb.model.lifecycle import expire as expire_tokens
 
                 self.filter = sf = expire_tokens(sf)[0]
@@ -140,10 +139,7 @@ class Session:
         if not self.transactions:
             return None
         journal = sf.journal_
-        if (not self.exists or sf.feature_weight or journal is None or journal.identity is None
-                or self.forgot):
-            # a forget (or a relabel) is saved whole: replaying one would cost every reader
-            # numpy and a pass over the whole vocabulary (the tokens it leaves unused go)
+        if not self.exists or sf.feature_weight or journal is None or journal.identity is None:
             return self.compact()
         try:
             # one record for the whole commit: a command learning many messages is all or nothing

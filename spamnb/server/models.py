@@ -40,16 +40,25 @@ def _scoring_only(spam_filter):
     Such a filter only classifies; TELL reads the whole model under its lock
     (:func:`tell`)."""
     from spamnb.model.ages import Ages
-    from spamnb.bayes.vocabulary import Vocabulary
     from spamnb.bayes.wordcounts import WordCounts
 
-    vocab, counts = spam_filter.vocabulary_, spam_filter.word_counts_
+    # as the journal was replayed, in place: holes of forgets and all (spamnb.model.deltas.Folded);
+    # the logs of the file and of the tokens new since joined, without numpy
+    state = vars(spam_filter)
+    vocab, counts = state["vocabulary_"], state["word_counts_"]
     if vocab is None or counts is None:
         return spam_filter
-    log_count, log_norm, log_prior = counts.derived()
-    blob, offsets = vocab.string_table()
-    spam_filter.vocabulary_ = Vocabulary.from_buffers(bytearray(vocab.keys), bytearray(vocab.values),
-                                                      vocab.n_features, blob, bytearray(offsets))
+    counts.resize(vocab.n_features)
+    log_count, log_norm, log_prior, tail = counts.scorer_logs()
+    if tail is not None and len(tail):
+        n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
+        joined = bytearray()
+        for c in range(counts.n_classes):
+            joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
+            joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
+        log_count = joined
+    state.pop("_holes", None)   # a scoring-only filter: never folded, never saved
+    spam_filter.vocabulary_ = vocab.read_only_copy()
     # the raw counts' place: read-only anonymous pages, zeros the kernel maps
     # only when touched (classify never does), so they take no memory
     zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
