@@ -100,6 +100,9 @@ def _model_error():
     return ModelError
 
 
+_kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept loaded
+
+
 def tell(path, message, spam, learn, remove, seed_path=None):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
@@ -112,8 +115,12 @@ def tell(path, message, spam, learn, remove, seed_path=None):
     from spamnb.model import journal, learning
     from spamnb.model import ledger as ledgers
 
-    # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`
-    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False) as session:
+    # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
+    # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
+    global _kept
+    if _kept is None:
+        _kept = learning.Kept()
+    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves
