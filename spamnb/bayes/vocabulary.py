@@ -118,7 +118,8 @@ class Vocabulary:
         blob, offsets = self.string_table()
         other = type(self).__new__(type(self))
         other.keys, other.values = _view(bytearray(self.keys), "Q"), _view(bytearray(self.values), "i")
-        other.n_features, other._blob, other._offsets = self.n_features, _view(blob, "B"), _view(bytearray(offsets), "Q")
+        other.n_features, other._blob = self.n_features, _view(blob, "B")
+        other._offsets = _view(bytearray(offsets), "Q")
         other._writable, other._tail = False, None
         return other
 
