@@ -115,11 +115,14 @@ class Vocabulary:
         """A read-only vocabulary over copies of this one's hash index and
         strings (a server's scoring-only model, ``spamnb.server.models``);
         holes included (``remove``), so it is not checked as a file's is."""
-        blob, offsets = self.string_table()
+        blob, offsets = bytearray(self._blob), _copy("Q", self._offsets)
+        if self._tail is not None:   # the strings added in place, after the file's (this one unchanged)
+            _first, tail_blob, tail_offsets = self._tail
+            offsets.extend(map(offsets[-1].__add__, tail_offsets[1:]))
+            blob += tail_blob
         other = type(self).__new__(type(self))
         other.keys, other.values = _view(bytearray(self.keys), "Q"), _view(bytearray(self.values), "i")
-        other.n_features, other._blob = self.n_features, _view(blob, "B")
-        other._offsets = _view(bytearray(offsets), "Q")
+        other.n_features, other._blob, other._offsets = self.n_features, _view(blob, "B"), offsets
         other._writable, other._tail = False, None
         return other
 
