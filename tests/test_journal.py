@@ -543,3 +543,24 @@ def test_a_model_file_with_unused_tokens_forgets_as_a_rewrite(model, tmp_path):
     expected, replayed = SpamFilter.load(rewritten), SpamFilter.load(model)
     assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)
     assert _state(replayed) == _state(expected)
+
+
+def test_a_kept_model_is_used_again_only_while_no_other_writer_changed_it(model):
+    kept = learning.Kept()
+    with learning.session(model, kept=kept) as session:
+        session.learn(SPAM[10].read_bytes(), True, ledgers.Tally())
+        first = session.filter
+    with learning.session(model, kept=kept) as session:
+        assert session.filter is first                       # the model and journal as it left them
+        session.forget(SPAM[10].read_bytes())
+    assert run_spamnb(["learn", "-q", "--spam", "-m", model, SPAM[12]]).returncode == 0   # another writer
+    with learning.session(model, kept=kept) as session:
+        assert session.filter is not first                   # read again
+        session.learn(SPAM[13].read_bytes(), True, ledgers.Tally())
+        second = session.filter
+    with pytest.raises(ValueError):
+        with learning.session(model, kept=kept) as session:
+            session.forget(SPAM[30].read_bytes())            # not learned: the session fails
+    with learning.session(model, kept=kept) as session:
+        assert session.filter is not second                  # a failed session's model is not kept
+    assert SpamFilter.load(model).class_count_ == (8.0, 10.0)
