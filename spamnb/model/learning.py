@@ -185,6 +185,12 @@ class Kept:
             entry = self._entries.pop(real, None)
         return entry if entry is not None and entry[0] == _signature(real) else None
 
+    def put_back(self, real, entry):
+        """Return an entry :meth:`take` gave (unchanged: its signature is the
+        one taken under the lock), unless a newer one came in meanwhile."""
+        with self._lock:
+            self._entries.setdefault(real, entry)
+
     def put(self, real, spam_filter):
         entry = (_signature(real), spam_filter)
         with self._lock:

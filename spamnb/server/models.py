@@ -26,10 +26,35 @@ MODEL_NAME = "model.spamnb"
 # Every call into spamnb.model.spam_filter / spamnb.model.store is here, so a change of that
 # API is adapted in one place.
 def _load_filter(path):
-    """The model at ``path``, holding in memory only what classifying reads."""
+    """The model at ``path``, holding in memory only what classifying reads:
+    from the model the last TELL learned in when the file and its journal are
+    still the ones that TELL left (no reading, checking and replaying), else
+    read from the file."""
     from spamnb.model.spam_filter import SpamFilter
 
-    return _scoring_only(SpamFilter.load(path))
+    spam_filter = _from_kept(path)
+    return spam_filter if spam_filter is not None else _scoring_only(SpamFilter.load(path))
+
+
+def _from_kept(path):
+    import copy
+
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.model.store import resolve
+
+    if _kept is None:
+        return None
+    real = resolve(path)
+    entry = _kept.take(real)    # out of the way of a TELL while it is copied (that TELL reads the file)
+    if entry is None:
+        return None
+    try:
+        spam_filter = copy.copy(entry[1])   # the attributes replaced on the copy; the buffers copied from
+        spam_filter.tokenizer_ = Tokenizer.from_settings(spam_filter.tokenizer_.settings)
+        spam_filter._scorer = None
+        return _scoring_only(spam_filter)
+    finally:
+        _kept.put_back(real, entry)
 
 
 def _scoring_only(spam_filter):
@@ -37,8 +62,9 @@ def _scoring_only(spam_filter):
     token strings for the evidence) in buffers of their own, and let go of
     the rest of the model file read into memory: the raw counts, last-seen
     days and ledger of learned messages (about a fifth of a model file).
-    Such a filter only classifies; TELL reads the whole model under its lock
-    (:func:`tell`)."""
+    Such a filter only classifies; TELL learns in a whole model (:func:`tell`).
+    Reads ``spam_filter``'s buffers and replaces its attributes: nothing it
+    shares with another filter changes (:func:`_from_kept`)."""
     from spamnb.model.ages import Ages
     from spamnb.bayes.wordcounts import WordCounts
 
