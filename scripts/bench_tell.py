@@ -11,7 +11,7 @@ CHECK after the last round's TELLs: the server reads the changed model
 again), ``spamc -c`` again (a CHECK of a model already loaded: what a CHECK
 costs), ``spamc -L spam`` (a learn), ``spamc -L ham`` (a relabel: spam to
 ham), ``spamc -L forget``.  Whole spamc processes, wall time; medians and
-the ratios to the loaded CHECK.  ``--before PYTHONPATH``: a second server
+the ratios to the loaded CHECK, and the server's own time (its log).  ``--before PYTHONPATH``: a second server
 running the spamnb on that path (a checkout of main, say) on its own copy of
 the model, its requests interleaved with this one's round by round.
 """
@@ -42,13 +42,24 @@ def wait_port(port, proc, seconds=60):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit("spamnb serve exited: " + proc.stderr.read().decode(errors="replace"))
+            raise SystemExit("spamnb serve exited")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
         except OSError:
             time.sleep(0.05)
     raise SystemExit("spamnb serve did not start")
+
+
+def server_times(log_path):
+    """The server's own time of each request of the rounds (its log: "... 1.23 ms peer=..."), in order."""
+    times = []
+    with open(log_path, "rb") as log:
+        for line in log:
+            words = line.split()
+            if b"ms" in words and (b"CHECK" in words or b"TELL" in words):
+                times.append(float(words[words.index(b"ms") - 1]))
+    return times[1:]   # the CHECK before the rounds
 
 
 def spamc(port, options, path):
@@ -85,9 +96,11 @@ def main(argv=None):
                 os.makedirs(os.path.dirname(model))
                 shutil.copyfile(args.model, model)
                 port = free_port()
+                log = open(os.path.join(work, tree, "serve.log"), "wb")
                 proc = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{port}", "-m",
                                          model, "--allow-tell"], env=env, cwd=work,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                        stdout=subprocess.DEVNULL, stderr=log)
+                log.close()
                 servers[tree] = (port, proc, model)
                 wait_port(port, proc)
                 spamc(port, ["-c"], files[0])   # the model loaded once before the rounds
@@ -104,10 +117,13 @@ def main(argv=None):
                       f"({os.path.getsize(model) / 2 ** 20:.1f} MiB, journal {journal / 1024:.0f} KiB at the end), "
                       f"{len(files)} rounds")
                 check = statistics.median(times[tree, "check"])
-                for name, _ in STEPS:
+                inside = server_times(os.path.join(os.path.dirname(model), "serve.log"))
+                for i, (name, _) in enumerate(STEPS):
                     wall = statistics.median(times[tree, name])
                     ratio = "" if name == "check" else f"  = {wall / check:.2f}x a CHECK"
-                    print(f"  {name:17s} wall {wall * 1000:7.1f} ms{ratio}")
+                    own = inside[i::len(STEPS)]
+                    server = f"; in the server {statistics.median(own):6.2f} ms" if own else ""
+                    print(f"  {name:17s} wall {wall * 1000:7.1f} ms{ratio}{server}")
         finally:
             for port, proc, _model in servers.values():
                 proc.terminate()
