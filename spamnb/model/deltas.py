@@ -93,7 +93,7 @@ def forget(spam_filter, cls, hashes):
         zero = counts.forget_in_place(indices, int(bool(cls)), _transform(spam_filter), vocab.n_features,
                                       float(spam_filter.length_norm))
         if zero is not None:
-            if any(zero):
+            if 1 in zero:
                 counts.holes_left(vocab.remove(hashes, zero))
                 state["_holes"] = True
             spam_filter._scorer = None
