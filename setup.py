@@ -28,6 +28,7 @@ EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_kernels": "spamnb.bayes._kernels",
     "_vocab": "spamnb.bayes._vocab",
     "_checks": "spamnb.bayes._checks",
+    "_holes": "spamnb.bayes._holes",
     "_text": "spamnb.mail._text",
     "_headers": "spamnb.mail._headers",
     "_html": "spamnb.mail._html",

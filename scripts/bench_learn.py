@@ -6,7 +6,8 @@
 Works on a copy of MODEL (and of its journal, if any) in a temporary folder.
 Each round runs, interleaved: ``spamnb classify < msg``, ``spamnb learn --spam
 < msg`` (a message not learned before: a real learn, not "already known"),
-then ``spamnb forget < msg`` of the same message.  Each process's wall time
+then ``spamnb learn --ham < msg`` (a relabel: the message moves from spam to
+ham), then ``spamnb forget < msg`` of the same message.  Each process's wall time
 and CPU time (user + system, ``os.wait4``) are taken; the medians and the
 ratios learn/classify and forget/classify are printed.  ``--before
 PYTHONPATH``: the same rounds with the spamnb on that path (a checkout of
@@ -72,13 +73,14 @@ def main(argv=None):
             shutil.copyfile(args.model, models[tree])
             if os.path.exists(args.model + ".journal"):
                 shutil.copyfile(args.model + ".journal", models[tree] + ".journal")
-        times = {(tree, name): [] for tree in trees for name in ("classify", "learn", "forget")}
+        times = {(tree, name): [] for tree in trees for name in ("classify", "learn", "relabel", "forget")}
         for path in files:
             for tree, env in trees.items():
                 model = models[tree]
                 times[tree, "classify"].append(run(base + ["classify", "-m", model], path, env, ok=(0, 1, 2)))
                 times[tree, "learn"].append(run(base + ["learn", "-q", "--spam", "-m", model], path, env))
                 if not args.no_forget:
+                    times[tree, "relabel"].append(run(base + ["learn", "-q", "--ham", "-m", model], path, env))
                     times[tree, "forget"].append(run(base + ["forget", "-q", "-m", model], path, env))
         for tree, model in models.items():
             size = os.path.getsize(model)

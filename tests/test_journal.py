@@ -100,14 +100,20 @@ def test_model_plus_journal_scores_as_learning_and_rewriting(model, tmp_path, pe
     _journaled(model, ACTIONS[:13], per_session)             # learns (and a message already known)
     assert model.read_bytes() == before                      # the model file is not rewritten
     assert journal.journal_path(model) == str(model) + ".journal" and os.path.exists(str(model) + ".journal")
-    _journaled(model, ACTIONS[13:], per_session)             # a forget or relabel saves the model whole
+    _journaled(model, ACTIONS[13:], per_session)             # forgets and relabels: journaled too
+    assert model.read_bytes() == before
     expected = SpamFilter.load(rewritten)
     with warnings.catch_warnings():
         warnings.simplefilter("error")                       # no warning for a sound journal
         replayed = SpamFilter.load(model)
-    # scored as replayed: the file's counts and logs patched in place, the new tokens in side tables
-    assert len(replayed.word_counts_.scorer_logs()[3]) > 0
+    # scored as replayed: the file's counts and logs patched in place, the new tokens in side tables,
+    # the tokens the forgets left unused out of the hash index (holes, not counted in V)
+    state = vars(replayed)
+    assert state.get("_holes") and state["word_counts_"].n_holes > 0
+    assert len(state["word_counts_"].scorer_logs()[3]) > 0
+    assert state["vocabulary_"].n_features - state["word_counts_"].n_holes == expected.vocabulary_.n_features
     assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)
+    assert state.get("_holes")                               # scoring did not fold them
     assert [m for m in (replayed.classify(p).label for p in PROBES)] == [expected.classify(p).label for p in PROBES]
     assert ([[t for t, _ in replayed.classify(p).evidence] for p in PROBES]
             == [[t for t, _ in expected.classify(p).evidence] for p in PROBES])
@@ -153,7 +159,7 @@ def test_cli_learn_and_forget_append_and_classify_sees_them(model, tmp_path):
     proc = run_spamnb(["forget", "-m", model, probe, SPAM[31]], text=True)
     assert proc.returncode == 0 and "forgot 2" in proc.stdout, proc.stderr
     assert run_spamnb(["classify", "--json", "-m", model, probe], text=True).stdout == first
-    assert not Path(str(model) + ".journal").exists()   # a forget saves the model whole
+    assert model.read_bytes() == before                 # a forget is journaled too
 
 
 def test_a_torn_tail_is_ignored_with_a_warning_and_cut_by_the_next_learn(model, tmp_path):
@@ -307,9 +313,12 @@ def test_a_new_model_and_a_model_with_features_are_saved_whole(tmp_path):
 def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
     writer = ("import sys; from spamnb.model import journal, learning, ledger\n"
               "journal._COMPACT_MAX = journal._COMPACT_MIN = 6000\n"
-              "for path in sys.argv[2:]:\n"
+              "for i, path in enumerate(sys.argv[2:]):\n"
               "    with learning.session(sys.argv[1]) as s:\n"
-              "        s.learn(open(path, 'rb').read(), True, ledger.Tally())\n")
+              "        s.learn(open(path, 'rb').read(), True, ledger.Tally())\n"
+              "    if i % 3 == 2:\n"                      # forgets too: holes, folded by each compaction
+              "        with learning.session(sys.argv[1]) as s:\n"
+              "            s.forget(open(path, 'rb').read())\n")
     proc = subprocess.Popen([sys.executable, "-c", writer, str(model), *map(str, SPAM[10:40])], env=_env())
     reads = 0
     try:
@@ -322,7 +331,7 @@ def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
     finally:
         proc.wait()
     assert proc.returncode == 0 and reads > 5
-    assert SpamFilter.load(model).class_count_ == (8.0, 38.0)
+    assert SpamFilter.load(model).class_count_ == (8.0, 28.0)
 
 
 _KILLED_WRITER = r"""
@@ -397,3 +406,161 @@ def test_sigkill_at_random_moments_of_cli_learns_loses_no_acknowledged_learn(mod
         # every acknowledged learn is there; a killed one is there whole or not at all
         assert acknowledged <= spam - 8 <= i + 1
     assert killed >= 3 and acknowledged >= 1
+
+
+_KILLED_CHANGER = r"""
+import os, sys, time
+from spamnb.model import journal, learning, ledger
+real_pwrite = os.pwrite
+def half_then_wait(fd, data, offset):
+    if len(data) < 100:                  # the lock's pid
+        return real_pwrite(fd, data, offset)
+    n = real_pwrite(fd, data[:len(data) // 2], offset)
+    os.fsync(fd)
+    print("half", flush=True)
+    time.sleep(60)
+    return n
+changes = sys.argv[2:]
+for i, change in enumerate(changes):
+    action, path = change.split(":", 1)
+    if i == len(changes) - 1:
+        os.pwrite = half_then_wait
+    with learning.session(sys.argv[1]) as s:
+        if action == "learn":
+            s.learn(open(path, "rb").read(), True, ledger.Tally())
+        else:
+            s.forget(open(path, "rb").read())
+    print("acknowledged", change, flush=True)
+"""
+
+
+def test_sigkill_mid_append_of_a_forget_keeps_every_acknowledged_change(model, tmp_path):
+    changes = ([("learn", p, True) for p in SPAM[10:13]] + [("forget", SPAM[10], None), ("learn", HAM[10], True)]
+               + [("forget", SPAM[11], None)])
+    argv = [f"{action}:{path}" for action, path, _ in changes]
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_CHANGER, str(model), *argv],
+                            env=_env(), stdout=subprocess.PIPE, text=True)
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the writer ended before its last append"
+        lines.append(line)
+        if line == "half\n":
+            break
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    assert sum(line.startswith("acknowledged") for line in lines) == 5
+    done = changes[:5]
+    reference = tmp_path / "ref.spamnb"
+    shutil.copyfile(model, reference)
+    _rewrite(reference, done)
+    with pytest.warns(journal.JournalWarning, match="the 5 records before them apply"):
+        replayed = SpamFilter.load(model)
+    expected = SpamFilter.load(reference)
+    assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)
+    assert _state(replayed) == _state(expected)
+    with pytest.warns(journal.JournalWarning):
+        _journaled(model, [changes[5]])                      # forgotten again, after the cut
+    _rewrite(reference, [changes[5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        replayed, expected = SpamFilter.load(model), SpamFilter.load(reference)
+    assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)
+    assert _state(replayed) == _state(expected)
+
+
+def test_sigkill_at_random_moments_of_cli_forgets_loses_no_acknowledged_forget(model, tmp_path):
+    import random
+
+    rng = random.Random(29)
+    killed = 0
+    for i in range(12):
+        message = SPAM[10 + i]
+        assert run_spamnb(["learn", "-q", "--spam", "-m", model, message]).returncode == 0
+        proc = subprocess.Popen([sys.executable, "-m", "spamnb", "forget", "-q", "-m", str(model), str(message)],
+                                env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.0, 0.25))
+        proc.send_signal(signal.SIGKILL)
+        status = proc.wait()
+        killed += status == -signal.SIGKILL
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sf = SpamFilter.load(model)
+        spam = sf.class_count_[1]
+        assert spam == 8 + 1 - (status == 0) or (status != 0 and spam == 8)   # acknowledged: gone; else whole or not
+        if spam == 9:                                        # not forgotten: forget it now, for the next round
+            assert run_spamnb(["forget", "-q", "-m", model, message]).returncode == 0
+        assert SpamFilter.load(model).class_count_[1] == 8
+    assert killed >= 3
+
+
+def test_removing_from_the_hash_index_leaves_the_index_of_the_rest():
+    import random
+    from array import array
+
+    from spamnb.bayes import _holes, _vocab
+
+    rng = random.Random(5)
+    for capacity, n in ((16, 8), (64, 32), (1024, 500)):
+        hashes = array("Q", rng.sample(range(1, 1 << 12), n))   # small hashes: long runs, wrapping around
+        hashes[0] = capacity - 1                                 # a run starting at the last slot
+        keys, values = array("Q", bytes(8 * capacity)), array("i", bytes(4 * capacity))
+        _vocab.insert(keys, values, hashes, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
+        which = bytearray(rng.random() < 0.4 for _ in range(n))
+        assert _holes.remove(keys, values, hashes, which) == sum(which)
+        out = array("i", bytes(4 * n))
+        _vocab.lookup(keys, values, hashes, out)
+        assert list(out) == [-1 if gone else i for i, gone in enumerate(which)]
+        assert sum(k != 0 for k in keys) == n - sum(which)
+        assert _holes.remove(keys, values, hashes, which) == 0   # gone already
+
+
+def test_forgets_replay_without_numpy_and_fold_on_any_other_use(model, tmp_path):
+    _journaled(model, ACTIONS)
+    code = ("import sys; from spamnb.model.spam_filter import SpamFilter; sf = SpamFilter.load(sys.argv[1]); "
+            "sf.classify(open(sys.argv[2], 'rb').read()); print('numpy' in sys.modules, bool(vars(sf).get('_holes')))")
+    out = subprocess.run([sys.executable, "-c", code, str(model), str(SPAM[45])], env=_env(), capture_output=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [b"False", b"True"]
+    sf = SpamFilter.load(model)
+    n = sf.vocabulary_.n_features                            # folded: the model saved whole would have n
+    assert not vars(sf).get("_holes") and sf.word_counts_.n_holes == 0
+    assert n == len(sf.vocabulary_.tokens()) == sf.word_counts_.n_features_ and min(sf.word_counts_.matrix().sum(0)) > 0
+
+
+def test_a_model_file_with_unused_tokens_forgets_as_a_rewrite(model, tmp_path):
+    sf = SpamFilter.load(model)
+    sf.vocabulary_.add(sf.tokenizer_.stream(HAM[50].read_bytes()))   # tokens without counts, as no spamnb writes
+    sf.word_counts_.resize(sf.vocabulary_.n_features)
+    sf.ages_.days(sf.vocabulary_.n_features)
+    sf.save(model)
+    rewritten = tmp_path / "rewritten.spamnb"
+    shutil.copyfile(model, rewritten)
+    changes = [("learn", SPAM[10], True), ("forget", SPAM[10], None), ("learn", SPAM[11], True)]
+    _rewrite(rewritten, changes)
+    _journaled(model, changes)
+    expected, replayed = SpamFilter.load(rewritten), SpamFilter.load(model)
+    assert _scores(replayed) == pytest.approx(_scores(expected), rel=1e-9, abs=1e-9)
+    assert _state(replayed) == _state(expected)
+
+
+def test_a_kept_model_is_used_again_only_while_no_other_writer_changed_it(model):
+    kept = learning.Kept()
+    with learning.session(model, kept=kept) as session:
+        session.learn(SPAM[10].read_bytes(), True, ledgers.Tally())
+        first = session.filter
+    with learning.session(model, kept=kept) as session:
+        assert session.filter is first                       # the model and journal as it left them
+        session.forget(SPAM[10].read_bytes())
+    assert run_spamnb(["learn", "-q", "--spam", "-m", model, SPAM[12]]).returncode == 0   # another writer
+    with learning.session(model, kept=kept) as session:
+        assert session.filter is not first                   # read again
+        session.learn(SPAM[13].read_bytes(), True, ledgers.Tally())
+        second = session.filter
+    with pytest.raises(ValueError):
+        with learning.session(model, kept=kept) as session:
+            session.forget(SPAM[30].read_bytes())            # not learned: the session fails
+    with learning.session(model, kept=kept) as session:
+        assert session.filter is not second                  # a failed session's model is not kept
+    assert SpamFilter.load(model).class_count_ == (8.0, 10.0)

@@ -673,3 +673,37 @@ def test_aiospamc_client(daemon, site_filter):
     spam = check.headers["Spam"]
     assert spam.value == (verdict.label == "spam") and spam.threshold == 5.0 and pong.message == "PONG"
     assert "DidSet" in tell.headers
+
+
+def test_the_check_after_a_tell_scores_the_model_the_tell_left(tmp_path, monkeypatch):
+    """After a TELL the scoring model is made from the model the TELL kept
+    loaded while the file and journal are still the ones it left, and read from
+    the file otherwise; both score as the file + journal read afresh."""
+    import shutil
+
+    from spamnb.server import models
+    from spamnb.model import learning
+
+    spam = sorted((REPO / "corpora" / "spam").iterdir())
+    ham = sorted((REPO / "corpora" / "easy_ham").iterdir())
+    path = tmp_path / "m.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in spam[:8] + ham[:8]], [True] * 8 + [False] * 8).save(path)
+    monkeypatch.setattr(models, "_kept", learning.Kept())
+    probes = [p.read_bytes() for p in spam[40:45] + ham[40:45]]
+
+    def scores(sf):
+        return [(sf.classify(m).log_odds, [t for t, _ in sf.classify(m).evidence]) for m in probes]
+
+    for message, as_spam, learn, remove in ((spam[10], True, True, False), (spam[10], False, True, False),
+                                            (spam[10], None, False, True), (ham[3], None, False, True),
+                                            (spam[11], True, True, False)):
+        models.tell(str(path), message.read_bytes(), as_spam, learn, remove)
+        copied = models._from_kept(str(path))
+        fresh = models._scoring_only(SpamFilter.load(path))
+        if message == ham[3]:    # tried as spam first, in vain: a session that failed is not kept
+            assert copied is None
+            continue
+        assert [(pytest.approx(a, rel=1e-12, abs=1e-12), e) for a, e in scores(fresh)] == scores(copied)
+    shutil.copyfile(path, tmp_path / "other.spamnb")
+    os.utime(path, ns=(1, 1))                                 # another writer: the kept model is stale
+    assert models._from_kept(str(path)) is None

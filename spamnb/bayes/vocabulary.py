@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 from itertools import accumulate
 
-from spamnb.bayes import _checks
+from spamnb.bayes import _checks, _holes
 
 from spamnb.bayes import _vocab
 
@@ -40,6 +40,20 @@ def _view(buffer, typecode):
     """A memoryview of ``buffer`` with items of ``typecode``."""
     view = memoryview(buffer)
     return view if view.format == typecode else view.cast("B").cast(typecode)
+
+
+def _index(hashes):
+    """``(keys, values)``: a hash index of ``hashes`` (distinct, uint64), numbered
+    in their order, in the smallest capacity that leaves it at most half full."""
+    capacity = _MIN_CAPACITY
+    while 2 * len(hashes) > capacity:
+        capacity *= 2
+    keys, values = _zeros("Q", capacity), _zeros("i", capacity)
+    if len(hashes):
+        n = _vocab.insert(keys, values, hashes, _zeros("i", len(hashes)), 0, _zeros("i", len(hashes)))
+        if n != len(hashes):
+            raise ValueError("the vocabulary holds a token hash twice")
+    return keys, values
 
 
 def _copy(typecode, buffer):
@@ -96,6 +110,21 @@ class Vocabulary:
         self._writable = False
         self._tail = None
         return self
+
+    def read_only_copy(self):
+        """A read-only vocabulary over copies of this one's hash index and
+        strings (a server's scoring-only model, ``spamnb.server.models``);
+        holes included (``remove``), so it is not checked as a file's is."""
+        blob, offsets = bytearray(self._blob), _copy("Q", self._offsets)
+        if self._tail is not None:   # the strings added in place, after the file's (this one unchanged)
+            _first, tail_blob, tail_offsets = self._tail
+            offsets.extend(map(offsets[-1].__add__, tail_offsets[1:]))
+            blob += tail_blob
+        other = type(self).__new__(type(self))
+        other.keys, other.values = _view(bytearray(self.keys), "Q"), _view(bytearray(self.values), "i")
+        other.n_features, other._blob, other._offsets = self.n_features, _view(blob, "B"), offsets
+        other._writable, other._tail = False, None
+        return other
 
     def extend_in_place(self, keys, values):
         """Learn new tokens without copying the vocabulary: ``keys``/``values`` are
@@ -186,7 +215,11 @@ class Vocabulary:
         """Drop features: ``keep`` is a sequence of booleans, one per feature.
 
         Surviving features keep their relative order and are renumbered
-        ``0 .. n_kept - 1``.  Returns the number kept.
+        ``0 .. n_kept - 1``; the hash index is built anew, the smallest one
+        for them, their hashes inserted in feature order, so it depends on
+        the tokens kept only (a model forgotten in place and folded at once,
+        ``spamnb.model.deltas``, is the one compacted at every forget).
+        Returns the number kept.
         """
         if len(keep) != self.n_features:
             raise ValueError(f"keep has {len(keep)} entries for {self.n_features} features")
@@ -194,26 +227,13 @@ class Vocabulary:
         first_dropped = keep.index(False) if False in keep else self.n_features
         if not any(keep[first_dropped:]):
             return self._truncate(first_dropped)
-        remap = array("i")
-        strings = []
-        next_index = 0
         token = self.token
-        for i, flag in enumerate(keep):
-            if flag:
-                remap.append(next_index)
-                strings.append(token(i))
-                next_index += 1
-            else:
-                remap.append(-1)
-        capacity = _MIN_CAPACITY
-        while 2 * next_index > capacity:
-            capacity *= 2
-        keys = _zeros("Q", capacity)
-        values = _zeros("i", capacity)
-        if self.n_features:
-            _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
+        strings = [token(i) for i, flag in enumerate(keep) if flag]
+        next_index = len(strings)
+        import numpy as np
+
+        self.keys, self.values = _index(self.hashes()[np.asarray(keep, dtype=bool)])
         encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
-        self.keys, self.values = keys, values
         self.n_features = next_index
         self._blob = bytearray(b"".join(encoded))
         self._offsets = array("Q", [0])
@@ -228,16 +248,19 @@ class Vocabulary:
         if n_kept == self.n_features:
             return n_kept
         self._make_writable()
-        remap = array("i", range(n_kept))
-        remap.frombytes(b"\xff" * 4 * (self.n_features - n_kept))  # -1
-        keys = _zeros("Q", len(self.keys))
-        values = _zeros("i", len(self.keys))
-        _vocab.rehash_remap(self.keys, self.values, remap, keys, values)
-        self.keys, self.values = keys, values
+        self.keys, self.values = _index(self.hashes()[:n_kept])
         del self._blob[self._offsets[n_kept]:]
         del self._offsets[n_kept + 1:]
         self.n_features = n_kept
         return n_kept
+
+    def remove(self, hashes, which):
+        """Take the tokens ``hashes[j]`` where ``which[j]`` out of the hash index
+        (their feature indices stay unused: holes, see ``spamnb.model.deltas``);
+        returns how many were there."""
+        if not self._writable and self._tail is None:
+            raise ValueError("a vocabulary read from a file removes tokens only in place")
+        return _holes.remove(self.keys, self.values, hashes, which)
 
     def _make_writable(self):
         if self._writable:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from array import array
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import _holes, _vocab
 
 __all__ = ["WordCounts", "smoothed_logs", "log_theta"]
 
@@ -145,13 +145,44 @@ class WordCounts:
             return (*self.derived(), None)
         if not ip.changed:
             return (*self._derived, array("d"))
-        n = self.n_features_
+        n = self.n_features_ - ip.holes   # V: the holes a forget left (forget_in_place) are no tokens
         log_norm = tuple(math.log(total + self.alpha * n) if total + self.alpha * n > 0 else -math.inf
                          for total in ip.totals)
         tail = array("d")
         for row in ip.log_tails:
             tail += row
         return ip.logs, log_norm, plain_log_prior(self.prior, self.class_count_), tail
+
+    def forget_in_place(self, indices, cls, transform, n_features, length):
+        """Remove one message of class ``cls`` in place (:meth:`extend_in_place`),
+        as ``add(..., sign=-1)``; returns a bytearray, one byte per occurrence in
+        ``indices``, 1 where the token is left with no count in any class: the
+        caller takes those out of the vocabulary's hash index, and they stay
+        here as holes (zero counts, not counted in V) until the counts are
+        joined (:meth:`holes_left`).  None when not in place, or when the
+        file's counts have a token without counts (then only a whole
+        compaction is exact)."""
+        ip = self._in_place
+        if ip is None:
+            return None
+        if not ip.checked:
+            if _holes.any_unused(self._flat, self.n_classes):
+                return None
+            ip.checked = True
+        self.add(indices, cls, transform, -1, n_features, length)
+        zero = bytearray(b"\x01") * len(indices)
+        n = ip.n_base
+        for c in range(self.n_classes):
+            _holes.zero_counts(indices, self._flat[c * n:(c + 1) * n], ip.tails[c], zero)
+        return zero
+
+    def holes_left(self, count):
+        """``count`` more tokens of the counts are holes (see :meth:`forget_in_place`)."""
+        self._in_place.holes += count
+
+    @property
+    def n_holes(self):
+        return self._in_place.holes if self._in_place is not None else 0
 
     def _join(self):
         """Leave the in-place mode: the file's rows copied, the side rows after them."""
@@ -326,10 +357,11 @@ class _InPlace:
     file's flat counts and ``logs``; the side rows of counts and logs of the
     tokens after them, one per class; the class totals N_c."""
 
-    __slots__ = ("n_base", "logs", "tails", "log_tails", "totals", "changed")
+    __slots__ = ("n_base", "logs", "tails", "log_tails", "totals", "changed", "holes", "checked")
 
     def __init__(self, n_base, n_classes, logs, totals):
         self.n_base, self.logs, self.totals, self.changed = n_base, logs, totals, False
+        self.holes, self.checked = 0, False   # tokens forgotten in place; the file's counts have none unused
         self.tails = [array("d") for _ in range(n_classes)]
         self.log_tails = [array("d") for _ in range(n_classes)]
 

@@ -20,7 +20,7 @@ from itertools import accumulate, islice
 from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
-           "learn", "forget", "encode_tokens", "encode_ledger"]
+           "learn", "forget", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBxx16s")     # op, label, digest
@@ -59,21 +59,96 @@ def _transform(spam_filter):
 def learn(spam_filter, cls, day, stream):
     """``SpamFilter.learn`` after tokenizing (without message features):
     returns the token indices."""
-    vocab = spam_filter.vocabulary_
-    if spam_filter.word_counts_ is None:
+    state = vars(spam_filter)
+    vocab = state["vocabulary_"]
+    if state["word_counts_"] is None:
         spam_filter.word_counts_ = spam_filter._new_counts()
     indices = vocab.add(stream)
-    spam_filter.word_counts_.add(indices, cls, _transform(spam_filter), 1, vocab.n_features,
-                                 float(spam_filter.length_norm))
-    spam_filter.ages_.seen(indices, vocab.n_features, day)
+    state["word_counts_"].add(indices, cls, _transform(spam_filter), 1, vocab.n_features,
+                              float(spam_filter.length_norm))
+    state["ages_"].seen(indices, vocab.n_features, day)
     spam_filter._scorer = None
     return indices
 
 
 def forget(spam_filter, cls, hashes):
     """``SpamFilter.forget`` after tokenizing: raises ValueError, changing
-    nothing, when the message cannot have been learned as ``cls``."""
+    nothing, when the message cannot have been learned as ``cls``.
+
+    In place (:func:`in_place`) the tokens it leaves with no count in any
+    class are taken out of the hash index and left as holes: zero counts
+    that V (in log(N_c + alpha V)) does not count, until anything but
+    scoring and learning reads the model (:class:`Folded`), which folds
+    them out of the vocabulary, counts and ages at once, as every forget
+    of ``SpamFilter.forget`` would have; so the scores are those of the
+    model forgotten and rewritten, and a whole save writes its file."""
+    state = vars(spam_filter)
+    vocab, counts = state["vocabulary_"], state["word_counts_"]
+    if counts is not None and not spam_filter.feature_weight:
+        indices = vocab.lookup(hashes)
+        unknown = indices.count(-1)
+        if unknown:
+            raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
+        counts.resize(vocab.n_features)
+        zero = counts.forget_in_place(indices, int(bool(cls)), _transform(spam_filter), vocab.n_features,
+                                      float(spam_filter.length_norm))
+        if zero is not None:
+            if 1 in zero:
+                counts.holes_left(vocab.remove(hashes, zero))
+                state["_holes"] = True
+            spam_filter._scorer = None
+            return
     spam_filter.forget_hashes(hashes, bool(cls))
+
+
+def n_live(spam_filter):
+    """The vocabulary's size as a model saved whole would have it: without the holes."""
+    state = vars(spam_filter)
+    counts = state["word_counts_"]
+    return state["vocabulary_"].n_features - (counts.n_holes if counts is not None else 0)
+
+
+def fold(spam_filter):
+    """Fold the holes forgets left in place (:func:`forget`) out of the
+    vocabulary, counts and ages: what ``SpamFilter.forget`` does at each
+    forget (every token without counts dropped), once."""
+    state = vars(spam_filter)
+    if not state.pop("_holes", None):
+        return
+    vocab, counts, ages = state["vocabulary_"], state["word_counts_"], state["ages_"]
+    counts.resize(vocab.n_features)
+    keep = [not unused for unused in counts.unused()]
+    ages.days(vocab.n_features)
+    vocab.compact(keep)
+    counts.compact(keep)
+    ages.compact(keep)
+    spam_filter._scorer = None
+
+
+class Folded:
+    """A SpamFilter attribute (``vocabulary_``, ``word_counts_``, ``ages_``) whose
+    reading or replacing folds the holes of forgets done in place first
+    (:func:`fold`); scoring and learning in place read ``vars(filter)``."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        state = obj.__dict__
+        if state.get("_holes"):
+            fold(obj)
+        try:
+            return state[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+    def __set__(self, obj, value):
+        state = obj.__dict__
+        if state.get("_holes"):
+            fold(obj)
+        state[self.name] = value
 
 
 def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
@@ -111,10 +186,9 @@ def apply(spam_filter, ledger, payload):
             at += _pad(at)
             if len(hashes) != n_hashes or len(lengths) != n_new or len(text) != n_text or cls not in (0, 1):
                 raise ValueError("a record is cut short")
-            vocab = spam_filter.vocabulary_
-            if vocab.n_features != n_before:
+            if n_live(spam_filter) != n_before:
                 raise ValueError(f"a record was written for a vocabulary of {n_before} tokens, "
-                                 f"the model has {vocab.n_features}")
+                                 f"the model has {n_live(spam_filter)}")
             if op == OP_LEARN:
                 if sum(lengths) != n_text:
                     raise ValueError("a record's new tokens do not add up")
@@ -138,9 +212,10 @@ def apply(spam_filter, ledger, payload):
 
 
 def lazy_ages(spam_filter):
-    if not isinstance(spam_filter.ages_, _LazyAges):
-        spam_filter.ages_ = _LazyAges.of(spam_filter.ages_)
-    return spam_filter.ages_
+    state = vars(spam_filter)
+    if not isinstance(state["ages_"], _LazyAges):
+        state["ages_"] = _LazyAges.of(state["ages_"])
+    return state["ages_"]
 
 
 class _LazyAges(Ages):
@@ -185,8 +260,8 @@ def in_place(spam_filter, arrays):
     tables): no copy of the model's arrays (``Vocabulary.extend_in_place``,
     ``WordCounts.extend_in_place``)."""
     writable = getattr(arrays, "writable", {})
-    counts = spam_filter.word_counts_
+    counts = vars(spam_filter)["word_counts_"]
     if counts is None or not all(name in writable for name in ("keys", "values", "feature_count", "log_count")):
         return
     if counts.extend_in_place(writable["feature_count"], writable["log_count"]):
-        spam_filter.vocabulary_.extend_in_place(writable["keys"], writable["values"])
+        vars(spam_filter)["vocabulary_"].extend_in_place(writable["keys"], writable["values"])

@@ -14,7 +14,7 @@ from spamnb.model import deltas
 from spamnb.model.ages import today
 from spamnb.model.journal import _MustCompact, append, compact, compact_at
 
-__all__ = ["Session", "session"]
+__all__ = ["Session", "session", "Kept"]
 
 
 class _RecordingFilter:
@@ -36,11 +36,11 @@ class _RecordingFilter:
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
-        vocab = sf.vocabulary_
-        n_before = vocab.n_features
+        vocab = vars(sf)["vocabulary_"]   # holes and all (deltas.forget)
+        first, n_before = vocab.n_features, deltas.n_live(sf)
         day = today()
         deltas.learn(sf, cls, day, stream)
-        lengths, text = vocab.strings_since(n_before)
+        lengths, text = vocab.strings_since(first)
         self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, day, n_before, stream.hashes, lengths, text))
         return sf
 
@@ -51,7 +51,7 @@ class _RecordingFilter:
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
-        n_before = sf.vocabulary_.n_features
+        n_before = deltas.n_live(sf)
         hashes = array("Q")
         hashes.frombytes(memoryview(stream.hashes).cast("B"))
         deltas.forget(sf, cls, hashes)
@@ -90,6 +90,7 @@ class Session:
         self.exists = exists
         self.transactions = []
         self.compacted = False
+        self.failed = False
         self.forgot = False
         self._ledger = None
         if spam_filter.is_fitted:
@@ -104,7 +105,11 @@ class Session:
     def _run(self, function, data, *args, **kwargs):
         ops = []
         recorder = _RecordingFilter(self.filter, ops)
-        result = function(recorder, _RecordingLedger(self.ledger, ops), data, *args, **kwargs)
+        try:
+            result = function(recorder, _RecordingLedger(self.ledger, ops), data, *args, **kwargs)
+        except BaseException:
+            self.failed = True   # the filter may differ from model + journal: not to be kept (Kept)
+            raise
         self.forgot |= recorder.forgot
         if ops:
             self.transactions.append(b"".join(ops))
@@ -125,14 +130,13 @@ class Session:
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the
         model saved whole when there is no model file to journal against, the
-        model has message features (the journal does not carry them), a
-        message was forgotten (``forget``, or a relabel), the journal passed
-        its size, or ``expire`` and the model passed its size limit
+        model has message features (the journal does not carry them), the
+        journal passed its size, or ``expire`` and the model passed its size limit
         (``spamnb prune --expire-at``)."""
         sf = self.filter
         if expire and sf.is_fitted:
-            limit = sf.ages_.max_tokens
-            if limit is not None and sf.vocabulary_.n_features > limit:
+            limit = vars(sf)["ages_"].max_tokens
+            if limit is not None and deltas.n_live(sf) > limit:
                 from spamnb.model.lifecycle import expire as expire_tokens
 
                 self.filter = sf = expire_tokens(sf)[0]
@@ -140,10 +144,7 @@ class Session:
         if not self.transactions:
             return None
         journal = sf.journal_
-        if (not self.exists or sf.feature_weight or journal is None or journal.identity is None
-                or self.forgot):
-            # a forget (or a relabel) is saved whole: replaying one would cost every reader
-            # numpy and a pass over the whole vocabulary (the tokens it leaves unused go)
+        if not self.exists or sf.feature_weight or journal is None or journal.identity is None:
             return self.compact()
         try:
             # one record for the whole commit: a command learning many messages is all or nothing
@@ -165,9 +166,53 @@ class Session:
         return 0
 
 
+class Kept:
+    """Models kept loaded from one session to the next (``spamnb serve``'s
+    TELL): a session takes its model from here when the model file and its
+    journal are, under the lock, the very ones its last session left (their
+    device, inode, size and modification time), instead of reading and
+    replaying them again; else it reads them.  At most ``size`` models (the
+    most recently used); thread-safe (a model is out while a session has it)."""
+
+    def __init__(self, size=2):
+        import threading
+        from collections import OrderedDict
+
+        self.size, self._lock, self._entries = size, threading.Lock(), OrderedDict()
+
+    def take(self, real):
+        with self._lock:
+            entry = self._entries.pop(real, None)
+        return entry if entry is not None and entry[0] == _signature(real) else None
+
+    def put_back(self, real, entry):
+        """Return an entry :meth:`take` gave (unchanged: its signature is the
+        one taken under the lock), unless a newer one came in meanwhile."""
+        with self._lock:
+            self._entries.setdefault(real, entry)
+
+    def put(self, real, spam_filter):
+        entry = (_signature(real), spam_filter)
+        with self._lock:
+            self._entries[real] = entry
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+def _signature(real):
+    from spamnb.model.journal import signature
+
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, signature(real))
+
+
 class _SessionContext:
-    def __init__(self, path, wait, create, seed_path=None, expire=True):
+    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None):
         self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
+        self.kept = kept
 
     def __enter__(self):
         from spamnb.model.spam_filter import SpamFilter
@@ -177,7 +222,10 @@ class _SessionContext:
         real = self._lock.__enter__()
         try:
             exists = os.path.exists(real)
-            if exists or not self.create:
+            entry = self.kept.take(real) if self.kept is not None and exists else None
+            if entry is not None:
+                spam_filter = entry[1]
+            elif exists or not self.create:
                 spam_filter = SpamFilter.load(real)
             elif self.seed_path and os.path.exists(self.seed_path):
                 spam_filter = SpamFilter.load(self.seed_path)
@@ -194,6 +242,10 @@ class _SessionContext:
         if kind is None:
             try:
                 self.session.commit(expire=self.expire)
+                session, journal = self.session, self.session.filter.journal_
+                if (self.kept is not None and not (session.compacted or session.failed) and journal is not None
+                        and journal.status == "ok" and journal.end is not None):
+                    self.kept.put(session.path, session.filter)
             except BaseException:
                 if not self._lock.__exit__(*sys.exc_info()):
                     raise
@@ -201,11 +253,12 @@ class _SessionContext:
         return self._lock.__exit__(kind, value, traceback)
 
 
-def session(path, wait=None, create=True, seed_path=None, expire=True):
+def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None):
     """``with session(model) as s:`` the model (and its journal) loaded under
     its lock as ``s.filter``; ``s.learn``/``s.forget`` change it; leaving the
     block without an exception commits (:meth:`Session.commit`), with one
     throws the changes away.  ``create``: start a new model when there is
     none (from ``seed_path``'s when given), else ModelError; ``expire``: prune
-    a model past its size limit (as ``spamnb learn`` does)."""
-    return _SessionContext(path, wait, create, seed_path, expire)
+    a model past its size limit (as ``spamnb learn`` does); ``kept``: a
+    :class:`Kept` to take the model from and leave it in."""
+    return _SessionContext(path, wait, create, seed_path, expire, kept)

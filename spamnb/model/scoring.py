@@ -17,8 +17,12 @@ def scorer(spam_filter):
     over its hash index and log(count + alpha), or, for a model whose
     journal was replayed in place (``spamnb.model.journal``), the file's
     logs and the side rows of the tokens new since."""
-    log_count, log_norm, log_prior, tail = spam_filter._counts().scorer_logs()
-    vocab = spam_filter.vocabulary_
+    state = vars(spam_filter)   # as replayed, holes and all (spamnb.model.deltas.Folded)
+    vocab, counts = state["vocabulary_"], state["word_counts_"]
+    if counts is None:
+        spam_filter._require_fitted()
+    counts.resize(vocab.n_features)
+    log_count, log_norm, log_prior, tail = counts.scorer_logs()
     return _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                          COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
 

@@ -19,6 +19,7 @@ from spamnb.mail.tokenizer import Tokenizer
 from spamnb.model import codec, scoring, verdict
 from spamnb.model.calibrate import AUTO_PAIRS, DEFAULT_TARGET_FPR
 from spamnb.model.ages import Ages
+from spamnb.model.deltas import Folded
 from spamnb.model.defaults import (CLASSES, COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE,
                                    DEFAULT_HAM_CUTOFF, DEFAULT_LENGTH_NORM, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
                                    check_params)
@@ -64,6 +65,8 @@ class SpamFilter:
         0 leaves them as they are; the default is 5 (``DEFAULT_LENGTH_NORM``).
     """
 
+    vocabulary_, word_counts_, ages_ = Folded(), Folded(), Folded()   # forgets' holes folded on use: deltas
+
     def __init__(self, tokenizer=None, alpha=DEFAULT_ALPHA, prior=DEFAULT_PRIOR, counts=DEFAULT_COUNTS,
                  spam_cutoff=DEFAULT_SPAM_CUTOFF, ham_cutoff=DEFAULT_HAM_CUTOFF, n_evidence=DEFAULT_EVIDENCE,
                  feature_weight=0.0, length_norm=DEFAULT_LENGTH_NORM):
@@ -99,12 +102,12 @@ class SpamFilter:
     # ------------------------------------------------------------------ state
     @property
     def is_fitted(self):
-        return self.word_counts_ is not None
+        return vars(self)["word_counts_"] is not None
 
     @property
     def class_count_(self):
         """Messages learned per class, [ham, spam] (floats)."""
-        return tuple(self.word_counts_.class_count_) if self.word_counts_ is not None else (0.0, 0.0)
+        return tuple(vars(self)["word_counts_"].class_count_) if self.is_fitted else (0.0, 0.0)
 
     @property
     def model_(self):
@@ -266,10 +269,9 @@ class SpamFilter:
         log_odds, evidence, n_tokens, n_known, sums = self._score(message, int(self.n_evidence) if evidence else 0)
         probability = _probability(log_odds)
         label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
-        token = self.vocabulary_.token
+        token = vars(self)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
         return Verdict(label, probability, log_odds, tuple((token(i), w) for i, w in evidence), n_tokens, n_known)
 
-    # ------------------------------------------------------------------ inspection
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):
         """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.model.scoring.strongest_tokens`."""

@@ -26,10 +26,35 @@ MODEL_NAME = "model.spamnb"
 # Every call into spamnb.model.spam_filter / spamnb.model.store is here, so a change of that
 # API is adapted in one place.
 def _load_filter(path):
-    """The model at ``path``, holding in memory only what classifying reads."""
+    """The model at ``path``, holding in memory only what classifying reads:
+    from the model the last TELL learned in when the file and its journal are
+    still the ones that TELL left (no reading, checking and replaying), else
+    read from the file."""
     from spamnb.model.spam_filter import SpamFilter
 
-    return _scoring_only(SpamFilter.load(path))
+    spam_filter = _from_kept(path)
+    return spam_filter if spam_filter is not None else _scoring_only(SpamFilter.load(path))
+
+
+def _from_kept(path):
+    import copy
+
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.model.store import resolve
+
+    if _kept is None:
+        return None
+    real = resolve(path)
+    entry = _kept.take(real)    # out of the way of a TELL while it is copied (that TELL reads the file)
+    if entry is None:
+        return None
+    try:
+        spam_filter = copy.copy(entry[1])   # the attributes replaced on the copy; the buffers copied from
+        spam_filter.tokenizer_ = Tokenizer.from_settings(spam_filter.tokenizer_.settings)
+        spam_filter._scorer = None
+        return _scoring_only(spam_filter)
+    finally:
+        _kept.put_back(real, entry)
 
 
 def _scoring_only(spam_filter):
@@ -37,19 +62,29 @@ def _scoring_only(spam_filter):
     token strings for the evidence) in buffers of their own, and let go of
     the rest of the model file read into memory: the raw counts, last-seen
     days and ledger of learned messages (about a fifth of a model file).
-    Such a filter only classifies; TELL reads the whole model under its lock
-    (:func:`tell`)."""
+    Such a filter only classifies; TELL learns in a whole model (:func:`tell`).
+    Reads ``spam_filter``'s buffers and replaces its attributes: nothing it
+    shares with another filter changes (:func:`_from_kept`)."""
     from spamnb.model.ages import Ages
-    from spamnb.bayes.vocabulary import Vocabulary
     from spamnb.bayes.wordcounts import WordCounts
 
-    vocab, counts = spam_filter.vocabulary_, spam_filter.word_counts_
+    # as the journal was replayed, in place: holes of forgets and all (spamnb.model.deltas.Folded);
+    # the logs of the file and of the tokens new since joined, without numpy
+    state = vars(spam_filter)
+    vocab, counts = state["vocabulary_"], state["word_counts_"]
     if vocab is None or counts is None:
         return spam_filter
-    log_count, log_norm, log_prior = counts.derived()
-    blob, offsets = vocab.string_table()
-    spam_filter.vocabulary_ = Vocabulary.from_buffers(bytearray(vocab.keys), bytearray(vocab.values),
-                                                      vocab.n_features, blob, bytearray(offsets))
+    counts.resize(vocab.n_features)
+    log_count, log_norm, log_prior, tail = counts.scorer_logs()
+    if tail is not None and len(tail):
+        n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
+        joined = bytearray()
+        for c in range(counts.n_classes):
+            joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
+            joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
+        log_count = joined
+    state.pop("_holes", None)   # a scoring-only filter: never folded, never saved
+    spam_filter.vocabulary_ = vocab.read_only_copy()
     # the raw counts' place: read-only anonymous pages, zeros the kernel maps
     # only when touched (classify never does), so they take no memory
     zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
@@ -91,6 +126,9 @@ def _model_error():
     return ModelError
 
 
+_kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept loaded
+
+
 def tell(path, message, spam, learn, remove, seed_path=None):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
@@ -103,8 +141,12 @@ def tell(path, message, spam, learn, remove, seed_path=None):
     from spamnb.model import journal, learning
     from spamnb.model import ledger as ledgers
 
-    # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`
-    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False) as session:
+    # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
+    # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
+    global _kept
+    if _kept is None:
+        _kept = learning.Kept()
+    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves
