@@ -47,7 +47,7 @@ def cmd_classify(args):
         first = next(messages, None)
         second = next(messages, None)
         if first is not None and second is None:  # one message: a verdict and its exit code
-            verdict = spam_filter.classify(first[1])
+            verdict = spam_filter.classify(first[1], evidence=args.json or args.verbose)   # printed only then
             _print_verdict(args, verdict)
             return VERDICT_EXIT[verdict.label]
         out = VerdictLines(spam_filter, args.json)

@@ -240,12 +240,17 @@ class SpamFilter:
         data = message_bytes(message)
         stream = self.tokenizer_.stream(data)
         hashes = stream.hashes
-        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
-        log_odds = jll[1] - jll[0]
+        if parts and not n_evidence:   # the verdict's sums in one pass over the tokens (each looked up once)
+            log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,
+                                                                                         stream.truncated)
+            evidence = ()
+        else:
+            jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
+            log_odds = jll[1] - jll[0]
+            part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
         if self.features_ is not None and self.feature_weight:
             ll_ham, ll_spam = self.features_.log_likelihood_one(self._message_features(data))
             log_odds += self.feature_weight * (ll_spam - ll_ham)
-        part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
         return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)
 
     def evidence(self, message):
@@ -266,8 +271,10 @@ class SpamFilter:
         log_odds, evidence, n_tokens, n_known, sums = self._score(message, int(self.n_evidence) if evidence else 0)
         probability = _probability(log_odds)
         label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
-        token = self.vocabulary_.token
-        return Verdict(label, probability, log_odds, tuple((token(i), w) for i, w in evidence), n_tokens, n_known)
+        if evidence:
+            token = self.vocabulary_.token
+            evidence = tuple((token(i), w) for i, w in evidence)
+        return Verdict(label, probability, log_odds, evidence or (), n_tokens, n_known)
 
     # ------------------------------------------------------------------ inspection
     # ------------------------------------------------------------------ inspection and files
