@@ -6,6 +6,7 @@ it), or ``-`` (stdin: a message, or an mbox).  Light to import: the
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from spamnb.training.errors import CorpusError
@@ -40,6 +41,25 @@ def _mbox_messages(stream, name):
         yield (f"{name}#{i}" if i else name), previous
 
 
+_SMALL = 1 << 20   # a file up to this size is read whole at once (a larger mbox: one message at a time)
+
+
+def _small_file(path):
+    """The bytes of ``path`` when it is a regular file of at most ``_SMALL``
+    bytes (one ``stat``, then ``read_file``'s one open and read); None for
+    anything else, or when either fails (the caller's own way then reads it,
+    or names the error)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _SMALL:
+            return None
+        from spamnb.model.messages import read_file
+
+        return read_file(path)
+    except OSError:
+        return None
+
+
 def messages_of(path):
     """``(name, bytes)`` of each message in ``path``: a message file, an mbox
     (read one message at a time), a folder or Maildir (each message below it),
@@ -55,6 +75,15 @@ def messages_of(path):
             yield from _mbox_messages(io.BytesIO(data), "-")  # BytesIO shares the bytes, no copy
         else:
             yield "-", data
+        return
+    data = _small_file(path)
+    if data is not None:   # a message (or small mbox) file: one open and one read
+        if is_mbox_start(data):
+            import io
+
+            yield from _mbox_messages(io.BytesIO(data), path)  # cut as the map of the file is cut below
+        else:
+            yield path, data
     elif os.path.isdir(path):
         from spamnb.training.corpus import CorpusReport, read_messages
 
