@@ -75,16 +75,24 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
 
 
 def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
-                   json_lines=False, out=None, err=None):
+                   json_lines=False, out=None, err=None, loaded=None):
     """``spamnb classify --batch -j N``: the one-process batch's lines for
     ``paths`` (a path may be a message, an mbox, a folder or ``-``), in
     order, written to ``out`` as each partition is done, scored by
     ``n_jobs`` processes that load the model file once each.  Returns the
-    number of paths that could not be read (each has an error line)."""
+    number of paths that could not be read (each has an error line).
+
+    ``loaded``: ``(identity, model)``, the model the caller loaded from
+    ``model_path`` and the file's identity (``_file_identity``) taken before
+    it did: used instead of loading the file again when the file is still
+    that one (forked workers start with it)."""
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     model_path = os.path.abspath(os.fspath(model_path))
     identity = _file_identity(model_path)
+    if loaded is not None and loaded[0] == identity:
+        _MODELS.clear()
+        _MODELS[(model_path, identity)] = loaded[1]
     _model(model_path, identity, cutoffs)   # a bad model fails here, once, not in every worker
     jobs = ((model_path, identity, cutoffs, part, json_lines)
             for part in partitions(plan_scoring(paths), partition_size))

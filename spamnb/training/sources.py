@@ -29,10 +29,11 @@ def read_message_file(path):
 
 def _mbox_messages(stream, name):
     """``(name, bytes)`` of each message of the mbox read from the binary
-    ``stream``, one at a time (a one-message mbox keeps the plain name)."""
-    from spamnb.mail.mbox import iter_mbox
+    ``stream`` (or held whole in ``bytes``), one at a time (a one-message
+    mbox keeps the plain name)."""
+    from spamnb.mail.mbox import iter_mbox, split_mbox
 
-    messages = iter_mbox(stream)
+    messages = split_mbox(stream) if type(stream) is bytes else iter_mbox(stream)
     previous, i = next(messages, None), 0
     for message in messages:  # one ahead, to know whether there is more than one
         yield f"{name}#{i}", previous
@@ -79,9 +80,7 @@ def messages_of(path):
     data = _small_file(path)
     if data is not None:   # a message (or small mbox) file: one open and one read
         if is_mbox_start(data):
-            import io
-
-            yield from _mbox_messages(io.BytesIO(data), path)  # cut as the map of the file is cut below
+            yield from _mbox_messages(data, path)  # cut as the map of the file is cut below
         else:
             yield path, data
     elif os.path.isdir(path):
