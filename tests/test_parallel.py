@@ -318,6 +318,23 @@ def test_cli_train_and_batch_classify_with_jobs(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "j0").read_bytes() == outputs["1"][0]
 
 
+def test_batch_pieces_are_plan_scorings(tmp_path):
+    """classify --batch -j N plans its paths with one stat each (batch._pieces):
+    the pieces of planning.plan_scoring, a large mbox in shards included."""
+    big = tmp_path / "big.mbox"
+    body = b"word " * 2000 + b"\n"
+    write_mbox(big, [b"From: a@example.com\nSubject: %d\n\n" % i + body for i in range(1200)])
+    assert big.stat().st_size > planning._SHARD_ABOVE
+    large_plain = tmp_path / "large"
+    large_plain.write_bytes(b"Subject: x\n\n" + body * 200)
+    small = tmp_path / "small"
+    small.write_bytes(b"Subject: x\n\nhello\n")
+    paths = [str(p) for p in (SAMPLE / "spam", small, tmp_path / "missing", big, large_plain, tmp_path)]
+    pieces = list(batch._pieces(paths))
+    assert pieces == list(planning.plan_scoring(paths))
+    assert sum(p.kind == "shard" for p in pieces) >= 2
+
+
 def test_cli_train_jobs_with_default_counts_is_count_identical(tmp_path):
     for jobs in ("1", "2"):
         proc = run(["train", "-q", "--target-fpr", "0", "-j", jobs, "-m", tmp_path / f"j{jobs}", SAMPLE], tmp_path)

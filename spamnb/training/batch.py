@@ -9,7 +9,7 @@ import sys
 
 from spamnb.model.verdict import VerdictLines
 from spamnb.training.errors import CorpusError
-from spamnb.training.planning import DEFAULT_PARTITION_SIZE, partitions, plan_scoring
+from spamnb.training.planning import _SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, partitions, plan_scoring
 from spamnb.training.workers import run_ordered
 
 __all__ = ["classify_batch", "score_partition"]
@@ -41,6 +41,29 @@ def _model(path, identity, cutoffs=None):
     if cutoffs is not None:
         model.spam_cutoff, model.ham_cutoff = cutoffs
     return model
+
+
+def _pieces(paths):
+    """``plan_scoring(paths)``, with one ``stat`` per path: only a regular file
+    large enough to be cut into mbox shards goes through ``plan_scoring``; any
+    other path is a ``"path"`` piece, as ``plan_scoring`` makes it (a folder,
+    a message file or small mbox, a path that cannot be read: the worker
+    answers it, or names its error)."""
+    import stat
+
+    for path in paths:
+        if path == "-":
+            yield from plan_scoring([path])
+            continue
+        try:
+            info = os.stat(path)
+            large = stat.S_ISREG(info.st_mode) and info.st_size > _SHARD_ABOVE
+        except OSError:
+            large = False
+        if large:
+            yield from plan_scoring([path])
+        else:
+            yield Piece("path", path, path, None, 0, None, 0)
 
 
 def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
@@ -95,7 +118,7 @@ def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=
         _MODELS[(model_path, identity)] = loaded[1]
     _model(model_path, identity, cutoffs)   # a bad model fails here, once, not in every worker
     jobs = ((model_path, identity, cutoffs, part, json_lines)
-            for part in partitions(plan_scoring(paths), partition_size))
+            for part in partitions(_pieces(paths), partition_size))
     n_errors = 0
     for text, errors, n in run_ordered(score_partition, jobs, n_jobs):
         out.write(text)
