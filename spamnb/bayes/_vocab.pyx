@@ -644,6 +644,7 @@ cdef class Scorer:
         cdef Py_ssize_t j, k, m, n_known = 0, size, cap, start, end, r, n_regions = len(regions)
         cdef uint64_t mask = self.keys.shape[0] - 1
         cdef const uint64_t *keys = &self.keys[0]
+        cdef const int32_t *values = &self.values[0]
         cdef Py_ssize_t slot
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
@@ -682,11 +683,12 @@ cdef class Scorer:
                 for j in range(n):
                     if j + 8 < n:
                         _prefetch(keys + (hashes[j + 8] & mask))
+                        _prefetch(values + (hashes[j + 8] & mask))
                     slot = _find_slot(self.keys, mask, hashes[j])
                     if keys[slot] == 0:
                         idx[j] = -1
                     else:
-                        idx[j] = self.values[slot]
+                        idx[j] = values[slot]
                         n_known += 1
                 # the whole message, as score(): jll and the evidence sums
                 m = _count_distinct(idx, n, uniq, x, self.counts, table, cap)
