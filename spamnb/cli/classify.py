@@ -96,7 +96,7 @@ def _classify_batch(args):
     if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
         from spamnb.training import batch, workers
 
-        workers.warm_up(args.jobs)   # the workers' forkserver starts while the model loads
+        workers.warm_up(args.jobs, batch.PRELOAD)   # the workers' forkserver starts while the model loads
         settings = settings_of(args)
         path = model_path(args, settings)
         try:
