@@ -216,6 +216,31 @@ def test_mbox_reading_streams(tmp_path):
     assert sum(reads) < 1000 < path.stat().st_size
 
 
+def test_messages_of_reads_a_small_file_once_and_as_the_streamed_reader(tmp_path, monkeypatch):
+    """``spamnb classify --batch`` reads each path with ``sources.messages_of``: a
+    file up to ``_SMALL`` bytes (a message, or an mbox) is opened and read once,
+    and gives the names and bytes the streamed reader (an mbox mapped, a
+    message read after a look at its start) gives."""
+    from spamnb.training import sources
+
+    paths = [_generated_mbox(tmp_path / "box", 30), _generated_mbox(tmp_path / "one", 1),
+             tmp_path / "plain", tmp_path / "empty", tmp_path / "blank-from"]
+    paths[2].write_bytes(b"From: a@example.com\nSubject: hi\n\nbody\n")
+    paths[3].write_bytes(b"")
+    paths[4].write_bytes(b"From x Mon Nov 23 10:40:20 2026\n\n")   # an envelope line alone: no message
+    small = {p: list(sources.messages_of(str(p))) for p in paths}
+    assert [len(small[p]) for p in paths] == [30, 1, 1, 1, 0]
+    assert small[paths[0]][29][0] == f"{paths[0]}#29" and small[paths[1]][0][0] == str(paths[1])
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    list(sources.messages_of(str(paths[0])))
+    assert opened == [str(paths[0])]
+    monkeypatch.setattr(os, "open", real_open)
+    monkeypatch.setattr(sources, "_SMALL", 0)   # every file the streamed way
+    assert {p: list(sources.messages_of(str(p))) for p in paths} == small
+
+
 # ---------------------------------------------------------------- Maildir++
 def _maildir(root, messages=(), folders=()):
     for sub in ("cur", "new", "tmp"):

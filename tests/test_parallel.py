@@ -318,6 +318,42 @@ def test_cli_train_and_batch_classify_with_jobs(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "j0").read_bytes() == outputs["1"][0]
 
 
+def test_batch_pieces_are_plan_scorings(tmp_path):
+    """classify --batch -j N plans its paths with one stat each (batch._pieces):
+    the pieces of planning.plan_scoring, a large mbox in shards included."""
+    big = tmp_path / "big.mbox"
+    body = b"word " * 2000 + b"\n"
+    write_mbox(big, [b"From: a@example.com\nSubject: %d\n\n" % i + body for i in range(1200)])
+    assert big.stat().st_size > planning._SHARD_ABOVE
+    large_plain = tmp_path / "large"
+    large_plain.write_bytes(b"Subject: x\n\n" + body * 200)
+    small = tmp_path / "small"
+    small.write_bytes(b"Subject: x\n\nhello\n")
+    paths = [str(p) for p in (SAMPLE / "spam", small, tmp_path / "missing", big, large_plain, tmp_path)]
+    pieces = list(batch._pieces(paths))
+    assert pieces == list(planning.plan_scoring(paths))
+    assert sum(p.kind == "shard" for p in pieces) >= 2
+
+
+def test_batch_workers_do_not_import_numpy(tmp_path):
+    """classify --batch -j 2 scores without numpy (its import and thread pool
+    would cost every batch ~0.1 s): the parent, whose imports the forked
+    workers share, has not imported it when the batch is done."""
+    model = tmp_path / "m.spamnb"
+    proc = run(["train", "-q", "--target-fpr", "0", "--word-pairs", "0", "-m", model, SAMPLE], tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['spamnb', 'classify', '--batch', '-j', '2', '--partition-size', '20', '-m', {str(model)!r}, "
+            f"*{sorted(str(p) for p in (SAMPLE / 'spam').iterdir())!r}]\n"   # 5 partitions: two workers
+            "try:\n    runpy.run_module('spamnb', run_name='__main__')\nexcept SystemExit as exc:\n    assert not exc.code\n"
+            "print('numpy' in sys.modules, file=sys.stderr)\n")
+    env = dict(os.environ, SPAMNB_HOME=str(tmp_path), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert len(proc.stdout.decode().splitlines()) == len(os.listdir(SAMPLE / "spam"))
+    assert proc.stderr.decode().split() == ["False"]
+
+
 def test_cli_train_jobs_with_default_counts_is_count_identical(tmp_path):
     for jobs in ("1", "2"):
         proc = run(["train", "-q", "--target-fpr", "0", "-j", jobs, "-m", tmp_path / f"j{jobs}", SAMPLE], tmp_path)

@@ -194,6 +194,38 @@ def test_scorer_matches_the_formula(counts):
     assert ham_ev == pytest.approx(weights[weights < 0].sum(), rel=1e-12)
 
 
+@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+@pytest.mark.parametrize("length", [0.0, 5.0])
+def test_verdict_sums_are_score_and_part_max_bit_for_bit(counts, length):
+    """Scorer.verdict_sums (one lookup per token, the batch path) gives what
+    score(hashes, 0) and verdict.part_max give, with ==: the same floats."""
+    from spamnb.model.verdict import part_max
+
+    rng = random.Random(11)
+    words = [f"t{i}" for i in range(300)]
+    vocab = Vocabulary()
+    vocab.add(FakeStream(words))
+    fc = np.array([[rng.randint(0, 30) for _ in words] for _ in range(2)], dtype=np.float64)
+    log_norm = np.log(fc.sum(axis=1) + 0.5 * len(words))
+    scorer = _vocab.Scorer(vocab.keys, vocab.values, np.log(fc + 0.5).reshape(-1), len(words), log_norm,
+                           np.log([0.6, 0.4]), counts, length)
+    checked = 0
+    for n in (0, 1, 7, 200, 1500):
+        hashes = FakeStream([rng.choice(words + ["unseen"]) for _ in range(n)]).hashes
+        cuts = sorted(rng.randrange(n + 1) for _ in range(4))
+        for regions in ([], [(0, n)], [(cuts[0], cuts[1]), (cuts[2], cuts[3])], [(3, 2), (0, 0)],
+                        [(-5, n + 10), (n, n + 3)], [(-n - 9, -1)]):
+            for truncated in (False, True):
+                jll, _, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, 0)
+                expected = (jll[1] - jll[0], n_tokens, n_known, spam_ev, ham_ev,
+                            part_max(scorer, hashes, regions, truncated))
+                assert scorer.verdict_sums(hashes, regions, truncated) == expected
+                checked += 1
+    assert checked == 60
+    assert scorer.verdict_sums(array("Q"), [], True)[5] == math.inf
+    assert scorer.verdict_sums(array("Q"), [], False)[5] == -math.inf
+
+
 def test_scorer_of_no_tokens_is_the_prior():
     vocab = Vocabulary()
     vocab.add(FakeStream(["a"]))

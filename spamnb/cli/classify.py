@@ -47,7 +47,7 @@ def cmd_classify(args):
         first = next(messages, None)
         second = next(messages, None)
         if first is not None and second is None:  # one message: a verdict and its exit code
-            verdict = spam_filter.classify(first[1])
+            verdict = spam_filter.classify(first[1], evidence=args.json or args.verbose)   # printed only then
             _print_verdict(args, verdict)
             return VERDICT_EXIT[verdict.label]
         out = VerdictLines(spam_filter, args.json)
@@ -96,12 +96,18 @@ def _classify_batch(args):
     if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
         from spamnb.training import batch, workers
 
-        workers.warm_up(args.jobs)   # the workers' forkserver starts while the model loads
-        spam_filter = load_filter(args)
+        workers.warm_up(args.jobs, batch.PRELOAD)   # the workers' forkserver starts while the model loads
+        settings = settings_of(args)
+        path = model_path(args, settings)
         try:
-            n_errors = batch.classify_batch(model_path(args), _batch_paths(args),
+            identity = batch._file_identity(path)   # before the load: the workers start with this model
+        except OSError:
+            identity = None   # load_filter names the error
+        spam_filter = load_filter(args, settings)
+        try:
+            n_errors = batch.classify_batch(path, _batch_paths(args),
                                                (spam_filter.spam_cutoff, spam_filter.ham_cutoff), args.jobs,
-                                               args.partition_size, args.json)
+                                               args.partition_size, args.json, loaded=(identity, spam_filter))
         except ValueError as exc:
             raise UsageError(f"spamnb classify: {exc}") from None
         return EXIT_ERROR if n_errors else EXIT_OK

@@ -27,7 +27,7 @@ from __future__ import annotations
 import io
 import re
 
-__all__ = ["is_mbox_start", "iter_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
+__all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
 
 MAX_MESSAGE_BYTES = 64 << 20
 _MAX_LINE = 64 << 10
@@ -69,6 +69,12 @@ def iter_mbox(stream, max_message_bytes=MAX_MESSAGE_BYTES):
     with mapped:
         yield from _iter_mbox_buffer(mapped, max_message_bytes, stream.fileno())
     stream.seek(0, io.SEEK_END)
+
+
+def split_mbox(data, max_message_bytes=MAX_MESSAGE_BYTES):
+    """The messages of a whole mbox held in ``data`` (bytes): what
+    :func:`iter_mbox` gives for ``io.BytesIO(data)``, without the file object."""
+    return _iter_mbox_buffer(data, max_message_bytes)
 
 
 def _mapped(stream):

@@ -256,7 +256,36 @@ def replay(spam_filter, model_path, header, arrays=None):
     return False
 
 
+def _writer_active(journal):
+    """True while a writer holds the model's lock: a tail it is appending
+    is incomplete until it is acknowledged, and is no damage to warn of."""
+    import fcntl
+
+    from spamnb.model.store import holds_lock
+
+    real = journal.path[:-len(SUFFIX)]
+    if holds_lock(real):   # this process is the writer: the tail is no append in progress
+        return False
+    lock_path = real + ".lock"
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)   # closing drops the shared lock taken
+    return False
+
+
 def _warn_tail(journal, applied):
+    if _writer_active(journal):
+        return
     _warn(f"{journal.path}: the last {journal.size - journal.end} bytes are incomplete or damaged "
           f"(a learn interrupted before it was acknowledged?) and are ignored; "
           f"the {applied} record{'s' if applied != 1 else ''} before them apply")

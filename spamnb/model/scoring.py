@@ -6,10 +6,11 @@ strongest tokens (``spamnb info``)."""
 from __future__ import annotations
 
 from spamnb.bayes import _vocab
+from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
-__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens"]
+__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one"]
 
 
 def scorer(spam_filter):
@@ -98,3 +99,27 @@ def strongest_tokens(spam_filter, n=10, min_count=5):
         return [(token(i), float(weight[i]), float(fc[0, i]), float(fc[1, i])) for i in indices]
 
     return token_rows(order[::-1][:n]), token_rows(order[:n])
+
+
+def score_one(spam_filter, message, n_evidence, parts=True):
+    """One message through the single-message scorer: ``(log_odds, evidence,
+    n_tokens, n_known, (spam_evidence, ham_evidence, part_max))``, the
+    evidence the ``n_evidence`` strongest ``(token index, weight)`` (0: none;
+    then the verdict's sums come from one pass over the tokens), ``part_max``
+    None unless ``parts``."""
+    scorer = spam_filter._scoring()
+    data = message_bytes(message)
+    stream = spam_filter.tokenizer_.stream(data)
+    hashes = stream.hashes
+    if parts and not n_evidence:   # the verdict's sums in one pass over the tokens (each looked up once)
+        log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,
+                                                                                     stream.truncated)
+        evidence = ()
+    else:
+        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
+        log_odds = jll[1] - jll[0]
+        part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
+    if spam_filter.features_ is not None and spam_filter.feature_weight:
+        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(spam_filter._message_features(data))
+        log_odds += spam_filter.feature_weight * (ll_spam - ll_ham)
+    return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)

@@ -238,39 +238,28 @@ class SpamFilter:
         """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
         return scoring.score_many(self, messages)
 
-    def _score(self, message, n_evidence, parts=True):
-        scorer = self._scoring()
-        data = message_bytes(message)
-        stream = self.tokenizer_.stream(data)
-        hashes = stream.hashes
-        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
-        log_odds = jll[1] - jll[0]
-        if self.features_ is not None and self.feature_weight:
-            ll_ham, ll_spam = self.features_.log_likelihood_one(self._message_features(data))
-            log_odds += self.feature_weight * (ll_spam - ll_ham)
-        part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
-        return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)
-
     def evidence(self, message):
         """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
         what the verdict rule (``spamnb.model.verdict``) reads."""
-        log_odds, _evidence, _n, _known, sums = self._score(message, 0)
+        log_odds, _evidence, _n, _known, sums = scoring.score_one(self, message, 0)
         return (log_odds,) + sums
 
     def score(self, message):
         """``Score(probability, log_odds)`` of one message."""
-        log_odds = self._score(message, 0, parts=False)[0]
+        log_odds = scoring.score_one(self, message, 0, parts=False)[0]
         return Score(_probability(log_odds), log_odds)
 
     def classify(self, message, evidence=True):
         """A :class:`Verdict`: spam / unsure / ham by the cutoffs and the evidence
         (the rule of ``spamnb.model.verdict.decide``), with its strongest tokens
         (``evidence=False``: the same verdict without them, which is cheaper)."""
-        log_odds, evidence, n_tokens, n_known, sums = self._score(message, int(self.n_evidence) if evidence else 0)
+        log_odds, evidence, n_tokens, n_known, sums = scoring.score_one(self, message, int(self.n_evidence) if evidence else 0)
         probability = _probability(log_odds)
         label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
-        token = vars(self)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
-        return Verdict(label, probability, log_odds, tuple((token(i), w) for i, w in evidence), n_tokens, n_known)
+        if evidence:
+            token = vars(self)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
+            evidence = tuple((token(i), w) for i, w in evidence)
+        return Verdict(label, probability, log_odds, evidence or (), n_tokens, n_known)
 
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):

@@ -426,6 +426,14 @@ class _Arrays(dict):
         self.writable = {}
 
 
+_HELD = set()   # the models whose lock this process holds (spamnb.model.journal asks)
+
+
+def holds_lock(real):
+    """True when this process holds the lock of the model at the resolved path ``real``."""
+    return real in _HELD
+
+
 @contextmanager
 def locked(path, wait=None):
     """Hold an exclusive lock for read-modify-write of the model at ``path``.
@@ -468,9 +476,11 @@ def locked(path, wait=None):
                 time.sleep(0.02)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD.add(real)
         try:
             yield real
         finally:
+            _HELD.discard(real)
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)

@@ -180,7 +180,7 @@ class VerdictLines:
         self.errors = 0
 
     def verdict(self, name, data):
-        verdict = self.spam_filter.classify(data)
+        verdict = self.spam_filter.classify(data, evidence=self.json)   # the text line prints no evidence
         if self.json:
             import json
 

@@ -6,6 +6,7 @@ it), or ``-`` (stdin: a message, or an mbox).  Light to import: the
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from spamnb.training.errors import CorpusError
@@ -28,16 +29,36 @@ def read_message_file(path):
 
 def _mbox_messages(stream, name):
     """``(name, bytes)`` of each message of the mbox read from the binary
-    ``stream``, one at a time (a one-message mbox keeps the plain name)."""
-    from spamnb.mail.mbox import iter_mbox
+    ``stream`` (or held whole in ``bytes``), one at a time (a one-message
+    mbox keeps the plain name)."""
+    from spamnb.mail.mbox import iter_mbox, split_mbox
 
-    messages = iter_mbox(stream)
+    messages = split_mbox(stream) if type(stream) is bytes else iter_mbox(stream)
     previous, i = next(messages, None), 0
     for message in messages:  # one ahead, to know whether there is more than one
         yield f"{name}#{i}", previous
         previous, i = message, i + 1
     if previous is not None:
         yield (f"{name}#{i}" if i else name), previous
+
+
+_SMALL = 1 << 20   # a file up to this size is read whole at once (a larger mbox: one message at a time)
+
+
+def _small_file(path):
+    """The bytes of ``path`` when it is a regular file of at most ``_SMALL``
+    bytes (one ``stat``, then ``read_file``'s one open and read); None for
+    anything else, or when either fails (the caller's own way then reads it,
+    or names the error)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _SMALL:
+            return None
+        from spamnb.model.messages import read_file
+
+        return read_file(path)
+    except OSError:
+        return None
 
 
 def messages_of(path):
@@ -55,6 +76,13 @@ def messages_of(path):
             yield from _mbox_messages(io.BytesIO(data), "-")  # BytesIO shares the bytes, no copy
         else:
             yield "-", data
+        return
+    data = _small_file(path)
+    if data is not None:   # a message (or small mbox) file: one open and one read
+        if is_mbox_start(data):
+            yield from _mbox_messages(data, path)  # cut as the map of the file is cut below
+        else:
+            yield path, data
     elif os.path.isdir(path):
         from spamnb.training.corpus import CorpusReport, read_messages
 

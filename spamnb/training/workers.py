@@ -34,7 +34,7 @@ _PRELOAD = ["spamnb.training.planning", "spamnb.training.pipeline", "spamnb.trai
             "spamnb.model.calibrate", "spamnb.mail.tokenizer", "numpy"]
 
 
-def warm_up(n_jobs=None):
+def warm_up(n_jobs=None, preload=None):
     """Start the forkserver the workers come from (it imports numpy and spamnb
     once), in the background, when ``n_jobs`` asks for workers: called first
     thing, its start-up overlaps this process's own imports and planning."""
@@ -43,7 +43,7 @@ def warm_up(n_jobs=None):
     import multiprocessing
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(_PRELOAD)
+    multiprocessing.get_context("forkserver").set_forkserver_preload(preload or _PRELOAD)
     forkserver.ensure_running()   # spawns the server and returns; workers are forked once it is up
 
 
@@ -60,18 +60,19 @@ def _start_method():
     return "forkserver"
 
 
-def _executor(n_jobs, initializer=None, initargs=()):
+def _executor(n_jobs, initializer=None, initargs=(), preload=None):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     method = _start_method()
     context = multiprocessing.get_context(method)
+    preload = preload or _PRELOAD
     if method == "forkserver":
-        context.set_forkserver_preload(_PRELOAD)
+        context.set_forkserver_preload(preload)
     else:   # what the workers need, imported once here before they fork
         import importlib
 
-        for name in _PRELOAD:
+        for name in preload:
             importlib.import_module(name)
     return ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=initializer, initargs=initargs)
 
@@ -82,13 +83,14 @@ class Workers:
     counting pass and the calibration's scoring pass of ``spamnb train``);
     with ``n_jobs`` 1 every job runs in this process.  A context manager."""
 
-    def __init__(self, n_jobs=None):
+    def __init__(self, n_jobs=None, preload=None):
         self.n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else int(n_jobs)
         self.pool = None
+        self.preload = preload   # the modules the workers import first (None: training's, numpy included)
 
     def __enter__(self):
         if self.n_jobs > 1:
-            warm_up(self.n_jobs)
+            warm_up(self.n_jobs, self.preload)
         return self
 
     def __exit__(self, *exc):
@@ -109,7 +111,7 @@ class Workers:
                 yield function(*job)
             return
         if self.pool is None:
-            self.pool = _executor(self.n_jobs)
+            self.pool = _executor(self.n_jobs, preload=self.preload)
         pending = deque()
         try:
             for job in jobs:
@@ -123,10 +125,10 @@ class Workers:
                 future.cancel()
 
 
-def run_ordered(function, jobs, n_jobs, window=2):
+def run_ordered(function, jobs, n_jobs, window=2, preload=None):
     """``function(*job)`` for each job, results in job order; with ``n_jobs``
     worker processes (0 or None: every available core; in this process for
     1, or for a single job), at most ``window * n_jobs`` jobs in flight
     (``jobs`` is consumed lazily)."""
-    with Workers(n_jobs) as workers:
+    with Workers(n_jobs, preload) as workers:
         yield from workers.run_ordered(function, jobs, window)
