@@ -305,6 +305,12 @@ def run_spamassassin(work, train, test, jobs, servers):
                                                                             if not s.startswith("bayes_path")),
             "network": "spamd -L, sa-learn -L (local tests only); dns_available no; no Razor, Pyzor, DCC",
             "bayes": f"DBM store (default), {bayes}",
+            "sa_learn": {label: " ".join(lines) for label, lines in learned.items()},
+            "bayes_counts_note": None if (bayes.get("nspam"), bayes.get("nham")) == (
+                sum(r[2] for r in train), sum(not r[2] for r in train)) else (
+                "nspam/nham differ from the train part's spam/ham: SpamAssassin learns a message once per "
+                "Message-ID, generated from To:, Date: and the body when there is none, and a ham learned "
+                "under the Message-ID of a spam replaces it (un-learns the spam)"),
             "cutoff": f"score >= required_score {SA_REQUIRED_SCORE} (default): spam; no unsure band",
             "score_resolution": "0.1 (spamc -R prints one decimal; ties count 1/2 in 1-AUC)",
             "bayes_rules_hit": dict(sorted(bayes_rules.items())),
