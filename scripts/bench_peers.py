@@ -395,9 +395,12 @@ def run_rspamd(work, train, test, jobs, servers):
                        "rspamd", proc, log_path)
     print(f"  rspamd ready after {ready:.1f} s", file=sys.stderr)
 
-    # training: rspamc learn_spam / learn_ham through the controller.  "Learn-Type: bulk":
-    # every message is learned (by default rspamd skips one its Bayes already puts
-    # 95 % in the class, which would make the model depend on the order of learning)
+    # training: rspamc learn_spam / learn_ham through the controller, one message at a
+    # time in the corpus order (with requests in parallel, which of two copies of a
+    # message rspamd learns and which it calls "already learned" changed from run to
+    # run, and with it the figures).  "Learn-Type: bulk": every message is learned (by
+    # default rspamd skips one its Bayes already puts 95 % in the class, which would
+    # make the model depend on the order of learning)
     learned = {}
     t0 = time.perf_counter()
     for label, command, rows in (("spam", "learn_spam", [r for r in train if r[2]]),
@@ -406,7 +409,7 @@ def run_rspamd(work, train, test, jobs, servers):
         ok, failed = 0, collections.Counter()
         for k in range(0, len(rows), 500):
             chunk = [r[1] for r in rows[k:k + 500]]
-            out = subprocess.run(controller + ["-n", str(2 * jobs), "-j", "--compact", "--header",
+            out = subprocess.run(controller + ["-n", "1", "-j", "--compact", "--header",
                                                "Learn-Type: bulk", command, *chunk], capture_output=True)
             n_ok, fails = parse_learn(out.stdout.decode(errors="replace"))
             if n_ok + sum(fails.values()) != len(chunk):
@@ -468,7 +471,7 @@ def run_rspamd(work, train, test, jobs, servers):
                        "and phishing on https://maps.rspamd.com are never fetched",
             "bayes": "classifier bayes of statistic.conf (osb tokenizer, min_learns 200, min_tokens 11), "
                      "backend redis (redis-server on 127.0.0.1, no persistence), autolearn off; learned with "
-                     "rspamc --header 'Learn-Type: bulk'",
+                     "rspamc --header 'Learn-Type: bulk', one message at a time",
             "learned": learned, "redis": backend,
             "cutoff": "the action: reject / rewrite subject / add header (score >= 6): spam; greylist "
                       "(score >= 4): unsure; no action: ham",
