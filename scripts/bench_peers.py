@@ -397,8 +397,9 @@ def run_rspamd(work, train, test, jobs, servers):
 
     # training: rspamc learn_spam / learn_ham through the controller, one message at a
     # time in the corpus order (with requests in parallel, which of two copies of a
-    # message rspamd learns and which it calls "already learned" changed from run to
-    # run, and with it the figures).  "Learn-Type: bulk": every message is learned (by
+    # message rspamd learns and which it calls "already learned" changed more from run
+    # to run; one at a time, the count still moved by one message between two runs, and
+    # the figures with it).  "Learn-Type: bulk": every message is learned (by
     # default rspamd skips one its Bayes already puts 95 % in the class, which would
     # make the model depend on the order of learning)
     learned = {}
