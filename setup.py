@@ -27,6 +27,7 @@ COMPILER_DIRECTIVES = {
 EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_kernels": "spamnb.bayes._kernels",
     "_vocab": "spamnb.bayes._vocab",
+    "_index": "spamnb.bayes._index",
     "_checks": "spamnb.bayes._checks",
     "_holes": "spamnb.bayes._holes",
     "_text": "spamnb.mail._text",

@@ -6,10 +6,9 @@ Nothing here imports numpy: every array is a typed memoryview over any buffer
 (``array.array``, a model file's bytes, numpy), so a model file is
 used by ``spamnb classify`` without numpy being imported.
 
-The vocabulary's hash index is open addressing with linear probing:
-``keys`` (uint64, 0 = empty slot) and ``values`` (int32 feature index), both of
-a power-of-two ``capacity``, kept at most half full.  Token hashes are already
-well mixed 64-bit values (never 0), so the slot is their low bits.
+The vocabulary's hash index (open addressing with linear probing) is in
+``_index``: its functions are importable from here too, and its probe is
+cimported from ``_index.pxd``.
 
 Callers validate shapes and bounds first (bounds checks are off); the
 functions here trust their arguments except where a docstring says otherwise.
@@ -40,125 +39,10 @@ COUNTS_LOG = _LOG          # x_i = log(1 + count)
 
 
 # --------------------------------------------------------------------------
-# hash index
+# hash index: spamnb.bayes._index (lookup, insert, rehash, check_index), _find_slot from its .pxd
 # --------------------------------------------------------------------------
-cdef inline Py_ssize_t _find_slot(const uint64_t[::1] keys, uint64_t mask, uint64_t h) noexcept nogil:
-    """Slot holding ``h``, or the empty slot where it would go."""
-    cdef uint64_t slot = h & mask
-    while keys[slot] != 0 and keys[slot] != h:
-        slot = (slot + 1) & mask
-    return <Py_ssize_t>slot
-
-
-def lookup(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
-           int32_t[::1] out):
-    """Feature index of each hash (-1 when unknown): ``out[j]`` for ``hashes[j]``.
-
-    Returns the number of known hashes.  ``len(out) == len(hashes)``.
-    """
-    cdef uint64_t mask = keys.shape[0] - 1
-    cdef Py_ssize_t j, slot, n = hashes.shape[0], known = 0
-    with nogil:
-        for j in range(n):
-            slot = _find_slot(keys, mask, hashes[j])
-            if keys[slot] == 0:
-                out[j] = -1
-            else:
-                out[j] = values[slot]
-                known += 1
-    return known
-
-
-def insert(uint64_t[::1] keys, int32_t[::1] values, const uint64_t[::1] hashes,
-           int32_t[::1] out, int32_t next_index, int32_t[::1] new_positions):
-    """Look up each hash, giving unknown ones the next free feature index.
-
-    ``out[j]`` receives the index of ``hashes[j]``; the positions ``j`` of first
-    occurrences of new hashes are written to ``new_positions`` (same length as
-    ``hashes``).  The caller guarantees the table stays at most half full.
-    Returns the number of new hashes.
-    """
-    cdef uint64_t mask = keys.shape[0] - 1
-    cdef Py_ssize_t j, slot, n = hashes.shape[0]
-    cdef int32_t n_new = 0
-    with nogil:
-        for j in range(n):
-            slot = _find_slot(keys, mask, hashes[j])
-            if keys[slot] == 0:
-                keys[slot] = hashes[j]
-                values[slot] = next_index + n_new
-                new_positions[n_new] = <int32_t>j
-                n_new += 1
-            out[j] = values[slot]
-    return n_new
-
-
-def rehash(const uint64_t[::1] old_keys, const int32_t[::1] old_values,
-           uint64_t[::1] keys, int32_t[::1] values):
-    """Insert every entry of the old table into the (empty, larger) new one."""
-    cdef uint64_t mask = keys.shape[0] - 1
-    cdef Py_ssize_t i, slot
-    with nogil:
-        for i in range(old_keys.shape[0]):
-            if old_keys[i] != 0:
-                slot = _find_slot(keys, mask, old_keys[i])
-                keys[slot] = old_keys[i]
-                values[slot] = old_values[i]
-
-
-def rehash_remap(const uint64_t[::1] old_keys, const int32_t[::1] old_values,
-                 const int32_t[::1] remap, uint64_t[::1] keys, int32_t[::1] values):
-    """Like ``rehash``, but renumbering features: old index ``i`` becomes
-    ``remap[i]``, and entries whose ``remap`` is negative are dropped.
-    ``len(remap)`` is the old vocabulary size."""
-    cdef uint64_t mask = keys.shape[0] - 1
-    cdef Py_ssize_t i, slot
-    cdef int32_t new_index
-    with nogil:
-        for i in range(old_keys.shape[0]):
-            if old_keys[i] != 0:
-                new_index = remap[old_values[i]]
-                if new_index >= 0:
-                    slot = _find_slot(keys, mask, old_keys[i])
-                    keys[slot] = old_keys[i]
-                    values[slot] = new_index
-
-
-def check_index(const uint64_t[::1] keys, const int32_t[::1] values, int64_t n_features):
-    """Validate a hash index read from a file; returns the number of entries.
-
-    Raises ValueError unless the capacity is a power of two with at least one
-    empty slot (so probing always ends), and the occupied slots hold each
-    feature index in [0, n_features) exactly once.  This is what keeps a
-    crafted file from making a lookup loop forever or read out of bounds.
-    """
-    cdef Py_ssize_t cap = keys.shape[0], i, filled = 0
-    cdef uint8_t *seen
-    cdef int bad = 0
-    if cap == 0 or (cap & (cap - 1)) != 0 or values.shape[0] != cap:
-        raise ValueError("hash index capacity is not a power of two")
-    if n_features < 0 or n_features >= cap:
-        raise ValueError("hash index has no free slot for its vocabulary")
-    seen = <uint8_t *>malloc(n_features + 1)
-    if seen == NULL:
-        raise MemoryError()
-    with nogil:
-        for i in range(n_features + 1):
-            seen[i] = 0
-        for i in range(cap):
-            if keys[i] == 0:
-                continue
-            filled += 1
-            if values[i] < 0 or values[i] >= n_features or seen[values[i]]:
-                bad = 1
-                break
-            seen[values[i]] = 1
-    free(seen)
-    if bad:
-        raise ValueError("hash index holds an out-of-range or repeated feature index")
-    if filled != n_features:
-        raise ValueError(f"hash index holds {filled} tokens, the vocabulary has {n_features}")
-    return filled
+from spamnb.bayes._index cimport _find_slot
+from spamnb.bayes._index import check_index, insert, lookup, rehash, rehash_remap
 
 
 # --------------------------------------------------------------------------
