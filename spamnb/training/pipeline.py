@@ -285,12 +285,12 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
                 continue
             del counts
             release_free_memory()   # what the merge freed, before the fold models are built
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
-            del fold_feature_count
             folder = os.path.join(work, f"folds-{i}")
             os.mkdir(folder)
-            models.save(folder)
-            del models
+            # written to the folder the workers map, one fold at a time: never all in this process
+            calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count, folder)
+            del fold_feature_count
+            release_free_memory()
             parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1][i])))
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
             yield spam_filter, chosen, scores
