@@ -3,7 +3,6 @@
 import math
 import os
 import re
-
 import tempfile
 
 import numpy as np

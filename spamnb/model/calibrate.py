@@ -225,7 +225,7 @@ class FoldModels:
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
 
     @classmethod
-    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, folder=None):
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, folder=None, counts=None):
         """The fold models of a fitted ``spam_filter`` (the whole counts) and
         its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
         fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``,
@@ -234,10 +234,14 @@ class FoldModels:
 
         ``folder``: the models are not held but written there, one fold at a
         time as it is built (what :meth:`save` writes, for :meth:`load`), so
-        that at most one fold's model is in memory; returns ``folder``."""
+        that at most one fold's model is in memory; returns ``folder``.
+        ``counts``: the merged :class:`~spamnb.model.counting.Counts` the
+        filter is (or will be: ``spam_filter`` may be unfitted) made of, whose
+        model rows, hashes and class counts are used instead of the filter's:
+        the same models, built before the filter (not beside it)."""
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
-        folds = _fold_arrays(spam_filter, fold_class_count, fold_feature_count)
+        folds = _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts)
         layout = next(folds)
         transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
         if folder is not None:
@@ -286,7 +290,7 @@ class FoldModels:
         return jll[1] - jll[0]
 
 
-def _fold_arrays(spam_filter, fold_class_count, fold_feature_count):
+def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None):
     """:meth:`FoldModels.from_counts`'s work, one fold at a time: a generator
     of the layout first (``key_offsets``, ``count_offsets``, and the filled
     ``log_norm``, ``log_prior``: their values are ready once every fold is
@@ -298,7 +302,12 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count):
     from spamnb.bayes import _vocab
 
     alpha = float(spam_filter.alpha)
-    total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+    if counts is None:
+        total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+    else:   # what Counts.to_filter gives the filter: the same numbers
+        total = np.asarray(counts.dense[:2], dtype=np.float64)
+        class_count = np.asarray(counts.class_count[:2], dtype=np.float64)
     n_features = total.shape[1]
     fold_class_count = np.asarray(fold_class_count, dtype=np.float64).reshape(-1, 2)
     n_folds = fold_class_count.shape[0]
@@ -313,17 +322,19 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count):
     keep = values > 0                                # what the fold holds (counts are >= 0)
     if not keep.all():
         keys, values = keys[keep], values[keep]
-    token = (keys // cells).astype(np.int32)        # ascending (keys are)
-    cell = (keys - token.astype(np.int64) * cells).astype(np.int8)
-    del keep, keys
+    del keep
+    token = np.empty(keys.size, dtype=np.int32)     # ascending (keys are)
+    cell = np.empty(keys.size, dtype=np.int8)
+    for at in range(0, keys.size, 1 << 20):         # bounded int64 temporaries
+        token[at:at + (1 << 20)], cell[at:at + (1 << 20)] = np.divmod(keys[at:at + (1 << 20)], cells)
+    del keys
     fold, klass = cell // 2, cell % 2
     del cell
-    tf = token.astype(np.int64) * n_folds + fold     # (token, fold), non-decreasing
-    first = np.ones(tf.size, dtype=bool)
-    first[1:] = tf[1:] != tf[:-1]
+    first = np.ones(token.size, dtype=bool)           # first entry of each (token, fold)
+    first[1:] = (token[1:] != token[:-1]) | (fold[1:] != fold[:-1])
     in_folds = np.bincount(token[first], minlength=n_features).astype(np.int32)   # folds holding each token
     n_tokens = np.bincount(fold[first], minlength=n_folds)                         # tokens each fold holds
-    del tf, first
+    del first
     capacity = [16] * n_folds                         # each fold's hash index: a power of two, at most half full
     for k in range(n_folds):
         while capacity[k] < 2 * n_tokens[k]:
@@ -332,8 +343,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count):
               "count_offsets": np.cumsum([0] + [2 * int(m) for m in n_tokens]).astype(np.int64),
               "log_norm": np.empty((n_folds, 2)), "log_prior": np.zeros((n_folds, 2))}
     yield layout
-    hashes = np.frombuffer(spam_filter.vocabulary_.hashes(), dtype=np.uint64)
-    class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+    hashes = np.frombuffer(spam_filter.vocabulary_.hashes() if counts is None else counts.hashes, dtype=np.uint64)
     for k in range(n_folds):
         mine = np.flatnonzero(fold == k)             # fold k's entries, in key order
         mine_token = token[mine]

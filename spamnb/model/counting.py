@@ -162,9 +162,11 @@ class Counts:
         """These counts as a :class:`~spamnb.bayes.wordcounts.WordCounts` (over a copy)."""
         from spamnb.bayes.wordcounts import WordCounts
 
+        import numpy as np
+
         flat = array("d")
-        flat.frombytes(self.dense.tobytes() if len(self.class_count) == len(self.dense) else
-                       self.feature_count.tobytes())
+        rows = self.dense if len(self.class_count) == len(self.dense) else self.feature_count
+        flat.frombytes(memoryview(np.ascontiguousarray(rows).reshape(-1)).cast("B"))   # one copy: the array's
         return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
 
     def vocabulary(self):
@@ -175,18 +177,28 @@ class Counts:
         vocabulary.add(_Tokens(self))
         return vocabulary
 
-    def to_filter(self, spam_filter):
+    def to_filter(self, spam_filter, consume=False):
         """Give an unfitted ``spam_filter`` these counts (counted with its
         tokenizer, ``counts`` and ``length_norm``: :func:`counting_spec`) and
-        the tokens' last-seen days (the model created on the latest); returns it."""
+        the tokens' last-seen days (the model created on the latest); returns it.
+        ``consume``: these counts' arrays are dropped as the filter's are made
+        from them (the counts are unusable after; the filter is the same)."""
         from spamnb.model.ages import Ages, today
 
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
-        self = self.model()
+        whole, self = self, self.model()
+        if consume and whole is not self:   # no other reference left to the arrays but ``self``'s
+            whole.hashes = whole.offsets = whole.strings = whole.dense = whole.last_seen = None
+            whole.fold_keys = whole.fold_values = None
+        n_features = self.n_features
         spam_filter.vocabulary_ = self.vocabulary()
+        if consume:
+            self.hashes = self.offsets = self.strings = None
         spam_filter.word_counts_ = self.word_counts(float(spam_filter.alpha), spam_filter.prior)
-        day = int(self.last_seen.max()) if self.n_features else today()
+        if consume:
+            self.dense = None
+        day = int(self.last_seen.max()) if n_features else today()
         spam_filter.ages_ = Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
                                  spam_filter.ages_.max_tokens)
         return spam_filter
@@ -283,8 +295,8 @@ class _Sum:
         index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
         index = np.frombuffer(index, dtype=np.int32)
         n = self.vocabulary.n_features
-        if n > self.total.shape[1]:
-            capacity = max(n, 2 * self.total.shape[1])
+        if n > self.total.shape[1]:   # grown by half: the total and its copy are the merge's largest arrays
+            capacity = max(n, self.total.shape[1] + self.total.shape[1] // 2)
             total = np.zeros((self.total.shape[0], capacity))
             total[:, :self.total.shape[1]] = self.total
             days = np.zeros(capacity, dtype=np.int32)
@@ -320,11 +332,21 @@ class _Sum:
             return self.first
         import numpy as np
 
-        n = self.vocabulary.n_features
-        blob, offsets = self.vocabulary.string_table()
-        return Counts(self.vocabulary.hashes(), np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy(),
-                      self.keys, self.values)
+        # once: each piece of the total is dropped as soon as its copy is made (the peak
+        # of a merge is its last result, the whole vocabulary, made beside the total)
+        vocabulary, self.vocabulary = self.vocabulary, None
+        n = vocabulary.n_features
+        hashes = vocabulary.hashes()
+        blob, offsets = vocabulary.string_table()
+        offsets = np.frombuffer(offsets, dtype=np.uint64).copy()
+        del vocabulary
+        total, self.total = self.total, None
+        dense = np.ascontiguousarray(total[:, :n])
+        del total
+        days, self.days = self.days, None
+        days = days[:n].copy()
+        keys, values, self.keys, self.values = self.keys, self.values, None, None
+        return Counts(hashes, offsets, bytes(blob), self.class_count.copy(), dense, days, keys, values)
 
 
 class _Gather:
