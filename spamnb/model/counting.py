@@ -227,8 +227,8 @@ class _Tokens:
             offsets.frombytes((c.offsets[1:].astype(np.int64) + base).astype(np.uint64).tobytes())
             return
         strings = np.frombuffer(c.strings, dtype=np.uint8)
-        for chunk in range(0, count, 1 << 16):   # bounded temporaries: a byte index per string byte
-            part = pos[chunk:chunk + (1 << 16)]
+        for chunk in range(0, count, 1 << 13):   # bounded temporaries: a byte index (8 B) per string byte
+            part = pos[chunk:chunk + (1 << 13)]
             starts = c.offsets[part].astype(np.int64)
             lengths = c.offsets[part + 1].astype(np.int64) - starts
             ends = np.cumsum(lengths)
@@ -313,17 +313,33 @@ class _Sum:
 
         cells = len(self.class_count) - 2
         keys, values = part.sparse_folds()
-        keys = index[keys // cells].astype(np.int64) * cells + keys % cells   # the total's token numbers
+        token, cell = np.divmod(keys, cells)
+        keys = index[token].astype(np.int64)     # the total's token numbers (temporaries the part's size)
+        del token
+        keys *= cells
+        keys += cell
+        del cell
         order = np.argsort(keys)                 # keys are distinct: any sort gives one order
         keys, values = keys[order], values[order]
+        del order
         at = np.searchsorted(self.keys, keys)
         found = at < self.keys.size
         found[found] = self.keys[at[found]] == keys[found]
         self.values[at[found]] += values[found]  # distinct positions: one addition each
         new = ~found
-        if new.any():                            # inserted before their positions: stays sorted
-            self.keys = np.insert(self.keys, at[new], keys[new])
-            self.values = np.insert(self.values, at[new], values[new])
+        del found
+        if new.any():   # inserted before their positions (np.insert's result), the positions found once
+            at, keys, values = at[new], keys[new], values[new]
+            del new
+            at += np.arange(at.size)             # where each lands (``at`` ascending: keys are sorted)
+            old = np.ones(self.keys.size + at.size, dtype=bool)
+            old[at] = False
+            for name, part_values in (("keys", keys), ("values", values)):
+                merged = np.empty(old.size, dtype=getattr(self, name).dtype)
+                merged[at] = part_values
+                merged[old] = getattr(self, name)
+                setattr(self, name, merged)
+                del merged
 
     def result(self):
         if self.n == 0:
