@@ -388,6 +388,8 @@ def _write_folds(folder, layout, folds, transform, length):
 
     import numpy as np
 
+    from spamnb.model.counting import release_free_memory
+
     fmt = np.lib.format
     sizes = {"keys": (np.uint64, int(layout["key_offsets"][-1])),
              "values": (np.int32, int(layout["key_offsets"][-1])),
@@ -402,6 +404,8 @@ def _write_folds(folder, layout, folds, transform, length):
             files["keys"].write(memoryview(table).cast("B"))
             files["values"].write(memoryview(index).cast("B"))
             files["log_count"].write(memoryview(log_count).cast("B"))
+            del table, index, log_count
+            release_free_memory()   # the fold's arrays and temporaries: not kept by the C heap for the next
     finally:
         for f in files.values():
             f.close()
