@@ -258,10 +258,11 @@ class _Sum:
     inserted: the same sums, bit for bit, without the dense rows' zeros
     (nine tenths of them) to send, grow, add and copy."""
 
-    def __init__(self):
+    def __init__(self, consume=False):
         self.n = 0
         self.first = self.vocabulary = self.total = self.days = self.class_count = None
         self.keys = self.values = None
+        self.consume = consume   # drop a merged part's arrays as they are added (TreeReduce's own sums)
 
     def __len__(self):
         return self.n
@@ -294,6 +295,10 @@ class _Sum:
             raise ValueError("cannot merge counts of different numbers of classes")
         index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
         index = np.frombuffer(index, dtype=np.int32)
+        # a sum this tree made (nothing else holds it): its arrays go as soon as they are added
+        consume = self.consume and type(part) is _Merged
+        if consume:
+            part.hashes = part.offsets = part.strings = None
         n = self.vocabulary.n_features
         if n > self.total.shape[1]:   # grown by half: the total and its copy are the merge's largest arrays
             capacity = max(n, self.total.shape[1] + self.total.shape[1] // 2)
@@ -305,14 +310,18 @@ class _Sum:
         self.total[:, index] += part.dense[:2]
         self.days[index] = np.maximum(self.days[index], part.last_seen)
         self.class_count += part.class_count
+        if consume:
+            part.dense = part.last_seen = None
         if self.keys is not None:
-            self._add_folds(part, index)
+            self._add_folds(part, index, consume)
 
-    def _add_folds(self, part, index):
+    def _add_folds(self, part, index, consume=False):
         import numpy as np
 
         cells = len(self.class_count) - 2
         keys, values = part.sparse_folds()
+        if consume:
+            part.fold_keys = part.fold_values = None
         token, cell = np.divmod(keys, cells)
         keys = index[token].astype(np.int64)     # the total's token numbers (temporaries the part's size)
         del token
@@ -362,7 +371,13 @@ class _Sum:
         days, self.days = self.days, None
         days = days[:n].copy()
         keys, values, self.keys, self.values = self.keys, self.values, None, None
-        return Counts(hashes, offsets, bytes(blob), self.class_count.copy(), dense, days, keys, values)
+        return _Merged(hashes, offsets, bytes(blob), self.class_count.copy(), dense, days, keys, values)
+
+
+class _Merged(Counts):
+    """A :class:`Counts` that :class:`_Sum` made (a new object, its own arrays)."""
+
+    __slots__ = ()
 
 
 class _Gather:
@@ -417,7 +432,7 @@ class TreeReduce:
         if fan_in < 2:
             raise ValueError("fan_in must be at least 2")
         self.fan_in, self.merge = fan_in, merge
-        self.new = _Sum if merge is None else (lambda: _Gather(merge))
+        self.new = (lambda: _Sum(consume=True)) if merge is None else (lambda: _Gather(merge))
         self.levels = []
 
     def add(self, item):

@@ -206,8 +206,11 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     :class:`~spamnb.model.calibrate.FoldModels`), keeping one float per message.
     Memory: the vocabulary times 2 floats (the counts), the folds' non-zero
     entries (16 bytes each, most tokens in one fold: :class:`Counts`) and the
-    fold models (about 30 bytes per token and fold it occurs in), plus 8
-    bytes a message; no matrix of the corpus, no dense fold rows.
+    fold models (about 30 bytes per token and fold it occurs in; with
+    ``n_jobs`` != 1 they are built from the merged counts before the filter
+    is, and written to the folder the workers map one fold at a time, so the
+    parent holds one fold's), plus 8 bytes a message; no matrix of the
+    corpus, no dense fold rows.
 
     ``dask``: a scheduler address; both passes run there
     (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each partition's
