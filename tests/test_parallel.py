@@ -60,6 +60,26 @@ def test_tree_reduce_has_the_shape_of_the_level_by_level_reduction():
         counting.tree_reduce([1], 1)
 
 
+def test_the_streaming_tree_drops_only_its_own_sums_and_sums_as_the_levels_do():
+    """TreeReduce frees the sums it made as it adds them one level up (the
+    merge's peak memory); the result is the level-by-level merge's, bit for
+    bit, and the parts it was given are left whole."""
+    messages = labelled_messages(trees=[SAMPLE])
+    spec = counting.counting_spec(SpamFilter(counts="log"))
+    parts = [counting.count_messages(spec, [(m.data, m.is_spam) for m in messages[i:i + 9]], day=20000,
+                                     n_folds=calibrate.DEFAULT_FOLDS) for i in range(0, len(messages), 9)]
+    before = [(p.hashes.copy(), p.dense.copy(), p.fold_keys.copy(), p.fold_values.copy()) for p in parts]
+    for fan_in in (2, 3, 8):
+        got = counting.tree_reduce(iter(parts), fan_in)
+        want = counting.tree_levels(parts, fan_in, counting.merge_counts)
+        assert same_tokens(got, want) and np.array_equal(got.last_seen, want.last_seen)
+        for name in ("class_count", "dense", "fold_keys", "fold_values"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        for part, (hashes, dense, keys, values) in zip(parts, before):
+            assert np.array_equal(part.hashes, hashes) and np.array_equal(part.dense, dense)
+            assert np.array_equal(part.fold_keys, keys) and np.array_equal(part.fold_values, values)
+
+
 @pytest.mark.parametrize("counts", ["raw", "binary"])
 def test_integer_counts_are_bit_identical_to_fit(counts):
     ref = reference(counts)
