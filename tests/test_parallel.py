@@ -80,6 +80,31 @@ def test_the_streaming_tree_drops_only_its_own_sums_and_sums_as_the_levels_do():
             assert np.array_equal(part.fold_keys, keys) and np.array_equal(part.fold_values, values)
 
 
+def test_the_merges_index_numbers_tokens_as_the_vocabulary_does():
+    """counting._Index (the merge's vocabulary, sorted hashes) gives every part's
+    tokens the numbers, hashes and strings a Vocabulary gives them, a hash of
+    0 (the hash index's empty slot) included."""
+    from array import array
+
+    from spamnb.bayes.vocabulary import Vocabulary
+
+    messages = labelled_messages(trees=[SAMPLE])
+    spec = counting.counting_spec(SpamFilter())
+    parts = [counting.count_messages(spec, [(m.data, m.is_spam) for m in messages[i:i + 7]], day=20000)
+             for i in range(0, len(messages), 7)]
+    zero = counting.Counts(np.array([0, 7, 3], dtype=np.uint64), np.array([0, 1, 3, 6], dtype=np.uint64), b"abcdef",
+                           np.zeros(2), np.zeros((2, 3)), np.zeros(3, dtype=np.int32))
+    parts[3:3] = [zero, zero]
+    vocabulary, index = Vocabulary(), counting._Index()
+    for part in parts:
+        want = np.frombuffer(vocabulary.add(counting._Tokens(part)), dtype=np.int32)
+        assert np.array_equal(index.add(part), want)
+        assert index.n == vocabulary.n_features
+    blob, offsets = vocabulary.string_table()
+    assert np.array_equal(index.hashes[:index.n], vocabulary.hashes())
+    assert bytes(index.blob) == blob and index.offsets == array("Q", offsets)
+
+
 @pytest.mark.parametrize("counts", ["raw", "binary"])
 def test_integer_counts_are_bit_identical_to_fit(counts):
     ref = reference(counts)

@@ -275,10 +275,8 @@ class _Sum:
         if self.n == 2:
             import numpy as np
 
-            from spamnb.bayes.vocabulary import Vocabulary
-
             first, self.first = self.first, None
-            self.vocabulary = Vocabulary()
+            self.vocabulary = _Index()
             n_classes = len(first.class_count)
             self.total = np.zeros((min(n_classes, 2), max(1024, 2 * first.n_features)))
             self.days = np.zeros(self.total.shape[1], dtype=np.int32)
@@ -293,13 +291,12 @@ class _Sum:
 
         if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
-        index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
-        index = np.frombuffer(index, dtype=np.int32)
+        index = self.vocabulary.add(part)
         # a sum this tree made (nothing else holds it): its arrays go as soon as they are added
         consume = self.consume and type(part) is _Merged
         if consume:
             part.hashes = part.offsets = part.strings = None
-        n = self.vocabulary.n_features
+        n = self.vocabulary.n
         if n > self.total.shape[1]:   # grown by half: the total and its copy are the merge's largest arrays
             capacity = max(n, self.total.shape[1] + self.total.shape[1] // 2)
             total = np.zeros((self.total.shape[0], capacity))
@@ -360,10 +357,9 @@ class _Sum:
         # once: each piece of the total is dropped as soon as its copy is made (the peak
         # of a merge is its last result, the whole vocabulary, made beside the total)
         vocabulary, self.vocabulary = self.vocabulary, None
-        n = vocabulary.n_features
-        hashes = vocabulary.hashes()
-        blob, offsets = vocabulary.string_table()
-        offsets = np.frombuffer(offsets, dtype=np.uint64).copy()
+        n = vocabulary.n
+        hashes = vocabulary.hashes[:n].copy()
+        blob, offsets = vocabulary.blob, np.frombuffer(vocabulary.offsets, dtype=np.uint64).copy()
         del vocabulary
         total, self.total = self.total, None
         dense = np.ascontiguousarray(total[:, :n])
@@ -372,6 +368,64 @@ class _Sum:
         days = days[:n].copy()
         keys, values, self.keys, self.values = self.keys, self.values, None, None
         return _Merged(hashes, offsets, bytes(blob), self.class_count.copy(), dense, days, keys, values)
+
+
+class _Index:
+    """The vocabulary of a merge (:class:`_Sum`): token numbers by hash, in
+    order of first sight, as :class:`~spamnb.bayes.vocabulary.Vocabulary`
+    numbers them (a part's new tokens in the part's order; a hash of 0, the
+    hash index's empty slot, is new every time), but looked up in the sorted
+    hashes (``searchsorted``): 20 bytes a token, where a hash index at most
+    half full takes 24-48 and twice that while it grows."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.n = 0
+        self.hashes = np.zeros(1024, dtype=np.uint64)    # in token order (capacity grown by half)
+        self.sorted = np.zeros(0, dtype=np.uint64)       # the hashes, ascending (none is 0) ...
+        self.numbers = np.zeros(0, dtype=np.int32)       # ... and their token numbers
+        self.blob, self.offsets = bytearray(), array("Q", [0])
+
+    def add(self, part):
+        """The token numbers (int32) of ``part``'s tokens, new ones added (hashes, strings)."""
+        import numpy as np
+
+        hashes = np.asarray(part.hashes, dtype=np.uint64)
+        at = np.searchsorted(self.sorted, hashes)
+        found = at < self.sorted.size
+        found[found] = self.sorted[at[found]] == hashes[found]
+        index = np.empty(hashes.size, dtype=np.int32)
+        index[found] = self.numbers[at[found]]
+        del at
+        new = np.flatnonzero(~found).astype(np.int32)   # a part's tokens are distinct
+        del found
+        if not new.size:
+            return index
+        index[new] = self.n + np.arange(new.size, dtype=np.int32)
+        _Tokens(part).write_tokens(new, new.size, self.blob, self.offsets)
+        if self.n + new.size > self.hashes.size:
+            grown = np.zeros(max(self.n + new.size, self.hashes.size + self.hashes.size // 2), dtype=np.uint64)
+            grown[:self.n] = self.hashes[:self.n]
+            self.hashes = grown
+        self.hashes[self.n:self.n + new.size] = hashes[new]
+        self.n += new.size
+        new = new[hashes[new] != 0]
+        added, numbers = hashes[new], index[new]
+        order = np.argsort(added)
+        added, numbers = added[order], numbers[order]
+        del order, new
+        at = np.searchsorted(self.sorted, added)
+        at += np.arange(at.size)                      # where each lands (``added`` ascending)
+        old = np.ones(self.sorted.size + at.size, dtype=bool)
+        old[at] = False
+        for name, values in (("sorted", added), ("numbers", numbers)):
+            merged = np.empty(old.size, dtype=getattr(self, name).dtype)
+            merged[at] = values
+            merged[old] = getattr(self, name)
+            setattr(self, name, merged)
+            del merged
+        return index
 
 
 class _Merged(Counts):
