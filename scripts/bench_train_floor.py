@@ -119,13 +119,14 @@ def bench(corpus, args, say):
                 results[name].append(check(command(), name))
         bogo = statistics.median(r.wall for r in results["bogofilter -s -b + -n -b (bulk training)"])
         say(f"\n### {corpus}: {len(files)} messages; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
-        say("| command | median wall (min-max) | CPU (median) | peak RSS (max) | bogofilter / this |")
+        say("| command | median wall (min-max) | CPU (median) | peak RSS, max (median) | bogofilter / this |")
         say("|---|---|---|---|---|")
         for name, runs in results.items():
             walls = sorted(r.wall for r in runs)
             wall = statistics.median(walls)
             say(f"| {name} | {wall:.2f} s ({walls[0]:.2f}-{walls[-1]:.2f}) | "
-                f"{statistics.median(r.cpu for r in runs):.2f} s | {max(r.rss for r in runs) / 1024:.0f} MiB | "
+                f"{statistics.median(r.cpu for r in runs):.2f} s | {max(r.rss for r in runs) / 1024:.0f} MiB "
+                f"({statistics.median(r.rss for r in runs) / 1024:.0f}) | "
                 f"**{bogo / wall:.2f}x** |")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -3,8 +3,10 @@
 import math
 import os
 import re
+import tempfile
 
 import numpy as np
+
 import pytest
 
 from spamnb import SpamFilter
@@ -243,6 +245,15 @@ def test_fold_models_hold_their_folds_tokens_and_score_as_dense_ones(sample, par
     sparse = calibrate.FoldModels.from_counts(spam_filter, class_count, counts.sparse_folds())
     for name in calibrate.FoldModels._NAMES:
         assert np.array_equal(dense.arrays[name], sparse.arrays[name]), name
+    # written to a folder one fold at a time (spamnb train -j N): the same arrays, loaded as saved ones load
+    with tempfile.TemporaryDirectory() as folder:
+        assert calibrate.FoldModels.from_counts(spam_filter, class_count, counts.sparse_folds(), folder) == folder
+        written = calibrate.FoldModels.load(folder)
+        for name in calibrate.FoldModels._NAMES:
+            assert written.arrays[name].dtype == dense.arrays[name].dtype, name
+            assert np.array_equal(written.arrays[name], dense.arrays[name]), name
+        assert (written.transform, written.length) == (dense.transform, dense.length)
+        del written
     reference = _dense_fold_scorers(spam_filter, class_count, feature_count)
     stream = spam_filter.tokenizer_.stream
     for message in messages:

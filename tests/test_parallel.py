@@ -60,6 +60,51 @@ def test_tree_reduce_has_the_shape_of_the_level_by_level_reduction():
         counting.tree_reduce([1], 1)
 
 
+def test_the_streaming_tree_drops_only_its_own_sums_and_sums_as_the_levels_do():
+    """TreeReduce frees the sums it made as it adds them one level up (the
+    merge's peak memory); the result is the level-by-level merge's, bit for
+    bit, and the parts it was given are left whole."""
+    messages = labelled_messages(trees=[SAMPLE])
+    spec = counting.counting_spec(SpamFilter(counts="log"))
+    parts = [counting.count_messages(spec, [(m.data, m.is_spam) for m in messages[i:i + 9]], day=20000,
+                                     n_folds=calibrate.DEFAULT_FOLDS) for i in range(0, len(messages), 9)]
+    before = [(p.hashes.copy(), p.dense.copy(), p.fold_keys.copy(), p.fold_values.copy()) for p in parts]
+    for fan_in in (2, 3, 8):
+        got = counting.tree_reduce(iter(parts), fan_in)
+        want = counting.tree_levels(parts, fan_in, counting.merge_counts)
+        assert same_tokens(got, want) and np.array_equal(got.last_seen, want.last_seen)
+        for name in ("class_count", "dense", "fold_keys", "fold_values"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        for part, (hashes, dense, keys, values) in zip(parts, before):
+            assert np.array_equal(part.hashes, hashes) and np.array_equal(part.dense, dense)
+            assert np.array_equal(part.fold_keys, keys) and np.array_equal(part.fold_values, values)
+
+
+def test_the_merges_index_numbers_tokens_as_the_vocabulary_does():
+    """counting._Index (the merge's vocabulary, sorted hashes) gives every part's
+    tokens the numbers, hashes and strings a Vocabulary gives them, a hash of
+    0 (the hash index's empty slot) included."""
+    from array import array
+
+    from spamnb.bayes.vocabulary import Vocabulary
+
+    messages = labelled_messages(trees=[SAMPLE])
+    spec = counting.counting_spec(SpamFilter())
+    parts = [counting.count_messages(spec, [(m.data, m.is_spam) for m in messages[i:i + 7]], day=20000)
+             for i in range(0, len(messages), 7)]
+    zero = counting.Counts(np.array([0, 7, 3], dtype=np.uint64), np.array([0, 1, 3, 6], dtype=np.uint64), b"abcdef",
+                           np.zeros(2), np.zeros((2, 3)), np.zeros(3, dtype=np.int32))
+    parts[3:3] = [zero, zero]
+    vocabulary, index = Vocabulary(), counting._Index()
+    for part in parts:
+        want = np.frombuffer(vocabulary.add(counting._Tokens(part)), dtype=np.int32)
+        assert np.array_equal(index.add(part), want)
+        assert index.n == vocabulary.n_features
+    blob, offsets = vocabulary.string_table()
+    assert np.array_equal(index.hashes[:index.n], vocabulary.hashes())
+    assert bytes(index.blob) == blob and index.offsets == array("Q", offsets)
+
+
 @pytest.mark.parametrize("counts", ["raw", "binary"])
 def test_integer_counts_are_bit_identical_to_fit(counts):
     ref = reference(counts)

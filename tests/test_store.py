@@ -107,6 +107,41 @@ def test_array_outside_the_file_is_refused_even_with_a_valid_checksum(tmp_path):
         read_model(path)
 
 
+def test_checksum_given_in_pieces_is_the_checksum_of_the_whole():
+    import random
+
+    from spamnb.bayes import _checks
+
+    rng = random.Random(7)
+    for n in [0, 1, 7, 8, 31, 32, 33, 63, 64, 65, 100, 1000] + [rng.randrange(5000) for _ in range(200)]:
+        data = rng.randbytes(n)
+        pieces = _checks.Checksum64()
+        at = 0
+        while at < n:
+            step = rng.choice([0, 1, 3, 8, 31, 32, 33, 100, rng.randrange(300)])
+            pieces.update(data[at:at + step])
+            at += step
+        assert pieces.digest() == _checks.checksum64(data), n
+    assert _checks.Checksum64().digest() == _checks.checksum64(b"")
+
+
+def test_the_file_written_by_pieces_is_the_header_and_arrays_joined(tmp_path):
+    # the layout and checksum of a file built whole in memory, as the writer built it before
+    path = tmp_path / "m.spamnb"
+    header, arrays = _write(path)
+    data = path.read_bytes()
+    header_length = struct.unpack_from("<Q", data, 16)[0]
+    body = data[40:40 + header_length]
+    for offset, count, typecode in json.loads(body)["arrays"].values():
+        assert offset % 8 == 0
+    for name, (typecode, buffer) in arrays.items():
+        raw = memoryview(buffer).cast("B").tobytes()
+        body += raw + b"\0" * ((-len(raw)) % 8)
+    assert data[40:] == body and struct.unpack_from("<Q", data, 24)[0] == len(data)
+    fields = struct.unpack_from("<8sIIQQ", data)
+    assert struct.unpack_from("<Q", data, 32)[0] == store._checksum(fields, body)
+
+
 def test_write_replaces_atomically_and_leaves_no_temporary_files(tmp_path):
     path = tmp_path / "m.spamnb"
     _write(path, version_mark=1)

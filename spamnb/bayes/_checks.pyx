@@ -133,6 +133,82 @@ cdef inline uint64_t _round(uint64_t acc, uint64_t word) noexcept nogil:
     return acc * _P1
 
 
+cdef class Checksum64:
+    """:func:`checksum64` of bytes given piece by piece: ``update(piece)``
+    any number of times, then ``digest()`` is ``checksum64`` of the pieces
+    joined (without joining them: a model file is checksummed as it is
+    written, never built whole in memory)."""
+
+    cdef uint64_t v1, v2, v3, v4
+    cdef uint64_t n
+    cdef uint8_t pending[32]
+    cdef Py_ssize_t n_pending
+
+    def __cinit__(self):
+        self.v1, self.v2, self.v3, self.v4 = _P1 + _P2, _P2, 0, 0 - _P1
+        self.n = 0
+        self.n_pending = 0
+
+    cdef void _block(self, const uint8_t *p) noexcept nogil:
+        cdef uint64_t w
+        memcpy(&w, p, 8)
+        self.v1 = _round(self.v1, w)
+        memcpy(&w, p + 8, 8)
+        self.v2 = _round(self.v2, w)
+        memcpy(&w, p + 16, 8)
+        self.v3 = _round(self.v3, w)
+        memcpy(&w, p + 24, 8)
+        self.v4 = _round(self.v4, w)
+
+    def update(self, const uint8_t[::1] data):
+        """Add the bytes of ``data`` (any contiguous buffer)."""
+        cdef Py_ssize_t n = data.shape[0], i = 0, take
+        cdef const uint8_t *p
+        if n == 0:
+            return
+        p = &data[0]
+        self.n += <uint64_t>n
+        with nogil:
+            if self.n_pending:
+                take = min(32 - self.n_pending, n)
+                memcpy(&self.pending[self.n_pending], p, take)
+                self.n_pending += take
+                i = take
+                if self.n_pending == 32:
+                    self._block(self.pending)
+                    self.n_pending = 0
+            while i + 32 <= n:
+                self._block(p + i)
+                i += 32
+            if i < n:
+                memcpy(self.pending, p + i, n - i)
+                self.n_pending = n - i
+
+    def digest(self):
+        """:func:`checksum64` of every byte given so far."""
+        cdef Py_ssize_t i = 0, n = self.n_pending
+        cdef uint64_t h, w
+        cdef const uint8_t *p = self.pending
+        if self.n == 0:
+            return 0x2545F4914F6CDD1DULL
+        h = _rotl(self.v1, 1) + _rotl(self.v2, 7) + _rotl(self.v3, 12) + _rotl(self.v4, 18) + self.n
+        while i + 8 <= n:
+            memcpy(&w, p + i, 8)
+            h ^= _round(0, w)
+            h = _rotl(h, 27) * _P1 + _P3
+            i += 8
+        while i < n:
+            h ^= (<uint64_t>p[i]) * _P3
+            h = _rotl(h, 11) * _P1
+            i += 1
+        h ^= h >> 33
+        h *= _P2
+        h ^= h >> 29
+        h *= _P3
+        h ^= h >> 32
+        return h
+
+
 def checksum64(const uint8_t[::1] data):
     """64-bit checksum of a byte buffer: four multiply-rotate lanes over
     32-byte blocks, then the tail, then an avalanche.  Detects truncation,

@@ -225,81 +225,39 @@ class FoldModels:
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
 
     @classmethod
-    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count):
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, folder=None, counts=None):
         """The fold models of a fitted ``spam_filter`` (the whole counts) and
         its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
         fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``,
         or its non-zero entries ``(keys, values)`` (keys ``token * 2 *
-        n_folds + 2 * fold + class``, ascending: :meth:`spamnb.model.counting.Counts.sparse_folds`)."""
-        import numpy as np
+        n_folds + 2 * fold + class``, ascending: :meth:`spamnb.model.counting.Counts.sparse_folds`).
 
-        from spamnb.bayes import _vocab
+        ``folder``: the models are not held but written there, one fold at a
+        time as it is built (what :meth:`save` writes, for :meth:`load`), so
+        that at most one fold's model is in memory; returns ``folder``.
+        ``counts``: the merged :class:`~spamnb.model.counting.Counts` the
+        filter is (or will be: ``spam_filter`` may be unfitted) made of, whose
+        model rows, hashes and class counts are used instead of the filter's:
+        the same models, built before the filter (not beside it)."""
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
-        alpha = float(spam_filter.alpha)
-        total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
-        n_features = total.shape[1]
-        fold_class_count = np.asarray(fold_class_count, dtype=np.float64).reshape(-1, 2)
-        n_folds = fold_class_count.shape[0]
-        cells = 2 * n_folds
-        if isinstance(fold_feature_count, tuple):
-            keys, values = fold_feature_count
-        else:   # dense: its non-zero entries, in key order
-            rows = np.asarray(fold_feature_count, dtype=np.float64).reshape(n_folds * 2, n_features).T
-            token, row = np.nonzero(rows)
-            keys, values = token.astype(np.int64) * cells + row, rows[token, row]
-        keep = values > 0                                # what the fold holds (counts are >= 0)
-        if not keep.all():
-            keys, values = keys[keep], values[keep]
-        token = (keys // cells).astype(np.int32)        # ascending (keys are)
-        cell = (keys - token.astype(np.int64) * cells).astype(np.int8)
-        del keep
-        fold, klass = cell // 2, cell % 2
-        tf = token.astype(np.int64) * n_folds + fold     # (token, fold), non-decreasing
-        first = np.ones(tf.size, dtype=bool)
-        first[1:] = tf[1:] != tf[:-1]
-        in_folds = np.bincount(token[first], minlength=n_features).astype(np.int32)   # folds holding each token
-        n_tokens = np.bincount(fold[first], minlength=n_folds)                         # tokens each fold holds
-        del tf, first
-        capacity = [16] * n_folds                         # each fold's hash index: a power of two, at most half full
-        for k in range(n_folds):
-            while capacity[k] < 2 * n_tokens[k]:
-                capacity[k] <<= 1
-        key_offsets = np.cumsum([0] + capacity).astype(np.int64)
-        count_offsets = np.cumsum([0] + [2 * int(m) for m in n_tokens]).astype(np.int64)
-        out = {"keys": np.zeros(int(key_offsets[-1]), dtype=np.uint64),
-               "values": np.full(int(key_offsets[-1]), -1, dtype=np.int32),
-               "key_offsets": key_offsets, "log_count": np.empty(int(count_offsets[-1])),
-               "count_offsets": count_offsets, "log_norm": np.empty((n_folds, 2)), "log_prior": np.zeros((n_folds, 2))}
-        hashes = np.frombuffer(spam_filter.vocabulary_.hashes(), dtype=np.uint64)
-        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
-        for k in range(n_folds):
-            mine = np.flatnonzero(fold == k)             # fold k's entries, in key order
-            mine_token = token[mine]
-            new = np.ones(mine.size, dtype=bool)
-            new[1:] = mine_token[1:] != mine_token[:-1]
-            tokens = mine_token[new]                      # fold k's tokens, in vocabulary order
-            local = np.cumsum(new) - 1
-            mine_class = klass[mine]
-            fc = total[:, tokens]                         # total - fold k's counts (0 where it has none)
-            fc[mine_class, local] = total[mine_class, mine_token] - values[mine]
-            np.maximum(fc, 0.0, out=fc)                   # rounding of total - part
-            whole = total.copy()                          # the dense model's counts, for its norm
-            whole[:, tokens] = fc
-            seen = in_folds.copy()
-            seen[tokens] -= 1                             # held by another fold
-            out["log_norm"][k] = np.log(whole.sum(axis=1) + alpha * int((seen >= 1).sum()))
-            del whole, seen
-            n_ham, n_spam = class_count - fold_class_count[k]
-            out["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
-            table = out["keys"][key_offsets[k]:key_offsets[k + 1]]
-            index = out["values"][key_offsets[k]:key_offsets[k + 1]]
-            _vocab.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
-                          0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
-            occupied = np.flatnonzero(table != 0)
-            index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
-            np.log(fc + alpha, out=out["log_count"][count_offsets[k]:count_offsets[k + 1]].reshape(2, -1))
-        return cls(out, COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
+        folds = _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts)
+        layout = next(folds)
+        transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
+        if folder is not None:
+            _write_folds(folder, layout, folds, transform, length)
+            return folder
+        import numpy as np
+
+        key_offsets, count_offsets = layout["key_offsets"], layout["count_offsets"]
+        out = {"keys": np.empty(int(key_offsets[-1]), dtype=np.uint64),
+               "values": np.empty(int(key_offsets[-1]), dtype=np.int32),
+               "log_count": np.empty(int(count_offsets[-1])), **layout}
+        for k, table, index, log_count in folds:
+            out["keys"][key_offsets[k]:key_offsets[k + 1]] = table
+            out["values"][key_offsets[k]:key_offsets[k + 1]] = index
+            out["log_count"][count_offsets[k]:count_offsets[k + 1]] = log_count.ravel()
+        return cls(out, transform, length)
 
     def save(self, folder):
         """Write the arrays to ``folder`` (one ``.npy`` each, for :meth:`load`); returns ``folder``."""
@@ -330,6 +288,131 @@ class FoldModels:
         """The log-odds of a message (its token ``hashes``) under fold ``fold``'s model."""
         jll = self.scorers_[fold].score(hashes)[0]
         return jll[1] - jll[0]
+
+
+def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None):
+    """:meth:`FoldModels.from_counts`'s work, one fold at a time: a generator
+    of the layout first (``key_offsets``, ``count_offsets``, and the filled
+    ``log_norm``, ``log_prior``: their values are ready once every fold is
+    given), then of each fold's ``(k, hash table, index, (2, m_k)
+    log-counts)``, which the caller copies or writes before asking for the
+    next (its temporaries are gone by then)."""
+    import numpy as np
+
+    from spamnb.bayes import _vocab
+
+    alpha = float(spam_filter.alpha)
+    if counts is None:
+        total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+    else:   # what Counts.to_filter gives the filter: the same numbers
+        total = np.asarray(counts.dense[:2], dtype=np.float64)
+        class_count = np.asarray(counts.class_count[:2], dtype=np.float64)
+    n_features = total.shape[1]
+    fold_class_count = np.asarray(fold_class_count, dtype=np.float64).reshape(-1, 2)
+    n_folds = fold_class_count.shape[0]
+    cells = 2 * n_folds
+    if isinstance(fold_feature_count, tuple):
+        keys, values = fold_feature_count
+    else:   # dense: its non-zero entries, in key order
+        rows = np.asarray(fold_feature_count, dtype=np.float64).reshape(n_folds * 2, n_features).T
+        token, row = np.nonzero(rows)
+        keys, values = token.astype(np.int64) * cells + row, rows[token, row]
+        del rows, row
+    keep = values > 0                                # what the fold holds (counts are >= 0)
+    if not keep.all():
+        keys, values = keys[keep], values[keep]
+    del keep
+    token = np.empty(keys.size, dtype=np.int32)     # ascending (keys are)
+    cell = np.empty(keys.size, dtype=np.int8)
+    for at in range(0, keys.size, 1 << 20):         # bounded int64 temporaries
+        token[at:at + (1 << 20)], cell[at:at + (1 << 20)] = np.divmod(keys[at:at + (1 << 20)], cells)
+    del keys
+    fold, klass = cell // 2, cell % 2
+    del cell
+    first = np.ones(token.size, dtype=bool)           # first entry of each (token, fold)
+    first[1:] = (token[1:] != token[:-1]) | (fold[1:] != fold[:-1])
+    in_folds = np.bincount(token[first], minlength=n_features).astype(np.int32)   # folds holding each token
+    n_tokens = np.bincount(fold[first], minlength=n_folds)                         # tokens each fold holds
+    del first
+    capacity = [16] * n_folds                         # each fold's hash index: a power of two, at most half full
+    for k in range(n_folds):
+        while capacity[k] < 2 * n_tokens[k]:
+            capacity[k] <<= 1
+    layout = {"key_offsets": np.cumsum([0] + capacity).astype(np.int64),
+              "count_offsets": np.cumsum([0] + [2 * int(m) for m in n_tokens]).astype(np.int64),
+              "log_norm": np.empty((n_folds, 2)), "log_prior": np.zeros((n_folds, 2))}
+    yield layout
+    hashes = np.frombuffer(spam_filter.vocabulary_.hashes() if counts is None else counts.hashes, dtype=np.uint64)
+    for k in range(n_folds):
+        mine = np.flatnonzero(fold == k)             # fold k's entries, in key order
+        mine_token = token[mine]
+        new = np.ones(mine.size, dtype=bool)
+        new[1:] = mine_token[1:] != mine_token[:-1]
+        tokens = mine_token[new]                      # fold k's tokens, in vocabulary order
+        local = np.cumsum(new) - 1
+        mine_class = klass[mine]
+        fc = np.ascontiguousarray(total[:, tokens])   # total - fold k's counts (0 where it has none)
+        fc[mine_class, local] = total[mine_class, mine_token] - values[mine]
+        np.maximum(fc, 0.0, out=fc)                   # rounding of total - part
+        del mine, mine_token, new, local, mine_class
+        for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of a (2, n) array's rows)
+            whole = total[c].copy()
+            whole[tokens] = fc[c]
+            layout["log_norm"][k, c] = whole.sum()
+            del whole
+        seen = in_folds.copy()
+        seen[tokens] -= 1                             # held by another fold
+        layout["log_norm"][k] = np.log(layout["log_norm"][k] + alpha * int((seen >= 1).sum()))
+        del seen
+        n_ham, n_spam = class_count - fold_class_count[k]
+        layout["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
+        table = np.zeros(capacity[k], dtype=np.uint64)
+        index = np.full(capacity[k], -1, dtype=np.int32)
+        _vocab.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
+                      0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
+        occupied = np.flatnonzero(table != 0)
+        index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
+        del occupied, tokens
+        fc += alpha
+        np.log(fc, out=fc)
+        yield k, table, index, fc
+        del table, index, fc
+
+
+def _write_folds(folder, layout, folds, transform, length):
+    """Write the folds :func:`_fold_arrays` gives to ``folder`` as
+    :meth:`FoldModels.save` writes them (``.npy`` files of the arrays back
+    to back), appending each fold's arrays as it comes."""
+    import json
+
+    import numpy as np
+
+    from spamnb.model.counting import release_free_memory
+
+    fmt = np.lib.format
+    sizes = {"keys": (np.uint64, int(layout["key_offsets"][-1])),
+             "values": (np.int32, int(layout["key_offsets"][-1])),
+             "log_count": (np.float64, int(layout["count_offsets"][-1]))}
+    files = {}
+    try:
+        for name, (dtype, size) in sizes.items():
+            files[name] = f = open(os.path.join(folder, name + ".npy"), "wb")
+            fmt.write_array_header_1_0(f, {"descr": fmt.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+                                           "shape": (size,)})
+        for _k, table, index, log_count in folds:
+            files["keys"].write(memoryview(table).cast("B"))
+            files["values"].write(memoryview(index).cast("B"))
+            files["log_count"].write(memoryview(log_count).cast("B"))
+            del table, index, log_count
+            release_free_memory()   # the fold's arrays and temporaries: not kept by the C heap for the next
+    finally:
+        for f in files.values():
+            f.close()
+    for name in ("key_offsets", "count_offsets", "log_norm", "log_prior"):
+        np.save(os.path.join(folder, name + ".npy"), layout[name])
+    with open(os.path.join(folder, "settings.json"), "w") as f:
+        json.dump({"transform": int(transform), "length": float(length)}, f)
 
 
 def held_out_log_odds(models, tokenizer, messages):

@@ -162,9 +162,11 @@ class Counts:
         """These counts as a :class:`~spamnb.bayes.wordcounts.WordCounts` (over a copy)."""
         from spamnb.bayes.wordcounts import WordCounts
 
+        import numpy as np
+
         flat = array("d")
-        flat.frombytes(self.dense.tobytes() if len(self.class_count) == len(self.dense) else
-                       self.feature_count.tobytes())
+        rows = self.dense if len(self.class_count) == len(self.dense) else self.feature_count
+        flat.frombytes(memoryview(np.ascontiguousarray(rows).reshape(-1)).cast("B"))   # one copy: the array's
         return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
 
     def vocabulary(self):
@@ -175,18 +177,28 @@ class Counts:
         vocabulary.add(_Tokens(self))
         return vocabulary
 
-    def to_filter(self, spam_filter):
+    def to_filter(self, spam_filter, consume=False):
         """Give an unfitted ``spam_filter`` these counts (counted with its
         tokenizer, ``counts`` and ``length_norm``: :func:`counting_spec`) and
-        the tokens' last-seen days (the model created on the latest); returns it."""
+        the tokens' last-seen days (the model created on the latest); returns it.
+        ``consume``: these counts' arrays are dropped as the filter's are made
+        from them (the counts are unusable after; the filter is the same)."""
         from spamnb.model.ages import Ages, today
 
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
-        self = self.model()
+        whole, self = self, self.model()
+        if consume and whole is not self:   # no other reference left to the arrays but ``self``'s
+            whole.hashes = whole.offsets = whole.strings = whole.dense = whole.last_seen = None
+            whole.fold_keys = whole.fold_values = None
+        n_features = self.n_features
         spam_filter.vocabulary_ = self.vocabulary()
+        if consume:
+            self.hashes = self.offsets = self.strings = None
         spam_filter.word_counts_ = self.word_counts(float(spam_filter.alpha), spam_filter.prior)
-        day = int(self.last_seen.max()) if self.n_features else today()
+        if consume:
+            self.dense = None
+        day = int(self.last_seen.max()) if n_features else today()
         spam_filter.ages_ = Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
                                  spam_filter.ages_.max_tokens)
         return spam_filter
@@ -215,8 +227,8 @@ class _Tokens:
             offsets.frombytes((c.offsets[1:].astype(np.int64) + base).astype(np.uint64).tobytes())
             return
         strings = np.frombuffer(c.strings, dtype=np.uint8)
-        for chunk in range(0, count, 1 << 16):   # bounded temporaries: a byte index per string byte
-            part = pos[chunk:chunk + (1 << 16)]
+        for chunk in range(0, count, 1 << 13):   # bounded temporaries: a byte index (8 B) per string byte
+            part = pos[chunk:chunk + (1 << 13)]
             starts = c.offsets[part].astype(np.int64)
             lengths = c.offsets[part + 1].astype(np.int64) - starts
             ends = np.cumsum(lengths)
@@ -246,10 +258,11 @@ class _Sum:
     inserted: the same sums, bit for bit, without the dense rows' zeros
     (nine tenths of them) to send, grow, add and copy."""
 
-    def __init__(self):
+    def __init__(self, consume=False):
         self.n = 0
         self.first = self.vocabulary = self.total = self.days = self.class_count = None
         self.keys = self.values = None
+        self.consume = consume   # drop a merged part's arrays as they are added (TreeReduce's own sums)
 
     def __len__(self):
         return self.n
@@ -262,10 +275,8 @@ class _Sum:
         if self.n == 2:
             import numpy as np
 
-            from spamnb.bayes.vocabulary import Vocabulary
-
             first, self.first = self.first, None
-            self.vocabulary = Vocabulary()
+            self.vocabulary = _Index()
             n_classes = len(first.class_count)
             self.total = np.zeros((min(n_classes, 2), max(1024, 2 * first.n_features)))
             self.days = np.zeros(self.total.shape[1], dtype=np.int32)
@@ -280,11 +291,14 @@ class _Sum:
 
         if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
-        index = self.vocabulary.add(_Tokens(part)) if part.n_features else array("i")
-        index = np.frombuffer(index, dtype=np.int32)
-        n = self.vocabulary.n_features
-        if n > self.total.shape[1]:
-            capacity = max(n, 2 * self.total.shape[1])
+        index = self.vocabulary.add(part)
+        # a sum this tree made (nothing else holds it): its arrays go as soon as they are added
+        consume = self.consume and type(part) is _Merged
+        if consume:
+            part.hashes = part.offsets = part.strings = None
+        n = self.vocabulary.n
+        if n > self.total.shape[1]:   # grown by half: the total and its copy are the merge's largest arrays
+            capacity = max(n, self.total.shape[1] + self.total.shape[1] // 2)
             total = np.zeros((self.total.shape[0], capacity))
             total[:, :self.total.shape[1]] = self.total
             days = np.zeros(capacity, dtype=np.int32)
@@ -293,25 +307,45 @@ class _Sum:
         self.total[:, index] += part.dense[:2]
         self.days[index] = np.maximum(self.days[index], part.last_seen)
         self.class_count += part.class_count
+        if consume:
+            part.dense = part.last_seen = None
         if self.keys is not None:
-            self._add_folds(part, index)
+            self._add_folds(part, index, consume)
 
-    def _add_folds(self, part, index):
+    def _add_folds(self, part, index, consume=False):
         import numpy as np
 
         cells = len(self.class_count) - 2
         keys, values = part.sparse_folds()
-        keys = index[keys // cells].astype(np.int64) * cells + keys % cells   # the total's token numbers
+        if consume:
+            part.fold_keys = part.fold_values = None
+        token, cell = np.divmod(keys, cells)
+        keys = index[token].astype(np.int64)     # the total's token numbers (temporaries the part's size)
+        del token
+        keys *= cells
+        keys += cell
+        del cell
         order = np.argsort(keys)                 # keys are distinct: any sort gives one order
         keys, values = keys[order], values[order]
+        del order
         at = np.searchsorted(self.keys, keys)
         found = at < self.keys.size
         found[found] = self.keys[at[found]] == keys[found]
         self.values[at[found]] += values[found]  # distinct positions: one addition each
         new = ~found
-        if new.any():                            # inserted before their positions: stays sorted
-            self.keys = np.insert(self.keys, at[new], keys[new])
-            self.values = np.insert(self.values, at[new], values[new])
+        del found
+        if new.any():   # inserted before their positions (np.insert's result), the positions found once
+            at, keys, values = at[new], keys[new], values[new]
+            del new
+            at += np.arange(at.size)             # where each lands (``at`` ascending: keys are sorted)
+            old = np.ones(self.keys.size + at.size, dtype=bool)
+            old[at] = False
+            for name, part_values in (("keys", keys), ("values", values)):
+                merged = np.empty(old.size, dtype=getattr(self, name).dtype)
+                merged[at] = part_values
+                merged[old] = getattr(self, name)
+                setattr(self, name, merged)
+                del merged
 
     def result(self):
         if self.n == 0:
@@ -320,11 +354,84 @@ class _Sum:
             return self.first
         import numpy as np
 
-        n = self.vocabulary.n_features
-        blob, offsets = self.vocabulary.string_table()
-        return Counts(self.vocabulary.hashes(), np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                      self.class_count.copy(), np.ascontiguousarray(self.total[:, :n]), self.days[:n].copy(),
-                      self.keys, self.values)
+        # once: each piece of the total is dropped as soon as its copy is made (the peak
+        # of a merge is its last result, the whole vocabulary, made beside the total)
+        vocabulary, self.vocabulary = self.vocabulary, None
+        n = vocabulary.n
+        hashes = vocabulary.hashes[:n].copy()
+        blob, offsets = vocabulary.blob, np.frombuffer(vocabulary.offsets, dtype=np.uint64).copy()
+        del vocabulary
+        total, self.total = self.total, None
+        dense = np.ascontiguousarray(total[:, :n])
+        del total
+        days, self.days = self.days, None
+        days = days[:n].copy()
+        keys, values, self.keys, self.values = self.keys, self.values, None, None
+        return _Merged(hashes, offsets, bytes(blob), self.class_count.copy(), dense, days, keys, values)
+
+
+class _Index:
+    """The vocabulary of a merge (:class:`_Sum`): token numbers by hash, in
+    order of first sight, as :class:`~spamnb.bayes.vocabulary.Vocabulary`
+    numbers them (a part's new tokens in the part's order; a hash of 0, the
+    hash index's empty slot, is new every time), but looked up in the sorted
+    hashes (``searchsorted``): 20 bytes a token, where a hash index at most
+    half full takes 24-48 and twice that while it grows."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.n = 0
+        self.hashes = np.zeros(1024, dtype=np.uint64)    # in token order (capacity grown by half)
+        self.sorted = np.zeros(0, dtype=np.uint64)       # the hashes, ascending (none is 0) ...
+        self.numbers = np.zeros(0, dtype=np.int32)       # ... and their token numbers
+        self.blob, self.offsets = bytearray(), array("Q", [0])
+
+    def add(self, part):
+        """The token numbers (int32) of ``part``'s tokens, new ones added (hashes, strings)."""
+        import numpy as np
+
+        hashes = np.asarray(part.hashes, dtype=np.uint64)
+        at = np.searchsorted(self.sorted, hashes)
+        found = at < self.sorted.size
+        found[found] = self.sorted[at[found]] == hashes[found]
+        index = np.empty(hashes.size, dtype=np.int32)
+        index[found] = self.numbers[at[found]]
+        del at
+        new = np.flatnonzero(~found).astype(np.int32)   # a part's tokens are distinct
+        del found
+        if not new.size:
+            return index
+        index[new] = self.n + np.arange(new.size, dtype=np.int32)
+        _Tokens(part).write_tokens(new, new.size, self.blob, self.offsets)
+        if self.n + new.size > self.hashes.size:
+            grown = np.zeros(max(self.n + new.size, self.hashes.size + self.hashes.size // 2), dtype=np.uint64)
+            grown[:self.n] = self.hashes[:self.n]
+            self.hashes = grown
+        self.hashes[self.n:self.n + new.size] = hashes[new]
+        self.n += new.size
+        new = new[hashes[new] != 0]
+        added, numbers = hashes[new], index[new]
+        order = np.argsort(added)
+        added, numbers = added[order], numbers[order]
+        del order, new
+        at = np.searchsorted(self.sorted, added)
+        at += np.arange(at.size)                      # where each lands (``added`` ascending)
+        old = np.ones(self.sorted.size + at.size, dtype=bool)
+        old[at] = False
+        for name, values in (("sorted", added), ("numbers", numbers)):
+            merged = np.empty(old.size, dtype=getattr(self, name).dtype)
+            merged[at] = values
+            merged[old] = getattr(self, name)
+            setattr(self, name, merged)
+            del merged
+        return index
+
+
+class _Merged(Counts):
+    """A :class:`Counts` that :class:`_Sum` made (a new object, its own arrays)."""
+
+    __slots__ = ()
 
 
 class _Gather:
@@ -379,7 +486,7 @@ class TreeReduce:
         if fan_in < 2:
             raise ValueError("fan_in must be at least 2")
         self.fan_in, self.merge = fan_in, merge
-        self.new = _Sum if merge is None else (lambda: _Gather(merge))
+        self.new = (lambda: _Sum(consume=True)) if merge is None else (lambda: _Gather(merge))
         self.levels = []
 
     def add(self, item):

@@ -45,12 +45,13 @@ def params_of(spam_filter):
     return {n: getattr(spam_filter, n) for n in names}
 
 
-def check_calibration(spam_filter, calibration):
+def check_calibration(spam_filter, calibration, class_count=None):
     """The :class:`~spamnb.model.calibrate.Calibration` of the default cutoffs
     when the fitted ``spam_filter`` has too little mail to choose them (or
     message features), else None; ``calibration``: the options of
-    :func:`~spamnb.model.calibrate.calibration_check`."""
-    n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
+    :func:`~spamnb.model.calibrate.calibration_check`; ``class_count``: the
+    ham and spam counted, for a filter not fitted yet."""
+    n_ham, n_spam = (int(v) for v in (spam_filter.class_count_ if class_count is None else class_count))
     keys = ("target_fpr", "max_unsure", "min_ham", "min_spam")
     return calibrate.calibration_check(spam_filter, n_ham, n_spam,
                                        **{k: calibration[k] for k in keys if k in calibration})

@@ -167,14 +167,20 @@ def write_model(path, header, arrays, backup=None):
     header["arrays"] = table
     header_bytes = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
     header_bytes += b" " * _pad(len(header_bytes))
-    body = b"".join([header_bytes, *chunks])
-    total = _PREFIX.size + len(body)
+    chunks.insert(0, header_bytes)
+    # the body is checksummed and written piece by piece, never joined: the
+    # arrays are not copied (a 67 MiB model does not cost 67 MiB more to save)
+    body_checksum = _checks.Checksum64()
+    for chunk in chunks:
+        body_checksum.update(chunk)
+    total = _PREFIX.size + sum(len(chunk) for chunk in chunks)
     fields = (MAGIC, FORMAT_VERSION, 0, len(header_bytes), total)
-    prefix = _PREFIX.pack(*fields, _checksum(fields, body))
+    prefix = _PREFIX.pack(*fields, _file_checksum(fields, body_checksum.digest()))
 
     def write(f):
         f.write(prefix)
-        f.write(body)
+        for chunk in chunks:
+            f.write(chunk)
 
     replace_file(path, write, old, backup=backup)
 
@@ -266,8 +272,13 @@ def _remove_stale_temporaries(directory, name):
 
 def _checksum(fields, body):
     """The file's checksum: covers the fixed fields and the whole body."""
+    return _file_checksum(fields, _checks.checksum64(body))
+
+
+def _file_checksum(fields, body_checksum):
+    """The file's checksum from the fixed fields and the body's ``checksum64``."""
     head = _PREFIX.pack(*fields, 0)[:32]
-    return _checks.checksum64(head + struct.pack("<Q", _checks.checksum64(body)))
+    return _checks.checksum64(head + struct.pack("<Q", body_checksum))
 
 
 def _fsync_directory(directory):

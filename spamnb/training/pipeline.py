@@ -52,7 +52,8 @@ import tempfile
 
 from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec, release_free_memory
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
-from spamnb.model.fitting import CorpusChanged, choose_from_parts, choose_pairs, take_counts, train_variants_here
+from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,
+                                  train_variants_here)
 from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, _merge_reports, _messages, count_partition_variants,
                                      partitions, plan_training, score_spilled)
 from spamnb.training.workers import Workers
@@ -205,8 +206,11 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     :class:`~spamnb.model.calibrate.FoldModels`), keeping one float per message.
     Memory: the vocabulary times 2 floats (the counts), the folds' non-zero
     entries (16 bytes each, most tokens in one fold: :class:`Counts`) and the
-    fold models (about 30 bytes per token and fold it occurs in), plus 8
-    bytes a message; no matrix of the corpus, no dense fold rows.
+    fold models (about 30 bytes per token and fold it occurs in; with
+    ``n_jobs`` != 1 they are built from the merged counts before the filter
+    is, and written to the folder the workers map one fold at a time, so the
+    parent holds one fold's), plus 8 bytes a message; no matrix of the
+    corpus, no dense fold rows.
 
     ``dask``: a scheduler address; both passes run there
     (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each partition's
@@ -279,18 +283,19 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
             if counts is None:   # dropped past the limit
                 yield None
                 continue
-            done, fold_class_count, fold_feature_count = take_counts(spam_filter, counts, calibration)
-            if done is not None:
-                yield done
+            if calibration is None or check_calibration(spam_filter, calibration, counts.class_count[:2]):
+                yield take_counts(spam_filter, counts, calibration)[0]   # no held-out scoring
                 continue
-            del counts
             release_free_memory()   # what the merge freed, before the fold models are built
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
-            del fold_feature_count
             folder = os.path.join(work, f"folds-{i}")
             os.mkdir(folder)
-            models.save(folder)
-            del models
+            # the fold models first, from the merged counts, written to the folder the workers map one
+            # fold at a time (never all here); then the filter, its arrays made as the counts' are dropped
+            fold_class_count = counts.class_count[2:].reshape(-1, 2)
+            calibrate.FoldModels.from_counts(spam_filter, fold_class_count, counts.sparse_folds(), folder, counts)
+            counts.to_filter(spam_filter, consume=True)
+            del counts
+            release_free_memory()
             parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1][i])))
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
             yield spam_filter, chosen, scores
