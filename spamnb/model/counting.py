@@ -19,7 +19,7 @@ from array import array
 from collections import deque
 
 __all__ = ["Counts", "counting_spec", "count_messages", "count_variants", "merge_counts", "tree_reduce", "TreeReduce",
-           "tree_levels", "release_free_memory"]
+           "tree_levels"]
 
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
 
@@ -528,23 +528,6 @@ def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
     while len(level) > 1:
         level = [merge(level[i:i + fan_in]) for i in range(0, len(level), fan_in)]
     return level[0]
-
-
-def release_free_memory():
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``;
-    nothing elsewhere).  A merge frees many arrays of a few MiB, which glibc
-    keeps in the heap once its mmap threshold has risen past them: without
-    this, ``spamnb train``'s peak memory counts them on top of the fold models."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 _TOKENIZERS = {}

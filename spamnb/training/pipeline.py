@@ -50,7 +50,8 @@ import contextlib
 import os
 import tempfile
 
-from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec, release_free_memory
+from spamnb.model.calibrate import release_free_memory
+from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
 from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,
                                   train_variants_here)
