@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -47,7 +46,7 @@ import sys
 import tempfile
 import time
 
-_HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+from bench_commands import labelled_files   # the corpus read as `spamnb train DIR` reads it
 
 _FLOOR = """
 import sys
@@ -58,35 +57,6 @@ with open(sys.argv[2], "rb") as f:
     for line in f:
         stream(read_file(line.rstrip(b"\\n")))
 """
-
-
-def _folder_name(name):
-    return name.lstrip(".").rsplit(".", 1)[-1].lower() if name.startswith(".") else name.lower()
-
-
-def _looks_like_mail(path):
-    with open(path, "rb") as f:
-        head = f.read(65536)
-    if not head.strip():
-        return False
-    start = head.find(b"\n") + 1 if head.startswith(b"From ") else 0
-    return (not head.startswith(b"From ") or start > 0) and _HEADER_LINE.match(head, start) is not None
-
-
-def labelled_files(root):
-    """``(path, is_spam)`` of every message file below ``root``, sorted as it walks."""
-    root = os.path.abspath(root)
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel = os.path.relpath(dirpath, root)
-        folders = [] if rel == "." else rel.split(os.sep)
-        is_spam = any(_folder_name(f).startswith(("spam", "junk")) for f in folders)
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            if not name.startswith(".") and os.path.isfile(path) and _looks_like_mail(path):
-                out.append((path, is_spam))
-    return out
 
 
 def run(argv, stdin, stdout, env):

@@ -21,34 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from bench_serve import free_port, wait_port
+
 STEPS = (("check after TELL", ["-c"]), ("check", ["-c"]), ("TELL learn", ["-L", "spam"]),
          ("TELL relabel", ["-L", "ham"]), ("TELL forget", ["-L", "forget"]))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, seconds=60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("spamnb serve exited")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("spamnb serve did not start")
 
 
 def server_times(log_path):
