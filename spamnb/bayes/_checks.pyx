@@ -133,32 +133,69 @@ cdef inline uint64_t _round(uint64_t acc, uint64_t word) noexcept nogil:
     return acc * _P1
 
 
+cdef inline void _blocks(uint64_t *v, const uint8_t *p, Py_ssize_t n_blocks) noexcept nogil:
+    """The four lanes ``v`` over ``n_blocks`` 32-byte blocks at ``p``."""
+    cdef uint64_t w
+    cdef Py_ssize_t k
+    for k in range(n_blocks):
+        memcpy(&w, p, 8)
+        v[0] = _round(v[0], w)
+        memcpy(&w, p + 8, 8)
+        v[1] = _round(v[1], w)
+        memcpy(&w, p + 16, 8)
+        v[2] = _round(v[2], w)
+        memcpy(&w, p + 24, 8)
+        v[3] = _round(v[3], w)
+        p += 32
+
+
+cdef inline uint64_t _finish(const uint64_t *v, uint64_t total, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """The checksum of ``total`` bytes whose blocks gave the lanes ``v``, the
+    last ``n`` (< 32) at ``p``: the tail, then the avalanche."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t h, w
+    if total == 0:
+        return 0x2545F4914F6CDD1DULL
+    h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18) + total
+    while i + 8 <= n:
+        memcpy(&w, p + i, 8)
+        h ^= _round(0, w)
+        h = _rotl(h, 27) * _P1 + _P3
+        i += 8
+    while i < n:
+        h ^= (<uint64_t>p[i]) * _P3
+        h = _rotl(h, 11) * _P1
+        i += 1
+    h ^= h >> 33
+    h *= _P2
+    h ^= h >> 29
+    h *= _P3
+    h ^= h >> 32
+    return h
+
+
+cdef inline void _start(uint64_t *v) noexcept nogil:
+    v[0] = _P1 + _P2
+    v[1] = _P2
+    v[2] = 0
+    v[3] = 0 - _P1
+
+
 cdef class Checksum64:
     """:func:`checksum64` of bytes given piece by piece: ``update(piece)``
     any number of times, then ``digest()`` is ``checksum64`` of the pieces
     joined (without joining them: a model file is checksummed as it is
     written, never built whole in memory)."""
 
-    cdef uint64_t v1, v2, v3, v4
+    cdef uint64_t v[4]
     cdef uint64_t n
     cdef uint8_t pending[32]
     cdef Py_ssize_t n_pending
 
     def __cinit__(self):
-        self.v1, self.v2, self.v3, self.v4 = _P1 + _P2, _P2, 0, 0 - _P1
+        _start(self.v)
         self.n = 0
         self.n_pending = 0
-
-    cdef void _block(self, const uint8_t *p) noexcept nogil:
-        cdef uint64_t w
-        memcpy(&w, p, 8)
-        self.v1 = _round(self.v1, w)
-        memcpy(&w, p + 8, 8)
-        self.v2 = _round(self.v2, w)
-        memcpy(&w, p + 16, 8)
-        self.v3 = _round(self.v3, w)
-        memcpy(&w, p + 24, 8)
-        self.v4 = _round(self.v4, w)
 
     def update(self, const uint8_t[::1] data):
         """Add the bytes of ``data`` (any contiguous buffer)."""
@@ -175,38 +212,17 @@ cdef class Checksum64:
                 self.n_pending += take
                 i = take
                 if self.n_pending == 32:
-                    self._block(self.pending)
+                    _blocks(self.v, self.pending, 1)
                     self.n_pending = 0
-            while i + 32 <= n:
-                self._block(p + i)
-                i += 32
+            _blocks(self.v, p + i, (n - i) // 32)
+            i += (n - i) // 32 * 32
             if i < n:
                 memcpy(self.pending, p + i, n - i)
                 self.n_pending = n - i
 
     def digest(self):
         """:func:`checksum64` of every byte given so far."""
-        cdef Py_ssize_t i = 0, n = self.n_pending
-        cdef uint64_t h, w
-        cdef const uint8_t *p = self.pending
-        if self.n == 0:
-            return 0x2545F4914F6CDD1DULL
-        h = _rotl(self.v1, 1) + _rotl(self.v2, 7) + _rotl(self.v3, 12) + _rotl(self.v4, 18) + self.n
-        while i + 8 <= n:
-            memcpy(&w, p + i, 8)
-            h ^= _round(0, w)
-            h = _rotl(h, 27) * _P1 + _P3
-            i += 8
-        while i < n:
-            h ^= (<uint64_t>p[i]) * _P3
-            h = _rotl(h, 11) * _P1
-            i += 1
-        h ^= h >> 33
-        h *= _P2
-        h ^= h >> 29
-        h *= _P3
-        h ^= h >> 32
-        return h
+        return _finish(self.v, self.n, self.pending, self.n_pending)
 
 
 def checksum64(const uint8_t[::1] data):
@@ -214,36 +230,16 @@ def checksum64(const uint8_t[::1] data):
     32-byte blocks, then the tail, then an avalanche.  Detects truncation,
     bit flips and reordering; it is not a cryptographic hash.
     """
-    cdef Py_ssize_t n = data.shape[0], i = 0
-    cdef uint64_t v1 = _P1 + _P2, v2 = _P2, v3 = 0, v4 = 0 - _P1, h, w
+    cdef Py_ssize_t n = data.shape[0], whole
+    cdef uint64_t v[4]
+    cdef uint64_t h
     cdef const uint8_t *p
     if n == 0:
         return 0x2545F4914F6CDD1DULL
     p = &data[0]
+    whole = n // 32 * 32
     with nogil:
-        while i + 32 <= n:
-            memcpy(&w, p + i, 8)
-            v1 = _round(v1, w)
-            memcpy(&w, p + i + 8, 8)
-            v2 = _round(v2, w)
-            memcpy(&w, p + i + 16, 8)
-            v3 = _round(v3, w)
-            memcpy(&w, p + i + 24, 8)
-            v4 = _round(v4, w)
-            i += 32
-        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18) + <uint64_t>n
-        while i + 8 <= n:
-            memcpy(&w, p + i, 8)
-            h ^= _round(0, w)
-            h = _rotl(h, 27) * _P1 + _P3
-            i += 8
-        while i < n:
-            h ^= (<uint64_t>p[i]) * _P3
-            h = _rotl(h, 11) * _P1
-            i += 1
-        h ^= h >> 33
-        h *= _P2
-        h ^= h >> 29
-        h *= _P3
-        h ^= h >> 32
+        _start(v)
+        _blocks(v, p, n // 32)
+        h = _finish(v, <uint64_t>n, p + whole, n - whole)
     return h
