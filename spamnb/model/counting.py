@@ -16,7 +16,6 @@ within float64 rounding for ``"log"`` (sums of log(1 + n)) or
 from __future__ import annotations
 
 from array import array
-from collections import deque
 
 __all__ = ["Counts", "counting_spec", "count_messages", "count_variants", "merge_counts", "tree_reduce", "TreeReduce",
            "tree_levels"]
@@ -337,15 +336,7 @@ class _Sum:
         if new.any():   # inserted before their positions (np.insert's result), the positions found once
             at, keys, values = at[new], keys[new], values[new]
             del new
-            at += np.arange(at.size)             # where each lands (``at`` ascending: keys are sorted)
-            old = np.ones(self.keys.size + at.size, dtype=bool)
-            old[at] = False
-            for name, part_values in (("keys", keys), ("values", values)):
-                merged = np.empty(old.size, dtype=getattr(self, name).dtype)
-                merged[at] = part_values
-                merged[old] = getattr(self, name)
-                setattr(self, name, merged)
-                del merged
+            _insert_sorted(self, at, (("keys", keys), ("values", values)))   # ``at`` ascending: keys are sorted
 
     def result(self):
         if self.n == 0:
@@ -368,6 +359,27 @@ class _Sum:
         days = days[:n].copy()
         keys, values, self.keys, self.values = self.keys, self.values, None, None
         return _Merged(hashes, offsets, bytes(blob), self.class_count.copy(), dense, days, keys, values)
+
+
+def _insert_sorted(owner, at, columns):
+    """Insert new entries into parallel arrays of ``owner``: ``columns`` is
+    ``(attribute name, new values)`` pairs, ``at`` (ascending) the position in
+    the current arrays before which each new entry goes (``np.insert``'s
+    result).  Each attribute is replaced in turn, so only one old array and
+    its successor are held at a time."""
+    import numpy as np
+
+    at += np.arange(at.size)   # where each lands once those before it are in (``at`` is consumed)
+    old = np.ones(len(getattr(owner, columns[0][0])) + at.size, dtype=bool)
+    old[at] = False
+    for name, values in columns:
+        current = getattr(owner, name)
+        merged = np.empty(old.size, dtype=current.dtype)
+        merged[at] = values
+        merged[old] = current
+        del current
+        setattr(owner, name, merged)
+        del merged
 
 
 class _Index:
@@ -415,16 +427,7 @@ class _Index:
         order = np.argsort(added)
         added, numbers = added[order], numbers[order]
         del order, new
-        at = np.searchsorted(self.sorted, added)
-        at += np.arange(at.size)                      # where each lands (``added`` ascending)
-        old = np.ones(self.sorted.size + at.size, dtype=bool)
-        old[at] = False
-        for name, values in (("sorted", added), ("numbers", numbers)):
-            merged = np.empty(old.size, dtype=getattr(self, name).dtype)
-            merged[at] = values
-            merged[old] = getattr(self, name)
-            setattr(self, name, merged)
-            del merged
+        _insert_sorted(self, np.searchsorted(self.sorted, added), (("sorted", added), ("numbers", numbers)))
         return index
 
 
