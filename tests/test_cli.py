@@ -308,6 +308,11 @@ def test_train_keeps_the_cutoffs_it_is_given(tmp_path):
     out = run(["info", "--tokens", "0"], tmp_path, check_code=0).stdout.decode()
     assert "P(spam) >= 0.75 (" in out and "P(spam) <= 0.25 (" in out
     assert run(["classify", "--spam-cutoff", "1.5", SPAM_FILE], tmp_path).returncode == 64
+    # with message features too (SpamFilter.fit trains them: its calibration must not replace them)
+    run(["train", "-q", "--feature-weight", "1", "--spam-cutoff", "0.75", "--ham-cutoff", "0.25",
+         REPO / "corpora"], tmp_path, check_code=0)
+    out = run(["info", "--tokens", "0"], tmp_path, check_code=0).stdout.decode()
+    assert "P(spam) >= 0.75 (" in out and "P(spam) <= 0.25 (" in out
 
 
 def test_help_texts(home):

@@ -103,8 +103,9 @@ def cmd_train(args):
 
 def _train_with_features(args, spam_filter, report, calibrating):
     """``spamnb train --feature-weight W``: ``SpamFilter.fit`` over the corpus
-    read twice (the labels, then the messages), one message at a time; the
-    calibration keeps the default cutoffs (its fold scores have no features)."""
+    read twice (the labels, then the messages), one message at a time; its
+    calibration keeps the default cutoffs (the fold scores have no features),
+    and none is made when the user gave cutoffs."""
     from spamnb.training.corpus import CorpusError, CorpusReport, iter_labelled
     from spamnb.cli.progress import Progress
 
@@ -123,16 +124,12 @@ def _train_with_features(args, spam_filter, report, calibrating):
                 raise _CorpusChanged(message.relpath)
             yield message.data
 
-    try:
-        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels])
+    try:   # the cutoffs given (an option, the settings) stay: no calibration then (target_fpr 0)
+        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels],
+                        target_fpr=args.target_fpr if calibrating else 0.0)
     except (ValueError, _CorpusChanged) as exc:
         raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
-    if not calibrating:
-        return None
-    from spamnb.model import calibrate
-
-    n_spam = sum(labels)
-    return calibrate.calibration_check(spam_filter, len(labels) - n_spam, n_spam, args.target_fpr)
+    return spam_filter.calibration_
 
 
 def _save_trained(spam_filter, path, wait):
