@@ -165,7 +165,7 @@ def step_spamnb_train(work):
     del chosen
     shutil.rmtree(links)
     t0 = time.perf_counter()
-    spam_filter = SpamFilter(tokenizer=tokenizer).fit(paths, labels)  # reads the files itself
+    spam_filter = SpamFilter(tokenizer=tokenizer).fit(paths, labels, tune=False)  # reads the files itself
     fit_seconds = time.perf_counter() - t0
     calibrate.apply(spam_filter, calibration)
     t0 = time.perf_counter()

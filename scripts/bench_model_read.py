@@ -92,7 +92,7 @@ def main():
         files = [p for p in Path(args.corpus).rglob("*") if p.is_file() and p.name.lower() != "readme.md"]
         labels = [any(part.startswith("spam") for part in p.relative_to(args.corpus).parts[:-1]) for p in files]
         path = os.path.join(tempfile.mkdtemp(), "model.spamnb")
-        SpamFilter().fit(files, labels).save(path)
+        SpamFilter().fit(files, labels, tune=False).save(path)
     times = {"mmap + checksum": [], "read + checksum": []}
     for _ in range(args.repeat):
         for name, fn in (("mmap + checksum", mapped), ("read + checksum", read)):

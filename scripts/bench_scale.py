@@ -367,7 +367,7 @@ def memory(corpora, work, scales, jobs, vary=True, train_args=()):
         if scale <= 4 and vary:   # the corpus held in memory (labelled_messages + fit), for contrast
             code = ("import sys; from spamnb.training.corpus import labelled_messages; from spamnb.model.spam_filter import SpamFilter; "
                     "m = labelled_messages(spam=[sys.argv[1]], ham=[sys.argv[2]]); "
-                    "SpamFilter().fit([x.data for x in m], [x.is_spam for x in m])")
+                    "SpamFilter().fit([x.data for x in m], [x.is_spam for x in m], tune=False)")
             seconds, peak, cpu, _out = peak_tree_rss(
                 [sys.executable, "-c", code, str(folder / "spam.mbox"), str(folder / "ham.mbox")], env, work)
             row["in_memory_fit"] = {"seconds": round(seconds, 2), "cpu_seconds": cpu["parent"],

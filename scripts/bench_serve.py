@@ -290,7 +290,7 @@ def main(argv=None):
         lines.append(text)
 
     say(f"corpus: {args.corpus}: train {len(train)}, test {len(test)}")
-    spam_filter = SpamFilter().fit([p for p, _ in train], [s for _, s in train])
+    spam_filter = SpamFilter().fit([p for p, _ in train], [s for _, s in train], tune=False)
     model = work / "model.spamnb"
     spam_filter.save(model)
     bogo = work / "bogo"

@@ -62,12 +62,12 @@ def main(argv=None):
         test = [m for m in items if is_test_message(m.relpath)]
         y, y_test = np.array([m.is_spam for m in train]), np.array([m.is_spam for m in test])
         messages = [m.data for m in train]
-        model = SpamFilter(tokenizer=with_pairs(pairs)).fit(messages, y)
+        model = SpamFilter(tokenizer=with_pairs(pairs)).fit(messages, y, tune=False)
         alpha, scale = float(model.alpha), float(model.length_norm)
         test_scores = np.asarray(model.score_many([m.data for m in test]))
         # the filter's counts as a matrix: log(1 + n), each row scaled to length_norm (the tuning script's)
         X_raw = SpamFilter(tokenizer=with_pairs(pairs), counts="raw", length_norm=0).fit(
-            messages, y).transform(messages)
+            messages, y, tune=False).transform(messages)
         X = _transformed(X_raw, f"l2={scale}")[0]
 
         def report(label, ham, spam):

@@ -179,7 +179,7 @@ def ensure_model(path, large_limits=False):
 
     messages = labelled_messages([REPO / "corpora"])
     tokenizer = Tokenizer(max_bytes=mail.MAX_BYTES, max_text_chars=0, headers="all")
-    SpamFilter(tokenizer=tokenizer).fit([m.data for m in messages], [m.is_spam for m in messages]).save(path)
+    SpamFilter(tokenizer=tokenizer).fit([m.data for m in messages], [m.is_spam for m in messages], tune=False).save(path)
 
 
 def run_cli(model, data, timeout):

@@ -35,7 +35,7 @@ def main(argv=None):
     from spamnb.mail.tokenizer import with_pairs
 
     items = labelled_messages(trees=[os.path.join(REPO, "corpora")])
-    spam_filter = SpamFilter(tokenizer=with_pairs(args.word_pairs)).fit([m.data for m in items], [m.is_spam for m in items])
+    spam_filter = SpamFilter(tokenizer=with_pairs(args.word_pairs)).fit([m.data for m in items], [m.is_spam for m in items], tune=False)
     cases = {name: make() for name, make in test_hostile.GENERATED.items()}
     folder = os.path.join(REPO, "tests", "data", "hostile")
     for name in sorted(os.listdir(folder)):

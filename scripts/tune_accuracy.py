@@ -142,7 +142,7 @@ def main(argv=None):
         name = os.path.basename(os.path.normpath(corpus))
         t0 = time.perf_counter()
         tok, model = _variant(args.params)
-        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit([messages[i] for i in train], y[train])
+        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit([messages[i] for i in train], y[train], tune=False)
         fit_seconds = time.perf_counter() - t0
         log_odds = np.asarray(spam_filter.score_many([messages[i] for i in test]))
         yt = y[test]
@@ -247,7 +247,7 @@ def speed(args):
             for variant in variants:
                 tok, model = _variant("" if variant == "default" else variant)
                 t0 = time.process_time()
-                spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, labels)
+                spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, labels, tune=False)
                 t1 = time.process_time()
                 for m in test_messages:
                     spam_filter.score(m)
@@ -276,7 +276,7 @@ def tails(args):
         tok, model = _variant(args.params)
         messages = [items[i].data for i in train]
         y = np.array([items[i].is_spam for i in train], dtype=bool)
-        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, y)
+        spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit(messages, y, tune=False)
         cv = cross_val_log_odds(spam_filter, messages, y, args.folds, 0)
         ham, spam = np.flatnonzero(~y), np.flatnonzero(y)
         ham, spam = ham[np.argsort(-cv[ham], kind="stable")], spam[np.argsort(cv[spam], kind="stable")]
@@ -304,7 +304,7 @@ def test_tails(args):
         tok, model = _variant(args.params)
         y = np.array([m.is_spam for m in items], dtype=bool)
         spam_filter = SpamFilter(tokenizer=_tokenizer(tok, model), **model).fit([items[i].data for i in train],
-                                                                                y[train])
+                                                                                y[train], tune=False)
         scores = np.asarray(spam_filter.score_many([items[i].data for i in test]))
         yt = y[test]
         ham, spam = np.sort(scores[~yt])[::-1], scores[yt]
@@ -423,7 +423,7 @@ def ranking(args):
         tok, model = _variant("" if variant == "default" else variant)
         tokenizer = _tokenizer(tok, model)
         train_msgs = [corpus.messages[i] for i in corpus.train]
-        spam_filter = SpamFilter(tokenizer=tokenizer, **model).fit(train_msgs, corpus.y[corpus.train])
+        spam_filter = SpamFilter(tokenizer=tokenizer, **model).fit(train_msgs, corpus.y[corpus.train], tune=False)
         cv = cross_val_log_odds(spam_filter, train_msgs, corpus.y[corpus.train], args.folds, 0)
         return cv, np.asarray(spam_filter.score_many([corpus.messages[i] for i in corpus.test]))
 
@@ -579,7 +579,7 @@ def matrix_variants(args):
         if key not in cache:   # raw counts of the whole corpus over one vocabulary
             def raw(tokenizer):
                 return SpamFilter(tokenizer=tokenizer, counts="raw", length_norm=0).fit(
-                    corpus.messages, corpus.y).transform(corpus.messages)
+                    corpus.messages, corpus.y, tune=False).transform(corpus.messages)
             if split:
                 from scipy import sparse
 

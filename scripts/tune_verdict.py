@@ -31,7 +31,7 @@ def held_out_evidence(messages, y, folds):
     out = np.zeros((len(y), 4))
     for test in evaluate.stratified_folds(y, folds, seed=0):
         train = np.setdiff1d(np.arange(len(y)), test)
-        f = SpamFilter().fit([messages[i] for i in train], y[train])
+        f = SpamFilter().fit([messages[i] for i in train], y[train], tune=False)
         out[test] = [f.evidence(messages[i]) for i in test]
     return out
 

@@ -242,7 +242,7 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     X_all = None
     if compare:
         progress.step("counting tokens of the whole corpus", 0)
-        vectoriser = make_filter(params, counts="raw", length_norm=0).fit(messages, y)  # raw counts
+        vectoriser = make_filter(params, counts="raw", length_norm=0).fit(messages, y, tune=False)  # raw counts
         X_all = vectoriser.transform(messages)
         progress.step("counted tokens")
     for (name, train_idx, test_idx), (log_odds, verdicts) in zip(splits, _fold_results(
@@ -287,7 +287,7 @@ def _fold_result(messages, y, params, resolved, train_idx, test_idx):
     trained on its training part."""
     import numpy as np
 
-    fold_filter = make_filter(params).fit([messages[i] for i in train_idx], y[train_idx])
+    fold_filter = make_filter(params).fit([messages[i] for i in train_idx], y[train_idx], tune=False)
     test_messages = [messages[i] for i in test_idx]
     log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
     evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)

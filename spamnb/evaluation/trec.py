@@ -77,7 +77,7 @@ def train(judgement, path):
             rows = [line.rstrip("\n").split(" ", 1) for line in f if line.strip()]
         labels = [label == "spam" for label, _ in rows]
         if any(labels) and not all(labels):
-            SpamFilter().fit([Path(p) for _, p in rows], labels).save(model)
+            SpamFilter().fit([Path(p) for _, p in rows], labels, tune=False).save(model)
 
 
 def main(argv=None):
