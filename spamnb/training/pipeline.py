@@ -311,9 +311,7 @@ def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, s
     on a worker from the merged counts there, and each spill is scored where it is)."""
     from spamnb.training import cluster as spamnb_dask
 
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(Workers(1))
-        client = stack.enter_context(spamnb_dask.connect(dask))
+    with spamnb_dask.connect(dask) as client:
         merged = spamnb_dask.count_corpus(trees, spam, ham, client=client, spec=counting_spec(spam_filter),
                                           partition_size=partition_size, fan_in=fan_in, report=report,
                                           strict=strict, n_folds=folds, spill=bool(folds))
