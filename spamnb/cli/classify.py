@@ -22,7 +22,7 @@ def _passthrough(args):
     message = sys.stdin.buffer.read() if name == "-" else read_file(name)
     try:
         settings = settings_of(args)
-        verdict = load_filter(args).classify(message)
+        verdict = load_filter(args, settings).classify(message)
         pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag)
     except BaseException:
         sys.stdout.buffer.write(message)  # never lose the mail: pass it on untouched

@@ -14,14 +14,14 @@ def _update_model(args, forget):
     learning a known message again is a no-op, with the other label a move;
     forget takes the label from the ledger.  The changes are appended to the
     model's journal (spamnb.model.journal), not written into the whole model."""
-    from spamnb.model import journal, learning
+    from spamnb.model import learning
     from spamnb.model import ledger as ledgers
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.cli.progress import Progress
 
     settings = settings_of(args)
     markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
-    path = model_path(args)
+    path = model_path(args, settings)
     is_spam = None if args.label is None else args.label == "spam"
     if is_spam is None and not forget:
         raise UsageError(f"spamnb {args.command}: give --spam or --ham")

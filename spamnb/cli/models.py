@@ -79,7 +79,7 @@ def _non_negative(kind):
 
 def _read_model(path):
     """A model file or a dump, by its first bytes."""
-    from spamnb.model import dumpfile, lifecycle
+    from spamnb.model import dumpfile
     from spamnb.model.spam_filter import SpamFilter
 
     with open(path, "rb") as f:
@@ -88,7 +88,7 @@ def _read_model(path):
 
 
 def _read_dump(name):
-    from spamnb.model import dumpfile, lifecycle
+    from spamnb.model import dumpfile
 
     try:
         if name == "-":
@@ -115,7 +115,7 @@ def _write_atomically(path, write, like):
 
 
 def cmd_dump(args):
-    from spamnb.model import dumpfile, lifecycle
+    from spamnb.model import dumpfile
 
     spam_filter = load_filter(args)
     if args.output and args.output != "-":
@@ -127,7 +127,7 @@ def cmd_dump(args):
 
 
 def cmd_load(args):
-    from spamnb.model import dumpfile, journal, lifecycle
+    from spamnb.model import journal, lifecycle
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.store import locked
 
@@ -148,7 +148,7 @@ def cmd_load(args):
 
 
 def cmd_merge(args):
-    from spamnb.model import dumpfile, journal, lifecycle
+    from spamnb.model import journal, lifecycle
     from spamnb.model.store import locked
 
     filters = [_read_model(path) for path in args.inputs]
@@ -164,7 +164,7 @@ def cmd_merge(args):
 
 
 def cmd_prune(args):
-    from spamnb.model import dumpfile, journal, lifecycle
+    from spamnb.model import journal, lifecycle
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.store import locked
 
@@ -210,7 +210,7 @@ def _share(part, whole):
 
 def info_lines(spam_filter):
     """Lines ``spamnb info`` prints about the model's size, age and what pruning would remove."""
-    from spamnb.model import dumpfile, lifecycle
+    from spamnb.model import lifecycle
 
     facts = lifecycle.describe(spam_filter)
     n = facts["tokens"]

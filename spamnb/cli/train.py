@@ -84,7 +84,7 @@ def cmd_train(args):
         from spamnb.model import calibrate
 
         calibrate.apply(spam_filter, calibration)
-    path = model_path(args)
+    path = model_path(args, settings)
     replaced = _save_trained(spam_filter, path, args.wait)
     elapsed = time.perf_counter() - started
     if not args.quiet:
