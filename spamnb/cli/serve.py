@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from spamnb.server.daemon import DEFAULTS, Server, SettingsError
+from spamnb.server.config import DEFAULTS, SettingsError
+from spamnb.server.daemon import Server
 
 
 def add_parser(subparsers):

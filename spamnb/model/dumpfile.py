@@ -12,7 +12,7 @@ import re
 import zlib
 from array import array
 
-from spamnb.model.lifecycle import (_EPOCH, SETTINGS_THAT_MUST_MATCH, UNKNOWN_DAY, _build, _Duplicate, _State, _state,
+from spamnb.model.lifecycle import (_EPOCH, UNKNOWN_DAY, _build, _Duplicate, _State, _state,
                                     day_text)
 
 __all__ = ["DumpError", "DUMP_FORMAT", "DUMP_VERSION", "dump", "load_dump", "escape_token", "unescape_token"]

@@ -3,20 +3,8 @@ file (re-read on SIGHUP), and who may connect."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import mmap
-import os
-import re
-import signal
-import stat
-import sys
-import time
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 
-from spamnb.server import protocol as spamd
-from spamnb.server.protocol import EX, ProtocolError
 from spamnb.server.models import _site_model_path
 
 

@@ -29,20 +29,17 @@ thread pool while classification goes on.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import mmap
 import os
 import re
 import signal
 import stat
 import sys
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import EX, ProtocolError
-from spamnb.server.config import DEFAULTS, RELOADABLE, Settings, SettingsError, _words, read_config
+from spamnb.server.config import Settings, SettingsError, _words
 from spamnb.server.models import ModelCache, _classify, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"

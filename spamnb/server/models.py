@@ -4,17 +4,9 @@ learned by TELL under the model's lock."""
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import mmap
 import os
-import re
-import signal
-import stat
-import sys
-import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import EX, ProtocolError
@@ -138,7 +130,7 @@ def tell(path, message, spam, learn, remove, seed_path=None):
     removal of unknown class (the ledger's label, else tried as spam, then
     as ham).  Returns
     (did_learn, did_remove)."""
-    from spamnb.model import journal, learning
+    from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
