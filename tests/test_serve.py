@@ -260,12 +260,13 @@ def test_unsure_is_not_spam_for_spamc_and_scores_between_0_and_required(daemon, 
 
 
 @needs_spamc
-def test_symbols_are_the_evidence(daemon, site_filter):
+def test_symbols_are_the_rules_then_the_evidence(daemon, site_filter):
     message = MESSAGES[0].read_bytes()
     verdict = site_filter.classify(message)
     proc = daemon.spamc("-y", stdin=message)
+    assert verdict.probability >= 0.999
     assert proc.stdout.decode().strip().split(",") == \
-        [f"SPAMNB_{verdict.label.upper()}"] + [spamd.symbol_name(t) for t, _ in verdict.evidence]
+        ["BAYES_99", "BAYES_999", f"SPAMNB_{verdict.label.upper()}"] + [spamd.symbol_name(t) for t, _ in verdict.evidence]
 
 
 @needs_spamc
@@ -525,6 +526,130 @@ def test_clients_outside_the_allow_list_are_dropped(home):
         assert "not in --allowed-ips" in d.log_text()
     finally:
         d.stop()
+
+
+# ---------------------------------------------------------------------------- SpamAssassin's fields
+def part_spam_message():
+    """Ham text twice in a first part, spam words in a second: P(spam) about 0,
+    yet "unsure" (the second part leans to spam on its own)."""
+    ham_body = MESSAGES[-6].read_bytes().split(b"\n\n", 1)[1]
+    return (b"From: a@example.org\nSubject: notes\nMIME-Version: 1.0\n"
+            b"Content-Type: multipart/mixed; boundary=XX\n\n--XX\nContent-Type: text/plain\n\n" + ham_body + ham_body
+            + b"\n--XX\nContent-Type: text/plain\n\nclick here to order now, free offer, money back, please remove\n"
+            b"--XX--\n")
+
+
+def head_fields(message):
+    head = message[:message.find(b"\n\n") + 1]
+    fields = {}
+    for line in head.split(b"\n"):
+        if line[:1] in (b" ", b"\t"):
+            fields[name][-1] += b"\n" + line
+        elif b":" in line:
+            name = line.split(b":", 1)[0].lower().decode()
+            fields.setdefault(name, []).append(line)
+    return head, fields
+
+
+def unfold(field):
+    """A folded field as one line (RFC 5322 unfolding), a list's ",<tab>" as ","."""
+    return field.replace(b",\n\t", b",").replace(b"\n\t", b" ")
+
+
+def test_level_bands_and_folding():
+    from spamnb.model import headers
+
+    assert headers.level(-3.0) == headers.level(0.9) == "" and headers.level(4.99) == "****"
+    assert headers.level(999.9) == "*" * 50   # SpamAssassin's cap
+    assert headers.bayes_tests(0.0) == ["BAYES_00"] and headers.bayes_tests(0.5) == ["BAYES_50"]
+    assert headers.bayes_tests(0.995) == ["BAYES_99"] and headers.bayes_tests(1.0) == ["BAYES_99", "BAYES_999"]
+    field = headers.fold("X-Spam-Status", ["Yes,"] + [f"w{i}" * 5 for i in range(40)])
+    assert all(len(line) <= headers.LINE for line in field.split(b"\n"))
+    import re
+
+    for token in ("\u00e9" * 100, "a" * 38 + "\u00e9", "x," * 40):
+        name = headers.short_symbol(token)
+        assert len(name) <= 40 and re.fullmatch(r"(?:[A-Za-z0-9_.:/@+=!*-]|%[0-9A-F]{2})+", name), name
+    assert headers.short_symbol("a,b") == "a%2Cb"
+
+
+@needs_spamc
+def test_process_adds_spamassassins_fields(daemon, site_filter):
+    for path in (MESSAGES[0], MESSAGES[-1]):
+        message = path.read_bytes()
+        verdict = site_filter.classify(message)
+        out = daemon.spamc(stdin=message).stdout
+        head, fields = head_fields(out)
+        score = float(fields["x-spam-score"][0].split(b":")[1])
+        assert fields["x-spam-level"] == [b"X-Spam-Level: " + b"*" * min(50, max(0, int(score)))]
+        assert fields["x-spam-checker-version"] == [f"X-Spam-Checker-Version: spamnb {spamnb.__version__}".encode()]
+        status = fields["x-spam-status"][0]
+        unfolded = unfold(status)
+        band = b"BAYES_99,BAYES_999" if verdict.label == "spam" else b"BAYES_00"
+        assert b"tests=" + band + b",SPAMNB_" + verdict.label.upper().encode() + b" " in unfolded
+        tokens = unfolded.split(b" tokens=")[1].split(b",")
+        assert tokens == [spamd.symbol_name(t).encode()[:40] for t, _ in verdict.evidence[:5]]
+        assert "x-spam-report" not in fields   # off by default
+        ours = b"\n".join(b"\n".join(v) for k, v in fields.items() if k.startswith("x-spam-"))
+        assert all(len(line) <= 78 and line.isascii() for line in ours.split(b"\n"))
+        assert (verdict.label == "spam") == (b"X-Spam-Flag: YES" in head)
+        assert daemon.spamc("--headers", stdin=message).stdout == out
+
+
+@needs_spamc
+def test_unsure_because_of_a_part_says_so(daemon, site_filter, home):
+    message = part_spam_message()
+    verdict = site_filter.classify(message)
+    assert verdict.label == "unsure" and verdict.probability < 1e-6 and verdict.reason == "part-leans-spam"
+    out = daemon.spamc(stdin=message).stdout
+    status = unfold(head_fields(out)[1]["x-spam-status"][0])
+    assert status.startswith(b"X-Spam-Status: Unsure, ") and b"tests=BAYES_00,SPAMNB_UNSURE,SPAMNB_PART_SPAM " in status
+    assert b"SPAMNB_PART_SPAM" in daemon.spamc("-y", stdin=message).stdout
+    report = daemon.spamc("-R", stdin=message).stdout.decode()
+    assert "a text part leans to spam on its own" in report
+    verbose = subprocess.run([sys.executable, "-m", "spamnb", "classify", "-v"], input=message, env=_env(home),
+                             capture_output=True, timeout=60)
+    assert verbose.returncode == 2
+    assert "unsure, not ham: a text part leans to spam on its own (its tokens: log-odds +" in verbose.stdout.decode()
+    passed = subprocess.run([sys.executable, "-m", "spamnb", "classify", "-p"], input=message, env=_env(home),
+                            capture_output=True, timeout=60).stdout
+    assert b"X-Spamnb-Status: Unsure, log-odds=-" in passed and b", reason=part-leans-spam\n" in passed
+
+
+@needs_spamc
+def test_report_header_and_subject_tag_when_asked(home, site_filter):
+    d = Daemon(home, "--report", "--subject-tag", "[SPAM]")
+    try:
+        spam, ham = MESSAGES[0].read_bytes(), MESSAGES[-1].read_bytes()
+        out = d.spamc(stdin=spam).stdout
+        head, fields = head_fields(out)
+        assert fields["subject"][0].startswith(b"Subject: [SPAM] ") and len(fields["subject"]) == 1
+        assert d.spamc(stdin=out).stdout.count(b"[SPAM]") == 1    # checked again: tagged once, not twice
+        report = fields["x-spam-report"][0]
+        lines = report.split(b"\n")
+        assert lines[0] == b"X-Spam-Report:" and all(line.startswith(b"\t* ") or line == b"\t*" for line in lines[1:])
+        assert b"BAYES_99" in report and 10 < len(lines) < 40 and len(report) < 3000
+        ours = b"\n".join(b"\n".join(v) for k, v in fields.items() if k.startswith("x-spam-"))
+        assert all(len(line) <= 78 and line.isascii() for line in ours.split(b"\n"))
+        assert d.spamc("--headers", stdin=spam).stdout == out
+        ham_head, ham_fields = head_fields(d.spamc(stdin=ham).stdout)
+        assert b"[SPAM]" not in ham_head and "x-spam-report" in ham_fields
+        # spamnb classify -p --sa-headers writes what the server's PROCESS writes
+        for message in (spam, ham, part_spam_message()):
+            local = subprocess.run([sys.executable, "-m", "spamnb", "classify", "-p", "--sa-headers", "--report",
+                                    "--subject-tag", "[SPAM]"], input=message, env=_env(home),
+                                   capture_output=True, timeout=60)
+            assert local.returncode == 0 and local.stdout == d.spamc(stdin=message).stdout
+    finally:
+        assert d.stop() == 0
+
+
+@needs_spamc
+def test_telling_a_message_twice_says_already(daemon):
+    message = unique_message("twice")
+    assert b"successfully" in daemon.spamc("-L", "spam", "-u", "gina", stdin=message).stdout
+    assert b"already" in daemon.spamc("-L", "spam", "-u", "gina", stdin=message).stdout
+    assert b"successfully" in daemon.spamc("-L", "ham", "-u", "gina", stdin=message).stdout   # relabelled
 
 
 # ---------------------------------------------------------------------------- reloading, signals

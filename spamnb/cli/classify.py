@@ -22,8 +22,12 @@ def _passthrough(args):
     message = sys.stdin.buffer.read() if name == "-" else read_file(name)
     try:
         settings = settings_of(args)
-        verdict = load_filter(args, settings).classify(message)
-        pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag)
+        spam_filter = load_filter(args, settings)
+        verdict = spam_filter.classify(message)
+        fields = _sa_fields(args, spam_filter, verdict) if args.sa_headers else None
+        from spamnb.model.headers import OUR_FIELDS
+
+        pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag, fields, OUR_FIELDS)
     except BaseException:
         sys.stdout.buffer.write(message)  # never lose the mail: pass it on untouched
         sys.stdout.flush()
@@ -33,7 +37,24 @@ def _passthrough(args):
     return EXIT_OK
 
 
+def _sa_fields(args, spam_filter, verdict):
+    """``--sa-headers``: the X-Spam-* fields ``spamnb serve`` adds for PROCESS
+    (score on the same scale: ``spamnb.server.protocol.ScoreMap``)."""
+    from spamnb.model.headers import spam_fields
+    from spamnb.server.config import DEFAULTS
+    from spamnb.server.protocol import ScoreMap
+
+    score_map = ScoreMap.from_probabilities(spam_filter.ham_cutoff, spam_filter.spam_cutoff,
+                                            DEFAULTS["required_score"])
+    score = score_map.score(verdict.log_odds, verdict.label)
+    return spam_fields(verdict, score, score_map.required, score_map.points, args.report)
+
+
 def cmd_classify(args):
+    if args.report and not (args.passthrough and args.sa_headers):
+        raise UsageError("spamnb classify: --report goes with -p --sa-headers")
+    if args.sa_headers and not args.passthrough:
+        raise UsageError("spamnb classify: --sa-headers goes with -p")
     if args.passthrough:
         if args.batch or args.mbox or len(args.files) > 1:
             raise UsageError("spamnb classify: -p/--passthrough takes one message")
@@ -71,6 +92,10 @@ def _print_verdict(args, verdict):
     else:
         print(format_verdict(verdict))
         if args.verbose:
+            if verdict.reason:
+                from spamnb.model.verdict import reason_text
+
+                print(f"  unsure, not ham: {reason_text(verdict)}")
             for token, weight in verdict.evidence:
                 print(f"  {weight:+8.3f}  {token}")
 
@@ -144,7 +169,12 @@ def add_parser(sub):
                    help="write the message to stdout with the status header; exit 0 whatever the verdict")
     cutoff_options(p)
     p.add_argument("--header-name", metavar="NAME", help="the status header of -p (default: X-Spamnb-Status)")
-    p.add_argument("--subject-tag", metavar="TAG", help="with -p: put TAG before the Subject of spam")
+    p.add_argument("--subject-tag", metavar="TAG", help="with -p: put TAG before the Subject of spam (once)")
+    p.add_argument("--sa-headers", action="store_true",
+                   help="with -p: SpamAssassin's fields instead of the status header: X-Spam-Flag (spam), "
+                        "X-Spam-Status, X-Spam-Score, X-Spam-Level, X-Spam-Checker-Version, as spamnb serve "
+                        "adds them (X-Spam-* fields already there are removed)")
+    p.add_argument("--report", action="store_true", help="with -p --sa-headers: add X-Spam-Report too")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("-v", "--verbose", action="store_true", help="also list the strongest evidence")
     model_option(p)

@@ -13,23 +13,30 @@ from spamnb.server.daemon import Server
 def add_parser(subparsers):
     """Register ``spamnb serve`` on the CLI's subparsers; the handler is :func:`cmd_serve`."""
     p = subparsers.add_parser("serve", help="run a SPAMC/SPAMD server (spamc, Exim, Postfix call it)")
+    d = DEFAULTS   # every default stated below is read from the server's own (server.config.DEFAULTS)
     p.add_argument("-l", "--listen", action="append", metavar="ADDR",
-                   help="HOST:PORT or a Unix socket path (repeatable; default 127.0.0.1:783)")
+                   help=f"HOST:PORT or a Unix socket path (repeatable; default {', '.join(d['listen'])})")
     p.add_argument("-m", "--model", metavar="PATH", help="site model (default: $SPAMNB_HOME/model.spamnb)")
     p.add_argument("--models-dir", metavar="DIR", help="per-user models: DIR/<user>/model.spamnb")
     p.add_argument("--allowed-ips", metavar="NETS",
                    help="comma-separated addresses/networks allowed to connect over TCP (default loopback)")
     p.add_argument("--allow-tell", action="store_const", const=True,
                    help="accept TELL (learning; spamc -L)")
-    p.add_argument("--max-size", type=int, metavar="BYTES", help="largest message checked (default 4 MiB)")
-    p.add_argument("--max-connections", type=int, metavar="N", help="connections at once (default 64)")
-    p.add_argument("--max-models", type=int, metavar="N", help="models kept loaded (default 1000)")
+    p.add_argument("--max-size", type=int, metavar="BYTES",
+                   help=f"largest message checked (default {d['max_size']} = {d['max_size'] / 2**20:g} MiB)")
+    p.add_argument("--max-connections", type=int, metavar="N",
+                   help=f"connections at once (default {d['max_connections']})")
+    p.add_argument("--max-models", type=int, metavar="N", help=f"models kept loaded (default {d['max_models']})")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="time to receive a request / send a response (default 30)")
+                   help=f"time to receive a request / send a response (default {d['timeout']:g})")
     p.add_argument("--required-score", type=float, metavar="R",
-                   help="score the spam cutoff maps to (default 5.0)")
-    p.add_argument("--socket-mode", metavar="OCTAL", help="permissions of a Unix socket (default 0660)")
+                   help=f"score the spam cutoff maps to (default {d['required_score']:.1f})")
+    p.add_argument("--socket-mode", metavar="OCTAL", help=f"permissions of a Unix socket (default {d['socket_mode']})")
     p.add_argument("--syslog", action="store_const", const=True, help="log to syslog (mail facility)")
+    p.add_argument("--report", action="store_const", const=True,
+                   help="PROCESS/HEADERS also add X-Spam-Report (the report, folded; default off)")
+    p.add_argument("--subject-tag", metavar="TAG",
+                   help="PROCESS/HEADERS put TAG before the Subject of spam, once (default: none)")
     p.add_argument("--config", metavar="FILE", help="settings file (key = value), re-read on SIGHUP")
     p.set_defaults(handler=cmd_serve)
     return p

@@ -16,16 +16,21 @@ the input, not a copy.
 
 import re
 
-__all__ = ["STATUS_WORDS", "status_value", "passthrough_pieces", "strip_markup", "header_fields", "field_name"]
+__all__ = ["STATUS_WORDS", "status_value", "passthrough_pieces", "strip_markup", "header_fields", "field_name",
+           "tag_subject"]
 
 STATUS_WORDS = {"spam": b"Yes", "unsure": b"Unsure", "ham": b"No"}
 _HEADER_LINE = re.compile(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
 
 
 def status_value(verdict):
-    """``Yes, log-odds=+27.104, probability=1.0000000`` for a Verdict."""
-    return (STATUS_WORDS[verdict.label] + b", log-odds=" + f"{verdict.log_odds:+.3f}".encode()
-            + b", probability=" + f"{verdict.probability:.7f}".encode())
+    """``Yes, log-odds=+27.104, probability=1.0000000`` for a Verdict; an
+    unsure message that P(spam) alone would call ham ends in its reason
+    (``, reason=part-leans-spam``: ``spamnb.model.verdict.REASONS``)."""
+    value = (STATUS_WORDS[verdict.label] + b", log-odds=" + f"{verdict.log_odds:+.3f}".encode()
+             + b", probability=" + f"{verdict.probability:.7f}".encode())
+    reason = getattr(verdict, "reason", "")
+    return value + b", reason=" + reason.encode("ascii") if reason else value
 
 
 def _header_end(message):
@@ -49,12 +54,31 @@ def field_name(field):
     return field[0].split(b":", 1)[0].strip().lower()
 
 
-def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_tag=None):
+def tag_subject(fields, tag):
+    """Put ``tag`` (bytes) before the text of each Subject field of ``fields``
+    (:func:`header_fields`' lists, changed in place), once: a Subject that
+    starts with it already is left alone.  Returns whether there was a Subject."""
+    subjects = [f for f in fields if field_name(f) == b"subject"]
+    for field in subjects:
+        first = field[0]
+        colon = first.index(b":") + 1
+        text = first[colon:].lstrip(b" \t")
+        if not text.startswith(tag):
+            field[0] = first[:colon] + b" " + tag + (b" " if text.strip() else b"") + text
+    return bool(subjects)
+
+
+def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_tag=None, fields=None,
+                       remove=()):
     """The message with the status header (and the Subject tag for spam), as
     pieces to write one after the other.  A message with no header block gets
-    the header (and a Subject) and a blank line in front of it."""
+    the header (and a Subject) and a blank line in front of it.  ``fields``
+    (header fields as bytes, continuation lines after "\\n") replace the
+    status header, and the fields named in ``remove`` (lower-case bytes) are
+    taken out of the message (``classify -p --sa-headers``)."""
     name = header_name.encode("ascii")
-    added = [name + b": " + status_value(verdict)]
+    added = [name + b": " + status_value(verdict)] if fields is None else list(fields)
+    drop = set(remove) if fields is not None else {name.lower()}
     tag = subject_tag.encode("utf-8") if subject_tag and verdict.label == "spam" else None
     if not _HEADER_LINE.match(message):
         if tag:
@@ -63,21 +87,13 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
     end = _header_end(message)
     head = message[:end]
     newline = b"\r\n" if head.find(b"\r\n", 0, 2000) >= 0 else b"\n"
-    fields = [f for f in header_fields(head) if field_name(f) != name.lower()]
-    if tag:
-        subjects = [f for f in fields if field_name(f) == b"subject"]
-        if not subjects:
-            added.append(b"Subject: " + tag)
-        for field in subjects:
-            first = field[0]
-            colon = first.index(b":") + 1
-            text = first[colon:].lstrip(b" \t")
-            if not text.startswith(tag):
-                field[0] = first[:colon] + b" " + tag + (b" " if text.strip() else b"") + text
-    kept = b"".join(b"".join(f) for f in fields)
+    kept_fields = [f for f in header_fields(head) if field_name(f) not in drop]
+    if tag and not tag_subject(kept_fields, tag):
+        added.append(b"Subject: " + tag)
+    kept = b"".join(b"".join(f) for f in kept_fields)
     if kept and not kept.endswith(b"\n"):
         kept += newline
-    return [kept + newline.join(added) + newline, memoryview(message)[end:]]
+    return [kept + newline.join(f.replace(b"\n", newline) for f in added) + newline, memoryview(message)[end:]]
 
 
 def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):

@@ -256,10 +256,11 @@ class SpamFilter:
         log_odds, evidence, n_tokens, n_known, sums = scoring.score_one(self, message, int(self.n_evidence) if evidence else 0)
         probability = _probability(log_odds)
         label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
+        why = verdict.reason(label, log_odds, *sums, self.ham_cutoff) if label == "unsure" else ""
         if evidence:
             token = vars(self)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
             evidence = tuple((token(i), w) for i, w in evidence)
-        return Verdict(label, probability, log_odds, evidence or (), n_tokens, n_known)
+        return Verdict(label, probability, log_odds, evidence or (), n_tokens, n_known, why, sums[2])
 
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):

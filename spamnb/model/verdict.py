@@ -31,8 +31,8 @@ import math
 import sys
 from collections import namedtuple
 
-__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "probability", "logit", "probabilities", "decide", "decide_many", "part_max",
-           "evidence_sums"]
+__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "probability", "logit", "probabilities", "decide",
+           "decide_many", "part_max", "evidence_sums", "reason", "reason_text"]
 
 # Chosen by 5-fold cross-validation on the train part of the fixed split of
 # both corpora (python scripts/tune_verdict.py; among the held-out ham that the
@@ -98,6 +98,36 @@ def decide(log_odds, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cut
     return "spam" if spam else "ham" if ham else "unsure"
 
 
+# Why a message whose P(spam) is at or below the ham cutoff is not ham: the
+# rule's conditions in the order :func:`reason` tests them.  code -> (symbol of
+# the tests= list, the sentence ``classify -v`` and the report print).
+REASONS = {
+    "text-unread": ("SPAMNB_TEXT_UNREAD", "no text part within the byte limit"),
+    "part-leans-spam": ("SPAMNB_PART_SPAM", "a text part leans to spam on its own"),
+    "conflict": ("SPAMNB_CONFLICT", "strong spam evidence next to ham evidence"),
+    "little-evidence": ("SPAMNB_FEW_KNOWN", "too few known tokens to call it ham"),
+}
+
+
+def reason(label, log_odds, spam_evidence, ham_evidence, part_max, ham_cutoff):
+    """Why the rule did not call a message ham although its P(spam) is at or
+    below ``ham_cutoff``: a key of :data:`REASONS`, or "" (the label is the
+    cutoffs' own, or not "unsure").  Tested in that order: a part beyond the
+    byte limit, a text part that leans to spam by itself (``part_max`` >=
+    PART_SPAM), spam evidence >= CONFLICT, evidence below MIN_EVIDENCE."""
+    if label != "unsure" or probability(log_odds) > ham_cutoff:
+        return ""
+    if part_max is not None and part_max == math.inf:
+        return "text-unread"
+    if part_max is not None and part_max >= PART_SPAM:
+        return "part-leans-spam"
+    if spam_evidence >= CONFLICT:
+        return "conflict"
+    if spam_evidence - ham_evidence < MIN_EVIDENCE:
+        return "little-evidence"
+    return ""
+
+
 def part_max(scorer, hashes, regions, truncated=False):
     """The largest sum of token weights of one region (a text part) of a message
     (``scorer`` a ``_vocab.Scorer``, ``hashes`` the message's token hashes,
@@ -142,14 +172,18 @@ class Score(namedtuple("Score", "probability log_odds")):
     __slots__ = ()
 
 
-class Verdict(namedtuple("Verdict", "label probability log_odds evidence tokens known_tokens",
-                         defaults=((), 0, 0))):
+class Verdict(namedtuple("Verdict", "label probability log_odds evidence tokens known_tokens reason part_max",
+                         defaults=((), 0, 0, "", None))):
     """The filter's decision on one message.
 
     ``label`` is "spam", "ham" or "unsure"; ``evidence`` lists the strongest
     tokens as ``(token, weight)``, weight > 0 pointing to spam, strongest
     first; ``tokens`` counts the message's tokens, ``known_tokens`` those in
-    the vocabulary.
+    the vocabulary.  ``reason`` says why a message with P(spam) at or below
+    the ham cutoff is "unsure" rather than "ham" (a key of :data:`REASONS`,
+    e.g. "part-leans-spam"; "" otherwise); ``part_max`` is the largest sum of
+    one text part's token weights (the per-part evidence the rule reads;
+    None when not computed).
     """
 
     __slots__ = ()
@@ -161,6 +195,8 @@ def verdict_json(verdict, name=None):
     out = {"verdict": verdict.label, "probability": verdict.probability, "log_odds": verdict.log_odds,
            "tokens": verdict.tokens, "known_tokens": verdict.known_tokens,
            "evidence": [[token, weight] for token, weight in verdict.evidence]}
+    if verdict.reason:
+        out["reason"] = verdict.reason
     if name is not None:
         out = {"message": name, **out}
     return out
@@ -169,6 +205,16 @@ def verdict_json(verdict, name=None):
 def format_verdict(verdict):
     """A verdict as the line ``spamnb classify`` writes for one message."""
     return f"{verdict.label} {verdict.probability:.7f} log-odds {verdict.log_odds:+.3f}"
+
+
+def reason_text(verdict):
+    """The sentence of a verdict's ``reason`` ("" for none), with the part's own log-odds when it is one."""
+    if not verdict.reason:
+        return ""
+    text = REASONS[verdict.reason][1]
+    if verdict.reason == "part-leans-spam" and verdict.part_max is not None:
+        text += f" (its tokens: log-odds {verdict.part_max:+.3f})"
+    return text
 
 
 class VerdictLines:

@@ -21,9 +21,11 @@ DEFAULTS = {
     "required_score": 5.0,
     "socket_mode": "0660",
     "syslog": False,
+    "report": False,
+    "subject_tag": None,
 }
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "max_size", "max_connections",
-              "max_models", "timeout", "required_score", "syslog")
+              "max_models", "timeout", "required_score", "syslog", "report", "subject_tag")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
@@ -111,10 +113,14 @@ class Settings:
             self.required_score = float(merged["required_score"])
             self.socket_mode = int(str(merged["socket_mode"]), 8)
             self.syslog = _bool(merged["syslog"])
+            self.report = _bool(merged["report"])
+            self.subject_tag = merged["subject_tag"] or None
         except (TypeError, ValueError) as exc:
             raise SettingsError(f"bad setting: {exc}") from None
         if self.max_size < 1 or self.max_connections < 1 or self.max_models < 1 or not self.timeout > 0:
             raise SettingsError("--max-size, --max-connections, --max-models and --timeout must be positive")
+        if self.subject_tag is not None and (len(self.subject_tag) > 200 or not self.subject_tag.isprintable()):
+            raise SettingsError("--subject-tag must be one line of at most 200 printable characters")
         if not 0.2 <= self.required_score <= 900:
             raise SettingsError("--required-score must lie in [0.2, 900]")
         explicit = merged["allowed_ips"] is not None

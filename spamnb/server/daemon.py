@@ -269,7 +269,8 @@ class Server:
             body = b"" if verb == "REPORT_IFSPAM" and verdict.label != "spam" else \
                 spamd.report(verdict, score_map, score)
             return reply(spam_header, body), outcome
-        head, body_start = spamd.marked_headers(message, verdict, score, score_map.required)
+        head, body_start = spamd.marked_headers(message, verdict, score, score_map.required, self.settings.report,
+                                                self.settings.subject_tag, score_map.points)
         if verb == "HEADERS":
             return reply(spam_header, head, True), outcome
         return reply(spam_header, head + message[body_start:], True), outcome  # PROCESS

@@ -152,9 +152,10 @@ def tell(path, message, spam, learn, remove, seed_path=None):
                     continue
                 did_remove = True
                 break
-        if learn:
-            session.learn(message, spam, tally)
-    return bool(learn), did_remove
+        did_learn = False
+        if learn:   # DidSet only when the model changed, as spamd: spamc says "already learned" otherwise
+            did_learn = session.learn(message, spam, tally) != "known"
+    return did_learn, did_remove
 
 
 class ModelCache:

@@ -35,6 +35,8 @@ import re
 import zlib
 from collections import namedtuple
 
+from spamnb.model.headers import symbol_name   # SYMBOLS' token names (re-exported)
+
 __all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response",
            "VERBS", "BODY_VERBS", "MAX_HEAD", "symbol_name"]
 
@@ -202,47 +204,27 @@ def _one_line(text):
     return " ".join(str(text).split())[:200]
 
 
-_SYMBOL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-/@+=!*")
-
-
-def symbol_name(token):
-    """A token as a symbol: SYMBOLS' body is a comma-separated list, so bytes
-    outside a safe set (commas, spaces, '%', controls, non-ASCII) are %XX."""
-    data = token.encode("utf-8", "surrogatepass") if isinstance(token, str) else bytes(token)
-    return "".join(chr(b) if b in _SYMBOL_SAFE else "%%%02X" % b for b in data[:200])
-
-
-_LABEL_SYMBOL = {"spam": "SPAMNB_SPAM", "ham": "SPAMNB_HAM", "unsure": "SPAMNB_UNSURE"}
-_STATUS = {"spam": "Yes", "ham": "No", "unsure": "Unsure"}
-
-
 def spam_header(verdict, score, required):
     flag = "True" if verdict.label == "spam" else "False"
     return ("Spam", f"{flag} ; {score:.1f} / {required:.1f}")
 
 
 def symbols(verdict):
-    """The verdict's symbols: SPAMNB_<LABEL>, then the evidence tokens, strongest first."""
-    return [_LABEL_SYMBOL[verdict.label]] + [symbol_name(token) for token, _ in verdict.evidence]
+    """The verdict's symbols: its rules (Bayes band(s), SPAMNB_<LABEL>, the
+    reason an unsure message is not ham), then the evidence tokens, strongest
+    first (spamnb.model.headers)."""
+    from spamnb.model import headers
+
+    return headers.tests(verdict) + [symbol_name(token) for token, _ in verdict.evidence]
 
 
 def report(verdict, score_map, score):
-    """A plain-text report in spamd's layout: a summary line, then one line per
-    evidence token (points, symbol, which class it points to)."""
-    lines = [f"spamnb verdict: {verdict.label}, score {score:.1f} / {score_map.required:.1f}, "
-             f"log-odds {verdict.log_odds:+.3f}, P(spam) {verdict.probability:.6f}, "
-             f"{verdict.known_tokens} of {verdict.tokens} tokens known",
-             "",
-             " pts rule name              description",
-             "---- ---------------------- --------------------------------------------------"]
-    for token, weight in verdict.evidence:
-        side = "spam" if weight > 0 else "ham"
-        lines.append(f"{score_map.points(weight):4.1f} {symbol_name(token):<22} token points to {side} "
-                     f"(log-odds {weight:+.3f})")
+    """A plain-text report in spamd's layout: a summary line, the rules, then
+    the strongest tokens apart (points, symbol, which class it points to)."""
+    from spamnb.model import headers
+
+    lines = headers.report_lines(verdict, score, score_map.required, score_map.points)
     return ("\r\n".join(lines) + "\r\n").encode("utf-8")
-
-
-_OUR_HEADERS = (b"x-spam-status", b"x-spam-flag", b"x-spam-score", b"x-spam-level", b"x-spam-checker-version")
 
 
 def header_end(message):
@@ -254,23 +236,27 @@ def header_end(message):
     return min(hits) + 1 if hits else len(message)
 
 
-def marked_headers(message, verdict, score, required):
+def marked_headers(message, verdict, score, required, report=False, subject_tag=None, points=None):
     """The message's header block with spamnb's X-Spam-* fields (any the
-    sender put there removed), ending in its blank line; and the offset where
-    the body starts in ``message``."""
+    sender put there removed; spamnb.model.headers), ending in its blank
+    line; and the offset where the body starts in ``message``.  ``report``
+    adds X-Spam-Report; ``subject_tag`` (str) starts the Subject of spam
+    (once: a Subject that starts with it already is left alone)."""
+    from spamnb.mail.status import field_name, header_fields, tag_subject
+    from spamnb.model.headers import OUR_FIELDS, spam_fields
+
     end = header_end(message)
     newline = b"\r\n" if b"\r\n" in message[:2000] else b"\n"
-    status = (f"X-Spam-Status: {_STATUS[verdict.label]}, score={score:.1f} required={required:.1f} "
-              f"log-odds={verdict.log_odds:+.3f} tests={','.join(symbols(verdict)[:4])}").encode("utf-8")
-    ours = [status]
-    if verdict.label == "spam":
-        ours.insert(0, b"X-Spam-Flag: YES")
-    ours.append(b"X-Spam-Score: %.1f" % score)
+    ours = [field.replace(b"\n", newline) for field in spam_fields(verdict, score, required, points, report)]
+    tag = subject_tag.encode("utf-8") if subject_tag and verdict.label == "spam" else None
     if end is None:
+        if tag:
+            ours.append(b"Subject: " + tag)
         return newline.join(ours) + newline + newline, 0
-    from spamnb.mail.status import field_name, header_fields
-
-    head = b"".join(b"".join(field) for field in header_fields(message[:end]) if field_name(field) not in _OUR_HEADERS)
+    fields = [field for field in header_fields(message[:end]) if field_name(field) not in OUR_FIELDS]
+    if tag and not tag_subject(fields, tag):
+        ours.append(b"Subject: " + tag)
+    head = b"".join(b"".join(field) for field in fields)
     if head and not head.endswith(b"\n"):
         head += newline
     body_start = end
