@@ -308,7 +308,7 @@ def test_cli_wires_the_subcommand(corpus, capsys):
 
 
 def test_the_cutoffs_are_printed_exactly(corpus, capsys):
-    assert cli_evaluate.run(_args(corpus, "--folds", 3, "--no-progress")) == cli_evaluate.EXIT_OK
+    assert cli_evaluate.run(_args(corpus, "--folds", 3, "--plain", "--no-progress")) == cli_evaluate.EXIT_OK
     out = capsys.readouterr().out
     assert "spam if P >= 0.9999992, ham if P <= 0.01798620996209156" in out  # not rounded to 0.999999
 
@@ -329,6 +329,39 @@ def test_evaluate_word_pairs_trains_the_folds_with_pairs(corpus):
     lo = paired.score_many([messages[i] for i in test])
     assert not np.allclose(lo, plain.score_many([messages[i] for i in test]))
     assert result["folds"][0]["one_minus_auc_percent"] == pytest.approx(metrics.one_minus_auc_percent(y[test], lo))
-    assert _args("--word-pairs", "3", corpus).word_pairs == 3 and _args(corpus).word_pairs == 0
+    assert _args("--word-pairs", "3", corpus).word_pairs == 3 and _args(corpus).word_pairs == "auto"
     with pytest.raises(SystemExit):
         _args("--word-pairs", "1", corpus)
+
+
+def test_evaluate_measures_what_train_builds(sample_corpus, tmp_path, capsys):
+    """By default each split's filter is the one `spamnb train` builds from its
+    training part (cutoffs chosen for --target-fpr, word pairs decided) and is
+    scored at its own cutoffs; --plain is the counted model at the default cutoffs."""
+    from conftest import run_spamnb
+    from spamnb.model import defaults
+    from spamnb.training.corpus import labelled_messages
+
+    out = tmp_path / "tuned.json"
+    argv = ("--train", sample_corpus, "--test", sample_corpus, "--no-progress", "-j", "1")
+    assert cli_evaluate.run(_args(*argv, "--target-fpr", "0.01", "--json", out)) == 0
+    assert "as spamnb train builds it" in capsys.readouterr().out
+    fold = json.loads(out.read_text())["folds"][0]
+    home = tmp_path / "home"
+    assert run_spamnb(["train", "-q", "-j", "1", "--target-fpr", "0.01", sample_corpus], home).returncode == 0
+    trained = SpamFilter.load(home / "model.spamnb")
+    assert (fold["spam_cutoff"], fold["ham_cutoff"], fold["word_pairs"]) == \
+        (trained.spam_cutoff, trained.ham_cutoff, trained.tokenizer_.word_pairs)
+    assert fold["spam_cutoff"] != defaults.DEFAULT_SPAM_CUTOFF and fold["word_pairs"] == 2
+    items = labelled_messages(trees=[sample_corpus])
+    labels = [trained.classify(m.data).label for m in items]
+    y = np.array([m.is_spam for m in items])
+    missed = np.mean([label != "spam" for label, s in zip(labels, y) if s])
+    assert fold["fnr"] == pytest.approx(missed)
+    plain = tmp_path / "plain.json"
+    assert cli_evaluate.run(_args(*argv, "--plain", "--json", plain)) == 0
+    fold = json.loads(plain.read_text())["folds"][0]
+    assert (fold["spam_cutoff"], fold["ham_cutoff"], fold["word_pairs"]) == \
+        (defaults.DEFAULT_SPAM_CUTOFF, defaults.DEFAULT_HAM_CUTOFF, 0)
+    assert "plain (counts only)" in capsys.readouterr().out
+    assert cli_evaluate.run(_args(*argv, "--plain", "--target-fpr", "0.01")) == cli_evaluate.EXIT_USAGE

@@ -9,6 +9,8 @@ import os
 import sys
 import time
 
+import argparse
+
 from spamnb.cli.common import jobs, pairs_window
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from spamnb.cli.progress import Progress
@@ -16,7 +18,7 @@ from spamnb.evaluation.crossval import (COMPARE_COUNTS, KNN_METRICS, default_job
                                         format_folds, json_ready, md5_split, resolved_params, compare_variants, write_plot)
 from spamnb.evaluation.online import (format_online, learning_curve, online_figures, order_messages, read_index,
                                       run_online, write_curve_plot)
-from spamnb.model.calibrate import stratified_folds
+from spamnb.model.calibrate import DEFAULT_TARGET_FPR, stratified_folds
 
 EXIT_NO_MATPLOTLIB = EXIT_ERROR  # an error like any other (2 is classify's "unsure")
 
@@ -65,8 +67,15 @@ def add_arguments(parser):
     parser.add_argument("--alpha", type=float, help="Dirichlet soft count of the filter")
     parser.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
     parser.add_argument("--counts", choices=COMPARE_COUNTS, help="per-message token weighting")
-    parser.add_argument("--word-pairs", type=pairs_window, default=0, metavar="W",
-                        help="word pairs of window W as tokens too (default 0: none; see spamnb train --word-pairs)")
+    parser.add_argument("--plain", action="store_true",
+                        help="evaluate the plain model: each fold's filter only counts (no word pairs unless "
+                             "--word-pairs W), at the default cutoffs, instead of what spamnb train builds")
+    parser.add_argument("--word-pairs", type=_word_pairs, default="auto", metavar="auto|0|W",
+                        help="word pairs of window W as tokens too; auto (the default): each fold decides as "
+                             "spamnb train does (none with --plain, --online); 0: none")
+    parser.add_argument("--target-fpr", type=_rate, default=DEFAULT_TARGET_FPR, metavar="RATE",
+                        help="each fold chooses its cutoffs as spamnb train does, for this false-positive rate "
+                             f"(default {DEFAULT_TARGET_FPR:g}; 0: the default cutoffs; not with --plain)")
     parser.add_argument("--compare", action="store_true",
                         help="also kNN, MLE vs MAP priors, several alphas, binary vs raw counts on the same folds")
     parser.add_argument("--json", metavar="PATH", help="write all figures as JSON")
@@ -79,6 +88,25 @@ def add_arguments(parser):
 
 
 
+
+
+def _word_pairs(text):
+    if text == "auto":
+        return text
+    try:
+        return pairs_window(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
+
+
+def _rate(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a rate from 0 to below 1 is needed, not {text!r}")
+    return value
 
 
 # ---------------------------------------------------------------- folds
@@ -111,8 +139,11 @@ def run(args):
     if not separate and not (args.corpus or args.spam or args.ham):
         return _error("give a corpus: CORPUS folder(s), --spam/--ham paths, or --train A --test B", EXIT_USAGE)
     params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
-    if args.word_pairs:
+    if args.word_pairs not in ("auto", 0):
         params["word_pairs"] = args.word_pairs
+    tune = not args.plain
+    if args.plain and args.target_fpr != DEFAULT_TARGET_FPR:
+        return _error("--target-fpr chooses cutoffs as spamnb train does; --plain keeps the default ones", EXIT_USAGE)
 
     import numpy as np
 
@@ -161,19 +192,28 @@ def run(args):
     started = time.monotonic()
     try:
         result = evaluate(messages, y, splits, params, compare=args.compare, progress=progress,
-                          n_jobs=default_jobs(getattr(args, "jobs", None)))
+                          n_jobs=default_jobs(getattr(args, "jobs", None)), tune=tune,
+                          target_fpr=args.target_fpr, word_pairs=args.word_pairs)
     finally:
         progress.close()
     elapsed = time.monotonic() - started
     p = result["params"]
-    print(f"filter: alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
-          + (f"word_pairs={params['word_pairs']} " if params.get("word_pairs") else "") +
-          f"cutoffs: spam if P >= {p['spam_cutoff']!r}, ham if P <= {p['ham_cutoff']!r}")
+    pairs = f"word_pairs={params['word_pairs']} " if params.get("word_pairs") else ""
+    if tune:
+        if not pairs and args.word_pairs == "auto":
+            pairs = "word pairs decided by each fold (window 2, column 'pairs') "
+        print(f"filter: as spamnb train builds it: alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
+              + pairs + f"cutoffs chosen by each fold for a false-positive rate of {args.target_fpr:g} "
+              "(columns 'spam>=' and 'ham<=', log-odds); --plain: the plain model")
+    else:
+        print(f"filter: plain (counts only): alpha={p['alpha']:g} prior={p['prior']} counts={p['counts']} "
+              + pairs + f"cutoffs: spam if P >= {p['spam_cutoff']!r}, ham if P <= {p['ham_cutoff']!r}")
     print()
     print(format_folds(result))
     from spamnb.bayes import metrics
 
-    print("pooled over the test folds, at the filter's cutoffs:")
+    print("pooled over the test folds, at each fold's cutoffs:" if tune else
+          "pooled over the test folds, at the filter's cutoffs:")
     print(metrics.classification_report(result["y_test"], result["verdicts"]))
     if args.compare:
         print("baselines on the same folds (mean ± sample std over folds):")
@@ -185,6 +225,8 @@ def run(args):
     settings = {"protocol": protocol, "n_messages": int(len(y)), "n_spam": n_spam,
                 "corpus": list(args.corpus) + [f"spam:{p}" for p in args.spam] + [f"ham:{p}" for p in args.ham],
                 "train": list(args.train), "test": list(args.test), "seed": args.seed,
+                "fit": ({"tune": True, "target_fpr": args.target_fpr, "word_pairs": args.word_pairs} if tune
+                        else {"tune": False, "word_pairs": args.word_pairs if args.word_pairs != "auto" else 0}),
                 "skipped": dict(report.skipped), "seconds": elapsed}
     if args.json:
         with open(args.json, "w") as f:
@@ -192,7 +234,7 @@ def run(args):
             f.write("\n")
         print(f"wrote {args.json}")
     if args.plot:
-        write_plot(args.plot, result["y_test"], result["log_odds"], (p["spam_cutoff"], p["ham_cutoff"]))
+        write_plot(args.plot, result["y_test"], result["log_odds"], None if tune else (p["spam_cutoff"], p["ham_cutoff"]))
         print(f"wrote {args.plot}")
     return EXIT_OK
 
@@ -252,7 +294,7 @@ def run_online_command(args):
         return error(f"need both spam and ham, found {int(y.sum())} spam and {int((~y).sum())} ham", EXIT_USAGE)
     params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
     tokenizer = None
-    if getattr(args, "word_pairs", 0):
+    if getattr(args, "word_pairs", 0) not in ("auto", 0):   # learned one message at a time: nothing decides them
         from spamnb.mail.tokenizer import with_pairs
 
         tokenizer = with_pairs(args.word_pairs)
@@ -271,7 +313,7 @@ def run_online_command(args):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"protocol": "online", "feedback": feedback, "order": order_used,
-                       "params": dict(params, word_pairs=getattr(args, "word_pairs", 0)),
+                       "params": dict(params, word_pairs=args.word_pairs if args.word_pairs != "auto" else 0),
                        "figures": figures, "learning_curve": curve}, f, indent=1)
             f.write("\n")
         print(f"wrote {args.json}")

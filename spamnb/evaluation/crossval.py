@@ -10,8 +10,13 @@ Three protocols, all scoring held-out mail only:
 - online (``--online``): the TREC Spam Track protocol, each message classified
   then learned, in order, from an empty model (:mod:`spamnb.evaluation.online`).
 
-Each fold trains a fresh :class:`SpamFilter` on its training part and scores
-its test part (``score_many``: log-odds).  Printed per fold and as mean ± std
+Each fold trains a fresh :class:`SpamFilter` on its training part as
+``spamnb train`` trains (``SpamFilter.fit(tune=True)``: the cutoffs chosen by
+cross-validation inside that training part for ``target_fpr``, the word pairs
+kept when its held-out figures favour them; ``spamnb.model.fitting``) and
+scores its test part (``score_many``: log-odds) at that filter's own cutoffs;
+``tune=False`` (``spamnb evaluate --plain``) only counts, at the cutoffs given
+(the defaults unless set).  Printed per fold and as mean ± std
 (sample std over folds): 1-AUC %, FPR, FNR, unsure, spam caught at 0.1 % and
 1 % FPR, accuracy; then the confusion matrix pooled over folds at the
 filter's cutoffs (an unsure ham is not a false positive, an unsure spam is
@@ -212,7 +217,8 @@ def _nb_model(alpha, prior):
     return MultinomialNB(alpha=float(alpha), prior=prior)
 
 
-def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1):
+def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1, tune=True, target_fpr=None,
+             word_pairs="auto"):
     """Train and score on each ``(name, train_idx, test_idx)`` of ``splits``.
 
     ``messages``: list of bytes; ``y``: bool array (True = spam); ``params``:
@@ -220,6 +226,14 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     (``folds``), ``mean``/``std``, the pooled three-way ``confusion`` and,
     with ``compare``, ``compare`` rows with their own mean/std.  Also keeps the
     pooled ``y_test``/``log_odds`` (numpy arrays) for plotting.
+
+    ``tune`` (the default): each split's filter is fitted as ``spamnb
+    train`` fits it (``SpamFilter.fit(tune=True)`` with ``target_fpr``, None:
+    its default; ``word_pairs`` "auto" lets the fit decide them, 0 never; a
+    window in ``params["word_pairs"]`` is used as given) and scored at the
+    cutoffs it chose; each fold's row then says which (``spam_log_odds``,
+    ``ham_log_odds``, ``word_pairs``).  ``tune=False``: counts only, at the
+    cutoffs of ``params`` (the defaults unless given).
 
     ``n_jobs``: the filter of each split is trained and scored on that many
     worker processes (0 or None: every available core), each sent the
@@ -232,10 +246,17 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     from spamnb.bayes import metrics
     from spamnb.model.spam_filter import SpamFilter
 
+    from spamnb.model import calibrate
+
     y = np.asarray(y, dtype=bool)
     progress = progress or _Silent()
     spam_filter = make_filter(params)
     resolved = {k: getattr(spam_filter, k) for k in ("alpha", "prior", "counts", "spam_cutoff", "ham_cutoff")}
+    fitting = None
+    if tune:
+        fitting = {"target_fpr": calibrate.DEFAULT_TARGET_FPR if target_fpr is None else float(target_fpr),
+                   "word_pairs": calibrate.AUTO_PAIRS if word_pairs == "auto" and not params.get("word_pairs") else 0}
+    resolved["tuned"] = fitting is not None
     folds, pooled_y, pooled_scores, pooled_verdicts = [], [], [], []
     variants = compare_variants(resolved) if compare else []
     compare_rows = {}
@@ -245,17 +266,18 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
         vectoriser = make_filter(params, counts="raw", length_norm=0).fit(messages, y, tune=False)  # raw counts
         X_all = vectoriser.transform(messages)
         progress.step("counted tokens")
-    for (name, train_idx, test_idx), (log_odds, verdicts) in zip(splits, _fold_results(
-            messages, y, splits, params, resolved, n_jobs, progress)):
+    for (name, train_idx, test_idx), (log_odds, verdicts, chosen) in zip(splits, _fold_results(
+            messages, y, splits, params, resolved, fitting, n_jobs, progress)):
         row = _figures(y[test_idx], log_odds, verdicts)
-        row.update(name=name, n_train=int(len(train_idx)), n_test=int(len(test_idx)))
+        row.update(name=name, n_train=int(len(train_idx)), n_test=int(len(test_idx)), **chosen)
         folds.append(row)
         pooled_y.append(y[test_idx])
         pooled_scores.append(log_odds)
         pooled_verdicts.append(verdicts)
         progress.step(f"{name}: scored")
-        if compare:
-            _compare_fold(X_all, y, train_idx, test_idx, resolved, variants, compare_rows, progress, name)
+        if compare:   # the variants at this fold's cutoffs
+            cutoffs = dict(resolved, spam_cutoff=chosen["spam_cutoff"], ham_cutoff=chosen["ham_cutoff"])
+            _compare_fold(X_all, y, train_idx, test_idx, cutoffs, variants, compare_rows, progress, name)
     mean, std = _mean_std(folds)
     y_pool = np.concatenate(pooled_y) if pooled_y else np.zeros(0, bool)
     verdict_pool = np.concatenate(pooled_verdicts) if pooled_verdicts else np.zeros(0, object)
@@ -282,19 +304,33 @@ def default_jobs(jobs):
     return DEFAULT_JOBS
 
 
-def _fold_result(messages, y, params, resolved, train_idx, test_idx):
-    """``(log_odds, verdicts)`` of a split's test part, scored by a filter
-    trained on its training part."""
+def _fold_result(messages, y, params, resolved, fitting, train_idx, test_idx):
+    """``(log_odds, verdicts, chosen)`` of a split's test part, scored by a
+    filter trained on its training part (as ``spamnb train`` trains it when
+    ``fitting`` holds fit's ``target_fpr`` and ``word_pairs``; else counted
+    only), at that filter's cutoffs; ``chosen``: those cutoffs (probabilities
+    and log-odds) and the word-pair window it has."""
     import numpy as np
 
-    fold_filter = make_filter(params).fit([messages[i] for i in train_idx], y[train_idx], tune=False)
+    from spamnb.model import verdict
+
+    train_messages, train_y = [messages[i] for i in train_idx], y[train_idx]
+    if fitting is None:
+        fold_filter = make_filter(params).fit(train_messages, train_y, tune=False)
+    else:
+        fold_filter = make_filter(params).fit(train_messages, train_y, tune=True, **fitting)
+    spam_cutoff = resolved["spam_cutoff"] if fitting is None else fold_filter.spam_cutoff
+    ham_cutoff = resolved["ham_cutoff"] if fitting is None else fold_filter.ham_cutoff
     test_messages = [messages[i] for i in test_idx]
     log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
     evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)
-    return log_odds, verdicts_from_log_odds(log_odds, resolved["spam_cutoff"], resolved["ham_cutoff"], evidence.T)
+    chosen = {"spam_cutoff": float(spam_cutoff), "ham_cutoff": float(ham_cutoff),
+              "spam_log_odds": verdict.logit(spam_cutoff), "ham_log_odds": verdict.logit(ham_cutoff),
+              "word_pairs": int(fold_filter.tokenizer_.word_pairs)}
+    return log_odds, verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence.T), chosen
 
 
-_SHARED = None   # in a worker: (messages, y, params, resolved), sent once
+_SHARED = None   # in a worker: (messages, y, params, resolved, fitting), sent once
 
 
 def _share(*data):
@@ -306,7 +342,7 @@ def _fold_in_worker(train_idx, test_idx):
     return _fold_result(*_SHARED, train_idx, test_idx)
 
 
-def _fold_results(messages, y, splits, params, resolved, n_jobs, progress):
+def _fold_results(messages, y, splits, params, resolved, fitting, n_jobs, progress):
     """``_fold_result`` of each split, in order: here, or on ``n_jobs`` worker processes."""
     from spamnb.training.workers import _executor, available_cores
 
@@ -315,10 +351,10 @@ def _fold_results(messages, y, splits, params, resolved, n_jobs, progress):
     if n_jobs <= 1:
         for name, train_idx, test_idx in splits:
             progress.step(f"{name}: training the filter", 0)
-            yield _fold_result(messages, y, params, resolved, train_idx, test_idx)
+            yield _fold_result(messages, y, params, resolved, fitting, train_idx, test_idx)
         return
     progress.step(f"{len(splits)} splits on {n_jobs} processes", 0)
-    with _executor(n_jobs, _share, (messages, y, params, resolved)) as pool:
+    with _executor(n_jobs, _share, (messages, y, params, resolved, fitting)) as pool:
         yield from pool.map(_fold_in_worker, [train for _n, train, _t in splits], [test for _n, _t2, test in splits])
 
 
@@ -364,12 +400,17 @@ def _cell(value, scale):
 
 
 def format_folds(result):
-    """The per-fold table and the mean ± std line."""
-    head = f"{'fold':<10}{'train':>7}{'test':>7}" + "".join(f"{title:>13}" for _, title, _ in COLUMNS)
+    """The per-fold table (with each fold's cutoffs as log-odds and word-pair
+    window when they were chosen by the fold's training) and the mean ± std line."""
+    tuned = result["params"].get("tuned", False)
+    extra = f"{'spam>=':>9}{'ham<=':>8}{'pairs':>6}" if tuned else ""
+    head = f"{'fold':<10}{'train':>7}{'test':>7}" + "".join(f"{title:>13}" for _, title, _ in COLUMNS) + extra
     lines = [head, "-" * len(head)]
     for row in result["folds"]:
+        chosen = (f"{row['spam_log_odds']:>9.2f}{row['ham_log_odds']:>8.2f}{row['word_pairs'] or '-':>6}"
+                  if tuned else "")
         lines.append(f"{row['name']:<10}{row['n_train']:>7}{row['n_test']:>7}"
-                     + "".join(f"{_cell(row[k], s):>13}" for k, _, s in COLUMNS))
+                     + "".join(f"{_cell(row[k], s):>13}" for k, _, s in COLUMNS) + chosen)
     lines.append("-" * len(head))
     lines.append(f"{'mean':<24}" + "".join(f"{_cell(result['mean'][k], s):>13}" for k, _, s in COLUMNS))
     if len(result["folds"]) > 1:
