@@ -142,10 +142,18 @@ def probability(text):
 
 
 def cutoff_options(p):
+    """``--spam-cutoff``/``--ham-cutoff``; the defaults stated are the code's
+    (``spamnb.model.defaults``), printed exactly."""
+    from spamnb.model.calibrate import DEFAULT_MAX_UNSURE
+    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+
     p.add_argument("--spam-cutoff", type=probability, metavar="P",
-                   help="spam when P(spam) >= P (default: the model's, 0.9999992 as trained)")
+                   help="spam when P(spam) >= P (default: the model's, which spamnb train chooses for its mail "
+                        f"and spamnb info prints; {DEFAULT_SPAM_CUTOFF!r} when it has too little mail to choose)")
     p.add_argument("--ham-cutoff", type=probability, metavar="P",
-                   help="ham when P(spam) <= P (default: the model's, 0.5 as trained)")
+                   help=f"ham when P(spam) <= P (default: the model's: {DEFAULT_HAM_CUTOFF!r}, log-odds "
+                        f"{DEFAULT_HAM_LOG_ODDS:g}, or higher when spamnb train finds more than "
+                        f"{DEFAULT_MAX_UNSURE * 100:g} %% of its mail between the cutoffs)")
 
 
 def jobs(text):

@@ -7,12 +7,15 @@ Every key is optional::
 
     model = "/var/lib/spamnb/model.spamnb"  # the model file (-m/--model)
     spam_cutoff = 0.9999992                 # spam when P(spam) >= this (--spam-cutoff)
-    ham_cutoff = 0.5                        # ham when P(spam) <= this (--ham-cutoff)
+    ham_cutoff = 0.01798620996209156        # ham when P(spam) <= this (--ham-cutoff)
     header_name = "X-Spamnb-Status"         # the header classify -p adds (--header-name)
     subject_tag = "[SPAM]"                  # put before the Subject of spam (--subject-tag; "" for none)
 
 A command-line option wins over the file; the file wins over the cutoffs the
-model was trained with.  An unknown key, a value of the wrong type or a
+model was trained with.  Without either, the model's own cutoffs apply:
+``spamnb train`` chooses them for its mail (``spamnb info`` prints them); the
+values above are the built-in defaults it falls back on (tests/test_docs.py
+checks them against the code).  An unknown key, a value of the wrong type or a
 cutoff outside [0, 1] is an error (exit 3), not something silently ignored.
 """
 

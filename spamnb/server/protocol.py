@@ -23,8 +23,9 @@ so ``score <= 0`` is ham, ``0 < score < R`` is unsure, ``score >= R`` is
 spam, and the ``Spam:`` flag is True exactly for spam.  Scores are sent with
 one decimal, rounded so that the printed number keeps the verdict's side of
 each boundary: spam is never below R, ham never above 0.0, unsure is kept in
-[0.1, R - 0.1].  With the default cutoffs (L_ham = 0, L_spam = 14) and R = 5,
-one score point is 2.8 units of log-odds.  Exim's ``$spam_score_int > 0``
+[0.1, R - 0.1].  The cutoffs are the model's (``spamnb train`` chooses L_spam
+for its mail); with the built-in defaults (L_ham = -4, L_spam = 14) and R =
+5.0, one score point is 3.6 units of log-odds.  Exim's ``$spam_score_int > 0``
 (or ``$spam_score > 0``) thus means "unsure or spam", ``>= R*10`` "spam".
 """
 
