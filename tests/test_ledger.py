@@ -75,6 +75,22 @@ def test_the_delivered_copy_is_the_same_message():
     assert ledgers.learn(spam_filter, ledger, in_mbox, True, Tally(), subject_tag="[SPAM]") == "known"
 
 
+def test_the_copy_marked_with_spamassassin_fields_is_the_same_message():
+    # what spamnb serve's PROCESS and classify -p --sa-headers deliver: learning it
+    # (spamc -L, spamnb learn on the Maildir) must not learn the verdict's fields as words
+    from spamnb.model.headers import spam_fields
+
+    spam_filter = _trained()
+    verdict = spam_filter.classify(SPAM[1])
+    fields = spam_fields(verdict, 9.5 if verdict.label == "spam" else -1.0, 5.0, report=True)
+    delivered = b"".join(passthrough_pieces(SPAM[1], verdict, "X-Spamnb-Status", None, fields))
+    assert b"X-Spam-Checker-Version: spamnb" in delivered and b"X-Spam-Report:" in delivered
+    assert ledgers.canonical(delivered) == ledgers.canonical(SPAM[1])
+    # an upstream SpamAssassin's fields (no spamnb checker) are the sender's: kept
+    upstream = b"X-Spam-Flag: YES\nX-Spam-Checker-Version: SpamAssassin 4.0.1\n" + NEW
+    assert ledgers.canonical(upstream) == upstream
+
+
 def test_strip_markup_leaves_everything_else_byte_for_byte():
     message = (b"From: a@example.com\r\nX-Spam-Status: Yes, score=9\r\nSubject: [SPAM] hello\r\n"
                b"X-Spamnb-Status: Yes, log-odds=+30.000\r\n continued\r\n\r\nSubject: [SPAM] in the body\r\n")

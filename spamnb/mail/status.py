@@ -16,10 +16,16 @@ the input, not a copy.
 
 import re
 
-__all__ = ["STATUS_WORDS", "status_value", "passthrough_pieces", "strip_markup", "header_fields", "field_name",
+__all__ = ["STATUS_WORDS", "SA_FIELDS", "status_value", "passthrough_pieces", "strip_markup", "header_fields", "field_name",
            "tag_subject"]
 
 STATUS_WORDS = {"spam": b"Yes", "unsure": b"Unsure", "ham": b"No"}
+# The SpamAssassin-style fields spamnb writes (``spamnb serve``'s PROCESS and
+# HEADERS, ``classify -p --sa-headers``), lower case; any the sender put there
+# are removed before ours are added.
+SA_FIELDS = (b"x-spam-status", b"x-spam-flag", b"x-spam-score", b"x-spam-level", b"x-spam-checker-version",
+             b"x-spam-report")
+_CHECKER = b"x-spam-checker-version"
 _HEADER_LINE = re.compile(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
 
 
@@ -97,9 +103,10 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
 
 
 def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):
-    """The message as it was before ``passthrough_pieces`` marked it: its
-    leading mbox envelope line, every status header of that name, and the
-    subject tag removed (the rest, body included, is left byte for byte).
+    """The message as it was before ``passthrough_pieces`` (or the server)
+    marked it: its leading mbox envelope line, every status header of that
+    name, the ``X-Spam-*`` fields of :data:`SA_FIELDS` when spamnb's
+    ``X-Spam-Checker-Version`` is among them, and the subject tag removed (the rest, body included, is left byte for byte).
     Learning the delivered copy of a message then learns the same bytes as
     learning the original (what ``sa-learn`` does with SpamAssassin's markup)."""
     if message[:5] == b"From ":
@@ -112,9 +119,15 @@ def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):
     tag = subject_tag.encode("utf-8") if subject_tag else None
     fields = []
     changed = False
-    for field in header_fields(message[:end]):
+    given = header_fields(message[:end])
+    # the SpamAssassin-style fields go too when spamnb wrote them (its
+    # X-Spam-Checker-Version says so): learning a delivered copy must not
+    # learn the verdict it was given as words of the message
+    ours = any(field_name(f) == _CHECKER and b"".join(f).split(b":", 1)[1].strip().startswith(b"spamnb")
+               for f in given)
+    for field in given:
         this_name = field_name(field)
-        if this_name == name:
+        if this_name == name or (ours and this_name in SA_FIELDS):
             changed = True
             continue
         if tag and this_name == b"subject":

@@ -24,6 +24,7 @@ ASCII; a field's size is bounded by the limits above whatever the message.
 
 from __future__ import annotations
 
+from spamnb.mail.status import SA_FIELDS
 from spamnb.model.verdict import REASONS
 
 __all__ = ["BANDS", "LEVEL_CAP", "LINE", "STATUS_TOKENS", "MAX_TOKEN_BYTES", "symbol_name", "short_symbol", "bayes_tests", "tests",
@@ -43,8 +44,7 @@ REPORT_TOKENS = 10
 STATUS_WORDS = {"spam": "Yes", "ham": "No", "unsure": "Unsure"}
 LABEL_SYMBOL = {"spam": "SPAMNB_SPAM", "ham": "SPAMNB_HAM", "unsure": "SPAMNB_UNSURE"}
 # the fields spamnb writes (lower case): any the sender put there are removed first
-OUR_FIELDS = (b"x-spam-status", b"x-spam-flag", b"x-spam-score", b"x-spam-level", b"x-spam-checker-version",
-              b"x-spam-report")
+OUR_FIELDS = SA_FIELDS
 
 _SYMBOL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-/@+=!*")
 
