@@ -64,6 +64,7 @@ the journal could be applied.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 
 from spamnb.bayes import _checks
@@ -303,8 +304,11 @@ def append(journal, transactions):
     if journal.status == "ok" and journal.end is not None:
         first = len(journal.payloads)
         records = b"".join(_record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
-        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        # never through a link planted at the journal's name (it is renamed into place, never a link)
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{path}: the model's journal is not a regular file")
             if os.fstat(fd).st_size != journal.end:
                 os.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
             done = 0
