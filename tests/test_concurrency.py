@@ -259,3 +259,44 @@ def test_cli_learners_and_readers_full(model, tmp_path):
             f.write(json.dumps({"processes": N_PROCESSES, "learns_each": 100, "seconds": elapsed,
                                 "classify_runs": n_classify, "classify_errors": 0}) + "\n")
     print(f"{N_PROCESSES} x 100 `spamnb learn` in {elapsed:.1f} s; {n_classify} `spamnb classify` runs, none exit 3")
+
+
+# ---------------------------------------------------------------------------- merge -o A against a learn (issue 25, item 3)
+def _spamnb(*args):
+    return subprocess.Popen([sys.executable, "-m", "spamnb", *map(str, args)], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_merge_into_its_own_input_loses_no_concurrent_learn(tmp_path):
+    """``merge A B B B B -o A`` and ``learn -m A`` run at once, the learn started at
+    several moments of the merge: the learn is in the result every time (the merge
+    takes A's lock before it reads A), and A's old model is kept as A.bak."""
+    a = tmp_path / "a.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in SPAM[:40] + HAM[:40]], [True] * 40 + [False] * 40).save(a)
+    dump = tmp_path / "b.txt"
+    with open(dump, "wb") as out:
+        from spamnb.model import dumpfile
+
+        dumpfile.dump(SpamFilter.load(a), out)
+    original = a.read_bytes()
+    lost, backups = [], []
+    for run, delay in enumerate((0.0, 0.05, 0.1, 0.15, 0.2, 0.3)):
+        a.write_bytes(original)
+        for leftover in (tmp_path / "a.spamnb.journal", tmp_path / "a.spamnb.bak"):
+            leftover.unlink(missing_ok=True)
+        base = SpamFilter.load(a).class_count_
+        message = tmp_path / f"m{run}"
+        message.write_bytes(b"Subject: run %d\n\nwords never seen before zq%dx\n" % (run, run))
+        merge = _spamnb("merge", "-q", a, dump, dump, dump, dump, "-o", a)
+        time.sleep(delay)
+        learn = _spamnb("learn", "--spam", "-q", "-m", a, message)
+        for proc in (merge, learn):
+            _out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+        ham, spam = SpamFilter.load(a).class_count_
+        assert ham == 5 * base[0]
+        if spam != 5 * base[1] + 1:
+            lost.append(delay)
+        backups.append((tmp_path / "a.spamnb.bak").exists())
+    assert lost == [], f"the learn started {lost} s into the merge was lost"
+    assert all(backups)

@@ -615,3 +615,23 @@ def test_the_ledger_goes_through_dump_load_and_merge():
     other = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])
     assert lifecycle.merge([other, base]).ledger_.to_arrays() == base.ledger_.to_arrays()
     assert lifecycle.merge([other, other]).ledger_ is None
+
+
+def test_the_backup_keeps_the_learns_journaled_for_the_model_replaced(home):
+    """prune / load / merge -o MODEL keep MODEL.bak with its journal beside it
+    (MODEL.bak.journal): loading the backup gives the model replaced, learns included."""
+    model = home / "model.spamnb"
+    message = home / "m"
+    message.write_bytes(b"Subject: kept\n\nnever seen zqzq words\n")
+    assert run(["learn", "--spam", "-q", message], home).returncode == 0
+    assert (home / "model.spamnb.journal").exists()
+    learned = SpamFilter.load(model).class_count_
+    assert run(["dump", "-o", "d.txt"], home).returncode == 0
+    proc = run(["merge", "-q", "model.spamnb", "d.txt", "-o", "model.spamnb"], home)
+    assert proc.returncode == 0, proc.stderr
+    assert SpamFilter.load(home / "model.spamnb.bak").class_count_ == learned
+    assert SpamFilter.load(model).class_count_ == tuple(2 * v for v in learned)
+    assert not (home / "model.spamnb.journal").exists()
+    assert run(["load", "-q", "--add", "d.txt"], home).returncode == 0
+    assert SpamFilter.load(home / "model.spamnb.bak").class_count_ == tuple(2 * v for v in learned)
+    assert not (home / "model.spamnb.bak.journal").exists()   # the older backup's journal went with it

@@ -2,10 +2,13 @@
 (a thin shell over :mod:`spamnb.model.lifecycle`), and the lines they add to
 ``spamnb info``.
 
-Every command that changes a model holds the learners' lock
-(``spamnb.model.store.locked``) from reading it to writing it, and writes it
-atomically (a new file renamed over the old one): a kill at any moment
-leaves the old model or the new one.  A dump is read and checked whole
+Every command that changes a model takes the learners' lock
+(``spamnb.model.store.locked``) before it reads anything of the model it
+will replace (``merge A B -o A`` included) and holds it until the model is
+written, atomically (a new file renamed over the old one): a kill at any
+moment leaves the old model or the new one, and no learn acknowledged
+meanwhile is lost.  The model replaced is kept as ``MODEL.bak`` (with its
+journal, as ``MODEL.bak.journal``).  A dump is read and checked whole
 before the model is touched, so a damaged dump changes nothing.
 """
 
@@ -141,7 +144,7 @@ def cmd_load(args):
             except ValueError as exc:
                 raise CommandError(f"{args.file}: {exc}; nothing was changed") from None
         # the journal goes: folded in (--add: loaded with the model) or replaced
-        journal.save_whole(loaded, real, real + ".bak" if exists and not args.add else None)
+        journal.save_whole(loaded, real, real + ".bak" if exists else None)
     if not args.quiet:
         print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
     return 0
@@ -151,15 +154,19 @@ def cmd_merge(args):
     from spamnb.model import journal, lifecycle
     from spamnb.model.store import locked
 
-    filters = [_read_model(path) for path in args.inputs]
-    try:
-        merged = lifecycle.merge(filters)
-    except ValueError as exc:
-        raise CommandError(f"{exc}; nothing was written") from None
+    # the output's lock first, then the inputs read: an input that is the output
+    # (merge A B -o A) is read with every learn acknowledged before, and none after is lost
     with locked(args.output, wait=args.wait) as real:
-        journal.save_whole(merged, real)
+        filters = [_read_model(path) for path in args.inputs]
+        try:
+            merged = lifecycle.merge(filters)
+        except ValueError as exc:
+            raise CommandError(f"{exc}; nothing was written") from None
+        exists = os.path.exists(real)
+        journal.save_whole(merged, real, real + ".bak" if exists else None)
     if not args.quiet:
-        print(f"merged {len(filters)} models into {args.output}: {_size(merged)}")
+        print(f"merged {len(filters)} models into {args.output}: {_size(merged)}"
+              + (f" (the model it replaced is kept as {real}.bak)" if exists else ""))
     return 0
 
 
