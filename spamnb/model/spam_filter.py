@@ -211,22 +211,40 @@ class SpamFilter:
         return self.forget_hashes(self.tokenizer_.stream(message_bytes(message)).hashes, spam)
 
     def forget_hashes(self, hashes, spam):
-        """``forget`` of a message given as its token hashes (a journal's replay)."""
-        counts = self._counts()
+        """``forget`` of a message given as its token hashes (a journal's replay).
+
+        Costs what a learn costs: the tokens the message leaves without
+        counts leave the vocabulary's index at once (a later learn of one
+        adds it anew, at the end) and are folded out of the vocabulary,
+        counts and ages together on the next use of anything but scoring
+        and learning (``spamnb.model.deltas.fold``), never by a scan of the
+        whole model per message."""
+        from spamnb.model import deltas
+
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
-        indices = self.vocabulary_.lookup(hashes)
+        self._require_fitted()
+        state = vars(self)
+        vocab, counts = state["vocabulary_"], state["word_counts_"]
+        counts.resize(vocab.n_features)
+        indices = vocab.lookup(hashes)
         unknown = indices.count(-1)
         if unknown:  # a learned message has every one of its tokens in the vocabulary
             raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
-        counts.add(indices, int(bool(spam)), COUNT_TRANSFORMS[self.counts], -1, length=float(self.length_norm))
+        transform, cls, length = COUNT_TRANSFORMS[self.counts], int(bool(spam)), float(self.length_norm)
+        zero = counts.forget_in_place(indices, cls, transform, vocab.n_features, length)
+        if zero is None and counts.in_place:
+            # counts held in place whose file has tokens without counts: those go first, once
+            state["_holes"] = True
+            deltas.fold(self)
+            vocab, counts = state["vocabulary_"], state["word_counts_"]
+            indices = vocab.lookup(hashes)   # the message's tokens have counts: none went
+        if zero is None:
+            zero = counts.forget_zeros(indices, cls, transform, vocab.n_features, length)
         self._scorer = None
-        unused = counts.unused()
-        if any(unused):
-            keep = [not u for u in unused]
-            self.vocabulary_.compact(keep)
-            counts.compact(keep)
-            self.ages_.compact(keep)
+        if 1 in zero:
+            counts.holes_left(vocab.remove(hashes, zero))
+            state["_holes"] = True
         return self
 
     # ------------------------------------------------------------------ scoring
