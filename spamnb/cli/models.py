@@ -55,9 +55,9 @@ def register(sub, wanted):
                        help="drop tokens not seen in a learned message for more than DAYS days")
         p.add_argument("--target-size", type=_non_negative(int), metavar="N",
                        help="keep at most the N most useful tokens")
-        p.add_argument("--expire-at", type=_non_negative(int), metavar="N",
-                       help="automatic expiry: when a learn leaves more than N tokens, prune to 90 %% of N "
-                            "(0: off); prunes now too if the model is past N")
+        p.add_argument("--expire-at", type=_token_limit, metavar="N",
+                       help="automatic expiry: when a learn leaves more than N tokens (N >= 1000), prune to "
+                            "90 %% of N (0: off); prunes now too if the model is past N")
         p.add_argument("-n", "--dry-run", action="store_true", help="say what would go, change nothing")
         p.add_argument("-q", "--quiet", action="store_true")
         model_option(p)
@@ -78,6 +78,19 @@ def _non_negative(kind):
         return value
 
     return parse
+
+
+def _token_limit(text):
+    """``--expire-at``: 0 (off) or a limit lifecycle.check_max_tokens takes."""
+    import argparse
+
+    from spamnb.model.lifecycle import check_max_tokens
+
+    try:
+        value = int(text)
+        return value if value == 0 else check_max_tokens(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if "limit" in str(exc) else f"not a number: {text!r}") from None
 
 
 def _read_model(path):
