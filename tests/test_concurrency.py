@@ -300,3 +300,53 @@ def test_merge_into_its_own_input_loses_no_concurrent_learn(tmp_path):
         backups.append((tmp_path / "a.spamnb.bak").exists())
     assert lost == [], f"the learn started {lost} s into the merge was lost"
     assert all(backups)
+
+
+# ---------------------------------------------------------------------------- one SpamFilter, many threads (issue 25, item 10)
+def test_threads_scoring_and_learning_one_filter_lose_nothing_and_raise_nothing():
+    """8 threads each learn and score on one SpamFilter: no exception (it raised
+    BufferError part-way through a learn), and the message counts equal the
+    learns made (they ended 24 above them)."""
+    import threading
+
+    sf = SpamFilter().fit([p.read_bytes() for p in SPAM[:20] + HAM[:20]], [True] * 20 + [False] * 20, tune=False)
+    base = sf.class_count_
+    messages = [p.read_bytes() for p in SPAM[20:60] + HAM[20:60]]
+    errors, learned, taught = [], [[0, 0] for _ in range(N_PROCESSES)], [[] for _ in range(N_PROCESSES)]
+    start = threading.Barrier(N_PROCESSES)
+
+    def worker(k):
+        try:
+            start.wait()
+            for i in range(60):
+                data = messages[(k * 7 + i) % len(messages)]
+                if i % 2:
+                    label = (k + i) % 4 == 1
+                    data += b"\nthread %d round %d unique%dx%d\n" % (k, i, k, i)
+                    sf.learn(data, label)
+                    learned[k][int(label)] += 1
+                    taught[k].append((data, label))
+                elif i % 6 == 0:
+                    sf.classify(data)
+                else:
+                    sf.score(data)
+            sf.score_many(messages[:3])
+        except BaseException as exc:   # noqa: BLE001 - any failure is the finding
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(N_PROCESSES)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    ham, spam = sf.class_count_
+    assert ham == base[0] + sum(n[0] for n in learned)
+    assert spam == base[1] + sum(n[1] for n in learned)
+    # and the counts are those of learning the same messages one after the other
+    reference = SpamFilter().fit([p.read_bytes() for p in SPAM[:20] + HAM[:20]], [True] * 20 + [False] * 20,
+                                 tune=False)
+    for data, label in (pair for pairs in taught for pair in pairs):
+        reference.learn(data, label)
+    assert sorted(sf.vocabulary_.tokens()) == sorted(reference.vocabulary_.tokens())
+    assert sf.model_.feature_count_.sum(axis=1) == pytest.approx(reference.model_.feature_count_.sum(axis=1))
