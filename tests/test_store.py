@@ -241,3 +241,13 @@ def test_a_planted_symlink_at_the_backup_temporary_is_never_written_through(tmp_
     assert not os.path.islink(tmp_path / "model.spamnb.bak")
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
     assert leftovers == []
+
+
+def test_a_hard_link_planted_as_the_lock_is_refused_not_truncated(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    os.link(victim, tmp_path / "model.spamnb.lock")
+    with pytest.raises(ModelError, match="hard link"):
+        with store.locked(tmp_path / "model.spamnb"):
+            pass
+    assert victim.read_bytes() == b"precious\n"

@@ -9,7 +9,7 @@ Readers do not wait for each other; a writer waits for the readers in
 progress, and new readers wait for a writer waiting (so learns are not
 starved by a stream of scores).  Both are reentrant in the thread that
 holds them; a reader that tries to write gets RuntimeError (it would wait
-for itself).  Costs a few microseconds a call.
+for itself).  Costs about 2 microseconds a call (a classify: 140 or more).
 """
 
 from __future__ import annotations

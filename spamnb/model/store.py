@@ -534,8 +534,11 @@ def locked(path, wait=None):
     except OSError as exc:
         raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise ModelError(f"{lock_path}: the model's lock is not a regular file")
+        if st.st_nlink != 1:   # a hard link planted there: writing the pid would truncate another file
+            raise ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
         deadline = time.monotonic() + wait
         while True:
             try:
