@@ -573,3 +573,60 @@ def test_a_kept_model_is_used_again_only_while_no_other_writer_changed_it(model)
     with learning.session(model, kept=kept) as session:
         assert session.filter is not second                  # a failed session's model is not kept
     assert SpamFilter.load(model).class_count_ == (8.0, 10.0)
+
+
+# ---------------------------------------------------------------------------- forget costs what learn costs (issue 25, item 4)
+def _tiny(n):
+    return [b"Subject: tiny %d\n\nword%d other%d common text\n" % (i, i, i % 97) for i in range(n)]
+
+
+def _library_forget_time(n):
+    messages = _tiny(n)
+
+    def work():
+        sf = SpamFilter(length_norm=0)
+        for m in messages:
+            sf.learn(m, True)
+        started = time.perf_counter()
+        for m in messages:
+            sf.forget(m, True)
+        work.elapsed = time.perf_counter() - started
+        assert sf.class_count_ == (0.0, 0.0)
+
+    times = []
+    for _ in range(3):
+        work()
+        times.append(work.elapsed)
+    return min(times)
+
+
+def test_forgetting_four_times_the_messages_costs_about_four_times_not_sixteen():
+    """SpamFilter.forget left each token without counts to a compaction of the
+    whole vocabulary per message: 1k / 4k tiny messages took 1.2 / 16.6 s."""
+    small, large = _library_forget_time(1000), _library_forget_time(4000)
+    assert large < 8 * max(small, 0.002), (small, large)
+
+
+def test_a_session_forgets_in_linear_time_in_a_model_with_unused_tokens(model, tmp_path):
+    """A model file holding tokens without counts cannot forget in place; it
+    folded the whole model after every message (quadratic under the lock)."""
+    sf = SpamFilter.load(model)
+    sf.vocabulary_.add(sf.tokenizer_.stream(HAM[50].read_bytes()))   # tokens without counts, as no spamnb writes
+    sf.word_counts_.resize(sf.vocabulary_.n_features)
+    sf.ages_.days(sf.vocabulary_.n_features)
+    sf.save(model)
+    shutil.copyfile(model, tmp_path / "reference.spamnb")
+
+    messages = _tiny(2000)
+    started = time.perf_counter()
+    with learning.session(model) as session:
+        for m in messages:
+            session.learn(m, True, ledgers.Tally())
+    learned = time.perf_counter() - started
+    started = time.perf_counter()
+    with learning.session(model) as session:
+        for m in messages:
+            session.forget(m)
+    forgotten = time.perf_counter() - started
+    assert SpamFilter.load(model).class_count_ == SpamFilter.load(tmp_path / "reference.spamnb").class_count_
+    assert forgotten < 8 * learned + 2.0, (learned, forgotten)   # main: 0.21 s, 18.9 s (shared machine: slack)

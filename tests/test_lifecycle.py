@@ -615,3 +615,100 @@ def test_the_ledger_goes_through_dump_load_and_merge():
     other = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])
     assert lifecycle.merge([other, base]).ledger_.to_arrays() == base.ledger_.to_arrays()
     assert lifecycle.merge([other, other]).ledger_ is None
+
+
+def test_the_backup_keeps_the_learns_journaled_for_the_model_replaced(home):
+    """prune / load / merge -o MODEL keep MODEL.bak with its journal beside it
+    (MODEL.bak.journal): loading the backup gives the model replaced, learns included."""
+    model = home / "model.spamnb"
+    message = home / "m"
+    message.write_bytes(b"Subject: kept\n\nnever seen zqzq words\n")
+    assert run(["learn", "--spam", "-q", message], home).returncode == 0
+    assert (home / "model.spamnb.journal").exists()
+    learned = SpamFilter.load(model).class_count_
+    assert run(["dump", "-o", "d.txt"], home).returncode == 0
+    proc = run(["merge", "-q", "model.spamnb", "d.txt", "-o", "model.spamnb"], home)
+    assert proc.returncode == 0, proc.stderr
+    assert SpamFilter.load(home / "model.spamnb.bak").class_count_ == learned
+    assert SpamFilter.load(model).class_count_ == tuple(2 * v for v in learned)
+    assert not (home / "model.spamnb.journal").exists()
+    assert run(["load", "-q", "--add", "d.txt"], home).returncode == 0
+    assert SpamFilter.load(home / "model.spamnb.bak").class_count_ == tuple(2 * v for v in learned)
+    assert not (home / "model.spamnb.bak.journal").exists()   # the older backup's journal went with it
+
+
+# ---------------------------------------------------------------------------- dumps as hostile input (issue 25, item 5)
+def _edited_dump(home, old, new):
+    """The model's dump with the header line starting ``old`` replaced by ``new`` (no checksum: hand-edited)."""
+    lines = run(["dump"], home).stdout.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(old))
+    lines[at] = new
+    end = next(i for i, line in enumerate(lines) if line.startswith(b"end "))
+    lines[end] = b" ".join(lines[end].split(b" ")[:2] + [b"-"])
+    return b"\n".join(lines)
+
+
+def _settings_line(home, **changes):
+    import json
+
+    line = next(l for l in run(["dump"], home).stdout.split(b"\n") if l.startswith(b"settings "))
+    settings = json.loads(line[len(b"settings "):])
+    settings.update(changes)
+    return b"settings " + json.dumps(settings, sort_keys=True, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("field, value", [
+    (b"messages ", b"messages 1e308 1e308"),
+    (b"messages ", b"messages 3.5 2"),
+    (b"messages ", b"messages nan 2"),
+    (b"max-tokens ", b"max-tokens 5"),
+    (b"max-tokens ", b"max-tokens -1"),
+    (b"settings ", {"length_norm": 1e308}),
+    (b"settings ", {"alpha": 1e308}),
+    (b"settings ", {"feature_weight": 1e300}),
+    (b"settings ", {"spam_cutoff": None}),
+])
+def test_a_dump_that_would_wreck_the_model_is_refused_with_one_line(home, field, value):
+    model = home / "model.spamnb"
+    before = model.read_bytes()
+    if isinstance(value, dict):
+        value = _settings_line(home, **value)
+    (home / "bad.txt").write_bytes(_edited_dump(home, field, value))
+    for args in (["load", "bad.txt"], ["load", "--add", "bad.txt"], ["merge", "bad.txt", "-o", "model.spamnb"]):
+        proc = run(args, home)
+        assert proc.returncode == 3, (args, proc.stderr)
+        assert proc.stderr.decode().count("\n") == 1 and "line " in proc.stderr.decode(), proc.stderr
+        assert model.read_bytes() == before
+    assert run(["classify"], home, b"Subject: hi\n\nhello\n").returncode in (0, 1, 2)   # a verdict
+
+
+def test_a_dump_with_max_tokens_0_loads_with_expiry_off_and_a_learn_keeps_the_tokens(home):
+    (home / "zero.txt").write_bytes(_edited_dump(home, b"max-tokens ", b"max-tokens 0"))
+    assert run(["load", "-q", "zero.txt"], home).returncode == 0
+    model = home / "model.spamnb"
+    n = SpamFilter.load(model).vocabulary_.n_features
+    assert SpamFilter.load(model).ages_.max_tokens is None
+    (home / "m").write_bytes(b"Subject: new\n\nsome words\n")
+    assert run(["learn", "-q", "--spam", "m"], home).returncode == 0
+    assert SpamFilter.load(model).vocabulary_.n_features >= n
+
+
+def test_a_model_file_with_a_tiny_token_limit_is_not_pruned_to_nothing(home):
+    """A crafted (or old) model file whose expiry limit is below the minimum: a learn keeps its tokens."""
+    model = home / "model.spamnb"
+    sf = SpamFilter.load(model)
+    n = sf.vocabulary_.n_features
+    sf.ages_.max_tokens = 0
+    sf.save(model)
+    (home / "m").write_bytes(b"Subject: new\n\nsome words\n")
+    assert run(["learn", "-q", "--spam", "m"], home).returncode == 0
+    assert SpamFilter.load(model).vocabulary_.n_features >= n
+    assert run(["prune", "--expire-at", 10], home).returncode == 64   # refused, one line
+    assert SpamFilter.load(model).vocabulary_.n_features >= n
+
+
+@pytest.mark.parametrize("name, value", [("length_norm", 1e308), ("alpha", 1e308), ("alpha", float("nan")),
+                                         ("feature_weight", float("inf")), ("spam_cutoff", float("nan"))])
+def test_settings_out_of_range_are_refused(name, value):
+    with pytest.raises(ValueError, match=name.split("_")[0]):
+        SpamFilter(**{name: value})

@@ -10,6 +10,8 @@ import pytest
 from spamnb.model import store
 from spamnb.model.store import FORMAT_VERSION, ModelError, read_model, write_model
 
+from conftest import SAMPLE_CORPUS
+
 
 def _write(path, **extra):
     header = {"format": "test", "n": 3, **extra}
@@ -193,3 +195,59 @@ def test_a_large_model_is_read_into_private_memory_not_the_file(tmp_path, monkey
     write_model(path, {"format": "test"}, {"c": ("B", payload[:size])})
     assert bytes(read_model(path)[1]["c"]) == payload[:size]
     assert isinstance(store._private_memory(10).obj, bytearray)
+
+
+# ---------------------------------------------------------------------------- planted links (issue 25, item 2)
+def _train_home(tmp_path):
+    from spamnb.cli import main as cli
+
+    model = tmp_path / "model.spamnb"
+    assert cli.main(["train", "-q", "-m", str(model), str(SAMPLE_CORPUS)]) == 0
+    return cli, model
+
+
+def _plant(folder, victim):
+    """Symbolic links at every name a writer of this process could predict beside the model."""
+    pid = os.getpid()
+    for name in (f"model.spamnb.bak.{pid}.tmp", f".model.spamnb.bak.{pid}.tmp", f"model.spamnb.{pid}.tmp",
+                 f"model.spamnb.journal.{pid}.tmp", f"model.spamnb.lock.{pid}.tmp"):
+        os.symlink(victim, folder / name)
+
+
+@pytest.mark.parametrize("no_hard_links", [False, True])
+def test_a_planted_symlink_at_the_backup_temporary_is_never_written_through(tmp_path, monkeypatch, no_hard_links):
+    cli, model = _train_home(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    _plant(tmp_path, victim)
+    if no_hard_links:   # a file system without hard links: the backup is copied, into a file of its own
+        def no_link(*args, **kwargs):
+            raise PermissionError(1, "Operation not permitted")
+        monkeypatch.setattr(os, "link", no_link)
+    assert cli.main(["dump", "-m", str(model), "-o", str(tmp_path / "d.txt")]) == 0
+    before = model.read_bytes()
+    assert cli.main(["train", "-q", "-m", str(model), str(SAMPLE_CORPUS)]) == 0
+    assert victim.read_bytes() == b"precious\n"
+    assert (tmp_path / "model.spamnb.bak").read_bytes() == before
+    assert cli.main(["load", "-q", "-m", str(model), str(tmp_path / "d.txt")]) == 0
+    assert cli.main(["prune", "-q", "-m", str(model), "--target-size", "100"]) == 0
+    assert victim.read_bytes() == b"precious\n"
+    assert os.path.islink(tmp_path / f"model.spamnb.bak.{os.getpid()}.tmp")   # left alone, not followed
+    # the backup is a regular file of its own: a link planted at MODEL.bak is replaced, not followed
+    (tmp_path / "model.spamnb.bak").unlink()
+    os.symlink(victim, tmp_path / "model.spamnb.bak")
+    assert cli.main(["prune", "-q", "-m", str(model), "--target-size", "50"]) == 0
+    assert victim.read_bytes() == b"precious\n"
+    assert not os.path.islink(tmp_path / "model.spamnb.bak")
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
+    assert leftovers == []
+
+
+def test_a_hard_link_planted_as_the_lock_is_refused_not_truncated(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    os.link(victim, tmp_path / "model.spamnb.lock")
+    with pytest.raises(ModelError, match="hard link"):
+        with store.locked(tmp_path / "model.spamnb"):
+            pass
+    assert victim.read_bytes() == b"precious\n"

@@ -259,7 +259,7 @@ class Vocabulary:
         (their feature indices stay unused: holes, see ``spamnb.model.deltas``);
         returns how many were there."""
         if not self._writable and self._tail is None:
-            raise ValueError("a vocabulary read from a file removes tokens only in place")
+            self._make_writable()   # a file's index, not extended in place: removed from a copy
         return _holes.remove(self.keys, self.values, hashes, which)
 
     def _make_writable(self):

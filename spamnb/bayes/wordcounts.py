@@ -97,6 +97,7 @@ class WordCounts:
         self._flat = None       # or the flat counts (a model file's, or joined rows)
         self._derived = None    # (log_count, log_norm, log_prior)
         self._in_place = None   # _InPlace: a model file's counts and logs patched in place (extend_in_place)
+        self._holes = 0         # tokens forgotten out of the rows, not counted in V until compacted (forget_zeros)
 
     @classmethod
     def from_arrays(cls, alpha, prior, class_count, feature_count, derived=None):
@@ -176,17 +177,46 @@ class WordCounts:
             _holes.zero_counts(indices, self._flat[c * n:(c + 1) * n], ip.tails[c], zero)
         return zero
 
+    def forget_zeros(self, indices, cls, transform, n_features, length):
+        """Remove one message of class ``cls`` from the counts held as rows (not
+        in place), as ``add(..., sign=-1)``, and return what
+        :meth:`forget_in_place` returns: one byte per occurrence, 1 where the
+        token is left with no count in any class.  The caller takes those out
+        of the vocabulary's index and counts them with :meth:`holes_left`: no
+        scan of all the counts, so a forget costs what a learn costs.  None
+        when the counts are held in place (see :meth:`forget_in_place`)."""
+        if self._in_place is not None:
+            return None
+        self.add(indices, cls, transform, -1, n_features, length)
+        self._pad()
+        zero = bytearray(b"\x01") * len(indices)
+        empty = array("d")
+        for row in self._rows:
+            _holes.zero_counts(indices, row, empty, zero)
+        return zero
+
     def holes_left(self, count):
-        """``count`` more tokens of the counts are holes (see :meth:`forget_in_place`)."""
-        self._in_place.holes += count
+        """``count`` more tokens of the counts are holes (see :meth:`forget_in_place`,
+        :meth:`forget_zeros`): zero counts that V does not count until :meth:`compact`."""
+        if self._in_place is not None:
+            self._in_place.holes += count
+        else:
+            self._holes += count
+            self._derived = None
+
+    @property
+    def in_place(self):
+        """Whether the counts are held in place (:meth:`extend_in_place`)."""
+        return self._in_place is not None
 
     @property
     def n_holes(self):
-        return self._in_place.holes if self._in_place is not None else 0
+        return self._in_place.holes if self._in_place is not None else self._holes
 
     def _join(self):
         """Leave the in-place mode: the file's rows copied, the side rows after them."""
         ip, self._in_place = self._in_place, None
+        self._holes += ip.holes
         self._rows = _copy_rows(self._flat, self.n_classes, ip.n_base)
         for row, tail in zip(self._rows, ip.tails):
             row += tail
@@ -294,10 +324,13 @@ class WordCounts:
         """Keep the tokens where ``keep`` (a sequence of bools) is true, in order."""
         import numpy as np
 
+        if self._in_place is not None:   # leave the in-place mode for good, changed or not
+            self._join()
         keep = np.asarray(keep, dtype=bool)
         kept = np.ascontiguousarray(self.matrix()[:, keep])
         self._rows = [_from_numpy(kept[c]) for c in range(self.n_classes)]
         self.n_features_ = int(keep.sum())
+        self._holes = 0   # compacted with every token without counts (spamnb.model.deltas.fold)
         self._flat = None
         self._derived = None
         return self
@@ -338,6 +371,9 @@ class WordCounts:
 
             counts = self.matrix()
             log_count, log_norm = smoothed_logs(counts, self.alpha)
+            if self._holes:   # V without the holes (zero counts: the sums are the same)
+                with np.errstate(divide="ignore"):
+                    log_norm = np.log(counts.sum(axis=1) + self.alpha * (self.n_features_ - self._holes))
             class_count = np.asarray(self.class_count_, dtype=np.float64)
             alpha = np.ones(self.n_classes) if self.prior == "map" else None
             self._derived = (log_count.reshape(-1), tuple(log_norm.tolist()),

@@ -2,10 +2,13 @@
 (a thin shell over :mod:`spamnb.model.lifecycle`), and the lines they add to
 ``spamnb info``.
 
-Every command that changes a model holds the learners' lock
-(``spamnb.model.store.locked``) from reading it to writing it, and writes it
-atomically (a new file renamed over the old one): a kill at any moment
-leaves the old model or the new one.  A dump is read and checked whole
+Every command that changes a model takes the learners' lock
+(``spamnb.model.store.locked``) before it reads anything of the model it
+will replace (``merge A B -o A`` included) and holds it until the model is
+written, atomically (a new file renamed over the old one): a kill at any
+moment leaves the old model or the new one, and no learn acknowledged
+meanwhile is lost.  The model replaced is kept as ``MODEL.bak`` (with its
+journal, as ``MODEL.bak.journal``).  A dump is read and checked whole
 before the model is touched, so a damaged dump changes nothing.
 """
 
@@ -52,9 +55,9 @@ def register(sub, wanted):
                        help="drop tokens not seen in a learned message for more than DAYS days")
         p.add_argument("--target-size", type=_non_negative(int), metavar="N",
                        help="keep at most the N most useful tokens")
-        p.add_argument("--expire-at", type=_non_negative(int), metavar="N",
-                       help="automatic expiry: when a learn leaves more than N tokens, prune to 90 %% of N "
-                            "(0: off); prunes now too if the model is past N")
+        p.add_argument("--expire-at", type=_token_limit, metavar="N",
+                       help="automatic expiry: when a learn leaves more than N tokens (N >= 1000), prune to "
+                            "90 %% of N (0: off); prunes now too if the model is past N")
         p.add_argument("-n", "--dry-run", action="store_true", help="say what would go, change nothing")
         p.add_argument("-q", "--quiet", action="store_true")
         model_option(p)
@@ -75,6 +78,19 @@ def _non_negative(kind):
         return value
 
     return parse
+
+
+def _token_limit(text):
+    """``--expire-at``: 0 (off) or a limit lifecycle.check_max_tokens takes."""
+    import argparse
+
+    from spamnb.model.lifecycle import check_max_tokens
+
+    try:
+        value = int(text)
+        return value if value == 0 else check_max_tokens(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if "limit" in str(exc) else f"not a number: {text!r}") from None
 
 
 def _read_model(path):
@@ -141,7 +157,7 @@ def cmd_load(args):
             except ValueError as exc:
                 raise CommandError(f"{args.file}: {exc}; nothing was changed") from None
         # the journal goes: folded in (--add: loaded with the model) or replaced
-        journal.save_whole(loaded, real, real + ".bak" if exists and not args.add else None)
+        journal.save_whole(loaded, real, real + ".bak" if exists else None)
     if not args.quiet:
         print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
     return 0
@@ -151,15 +167,19 @@ def cmd_merge(args):
     from spamnb.model import journal, lifecycle
     from spamnb.model.store import locked
 
-    filters = [_read_model(path) for path in args.inputs]
-    try:
-        merged = lifecycle.merge(filters)
-    except ValueError as exc:
-        raise CommandError(f"{exc}; nothing was written") from None
+    # the output's lock first, then the inputs read: an input that is the output
+    # (merge A B -o A) is read with every learn acknowledged before, and none after is lost
     with locked(args.output, wait=args.wait) as real:
-        journal.save_whole(merged, real)
+        filters = [_read_model(path) for path in args.inputs]
+        try:
+            merged = lifecycle.merge(filters)
+        except ValueError as exc:
+            raise CommandError(f"{exc}; nothing was written") from None
+        exists = os.path.exists(real)
+        journal.save_whole(merged, real, real + ".bak" if exists else None)
     if not args.quiet:
-        print(f"merged {len(filters)} models into {args.output}: {_size(merged)}")
+        print(f"merged {len(filters)} models into {args.output}: {_size(merged)}"
+              + (f" (the model it replaced is kept as {real}.bak)" if exists else ""))
     return 0
 
 

@@ -41,22 +41,34 @@ DEFAULT_HAM_CUTOFF = 1.0 / (1.0 + math.exp(-DEFAULT_HAM_LOG_ODDS))   # P = 0.018
 DEFAULT_LENGTH_NORM = 5.0
 DEFAULT_EVIDENCE = 10
 MAX_EVIDENCE = 1000
+# Ranges a model's settings must lie in (a dump, a model file and the library
+# are checked alike: a value outside would make every score NaN or infinite,
+# e.g. length_norm 1e308 overflows the counts).  Far beyond any value tuned
+# (alpha 0.001 .. 1, length_norm 0 .. 100, feature_weight 0 .. 10).
+MAX_ALPHA = 1e3
+MAX_LENGTH_NORM = 1e6
+MAX_FEATURE_WEIGHT = 1e6
 
 
 def check_params(alpha, prior, counts, length_norm, ham_cutoff=0.0, spam_cutoff=1.0, n_evidence=0,
                  feature_weight=0.0):
     """ValueError naming the first hyper-parameter out of its range."""
-    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a positive number, got {alpha!r}")
+    if not (_number(alpha) and 0 < alpha <= MAX_ALPHA):
+        raise ValueError(f"alpha must be a number > 0 and <= {MAX_ALPHA:g}, got {alpha!r}")
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
     if counts not in COUNT_TRANSFORMS:
         raise ValueError(f"counts must be one of {tuple(COUNT_TRANSFORMS)}, got {counts!r}")
-    if not 0.0 <= ham_cutoff <= spam_cutoff <= 1.0:
+    if not (_number(ham_cutoff) and _number(spam_cutoff) and 0.0 <= ham_cutoff <= spam_cutoff <= 1.0):
         raise ValueError("cutoffs must satisfy 0 <= ham_cutoff <= spam_cutoff <= 1")
     if isinstance(n_evidence, bool) or not isinstance(n_evidence, int) or not 0 <= n_evidence <= MAX_EVIDENCE:
         raise ValueError(f"n_evidence must be an integer from 0 to {MAX_EVIDENCE}, got {n_evidence!r}")
-    if not (isinstance(feature_weight, (int, float)) and math.isfinite(feature_weight) and feature_weight >= 0):
-        raise ValueError(f"feature_weight must be a number >= 0, got {feature_weight!r}")
-    if not (isinstance(length_norm, (int, float)) and math.isfinite(length_norm) and length_norm >= 0):
-        raise ValueError(f"length_norm must be a number >= 0, got {length_norm!r}")
+    if not (_number(feature_weight) and 0 <= feature_weight <= MAX_FEATURE_WEIGHT):
+        raise ValueError(f"feature_weight must be a number from 0 to {MAX_FEATURE_WEIGHT:g}, got {feature_weight!r}")
+    if not (_number(length_norm) and 0 <= length_norm <= MAX_LENGTH_NORM):
+        raise ValueError(f"length_norm must be a number from 0 to {MAX_LENGTH_NORM:g}, got {length_norm!r}")
+
+
+def _number(value):
+    """A finite int or float (not a bool, not NaN)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -82,22 +82,6 @@ def forget(spam_filter, cls, hashes):
     them out of the vocabulary, counts and ages at once, as every forget
     of ``SpamFilter.forget`` would have; so the scores are those of the
     model forgotten and rewritten, and a whole save writes its file."""
-    state = vars(spam_filter)
-    vocab, counts = state["vocabulary_"], state["word_counts_"]
-    if counts is not None and not spam_filter.feature_weight:
-        indices = vocab.lookup(hashes)
-        unknown = indices.count(-1)
-        if unknown:
-            raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
-        counts.resize(vocab.n_features)
-        zero = counts.forget_in_place(indices, int(bool(cls)), _transform(spam_filter), vocab.n_features,
-                                      float(spam_filter.length_norm))
-        if zero is not None:
-            if 1 in zero:
-                counts.holes_left(vocab.remove(hashes, zero))
-                state["_holes"] = True
-            spam_filter._scorer = None
-            return
     spam_filter.forget_hashes(hashes, bool(cls))
 
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import re
 import zlib
 from array import array
 
-from spamnb.model.lifecycle import (_EPOCH, UNKNOWN_DAY, _build, _Duplicate, _State, _state,
-                                    day_text)
+from spamnb.model.lifecycle import (_EPOCH, MAX_COUNT, UNKNOWN_DAY, _build, _Duplicate, _State, _state,
+                                    check_max_tokens, day_text)
 
 __all__ = ["DumpError", "DUMP_FORMAT", "DUMP_VERSION", "dump", "load_dump", "escape_token", "unescape_token"]
 
@@ -238,18 +237,16 @@ def load_dump(stream, name="-"):
         fail(str(exc))
     text = header_field("max-tokens")
     try:
-        max_tokens = None if text == "-" else int(text)
-        if max_tokens is not None and max_tokens < 0:
-            raise ValueError
-    except ValueError:
-        fail("'max-tokens' must be a count or -")
+        max_tokens = None if text in ("-", "0") else check_max_tokens(int(text))   # 0: off, as --expire-at 0
+    except ValueError as exc:
+        fail(f"'max-tokens': {exc}" if "limit" in str(exc) else "'max-tokens' must be a count or -")
     text = header_field("messages")
     try:
         class_count = tuple(float(v) for v in text.split(" "))
-        if len(class_count) != 2 or not all(math.isfinite(v) and v >= 0 for v in class_count):
+        if len(class_count) != 2 or not all(v.is_integer() and 0 <= v <= MAX_COUNT for v in class_count):
             raise ValueError
     except ValueError:
-        fail("'messages' must be two counts (ham spam), finite and >= 0")
+        fail(f"'messages' must be two whole counts (ham spam) from 0 to {MAX_COUNT:.0f}")
     n_declared = count_field("tokens")
 
     blob = bytearray()
@@ -275,8 +272,8 @@ def load_dump(stream, name="-"):
             n_ham, n_spam = float(fields[1]), float(fields[2])
         except ValueError:
             fail("the counts are not numbers")
-        if not (math.isfinite(n_ham) and math.isfinite(n_spam) and n_ham >= 0 and n_spam >= 0):
-            fail("the counts must be finite and >= 0")
+        if not (0 <= n_ham <= MAX_COUNT and 0 <= n_spam <= MAX_COUNT):   # NaN fails too
+            fail(f"the counts must be numbers from 0 to {MAX_COUNT:.0f}")
         try:
             days.append(_parse_day(fields[3].decode("ascii")))
         except (ValueError, UnicodeDecodeError) as exc:

@@ -64,6 +64,7 @@ the journal could be applied.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 
 from spamnb.bayes import _checks
@@ -303,8 +304,11 @@ def append(journal, transactions):
     if journal.status == "ok" and journal.end is not None:
         first = len(journal.payloads)
         records = b"".join(_record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
-        fd = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+        # never through a link planted at the journal's name (it is renamed into place, never a link)
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{path}: the model's journal is not a regular file")
             if os.fstat(fd).st_size != journal.end:
                 os.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
             done = 0
@@ -357,9 +361,30 @@ def save_whole(spam_filter, real, backup=None):
     """Save ``spam_filter`` whole at ``real`` (under its lock) and remove the
     model's journal: it was replayed into the filter when the model was
     loaded, or belongs to the model replaced (``train``, ``load``, ``merge``,
-    ``prune``)."""
+    ``prune``).  With a ``backup`` (where the model replaced is kept), the
+    journal goes beside it (``BACKUP.journal``): it extends that very file, so
+    loading the backup gives the model replaced with its learns."""
     spam_filter.save(real, backup=backup)
+    if backup is not None:
+        _keep_with_backup(real, os.fspath(backup))
     discard(real)
+
+
+def _keep_with_backup(real, backup):
+    """Move the journal of the model at ``real`` to ``backup + SUFFIX`` (a
+    rename: a link planted there is replaced, never followed), or remove an
+    older backup's journal there when the model had none."""
+    source, target = real + SUFFIX, backup + SUFFIX
+    try:
+        if stat.S_ISREG(os.lstat(source).st_mode):
+            os.replace(source, target)
+            return
+    except OSError:
+        pass
+    try:
+        os.unlink(target)
+    except OSError:
+        pass
 
 
 def discard(model_path):

@@ -29,8 +29,15 @@ UTF-8 text, one record per line (LF), written and read as a stream::
   one-line JSON (the model's parameters and tokenizer settings; the Gaussian
   message-feature statistics, or ``null``), ``created``/``last-learn`` are
   days (``YYYY-MM-DD``, or ``-`` when unknown), ``max-tokens`` the size
-  past which a learn prunes the model (``-``: never), ``messages`` the messages
-  learned per class (ham, spam), ``tokens`` how many token lines follow.
+  past which a learn prunes the model (``-`` or ``0``: never; else at least
+  ``MIN_MAX_TOKENS``, 1000), ``messages`` the messages learned per class
+  (ham, spam: whole numbers from 0 to 2**53), ``tokens`` how many token lines
+  follow.
+- A dump is hostile input: every field is checked against its range before
+  the model is touched (the settings as ``SpamFilter`` checks them: alpha in
+  (0, 1000], length_norm and feature_weight finite in [0, 1e6], the cutoffs in
+  [0, 1]; counts from 0 to 2**53), and a value out of range is refused with
+  one line naming the line of the dump, the model unchanged.
 - One line per token, in the model's feature order, four tab-separated
   fields: the token, its (transformed) ham and spam counts, and the day it
   was last seen in a learned message (``-`` when unknown).  Counts are
@@ -105,7 +112,7 @@ from array import array
 from spamnb.model.ages import today
 
 __all__ = ["merge", "prune", "prune_mask", "usefulness", "describe", "expire", "today", "day_text",
-           "DEFAULT_TARGET_SIZE", "SETTINGS_THAT_MUST_MATCH"]
+           "check_max_tokens", "DEFAULT_TARGET_SIZE", "MIN_MAX_TOKENS", "MAX_COUNT", "SETTINGS_THAT_MUST_MATCH"]
 _EPOCH = datetime.date(1970, 1, 1).toordinal()
 SETTINGS_THAT_MUST_MATCH = ("tokenizer", "alpha", "prior", "counts", "feature_weight", "length_norm")
 UNKNOWN_DAY = 0               # a last-seen day of 0 means "not known" (a model from before the field)
@@ -417,13 +424,29 @@ def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None,
 # ---------------------------------------------------------------------------- automatic expiry
 DEFAULT_TARGET_SIZE = 150_000   # tokens; chosen from the measured cost of pruning (docs/lifecycle.md)
 EXPIRE_TO = 0.9                 # automatic expiry prunes to this share of max_tokens (not at every learn)
+MIN_MAX_TOKENS = 1000           # a smaller limit would prune a model to nothing useful at its next learn
+MAX_COUNT = float(2 ** 53)      # message and token counts above this are no counts (floats lose units there)
+
+
+def check_max_tokens(value):
+    """The automatic-expiry limit ``value`` (None: off) or ValueError: an
+    integer >= MIN_MAX_TOKENS.  (0 means off where a person gives it:
+    ``spamnb prune --expire-at 0``, a dump's ``max-tokens 0``.)"""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_MAX_TOKENS <= value <= 2 ** 31:
+        raise ValueError(f"the token limit must be - (off) or an integer from {MIN_MAX_TOKENS} "
+                         f"to {2 ** 31}, got {value!r}")
+    return value
 
 
 def expire(spam_filter, now=None):
     """Automatic expiry: when the filter has more tokens than its
     ``ages_.max_tokens``, the least useful go until ``EXPIRE_TO`` of it is
-    left.  Returns ``(filter, n_dropped)`` (the same filter when nothing goes)."""
+    left (a limit below ``MIN_MAX_TOKENS``, which no command sets, is off).  Returns ``(filter, n_dropped)`` (the same filter when nothing goes)."""
     max_tokens = spam_filter.ages_.max_tokens
+    if max_tokens is not None and max_tokens < MIN_MAX_TOKENS:
+        max_tokens = None   # a limit no spamnb sets (a crafted model file): never prune a model to nothing
     if max_tokens is None or spam_filter.vocabulary_.n_features <= max_tokens:
         return spam_filter, 0
     return prune(spam_filter, target_size=int(max_tokens * EXPIRE_TO), now=now)

@@ -309,10 +309,15 @@ class FeatureModel:
             raise ValueError(f"not a feature model ({exc!r})") from None
         if len(counts) != 2 or not all(math.isfinite(v) and v >= 0 for v in counts):
             raise ValueError("class_count must be two finite counts >= 0")
-        if any(v <= 0 for row in data["variances"] for v in row):
-            raise ValueError("variances must be > 0")
-        if any(v < 0 for row in data["scatter"] for v in row):
-            raise ValueError("scatter must be >= 0")
+        if any(v > 2.0 ** 53 for v in counts):
+            raise ValueError("class_count must be at most 2**53")
+        # ranges that keep every log-likelihood finite: (x - mean)^2 / var never overflows
+        if any(not 1e-300 <= v <= 1e300 for row in data["variances"] for v in row):
+            raise ValueError("variances must be from 1e-300 to 1e300")
+        if any(not 0 <= v <= 1e300 for row in data["scatter"] for v in row):
+            raise ValueError("scatter must be from 0 to 1e300")
+        if any(not abs(v) <= 1e150 for row in data["means"] for v in row):
+            raise ValueError("means must be within +-1e150")
         self.names_ = names
         self.class_count_ = counts
         self.means_ = [[float(v) for v in row] for row in data["means"]]

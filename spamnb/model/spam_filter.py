@@ -13,13 +13,16 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.model import codec, scoring, verdict
 from spamnb.model.calibrate import AUTO_PAIRS, DEFAULT_TARGET_FPR
 from spamnb.model.ages import Ages
-from spamnb.model.deltas import Folded
+from spamnb.model.deltas import Folded, fold
+from spamnb.model.guard import ReadWriteLock
 from spamnb.model.defaults import (CLASSES, COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE,
                                    DEFAULT_HAM_CUTOFF, DEFAULT_LENGTH_NORM, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
                                    check_params)
@@ -63,6 +66,17 @@ class SpamFilter:
         Euclidean length before they are added or scored (length normalisation,
         Rennie et al. 2003; when scoring, over the tokens the model knows).
         0 leaves them as they are; the default is 5 (``DEFAULT_LENGTH_NORM``).
+
+    Notes
+    -----
+    Threads may share one filter: its methods lock it internally
+    (:mod:`spamnb.model.guard`), scoring (``score``, ``classify``,
+    ``evidence``, ``score_many``, ``transform``, ``strongest_tokens``, ``save``)
+    in many threads at once, learning (``learn``, ``forget``, ``fit``) in one
+    at a time and never during a score, so every score sees a learn whole or
+    not at all.  The fitted attributes (``vocabulary_``, ``word_counts_``, ...)
+    are not locked: read them while no other thread learns.  Processes share
+    a model file through ``spamnb.model.store.locked`` instead.
     """
 
     vocabulary_, word_counts_, ages_ = Folded(), Folded(), Folded()   # forgets' holes folded on use: deltas
@@ -90,6 +104,26 @@ class SpamFilter:
         self.source_ = None      # the model file a loaded filter came from
         self.calibration_ = None  # the cutoffs fit chose (spamnb.model.calibrate.Calibration), or None
         self.journal_ = None      # the journal replayed over the model file at load (spamnb.model.journal)
+        self._guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
+
+    def __copy__(self):
+        other = type(self).__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other._guard = ReadWriteLock()   # a lock of its own (the buffers it shares are not changed in place)
+        return other
+
+    @contextmanager
+    def _reading(self):
+        """Hold the read lock; first fold the holes forgets left (:func:`deltas.fold`),
+        under the write lock, for readers that go through the folded attributes."""
+        guard = self._guard
+        with guard.reading():
+            if not vars(self).get("_holes") or guard.writer_is_me():
+                yield
+                return
+        with guard.writing():
+            fold(self)
+            yield
 
     # ------------------------------------------------------------------ params
     def _check_params(self):
@@ -107,14 +141,16 @@ class SpamFilter:
     @property
     def class_count_(self):
         """Messages learned per class, [ham, spam] (floats)."""
-        return tuple(vars(self)["word_counts_"].class_count_) if self.is_fitted else (0.0, 0.0)
+        with self._guard.reading():
+            return tuple(vars(self)["word_counts_"].class_count_) if self.is_fitted else (0.0, 0.0)
 
     @property
     def model_(self):
         """A :class:`MultinomialNB` with a copy of the counts (classes 0 ham, 1 spam)."""
         from spamnb.bayes.multinomial import MultinomialNB
 
-        return MultinomialNB.from_word_counts(self._counts())
+        with self._reading():
+            return MultinomialNB.from_word_counts(self._counts())
 
     def _require_fitted(self):
         if not self.is_fitted:
@@ -153,6 +189,10 @@ class SpamFilter:
         are added to its class's counts as it is tokenized, the same sums, in
         the same order, as ``MultinomialNB.partial_fit`` over the rows.
         """
+        with self._guard.writing():
+            return self._fit(messages, labels, tune, target_fpr, word_pairs)
+
+    def _fit(self, messages, labels, tune, target_fpr, word_pairs):
         from spamnb.model import fitting
 
         if tune and not self.feature_weight:
@@ -182,6 +222,10 @@ class SpamFilter:
         spam = is_spam_label(spam)
         data = message_bytes(message)
         features = [self._message_features(data)] if self.feature_weight else None
+        with self._guard.writing():
+            return self._learn(data, spam, features)
+
+    def _learn(self, data, spam, features):
         if self.word_counts_ is None:
             self.word_counts_ = self._new_counts()
         indices = self.vocabulary_.add(self.tokenizer_.stream(data))
@@ -208,64 +252,92 @@ class SpamFilter:
         ``spam`` is the label the message was learned with: True/"spam" or False/"ham".
         """
         spam = is_spam_label(spam)  # the label, as fit takes it (required)
-        return self.forget_hashes(self.tokenizer_.stream(message_bytes(message)).hashes, spam)
+        hashes = self.tokenizer_.stream(message_bytes(message)).hashes   # tokenized before the lock
+        return self.forget_hashes(hashes, spam)
 
     def forget_hashes(self, hashes, spam):
-        """``forget`` of a message given as its token hashes (a journal's replay)."""
-        counts = self._counts()
+        """``forget`` of a message given as its token hashes (a journal's replay).
+
+        Costs what a learn costs: the tokens the message leaves without
+        counts leave the vocabulary's index at once (a later learn of one
+        adds it anew, at the end) and are folded out of the vocabulary,
+        counts and ages together on the next use of anything but scoring
+        and learning (``spamnb.model.deltas.fold``), never by a scan of the
+        whole model per message."""
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
-        indices = self.vocabulary_.lookup(hashes)
+        with self._guard.writing():
+            return self._forget_hashes(hashes, spam)
+
+    def _forget_hashes(self, hashes, spam):
+        self._require_fitted()
+        state = vars(self)
+        vocab, counts = state["vocabulary_"], state["word_counts_"]
+        counts.resize(vocab.n_features)
+        indices = vocab.lookup(hashes)
         unknown = indices.count(-1)
         if unknown:  # a learned message has every one of its tokens in the vocabulary
             raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
-        counts.add(indices, int(bool(spam)), COUNT_TRANSFORMS[self.counts], -1, length=float(self.length_norm))
+        transform, cls, length = COUNT_TRANSFORMS[self.counts], int(bool(spam)), float(self.length_norm)
+        zero = counts.forget_in_place(indices, cls, transform, vocab.n_features, length)
+        if zero is None and counts.in_place:
+            # counts held in place whose file has tokens without counts: those go first, once
+            state["_holes"] = True
+            fold(self)
+            vocab, counts = state["vocabulary_"], state["word_counts_"]
+            indices = vocab.lookup(hashes)   # the message's tokens have counts: none went
+        if zero is None:
+            zero = counts.forget_zeros(indices, cls, transform, vocab.n_features, length)
         self._scorer = None
-        unused = counts.unused()
-        if any(unused):
-            keep = [not u for u in unused]
-            self.vocabulary_.compact(keep)
-            counts.compact(keep)
-            self.ages_.compact(keep)
+        if 1 in zero:
+            counts.holes_left(vocab.remove(hashes, zero))
+            state["_holes"] = True
         return self
 
     # ------------------------------------------------------------------ scoring
     def transform(self, messages):
         """Token-count vectors of messages over the fitted vocabulary: CSR (n_messages, n_features)."""
-        return scoring.transform(self, messages)
+        with self._reading():
+            return scoring.transform(self, messages)
 
     def score_many(self, messages):
         """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
-        return scoring.score_many(self, messages)
+        with self._reading():
+            return scoring.score_many(self, messages)
 
     def evidence(self, message):
         """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
         what the verdict rule (``spamnb.model.verdict``) reads."""
-        log_odds, _evidence, _n, _known, sums = scoring.score_one(self, message, 0)
+        with self._guard.reading():
+            log_odds, _evidence, _n, _known, sums = scoring.score_one(self, message, 0)
         return (log_odds,) + sums
 
     def score(self, message):
         """``Score(probability, log_odds)`` of one message."""
-        log_odds = scoring.score_one(self, message, 0, parts=False)[0]
+        with self._guard.reading():
+            log_odds = scoring.score_one(self, message, 0, parts=False)[0]
         return Score(_probability(log_odds), log_odds)
 
     def classify(self, message, evidence=True):
         """A :class:`Verdict`: spam / unsure / ham by the cutoffs and the evidence
         (the rule of ``spamnb.model.verdict.decide``), with its strongest tokens
         (``evidence=False``: the same verdict without them, which is cheaper)."""
-        log_odds, evidence, n_tokens, n_known, sums = scoring.score_one(self, message, int(self.n_evidence) if evidence else 0)
+        with self._guard.reading():
+            log_odds, evidence, n_tokens, n_known, sums = scoring.score_one(self, message, int(self.n_evidence)
+                                                                            if evidence else 0)
+            if evidence:
+                token = vars(self)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
+                evidence = tuple((token(i), w) for i, w in evidence)
         probability = _probability(log_odds)
         label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
         why = verdict.reason(label, log_odds, *sums, self.ham_cutoff) if label == "unsure" else ""
-        if evidence:
-            token = vars(self)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
-            evidence = tuple((token(i), w) for i, w in evidence)
         return Verdict(label, probability, log_odds, evidence or (), n_tokens, n_known, why, sums[2])
 
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):
         """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.model.scoring.strongest_tokens`."""
-        return scoring.strongest_tokens(self, n, min_count)
+        with self._reading():
+            return scoring.strongest_tokens(self, n, min_count)
 
     def save(self, path=None, backup=None):
         """Write the model atomically to ``path`` (default: ``$SPAMNB_HOME/model.spamnb``);
@@ -276,7 +348,8 @@ class SpamFilter:
         regular file is refused.  Call it under ``spamnb.model.store.locked(path)``
         for read-modify-write (``learn``); see ``spamnb.model.store.write_model``.
         """
-        codec.write(self, path, backup)
+        with self._reading():
+            codec.write(self, path, backup)
 
     @classmethod
     def load(cls, path=None, tokenizer=None):

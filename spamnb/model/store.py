@@ -31,7 +31,11 @@ Writing is atomic: a temporary file in the same folder, flushed and fsynced,
 renamed over the old one, then the folder fsynced.  A crash at any moment
 leaves the old model or the new one, never a mix.  A writer killed mid-write
 leaves its temporary file (``.NAME.PID.XXXX.tmp``); the next successful save
-of that model removes those whose process no longer exists.  The model path
+of that model removes those whose process no longer exists.  Every temporary
+file (the model's, a dump's, the journal's, the backup's ``.MODEL.bak.PID.XXXX.tmp``)
+has a name no other process can predict and is created with O_EXCL (or is a
+hard link made there, which fails on anything already there): nothing is
+ever written through a link planted beside the model.  The model path
 is resolved once: a symbolic link's target is replaced (the link stays), an
 existing model keeps its owner, group and mode, a new one gets 0666 less the
 umask, and anything but a regular file (a FIFO, ``/dev/null``) is refused.
@@ -232,15 +236,73 @@ def _same_owner(fd, old):
 
 
 def _keep_backup(path, backup):
-    """Make ``backup`` the current file at ``path`` (atomically replacing an older backup)."""
-    tmp = f"{backup}.{os.getpid()}.tmp"
-    try:
-        os.link(path, tmp)
-    except OSError:
-        import shutil
+    """Make ``backup`` the current file at ``path`` (atomically replacing an older backup).
 
-        shutil.copy2(path, tmp)
-    os.replace(tmp, backup)
+    The step between is a new name in the backup's folder that no other
+    process can predict or have planted (``.BACKUP.PID.XXXX.tmp``, chosen by
+    :mod:`tempfile`): a hard link to ``path`` made there (``link`` never
+    follows a link at the new name: it fails on anything already there, and
+    another name is tried), or, where the file system has no hard links, a
+    copy written into a file created with O_EXCL (never through a link).
+    The rename that follows replaces ``backup`` itself, a symbolic link
+    there included, never the file it points to."""
+    import secrets
+
+    directory = os.path.dirname(backup) or "."
+    prefix = f".{os.path.basename(backup)}.{os.getpid()}."
+    for _ in range(100):
+        tmp = os.path.join(directory, prefix + secrets.token_hex(8) + ".tmp")
+        try:
+            os.link(path, tmp, follow_symlinks=False)
+            break
+        except FileExistsError:
+            continue   # planted, or a collision: another unpredictable name
+        except OSError:   # no hard links here (EPERM, EXDEV, ...): copy into a new file of our own
+            tmp = _copy_exclusive(path, directory, prefix)
+            break
+    else:
+        raise FileExistsError(f"{directory}: no free name for the backup's temporary file")
+    try:
+        os.replace(tmp, backup)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _remove_stale_temporaries(directory, os.path.basename(backup))
+
+
+def _copy_exclusive(path, directory, prefix):
+    """A copy of the file at ``path`` in a new file (O_EXCL, so never a link) of
+    ``directory``, with its mode; returns the copy's path."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    try:
+        source = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(source)
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            while True:
+                chunk = os.read(source, 1 << 20)
+                if not chunk:
+                    break
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(source)
+    except BaseException:
+        os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    os.close(fd)
+    return tmp
 
 
 def _remove_stale_temporaries(directory, name):
@@ -472,8 +534,11 @@ def locked(path, wait=None):
     except OSError as exc:
         raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise ModelError(f"{lock_path}: the model's lock is not a regular file")
+        if st.st_nlink != 1:   # a hard link planted there: writing the pid would truncate another file
+            raise ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
         deadline = time.monotonic() + wait
         while True:
             try:

@@ -1,0 +1,84 @@
+"""The lock of one :class:`spamnb.SpamFilter` shared by threads: many readers
+(scoring) at once, or one writer (learning), never both.
+
+A learn grows the vocabulary's hash index and the count rows in place; a
+score reads them through buffers.  Without the lock a learn in one thread
+while another scored raised BufferError part-way through the learn (leaving
+the class counts ahead of the tokens counted), or crashed the process.
+Readers do not wait for each other; a writer waits for the readers in
+progress, and new readers wait for a writer waiting (so learns are not
+starved by a stream of scores).  Both are reentrant in the thread that
+holds them; a reader that tries to write gets RuntimeError (it would wait
+for itself).  Costs about 2 microseconds a call (a classify: 140 or more).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+__all__ = ["ReadWriteLock"]
+
+
+class ReadWriteLock:
+    """Readers together or one writer: :meth:`reading` and :meth:`writing`."""
+
+    __slots__ = ("_cond", "_readers", "_writer", "_waiting", "_local")
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0        # threads reading now
+        self._writer = None      # the ident of the thread writing, or None
+        self._waiting = 0        # writers waiting
+        self._local = threading.local()   # .reads: this thread's reading depth
+
+    def writer_is_me(self):
+        return self._writer == threading.get_ident()
+
+    @contextmanager
+    def reading(self):
+        local = self._local
+        depth = getattr(local, "reads", 0)
+        if depth or self.writer_is_me():   # within its own read or write: nothing to wait for
+            local.reads = depth + 1
+            try:
+                yield
+            finally:
+                local.reads = depth
+            return
+        with self._cond:
+            while self._writer is not None or self._waiting:
+                self._cond.wait()
+            self._readers += 1
+        local.reads = 1
+        try:
+            yield
+        finally:
+            local.reads = 0
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def writing(self):
+        me = threading.get_ident()
+        if self._writer == me:
+            yield
+            return
+        if getattr(self._local, "reads", 0):
+            raise RuntimeError("a SpamFilter cannot learn from within its own scoring (same thread)")
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._writer is not None or self._readers:
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+            self._writer = me
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = None
+                self._cond.notify_all()
