@@ -43,7 +43,7 @@ def cmd_classify(args):
     spam_filter = load_filter(args)
     sources = args.files or ["-"]
     if len(sources) == 1 and not args.mbox and (sources[0] == "-" or not os.path.isdir(sources[0])):
-        messages = messages_of(sources[0])
+        messages = messages_of(sources[0], pipes=True)
         first = next(messages, None)
         second = next(messages, None)
         if first is not None and second is None:  # one message: a verdict and its exit code
@@ -58,7 +58,7 @@ def cmd_classify(args):
         return EXIT_OK
     out = VerdictLines(spam_filter, args.json)
     for source in sources:
-        for name, data in messages_of(source):
+        for name, data in messages_of(source, pipes=True):
             out.verdict(name, data)
     return EXIT_OK
 
@@ -117,8 +117,10 @@ def _classify_batch(args):
             for name, data in messages_of(path):
                 out.verdict(name, data)
         except (CommandError, OSError) as exc:
+            from spamnb.model.messages import display_name
+
             reason = str(exc) if isinstance(exc, CommandError) else (exc.strerror or str(exc))
-            out.error(path, reason.removeprefix(f"{path}: "))
+            out.error(path, reason.removeprefix(f"{display_name(path)}: "))
     return EXIT_ERROR if out.errors else EXIT_OK
 
 
