@@ -51,8 +51,9 @@ def _update_model(args, forget):
         for source in args.files or ["-"]:
             try:
                 for name, data in progress.wrap(messages_of(source, **options), "forgetting" if forget else "learning"):
-                    if not forget and not looks_like_mail(data):   # an ELF binary, a PDF, a text file: not mail
-                        skip(f"{display_name(name)}: not mail (no header line at the top); not learned")
+                    if not looks_like_mail(data):   # an ELF binary, a PDF, a text file: never learned, as train skips it
+                        skip(f"{display_name(name)}: not mail (no header line at the top); "
+                             f"not {'forgotten' if forget else 'learned'}")
                         continue
                     seen += 1
                     try:

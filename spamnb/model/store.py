@@ -416,7 +416,10 @@ def _read_whole(path, max_size=MAX_MODEL_SIZE):
 
 
 def _size_text(n):
-    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n} bytes"
+    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB")):
+        if n >= unit and not n % unit:
+            return f"{n // unit} {name}"
+    return f"{n} bytes"
 
 
 def _parse(path, memory, size):

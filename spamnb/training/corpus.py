@@ -43,7 +43,8 @@ import re
 from dataclasses import dataclass, field
 
 from spamnb.mail.mbox import is_mbox_start, iter_mbox
-from spamnb.model.messages import MAX_MESSAGE_SIZE, Refused, display_name, open_checked, read_checked
+from spamnb.model import messages as _messages
+from spamnb.model.messages import MAX_MESSAGE_SIZE, Refused, display_name, read_checked
 from spamnb.training.errors import CorpusError
 
 __all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages", "iter_labelled",
@@ -245,7 +246,7 @@ def _open_file(path, report, strict):
     before, so a FIFO or a device is never opened), or None (skipped and
     counted)."""
     try:
-        return open_checked(path, max_size=None)
+        return _messages.open_checked(path, max_size=None)   # through the module: the one opener
     except Refused as exc:
         report.skip(path, str(exc).partition(" (")[0], strict)   # "not a regular file": one reason for all kinds
     except OSError:
@@ -378,7 +379,7 @@ def shard_messages(path, name, start, end, first, report, strict=False):
         yield from _mbox_message(path, f"{name}#{first + i}", data, report, strict)
 
 
-def labelled_messages(trees=(), spam=(), ham=(), report=None, strict=False):
+def labelled_messages(trees=(), spam=(), ham=(), report=None, strict=False, follow_links=False):
     """:func:`iter_labelled` as a list (the whole corpus in memory: for
     evaluation, which needs it; training streams)."""
-    return list(iter_labelled(trees, spam, ham, report, strict))
+    return list(iter_labelled(trees, spam, ham, report, strict, follow_links))

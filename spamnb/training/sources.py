@@ -93,11 +93,17 @@ def _stream_messages(stream, name):
     :data:`MAX_MESSAGE_SIZE` bytes."""
     from spamnb.mail.mbox import is_mbox_start
 
-    head = stream.read(5)
-    if is_mbox_start(head):
-        yield from _mbox_messages(io.BufferedReader(_Prefixed(head, stream), 1 << 16), name)
+    head = stream.peek(5)[:5] if hasattr(stream, "peek") else b""   # not consumed: no copy of the message
+    if len(head) < 5:   # a pipe gave less so far: read it (and join it to the rest)
+        head = stream.read(5)
+        if is_mbox_start(head):
+            yield from _mbox_messages(io.BufferedReader(_Prefixed(head, stream), 1 << 16), name)
+        else:
+            yield name, _bounded_read(stream, name, head)
+    elif is_mbox_start(head):
+        yield from _mbox_messages(stream, name)
     else:
-        yield name, _bounded_read(stream, name, head)
+        yield name, _bounded_read(stream, name)
 
 
 def _stdin_messages():
@@ -122,8 +128,13 @@ def _stdin_messages():
             if is_mbox_start(head):
                 yield from _mbox_messages(stream, "-")   # a map of the file, a message at a time
                 return
-            if st.st_size > MAX_MESSAGE_SIZE:
-                raise SkippedInput(f"-: larger than {MAX_MESSAGE_SIZE >> 20} MiB, not an mbox; not read")
+            from spamnb.model.messages import Refused, read_checked
+
+            try:   # one read of the file's size, as a file named is read
+                yield "-", read_checked(stream.fileno(), st.st_size, MAX_MESSAGE_SIZE)
+            except Refused:
+                raise SkippedInput(f"-: larger than {MAX_MESSAGE_SIZE >> 20} MiB, not an mbox; not read") from None
+            return
     yield from _stream_messages(stream, "-")
 
 
