@@ -579,3 +579,29 @@ def test_the_man_page_is_installed_as_a_data_file(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()
     page = (tmp_path / "share" / "man" / "man1" / "spamnb.1").read_bytes()
     assert page == run_spamnb(["--man"]).stdout and page.startswith(b".TH SPAMNB 1")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_train_progress_has_a_total_and_counts_each_message_once(tmp_path, jobs):
+    """On main the line had no total (the count alone)."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    env = dict(os.environ, SPAMNB_HOME=str(tmp_path), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "spamnb", "train", "-j", jobs, "--partition-size", "100",
+                           REPO / "corpora"], stderr=secondary, stdout=subprocess.PIPE, env=env, timeout=300)
+    os.close(secondary)
+    seen = b""
+    try:
+        while chunk := os.read(primary, 65536):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(primary)
+    assert proc.returncode == 0
+    counts = [(int(a), int(b)) for a, b in re.findall(rb"\] (\d+)/(\d+) messages", seen)]
+    assert counts, seen
+    # the total: the corpus's 301 files (its README is one, and is not mail); never past the 300 messages
+    assert {total for _, total in counts} == {301} and max(done for done, _ in counts) <= 300, counts
+    if jobs == "2":   # by partitions of 100: each drawn
+        assert [done for done, _ in counts][-1] == 300, counts

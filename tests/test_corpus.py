@@ -287,7 +287,7 @@ def test_the_summary_names_what_was_skipped(tmp_path):
     assert report.summary() == f"skipped 1 (1 not mail: {root / 'README.md'})"
 
 
-def _maildir(root, folders):
+def _maildir_plus(root, folders):
     """A Maildir with a message in its INBOX and in each Maildir++ folder of ``folders``."""
     for folder in ("", *folders):
         for sub in ("cur", "new", "tmp"):
@@ -299,7 +299,7 @@ def _maildir(root, folders):
 def test_maildir_plus_folders_with_a_spam_part_anywhere_are_spam(tmp_path):
     """`.Junk.2023` and `.Spam.Archive` hold spam (main: ham, only the last part
     was looked at); a bulk folder is neither, left out and said so."""
-    box = _maildir(tmp_path / "Maildir", [".Junk.2023", ".Spam.Archive", ".INBOX.Junk", ".Archive.2023", ".Bulk",
+    box = _maildir_plus(tmp_path / "Maildir", [".Junk.2023", ".Spam.Archive", ".INBOX.Junk", ".Archive.2023", ".Bulk",
                                           ".Not-Spam"])
     report = CorpusReport()
     labels = {m.relpath.split("/")[0]: m.is_spam for m in labelled_messages([box], report=report)}

@@ -68,6 +68,8 @@ def cmd_train(args):
         # worker processes or a Dask cluster (docs/scale.md): the counting pass, then
         # the calibration's scoring pass; the corpus is never held
         progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+        if progress.enabled:   # a total to show: the files of the corpus (a walk, no file read)
+            progress.total = _count_files(args)
         try:
             spam_filter, calibration = pipeline.train(
                 args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
@@ -114,6 +116,19 @@ def cmd_train(args):
 
             print(describe(calibration))
     return EXIT_OK
+
+
+def _count_files(args):
+    """The number of files ``train`` will read (the same walk and skips, no
+    file opened): the progress line's total (an mbox counts one)."""
+    from spamnb.training.corpus import CorpusError, CorpusReport
+    from spamnb.training.planning import plan_training
+
+    try:
+        return sum(1 for _ in plan_training(args.dirs, args.spam, args.ham, CorpusReport(), False, None,
+                                            args.follow_links))
+    except (CorpusError, OSError):
+        return 0   # the training says why
 
 
 def _train_with_features(args, spam_filter, report, calibrating):

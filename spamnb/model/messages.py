@@ -47,23 +47,24 @@ def open_checked(path, max_size=MAX_MESSAGE_SIZE):
     anything but a regular file, and for a file over ``max_size`` bytes
     (None: no limit); OSError when it cannot be opened (IsADirectoryError
     for a folder)."""
-    for attempt in (0, 1):
-        st = os.stat(path) if attempt == 0 else os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            if attempt:
-                os.close(fd)
-            raise IsADirectoryError(21, "Is a directory", os.fspath(path))
-        if not stat.S_ISREG(st.st_mode):
-            if attempt:
-                os.close(fd)
-            raise Refused(f"not a regular file ({_kind(st.st_mode)})")
-        if max_size is not None and st.st_size > max_size:
-            if attempt:
-                os.close(fd)
-            raise Refused(f"larger than {_size_text(max_size)}")
-        if attempt == 0:
-            fd = os.open(path, _OPEN_FLAGS)
+    _check(path, os.stat(path), max_size)   # before opening: a FIFO or a device is never opened
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        _check(path, st, max_size)   # what was opened (replaced since the stat?)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd, st.st_size
+
+
+def _check(path, st, max_size):
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, "Is a directory", os.fspath(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"not a regular file ({_kind(st.st_mode)})")
+    if max_size is not None and st.st_size > max_size:
+        raise Refused(f"larger than {_size_text(max_size)}")
 
 
 def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):

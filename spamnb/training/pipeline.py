@@ -101,6 +101,8 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
             yield specs[:n], part, strict, n_folds, [spill(v, i) for v in range(n)]
 
     trees = [TreeReduce(fan_in) for _ in specs]
+    if progress is not None and hasattr(progress, "restart"):
+        progress.restart()   # a pass of its own: counted from 0 again
 
     def count(workers):
         for part_counts, part_report in workers.run_ordered(count_partition_variants, jobs()):
@@ -270,6 +272,8 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
         messages = ((data, is_spam) for _name, data, is_spam in
                     _messages(plan_training(trees, spam, ham, report, strict, None, follow_links), report, strict))
         if progress is not None:
+            if hasattr(progress, "restart"):
+                progress.restart()   # a pass of its own: counted from 0 again
             messages = progress.wrap(messages, "counting")
         yield from train_variants_here(filters, messages, calibration, folds, limit)
         return
