@@ -139,7 +139,8 @@ def add_parser(sub):
                    help="message files, mboxes, folders or - for stdin; several messages: one line each")
     p.add_argument("--batch", action="store_true",
                    help="paths (arguments, or lines of stdin answered as they arrive): one line per message; "
-                        "an unreadable path gets an error line and the batch goes on")
+                        "an unreadable path, a device, a FIFO, a file over 64 MiB that is not an mbox gets an "
+                        "error line (unread) and the batch goes on; names are escaped (a tab: \\t)")
     p.add_argument("-M", "--mbox", action="store_true",
                    help="one line per message even for a single message (as for an mbox)")
     p.add_argument("-p", "--passthrough", action="store_true",

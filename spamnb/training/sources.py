@@ -177,16 +177,23 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False):
         raise SkippedInput(f"{path}: {exc}; not read") from None
     except OSError as exc:
         raise CorpusError(f"{path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as f:
-        if size > _SMALL and is_mbox_start(os.pread(fd, 5, 0)):
+    try:
+        large_mbox = size > _SMALL and is_mbox_start(os.pread(fd, 5, 0))
+    except OSError as exc:
+        os.close(fd)
+        raise CorpusError(f"{path}: {exc.strerror or exc}") from None
+    if large_mbox:
+        with os.fdopen(fd, "rb") as f:
             yield from _mbox_messages(f, path)   # a map of the file, a message at a time
-            return
-        try:
-            data = read_checked(fd, size, MAX_MESSAGE_SIZE)
-        except Refused as exc:
-            raise SkippedInput(f"{path}: {exc}, not an mbox; not read") from None
-        except OSError as exc:
-            raise CorpusError(f"{path}: {exc.strerror or exc}") from None
+        return
+    try:
+        data = read_checked(fd, size, MAX_MESSAGE_SIZE)   # one read (a message: no file object)
+    except Refused as exc:
+        raise SkippedInput(f"{path}: {exc}, not an mbox; not read") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if is_mbox_start(data):
         yield from _mbox_messages(data, path)  # cut as the map of the file is cut above
     else:
