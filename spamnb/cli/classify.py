@@ -19,7 +19,14 @@ def _passthrough(args):
     from spamnb.mail.status import passthrough_pieces
 
     name = args.files[0] if args.files else "-"
-    message = sys.stdin.buffer.read() if name == "-" else read_file(name)
+    if name == "-":
+        from spamnb.model.messages import MAX_MESSAGE_SIZE
+
+        message = sys.stdin.buffer.read(MAX_MESSAGE_SIZE + 1)
+        if len(message) > MAX_MESSAGE_SIZE:   # never held whole: passed on untouched, as spamc passes it
+            return _pass_unchecked(message)
+    else:
+        message = read_file(name)
     try:
         settings = settings_of(args)
         verdict = load_filter(args, settings).classify(message)
@@ -30,6 +37,19 @@ def _passthrough(args):
         raise
     for piece in pieces:
         sys.stdout.buffer.write(piece)
+    return EXIT_OK
+
+
+def _pass_unchecked(head):
+    """``classify -p`` of a message over the size limit: ``head`` (what was read)
+    and the rest of stdin copied to stdout untouched, a chunk at a time; one
+    line on stderr; exit 0 (the mail goes on, unchecked)."""
+    out = sys.stdout.buffer
+    out.write(head)
+    while chunk := sys.stdin.buffer.read(1 << 20):
+        out.write(chunk)
+    out.flush()
+    print(f"spamnb: the message is larger than {len(head) - 1 >> 20} MiB: passed on unchecked", file=sys.stderr)
     return EXIT_OK
 
 
