@@ -182,7 +182,7 @@ def add_parser(sub):
                         "mboxes; devices, FIFOs and files over 64 MiB (not mboxes) are skipped")
     p.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
     p.add_argument("--ham", action="append", default=[], metavar="PATH",
-                   help="ham: folder, Maildir or mbox (its spam folders are left out)")
+                   help="ham: folder, Maildir or mbox (its spam and bulk folders are left out, said so)")
     p.add_argument("--strict", action="store_true", help="fail on unreadable or non-mail files instead of skipping")
     p.add_argument("--follow-links", action="store_true",
                    help="read links to files outside the folders given (skipped by default)")

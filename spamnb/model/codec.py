@@ -68,7 +68,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None):
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
     where = os.fspath(path)
-    header, arrays = schema.read(path, max_size)
+    header, arrays = schema.read(path) if max_size is None else schema.read(path, max_size)   # None: the default limit
     try:
         params = header["params"]
         try:

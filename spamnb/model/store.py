@@ -318,7 +318,14 @@ def read_model(path, max_size=None):
     path = os.fspath(path)
     max_size = MAX_MODEL_SIZE if max_size is None else max_size
     for attempt in range(_READ_TRIES):
-        view, before = _read_whole(path, max_size)
+        try:
+            view, before = _read_whole(path, max_size)
+        except ModelError as exc:   # its prefix refused: read again if the file was changing
+            before = getattr(exc, "signature", None)
+            if before is None or attempt + 1 == _READ_TRIES or not _changed(path, before):
+                raise
+            time.sleep(0.01 * (attempt + 1))
+            continue
         try:
             return _parse(path, view, len(view))
         except ModelError:
@@ -389,12 +396,16 @@ def _read_whole(path, max_size=MAX_MODEL_SIZE):
             if not stat.S_ISREG(st.st_mode):
                 raise ModelError(f"{path}: not a regular file, not a model")
             size = st.st_size
-            if size < _PREFIX.size:
-                raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
             if size > max_size:
                 raise ModelError(f"{path}: {size} bytes, larger than the {_size_text(max_size)} limit "
                                  "for a model file; not read")
-            _check_prefix(path, fd, size)
+            try:
+                if size < _PREFIX.size:
+                    raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
+                _check_prefix(path, fd, size)
+            except ModelError as exc:
+                exc.signature = _signature(st)   # read_model reads a file that changed again
+                raise
             view = _private_memory(size)
             done = 0
             while done < size:

@@ -52,6 +52,7 @@ __all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages"
            "shard_messages", "tree_label", "is_spam_name"]
 
 _HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+_MBOX_MESSAGE = re.compile(r"#\d+$")   # the name of an mbox's message: "box#12"
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class CorpusReport:
         ``path`` (``name``: the message's, ``file#N`` in an mbox) under its
         folder: the mbox file itself, else the file's folder (a Maildir's,
         for its ``cur/`` and ``new/``)."""
-        if "#" in name:
+        if _MBOX_MESSAGE.search(name):
             folder = path
         else:
             folder = os.path.dirname(path) or "."
@@ -116,7 +117,7 @@ class CorpusReport:
 
     def folders_summary(self):
         """Which folders were read as which label: ``read as spam: corpus/spam
-        (2 files), ...; as ham: ...`` (the first few folders of each, sorted)."""
+        (50 messages), ...; as ham: ...`` (the first few folders of each, sorted)."""
         parts = []
         for is_spam, label in ((True, "spam"), (False, "ham")):
             found = sorted(self.labels_of(is_spam).items())
