@@ -459,3 +459,169 @@ def test_train_word_pairs_option(tmp_path):
     for bad in ("1", "9", "two"):
         proc = run(["train", "--word-pairs", bad, REPO / "corpora"], tmp_path, check_code=64)   # usage
         assert "auto, 0 or a window from 2 to 8" in proc.stderr.decode()
+
+
+def _maildir(root, folders):
+    for folder, message in folders.items():
+        for sub in ("cur", "new", "tmp"):
+            (root / folder / sub).mkdir(parents=True, exist_ok=True)
+        (root / folder / "cur" / "1.mail").write_bytes(message)
+    return root
+
+
+def test_a_nightly_learn_ham_of_the_maildir_does_not_flip_its_junk(home, tmp_path):
+    """`learn --ham ~/Maildir` next to `learn --spam ~/Maildir/.Junk`: on main the
+    first learned .Junk (and .Junk.2023) as ham, relabelling it every night."""
+    model = tmp_path / "m.spamnb"
+    model.write_bytes((home / "model.spamnb").read_bytes())
+    box = _maildir(tmp_path / "Maildir", {".": HAM_FILE.read_bytes(), ".Junk": SPAM_FILE.read_bytes(),
+                                          ".Junk.2023": UNSURE, ".Bulk": b"From: n@example.com\nSubject: news\n\nx\n"})
+    before = SpamFilter_counts(model)
+    for night in range(2):
+        proc = run(["learn", "--spam", box / ".Junk", box / ".Junk.2023", "-m", model], home, check_code=0)
+        assert "relabelled 0" in proc.stdout.decode(), proc.stdout
+        proc = run(["learn", "--ham", box, "-m", model], home, check_code=0)
+        out, err = proc.stdout.decode(), proc.stderr.decode()
+        assert "relabelled 0" in out and ("learned 1," if night == 0 else "learned 0,") in out, out
+        # what was left out is said on stderr, once
+        assert "2 spam folder inside a ham path" in err and "1 bulk folder" in err, err
+    ham, spam = SpamFilter_counts(model)
+    assert (ham, spam) == (before[0] + 1, before[1] + 2)
+
+
+def SpamFilter_counts(model):
+    from spamnb.model.spam_filter import SpamFilter
+
+    return tuple(SpamFilter.load(model).class_count_)
+
+
+def test_train_refuses_a_corpus_with_one_class_and_names_the_folders(home, tmp_path):
+    """On main: a warning, exit 0, and the model replaced by a one-class model."""
+    corpus = tmp_path / "corpus"
+    for folder in ("inbox", "archive"):
+        (corpus / folder).mkdir(parents=True)
+        (corpus / folder / "1").write_bytes(HAM_FILE.read_bytes())
+    model = tmp_path / "m.spamnb"
+    model.write_bytes((home / "model.spamnb").read_bytes())
+    proc = run(["train", corpus, "-m", model], home)
+    err = proc.stderr.decode()
+    assert proc.returncode == 65 and err.count("\n") == 1, err
+    assert "holds no spam" in err and f"{corpus / 'archive'}, {corpus / 'inbox'}" in err, err
+    assert model.read_bytes() == (home / "model.spamnb").read_bytes()
+    proc = run(["train", "--force", corpus, "-m", model], home, check_code=0)
+    assert "warning: the corpus holds no spam" in proc.stderr.decode()
+    proc = run(["train", corpus, "--spam", REPO / "corpora" / "spam", "-m", model], home, check_code=0)
+    assert (f"read as spam: {REPO / 'corpora' / 'spam'} (50 messages); as ham: {corpus / 'archive'} (1 message), "
+            f"{corpus / 'inbox'} (1 message)") in proc.stdout.decode()
+    assert "65" in run(["--help"], home).stdout.decode()
+
+
+def test_file_names_never_forge_lines_and_json_has_no_lone_surrogates(home, tmp_path):
+    folder = tmp_path / "box"
+    folder.mkdir()
+    names = ["plain", "evil\nforged\tspam\t1.0000000\t+99.000", "tab\there",
+             os.fsdecode(b"latin1-caf\xe9"), "back\\slash"]
+    for name in names:
+        (folder / name).write_bytes(HAM_FILE.read_bytes())
+    proc = run(["classify", "--batch", folder], home, check_code=0)
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == len(names) and all(len(line.split("\t")) == 4 for line in lines), lines
+    shown = {line.split("\t")[0].rpartition("/")[2] for line in lines}
+    assert shown == {"plain", "evil\\nforged\\tspam\\t1.0000000\\t+99.000", "tab\\there", "latin1-caf\\xe9",
+                     "back\\\\slash"}
+    proc = run(["classify", "--batch", "--json", folder], home, check_code=0)
+    assert b"\\ud" not in proc.stdout   # no lone surrogate, escaped or not
+    rows = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines()]
+    assert {row["message"].rpartition("/")[2] for row in rows} == shown
+    # an error line too
+    missing = os.fsdecode(b"gone\n\xff")
+    proc = run(["classify", "--batch", "--json", os.fsencode(str(folder / missing))], home)
+    assert proc.returncode == 3 and b"\\ud" not in proc.stdout and proc.stdout.count(b"\n") == 1, proc.stdout
+
+
+def test_learn_refuses_what_is_not_mail(home, tmp_path):
+    """An ELF binary given to learn: one line, exit 3, the model unchanged (main learned it)."""
+    model = tmp_path / "m.spamnb"
+    model.write_bytes((home / "model.spamnb").read_bytes())
+    proc = run(["learn", "--ham", sys.executable, "-m", model], home)
+    err = proc.stderr.decode()
+    assert proc.returncode == 3 and err.count("\n") == 1 and "not mail" in err, err
+    assert model.read_bytes() == (home / "model.spamnb").read_bytes()
+    proc = run(["learn", "--ham", "-m", model], home, stdin=b"\x7fELF\x02\x01\x01\x00" + bytes(200))
+    assert proc.returncode == 3 and "not mail" in proc.stderr.decode()
+    # with mail beside it, the mail is learned and the binary said on stderr
+    proc = run(["learn", "--ham", sys.executable, HAM_FILE, "-m", model], home, check_code=0)
+    assert "learned 1," in proc.stdout.decode() and "not mail" in proc.stderr.decode()
+
+
+def test_merge_names_only_the_fields_that_differ(home, tmp_path):
+    other = tmp_path / "pairs.spamnb"
+    run(["train", "-q", "--word-pairs", "2", "--alpha", "0.5", REPO / "corpora", "-m", other], home, check_code=0)
+    proc = run(["merge", home / "model.spamnb", other, "-o", tmp_path / "out.spamnb"], home)
+    err = proc.stderr.decode()
+    assert proc.returncode == 3 and err.count("\n") == 1, err
+    assert "tokenizer word_pairs 0 vs 2" in err and "alpha " in err and "vs 0.5" in err, err
+    assert "lowercase" not in err and "fallback_charset" not in err, err   # fields that agree are not printed
+
+
+def test_prune_help_says_when_min_count_is_refused(home):
+    text = " ".join(run(["prune", "--help"], home, check_code=0).stdout.decode().split())
+    assert "--min-count N drop tokens seen fewer than N times in all; refused" in text
+    assert "--target-size" in text.split("refused", 1)[1]
+
+
+def test_the_man_page_is_installed_as_a_data_file(tmp_path):
+    """setup.py generates the manual page from the parser and installs it as
+    share/man/man1/spamnb.1 (main installed none)."""
+    env = dict(os.environ, SPAMNB_EXTENSIONS="_checks")   # an in-place build: only what is stale is built
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "install_data",
+                           "--install-dir", str(tmp_path)], cwd=REPO, capture_output=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode()
+    page = (tmp_path / "share" / "man" / "man1" / "spamnb.1").read_bytes()
+    assert page == run_spamnb(["--man"]).stdout and page.startswith(b".TH SPAMNB 1")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_train_progress_has_a_total_and_counts_each_message_once(tmp_path, jobs):
+    """On main the line had no total (the count alone)."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    env = dict(os.environ, SPAMNB_HOME=str(tmp_path), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "spamnb", "train", "-j", jobs, "--partition-size", "100",
+                           REPO / "corpora"], stderr=secondary, stdout=subprocess.PIPE, env=env, timeout=300)
+    os.close(secondary)
+    seen = b""
+    try:
+        while chunk := os.read(primary, 65536):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(primary)
+    assert proc.returncode == 0
+    counts = [(int(a), int(b)) for a, b in re.findall(rb"\] (\d+)/(\d+) messages", seen)]
+    assert counts, seen
+    # the total: the corpus's 301 files (its README is one, and is not mail); never past the 300 messages
+    assert {total for _, total in counts} == {301} and max(done for done, _ in counts) <= 300, counts
+
+
+def test_the_plot_legend_does_not_cover_the_histogram(tmp_path, monkeypatch):
+    """On main the legend sat inside the histogram's axes, over its bars."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    import numpy as np
+
+    from spamnb.evaluation import crossval
+
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig=None: figures.append(fig))
+    rng = np.random.default_rng(0)
+    y = np.r_[np.zeros(500, dtype=bool), np.ones(200, dtype=bool)]
+    crossval.write_plot(tmp_path / "plot.png", y, np.r_[rng.normal(-20, 8, 500), rng.normal(15, 10, 200)],
+                        cutoffs=(0.99, 0.01))
+    fig = figures[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax_hist = fig.axes[1]
+    legend = ax_hist.get_legend().get_window_extent(renderer)
+    assert not legend.overlaps(ax_hist.get_window_extent(renderer))
+    assert (tmp_path / "plot.png").stat().st_size > 0

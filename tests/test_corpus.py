@@ -285,3 +285,60 @@ def test_the_summary_names_what_was_skipped(tmp_path):
     report = CorpusReport()
     labelled_messages([root], report=report)
     assert report.summary() == f"skipped 1 (1 not mail: {root / 'README.md'})"
+
+
+def _maildir_plus(root, folders):
+    """A Maildir with a message in its INBOX and in each Maildir++ folder of ``folders``."""
+    for folder in ("", *folders):
+        for sub in ("cur", "new", "tmp"):
+            (root / folder / sub).mkdir(parents=True, exist_ok=True)
+        (root / folder / "cur" / "1.mail").write_bytes(MAIL.replace(b"hi", f"in {folder or 'INBOX'}".encode()))
+    return root
+
+
+def test_maildir_plus_folders_with_a_spam_part_anywhere_are_spam(tmp_path):
+    """`.Junk.2023` and `.Spam.Archive` hold spam (main: ham, only the last part
+    was looked at); a bulk folder is neither, left out and said so."""
+    box = _maildir_plus(tmp_path / "Maildir", [".Junk.2023", ".Spam.Archive", ".INBOX.Junk", ".Archive.2023", ".Bulk",
+                                          ".Not-Spam"])
+    report = CorpusReport()
+    labels = {m.relpath.split("/")[0]: m.is_spam for m in labelled_messages([box], report=report)}
+    assert labels == {"cur": False, ".Junk.2023": True, ".Spam.Archive": True, ".INBOX.Junk": True,
+                      ".Archive.2023": False, ".Not-Spam": False}
+    assert report.skipped == {"bulk folder, neither spam nor ham (give it with --spam or --ham)": 1}
+    # a --ham path leaves out its spam and bulk folders; a --spam path reads everything as spam
+    report = CorpusReport()
+    ham = labelled_messages(ham=[box], report=report)
+    assert sorted(m.relpath.split("/")[0] for m in ham) == [".Archive.2023", ".Not-Spam", "cur"]
+    assert report.skipped["spam folder inside a ham path"] == 3
+    assert len(labelled_messages(spam=[box])) == 7
+    # which folders were read as which label
+    summary = report.folders_summary()
+    assert summary.startswith("read as spam: no folder; as ham: ") and f"{box}/.Archive.2023 (1 message)" in summary
+
+
+def test_links_to_files_outside_the_tree_are_skipped_unless_followed(tmp_path):
+    """On main a link in a corpus to any file (/etc/shadow) was read and trained."""
+    root = _tree(tmp_path / "corpus")
+    outside = tmp_path / "private.eml"
+    outside.write_bytes(b"From: me@example.com\nSubject: secret\n\nqwertysecret\n")
+    (root / "easy_ham" / "link").symlink_to(outside)
+    (root / "easy_ham" / "inside").symlink_to(root / "easy_ham" / "00000")   # inside the tree: read
+    report = CorpusReport()
+    names = {m.relpath for m in labelled_messages([root], report=report)}
+    assert "easy_ham/link" not in names and "easy_ham/inside" in names
+    assert report.skipped["link to a file outside the tree (--follow-links reads it)"] == 1
+    assert "easy_ham/link" in {m.relpath for m in labelled_messages([root], follow_links=True)}
+    # the CLI: its tokens are not in the model, unless --follow-links
+    from conftest import run_spamnb
+
+    for options, expected in (([], 0), (["--follow-links"], 1)):
+        model = tmp_path / f"m{len(options)}.spamnb"
+        proc = run_spamnb(["train", "-q", *options, root, "-m", model], tmp_path, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        dump = run_spamnb(["dump", "-m", model], tmp_path, cwd=tmp_path).stdout
+        assert dump.count(b"qwertysecret") == expected
+        proc = run_spamnb(["learn", "--ham", *options, root / "easy_ham", "-m", model], tmp_path, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        dump = run_spamnb(["dump", "-m", model], tmp_path, cwd=tmp_path).stdout
+        assert dump.count(b"qwertysecret") == expected

@@ -477,10 +477,12 @@ def _hostile_tree(root):
 def test_train_skips_and_counts_what_it_cannot_read(tmp_path):
     corpus = tmp_path / "corpus"
     sock = _hostile_tree(corpus)
-    try:
-        proc = _run(["train", corpus, "-m", tmp_path / "m.spamnb"], tmp_path)
+    try:   # --follow-links: the links to /dev/null and /proc/self/mem are tried (without: skipped, below)
+        proc = _run(["train", "--follow-links", corpus, "-m", tmp_path / "m.spamnb"], tmp_path)
+        plain = _run(["train", corpus, "-m", tmp_path / "m2.spamnb"], tmp_path)
     finally:
         sock.close()
+    assert plain.returncode == 0 and "2 link to a file outside the tree" in plain.stdout.decode(), plain.stdout
     out = proc.stdout.decode()
     assert proc.returncode == 0, proc.stderr.decode()
     assert "trained on 7 messages (4 spam, 3 ham)" in out
@@ -524,20 +526,20 @@ def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys)
         (corpus / folder / f"{i}").write_bytes(MAIL % (i, i))
     from spamnb.model import messages as filter_module
 
-    real_read, real_scandir = filter_module.read_file, os.scandir  # the one reader of message files
+    real_read, real_scandir = filter_module.open_checked, os.scandir  # the one opener of message files
     secret = str(corpus / "ham" / "2")
 
-    def guarded_read(path):
+    def guarded_read(path, **options):
         if os.fspath(path) == secret:
             raise PermissionError(13, "Permission denied", path)
-        return real_read(path)
+        return real_read(path, **options)
 
     def guarded_scandir(path="."):   # os.scandir also takes a file descriptor (shutil.rmtree)
         if not isinstance(path, int) and os.fspath(path).endswith("locked"):
             raise PermissionError(13, "Permission denied", path)
         return real_scandir(path)
 
-    monkeypatch.setattr(filter_module, "read_file", guarded_read)
+    monkeypatch.setattr(filter_module, "open_checked", guarded_read)
     monkeypatch.setattr(os, "scandir", guarded_scandir)
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
@@ -560,15 +562,15 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
         (corpus / "ham" / f"{i}").write_bytes(MAIL % (i + 10, i))
     from spamnb.model import messages as filter_module
 
-    real_read = filter_module.read_file  # the one reader of message files
+    real_read = filter_module.open_checked  # the one opener of message files
     gone = str(corpus / "ham" / "1")
 
-    def racing_read(path):
+    def racing_read(path, **options):
         if os.fspath(path) == gone:  # listed, then deleted before it is read
             os.unlink(path)
-        return real_read(path)
+        return real_read(path, **options)
 
-    monkeypatch.setattr(filter_module, "read_file", racing_read)
+    monkeypatch.setattr(filter_module, "open_checked", racing_read)
     code = cli.main(["train", str(corpus), "-m", str(tmp_path / "m.spamnb")])
     out = capsys.readouterr().out
     assert code == 0 and "trained on 5 messages" in out and "skipped 1 (1 unreadable: " in out, out
@@ -592,8 +594,11 @@ def test_learning_hostile_mail_keeps_a_usable_model(home, tmp_path):
         proc = _run(["learn", "-q", label, "-m", model, *files], tmp_path)
         assert proc.returncode == 0, proc.stderr.decode()
     learned = SpamFilter.load(model)
-    # the second run relabels: the ledger moves each message from spam to ham
-    assert learned.class_count_ == (200 + len(files), 100)
+    # the second run relabels: the ledger moves each message from spam to ham; what is not
+    # mail (no header line at the top) is not learned, as train does not read it
+    mail = [f for f in files if looks_like_mail(f.read_bytes())]
+    assert 0 < len(mail) < len(files)
+    assert learned.class_count_ == (200 + len(mail), 100)
     assert all(isinstance(token, str) for token in learned.vocabulary_.tokens())
     for args in (["info", "--tokens", "20", "-m", model], ["classify", "-v", "-m", model, *files[:3]],
                  ["classify", "--json", "-m", model, files[0]]):
@@ -623,3 +628,125 @@ def test_batch_classify_of_a_hostile_folder(home, tmp_path):
     assert len(rows) == sum(1 for name in HAND_MADE if (DATA / name).read_bytes().strip()
                             and looks_like_mail((DATA / name).read_bytes()))
     assert len(err.strip().splitlines()) == 1 and "1 unreadable" in err and "1 broken link" in err, err
+
+
+# ---------------------------------------------------------------------------- files checked before they are read
+def _maildir_with_traps(root):
+    """A Maildir holding one message, a FIFO, a link to /dev/zero and a 100 GB sparse file."""
+    for sub in ("cur", "new", "tmp"):
+        (root / sub).mkdir(parents=True)
+    (root / "cur" / "1.mail").write_bytes(MAIL % (1, 1))
+    os.mkfifo(root / "cur" / "2.fifo")                   # opening it would block, for ever: never opened
+    (root / "cur" / "3.zero").symlink_to("/dev/zero")     # read whole, memory grows without bound: never opened
+    with open(root / "new" / "4.sparse", "wb") as f:      # read whole: 100 GB of memory; never read
+        f.truncate(100 << 30)
+    return root
+
+
+@pytest.mark.parametrize("command", ["train", "learn", "batch", "batch-j2"])
+def test_fifos_devices_and_huge_files_are_skipped_unread(home, tmp_path, command):
+    """On main, the FIFO blocked every command for ever (learn holding the model's
+    lock), /dev/zero grew memory without bound, the sparse file was read whole."""
+    box = _maildir_with_traps(tmp_path / "Maildir")
+    model = tmp_path / "m.spamnb"
+    model.write_bytes((home / "model.spamnb").read_bytes())
+    args = {"train": ["train", "--force", "--follow-links", "--ham", box, "-m", model],
+            "learn": ["learn", "--ham", "--follow-links", box, box / "cur" / "2.fifo", box / "new" / "4.sparse",
+                      "/dev/zero", "-m", model],
+            "batch": ["classify", "--batch", box, box / "cur" / "2.fifo", box / "new" / "4.sparse", "/dev/zero",
+                      "-m", model],
+            "batch-j2": ["classify", "--batch", "-j", "2", box / "cur" / "2.fifo", box / "new" / "4.sparse",
+                         "/dev/zero", box / "cur" / "1.mail", "-m", model]}[command]
+    proc = run_spamnb(args, home, cwd=tmp_path, timeout=60)
+    out, err = proc.stdout.decode(), proc.stderr.decode()
+    if command == "train":
+        assert proc.returncode == 0, err
+        assert "trained on 1 messages" in out and "2 not a regular file" in out and "1 larger than 64 MiB" in out, out
+    elif command == "learn":
+        assert proc.returncode == 0, err
+        assert "learned 1," in out, out
+        # the folder's summary, then each path given that was refused: one line each
+        assert "2 not a regular file" in err and "1 larger than 64 MiB" in err, err
+        for path in (box / "cur" / "2.fifo", box / "new" / "4.sparse", "/dev/zero"):
+            assert f"spamnb: {path}: " in err and "not read" in err, err
+        assert SpamFilter.load(model).class_count_[0] == SpamFilter.load(home / "model.spamnb").class_count_[0] + 1
+    else:
+        assert proc.returncode == 3, err   # some paths could not be read: each has its line, the batch went on
+        rows = [line.split("\t") for line in out.splitlines()]
+        verdicts = [row for row in rows if row[1] in ("spam", "ham", "unsure")]
+        errors = {row[0]: row[2] for row in rows if row[1] == "error"}
+        assert len(verdicts) == 1 and verdicts[0][0].endswith("1.mail"), out
+        assert errors[str(box / "cur" / "2.fifo")] == "not a regular file (a FIFO); not read"
+        assert errors["/dev/zero"] == "not a regular file (a device); not read"
+        assert errors[str(box / "new" / "4.sparse")] == "larger than 64 MiB, not an mbox; not read"
+
+
+def test_stdin_is_read_within_the_limit(home, tmp_path):
+    """`learn < /dev/zero` and 70 MB of zeros on a pipe: refused with one line
+    (on main: memory grew without bound); an mbox on a pipe is still read."""
+    model = tmp_path / "m.spamnb"
+    model.write_bytes((home / "model.spamnb").read_bytes())
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, SPAMNB_HOME=str(home))
+    with open("/dev/zero", "rb") as zero:
+        proc = subprocess.run([sys.executable, "-m", "spamnb", "learn", "--ham", "-m", str(model)], stdin=zero,
+                              capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 3 and proc.stderr.decode().count("\n") == 1, proc.stderr
+    assert "stdin is a device" in proc.stderr.decode()
+    proc = subprocess.run(f"head -c 70000000 /dev/zero | {sys.executable} -m spamnb learn --ham -m {model}",
+                          shell=True, capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 3 and "larger than 64 MiB" in proc.stderr.decode(), proc.stderr
+    assert proc.stderr.decode().count("\n") == 1
+    mbox = b"".join(b"From x@example.com Mon Nov 23 10:40:20 2026\n" + MAIL % (i, i) + b"\n" for i in range(3))
+    proc = subprocess.run(f"cat | {sys.executable} -m spamnb learn --ham -m {model}", shell=True, input=mbox,
+                          capture_output=True, env=env, timeout=60)
+    assert proc.returncode == 0 and "learned 3," in proc.stdout.decode(), proc.stderr
+
+
+def test_a_sparse_file_as_the_model_fails_fast(home, tmp_path):
+    """`classify -m` a 2 GB sparse file: one line, at once (on main: 8.9 s and
+    2 GB of memory); over the 1 GiB limit or not, it is refused unread."""
+    import time
+
+    message = (REPO / "corpora" / "spam").iterdir().__next__().read_bytes()
+    for size in (2 << 30, 300 << 20):
+        path = tmp_path / f"sparse-{size}"
+        with open(path, "wb") as f:
+            f.truncate(size)
+        started = time.monotonic()
+        proc = run_spamnb(["classify", "-m", path], home, stdin=message, cwd=tmp_path)
+        elapsed = time.monotonic() - started
+        err = proc.stderr.decode()
+        assert proc.returncode == 3 and err.count("\n") == 1, err
+        assert ("larger than the 1 GiB limit" if size > 1 << 30 else "not a spamnb model file") in err, err
+        assert elapsed < 5, elapsed
+
+
+def test_the_model_reader_checks_type_and_size_before_reading(home, tmp_path):
+    """The reader the server relies on for per-user models: ``max_size`` given,
+    a larger file is refused unread; a FIFO never blocks it."""
+    from spamnb.model.store import ModelError
+
+    path = home / "model.spamnb"
+    size = path.stat().st_size
+    assert SpamFilter.load(path, max_size=size).class_count_ == (200.0, 100.0)
+    with pytest.raises(ModelError, match=f"{size} bytes, larger than the {size - 1} bytes limit"):
+        SpamFilter.load(path, max_size=size - 1)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ModelError, match="not a regular file"):
+        SpamFilter.load(fifo)
+
+
+def test_passthrough_of_a_message_over_the_limit_passes_it_on_untouched(home, tmp_path):
+    """`classify -p` of 70 MB on stdin: read to 64 MiB, then copied through
+    untouched, exit 0 (on main: held whole, however large: `< /dev/zero` grew
+    without bound)."""
+    message = tmp_path / "big.eml"
+    with open(message, "wb") as f:
+        f.write(MAIL % (1, 1))
+        f.write(b"x" * 70_000_000)
+    with open(message, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "spamnb", "classify", "-p"], stdin=stdin, capture_output=True,
+                              env=_env(home), cwd=home, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == message.read_bytes()
+    assert proc.stderr.decode() == "spamnb: the message is larger than 64 MiB: passed on unchecked\n"

@@ -879,7 +879,7 @@ def test_writers_wait_for_the_lock_with_a_bound_and_name_its_holder(model_bytes,
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path), "30"], stdout=subprocess.PIPE, env=_env())
     try:
         assert holder.stdout.readline() == b"locked\n"
-        for args in (["learn", "--spam", SPAM[20]], ["forget", "--spam", SPAM[0]], ["train", *SPAM[:2], *HAM[:2]]):
+        for args in (["learn", "--spam", SPAM[20]], ["forget", "--spam", SPAM[0]], ["train", "--spam", SPAM[0], "--spam", SPAM[1], "--ham", HAM[0], "--ham", HAM[1]]):
             started = time.monotonic()
             out = cli([*args[:1], "--wait", "0.5", "-m", path, *args[1:]], tmp_path)
             assert out.returncode == 3, (args, out.stderr)

@@ -19,7 +19,14 @@ def _passthrough(args):
     from spamnb.mail.status import passthrough_pieces
 
     name = args.files[0] if args.files else "-"
-    message = sys.stdin.buffer.read() if name == "-" else read_file(name)
+    if name == "-":
+        from spamnb.model.messages import MAX_MESSAGE_SIZE
+
+        message = sys.stdin.buffer.read(MAX_MESSAGE_SIZE + 1)
+        if len(message) > MAX_MESSAGE_SIZE:   # never held whole: passed on untouched, as spamc passes it
+            return _pass_unchecked(message)
+    else:
+        message = read_file(name)
     try:
         settings = settings_of(args)
         spam_filter = load_filter(args, settings)
@@ -50,6 +57,19 @@ def _sa_fields(args, spam_filter, verdict):
     return spam_fields(verdict, score, score_map.required, score_map.points, args.report)
 
 
+def _pass_unchecked(head):
+    """``classify -p`` of a message over the size limit: ``head`` (what was read)
+    and the rest of stdin copied to stdout untouched, a chunk at a time; one
+    line on stderr; exit 0 (the mail goes on, unchecked)."""
+    out = sys.stdout.buffer
+    out.write(head)
+    while chunk := sys.stdin.buffer.read(1 << 20):
+        out.write(chunk)
+    out.flush()
+    print(f"spamnb: the message is larger than {len(head) - 1 >> 20} MiB: passed on unchecked", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_classify(args):
     if args.report and not (args.passthrough and args.sa_headers):
         raise UsageError("spamnb classify: --report goes with -p --sa-headers")
@@ -64,7 +84,7 @@ def cmd_classify(args):
     spam_filter = load_filter(args)
     sources = args.files or ["-"]
     if len(sources) == 1 and not args.mbox and (sources[0] == "-" or not os.path.isdir(sources[0])):
-        messages = messages_of(sources[0])
+        messages = messages_of(sources[0], pipes=True)
         first = next(messages, None)
         second = next(messages, None)
         if first is not None and second is None:  # one message: a verdict and its exit code
@@ -79,7 +99,7 @@ def cmd_classify(args):
         return EXIT_OK
     out = VerdictLines(spam_filter, args.json)
     for source in sources:
-        for name, data in messages_of(source):
+        for name, data in messages_of(source, pipes=True):
             out.verdict(name, data)
     return EXIT_OK
 
@@ -142,8 +162,10 @@ def _classify_batch(args):
             for name, data in messages_of(path):
                 out.verdict(name, data)
         except (CommandError, OSError) as exc:
+            from spamnb.model.messages import display_name
+
             reason = str(exc) if isinstance(exc, CommandError) else (exc.strerror or str(exc))
-            out.error(path, reason.removeprefix(f"{path}: "))
+            out.error(path, reason.removeprefix(f"{display_name(path)}: "))
     return EXIT_ERROR if out.errors else EXIT_OK
 
 
@@ -162,7 +184,8 @@ def add_parser(sub):
                    help="message files, mboxes, folders or - for stdin; several messages: one line each")
     p.add_argument("--batch", action="store_true",
                    help="paths (arguments, or lines of stdin answered as they arrive): one line per message; "
-                        "an unreadable path gets an error line and the batch goes on")
+                        "an unreadable path, a device, a FIFO, a file over 64 MiB that is not an mbox gets an "
+                        "error line (unread) and the batch goes on; names are escaped (a tab: \\t)")
     p.add_argument("-M", "--mbox", action="store_true",
                    help="one line per message even for a single message (as for an mbox)")
     p.add_argument("-p", "--passthrough", action="store_true",

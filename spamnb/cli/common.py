@@ -97,16 +97,28 @@ def read_file(path):
         raise CommandError(str(exc)) from None
 
 
-def messages_of(path):
-    """``(name, bytes)`` of each message in ``path`` (``spamnb.training.sources.messages_of``),
-    its errors as CommandError."""
-    from spamnb.training.errors import CorpusError
+class SkippedError(CommandError):
+    """A path refused unread (``spamnb.training.errors.SkippedInput``): a learn goes on without it."""
+
+
+def messages_of(path, **options):
+    """``(name, bytes)`` of each message in ``path`` (``spamnb.training.sources.messages_of``,
+    with its ``options``), its errors as CommandError (SkippedError for a path refused unread)."""
+    from spamnb.training.errors import CorpusError, SkippedInput
     from spamnb.training.sources import messages_of as source_messages
 
     try:
-        yield from source_messages(path)
+        yield from source_messages(path, **options)
+    except SkippedInput as exc:
+        raise SkippedError(_printable(str(exc))) from None
     except CorpusError as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(_printable(str(exc))) from None
+
+
+def _printable(text):
+    from spamnb.model.messages import display_name
+
+    return display_name(text)
 
 
 def human_size(n):

@@ -10,6 +10,7 @@ EXIT_SPAM = 0
 EXIT_HAM = 1
 EXIT_UNSURE = 2
 EXIT_ERROR = 3
+EXIT_ONE_CLASS = 65    # EX_DATAERR: train given a corpus with no spam or no ham (without --force)
 EXIT_USAGE = 64
 EXIT_INTERRUPTED = 130
 
@@ -21,5 +22,6 @@ TABLE = (
     (EXIT_UNSURE, "classify of one message (without -p): unsure"),
     (EXIT_ERROR, "error: no model, unreadable input or settings, damaged model, ... (one line on stderr)"),
     (EXIT_USAGE, "usage error: unknown command or option, bad value"),
+    (EXIT_ONE_CLASS, "train: the corpus holds no spam or no ham (--force trains it anyway); the model unchanged"),
     (EXIT_INTERRUPTED, "interrupted"),
 )

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 
-from spamnb.cli.common import CommandError, UsageError, messages_of, model_option, model_path, settings_of, wait_option
+import sys
+
+from spamnb.cli.common import (CommandError, SkippedError, UsageError, messages_of, model_option, model_path,
+                               settings_of, wait_option)
 from spamnb.cli.exitcodes import EXIT_OK
 
 
@@ -27,22 +30,47 @@ def _update_model(args, forget):
         raise UsageError(f"spamnb {args.command}: give --spam or --ham")
     if forget and not os.path.isfile(path):
         SpamFilter.load(path)  # no model: say so before creating a lock beside it
+    from spamnb.model.messages import display_name
+    from spamnb.training.corpus import looks_like_mail
+
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
     tally = ledgers.Tally()
+    # a --ham folder's spam and bulk folders are not ham (spamnb.training.corpus); links
+    # to files outside a folder given are not read without --follow-links
+    options = {"spam_folders": "skip" if is_spam is False else "read", "follow_links": args.follow_links}
+    skipped = []
+
+    def skip(text):   # said on stderr; a lone one is said once, in the error when nothing else was read
+        skipped.append(text)
+        if len(skipped) > 1:
+            for line in skipped[-2 if len(skipped) == 2 else -1:]:
+                print(f"spamnb: {line}", file=sys.stderr)
+
     with learning.session(path, wait=args.wait, create=not forget, expire=not forget) as session:
         seen = 0
         for source in args.files or ["-"]:
-            for name, data in progress.wrap(messages_of(source), "forgetting" if forget else "learning"):
-                seen += 1
-                try:
-                    if forget:
-                        session.forget(data, is_spam, tally, **markup)
-                    else:
-                        session.learn(data, is_spam, tally, **markup)
-                except ValueError as exc:
-                    raise CommandError(f"{name}: {exc}; the model is unchanged") from None
+            try:
+                for name, data in progress.wrap(messages_of(source, **options), "forgetting" if forget else "learning"):
+                    if not looks_like_mail(data):   # an ELF binary, a PDF, a text file: never learned, as train skips it
+                        skip(f"{display_name(name)}: not mail (no header line at the top); "
+                             f"not {'forgotten' if forget else 'learned'}")
+                        continue
+                    seen += 1
+                    try:
+                        if forget:
+                            session.forget(data, is_spam, tally, **markup)
+                        else:
+                            session.learn(data, is_spam, tally, **markup)
+                    except ValueError as exc:
+                        raise CommandError(f"{display_name(name)}: {exc}; the model is unchanged") from None
+            except SkippedError as exc:   # a device, a FIFO, a file over the limit: the others are read
+                skip(str(exc))
         if not seen:
-            raise CommandError("no message given; the model is unchanged")
+            if len(skipped) == 1:
+                raise CommandError(f"{skipped[0]}; the model is unchanged")
+            raise CommandError(f"no message {'given' if not skipped else 'to learn'}; the model is unchanged")
+        if len(skipped) == 1:
+            print(f"spamnb: {skipped[0]}", file=sys.stderr)
     spam_filter = session.filter
     if not args.quiet:
         ham, spam_count = spam_filter.class_count_
@@ -75,7 +103,11 @@ def add_parser(sub, name, handler, text):
     label.add_argument("--spam", dest="label", action="store_const", const="spam", help=texts[0])
     label.add_argument("--ham", dest="label", action="store_const", const="ham", help=texts[1])
     p.add_argument("files", nargs="*", metavar="FILE",
-                   help="message files, mboxes, folders, Maildirs or - (stdin, a message or an mbox; the default)")
+                   help="message files, mboxes, folders, Maildirs or - (stdin, a message or an mbox; the default); "
+                        "with --ham, a folder's spam and bulk sub-folders (.Junk, .Spam.2023, Bulk) are left out; "
+                        "devices, FIFOs, non-mail and files over 64 MiB (not mboxes) are skipped, said on stderr")
+    p.add_argument("--follow-links", action="store_true",
+                   help="read links to files outside the folders given (skipped by default)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
     wait_option(p)
     model_option(p)

@@ -146,4 +146,4 @@ def _run(argv):
         if os.environ.get("SPAMNB_DEBUG"):
             raise
         print(f"spamnb: {one_line(exc)}", file=sys.stderr)
-        return EXIT_ERROR
+        return getattr(exc, "exit_code", EXIT_ERROR)

@@ -50,7 +50,9 @@ def register(sub, wanted):
     if wanted("prune"):
         p = sub.add_parser("prune", help="drop rare, old or weak tokens; rewrites the model smaller")
         p.add_argument("--min-count", type=_non_negative(float), metavar="N",
-                       help="drop tokens seen fewer than N times in all")
+                       help="drop tokens seen fewer than N times in all; refused (exit 3, the model unchanged) "
+                            "for a model trained with length normalisation (--length-norm > 0, the default), "
+                            "whose counts are not occurrences: prune it with --target-size or --max-age")
         p.add_argument("--max-age", type=_non_negative(int), metavar="DAYS",
                        help="drop tokens not seen in a learned message for more than DAYS days")
         p.add_argument("--target-size", type=_non_negative(int), metavar="N",

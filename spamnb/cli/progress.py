@@ -8,8 +8,11 @@ class Progress:
     """A progress line: ``step(label)`` after each unit of work, ``close()`` at the end.
 
     ``total`` may be 0 when it is not known (a stream of messages): the line
-    then shows the count alone.  Redrawn at most every ``interval`` seconds
-    (and at the last step).
+    then shows the count alone; so it does once the count passes the total
+    (an estimate, such as the files of a corpus, some of them mboxes).
+    ``restart()`` begins another pass over the same items: the count starts
+    from 0 again, towards what the last pass counted.  Redrawn at most every
+    ``interval`` seconds (and at the last step).
     """
 
     def __init__(self, total=0, enabled=True, stream=None, unit="", interval=0.0):
@@ -22,8 +25,16 @@ class Progress:
         self.interval = interval
         self._drawn = -1e9
 
+    def restart(self):
+        """Another pass over the same items (train's second variant, say): the
+        count starts again, and the total is what the last pass counted."""
+        if self.done:
+            self.total, self.done = self.done, 0
+
     def step(self, label="", n=1):
         self.done += n
+        if self.total and self.done > self.total:   # the estimate was short (an mbox): the count alone
+            self.total = 0
         if not self.enabled:
             return
         now = time.monotonic()

@@ -10,11 +10,18 @@ import time
 
 from spamnb.cli.common import (CommandError, pairs_window, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
                                model_path, one_line, settings_of, wait_option)
-from spamnb.cli.exitcodes import EXIT_OK
+from spamnb.cli.exitcodes import EXIT_OK, EXIT_ONE_CLASS
+from spamnb.model.messages import display_name
 
 
 class _CorpusChanged(Exception):
     pass
+
+
+class OneClassCorpus(CommandError):
+    """A corpus with no spam or no ham, trained without ``--force`` (exit 65)."""
+
+    exit_code = EXIT_ONE_CLASS
 
 
 def cmd_train(args):
@@ -61,12 +68,14 @@ def cmd_train(args):
         # worker processes or a Dask cluster (docs/scale.md): the counting pass, then
         # the calibration's scoring pass; the corpus is never held
         progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+        if progress.enabled:   # a total to show: the files of the corpus (a walk, no file read)
+            progress.total = _count_files(args)
         try:
             spam_filter, calibration = pipeline.train(
                 args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
                 report=report, strict=args.strict, dask=args.dask, progress=progress,
                 calibration={"target_fpr": args.target_fpr} if calibrating else None,
-                word_pairs=calibrate.AUTO_PAIRS if args.word_pairs == "auto" else 0)
+                word_pairs=calibrate.AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links)
         except CorpusError as exc:
             raise CommandError(str(exc)) from None
         except fitting.CorpusChanged as exc:
@@ -79,7 +88,14 @@ def cmd_train(args):
     if n_ham + n_spam == 0:
         raise CommandError(f"no messages found ({report.summary()})")
     if n_spam == 0 or n_ham == 0:
-        print(f"spamnb: warning: the corpus holds only {'ham' if n_spam == 0 else 'spam'}", file=sys.stderr)
+        missing, found = ("spam", "ham") if n_spam == 0 else ("ham", "spam")
+        read = ", ".join(display_name(f) for f in sorted(report.labels_of(missing == "ham"))[:8]) or "no folder"
+        text = (f"the corpus holds no {missing} (read as {found}: {read}); name its folders "
+                f"{'spam*/junk* (or .Junk, .Spam)' if missing == 'spam' else 'anything but spam*/junk*'} "
+                f"or give --{missing} PATH")
+        if not args.force:
+            raise OneClassCorpus(f"{text}; the model is unchanged (--force trains it anyway)")
+        print(f"spamnb: warning: {text}", file=sys.stderr)
     if calibration is not None:
         from spamnb.model import calibrate
 
@@ -91,6 +107,7 @@ def cmd_train(args):
         print(f"trained on {n_ham + n_spam} messages ({n_spam} spam, {n_ham} ham), "
               f"{spam_filter.vocabulary_.n_features} tokens in the vocabulary, {elapsed:.2f} s; "
               f"{report.summary()}")
+        print(report.folders_summary())
         print(f"model: {path} ({human_size(os.path.getsize(path))})")
         if replaced:
             print(f"the model it replaced is kept as {replaced}")
@@ -101,6 +118,19 @@ def cmd_train(args):
     return EXIT_OK
 
 
+def _count_files(args):
+    """The number of files ``train`` will read (the same walk and skips, no
+    file opened): the progress line's total (an mbox counts one)."""
+    from spamnb.training.corpus import CorpusError, CorpusReport
+    from spamnb.training.planning import plan_training
+
+    try:
+        return sum(1 for _ in plan_training(args.dirs, args.spam, args.ham, CorpusReport(), False, None,
+                                            args.follow_links))
+    except (CorpusError, OSError):
+        return 0   # the training says why
+
+
 def _train_with_features(args, spam_filter, report, calibrating):
     """``spamnb train --feature-weight W``: ``SpamFilter.fit`` over the corpus
     read twice (the labels, then the messages), one message at a time; its
@@ -109,7 +139,7 @@ def _train_with_features(args, spam_filter, report, calibrating):
     from spamnb.training.corpus import CorpusError, CorpusReport, iter_labelled
     from spamnb.cli.progress import Progress
 
-    sources = dict(trees=args.dirs, spam=args.spam, ham=args.ham, strict=args.strict)
+    sources = dict(trees=args.dirs, spam=args.spam, ham=args.ham, strict=args.strict, follow_links=args.follow_links)
     try:
         labels = bytearray(m.is_spam for m in iter_labelled(report=report, **sources))
     except CorpusError as exc:
@@ -119,7 +149,7 @@ def _train_with_features(args, spam_filter, report, calibrating):
     progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
 
     def again():  # the second pass must see what the first saw, or the labels would be off
-        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):
+        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):   # its folders counted once
             if i >= len(labels) or message.is_spam != labels[i]:
                 raise _CorpusChanged(message.relpath)
             yield message.data
@@ -147,12 +177,17 @@ def _save_trained(spam_filter, path, wait):
 def add_parser(sub):
     p = sub.add_parser("train", help="train a new model from labelled mail")
     p.add_argument("dirs", nargs="*", metavar="DIR",
-                   help="folder tree: folders named spam* or junk* (and Maildir++ .Spam, .Junk) hold spam, "
-                        "others ham; files may be mboxes")
+                   help="folder tree: folders named spam* or junk* (and Maildir++ folders with such a part: "
+                        ".Spam, .Junk.2023) hold spam, bulk* folders are skipped, others are ham; files may be "
+                        "mboxes; devices, FIFOs and files over 64 MiB (not mboxes) are skipped")
     p.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
     p.add_argument("--ham", action="append", default=[], metavar="PATH",
-                   help="ham: folder, Maildir or mbox (its spam folders are left out)")
+                   help="ham: folder, Maildir or mbox (its spam and bulk folders are left out, said so)")
     p.add_argument("--strict", action="store_true", help="fail on unreadable or non-mail files instead of skipping")
+    p.add_argument("--follow-links", action="store_true",
+                   help="read links to files outside the folders given (skipped by default)")
+    p.add_argument("--force", action="store_true",
+                   help="train on a corpus with no spam or no ham (refused by default: exit 65, the model unchanged)")
     p.add_argument("--alpha", type=float, help="Dirichlet soft count")
     p.add_argument("--counts", choices=("binary", "raw", "log"), help="per-message token weighting")
     p.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")

@@ -471,7 +471,8 @@ def write_plot(path, y, log_odds, cutoffs=None):
     ax_hist.set_yscale("log")
     ax_hist.set_xlabel("log-odds log P(spam|m)/P(ham|m) (clipped to the 0.5-99.5 percentiles)")
     ax_hist.set_ylabel("messages")
-    ax_hist.legend()
+    # above the axes, outside them: inside, the legend hid the histogram's bars wherever it went
+    ax_hist.legend(loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2, fontsize="small", frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

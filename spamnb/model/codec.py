@@ -59,14 +59,16 @@ def write(spam_filter, path=None, backup=None):
     }, backup=backup)
 
 
-def read(cls, path=None, tokenizer=None, _tries=3):
+def read(cls, path=None, tokenizer=None, _tries=3, max_size=None):
     """A ``cls`` (a SpamFilter class) read from the model file at ``path``,
     with its journal of learned messages replayed (``spamnb.model.journal``);
-    :class:`ModelError` for any missing, damaged, foreign or mismatched file.
+    :class:`ModelError` for any missing, damaged, foreign or mismatched file,
+    and for a file over ``max_size`` bytes (default
+    :data:`spamnb.model.store.MAX_MODEL_SIZE`), refused unread.
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
     where = os.fspath(path)
-    header, arrays = schema.read(path)
+    header, arrays = schema.read(path) if max_size is None else schema.read(path, max_size)   # None: the default limit
     try:
         params = header["params"]
         try:
@@ -105,7 +107,7 @@ def read(cls, path=None, tokenizer=None, _tries=3):
     from spamnb.model import journal
 
     if journal.replay(self, where, header, arrays) and _tries > 0:  # replaced while read: read the new one
-        return read(cls, path, tokenizer, _tries - 1)
+        return read(cls, path, tokenizer, _tries - 1, max_size)
     return self
 
 

@@ -242,10 +242,21 @@ def _vocabulary(hashes, blob, offsets):
 
 
 def _check_same_settings(a, b, what="models"):
+    """ValueError naming each setting that differs, and only the fields of it
+    that differ (``tokenizer word_pairs 0 vs 2``, not both whole settings)."""
+    differences = []
     for key in SETTINGS_THAT_MUST_MATCH:
-        if a[key] != b[key]:
-            raise ValueError(f"the {what} differ in {key} ({a[key]!r} vs {b[key]!r}): only models with the same "
-                             f"settings combine exactly")
+        if a[key] == b[key]:
+            continue
+        if isinstance(a[key], dict) and isinstance(b[key], dict):
+            for field in sorted(set(a[key]) | set(b[key])):
+                if a[key].get(field) != b[key].get(field):
+                    differences.append(f"{key} {field} {a[key].get(field)!r} vs {b[key].get(field)!r}")
+        else:
+            differences.append(f"{key} {a[key]!r} vs {b[key]!r}")
+    if differences:
+        raise ValueError(f"the {what} differ in {', '.join(differences)}: only models with the same "
+                         f"settings combine exactly")
 
 
 def merge(filters):

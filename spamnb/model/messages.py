@@ -1,12 +1,116 @@
 """A message as the filter takes it: bytes, text, a path or an
-``email.message.Message``, and the one reader of a message file."""
+``email.message.Message``; the one reader of a message file, and the checks
+made before a message file of a corpus or a batch is read (its type, then
+its size against :data:`MAX_MESSAGE_SIZE`); and a file name as it is printed
+(:func:`display_name`: never a line break, a tab or a lone surrogate)."""
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 
-__all__ = ["message_bytes", "read_file"]
+__all__ = ["message_bytes", "read_file", "MAX_MESSAGE_SIZE", "Refused", "open_checked", "read_checked",
+           "display_name"]
+
+# The largest message file read (64 MiB, what an mbox's messages are cut at:
+# spamnb.mail.mbox.MAX_MESSAGE_BYTES).  The tokenizer reads at most the first
+# few tens of KiB of a message; a larger file is skipped with this reason.
+MAX_MESSAGE_SIZE = 64 << 20
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+class Refused(ValueError):
+    """A file refused before it was read; ``str()`` is the reason (``not a
+    regular file (a FIFO)``, ``larger than 64 MiB``), the same for every
+    file refused for it (a corpus report counts files by reason)."""
+
+
+def _kind(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def _size_text(n):
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
+
+
+def open_checked(path, max_size=MAX_MESSAGE_SIZE):
+    """``(fd, size)`` of the regular file at ``path`` opened for reading
+    (the caller closes ``fd``).  Its type is checked before it is opened
+    (``stat``: a FIFO, a device or a socket is never opened) and again on
+    what was opened (``fstat``: it may have been replaced between the two;
+    the open does not block, and opens no terminal).  :class:`Refused` for
+    anything but a regular file, and for a file over ``max_size`` bytes
+    (None: no limit); OSError when it cannot be opened (IsADirectoryError
+    for a folder)."""
+    _check(path, os.stat(path), max_size)   # before opening: a FIFO or a device is never opened
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        _check(path, st, max_size)   # what was opened (replaced since the stat?)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def _check(path, st, max_size):
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, "Is a directory", os.fspath(path))
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"not a regular file ({_kind(st.st_mode)})")
+    if max_size is not None and st.st_size > max_size:
+        raise Refused(f"larger than {_size_text(max_size)}")
+
+
+def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):
+    """The bytes of the regular file open at ``fd`` (``size`` bytes when it
+    was checked), read in one ``read`` when it did not grow; :class:`Refused`
+    when it grew past ``max_size`` meanwhile (never more than that is read)."""
+    limit = size if max_size is None else min(size, max_size)
+    data = os.read(fd, limit + 1)
+    if len(data) <= size:
+        if max_size is not None and len(data) > max_size:
+            raise Refused(f"larger than {_size_text(max_size)}")
+        return data
+    chunks, total = [data], len(data)
+    while max_size is None or total <= max_size:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+    raise Refused(f"larger than {_size_text(max_size)}")
+
+
+_UNPRINTABLE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match):
+    ch = match.group()
+    code = ord(ch)
+    if ch in _ESCAPES:
+        return _ESCAPES[ch]
+    if 0xDC80 <= code <= 0xDCFF:   # a byte of a name that is not UTF-8 (os.fsdecode's surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
+
+
+def display_name(name):
+    """A file name as a line of output shows it: a backslash, a tab, a line
+    break (CR, LF, NEL, U+2028/2029), any other control character and a
+    byte that is not UTF-8 (a lone surrogate from ``os.fsdecode``) are
+    written as backslash escapes (``\\\\``, ``\\t``, ``\\n``, ``\\xff``,
+    ``\\u2028``): one name is always one field of one line, and text any
+    encoder (JSON, UTF-8) takes."""
+    return _UNPRINTABLE.sub(_escape, name) if _UNPRINTABLE.search(name) else name
 
 
 def message_bytes(message):

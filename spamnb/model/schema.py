@@ -92,11 +92,12 @@ def write(path, fields, arrays, backup=None):
     write_model(path, header, {name: (ARRAYS[name][0], buffer) for name, buffer in arrays.items()}, backup=backup)
 
 
-def read(path):
+def read(path, max_size=None):
     """Read and check a model file: ``(header, arrays)`` with every declared
     field and array of its version present and typed, logarithms decoded
-    (``null`` is -inf) and in range.  Raises ModelError."""
-    header, arrays = read_model(path)
+    (``null`` is -inf) and in range.  Raises ModelError (``max_size``: as
+    :func:`spamnb.model.store.read_model`)."""
+    header, arrays = read_model(path, max_size)
     try:
         _check(header, arrays)
     except ModelError:

@@ -352,11 +352,13 @@ class SpamFilter:
             codec.write(self, path, backup)
 
     @classmethod
-    def load(cls, path=None, tokenizer=None):
+    def load(cls, path=None, tokenizer=None, max_size=None):
         """Read a model file.  Raises :class:`spamnb.model.store.ModelError` for any
         missing, damaged, foreign or mismatched file (e.g. a ``tokenizer``
-        given here whose settings differ from the model's)."""
-        return codec.read(cls, path, tokenizer)
+        given here whose settings differ from the model's), and, unread, for
+        anything but a regular file or a file over ``max_size`` bytes
+        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB)."""
+        return codec.read(cls, path, tokenizer, max_size=max_size)
 
     def __repr__(self):
         return (f"SpamFilter(alpha={self.alpha!r}, prior={self.prior!r}, counts={self.counts!r}, "

@@ -16,8 +16,12 @@ Layout (little-endian)::
 The header's ``"arrays"`` maps each array name to ``[offset, count, typecode]``
 (typecodes of :mod:`array`: ``Q`` uint64, ``i`` int32, ``d`` float64, ``B``
 bytes).  What the header and arrays mean is :mod:`spamnb.model.schema`'s.
-Reading reads the whole file into private memory (an anonymous mapping, not
-the file's), then checks the magic, the
+Reading checks the file before it reads it: its type (a FIFO, a device is
+never read: opened without blocking, then refused), its size against a limit
+(:data:`MAX_MODEL_SIZE`, 1 GiB, or the ``max_size`` given: a 2 GB sparse file
+is refused at once, unread) and its first 40 bytes (the magic, the version
+and the length they state); then it reads the whole file into private memory
+(an anonymous mapping, not the file's), and checks the magic, the
 version, the length, the checksum, the JSON and every array's bounds and
 alignment (and that no two overlap) before anything uses them, and returns
 read-only memoryviews over that memory: nothing is parsed per token, and
@@ -60,8 +64,8 @@ from contextlib import contextmanager
 
 from spamnb.bayes import _checks
 
-__all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "write_model", "read_model",
-           "locked", "resolve"]
+__all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
+           "read_model", "locked", "resolve"]
 
 MAGIC = b"SPAMNB\x00M"
 FORMAT_VERSION = 1
@@ -78,6 +82,9 @@ _READ_TRIES = 5       # reads of a file that keeps changing under the reader
 # 6.6 / 5.3 / 2.8 ms.
 _HUGE_PAGES_FROM = 4 << 20
 DEFAULT_WAIT = 60.0   # seconds a writer waits for another's lock
+# The largest model file read (``read_model``'s ``max_size`` by default): 15 times the
+# Enron-Spam model with word pairs (66.9 MiB); a larger file is refused unread.
+MAX_MODEL_SIZE = 1 << 30
 _ALIGN = 8
 
 if sys.byteorder != "little":  # pragma: no cover - the arrays are stored little-endian
@@ -356,8 +363,13 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
-def read_model(path):
+def read_model(path, max_size=None):
     """Read a model file into memory and check it; returns ``(header, arrays)``.
+
+    ``max_size``: the largest file read (default :data:`MAX_MODEL_SIZE`); a
+    larger one, anything but a regular file, and a file whose first 40 bytes
+    are not a model's of its length are refused (ModelError) before the rest
+    is read.
 
     ``arrays`` maps names to read-only memoryviews of the given typecode over
     the file's bytes (which they keep alive), read into private memory
@@ -366,8 +378,16 @@ def read_model(path):
     changed while it was read (rewritten in place) is read again.
     """
     path = os.fspath(path)
+    max_size = MAX_MODEL_SIZE if max_size is None else max_size
     for attempt in range(_READ_TRIES):
-        view, before = _read_whole(path)
+        try:
+            view, before = _read_whole(path, max_size)
+        except ModelError as exc:   # its prefix refused: read again if the file was changing
+            before = getattr(exc, "signature", None)
+            if before is None or attempt + 1 == _READ_TRIES or not _changed(path, before):
+                raise
+            time.sleep(0.01 * (attempt + 1))
+            continue
         try:
             return _parse(path, view, len(view))
         except ModelError:
@@ -407,8 +427,27 @@ def _private_memory(size):
     return memoryview(memory)
 
 
-def _read_whole(path):
-    """(memoryview of the file's bytes in private memory, its stat signature when opened)."""
+def _check_prefix(path, fd, size):
+    """Refuse (ModelError) a file whose first bytes are not a model's prefix
+    stating its length: read before the whole file is (a sparse file of
+    zeros, a file of another kind, is refused at once)."""
+    prefix = os.pread(fd, _PREFIX.size, 0)
+    if len(prefix) < _PREFIX.size:
+        raise ModelError(f"{path}: not a spamnb model (too short: {len(prefix)} bytes)")
+    magic, version, _reserved, _header_length, total, _checksum = _PREFIX.unpack(prefix)
+    if magic != MAGIC:
+        raise ModelError(f"{path}: not a spamnb model file")
+    if version != FORMAT_VERSION:
+        newer = "newer than" if version > FORMAT_VERSION else "older than"
+        raise ModelError(f"{path}: model format version {version} is {newer} this spamnb's ({FORMAT_VERSION})")
+    if total != size:
+        raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
+
+
+def _read_whole(path, max_size=MAX_MODEL_SIZE):
+    """(memoryview of the file's bytes in private memory, its stat signature
+    when opened); the file's type, size (at most ``max_size``) and prefix
+    checked first."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -419,8 +458,16 @@ def _read_whole(path):
             if not stat.S_ISREG(st.st_mode):
                 raise ModelError(f"{path}: not a regular file, not a model")
             size = st.st_size
-            if size < _PREFIX.size:
-                raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
+            if size > max_size:
+                raise ModelError(f"{path}: {size} bytes, larger than the {_size_text(max_size)} limit "
+                                 "for a model file; not read")
+            try:
+                if size < _PREFIX.size:
+                    raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
+                _check_prefix(path, fd, size)
+            except ModelError as exc:
+                exc.signature = _signature(st)   # read_model reads a file that changed again
+                raise
             view = _private_memory(size)
             done = 0
             while done < size:
@@ -439,6 +486,13 @@ def _read_whole(path):
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
     return view[:done], _signature(st)
+
+
+def _size_text(n):
+    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB")):
+        if n >= unit and not n % unit:
+            return f"{n // unit} {name}"
+    return f"{n} bytes"
 
 
 def _parse(path, memory, size):

@@ -218,7 +218,10 @@ def reason_text(verdict):
 
 
 class VerdictLines:
-    """One line per message (tab-separated, or JSON), flushed as it is written."""
+    """One line per message (tab-separated, or JSON), flushed as it is written;
+    a message's name as :func:`spamnb.model.messages.display_name` shows it
+    (a tab or a line break in a file name cannot forge a line; JSON gets no
+    lone surrogate)."""
 
     def __init__(self, spam_filter, json_lines=False, out=None):
         self.json, self.spam_filter = json_lines, spam_filter
@@ -226,6 +229,9 @@ class VerdictLines:
         self.errors = 0
 
     def verdict(self, name, data):
+        from spamnb.model.messages import display_name
+
+        name = display_name(name)
         verdict = self.spam_filter.classify(data, evidence=self.json)   # the text line prints no evidence
         if self.json:
             import json
@@ -236,6 +242,9 @@ class VerdictLines:
         self.out.flush()
 
     def error(self, name, reason):
+        from spamnb.model.messages import display_name
+
+        name, reason = display_name(name), display_name(reason)
         self.errors += 1
         if self.json:
             import json

@@ -97,7 +97,7 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
                     lines.verdict(name, data)
             except (CorpusError, OSError) as exc:
                 reason = str(exc) if isinstance(exc, CorpusError) else (exc.strerror or str(exc))
-                lines.error(piece.name, reason.removeprefix(f"{piece.name}: "))
+                lines.error(piece.name, reason.removeprefix(f"{piece.name}: "))   # escaped there
     return lines.out.getvalue(), errors.getvalue(), lines.errors
 
 

@@ -188,7 +188,7 @@ def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filt
 
 def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=None,
                  partition_size=planning.DEFAULT_PARTITION_SIZE, fan_in=counting.DEFAULT_FAN_IN, report=None,
-                 strict=False, n_folds=0, spill=False):
+                 strict=False, n_folds=0, spill=False, follow_links=False):
     """The merged :class:`~spamnb.training.counting.Counts` of a corpus, counted on the
     cluster (``spec``: :func:`spamnb.training.counting.counting_spec`, default a
     ``SpamFilter()``'s; ``n_folds``: the fold rows of the calibration, as
@@ -209,7 +209,7 @@ def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=No
         spec = counting.counting_spec(SpamFilter())
     if spill and not n_folds:
         raise ValueError("a spill needs the folds (n_folds > 0)")
-    pieces = planning.plan_training(trees, spam, ham, report, strict, partition_size)
+    pieces = planning.plan_training(trees, spam, ham, report, strict, partition_size, follow_links)
     parts = planning.partitions(pieces, partition_size)
     if spill:
         count = delayed(planning.count_partition_in_memory, pure=True)

@@ -3,13 +3,17 @@
 Layout of a training tree (``spamnb train DIR``): every file below ``DIR`` is
 a message, or an mbox of messages; it is spam when a folder on its way below
 ``DIR`` is a spam folder, ham otherwise.  A spam folder's name starts with
-``spam`` or ``junk`` (case-insensitive; for a Maildir++ folder such as
-``.INBOX.Junk``, its last component).  Files directly in ``DIR`` take
-``DIR``'s own name (so ``spamnb train corpus/spam`` is all spam, while a
-corpus root called ``spamassassin`` does not make its ``easy_ham`` folder
-spam).  ``--spam PATH`` / ``--ham PATH`` label a whole folder, Maildir or mbox
-file; the spam folders inside a ``--ham`` path are left out (a Maildir's
-``.Junk`` is not ham).
+``spam`` or ``junk`` (case-insensitive); a Maildir++ folder's name is a
+spam folder's when any of its dot-separated parts starts so (``.Junk``,
+``.INBOX.Spam``, ``.Junk.2023``, ``.Spam.Archive``).  A bulk folder (a name,
+or a Maildir++ part, starting with ``bulk``: Yahoo's and others' name for
+their spam folder, which may hold wanted newsletters too) is neither: it
+is skipped, and said so, unless it is inside a ``--spam`` path or given as
+one.  Files directly in ``DIR`` take ``DIR``'s own name (so ``spamnb train
+corpus/spam`` is all spam, while a corpus root called ``spamassassin`` does
+not make its ``easy_ham`` folder spam).  ``--spam PATH`` / ``--ham PATH``
+label a whole folder, Maildir or mbox file; the spam and bulk folders
+inside a ``--ham`` path are left out (a Maildir's ``.Junk`` is not ham).
 
 Maildir and Maildir++: a folder with ``cur/`` and ``new/`` is a Maildir; its
 messages are the files in those two (``tmp/`` holds mail still being
@@ -20,9 +24,14 @@ Trash folders are not read (deleted mail is neither spam nor ham).
 
 What cannot be read is skipped, counted and named, never fatal (unless
 ``strict``): unreadable files and folders, broken links and link loops, links
-to folders (never followed: they may loop), sockets, devices and FIFOs, empty
-files, files that are not mail (no header line at the top), hidden files and
-folders.  The :class:`CorpusReport` says what was read and what was skipped.
+to folders (never followed: they may loop), links to files outside the tree
+given (unless ``follow_links``: ``spamnb train --follow-links``), sockets,
+devices and FIFOs (never opened: their type is checked first), files larger
+than :data:`~spamnb.model.messages.MAX_MESSAGE_SIZE` (64 MiB) that are not an
+mbox (an mbox is read a message at a time, each cut at 64 MiB), empty files,
+files that are not mail (no header line at the top), hidden files and
+folders.  The :class:`CorpusReport` says what was read and what was skipped,
+and which folders were read as which label.
 """
 
 from __future__ import annotations
@@ -31,10 +40,11 @@ import hashlib
 import io
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 
 from spamnb.mail.mbox import is_mbox_start, iter_mbox
+from spamnb.model import messages as _messages
+from spamnb.model.messages import MAX_MESSAGE_SIZE, Refused, display_name, read_checked
 from spamnb.training.errors import CorpusError
 
 __all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages", "iter_labelled",
@@ -42,6 +52,7 @@ __all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages"
            "shard_messages", "tree_label", "is_spam_name"]
 
 _HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+_MBOX_MESSAGE = re.compile(r"#\d+$")   # the name of an mbox's message: "box#12"
 
 
 @dataclass(frozen=True)
@@ -58,8 +69,10 @@ class CorpusReport:
     read: int = 0
     skipped: dict = field(default_factory=dict)
     examples: dict = field(default_factory=dict)  # reason -> the first few paths skipped for it
+    folders: dict = field(default_factory=dict)   # (is_spam, folder) -> messages read with that label
 
     EXAMPLES = 3
+    FOLDERS = 8   # folders named per label in folders_summary()
 
     def skip(self, path, reason, strict=False):
         if strict:
@@ -67,7 +80,7 @@ class CorpusReport:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
         paths = self.examples.setdefault(reason, [])
         if len(paths) < self.EXAMPLES:
-            paths.append(os.fspath(path))
+            paths.append(display_name(os.fspath(path)))
 
     @property
     def n_skipped(self):
@@ -82,6 +95,37 @@ class CorpusReport:
             more = ", ..." if n > len(paths) else ""
             parts.append(f"{n} {reason}: {', '.join(paths)}{more}")
         return f"skipped {self.n_skipped} ({'; '.join(parts)})"
+
+    def add_folder(self, is_spam, path, name):
+        """Count a message read with the label ``is_spam`` from the file
+        ``path`` (``name``: the message's, ``file#N`` in an mbox) under its
+        folder: the mbox file itself, else the file's folder (a Maildir's,
+        for its ``cur/`` and ``new/``)."""
+        if _MBOX_MESSAGE.search(name):
+            folder = path
+        else:
+            folder = os.path.dirname(path) or "."
+            head, leaf = os.path.split(folder)
+            if leaf in ("cur", "new"):
+                folder = head or "."
+        key = (bool(is_spam), folder)
+        self.folders[key] = self.folders.get(key, 0) + 1
+
+    def labels_of(self, is_spam):
+        """The folders read with the label ``is_spam``, with their numbers of messages."""
+        return {folder: n for (label, folder), n in self.folders.items() if label == bool(is_spam)}
+
+    def folders_summary(self):
+        """Which folders were read as which label: ``read as spam: corpus/spam
+        (50 messages), ...; as ham: ...`` (the first few folders of each, sorted)."""
+        parts = []
+        for is_spam, label in ((True, "spam"), (False, "ham")):
+            found = sorted(self.labels_of(is_spam).items())
+            names = [f"{display_name(f)} ({n} message{'s' if n != 1 else ''})" for f, n in found[:self.FOLDERS]]
+            if len(found) > self.FOLDERS:
+                names.append(f"{len(found) - self.FOLDERS} more")
+            parts.append(f"{label}: {', '.join(names) if names else 'no folder'}")
+        return "read as " + "; as ".join(parts)
 
 
 def is_test_message(relpath):
@@ -106,8 +150,10 @@ def split_mbox(data):
     return [part for part in iter_mbox(io.BytesIO(data)) if part.strip()]
 
 
-# Maildir++ folders (".Junk", ".INBOX.Spam", ...) and plain folders whose name says spam
+# Maildir++ folders (".Junk", ".INBOX.Spam", ".Junk.2023", ...) and plain folders whose name says spam
 SPAM_FOLDER_PREFIXES = ("spam", "junk")
+# folders neither spam nor ham: read only inside a --spam path (or given as one)
+BULK_FOLDER_PREFIXES = ("bulk",)
 # folders never read: deleted mail is neither spam nor ham
 SKIPPED_FOLDER_NAMES = ("trash", "deleted messages", "deleted items")
 
@@ -117,24 +163,45 @@ def _folder_name(name):
     return name.lstrip(".").rsplit(".", 1)[-1].lower() if name.startswith(".") else name.lower()
 
 
+def _name_parts(name):
+    """The parts of a folder name that say what it holds, lower case: a
+    Maildir++ name's dot-separated parts (".Junk.2023" -> junk, 2023), a
+    plain name whole."""
+    return name[1:].lower().split(".") if name.startswith(".") else (name.lower(),)
+
+
 def _is_spam_name(name):
-    return _folder_name(name).startswith(SPAM_FOLDER_PREFIXES)
+    return any(part.startswith(SPAM_FOLDER_PREFIXES) for part in _name_parts(name))
+
+
+def _is_bulk_name(name):
+    return not _is_spam_name(name) and any(part.startswith(BULK_FOLDER_PREFIXES) for part in _name_parts(name))
 
 
 def _is_maildir(path, names):
     return {"cur", "new"} <= set(names)
 
 
-def _walk_files(root, report, strict, spam_folders="read"):
+def _inside(path, real_root):
+    """True when the link ``path`` resolves to a file inside the folder ``real_root`` (a real path)."""
+    target = os.path.realpath(path)
+    return target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _walk_files(root, report, strict, spam_folders="read", follow_links=True):
     """Regular files below ``root`` (sorted).  A Maildir's messages are in its
     ``cur/`` and ``new/`` (``tmp/`` holds mail still being delivered; files at
     its top, such as the ``maildirfolder`` marker or an IMAP server's indexes,
     are not mail); its hidden sub-folders are Maildir++ folders.  Other hidden
-    folders and files are skipped and counted.  ``spam_folders="skip"``
-    (a ham tree) leaves out the spam folders inside it, and says so."""
+    folders and files are skipped and counted.  ``spam_folders``: "read"
+    (every folder: a --spam path, or mail classified), "tree" (a training
+    tree: its bulk folders are left out), "skip" (a ham path: its spam and
+    bulk folders are left out); each folder left out is said.
+    ``follow_links`` False: a link to a file outside ``root`` is skipped."""
     def onerror(exc):
         report.skip(exc.filename, "unreadable folder", strict)
 
+    real_root = None if follow_links else os.path.realpath(root)
     for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
         maildir = _is_maildir(dirpath, dirnames)
         kept = []
@@ -151,6 +218,9 @@ def _walk_files(root, report, strict, spam_folders="read"):
             if spam_folders == "skip" and _is_spam_name(d):
                 report.skip(path, "spam folder inside a ham path", strict)
                 continue
+            if spam_folders != "read" and _is_bulk_name(d):
+                report.skip(path, "bulk folder, neither spam nor ham (give it with --spam or --ham)", strict)
+                continue
             if os.path.islink(path):  # not followed (it may loop): said so
                 report.skip(path, "link to a folder (not followed)", strict)
                 continue
@@ -163,42 +233,50 @@ def _walk_files(root, report, strict, spam_folders="read"):
             if name.startswith("."):
                 report.skip(path, "hidden file", strict)
                 continue
+            if real_root is not None and os.path.islink(path) and not _inside(path, real_root):
+                report.skip(path, "link to a file outside the tree (--follow-links reads it)", strict)
+                continue
             yield path
 
 
 _READ_WHOLE = 4 << 20  # files up to this size are read whole (one read); larger mboxes are streamed
 
 
-def _regular_size(path, report, strict):
-    """The size of the regular file at ``path``, or None (skipped and counted)."""
+def _open_file(path, report, strict):
+    """``(fd, size)`` of the regular file at ``path`` opened (its type checked
+    before, so a FIFO or a device is never opened), or None (skipped and
+    counted)."""
     try:
-        st = os.stat(path)
+        return _messages.open_checked(path, max_size=None)   # through the module: the one opener
+    except Refused as exc:
+        report.skip(path, str(exc).partition(" (")[0], strict)   # "not a regular file": one reason for all kinds
     except OSError:
         report.skip(path, "broken link" if os.path.islink(path) else "unreadable", strict)
-        return None
-    if not stat.S_ISREG(st.st_mode):  # checked before opening: a FIFO would block
-        report.skip(path, "not a regular file", strict)
-        return None
-    return st.st_size
+    return None
 
 
 def _file_messages(path, name, report, strict):
     """``(name, bytes)`` of the message, or each message of the mbox, in the file
-    at ``path``.  Files are read by the filter's reader (one read of the whole
-    file), except an mbox over 4 MiB, which is read a message at a time."""
-    from spamnb.model.messages import read_file as _read_file
-
-    size = _regular_size(path, report, strict)
-    if size is None:
+    at ``path``.  Files are read in one read, except an mbox over 4 MiB, which
+    is read a message at a time; a file over 64 MiB that is not an mbox is
+    skipped (``larger than 64 MiB``), unread."""
+    opened = _open_file(path, report, strict)
+    if opened is None:
         return
+    fd, size = opened
     try:
-        if size > _READ_WHOLE:
-            with open(path, "rb") as f:
-                if is_mbox_start(f.read(5)):
-                    f.seek(0)
-                    yield from _mbox_messages(path, name, f, report, strict)
-                    return
-        data = _read_file(path)
+        if size > _READ_WHOLE and is_mbox_start(os.pread(fd, 5, 0)):
+            with os.fdopen(fd, "rb") as f:
+                fd = None   # the file object closes it
+                yield from _mbox_messages(path, name, f, report, strict)
+            return
+        try:
+            data = read_checked(fd, size, MAX_MESSAGE_SIZE)
+        except Refused as exc:
+            report.skip(path, str(exc), strict)
+            return
+        os.close(fd)
+        fd = None
         if is_mbox_start(data):
             yield from _mbox_messages(path, name, io.BytesIO(data), report, strict)
         elif not data.strip():
@@ -210,6 +288,9 @@ def _file_messages(path, name, report, strict):
             yield name, data
     except OSError:
         report.skip(path, "unreadable", strict)
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _mbox_messages(path, name, stream, report, strict):
@@ -232,15 +313,16 @@ def _mbox_message(path, name, data, report, strict):
     yield name, data
 
 
-def read_messages(path, report=None, strict=False, spam_folders="read"):
+def read_messages(path, report=None, strict=False, spam_folders="read", follow_links=True):
     """``(relpath, bytes)`` of each message in a folder, Maildir or mbox file,
-    read one at a time (never the whole corpus at once)."""
+    read one at a time (never the whole corpus at once); ``spam_folders`` and
+    ``follow_links``: as :func:`walk_files`."""
     report = CorpusReport() if report is None else report
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CorpusError(f"{path}: no such file or folder")
     if os.path.isdir(path):
-        for file_path in _walk_files(path, report, strict, spam_folders):
+        for file_path in _walk_files(path, report, strict, spam_folders, follow_links):
             relpath = os.path.relpath(file_path, path).replace(os.sep, "/")
             yield from _file_messages(file_path, relpath, report, strict)
         return
@@ -254,19 +336,28 @@ def _tree_label(relpath, root_is_spam):
     return any(_is_spam_name(part) for part in folders)
 
 
-def iter_labelled(trees=(), spam=(), ham=(), report=None, strict=False):
+def iter_labelled(trees=(), spam=(), ham=(), report=None, strict=False, follow_links=False):
     """:class:`LabelledMessage` one at a time: ``trees`` labelled by folder
-    names, ``spam``/``ham`` paths as given (spam folders inside a ``ham`` path
-    are left out: they are not ham).  Raises CorpusError for a path that does
-    not exist (or, with ``strict``, for any skipped file)."""
+    names, ``spam``/``ham`` paths as given (spam and bulk folders inside a
+    ``ham`` path are left out: they are not ham; bulk folders of a tree
+    too).  Links to files outside a tree are skipped unless
+    ``follow_links``.  Raises CorpusError for a path that does not exist (or,
+    with ``strict``, for any skipped file)."""
     report = CorpusReport() if report is None else report
     for tree in trees:
-        root_is_spam = _is_spam_name(os.path.basename(os.path.normpath(os.fspath(tree))))
-        for relpath, data in read_messages(tree, report, strict):
-            yield LabelledMessage(relpath, data, _tree_label(relpath, root_is_spam))
+        tree = os.fspath(tree)
+        root_is_spam = _is_spam_name(os.path.basename(os.path.normpath(tree)))
+        is_dir = os.path.isdir(tree)
+        for relpath, data in read_messages(tree, report, strict, "tree", follow_links):
+            label = _tree_label(relpath, root_is_spam)
+            report.add_folder(label, os.path.join(tree, relpath.partition("#")[0]) if is_dir else tree, relpath)
+            yield LabelledMessage(relpath, data, label)
     for paths, is_spam in ((spam, True), (ham, False)):
         for path in paths:
-            for relpath, data in read_messages(path, report, strict, "read" if is_spam else "skip"):
+            path = os.fspath(path)
+            is_dir = os.path.isdir(path)
+            for relpath, data in read_messages(path, report, strict, "read" if is_spam else "skip", follow_links):
+                report.add_folder(is_spam, os.path.join(path, relpath.partition("#")[0]) if is_dir else path, relpath)
                 yield LabelledMessage(relpath, data, is_spam)
 
 
@@ -289,7 +380,7 @@ def shard_messages(path, name, start, end, first, report, strict=False):
         yield from _mbox_message(path, f"{name}#{first + i}", data, report, strict)
 
 
-def labelled_messages(trees=(), spam=(), ham=(), report=None, strict=False):
+def labelled_messages(trees=(), spam=(), ham=(), report=None, strict=False, follow_links=False):
     """:func:`iter_labelled` as a list (the whole corpus in memory: for
     evaluation, which needs it; training streams)."""
-    return list(iter_labelled(trees, spam, ham, report, strict))
+    return list(iter_labelled(trees, spam, ham, report, strict, follow_links))

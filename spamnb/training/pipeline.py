@@ -101,6 +101,8 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
             yield specs[:n], part, strict, n_folds, [spill(v, i) for v in range(n)]
 
     trees = [TreeReduce(fan_in) for _ in specs]
+    if progress is not None and hasattr(progress, "restart"):
+        progress.restart()   # a pass of its own: counted from 0 again
 
     def count(workers):
         for part_counts, part_report in workers.run_ordered(count_partition_variants, jobs()):
@@ -146,7 +148,7 @@ def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size
 
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
           fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-          progress=None, word_pairs=0):
+          progress=None, word_pairs=0, follow_links=False):
     """``spamnb train``: count a corpus and choose the cutoffs, streaming;
     and, with ``word_pairs`` W >= 2, choose between the filter's tokenizer
     and the same with word pairs of window W.
@@ -167,14 +169,16 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
     without, with, 1-AUC % without, with)`` (the four None when the corpus
     has more than :data:`PAIRS_MAX_MESSAGES` messages: not tried); each
-    variant's model is the one training it alone gives.
+    variant's model is the one training it alone gives.  ``follow_links``: as
+    :func:`spamnb.training.corpus.iter_labelled` (links to files outside a
+    tree are skipped unless it is true).
     """
     from spamnb.model.spam_filter import SpamFilter
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
                    report=report, strict=strict, calibration=calibration, n_folds=n_folds, dask=dask,
-                   progress=progress, limit=PAIRS_MAX_MESSAGES)
+                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links)
 
     def train_all(filters):
         return train_variants(filters, **options)
@@ -229,7 +233,7 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
 
 def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
                    fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-                   progress=None, limit=None):
+                   progress=None, limit=None, follow_links=False):
     """:func:`train_one` of each unfitted filter of ``filters`` (a filter and
     its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
     a generator of their ``(spam_filter, calibration, scores)``, in order.
@@ -260,14 +264,16 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
     if dask:
         for i, spam_filter in enumerate(filters):
             yield _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report if i == 0 else None,
-                              strict, calibration, n_folds, folds, dask)
+                              strict, calibration, n_folds, folds, dask, follow_links)
         return
     specs = [counting_spec(spam_filter) for spam_filter in filters]
     one = n_jobs == 1   # asked for -j 1 (-j 0 on one core: partitions, here)
     if one:
         messages = ((data, is_spam) for _name, data, is_spam in
-                    _messages(plan_training(trees, spam, ham, report, strict, None), report, strict))
+                    _messages(plan_training(trees, spam, ham, report, strict, None, follow_links), report, strict))
         if progress is not None:
+            if hasattr(progress, "restart"):
+                progress.restart()   # a pass of its own: counted from 0 again
             messages = progress.wrap(messages, "counting")
         yield from train_variants_here(filters, messages, calibration, folds, limit)
         return
@@ -276,7 +282,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
         work = stack.enter_context(tempfile.TemporaryDirectory(prefix="spamnb-train-")) if folds else None
         workers = stack.enter_context(Workers(n_jobs))
         spills = (work, [[] for _ in filters]) if work is not None else None
-        merged = fit_counts_variants(plan_training(trees, spam, ham, report, strict, partition_size), specs,
+        merged = fit_counts_variants(plan_training(trees, spam, ham, report, strict, partition_size, follow_links), specs,
                                      partition_size=partition_size, fan_in=fan_in, report=report, strict=strict,
                                      n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit)
         for i, spam_filter in enumerate(filters):
@@ -303,7 +309,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
 
 
 def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, strict, calibration, n_folds, folds,
-                dask):
+                dask, follow_links=False):
     """One variant of :func:`train_variants` on a Dask cluster: both passes there
     (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each
     partition's spill stays in the memory of the worker that counted it; then
@@ -314,7 +320,7 @@ def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, s
     with spamnb_dask.connect(dask) as client:
         merged = spamnb_dask.count_corpus(trees, spam, ham, client=client, spec=counting_spec(spam_filter),
                                           partition_size=partition_size, fan_in=fan_in, report=report,
-                                          strict=strict, n_folds=folds, spill=bool(folds))
+                                          strict=strict, n_folds=folds, spill=bool(folds), follow_links=follow_links)
         if folds:
             spilled, merged = merged, merged.counts
         done, fold_class_count, fold_feature_count = take_counts(spam_filter, merged, calibration)

@@ -34,22 +34,23 @@ def _file_pieces(path, name, is_spam, partition_size):
     here), else the file whole (read by the worker as the corpus reader reads
     it, with the same skips).  Shard messages are numbered by envelope line."""
     import mmap
-    import stat
 
     from spamnb.mail.mbox import is_mbox_start, message_starts
+    from spamnb.model.messages import Refused, open_checked
 
     whole = Piece("file", path, name, is_spam, 0, None, 0)
     if partition_size is None:   # one process reads the corpus: no shards
         yield whole
         return
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size <= _SHARD_ABOVE:
-            yield whole
-            return
-        f = open(path, "rb")
-    except OSError:
+        fd, size = open_checked(path, max_size=None)   # type checked first: a FIFO or a device is never opened
+    except (OSError, Refused):
         yield whole   # the worker skips it and says why, as the corpus reader does
+        return
+    f = os.fdopen(fd, "rb")
+    if size <= _SHARD_ABOVE:
+        f.close()
+        yield whole
         return
     with f:
         if not is_mbox_start(f.read(5)):
@@ -69,11 +70,12 @@ def _file_pieces(path, name, is_spam, partition_size):
     yield whole if first == 0 else Piece("shard", path, name, is_spam, start, size, first)
 
 
-def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partition_size=DEFAULT_PARTITION_SIZE):
+def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partition_size=DEFAULT_PARTITION_SIZE,
+                  follow_links=False):
     """The pieces of a labelled corpus, in the order and with the labels of
     :func:`spamnb.training.corpus.iter_labelled` (the same walk, Maildir and Maildir++
-    rules and skips), lazily: no message is read here.  ``partition_size``
-    None: large mbox files are not cut into shards."""
+    rules and skips, the same ``follow_links``), lazily: no message is read
+    here.  ``partition_size`` None: large mbox files are not cut into shards."""
     from spamnb.training import corpus
 
     report = corpus.CorpusReport() if report is None else report
@@ -87,7 +89,8 @@ def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partitio
             yield from _file_pieces(root, os.path.basename(root), root_is_spam, partition_size)
             continue
         prefix, labels = os.path.join(root, ""), {}   # the walk's paths start with root: no relpath calls
-        for path in corpus.walk_files(root, report, strict, "skip" if is_spam is False else "read"):
+        mode = "tree" if is_spam is None else "read" if is_spam else "skip"
+        for path in corpus.walk_files(root, report, strict, mode, follow_links):
             relpath = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
             if os.sep != "/":
                 relpath = relpath.replace(os.sep, "/")
@@ -150,6 +153,7 @@ def _messages(pieces, report, strict):
         else:
             raise ValueError(f"unknown piece kind {piece.kind!r}")
         for name, data in messages:
+            report.add_folder(piece.is_spam, piece.path, name)
             yield name, data, piece.is_spam
 
 
@@ -204,6 +208,8 @@ def _merge_reports(total, report):
         total.skipped[reason] = total.skipped.get(reason, 0) + n
         paths = total.examples.setdefault(reason, [])
         paths.extend(report.examples.get(reason, [])[:max(0, total.EXAMPLES - len(paths))])
+    for key, n in report.folders.items():
+        total.folders[key] = total.folders.get(key, 0) + n
 
 
 _FOLD_MODELS = {}

@@ -5,24 +5,37 @@ it), or ``-`` (stdin: a message, or an mbox).  Light to import: the
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import sys
 
-from spamnb.training.errors import CorpusError
+from spamnb.model.messages import MAX_MESSAGE_SIZE, display_name
+from spamnb.training.errors import CorpusError, SkippedInput
 
-__all__ = ["messages_of", "read_message_file"]
+__all__ = ["messages_of", "read_message_file", "SkippedInput"]
 
 
 def read_message_file(path):
-    """The bytes of a message file (the one reader: ``spamnb.model.messages.read_file``);
-    CorpusError naming the path when it cannot be read (a folder: IsADirectoryError)."""
-    from spamnb.model.messages import read_file
+    """The bytes of one message file (``classify -p FILE``, ``tokens FILE``):
+    a regular file or a named pipe, read to :data:`MAX_MESSAGE_SIZE` bytes;
+    CorpusError naming the path when it cannot be read, or is a device, a
+    socket or a larger file (a folder: IsADirectoryError)."""
+    from spamnb.model.messages import Refused, open_checked, read_checked
 
     try:
-        return read_file(path)
+        fd, size = open_checked(path, max_size=MAX_MESSAGE_SIZE)
+        try:
+            return read_checked(fd, size, MAX_MESSAGE_SIZE)
+        finally:
+            os.close(fd)
     except IsADirectoryError:
         raise
+    except Refused as exc:
+        if "FIFO" in str(exc):
+            with open(path, "rb") as f:
+                return _bounded_read(f, path)
+        raise SkippedInput(f"{path}: {exc}; not read") from None
     except OSError as exc:
         raise CorpusError(f"{path}: {exc.strerror or exc}") from None
 
@@ -45,70 +58,155 @@ def _mbox_messages(stream, name):
 _SMALL = 1 << 20   # a file up to this size is read whole at once (a larger mbox: one message at a time)
 
 
-def _small_file(path):
-    """The bytes of ``path`` when it is a regular file of at most ``_SMALL``
-    bytes (one ``stat``, then ``read_file``'s one open and read); None for
-    anything else, or when either fails (the caller's own way then reads it,
-    or names the error)."""
+class _Prefixed(io.RawIOBase):
+    """A binary stream: ``head`` (bytes already read), then the rest of ``stream``."""
+
+    def __init__(self, head, stream):
+        super().__init__()
+        self.head, self.stream = head, stream
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        data = self.stream.read1(len(buffer)) if hasattr(self.stream, "read1") else self.stream.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _bounded_read(stream, name, head=b""):
+    """``head`` and the rest of ``stream`` (a pipe: no size to go by), at most
+    :data:`MAX_MESSAGE_SIZE` bytes; CorpusError past that (never more is read)."""
+    data = head + stream.read(MAX_MESSAGE_SIZE + 1 - len(head))
+    if len(data) > MAX_MESSAGE_SIZE:
+        raise SkippedInput(f"{name}: larger than {MAX_MESSAGE_SIZE >> 20} MiB, not an mbox; not read")
+    return data
+
+
+def _stream_messages(stream, name):
+    """The messages of a stream with no size (stdin, a named pipe): an mbox
+    read a message at a time (each cut at 64 MiB), else one message of at most
+    :data:`MAX_MESSAGE_SIZE` bytes."""
+    from spamnb.mail.mbox import is_mbox_start
+
+    head = stream.peek(5)[:5] if hasattr(stream, "peek") else b""   # not consumed: no copy of the message
+    if len(head) < 5:   # a pipe gave less so far: read it (and join it to the rest)
+        head = stream.read(5)
+        if is_mbox_start(head):
+            yield from _mbox_messages(io.BufferedReader(_Prefixed(head, stream), 1 << 16), name)
+        else:
+            yield name, _bounded_read(stream, name, head)
+    elif is_mbox_start(head):
+        yield from _mbox_messages(stream, name)
+    else:
+        yield name, _bounded_read(stream, name)
+
+
+def _stdin_messages():
+    """The messages of stdin: a device is refused unread, a regular file is read
+    as a file is, a pipe as a stream."""
+    from spamnb.mail.mbox import is_mbox_start
+
+    stream = sys.stdin.buffer
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > _SMALL:
-            return None
-        from spamnb.model.messages import read_file
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        st = None
+    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+        raise SkippedInput("-: stdin is a device, not mail; not read")
+    if st is not None and stat.S_ISREG(st.st_mode):
+        try:
+            position = stream.tell()
+        except OSError:
+            position = -1
+        if position == 0:
+            head = os.pread(stream.fileno(), 5, 0)
+            if is_mbox_start(head):
+                yield from _mbox_messages(stream, "-")   # a map of the file, a message at a time
+                return
+            from spamnb.model.messages import Refused, read_checked
 
-        return read_file(path)
-    except OSError:
-        return None
+            try:   # one read of the file's size, as a file named is read
+                yield "-", read_checked(stream.fileno(), st.st_size, MAX_MESSAGE_SIZE)
+            except Refused:
+                raise SkippedInput(f"-: larger than {MAX_MESSAGE_SIZE >> 20} MiB, not an mbox; not read") from None
+            return
+    yield from _stream_messages(stream, "-")
 
 
-def messages_of(path):
+def messages_of(path, spam_folders="read", follow_links=True, pipes=False):
     """``(name, bytes)`` of each message in ``path``: a message file, an mbox
     (read one message at a time), a folder or Maildir (each message below it),
     or ``-`` (stdin: a message, or an mbox).  A single message is held once,
-    never copied (a 50 MB message stays 50 MB)."""
+    never copied (a 50 MB message stays 50 MB).
+
+    Every file's type is checked before it is opened: a device or a socket is
+    refused unread (:class:`SkippedInput`, a CorpusError), and so is a FIFO
+    unless ``pipes`` (``spamnb classify FIFO`` reads it, a batch or a learn
+    never: it could block them for ever, holding the model's lock).  A file
+    over :data:`MAX_MESSAGE_SIZE` (64 MiB) that is not an mbox is refused
+    unread; stdin and named pipes are read to that limit.  A folder's files
+    are walked as :func:`spamnb.training.corpus.read_messages` walks them
+    (``spam_folders``, ``follow_links``: as there), what is skipped said on
+    stderr."""
     from spamnb.mail.mbox import is_mbox_start
+    from spamnb.model.messages import Refused, open_checked, read_checked
 
     if path == "-":
-        data = sys.stdin.buffer.read()
-        if is_mbox_start(data):
-            import io
-
-            yield from _mbox_messages(io.BytesIO(data), "-")  # BytesIO shares the bytes, no copy
-        else:
-            yield "-", data
+        yield from _stdin_messages()
         return
-    data = _small_file(path)
-    if data is not None:   # a message (or small mbox) file: one open and one read
-        if is_mbox_start(data):
-            yield from _mbox_messages(data, path)  # cut as the map of the file is cut below
-        else:
-            yield path, data
-    elif os.path.isdir(path):
+    try:
+        fd, size = open_checked(path, max_size=None)
+    except IsADirectoryError:
         from spamnb.training.corpus import CorpusReport, read_messages
 
         report = CorpusReport()
-        for relpath, data in read_messages(path, report):
+        for relpath, data in read_messages(path, report, spam_folders=spam_folders, follow_links=follow_links):
             yield os.path.join(path, relpath), data
         if report.n_skipped:
-            print(f"spamnb: {path}: {report.summary()}", file=sys.stderr)
+            print(f"spamnb: {display_name(path)}: {report.summary()}", file=sys.stderr)
+        return
+    except Refused as exc:
+        if pipes and "FIFO" in str(exc):
+            yield from _pipe_messages(path)
+            return
+        raise SkippedInput(f"{path}: {exc}; not read") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        large_mbox = size > _SMALL and is_mbox_start(os.pread(fd, 5, 0))
+    except OSError as exc:
+        os.close(fd)
+        raise CorpusError(f"{path}: {exc.strerror or exc}") from None
+    if large_mbox:
+        with os.fdopen(fd, "rb") as f:
+            yield from _mbox_messages(f, path)   # a map of the file, a message at a time
+        return
+    try:
+        data = read_checked(fd, size, MAX_MESSAGE_SIZE)   # one read (a message: no file object)
+    except Refused as exc:
+        raise SkippedInput(f"{path}: {exc}, not an mbox; not read") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if is_mbox_start(data):
+        yield from _mbox_messages(data, path)  # cut as the map of the file is cut above
     else:
-        try:
-            f = open(path, "rb")
-        except OSError as exc:
-            raise CorpusError(f"{path}: {exc.strerror or exc}") from None
-        with f:
-            head = f.read(5)
-            seekable = f.seekable()
-            if is_mbox_start(head):
-                if seekable:
-                    f.seek(0)
-                    yield from _mbox_messages(f, path)
-                else:  # a pipe: what was read cannot be read again
-                    import io
+        yield path, data
 
-                    yield from _mbox_messages(io.BytesIO(head + f.read()), path)
-                return
-            if not seekable:
-                yield path, head + f.read()
-                return
-        yield path, read_message_file(path)  # read again, whole: one copy of the message
+
+def _pipe_messages(path):
+    """The messages of the named pipe at ``path`` (opened, waiting for its writer)."""
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"{path}: {exc.strerror or exc}") from None
+    with f:
+        if not stat.S_ISFIFO(os.fstat(f.fileno()).st_mode):   # replaced since it was checked
+            raise SkippedInput(f"{path}: not a regular file; not read")
+        yield from _stream_messages(f, path)
