@@ -129,7 +129,7 @@ def home(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def daemon(home):
-    d = Daemon(home, "--allow-tell", "--models-dir", home / "users")
+    d = Daemon(home, "--allow-tell", "--create-user-models", "--models-dir", home / "users")
     yield d
     assert d.stop() == 0
 
@@ -339,10 +339,19 @@ def test_tell_goes_through_the_ledger_like_spamnb_learn(daemon, home):
     assert b"successfully" in daemon.spamc("-L", "forget", "-u", "erin", stdin=message).stdout
     assert SpamFilter.load(user_model).class_count_ == base
 
-def test_bad_user_names_are_refused(daemon):
-    for user in ("../etc", ".hidden", "a/b", "x" * 65):
-        assert _status(daemon.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n", User=user))) == 67
-    assert not (Path(daemon.home) / "etc").exists()
+def test_bad_user_names_get_the_site_model_and_learn_nothing(daemon):
+    """A name outside the allowed pattern is checked with the site model (an
+    error would make spamc bounce the mail, or pass it unchecked), and the
+    log says so; TELL for it is refused, and no folder is made."""
+    message = b"Subject: x\r\n\r\nhi\r\n"
+    site = daemon.raw(request("CHECK", message))
+    assert site.startswith(b"SPAMD/1.5 0 EX_OK")
+    for user in ("../etc", ".hidden", "a/b", "x" * 65, "o'brien"):
+        assert daemon.raw(request("CHECK", message, User=user)) == site
+        assert _status(daemon.raw(request("TELL", message, User=user, Message_class="spam", Set="local"))) == 67
+    assert not (Path(daemon.home) / "etc").exists() and not (Path(daemon.home) / "users" / "o'brien").exists()
+    time.sleep(0.1)
+    assert "model=site (user name not allowed)" in daemon.log_text()
 
 
 @needs_spamc
@@ -495,16 +504,45 @@ def test_sigterm_closes_silent_connections_at_once(home):
     d.stop()
 
 
-def test_connections_over_the_limit_get_tempfail(tight):
-    held = [socket.create_connection(("127.0.0.1", tight.port), timeout=5) for _ in range(3)]
-    for s in held:
-        s.sendall(b"CHECK")       # busy, not finished
-    time.sleep(0.2)
-    assert _status(tight.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n"))) == 75
-    for s in held:
-        s.close()
-    time.sleep(0.2)
-    assert _status(tight.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n"))) == 0
+@needs_spamc
+def test_past_the_connection_limit_clients_wait_and_get_a_verdict(home):
+    """At --max-connections the server stops accepting: spamc waits in the
+    listen backlog and gets its verdict once a slot frees (a silent socket
+    is closed after --idle-timeout, a half-sent request after --timeout).
+    An error answer instead would make `spamc -x -X` exit 76, which an MTA's
+    pipe bounces, and plain `spamc -c` print 0/0 (the mail unchecked)."""
+    d = Daemon(home, "--max-connections", 3, "--idle-timeout", 1, "--timeout", 2)
+    try:
+        message = MESSAGES[0].read_bytes()
+        expected = d.spamc("-c", stdin=message)
+        assert expected.returncode == 1 and b"/5.0" in expected.stdout
+        processed = d.spamc(stdin=message).stdout
+        assert b"X-Spam-Flag: YES" in processed
+        for hold in (b"", b"CHECK"):        # silent sockets, then requests that never end
+            held = [socket.create_connection(("127.0.0.1", d.port), timeout=10) for _ in range(3)]
+            for s in held:
+                s.sendall(hold)
+            time.sleep(0.3)
+            results = {}
+
+            def run(name, *args, unix=False):
+                results[name] = d.spamc(*args, stdin=message, unix=unix)
+
+            threads = [threading.Thread(target=run, args=("check", "-x", "-X", "-c")),
+                       threading.Thread(target=run, args=("process", "-x", "-X")),
+                       threading.Thread(target=run, args=("unix", "-x", "-X", "-c"), kwargs={"unix": True})]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            for name in ("check", "unix"):
+                assert (results[name].returncode, results[name].stdout) == (1, expected.stdout), (hold, name)
+            assert (results["process"].returncode, results["process"].stdout) == (0, processed), hold
+            for s in held:
+                s.close()
+        assert "not accepting until one closes" in d.log_text()
+    finally:
+        assert d.stop() == 0
 
 
 def test_tell_is_refused_unless_allowed(tight):

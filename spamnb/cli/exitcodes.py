@@ -11,6 +11,7 @@ EXIT_HAM = 1
 EXIT_UNSURE = 2
 EXIT_ERROR = 3
 EXIT_USAGE = 64
+EXIT_CANNOT_LISTEN = 71     # sysexits' EX_OSERR
 EXIT_INTERRUPTED = 130
 
 VERDICT_EXIT = {"spam": EXIT_SPAM, "ham": EXIT_HAM, "unsure": EXIT_UNSURE}
@@ -19,7 +20,9 @@ TABLE = (
     (EXIT_OK, "success; classify of one message: spam"),
     (EXIT_HAM, "classify of one message (without -p): ham"),
     (EXIT_UNSURE, "classify of one message (without -p): unsure"),
-    (EXIT_ERROR, "error: no model, unreadable input or settings, damaged model, ... (one line on stderr)"),
+    (EXIT_ERROR, "error: no model, unreadable input or settings, damaged model, ... (one line on stderr);"
+                 " serve: no usable site model"),
     (EXIT_USAGE, "usage error: unknown command or option, bad value"),
+    (EXIT_CANNOT_LISTEN, "serve: cannot listen (address in use, privileged port without the right to it, ...)"),
     (EXIT_INTERRUPTED, "interrupted"),
 )

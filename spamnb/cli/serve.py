@@ -1,13 +1,16 @@
 """``spamnb serve``: the SPAMC/SPAMD daemon (:mod:`spamnb.server.daemon`) on
-the command line; its own exit codes are sysexits' (64 usage, 71 cannot listen)."""
+the command line.  Exit codes (spamnb.cli.exitcodes): 64 bad settings, 3 no
+usable site model, 71 cannot listen (an address in use, a privileged port
+without the right to bind it); one line on stderr each."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 
+from spamnb.cli.exitcodes import EXIT_CANNOT_LISTEN, EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from spamnb.server.config import DEFAULTS, SettingsError
-from spamnb.server.daemon import Server
+from spamnb.server.daemon import CannotListen, Server, ServerError, bind_listeners
 
 
 def add_parser(subparsers):
@@ -21,11 +24,21 @@ def add_parser(subparsers):
                    help="comma-separated addresses/networks allowed to connect over TCP (default loopback)")
     p.add_argument("--allow-tell", action="store_const", const=True,
                    help="accept TELL (learning; spamc -L)")
+    p.add_argument("--create-user-models", action="store_const", const=True,
+                   help="let TELL create a model for a user without one (a copy of the site model; "
+                        "default: refused)")
+    p.add_argument("--max-user-models", type=int, metavar="N",
+                   help="TELL creates no user model past N of them (default 1000)")
+    p.add_argument("--max-user-models-bytes", type=int, metavar="BYTES",
+                   help="TELL creates no user model past BYTES in all user models (default 10 GiB)")
     p.add_argument("--max-size", type=int, metavar="BYTES", help="largest message checked (default 4 MiB)")
-    p.add_argument("--max-connections", type=int, metavar="N", help="connections at once (default 64)")
+    p.add_argument("--max-connections", type=int, metavar="N",
+                   help="connections at once; past it new ones wait in the listen backlog (default 64)")
     p.add_argument("--max-models", type=int, metavar="N", help="models kept loaded (default 1000)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="time to receive a request / send a response (default 30)")
+                   help="time to receive a request from its first byte / send a response (default 30)")
+    p.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                   help="a connection silent this long before a request is closed (default 5)")
     p.add_argument("--required-score", type=float, metavar="R",
                    help="score the spam cutoff maps to (default 5.0)")
     p.add_argument("--socket-mode", metavar="OCTAL", help="permissions of a Unix socket (default 0660)")
@@ -41,10 +54,15 @@ def cmd_serve(args):
         server = Server(given, args.config)
     except SettingsError as exc:
         print(f"spamnb serve: {exc}", file=sys.stderr)
-        return 64
+        return EXIT_USAGE
     try:
-        asyncio.run(server.serve())
-    except OSError as exc:
-        print(f"spamnb serve: cannot listen: {exc.strerror or exc}", file=sys.stderr)
-        return 71
-    return 0
+        server.load_site_model()
+        sockets = bind_listeners(server.settings.listen, server.settings.socket_mode)
+    except CannotListen as exc:
+        print(f"spamnb serve: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_LISTEN
+    except ServerError as exc:
+        print(f"spamnb serve: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    asyncio.run(server.serve(sockets))
+    return EXIT_OK

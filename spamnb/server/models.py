@@ -121,23 +121,70 @@ def _model_error():
 _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept loaded
 
 
-def tell(path, message, spam, learn, remove, seed_path=None):
+_creating = None   # threading.Lock: one new user's model at a time (the limits below hold)
+
+
+def tell(path, message, spam, learn, remove, seed_path=None, limits=None):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
     command-line learner and the server never lose each other's update.
     A model that does not exist yet starts as a copy of ``seed_path``'s (the
-    site model) when there is one.  ``spam`` is True/False, or None for a
-    removal of unknown class (the ledger's label, else tried as spam, then
-    as ham).  Returns
-    (did_learn, did_remove)."""
+    site model) when there is one; ``limits`` = (folder of the user models,
+    most models, most bytes in all) refuses to create one past them
+    (:class:`ProtocolError`, EX_UNAVAILABLE).  ``spam`` is True/False, or
+    None for a removal of unknown class (the ledger's label, else tried as
+    spam, then as ham).  Returns (did_learn, did_remove): whether the
+    message was learned now (False when it was learned before with this
+    class, as spamd, whose ``spamc -L`` then says "already") and whether it
+    was forgotten."""
+    import threading
+
+    from spamnb.model import learning
+
+    global _kept, _creating
+    if _kept is None:
+        _kept = learning.Kept()
+        _creating = threading.Lock()
+    if limits is not None and not os.path.exists(path):
+        with _creating:
+            if not os.path.exists(path):
+                _check_room(limits, seed_path)
+                return _tell(path, message, spam, learn, remove, seed_path)
+    return _tell(path, message, spam, learn, remove, seed_path)
+
+
+def _check_room(limits, seed_path):
+    """Raise ProtocolError when one more user model would pass the limits."""
+    folder, most, most_bytes = limits
+    count = size = 0
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    st = os.stat(os.path.join(entry.path, MODEL_NAME))
+                except OSError:
+                    continue
+                count += 1
+                size += st.st_size
+    except FileNotFoundError:
+        pass
+    try:
+        size += os.path.getsize(seed_path) if seed_path else 0   # what the new one starts as
+    except OSError:
+        pass
+    if count + 1 > most:
+        raise ProtocolError(EX["EX_UNAVAILABLE"], f"{count} user models already (--max-user-models {most})")
+    if size > most_bytes:
+        raise ProtocolError(EX["EX_UNAVAILABLE"],
+                            f"user models would take {size} bytes (--max-user-models-bytes {most_bytes})")
+
+
+def _tell(path, message, spam, learn, remove, seed_path):
     from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
     # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
-    global _kept
-    if _kept is None:
-        _kept = learning.Kept()
     with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
@@ -152,53 +199,98 @@ def tell(path, message, spam, learn, remove, seed_path=None):
                     continue
                 did_remove = True
                 break
+        did_learn = False
         if learn:
-            session.learn(message, spam, tally)
-    return bool(learn), did_remove
+            did_learn = session.learn(message, spam, tally) != "known"
+    return did_learn, did_remove
+
+
+class ModelUnavailable(ProtocolError):
+    """No model can be loaded from a path (missing, damaged, unreadable)."""
+
+    def __init__(self, text):
+        super().__init__(EX["EX_UNAVAILABLE"], text)
 
 
 class ModelCache:
-    """Loaded models by path, least recently used first out; each is checked
-    against the file's (device, inode, size, mtime) and its journal's at every
-    use and reloaded when either changed.  A failed reload keeps serving the model it had."""
+    """Loaded models by path, least recently used first out (but the
+    ``pinned`` one, the site model, which stays); each is checked against
+    the file's (device, inode, size, mtime) and its journal's at every use
+    and reloaded when either changed.  A failed reload, or a file gone,
+    keeps serving the model it had, and says so in the log once."""
 
-    def __init__(self, max_models, log):
+    def __init__(self, max_models, log, pinned=None):
         self.max_models = max_models
         self.log = log
+        self.pinned = pinned
         self._entries = OrderedDict()   # path -> (stat key, filter, ScoreMap)
+        self._missing = set()           # paths whose loaded model serves while the file is gone
+        self._bad = OrderedDict()       # path -> (stat key, text): a file that failed to load, not read again
 
     def clear(self):
+        """Drop the loaded models (SIGHUP); the pinned one is only checked again
+        (a file that fails to load then keeps the one loaded before)."""
+        pinned = self._entries.get(self.pinned)
         self._entries.clear()
+        self._bad.clear()
+        if pinned is not None:
+            self._entries[self.pinned] = (("reload",),) + pinned[1:]
 
     def __len__(self):
         return len(self._entries)
 
     def get(self, path, required):
+        """(filter, ScoreMap) for the model at ``path``; raises
+        :class:`ModelUnavailable` when none was ever loaded from it and it
+        cannot be loaded now."""
         try:
             st = os.stat(path)
             key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
-        except OSError:
-            key = None
+        except OSError as exc:
+            key, missing = None, exc
         entry = self._entries.get(path)
-        if entry is not None and (entry[0] == key or key is None):
+        if entry is not None and key is None:
+            if path not in self._missing:
+                self._missing.add(path)
+                self.log(f"model {path} cannot be read ({_one_line(missing)}): serving the one loaded before")
+            self._entries.move_to_end(path)
+            return entry[1], entry[2]
+        self._missing.discard(path)
+        if entry is not None and entry[0] == key:
             self._entries.move_to_end(path)
             return entry[1], entry[2]
         if key is None:
-            raise ProtocolError(EX["EX_UNAVAILABLE"], f"no model at {path}")
+            raise ModelUnavailable(f"no model at {path}: {_one_line(missing)}")
+        bad = self._bad.get(path)
+        if bad is not None and bad[0] == key and entry is None:
+            raise ModelUnavailable(bad[1])
         try:
             spam_filter = _load_filter(path)
             ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
             score_map = spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
-        except (_model_error(), ValueError, OSError) as exc:
+        except (_model_error(), ValueError, OSError, MemoryError) as exc:
             if entry is not None:
                 self.log(f"model {path} not reloaded, serving the one loaded before: {_one_line(exc)}")
-                self._entries[path] = (key, entry[1], entry[2])
-                return entry[1], entry[2]
-            raise ProtocolError(EX["EX_UNAVAILABLE"], f"model not usable: {_one_line(exc)}") from None
+                score_map = entry[2]
+                if score_map.required != round(float(required), 1):     # --required-score changed (SIGHUP)
+                    score_map = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required)
+                self._entries[path] = (key, entry[1], score_map)
+                return entry[1], score_map
+            text = f"model {path} not usable: {_one_line(exc)}"
+            self._bad[path] = (key, text)
+            while len(self._bad) > self.max_models:
+                self._bad.popitem(last=False)
+            raise ModelUnavailable(text) from None
         self._entries[path] = (key, spam_filter, score_map)
         self._entries.move_to_end(path)
         while len(self._entries) > self.max_models:
-            self._entries.popitem(last=False)
+            oldest = next(iter(self._entries))
+            if oldest == self.pinned:
+                self._entries.move_to_end(oldest)
+                oldest = next(iter(self._entries))
+                if oldest == self.pinned:
+                    break
+            del self._entries[oldest]
         return spam_filter, score_map
 
 
