@@ -745,3 +745,145 @@ def test_the_check_after_a_tell_scores_the_model_the_tell_left(tmp_path, monkeyp
     shutil.copyfile(path, tmp_path / "other.spamnb")
     os.utime(path, ns=(1, 1))                                 # another writer: the kept model is stale
     assert models._from_kept(str(path)) is None
+
+
+# ---------------------------------------------------------------------------- under pressure (issues 24-26)
+def _serve(home, *args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{_free_port()}", *map(str, args)],
+                          env=_env(home), capture_output=True, timeout=timeout)
+
+
+def test_no_usable_site_model_refuses_to_start(home, tmp_path):
+    """Without a usable site model the server does not start (it would answer
+    every check with an error, which spamc turns into 0/0: all mail unchecked)."""
+    proc = _serve(tmp_path, "-m", tmp_path / "missing.spamnb")
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 3 and len(lines) == 1 and "no usable site model" in lines[0]
+    (tmp_path / "bad.spamnb").write_bytes(b"garbage" * 100)
+    proc = _serve(tmp_path, "-m", tmp_path / "bad.spamnb", "--models-dir", home / "users")
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 3 and len(lines) == 1 and "no usable site model" in lines[0]
+
+
+def test_a_privileged_port_without_the_right_to_it_is_one_line(home):
+    if int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text()) <= 783:
+        pytest.skip("this machine lets anyone bind port 783")
+    drop = ["setpriv", "--bounding-set=-net_bind_service"] if os.geteuid() == 0 else []
+    if drop and not os.path.exists("/usr/bin/setpriv"):
+        pytest.skip("root without setpriv: cannot drop CAP_NET_BIND_SERVICE")
+    proc = subprocess.run([*drop, sys.executable, "-m", "spamnb", "serve", "-l", "127.0.0.1:783",
+                           "-m", str(home / "model.spamnb")], env=_env(home), capture_output=True, timeout=60)
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 71 and len(lines) == 1, proc.stderr
+    assert "cannot listen on 127.0.0.1:783" in lines[0] and "privileged" in lines[0]
+
+
+@needs_spamc
+def test_site_model_gone_while_running_keeps_serving_and_says_so(home, tmp_path):
+    (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
+    d = Daemon(tmp_path)
+    try:
+        message = MESSAGES[0].read_bytes()
+        before = d.spamc("-x", "-c", stdin=message)
+        assert before.returncode == 1
+        os.unlink(tmp_path / "model.spamnb")
+        for _ in range(3):
+            assert d.spamc("-x", "-c", stdin=message).stdout == before.stdout
+        assert d.log_text().count("cannot be read") == 1     # said once, not per request
+    finally:
+        d.stop()
+
+
+@needs_spamc
+def test_a_damaged_or_unreadable_user_model_falls_back_to_the_site_model(home, tmp_path):
+    (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
+    users = tmp_path / "users"
+    for name, content in (("gina", b"garbage" * 50), ("hank", (home / "model.spamnb").read_bytes()[:5000])):
+        (users / name).mkdir(parents=True)
+        (users / name / "model.spamnb").write_bytes(content)
+    (users / "ivan").mkdir()
+    (users / "ivan" / "model.spamnb").mkdir()          # not a file at all
+    d = Daemon(tmp_path, "--models-dir", users)
+    try:
+        message = MESSAGES[0].read_bytes()
+        site = d.spamc("-x", "-X", "-c", stdin=message)
+        assert site.returncode == 1
+        for user in ("gina", "hank", "ivan", "nobody-here", "o'brien"):
+            got = d.spamc("-x", "-X", "-c", "-u", user, stdin=message)
+            assert (got.returncode, got.stdout) == (1, site.stdout), user
+            processed = d.spamc("-x", "-X", "-u", user, stdin=message)
+            assert processed.returncode == 0 and b"X-Spam-Flag: YES" in processed.stdout, user
+        log = d.log_text()
+        assert log.count("model=site (the user's model is not usable") >= 6
+        assert "user=gina" in log and "model=site (the user has no model)" in log
+    finally:
+        d.stop()
+
+
+def test_control_characters_in_user_cannot_forge_a_log_line(daemon):
+    before = daemon.log_text().count("\n")
+    forged = "mallory\rspamnb serve: CHECK user=root ham\nspamnb serve: forged"
+    data = request("CHECK", MESSAGES[0].read_bytes()).replace(
+        b"CHECK SPAMC/1.5\r\n", b"CHECK SPAMC/1.5\r\nUser: " + forged.encode() .replace(b"\n", b"\r") + b"\r\n")
+    assert daemon.raw(data).startswith(b"SPAMD/1.5 0 EX_OK")
+    time.sleep(0.1)
+    new = daemon.log_text().split("\n")[before:]
+    assert len([line for line in new if line]) == 1 and "\r" not in new[0] and "\\x0d" in new[0]
+
+
+def test_two_content_lengths_are_a_protocol_error(daemon):
+    message = b"Subject: x\r\n\r\nhello\r\n"
+    data = b"CHECK SPAMC/1.5\r\nContent-length: 5\r\nContent-length: %d\r\n\r\n" % len(message) + message
+    assert _status(daemon.raw(data)) == 76
+    with pytest.raises(spamd.ProtocolError):
+        spamd.parse_head(b"CHECK SPAMC/1.5\r\nContent-length: 1\r\ncontent-LENGTH: 1")
+
+
+@needs_spamc
+def test_refused_and_failed_tells_make_spamc_exit_non_zero(home, tmp_path):
+    """As against spamd: spamc -L exits non-zero when the server refuses a
+    TELL (no --allow-tell) or cannot do it (no model for the user and no
+    --create-user-models; past --max-user-models); repeating a learn says
+    "already"; forgetting for a user without a model makes nothing on disk."""
+    (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
+    users = tmp_path / "users"
+    off = Daemon(tmp_path)
+    try:
+        proc = off.spamc("-L", "spam", stdin=unique_message("refused"))
+        assert proc.returncode != 0 and b"successfully" not in proc.stdout and b"already" not in proc.stdout
+    finally:
+        off.stop()
+    d = Daemon(tmp_path, "--allow-tell", "--models-dir", users)
+    try:
+        proc = d.spamc("-L", "spam", "-u", "judy", stdin=unique_message("nocreate"))
+        assert proc.returncode != 0 and not users.exists()
+        proc = d.spamc("-L", "forget", "-u", "judy", stdin=unique_message("nocreate"))
+        assert proc.returncode == 0 and b"already" in proc.stdout and not users.exists()
+    finally:
+        d.stop()
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--max-user-models", 1, "--models-dir", users)
+    try:
+        message = unique_message("again")
+        first = d.spamc("-L", "spam", "-u", "kim", stdin=message)
+        assert first.returncode == 0 and b"successfully" in first.stdout
+        again = d.spamc("-L", "spam", "-u", "kim", stdin=message)
+        assert again.returncode == 0 and b"already" in again.stdout
+        moved = d.spamc("-L", "ham", "-u", "kim", stdin=message)
+        assert moved.returncode == 0 and b"successfully" in moved.stdout
+        over = d.spamc("-L", "spam", "-u", "lee", stdin=message)       # a second user model: over the limit
+        assert over.returncode != 0 and not (users / "lee").exists()
+        assert sorted(p.name for p in users.iterdir()) == ["kim"]
+    finally:
+        d.stop()
+
+
+def test_a_request_in_small_pieces_costs_linear_time(home):
+    """The first-request path looks for the end of the head only in the bytes
+    new since its last look and parses the head once: a 4 MB body in
+    300-byte pieces took 23 s of CPU when each piece rescanned the buffer."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from bench_head_scan import cpu_seconds
+    finally:
+        sys.path.pop(0)
+    assert cpu_seconds(str(home / "model.spamnb"), 4_000_000, 300) < 1.5
