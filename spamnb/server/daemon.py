@@ -145,6 +145,7 @@ class Server:
         self.idle = set()
         self.stopping = None
         self.learners = ThreadPoolExecutor(max_workers=2, thread_name_prefix="spamnb-tell")
+        self.loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-load")
         self._syslog = None
 
     # ------------------------------------------------------------------ logging
@@ -425,6 +426,8 @@ class Server:
             raise
         except (_model_error(), OSError, ValueError) as exc:
             raise ProtocolError(EX["EX_UNAVAILABLE"], f"cannot update the model: {_one_line(exc)}") from None
+        # the next check sees what was learned (read in a thread: the loop goes on serving)
+        await self.models.refresh(own, settings.required_score)
         out = []
         if did_learn:
             out.append(("DidSet", "local"))
@@ -527,9 +530,12 @@ class Server:
 
     async def start(self, sockets=None):
         """Listen (on ``sockets`` when given, else on the --listen addresses) and accept."""
+        loop = asyncio.get_running_loop()
         if sockets is None:
             sockets = bind_listeners(self.settings.listen, self.settings.socket_mode)
         self.listeners = list(sockets)
+        # a model that changed is read again in a thread while the one loaded before serves
+        self.models.run = lambda function: loop.run_in_executor(self.loader, function)
         self._set_accepting(True)
         where = ", ".join(item[1] if item[0] == "unix" else f"{item[1]}:{item[2]}" for item in self.settings.listen)
         self.log(f"listening on {where}; site model {self.settings.model}"
@@ -561,6 +567,7 @@ class Server:
         while in_flight() and loop.time() < deadline:
             await asyncio.sleep(0.02)
         self.learners.shutdown(wait=True)
+        self.loader.shutdown(wait=True, cancel_futures=True)
         for item in self.settings.listen:
             if item[0] == "unix":
                 try:

@@ -223,6 +223,11 @@ class ModelCache:
         self.max_models = max_models
         self.log = log
         self.pinned = pinned
+        # run(function) -> an asyncio future of function() run in a thread: when set (by the
+        # server, once its loop runs), a changed model that is loaded already is read again in
+        # the background while the one loaded before serves (a large model takes a while)
+        self.run = None
+        self._loading = set()
         self._entries = OrderedDict()   # path -> (stat key, filter, ScoreMap)
         self._missing = set()           # paths whose loaded model serves while the file is gone
         self._bad = OrderedDict()       # path -> (stat key, text): a file that failed to load, not read again
@@ -259,28 +264,87 @@ class ModelCache:
         if entry is not None and entry[0] == key:
             self._entries.move_to_end(path)
             return entry[1], entry[2]
+        if entry is not None and self.run is not None:
+            if entry[2].required != round(float(required), 1):     # --required-score changed (SIGHUP)
+                entry = (entry[0], entry[1], spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required))
+                self._entries[path] = entry
+            if path not in self._loading:
+                self._loading.add(path)
+                self.run(lambda: self._load(path, required)).add_done_callback(
+                    lambda future: self._loaded(future, path, key, required))
+            self._entries.move_to_end(path)
+            return entry[1], entry[2]
         if key is None:
             raise ModelUnavailable(f"no model at {path}: {_one_line(missing)}")
         bad = self._bad.get(path)
         if bad is not None and bad[0] == key and entry is None:
             raise ModelUnavailable(bad[1])
         try:
-            spam_filter = _load_filter(path)
-            ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
-            score_map = spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
+            spam_filter, score_map = self._load(path, required)
         except (_model_error(), ValueError, OSError, MemoryError) as exc:
-            if entry is not None:
-                self.log(f"model {path} not reloaded, serving the one loaded before: {_one_line(exc)}")
-                score_map = entry[2]
-                if score_map.required != round(float(required), 1):     # --required-score changed (SIGHUP)
-                    score_map = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required)
-                self._entries[path] = (key, entry[1], score_map)
-                return entry[1], score_map
-            text = f"model {path} not usable: {_one_line(exc)}"
-            self._bad[path] = (key, text)
-            while len(self._bad) > self.max_models:
-                self._bad.popitem(last=False)
-            raise ModelUnavailable(text) from None
+            return self._failed(path, key, entry, required, exc)
+        return self._install(path, key, spam_filter, score_map)
+
+    async def refresh(self, path, required):
+        """Read the model at ``path`` again now if it is loaded and changed (after
+        a TELL: its next check sees what it learned), in a thread when :attr:`run` is set."""
+        entry = self._entries.get(path)
+        if entry is None:
+            return
+        try:
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
+        except OSError:
+            return
+        if entry[0] == key:
+            return
+        try:
+            if self.run is not None:
+                spam_filter, score_map = await self.run(lambda: self._load(path, required))
+            else:
+                spam_filter, score_map = self._load(path, required)
+        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+            self._failed(path, key, self._entries.get(path), required, exc)
+            return
+        self._install(path, key, spam_filter, score_map)
+
+    @staticmethod
+    def _load(path, required):
+        spam_filter = _load_filter(path)
+        ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
+        return spam_filter, spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
+
+    def _loaded(self, future, path, key, required):
+        self._loading.discard(path)
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            self._install(path, key, *future.result())
+        elif isinstance(exc, (_model_error(), ValueError, OSError, MemoryError)):
+            try:
+                self._failed(path, key, self._entries.get(path), required, exc)
+            except ModelUnavailable:
+                pass
+        else:
+            self.log(f"model {path} not reloaded: {type(exc).__name__}: {_one_line(exc)}")
+
+    def _failed(self, path, key, entry, required, exc):
+        """A load failed: keep serving ``entry`` (logged), or raise ModelUnavailable."""
+        if entry is not None:
+            self.log(f"model {path} not reloaded, serving the one loaded before: {_one_line(exc)}")
+            score_map = entry[2]
+            if score_map.required != round(float(required), 1):     # --required-score changed (SIGHUP)
+                score_map = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required)
+            self._entries[path] = (key, entry[1], score_map)
+            return entry[1], score_map
+        text = f"model {path} not usable: {_one_line(exc)}"
+        self._bad[path] = (key, text)
+        while len(self._bad) > self.max_models:
+            self._bad.popitem(last=False)
+        raise ModelUnavailable(text) from None
+
+    def _install(self, path, key, spam_filter, score_map):
         self._entries[path] = (key, spam_filter, score_map)
         self._entries.move_to_end(path)
         while len(self._entries) > self.max_models:
