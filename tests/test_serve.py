@@ -942,3 +942,32 @@ def test_a_changed_model_is_read_again_off_the_event_loop(home, tmp_path):
         assert new.classify(message).label == swapped.classify(message).label != old.classify(message).label
 
     asyncio.run(run())
+
+
+@needs_spamc
+def test_a_new_users_model_is_their_journal_over_the_site_models_file(home, tmp_path):
+    """TELL starts a user's model as the site model's file, hard-linked (no
+    bytes copied), plus the site's journal; their learns go to their own
+    journal.  The site model learned by `spamnb learn` (its journal) counts."""
+    site = tmp_path / "model.spamnb"
+    site.write_bytes((home / "model.spamnb").read_bytes())
+    subprocess.run([sys.executable, "-m", "spamnb", "learn", "--ham", "-q", "-m", str(site), "-"],
+                   input=unique_message("site-journal"), env=_env(tmp_path), check=True, timeout=120)
+    assert (tmp_path / "model.spamnb.journal").exists()
+    base = SpamFilter.load(site).class_count_
+    users = tmp_path / "users"
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", users)
+    try:
+        for i, user in enumerate(("mia", "ned", "oz")):
+            proc = d.spamc("-L", "spam", "-u", user, stdin=unique_message(f"user{i}"))
+            assert b"successfully" in proc.stdout
+    finally:
+        d.stop()
+    for user in ("mia", "ned", "oz"):
+        model = users / user / "model.spamnb"
+        assert os.stat(model).st_ino == os.stat(site).st_ino          # the site model's bytes, shared
+        assert (users / user / "model.spamnb.journal").stat().st_size < 64 * 1024
+        assert SpamFilter.load(model).class_count_ == (base[0], base[1] + 1)
+    assert SpamFilter.load(site).class_count_ == base                  # the site model did not learn
+    on_disk = sum(p.stat().st_size for p in users.rglob("*") if p.is_file() and p.name != "model.spamnb")
+    assert on_disk < site.stat().st_size / 4

@@ -149,34 +149,109 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None):
         with _creating:
             if not os.path.exists(path):
                 _check_room(limits, seed_path)
+                if seed_path and learn:
+                    _start_user_model(path, seed_path)
                 return _tell(path, message, spam, learn, remove, seed_path)
     return _tell(path, message, spam, learn, remove, seed_path)
 
 
+def _start_user_model(path, seed_path):
+    """Start the model at ``path`` (a user's, none yet) as the site model
+    ``seed_path`` is now, without copying it: its file hard-linked (an
+    atomic rename replaces model files, never a write in place, so the two
+    names share the bytes until the user's model is compacted), and the
+    site's journal, if any, copied (it names the same file).  The user's
+    learns then go to their own journal: the user's folder holds a few KB
+    per learned message, not a model.  Under the site model's lock, so the
+    file and its journal are a pair.  Where a link cannot be made (another
+    file system, fs.protected_hardlinks, ...) nothing is done and the
+    learn saves a whole copy, as before."""
+    import tempfile
+
+    from spamnb.model.journal import journal_path
+    from spamnb.model.store import locked, resolve
+
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with locked(seed_path) as site:
+        site = resolve(site)
+        if not os.path.isfile(site):
+            return
+        with locked(path) as real:
+            if os.path.lexists(real):
+                return
+            try:
+                os.link(site, real, follow_symlinks=False)
+            except OSError:
+                return
+            try:
+                with open(journal_path(site), "rb") as f:
+                    data = f.read(64 * 1024 * 1024 + 1)
+            except OSError:
+                return
+            if len(data) > 64 * 1024 * 1024:
+                os.unlink(real)             # a large journal: the learn saves a whole model instead
+                return
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.{os.getpid()}.", suffix=".tmp",
+                                       dir=folder)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, journal_path(real))
+            except BaseException:
+                for leftover in (tmp, real):
+                    try:
+                        os.unlink(leftover)
+                    except OSError:
+                        pass
+                raise
+
+
 def _check_room(limits, seed_path):
-    """Raise ProtocolError when one more user model would pass the limits."""
+    """Raise ProtocolError when one more user model would pass the limits.
+    Bytes are counted once per file (a model hard-linked to the site
+    model's file, :func:`_start_user_model`, counts none of it), journals included."""
+    from spamnb.model.journal import SUFFIX
+
     folder, most, most_bytes = limits
     count = size = 0
+    seen = set()
+    try:
+        seen.add(_identity(os.stat(seed_path)))
+    except (OSError, TypeError):
+        pass
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
                 try:
-                    st = os.stat(os.path.join(entry.path, MODEL_NAME))
+                    st = os.stat(os.path.join(entry.path, MODEL_NAME), follow_symlinks=False)
                 except OSError:
                     continue
                 count += 1
-                size += st.st_size
+                for st in (st, _stat_or_none(os.path.join(entry.path, MODEL_NAME + SUFFIX))):
+                    if st is not None and _identity(st) not in seen:
+                        seen.add(_identity(st))
+                        size += st.st_size
     except FileNotFoundError:
-        pass
-    try:
-        size += os.path.getsize(seed_path) if seed_path else 0   # what the new one starts as
-    except OSError:
         pass
     if count + 1 > most:
         raise ProtocolError(EX["EX_UNAVAILABLE"], f"{count} user models already (--max-user-models {most})")
     if size > most_bytes:
         raise ProtocolError(EX["EX_UNAVAILABLE"],
-                            f"user models would take {size} bytes (--max-user-models-bytes {most_bytes})")
+                            f"user models take {size} bytes (--max-user-models-bytes {most_bytes})")
+
+
+def _identity(st):
+    return st.st_dev, st.st_ino
+
+
+def _stat_or_none(path):
+    try:
+        return os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
 
 
 def _tell(path, message, spam, learn, remove, seed_path):
