@@ -971,3 +971,50 @@ def test_a_new_users_model_is_their_journal_over_the_site_models_file(home, tmp_
     assert SpamFilter.load(site).class_count_ == base                  # the site model did not learn
     on_disk = sum(p.stat().st_size for p in users.rglob("*") if p.is_file() and p.name != "model.spamnb")
     assert on_disk < site.stat().st_size / 4
+
+
+@needs_spamc
+def test_what_spamc_makes_of_an_error_answer():
+    """The facts docs/serve.md's error table rests on, from the real spamc:
+    once connected, spamc does not read the status code; an error answer is
+    exit 76 (a blank line after the status line) or 74 (the status line
+    alone, as spamd and spamnb answer; or a close) with -x: codes an MTA's
+    pipe bounces on; without -x the mail passes unchecked (-c prints 0/0,
+    exit 0).  spamc -L exits 74 on the status line alone, and exits 0
+    ("already") when a blank line follows it.  Only a failed connect gives
+    69, which -X turns into 75 (a deferral)."""
+    def served(answer, *args):
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+
+        def one():
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(5)
+                while True:
+                    try:
+                        if not conn.recv(65536):
+                            break
+                    except OSError:
+                        break
+                if answer is not None:
+                    conn.sendall(answer)
+
+        t = threading.Thread(target=one)
+        t.start()
+        proc = subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(port), *args], input=b"Subject: x\n\nhi\n",
+                              capture_output=True, timeout=30)
+        t.join(10)
+        listener.close()
+        return proc.returncode, proc.stdout
+
+    blank, alone, close = b"SPAMD/1.5 75 EX_TEMPFAIL: busy\r\n\r\n", b"SPAMD/1.5 75 EX_TEMPFAIL: busy\r\n", None
+    assert served(blank, "-x", "-X", "-c")[0] == 76 and served(alone, "-x", "-X", "-c")[0] == 74
+    assert served(close, "-x", "-X")[0] == 74 and served(alone, "-x", "-X")[0] == 74
+    assert served(alone, "-c") == (0, b"0/0\n") and served(alone) == (0, b"Subject: x\n\nhi\n")
+    assert served(blank, "-L", "spam") == (0, b"Message was already un/learned\n")
+    assert served(alone, "-L", "spam")[0] == 74
+    port = _free_port()      # nothing listens there
+    down = [subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(port), *args], input=b"Subject: x\n\nhi\n",
+                           capture_output=True, timeout=60).returncode for args in (["-x", "-X"], ["-x"])]
+    assert down == [75, 69]
