@@ -10,10 +10,12 @@ thread pool while classification goes on.
 - Listens on TCP (``--listen HOST:PORT``, loopback by default; any other
   address needs ``--allowed-ips``) and/or a Unix socket (``--listen PATH``).
 - Models: the site model (``-m``), and with ``--models-dir DIR`` a model per
-  user, ``DIR/<user>/model.spamnb`` (``User:`` header), used when it exists.
-  A model is stat()ed at every request and reloaded when the file changed
-  (models are replaced by rename, so a loaded model is always whole); a
-  loaded model keeps only what classifying reads.
+  user, ``DIR/<user>/model.spamnb`` (``User:`` header), used when it exists
+  and loads.  The site model is loaded before the server listens (it does
+  not start without one).  A model is stat()ed at every request and, when
+  the file changed, read again in a thread while the one loaded before
+  serves (models are replaced by rename, so a loaded model is always
+  whole); a loaded model keeps only what classifying reads.
 - A new connection's first request, when it is the plain one spamc or an MTA
   sends, is answered in the protocol's callback (:class:`_Connection`);
   anything else goes to the stream handler (:meth:`Server.handle`).
@@ -454,6 +456,8 @@ class Server:
             return
         self.settings = fresh
         self.models.max_models = fresh.max_models
+        if self.paused and self.active < fresh.max_connections:
+            self._resume()      # --max-connections raised
         self.log("SIGHUP: settings reloaded, models will be read again")
 
     def stop(self):
