@@ -1015,6 +1015,7 @@ def test_what_spamc_makes_of_an_error_answer():
     assert served(blank, "-L", "spam") == (0, b"Message was already un/learned\n")
     assert served(alone, "-L", "spam")[0] == 74
     port = _free_port()      # nothing listens there
-    down = [subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(port), *args], input=b"Subject: x\n\nhi\n",
+    down = [subprocess.run([SPAMC, "--connect-retries=1", "-d", "127.0.0.1", "-p", str(port), *args],
+                           input=b"Subject: x\n\nhi\n",
                            capture_output=True, timeout=60).returncode for args in (["-x", "-X"], ["-x"])]
     assert down == [75, 69]
