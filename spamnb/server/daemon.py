@@ -118,6 +118,11 @@ def bind_listeners(listen, socket_mode=0o660):
     return sockets
 
 
+def _socket_of(listener):
+    """A listening socket, or the ``.sock`` of a listener object that has one."""
+    return getattr(listener, "sock", listener)
+
+
 def _bind(sock, address, shown):
     try:
         sock.bind(address)
@@ -142,6 +147,7 @@ class Server:
         self.listeners = []     # listening sockets (bind_listeners)
         self.paused = False     # accepting stopped at --max-connections
         self.setting_up = 0     # accepted, transport not made yet
+        self.pauses, self.pause_logged = 0, float("-inf")
         self.fast = set()       # connections waiting for their first request (_Connection)
         self.busy = set()
         self.idle = set()
@@ -472,14 +478,15 @@ class Server:
     # ------------------------------------------------------------------ accepting
     def _set_accepting(self, on):
         loop = asyncio.get_running_loop()
-        for sock in self.listeners:
+        for listener in self.listeners:
+            fd = _socket_of(listener).fileno()
             if on:
-                loop.add_reader(sock.fileno(), self._accept, sock)
+                loop.add_reader(fd, self._accept, listener)
             else:
-                loop.remove_reader(sock.fileno())
+                loop.remove_reader(fd)
         self.paused = not on
 
-    def _accept(self, sock):
+    def _accept(self, listener):
         """A listening socket is readable: accept while under --max-connections.
         At the limit stop accepting (the readers removed): clients wait in the
         kernel's listen backlog until a slot frees (:meth:`slot_freed`), rather
@@ -489,10 +496,15 @@ class Server:
             if self.active >= self.settings.max_connections and self.stopping is None:
                 if not self.paused:
                     self._set_accepting(False)
-                    self.log(f"{self.active} connections open (--max-connections): not accepting until one closes")
+                    self.pauses += 1
+                    now = loop.time()
+                    if now - self.pause_logged >= 60.0:     # at most a line a minute, however often
+                        self.log(f"{self.active} connections open (--max-connections): not accepting until one"
+                                 f" closes ({self.pauses} time(s) since the last such line)")
+                        self.pause_logged, self.pauses = now, 0
                 return
             try:
-                conn, _ = sock.accept()
+                conn, _ = _socket_of(listener).accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:      # out of file descriptors, ...: try again shortly
@@ -504,11 +516,13 @@ class Server:
             conn.setblocking(False)
             self.active += 1
             self.setting_up += 1
-            loop.create_task(self._connected(conn))
+            loop.create_task(self._connected(conn, getattr(listener, "tls", None)))
 
-    async def _connected(self, conn):
+    async def _connected(self, conn, tls=None):
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: _Connection(self), conn)
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: _Connection(self), conn, ssl=tls,
+                ssl_handshake_timeout=self.settings.timeout if tls is not None else None)
         except Exception as exc:  # noqa: BLE001 - the client may be gone already
             conn.close()
             self.slot_freed()
@@ -529,14 +543,17 @@ class Server:
     def _drain_backlog(self):
         """While stopping: take the clients already waiting in the listen
         backlog (they would be reset when the socket closes), to be answered."""
-        for sock in self.listeners:
-            self._accept(sock)
+        for listener in self.listeners:
+            self._accept(listener)
 
     async def start(self, sockets=None):
-        """Listen (on ``sockets`` when given, else on the --listen addresses) and accept."""
+        """Listen and accept: on ``sockets`` when given (listening sockets, or
+        objects with the socket as ``.sock`` and an ``ssl.SSLContext`` or None
+        as ``.tls``), else on :attr:`listeners` when set, else on the
+        --listen addresses (:func:`bind_listeners`)."""
         loop = asyncio.get_running_loop()
         if sockets is None:
-            sockets = bind_listeners(self.settings.listen, self.settings.socket_mode)
+            sockets = self.listeners or bind_listeners(self.settings.listen, self.settings.socket_mode)
         self.listeners = list(sockets)
         # a model that changed is read again in a thread while the one loaded before serves
         self.models.run = lambda function: loop.run_in_executor(self.loader, function)
@@ -549,8 +566,8 @@ class Server:
         if not self.paused:
             self._set_accepting(False)
         self._drain_backlog()
-        for sock in self.listeners:
-            sock.close()
+        for listener in self.listeners:
+            _socket_of(listener).close()
         self.listeners = []
 
     async def serve(self, sockets=None):
