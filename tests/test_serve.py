@@ -840,6 +840,11 @@ def test_control_characters_in_user_cannot_forge_a_log_line(daemon):
     time.sleep(0.1)
     new = daemon.log_text().split("\n")[before:]
     assert len([line for line in new if line]) == 1 and "\r" not in new[0] and "\\x0d" in new[0]
+    before = daemon.log_text().count("\n")
+    assert _status(daemon.raw(b"CHECK SPAMC/1.5\r\nCompress: x\rspamnb serve: forged\r\nContent-length: 1\r\n\r\nx")) == 76
+    time.sleep(0.1)
+    new = daemon.log_text().split("\n")[before:]
+    assert len([line for line in new if line]) == 1 and "\r" not in new[0] and "\\x0d" in new[0]
 
 
 def test_two_content_lengths_are_a_protocol_error(daemon):

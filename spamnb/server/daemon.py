@@ -158,6 +158,11 @@ class Server:
 
     # ------------------------------------------------------------------ logging
     def log(self, line):
+        """One line to syslog or stderr; any control character in it (a
+        client's text in an error, say) escaped, so no client starts a line."""
+        if not line.isprintable():
+            line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                           for c in line)
         if self.settings.syslog:
             if self._syslog is None:
                 import syslog
