@@ -51,6 +51,7 @@ def request(size):
 def cpu_seconds(model, size, piece):
     given = dict(DEFAULTS, model=model, max_size=2 * size)
     server = Server(given, log_stream=io.StringIO())
+    server.models.get(server.settings.model, server.settings.required_score)   # loaded, as at a server's start
     data = request(size)
 
     async def feed():

@@ -374,6 +374,7 @@ class Server:
             return reply(("Spam", f"False ; 0.0 / {required:.1f}")), f"too big, not checked ({text})"
         if verb == "TELL":
             return await self.answer_tell(request, message)
+        await self.models.first_load(self.model_path(request.headers.get("user"))[0], required)
         return self.answer_verdict(request, message, reply)
 
     def answer_verdict(self, request, message, reply):
@@ -741,8 +742,11 @@ class _Connection(asyncio.Protocol):
             return
         request, body_start, length = head
         headers = request.headers
-        if (request.verb not in _FAST_VERBS or length is None or length > self.server.settings.max_size
-                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"):
+        server = self.server
+        if (request.verb not in _FAST_VERBS or length is None or length > server.settings.max_size
+                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"
+                or not server.models.loaded(server.model_path(headers.get("user"))[0])):
+            # (a model not loaded yet is loaded by the general handler, in a thread)
             self._hand_over()
             return
         buffer = self.buffer
@@ -750,7 +754,6 @@ class _Connection(asyncio.Protocol):
             return                  # more to come
         started = time.perf_counter()
         self._release()
-        server = self.server
         message = bytes(buffer[body_start:body_start + length])
         self.buffer = bytearray()
         user = _log_safe(headers.get("user", "-"))

@@ -360,6 +360,34 @@ class ModelCache:
             return self._failed(path, key, entry, required, exc)
         return self._install(path, key, spam_filter, score_map)
 
+    def loaded(self, path):
+        """Whether a model from ``path`` is loaded (or known not to load as the file is now)."""
+        return path in self._entries or path in self._bad
+
+    async def first_load(self, path, required):
+        """Load the model at ``path`` for the first time, in a thread when
+        :attr:`run` is set (a large model takes a while; the loop serves on),
+        so that :meth:`get` then answers at once.  A failure is remembered as
+        :meth:`get` remembers it, and left to :meth:`get` to raise."""
+        if self.loaded(path) or self.run is None:
+            return
+        try:
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
+        except OSError:
+            return
+        try:
+            spam_filter, score_map = await self.run(lambda: self._load(path, required))
+        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+            if not self.loaded(path):
+                try:
+                    self._failed(path, key, None, required, exc)
+                except ModelUnavailable:
+                    pass
+            return
+        if not self.loaded(path):
+            self._install(path, key, spam_filter, score_map)
+
     async def refresh(self, path, required):
         """Read the model at ``path`` again now if it is loaded and changed (after
         a TELL: its next check sees what it learned), in a thread when :attr:`run` is set."""
