@@ -129,7 +129,7 @@ def home(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def daemon(home):
-    d = Daemon(home, "--allow-tell", "--models-dir", home / "users")
+    d = Daemon(home, "--allow-tell", "--create-user-models", "--models-dir", home / "users")
     yield d
     assert d.stop() == 0
 
@@ -340,10 +340,19 @@ def test_tell_goes_through_the_ledger_like_spamnb_learn(daemon, home):
     assert b"successfully" in daemon.spamc("-L", "forget", "-u", "erin", stdin=message).stdout
     assert SpamFilter.load(user_model).class_count_ == base
 
-def test_bad_user_names_are_refused(daemon):
-    for user in ("../etc", ".hidden", "a/b", "x" * 65):
-        assert _status(daemon.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n", User=user))) == 67
-    assert not (Path(daemon.home) / "etc").exists()
+def test_bad_user_names_get_the_site_model_and_learn_nothing(daemon):
+    """A name outside the allowed pattern is checked with the site model (an
+    error would make spamc bounce the mail, or pass it unchecked), and the
+    log says so; TELL for it is refused, and no folder is made."""
+    message = b"Subject: x\r\n\r\nhi\r\n"
+    site = daemon.raw(request("CHECK", message))
+    assert site.startswith(b"SPAMD/1.5 0 EX_OK")
+    for user in ("../etc", ".hidden", "a/b", "x" * 65, "o'brien"):
+        assert daemon.raw(request("CHECK", message, User=user)) == site
+        assert _status(daemon.raw(request("TELL", message, User=user, Message_class="spam", Set="local"))) == 67
+    assert not (Path(daemon.home) / "etc").exists() and not (Path(daemon.home) / "users" / "o'brien").exists()
+    time.sleep(0.1)
+    assert "model=site (user name not allowed)" in daemon.log_text()
 
 
 @needs_spamc
@@ -496,16 +505,45 @@ def test_sigterm_closes_silent_connections_at_once(home):
     d.stop()
 
 
-def test_connections_over_the_limit_get_tempfail(tight):
-    held = [socket.create_connection(("127.0.0.1", tight.port), timeout=5) for _ in range(3)]
-    for s in held:
-        s.sendall(b"CHECK")       # busy, not finished
-    time.sleep(0.2)
-    assert _status(tight.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n"))) == 75
-    for s in held:
-        s.close()
-    time.sleep(0.2)
-    assert _status(tight.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n"))) == 0
+@needs_spamc
+def test_past_the_connection_limit_clients_wait_and_get_a_verdict(home):
+    """At --max-connections the server stops accepting: spamc waits in the
+    listen backlog and gets its verdict once a slot frees (a silent socket
+    is closed after --idle-timeout, a half-sent request after --timeout).
+    An error answer instead would make `spamc -x -X` exit 76, which an MTA's
+    pipe bounces, and plain `spamc -c` print 0/0 (the mail unchecked)."""
+    d = Daemon(home, "--max-connections", 3, "--idle-timeout", 1, "--timeout", 2)
+    try:
+        message = MESSAGES[0].read_bytes()
+        expected = d.spamc("-c", stdin=message)
+        assert expected.returncode == 1 and b"/5.0" in expected.stdout
+        processed = d.spamc(stdin=message).stdout
+        assert b"X-Spam-Flag: YES" in processed
+        for hold in (b"", b"CHECK"):        # silent sockets, then requests that never end
+            held = [socket.create_connection(("127.0.0.1", d.port), timeout=10) for _ in range(3)]
+            for s in held:
+                s.sendall(hold)
+            time.sleep(0.3)
+            results = {}
+
+            def run(name, *args, unix=False):
+                results[name] = d.spamc(*args, stdin=message, unix=unix)
+
+            threads = [threading.Thread(target=run, args=("check", "-x", "-X", "-c")),
+                       threading.Thread(target=run, args=("process", "-x", "-X")),
+                       threading.Thread(target=run, args=("unix", "-x", "-X", "-c"), kwargs={"unix": True})]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            for name in ("check", "unix"):
+                assert (results[name].returncode, results[name].stdout) == (1, expected.stdout), (hold, name)
+            assert (results["process"].returncode, results["process"].stdout) == (0, processed), hold
+            for s in held:
+                s.close()
+        assert "not accepting until one closes" in d.log_text()
+    finally:
+        assert d.stop() == 0
 
 
 def test_tell_is_refused_unless_allowed(tight):
@@ -666,7 +704,11 @@ def test_model_replaced_on_disk_and_sighup_settings(home, tmp_path):
         swapped = SpamFilter().fit([p.read_bytes() for p in MESSAGES], [p.parent.name != "spam" for p in MESSAGES])
         swapped.save(tmp_path / "new.spamnb")
         os.replace(tmp_path / "new.spamnb", tmp_path / "model.spamnb")
-        assert d.spamc("-c", stdin=message).returncode == 0
+        # read again in a thread, the model loaded before serving meanwhile
+        deadline = time.monotonic() + 10
+        while d.spamc("-c", stdin=message).returncode != 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         config.write_text("required-score = 7.5\n")
         d.proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
@@ -676,8 +718,15 @@ def test_model_replaced_on_disk_and_sighup_settings(home, tmp_path):
         # a damaged file: the model loaded before keeps serving
         (tmp_path / "bad.spamnb").write_bytes(b"garbage")
         os.replace(tmp_path / "bad.spamnb", tmp_path / "model.spamnb")
+        for _ in range(3):
+            assert d.spamc("-c", stdin=message).returncode == 0
+        deadline = time.monotonic() + 10
+        while d.log_text().count("not reloaded") != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         assert d.spamc("-c", stdin=message).returncode == 0
-        assert "not reloaded" in d.log_text()
+        time.sleep(0.2)
+        assert d.log_text().count("not reloaded") == 1      # a damaged file is tried once, not per request
     finally:
         assert d.stop() == 0
 
@@ -839,3 +888,280 @@ def test_the_check_after_a_tell_scores_the_model_the_tell_left(tmp_path, monkeyp
     shutil.copyfile(path, tmp_path / "other.spamnb")
     os.utime(path, ns=(1, 1))                                 # another writer: the kept model is stale
     assert models._from_kept(str(path)) is None
+
+
+# ---------------------------------------------------------------------------- under pressure (issues 24-26)
+def _serve(home, *args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{_free_port()}", *map(str, args)],
+                          env=_env(home), capture_output=True, timeout=timeout)
+
+
+def test_no_usable_site_model_refuses_to_start(home, tmp_path):
+    """Without a usable site model the server does not start (it would answer
+    every check with an error, which spamc turns into 0/0: all mail unchecked)."""
+    proc = _serve(tmp_path, "-m", tmp_path / "missing.spamnb")
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 3 and len(lines) == 1 and "no usable site model" in lines[0]
+    (tmp_path / "bad.spamnb").write_bytes(b"garbage" * 100)
+    proc = _serve(tmp_path, "-m", tmp_path / "bad.spamnb", "--models-dir", home / "users")
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 3 and len(lines) == 1 and "no usable site model" in lines[0]
+
+
+def test_a_privileged_port_without_the_right_to_it_is_one_line(home):
+    if int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text()) <= 783:
+        pytest.skip("this machine lets anyone bind port 783")
+    drop = ["setpriv", "--bounding-set=-net_bind_service"] if os.geteuid() == 0 else []
+    if drop and not os.path.exists("/usr/bin/setpriv"):
+        pytest.skip("root without setpriv: cannot drop CAP_NET_BIND_SERVICE")
+    proc = subprocess.run([*drop, sys.executable, "-m", "spamnb", "serve", "-l", "127.0.0.1:783",
+                           "-m", str(home / "model.spamnb")], env=_env(home), capture_output=True, timeout=60)
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 71 and len(lines) == 1, proc.stderr
+    assert "cannot listen on 127.0.0.1:783" in lines[0] and "privileged" in lines[0]
+
+
+@needs_spamc
+def test_site_model_gone_while_running_keeps_serving_and_says_so(home, tmp_path):
+    (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
+    d = Daemon(tmp_path)
+    try:
+        message = MESSAGES[0].read_bytes()
+        before = d.spamc("-x", "-c", stdin=message)
+        assert before.returncode == 1
+        os.unlink(tmp_path / "model.spamnb")
+        for _ in range(3):
+            assert d.spamc("-x", "-c", stdin=message).stdout == before.stdout
+        assert d.log_text().count("cannot be read") == 1     # said once, not per request
+    finally:
+        d.stop()
+
+
+@needs_spamc
+def test_a_damaged_or_unreadable_user_model_falls_back_to_the_site_model(home, tmp_path):
+    (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
+    users = tmp_path / "users"
+    for name, content in (("gina", b"garbage" * 50), ("hank", (home / "model.spamnb").read_bytes()[:5000])):
+        (users / name).mkdir(parents=True)
+        (users / name / "model.spamnb").write_bytes(content)
+    (users / "ivan").mkdir()
+    (users / "ivan" / "model.spamnb").mkdir()          # not a file at all
+    d = Daemon(tmp_path, "--models-dir", users)
+    try:
+        message = MESSAGES[0].read_bytes()
+        site = d.spamc("-x", "-X", "-c", stdin=message)
+        assert site.returncode == 1
+        for user in ("gina", "hank", "ivan", "nobody-here", "o'brien"):
+            got = d.spamc("-x", "-X", "-c", "-u", user, stdin=message)
+            assert (got.returncode, got.stdout) == (1, site.stdout), user
+            processed = d.spamc("-x", "-X", "-u", user, stdin=message)
+            assert processed.returncode == 0 and b"X-Spam-Flag: YES" in processed.stdout, user
+        log = d.log_text()
+        assert log.count("model=site (the user's model is not usable") >= 6
+        assert "user=gina" in log and "model=site (the user has no model)" in log
+    finally:
+        d.stop()
+
+
+def test_control_characters_in_user_cannot_forge_a_log_line(daemon):
+    before = daemon.log_text().count("\n")
+    forged = "mallory\rspamnb serve: CHECK user=root ham\nspamnb serve: forged"
+    data = request("CHECK", MESSAGES[0].read_bytes()).replace(
+        b"CHECK SPAMC/1.5\r\n", b"CHECK SPAMC/1.5\r\nUser: " + forged.encode() .replace(b"\n", b"\r") + b"\r\n")
+    assert daemon.raw(data).startswith(b"SPAMD/1.5 0 EX_OK")
+    time.sleep(0.1)
+    new = daemon.log_text().split("\n")[before:]
+    assert len([line for line in new if line]) == 1 and "\r" not in new[0] and "\\x0d" in new[0]
+    before = daemon.log_text().count("\n")
+    assert _status(daemon.raw(b"CHECK SPAMC/1.5\r\nCompress: x\rspamnb serve: forged\r\nContent-length: 1\r\n\r\nx")) == 76
+    time.sleep(0.1)
+    new = daemon.log_text().split("\n")[before:]
+    assert len([line for line in new if line]) == 1 and "\r" not in new[0] and "\\x0d" in new[0]
+
+
+def test_two_content_lengths_are_a_protocol_error(daemon):
+    message = b"Subject: x\r\n\r\nhello\r\n"
+    data = b"CHECK SPAMC/1.5\r\nContent-length: 5\r\nContent-length: %d\r\n\r\n" % len(message) + message
+    assert _status(daemon.raw(data)) == 76
+    with pytest.raises(spamd.ProtocolError):
+        spamd.parse_head(b"CHECK SPAMC/1.5\r\nContent-length: 1\r\ncontent-LENGTH: 1")
+
+
+@needs_spamc
+def test_refused_and_failed_tells_make_spamc_exit_non_zero(home, tmp_path):
+    """As against spamd: spamc -L exits non-zero when the server refuses a
+    TELL (no --allow-tell) or cannot do it (no model for the user and no
+    --create-user-models; past --max-user-models); repeating a learn says
+    "already"; forgetting for a user without a model makes nothing on disk."""
+    (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
+    users = tmp_path / "users"
+    off = Daemon(tmp_path)
+    try:
+        proc = off.spamc("-L", "spam", stdin=unique_message("refused"))
+        assert proc.returncode != 0 and b"successfully" not in proc.stdout and b"already" not in proc.stdout
+    finally:
+        off.stop()
+    d = Daemon(tmp_path, "--allow-tell", "--models-dir", users)
+    try:
+        proc = d.spamc("-L", "spam", "-u", "judy", stdin=unique_message("nocreate"))
+        assert proc.returncode != 0 and not users.exists()
+        proc = d.spamc("-L", "forget", "-u", "judy", stdin=unique_message("nocreate"))
+        assert proc.returncode == 0 and b"already" in proc.stdout and not users.exists()
+    finally:
+        d.stop()
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--max-user-models", 1, "--models-dir", users)
+    try:
+        message = unique_message("again")
+        first = d.spamc("-L", "spam", "-u", "kim", stdin=message)
+        assert first.returncode == 0 and b"successfully" in first.stdout
+        again = d.spamc("-L", "spam", "-u", "kim", stdin=message)
+        assert again.returncode == 0 and b"already" in again.stdout
+        moved = d.spamc("-L", "ham", "-u", "kim", stdin=message)
+        assert moved.returncode == 0 and b"successfully" in moved.stdout
+        over = d.spamc("-L", "spam", "-u", "lee", stdin=message)       # a second user model: over the limit
+        assert over.returncode != 0 and not (users / "lee").exists()
+        assert sorted(p.name for p in users.iterdir()) == ["kim"]
+    finally:
+        d.stop()
+
+
+def test_a_request_in_small_pieces_costs_linear_time(home):
+    """The first-request path looks for the end of the head only in the bytes
+    new since its last look and parses the head once: a 4 MB body in
+    300-byte pieces took 22.6 s of CPU when each piece rescanned the buffer."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from bench_head_scan import cpu_seconds
+    finally:
+        sys.path.pop(0)
+    assert cpu_seconds(str(home / "model.spamnb"), 4_000_000, 300) < 1.5
+
+
+def test_a_changed_model_is_read_again_off_the_event_loop(home, tmp_path):
+    """A model already loaded that changed on disk (a TELL, a nightly
+    retrain) is read again in a thread; the loop answers with the model
+    loaded before meanwhile, so a large model's reload blocks no check."""
+    import asyncio
+    import threading
+
+    from spamnb.server.models import ModelCache
+
+    path = tmp_path / "m.spamnb"
+    path.write_bytes((home / "model.spamnb").read_bytes())
+    message = MESSAGES[0].read_bytes()
+    loop_thread = []
+
+    async def run():
+        loop = asyncio.get_running_loop()
+        loads = []
+
+        def in_thread(function):
+            def recorded():
+                loads.append(threading.current_thread() is not loop_thread[0])
+                return function()
+            return loop.run_in_executor(None, recorded)
+
+        loop_thread.append(threading.current_thread())
+        cache = ModelCache(10, lambda line: None)
+        cache.run = in_thread
+        old, _ = cache.get(str(path), 5.0)
+        swapped = SpamFilter().fit([p.read_bytes() for p in MESSAGES], [p.parent.name != "spam" for p in MESSAGES])
+        swapped.save(tmp_path / "new.spamnb")
+        os.replace(tmp_path / "new.spamnb", path)
+        served, _ = cache.get(str(path), 5.0)
+        assert served is old                    # no load on the loop: the old model answers
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            new, _ = cache.get(str(path), 5.0)
+            if new is not old:
+                break
+        assert new is not old and loads == [True]
+        assert new.classify(message).label == swapped.classify(message).label != old.classify(message).label
+        # a model never loaded (a user's first request) is read in a thread as well
+        other = tmp_path / "other.spamnb"
+        other.write_bytes((home / "model.spamnb").read_bytes())
+        assert not cache.loaded(str(other))
+        await cache.first_load(str(other), 5.0)
+        assert cache.loaded(str(other)) and loads == [True, True]
+        (tmp_path / "bad.spamnb").write_bytes(b"garbage")
+        await cache.first_load(str(tmp_path / "bad.spamnb"), 5.0)    # remembered, not read on every request
+        assert cache.loaded(str(tmp_path / "bad.spamnb")) and loads == [True, True, True]
+
+    asyncio.run(run())
+
+
+@needs_spamc
+def test_a_new_users_model_is_their_journal_over_the_site_models_file(home, tmp_path):
+    """TELL starts a user's model as the site model's file, hard-linked (no
+    bytes copied), plus the site's journal; their learns go to their own
+    journal.  The site model learned by `spamnb learn` (its journal) counts."""
+    site = tmp_path / "model.spamnb"
+    site.write_bytes((home / "model.spamnb").read_bytes())
+    subprocess.run([sys.executable, "-m", "spamnb", "learn", "--ham", "-q", "-m", str(site), "-"],
+                   input=unique_message("site-journal"), env=_env(tmp_path), check=True, timeout=120)
+    assert (tmp_path / "model.spamnb.journal").exists()
+    base = SpamFilter.load(site).class_count_
+    users = tmp_path / "users"
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", users)
+    try:
+        for i, user in enumerate(("mia", "ned", "oz")):
+            proc = d.spamc("-L", "spam", "-u", user, stdin=unique_message(f"user{i}"))
+            assert b"successfully" in proc.stdout
+    finally:
+        d.stop()
+    for user in ("mia", "ned", "oz"):
+        model = users / user / "model.spamnb"
+        assert os.stat(model).st_ino == os.stat(site).st_ino          # the site model's bytes, shared
+        assert (users / user / "model.spamnb.journal").stat().st_size < 64 * 1024
+        assert SpamFilter.load(model).class_count_ == (base[0], base[1] + 1)
+    assert SpamFilter.load(site).class_count_ == base                  # the site model did not learn
+    on_disk = sum(p.stat().st_size for p in users.rglob("*") if p.is_file() and p.name != "model.spamnb")
+    assert on_disk < site.stat().st_size / 4
+
+
+@needs_spamc
+def test_what_spamc_makes_of_an_error_answer():
+    """The facts docs/serve.md's error table rests on, from the real spamc:
+    once connected, spamc does not read the status code; an error answer is
+    exit 76 (a blank line after the status line) or 74 (the status line
+    alone, as spamd and spamnb answer; or a close) with -x: codes an MTA's
+    pipe bounces on; without -x the mail passes unchecked (-c prints 0/0,
+    exit 0).  spamc -L exits 74 on the status line alone, and exits 0
+    ("already") when a blank line follows it.  Only a failed connect gives
+    69, which -X turns into 75 (a deferral)."""
+    def served(answer, *args):
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+
+        def one():
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(5)
+                while True:
+                    try:
+                        if not conn.recv(65536):
+                            break
+                    except OSError:
+                        break
+                if answer is not None:
+                    conn.sendall(answer)
+
+        t = threading.Thread(target=one)
+        t.start()
+        proc = subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(port), *args], input=b"Subject: x\n\nhi\n",
+                              capture_output=True, timeout=30)
+        t.join(10)
+        listener.close()
+        return proc.returncode, proc.stdout
+
+    blank, alone, close = b"SPAMD/1.5 75 EX_TEMPFAIL: busy\r\n\r\n", b"SPAMD/1.5 75 EX_TEMPFAIL: busy\r\n", None
+    assert served(blank, "-x", "-X", "-c")[0] == 76 and served(alone, "-x", "-X", "-c")[0] == 74
+    assert served(close, "-x", "-X")[0] == 74 and served(alone, "-x", "-X")[0] == 74
+    assert served(alone, "-c") == (0, b"0/0\n") and served(alone) == (0, b"Subject: x\n\nhi\n")
+    assert served(blank, "-L", "spam") == (0, b"Message was already un/learned\n")
+    assert served(alone, "-L", "spam")[0] == 74
+    port = _free_port()      # nothing listens there
+    down = [subprocess.run([SPAMC, "--connect-retries=1", "-d", "127.0.0.1", "-p", str(port), *args],
+                           input=b"Subject: x\n\nhi\n",
+                           capture_output=True, timeout=60).returncode for args in (["-x", "-X"], ["-x"])]
+    assert down == [75, 69]

@@ -14,18 +14,23 @@ DEFAULTS = {
     "models_dir": None,
     "allowed_ips": None,
     "allow_tell": False,
+    "create_user_models": False,
+    "max_user_models": 1000,
+    "max_user_models_bytes": 10 * 1024 ** 3,
     "max_size": 4 * 1024 * 1024,
     "max_connections": 64,
     "max_models": 1000,
     "timeout": 30.0,
+    "idle_timeout": 5.0,
     "required_score": 5.0,
     "socket_mode": "0660",
     "syslog": False,
     "report": False,
     "subject_tag": None,
 }
-RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "max_size", "max_connections",
-              "max_models", "timeout", "required_score", "syslog", "report", "subject_tag")
+RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
+              "max_user_models_bytes", "max_size", "max_connections", "max_models", "timeout", "idle_timeout",
+              "required_score", "syslog", "report", "subject_tag")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
@@ -106,10 +111,14 @@ class Settings:
             self.model = _site_model_path(merged["model"])
             self.models_dir = merged["models_dir"] or None
             self.allow_tell = _bool(merged["allow_tell"])
+            self.create_user_models = _bool(merged["create_user_models"])
+            self.max_user_models = int(merged["max_user_models"])
+            self.max_user_models_bytes = int(merged["max_user_models_bytes"])
             self.max_size = int(merged["max_size"])
             self.max_connections = int(merged["max_connections"])
             self.max_models = int(merged["max_models"])
             self.timeout = float(merged["timeout"])
+            self.idle_timeout = float(merged["idle_timeout"])
             self.required_score = float(merged["required_score"])
             self.socket_mode = int(str(merged["socket_mode"]), 8)
             self.syslog = _bool(merged["syslog"])
@@ -117,8 +126,10 @@ class Settings:
             self.subject_tag = merged["subject_tag"] or None
         except (TypeError, ValueError) as exc:
             raise SettingsError(f"bad setting: {exc}") from None
-        if self.max_size < 1 or self.max_connections < 1 or self.max_models < 1 or not self.timeout > 0:
-            raise SettingsError("--max-size, --max-connections, --max-models and --timeout must be positive")
+        if (self.max_size < 1 or self.max_connections < 1 or self.max_models < 1 or not self.timeout > 0
+                or not self.idle_timeout > 0 or self.max_user_models < 0 or self.max_user_models_bytes < 0):
+            raise SettingsError("--max-size, --max-connections, --max-models, --timeout and --idle-timeout must be"
+                                " positive, --max-user-models and --max-user-models-bytes not negative")
         if self.subject_tag is not None and (len(self.subject_tag) > 200 or not self.subject_tag.isprintable()):
             raise SettingsError("--subject-tag must be one line of at most 200 printable characters")
         if not 0.2 <= self.required_score <= 900:

@@ -10,28 +10,40 @@ thread pool while classification goes on.
 - Listens on TCP (``--listen HOST:PORT``, loopback by default; any other
   address needs ``--allowed-ips``) and/or a Unix socket (``--listen PATH``).
 - Models: the site model (``-m``), and with ``--models-dir DIR`` a model per
-  user, ``DIR/<user>/model.spamnb`` (``User:`` header), used when it exists.
-  A model is stat()ed at every request and reloaded when the file changed
-  (models are replaced by rename, so a loaded model is always whole); a
-  loaded model keeps only what classifying reads.
+  user, ``DIR/<user>/model.spamnb`` (``User:`` header), used when it exists
+  and loads.  The site model is loaded before the server listens (it does
+  not start without one).  A model is stat()ed at every request and, when
+  the file changed, read again in a thread while the one loaded before
+  serves (models are replaced by rename, so a loaded model is always
+  whole); a loaded model keeps only what classifying reads.
 - A new connection's first request, when it is the plain one spamc or an MTA
   sends, is answered in the protocol's callback (:class:`_Connection`);
   anything else goes to the stream handler (:meth:`Server.handle`).
 - SIGHUP re-reads ``--config`` and drops the loaded models; SIGTERM/SIGINT
   stop accepting, let requests in flight finish, then exit 0.
 - Limits: ``--max-size`` (a larger message is read and thrown away in
-  chunks, never held whole), ``--max-connections`` (more are answered
-  EX_TEMPFAIL at once), ``--timeout`` (seconds to receive a whole request or
-  send a response; EX_TIMEOUT after it), ``--max-models`` loaded at once.
+  chunks, never held whole), ``--max-connections`` (at the limit the server
+  stops accepting: new clients wait in the listen backlog, never answered an
+  error, see :meth:`Server._accept`), ``--idle-timeout`` (seconds a
+  connection may stay silent before a request), ``--timeout`` (seconds to
+  receive a whole request or send a response; EX_TIMEOUT after it),
+  ``--max-models`` loaded at once.
+- Errors and spamc: once connected, spamc turns any error answer into exit
+  74/76 (a bounce for an MTA's pipe), and only a failed connect into 69
+  (75 with ``-X``, a deferral); so conditions that are the server's own
+  (load, a user's missing or damaged model) are answered with a verdict
+  of the site model, never an error (docs/serve.md, "Errors").
 - One line per request on stderr (or syslog with ``--syslog``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import re
 import signal
+import socket
 import stat
 import sys
 import time
@@ -40,11 +52,86 @@ from concurrent.futures import ThreadPoolExecutor
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import EX, ProtocolError
 from spamnb.server.config import Settings, SettingsError, _words
-from spamnb.server.models import ModelCache, _classify, _model_error, _one_line, tell
+from spamnb.server.models import ModelCache, ModelUnavailable, _classify, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
 _CHUNK = 65536
+_BACKLOG = 128
+
+
+class ServerError(Exception):
+    """The server cannot start (no usable site model, an address it cannot
+    listen on); the message is one line for the log."""
+
+
+class CannotListen(ServerError):
+    """An address could not be bound (in use, a privileged port without the right to it, ...)."""
+
+
+def _log_safe(text, limit=64):
+    """``text`` for a log line: control characters (CR, LF, ...) and
+    backslashes escaped, so a client's ``User:`` cannot start a line of its own."""
+    text = str(text)[:limit]
+    return "".join(c if c.isprintable() and c != "\\" else (
+        "\\\\" if c == "\\" else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
+
+
+def bind_listeners(listen, socket_mode=0o660):
+    """Listening sockets (non-blocking) for the ``--listen`` items of the
+    settings: ``("unix", path)`` (made ``socket_mode``) or ``("tcp", host, port)``.  Raises
+    :class:`CannotListen` with one line saying which address and why."""
+    sockets = []
+    try:
+        for item in listen:
+            if item[0] == "unix":
+                path = item[1]
+                try:
+                    if stat.S_ISSOCK(os.lstat(path).st_mode):
+                        os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sockets.append(sock)
+                _bind(sock, path, path)
+                os.chmod(path, socket_mode)
+            else:
+                host, port = item[1], item[2]
+                try:
+                    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+                except socket.gaierror as exc:
+                    raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+                for family, kind, proto, _, address in dict.fromkeys(infos):
+                    sock = socket.socket(family, kind, proto)
+                    sockets.append(sock)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    if family == socket.AF_INET6:
+                        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    _bind(sock, address, f"{host}:{port}")
+        for sock in sockets:
+            sock.listen(_BACKLOG)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _socket_of(listener):
+    """A listening socket, or the ``.sock`` of a listener object that has one."""
+    return getattr(listener, "sock", listener)
+
+
+def _bind(sock, address, shown):
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.EACCES and isinstance(address, tuple) and address[1] < 1024:
+            why += (f" (port {address[1]} is privileged: run as root and drop privileges, or give the"
+                    " program CAP_NET_BIND_SERVICE, e.g. systemd's AmbientCapabilities; or use a port >= 1024)")
+        raise CannotListen(f"cannot listen on {shown}: {why}") from None
 
 
 class Server:
@@ -55,17 +142,27 @@ class Server:
         self.config = config
         self.settings = Settings(given, config)
         self.log_stream = log_stream or sys.stderr
-        self.models = ModelCache(self.settings.max_models, self.log)
-        self.active = 0
+        self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model)
+        self.active = 0         # connections accepted and not closed (at most --max-connections)
+        self.listeners = []     # listening sockets (bind_listeners)
+        self.paused = False     # accepting stopped at --max-connections
+        self.setting_up = 0     # accepted, transport not made yet
+        self.pauses, self.pause_logged = 0, float("-inf")
         self.fast = set()       # connections waiting for their first request (_Connection)
         self.busy = set()
         self.idle = set()
         self.stopping = None
         self.learners = ThreadPoolExecutor(max_workers=2, thread_name_prefix="spamnb-tell")
+        self.loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-load")
         self._syslog = None
 
     # ------------------------------------------------------------------ logging
     def log(self, line):
+        """One line to syslog or stderr; any control character in it (a
+        client's text in an error, say) escaped, so no client starts a line."""
+        if not line.isprintable():
+            line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                           for c in line)
         if self.settings.syslog:
             if self._syslog is None:
                 import syslog
@@ -83,30 +180,60 @@ class Server:
     # ------------------------------------------------------------------ models
     def model_path(self, user):
         """The model for ``user``: theirs when it exists, else the site model;
-        second item: where TELL learns for them."""
+        second item: where TELL learns for them (None for a name outside
+        ``[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}`` or with ``..``: such a
+        user is checked with the site model and can learn nothing)."""
         site = self.settings.model
         if not user or not self.settings.models_dir:
             return site, site
         if _USER_NAME.fullmatch(user) is None or ".." in user:
-            raise ProtocolError(EX["EX_NOUSER"], "bad user name")
+            return site, None
         own = os.path.join(self.settings.models_dir, user, MODEL_NAME)
         return (own if os.path.exists(own) else site), own
 
+    def verdict_model(self, user):
+        """(filter, ScoreMap, note for the log) to check ``user``'s mail with:
+        their model, else the site model, also when their name is not
+        allowed or their model cannot be loaded (damaged, unreadable): never
+        an error, which spamc would turn into a bounce or an unchecked pass."""
+        required = self.settings.required_score
+        path, own = self.model_path(user)
+        site = self.settings.model
+        note = ""
+        if path != site:
+            try:
+                return (*self.models.get(path, required), "")
+            except ModelUnavailable as exc:
+                note = f" model=site (the user's model is not usable: {exc.text})"
+        elif own is None:
+            note = " model=site (user name not allowed)"
+        elif own != site:
+            note = " model=site (the user has no model)"
+        return (*self.models.get(site, required), note)
+
+    def load_site_model(self):
+        """Load the site model (at start): raises :class:`ServerError` when it is
+        missing or unusable, so the server never runs without one."""
+        try:
+            self.models.get(self.settings.model, self.settings.required_score)
+        except ModelUnavailable as exc:
+            raise ServerError(f"no usable site model: {exc.text} (train one with `spamnb train`, "
+                              "or give its path with -m)") from None
+
     # ------------------------------------------------------------------ connections
     async def handle(self, reader, writer):
+        """The general handler of a connection handed over by :class:`_Connection`
+        (whose slot of --max-connections it takes over and frees at the end)."""
         task = asyncio.current_task()
         peer = writer.get_extra_info("peername")
         peer = peer[0] if isinstance(peer, tuple) else "unix"
-        self.active += 1
         try:
             if peer != "unix" and not self.settings.allows(peer):
                 self.log(f"refused {peer}: not in --allowed-ips")
                 return
-            if self.active > self.settings.max_connections or self.stopping is not None:
-                await self._send_quietly(writer, spamd.error_response(EX["EX_TEMPFAIL"], "too many connections"), reader)
-                self.log(f"{peer} refused: {self.active - 1} connections open (EX_TEMPFAIL)")
-                return
-            while self.stopping is None:
+            first = True
+            while first or self.stopping is None:   # a connection taken while stopping gets its answer
+                first = False
                 self.idle.add(task)
                 try:
                     keep_alive = await self.serve_one(reader, writer, peer, task)
@@ -118,11 +245,11 @@ class Server:
         except asyncio.CancelledError:
             pass
         finally:
-            self.active -= 1
             try:
                 writer.close()
             except Exception:  # noqa: BLE001 - the peer may be gone already
                 pass
+            self.slot_freed()
 
     async def serve_one(self, reader, writer, peer, task):
         """One request; returns True when the connection stays open for another."""
@@ -131,14 +258,14 @@ class Server:
         verb, user, outcome, size = "-", "-", "", 0
         keep_alive = False
         try:
-            async with asyncio.timeout(settings.timeout) as deadline:
+            async with asyncio.timeout(settings.idle_timeout) as deadline:
                 head = await _read_head(reader, first_byte_hook=lambda: self._begin(task, deadline))
                 if head is None:
                     return False        # the client closed between requests
                 started = time.perf_counter()
                 request = spamd.parse_head(head)
                 verb = request.verb
-                user = request.headers.get("user", "-")[:64]
+                user = _log_safe(request.headers.get("user", "-"))
                 keep_alive = request.headers.get("connection", "").lower() == "keep-alive"
                 if verb == "SKIP":
                     outcome = "skipped"
@@ -247,19 +374,18 @@ class Server:
             return reply(("Spam", f"False ; 0.0 / {required:.1f}")), f"too big, not checked ({text})"
         if verb == "TELL":
             return await self.answer_tell(request, message)
+        await self.models.first_load(self.model_path(request.headers.get("user"))[0], required)
         return self.answer_verdict(request, message, reply)
 
     def answer_verdict(self, request, message, reply):
         """(response bytes, log text) for a request that asks for a verdict;
         ``reply(spam_header, body, whole_message)`` lays the answer out."""
         verb = request.verb
-        required = self.settings.required_score
-        path, _ = self.model_path(request.headers.get("user"))
-        spam_filter, score_map = self.models.get(path, required)
+        spam_filter, score_map, note = self.verdict_model(request.headers.get("user"))
         verdict = _classify(spam_filter, message, verb != "CHECK")   # CHECK answers without the tokens
         score = score_map.score(verdict.log_odds, verdict.label)
         spam_header = spamd.spam_header(verdict, score, score_map.required)
-        outcome = f"{verdict.label} {score:.1f}/{score_map.required:.1f} log-odds={verdict.log_odds:+.3f}"
+        outcome = f"{verdict.label} {score:.1f}/{score_map.required:.1f} log-odds={verdict.log_odds:+.3f}{note}"
         if verb == "CHECK":
             return reply(spam_header), outcome
         if verb == "SYMBOLS":
@@ -276,7 +402,11 @@ class Server:
         return reply(spam_header, head + message[body_start:], True), outcome  # PROCESS
 
     async def answer_tell(self, request, message):
-        if not self.settings.allow_tell:
+        """TELL.  Refusals and failures are answered with an error status line
+        alone (as spamd does), on which ``spamc -L`` exits 74: a refused or
+        failed learn is never reported as done."""
+        settings = self.settings
+        if not settings.allow_tell:
             raise ProtocolError(EX["EX_NOPERM"], "TELL is off (spamnb serve --allow-tell)")
         headers = request.headers
         kind = headers.get("message-class", "").strip().lower()
@@ -289,14 +419,30 @@ class Server:
         if not (learn or remove):
             return spamd.response(0), "tell: nothing to do"
         spam = None if not kind else kind == "spam"
-        current, own = self.model_path(headers.get("user"))
-        seed = self.settings.model if own != self.settings.model else None
+        _, own = self.model_path(headers.get("user"))
+        if own is None:
+            raise ProtocolError(EX["EX_NOUSER"], "user name not allowed for a model of its own")
+        if own != settings.model and not os.path.exists(own):
+            if not learn:
+                # nothing learned for this user: nothing to forget, and no folder or lock made
+                return spamd.response(0), f"tell {kind or '-'} set=0 removed=0 (the user has no model)"
+            if not settings.create_user_models:
+                raise ProtocolError(EX["EX_UNAVAILABLE"],
+                                    "the user has no model (spamnb serve --create-user-models)")
+        seed = settings.model if own != settings.model else None
+        limits = None
+        if seed is not None:
+            limits = (settings.models_dir, settings.max_user_models, settings.max_user_models_bytes)
         loop = asyncio.get_running_loop()
         try:
             did_learn, did_remove = await loop.run_in_executor(
-                self.learners, tell, own, message, spam, learn, remove, seed)
+                self.learners, tell, own, message, spam, learn, remove, seed, limits)
+        except ProtocolError:
+            raise
         except (_model_error(), OSError, ValueError) as exc:
             raise ProtocolError(EX["EX_UNAVAILABLE"], f"cannot update the model: {_one_line(exc)}") from None
+        # the next check sees what was learned (read in a thread: the loop goes on serving)
+        await self.models.refresh(own, settings.required_score)
         out = []
         if did_learn:
             out.append(("DidSet", "local"))
@@ -313,9 +459,18 @@ class Server:
             self.log(f"SIGHUP: settings not reloaded: {exc}")
             return
         fresh.listen = self.settings.listen
+        self.models.clear()
+        self.models.pinned = fresh.model
+        try:
+            self.models.get(fresh.model, fresh.required_score)
+        except ModelUnavailable as exc:
+            self.models.pinned = self.settings.model
+            self.log(f"SIGHUP: settings not reloaded: no usable site model: {exc.text}")
+            return
         self.settings = fresh
         self.models.max_models = fresh.max_models
-        self.models.clear()
+        if self.paused and self.active < fresh.max_connections:
+            self._resume()      # --max-connections raised
         self.log("SIGHUP: settings reloaded, models will be read again")
 
     def stop(self):
@@ -327,46 +482,120 @@ class Server:
             for connection in [c for c in self.fast if not c.busy()]:
                 connection.transport.close()
 
-    async def start(self):
+    # ------------------------------------------------------------------ accepting
+    def _set_accepting(self, on):
         loop = asyncio.get_running_loop()
-        self.servers = []
-        for item in self.settings.listen:
-            if item[0] == "unix":
-                path = item[1]
-                try:
-                    if stat.S_ISSOCK(os.lstat(path).st_mode):
-                        os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                server = await loop.create_unix_server(lambda: _Connection(self), path)
-                os.chmod(path, self.settings.socket_mode)
+        for listener in self.listeners:
+            fd = _socket_of(listener).fileno()
+            if on:
+                loop.add_reader(fd, self._accept, listener)
             else:
-                server = await loop.create_server(lambda: _Connection(self), item[1], item[2],
-                                                  reuse_address=True, backlog=128)
-            self.servers.append(server)
+                loop.remove_reader(fd)
+        self.paused = not on
+
+    def _accept(self, listener):
+        """A listening socket is readable: accept while under --max-connections.
+        At the limit stop accepting (the readers removed): clients wait in the
+        kernel's listen backlog until a slot frees (:meth:`slot_freed`), rather
+        than being answered an error, which spamc would turn into a bounce."""
+        loop = asyncio.get_running_loop()
+        for _ in range(_BACKLOG):
+            if self.active >= self.settings.max_connections and self.stopping is None:
+                if not self.paused:
+                    self._set_accepting(False)
+                    self.pauses += 1
+                    now = loop.time()
+                    if now - self.pause_logged >= 60.0:     # at most a line a minute, however often
+                        self.log(f"{self.active} connections open (--max-connections): not accepting until one"
+                                 f" closes ({self.pauses} time(s) since the last such line)")
+                        self.pause_logged, self.pauses = now, 0
+                return
+            try:
+                conn, _ = _socket_of(listener).accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:      # out of file descriptors, ...: try again shortly
+                self.log(f"accept failed: {exc.strerror or exc}; pausing 0.1 s")
+                if not self.paused:
+                    self._set_accepting(False)
+                    loop.call_later(0.1, self._resume)
+                return
+            conn.setblocking(False)
+            self.active += 1
+            self.setting_up += 1
+            loop.create_task(self._connected(conn, getattr(listener, "tls", None)))
+
+    async def _connected(self, conn, tls=None):
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: _Connection(self), conn, ssl=tls,
+                ssl_handshake_timeout=self.settings.timeout if tls is not None else None)
+        except Exception as exc:  # noqa: BLE001 - the client may be gone already
+            conn.close()
+            self.slot_freed()
+            self.log(f"connection lost while set up: {_one_line(exc)}")
+        finally:
+            self.setting_up -= 1
+
+    def slot_freed(self):
+        """A connection closed: its slot of --max-connections is free again."""
+        self.active -= 1
+        if self.paused and self.active < self.settings.max_connections:
+            self._resume()
+
+    def _resume(self):
+        if self.paused and self.stopping is None and self.listeners:
+            self._set_accepting(True)
+
+    def _drain_backlog(self):
+        """While stopping: take the clients already waiting in the listen
+        backlog (they would be reset when the socket closes), to be answered."""
+        for listener in self.listeners:
+            self._accept(listener)
+
+    async def start(self, sockets=None):
+        """Listen and accept: on ``sockets`` when given (listening sockets, or
+        objects with the socket as ``.sock`` and an ``ssl.SSLContext`` or None
+        as ``.tls``), else on :attr:`listeners` when set, else on the
+        --listen addresses (:func:`bind_listeners`)."""
+        loop = asyncio.get_running_loop()
+        if sockets is None:
+            sockets = self.listeners or bind_listeners(self.settings.listen, self.settings.socket_mode)
+        self.listeners = list(sockets)
+        # a model that changed is read again in a thread while the one loaded before serves
+        self.models.run = lambda function: loop.run_in_executor(self.loader, function)
+        self._set_accepting(True)
         where = ", ".join(item[1] if item[0] == "unix" else f"{item[1]}:{item[2]}" for item in self.settings.listen)
         self.log(f"listening on {where}; site model {self.settings.model}"
                  + (f"; user models in {self.settings.models_dir}" if self.settings.models_dir else ""))
 
-    async def serve(self):
+    def close_listeners(self):
+        if not self.paused:
+            self._set_accepting(False)
+        self._drain_backlog()
+        for listener in self.listeners:
+            _socket_of(listener).close()
+        self.listeners = []
+
+    async def serve(self, sockets=None):
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, lambda: (self.stop(), done.set()))
         loop.add_signal_handler(signal.SIGHUP, self.reload)
-        await self.start()
+        await self.start(sockets)
         await done.wait()
-        for server in self.servers:
-            server.close()
+        self.close_listeners()
 
         def in_flight():
-            return len(self.busy) + sum(1 for c in self.fast if c.busy())
+            return len(self.busy) + sum(1 for c in self.fast if c.busy()) + self.setting_up
 
         self.log(f"stopping: {in_flight()} request(s) in flight")
         deadline = loop.time() + self.settings.timeout + 1.0
         while in_flight() and loop.time() < deadline:
             await asyncio.sleep(0.02)
         self.learners.shutdown(wait=True)
+        self.loader.shutdown(wait=True, cancel_futures=True)
         for item in self.settings.listen:
             if item[0] == "unix":
                 try:
@@ -405,33 +634,38 @@ class _Connection(asyncio.Protocol):
     Anything else (an error, TELL, PING, keep-alive, a client over the
     limits, a request that ends early) is handed, with the bytes received
     so far, to :meth:`Server.handle`, which answers it as before.  Bounds
-    while buffering: --timeout from the connection, at most the request head
-    limit plus --max-size bytes."""
+    while buffering: --idle-timeout to the first byte, then --timeout; at
+    most the request head limit plus --max-size bytes.  The head is looked
+    for in the bytes that came since the last look only, and parsed once."""
 
     def __init__(self, server):
         self.server = server
         self.transport = None
         self.buffer = bytearray()
         self.timer = None
-        self.counted = False
+        self.counted = True         # holds a slot of --max-connections (taken at accept)
         self.eof = False
         self.peer = "unix"
+        self.late = server.stopping is not None     # taken from the backlog while stopping
+        self.scanned = 0            # the head's end is not before this offset
+        self.request = None         # (request, body start, length) once the head is parsed
 
     def connection_made(self, transport):
         self.transport = transport
         server = self.server
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else "unix"
-        if (server.stopping is not None or server.active >= server.settings.max_connections
-                or (self.peer != "unix" and not server.settings.allows(self.peer))):
+        if self.peer != "unix" and not server.settings.allows(self.peer):
             self._hand_over()       # the general handler refuses it and says why
             return
-        server.active += 1
         server.fast.add(self)
-        self.counted = True
-        self.timer = asyncio.get_running_loop().call_later(server.settings.timeout, self._timed_out)
+        self.timer = asyncio.get_running_loop().call_later(server.settings.idle_timeout, self._timed_out)
 
     def data_received(self, data):
+        if not self.buffer and self.timer is not None:
+            # the first byte: the request has --timeout from now
+            self.timer.cancel()
+            self.timer = asyncio.get_running_loop().call_later(self.server.settings.timeout, self._timed_out)
         self.buffer += data
         if len(self.buffer) > spamd.MAX_HEAD + self.server.settings.max_size:
             self._hand_over()
@@ -444,21 +678,22 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc):
         self._release()
+        if self.counted:
+            self.counted = False
+            self.server.slot_freed()
 
     def busy(self):
-        return bool(self.buffer)
+        return bool(self.buffer) or self.late
 
     def _release(self):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.counted:
-            self.counted = False
-            self.server.active -= 1
-            self.server.fast.discard(self)
+        self.server.fast.discard(self)
 
     def _hand_over(self):
         self._release()
+        self.counted = False        # the slot goes with the connection to Server.handle
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=spamd.MAX_HEAD, loop=loop)
         inner = asyncio.StreamReaderProtocol(reader, self.server.handle, loop=loop)
@@ -479,34 +714,50 @@ class _Connection(asyncio.Protocol):
         self._release()
         self.transport.close()
 
-    def _try_answer(self):
+    def _head(self):
+        """(request, body start, length) once the head is whole, else None;
+        raises ProtocolError.  Each byte is scanned for the blank line once."""
+        if self.request is not None:
+            return self.request
         buffer = self.buffer
-        ends = [p for p in (buffer.find(b"\n\r\n"), buffer.find(b"\n\n")) if p >= 0]
+        start = max(0, self.scanned - 2)
+        ends = [p for p in (buffer.find(b"\n\r\n", start), buffer.find(b"\n\n", start)) if p >= 0]
         if not ends:
+            self.scanned = len(buffer)
             if len(buffer) > spamd.MAX_HEAD:
-                self._hand_over()
-            return
+                raise ProtocolError(EX["EX_PROTOCOL"], "request header too large")
+            return None
         end = min(ends)
         body_start = end + (3 if buffer[end + 1:end + 2] == b"\r" else 2)
+        request = spamd.parse_head(bytes(buffer[:end]).rstrip(b"\r\n"))
+        self.request = (request, body_start, spamd.content_length(request))
+        return self.request
+
+    def _try_answer(self):
         try:
-            request = spamd.parse_head(bytes(buffer[:end]).rstrip(b"\r\n"))
+            head = self._head()
         except ProtocolError:
             self._hand_over()
             return
+        if head is None:
+            return
+        request, body_start, length = head
         headers = request.headers
-        length = spamd.content_length(request)
-        if (request.verb not in _FAST_VERBS or length is None or length > self.server.settings.max_size
-                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"):
+        server = self.server
+        if (request.verb not in _FAST_VERBS or length is None or length > server.settings.max_size
+                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"
+                or not server.models.loaded(server.model_path(headers.get("user"))[0])):
+            # (a model not loaded yet is loaded by the general handler, in a thread)
             self._hand_over()
             return
+        buffer = self.buffer
         if len(buffer) - body_start < length:
             return                  # more to come
         started = time.perf_counter()
         self._release()
-        server = self.server
         message = bytes(buffer[body_start:body_start + length])
         self.buffer = bytearray()
-        user = headers.get("user", "-")[:64]
+        user = _log_safe(headers.get("user", "-"))
         try:
             reply, outcome = server.answer_verdict(request, message, _layout(request))
         except ProtocolError as exc:

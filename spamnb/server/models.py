@@ -121,23 +121,145 @@ def _model_error():
 _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept loaded
 
 
-def tell(path, message, spam, learn, remove, seed_path=None):
+_creating = None   # threading.Lock: one new user's model at a time (the limits below hold)
+
+
+def tell(path, message, spam, learn, remove, seed_path=None, limits=None):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
     command-line learner and the server never lose each other's update.
     A model that does not exist yet starts as a copy of ``seed_path``'s (the
-    site model) when there is one.  ``spam`` is True/False, or None for a
-    removal of unknown class (the ledger's label, else tried as spam, then
-    as ham).  Returns
-    (did_learn, did_remove)."""
+    site model) when there is one; ``limits`` = (folder of the user models,
+    most models, most bytes in all) refuses to create one past them
+    (:class:`ProtocolError`, EX_UNAVAILABLE).  ``spam`` is True/False, or
+    None for a removal of unknown class (the ledger's label, else tried as
+    spam, then as ham).  Returns (did_learn, did_remove): whether the
+    message was learned now (False when it was learned before with this
+    class, as spamd, whose ``spamc -L`` then says "already") and whether it
+    was forgotten."""
+    import threading
+
+    from spamnb.model import learning
+
+    global _kept, _creating
+    if _kept is None:
+        _kept = learning.Kept()
+        _creating = threading.Lock()
+    if limits is not None and not os.path.exists(path):
+        with _creating:
+            if not os.path.exists(path):
+                _check_room(limits, seed_path)
+                if seed_path and learn:
+                    _start_user_model(path, seed_path)
+                return _tell(path, message, spam, learn, remove, seed_path)
+    return _tell(path, message, spam, learn, remove, seed_path)
+
+
+def _start_user_model(path, seed_path):
+    """Start the model at ``path`` (a user's, none yet) as the site model
+    ``seed_path`` is now, without copying it: its file hard-linked (an
+    atomic rename replaces model files, never a write in place, so the two
+    names share the bytes until the user's model is compacted), and the
+    site's journal, if any, copied (it names the same file).  The user's
+    learns then go to their own journal: the user's folder holds a few KB
+    per learned message, not a model.  Under the site model's lock, so the
+    file and its journal are a pair.  Where a link cannot be made (another
+    file system, fs.protected_hardlinks, ...) nothing is done and the
+    learn saves a whole copy, as before."""
+    import tempfile
+
+    from spamnb.model.journal import journal_path
+    from spamnb.model.store import locked, resolve
+
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with locked(seed_path) as site:
+        site = resolve(site)
+        if not os.path.isfile(site):
+            return
+        with locked(path) as real:
+            if os.path.lexists(real):
+                return
+            try:
+                os.link(site, real, follow_symlinks=False)
+            except OSError:
+                return
+            try:
+                with open(journal_path(site), "rb") as f:
+                    data = f.read(64 * 1024 * 1024 + 1)
+            except OSError:
+                return
+            if len(data) > 64 * 1024 * 1024:
+                os.unlink(real)             # a large journal: the learn saves a whole model instead
+                return
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.{os.getpid()}.", suffix=".tmp",
+                                       dir=folder)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, journal_path(real))
+            except BaseException:
+                for leftover in (tmp, real):
+                    try:
+                        os.unlink(leftover)
+                    except OSError:
+                        pass
+                raise
+
+
+def _check_room(limits, seed_path):
+    """Raise ProtocolError when one more user model would pass the limits.
+    Bytes are counted once per file (a model hard-linked to the site
+    model's file, :func:`_start_user_model`, counts none of it), journals included."""
+    from spamnb.model.journal import SUFFIX
+
+    folder, most, most_bytes = limits
+    count = size = 0
+    seen = set()
+    try:
+        seen.add(_identity(os.stat(seed_path)))
+    except (OSError, TypeError):
+        pass
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    st = os.stat(os.path.join(entry.path, MODEL_NAME), follow_symlinks=False)
+                except OSError:
+                    continue
+                count += 1
+                for st in (st, _stat_or_none(os.path.join(entry.path, MODEL_NAME + SUFFIX))):
+                    if st is not None and _identity(st) not in seen:
+                        seen.add(_identity(st))
+                        size += st.st_size
+    except FileNotFoundError:
+        pass
+    if count + 1 > most:
+        raise ProtocolError(EX["EX_UNAVAILABLE"], f"{count} user models already (--max-user-models {most})")
+    if size > most_bytes:
+        raise ProtocolError(EX["EX_UNAVAILABLE"],
+                            f"user models take {size} bytes (--max-user-models-bytes {most_bytes})")
+
+
+def _identity(st):
+    return st.st_dev, st.st_ino
+
+
+def _stat_or_none(path):
+    try:
+        return os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+def _tell(path, message, spam, learn, remove, seed_path):
     from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
     # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
-    global _kept
-    if _kept is None:
-        _kept = learning.Kept()
     with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
@@ -158,48 +280,184 @@ def tell(path, message, spam, learn, remove, seed_path=None):
     return did_learn, did_remove
 
 
-class ModelCache:
-    """Loaded models by path, least recently used first out; each is checked
-    against the file's (device, inode, size, mtime) and its journal's at every
-    use and reloaded when either changed.  A failed reload keeps serving the model it had."""
+class ModelUnavailable(ProtocolError):
+    """No model can be loaded from a path (missing, damaged, unreadable)."""
 
-    def __init__(self, max_models, log):
+    def __init__(self, text):
+        super().__init__(EX["EX_UNAVAILABLE"], text)
+
+
+class ModelCache:
+    """Loaded models by path, least recently used first out (but the
+    ``pinned`` one, the site model, which stays); each is checked against
+    the file's (device, inode, size, mtime) and its journal's at every use
+    and reloaded when either changed.  A failed reload, or a file gone,
+    keeps serving the model it had, and says so in the log once."""
+
+    def __init__(self, max_models, log, pinned=None):
         self.max_models = max_models
         self.log = log
+        self.pinned = pinned
+        # run(function) -> an asyncio future of function() run in a thread: when set (by the
+        # server, once its loop runs), a changed model that is loaded already is read again in
+        # the background while the one loaded before serves (a large model takes a while)
+        self.run = None
+        self._loading = set()
         self._entries = OrderedDict()   # path -> (stat key, filter, ScoreMap)
+        self._missing = set()           # paths whose loaded model serves while the file is gone
+        self._bad = OrderedDict()       # path -> (stat key, text): a file that failed to load, not read again
 
     def clear(self):
+        """Drop the loaded models (SIGHUP); the pinned one is only checked again
+        (a file that fails to load then keeps the one loaded before)."""
+        pinned = self._entries.get(self.pinned)
         self._entries.clear()
+        self._bad.clear()
+        if pinned is not None:
+            self._entries[self.pinned] = (("reload",),) + pinned[1:]
 
     def __len__(self):
         return len(self._entries)
 
     def get(self, path, required):
+        """(filter, ScoreMap) for the model at ``path``; raises
+        :class:`ModelUnavailable` when none was ever loaded from it and it
+        cannot be loaded now."""
+        try:
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
+        except OSError as exc:
+            key, missing = None, exc
+        entry = self._entries.get(path)
+        if entry is not None and key is None:
+            if path not in self._missing:
+                self._missing.add(path)
+                self.log(f"model {path} cannot be read ({_one_line(missing)}): serving the one loaded before")
+            self._entries.move_to_end(path)
+            return entry[1], entry[2]
+        self._missing.discard(path)
+        if entry is not None and entry[0] == key:
+            self._entries.move_to_end(path)
+            return entry[1], entry[2]
+        if entry is not None and self.run is not None:
+            if entry[2].required != round(float(required), 1):     # --required-score changed (SIGHUP)
+                entry = (entry[0], entry[1], spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required))
+                self._entries[path] = entry
+            if path not in self._loading:
+                self._loading.add(path)
+                self.run(lambda: self._load(path, required)).add_done_callback(
+                    lambda future: self._loaded(future, path, key, required))
+            self._entries.move_to_end(path)
+            return entry[1], entry[2]
+        if key is None:
+            raise ModelUnavailable(f"no model at {path}: {_one_line(missing)}")
+        bad = self._bad.get(path)
+        if bad is not None and bad[0] == key and entry is None:
+            raise ModelUnavailable(bad[1])
+        try:
+            spam_filter, score_map = self._load(path, required)
+        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+            return self._failed(path, key, entry, required, exc)
+        return self._install(path, key, spam_filter, score_map)
+
+    def loaded(self, path):
+        """Whether a model from ``path`` is loaded (or known not to load as the file is now)."""
+        return path in self._entries or path in self._bad
+
+    async def first_load(self, path, required):
+        """Load the model at ``path`` for the first time, in a thread when
+        :attr:`run` is set (a large model takes a while; the loop serves on),
+        so that :meth:`get` then answers at once.  A failure is remembered as
+        :meth:`get` remembers it, and left to :meth:`get` to raise."""
+        if self.loaded(path) or self.run is None:
+            return
         try:
             st = os.stat(path)
             key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
         except OSError:
-            key = None
-        entry = self._entries.get(path)
-        if entry is not None and (entry[0] == key or key is None):
-            self._entries.move_to_end(path)
-            return entry[1], entry[2]
-        if key is None:
-            raise ProtocolError(EX["EX_UNAVAILABLE"], f"no model at {path}")
+            return
         try:
-            spam_filter = _load_filter(path)
-            ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
-            score_map = spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
-        except (_model_error(), ValueError, OSError) as exc:
-            if entry is not None:
-                self.log(f"model {path} not reloaded, serving the one loaded before: {_one_line(exc)}")
-                self._entries[path] = (key, entry[1], entry[2])
-                return entry[1], entry[2]
-            raise ProtocolError(EX["EX_UNAVAILABLE"], f"model not usable: {_one_line(exc)}") from None
+            spam_filter, score_map = await self.run(lambda: self._load(path, required))
+        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+            if not self.loaded(path):
+                try:
+                    self._failed(path, key, None, required, exc)
+                except ModelUnavailable:
+                    pass
+            return
+        if not self.loaded(path):
+            self._install(path, key, spam_filter, score_map)
+
+    async def refresh(self, path, required):
+        """Read the model at ``path`` again now if it is loaded and changed (after
+        a TELL: its next check sees what it learned), in a thread when :attr:`run` is set."""
+        entry = self._entries.get(path)
+        if entry is None:
+            return
+        try:
+            st = os.stat(path)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
+        except OSError:
+            return
+        if entry[0] == key:
+            return
+        try:
+            if self.run is not None:
+                spam_filter, score_map = await self.run(lambda: self._load(path, required))
+            else:
+                spam_filter, score_map = self._load(path, required)
+        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+            self._failed(path, key, self._entries.get(path), required, exc)
+            return
+        self._install(path, key, spam_filter, score_map)
+
+    @staticmethod
+    def _load(path, required):
+        spam_filter = _load_filter(path)
+        ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
+        return spam_filter, spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
+
+    def _loaded(self, future, path, key, required):
+        self._loading.discard(path)
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            self._install(path, key, *future.result())
+        elif isinstance(exc, (_model_error(), ValueError, OSError, MemoryError)):
+            try:
+                self._failed(path, key, self._entries.get(path), required, exc)
+            except ModelUnavailable:
+                pass
+        else:
+            self.log(f"model {path} not reloaded: {type(exc).__name__}: {_one_line(exc)}")
+
+    def _failed(self, path, key, entry, required, exc):
+        """A load failed: keep serving ``entry`` (logged), or raise ModelUnavailable."""
+        if entry is not None:
+            self.log(f"model {path} not reloaded, serving the one loaded before: {_one_line(exc)}")
+            score_map = entry[2]
+            if score_map.required != round(float(required), 1):     # --required-score changed (SIGHUP)
+                score_map = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required)
+            self._entries[path] = (key, entry[1], score_map)
+            return entry[1], score_map
+        text = f"model {path} not usable: {_one_line(exc)}"
+        self._bad[path] = (key, text)
+        while len(self._bad) > self.max_models:
+            self._bad.popitem(last=False)
+        raise ModelUnavailable(text) from None
+
+    def _install(self, path, key, spam_filter, score_map):
         self._entries[path] = (key, spam_filter, score_map)
         self._entries.move_to_end(path)
         while len(self._entries) > self.max_models:
-            self._entries.popitem(last=False)
+            oldest = next(iter(self._entries))
+            if oldest == self.pinned:
+                self._entries.move_to_end(oldest)
+                oldest = next(iter(self._entries))
+                if oldest == self.pinned:
+                    break
+            del self._entries[oldest]
         return spam_filter, score_map
 
 

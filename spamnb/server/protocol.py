@@ -89,7 +89,11 @@ def parse_head(head):
         name, colon, value = line.partition(b":")
         if not colon or _HEADER_NAME.fullmatch(name) is None:
             raise ProtocolError(EX["EX_PROTOCOL"], "bad header line")
-        headers[name.decode("ascii").lower()] = value.strip().decode("utf-8", "replace")
+        key = name.decode("ascii").lower()
+        if key == "content-length" and key in headers:
+            # two lengths: which one a proxy or the client meant is anybody's guess
+            raise ProtocolError(EX["EX_PROTOCOL"], "more than one Content-length")
+        headers[key] = value.strip().decode("utf-8", "replace")
     length = headers.get("content-length")
     if length is not None and (not length.isdigit() or len(length) > 15 or not length.isascii()):
         raise ProtocolError(EX["EX_PROTOCOL"], "bad Content-length")
@@ -196,9 +200,13 @@ def legacy_response(spam, body=b"", message=False):
 
 
 def error_response(code, text):
-    """An error: the status line alone (spamd sends nothing after a non-zero code)."""
+    """An error: the status line alone, no blank line after it, then the
+    connection closes, as spamd answers.  spamc then fails reading the
+    answer's headers (exit 74 with ``-x``, and ``spamc -L`` exits 74: a
+    refused learn is not reported as done); with a blank line, spamc -L
+    would print "Message was already un/learned" and exit 0."""
     name = _CODE_NAME.get(code, "EX_UNKNOWN")
-    return VERSION + b" %d %s: %s\r\n\r\n" % (code, name.encode(), _one_line(text).encode("ascii", "replace"))
+    return VERSION + b" %d %s: %s\r\n" % (code, name.encode(), _one_line(text).encode("ascii", "replace"))
 
 
 def _one_line(text):
