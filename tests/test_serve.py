@@ -690,6 +690,23 @@ def test_telling_a_message_twice_says_already(daemon):
     assert b"successfully" in daemon.spamc("-L", "ham", "-u", "gina", stdin=message).stdout   # relabelled
 
 
+@needs_spamc
+def test_telling_a_delivered_copy_learns_the_mail_not_its_marks(home, site_filter):
+    """The copy spamc -L gets back from a mailbox carries the server's
+    X-Spam-* fields and --subject-tag: TELL takes them off, so it is the
+    same message as the one delivered (spamc says "already")."""
+    d = Daemon(home, "--allow-tell", "--subject-tag", "[SPAM]", "--report")
+    try:
+        spam = MESSAGES[0].read_bytes()
+        delivered = d.spamc(stdin=spam).stdout
+        assert b"Subject: [SPAM] " in delivered and b"X-Spam-Checker-Version: spamnb" in delivered
+        assert d.spamc("-L", "spam", stdin=spam).returncode == 0
+        again = d.spamc("-L", "spam", stdin=delivered)
+        assert again.returncode == 0 and b"already" in again.stdout, again.stdout
+    finally:
+        assert d.stop() == 0
+
+
 # ---------------------------------------------------------------------------- reloading, signals
 @needs_spamc
 def test_model_replaced_on_disk_and_sighup_settings(home, tmp_path):

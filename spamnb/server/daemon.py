@@ -436,7 +436,7 @@ class Server:
         loop = asyncio.get_running_loop()
         try:
             did_learn, did_remove = await loop.run_in_executor(
-                self.learners, tell, own, message, spam, learn, remove, seed, limits)
+                self.learners, tell, own, message, spam, learn, remove, seed, limits, settings.subject_tag)
         except ProtocolError:
             raise
         except (_model_error(), OSError, ValueError) as exc:

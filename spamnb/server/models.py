@@ -124,7 +124,7 @@ _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept lo
 _creating = None   # threading.Lock: one new user's model at a time (the limits below hold)
 
 
-def tell(path, message, spam, learn, remove, seed_path=None, limits=None):
+def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subject_tag=None):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
     command-line learner and the server never lose each other's update.
@@ -136,7 +136,10 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None):
     spam, then as ham).  Returns (did_learn, did_remove): whether the
     message was learned now (False when it was learned before with this
     class, as spamd, whose ``spamc -L`` then says "already") and whether it
-    was forgotten."""
+    was forgotten.  ``subject_tag``: the server's ``--subject-tag``, taken
+    off the Subject before learning (with spamnb's own X-Spam-* fields, as
+    ``spamnb learn`` strips its markup), so a delivered copy told back
+    learns the mail, not the verdict it was given."""
     import threading
 
     from spamnb.model import learning
@@ -151,8 +154,8 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None):
                 _check_room(limits, seed_path)
                 if seed_path and learn:
                     _start_user_model(path, seed_path)
-                return _tell(path, message, spam, learn, remove, seed_path)
-    return _tell(path, message, spam, learn, remove, seed_path)
+                return _tell(path, message, spam, learn, remove, seed_path, subject_tag)
+    return _tell(path, message, spam, learn, remove, seed_path, subject_tag)
 
 
 def _start_user_model(path, seed_path):
@@ -254,7 +257,7 @@ def _stat_or_none(path):
         return None
 
 
-def _tell(path, message, spam, learn, remove, seed_path):
+def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None):
     from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
@@ -269,14 +272,14 @@ def _tell(path, message, spam, learn, remove, seed_path):
         if remove and spam_filter.is_fitted:
             for as_spam in ((spam,) if spam is not None else (None, True, False)):
                 try:
-                    session.forget(message, as_spam, tally)
+                    session.forget(message, as_spam, tally, subject_tag=subject_tag)
                 except ValueError:
                     continue
                 did_remove = True
                 break
         did_learn = False
         if learn:   # DidSet only when the model changed, as spamd: spamc says "already learned" otherwise
-            did_learn = session.learn(message, spam, tally) != "known"
+            did_learn = session.learn(message, spam, tally, subject_tag=subject_tag) != "known"
     return did_learn, did_remove
 
 
