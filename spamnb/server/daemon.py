@@ -23,7 +23,14 @@ thread pool while classification goes on.
   chunks, never held whole), ``--max-connections`` (more are answered
   EX_TEMPFAIL at once), ``--timeout`` (seconds to receive a whole request or
   send a response; EX_TIMEOUT after it), ``--max-models`` loaded at once.
-- One line per request on stderr (or syslog with ``--syslog``).
+- Logs on stderr (or syslog with ``--syslog``): start, stop, reloads and
+  every request that went wrong; one line per request with ``-v``.
+- Hooks for spamnb.server.launch (which binds the sockets, drops privileges
+  and may fork worker processes around this class): ``listeners`` (bound
+  sockets, else bound in :meth:`start`), ``owns_listeners`` (False in a
+  forked worker: the parent removes the Unix sockets), ``metrics``
+  (spamnb.server.metrics counters, or None) and ``on_ready`` (coroutine
+  functions awaited once listening).
 """
 
 from __future__ import annotations
@@ -32,7 +39,6 @@ import asyncio
 import os
 import re
 import signal
-import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import EX, ProtocolError
 from spamnb.server.config import Settings, SettingsError, _words
+from spamnb.server.listeners import bind_all, close_all
 from spamnb.server.models import ModelCache, _classify, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"
@@ -63,6 +70,11 @@ class Server:
         self.stopping = None
         self.learners = ThreadPoolExecutor(max_workers=2, thread_name_prefix="spamnb-tell")
         self._syslog = None
+        # spamnb.server.launch's hooks (see the module's docstring)
+        self.listeners = None
+        self.owns_listeners = True
+        self.metrics = None
+        self.on_ready = []
 
     # ------------------------------------------------------------------ logging
     def log(self, line):
@@ -103,6 +115,8 @@ class Server:
                 self.log(f"refused {peer}: not in --allowed-ips")
                 return
             if self.active > self.settings.max_connections or self.stopping is not None:
+                if self.metrics is not None:
+                    self.metrics.error("too_many_connections")
                 await self._send_quietly(writer, spamd.error_response(EX["EX_TEMPFAIL"], "too many connections"), reader)
                 self.log(f"{peer} refused: {self.active - 1} connections open (EX_TEMPFAIL)")
                 return
@@ -174,8 +188,25 @@ class Server:
         finally:
             if started is not None or outcome:
                 ms = (time.perf_counter() - started) * 1000.0 if started is not None else 0.0
-                self.log(f"{verb} user={user} {outcome} size={size} {ms:.2f} ms peer={peer}")
+                self.request_done(verb, user, outcome, size, ms, peer)
         return False
+
+    def request_done(self, verb, user, outcome, size, ms, peer):
+        """Count a request (``--metrics``) and log it when it went wrong, or
+        with ``-v`` when it did not."""
+        if self.metrics is not None:
+            self.metrics.request(verb, self._user_class(user), outcome, ms / 1000.0)
+        if self.settings.verbose or not _clean(outcome):
+            self.log(f"{verb} user={user} {outcome} size={size} {ms:.2f} ms peer={peer}")
+
+    def _user_class(self, user):
+        """"user" when ``user``'s own model answers, else "site"."""
+        if user == "-" or not self.settings.models_dir:
+            return "site"
+        try:
+            return "user" if self.model_path(user)[0] != self.settings.model else "site"
+        except ProtocolError:
+            return "site"
 
     def _begin(self, task, deadline):
         """The first byte of a request came: the connection is busy, and its
@@ -329,23 +360,20 @@ class Server:
     async def start(self):
         loop = asyncio.get_running_loop()
         self.servers = []
-        for item in self.settings.listen:
-            if item[0] == "unix":
-                path = item[1]
-                try:
-                    if stat.S_ISSOCK(os.lstat(path).st_mode):
-                        os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                server = await loop.create_unix_server(lambda: _Connection(self), path)
-                os.chmod(path, self.settings.socket_mode)
+        if self.listeners is None:
+            self.listeners = bind_all(self.settings)
+        for listener in self.listeners:
+            if listener.item[0] == "unix":
+                server = await loop.create_unix_server(lambda: _Connection(self), sock=listener.sock)
             else:
-                server = await loop.create_server(lambda: _Connection(self), item[1], item[2],
-                                                  reuse_address=True, backlog=128)
+                server = await loop.create_server(
+                    lambda: _Connection(self), sock=listener.sock, ssl=listener.tls,
+                    ssl_handshake_timeout=self.settings.timeout if listener.tls is not None else None)
             self.servers.append(server)
-        where = ", ".join(item[1] if item[0] == "unix" else f"{item[1]}:{item[2]}" for item in self.settings.listen)
-        self.log(f"listening on {where}; site model {self.settings.model}"
-                 + (f"; user models in {self.settings.models_dir}" if self.settings.models_dir else ""))
+        if self.owns_listeners:
+            where = ", ".join(listener.where for listener in self.listeners)
+            self.log(f"listening on {where}; site model {self.settings.model}"
+                     + (f"; user models in {self.settings.models_dir}" if self.settings.models_dir else ""))
 
     async def serve(self):
         loop = asyncio.get_running_loop()
@@ -354,6 +382,8 @@ class Server:
             loop.add_signal_handler(signum, lambda: (self.stop(), done.set()))
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         await self.start()
+        for hook in self.on_ready:
+            await hook()
         await done.wait()
         for server in self.servers:
             server.close()
@@ -366,13 +396,14 @@ class Server:
         while in_flight() and loop.time() < deadline:
             await asyncio.sleep(0.02)
         self.learners.shutdown(wait=True)
-        for item in self.settings.listen:
-            if item[0] == "unix":
-                try:
-                    os.unlink(item[1])
-                except OSError:
-                    pass
-        self.log("stopped")
+        if self.owns_listeners:
+            close_all(self.listeners, unlink=True)
+            self.log("stopped")
+
+
+def _clean(outcome):
+    """Whether a request's log text says it was answered as asked."""
+    return not outcome.startswith(("error", "client closed", "too big"))
 
 
 def _layout(request):
@@ -473,8 +504,8 @@ class _Connection(asyncio.Protocol):
         server = self.server
         if self.buffer:
             self.transport.write(spamd.error_response(EX["EX_TIMEOUT"], "timed out"))
-            server.log(f"- user=- error {EX['EX_TIMEOUT']} timed out after {server.settings.timeout:g} s "
-                       f"size=0 0.00 ms peer={self.peer}")
+            server.request_done("-", "-", f"error {EX['EX_TIMEOUT']} timed out after {server.settings.timeout:g} s",
+                                0, 0.0, self.peer)
         self._release()
         self.transport.close()
 
@@ -520,7 +551,7 @@ class _Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_later(server.settings.timeout, transport.abort)
         transport.close()
         ms = (time.perf_counter() - started) * 1000.0
-        server.log(f"{request.verb} user={user} {outcome} size={length} {ms:.2f} ms peer={self.peer}")
+        server.request_done(request.verb, user, outcome, length, ms, self.peer)
 
 
 async def _read_head(reader, first_byte_hook):

@@ -166,6 +166,7 @@ class ModelCache:
         self.max_models = max_models
         self.log = log
         self._entries = OrderedDict()   # path -> (stat key, filter, ScoreMap)
+        self.on_load = None             # called with the path after each model read (spamnb.server.metrics)
 
     def clear(self):
         self._entries.clear()
@@ -197,6 +198,8 @@ class ModelCache:
             raise ProtocolError(EX["EX_UNAVAILABLE"], f"model not usable: {_one_line(exc)}") from None
         self._entries[path] = (key, spam_filter, score_map)
         self._entries.move_to_end(path)
+        if self.on_load is not None:
+            self.on_load(path)
         while len(self._entries) > self.max_models:
             self._entries.popitem(last=False)
         return spam_filter, score_map
