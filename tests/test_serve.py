@@ -53,7 +53,7 @@ class Daemon:
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                if os.path.exists(self.sock):
+                if os.path.exists(self.sock) and "listening on" in self.log_text():
                     break
             except OSError:
                 pass
@@ -442,7 +442,8 @@ def test_kept_alive_connection_serves_several_requests(daemon):
 
 @pytest.fixture(scope="module")
 def tight(home):
-    d = Daemon(home, "--max-size", 3000, "--timeout", 1, "--max-connections", 3)
+    # --max-connections counts per process: one process here
+    d = Daemon(home, "--max-size", 3000, "--timeout", 1, "--max-connections", 3, "--workers", 1)
     yield d
     assert d.stop() == 0
 
@@ -575,12 +576,25 @@ def test_sigterm_lets_the_request_in_flight_finish(home):
     d.stop()
 
 
-def test_one_log_line_per_request(daemon):
+def test_one_log_line_per_request_with_v(home):
+    d = Daemon(home, "-v")
+    try:
+        before = d.log_text().count("\n")
+        d.raw(request("CHECK", MESSAGES[0].read_bytes(), User="erin"))
+        time.sleep(0.1)
+        lines = d.log_text().splitlines()[before:]
+    finally:
+        d.stop()
+    assert len(lines) == 1 and "CHECK user=erin spam" in lines[0] and " ms " in lines[0]
+
+
+def test_no_line_per_clean_request_by_default_but_errors_are_logged(daemon):
     before = daemon.log_text().count("\n")
     daemon.raw(request("CHECK", MESSAGES[0].read_bytes(), User="erin"))
+    daemon.raw(b"BOGUS SPAMC/1.5\r\n\r\n")
     time.sleep(0.1)
     lines = daemon.log_text().splitlines()[before:]
-    assert len(lines) == 1 and "CHECK user=erin spam" in lines[0] and " ms " in lines[0]
+    assert len(lines) == 1 and "error 76" in lines[0], lines
 
 
 # ---------------------------------------------------------------------------- concurrency

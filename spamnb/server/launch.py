@@ -55,6 +55,7 @@ def run(given, config=None, log_stream=None):
             metrics_sock = bind_tcp(settings.metrics[1], settings.metrics[2], backlog=16)
         notifier = Notifier()
         if settings.user:
+            _import_everything()
             drop(settings.user, settings.group)
         server = Server(given, config, log_stream)        # as the user: HOME, the config file's permissions
         if running_as_root():
@@ -91,11 +92,12 @@ def run(given, config=None, log_stream=None):
             _preload(server)
 
         def ready():
-            where = ", ".join(listener.where for listener in listeners)
-            server.log(f"listening on {where}; site model {server.settings.model}"
-                       + (f"; user models in {server.settings.models_dir}" if server.settings.models_dir else "")
-                       + f"; {workers} workers")
             notifier.notify(READY=1, MAINPID=os.getpid(), STATUS=f"listening, {workers} workers")
+
+        where = ", ".join(listener.where for listener in listeners)
+        server.log(f"listening on {where}; site model {server.settings.model}"
+                   + (f"; user models in {server.settings.models_dir}" if server.settings.models_dir else "")
+                   + f"; {workers} workers")
 
         inherited = [notifier.close] + ([pidfile.close_inherited] if pidfile is not None else [])
         supervisor = Supervisor(server, workers, reload, ready, metrics, metrics_sock,
@@ -113,6 +115,33 @@ def run(given, config=None, log_stream=None):
             problem = pidfile.release()
             if problem:
                 print(f"spamnb serve: {problem}", file=log_stream or sys.stderr)
+
+
+# what classifying and learning import on first use (modules import lazily), and every codec a
+# message's charset may name: imported before -u USER, who may not be able to read the Python
+# installation (one under /root, or hidden by systemd's ProtectHome=)
+_LAZY_IMPORTS = ("copy", "ctypes", "hashlib", "html", "syslog", "tempfile", "numpy", "unicodedata",
+                 "spamnb.mail.tokenizer", "spamnb.bayes.wordcounts", "spamnb.bayes.vocabulary",
+                 "spamnb.model.spam_filter", "spamnb.model.store", "spamnb.model.learning",
+                 "spamnb.model.ledger", "spamnb.model.journal", "spamnb.model.ages", "spamnb.model.messages",
+                 "spamnb.model.labels", "spamnb.model.message_features", "spamnb.model.defaults",
+                 "spamnb.model.lifecycle", "spamnb.model.deltas")
+
+
+def _import_everything():
+    import encodings
+    import importlib
+    import pkgutil
+
+    names = list(_LAZY_IMPORTS) + [f"encodings.{m.name}" for m in pkgutil.iter_modules(encodings.__path__)]
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a platform's codec (mbcs, ...) or an optional module
+            pass
+    from spamnb.mail import charsets
+
+    charsets._known_names()      # lists the codecs' folder once
 
 
 def _preload(server):

@@ -9,10 +9,11 @@ them).  Each worker then reloads a model that changed on disk by itself,
 as a single server does.
 
 The parent only supervises: a worker that dies is replaced (at most one
-start a second per slot while they keep dying at once), SIGHUP re-reads
-the settings and the model and is passed on to the workers, SIGTERM/SIGINT
-are passed on and the parent waits for the workers to finish the requests
-in flight.  It also answers ``--metrics`` (spamnb.server.metrics) from its
+start a second per slot while they keep dying at once); on SIGHUP the
+parent re-reads the settings and the model, then forks fresh workers
+(sharing that model) and tells the old ones to finish the requests they
+have and exit; SIGTERM/SIGINT are passed on and the parent waits for the
+workers to finish the requests in flight.  It also answers ``--metrics`` (spamnb.server.metrics) from its
 loop, which waits on a pipe the signal handlers write to (no threads: the
 parent forks).
 """
@@ -67,6 +68,7 @@ class Supervisor:
         self.pids = [None] * n_workers
         self.started = [0.0] * n_workers
         self.next_start = [0.0] * n_workers
+        self.retiring = set()       # workers replaced after SIGHUP, finishing their requests
         self.stopping = False
         self._pipe = None
         self._selector = None
@@ -130,15 +132,18 @@ class Supervisor:
             return
         if signal.SIGHUP in numbers:
             self.reload()
-            self._tell(signal.SIGHUP)
+            old = [pid for pid in self.pids if pid is not None]
+            for slot in range(self.n_workers):
+                self._spawn(slot)
+            self.retiring.update(old)
+            for pid in old:
+                _kill(pid, signal.SIGTERM)
+            self.server.log(f"SIGHUP: {len(old)} worker(s) replaced by {self.n_workers} reading the new settings")
 
     def _tell(self, signum):
-        for pid in self.pids:
+        for pid in [*self.pids, *self.retiring]:
             if pid is not None:
-                try:
-                    os.kill(pid, signum)
-                except ProcessLookupError:
-                    pass
+                _kill(pid, signum)
 
     def _reap(self):
         while True:
@@ -148,6 +153,7 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            self.retiring.discard(pid)
             if pid not in self.pids:
                 continue
             slot = self.pids.index(pid)
@@ -162,18 +168,19 @@ class Supervisor:
     def _stop_workers(self):
         self._tell(signal.SIGTERM)
         deadline = time.monotonic() + self.server.settings.timeout + 5.0
-        while self.alive() and time.monotonic() < deadline:
+        while (self.alive() or self.retiring) and time.monotonic() < deadline:
             self._reap()
             time.sleep(0.02)
-        for slot, pid in enumerate(self.pids):
+        for pid in [*self.pids, *self.retiring]:
             if pid is not None:
-                self.server.log(f"worker {slot} (pid {pid}) still running after the timeout: killed")
+                self.server.log(f"worker (pid {pid}) still running after the timeout: killed")
+                _kill(pid, signal.SIGKILL)
                 try:
-                    os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
-                except (ProcessLookupError, ChildProcessError):
+                except ChildProcessError:
                     pass
-                self.pids[slot] = None
+        self.pids = [None] * self.n_workers
+        self.retiring.clear()
 
     # ------------------------------------------------------------------ a worker
     def _spawn(self, slot):
@@ -216,6 +223,13 @@ class Supervisor:
             self.metrics.use_slot(slot)
         self.server.owns_listeners = False
         self.server.worker = slot
+
+
+def _kill(pid, signum):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def _noop(signum, frame):
