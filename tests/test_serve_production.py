@@ -158,6 +158,14 @@ def test_workers_share_the_sockets_survive_a_kill_and_stop_together(home):
     assert "stopped" in d.log_text()
 
 
+def test_workers_stop_when_the_parent_is_killed(home):
+    d = Serve(home, "--workers", 2)
+    _until(lambda: len(d.workers()) == 2)
+    workers = d.workers()
+    d.stop(signal.SIGKILL)
+    _until(lambda: not any(_alive(pid) for pid in workers))
+
+
 def test_workers_1_is_a_single_process(home):
     d = Serve(home, "--workers", 1)
     try:

@@ -189,6 +189,7 @@ class Supervisor:
                 stream.flush()
             except (OSError, ValueError):
                 pass
+        parent = os.getpid()
         pid = os.fork()
         if pid:
             self.pids[slot] = pid
@@ -196,7 +197,7 @@ class Supervisor:
             return
         code = 70
         try:
-            self._become_worker(slot)
+            self._become_worker(slot, parent)
             asyncio.run(self.server.serve())
             code = 0
         except BaseException:  # noqa: BLE001 - the parent logs the exit and starts another
@@ -207,10 +208,11 @@ class Supervisor:
         finally:
             os._exit(code)
 
-    def _become_worker(self, slot):
+    def _become_worker(self, slot, parent):
         signal.set_wakeup_fd(-1)
         for s in _SIGNALS:
             signal.signal(s, signal.SIG_DFL)
+        _term_with_parent(parent)
         os.close(self._pipe[0])
         os.close(self._pipe[1])
         if self._selector is not None:
@@ -223,6 +225,20 @@ class Supervisor:
             self.metrics.use_slot(slot)
         self.server.owns_listeners = False
         self.server.worker = slot
+
+
+def _term_with_parent(parent):
+    """SIGTERM this worker when the parent dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG), so no worker goes on serving unsupervised."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)     # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:          # the parent died before the call
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _kill(pid, signum):
