@@ -15,7 +15,10 @@ for ``--seconds`` with ``--clients`` client threads, each a bash loop running th
 real ``spamc -c`` once per message (a connection per message, as an MTA does),
 messages taken in turn from the test part.  Reported: messages/s of every
 round, the medians, and the ratios of the medians to ``--workers 1``; the
-load average before and after (the machine may be shared).
+CPU time per message of the servers and of the clients; the load average
+before and after (the machine may be shared); the memory of the
+``--workers 1`` and ``--workers 2`` processes at the end (RSS, its shared
+part, PSS: the model's pages are shared by the workers).
 
     python scripts/bench_workers.py [--corpus ../shared/corpora/spamassassin] [--rounds 5] [--seconds 5]
 """
@@ -140,6 +143,15 @@ def server_cpu(pids):
     return total
 
 
+def memory(pid):
+    """(RSS, PSS, shared) of a process in MiB, from /proc/PID/smaps_rollup."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, value = line.split(":", 1)
+        fields[key] = int(value.split()[0]) / 1024.0
+    return fields["Rss"], fields["Pss"], fields["Shared_Clean"] + fields["Shared_Dirty"]
+
+
 def children_cpu():
     """CPU seconds of this process's finished children and theirs (the clients and their spamc runs)."""
     import resource
@@ -209,6 +221,14 @@ def main(argv=None):
                   f"median of the per-round ratios {paired:.2f}x); server CPU "
                   f"{statistics.median(cpu_ms[name]):.2f} ms/msg, clients' CPU {statistics.median(client_ms[name]):.2f} ms/msg")
         print(f"failed spamc runs: {failures}")
+        for name, proc in (("--workers 1", one[0]), ("--workers 2", two[0])):
+            pids = [proc.pid] + [int(p) for p in
+                                 Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+            figures = [memory(pid) for pid in pids]
+            print(f"memory, {name} (after the runs): " + "; ".join(
+                f"{'parent' if i == 0 and len(pids) > 1 else 'worker' if len(pids) > 1 else 'process'} "
+                f"RSS {rss:.1f} MiB (shared {shared:.1f})" for i, (rss, _, shared) in enumerate(figures))
+                + f"; PSS total {sum(pss for _, pss, _ in figures):.1f} MiB")
     finally:
         for proc, _ in servers:
             proc.terminate()
