@@ -112,7 +112,10 @@ class Supervisor:
         timeout = max(0.0, min(pending) - now) if pending else 1.0
         for key, _ in self._selector.select(min(timeout, 1.0)):
             if key.fileobj == self._pipe[0]:
-                self._signals(os.read(self._pipe[0], 512))
+                try:
+                    self._signals(os.read(self._pipe[0], 512))
+                except BlockingIOError:
+                    pass
             else:
                 allows = self.server.settings.allows
                 serve_http_blocking(self.metrics_sock, self.figures, allows)
