@@ -387,6 +387,12 @@ def test_status_report_and_single_process_metrics(home):
         assert status.returncode == 0, status.stderr
         text = status.stdout.decode()
         assert "requests        4: ham 1, spam 3" in text and "1 worker(s)" in text and "errors          0" in text
+        # the address can come from the server's --config file too
+        config = home / f"serve-{metrics}.conf"
+        config.write_text(f"metrics = {metrics}\n")
+        by_config = subprocess.run([sys.executable, "-m", "spamnb", "serve", "--status", "--config", str(config)],
+                                   env=_env(home), capture_output=True, timeout=30)
+        assert by_config.returncode == 0 and b"requests        4:" in by_config.stdout
         assert "404" in subprocess.run([CURL, "-s", "-o", "/dev/null", "-w", "%{http_code}",
                                         f"http://127.0.0.1:{metrics}/nope"], capture_output=True).stdout.decode()
     finally:
