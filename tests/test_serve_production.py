@@ -256,7 +256,11 @@ def test_binds_as_root_then_runs_as_user_before_reading_the_model(home, tmp_path
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
         listener.bind(str(notify))
         listener.settimeout(30)
-        d = Serve(home, "-u", "nobody", "--workers", 2, port=port, env={"NOTIFY_SOCKET": str(notify)})
+        run = home / "run"                  # like /tmp or /run/spamnb: nobody may remove its own socket
+        run.mkdir(mode=0o1777, exist_ok=True)
+        run.chmod(0o1777)
+        sock = run / f"spamd-{port}.sock"
+        d = Serve(home, "-u", "nobody", "--workers", 2, "-l", sock, port=port, env={"NOTIFY_SOCKET": str(notify)})
         try:
             assert listener.recv(4096).startswith(b"READY=1")
             _until(lambda: len(d.workers()) == 2)
@@ -267,8 +271,14 @@ def test_binds_as_root_then_runs_as_user_before_reading_the_model(home, tmp_path
             result = d.spamc("-c")
             assert result.returncode == 1 and b"/5.0" in result.stdout
             assert "site model not loaded" not in d.log_text()
+            # the Unix socket is nobody's (bound by root, then given to the user)
+            st = sock.stat()
+            assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (nobody.pw_uid, nobody.pw_gid, 0o660)
+            unix = subprocess.run([SPAMC, "-U", str(sock), "-c"], input=SPAM, capture_output=True, timeout=30)
+            assert unix.returncode == 1
         finally:
             assert d.stop() == 0
+        assert not sock.exists()
 
 
 @needs_root

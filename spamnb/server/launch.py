@@ -5,7 +5,7 @@
 2. read the TLS certificate and key (``--ssl-cert``/``--ssl-key``), bind the
    listening sockets (``--listen``, ``--ssl-listen``) and the metrics
    address (``--metrics``), connect to $NOTIFY_SOCKET: all while still
-   root when started as root;
+   root when started as root; Unix sockets are given to ``-u USER``;
 3. become ``-u USER`` (``--group``), or refuse to go on;
 4. read the settings again as that user, load the site model, write the
    pid file;
@@ -25,7 +25,7 @@ from spamnb.server.daemon import Server
 from spamnb.server.listeners import bind_all, bind_tcp, close_all, tls_context
 from spamnb.server.metrics import Metrics, serve_http
 from spamnb.server.pidfile import Pidfile
-from spamnb.server.privileges import drop, running_as_root
+from spamnb.server.privileges import drop, resolve, running_as_root
 from spamnb.server.protocol import ProtocolError
 from spamnb.server.readiness import Notifier
 from spamnb.server.workers import Supervisor
@@ -55,6 +55,10 @@ def run(given, config=None, log_stream=None):
             metrics_sock = bind_tcp(settings.metrics[1], settings.metrics[2], backlog=16)
         notifier = Notifier()
         if settings.user:
+            pw, gid = resolve(settings.user, settings.group)
+            for listener in listeners:      # USER's, like the server: it removes them at exit
+                if listener.item[0] == "unix" and running_as_root():
+                    os.chown(listener.item[1], pw.pw_uid, gid)
             _import_everything()
             drop(settings.user, settings.group)
         server = Server(given, config, log_stream)        # as the user: HOME, the config file's permissions

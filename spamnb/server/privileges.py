@@ -12,11 +12,9 @@ class PrivilegeError(Exception):
     """The user or group is unknown, or the switch to them failed."""
 
 
-def drop(user, group=None):
-    """Become ``user`` (a name or a number) with ``group`` (default: the
-    user's) and the user's supplementary groups; set HOME, USER and LOGNAME.
-    Raises PrivilegeError when the user or group does not exist, the switch
-    fails, or the process could still become root again afterwards."""
+def resolve(user, group=None):
+    """(the user's pwd entry, the group id) for ``user`` (a name or a number)
+    and ``group`` (default: the user's); PrivilegeError when either does not exist."""
     try:
         pw = pwd.getpwuid(int(user)) if str(user).isdigit() else pwd.getpwnam(user)
     except (KeyError, OverflowError):
@@ -26,6 +24,15 @@ def drop(user, group=None):
             grp.getgrgid(int(group)).gr_gid if str(group).isdigit() else grp.getgrnam(group).gr_gid)
     except (KeyError, OverflowError):
         raise PrivilegeError(f"--group {group}: no such group") from None
+    return pw, gid
+
+
+def drop(user, group=None):
+    """Become ``user`` (a name or a number) with ``group`` (default: the
+    user's) and the user's supplementary groups; set HOME, USER and LOGNAME.
+    Raises PrivilegeError when the user or group does not exist, the switch
+    fails, or the process could still become root again afterwards."""
+    pw, gid = resolve(user, group)
     if pw.pw_uid == 0:
         raise PrivilegeError(f"-u {user}: that is root; give an unprivileged user")
     if os.getuid() != 0 and os.geteuid() != 0:
