@@ -96,7 +96,7 @@ def work():
 
 @pytest.fixture(scope="module")
 def daemon(work):
-    d = Daemon(work / "home", "--socket-mode", "0666")
+    d = Daemon(work / "home", "--socket-mode", "0666", "-v")     # -v: the tests read the per-request lines
     yield d
     assert d.stop() == 0
 

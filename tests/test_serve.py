@@ -41,6 +41,10 @@ class Daemon:
     """A ``spamnb serve`` subprocess on a loopback port and a Unix socket."""
 
     def __init__(self, home, *extra):
+        # one process unless a test asks for workers: the tests here read one
+        # process's log and limits (tests/test_serve_production.py has the workers)
+        if "--workers" not in extra and "-w" not in extra:
+            extra = (*extra, "--workers", 1)
         self.home = Path(home)
         self.port = _free_port()
         self.sock = str(self.home / f"spamd-{self.port}.sock")
@@ -53,7 +57,7 @@ class Daemon:
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                if os.path.exists(self.sock):
+                if os.path.exists(self.sock) and "listening on" in self.log_text():
                     break
             except OSError:
                 pass
@@ -766,12 +770,25 @@ def test_sigterm_lets_the_request_in_flight_finish(home):
     d.stop()
 
 
-def test_one_log_line_per_request(daemon):
+def test_one_log_line_per_request_with_v(home):
+    d = Daemon(home, "-v")
+    try:
+        before = d.log_text().count("\n")
+        d.raw(request("CHECK", MESSAGES[0].read_bytes(), User="erin"))
+        time.sleep(0.1)
+        lines = d.log_text().splitlines()[before:]
+    finally:
+        d.stop()
+    assert len(lines) == 1 and "CHECK user=erin spam" in lines[0] and " ms " in lines[0]
+
+
+def test_no_line_per_clean_request_by_default_but_errors_are_logged(daemon):
     before = daemon.log_text().count("\n")
     daemon.raw(request("CHECK", MESSAGES[0].read_bytes(), User="erin"))
+    daemon.raw(b"BOGUS SPAMC/1.5\r\n\r\n")
     time.sleep(0.1)
     lines = daemon.log_text().splitlines()[before:]
-    assert len(lines) == 1 and "CHECK user=erin spam" in lines[0] and " ms " in lines[0]
+    assert len(lines) == 1 and "error 76" in lines[0], lines
 
 
 # ---------------------------------------------------------------------------- concurrency
@@ -963,7 +980,7 @@ def test_a_damaged_or_unreadable_user_model_falls_back_to_the_site_model(home, t
         (users / name / "model.spamnb").write_bytes(content)
     (users / "ivan").mkdir()
     (users / "ivan" / "model.spamnb").mkdir()          # not a file at all
-    d = Daemon(tmp_path, "--models-dir", users)
+    d = Daemon(tmp_path, "--models-dir", users, "-v")   # -v: the lines of requests answered as asked
     try:
         message = MESSAGES[0].read_bytes()
         site = d.spamc("-x", "-X", "-c", stdin=message)

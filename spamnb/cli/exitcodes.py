@@ -12,7 +12,11 @@ EXIT_UNSURE = 2
 EXIT_ERROR = 3
 EXIT_ONE_CLASS = 65    # EX_DATAERR: train given a corpus with no spam or no ham (without --force)
 EXIT_USAGE = 64
+EXIT_NO_TLS = 66            # sysexits' EX_NOINPUT: serve's TLS certificate or key cannot be read
+EXIT_NO_SERVER = 69         # EX_UNAVAILABLE: serve --status found no server
 EXIT_CANNOT_LISTEN = 71     # sysexits' EX_OSERR
+EXIT_PIDFILE_HELD = 75      # EX_TEMPFAIL: serve's --pidfile is held by a running server
+EXIT_NO_PRIVILEGES = 77     # EX_NOPERM: serve cannot become -u USER
 EXIT_INTERRUPTED = 130
 
 VERDICT_EXIT = {"spam": EXIT_SPAM, "ham": EXIT_HAM, "unsure": EXIT_UNSURE}
@@ -25,6 +29,10 @@ TABLE = (
                  " serve: no usable site model"),
     (EXIT_USAGE, "usage error: unknown command or option, bad value"),
     (EXIT_ONE_CLASS, "train: the corpus holds no spam or no ham (--force trains it anyway); the model unchanged"),
+    (EXIT_NO_TLS, "serve: the TLS certificate or key cannot be read"),
+    (EXIT_NO_SERVER, "serve --status: no server answers at the --metrics address"),
     (EXIT_CANNOT_LISTEN, "serve: cannot listen (address in use, privileged port without the right to it, ...)"),
+    (EXIT_PIDFILE_HELD, "serve: the --pidfile is held by a running server"),
+    (EXIT_NO_PRIVILEGES, "serve: cannot become -u USER (--group)"),
     (EXIT_INTERRUPTED, "interrupted"),
 )

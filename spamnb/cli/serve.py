@@ -1,16 +1,24 @@
-"""``spamnb serve``: the SPAMC/SPAMD daemon (:mod:`spamnb.server.daemon`) on
-the command line.  Exit codes (spamnb.cli.exitcodes): 64 bad settings, 3 no
-usable site model, 71 cannot listen (an address in use, a privileged port
-without the right to bind it); one line on stderr each."""
+"""``spamnb serve``: the SPAMC/SPAMD daemon (:mod:`spamnb.server.daemon`,
+started by :mod:`spamnb.server.launch`) on the command line.  Exit codes
+(spamnb.cli.exitcodes), one line on stderr each: 3 no usable site model,
+64 bad settings, 66 TLS certificate or key unreadable, 69 ``--status``
+found no server, 71 cannot listen (an address in use, a privileged port
+without the right to bind it), 75 the pid file is held by a running
+server, 77 cannot become ``-u USER``."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
+import urllib.error
+import urllib.request
 
-from spamnb.cli.exitcodes import EXIT_CANNOT_LISTEN, EXIT_ERROR, EXIT_OK, EXIT_USAGE
-from spamnb.server.config import DEFAULTS, SettingsError
-from spamnb.server.daemon import CannotListen, Server, ServerError, bind_listeners
+from spamnb.cli.exitcodes import (EXIT_CANNOT_LISTEN, EXIT_ERROR, EXIT_NO_PRIVILEGES, EXIT_NO_SERVER,
+                                  EXIT_NO_TLS, EXIT_PIDFILE_HELD, EXIT_USAGE)
+from spamnb.server import launch
+from spamnb.server.config import DEFAULTS, Settings, SettingsError
+from spamnb.server.listeners import CannotListen, ServerError
+from spamnb.server.pidfile import PidfileError
+from spamnb.server.privileges import PrivilegeError
 
 
 def add_parser(subparsers):
@@ -52,25 +60,71 @@ def add_parser(subparsers):
     p.add_argument("--subject-tag", metavar="TAG",
                    help="PROCESS/HEADERS put TAG before the Subject of spam, once (default: none)")
     p.add_argument("--config", metavar="FILE", help="settings file (key = value), re-read on SIGHUP")
+    p.add_argument("-v", "--verbose", action="store_const", const=True,
+                   help="log one line per request (errors, reloads, start and stop are always logged)")
+    p.add_argument("-w", "--workers", metavar="N",
+                   help="worker processes sharing the sockets (default: one per core; 1: a single process)")
+    p.add_argument("-u", "--username", "--user", dest="user", metavar="USER",
+                   help="when started as root: bind, then run as USER (and its groups)")
+    p.add_argument("-g", "--groupname", "--group", dest="group", metavar="GROUP",
+                   help="with -u: run with this group instead of USER's own")
+    p.add_argument("-r", "--pidfile", metavar="PATH",
+                   help="write the process id there (refused while another live server holds it)")
+    p.add_argument("--ssl-listen", action="append", metavar="HOST:PORT",
+                   help="also listen for TLS connections (spamc -S) there (repeatable)")
+    p.add_argument("--ssl-cert", "--server-cert", dest="ssl_cert", metavar="FILE",
+                   help="TLS certificate (PEM, may hold the key too)")
+    p.add_argument("--ssl-key", "--server-key", dest="ssl_key", metavar="FILE", help="TLS private key (PEM)")
+    p.add_argument("--metrics", metavar="[HOST:]PORT",
+                   help="serve Prometheus /metrics and a /status report there (host: loopback by default)")
+    p.add_argument("--status", action="store_true",
+                   help="print the running server's figures (from its --metrics address) and exit")
     p.set_defaults(handler=cmd_serve)
     return p
 
 
 def cmd_serve(args):
     given = {key: getattr(args, key) for key in DEFAULTS}
+    if args.status:
+        return _status(given, args.config)
     try:
-        server = Server(given, args.config)
+        return launch.run(given, args.config)
     except SettingsError as exc:
-        print(f"spamnb serve: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        server.load_site_model()
-        sockets = bind_listeners(server.settings.listen, server.settings.socket_mode)
+        return _fail(exc, EXIT_USAGE)
+    except launch.TLSError as exc:
+        return _fail(exc, EXIT_NO_TLS)
+    except PidfileError as exc:
+        return _fail(exc, EXIT_PIDFILE_HELD)
+    except PrivilegeError as exc:
+        return _fail(exc, EXIT_NO_PRIVILEGES)
     except CannotListen as exc:
-        print(f"spamnb serve: {exc}", file=sys.stderr)
-        return EXIT_CANNOT_LISTEN
+        return _fail(exc, EXIT_CANNOT_LISTEN)
     except ServerError as exc:
-        print(f"spamnb serve: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    asyncio.run(server.serve(sockets))
-    return EXIT_OK
+        return _fail(exc, EXIT_ERROR)
+    except OSError as exc:
+        return _fail(f"cannot listen: {exc.strerror or exc}", EXIT_CANNOT_LISTEN)
+
+
+def _fail(text, code):
+    print(f"spamnb serve: {text}", file=sys.stderr)
+    return code
+
+
+def _status(given, config):
+    """``spamnb serve --status``: the running server's /status report."""
+    try:
+        settings = Settings(given, config)
+    except SettingsError as exc:
+        return _fail(exc, EXIT_USAGE)
+    if settings.metrics is None:
+        return _fail("--status reads the server's --metrics address: give --metrics [HOST:]PORT "
+                     "(or the server's --config)", EXIT_USAGE)
+    host, port = settings.metrics[1], settings.metrics[2]
+    host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/status"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            sys.stdout.write(answer.read().decode("utf-8", "replace"))
+    except (urllib.error.URLError, OSError) as exc:
+        return _fail(f"no server answers at {url}: {getattr(exc, 'reason', None) or exc}", EXIT_NO_SERVER)
+    return 0

@@ -4,6 +4,7 @@ file (re-read on SIGHUP), and who may connect."""
 from __future__ import annotations
 
 import ipaddress
+import os
 
 from spamnb.server.models import _site_model_path
 
@@ -27,10 +28,20 @@ DEFAULTS = {
     "syslog": False,
     "report": False,
     "subject_tag": None,
+    "verbose": False,
+    # read at start only (spamnb.server.launch): processes, privileges, TLS, metrics
+    "workers": None,
+    "user": None,
+    "group": None,
+    "pidfile": None,
+    "ssl_cert": None,
+    "ssl_key": None,
+    "ssl_listen": None,
+    "metrics": None,
 }
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "timeout", "idle_timeout",
-              "required_score", "syslog", "report", "subject_tag")
+              "required_score", "syslog", "report", "subject_tag", "verbose")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
@@ -91,8 +102,8 @@ def read_config(path):
         if not sep or key not in DEFAULTS:
             raise SettingsError(f"{path}:{number}: unknown setting {key!r}")
         value = value.strip()
-        if key == "listen":
-            values.setdefault("listen", []).append(value)
+        if key in ("listen", "ssl_listen"):
+            values.setdefault(key, []).append(value)
         else:
             values[key] = value
     return values
@@ -124,6 +135,8 @@ class Settings:
             self.syslog = _bool(merged["syslog"])
             self.report = _bool(merged["report"])
             self.subject_tag = merged["subject_tag"] or None
+            self.verbose = _bool(merged["verbose"])
+            self._production(merged)
         except (TypeError, ValueError) as exc:
             raise SettingsError(f"bad setting: {exc}") from None
         if (self.max_size < 1 or self.max_connections < 1 or self.max_models < 1 or not self.timeout > 0
@@ -136,9 +149,41 @@ class Settings:
             raise SettingsError("--required-score must lie in [0.2, 900]")
         explicit = merged["allowed_ips"] is not None
         self.allowed = _networks(merged["allowed_ips"] if explicit else list(_LOOPBACK))
-        for item in self.listen:
+        for item in self.listen + self.ssl_listen + ([self.metrics] if self.metrics else []):
             if item[0] == "tcp" and not _is_loopback(item[1]) and not explicit:
                 raise SettingsError(f"listening on {item[1]} (not loopback) needs --allowed-ips")
+
+    def _production(self, merged):
+        """The settings read at start only: worker processes, the user to run
+        as, the pid file, TLS and the metrics address."""
+        workers = merged["workers"]
+        self.workers = int(workers) if workers not in (None, "", "auto", 0, "0") else (os.cpu_count() or 1)
+        if not 1 <= self.workers <= 256:
+            raise SettingsError("--workers must lie in [1, 256]")
+        self.user = merged["user"] or None
+        self.group = merged["group"] or None
+        if self.group and not self.user:
+            raise SettingsError("--group needs -u USER")
+        self.pidfile = merged["pidfile"] or None
+        ssl_listen = merged["ssl_listen"] or []
+        ssl_listen = [ssl_listen] if isinstance(ssl_listen, str) else ssl_listen
+        self.ssl_listen = [_parse_listen(v) for v in ssl_listen]
+        if any(item[0] != "tcp" for item in self.ssl_listen):
+            raise SettingsError("--ssl-listen takes HOST:PORT")
+        self.ssl_cert = merged["ssl_cert"] or None
+        self.ssl_key = merged["ssl_key"] or None
+        if self.ssl_listen and not self.ssl_cert:
+            raise SettingsError("--ssl-listen needs --ssl-cert FILE (and --ssl-key FILE unless the key is in it)")
+        if self.ssl_cert and not self.ssl_listen:
+            raise SettingsError("--ssl-cert needs --ssl-listen HOST:PORT")
+        metrics = merged["metrics"]
+        if metrics:
+            metrics = str(metrics)
+            self.metrics = _parse_listen(metrics if ":" in metrics else f"127.0.0.1:{metrics}")
+            if self.metrics[0] != "tcp":
+                raise SettingsError("--metrics takes [HOST:]PORT")
+        else:
+            self.metrics = None
 
     def allows(self, peer):
         try:

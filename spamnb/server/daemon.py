@@ -33,18 +33,22 @@ thread pool while classification goes on.
   (75 with ``-X``, a deferral); so conditions that are the server's own
   (load, a user's missing or damaged model) are answered with a verdict
   of the site model, never an error (docs/serve.md, "Errors").
-- One line per request on stderr (or syslog with ``--syslog``).
+- Logs on stderr (or syslog with ``--syslog``): start, stop, reloads and
+  every request that went wrong; one line per request with ``-v``.
+- Hooks for spamnb.server.launch (which binds the sockets, drops privileges
+  and may fork worker processes around this class): ``listeners`` (bound
+  sockets, else bound in :meth:`start`), ``owns_listeners`` (False in a
+  forked worker: the parent removes the Unix sockets), ``metrics``
+  (spamnb.server.metrics counters, or None) and ``on_ready`` (coroutine
+  functions awaited once listening).
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import re
 import signal
-import socket
-import stat
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -52,21 +56,12 @@ from concurrent.futures import ThreadPoolExecutor
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import EX, ProtocolError
 from spamnb.server.config import Settings, SettingsError, _words
+from spamnb.server.listeners import BACKLOG, ServerError, bind_all
 from spamnb.server.models import ModelCache, ModelUnavailable, _classify, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
 _CHUNK = 65536
-_BACKLOG = 128
-
-
-class ServerError(Exception):
-    """The server cannot start (no usable site model, an address it cannot
-    listen on); the message is one line for the log."""
-
-
-class CannotListen(ServerError):
-    """An address could not be bound (in use, a privileged port without the right to it, ...)."""
 
 
 def _log_safe(text, limit=64):
@@ -77,61 +72,9 @@ def _log_safe(text, limit=64):
         "\\\\" if c == "\\" else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
 
 
-def bind_listeners(listen, socket_mode=0o660):
-    """Listening sockets (non-blocking) for the ``--listen`` items of the
-    settings: ``("unix", path)`` (made ``socket_mode``) or ``("tcp", host, port)``.  Raises
-    :class:`CannotListen` with one line saying which address and why."""
-    sockets = []
-    try:
-        for item in listen:
-            if item[0] == "unix":
-                path = item[1]
-                try:
-                    if stat.S_ISSOCK(os.lstat(path).st_mode):
-                        os.unlink(path)
-                except FileNotFoundError:
-                    pass
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sockets.append(sock)
-                _bind(sock, path, path)
-                os.chmod(path, socket_mode)
-            else:
-                host, port = item[1], item[2]
-                try:
-                    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-                except socket.gaierror as exc:
-                    raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-                for family, kind, proto, _, address in dict.fromkeys(infos):
-                    sock = socket.socket(family, kind, proto)
-                    sockets.append(sock)
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    if family == socket.AF_INET6:
-                        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                    _bind(sock, address, f"{host}:{port}")
-        for sock in sockets:
-            sock.listen(_BACKLOG)
-            sock.setblocking(False)
-    except BaseException:
-        for sock in sockets:
-            sock.close()
-        raise
-    return sockets
-
-
 def _socket_of(listener):
     """A listening socket, or the ``.sock`` of a listener object that has one."""
     return getattr(listener, "sock", listener)
-
-
-def _bind(sock, address, shown):
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        why = exc.strerror or str(exc)
-        if exc.errno == errno.EACCES and isinstance(address, tuple) and address[1] < 1024:
-            why += (f" (port {address[1]} is privileged: run as root and drop privileges, or give the"
-                    " program CAP_NET_BIND_SERVICE, e.g. systemd's AmbientCapabilities; or use a port >= 1024)")
-        raise CannotListen(f"cannot listen on {shown}: {why}") from None
 
 
 class Server:
@@ -144,7 +87,7 @@ class Server:
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
-        self.listeners = []     # listening sockets (bind_listeners)
+        self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
         self.setting_up = 0     # accepted, transport not made yet
         self.pauses, self.pause_logged = 0, float("-inf")
@@ -155,6 +98,10 @@ class Server:
         self.learners = ThreadPoolExecutor(max_workers=2, thread_name_prefix="spamnb-tell")
         self.loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-load")
         self._syslog = None
+        # spamnb.server.launch's hooks (see the module's docstring)
+        self.owns_listeners = True
+        self.metrics = None
+        self.on_ready = []
 
     # ------------------------------------------------------------------ logging
     def log(self, line):
@@ -301,8 +248,25 @@ class Server:
         finally:
             if started is not None or outcome:
                 ms = (time.perf_counter() - started) * 1000.0 if started is not None else 0.0
-                self.log(f"{verb} user={user} {outcome} size={size} {ms:.2f} ms peer={peer}")
+                self.request_done(verb, user, outcome, size, ms, peer)
         return False
+
+    def request_done(self, verb, user, outcome, size, ms, peer):
+        """Count a request (``--metrics``) and log it when it went wrong, or
+        with ``-v`` when it did not."""
+        if self.metrics is not None:
+            self.metrics.request(verb, self._user_class(user, outcome), outcome, ms / 1000.0)
+        if self.settings.verbose or not _clean(outcome):
+            self.log(f"{verb} user={user} {outcome} size={size} {ms:.2f} ms peer={peer}")
+
+    def _user_class(self, user, outcome):
+        """"user" when ``user``'s own model answered, else "site"."""
+        if user == "-" or not self.settings.models_dir or " model=site " in outcome:
+            return "site"
+        try:
+            return "user" if self.model_path(user)[0] != self.settings.model else "site"
+        except ProtocolError:
+            return "site"
 
     def _begin(self, task, deadline):
         """The first byte of a request came: the connection is busy, and its
@@ -499,11 +463,13 @@ class Server:
         kernel's listen backlog until a slot frees (:meth:`slot_freed`), rather
         than being answered an error, which spamc would turn into a bounce."""
         loop = asyncio.get_running_loop()
-        for _ in range(_BACKLOG):
+        for _ in range(BACKLOG):
             if self.active >= self.settings.max_connections and self.stopping is None:
                 if not self.paused:
                     self._set_accepting(False)
                     self.pauses += 1
+                    if self.metrics is not None:
+                        self.metrics.error("connection_limit")
                     now = loop.time()
                     if now - self.pause_logged >= 60.0:     # at most a line a minute, however often
                         self.log(f"{self.active} connections open (--max-connections): not accepting until one"
@@ -557,17 +523,19 @@ class Server:
         """Listen and accept: on ``sockets`` when given (listening sockets, or
         objects with the socket as ``.sock`` and an ``ssl.SSLContext`` or None
         as ``.tls``), else on :attr:`listeners` when set, else on the
-        --listen addresses (:func:`bind_listeners`)."""
+        --listen and --ssl-listen addresses (:func:`spamnb.server.listeners.bind_all`)."""
         loop = asyncio.get_running_loop()
         if sockets is None:
-            sockets = self.listeners or bind_listeners(self.settings.listen, self.settings.socket_mode)
+            sockets = self.listeners or bind_all(self.settings)
         self.listeners = list(sockets)
         # a model that changed is read again in a thread while the one loaded before serves
         self.models.run = lambda function: loop.run_in_executor(self.loader, function)
         self._set_accepting(True)
-        where = ", ".join(item[1] if item[0] == "unix" else f"{item[1]}:{item[2]}" for item in self.settings.listen)
-        self.log(f"listening on {where}; site model {self.settings.model}"
-                 + (f"; user models in {self.settings.models_dir}" if self.settings.models_dir else ""))
+        if self.owns_listeners:
+            where = ", ".join(getattr(listener, "where", None) or str(_socket_of(listener).getsockname())
+                              for listener in self.listeners)
+            self.log(f"listening on {where}; site model {self.settings.model}"
+                     + (f"; user models in {self.settings.models_dir}" if self.settings.models_dir else ""))
 
     def close_listeners(self):
         if not self.paused:
@@ -584,6 +552,8 @@ class Server:
             loop.add_signal_handler(signum, lambda: (self.stop(), done.set()))
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         await self.start(sockets)
+        for hook in self.on_ready:
+            await hook()
         await done.wait()
         self.close_listeners()
 
@@ -596,13 +566,22 @@ class Server:
             await asyncio.sleep(0.02)
         self.learners.shutdown(wait=True)
         self.loader.shutdown(wait=True, cancel_futures=True)
-        for item in self.settings.listen:
-            if item[0] == "unix":
-                try:
-                    os.unlink(item[1])
-                except OSError:
-                    pass
-        self.log("stopped")
+        if self.owns_listeners:     # a forked worker leaves the Unix sockets to its parent
+            for item in self.settings.listen:
+                if item[0] == "unix":
+                    try:
+                        os.unlink(item[1])
+                    except OSError:
+                        pass
+            self.log("stopped")
+
+
+def _clean(outcome):
+    """Whether a request's log text says it was answered as asked (logged with
+    ``-v`` only): not an error, not a user's model that failed to load, not a
+    user name refused (a user without a model of their own is not news)."""
+    return (not outcome.startswith(("error", "client closed", "too big"))
+            and "model is not usable" not in outcome and "user name not allowed" not in outcome)
 
 
 def _layout(request):
@@ -709,8 +688,8 @@ class _Connection(asyncio.Protocol):
         server = self.server
         if self.buffer:
             self.transport.write(spamd.error_response(EX["EX_TIMEOUT"], "timed out"))
-            server.log(f"- user=- error {EX['EX_TIMEOUT']} timed out after {server.settings.timeout:g} s "
-                       f"size=0 0.00 ms peer={self.peer}")
+            server.request_done("-", "-", f"error {EX['EX_TIMEOUT']} timed out after {server.settings.timeout:g} s",
+                                0, 0.0, self.peer)
         self._release()
         self.transport.close()
 
@@ -772,7 +751,7 @@ class _Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_later(server.settings.timeout, transport.abort)
         transport.close()
         ms = (time.perf_counter() - started) * 1000.0
-        server.log(f"{request.verb} user={user} {outcome} size={length} {ms:.2f} ms peer={self.peer}")
+        server.request_done(request.verb, user, outcome, length, ms, self.peer)
 
 
 async def _read_head(reader, first_byte_hook):

@@ -309,6 +309,7 @@ class ModelCache:
         self._entries = OrderedDict()   # path -> (stat key, filter, ScoreMap)
         self._missing = set()           # paths whose loaded model serves while the file is gone
         self._bad = OrderedDict()       # path -> (stat key, text): a file that failed to load, not read again
+        self.on_load = None             # called with the path after each model read (spamnb.server.metrics)
 
     def clear(self):
         """Drop the loaded models (SIGHUP); the pinned one is only checked again
@@ -453,6 +454,8 @@ class ModelCache:
     def _install(self, path, key, spam_filter, score_map):
         self._entries[path] = (key, spam_filter, score_map)
         self._entries.move_to_end(path)
+        if self.on_load is not None:
+            self.on_load(path)
         while len(self._entries) > self.max_models:
             oldest = next(iter(self._entries))
             if oldest == self.pinned:
