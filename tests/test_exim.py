@@ -477,8 +477,11 @@ def test_exim_daemon_delivers_every_message_once_through_faults(chain_work):
     assert "451" in exim.log("reject") or "temporarily rejected" in exim.log("reject"), exim.log("reject")[-2000:]
 
 
-# needs the server branch (a damaged per-user model falls back to the site model)
+# NEEDS THE SERVER BRANCH (a damaged per-user model falls back to the site model); on main the
+# server answers EX_UNAVAILABLE, Exim answers 451 until the file is repaired, and this fails
 def test_exim_damaged_user_model_gets_the_site_verdict(chain_work):
+    """carol's model file is damaged: her mail gets the site model's verdict
+    (and the server's log says so) instead of 451 until someone repairs it."""
     serve = Serve(chain_work, None)
     exim = EximDaemon(chain_work.root, serve.port)
     batch = messages(chain_work.site)[:6]
@@ -490,3 +493,5 @@ def test_exim_damaged_user_model_gets_the_site_verdict(chain_work):
         serve.stop()
         exim.stop()
     assert "temporarily rejected" not in exim.log("reject")
+    assert any("carol" in line and "site" in line.lower() for line in serve.log_text().splitlines()), \
+        serve.log_text()[-2000:]

@@ -187,7 +187,9 @@ def test_postfix_delivers_every_message_once_through_faults(work, postfix_factor
     assert len(expected) == 40 + 2 * 14, len(expected)
 
 
-# needs the server branch (a damaged per-user model falls back to the site model)
+# NEEDS THE SERVER BRANCH (a damaged per-user model falls back to the site model); on main the
+# server answers EX_UNAVAILABLE, spamnb-pipe defers carol's copies until the file is repaired,
+# and this fails
 def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory):
     """carol's model file is damaged: her mail is checked with the site model
     (and the server says so in its log) rather than deferred until someone
@@ -208,7 +210,9 @@ def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory)
     finally:
         serve.stop()
     assert "status=deferred" not in pf.log_text()
-    assert "carol" in serve.log_text() and "site model" in serve.log_text(), serve.log_text()[-2000:]
+    # the server's log names the user whose model it could not use and the fallback
+    assert any("carol" in line and "site" in line.lower() for line in serve.log_text().splitlines()), \
+        serve.log_text()[-2000:]
 
 
 def test_without_the_recipient_limit_multi_recipient_mail_is_lost(work, postfix_factory):
