@@ -246,3 +246,118 @@ def test_serve_page_procmail_recipe_with_spamc(home, tmp_path):
                 assert re.search(rb"^X-Spam-Status: " + words[folder] + b",", head, re.M), head[-500:]
     finally:
         daemon.stop()
+
+
+# ---------------------------------------------------------------- contrib/spamnb-pipe, Postfix's content filter
+
+WRAPPER = REPO / "contrib" / "spamnb-pipe"
+SPAMC_PATH = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else shutil.which("spamc")
+
+
+class _OneShotServer:
+    """A SPAMD server on loopback that answers every request with ``answer``
+    (bytes, after reading the request head), or closes the connection without
+    a word when ``answer`` is None."""
+
+    def __init__(self, answer):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.answer = answer
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if self.answer is not None:
+                        conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+def _pipe(tmp_path, port, sendmail_status=0):
+    """Run the wrapper as master.cf does, with a stand-in sendmail that keeps
+    its input and arguments and exits ``sendmail_status``."""
+    sendmail = tmp_path / "sendmail"
+    sendmail.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path}/args\ncat > {tmp_path}/queued\n"
+                        f"exit {sendmail_status}\n")
+    sendmail.chmod(0o755)
+    (tmp_path / "queued").unlink(missing_ok=True)
+    argv = [str(WRAPPER), SPAMC_PATH, "-d", "127.0.0.1", "-p", str(port), "-t", "10", "-x", "-u", "alice",
+            "--", str(sendmail), "-G", "-oi", "-f", "sender@example.org", "--", "alice@example.org"]
+    return subprocess.run(argv, input=HAM, capture_output=True, timeout=60, env={"PATH": MAIL_PATH})
+
+
+@pytest.mark.skipif(SPAMC_PATH is None, reason="spamc is not installed (Debian package spamc)")
+@pytest.mark.parametrize("fault", ["down", "error answer", "closed mid-request", "answer cut short"])
+def test_spamnb_pipe_defers_every_spamc_failure(tmp_path, fault):
+    """Every way spamc -x can fail (it exits 69, 76, 74 ...) becomes 75, the
+    status Postfix's pipe defers on, and sendmail never runs."""
+    import socket
+    server = None
+    if fault == "down":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    else:
+        answer = {"error answer": b"SPAMD/1.5 69 EX_UNAVAILABLE\r\n\r\n", "closed mid-request": None,
+                  "answer cut short": b"SPAMD/1.5 0 EX_OK\r\nContent-length: 5000\r\n\r\nX-Spam"}[fault]
+        server = _OneShotServer(answer)
+        port = server.port
+    try:
+        proc = _pipe(tmp_path, port)
+    finally:
+        if server:
+            server.close()
+    assert proc.returncode == 75, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout.startswith(b"4.3.0 spamnb-pipe: ") and b"exit status" in proc.stdout
+    assert not (tmp_path / "queued").exists()
+    assert not list(tmp_path.glob("spamnb-pipe.*")) and not list(Path("/tmp").glob("spamnb-pipe.*"))
+
+
+@pytest.mark.skipif(SPAMC_PATH is None, reason="spamc is not installed (Debian package spamc)")
+@pytest.mark.parametrize("status", [0, 67, 75])
+def test_spamnb_pipe_hands_the_checked_message_to_sendmail(home, tmp_path, status):
+    """spamc succeeded: the checked message goes to sendmail with the
+    arguments after "--", and sendmail's own status is the wrapper's."""
+    from test_serve import Daemon
+    serve_home = tmp_path / "serve"
+    serve_home.mkdir()
+    shutil.copy(home / ".spamnb" / "model.spamnb", serve_home / "model.spamnb")
+    daemon = Daemon(serve_home)
+    try:
+        proc = _pipe(tmp_path, daemon.port, sendmail_status=status)
+    finally:
+        daemon.stop()
+    assert proc.returncode == status, (proc.stdout, proc.stderr)
+    queued = (tmp_path / "queued").read_bytes()
+    assert re.search(rb"^X-Spam-Status: No, score=", queued.partition(b"\n\n")[0], re.M)
+    assert queued.endswith(HAM.partition(b"\n\n")[2])
+    assert (tmp_path / "args").read_text().split("\n")[:6] == ["-G", "-oi", "-f", "sender@example.org", "--",
+                                                              "alice@example.org"]
+
+
+def test_spamnb_pipe_defers_what_it_cannot_run(tmp_path):
+    """A wrong path in master.cf defers (the shell's 126/127 would bounce)."""
+    for argv in (["/nonexistent/spamc", "--", "/bin/cat"], ["/bin/cat", "--", "/nonexistent/sendmail"],
+                 ["/bin/cat", "/bin/cat"]):
+        proc = subprocess.run([str(WRAPPER), *argv], input=HAM, capture_output=True, timeout=30)
+        assert proc.returncode == 75 and proc.stdout.startswith(b"4.3.0 "), (argv, proc.returncode, proc.stdout)
