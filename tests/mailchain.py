@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 import spamnb
 from spamnb.model.spam_filter import SpamFilter
 
@@ -222,3 +224,19 @@ def message_tag(message):
     ids = header(message, "Message-ID")
     assert len(ids) == 1, ids
     return ids[0].strip("<>").split("@")[0]
+
+
+@pytest.fixture
+def serving():
+    """``serving(work, port, *options)`` starts a :class:`Serve`; every one
+    started is stopped at the end of the test, whatever happened."""
+    started = []
+
+    def start(*args):
+        serve = Serve(*args)
+        started.append(serve)
+        return serve
+
+    yield start
+    for serve in started:
+        serve.stop()

@@ -272,8 +272,8 @@ def test_content_filter_through_spamc_reinjects_into_sendmail(daemon, work):
 
 # ---------------------------------------------------------------- end to end: an Exim daemon, SMTP on loopback
 
-from mailchain import (DOMAIN, WORD, IdleSockets, Serve, Work, free_port, header, message_tag,  # noqa: E402
-                       messages, read_maildir, send)
+from mailchain import (DOMAIN, WORD, IdleSockets, Work, free_port, header, message_tag,  # noqa: E402,F401
+                       messages, read_maildir, send, serving)
 
 CHAIN_USERS = ("alice", "bob", "carol", "dave")
 
@@ -443,13 +443,13 @@ def _chain_recipients(i):
 
 
 @pytest.mark.slow
-def test_exim_daemon_delivers_every_message_once_through_faults(chain_work):
+def test_exim_daemon_delivers_every_message_once_through_faults(chain_work, serving):
     """The docs' Exim recipe in a daemon on loopback, 40 messages (several with
     three recipients) while the server's connection limit is full, its model
     replaced and reloaded, and the server stopped and started again: ham
     arrives once per recipient with its header, spam is refused with 550,
     what met a fault got 451 and was accepted when sent again; no bounce."""
-    serve = Serve(chain_work, None, "--max-connections", "4", "--timeout", "30")
+    serve = serving(chain_work, None, "--max-connections", "4", "--timeout", "30")
     exim = EximDaemon(chain_work.root, serve.port)
     batch = messages(chain_work.site)
     expected, refused = {}, set()
@@ -479,10 +479,10 @@ def test_exim_daemon_delivers_every_message_once_through_faults(chain_work):
 
 # NEEDS THE SERVER BRANCH (a damaged per-user model falls back to the site model); on main the
 # server answers EX_UNAVAILABLE, Exim answers 451 until the file is repaired, and this fails
-def test_exim_damaged_user_model_gets_the_site_verdict(chain_work):
+def test_exim_damaged_user_model_gets_the_site_verdict(chain_work, serving):
     """carol's model file is damaged: her mail gets the site model's verdict
     (and the server's log says so) instead of 451 until someone repairs it."""
-    serve = Serve(chain_work, None)
+    serve = serving(chain_work, None)
     exim = EximDaemon(chain_work.root, serve.port)
     batch = messages(chain_work.site)[:6]
     expected, refused = {}, set()

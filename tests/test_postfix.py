@@ -21,8 +21,8 @@ import time
 import pytest
 
 from conftest import REPO
-from mailchain import (DOMAIN, SPAMC, WORD, WRAPPER, IdleSockets, Serve, Work, free_port, header,
-                       message_tag, messages, read_maildir, send)
+from mailchain import (DOMAIN, SPAMC, WORD, WRAPPER, IdleSockets, Work, free_port, header,  # noqa: F401
+                       message_tag, messages, read_maildir, send, serving)
 import postfix_private
 
 USERS = ("alice", "bob", "carol", "dave")
@@ -148,12 +148,12 @@ def _recipients(i):
 
 
 @pytest.mark.slow
-def test_postfix_delivers_every_message_once_through_faults(work, postfix_factory):
+def test_postfix_delivers_every_message_once_through_faults(work, postfix_factory, serving):
     """40 messages through the recipe while the server's connection limit is
     full, its model replaced and reloaded, and the server stopped and started
     again: every recipient gets each message once with the right header;
     what could not be checked was deferred, then delivered."""
-    serve = Serve(work, None, "--max-connections", "4", "--timeout", "30")
+    serve = serving(work, None, "--max-connections", "4", "--timeout", "30")
     pf = postfix_factory(serve.port)
     batch = messages(work.site)
     expected = {}
@@ -190,11 +190,11 @@ def test_postfix_delivers_every_message_once_through_faults(work, postfix_factor
 # NEEDS THE SERVER BRANCH (a damaged per-user model falls back to the site model); on main the
 # server answers EX_UNAVAILABLE, spamnb-pipe defers carol's copies until the file is repaired,
 # and this fails
-def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory):
+def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory, serving):
     """carol's model file is damaged: her mail is checked with the site model
     (and the server says so in its log) rather than deferred until someone
     repairs the file."""
-    serve = Serve(work, None)
+    serve = serving(work, None)
     pf = postfix_factory(serve.port)
     batch = messages(work.site)[:6]
     expected = {}
@@ -215,13 +215,13 @@ def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory)
         serve.log_text()[-2000:]
 
 
-def test_without_the_recipient_limit_multi_recipient_mail_is_lost(work, postfix_factory):
+def test_without_the_recipient_limit_multi_recipient_mail_is_lost(work, postfix_factory, serving):
     """Why docs/serve.md sets spamnb_destination_recipient_limit = 1: with
     several recipients in one delivery, `-u ${user}` becomes several words,
     spamc stops reading options at the second, never sees -e, prints the
     message and exits 0; Postfix counts it as sent to everyone and nothing
     arrives.  (The old recipe, run by the real Postfix.)"""
-    serve = Serve(work, None)
+    serve = serving(work, None)
     old = ("smtp      inet  n       -       y       -       -       smtpd\n"
            "  -o content_filter=spamnb:dummy\n"
            "spamnb    unix  -       n       n       -       -       pipe\n"
@@ -275,7 +275,7 @@ class _ErrorServer:
         self.sock.close()
 
 
-def test_an_error_answer_defers_with_the_wrapper_and_bounced_without(work, postfix_factory):
+def test_an_error_answer_defers_with_the_wrapper_and_bounced_without(work, postfix_factory, serving):
     """A server that answers with an error status: `spamc -x -X -e sendmail`
     exits 76 and Postfix bounces the mail; the recipe's spamnb-pipe exits 75
     and Postfix defers it (and delivers it once the server answers)."""
@@ -301,7 +301,7 @@ def test_an_error_answer_defers_with_the_wrapper_and_bounced_without(work, postf
     log = deferring.log_text()
     assert "status=deferred" in log and "dsn=4.3.0, status=deferred (spamnb-pipe: " in log and "status=bounced" not in log, log[-2000:]
     # the server answers again: the deferred message is delivered, once
-    serve = Serve(work, bad.port)
+    serve = serving(work, bad.port)
     try:
         got = _wait_for(deferring, {(tag, "alice"): label}, time.monotonic() + 60)
         _check_deliveries(deferring, {(tag, "alice"): label}, got)
