@@ -1,9 +1,12 @@
 """The README's procmail and maildrop recipes, run by the real procmail, maildrop and formail.
 
-Each test builds a temporary HOME with a Maildir, a ``spamnb`` command on
-PATH (this checkout's package), a model trained on the sample corpus, and the
-recipe exactly as the README shows it (read from the README), after a few
-lines that point the tool at the temporary HOME.  Every message must land,
+Each test builds a temporary HOME with a Maildir, a ``spamnb`` command in
+``HOME/bin`` (this checkout's package), a model trained on the sample corpus,
+and the recipe as the README shows it (read from the README; only the full
+path of spamnb changed to that command's), after a few lines that point the
+tool at the temporary HOME.  The mail program's PATH does not hold the
+command, as after an install into a virtual environment: the recipe must
+name it by its full path.  Every message must land,
 with the status header, in the folder its verdict says: ``.Spam`` (Yes),
 ``.Unsure`` (Unsure) or the inbox (No).
 """
@@ -28,11 +31,21 @@ UNSURE = b"From: offers@example.com\nSubject: your account statement\n\nclick he
 FOLDER_OF = {b"Yes": ".Spam", b"Unsure": ".Unsure", b"No": ""}
 
 
-def _readme_block(language):
-    text = (REPO / "README.md").read_text()
+README_SPAMNB = "/usr/local/bin/spamnb"      # the full path the README's recipes show
+
+
+def _readme_block(language, page="README.md"):
+    text = (REPO / page).read_text()
     blocks = re.findall(rf"```{language}\n(.*?)```", text, re.S)
-    assert len(blocks) == 1, f"the README should show one {language} recipe"
+    assert len(blocks) == 1, f"{page} should show one {language} recipe"
     return blocks[0]
+
+
+def _recipe(language, home):
+    """The README's recipe with spamnb's full path pointed at the test's command."""
+    block = _readme_block(language)
+    assert README_SPAMNB in block and "command -v spamnb" in block, block
+    return block.replace(README_SPAMNB, str(home / "bin" / "spamnb"))
 
 
 def _need(tool):
@@ -79,20 +92,23 @@ def _status(message):
     return found[0]
 
 
+MAIL_PATH = "/usr/bin:/bin"      # a mail program's PATH: no spamnb there
+
+
 def _env(home):
-    return {"HOME": str(home), "PATH": "/usr/bin:/bin", "SPAMNB_HOME": str(home / ".spamnb")}
+    return {"HOME": str(home), "PATH": MAIL_PATH, "SPAMNB_HOME": str(home / ".spamnb")}
 
 
 def _procmailrc(home):
     rc = home / "procmailrc"
-    rc.write_text(f"HOME={home}\nPATH={home / 'bin'}:/usr/bin:/bin\nSPAMNB_HOME={home / '.spamnb'}\n"
-                  f"LOGFILE={home / 'procmail.log'}\n" + _readme_block("procmail"))
+    rc.write_text(f"HOME={home}\nPATH={MAIL_PATH}\nSPAMNB_HOME={home / '.spamnb'}\n"
+                  f"LOGFILE={home / 'procmail.log'}\n" + _recipe("procmail", home))
     return rc
 
 
 def _mailfilter(home):
     rc = home / "mailfilter"
-    rc.write_text(f'HOME="{home}"\nPATH="{home / "bin"}:$PATH"\n' + _readme_block("maildrop"))
+    rc.write_text(f'HOME="{home}"\nPATH="{MAIL_PATH}"\n' + _recipe("maildrop", home))
     rc.chmod(0o600)  # maildrop refuses a filter file others can read or write
     return rc
 
@@ -179,3 +195,169 @@ def test_without_a_model_maildrop_defers_the_message(home, tmp_path):
     proc = subprocess.run(["maildrop", str(_mailfilter(home))], input=HAM, env=env, capture_output=True, timeout=300)
     assert proc.returncode == 75  # EX_TEMPFAIL: the MTA keeps the message and retries
     assert not any(_delivered(home / "Maildir").values())
+
+
+def test_a_bare_spamnb_on_the_mail_programs_path_filters_nothing(home):
+    """Why the recipes give the full path: spamnb installed in a virtual
+    environment is not on procmail's PATH; `| spamnb classify -p` then fails,
+    procmail logs it and delivers the mail unfiltered."""
+    _need("procmail")
+    assert shutil.which("spamnb", path=MAIL_PATH) is None
+    maildir = _fresh_maildir(home)
+    (home / "procmail.log").unlink(missing_ok=True)
+    rc = home / "procmailrc-bare"
+    rc.write_text(_procmailrc(home).read_text().replace(f"{home / 'bin' / 'spamnb'} classify", "spamnb classify")
+                  .replace("$SPAMNB classify", "spamnb classify"))
+    proc = subprocess.run(["procmail", "-m", str(rc)], input=SPAM, env=_env(home), capture_output=True, timeout=300)
+    assert proc.returncode == 0
+    (out,) = _delivered(maildir)[""]
+    assert b"X-Spamnb-Status" not in out
+    assert "rescue of unfilter" in (home / "procmail.log").read_text().lower()    # procmail: "Rescue of unfiltered data"
+
+
+def test_serve_page_procmail_recipe_with_spamc(home, tmp_path):
+    """docs/serve.md's procmail recipe through the real spamc and `spamnb
+    serve`, with a PATH that holds neither."""
+    _need("procmail")
+    from test_serve import SPAMC, Daemon
+    if SPAMC is None:
+        pytest.skip("spamc is not installed (Debian package spamc)")
+    block = _readme_block("procmail", page="docs/serve.md")
+    assert "SPAMC=/usr/bin/spamc" in block and "command -v spamc" in block
+    serve_home = tmp_path / "serve"
+    serve_home.mkdir()
+    shutil.copy(home / ".spamnb" / "model.spamnb", serve_home / "model.spamnb")
+    daemon = Daemon(serve_home)
+    try:
+        maildir = _fresh_maildir(home)
+        rc = home / "procmailrc-spamc"
+        rc.write_text(f"HOME={home}\nPATH={MAIL_PATH}\nLOGFILE={home / 'procmail.log'}\n"
+                      + block.replace("SPAMC=/usr/bin/spamc", f"SPAMC=\"{SPAMC} -d 127.0.0.1 -p {daemon.port}\""))
+        for message in (SPAM, HAM, UNSURE):
+            proc = subprocess.run(["procmail", "-m", str(rc)], input=message, env=_env(home), capture_output=True,
+                                  timeout=300)
+            assert proc.returncode == 0, proc.stderr.decode()
+        delivered = _delivered(maildir)
+        words = {"": b"No", ".Spam": b"Yes", ".Unsure": b"Unsure"}
+        assert sum(map(len, delivered.values())) == 3 and ".Spam" in delivered and "" in delivered, delivered.keys()
+        for folder, messages in delivered.items():
+            for out in messages:
+                head = out.partition(b"\n\n")[0]
+                assert re.search(rb"^X-Spam-Status: " + words[folder] + b",", head, re.M), head[-500:]
+    finally:
+        daemon.stop()
+
+
+# ---------------------------------------------------------------- contrib/spamnb-pipe, Postfix's content filter
+
+WRAPPER = REPO / "contrib" / "spamnb-pipe"
+SPAMC_PATH = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else shutil.which("spamc")
+
+
+class _OneShotServer:
+    """A SPAMD server on loopback that answers every request with ``answer``
+    (bytes, after reading the request head), or closes the connection without
+    a word when ``answer`` is None."""
+
+    def __init__(self, answer):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.answer = answer
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if self.answer is not None:
+                        conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+def _pipe(tmp_path, port, sendmail_status=0):
+    """Run the wrapper as master.cf does, with a stand-in sendmail that keeps
+    its input and arguments and exits ``sendmail_status``."""
+    sendmail = tmp_path / "sendmail"
+    sendmail.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {tmp_path}/args\ncat > {tmp_path}/queued\n"
+                        f"exit {sendmail_status}\n")
+    sendmail.chmod(0o755)
+    (tmp_path / "queued").unlink(missing_ok=True)
+    argv = [str(WRAPPER), SPAMC_PATH, "-d", "127.0.0.1", "-p", str(port), "-t", "10", "-x", "-u", "alice",
+            "--", str(sendmail), "-G", "-oi", "-f", "sender@example.org", "--", "alice@example.org"]
+    return subprocess.run(argv, input=HAM, capture_output=True, timeout=60, env={"PATH": MAIL_PATH})
+
+
+@pytest.mark.skipif(SPAMC_PATH is None, reason="spamc is not installed (Debian package spamc)")
+@pytest.mark.parametrize("fault", ["down", "error answer", "closed mid-request", "answer cut short"])
+def test_spamnb_pipe_defers_every_spamc_failure(tmp_path, fault):
+    """Every way spamc -x can fail (it exits 69, 76, 74 ...) becomes 75, the
+    status Postfix's pipe defers on, and sendmail never runs."""
+    import socket
+    server = None
+    if fault == "down":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    else:
+        answer = {"error answer": b"SPAMD/1.5 69 EX_UNAVAILABLE\r\n\r\n", "closed mid-request": None,
+                  "answer cut short": b"SPAMD/1.5 0 EX_OK\r\nContent-length: 5000\r\n\r\nX-Spam"}[fault]
+        server = _OneShotServer(answer)
+        port = server.port
+    try:
+        proc = _pipe(tmp_path, port)
+    finally:
+        if server:
+            server.close()
+    assert proc.returncode == 75, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout.startswith(b"4.3.0 spamnb-pipe: ") and b"exit status" in proc.stdout
+    assert not (tmp_path / "queued").exists()
+    assert not list(tmp_path.glob("spamnb-pipe.*")) and not list(Path("/tmp").glob("spamnb-pipe.*"))
+
+
+@pytest.mark.skipif(SPAMC_PATH is None, reason="spamc is not installed (Debian package spamc)")
+@pytest.mark.parametrize("status", [0, 67, 75])
+def test_spamnb_pipe_hands_the_checked_message_to_sendmail(home, tmp_path, status):
+    """spamc succeeded: the checked message goes to sendmail with the
+    arguments after "--", and sendmail's own status is the wrapper's."""
+    from test_serve import Daemon
+    serve_home = tmp_path / "serve"
+    serve_home.mkdir()
+    shutil.copy(home / ".spamnb" / "model.spamnb", serve_home / "model.spamnb")
+    daemon = Daemon(serve_home)
+    try:
+        proc = _pipe(tmp_path, daemon.port, sendmail_status=status)
+    finally:
+        daemon.stop()
+    assert proc.returncode == status, (proc.stdout, proc.stderr)
+    queued = (tmp_path / "queued").read_bytes()
+    assert re.search(rb"^X-Spam-Status: No, score=", queued.partition(b"\n\n")[0], re.M)
+    assert queued.endswith(HAM.partition(b"\n\n")[2])
+    assert (tmp_path / "args").read_text().split("\n")[:6] == ["-G", "-oi", "-f", "sender@example.org", "--",
+                                                              "alice@example.org"]
+
+
+def test_spamnb_pipe_defers_what_it_cannot_run(tmp_path):
+    """A wrong path in master.cf defers (the shell's 126/127 would bounce)."""
+    for argv in (["/nonexistent/spamc", "--", "/bin/cat"], ["/bin/cat", "--", "/nonexistent/sendmail"],
+                 ["/bin/cat", "/bin/cat"]):
+        proc = subprocess.run([str(WRAPPER), *argv], input=HAM, capture_output=True, timeout=30)
+        assert proc.returncode == 75 and proc.stdout.startswith(b"4.3.0 "), (argv, proc.returncode, proc.stdout)

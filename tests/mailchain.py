@@ -1,0 +1,242 @@
+"""Shared parts of the end-to-end mail tests (tests/test_postfix.py,
+tests/test_exim.py): a ``spamnb serve`` on a fixed loopback port (so it can be
+stopped and started again where the MTA expects it), a site model and
+per-user models (one damaged), the 40 test messages with the verdict each
+must get, an SMTP client that retries temporary failures as a sending MTA
+does, sockets that fill the server's connection limit, and the reading of
+delivered Maildirs."""
+
+import os
+import re
+import shutil
+import signal
+import smtplib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import spamnb
+from spamnb.model.spam_filter import SpamFilter
+
+from conftest import REPO
+
+PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
+SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else shutil.which("spamc")
+WRAPPER = REPO / "contrib" / "spamnb-pipe"
+DOMAIN = "test.example"
+WORD = {"spam": "Yes", "ham": "No", "unsure": "Unsure"}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env(home):
+    e = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=PYTHONPATH)
+    e.pop("SPAMNB_DEBUG", None)
+    return e
+
+
+class Work:
+    """A folder other users can read (the MTA's delivery agents run as
+    unprivileged users): ``home/model.spamnb`` (the site model, trained on the
+    sample corpus), ``users/bob/model.spamnb`` (bob's own model, a copy) and
+    ``users/carol/model.spamnb`` (damaged: the file cut short)."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="spamnb-chain-"))
+        os.chmod(self.root, 0o755)
+        self.home = self.root / "home"
+        self.home.mkdir()
+        os.chmod(self.home, 0o755)
+        subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")],
+                       env=env(self.home), check=True, capture_output=True, timeout=300)
+        self.site = self.home / "model.spamnb"
+        self.users = self.root / "users"
+        for user in ("bob", "carol"):
+            (self.users / user).mkdir(parents=True)
+        shutil.copy(self.site, self.users / "bob" / "model.spamnb")
+        data = self.site.read_bytes()
+        (self.users / "carol" / "model.spamnb").write_bytes(data[: len(data) // 3])
+
+    def replace_site_model(self):
+        """A new site model file put in place by an atomic rename, as `spamnb
+        train` does (a new inode; same labels, so the verdicts stay)."""
+        fresh = self.home / "model.spamnb.new"
+        shutil.copy(self.site, fresh)
+        os.replace(fresh, self.site)
+
+    def cleanup(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Serve:
+    """``spamnb serve`` on 127.0.0.1:port, log in a file; stop() and start()
+    again on the same port."""
+
+    def __init__(self, work, port=None, *extra):
+        self.work = work
+        self.port = port or free_port()
+        self.extra = [str(a) for a in extra]
+        self.log_path = work.root / f"serve-{self.port}.log"
+        self.proc = None
+        self.start()
+
+    def start(self):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}", "-m", str(self.work.site),
+             "--models-dir", str(self.work.users), *self.extra],
+            env=env(self.work.home), stderr=log, stdout=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"spamnb serve did not start: {self.log_text()[-2000:]}")
+            time.sleep(0.05)
+
+    def reload(self):
+        self.proc.send_signal(signal.SIGHUP)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(40)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def log_text(self):
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class IdleSockets:
+    """``n`` connections to the server that send nothing: they fill its
+    ``--max-connections`` until closed."""
+
+    def __init__(self, port, n):
+        self.sockets = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(n)]
+        time.sleep(0.2)          # accepted (and counted) by the server
+
+    def close(self):
+        for s in self.sockets:
+            s.close()
+
+
+def messages(site_model, n=40):
+    """``n`` messages of the sample corpus, half spam, half ham, each with a
+    ``Message-ID`` of its own and the verdict the site model gives it, chosen
+    with a wide margin (|log-odds| >= 20) so the trace headers the MTA adds
+    cannot move them; returns [(test id, bytes, label)]."""
+    model = SpamFilter.load(site_model)
+    chosen = {"spam": [], "ham": []}
+    for folder, label in (("spam", "spam"), ("easy_ham", "ham")):
+        for path in sorted((REPO / "corpora" / folder).iterdir()):
+            if len(chosen[label]) == n // 2:
+                break
+            raw = path.read_bytes()
+            if raw.startswith(b"From "):
+                raw = raw.split(b"\n", 1)[1]
+            head, sep, body = raw.partition(b"\n\n")
+            if not sep or len(raw) > 100_000:
+                continue
+            tag = f"chain-{label}-{len(chosen[label])}"
+            head = re.sub(rb"(?im)^message-id:.*\n?(?:[ \t].*\n?)*", b"", head + b"\n").rstrip(b"\n")
+            message = f"Message-ID: <{tag}@{DOMAIN}>\n".encode() + head + b"\n\n" + body
+            verdict = model.classify(message)
+            if verdict.label == label and abs(verdict.log_odds) >= 20:
+                chosen[label].append((tag, message, label))
+    out = [m for pair in zip(chosen["spam"], chosen["ham"]) for m in pair]
+    assert len(out) == n, [len(v) for v in chosen.values()]
+    return out
+
+
+def send(port, message, recipients, deadline, sender="sender@client.example"):
+    """Send as an MTA does: one SMTP transaction to ``127.0.0.1:port``;
+    recipients or the message refused with a 4xx code are sent again (a new
+    transaction, after a second) until accepted or ``deadline``.  Returns
+    {recipient: (code, reply)} of the final answers: 250 accepted, 5xx
+    refused for good."""
+    pending = list(recipients)
+    final = {}
+    while pending:
+        retry = []
+        try:
+            with smtplib.SMTP("127.0.0.1", port, timeout=300) as smtp:
+                smtp.ehlo("client.example")
+                code, reply = smtp.mail(sender)
+                assert code == 250, (code, reply)
+                accepted = []
+                for rcpt in pending:
+                    code, reply = smtp.rcpt(rcpt)
+                    if code == 250:
+                        accepted.append(rcpt)
+                    elif 400 <= code < 500:
+                        retry.append(rcpt)
+                    else:
+                        final[rcpt] = (code, reply)
+                if accepted:
+                    code, reply = smtp.data(message)
+                    if 400 <= code < 500:
+                        retry += accepted
+                    else:
+                        final.update({rcpt: (code, reply) for rcpt in accepted})
+        except (smtplib.SMTPServerDisconnected, ConnectionError):
+            retry = [r for r in pending if r not in final]
+        pending = retry
+        if pending:
+            assert time.monotonic() < deadline, f"still refused for now: {pending}"
+            time.sleep(1)
+    return final
+
+
+def read_maildir(folder):
+    """Messages delivered into a Maildir (new/ and cur/)."""
+    out = []
+    for sub in ("new", "cur"):
+        if (folder / sub).is_dir():
+            out += [p.read_bytes() for p in sorted((folder / sub).iterdir())]
+    return out
+
+
+def header(message, name):
+    """Every value of header field ``name`` in the message's header block, unfolded."""
+    head = message.replace(b"\r\n", b"\n").partition(b"\n\n")[0].decode(errors="replace")
+    return [" ".join(v.split()) for v in
+            re.findall(rf"^{re.escape(name)}:[ \t]*(.*(?:\n[ \t].*)*)", head, re.M | re.I)]
+
+
+def message_tag(message):
+    ids = header(message, "Message-ID")
+    assert len(ids) == 1, ids
+    return ids[0].strip("<>").split("@")[0]
+
+
+@pytest.fixture
+def serving():
+    """``serving(work, port, *options)`` starts a :class:`Serve`; every one
+    started is stopped at the end of the test, whatever happened."""
+    started = []
+
+    def start(*args):
+        serve = Serve(*args)
+        started.append(serve)
+        return serve
+
+    yield start
+    for serve in started:
+        serve.stop()
