@@ -477,8 +477,6 @@ def test_exim_daemon_delivers_every_message_once_through_faults(chain_work, serv
     assert "451" in exim.log("reject") or "temporarily rejected" in exim.log("reject"), exim.log("reject")[-2000:]
 
 
-# NEEDS THE SERVER BRANCH (a damaged per-user model falls back to the site model); on main the
-# server answers EX_UNAVAILABLE, Exim answers 451 until the file is repaired, and this fails
 def test_exim_damaged_user_model_gets_the_site_verdict(chain_work, serving):
     """carol's model file is damaged: her mail gets the site model's verdict
     (and the server's log says so) instead of 451 until someone repairs it."""

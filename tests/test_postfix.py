@@ -187,9 +187,6 @@ def test_postfix_delivers_every_message_once_through_faults(work, postfix_factor
     assert len(expected) == 40 + 2 * 14, len(expected)
 
 
-# NEEDS THE SERVER BRANCH (a damaged per-user model falls back to the site model); on main the
-# server answers EX_UNAVAILABLE, spamnb-pipe defers carol's copies until the file is repaired,
-# and this fails
 def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory, serving):
     """carol's model file is damaged: her mail is checked with the site model
     (and the server says so in its log) rather than deferred until someone
