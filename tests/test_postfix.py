@@ -212,6 +212,7 @@ def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory,
         serve.log_text()[-2000:]
 
 
+@pytest.mark.slow
 def test_without_the_recipient_limit_multi_recipient_mail_is_lost(work, postfix_factory, serving):
     """Why docs/serve.md sets spamnb_destination_recipient_limit = 1: with
     several recipients in one delivery, `-u ${user}` becomes several words,
@@ -272,6 +273,7 @@ class _ErrorServer:
         self.sock.close()
 
 
+@pytest.mark.slow
 def test_an_error_answer_defers_with_the_wrapper_and_bounced_without(work, postfix_factory, serving):
     """A server that answers with an error status: `spamc -x -X -e sendmail`
     exits 76 and Postfix bounces the mail; the recipe's spamnb-pipe exits 75

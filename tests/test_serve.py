@@ -831,32 +831,6 @@ def test_classifying_while_learning_counts_every_learn_once(daemon, home):
     assert SpamFilter.load(user_model).class_count_ == (base[0] + 1, base[1] + n_tellers * per_teller + n_cli)
 
 
-# ---------------------------------------------------------------------------- recipes
-@needs_spamc
-@pytest.mark.skipif(not os.path.exists("/usr/bin/procmail"), reason="procmail is not installed")
-def test_procmail_recipe_with_spamc(daemon, tmp_path, site_filter):
-    """docs/serve.md's procmail recipe, as written there (only $HOME and spamc's port set)."""
-    import re
-
-    recipe = re.search(r"```procmail\n(.*?)```", (REPO / "docs" / "serve.md").read_text(), re.S).group(1)
-    assert "| spamc\n" in recipe and "$HOME/Maildir/" in recipe
-    (tmp_path / "Maildir").mkdir()   # the user's Maildir exists (procmail would deliver to $HOME without it)
-    rc = tmp_path / "procmailrc"
-    rc.write_text(f"LOGFILE={tmp_path}/log\n" + recipe.replace("$HOME/Maildir/", f"{tmp_path}/Maildir/")
-                  .replace("| spamc\n", f"| {SPAMC} -p {daemon.port}\n"))
-    messages = MESSAGES + [part_spam_message()]
-    for message in messages:
-        subprocess.run(["procmail", "-m", str(rc)], input=message if isinstance(message, bytes) else message.read_bytes(),
-                       check=True, timeout=60, cwd=tmp_path, env=dict(os.environ, HOME=str(tmp_path)))
-    labels = [site_filter.classify(m if isinstance(m, bytes) else m.read_bytes()).label for m in messages]
-    maildir = tmp_path / "Maildir"
-    assert len(list((maildir / ".Spam" / "new").iterdir())) == labels.count("spam")
-    assert len(list((maildir / ".Unsure" / "new").iterdir())) == labels.count("unsure") >= 1
-    assert len(list((maildir / "new").iterdir())) == labels.count("ham")
-    for delivered in (maildir / ".Spam" / "new").iterdir():
-        assert b"X-Spam-Flag: YES" in delivered.read_bytes()
-
-
 @needs_spamc
 def test_postfix_pipe_recipe_spamc_e(daemon, tmp_path):
     # Postfix's content filter runs `spamc -e /usr/sbin/sendmail -oi -f ${sender} ${recipient}`:
