@@ -2,7 +2,7 @@
 pieces (docs/reliability.md, "The server under pressure").
 
 A client that sends a large body a few hundred bytes at a time makes the
-server's first-request path (spamnb.server.daemon._Connection) run once per
+server's first-request path (spamnb.server.connection.Connection) run once per
 piece; this feeds such a request to it in-process, piece by piece, and
 prints the CPU time taken (the verdict of the 4 MB message included).
 
@@ -15,7 +15,8 @@ import io
 import time
 
 from spamnb.server.config import DEFAULTS
-from spamnb.server.daemon import Server, _Connection
+from spamnb.server.connection import Connection
+from spamnb.server.daemon import Server
 
 
 class _Transport:
@@ -56,7 +57,7 @@ def cpu_seconds(model, size, piece):
 
     async def feed():
         transport = _Transport()
-        connection = _Connection(server)
+        connection = Connection(server)
         connection.connection_made(transport)
         started = time.process_time()
         for start in range(0, len(data), piece):

@@ -399,7 +399,7 @@ def test_malformed_requests_get_protocol_errors_and_the_server_keeps_serving(dae
 
 def test_a_request_in_pieces_is_answered_like_a_whole_one(daemon):
     """A new connection's first request is answered in the event loop's
-    callback once it is whole (serve._Connection): pieces that come apart,
+    callback once it is whole (spamnb.server.connection.Connection): pieces that come apart,
     a head ending in bare LFs, and a request that is handed on (TELL, PING,
     keep-alive) all get the same answers as before."""
     message = MESSAGES[0].read_bytes()

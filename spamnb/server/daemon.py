@@ -17,7 +17,7 @@ thread pool while classification goes on.
   serves (models are replaced by rename, so a loaded model is always
   whole); a loaded model keeps only what classifying reads.
 - A new connection's first request, when it is the plain one spamc or an MTA
-  sends, is answered in the protocol's callback (:class:`_Connection`);
+  sends, is answered in the protocol's callback (:class:`~spamnb.server.connection.Connection`);
   anything else goes to the stream handler (:meth:`Server.handle`).
 - SIGHUP re-reads ``--config`` and drops the loaded models; SIGTERM/SIGINT
   stop accepting, let requests in flight finish, then exit 0.
@@ -56,20 +56,13 @@ from concurrent.futures import ThreadPoolExecutor
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import EX, ProtocolError
 from spamnb.server.config import Settings, SettingsError, _words
+from spamnb.server.connection import Connection, layout, log_safe, read_head
 from spamnb.server.listeners import BACKLOG, ServerError, bind_all
 from spamnb.server.models import ModelCache, ModelUnavailable, _classify, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
 _CHUNK = 65536
-
-
-def _log_safe(text, limit=64):
-    """``text`` for a log line: control characters (CR, LF, ...) and
-    backslashes escaped, so a client's ``User:`` cannot start a line of its own."""
-    text = str(text)[:limit]
-    return "".join(c if c.isprintable() and c != "\\" else (
-        "\\\\" if c == "\\" else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
 
 
 def _socket_of(listener):
@@ -91,7 +84,7 @@ class Server:
         self.paused = False     # accepting stopped at --max-connections
         self.setting_up = 0     # accepted, transport not made yet
         self.pauses, self.pause_logged = 0, float("-inf")
-        self.fast = set()       # connections waiting for their first request (_Connection)
+        self.fast = set()       # connections waiting for their first request (spamnb.server.connection.Connection)
         self.busy = set()
         self.idle = set()
         self.stopping = None
@@ -169,7 +162,7 @@ class Server:
 
     # ------------------------------------------------------------------ connections
     async def handle(self, reader, writer):
-        """The general handler of a connection handed over by :class:`_Connection`
+        """The general handler of a connection handed over by :class:`~spamnb.server.connection.Connection`
         (whose slot of --max-connections it takes over and frees at the end)."""
         task = asyncio.current_task()
         peer = writer.get_extra_info("peername")
@@ -206,13 +199,13 @@ class Server:
         keep_alive = False
         try:
             async with asyncio.timeout(settings.idle_timeout) as deadline:
-                head = await _read_head(reader, first_byte_hook=lambda: self._begin(task, deadline))
+                head = await read_head(reader, first_byte_hook=lambda: self._begin(task, deadline))
                 if head is None:
                     return False        # the client closed between requests
                 started = time.perf_counter()
                 request = spamd.parse_head(head)
                 verb = request.verb
-                user = _log_safe(request.headers.get("user", "-"))
+                user = log_safe(request.headers.get("user", "-"))
                 keep_alive = request.headers.get("connection", "").lower() == "keep-alive"
                 if verb == "SKIP":
                     outcome = "skipped"
@@ -329,7 +322,7 @@ class Server:
         """(response bytes, log text) for a request with a message."""
         verb = request.verb
         required = self.settings.required_score
-        reply = _layout(request)
+        reply = layout(request)
         if message is None:
             text = f"message larger than {self.settings.max_size} bytes"
             if verb in ("PROCESS", "HEADERS", "TELL"):
@@ -494,7 +487,7 @@ class Server:
     async def _connected(self, conn, tls=None):
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
-                lambda: _Connection(self), conn, ssl=tls,
+                lambda: Connection(self), conn, ssl=tls,
                 ssl_handshake_timeout=self.settings.timeout if tls is not None else None)
         except Exception as exc:  # noqa: BLE001 - the client may be gone already
             conn.close()
@@ -582,197 +575,3 @@ def _clean(outcome):
     user name refused (a user without a model of their own is not news)."""
     return (not outcome.startswith(("error", "client closed", "too big"))
             and "model is not usable" not in outcome and "user name not allowed" not in outcome)
-
-
-def _layout(request):
-    """How answers to ``request`` are laid out: spamd's layouts when the
-    connection closes after the answer (a SPAMC/1.2 client, Exim's spam
-    condition, parses the older one; a CHECK answer has no body, so no
-    Content-length: spamc reads an answer's head a byte at a time, five
-    system calls a byte), else with Content-length."""
-    closing = request.headers.get("connection", "").lower() != "keep-alive"
-    legacy = closing and (request.version < (1, 3) or request.verb == "CHECK")
-
-    def reply(spam, body=b"", whole_message=False):
-        if legacy:
-            return spamd.legacy_response(spam, body, whole_message)
-        return spamd.response(0, [spam], body)
-
-    return reply
-
-
-_FAST_VERBS = frozenset(("CHECK", "SYMBOLS", "REPORT", "REPORT_IFSPAM", "PROCESS", "HEADERS"))
-
-
-class _Connection(asyncio.Protocol):
-    """A new connection.  Its first request is answered right in the event
-    loop's callback when it is the plain request a spamc process or an MTA
-    sends: well formed, a verdict verb, a Content-length within --max-size,
-    not compressed, not kept alive.  That skips the streams and the task of
-    the general handler (about a tenth of a millisecond of a spamc run).
-    Anything else (an error, TELL, PING, keep-alive, a client over the
-    limits, a request that ends early) is handed, with the bytes received
-    so far, to :meth:`Server.handle`, which answers it as before.  Bounds
-    while buffering: --idle-timeout to the first byte, then --timeout; at
-    most the request head limit plus --max-size bytes.  The head is looked
-    for in the bytes that came since the last look only, and parsed once."""
-
-    def __init__(self, server):
-        self.server = server
-        self.transport = None
-        self.buffer = bytearray()
-        self.timer = None
-        self.counted = True         # holds a slot of --max-connections (taken at accept)
-        self.eof = False
-        self.peer = "unix"
-        self.late = server.stopping is not None     # taken from the backlog while stopping
-        self.scanned = 0            # the head's end is not before this offset
-        self.request = None         # (request, body start, length) once the head is parsed
-
-    def connection_made(self, transport):
-        self.transport = transport
-        server = self.server
-        peer = transport.get_extra_info("peername")
-        self.peer = peer[0] if isinstance(peer, tuple) else "unix"
-        if self.peer != "unix" and not server.settings.allows(self.peer):
-            self._hand_over()       # the general handler refuses it and says why
-            return
-        server.fast.add(self)
-        self.timer = asyncio.get_running_loop().call_later(server.settings.idle_timeout, self._timed_out)
-
-    def data_received(self, data):
-        if not self.buffer and self.timer is not None:
-            # the first byte: the request has --timeout from now
-            self.timer.cancel()
-            self.timer = asyncio.get_running_loop().call_later(self.server.settings.timeout, self._timed_out)
-        self.buffer += data
-        if len(self.buffer) > spamd.MAX_HEAD + self.server.settings.max_size:
-            self._hand_over()
-            return
-        self._try_answer()
-
-    def eof_received(self):
-        self.eof = True
-        return self._hand_over()    # the request is not whole: the general handler says so
-
-    def connection_lost(self, exc):
-        self._release()
-        if self.counted:
-            self.counted = False
-            self.server.slot_freed()
-
-    def busy(self):
-        return bool(self.buffer) or self.late
-
-    def _release(self):
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        self.server.fast.discard(self)
-
-    def _hand_over(self):
-        self._release()
-        self.counted = False        # the slot goes with the connection to Server.handle
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=spamd.MAX_HEAD, loop=loop)
-        inner = asyncio.StreamReaderProtocol(reader, self.server.handle, loop=loop)
-        self.transport.set_protocol(inner)
-        inner.connection_made(self.transport)
-        if self.buffer:
-            inner.data_received(bytes(self.buffer))
-            self.buffer = bytearray()
-        return inner.eof_received() if self.eof else None
-
-    def _timed_out(self):
-        self.timer = None
-        server = self.server
-        if self.buffer:
-            self.transport.write(spamd.error_response(EX["EX_TIMEOUT"], "timed out"))
-            server.request_done("-", "-", f"error {EX['EX_TIMEOUT']} timed out after {server.settings.timeout:g} s",
-                                0, 0.0, self.peer)
-        self._release()
-        self.transport.close()
-
-    def _head(self):
-        """(request, body start, length) once the head is whole, else None;
-        raises ProtocolError.  Each byte is scanned for the blank line once."""
-        if self.request is not None:
-            return self.request
-        buffer = self.buffer
-        start = max(0, self.scanned - 2)
-        ends = [p for p in (buffer.find(b"\n\r\n", start), buffer.find(b"\n\n", start)) if p >= 0]
-        if not ends:
-            self.scanned = len(buffer)
-            if len(buffer) > spamd.MAX_HEAD:
-                raise ProtocolError(EX["EX_PROTOCOL"], "request header too large")
-            return None
-        end = min(ends)
-        body_start = end + (3 if buffer[end + 1:end + 2] == b"\r" else 2)
-        request = spamd.parse_head(bytes(buffer[:end]).rstrip(b"\r\n"))
-        self.request = (request, body_start, spamd.content_length(request))
-        return self.request
-
-    def _try_answer(self):
-        try:
-            head = self._head()
-        except ProtocolError:
-            self._hand_over()
-            return
-        if head is None:
-            return
-        request, body_start, length = head
-        headers = request.headers
-        server = self.server
-        if (request.verb not in _FAST_VERBS or length is None or length > server.settings.max_size
-                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"
-                or not server.models.loaded(server.model_path(headers.get("user"))[0])):
-            # (a model not loaded yet is loaded by the general handler, in a thread)
-            self._hand_over()
-            return
-        buffer = self.buffer
-        if len(buffer) - body_start < length:
-            return                  # more to come
-        started = time.perf_counter()
-        self._release()
-        message = bytes(buffer[body_start:body_start + length])
-        self.buffer = bytearray()
-        user = _log_safe(headers.get("user", "-"))
-        try:
-            reply, outcome = server.answer_verdict(request, message, _layout(request))
-        except ProtocolError as exc:
-            reply, outcome = spamd.error_response(exc.code, exc.text), f"error {exc.code} {exc.text}"
-        except Exception as exc:  # noqa: BLE001 - answered, logged; the server goes on
-            reply = spamd.error_response(EX["EX_SOFTWARE"], "internal error")
-            outcome = f"error {EX['EX_SOFTWARE']} {type(exc).__name__}: {_one_line(exc)}"
-        transport = self.transport
-        transport.write(reply)
-        if transport.get_write_buffer_size():
-            # a client that does not read its answer: dropped after --timeout
-            asyncio.get_running_loop().call_later(server.settings.timeout, transport.abort)
-        transport.close()
-        ms = (time.perf_counter() - started) * 1000.0
-        server.request_done(request.verb, user, outcome, length, ms, self.peer)
-
-
-async def _read_head(reader, first_byte_hook):
-    """The request line and headers up to the blank line (bytes, without it), or
-    None at a clean end of stream before any byte."""
-    byte = await reader.read(1)
-    if not byte:
-        return None
-    first_byte_hook()
-    lines = []
-    total = 0
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except (asyncio.LimitOverrunError, ValueError):   # a line over the stream's limit
-            raise ProtocolError(EX["EX_PROTOCOL"], "header line too long") from None
-        if byte:
-            line, byte = byte + line, b""
-        if line in (b"\r\n", b"\n"):
-            return b"".join(lines).rstrip(b"\r\n")
-        total += len(line)
-        if total > spamd.MAX_HEAD or len(lines) > spamd.MAX_HEADER_LINES:
-            raise ProtocolError(EX["EX_PROTOCOL"], "request header too large")
-        lines.append(line)
