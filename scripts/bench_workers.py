@@ -39,18 +39,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spamnb.training.corpus import is_test_message  # noqa: E402
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
-
-def corpus_split(root):
-    train, test = [], []
-    for folder in sorted(p for p in Path(root).iterdir() if p.is_dir()):
-        for path in sorted(folder.iterdir()):
-            if path.is_file():
-                item = (path, folder.name.startswith("spam"))
-                (test if is_test_message(str(path.relative_to(root))) else train).append(item)
-    return train, test
+sys.path.insert(0, str(REPO / "scripts"))
+from bench_serve import corpus_split  # noqa: E402  (the fixed split, as bench_serve.py reads it)
 
 
 def free_port():

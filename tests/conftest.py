@@ -82,3 +82,44 @@ def shared_corpus():
 def sample_corpus():
     """The sample of the SpamAssassin corpus shipped in corpora/ (300 messages)."""
     return SAMPLE_CORPUS
+
+
+class OneShotSpamd:
+    """A SPAMD server on loopback (a thread) that answers every request with
+    ``answer`` (bytes, once the request head is read), or closes the
+    connection without a word when ``answer`` is None: a server's faults as
+    spamc and the recipes meet them.  ``close()`` stops it."""
+
+    def __init__(self, answer):
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.answer = answer
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if self.answer is not None:
+                        conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()

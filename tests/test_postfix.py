@@ -15,12 +15,11 @@ reinjecting sendmail.
 import os
 import re
 import socket
-import threading
 import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, OneShotSpamd
 from mailchain import (DOMAIN, SPAMC, WORD, WRAPPER, IdleSockets, Work, free_port, header,  # noqa: F401
                        message_tag, messages, read_maildir, send, serving)
 import postfix_private
@@ -239,46 +238,12 @@ def test_without_the_recipient_limit_multi_recipient_mail_is_lost(work, postfix_
     assert not any(read_maildir(pf.mail / u) for u in USERS)     # "sent", and lost
 
 
-class _ErrorServer:
-    """A SPAMD server that answers every request with an error status line."""
-
-    def __init__(self, code=76):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.code = code
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                    conn.sendall(f"SPAMD/1.5 {self.code} EX_ERROR\r\n\r\n".encode())
-                except OSError:
-                    pass
-
-    def close(self):
-        self.sock.close()
-
-
 @pytest.mark.slow
 def test_an_error_answer_defers_with_the_wrapper_and_bounced_without(work, postfix_factory, serving):
     """A server that answers with an error status: `spamc -x -X -e sendmail`
     exits 76 and Postfix bounces the mail; the recipe's spamnb-pipe exits 75
     and Postfix defers it (and delivers it once the server answers)."""
-    bad = _ErrorServer()
+    bad = OneShotSpamd(b"SPAMD/1.5 76 EX_PROTOCOL\r\n\r\n")   # every request answered an error
     old = ("smtp      inet  n       -       y       -       -       smtpd\n"
            "  -o content_filter=spamnb:dummy\n"
            "spamnb    unix  -       n       n       -       -       pipe\n"

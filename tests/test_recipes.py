@@ -22,7 +22,7 @@ import pytest
 
 import spamnb
 
-from conftest import REPO
+from conftest import REPO, OneShotSpamd
 
 PACKAGE_ROOT = Path(spamnb.__file__).resolve().parents[1]
 SPAM = (REPO / "corpora" / "spam" / "00017.1a938ecddd047b93cbd7ed92c241e6d1").read_bytes()
@@ -254,45 +254,6 @@ WRAPPER = REPO / "contrib" / "spamnb-pipe"
 SPAMC_PATH = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else shutil.which("spamc")
 
 
-class _OneShotServer:
-    """A SPAMD server on loopback that answers every request with ``answer``
-    (bytes, after reading the request head), or closes the connection without
-    a word when ``answer`` is None."""
-
-    def __init__(self, answer):
-        import socket
-        import threading
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.answer = answer
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _run(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data:
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                    if self.answer is not None:
-                        conn.sendall(self.answer)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.sock.close()
-
-
 def _pipe(tmp_path, port, sendmail_status=0):
     """Run the wrapper as master.cf does, with a stand-in sendmail that keeps
     its input and arguments and exits ``sendmail_status``."""
@@ -320,7 +281,7 @@ def test_spamnb_pipe_defers_every_spamc_failure(tmp_path, fault):
     else:
         answer = {"error answer": b"SPAMD/1.5 69 EX_UNAVAILABLE\r\n\r\n", "closed mid-request": None,
                   "answer cut short": b"SPAMD/1.5 0 EX_OK\r\nContent-length: 5000\r\n\r\nX-Spam"}[fault]
-        server = _OneShotServer(answer)
+        server = OneShotSpamd(answer)
         port = server.port
     try:
         proc = _pipe(tmp_path, port)

@@ -213,6 +213,19 @@ def pairs_window(text):
     return value
 
 
+def pairs_choice(text):
+    """``--word-pairs auto|0|W`` of train and evaluate: "auto" (decided by a
+    trial) or :func:`pairs_window`'s value (an ``argparse`` type)."""
+    import argparse
+
+    if text == "auto":
+        return text
+    try:
+        return pairs_window(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
+
+
 def one_line(exc):
     from spamnb.model.store import ModelError
 

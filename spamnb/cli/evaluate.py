@@ -11,7 +11,7 @@ import time
 
 import argparse
 
-from spamnb.cli.common import jobs, pairs_window
+from spamnb.cli.common import jobs, pairs_choice
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from spamnb.cli.progress import Progress
 from spamnb.evaluation.crossval import (COMPARE_COUNTS, KNN_METRICS, default_jobs, evaluate, format_compare,
@@ -70,7 +70,7 @@ def add_arguments(parser):
     parser.add_argument("--plain", action="store_true",
                         help="evaluate the plain model: each fold's filter only counts (no word pairs unless "
                              "--word-pairs W), at the default cutoffs, instead of what spamnb train builds")
-    parser.add_argument("--word-pairs", type=_word_pairs, default="auto", metavar="auto|0|W",
+    parser.add_argument("--word-pairs", type=pairs_choice, default="auto", metavar="auto|0|W",
                         help="word pairs of window W as tokens too; auto (the default): each fold decides as "
                              "spamnb train does (none with --plain, --online); 0: none")
     parser.add_argument("--target-fpr", type=_rate, default=DEFAULT_TARGET_FPR, metavar="RATE",
@@ -88,15 +88,6 @@ def add_arguments(parser):
 
 
 
-
-
-def _word_pairs(text):
-    if text == "auto":
-        return text
-    try:
-        return pairs_window(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
 
 
 def _rate(text):

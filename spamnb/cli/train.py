@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from spamnb.cli.common import (CommandError, pairs_window, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
+from spamnb.cli.common import (CommandError, pairs_choice, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
                                model_path, one_line, settings_of, wait_option)
 from spamnb.cli.exitcodes import EXIT_OK, EXIT_ONE_CLASS
 from spamnb.model.messages import display_name
@@ -195,7 +195,7 @@ def add_parser(sub):
                    help="scale each message's token counts to this Euclidean length (default 5; 0: off)")
     p.add_argument("--feature-weight", type=float, metavar="W",
                    help="weight of the continuous message features (default 0: off; see docs/features.md)")
-    p.add_argument("--word-pairs", type=_word_pairs, default="auto", metavar="auto|0|W",
+    p.add_argument("--word-pairs", type=pairs_choice, default="auto", metavar="auto|0|W",
                    help="word pairs of window W as tokens too; auto (the default): train with and without "
                         "pairs of window 2 and keep what the cross-validation favours (see docs/accuracy.md)")
     cutoff_options(p)
@@ -207,15 +207,6 @@ def add_parser(sub):
     model_option(p)
     add_jobs_arguments(p, "train")
     p.set_defaults(handler=cmd_train)
-
-
-def _word_pairs(text):
-    if text == "auto":
-        return text
-    try:
-        return pairs_window(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
 
 
 def _rate(text):

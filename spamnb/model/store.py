@@ -434,7 +434,13 @@ def _check_prefix(path, fd, size):
     prefix = os.pread(fd, _PREFIX.size, 0)
     if len(prefix) < _PREFIX.size:
         raise ModelError(f"{path}: not a spamnb model (too short: {len(prefix)} bytes)")
-    magic, version, _reserved, _header_length, total, _checksum = _PREFIX.unpack(prefix)
+    _check_fields(path, _PREFIX.unpack(prefix), size)
+
+
+def _check_fields(path, fields, size):
+    """Refuse (ModelError) a prefix's fields (``_PREFIX``) that do not name a
+    model of this format ``size`` bytes long."""
+    magic, version, _reserved, _header_length, total, _checksum = fields
     if magic != MAGIC:
         raise ModelError(f"{path}: not a spamnb model file")
     if version != FORMAT_VERSION:
@@ -499,14 +505,9 @@ def _parse(path, memory, size):
     view = memory.toreadonly()
     if size < _PREFIX.size:
         raise ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
-    magic, version, _reserved, header_length, total, checksum = _PREFIX.unpack_from(view)
-    if magic != MAGIC:
-        raise ModelError(f"{path}: not a spamnb model file")
-    if version != FORMAT_VERSION:
-        newer = "newer than" if version > FORMAT_VERSION else "older than"
-        raise ModelError(f"{path}: model format version {version} is {newer} this spamnb's ({FORMAT_VERSION})")
-    if total != size:
-        raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
+    fields = _PREFIX.unpack_from(view)
+    _check_fields(path, fields, size)
+    magic, version, _reserved, header_length, total, checksum = fields
     if header_length > size - _PREFIX.size or header_length % _ALIGN:
         raise ModelError(f"{path}: model file is damaged (bad header length)")
     if _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:

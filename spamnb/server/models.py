@@ -375,10 +375,8 @@ class ModelCache:
         :meth:`get` remembers it, and left to :meth:`get` to raise."""
         if self.loaded(path) or self.run is None:
             return
-        try:
-            st = os.stat(path)
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
-        except OSError:
+        key = _file_key(path)
+        if key is None:
             return
         try:
             spam_filter, score_map = await self.run(lambda: self._load(path, required))
@@ -398,10 +396,8 @@ class ModelCache:
         entry = self._entries.get(path)
         if entry is None:
             return
-        try:
-            st = os.stat(path)
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
-        except OSError:
+        key = _file_key(path)
+        if key is None:
             return
         if entry[0] == key:
             return
@@ -465,6 +461,17 @@ class ModelCache:
                     break
             del self._entries[oldest]
         return spam_filter, score_map
+
+
+def _file_key(path):
+    """What tells a model's file and journal apart from their next version
+    (device, inode, size, mtime and the journal's signature), None when the
+    file cannot be stat()ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path)
 
 
 def _one_line(exc):
