@@ -246,7 +246,7 @@ def compare_threads(model, messages, n_clients, env, say):
         port = free_port()
         if name.startswith("asyncio"):
             argv = [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{port}", "-m", str(model),
-                    "--max-connections", "256"]
+                    "--max-connections", "256", "--workers", "1"]
         else:
             argv = [sys.executable, __file__, "--threaded-server", str(port), str(model)]
         proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
@@ -309,7 +309,10 @@ def main(argv=None):
     sock = work / "spamnb.sock"
     server = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{port}", "-l", str(sock),
                                "-m", str(model),
-                               "--models-dir", str(work / "users"), "--max-connections", "256"],
+                               "--models-dir", str(work / "users"), "--max-connections", "256",
+                               # one process (its memory is the figure; scripts/bench_workers.py has the
+                               # workers) and -v: a log line per request, the server's own time
+                               "--workers", "1", "-v"],
                               env=env, stderr=open(log, "wb"))
     baseline = None
     if args.baseline:
