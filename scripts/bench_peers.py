@@ -36,6 +36,13 @@ false positives % (ham called spam), spam missed % (unsure counts as
 missed), spam caught at 0.1 % false positives.  Results go to
 docs/benchmarks-peers-NAME.{md,json} (NAME: the corpus folder's name).
 
+``--latency N``: with each peer's server still up after its scoring, N test
+messages are checked one process at a time, the peer's client (``spamc -c``
+to spamd, ``rspamc check`` to rspamd) and ``spamc -c`` to ``spamnb serve``
+(defaults, the site model trained by ``spamnb train`` on the same train
+part) in a shuffled order per message: wall time of each process, p50 and
+p99, and the median of the same message's time ratio (docs/serve.md).
+
 Enron-Spam has no headers but a first "Subject:" line, often followed by
 the body without a blank line: rspamd then reads most of a message as
 header and too few words for its Bayes, and SpamAssassin's missing-header
@@ -298,6 +305,7 @@ def run_spamassassin(work, train, test, jobs, servers):
         "scores": scores,
         "verdicts": ["spam" if s >= SA_REQUIRED_SCORE else "ham" for s in scores],
         "train_seconds": train_seconds, "score_seconds": score_seconds,
+        "client": ["spamc", "-d", "127.0.0.1", "-p", str(port), "-c"],
         "extra": {
             "version": first_line(["spamassassin", "--version"]),
             "rules": "the installed default rules (" + ", ".join(rules_dirs()) + "), site config "
@@ -459,6 +467,7 @@ def run_rspamd(work, train, test, jobs, servers):
     return {
         "scores": [r[0] for r in results], "verdicts": verdicts,
         "train_seconds": train_seconds, "score_seconds": score_seconds,
+        "client": ["rspamc", "-h", f"127.0.0.1:{normal_port}", "check"],
         "extra": {
             "version": first_line(["rspamd", "--version"]),
             "rules": f"the installed configuration and rules ({RSPAMD_CONFIG}) with its default actions "
@@ -566,6 +575,18 @@ def write_report(report, md_path, json_path):
                      f"| {100 * e['fnr']:.2f} | {100 * e['unsure']:.2f} | {100 * e['tpr_at_fpr_0.001']:.1f} % "
                      f"| {100 * e['tpr_at_fpr_0.01']:.1f} % | {r['train_seconds']:.0f} "
                      f"| {r['score_seconds']:.0f} ({report['n_test'] / r['score_seconds']:.1f}) |")
+    timed = {name: r["latency"] for name, r in report["peers"].items() if "latency" in r}
+    if timed:
+        lines += ["", "## One message at a time (`--latency`)", "",
+                  "Wall time of one client process per message (the peer's client, and `spamc -c` to "
+                  "`spamnb serve` with its defaults and the model `spamnb train` made of the same train part), "
+                  "the two in a shuffled order for each message, the peer's server idle otherwise.", "",
+                  "| peer | messages | peer p50 / p99 ms | spamnb p50 / p99 ms | peer's time over spamnb's, "
+                  "median of the same message's ratios |", "|---|---:|---:|---:|---:|"]
+        clients = {"spamassassin": "`spamc -c` to spamd", "rspamd": "`rspamc check` to rspamd"}
+        for name, t in timed.items():
+            lines.append(f"| {NAMES[name]} ({clients[name]}) | {t['n']} | {t['peer_ms'][0]:.2f} / {t['peer_ms'][1]:.2f} "
+                         f"| {t['spamnb_ms'][0]:.2f} / {t['spamnb_ms'][1]:.2f} | {t['peer_over_spamnb']:.2f}x |")
     lines += ["", "## Settings", ""]
     for name, r in report["peers"].items():
         lines.append(f"- {NAMES[name]}:")
@@ -603,6 +624,60 @@ def with_blank_line(rows, folder):
     return out, changed
 
 
+def start_spamnb(work, train, servers):
+    """``spamnb train`` on the train part, then ``spamnb serve`` (its defaults)
+    on a loopback port; the client argv (``spamc -c``) for one message."""
+    folder = os.path.join(work, "spamnb")
+    for relpath, path, is_spam in train:
+        target = os.path.join(folder, "corpus", "spam" if is_spam else "ham", relpath.replace("/", "_"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.symlink(path, target)
+    model = os.path.join(folder, "model.spamnb")
+    env = dict(os.environ, SPAMNB_HOME=folder, PYTHONPATH=REPO)
+    run([sys.executable, "-m", "spamnb", "train", "-q", "--follow-links", "-m", model,
+         os.path.join(folder, "corpus")], env=env)
+    port = free_port()
+    log_path = os.path.join(folder, "serve.log")
+    proc = servers.start("spamnb serve", [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{port}",
+                                          "-m", model], log_path, env=env)
+    client = ["spamc", "-d", "127.0.0.1", "-p", str(port), "-c"]
+    wait_until(lambda: subprocess.run(client + ["-K"], capture_output=True).returncode == 0,
+               "spamnb serve", proc, log_path)
+    return client
+
+
+def latency(peer_client, spamnb_client, rows, n, seed=0):
+    """Wall time of one client process per message, the two clients in a
+    shuffled order for each of ``n`` test messages: {"peer": [s], "spamnb": [s]}."""
+    import random
+
+    rng = random.Random(seed)
+    step = max(1, len(rows) // n)
+    sample = rows[::step][:n]
+    times = {"peer": [], "spamnb": []}
+    for _, path, _ in sample:
+        order = [("peer", peer_client), ("spamnb", spamnb_client)]
+        rng.shuffle(order)
+        for name, argv in order:
+            with open(path, "rb") as stdin:
+                t0 = time.perf_counter()
+                subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def latency_summary(times):
+    def q(values, p):
+        values = sorted(values)
+        return 1000.0 * values[min(len(values) - 1, int(p * len(values)))]
+
+    ratios = sorted(a / b for a, b in zip(times["peer"], times["spamnb"]))
+    return {"n": len(times["peer"]),
+            "peer_ms": [round(q(times["peer"], 0.5), 2), round(q(times["peer"], 0.99), 2)],
+            "spamnb_ms": [round(q(times["spamnb"], 0.5), 2), round(q(times["spamnb"], 0.99), 2)],
+            "peer_over_spamnb": round(ratios[len(ratios) // 2], 2)}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=bench.CORPUS)
@@ -613,6 +688,9 @@ def main(argv=None):
     parser.add_argument("--md", help="default docs/benchmarks-peers-NAME.md, NAME the corpus folder's name "
                         "(-NAME-blank-line.md with --blank-line)")
     parser.add_argument("--json", help="default docs/benchmarks-peers-NAME.json")
+    parser.add_argument("--latency", type=int, metavar="N", default=0,
+                        help="also time N messages one process at a time: the peer's client against spamc to "
+                             "spamnb serve (default 0: not measured)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (servers still stopped)")
     parser.add_argument("--blank-line", action="store_true",
                         help="a diagnostic, not the fixed protocol: give the peers a copy of each message whose "
@@ -651,13 +729,19 @@ def main(argv=None):
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     started = time.perf_counter()
+    own = Servers()
     try:
+        spamnb_client = start_spamnb(work, train, own) if args.latency else None
         for name in peers:
             print(f"[{name}] training and scoring ...", file=sys.stderr)
             t0 = time.perf_counter()
             try:
                 with Servers() as servers:
                     result = RUNNERS[name](work, train, test, jobs, servers)
+                    client = result.pop("client")
+                    if args.latency:
+                        print(f"[{name}] {args.latency} messages one process at a time ...", file=sys.stderr)
+                        result["latency"] = latency_summary(latency(client, spamnb_client, test, args.latency))
             except (Exception, KeyboardInterrupt) as exc:
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -673,6 +757,7 @@ def main(argv=None):
             cells = readme_cells(result["metrics"])
             print(f"[{name}] " + "; ".join(f"{k}: {v}" for k, v in cells.items()), file=sys.stderr)
     finally:
+        own.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     report["elapsed_seconds"] = time.perf_counter() - started
