@@ -53,6 +53,9 @@ class ReadWriteLock:
             try:
                 while self._writer is not None or self._readers:
                     self._cond.wait()
+            except BaseException:   # gave up waiting: wake the readers it held back (a reader's
+                self._cond.notify_all()   # release notifies only while a writer waits)
+                raise
             finally:
                 self._waiting -= 1
             self._writer = me
