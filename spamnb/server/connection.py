@@ -163,10 +163,12 @@ class Connection(asyncio.Protocol):
         headers = request.headers
         server = self.server
         if (request.verb not in _FAST_VERBS or length is None or length > server.settings.max_size
-                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"
-                or not server.models.loaded(server.model_path(headers.get("user"))[0])):
-            # (a model not loaded yet is loaded by the general handler, in a thread)
+                or "compress" in headers or headers.get("connection", "").lower() == "keep-alive"):
             self._hand_over()
+            return
+        paths = server.model_path(headers.get("user"))
+        if not server.models.loaded(paths[0]):
+            self._hand_over()       # a model not loaded yet is loaded by the general handler, in a thread
             return
         buffer = self.buffer
         if len(buffer) - body_start < length:
@@ -177,7 +179,7 @@ class Connection(asyncio.Protocol):
         self.buffer = bytearray()
         user = log_safe(headers.get("user", "-"))
         try:
-            reply, outcome = server.answer_verdict(request, message, layout(request))
+            reply, outcome = server.answer_verdict(request, message, layout(request), paths)
         except ProtocolError as exc:
             reply, outcome = spamd.error_response(exc.code, exc.text), f"error {exc.code} {exc.text}"
         except Exception as exc:  # noqa: BLE001 - answered, logged; the server goes on

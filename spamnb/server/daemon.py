@@ -65,11 +65,6 @@ _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
 _CHUNK = 65536
 
 
-def _socket_of(listener):
-    """A listening socket, or the ``.sock`` of a listener object that has one."""
-    return getattr(listener, "sock", listener)
-
-
 class Server:
     """The asyncio server.  ``run()`` blocks until SIGTERM/SIGINT."""
 
@@ -131,13 +126,14 @@ class Server:
         own = os.path.join(self.settings.models_dir, user, MODEL_NAME)
         return (own if os.path.exists(own) else site), own
 
-    def verdict_model(self, user):
-        """(filter, ScoreMap, note for the log) to check ``user``'s mail with:
-        their model, else the site model, also when their name is not
-        allowed or their model cannot be loaded (damaged, unreadable): never
-        an error, which spamc would turn into a bounce or an unchecked pass."""
+    def verdict_model(self, paths):
+        """(filter, ScoreMap, note for the log) to check a user's mail with,
+        ``paths`` their :meth:`model_path`: their model, else the site model,
+        also when their name is not allowed or their model cannot be loaded
+        (damaged, unreadable): never an error, which spamc would turn into a
+        bounce or an unchecked pass."""
         required = self.settings.required_score
-        path, own = self.model_path(user)
+        path, own = paths
         site = self.settings.model
         note = ""
         if path != site:
@@ -331,14 +327,16 @@ class Server:
             return reply(("Spam", f"False ; 0.0 / {required:.1f}")), f"too big, not checked ({text})"
         if verb == "TELL":
             return await self.answer_tell(request, message)
-        await self.models.first_load(self.model_path(request.headers.get("user"))[0], required)
-        return self.answer_verdict(request, message, reply)
+        paths = self.model_path(request.headers.get("user"))
+        await self.models.first_load(paths[0], required)
+        return self.answer_verdict(request, message, reply, paths)
 
-    def answer_verdict(self, request, message, reply):
+    def answer_verdict(self, request, message, reply, paths):
         """(response bytes, log text) for a request that asks for a verdict;
-        ``reply(spam_header, body, whole_message)`` lays the answer out."""
+        ``reply(spam_header, body, whole_message)`` lays the answer out;
+        ``paths``: :meth:`model_path` of its user."""
         verb = request.verb
-        spam_filter, score_map, note = self.verdict_model(request.headers.get("user"))
+        spam_filter, score_map, note = self.verdict_model(paths)
         verdict = _classify(spam_filter, message, verb != "CHECK")   # CHECK answers without the tokens
         score = score_map.score(verdict.log_odds, verdict.label)
         spam_header = spamd.spam_header(verdict, score, score_map.required)
@@ -443,7 +441,7 @@ class Server:
     def _set_accepting(self, on):
         loop = asyncio.get_running_loop()
         for listener in self.listeners:
-            fd = _socket_of(listener).fileno()
+            fd = listener.sock.fileno()
             if on:
                 loop.add_reader(fd, self._accept, listener)
             else:
@@ -470,7 +468,7 @@ class Server:
                         self.pause_logged, self.pauses = now, 0
                 return
             try:
-                conn, _ = _socket_of(listener).accept()
+                conn, _ = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:      # out of file descriptors, ...: try again shortly
@@ -482,7 +480,7 @@ class Server:
             conn.setblocking(False)
             self.active += 1
             self.setting_up += 1
-            loop.create_task(self._connected(conn, getattr(listener, "tls", None)))
+            loop.create_task(self._connected(conn, listener.tls))
 
     async def _connected(self, conn, tls=None):
         try:
@@ -512,21 +510,18 @@ class Server:
         for listener in self.listeners:
             self._accept(listener)
 
-    async def start(self, sockets=None):
-        """Listen and accept: on ``sockets`` when given (listening sockets, or
-        objects with the socket as ``.sock`` and an ``ssl.SSLContext`` or None
-        as ``.tls``), else on :attr:`listeners` when set, else on the
-        --listen and --ssl-listen addresses (:func:`spamnb.server.listeners.bind_all`)."""
+    async def start(self):
+        """Listen and accept: on :attr:`listeners` when set (spamnb.server.launch
+        binds them), else on the --listen and --ssl-listen addresses
+        (:func:`spamnb.server.listeners.bind_all`)."""
         loop = asyncio.get_running_loop()
-        if sockets is None:
-            sockets = self.listeners or bind_all(self.settings)
-        self.listeners = list(sockets)
+        if not self.listeners:
+            self.listeners = bind_all(self.settings)
         # a model that changed is read again in a thread while the one loaded before serves
         self.models.run = lambda function: loop.run_in_executor(self.loader, function)
         self._set_accepting(True)
         if self.owns_listeners:
-            where = ", ".join(getattr(listener, "where", None) or str(_socket_of(listener).getsockname())
-                              for listener in self.listeners)
+            where = ", ".join(listener.where for listener in self.listeners)
             self.log(f"listening on {where}; site model {self.settings.model}"
                      + (f"; user models in {self.settings.models_dir}" if self.settings.models_dir else ""))
 
@@ -535,16 +530,16 @@ class Server:
             self._set_accepting(False)
         self._drain_backlog()
         for listener in self.listeners:
-            _socket_of(listener).close()
+            listener.sock.close()
         self.listeners = []
 
-    async def serve(self, sockets=None):
+    async def serve(self):
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, lambda: (self.stop(), done.set()))
         loop.add_signal_handler(signal.SIGHUP, self.reload)
-        await self.start(sockets)
+        await self.start()
         for hook in self.on_ready:
             await hook()
         await done.wait()

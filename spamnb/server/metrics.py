@@ -33,7 +33,7 @@ _RELOADS_AT, _LEARNED_AT, _FORGOTTEN_AT, _RESTARTS_AT = _SUM_AT + 1, _SUM_AT + 2
 SLOT = _SUM_AT + 5                                  # counters per process
 
 _CODE_KIND = {64: "protocol", 65: "protocol", 76: "protocol", 79: "timeout", 69: "no_model", 77: "no_permission",
-              67: "no_user", 70: "internal", 75: "tempfail"}
+              67: "no_user", 70: "internal"}
 
 
 class Metrics:
