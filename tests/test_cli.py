@@ -337,14 +337,15 @@ def test_man_page_and_bash_completion(home, tmp_path):
     assert out.split() == ["--subject-tag"]
 
 
-def test_learn_shows_progress_on_a_terminal(tmp_path):
+def _run_on_terminal(args, home):
+    """``spamnb ARGS`` with its stderr on a pseudo-terminal (progress is shown
+    there only): (the finished process, the bytes the terminal got)."""
     import pty
 
-    run(["train", REPO / "corpora"], tmp_path, check_code=0)
     primary, secondary = pty.openpty()
-    env = dict(os.environ, SPAMNB_HOME=str(tmp_path), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
-    proc = subprocess.run([sys.executable, "-m", "spamnb", "learn", "--ham", REPO / "corpora" / "easy_ham"],
-                          stderr=secondary, stdout=subprocess.PIPE, env=env, timeout=300)
+    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "spamnb", *args], stderr=secondary, stdout=subprocess.PIPE,
+                          env=env, timeout=300)
     os.close(secondary)
     seen = b""
     try:
@@ -353,6 +354,12 @@ def test_learn_shows_progress_on_a_terminal(tmp_path):
     except OSError:
         pass
     os.close(primary)
+    return proc, seen
+
+
+def test_learn_shows_progress_on_a_terminal(tmp_path):
+    run(["train", REPO / "corpora"], tmp_path, check_code=0)
+    proc, seen = _run_on_terminal(["learn", "--ham", REPO / "corpora" / "easy_ham"], tmp_path)
     assert proc.returncode == 0
     assert b" messages " in seen and b"learning" in seen
 
@@ -584,20 +591,8 @@ def test_the_man_page_is_installed_as_a_data_file(tmp_path):
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_train_progress_has_a_total_and_counts_each_message_once(tmp_path, jobs):
     """On main the line had no total (the count alone)."""
-    import pty
 
-    primary, secondary = pty.openpty()
-    env = dict(os.environ, SPAMNB_HOME=str(tmp_path), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
-    proc = subprocess.run([sys.executable, "-m", "spamnb", "train", "-j", jobs, "--partition-size", "100",
-                           REPO / "corpora"], stderr=secondary, stdout=subprocess.PIPE, env=env, timeout=300)
-    os.close(secondary)
-    seen = b""
-    try:
-        while chunk := os.read(primary, 65536):
-            seen += chunk
-    except OSError:
-        pass
-    os.close(primary)
+    proc, seen = _run_on_terminal(["train", "-j", jobs, "--partition-size", "100", REPO / "corpora"], tmp_path)
     assert proc.returncode == 0
     counts = [(int(a), int(b)) for a, b in re.findall(rb"\] (\d+)/(\d+) messages", seen)]
     assert counts, seen
