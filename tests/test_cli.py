@@ -591,7 +591,6 @@ def test_the_man_page_is_installed_as_a_data_file(tmp_path):
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_train_progress_has_a_total_and_counts_each_message_once(tmp_path, jobs):
     """On main the line had no total (the count alone)."""
-
     proc, seen = _run_on_terminal(["train", "-j", jobs, "--partition-size", "100", REPO / "corpora"], tmp_path)
     assert proc.returncode == 0
     counts = [(int(a), int(b)) for a, b in re.findall(rb"\] (\d+)/(\d+) messages", seen)]
