@@ -169,10 +169,8 @@ def _start_user_model(path, seed_path):
     file and its journal are a pair.  Where a link cannot be made (another
     file system, fs.protected_hardlinks, ...) nothing is done and the
     learn saves a whole copy, as before."""
-    import tempfile
-
     from spamnb.model.journal import journal_path
-    from spamnb.model.store import locked, resolve
+    from spamnb.model.store import locked, replace_file, resolve
 
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -195,20 +193,13 @@ def _start_user_model(path, seed_path):
             if len(data) > 64 * 1024 * 1024:
                 os.unlink(real)             # a large journal: the learn saves a whole model instead
                 return
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.{os.getpid()}.", suffix=".tmp",
-                                       dir=folder)
             try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, journal_path(real))
+                replace_file(journal_path(real), lambda f: f.write(data), mode=0o600)
             except BaseException:
-                for leftover in (tmp, real):
-                    try:
-                        os.unlink(leftover)
-                    except OSError:
-                        pass
+                try:
+                    os.unlink(real)
+                except OSError:
+                    pass
                 raise
 
 
