@@ -42,12 +42,16 @@ from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 
 def corpus_split(root):
+    """(train, test) lists of (path, is_spam) by the fixed split: the message
+    files in the folders below ``root`` at any depth (Enron-Spam's
+    enronN/spam too), spam when a folder on the way is named spam*."""
+    root = Path(root)
     train, test = [], []
-    for folder in sorted(p for p in Path(root).iterdir() if p.is_dir()):
-        for path in sorted(folder.iterdir()):
-            if path.is_file():
-                item = (path, folder.name.startswith("spam"))
-                (test if is_test_message(str(path.relative_to(root))) else train).append(item)
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.parent != root
+                       and not p.name.startswith(".")):
+        relative = path.relative_to(root)
+        item = (path, any(part.startswith("spam") for part in relative.parts[:-1]))
+        (test if is_test_message(str(relative)) else train).append(item)
     return train, test
 
 
