@@ -363,6 +363,60 @@ def test_cli_train_and_batch_classify_with_jobs(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "j0").read_bytes() == outputs["1"][0]
 
 
+def _batch_env(cwd):
+    env = dict(os.environ, SPAMNB_HOME=str(cwd), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    env.pop("SPAMNB_DEBUG", None)
+    return env
+
+
+def test_batch_default_jobs_on_a_path_list_writes_the_one_process_lines(tmp_path):
+    """classify --batch with its default -j (every core) reading a list of
+    paths from a file on stdin (full partitions go to the workers) writes the
+    lines of -j 1, in order, error line and exit code included."""
+    model = tmp_path / "model.spamnb"
+    assert run(["train", "-q", "-j", "1", "--target-fpr", "0", "-m", model, SAMPLE], tmp_path).returncode == 0
+    paths = sorted((SAMPLE / "spam").iterdir()) + [tmp_path / "missing"] + sorted((SAMPLE / "easy_ham").iterdir())
+    listing = tmp_path / "paths"
+    listing.write_text("".join(f"{p}\n" for p in paths))
+    outputs = {}
+    for jobs in (["-j", "1"], []):
+        with open(listing, "rb") as stdin:
+            proc = subprocess.run([sys.executable, "-m", "spamnb", "classify", "--batch", *jobs, "--partition-size",
+                                   "7", "-m", str(model)], stdin=stdin, capture_output=True, env=_batch_env(tmp_path),
+                                  timeout=300)
+        assert proc.returncode == 3, proc.stderr.decode()
+        outputs[len(jobs)] = proc.stdout
+    assert outputs[0] == outputs[2]
+    lines = outputs[0].decode().splitlines()
+    assert [line.split("\t")[0] for line in lines] == [str(p) for p in paths]
+
+
+@pytest.mark.parametrize("jobs", [[], ["-j", "2"]])
+def test_batch_with_workers_answers_a_writer_who_waits(tmp_path, jobs):
+    """A program that writes some paths to classify --batch and waits for their
+    lines before it writes more gets them, with workers too (-j 2, the
+    default): paths read are answered once nothing more is ready, however
+    full the partition."""
+    import select
+
+    model = tmp_path / "model.spamnb"
+    assert run(["train", "-q", "-j", "1", "--target-fpr", "0", "-m", model, SAMPLE], tmp_path).returncode == 0
+    paths = sorted((SAMPLE / "spam").iterdir())[:23]
+    proc = subprocess.Popen([sys.executable, "-m", "spamnb", "classify", "--batch", *jobs, "--partition-size", "4",
+                             "-m", str(model)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_batch_env(tmp_path),
+                            bufsize=0)   # unbuffered: select sees every line not read yet
+    try:
+        for group in (paths[:10], paths[10:11], paths[11:]):
+            proc.stdin.write("".join(f"{p}\n" for p in group).encode())
+            proc.stdin.flush()
+            for p in group:   # stdin still open: the answers must come now
+                assert select.select([proc.stdout], [], [], 60)[0], f"no answer for {p} within 60 s"
+                assert proc.stdout.readline().decode().split("\t")[0] == str(p)
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+
+
 def test_batch_pieces_are_plan_scorings(tmp_path):
     """classify --batch -j N plans its paths with one stat each (batch._pieces):
     the pieces of planning.plan_scoring, a large mbox in shards included."""

@@ -120,18 +120,48 @@ def _print_verdict(args, verdict):
                 print(f"  {weight:+8.3f}  {token}")
 
 
-def _batch_paths(args):
+def _batch_paths(args, idle=None):
+    """The paths of ``--batch``: its arguments, or the lines of stdin, each
+    given as it arrives; ``idle`` (when not None) is given whenever no whole
+    line is ready, so that a writer who waits for the answers gets them."""
     if args.files:
         yield from args.files
         return
     stdin = sys.stdin.buffer
-    while True:  # one line at a time: each path is answered as it arrives
-        line = stdin.readline()
-        if not line:
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is None or idle is None:
+        while True:  # one line at a time: each path is answered as it arrives
+            line = stdin.readline()
+            if not line:
+                return
+            path = os.fsdecode(line.rstrip(b"\r\n"))
+            if path.strip():
+                yield path
+        return
+    import select
+
+    rest = b""
+    while True:
+        if not select.select([fd], [], [], 0)[0]:
+            yield idle   # nothing more to read now: the writer may be waiting for the answers
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            lines, rest = [rest], b""
+        else:
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            if len(rest) > 1 << 16:   # no path is that long: answered (an error line), not held
+                lines.append(rest)
+                rest = b""
+        for line in lines:
+            path = os.fsdecode(line.rstrip(b"\r"))
+            if path.strip():
+                yield path
+        if not chunk:
             return
-        path = os.fsdecode(line.rstrip(b"\r\n"))
-        if path.strip():
-            yield path
 
 
 def _classify_batch(args):
@@ -141,6 +171,7 @@ def _classify_batch(args):
     if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
         from spamnb.training import batch, workers
 
+        args.jobs = workers.DEFAULT_JOBS if args.jobs is None else args.jobs
         workers.warm_up(args.jobs, batch.PRELOAD)   # the workers' forkserver starts while the model loads
         settings = settings_of(args)
         path = model_path(args, settings)
@@ -150,7 +181,7 @@ def _classify_batch(args):
             identity = None   # load_filter names the error
         spam_filter = load_filter(args, settings)
         try:
-            n_errors = batch.classify_batch(path, _batch_paths(args),
+            n_errors = batch.classify_batch(path, _batch_paths(args, batch.IDLE),
                                                (spam_filter.spam_cutoff, spam_filter.ham_cutoff), args.jobs,
                                                args.partition_size, args.json, loaded=(identity, spam_filter))
         except ValueError as exc:

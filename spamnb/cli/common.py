@@ -196,9 +196,10 @@ def add_jobs_arguments(parser, command):
     if command == "train":
         jobs_help = (f"worker processes (default {workers.DEFAULT_JOBS}: every core available; 1 with "
                      "--feature-weight; 1: this process, the model of SpamFilter.fit; see docs/scale.md)")
-    else:   # a batch answers each path at once in this process; -j N answers a partition at a time
-        jobs_help = "worker processes (default 1: this process; 0: every core available; see docs/scale.md)"
-    parser.add_argument("-j", "--jobs", type=jobs, default=None if command == "train" else 1, metavar="N",
+    else:   # a batch: full partitions on the workers, a path the writer waits for answered at once
+        jobs_help = (f"worker processes of --batch (default {workers.DEFAULT_JOBS}: every core available; "
+                     "1: this process; see docs/scale.md)")
+    parser.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
                         help=jobs_help)
     parser.add_argument("--partition-size", type=int, default=planning.DEFAULT_PARTITION_SIZE, metavar="N",
                         help=f"messages per partition with -j (default {planning.DEFAULT_PARTITION_SIZE}"

@@ -1,6 +1,13 @@
-"""``spamnb classify --batch -j N``: partitions of paths scored by worker
+"""``spamnb classify --batch``: partitions of paths scored by worker
 processes that load the model file once each, the lines written in order,
-and the verdict lines themselves (text or JSON), the same in one process."""
+and the verdict lines themselves (text or JSON), the same in one process.
+
+A batch answers a reader who waits: the path source yields :data:`IDLE`
+when nothing more is ready (``spamnb classify --batch`` reading paths from
+a pipe whose writer waits for the answers), and every path read so far is
+then answered before the next is read (the partition in flight scored here,
+in this process).  Paths that come faster than they are scored go to the
+workers a full partition at a time."""
 
 from __future__ import annotations
 
@@ -9,13 +16,14 @@ import sys
 
 from spamnb.model.verdict import VerdictLines
 from spamnb.training.errors import CorpusError
-from spamnb.training.planning import _SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, partitions, plan_scoring
-from spamnb.training.workers import run_ordered
+from spamnb.training.planning import _SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, plan_scoring
 
-__all__ = ["classify_batch", "score_partition"]
+__all__ = ["IDLE", "classify_batch", "score_partition"]
 
 
 _MODELS = {}
+# what a path source yields when no path is ready: answer every path read so far
+IDLE = object()
 # what a batch worker imports before it forks (scoring needs no numpy: its import and
 # thread pool would cost every -j N batch ~0.1 s)
 PRELOAD = ["spamnb.training.batch", "spamnb.training.sources", "spamnb.model.spam_filter", "spamnb.mail.tokenizer",
@@ -56,6 +64,9 @@ def _pieces(paths):
     import stat
 
     for path in paths:
+        if path is IDLE:
+            yield IDLE
+            continue
         if path == "-":
             yield from plan_scoring([path])
             continue
@@ -101,18 +112,54 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
     return lines.out.getvalue(), errors.getvalue(), lines.errors
 
 
+def _partitions(pieces, partition_size):
+    """``(pieces, idle)``: :func:`~spamnb.training.planning.partitions` of
+    ``pieces``, a partition also ended by :data:`IDLE` (``idle`` true: the
+    source waits; the partition may then be empty)."""
+    if partition_size < 1:
+        raise ValueError("partition_size must be at least 1")
+    part = []
+    for piece in pieces:
+        if piece is IDLE:
+            yield part, True
+            part = []
+        elif piece.kind == "shard":   # a partition of its own
+            if part:
+                yield part, False
+                part = []
+            yield [piece], False
+        else:
+            part.append(piece)
+            if len(part) >= partition_size:
+                yield part, False
+                part = []
+    if part:
+        yield part, False
+
+
 def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
-                   json_lines=False, out=None, err=None, loaded=None):
-    """``spamnb classify --batch -j N``: the one-process batch's lines for
-    ``paths`` (a path may be a message, an mbox, a folder or ``-``), in
-    order, written to ``out`` as each partition is done, scored by
-    ``n_jobs`` processes that load the model file once each.  Returns the
-    number of paths that could not be read (each has an error line).
+                   json_lines=False, out=None, err=None, loaded=None, window=2):
+    """``spamnb classify --batch``: the one-process batch's lines for
+    ``paths`` (a path may be a message, an mbox, a folder or ``-``; or
+    :data:`IDLE`), in order, written to ``out`` as each partition is done,
+    scored by ``n_jobs`` processes (0 or None: every core) that load the
+    model file once each.  Returns the number of paths that could not be
+    read (each has an error line).
+
+    Workers start when a second full partition comes (a batch of one
+    partition is scored here); at most ``window * n_jobs`` partitions are in
+    flight.  :data:`IDLE` in ``paths``: the partitions in flight are waited
+    for and the paths read since are scored here, so that every path read
+    is answered before the next is read.
 
     ``loaded``: ``(identity, model)``, the model the caller loaded from
     ``model_path`` and the file's identity (``_file_identity``) taken before
     it did: used instead of loading the file again when the file is still
     that one (forked workers start with it)."""
+    from collections import deque
+
+    from spamnb.training.workers import Workers
+
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     model_path = os.path.abspath(os.fspath(model_path))
@@ -121,12 +168,42 @@ def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=
         _MODELS.clear()
         _MODELS[(model_path, identity)] = loaded[1]
     _model(model_path, identity, cutoffs)   # a bad model fails here, once, not in every worker
-    jobs = ((model_path, identity, cutoffs, part, json_lines)
-            for part in partitions(_pieces(paths), partition_size))
     n_errors = 0
-    for text, errors, n in run_ordered(score_partition, jobs, n_jobs, preload=PRELOAD):
+
+    def write(result):
+        nonlocal n_errors
+        text, errors, n = result
         out.write(text)
         out.flush()
         err.write(errors)
         n_errors += n
+
+    def here(part):
+        if part:
+            write(score_partition(model_path, identity, cutoffs, part, json_lines))
+
+    with Workers(n_jobs, PRELOAD) as workers:
+        pending, held = deque(), None   # futures in order; a first full partition, until a second comes
+        for part, idle in _partitions(_pieces(paths), partition_size):
+            if idle:   # the source waits: answer all read so far, here
+                while pending:
+                    write(pending.popleft().result())
+                here(held)
+                held = None
+                here(part)
+            elif workers.n_jobs == 1:
+                here(part)
+            elif held is None and not pending and workers.pool is None:
+                held = part
+            else:
+                if held is not None:
+                    pending.append(workers.submit(score_partition, model_path, identity, cutoffs, held,
+                                                  json_lines))
+                    held = None
+                pending.append(workers.submit(score_partition, model_path, identity, cutoffs, part, json_lines))
+                while pending and (pending[0].done() or len(pending) >= window * workers.n_jobs):
+                    write(pending.popleft().result())
+        while pending:
+            write(pending.popleft().result())
+        here(held)
     return n_errors

@@ -16,9 +16,10 @@ from collections import deque
 
 __all__ = ["DEFAULT_JOBS", "available_cores", "warm_up", "Workers", "run_ordered"]
 
-# -j of ``spamnb train`` and ``spamnb evaluate`` when not given: 0, every core
-# available (docs/scale.md: faster than -j 1 on an idle two-core machine, from
-# the shared corpus up; ``classify --batch`` keeps 1: it answers each path at once).
+# -j of ``spamnb train``, ``spamnb evaluate`` and ``spamnb classify --batch`` when
+# not given: 0, every core available (docs/scale.md: faster than -j 1 on an idle
+# two-core machine, from the shared corpus up; a batch still answers a path at once
+# when its writer waits: spamnb.training.batch).
 DEFAULT_JOBS = 0
 
 
@@ -97,6 +98,12 @@ class Workers:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+
+    def submit(self, function, *args):
+        """``function(*args)`` on a worker (the workers started at the first call): a future."""
+        if self.pool is None:
+            self.pool = _executor(self.n_jobs, preload=self.preload)
+        return self.pool.submit(function, *args)
 
     def run_ordered(self, function, jobs, window=2):
         """``function(*job)`` for each job, results in job order, at most
