@@ -13,6 +13,11 @@ Trains spamnb and bogofilter on the train part of the fixed split, starts
    8-client load (one connection per message) on SpamAssassin's ``spamd``;
 4. resident memory of the server with 1 and with 100 per-user models.
 
+The per-process figures also run the real ``spamc -U`` against a null
+server (this script with ``--null-server SOCKET``: asyncio, it reads each
+request and answers "not spam" at once, computing nothing): the floor of
+the client's own process and one round trip, which no server can go below.
+
 ``--threads-only`` instead compares spamnb serve (asyncio) with a
 thread-per-connection server answering CHECK the same way.
 
@@ -267,8 +272,41 @@ def compare_threads(model, messages, n_clients, env, say):
             proc.wait(30)
 
 
+def null_server(path, port):
+    """A SPAMD server on the Unix socket ``path`` and loopback ``port`` that answers every request
+    "not spam" as soon as its body is read: the floor of a spamc round trip."""
+    import asyncio
+
+    from spamnb.server import protocol as spamd
+
+    answer = b"SPAMD/1.1 0 EX_OK\r\nSpam: False ; 0.0 / 5.0\r\n\r\n"
+
+    async def handle(reader, writer):
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request = spamd.parse_head(head[:-4])
+            await reader.readexactly(spamd.content_length(request))
+            writer.write(answer)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def serve():
+        unix = await asyncio.start_unix_server(handle, path)
+        tcp = await asyncio.start_server(handle, "127.0.0.1", port)
+        async with unix, tcp:
+            await asyncio.gather(unix.serve_forever(), tcp.serve_forever())
+
+    asyncio.run(serve())
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--null-server"]:
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        return null_server(argv[1], int(argv[2]))
     if argv[:1] == ["--threaded-server"]:
         signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
         return threaded_server(int(argv[1]), argv[2])
@@ -318,6 +356,10 @@ def main(argv=None):
                                # workers) and -v: a log line per request, the server's own time
                                "--workers", "1", "-v"],
                               env=env, stderr=open(log, "wb"))
+    null_sock = work / "null.sock"
+    null_port = free_port()
+    null = subprocess.Popen([sys.executable, __file__, "--null-server", str(null_sock), str(null_port)], env=env,
+                            stderr=subprocess.DEVNULL)
     baseline = None
     if args.baseline:
         base_sock = work / "baseline.sock"
@@ -338,7 +380,15 @@ def main(argv=None):
             "spamnb classify FILE": lambda p: ([sys.executable, "-m", "spamnb", "classify", "-m", str(model),
                                                 str(p)], None),
             "bogofilter -T < FILE": lambda p: (["bogofilter", "-C", "-d", str(bogo), "-T"], p),
+            "floor: spamc -U NULL -c": lambda p: (["spamc", "-U", str(null_sock), "-c"], p),
+            "floor: spamc -d 127.0.0.1 NULL -c": lambda p: (["spamc", "-d", "127.0.0.1", "-p", str(null_port), "-c"],
+                                                            p),
         }
+        deadline = time.monotonic() + 60
+        while not null_sock.exists():
+            if null.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the null server did not start")
+            time.sleep(0.05)
         if baseline is not None:
             deadline = time.monotonic() + 60
             while not base_sock.exists():
@@ -349,9 +399,11 @@ def main(argv=None):
         times = per_process(commands, sample)
         say(f"one process per message ({len(sample)} test messages, the commands interleaved), wall ms p50 / p99:")
         for name, values in times.items():
-            say(f"  {name:28s} {quantiles(values)[0]:7.2f} / {quantiles(values)[1]:7.2f}")
+            say(f"  {name:34s} {quantiles(values)[0]:7.2f} / {quantiles(values)[1]:7.2f}")
         classify, bogofilter = times["spamnb classify FILE"], times["bogofilter -T < FILE"]
-        for name, key in (("TCP", "spamc -d 127.0.0.1 -c (TCP)"), ("Unix socket", "spamc -U SOCKET -c")):
+        for name, key in (("TCP", "spamc -d 127.0.0.1 -c (TCP)"), ("Unix socket", "spamc -U SOCKET -c"),
+                          ("null server, TCP: the floor", "floor: spamc -d 127.0.0.1 NULL -c"),
+                          ("null server, Unix socket: the floor", "floor: spamc -U NULL -c")):
             say(f"  spamc ({name}): {statistics.median(classify) / statistics.median(times[key]):.1f}x faster than "
                 f"spamnb classify (p50s); time over bogofilter's, median of the same message's ratios: "
                 f"{paired_ratio(times[key], bogofilter):.3f} (below 1: spamc faster)")
@@ -384,7 +436,7 @@ def main(argv=None):
             one_shot(port, test_bytes[i], user=f"user{i:03d}".encode())
         say(f"resident memory with 100 per-user models loaded (+ the site model): {rss(server.pid)}")
     finally:
-        for proc in (server, baseline):
+        for proc in (server, baseline, null):
             if proc is not None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
