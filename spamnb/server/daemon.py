@@ -73,7 +73,8 @@ class Server:
         self.config = config
         self.settings = Settings(given, config)
         self.log_stream = log_stream or sys.stderr
-        self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model)
+        self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
+                                 whole=self.settings.allow_tell)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
         self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
@@ -415,11 +416,12 @@ class Server:
             return
         fresh.listen = self.settings.listen
         self.models.clear()
+        self.models.whole = fresh.allow_tell
         self.models.pinned = fresh.model
         try:
             self.models.get(fresh.model, fresh.required_score)
         except ModelUnavailable as exc:
-            self.models.pinned = self.settings.model
+            self.models.pinned, self.models.whole = self.settings.model, self.settings.allow_tell
             self.log(f"SIGHUP: settings not reloaded: no usable site model: {exc.text}")
             return
         self.settings = fresh
