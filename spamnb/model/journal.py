@@ -330,6 +330,8 @@ def follow(spam_filter, ledger=None):
         payloads.append(view[offset + _RECORD.size:end])
         offset = end
     if not payloads:
+        if known:
+            journal.size = size
         return 0
     if ledger is None:
         ledger = deltas.ledger_for(spam_filter)
