@@ -15,7 +15,10 @@ thread pool while classification goes on.
   not start without one).  A model is stat()ed at every request and, when
   the file changed, read again in a thread while the one loaded before
   serves (models are replaced by rename, so a loaded model is always
-  whole); a loaded model keeps only what classifying reads.
+  whole); a loaded model keeps only what classifying reads.  With
+  ``--allow-tell`` it keeps its counts too, and when only its journal grew
+  (a TELL in any worker, ``spamnb learn``) it follows the journal: the new
+  records applied in place between two requests (spamnb.server.models).
 - A new connection's first request, when it is the plain one spamc or an MTA
   sends, is answered in the protocol's callback (:class:`~spamnb.server.connection.Connection`);
   anything else goes to the stream handler (:meth:`Server.handle`).

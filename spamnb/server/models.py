@@ -1,6 +1,9 @@
 """The models a daemon serves: loaded once and shared (a cache keyed by the
 file's identity, so a replaced model is read again), scored read-only, and
-learned by TELL under the model's lock."""
+learned by TELL under the model's lock.  With TELL on, a loaded model
+follows its journal: a learn appended to it (by any worker or writer) is
+applied to the loaded model in place, between two requests, rather than
+the model read again."""
 
 from __future__ import annotations
 
