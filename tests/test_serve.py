@@ -912,6 +912,41 @@ def test_a_loaded_model_follows_its_journal_in_every_worker(tmp_path, monkeypatc
     assert teller.get(str(path), 5.0)[0] is not first[0] and len(loads) == 3
 
 
+def test_a_following_model_holds_what_its_journal_adds_until_the_journal_is_compacted(tmp_path, monkeypatch):
+    """Nothing accumulates per TELL in a long-running server: what a followed
+    model adds (side rows, tokens, the records' bytes) grows with its journal,
+    which compaction bounds (at most 1 MiB); after a compaction the model is
+    read again and the one before is let go (nothing else holds it)."""
+    import gc
+    import weakref
+
+    from spamnb.model import journal, learning
+    from spamnb.server import models
+
+    spam = sorted((REPO / "corpora" / "spam").iterdir())
+    ham = sorted((REPO / "corpora" / "easy_ham").iterdir())
+    path = tmp_path / "m.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in spam[:8] + ham[:8]], [True] * 8 + [False] * 8).save(path)
+    monkeypatch.setattr(models, "_kept", learning.Kept())
+    cache = models.ModelCache(4, print, whole=True)
+    first = weakref.ref(cache.get(str(path), 5.0)[0])
+    inode, compactions, told = path.stat().st_ino, 0, 0
+    while compactions < 2:
+        models.tell(str(path), unique_message(f"m{told}", 60), told % 2 == 0, True, False)
+        told += 1
+        followed = cache.get(str(path), 5.0)[0]
+        size = os.path.getsize(journal.journal_path(path)) if os.path.exists(journal.journal_path(path)) else 0
+        assert size <= journal.compact_at(path.stat().st_size) + 8192
+        if path.stat().st_ino != inode:             # the journal was folded into a new model file
+            inode, compactions = path.stat().st_ino, compactions + 1
+            assert followed is not first()          # read again, not followed
+            del followed
+            gc.collect()
+            assert first() is None                  # the model before is let go
+            first = weakref.ref(cache.get(str(path), 5.0)[0])
+        assert told < 2000
+
+
 @needs_spamc
 def test_checks_after_tells_score_as_spamnb_classify_of_model_and_journal(home, tmp_path):
     """Through the server with two workers (each CHECK goes to either): after each
