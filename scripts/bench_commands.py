@@ -23,7 +23,9 @@ For each corpus folder (``--corpus DIR``, repeatable) it runs, interleaved
 4. with ``--serve``: ``spamc -L spam < MSG`` (TELL) against ``spamc -c < MSG``
    (CHECK) through one ``spamnb serve --allow-tell`` on a Unix socket
    (per-process wall time of spamc; the server's own figures are
-   scripts/bench_serve.py's).
+   scripts/bench_serve.py's); ``--baseline PYTHONPATH`` adds a second server
+   running another checkout's spamnb (on its own copy of the model), its
+   requests interleaved with the first's message by message.
 
 Labels: as ``spamnb train DIR`` reads a tree (spamnb/training/corpus.py): a message
 is spam when a folder on its way below DIR has a name starting with "spam"
@@ -320,37 +322,53 @@ def bench_corpus(corpus, args, spamnb, say):
 def bench_serve_tell(args, spamnb, env, work, model, sample):
     if shutil.which("spamc") is None:
         return ["| spamc TELL vs CHECK | (spamc not installed) | | | | | |"]
-    sock = os.path.join(work, "serve.sock")
-    server = subprocess.Popen([*spamnb, "serve", "-l", sock, "-m", model, "--allow-tell"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "serve.log"), "wb"))
+    trees = [("", env)]
+    if args.baseline:
+        trees.append((f" (baseline: PYTHONPATH={args.baseline})", dict(env, PYTHONPATH=args.baseline)))
+    servers = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                raise SystemExit("spamnb serve exited")
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(sock)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("spamnb serve did not start")
-                time.sleep(0.05)
-        run(["spamc", "-U", sock, "-c"], stdin=sample[0], env=env)   # the model is loaded at the first request
-        tell, check_ = [], []
+        for i, (label, tree_env) in enumerate(trees):
+            sock = os.path.join(work, f"serve{i}.sock")
+            own = os.path.join(work, f"serve{i}.spamnb")   # a model of its own each: each learns its TELLs
+            shutil.copyfile(model, own)
+            server = subprocess.Popen([*spamnb, "serve", "-l", sock, "-m", own, "--allow-tell"], env=tree_env,
+                                      stdout=subprocess.DEVNULL,
+                                      stderr=open(os.path.join(work, f"serve{i}.log"), "wb"))
+            servers.append((label, tree_env, sock, server))
+            deadline = time.monotonic() + 60
+            while True:
+                if server.poll() is not None:
+                    raise SystemExit("spamnb serve exited")
+                try:
+                    with socket.socket(socket.AF_UNIX) as s:
+                        s.connect(sock)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise SystemExit("spamnb serve did not start")
+                    time.sleep(0.05)
+            run(["spamc", "-U", sock, "-c"], stdin=sample[0], env=tree_env)   # the model is loaded at the first request
+        times = {label: ([], []) for label, *_ in servers}
         for i, message in enumerate(sample[1:] + sample[:1]):
-            pair = [("tell", tell), ("check", check_)]
-            for kind, into in pair if i % 2 == 0 else pair[::-1]:
-                argv = ["spamc", "-U", sock] + (["-L", "spam"] if kind == "tell" else ["-c"])
-                into.append(check(run(argv, stdin=message, env=env), f"spamc ({kind})",
-                                  ok=(0, 1) if kind == "check" else (0,)))
-        return [row("one `spamc -L spam < msg` (TELL) via `spamnb serve --allow-tell`", tell, check_,
-                    "one `spamc -c < msg` (CHECK)", faster_is="time",
-                    rss_a=lambda: time_rss(["spamc", "-U", sock, "-L", "spam"], sample[0], env),
-                    rss_b=lambda: time_rss(["spamc", "-U", sock, "-c"], sample[0], env))]
+            for label, tree_env, sock, _server in servers:   # the servers interleaved message by message
+                tell, check_ = times[label]
+                pair = [("tell", tell), ("check", check_)]
+                for kind, into in pair if i % 2 == 0 else pair[::-1]:
+                    argv = ["spamc", "-U", sock] + (["-L", "spam"] if kind == "tell" else ["-c"])
+                    into.append(check(run(argv, stdin=message, env=tree_env), f"spamc ({kind})",
+                                      ok=(0, 1) if kind == "check" else (0,)))
+        rows = []
+        for label, tree_env, sock, _server in servers:
+            tell, check_ = times[label]
+            rows.append(row(f"one `spamc -L spam < msg` (TELL) via `spamnb serve --allow-tell`{label}", tell, check_,
+                            "one `spamc -c < msg` (CHECK)", faster_is="time",
+                            rss_a=lambda sock=sock, e=tree_env: time_rss(["spamc", "-U", sock, "-L", "spam"], sample[0], e),
+                            rss_b=lambda sock=sock, e=tree_env: time_rss(["spamc", "-U", sock, "-c"], sample[0], e)))
+        return rows
     finally:
-        server.terminate()
-        server.wait()
+        for *_, server in servers:
+            server.terminate()
+            server.wait()
 
 
 def main():
@@ -361,6 +379,9 @@ def main():
     parser.add_argument("--runs", type=int, default=15, metavar="N",
                         help="runs of each one-message command, a message each (default 15)")
     parser.add_argument("--serve", action="store_true", help="also spamc TELL against CHECK through spamnb serve")
+    parser.add_argument("--baseline", metavar="PYTHONPATH", default=None,
+                        help="with --serve: also a server running the spamnb on this PYTHONPATH (a checkout of "
+                             "main, say), on its own copy of the model, interleaved with the first message by message")
     parser.add_argument("--spamnb", default=f"{shlex.quote(sys.executable)} -m spamnb", metavar="COMMAND",
                         help="the spamnb command (default: this Python's -m spamnb)")
     args = parser.parse_args()

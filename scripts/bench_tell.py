@@ -7,8 +7,8 @@ Starts ``spamnb serve --allow-tell`` on a loopback port over a copy of MODEL
 (in a temporary folder) and runs the real spamc, one process per request,
 as an MTA or a mail client does.  Each round takes one message (sorted, evenly
 spread over MESSAGE_DIR) and runs, in this order: ``spamc -c`` (the first
-CHECK after the last round's TELLs: the server reads the changed model
-again), ``spamc -c`` again (a CHECK of a model already loaded: what a CHECK
+CHECK after the last round's TELLs: with the default two workers, one of
+them may not have seen those TELLs yet and follows the model's journal first), ``spamc -c`` again (a CHECK of a model already loaded: what a CHECK
 costs), ``spamc -L spam`` (a learn), ``spamc -L ham`` (a relabel: spam to
 ham), ``spamc -L forget``.  Whole spamc processes, wall time; medians and
 the ratios to the loaded CHECK, and the server's own time (its log).  ``--before PYTHONPATH``: a second server

@@ -554,7 +554,55 @@ def test_a_model_file_with_unused_tokens_forgets_as_a_rewrite(model, tmp_path):
     assert _state(replayed) == _state(expected)
 
 
-def test_a_kept_model_is_used_again_only_while_no_other_writer_changed_it(model):
+def _verdict_scores(sf):
+    return [(sf.classify(m, False).log_odds, sf.classify(m).log_odds, sf.classify(m).evidence) for m in PROBES]
+
+
+def test_classify_without_evidence_reads_the_logs_of_tokens_a_journal_added(model):
+    """The verdict without evidence (``spamnb classify``, CHECK: Scorer.verdict_sums)
+    scores a model whose journal added tokens as the one with evidence does
+    (it read the logs past the file's as if the file had them all)."""
+    _journaled(model, ACTIONS[:8])
+    sf = SpamFilter.load(model)
+    assert len(vars(sf)["word_counts_"].scorer_logs()[3])    # tokens past the file's, in the side rows
+    for m in PROBES + [SPAM[10].read_bytes(), HAM[10].read_bytes()]:
+        assert sf.classify(m, False).log_odds == sf.classify(m).log_odds == sf.score(m).log_odds
+        assert sf.classify(m, False).label == sf.classify(m).label
+
+
+def test_a_reader_follows_the_records_appended_since_and_scores_as_a_fresh_read(model):
+    """journal.follow applies only the records new since the reader's last look, as
+    replay does: the reader then scores (with and without evidence) and holds
+    the counts of model + journal read afresh, to the bit; a record not whole
+    yet waits; a journal replaced, or cut below what was applied, is not followed."""
+    reader = SpamFilter.load(model)                          # no journal yet
+    assert journal.follow(reader) == 0
+    path = journal.journal_path(model)
+    _journaled(model, ACTIONS[:3])
+    assert journal.follow(reader) == 3
+    assert _verdict_scores(reader) == _verdict_scores(SpamFilter.load(model))
+    _journaled(model, ACTIONS[3:13] + ACTIONS[14:16], per_session=2)   # learns, a relabel, forgets
+    whole = Path(path).read_bytes()
+    with open(path, "r+b") as f:
+        f.truncate(len(whole) - 24)                          # the last record half written
+    assert journal.follow(reader) == 5
+    assert journal.follow(reader) == 0
+    Path(path).write_bytes(whole)                            # and now whole
+    assert journal.follow(reader) == 1
+    fresh = SpamFilter.load(model)
+    assert _verdict_scores(reader) == _verdict_scores(fresh) and _state(reader) == _state(fresh)
+    assert journal.follow(reader) == 0
+    with open(path, "r+b") as f:
+        f.truncate(len(whole) - 8)                           # cut below what was applied
+    assert journal.follow(reader) is None
+    with pytest.warns(journal.JournalWarning):
+        other = SpamFilter.load(model)
+    os.unlink(path)                                          # a journal started anew: its records are others
+    _journaled(model, ACTIONS[:13])
+    assert journal.follow(other) is None
+
+
+def test_a_kept_model_follows_other_writers_learns_and_is_read_again_when_replaced(model):
     kept = learning.Kept()
     with learning.session(model, kept=kept) as session:
         session.learn(SPAM[10].read_bytes(), True, ledgers.Tally())
@@ -562,17 +610,26 @@ def test_a_kept_model_is_used_again_only_while_no_other_writer_changed_it(model)
     with learning.session(model, kept=kept) as session:
         assert session.filter is first                       # the model and journal as it left them
         session.forget(SPAM[10].read_bytes())
-    assert run_spamnb(["learn", "-q", "--spam", "-m", model, SPAM[12]]).returncode == 0   # another writer
+    for i in (12, 13):                                       # another writer appends to the journal
+        assert run_spamnb(["learn", "-q", "--spam", "-m", model, SPAM[i]]).returncode == 0
     with learning.session(model, kept=kept) as session:
-        assert session.filter is not first                   # read again
-        session.learn(SPAM[13].read_bytes(), True, ledgers.Tally())
+        assert session.filter is first                       # its records applied: no reading of the model
+        assert _state(SpamFilter.load(model)) == _state(first)
+        assert _scores(SpamFilter.load(model)) == _scores(first)
+        session.learn(SPAM[14].read_bytes(), True, ledgers.Tally())
+    assert _state(SpamFilter.load(model)) == _state(first)   # and appends after them
+    shutil.copyfile(model, str(model) + ".copy")
+    os.replace(str(model) + ".copy", model)                  # the model file replaced (same bytes, other inode)
+    with learning.session(model, kept=kept) as session:
+        assert session.filter is not first                  # read again
+        session.learn(SPAM[15].read_bytes(), True, ledgers.Tally())
         second = session.filter
     with pytest.raises(ValueError):
         with learning.session(model, kept=kept) as session:
             session.forget(SPAM[30].read_bytes())            # not learned: the session fails
     with learning.session(model, kept=kept) as session:
         assert session.filter is not second                  # a failed session's model is not kept
-    assert SpamFilter.load(model).class_count_ == (8.0, 10.0)
+    assert SpamFilter.load(model).class_count_ == (8.0, 12.0)
 
 
 # ---------------------------------------------------------------------------- forget costs what learn costs (issue 25, item 4)

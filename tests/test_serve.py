@@ -864,14 +864,18 @@ def test_aiospamc_client(daemon, site_filter):
     assert "DidSet" in tell.headers
 
 
-def test_the_check_after_a_tell_scores_the_model_the_tell_left(tmp_path, monkeypatch):
-    """After a TELL the scoring model is made from the model the TELL kept
-    loaded while the file and journal are still the ones it left, and read from
-    the file otherwise; both score as the file + journal read afresh."""
+def test_a_loaded_model_follows_its_journal_in_every_worker(tmp_path, monkeypatch):
+    """With TELL on, a loaded model follows its journal: after a TELL (in its
+    own worker, ``refresh``; in another worker, its next ``get``) only the new
+    records are applied, in place, with no reading of the model and nothing
+    left to a reload in the background, and it scores (with and without the
+    evidence) as the file + journal read afresh, to the bit.  A model file
+    replaced underneath is read again."""
+    import asyncio
     import shutil
 
-    from spamnb.server import models
     from spamnb.model import learning
+    from spamnb.server import models
 
     spam = sorted((REPO / "corpora" / "spam").iterdir())
     ham = sorted((REPO / "corpora" / "easy_ham").iterdir())
@@ -879,23 +883,104 @@ def test_the_check_after_a_tell_scores_the_model_the_tell_left(tmp_path, monkeyp
     SpamFilter().fit([p.read_bytes() for p in spam[:8] + ham[:8]], [True] * 8 + [False] * 8).save(path)
     monkeypatch.setattr(models, "_kept", learning.Kept())
     probes = [p.read_bytes() for p in spam[40:45] + ham[40:45]]
+    loads = []
+    real_load = models._load_filter
+    monkeypatch.setattr(models, "_load_filter", lambda *args: loads.append(args) or real_load(*args))
 
     def scores(sf):
-        return [(sf.classify(m).log_odds, [t for t, _ in sf.classify(m).evidence]) for m in probes]
+        return [(sf.classify(m, False).log_odds, sf.classify(m).log_odds, sf.classify(m).evidence) for m in probes]
 
+    def background(function):   # a worker's reload in the background: none is expected
+        raise AssertionError("read again in the background")
+
+    teller, other = (models.ModelCache(4, print, whole=True) for _ in range(2))
+    first = teller.get(str(path), 5.0)[0], other.get(str(path), 5.0)[0]
+    teller.run = other.run = background
+    assert len(loads) == 2
     for message, as_spam, learn, remove in ((spam[10], True, True, False), (spam[10], False, True, False),
                                             (spam[10], None, False, True), (ham[3], None, False, True),
-                                            (spam[11], True, True, False)):
+                                            (ham[11], False, True, False), (spam[11], True, True, False)):
         models.tell(str(path), message.read_bytes(), as_spam, learn, remove)
-        copied = models._from_kept(str(path))
-        fresh = models._scoring_only(SpamFilter.load(path))
-        if message == ham[3]:    # tried as spam first, in vain: a session that failed is not kept
-            assert copied is None
-            continue
-        assert [(pytest.approx(a, rel=1e-12, abs=1e-12), e) for a, e in scores(fresh)] == scores(copied)
-    shutil.copyfile(path, tmp_path / "other.spamnb")
-    os.utime(path, ns=(1, 1))                                 # another writer: the kept model is stale
-    assert models._from_kept(str(path)) is None
+        asyncio.run(teller.refresh(str(path), 5.0))
+        fresh = scores(SpamFilter.load(path))
+        assert (teller.get(str(path), 5.0)[0], other.get(str(path), 5.0)[0]) == first
+        assert scores(first[0]) == fresh and scores(first[1]) == fresh
+    assert len(loads) == 2                                   # followed, never read again
+    shutil.copyfile(path, tmp_path / "copy.spamnb")
+    os.replace(tmp_path / "copy.spamnb", path)               # replaced underneath: read again (in the background)
+    teller.run = None
+    assert teller.get(str(path), 5.0)[0] is not first[0] and len(loads) == 3
+
+
+def test_a_following_model_holds_what_its_journal_adds_until_the_journal_is_compacted(tmp_path, monkeypatch):
+    """Nothing accumulates per TELL in a long-running server: what a followed
+    model adds (side rows, tokens, the records' bytes) grows with its journal,
+    which compaction bounds (at most 1 MiB); after a compaction the model is
+    read again and the one before is let go (nothing else holds it)."""
+    import gc
+    import weakref
+
+    from spamnb.model import journal, learning
+    from spamnb.server import models
+
+    spam = sorted((REPO / "corpora" / "spam").iterdir())
+    ham = sorted((REPO / "corpora" / "easy_ham").iterdir())
+    path = tmp_path / "m.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in spam[:8] + ham[:8]], [True] * 8 + [False] * 8).save(path)
+    monkeypatch.setattr(models, "_kept", learning.Kept())
+    cache = models.ModelCache(4, print, whole=True)
+    first = weakref.ref(cache.get(str(path), 5.0)[0])
+    inode, compactions, told = path.stat().st_ino, 0, 0
+    while compactions < 2:
+        models.tell(str(path), unique_message(f"m{told}", 60), told % 2 == 0, True, False)
+        told += 1
+        followed = cache.get(str(path), 5.0)[0]
+        size = os.path.getsize(journal.journal_path(path)) if os.path.exists(journal.journal_path(path)) else 0
+        assert size <= journal.compact_at(path.stat().st_size) + 8192
+        if path.stat().st_ino != inode:             # the journal was folded into a new model file
+            inode, compactions = path.stat().st_ino, compactions + 1
+            assert followed is not first()          # read again, not followed
+            del followed
+            gc.collect()
+            assert first() is None                  # the model before is let go
+            first = weakref.ref(cache.get(str(path), 5.0)[0])
+        assert told < 2000
+
+
+@needs_spamc
+def test_checks_after_tells_score_as_spamnb_classify_of_model_and_journal(home, tmp_path):
+    """Through the server with two workers (each CHECK goes to either): after each
+    TELL every CHECK scores as a fresh ``spamnb classify`` of the model file and
+    its journal (the log-odds the log and the command print, to 3 decimals)."""
+    import re
+    import shutil
+
+    shutil.copyfile(home / "model.spamnb", tmp_path / "model.spamnb")
+    model = tmp_path / "model.spamnb"
+    probes = MESSAGES[::3]
+    told = [("spam", unique_message("w1")), ("ham", unique_message("w2")), ("ham", MESSAGES[1].read_bytes()),
+            ("forget", unique_message("w1")), ("spam", MESSAGES[7].read_bytes())]
+    d = Daemon(tmp_path, "--workers", 2, "--allow-tell", "-v")
+    try:
+        for option, message in told:
+            assert b"successfully" in d.spamc("-L", option, stdin=message).stdout
+            proc = subprocess.run([sys.executable, "-m", "spamnb", "classify", "-m", str(model), *map(str, probes)],
+                                  env=_env(tmp_path), capture_output=True, timeout=60)
+            expected = [line.split("\t")[-1] for line in proc.stdout.decode().splitlines()]   # path, label, p, log-odds
+            assert len(expected) == len(probes), proc
+            before = d.log_text().count("\n")
+            for probe in probes:
+                for _ in range(3):
+                    d.spamc("-c", stdin=probe.read_bytes())
+            deadline = time.monotonic() + 10
+            while d.log_text().count(" CHECK ") < 3 * len(probes) * (1 + told.index((option, message))) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.05)
+            lines = [line for line in d.log_text().split("\n")[before:] if " CHECK " in line]
+            got = [re.search(r"log-odds=([-+][0-9.]+)", line)[1] for line in lines]
+            assert got == [e for e in expected for _ in range(3)], (option, lines)
+    finally:
+        assert d.stop() == 0
 
 
 # ---------------------------------------------------------------------------- under pressure (issues 24-26)

@@ -594,6 +594,9 @@ cdef class Scorer:
         cdef double w, spam_ev = 0.0, ham_ev = 0.0, part_spam, part_ham, best, jll0, jll1
         cdef double norm0, norm1
         cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
+        cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
+        cdef Py_ssize_t n_base = self.n_base, n_tail = n_features - n_base
+        cdef double lc0, lc1
         if self.n_classes != 2:
             raise ValueError("verdict_sums needs two classes")
         norm0, norm1 = self.norm[0], self.norm[1]
@@ -634,14 +637,18 @@ cdef class Scorer:
                 m = _count_distinct(idx, n, uniq, x, self.counts, table, cap)
                 _scale_to_length(x, m, self.length)
                 for k in range(m):
-                    _prefetch(log_count + uniq[k])
-                    _prefetch(log_count + n_features + uniq[k])
+                    if uniq[k] < n_base:
+                        _prefetch(log_count + uniq[k])
+                        _prefetch(log_count + n_base + uniq[k])
                 jll0 = self.prior[0]
                 jll1 = self.prior[1]
                 for k in range(m):
-                    jll0 += x[k] * (log_count[uniq[k]] - norm0)
-                    jll1 += x[k] * (log_count[n_features + uniq[k]] - norm1)
-                    w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]] - norm1 + norm0)
+                    # the file's logs, or the tail's for the tokens a journal added (as score())
+                    lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
+                    lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
+                    jll0 += x[k] * (lc0 - norm0)
+                    jll1 += x[k] * (lc1 - norm1)
+                    w = x[k] * (lc1 - lc0 - norm1 + norm0)
                     if w > 0:
                         spam_ev += w
                     else:
@@ -658,7 +665,9 @@ cdef class Scorer:
                                             _table_size(end - start))
                         _scale_to_length(x, m, self.length)
                         for k in range(m):
-                            w = x[k] * (log_count[n_features + uniq[k]] - log_count[uniq[k]] - norm1 + norm0)
+                            lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
+                            lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
+                            w = x[k] * (lc1 - lc0 - norm1 + norm0)
                             if w > 0:
                                 part_spam += w
                             else:

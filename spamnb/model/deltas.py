@@ -20,7 +20,8 @@ from itertools import accumulate, islice
 from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
-           "learn", "forget", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger"]
+           "learn", "forget", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger", "NoLedger",
+           "drop_ages"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBxx16s")     # op, label, digest
@@ -228,6 +229,41 @@ class _LazyAges(Ages):
         for indices, n, day in pending:
             Ages.seen(self, indices, n, day)
         return Ages.days(self, n_features)
+
+
+class _NoAges(_LazyAges):
+    """The ages of a filter that only scores and follows its journal
+    (:func:`drop_ages`): no days kept, none recorded (scores never read them)."""
+
+    __slots__ = ()
+
+    def seen(self, indices, n_features, day=None):
+        return self
+
+    def days(self, n_features):
+        return array("i")
+
+    def compact(self, keep):
+        return self
+
+
+def drop_ages(spam_filter):
+    """Let ``spam_filter`` keep no last-seen days from now on (the file's are let
+    go, a learn records none): for a filter that only scores, whose learns are
+    its journal's (``spamnb serve``).  Such a filter must not be saved."""
+    ages = vars(spam_filter)["ages_"]
+    vars(spam_filter)["ages_"] = _NoAges(None, ages.created, ages.last_learn, ages.max_tokens)
+
+
+class NoLedger:
+    """Stands for the ledger of a filter that only scores and follows its journal:
+    the ledger's records are let go (the scores never read them)."""
+
+    def record(self, digest, is_spam):
+        pass
+
+    def remove(self, digest):
+        pass
 
 
 def ledger_for(spam_filter):

@@ -72,7 +72,7 @@ from spamnb.model import deltas
 from spamnb.model.store import resolve
 
 __all__ = ["SUFFIX", "MAGIC", "VERSION", "JournalWarning", "journal_path", "compact_at", "replay",
-           "discard", "save_whole", "signature"]
+           "follow", "discard", "save_whole", "signature"]
 
 SUFFIX = ".journal"
 MAGIC = b"SPAMNB\x00J"
@@ -255,6 +255,99 @@ def replay(spam_filter, model_path, header, arrays=None):
     if not len(ledger):
         spam_filter.ledger_ = None   # as a model without a ledger loads
     return False
+
+
+def follow(spam_filter, ledger=None):
+    """Bring ``spam_filter`` (read by :meth:`SpamFilter.load`, its journal
+    replayed then, and followed since) up to its journal as it is now: the
+    records appended since the last one it applied are read (only those
+    bytes) and applied as :func:`replay` applies them, the same operations
+    in the same order, so the filter is the one model + journal read afresh
+    give, to the bit.  ``ledger``: what the records' ledger operations
+    change (default the filter's, :func:`deltas.ledger_for`; a reader that
+    never forgets may pass one that ignores them).
+
+    The caller has checked that the model file is still the one read (its
+    device, inode, size and mtime).  Returns the number of records applied
+    (0: nothing new, or the next record is not whole yet: a writer is
+    appending it), or None when the filter cannot follow: the journal was
+    replaced, is another model file's, was cut below what was applied, or a
+    record does not fit (then the filter may hold part of that record, as a
+    fresh reader would); the caller reads the model again.  Never raises
+    for what the journal holds."""
+    journal = vars(spam_filter).get("journal_")
+    if (journal is None or journal.identity is None or journal.status not in ("none", "ok")
+            or journal.end is None):
+        return None
+    header = _header(journal.identity)
+    known = journal.status == "ok"
+    last = journal.payloads[-1] if known and journal.payloads else None
+    # read again from the start of the last record applied: it must be there unchanged
+    if last is not None:
+        last = bytes(last) + b"\0" * _pad(len(last))   # as written (a writer keeps its payloads unpadded)
+    at = (journal.end - _RECORD.size - len(last)) if last is not None else (_HEAD.size if known else 0)
+    try:
+        fd = os.open(journal.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return 0 if not known else None
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size < journal.end or size < _HEAD.size:
+            return None
+        head = os.pread(fd, _HEAD.size, 0)
+        data = bytearray()
+        while at + len(data) < size:
+            chunk = os.pread(fd, size - at - len(data), at + len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if head != header:
+        return None
+    check = header[40:48]
+    view = memoryview(bytes(data))
+    n = len(journal.payloads) if known else 0
+    offset = 0
+    if last is not None:
+        if bytes(view[:_RECORD.size]) != _record_bytes(check, n - 1, last)[:_RECORD.size]:
+            return None
+        offset = _RECORD.size + len(last)
+    elif not known:
+        offset = _HEAD.size
+    payloads = []
+    while offset + _RECORD.size <= len(view):
+        length, sequence, checksum = _RECORD.unpack_from(view, offset)
+        end = offset + _RECORD.size + length
+        if (length % 8 or end > len(view) or sequence != n + len(payloads)
+                or _checks.checksum64(check + view[offset:offset + 8].tobytes()
+                                      + view[offset + 16:end].tobytes()) != checksum):
+            break   # not whole yet (a writer appending), or damaged: a later look, or a writer, decides
+        payloads.append(view[offset + _RECORD.size:end])
+        offset = end
+    if not payloads:
+        if known:
+            journal.size = size
+        return 0
+    if ledger is None:
+        ledger = deltas.ledger_for(spam_filter)
+    deltas.lazy_ages(spam_filter)
+    if not known:
+        journal.status, journal.head, journal.payloads, journal.end = "ok", check, [], _HEAD.size
+    for payload in payloads:
+        try:
+            deltas.apply(spam_filter, ledger, payload)
+        except (ValueError, IndexError, TypeError, struct.error, MemoryError):
+            journal.end = None   # no more following, no appending after it
+            return None
+        journal.payloads.append(payload)
+        journal.end += _RECORD.size + len(payload)
+    journal.size = size
+    return len(payloads)
 
 
 def _writer_active(journal):

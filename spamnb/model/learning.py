@@ -12,7 +12,7 @@ from array import array
 
 from spamnb.model import deltas
 from spamnb.model.ages import today
-from spamnb.model.journal import _MustCompact, append, compact, compact_at
+from spamnb.model.journal import _MustCompact, append, compact, compact_at, follow
 
 __all__ = ["Session", "session", "Kept"]
 
@@ -181,9 +181,21 @@ class Kept:
         self.size, self._lock, self._entries = size, threading.Lock(), OrderedDict()
 
     def take(self, real):
+        """The model kept for ``real`` (out: put it back with :meth:`put`), as
+        the file and journal are now: taken as it is when they are the ones
+        its last session left, brought up to the journal when only the
+        journal grew (another writer's learns: :func:`spamnb.model.journal.follow`,
+        the records since), else None (read the model).  Call it under the model's lock."""
         with self._lock:
             entry = self._entries.pop(real, None)
-        return entry if entry is not None and entry[0] == _signature(real) else None
+        if entry is None:
+            return None
+        now = _signature(real)
+        if entry[0] == now:
+            return entry
+        if now is None or entry[0] is None or entry[0][:4] != now[:4] or follow(entry[1]) is None:
+            return None
+        return (now, entry[1])
 
     def put_back(self, real, entry):
         """Return an entry :meth:`take` gave (unchanged: its signature is the

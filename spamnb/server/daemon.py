@@ -15,7 +15,10 @@ thread pool while classification goes on.
   not start without one).  A model is stat()ed at every request and, when
   the file changed, read again in a thread while the one loaded before
   serves (models are replaced by rename, so a loaded model is always
-  whole); a loaded model keeps only what classifying reads.
+  whole); a loaded model keeps only what classifying reads.  With
+  ``--allow-tell`` it keeps its counts too, and when only its journal grew
+  (a TELL in any worker, ``spamnb learn``) it follows the journal: the new
+  records applied in place between two requests (spamnb.server.models).
 - A new connection's first request, when it is the plain one spamc or an MTA
   sends, is answered in the protocol's callback (:class:`~spamnb.server.connection.Connection`);
   anything else goes to the stream handler (:meth:`Server.handle`).
@@ -73,7 +76,8 @@ class Server:
         self.config = config
         self.settings = Settings(given, config)
         self.log_stream = log_stream or sys.stderr
-        self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model)
+        self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
+                                 whole=self.settings.allow_tell)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
         self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
@@ -415,11 +419,12 @@ class Server:
             return
         fresh.listen = self.settings.listen
         self.models.clear()
+        self.models.whole = fresh.allow_tell
         self.models.pinned = fresh.model
         try:
             self.models.get(fresh.model, fresh.required_score)
         except ModelUnavailable as exc:
-            self.models.pinned = self.settings.model
+            self.models.pinned, self.models.whole = self.settings.model, self.settings.allow_tell
             self.log(f"SIGHUP: settings not reloaded: no usable site model: {exc.text}")
             return
         self.settings = fresh

@@ -1,6 +1,9 @@
 """The models a daemon serves: loaded once and shared (a cache keyed by the
 file's identity, so a replaced model is read again), scored read-only, and
-learned by TELL under the model's lock."""
+learned by TELL under the model's lock.  With TELL on, a loaded model
+follows its journal: a learn appended to it (by any worker or writer) is
+applied to the loaded model in place, between two requests, rather than
+the model read again."""
 
 from __future__ import annotations
 
@@ -17,36 +20,37 @@ MODEL_NAME = "model.spamnb"
 # ============================================================================ the filter's API
 # Every call into spamnb.model.spam_filter / spamnb.model.store is here, so a change of that
 # API is adapted in one place.
-def _load_filter(path):
-    """The model at ``path``, holding in memory only what classifying reads:
-    from the model the last TELL learned in when the file and its journal are
-    still the ones that TELL left (no reading, checking and replaying), else
-    read from the file."""
+def _load_filter(path, whole=False):
+    """The model at ``path`` read from the file (its journal replayed): holding
+    in memory only what classifying reads (:func:`_scoring_only`), or, when
+    ``whole`` (a server that learns: TELL), the counts too, so that it can
+    follow its journal (:func:`_follow`), without the ledger and last-seen days."""
     from spamnb.model.spam_filter import SpamFilter
 
-    spam_filter = _from_kept(path)
-    return spam_filter if spam_filter is not None else _scoring_only(SpamFilter.load(path))
-
-
-def _from_kept(path):
-    import copy
-
-    from spamnb.mail.tokenizer import Tokenizer
-    from spamnb.model.store import resolve
-
-    if _kept is None:
-        return None
-    real = resolve(path)
-    entry = _kept.take(real)    # out of the way of a TELL while it is copied (that TELL reads the file)
-    if entry is None:
-        return None
-    try:
-        spam_filter = copy.copy(entry[1])   # the attributes replaced on the copy; the buffers copied from
-        spam_filter.tokenizer_ = Tokenizer.from_settings(spam_filter.tokenizer_.settings)
-        spam_filter._scorer = None
+    spam_filter = SpamFilter.load(path)
+    if not whole:
         return _scoring_only(spam_filter)
-    finally:
-        _kept.put_back(real, entry)
+    from spamnb.model import deltas
+
+    deltas.drop_ages(spam_filter)
+    vars(spam_filter)["ledger_"] = None
+    spam_filter.source_ = None      # follows its journal without days or ledger: never to be saved
+    return spam_filter
+
+
+def _follow(spam_filter):
+    """Apply to a filter of :func:`_load_filter` (``whole``) the records its
+    journal got since it was read or last followed, and only those, as a
+    fresh reader replays them; under its write lock (a score sees the learns
+    whole or not at all).  The number of records applied, or None when it
+    cannot follow (a filter without its counts, the journal replaced, ...):
+    read the model again."""
+    from spamnb.model import deltas, journal
+
+    if vars(spam_filter).get("journal_") is None:
+        return None     # not a filter that follows (_scoring_only's keeps no counts)
+    with spam_filter._guard.writing():
+        return journal.follow(spam_filter, deltas.NoLedger())
 
 
 def _scoring_only(spam_filter):
@@ -54,9 +58,8 @@ def _scoring_only(spam_filter):
     token strings for the evidence) in buffers of their own, and let go of
     the rest of the model file read into memory: the raw counts, last-seen
     days and ledger of learned messages (about a fifth of a model file).
-    Such a filter only classifies; TELL learns in a whole model (:func:`tell`).
-    Reads ``spam_filter``'s buffers and replaces its attributes: nothing it
-    shares with another filter changes (:func:`_from_kept`)."""
+    Such a filter only classifies (a changed model is read again); TELL
+    learns in a whole model (:func:`tell`)."""
     from spamnb.model.ages import Ages
     from spamnb.bayes.wordcounts import WordCounts
 
@@ -87,6 +90,7 @@ def _scoring_only(spam_filter):
     spam_filter.ages_ = Ages()
     spam_filter.ledger_ = None
     spam_filter.source_ = None      # not a copy of the file: never to be saved
+    spam_filter.journal_ = None     # without its counts: cannot follow its journal (_follow)
     return spam_filter
 
 
@@ -288,8 +292,12 @@ class ModelCache:
     and reloaded when either changed.  A failed reload, or a file gone,
     keeps serving the model it had, and says so in the log once."""
 
-    def __init__(self, max_models, log, pinned=None):
+    def __init__(self, max_models, log, pinned=None, whole=False):
         self.max_models = max_models
+        # whole: models loaded with their counts (a server with TELL), so that a
+        # grown journal is followed, its new records applied in place (_follow),
+        # instead of the model read again
+        self.whole = whole
         self.log = log
         self.pinned = pinned
         # run(function) -> an asyncio future of function() run in a thread: when set (by the
@@ -331,7 +339,7 @@ class ModelCache:
             self._entries.move_to_end(path)
             return entry[1], entry[2]
         self._missing.discard(path)
-        if entry is not None and entry[0] == key:
+        if entry is not None and (entry[0] == key or self._followed(path, entry, key)):
             self._entries.move_to_end(path)
             return entry[1], entry[2]
         if entry is not None and self.run is not None:
@@ -390,7 +398,7 @@ class ModelCache:
         key = _file_key(path)
         if key is None:
             return
-        if entry[0] == key:
+        if entry[0] == key or self._followed(path, entry, key):
             return
         try:
             if self.run is not None:
@@ -402,9 +410,26 @@ class ModelCache:
             return
         self._install(path, key, spam_filter, score_map)
 
-    @staticmethod
-    def _load(path, required):
-        spam_filter = _load_filter(path)
+    def _followed(self, path, entry, key):
+        """Whether the loaded model ``entry`` was brought up to ``key`` by
+        following its journal: the file is the one loaded, only the journal
+        changed, and the records new in it (a TELL's, another worker's, a
+        ``spamnb learn``'s) were applied in place (:func:`_follow`), in this
+        thread, between two requests.  Then ``key`` is its key."""
+        if key is None or entry[0][:4] != key[:4]:
+            return False
+        if _follow(entry[1]) is None:
+            return False
+        journal = vars(entry[1])["journal_"]
+        if journal.status == "ok" and journal.size > journal.end:
+            # a record not whole yet (a writer appending; the size may not change when it is):
+            # looked at again at the next request (a read of the bytes after the last record)
+            key = key[:4] + (None,)
+        self._entries[path] = (key,) + entry[1:]
+        return True
+
+    def _load(self, path, required):
+        spam_filter = _load_filter(path, self.whole)
         ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
         return spam_filter, spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
 
