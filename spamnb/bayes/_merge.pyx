@@ -16,47 +16,77 @@ size, never the total's.
 * Fold rows: their non-zero entries, per token a list of ``(cell, value)``
   kept in cell order; a part's entry is added to the entry of the same cell
   (one addition, in the order of the parts: the dense sum's) or inserted
-  with its value.  :meth:`fold_entries` lists them token-major, cell-minor:
-  the ascending ``token * cells + cell`` keys of ``spamnb.model.counting.Counts``.
+  with its value.  :meth:`MergeTable.take_fold_entries` lists them
+  token-major, cell-minor: the ascending ``token * cells + cell`` keys of
+  ``spamnb.model.counting.Counts``.
 
-The arrays grow with ``realloc`` (by half), so growing does not copy what
-the allocator can extend in place; the result is handed over, not copied:
-each ``take_*`` method gives its array as a :class:`Block` (a buffer owning
-the memory) and forgets it.  Nothing here imports numpy.
+Memory: every array is a memory mapping of its own, grown by half with
+``mremap`` (no copy, no second array while it grows, and returned to the
+system as soon as it is freed, where the C heap would keep it); the result
+is handed over, not copied: each ``take_*`` method gives its arrays as
+:class:`Block` s (buffers owning the mapping) and forgets them.  Nothing here
+imports numpy.
 """
 
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memmove, memset
 
 cdef extern from *:
     """
+    #include <sys/mman.h>
+    #include <string.h>
     #define _spamnb_merge_prefetch(p) __builtin_prefetch((const void *)(p))
+
+    /* Anonymous mappings: NULL for 0 bytes or when the system refuses. */
+    static void *_spamnb_map(size_t n) {
+        void *p;
+        if (n == 0) return NULL;
+        p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static void _spamnb_unmap(void *p, size_t n) {
+        if (p != NULL && n != 0) munmap(p, n);
+    }
+    /* The mapping p of old bytes resized to n (> 0): moved by the kernel, not copied, on Linux. */
+    static void *_spamnb_remap(void *p, size_t old, size_t n) {
+        void *q;
+        if (p == NULL || old == 0) return _spamnb_map(n);
+    #ifdef MREMAP_MAYMOVE
+        q = mremap(p, old, n, MREMAP_MAYMOVE);
+        return q == MAP_FAILED ? NULL : q;
+    #else
+        q = _spamnb_map(n);
+        if (q != NULL) { memcpy(q, p, old < n ? old : n); munmap(p, old); }
+        return q;
+    #endif
+    }
     """
     void _prefetch "_spamnb_merge_prefetch"(const void *p) noexcept nogil
+    void *_map "_spamnb_map"(size_t n) noexcept nogil
+    void _unmap "_spamnb_unmap"(void *p, size_t n) noexcept nogil
+    void *_remap "_spamnb_remap"(void *p, size_t old, size_t n) noexcept nogil
 
 # Lookahead of the loops' prefetches (the total's arrays are far larger than
 # the caches: each token's entries are random accesses): a slot is fetched
 # _AHEAD tokens early, the entry it names _AHEAD // 2 tokens early.
 DEF _AHEAD = 16
 
-
 cdef char *_FORMAT = "B"
 
 
 @cython.auto_pickle(False)
 cdef class Block:
-    """A block of memory from ``malloc`` handed over as a writable byte buffer
-    (``numpy.frombuffer`` views it without a copy); freed with the last view."""
+    """A memory mapping handed over as a writable byte buffer
+    (``numpy.frombuffer`` views it without a copy); unmapped with the last view."""
 
     cdef char *data
-    cdef Py_ssize_t size
-    cdef Py_ssize_t exports
+    cdef Py_ssize_t size       # bytes in use
+    cdef Py_ssize_t mapped     # bytes mapped
     cdef Py_ssize_t shape[1]
 
     def __dealloc__(self):
-        free(self.data)
+        _unmap(self.data, self.mapped)
 
     def __len__(self):
         return self.size
@@ -74,36 +104,36 @@ cdef class Block:
         view.strides = NULL
         view.suboffsets = NULL
         view.internal = NULL
-        self.exports += 1
 
     def __releasebuffer__(self, Py_buffer *view):
-        self.exports -= 1
+        pass
 
 
-cdef Block _block(void *data, Py_ssize_t size):
-    """A Block owning ``data`` (``size`` bytes; shrunk to that size)."""
+cdef Block _block(void *data, Py_ssize_t size, Py_ssize_t mapped):
+    """A Block owning the mapping ``data`` of ``mapped`` bytes, ``size`` of them
+    in use (the rest given back)."""
     cdef Block block = Block.__new__(Block)
     cdef void *shrunk
-    if data != NULL and size > 0:
-        shrunk = realloc(data, size)
+    if size == 0:
+        _unmap(data, mapped)
+        data, mapped = NULL, 0
+    elif size < mapped:
+        shrunk = _remap(data, mapped, size)
         if shrunk != NULL:
-            data = shrunk
-    elif data != NULL:
-        free(data)
-        data = NULL
-    block.data = <char *>data
-    block.size = size
+            data, mapped = shrunk, size
+    block.data, block.size, block.mapped = <char *>data, size, mapped
     return block
 
 
 cdef int _grow(void **p, Py_ssize_t *capacity, Py_ssize_t needed, Py_ssize_t itemsize) except -1:
-    """Make ``*p`` hold at least ``needed`` items (grown by half at least)."""
+    """Make the mapping ``*p`` of ``*capacity`` items hold at least ``needed``
+    (grown by half at least)."""
     cdef Py_ssize_t new_capacity
     cdef void *q
     if needed <= capacity[0]:
         return 0
     new_capacity = max(needed, capacity[0] + capacity[0] // 2, 1024)
-    q = realloc(p[0], new_capacity * itemsize)
+    q = _remap(p[0], capacity[0] * itemsize, new_capacity * itemsize)
     if q == NULL:
         raise MemoryError()
     p[0] = q
@@ -129,7 +159,7 @@ cdef class MergeTable:
     cdef uint64_t *hashes
     cdef int32_t *days
     cdef double *rows                     # two rows, the second at rows + row_cap
-    cdef int32_t *slots                   # token numbers, -1 empty
+    cdef int32_t *slots                   # token numbers, -1 empty; mask + 1 of them
     cdef uint64_t mask
     cdef Py_ssize_t filled
     cdef uint8_t *blob
@@ -137,8 +167,7 @@ cdef class MergeTable:
     cdef uint64_t *offsets                # n + 1
     cdef Py_ssize_t offsets_cap
     cdef int32_t *heads                   # first fold entry of each token, -1 none
-    cdef int32_t *next_entry
-    cdef int32_t *entry_cell
+    cdef int32_t *links                   # per entry: (next entry or -1, cell); an int64 key once taken
     cdef double *entry_value
     cdef Py_ssize_t entries_cap
 
@@ -146,31 +175,32 @@ cdef class MergeTable:
         if cells < 0:
             raise ValueError("cells must be >= 0")
         self.cells = cells
-        self.slots = <int32_t *>malloc(1024 * sizeof(int32_t))
-        self.offsets = <uint64_t *>malloc(1024 * sizeof(uint64_t))
-        if self.slots == NULL or self.offsets == NULL:
+        self.slots = <int32_t *>_map(1024 * sizeof(int32_t))
+        if self.slots == NULL:
             raise MemoryError()
         memset(self.slots, 0xff, 1024 * sizeof(int32_t))
         self.mask = 1023
+        _grow(<void **>&self.offsets, &self.offsets_cap, 1, sizeof(uint64_t))
         self.offsets[0] = 0
-        self.offsets_cap = 1024
 
     def __dealloc__(self):
-        free(self.hashes)
-        free(self.days)
-        free(self.rows)
-        free(self.slots)
-        free(self.blob)
-        free(self.offsets)
-        free(self.heads)
-        free(self.next_entry)
-        free(self.entry_cell)
-        free(self.entry_value)
+        _unmap(self.hashes, self.cap * sizeof(uint64_t))
+        _unmap(self.days, self.cap * sizeof(int32_t))
+        if self.heads != NULL:
+            _unmap(self.heads, self.cap * sizeof(int32_t))
+        _unmap(self.rows, 2 * self.row_cap * sizeof(double))
+        if self.slots != NULL:
+            _unmap(self.slots, (self.mask + 1) * sizeof(int32_t))
+        _unmap(self.blob, self.blob_cap)
+        _unmap(self.offsets, self.offsets_cap * sizeof(uint64_t))
+        _unmap(self.links, self.entries_cap * 2 * sizeof(int32_t))
+        _unmap(self.entry_value, self.entries_cap * sizeof(double))
 
     cdef int _reserve_tokens(self, Py_ssize_t needed) except -1:
-        cdef Py_ssize_t cap = self.cap, row_cap = self.row_cap, new_cap
+        cdef Py_ssize_t cap, row_cap = self.row_cap, new_cap
         cdef double *rows
-        if needed > cap:
+        if needed > self.cap:   # hashes, days and heads share one capacity
+            cap = self.cap
             _grow(<void **>&self.hashes, &cap, needed, sizeof(uint64_t))
             new_cap = self.cap
             _grow(<void **>&self.days, &new_cap, needed, sizeof(int32_t))
@@ -180,7 +210,7 @@ cdef class MergeTable:
             self.cap = cap
         if needed > row_cap:
             new_cap = max(needed, row_cap + row_cap // 2, 1024)
-            rows = <double *>realloc(self.rows, 2 * new_cap * sizeof(double))
+            rows = <double *>_remap(self.rows, 2 * row_cap * sizeof(double), 2 * new_cap * sizeof(double))
             if rows == NULL:
                 raise MemoryError()
             if self.n:   # the second row moves up to its new place
@@ -192,21 +222,31 @@ cdef class MergeTable:
     cdef int _rehash(self) except -1:
         cdef Py_ssize_t capacity = 2 * (self.mask + 1), i
         cdef uint64_t mask = capacity - 1, slot
-        cdef int32_t *slots = <int32_t *>malloc(capacity * sizeof(int32_t))
+        cdef int32_t *slots = <int32_t *>_map(capacity * sizeof(int32_t))
         cdef int32_t t
         if slots == NULL:
             raise MemoryError()
         memset(slots, 0xff, capacity * sizeof(int32_t))
         with nogil:
-            for i in range(self.mask + 1):
+            for i in range(<Py_ssize_t>self.mask + 1):
                 t = self.slots[i]
                 if t >= 0:
                     slot = self.hashes[t] & mask
                     while slots[slot] >= 0:
                         slot = (slot + 1) & mask
                     slots[slot] = t
-        free(self.slots)
+        _unmap(self.slots, (self.mask + 1) * sizeof(int32_t))
         self.slots, self.mask = slots, mask
+        return 0
+
+    cdef int _grow_entries(self, Py_ssize_t needed) except -1:
+        cdef Py_ssize_t a, b
+        if needed <= self.entries_cap:
+            return 0
+        a = b = self.entries_cap   # the two arrays share one capacity
+        _grow(<void **>&self.links, &a, needed, 2 * sizeof(int32_t))
+        _grow(<void **>&self.entry_value, &b, needed, sizeof(double))
+        self.entries_cap = a
         return 0
 
     def add(self, const uint64_t[::1] hashes, const uint64_t[::1] offsets, const uint8_t[::1] strings,
@@ -217,14 +257,17 @@ cdef class MergeTable:
         ``ham`` and ``spam``, ``last_seen`` days and (``cells`` > 0) its fold
         entries (keys ascending, ``token * cells + cell``).  Raises
         ValueError, adding nothing, when the arrays do not fit together."""
-        cdef Py_ssize_t m = hashes.shape[0], j, e, k, n_new = 0, new_bytes = 0, n_keys = 0
-        cdef uint64_t h, slot, mask
+        cdef Py_ssize_t m = hashes.shape[0], j, e, k, n_keys = 0
+        cdef uint64_t h, slot = 0
         cdef int32_t t, cell, at, prev
         cdef int32_t *index
         cdef int64_t key, token
         cdef double *ham_row
         cdef double *spam_row
         cdef uint64_t start, end
+        cdef Py_ssize_t index_bytes = (m if m else 1) * sizeof(int32_t)
+        if self.slots == NULL:
+            raise ValueError("the merge's result was taken")
         if offsets.shape[0] != m + 1 or ham.shape[0] != m or spam.shape[0] != m or last_seen.shape[0] != m:
             raise ValueError("a part's arrays differ in length")
         if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
@@ -243,7 +286,7 @@ cdef class MergeTable:
             raise ValueError("fold entries given to a merge without fold cells")
         if self.n + m > 0x7fffffff - 1 or self.n_entries + n_keys > 0x7fffffff - 1:
             raise ValueError("too many tokens to merge")
-        index = <int32_t *>malloc((m if m else 1) * sizeof(int32_t))
+        index = <int32_t *>_map(index_bytes)
         if index == NULL:
             raise MemoryError()
         try:
@@ -259,13 +302,12 @@ cdef class MergeTable:
                 h = hashes[j]
                 t = -1
                 if h != 0:
-                    mask = self.mask
-                    slot = h & mask
+                    slot = h & self.mask
                     while self.slots[slot] >= 0:
                         if self.hashes[self.slots[slot]] == h:
                             t = self.slots[slot]
                             break
-                        slot = (slot + 1) & mask
+                        slot = (slot + 1) & self.mask
                 if t < 0:
                     t = <int32_t>self.n
                     self.n += 1
@@ -307,55 +349,46 @@ cdef class MergeTable:
                     if e + _AHEAD // 2 < n_keys:
                         at = self.heads[index[fold_keys[e + _AHEAD // 2] // self.cells]]
                         if at >= 0:
-                            _prefetch(&self.entry_cell[at])
+                            _prefetch(&self.links[2 * at])
                             _prefetch(&self.entry_value[at])
-                            _prefetch(&self.next_entry[at])
                     key = fold_keys[e]
                     token = key // self.cells
                     cell = <int32_t>(key - token * self.cells)
                     t = index[token]
                     prev = -1
                     at = self.heads[t]
-                    while at >= 0 and self.entry_cell[at] < cell:
+                    while at >= 0 and self.links[2 * at + 1] < cell:
                         prev = at
-                        at = self.next_entry[at]
-                    if at >= 0 and self.entry_cell[at] == cell:
+                        at = self.links[2 * at]
+                    if at >= 0 and self.links[2 * at + 1] == cell:
                         self.entry_value[at] += fold_values[e]
                         continue
                     k = self.n_entries
                     self.n_entries += 1
-                    self.entry_cell[k] = cell
+                    self.links[2 * k] = at
+                    self.links[2 * k + 1] = cell
                     self.entry_value[k] = fold_values[e]
-                    self.next_entry[k] = at
                     if prev < 0:
                         self.heads[t] = <int32_t>k
                     else:
-                        self.next_entry[prev] = <int32_t>k
+                        self.links[2 * prev] = <int32_t>k
         finally:
-            free(index)
-
-    cdef int _grow_entries(self, Py_ssize_t needed) except -1:
-        cdef Py_ssize_t a, b, c
-        if needed <= self.entries_cap:
-            return 0
-        a = b = c = self.entries_cap   # the three arrays share one capacity
-        _grow(<void **>&self.next_entry, &a, needed, sizeof(int32_t))
-        _grow(<void **>&self.entry_cell, &b, needed, sizeof(int32_t))
-        _grow(<void **>&self.entry_value, &c, needed, sizeof(double))
-        self.entries_cap = min(a, b, c)
-        return 0
+            _unmap(index, index_bytes)
 
     def take_tokens(self):
         """``(hashes, offsets, strings)``: Blocks of the tokens' uint64 hashes
-        (in token order), uint64 string offsets (n + 1) and UTF-8 strings."""
-        cdef Block hashes = _block(self.hashes, self.n * sizeof(uint64_t))
+        (in token order), uint64 string offsets (n + 1) and UTF-8 strings.
+        Nothing can be added after."""
+        cdef Block hashes = _block(self.hashes, self.n * sizeof(uint64_t), self.cap * sizeof(uint64_t))
         self.hashes = NULL
-        cdef Block offsets = _block(self.offsets, (self.n + 1) * sizeof(uint64_t))
-        self.offsets = NULL
-        cdef Block blob = _block(self.blob, self.blob_size)
-        self.blob = NULL
-        free(self.slots)
-        self.slots = NULL
+        cdef Block offsets = _block(self.offsets, (self.n + 1) * sizeof(uint64_t),
+                                    self.offsets_cap * sizeof(uint64_t))
+        self.offsets, self.offsets_cap = NULL, 0
+        cdef Block blob = _block(self.blob, self.blob_size, self.blob_cap)
+        self.blob, self.blob_cap = NULL, 0
+        if self.slots != NULL:
+            _unmap(self.slots, (self.mask + 1) * sizeof(int32_t))
+            self.slots = NULL
         return hashes, offsets, blob
 
     def take_rows(self):
@@ -363,37 +396,43 @@ cdef class MergeTable:
         row-major) and the int32 days."""
         if self.rows != NULL and self.n:
             memmove(self.rows + self.n, self.rows + self.row_cap, self.n * sizeof(double))
-        cdef Block rows = _block(self.rows, 2 * self.n * sizeof(double))
-        self.rows = NULL
-        cdef Block days = _block(self.days, self.n * sizeof(int32_t))
+        cdef Block rows = _block(self.rows, 2 * self.n * sizeof(double), 2 * self.row_cap * sizeof(double))
+        self.rows, self.row_cap = NULL, 0
+        cdef Block days = _block(self.days, self.n * sizeof(int32_t), self.cap * sizeof(int32_t))
         self.days = NULL
         return rows, days
 
     def take_fold_entries(self):
         """``(keys, values)``: Blocks of the fold entries' int64 keys
-        (``token * cells + cell``, ascending) and float64 values."""
+        (``token * cells + cell``, ascending) and float64 values (new
+        arrays: the entries' own are freed once they are read)."""
         cdef Py_ssize_t count = self.n_entries, i = 0, t
         cdef int32_t at
-        cdef int64_t *keys = <int64_t *>malloc((count if count else 1) * sizeof(int64_t))
-        cdef double *values = <double *>malloc((count if count else 1) * sizeof(double))
+        cdef int64_t *keys = <int64_t *>_map((count if count else 1) * sizeof(int64_t))
+        cdef double *values = <double *>_map((count if count else 1) * sizeof(double))
         if keys == NULL or values == NULL:
-            free(keys)
-            free(values)
+            _unmap(keys, (count if count else 1) * sizeof(int64_t))
+            _unmap(values, (count if count else 1) * sizeof(double))
             raise MemoryError()
         if count:
             with nogil:
                 for t in range(self.n):
+                    if t + _AHEAD < self.n:
+                        at = self.heads[t + _AHEAD]
+                        if at >= 0:
+                            _prefetch(&self.links[2 * at])
+                            _prefetch(&self.entry_value[at])
                     at = self.heads[t]
                     while at >= 0:
-                        keys[i] = <int64_t>t * self.cells + self.entry_cell[at]
+                        keys[i] = <int64_t>t * self.cells + self.links[2 * at + 1]
                         values[i] = self.entry_value[at]
                         i += 1
-                        at = self.next_entry[at]
-        free(self.heads)
-        free(self.next_entry)
-        free(self.entry_cell)
-        free(self.entry_value)
-        self.heads = self.next_entry = self.entry_cell = NULL
-        self.entry_value = NULL
-        self.entries_cap = 0
-        return _block(keys, count * sizeof(int64_t)), _block(values, count * sizeof(double))
+                        at = self.links[2 * at]
+        if self.heads != NULL:
+            _unmap(self.heads, self.cap * sizeof(int32_t))
+            self.heads = NULL
+        _unmap(self.links, self.entries_cap * 2 * sizeof(int32_t))
+        _unmap(self.entry_value, self.entries_cap * sizeof(double))
+        self.links, self.entry_value, self.entries_cap, self.n_entries = NULL, NULL, 0, 0
+        return (_block(keys, count * sizeof(int64_t), (count if count else 1) * sizeof(int64_t)),
+                _block(values, count * sizeof(double), (count if count else 1) * sizeof(double)))
