@@ -436,3 +436,53 @@ cdef class MergeTable:
         self.links, self.entry_value, self.entries_cap, self.n_entries = NULL, NULL, 0, 0
         return (_block(keys, count * sizeof(int64_t), (count if count else 1) * sizeof(int64_t)),
                 _block(values, count * sizeof(double), (count if count else 1) * sizeof(double)))
+
+
+def fold_entries(list rows, Py_ssize_t n):
+    """``(keys, values)``: Blocks of the non-zero entries of dense fold rows
+    (``rows``: ``cells`` float64 buffers, row ``k`` cell ``k``; entries past a
+    row's end are zeros) over tokens ``0 .. n - 1``, as a part's
+    :class:`~spamnb.model.counting.Counts` holds them: int64 keys ``token *
+    cells + cell``, ascending, and their float64 values; one scan of the rows."""
+    cdef Py_ssize_t cells = len(rows), k, t, count = 0, i = 0
+    cdef const double[::1] row
+    cdef const double **data = NULL
+    cdef Py_ssize_t *length = NULL
+    cdef int64_t *keys
+    cdef double *values
+    cdef double v
+    views = [memoryview(r).cast("B").cast("d") for r in rows]
+    if cells == 0:
+        return _block(NULL, 0, 0), _block(NULL, 0, 0)
+    data = <const double **>_map(cells * (sizeof(double *) + sizeof(Py_ssize_t)))
+    if data == NULL:
+        raise MemoryError()
+    length = <Py_ssize_t *>(data + cells)
+    for k in range(cells):
+        row = views[k]
+        length[k] = min(n, row.shape[0])
+        data[k] = &row[0] if row.shape[0] else NULL
+    with nogil:
+        for k in range(cells):
+            for t in range(length[k]):
+                if data[k][t] != 0:
+                    count += 1
+    keys = <int64_t *>_map((count if count else 1) * sizeof(int64_t))
+    values = <double *>_map((count if count else 1) * sizeof(double))
+    if keys == NULL or values == NULL:
+        _unmap(keys, (count if count else 1) * sizeof(int64_t))
+        _unmap(values, (count if count else 1) * sizeof(double))
+        _unmap(data, cells * (sizeof(double *) + sizeof(Py_ssize_t)))
+        raise MemoryError()
+    with nogil:
+        for t in range(n):
+            for k in range(cells):
+                if t < length[k]:
+                    v = data[k][t]
+                    if v != 0:
+                        keys[i] = <int64_t>t * cells + k
+                        values[i] = v
+                        i += 1
+    _unmap(data, cells * (sizeof(double *) + sizeof(Py_ssize_t)))
+    return (_block(keys, count * sizeof(int64_t), (count if count else 1) * sizeof(int64_t)),
+            _block(values, count * sizeof(double), (count if count else 1) * sizeof(double)))

@@ -503,72 +503,80 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     return results
 
 
+def _grow(row, n):
+    """Make the ``array('d')`` ``row`` at least ``n`` long, zeros added: by a
+    quarter at least, so that a row growing with the vocabulary is copied a
+    bounded number of times, not at every message that brings a new token."""
+    if len(row) < n:
+        row.frombytes(bytes(8 * (max(n, len(row) + (len(row) >> 2) + 1024) - len(row))))
+
+
 class _Counter:
     """One variant's counting in :func:`count_variants`: its tokenizer,
     vocabulary, model rows and the folds' rows (ham and spam of each fold,
-    added to as ``WordCounts.add`` adds), and its spill file."""
+    added to as ``WordCounts.add`` adds: ``add_counts`` into the class's
+    row, 1 to its message count), and its spill file."""
 
     def __init__(self, spec, n_folds, spill_file):
-        from spamnb.bayes._vocab import add_counts
+        from spamnb.bayes._vocab import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
-        from spamnb.bayes.wordcounts import WordCounts
         from spamnb.model.calibrate import spill
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
-        self.add_counts, self.spill_record = add_counts, spill
+        self.add_counts, self.add_counts_twice, self.spill_record = add_counts, add_counts_twice, spill
         self.transform = COUNT_TRANSFORMS[spec["counts"]]
         self.length = float(spec.get("length_norm", 0.0))
         self.tokenizer = _tokenizer(spec["tokenizer"])
         self.vocabulary = Vocabulary()
-        self.word_counts = WordCounts(1.0, "mle", 2)
+        self.scratch = [array("i"), array("i")]     # the vocabulary's per-message arrays, reused
+        self.rows = [array("d"), array("d")]        # ham, spam (longer than the vocabulary: zeros)
+        self.class_count = [0.0, 0.0]
         self.n_folds, self.spill = n_folds, spill_file
         self.fold_rows = [array("d") for _ in range(2 * n_folds)]
         self.fold_messages = [0.0] * (2 * n_folds)
 
     def count(self, tokens, is_spam, fold):
-        indices = self.vocabulary.add(tokens)
+        indices = self.vocabulary.add(tokens, self.scratch)
         n_features = self.vocabulary.n_features
-        self.word_counts.add(indices, int(is_spam), self.transform, 1, n_features, self.length)
-        if fold is not None:
-            k = 2 * fold + int(is_spam)
-            row = self.fold_rows[k]
-            if len(row) < n_features:
-                row.frombytes(bytes(8 * (n_features - len(row))))
+        spam = 1 if is_spam else 0
+        row = self.rows[spam]
+        if len(row) < n_features:
+            _grow(row, n_features)
+        self.class_count[spam] += 1.0
+        if fold is None:
             self.add_counts(indices, row, self.transform, 1.0, self.length)
-            self.fold_messages[k] += 1.0
-            if self.spill is not None:
-                self.spill_record(self.spill, tokens.hashes, is_spam, fold)
+            return
+        k = 2 * fold + spam
+        fold_row = self.fold_rows[k]
+        if len(fold_row) < n_features:
+            _grow(fold_row, n_features)
+        self.add_counts_twice(indices, row, fold_row, self.transform, self.length)   # the same values in both
+        self.fold_messages[k] += 1.0
+        if self.spill is not None:
+            self.spill_record(self.spill, tokens.hashes, is_spam, fold)
 
     def result(self, day):
         """The :class:`Counts` (the counter's rows dropped as they are read)."""
         import numpy as np
 
-        vocabulary, word_counts, n_folds = self.vocabulary, self.word_counts, self.n_folds
-        self.vocabulary = self.word_counts = None
-        if not n_folds:
-            return Counts.from_word_counts(vocabulary, word_counts, day)
-        # the model's rows dense, the folds' as their non-zero entries (Counts: sparse fold rows),
-        # each row read once and dropped: no dense (2 * n_folds, n) matrix
+        vocabulary, self.vocabulary, self.scratch = self.vocabulary, None, None
         n = vocabulary.n_features
-        cells = 2 * n_folds
-        word_counts.resize(n)
-        dense = np.array(word_counts.matrix(), dtype=np.float64)
-        class_count = [*word_counts.class_count_, *self.fold_messages]
-        word_counts = None
-        fold_rows = self.fold_rows
-        keys, values = [], []
-        for k in range(cells):
-            row, fold_rows[k] = np.frombuffer(fold_rows[k], dtype=np.float64), None
-            token = np.flatnonzero(row)
-            keys.append(token * cells + k)
-            values.append(row[token])
-            del row, token
-        keys, values = np.concatenate(keys).astype(np.int64), np.concatenate(values)
-        order = np.argsort(keys)   # distinct keys: token-major order
-        keys, values = keys[order], values[order]
-        del order
+        dense = np.zeros((2, n))
+        for c in range(2):
+            row, self.rows[c] = self.rows[c], None
+            m = min(n, len(row))
+            dense[c, :m] = np.frombuffer(row, dtype=np.float64, count=m)
+            del row
+        class_count = np.array([*self.class_count, *self.fold_messages], dtype=np.float64)
+        keys = values = None
+        if self.n_folds:
+            # the folds' rows as their non-zero entries (Counts: sparse fold rows), in one scan
+            from spamnb.bayes._merge import fold_entries
+
+            keys, values = fold_entries(self.fold_rows, n)
+            self.fold_rows = None
+            keys, values = np.frombuffer(keys, dtype=np.int64), np.frombuffer(values, dtype=np.float64)
         hashes = vocabulary.hashes()
         blob, offsets = vocabulary.string_table()
-        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                      np.array(class_count, dtype=np.float64), dense,
+        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob), class_count, dense,
                       np.full(n, day, dtype=np.int32), keys, values)
