@@ -402,19 +402,33 @@ cdef class MergeTable:
         self.days = NULL
         return rows, days
 
-    def take_fold_entries(self):
+    def take_fold_entries(self, bint in_place=False):
         """``(keys, values)``: Blocks of the fold entries' int64 keys
-        (``token * cells + cell``, ascending) and float64 values (new
-        arrays: the entries' own are freed once they are read)."""
-        cdef Py_ssize_t count = self.n_entries, i = 0, t
-        cdef int32_t at
-        cdef int64_t *keys = <int64_t *>_map((count if count else 1) * sizeof(int64_t))
-        cdef double *values = <double *>_map((count if count else 1) * sizeof(double))
-        if keys == NULL or values == NULL:
-            _unmap(keys, (count if count else 1) * sizeof(int64_t))
-            _unmap(values, (count if count else 1) * sizeof(double))
-            raise MemoryError()
-        if count:
+        (``token * cells + cell``, ascending) and float64 values.  New arrays,
+        the entries' own freed once read; ``in_place``: made in the entries'
+        own memory instead (a 4-byte position per entry besides, where the
+        new arrays take 16: slower, for the largest result, the last)."""
+        cdef Py_ssize_t count = self.n_entries, i = 0, t, start
+        cdef Py_ssize_t size = (count if count else 1)
+        cdef int32_t at, after, cell, goes
+        cdef int64_t *keys
+        cdef double *values
+        cdef int32_t *position
+        cdef int64_t held_key, next_key
+        cdef double held_value, next_value
+        if in_place:
+            keys, values = <int64_t *>self.links, self.entry_value
+            position = <int32_t *>_map(size * sizeof(int32_t))
+            if position == NULL:
+                raise MemoryError()
+        else:
+            keys = <int64_t *>_map(size * sizeof(int64_t))
+            values = <double *>_map(size * sizeof(double))
+            if keys == NULL or values == NULL:
+                _unmap(keys, size * sizeof(int64_t))
+                _unmap(values, size * sizeof(double))
+                raise MemoryError()
+        if count and not in_place:
             with nogil:
                 for t in range(self.n):
                     if t + _AHEAD < self.n:
@@ -428,14 +442,48 @@ cdef class MergeTable:
                         values[i] = self.entry_value[at]
                         i += 1
                         at = self.links[2 * at]
+        elif count:
+            with nogil:
+                # each entry's key, written over its link (read first), and its place in key order
+                for t in range(self.n):
+                    at = self.heads[t]
+                    while at >= 0:
+                        after, cell = self.links[2 * at], self.links[2 * at + 1]
+                        keys[at] = <int64_t>t * self.cells + cell
+                        position[at] = <int32_t>i
+                        i += 1
+                        at = after
+                # entry e goes to position[e]: the permutation applied in place, cycle by cycle
+                # (entries are mostly made in key order: most are in place already)
+                for start in range(count):
+                    if position[start] == start or position[start] < 0:
+                        continue
+                    held_key, held_value = keys[start], values[start]
+                    t = start
+                    while True:
+                        goes = position[t]
+                        position[t] = -1
+                        if goes == start:
+                            keys[start], values[start] = held_key, held_value
+                            break
+                        next_key, next_value = keys[goes], values[goes]
+                        keys[goes], values[goes] = held_key, held_value
+                        held_key, held_value = next_key, next_value
+                        t = goes
         if self.heads != NULL:
             _unmap(self.heads, self.cap * sizeof(int32_t))
             self.heads = NULL
-        _unmap(self.links, self.entries_cap * 2 * sizeof(int32_t))
-        _unmap(self.entry_value, self.entries_cap * sizeof(double))
+        if in_place:
+            _unmap(position, size * sizeof(int32_t))
+            key_block = _block(self.links, count * sizeof(int64_t), self.entries_cap * 2 * sizeof(int32_t))
+            value_block = _block(self.entry_value, count * sizeof(double), self.entries_cap * sizeof(double))
+        else:
+            _unmap(self.links, self.entries_cap * 2 * sizeof(int32_t))
+            _unmap(self.entry_value, self.entries_cap * sizeof(double))
+            key_block = _block(keys, count * sizeof(int64_t), size * sizeof(int64_t))
+            value_block = _block(values, count * sizeof(double), size * sizeof(double))
         self.links, self.entry_value, self.entries_cap, self.n_entries = NULL, NULL, 0, 0
-        return (_block(keys, count * sizeof(int64_t), (count if count else 1) * sizeof(int64_t)),
-                _block(values, count * sizeof(double), (count if count else 1) * sizeof(double)))
+        return key_block, value_block
 
 
 def fold_entries(list rows, Py_ssize_t n):

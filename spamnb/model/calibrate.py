@@ -653,3 +653,23 @@ def release_free_memory():
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def map_large_blocks(threshold=256 << 10):
+    """From now on, the C heap gives blocks of ``threshold`` bytes or more
+    as memory mappings of their own (glibc's ``M_MMAP_THRESHOLD``, fixed;
+    nothing elsewhere): freed, they go back to the system at once.  Left to
+    itself, glibc raises the threshold past the largest block freed, so the
+    merge's stream of arrays of a few MiB (the partitions' counts) would stay
+    in the heap, fragmenting it: ``spamnb train``'s parent calls this once
+    its workers are forked (theirs is left as it is)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, int(threshold))   # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass

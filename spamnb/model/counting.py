@@ -30,7 +30,7 @@ class Counts:
     ----------
     hashes : uint64 array (n_features,)
         Token hashes in feature order.
-    offsets : uint64 array (n_features + 1,), strings : bytes
+    offsets : uint64 array (n_features + 1,), strings : bytes (or a bytes-like buffer)
         Token ``i``'s UTF-8 string is ``strings[offsets[i]:offsets[i + 1]]``.
     class_count : float64 array (n_classes,)
         Messages per class, [ham, spam].
@@ -61,7 +61,8 @@ class Counts:
         self.fold_keys, self.fold_values = fold_keys, fold_values
 
     def __reduce__(self):   # the arrays: sent as one buffer each
-        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.dense,
+        strings = self.strings if isinstance(self.strings, bytes) else bytes(self.strings)
+        return (Counts, (self.hashes, self.offsets, strings, self.class_count, self.dense,
                          self.last_seen, self.fold_keys, self.fold_values))
 
     @property
@@ -305,26 +306,28 @@ class _Sum:
             part.hashes = part.offsets = part.strings = part.dense = part.last_seen = None
             part.fold_keys = part.fold_values = None
 
-    def result(self):
+    def result(self, last=False):
+        """The sum (``last``: the tree's result, the largest, made with the
+        least memory beside the total rather than the fastest)."""
         if self.n == 0:
             return Counts.empty()
         if self.n == 1:
             return self.first
         import numpy as np
 
-        # once: each piece of the total is handed over (no copy but the strings'), the
+        # once: each piece of the total is handed over (no copy), the
         # table's arrays freed as they go
         table, self.table = self.table, None
         n = table.n
         hashes, offsets, blob = table.take_tokens()
         hashes, offsets = np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.uint64)
-        strings = bytes(blob)
+        strings = memoryview(blob).toreadonly()   # the strings' Block, viewed
         del blob
         rows, days = table.take_rows()
         dense, days = np.frombuffer(rows, dtype=np.float64).reshape(2, n), np.frombuffer(days, dtype=np.int32)
         keys = values = None
         if table.cells:
-            keys, values = table.take_fold_entries()
+            keys, values = table.take_fold_entries(in_place=last)
             keys, values = np.frombuffer(keys, dtype=np.int64), np.frombuffer(values, dtype=np.float64)
         del table
         return _Merged(hashes, offsets, strings, self.class_count.copy(), dense, days, keys, values)
@@ -412,7 +415,8 @@ class TreeReduce:
         # last one (one item: the result itself).
         for level in range(len(levels)):
             if not any(len(higher) for higher in levels[level + 1:]):
-                return levels[level].result()
+                top = levels[level]
+                return top.result(last=True) if isinstance(top, _Sum) else top.result()
             if len(levels[level]):
                 levels[level + 1].add(levels[level].result())
         raise AssertionError("unreachable")
