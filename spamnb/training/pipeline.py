@@ -121,12 +121,15 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
                 state["variants"] = 1
                 trees[1:] = [None] * (len(trees) - 1)
 
-    if workers is not None:
-        count(workers)
-    else:
-        with Workers(n_jobs) as workers:
+    try:
+        if workers is not None:
             count(workers)
-    return [None if tree is None else tree.result() for tree in trees]
+        else:
+            with Workers(n_jobs) as workers:
+                count(workers)
+        return [None if tree is None else tree.result() for tree in trees]
+    finally:
+        map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
 
 
 def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
