@@ -70,7 +70,8 @@ cdef extern from *:
 # Lookahead of the loops' prefetches (the total's arrays are far larger than
 # the caches: each token's entries are random accesses): a slot is fetched
 # _AHEAD tokens early, the entry it names _AHEAD // 2 tokens early.
-DEF _AHEAD = 16
+cdef enum:
+    _AHEAD = 16
 
 cdef char *_FORMAT = "B"
 
