@@ -80,12 +80,11 @@ def test_the_streaming_tree_drops_only_its_own_sums_and_sums_as_the_levels_do():
             assert np.array_equal(part.fold_keys, keys) and np.array_equal(part.fold_values, values)
 
 
-def test_the_merges_index_numbers_tokens_as_the_vocabulary_does():
-    """counting._Index (the merge's vocabulary, sorted hashes) gives every part's
-    tokens the numbers, hashes and strings a Vocabulary gives them, a hash of
-    0 (the hash index's empty slot) included."""
-    from array import array
-
+def test_the_merges_table_numbers_tokens_as_the_vocabulary_does():
+    """The merge's running total (spamnb.bayes._merge.MergeTable, behind
+    merge_counts) numbers every part's tokens, and keeps their hashes and
+    strings, as a Vocabulary does, a hash of 0 (the hash index's empty slot)
+    included."""
     from spamnb.bayes.vocabulary import Vocabulary
 
     messages = labelled_messages(trees=[SAMPLE])
@@ -95,14 +94,68 @@ def test_the_merges_index_numbers_tokens_as_the_vocabulary_does():
     zero = counting.Counts(np.array([0, 7, 3], dtype=np.uint64), np.array([0, 1, 3, 6], dtype=np.uint64), b"abcdef",
                            np.zeros(2), np.zeros((2, 3)), np.zeros(3, dtype=np.int32))
     parts[3:3] = [zero, zero]
-    vocabulary, index = Vocabulary(), counting._Index()
+    vocabulary = Vocabulary()
     for part in parts:
-        want = np.frombuffer(vocabulary.add(counting._Tokens(part)), dtype=np.int32)
-        assert np.array_equal(index.add(part), want)
-        assert index.n == vocabulary.n_features
+        vocabulary.add(counting._Tokens(part))
+    merged = counting.merge_counts(parts)
     blob, offsets = vocabulary.string_table()
-    assert np.array_equal(index.hashes[:index.n], vocabulary.hashes())
-    assert bytes(index.blob) == blob and index.offsets == array("Q", offsets)
+    assert merged.n_features == vocabulary.n_features
+    assert np.array_equal(merged.hashes, vocabulary.hashes())
+    assert merged.strings == blob and np.array_equal(merged.offsets, np.frombuffer(offsets, dtype=np.uint64))
+
+
+def test_the_merges_table_sums_as_the_dense_rows_do_past_its_growth():
+    """MergeTable over parts large enough to grow its hash table and arrays
+    several times: the model rows, days and fold entries are the dense sums
+    (added in the parts' order), tokens numbered in order of first sight."""
+    from spamnb.bayes._merge import MergeTable
+
+    rng = np.random.default_rng(5)
+    pool = rng.integers(1, 2**63, size=6000, dtype=np.uint64)
+    cells, parts = 6, []
+    for _ in range(5):
+        hashes = rng.choice(pool, size=2500, replace=False)
+        strings = [h.tobytes()[:int(h % 5)] for h in hashes]
+        offsets = np.concatenate([[0], np.cumsum([len(x) for x in strings])]).astype(np.uint64)
+        rows = rng.random((2, hashes.size))
+        days = rng.integers(0, 100, hashes.size).astype(np.int32)
+        folds = np.where(rng.random((hashes.size, cells)) < 0.3, rng.random((hashes.size, cells)), 0.0)
+        token, cell = np.nonzero(folds)
+        parts.append((hashes, offsets, b"".join(strings), rows, days, token * cells + cell, folds[token, cell],
+                      folds, strings))
+    table = MergeTable(cells)
+    order, number = [], {}
+    for hashes, offsets, blob, rows, days, keys, values, *_ in parts:
+        table.add(hashes, offsets, blob, rows[0].copy(), rows[1].copy(), days, keys.astype(np.int64), values)
+        for h in hashes.tolist():
+            if h not in number:
+                number[h] = len(order)
+                order.append(h)
+    n = len(order)
+    want_rows, want_days, want_folds = np.zeros((2, n)), np.zeros(n, dtype=np.int32), np.zeros((n, cells))
+    want_strings = [b""] * n
+    for hashes, offsets, blob, rows, days, keys, values, folds, strings in parts:
+        index = np.array([number[h] for h in hashes.tolist()])
+        want_rows[:, index] += rows
+        want_days[index] = np.maximum(want_days[index], days)
+        want_folds[index] += folds
+        for i, s in zip(index, strings):
+            want_strings[i] = s
+    assert table.n == n
+    hashes, offsets, blob = (bytes(b) for b in table.take_tokens())
+    assert np.frombuffer(hashes, dtype=np.uint64).tolist() == order
+    assert blob == b"".join(want_strings)
+    assert np.array_equal(np.frombuffer(offsets, dtype=np.uint64)[1:], np.cumsum([len(s) for s in want_strings]))
+    rows, days = table.take_rows()
+    assert np.array_equal(np.frombuffer(rows).reshape(2, n), want_rows)
+    assert np.array_equal(np.frombuffer(days, dtype=np.int32), want_days)
+    keys, values = table.take_fold_entries()
+    token, cell = np.nonzero(want_folds)
+    assert np.array_equal(np.frombuffer(keys, dtype=np.int64), token * cells + cell)
+    assert np.array_equal(np.frombuffer(values), want_folds[token, cell])
+    with pytest.raises(ValueError):
+        MergeTable(cells).add(parts[0][0], parts[0][1], parts[0][2], parts[0][3][0].copy(), parts[0][3][1].copy(),
+                              parts[0][4], parts[0][5][::-1].astype(np.int64), parts[0][6])
 
 
 @pytest.mark.parametrize("counts", ["raw", "binary"])
@@ -586,3 +639,25 @@ def test_train_variants_in_one_pass_give_what_each_alone_gives(tmp_path, n_jobs)
     filters = [SpamFilter(), SpamFilter(tokenizer=with_pairs(2))]
     first, dropped = pipeline.train_variants(filters, [SAMPLE], limit=10, **options)
     assert dropped is None and first[1] == together[0][1]
+
+
+@pytest.mark.parametrize("transform", [0, 1, 2])
+@pytest.mark.parametrize("length", [0.0, 3.0])
+def test_add_counts_twice_adds_what_two_add_counts_add(transform, length):
+    """The counting pass adds a message to its class's row and its fold's in
+    one call (_vocab.add_counts_twice): the values two add_counts add, bit for
+    bit; an index out of range of either row changes nothing."""
+    from array import array
+
+    from spamnb.bayes import _vocab
+
+    idx = array("i", [3, 1, 3, 0, 3, 1, 4])
+    first, second = array("d", [0.5, 0.0, 2.25, 1e-3, 7.0]), array("d", [1.5] * 6)
+    want_first, want_second = array("d", first), array("d", second)
+    _vocab.add_counts(idx, want_first, transform, 1.0, length)
+    _vocab.add_counts(idx, want_second, transform, 1.0, length)
+    assert _vocab.add_counts_twice(idx, first, second, transform, length) == 4
+    assert first == want_first and second == want_second
+    with pytest.raises(ValueError):
+        _vocab.add_counts_twice(array("i", [5]), second, first, transform, length)
+    assert first == want_first and second == want_second

@@ -327,6 +327,47 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double si
                 NULL, NULL, 0.0)[0]
 
 
+def add_counts_twice(const int32_t[::1] idx, double[::1] first, double[::1] second, int counts,
+                     double length=0.0):
+    """``add_counts(idx, first, counts, 1.0, length)`` and the same into
+    ``second``, the message counted once: the same values added to both (a
+    class's counts and its cross-validation fold's).  Raises ValueError,
+    changing nothing, when an index is out of range of either.  Returns the
+    number of distinct indices."""
+    cdef Py_ssize_t n = idx.shape[0], k, j, cap
+    cdef int32_t *uniq
+    cdef double *x
+    cdef int32_t largest = -1
+    if counts not in (_RAW, _BINARY, _LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if n == 0:
+        return 0
+    cap = _table_size(n)
+    uniq = <int32_t *>malloc((n + 2 * cap) * sizeof(int32_t))   # uniq, then the counting table
+    x = <double *>malloc(n * sizeof(double))
+    if uniq == NULL or x == NULL:
+        free(uniq)
+        free(x)
+        raise MemoryError()
+    with nogil:
+        k = _count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
+        _scale_to_length(x, k, length)
+        for j in range(k):
+            if uniq[j] > largest:
+                largest = uniq[j]
+        if largest >= first.shape[0] or largest >= second.shape[0]:
+            k = -1
+        else:
+            for j in range(k):
+                first[uniq[j]] += x[j]
+                second[uniq[j]] += x[j]
+    free(uniq)
+    free(x)
+    if k == -1:
+        raise ValueError(f"feature index out of range for {min(first.shape[0], second.shape[0])} counts")
+    return k
+
+
 def add_counts_split(const int32_t[::1] idx, double[::1] base, double[::1] tail, int counts, double sign,
                      double length, double[::1] log_base, double[::1] log_tail, double alpha):
     """``add_counts`` over one class's counts held in two buffers (feature ``i``

@@ -185,11 +185,27 @@ class Vocabulary:
         return [self.token(i) for i in range(self.n_features)]
 
     # -- learning -------------------------------------------------------------
-    def add(self, stream):
+    def add(self, stream, scratch=None):
         """Index the tokens of a ``TokenStream`` (``hashes``, ``write_tokens``), adding new
-        ones; returns ``array('i')`` per occurrence."""
+        ones; returns ``array('i')`` per occurrence.
+
+        ``scratch``: a list of two ``array('i')`` that calls share (grown here
+        as needed): the result is then a memoryview of the first, valid until
+        the next call, and no array is made per call (a corpus counted
+        message by message)."""
         hashes = stream.hashes
         n = len(hashes)
+        if scratch is not None and self._tail is None and n:
+            if len(scratch[0]) < n:
+                scratch[:] = [_zeros("i", 2 * n), _zeros("i", 2 * n)]
+            out = memoryview(scratch[0])[:n]
+            self._make_writable()
+            self._reserve(self.n_features + n)
+            n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, scratch[1])
+            if n_new:
+                stream.write_tokens(scratch[1], n_new, self._blob, self._offsets)
+                self.n_features += n_new
+            return out
         out = _zeros("i", n)
         if n == 0:
             return out

@@ -653,3 +653,25 @@ def release_free_memory():
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def map_large_blocks(threshold=256 << 10):
+    """Make the C heap give blocks of ``threshold`` bytes or more as memory
+    mappings of their own (glibc's ``M_MMAP_THRESHOLD``, fixed; nothing
+    elsewhere): freed, they go back to the system at once.  Left to itself,
+    glibc raises the threshold past the largest block freed, so the merge's
+    stream of arrays of a few MiB (the partitions' counts) would stay in the
+    heap, fragmenting it: ``spamnb train``'s parent maps them during its
+    counting pass (its workers forked), then calls this with ``None``: 32
+    MiB, glibc's highest dynamic threshold, so that the fold models' many
+    temporaries come from the heap again, not from new mappings to fault in."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-3, int(32 << 20 if threshold is None else threshold))   # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass

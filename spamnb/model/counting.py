@@ -30,7 +30,7 @@ class Counts:
     ----------
     hashes : uint64 array (n_features,)
         Token hashes in feature order.
-    offsets : uint64 array (n_features + 1,), strings : bytes
+    offsets : uint64 array (n_features + 1,), strings : bytes (or a bytes-like buffer)
         Token ``i``'s UTF-8 string is ``strings[offsets[i]:offsets[i + 1]]``.
     class_count : float64 array (n_classes,)
         Messages per class, [ham, spam].
@@ -61,7 +61,8 @@ class Counts:
         self.fold_keys, self.fold_values = fold_keys, fold_values
 
     def __reduce__(self):   # the arrays: sent as one buffer each
-        return (Counts, (self.hashes, self.offsets, self.strings, self.class_count, self.dense,
+        strings = self.strings if isinstance(self.strings, bytes) else bytes(self.strings)
+        return (Counts, (self.hashes, self.offsets, strings, self.class_count, self.dense,
                          self.last_seen, self.fold_keys, self.fold_values))
 
     @property
@@ -244,23 +245,24 @@ class _Sum:
     :func:`merge_counts` does to a list, holding one running total instead of
     the list.  One part added is the result as it is.
 
-    Each part's counts are added into the total's columns of its tokens
-    (``total[:, index] += part``; a part's tokens are distinct, so each
-    count is one addition, in the order of the parts): the work is the
-    part's size, not the total's; the total grows by doubling.
+    The running total is a :class:`spamnb.bayes._merge.MergeTable`: each
+    part's tokens are looked up in a hash table (new ones numbered in the
+    part's order, as :class:`~spamnb.bayes.vocabulary.Vocabulary` numbers
+    them) and its counts added into the total's entries of its tokens, in
+    one compiled loop: the work is the part's size, not the total's.  A
+    part's tokens are distinct, so each count is one addition, in the order
+    of the parts.
 
     The fold rows (parts counted with ``n_folds``) are summed sparse: the
-    total keeps their non-zero entries sorted by key (``token * 2 * n_folds
-    + row``, :class:`Counts`), and a part's entries are added to the entries
-    of the same key (one addition each, as the dense sum adds them; an entry
-    the total lacks is the dense sum's ``0.0 + value``, the value itself), or
-    inserted: the same sums, bit for bit, without the dense rows' zeros
-    (nine tenths of them) to send, grow, add and copy."""
+    total keeps their non-zero entries only, a part's entries added to the
+    entries of the same token and cell (one addition each, as the dense sum
+    adds them; an entry the total lacks is the dense sum's ``0.0 + value``,
+    the value itself), or inserted: the same sums, bit for bit, without the
+    dense rows' zeros (nine tenths of them) to send, grow, add and copy."""
 
     def __init__(self, consume=False):
         self.n = 0
-        self.first = self.vocabulary = self.total = self.days = self.class_count = None
-        self.keys = self.values = None
+        self.first = self.table = self.class_count = None
         self.consume = consume   # drop a merged part's arrays as they are added (TreeReduce's own sums)
 
     def __len__(self):
@@ -274,14 +276,14 @@ class _Sum:
         if self.n == 2:
             import numpy as np
 
+            from spamnb.bayes._merge import MergeTable
+
             first, self.first = self.first, None
-            self.vocabulary = _Index()
             n_classes = len(first.class_count)
-            self.total = np.zeros((min(n_classes, 2), max(1024, 2 * first.n_features)))
-            self.days = np.zeros(self.total.shape[1], dtype=np.int32)
+            if n_classes < 2:
+                raise ValueError("counts have a ham and a spam class at least")
+            self.table = MergeTable(n_classes - 2)
             self.class_count = np.zeros(n_classes)
-            if n_classes > 2:
-                self.keys, self.values = np.zeros(0, dtype=np.int64), np.zeros(0)
             self._add(first)
         self._add(part)
 
@@ -290,145 +292,45 @@ class _Sum:
 
         if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
-        index = self.vocabulary.add(part)
-        # a sum this tree made (nothing else holds it): its arrays go as soon as they are added
-        consume = self.consume and type(part) is _Merged
-        if consume:
-            part.hashes = part.offsets = part.strings = None
-        n = self.vocabulary.n
-        if n > self.total.shape[1]:   # grown by half: the total and its copy are the merge's largest arrays
-            capacity = max(n, self.total.shape[1] + self.total.shape[1] // 2)
-            total = np.zeros((self.total.shape[0], capacity))
-            total[:, :self.total.shape[1]] = self.total
-            days = np.zeros(capacity, dtype=np.int32)
-            days[:self.days.size] = self.days
-            self.total, self.days = total, days
-        self.total[:, index] += part.dense[:2]
-        self.days[index] = np.maximum(self.days[index], part.last_seen)
+        keys = values = None
+        if self.table.cells:
+            keys, values = part.sparse_folds()
+            keys, values = np.ascontiguousarray(keys, dtype=np.int64), np.ascontiguousarray(values, dtype=np.float64)
+        rows = np.ascontiguousarray(part.dense[:2], dtype=np.float64)
+        self.table.add(np.ascontiguousarray(part.hashes, dtype=np.uint64),
+                       np.ascontiguousarray(part.offsets, dtype=np.uint64), part.strings, rows[0], rows[1],
+                       np.ascontiguousarray(part.last_seen, dtype=np.int32), keys, values)
         self.class_count += part.class_count
-        if consume:
-            part.dense = part.last_seen = None
-        if self.keys is not None:
-            self._add_folds(part, index, consume)
-
-    def _add_folds(self, part, index, consume=False):
-        import numpy as np
-
-        cells = len(self.class_count) - 2
-        keys, values = part.sparse_folds()
-        if consume:
+        if self.consume and type(part) is _Merged:
+            # a sum this tree made (nothing else holds it): its arrays go as soon as they are added
+            part.hashes = part.offsets = part.strings = part.dense = part.last_seen = None
             part.fold_keys = part.fold_values = None
-        token, cell = np.divmod(keys, cells)
-        keys = index[token].astype(np.int64)     # the total's token numbers (temporaries the part's size)
-        del token
-        keys *= cells
-        keys += cell
-        del cell
-        order = np.argsort(keys)                 # keys are distinct: any sort gives one order
-        keys, values = keys[order], values[order]
-        del order
-        at = np.searchsorted(self.keys, keys)
-        found = at < self.keys.size
-        found[found] = self.keys[at[found]] == keys[found]
-        self.values[at[found]] += values[found]  # distinct positions: one addition each
-        new = ~found
-        del found
-        if new.any():   # inserted before their positions (np.insert's result), the positions found once
-            at, keys, values = at[new], keys[new], values[new]
-            del new
-            _insert_sorted(self, at, (("keys", keys), ("values", values)))   # ``at`` ascending: keys are sorted
 
-    def result(self):
+    def result(self, last=False):
+        """The sum (``last``: the tree's result, the largest, made with the
+        least memory beside the total rather than the fastest)."""
         if self.n == 0:
             return Counts.empty()
         if self.n == 1:
             return self.first
         import numpy as np
 
-        # once: each piece of the total is dropped as soon as its copy is made (the peak
-        # of a merge is its last result, the whole vocabulary, made beside the total)
-        vocabulary, self.vocabulary = self.vocabulary, None
-        n = vocabulary.n
-        hashes = vocabulary.hashes[:n].copy()
-        blob, offsets = vocabulary.blob, np.frombuffer(vocabulary.offsets, dtype=np.uint64).copy()
-        del vocabulary
-        total, self.total = self.total, None
-        dense = np.ascontiguousarray(total[:, :n])
-        del total
-        days, self.days = self.days, None
-        days = days[:n].copy()
-        keys, values, self.keys, self.values = self.keys, self.values, None, None
-        return _Merged(hashes, offsets, bytes(blob), self.class_count.copy(), dense, days, keys, values)
-
-
-def _insert_sorted(owner, at, columns):
-    """Insert new entries into parallel arrays of ``owner``: ``columns`` is
-    ``(attribute name, new values)`` pairs, ``at`` (ascending) the position in
-    the current arrays before which each new entry goes (``np.insert``'s
-    result).  Each attribute is replaced in turn, so only one old array and
-    its successor are held at a time."""
-    import numpy as np
-
-    at += np.arange(at.size)   # where each lands once those before it are in (``at`` is consumed)
-    old = np.ones(len(getattr(owner, columns[0][0])) + at.size, dtype=bool)
-    old[at] = False
-    for name, values in columns:
-        current = getattr(owner, name)
-        merged = np.empty(old.size, dtype=current.dtype)
-        merged[at] = values
-        merged[old] = current
-        del current
-        setattr(owner, name, merged)
-        del merged
-
-
-class _Index:
-    """The vocabulary of a merge (:class:`_Sum`): token numbers by hash, in
-    order of first sight, as :class:`~spamnb.bayes.vocabulary.Vocabulary`
-    numbers them (a part's new tokens in the part's order; a hash of 0, the
-    hash index's empty slot, is new every time), but looked up in the sorted
-    hashes (``searchsorted``): 20 bytes a token, where a hash index at most
-    half full takes 24-48 and twice that while it grows."""
-
-    def __init__(self):
-        import numpy as np
-
-        self.n = 0
-        self.hashes = np.zeros(1024, dtype=np.uint64)    # in token order (capacity grown by half)
-        self.sorted = np.zeros(0, dtype=np.uint64)       # the hashes, ascending (none is 0) ...
-        self.numbers = np.zeros(0, dtype=np.int32)       # ... and their token numbers
-        self.blob, self.offsets = bytearray(), array("Q", [0])
-
-    def add(self, part):
-        """The token numbers (int32) of ``part``'s tokens, new ones added (hashes, strings)."""
-        import numpy as np
-
-        hashes = np.asarray(part.hashes, dtype=np.uint64)
-        at = np.searchsorted(self.sorted, hashes)
-        found = at < self.sorted.size
-        found[found] = self.sorted[at[found]] == hashes[found]
-        index = np.empty(hashes.size, dtype=np.int32)
-        index[found] = self.numbers[at[found]]
-        del at
-        new = np.flatnonzero(~found).astype(np.int32)   # a part's tokens are distinct
-        del found
-        if not new.size:
-            return index
-        index[new] = self.n + np.arange(new.size, dtype=np.int32)
-        _Tokens(part).write_tokens(new, new.size, self.blob, self.offsets)
-        if self.n + new.size > self.hashes.size:
-            grown = np.zeros(max(self.n + new.size, self.hashes.size + self.hashes.size // 2), dtype=np.uint64)
-            grown[:self.n] = self.hashes[:self.n]
-            self.hashes = grown
-        self.hashes[self.n:self.n + new.size] = hashes[new]
-        self.n += new.size
-        new = new[hashes[new] != 0]
-        added, numbers = hashes[new], index[new]
-        order = np.argsort(added)
-        added, numbers = added[order], numbers[order]
-        del order, new
-        _insert_sorted(self, np.searchsorted(self.sorted, added), (("sorted", added), ("numbers", numbers)))
-        return index
+        # once: each piece of the total is handed over (no copy), the
+        # table's arrays freed as they go
+        table, self.table = self.table, None
+        n = table.n
+        hashes, offsets, blob = table.take_tokens()
+        hashes, offsets = np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.uint64)
+        strings = memoryview(blob).toreadonly()   # the strings' Block, viewed
+        del blob
+        rows, days = table.take_rows()
+        dense, days = np.frombuffer(rows, dtype=np.float64).reshape(2, n), np.frombuffer(days, dtype=np.int32)
+        keys = values = None
+        if table.cells:
+            keys, values = table.take_fold_entries(in_place=last)
+            keys, values = np.frombuffer(keys, dtype=np.int64), np.frombuffer(values, dtype=np.float64)
+        del table
+        return _Merged(hashes, offsets, strings, self.class_count.copy(), dense, days, keys, values)
 
 
 class _Merged(Counts):
@@ -513,7 +415,8 @@ class TreeReduce:
         # last one (one item: the result itself).
         for level in range(len(levels)):
             if not any(len(higher) for higher in levels[level + 1:]):
-                return levels[level].result()
+                top = levels[level]
+                return top.result(last=True) if isinstance(top, _Sum) else top.result()
             if len(levels[level]):
                 levels[level + 1].add(levels[level].result())
         raise AssertionError("unreachable")
@@ -604,72 +507,80 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     return results
 
 
+def _grow(row, n):
+    """Make the ``array('d')`` ``row`` at least ``n`` long, zeros added: by a
+    quarter at least, so that a row growing with the vocabulary is copied a
+    bounded number of times, not at every message that brings a new token."""
+    if len(row) < n:
+        row.frombytes(bytes(8 * (max(n, len(row) + (len(row) >> 2) + 1024) - len(row))))
+
+
 class _Counter:
     """One variant's counting in :func:`count_variants`: its tokenizer,
     vocabulary, model rows and the folds' rows (ham and spam of each fold,
-    added to as ``WordCounts.add`` adds), and its spill file."""
+    added to as ``WordCounts.add`` adds: ``add_counts`` into the class's
+    row, 1 to its message count), and its spill file."""
 
     def __init__(self, spec, n_folds, spill_file):
-        from spamnb.bayes._vocab import add_counts
+        from spamnb.bayes._vocab import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
-        from spamnb.bayes.wordcounts import WordCounts
         from spamnb.model.calibrate import spill
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
-        self.add_counts, self.spill_record = add_counts, spill
+        self.add_counts, self.add_counts_twice, self.spill_record = add_counts, add_counts_twice, spill
         self.transform = COUNT_TRANSFORMS[spec["counts"]]
         self.length = float(spec.get("length_norm", 0.0))
         self.tokenizer = _tokenizer(spec["tokenizer"])
         self.vocabulary = Vocabulary()
-        self.word_counts = WordCounts(1.0, "mle", 2)
+        self.scratch = [array("i"), array("i")]     # the vocabulary's per-message arrays, reused
+        self.rows = [array("d"), array("d")]        # ham, spam (longer than the vocabulary: zeros)
+        self.class_count = [0.0, 0.0]
         self.n_folds, self.spill = n_folds, spill_file
         self.fold_rows = [array("d") for _ in range(2 * n_folds)]
         self.fold_messages = [0.0] * (2 * n_folds)
 
     def count(self, tokens, is_spam, fold):
-        indices = self.vocabulary.add(tokens)
+        indices = self.vocabulary.add(tokens, self.scratch)
         n_features = self.vocabulary.n_features
-        self.word_counts.add(indices, int(is_spam), self.transform, 1, n_features, self.length)
-        if fold is not None:
-            k = 2 * fold + int(is_spam)
-            row = self.fold_rows[k]
-            if len(row) < n_features:
-                row.frombytes(bytes(8 * (n_features - len(row))))
+        spam = 1 if is_spam else 0
+        row = self.rows[spam]
+        if len(row) < n_features:
+            _grow(row, n_features)
+        self.class_count[spam] += 1.0
+        if fold is None:
             self.add_counts(indices, row, self.transform, 1.0, self.length)
-            self.fold_messages[k] += 1.0
-            if self.spill is not None:
-                self.spill_record(self.spill, tokens.hashes, is_spam, fold)
+            return
+        k = 2 * fold + spam
+        fold_row = self.fold_rows[k]
+        if len(fold_row) < n_features:
+            _grow(fold_row, n_features)
+        self.add_counts_twice(indices, row, fold_row, self.transform, self.length)   # the same values in both
+        self.fold_messages[k] += 1.0
+        if self.spill is not None:
+            self.spill_record(self.spill, tokens.hashes, is_spam, fold)
 
     def result(self, day):
         """The :class:`Counts` (the counter's rows dropped as they are read)."""
         import numpy as np
 
-        vocabulary, word_counts, n_folds = self.vocabulary, self.word_counts, self.n_folds
-        self.vocabulary = self.word_counts = None
-        if not n_folds:
-            return Counts.from_word_counts(vocabulary, word_counts, day)
-        # the model's rows dense, the folds' as their non-zero entries (Counts: sparse fold rows),
-        # each row read once and dropped: no dense (2 * n_folds, n) matrix
+        vocabulary, self.vocabulary, self.scratch = self.vocabulary, None, None
         n = vocabulary.n_features
-        cells = 2 * n_folds
-        word_counts.resize(n)
-        dense = np.array(word_counts.matrix(), dtype=np.float64)
-        class_count = [*word_counts.class_count_, *self.fold_messages]
-        word_counts = None
-        fold_rows = self.fold_rows
-        keys, values = [], []
-        for k in range(cells):
-            row, fold_rows[k] = np.frombuffer(fold_rows[k], dtype=np.float64), None
-            token = np.flatnonzero(row)
-            keys.append(token * cells + k)
-            values.append(row[token])
-            del row, token
-        keys, values = np.concatenate(keys).astype(np.int64), np.concatenate(values)
-        order = np.argsort(keys)   # distinct keys: token-major order
-        keys, values = keys[order], values[order]
-        del order
+        dense = np.zeros((2, n))
+        for c in range(2):
+            row, self.rows[c] = self.rows[c], None
+            m = min(n, len(row))
+            dense[c, :m] = np.frombuffer(row, dtype=np.float64, count=m)
+            del row
+        class_count = np.array([*self.class_count, *self.fold_messages], dtype=np.float64)
+        keys = values = None
+        if self.n_folds:
+            # the folds' rows as their non-zero entries (Counts: sparse fold rows), in one scan
+            from spamnb.bayes._merge import fold_entries
+
+            keys, values = fold_entries(self.fold_rows, n)
+            self.fold_rows = None
+            keys, values = np.frombuffer(keys, dtype=np.int64), np.frombuffer(values, dtype=np.float64)
         hashes = vocabulary.hashes()
         blob, offsets = vocabulary.string_table()
-        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob),
-                      np.array(class_count, dtype=np.float64), dense,
+        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob), class_count, dense,
                       np.full(n, day, dtype=np.int32), keys, values)

@@ -50,7 +50,7 @@ import contextlib
 import os
 import tempfile
 
-from spamnb.model.calibrate import release_free_memory
+from spamnb.model.calibrate import map_large_blocks, release_free_memory
 from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
 from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,
@@ -105,7 +105,9 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
         progress.restart()   # a pass of its own: counted from 0 again
 
     def count(workers):
-        for part_counts, part_report in workers.run_ordered(count_partition_variants, jobs()):
+        for i, (part_counts, part_report) in enumerate(workers.run_ordered(count_partition_variants, jobs())):
+            if i == 0 and workers.pool is not None:
+                map_large_blocks()   # the workers are forked: this process's freed arrays go back at once
             _merge_reports(report, part_report)
             n = int(part_counts[0].class_count[:2].sum())
             if progress is not None:
@@ -119,12 +121,15 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
                 state["variants"] = 1
                 trees[1:] = [None] * (len(trees) - 1)
 
-    if workers is not None:
-        count(workers)
-    else:
-        with Workers(n_jobs) as workers:
+    try:
+        if workers is not None:
             count(workers)
-    return [None if tree is None else tree.result() for tree in trees]
+        else:
+            with Workers(n_jobs) as workers:
+                count(workers)
+        return [None if tree is None else tree.result() for tree in trees]
+    finally:
+        map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
 
 
 def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,

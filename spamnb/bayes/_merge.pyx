@@ -1,0 +1,537 @@
+"""The running total of a counts merge (``spamnb.model.counting._Sum``), compiled.
+
+A :class:`MergeTable` adds parts (a partition's counts: token hashes and
+UTF-8 strings, two model rows, each token's last day, and the fold rows'
+non-zero entries) by token, in one C loop per part: its cost is the part's
+size, never the total's.
+
+* Tokens: numbered in order of first sight (a part's new tokens in the part's
+  order), as ``Vocabulary`` numbers them; looked up in an open-addressing
+  table of token numbers (linear probing, at most half full, doubled as it
+  fills) that compares the hashes kept in token order, so the index costs 4
+  bytes a slot on top of the 8-byte hash a token.  A hash of 0 (the
+  vocabulary's empty slot) is new every time, as there.
+* Model rows: ``row[token] += value`` (a new token's entry is ``0.0 +
+  value``), the last day by maximum (from 0).
+* Fold rows: their non-zero entries, per token a list of ``(cell, value)``
+  kept in cell order; a part's entry is added to the entry of the same cell
+  (one addition, in the order of the parts: the dense sum's) or inserted
+  with its value.  :meth:`MergeTable.take_fold_entries` lists them
+  token-major, cell-minor: the ascending ``token * cells + cell`` keys of
+  ``spamnb.model.counting.Counts``.
+
+Memory: every array is a memory mapping of its own, grown by half with
+``mremap`` (no copy, no second array while it grows, and returned to the
+system as soon as it is freed, where the C heap would keep it); the result
+is handed over, not copied: each ``take_*`` method gives its arrays as
+:class:`Block` s (buffers owning the mapping) and forgets them.  Nothing here
+imports numpy.
+"""
+
+cimport cython
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcpy, memmove, memset
+
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    #include <string.h>
+    #define _spamnb_merge_prefetch(p) __builtin_prefetch((const void *)(p))
+
+    /* Anonymous mappings: NULL for 0 bytes or when the system refuses. */
+    static void *_spamnb_map(size_t n) {
+        void *p;
+        if (n == 0) return NULL;
+        p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static void _spamnb_unmap(void *p, size_t n) {
+        if (p != NULL && n != 0) munmap(p, n);
+    }
+    /* The mapping p of old bytes resized to n (> 0): moved by the kernel, not copied, on Linux. */
+    static void *_spamnb_remap(void *p, size_t old, size_t n) {
+        void *q;
+        if (p == NULL || old == 0) return _spamnb_map(n);
+    #ifdef MREMAP_MAYMOVE
+        q = mremap(p, old, n, MREMAP_MAYMOVE);
+        return q == MAP_FAILED ? NULL : q;
+    #else
+        q = _spamnb_map(n);
+        if (q != NULL) { memcpy(q, p, old < n ? old : n); munmap(p, old); }
+        return q;
+    #endif
+    }
+    """
+    void _prefetch "_spamnb_merge_prefetch"(const void *p) noexcept nogil
+    void *_map "_spamnb_map"(size_t n) noexcept nogil
+    void _unmap "_spamnb_unmap"(void *p, size_t n) noexcept nogil
+    void *_remap "_spamnb_remap"(void *p, size_t old, size_t n) noexcept nogil
+
+# Lookahead of the loops' prefetches (the total's arrays are far larger than
+# the caches: each token's entries are random accesses): a slot is fetched
+# _AHEAD tokens early, the entry it names _AHEAD // 2 tokens early.
+cdef enum:
+    _AHEAD = 16
+
+cdef char *_FORMAT = "B"
+
+
+@cython.auto_pickle(False)
+cdef class Block:
+    """A memory mapping handed over as a writable byte buffer
+    (``numpy.frombuffer`` views it without a copy); unmapped with the last view."""
+
+    cdef char *data
+    cdef Py_ssize_t size       # bytes in use
+    cdef Py_ssize_t mapped     # bytes mapped
+    cdef Py_ssize_t shape[1]
+
+    def __dealloc__(self):
+        _unmap(self.data, self.mapped)
+
+    def __len__(self):
+        return self.size
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        self.shape[0] = self.size
+        view.buf = self.data if self.data != NULL else <char *>&self.shape   # never NULL, even when empty
+        view.obj = self
+        view.len = self.size
+        view.readonly = 0
+        view.itemsize = 1
+        view.format = _FORMAT if (flags & 0x0004) else NULL   # PyBUF_FORMAT
+        view.ndim = 1
+        view.shape = self.shape
+        view.strides = NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+
+cdef Block _block(void *data, Py_ssize_t size, Py_ssize_t mapped):
+    """A Block owning the mapping ``data`` of ``mapped`` bytes, ``size`` of them
+    in use (the rest given back)."""
+    cdef Block block = Block.__new__(Block)
+    cdef void *shrunk
+    if size == 0:
+        _unmap(data, mapped)
+        data, mapped = NULL, 0
+    elif size < mapped:
+        shrunk = _remap(data, mapped, size)
+        if shrunk != NULL:
+            data, mapped = shrunk, size
+    block.data, block.size, block.mapped = <char *>data, size, mapped
+    return block
+
+
+cdef int _grow(void **p, Py_ssize_t *capacity, Py_ssize_t needed, Py_ssize_t itemsize) except -1:
+    """Make the mapping ``*p`` of ``*capacity`` items hold at least ``needed``
+    (grown by half at least)."""
+    cdef Py_ssize_t new_capacity
+    cdef void *q
+    if needed <= capacity[0]:
+        return 0
+    new_capacity = max(needed, capacity[0] + capacity[0] // 2, 1024)
+    q = _remap(p[0], capacity[0] * itemsize, new_capacity * itemsize)
+    if q == NULL:
+        raise MemoryError()
+    p[0] = q
+    capacity[0] = new_capacity
+    return 0
+
+
+@cython.auto_pickle(False)
+cdef class MergeTable:
+    """Counts added part by part (see the module doc).
+
+    Parameters
+    ----------
+    cells : int
+        Fold cells per token (``2 * n_folds``; 0: the parts have no fold rows).
+    """
+
+    cdef readonly Py_ssize_t n            # tokens
+    cdef readonly Py_ssize_t n_entries    # fold entries
+    cdef readonly int cells
+    cdef Py_ssize_t cap                   # token capacity of hashes, days, heads
+    cdef Py_ssize_t row_cap               # token capacity of each model row
+    cdef uint64_t *hashes
+    cdef int32_t *days
+    cdef double *rows                     # two rows, the second at rows + row_cap
+    cdef int32_t *slots                   # token numbers, -1 empty; mask + 1 of them
+    cdef uint64_t mask
+    cdef Py_ssize_t filled
+    cdef uint8_t *blob
+    cdef Py_ssize_t blob_size, blob_cap
+    cdef uint64_t *offsets                # n + 1
+    cdef Py_ssize_t offsets_cap
+    cdef int32_t *heads                   # first fold entry of each token, -1 none
+    cdef int32_t *links                   # per entry: (next entry or -1, cell); an int64 key once taken
+    cdef double *entry_value
+    cdef Py_ssize_t entries_cap
+
+    def __cinit__(self, int cells=0):
+        if cells < 0:
+            raise ValueError("cells must be >= 0")
+        self.cells = cells
+        self.slots = <int32_t *>_map(1024 * sizeof(int32_t))
+        if self.slots == NULL:
+            raise MemoryError()
+        memset(self.slots, 0xff, 1024 * sizeof(int32_t))
+        self.mask = 1023
+        _grow(<void **>&self.offsets, &self.offsets_cap, 1, sizeof(uint64_t))
+        self.offsets[0] = 0
+
+    def __dealloc__(self):
+        _unmap(self.hashes, self.cap * sizeof(uint64_t))
+        _unmap(self.days, self.cap * sizeof(int32_t))
+        if self.heads != NULL:
+            _unmap(self.heads, self.cap * sizeof(int32_t))
+        _unmap(self.rows, 2 * self.row_cap * sizeof(double))
+        if self.slots != NULL:
+            _unmap(self.slots, (self.mask + 1) * sizeof(int32_t))
+        _unmap(self.blob, self.blob_cap)
+        _unmap(self.offsets, self.offsets_cap * sizeof(uint64_t))
+        _unmap(self.links, self.entries_cap * 2 * sizeof(int32_t))
+        _unmap(self.entry_value, self.entries_cap * sizeof(double))
+
+    cdef int _reserve_tokens(self, Py_ssize_t needed) except -1:
+        cdef Py_ssize_t cap, row_cap = self.row_cap, new_cap
+        cdef double *rows
+        if needed > self.cap:   # hashes, days and heads share one capacity
+            cap = self.cap
+            _grow(<void **>&self.hashes, &cap, needed, sizeof(uint64_t))
+            new_cap = self.cap
+            _grow(<void **>&self.days, &new_cap, needed, sizeof(int32_t))
+            if self.cells:
+                new_cap = self.cap
+                _grow(<void **>&self.heads, &new_cap, needed, sizeof(int32_t))
+            self.cap = cap
+        if needed > row_cap:
+            new_cap = max(needed, row_cap + row_cap // 2, 1024)
+            rows = <double *>_remap(self.rows, 2 * row_cap * sizeof(double), 2 * new_cap * sizeof(double))
+            if rows == NULL:
+                raise MemoryError()
+            if self.n:   # the second row moves up to its new place
+                memmove(rows + new_cap, rows + row_cap, self.n * sizeof(double))
+            self.rows, self.row_cap = rows, new_cap
+        _grow(<void **>&self.offsets, &self.offsets_cap, needed + 1, sizeof(uint64_t))
+        return 0
+
+    cdef int _rehash(self) except -1:
+        cdef Py_ssize_t capacity = 2 * (self.mask + 1), i
+        cdef uint64_t mask = capacity - 1, slot
+        cdef int32_t *slots = <int32_t *>_map(capacity * sizeof(int32_t))
+        cdef int32_t t
+        if slots == NULL:
+            raise MemoryError()
+        memset(slots, 0xff, capacity * sizeof(int32_t))
+        with nogil:
+            for i in range(<Py_ssize_t>self.mask + 1):
+                t = self.slots[i]
+                if t >= 0:
+                    slot = self.hashes[t] & mask
+                    while slots[slot] >= 0:
+                        slot = (slot + 1) & mask
+                    slots[slot] = t
+        _unmap(self.slots, (self.mask + 1) * sizeof(int32_t))
+        self.slots, self.mask = slots, mask
+        return 0
+
+    cdef int _grow_entries(self, Py_ssize_t needed) except -1:
+        cdef Py_ssize_t a, b
+        if needed <= self.entries_cap:
+            return 0
+        a = b = self.entries_cap   # the two arrays share one capacity
+        _grow(<void **>&self.links, &a, needed, 2 * sizeof(int32_t))
+        _grow(<void **>&self.entry_value, &b, needed, sizeof(double))
+        self.entries_cap = a
+        return 0
+
+    def add(self, const uint64_t[::1] hashes, const uint64_t[::1] offsets, const uint8_t[::1] strings,
+            const double[::1] ham, const double[::1] spam, const int32_t[::1] last_seen,
+            const int64_t[::1] fold_keys=None, const double[::1] fold_values=None):
+        """Add one part: its tokens' ``hashes`` (distinct but for 0s), their
+        strings ``strings[offsets[j]:offsets[j + 1]]``, its model rows
+        ``ham`` and ``spam``, ``last_seen`` days and (``cells`` > 0) its fold
+        entries (keys ascending, ``token * cells + cell``).  Raises
+        ValueError, adding nothing, when the arrays do not fit together."""
+        cdef Py_ssize_t m = hashes.shape[0], j, e, k, n_keys = 0
+        cdef uint64_t h, slot = 0
+        cdef int32_t t, cell, at, prev
+        cdef int32_t *index
+        cdef int64_t key, token
+        cdef double *ham_row
+        cdef double *spam_row
+        cdef uint64_t start, end
+        cdef Py_ssize_t index_bytes = (m if m else 1) * sizeof(int32_t)
+        if self.slots == NULL:
+            raise ValueError("the merge's result was taken")
+        if offsets.shape[0] != m + 1 or ham.shape[0] != m or spam.shape[0] != m or last_seen.shape[0] != m:
+            raise ValueError("a part's arrays differ in length")
+        if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
+            raise ValueError("a part's string offsets do not span its strings")
+        for j in range(m):
+            if offsets[j] > offsets[j + 1]:
+                raise ValueError("a part's string offsets are out of order")
+        if self.cells:
+            if fold_keys is None or fold_values is None or fold_keys.shape[0] != fold_values.shape[0]:
+                raise ValueError("a part's fold entries are missing or differ in length")
+            n_keys = fold_keys.shape[0]
+            for e in range(n_keys):
+                if fold_keys[e] < 0 or fold_keys[e] // self.cells >= m or (e and fold_keys[e] <= fold_keys[e - 1]):
+                    raise ValueError("a part's fold keys are out of range or not ascending")
+        elif fold_keys is not None and fold_keys.shape[0]:
+            raise ValueError("fold entries given to a merge without fold cells")
+        if self.n + m > 0x7fffffff - 1 or self.n_entries + n_keys > 0x7fffffff - 1:
+            raise ValueError("too many tokens to merge")
+        index = <int32_t *>_map(index_bytes)
+        if index == NULL:
+            raise MemoryError()
+        try:
+            self._reserve_tokens(self.n + m)
+            # tokens: found, or numbered in the part's order
+            for j in range(m):
+                if j + _AHEAD < m:
+                    _prefetch(&self.slots[hashes[j + _AHEAD] & self.mask])
+                if j + _AHEAD // 2 < m:
+                    t = self.slots[hashes[j + _AHEAD // 2] & self.mask]
+                    if t >= 0:
+                        _prefetch(&self.hashes[t])
+                h = hashes[j]
+                t = -1
+                if h != 0:
+                    slot = h & self.mask
+                    while self.slots[slot] >= 0:
+                        if self.hashes[self.slots[slot]] == h:
+                            t = self.slots[slot]
+                            break
+                        slot = (slot + 1) & self.mask
+                if t < 0:
+                    t = <int32_t>self.n
+                    self.n += 1
+                    self.hashes[t] = h
+                    self.days[t] = 0
+                    self.rows[t] = 0.0
+                    self.rows[self.row_cap + t] = 0.0
+                    if self.cells:
+                        self.heads[t] = -1
+                    start, end = offsets[j], offsets[j + 1]
+                    if end > start:
+                        _grow(<void **>&self.blob, &self.blob_cap, self.blob_size + <Py_ssize_t>(end - start), 1)
+                        memcpy(self.blob + self.blob_size, &strings[start], end - start)
+                        self.blob_size += end - start
+                    self.offsets[t + 1] = self.blob_size
+                    if h != 0:
+                        self.slots[slot] = t
+                        self.filled += 1
+                        if 2 * self.filled > <Py_ssize_t>self.mask + 1:
+                            self._rehash()
+                index[j] = t
+            ham_row, spam_row = self.rows, self.rows + self.row_cap
+            for j in range(m):
+                if j + _AHEAD < m:
+                    t = index[j + _AHEAD]
+                    _prefetch(&ham_row[t])
+                    _prefetch(&spam_row[t])
+                    _prefetch(&self.days[t])
+                t = index[j]
+                ham_row[t] += ham[j]
+                spam_row[t] += spam[j]
+                if last_seen[j] > self.days[t]:
+                    self.days[t] = last_seen[j]
+            if n_keys:
+                self._grow_entries(self.n_entries + n_keys)
+                for e in range(n_keys):
+                    if e + _AHEAD < n_keys:
+                        _prefetch(&self.heads[index[fold_keys[e + _AHEAD] // self.cells]])
+                    if e + _AHEAD // 2 < n_keys:
+                        at = self.heads[index[fold_keys[e + _AHEAD // 2] // self.cells]]
+                        if at >= 0:
+                            _prefetch(&self.links[2 * at])
+                            _prefetch(&self.entry_value[at])
+                    key = fold_keys[e]
+                    token = key // self.cells
+                    cell = <int32_t>(key - token * self.cells)
+                    t = index[token]
+                    prev = -1
+                    at = self.heads[t]
+                    while at >= 0 and self.links[2 * at + 1] < cell:
+                        prev = at
+                        at = self.links[2 * at]
+                    if at >= 0 and self.links[2 * at + 1] == cell:
+                        self.entry_value[at] += fold_values[e]
+                        continue
+                    k = self.n_entries
+                    self.n_entries += 1
+                    self.links[2 * k] = at
+                    self.links[2 * k + 1] = cell
+                    self.entry_value[k] = fold_values[e]
+                    if prev < 0:
+                        self.heads[t] = <int32_t>k
+                    else:
+                        self.links[2 * prev] = <int32_t>k
+        finally:
+            _unmap(index, index_bytes)
+
+    def take_tokens(self):
+        """``(hashes, offsets, strings)``: Blocks of the tokens' uint64 hashes
+        (in token order), uint64 string offsets (n + 1) and UTF-8 strings.
+        Nothing can be added after."""
+        cdef Block hashes = _block(self.hashes, self.n * sizeof(uint64_t), self.cap * sizeof(uint64_t))
+        self.hashes = NULL
+        cdef Block offsets = _block(self.offsets, (self.n + 1) * sizeof(uint64_t),
+                                    self.offsets_cap * sizeof(uint64_t))
+        self.offsets, self.offsets_cap = NULL, 0
+        cdef Block blob = _block(self.blob, self.blob_size, self.blob_cap)
+        self.blob, self.blob_cap = NULL, 0
+        if self.slots != NULL:
+            _unmap(self.slots, (self.mask + 1) * sizeof(int32_t))
+            self.slots = NULL
+        return hashes, offsets, blob
+
+    def take_rows(self):
+        """``(rows, days)``: Blocks of the two model rows (float64, ``(2, n)``
+        row-major) and the int32 days."""
+        if self.rows != NULL and self.n:
+            memmove(self.rows + self.n, self.rows + self.row_cap, self.n * sizeof(double))
+        cdef Block rows = _block(self.rows, 2 * self.n * sizeof(double), 2 * self.row_cap * sizeof(double))
+        self.rows, self.row_cap = NULL, 0
+        cdef Block days = _block(self.days, self.n * sizeof(int32_t), self.cap * sizeof(int32_t))
+        self.days = NULL
+        return rows, days
+
+    def take_fold_entries(self, bint in_place=False):
+        """``(keys, values)``: Blocks of the fold entries' int64 keys
+        (``token * cells + cell``, ascending) and float64 values.  New arrays,
+        the entries' own freed once read; ``in_place``: made in the entries'
+        own memory instead (a 4-byte position per entry besides, where the
+        new arrays take 16: slower, for the largest result, the last)."""
+        cdef Py_ssize_t count = self.n_entries, i = 0, t, start
+        cdef Py_ssize_t size = (count if count else 1)
+        cdef int32_t at, after, cell, goes
+        cdef int64_t *keys
+        cdef double *values
+        cdef int32_t *position
+        cdef int64_t held_key, next_key
+        cdef double held_value, next_value
+        if in_place:
+            keys, values = <int64_t *>self.links, self.entry_value
+            position = <int32_t *>_map(size * sizeof(int32_t))
+            if position == NULL:
+                raise MemoryError()
+        else:
+            keys = <int64_t *>_map(size * sizeof(int64_t))
+            values = <double *>_map(size * sizeof(double))
+            if keys == NULL or values == NULL:
+                _unmap(keys, size * sizeof(int64_t))
+                _unmap(values, size * sizeof(double))
+                raise MemoryError()
+        if count and not in_place:
+            with nogil:
+                for t in range(self.n):
+                    if t + _AHEAD < self.n:
+                        at = self.heads[t + _AHEAD]
+                        if at >= 0:
+                            _prefetch(&self.links[2 * at])
+                            _prefetch(&self.entry_value[at])
+                    at = self.heads[t]
+                    while at >= 0:
+                        keys[i] = <int64_t>t * self.cells + self.links[2 * at + 1]
+                        values[i] = self.entry_value[at]
+                        i += 1
+                        at = self.links[2 * at]
+        elif count:
+            with nogil:
+                # each entry's key, written over its link (read first), and its place in key order
+                for t in range(self.n):
+                    at = self.heads[t]
+                    while at >= 0:
+                        after, cell = self.links[2 * at], self.links[2 * at + 1]
+                        keys[at] = <int64_t>t * self.cells + cell
+                        position[at] = <int32_t>i
+                        i += 1
+                        at = after
+                # entry e goes to position[e]: the permutation applied in place, cycle by cycle
+                # (entries are mostly made in key order: most are in place already)
+                for start in range(count):
+                    if position[start] == start or position[start] < 0:
+                        continue
+                    held_key, held_value = keys[start], values[start]
+                    t = start
+                    while True:
+                        goes = position[t]
+                        position[t] = -1
+                        if goes == start:
+                            keys[start], values[start] = held_key, held_value
+                            break
+                        next_key, next_value = keys[goes], values[goes]
+                        keys[goes], values[goes] = held_key, held_value
+                        held_key, held_value = next_key, next_value
+                        t = goes
+        if self.heads != NULL:
+            _unmap(self.heads, self.cap * sizeof(int32_t))
+            self.heads = NULL
+        if in_place:
+            _unmap(position, size * sizeof(int32_t))
+            key_block = _block(self.links, count * sizeof(int64_t), self.entries_cap * 2 * sizeof(int32_t))
+            value_block = _block(self.entry_value, count * sizeof(double), self.entries_cap * sizeof(double))
+        else:
+            _unmap(self.links, self.entries_cap * 2 * sizeof(int32_t))
+            _unmap(self.entry_value, self.entries_cap * sizeof(double))
+            key_block = _block(keys, count * sizeof(int64_t), size * sizeof(int64_t))
+            value_block = _block(values, count * sizeof(double), size * sizeof(double))
+        self.links, self.entry_value, self.entries_cap, self.n_entries = NULL, NULL, 0, 0
+        return key_block, value_block
+
+
+def fold_entries(list rows, Py_ssize_t n):
+    """``(keys, values)``: Blocks of the non-zero entries of dense fold rows
+    (``rows``: ``cells`` float64 buffers, row ``k`` cell ``k``; entries past a
+    row's end are zeros) over tokens ``0 .. n - 1``, as a part's
+    :class:`~spamnb.model.counting.Counts` holds them: int64 keys ``token *
+    cells + cell``, ascending, and their float64 values; one scan of the rows."""
+    cdef Py_ssize_t cells = len(rows), k, t, count = 0, i = 0
+    cdef const double[::1] row
+    cdef const double **data = NULL
+    cdef Py_ssize_t *length = NULL
+    cdef int64_t *keys
+    cdef double *values
+    cdef double v
+    views = [memoryview(r).cast("B").cast("d") for r in rows]
+    if cells == 0:
+        return _block(NULL, 0, 0), _block(NULL, 0, 0)
+    data = <const double **>_map(cells * (sizeof(double *) + sizeof(Py_ssize_t)))
+    if data == NULL:
+        raise MemoryError()
+    length = <Py_ssize_t *>(data + cells)
+    for k in range(cells):
+        row = views[k]
+        length[k] = min(n, row.shape[0])
+        data[k] = &row[0] if row.shape[0] else NULL
+    with nogil:
+        for k in range(cells):
+            for t in range(length[k]):
+                if data[k][t] != 0:
+                    count += 1
+    keys = <int64_t *>_map((count if count else 1) * sizeof(int64_t))
+    values = <double *>_map((count if count else 1) * sizeof(double))
+    if keys == NULL or values == NULL:
+        _unmap(keys, (count if count else 1) * sizeof(int64_t))
+        _unmap(values, (count if count else 1) * sizeof(double))
+        _unmap(data, cells * (sizeof(double *) + sizeof(Py_ssize_t)))
+        raise MemoryError()
+    with nogil:
+        for t in range(n):
+            for k in range(cells):
+                if t < length[k]:
+                    v = data[k][t]
+                    if v != 0:
+                        keys[i] = <int64_t>t * cells + k
+                        values[i] = v
+                        i += 1
+    _unmap(data, cells * (sizeof(double *) + sizeof(Py_ssize_t)))
+    return (_block(keys, count * sizeof(int64_t), (count if count else 1) * sizeof(int64_t)),
+            _block(values, count * sizeof(double), (count if count else 1) * sizeof(double)))
