@@ -125,6 +125,7 @@ def test_train_sets_and_prints_the_cutoffs(tmp_path, sample_corpus):
     assert _run(tmp_path, "train", "--target-fpr", "1.5", sample_corpus).returncode == 64
 
 
+@pytest.mark.slow
 def test_cutoffs_hold_on_the_fixed_split(shared_corpus):
     """On both shared corpora: the cutoffs chosen on the train part keep the test
     part's false-positive rate within 0.1 % (figures in docs/accuracy.md)."""

@@ -267,6 +267,7 @@ def _spamnb(*args):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+@pytest.mark.slow
 def test_merge_into_its_own_input_loses_no_concurrent_learn(tmp_path):
     """``merge A B B B B -o A`` and ``learn -m A`` run at once, the learn started at
     several moments of the merge: the learn is in the result every time (the merge

@@ -232,6 +232,7 @@ def test_score_lines_are_the_lines_of_classify_batch(client, tmp_path):
         assert any("missing.eml" in line and "error" in line for line in got.splitlines())
 
 
+@pytest.mark.slow
 def test_connect_refuses_a_cluster_without_workers(monkeypatch):
     """A scheduler with no worker: the version check times out, a one-line
     ClusterError instead of waiting for ever."""

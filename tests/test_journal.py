@@ -475,6 +475,7 @@ def test_sigkill_mid_append_of_a_forget_keeps_every_acknowledged_change(model, t
     assert _state(replayed) == _state(expected)
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_of_cli_forgets_loses_no_acknowledged_forget(model, tmp_path):
     import random
 

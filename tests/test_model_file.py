@@ -336,6 +336,7 @@ print(refused, len(data))
     assert refused == total == len(model_bytes)
 
 
+@pytest.mark.slow
 def test_bit_flips_everywhere_are_refused(model_bytes, tmp_path):
     folder = tmp_path / "flip"
     folder.mkdir()

@@ -186,6 +186,7 @@ def test_postfix_delivers_every_message_once_through_faults(work, postfix_factor
     assert len(expected) == 40 + 2 * 14, len(expected)
 
 
+@pytest.mark.slow
 def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory, serving):
     """carol's model file is damaged: her mail is checked with the site model
     (and the server says so in its log) rather than deferred until someone

@@ -262,5 +262,6 @@ def _decodes(data):
                                            b"\xed\xbf\xbf", b"\xed\xa0\x80", b"\xc3", b"\xe4\xb8", b"\xf0\x9f\x98",
                                            b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf4\x90\x80\x80", b"\xf5", b"\xff", b"\x80"]),
                           max_size=20).map(b"".join)))
+@pytest.mark.slow
 def test_check_utf8_accepts_what_surrogatepass_decodes(data):
     assert _checks.check_utf8(data) == _decodes(data)
