@@ -16,6 +16,9 @@ For each corpus folder (``--corpus DIR``, repeatable) the script
    per message, as spamnb writes) and ``bogofilter -d DB -b`` (no output);
    and the floor of the work: one Python process that loads the model, reads
    and tokenizes every message (``Tokenizer.stream``) and does nothing else;
+   with ``--ceiling``, two ``classify --batch -j 1`` processes started at once,
+   each fed every other path (the wall until both end): what the machine's
+   cores give two processes that share nothing, the ceiling of ``-j 2``;
 3. checks that every tree wrote the same bytes as the first (and one line
    per message) and prints a markdown table: median wall time (min-max),
    median CPU (user + system, the process and the children it waited for,
@@ -25,7 +28,7 @@ For each corpus folder (``--corpus DIR``, repeatable) the script
    medians; for wall time and for CPU (above 1: spamnb is faster).
 
     python scripts/bench_batch.py --corpus corpora/ [--corpus OTHER] [--tree new=.] [--tree main=../main]
-                                  [--jobs 1 --jobs 2] [--runs 7]
+                                  [--jobs 1 --jobs 2] [--runs 7] [--ceiling]
 
 Run it from a folder outside the checkouts: ``python -m spamnb`` puts the
 working directory first on ``sys.path``.  Each tree's spamnb is byte-compiled
@@ -70,6 +73,22 @@ def run(argv, stdin, stdout, env):
     return wall, usage.ru_utime + usage.ru_stime, proc.returncode
 
 
+def run_pair(argv, stdins, env):
+    """Two processes started at once, each on its own list: (wall seconds until both
+    ended, their CPU seconds summed, the worse exit code)."""
+    start = time.perf_counter()
+    procs = []
+    for i, stdin in enumerate(stdins):
+        with open(stdin, "rb") as fin, open(os.devnull, "wb") as fout:
+            procs.append(subprocess.Popen(argv, stdin=fin, stdout=fout, stderr=subprocess.DEVNULL, env=env))
+    cpu, codes = 0.0, []
+    for proc in procs:
+        _, status, usage = os.wait4(proc.pid, 0)
+        cpu += usage.ru_utime + usage.ru_stime
+        codes.append(os.waitstatus_to_exitcode(status))
+    return time.perf_counter() - start, cpu, max(codes)
+
+
 def _fmt(seconds):
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
@@ -83,6 +102,10 @@ def bench(corpus, args, trees, say):
             lists[name] = os.path.join(work, f"{name}.list")
             with open(lists[name], "w") as f:
                 f.write("".join(p + "\n" for p, s in files if keep(s)))
+        halves = [os.path.join(work, f"half{i}.list") for i in (0, 1)]
+        for i, half in enumerate(halves):   # every other message: halves of the same mix
+            with open(half, "w") as f:
+                f.write("".join(p + "\n" for p, _ in files[i::2]))
         model, db = os.path.join(work, "model.spamnb"), os.path.join(work, "bogo")
         first_env = trees[0][2]
         subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-m", model, corpus], check=True,
@@ -103,13 +126,21 @@ def bench(corpus, args, trees, say):
         commands.append(("`bogofilter -b`", ["bogofilter", "-d", db, "-b"], first_env, False))
         commands.append((f"floor: load + read + tokenize ({trees[0][0]})",
                          [sys.executable, "-c", _FLOOR, model, lists["all"]], first_env, False))
+        if args.ceiling:
+            commands.append((f"ceiling: two `-j 1` at once, half the paths each ({trees[0][0]})",
+                             [sys.executable, "-m", "spamnb", "classify", "-m", model, "--batch", "-j", "1"],
+                             first_env, "pair"))
         times = {label: [] for label, *_ in commands}
         reference = None
         for i in range(args.runs):
             shift = i % len(commands)
             for label, argv, env, check in commands[shift:] + commands[:shift]:
                 out = os.path.join(work, "out")
-                wall, cpu, rc = run(argv, lists["all"], out, env)
+                if check == "pair":
+                    wall, cpu, rc = run_pair(argv, halves, env)
+                    check = False
+                else:
+                    wall, cpu, rc = run(argv, lists["all"], out, env)
                 if rc not in (0, 1, 2) or (rc != 0 and check):
                     raise SystemExit(f"{label}: exit {rc}")
                 times[label].append((wall, cpu))
@@ -155,6 +186,9 @@ def main():
                    help="a spamnb checkout to time (repeatable; default: this script's own, as 'this')")
     p.add_argument("--jobs", action="append", type=int, help="-j of spamnb classify --batch (repeatable; default 1)")
     p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--ceiling", action="store_true",
+                   help="also two `classify --batch -j 1` processes at once, each on every other path: what two "
+                        "cores give two processes that share nothing (the ceiling of -j 2)")
     args = p.parse_args()
     args.jobs = args.jobs or [1]
     if shutil.which("bogofilter") is None:
