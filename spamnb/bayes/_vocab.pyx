@@ -257,6 +257,19 @@ cdef inline void _scale_to_length(double *x, Py_ssize_t m, double length) noexce
             x[j] *= s
 
 
+cdef int _buffers(Py_ssize_t n_uniq, Py_ssize_t n_x, int32_t **uniq, double **x) except -1:
+    """``n_uniq`` int32 and ``n_x`` doubles in two new buffers the caller frees
+    (MemoryError, and neither kept, when either cannot be had)."""
+    uniq[0] = <int32_t *>malloc(n_uniq * sizeof(int32_t))
+    x[0] = <double *>malloc(n_x * sizeof(double))
+    if uniq[0] == NULL or x[0] == NULL:
+        free(uniq[0])
+        free(x[0])
+        uniq[0], x[0] = NULL, NULL
+        raise MemoryError()
+    return 0
+
+
 cdef class CSRBuilder:
     """Accumulates message rows into CSR arrays (no numpy).
 
@@ -287,12 +300,7 @@ cdef class CSRBuilder:
         cdef int32_t *uniq
         cdef double *x
         if n:
-            uniq = <int32_t *>malloc(n * sizeof(int32_t))
-            x = <double *>malloc(n * sizeof(double))
-            if uniq == NULL or x == NULL:
-                free(uniq)
-                free(x)
-                raise MemoryError()
+            _buffers(n, n, &uniq, &x)
             with nogil:
                 k = _count_row(&idx[0], n, uniq, x, self.counts)
                 _scale_to_length(x, k, self.length)
@@ -327,6 +335,33 @@ def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double si
                 NULL, NULL, 0.0)[0]
 
 
+cdef Py_ssize_t _distinct_counts(const int32_t[::1] idx, int counts, double length, int32_t **uniq_out,
+                                 double **x_out, int32_t *largest) except -1:
+    """The distinct indices of ``idx`` and their counts (``counts`` transform,
+    scaled to ``length``) in two new buffers the caller frees (``*uniq_out``,
+    ``*x_out``; NULL when ``idx`` is empty), and the largest index (-1:
+    none).  Returns their number."""
+    cdef Py_ssize_t n = idx.shape[0], k, j, cap
+    cdef int32_t *uniq
+    cdef double *x
+    cdef int32_t big = -1
+    uniq_out[0], x_out[0], largest[0] = NULL, NULL, -1
+    if counts not in (_RAW, _BINARY, _LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if n == 0:
+        return 0
+    cap = _table_size(n)
+    _buffers(n + 2 * cap, n, &uniq, &x)   # uniq, then the counting table
+    with nogil:
+        k = _count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
+        _scale_to_length(x, k, length)
+        for j in range(k):
+            if uniq[j] > big:
+                big = uniq[j]
+    uniq_out[0], x_out[0], largest[0] = uniq, x, big
+    return k
+
+
 def add_counts_twice(const int32_t[::1] idx, double[::1] first, double[::1] second, int counts,
                      double length=0.0):
     """``add_counts(idx, first, counts, 1.0, length)`` and the same into
@@ -334,27 +369,14 @@ def add_counts_twice(const int32_t[::1] idx, double[::1] first, double[::1] seco
     class's counts and its cross-validation fold's).  Raises ValueError,
     changing nothing, when an index is out of range of either.  Returns the
     number of distinct indices."""
-    cdef Py_ssize_t n = idx.shape[0], k, j, cap
+    cdef Py_ssize_t k, j
     cdef int32_t *uniq
     cdef double *x
-    cdef int32_t largest = -1
-    if counts not in (_RAW, _BINARY, _LOG):
-        raise ValueError(f"unknown counts transform {counts}")
-    if n == 0:
+    cdef int32_t largest
+    k = _distinct_counts(idx, counts, length, &uniq, &x, &largest)
+    if k == 0:
         return 0
-    cap = _table_size(n)
-    uniq = <int32_t *>malloc((n + 2 * cap) * sizeof(int32_t))   # uniq, then the counting table
-    x = <double *>malloc(n * sizeof(double))
-    if uniq == NULL or x == NULL:
-        free(uniq)
-        free(x)
-        raise MemoryError()
     with nogil:
-        k = _count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
-        _scale_to_length(x, k, length)
-        for j in range(k):
-            if uniq[j] > largest:
-                largest = uniq[j]
         if largest >= first.shape[0] or largest >= second.shape[0]:
             k = -1
         else:
@@ -389,32 +411,21 @@ cdef inline double *_at(double *base, Py_ssize_t n_base, double *tail, int32_t i
 
 cdef tuple _add(const int32_t[::1] idx, double *base, Py_ssize_t n_base, double *tail, Py_ssize_t n_tail,
                 int counts, double sign, double length, double *log_base, double *log_tail, double alpha):
-    cdef Py_ssize_t n = idx.shape[0], k = 0, j, cap
+    cdef Py_ssize_t k = 0, j
     cdef int32_t *uniq
     cdef double *x
     cdef double *t
-    cdef int32_t largest = -1
+    cdef int32_t largest
     cdef double new, total = 0.0
     cdef bint logs = log_base != NULL or log_tail != NULL
     if counts not in (_RAW, _BINARY, _LOG):
         raise ValueError(f"unknown counts transform {counts}")
     if sign != 1.0 and sign != -1.0:
         raise ValueError("sign must be 1 or -1")
-    if n == 0:
+    k = _distinct_counts(idx, counts, length, &uniq, &x, &largest)
+    if k == 0:
         return 0, 0.0
-    cap = _table_size(n)
-    uniq = <int32_t *>malloc((n + 2 * cap) * sizeof(int32_t))   # uniq, then the counting table
-    x = <double *>malloc(n * sizeof(double))
-    if uniq == NULL or x == NULL:
-        free(uniq)
-        free(x)
-        raise MemoryError()
     with nogil:
-        k = _count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
-        _scale_to_length(x, k, length)
-        for j in range(k):
-            if uniq[j] > largest:
-                largest = uniq[j]
         if largest >= n_base + n_tail:
             k = -1
         elif sign < 0:
