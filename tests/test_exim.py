@@ -477,6 +477,7 @@ def test_exim_daemon_delivers_every_message_once_through_faults(chain_work, serv
     assert "451" in exim.log("reject") or "temporarily rejected" in exim.log("reject"), exim.log("reject")[-2000:]
 
 
+@pytest.mark.slow
 def test_exim_damaged_user_model_gets_the_site_verdict(chain_work, serving):
     """carol's model file is damaged: her mail gets the site model's verdict
     (and the server's log says so) instead of 451 until someone repairs it."""

@@ -874,6 +874,7 @@ with locked(sys.argv[1]):
 """
 
 
+@pytest.mark.slow
 def test_writers_wait_for_the_lock_with_a_bound_and_name_its_holder(model_bytes, tmp_path):
     path = tmp_path / "m.spamnb"
     path.write_bytes(model_bytes)

@@ -510,6 +510,7 @@ def test_sigterm_closes_silent_connections_at_once(home):
 
 
 @needs_spamc
+@pytest.mark.slow
 def test_past_the_connection_limit_clients_wait_and_get_a_verdict(home):
     """At --max-connections the server stops accepting: spamc waits in the
     listen backlog and gets its verdict once a slot frees (a silent socket

@@ -28,6 +28,7 @@ def _call(state, *args):
 
 
 @pytest.mark.skipif(shutil.which("sh") is None, reason="the jig's commands are sh scripts")
+@pytest.mark.slow
 def test_jig_commands_give_the_online_scores(tmp_path, sample_corpus):
     """initialize, then classify + train per message: the scores are those of
     spamnb.evaluation.online's full-feedback run over the same stream."""
