@@ -5,6 +5,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -468,6 +469,65 @@ def test_batch_with_workers_answers_a_writer_who_waits(tmp_path, jobs):
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
+
+
+def _children(pid):
+    """The pids of the live processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers die with their parent on Linux")
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_a_killed_batch_leaves_no_worker_holding_its_output(tmp_path, signal_name):
+    """classify --batch killed while its workers are up (a signal the parent
+    cannot clean up after) takes them with it: its output reaches its end
+    at once, for a reader that waits for it (the workers held the pipe open
+    for ever before)."""
+    import select
+    import signal
+
+    model = tmp_path / "model.spamnb"
+    assert run(["train", "-q", "-j", "1", "--target-fpr", "0", "-m", model, SAMPLE], tmp_path).returncode == 0
+    paths = sorted((SAMPLE / "easy_ham").iterdir())[:60]
+    proc = subprocess.Popen([sys.executable, "-m", "spamnb", "classify", "--batch", "-j", "2", "--partition-size", "3",
+                             "-m", str(model)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=_batch_env(tmp_path), bufsize=0)
+    workers = []
+    try:
+        proc.stdin.write("".join(f"{p}\n" for p in paths).encode())
+        proc.stdin.flush()
+        for _ in paths:   # all answered; stdin still open: the batch waits for more, its workers up
+            assert select.select([proc.stdout], [], [], 60)[0]
+            assert proc.stdout.readline()
+        workers = _children(proc.pid)
+        assert workers, "the batch started no workers"
+        proc.send_signal(getattr(signal, signal_name))
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:   # the end of the output, once no process holds the pipe
+            if select.select([proc.stdout], [], [], 0.2)[0] and not proc.stdout.read(65536):
+                break
+        else:
+            pytest.fail(f"the output was still open 10 s after {signal_name}: workers "
+                        f"{[w for w in workers if os.path.exists(f'/proc/{w}')]} hold it")
+    finally:
+        for pid in workers + _children(proc.pid):   # none left behind by a failure either
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        proc.kill()
+        proc.stdin.close()
 
 
 def test_batch_pieces_are_plan_scorings(tmp_path):

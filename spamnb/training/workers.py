@@ -61,6 +61,25 @@ def _start_method():
     return "forkserver"
 
 
+def _die_with_parent(parent, initializer=None, initargs=()):
+    """A forked worker's start: the kernel is asked to kill it when the process
+    that forked it dies (Linux ``PR_SET_PDEATHSIG``), so that a job killed
+    by a signal (``SIGTERM``, ``SIGKILL``) leaves no worker behind holding
+    its pipes open (a reader of the job's output would wait for ever); then
+    ``initializer(*initargs)``."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):   # no prctl: the worker ends when its queue does
+        pass
+    if os.getppid() != parent:   # the parent died before the request was in place
+        os._exit(1)
+    if initializer is not None:
+        initializer(*initargs)
+
+
 def _executor(n_jobs, initializer=None, initargs=(), preload=None):
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -75,6 +94,8 @@ def _executor(n_jobs, initializer=None, initargs=(), preload=None):
 
         for name in preload:
             importlib.import_module(name)
+    if method == "fork" and sys.platform.startswith("linux"):   # forked by this process: they die with it
+        initializer, initargs = _die_with_parent, (os.getpid(), initializer, initargs)
     return ProcessPoolExecutor(max_workers=n_jobs, mp_context=context, initializer=initializer, initargs=initargs)
 
 
