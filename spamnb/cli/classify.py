@@ -122,32 +122,20 @@ def _print_verdict(args, verdict):
 
 def _batch_paths(args, idle=None):
     """The paths of ``--batch``: its arguments, or the lines of stdin, each
-    given as it arrives; ``idle`` (when not None) is given whenever no whole
-    line is ready, so that a writer who waits for the answers gets them."""
+    given as soon as it is read; ``idle`` (when not None) is given whenever
+    no whole line is ready, so that a writer who waits for the answers gets
+    them."""
     if args.files:
         yield from args.files
         return
-    stdin = sys.stdin.buffer
-    try:
-        fd = stdin.fileno()
-    except (AttributeError, OSError, ValueError):
-        fd = None
-    if fd is None or idle is None:
-        while True:  # one line at a time: each path is answered as it arrives
-            line = stdin.readline()
-            if not line:
-                return
-            path = os.fsdecode(line.rstrip(b"\r\n"))
-            if path.strip():
-                yield path
-        return
     import select
 
+    fd = sys.stdin.buffer.fileno()
     rest = b""
     while True:
-        if not select.select([fd], [], [], 0)[0]:
+        if idle is not None and not select.select([fd], [], [], 0)[0]:
             yield idle   # nothing more to read now: the writer may be waiting for the answers
-        chunk = os.read(fd, 1 << 16)
+        chunk = os.read(fd, 1 << 16)   # what is there, up to 64 KiB: waits only when there is nothing
         if not chunk:
             lines, rest = [rest], b""
         else:

@@ -16,7 +16,7 @@ import sys
 
 from spamnb.model.verdict import VerdictLines
 from spamnb.training.errors import CorpusError
-from spamnb.training.planning import _SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, plan_scoring
+from spamnb.training.planning import _SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, partitions, plan_scoring
 
 __all__ = ["IDLE", "classify_batch", "score_partition"]
 
@@ -112,31 +112,6 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
     return lines.out.getvalue(), errors.getvalue(), lines.errors
 
 
-def _partitions(pieces, partition_size):
-    """``(pieces, idle)``: :func:`~spamnb.training.planning.partitions` of
-    ``pieces``, a partition also ended by :data:`IDLE` (``idle`` true: the
-    source waits; the partition may then be empty)."""
-    if partition_size < 1:
-        raise ValueError("partition_size must be at least 1")
-    part = []
-    for piece in pieces:
-        if piece is IDLE:
-            yield part, True
-            part = []
-        elif piece.kind == "shard":   # a partition of its own
-            if part:
-                yield part, False
-                part = []
-            yield [piece], False
-        else:
-            part.append(piece)
-            if len(part) >= partition_size:
-                yield part, False
-                part = []
-    if part:
-        yield part, False
-
-
 def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
                    json_lines=False, out=None, err=None, loaded=None, window=2):
     """``spamnb classify --batch``: the one-process batch's lines for
@@ -146,11 +121,11 @@ def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=
     model file once each.  Returns the number of paths that could not be
     read (each has an error line).
 
-    Workers start when a second full partition comes (a batch of one
-    partition is scored here); at most ``window * n_jobs`` partitions are in
-    flight.  :data:`IDLE` in ``paths``: the partitions in flight are waited
-    for and the paths read since are scored here, so that every path read
-    is answered before the next is read.
+    Workers start when a second partition comes (a batch of one partition
+    is scored here); at most ``window * n_jobs`` partitions are in flight.
+    :data:`IDLE` in ``paths`` ends the partition so far; then every
+    partition given is answered (those in flight waited for, one not given
+    to the workers scored here) before the next path is read.
 
     ``loaded``: ``(identity, model)``, the model the caller loaded from
     ``model_path`` and the file's identity (``_file_identity``) taken before
@@ -179,21 +154,20 @@ def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=
         n_errors += n
 
     def here(part):
-        if part:
+        if part is not None:
             write(score_partition(model_path, identity, cutoffs, part, json_lines))
 
     with Workers(n_jobs, PRELOAD) as workers:
-        pending, held = deque(), None   # futures in order; a first full partition, until a second comes
-        for part, idle in _partitions(_pieces(paths), partition_size):
-            if idle:   # the source waits: answer all read so far, here
+        pending, held = deque(), None   # futures in order; a first partition, until a second comes
+        for part in partitions(_pieces(paths), partition_size, IDLE):
+            if part is IDLE:   # the source waits: answer all read so far
                 while pending:
                     write(pending.popleft().result())
                 here(held)
                 held = None
-                here(part)
             elif workers.n_jobs == 1:
                 here(part)
-            elif held is None and not pending and workers.pool is None:
+            elif held is None and workers.pool is None:
                 held = part
             else:
                 if held is not None:

@@ -117,13 +117,21 @@ def plan_scoring(paths):
                 yield piece._replace(kind="path") if piece.kind == "file" else piece
 
 
-def partitions(pieces, partition_size=DEFAULT_PARTITION_SIZE):
+def partitions(pieces, partition_size=DEFAULT_PARTITION_SIZE, idle=None):
     """Group pieces into lists of ``partition_size`` messages (an mbox shard
-    is a partition of its own)."""
+    is a partition of its own).  ``idle``: a sentinel among the pieces (the
+    source has nothing more ready) that ends the partition so far and is
+    given itself after it."""
     if partition_size < 1:
         raise ValueError("partition_size must be at least 1")
     batch = []
     for piece in pieces:
+        if idle is not None and piece is idle:
+            if batch:
+                yield batch
+                batch = []
+            yield idle
+            continue
         if piece.kind == "shard":
             if batch:
                 yield batch

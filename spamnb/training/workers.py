@@ -138,12 +138,10 @@ class Workers:
             for job in jobs:
                 yield function(*job)
             return
-        if self.pool is None:
-            self.pool = _executor(self.n_jobs, preload=self.preload)
         pending = deque()
         try:
             for job in jobs:
-                pending.append(self.pool.submit(function, *job))
+                pending.append(self.submit(function, *job))
                 if len(pending) >= window * self.n_jobs:
                     yield pending.popleft().result()
             while pending:
