@@ -18,9 +18,14 @@ bogofilter):
    tokenizer; no counting), with one process and with ``-j 2`` workers over
    partitions of 500 messages (spamnb's own planner, reader and workers); and
    the same with the word-pair trial's second tokenizer on the same parse
-   (what a one-pass trial cannot go below).
+   (what a one-pass trial cannot go below);
+5. with ``--parts``, what the defaults are made of: ``--word-pairs 0`` (the
+   cutoffs chosen, no trial), ``--word-pairs 2`` (the paired model and its
+   cutoffs, no trial), ``--target-fpr 0 --word-pairs 2`` (the paired model
+   counted alone), and the floor with the paired tokenizer alone (-j 2); the
+   last column gives the size of the model file each training wrote.
 
-    python scripts/bench_train_floor.py --corpus corpora/ [--corpus OTHER] [--runs 5] [--before TREE]
+    python scripts/bench_train_floor.py --corpus corpora/ [--corpus OTHER] [--runs 5] [--before TREE] [--parts]
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ def floor(corpus, n_jobs, pairs):
     _TOKENIZERS.append(Tokenizer())
     if pairs:
         _TOKENIZERS.append(with_pairs(2, _TOKENIZERS[0]))
+        if pairs == "alone":
+            del _TOKENIZERS[0]
     if n_jobs == 1:
         total = _tokenize(plan_training([corpus], partition_size=None))
     else:
@@ -113,21 +120,34 @@ def bench(corpus, args, say):
                 (lambda jobs=jobs: run([*me, "--floor", corpus, "-j", str(jobs)], env=env))
         commands["read + parse + tokenize plain and paired (one parse), -j 2 (floor of the pair trial)"] = \
             lambda: run([*me, "--floor", corpus, "-j", "2", "--pairs"], env=env)
+        if args.parts:
+            for options, what in ((["--word-pairs", "0"], "cutoffs, no trial"),
+                                  (["--word-pairs", "2"], "the paired model and its cutoffs, no trial"),
+                                  (["--target-fpr", "0", "--word-pairs", "2"], "the paired model counted alone")):
+                commands[f"spamnb train {' '.join(options)} DIR ({what})"] = \
+                    (lambda options=options: run([*spamnb, "train", "-q", *options, "-m", model, corpus], env=env))
+            commands["read + parse + tokenize, paired tokenizer alone, -j 2 (floor)"] = \
+                lambda: run([*me, "--floor", corpus, "-j", "2", "--pairs-alone"], env=env)
         results = {name: [] for name in commands}
+        sizes = {}
         for _ in range(args.runs):
             for name, command in commands.items():
+                if os.path.exists(model):
+                    os.unlink(model)
                 results[name].append(check(command(), name))
+                if os.path.exists(model):
+                    sizes[name] = os.path.getsize(model)
         bogo = statistics.median(r.wall for r in results["bogofilter -s -b + -n -b (bulk training)"])
         say(f"\n### {corpus}: {len(files)} messages; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
-        say("| command | median wall (min-max) | CPU (median) | peak RSS, max (median) | bogofilter / this |")
-        say("|---|---|---|---|---|")
+        say("| command | median wall (min-max) | CPU (median) | peak RSS, max (median) | bogofilter / this | model |")
+        say("|---|---|---|---|---|---|")
         for name, runs in results.items():
             walls = sorted(r.wall for r in runs)
             wall = statistics.median(walls)
             say(f"| {name} | {wall:.2f} s ({walls[0]:.2f}-{walls[-1]:.2f}) | "
                 f"{statistics.median(r.cpu for r in runs):.2f} s | {max(r.rss for r in runs) / 1024:.0f} MiB "
                 f"({statistics.median(r.rss for r in runs) / 1024:.0f}) | "
-                f"**{bogo / wall:.2f}x** |")
+                f"**{bogo / wall:.2f}x** | {f'{sizes[name] / 2**20:.1f} MiB' if name in sizes else ''} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -141,9 +161,12 @@ def main():
     parser.add_argument("--floor", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("-j", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--pairs", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--pairs-alone", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--parts", action="store_true",
+                        help="also the trainings the defaults are made of, and the paired tokenizer's floor")
     args = parser.parse_args()
     if args.floor:
-        floor(args.floor, args.j, args.pairs)
+        floor(args.floor, args.j, "alone" if args.pairs_alone else args.pairs)
         return
     if not args.corpus:
         parser.error("--corpus is required")
