@@ -198,14 +198,7 @@ class Vocabulary:
         if scratch is not None and self._tail is None and n:
             if len(scratch[0]) < n:
                 scratch[:] = [_zeros("i", 2 * n), _zeros("i", 2 * n)]
-            out = memoryview(scratch[0])[:n]
-            self._make_writable()
-            self._reserve(self.n_features + n)
-            n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, scratch[1])
-            if n_new:
-                stream.write_tokens(scratch[1], n_new, self._blob, self._offsets)
-                self.n_features += n_new
-            return out
+            return self._insert(stream, memoryview(scratch[0])[:n], scratch[1])
         out = _zeros("i", n)
         if n == 0:
             return out
@@ -218,9 +211,14 @@ class Vocabulary:
                     stream.write_tokens(new_positions, n_new, self._tail[1], self._tail[2])
                     self.n_features += n_new
                 return out
+        return self._insert(stream, out, _zeros("i", n))
+
+    def _insert(self, stream, out, new_positions):
+        """:meth:`add` into the writable table: ``out`` receives each occurrence's
+        index, ``new_positions`` (as long) the positions of the new tokens."""
+        hashes = stream.hashes
         self._make_writable()
-        self._reserve(self.n_features + n)
-        new_positions = _zeros("i", n)
+        self._reserve(self.n_features + len(hashes))
         n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
         if n_new:
             stream.write_tokens(new_positions, n_new, self._blob, self._offsets)
