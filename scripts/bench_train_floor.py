@@ -61,18 +61,17 @@ def _tokenize(pieces):
     return n
 
 
-def floor(corpus, n_jobs, pairs):
-    """Read, parse and tokenize every message of ``corpus`` once (and with
-    ``pairs`` by the paired tokenizer too, on the same parse); prints the tokens."""
+def floor(corpus, n_jobs, tokenizers="plain"):
+    """Read, parse and tokenize every message of ``corpus`` once with the
+    default tokenizer (``tokenizers`` "plain"), its word-pair variant
+    ("paired"), or both on the same parse ("both"); prints the tokens."""
     from spamnb.mail.tokenizer import Tokenizer, with_pairs
     from spamnb.training.planning import partitions, plan_training
     from spamnb.training.workers import Workers
 
-    _TOKENIZERS.append(Tokenizer())
-    if pairs:
-        _TOKENIZERS.append(with_pairs(2, _TOKENIZERS[0]))
-        if pairs == "alone":
-            del _TOKENIZERS[0]
+    plain = Tokenizer()
+    paired = with_pairs(2, plain)
+    _TOKENIZERS.extend({"plain": [plain], "paired": [paired], "both": [plain, paired]}[tokenizers])
     if n_jobs == 1:
         total = _tokenize(plan_training([corpus], partition_size=None))
     else:
@@ -119,7 +118,7 @@ def bench(corpus, args, say):
             commands[f"read + parse + tokenize, -j {jobs} (floor)"] = \
                 (lambda jobs=jobs: run([*me, "--floor", corpus, "-j", str(jobs)], env=env))
         commands["read + parse + tokenize plain and paired (one parse), -j 2 (floor of the pair trial)"] = \
-            lambda: run([*me, "--floor", corpus, "-j", "2", "--pairs"], env=env)
+            lambda: run([*me, "--floor", corpus, "-j", "2", "--tokenizers", "both"], env=env)
         if args.parts:
             for options, what in ((["--word-pairs", "0"], "cutoffs, no trial"),
                                   (["--word-pairs", "2"], "the paired model and its cutoffs, no trial"),
@@ -127,7 +126,7 @@ def bench(corpus, args, say):
                 commands[f"spamnb train {' '.join(options)} DIR ({what})"] = \
                     (lambda options=options: run([*spamnb, "train", "-q", *options, "-m", model, corpus], env=env))
             commands["read + parse + tokenize, paired tokenizer alone, -j 2 (floor)"] = \
-                lambda: run([*me, "--floor", corpus, "-j", "2", "--pairs-alone"], env=env)
+                lambda: run([*me, "--floor", corpus, "-j", "2", "--tokenizers", "paired"], env=env)
         results = {name: [] for name in commands}
         sizes = {}
         for _ in range(args.runs):
@@ -160,13 +159,12 @@ def main():
     parser.add_argument("--python", default=shlex.quote(sys.executable), help="the Python to run spamnb with")
     parser.add_argument("--floor", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("-j", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--pairs", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--pairs-alone", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tokenizers", choices=("plain", "paired", "both"), default="plain", help=argparse.SUPPRESS)
     parser.add_argument("--parts", action="store_true",
                         help="also the trainings the defaults are made of, and the paired tokenizer's floor")
     args = parser.parse_args()
     if args.floor:
-        floor(args.floor, args.j, "alone" if args.pairs_alone else args.pairs)
+        floor(args.floor, args.j, args.tokenizers)
         return
     if not args.corpus:
         parser.error("--corpus is required")
