@@ -577,17 +577,6 @@ def test_prune_help_says_when_min_count_is_refused(home):
     assert "--target-size" in text.split("refused", 1)[1]
 
 
-def test_the_man_page_is_installed_as_a_data_file(tmp_path):
-    """setup.py generates the manual page from the parser and installs it as
-    share/man/man1/spamnb.1 (main installed none)."""
-    env = dict(os.environ, SPAMNB_EXTENSIONS="_checks")   # an in-place build: only what is stale is built
-    proc = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "install_data",
-                           "--install-dir", str(tmp_path)], cwd=REPO, capture_output=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr.decode()
-    page = (tmp_path / "share" / "man" / "man1" / "spamnb.1").read_bytes()
-    assert page == run_spamnb(["--man"]).stdout and page.startswith(b".TH SPAMNB 1")
-
-
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_train_progress_has_a_total_and_counts_each_message_once(tmp_path, jobs):
     """On main the line had no total (the count alone)."""
