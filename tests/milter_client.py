@@ -30,6 +30,8 @@ def packet(message):
 def split_message(raw):
     """(header fields as (name, value bytes), body with CRLF line ends)."""
     raw = raw.replace(b"\r\n", b"\n")
+    if raw.startswith(b"From "):        # an mbox's separator line: not part of the message an MTA sees
+        raw = raw.partition(b"\n")[2]
     head, _, body = raw.partition(b"\n\n")
     fields = []
     for line in head.split(b"\n"):
