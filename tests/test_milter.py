@@ -220,6 +220,7 @@ def test_malformed_packets_close_the_connection_and_nothing_else(home, milter, g
     assert "Traceback" not in d.log_text()
 
 
+@pytest.mark.slow
 def test_truncated_packet_and_a_client_that_stops_mid_message(home, milter):
     d = milter("--milter-timeout", "1")
     # half a packet, then silence: closed after --milter-timeout
