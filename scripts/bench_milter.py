@@ -17,12 +17,13 @@ address and a milter address.  Then:
    ``content_filter`` recipe (spamc + spamnb-pipe + sendmail), both on the
    same server; the messages sent over SMTP on loopback by ``--clients``
    concurrent senders, one recipient each; messages per second from the first
-   SMTP connection to the last message in the Maildir; and every delivered
-   message's ``X-Spam-Status`` verdict against ``spamnb classify --batch``'s
-   on the same files and model.
+   SMTP connection to the last message in the Maildir, ``--rounds`` times in
+   alternating order; and every delivered message's ``X-Spam-Status``
+   verdict against ``spamnb classify --batch``'s on the same files and model
+   (the script stops with an error on any difference, loss or SMTP failure).
 
     python scripts/bench_milter.py latency [--corpus ../shared/corpora/spamassassin] [--messages 1000]
-    python scripts/bench_milter.py postfix [--messages 1000] [--clients 4]
+    python scripts/bench_milter.py postfix [--messages 1000] [--clients 10] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -110,6 +111,12 @@ class Server:
                     raise RuntimeError("spamnb serve did not start")
                 time.sleep(0.1)
 
+    def cpu(self):
+        """The server's CPU time so far (user + system, seconds; one process with --workers 1)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(60)
@@ -172,7 +179,7 @@ def latency(server, items, spamc_every):
               % quantiles(spamc_ms))
 
 
-def postfix(server, items, clients, labels, work):
+def postfix(server, items, clients, labels, work, rounds=1):
     import postfix_private
     from mailchain import read_maildir, header
     from test_postfix import recipe
@@ -182,8 +189,9 @@ def postfix(server, items, clients, labels, work):
     if root is None:
         sys.exit(f"bench_milter: {why}")
     milter_main = milter_main_cf(server.milter_port)
-    results = {}
-    for name in ("content_filter", "milter"):
+    results = {"milter": [], "content_filter": []}
+    order = ["content_filter", "milter"]
+    for name in [n for r in range(rounds) for n in (order if r % 2 == 0 else order[::-1])]:
         smtp_port = free_port()
         if name == "milter":
             main, master = milter_main, f"127.0.0.1:{smtp_port} inet n - n - - smtpd\n"
@@ -218,6 +226,7 @@ def postfix(server, items, clients, labels, work):
                         except smtplib.SMTPException as exc:
                             failures.append((tag, str(exc)))
 
+            cpu_before = server.cpu()
             started = time.perf_counter()
             threads = [threading.Thread(target=sender) for _ in range(clients)]
             for t in threads:
@@ -229,6 +238,7 @@ def postfix(server, items, clients, labels, work):
             while (len(os.listdir(box)) if box.is_dir() else 0) < len(items) and time.monotonic() < deadline:
                 time.sleep(0.05)
             elapsed = time.perf_counter() - started
+            cpu = server.cpu() - cpu_before
             delivered = read_maildir(pf.mail / "alice")
             word = {"Yes": "spam", "No": "ham", "Unsure": "unsure"}
             verdicts = {}
@@ -237,14 +247,19 @@ def postfix(server, items, clients, labels, work):
                 status = header(message, "X-Spam-Status")
                 verdicts.setdefault(tag, []).append(word.get(status[0].split(",")[0]) if status else None)
             differ = [t for t, _, _ in items if verdicts.get(t) != [labels[t]]]
-            results[name] = (len(delivered), elapsed, differ, failures)
+            results[name].append(len(delivered) / elapsed)
+            assert len(delivered) == len(items) and not differ and not failures, (name, len(delivered), differ[:5])
             print(f"{name}: {len(delivered)} delivered of {len(items)} in {elapsed:.2f} s = "
                   f"{len(delivered) / elapsed:.1f} messages/s; verdicts differing from spamnb classify: "
-                  f"{len(differ)} {differ[:5]}; SMTP failures: {len(failures)} {failures[:2]}")
+                  f"{len(differ)} {differ[:5]}; SMTP failures: {len(failures)} {failures[:2]}; "
+                  f"spamnb serve's CPU {1000 * cpu / len(items):.2f} ms a message; load average "
+                  f"{os.getloadavg()[0]:.1f}")
         finally:
             pf.stop()
-    a, b = results["milter"], results["content_filter"]
-    print(f"milter / content_filter messages per second: {(a[0] / a[1]) / (b[0] / b[1]):.2f}x")
+    ratios = [a / b for a, b in zip(results["milter"], results["content_filter"])]
+    print(f"milter / content_filter messages per second, by round: {' '.join(f'{r:.2f}x' for r in ratios)}; "
+          f"median {statistics.median(ratios):.2f}x (milter median {statistics.median(results['milter']):.1f}, "
+          f"content_filter median {statistics.median(results['content_filter']):.1f} messages/s)")
 
 
 def main(argv=None):
@@ -252,7 +267,9 @@ def main(argv=None):
     parser.add_argument("what", choices=("latency", "postfix"))
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
     parser.add_argument("--messages", type=int, default=1000)
-    parser.add_argument("--clients", type=int, default=4, help="postfix: concurrent SMTP senders")
+    parser.add_argument("--clients", type=int, default=10, help="postfix: concurrent SMTP senders (default 10)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="postfix: rounds of both set-ups, their order alternating (default 3)")
     parser.add_argument("--spamc-every", type=int, default=5, help="latency: run spamc on every N-th message")
     parser.add_argument("--workers", default="1", help="spamnb serve --workers (default 1)")
     args = parser.parse_args(argv)
@@ -274,7 +291,7 @@ def main(argv=None):
                 latency(server, items, args.spamc_every)
             else:
                 labels = classify_all(home, model, items)
-                postfix(server, items, args.clients, labels, work)
+                postfix(server, items, args.clients, labels, work, args.rounds)
         finally:
             server.stop()
     finally:
