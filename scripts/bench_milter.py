@@ -200,15 +200,7 @@ def postfix(server, items, clients, labels, work, rounds=1):
         pf = postfix_private.Postfix(root, work, main, master, ["alice"])
         pf.start()
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", smtp_port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        sys.exit(f"bench_milter: Postfix did not start: {pf.log_text()[-2000:]}")
-                    time.sleep(0.1)
+            pf.wait_for_smtp(smtp_port)
             queue = list(items)
             lock = threading.Lock()
             failures = []

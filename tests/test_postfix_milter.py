@@ -3,10 +3,8 @@ main.cf lines (only the address changed) in a private Postfix
 (tests/postfix_private.py, as tests/test_postfix.py runs it), mail sent over
 SMTP on loopback, the server started as docs/serve.md says."""
 
-import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +14,7 @@ import pytest
 pytest.importorskip("kilter.protocol")
 
 from conftest import REPO  # noqa: E402
-from mailchain import DOMAIN, free_port, header, message_tag, messages, read_maildir, send, serving, env  # noqa: E402,F401
+from mailchain import DOMAIN, env, free_port, header, messages, send, serving  # noqa: E402,F401
 from test_postfix import USERS, _check_deliveries, _skip_reason, _wait_for, pf_root, work  # noqa: E402,F401
 import postfix_private  # noqa: E402
 
@@ -44,14 +42,8 @@ def milter_postfix(pf_root, work):
         pf.smtp_port = smtp_port
         pf.start()
         started.append(pf)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", smtp_port), timeout=1).close()
-                return pf
-            except OSError:
-                assert time.monotonic() < deadline, pf.log_text()[-3000:]
-                time.sleep(0.1)
+        pf.wait_for_smtp(smtp_port)
+        return pf
 
     yield make
     for pf in started:
