@@ -220,14 +220,14 @@ class MilterFrontEnd:
         self.listeners = []
 
     def stop(self):
-        """SIGTERM: close the connections between two messages; the others
-        close once their message is answered."""
-        for connection in list(self.connections):
-            if not connection.busy():
-                connection.close()
+        """SIGTERM (or a worker replaced after SIGHUP): nothing is closed.  An
+        MTA holds its connection for a whole SMTP session, and may have just
+        opened it for a message it has not sent yet: closed now, that message
+        would get the MTA's milter_default_action.  The server waits for the
+        MTAs to close them (:meth:`in_flight`), up to ``--timeout`` + 1 s."""
 
     def in_flight(self):
-        return sum(1 for c in self.connections if c.busy())
+        return len(self.connections)
 
 
 class MilterConnection(asyncio.Protocol):
@@ -527,5 +527,3 @@ class MilterConnection(asyncio.Protocol):
         self._new_message()
         self.server.request_done("EOM", user, f"{outcome} queue_id={self.queue_id}", size, ms, self.peer,
                                  protocol="milter", action=action)
-        if self.server.stopping is not None:
-            self.close()
