@@ -95,13 +95,20 @@ def test_verdicts_equal_spamnb_classify_and_fields_are_added(home, milter):
 
 
 def _unsure_message(model):
-    """A short message the site model finds unsure."""
-    for n in range(1, 40):
-        raw = (f"Subject: note {n}\nFrom: a@b.example\n\n" + " ".join(["meeting", "offer", "free", "list",
-                                                                     "click", "thanks"][: 1 + n % 6]) * n).encode()
-        if model.classify(raw).label == "unsure":
-            return raw
-    return None
+    """A short message the site model finds unsure, the one furthest from both
+    cutoffs of those tried (so the trace fields an MTA adds leave it unsure)."""
+    import math
+
+    low, high = (math.log(p / (1 - p)) for p in (model.ham_cutoff, model.spam_cutoff))
+    words = ["meeting", "offer", "free", "list", "click", "thanks", "money", "linux", "please", "remove"]
+    best, margin = None, 0.0
+    for n in range(1, 60):
+        raw = (f"Subject: note {n}\nFrom: a@b.example\n\n"
+               + " ".join(words[(n + i) % len(words)] for i in range(n % 7 + 2)) + "\n").encode()
+        odds = model.classify(raw).log_odds
+        if min(odds - low, high - odds) > margin:
+            best, margin = raw, min(odds - low, high - odds)
+    return best
 
 
 def test_reject_refuses_spam_with_550_and_tags_ham_and_unsure(home, milter):

@@ -244,6 +244,7 @@ class MilterConnection(asyncio.Protocol):
         self.inbox = PacketBuffer()
         self.outbox = PacketBuffer(4096)
         self.timer = None
+        self.quickack = None        # the socket, for TCP_QUICKACK
         self.closed = False
         self.pending = None         # an end of data waiting for its model to load
         self.leading_space = False
@@ -267,7 +268,6 @@ class MilterConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else "unix"
         self.front.connections.add(self)
-        self.quickack = None
         if self.peer != "unix":
             # the MTA sends the packets it wants no answer to back to back: with Nagle's algorithm on its
             # side (Postfix does not turn it off) each waits for the ACK of the one before, which the
@@ -301,9 +301,6 @@ class MilterConnection(asyncio.Protocol):
                 self.quickack = None
         self._arm()
         self._receive(data)
-
-    def busy(self):
-        return self.started or self.pending is not None
 
     def close(self):
         if not self.closed:
