@@ -192,3 +192,27 @@ def test_a_user_model_for_one_recipient(work, milter_postfix, serving):
         for p in dave.iterdir():
             p.unlink()
         dave.rmdir()
+
+
+def test_tag_with_subject_tag_and_quarantine(work, milter_postfix, serving):
+    """Under tag, spam is delivered with its Subject tagged and the sender's
+    own X-Spam-* fields gone (one X-Spam-Status, spamnb's); under
+    quarantine, spam is kept in Postfix's hold queue, ham delivered."""
+    (tag1, spam1, _), (tag2, ham, _), (tag3, spam2, _) = messages(work.site, 4)[:3]
+    forged = b"X-Spam-Status: No, score=-10.0\nX-Spam-Flag: NO\n"
+    port_tag, port_hold = free_port(), free_port()
+    _serve(serving, work, port_tag, "--subject-tag", "[SPAM]")
+    _serve(serving, work, port_hold, "--milter-spam-action", "quarantine")
+    tagging, holding = milter_postfix(port_tag), milter_postfix(port_hold)
+    deadline = time.monotonic() + 60
+    for pf, message in ((tagging, forged + spam1), (holding, spam2), (holding, ham)):
+        assert all(c == 250 for c, _ in send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline).values())
+    got = _wait_for(tagging, {(tag1, "alice"): 1}, deadline)
+    delivered = got[(tag1, "alice")][0]
+    assert header(delivered, "X-Spam-Status")[0].startswith("Yes,") and len(header(delivered, "X-Spam-Status")) == 1
+    assert header(delivered, "X-Spam-Flag") == ["YES"]
+    assert header(delivered, "Subject")[0].startswith("[SPAM] ")
+    got = _wait_for(holding, {(tag2, "alice"): 1}, deadline)
+    assert (tag3, "alice") not in got
+    held = holding.queued()
+    assert len(held) == 1 and '"queue_name": "hold"' in held[0], held
