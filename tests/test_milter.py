@@ -227,6 +227,18 @@ def test_malformed_packets_close_the_connection_and_nothing_else(home, milter, g
     assert "Traceback" not in d.log_text()
 
 
+def test_a_macro_that_is_not_ascii_is_skipped(home, milter):
+    """A macro kilter cannot decode (an SMTPUTF8 address in {rcpt_addr}) is
+    not a reason to close the connection: the message is checked."""
+    d = milter()
+    c = d.client()
+    assert messages.ActionFlags.SETSYMLIST in c.agreed.action_flags and c.agreed.macros
+    macro = b"DR{rcpt_addr}\x00j\xc3\xb6rg@test.example\x00"
+    c.send(len(macro).to_bytes(4, "big") + macro)
+    assert _status(c.message(MESSAGES[0].read_bytes(), recipients=["jörg@test.example"])).startswith("Yes,")
+    c.close()
+
+
 @pytest.mark.slow
 def test_truncated_packet_and_a_client_that_stops_mid_message(home, milter):
     d = milter("--milter-timeout", "1")

@@ -87,6 +87,9 @@ def test_reject_refuses_spam_at_end_of_data_and_delivers_ham_once(work, milter_p
     assert len(status) == 1 and status[0].startswith("Unsure,"), status
     assert "milter-reject: END-OF-MESSAGE" in pf.log_text()
     assert serve.log_text().count("action=reject") == 6
+    # the macros asked for at negotiation (the queue ID only) came, and Postfix took the list
+    assert re.search(r"queue_id=[0-9A-Za-z]{6,}", serve.log_text()), serve.log_text()[-2000:]
+    assert not [line for line in pf.log_text().splitlines() if "warning" in line and "milter" in line.lower()]
 
 
 def test_a_30_mb_message_is_delivered_unchecked_and_not_held(work, milter_postfix, serving):

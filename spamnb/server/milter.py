@@ -138,6 +138,15 @@ class PacketBuffer:
             return None
         return int.from_bytes(self._data[self._start:self._start + 4], "big") + 4
 
+    def skip_macros(self):
+        """Drop the packet at the front when it is a whole macro packet
+        (``D``); returns whether it did."""
+        size = self.next_size()
+        if size is None or size < 5 or self.filled < size or self._data[self._start + 4] != ord("D"):
+            return False
+        del self[:size]
+        return True
+
     def packet_sizes(self):
         """The length words of the packets in the buffer (the last may be cut)."""
         offset, out = self._start, []
@@ -329,16 +338,20 @@ class MilterConnection(asyncio.Protocol):
                 if size == 0 or size > MAX_PACKET:
                     self._protocol_error(f"a packet of {size} bytes")
                     return
-            try:
-                # a packet sent before the answer to the end of data it follows is one
-                # the state machine does not expect: an error
-                for message in self.state.read_from(self.inbox):
-                    self._event(message)
-                    if self.closed:
-                        break
-            except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
-                self._protocol_error(f"{type(exc).__name__}: {_one_line(exc)}")
-                return
+            while not self.closed:
+                try:
+                    # a packet sent before the answer to the end of data it follows is one
+                    # the state machine does not expect: an error
+                    for message in self.state.read_from(self.inbox):
+                        self._event(message)
+                        if self.closed:
+                            break
+                    break
+                except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
+                    if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
+                        continue    # a macro with a value kilter cannot decode (not ASCII): not needed
+                    self._protocol_error(f"{type(exc).__name__}: {_one_line(exc)}")
+                    return
             if taken == 0:      # a packet larger than the buffer can grow to
                 self._protocol_error("a packet larger than the buffer")
                 return
@@ -403,7 +416,14 @@ class MilterConnection(asyncio.Protocol):
         protocol = offer.protocol_flags & _WANTED_PROTOCOL
         self.leading_space = bool(protocol & _PF.HEADER_LEADING_SPACE)
         self.actions = offer.action_flags & _WANTED_ACTIONS
-        self._send(messages.Negotiate(min(offer.version, 6), self.actions, protocol))
+        macros = {}
+        if _AF.SETSYMLIST in offer.action_flags:
+            # only the queue ID, for the log: the MTA's other macros (addresses, TLS, ...) are
+            # packets to read for nothing, and may hold bytes that are not ASCII
+            self.actions |= _AF.SETSYMLIST
+            macros = {messages.Stage.ENVELOPE_RECIPIENT: ["i"], messages.Stage.END_HEADERS: ["i"],
+                      messages.Stage.END_MESSAGE: ["i"]}
+        self._send(messages.Negotiate(min(offer.version, 6), self.actions, protocol, macros))
 
     def _user_of(self, recipient):
         """The user name a recipient maps to (``--milter-user``): its local
