@@ -253,6 +253,7 @@ class MilterConnection(asyncio.Protocol):
         self.inbox = PacketBuffer()
         self.outbox = PacketBuffer(4096)
         self.timer = None
+        self.last_heard = 0.0
         self.quickack = None        # the socket, for TCP_QUICKACK
         self.closed = False
         self.pending = None         # an end of data waiting for its model to load
@@ -317,11 +318,19 @@ class MilterConnection(asyncio.Protocol):
             self.transport.close()
 
     def _arm(self):
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = asyncio.get_running_loop().call_later(self.server.settings.milter_timeout, self._timed_out)
+        """Note the time of the last packet; the timer, set once, is set again
+        from it when it fires (not on every packet: an MTA sends dozens a message)."""
+        loop = asyncio.get_running_loop()
+        self.last_heard = loop.time()
+        if self.timer is None:
+            self.timer = loop.call_later(self.server.settings.milter_timeout, self._timed_out)
 
     def _timed_out(self):
+        loop = asyncio.get_running_loop()
+        left = self.last_heard + self.server.settings.milter_timeout - loop.time()
+        if left > 0:
+            self.timer = loop.call_later(left, self._timed_out)
+            return
         self.timer = None
         if self.started:
             self._done("-", f"error 79 milter connection silent for {self.server.settings.milter_timeout:g} s"
@@ -366,10 +375,29 @@ class MilterConnection(asyncio.Protocol):
             self.close()
 
     def _event(self, message):
+        kind = type(message)        # by type, not isinstance: kilter's messages are ABCs, slow to test
+        if kind is messages.Header:
+            self.started = True
+            name = message.name
+            lower = name.lower()
+            if lower == "subject":
+                self.subjects += 1
+            elif lower.encode() in OUR_FIELDS:
+                self.our_fields[lower] = self.our_fields.get(lower, 0) + 1
+            self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": ")
+                       + bytes(message.value) + b"\r\n")
+        elif self._other_event(message):
+            return
+        if message.ident not in self.state.nr and self.state.needs_response(message):
+            self._send(messages.Continue())
+
+    def _other_event(self, message):
+        """Every event but a header field; True when it needs no Continue
+        (answered already, or the connection closed)."""
         match message:
             case messages.Negotiate():
                 self._negotiate(message)
-                return
+                return True
             case messages.Macro():
                 queue_id = message.macros.get("i")
                 if queue_id:
@@ -378,17 +406,6 @@ class MilterConnection(asyncio.Protocol):
                 self.started = True
                 if len(self.users) < 2:
                     self.users.add(self._user_of(bytes(message.recipient)))
-            case messages.Header():
-                self.started = True
-                name = message.name
-                lower = name.lower()
-                if lower == "subject":
-                    self.subjects += 1
-                elif lower.encode() in OUR_FIELDS:
-                    self.our_fields[lower] = self.our_fields.get(lower, 0) + 1
-                value = bytes(message.value)
-                self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": ")
-                           + value + b"\r\n")
             case messages.EndOfHeaders():
                 self.started = True
                 self.in_body = True
@@ -403,14 +420,13 @@ class MilterConnection(asyncio.Protocol):
                 if len(message.content):
                     self._hold(bytes(message.content))
                 self._end_of_message()
-                return
+                return True
             case messages.Abort():
                 self._new_message()
             case messages.Close():
                 self.close()
-                return
-        if self.state.needs_response(message):
-            self._send(messages.Continue())
+                return True
+        return False
 
     def _negotiate(self, offer):
         protocol = offer.protocol_flags & _WANTED_PROTOCOL
