@@ -11,8 +11,10 @@ import grp
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -190,6 +192,18 @@ class Postfix:
 
     def stop(self):
         self.command("postfix", "stop", check=False)
+
+    def wait_for_smtp(self, port, seconds=30):
+        """Until smtpd accepts on 127.0.0.1:``port``; AssertionError (the log's
+        tail) after ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, self.log_text()[-3000:]
+                time.sleep(0.1)
 
     def flush(self):
         """Ask the queue manager to retry deferred mail now (``postqueue -f``)."""

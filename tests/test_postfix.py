@@ -14,7 +14,6 @@ reinjecting sendmail.
 
 import os
 import re
-import socket
 import time
 
 import pytest
@@ -94,14 +93,7 @@ def postfix_factory(pf_root, work):
         pf.smtp_port = smtp_port
         pf.start()
         started.append(pf)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", smtp_port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, pf.log_text()[-3000:]
-                time.sleep(0.1)
+        pf.wait_for_smtp(smtp_port)
         return pf
 
     yield make

@@ -374,10 +374,10 @@ def test_metrics_count_requests_of_every_worker(home, tmp_path):
     finally:
         assert d.stop() == 0
     assert "# TYPE spamnb_request_duration_seconds histogram" in page
-    assert after['spamnb_requests_total{verb="CHECK",verdict="spam",user_class="site"}'] == 10
-    assert after['spamnb_requests_total{verb="CHECK",verdict="ham",user_class="site"}'] == 5
-    assert after['spamnb_requests_total{verb="CHECK",verdict="spam",user_class="user"}'] == 1
-    assert after['spamnb_requests_total{verb="TELL",verdict="none",user_class="user"}'] == 1
+    assert after['spamnb_requests_total{verb="CHECK",verdict="spam",user_class="site",protocol="spamd",action="none"}'] == 10
+    assert after['spamnb_requests_total{verb="CHECK",verdict="ham",user_class="site",protocol="spamd",action="none"}'] == 5
+    assert after['spamnb_requests_total{verb="CHECK",verdict="spam",user_class="user",protocol="spamd",action="none"}'] == 1
+    assert after['spamnb_requests_total{verb="TELL",verdict="none",user_class="user",protocol="spamd",action="none"}'] == 1
     assert after['spamnb_learned_messages_total{action="learn"}'] == 1
     assert after['spamnb_errors_total{kind="protocol"}'] == 1
     assert after['spamnb_request_duration_seconds_count'] == 18
@@ -394,7 +394,7 @@ def test_status_report_and_single_process_metrics(home):
         for _ in range(3):
             assert b"SPAMD/1.5 0" in _raw(d.port, request("CHECK", SPAM))
         _raw(d.port, request("CHECK", HAM))
-        assert _samples(_curl(metrics))['spamnb_requests_total{verb="CHECK",verdict="spam",user_class="site"}'] == 3
+        assert _samples(_curl(metrics))['spamnb_requests_total{verb="CHECK",verdict="spam",user_class="site",protocol="spamd",action="none"}'] == 3
         status = subprocess.run([sys.executable, "-m", "spamnb", "serve", "--status", "--metrics", str(metrics)],
                                 env=_env(home), capture_output=True, timeout=30)
         assert status.returncode == 0, status.stderr

@@ -77,6 +77,21 @@ def add_parser(subparsers):
     p.add_argument("--ssl-key", "--server-key", dest="ssl_key", metavar="FILE", help="TLS private key (PEM)")
     p.add_argument("--metrics", metavar="[HOST:]PORT",
                    help="serve Prometheus /metrics and a /status report there (host: loopback by default)")
+    p.add_argument("--milter", action="append", metavar="ADDR",
+                   help="also (or, without -l, only) speak the milter protocol (Postfix smtpd_milters) on "
+                        "HOST:PORT or a Unix socket path (repeatable; needs pip install 'spamnb[milter]')")
+    p.add_argument("--milter-spam-action", choices=("tag", "reject", "quarantine"),
+                   help=f"milter: what to do with spam: add the X-Spam-* fields, refuse it with 550 5.7.1 at the "
+                        f"end of DATA, or tag it and ask the MTA to hold it (default {d['milter_spam_action']})")
+    p.add_argument("--milter-on-error", choices=("accept", "tempfail"),
+                   help="milter: the answer for a message that cannot be checked (over --max-size, no usable "
+                        f"model, an internal error): pass it unchanged or defer it (default {d['milter_on_error']})")
+    p.add_argument("--milter-user", choices=("local", "address"),
+                   help="milter: the user name of a message's one recipient, for --models-dir: its local part "
+                        f"without a +extension, or its whole address; lower case (default {d['milter_user']})")
+    p.add_argument("--milter-timeout", type=float, metavar="SECONDS",
+                   help="milter: seconds a milter connection may stay silent (an MTA waits on its SMTP "
+                        f"client meanwhile; default {d['milter_timeout']:g})")
     p.add_argument("--status", action="store_true",
                    help="print the running server's figures (from its --metrics address) and exit")
     p.set_defaults(handler=cmd_serve)

@@ -29,6 +29,11 @@ DEFAULTS = {
     "report": False,
     "subject_tag": None,
     "verbose": False,
+    # the milter front end (spamnb.server.milter)
+    "milter_spam_action": "tag",
+    "milter_on_error": "accept",
+    "milter_user": "local",
+    "milter_timeout": 300.0,
     # read at start only (spamnb.server.launch): processes, privileges, TLS, metrics
     "workers": None,
     "user": None,
@@ -38,10 +43,12 @@ DEFAULTS = {
     "ssl_key": None,
     "ssl_listen": None,
     "metrics": None,
+    "milter": None,
 }
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "timeout", "idle_timeout",
-              "required_score", "syslog", "report", "subject_tag", "verbose")
+              "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
+              "milter_user", "milter_timeout")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
@@ -52,13 +59,13 @@ class SettingsError(Exception):
 # ============================================================================
 
 
-def _parse_listen(value):
+def _parse_listen(value, option="--listen"):
     """("unix", path) or ("tcp", host, port)."""
     if "/" in value:
         return ("unix", value)
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SettingsError(f"--listen {value}: give HOST:PORT or a socket path")
+        raise SettingsError(f"{option} {value}: give HOST:PORT or a socket path")
     host = host.strip("[]") or "127.0.0.1"
     return ("tcp", host, int(port))
 
@@ -102,7 +109,7 @@ def read_config(path):
         if not sep or key not in DEFAULTS:
             raise SettingsError(f"{path}:{number}: unknown setting {key!r}")
         value = value.strip()
-        if key in ("listen", "ssl_listen"):
+        if key in ("listen", "ssl_listen", "milter"):
             values.setdefault(key, []).append(value)
         else:
             values[key] = value
@@ -136,6 +143,7 @@ class Settings:
             self.report = _bool(merged["report"])
             self.subject_tag = merged["subject_tag"] or None
             self.verbose = _bool(merged["verbose"])
+            self._milter(merged, given, config)
             self._production(merged)
         except (TypeError, ValueError) as exc:
             raise SettingsError(f"bad setting: {exc}") from None
@@ -149,9 +157,40 @@ class Settings:
             raise SettingsError("--required-score must lie in [0.2, 900]")
         explicit = merged["allowed_ips"] is not None
         self.allowed = _networks(merged["allowed_ips"] if explicit else list(_LOOPBACK))
-        for item in self.listen + self.ssl_listen + ([self.metrics] if self.metrics else []):
+        for item in self.listen + self.ssl_listen + self.milter + ([self.metrics] if self.metrics else []):
             if item[0] == "tcp" and not _is_loopback(item[1]) and not explicit:
                 raise SettingsError(f"listening on {item[1]} (not loopback) needs --allowed-ips")
+
+    def _milter(self, merged, given, config):
+        """The milter front end's settings: its addresses (``--milter``; given
+        without ``-l``, the server speaks only the milter protocol), the
+        action on spam, on a message it cannot check, how a recipient names
+        its user, and how long a milter connection may stay silent."""
+        milter = merged["milter"] or []
+        self.milter = [_parse_listen(v, "--milter") for v in ([milter] if isinstance(milter, str) else milter)]
+        if self.milter and not given.get("listen") and not (config and "listen" in read_config(config)):
+            self.listen = []
+        self.milter_spam_action = str(merged["milter_spam_action"]).lower()
+        self.milter_on_error = str(merged["milter_on_error"]).lower()
+        self.milter_user = str(merged["milter_user"]).lower()
+        self.milter_timeout = float(merged["milter_timeout"])
+        if self.milter_spam_action not in ("tag", "reject", "quarantine"):
+            raise SettingsError("--milter-spam-action must be tag, reject or quarantine")
+        if self.milter_on_error not in ("accept", "tempfail"):
+            raise SettingsError("--milter-on-error must be accept or tempfail")
+        if self.milter_user not in ("local", "address"):
+            raise SettingsError("--milter-user must be local or address")
+        if not self.milter_timeout > 0:
+            raise SettingsError("--milter-timeout must be positive")
+        if self.milter:
+            try:
+                import importlib.util
+
+                found = importlib.util.find_spec("kilter.protocol") is not None
+            except ImportError:
+                found = False
+            if not found:
+                raise SettingsError("--milter needs the kilter.protocol package: pip install 'spamnb[milter]'")
 
     def _production(self, merged):
         """The settings read at start only: worker processes, the user to run

@@ -61,7 +61,8 @@ from spamnb.server.protocol import EX, ProtocolError
 from spamnb.server.config import Settings, SettingsError, _words
 from spamnb.server.connection import Connection, layout, log_safe, read_head
 from spamnb.server.listeners import BACKLOG, ServerError, bind_all
-from spamnb.server.models import ModelCache, ModelUnavailable, _classify, _model_error, _one_line, tell
+from spamnb.server.check import check
+from spamnb.server.models import ModelCache, ModelUnavailable, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
@@ -90,6 +91,7 @@ class Server:
         self.learners = ThreadPoolExecutor(max_workers=2, thread_name_prefix="spamnb-tell")
         self.loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-load")
         self._syslog = None
+        self.milter = None      # the milter front end (spamnb.server.milter), when --milter listens
         # spamnb.server.launch's hooks (see the module's docstring)
         self.owns_listeners = True
         self.metrics = None
@@ -244,13 +246,14 @@ class Server:
                 self.request_done(verb, user, outcome, size, ms, peer)
         return False
 
-    def request_done(self, verb, user, outcome, size, ms, peer):
+    def request_done(self, verb, user, outcome, size, ms, peer, protocol="spamd", action="none"):
         """Count a request (``--metrics``) and log it when it went wrong, or
-        with ``-v`` when it did not."""
+        with ``-v`` when it did not; ``protocol``, ``action``: the milter's."""
         if self.metrics is not None:
-            self.metrics.request(verb, self._user_class(user, outcome), outcome, ms / 1000.0)
+            self.metrics.request(verb, self._user_class(user, outcome), outcome, ms / 1000.0, protocol, action)
         if self.settings.verbose or not _clean(outcome):
-            self.log(f"{verb} user={user} {outcome} size={size} {ms:.2f} ms peer={peer}")
+            self.log(f"{verb} user={user} {outcome} size={size} {ms:.2f} ms peer={peer}"
+                     + (f" milter action={action}" if protocol == "milter" else ""))
 
     def _user_class(self, user, outcome):
         """"user" when ``user``'s own model answered, else "site"."""
@@ -340,11 +343,9 @@ class Server:
         ``reply(spam_header, body, whole_message)`` lays the answer out;
         ``paths``: :meth:`model_path` of its user."""
         verb = request.verb
-        spam_filter, score_map, note = self.verdict_model(paths)
-        verdict = _classify(spam_filter, message, verb != "CHECK")   # CHECK answers without the tokens
-        score = score_map.score(verdict.log_odds, verdict.label)
-        spam_header = spamd.spam_header(verdict, score, score_map.required)
-        outcome = f"{verdict.label} {score:.1f}/{score_map.required:.1f} log-odds={verdict.log_odds:+.3f}{note}"
+        checked = check(self, message, paths, verb != "CHECK")     # CHECK answers without the tokens
+        verdict, score, score_map = checked.verdict, checked.score, checked.score_map
+        spam_header, outcome = checked.spam_header(), checked.outcome
         if verb == "CHECK":
             return reply(spam_header), outcome
         if verb == "SYMBOLS":
@@ -417,7 +418,7 @@ class Server:
         except SettingsError as exc:
             self.log(f"SIGHUP: settings not reloaded: {exc}")
             return
-        fresh.listen = self.settings.listen
+        fresh.listen, fresh.milter = self.settings.listen, self.settings.milter
         self.models.clear()
         self.models.whole = fresh.allow_tell
         self.models.pinned = fresh.model
@@ -441,11 +442,15 @@ class Server:
                 task.cancel()
             for connection in [c for c in self.fast if not c.busy()]:
                 connection.transport.close()
+            if self.milter is not None:
+                self.milter.stop()
 
     # ------------------------------------------------------------------ accepting
     def _set_accepting(self, on):
         loop = asyncio.get_running_loop()
         for listener in self.listeners:
+            if listener.protocol != "spamd":
+                continue            # the milter front end accepts on its own (spamnb.server.milter)
             fd = listener.sock.fileno()
             if on:
                 loop.add_reader(fd, self._accept, listener)
@@ -513,7 +518,8 @@ class Server:
         """While stopping: take the clients already waiting in the listen
         backlog (they would be reset when the socket closes), to be answered."""
         for listener in self.listeners:
-            self._accept(listener)
+            if listener.protocol == "spamd":
+                self._accept(listener)
 
     async def start(self):
         """Listen and accept: on :attr:`listeners` when set (spamnb.server.launch
@@ -525,6 +531,12 @@ class Server:
         # a model that changed is read again in a thread while the one loaded before serves
         self.models.run = lambda function: loop.run_in_executor(self.loader, function)
         self._set_accepting(True)
+        milter = [listener for listener in self.listeners if listener.protocol == "milter"]
+        if milter:
+            from spamnb.server.milter import MilterFrontEnd
+
+            self.milter = MilterFrontEnd(self, milter)
+            self.milter.start()
         if self.owns_listeners:
             where = ", ".join(listener.where for listener in self.listeners)
             self.log(f"listening on {where}; site model {self.settings.model}"
@@ -534,6 +546,8 @@ class Server:
         if not self.paused:
             self._set_accepting(False)
         self._drain_backlog()
+        if self.milter is not None:
+            self.milter.close_listeners()
         for listener in self.listeners:
             listener.sock.close()
         self.listeners = []
@@ -551,7 +565,8 @@ class Server:
         self.close_listeners()
 
         def in_flight():
-            return len(self.busy) + sum(1 for c in self.fast if c.busy()) + self.setting_up
+            return (len(self.busy) + sum(1 for c in self.fast if c.busy()) + self.setting_up
+                    + (self.milter.in_flight() if self.milter is not None else 0))
 
         self.log(f"stopping: {in_flight()} request(s) in flight")
         deadline = loop.time() + self.settings.timeout + 1.0
@@ -560,7 +575,7 @@ class Server:
         self.learners.shutdown(wait=True)
         self.loader.shutdown(wait=True, cancel_futures=True)
         if self.owns_listeners:     # a forked worker leaves the Unix sockets to its parent
-            for item in self.settings.listen:
+            for item in self.settings.listen + self.settings.milter:
                 if item[0] == "unix":
                     try:
                         os.unlink(item[1])

@@ -131,7 +131,7 @@ _LAZY_IMPORTS = ("copy", "ctypes", "hashlib", "html", "syslog", "tempfile", "num
                  "spamnb.model.spam_filter", "spamnb.model.store", "spamnb.model.learning",
                  "spamnb.model.ledger", "spamnb.model.journal", "spamnb.model.ages", "spamnb.model.messages",
                  "spamnb.model.labels", "spamnb.model.message_features", "spamnb.model.defaults",
-                 "spamnb.model.lifecycle", "spamnb.model.deltas")
+                 "spamnb.model.lifecycle", "spamnb.model.deltas", "spamnb.server.milter")
 
 
 def _import_everything():

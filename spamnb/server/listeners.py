@@ -19,17 +19,18 @@ BACKLOG = 128   # connections the kernel queues while the server does not accept
 class Listener:
     """A bound, listening socket: ``item`` is the parsed address
     (``("tcp", host, port)`` or ``("unix", path)``), ``tls`` the
-    :class:`ssl.SSLContext` its connections are wrapped in, or None."""
+    :class:`ssl.SSLContext` its connections are wrapped in, or None;
+    ``protocol`` what its clients speak: "spamd" or "milter"."""
 
     item: tuple
     sock: socket.socket
     tls: ssl.SSLContext | None = None
+    protocol: str = "spamd"
 
     @property
     def where(self):
-        if self.item[0] == "unix":
-            return self.item[1]
-        return f"{self.item[1]}:{self.item[2]}" + (" (TLS)" if self.tls is not None else "")
+        where = self.item[1] if self.item[0] == "unix" else f"{self.item[1]}:{self.item[2]}"
+        return where + (" (TLS)" if self.tls is not None else "") + (" (milter)" if self.protocol == "milter" else "")
 
 
 def tls_context(cert, key=None):
@@ -109,8 +110,8 @@ def _bind(sock, address, shown):
 
 
 def bind_all(settings, tls=None):
-    """Listeners for ``settings.listen`` (plain) and ``settings.ssl_listen``
-    (wrapped in ``tls``).  Raises :class:`CannotListen` (the sockets bound so
+    """Listeners for ``settings.listen`` (plain), ``settings.ssl_listen``
+    (wrapped in ``tls``) and ``settings.milter`` (the milter protocol).  Raises :class:`CannotListen` (the sockets bound so
     far closed)."""
     out = []
     try:
@@ -121,6 +122,11 @@ def bind_all(settings, tls=None):
                 out.extend(Listener(item, sock) for sock in bind_tcp(item[1], item[2]))
         for item in getattr(settings, "ssl_listen", ()):
             out.extend(Listener(item, sock, tls) for sock in bind_tcp(item[1], item[2]))
+        for item in getattr(settings, "milter", ()):
+            if item[0] == "unix":
+                out.append(Listener(item, bind_unix(item[1], settings.socket_mode), protocol="milter"))
+            else:
+                out.extend(Listener(item, sock, protocol="milter") for sock in bind_tcp(item[1], item[2]))
     except BaseException:
         close_all(out, unlink=True)
         raise

@@ -18,14 +18,16 @@ import time
 
 from spamnb.server.models import _journal_signature
 
-VERBS = ("CHECK", "SYMBOLS", "REPORT", "REPORT_IFSPAM", "PROCESS", "HEADERS", "TELL", "PING", "SKIP", "other")
+VERBS = ("CHECK", "SYMBOLS", "REPORT", "REPORT_IFSPAM", "PROCESS", "HEADERS", "TELL", "PING", "SKIP", "EOM", "other")
+PROTOCOLS = ("spamd", "milter")     # EOM: a milter's end of message
+ACTIONS = ("none", "tag", "reject", "quarantine", "accept", "tempfail")  # what the milter did; none: SPAMD
 VERDICTS = ("spam", "ham", "unsure", "none")
 USER_CLASSES = ("site", "user")
 ERRORS = ("protocol", "too_large", "timeout", "no_model", "no_permission", "no_user", "connection_limit",
           "internal", "client_closed", "other")
 BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
-_N_REQUESTS = len(VERBS) * len(VERDICTS) * len(USER_CLASSES)
+_N_REQUESTS = len(PROTOCOLS) * len(VERBS) * len(VERDICTS) * len(USER_CLASSES) * len(ACTIONS)
 _ERRORS_AT = _N_REQUESTS
 _BUCKETS_AT = _ERRORS_AT + len(ERRORS)
 _SUM_AT = _BUCKETS_AT + len(BUCKETS) + 1           # latency sum, microseconds
@@ -51,9 +53,10 @@ class Metrics:
         self._mine = self._all[slot * SLOT:(slot + 1) * SLOT]
 
     # ------------------------------------------------------------------ counting
-    def request(self, verb, user_class, outcome, seconds):
+    def request(self, verb, user_class, outcome, seconds, protocol="spamd", action="none"):
         """One request, as the daemon logs it: ``outcome`` is its log text
-        ("spam 7.2/5.0 ...", "error 76 ...", "tell spam set=1 removed=0", ...)."""
+        ("spam 7.2/5.0 ...", "error 76 ...", "tell spam set=1 removed=0", ...);
+        ``protocol`` the front end that took it, ``action`` what the milter did."""
         mine = self._mine
         word = outcome.split(" ", 1)[0]
         if word == "error" or outcome.startswith(("client closed", "too big")):
@@ -61,7 +64,10 @@ class Metrics:
         verdict = word if word in ("spam", "ham", "unsure") else "none"
         v = VERBS.index(verb) if verb in VERBS else len(VERBS) - 1
         c = 1 if user_class == "user" else 0
-        mine[(v * len(VERDICTS) + VERDICTS.index(verdict)) * len(USER_CLASSES) + c] += 1
+        p = PROTOCOLS.index(protocol) if protocol in PROTOCOLS else 0
+        a = ACTIONS.index(action) if action in ACTIONS else 0
+        mine[(((p * len(VERBS) + v) * len(VERDICTS) + VERDICTS.index(verdict)) * len(USER_CLASSES) + c)
+             * len(ACTIONS) + a] += 1
         if word == "tell":
             mine[_LEARNED_AT] += "set=1" in outcome
             mine[_FORGOTTEN_AT] += "removed=1" in outcome
@@ -93,12 +99,15 @@ class Metrics:
         """Everything reported, as a dict (the two renderings read this)."""
         t = self.totals()
         requests = {}
-        for v, verb in enumerate(VERBS):
-            for d, verdict in enumerate(VERDICTS):
-                for c, user_class in enumerate(USER_CLASSES):
-                    n = t[(v * len(VERDICTS) + d) * len(USER_CLASSES) + c]
-                    if n:
-                        requests[(verb, verdict, user_class)] = n
+        i = 0
+        for protocol in PROTOCOLS:
+            for verb in VERBS:
+                for verdict in VERDICTS:
+                    for user_class in USER_CLASSES:
+                        for action in ACTIONS:
+                            if t[i]:
+                                requests[(verb, verdict, user_class, protocol, action)] = t[i]
+                            i += 1
         return {
             "requests": requests,
             "errors": {kind: t[_ERRORS_AT + i] for i, kind in enumerate(ERRORS)},
@@ -116,10 +125,12 @@ class Metrics:
     def prometheus(self, model_path, workers):
         """The figures in Prometheus' text exposition format (version 0.0.4)."""
         f = self.figures(model_path, workers)
-        out = ["# HELP spamnb_requests_total Requests answered, by verb, verdict and whose model answered.",
+        out = ["# HELP spamnb_requests_total Requests answered, by verb, verdict, whose model answered, protocol"
+               " (spamd, milter) and the milter's action.",
                "# TYPE spamnb_requests_total counter"]
-        for (verb, verdict, user_class), n in sorted(f["requests"].items()):
-            out.append(f'spamnb_requests_total{{verb="{verb}",verdict="{verdict}",user_class="{user_class}"}} {n}')
+        for (verb, verdict, user_class, protocol, action), n in sorted(f["requests"].items()):
+            out.append(f'spamnb_requests_total{{verb="{verb}",verdict="{verdict}",user_class="{user_class}",'
+                       f'protocol="{protocol}",action="{action}"}} {n}')
         out += ["# HELP spamnb_errors_total Requests that went wrong by kind; connection_limit: times accepting paused"
                 " at --max-connections.",
                 "# TYPE spamnb_errors_total counter"]
@@ -159,9 +170,12 @@ class Metrics:
         f = self.figures(model_path, workers)
         total = sum(f["buckets"])
         by_verdict, by_class = {}, {}
-        for (verb, verdict, user_class), n in f["requests"].items():
+        by_protocol = {}
+        for (verb, verdict, user_class, protocol, action), n in f["requests"].items():
             by_verdict[verdict] = by_verdict.get(verdict, 0) + n
             by_class[user_class] = by_class.get(user_class, 0) + n
+            key = protocol if protocol == "spamd" else f"{protocol} {action}"
+            by_protocol[key] = by_protocol.get(key, 0) + n
         age = f["model_age"]
         lines = [f"uptime          {_duration(f['uptime'])}, {f['workers']} worker(s), "
                  f"{f['restarts']} restarted",
@@ -170,9 +184,10 @@ class Metrics:
                  f"model reloads   {f['reloads']}",
                  f"requests        {total}: " + ", ".join(f"{k} {v}" for k, v in sorted(by_verdict.items())),
                  "  by model      " + ", ".join(f"{k} {v}" for k, v in sorted(by_class.items())),
+                 "  by protocol   " + ", ".join(f"{k} {v}" for k, v in sorted(by_protocol.items())),
                  "  by verb       " + ", ".join(
-                     f"{verb} {sum(n for (v, _, _), n in f['requests'].items() if v == verb)}"
-                     for verb in VERBS if any(v == verb for (v, _, _) in f["requests"])),
+                     f"{verb} {sum(n for (v, *_), n in f['requests'].items() if v == verb)}"
+                     for verb in VERBS if any(v == verb for (v, *_) in f["requests"])),
                  f"latency         mean {1000 * f['latency_sum'] / total:.2f} ms, p50 <= {_quantile(f['buckets'], 0.5)}, "
                  f"p99 <= {_quantile(f['buckets'], 0.99)}" if total else "latency         -",
                  f"errors          {sum(f['errors'].values())}"

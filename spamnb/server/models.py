@@ -101,7 +101,8 @@ def _journal_signature(path):
     return signature(path)
 
 
-def _classify(spam_filter, message, evidence=True):
+def classify(spam_filter, message, evidence=True):
+    """The filter's verdict on ``message`` (bytes); ``evidence``: keep its strongest tokens."""
     return spam_filter.classify(message, evidence)
 
 

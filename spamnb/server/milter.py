@@ -1,0 +1,562 @@
+"""``spamnb serve --milter ADDR``: the milter front end, for Postfix's
+``smtpd_milters`` (and Sendmail's ``INPUT_MAIL_FILTER``).
+
+The milter protocol is read and written by the ``kilter.protocol`` package
+(its message classes and its filter-side state machine, which checks that
+every answer fits the event it answers); this module only does the I/O,
+on the server's event loop, in the server's worker processes, and hands the
+message to the check the SPAMD side uses (spamnb.server.check).
+
+What it asks the MTA for at negotiation: no connect, HELO, MAIL or DATA
+events and no unknown commands; the recipients, the header fields (with
+their leading space), the end of headers and the body, none of which it
+answers (the ``NR`` flags), so the only round trip of a message is its end
+of data.  There it answers by ``--milter-spam-action``: the ``X-Spam-*``
+fields added (any the sender put there removed, the subject tagged with
+``--subject-tag``), and for spam, under ``reject``, ``550 5.7.1`` instead,
+or under ``quarantine`` the fields and a quarantine request.  A message it
+cannot check (over ``--max-size``, no usable model, an internal error) is
+answered by ``--milter-on-error``: accepted unchanged, or a temporary
+failure.
+
+Bounds: a connection holds at most ``--max-size`` bytes of its message (a
+larger one is dropped as it comes, and only counted), and a packet of at
+most :data:`MAX_PACKET` bytes; a connection silent for ``--milter-timeout``
+seconds is closed; milter connections count against ``--max-connections``
+of their own (an MTA holds one per SMTP session), so idle milter
+connections never take the SPAMD side's.  A malformed or truncated packet
+closes the connection (the MTA then applies its ``milter_default_action``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+from kilter.protocol import core, messages
+from kilter.protocol.exceptions import InsufficientSpace
+
+from spamnb.model.headers import OUR_FIELDS
+from spamnb.server.check import check
+from spamnb.server.connection import log_safe
+from spamnb.server.listeners import BACKLOG
+from spamnb.server.models import ModelUnavailable, _one_line
+
+MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
+_START_CAPACITY = 64 * 1024 + 64
+_PF = messages.ProtocolFlags
+_AF = messages.ActionFlags
+_WANTED_PROTOCOL = (_PF.NO_CONNECT | _PF.NO_HELO | _PF.NO_SENDER | _PF.NO_DATA | _PF.NO_UNKNOWN
+                    | _PF.NR_RECIPIENT | _PF.NR_HEADER | _PF.NR_END_OF_HEADERS | _PF.NR_BODY
+                    | _PF.HEADER_LEADING_SPACE)
+_WANTED_ACTIONS = _AF.ADD_HEADERS | _AF.CHANGE_HEADERS | _AF.QUARANTINE
+_REJECT = b"550 5.7.1 Message refused as spam\x00"
+
+
+class PacketBuffer:
+    """kilter.protocol's ``FixedSizeBuffer`` over one bytearray whose start
+    moves: taking a packet off the front copies nothing (kilter's
+    ``SimpleBuffer`` moves the rest of the buffer down each time)."""
+
+    __slots__ = ("_data", "_start", "_end")
+
+    def __init__(self, capacity=_START_CAPACITY):
+        self._data = bytearray(capacity)
+        self._start = self._end = 0
+
+    def __len__(self):
+        return len(self._data) - self._start
+
+    @property
+    def filled(self):
+        return self._end - self._start
+
+    @property
+    def available(self):
+        return len(self._data) - self._end
+
+    def __getitem__(self, items):
+        start, stop, _ = items.indices(self.filled)
+        return memoryview(self._data)[self._start + start:self._start + stop]
+
+    def __setitem__(self, items, data):
+        start = self.filled if items.start is None else items.start
+        stop = start + len(data) if items.stop is None else items.stop
+        if stop - start != len(data):
+            raise ValueError("buffer __setitem__: the slice and the data differ in length")
+        if self._start + stop > len(self._data):
+            raise InsufficientSpace
+        memoryview(self._data)[self._start + start:self._start + stop] = data
+        self._end = self._start + stop
+
+    def __delitem__(self, items):
+        start, stop, _ = items.indices(self.filled)
+        if stop == self.filled:
+            self._end = self._start + start
+        elif start == 0:
+            self._start += stop
+        else:
+            base = self._start
+            self._data[base + start:self._end - (stop - start)] = self._data[base + stop:self._end]
+            self._end -= stop - start
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def get_free(self, size):
+        if size > self.available:
+            raise InsufficientSpace
+        self._end += size
+        return memoryview(self._data)[self._end - size:self._end]
+
+    def take(self):
+        """The bytes written so far, and the buffer emptied."""
+        out = bytes(self._data[self._start:self._end])
+        self._start = self._end = 0
+        return out
+
+    def feed(self, data, needed):
+        """Append as much of ``data`` as fits (the bytes before the start
+        moved down, the buffer grown to ``needed`` bytes at most when a
+        packet needs it); returns how many bytes were taken.  Only between
+        reads: no packet holds a view of the buffer then."""
+        if self._start and self.available < len(data):
+            n = self.filled
+            self._data[:n] = self._data[self._start:self._end]
+            self._start, self._end = 0, n
+        if self.available < len(data) and len(self._data) < needed:
+            self._data.extend(bytes(min(needed, self.filled + len(data)) - len(self._data)))
+        n = min(len(data), self.available)
+        self._data[self._end:self._end + n] = data[:n]
+        self._end += n
+        return n
+
+    def next_size(self):
+        """The size of the packet at the front (its length word plus 4), or
+        None while its length word is not whole."""
+        if self.filled < 4:
+            return None
+        return int.from_bytes(self._data[self._start:self._start + 4], "big") + 4
+
+    def skip_macros(self):
+        """Drop the packet at the front when it is a whole macro packet
+        (``D``); returns whether it did."""
+        size = self.next_size()
+        if size is None or size < 5 or self.filled < size or self._data[self._start + 4] != ord("D"):
+            return False
+        del self[:size]
+        return True
+
+    def packet_sizes(self):
+        """The length words of the packets in the buffer (the last may be cut)."""
+        offset, out = self._start, []
+        while self._end - offset >= 4:
+            size = int.from_bytes(self._data[offset:offset + 4], "big")
+            out.append(size)
+            offset += 4 + size
+        return out
+
+
+class MilterFrontEnd:
+    """The milter listeners of a :class:`~spamnb.server.daemon.Server`: accepts
+    on them (at most ``--max-connections`` milter connections at once, then
+    the listeners paused: MTAs wait in the listen backlog) and keeps the
+    connections, for stopping."""
+
+    def __init__(self, server, listeners):
+        self.server = server
+        self.listeners = listeners
+        self.connections = set()
+        self.active = 0
+        self.paused = True
+
+    def start(self):
+        self._set_accepting(True)
+
+    def _set_accepting(self, on):
+        loop = asyncio.get_running_loop()
+        for listener in self.listeners:
+            if on:
+                loop.add_reader(listener.sock.fileno(), self._accept, listener)
+            else:
+                loop.remove_reader(listener.sock.fileno())
+        self.paused = not on
+
+    def _accept(self, listener):
+        server = self.server
+        loop = asyncio.get_running_loop()
+        for _ in range(BACKLOG):
+            if self.active >= server.settings.max_connections and server.stopping is None:
+                if not self.paused:
+                    self._set_accepting(False)
+                    if server.metrics is not None:
+                        server.metrics.error("connection_limit")
+                return
+            try:
+                conn, _ = listener.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:      # out of file descriptors, ...: try again shortly
+                server.log(f"milter accept failed: {exc.strerror or exc}; pausing 0.1 s")
+                if not self.paused:
+                    self._set_accepting(False)
+                    loop.call_later(0.1, self._resume)
+                return
+            conn.setblocking(False)
+            self.active += 1
+            loop.create_task(self._connected(conn))
+
+    async def _connected(self, conn):
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: MilterConnection(self), conn)
+        except Exception as exc:  # noqa: BLE001 - the MTA may be gone already
+            conn.close()
+            self.freed()
+            self.server.log(f"milter connection lost while set up: {_one_line(exc)}")
+
+    def freed(self):
+        self.active -= 1
+        if self.paused and self.active < self.server.settings.max_connections:
+            self._resume()
+
+    def _resume(self):
+        if self.paused and self.server.stopping is None and self.listeners:
+            self._set_accepting(True)
+
+    def close_listeners(self):
+        if not self.paused:
+            self._set_accepting(False)
+        self.listeners = []
+
+    def stop(self):
+        """SIGTERM (or a worker replaced after SIGHUP): nothing is closed.  An
+        MTA holds its connection for a whole SMTP session, and may have just
+        opened it for a message it has not sent yet: closed now, that message
+        would get the MTA's milter_default_action.  The server waits for the
+        MTAs to close them (:meth:`in_flight`), up to ``--timeout`` + 1 s."""
+
+    def in_flight(self):
+        return len(self.connections)
+
+
+class MilterConnection(asyncio.Protocol):
+    """One MTA connection: packets in, kilter's state machine checking them,
+    one message at a time held (its header fields and body, up to
+    ``--max-size``), the answer at its end of data."""
+
+    def __init__(self, front):
+        self.front = front
+        self.server = front.server
+        self.transport = None
+        self.peer = "unix"
+        self.state = core.FilterProtocol()
+        self.inbox = PacketBuffer()
+        self.outbox = PacketBuffer(4096)
+        self.timer = None
+        self.last_heard = 0.0
+        self.quickack = None        # the socket, for TCP_QUICKACK
+        self.closed = False
+        self.pending = None         # an end of data waiting for its model to load
+        self.leading_space = False
+        self.actions = _AF.NONE     # the header edits the MTA allows
+        self.queue_id = "-"
+        self._new_message()
+
+    def _new_message(self):
+        self.parts = []             # header lines and body chunks (bytes), up to --max-size
+        self.size = 0
+        self.too_big = False
+        self.in_body = False
+        self.users = set()          # the recipients' user names (two at most kept)
+        self.our_fields = {}        # lower-case name -> occurrences of spamnb's X-Spam-* fields
+        self.subjects = 0
+        self.started = False
+
+    # ------------------------------------------------------------------ asyncio
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if isinstance(peer, tuple) else "unix"
+        self.front.connections.add(self)
+        if self.peer != "unix":
+            # the MTA sends the packets it wants no answer to back to back: with Nagle's algorithm on its
+            # side (Postfix does not turn it off) each waits for the ACK of the one before, which the
+            # kernel here delays up to 40 ms; acknowledged at once, the end of data is not held back
+            sock = transport.get_extra_info("socket")
+            if sock is not None and hasattr(socket, "TCP_QUICKACK"):
+                self.quickack = sock
+        if self.peer != "unix" and not self.server.settings.allows(self.peer):
+            self.server.log(f"refused milter connection from {self.peer}: not in --allowed-ips")
+            self.close()
+            return
+        self._arm()
+
+    def connection_lost(self, exc):
+        if self.started or self.pending is not None:
+            self._done("-", "client closed the connection mid-message", "none")
+        if self.pending is not None:
+            self.pending.cancel()
+        self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+        if self in self.front.connections:
+            self.front.connections.discard(self)
+            self.front.freed()
+
+    def data_received(self, data):
+        if self.quickack is not None:
+            try:
+                self.quickack.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            except OSError:
+                self.quickack = None
+        self._arm()
+        self._receive(data)
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def _arm(self):
+        """Note the time of the last packet; the timer, set once, is set again
+        from it when it fires (not on every packet: an MTA sends dozens a message)."""
+        loop = asyncio.get_running_loop()
+        self.last_heard = loop.time()
+        if self.timer is None:
+            self.timer = loop.call_later(self.server.settings.milter_timeout, self._timed_out)
+
+    def _timed_out(self):
+        loop = asyncio.get_running_loop()
+        left = self.last_heard + self.server.settings.milter_timeout - loop.time()
+        if left > 0:
+            self.timer = loop.call_later(left, self._timed_out)
+            return
+        self.timer = None
+        if self.started:
+            self._done("-", f"error 79 milter connection silent for {self.server.settings.milter_timeout:g} s"
+                       " mid-message", "none")
+            self.started = False
+        self.close()
+
+    # ------------------------------------------------------------------ packets
+    def _receive(self, data):
+        while data and not self.closed:
+            taken = self.inbox.feed(data, self.inbox.next_size() or 0)
+            data = data[taken:]
+            for size in self.inbox.packet_sizes():
+                if size == 0 or size > MAX_PACKET:
+                    self._protocol_error(f"a packet of {size} bytes")
+                    return
+            while not self.closed:
+                try:
+                    # a packet sent before the answer to the end of data it follows is one
+                    # the state machine does not expect: an error
+                    for message in self.state.read_from(self.inbox):
+                        self._event(message)
+                        if self.closed:
+                            break
+                    break
+                except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
+                    if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
+                        continue    # a macro with a value kilter cannot decode (not ASCII): not needed
+                    self._protocol_error(f"{type(exc).__name__}: {_one_line(exc)}")
+                    return
+            if taken == 0:      # a packet larger than the buffer can grow to
+                self._protocol_error("a packet larger than the buffer")
+                return
+
+    def _protocol_error(self, text):
+        if not self.closed:
+            self.server.log(f"milter protocol error from {self.peer}: {log_safe(text, 200)}; connection closed")
+            if self.server.metrics is not None:
+                self.server.metrics.error("protocol")
+            if self.started:
+                self.started = False
+            self.close()
+
+    def _event(self, message):
+        kind = type(message)        # by type, not isinstance: kilter's messages are ABCs, slow to test
+        if kind is messages.Header:
+            self.started = True
+            name = message.name
+            lower = name.lower()
+            if lower == "subject":
+                self.subjects += 1
+            elif lower.encode() in OUR_FIELDS:
+                self.our_fields[lower] = self.our_fields.get(lower, 0) + 1
+            self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": ")
+                       + bytes(message.value) + b"\r\n")
+        elif self._other_event(message):
+            return
+        if message.ident not in self.state.nr and self.state.needs_response(message):
+            self._send(messages.Continue())
+
+    def _other_event(self, message):
+        """Every event but a header field; True when it needs no Continue
+        (answered already, or the connection closed)."""
+        match message:
+            case messages.Negotiate():
+                self._negotiate(message)
+                return True
+            case messages.Macro():
+                queue_id = message.macros.get("i")
+                if queue_id:
+                    self.queue_id = log_safe(queue_id, 32)
+            case messages.EnvelopeRecipient():
+                self.started = True
+                if len(self.users) < 2:
+                    self.users.add(self._user_of(bytes(message.recipient)))
+            case messages.EndOfHeaders():
+                self.started = True
+                self.in_body = True
+                self._hold(b"\r\n")
+            case messages.Body():
+                self.started = True
+                if not self.in_body:
+                    self.in_body = True
+                    self._hold(b"\r\n")
+                self._hold(bytes(message.content))
+            case messages.EndOfMessage():
+                if len(message.content):
+                    self._hold(bytes(message.content))
+                self._end_of_message()
+                return True
+            case messages.Abort():
+                self._new_message()
+            case messages.Close():
+                self.close()
+                return True
+        return False
+
+    def _negotiate(self, offer):
+        protocol = offer.protocol_flags & _WANTED_PROTOCOL
+        self.leading_space = bool(protocol & _PF.HEADER_LEADING_SPACE)
+        self.actions = offer.action_flags & _WANTED_ACTIONS
+        macros = {}
+        if _AF.SETSYMLIST in offer.action_flags:
+            # only the queue ID, for the log: the MTA's other macros (addresses, TLS, ...) are
+            # packets to read for nothing, and may hold bytes that are not ASCII
+            self.actions |= _AF.SETSYMLIST
+            macros = {messages.Stage.ENVELOPE_RECIPIENT: ["i"], messages.Stage.END_HEADERS: ["i"],
+                      messages.Stage.END_MESSAGE: ["i"]}
+        self._send(messages.Negotiate(min(offer.version, 6), self.actions, protocol, macros))
+
+    def _user_of(self, recipient):
+        """The user name a recipient maps to (``--milter-user``): its local
+        part (up to a ``+`` extension) or its whole address, lower case."""
+        address = recipient.decode("utf-8", "replace").strip().strip("<>").strip().lower()
+        if self.server.settings.milter_user == "local":
+            address = address.rpartition("@")[0] or address
+            address = address.split("+", 1)[0]
+        return address
+
+    def _hold(self, data):
+        self.size += len(data)
+        if self.too_big:
+            return
+        if self.size > self.server.settings.max_size:
+            self.too_big = True
+            self.parts = []     # over --max-size: counted, never held whole
+            return
+        self.parts.append(data)
+
+    def _send(self, *answer):
+        for message in answer:
+            self.state.write_to(self.outbox, message)
+        self.transport.write(self.outbox.take())
+
+    # ------------------------------------------------------------------ the end of data
+    def _end_of_message(self):
+        started = time.perf_counter()
+        server = self.server
+        user = next(iter(self.users)) if len(self.users) == 1 else None
+        if self.too_big:
+            self._unchecked(started, user or "-", f"too big, not checked (message larger than "
+                                                  f"{server.settings.max_size} bytes)")
+            return
+        paths = server.model_path(user)
+        if not server.models.loaded(paths[0]):
+            # a model not loaded yet is read in a thread while the loop goes on
+            self.pending = asyncio.get_running_loop().create_task(self._load_then_check(started, user, paths))
+            return
+        self._check(started, user, paths)
+
+    async def _load_then_check(self, started, user, paths):
+        try:
+            await self.server.models.first_load(paths[0], self.server.settings.required_score)
+        except ModelUnavailable:
+            pass                # the site model answers (Server.verdict_model)
+        self.pending = None
+        self._check(started, user, paths)
+
+    def _check(self, started, user, paths):
+        settings = self.server.settings
+        shown = log_safe(user or "-")
+        message = b"".join(self.parts)
+        try:
+            checked = check(self.server, message, paths)
+        except ModelUnavailable as exc:
+            self._unchecked(started, shown, f"error 69 {exc.text}")
+            return
+        except Exception as exc:  # noqa: BLE001 - answered by --milter-on-error, logged; the server goes on
+            self._unchecked(started, shown, f"error 70 {type(exc).__name__}: {_one_line(exc)}")
+            return
+        action = checked.action(settings.milter_spam_action)
+        if self.closed:
+            return
+        if action == "reject":
+            self._send(messages.ReplyCode(_REJECT))
+        else:
+            self._send(*self._edits(checked, settings),
+                       *([messages.Quarantine(f"spamnb: spam, score {checked.score:.1f}")]
+                         if action == "quarantine" and _AF.QUARANTINE in self.actions else ()),
+                       messages.Continue())
+        self._done(shown, checked.outcome, action, started, len(message))
+
+    def _edits(self, checked, settings):
+        """The header edits of a tagged message: the sender's own X-Spam-*
+        fields removed (the last first, so the indexes stay right), the
+        subject tagged, spamnb's fields added."""
+        edits = []
+        fields = checked.fields(settings.report)
+        if _AF.CHANGE_HEADERS not in self.actions:
+            return [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
+        for lower, count in self.our_fields.items():
+            for index in range(count, 0, -1):
+                edits.append(messages.ChangeHeader(index, lower, b""))
+        tag = settings.subject_tag
+        if tag and checked.label == "spam":
+            subject = self._subject()
+            if subject is None:
+                edits.append(messages.AddHeader("Subject", tag.encode("utf-8")))
+            elif not subject.lstrip(b" \t").startswith(tag.encode("utf-8")):
+                text = subject.lstrip(b" \t")
+                edits.append(messages.ChangeHeader(1, "Subject", (b" " if self.leading_space else b"")
+                                                   + tag.encode("utf-8") + (b" " if text.strip() else b"") + text))
+        edits += [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
+        return edits
+
+    def _subject(self):
+        """The first Subject field's value as held, or None."""
+        if not self.subjects:
+            return None
+        for part in self.parts:
+            if part[:8].lower() == b"subject:":
+                return part[8:].rstrip(b"\r\n")
+            if part == b"\r\n":
+                break
+        return None
+
+    def _unchecked(self, started, user, outcome):
+        """A message that could not be checked: --milter-on-error."""
+        action = self.server.settings.milter_on_error
+        if not self.closed:
+            self._send(messages.Continue() if action == "accept" else messages.TemporaryFailure())
+        self._done(user, outcome, action, started, self.size)
+
+    def _done(self, user, outcome, action, started=None, size=None):
+        ms = (time.perf_counter() - started) * 1000.0 if started is not None else 0.0
+        size = self.size if size is None else size
+        self._new_message()
+        self.server.request_done("EOM", user, f"{outcome} queue_id={self.queue_id}", size, ms, self.peer,
+                                 protocol="milter", action=action)

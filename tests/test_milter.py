@@ -1,0 +1,338 @@
+"""``spamnb serve --milter``: the milter front end driven through the
+protocol (tests/milter_client.py packs and reads packets with kilter.protocol,
+as an MTA sends them), against ``spamnb classify`` and the SPAMD side of the
+same server; hostile packets.  (tests/test_postfix.py runs the real Postfix
+against it.)"""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytest.importorskip("kilter.protocol")
+from kilter.protocol import messages  # noqa: E402
+
+from conftest import REPO  # noqa: E402
+from milter_client import MilterClient, added_fields  # noqa: E402
+from test_serve import MESSAGES, Daemon, _env, _free_port  # noqa: E402
+
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """The site model (the sample corpus) and bob's own model, trained with
+    the labels the other way round (so his verdicts differ from the site's)."""
+    h = tmp_path_factory.mktemp("milter-home")
+    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")], env=_env(h),
+                   check=True, capture_output=True, timeout=300)
+    (h / "users" / "bob").mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-m", str(h / "users" / "bob" / "model.spamnb"),
+                    "--spam", str(REPO / "corpora" / "easy_ham"), "--ham", str(REPO / "corpora" / "spam")],
+                   env=_env(h), check=True, capture_output=True, timeout=300)
+    return h
+
+
+class Milter(Daemon):
+    """A server with the SPAMD listeners of tests/test_serve.py's Daemon and a milter address."""
+
+    def __init__(self, home, *extra):
+        self.milter_port = _free_port()
+        super().__init__(home, "--milter", f"127.0.0.1:{self.milter_port}", "-v", *extra)
+
+    def client(self):
+        c = MilterClient(("127.0.0.1", self.milter_port), timeout=10)
+        c.negotiate()
+        return c
+
+
+@pytest.fixture
+def milter(home):
+    started = []
+
+    def start(*extra):
+        d = Milter(home, *extra)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+def _status(answers):
+    value = added_fields(answers).get("x-spam-status")
+    return None if value is None else " ".join(value.decode().split())
+
+
+def _log_odds(status):
+    return float(re.search(r"log-odds=([-+0-9.]+)", status).group(1))
+
+
+def test_verdicts_equal_spamnb_classify_and_fields_are_added(home, milter):
+    d = milter()
+    model = SpamFilter.load(home / "model.spamnb")
+    c = d.client()
+    for path in MESSAGES:
+        raw = path.read_bytes()
+        answers = c.message(raw)
+        assert isinstance(answers[-1], messages.Continue), answers
+        status = _status(answers)
+        verdict = model.classify(raw)
+        word = {"spam": "Yes", "ham": "No", "unsure": "Unsure"}[verdict.label]
+        assert status.startswith(word + ","), (path.name, status)
+        assert _log_odds(status) == pytest.approx(verdict.log_odds, abs=2e-3), path.name
+        fields = added_fields(answers)
+        assert ("x-spam-flag" in fields) == (verdict.label == "spam")
+        assert {"x-spam-score", "x-spam-level", "x-spam-checker-version"} <= set(fields)
+    c.close()
+    assert d.spamc("-c", stdin=MESSAGES[0].read_bytes()).returncode in (0, 1)     # the SPAMD side as before
+
+
+def _unsure_message(model):
+    """A short message the site model finds unsure, the one furthest from both
+    cutoffs of those tried (so the trace fields an MTA adds leave it unsure)."""
+    import math
+
+    low, high = (math.log(p / (1 - p)) for p in (model.ham_cutoff, model.spam_cutoff))
+    words = ["meeting", "offer", "free", "list", "click", "thanks", "money", "linux", "please", "remove"]
+    best, margin = None, 0.0
+    for n in range(1, 60):
+        raw = (f"Subject: note {n}\nFrom: a@b.example\n\n"
+               + " ".join(words[(n + i) % len(words)] for i in range(n % 7 + 2)) + "\n").encode()
+        odds = model.classify(raw).log_odds
+        if min(odds - low, high - odds) > margin:
+            best, margin = raw, min(odds - low, high - odds)
+    return best
+
+
+def test_reject_refuses_spam_with_550_and_tags_ham_and_unsure(home, milter):
+    d = milter("--milter-spam-action", "reject")
+    model = SpamFilter.load(home / "model.spamnb")
+    c = d.client()
+    spam, ham = MESSAGES[0].read_bytes(), MESSAGES[-1].read_bytes()
+    assert model.classify(spam).label == "spam" and model.classify(ham).label == "ham"
+    answers = c.message(spam)
+    assert len(answers) == 1 and isinstance(answers[0], messages.ReplyCode), answers
+    assert bytes(answers[0].content).startswith(b"550 5.7.1 ")
+    answers = c.message(ham)
+    assert isinstance(answers[-1], messages.Continue) and _status(answers).startswith("No,")
+    unsure = _unsure_message(model)
+    if unsure is not None:
+        answers = c.message(unsure)
+        assert isinstance(answers[-1], messages.Continue) and _status(answers).startswith("Unsure,"), answers
+    c.close()
+    log = d.log_text()
+    assert "action=reject" in log and "action=tag" in log
+
+
+def _without_from_line(raw):
+    return raw.partition(b"\n")[2] if raw.startswith(b"From ") else raw
+
+
+def test_quarantine_tags_and_asks_the_mta_to_hold_spam(home, milter):
+    d = milter("--milter-spam-action", "quarantine", "--subject-tag", "[SPAM]")
+    c = d.client()
+    spam = b"X-Spam-Flag: YES\nX-Spam-Status: No, forged\n" + _without_from_line(MESSAGES[0].read_bytes())
+    answers = c.message(spam)
+    kinds = [type(m).__name__ for m in answers]
+    assert "Quarantine" in kinds and kinds[-1] == "Continue", kinds
+    assert _status(answers).startswith("Yes,")
+    # the sender's own X-Spam-* fields removed, the subject tagged
+    removed = {(m.name.lower(), m.index) for m in answers
+               if isinstance(m, messages.ChangeHeader) and not bytes(m.value)}
+    assert {("x-spam-flag", 1), ("x-spam-status", 1)} <= removed, answers
+    subject = [bytes(m.value) for m in answers if isinstance(m, messages.ChangeHeader) and m.name == "Subject"]
+    assert len(subject) == 1 and subject[0].lstrip().startswith(b"[SPAM] "), answers
+    # ham is tagged, not held
+    answers = c.message(MESSAGES[-1].read_bytes())
+    assert "Quarantine" not in [type(m).__name__ for m in answers]
+    c.close()
+
+
+@pytest.mark.parametrize("on_error, final", [("accept", messages.Continue), ("tempfail", messages.TemporaryFailure)])
+def test_a_message_over_max_size_is_answered_by_on_error(home, milter, on_error, final):
+    d = milter("--max-size", "20000", "--milter-on-error", on_error)
+    c = d.client()
+    big = MESSAGES[0].read_bytes() + b"\n" + b"lorem ipsum dolor sit amet\n" * 40000    # ~1 MB
+    answers = c.message(big)
+    assert len(answers) == 1 and isinstance(answers[0], final), answers
+    # the connection goes on: the next message is checked
+    answers = c.message(MESSAGES[-1].read_bytes())
+    assert _status(answers).startswith("No,")
+    c.close()
+    assert f"too big, not checked" in d.log_text() and f"action={on_error}" in d.log_text()
+
+
+def test_one_recipient_with_a_model_gets_it_several_get_the_site_model(home, milter):
+    d = milter("--models-dir", home / "users")
+    c = d.client()
+    spam = MESSAGES[0].read_bytes()
+    assert _status(c.message(spam, recipients=["alice@test.example"])).startswith("Yes,")
+    # bob's model has the labels the other way round; "Bob+lists" is bob (local part, extension off)
+    assert _status(c.message(spam, recipients=["Bob+lists@test.example"])).startswith("No,")
+    assert _status(c.message(spam, recipients=["bob@test.example", "alice@test.example"])).startswith("Yes,")
+    c.close()
+    d2 = milter("--models-dir", home / "users", "--milter-user", "address")
+    c = d2.client()
+    assert _status(c.message(spam, recipients=["bob@test.example"])).startswith("Yes,")    # no users/bob@test.example
+    c.close()
+
+
+def _closed(sock, timeout=5.0):
+    """Whether the server closed the connection (EOF) within ``timeout``."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except socket.timeout:
+        return False
+    except ConnectionError:
+        return True
+
+
+def _spamd_answers(d):
+    started = time.monotonic()
+    result = d.spamc("-c", stdin=MESSAGES[0].read_bytes())
+    return result.returncode == 1 and time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x00\x00\x00\x00",                                # a packet of length 0
+    b"\xff\xff\xff\xffO" + b"\x00" * 100,               # 4 GB announced
+    b"\x00\x00\x00\x05Z1234",                           # an unknown command
+    b"\x00\x00\x00\x03O\x00\x06",                       # a negotiation cut inside the packet
+    b"\x00\x00\x00\x10Lname-without-nul",               # a header field without its NULs
+    b"\x00\x00\x00\x01E",                               # an end of data before any negotiation ... then more
+    b"GET / HTTP/1.0\r\n\r\n",                          # another protocol
+])
+def test_malformed_packets_close_the_connection_and_nothing_else(home, milter, garbage):
+    d = milter()
+    with socket.create_connection(("127.0.0.1", d.milter_port), timeout=5) as s:
+        s.sendall(garbage)
+        s.sendall(b"\x00\x00\x00\x01E" * 3)    # and packets the state machine does not expect now
+        assert _closed(s)
+    assert d.proc.poll() is None
+    c = d.client()                      # a new MTA connection is served
+    assert _status(c.message(MESSAGES[-1].read_bytes())).startswith("No,")
+    c.close()
+    assert _spamd_answers(d)
+    assert "Traceback" not in d.log_text()
+
+
+def test_a_macro_that_is_not_ascii_is_skipped(home, milter):
+    """A macro kilter cannot decode (an SMTPUTF8 address in {rcpt_addr}) is
+    not a reason to close the connection: the message is checked."""
+    d = milter()
+    c = d.client()
+    assert messages.ActionFlags.SETSYMLIST in c.agreed.action_flags and c.agreed.macros
+    macro = b"DR{rcpt_addr}\x00j\xc3\xb6rg@test.example\x00"
+    c.send(len(macro).to_bytes(4, "big") + macro)
+    assert _status(c.message(MESSAGES[0].read_bytes(), recipients=["jörg@test.example"])).startswith("Yes,")
+    c.close()
+
+
+@pytest.mark.slow
+def test_truncated_packet_and_a_client_that_stops_mid_message(home, milter):
+    d = milter("--milter-timeout", "1")
+    # half a packet, then silence: closed after --milter-timeout
+    s = socket.create_connection(("127.0.0.1", d.milter_port), timeout=5)
+    s.sendall(b"\x00\x00\x00\x0dO\x00\x00")
+    assert _closed(s, 5)
+    s.close()
+    # a message that stops after its headers: the MTA went away
+    c = d.client()
+    c.send(messages.EnvelopeRecipient(b"<alice@test.example>"), messages.Header("Subject", b" hello"))
+    c.close()
+    # a message that stops and stays silent
+    c = d.client()
+    c.send(messages.EnvelopeRecipient(b"<alice@test.example>"), messages.Body(b"x" * 1000))
+    assert _closed(c.sock, 5)
+    c.close()
+    time.sleep(0.2)
+    assert d.proc.poll() is None
+    log = d.log_text()
+    assert "client closed the connection mid-message" in log, log
+    assert "silent for 1 s mid-message" in log, log
+    c = d.client()
+    assert _status(c.message(MESSAGES[0].read_bytes())).startswith("Yes,")
+    c.close()
+    assert _spamd_answers(d)
+
+
+def test_64_idle_milter_connections_leave_the_spamd_side_alone(home, milter):
+    d = milter("--max-connections", "64")
+    idle = []
+    try:
+        for _ in range(64):
+            s = socket.create_connection(("127.0.0.1", d.milter_port), timeout=5)
+            idle.append(s)
+        time.sleep(0.3)
+        for _ in range(5):
+            assert _spamd_answers(d)
+        # a 65th milter connection waits in the backlog until an idle one goes
+        late = MilterClient(("127.0.0.1", d.milter_port), timeout=1)
+        late.send(messages.Negotiate(6, messages.ActionFlags(0x1ff), messages.ProtocolFlags(0x1fffff)))
+        with pytest.raises(socket.timeout):
+            late.read()
+        idle.pop().close()
+        late.sock.settimeout(5)
+        assert isinstance(late.read(), messages.Negotiate)
+        late.close()
+    finally:
+        for s in idle:
+            s.close()
+    assert d.proc.poll() is None
+
+
+def test_metrics_count_milter_requests_by_verdict_and_action(home, milter):
+    metrics = _free_port()
+    d = milter("--milter-spam-action", "reject", "--metrics", metrics)
+    c = d.client()
+    c.message(MESSAGES[0].read_bytes())
+    c.message(MESSAGES[-1].read_bytes())
+    c.close()
+    d.spamc("-c", stdin=MESSAGES[0].read_bytes())
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read().decode()
+    assert ('spamnb_requests_total{verb="EOM",verdict="spam",user_class="site",protocol="milter",action="reject"} 1'
+            in text), text
+    assert 'verb="EOM",verdict="ham",user_class="site",protocol="milter",action="tag"} 1' in text
+    assert 'verb="CHECK",verdict="spam",user_class="site",protocol="spamd",action="none"} 1' in text
+
+
+def test_milter_alone_and_settings_errors(home, tmp_path):
+    port = _free_port()
+    sock = str(tmp_path / "milter.sock")
+    proc = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-w", "1", "--milter", sock,
+                             "--socket-mode", "0600", "-m", str(home / "model.spamnb")],
+                            env=_env(home), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.exists(sock):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        assert oct(os.stat(sock).st_mode & 0o777) == "0o600"
+        c = MilterClient(sock)
+        c.negotiate()
+        assert _status(c.message(MESSAGES[0].read_bytes())).startswith("Yes,")
+        c.close()
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    log = proc.stderr.read().decode()
+    # no SPAMD listener on the default address when only --milter is given
+    assert f"listening on {sock} (milter);" in log and "783" not in log, log
+    assert not os.path.exists(sock)
+    bad = subprocess.run([sys.executable, "-m", "spamnb", "serve", "--milter", f"127.0.0.1:{port}",
+                          "--milter-spam-action", "bounce"], env=_env(home), capture_output=True, timeout=30)
+    assert bad.returncode == 64 and b"--milter-spam-action" in bad.stderr
+    bad = subprocess.run([sys.executable, "-m", "spamnb", "serve", "--milter", "nowhere"], env=_env(home),
+                         capture_output=True, timeout=30)
+    assert bad.returncode == 64 and b"--milter nowhere" in bad.stderr

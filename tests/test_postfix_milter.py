@@ -1,0 +1,221 @@
+"""The real Postfix with ``spamnb serve --milter``: docs/serve.md's milter
+main.cf lines (only the address changed) in a private Postfix
+(tests/postfix_private.py, as tests/test_postfix.py runs it), mail sent over
+SMTP on loopback, the server started as docs/serve.md says."""
+
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("kilter.protocol")
+
+from conftest import REPO  # noqa: E402
+from mailchain import DOMAIN, env, free_port, header, messages, send, serving  # noqa: E402,F401
+from test_postfix import USERS, _check_deliveries, _skip_reason, _wait_for, pf_root, work  # noqa: E402,F401
+from test_milter import _unsure_message  # noqa: E402
+import postfix_private  # noqa: E402
+
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
+
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())), pytest.mark.slow]
+
+
+def milter_main_cf(milter_port):
+    """docs/serve.md's ``main.cf`` lines for the milter, pointed at ``milter_port``."""
+    text = (REPO / "docs" / "serve.md").read_text()
+    blocks = re.findall(r"```milter-main.cf\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "docs/serve.md should show one milter-main.cf block"
+    main, n = re.subn(r"inet:127\.0\.0\.1:11332", f"inet:127.0.0.1:{milter_port}", blocks[0])
+    assert n == 1, main
+    return main
+
+
+@pytest.fixture
+def milter_postfix(pf_root, work):
+    started = []
+
+    def make(milter_port, extra_main=""):
+        smtp_port = free_port()
+        master = f"127.0.0.1:{smtp_port} inet n - n - - smtpd\n"
+        pf = postfix_private.Postfix(pf_root, work.root, milter_main_cf(milter_port) + extra_main, master, USERS)
+        pf.smtp_port = smtp_port
+        pf.start()
+        started.append(pf)
+        pf.wait_for_smtp(smtp_port)
+        return pf
+
+    yield make
+    for pf in started:
+        pf.stop()
+
+
+def _serve(serving, work, milter_port, *extra):
+    return serving(work, None, "--milter", f"127.0.0.1:{milter_port}", "-v", *extra)
+
+
+def test_reject_refuses_spam_at_end_of_data_and_delivers_ham_once(work, milter_postfix, serving):
+    """Under --milter-spam-action reject: spam refused with 550 5.7.1 during
+    the SMTP session (nothing queued, nothing bounced), ham delivered once to
+    each recipient with its X-Spam-* fields, a message for three recipients
+    once to each, unsure mail tagged and delivered."""
+    milter_port = free_port()
+    serve = _serve(serving, work, milter_port, "--milter-spam-action", "reject")
+    pf = milter_postfix(milter_port)
+    batch = messages(work.site, 12)
+    expected = {}
+    deadline = time.monotonic() + 120
+    for i, (tag, message, label) in enumerate(batch):
+        rcpts = [f"{u}@{DOMAIN}" for u in (("alice", "bob", "dave") if i % 4 == 1 else ("alice",))]
+        answers = send(pf.smtp_port, message, rcpts, deadline)
+        if label == "spam":
+            assert all(code == 550 and b"5.7.1" in reply for code, reply in answers.values()), answers
+        else:
+            assert all(code == 250 for code, _ in answers.values()), answers
+            expected.update({(tag, r.split("@")[0]): label for r in rcpts})
+    unsure = b"Message-ID: <milter-unsure@test.example>\n" + _unsure_message(SpamFilter.load(work.site))
+    answers = send(pf.smtp_port, unsure, [f"carol@{DOMAIN}"], deadline)
+    assert all(code == 250 for code, _ in answers.values()), answers
+    got = _wait_for(pf, {**expected, ("milter-unsure", "carol"): "unsure"}, deadline)
+    unsure_got = got.pop(("milter-unsure", "carol"), [])
+    _check_deliveries(pf, expected, got)
+    assert len(unsure_got) == 1
+    status = header(unsure_got[0], "X-Spam-Status")
+    assert len(status) == 1 and status[0].startswith("Unsure,"), status
+    assert "milter-reject: END-OF-MESSAGE" in pf.log_text()
+    assert serve.log_text().count("action=reject") == 6
+    # the macros asked for at negotiation (the queue ID only) came, and Postfix took the list
+    assert re.search(r"queue_id=[0-9A-Za-z]{6,}", serve.log_text()), serve.log_text()[-2000:]
+    assert not [line for line in pf.log_text().splitlines() if "warning" in line and "milter" in line.lower()]
+
+
+def test_a_30_mb_message_is_delivered_unchecked_and_not_held(work, milter_postfix, serving):
+    """A message over --max-size (4 MiB by default) is passed by
+    --milter-on-error accept, delivered once, with no X-Spam-* fields; the
+    server does not hold it (its memory stays far below the message)."""
+    milter_port = free_port()
+    serve = _serve(serving, work, milter_port, "--workers", "1")
+    pf = milter_postfix(milter_port, "message_size_limit = 40000000\n")
+    tag, message, label = messages(work.site, 2)[1]
+    big = message + b"\n" + (b"a line of a large attachment, repeated to thirty megabytes\n" * 520_000)
+    assert len(big) > 30_000_000
+    before = _rss(serve.proc.pid, "VmRSS")
+    answers = send(pf.smtp_port, big, [f"alice@{DOMAIN}"], time.monotonic() + 120)
+    assert all(code == 250 for code, _ in answers.values()), answers
+    got = _wait_for(pf, {(tag, "alice"): label}, time.monotonic() + 120)
+    assert len(got[(tag, "alice")]) == 1
+    assert header(got[(tag, "alice")][0], "X-Spam-Status") == []
+    assert "too big, not checked" in serve.log_text()
+    # the server's peak memory grew by far less than the message
+    assert _rss(serve.proc.pid, "VmHWM") - before < 12_000_000, (before, _rss(serve.proc.pid, "VmHWM"))
+
+
+def _rss(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(rf"{field}:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def test_model_replaced_and_sighup_mid_stream(work, milter_postfix, serving):
+    """20 messages while the site model is replaced and the server (two
+    workers) reloaded: each delivered once with its verdict's fields."""
+    milter_port = free_port()
+    serve = _serve(serving, work, milter_port, "--workers", "2")
+    pf = milter_postfix(milter_port)
+    expected = {}
+    deadline = time.monotonic() + 180
+    for i, (tag, message, label) in enumerate(messages(work.site, 20)):
+        if i in (6, 13):
+            work.replace_site_model()
+            serve.reload()
+        answers = send(pf.smtp_port, message, [f"bob@{DOMAIN}"], deadline)
+        assert all(code == 250 for code, _ in answers.values()), answers
+        expected[(tag, "bob")] = label
+    _check_deliveries(pf, expected, _wait_for(pf, expected, deadline))
+    assert "SIGHUP" in serve.log_text()
+
+
+def test_milter_killed_postfix_default_action_and_no_mail_lost(work, milter_postfix, serving):
+    """The server killed (SIGKILL) mid-stream: Postfix's milter_default_action
+    = tempfail answers 4xx, the sender retries, and once the server is back
+    every message is delivered once, checked."""
+    milter_port = free_port()
+    serve = _serve(serving, work, milter_port, "--workers", "1")
+    pf = milter_postfix(milter_port)
+    expected = {}
+    deadline = time.monotonic() + 180
+    refused = []
+    for i, (tag, message, label) in enumerate(messages(work.site, 12)):
+        if i == 4:
+            serve.proc.send_signal(signal.SIGKILL)
+            serve.proc.wait()
+        if i == 8:
+            serve.start()
+            for tag_, message_, label_ in refused:     # the sender kept them and tries again
+                answers = send(pf.smtp_port, message_, [f"alice@{DOMAIN}"], deadline)
+                assert all(code == 250 for code, _ in answers.values()), answers
+        if 4 <= i < 8:
+            # the milter down: Postfix's milter_default_action = tempfail, a 4xx to the sender
+            with pytest.raises(AssertionError, match=r"still refused|451"):
+                send(pf.smtp_port, message, [f"alice@{DOMAIN}"], time.monotonic() + 0.5)
+            refused.append((tag, message, label))
+        else:
+            answers = send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline)
+            assert all(code == 250 for code, _ in answers.values()), answers
+        expected[(tag, "alice")] = label
+    _check_deliveries(pf, expected, _wait_for(pf, expected, deadline))
+    assert "4.7.1" in pf.log_text(), pf.log_text()[-3000:]
+
+
+def test_a_user_model_for_one_recipient(work, milter_postfix, serving):
+    """dave has his own model (labels the other way round): spam for dave alone
+    is ham to him; the same spam for dave and alice gets the site model's
+    verdict, for both."""
+    dave = work.users / "dave"
+    dave.mkdir(exist_ok=True)
+    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-m", str(dave / "model.spamnb"),
+                    "--spam", str(REPO / "corpora" / "easy_ham"), "--ham", str(REPO / "corpora" / "spam")],
+                   env=env(work.home), check=True, capture_output=True, timeout=300)
+    try:
+        milter_port = free_port()
+        _serve(serving, work, milter_port)
+        pf = milter_postfix(milter_port)
+        (tag1, spam1, _), (tag2, spam2, _) = [m for m in messages(work.site, 6) if m[2] == "spam"][:2]
+        deadline = time.monotonic() + 60
+        assert all(c == 250 for c, _ in send(pf.smtp_port, spam1, [f"dave@{DOMAIN}"], deadline).values())
+        assert all(c == 250 for c, _ in send(pf.smtp_port, spam2, [f"dave@{DOMAIN}", f"alice@{DOMAIN}"],
+                                             deadline).values())
+        got = _wait_for(pf, {(tag1, "dave"): 1, (tag2, "dave"): 1, (tag2, "alice"): 1}, deadline)
+        assert header(got[(tag1, "dave")][0], "X-Spam-Status")[0].startswith("No,")
+        assert header(got[(tag2, "dave")][0], "X-Spam-Status")[0].startswith("Yes,")
+        assert header(got[(tag2, "alice")][0], "X-Spam-Status")[0].startswith("Yes,")
+    finally:
+        for p in dave.iterdir():
+            p.unlink()
+        dave.rmdir()
+
+
+def test_tag_with_subject_tag_and_quarantine(work, milter_postfix, serving):
+    """Under tag, spam is delivered with its Subject tagged and the sender's
+    own X-Spam-* fields gone (one X-Spam-Status, spamnb's); under
+    quarantine, spam is kept in Postfix's hold queue, ham delivered."""
+    (tag1, spam1, _), (tag2, ham, _), (tag3, spam2, _) = messages(work.site, 4)[:3]
+    forged = b"X-Spam-Status: No, score=-10.0\nX-Spam-Flag: NO\n"
+    port_tag, port_hold = free_port(), free_port()
+    _serve(serving, work, port_tag, "--subject-tag", "[SPAM]")
+    _serve(serving, work, port_hold, "--milter-spam-action", "quarantine")
+    tagging, holding = milter_postfix(port_tag), milter_postfix(port_hold)
+    deadline = time.monotonic() + 60
+    for pf, message in ((tagging, forged + spam1), (holding, spam2), (holding, ham)):
+        assert all(c == 250 for c, _ in send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline).values())
+    got = _wait_for(tagging, {(tag1, "alice"): 1}, deadline)
+    delivered = got[(tag1, "alice")][0]
+    assert header(delivered, "X-Spam-Status")[0].startswith("Yes,") and len(header(delivered, "X-Spam-Status")) == 1
+    assert header(delivered, "X-Spam-Flag") == ["YES"]
+    assert header(delivered, "Subject")[0].startswith("[SPAM] ")
+    got = _wait_for(holding, {(tag2, "alice"): 1}, deadline)
+    assert (tag3, "alice") not in got
+    held = holding.queued()
+    assert len(held) == 1 and '"queue_name": "hold"' in held[0], held
