@@ -1119,6 +1119,42 @@ def test_refused_and_failed_tells_make_spamc_exit_non_zero(home, tmp_path):
         d.stop()
 
 
+@needs_spamc
+def test_tell_without_a_user_name_never_teaches_the_site_model(home, tmp_path):
+    """With --models-dir, the site model checks every user's mail: a TELL
+    with no User: header or an empty one is refused (spamc -L exits non-zero,
+    the site model unchanged, no folder made); checks without a name still
+    get the site model's verdict.  A server without --models-dir keeps
+    learning TELLs into its site model."""
+    site = tmp_path / "model.spamnb"
+    site.write_bytes((home / "model.spamnb").read_bytes())
+    base = SpamFilter.load(site).class_count_
+    users = tmp_path / "users"
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", users)
+    try:
+        message = unique_message("nobody-named")
+        check = d.raw(request("CHECK", message))
+        assert check.startswith(b"SPAMD/1.5 0 EX_OK")
+        assert d.raw(request("CHECK", message, User="")) == check
+        proc = d.spamc("-x", "-L", "spam", "-u", "", stdin=message)
+        assert proc.returncode != 0 and b"successfully" not in proc.stdout, proc
+        assert _status(d.raw(request("TELL", message, Message_class="spam", Set="local"))) == 67
+        assert _status(d.raw(request("TELL", message, User=" ", Message_class="ham", Set="local"))) == 67
+        assert _status(d.raw(request("TELL", message, User="", Message_class="spam", Remove="local"))) == 67
+        assert d.spamc("-L", "spam", "-u", "zed", stdin=message).returncode == 0      # a named user learns
+    finally:
+        assert d.stop() == 0
+    assert SpamFilter.load(site).class_count_ == base
+    assert sorted(p.name for p in users.iterdir()) == ["zed"]
+    d = Daemon(tmp_path, "--allow-tell")
+    try:
+        proc = d.spamc("-L", "spam", stdin=unique_message("site-only"))
+        assert proc.returncode == 0 and b"successfully" in proc.stdout
+    finally:
+        assert d.stop() == 0
+    assert SpamFilter.load(site).class_count_ == (base[0], base[1] + 1)
+
+
 def test_a_request_in_small_pieces_costs_linear_time(home):
     """The first-request path looks for the end of the head only in the bytes
     new since its last look and parses the head once: a 4 MB body in

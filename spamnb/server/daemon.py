@@ -64,6 +64,7 @@ from spamnb.server.listeners import BACKLOG, ServerError, bind_all
 from spamnb.server.models import ModelCache, ModelUnavailable, _classify, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"
+NO_USER = ""     # Server.model_path's TELL target for a request without a User: name, with --models-dir
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
 _CHUNK = 65536
 
@@ -120,11 +121,16 @@ class Server:
     def model_path(self, user):
         """The model for ``user``: theirs when it exists, else the site model;
         second item: where TELL learns for them (None for a name outside
-        ``[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}`` or with ``..``: such a
-        user is checked with the site model and can learn nothing)."""
+        ``[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}`` or with ``..``, and ""
+        for no name or an empty one when there are user models: such a
+        client is checked with the site model and can learn nothing; the
+        site model learns through TELL only on a server without
+        ``--models-dir``)."""
         site = self.settings.model
-        if not user or not self.settings.models_dir:
+        if not self.settings.models_dir:
             return site, site
+        if not user or not user.strip():
+            return site, NO_USER
         if _USER_NAME.fullmatch(user) is None or ".." in user:
             return site, None
         own = os.path.join(self.settings.models_dir, user, MODEL_NAME)
@@ -147,7 +153,7 @@ class Server:
                 note = f" model=site (the user's model is not usable: {exc.text})"
         elif own is None:
             note = " model=site (user name not allowed)"
-        elif own != site:
+        elif own != site and own != NO_USER:
             note = " model=site (the user has no model)"
         return (*self.models.get(site, required), note)
 
@@ -381,6 +387,9 @@ class Server:
         _, own = self.model_path(headers.get("user"))
         if own is None:
             raise ProtocolError(EX["EX_NOUSER"], "user name not allowed for a model of its own")
+        if own == NO_USER:      # the site model every user's mail is checked with: never a client's to teach
+            raise ProtocolError(EX["EX_NOUSER"], "TELL needs a User: name (the site model does not learn by TELL"
+                                                 " when there are user models, --models-dir)")
         if own != settings.model and not os.path.exists(own):
             if not learn:
                 # nothing learned for this user: nothing to forget, and no folder or lock made
