@@ -247,6 +247,43 @@ def test_a_pidfile_left_by_a_dead_server_is_taken_over(home, tmp_path):
     assert not pidfile.exists()
 
 
+def test_a_pidfile_that_is_a_symlink_is_refused_with_its_own_code(home, tmp_path):
+    """73 (EX_CANTCREAT) and a line saying why; 75 means another server runs."""
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    pidfile = tmp_path / "spamnb.pid"
+    pidfile.symlink_to(target)
+    d = Serve(home, "--pidfile", pidfile, wait=False)
+    assert d.proc.wait(30) == 73
+    d.stop()
+    assert "is a symbolic link" in d.log_text() and "another server" not in d.log_text()
+    assert target.read_text() == "keep\n" and pidfile.is_symlink()
+
+
+@needs_root
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_pidfile_in_roots_folder_is_removed_after_the_drop_to_a_user(home, workers):
+    """Started as root with -u nobody, the pid file in a folder only root may
+    write to (/run) is removed at exit, by a process of root's that waits for
+    the server to end: nobody cannot remove it."""
+    run = home / f"root-run-{workers}"
+    run.mkdir(mode=0o755, exist_ok=True)
+    pidfile = run / "spamnb.pid"
+    d = Serve(home, "-u", "nobody", "--workers", workers, "--pidfile", pidfile)
+    try:
+        _until(lambda: pidfile.exists() and pidfile.read_text() == f"{d.proc.pid}\n")
+        assert _ids(d.proc.pid)[:2] == (pwd.getpwnam("nobody").pw_uid,) * 2
+    finally:
+        assert d.stop() == 0
+    assert not pidfile.exists(), d.log_text()
+    assert "not removed" not in d.log_text()
+    # a server killed outright leaves no pid file behind either
+    d = Serve(home, "-u", "nobody", "--workers", workers, "--pidfile", pidfile)
+    _until(lambda: pidfile.exists() and pidfile.read_text() == f"{d.proc.pid}\n")
+    d.stop(signal.SIGKILL)
+    _until(lambda: not pidfile.exists())
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ready_is_sent_to_notify_socket_once_listening(home, tmp_path, workers):
     address = str(tmp_path / "notify")

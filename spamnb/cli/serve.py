@@ -3,8 +3,9 @@ started by :mod:`spamnb.server.launch`) on the command line.  Exit codes
 (spamnb.cli.exitcodes), one line on stderr each: 3 no usable site model,
 64 bad settings, 66 TLS certificate or key unreadable, 69 ``--status``
 found no server, 71 cannot listen (an address in use, a privileged port
-without the right to bind it), 75 the pid file is held by a running
-server, 77 cannot become ``-u USER``."""
+without the right to bind it), 73 the pid file cannot be used (a
+symbolic link, ...), 75 the pid file is held by a running server, 77
+cannot become ``-u USER``."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import urllib.error
 import urllib.request
 
 from spamnb.cli.exitcodes import (EXIT_CANNOT_LISTEN, EXIT_ERROR, EXIT_NO_PRIVILEGES, EXIT_NO_SERVER,
-                                  EXIT_NO_TLS, EXIT_PIDFILE_HELD, EXIT_USAGE)
+                                  EXIT_NO_TLS, EXIT_PIDFILE_BAD, EXIT_PIDFILE_HELD, EXIT_USAGE)
 from spamnb.server import launch
 from spamnb.server.config import DEFAULTS, Settings, SettingsError
 from spamnb.server.listeners import CannotListen, ServerError
-from spamnb.server.pidfile import PidfileError
+from spamnb.server.pidfile import PidfileError, PidfileHeld
 from spamnb.server.privileges import PrivilegeError
 
 
@@ -93,8 +94,10 @@ def cmd_serve(args):
         return _fail(exc, EXIT_USAGE)
     except launch.TLSError as exc:
         return _fail(exc, EXIT_NO_TLS)
-    except PidfileError as exc:
+    except PidfileHeld as exc:
         return _fail(exc, EXIT_PIDFILE_HELD)
+    except PidfileError as exc:
+        return _fail(exc, EXIT_PIDFILE_BAD)
     except PrivilegeError as exc:
         return _fail(exc, EXIT_NO_PRIVILEGES)
     except CannotListen as exc:
