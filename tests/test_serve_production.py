@@ -407,6 +407,43 @@ def test_spamc_ssl_gets_the_same_verdicts_as_plain(home, certificate):
         assert d.stop() == 0
 
 
+@needs_spamc
+def test_silent_refused_clients_on_the_tls_port_delay_no_check(home, certificate, tmp_path):
+    """--allowed-ips is checked at accept, before the TLS handshake: 300
+    silent connections from a refused address (127.0.0.2) to the TLS port
+    hold no slot and no handshake, and checks on the Unix socket and the
+    plain port stay prompt.  On main they took every slot for --timeout
+    (here 5 s; 29 s with the defaults in the issue's run)."""
+    cert, key = certificate
+    tls_port = _free_port()
+    sock = tmp_path / "spamd.sock"
+    d = Serve(home, "--workers", 1, "--max-connections", 8, "--timeout", 5, "-l", sock, "--allowed-ips",
+              "127.0.0.1/32", "--ssl-listen", f"127.0.0.1:{tls_port}", "--ssl-cert", cert, "--ssl-key", key)
+    held = []
+    try:
+        expected = d.spamc("-x", "-c")
+        assert expected.returncode == 1
+        for _ in range(300):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", tls_port))
+            held.append(s)
+        time.sleep(0.3)
+        for where in (["-U", str(sock)], ["-d", "127.0.0.1", "-p", str(d.port)]):
+            started = time.monotonic()
+            proc = subprocess.run([SPAMC, *where, "-x", "-c"], input=SPAM, capture_output=True, timeout=30)
+            took = time.monotonic() - started
+            assert (proc.returncode, proc.stdout) == (1, expected.stdout) and took < 1.0, (where, took)
+        # an allowed client still gets its verdict over TLS
+        assert d.spamc("-S", "-x", "-c", port=tls_port).stdout == expected.stdout
+        assert "not in --allowed-ips" in d.log_text()
+        assert d.log_text().count("not in --allowed-ips") < 20      # at most a line a second
+    finally:
+        for s in held:
+            s.close()
+        assert d.stop() == 0
+
+
 def test_unreadable_certificate_is_refused_at_start(home, tmp_path):
     d = Serve(home, "--ssl-listen", f"127.0.0.1:{_free_port()}", "--ssl-cert", tmp_path / "missing.pem", wait=False)
     assert d.proc.wait(30) == 66

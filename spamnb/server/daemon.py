@@ -84,6 +84,7 @@ class Server:
         self.paused = False     # accepting stopped at --max-connections
         self.setting_up = 0     # accepted, transport not made yet
         self.pauses, self.pause_logged = 0, float("-inf")
+        self.refusals, self.refusal_logged = 0, float("-inf")   # clients outside --allowed-ips (_refused)
         self.fast = set()       # connections waiting for their first request (spamnb.server.connection.Connection)
         self.busy = set()
         self.idle = set()
@@ -482,7 +483,7 @@ class Server:
                         self.pause_logged, self.pauses = now, 0
                 return
             try:
-                conn, _ = listener.sock.accept()
+                conn, address = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:      # out of file descriptors, ...: try again shortly
@@ -491,16 +492,32 @@ class Server:
                     self._set_accepting(False)
                     loop.call_later(0.1, self._resume)
                 return
+            if listener.item[0] != "unix" and not self.settings.allows(address[0]):
+                conn.close()    # before a byte is read or a TLS handshake begins, holding no slot
+                self._refused(address[0])
+                continue
             conn.setblocking(False)
             self.active += 1
             self.setting_up += 1
             loop.create_task(self._connected(conn, listener.tls))
 
+    def _refused(self, peer):
+        """A TCP client outside --allowed-ips, closed at accept: logged at most
+        once a second (with how many more since), so a flood cannot fill the log."""
+        self.refusals += 1
+        now = asyncio.get_running_loop().time()
+        if now - self.refusal_logged >= 1.0:
+            more = f" ({self.refusals - 1} more refused since the last such line)" if self.refusals > 1 else ""
+            self.log(f"refused {peer}: not in --allowed-ips{more}")
+            self.refusal_logged, self.refusals = now, 0
+
     async def _connected(self, conn, tls=None):
+        # a TLS handshake is bounded like a silent client: --idle-timeout (at most --timeout)
+        settings = self.settings
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
                 lambda: Connection(self), conn, ssl=tls,
-                ssl_handshake_timeout=self.settings.timeout if tls is not None else None)
+                ssl_handshake_timeout=min(settings.idle_timeout, settings.timeout) if tls is not None else None)
         except Exception as exc:  # noqa: BLE001 - the client may be gone already
             conn.close()
             self.slot_freed()
