@@ -180,8 +180,10 @@ class Server:
                 return
             first = True
             while first or self.stopping is None:   # a connection taken while stopping gets its answer
+                # its first request came with the connection (handed over with its bytes): busy from
+                # the start, never closed by a stop; a kept-alive one waits idle between requests
+                (self.busy if first else self.idle).add(task)
                 first = False
-                self.idle.add(task)
                 try:
                     keep_alive = await self.serve_one(reader, writer, peer, task)
                 finally:
@@ -192,11 +194,19 @@ class Server:
         except asyncio.CancelledError:
             pass
         finally:
-            try:
-                writer.close()
-            except Exception:  # noqa: BLE001 - the peer may be gone already
-                pass
+            await self._closed(writer)
             self.slot_freed()
+
+    async def _closed(self, writer):
+        """Close a connection once its answer is sent (a stopping server waits
+        for its slot, so no answer is cut off at exit); a client that does not
+        read it is dropped after --timeout."""
+        try:
+            writer.close()
+            async with asyncio.timeout(self.settings.timeout):
+                await writer.wait_closed()
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - the peer may be gone already
+            writer.transport.abort()
 
     async def serve_one(self, reader, writer, peer, task):
         """One request; returns True when the connection stays open for another."""
@@ -444,13 +454,18 @@ class Server:
         self.log("SIGHUP: settings reloaded, models will be read again")
 
     def stop(self):
+        """SIGTERM/SIGINT (and an old worker's end after SIGHUP): kept-alive
+        connections idle between requests are closed; a connection accepted
+        whose first request has not come yet is not (its client is about to
+        send it: closing it would cost the check, spamc's 0/0 or exit 74),
+        but given at most :data:`~spamnb.server.connection.STOP_GRACE` to begin."""
         if self.stopping is None:
             self.stopping = asyncio.get_running_loop().create_future()
             self.stopping.set_result(None)
             for task in list(self.idle):
                 task.cancel()
             for connection in [c for c in self.fast if not c.busy()]:
-                connection.transport.close()
+                connection.last_call()
 
     # ------------------------------------------------------------------ accepting
     def _set_accepting(self, on):
@@ -581,7 +596,8 @@ class Server:
 
         self.log(f"stopping: {in_flight()} request(s) in flight")
         deadline = loop.time() + self.settings.timeout + 1.0
-        while in_flight() and loop.time() < deadline:
+        # every connection to its end (self.active: accepted and not closed, answers sent included)
+        while self.active > 0 and loop.time() < deadline:
             await asyncio.sleep(0.02)
         self.learners.shutdown(wait=True)
         self.loader.shutdown(wait=True, cancel_futures=True)
