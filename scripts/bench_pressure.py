@@ -237,9 +237,6 @@ def users(args, folder):
         if (i + 1) % max(1, args.users // 10) == 0:
             marks.append((i + 1, _rss_kib(server.proc.pid)))
             print(f"  {i + 1} users: VmRSS {marks[-1][1] / 1024:.1f} MiB", flush=True)
-    # every user checked once more, oldest first: what the cache's bound holds
-    for i in range(args.users):
-        server.spamc("-x", "-c", "-u", f"user{i}", stdin=data)
     end = _rss_kib(server.proc.pid)
     server.stop()
     print(f"users: {made} user models made by TELL ({refused} refused) on {args.model} "

@@ -48,6 +48,9 @@ def add_parser(subparsers):
                    help=f"connections at once; past it new ones wait in the listen backlog "
                         f"(default {d['max_connections']})")
     p.add_argument("--max-models", type=int, metavar="N", help=f"models kept loaded (default {d['max_models']})")
+    p.add_argument("--max-models-bytes", type=int, metavar="BYTES",
+                   help="bytes of user models kept loaded per worker, least recently used out first; the site "
+                        f"model apart (default {d['max_models_bytes'] // 2**20} MiB)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help=f"time to receive a request from its first byte / send a response (default {d['timeout']:g})")
     p.add_argument("--idle-timeout", type=float, metavar="SECONDS",

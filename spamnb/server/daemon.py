@@ -78,7 +78,7 @@ class Server:
         self.settings = Settings(given, config)
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
-                                 whole=self.settings.allow_tell)
+                                 whole=self.settings.allow_tell, max_bytes=self.settings.max_models_bytes)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
         self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
@@ -449,6 +449,7 @@ class Server:
             return
         self.settings = fresh
         self.models.max_models = fresh.max_models
+        self.models.max_bytes = fresh.max_models_bytes
         if self.paused and self.active < fresh.max_connections:
             self._resume()      # --max-connections raised
         self.log("SIGHUP: settings reloaded, models will be read again")
