@@ -9,6 +9,7 @@ given, does its thing with the real ``spamc`` and prints the figures:
 ``reload``  two ``spamc -x -c`` loops (TCP and the Unix socket) while the
             server gets one SIGHUP every ``--every`` seconds for ``--seconds``;
             how many checks failed (exit other than 0/1, or ``0/0``).
+            ``--kill-worker``: a worker SIGKILLed instead (the floor).
 ``tls``     ``--silent`` connections that send nothing to the TLS port from a
             refused address (127.0.0.2, outside ``--allowed-ips 127.0.0.1``),
             then a ``spamc -c`` on the Unix socket and on the plain port: the
@@ -158,14 +159,20 @@ def reload(args, folder):
     ends = time.monotonic() + args.seconds
     while time.monotonic() < ends:
         time.sleep(args.every)
-        server.proc.send_signal(signal.SIGHUP)
+        if args.kill_worker:
+            workers = server.children()
+            if workers:
+                os.kill(workers[hups % len(workers)], signal.SIGKILL)
+        else:
+            server.proc.send_signal(signal.SIGHUP)
         hups += 1
     stop.set()
     for t in threads:
         t.join()
     code = server.stop()
     total = tally["ok"] + tally["failed"]
-    print(f"reload: {hups} SIGHUPs (one every {args.every:g} s) under two spamc -x -c loops, "
+    what = "SIGKILLs of a worker" if args.kill_worker else "SIGHUPs"
+    print(f"reload: {hups} {what} (one every {args.every:g} s) under two spamc -x -c loops, "
           f"--workers {args.workers}: {tally['failed']} of {total} checks failed; server exit {code}")
     for item, n in collections.Counter(failures).most_common(5):
         print(f"  {n} x exit {item[0]} {item[1]!r}")
@@ -257,6 +264,8 @@ def main():
     parser.add_argument("--cpu", type=int, help="storm: pin the server to this CPU (taskset)")
     parser.add_argument("--seconds", type=float, default=60.0, help="reload: how long")
     parser.add_argument("--every", type=float, default=1.0, help="reload: seconds between SIGHUPs")
+    parser.add_argument("--kill-worker", action="store_true",
+                        help="reload: SIGKILL a worker (one, then the other) instead of the SIGHUPs")
     parser.add_argument("--silent", type=int, default=300, help="tls: silent connections")
     parser.add_argument("--users", type=int, default=1000, help="users: new users taught")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more arguments for spamnb serve")
