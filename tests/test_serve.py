@@ -1119,6 +1119,42 @@ def test_refused_and_failed_tells_make_spamc_exit_non_zero(home, tmp_path):
         d.stop()
 
 
+@needs_spamc
+def test_tell_without_a_user_name_never_teaches_the_site_model(home, tmp_path):
+    """With --models-dir, the site model checks every user's mail: a TELL
+    with no User: header or an empty one is refused (spamc -L exits non-zero,
+    the site model unchanged, no folder made); checks without a name still
+    get the site model's verdict.  A server without --models-dir keeps
+    learning TELLs into its site model."""
+    site = tmp_path / "model.spamnb"
+    site.write_bytes((home / "model.spamnb").read_bytes())
+    base = SpamFilter.load(site).class_count_
+    users = tmp_path / "users"
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", users)
+    try:
+        message = unique_message("nobody-named")
+        check = d.raw(request("CHECK", message))
+        assert check.startswith(b"SPAMD/1.5 0 EX_OK")
+        assert d.raw(request("CHECK", message, User="")) == check
+        proc = d.spamc("-x", "-L", "spam", "-u", "", stdin=message)
+        assert proc.returncode != 0 and b"successfully" not in proc.stdout, proc
+        assert _status(d.raw(request("TELL", message, Message_class="spam", Set="local"))) == 67
+        assert _status(d.raw(request("TELL", message, User=" ", Message_class="ham", Set="local"))) == 67
+        assert _status(d.raw(request("TELL", message, User="", Message_class="spam", Remove="local"))) == 67
+        assert d.spamc("-L", "spam", "-u", "zed", stdin=message).returncode == 0      # a named user learns
+    finally:
+        assert d.stop() == 0
+    assert SpamFilter.load(site).class_count_ == base
+    assert sorted(p.name for p in users.iterdir()) == ["zed"]
+    d = Daemon(tmp_path, "--allow-tell")
+    try:
+        proc = d.spamc("-L", "spam", stdin=unique_message("site-only"))
+        assert proc.returncode == 0 and b"successfully" in proc.stdout
+    finally:
+        assert d.stop() == 0
+    assert SpamFilter.load(site).class_count_ == (base[0], base[1] + 1)
+
+
 def test_a_request_in_small_pieces_costs_linear_time(home):
     """The first-request path looks for the end of the head only in the bytes
     new since its last look and parses the head once: a 4 MB body in
@@ -1182,6 +1218,66 @@ def test_a_changed_model_is_read_again_off_the_event_loop(home, tmp_path):
         assert cache.loaded(str(tmp_path / "bad.spamnb")) and loads == [True, True, True]
 
     asyncio.run(run())
+
+
+def test_loaded_models_are_bounded_by_bytes_not_only_by_count(home, tmp_path):
+    """Each user's model loaded costs about its file and journal: many users
+    must not add up past --max-models-bytes (per worker, the site model
+    apart), least recently used out first; the one just loaded stays even
+    when larger than the bound alone.  On main only --max-models (1000)
+    bounded them: 1000 x the site model's size."""
+    from spamnb.server.models import ModelCache
+
+    site = home / "model.spamnb"
+    size = site.stat().st_size
+    users = []
+    for i in range(8):
+        (tmp_path / f"u{i}").mkdir()
+        os.link(site, tmp_path / f"u{i}" / "model.spamnb")
+        users.append(str(tmp_path / f"u{i}" / "model.spamnb"))
+    cache = ModelCache(1000, lambda line: None, pinned=str(site), max_bytes=int(size * 2.5))
+    cache.get(str(site), 5.0)
+    for path in users:
+        cache.get(path, 5.0)
+    assert len(cache) == 3 and cache.loaded_bytes() <= size * 2.5
+    assert cache.loaded(str(site)) and cache.loaded(users[-1]) and cache.loaded(users[-2])
+    assert not any(cache.loaded(path) for path in users[:-2])
+    cache.get(users[-2], 5.0)           # used: the last one is now the oldest
+    cache.get(users[0], 5.0)
+    assert cache.loaded(users[-2]) and cache.loaded(users[0]) and not cache.loaded(users[-1])
+    cache.max_bytes = 1
+    cache.get(users[3], 5.0)
+    assert len(cache) == 2 and cache.loaded(users[3]) and cache.loaded(str(site))
+
+
+@needs_spamc
+@pytest.mark.slow
+def test_many_new_users_taught_by_tell_stay_within_max_models_bytes(home, tmp_path):
+    """40 new users, each taught one message by spamc -L and checked: the
+    server's resident memory grows by about --max-models-bytes (3 MB, so
+    two of these 1.2 MB models), not a model per user (1.18 MiB each on
+    main: 47 MiB for 40)."""
+    (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", tmp_path / "users",
+               "--max-models-bytes", 3_000_000)
+
+    def rss():
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{d.proc.pid}/status").read_text().splitlines())
+        return int(fields["VmRSS"].split()[0]) * 1024
+
+    try:
+        message = MESSAGES[0].read_bytes()
+        for i in range(3):      # the learner's and the loop's first models, warm
+            d.spamc("-L", "spam", "-u", f"warm{i}", stdin=unique_message(f"warm{i}"))
+            d.spamc("-c", "-u", f"warm{i}", stdin=message)
+        start = rss()
+        for i in range(40):
+            assert d.spamc("-L", "spam", "-u", f"many{i}", stdin=unique_message(f"many{i}")).returncode == 0
+            assert d.spamc("-x", "-c", "-u", f"many{i}", stdin=message).returncode == 1
+        grown = rss() - start
+        assert grown < 12 * 2**20, grown / 2**20
+    finally:
+        assert d.stop() == 0
 
 
 @needs_spamc

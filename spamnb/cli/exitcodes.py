@@ -15,6 +15,7 @@ EXIT_USAGE = 64
 EXIT_NO_TLS = 66            # sysexits' EX_NOINPUT: serve's TLS certificate or key cannot be read
 EXIT_NO_SERVER = 69         # EX_UNAVAILABLE: serve --status found no server
 EXIT_CANNOT_LISTEN = 71     # sysexits' EX_OSERR
+EXIT_PIDFILE_BAD = 73       # EX_CANTCREAT: serve's --pidfile cannot be used (a symbolic link, no such folder, ...)
 EXIT_PIDFILE_HELD = 75      # EX_TEMPFAIL: serve's --pidfile is held by a running server
 EXIT_NO_PRIVILEGES = 77     # EX_NOPERM: serve cannot become -u USER
 EXIT_INTERRUPTED = 130
@@ -32,6 +33,7 @@ TABLE = (
     (EXIT_NO_TLS, "serve: the TLS certificate or key cannot be read"),
     (EXIT_NO_SERVER, "serve --status: no server answers at the --metrics address"),
     (EXIT_CANNOT_LISTEN, "serve: cannot listen (address in use, privileged port without the right to it, ...)"),
+    (EXIT_PIDFILE_BAD, "serve: the --pidfile cannot be used (a symbolic link, no such folder, no permission)"),
     (EXIT_PIDFILE_HELD, "serve: the --pidfile is held by a running server"),
     (EXIT_NO_PRIVILEGES, "serve: cannot become -u USER (--group)"),
     (EXIT_INTERRUPTED, "interrupted"),

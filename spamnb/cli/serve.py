@@ -3,8 +3,9 @@ started by :mod:`spamnb.server.launch`) on the command line.  Exit codes
 (spamnb.cli.exitcodes), one line on stderr each: 3 no usable site model,
 64 bad settings, 66 TLS certificate or key unreadable, 69 ``--status``
 found no server, 71 cannot listen (an address in use, a privileged port
-without the right to bind it), 75 the pid file is held by a running
-server, 77 cannot become ``-u USER``."""
+without the right to bind it), 73 the pid file cannot be used (a
+symbolic link, ...), 75 the pid file is held by a running server, 77
+cannot become ``-u USER``."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import urllib.error
 import urllib.request
 
 from spamnb.cli.exitcodes import (EXIT_CANNOT_LISTEN, EXIT_ERROR, EXIT_NO_PRIVILEGES, EXIT_NO_SERVER,
-                                  EXIT_NO_TLS, EXIT_PIDFILE_HELD, EXIT_USAGE)
+                                  EXIT_NO_TLS, EXIT_PIDFILE_BAD, EXIT_PIDFILE_HELD, EXIT_USAGE)
 from spamnb.server import launch
 from spamnb.server.config import DEFAULTS, Settings, SettingsError
 from spamnb.server.listeners import CannotListen, ServerError
-from spamnb.server.pidfile import PidfileError
+from spamnb.server.pidfile import PidfileError, PidfileHeld
 from spamnb.server.privileges import PrivilegeError
 
 
@@ -47,6 +48,9 @@ def add_parser(subparsers):
                    help=f"connections at once; past it new ones wait in the listen backlog "
                         f"(default {d['max_connections']})")
     p.add_argument("--max-models", type=int, metavar="N", help=f"models kept loaded (default {d['max_models']})")
+    p.add_argument("--max-models-bytes", type=int, metavar="BYTES",
+                   help="bytes of user models kept loaded per worker, least recently used out first; the site "
+                        f"model apart (default {d['max_models_bytes'] // 2**20} MiB)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help=f"time to receive a request from its first byte / send a response (default {d['timeout']:g})")
     p.add_argument("--idle-timeout", type=float, metavar="SECONDS",
@@ -108,8 +112,10 @@ def cmd_serve(args):
         return _fail(exc, EXIT_USAGE)
     except launch.TLSError as exc:
         return _fail(exc, EXIT_NO_TLS)
-    except PidfileError as exc:
+    except PidfileHeld as exc:
         return _fail(exc, EXIT_PIDFILE_HELD)
+    except PidfileError as exc:
+        return _fail(exc, EXIT_PIDFILE_BAD)
     except PrivilegeError as exc:
         return _fail(exc, EXIT_NO_PRIVILEGES)
     except CannotListen as exc:

@@ -21,6 +21,7 @@ DEFAULTS = {
     "max_size": 4 * 1024 * 1024,
     "max_connections": 64,
     "max_models": 1000,
+    "max_models_bytes": 64 * 1024 ** 2,
     "timeout": 30.0,
     "idle_timeout": 5.0,
     "required_score": 5.0,
@@ -46,7 +47,7 @@ DEFAULTS = {
     "milter": None,
 }
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
-              "max_user_models_bytes", "max_size", "max_connections", "max_models", "timeout", "idle_timeout",
+              "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
               "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
               "milter_user", "milter_timeout")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
@@ -135,6 +136,7 @@ class Settings:
             self.max_size = int(merged["max_size"])
             self.max_connections = int(merged["max_connections"])
             self.max_models = int(merged["max_models"])
+            self.max_models_bytes = int(merged["max_models_bytes"])
             self.timeout = float(merged["timeout"])
             self.idle_timeout = float(merged["idle_timeout"])
             self.required_score = float(merged["required_score"])
@@ -148,7 +150,8 @@ class Settings:
         except (TypeError, ValueError) as exc:
             raise SettingsError(f"bad setting: {exc}") from None
         if (self.max_size < 1 or self.max_connections < 1 or self.max_models < 1 or not self.timeout > 0
-                or not self.idle_timeout > 0 or self.max_user_models < 0 or self.max_user_models_bytes < 0):
+                or not self.idle_timeout > 0 or self.max_user_models < 0 or self.max_user_models_bytes < 0
+                or self.max_models_bytes < 0):
             raise SettingsError("--max-size, --max-connections, --max-models, --timeout and --idle-timeout must be"
                                 " positive, --max-user-models and --max-user-models-bytes not negative")
         if self.subject_tag is not None and (len(self.subject_tag) > 200 or not self.subject_tag.isprintable()):

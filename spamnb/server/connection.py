@@ -40,6 +40,8 @@ def layout(request):
     return reply
 
 
+STOP_GRACE = 1.0    # seconds a connection accepted before a stop has to begin its request (Connection.last_call)
+
 _FAST_VERBS = frozenset(("CHECK", "SYMBOLS", "REPORT", "REPORT_IFSPAM", "PROCESS", "HEADERS"))
 
 
@@ -77,7 +79,8 @@ class Connection(asyncio.Protocol):
             self._hand_over()       # the general handler refuses it and says why
             return
         server.fast.add(self)
-        self.timer = asyncio.get_running_loop().call_later(server.settings.idle_timeout, self._timed_out)
+        wait = min(server.settings.idle_timeout, STOP_GRACE) if self.late else server.settings.idle_timeout
+        self.timer = asyncio.get_running_loop().call_later(wait, self._timed_out)
 
     def data_received(self, data):
         if not self.buffer and self.timer is not None:
@@ -102,6 +105,15 @@ class Connection(asyncio.Protocol):
 
     def busy(self):
         return bool(self.buffer) or self.late
+
+    def last_call(self):
+        """The server stops: a connection whose request has not begun is
+        waited for, :data:`STOP_GRACE` seconds at most (--idle-timeout if shorter)."""
+        self.late = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = asyncio.get_running_loop().call_later(
+                min(self.server.settings.idle_timeout, STOP_GRACE), self._timed_out)
 
     def _release(self):
         if self.timer is not None:

@@ -65,6 +65,7 @@ from spamnb.server.check import check
 from spamnb.server.models import ModelCache, ModelUnavailable, _model_error, _one_line, tell
 
 MODEL_NAME = "model.spamnb"
+NO_USER = ""     # Server.model_path's TELL target for a request without a User: name, with --models-dir
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
 _CHUNK = 65536
 
@@ -78,12 +79,13 @@ class Server:
         self.settings = Settings(given, config)
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
-                                 whole=self.settings.allow_tell)
+                                 whole=self.settings.allow_tell, max_bytes=self.settings.max_models_bytes)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
         self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
         self.setting_up = 0     # accepted, transport not made yet
         self.pauses, self.pause_logged = 0, float("-inf")
+        self.refusals, self.refusal_logged = 0, float("-inf")   # clients outside --allowed-ips (_refused)
         self.fast = set()       # connections waiting for their first request (spamnb.server.connection.Connection)
         self.busy = set()
         self.idle = set()
@@ -122,11 +124,16 @@ class Server:
     def model_path(self, user):
         """The model for ``user``: theirs when it exists, else the site model;
         second item: where TELL learns for them (None for a name outside
-        ``[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}`` or with ``..``: such a
-        user is checked with the site model and can learn nothing)."""
+        ``[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}`` or with ``..``, and ""
+        for no name or an empty one when there are user models: such a
+        client is checked with the site model and can learn nothing; the
+        site model learns through TELL only on a server without
+        ``--models-dir``)."""
         site = self.settings.model
-        if not user or not self.settings.models_dir:
+        if not self.settings.models_dir:
             return site, site
+        if not user or not user.strip():
+            return site, NO_USER
         if _USER_NAME.fullmatch(user) is None or ".." in user:
             return site, None
         own = os.path.join(self.settings.models_dir, user, MODEL_NAME)
@@ -149,7 +156,7 @@ class Server:
                 note = f" model=site (the user's model is not usable: {exc.text})"
         elif own is None:
             note = " model=site (user name not allowed)"
-        elif own != site:
+        elif own != site and own != NO_USER:
             note = " model=site (the user has no model)"
         return (*self.models.get(site, required), note)
 
@@ -175,8 +182,10 @@ class Server:
                 return
             first = True
             while first or self.stopping is None:   # a connection taken while stopping gets its answer
+                # its first request came with the connection (handed over with its bytes): busy from
+                # the start, never closed by a stop; a kept-alive one waits idle between requests
+                (self.busy if first else self.idle).add(task)
                 first = False
-                self.idle.add(task)
                 try:
                     keep_alive = await self.serve_one(reader, writer, peer, task)
                 finally:
@@ -187,11 +196,19 @@ class Server:
         except asyncio.CancelledError:
             pass
         finally:
-            try:
-                writer.close()
-            except Exception:  # noqa: BLE001 - the peer may be gone already
-                pass
+            await self._closed(writer)
             self.slot_freed()
+
+    async def _closed(self, writer):
+        """Close a connection once its answer is sent (a stopping server waits
+        for its slot, so no answer is cut off at exit); a client that does not
+        read it is dropped after --timeout."""
+        try:
+            writer.close()
+            async with asyncio.timeout(self.settings.timeout):
+                await writer.wait_closed()
+        except (Exception, asyncio.CancelledError):  # noqa: BLE001 - the peer may be gone already
+            writer.transport.abort()
 
     async def serve_one(self, reader, writer, peer, task):
         """One request; returns True when the connection stays open for another."""
@@ -382,6 +399,9 @@ class Server:
         _, own = self.model_path(headers.get("user"))
         if own is None:
             raise ProtocolError(EX["EX_NOUSER"], "user name not allowed for a model of its own")
+        if own == NO_USER:      # the site model every user's mail is checked with: never a client's to teach
+            raise ProtocolError(EX["EX_NOUSER"], "TELL needs a User: name (the site model does not learn by TELL"
+                                                 " when there are user models, --models-dir)")
         if own != settings.model and not os.path.exists(own):
             if not learn:
                 # nothing learned for this user: nothing to forget, and no folder or lock made
@@ -430,18 +450,24 @@ class Server:
             return
         self.settings = fresh
         self.models.max_models = fresh.max_models
+        self.models.max_bytes = fresh.max_models_bytes
         if self.paused and self.active < fresh.max_connections:
             self._resume()      # --max-connections raised
         self.log("SIGHUP: settings reloaded, models will be read again")
 
     def stop(self):
+        """SIGTERM/SIGINT (and an old worker's end after SIGHUP): kept-alive
+        connections idle between requests are closed; a connection accepted
+        whose first request has not come yet is not (its client is about to
+        send it: closing it would cost the check, spamc's 0/0 or exit 74),
+        but given at most :data:`~spamnb.server.connection.STOP_GRACE` to begin."""
         if self.stopping is None:
             self.stopping = asyncio.get_running_loop().create_future()
             self.stopping.set_result(None)
             for task in list(self.idle):
                 task.cancel()
             for connection in [c for c in self.fast if not c.busy()]:
-                connection.transport.close()
+                connection.last_call()
             if self.milter is not None:
                 self.milter.stop()
 
@@ -478,7 +504,7 @@ class Server:
                         self.pause_logged, self.pauses = now, 0
                 return
             try:
-                conn, _ = listener.sock.accept()
+                conn, address = listener.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:      # out of file descriptors, ...: try again shortly
@@ -487,16 +513,32 @@ class Server:
                     self._set_accepting(False)
                     loop.call_later(0.1, self._resume)
                 return
+            if listener.item[0] != "unix" and not self.settings.allows(address[0]):
+                conn.close()    # before a byte is read or a TLS handshake begins, holding no slot
+                self._refused(address[0])
+                continue
             conn.setblocking(False)
             self.active += 1
             self.setting_up += 1
             loop.create_task(self._connected(conn, listener.tls))
 
+    def _refused(self, peer):
+        """A TCP client outside --allowed-ips, closed at accept: logged at most
+        once a second (with how many more since), so a flood cannot fill the log."""
+        self.refusals += 1
+        now = asyncio.get_running_loop().time()
+        if now - self.refusal_logged >= 1.0:
+            more = f" ({self.refusals - 1} more refused since the last such line)" if self.refusals > 1 else ""
+            self.log(f"refused {peer}: not in --allowed-ips{more}")
+            self.refusal_logged, self.refusals = now, 0
+
     async def _connected(self, conn, tls=None):
+        # a TLS handshake is bounded like a silent client: --idle-timeout (at most --timeout)
+        settings = self.settings
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
                 lambda: Connection(self), conn, ssl=tls,
-                ssl_handshake_timeout=self.settings.timeout if tls is not None else None)
+                ssl_handshake_timeout=min(settings.idle_timeout, settings.timeout) if tls is not None else None)
         except Exception as exc:  # noqa: BLE001 - the client may be gone already
             conn.close()
             self.slot_freed()
@@ -570,7 +612,9 @@ class Server:
 
         self.log(f"stopping: {in_flight()} request(s) in flight")
         deadline = loop.time() + self.settings.timeout + 1.0
-        while in_flight() and loop.time() < deadline:
+        # every connection to its end (self.active: SPAMD connections accepted and not closed, answers
+        # sent included; the milter's: held until the MTA closes them)
+        while (self.active > 0 or (self.milter is not None and self.milter.in_flight())) and loop.time() < deadline:
             await asyncio.sleep(0.02)
         self.learners.shutdown(wait=True)
         self.loader.shutdown(wait=True, cancel_futures=True)

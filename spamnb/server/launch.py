@@ -42,6 +42,8 @@ def run(given, config=None, log_stream=None):
     or PrivilegeError (spamnb.server.privileges) before it serves anything."""
     settings = Settings(given, config)
     pidfile = Pidfile(settings.pidfile).acquire() if settings.pidfile else None
+    if pidfile is not None and settings.user and running_as_root():
+        pidfile.keep_remover()      # USER may not remove a file from root's /run: a process of root's will
     listeners, metrics_sock, notifier = [], None, None
     try:
         tls = None

@@ -288,13 +288,17 @@ class ModelUnavailable(ProtocolError):
 
 class ModelCache:
     """Loaded models by path, least recently used first out (but the
-    ``pinned`` one, the site model, which stays); each is checked against
+    ``pinned`` one, the site model, which stays) past ``max_models`` of them
+    or past ``max_bytes`` of them (the bytes of each model's file and
+    journal, which a loaded model holds about as much of: many users'
+    models cannot add up past it; the one just loaded always stays); each is checked against
     the file's (device, inode, size, mtime) and its journal's at every use
     and reloaded when either changed.  A failed reload, or a file gone,
     keeps serving the model it had, and says so in the log once."""
 
-    def __init__(self, max_models, log, pinned=None, whole=False):
+    def __init__(self, max_models, log, pinned=None, whole=False, max_bytes=None):
         self.max_models = max_models
+        self.max_bytes = max_bytes
         # whole: models loaded with their counts (a server with TELL), so that a
         # grown journal is followed, its new records applied in place (_follow),
         # instead of the model read again
@@ -469,15 +473,22 @@ class ModelCache:
         self._entries.move_to_end(path)
         if self.on_load is not None:
             self.on_load(path)
-        while len(self._entries) > self.max_models:
+        while len(self._entries) > 1 and (len(self._entries) > self.max_models or self._over_bytes()):
             oldest = next(iter(self._entries))
             if oldest == self.pinned:
                 self._entries.move_to_end(oldest)
                 oldest = next(iter(self._entries))
-                if oldest == self.pinned:
-                    break
+            if oldest in (self.pinned, path):
+                break
             del self._entries[oldest]
         return spam_filter, score_map
+
+    def loaded_bytes(self):
+        """The bytes of the loaded models but the pinned one (:func:`_key_bytes` of each)."""
+        return sum(_key_bytes(entry[0]) for path, entry in self._entries.items() if path != self.pinned)
+
+    def _over_bytes(self):
+        return self.max_bytes is not None and self.loaded_bytes() > self.max_bytes
 
 
 def _file_key(path):
@@ -489,6 +500,16 @@ def _file_key(path):
     except OSError:
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path)
+
+
+def _key_bytes(key):
+    """What a model loaded with stat key ``key`` (:func:`_file_key`) holds in
+    memory, about: its file's size and its journal's (read whole; a model
+    that follows its journal holds what the journal added)."""
+    if not key or len(key) < 5:
+        return 0
+    journal = key[4]
+    return key[2] + (journal[1] if journal else 0)
 
 
 def _one_line(exc):

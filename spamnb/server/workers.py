@@ -193,14 +193,24 @@ class Supervisor:
             except (OSError, ValueError):
                 pass
         parent = os.getpid()
-        pid = os.fork()
+        # the signals held back from the fork until the child has its own handlers: a SIGTERM
+        # sent to a worker just forked (a SIGHUP then SIGTERM at once) would otherwise run the
+        # parent's handler in it, be lost there, and leave the worker serving (it waits pending)
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            raise
         if pid:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             self.pids[slot] = pid
             self.started[slot] = time.monotonic()
             return
         code = 70
         try:
             self._become_worker(slot, parent)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)    # a pending SIGTERM ends it now, as asked
             asyncio.run(self.server.serve())
             code = 0
         except BaseException:  # noqa: BLE001 - the parent logs the exit and starts another
