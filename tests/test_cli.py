@@ -76,6 +76,50 @@ def test_passthrough_exits_0_and_the_header_tells_the_verdict(home, label):
     assert proc.stdout.count(b"\nX-Spamnb-Status: " + word + b", log-odds=") == 1
 
 
+# -p of messages without a usual header block: (message, what -p writes, "STATUS" standing for the
+# status line); the status header always in a header block at the top, the message's bytes kept
+ODD_HEADERS = {
+    # a header and no blank line before the body: after the last header line, before the first body line
+    "no separator": (b"Subject: hi\nFrom: a@example.com\nbody line one\nbody two\n",
+                     b"Subject: hi\nFrom: a@example.com\nSTATUS\nbody line one\nbody two\n"),
+    "no separator, CRLF": (b"Subject: hi\r\nbody line\r\n", b"Subject: hi\r\nSTATUS\r\nbody line\r\n"),
+    # no header at all: a header block of its own and a blank line in front of the body
+    "no header": (b"Hello there\nno header in this one\n", b"STATUS\n\nHello there\nno header in this one\n"),
+    # an empty header block and its blank line: the status header goes in that block
+    "starts with a blank line": (b"\nbody after a blank line\n", b"STATUS\n\nbody after a blank line\n"),
+    "starts with a blank line, CRLF": (b"\r\nbody\r\n", b"STATUS\r\n\r\nbody\r\n"),
+    "empty": (b"", b"STATUS\n\n"),
+    "header only": (b"Subject: hi\nFrom: a@example.com", b"Subject: hi\nFrom: a@example.com\nSTATUS\n"),
+}
+
+
+@pytest.mark.parametrize("case", list(ODD_HEADERS))
+def test_passthrough_puts_the_status_in_a_header_block_at_the_top(home, case):
+    """On main the status of a message whose header has no blank line after
+    it went after the last body line, and a message that starts with a blank
+    line got a second one (its body changed)."""
+    import email
+    import email.policy
+
+    from spamnb.mail.status import strip_markup
+
+    message, expected = ODD_HEADERS[case]
+    proc = run(["classify", "-p"], home, stdin=message)
+    assert proc.returncode == 0, proc.stderr
+    status = re.search(rb"X-Spamnb-Status: (Yes|No|Unsure), log-odds=[^\r\n]*", proc.stdout)
+    assert status, proc.stdout
+    assert proc.stdout == expected.replace(b"STATUS", status.group(0))
+    parsed = email.message_from_bytes(proc.stdout, policy=email.policy.compat32)
+    assert parsed["X-Spamnb-Status"] == status.group(0).split(b": ", 1)[1].decode(), "not in the header block"
+    # what a learn of the delivered copy reads: the message as it came (but for the blank line -p adds after
+    # a header block of its own, which strip_markup cannot tell from one the message began with)
+    restored = strip_markup(proc.stdout)
+    if case == "header only":
+        assert restored == message + b"\n"   # its last line got the newline it lacked
+    elif case not in ("no header", "empty"):
+        assert restored == message
+
+
 def test_passthrough_replaces_forged_headers_but_keeps_other_filters(home):
     message = (b"From: x@example.com\nX-Spamnb-Status: No, forged\n  continued\n"
                b"X-Spam-Status: Yes, score=7.1 required=5.0\nX-Spam-Flag: YES\nSubject: hi\n\nbody\n")

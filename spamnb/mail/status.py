@@ -1,7 +1,11 @@
 """The header ``spamnb classify -p`` adds, and the optional Subject tag.
 
 The status header (``X-Spamnb-Status`` by default; ``--header-name`` or the
-settings file change it) goes at the end of the message's header block::
+settings file change it) goes at the end of the message's header block (the lines from the top that are
+header fields, up to the blank line or the first line that is not one, so
+that a message with no blank line after its header gets it before its first
+body line; a message with no header gets a header block of its own, in front
+of its blank line when it starts with one)::
 
     X-Spamnb-Status: Yes, log-odds=+27.104, probability=1.0000000
 
@@ -39,10 +43,20 @@ def status_value(verdict):
     return value + b", reason=" + reason.encode("ascii") if reason else value
 
 
+# The header block: an mbox envelope line, then header fields (a name, a colon)
+# and their continuation lines; it ends at the first line that is neither (the
+# blank separator line, or a body line of a message that has no separator).
+_HEADER_BLOCK = re.compile(rb"(?:From [^\n]*\n)?(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*")
+
+
 def _header_end(message):
-    """Offset just past the last header line (the blank line and body follow)."""
-    positions = [p for p in (message.find(b"\n\n"), message.find(b"\n\r\n")) if p >= 0]
-    return min(positions) + 1 if positions else len(message)
+    """Offset just past the last header line (the blank line and body follow,
+    or straight the body of a message with no blank line after its header)."""
+    return _HEADER_BLOCK.match(message).end()
+
+
+def _blank_line_at(message, offset):
+    return message[offset:offset + 1] == b"\n" or message[offset:offset + 2] == b"\r\n"
 
 
 def header_fields(head):
@@ -86,9 +100,12 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
     added = [name + b": " + status_value(verdict)] if fields is None else list(fields)
     drop = set(remove) if fields is not None else {name.lower()}
     tag = subject_tag.encode("utf-8") if subject_tag and verdict.label == "spam" else None
-    if not _HEADER_LINE.match(message):
+    if not _HEADER_LINE.match(message):   # no header block: the message is all body, or empty
         if tag:
             added.append(b"Subject: " + tag)
+        if _blank_line_at(message, 0):   # an empty header block and its blank line: the header goes in it
+            newline = message[:message.index(b"\n") + 1]
+            return [newline.join(f.replace(b"\n", newline) for f in added) + newline, message]
         return [b"\n".join(added) + b"\n\n", message]
     end = _header_end(message)
     head = message[:end]
@@ -99,6 +116,8 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
     kept = b"".join(b"".join(f) for f in kept_fields)
     if kept and not kept.endswith(b"\n"):
         kept += newline
+    # a message with no blank line after its header: ours goes after the last header line, before
+    # the first body line (the body as it came, byte for byte: strip_markup gives the message back)
     return [kept + newline.join(f.replace(b"\n", newline) for f in added) + newline, memoryview(message)[end:]]
 
 
