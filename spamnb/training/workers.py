@@ -97,12 +97,19 @@ STOP_TIMEOUT = 2.0
 
 
 class _Recording:
-    """A multiprocessing context that keeps the processes it makes: the pool's
-    workers, for :meth:`_Pool.stop` to end (the executor keeps them to itself)."""
+    """A multiprocessing context that keeps the processes and the result
+    queue it makes: the pool's workers and the pipe they answer on, for
+    :meth:`_Pool.stop` to end (the executor keeps them to itself)."""
 
     def __init__(self, context):
         self.context = context
         self.processes = []
+        self.queues = []
+
+    def SimpleQueue(self):
+        queue = self.context.SimpleQueue()
+        self.queues.append(queue)
+        return queue
 
     def __getattr__(self, name):
         return getattr(self.context, name)
@@ -148,7 +155,8 @@ def _pool_class():   # concurrent.futures imported when a pool is made, not with
             executor's own thread: cancelling them here races with it marking
             them failed once the workers are gone), the workers terminated
             (SIGTERM), waited for at most ``timeout`` seconds together, then
-            killed (SIGKILL) and reaped."""
+            killed (SIGKILL) and reaped; then the pipe they answered on is
+            closed for writing here, which ends the executor's thread."""
             import time
 
             self.shutdown(wait=False, cancel_futures=True)
@@ -163,6 +171,12 @@ def _pool_class():   # concurrent.futures imported when a pool is made, not with
                 if process.exitcode is None:
                     process.kill()
                     process.join(1.0)
+            # A worker ended while it wrote a result leaves the executor's thread reading the rest for
+            # ever (this process holds the pipe's write end too: no end of file), and the interpreter
+            # joins that thread at exit.  With the workers gone nothing else writes there: closing this
+            # end gives the reader its end of file, and the thread marks the pool broken and returns.
+            for queue in self.made.queues:
+                queue._writer.close()
 
         def __exit__(self, exc_type, exc, tb):
             if exc_type is not None:
