@@ -621,6 +621,30 @@ def test_prune_help_says_when_min_count_is_refused(home):
     assert "--target-size" in text.split("refused", 1)[1]
 
 
+def test_every_prune_option_the_readme_lists_works_on_the_model_train_builds(home, tmp_path):
+    """README's command table offered `prune --min-count N`, which every model
+    `spamnb train` builds by default refuses (exit 3: length_norm counts are
+    not occurrences); what the table lists must work on such a model (a dry
+    run each: the model stays as it is)."""
+    import shutil
+
+    row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `spamnb prune`"))
+    options = re.findall(r"`(-[^`]+)`", row.split("|")[2])
+    assert options and "--target-size N" in options, row
+    values = {"N": "1000", "DAYS": "365", "SECONDS": "5"}
+    model = tmp_path / "model.spamnb"
+    shutil.copy(home / "model.spamnb", model)
+    before = model.read_bytes()
+    for option in options:
+        name, _, placeholder = option.partition(" ")
+        argv = [name.split("/")[0]] + ([values[placeholder]] if placeholder else [])
+        if name in ("-n/--dry-run", "-q/--quiet", "--wait"):   # not a policy: with one
+            argv += ["--target-size", "1000"]
+        proc = run(["prune", "-n", *argv, "-m", model], home)
+        assert proc.returncode == 0, (option, proc.stderr.decode())
+    assert model.read_bytes() == before
+
+
 def test_the_man_page_is_installed_as_a_data_file(tmp_path):
     """setup.py generates the manual page from the parser and installs it as
     share/man/man1/spamnb.1 (main installed none)."""
