@@ -621,6 +621,24 @@ def test_prune_help_says_when_min_count_is_refused(home):
     assert "--target-size" in text.split("refused", 1)[1]
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_train_reports_a_message_file_given_itself_by_its_own_name(home, tmp_path, jobs):
+    """`spamnb train msg.eml` said "read as ham: <the folder it is in>" (the
+    folder of a message in a tree), naming a folder it never read."""
+    ham, spam = tmp_path / "msg.eml", tmp_path / "other.eml"
+    ham.write_bytes(HAM_FILE.read_bytes())
+    spam.write_bytes(SPAM_FILE.read_bytes())
+    model = tmp_path / "m.spamnb"
+    proc = run(["train", "-j", jobs, "--force", "-m", model, ham], home)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert f"read as ham: {ham});" in proc.stderr.decode()   # the one-class warning
+    assert f"read as spam: no folder; as ham: {ham} (1 message)" in proc.stdout.decode()
+    proc = run(["train", "-j", jobs, "--spam", spam, "--ham", ham, "-m", model], home)
+    assert f"read as spam: {spam} (1 message); as ham: {ham} (1 message)" in proc.stdout.decode(), proc.stdout
+    proc = run(["train", "-j", jobs, "-m", model, "msg.eml"], tmp_path)   # a relative path: as given
+    assert proc.returncode == 65 and "(read as ham: msg.eml);" in proc.stderr.decode()
+
+
 def test_every_prune_option_the_readme_lists_works_on_the_model_train_builds(home, tmp_path):
     """README's command table offered `prune --min-count N`, which every model
     `spamnb train` builds by default refuses (exit 3: length_norm counts are
