@@ -10,9 +10,10 @@ it prints the moment, the exit code, the seconds from the SIGINT to the exit,
 whether stderr holds a traceback, whether a process of the group outlived the
 parent, and whether the model and its ``.bak`` are intact (each byte-identical
 to the reference; a run the SIGINT reaches after the save leaves the same
-bytes).  A run still alive ``--timeout`` seconds after the SIGINT counts as
+bytes) with no temporary file left beside them.  A run still alive ``--timeout`` seconds after the SIGINT counts as
 hung and its group is killed.  Exit status 0 when every run exited 130 within
-``--timeout`` seconds with no traceback, no process left and both files intact.
+``--timeout`` seconds with no traceback, no process left, both files intact
+and nothing left beside them.
 
     python scripts/interrupt_train.py CORPUS [-n 20] [--timeout 5] [--seed S] [--spread LO HI] [-- TRAIN OPTIONS]
 
@@ -81,6 +82,7 @@ def main(argv=None):
         durations.append(time.monotonic() - t0)
     reference = digest(model)
     saved = shutil.copyfile(model, os.path.join(work, "reference.spamnb"))
+    expected = set(os.listdir(work))   # the model, its .bak and lock, the reference, the settings' home
     if digest(model + ".bak") != reference:
         sys.exit("interrupt_train: two trainings gave different model files; 'intact' cannot be checked")
     duration = min(durations)
@@ -116,13 +118,18 @@ def main(argv=None):
         traceback = "Traceback" in stderr
         model_ok = digest(model) == reference
         bak_ok = digest(model + ".bak") == reference
+        stray = sorted(set(os.listdir(work)) - expected)   # a temporary file the interrupted save left
+        for name in stray:
+            os.unlink(os.path.join(work, name))
         run += 1
-        ok = code == 130 and after <= args.timeout and not traceback and not left and model_ok and bak_ok
+        ok = (code == 130 and after <= args.timeout and not traceback and not left and model_ok and bak_ok
+              and not stray)
         failures += not ok
         worst = max(worst, after)
         print(f"{run:>3} {moment:>11.2f} {code!s:>5} {after:>12.2f} {'yes' if traceback else 'no':>9} "
               f"{'yes' if left else 'no':>5} {'ok' if model_ok else 'BAD':>6} {'ok' if bak_ok else 'BAD':>5}"
-              + ("" if ok else "   <- " + " | ".join(stderr.strip().splitlines()[-3:])[:200]))
+              + ("" if ok else "   <- " + " | ".join(stderr.strip().splitlines()[-3:])[:200])
+              + (f" left behind: {', '.join(stray)}" if stray else ""))
         for path, fine in ((model, model_ok), (model + ".bak", bak_ok)):
             if not fine:   # the next run starts from the reference again
                 shutil.copyfile(saved, path)

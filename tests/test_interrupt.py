@@ -106,6 +106,8 @@ def _check_interrupts(corpus, tmp_path, runs, options, after_workers, seed):
         assert stderr.strip().splitlines()[-1] == "spamnb: interrupted"
         assert not left, f"{where}: a process of the training outlived it"
         assert _digest(model) == reference and _digest(str(model) + ".bak") == reference, f"{where}: model changed"
+        beside = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("model.spamnb"))
+        assert beside == ["model.spamnb", "model.spamnb.bak", "model.spamnb.lock"], f"{where}: {beside}"
 
 
 _POOL_JOB = """
@@ -180,6 +182,7 @@ def _larger_sample(tmp_path, copies):
     return root
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_a_training_with_workers_at_once(tmp_path):
     """Three SIGINTs to the group while the workers count small partitions
     (idle workers waiting for a job and busy ones both get it): on main the

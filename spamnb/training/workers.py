@@ -151,15 +151,13 @@ def _pool_class():   # concurrent.futures imported when a pool is made, not with
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
         def stop(self, timeout=STOP_TIMEOUT):
-            """End the pool now: the jobs not started are cancelled (by the
-            executor's own thread: cancelling them here races with it marking
-            them failed once the workers are gone), the workers terminated
-            (SIGTERM), waited for at most ``timeout`` seconds together, then
-            killed (SIGKILL) and reaped; then the pipe they answered on is
-            closed for writing here, which ends the executor's thread."""
+            """End the pool now: the workers terminated (SIGTERM), waited
+            for at most ``timeout`` seconds together, then killed (SIGKILL)
+            and reaped; the pipe they answered on closed for writing here;
+            then the executor's thread, which marks the jobs not done failed
+            (none is cancelled here: that raced with it), joined."""
             import time
 
-            self.shutdown(wait=False, cancel_futures=True)
             processes = [p for p in self.made.processes if p.pid is not None]
             for process in processes:
                 if process.exitcode is None:
@@ -172,11 +170,14 @@ def _pool_class():   # concurrent.futures imported when a pool is made, not with
                     process.kill()
                     process.join(1.0)
             # A worker ended while it wrote a result leaves the executor's thread reading the rest for
-            # ever (this process holds the pipe's write end too: no end of file), and the interpreter
-            # joins that thread at exit.  With the workers gone nothing else writes there: closing this
-            # end gives the reader its end of file, and the thread marks the pool broken and returns.
+            # ever (this process holds the pipe's write end too: no end of file).  With the workers gone
+            # nothing else writes there: closing this end gives the reader its end of file, and the
+            # thread marks the pool broken and returns.
             for queue in self.made.queues:
                 queue._writer.close()
+            # Joined here, not left running: at exit the interpreter wakes every executor's thread
+            # through a pipe that thread closes as it ends (Python 3.11: an EBADF traceback at exit).
+            self.shutdown(wait=True, cancel_futures=True)
 
         def __exit__(self, exc_type, exc, tb):
             if exc_type is not None:
