@@ -42,6 +42,29 @@ def _group_alive(pgid):
         return False
 
 
+def _sigint_and_wait(proc, timeout=5.0):
+    """SIGINT to the group of ``proc`` (a session of its own): its exit code
+    (None when still running ``timeout`` s later), the seconds it took, and
+    whether a process of the group outlived it."""
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        code = None
+    took = time.monotonic() - started
+    time.sleep(0.05)
+    return code, took, _group_alive(proc.pid)
+
+
+def _end_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def _interrupt(command, env, rng, after_workers=(0.0, 0.6), timeout=5.0):
     """Run ``command`` in a session of its own; once its workers are up,
     after a random moment, SIGINT to the group.  Returns (exit code or None
@@ -57,22 +80,10 @@ def _interrupt(command, env, rng, after_workers=(0.0, 0.6), timeout=5.0):
         time.sleep(rng.uniform(*after_workers))
         if proc.poll() is not None:   # the training ended first (a fast moment of the machine)
             return None
-        started = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            code = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        took = time.monotonic() - started
-        time.sleep(0.05)
-        left = _group_alive(proc.pid)
+        code, took, left = _sigint_and_wait(proc, timeout)
         return code, took, proc.stderr.read().decode("utf-8", "replace") if code is not None else "", left
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        _end_group(proc)
         proc.stderr.close()
 
 
@@ -147,24 +158,14 @@ def test_ctrl_c_to_the_group_ends_the_workers_pool_at_once(state):
     try:
         assert proc.stdout.readline() == b"ready\n"
         time.sleep(0.3)
-        started = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            code = proc.wait(5)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running 5 s after the SIGINT ({state} workers)")
-        took = time.monotonic() - started
-        time.sleep(0.05)
+        code, took, left = _sigint_and_wait(proc)
+        assert code is not None, f"still running 5 s after the SIGINT ({state} workers)"
         stderr = proc.stderr.read().decode("utf-8", "replace")
         assert (code, stderr) == (130, "interrupted\n"), stderr
         assert took < 5.0
-        assert not _group_alive(proc.pid), "a worker outlived the job"
+        assert not left, "a worker outlived the job"
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+        _end_group(proc)
         proc.stdout.close()
         proc.stderr.close()
 
