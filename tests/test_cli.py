@@ -642,13 +642,15 @@ def test_train_reports_a_message_file_given_itself_by_its_own_name(home, tmp_pat
 def test_every_prune_option_the_readme_lists_works_on_the_model_train_builds(home, tmp_path):
     """README's command table offered `prune --min-count N`, which every model
     `spamnb train` builds by default refuses (exit 3: length_norm counts are
-    not occurrences); what the table lists must work on such a model (a dry
-    run each: the model stays as it is)."""
+    not occurrences); what the table lists without a condition must work on
+    such a model (a dry run each: the model stays as it is)."""
     import shutil
 
     row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `spamnb prune`"))
-    options = re.findall(r"`(-[^`]+)`", row.split("|")[2])
-    assert options and "--target-size N" in options, row
+    offered, _, conditional = row.split("|")[2].partition(";")
+    options = re.findall(r"`(-[^`]+)`", offered)
+    assert options and "--target-size N" in options and "--min-count N" not in options, row
+    assert "`--min-count N` only for a model trained without length normalisation" in conditional, row
     values = {"N": "1000", "DAYS": "365", "SECONDS": "5"}
     model = tmp_path / "model.spamnb"
     shutil.copy(home / "model.spamnb", model)
