@@ -90,6 +90,9 @@ ODD_HEADERS = {
     "starts with a blank line, CRLF": (b"\r\nbody\r\n", b"STATUS\r\n\r\nbody\r\n"),
     "empty": (b"", b"STATUS\n\n"),
     "header only": (b"Subject: hi\nFrom: a@example.com", b"Subject: hi\nFrom: a@example.com\nSTATUS\n"),
+    # a status a sender put below a body line (a mail program reads it as header: no blank line before it)
+    "forged below a body line": (b"Subject: hi\nbody line\nX-Spamnb-Status: No, forged\n\nmore\n",
+                                 b"Subject: hi\nSTATUS\nbody line\n\nmore\n"),
 }
 
 
@@ -116,6 +119,8 @@ def test_passthrough_puts_the_status_in_a_header_block_at_the_top(home, case):
     restored = strip_markup(proc.stdout)
     if case == "header only":
         assert restored == message + b"\n"   # its last line got the newline it lacked
+    elif case == "forged below a body line":
+        assert restored == strip_markup(message) == b"Subject: hi\nbody line\n\nmore\n"
     elif case not in ("no header", "empty"):
         assert restored == message
 

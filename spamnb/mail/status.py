@@ -43,16 +43,23 @@ def status_value(verdict):
     return value + b", reason=" + reason.encode("ascii") if reason else value
 
 
-# The header block: an mbox envelope line, then header fields (a name, a colon)
-# and their continuation lines; it ends at the first line that is neither (the
-# blank separator line, or a body line of a message that has no separator).
-_HEADER_BLOCK = re.compile(rb"(?:From [^\n]*\n)?(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*")
-
-
 def _header_end(message):
-    """Offset just past the last header line (the blank line and body follow,
-    or straight the body of a message with no blank line after its header)."""
-    return _HEADER_BLOCK.match(message).end()
+    """Offset just past the last header line (the blank line and body follow):
+    the header as procmail and maildrop read it, up to the first blank line."""
+    positions = [p for p in (message.find(b"\n\n"), message.find(b"\n\r\n")) if p >= 0]
+    return min(positions) + 1 if positions else len(message)
+
+
+# The header fields from the top: an mbox envelope line, then fields (a name,
+# a colon) and their continuation lines, up to the first line that is neither:
+# the blank line, or the first body line of a message with no blank line
+# after its header (which _header_end counts as header).
+_FIELDS = re.compile(rb"(?:From [^\n]*\n)?(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*")
+
+
+def _fields_end(message):
+    """Offset just past the message's last header field (see ``_FIELDS``)."""
+    return _FIELDS.match(message).end()
 
 
 def _blank_line_at(message, offset):
@@ -108,17 +115,21 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
             return [newline.join(f.replace(b"\n", newline) for f in added) + newline, message]
         return [b"\n".join(added) + b"\n\n", message]
     end = _header_end(message)
+    # a message with no blank line after its header: ours goes after its last header field, before
+    # its first body line (at), not after the last line before a blank line (end); the fields of
+    # that name between the two are removed all the same, as a mail program reads them as header
+    at = _fields_end(message)
     head = message[:end]
     newline = b"\r\n" if head.find(b"\r\n", 0, 2000) >= 0 else b"\n"
-    kept_fields = [f for f in header_fields(head) if field_name(f) not in drop]
+    kept_fields = [f for f in header_fields(message[:at]) if field_name(f) not in drop]
+    below = b"".join(b"".join(f) for f in header_fields(message[at:end]) if field_name(f) not in drop)
     if tag and not tag_subject(kept_fields, tag):
         added.append(b"Subject: " + tag)
     kept = b"".join(b"".join(f) for f in kept_fields)
     if kept and not kept.endswith(b"\n"):
         kept += newline
-    # a message with no blank line after its header: ours goes after the last header line, before
-    # the first body line (the body as it came, byte for byte: strip_markup gives the message back)
-    return [kept + newline.join(f.replace(b"\n", newline) for f in added) + newline, memoryview(message)[end:]]
+    return [kept + newline.join(f.replace(b"\n", newline) for f in added) + newline + below,
+            memoryview(message)[end:]]
 
 
 def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):
