@@ -1,11 +1,11 @@
 """The header ``spamnb classify -p`` adds, and the optional Subject tag.
 
 The status header (``X-Spamnb-Status`` by default; ``--header-name`` or the
-settings file change it) goes at the end of the message's header block (the lines from the top that are
-header fields, up to the blank line or the first line that is not one, so
-that a message with no blank line after its header gets it before its first
-body line; a message with no header gets a header block of its own, in front
-of its blank line when it starts with one)::
+settings file change it) goes at the end of the message's header block (its
+header fields from the top, up to the blank line or the first line that is
+not one: a message with no blank line after its header gets it before its
+first body line; a message with no header gets a header block of its own, in
+front of its blank line when it starts with one)::
 
     X-Spamnb-Status: Yes, log-odds=+27.104, probability=1.0000000
 
@@ -54,7 +54,9 @@ def _header_end(message):
 # a colon) and their continuation lines, up to the first line that is neither:
 # the blank line, or the first body line of a message with no blank line
 # after its header (which _header_end counts as header).
-_FIELDS = re.compile(rb"(?:From [^\n]*\n)?(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)(?:[ \t][^\n]*(?:\n|\Z))*)*")
+_FIELDS = re.compile(rb"(?:From [^\n]*\n)?"                               # the envelope line
+                     rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"   # a field
+                     rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")                     # its continuation lines
 
 
 def _fields_end(message):
