@@ -76,6 +76,55 @@ def test_passthrough_exits_0_and_the_header_tells_the_verdict(home, label):
     assert proc.stdout.count(b"\nX-Spamnb-Status: " + word + b", log-odds=") == 1
 
 
+# -p of messages without a usual header block: (message, what -p writes, "STATUS" standing for the
+# status line); the status header always in a header block at the top, the message's bytes kept
+ODD_HEADERS = {
+    # a header and no blank line before the body: after the last header line, before the first body line
+    "no separator": (b"Subject: hi\nFrom: a@example.com\nbody line one\nbody two\n",
+                     b"Subject: hi\nFrom: a@example.com\nSTATUS\nbody line one\nbody two\n"),
+    "no separator, CRLF": (b"Subject: hi\r\nbody line\r\n", b"Subject: hi\r\nSTATUS\r\nbody line\r\n"),
+    # no header at all: a header block of its own and a blank line in front of the body
+    "no header": (b"Hello there\nno header in this one\n", b"STATUS\n\nHello there\nno header in this one\n"),
+    # an empty header block and its blank line: the status header goes in that block
+    "starts with a blank line": (b"\nbody after a blank line\n", b"STATUS\n\nbody after a blank line\n"),
+    "starts with a blank line, CRLF": (b"\r\nbody\r\n", b"STATUS\r\n\r\nbody\r\n"),
+    "empty": (b"", b"STATUS\n\n"),
+    "header only": (b"Subject: hi\nFrom: a@example.com", b"Subject: hi\nFrom: a@example.com\nSTATUS\n"),
+    # a status a sender put below a body line (a mail program reads it as header: no blank line before it)
+    "forged below a body line": (b"Subject: hi\nbody line\nX-Spamnb-Status: No, forged\n\nmore\n",
+                                 b"Subject: hi\nSTATUS\nbody line\n\nmore\n"),
+}
+
+
+@pytest.mark.parametrize("case", list(ODD_HEADERS))
+def test_passthrough_puts_the_status_in_a_header_block_at_the_top(home, case):
+    """On main the status of a message whose header has no blank line after
+    it went after the last body line, and a message that starts with a blank
+    line got a second one (its body changed)."""
+    import email
+    import email.policy
+
+    from spamnb.mail.status import strip_markup
+
+    message, expected = ODD_HEADERS[case]
+    proc = run(["classify", "-p"], home, stdin=message)
+    assert proc.returncode == 0, proc.stderr
+    status = re.search(rb"X-Spamnb-Status: (Yes|No|Unsure), log-odds=[^\r\n]*", proc.stdout)
+    assert status, proc.stdout
+    assert proc.stdout == expected.replace(b"STATUS", status.group(0))
+    parsed = email.message_from_bytes(proc.stdout, policy=email.policy.compat32)
+    assert parsed["X-Spamnb-Status"] == status.group(0).split(b": ", 1)[1].decode(), "not in the header block"
+    # what a learn of the delivered copy reads: the message as it came (but for the blank line -p adds after
+    # a header block of its own, which strip_markup cannot tell from one the message began with)
+    restored = strip_markup(proc.stdout)
+    if case == "header only":
+        assert restored == message + b"\n"   # its last line got the newline it lacked
+    elif case == "forged below a body line":
+        assert restored == strip_markup(message) == b"Subject: hi\nbody line\n\nmore\n"
+    elif case not in ("no header", "empty"):
+        assert restored == message
+
+
 def test_passthrough_replaces_forged_headers_but_keeps_other_filters(home):
     message = (b"From: x@example.com\nX-Spamnb-Status: No, forged\n  continued\n"
                b"X-Spam-Status: Yes, score=7.1 required=5.0\nX-Spam-Flag: YES\nSubject: hi\n\nbody\n")
@@ -575,6 +624,50 @@ def test_prune_help_says_when_min_count_is_refused(home):
     text = " ".join(run(["prune", "--help"], home, check_code=0).stdout.decode().split())
     assert "--min-count N drop tokens seen fewer than N times in all; refused" in text
     assert "--target-size" in text.split("refused", 1)[1]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_train_reports_a_message_file_given_itself_by_its_own_name(home, tmp_path, jobs):
+    """`spamnb train msg.eml` said "read as ham: <the folder it is in>" (the
+    folder of a message in a tree), naming a folder it never read."""
+    ham, spam = tmp_path / "msg.eml", tmp_path / "other.eml"
+    ham.write_bytes(HAM_FILE.read_bytes())
+    spam.write_bytes(SPAM_FILE.read_bytes())
+    model = tmp_path / "m.spamnb"
+    proc = run(["train", "-j", jobs, "--force", "-m", model, ham], home)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert f"read as ham: {ham});" in proc.stderr.decode()   # the one-class warning
+    assert f"read as spam: no folder; as ham: {ham} (1 message)" in proc.stdout.decode()
+    proc = run(["train", "-j", jobs, "--spam", spam, "--ham", ham, "-m", model], home)
+    assert f"read as spam: {spam} (1 message); as ham: {ham} (1 message)" in proc.stdout.decode(), proc.stdout
+    proc = run(["train", "-j", jobs, "-m", model, "msg.eml"], tmp_path)   # a relative path: as given
+    assert proc.returncode == 65 and "(read as ham: msg.eml);" in proc.stderr.decode()
+
+
+def test_every_prune_option_the_readme_lists_works_on_the_model_train_builds(home, tmp_path):
+    """README's command table offered `prune --min-count N`, which every model
+    `spamnb train` builds by default refuses (exit 3: length_norm counts are
+    not occurrences); what the table lists without a condition must work on
+    such a model (a dry run each: the model stays as it is)."""
+    import shutil
+
+    row = next(line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `spamnb prune`"))
+    offered, _, conditional = row.split("|")[2].partition(";")
+    options = re.findall(r"`(-[^`]+)`", offered)
+    assert options and "--target-size N" in options and "--min-count N" not in options, row
+    assert "`--min-count N` only for a model trained without length normalisation" in conditional, row
+    values = {"N": "1000", "DAYS": "365", "SECONDS": "5"}
+    model = tmp_path / "model.spamnb"
+    shutil.copy(home / "model.spamnb", model)
+    before = model.read_bytes()
+    for option in options:
+        name, _, placeholder = option.partition(" ")
+        argv = [name.split("/")[0]] + ([values[placeholder]] if placeholder else [])
+        if name in ("-n/--dry-run", "-q/--quiet", "--wait"):   # not a policy: with one
+            argv += ["--target-size", "1000"]
+        proc = run(["prune", "-n", *argv, "-m", model], home)
+        assert proc.returncode == 0, (option, proc.stderr.decode())
+    assert model.read_bytes() == before
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])

@@ -1,12 +1,14 @@
 """The README's procmail and maildrop recipes, run by the real procmail, maildrop and formail.
 
-Each test builds a temporary HOME with a Maildir, a ``spamnb`` command in
-``HOME/bin`` (this checkout's package), a model trained on the sample corpus,
-and the recipe as the README shows it (read from the README; only the full
-path of spamnb changed to that command's), after a few lines that point the
-tool at the temporary HOME.  The mail program's PATH does not hold the
-command, as after an install into a virtual environment: the recipe must
-name it by its full path.  Every message must land,
+Each test builds a temporary user's home with a ``spamnb`` command in
+``bin`` (this checkout's package) and a model trained on the sample corpus
+in ``.spamnb``, and the recipe as the README shows it (read from the README;
+only the full paths of spamnb and of the model's folder changed to the
+test's).  The mail program runs with another HOME, one with a Maildir and no
+``.spamnb`` (procmail or maildrop run as root, or by a system account): the
+recipe must name the model itself.  Its PATH does not hold the command, as
+after an install into a virtual environment: the recipe must name it by its
+full path.  Every message must land,
 with the status header, in the folder its verdict says: ``.Spam`` (Yes),
 ``.Unsure`` (Unsure) or the inbox (No).
 """
@@ -32,6 +34,7 @@ FOLDER_OF = {b"Yes": ".Spam", b"Unsure": ".Unsure", b"No": ""}
 
 
 README_SPAMNB = "/usr/local/bin/spamnb"      # the full path the README's recipes show
+README_MODEL_HOME = "/home/alice/.spamnb"    # the model's folder they show
 
 
 def _readme_block(language, page="README.md"):
@@ -42,10 +45,13 @@ def _readme_block(language, page="README.md"):
 
 
 def _recipe(language, home):
-    """The README's recipe with spamnb's full path pointed at the test's command."""
+    """The README's recipe with spamnb's full path pointed at the test's
+    command and the model's folder at the test's."""
     block = _readme_block(language)
     assert README_SPAMNB in block and "command -v spamnb" in block, block
-    return block.replace(README_SPAMNB, str(home / "bin" / "spamnb"))
+    assert README_MODEL_HOME in block, "the recipe should name the model's folder (SPAMNB_HOME), not rely on HOME"
+    return block.replace(README_SPAMNB, str(home / "bin" / "spamnb")).replace(README_MODEL_HOME,
+                                                                              str(home / ".spamnb"))
 
 
 def _need(tool):
@@ -66,8 +72,15 @@ def home(tmp_path_factory):
     return home
 
 
+def _mail_home(home):
+    """The HOME the mail program runs with: not the user's, whose ``.spamnb``
+    holds the model (on main the recipes looked for the model there: procmail
+    delivered unfiltered, maildrop deferred)."""
+    return home / "root"
+
+
 def _fresh_maildir(home):
-    maildir = home / "Maildir"
+    maildir = _mail_home(home) / "Maildir"
     shutil.rmtree(maildir, ignore_errors=True)
     for folder in ("", ".Spam", ".Unsure"):
         for sub in ("cur", "new", "tmp"):
@@ -96,19 +109,22 @@ MAIL_PATH = "/usr/bin:/bin"      # a mail program's PATH: no spamnb there
 
 
 def _env(home):
-    return {"HOME": str(home), "PATH": MAIL_PATH, "SPAMNB_HOME": str(home / ".spamnb")}
+    return {"HOME": str(_mail_home(home)), "PATH": MAIL_PATH}
 
 
 def _procmailrc(home):
     rc = home / "procmailrc"
-    rc.write_text(f"HOME={home}\nPATH={MAIL_PATH}\nSPAMNB_HOME={home / '.spamnb'}\n"
+    rc.write_text(f"HOME={_mail_home(home)}\nPATH={MAIL_PATH}\n"
                   f"LOGFILE={home / 'procmail.log'}\n" + _recipe("procmail", home))
     return rc
 
 
-def _mailfilter(home):
+def _mailfilter(home, model_home=None):
     rc = home / "mailfilter"
-    rc.write_text(f'HOME="{home}"\nPATH="{MAIL_PATH}"\n' + _recipe("maildrop", home))
+    recipe = _recipe("maildrop", home)
+    if model_home is not None:
+        recipe = recipe.replace(str(home / ".spamnb"), str(model_home))
+    rc.write_text(f'HOME="{_mail_home(home)}"\nPATH="{MAIL_PATH}"\n' + recipe)
     rc.chmod(0o600)  # maildrop refuses a filter file others can read or write
     return rc
 
@@ -182,6 +198,7 @@ def test_without_a_model_procmail_delivers_the_message_as_it_came(home, tmp_path
     rc = home / "procmailrc-nomodel"
     rc.write_text(_procmailrc(home).read_text().replace(f"SPAMNB_HOME={home / '.spamnb'}",
                                                          f"SPAMNB_HOME={tmp_path}"))
+    assert f"SPAMNB_HOME={tmp_path}" in rc.read_text()
     proc = subprocess.run(["procmail", "-m", str(rc)], input=HAM, env=_env(home), capture_output=True, timeout=300)
     assert proc.returncode == 0
     (out,) = _delivered(maildir)[""]
@@ -191,10 +208,10 @@ def test_without_a_model_procmail_delivers_the_message_as_it_came(home, tmp_path
 def test_without_a_model_maildrop_defers_the_message(home, tmp_path):
     _need("maildrop")
     _fresh_maildir(home)
-    env = dict(_env(home), SPAMNB_HOME=str(tmp_path))
-    proc = subprocess.run(["maildrop", str(_mailfilter(home))], input=HAM, env=env, capture_output=True, timeout=300)
+    proc = subprocess.run(["maildrop", str(_mailfilter(home, model_home=tmp_path))], input=HAM, env=_env(home),
+                          capture_output=True, timeout=300)
     assert proc.returncode == 75  # EX_TEMPFAIL: the MTA keeps the message and retries
-    assert not any(_delivered(home / "Maildir").values())
+    assert not any(_delivered(_mail_home(home) / "Maildir").values())
 
 
 def test_a_bare_spamnb_on_the_mail_programs_path_filters_nothing(home):
@@ -231,7 +248,7 @@ def test_serve_page_procmail_recipe_with_spamc(home, tmp_path):
     try:
         maildir = _fresh_maildir(home)
         rc = home / "procmailrc-spamc"
-        rc.write_text(f"HOME={home}\nPATH={MAIL_PATH}\nLOGFILE={home / 'procmail.log'}\n"
+        rc.write_text(f"HOME={_mail_home(home)}\nPATH={MAIL_PATH}\nLOGFILE={home / 'procmail.log'}\n"
                       + block.replace("SPAMC=/usr/bin/spamc", f"SPAMC=\"{SPAMC} -d 127.0.0.1 -p {daemon.port}\""))
         for message in (SPAM, HAM, UNSURE):
             proc = subprocess.run(["procmail", "-m", str(rc)], input=message, env=_env(home), capture_output=True,

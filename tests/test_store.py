@@ -251,3 +251,45 @@ def test_a_hard_link_planted_as_the_lock_is_refused_not_truncated(tmp_path):
         with store.locked(tmp_path / "model.spamnb"):
             pass
     assert victim.read_bytes() == b"precious\n"
+
+
+@pytest.mark.parametrize("model_mode, lock_mode", [(0o000, 0o600), (0o400, 0o600), (0o640, 0o640), (0o664, 0o664),
+                                                   (0o604, 0o604)])
+def test_the_lock_is_the_owners_to_read_and_write_whatever_the_models_mode(tmp_path, model_mode, lock_mode):
+    """The lock took the model's mode: a model of mode 000 gave a lock of
+    mode 000, which its owner's next write could not open (as root it can,
+    so the mode itself is checked).  The owner reads and writes it; the
+    group and others get the model's read and write bits."""
+    model = tmp_path / "model.spamnb"
+    _write(model)
+    model.chmod(model_mode)
+    old = os.umask(0o022)
+    try:
+        with store.locked(model):
+            pass
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "model.spamnb.lock").stat().st_mode & 0o777) == oct(lock_mode & ~0o022)
+
+
+def test_a_lock_left_without_the_owners_read_and_write_gets_them_back(tmp_path):
+    """A lock an older spamnb left with the model's mode 000, or one a umask
+    made read-only: the owner's lock again at the next write."""
+    model = tmp_path / "model.spamnb"
+    _write(model)
+    lock = tmp_path / "model.spamnb.lock"
+    lock.write_bytes(b"")
+    lock.chmod(0o000)
+    if not os.access(lock, os.W_OK):
+        pytest.skip("the lock of mode 000 cannot be opened here (not root): nothing to give back")
+    with store.locked(model):
+        pass
+    assert lock.stat().st_mode & 0o777 == 0o600
+    lock.unlink()
+    old = os.umask(0o277)   # owner read only for files created meanwhile
+    try:
+        with store.locked(model):
+            pass
+    finally:
+        os.umask(old)
+    assert lock.stat().st_mode & 0o777 == 0o600

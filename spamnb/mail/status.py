@@ -1,7 +1,11 @@
 """The header ``spamnb classify -p`` adds, and the optional Subject tag.
 
 The status header (``X-Spamnb-Status`` by default; ``--header-name`` or the
-settings file change it) goes at the end of the message's header block::
+settings file change it) goes at the end of the message's header block (its
+header fields from the top, up to the blank line or the first line that is
+not one: a message with no blank line after its header gets it before its
+first body line; a message with no header gets a header block of its own, in
+front of its blank line when it starts with one)::
 
     X-Spamnb-Status: Yes, log-odds=+27.104, probability=1.0000000
 
@@ -40,9 +44,28 @@ def status_value(verdict):
 
 
 def _header_end(message):
-    """Offset just past the last header line (the blank line and body follow)."""
+    """Offset just past the last header line (the blank line and body follow):
+    the header as procmail and maildrop read it, up to the first blank line."""
     positions = [p for p in (message.find(b"\n\n"), message.find(b"\n\r\n")) if p >= 0]
     return min(positions) + 1 if positions else len(message)
+
+
+# The header fields from the top: an mbox envelope line, then fields (a name,
+# a colon) and their continuation lines, up to the first line that is neither:
+# the blank line, or the first body line of a message with no blank line
+# after its header (which _header_end counts as header).
+_FIELDS = re.compile(rb"(?:From [^\n]*\n)?"                               # the envelope line
+                     rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"   # a field
+                     rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")                     # its continuation lines
+
+
+def _fields_end(message):
+    """Offset just past the message's last header field (see ``_FIELDS``)."""
+    return _FIELDS.match(message).end()
+
+
+def _blank_line_at(message, offset):
+    return message[offset:offset + 1] == b"\n" or message[offset:offset + 2] == b"\r\n"
 
 
 def header_fields(head):
@@ -86,20 +109,29 @@ def passthrough_pieces(message, verdict, header_name="X-Spamnb-Status", subject_
     added = [name + b": " + status_value(verdict)] if fields is None else list(fields)
     drop = set(remove) if fields is not None else {name.lower()}
     tag = subject_tag.encode("utf-8") if subject_tag and verdict.label == "spam" else None
-    if not _HEADER_LINE.match(message):
+    if not _HEADER_LINE.match(message):   # no header block: the message is all body, or empty
         if tag:
             added.append(b"Subject: " + tag)
+        if _blank_line_at(message, 0):   # an empty header block and its blank line: the header goes in it
+            newline = message[:message.index(b"\n") + 1]
+            return [newline.join(f.replace(b"\n", newline) for f in added) + newline, message]
         return [b"\n".join(added) + b"\n\n", message]
     end = _header_end(message)
+    # a message with no blank line after its header: ours goes after its last header field, before
+    # its first body line (at), not after the last line before a blank line (end); the fields of
+    # that name between the two are removed all the same, as a mail program reads them as header
+    at = _fields_end(message)
     head = message[:end]
     newline = b"\r\n" if head.find(b"\r\n", 0, 2000) >= 0 else b"\n"
-    kept_fields = [f for f in header_fields(head) if field_name(f) not in drop]
+    kept_fields = [f for f in header_fields(message[:at]) if field_name(f) not in drop]
+    below = b"".join(b"".join(f) for f in header_fields(message[at:end]) if field_name(f) not in drop)
     if tag and not tag_subject(kept_fields, tag):
         added.append(b"Subject: " + tag)
     kept = b"".join(b"".join(f) for f in kept_fields)
     if kept and not kept.endswith(b"\n"):
         kept += newline
-    return [kept + newline.join(f.replace(b"\n", newline) for f in added) + newline, memoryview(message)[end:]]
+    return [kept + newline.join(f.replace(b"\n", newline) for f in added) + newline + below,
+            memoryview(message)[end:]]
 
 
 def strip_markup(message, header_name="X-Spamnb-Status", subject_tag=None):

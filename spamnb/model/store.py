@@ -582,7 +582,9 @@ def locked(path, wait=None):
     old = _existing(real, shown)
     lock_path = real + ".lock"
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-    mode = stat.S_IMODE(old.st_mode) & 0o666 if old is not None else 0o666
+    # the owner reads and writes the lock whatever the model's mode (a model of mode 000 gave its lock 000:
+    # the owner's next write could not open it); the group and others get the model's read and write bits
+    mode = (stat.S_IMODE(old.st_mode) & 0o066) | 0o600 if old is not None else 0o666
     flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(lock_path, flags, mode)
@@ -594,6 +596,8 @@ def locked(path, wait=None):
             raise ModelError(f"{lock_path}: the model's lock is not a regular file")
         if st.st_nlink != 1:   # a hard link planted there: writing the pid would truncate another file
             raise ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
+        if st.st_uid == os.geteuid() and st.st_mode & 0o600 != 0o600:   # left without them (an older spamnb,
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
         deadline = time.monotonic() + wait
         while True:
             try:

@@ -99,9 +99,10 @@ class CorpusReport:
     def add_folder(self, is_spam, path, name):
         """Count a message read with the label ``is_spam`` from the file
         ``path`` (``name``: the message's, ``file#N`` in an mbox) under its
-        folder: the mbox file itself, else the file's folder (a Maildir's,
-        for its ``cur/`` and ``new/``)."""
-        if _MBOX_MESSAGE.search(name):
+        folder: the mbox file itself, a file given itself (a corpus path
+        that is a file: it is named by that path, ``name`` is ``path``),
+        else the file's folder (a Maildir's, for its ``cur/`` and ``new/``)."""
+        if name == path or _MBOX_MESSAGE.search(name):
             folder = path
         else:
             folder = os.path.dirname(path) or "."
@@ -350,14 +351,16 @@ def iter_labelled(trees=(), spam=(), ham=(), report=None, strict=False, follow_l
         is_dir = os.path.isdir(tree)
         for relpath, data in read_messages(tree, report, strict, "tree", follow_links):
             label = _tree_label(relpath, root_is_spam)
-            report.add_folder(label, os.path.join(tree, relpath.partition("#")[0]) if is_dir else tree, relpath)
+            report.add_folder(label, os.path.join(tree, relpath.partition("#")[0]) if is_dir else tree,
+                              relpath if is_dir else tree)
             yield LabelledMessage(relpath, data, label)
     for paths, is_spam in ((spam, True), (ham, False)):
         for path in paths:
             path = os.fspath(path)
             is_dir = os.path.isdir(path)
             for relpath, data in read_messages(path, report, strict, "read" if is_spam else "skip", follow_links):
-                report.add_folder(is_spam, os.path.join(path, relpath.partition("#")[0]) if is_dir else path, relpath)
+                report.add_folder(is_spam, os.path.join(path, relpath.partition("#")[0]) if is_dir else path,
+                                  relpath if is_dir else path)
                 yield LabelledMessage(relpath, data, is_spam)
 
 

@@ -86,7 +86,7 @@ def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partitio
             raise corpus.CorpusError(f"{root}: no such file or folder")
         root_is_spam = corpus.is_spam_name(os.path.basename(os.path.normpath(root))) if is_spam is None else is_spam
         if not os.path.isdir(root):
-            yield from _file_pieces(root, os.path.basename(root), root_is_spam, partition_size)
+            yield from _file_pieces(root, root, root_is_spam, partition_size)   # named as given: its own folder
             continue
         prefix, labels = os.path.join(root, ""), {}   # the walk's paths start with root: no relpath calls
         mode = "tree" if is_spam is None else "read" if is_spam else "skip"
