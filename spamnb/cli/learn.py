@@ -37,7 +37,8 @@ def _update_model(args, forget):
     tally = ledgers.Tally()
     # a --ham folder's spam and bulk folders are not ham (spamnb.training.corpus); links
     # to files outside a folder given are not read without --follow-links
-    options = {"spam_folders": "skip" if is_spam is False else "read", "follow_links": args.follow_links}
+    options = {"spam_folders": "skip" if is_spam is False else "read", "follow_links": args.follow_links,
+               "stdin_mbox": args.mbox}
     skipped = []
 
     def skip(text):   # said on stderr; a lone one is said once, in the error when nothing else was read
@@ -103,9 +104,12 @@ def add_parser(sub, name, handler, text):
     label.add_argument("--spam", dest="label", action="store_const", const="spam", help=texts[0])
     label.add_argument("--ham", dest="label", action="store_const", const="ham", help=texts[1])
     p.add_argument("files", nargs="*", metavar="FILE",
-                   help="message files, mboxes, folders, Maildirs or - (stdin, a message or an mbox; the default); "
+                   help="message files, mboxes, folders, Maildirs or - (stdin, one message, the default; an "
+                        "mbox with -M); "
                         "with --ham, a folder's spam and bulk sub-folders (.Junk, .Spam.2023, Bulk) are left out; "
                         "devices, FIFOs, non-mail and files over 64 MiB (not mboxes) are skipped, said on stderr")
+    p.add_argument("-M", "--mbox", action="store_true",
+                   help="stdin is an mbox (without it stdin is one message, whatever its first line)")
     p.add_argument("--follow-links", action="store_true",
                    help="read links to files outside the folders given (skipped by default)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
