@@ -83,9 +83,7 @@ def _stdin_message():
     try:
         return read_stdin(sys.stdin.buffer)
     except TooLarge as exc:
-        hint = " (-M reads stdin as an mbox)" if exc.head.startswith(b"From ") else ""
-        raise CommandError(f"-: the message is {exc}; not classified{hint} (classify -p passes it on "
-                           "unchecked)") from None
+        raise CommandError(f"-: the message is {exc}; not classified (classify -p passes it on unchecked)") from None
     except Refused as exc:
         raise CommandError(f"-: {exc}; not read") from None
 

@@ -7,7 +7,8 @@ its size against :data:`MAX_MESSAGE_SIZE`); and a file name as it is printed
 from __future__ import annotations
 
 import os
-import re
+
+from spamnb.mail import lazy_re
 import stat
 
 __all__ = ["message_bytes", "read_file", "MAX_MESSAGE_SIZE", "Refused", "TooLarge", "open_checked",
@@ -137,11 +138,12 @@ def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
                 raise TooLarge(str(exc)) from None
     data = stream.read(max_size + 1)
     if len(data) > max_size:
-        raise TooLarge(f"larger than {_size_text(max_size)}", data)
+        hint = " (-M reads stdin as an mbox)" if data.startswith(b"From ") else ""
+        raise TooLarge(f"larger than {_size_text(max_size)}{hint}", data)
     return data
 
 
-_UNPRINTABLE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_UNPRINTABLE = lazy_re.pattern("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 

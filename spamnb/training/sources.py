@@ -152,8 +152,7 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False, stdin
         try:
             yield "-", read_stdin(sys.stdin.buffer, MAX_MESSAGE_SIZE)
         except Refused as exc:
-            hint = " (-M reads stdin as an mbox)" if getattr(exc, "head", b"").startswith(b"From ") else ""
-            raise SkippedInput(f"-: {exc}{hint}; not read") from None
+            raise SkippedInput(f"-: {exc}; not read") from None
         return
     try:
         fd, size = open_checked(path, max_size=None)
