@@ -32,7 +32,7 @@ def _passthrough(args):
         message = read_file(name)
     try:
         settings = settings_of(args)
-        spam_filter = load_filter(args, settings)
+        spam_filter = load_filter(args, settings, mapped=True)
         verdict = spam_filter.classify(message)
         fields = _sa_fields(args, spam_filter, verdict) if args.sa_headers else None
         from spamnb.model.headers import OUR_FIELDS
@@ -102,7 +102,7 @@ def cmd_classify(args):
     sources = args.files or ["-"]
     if sources == ["-"] and not args.mbox:   # stdin is one message (-M: an mbox): its verdict and exit code
         message = _stdin_message()   # read (or refused) before the model is opened
-        verdict = load_filter(args).classify(message, evidence=args.json or args.verbose)
+        verdict = load_filter(args, mapped=True).classify(message, evidence=args.json or args.verbose)
         _print_verdict(args, verdict)
         return VERDICT_EXIT[verdict.label]
     spam_filter = load_filter(args)

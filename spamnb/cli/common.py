@@ -97,12 +97,13 @@ def apply_cutoffs(spam_filter, settings):
     return spam_filter
 
 
-def load_filter(args, settings=None):
-    """The model of this run, with the cutoffs in effect."""
+def load_filter(args, settings=None, mapped=False):
+    """The model of this run, with the cutoffs in effect (``mapped``: see
+    :meth:`spamnb.model.spam_filter.SpamFilter.load`)."""
     from spamnb.model.spam_filter import SpamFilter
 
     settings = settings or settings_of(args)
-    return apply_cutoffs(SpamFilter.load(model_path(args, settings)), settings)
+    return apply_cutoffs(SpamFilter.load(model_path(args, settings), mapped=mapped), settings)
 
 
 def read_file(path):

@@ -47,7 +47,7 @@ def _update_model(args, forget):
             for line in skipped[-2 if len(skipped) == 2 else -1:]:
                 print(f"spamnb: {line}", file=sys.stderr)
 
-    with learning.session(path, wait=args.wait, create=not forget, expire=not forget) as session:
+    with learning.session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True) as session:
         seen = 0
         for source in args.files or ["-"]:
             try:
