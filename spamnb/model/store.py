@@ -413,46 +413,25 @@ def map_model(path, max_size=None):
     read (the scorer checks each index entry and log-count it uses);
     :func:`verify_file` checks the whole file (``spamnb info --check``).
 
-    A model is replaced by rename (:func:`write_model`): a mapping keeps the
-    file it mapped (its inode) whole however the path changes.  A file cut
-    short in place while mapped (``truncate``, ``cp`` over it) would fault
-    (SIGBUS) on a page past its new end, as for any mapped file: spamnb never
-    writes a model so (docs/architecture.md, "The model file mapped").
+    A model is replaced by rename (:func:`write_model`): a mapping, and the
+    file kept open in ``arrays.file`` (a scorer reads a message's entries
+    from it with ``pread``), keep the file they opened (its inode) whole
+    however the path changes.  The prefix and header are read with
+    ``pread``, not from the mapping, so a file cut short in place
+    (``truncate``, ``cp`` over it) is a short read, never a fault; only a
+    journal's replay and the naming of evidence tokens touch the mapping
+    (docs/architecture.md, "The model file mapped").
     """
     path = os.fspath(path)
     max_size = MAX_MODEL_SIZE if max_size is None else max_size
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError
-            if not stat.S_ISREG(st.st_mode):
-                raise ModelError(f"{path}: not a regular file, not a model")
-            size = st.st_size
-            if size > max_size:
-                raise ModelError(f"{path}: {size} bytes, larger than the {_size_text(max_size)} limit "
-                                 "for a model file; not read")
-            if size < _PREFIX.size:
-                raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
-            _check_prefix(path, fd, size)
-            # the prefix and the header are read, not taken from the mapping: a file cut short in
-            # place from now on makes a short read (refused), never a fault on a page past its end
-            header_length = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))[3]
-            head = os.pread(fd, _PREFIX.size + min(header_length, size - _PREFIX.size), 0)
-            memory = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
-            file = os.fdopen(fd, "rb", buffering=0)   # kept open: the same inode as the mapping
-        except BaseException:
-            os.close(fd)
-            raise
-    except IsADirectoryError:
-        raise ModelError(f"{path}: is a directory, not a model file") from None
-    except FileNotFoundError:
-        raise ModelError(f"{path}: no model there (train one with 'spamnb train')") from None
-    except PermissionError:
-        raise ModelError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
+    with _opened(path, max_size) as (fd, st):
+        size = st.st_size
+        # the prefix and the header are read, not taken from the mapping: a file cut short in
+        # place from now on makes a short read (refused), never a fault on a page past its end
+        header_length = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))[3]
+        head = os.pread(fd, _PREFIX.size + min(header_length, size - _PREFIX.size), 0)
+        memory = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
+        file = os.fdopen(os.dup(fd), "rb", buffering=0)   # kept open: the same inode as the mapping
     if len(memory) != size:   # pragma: no cover - mmap maps what was asked
         raise ModelError(f"{path}: model file is damaged (truncated?)")
     header, arrays = _parse(path, memoryview(memory), size, verify=False, head=head)
@@ -520,12 +499,15 @@ def _check_fields(path, fields, size):
         raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
 
 
-def _read_whole(path, max_size=MAX_MODEL_SIZE):
-    """(memoryview of the file's bytes in private memory, its stat signature
-    when opened); the file's type, size (at most ``max_size``) and prefix
-    checked first."""
+@contextmanager
+def _opened(path, max_size):
+    """``(fd, os.stat)`` of the model file at ``path``, opened without
+    blocking (a FIFO never waits for a writer) and closed on leaving, once its
+    type, its size (at most ``max_size``) and its 40-byte prefix are checked;
+    every failure, there or in the block, as ModelError (a refused prefix
+    carries the file's ``signature``: :func:`read_model` reads a file that
+    changed again)."""
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         try:
             st = os.fstat(fd)
@@ -542,15 +524,9 @@ def _read_whole(path, max_size=MAX_MODEL_SIZE):
                     raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
                 _check_prefix(path, fd, size)
             except ModelError as exc:
-                exc.signature = _signature(st)   # read_model reads a file that changed again
+                exc.signature = _signature(st)
                 raise
-            view = _private_memory(size)
-            done = 0
-            while done < size:
-                n = os.readv(fd, [view[done:]])
-                if n == 0:  # shrank since fstat (rewritten in place): what was read fails the checks
-                    break
-                done += n
+            yield fd, st
         finally:
             os.close(fd)
     except IsADirectoryError:
@@ -561,6 +537,21 @@ def _read_whole(path, max_size=MAX_MODEL_SIZE):
         raise ModelError(f"{path}: permission denied") from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
+
+
+def _read_whole(path, max_size=MAX_MODEL_SIZE):
+    """(memoryview of the file's bytes in private memory, its stat signature
+    when opened); the file's type, size (at most ``max_size``) and prefix
+    checked first (:func:`_opened`)."""
+    with _opened(path, max_size) as (fd, st):
+        size = st.st_size
+        view = _private_memory(size)
+        done = 0
+        while done < size:
+            n = os.readv(fd, [view[done:]])
+            if n == 0:  # shrank since fstat (rewritten in place): what was read fails the checks
+                break
+            done += n
     return view[:done], _signature(st)
 
 
