@@ -120,7 +120,7 @@ def _command_of(argv):
 # with ``-m PATH``/``--settings PATH`` before or after the command.  Anything
 # else (``--help``, any other option, ``--opt=value``) goes to the parser,
 # which stays the one definition of the command line (help, man page,
-# completion); tests/test_cli.py checks that both read these forms alike.
+# completion); tests/test_cold_start.py checks that both read these forms alike.
 _FAST_FLAGS = {
     "classify": {"-p": ("passthrough", True), "--passthrough": ("passthrough", True),
                  "-M": ("mbox", True), "--mbox": ("mbox", True)},
