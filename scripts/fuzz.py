@@ -211,7 +211,7 @@ def main(argv=None):
     from spamnb.model.spam_filter import SpamFilter
 
     ensure_model(args.model, args.large_limits)
-    spam_filter = SpamFilter.load(args.model)
+    spam_filter = SpamFilter.load(args.model, mapped=True)   # as spamnb classify loads it (the file mapped)
     corpus = load_corpus(args.corpus, args.limit)
     rng = random.Random(args.seed)
     deadline = time.monotonic() + 60.0 * args.minutes

@@ -254,16 +254,21 @@ def test_learn_reads_an_mbox_message_by_message(tmp_path):
     proc = run(["learn", "--spam", tmp_path / "spam.mbox"], tmp_path, check_code=0)
     out = proc.stdout.decode()
     assert "learned 5, already known 0, relabelled 0 (as spam)" in out and "105 spam, 200 ham" in out
-    proc = run(["learn", "--ham"], tmp_path, stdin=_mbox([HAM_FILE.read_bytes()] * 3), check_code=0)
+    proc = run(["learn", "--ham", "-M"], tmp_path, stdin=_mbox([HAM_FILE.read_bytes()] * 3), check_code=0)
     # the same message three times: learned once (the ledger knows it within a run)
     assert "learned 1, already known 2, relabelled 0 (as ham)" in proc.stdout.decode()
+    # without -M, stdin is one message whatever its first line (bogofilter's habit): one learned
+    proc = run(["learn", "--spam"], tmp_path, stdin=_mbox([SPAM_FILE.read_bytes()] * 3), check_code=0)
+    assert "learned 1, already known 0, relabelled 0 (as spam)" in proc.stdout.decode()
+    proc = run(["forget", "-M"], tmp_path, stdin=_mbox([HAM_FILE.read_bytes()]), check_code=0)
+    assert "forgot 1 message;" in proc.stdout.decode(), proc.stdout
 
 
 def test_classify_an_mbox_message_by_message(home, tmp_path):
     box = _mbox([SPAM_FILE.read_bytes(), HAM_FILE.read_bytes(), SPAM_FILE.read_bytes()])
     (tmp_path / "box").write_bytes(box)
-    for args, stdin in ((["classify", tmp_path / "box"], b""), (["classify"], box), (["classify", "-"], box),
-                        (["classify", "--batch", tmp_path / "box"], b"")):
+    for args, stdin in ((["classify", tmp_path / "box"], b""), (["classify", "-M"], box),
+                        (["classify", "-M", "-"], box), (["classify", "--batch", tmp_path / "box"], b"")):
         proc = run(args, home, stdin=stdin, check_code=0)
         rows = [line.split("\t") for line in proc.stdout.decode().splitlines()]
         assert [row[1] for row in rows] == ["spam", "ham", "spam"], args
@@ -272,6 +277,71 @@ def test_classify_an_mbox_message_by_message(home, tmp_path):
     proc = run(["classify", "-M", SPAM_FILE], home, check_code=0)
     assert proc.stdout.decode().split("\t")[1] == "spam"
     assert run(["classify", HAM_FILE], home).returncode == 1
+
+
+# The issue's reproducer: a delivered message (its envelope line) whose body has
+# an unescaped line "From ADDRESS DATE"; on main plain classify read stdin as
+# an mbox, printed two verdicts and exited 0 (spam by bogofilter's codes).
+FROM_LINE_HAM = (b"From a@x  Sat Nov 28 04:00:00 2026\nFrom: a@x\nSubject: minutes\n\nHi\n\n"
+                 b"From b@x  Sat Nov 28 04:00:00 2026\nmore\n")
+
+
+def test_stdin_is_one_message_whatever_its_first_line(home, tmp_path):
+    proc = run(["classify"], home, stdin=FROM_LINE_HAM)
+    assert proc.returncode == 1 and proc.stdout.decode().count("\n") == 1, proc.stdout
+    assert proc.stdout.startswith(b"ham "), proc.stdout
+    proc = run(["classify", "-p"], home, stdin=FROM_LINE_HAM, check_code=0)
+    assert b"X-Spamnb-Status: No," in proc.stdout and proc.stdout.endswith(b"\nmore\n")
+    # the same bytes as a regular file on stdin, and named as "-"
+    (tmp_path / "m.eml").write_bytes(FROM_LINE_HAM)
+    with open(tmp_path / "m.eml", "rb") as f:
+        proc = subprocess.run([sys.executable, "-m", "spamnb", "classify", "-"], stdin=f, capture_output=True,
+                              env=dict(os.environ, SPAMNB_HOME=str(home)), cwd=REPO)
+    assert proc.returncode == 1 and proc.stdout.startswith(b"ham ") and proc.stdout.count(b"\n") == 1
+    # -M: stdin is an mbox, one line a message
+    proc = run(["classify", "-M"], home, stdin=FROM_LINE_HAM, check_code=0)
+    assert len(proc.stdout.splitlines()) == 2
+
+
+def test_empty_input_gets_one_verdict_both_ways(home):
+    """Empty input (an empty pipe, </dev/null) is an empty message: the same
+    verdict plain and with -p (on main plain classify refused /dev/null as a
+    device while -p scored it)."""
+    plain = run(["classify"], home, stdin=b"")
+    label = plain.stdout.decode().split()[0]
+    assert plain.returncode == VERDICT_EXIT[label] and plain.stdout.count(b"\n") == 1, plain.stderr
+    with open(os.devnull, "rb") as null:
+        proc = subprocess.run([sys.executable, "-m", "spamnb", "classify"], stdin=null, capture_output=True,
+                              env=dict(os.environ, SPAMNB_HOME=str(home)), cwd=REPO)
+    assert proc.stdout == plain.stdout and proc.returncode == plain.returncode, proc.stderr
+    with open(os.devnull, "rb") as null:
+        proc = subprocess.run([sys.executable, "-m", "spamnb", "classify", "-p"], stdin=null, capture_output=True,
+                              env=dict(os.environ, SPAMNB_HOME=str(home)), cwd=REPO)
+    word = {"spam": "Yes", "ham": "No", "unsure": "Unsure"}[label]
+    assert proc.returncode == 0 and proc.stdout.startswith(f"X-Spamnb-Status: {word},".encode()), proc.stdout
+
+
+@pytest.mark.slow
+def test_oversized_stdin_is_passed_on_or_refused_never_held(home, tmp_path):
+    """100 MB starting with an envelope line: -p passes it on untouched, plain
+    classify refuses it with one line (exit 3); neither holds it whole (on
+    main plain classify read it as an mbox: 521 MB)."""
+    size = 100_000_000
+    script = ("import sys; sys.stdout.buffer.write(b'From a@x  Sat Nov 28 04:00:00 2026\\nSubject: big\\n\\n');"
+              f"[sys.stdout.buffer.write(b'x' * 999_999 + b'\\n') for _ in range({size // 1_000_000})]")
+    env = dict(os.environ, SPAMNB_HOME=str(home))
+    for args in (["classify"], ["classify", "-p"]):
+        cmd = (f"{sys.executable} -c \"{script}\" | /usr/bin/time -f 'peak %M' {sys.executable} -m spamnb "
+               f"{' '.join(args)} | wc -c")
+        proc = subprocess.run(cmd, shell=True, capture_output=True, env=env, cwd=REPO, timeout=120)
+        err = proc.stderr.decode()
+        peak_kib = int(err.split("peak ")[1].split()[0])
+        assert peak_kib <= 100 << 10, err
+        if args == ["classify"]:
+            assert proc.stdout.strip() == b"0" and "larger than 64 MiB" in err and "not classified" in err, err
+            assert "-M reads stdin as an mbox" in err
+        else:
+            assert int(proc.stdout) == size + 49 and "passed on unchecked" in err, err
 
 
 def test_classify_a_folder(home):

@@ -697,7 +697,7 @@ def test_stdin_is_read_within_the_limit(home, tmp_path):
     assert proc.returncode == 3 and "larger than 64 MiB" in proc.stderr.decode(), proc.stderr
     assert proc.stderr.decode().count("\n") == 1
     mbox = b"".join(b"From x@example.com Mon Nov 23 10:40:20 2026\n" + MAIL % (i, i) + b"\n" for i in range(3))
-    proc = subprocess.run(f"cat | {sys.executable} -m spamnb learn --ham -m {model}", shell=True, input=mbox,
+    proc = subprocess.run(f"cat | {sys.executable} -m spamnb learn -M --ham -m {model}", shell=True, input=mbox,
                           capture_output=True, env=env, timeout=60)
     assert proc.returncode == 0 and "learned 3," in proc.stdout.decode(), proc.stderr
 

@@ -917,3 +917,151 @@ def test_forget_without_a_model_and_learn_without_messages_change_nothing(model_
     out = cli(["learn", "--spam", "-m", path, tmp_path / "empty"], tmp_path)
     assert out.returncode == 3 and b"unchanged" in out.stderr
     assert os.stat(path).st_ino == before.st_ino and path.read_bytes() == model_bytes
+
+
+# ---------------------------------------------------------------------------- the mapped reader
+# ``SpamFilter.load(mapped=True)`` (spamnb classify, learn, forget): the header
+# and every array's bounds are checked, the checksum and the arrays' contents
+# are not (docs/architecture.md, "The model file mapped").  Whatever a file
+# holds, a load and a classify end in a verdict or one line of error, never a
+# signal, a hang or a read out of bounds.
+_MAPPED_LOADER = r"""
+import json, sys
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.model.store import ModelError
+message = open(sys.argv[1], "rb").read()
+for path in sys.argv[2:]:
+    try:
+        f = SpamFilter.load(path, mapped=True)
+        verdict = f.classify(message, evidence=True)
+        assert verdict.label in ("spam", "ham", "unsure")
+        result = "verdict"
+    except ModelError as exc:
+        result = "ModelError" if "\n" not in str(exc) else "ModelError with several lines"
+    except ValueError as exc:
+        result = "ValueError" if "damaged" in str(exc) or "inconsistent" in str(exc) else f"ValueError: {exc}"
+    except BaseException as exc:
+        result = f"{type(exc).__name__}: {exc}"[:200]
+    print(json.dumps([path, result]), flush=True)
+"""
+
+
+def _map_in_child(paths, tmp_path, timeout=600):
+    sample = tmp_path / "sample.eml"
+    sample.write_bytes(SAMPLE)
+    proc = subprocess.run([sys.executable, "-c", _MAPPED_LOADER, str(sample), *map(str, paths)],
+                          capture_output=True, env=_env(), timeout=timeout)
+    results = dict(json.loads(line) for line in proc.stdout.decode().splitlines())
+    assert proc.returncode == 0, (f"the mapped loader died with exit {proc.returncode} after {len(results)} of "
+                                  f"{len(paths)} files\n{proc.stderr.decode()[-2000:]}")
+    return results
+
+
+def test_the_mapped_reader_gives_the_read_models_verdicts(model_bytes, tmp_path):
+    path = tmp_path / "m.spamnb"
+    path.write_bytes(model_bytes)
+    read, mapped = SpamFilter.load(path), SpamFilter.load(path, mapped=True)
+    for message in [p.read_bytes() for p in SPAM[:20] + HAM[:20]]:
+        assert mapped.classify(message, evidence=True) == read.classify(message, evidence=True)
+    assert mapped.mapped_ and not read.mapped_
+
+
+def test_crafted_files_never_crash_the_mapped_reader(model_bytes, tmp_path):
+    cases = _crafted_cases(model_bytes)
+    paths = _write_cases(cases, tmp_path / "crafted")
+    results = _map_in_child(list(paths.values()), tmp_path)
+    wrong = {name: results[str(path)] for name, path in paths.items()
+             if results[str(path)] not in ("ModelError", "ValueError", "verdict")}
+    assert not wrong, wrong
+
+
+def test_truncation_never_crashes_the_mapped_reader(model_bytes, tmp_path):
+    """A cut anywhere (every 97th byte) is refused: the length is checked on open."""
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    paths = []
+    for cut in range(0, len(model_bytes), 97):
+        paths.append(folder / f"cut{cut}")
+        paths[-1].write_bytes(model_bytes[:cut])
+    results = _map_in_child(paths, tmp_path)
+    assert set(results.values()) == {"ModelError"}, set(results.values())
+
+
+@pytest.mark.parametrize("step", [101, pytest.param(1, marks=pytest.mark.slow)])
+def test_bit_flips_never_crash_the_mapped_reader(model_bytes, tmp_path, step):
+    """A flipped bit (not caught without the checksum) gives a verdict or one
+    line of error: every 101st byte, every byte with -m slow."""
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    script = _MAPPED_LOADER.split("for path in")[0] + r"""
+data = open(sys.argv[2], "rb").read()
+path = sys.argv[3]
+open(path, "wb").write(data)
+fd = os.open(path, os.O_WRONLY)
+outcomes = {}
+for position in range(0, len(data), int(sys.argv[4])):
+    os.pwrite(fd, bytes([data[position] ^ (1 << (position % 8))]), position)
+    try:
+        SpamFilter.load(path, mapped=True).classify(message, evidence=True)
+        result = "verdict"
+    except (ModelError, ValueError, UnicodeDecodeError) as exc:
+        result = type(exc).__name__
+    outcomes[result] = outcomes.get(result, 0) + 1
+    os.pwrite(fd, data[position:position + 1], position)
+print(json.dumps(outcomes))
+"""
+    script = "import os\n" + script
+    (folder / "model").write_bytes(model_bytes)
+    (tmp_path / "sample.eml").write_bytes(SAMPLE)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "sample.eml"), str(folder / "model"),
+                           str(folder / "flipped"), str(step)], capture_output=True, env=_env(), timeout=3000)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    outcomes = json.loads(proc.stdout)
+    assert sum(outcomes.values()) == len(range(0, len(model_bytes), step)), outcomes
+    assert set(outcomes) <= {"verdict", "ModelError", "ValueError", "UnicodeDecodeError"}, outcomes
+
+
+def test_a_mapped_model_cut_short_or_replaced_under_the_reader(model_bytes, tmp_path):
+    """Replaced by rename (as every writer of spamnb replaces it): the reader
+    keeps the file it mapped and gives its verdict.  Cut short in place
+    (``truncate``) after the load: the message's entries are read with pread,
+    so one line of error, never SIGBUS."""
+    script = r"""
+import os, sys
+from spamnb.model.spam_filter import SpamFilter
+path, other, message = sys.argv[1], sys.argv[2], open(sys.argv[3], "rb").read()
+before = SpamFilter.load(path).classify(message)
+f = SpamFilter.load(path, mapped=True)
+os.replace(other, path)
+assert f.classify(message) == before
+f = SpamFilter.load(path, mapped=True)
+os.truncate(path, 4096)
+try:
+    f.classify(message)
+    print("verdict")
+except ValueError as exc:
+    print("ValueError", exc)
+"""
+    path, other = tmp_path / "m.spamnb", tmp_path / "other.spamnb"
+    path.write_bytes(model_bytes)
+    SpamFilter().fit([p.read_bytes() for p in SPAM[3:6] + HAM[3:6]], [True] * 3 + [False] * 3).save(other)
+    assert SpamFilter.load(other).classify(SAMPLE) != SpamFilter.load(path).classify(SAMPLE)
+    (tmp_path / "sample.eml").write_bytes(SAMPLE)
+    proc = subprocess.run([sys.executable, "-c", script, str(path), str(other), str(tmp_path / "sample.eml")],
+                          capture_output=True, env=_env(), timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()   # a SIGBUS shows as -7
+    assert proc.stdout.decode().startswith("ValueError the model file could not be read"), proc.stdout
+
+
+def test_info_check_finds_what_the_mapped_classify_does_not_check(model_bytes, tmp_path):
+    path = tmp_path / "m.spamnb"
+    path.write_bytes(model_bytes)
+    proc = cli(["info", "--check", "-m", path], tmp_path)
+    assert proc.returncode == 0 and b"checked whole" in proc.stdout and b": ok;" in proc.stdout, proc.stderr
+    header, area = split(model_bytes)
+    damaged = bytearray(model_bytes)
+    damaged[len(damaged) - len(area) // 2] ^= 0x10   # a bit of the arrays: the checksum no longer holds
+    path.write_bytes(bytes(damaged))
+    proc = cli(["info", "--check", "-m", path], tmp_path)
+    assert proc.returncode == 3 and proc.stderr.count(b"\n") == 1 and b"checksum mismatch" in proc.stderr
+    assert cli(["classify", "-m", path], tmp_path, stdin=SAMPLE).returncode in (0, 1, 2, 3)

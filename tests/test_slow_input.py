@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from spamnb.mail import _headers, _text
+from spamnb.mail import _headers, _text, lazy_re
 
 from spamnb.mail import charsets
 
@@ -54,6 +54,8 @@ MODULES = (mail, tokenizer, _headers, _text)
 def _patterns():
     for module in MODULES:
         for name, value in vars(module).items():
+            if isinstance(value, lazy_re.pattern):   # compiled on first use
+                value = value.compiled()
             if isinstance(value, re.Pattern):
                 yield module, name, value
 

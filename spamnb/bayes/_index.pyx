@@ -22,7 +22,7 @@ def lookup(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[:
     with nogil:
         for j in range(n):
             slot = _find_slot(keys, mask, hashes[j])
-            if keys[slot] == 0:
+            if keys[slot] == 0 or keys[slot] != hashes[j]:
                 out[j] = -1
             else:
                 out[j] = values[slot]

@@ -17,7 +17,7 @@ functions here trust their arguments except where a docstring says otherwise.
 from cpython cimport array
 from libc.math cimport INFINITY, log, log1p, fabs, sqrt
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memcpy
 
 import array
@@ -472,6 +472,11 @@ cdef inline double _log_at(const double *base, Py_ssize_t n_base, const double *
     return base[c * n_base + i] if i < n_base else tail[c * n_tail + i - n_base]
 
 
+# What the scorer says of a hash index entry or a log-count no model is written
+# with (a damaged file mapped without its full check: spamnb.model.store.map_model).
+_DAMAGED = "the model file is damaged (a token's entry is out of range; spamnb info --check checks it whole)"
+
+
 cdef class Scorer:
     """Joint log-likelihood of one message for every class, over one model.
 
@@ -560,6 +565,7 @@ cdef class Scorer:
         cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
         cdef Py_ssize_t n_base = self.n_base, n_tail = n_features - n_base
         cdef double lc0, lc1
+        cdef int damaged = 0
         if n_evidence < 0:
             n_evidence = 0
         if n_evidence > n:  # never more evidence than tokens (and no huge allocation)
@@ -580,7 +586,10 @@ cdef class Scorer:
             with nogil:
                 for j in range(n):
                     slot = _find_slot(self.keys, mask, hashes[j])
-                    if self.keys[slot] == 0:
+                    if self.keys[slot] == 0 or self.keys[slot] != hashes[j]:
+                        idx[j] = -1
+                    elif self.values[slot] >= n_features:   # a damaged file mapped unchecked (-1: no count)
+                        damaged = 1
                         idx[j] = -1
                     else:
                         idx[j] = self.values[slot]
@@ -591,7 +600,10 @@ cdef class Scorer:
                     jll[c] = self.prior[c]
                 for k in range(m):
                     for c in range(n_classes):
-                        jll[c] += x[k] * (_log_at(log_count, n_base, tail, n_tail, c, uniq[k]) - self.norm[c])
+                        lc0 = _log_at(log_count, n_base, tail, n_tail, c, uniq[k])
+                        if not fabs(lc0) < INFINITY:   # NaN or infinite: never written so
+                            damaged = 1
+                        jll[c] += x[k] * (lc0 - self.norm[c])
                     if n_classes == 2:
                         lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
                         lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
@@ -612,6 +624,8 @@ cdef class Scorer:
                             ev_idx[e] = uniq[k]
                             if n_ev < n_evidence:
                                 n_ev += 1
+            if damaged:
+                raise ValueError(_DAMAGED)
             return ([jll[c] for c in range(n_classes)],
                     [(ev_idx[e], ev_w[e]) for e in range(n_ev)],
                     n, n_known, spam_ev, ham_ev)
@@ -649,6 +663,7 @@ cdef class Scorer:
         cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
         cdef Py_ssize_t n_base = self.n_base, n_tail = n_features - n_base
         cdef double lc0, lc1
+        cdef int damaged = 0
         if self.n_classes != 2:
             raise ValueError("verdict_sums needs two classes")
         norm0, norm1 = self.norm[0], self.norm[1]
@@ -680,7 +695,10 @@ cdef class Scorer:
                         _prefetch(keys + (hashes[j + 8] & mask))
                         _prefetch(values + (hashes[j + 8] & mask))
                     slot = _find_slot(self.keys, mask, hashes[j])
-                    if keys[slot] == 0:
+                    if keys[slot] == 0 or keys[slot] != hashes[j]:
+                        idx[j] = -1
+                    elif values[slot] >= n_features:   # a damaged file mapped unchecked (-1: no count)
+                        damaged = 1
                         idx[j] = -1
                     else:
                         idx[j] = values[slot]
@@ -698,6 +716,8 @@ cdef class Scorer:
                     # the file's logs, or the tail's for the tokens a journal added (as score())
                     lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
                     lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
+                    if not (fabs(lc0) < INFINITY and fabs(lc1) < INFINITY):   # NaN or infinite: never written so
+                        damaged = 1
                     jll0 += x[k] * (lc0 - norm0)
                     jll1 += x[k] * (lc1 - norm1)
                     w = x[k] * (lc1 - lc0 - norm1 + norm0)
@@ -726,8 +746,151 @@ cdef class Scorer:
                                 part_ham += w
                     if part_spam + part_ham > best:
                         best = part_spam + part_ham
+            if damaged:
+                raise ValueError(_DAMAGED)
             return (jll1 - jll0, n, n_known, spam_ev, ham_ev, best)
         finally:
             free(idx)
             free(x)
             free(bounds)
+
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t pread(int fd, void *buf, size_t count, long offset)
+
+
+cdef int _pread_all(int fd, void *buf, size_t count, long offset) noexcept nogil:
+    """1 when ``count`` bytes were read at ``offset``, 0 on a short read or an error."""
+    cdef ssize_t got
+    cdef size_t done = 0
+    while done < count:
+        got = pread(fd, <char *>buf + done, count - done, offset + <long>done)
+        if got <= 0:
+            return 0
+        done += <size_t>got
+    return 1
+
+
+def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at, Py_ssize_t logs_at,
+           Py_ssize_t n_features, Py_ssize_t n_classes, const uint64_t[::1] hashes):
+    """The entries of a model file's hash index and log-counts that the token
+    ``hashes`` of one message need, read from the open file ``fd`` with
+    ``pread`` (nothing of the file mapped: no page of it enters this
+    process's memory, and a file cut short meanwhile gives a short read, an
+    error, never a fault).  ``keys_at``, ``values_at``, ``logs_at``: the byte
+    offsets of the arrays ``keys`` (uint64, ``capacity`` slots, a power of
+    two), ``values`` (int32) and ``log_count`` (float64, class-major,
+    ``n_classes * n_features``).
+
+    Returns ``(found, index, logs)``: ``array('Q')`` of the distinct hashes
+    the index holds, ``array('i')`` their feature indices, ``array('d')``
+    their log-counts (class-major: ``logs[c * len(found) + k]``).  Probing
+    stops after ``capacity`` slots; an entry out of range, a log-count that
+    is not finite, or a short read raise ValueError (a damaged or changed
+    file)."""
+    cdef Py_ssize_t n = hashes.shape[0], j, k, m = 0, cap = _table_size(n if n > 0 else 1)
+    cdef uint64_t mask = <uint64_t>capacity - 1, h, slot, probes, block[8], key = 0
+    cdef uint32_t tmask = <uint32_t>(cap - 1), t
+    cdef uint64_t *seen = NULL
+    cdef int64_t *order
+    cdef uint64_t[::1] sf
+    cdef int32_t[::1] si
+    cdef double[::1] lg
+    cdef int32_t v
+    cdef double lc
+    cdef int status = 0    # 1 short read, 2 out of range, 3 not finite
+    cdef Py_ssize_t b, first
+    if capacity <= 0 or capacity & (capacity - 1) or n_classes < 1 or n_features < 0:
+        raise ValueError("bad hash index layout")
+    found = array.array("Q", bytes(8 * n))
+    index = array.array("i", bytes(4 * n))
+    cdef uint64_t[::1] f = found
+    cdef int32_t[::1] ix = index
+    seen = <uint64_t *>malloc(cap * sizeof(uint64_t))
+    if seen == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            for j in range(cap):
+                seen[j] = 0
+            for j in range(n):
+                h = hashes[j]
+                if h == 0:
+                    continue
+                t = <uint32_t>(h ^ (h >> 32)) & tmask    # each distinct hash once
+                while seen[t] != 0 and seen[t] != h:
+                    t = (t + 1) & tmask
+                if seen[t] == h:
+                    continue
+                seen[t] = h
+                slot = h & mask
+                probes = 0
+                while probes <= mask:   # the slots from ``slot`` on, 8 (one read) at a time
+                    first = <Py_ssize_t>(slot & ~(<uint64_t>7))
+                    if not _pread_all(fd, block, 8 * 8 if first + 8 <= capacity else 8 * (capacity - first),
+                                      keys_at + 8 * first):
+                        status = 1
+                        break
+                    b = <Py_ssize_t>(slot - <uint64_t>first)
+                    while b < 8 and first + b < capacity:
+                        key = block[b]
+                        if key == 0 or key == h:
+                            break
+                        b += 1
+                        probes += 1
+                    if b < 8 and first + b < capacity and (key == 0 or key == h):
+                        slot = <uint64_t>(first + b)
+                        break
+                    slot = <uint64_t>(first + b) & mask
+                if status:
+                    break
+                if probes > mask or key != h:
+                    continue   # not in the index (or a full table: never written so)
+                if not _pread_all(fd, &v, 4, values_at + 4 * <Py_ssize_t>slot):
+                    status = 1
+                    break
+                if v >= n_features:
+                    status = 2
+                    break
+                if v < 0:
+                    continue   # no count (never in a model file)
+                f[m] = h
+                ix[m] = v
+                m += 1
+        if status == 0:   # in the order of their feature indices (position in the low bits: a stable order)
+            order = <int64_t *>seen   # room for cap >= n entries
+            for k in range(m):
+                order[k] = ((<int64_t>ix[k]) << 32) | k
+            qsort(order, m, sizeof(int64_t), _compare_int64)
+            sorted_found = array.array("Q", bytes(8 * m))
+            sorted_index = array.array("i", bytes(4 * m))
+            logs = array.array("d", bytes(8 * n_classes * m))
+            sf, si, lg = sorted_found, sorted_index, logs
+            with nogil:
+                for k in range(m):
+                    j = <Py_ssize_t>(order[k] & <int64_t>0xFFFFFFFF)
+                    sf[k] = f[j]
+                    si[k] = ix[j]
+                for k in range(m):
+                    for j in range(n_classes):
+                        if not _pread_all(fd, &lc, 8, logs_at + 8 * (j * n_features + si[k])):
+                            status = 1
+                            break
+                        if not fabs(lc) < INFINITY:
+                            status = 3
+                            break
+                        lg[j * m + k] = lc
+                    if status:
+                        break
+    finally:
+        free(seen)
+    if status == 1:
+        raise ValueError("the model file could not be read (cut short while in use?)")
+    if status:
+        raise ValueError(_DAMAGED)
+    return sorted_found, sorted_index, logs
+
+
+cdef int _compare_int64(const void *a, const void *b) noexcept nogil:
+    cdef int64_t x = (<const int64_t *>a)[0], y = (<const int64_t *>b)[0]
+    return (x > y) - (x < y)

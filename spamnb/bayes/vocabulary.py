@@ -83,13 +83,16 @@ class Vocabulary:
 
     # -- construction from a model file ---------------------------------------
     @classmethod
-    def from_buffers(cls, keys, values, n_features, blob, offsets):
+    def from_buffers(cls, keys, values, n_features, blob, offsets, checked=True):
         """A read-only vocabulary over existing buffers (e.g. slices of a model file read into memory).
 
         ``keys`` uint64 (capacity,), ``values`` int32 (capacity,), ``blob`` the
         UTF-8 token strings back to back, ``offsets`` uint64 (n_features + 1,).
         Raises ValueError when the buffers are inconsistent (they come from a
-        file: nothing here may index out of bounds).
+        file: nothing here may index out of bounds).  ``checked=False`` checks
+        only their lengths and the index's capacity, reading none of them (a
+        model file mapped: the scorer checks each entry it reads, and a token's
+        string is sliced within the blob).
         """
         self = cls.__new__(cls)
         keys, values, offsets, blob = _view(keys, "Q"), _view(values, "i"), _view(offsets, "Q"), _view(blob, "B")
@@ -97,11 +100,16 @@ class Vocabulary:
             raise ValueError("hash index keys and values differ in length")
         if len(offsets) != n_features + 1:
             raise ValueError("token string offsets do not match the vocabulary size")
-        _vocab.check_index(keys, values, n_features)
-        if not _checks.check_offsets(offsets, len(blob)):
-            raise ValueError("token string offsets are out of order or out of range")
-        if not _checks.check_utf8(blob):
-            raise ValueError("token strings are not valid UTF-8")
+        if not checked:
+            capacity = len(keys)
+            if capacity == 0 or capacity & (capacity - 1) or not 0 <= n_features < capacity:
+                raise ValueError("hash index capacity is not a power of two above the vocabulary size")
+        else:
+            _vocab.check_index(keys, values, n_features)
+            if not _checks.check_offsets(offsets, len(blob)):
+                raise ValueError("token string offsets are out of order or out of range")
+            if not _checks.check_utf8(blob):
+                raise ValueError("token strings are not valid UTF-8")
         self.keys = keys
         self.values = values
         self.n_features = n_features

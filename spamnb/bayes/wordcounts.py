@@ -226,6 +226,14 @@ class WordCounts:
 
     # -- state ------------------------------------------------------------
     @property
+    def as_loaded(self):
+        """True while the counts and their logs are the buffers :meth:`from_arrays`
+        was given, unchanged (no learn or forget since, in place or not)."""
+        ip = self._in_place
+        return self._rows is None and self._flat is not None and self._derived is not None and (
+            ip is None or (not ip.changed and self.n_features_ == ip.n_base))
+
+    @property
     def feature_count_(self):
         if self._in_place is not None and (self._in_place.changed or self.n_features_ != self._in_place.n_base):
             self._join()

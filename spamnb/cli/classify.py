@@ -20,16 +20,19 @@ def _passthrough(args):
 
     name = args.files[0] if args.files else "-"
     if name == "-":
-        from spamnb.model.messages import MAX_MESSAGE_SIZE
+        from spamnb.model.messages import Refused, TooLarge, read_stdin
 
-        message = sys.stdin.buffer.read(MAX_MESSAGE_SIZE + 1)
-        if len(message) > MAX_MESSAGE_SIZE:   # never held whole: passed on untouched, as spamc passes it
-            return _pass_unchecked(message)
+        try:
+            message = read_stdin(sys.stdin.buffer)
+        except TooLarge as exc:   # never held whole: passed on untouched, as spamc passes it
+            return _pass_unchecked(exc.head, str(exc))
+        except Refused as exc:
+            raise CommandError(f"-: {exc}; not read") from None
     else:
         message = read_file(name)
     try:
         settings = settings_of(args)
-        spam_filter = load_filter(args, settings)
+        spam_filter = load_filter(args, settings, mapped=True)
         verdict = spam_filter.classify(message)
         fields = _sa_fields(args, spam_filter, verdict) if args.sa_headers else None
         from spamnb.model.headers import OUR_FIELDS
@@ -57,17 +60,32 @@ def _sa_fields(args, spam_filter, verdict):
     return spam_fields(verdict, score, score_map.required, score_map.points, args.report)
 
 
-def _pass_unchecked(head):
+def _pass_unchecked(head, reason):
     """``classify -p`` of a message over the size limit: ``head`` (what was read)
     and the rest of stdin copied to stdout untouched, a chunk at a time; one
     line on stderr; exit 0 (the mail goes on, unchecked)."""
     out = sys.stdout.buffer
     out.write(head)
-    while chunk := sys.stdin.buffer.read(1 << 20):
+    del head
+    while chunk := sys.stdin.buffer.read(1 << 20):   # a regular file from where it stands, a pipe to its end
         out.write(chunk)
     out.flush()
-    print(f"spamnb: the message is larger than {len(head) - 1 >> 20} MiB: passed on unchecked", file=sys.stderr)
+    print(f"spamnb: the message is {reason}: passed on unchecked", file=sys.stderr)
     return EXIT_OK
+
+
+def _stdin_message():
+    """The one message on stdin (``spamnb.model.messages.read_stdin``); one
+    line and exit 3 for a device or a message over the size limit (refused,
+    never held whole: ``-p`` passes such a message on unchecked)."""
+    from spamnb.model.messages import Refused, TooLarge, read_stdin
+
+    try:
+        return read_stdin(sys.stdin.buffer)
+    except TooLarge as exc:
+        raise CommandError(f"-: the message is {exc}; not classified (classify -p passes it on unchecked)") from None
+    except Refused as exc:
+        raise CommandError(f"-: {exc}; not read") from None
 
 
 def cmd_classify(args):
@@ -81,9 +99,14 @@ def cmd_classify(args):
         return _passthrough(args)
     if args.batch:
         return _classify_batch(args)
-    spam_filter = load_filter(args)
     sources = args.files or ["-"]
-    if len(sources) == 1 and not args.mbox and (sources[0] == "-" or not os.path.isdir(sources[0])):
+    if sources == ["-"] and not args.mbox:   # stdin is one message (-M: an mbox): its verdict and exit code
+        message = _stdin_message()   # read (or refused) before the model is opened
+        verdict = load_filter(args, mapped=True).classify(message, evidence=args.json or args.verbose)
+        _print_verdict(args, verdict)
+        return VERDICT_EXIT[verdict.label]
+    spam_filter = load_filter(args)
+    if len(sources) == 1 and not args.mbox and not os.path.isdir(sources[0]):
         messages = messages_of(sources[0], pipes=True)
         first = next(messages, None)
         second = next(messages, None)
@@ -99,7 +122,7 @@ def cmd_classify(args):
         return EXIT_OK
     out = VerdictLines(spam_filter, args.json)
     for source in sources:
-        for name, data in messages_of(source, pipes=True):
+        for name, data in messages_of(source, pipes=True, stdin_mbox=args.mbox):
             out.verdict(name, data)
     return EXIT_OK
 
@@ -200,13 +223,15 @@ def cmd_tokens(args):
 def add_parser(sub):
     p = sub.add_parser("classify", help="classify mail (one message on stdin by default)")
     p.add_argument("files", nargs="*", metavar="FILE",
-                   help="message files, mboxes, folders or - for stdin; several messages: one line each")
+                   help="message files, mboxes, folders or - for stdin (one message; an mbox with -M); several "
+                        "messages: one line each")
     p.add_argument("--batch", action="store_true",
                    help="paths (arguments, or lines of stdin answered as they arrive): one line per message; "
                         "an unreadable path, a device, a FIFO, a file over 64 MiB that is not an mbox gets an "
                         "error line (unread) and the batch goes on; names are escaped (a tab: \\t)")
     p.add_argument("-M", "--mbox", action="store_true",
-                   help="one line per message even for a single message (as for an mbox)")
+                   help="stdin is an mbox (without it stdin is one message, whatever its first line); one "
+                        "line per message, even for a single message")
     p.add_argument("-p", "--passthrough", action="store_true",
                    help="write the message to stdout with the status header; exit 0 whatever the verdict")
     cutoff_options(p)

@@ -5,7 +5,6 @@ options several commands take."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import os
@@ -23,6 +22,17 @@ class CommandError(Exception):
     """An error the command reports in one line (exit 3)."""
 
 
+def __getattr__(name):
+    """``Parser``, made on first use: argparse is imported only by a command
+    line that needs the parser (the common forms of ``classify``, ``learn``
+    and ``forget`` are read by ``spamnb.cli.main``'s fast path without it)."""
+    if name == "Parser":
+        parser_class = _parser_class()
+        globals()["Parser"] = parser_class
+        return parser_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _formatter(prog):
     """argparse's help formatter, told the terminal width: left to find it
     itself it imports shutil (with bz2 and lzma), 2.1 ms of every ``spamnb
@@ -38,16 +48,24 @@ def _formatter(prog):
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
         except (AttributeError, ValueError, OSError):
             columns = 0
+    import argparse
+
     return argparse.RawDescriptionHelpFormatter(prog, width=(columns or 80) - 2)
 
 
-class Parser(argparse.ArgumentParser):
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", _formatter)
-        super().__init__(*args, **kwargs)
+def _parser_class():
+    import argparse
 
-    def error(self, message):
-        raise UsageError(f"{self.prog}: {message}")
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("formatter_class", _formatter)
+            super().__init__(*args, **kwargs)
+
+        def error(self, message):
+            raise UsageError(f"{self.prog}: {message}")
+
+    Parser.__module__ = __name__
+    return Parser
 
 
 def settings_of(args):
@@ -79,12 +97,13 @@ def apply_cutoffs(spam_filter, settings):
     return spam_filter
 
 
-def load_filter(args, settings=None):
-    """The model of this run, with the cutoffs in effect."""
+def load_filter(args, settings=None, mapped=False):
+    """The model of this run, with the cutoffs in effect (``mapped``: see
+    :meth:`spamnb.model.spam_filter.SpamFilter.load`)."""
     from spamnb.model.spam_filter import SpamFilter
 
     settings = settings or settings_of(args)
-    return apply_cutoffs(SpamFilter.load(model_path(args, settings)), settings)
+    return apply_cutoffs(SpamFilter.load(model_path(args, settings), mapped=mapped), settings)
 
 
 def read_file(path):
@@ -138,6 +157,8 @@ def human_size(n):
 
 def model_option(p):
     """``-m/--model`` and ``--settings`` after the command too (SUPPRESS keeps a value given before it)."""
+    import argparse
+
     p.add_argument("-m", "--model", metavar="PATH", default=argparse.SUPPRESS,
                    help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
     p.add_argument("--settings", metavar="PATH", default=argparse.SUPPRESS,
@@ -152,6 +173,8 @@ def wait_option(p):
 
 
 def probability(text):
+    import argparse
+
     try:
         value = float(text)
     except ValueError:

@@ -30,14 +30,15 @@ def _update_model(args, forget):
         raise UsageError(f"spamnb {args.command}: give --spam or --ham")
     if forget and not os.path.isfile(path):
         SpamFilter.load(path)  # no model: say so before creating a lock beside it
+    from spamnb.mail.mbox import looks_like_mail
     from spamnb.model.messages import display_name
-    from spamnb.training.corpus import looks_like_mail
 
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
     tally = ledgers.Tally()
     # a --ham folder's spam and bulk folders are not ham (spamnb.training.corpus); links
     # to files outside a folder given are not read without --follow-links
-    options = {"spam_folders": "skip" if is_spam is False else "read", "follow_links": args.follow_links}
+    options = {"spam_folders": "skip" if is_spam is False else "read", "follow_links": args.follow_links,
+               "stdin_mbox": args.mbox}
     skipped = []
 
     def skip(text):   # said on stderr; a lone one is said once, in the error when nothing else was read
@@ -46,11 +47,12 @@ def _update_model(args, forget):
             for line in skipped[-2 if len(skipped) == 2 else -1:]:
                 print(f"spamnb: {line}", file=sys.stderr)
 
-    with learning.session(path, wait=args.wait, create=not forget, expire=not forget) as session:
+    with learning.session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True) as session:
         seen = 0
         for source in args.files or ["-"]:
             try:
-                for name, data in progress.wrap(messages_of(source, **options), "forgetting" if forget else "learning"):
+                messages = _stdin_message() if source == "-" and not args.mbox else messages_of(source, **options)
+                for name, data in progress.wrap(messages, "forgetting" if forget else "learning"):
                     if not looks_like_mail(data):   # an ELF binary, a PDF, a text file: never learned, as train skips it
                         skip(f"{display_name(name)}: not mail (no header line at the top); "
                              f"not {'forgotten' if forget else 'learned'}")
@@ -82,6 +84,18 @@ def _update_model(args, forget):
     return EXIT_OK
 
 
+def _stdin_message():
+    """``[("-", bytes)]``: the one message on stdin, read without the corpus
+    readers (spamnb.model.messages.read_stdin); SkippedError for a device or
+    a message over the size limit."""
+    from spamnb.model.messages import Refused, read_stdin
+
+    try:
+        return [("-", read_stdin(sys.stdin.buffer))]
+    except Refused as exc:
+        raise SkippedError(f"-: {exc}; not read") from None
+
+
 def cmd_learn(args):
     return _update_model(args, forget=False)
 
@@ -103,9 +117,12 @@ def add_parser(sub, name, handler, text):
     label.add_argument("--spam", dest="label", action="store_const", const="spam", help=texts[0])
     label.add_argument("--ham", dest="label", action="store_const", const="ham", help=texts[1])
     p.add_argument("files", nargs="*", metavar="FILE",
-                   help="message files, mboxes, folders, Maildirs or - (stdin, a message or an mbox; the default); "
+                   help="message files, mboxes, folders, Maildirs or - (stdin, one message, the default; an "
+                        "mbox with -M); "
                         "with --ham, a folder's spam and bulk sub-folders (.Junk, .Spam.2023, Bulk) are left out; "
                         "devices, FIFOs, non-mail and files over 64 MiB (not mboxes) are skipped, said on stderr")
+    p.add_argument("-M", "--mbox", action="store_true",
+                   help="stdin is an mbox (without it stdin is one message, whatever its first line)")
     p.add_argument("--follow-links", action="store_true",
                    help="read links to files outside the folders given (skipped by default)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import Parser, UsageError, one_line, one_line_warnings
+from spamnb.cli.common import UsageError, one_line, one_line_warnings
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
@@ -43,6 +43,8 @@ def build_parser(command=None, full=False):
     """The argument parser; with ``command``, only that subcommand's parser is
     built (the rest cost start-up time that ``spamnb classify`` cannot spare).
     ``full`` adds evaluate's options too (the man page)."""
+    from spamnb.cli.common import Parser
+
     parser = Parser(prog="spamnb", description="A Bayesian e-mail spam filter.", epilog=_epilog())
     from spamnb import __version__
 
@@ -111,6 +113,75 @@ def _command_of(argv):
     return None
 
 
+# The common forms of a mail filter's commands, read without argparse (its
+# import and the subcommand's parser cost a cold ``spamnb classify`` more
+# than the classify itself): ``classify [-p] [-M] [-]``, ``learn --spam|--ham
+# [-M] [-q] [FILE...]``, ``forget [--spam|--ham] [-M] [-q] [FILE...]``, each
+# with ``-m PATH``/``--settings PATH`` before or after the command.  Anything
+# else (``--help``, any other option, ``--opt=value``) goes to the parser,
+# which stays the one definition of the command line (help, man page,
+# completion); tests/test_cold_start.py checks that both read these forms alike.
+_FAST_FLAGS = {
+    "classify": {"-p": ("passthrough", True), "--passthrough": ("passthrough", True),
+                 "-M": ("mbox", True), "--mbox": ("mbox", True)},
+    "learn": {"--spam": ("label", "spam"), "--ham": ("label", "ham"), "-M": ("mbox", True),
+              "--mbox": ("mbox", True), "-q": ("quiet", True), "--quiet": ("quiet", True)},
+}
+_FAST_FLAGS["forget"] = _FAST_FLAGS["learn"]
+_FAST_DEFAULTS = {
+    "classify": {"batch": False, "mbox": False, "passthrough": False, "spam_cutoff": None, "ham_cutoff": None,
+                 "header_name": None, "subject_tag": None, "sa_headers": False, "report": False, "json": False,
+                 "verbose": False},
+    "learn": {"label": None, "mbox": False, "follow_links": False, "quiet": False},
+}
+_FAST_DEFAULTS["forget"] = _FAST_DEFAULTS["learn"]
+
+
+def fast_args(argv):
+    """The namespace the parser would give ``argv`` when it is one of the
+    common forms above, else None (the caller builds the parser)."""
+    values = {"model": None, "settings": None, "man": False, "completion": None}
+    command, files, given = None, [], set()
+    flags = {}
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-m", "--model", "--settings"):
+            value = next(args, None)
+            if value is None or value.startswith("-") and value != "-":
+                return None
+            values["model" if arg != "--settings" else "settings"] = value
+        elif command is None:
+            if arg not in _FAST_FLAGS:
+                return None
+            command, flags = arg, _FAST_FLAGS[arg]
+            values.update(_FAST_DEFAULTS[command])
+        elif arg in flags:
+            name, value = flags[arg]
+            if name in given and name == "label":   # --spam --ham: the parser's error
+                return None
+            given.add(name)
+            values[name] = value
+        elif arg == "-" or not arg.startswith("-"):
+            files.append(arg)
+        else:
+            return None
+    if command is None or (command == "classify" and len(files) > 1) or (
+            command == "learn" and values["label"] is None):
+        return None
+    import types
+
+    if command == "classify":
+        from spamnb.cli.classify import cmd_classify as handler
+    else:
+        from spamnb.cli import learn
+
+        from spamnb.model.store import DEFAULT_WAIT
+
+        handler = learn.cmd_learn if command == "learn" else learn.cmd_forget
+        values["wait"] = DEFAULT_WAIT
+    return types.SimpleNamespace(command=command, files=files, handler=handler, **values)
+
+
 def main(argv=None):
     """Run the command line; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -120,8 +191,9 @@ def main(argv=None):
 
 def _run(argv):
     try:
-        command = _command_of(argv)
-        args = build_parser(command).parse_args(argv)
+        args = fast_args(argv)
+        if args is None:
+            args = build_parser(_command_of(argv)).parse_args(argv)
         if args.man or args.completion:
             from spamnb.cli import manpage
 

@@ -252,6 +252,10 @@ def info_lines(spam_filter):
 def add_info_parser(sub):
     p = sub.add_parser("info", help="describe a model and the settings in effect")
     p.add_argument("--tokens", type=int, default=10, metavar="N", help="strongest tokens to list")
+    p.add_argument("--check", action="store_true",
+                   help="check the model file whole (its checksum, every count, the hash index, the token "
+                        "strings; classify and learn map it and check only its header and bounds) and the "
+                        "journal beside it; exit 0 when whole, 3 with the reason when not")
     model_option(p)
     p.set_defaults(handler=cmd_info)
 
@@ -264,8 +268,14 @@ def _log_odds(p):
 
 def cmd_info(args):
     settings = settings_of(args)
-    spam_filter = load_filter(args, settings)
+    spam_filter = load_filter(args, settings)   # read whole and checked (not mapped): ModelError when damaged
     path = spam_filter.source_
+    if args.check:
+        journal = spam_filter.journal_
+        records = len(journal.payloads) if journal is not None and journal.status == "ok" else 0
+        print(f"{path}: checked whole (checksum, header, counts, hash index, token strings): ok; "
+              f"journal: {records} record{'s' if records != 1 else ''} applied")
+        return EXIT_OK
     ham, spam = spam_filter.class_count_
     print(f"model:          {path} ({human_size(os.path.getsize(path))})")
     print(f"messages:       {spam + ham:.0f} ({spam:.0f} spam, {ham:.0f} ham)")

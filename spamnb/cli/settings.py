@@ -20,12 +20,13 @@ cutoff outside [0, 1] is an error (exit 3), not something silently ignored.
 """
 
 import os
-import re
+
+from spamnb.mail import lazy_re
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "DEFAULT_HEADER_NAME"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
-_FIELD_NAME = re.compile(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
+_FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
 KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str}
 
 
@@ -83,7 +84,7 @@ def check(key, value):
 # comments and blank lines.  Anything else (escapes, tables, a tab in a
 # string, a duplicate key, ...) goes to tomllib; what is read here reads the
 # same with tomllib (tests/test_settings.py checks it).
-_SIMPLE_LINE = re.compile(
+_SIMPLE_LINE = lazy_re.pattern(
     r"[ \t]*(?:([A-Za-z0-9_-]+)[ \t]*=[ \t]*"
     r"(\"[^\"\\\x00-\x1f\x7f]*\"|'[^'\x00-\x1f\x7f]*'|[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
     r"[ \t]*)?(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?\r?\Z")

@@ -13,28 +13,42 @@ each message starts with one.  Where a new message starts:
 
 Lines may end in LF or CRLF.  The blank line before an envelope line belongs
 to no message; each message keeps its own envelope line (the parser and
-:func:`spamnb.training.corpus.looks_like_mail` skip it).  The file is read line by line
+:func:`looks_like_mail` skip it).  The file is read line by line
 (lines cut at 64 KiB), so memory is bounded by the largest message, and a
 message is cut at ``max_message_bytes`` (64 MiB by default: far beyond what
 the tokenizer reads of a message).
 
-This module imports only :mod:`io` and :mod:`re`: ``spamnb classify`` reads mbox input
+This module imports only :mod:`io` and :mod:`re` (its patterns compiled on first use): ``spamnb classify`` reads mbox input
 through it and must start fast.
 """
 
 from __future__ import annotations
 
 import io
-import re
 
-__all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
+from spamnb.mail import lazy_re
+
+__all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES",
+           "looks_like_mail"]
 
 MAX_MESSAGE_BYTES = 64 << 20
 _MAX_LINE = 64 << 10
 _MAX_ENVELOPE = 1000  # a longer line is no envelope line (and the pattern below stays linear)
 # "From sender@example.com Mon Nov 23 10:40:20 2026", "From x  Sat Jan  3 01:05:34 1996 +0000", ...
-_ENVELOPE = re.compile(rb"From [^ \t\r\n]+[ \t]+[^\r\n]*?\b\d{1,2}:\d\d(?::\d\d)?\b[^\r\n]*?\b\d{4}\b")
+_ENVELOPE = lazy_re.pattern(rb"From [^ \t\r\n]+[ \t]+[^\r\n]*?\b\d{1,2}:\d\d(?::\d\d)?\b[^\r\n]*?\b\d{4}\b")
 _BLANK = (b"\n", b"\r\n")
+_HEADER_LINE = lazy_re.pattern(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+
+
+def looks_like_mail(data):
+    """True when the first line (after an mbox ``From `` line) is a header field."""
+    start = 0
+    if data.startswith(b"From "):
+        newline = data.find(b"\n")
+        if newline < 0:
+            return False
+        start = newline + 1
+    return _HEADER_LINE.match(data, start) is not None
 
 
 def is_mbox_start(head):

@@ -18,7 +18,7 @@ Subject gets one).  The body is never touched: it is written from a view of
 the input, not a copy.
 """
 
-import re
+from spamnb.mail import lazy_re
 
 __all__ = ["STATUS_WORDS", "SA_FIELDS", "status_value", "passthrough_pieces", "strip_markup", "header_fields", "field_name",
            "tag_subject"]
@@ -30,7 +30,7 @@ STATUS_WORDS = {"spam": b"Yes", "unsure": b"Unsure", "ham": b"No"}
 SA_FIELDS = (b"x-spam-status", b"x-spam-flag", b"x-spam-score", b"x-spam-level", b"x-spam-checker-version",
              b"x-spam-report")
 _CHECKER = b"x-spam-checker-version"
-_HEADER_LINE = re.compile(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
+_HEADER_LINE = lazy_re.pattern(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
 
 
 def status_value(verdict):

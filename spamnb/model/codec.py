@@ -59,7 +59,7 @@ def write(spam_filter, path=None, backup=None):
     }, backup=backup)
 
 
-def read(cls, path=None, tokenizer=None, _tries=3, max_size=None):
+def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     """A ``cls`` (a SpamFilter class) read from the model file at ``path``,
     with its journal of learned messages replayed (``spamnb.model.journal``);
     :class:`ModelError` for any missing, damaged, foreign or mismatched file,
@@ -68,7 +68,10 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None):
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
     where = os.fspath(path)
-    header, arrays = schema.read(path) if max_size is None else schema.read(path, max_size)   # None: the default limit
+    if mapped:
+        header, arrays = schema.read(path, max_size, mapped=True)   # max_size None: the default limit
+    else:
+        header, arrays = schema.read(path) if max_size is None else schema.read(path, max_size)
     try:
         params = header["params"]
         try:
@@ -88,9 +91,12 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None):
 
             self.features_ = FeatureModel.from_dict(header["features"])
         n_features = header["n_features"]
-        schema.check_counts(header, arrays, self.alpha)
+        if mapped:   # only what needs no page of the arrays read (spamnb.model.store.map_model)
+            schema.check_shapes(header, arrays)
+        else:
+            schema.check_counts(header, arrays, self.alpha)
         self.vocabulary_ = Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
-                                                   arrays["strings"], arrays["offsets"])
+                                                   arrays["strings"], arrays["offsets"], checked=not mapped)
         if arrays["ledger_labels"]:
             from spamnb.model.ledger import Ledger
 
@@ -106,8 +112,10 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None):
     self.source_ = where
     from spamnb.model import journal
 
+    self.mapped_ = mapped
+    self.mapped_file_ = (arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None
     if journal.replay(self, where, header, arrays) and _tries > 0:  # replaced while read: read the new one
-        return read(cls, path, tokenizer, _tries - 1, max_size)
+        return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
     return self
 
 

@@ -160,7 +160,13 @@ class Session:
         return written
 
     def compact(self):
-        """Save the model whole (the journal folded in) and remove the journal."""
+        """Save the model whole (the journal folded in) and remove the journal.
+        A model loaded mapped is checked whole first (its checksum): a damaged
+        file is never written again under a new, valid checksum."""
+        if self.filter.mapped_ and self.exists:
+            from spamnb.model.store import verify_file
+
+            verify_file(self.path)
         compact(self.filter, self.path)
         self.compacted = True
         return 0
@@ -222,9 +228,9 @@ def _signature(real):
 
 
 class _SessionContext:
-    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None):
+    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False):
         self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
-        self.kept = kept
+        self.kept, self.mapped = kept, mapped
 
     def __enter__(self):
         from spamnb.model.spam_filter import SpamFilter
@@ -238,7 +244,7 @@ class _SessionContext:
             if entry is not None:
                 spam_filter = entry[1]
             elif exists or not self.create:
-                spam_filter = SpamFilter.load(real)
+                spam_filter = SpamFilter.load(real, mapped=self.mapped)
             elif self.seed_path and os.path.exists(self.seed_path):
                 spam_filter = SpamFilter.load(self.seed_path)
                 spam_filter.journal_ = None
@@ -265,12 +271,14 @@ class _SessionContext:
         return self._lock.__exit__(kind, value, traceback)
 
 
-def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None):
+def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False):
     """``with session(model) as s:`` the model (and its journal) loaded under
     its lock as ``s.filter``; ``s.learn``/``s.forget`` change it; leaving the
     block without an exception commits (:meth:`Session.commit`), with one
     throws the changes away.  ``create``: start a new model when there is
     none (from ``seed_path``'s when given), else ModelError; ``expire``: prune
     a model past its size limit (as ``spamnb learn`` does); ``kept``: a
-    :class:`Kept` to take the model from and leave it in."""
-    return _SessionContext(path, wait, create, seed_path, expire, kept)
+    :class:`Kept` to take the model from and leave it in; ``mapped``: map the
+    model file (``SpamFilter.load``), checked whole only before it is saved
+    whole."""
+    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped)

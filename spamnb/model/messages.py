@@ -7,11 +7,12 @@ its size against :data:`MAX_MESSAGE_SIZE`); and a file name as it is printed
 from __future__ import annotations
 
 import os
-import re
+
+from spamnb.mail import lazy_re
 import stat
 
-__all__ = ["message_bytes", "read_file", "MAX_MESSAGE_SIZE", "Refused", "open_checked", "read_checked",
-           "display_name"]
+__all__ = ["message_bytes", "read_file", "MAX_MESSAGE_SIZE", "Refused", "TooLarge", "open_checked",
+           "read_checked", "read_stdin", "display_name"]
 
 # The largest message file read (64 MiB, what an mbox's messages are cut at:
 # spamnb.mail.mbox.MAX_MESSAGE_BYTES).  The tokenizer reads at most the first
@@ -24,6 +25,16 @@ class Refused(ValueError):
     """A file refused before it was read; ``str()`` is the reason (``not a
     regular file (a FIFO)``, ``larger than 64 MiB``), the same for every
     file refused for it (a corpus report counts files by reason)."""
+
+
+class TooLarge(Refused):
+    """A message over the size limit on stdin (:func:`read_stdin`): ``head`` is
+    what was read of it (at most the limit and one byte; ``b""`` for a regular
+    file, refused by its size before any of it is read)."""
+
+    def __init__(self, reason, head=b""):
+        super().__init__(reason)
+        self.head = head
 
 
 def _kind(mode):
@@ -87,7 +98,52 @@ def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):
     raise Refused(f"larger than {_size_text(max_size)}")
 
 
-_UNPRINTABLE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+def _is_null_device(st):
+    try:
+        return st.st_rdev == os.stat(os.devnull).st_rdev
+    except OSError:
+        return False
+
+
+def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
+    """The one message on ``stream`` (standard input, a binary stream not yet
+    read from): a pipe is read to ``max_size`` bytes, a regular file from its
+    position by its size, the null device (``</dev/null``) is empty input;
+    nothing is ever taken for an mbox (``-M`` reads stdin as one).
+    :class:`Refused` for any other device (a terminal, ``/dev/zero``), and
+    :class:`TooLarge` for a message over ``max_size`` (a regular file's size
+    is checked before it is read; a pipe's is not held past the limit and a
+    byte)."""
+    try:
+        fd = stream.fileno()
+        st = os.fstat(fd)
+    except (OSError, ValueError, AttributeError):   # no file descriptor (a test's stream): read it
+        fd, st = None, None
+    if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
+        if stat.S_ISCHR(st.st_mode) and _is_null_device(st):
+            return b""
+        raise Refused("stdin is a device, not mail")
+    if st is not None and stat.S_ISREG(st.st_mode):
+        try:
+            position = os.lseek(fd, 0, os.SEEK_CUR)
+        except OSError:
+            position = None
+        if position is not None:
+            size = st.st_size - position
+            if size > max_size:
+                raise TooLarge(f"larger than {_size_text(max_size)}")
+            try:
+                return read_checked(fd, max(size, 0), max_size)
+            except Refused as exc:   # grew past the limit meanwhile
+                raise TooLarge(str(exc)) from None
+    data = stream.read(max_size + 1)
+    if len(data) > max_size:
+        hint = " (-M reads stdin as an mbox)" if data.startswith(b"From ") else ""
+        raise TooLarge(f"larger than {_size_text(max_size)}{hint}", data)
+    return data
+
+
+_UNPRINTABLE = lazy_re.pattern("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 
 from spamnb.bayes import _checks
-from spamnb.model.store import ModelError, read_model, write_model
+from spamnb.model.store import ModelError, map_model, read_model, write_model
 
-__all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts"]
+__all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
 
 FORMAT = "spamnb-model"
 VERSION = 4
@@ -92,12 +92,13 @@ def write(path, fields, arrays, backup=None):
     write_model(path, header, {name: (ARRAYS[name][0], buffer) for name, buffer in arrays.items()}, backup=backup)
 
 
-def read(path, max_size=None):
+def read(path, max_size=None, mapped=False):
     """Read and check a model file: ``(header, arrays)`` with every declared
     field and array of its version present and typed, logarithms decoded
     (``null`` is -inf) and in range.  Raises ModelError (``max_size``: as
-    :func:`spamnb.model.store.read_model`)."""
-    header, arrays = read_model(path, max_size)
+    :func:`spamnb.model.store.read_model`).  ``mapped``: the file mapped,
+    not read (:func:`spamnb.model.store.map_model`: its checksum not checked)."""
+    header, arrays = map_model(path, max_size) if mapped else read_model(path, max_size)
     try:
         _check(header, arrays)
     except ModelError:
@@ -153,6 +154,15 @@ def _check(header, arrays):
     for v in header["log_norm"]:
         if not (_LOG_MIN <= v <= _LOG_MAX or (v == -math.inf and n_features == 0)):
             raise ValueError("bad normalisers")
+
+
+def check_shapes(header, arrays):
+    """What :func:`check_counts` checks without reading the arrays: their
+    lengths against the vocabulary size (a mapped model, whose values the
+    scorer checks as it reads them).  Raises ValueError."""
+    n = len(CLASSES) * header["n_features"]
+    if len(arrays["feature_count"]) != n or len(arrays["log_count"]) != n:
+        raise ValueError("count matrix does not match the vocabulary")
 
 
 def check_counts(header, arrays, alpha):

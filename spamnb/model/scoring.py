@@ -5,6 +5,8 @@ strongest tokens (``spamnb info``)."""
 
 from __future__ import annotations
 
+from array import array
+
 from spamnb.bayes import _vocab
 from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
@@ -24,8 +26,51 @@ def scorer(spam_filter):
         spam_filter._require_fitted()
     counts.resize(vocab.n_features)
     log_count, log_norm, log_prior, tail = counts.scorer_logs()
+    mapped = state.get("mapped_file_")
+    if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
+        return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
+                          float(spam_filter.length_norm))
     return _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                          COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
+
+
+class FileScorer:
+    """The single-message scorer of a model file mapped and unchanged
+    (``SpamFilter.load(mapped=True)``, no journal record applied): a
+    message's entries of the hash index and its log-counts are read from
+    the open file (``_vocab.gather``: ``pread``, no page of the model
+    mapped or faulted in, so memory does not grow with the model and a
+    file cut short is an error, never a fault), into a ``_vocab.Scorer``
+    over those tokens alone, numbered in the order of their feature indices:
+    the same sums in the same order as the whole model's Scorer, the
+    evidence given with the model's feature indices."""
+
+    def __init__(self, file, offsets, capacity, n_features, log_norm, log_prior, counts, length):
+        self._file, self._layout = file, (offsets["keys"], capacity, offsets["values"], offsets["log_count"])
+        self._n_features, self._log_norm, self._log_prior = n_features, log_norm, log_prior
+        self._counts, self._length = counts, length
+
+    def _compact(self, hashes):
+        """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
+        keys_at, capacity, values_at, logs_at = self._layout
+        found, index, logs = _vocab.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
+                                           self._n_features, len(self._log_prior), hashes)
+        n = len(found)
+        size = 16
+        while size < 2 * (n + 1):
+            size <<= 1
+        keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
+        _vocab.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
+        return _vocab.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
+                             self._length), index
+
+    def score(self, hashes, n_evidence=0):
+        scorer, index = self._compact(hashes)
+        jll, evidence, *rest = scorer.score(hashes, n_evidence)
+        return (jll, [(index[i], w) for i, w in evidence], *rest)
+
+    def verdict_sums(self, hashes, regions, truncated=False):
+        return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated)
 
 
 def rows(spam_filter, messages, grow, features=None):

@@ -104,6 +104,8 @@ class SpamFilter:
         self.source_ = None      # the model file a loaded filter came from
         self.calibration_ = None  # the cutoffs fit chose (spamnb.model.calibrate.Calibration), or None
         self.journal_ = None      # the journal replayed over the model file at load (spamnb.model.journal)
+        self.mapped_ = False      # loaded from a mapped file, its checksum unchecked (SpamFilter.load)
+        self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
         self._guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
 
     def __copy__(self):
@@ -352,13 +354,18 @@ class SpamFilter:
             codec.write(self, path, backup)
 
     @classmethod
-    def load(cls, path=None, tokenizer=None, max_size=None):
+    def load(cls, path=None, tokenizer=None, max_size=None, mapped=False):
         """Read a model file.  Raises :class:`spamnb.model.store.ModelError` for any
         missing, damaged, foreign or mismatched file (e.g. a ``tokenizer``
         given here whose settings differ from the model's), and, unread, for
         anything but a regular file or a file over ``max_size`` bytes
-        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB)."""
-        return codec.read(cls, path, tokenizer, max_size=max_size)
+        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB).
+
+        ``mapped``: map the file instead of reading it and checking it whole
+        (``spamnb classify``, ``learn``: a message's cost does not grow with
+        the model; the header and every array's bounds are checked, the
+        whole-file checksum is not: :func:`spamnb.model.store.map_model`)."""
+        return codec.read(cls, path, tokenizer, max_size=max_size, mapped=mapped)
 
     def __repr__(self):
         return (f"SpamFilter(alpha={self.alpha!r}, prior={self.prior!r}, counts={self.counts!r}, "

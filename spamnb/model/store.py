@@ -65,7 +65,7 @@ from contextlib import contextmanager
 from spamnb.bayes import _checks
 
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
-           "read_model", "locked", "resolve"]
+           "read_model", "map_model", "verify_file", "locked", "resolve"]
 
 MAGIC = b"SPAMNB\x00M"
 FORMAT_VERSION = 1
@@ -397,6 +397,55 @@ def read_model(path, max_size=None):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def map_model(path, max_size=None):
+    """Map a model file instead of reading it; returns ``(header, arrays)`` as
+    :func:`read_model` does, with ``header["_mapped"]`` True.
+
+    The file's type, size and first 40 bytes are checked as by
+    :func:`read_model`; then it is mapped privately (``MAP_PRIVATE``: its
+    pages are read from the page cache as they are touched, and a journal
+    replayed over them changes copies of the pages it writes, never the
+    file), and the header (JSON), every array's bounds within the file
+    (against the file's size, before any view is made), alignment and
+    overlap are checked.  The whole-file checksum is not: it would read
+    every page, the cost this reader exists to spare (``spamnb classify``
+    of one message).  What a damaged array could do is bounded where it is
+    read (the scorer checks each index entry and log-count it uses);
+    :func:`verify_file` checks the whole file (``spamnb info --check``).
+
+    A model is replaced by rename (:func:`write_model`): a mapping, and the
+    file kept open in ``arrays.file`` (a scorer reads a message's entries
+    from it with ``pread``), keep the file they opened (its inode) whole
+    however the path changes.  The prefix and header are read with
+    ``pread``, not from the mapping, so a file cut short in place
+    (``truncate``, ``cp`` over it) is a short read, never a fault; only a
+    journal's replay and the naming of evidence tokens touch the mapping
+    (docs/architecture.md, "The model file mapped").
+    """
+    path = os.fspath(path)
+    max_size = MAX_MODEL_SIZE if max_size is None else max_size
+    with _opened(path, max_size) as (fd, st):
+        size = st.st_size
+        # the prefix and the header are read, not taken from the mapping: a file cut short in
+        # place from now on makes a short read (refused), never a fault on a page past its end
+        header_length = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))[3]
+        head = os.pread(fd, _PREFIX.size + min(header_length, size - _PREFIX.size), 0)
+        memory = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
+        file = os.fdopen(os.dup(fd), "rb", buffering=0)   # kept open: the same inode as the mapping
+    if len(memory) != size:   # pragma: no cover - mmap maps what was asked
+        raise ModelError(f"{path}: model file is damaged (truncated?)")
+    header, arrays = _parse(path, memoryview(memory), size, verify=False, head=head)
+    header["_mapped"] = True
+    arrays.file = file
+    return header, arrays
+
+
+def verify_file(path, max_size=None):
+    """Check a model file whole: what :func:`read_model` checks (the
+    checksum of every byte included); ModelError when it fails."""
+    read_model(path, max_size)
+
+
 def _signature(st):
     return (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
@@ -450,12 +499,15 @@ def _check_fields(path, fields, size):
         raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
 
 
-def _read_whole(path, max_size=MAX_MODEL_SIZE):
-    """(memoryview of the file's bytes in private memory, its stat signature
-    when opened); the file's type, size (at most ``max_size``) and prefix
-    checked first."""
+@contextmanager
+def _opened(path, max_size):
+    """``(fd, os.stat)`` of the model file at ``path``, opened without
+    blocking (a FIFO never waits for a writer) and closed on leaving, once its
+    type, its size (at most ``max_size``) and its 40-byte prefix are checked;
+    every failure, there or in the block, as ModelError (a refused prefix
+    carries the file's ``signature``: :func:`read_model` reads a file that
+    changed again)."""
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         try:
             st = os.fstat(fd)
@@ -472,15 +524,9 @@ def _read_whole(path, max_size=MAX_MODEL_SIZE):
                     raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
                 _check_prefix(path, fd, size)
             except ModelError as exc:
-                exc.signature = _signature(st)   # read_model reads a file that changed again
+                exc.signature = _signature(st)
                 raise
-            view = _private_memory(size)
-            done = 0
-            while done < size:
-                n = os.readv(fd, [view[done:]])
-                if n == 0:  # shrank since fstat (rewritten in place): what was read fails the checks
-                    break
-                done += n
+            yield fd, st
         finally:
             os.close(fd)
     except IsADirectoryError:
@@ -491,6 +537,21 @@ def _read_whole(path, max_size=MAX_MODEL_SIZE):
         raise ModelError(f"{path}: permission denied") from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
+
+
+def _read_whole(path, max_size=MAX_MODEL_SIZE):
+    """(memoryview of the file's bytes in private memory, its stat signature
+    when opened); the file's type, size (at most ``max_size``) and prefix
+    checked first (:func:`_opened`)."""
+    with _opened(path, max_size) as (fd, st):
+        size = st.st_size
+        view = _private_memory(size)
+        done = 0
+        while done < size:
+            n = os.readv(fd, [view[done:]])
+            if n == 0:  # shrank since fstat (rewritten in place): what was read fails the checks
+                break
+            done += n
     return view[:done], _signature(st)
 
 
@@ -501,19 +562,23 @@ def _size_text(n):
     return f"{n} bytes"
 
 
-def _parse(path, memory, size):
+def _parse(path, memory, size, verify=True, head=None):
+    """``(header, arrays)`` of the model file in ``memory`` (``size`` bytes);
+    ``head``: its prefix and header read apart (:func:`map_model`), else they
+    are taken from ``memory``."""
     view = memory.toreadonly()
     if size < _PREFIX.size:
         raise ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
-    fields = _PREFIX.unpack_from(view)
+    head = view if head is None else head
+    fields = _PREFIX.unpack_from(head)
     _check_fields(path, fields, size)
     magic, version, _reserved, header_length, total, checksum = fields
-    if header_length > size - _PREFIX.size or header_length % _ALIGN:
+    if header_length > size - _PREFIX.size or header_length % _ALIGN or len(head) < _PREFIX.size + header_length:
         raise ModelError(f"{path}: model file is damaged (bad header length)")
-    if _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
+    if verify and _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
         raise ModelError(f"{path}: model file is damaged (checksum mismatch)")
     try:
-        header = json.loads(bytes(view[_PREFIX.size:_PREFIX.size + header_length]))
+        header = json.loads(bytes(head[_PREFIX.size:_PREFIX.size + header_length]))
         if not isinstance(header, dict) or not isinstance(header.get("arrays"), dict):
             raise ValueError("no array table")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
@@ -535,6 +600,7 @@ def _parse(path, memory, size):
             raise ModelError(f"{path}: array {name!r} lies outside the model file")
         arrays[name] = view[start:end].cast(typecode) if typecode != "B" else view[start:end]
         arrays.writable[name] = memory[start:end]
+        arrays.offsets[name] = start
         spans.append((start, end, name))
     spans.sort()
     for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
@@ -547,11 +613,16 @@ def _parse(path, memory, size):
 class _Arrays(dict):
     """The arrays of a model file read (name -> read-only memoryview), and in
     ``writable`` the same as writable bytes of the reader's private copy: a
-    journal's learns are applied there (``spamnb.model.journal``)."""
+    journal's learns are applied there (``spamnb.model.journal``); ``offsets``
+    where each starts in the file, and ``file`` the file itself, open, when
+    it was mapped (a message's entries can be read from it without mapping
+    any page: ``spamnb.model.scoring``)."""
 
     def __init__(self):
         super().__init__()
         self.writable = {}
+        self.offsets = {}   # each array's byte offset in the file
+        self.file = None    # a mapped model's file, open (spamnb.model.store.map_model)
 
 
 _HELD = set()   # the models whose lock this process holds (spamnb.model.journal asks)

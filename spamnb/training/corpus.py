@@ -42,7 +42,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from spamnb.mail.mbox import is_mbox_start, iter_mbox
+from spamnb.mail.mbox import is_mbox_start, iter_mbox, looks_like_mail
 from spamnb.model import messages as _messages
 from spamnb.model.messages import MAX_MESSAGE_SIZE, Refused, display_name, read_checked
 from spamnb.training.errors import CorpusError
@@ -51,7 +51,6 @@ __all__ = ["LabelledMessage", "CorpusReport", "CorpusError", "labelled_messages"
            "read_messages", "is_test_message", "looks_like_mail", "split_mbox", "walk_files", "file_messages",
            "shard_messages", "tree_label", "is_spam_name"]
 
-_HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
 _MBOX_MESSAGE = re.compile(r"#\d+$")   # the name of an mbox's message: "box#12"
 
 
@@ -132,17 +131,6 @@ class CorpusReport:
 def is_test_message(relpath):
     """The project's fixed split: test when md5(relative path) % 5 == 0."""
     return int(hashlib.md5(relpath.encode("utf-8", "surrogateescape")).hexdigest(), 16) % 5 == 0
-
-
-def looks_like_mail(data):
-    """True when the first line (after an mbox ``From `` line) is a header field."""
-    start = 0
-    if data.startswith(b"From "):
-        newline = data.find(b"\n")
-        if newline < 0:
-            return False
-        start = newline + 1
-    return _HEADER_LINE.match(data, start) is not None
 
 
 def split_mbox(data):

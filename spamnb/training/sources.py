@@ -11,7 +11,7 @@ import stat
 import sys
 
 from spamnb.mail.mbox import is_mbox_start, iter_mbox, split_mbox
-from spamnb.model.messages import MAX_MESSAGE_SIZE, Refused, display_name, open_checked, read_checked
+from spamnb.model.messages import MAX_MESSAGE_SIZE, Refused, display_name, open_checked, read_checked, read_stdin
 from spamnb.training.errors import CorpusError, SkippedInput
 
 __all__ = ["messages_of", "read_message_file", "SkippedInput"]
@@ -129,11 +129,12 @@ def _stdin_messages():
     yield from _stream_messages(stream, "-")
 
 
-def messages_of(path, spam_folders="read", follow_links=True, pipes=False):
+def messages_of(path, spam_folders="read", follow_links=True, pipes=False, stdin_mbox=False):
     """``(name, bytes)`` of each message in ``path``: a message file, an mbox
     (read one message at a time), a folder or Maildir (each message below it),
-    or ``-`` (stdin: a message, or an mbox).  A single message is held once,
-    never copied (a 50 MB message stays 50 MB).
+    or ``-`` (stdin: one message, whatever its first line, or with
+    ``stdin_mbox`` an mbox: bogofilter's ``-M``).  A single message is held
+    once, never copied (a 50 MB message stays 50 MB).
 
     Every file's type is checked before it is opened: a device or a socket is
     refused unread (:class:`SkippedInput`, a CorpusError), and so is a FIFO
@@ -145,7 +146,13 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False):
     (``spam_folders``, ``follow_links``: as there), what is skipped said on
     stderr."""
     if path == "-":
-        yield from _stdin_messages()
+        if stdin_mbox:
+            yield from _stdin_messages()
+            return
+        try:
+            yield "-", read_stdin(sys.stdin.buffer, MAX_MESSAGE_SIZE)
+        except Refused as exc:
+            raise SkippedInput(f"-: {exc}; not read") from None
         return
     try:
         fd, size = open_checked(path, max_size=None)

@@ -1,0 +1,114 @@
+"""The cold path of a mail filter's commands (issue 35): what ``spamnb
+classify``, ``classify -p``, ``learn`` and ``forget`` of one message on stdin
+import (measured as ``python -X importtime`` measures it), and the fast
+reading of their command lines, which must give what the parser gives."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+MESSAGE = sorted((REPO / "corpora" / "spam").iterdir())[0]
+
+# Every spamnb module the cold path of one message imports.  A change that
+# adds one to the path fails here: add it only when the command uses it.
+COMMON = {
+    "spamnb", "spamnb.bayes", "spamnb.bayes._checks", "spamnb.bayes._holes", "spamnb.bayes._index",
+    "spamnb.bayes._vocab", "spamnb.bayes.vocabulary", "spamnb.bayes.wordcounts",
+    "spamnb.cli", "spamnb.cli.common", "spamnb.cli.exitcodes", "spamnb.cli.main", "spamnb.cli.settings",
+    "spamnb.mail", "spamnb.mail._headers", "spamnb.mail._html", "spamnb.mail._mail", "spamnb.mail._text",
+    "spamnb.mail._tokenize", "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",
+    "spamnb.mail.records", "spamnb.mail.tokenizer",
+    "spamnb.model", "spamnb.model.ages", "spamnb.model.calibrate", "spamnb.model.codec", "spamnb.model.defaults",
+    "spamnb.model.deltas", "spamnb.model.guard", "spamnb.model.journal", "spamnb.model.labels",
+    "spamnb.model.ledger", "spamnb.model.messages", "spamnb.model.schema", "spamnb.model.scoring",
+    "spamnb.model.spam_filter", "spamnb.model.store", "spamnb.model.verdict",
+}
+EXPECTED = {
+    "classify": COMMON | {"spamnb.cli.classify"},
+    "classify -p": COMMON | {"spamnb.cli.classify", "spamnb.mail.status", "spamnb.model.headers"},
+    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.cli.progress", "spamnb.mail.mbox", "spamnb.mail.status",
+                              "spamnb.model.learning"},
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.cli.progress", "spamnb.mail.mbox", "spamnb.mail.status",
+                        "spamnb.model.learning"},
+}
+# Never on the cold path: the numeric stack, the training and server layers,
+# the parser (argparse builds every option of a command to answer one),
+# the email package, a TOML reader when there is no settings file.
+FORBIDDEN = ("numpy", "scipy", "argparse", "email", "tomllib", "spamnb.training", "spamnb.evaluation",
+             "spamnb.server", "spamnb.bayes.multinomial", "spamnb.bayes.kernels", "spamnb.model.fitting",
+             "spamnb.model.counting")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    home = tmp_path_factory.mktemp("cold")
+    path = home / "model.spamnb"
+    subprocess.run([sys.executable, "-m", "spamnb", "train", REPO / "corpora", "-m", path, "-q", "-j", "1"],
+                   check=True, capture_output=True, env=_env(home))
+    return path
+
+
+def _env(home):
+    env = dict(os.environ, SPAMNB_HOME=str(home))
+    env.pop("SPAMNB_DEBUG", None)
+    return env
+
+
+def _imports(args, model, tmp_path):
+    path = tmp_path / "model.spamnb"
+    shutil.copyfile(model, path)
+    with open(MESSAGE, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "spamnb", *args.split(), "-m", path],
+                              stdin=stdin, capture_output=True, env=_env(tmp_path), cwd=tmp_path, timeout=60)
+    lines = proc.stderr.decode().splitlines()
+    errors = [line for line in lines if not line.startswith("import time:")]
+    modules = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+    return proc, errors, modules - {"imported package"}
+
+
+@pytest.mark.parametrize("args", sorted(EXPECTED))
+def test_the_cold_path_imports_only_what_it_uses(args, model, tmp_path):
+    proc, errors, modules = _imports(args, model, tmp_path)
+    assert proc.returncode in (0, 1, 2) and not errors, errors
+    ours = {name for name in modules if name.split(".")[0] == "spamnb"}
+    assert ours <= EXPECTED[args], sorted(ours - EXPECTED[args])
+    forbidden = sorted(name for name in modules if name.startswith(FORBIDDEN) and (
+        name in FORBIDDEN or name.startswith(tuple(f + "." for f in FORBIDDEN))))
+    assert not forbidden, forbidden
+
+
+FAST_FORMS = [
+    ["classify"], ["classify", "-"], ["classify", "-p"], ["classify", "--passthrough", "-"], ["classify", "-M"],
+    ["-m", "m.spamnb", "classify"], ["classify", "-m", "m.spamnb", "--settings", "s.toml"],
+    ["--settings", "s.toml", "classify", "-p", "-m", "m"], ["classify", "msg.eml"],
+    ["learn", "--spam"], ["learn", "--ham", "-q", "-"], ["learn", "-M", "--spam", "a", "b"],
+    ["-m", "m", "learn", "--spam", "-m", "n"], ["forget"], ["forget", "--ham", "-M"], ["forget", "-q", "a.eml"],
+]
+SLOW_FORMS = [
+    ["classify", "a", "b"], ["classify", "--json"], ["classify", "-h"], ["classify", "--model=m"],
+    ["learn"], ["learn", "--spam", "--ham"], ["learn", "--spam", "--wait", "5"], ["classify", "-m"],
+    ["train", "x"], ["info"], ["classify", "-pv"], ["--version"],
+]
+
+
+@pytest.mark.parametrize("argv", FAST_FORMS, ids=" ".join)
+def test_the_fast_reading_gives_what_the_parser_gives(argv):
+    from spamnb.cli import main
+
+    fast = vars(main.fast_args(argv))
+    parsed = vars(main.build_parser(main._command_of(argv)).parse_args(argv))
+    # --batch's own options are left out of the fast reading (a batch is never read there)
+    assert set(parsed) - set(fast) <= {"jobs", "partition_size"}, set(parsed) ^ set(fast)
+    assert fast == {key: parsed[key] for key in fast}
+
+
+@pytest.mark.parametrize("argv", SLOW_FORMS, ids=" ".join)
+def test_other_forms_go_to_the_parser(argv):
+    from spamnb.cli import main
+
+    assert main.fast_args(argv) is None
