@@ -54,9 +54,9 @@ def _header_end(message):
 # a colon) and their continuation lines, up to the first line that is neither:
 # the blank line, or the first body line of a message with no blank line
 # after its header (which _header_end counts as header).
-_FIELDS = re.compile(rb"(?:From [^\n]*\n)?"                               # the envelope line
-                     rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"   # a field
-                     rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")                     # its continuation lines
+_FIELDS = lazy_re.pattern(rb"(?:From [^\n]*\n)?"                               # the envelope line
+                          rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"   # a field
+                          rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")                     # its continuation lines
 
 
 def _fields_end(message):
