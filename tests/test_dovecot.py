@@ -272,3 +272,40 @@ def test_the_learn_route_on_a_single_user_host(trained, tmp_path):
         assert counts(model) == (ham0 + 2, spam0 + 4)
     finally:
         site.stop()
+
+
+def test_the_pipe_program_learn_route_teaches_the_users_own_model(trained, tmp_path):
+    """contrib/dovecot/spamnb-learn with ROUTE=learn, run as Dovecot runs it
+    (message on stdin, HOME the user's): learns, relabels, exits 0 always."""
+    import spamnb
+
+    bindir = tmp_path / "pipe"
+    bindir.mkdir()
+    shutil.copy(CONTRIB / "spamnb-learn", bindir / "spamnb-learn")
+    wrapper = tmp_path / "spamnb"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={Path(spamnb.__file__).resolve().parents[1]} "
+                       f"exec {sys.executable} -m spamnb \"$@\"\n")
+    wrapper.chmod(0o755)
+    log = tmp_path / "learn.log"
+    (bindir / "spamnb-learn.conf").write_text(f"ROUTE=learn\nSPAMNB={wrapper}\nTIMEOUT=30\nLOG={log}\n")
+    home = tmp_path / "home"
+    (home / ".spamnb").mkdir(parents=True)
+    model = home / ".spamnb" / "model.spamnb"
+    shutil.copy(trained / "model.spamnb", model)
+    ham0, spam0 = counts(model)
+    env = {"HOME": str(home), "USER": USER}            # Dovecot gives the program little more
+
+    def pipe(*args, raw=message("route", 1)):
+        return subprocess.run([str(bindir / "spamnb-learn"), *args], input=raw, env=env, capture_output=True,
+                              timeout=120).returncode
+
+    assert pipe("spam", USER) == 0 and counts(model) == (ham0, spam0 + 1)
+    assert pipe("spam", USER) == 0 and counts(model) == (ham0, spam0 + 1)
+    assert pipe("ham", USER) == 0 and counts(model) == (ham0 + 1, spam0)
+    assert not log.exists()                            # nothing failed
+    assert pipe("ham", "../etc") == 0 and pipe("bogus", USER) == 0 and counts(model) == (ham0 + 1, spam0)
+    assert "user name '../etc' refused" in log.read_text()
+    (bindir / "spamnb-learn.conf").write_text(f"ROUTE=learn\nSPAMNB={wrapper}\nMODEL={tmp_path}/%u.spamnb\n"
+                                              f"TIMEOUT=30\nLOG={log}\n")
+    assert pipe("spam", "bob") == 0
+    assert counts(tmp_path / "bob.spamnb") == (0, 1)   # MODEL with %u: the user's own model file
