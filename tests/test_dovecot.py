@@ -157,6 +157,7 @@ def test_moves_into_and_out_of_junk_teach_the_users_model(served):
     imap.logout()
 
 
+@pytest.mark.slow
 def test_a_server_that_is_down_loses_no_move_and_the_catch_up_learns_it(served):
     imap = served.client()
     append(imap, "INBOX", [message("down", n) for n in range(20)])
@@ -200,6 +201,7 @@ def burst(site, n):
     return took
 
 
+@pytest.mark.slow
 def test_a_burst_of_50_moves_is_all_learned(served):
     took = burst(served, 50)
     ham0, spam0 = served.site_counts
@@ -215,6 +217,7 @@ def test_a_burst_of_500_moves_is_all_learned_within_30_seconds(served):
     assert took <= 30, took
 
 
+@pytest.mark.slow
 def test_a_server_that_hangs_does_not_hang_the_client(served, tmp_path):
     """A listener that accepts and never answers: the first move waits
     TIMEOUT (5 s) and is logged; the next ones back off at once."""
@@ -237,6 +240,7 @@ def test_a_server_that_hangs_does_not_hang_the_client(served, tmp_path):
     imap.logout()
 
 
+@pytest.mark.slow
 def test_the_learn_route_on_a_single_user_host(trained, tmp_path):
     """ROUTE=learn: ``spamnb learn`` in the mail user's own ~/.spamnb."""
     if os.getuid() == 0:

@@ -166,6 +166,7 @@ def test_scan_of_200_messages_of_the_spamassassin_corpus(server, trained, tmp_pa
     assert counts(account.model) == (before[0], before[1] + len(junk))
 
 
+@pytest.mark.slow
 def test_a_scan_killed_halfway_and_run_again_leaves_each_message_in_one_folder(server, trained, tmp_path):
     account = Account(server, "user2", tmp_path / "home", trained / "model.spamnb")
     paths = mixed(REPO / "corpora", 150)
@@ -190,6 +191,7 @@ def test_a_scan_killed_halfway_and_run_again_leaves_each_message_in_one_folder(s
     assert sorted(junk) == sorted(k for k, v in expected if v == "spam")
 
 
+@pytest.mark.slow
 def test_flag_only_marks_spam_and_moves_nothing(server, trained, tmp_path):
     account = Account(server, "user3", tmp_path / "home", trained / "model.spamnb")
     paths = mixed(REPO / "corpora", 20)
@@ -207,6 +209,7 @@ def test_flag_only_marks_spam_and_moves_nothing(server, trained, tmp_path):
         k for k, v in expected if v == "spam")
 
 
+@pytest.mark.slow
 def test_add_header_re_appends_each_message_with_its_verdict(server, trained, tmp_path):
     account = Account(server, "user4", tmp_path / "home", trained / "model.spamnb", security="starttls",
                       port=server.port)
@@ -227,6 +230,7 @@ def test_add_header_re_appends_each_message_with_its_verdict(server, trained, tm
     assert len(account.folder("INBOX")) + len(account.folder("Junk")) == 10
 
 
+@pytest.mark.slow
 def test_errors_are_one_line_with_their_exit_code(server, trained, tmp_path):
     model = trained / "model.spamnb"
     wrong = Account(server, "user5", tmp_path / "wrong", model)
