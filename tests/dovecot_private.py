@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from mailchain import free_port
+
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 SIEVE_PLUGIN = Path("/usr/lib/dovecot/modules/lib95_imap_sieve_plugin.so")
 
@@ -43,12 +45,6 @@ def missing_sieve():
 def version():
     out = subprocess.run([DOVECOT, "--version"], capture_output=True, text=True, timeout=30).stdout
     return out.split()[0] if out else "unknown"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _account(*names):

@@ -119,6 +119,15 @@ def verdicts(home, paths):
     #                                                                   holds a few messages twice
 
 
+def filled(server, trained, tmp_path, user, n):
+    """A new account with ``n`` mixed messages of corpora/ in its INBOX, and their verdicts."""
+    account = Account(server, user, tmp_path / "home", trained / "model.spamnb")
+    paths = mixed(REPO / "corpora", n)
+    expected = verdicts(account.home, paths)
+    account.fill(paths)
+    return account, expected
+
+
 def scan_and_check(account, paths):
     expected = verdicts(account.home, paths)
     account.fill(paths)
@@ -168,10 +177,7 @@ def test_scan_of_200_messages_of_the_spamassassin_corpus(server, trained, tmp_pa
 
 @pytest.mark.slow
 def test_a_scan_killed_halfway_and_run_again_leaves_each_message_in_one_folder(server, trained, tmp_path):
-    account = Account(server, "user2", tmp_path / "home", trained / "model.spamnb")
-    paths = mixed(REPO / "corpora", 150)
-    expected = verdicts(account.home, paths)
-    account.fill(paths)
+    account, expected = filled(server, trained, tmp_path, "user2", 150)
     env = dict(os.environ, SPAMNB_HOME=str(account.home), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
     proc = subprocess.Popen([sys.executable, "-m", "spamnb", "imap", "scan", "-q"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -193,10 +199,7 @@ def test_a_scan_killed_halfway_and_run_again_leaves_each_message_in_one_folder(s
 
 @pytest.mark.slow
 def test_flag_only_marks_spam_and_moves_nothing(server, trained, tmp_path):
-    account = Account(server, "user3", tmp_path / "home", trained / "model.spamnb")
-    paths = mixed(REPO / "corpora", 20)
-    expected = verdicts(account.home, paths)
-    account.fill(paths)
+    account, expected = filled(server, trained, tmp_path, "user3", 20)
     assert account.spamnb("imap", "scan", "--flag-only").returncode == 0
     assert account.folder("Junk") == []
     client = account.imap()

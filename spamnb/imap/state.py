@@ -1,11 +1,11 @@
 """What ``spamnb imap scan`` has seen: per account and folder, the folder's
 UIDVALIDITY and the highest UID scanned.  A JSON file, written atomically
-(a temporary file beside it, fsync, rename) after every batch, so a run that
+(``spamnb.model.store.replace_file``: a temporary file beside it, fsync,
+rename, the folder fsynced) after every batch, so a run that
 is killed starts again after the last batch it finished."""
 
 import json
 import os
-import tempfile
 
 __all__ = ["ScanState"]
 
@@ -36,18 +36,8 @@ class ScanState:
         self.save()
 
     def save(self):
-        folder = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".imap-state.", dir=folder)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.data, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        from spamnb.model.store import replace_file
+
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        text = json.dumps(self.data, indent=1, sort_keys=True).encode()
+        replace_file(os.path.abspath(self.path), lambda f: f.write(text), mode=0o600)
