@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import CommandError, model_path, settings_of, wait_option
+from spamnb.cli.common import CommandError, model_option, model_path, settings_of, wait_option
 from spamnb.cli.exitcodes import EXIT_IMAP_LOGIN, EXIT_IMAP_UNREACHABLE, EXIT_OK
 
 
@@ -134,14 +134,13 @@ def add_parser(subparsers):
     for job, handler in ((scan, cmd_scan), (learn, cmd_learn)):
         job.add_argument("--cafile", metavar="FILE", help="the CA certificates to trust for the server (PEM)")
         job.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+        model_option(job)
         job.set_defaults(handler=handler)
-    p.set_defaults(handler=_usage(p))
+    p.set_defaults(handler=_no_job)
     return p
 
 
-def _usage(parser):
-    def handler(args):
-        from spamnb.cli.common import UsageError
+def _no_job(args):
+    from spamnb.cli.common import UsageError
 
-        raise UsageError("spamnb imap: give a job: scan or learn")
-    return handler
+    raise UsageError("spamnb imap: give a job: scan or learn")

@@ -13,7 +13,6 @@ __all__ = ["ImapError", "LoginRefused", "Unreachable", "Connection", "connect"]
 _UID = re.compile(rb"\bUID (\d+)")
 _FLAGS = re.compile(rb"\bFLAGS \(([^)]*)\)")
 _DATE = re.compile(rb'\bINTERNALDATE ("[^"]*")')
-_UIDVALIDITY = re.compile(rb"UIDVALIDITY (\d+)")
 
 
 class ImapError(Exception):
