@@ -24,7 +24,7 @@ from spamnb.cli.common import UsageError, one_line, one_line_warnings
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
-            "prune", "serve")
+            "prune", "serve", "imap")
 
 
 def _epilog():
@@ -94,6 +94,10 @@ def build_parser(command=None, full=False):
         from spamnb.cli import serve
 
         serve.add_parser(sub)
+    if wanted("imap"):
+        from spamnb.cli import imap
+
+        imap.add_parser(sub)
     return parser
 
 

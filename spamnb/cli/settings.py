@@ -23,7 +23,8 @@ import os
 
 from spamnb.mail import lazy_re
 
-__all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "DEFAULT_HEADER_NAME"]
+__all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
+           "imap_password", "DEFAULT_HEADER_NAME"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
@@ -140,6 +141,8 @@ def load_settings(path=None, overrides=None):
             except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise SettingsError(f"{path}: not valid TOML: {exc}") from None
         for key, value in data.items():
+            if key == "imap":      # the [imap] table: spamnb imap's (imap_settings)
+                continue
             try:
                 values[key] = check(key, value)
             except SettingsError as exc:
@@ -154,3 +157,82 @@ def load_settings(path=None, overrides=None):
             and settings.ham_cutoff > settings.spam_cutoff):
         raise SettingsError(f"ham_cutoff {settings.ham_cutoff!r} is above spam_cutoff {settings.spam_cutoff!r}")
     return settings
+
+
+# The [imap] table: spamnb imap's account (docs/imap.md).  The password is
+# never a setting itself: a file only its owner can read, or a command.
+IMAP_KEYS = {"host": str, "port": int, "user": str, "security": str, "cafile": str, "password_file": str,
+             "password_command": str, "inbox": str, "spam": str, "unsure": str, "ham": list, "state": str}
+IMAP_DEFAULTS = {"security": "tls", "inbox": "INBOX", "spam": "Junk", "ham": ["INBOX"]}
+
+
+def imap_settings(path=None):
+    """The ``[imap]`` table of the settings file, checked, with the defaults; raises SettingsError."""
+    path = default_settings_path() if path is None else os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1 << 20)
+    except OSError as exc:
+        raise SettingsError(f"{path}: {exc.strerror or exc} (spamnb imap needs an [imap] table there)") from None
+    import tomllib
+
+    try:
+        table = tomllib.loads(raw.decode("utf-8")).get("imap")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: no [imap] table (host, user, password_file or password_command)")
+    values = dict(IMAP_DEFAULTS)
+    for key, value in table.items():
+        kind = IMAP_KEYS.get(key)
+        if kind is None:
+            if key == "password":
+                raise SettingsError(f"{path}: [imap] takes no password: give password_file (mode 0600) "
+                                    f"or password_command")
+            raise SettingsError(f"{path}: unknown [imap] setting {key!r} (known: {', '.join(IMAP_KEYS)})")
+        if not isinstance(value, kind) or isinstance(value, bool) or (
+                kind is list and not all(isinstance(v, str) for v in value)):
+            raise SettingsError(f"{path}: [imap] setting {key!r} must be a "
+                                f"{ {str: 'string', int: 'number', list: 'list of strings'}[kind] }")
+        values[key] = value
+    for key in ("host", "user"):
+        if not values.get(key):
+            raise SettingsError(f"{path}: [imap] needs {key!r}")
+    if values["security"] not in ("tls", "starttls", "none"):
+        raise SettingsError(f"{path}: [imap] security must be tls, starttls or none")
+    if ("password_file" in values) == ("password_command" in values):
+        raise SettingsError(f"{path}: [imap] needs one of password_file and password_command")
+    if "port" in values and not 0 < values["port"] < 65536:
+        raise SettingsError(f"{path}: [imap] port must be from 1 to 65535")
+    return values
+
+
+def imap_password(values):
+    """The password the ``[imap]`` settings point to; raises SettingsError (never saying the password)."""
+    if "password_file" in values:
+        path = os.path.expanduser(values["password_file"])
+        try:
+            with open(path, "rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                if mode & 0o077:
+                    raise SettingsError(f"{path}: the password file is readable by others "
+                                        f"(mode {mode & 0o777:o}): chmod 600 it")
+                raw = f.read(4096)
+        except OSError as exc:
+            raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+    else:
+        import shlex
+        import subprocess
+
+        command = values["password_command"]
+        try:
+            proc = subprocess.run(shlex.split(command), capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            raise SettingsError(f"password_command failed: {getattr(exc, 'strerror', None) or exc}") from None
+        if proc.returncode != 0:
+            raise SettingsError(f"password_command exited {proc.returncode}")
+        raw = proc.stdout
+    password = raw.decode("utf-8", "replace").split("\n")[0].rstrip("\r")
+    if not password:
+        raise SettingsError("the password is empty")
+    return password

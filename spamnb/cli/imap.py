@@ -1,0 +1,146 @@
+"""``spamnb imap scan`` and ``spamnb imap learn``: filter and train over IMAP
+(spamnb.imap), the account in the settings file's ``[imap]`` table."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from spamnb.cli.common import CommandError, model_option, model_path, settings_of, wait_option
+from spamnb.cli.exitcodes import EXIT_IMAP_LOGIN, EXIT_IMAP_UNREACHABLE, EXIT_OK
+
+
+class ImapCommandError(CommandError):
+    def __init__(self, text, exit_code):
+        super().__init__(text)
+        self.exit_code = exit_code
+
+
+def _account(args):
+    from spamnb.cli.settings import SettingsError, imap_password, imap_settings
+
+    try:
+        values = imap_settings(getattr(args, "settings", None))
+        if args.cafile:
+            values["cafile"] = args.cafile
+        password = imap_password(values)
+    except SettingsError as exc:
+        raise CommandError(str(exc)) from None
+    return values, password
+
+
+def _connect(values, password):
+    from spamnb.imap.client import LoginRefused, Unreachable, connect
+
+    try:
+        return connect(values["host"], values.get("port"), values["user"], password, values["security"],
+                       values.get("cafile"), timeout=60)
+    except LoginRefused as exc:
+        raise ImapCommandError(str(exc), EXIT_IMAP_LOGIN) from None
+    except Unreachable as exc:
+        raise ImapCommandError(str(exc), EXIT_IMAP_UNREACHABLE) from None
+
+
+def _run(job):
+    from spamnb.imap.client import ImapError
+
+    try:
+        return job()
+    except ImapError as exc:
+        raise ImapCommandError(str(exc), EXIT_IMAP_UNREACHABLE) from None
+
+
+def cmd_scan(args):
+    from spamnb.cli.common import load_filter
+    from spamnb.cli.progress import Progress
+    from spamnb.imap import jobs
+    from spamnb.imap.state import ScanState
+    from spamnb.mail.status import passthrough_pieces
+    from spamnb.model.store import spamnb_home
+
+    settings = settings_of(args)
+    spam_filter = load_filter(args, settings)
+    values, password = _account(args)
+    try:
+        state = ScanState(values.get("state") or os.path.join(spamnb_home(), "imap-state.json"))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    mark = None
+    if args.add_header:
+        def mark(raw, verdict):
+            return b"".join(bytes(p) for p in passthrough_pieces(raw, verdict, settings.header, settings.subject_tag))
+    account = f"{values['user']}@{values['host']}:{values.get('port') or ''}"
+    conn = _connect(values, password)
+    progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.2)
+    try:
+        counts = _run(lambda: jobs.scan(conn, state, account, spam_filter.classify, values["inbox"], values["spam"],
+                                        values.get("unsure"), args.flag_only, mark, settings.header,
+                                        step=lambda n: progress.step("scanning", n)))
+    finally:
+        progress.close()
+        conn.logout()
+    if not args.quiet:
+        done = "flagged" if args.flag_only else f"moved to {values['spam']}"
+        print(f"spamnb imap: {sum(counts.values())} new in {values['inbox']}: {counts['spam']} spam ({done}), "
+              f"{counts['unsure']} unsure, {counts['ham']} ham", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_learn(args):
+    from spamnb.cli.progress import Progress
+    from spamnb.imap import jobs
+    from spamnb.model import learning
+    from spamnb.model import ledger as ledgers
+
+    settings = settings_of(args)
+    markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
+    values, password = _account(args)
+    ham = args.ham or values["ham"]
+    conn = _connect(values, password)
+    progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.2)
+    tally = ledgers.Tally()
+    try:
+        with learning.session(model_path(args, settings), wait=args.wait, create=True, expire=True) as session:
+            def learn_one(raw, is_spam):
+                try:
+                    session.learn(raw, is_spam, tally, **markup)
+                except ValueError:      # not mail a model can learn: skipped, as `spamnb learn` refuses it
+                    pass
+
+            _run(lambda: jobs.learn(conn, learn_one, values["spam"], ham,
+                                    step=lambda n: progress.step("learning", n)))
+    finally:
+        progress.close()
+        conn.logout()
+    if not args.quiet:
+        print(f"spamnb imap: {tally.learn_summary()} ({values['spam']} as spam, {', '.join(ham)} as ham)",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("imap", help="filter and learn a mailbox over IMAP (the [imap] settings)",
+                              description="Filter and learn a mailbox on an IMAP server (docs/imap.md). The "
+                                          "account is the settings file's [imap] table.")
+    jobs = p.add_subparsers(dest="imap_command", metavar="JOB")
+    scan = jobs.add_parser("scan", help="classify the inbox's new messages; spam to the spam folder")
+    scan.add_argument("--flag-only", action="store_true", help="set the $Junk keyword on spam instead of moving it")
+    scan.add_argument("--add-header", action="store_true",
+                      help="re-append each message with the verdict header (and subject tag) in place of the original")
+    learn = jobs.add_parser("learn", help="learn the spam folder as spam and the ham folders as ham")
+    learn.add_argument("--ham", action="append", metavar="FOLDER",
+                       help="a folder to learn as ham (repeatable; default: the [imap] ham setting, INBOX)")
+    wait_option(learn)
+    for job, handler in ((scan, cmd_scan), (learn, cmd_learn)):
+        job.add_argument("--cafile", metavar="FILE", help="the CA certificates to trust for the server (PEM)")
+        job.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+        model_option(job)
+        job.set_defaults(handler=handler)
+    p.set_defaults(handler=_no_job)
+    return p
+
+
+def _no_job(args):
+    from spamnb.cli.common import UsageError
+
+    raise UsageError("spamnb imap: give a job: scan or learn")
