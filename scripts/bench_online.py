@@ -66,9 +66,11 @@ BOGOFILTER_CUTOFFS = (0.99, 0.45)
 
 def _verdict(name, fields):
     """(score, verdict 'S' / 'H' / 'U') from a tool's output line (an empty database: 0.5, unsure)."""
-    if name == "bogofilter":     # "S 0.9999999999999999" / "H ..." / "U ..."; nothing when the database is empty
-        if len(fields) >= 2:
-            return float(fields[-1]), fields[0][:1].upper()
+    if name == "bogofilter":     # -TT: the spamicity alone; nothing when the database is empty
+        if fields:
+            score = float(fields[-1])
+            spam_cut, ham_cut = BOGOFILTER_CUTOFFS
+            return score, "S" if score >= spam_cut else "H" if score <= ham_cut else "U"
         return 0.5, "U"
     if len(fields) >= 2:         # spamprobe: "SPAM 0.9999999 digest" / "GOOD 0.0000001 digest"
         return float(fields[1]), "S" if fields[0] == "SPAM" else "H"

@@ -188,7 +188,9 @@ class OnlineFilter:
         counted in :attr:`held_out_`."""
         import numpy as np
 
-        if score is not None:
+        from spamnb.model.prequential import counts_scores
+
+        if score is not None and counts_scores(self.class_count_):
             self.held_out_.add(score, spam, 1.0 if weight > 0 else -1.0)
             self._since_fit += 1
         indices = self.vocabulary_.add(stream)

@@ -14,7 +14,9 @@ as it is now, not as it was when it was young).
 cross-validated cutoffs (``spamnb.model.calibrate.choose_cutoffs``) to the
 histogram, with the same safeguards: with fewer than
 ``calibrate.min_ham_for(target_fpr)`` ham (1,000 for the default 0.1 %) or
-``calibrate.MIN_SPAM`` spam the defaults are kept.  A ham score is taken at
+``calibrate.MIN_SPAM`` spam the defaults are kept, and a score counts only
+when the model that gave it had learned ``MIN_CLASS`` messages of each class
+(:func:`counts_scores`).  A ham score is taken at
 the top of its bin (the spam cutoff can only come out higher, the safe
 side), and the spam cutoff gets ``calibrate.DEFAULT_MARGIN`` log-odds of
 safety as in ``train``.
@@ -29,13 +31,22 @@ from __future__ import annotations
 import math
 from array import array
 
-__all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT"]
+__all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores"]
 
 LOW = -64.0
 HIGH = 64.0
 BIN_WIDTH = 0.25
 N_BINS = int((HIGH - LOW) / BIN_WIDTH)      # 512
 MAX_COUNT = 20_000.0                         # a class's evidence is halved past this many messages
+# A score counts only when the model that gave it had learned this many messages of
+# each class: a model of one class (a folder of ham learned before any spam) gives
+# scores that say nothing of the model it becomes (infinite under the "mle" prior).
+MIN_CLASS = 50
+
+
+def counts_scores(class_count):
+    """Whether a model with ``class_count`` ([ham, spam] messages) gives scores worth counting."""
+    return min(class_count) >= MIN_CLASS
 
 
 class ScoreHistogram:
