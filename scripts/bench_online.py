@@ -44,13 +44,18 @@ CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
 SYSTEMS = ("spamnb", "bogofilter", "spamprobe")
 
 
-def stream_of(corpus, limit=None):
+def stream_of(corpus, limit=None, shuffle=None):
     """(paths, labels, order name) of a corpus in arrival order."""
     from spamnb.training.corpus import labelled_messages
     from spamnb.evaluation.online import order_messages
 
     items = labelled_messages([corpus])
     order, how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    if shuffle is not None:
+        import random
+
+        random.Random(shuffle).shuffle(order)
+        how = f"shuffled, seed {shuffle}"
     if limit:  # every k-th message of the stream, in order (the first N may be one class)
         order = order[::max(1, len(order) // limit)][:limit]
     return ([os.path.join(corpus, items[i].relpath) for i in order], [items[i].is_spam for i in order],
@@ -155,14 +160,16 @@ def spamnb_verdicts(result):
     return np.where(s >= result.spam_cutoffs, "S", np.where(s <= result.ham_cutoffs, "H", "U")).tolist()
 
 
-def run_spamnb(datas, y, mode, params, auto_margin):
+def run_spamnb(datas, y, mode, params, auto_margin, word_pairs=0):
     from spamnb.evaluation.online import run_online
+    from spamnb.mail.tokenizer import Tokenizer
 
+    tokenizer = Tokenizer(word_pairs=word_pairs) if word_pairs else None
     if mode == "full":
-        return run_online(datas, y, params)
+        return run_online(datas, y, params, tokenizer=tokenizer)
     if mode == "error":
-        return run_online(datas, y, params, train_on_error=True, unsure=True)
-    return run_online(datas, y, params, train_on_error=True, auto_learn=auto_margin)
+        return run_online(datas, y, params, train_on_error=True, unsure=True, tokenizer=tokenizer)
+    return run_online(datas, y, params, train_on_error=True, auto_learn=auto_margin, tokenizer=tokenizer)
 
 
 def main(argv=None):
@@ -184,11 +191,24 @@ def main(argv=None):
                         help=f"spamnb's auto-learn margin beyond its cutoffs, log-odds (default {AUTO_LEARN_MARGIN:g})")
     parser.add_argument("--spamnb-params", default="", metavar="K=V,...",
                         help="SpamFilter settings for spamnb, e.g. length_norm=5,alpha=0.001")
+    parser.add_argument("--word-pairs", type=int, default=0, metavar="W",
+                        help="spamnb's tokenizer with word pairs of window W (default 0: none)")
+    parser.add_argument("--shuffle", type=int, metavar="SEED",
+                        help="a random order of each stream (seeded) instead of the arrival order")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     parser.add_argument("--docs", metavar="MARKDOWN",
                         help="write the table into this file, between the lines <!-- bench_online:begin --> "
                              "and <!-- bench_online:end --> (docs/accuracy.md)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="run nothing: merge the --json reports of earlier runs (e.g. one per system, "
+                             "each on one core) into one table, printed and written by --docs")
     args = parser.parse_args(argv)
+    if args.merge:
+        table = format_report(merge_reports(args.merge))
+        print(table)
+        if args.docs:
+            write_docs(args.docs, table)
+        return 0
     systems = [s for s in args.systems.split(",") if s]
     modes = ["error"] if args.train_on_error else [m for m in args.modes.split(",") if m]
     for mode in modes:
@@ -200,7 +220,7 @@ def main(argv=None):
               "corpora": {}}
     with tempfile.TemporaryDirectory(prefix="bench-online-") as work:
         for corpus in args.corpora:
-            paths, labels, datas, how = stream_of(corpus, args.limit)
+            paths, labels, datas, how = stream_of(corpus, args.limit, args.shuffle)
             y = np.asarray(labels, dtype=bool)
             name = os.path.basename(os.path.normpath(corpus))
             print(f"{name}: {len(y)} messages ({int(y.sum())} spam), order: {how}", file=sys.stderr)
@@ -208,7 +228,7 @@ def main(argv=None):
             for mode in modes:
                 for system in systems:
                     if system == "spamnb":
-                        result = run_spamnb(datas, y, mode, params, args.auto_margin)
+                        result = run_spamnb(datas, y, mode, params, args.auto_margin, args.word_pairs)
                         figures = online_figures(result, threshold=0.0)
                         verdicts = spamnb_verdicts(result)
                         if result.auto_learned is not None:
@@ -225,7 +245,9 @@ def main(argv=None):
                         if unknown:
                             figures["n_trained"] = None
                     figures["own_cutoffs"] = verdict_figures(verdicts, labels)
-                    rows[f"{mode}/{system}"] = figures
+                    label = f"{system}, word pairs {args.word_pairs}" if system == "spamnb" and args.word_pairs \
+                        else system
+                    rows[f"{mode}/{label}"] = figures
                     print(f"  {MODE_NAMES[mode]}, {system}: (1-ROCA) {figures['one_minus_roca_percent']:.4f} %, "
                           f"lam {100 * figures['lam']:.2f} %, {figures['seconds']:.1f} s", file=sys.stderr)
             report["corpora"][name] = {"n": int(y.size), "n_spam": int(y.sum()), "order": how, "systems": rows}
@@ -238,6 +260,25 @@ def main(argv=None):
     if args.docs:
         write_docs(args.docs, table)
     return 0
+
+
+def merge_reports(paths):
+    """One report of several (corpora in the order first met; the rows of each, mode by mode)."""
+    merged = None
+    for path in paths:
+        with open(path) as f:
+            report = json.load(f)
+        if merged is None:
+            merged = {**report, "corpora": {}}
+        for corpus, entry in report["corpora"].items():
+            into = merged["corpora"].setdefault(corpus, {**entry, "systems": {}})
+            into["systems"].update(entry["systems"])
+    for entry in merged["corpora"].values():
+        entry["systems"] = dict(sorted(entry["systems"].items(),
+                                       key=lambda kv: (MODES.index(kv[0].split("/")[0]),
+                                                       SYSTEMS.index(kv[0].split("/")[1].split(",")[0]),
+                                                       kv[0])))
+    return merged
 
 
 BEGIN, END = "<!-- bench_online:begin -->", "<!-- bench_online:end -->"
