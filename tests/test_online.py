@@ -220,3 +220,27 @@ def test_on_error_with_unsure_and_auto_learn(stream):
     assert (auto.auto_learned == confident).all()
     figures = online.cutoff_figures(full, start=10)
     assert 0.0 <= figures["fpr"] <= 1.0 and figures["n_ham"] + figures["n_spam"] == len(y) - 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["spamassassin", "enron-spam"])
+def test_learned_cutoffs_and_auto_learn_on_shared_corpora(name, shared_corpus):
+    """Issue 40's figures on a whole shared corpus, default order: after 1,000 messages a learned model's
+    false-positive rate at its own cutoffs is <= 0.3 % (over it at the default spam cutoff), and on error +
+    auto-learn ranks within 1.5x of full feedback."""
+    from spamnb.model.defaults import DEFAULT_SPAM_CUTOFF
+    from spamnb.model.verdict import logit
+
+    items = labelled_messages([shared_corpus(name)])
+    order, _ = online.order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    y = np.array([items[i].is_spam for i in order])
+    messages = [items[i].data for i in order]
+    full = online.run_online(messages, y)
+    own = online.cutoff_figures(full, start=1000)
+    assert own["fpr"] <= 0.003
+    at_default = ((full.log_odds[1000:] >= logit(DEFAULT_SPAM_CUTOFF)) & ~y[1000:]).sum() / (~y[1000:]).sum()
+    assert at_default > own["fpr"]
+    auto = online.run_online(messages, y, train_on_error=True, auto_learn=2.0)
+    assert auto.auto_learned.sum() > len(y) // 2
+    ratio = online.online_figures(auto)["one_minus_roca_percent"] / online.online_figures(full)["one_minus_roca_percent"]
+    assert ratio <= 1.5
