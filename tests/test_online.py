@@ -169,3 +169,78 @@ def test_online_on_shared_corpora(name, shared_corpus):
     assert figures["one_minus_roca_percent"] < 0.5
     curve = online.learning_curve(result, window=-(-len(y) // 4))   # four windows
     assert curve[-1][1] + curve[-1][2] < curve[0][1] + curve[0][2]
+
+
+def test_relabel_takes_a_message_back_exactly(stream):
+    """A message learned as the wrong class and relabelled leaves the model as if learned right."""
+    messages, y = stream
+    right, wrong = online.OnlineFilter(), online.OnlineFilter()
+    for m, label in zip(messages[:60], y[:60]):
+        right.learn(right.stream(m), bool(label))
+        s = wrong.stream(m)
+        wrong.learn(s, not label, 0.0)
+        wrong.relabel(s, bool(label), 0.0)
+    probe = right.stream(messages[70])
+    assert wrong.log_odds(probe) == pytest.approx(right.log_odds(probe), rel=1e-9, abs=1e-9)
+    assert list(wrong.class_count_) == list(right.class_count_)
+
+
+def test_cutoffs_default_until_enough_evidence_then_fitted():
+    """The model's own cutoffs: the defaults with too little held-out evidence, then fitted on it."""
+    from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+    from spamnb.model.prequential import ScoreHistogram
+    from spamnb.model.verdict import logit
+
+    model = online.OnlineFilter()
+    assert model.cutoffs() == (logit(DEFAULT_SPAM_CUTOFF), DEFAULT_HAM_LOG_ODDS)
+    h = ScoreHistogram()
+    for i in range(999):
+        h.add(-20.0 + (i % 10), False)
+    for i in range(100):
+        h.add(30.0, True)
+    assert h.cutoffs() is None          # 999 ham: fewer than 1 / 0.1 %
+    h.add(2.1, False)                   # the 1,000th ham, and the highest: it alone may reach the cutoff
+    spam_cut, ham_cut, rule = h.cutoffs()
+    assert spam_cut == pytest.approx(-10.75 + 1.0)     # top of the bin [-11, -10.75) (-20 + 9), + 1 margin
+    assert ham_cut <= spam_cut and "1000 ham" in rule
+
+
+def test_on_error_with_unsure_and_auto_learn(stream):
+    """On error (own verdict wrong or unsure) learns fewer messages than full feedback; auto-learn learns
+    confident verdicts and each wrong one is relabelled (the model ends as full feedback's would on those)."""
+    messages, y = stream
+    full = online.run_online(messages, y)
+    error = online.run_online(messages, y, train_on_error=True, unsure=True)
+    auto = online.run_online(messages, y, train_on_error=True, auto_learn=2.0)
+    assert 0 < error.trained.sum() < len(y)
+    assert error.trained[0]                         # an empty model is unsure of everything
+    assert auto.auto_learned.sum() > 0 and not auto.auto_learned[0]
+    assert (auto.trained >= auto.auto_learned).all()
+    confident = (auto.log_odds >= auto.spam_cutoffs + 2.0) | (auto.log_odds <= auto.ham_cutoffs - 2.0)
+    assert (auto.auto_learned == confident).all()
+    figures = online.cutoff_figures(full, start=10)
+    assert 0.0 <= figures["fpr"] <= 1.0 and figures["n_ham"] + figures["n_spam"] == len(y) - 10
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["spamassassin", "enron-spam"])
+def test_learned_cutoffs_and_auto_learn_on_shared_corpora(name, shared_corpus):
+    """Issue 40's figures on a whole shared corpus, default order: after 1,000 messages a learned model's
+    false-positive rate at its own cutoffs is <= 0.3 % (over it at the default spam cutoff), and on error +
+    auto-learn ranks within 1.5x of full feedback."""
+    from spamnb.model.defaults import DEFAULT_SPAM_CUTOFF
+    from spamnb.model.verdict import logit
+
+    items = labelled_messages([shared_corpus(name)])
+    order, _ = online.order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    y = np.array([items[i].is_spam for i in order])
+    messages = [items[i].data for i in order]
+    full = online.run_online(messages, y)
+    own = online.cutoff_figures(full, start=1000)
+    assert own["fpr"] <= 0.003
+    at_default = ((full.log_odds[1000:] >= logit(DEFAULT_SPAM_CUTOFF)) & ~y[1000:]).sum() / (~y[1000:]).sum()
+    assert at_default > own["fpr"]
+    auto = online.run_online(messages, y, train_on_error=True, auto_learn=2.0)
+    assert auto.auto_learned.sum() > len(y) // 2
+    ratio = online.online_figures(auto)["one_minus_roca_percent"] / online.online_figures(full)["one_minus_roca_percent"]
+    assert ratio <= 1.5

@@ -44,7 +44,29 @@ def _passthrough(args):
         raise
     for piece in pieces:
         sys.stdout.buffer.write(piece)
+    if args.auto_learn:
+        sys.stdout.flush()      # the mail is out before the model is touched
+        _auto_learn(args, spam_filter, message, verdict, settings)
     return EXIT_OK
+
+
+def _auto_learn(args, spam_filter, message, verdict, settings=None):
+    """``--auto-learn`` (``spamnb.model.autolearn``): learn a verdict beyond its cutoff's margin.
+    A failure is one line on stderr; the verdict and its exit code stand."""
+    from spamnb.model.autolearn import learn_verdict
+    from spamnb.model.verdict import logit
+
+    try:
+        settings = settings_of(args) if settings is None else settings
+        outcome = learn_verdict(spam_filter.source_, message, verdict.log_odds, verdict.label,
+                                logit(spam_filter.spam_cutoff), logit(spam_filter.ham_cutoff), wait=args.wait,
+                                header_name=settings.header, subject_tag=settings.subject_tag)
+    except Exception as exc:    # noqa: BLE001 -- the mail was classified; learning it is a bonus
+        print(f"spamnb: auto-learn: {exc}", file=sys.stderr)
+        return None
+    if args.verbose:
+        print(f"auto-learn: {outcome}", file=sys.stderr)
+    return outcome
 
 
 def _sa_fields(args, spam_filter, verdict):
@@ -97,6 +119,8 @@ def cmd_classify(args):
         if args.batch or args.mbox or len(args.files) > 1:
             raise UsageError("spamnb classify: -p/--passthrough takes one message")
         return _passthrough(args)
+    if args.auto_learn and (args.batch or args.mbox):
+        raise UsageError("spamnb classify: --auto-learn takes one message (not --batch or --mbox)")
     if args.batch:
         return _classify_batch(args)
     sources = args.files or ["-"]
@@ -113,7 +137,12 @@ def cmd_classify(args):
         if first is not None and second is None:  # one message: a verdict and its exit code
             verdict = spam_filter.classify(first[1], evidence=args.json or args.verbose)   # printed only then
             _print_verdict(args, verdict)
+            if args.auto_learn:
+                sys.stdout.flush()
+                _auto_learn(args, spam_filter, first[1], verdict)
             return VERDICT_EXIT[verdict.label]
+        if args.auto_learn:
+            raise UsageError("spamnb classify: --auto-learn takes one message")
         out = VerdictLines(spam_filter, args.json)
         for name, data in (m for m in (first, second) if m is not None):
             out.verdict(name, data)
@@ -244,6 +273,12 @@ def add_parser(sub):
     p.add_argument("--report", action="store_true", help="with -p --sa-headers: add X-Spam-Report too")
     p.add_argument("--json", action="store_true", help="JSON output")
     p.add_argument("-v", "--verbose", action="store_true", help="also list the strongest evidence")
+    p.add_argument("--auto-learn", action="store_true",
+                   help="learn the verdict of one message when it is at least 2 log-odds beyond its cutoff "
+                        "(never unsure mail; through the ledger, so a later learn, move or TELL relabels it; "
+                        "at most 120 a model and hour)")
+    p.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                   help="with --auto-learn: how long to wait for another writer's lock on the model (default 60)")
     model_option(p)
     add_jobs_arguments(p, "classify")
     p.set_defaults(handler=cmd_classify)

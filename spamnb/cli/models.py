@@ -266,6 +266,21 @@ def _log_odds(p):
     return f"{logit(p):+.3f}"   # "+inf" / "-inf" at 1 and 0
 
 
+def cutoffs_from(spam_filter):
+    """One line: where the model's cutoffs came from, and the held-out evidence its learns gathered."""
+    source = spam_filter.cutoffs_from
+    text = {"train": "spamnb train (cross-validated on the training mail)",
+            "held-out": "the scores learned messages had before each was learned",
+            "given": "given when the model was made (or a model file older than spamnb's schema 5)",
+            "defaults": "the defaults"}[source]
+    held = spam_filter.held_out_
+    if held is not None:
+        text += (f"; held-out scores of learned mail: {held.total(False):.0f} ham, {held.total(True):.0f} spam"
+                 + ("" if held.cutoffs() is not None or source == "held-out"
+                    else " (too few to fit cutoffs: 1,000 ham and 50 spam needed)"))
+    return text
+
+
 def cmd_info(args):
     settings = settings_of(args)
     spam_filter = load_filter(args, settings)   # read whole and checked (not mapped): ModelError when damaged
@@ -282,6 +297,7 @@ def cmd_info(args):
     print(f"vocabulary:     {spam_filter.vocabulary_.n_features} tokens")
     print(f"spam cutoff:    P(spam) >= {spam_filter.spam_cutoff!r} (log-odds >= {_log_odds(spam_filter.spam_cutoff)})")
     print(f"ham cutoff:     P(spam) <= {spam_filter.ham_cutoff!r} (log-odds <= {_log_odds(spam_filter.ham_cutoff)})")
+    print(f"cutoffs from:   {cutoffs_from(spam_filter)}")
     print(f"header:         {settings.header}" + (f"; subject tag {settings.subject_tag!r}" if settings.subject_tag
                                                    else "; no subject tag"))
     print(f"settings file:  {settings.path or '(none)'}")

@@ -103,6 +103,7 @@ def cmd_train(args):
         from spamnb.model import calibrate
 
         calibrate.apply(spam_filter, calibration)
+        spam_filter.cutoff_source_ = "train" if calibration.expected_fpr is not None else "defaults"
     path = model_path(args, settings)
     replaced = _save_trained(spam_filter, path, args.wait)
     elapsed = time.perf_counter() - started

@@ -46,10 +46,14 @@ import re
 import time
 from collections import namedtuple
 
-__all__ = ["OnlineFilter", "run_online", "online_figures", "order_messages", "read_index",
+__all__ = ["OnlineFilter", "run_online", "online_figures", "cutoff_figures", "order_messages", "read_index",
            "learning_curve", "format_online", "lam", "OnlineResult"]
 
-OnlineResult = namedtuple("OnlineResult", "log_odds y trained seconds n_features")
+OnlineResult = namedtuple("OnlineResult", "log_odds y trained seconds n_features spam_cutoffs ham_cutoffs auto_learned",
+                          defaults=(None, None, None))
+OnlineResult.__doc__ = """log-odds given before learning each message, labels, which were learned (by the
+user or automatically), seconds, vocabulary size; the model's own cutoffs (log-odds) when each message
+arrived, and which messages were auto-learned (None when not recorded)."""
 
 _LEADING_NUMBER = re.compile(r"(\d+)")
 _DATE_HEADER = re.compile(rb"^Date:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
@@ -98,6 +102,26 @@ class OnlineFilter:
         self._fc = np.zeros((2, 1024), dtype=np.float64)
         self._total = np.zeros(2, dtype=np.float64)     # N_c: sum of the class's transformed counts
         self.class_count_ = np.zeros(2, dtype=np.float64)
+        from spamnb.model.prequential import ScoreHistogram
+
+        self.held_out_ = ScoreHistogram()       # scores of learned messages before each was learned
+        self._cutoffs = None
+        self._since_fit = 0
+
+    def cutoffs(self):
+        """``(spam log-odds, ham log-odds)``: fitted on the held-out scores of the
+        messages learned so far (``spamnb.model.prequential``), refitted every
+        ``REFIT`` learned messages; the defaults while there is too little evidence."""
+        from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+        from spamnb.model.verdict import logit
+
+        if self._cutoffs is None or self._since_fit >= self.REFIT:
+            fitted = self.held_out_.cutoffs()
+            self._cutoffs = fitted[:2] if fitted else (logit(DEFAULT_SPAM_CUTOFF), DEFAULT_HAM_LOG_ODDS)
+            self._since_fit = 0
+        return self._cutoffs
+
+    REFIT = 25
 
     @property
     def feature_count_(self):
@@ -158,10 +182,17 @@ class OnlineFilter:
         diff = np.log(fc[1, uniq] + a) - np.log(fc[0, uniq] + a)
         return prior + float(x @ diff) - float(x.sum()) * (log_norm_spam - log_norm_ham)
 
-    def learn(self, stream, spam):
-        """Add one message's tokens to a class's counts."""
+    def learn(self, stream, spam, score=None, weight=1.0):
+        """Add one message's tokens to a class's counts (``weight`` -1 takes a
+        learned message back out); ``score``: its log-odds before it was learned,
+        counted in :attr:`held_out_`."""
         import numpy as np
 
+        from spamnb.model.prequential import counts_scores
+
+        if score is not None and counts_scores(self.class_count_):
+            self.held_out_.add(score, spam, 1.0 if weight > 0 else -1.0)
+            self._since_fit += 1
         indices = self.vocabulary_.add(stream)
         n_features = self.vocabulary_.n_features
         if n_features > self._fc.shape[1]:
@@ -170,30 +201,52 @@ class OnlineFilter:
             self._fc = grown
         uniq, x = self._weights(indices)
         c = 1 if spam else 0
-        self._fc[c, uniq] += x
-        self._total[c] += x.sum()
-        self.class_count_[c] += 1.0
+        self._fc[c, uniq] += weight * x
+        if weight < 0:      # what was added comes off, up to the rounding of the sums
+            self._fc[c, uniq] = np.maximum(self._fc[c, uniq], 0.0)
+        self._total[c] = max(0.0, self._total[c] + weight * x.sum())
+        self.class_count_[c] = max(0.0, self.class_count_[c] + weight)
         return self
+
+    def relabel(self, stream, spam, score=None):
+        """A message learned as the other class is learned as ``spam`` instead."""
+        self.learn(stream, not spam, score, -1.0)
+        return self.learn(stream, spam, score)
 
 
 def run_online(messages, y, params=None, train_on_error=False, margin=0.0, threshold=0.0, tokenizer=None,
-               progress=None):
+               progress=None, unsure=False, auto_learn=None):
     """Classify then learn each message in turn, from an empty model.
 
     ``messages``: bytes or paths, in arrival order; ``y``: True for spam.
     ``train_on_error``: learn a message only when the binary decision
     (spam when log-odds >= ``threshold``) was wrong or its log-odds were within
     ``margin`` of the threshold (a "thick threshold"; 0: errors only).
+    ``unsure`` (with ``train_on_error``): the decision is the model's own
+    verdict at its cutoffs (:meth:`OnlineFilter.cutoffs`), and a message is
+    learned when that verdict was wrong or unsure (what a user who corrects
+    mistakes and sorts the unsure folder gives the filter).
+    ``auto_learn`` (a margin in log-odds, with ``train_on_error``): a verdict at
+    least that far beyond its cutoff (spam over the spam cutoff, ham under the
+    ham cutoff) is learned as that verdict; when it was wrong the user's
+    correction relabels it (taken back from the verdict's class, learned as
+    the other), as ``spamnb learn`` does with a message in the ledger.
     Returns an :class:`OnlineResult` (log-odds given before learning each
-    message, labels, which messages were learned, seconds, vocabulary size).
+    message, labels, which messages were learned, seconds, vocabulary size,
+    the model's cutoffs when each arrived, which were auto-learned).
     """
     import numpy as np
+
+    from spamnb.model.autolearn import auto_label
 
     params = dict(params or {})
     model = OnlineFilter(tokenizer=tokenizer, **params)
     y = np.asarray(y, dtype=bool)
     log_odds = np.empty(len(y), dtype=np.float64)
+    spam_cuts = np.empty(len(y), dtype=np.float64)
+    ham_cuts = np.empty(len(y), dtype=np.float64)
     trained = np.zeros(len(y), dtype=bool)
+    auto = np.zeros(len(y), dtype=bool)
     started = time.perf_counter()
     n = 0
     for i, message in enumerate(messages):
@@ -202,17 +255,57 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
         stream = model.stream(message)
         score = model.log_odds(stream)
         log_odds[i] = score
+        spam_cut, ham_cut = model.cutoffs()
+        spam_cuts[i], ham_cuts[i] = spam_cut, ham_cut
         is_spam = bool(y[i])
-        wrong = (score >= threshold) != is_spam
-        if not train_on_error or wrong or abs(score - threshold) < margin:
-            model.learn(stream, is_spam)
+        if not train_on_error:
+            learn = True
+        elif unsure or auto_learn is not None:
+            right = (score >= spam_cut) if is_spam else (score <= ham_cut)
+            learn = not right
+        else:
+            wrong = (score >= threshold) != is_spam
+            learn = wrong or abs(score - threshold) < margin
+        verdict = None if auto_learn is None else auto_label(score, spam_cut, ham_cut, auto_learn)
+        if verdict is not None:
+            model.learn(stream, verdict, score)
+            auto[i] = True
+            if verdict != is_spam:          # the user's correction: relabelled exactly
+                model.relabel(stream, is_spam, score)
+            trained[i] = True
+        elif learn:
+            model.learn(stream, is_spam, score)
             trained[i] = True
         n = i + 1
         if progress is not None:
             progress(n)
     if n != len(y):
         raise ValueError(f"{n} messages but {len(y)} labels")
-    return OnlineResult(log_odds, y, trained, time.perf_counter() - started, model.vocabulary_.n_features)
+    return OnlineResult(log_odds, y, trained, time.perf_counter() - started, model.vocabulary_.n_features,
+                        spam_cuts, ham_cuts, auto)
+
+
+def cutoff_figures(result, start=1000):
+    """The false-positive rate, spam missed and unsure share at the model's own
+    cutoffs (as they stood when each message arrived), over the messages after
+    the first ``start``: fractions, and the ham/spam counted."""
+    import numpy as np
+
+    y = np.asarray(result.y, dtype=bool)[start:]
+    s = np.asarray(result.log_odds, dtype=np.float64)[start:]
+    spam_cut = np.asarray(result.spam_cutoffs)[start:]
+    ham_cut = np.asarray(result.ham_cutoffs)[start:]
+    called_spam = s >= spam_cut
+    called_ham = s <= ham_cut
+    n_ham, n_spam = int((~y).sum()), int(y.sum())
+    return {"start": start, "n_ham": n_ham, "n_spam": n_spam,
+            "false_positives": int((called_spam & ~y).sum()),
+            "fpr": float((called_spam & ~y).sum() / n_ham) if n_ham else float("nan"),
+            "spam_missed": float((~called_spam & y).sum() / n_spam) if n_spam else float("nan"),
+            "ham_called_ham": float((called_ham & ~y).sum() / n_ham) if n_ham else float("nan"),
+            "unsure": float((~called_spam & ~called_ham).mean()) if y.size else float("nan"),
+            "spam_cutoff_last": float(spam_cut[-1]) if spam_cut.size else float("nan"),
+            "ham_cutoff_last": float(ham_cut[-1]) if ham_cut.size else float("nan")}
 
 
 # ---------------------------------------------------------------- figures

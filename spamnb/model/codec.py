@@ -47,6 +47,7 @@ def write(spam_filter, path=None, backup=None):
         "log_prior": list(log_prior),
         "log_norm": list(log_norm),
         **spam_filter.ages_.fields(),
+        "cutoff_source": spam_filter.cutoff_source_,
     }, {
         "keys": vocab.keys,
         "values": vocab.values,
@@ -56,6 +57,7 @@ def write(spam_filter, path=None, backup=None):
         "log_count": log_count,  # derived from feature_count: saves the logs at load
         "last_seen": spam_filter.ages_.days(vocab.n_features),
         **_ledger_arrays(spam_filter.ledger_),
+        "held_out": spam_filter.held_out_.counts if spam_filter.held_out_ is not None else b"",
     }, backup=backup)
 
 
@@ -101,6 +103,11 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
             from spamnb.model.ledger import Ledger
 
             self.ledger_ = Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"])
+        if arrays["held_out"]:
+            from spamnb.model.prequential import ScoreHistogram
+
+            self.held_out_ = ScoreHistogram(arrays["held_out"])
+        self.cutoff_source_ = header["cutoff_source"]
     except ModelError:
         raise
     except (ValueError, KeyError, TypeError) as exc:

@@ -3,7 +3,8 @@
 A transaction (one command's changes) is a sequence of operations, each
 padded to 8 bytes: LEARN/FORGET (the message's class, day, the vocabulary's
 size before, its token hashes, and for LEARN the new tokens' UTF-8 text) and
-RECORD/REMOVE of the ledger of learned messages.  :func:`apply` runs on a
+RECORD/REMOVE of the ledger of learned messages, HELD_OUT (a learned
+message's log-odds before it was learned, ``spamnb.model.prequential``).  :func:`apply` runs on a
 loaded model what a learn or forget runs, with the recorded hashes; the
 writers' side (:mod:`spamnb.model.journal`'s session) runs the same
 functions and encodes them.  Learns change the model in place where it was
@@ -21,11 +22,12 @@ from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger", "NoLedger",
-           "drop_ages"]
+           "drop_ages", "OP_HELD_OUT", "encode_held_out"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBxx16s")     # op, label, digest
-OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE = 1, 2, 3, 4
+_HELD_OUT = struct.Struct("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
+OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT = 1, 2, 3, 4, 5
 
 
 def _pad(n):
@@ -148,11 +150,16 @@ def encode_ledger(op, label, digest):
     return _LEDGER.pack(op, label, digest) + b"\0" * _pad(_LEDGER.size)
 
 
+def encode_held_out(cls, log_odds):
+    return _HELD_OUT.pack(OP_HELD_OUT, cls, log_odds)
+
+
 def apply(spam_filter, ledger, payload):
     """Apply one transaction.  Raises ValueError when the record does not fit the model."""
     payload = bytes(payload)
     at = 0
     n = len(payload)
+    held_out = False
     while at < n:
         op = payload[at]
         if op == 0:   # padding at the end
@@ -192,8 +199,17 @@ def apply(spam_filter, ledger, payload):
                 ledger.record(digest, bool(label))
             else:
                 ledger.remove(digest)
+        elif op == OP_HELD_OUT:
+            op, cls, log_odds = _HELD_OUT.unpack_from(payload, at)
+            at += _HELD_OUT.size
+            if cls not in (0, 1):
+                raise ValueError("a held-out score of no class")
+            spam_filter.note_held_out(log_odds, cls)
+            held_out = True
         else:
             raise ValueError(f"unknown operation {op}")
+    if held_out:
+        spam_filter.refit_cutoffs()
 
 
 def lazy_ages(spam_filter):

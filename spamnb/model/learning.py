@@ -36,6 +36,10 @@ class _RecordingFilter:
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
+        held_out = sf.held_out_log_odds(stream)   # its score before it is learned: a held-out score
+        if held_out is not None:
+            sf.note_held_out(held_out, cls)
+            self._ops.append(deltas.encode_held_out(cls, held_out))
         vocab = vars(sf)["vocabulary_"]   # holes and all (deltas.forget)
         first, n_before = vocab.n_features, deltas.n_live(sf)
         day = today()
@@ -119,7 +123,9 @@ class Session:
         """``spamnb.model.ledger.learn`` of a raw message: "learned", "known" or "relabelled"."""
         from spamnb.model import ledger as ledgers
 
-        return self._run(ledgers.learn, data, is_spam, tally, **markup)
+        outcome = self._run(ledgers.learn, data, is_spam, tally, **markup)
+        self.filter.refit_cutoffs()
+        return outcome
 
     def forget(self, data, is_spam=None, tally=None, **markup):
         """``spamnb.model.ledger.forget`` of a raw message: the label forgotten."""

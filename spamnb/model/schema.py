@@ -17,6 +17,10 @@ Versions (the header's ``"version"``; files without it are version 1):
 4. the ledger of learned messages (``spamnb.model.ledger``): a 16-byte digest a
    message (``ledger_digests``, oldest first) and its label (``ledger_labels``,
    0 ham, 1 spam).  Older files load with an empty ledger.
+5. the held-out scores of learned messages (``held_out``: the histogram of
+   ``spamnb.model.prequential``, 2 x 512 doubles, or empty) and where the
+   cutoffs came from (``cutoff_source``: "defaults", "train", "given" or
+   "held-out").  Older files load with neither (the source is then inferred).
 
 Days are counted from 1970-01-01 (UTC); 0 means "not known".
 
@@ -35,7 +39,7 @@ from spamnb.model.store import ModelError, map_model, read_model, write_model
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
 
 FORMAT = "spamnb-model"
-VERSION = 4
+VERSION = 5
 CLASSES = ["ham", "spam"]
 
 # name: (JSON type, first version).  "format", "version" and "classes" are written here.
@@ -51,6 +55,7 @@ FIELDS = {
     "created": (int, 3),              # day the model was first trained
     "last_learn": (int, 3),           # day it last learned a message
     "max_tokens": ((int, type(None)), 3),  # automatic expiry past this many tokens (null: off)
+    "cutoff_source": ((str, type(None)), 5),  # where the cutoffs came from (spamnb.model.prequential.SOURCES)
 }
 # name: (typecode of the array module, first version)
 ARRAYS = {
@@ -63,6 +68,7 @@ ARRAYS = {
     "last_seen": ("i", 3),            # day each token was last seen in a learned message
     "ledger_digests": ("B", 4),       # learned messages: 16-byte digests, oldest first (spamnb.model.ledger)
     "ledger_labels": ("B", 4),        # ... and their labels, 0 ham, 1 spam
+    "held_out": ("d", 5),             # scores of learned messages before each was learned (spamnb.model.prequential)
 }
 
 _LOG_MAX = 710.0       # log of the largest double is ~709.8
@@ -134,6 +140,10 @@ def _check(header, arrays):
         raise ValueError("bad vocabulary size")
     if arrays["last_seen"] is not None and len(arrays["last_seen"]) != n_features:
         raise ValueError("last-seen days do not match the vocabulary")
+    if arrays["held_out"] is not None and len(arrays["held_out"]) not in (0, 2 * 512):
+        raise ValueError("the held-out scores are not a histogram of 2 x 512 bins")
+    if header["cutoff_source"] not in (None, "defaults", "train", "given", "held-out"):
+        raise ValueError("unknown cutoff source")
     for name in ("class_count", "log_prior", "log_norm"):
         values = header[name]
         if len(values) != n_classes or not all(

@@ -106,6 +106,8 @@ class SpamFilter:
         self.journal_ = None      # the journal replayed over the model file at load (spamnb.model.journal)
         self.mapped_ = False      # loaded from a mapped file, its checksum unchecked (SpamFilter.load)
         self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
+        self.held_out_ = None     # scores of learned messages before each was learned (prequential.ScoreHistogram)
+        self.cutoff_source_ = None    # "defaults", "train", "given", "held-out"; None: not recorded (cutoffs_from)
         self._guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
 
     def __copy__(self):
@@ -206,6 +208,7 @@ class SpamFilter:
             fitted, self.calibration_ = fitting.fit_tuned(self, data, y, target_fpr, word_pairs)
             for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "spam_cutoff", "ham_cutoff"):
                 setattr(self, name, getattr(fitted, name))   # the variant kept (word pairs: another filter)
+            self._fitted_cutoffs(target_fpr)
             return self
         self._scorer = None
         fitting.fit_plain(self, messages, labels)
@@ -216,7 +219,64 @@ class SpamFilter:
             n_ham, n_spam = (int(v) for v in self.class_count_)
             self.calibration_ = calibrate.calibration_check(self, n_ham, n_spam, target_fpr)
             calibrate.apply(self, self.calibration_)
+        self._fitted_cutoffs(target_fpr if tune else 0)
         return self
+
+    def _fitted_cutoffs(self, target_fpr):
+        """After a fit: where the cutoffs came from; the held-out scores of learns start again."""
+        self.held_out_ = None
+        if target_fpr > 0 and self.calibration_ is not None and self.calibration_.expected_fpr is not None:
+            self.cutoff_source_ = "train"
+        else:
+            self.cutoff_source_ = None
+            self.cutoff_source_ = self.cutoffs_from
+
+    # ------------------------------------------------------------------ cutoffs of a model that grows by learning
+    @property
+    def cutoffs_from(self):
+        """Where the cutoffs came from: "train" (cross-validated by ``fit``),
+        "held-out" (fitted on the scores learned messages had before each was
+        learned, ``spamnb.model.prequential``), "given" or "defaults"."""
+        if self.cutoff_source_ is not None:
+            return self.cutoff_source_
+        if self.spam_cutoff == DEFAULT_SPAM_CUTOFF and self.ham_cutoff == DEFAULT_HAM_CUTOFF:
+            return "defaults"
+        return "given"   # a file older than schema 5: train's or the user's, not told apart
+
+    def held_out_log_odds(self, stream):
+        """The log-odds of a tokenized message under the model as it stands (None
+        before the model has learned ``prequential.MIN_CLASS`` messages of each
+        class, or with message features, which the stream lacks)."""
+        from spamnb.model.prequential import counts_scores
+
+        if not self.is_fitted or self.feature_weight or not counts_scores(self.class_count_):
+            return None
+        jll = self._scoring().score(stream.hashes, 0)[0]
+        return jll[1] - jll[0]
+
+    def note_held_out(self, log_odds, spam):
+        """Count a learned message's score before it was learned (:meth:`held_out_log_odds`)."""
+        if self.held_out_ is None:
+            from spamnb.model.prequential import ScoreHistogram
+
+            self.held_out_ = ScoreHistogram()
+        self.held_out_.add(log_odds, bool(spam))
+
+    def refit_cutoffs(self):
+        """Fit the cutoffs on the held-out scores when the model's cutoffs are its
+        defaults (or were fitted so before) and there is evidence enough
+        (``spamnb.model.prequential.ScoreHistogram.cutoffs``); cutoffs from
+        ``train`` or given by the user stay.  Returns True when they changed."""
+        if self.held_out_ is None or self.cutoffs_from not in ("defaults", "held-out"):
+            return False
+        fitted = self.held_out_.cutoffs()
+        if fitted is None:
+            return False
+        spam_cut, ham_cut, _rule = fitted
+        spam_p, ham_p = _probability(spam_cut), _probability(min(ham_cut, spam_cut))
+        changed = (spam_p, ham_p) != (self.spam_cutoff, self.ham_cutoff)
+        self.spam_cutoff, self.ham_cutoff, self.cutoff_source_ = spam_p, ham_p, "held-out"
+        return changed
 
     def learn(self, message, spam):
         """Add one message to the counts (train-on-error).  ``spam`` is the

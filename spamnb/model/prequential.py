@@ -1,0 +1,136 @@
+"""Cutoffs for a model that grows by learning: fitted on the scores messages had before they were learned.
+
+A message's log-odds under the model as it stood just before the message was
+learned is a held-out score (the prequential view of the online protocol:
+the model had not seen the message).  :class:`ScoreHistogram` keeps a
+bounded summary of them, per class: a fixed histogram of ``N_BINS`` bins of
+``BIN_WIDTH`` log-odds from ``LOW`` to ``HIGH`` (scores outside fall in the
+first or last bin), so its size does not grow with the mail learned.  The
+counts are doubles so that old evidence can be aged (:meth:`ScoreHistogram.age`
+halves them once a class holds ``MAX_COUNT``: the cutoffs follow the model
+as it is now, not as it was when it was young).
+
+:meth:`ScoreHistogram.cutoffs` applies the rule of ``spamnb train``'s
+cross-validated cutoffs (``spamnb.model.calibrate.choose_cutoffs``) to the
+histogram, with the same safeguards: with fewer than
+``calibrate.min_ham_for(target_fpr)`` ham (1,000 for the default 0.1 %) or
+``calibrate.MIN_SPAM`` spam the defaults are kept, and a score counts only
+when the model that gave it had learned ``MIN_CLASS`` messages of each class
+(:func:`counts_scores`).  A ham score is taken at
+the top of its bin (the spam cutoff can only come out higher, the safe
+side), and the spam cutoff gets ``calibrate.DEFAULT_MARGIN`` log-odds of
+safety as in ``train``.
+
+Stored in the model file as the array ``held_out`` (schema version 5):
+``2 x N_BINS`` doubles, ham's bins then spam's.  Pure Python (``array``), so
+nothing here needs numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+__all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores"]
+
+LOW = -64.0
+HIGH = 64.0
+BIN_WIDTH = 0.25
+N_BINS = int((HIGH - LOW) / BIN_WIDTH)      # 512
+MAX_COUNT = 20_000.0                         # a class's evidence is halved past this many messages
+# A score counts only when the model that gave it had learned this many messages of
+# each class: a model of one class (a folder of ham learned before any spam) gives
+# scores that say nothing of the model it becomes (infinite under the "mle" prior).
+MIN_CLASS = 50
+
+
+def counts_scores(class_count):
+    """Whether a model with ``class_count`` ([ham, spam] messages) gives scores worth counting."""
+    return min(class_count) >= MIN_CLASS
+
+
+class ScoreHistogram:
+    """Held-out log-odds of learned messages, per class, in fixed bins."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts=None):
+        if counts is None:
+            counts = array("d", bytes(8 * 2 * N_BINS))
+        counts = array("d", counts)
+        if len(counts) != 2 * N_BINS:
+            raise ValueError(f"a score histogram holds {2 * N_BINS} counts, not {len(counts)}")
+        if any(not (math.isfinite(c) and c >= 0) for c in counts):
+            raise ValueError("a score histogram's counts must be finite and >= 0")
+        self.counts = counts
+
+    @staticmethod
+    def bin_of(log_odds):
+        if log_odds != log_odds:           # NaN: no evidence
+            return None
+        i = int(math.floor((log_odds - LOW) / BIN_WIDTH)) if math.isfinite(log_odds) else (
+            0 if log_odds < 0 else N_BINS - 1)
+        return min(max(i, 0), N_BINS - 1)
+
+    def add(self, log_odds, spam, weight=1.0):
+        """Count a message's score before it was learned (``weight`` -1 takes it back)."""
+        i = self.bin_of(float(log_odds))
+        if i is None:
+            return self
+        j = (N_BINS if spam else 0) + i
+        self.counts[j] = max(0.0, self.counts[j] + weight)
+        if weight > 0 and self.total(spam) > MAX_COUNT:
+            self.age()
+        return self
+
+    def move(self, log_odds, spam):
+        """A message counted under the other class is relabelled ``spam``."""
+        self.add(log_odds, not spam, -1.0)
+        return self.add(log_odds, spam)
+
+    def age(self):
+        for j in range(len(self.counts)):
+            self.counts[j] *= 0.5
+        return self
+
+    def total(self, spam):
+        start = N_BINS if spam else 0
+        return sum(self.counts[start:start + N_BINS])
+
+    def cutoffs(self, target_fpr=None, max_unsure=None, margin=None):
+        """``(spam log-odds, ham log-odds, rule)``, or None when there is too little evidence."""
+        from spamnb.model import calibrate
+        from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS
+
+        target_fpr = calibrate.DEFAULT_TARGET_FPR if target_fpr is None else target_fpr
+        max_unsure = calibrate.DEFAULT_MAX_UNSURE if max_unsure is None else max_unsure
+        margin = calibrate.DEFAULT_MARGIN if margin is None else margin
+        ham, spam = self.counts[:N_BINS], self.counts[N_BINS:]
+        n_ham, n_spam = sum(ham), sum(spam)
+        if n_ham < calibrate.min_ham_for(target_fpr) or n_spam < calibrate.MIN_SPAM:
+            return None
+        allowed = math.floor(target_fpr * n_ham + 1e-9)     # ham that may reach the cutoff
+        above, top = 0.0, None
+        for i in range(N_BINS - 1, -1, -1):
+            above += ham[i]
+            if above > allowed:
+                top = i
+                break
+        spam_cut = min(LOW + (top + 1) * BIN_WIDTH + margin, calibrate.MAX_LOG_ODDS)
+        ham_cut = min(DEFAULT_HAM_LOG_ODDS, spam_cut)
+        total = n_ham + n_spam
+        keep = math.floor(max_unsure * total)                 # messages allowed in the band
+        lo_bin = self.bin_of(ham_cut) + 1 if ham_cut > LOW else 0
+        hi_bin = self.bin_of(spam_cut)
+        in_band = sum(ham[lo_bin:hi_bin]) + sum(spam[lo_bin:hi_bin])
+        if in_band > keep:
+            held = 0.0
+            for i in range(hi_bin - 1, -1, -1):
+                held += ham[i] + spam[i]
+                if held > keep:
+                    ham_cut = max(ham_cut, LOW + (i + 1) * BIN_WIDTH)
+                    break
+        rule = (f"fitted on the scores of {n_ham:.0f} ham and {n_spam:.0f} spam before each was learned: "
+                f"spam at log-odds >= {spam_cut:.2f} (at most {100 * target_fpr:g} % of that ham, "
+                f"+ {margin:g} margin), ham at <= {ham_cut:.2f}")
+        return spam_cut, ham_cut, rule

@@ -1,0 +1,94 @@
+"""spamnb classify --auto-learn (spamnb.model.autolearn): confident verdicts learned through the
+ledger, never unsure mail, relabelled exactly by a later learn, bounded in rate per model."""
+
+import random
+import time
+
+import pytest
+
+from spamnb import SpamFilter
+from spamnb.model.autolearn import AUTO_LEARN_PER_HOUR, RateLimit, auto_label
+
+from conftest import run_spamnb
+
+HAM_WORDS = [f"meeting{i}" for i in range(200)] + ["project", "notes", "review", "lunch"]
+SPAM_WORDS = [f"offer{i}" for i in range(200)] + ["cheap", "pills", "winner", "click"]
+
+
+def _message(rng, spam, n, words=30):
+    pool = SPAM_WORDS if spam else HAM_WORDS
+    body = " ".join(rng.choice(pool) for _ in range(words))
+    return f"Subject: {'deal' if spam else 'hello'} {n}\nMessage-ID: <{n}@example.org>\n\n{body}\n".encode()
+
+
+@pytest.fixture
+def model(tmp_path):
+    rng = random.Random(5)
+    data = [(_message(rng, n % 3 == 0, n), n % 3 == 0) for n in range(300)]
+    path = tmp_path / "model.spamnb"
+    SpamFilter().fit([d for d, _ in data], [s for _, s in data], tune=False).save(path)
+    return path
+
+
+def _count(path):
+    return sum(SpamFilter.load(path).class_count_)
+
+
+def test_auto_label_needs_the_margin():
+    assert auto_label(16.1, 14.0, -4.0, 2.0) is True and auto_label(15.9, 14.0, -4.0, 2.0) is None
+    assert auto_label(-6.0, 14.0, -4.0, 2.0) is False and auto_label(-5.9, 14.0, -4.0, 2.0) is None
+    assert auto_label(float("nan"), 14.0, -4.0, 2.0) is None
+
+
+def test_classify_auto_learn_learns_confident_verdicts_and_a_learn_relabels_them(tmp_path, model):
+    rng = random.Random(9)
+    spam = _message(rng, True, 1000, words=60)
+    before = _count(model)
+    plain = run_spamnb(["classify", "-m", str(model)], stdin=spam)
+    assert plain.returncode == 0 and _count(model) == before        # off by default: nothing learned
+    done = run_spamnb(["classify", "--auto-learn", "-v", "-m", str(model)], stdin=spam, text=False)
+    assert done.returncode == 0, done.stderr                           # spam
+    assert b"auto-learn: learned" in done.stderr
+    assert _count(model) == before + 1 and SpamFilter.load(model).class_count_[1] > 0
+    again = run_spamnb(["classify", "--auto-learn", "-v", "-m", str(model)], stdin=spam)
+    assert b"auto-learn: known" in again.stderr and _count(model) == before + 1
+    # the user says it was ham: the ledger relabels the auto-learned message exactly
+    fix = run_spamnb(["learn", "--ham", "-m", str(model)], stdin=spam)
+    assert fix.returncode == 0, fix.stderr
+    assert b"relabelled 1" in fix.stdout + fix.stderr
+    assert _count(model) == before + 1
+
+
+def test_unsure_mail_is_never_learned(tmp_path, model):
+    rng = random.Random(11)
+    mixed = b"Subject: hmm\n\n" + b" ".join(rng.choice(SPAM_WORDS[:5] + HAM_WORDS[:5]).encode() for _ in range(4))
+    before = _count(model)
+    out = run_spamnb(["classify", "--auto-learn", "-v", "-m", str(model)], stdin=mixed)
+    assert out.returncode in (1, 2)
+    if out.returncode == 2:
+        assert b"auto-learn: not sure" in out.stderr and _count(model) == before
+
+
+def test_passthrough_auto_learn_passes_the_mail_on_first(tmp_path, model):
+    rng = random.Random(12)
+    ham = _message(rng, False, 2000, words=60)
+    before = _count(model)
+    out = run_spamnb(["classify", "-p", "--auto-learn", "-m", str(model)], stdin=ham)
+    assert out.returncode == 0 and out.stdout.endswith(ham.split(b"\n\n", 1)[1])
+    assert _count(model) == before + 1
+
+
+def test_rate_limit_per_model(tmp_path, model):
+    hour = int(time.time() // 3600)
+    (tmp_path / "model.spamnb.autolearn").write_text(f"{hour} {AUTO_LEARN_PER_HOUR}\n")
+    rng = random.Random(13)
+    before = _count(model)
+    out = run_spamnb(["classify", "--auto-learn", "-v", "-m", str(model)], stdin=_message(rng, True, 3000, 60))
+    assert b"auto-learn: rate limit" in out.stderr and _count(model) == before
+    limit = RateLimit(tmp_path / "other.spamnb", per_hour=2)
+    assert limit.take(7200.0) and limit.take(7300.0) and not limit.take(7400.0) and limit.take(10800.0)
+
+
+def test_auto_learn_usage():
+    out = run_spamnb(["classify", "--auto-learn", "--batch", "x"])
+    assert out.returncode == 64
