@@ -126,8 +126,12 @@ def cmd_classify(args):
     sources = args.files or ["-"]
     if sources == ["-"] and not args.mbox:   # stdin is one message (-M: an mbox): its verdict and exit code
         message = _stdin_message()   # read (or refused) before the model is opened
-        verdict = load_filter(args, mapped=True).classify(message, evidence=args.json or args.verbose)
+        spam_filter = load_filter(args, mapped=True)
+        verdict = spam_filter.classify(message, evidence=args.json or args.verbose)
         _print_verdict(args, verdict)
+        if args.auto_learn:
+            sys.stdout.flush()
+            _auto_learn(args, spam_filter, message, verdict)
         return VERDICT_EXIT[verdict.label]
     spam_filter = load_filter(args)
     if len(sources) == 1 and not args.mbox and not os.path.isdir(sources[0]):
