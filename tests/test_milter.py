@@ -336,3 +336,20 @@ def test_milter_alone_and_settings_errors(home, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "spamnb", "serve", "--milter", "nowhere"], env=_env(home),
                          capture_output=True, timeout=30)
     assert bad.returncode == 64 and b"--milter nowhere" in bad.stderr
+
+
+def test_an_mta_outside_allowed_ips_is_closed_and_logged_once_a_second(home, milter):
+    """--allowed-ips binds the milter port as it binds SPAMD's: a peer outside
+    it is closed before a packet is read, and a flood of them is one log line."""
+    d = milter("--allowed-ips", "127.0.0.1/32")
+    started = time.monotonic()
+    for _ in range(20):
+        with socket.socket() as s:
+            s.bind(("127.0.0.2", 0))
+            s.connect(("127.0.0.1", d.milter_port))
+            assert _closed(s)
+    elapsed = time.monotonic() - started
+    c = d.client()                      # an allowed MTA is served
+    assert _status(c.message(MESSAGES[-1].read_bytes())).startswith("No,")
+    c.close()
+    assert 1 <= d.log_text().count("refused 127.0.0.2") <= 1 + int(elapsed), d.log_text()

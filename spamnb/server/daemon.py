@@ -85,7 +85,7 @@ class Server:
         self.paused = False     # accepting stopped at --max-connections
         self.setting_up = 0     # accepted, transport not made yet
         self.pauses, self.pause_logged = 0, float("-inf")
-        self.refusals, self.refusal_logged = 0, float("-inf")   # clients outside --allowed-ips (_refused)
+        self.refusals, self.refusal_logged = 0, float("-inf")   # clients outside --allowed-ips (refused)
         self.fast = set()       # connections waiting for their first request (spamnb.server.connection.Connection)
         self.busy = set()
         self.idle = set()
@@ -515,14 +515,14 @@ class Server:
                 return
             if listener.item[0] != "unix" and not self.settings.allows(address[0]):
                 conn.close()    # before a byte is read or a TLS handshake begins, holding no slot
-                self._refused(address[0])
+                self.refused(address[0])
                 continue
             conn.setblocking(False)
             self.active += 1
             self.setting_up += 1
             loop.create_task(self._connected(conn, listener.tls))
 
-    def _refused(self, peer):
+    def refused(self, peer):
         """A TCP client outside --allowed-ips, closed at accept: logged at most
         once a second (with how many more since), so a flood cannot fill the log."""
         self.refusals += 1

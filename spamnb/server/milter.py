@@ -286,7 +286,7 @@ class MilterConnection(asyncio.Protocol):
             if sock is not None and hasattr(socket, "TCP_QUICKACK"):
                 self.quickack = sock
         if self.peer != "unix" and not self.server.settings.allows(self.peer):
-            self.server.log(f"refused milter connection from {self.peer}: not in --allowed-ips")
+            self.server.refused(self.peer)      # logged at most once a second, as for SPAMD
             self.close()
             return
         self._arm()
