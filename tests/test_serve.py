@@ -1,6 +1,7 @@
 """``spamnb serve`` driven by the real ``spamc`` (and a raw socket client for
 malformed requests), against ``spamnb classify`` on the same messages."""
 
+import errno
 import os
 import signal
 import socket
@@ -565,7 +566,12 @@ def test_non_loopback_needs_an_allow_list(home):
 def test_clients_outside_the_allow_list_are_dropped(home):
     d = Daemon(home, "--allowed-ips", "10.0.0.0/8")
     try:
-        assert d.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n")) == b""
+        try:    # closed at accept, before a byte is read: the client may see EOF, or its own send fail
+            answer = d.raw(request("CHECK", b"Subject: x\r\n\r\nhi\r\n"))
+        except (ConnectionResetError, BrokenPipeError, OSError) as exc:
+            assert isinstance(exc, (ConnectionResetError, BrokenPipeError)) or exc.errno == errno.ENOTCONN, exc
+            answer = b""
+        assert answer == b""
         assert "not in --allowed-ips" in d.log_text()
     finally:
         d.stop()
