@@ -157,6 +157,7 @@ def test_evaluate_online_plot(tmp_path, sample_corpus):
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["spamassassin", "enron-spam"])
 def test_online_on_shared_corpora(name, shared_corpus):
     """Full feedback over a whole shared corpus: errors fall as it learns, and the
