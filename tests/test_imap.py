@@ -255,6 +255,9 @@ def test_errors_are_one_line_with_their_exit_code(server, trained, tmp_path):
     by_command = Account(server, "user5", tmp_path / "command", model, password_file=None,
                          password_command=f"cat {tmp_path / 'command' / 'imap-password'}")
     assert by_command.spamnb("imap", "scan").returncode == 0
+    missing = Account(server, "user5", tmp_path / "missing", model, inbox="No/Such/Folder")
+    proc = missing.spamnb("imap", "scan")      # a command the server refuses: exit 69, one line
+    assert proc.returncode == 69 and proc.stderr.count(b"\n") == 1 and b"No/Such/Folder" in proc.stderr, proc.stderr
     settings = loose.home / "settings.toml"
     settings.write_text(settings.read_text() + 'password = "x"\n')
     proc = loose.spamnb("imap", "scan")
