@@ -62,6 +62,24 @@ def run_spamnb(args, home=None, stdin=None, cwd=None, timeout=300, text=False):
                           env=env, cwd=cwd, timeout=timeout, text=text)
 
 
+def wait_for_port(port, gone=lambda: False, timeout=30.0, host="127.0.0.1"):
+    """Wait until something listens on ``host:port``: True, or False when
+    ``gone()`` says the server died or ``timeout`` seconds pass first."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return True
+        except OSError:
+            pass
+        if gone() or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("SPAMNB_SLOW") or config.getoption("markexpr"):
         return

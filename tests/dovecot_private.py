@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from conftest import wait_for_port
+
 from mailchain import free_port
 
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
@@ -169,15 +171,8 @@ service stats {{
         if proc.returncode != 0:
             raise RuntimeError(f"dovecot did not start: {errors.read_text(errors='replace').strip()} "
                                f"{self.log_text()[-2000:]}")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"dovecot did not listen: {self.log_text()[-2000:]}")
-                time.sleep(0.05)
+        if not wait_for_port(self.port):
+            raise RuntimeError(f"dovecot did not listen: {self.log_text()[-2000:]}")
 
     def home(self, user):
         return self.base / "home" / user

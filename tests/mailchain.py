@@ -23,7 +23,7 @@ import pytest
 import spamnb
 from spamnb.model.spam_filter import SpamFilter
 
-from conftest import REPO
+from conftest import REPO, wait_for_port
 
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else shutil.which("spamc")
@@ -96,16 +96,8 @@ class Serve:
              "--models-dir", str(self.work.users), *self.extra],
             env=env(self.work.home), stderr=log, stdout=subprocess.DEVNULL)
         log.close()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"spamnb serve did not start: {self.log_text()[-2000:]}")
-            time.sleep(0.05)
+        if not wait_for_port(self.port, gone=lambda: self.proc.poll() is not None):
+            raise RuntimeError(f"spamnb serve did not start: {self.log_text()[-2000:]}")
 
     def reload(self):
         self.proc.send_signal(signal.SIGHUP)
