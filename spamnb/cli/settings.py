@@ -21,6 +21,7 @@ cutoff outside [0, 1] is an error (exit 3), not something silently ignored.
 
 import os
 
+from spamnb.errors import SettingsError
 from spamnb.mail import lazy_re
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
@@ -29,10 +30,6 @@ __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings"
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
 KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str}
-
-
-class SettingsError(Exception):
-    """A settings file or option that cannot be used."""
 
 
 class Settings:

@@ -11,7 +11,8 @@ import re
 import zlib
 from array import array
 
-from spamnb.model.lifecycle import (_EPOCH, MAX_COUNT, UNKNOWN_DAY, _build, _Duplicate, _State, _state,
+from spamnb.errors import DumpError, DuplicateToken
+from spamnb.model.lifecycle import (_EPOCH, MAX_COUNT, UNKNOWN_DAY, _build, _State, _state,
                                     check_max_tokens, day_text)
 
 __all__ = ["DumpError", "DUMP_FORMAT", "DUMP_VERSION", "dump", "load_dump", "escape_token", "unescape_token"]
@@ -22,11 +23,6 @@ DUMP_VERSIONS = (1, 2)        # the versions load_dump reads
 COLUMNS = "token ham spam last-seen"
 MAX_LINE = 1 << 16            # bytes; the tokenizer's tokens are at most ~1,000 characters
 _CHUNK = 4096                 # lines written per write()
-
-
-class DumpError(ValueError):
-    """A dump that cannot be read (damaged, truncated, of another format); the
-    message names the line."""
 
 
 def _parse_day(text):
@@ -326,7 +322,7 @@ def load_dump(stream, name="-"):
                    np.frombuffer(days, dtype=np.int32), features, created, last_learn, max_tokens)
     try:
         spam_filter = _build(state)
-    except _Duplicate as exc:
+    except DuplicateToken as exc:
         fail("the token repeats an earlier one (or shares its 64-bit hash)", first_line + exc.position)
     spam_filter.ledger_ = ledger
     return spam_filter

@@ -67,6 +67,7 @@ import os
 import stat
 import struct
 
+from spamnb.errors import MustCompact
 from spamnb.bayes import _checks
 from spamnb.model import deltas
 from spamnb.model.store import resolve
@@ -422,7 +423,7 @@ def append(journal, transactions):
         journal.size = journal.end
         return journal.end
     if journal.status == "ok":   # records that did not fit: start over only from a whole save
-        raise _MustCompact()
+        raise MustCompact()
     header = _header(journal.identity)
     head = header[40:48]
     records = b"".join(_record_bytes(head, i, p) for i, p in enumerate(transactions))
@@ -436,10 +437,6 @@ def append(journal, transactions):
     journal.payloads = list(transactions)
     journal.end = journal.size = len(header) + len(records)
     return journal.end
-
-
-class _MustCompact(Exception):
-    pass
 
 
 def compact(spam_filter, real, backup=None):

@@ -109,6 +109,7 @@ import datetime
 import math
 from array import array
 
+from spamnb.errors import DuplicateToken
 from spamnb.model.ages import today
 
 __all__ = ["merge", "prune", "prune_mask", "usefulness", "describe", "expire", "today", "day_text",
@@ -206,15 +207,9 @@ def _build(state):
     return spam_filter
 
 
-class _Duplicate(ValueError):
-    def __init__(self, position):
-        super().__init__(f"token {position} repeats an earlier token")
-        self.position = position
-
-
 def _vocabulary(hashes, blob, offsets):
     """A Vocabulary of the tokens with these hashes and strings, in this order.
-    Raises _Duplicate when a hash repeats."""
+    Raises DuplicateToken when a hash repeats."""
     from spamnb.bayes import _vocab
     from spamnb.bayes.vocabulary import Vocabulary
 
@@ -232,7 +227,7 @@ def _vocabulary(hashes, blob, offsets):
         n_new = _vocab.insert(keys, values, hash_view, out, 0, new_positions)
         if n_new != n:
             first = next(j for j in range(n) if out[j] != j)
-            raise _Duplicate(first)
+            raise DuplicateToken(first)
     offsets_array = array("Q")
     offsets_array.frombytes(memoryview(offsets).cast("B") if n else array("Q", [0]).tobytes())
     return Vocabulary.from_buffers(keys, values, n, bytes(blob), offsets_array)

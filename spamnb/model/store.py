@@ -62,6 +62,7 @@ import sys
 import time
 from contextlib import contextmanager
 
+from spamnb.errors import LockTimeout, ModelError
 from spamnb.bayes import _checks
 
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
@@ -99,15 +100,6 @@ def spamnb_home():
 def default_model_path():
     """``$SPAMNB_HOME/model.spamnb``, or ``~/.spamnb/model.spamnb``."""
     return os.path.join(spamnb_home(), "model.spamnb")
-
-
-class ModelError(Exception):
-    """A model file is missing, unreadable, damaged, of another format or version,
-    or was trained with other tokenizer settings."""
-
-
-class LockTimeout(ModelError):
-    """Another process held the model's lock longer than the wait allowed."""
 
 
 def resolve(path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
+from spamnb.errors import SettingsError
 from spamnb.server.models import _site_model_path
 
 
@@ -51,10 +52,6 @@ RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_m
               "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
               "milter_user", "milter_timeout")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
-
-
-class SettingsError(Exception):
-    pass
 
 
 # ============================================================================

@@ -20,6 +20,7 @@ import os
 import ssl
 import sys
 
+from spamnb.errors import TLSError
 from spamnb.server.config import Settings
 from spamnb.server.daemon import Server
 from spamnb.server.listeners import bind_all, bind_tcp, close_all, tls_context
@@ -29,10 +30,6 @@ from spamnb.server.privileges import drop, resolve, running_as_root
 from spamnb.server.protocol import ProtocolError
 from spamnb.server.readiness import Notifier
 from spamnb.server.workers import Supervisor
-
-
-class TLSError(Exception):
-    """The certificate or key cannot be read or do not match."""
 
 
 def run(given, config=None, log_stream=None):

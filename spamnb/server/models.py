@@ -12,7 +12,8 @@ import os
 from collections import OrderedDict
 
 from spamnb.server import protocol as spamd
-from spamnb.server.protocol import EX, ProtocolError
+from spamnb.errors import ModelUnavailable, ProtocolError
+from spamnb.server.protocol import EX
 
 MODEL_NAME = "model.spamnb"
 
@@ -277,13 +278,6 @@ def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None):
         if learn:   # DidSet only when the model changed, as spamd: spamc says "already learned" otherwise
             did_learn = session.learn(message, spam, tally, subject_tag=subject_tag) != "known"
     return did_learn, did_remove
-
-
-class ModelUnavailable(ProtocolError):
-    """No model can be loaded from a path (missing, damaged, unreadable)."""
-
-    def __init__(self, text):
-        super().__init__(EX["EX_UNAVAILABLE"], text)
 
 
 class ModelCache:

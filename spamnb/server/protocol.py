@@ -36,6 +36,7 @@ import re
 import zlib
 from collections import namedtuple
 
+from spamnb.errors import ProtocolError
 from spamnb.model.headers import symbol_name   # SYMBOLS' token names (re-exported)
 
 __all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response",
@@ -54,15 +55,6 @@ MAX_HEAD = 64 * 1024            # bytes of request line + headers
 MAX_HEADER_LINES = 100
 _REQUEST_LINE = re.compile(rb"([A-Z_]{1,32}) SPAMC/(\d{1,3})\.(\d{1,3})")
 _HEADER_NAME = re.compile(rb"[!-9;-~]{1,64}")   # printable ASCII but ':'
-
-
-class ProtocolError(Exception):
-    """A request the server answers with ``code`` (a sysexits value) and ``text``."""
-
-    def __init__(self, code, text):
-        super().__init__(text)
-        self.code = code
-        self.text = text
 
 
 Request = namedtuple("Request", "verb version headers")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from spamnb.errors import ClusterError
 from spamnb.model import counting
 from spamnb.training import batch, planning
 
@@ -45,10 +46,6 @@ def _client(client=None, scheduler=None):
 
         return get_client(), False
     return Client(scheduler), True
-
-
-class ClusterError(ConnectionError):
-    """The cluster cannot run this spamnb (not importable there, or another version)."""
 
 
 def _worker_version():
