@@ -65,7 +65,7 @@ def _parser_class():
 
 def settings_of(args):
     """The settings in effect: the settings file, then this run's options."""
-    from spamnb.cli.settings import load_settings
+    from spamnb.settings import load_settings
 
     overrides = {key: getattr(args, key, None)
                  for key in ("model", "spam_cutoff", "ham_cutoff", "header_name", "subject_tag")}

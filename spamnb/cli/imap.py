@@ -12,7 +12,7 @@ from spamnb.errors import SettingsError
 
 
 def _account(args):
-    from spamnb.cli.settings import imap_password, imap_settings
+    from spamnb.settings import imap_password, imap_settings
 
     try:
         values = imap_settings(getattr(args, "settings", None))

@@ -16,13 +16,13 @@ import urllib.request
 from spamnb.cli.exitcodes import EXIT_NO_SERVER
 from spamnb.errors import CannotListen, SettingsError, SpamnbError
 from spamnb.server import launch
-from spamnb.server.config import DEFAULTS, Settings
+from spamnb.settings import SERVER_DEFAULTS as DEFAULTS, ServerSettings
 
 
 def add_parser(subparsers):
     """Register ``spamnb serve`` on the CLI's subparsers; the handler is :func:`cmd_serve`."""
     p = subparsers.add_parser("serve", help="run a SPAMC/SPAMD server (spamc, Exim, Postfix call it)")
-    d = DEFAULTS   # every default stated below is read from the server's own (server.config.DEFAULTS)
+    d = DEFAULTS   # every default stated below is read from the server's own (spamnb.settings.SERVER_DEFAULTS)
     p.add_argument("-l", "--listen", action="append", metavar="ADDR",
                    help=f"HOST:PORT or a Unix socket path (repeatable; default {', '.join(d['listen'])})")
     p.add_argument("-m", "--model", metavar="PATH", help="site model (default: $SPAMNB_HOME/model.spamnb)")
@@ -115,7 +115,7 @@ def cmd_serve(args):
 
 def _status(given, config):
     """``spamnb serve --status``: the running server's /status report."""
-    settings = Settings(given, config)
+    settings = ServerSettings(given, config)
     if settings.metrics is None:
         raise SettingsError("--status reads the server's --metrics address: give --metrics [HOST:]PORT "
                             "(or the server's --config)")

@@ -99,7 +99,7 @@ the message counts stay, as if those tokens had never been counted):
   (by total count; by |w| times count) in docs/lifecycle.md.
 
 Everything here reads and writes a :class:`spamnb.SpamFilter` through a few
-adapter functions (``_state``/``_build``), the only code that knows where a
+adapter functions (``state_of``/``build_filter``), the only code that knows where a
 filter keeps its counts.
 """
 
@@ -114,7 +114,7 @@ from spamnb.model.ages import today
 
 __all__ = ["merge", "prune", "prune_mask", "usefulness", "describe", "expire", "today", "day_text",
            "check_max_tokens", "DEFAULT_TARGET_SIZE", "MIN_MAX_TOKENS", "MAX_COUNT", "SETTINGS_THAT_MUST_MATCH"]
-_EPOCH = datetime.date(1970, 1, 1).toordinal()
+EPOCH = datetime.date(1970, 1, 1).toordinal()
 SETTINGS_THAT_MUST_MATCH = ("tokenizer", "alpha", "prior", "counts", "feature_weight", "length_norm")
 UNKNOWN_DAY = 0               # a last-seen day of 0 means "not known" (a model from before the field)
 
@@ -122,7 +122,7 @@ def day_text(day):
     """``YYYY-MM-DD`` of a day number, ``-`` for an unknown day."""
     if day <= UNKNOWN_DAY:
         return "-"
-    return datetime.date.fromordinal(_EPOCH + int(day)).isoformat()
+    return datetime.date.fromordinal(EPOCH + int(day)).isoformat()
 
 
 def _settings(spam_filter):
@@ -133,7 +133,7 @@ def _settings(spam_filter):
             "length_norm": float(spam_filter.length_norm)}
 
 
-class _State:
+class State:
     """A filter's state as plain arrays: ``counts`` float64 (2, V) [ham, spam],
     ``hashes`` uint64 (V,), ``blob``/``offsets`` the UTF-8 token strings,
     ``days`` int32 (V,) last-seen days (0 unknown)."""
@@ -151,14 +151,14 @@ class _State:
     def replace(self, **changes):
         fields = {name: getattr(self, name) for name in self.__slots__}
         fields.update(changes)
-        return _State(**fields)
+        return State(**fields)
 
     @property
     def n_features(self):
         return len(self.hashes)
 
 
-def _state(spam_filter):
+def state_of(spam_filter):
     import numpy as np
 
     spam_filter._require_fitted()
@@ -171,7 +171,7 @@ def _state(spam_filter):
     ages = spam_filter.ages_
     days = np.frombuffer(ages.days(n), dtype=np.int32)
     features = spam_filter.features_.to_dict() if spam_filter.features_ is not None else None
-    return _State(_settings(spam_filter), tuple(float(v) for v in spam_filter.class_count_), counts, hashes,
+    return State(_settings(spam_filter), tuple(float(v) for v in spam_filter.class_count_), counts, hashes,
                   blob, offsets, days, features, ages.created, ages.last_learn, ages.max_tokens)
 
 
@@ -179,7 +179,7 @@ def _feature_counts(spam_filter, n):
     return spam_filter._counts().matrix()
 
 
-def _build(state):
+def build_filter(state):
     """A SpamFilter holding ``state`` (its arrays are copied)."""
     import numpy as np
 
@@ -263,14 +263,14 @@ def merge(filters):
     filters = list(filters)
     if not filters:
         raise ValueError("nothing to merge")
-    states = [_state(f) for f in filters]
+    states = [state_of(f) for f in filters]
     result = states[0]
     for other in states[1:]:
         _check_same_settings(result.settings, other.settings)
         if result.features is not None or other.features is not None:
             raise ValueError("models with message features (feature_weight > 0) cannot be merged exactly")
         result = _merge_two(result, other, np)
-    merged = _build(result)
+    merged = build_filter(result)
     merged.ledger_ = _merge_ledgers([f.ledger_ for f in filters])
     return merged
 
@@ -417,12 +417,12 @@ def _subset(state, keep):
 
 def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None, kind="jeffreys"):
     """A new filter without the tokens the policies drop; returns ``(filter, n_dropped)``."""
-    state = _state(spam_filter)
+    state = state_of(spam_filter)
     keep = prune_mask(state, min_count, max_age, target_size, now, kind)
     dropped = int(state.n_features - keep.sum())
     if not dropped:
         return spam_filter, 0
-    pruned = _build(_subset(state, keep))
+    pruned = build_filter(_subset(state, keep))
     pruned.ledger_ = spam_filter.ledger_  # the messages were learned: a later forget still needs their labels
     return pruned, dropped
 
@@ -468,7 +468,7 @@ def describe(spam_filter, now=None, min_count=2, max_age=365, target_size=DEFAUL
     {policy: n} for the given prune settings."""
     import numpy as np
 
-    state = _state(spam_filter)
+    state = state_of(spam_filter)
     now = today() if now is None else now
     total = state.counts.sum(axis=0)
     unit = _unit(state.settings)

@@ -39,7 +39,7 @@ from collections import namedtuple
 from spamnb.errors import ProtocolError
 from spamnb.model.headers import symbol_name   # SYMBOLS' token names (re-exported)
 
-__all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response",
+__all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response", "comma_words",
            "VERBS", "BODY_VERBS", "MAX_HEAD", "symbol_name"]
 
 # sysexits.h
@@ -199,6 +199,11 @@ def error_response(code, text):
     would print "Message was already un/learned" and exit 0."""
     name = _CODE_NAME.get(code, "EX_UNKNOWN")
     return VERSION + b" %d %s: %s\r\n" % (code, name.encode(), _one_line(text).encode("ascii", "replace"))
+
+
+def comma_words(value):
+    """The lower-case words of a comma-separated header value (TELL's ``Set:`` and ``Remove:``)."""
+    return {w.strip().lower() for w in value.split(",")}
 
 
 def _one_line(text):
