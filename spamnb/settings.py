@@ -294,7 +294,6 @@ RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_m
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
-
 def _parse_listen(value, option="--listen"):
     """("unix", path) or ("tcp", host, port)."""
     if "/" in value:

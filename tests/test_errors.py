@@ -9,7 +9,7 @@ import inspect
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_spamnb
 from spamnb import errors
 from spamnb.cli import exitcodes
 from spamnb.cli.common import exit_code, one_line
@@ -133,3 +133,17 @@ def test_one_line_and_exit_code(exc, line, code):
 def test_errors_imports_nothing():
     tree = ast.parse((SPAMNB / "errors.py").read_text())
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+@pytest.mark.parametrize("args, code, text", [
+    (["serve", "--max-size", "0"], exitcodes.EXIT_USAGE, "spamnb serve: --max-size"),
+    (["serve", "--status"], exitcodes.EXIT_USAGE, "spamnb serve: --status reads the server's --metrics address"),
+    (["serve", "-r", "/nonexistent-folder/spamnb.pid"], exitcodes.EXIT_PIDFILE_BAD, "spamnb serve: "),
+    (["info", "-m", "/nonexistent-folder/model.spamnb"], exitcodes.EXIT_ERROR, "spamnb: "),
+    (["classify", "--spam-cutoff", "2"], exitcodes.EXIT_USAGE, "spamnb classify: argument --spam-cutoff"),
+])
+def test_the_command_line_maps_errors_once(tmp_path, args, code, text):
+    """Through ``spamnb.cli.main``: one line on stderr, named as the command names its errors, and the code."""
+    proc = run_spamnb(args, tmp_path, text=True, timeout=60)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr.startswith(text) and proc.stderr.count("\n") == 1, proc.stderr
