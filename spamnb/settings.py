@@ -36,7 +36,7 @@ from spamnb.errors import SettingsError
 from spamnb.mail import lazy_re
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
-           "imap_password", "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config"]
+           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
@@ -213,37 +213,6 @@ def imap_settings(path=None):
     if "port" in values and not 0 < values["port"] < 65536:
         raise SettingsError(f"{path}: [imap] port must be from 1 to 65535")
     return values
-
-
-def imap_password(values):
-    """The password the ``[imap]`` settings point to; raises SettingsError (never saying the password)."""
-    if "password_file" in values:
-        path = os.path.expanduser(values["password_file"])
-        try:
-            with open(path, "rb") as f:
-                mode = os.fstat(f.fileno()).st_mode
-                if mode & 0o077:
-                    raise SettingsError(f"{path}: the password file is readable by others "
-                                        f"(mode {mode & 0o777:o}): chmod 600 it")
-                raw = f.read(4096)
-        except OSError as exc:
-            raise SettingsError(f"{path}: {exc.strerror or exc}") from None
-    else:
-        import shlex
-        import subprocess
-
-        command = values["password_command"]
-        try:
-            proc = subprocess.run(shlex.split(command), capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            raise SettingsError(f"password_command failed: {getattr(exc, 'strerror', None) or exc}") from None
-        if proc.returncode != 0:
-            raise SettingsError(f"password_command exited {proc.returncode}")
-        raw = proc.stdout
-    password = raw.decode("utf-8", "replace").split("\n")[0].rstrip("\r")
-    if not password:
-        raise SettingsError("the password is empty")
-    return password
 
 
 # ============================================================================

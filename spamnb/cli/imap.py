@@ -12,16 +12,47 @@ from spamnb.errors import SettingsError
 
 
 def _account(args):
-    from spamnb.settings import imap_password, imap_settings
+    from spamnb.settings import imap_settings
 
     try:
         values = imap_settings(getattr(args, "settings", None))
         if args.cafile:
             values["cafile"] = args.cafile
-        password = imap_password(values)
+        password = _password(values)
     except SettingsError as exc:
         raise CommandError(str(exc)) from None
     return values, password
+
+
+def _password(values):
+    """The password the ``[imap]`` settings point to; raises SettingsError (never saying the password)."""
+    if "password_file" in values:
+        path = os.path.expanduser(values["password_file"])
+        try:
+            with open(path, "rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                if mode & 0o077:
+                    raise SettingsError(f"{path}: the password file is readable by others "
+                                        f"(mode {mode & 0o777:o}): chmod 600 it")
+                raw = f.read(4096)
+        except OSError as exc:
+            raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+    else:
+        import shlex
+        import subprocess
+
+        command = values["password_command"]
+        try:
+            proc = subprocess.run(shlex.split(command), capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            raise SettingsError(f"password_command failed: {getattr(exc, 'strerror', None) or exc}") from None
+        if proc.returncode != 0:
+            raise SettingsError(f"password_command exited {proc.returncode}")
+        raw = proc.stdout
+    password = raw.decode("utf-8", "replace").split("\n")[0].rstrip("\r")
+    if not password:
+        raise SettingsError("the password is empty")
+    return password
 
 
 def _connect(values, password):
