@@ -55,7 +55,7 @@ def cmd_train(args):
             raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
         calibration = _train_with_features(args, spam_filter, report, calibrating)
     else:
-        from spamnb.model import calibrate, fitting
+        from spamnb.model import calibrate
         from spamnb.training import pipeline
 
         # streaming, one message at a time in this process (-j 1) or by partitions on
