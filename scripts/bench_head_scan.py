@@ -14,7 +14,7 @@ import asyncio
 import io
 import time
 
-from spamnb.server.config import DEFAULTS
+from spamnb.settings import SERVER_DEFAULTS as DEFAULTS
 from spamnb.server.connection import Connection
 from spamnb.server.daemon import Server
 

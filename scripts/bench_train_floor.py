@@ -50,11 +50,11 @@ _TOKENIZERS = []
 
 def _tokenize(pieces):
     from spamnb.training.corpus import CorpusReport
-    from spamnb.training.planning import _messages
+    from spamnb.training.planning import piece_messages
 
     n = 0
     first = _TOKENIZERS[0]
-    for _name, data, _is_spam in _messages(pieces, CorpusReport(), False):
+    for _name, data, _is_spam in piece_messages(pieces, CorpusReport(), False):
         parsed = first.parse(data)
         for tokenizer in _TOKENIZERS:
             n += len(tokenizer.stream(data, parsed))

@@ -41,7 +41,7 @@ DEFAULT_CORPORA = (REPO.parent / "shared" / "corpora" / "spamassassin",
 def curve(train_data, train_y, test_data, test_y):
     """{kind: [(fraction, n_tokens, 1-AUC %, caught @ 0.1 % FPR), ...]} for one split."""
     model = SpamFilter().fit(train_data, train_y, tune=False)
-    state = lifecycle._state(model)
+    state = lifecycle.state_of(model)
     n = state.n_features
     out = {}
     for kind in KINDS:

@@ -18,7 +18,8 @@ _EXPORTS = {
     "Vocabulary": "spamnb.bayes.vocabulary",
     "SpamFilter": "spamnb.model.spam_filter",
     "Verdict": "spamnb.model.spam_filter",
-    "ModelError": "spamnb.model.store",
+    "ModelError": "spamnb.errors",
+    "SpamnbError": "spamnb.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -10,7 +10,7 @@ import pytest
 import spamnb
 from conftest import REPO, run_spamnb
 from spamnb.model import defaults
-from spamnb.server import config
+from spamnb.settings import SERVER_DEFAULTS
 from spamnb.server.protocol import ScoreMap
 
 SERVE_MD = (REPO / "docs" / "serve.md").read_text()
@@ -38,7 +38,7 @@ def test_score_mapping_states_the_cutoffs_and_points_of_the_code(text):
         assert float(ham) == defaults.DEFAULT_HAM_LOG_ODDS
         assert float(spam) == round(_logit(defaults.DEFAULT_SPAM_CUTOFF))
         if required:
-            assert float(required) == config.DEFAULTS["required_score"]
+            assert float(required) == SERVER_DEFAULTS["required_score"]
             score_map = ScoreMap.from_probabilities(defaults.DEFAULT_HAM_CUTOFF, defaults.DEFAULT_SPAM_CUTOFF,
                                                     float(required))
             assert float(per_point) == round(1.0 / score_map.scale_, 1)
@@ -47,7 +47,7 @@ def test_score_mapping_states_the_cutoffs_and_points_of_the_code(text):
 
 def test_serve_limits_are_the_servers_defaults():
     text = " ".join(SERVE_MD.split())
-    d = config.DEFAULTS
+    d = SERVER_DEFAULTS
     assert f"`--max-size` ({d['max_size'] // 2**20} MiB)" in text
     assert f"`--max-connections` ({d['max_connections']})" in text
     assert f"`--timeout` ({d['timeout']:g} s)" in text
@@ -58,10 +58,10 @@ def test_serve_limits_are_the_servers_defaults():
     assert f"X-Spam-Checker-Version: spamnb {spamnb.__version__}" in text
 
 
-@pytest.mark.parametrize("text", [CLI_MD, (REPO / "spamnb" / "cli" / "settings.py").read_text()],
+@pytest.mark.parametrize("text", [CLI_MD, (REPO / "spamnb" / "settings.py").read_text()],
                          ids=["docs/cli.md", "settings.py"])
 def test_settings_example_states_the_built_in_defaults(text):
-    from spamnb.cli.settings import DEFAULT_HEADER_NAME
+    from spamnb.settings import DEFAULT_HEADER_NAME
 
     found = dict(re.findall(r"^\s*(spam_cutoff|ham_cutoff|header_name) = \"?([^\"\s#]+)\"?", text, re.M))
     assert set(found) == {"spam_cutoff", "ham_cutoff", "header_name"}
@@ -86,7 +86,7 @@ def test_help_states_the_codes_cutoffs(tmp_path, monkeypatch):
     assert "0.5 as trained" not in out
     serve = run_spamnb(["serve", "--help"], tmp_path, text=True).stdout
     for key in ("max_connections", "max_models", "socket_mode"):
-        assert f"(default {config.DEFAULTS[key]})" in serve
+        assert f"(default {SERVER_DEFAULTS[key]})" in serve
 
 
 def test_procmail_recipes_deliver_to_the_same_folders():

@@ -287,7 +287,7 @@ def test_a_record_that_does_not_fit_the_model_stops_the_replay(model, tmp_path):
     data[at:at + 4] = (12345).to_bytes(4, "little")
     head = bytes(data[40:48])
     size = int.from_bytes(data[48:52], "little")
-    checksum = journal._checks.checksum64(head + bytes(data[48:56]) + bytes(data[64:64 + size]))
+    checksum = journal.checks.checksum64(head + bytes(data[48:56]) + bytes(data[64:64 + size]))
     data[56:64] = checksum.to_bytes(8, "little")
     jpath.write_bytes(bytes(data))
     with pytest.warns(journal.JournalWarning, match="does not fit the model"):

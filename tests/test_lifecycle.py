@@ -39,7 +39,7 @@ def load_bytes(data, name="d"):
 
 
 def counts_of(spam_filter):
-    return lifecycle._state(spam_filter).counts
+    return lifecycle.state_of(spam_filter).counts
 
 
 HOSTILE = ["plain", "tab\there", "new\nline", "cr\rx", "back\\slash", "\\t", "nul\x00", "del\x7f", "esc\x1b[31m",
@@ -52,10 +52,10 @@ def hostile_filter(days=None):
     encoded = [t.encode("utf-8", "surrogatepass") for t in HOSTILE]
     offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.uint64)
     counts = np.vstack([np.arange(n, dtype=np.float64) * 0.5, np.linspace(0.1, 3.3, n)])
-    state = lifecycle._State(lifecycle._settings(SpamFilter()), (7.0, 3.0), counts,
+    state = lifecycle.State(lifecycle._settings(SpamFilter()), (7.0, 3.0), counts,
                              np.array([hash_token(t) for t in HOSTILE], dtype=np.uint64), b"".join(encoded), offsets,
                              np.array(days if days is not None else [0] * n, dtype=np.int32))
-    return lifecycle._build(state)
+    return lifecycle.build_filter(state)
 
 
 # ---------------------------------------------------------------------------- the text format
@@ -304,14 +304,14 @@ def test_prune_to_a_target_keeps_the_most_useful():
     counts = np.array([[50.0, 0.0, 40.0, 0.0, 2.0],     # ham
                        [50.0, 40.0, 0.0, 1.0, 20.0]])   # spam
     encoded = [t.encode() for t in tokens]
-    state = lifecycle._State(settings, (92.0, 111.0), counts,
+    state = lifecycle.State(settings, (92.0, 111.0), counts,
                              np.array([hash_token(t) for t in tokens], dtype=np.uint64), b"".join(encoded),
                              np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(np.uint64),
                              np.zeros(5, dtype=np.int32))
     useful = lifecycle.usefulness(state)
     assert useful.argmin() == 0                          # a token as common in ham as in spam tells nothing
     assert useful[1] > useful[4] > useful[3]             # many one-sided counts beat few
-    model = lifecycle._build(state)
+    model = lifecycle.build_filter(state)
     assert lifecycle.prune(model, target_size=2)[0].vocabulary_.tokens() == ["spammy", "hammy"]
     assert lifecycle.prune(model, target_size=3)[0].vocabulary_.tokens() == ["spammy", "hammy", "weakspam"]
     assert lifecycle.prune(model, target_size=5)[1] == 0
@@ -319,7 +319,7 @@ def test_prune_to_a_target_keeps_the_most_useful():
 
 def test_prune_ties_keep_the_recently_seen():
     model = hostile_filter(days=[10] * len(HOSTILE))
-    state = lifecycle._state(model)
+    state = lifecycle.state_of(model)
     state.counts[:] = 1.0
     state.days[:] = np.arange(len(HOSTILE))
     keep = lifecycle.prune_mask(state, target_size=3)

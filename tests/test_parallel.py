@@ -306,7 +306,7 @@ def test_mbox_files_are_cut_into_shards_with_the_same_counts(tmp_path, monkeypat
     spam, ham = tmp_path / "spam.mbox", tmp_path / "ham.mbox"
     write_mbox(spam, [m.data for m in messages if m.is_spam])
     write_mbox(ham, [m.data for m in messages if not m.is_spam] + [b"not mail at all\n"])
-    monkeypatch.setattr(planning, "_SHARD_ABOVE", 0)   # every mbox is cut (else only those over 1 MiB)
+    monkeypatch.setattr(planning, "SHARD_ABOVE", 0)   # every mbox is cut (else only those over 1 MiB)
     pieces = list(planning.plan_training(spam=[spam], ham=[ham], partition_size=30))
     assert sum(p.kind == "shard" for p in pieces) >= 9   # 100 spam and 201 ham in shards of 30
     ref_report, report = CorpusReport(), CorpusReport()
@@ -375,11 +375,11 @@ def test_a_model_replaced_during_the_job_fails_it(tmp_path):
 
     model = tmp_path / "model.spamnb"
     reference().save(model)
-    identity = batch._file_identity(model)
+    identity = batch.file_identity(model)
     batch._MODELS.clear()
     os.utime(model, ns=(1, 1))   # another file now (as after an atomic replace)
     with pytest.raises(ModelError, match="replaced"):
-        batch._model(str(model), identity)
+        batch.worker_model(str(model), identity)
 
 
 def run(args, cwd, stdin=b""):
@@ -536,7 +536,7 @@ def test_batch_pieces_are_plan_scorings(tmp_path):
     big = tmp_path / "big.mbox"
     body = b"word " * 2000 + b"\n"
     write_mbox(big, [b"From: a@example.com\nSubject: %d\n\n" % i + body for i in range(1200)])
-    assert big.stat().st_size > planning._SHARD_ABOVE
+    assert big.stat().st_size > planning.SHARD_ABOVE
     large_plain = tmp_path / "large"
     large_plain.write_bytes(b"Subject: x\n\n" + body * 200)
     small = tmp_path / "small"

@@ -7,7 +7,7 @@ import tomllib
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spamnb.cli.settings import SettingsError, _flat_toml, load_settings
+from spamnb.settings import SettingsError, _flat_toml, load_settings
 
 from conftest import REPO
 

@@ -73,11 +73,11 @@ def _sa_fields(args, spam_filter, verdict):
     """``--sa-headers``: the X-Spam-* fields ``spamnb serve`` adds for PROCESS
     (score on the same scale: ``spamnb.server.protocol.ScoreMap``)."""
     from spamnb.model.headers import spam_fields
-    from spamnb.server.config import DEFAULTS
     from spamnb.server.protocol import ScoreMap
+    from spamnb.settings import SERVER_DEFAULTS
 
     score_map = ScoreMap.from_probabilities(spam_filter.ham_cutoff, spam_filter.spam_cutoff,
-                                            DEFAULTS["required_score"])
+                                            SERVER_DEFAULTS["required_score"])
     score = score_map.score(verdict.log_odds, verdict.label)
     return spam_fields(verdict, score, score_map.required, score_map.points, args.report)
 
@@ -220,7 +220,7 @@ def _classify_batch(args):
         settings = settings_of(args)
         path = model_path(args, settings)
         try:
-            identity = batch._file_identity(path)   # before the load: the workers start with this model
+            identity = batch.file_identity(path)   # before the load: the workers start with this model
         except OSError:
             identity = None   # load_filter names the error
         spam_filter = load_filter(args, settings)

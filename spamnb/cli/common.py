@@ -1,5 +1,6 @@
-"""What every command of the command line shares: its exceptions (the
-engine's own are mapped to one line in :func:`one_line`), the parser class,
+"""What every command of the command line shares: the one mapping of an
+error to a line and an exit code (:func:`one_line`, :func:`exit_code`; the
+errors themselves are :mod:`spamnb.errors`), the parser class,
 the settings in effect, the model path, the messages of a path, and the
 options several commands take."""
 
@@ -10,16 +11,10 @@ import functools
 import os
 import sys
 
+from spamnb.errors import CommandError, CorpusError, SettingsError, SkippedError, SkippedInput, SpamnbError, UsageError
+
 __all__ = ["UsageError", "CommandError", "Parser", "settings_of", "model_path", "load_filter", "read_file",
-           "messages_of", "one_line", "model_option", "wait_option", "add_jobs_arguments", "human_size"]
-
-
-class UsageError(Exception):
-    """A command line that cannot be run (exit 64)."""
-
-
-class CommandError(Exception):
-    """An error the command reports in one line (exit 3)."""
+           "messages_of", "one_line", "exit_code", "model_option", "wait_option", "add_jobs_arguments", "human_size"]
 
 
 def __getattr__(name):
@@ -70,13 +65,13 @@ def _parser_class():
 
 def settings_of(args):
     """The settings in effect: the settings file, then this run's options."""
-    from spamnb.cli.settings import SettingsError, load_settings
+    from spamnb.settings import load_settings
 
     overrides = {key: getattr(args, key, None)
                  for key in ("model", "spam_cutoff", "ham_cutoff", "header_name", "subject_tag")}
     try:
         return load_settings(getattr(args, "settings", None), overrides)
-    except SettingsError as exc:
+    except SettingsError as exc:   # a command's settings file: exit 3 (serve's settings: 64)
         raise CommandError(str(exc)) from None
 
 
@@ -108,7 +103,6 @@ def load_filter(args, settings=None, mapped=False):
 
 def read_file(path):
     """The bytes of a message file; CommandError naming it when it cannot be read."""
-    from spamnb.training.errors import CorpusError
     from spamnb.training.sources import read_message_file
 
     try:
@@ -117,19 +111,15 @@ def read_file(path):
         raise CommandError(str(exc)) from None
 
 
-class SkippedError(CommandError):
-    """A path refused unread (``spamnb.training.errors.SkippedInput``): a learn goes on without it."""
-
-
 def messages_of(path, **options):
     """``(name, bytes)`` of each message in ``path`` (``spamnb.training.sources.messages_of``,
     with its ``options``), its errors as CommandError (SkippedError for a path refused unread)."""
     sources = _sources()
     try:
         yield from sources.messages_of(path, **options)
-    except sources.SkippedInput as exc:
+    except SkippedInput as exc:
         raise SkippedError(_printable(str(exc))) from None
-    except sources.CorpusError as exc:
+    except CorpusError as exc:
         raise CommandError(_printable(str(exc))) from None
 
 
@@ -259,19 +249,26 @@ def pairs_choice(text):
 
 
 def one_line(exc):
-    from spamnb.model.store import ModelError
-
-    if isinstance(exc, (ModelError, CommandError)):
+    """The one line an error is reported in: a :class:`~spamnb.errors.SpamnbError`'s
+    message; an ``OSError``'s file name and reason; else the type and message."""
+    if isinstance(exc, SpamnbError):
         text = str(exc)
     elif isinstance(exc, OSError):
         text = f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
     elif isinstance(exc, MemoryError):
         text = "out of memory"
     else:
-        from spamnb.training.corpus import CorpusError
-
-        text = str(exc) if isinstance(exc, CorpusError) else f"{type(exc).__name__}: {exc}"
+        text = f"{type(exc).__name__}: {exc}"
     return " ".join(text.split()) or type(exc).__name__
+
+
+def exit_code(exc):
+    """The exit code of a command ended by ``exc``: a :class:`~spamnb.errors.SpamnbError`'s
+    own (``exit_code``), else ``EXIT_ERROR``.  With :func:`one_line`, the one
+    place the command line maps an error (``spamnb.cli.main``)."""
+    from spamnb.cli.exitcodes import EXIT_ERROR
+
+    return exc.exit_code if isinstance(exc, SpamnbError) else EXIT_ERROR
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

@@ -7,47 +7,61 @@ import os
 import sys
 
 from spamnb.cli.common import CommandError, model_option, model_path, settings_of, wait_option
-from spamnb.cli.exitcodes import EXIT_IMAP_LOGIN, EXIT_IMAP_UNREACHABLE, EXIT_OK
-
-
-class ImapCommandError(CommandError):
-    def __init__(self, text, exit_code):
-        super().__init__(text)
-        self.exit_code = exit_code
+from spamnb.cli.exitcodes import EXIT_OK
+from spamnb.errors import SettingsError
 
 
 def _account(args):
-    from spamnb.cli.settings import SettingsError, imap_password, imap_settings
+    from spamnb.settings import imap_settings
 
     try:
         values = imap_settings(getattr(args, "settings", None))
         if args.cafile:
             values["cafile"] = args.cafile
-        password = imap_password(values)
+        password = _password(values)
     except SettingsError as exc:
         raise CommandError(str(exc)) from None
     return values, password
 
 
+def _password(values):
+    """The password the ``[imap]`` settings point to; raises SettingsError (never saying the password)."""
+    if "password_file" in values:
+        path = os.path.expanduser(values["password_file"])
+        try:
+            with open(path, "rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                if mode & 0o077:
+                    raise SettingsError(f"{path}: the password file is readable by others "
+                                        f"(mode {mode & 0o777:o}): chmod 600 it")
+                raw = f.read(4096)
+        except OSError as exc:
+            raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+    else:
+        import shlex
+        import subprocess
+
+        command = values["password_command"]
+        try:
+            proc = subprocess.run(shlex.split(command), capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            raise SettingsError(f"password_command failed: {getattr(exc, 'strerror', None) or exc}") from None
+        if proc.returncode != 0:
+            raise SettingsError(f"password_command exited {proc.returncode}")
+        raw = proc.stdout
+    password = raw.decode("utf-8", "replace").split("\n")[0].rstrip("\r")
+    if not password:
+        raise SettingsError("the password is empty")
+    return password
+
+
 def _connect(values, password):
-    from spamnb.imap.client import LoginRefused, Unreachable, connect
+    """The connection; its errors (``spamnb.errors.ImapError``) carry the exit codes
+    (LoginRefused 77, the others 69)."""
+    from spamnb.imap.client import connect
 
-    try:
-        return connect(values["host"], values.get("port"), values["user"], password, values["security"],
-                       values.get("cafile"), timeout=60)
-    except LoginRefused as exc:
-        raise ImapCommandError(str(exc), EXIT_IMAP_LOGIN) from None
-    except Unreachable as exc:
-        raise ImapCommandError(str(exc), EXIT_IMAP_UNREACHABLE) from None
-
-
-def _run(job):
-    from spamnb.imap.client import ImapError
-
-    try:
-        return job()
-    except ImapError as exc:
-        raise ImapCommandError(str(exc), EXIT_IMAP_UNREACHABLE) from None
+    return connect(values["host"], values.get("port"), values["user"], password, values["security"],
+                   values.get("cafile"), timeout=60)
 
 
 def cmd_scan(args):
@@ -73,9 +87,9 @@ def cmd_scan(args):
     conn = _connect(values, password)
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.2)
     try:
-        counts = _run(lambda: jobs.scan(conn, state, account, spam_filter.classify, values["inbox"], values["spam"],
-                                        values.get("unsure"), args.flag_only, mark, settings.header,
-                                        step=lambda n: progress.step("scanning", n)))
+        counts = jobs.scan(conn, state, account, spam_filter.classify, values["inbox"], values["spam"],
+                           values.get("unsure"), args.flag_only, mark, settings.header,
+                           step=lambda n: progress.step("scanning", n))
     finally:
         progress.close()
         conn.logout()
@@ -107,8 +121,7 @@ def cmd_learn(args):
                 except ValueError:      # not mail a model can learn: skipped, as `spamnb learn` refuses it
                     pass
 
-            _run(lambda: jobs.learn(conn, learn_one, values["spam"], ham,
-                                    step=lambda n: progress.step("learning", n)))
+            jobs.learn(conn, learn_one, values["spam"], ham, step=lambda n: progress.step("learning", n))
     finally:
         progress.close()
         conn.logout()

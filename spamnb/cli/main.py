@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import UsageError, one_line, one_line_warnings
-from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from spamnb.cli.common import UsageError, exit_code, one_line, one_line_warnings
+from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
             "prune", "serve", "imap")
@@ -194,6 +194,11 @@ def main(argv=None):
 
 
 def _run(argv):
+    """Run one command; every error that ends it is mapped here, once: one
+    line on stderr (``spamnb: ...``, or the command's own prefix, e.g.
+    ``spamnb serve: ...``; a usage error as it is) and its exit code
+    (:func:`spamnb.cli.common.exit_code`)."""
+    args = None
     try:
         args = fast_args(argv)
         if args is None:
@@ -208,9 +213,6 @@ def _run(argv):
             raise UsageError("spamnb: give a command (train, classify, learn, forget, info, tokens, evaluate); "
                              "see spamnb --help")
         return args.handler(args)
-    except UsageError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         print("spamnb: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -219,7 +221,10 @@ def _run(argv):
     except SystemExit:
         raise
     except BaseException as exc:  # one line, never a traceback
-        if os.environ.get("SPAMNB_DEBUG"):
+        if isinstance(exc, UsageError):   # it names the command itself
+            print(str(exc), file=sys.stderr)
+        elif os.environ.get("SPAMNB_DEBUG"):
             raise
-        print(f"spamnb: {one_line(exc)}", file=sys.stderr)
-        return getattr(exc, "exit_code", EXIT_ERROR)
+        else:
+            print(f"{getattr(args, 'error_prefix', 'spamnb')}: {one_line(exc)}", file=sys.stderr)
+        return exit_code(exc)

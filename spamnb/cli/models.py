@@ -129,7 +129,7 @@ def _write_atomically(path, write, like):
         mode = stat.S_IMODE(os.stat(like).st_mode) & 0o666
     except (OSError, TypeError):
         pass
-    store.replace_file(path, write, store._existing(path, path), mode=mode)
+    store.replace_file(path, write, store.stat_existing(path, path), mode=mode)
 
 
 def cmd_dump(args):

@@ -13,19 +13,16 @@ import sys
 import urllib.error
 import urllib.request
 
-from spamnb.cli.exitcodes import (EXIT_CANNOT_LISTEN, EXIT_ERROR, EXIT_NO_PRIVILEGES, EXIT_NO_SERVER,
-                                  EXIT_NO_TLS, EXIT_PIDFILE_BAD, EXIT_PIDFILE_HELD, EXIT_USAGE)
+from spamnb.cli.exitcodes import EXIT_NO_SERVER
+from spamnb.errors import CannotListen, SettingsError, SpamnbError
 from spamnb.server import launch
-from spamnb.server.config import DEFAULTS, Settings, SettingsError
-from spamnb.server.listeners import CannotListen, ServerError
-from spamnb.server.pidfile import PidfileError, PidfileHeld
-from spamnb.server.privileges import PrivilegeError
+from spamnb.settings import SERVER_DEFAULTS as DEFAULTS, ServerSettings
 
 
 def add_parser(subparsers):
     """Register ``spamnb serve`` on the CLI's subparsers; the handler is :func:`cmd_serve`."""
     p = subparsers.add_parser("serve", help="run a SPAMC/SPAMD server (spamc, Exim, Postfix call it)")
-    d = DEFAULTS   # every default stated below is read from the server's own (server.config.DEFAULTS)
+    d = DEFAULTS   # every default stated below is read from the server's own (spamnb.settings.SERVER_DEFAULTS)
     p.add_argument("-l", "--listen", action="append", metavar="ADDR",
                    help=f"HOST:PORT or a Unix socket path (repeatable; default {', '.join(d['listen'])})")
     p.add_argument("-m", "--model", metavar="PATH", help="site model (default: $SPAMNB_HOME/model.spamnb)")
@@ -98,48 +95,30 @@ def add_parser(subparsers):
                         f"client meanwhile; default {d['milter_timeout']:g})")
     p.add_argument("--status", action="store_true",
                    help="print the running server's figures (from its --metrics address) and exit")
-    p.set_defaults(handler=cmd_serve)
+    p.set_defaults(handler=cmd_serve, error_prefix="spamnb serve")   # its errors are named as its log lines
     return p
 
 
 def cmd_serve(args):
+    """Run the server; an error before it serves ends the command with the
+    error's exit code (:mod:`spamnb.errors`, mapped by ``spamnb.cli.main``)."""
     given = {key: getattr(args, key) for key in DEFAULTS}
     if args.status:
         return _status(given, args.config)
     try:
         return launch.run(given, args.config)
-    except SettingsError as exc:
-        return _fail(exc, EXIT_USAGE)
-    except launch.TLSError as exc:
-        return _fail(exc, EXIT_NO_TLS)
-    except PidfileHeld as exc:
-        return _fail(exc, EXIT_PIDFILE_HELD)
-    except PidfileError as exc:
-        return _fail(exc, EXIT_PIDFILE_BAD)
-    except PrivilegeError as exc:
-        return _fail(exc, EXIT_NO_PRIVILEGES)
-    except CannotListen as exc:
-        return _fail(exc, EXIT_CANNOT_LISTEN)
-    except ServerError as exc:
-        return _fail(exc, EXIT_ERROR)
-    except OSError as exc:
-        return _fail(f"cannot listen: {exc.strerror or exc}", EXIT_CANNOT_LISTEN)
-
-
-def _fail(text, code):
-    print(f"spamnb serve: {text}", file=sys.stderr)
-    return code
+    except OSError as exc:   # any other OSError of the start-up is a socket's
+        if isinstance(exc, SpamnbError):
+            raise
+        raise CannotListen(f"cannot listen: {exc.strerror or exc}") from None
 
 
 def _status(given, config):
     """``spamnb serve --status``: the running server's /status report."""
-    try:
-        settings = Settings(given, config)
-    except SettingsError as exc:
-        return _fail(exc, EXIT_USAGE)
+    settings = ServerSettings(given, config)
     if settings.metrics is None:
-        return _fail("--status reads the server's --metrics address: give --metrics [HOST:]PORT "
-                     "(or the server's --config)", EXIT_USAGE)
+        raise SettingsError("--status reads the server's --metrics address: give --metrics [HOST:]PORT "
+                            "(or the server's --config)")
     host, port = settings.metrics[1], settings.metrics[2]
     host = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/status"
@@ -147,5 +126,6 @@ def _status(given, config):
         with urllib.request.urlopen(url, timeout=10) as answer:
             sys.stdout.write(answer.read().decode("utf-8", "replace"))
     except (urllib.error.URLError, OSError) as exc:
-        return _fail(f"no server answers at {url}: {getattr(exc, 'reason', None) or exc}", EXIT_NO_SERVER)
+        print(f"spamnb serve: no server answers at {url}: {getattr(exc, 'reason', None) or exc}", file=sys.stderr)
+        return EXIT_NO_SERVER
     return 0

@@ -8,20 +8,11 @@ import os
 import sys
 import time
 
+from spamnb.errors import CorpusChanged, OneClassCorpus
 from spamnb.cli.common import (CommandError, pairs_choice, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
                                model_path, one_line, settings_of, wait_option)
-from spamnb.cli.exitcodes import EXIT_OK, EXIT_ONE_CLASS
+from spamnb.cli.exitcodes import EXIT_OK
 from spamnb.model.messages import display_name
-
-
-class _CorpusChanged(Exception):
-    pass
-
-
-class OneClassCorpus(CommandError):
-    """A corpus with no spam or no ham, trained without ``--force`` (exit 65)."""
-
-    exit_code = EXIT_ONE_CLASS
 
 
 def cmd_train(args):
@@ -64,7 +55,7 @@ def cmd_train(args):
             raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
         calibration = _train_with_features(args, spam_filter, report, calibrating)
     else:
-        from spamnb.model import calibrate, fitting
+        from spamnb.model import calibrate
         from spamnb.training import pipeline
 
         # streaming, one message at a time in this process (-j 1) or by partitions on
@@ -81,7 +72,7 @@ def cmd_train(args):
                 word_pairs=calibrate.AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links)
         except CorpusError as exc:
             raise CommandError(str(exc)) from None
-        except fitting.CorpusChanged as exc:
+        except CorpusChanged as exc:
             raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
         except (ImportError, OSError) as exc:
             raise CommandError(one_line(exc)) from None
@@ -155,13 +146,13 @@ def _train_with_features(args, spam_filter, report, calibrating):
     def again():  # the second pass must see what the first saw, or the labels would be off
         for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):   # its folders counted once
             if i >= len(labels) or message.is_spam != labels[i]:
-                raise _CorpusChanged(message.relpath)
+                raise CorpusChanged(message.relpath)
             yield message.data
 
     try:   # the cutoffs given (an option, the settings) stay: no calibration then (target_fpr 0)
         spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels],
                         target_fpr=args.target_fpr if calibrating else 0.0)
-    except (ValueError, _CorpusChanged) as exc:
+    except ValueError as exc:   # CorpusChanged among them
         raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
     return spam_filter.calibration_
 

@@ -344,7 +344,7 @@ def _fold_in_worker(train_idx, test_idx):
 
 def _fold_results(messages, y, splits, params, resolved, fitting, n_jobs, progress):
     """``_fold_result`` of each split, in order: here, or on ``n_jobs`` worker processes."""
-    from spamnb.training.workers import _executor, available_cores
+    from spamnb.training.workers import process_pool, available_cores
 
     n_jobs = available_cores() if n_jobs is None or n_jobs <= 0 else n_jobs
     n_jobs = min(n_jobs, len(splits))
@@ -354,7 +354,7 @@ def _fold_results(messages, y, splits, params, resolved, fitting, n_jobs, progre
             yield _fold_result(messages, y, params, resolved, fitting, train_idx, test_idx)
         return
     progress.step(f"{len(splits)} splits on {n_jobs} processes", 0)
-    with _executor(n_jobs, _share, (messages, y, params, resolved, fitting)) as pool:
+    with process_pool(n_jobs, _share, (messages, y, params, resolved, fitting)) as pool:
         yield from pool.map(_fold_in_worker, [train for _n, train, _t in splits], [test for _n, _t2, test in splits])
 
 

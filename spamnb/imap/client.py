@@ -8,23 +8,13 @@ import re
 import socket
 import ssl
 
+from spamnb.errors import ImapError, LoginRefused, Unreachable
+
 __all__ = ["ImapError", "LoginRefused", "Unreachable", "Connection", "connect"]
 
 _UID = re.compile(rb"\bUID (\d+)")
 _FLAGS = re.compile(rb"\bFLAGS \(([^)]*)\)")
 _DATE = re.compile(rb'\bINTERNALDATE ("[^"]*")')
-
-
-class ImapError(Exception):
-    """An IMAP server that refused a command or went away; one line."""
-
-
-class LoginRefused(ImapError):
-    """The server refused the user name or password."""
-
-
-class Unreachable(ImapError):
-    """No connection: host unknown, refused, timed out, or TLS failed (certificate)."""
 
 
 def _text(data):

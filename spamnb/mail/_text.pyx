@@ -14,7 +14,7 @@ import binascii
 import re
 
 # The charset table (names resolved once, misses cached).
-from spamnb.mail.charsets import _cache as _codec_cache, codec as _codec
+from spamnb.mail.charsets import codec_cache as _codec_cache, codec as _codec
 
 cdef object _MISSING = object()
 

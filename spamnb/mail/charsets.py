@@ -33,11 +33,11 @@ _ALIASES = {
 # quadratic time (punycode) or to lone surrogates (the escape codecs).
 _REFUSED = frozenset(("punycode", "idna", "unicode_escape", "raw_unicode_escape", "mbcs", "oem", "undefined"))
 
-_cache: dict = {}           # declared name -> codec name or None (read by spamnb.mail._mail too)
+codec_cache: dict = {}           # declared name -> codec name or None (read by spamnb.mail._mail too)
 _known = None               # the standard library's encoding module names and aliases
 
 
-def _known_names():
+def known_names():
     global _known
     if _known is None:
         import encodings
@@ -70,7 +70,7 @@ def _canonical(name):
         else:
             punct = True
     norm = "".join(chars)
-    aliases, modules = _known_names()
+    aliases, modules = known_names()
     canonical = aliases.get(norm) or aliases.get(norm.replace(".", "_")) or norm
     return canonical if canonical in modules else None
 
@@ -79,7 +79,7 @@ def codec(charset):
     """The codec name for a declared charset (lower case), or None: unknown,
     refused, or "use the fallback"."""
     try:
-        return _cache[charset]
+        return codec_cache[charset]
     except KeyError:
         pass
     name = _ALIASES.get(charset, charset)
@@ -94,8 +94,8 @@ def codec(charset):
             if info is not None and getattr(info, "_is_text_encoding", True) \
                     and info.name.replace("-", "_") not in _REFUSED:
                 name = info.name
-    if len(_cache) < MAX_CACHE:
-        _cache[charset] = name
+    if len(codec_cache) < MAX_CACHE:
+        codec_cache[charset] = name
     return name
 
 

@@ -38,7 +38,7 @@ from spamnb.mail._mail import content_type as _content_type
 from spamnb.mail._mail import decode_entities as _decode_entities
 from spamnb.mail._mail import header_fields as _parse_fields
 from spamnb.mail._mail import strip_tags as _strip_tags
-from spamnb.mail.records import Mail, MailStats, Part, _Record
+from spamnb.mail.records import Mail, MailStats, Part, Record
 from spamnb.mail.charsets import codec as _codec
 from spamnb.mail.charsets import is_text_codec
 
@@ -124,7 +124,7 @@ _INVISIBLE_STYLES = ("display:none", "display: none", "visibility:hidden", "font
 _TELLS = lazy_re.pattern(r"<(script|iframe|form|input|object|embed|map|area|base|meta|table|font|center|b|i|u)\b", re.A)
 
 
-class HtmlText(_Record):
+class HtmlText(Record):
     """Text and tells extracted from one HTML part.
 
     text : str; links : list of str (href targets); n_images (<img> tags);

@@ -7,7 +7,7 @@ from __future__ import annotations
 __all__ = ["Mail", "MailStats", "Part"]
 
 
-class _Record:
+class Record:
     """A plain record (no ``dataclasses``: importing it costs ~5 ms of start-up)."""
 
     __slots__ = ()
@@ -21,7 +21,7 @@ class _Record:
             getattr(self, name) == getattr(other, name) for name in self.__slots__)
 
 
-class Part(_Record):
+class Part(Record):
     """One leaf MIME part.
 
     content_type : str -- e.g. "text/plain", lower case
@@ -43,7 +43,7 @@ class Part(_Record):
         self.filename = filename
 
 
-class MailStats(_Record):
+class MailStats(Record):
     """Counts for a numeric-feature model (all ints; sizes in bytes, text in characters).
 
     n_bytes (raw size, before truncation), n_header_bytes, n_headers, n_received,
@@ -75,7 +75,7 @@ class MailStats(_Record):
         return {name: getattr(self, name) for name in self.__slots__}
 
 
-class Mail(_Record):
+class Mail(Record):
     """A parsed message.
 
     headers : list of (name, value) -- top-level fields, lower-case names, decoded values

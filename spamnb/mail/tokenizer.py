@@ -30,9 +30,9 @@ import re
 
 from spamnb.mail import lazy_re
 from spamnb.mail import parser as _mail
-from spamnb.mail._tokenize import Scanner
+from spamnb.mail._tokenize import Scanner, hash_token
 
-__all__ = ["Tokenizer", "with_pairs", "PAIRS_TEXT_CHARS"]
+__all__ = ["Tokenizer", "with_pairs", "hash_token", "PAIRS_TEXT_CHARS"]
 
 # Hyper-parameters and their defaults; every value is JSON-serialisable.
 # Figures: 1-AUC % of a plain multinomial NB (binary features, alpha 0.01),

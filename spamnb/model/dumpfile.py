@@ -11,7 +11,8 @@ import re
 import zlib
 from array import array
 
-from spamnb.model.lifecycle import (_EPOCH, MAX_COUNT, UNKNOWN_DAY, _build, _Duplicate, _State, _state,
+from spamnb.errors import DumpError, DuplicateToken
+from spamnb.model.lifecycle import (EPOCH, MAX_COUNT, UNKNOWN_DAY, build_filter, State, state_of,
                                     check_max_tokens, day_text)
 
 __all__ = ["DumpError", "DUMP_FORMAT", "DUMP_VERSION", "dump", "load_dump", "escape_token", "unescape_token"]
@@ -24,17 +25,12 @@ MAX_LINE = 1 << 16            # bytes; the tokenizer's tokens are at most ~1,000
 _CHUNK = 4096                 # lines written per write()
 
 
-class DumpError(ValueError):
-    """A dump that cannot be read (damaged, truncated, of another format); the
-    message names the line."""
-
-
 def _parse_day(text):
     if text == "-":
         return UNKNOWN_DAY
     if len(text) != 10:
         raise ValueError(f"bad day {text!r} (YYYY-MM-DD or -)")
-    day = datetime.date.fromisoformat(text).toordinal() - _EPOCH
+    day = datetime.date.fromisoformat(text).toordinal() - EPOCH
     if day <= 0:
         raise ValueError(f"day {text!r} is before 1970-01-02")
     return day
@@ -97,7 +93,7 @@ def dump(spam_filter, out):
     """Write the model's dump to ``out`` (a binary file object), a few thousand
     lines at a time (the dump is never built whole).  Returns the number of
     token lines."""
-    state = _state(spam_filter)
+    state = state_of(spam_filter)
     crc = 0
 
     def write(data):
@@ -153,7 +149,7 @@ def load_dump(stream, name="-"):
     """
     import numpy as np
 
-    from spamnb.mail._tokenize import hash_token
+    from spamnb.mail.tokenizer import hash_token
 
     crc = 0
     line_no = 0
@@ -320,13 +316,13 @@ def load_dump(stream, name="-"):
         line_no += 1
         fail("text after the 'end' line")
     n = len(hashes)
-    state = _State(settings, class_count, np.vstack([np.frombuffer(ham, dtype=np.float64),
+    state = State(settings, class_count, np.vstack([np.frombuffer(ham, dtype=np.float64),
                                                      np.frombuffer(spam, dtype=np.float64)]).reshape(2, n),
                    np.frombuffer(hashes, dtype=np.uint64), bytes(blob), np.frombuffer(offsets, dtype=np.uint64),
                    np.frombuffer(days, dtype=np.int32), features, created, last_learn, max_tokens)
     try:
-        spam_filter = _build(state)
-    except _Duplicate as exc:
+        spam_filter = build_filter(state)
+    except DuplicateToken as exc:
         fail("the token repeats an earlier one (or shares its 64-bit hash)", first_line + exc.position)
     spam_filter.ledger_ = ledger
     return spam_filter

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import tempfile
 
+from spamnb.errors import CorpusChanged
 from spamnb.model import calibrate
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.model.ages import Ages
@@ -34,10 +35,6 @@ from spamnb.model.messages import message_bytes
 
 __all__ = ["CorpusChanged", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain", "pair_filters",
            "params_of", "take_counts", "train_variants_here"]
-
-
-class CorpusChanged(ValueError):
-    """The corpus read again for the calibration is not the one counted."""
 
 
 def params_of(spam_filter):

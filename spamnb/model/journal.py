@@ -67,7 +67,8 @@ import os
 import stat
 import struct
 
-from spamnb.bayes import _checks
+from spamnb.errors import MustCompact
+from spamnb.bayes import checks
 from spamnb.model import deltas
 from spamnb.model.store import resolve
 
@@ -126,13 +127,13 @@ def _pad(n):
 def _header(identity):
     fields = (MAGIC, VERSION, 0, identity[0], identity[1], 0)
     raw = _HEAD.pack(*fields, 0)[:40]
-    return raw + struct.pack("<Q", _checks.checksum64(raw))
+    return raw + struct.pack("<Q", checks.checksum64(raw))
 
 
 def _record_bytes(head_checksum, sequence, payload):
     payload = bytes(payload) + b"\0" * _pad(len(payload))
     first = struct.pack("<II", len(payload), sequence)
-    checksum = _checks.checksum64(head_checksum + first + payload)
+    checksum = checks.checksum64(head_checksum + first + payload)
     return first + struct.pack("<Q", checksum) + payload
 
 
@@ -179,7 +180,7 @@ def read(model_path, identity):
         # a journal is created whole (renamed into place): a short one is not ours to extend
         return _Journal(path, identity, "stale", size=len(data))
     magic, version, _r, length, checksum, _r2, head_sum = _HEAD.unpack_from(data)
-    if magic != MAGIC or version != VERSION or _checks.checksum64(data[:40]) != head_sum:
+    if magic != MAGIC or version != VERSION or checks.checksum64(data[:40]) != head_sum:
         _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
         return _Journal(path, identity, "stale", size=len(data))
     if identity is None or (length, checksum) != tuple(identity):
@@ -192,7 +193,7 @@ def read(model_path, identity):
         size, sequence, checksum = _RECORD.unpack_from(data, at)
         end = at + _RECORD.size + size
         if (size % 8 or end > len(data) or sequence != len(payloads)
-                or _checks.checksum64(head + view[at:at + 8].tobytes() + data[at + 16:end]) != checksum):
+                or checks.checksum64(head + view[at:at + 8].tobytes() + data[at + 16:end]) != checksum):
             break
         payloads.append(view[at + _RECORD.size:end])
         at = end
@@ -324,7 +325,7 @@ def follow(spam_filter, ledger=None):
         length, sequence, checksum = _RECORD.unpack_from(view, offset)
         end = offset + _RECORD.size + length
         if (length % 8 or end > len(view) or sequence != n + len(payloads)
-                or _checks.checksum64(check + view[offset:offset + 8].tobytes()
+                or checks.checksum64(check + view[offset:offset + 8].tobytes()
                                       + view[offset + 16:end].tobytes()) != checksum):
             break   # not whole yet (a writer appending), or damaged: a later look, or a writer, decides
         payloads.append(view[offset + _RECORD.size:end])
@@ -422,7 +423,7 @@ def append(journal, transactions):
         journal.size = journal.end
         return journal.end
     if journal.status == "ok":   # records that did not fit: start over only from a whole save
-        raise _MustCompact()
+        raise MustCompact()
     header = _header(journal.identity)
     head = header[40:48]
     records = b"".join(_record_bytes(head, i, p) for i, p in enumerate(transactions))
@@ -436,10 +437,6 @@ def append(journal, transactions):
     journal.payloads = list(transactions)
     journal.end = journal.size = len(header) + len(records)
     return journal.end
-
-
-class _MustCompact(Exception):
-    pass
 
 
 def compact(spam_filter, real, backup=None):

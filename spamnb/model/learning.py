@@ -12,7 +12,8 @@ from array import array
 
 from spamnb.model import deltas
 from spamnb.model.ages import today
-from spamnb.model.journal import _MustCompact, append, compact, compact_at, follow
+from spamnb.errors import MustCompact
+from spamnb.model.journal import append, compact, compact_at, follow
 
 __all__ = ["Session", "session", "Kept"]
 
@@ -155,7 +156,7 @@ class Session:
         try:
             # one record for the whole commit: a command learning many messages is all or nothing
             written = append(journal, [b"".join(self.transactions)])
-        except _MustCompact:
+        except MustCompact:
             return self.compact()
         try:
             model_size = os.path.getsize(self.path)

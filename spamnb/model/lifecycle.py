@@ -99,7 +99,7 @@ the message counts stay, as if those tokens had never been counted):
   (by total count; by |w| times count) in docs/lifecycle.md.
 
 Everything here reads and writes a :class:`spamnb.SpamFilter` through a few
-adapter functions (``_state``/``_build``), the only code that knows where a
+adapter functions (``state_of``/``build_filter``), the only code that knows where a
 filter keeps its counts.
 """
 
@@ -109,11 +109,12 @@ import datetime
 import math
 from array import array
 
+from spamnb.errors import DuplicateToken
 from spamnb.model.ages import today
 
 __all__ = ["merge", "prune", "prune_mask", "usefulness", "describe", "expire", "today", "day_text",
            "check_max_tokens", "DEFAULT_TARGET_SIZE", "MIN_MAX_TOKENS", "MAX_COUNT", "SETTINGS_THAT_MUST_MATCH"]
-_EPOCH = datetime.date(1970, 1, 1).toordinal()
+EPOCH = datetime.date(1970, 1, 1).toordinal()
 SETTINGS_THAT_MUST_MATCH = ("tokenizer", "alpha", "prior", "counts", "feature_weight", "length_norm")
 UNKNOWN_DAY = 0               # a last-seen day of 0 means "not known" (a model from before the field)
 
@@ -121,7 +122,7 @@ def day_text(day):
     """``YYYY-MM-DD`` of a day number, ``-`` for an unknown day."""
     if day <= UNKNOWN_DAY:
         return "-"
-    return datetime.date.fromordinal(_EPOCH + int(day)).isoformat()
+    return datetime.date.fromordinal(EPOCH + int(day)).isoformat()
 
 
 def _settings(spam_filter):
@@ -132,7 +133,7 @@ def _settings(spam_filter):
             "length_norm": float(spam_filter.length_norm)}
 
 
-class _State:
+class State:
     """A filter's state as plain arrays: ``counts`` float64 (2, V) [ham, spam],
     ``hashes`` uint64 (V,), ``blob``/``offsets`` the UTF-8 token strings,
     ``days`` int32 (V,) last-seen days (0 unknown)."""
@@ -150,14 +151,14 @@ class _State:
     def replace(self, **changes):
         fields = {name: getattr(self, name) for name in self.__slots__}
         fields.update(changes)
-        return _State(**fields)
+        return State(**fields)
 
     @property
     def n_features(self):
         return len(self.hashes)
 
 
-def _state(spam_filter):
+def state_of(spam_filter):
     import numpy as np
 
     spam_filter._require_fitted()
@@ -170,7 +171,7 @@ def _state(spam_filter):
     ages = spam_filter.ages_
     days = np.frombuffer(ages.days(n), dtype=np.int32)
     features = spam_filter.features_.to_dict() if spam_filter.features_ is not None else None
-    return _State(_settings(spam_filter), tuple(float(v) for v in spam_filter.class_count_), counts, hashes,
+    return State(_settings(spam_filter), tuple(float(v) for v in spam_filter.class_count_), counts, hashes,
                   blob, offsets, days, features, ages.created, ages.last_learn, ages.max_tokens)
 
 
@@ -178,7 +179,7 @@ def _feature_counts(spam_filter, n):
     return spam_filter._counts().matrix()
 
 
-def _build(state):
+def build_filter(state):
     """A SpamFilter holding ``state`` (its arrays are copied)."""
     import numpy as np
 
@@ -206,15 +207,9 @@ def _build(state):
     return spam_filter
 
 
-class _Duplicate(ValueError):
-    def __init__(self, position):
-        super().__init__(f"token {position} repeats an earlier token")
-        self.position = position
-
-
 def _vocabulary(hashes, blob, offsets):
     """A Vocabulary of the tokens with these hashes and strings, in this order.
-    Raises _Duplicate when a hash repeats."""
+    Raises DuplicateToken when a hash repeats."""
     from spamnb.bayes import _vocab
     from spamnb.bayes.vocabulary import Vocabulary
 
@@ -232,7 +227,7 @@ def _vocabulary(hashes, blob, offsets):
         n_new = _vocab.insert(keys, values, hash_view, out, 0, new_positions)
         if n_new != n:
             first = next(j for j in range(n) if out[j] != j)
-            raise _Duplicate(first)
+            raise DuplicateToken(first)
     offsets_array = array("Q")
     offsets_array.frombytes(memoryview(offsets).cast("B") if n else array("Q", [0]).tobytes())
     return Vocabulary.from_buffers(keys, values, n, bytes(blob), offsets_array)
@@ -268,14 +263,14 @@ def merge(filters):
     filters = list(filters)
     if not filters:
         raise ValueError("nothing to merge")
-    states = [_state(f) for f in filters]
+    states = [state_of(f) for f in filters]
     result = states[0]
     for other in states[1:]:
         _check_same_settings(result.settings, other.settings)
         if result.features is not None or other.features is not None:
             raise ValueError("models with message features (feature_weight > 0) cannot be merged exactly")
         result = _merge_two(result, other, np)
-    merged = _build(result)
+    merged = build_filter(result)
     merged.ledger_ = _merge_ledgers([f.ledger_ for f in filters])
     return merged
 
@@ -422,12 +417,12 @@ def _subset(state, keep):
 
 def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None, kind="jeffreys"):
     """A new filter without the tokens the policies drop; returns ``(filter, n_dropped)``."""
-    state = _state(spam_filter)
+    state = state_of(spam_filter)
     keep = prune_mask(state, min_count, max_age, target_size, now, kind)
     dropped = int(state.n_features - keep.sum())
     if not dropped:
         return spam_filter, 0
-    pruned = _build(_subset(state, keep))
+    pruned = build_filter(_subset(state, keep))
     pruned.ledger_ = spam_filter.ledger_  # the messages were learned: a later forget still needs their labels
     return pruned, dropped
 
@@ -473,7 +468,7 @@ def describe(spam_filter, now=None, min_count=2, max_age=365, target_size=DEFAUL
     {policy: n} for the given prune settings."""
     import numpy as np
 
-    state = _state(spam_filter)
+    state = state_of(spam_filter)
     now = today() if now is None else now
     total = state.counts.sum(axis=0)
     unit = _unit(state.settings)

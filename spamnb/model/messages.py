@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from spamnb.errors import Refused, TooLarge
 from spamnb.mail import lazy_re
 import stat
 
@@ -19,22 +20,6 @@ __all__ = ["message_bytes", "read_file", "MAX_MESSAGE_SIZE", "Refused", "TooLarg
 # few tens of KiB of a message; a larger file is skipped with this reason.
 MAX_MESSAGE_SIZE = 64 << 20
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-
-
-class Refused(ValueError):
-    """A file refused before it was read; ``str()`` is the reason (``not a
-    regular file (a FIFO)``, ``larger than 64 MiB``), the same for every
-    file refused for it (a corpus report counts files by reason)."""
-
-
-class TooLarge(Refused):
-    """A message over the size limit on stdin (:func:`read_stdin`): ``head`` is
-    what was read of it (at most the limit and one byte; ``b""`` for a regular
-    file, refused by its size before any of it is read)."""
-
-    def __init__(self, reason, head=b""):
-        super().__init__(reason)
-        self.head = head
 
 
 def _kind(mode):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 
-from spamnb.bayes import _checks
+from spamnb.bayes import checks
 from spamnb.model.store import ModelError, map_model, read_model, write_model
 
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
@@ -184,7 +184,7 @@ def check_counts(header, arrays, alpha):
     feature_count = arrays["feature_count"]
     if len(feature_count) != n_classes * n_features:
         raise ValueError("count matrix does not match the vocabulary")
-    sums = _checks.class_sums(feature_count, n_classes)
+    sums = checks.class_sums(feature_count, n_classes)
     if sums is None:
         raise ValueError("negative or non-finite counts")
     for total, log_norm in zip(sums, header["log_norm"]):
@@ -192,5 +192,5 @@ def check_counts(header, arrays, alpha):
         if expected > 0 and not abs(log_norm - math.log(expected)) <= 1e-9 * max(1.0, abs(log_norm)):
             raise ValueError("the normalisers do not match the counts")
     log_count = arrays["log_count"]
-    if len(log_count) != len(feature_count) or not _checks.check_range(log_count, math.log(alpha) - 1e-9, _LOG_MAX):
+    if len(log_count) != len(feature_count) or not checks.check_range(log_count, math.log(alpha) - 1e-9, _LOG_MAX):
         raise ValueError("derived log-counts do not match the counts")

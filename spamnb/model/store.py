@@ -62,7 +62,8 @@ import sys
 import time
 from contextlib import contextmanager
 
-from spamnb.bayes import _checks
+from spamnb.errors import LockTimeout, ModelError
+from spamnb.bayes import checks
 
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
            "read_model", "map_model", "verify_file", "locked", "resolve"]
@@ -101,15 +102,6 @@ def default_model_path():
     return os.path.join(spamnb_home(), "model.spamnb")
 
 
-class ModelError(Exception):
-    """A model file is missing, unreadable, damaged, of another format or version,
-    or was trained with other tokenizer settings."""
-
-
-class LockTimeout(ModelError):
-    """Another process held the model's lock longer than the wait allowed."""
-
-
 def resolve(path):
     """The model's real path: symbolic links followed, once, by every writer."""
     return os.path.realpath(os.fspath(path))
@@ -128,7 +120,7 @@ def _umask():
     return mask
 
 
-def _existing(path, shown):
+def stat_existing(path, shown):
     """os.stat of the model file at ``path`` (resolved), None if there is none;
     ModelError for anything that is not a regular file."""
     try:
@@ -156,7 +148,7 @@ def write_model(path, header, arrays, backup=None):
     """
     shown = os.fspath(path)
     path = resolve(path)
-    old = _existing(path, shown)
+    old = stat_existing(path, shown)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     header = dict(header)
@@ -181,7 +173,7 @@ def write_model(path, header, arrays, backup=None):
     chunks.insert(0, header_bytes)
     # the body is checksummed and written piece by piece, never joined: the
     # arrays are not copied (a 67 MiB model does not cost 67 MiB more to save)
-    body_checksum = _checks.Checksum64()
+    body_checksum = checks.Checksum64()
     for chunk in chunks:
         body_checksum.update(chunk)
     total = _PREFIX.size + sum(len(chunk) for chunk in chunks)
@@ -341,13 +333,13 @@ def _remove_stale_temporaries(directory, name):
 
 def _checksum(fields, body):
     """The file's checksum: covers the fixed fields and the whole body."""
-    return _file_checksum(fields, _checks.checksum64(body))
+    return _file_checksum(fields, checks.checksum64(body))
 
 
 def _file_checksum(fields, body_checksum):
     """The file's checksum from the fixed fields and the body's ``checksum64``."""
     head = _PREFIX.pack(*fields, 0)[:32]
-    return _checks.checksum64(head + struct.pack("<Q", body_checksum))
+    return checks.checksum64(head + struct.pack("<Q", body_checksum))
 
 
 def _fsync_directory(directory):
@@ -650,7 +642,7 @@ def locked(path, wait=None):
     wait = DEFAULT_WAIT if wait is None else float(wait)
     shown = os.fspath(path)
     real = resolve(path)
-    old = _existing(real, shown)
+    old = stat_existing(real, shown)
     lock_path = real + ".lock"
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
     # the owner reads and writes the lock whatever the model's mode (a model of mode 000 gave its lock 000:

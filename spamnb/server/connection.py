@@ -11,7 +11,7 @@ import asyncio
 import time
 
 from spamnb.server import protocol as spamd
-from spamnb.server.models import _one_line
+from spamnb.server.models import one_line
 from spamnb.server.protocol import EX, ProtocolError
 
 
@@ -196,7 +196,7 @@ class Connection(asyncio.Protocol):
             reply, outcome = spamd.error_response(exc.code, exc.text), f"error {exc.code} {exc.text}"
         except Exception as exc:  # noqa: BLE001 - answered, logged; the server goes on
             reply = spamd.error_response(EX["EX_SOFTWARE"], "internal error")
-            outcome = f"error {EX['EX_SOFTWARE']} {type(exc).__name__}: {_one_line(exc)}"
+            outcome = f"error {EX['EX_SOFTWARE']} {type(exc).__name__}: {one_line(exc)}"
         transport = self.transport
         transport.write(reply)
         if transport.get_write_buffer_size():

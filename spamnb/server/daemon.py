@@ -57,12 +57,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from spamnb.server import protocol as spamd
-from spamnb.server.protocol import EX, ProtocolError
-from spamnb.server.config import Settings, SettingsError, _words
+from spamnb.server.protocol import EX, ProtocolError, comma_words
+from spamnb.settings import ServerSettings, SettingsError
 from spamnb.server.connection import Connection, layout, log_safe, read_head
 from spamnb.server.listeners import BACKLOG, ServerError, bind_all
 from spamnb.server.check import check
-from spamnb.server.models import ModelCache, ModelUnavailable, _model_error, _one_line, tell
+from spamnb.errors import ModelError
+from spamnb.server.models import ModelCache, ModelUnavailable, one_line, tell
 
 MODEL_NAME = "model.spamnb"
 NO_USER = ""     # Server.model_path's TELL target for a request without a User: name, with --models-dir
@@ -76,7 +77,7 @@ class Server:
     def __init__(self, given, config=None, log_stream=None):
         self.given = given
         self.config = config
-        self.settings = Settings(given, config)
+        self.settings = ServerSettings(given, config)
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
                                  whole=self.settings.allow_tell, max_bytes=self.settings.max_models_bytes)
@@ -387,8 +388,8 @@ class Server:
             raise ProtocolError(EX["EX_NOPERM"], "TELL is off (spamnb serve --allow-tell)")
         headers = request.headers
         kind = headers.get("message-class", "").strip().lower()
-        learn = "local" in _words(headers.get("set", ""))
-        remove = "local" in _words(headers.get("remove", ""))
+        learn = "local" in comma_words(headers.get("set", ""))
+        remove = "local" in comma_words(headers.get("remove", ""))
         if kind not in ("spam", "ham", ""):
             raise ProtocolError(EX["EX_PROTOCOL"], "Message-class must be spam or ham")
         if learn and not kind:
@@ -419,8 +420,8 @@ class Server:
                 self.learners, tell, own, message, spam, learn, remove, seed, limits, settings.subject_tag)
         except ProtocolError:
             raise
-        except (_model_error(), OSError, ValueError) as exc:
-            raise ProtocolError(EX["EX_UNAVAILABLE"], f"cannot update the model: {_one_line(exc)}") from None
+        except (ModelError, OSError, ValueError) as exc:
+            raise ProtocolError(EX["EX_UNAVAILABLE"], f"cannot update the model: {one_line(exc)}") from None
         # the next check sees what was learned (read in a thread: the loop goes on serving)
         await self.models.refresh(own, settings.required_score)
         out = []
@@ -434,7 +435,7 @@ class Server:
     def reload(self):
         """SIGHUP: re-read the settings (listening addresses stay) and drop the models."""
         try:
-            fresh = Settings(self.given, self.config)
+            fresh = ServerSettings(self.given, self.config)
         except SettingsError as exc:
             self.log(f"SIGHUP: settings not reloaded: {exc}")
             return
@@ -542,7 +543,7 @@ class Server:
         except Exception as exc:  # noqa: BLE001 - the client may be gone already
             conn.close()
             self.slot_freed()
-            self.log(f"connection lost while set up: {_one_line(exc)}")
+            self.log(f"connection lost while set up: {one_line(exc)}")
         finally:
             self.setting_up -= 1
 

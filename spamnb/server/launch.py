@@ -20,7 +20,7 @@ import os
 import ssl
 import sys
 
-from spamnb.server.config import Settings
+from spamnb.errors import TLSError
 from spamnb.server.daemon import Server
 from spamnb.server.listeners import bind_all, bind_tcp, close_all, tls_context
 from spamnb.server.metrics import Metrics, serve_http
@@ -29,18 +29,15 @@ from spamnb.server.privileges import drop, resolve, running_as_root
 from spamnb.server.protocol import ProtocolError
 from spamnb.server.readiness import Notifier
 from spamnb.server.workers import Supervisor
-
-
-class TLSError(Exception):
-    """The certificate or key cannot be read or do not match."""
+from spamnb.settings import ServerSettings
 
 
 def run(given, config=None, log_stream=None):
     """Run the server until SIGTERM/SIGINT; returns 0.  Raises SettingsError
-    (spamnb.server.config), PidfileError (spamnb.server.pidfile), TLSError,
+    (spamnb.settings), PidfileError (spamnb.server.pidfile), TLSError,
     CannotListen or ServerError (no usable site model; spamnb.server.listeners)
     or PrivilegeError (spamnb.server.privileges) before it serves anything."""
-    settings = Settings(given, config)
+    settings = ServerSettings(given, config)
     pidfile = Pidfile(settings.pidfile).acquire() if settings.pidfile else None
     if pidfile is not None and settings.user and running_as_root():
         pidfile.keep_remover()      # USER may not remove a file from root's /run: a process of root's will
@@ -149,7 +146,7 @@ def _import_everything():
             pass
     from spamnb.mail import charsets
 
-    charsets._known_names()      # lists the codecs' folder once
+    charsets.known_names()      # lists the codecs' folder once
 
 
 def _preload(server):

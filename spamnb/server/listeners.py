@@ -12,6 +12,8 @@ import ssl
 import stat
 from dataclasses import dataclass
 
+from spamnb.errors import CannotListen, ServerError
+
 BACKLOG = 128   # connections the kernel queues while the server does not accept (--max-connections)
 
 
@@ -41,15 +43,6 @@ def tls_context(cert, key=None):
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert, key)
     return context
-
-
-class ServerError(Exception):
-    """The server cannot start (no usable site model, an address it cannot
-    listen on); the message is one line for the log."""
-
-
-class CannotListen(ServerError, OSError):
-    """An address could not be bound (in use, a privileged port without the right to it, ...)."""
 
 
 def bind_tcp(host, port, backlog=BACKLOG):

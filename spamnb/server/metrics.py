@@ -16,7 +16,7 @@ import mmap
 import os
 import time
 
-from spamnb.server.models import _journal_signature
+from spamnb.server.models import journal_signature
 
 VERBS = ("CHECK", "SYMBOLS", "REPORT", "REPORT_IFSPAM", "PROCESS", "HEADERS", "TELL", "PING", "SKIP", "EOM", "other")
 PROTOCOLS = ("spamd", "milter")     # EOM: a milter's end of message
@@ -202,7 +202,7 @@ def model_age(path):
         mtime = os.stat(path).st_mtime
     except OSError:
         return None
-    journal = _journal_signature(path)
+    journal = journal_signature(path)
     if journal is not None:
         mtime = max(mtime, journal[2] / 1e9)
     return max(0.0, time.time() - mtime)

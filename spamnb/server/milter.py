@@ -41,7 +41,7 @@ from spamnb.model.headers import OUR_FIELDS
 from spamnb.server.check import check
 from spamnb.server.connection import log_safe
 from spamnb.server.listeners import BACKLOG
-from spamnb.server.models import ModelUnavailable, _one_line
+from spamnb.server.models import ModelUnavailable, one_line
 
 MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
 _START_CAPACITY = 64 * 1024 + 64
@@ -212,7 +212,7 @@ class MilterFrontEnd:
         except Exception as exc:  # noqa: BLE001 - the MTA may be gone already
             conn.close()
             self.freed()
-            self.server.log(f"milter connection lost while set up: {_one_line(exc)}")
+            self.server.log(f"milter connection lost while set up: {one_line(exc)}")
 
     def freed(self):
         self.active -= 1
@@ -359,7 +359,7 @@ class MilterConnection(asyncio.Protocol):
                 except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
                     if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
                         continue    # a macro with a value kilter cannot decode (not ASCII): not needed
-                    self._protocol_error(f"{type(exc).__name__}: {_one_line(exc)}")
+                    self._protocol_error(f"{type(exc).__name__}: {one_line(exc)}")
                     return
             if taken == 0:      # a packet larger than the buffer can grow to
                 self._protocol_error("a packet larger than the buffer")
@@ -499,7 +499,7 @@ class MilterConnection(asyncio.Protocol):
             self._unchecked(started, shown, f"error 69 {exc.text}")
             return
         except Exception as exc:  # noqa: BLE001 - answered by --milter-on-error, logged; the server goes on
-            self._unchecked(started, shown, f"error 70 {type(exc).__name__}: {_one_line(exc)}")
+            self._unchecked(started, shown, f"error 70 {type(exc).__name__}: {one_line(exc)}")
             return
         action = checked.action(settings.milter_spam_action)
         if self.closed:

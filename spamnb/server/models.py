@@ -12,7 +12,8 @@ import os
 from collections import OrderedDict
 
 from spamnb.server import protocol as spamd
-from spamnb.server.protocol import EX, ProtocolError
+from spamnb.errors import ModelError, ModelUnavailable, ProtocolError
+from spamnb.server.protocol import EX
 
 MODEL_NAME = "model.spamnb"
 
@@ -94,7 +95,7 @@ def _scoring_only(spam_filter):
     return spam_filter
 
 
-def _journal_signature(path):
+def journal_signature(path):
     """The model's journal as it is now (spamnb.model.journal): a learn appends there."""
     from spamnb.model.journal import signature
 
@@ -109,18 +110,6 @@ def classify(spam_filter, message, evidence=True):
 def _cutoffs(spam_filter):
     """(ham cutoff, spam cutoff) as probabilities."""
     return spam_filter.ham_cutoff, spam_filter.spam_cutoff
-
-
-def _site_model_path(path):
-    from spamnb.model.store import default_model_path
-
-    return os.fspath(path) if path else default_model_path()
-
-
-def _model_error():
-    from spamnb.model.store import ModelError
-
-    return ModelError
 
 
 _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept loaded
@@ -279,13 +268,6 @@ def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None):
     return did_learn, did_remove
 
 
-class ModelUnavailable(ProtocolError):
-    """No model can be loaded from a path (missing, damaged, unreadable)."""
-
-    def __init__(self, text):
-        super().__init__(EX["EX_UNAVAILABLE"], text)
-
-
 class ModelCache:
     """Loaded models by path, least recently used first out (but the
     ``pinned`` one, the site model, which stays) past ``max_models`` of them
@@ -333,14 +315,14 @@ class ModelCache:
         cannot be loaded now."""
         try:
             st = os.stat(path)
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path))
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, journal_signature(path))
         except OSError as exc:
             key, missing = None, exc
         entry = self._entries.get(path)
         if entry is not None and key is None:
             if path not in self._missing:
                 self._missing.add(path)
-                self.log(f"model {path} cannot be read ({_one_line(missing)}): serving the one loaded before")
+                self.log(f"model {path} cannot be read ({one_line(missing)}): serving the one loaded before")
             self._entries.move_to_end(path)
             return entry[1], entry[2]
         self._missing.discard(path)
@@ -358,13 +340,13 @@ class ModelCache:
             self._entries.move_to_end(path)
             return entry[1], entry[2]
         if key is None:
-            raise ModelUnavailable(f"no model at {path}: {_one_line(missing)}")
+            raise ModelUnavailable(f"no model at {path}: {one_line(missing)}")
         bad = self._bad.get(path)
         if bad is not None and bad[0] == key and entry is None:
             raise ModelUnavailable(bad[1])
         try:
             spam_filter, score_map = self._load(path, required)
-        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+        except (ModelError, ValueError, OSError, MemoryError) as exc:
             return self._failed(path, key, entry, required, exc)
         return self._install(path, key, spam_filter, score_map)
 
@@ -384,7 +366,7 @@ class ModelCache:
             return
         try:
             spam_filter, score_map = await self.run(lambda: self._load(path, required))
-        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+        except (ModelError, ValueError, OSError, MemoryError) as exc:
             if not self.loaded(path):
                 try:
                     self._failed(path, key, None, required, exc)
@@ -410,7 +392,7 @@ class ModelCache:
                 spam_filter, score_map = await self.run(lambda: self._load(path, required))
             else:
                 spam_filter, score_map = self._load(path, required)
-        except (_model_error(), ValueError, OSError, MemoryError) as exc:
+        except (ModelError, ValueError, OSError, MemoryError) as exc:
             self._failed(path, key, self._entries.get(path), required, exc)
             return
         self._install(path, key, spam_filter, score_map)
@@ -445,24 +427,24 @@ class ModelCache:
         exc = future.exception()
         if exc is None:
             self._install(path, key, *future.result())
-        elif isinstance(exc, (_model_error(), ValueError, OSError, MemoryError)):
+        elif isinstance(exc, (ModelError, ValueError, OSError, MemoryError)):
             try:
                 self._failed(path, key, self._entries.get(path), required, exc)
             except ModelUnavailable:
                 pass
         else:
-            self.log(f"model {path} not reloaded: {type(exc).__name__}: {_one_line(exc)}")
+            self.log(f"model {path} not reloaded: {type(exc).__name__}: {one_line(exc)}")
 
     def _failed(self, path, key, entry, required, exc):
         """A load failed: keep serving ``entry`` (logged), or raise ModelUnavailable."""
         if entry is not None:
-            self.log(f"model {path} not reloaded, serving the one loaded before: {_one_line(exc)}")
+            self.log(f"model {path} not reloaded, serving the one loaded before: {one_line(exc)}")
             score_map = entry[2]
             if score_map.required != round(float(required), 1):     # --required-score changed (SIGHUP)
                 score_map = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required)
             self._entries[path] = (key, entry[1], score_map)
             return entry[1], score_map
-        text = f"model {path} not usable: {_one_line(exc)}"
+        text = f"model {path} not usable: {one_line(exc)}"
         self._bad[path] = (key, text)
         while len(self._bad) > self.max_models:
             self._bad.popitem(last=False)
@@ -499,7 +481,7 @@ def _file_key(path):
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, journal_signature(path)
 
 
 def _key_bytes(key):
@@ -512,5 +494,5 @@ def _key_bytes(key):
     return key[2] + (journal[1] if journal else 0)
 
 
-def _one_line(exc):
+def one_line(exc):
     return " ".join(str(exc).split())[:300] or type(exc).__name__

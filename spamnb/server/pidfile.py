@@ -9,14 +9,7 @@ import os
 import signal
 import time
 
-
-class PidfileError(Exception):
-    """The pid file cannot be opened or written (a symbolic link, a folder
-    that does not exist, no permission, ...)."""
-
-
-class PidfileHeld(PidfileError):
-    """Another live server holds the pid file."""
+from spamnb.errors import PidfileError, PidfileHeld
 
 
 class Pidfile:

@@ -7,9 +7,7 @@ import grp
 import os
 import pwd
 
-
-class PrivilegeError(Exception):
-    """The user or group is unknown, or the switch to them failed."""
+from spamnb.errors import PrivilegeError
 
 
 def resolve(user, group=None):

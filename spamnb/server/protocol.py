@@ -36,9 +36,10 @@ import re
 import zlib
 from collections import namedtuple
 
+from spamnb.errors import ProtocolError
 from spamnb.model.headers import symbol_name   # SYMBOLS' token names (re-exported)
 
-__all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response",
+__all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response", "comma_words",
            "VERBS", "BODY_VERBS", "MAX_HEAD", "symbol_name"]
 
 # sysexits.h
@@ -54,15 +55,6 @@ MAX_HEAD = 64 * 1024            # bytes of request line + headers
 MAX_HEADER_LINES = 100
 _REQUEST_LINE = re.compile(rb"([A-Z_]{1,32}) SPAMC/(\d{1,3})\.(\d{1,3})")
 _HEADER_NAME = re.compile(rb"[!-9;-~]{1,64}")   # printable ASCII but ':'
-
-
-class ProtocolError(Exception):
-    """A request the server answers with ``code`` (a sysexits value) and ``text``."""
-
-    def __init__(self, code, text):
-        super().__init__(text)
-        self.code = code
-        self.text = text
 
 
 Request = namedtuple("Request", "verb version headers")
@@ -207,6 +199,11 @@ def error_response(code, text):
     would print "Message was already un/learned" and exit 0."""
     name = _CODE_NAME.get(code, "EX_UNKNOWN")
     return VERSION + b" %d %s: %s\r\n" % (code, name.encode(), _one_line(text).encode("ascii", "replace"))
+
+
+def comma_words(value):
+    """The lower-case words of a comma-separated header value (TELL's ``Set:`` and ``Remove:``)."""
+    return {w.strip().lower() for w in value.split(",")}
 
 
 def _one_line(text):

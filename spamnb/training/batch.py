@@ -16,7 +16,7 @@ import sys
 
 from spamnb.model.verdict import VerdictLines
 from spamnb.training.errors import CorpusError
-from spamnb.training.planning import _SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, partitions, plan_scoring
+from spamnb.training.planning import SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, partitions, plan_scoring
 
 __all__ = ["IDLE", "classify_batch", "score_partition"]
 
@@ -30,12 +30,12 @@ PRELOAD = ["spamnb.training.batch", "spamnb.training.sources", "spamnb.model.spa
            "spamnb.mail.mbox"]
 
 
-def _file_identity(path):
+def file_identity(path):
     st = os.stat(path)
     return (st.st_size, st.st_mtime_ns)   # the same on every machine of a shared file system
 
 
-def _model(path, identity, cutoffs=None):
+def worker_model(path, identity, cutoffs=None):
     """The model at ``path``, loaded once per worker (``cutoffs``: the
     ``(spam, ham)`` cutoffs in effect, set on it); ModelError when the file
     is not the one the job started with (replaced while the job ran)."""
@@ -46,7 +46,7 @@ def _model(path, identity, cutoffs=None):
     model = _MODELS.get(key)
     if model is None:
         model = SpamFilter.load(path)
-        if identity is not None and _file_identity(path) != identity:
+        if identity is not None and file_identity(path) != identity:
             raise ModelError(f"{path}: the model file was replaced while the job ran; run it again")
         _MODELS.clear()
         _MODELS[key] = model
@@ -72,7 +72,7 @@ def _pieces(paths):
             continue
         try:
             info = os.stat(path)
-            large = stat.S_ISREG(info.st_mode) and info.st_size > _SHARD_ABOVE
+            large = stat.S_ISREG(info.st_mode) and info.st_size > SHARD_ABOVE
         except OSError:
             large = False
         if large:
@@ -92,7 +92,7 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
     from spamnb.mail.mbox import iter_mbox_range
     from spamnb.training.sources import messages_of
 
-    lines = VerdictLines(_model(model_path, identity, cutoffs), json_lines, io.StringIO())
+    lines = VerdictLines(worker_model(model_path, identity, cutoffs), json_lines, io.StringIO())
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):
         for piece in pieces:
@@ -128,7 +128,7 @@ def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=
     to the workers scored here) before the next path is read.
 
     ``loaded``: ``(identity, model)``, the model the caller loaded from
-    ``model_path`` and the file's identity (``_file_identity``) taken before
+    ``model_path`` and the file's identity (``file_identity``) taken before
     it did: used instead of loading the file again when the file is still
     that one (forked workers start with it)."""
     from collections import deque
@@ -138,11 +138,11 @@ def classify_batch(model_path, paths, cutoffs=None, n_jobs=None, partition_size=
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     model_path = os.path.abspath(os.fspath(model_path))
-    identity = _file_identity(model_path)
+    identity = file_identity(model_path)
     if loaded is not None and loaded[0] == identity:
         _MODELS.clear()
         _MODELS[(model_path, identity)] = loaded[1]
-    _model(model_path, identity, cutoffs)   # a bad model fails here, once, not in every worker
+    worker_model(model_path, identity, cutoffs)   # a bad model fails here, once, not in every worker
     n_errors = 0
 
     def write(result):

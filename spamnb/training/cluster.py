@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from spamnb.errors import ClusterError
 from spamnb.model import counting
 from spamnb.training import batch, planning
 
@@ -45,10 +46,6 @@ def _client(client=None, scheduler=None):
 
         return get_client(), False
     return Client(scheduler), True
-
-
-class ClusterError(ConnectionError):
-    """The cluster cannot run this spamnb (not importable there, or another version)."""
 
 
 def _worker_version():
@@ -93,7 +90,7 @@ def _merge_results(results):
 
     report = CorpusReport()
     for _counts, part_report in results:
-        planning._merge_reports(report, part_report)
+        planning.merge_reports(report, part_report)
     return counting.merge_counts([counts for counts, _report in results]), report
 
 
@@ -231,7 +228,7 @@ def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=No
         if owned:
             client.close()
     if report is not None:
-        planning._merge_reports(report, part_report)
+        planning.merge_reports(report, part_report)
     return Spilled(merged, root, spills) if spill else merged
 
 
@@ -277,7 +274,7 @@ def _score_items(model_path, identity, items):
 
     from spamnb.model.messages import message_bytes
 
-    model = batch._model(model_path, identity)
+    model = batch.worker_model(model_path, identity)
     out = []
     for item in items:
         verdict = model.classify(message_bytes(Path(item) if isinstance(item, str) else item))   # str: a path
@@ -297,8 +294,8 @@ def score(model_path, paths_or_bag, partition_size=planning.DEFAULT_PARTITION_SI
     import dask.bag as db
 
     model_path = os.path.abspath(os.fspath(model_path))
-    identity = batch._file_identity(model_path)
-    batch._model(model_path, identity)   # a bad model fails here, before any task
+    identity = batch.file_identity(model_path)
+    batch.worker_model(model_path, identity)   # a bad model fails here, before any task
     if hasattr(paths_or_bag, "map_partitions"):
         bag = paths_or_bag
     else:
@@ -326,8 +323,8 @@ def score_lines(model_path, paths, partition_size=planning.DEFAULT_PARTITION_SIZ
     import dask.bag as db
 
     model_path = os.path.abspath(os.fspath(model_path))
-    identity = batch._file_identity(model_path)
-    batch._model(model_path, identity, cutoffs)   # a bad model fails here, before any task
+    identity = batch.file_identity(model_path)
+    batch.worker_model(model_path, identity, cutoffs)   # a bad model fails here, before any task
     paths = [os.fspath(p) for p in paths]
     if "-" in paths:
         raise ValueError("'-' (stdin) is not read on a cluster")

@@ -55,7 +55,7 @@ from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
 from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,
                                   train_variants_here)
-from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, _merge_reports, _messages, count_partition_variants,
+from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, merge_reports, piece_messages, count_partition_variants,
                                      partitions, plan_training, score_spilled)
 from spamnb.training.workers import Workers
 
@@ -108,7 +108,7 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
         for i, (part_counts, part_report) in enumerate(workers.run_ordered(count_partition_variants, jobs())):
             if i == 0 and workers.pool is not None:
                 map_large_blocks()   # the workers are forked: this process's freed arrays go back at once
-            _merge_reports(report, part_report)
+            merge_reports(report, part_report)
             n = int(part_counts[0].class_count[:2].sum())
             if progress is not None:
                 progress.step("counting", n=n)
@@ -275,7 +275,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
     one = n_jobs == 1   # asked for -j 1 (-j 0 on one core: partitions, here)
     if one:
         messages = ((data, is_spam) for _name, data, is_spam in
-                    _messages(plan_training(trees, spam, ham, report, strict, None, follow_links), report, strict))
+                    piece_messages(plan_training(trees, spam, ham, report, strict, None, follow_links), report, strict))
         if progress is not None:
             if hasattr(progress, "restart"):
                 progress.restart()   # a pass of its own: counted from 0 again

@@ -24,7 +24,7 @@ DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting)
 # ``spamnb classify --batch`` ("path") or stdin's bytes ("data", in ``path``).
 Piece = namedtuple("Piece", "kind path name is_spam start end first")
 
-_SHARD_ABOVE = 1 << 20   # an mbox file larger than this is cut into shards of partition_size messages
+SHARD_ABOVE = 1 << 20   # an mbox file larger than this is cut into shards of partition_size messages
 
 
 def _file_pieces(path, name, is_spam, partition_size):
@@ -48,7 +48,7 @@ def _file_pieces(path, name, is_spam, partition_size):
         yield whole   # the worker skips it and says why, as the corpus reader does
         return
     f = os.fdopen(fd, "rb")
-    if size <= _SHARD_ABOVE:
+    if size <= SHARD_ABOVE:
         f.close()
         yield whole
         return
@@ -147,7 +147,7 @@ def partitions(pieces, partition_size=DEFAULT_PARTITION_SIZE, idle=None):
 
 
 # ---------------------------------------------------------------------------- workers
-def _messages(pieces, report, strict):
+def piece_messages(pieces, report, strict):
     """``(name, bytes, is_spam)`` of the messages of some training pieces,
     read as spamnb.training.corpus reads them (the same skips)."""
     from spamnb.training import corpus
@@ -172,7 +172,7 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
-    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    messages = ((data, is_spam) for _name, data, is_spam in piece_messages(pieces, report, strict))
     if spill is None:
         return count_messages(spec, messages, n_folds=n_folds), report
     with open(spill, "wb", buffering=1 << 20) as out:
@@ -189,7 +189,7 @@ def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
-    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    messages = ((data, is_spam) for _name, data, is_spam in piece_messages(pieces, report, strict))
     with contextlib.ExitStack() as stack:
         files = [None if path is None else stack.enter_context(open(path, "wb", buffering=1 << 20))
                  for path in (spills or [None] * len(specs))]
@@ -206,11 +206,11 @@ def count_partition_in_memory(spec, pieces, strict=False, n_folds=0):
 
     report = CorpusReport()
     out = io.BytesIO()
-    messages = ((data, is_spam) for _name, data, is_spam in _messages(pieces, report, strict))
+    messages = ((data, is_spam) for _name, data, is_spam in piece_messages(pieces, report, strict))
     return count_messages(spec, messages, n_folds=n_folds, spill=out), report, out.getvalue()
 
 
-def _merge_reports(total, report):
+def merge_reports(total, report):
     total.read += report.read
     for reason, n in report.skipped.items():
         total.skipped[reason] = total.skipped.get(reason, 0) + n

@@ -193,7 +193,7 @@ def _pool_class():   # concurrent.futures imported when a pool is made, not with
     return _Pool
 
 
-def _executor(n_jobs, initializer=None, initargs=(), preload=None):
+def process_pool(n_jobs, initializer=None, initargs=(), preload=None):
     """A process pool of ``n_jobs`` workers (:func:`_worker_start`, then
     ``initializer(*initargs)``), ended in bounded time when its ``with``
     block is left on an exception (a Ctrl-C)."""
@@ -239,7 +239,7 @@ class Workers:
     def submit(self, function, *args):
         """``function(*args)`` on a worker (the workers started at the first call): a future."""
         if self.pool is None:
-            self.pool = _executor(self.n_jobs, preload=self.preload)
+            self.pool = process_pool(self.n_jobs, preload=self.preload)
         return self.pool.submit(function, *args)
 
     def run_ordered(self, function, jobs, window=2):

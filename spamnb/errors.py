@@ -1,0 +1,207 @@
+"""Every exception spamnb raises, in one hierarchy (as the standard library's
+``email.errors``): one base, :class:`SpamnbError`, which carries the exit code
+of the ``spamnb`` command that fails with it.
+
+The codes are the documented ones (``spamnb.cli.exitcodes``; this module sits
+below every layer, so it states them as numbers, and tests/test_errors.py
+checks each against the documented constant).  The command line maps an
+error to one line and its exit code in one place
+(``spamnb.cli.common.one_line`` and ``exit_code``, called by
+``spamnb.cli.main``): a :class:`SpamnbError` is its message and its
+``exit_code``; an ``OSError`` its file name and reason, exit 3.
+
+The modules that raise these errors import them from here (and keep their
+names, e.g. ``spamnb.model.store.ModelError``).  An error that is also a
+``ValueError``, ``OSError`` or ``ConnectionError`` stays one, so code that
+catches those still does.  This module imports nothing.
+"""
+
+__all__ = [
+    "SpamnbError", "UsageError", "CommandError", "SkippedError", "OneClassCorpus",
+    "SettingsError", "ModelError", "LockTimeout", "Refused", "TooLarge", "CorpusChanged", "DumpError",
+    "DuplicateToken", "MustCompact", "CorpusError", "SkippedInput", "ClusterError", "ProtocolError",
+    "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld", "PrivilegeError",
+    "TLSError", "ImapError", "LoginRefused", "Unreachable",
+]
+
+
+class SpamnbError(Exception):
+    """The base of every spamnb exception; ``exit_code`` is the ``spamnb``
+    command's exit status when the error ends it (``EXIT_ERROR``: 3)."""
+
+    exit_code = 3
+
+
+# -- the command line ---------------------------------------------------------
+
+class UsageError(SpamnbError):
+    """A command line that cannot be run (``EXIT_USAGE``: 64); its message is
+    printed as it is (it names the command)."""
+
+    exit_code = 64
+
+
+class CommandError(SpamnbError):
+    """An error a command reports in one line (``EXIT_ERROR``: 3)."""
+
+
+class SkippedError(CommandError):
+    """A path refused unread (:class:`SkippedInput`): a learn goes on without it."""
+
+
+class OneClassCorpus(CommandError):
+    """A corpus with no spam or no ham, trained without ``--force`` (``EXIT_ONE_CLASS``: 65)."""
+
+    exit_code = 65
+
+
+class SettingsError(SpamnbError):
+    """A setting that cannot be used: a settings file (``spamnb.settings``)
+    or an option or ``--config`` line of ``spamnb serve``.  ``serve`` exits
+    with ``EXIT_USAGE`` (64); the other commands report a bad settings file
+    as a :class:`CommandError` (exit 3, ``spamnb.cli.common.settings_of``)."""
+
+    exit_code = 64
+
+
+# -- the model -----------------------------------------------------------------
+
+class ModelError(SpamnbError):
+    """A model file is missing, unreadable, damaged, of another format or version,
+    or was trained with other tokenizer settings."""
+
+
+class LockTimeout(ModelError):
+    """Another process held the model's lock longer than the wait allowed."""
+
+
+class Refused(SpamnbError, ValueError):
+    """A file refused before it was read; ``str()`` is the reason (``not a
+    regular file (a FIFO)``, ``larger than 64 MiB``), the same for every
+    file refused for it (a corpus report counts files by reason)."""
+
+
+class TooLarge(Refused):
+    """A message over the size limit on stdin (``spamnb.model.messages.read_stdin``):
+    ``head`` is what was read of it (at most the limit and one byte; ``b""``
+    for a regular file, refused by its size before any of it is read)."""
+
+    def __init__(self, reason, head=b""):
+        super().__init__(reason)
+        self.head = head
+
+
+class CorpusChanged(SpamnbError, ValueError):
+    """The corpus read again (for the calibration, or by ``spamnb train``'s
+    second pass) is not the one counted."""
+
+
+class DumpError(SpamnbError, ValueError):
+    """A dump that cannot be read (damaged, truncated, of another format); the
+    message names the line."""
+
+
+class DuplicateToken(SpamnbError, ValueError):
+    """A token list in which a hash repeats (a dump's, a merge's): ``position``
+    is the later token's."""
+
+    def __init__(self, position):
+        super().__init__(f"token {position} repeats an earlier token")
+        self.position = position
+
+
+class MustCompact(SpamnbError):
+    """A learning session's change cannot be a journal record: the model is
+    written whole instead (``spamnb.model.journal``, ``spamnb.model.learning``)."""
+
+
+# -- training ------------------------------------------------------------------
+
+class CorpusError(SpamnbError):
+    """A corpus path that cannot be used (missing, unreadable, or a skipped file under ``strict``)."""
+
+
+class SkippedInput(CorpusError):
+    """A path refused before it was read (a device, a socket, a FIFO where
+    none is read, a file over the size limit, not mail): a batch, a learn,
+    goes on without it and says so."""
+
+
+class ClusterError(SpamnbError, ConnectionError):
+    """The cluster cannot run this spamnb (not importable there, or another version)."""
+
+
+# -- the server ----------------------------------------------------------------
+
+class ProtocolError(SpamnbError):
+    """A request the server answers with ``code`` (a sysexits value, in the
+    SPAMD response: not an exit status) and ``text``."""
+
+    def __init__(self, code, text):
+        super().__init__(text)
+        self.code = code
+        self.text = text
+
+
+class ModelUnavailable(ProtocolError):
+    """No model can be loaded from a path (missing, damaged, unreadable): EX_UNAVAILABLE (69) to the client."""
+
+    def __init__(self, text):
+        super().__init__(69, text)
+
+
+class ServerError(SpamnbError):
+    """The server cannot start (no usable site model, an address it cannot
+    listen on); the message is one line for the log (``EXIT_ERROR``: 3)."""
+
+
+class CannotListen(ServerError, OSError):
+    """An address could not be bound (in use, a privileged port without the
+    right to it, ...): ``EXIT_CANNOT_LISTEN`` (71)."""
+
+    exit_code = 71
+
+
+class PidfileError(SpamnbError):
+    """The pid file cannot be opened or written (a symbolic link, a folder
+    that does not exist, no permission, ...): ``EXIT_PIDFILE_BAD`` (73)."""
+
+    exit_code = 73
+
+
+class PidfileHeld(PidfileError):
+    """Another live server holds the pid file: ``EXIT_PIDFILE_HELD`` (75)."""
+
+    exit_code = 75
+
+
+class PrivilegeError(SpamnbError):
+    """The user or group is unknown, or the switch to them failed: ``EXIT_NO_PRIVILEGES`` (77)."""
+
+    exit_code = 77
+
+
+class TLSError(SpamnbError):
+    """The certificate or key cannot be read or do not match: ``EXIT_NO_TLS`` (66)."""
+
+    exit_code = 66
+
+
+# -- IMAP ----------------------------------------------------------------------
+
+class ImapError(SpamnbError):
+    """An IMAP server that refused a command or went away; one line
+    (``EXIT_IMAP_UNREACHABLE``: 69)."""
+
+    exit_code = 69
+
+
+class LoginRefused(ImapError):
+    """The server refused the user name or password (``EXIT_IMAP_LOGIN``: 77)."""
+
+    exit_code = 77
+
+
+class Unreachable(ImapError):
+    """No connection: host unknown, refused, timed out, or TLS failed
+    (certificate; ``EXIT_IMAP_UNREACHABLE``: 69)."""

@@ -1,0 +1,463 @@
+"""Every setting of spamnb and its built-in default, read and checked here
+(one owner): the settings file of the commands, and ``spamnb serve``'s
+options and ``--config`` file.  A setting that cannot be used raises
+:class:`spamnb.errors.SettingsError` with a one-line reason.
+
+The settings file: ``$SPAMNB_HOME/settings.toml`` (``~/.spamnb/settings.toml``), or ``--settings PATH``.
+
+TOML.  A file of plain ``key = value`` lines (the usual case) is read by a
+small reader of its own; any other TOML by the standard library's
+:mod:`tomllib`, whose import costs ``spamnb classify`` several milliseconds.
+Every key is optional::
+
+    model = "/var/lib/spamnb/model.spamnb"  # the model file (-m/--model)
+    spam_cutoff = 0.9999992                 # spam when P(spam) >= this (--spam-cutoff)
+    ham_cutoff = 0.01798620996209156        # ham when P(spam) <= this (--ham-cutoff)
+    header_name = "X-Spamnb-Status"         # the header classify -p adds (--header-name)
+    subject_tag = "[SPAM]"                  # put before the Subject of spam (--subject-tag; "" for none)
+
+A command-line option wins over the file; the file wins over the cutoffs the
+model was trained with.  Without either, the model's own cutoffs apply:
+``spamnb train`` chooses them for its mail (``spamnb info`` prints them); the
+values above are the built-in defaults it falls back on (tests/test_docs.py
+checks them against the code).  An unknown key, a value of the wrong type or a
+cutoff outside [0, 1] is an error (exit 3), not something silently ignored.
+
+The server's settings (:class:`ServerSettings`): :data:`SERVER_DEFAULTS`, then
+the ``key = value`` file of ``--config`` (re-read on SIGHUP), then the
+command line; a bad one is exit 64.  This module imports neither the server
+nor numpy (``spamnb classify`` reads it; ``classify --sa-headers`` takes the
+server's required score from here).
+"""
+
+import os
+
+from spamnb.errors import SettingsError
+from spamnb.mail import lazy_re
+
+__all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
+           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config"]
+
+DEFAULT_HEADER_NAME = "X-Spamnb-Status"
+_FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
+KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str}
+
+
+class Settings:
+    """The values in effect; ``None`` means "not set" (the model's or the built-in default applies)."""
+
+    __slots__ = ("path",) + tuple(KEYS)
+
+    def __init__(self, path=None, **values):
+        self.path = path
+        for key in KEYS:
+            setattr(self, key, values.get(key))
+
+    def items(self):
+        return [(key, getattr(self, key)) for key in KEYS]
+
+    @property
+    def header(self):
+        return self.header_name or DEFAULT_HEADER_NAME
+
+
+def default_settings_path():
+    from spamnb.model.store import spamnb_home
+
+    home = spamnb_home()
+    return os.path.join(home, "settings.toml")
+
+
+def check(key, value):
+    """``value`` checked for ``key`` (ints are accepted for cutoffs); raises SettingsError."""
+    kind = KEYS.get(key)
+    if kind is None:
+        raise SettingsError(f"unknown setting {key!r} (known: {', '.join(KEYS)})")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind):
+        raise SettingsError(f"setting {key!r} must be a {'number' if kind is float else 'string'}, not {value!r}")
+    if kind is float and not 0.0 <= value <= 1.0:
+        raise SettingsError(f"setting {key!r} must be a probability in [0, 1], not {value!r}")
+    if key == "header_name" and not _FIELD_NAME.match(value):
+        raise SettingsError(f"setting 'header_name' must be a header field name (printable, no colon), "
+                            f"not {value!r}")
+    if key == "subject_tag" and ("\n" in value or "\r" in value or len(value) > 200):
+        raise SettingsError("setting 'subject_tag' must be one line of at most 200 characters")
+    return value
+
+
+# The simple form of a settings file, read without tomllib (whose import
+# brings typing, datetime and enum: several ms of every ``spamnb classify``):
+# lines of ``key = "string"``, ``key = 'string'`` or ``key = number``, with
+# comments and blank lines.  Anything else (escapes, tables, a tab in a
+# string, a duplicate key, ...) goes to tomllib; what is read here reads the
+# same with tomllib (tests/test_settings.py checks it).
+_SIMPLE_LINE = lazy_re.pattern(
+    r"[ \t]*(?:([A-Za-z0-9_-]+)[ \t]*=[ \t]*"
+    r"(\"[^\"\\\x00-\x1f\x7f]*\"|'[^'\x00-\x1f\x7f]*'|[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+    r"[ \t]*)?(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?\r?\Z")
+
+
+def _flat_toml(raw):
+    """The settings of a file in the simple form, or None when it is not in that form."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    values = {}
+    lines = text.split("\n")
+    if lines[-1].endswith("\r"):  # a CR must be followed by LF
+        return None
+    for line in lines:
+        match = _SIMPLE_LINE.match(line)
+        if match is None:
+            return None
+        key, value = match.groups()
+        if key is None:
+            continue
+        if key in values:
+            return None
+        if value[0] in "\"'":
+            values[key] = value[1:-1]
+        elif "." in value or "e" in value or "E" in value:
+            values[key] = float(value)
+        else:
+            values[key] = int(value)
+    return values
+
+
+def load_settings(path=None, overrides=None):
+    """The settings: the file at ``path`` (or the default one, when it exists),
+    then ``overrides`` (a dict of the values given on the command line; None
+    values are not given).  Raises SettingsError with a one-line reason."""
+    explicit = path is not None
+    path = default_settings_path() if path is None else os.fspath(path)
+    values = {}
+    if explicit or os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(1 << 20)
+        except OSError as exc:
+            raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+        data = _flat_toml(raw)
+        if data is None:  # not the simple form: the standard library's reader decides
+            import tomllib
+
+            try:
+                data = tomllib.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+        for key, value in data.items():
+            if key == "imap":      # the [imap] table: spamnb imap's (imap_settings)
+                continue
+            try:
+                values[key] = check(key, value)
+            except SettingsError as exc:
+                raise SettingsError(f"{path}: {exc}") from None
+    else:
+        path = None
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            values[key] = check(key, value)
+    settings = Settings(path, **values)
+    if (settings.spam_cutoff is not None and settings.ham_cutoff is not None
+            and settings.ham_cutoff > settings.spam_cutoff):
+        raise SettingsError(f"ham_cutoff {settings.ham_cutoff!r} is above spam_cutoff {settings.spam_cutoff!r}")
+    return settings
+
+
+# The [imap] table: spamnb imap's account (docs/imap.md).  The password is
+# never a setting itself: a file only its owner can read, or a command.
+IMAP_KEYS = {"host": str, "port": int, "user": str, "security": str, "cafile": str, "password_file": str,
+             "password_command": str, "inbox": str, "spam": str, "unsure": str, "ham": list, "state": str}
+IMAP_DEFAULTS = {"security": "tls", "inbox": "INBOX", "spam": "Junk", "ham": ["INBOX"]}
+
+
+def imap_settings(path=None):
+    """The ``[imap]`` table of the settings file, checked, with the defaults; raises SettingsError."""
+    path = default_settings_path() if path is None else os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1 << 20)
+    except OSError as exc:
+        raise SettingsError(f"{path}: {exc.strerror or exc} (spamnb imap needs an [imap] table there)") from None
+    import tomllib
+
+    try:
+        table = tomllib.loads(raw.decode("utf-8")).get("imap")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: no [imap] table (host, user, password_file or password_command)")
+    values = dict(IMAP_DEFAULTS)
+    for key, value in table.items():
+        kind = IMAP_KEYS.get(key)
+        if kind is None:
+            if key == "password":
+                raise SettingsError(f"{path}: [imap] takes no password: give password_file (mode 0600) "
+                                    f"or password_command")
+            raise SettingsError(f"{path}: unknown [imap] setting {key!r} (known: {', '.join(IMAP_KEYS)})")
+        if not isinstance(value, kind) or isinstance(value, bool) or (
+                kind is list and not all(isinstance(v, str) for v in value)):
+            raise SettingsError(f"{path}: [imap] setting {key!r} must be a "
+                                f"{ {str: 'string', int: 'number', list: 'list of strings'}[kind] }")
+        values[key] = value
+    for key in ("host", "user"):
+        if not values.get(key):
+            raise SettingsError(f"{path}: [imap] needs {key!r}")
+    if values["security"] not in ("tls", "starttls", "none"):
+        raise SettingsError(f"{path}: [imap] security must be tls, starttls or none")
+    if ("password_file" in values) == ("password_command" in values):
+        raise SettingsError(f"{path}: [imap] needs one of password_file and password_command")
+    if "port" in values and not 0 < values["port"] < 65536:
+        raise SettingsError(f"{path}: [imap] port must be from 1 to 65535")
+    return values
+
+
+# ============================================================================
+# spamnb serve's settings: the defaults, the key = value file (keys as the long
+# options), and who may connect.
+
+SERVER_DEFAULTS = {
+    "listen": ["127.0.0.1:783"],
+    "model": None,
+    "models_dir": None,
+    "allowed_ips": None,
+    "allow_tell": False,
+    "create_user_models": False,
+    "max_user_models": 1000,
+    "max_user_models_bytes": 10 * 1024 ** 3,
+    "max_size": 4 * 1024 * 1024,
+    "max_connections": 64,
+    "max_models": 1000,
+    "max_models_bytes": 64 * 1024 ** 2,
+    "timeout": 30.0,
+    "idle_timeout": 5.0,
+    "required_score": 5.0,
+    "socket_mode": "0660",
+    "syslog": False,
+    "report": False,
+    "subject_tag": None,
+    "verbose": False,
+    # the milter front end (spamnb.server.milter)
+    "milter_spam_action": "tag",
+    "milter_on_error": "accept",
+    "milter_user": "local",
+    "milter_timeout": 300.0,
+    # read at start only (spamnb.server.launch): processes, privileges, TLS, metrics
+    "workers": None,
+    "user": None,
+    "group": None,
+    "pidfile": None,
+    "ssl_cert": None,
+    "ssl_key": None,
+    "ssl_listen": None,
+    "metrics": None,
+    "milter": None,
+}
+RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
+              "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
+              "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
+              "milter_user", "milter_timeout")
+_LOOPBACK = ("127.0.0.0/8", "::1/128")
+
+
+def _parse_listen(value, option="--listen"):
+    """("unix", path) or ("tcp", host, port)."""
+    if "/" in value:
+        return ("unix", value)
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(f"{option} {value}: give HOST:PORT or a socket path")
+    host = host.strip("[]") or "127.0.0.1"
+    return ("tcp", host, int(port))
+
+
+def _is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        import ipaddress
+
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _networks(value):
+    import ipaddress
+
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    out = []
+    for item in items:
+        item = item.strip()
+        if item:
+            try:
+                out.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                raise SettingsError(f"--allowed-ips: {item!r} is not an address or network") from None
+    return out
+
+
+def read_config(path):
+    """``key = value`` lines (keys as the long options, '-' or '_'), '#' comments."""
+    values = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or key not in SERVER_DEFAULTS:
+            raise SettingsError(f"{path}:{number}: unknown setting {key!r}")
+        value = value.strip()
+        if key in ("listen", "ssl_listen", "milter"):
+            values.setdefault(key, []).append(value)
+        else:
+            values[key] = value
+    return values
+
+
+class ServerSettings:
+    """``spamnb serve``'s settings: :data:`SERVER_DEFAULTS`, then the ``--config`` file, then the command line."""
+
+    def __init__(self, given, config=None):
+        merged = dict(SERVER_DEFAULTS)
+        if config:
+            merged.update(read_config(config))
+        merged.update({k: v for k, v in given.items() if v is not None})
+        try:
+            self.listen = [_parse_listen(v) for v in merged["listen"]]
+            self.model = _site_model_path(merged["model"])
+            self.models_dir = merged["models_dir"] or None
+            self.allow_tell = _bool(merged["allow_tell"])
+            self.create_user_models = _bool(merged["create_user_models"])
+            self.max_user_models = int(merged["max_user_models"])
+            self.max_user_models_bytes = int(merged["max_user_models_bytes"])
+            self.max_size = int(merged["max_size"])
+            self.max_connections = int(merged["max_connections"])
+            self.max_models = int(merged["max_models"])
+            self.max_models_bytes = int(merged["max_models_bytes"])
+            self.timeout = float(merged["timeout"])
+            self.idle_timeout = float(merged["idle_timeout"])
+            self.required_score = float(merged["required_score"])
+            self.socket_mode = int(str(merged["socket_mode"]), 8)
+            self.syslog = _bool(merged["syslog"])
+            self.report = _bool(merged["report"])
+            self.subject_tag = merged["subject_tag"] or None
+            self.verbose = _bool(merged["verbose"])
+            self._milter(merged, given, config)
+            self._production(merged)
+        except (TypeError, ValueError) as exc:
+            raise SettingsError(f"bad setting: {exc}") from None
+        if (self.max_size < 1 or self.max_connections < 1 or self.max_models < 1 or not self.timeout > 0
+                or not self.idle_timeout > 0 or self.max_user_models < 0 or self.max_user_models_bytes < 0
+                or self.max_models_bytes < 0):
+            raise SettingsError("--max-size, --max-connections, --max-models, --timeout and --idle-timeout must be"
+                                " positive, --max-user-models and --max-user-models-bytes not negative")
+        if self.subject_tag is not None and (len(self.subject_tag) > 200 or not self.subject_tag.isprintable()):
+            raise SettingsError("--subject-tag must be one line of at most 200 printable characters")
+        if not 0.2 <= self.required_score <= 900:
+            raise SettingsError("--required-score must lie in [0.2, 900]")
+        explicit = merged["allowed_ips"] is not None
+        self.allowed = _networks(merged["allowed_ips"] if explicit else list(_LOOPBACK))
+        for item in self.listen + self.ssl_listen + self.milter + ([self.metrics] if self.metrics else []):
+            if item[0] == "tcp" and not _is_loopback(item[1]) and not explicit:
+                raise SettingsError(f"listening on {item[1]} (not loopback) needs --allowed-ips")
+
+    def _milter(self, merged, given, config):
+        """The milter front end's settings: its addresses (``--milter``; given
+        without ``-l``, the server speaks only the milter protocol), the
+        action on spam, on a message it cannot check, how a recipient names
+        its user, and how long a milter connection may stay silent."""
+        milter = merged["milter"] or []
+        self.milter = [_parse_listen(v, "--milter") for v in ([milter] if isinstance(milter, str) else milter)]
+        if self.milter and not given.get("listen") and not (config and "listen" in read_config(config)):
+            self.listen = []
+        self.milter_spam_action = str(merged["milter_spam_action"]).lower()
+        self.milter_on_error = str(merged["milter_on_error"]).lower()
+        self.milter_user = str(merged["milter_user"]).lower()
+        self.milter_timeout = float(merged["milter_timeout"])
+        if self.milter_spam_action not in ("tag", "reject", "quarantine"):
+            raise SettingsError("--milter-spam-action must be tag, reject or quarantine")
+        if self.milter_on_error not in ("accept", "tempfail"):
+            raise SettingsError("--milter-on-error must be accept or tempfail")
+        if self.milter_user not in ("local", "address"):
+            raise SettingsError("--milter-user must be local or address")
+        if not self.milter_timeout > 0:
+            raise SettingsError("--milter-timeout must be positive")
+        if self.milter:
+            try:
+                import importlib.util
+
+                found = importlib.util.find_spec("kilter.protocol") is not None
+            except ImportError:
+                found = False
+            if not found:
+                raise SettingsError("--milter needs the kilter.protocol package: pip install 'spamnb[milter]'")
+
+    def _production(self, merged):
+        """The settings read at start only: worker processes, the user to run
+        as, the pid file, TLS and the metrics address."""
+        workers = merged["workers"]
+        self.workers = int(workers) if workers not in (None, "", "auto", 0, "0") else (os.cpu_count() or 1)
+        if not 1 <= self.workers <= 256:
+            raise SettingsError("--workers must lie in [1, 256]")
+        self.user = merged["user"] or None
+        self.group = merged["group"] or None
+        if self.group and not self.user:
+            raise SettingsError("--group needs -u USER")
+        self.pidfile = merged["pidfile"] or None
+        ssl_listen = merged["ssl_listen"] or []
+        ssl_listen = [ssl_listen] if isinstance(ssl_listen, str) else ssl_listen
+        self.ssl_listen = [_parse_listen(v) for v in ssl_listen]
+        if any(item[0] != "tcp" for item in self.ssl_listen):
+            raise SettingsError("--ssl-listen takes HOST:PORT")
+        self.ssl_cert = merged["ssl_cert"] or None
+        self.ssl_key = merged["ssl_key"] or None
+        if self.ssl_listen and not self.ssl_cert:
+            raise SettingsError("--ssl-listen needs --ssl-cert FILE (and --ssl-key FILE unless the key is in it)")
+        if self.ssl_cert and not self.ssl_listen:
+            raise SettingsError("--ssl-cert needs --ssl-listen HOST:PORT")
+        metrics = merged["metrics"]
+        if metrics:
+            metrics = str(metrics)
+            self.metrics = _parse_listen(metrics if ":" in metrics else f"127.0.0.1:{metrics}")
+            if self.metrics[0] != "tcp":
+                raise SettingsError("--metrics takes [HOST:]PORT")
+        else:
+            self.metrics = None
+
+    def allows(self, peer):
+        import ipaddress
+
+        try:
+            address = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        if getattr(address, "ipv4_mapped", None):
+            address = address.ipv4_mapped
+        return any(address in network for network in self.allowed)
+
+
+def _bool(value):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "yes", "true", "on"):
+        return True
+    if text in ("0", "no", "false", "off", ""):
+        return False
+    raise ValueError(f"not a yes/no value: {value!r}")
+
+
+def _site_model_path(path):
+    from spamnb.model.store import default_model_path
+
+    return os.fspath(path) if path else default_model_path()
