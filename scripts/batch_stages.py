@@ -51,7 +51,7 @@ def main():
     datas = [read_file(p) for p in paths]
     tokenizer = spam_filter.tokenizer_
     streams = [tokenizer.stream(d) for d in datas]
-    scorer = spam_filter._scoring()
+    scorer = spam_filter.scorer()
 
     def scores():
         for s in streams:

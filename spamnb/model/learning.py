@@ -10,7 +10,7 @@ import os
 import sys
 from array import array
 
-from spamnb.model import deltas
+from spamnb.model import deltas, prequential
 from spamnb.model.ages import today
 from spamnb.model.journal import _MustCompact, append, compact, compact_at, follow
 
@@ -36,9 +36,9 @@ class _RecordingFilter:
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
-        held_out = sf.held_out_log_odds(stream)   # its score before it is learned: a held-out score
+        held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: a held-out score
         if held_out is not None:
-            sf.note_held_out(held_out, cls)
+            prequential.note_held_out(sf, held_out, cls)
             self._ops.append(deltas.encode_held_out(cls, held_out))
         vocab = vars(sf)["vocabulary_"]   # holes and all (deltas.forget)
         first, n_before = vocab.n_features, deltas.n_live(sf)

@@ -125,11 +125,8 @@ def day_text(day):
 
 
 def _settings(spam_filter):
-    return {"tokenizer": spam_filter.tokenizer_.settings, "alpha": float(spam_filter.alpha),
-            "prior": spam_filter.prior, "counts": spam_filter.counts,
-            "spam_cutoff": float(spam_filter.spam_cutoff), "ham_cutoff": float(spam_filter.ham_cutoff),
-            "n_evidence": int(spam_filter.n_evidence), "feature_weight": float(spam_filter.feature_weight),
-            "length_norm": float(spam_filter.length_norm)}
+    """The settings a dump and a merge compare: the tokenizer's and the hyper-parameters."""
+    return {"tokenizer": spam_filter.tokenizer_.settings, **spam_filter.get_params()}
 
 
 class _State:
@@ -188,10 +185,7 @@ def _build(state):
     from spamnb.bayes.wordcounts import WordCounts
 
     s = state.settings
-    spam_filter = SpamFilter(tokenizer=Tokenizer.from_settings(s["tokenizer"]), alpha=s["alpha"], prior=s["prior"],
-                             counts=s["counts"], spam_cutoff=s["spam_cutoff"], ham_cutoff=s["ham_cutoff"],
-                             n_evidence=s["n_evidence"], feature_weight=s["feature_weight"],
-                             length_norm=s.get("length_norm", 0.0))
+    spam_filter = SpamFilter.from_params(s, Tokenizer.from_settings(s["tokenizer"]))
     spam_filter.vocabulary_ = _vocabulary(state.hashes, state.blob, state.offsets)
     flat = array("d")
     flat.frombytes(np.ascontiguousarray(state.counts, dtype=np.float64).tobytes())

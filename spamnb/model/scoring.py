@@ -12,7 +12,8 @@ from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
-__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one"]
+__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "evidence_tokens",
+           "message_features_of"]
 
 
 def scorer(spam_filter):
@@ -83,7 +84,7 @@ def rows(spam_filter, messages, grow, features=None):
         data = message_bytes(message)
         builder.add_row(index(stream(data)))
         if features is not None:
-            features.append(spam_filter._message_features(data))
+            features.append(message_features_of(spam_filter, data))
     return builder
 
 
@@ -118,7 +119,7 @@ def score_many(spam_filter, messages):
         log_odds = jll[:, 1] - jll[:, 0]
     log_odds[np.isneginf(jll).all(axis=1)] = 0.0  # impossible under both classes: even odds
     if spam_filter.features_ is not None and spam_filter.feature_weight:
-        features = [spam_filter._message_features(m) for m in messages]
+        features = [message_features_of(spam_filter, m) for m in messages]
         log_odds = log_odds + spam_filter.feature_weight * spam_filter.features_.log_likelihood_ratio(features)
     return log_odds
 
@@ -147,12 +148,11 @@ def strongest_tokens(spam_filter, n=10, min_count=5):
 
 
 def score_one(spam_filter, message, n_evidence, parts=True):
-    """One message through the single-message scorer: ``(log_odds, evidence,
-    n_tokens, n_known, (spam_evidence, ham_evidence, part_max))``, the
-    evidence the ``n_evidence`` strongest ``(token index, weight)`` (0: none;
-    then the verdict's sums come from one pass over the tokens), ``part_max``
-    None unless ``parts``."""
-    scorer = spam_filter._scoring()
+    """One message through the single-message scorer: a :class:`verdict.MessageScore`,
+    its evidence the ``n_evidence`` strongest ``(token index, weight)`` (0:
+    none; then the verdict's sums come from one pass over the tokens), its
+    ``sums.part_max`` None unless ``parts``."""
+    scorer = spam_filter.scorer()
     data = message_bytes(message)
     stream = spam_filter.tokenizer_.stream(data)
     hashes = stream.hashes
@@ -165,6 +165,22 @@ def score_one(spam_filter, message, n_evidence, parts=True):
         log_odds = jll[1] - jll[0]
         part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
     if spam_filter.features_ is not None and spam_filter.feature_weight:
-        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(spam_filter._message_features(data))
+        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(message_features_of(spam_filter, data))
         log_odds += spam_filter.feature_weight * (ll_spam - ll_ham)
-    return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)
+    return verdict.MessageScore(log_odds, evidence, n_tokens, n_known, verdict.EvidenceSums(spam_ev, ham_ev, part_max))
+
+
+def evidence_tokens(spam_filter, evidence):
+    """``(token, weight)`` of a :class:`verdict.MessageScore`'s evidence (feature indices)."""
+    token = vars(spam_filter)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
+    return tuple((token(i), w) for i, w in evidence)
+
+
+def message_features_of(spam_filter, data):
+    """The continuous features of one message (``spamnb.model.message_features``),
+    parsed with the limits of the filter's tokenizer."""
+    from spamnb.model.message_features import raw_message_features
+
+    tokenizer = spam_filter.tokenizer_
+    return raw_message_features(data, max_bytes=tokenizer.max_bytes, max_depth=tokenizer.max_depth,
+                                max_parts=tokenizer.max_parts, fallback_charset=tokenizer.fallback_charset)
