@@ -200,7 +200,7 @@ class FoldModels:
         log-counts back to back, at ``count_offsets[k]:count_offsets[k + 1]``;
         ``log_norm`` and ``log_prior`` (float64, ``(n_folds, 2)``).
     transform : int
-        The ``_vocab.COUNTS_*`` code of the filter's ``counts``.
+        The ``token_kernels.COUNTS_*`` code of the filter's ``counts``.
     length : float
         The filter's ``length_norm``.
     """
@@ -208,12 +208,12 @@ class FoldModels:
     _NAMES = ("keys", "values", "key_offsets", "log_count", "count_offsets", "log_norm", "log_prior")
 
     def __init__(self, arrays, transform, length):
-        from spamnb.bayes import _vocab
+        from spamnb.bayes import token_kernels
 
         self.arrays, self.transform, self.length = arrays, int(transform), float(length)
         self.n_folds = int(arrays["log_norm"].shape[0])
         keys_at, counts_at = arrays["key_offsets"].tolist(), arrays["count_offsets"].tolist()
-        self.scorers_ = [_vocab.Scorer(arrays["keys"][keys_at[k]:keys_at[k + 1]],
+        self.scorers_ = [token_kernels.Scorer(arrays["keys"][keys_at[k]:keys_at[k + 1]],
                                        arrays["values"][keys_at[k]:keys_at[k + 1]],
                                        arrays["log_count"][counts_at[k]:counts_at[k + 1]],
                                        (counts_at[k + 1] - counts_at[k]) // 2,
@@ -299,7 +299,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
     next (its temporaries are gone by then)."""
     import numpy as np
 
-    from spamnb.bayes import _vocab
+    from spamnb.bayes import token_kernels
 
     alpha = float(spam_filter.alpha)
     if counts is None:
@@ -369,7 +369,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         layout["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
         table = np.zeros(capacity[k], dtype=np.uint64)
         index = np.full(capacity[k], -1, dtype=np.int32)
-        _vocab.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
+        token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
                       0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
         occupied = np.flatnonzero(table != 0)
         index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)

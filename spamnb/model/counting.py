@@ -522,7 +522,7 @@ class _Counter:
     row, 1 to its message count), and its spill file."""
 
     def __init__(self, spec, n_folds, spill_file):
-        from spamnb.bayes._vocab import add_counts, add_counts_twice
+        from spamnb.bayes.token_kernels import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
         from spamnb.model.calibrate import spill
         from spamnb.model.defaults import COUNT_TRANSFORMS

@@ -18,11 +18,10 @@ import struct
 from array import array
 from itertools import accumulate, islice
 
-from spamnb.model import prequential
 from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
-           "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger", "NoLedger",
+           "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger", "NoLedger",
            "drop_ages", "OP_HELD_OUT", "encode_held_out"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
@@ -60,13 +59,21 @@ def _transform(spam_filter):
     return COUNT_TRANSFORMS[spam_filter.counts]
 
 
+def new_counts(spam_filter):
+    """An empty count model (``WordCounts``) of the filter's alpha and prior."""
+    from spamnb.bayes.wordcounts import WordCounts
+    from spamnb.model.defaults import CLASSES
+
+    return WordCounts(float(spam_filter.alpha), spam_filter.prior, len(CLASSES))
+
+
 def learn(spam_filter, cls, day, stream):
     """``SpamFilter.learn`` after tokenizing (without message features):
     returns the token indices."""
     state = vars(spam_filter)
     vocab = state["vocabulary_"]
     if state["word_counts_"] is None:
-        spam_filter.word_counts_ = spam_filter._new_counts()
+        spam_filter.word_counts_ = new_counts(spam_filter)
     indices = vocab.add(stream)
     state["word_counts_"].add(indices, cls, _transform(spam_filter), 1, vocab.n_features,
                               float(spam_filter.length_norm))
@@ -237,12 +244,16 @@ def apply(spam_filter, ledger, payload):
             at += _HELD_OUT.size
             if cls not in (0, 1):
                 raise ValueError("a held-out score of no class")
-            prequential.note_held_out(spam_filter, log_odds, cls)
+            from spamnb.model.prequential import note_held_out
+
+            note_held_out(spam_filter, log_odds, cls)
             held_out = True
         else:
             raise ValueError(f"unknown operation {op}")
     if held_out:
-        prequential.refit_cutoffs(spam_filter)
+        from spamnb.model.prequential import refit_cutoffs
+
+        refit_cutoffs(spam_filter)
 
 
 def lazy_ages(spam_filter):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tempfile
 
-from spamnb.model import calibrate, scoring
+from spamnb.model import calibrate, deltas, scoring
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.model.ages import Ages
 from spamnb.model.calibrate import release_free_memory
@@ -252,7 +252,7 @@ def fit_plain(spam_filter, messages, labels):
     spam_filter.vocabulary_ = vocabulary = Vocabulary()
     spam_filter.word_counts_ = spam_filter.features_ = None
     features = [] if spam_filter.feature_weight else None
-    counts = spam_filter._new_counts()
+    counts = deltas.new_counts(spam_filter)
     add = counts.add
     transform = COUNT_TRANSFORMS[spam_filter.counts]
     length = float(spam_filter.length_norm)

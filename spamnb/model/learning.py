@@ -10,7 +10,7 @@ import os
 import sys
 from array import array
 
-from spamnb.model import deltas, prequential
+from spamnb.model import deltas
 from spamnb.model.ages import today
 from spamnb.model.journal import _MustCompact, append, compact, compact_at, follow
 
@@ -32,6 +32,7 @@ class _RecordingFilter:
     def learn(self, message, spam):
         from spamnb.model.labels import is_spam_label
         from spamnb.model.messages import message_bytes
+        from spamnb.model import prequential
 
         sf = self._filter
         cls = int(is_spam_label(spam))
@@ -51,6 +52,7 @@ class _RecordingFilter:
     def forget(self, message, spam):
         from spamnb.model.labels import is_spam_label
         from spamnb.model.messages import message_bytes
+        from spamnb.model import prequential
 
         sf = self._filter
         cls = int(is_spam_label(spam))

@@ -209,7 +209,7 @@ class _Duplicate(ValueError):
 def _vocabulary(hashes, blob, offsets):
     """A Vocabulary of the tokens with these hashes and strings, in this order.
     Raises _Duplicate when a hash repeats."""
-    from spamnb.bayes import _vocab
+    from spamnb.bayes import token_kernels
     from spamnb.bayes.vocabulary import Vocabulary
 
     n = len(hashes)
@@ -223,7 +223,7 @@ def _vocabulary(hashes, blob, offsets):
     if n:
         hash_view = array("Q")
         hash_view.frombytes(memoryview(hashes).cast("B"))
-        n_new = _vocab.insert(keys, values, hash_view, out, 0, new_positions)
+        n_new = token_kernels.insert(keys, values, hash_view, out, 0, new_positions)
         if n_new != n:
             first = next(j for j in range(n) if out[j] != j)
             raise _Duplicate(first)

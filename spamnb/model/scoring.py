@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from array import array
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import token_kernels
 from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
@@ -17,7 +17,7 @@ __all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "sco
 
 
 def scorer(spam_filter):
-    """The single-message ``_vocab.Scorer`` of a fitted filter (``SpamFilter.classify``):
+    """The single-message ``token_kernels.Scorer`` of a fitted filter (``SpamFilter.classify``):
     over its hash index and log(count + alpha), or, for a model whose
     journal was replayed in place (``spamnb.model.journal``), the file's
     logs and the side rows of the tokens new since."""
@@ -31,7 +31,7 @@ def scorer(spam_filter):
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
                           float(spam_filter.length_norm))
-    return _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
+    return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                          COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
 
 
@@ -39,9 +39,9 @@ class FileScorer:
     """The single-message scorer of a model file mapped and unchanged
     (``SpamFilter.load(mapped=True)``, no journal record applied): a
     message's entries of the hash index and its log-counts are read from
-    the open file (``_vocab.gather``: ``pread``, no page of the model
+    the open file (``token_kernels.gather``: ``pread``, no page of the model
     mapped or faulted in, so memory does not grow with the model and a
-    file cut short is an error, never a fault), into a ``_vocab.Scorer``
+    file cut short is an error, never a fault), into a ``token_kernels.Scorer``
     over those tokens alone, numbered in the order of their feature indices:
     the same sums in the same order as the whole model's Scorer, the
     evidence given with the model's feature indices."""
@@ -54,15 +54,15 @@ class FileScorer:
     def _compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
         keys_at, capacity, values_at, logs_at = self._layout
-        found, index, logs = _vocab.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
+        found, index, logs = token_kernels.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
                                            self._n_features, len(self._log_prior), hashes)
         n = len(found)
         size = 16
         while size < 2 * (n + 1):
             size <<= 1
         keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
-        _vocab.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
-        return _vocab.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
+        token_kernels.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
+        return token_kernels.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
                              self._length), index
 
     def score(self, hashes, n_evidence=0):
@@ -77,7 +77,7 @@ class FileScorer:
 def rows(spam_filter, messages, grow, features=None):
     """A CSRBuilder with the messages' transformed token counts; the messages'
     continuous features are appended to ``features`` when it is a list."""
-    builder = _vocab.CSRBuilder(COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
+    builder = token_kernels.CSRBuilder(COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
     stream = spam_filter.tokenizer_.stream
     index = spam_filter.vocabulary_.add if grow else (lambda s: spam_filter.vocabulary_.lookup(s.hashes))
     for message in messages:

@@ -16,16 +16,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from spamnb.bayes.vocabulary import Vocabulary
-from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model import codec, deltas, prequential, scoring, verdict
+from spamnb.model import codec, deltas, scoring, verdict
 from spamnb.model.calibrate import AUTO_PAIRS, DEFAULT_TARGET_FPR
 from spamnb.model.ages import Ages
 from spamnb.model.deltas import Folded, fold
 from spamnb.model.guard import ReadWriteLock
-from spamnb.model.defaults import (CLASSES, COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE,
-                                   DEFAULT_HAM_CUTOFF, DEFAULT_LENGTH_NORM, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
-                                   check_params, params_of, stored_params)
+from spamnb.model.defaults import (DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
+                                   DEFAULT_LENGTH_NORM, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF, check_params, params_of,
+                                   stored_params)
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
 from spamnb.model.verdict import Cutoffs, Score, Verdict
@@ -99,7 +98,7 @@ class SpamFilter:
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
         self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.model.ages)
         self.ledger_ = None       # spamnb.model.ledger.Ledger of the messages `spamnb learn` took, or None
-        self._scorer = None       # a _vocab.Scorer over the counts and the vocabulary, made on first use
+        self._scorer = None       # a token_kernels.Scorer over the counts and the vocabulary, made on first use
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
         self.calibration_ = None  # the cutoffs fit chose (spamnb.model.calibrate.Calibration), or None
@@ -149,9 +148,6 @@ class SpamFilter:
     @cutoffs.setter
     def cutoffs(self, cutoffs):
         self.spam_cutoff, self.ham_cutoff = cutoffs
-
-    def _new_counts(self):
-        return WordCounts(float(self.alpha), self.prior, len(CLASSES))
 
     # ------------------------------------------------------------------ state
     @property
@@ -217,11 +213,17 @@ class SpamFilter:
     @property
     def cutoffs_from(self):
         """Where the cutoffs came from (:func:`spamnb.model.prequential.cutoffs_from`)."""
-        return prequential.cutoffs_from(self)
+        from spamnb.model.prequential import cutoffs_from
+
+        return cutoffs_from(self)
 
     def refit_cutoffs(self):
         """Fit the cutoffs on the held-out scores (:func:`spamnb.model.prequential.refit_cutoffs`)."""
-        return prequential.refit_cutoffs(self)
+        if self.held_out_ is None:   # no held-out scores: nothing to fit (nor to import)
+            return False
+        from spamnb.model.prequential import refit_cutoffs
+
+        return refit_cutoffs(self)
 
     def learn(self, message, spam):
         """Add one message to the counts (train-on-error).  ``spam`` is the

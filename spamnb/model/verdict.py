@@ -170,7 +170,7 @@ def verdict_of(scored, cutoffs, evidence=()):
 
 def part_max(scorer, hashes, regions, truncated=False):
     """The largest sum of token weights of one region (a text part) of a message
-    (``scorer`` a ``_vocab.Scorer``, ``hashes`` the message's token hashes,
+    (``scorer`` a ``token_kernels.Scorer``, ``hashes`` the message's token hashes,
     ``regions`` its (start, end) ranges); -inf without regions, but +inf for a
     ``truncated`` message without one: its text lies beyond the byte limit
     (e.g. after a 300 KB attachment) and may be anything."""
