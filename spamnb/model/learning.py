@@ -52,7 +52,6 @@ class _RecordingFilter:
     def forget(self, message, spam):
         from spamnb.model.labels import is_spam_label
         from spamnb.model.messages import message_bytes
-        from spamnb.model import prequential
 
         sf = self._filter
         cls = int(is_spam_label(spam))
