@@ -56,6 +56,7 @@ import os
 from array import array
 from collections import namedtuple
 
+from spamnb.model.heap import release_free_memory
 from spamnb.model.verdict import logit as _logit
 from spamnb.model.verdict import probability as _probability
 
@@ -636,42 +637,3 @@ def stratified_folds(y, n_folds, seed=0):
         members = members[rng.permutation(members.size)]
         fold_of[members] = np.arange(members.size) % n_folds
     return [np.flatnonzero(fold_of == k) for k in range(n_folds)]
-
-
-def release_free_memory():
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``;
-    nothing elsewhere).  A merge frees many arrays of a few MiB, which glibc
-    keeps in the heap once its mmap threshold has risen past them: without
-    this, ``spamnb train``'s peak memory counts them on top of the fold models."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def map_large_blocks(threshold=256 << 10):
-    """Make the C heap give blocks of ``threshold`` bytes or more as memory
-    mappings of their own (glibc's ``M_MMAP_THRESHOLD``, fixed; nothing
-    elsewhere): freed, they go back to the system at once.  Left to itself,
-    glibc raises the threshold past the largest block freed, so the merge's
-    stream of arrays of a few MiB (the partitions' counts) would stay in the
-    heap, fragmenting it: ``spamnb train``'s parent maps them during its
-    counting pass (its workers forked), then calls this with ``None``: 32
-    MiB, glibc's highest dynamic threshold, so that the fold models' many
-    temporaries come from the heap again, not from new mappings to fault in."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).mallopt(-3, int(32 << 20 if threshold is None else threshold))   # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass

@@ -25,7 +25,7 @@ import tempfile
 from spamnb.model import calibrate, deltas, scoring
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.model.ages import Ages
-from spamnb.model.calibrate import release_free_memory
+from spamnb.model.heap import release_free_memory
 from spamnb.model.counting import count_variants, counting_spec
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.labels import is_spam_label
