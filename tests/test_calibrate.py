@@ -223,9 +223,9 @@ def _dense_fold_scorers(spam_filter, class_count, feature_count):
         fold_values[occupied] = np.where(seen[values[occupied]], values[occupied], -1)
         n_ham, n_spam = np.asarray(spam_filter.class_count_) - class_count[k]
         scorers.append(token_kernels.Scorer(keys, fold_values, np.log(fc + alpha).ravel(), total.shape[1],
-                                     np.log(fc.sum(axis=1) + alpha * int(seen.sum())).tolist(),
-                                     [0.0, calibrate._prior_ratio(spam_filter.prior, n_ham, n_spam)],
-                                     COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)))
+                                            np.log(fc.sum(axis=1) + alpha * int(seen.sum())).tolist(),
+                                            [0.0, calibrate._prior_ratio(spam_filter.prior, n_ham, n_spam)],
+                                            COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)))
     return scorers
 
 

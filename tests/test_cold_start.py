@@ -18,7 +18,8 @@ MESSAGE = sorted((REPO / "corpora" / "spam").iterdir())[0]
 # adds one to the path fails here: add it only when the command uses it.
 COMMON = {
     "spamnb", "spamnb.bayes", "spamnb.bayes._checks", "spamnb.bayes._holes", "spamnb.bayes._index",
-    "spamnb.bayes._count", "spamnb.bayes._score", "spamnb.bayes.token_kernels", "spamnb.bayes.vocabulary", "spamnb.bayes.wordcounts",
+    "spamnb.bayes._count", "spamnb.bayes._score", "spamnb.bayes.token_kernels", "spamnb.bayes.vocabulary",
+    "spamnb.bayes.wordcounts",
     "spamnb.cli", "spamnb.cli.common", "spamnb.cli.exitcodes", "spamnb.cli.main", "spamnb.cli.settings",
     "spamnb.mail", "spamnb.mail._headers", "spamnb.mail._html", "spamnb.mail._mail", "spamnb.mail._text",
     "spamnb.mail._tokenize", "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",

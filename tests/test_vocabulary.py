@@ -175,13 +175,14 @@ def test_scorer_matches_the_formula(counts):
     log_prior = np.log([0.7, 0.3])
     message = [rng.choice(words + ["unseen1", "unseen2"]) for _ in range(200)]
     scorer = token_kernels.Scorer(vocab.keys, vocab.values, np.log(fc + alpha).reshape(-1), len(words),
-                           log_norm, log_prior, counts)
+                                  log_norm, log_prior, counts)
     jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(FakeStream(message).hashes, 5)
     x = np.zeros(len(words))
     for w in message:
         if w in words:
             x[words.index(w)] += 1
-    x = {token_kernels.COUNTS_RAW: x, token_kernels.COUNTS_BINARY: (x > 0) * 1.0, token_kernels.COUNTS_LOG: np.log1p(x)}[counts]
+    x = {token_kernels.COUNTS_RAW: x, token_kernels.COUNTS_BINARY: (x > 0) * 1.0,
+         token_kernels.COUNTS_LOG: np.log1p(x)}[counts]
     log_theta = np.log(fc + alpha) - log_norm[:, None]
     expected = log_prior + log_theta @ x
     assert jll == pytest.approx(expected.tolist(), rel=1e-12)
@@ -208,7 +209,7 @@ def test_verdict_sums_are_score_and_part_max_bit_for_bit(counts, length):
     fc = np.array([[rng.randint(0, 30) for _ in words] for _ in range(2)], dtype=np.float64)
     log_norm = np.log(fc.sum(axis=1) + 0.5 * len(words))
     scorer = token_kernels.Scorer(vocab.keys, vocab.values, np.log(fc + 0.5).reshape(-1), len(words), log_norm,
-                           np.log([0.6, 0.4]), counts, length)
+                                  np.log([0.6, 0.4]), counts, length)
     checked = 0
     for n in (0, 1, 7, 200, 1500):
         hashes = FakeStream([rng.choice(words + ["unseen"]) for _ in range(n)]).hashes
@@ -230,7 +231,7 @@ def test_scorer_of_no_tokens_is_the_prior():
     vocab = Vocabulary()
     vocab.add(FakeStream(["a"]))
     scorer = token_kernels.Scorer(vocab.keys, vocab.values, array("d", [1, 1]), 1, [0.0, 0.0],
-                           [math.log(0.25), math.log(0.75)], 0)
+                                  [math.log(0.25), math.log(0.75)], 0)
     jll, evidence, n, known, spam_ev, ham_ev = scorer.score(array("Q"), 3)
     assert jll == pytest.approx([math.log(0.25), math.log(0.75)])
     assert evidence == [] and n == 0 and known == 0 and spam_ev == ham_ev == 0.0

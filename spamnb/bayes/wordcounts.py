@@ -300,9 +300,9 @@ class WordCounts:
         if ip is not None:
             self.resize(n_features or 0)
             n = ip.n_base
-            change = token_kernels.add_counts_split(indices, self._flat[cls * n:(cls + 1) * n], ip.tails[cls], transform,
-                                             float(sign), length, ip.logs[cls * n:(cls + 1) * n],
-                                             ip.log_tails[cls], float(self.alpha))[1]
+            change = token_kernels.add_counts_split(indices, self._flat[cls * n:(cls + 1) * n], ip.tails[cls],
+                                                    transform, float(sign), length, ip.logs[cls * n:(cls + 1) * n],
+                                                    ip.log_tails[cls], float(self.alpha))[1]
             ip.totals[cls] += change
             ip.changed = True
             self.class_count_[cls] = (self.class_count_[cls] + 1.0 if sign == 1

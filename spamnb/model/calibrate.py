@@ -215,12 +215,12 @@ class FoldModels:
         self.n_folds = int(arrays["log_norm"].shape[0])
         keys_at, counts_at = arrays["key_offsets"].tolist(), arrays["count_offsets"].tolist()
         self.scorers_ = [token_kernels.Scorer(arrays["keys"][keys_at[k]:keys_at[k + 1]],
-                                       arrays["values"][keys_at[k]:keys_at[k + 1]],
-                                       arrays["log_count"][counts_at[k]:counts_at[k + 1]],
-                                       (counts_at[k + 1] - counts_at[k]) // 2,
-                                       arrays["log_norm"][k].tolist(), arrays["log_prior"][k].tolist(),
-                                       self.transform, self.length)
-                         for k in range(self.n_folds)]
+                                              arrays["values"][keys_at[k]:keys_at[k + 1]],
+                                              arrays["log_count"][counts_at[k]:counts_at[k + 1]],
+                                              (counts_at[k + 1] - counts_at[k]) // 2,
+                                              arrays["log_norm"][k].tolist(), arrays["log_prior"][k].tolist(),
+                                              self.transform, self.length)
+                                for k in range(self.n_folds)]
 
     def __reduce__(self):   # the arrays, not the compiled scorers (rebuilt on arrival: Dask ships it once a worker)
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
@@ -371,7 +371,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         table = np.zeros(capacity[k], dtype=np.uint64)
         index = np.full(capacity[k], -1, dtype=np.int32)
         token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
-                      0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
+                             0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
         occupied = np.flatnonzero(table != 0)
         index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
         del occupied, tokens

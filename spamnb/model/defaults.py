@@ -12,7 +12,8 @@ from spamnb.bayes import token_kernels
 from spamnb.model import schema
 
 CLASSES = schema.CLASSES
-COUNT_TRANSFORMS = {"raw": token_kernels.COUNTS_RAW, "binary": token_kernels.COUNTS_BINARY, "log": token_kernels.COUNTS_LOG}
+COUNT_TRANSFORMS = {"raw": token_kernels.COUNTS_RAW, "binary": token_kernels.COUNTS_BINARY,
+                    "log": token_kernels.COUNTS_LOG}
 PRIORS = ("mle", "map", "uniform")
 
 # Defaults, chosen by 5-fold cross-validation on the TRAIN part of the fixed split

@@ -21,8 +21,8 @@ from itertools import accumulate, islice
 from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
-           "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger", "NoLedger",
-           "drop_ages", "OP_HELD_OUT", "encode_held_out"]
+           "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens",
+           "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "encode_held_out"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBxx16s")     # op, label, digest

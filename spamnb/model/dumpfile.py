@@ -207,7 +207,8 @@ def load_dump(stream, name="-"):
     text = header_field("settings")
     try:
         settings = json.loads(text)
-        if not isinstance(settings, dict) or "tokenizer" not in settings or not are_params(set(settings) - {"tokenizer"}):
+        if (not isinstance(settings, dict) or "tokenizer" not in settings
+                or not are_params(set(settings) - {"tokenizer"})):
             raise ValueError("not the model's settings")
         from spamnb.model.spam_filter import SpamFilter
         from spamnb.mail.tokenizer import Tokenizer

@@ -31,8 +31,8 @@ from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
 
-__all__ = ["CorpusChanged", "fit", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain", "pair_filters",
-           "take_counts", "train_variants_here"]
+__all__ = ["CorpusChanged", "fit", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain",
+           "pair_filters", "take_counts", "train_variants_here"]
 
 
 class CorpusChanged(ValueError):

@@ -32,7 +32,7 @@ def scorer(spam_filter):
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
                           float(spam_filter.length_norm))
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
-                         COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
+                                COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
 
 
 class FileScorer:
@@ -55,7 +55,7 @@ class FileScorer:
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
         keys_at, capacity, values_at, logs_at = self._layout
         found, index, logs = token_kernels.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
-                                           self._n_features, len(self._log_prior), hashes)
+                                                  self._n_features, len(self._log_prior), hashes)
         n = len(found)
         size = 16
         while size < 2 * (n + 1):
@@ -63,7 +63,7 @@ class FileScorer:
         keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
         token_kernels.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
         return token_kernels.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
-                             self._length), index
+                                    self._length), index
 
     def score(self, hashes, n_evidence=0):
         scorer, index = self._compact(hashes)
