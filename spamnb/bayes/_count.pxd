@@ -5,12 +5,12 @@ from libc.stdint cimport int32_t
 
 
 cdef enum:
-    _RAW = 0
-    _BINARY = 1
-    _LOG = 2
+    TRANSFORM_RAW = 0
+    TRANSFORM_BINARY = 1
+    TRANSFORM_LOG = 2
 
 
-cdef inline Py_ssize_t _table_size(Py_ssize_t n) noexcept nogil:
+cdef inline Py_ssize_t table_size(Py_ssize_t n) noexcept nogil:
     """Slots of the counting table for ``n`` occurrences: a power of two >= 2n, at least 16."""
     cdef Py_ssize_t cap = 16
     while cap < 2 * n:
@@ -18,11 +18,11 @@ cdef inline Py_ssize_t _table_size(Py_ssize_t n) noexcept nogil:
     return cap
 
 
-cdef Py_ssize_t _count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
-                                int32_t *table, Py_ssize_t cap) noexcept nogil
+cdef Py_ssize_t count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
+                               int32_t *table, Py_ssize_t cap) noexcept nogil
 
 
-cdef inline void _scale_to_length(double *x, Py_ssize_t m, double length) noexcept nogil:
+cdef inline void scale_to_length(double *x, Py_ssize_t m, double length) noexcept nogil:
     """Scale ``x[:m]`` to Euclidean length ``length`` (length normalisation, Rennie
     et al. 2003); nothing when ``length`` <= 0 or ``x`` is all zero."""
     cdef Py_ssize_t j

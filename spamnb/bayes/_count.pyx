@@ -18,16 +18,16 @@ from libc.string cimport memcpy
 
 import array
 
-COUNTS_RAW = _RAW          # x_i = count of token i in the message
-COUNTS_BINARY = _BINARY    # x_i = 1 if token i occurs
-COUNTS_LOG = _LOG          # x_i = log(1 + count)
+COUNTS_RAW = TRANSFORM_RAW          # x_i = count of token i in the message
+COUNTS_BINARY = TRANSFORM_BINARY    # x_i = 1 if token i occurs
+COUNTS_LOG = TRANSFORM_LOG          # x_i = log(1 + count)
 
 
 # --------------------------------------------------------------------------
 # counting the features of one message
 # --------------------------------------------------------------------------
 # Sorting a message's feature indices (CSR rows: ``transform``, ``learn``; fit
-# and single-message scoring count without sorting, see _count_distinct).  With
+# and single-message scoring count without sorting, see count_distinct).  With
 # qsort and a comparison callback, CSRBuilder.add_row took 10.9 us per corpus
 # message (~174 tokens); with this introsort, comparisons inlined, 6.5 us
 # (quicksort, median of three, insertion sort for short runs, heapsort when the
@@ -134,9 +134,9 @@ for _k in range(64):
 
 
 cdef inline double _transform(double count, int counts) noexcept nogil:
-    if counts == _BINARY:
+    if counts == TRANSFORM_BINARY:
         return 1.0
-    if counts == _LOG:
+    if counts == TRANSFORM_LOG:
         if count < 64.0:
             return _LOG1P_SMALL[<int>count]
         return log1p(count)
@@ -177,13 +177,13 @@ cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, doub
 # them in one pass, in order of first occurrence.  Per corpus message: sorting
 # its ~174 indices took 4.1 us; add_counts went from 5.5 to 1.6 us and the
 # single-message Scorer from 6.6 to 3.3 us.
-cdef Py_ssize_t _count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
-                                int32_t *table, Py_ssize_t cap) noexcept nogil:
+cdef Py_ssize_t count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
+                               int32_t *table, Py_ssize_t cap) noexcept nogil:
     """Distinct non-negative indices of ``idx[:n]`` in order of first occurrence,
     with transformed counts (as ``_count_row``, unsorted).
 
     ``uniq`` and ``x`` have room for ``n`` entries; ``table`` is scratch for
-    ``2 * cap`` entries, ``cap = _table_size(n)``.  Returns how many were written.
+    ``2 * cap`` entries, ``cap = table_size(n)``.  Returns how many were written.
     """
     cdef Py_ssize_t j, m = 0
     cdef uint32_t mask = <uint32_t>(cap - 1), h
@@ -241,8 +241,8 @@ cdef class CSRBuilder:
     cdef int counts
     cdef double length
 
-    def __init__(self, int counts=_RAW, double length=0.0):
-        if counts not in (_RAW, _BINARY, _LOG):
+    def __init__(self, int counts=TRANSFORM_RAW, double length=0.0):
+        if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
             raise ValueError(f"unknown counts transform {counts}")
         self.counts = counts
         self.length = length
@@ -258,7 +258,7 @@ cdef class CSRBuilder:
             _buffers(n, n, &uniq, &x)
             with nogil:
                 k = _count_row(&idx[0], n, uniq, x, self.counts)
-                _scale_to_length(x, k, self.length)
+                scale_to_length(x, k, self.length)
             array.resize_smart(self.indices, start + k)
             array.resize_smart(self.data, start + k)
             memcpy(self.indices.data.as_ints + start, uniq, k * sizeof(int32_t))
@@ -301,15 +301,15 @@ cdef Py_ssize_t _distinct_counts(const int32_t[::1] idx, int counts, double leng
     cdef double *x
     cdef int32_t big = -1
     uniq_out[0], x_out[0], largest[0] = NULL, NULL, -1
-    if counts not in (_RAW, _BINARY, _LOG):
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
         raise ValueError(f"unknown counts transform {counts}")
     if n == 0:
         return 0
-    cap = _table_size(n)
+    cap = table_size(n)
     _buffers(n + 2 * cap, n, &uniq, &x)   # uniq, then the counting table
     with nogil:
-        k = _count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
-        _scale_to_length(x, k, length)
+        k = count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
+        scale_to_length(x, k, length)
         for j in range(k):
             if uniq[j] > big:
                 big = uniq[j]
@@ -373,7 +373,7 @@ cdef tuple _add(const int32_t[::1] idx, double *base, Py_ssize_t n_base, double 
     cdef int32_t largest
     cdef double new, total = 0.0
     cdef bint logs = log_base != NULL or log_tail != NULL
-    if counts not in (_RAW, _BINARY, _LOG):
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
         raise ValueError(f"unknown counts transform {counts}")
     if sign != 1.0 and sign != -1.0:
         raise ValueError("sign must be 1 or -1")

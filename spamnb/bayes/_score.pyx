@@ -17,7 +17,8 @@ from libc.stdlib cimport free, malloc, qsort
 
 import array
 
-from spamnb.bayes._count cimport _BINARY, _LOG, _RAW, _count_distinct, _scale_to_length, _table_size
+from spamnb.bayes._count cimport (TRANSFORM_BINARY, TRANSFORM_LOG, TRANSFORM_RAW, count_distinct, scale_to_length,
+                                  table_size)
 from spamnb.bayes._index cimport _find_slot
 
 cdef extern from *:
@@ -90,7 +91,7 @@ cdef class Scorer:
                 or log_count.shape[0] != n_classes * n_base
                 or (tail is not None and tail.shape[0] != n_classes * (n_features - n_base))):
             raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
-        if counts not in (_RAW, _BINARY, _LOG):
+        if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
             raise ValueError(f"unknown counts transform {counts}")
         self.norm = <double *>malloc(n_classes * sizeof(double))
         self.prior = <double *>malloc(n_classes * sizeof(double))
@@ -142,7 +143,7 @@ cdef class Scorer:
         if n_classes != 2:
             n_evidence = 0
         size = n if n > 0 else 1
-        cap = _table_size(size)
+        cap = table_size(size)
         idx = <int32_t *>malloc((2 * size + 2 * cap) * sizeof(int32_t))   # idx, uniq, the counting table
         x = <double *>malloc((size + n_classes + 2 * n_evidence + 2) * sizeof(double))   # x, jll, ev_w
         ev_idx = <int32_t *>malloc((n_evidence + 1) * sizeof(int32_t))
@@ -163,8 +164,8 @@ cdef class Scorer:
                     else:
                         idx[j] = self.values[slot]
                         n_known += 1
-                m = _count_distinct(idx, n, uniq, x, self.counts, uniq + size, cap)
-                _scale_to_length(x, m, self.length)
+                m = count_distinct(idx, n, uniq, x, self.counts, uniq + size, cap)
+                scale_to_length(x, m, self.length)
                 for c in range(n_classes):
                     jll[c] = self.prior[c]
                 for k in range(m):
@@ -237,7 +238,7 @@ cdef class Scorer:
             raise ValueError("verdict_sums needs two classes")
         norm0, norm1 = self.norm[0], self.norm[1]
         size = n if n > 0 else 1
-        cap = _table_size(size)
+        cap = table_size(size)
         idx = <int32_t *>malloc((2 * size + 2 * cap) * sizeof(int32_t))   # idx, uniq, the counting table
         x = <double *>malloc(size * sizeof(double))
         bounds = <Py_ssize_t *>malloc((2 * n_regions + 1) * sizeof(Py_ssize_t))
@@ -273,8 +274,8 @@ cdef class Scorer:
                         idx[j] = values[slot]
                         n_known += 1
                 # the whole message, as score(): jll and the evidence sums
-                m = _count_distinct(idx, n, uniq, x, self.counts, table, cap)
-                _scale_to_length(x, m, self.length)
+                m = count_distinct(idx, n, uniq, x, self.counts, table, cap)
+                scale_to_length(x, m, self.length)
                 for k in range(m):
                     if uniq[k] < n_base:
                         _prefetch(log_count + uniq[k])
@@ -302,9 +303,9 @@ cdef class Scorer:
                     part_spam = 0.0
                     part_ham = 0.0
                     if end > start:
-                        m = _count_distinct(idx + start, end - start, uniq, x, self.counts, table,
-                                            _table_size(end - start))
-                        _scale_to_length(x, m, self.length)
+                        m = count_distinct(idx + start, end - start, uniq, x, self.counts, table,
+                                           table_size(end - start))
+                        scale_to_length(x, m, self.length)
                         for k in range(m):
                             lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
                             lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
@@ -357,7 +358,7 @@ def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at
     stops after ``capacity`` slots; an entry out of range, a log-count that
     is not finite, or a short read raise ValueError (a damaged or changed
     file)."""
-    cdef Py_ssize_t n = hashes.shape[0], j, k, m = 0, cap = _table_size(n if n > 0 else 1)
+    cdef Py_ssize_t n = hashes.shape[0], j, k, m = 0, cap = table_size(n if n > 0 else 1)
     cdef uint64_t mask = <uint64_t>capacity - 1, h, slot, probes, block[8], key = 0
     cdef uint32_t tmask = <uint32_t>(cap - 1), t
     cdef uint64_t *seen = NULL

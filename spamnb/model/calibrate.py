@@ -56,7 +56,6 @@ import os
 from array import array
 from collections import namedtuple
 
-from spamnb.model.heap import release_free_memory
 from spamnb.model.verdict import logit as _logit
 from spamnb.model.verdict import probability as _probability
 
@@ -389,6 +388,7 @@ def _write_folds(folder, layout, folds, transform, length):
 
     import numpy as np
 
+    from spamnb.model.heap import release_free_memory
 
     fmt = np.lib.format
     sizes = {"keys": (np.uint64, int(layout["key_offsets"][-1])),
