@@ -37,7 +37,8 @@ COMPILER_DIRECTIVES = {
 
 EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_kernels": "spamnb.bayes._kernels",
-    "_vocab": "spamnb.bayes._vocab",
+    "_count": "spamnb.bayes._count",
+    "_score": "spamnb.bayes._score",
     "_index": "spamnb.bayes._index",
     "_checks": "spamnb.bayes._checks",
     "_holes": "spamnb.bayes._holes",

@@ -16,7 +16,7 @@ not in the cache then, as in a real batch):
 - ``classify``: ``SpamFilter.classify(data, evidence=False)`` (tokenize +
   score + the verdict); ``lines``: ``VerdictLines.verdict`` into a file
   (classify + the line written and flushed);
-- ``read lock``: one ``with spam_filter._guard.reading()`` per message.
+- ``read lock``: one ``with spam_filter.guard.reading()`` per message.
 
     python scripts/batch_stages.py MODEL PATHS [--repeat 3]
 
@@ -51,7 +51,7 @@ def main():
     datas = [read_file(p) for p in paths]
     tokenizer = spam_filter.tokenizer_
     streams = [tokenizer.stream(d) for d in datas]
-    scorer = spam_filter._scoring()
+    scorer = spam_filter.scorer()
 
     def scores():
         for s in streams:
@@ -63,7 +63,7 @@ def main():
         return time.perf_counter() - start
 
     first_scores = timed(scores)
-    guard = spam_filter._guard
+    guard = spam_filter.guard
 
     def lock():
         for _ in datas:

@@ -193,13 +193,17 @@ def test_version_2_settings_load_without_the_hardening():
 
 # ---------------------------------------------------------------- the verdict rule
 def test_verdict_rule_cases():
-    spam_cut, ham_cut = 0.9999992, 0.5
-    assert verdict.decide(20.0, 30.0, -10.0, 5.0, spam_cut, ham_cut) == "spam"
-    assert verdict.decide(-20.0, 10.0, -30.0, -5.0, spam_cut, ham_cut) == "ham"
-    assert verdict.decide(-2.0, 0.0, -1.0, -math.inf, spam_cut, ham_cut) == "unsure"        # little evidence
-    assert verdict.decide(-20.0, verdict.CONFLICT, -200.0, -5.0, spam_cut, ham_cut) == "unsure"
-    assert verdict.decide(-20.0, 30.0, -50.0, verdict.PART_SPAM, spam_cut, ham_cut) == "unsure"
-    assert verdict.decide(3.0, 30.0, -27.0, 3.0, spam_cut, ham_cut) == "unsure"              # between cutoffs
+    cutoffs = verdict.Cutoffs(spam=0.9999992, ham=0.5)
+
+    def decide(log_odds, spam_evidence, ham_evidence, part_max):
+        return verdict.decide(log_odds, verdict.EvidenceSums(spam_evidence, ham_evidence, part_max), cutoffs)
+
+    assert decide(20.0, 30.0, -10.0, 5.0) == "spam"
+    assert decide(-20.0, 10.0, -30.0, -5.0) == "ham"
+    assert decide(-2.0, 0.0, -1.0, -math.inf) == "unsure"        # little evidence
+    assert decide(-20.0, verdict.CONFLICT, -200.0, -5.0) == "unsure"
+    assert decide(-20.0, 30.0, -50.0, verdict.PART_SPAM) == "unsure"
+    assert decide(3.0, 30.0, -27.0, 3.0) == "unsure"              # between cutoffs
 
 
 def test_decide_many_is_decide_elementwise():
@@ -209,8 +213,9 @@ def test_decide_many_is_decide_elementwise():
     spam_ev = rng.uniform(0, 120, n)
     ham_ev = rng.uniform(-150, 0, n)
     part = rng.normal(0, 15, n)
-    many = verdict.decide_many(lo, spam_ev, ham_ev, part, 0.9999992, 0.5)
-    one = [verdict.decide(*args, 0.9999992, 0.5) for args in zip(lo, spam_ev, ham_ev, part)]
+    cutoffs = verdict.Cutoffs(spam=0.9999992, ham=0.5)
+    many = verdict.decide_many(lo, verdict.EvidenceSums(spam_ev, ham_ev, part), cutoffs)
+    one = [verdict.decide(lo_i, verdict.EvidenceSums(*sums), cutoffs) for lo_i, *sums in zip(lo, spam_ev, ham_ev, part)]
     assert many.tolist() == one
     assert set(one) == {"spam", "unsure", "ham"}
 

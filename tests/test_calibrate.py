@@ -204,7 +204,7 @@ def _dense_fold_scorers(spam_filter, class_count, feature_count):
     """The fold models as they were before they held only their fold's tokens:
     each over the whole vocabulary (its counts minus the fold's, the others'
     tokens -1 in a copy of the vocabulary's hash index): the reference."""
-    from spamnb.bayes import _vocab
+    from spamnb.bayes import token_kernels
     from spamnb.model.defaults import COUNT_TRANSFORMS
 
     alpha = float(spam_filter.alpha)
@@ -222,10 +222,10 @@ def _dense_fold_scorers(spam_filter, class_count, feature_count):
         fold_values = values.copy()
         fold_values[occupied] = np.where(seen[values[occupied]], values[occupied], -1)
         n_ham, n_spam = np.asarray(spam_filter.class_count_) - class_count[k]
-        scorers.append(_vocab.Scorer(keys, fold_values, np.log(fc + alpha).ravel(), total.shape[1],
-                                     np.log(fc.sum(axis=1) + alpha * int(seen.sum())).tolist(),
-                                     [0.0, calibrate._prior_ratio(spam_filter.prior, n_ham, n_spam)],
-                                     COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)))
+        scorers.append(token_kernels.Scorer(keys, fold_values, np.log(fc + alpha).ravel(), total.shape[1],
+                                            np.log(fc.sum(axis=1) + alpha * int(seen.sum())).tolist(),
+                                            [0.0, calibrate._prior_ratio(spam_filter.prior, n_ham, n_spam)],
+                                            COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)))
     return scorers
 
 

@@ -12,6 +12,7 @@ from conftest import REPO, run_spamnb
 from spamnb.model import defaults
 from spamnb.settings import SERVER_DEFAULTS
 from spamnb.server.protocol import ScoreMap
+from spamnb.model.verdict import Cutoffs
 
 SERVE_MD = (REPO / "docs" / "serve.md").read_text()
 CLI_MD = (REPO / "docs" / "cli.md").read_text()
@@ -39,8 +40,8 @@ def test_score_mapping_states_the_cutoffs_and_points_of_the_code(text):
         assert float(spam) == round(_logit(defaults.DEFAULT_SPAM_CUTOFF))
         if required:
             assert float(required) == SERVER_DEFAULTS["required_score"]
-            score_map = ScoreMap.from_probabilities(defaults.DEFAULT_HAM_CUTOFF, defaults.DEFAULT_SPAM_CUTOFF,
-                                                    float(required))
+            score_map = ScoreMap.from_cutoffs(Cutoffs(defaults.DEFAULT_SPAM_CUTOFF, defaults.DEFAULT_HAM_CUTOFF),
+                                              float(required))
             assert float(per_point) == round(1.0 / score_map.scale_, 1)
     assert any(required for _, _, required, _ in stated)
 

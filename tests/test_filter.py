@@ -250,14 +250,15 @@ def test_evidence_points_the_right_way(trained):
 
 def test_message_features_add_their_weighted_log_likelihood_ratio(sample, tmp_path):
     from spamnb.model.message_features import FeatureModel
+    from spamnb.model.scoring import message_features_of
 
     data = [m.data for m in sample]
     labels = [m.is_spam for m in sample]
     words = SpamFilter().fit(data, labels)
     both = SpamFilter(feature_weight=0.5).fit(data, labels)
-    model = FeatureModel().fit([both._message_features(d) for d in data], labels)
+    model = FeatureModel().fit([message_features_of(both, d) for d in data], labels)
     for d in data[::25]:
-        ll_ham, ll_spam = model.log_likelihood_one(both._message_features(d))
+        ll_ham, ll_spam = model.log_likelihood_one(message_features_of(both, d))
         assert both.score(d).log_odds == pytest.approx(words.score(d).log_odds + 0.5 * (ll_spam - ll_ham), rel=1e-9)
     np.testing.assert_allclose(both.score_many(data[::25]), [both.score(d).log_odds for d in data[::25]],
                                rtol=1e-9, atol=1e-9)

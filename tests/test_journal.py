@@ -509,18 +509,18 @@ def test_removing_from_the_hash_index_leaves_the_index_of_the_rest():
     import random
     from array import array
 
-    from spamnb.bayes import _holes, _vocab
+    from spamnb.bayes import _holes, token_kernels
 
     rng = random.Random(5)
     for capacity, n in ((16, 8), (64, 32), (1024, 500)):
         hashes = array("Q", rng.sample(range(1, 1 << 12), n))   # small hashes: long runs, wrapping around
         hashes[0] = capacity - 1                                 # a run starting at the last slot
         keys, values = array("Q", bytes(8 * capacity)), array("i", bytes(4 * capacity))
-        _vocab.insert(keys, values, hashes, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
+        token_kernels.insert(keys, values, hashes, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
         which = bytearray(rng.random() < 0.4 for _ in range(n))
         assert _holes.remove(keys, values, hashes, which) == sum(which)
         out = array("i", bytes(4 * n))
-        _vocab.lookup(keys, values, hashes, out)
+        token_kernels.lookup(keys, values, hashes, out)
         assert list(out) == [-1 if gone else i for i, gone in enumerate(which)]
         assert sum(k != 0 for k in keys) == n - sum(which)
         assert _holes.remove(keys, values, hashes, which) == 0   # gone already

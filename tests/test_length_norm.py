@@ -7,7 +7,7 @@ import pytest
 
 from spamnb import SpamFilter
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import token_kernels
 from spamnb.training.corpus import labelled_messages
 
 
@@ -19,15 +19,15 @@ def sample(sample_corpus):
 
 def test_builder_and_add_counts_scale_rows():
     idx = np.array([3, 1, 3, 3, 0, -1], dtype=np.int32)
-    builder = _vocab.CSRBuilder(_vocab.COUNTS_LOG, 5.0)
+    builder = token_kernels.CSRBuilder(token_kernels.COUNTS_LOG, 5.0)
     builder.add_row(idx)
     data = np.frombuffer(builder.data, dtype=np.float64)
     x = np.log1p([1.0, 1.0, 3.0])          # features 0, 1, 3 (the unknown -1 takes no part)
     np.testing.assert_allclose(data, 5.0 * x / np.linalg.norm(x))
     target = np.zeros(4)
-    _vocab.add_counts(idx, target, _vocab.COUNTS_LOG, length=5.0)
+    token_kernels.add_counts(idx, target, token_kernels.COUNTS_LOG, length=5.0)
     np.testing.assert_allclose(target[[0, 1, 3]], 5.0 * x / np.linalg.norm(x))
-    plain = _vocab.CSRBuilder(_vocab.COUNTS_LOG)
+    plain = token_kernels.CSRBuilder(token_kernels.COUNTS_LOG)
     plain.add_row(idx)
     np.testing.assert_allclose(np.frombuffer(plain.data, dtype=np.float64), x)   # 0: off
 

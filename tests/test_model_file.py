@@ -271,7 +271,7 @@ def test_the_valid_model_loads_and_the_crafting_round_trips(model_bytes, tmp_pat
 
 
 # Defects in code other engineers own (filter.py, vocabulary.py, tokenizer.py,
-# _vocab.pyx): these crafted files get past SpamFilter.load.  The exact fixes
+# token_kernels.pyx): these crafted files get past SpamFilter.load.  The exact fixes
 # are in docs/reliability.md.
 CRAFTED_SETTINGS = {
     "n_evidence 2**62 (heap overflow in the scorer)": lambda h: h["params"].update(n_evidence=2**62),

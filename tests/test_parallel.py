@@ -705,19 +705,19 @@ def test_train_variants_in_one_pass_give_what_each_alone_gives(tmp_path, n_jobs)
 @pytest.mark.parametrize("length", [0.0, 3.0])
 def test_add_counts_twice_adds_what_two_add_counts_add(transform, length):
     """The counting pass adds a message to its class's row and its fold's in
-    one call (_vocab.add_counts_twice): the values two add_counts add, bit for
+    one call (token_kernels.add_counts_twice): the values two add_counts add, bit for
     bit; an index out of range of either row changes nothing."""
     from array import array
 
-    from spamnb.bayes import _vocab
+    from spamnb.bayes import token_kernels
 
     idx = array("i", [3, 1, 3, 0, 3, 1, 4])
     first, second = array("d", [0.5, 0.0, 2.25, 1e-3, 7.0]), array("d", [1.5] * 6)
     want_first, want_second = array("d", first), array("d", second)
-    _vocab.add_counts(idx, want_first, transform, 1.0, length)
-    _vocab.add_counts(idx, want_second, transform, 1.0, length)
-    assert _vocab.add_counts_twice(idx, first, second, transform, length) == 4
+    token_kernels.add_counts(idx, want_first, transform, 1.0, length)
+    token_kernels.add_counts(idx, want_second, transform, 1.0, length)
+    assert token_kernels.add_counts_twice(idx, first, second, transform, length) == 4
     assert first == want_first and second == want_second
     with pytest.raises(ValueError):
-        _vocab.add_counts_twice(array("i", [5]), second, first, transform, length)
+        token_kernels.add_counts_twice(array("i", [5]), second, first, transform, length)
     assert first == want_first and second == want_second

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from spamnb import SpamFilter
-from spamnb.model import learning, schema
+from spamnb.model import learning, prequential, schema
 from spamnb.model.ledger import Tally
 from spamnb.model.prequential import N_BINS, ScoreHistogram
 
@@ -88,7 +88,7 @@ def test_trained_cutoffs_stay(tmp_path):
     assert model.cutoffs_from == "train"
     before = (model.spam_cutoff, model.ham_cutoff)
     for data, spam in stream[:50]:
-        model.note_held_out(-30.0 if not spam else 30.0, spam)
+        prequential.note_held_out(model, -30.0 if not spam else 30.0, spam)
     assert not model.refit_cutoffs() and (model.spam_cutoff, model.ham_cutoff) == before
 
 

@@ -37,25 +37,7 @@ ROOT = REPO / "spamnb"
 # Crossings left to the helpers restructuring these modules (issue 36b: the
 # _vocab wrapper and its split, SpamFilter's split, model/deltas.py setting the
 # filter's scorer).  The lead empties this list after merging; do not add to it.
-PENDING = {
-    ("spamnb.model.calibrate", "from spamnb.bayes import _vocab"),
-    ("spamnb.model.counting", "from spamnb.bayes._vocab import ..."),
-    ("spamnb.model.counting", "from spamnb.bayes._merge import ..."),
-    ("spamnb.model.defaults", "from spamnb.bayes import _vocab"),
-    ("spamnb.model.lifecycle", "from spamnb.bayes import _vocab"),
-    ("spamnb.model.scoring", "from spamnb.bayes import _vocab"),
-    ("spamnb.model.codec", "reads ._counts"),
-    ("spamnb.model.lifecycle", "reads ._counts"),
-    ("spamnb.model.lifecycle", "reads ._require_fitted"),
-    ("spamnb.model.scoring", "reads ._require_fitted"),
-    ("spamnb.model.scoring", "reads ._message_features"),
-    ("spamnb.model.scoring", "reads ._scoring"),
-    ("spamnb.model.fitting", "reads ._new_counts"),
-    ("spamnb.model.fitting", "reads ._message_features"),
-    ("spamnb.model.deltas", "reads ._new_counts"),
-    ("spamnb.model.deltas", "sets ._scorer"),
-    ("spamnb.server.models", "reads ._guard"),
-}
+PENDING = set()
 # Not a spamnb object: an attribute of the same name as a spamnb one.
 NOT_SPAMNB = {
     ("spamnb.training.workers", "reads ._writer"),   # multiprocessing's queue's pipe, closed in the child

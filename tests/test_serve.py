@@ -245,7 +245,7 @@ def test_check_exit_code_and_score_follow_spamnb_classify(daemon, home, site_fil
         assert proc.returncode == (1 if label == "spam" else 0), (path, label, proc.stdout)
         assert (score >= 5.0) == (label == "spam") and (score <= 0.0) == (label == "ham")
         verdict = site_filter.classify(path.read_bytes())
-        assert score == spamd.ScoreMap.from_probabilities(site_filter.ham_cutoff, site_filter.spam_cutoff) \
+        assert score == spamd.ScoreMap.from_cutoffs(site_filter.cutoffs) \
             .score(verdict.log_odds, verdict.label)
     assert labels >= {"spam", "ham"}
 

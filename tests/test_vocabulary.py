@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from spamnb.bayes import _checks
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import token_kernels
 from spamnb.bayes.vocabulary import Vocabulary
 
 
@@ -96,26 +96,26 @@ def test_check_index_rejects_crafted_tables():
     vocab = Vocabulary()
     vocab.add(FakeStream(["a", "b"]))
     keys, values = array("Q", vocab.keys), array("i", vocab.values)
-    assert _vocab.check_index(keys, values, 2) == 2
+    assert token_kernels.check_index(keys, values, 2) == 2
     slot = next(i for i, k in enumerate(keys) if k)
     bad = array("i", values)
     bad[slot] = 7  # out of range
     with pytest.raises(ValueError):
-        _vocab.check_index(keys, bad, 2)
+        token_kernels.check_index(keys, bad, 2)
     with pytest.raises(ValueError):  # no empty slot: probing would never end
-        _vocab.check_index(array("Q", [5, 6]), array("i", [0, 1]), 2)
+        token_kernels.check_index(array("Q", [5, 6]), array("i", [0, 1]), 2)
     with pytest.raises(ValueError):  # not a power of two
-        _vocab.check_index(array("Q", [0, 0, 0]), array("i", [0, 0, 0]), 0)
+        token_kernels.check_index(array("Q", [0, 0, 0]), array("i", [0, 0, 0]), 0)
 
 
-@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+@pytest.mark.parametrize("counts", [token_kernels.COUNTS_RAW, token_kernels.COUNTS_BINARY, token_kernels.COUNTS_LOG])
 def test_csr_builder_counts_rows(counts):
-    builder = _vocab.CSRBuilder(counts)
+    builder = token_kernels.CSRBuilder(counts)
     builder.add_row(array("i", [3, 1, 3, -1, 3]))
     builder.add_row(array("i"))
     builder.add_row(array("i", [0]))
-    expected = {_vocab.COUNTS_RAW: [1.0, 3.0, 1.0], _vocab.COUNTS_BINARY: [1.0, 1.0, 1.0],
-                _vocab.COUNTS_LOG: [math.log(2), math.log(4), math.log(2)]}[counts]
+    expected = {token_kernels.COUNTS_RAW: [1.0, 3.0, 1.0], token_kernels.COUNTS_BINARY: [1.0, 1.0, 1.0],
+                token_kernels.COUNTS_LOG: [math.log(2), math.log(4), math.log(2)]}[counts]
     assert list(builder.indptr) == [0, 2, 2, 3]
     assert list(builder.indices) == [1, 3, 0]
     assert list(builder.data) == pytest.approx(expected, rel=1e-15)
@@ -134,11 +134,11 @@ def _patterns(rng, n):
 def test_sort_int32_sorts_every_pattern(n):
     for name, values in _patterns(random.Random(n), n).items():
         row = array("i", values)
-        _vocab.sort_int32(row)
+        token_kernels.sort_int32(row)
         assert list(row) == sorted(values), name
 
 
-@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+@pytest.mark.parametrize("counts", [token_kernels.COUNTS_RAW, token_kernels.COUNTS_BINARY, token_kernels.COUNTS_LOG])
 def test_add_counts_equals_adding_the_csr_row(counts):
     rng = random.Random(counts)
     target = array("d", [0.5] * 40)
@@ -146,24 +146,24 @@ def test_add_counts_equals_adding_the_csr_row(counts):
     rows = [array("i", [rng.randrange(-1, 40) for _ in range(rng.randrange(0, 300))]) for _ in range(50)]
     rows.append(array("i", [5] * 63 + [6] * 64 + [7] * 65 + [8] * 1000))   # counts around the log1p table's end
     for idx in rows:
-        builder = _vocab.CSRBuilder(counts)
+        builder = token_kernels.CSRBuilder(counts)
         builder.add_row(idx)
         expected[np.array(builder.indices, dtype=np.int64)] += np.array(builder.data)
-        assert _vocab.add_counts(idx, target, counts) == len(builder.indices)
+        assert token_kernels.add_counts(idx, target, counts) == len(builder.indices)
     assert np.array_equal(np.array(target), expected)  # the same sums, bit for bit
 
 
 def test_add_counts_refuses_out_of_range_indices_and_adds_nothing():
     target = array("d", [0.0] * 3)
     with pytest.raises(ValueError, match="out of range"):
-        _vocab.add_counts(array("i", [0, 1, 3]), target, _vocab.COUNTS_RAW)
+        token_kernels.add_counts(array("i", [0, 1, 3]), target, token_kernels.COUNTS_RAW)
     assert list(target) == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="unknown counts"):
-        _vocab.add_counts(array("i", [0]), target, 9)
-    assert _vocab.add_counts(array("i", [-1, -1]), target, _vocab.COUNTS_RAW) == 0
+        token_kernels.add_counts(array("i", [0]), target, 9)
+    assert token_kernels.add_counts(array("i", [-1, -1]), target, token_kernels.COUNTS_RAW) == 0
 
 
-@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+@pytest.mark.parametrize("counts", [token_kernels.COUNTS_RAW, token_kernels.COUNTS_BINARY, token_kernels.COUNTS_LOG])
 def test_scorer_matches_the_formula(counts):
     rng = random.Random(3)
     words = [f"t{i}" for i in range(50)]
@@ -174,14 +174,15 @@ def test_scorer_matches_the_formula(counts):
     log_norm = np.log(fc.sum(axis=1) + alpha * len(words))
     log_prior = np.log([0.7, 0.3])
     message = [rng.choice(words + ["unseen1", "unseen2"]) for _ in range(200)]
-    scorer = _vocab.Scorer(vocab.keys, vocab.values, np.log(fc + alpha).reshape(-1), len(words),
-                           log_norm, log_prior, counts)
+    scorer = token_kernels.Scorer(vocab.keys, vocab.values, np.log(fc + alpha).reshape(-1), len(words),
+                                  log_norm, log_prior, counts)
     jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(FakeStream(message).hashes, 5)
     x = np.zeros(len(words))
     for w in message:
         if w in words:
             x[words.index(w)] += 1
-    x = {_vocab.COUNTS_RAW: x, _vocab.COUNTS_BINARY: (x > 0) * 1.0, _vocab.COUNTS_LOG: np.log1p(x)}[counts]
+    x = {token_kernels.COUNTS_RAW: x, token_kernels.COUNTS_BINARY: (x > 0) * 1.0,
+         token_kernels.COUNTS_LOG: np.log1p(x)}[counts]
     log_theta = np.log(fc + alpha) - log_norm[:, None]
     expected = log_prior + log_theta @ x
     assert jll == pytest.approx(expected.tolist(), rel=1e-12)
@@ -194,7 +195,7 @@ def test_scorer_matches_the_formula(counts):
     assert ham_ev == pytest.approx(weights[weights < 0].sum(), rel=1e-12)
 
 
-@pytest.mark.parametrize("counts", [_vocab.COUNTS_RAW, _vocab.COUNTS_BINARY, _vocab.COUNTS_LOG])
+@pytest.mark.parametrize("counts", [token_kernels.COUNTS_RAW, token_kernels.COUNTS_BINARY, token_kernels.COUNTS_LOG])
 @pytest.mark.parametrize("length", [0.0, 5.0])
 def test_verdict_sums_are_score_and_part_max_bit_for_bit(counts, length):
     """Scorer.verdict_sums (one lookup per token, the batch path) gives what
@@ -207,8 +208,8 @@ def test_verdict_sums_are_score_and_part_max_bit_for_bit(counts, length):
     vocab.add(FakeStream(words))
     fc = np.array([[rng.randint(0, 30) for _ in words] for _ in range(2)], dtype=np.float64)
     log_norm = np.log(fc.sum(axis=1) + 0.5 * len(words))
-    scorer = _vocab.Scorer(vocab.keys, vocab.values, np.log(fc + 0.5).reshape(-1), len(words), log_norm,
-                           np.log([0.6, 0.4]), counts, length)
+    scorer = token_kernels.Scorer(vocab.keys, vocab.values, np.log(fc + 0.5).reshape(-1), len(words), log_norm,
+                                  np.log([0.6, 0.4]), counts, length)
     checked = 0
     for n in (0, 1, 7, 200, 1500):
         hashes = FakeStream([rng.choice(words + ["unseen"]) for _ in range(n)]).hashes
@@ -229,8 +230,8 @@ def test_verdict_sums_are_score_and_part_max_bit_for_bit(counts, length):
 def test_scorer_of_no_tokens_is_the_prior():
     vocab = Vocabulary()
     vocab.add(FakeStream(["a"]))
-    scorer = _vocab.Scorer(vocab.keys, vocab.values, array("d", [1, 1]), 1, [0.0, 0.0],
-                           [math.log(0.25), math.log(0.75)], 0)
+    scorer = token_kernels.Scorer(vocab.keys, vocab.values, array("d", [1, 1]), 1, [0.0, 0.0],
+                                  [math.log(0.25), math.log(0.75)], 0)
     jll, evidence, n, known, spam_ev, ham_ev = scorer.score(array("Q"), 3)
     assert jll == pytest.approx([math.log(0.25), math.log(0.75)])
     assert evidence == [] and n == 0 and known == 0 and spam_ev == ham_ev == 0.0

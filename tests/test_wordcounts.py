@@ -5,11 +5,11 @@ from array import array
 import numpy as np
 import pytest
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import token_kernels
 from spamnb.bayes.multinomial import MultinomialNB
 from spamnb.bayes.wordcounts import WordCounts, log_theta
 
-RAW, LOG = _vocab.COUNTS_RAW, _vocab.COUNTS_LOG
+RAW, LOG = token_kernels.COUNTS_RAW, token_kernels.COUNTS_LOG
 RNG = np.random.default_rng(11)
 MESSAGES = [(array("i", RNG.integers(0, 40, size=RNG.integers(1, 30)).tolist()), int(RNG.integers(0, 2)))
             for _ in range(60)]

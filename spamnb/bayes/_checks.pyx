@@ -4,7 +4,7 @@ strings and their offsets).
 
 Nothing here imports numpy; every array is a typed memoryview over any
 buffer.  (The hash index's own check, ``check_index``, is the vocabulary's,
-in ``_vocab``.)
+in ``_index``.)
 """
 
 from libc.math cimport isfinite

@@ -2,11 +2,11 @@
 tokens a forget leaves without a count leave the hash index, and stay in
 the counts as holes until the model is next saved whole.
 
-The hash index is ``spamnb.bayes._vocab``'s: open addressing with linear
+The hash index is ``spamnb.bayes._index``'s: open addressing with linear
 probing, ``keys`` (uint64, 0 = empty slot) and ``values`` (int32), of a
 power-of-two capacity, a hash's slot its low bits.  A key is removed by
 backward-shift deletion (the entries after it in its run move back when
-their home slot allows), so the table stays one that ``_vocab``'s lookups
+their home slot allows), so the table stays one that ``_index``'s lookups
 read as if the key had never been inserted: no tombstones.
 
 Nothing here imports numpy.

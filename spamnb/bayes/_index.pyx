@@ -3,8 +3,9 @@
 ``keys`` (uint64, 0 = empty slot) and ``values`` (int32 feature index), both of
 a power-of-two ``capacity``, kept at most half full.  Token hashes are already
 well mixed 64-bit values (never 0), so the slot is their low bits.  The probe,
-``_find_slot``, is in ``_index.pxd`` (the single-message scorer of ``_vocab``
-cimports it).  Nothing here imports numpy; callers validate shapes first.
+``_find_slot``, is in ``_index.pxd`` (the single-message scorer of ``_score``
+cimports it).  Nothing here imports numpy; callers go through
+``spamnb.bayes.token_kernels``, which checks shapes first.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
@@ -71,18 +72,25 @@ def rehash_remap(const uint64_t[::1] old_keys, const int32_t[::1] old_values,
                  const int32_t[::1] remap, uint64_t[::1] keys, int32_t[::1] values):
     """Like ``rehash``, but renumbering features: old index ``i`` becomes
     ``remap[i]``, and entries whose ``remap`` is negative are dropped.
-    ``len(remap)`` is the old vocabulary size."""
+    ``len(remap)`` is the old vocabulary size: an old entry outside it raises
+    ValueError (the entries before it are in the new table)."""
     cdef uint64_t mask = keys.shape[0] - 1
-    cdef Py_ssize_t i, slot
+    cdef Py_ssize_t i, slot, n_old = remap.shape[0]
     cdef int32_t new_index
+    cdef int bad = 0
     with nogil:
         for i in range(old_keys.shape[0]):
             if old_keys[i] != 0:
+                if old_values[i] < 0 or old_values[i] >= n_old:
+                    bad = 1
+                    break
                 new_index = remap[old_values[i]]
                 if new_index >= 0:
                     slot = _find_slot(keys, mask, old_keys[i])
                     keys[slot] = old_keys[i]
                     values[slot] = new_index
+    if bad:
+        raise ValueError("a hash index entry is outside the old vocabulary")
 
 
 def check_index(const uint64_t[::1] keys, const int32_t[::1] values, int64_t n_features):

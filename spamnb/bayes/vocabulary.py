@@ -1,7 +1,7 @@
 """The vocabulary: token -> feature index, growing while training.
 
 Tokens are identified by their stable 64-bit hash (``spamnb.mail._tokenize.hash_token``);
-the index is a compiled open-addressing table (``spamnb.bayes._vocab``), so looking
+the index is a compiled open-addressing table (``spamnb.bayes.token_kernels``), so looking
 up a message's tokens is one C loop, with no Python object per token.  The
 token strings are kept too (for ``spamnb info`` and a verdict's evidence), as
 one UTF-8 string table that the token stream appends a new token's bytes to
@@ -23,7 +23,7 @@ from itertools import accumulate
 
 from spamnb.bayes import _checks, _holes
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import token_kernels
 
 __all__ = ["Vocabulary"]
 
@@ -50,7 +50,7 @@ def _index(hashes):
         capacity *= 2
     keys, values = _zeros("Q", capacity), _zeros("i", capacity)
     if len(hashes):
-        n = _vocab.insert(keys, values, hashes, _zeros("i", len(hashes)), 0, _zeros("i", len(hashes)))
+        n = token_kernels.insert(keys, values, hashes, _zeros("i", len(hashes)), 0, _zeros("i", len(hashes)))
         if n != len(hashes):
             raise ValueError("the vocabulary holds a token hash twice")
     return keys, values
@@ -105,7 +105,7 @@ class Vocabulary:
             if capacity == 0 or capacity & (capacity - 1) or not 0 <= n_features < capacity:
                 raise ValueError("hash index capacity is not a power of two above the vocabulary size")
         else:
-            _vocab.check_index(keys, values, n_features)
+            token_kernels.check_index(keys, values, n_features)
             if not _checks.check_offsets(offsets, len(blob)):
                 raise ValueError("token string offsets are out of order or out of range")
             if not _checks.check_utf8(blob):
@@ -160,7 +160,7 @@ class Vocabulary:
         """Feature index of each hash, -1 for unknown tokens: ``array('i')``, shape (len(hashes),)."""
         out = _zeros("i", len(hashes))
         if len(hashes):
-            _vocab.lookup(self.keys, self.values, hashes, out)
+            token_kernels.lookup(self.keys, self.values, hashes, out)
         return out
 
     def token(self, index):
@@ -211,10 +211,10 @@ class Vocabulary:
         if n == 0:
             return out
         if self._tail is not None:   # in place, while the index has room for every unknown occurrence
-            unknown = n - _vocab.lookup(self.keys, self.values, hashes, out)
+            unknown = n - token_kernels.lookup(self.keys, self.values, hashes, out)
             if 2 * (self.n_features + unknown) <= len(self.keys):
                 new_positions = _zeros("i", n)
-                n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
+                n_new = token_kernels.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
                 if n_new:
                     stream.write_tokens(new_positions, n_new, self._tail[1], self._tail[2])
                     self.n_features += n_new
@@ -227,7 +227,7 @@ class Vocabulary:
         hashes = stream.hashes
         self._make_writable()
         self._reserve(self.n_features + len(hashes))
-        n_new = _vocab.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
+        n_new = token_kernels.insert(self.keys, self.values, hashes, out, self.n_features, new_positions)
         if n_new:
             stream.write_tokens(new_positions, n_new, self._blob, self._offsets)
             self.n_features += n_new
@@ -307,7 +307,7 @@ class Vocabulary:
             capacity *= 2
         keys = _zeros("Q", capacity)
         values = _zeros("i", capacity)
-        _vocab.rehash(self.keys, self.values, keys, values)
+        token_kernels.rehash(self.keys, self.values, keys, values)
         self.keys, self.values = keys, values
 
     # -- serialisation ----------------------------------------------------------

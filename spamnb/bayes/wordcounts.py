@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from array import array
 
-from spamnb.bayes import _holes, _vocab
+from spamnb.bayes import _holes, token_kernels
 
 __all__ = ["WordCounts", "smoothed_logs", "log_theta"]
 
@@ -137,7 +137,7 @@ class WordCounts:
         return True
 
     def scorer_logs(self):
-        """``(log_count, log_norm, log_prior, tail)`` for ``spamnb.bayes._vocab.Scorer``:
+        """``(log_count, log_norm, log_prior, tail)`` for ``spamnb.bayes.token_kernels.Scorer``:
         the derived values, or, patched in place (:meth:`extend_in_place`),
         the file's logs, those of the side rows (``tail``, flat) and the
         totals kept, without numpy."""
@@ -285,7 +285,7 @@ class WordCounts:
         """Add (``sign`` 1) or remove (``sign`` -1) one message of class ``cls``.
 
         ``indices``: the feature index of each token occurrence (``array('i')``,
-        -1 for unknown tokens); ``transform`` a ``_vocab.COUNTS_*`` code;
+        -1 for unknown tokens); ``transform`` a ``token_kernels.COUNTS_*`` code;
         ``n_features``: the vocabulary's size now (it may have grown); ``length``
         > 0 scales the message's values to that Euclidean length.  Removing
         raises ValueError, changing nothing, when the message cannot have been
@@ -300,9 +300,9 @@ class WordCounts:
         if ip is not None:
             self.resize(n_features or 0)
             n = ip.n_base
-            change = _vocab.add_counts_split(indices, self._flat[cls * n:(cls + 1) * n], ip.tails[cls], transform,
-                                             float(sign), length, ip.logs[cls * n:(cls + 1) * n],
-                                             ip.log_tails[cls], float(self.alpha))[1]
+            change = token_kernels.add_counts_split(indices, self._flat[cls * n:(cls + 1) * n], ip.tails[cls],
+                                                    transform, float(sign), length, ip.logs[cls * n:(cls + 1) * n],
+                                                    ip.log_tails[cls], float(self.alpha))[1]
             ip.totals[cls] += change
             ip.changed = True
             self.class_count_[cls] = (self.class_count_[cls] + 1.0 if sign == 1
@@ -317,10 +317,10 @@ class WordCounts:
         if len(row) < self.n_features_:   # only the class added to grows now; the rest pad later
             row.frombytes(bytes(8 * (self.n_features_ - len(row))))
         if sign == 1:
-            _vocab.add_counts(indices, row, transform, 1.0, length)
+            token_kernels.add_counts(indices, row, transform, 1.0, length)
             self.class_count_[cls] += 1.0
         else:
-            _vocab.add_counts(indices, row, transform, -1.0, length)
+            token_kernels.add_counts(indices, row, transform, -1.0, length)
             self.class_count_[cls] = max(0.0, self.class_count_[cls] - 1.0)
         return self
 

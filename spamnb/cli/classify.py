@@ -76,8 +76,7 @@ def _sa_fields(args, spam_filter, verdict):
     from spamnb.server.protocol import ScoreMap
     from spamnb.settings import SERVER_DEFAULTS
 
-    score_map = ScoreMap.from_probabilities(spam_filter.ham_cutoff, spam_filter.spam_cutoff,
-                                            SERVER_DEFAULTS["required_score"])
+    score_map = ScoreMap.from_cutoffs(spam_filter.cutoffs, SERVER_DEFAULTS["required_score"])
     score = score_map.score(verdict.log_odds, verdict.label)
     return spam_fields(verdict, score, score_map.required, score_map.points, args.report)
 
@@ -225,9 +224,8 @@ def _classify_batch(args):
             identity = None   # load_filter names the error
         spam_filter = load_filter(args, settings)
         try:
-            n_errors = batch.classify_batch(path, _batch_paths(args, batch.IDLE),
-                                               (spam_filter.spam_cutoff, spam_filter.ham_cutoff), args.jobs,
-                                               args.partition_size, args.json, loaded=(identity, spam_filter))
+            n_errors = batch.classify_batch(path, _batch_paths(args, batch.IDLE), spam_filter.cutoffs, args.jobs,
+                                            args.partition_size, args.json, loaded=(identity, spam_filter))
         except ValueError as exc:
             raise UsageError(f"spamnb classify: {exc}") from None
         return EXIT_ERROR if n_errors else EXIT_OK

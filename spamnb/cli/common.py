@@ -84,11 +84,13 @@ def model_path(args, settings=None):
 
 def apply_cutoffs(spam_filter, settings):
     """The settings' cutoffs on a filter (they win over the model's own)."""
+    from spamnb.model.verdict import Cutoffs
+
     spam = spam_filter.spam_cutoff if settings.spam_cutoff is None else settings.spam_cutoff
     ham = spam_filter.ham_cutoff if settings.ham_cutoff is None else settings.ham_cutoff
     if ham > spam:
         raise CommandError(f"ham cutoff {ham!r} is above spam cutoff {spam!r}")
-    spam_filter.spam_cutoff, spam_filter.ham_cutoff = spam, ham
+    spam_filter.cutoffs = Cutoffs(spam, ham)
     return spam_filter
 
 

@@ -98,7 +98,8 @@ def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence=None):
     if evidence is None:
         evidence = (np.zeros(n), np.full(n, -np.inf))
     part_max = evidence[2] if len(evidence) > 2 else np.full(n, -np.inf)
-    return verdict.decide_many(log_odds, evidence[0], evidence[1], part_max, spam_cutoff, ham_cutoff)
+    return verdict.decide_many(log_odds, verdict.EvidenceSums(evidence[0], evidence[1], part_max),
+                               verdict.Cutoffs(spam_cutoff, ham_cutoff))
 
 
 def count_transform(X, counts):

@@ -200,7 +200,7 @@ class FoldModels:
         log-counts back to back, at ``count_offsets[k]:count_offsets[k + 1]``;
         ``log_norm`` and ``log_prior`` (float64, ``(n_folds, 2)``).
     transform : int
-        The ``_vocab.COUNTS_*`` code of the filter's ``counts``.
+        The ``token_kernels.COUNTS_*`` code of the filter's ``counts``.
     length : float
         The filter's ``length_norm``.
     """
@@ -208,18 +208,18 @@ class FoldModels:
     _NAMES = ("keys", "values", "key_offsets", "log_count", "count_offsets", "log_norm", "log_prior")
 
     def __init__(self, arrays, transform, length):
-        from spamnb.bayes import _vocab
+        from spamnb.bayes import token_kernels
 
         self.arrays, self.transform, self.length = arrays, int(transform), float(length)
         self.n_folds = int(arrays["log_norm"].shape[0])
         keys_at, counts_at = arrays["key_offsets"].tolist(), arrays["count_offsets"].tolist()
-        self.scorers_ = [_vocab.Scorer(arrays["keys"][keys_at[k]:keys_at[k + 1]],
-                                       arrays["values"][keys_at[k]:keys_at[k + 1]],
-                                       arrays["log_count"][counts_at[k]:counts_at[k + 1]],
-                                       (counts_at[k + 1] - counts_at[k]) // 2,
-                                       arrays["log_norm"][k].tolist(), arrays["log_prior"][k].tolist(),
-                                       self.transform, self.length)
-                         for k in range(self.n_folds)]
+        self.scorers_ = [token_kernels.Scorer(arrays["keys"][keys_at[k]:keys_at[k + 1]],
+                                              arrays["values"][keys_at[k]:keys_at[k + 1]],
+                                              arrays["log_count"][counts_at[k]:counts_at[k + 1]],
+                                              (counts_at[k + 1] - counts_at[k]) // 2,
+                                              arrays["log_norm"][k].tolist(), arrays["log_prior"][k].tolist(),
+                                              self.transform, self.length)
+                                for k in range(self.n_folds)]
 
     def __reduce__(self):   # the arrays, not the compiled scorers (rebuilt on arrival: Dask ships it once a worker)
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
@@ -299,7 +299,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
     next (its temporaries are gone by then)."""
     import numpy as np
 
-    from spamnb.bayes import _vocab
+    from spamnb.bayes import token_kernels
 
     alpha = float(spam_filter.alpha)
     if counts is None:
@@ -369,8 +369,8 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         layout["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
         table = np.zeros(capacity[k], dtype=np.uint64)
         index = np.full(capacity[k], -1, dtype=np.int32)
-        _vocab.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
-                      0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
+        token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
+                             0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
         occupied = np.flatnonzero(table != 0)
         index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
         del occupied, tokens
@@ -388,6 +388,7 @@ def _write_folds(folder, layout, folds, transform, length):
 
     import numpy as np
 
+    from spamnb.model.heap import release_free_memory
 
     fmt = np.lib.format
     sizes = {"keys": (np.uint64, int(layout["key_offsets"][-1])),
@@ -636,42 +637,3 @@ def stratified_folds(y, n_folds, seed=0):
         members = members[rng.permutation(members.size)]
         fold_of[members] = np.arange(members.size) % n_folds
     return [np.flatnonzero(fold_of == k) for k in range(n_folds)]
-
-
-def release_free_memory():
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``;
-    nothing elsewhere).  A merge frees many arrays of a few MiB, which glibc
-    keeps in the heap once its mmap threshold has risen past them: without
-    this, ``spamnb train``'s peak memory counts them on top of the fold models."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def map_large_blocks(threshold=256 << 10):
-    """Make the C heap give blocks of ``threshold`` bytes or more as memory
-    mappings of their own (glibc's ``M_MMAP_THRESHOLD``, fixed; nothing
-    elsewhere): freed, they go back to the system at once.  Left to itself,
-    glibc raises the threshold past the largest block freed, so the merge's
-    stream of arrays of a few MiB (the partitions' counts) would stay in the
-    heap, fragmenting it: ``spamnb train``'s parent maps them during its
-    counting pass (its workers forked), then calls this with ``None``: 32
-    MiB, glibc's highest dynamic threshold, so that the fold models' many
-    temporaries come from the heap again, not from new mappings to fault in."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).mallopt(-3, int(32 << 20 if threshold is None else threshold))   # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass

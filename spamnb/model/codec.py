@@ -28,19 +28,15 @@ def write(spam_filter, path=None, backup=None):
     ``default_model_path()``); ``backup``: where to keep the model it
     replaces (None: nowhere).  See :meth:`SpamFilter.save`."""
     path = default_model_path() if path is None else path
-    counts = spam_filter._counts()
+    counts = spam_filter.sized_counts()
     log_count, log_norm, log_prior = counts.derived()
     vocab = spam_filter.vocabulary_
     blob, offsets = vocab.string_table()
-    params = {"alpha": float(spam_filter.alpha), "prior": spam_filter.prior, "counts": spam_filter.counts,
-              "spam_cutoff": float(spam_filter.spam_cutoff), "ham_cutoff": float(spam_filter.ham_cutoff),
-              "n_evidence": int(spam_filter.n_evidence), "feature_weight": float(spam_filter.feature_weight),
-              "length_norm": float(spam_filter.length_norm)}
     features = spam_filter.features_
     schema.write(path, {
         "spamnb": _package_version(),
         "tokenizer": spam_filter.tokenizer_.settings,
-        "params": params,
+        "params": spam_filter.get_params(),
         "features": features.to_dict() if features is not None else None,
         "n_features": vocab.n_features,
         "class_count": [float(v) for v in counts.class_count_],
@@ -84,10 +80,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
         if tokenizer is not None and tokenizer.settings != model_tokenizer.settings:
             raise ModelError(f"{where}: the model was trained with other tokenizer settings "
                              f"than the ones given; retrain it or load it without a tokenizer")
-        self = cls(tokenizer=model_tokenizer, alpha=params["alpha"], prior=params["prior"],
-                   counts=params["counts"], spam_cutoff=params["spam_cutoff"],
-                   ham_cutoff=params["ham_cutoff"], n_evidence=params["n_evidence"],
-                   feature_weight=params["feature_weight"], length_norm=params.get("length_norm", 0.0))
+        self = cls.from_params(params, model_tokenizer)
         if header.get("features") is not None:
             from spamnb.model.message_features import FeatureModel
 

@@ -245,7 +245,7 @@ class _Sum:
     :func:`merge_counts` does to a list, holding one running total instead of
     the list.  One part added is the result as it is.
 
-    The running total is a :class:`spamnb.bayes._merge.MergeTable`: each
+    The running total is a :class:`spamnb.bayes.merging.MergeTable`: each
     part's tokens are looked up in a hash table (new ones numbered in the
     part's order, as :class:`~spamnb.bayes.vocabulary.Vocabulary` numbers
     them) and its counts added into the total's entries of its tokens, in
@@ -276,7 +276,7 @@ class _Sum:
         if self.n == 2:
             import numpy as np
 
-            from spamnb.bayes._merge import MergeTable
+            from spamnb.bayes.merging import MergeTable
 
             first, self.first = self.first, None
             n_classes = len(first.class_count)
@@ -522,7 +522,7 @@ class _Counter:
     row, 1 to its message count), and its spill file."""
 
     def __init__(self, spec, n_folds, spill_file):
-        from spamnb.bayes._vocab import add_counts, add_counts_twice
+        from spamnb.bayes.token_kernels import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
         from spamnb.model.calibrate import spill
         from spamnb.model.defaults import COUNT_TRANSFORMS
@@ -575,7 +575,7 @@ class _Counter:
         keys = values = None
         if self.n_folds:
             # the folds' rows as their non-zero entries (Counts: sparse fold rows), in one scan
-            from spamnb.bayes._merge import fold_entries
+            from spamnb.bayes.merging import fold_entries
 
             keys, values = fold_entries(self.fold_rows, n)
             self.fold_rows = None

@@ -1,16 +1,19 @@
 """The SpamFilter's hyper-parameters: their defaults, the figures that settled
-them, and the one check of a set of them (``check_params``: the SpamFilter and
-the online filter of ``spamnb.evaluation.online`` share it)."""
+them, the table of them (``PARAMS``: what ``SpamFilter.get_params`` returns,
+``SpamFilter.from_params`` takes, a model file and a dump store), and the one
+check of a set of them (``check_params``: the SpamFilter and the online filter
+of ``spamnb.evaluation.online`` share it)."""
 
 from __future__ import annotations
 
 import math
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import token_kernels
 from spamnb.model import schema
 
 CLASSES = schema.CLASSES
-COUNT_TRANSFORMS = {"raw": _vocab.COUNTS_RAW, "binary": _vocab.COUNTS_BINARY, "log": _vocab.COUNTS_LOG}
+COUNT_TRANSFORMS = {"raw": token_kernels.COUNTS_RAW, "binary": token_kernels.COUNTS_BINARY,
+                    "log": token_kernels.COUNTS_LOG}
 PRIORS = ("mle", "map", "uniform")
 
 # Defaults, chosen by 5-fold cross-validation on the TRAIN part of the fixed split
@@ -48,6 +51,44 @@ MAX_EVIDENCE = 1000
 MAX_ALPHA = 1e3
 MAX_LENGTH_NORM = 1e6
 MAX_FEATURE_WEIGHT = 1e6
+
+# The hyper-parameters, in the SpamFilter constructor's order: name -> (default,
+# the type a model file stores it as, the value of a file written before it
+# existed: None when every file has it).  The one list of them: the model file
+# (``spamnb.model.codec``), merge/prune and the dump (``spamnb.model.lifecycle``,
+# ``spamnb.model.dumpfile``) all read and write ``SpamFilter.get_params()``.
+PARAMS = {
+    "alpha": (DEFAULT_ALPHA, float, None),
+    "prior": (DEFAULT_PRIOR, str, None),
+    "counts": (DEFAULT_COUNTS, str, None),
+    "spam_cutoff": (DEFAULT_SPAM_CUTOFF, float, None),
+    "ham_cutoff": (DEFAULT_HAM_CUTOFF, float, None),
+    "n_evidence": (DEFAULT_EVIDENCE, int, None),
+    "feature_weight": (0.0, float, None),
+    "length_norm": (DEFAULT_LENGTH_NORM, float, 0.0),   # files before it: no normalisation
+}
+
+
+def params_of(obj):
+    """``{name: value}`` of every hyper-parameter of ``obj`` (a SpamFilter), as a
+    model file stores it (plain float, str, int)."""
+    return {name: kind(getattr(obj, name)) for name, (_default, kind, _before) in PARAMS.items()}
+
+
+def stored_params(stored):
+    """The constructor's keyword arguments from a model file's or a dump's
+    ``params`` (a dict): a name it lacks takes the value of a file written
+    before that parameter existed (KeyError for a name every file has);
+    names that are not hyper-parameters are left out."""
+    return {name: stored[name] if name in stored or before is None else before
+            for name, (_default, _kind, before) in PARAMS.items()}
+
+
+def are_params(names):
+    """True when ``names`` are hyper-parameters, every one a model file must have among them."""
+    names = set(names)
+    return names <= set(PARAMS) and all(name in names for name, (_d, _k, before) in PARAMS.items()
+                                        if before is None)
 
 
 def check_params(alpha, prior, counts, length_norm, ham_cutoff=0.0, spam_cutoff=1.0, n_evidence=0,

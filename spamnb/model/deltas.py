@@ -21,8 +21,8 @@ from itertools import accumulate, islice
 from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
-           "learn", "forget", "n_live", "fold", "Folded", "encode_tokens", "encode_ledger", "NoLedger",
-           "drop_ages", "OP_HELD_OUT", "encode_held_out"]
+           "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens",
+           "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "encode_held_out"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBxx16s")     # op, label, digest
@@ -59,18 +59,26 @@ def _transform(spam_filter):
     return COUNT_TRANSFORMS[spam_filter.counts]
 
 
+def new_counts(spam_filter):
+    """An empty count model (``WordCounts``) of the filter's alpha and prior."""
+    from spamnb.bayes.wordcounts import WordCounts
+    from spamnb.model.defaults import CLASSES
+
+    return WordCounts(float(spam_filter.alpha), spam_filter.prior, len(CLASSES))
+
+
 def learn(spam_filter, cls, day, stream):
     """``SpamFilter.learn`` after tokenizing (without message features):
     returns the token indices."""
     state = vars(spam_filter)
     vocab = state["vocabulary_"]
     if state["word_counts_"] is None:
-        spam_filter.word_counts_ = spam_filter._new_counts()
+        spam_filter.word_counts_ = new_counts(spam_filter)
     indices = vocab.add(stream)
     state["word_counts_"].add(indices, cls, _transform(spam_filter), 1, vocab.n_features,
                               float(spam_filter.length_norm))
     state["ages_"].seen(indices, vocab.n_features, day)
-    spam_filter._scorer = None
+    spam_filter.counts_changed()
     return indices
 
 
@@ -86,6 +94,38 @@ def forget(spam_filter, cls, hashes):
     of ``SpamFilter.forget`` would have; so the scores are those of the
     model forgotten and rewritten, and a whole save writes its file."""
     spam_filter.forget_hashes(hashes, bool(cls))
+
+
+def forget_now(spam_filter, hashes, spam):
+    """``SpamFilter.forget_hashes`` of a fitted filter, under its write lock: the
+    message's transformed counts taken from class ``spam``'s; ValueError,
+    changing nothing, when one of its tokens is unknown or a count would go
+    negative.  It costs what a learn costs: the tokens the message leaves
+    without counts leave the vocabulary's index at once (a later learn of one
+    adds it anew, at the end) and are folded out of the vocabulary, counts and
+    ages together on the next use of anything but scoring and learning
+    (:func:`fold`), never by a scan of the whole model per message."""
+    state = vars(spam_filter)
+    vocab, counts = state["vocabulary_"], state["word_counts_"]
+    counts.resize(vocab.n_features)
+    indices = vocab.lookup(hashes)
+    unknown = indices.count(-1)
+    if unknown:  # a learned message has every one of its tokens in the vocabulary
+        raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
+    transform, cls, length = _transform(spam_filter), int(bool(spam)), float(spam_filter.length_norm)
+    zero = counts.forget_in_place(indices, cls, transform, vocab.n_features, length)
+    if zero is None and counts.in_place:
+        # counts held in place whose file has tokens without counts: those go first, once
+        state["_holes"] = True
+        fold(spam_filter)
+        vocab, counts = state["vocabulary_"], state["word_counts_"]
+        indices = vocab.lookup(hashes)   # the message's tokens have counts: none went
+    if zero is None:
+        zero = counts.forget_zeros(indices, cls, transform, vocab.n_features, length)
+    spam_filter.counts_changed()
+    if 1 in zero:
+        counts.holes_left(vocab.remove(hashes, zero))
+        state["_holes"] = True
 
 
 def n_live(spam_filter):
@@ -109,7 +149,7 @@ def fold(spam_filter):
     vocab.compact(keep)
     counts.compact(keep)
     ages.compact(keep)
-    spam_filter._scorer = None
+    spam_filter.counts_changed()
 
 
 class Folded:
@@ -204,12 +244,16 @@ def apply(spam_filter, ledger, payload):
             at += _HELD_OUT.size
             if cls not in (0, 1):
                 raise ValueError("a held-out score of no class")
-            spam_filter.note_held_out(log_odds, cls)
+            from spamnb.model.prequential import note_held_out
+
+            note_held_out(spam_filter, log_odds, cls)
             held_out = True
         else:
             raise ValueError(f"unknown operation {op}")
     if held_out:
-        spam_filter.refit_cutoffs()
+        from spamnb.model.prequential import refit_cutoffs
+
+        refit_cutoffs(spam_filter)
 
 
 def lazy_ages(spam_filter):

@@ -12,6 +12,7 @@ import zlib
 from array import array
 
 from spamnb.errors import DumpError, DuplicateToken
+from spamnb.model.defaults import are_params
 from spamnb.model.lifecycle import (EPOCH, MAX_COUNT, UNKNOWN_DAY, build_filter, State, state_of,
                                     check_max_tokens, day_text)
 
@@ -202,14 +203,14 @@ def load_dump(stream, name="-"):
     text = header_field("settings")
     try:
         settings = json.loads(text)
-        if not isinstance(settings, dict) or set(settings) - {"length_norm"} != {
-                "tokenizer", "alpha", "prior", "counts", "spam_cutoff", "ham_cutoff", "n_evidence", "feature_weight"}:
+        if (not isinstance(settings, dict) or "tokenizer" not in settings
+                or not are_params(set(settings) - {"tokenizer"})):
             raise ValueError("not the model's settings")
         from spamnb.model.spam_filter import SpamFilter
         from spamnb.mail.tokenizer import Tokenizer
 
         Tokenizer.from_settings(settings["tokenizer"])
-        SpamFilter(**{k: v for k, v in settings.items() if k != "tokenizer"})
+        SpamFilter.from_params(settings)
     except (ValueError, TypeError, KeyError, RecursionError) as exc:
         fail(f"bad settings ({exc})")
     text = header_field("features")

@@ -20,27 +20,22 @@ memory: :func:`fit_tuned`) make the same three steps with the functions here:
 
 from __future__ import annotations
 
-import inspect
 import tempfile
 
 from spamnb.errors import CorpusChanged
-from spamnb.model import calibrate
+from spamnb.model import calibrate, deltas, scoring
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.model.ages import Ages
-from spamnb.model.calibrate import release_free_memory
+from spamnb.model.heap import release_free_memory
 from spamnb.model.counting import count_variants, counting_spec
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
 
-__all__ = ["CorpusChanged", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain", "pair_filters",
-           "params_of", "take_counts", "train_variants_here"]
+__all__ = ["CorpusChanged", "fit", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain",
+           "pair_filters", "take_counts", "train_variants_here"]
 
 
-def params_of(spam_filter):
-    """The hyper-parameters a ``SpamFilter`` was made with (``__init__``'s arguments)."""
-    names = [n for n in inspect.signature(type(spam_filter).__init__).parameters if n != "self"]
-    return {n: getattr(spam_filter, n) for n in names}
 
 
 def check_calibration(spam_filter, calibration, class_count=None):
@@ -88,7 +83,7 @@ def pair_filters(spam_filter, word_pairs):
         paired = with_pairs(word_pairs, tokenizer)
     except ValueError:   # a tokenizer without pairs (version 2): choose_pairs says so if it comes to them
         return [spam_filter]
-    return [spam_filter, type(spam_filter)(**dict(params_of(spam_filter), tokenizer=paired))]
+    return [spam_filter, type(spam_filter).from_params(spam_filter.get_params(), paired)]
 
 
 def choose_pairs(train_variants, spam_filter, word_pairs):
@@ -113,7 +108,7 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
 
     from spamnb.mail.tokenizer import with_pairs
 
-    template = params_of(spam_filter)
+    template = spam_filter.get_params()
     filters = pair_filters(spam_filter, word_pairs)
     with contextlib.closing(iter(train_variants(filters))) as results:
         fitted, cal, scores = next(results)
@@ -124,7 +119,7 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
         if len(filters) > 1:
             fitted_pairs, cal_pairs, scores_pairs = next(results)
     if len(filters) == 1:   # not counted with the first (pair_filters could not make it): this raises why
-        paired = type(spam_filter)(**dict(template, tokenizer=with_pairs(word_pairs, fitted.tokenizer_)))
+        paired = type(spam_filter).from_params(template, with_pairs(word_pairs, fitted.tokenizer_))
         with contextlib.closing(iter(train_variants([paired]))) as results:
             fitted_pairs, cal_pairs, scores_pairs = next(results)
 
@@ -192,6 +187,42 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None):
             yield spam_filter, chosen, scores
 
 
+def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):
+    """``SpamFilter.fit`` (its docstring says what), under the filter's write lock."""
+    if tune and not spam_filter.feature_weight:
+        y = [is_spam_label(label) for label in labels]
+        data = [message_bytes(message) for message in messages]
+        if len(data) != len(y):
+            raise ValueError(f"{len(data)} messages but {len(y)} labels")
+        spam_filter.vocabulary_, spam_filter.word_counts_, spam_filter.features_ = Vocabulary(), None, None
+        spam_filter.counts_changed()
+        fitted, spam_filter.calibration_ = fit_tuned(spam_filter, data, y, target_fpr, word_pairs)
+        for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "spam_cutoff", "ham_cutoff"):
+            setattr(spam_filter, name, getattr(fitted, name))   # the variant kept (word pairs: another filter)
+        _fitted_cutoffs(spam_filter, target_fpr)
+        return spam_filter
+    spam_filter.counts_changed()
+    fit_plain(spam_filter, messages, labels)
+    spam_filter.calibration_ = None
+    if tune and target_fpr > 0:   # message features: the default cutoffs (the fold scores have none)
+        n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
+        spam_filter.calibration_ = calibrate.calibration_check(spam_filter, n_ham, n_spam, target_fpr)
+        calibrate.apply(spam_filter, spam_filter.calibration_)
+    _fitted_cutoffs(spam_filter, target_fpr if tune else 0)
+    return spam_filter
+
+
+def _fitted_cutoffs(spam_filter, target_fpr):
+    """After a fit: where the cutoffs came from; the held-out scores of learns start again."""
+    spam_filter.held_out_ = None
+    calibration = spam_filter.calibration_
+    if target_fpr > 0 and calibration is not None and calibration.expected_fpr is not None:
+        spam_filter.cutoff_source_ = "train"
+    else:
+        spam_filter.cutoff_source_ = None
+        spam_filter.cutoff_source_ = spam_filter.cutoffs_from
+
+
 def fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET_FPR,
               word_pairs=calibrate.AUTO_PAIRS):
     """What ``spamnb train`` makes of ``messages`` (bytes; ``labels`` bools):
@@ -220,7 +251,7 @@ def fit_plain(spam_filter, messages, labels):
     spam_filter.vocabulary_ = vocabulary = Vocabulary()
     spam_filter.word_counts_ = spam_filter.features_ = None
     features = [] if spam_filter.feature_weight else None
-    counts = spam_filter._new_counts()
+    counts = deltas.new_counts(spam_filter)
     add = counts.add
     transform = COUNT_TRANSFORMS[spam_filter.counts]
     length = float(spam_filter.length_norm)
@@ -232,7 +263,7 @@ def fit_plain(spam_filter, messages, labels):
         if n_messages < len(y):
             add(indices, y[n_messages], transform, 1, vocabulary.n_features, length)
         if features is not None:
-            features.append(spam_filter._message_features(data))
+            features.append(scoring.message_features_of(spam_filter, data))
         n_messages += 1
     if n_messages != len(y):
         raise ValueError(f"{n_messages} messages but {len(y)} labels")

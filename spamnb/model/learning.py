@@ -33,13 +33,14 @@ class _RecordingFilter:
     def learn(self, message, spam):
         from spamnb.model.labels import is_spam_label
         from spamnb.model.messages import message_bytes
+        from spamnb.model import prequential
 
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
-        held_out = sf.held_out_log_odds(stream)   # its score before it is learned: a held-out score
+        held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: a held-out score
         if held_out is not None:
-            sf.note_held_out(held_out, cls)
+            prequential.note_held_out(sf, held_out, cls)
             self._ops.append(deltas.encode_held_out(cls, held_out))
         vocab = vars(sf)["vocabulary_"]   # holes and all (deltas.forget)
         first, n_before = vocab.n_features, deltas.n_live(sf)

@@ -126,11 +126,8 @@ def day_text(day):
 
 
 def _settings(spam_filter):
-    return {"tokenizer": spam_filter.tokenizer_.settings, "alpha": float(spam_filter.alpha),
-            "prior": spam_filter.prior, "counts": spam_filter.counts,
-            "spam_cutoff": float(spam_filter.spam_cutoff), "ham_cutoff": float(spam_filter.ham_cutoff),
-            "n_evidence": int(spam_filter.n_evidence), "feature_weight": float(spam_filter.feature_weight),
-            "length_norm": float(spam_filter.length_norm)}
+    """The settings a dump and a merge compare: the tokenizer's and the hyper-parameters."""
+    return {"tokenizer": spam_filter.tokenizer_.settings, **spam_filter.get_params()}
 
 
 class State:
@@ -161,7 +158,7 @@ class State:
 def state_of(spam_filter):
     import numpy as np
 
-    spam_filter._require_fitted()
+    spam_filter.require_fitted()
     vocab = spam_filter.vocabulary_
     n = vocab.n_features
     hashes = vocab.hashes()
@@ -176,7 +173,7 @@ def state_of(spam_filter):
 
 
 def _feature_counts(spam_filter, n):
-    return spam_filter._counts().matrix()
+    return spam_filter.sized_counts().matrix()
 
 
 def build_filter(state):
@@ -189,10 +186,7 @@ def build_filter(state):
     from spamnb.bayes.wordcounts import WordCounts
 
     s = state.settings
-    spam_filter = SpamFilter(tokenizer=Tokenizer.from_settings(s["tokenizer"]), alpha=s["alpha"], prior=s["prior"],
-                             counts=s["counts"], spam_cutoff=s["spam_cutoff"], ham_cutoff=s["ham_cutoff"],
-                             n_evidence=s["n_evidence"], feature_weight=s["feature_weight"],
-                             length_norm=s.get("length_norm", 0.0))
+    spam_filter = SpamFilter.from_params(s, Tokenizer.from_settings(s["tokenizer"]))
     spam_filter.vocabulary_ = _vocabulary(state.hashes, state.blob, state.offsets)
     flat = array("d")
     flat.frombytes(np.ascontiguousarray(state.counts, dtype=np.float64).tobytes())
@@ -210,7 +204,7 @@ def build_filter(state):
 def _vocabulary(hashes, blob, offsets):
     """A Vocabulary of the tokens with these hashes and strings, in this order.
     Raises DuplicateToken when a hash repeats."""
-    from spamnb.bayes import _vocab
+    from spamnb.bayes import token_kernels
     from spamnb.bayes.vocabulary import Vocabulary
 
     n = len(hashes)
@@ -224,7 +218,7 @@ def _vocabulary(hashes, blob, offsets):
     if n:
         hash_view = array("Q")
         hash_view.frombytes(memoryview(hashes).cast("B"))
-        n_new = _vocab.insert(keys, values, hash_view, out, 0, new_positions)
+        n_new = token_kernels.insert(keys, values, hash_view, out, 0, new_positions)
         if n_new != n:
             first = next(j for j in range(n) if out[j] != j)
             raise DuplicateToken(first)

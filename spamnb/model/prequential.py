@@ -134,3 +134,53 @@ class ScoreHistogram:
                 f"spam at log-odds >= {spam_cut:.2f} (at most {100 * target_fpr:g} % of that ham, "
                 f"+ {margin:g} margin), ham at <= {ham_cut:.2f}")
         return spam_cut, ham_cut, rule
+
+
+# ---------------------------------------------------------------------------- a SpamFilter's held-out cutoffs
+def cutoffs_from(spam_filter):
+    """Where a filter's cutoffs came from: "train" (cross-validated by ``fit``),
+    "held-out" (fitted here on the scores learned messages had before each
+    was learned), "given" or "defaults"."""
+    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+
+    if spam_filter.cutoff_source_ is not None:
+        return spam_filter.cutoff_source_
+    if spam_filter.spam_cutoff == DEFAULT_SPAM_CUTOFF and spam_filter.ham_cutoff == DEFAULT_HAM_CUTOFF:
+        return "defaults"
+    return "given"   # a file older than schema 5: train's or the user's, not told apart
+
+
+def held_out_log_odds(spam_filter, stream):
+    """The log-odds of a tokenized message under the filter as it stands (None
+    before it has learned ``MIN_CLASS`` messages of each class, or with
+    message features, which the stream lacks)."""
+    if not spam_filter.is_fitted or spam_filter.feature_weight or not counts_scores(spam_filter.class_count_):
+        return None
+    jll = spam_filter.scorer().score(stream.hashes, 0)[0]
+    return jll[1] - jll[0]
+
+
+def note_held_out(spam_filter, log_odds, spam):
+    """Count a learned message's score before it was learned (:func:`held_out_log_odds`)."""
+    if spam_filter.held_out_ is None:
+        spam_filter.held_out_ = ScoreHistogram()
+    spam_filter.held_out_.add(log_odds, bool(spam))
+
+
+def refit_cutoffs(spam_filter):
+    """Fit a filter's cutoffs on its held-out scores when they are its defaults
+    (or were fitted so before) and there is evidence enough
+    (:meth:`ScoreHistogram.cutoffs`); cutoffs from ``train`` or given by the
+    user stay.  Returns True when they changed."""
+    from spamnb.model.verdict import Cutoffs, probability
+
+    if spam_filter.held_out_ is None or cutoffs_from(spam_filter) not in ("defaults", "held-out"):
+        return False
+    fitted = spam_filter.held_out_.cutoffs()
+    if fitted is None:
+        return False
+    spam_cut, ham_cut, _rule = fitted
+    cutoffs = Cutoffs(probability(spam_cut), probability(min(ham_cut, spam_cut)))
+    changed = cutoffs != spam_filter.cutoffs
+    spam_filter.cutoffs, spam_filter.cutoff_source_ = cutoffs, "held-out"
+    return changed

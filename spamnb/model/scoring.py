@@ -7,40 +7,41 @@ from __future__ import annotations
 
 from array import array
 
-from spamnb.bayes import _vocab
+from spamnb.bayes import token_kernels
 from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
-__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one"]
+__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "evidence_tokens",
+           "message_features_of"]
 
 
 def scorer(spam_filter):
-    """The single-message ``_vocab.Scorer`` of a fitted filter (``SpamFilter.classify``):
+    """The single-message ``token_kernels.Scorer`` of a fitted filter (``SpamFilter.classify``):
     over its hash index and log(count + alpha), or, for a model whose
     journal was replayed in place (``spamnb.model.journal``), the file's
     logs and the side rows of the tokens new since."""
     state = vars(spam_filter)   # as replayed, holes and all (spamnb.model.deltas.Folded)
     vocab, counts = state["vocabulary_"], state["word_counts_"]
     if counts is None:
-        spam_filter._require_fitted()
+        spam_filter.require_fitted()
     counts.resize(vocab.n_features)
     log_count, log_norm, log_prior, tail = counts.scorer_logs()
     mapped = state.get("mapped_file_")
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
                           float(spam_filter.length_norm))
-    return _vocab.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
-                         COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
+    return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
+                                COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
 
 
 class FileScorer:
     """The single-message scorer of a model file mapped and unchanged
     (``SpamFilter.load(mapped=True)``, no journal record applied): a
     message's entries of the hash index and its log-counts are read from
-    the open file (``_vocab.gather``: ``pread``, no page of the model
+    the open file (``token_kernels.gather``: ``pread``, no page of the model
     mapped or faulted in, so memory does not grow with the model and a
-    file cut short is an error, never a fault), into a ``_vocab.Scorer``
+    file cut short is an error, never a fault), into a ``token_kernels.Scorer``
     over those tokens alone, numbered in the order of their feature indices:
     the same sums in the same order as the whole model's Scorer, the
     evidence given with the model's feature indices."""
@@ -53,16 +54,16 @@ class FileScorer:
     def _compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
         keys_at, capacity, values_at, logs_at = self._layout
-        found, index, logs = _vocab.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
-                                           self._n_features, len(self._log_prior), hashes)
+        found, index, logs = token_kernels.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
+                                                  self._n_features, len(self._log_prior), hashes)
         n = len(found)
         size = 16
         while size < 2 * (n + 1):
             size <<= 1
         keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
-        _vocab.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
-        return _vocab.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
-                             self._length), index
+        token_kernels.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
+        return token_kernels.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
+                                    self._length), index
 
     def score(self, hashes, n_evidence=0):
         scorer, index = self._compact(hashes)
@@ -76,14 +77,14 @@ class FileScorer:
 def rows(spam_filter, messages, grow, features=None):
     """A CSRBuilder with the messages' transformed token counts; the messages'
     continuous features are appended to ``features`` when it is a list."""
-    builder = _vocab.CSRBuilder(COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
+    builder = token_kernels.CSRBuilder(COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
     stream = spam_filter.tokenizer_.stream
     index = spam_filter.vocabulary_.add if grow else (lambda s: spam_filter.vocabulary_.lookup(s.hashes))
     for message in messages:
         data = message_bytes(message)
         builder.add_row(index(stream(data)))
         if features is not None:
-            features.append(spam_filter._message_features(data))
+            features.append(message_features_of(spam_filter, data))
     return builder
 
 
@@ -100,7 +101,7 @@ def _csr(spam_filter, builder):
 
 def transform(spam_filter, messages):
     """Token-count vectors of messages over the fitted vocabulary: CSR (n_messages, n_features)."""
-    spam_filter._require_fitted()
+    spam_filter.require_fitted()
     return _csr(spam_filter, rows(spam_filter, messages, grow=False))
 
 
@@ -110,7 +111,7 @@ def score_many(spam_filter, messages):
 
     from spamnb.bayes import kernels
 
-    counts = spam_filter._counts()
+    counts = spam_filter.sized_counts()
     messages = [message_bytes(m) for m in messages]
     jll = kernels.joint_log_likelihood(transform(spam_filter, messages), counts.log_theta(),
                                        np.asarray(counts.derived()[2], dtype=np.float64))
@@ -118,7 +119,7 @@ def score_many(spam_filter, messages):
         log_odds = jll[:, 1] - jll[:, 0]
     log_odds[np.isneginf(jll).all(axis=1)] = 0.0  # impossible under both classes: even odds
     if spam_filter.features_ is not None and spam_filter.feature_weight:
-        features = [spam_filter._message_features(m) for m in messages]
+        features = [message_features_of(spam_filter, m) for m in messages]
         log_odds = log_odds + spam_filter.feature_weight * spam_filter.features_.log_likelihood_ratio(features)
     return log_odds
 
@@ -131,7 +132,7 @@ def strongest_tokens(spam_filter, n=10, min_count=5):
     scaled by its length, so they are not counts of occurrences)."""
     import numpy as np
 
-    counts = spam_filter._counts()
+    counts = spam_filter.sized_counts()
     fc = counts.matrix()
     log_count, log_norm, _log_prior = counts.derived()
     log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
@@ -147,12 +148,11 @@ def strongest_tokens(spam_filter, n=10, min_count=5):
 
 
 def score_one(spam_filter, message, n_evidence, parts=True):
-    """One message through the single-message scorer: ``(log_odds, evidence,
-    n_tokens, n_known, (spam_evidence, ham_evidence, part_max))``, the
-    evidence the ``n_evidence`` strongest ``(token index, weight)`` (0: none;
-    then the verdict's sums come from one pass over the tokens), ``part_max``
-    None unless ``parts``."""
-    scorer = spam_filter._scoring()
+    """One message through the single-message scorer: a :class:`verdict.MessageScore`,
+    its evidence the ``n_evidence`` strongest ``(token index, weight)`` (0:
+    none; then the verdict's sums come from one pass over the tokens), its
+    ``sums.part_max`` None unless ``parts``."""
+    scorer = spam_filter.scorer()
     data = message_bytes(message)
     stream = spam_filter.tokenizer_.stream(data)
     hashes = stream.hashes
@@ -165,6 +165,22 @@ def score_one(spam_filter, message, n_evidence, parts=True):
         log_odds = jll[1] - jll[0]
         part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
     if spam_filter.features_ is not None and spam_filter.feature_weight:
-        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(spam_filter._message_features(data))
+        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(message_features_of(spam_filter, data))
         log_odds += spam_filter.feature_weight * (ll_spam - ll_ham)
-    return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)
+    return verdict.MessageScore(log_odds, evidence, n_tokens, n_known, verdict.EvidenceSums(spam_ev, ham_ev, part_max))
+
+
+def evidence_tokens(spam_filter, evidence):
+    """``(token, weight)`` of a :class:`verdict.MessageScore`'s evidence (feature indices)."""
+    token = vars(spam_filter)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
+    return tuple((token(i), w) for i, w in evidence)
+
+
+def message_features_of(spam_filter, data):
+    """The continuous features of one message (``spamnb.model.message_features``),
+    parsed with the limits of the filter's tokenizer."""
+    from spamnb.model.message_features import raw_message_features
+
+    tokenizer = spam_filter.tokenizer_
+    return raw_message_features(data, max_bytes=tokenizer.max_bytes, max_depth=tokenizer.max_depth,
+                                max_parts=tokenizer.max_parts, fallback_charset=tokenizer.fallback_charset)

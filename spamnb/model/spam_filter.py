@@ -16,21 +16,20 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from spamnb.bayes.vocabulary import Vocabulary
-from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model import codec, scoring, verdict
+from spamnb.model import codec, deltas, scoring, verdict
 from spamnb.model.calibrate import AUTO_PAIRS, DEFAULT_TARGET_FPR
 from spamnb.model.ages import Ages
 from spamnb.model.deltas import Folded, fold
 from spamnb.model.guard import ReadWriteLock
-from spamnb.model.defaults import (CLASSES, COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE,
-                                   DEFAULT_HAM_CUTOFF, DEFAULT_LENGTH_NORM, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
-                                   check_params)
+from spamnb.model.defaults import (DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
+                                   DEFAULT_LENGTH_NORM, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF, check_params, params_of,
+                                   stored_params)
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
-from spamnb.model.verdict import Score, Verdict
+from spamnb.model.verdict import Cutoffs, Score, Verdict
 
-__all__ = ["SpamFilter", "Score", "Verdict"]
+__all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs"]
 
 _probability = verdict.probability
 
@@ -93,13 +92,13 @@ class SpamFilter:
         self.n_evidence = n_evidence
         self.feature_weight = feature_weight
         self.length_norm = length_norm
-        self._check_params()
+        check_params(alpha, prior, counts, length_norm, ham_cutoff, spam_cutoff, n_evidence, feature_weight)
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
         self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.model.ages)
         self.ledger_ = None       # spamnb.model.ledger.Ledger of the messages `spamnb learn` took, or None
-        self._scorer = None       # a _vocab.Scorer over the counts and the vocabulary, made on first use
+        self._scorer = None       # a token_kernels.Scorer over the counts and the vocabulary, made on first use
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
         self.calibration_ = None  # the cutoffs fit chose (spamnb.model.calibrate.Calibration), or None
@@ -108,19 +107,19 @@ class SpamFilter:
         self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
         self.held_out_ = None     # scores of learned messages before each was learned (prequential.ScoreHistogram)
         self.cutoff_source_ = None    # "defaults", "train", "given", "held-out"; None: not recorded (cutoffs_from)
-        self._guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
+        self.guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
 
     def __copy__(self):
         other = type(self).__new__(type(self))
         other.__dict__.update(self.__dict__)
-        other._guard = ReadWriteLock()   # a lock of its own (the buffers it shares are not changed in place)
+        other.guard = ReadWriteLock()   # a lock of its own (the buffers it shares are not changed in place)
         return other
 
     @contextmanager
     def _reading(self):
         """Hold the read lock; first fold the holes forgets left (:func:`deltas.fold`),
         under the write lock, for readers that go through the folded attributes."""
-        guard = self._guard
+        guard = self.guard
         with guard.reading():
             if not vars(self).get("_holes") or guard.writer_is_me():
                 yield
@@ -130,12 +129,25 @@ class SpamFilter:
             yield
 
     # ------------------------------------------------------------------ params
-    def _check_params(self):
-        check_params(self.alpha, self.prior, self.counts, self.length_norm, self.ham_cutoff, self.spam_cutoff,
-                     self.n_evidence, self.feature_weight)
+    def get_params(self):
+        """``{name: value}`` of the hyper-parameters (``spamnb.model.defaults.PARAMS``),
+        as a model file stores them."""
+        return params_of(self)
 
-    def _new_counts(self):
-        return WordCounts(float(self.alpha), self.prior, len(CLASSES))
+    @classmethod
+    def from_params(cls, params, tokenizer=None):
+        """A filter of the hyper-parameters ``params`` (a model file's or a dump's:
+        a parameter newer than the file takes the value of a file without it)."""
+        return cls(tokenizer=tokenizer, **stored_params(params))
+
+    @property
+    def cutoffs(self):
+        """The :class:`Cutoffs` ``(spam, ham)`` in effect; set one to change both."""
+        return Cutoffs(self.spam_cutoff, self.ham_cutoff)
+
+    @cutoffs.setter
+    def cutoffs(self, cutoffs):
+        self.spam_cutoff, self.ham_cutoff = cutoffs
 
     # ------------------------------------------------------------------ state
     @property
@@ -145,7 +157,7 @@ class SpamFilter:
     @property
     def class_count_(self):
         """Messages learned per class, [ham, spam] (floats)."""
-        with self._guard.reading():
+        with self.guard.reading():
             return tuple(vars(self)["word_counts_"].class_count_) if self.is_fitted else (0.0, 0.0)
 
     @property
@@ -154,31 +166,30 @@ class SpamFilter:
         from spamnb.bayes.multinomial import MultinomialNB
 
         with self._reading():
-            return MultinomialNB.from_word_counts(self._counts())
+            return MultinomialNB.from_word_counts(self.sized_counts())
 
-    def _require_fitted(self):
+    def require_fitted(self):
         if not self.is_fitted:
             raise ValueError("this SpamFilter has learned nothing yet: fit, learn or load a model first")
 
-    def _counts(self):
+    def sized_counts(self):
         """The count model, as wide as the vocabulary (tokens it never counted count 0)."""
-        self._require_fitted()
+        self.require_fitted()
         self.word_counts_.resize(self.vocabulary_.n_features)
         return self.word_counts_
 
-    def _scoring(self):
+    def scorer(self):
+        """The single-message scorer over the counts as they stand (``spamnb.model.scoring.scorer``),
+        made on first use after a change."""
         if self._scorer is None:
             self._scorer = scoring.scorer(self)
         return self._scorer
 
+    def counts_changed(self):
+        """Drop the scorer: call after changing the counts, vocabulary or ages in place."""
+        self._scorer = None
+
     # ------------------------------------------------------------------ training
-    def _message_features(self, data):
-        from spamnb.model.message_features import raw_message_features
-
-        tokenizer = self.tokenizer_
-        return raw_message_features(data, max_bytes=tokenizer.max_bytes, max_depth=tokenizer.max_depth,
-                                    max_parts=tokenizer.max_parts, fallback_charset=tokenizer.fallback_charset)
-
     def fit(self, messages, labels, tune=True, target_fpr=DEFAULT_TARGET_FPR, word_pairs=AUTO_PAIRS):
         """Learn from scratch: ``messages`` (bytes, paths or Message objects), ``labels``
         (True/"spam" for spam, False/"ham" for ham).  Returns self.
@@ -193,114 +204,42 @@ class SpamFilter:
         are added to its class's counts as it is tokenized, the same sums, in
         the same order, as ``MultinomialNB.partial_fit`` over the rows.
         """
-        with self._guard.writing():
-            return self._fit(messages, labels, tune, target_fpr, word_pairs)
-
-    def _fit(self, messages, labels, tune, target_fpr, word_pairs):
         from spamnb.model import fitting
 
-        if tune and not self.feature_weight:
-            y = [is_spam_label(label) for label in labels]
-            data = [message_bytes(message) for message in messages]
-            if len(data) != len(y):
-                raise ValueError(f"{len(data)} messages but {len(y)} labels")
-            self.vocabulary_, self.word_counts_, self._scorer, self.features_ = Vocabulary(), None, None, None
-            fitted, self.calibration_ = fitting.fit_tuned(self, data, y, target_fpr, word_pairs)
-            for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "spam_cutoff", "ham_cutoff"):
-                setattr(self, name, getattr(fitted, name))   # the variant kept (word pairs: another filter)
-            self._fitted_cutoffs(target_fpr)
-            return self
-        self._scorer = None
-        fitting.fit_plain(self, messages, labels)
-        self.calibration_ = None
-        if tune and target_fpr > 0:   # message features: the default cutoffs (the fold scores have none)
-            from spamnb.model import calibrate
-
-            n_ham, n_spam = (int(v) for v in self.class_count_)
-            self.calibration_ = calibrate.calibration_check(self, n_ham, n_spam, target_fpr)
-            calibrate.apply(self, self.calibration_)
-        self._fitted_cutoffs(target_fpr if tune else 0)
-        return self
-
-    def _fitted_cutoffs(self, target_fpr):
-        """After a fit: where the cutoffs came from; the held-out scores of learns start again."""
-        self.held_out_ = None
-        if target_fpr > 0 and self.calibration_ is not None and self.calibration_.expected_fpr is not None:
-            self.cutoff_source_ = "train"
-        else:
-            self.cutoff_source_ = None
-            self.cutoff_source_ = self.cutoffs_from
+        with self.guard.writing():
+            return fitting.fit(self, messages, labels, tune, target_fpr, word_pairs)
 
     # ------------------------------------------------------------------ cutoffs of a model that grows by learning
     @property
     def cutoffs_from(self):
-        """Where the cutoffs came from: "train" (cross-validated by ``fit``),
-        "held-out" (fitted on the scores learned messages had before each was
-        learned, ``spamnb.model.prequential``), "given" or "defaults"."""
-        if self.cutoff_source_ is not None:
-            return self.cutoff_source_
-        if self.spam_cutoff == DEFAULT_SPAM_CUTOFF and self.ham_cutoff == DEFAULT_HAM_CUTOFF:
-            return "defaults"
-        return "given"   # a file older than schema 5: train's or the user's, not told apart
+        """Where the cutoffs came from (:func:`spamnb.model.prequential.cutoffs_from`)."""
+        from spamnb.model.prequential import cutoffs_from
 
-    def held_out_log_odds(self, stream):
-        """The log-odds of a tokenized message under the model as it stands (None
-        before the model has learned ``prequential.MIN_CLASS`` messages of each
-        class, or with message features, which the stream lacks)."""
-        from spamnb.model.prequential import counts_scores
-
-        if not self.is_fitted or self.feature_weight or not counts_scores(self.class_count_):
-            return None
-        jll = self._scoring().score(stream.hashes, 0)[0]
-        return jll[1] - jll[0]
-
-    def note_held_out(self, log_odds, spam):
-        """Count a learned message's score before it was learned (:meth:`held_out_log_odds`)."""
-        if self.held_out_ is None:
-            from spamnb.model.prequential import ScoreHistogram
-
-            self.held_out_ = ScoreHistogram()
-        self.held_out_.add(log_odds, bool(spam))
+        return cutoffs_from(self)
 
     def refit_cutoffs(self):
-        """Fit the cutoffs on the held-out scores when the model's cutoffs are its
-        defaults (or were fitted so before) and there is evidence enough
-        (``spamnb.model.prequential.ScoreHistogram.cutoffs``); cutoffs from
-        ``train`` or given by the user stay.  Returns True when they changed."""
-        if self.held_out_ is None or self.cutoffs_from not in ("defaults", "held-out"):
+        """Fit the cutoffs on the held-out scores (:func:`spamnb.model.prequential.refit_cutoffs`)."""
+        if self.held_out_ is None:   # no held-out scores: nothing to fit (nor to import)
             return False
-        fitted = self.held_out_.cutoffs()
-        if fitted is None:
-            return False
-        spam_cut, ham_cut, _rule = fitted
-        spam_p, ham_p = _probability(spam_cut), _probability(min(ham_cut, spam_cut))
-        changed = (spam_p, ham_p) != (self.spam_cutoff, self.ham_cutoff)
-        self.spam_cutoff, self.ham_cutoff, self.cutoff_source_ = spam_p, ham_p, "held-out"
-        return changed
+        from spamnb.model.prequential import refit_cutoffs
+
+        return refit_cutoffs(self)
 
     def learn(self, message, spam):
         """Add one message to the counts (train-on-error).  ``spam`` is the
         label, as ``fit`` takes it: True/"spam" or False/"ham" (required)."""
         spam = is_spam_label(spam)
         data = message_bytes(message)
-        features = [self._message_features(data)] if self.feature_weight else None
-        with self._guard.writing():
-            return self._learn(data, spam, features)
+        features = [scoring.message_features_of(self, data)] if self.feature_weight else None
+        with self.guard.writing():
+            fold(self)   # the holes of forgets in place first, as reading vocabulary_ would
+            deltas.learn(self, int(spam), None, self.tokenizer_.stream(data))
+            if features is not None:
+                if self.features_ is None:
+                    from spamnb.model.message_features import FeatureModel
 
-    def _learn(self, data, spam, features):
-        if self.word_counts_ is None:
-            self.word_counts_ = self._new_counts()
-        indices = self.vocabulary_.add(self.tokenizer_.stream(data))
-        self.word_counts_.add(indices, int(spam), COUNT_TRANSFORMS[self.counts], 1, self.vocabulary_.n_features,
-                              float(self.length_norm))
-        self.ages_.seen(indices, self.vocabulary_.n_features)
-        if features is not None:
-            if self.features_ is None:
-                from spamnb.model.message_features import FeatureModel
-
-                self.features_ = FeatureModel()
-            self.features_.partial_fit(features, [bool(spam)])
-        self._scorer = None
+                    self.features_ = FeatureModel()
+                self.features_.partial_fit(features, [bool(spam)])
         return self
 
     def forget(self, message, spam):
@@ -318,42 +257,13 @@ class SpamFilter:
         return self.forget_hashes(hashes, spam)
 
     def forget_hashes(self, hashes, spam):
-        """``forget`` of a message given as its token hashes (a journal's replay).
-
-        Costs what a learn costs: the tokens the message leaves without
-        counts leave the vocabulary's index at once (a later learn of one
-        adds it anew, at the end) and are folded out of the vocabulary,
-        counts and ages together on the next use of anything but scoring
-        and learning (``spamnb.model.deltas.fold``), never by a scan of the
-        whole model per message."""
+        """``forget`` of a message given as its token hashes (a journal's replay); it costs
+        what a learn costs (:func:`spamnb.model.deltas.forget_now`)."""
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
-        with self._guard.writing():
-            return self._forget_hashes(hashes, spam)
-
-    def _forget_hashes(self, hashes, spam):
-        self._require_fitted()
-        state = vars(self)
-        vocab, counts = state["vocabulary_"], state["word_counts_"]
-        counts.resize(vocab.n_features)
-        indices = vocab.lookup(hashes)
-        unknown = indices.count(-1)
-        if unknown:  # a learned message has every one of its tokens in the vocabulary
-            raise ValueError(f"the message was not learned: {unknown} of its {len(indices)} tokens are unknown")
-        transform, cls, length = COUNT_TRANSFORMS[self.counts], int(bool(spam)), float(self.length_norm)
-        zero = counts.forget_in_place(indices, cls, transform, vocab.n_features, length)
-        if zero is None and counts.in_place:
-            # counts held in place whose file has tokens without counts: those go first, once
-            state["_holes"] = True
-            fold(self)
-            vocab, counts = state["vocabulary_"], state["word_counts_"]
-            indices = vocab.lookup(hashes)   # the message's tokens have counts: none went
-        if zero is None:
-            zero = counts.forget_zeros(indices, cls, transform, vocab.n_features, length)
-        self._scorer = None
-        if 1 in zero:
-            counts.holes_left(vocab.remove(hashes, zero))
-            state["_holes"] = True
+        with self.guard.writing():
+            self.require_fitted()
+            deltas.forget_now(self, hashes, spam)
         return self
 
     # ------------------------------------------------------------------ scoring
@@ -370,30 +280,24 @@ class SpamFilter:
     def evidence(self, message):
         """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
         what the verdict rule (``spamnb.model.verdict``) reads."""
-        with self._guard.reading():
-            log_odds, _evidence, _n, _known, sums = scoring.score_one(self, message, 0)
-        return (log_odds,) + sums
+        with self.guard.reading():
+            scored = scoring.score_one(self, message, 0)
+        return (scored.log_odds,) + tuple(scored.sums)
 
     def score(self, message):
         """``Score(probability, log_odds)`` of one message."""
-        with self._guard.reading():
-            log_odds = scoring.score_one(self, message, 0, parts=False)[0]
+        with self.guard.reading():
+            log_odds = scoring.score_one(self, message, 0, parts=False).log_odds
         return Score(_probability(log_odds), log_odds)
 
     def classify(self, message, evidence=True):
         """A :class:`Verdict`: spam / unsure / ham by the cutoffs and the evidence
         (the rule of ``spamnb.model.verdict.decide``), with its strongest tokens
         (``evidence=False``: the same verdict without them, which is cheaper)."""
-        with self._guard.reading():
-            log_odds, evidence, n_tokens, n_known, sums = scoring.score_one(self, message, int(self.n_evidence)
-                                                                            if evidence else 0)
-            if evidence:
-                token = vars(self)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
-                evidence = tuple((token(i), w) for i, w in evidence)
-        probability = _probability(log_odds)
-        label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
-        why = verdict.reason(label, log_odds, *sums, self.ham_cutoff) if label == "unsure" else ""
-        return Verdict(label, probability, log_odds, evidence or (), n_tokens, n_known, why, sums[2])
+        with self.guard.reading():
+            scored = scoring.score_one(self, message, int(self.n_evidence) if evidence else 0)
+            tokens = scoring.evidence_tokens(self, scored.evidence) if evidence else ()
+        return verdict.verdict_of(scored, self.cutoffs, tokens)
 
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):

@@ -33,8 +33,9 @@ from collections import namedtuple
 
 from spamnb.model.messages import display_name
 
-__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "probability", "logit", "probabilities", "decide",
-           "decide_many", "part_max", "evidence_sums", "reason", "reason_text"]
+__all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "EvidenceSums", "MessageScore",
+           "probability", "logit", "probabilities", "decide", "decide_many", "part_max", "evidence_sums", "reason",
+           "reason_text", "verdict_of"]
 
 # Chosen by 5-fold cross-validation on the train part of the fixed split of
 # both corpora (python scripts/tune_verdict.py; among the held-out ham that the
@@ -84,19 +85,47 @@ def probabilities(log_odds):
     return p
 
 
-def _spam_ham(p_spam, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cutoff):
+# collections.namedtuple, not typing.NamedTuple: importing typing costs ~2.7 ms
+# of the ``spamnb classify`` cold start where nothing else has imported it.
+class Cutoffs(namedtuple("Cutoffs", "spam ham")):
+    """A filter's two cutoffs, as probabilities: spam when P(spam) >= ``spam``,
+    ham (evidence permitting) when P(spam) <= ``ham``; ``ham <= spam``."""
+
+    __slots__ = ()
+
+
+class EvidenceSums(namedtuple("EvidenceSums", "spam ham part_max")):
+    """What the rule reads of a message besides its log-odds: ``spam`` the sum
+    of its positive token weights, ``ham`` of its negative ones (<= 0),
+    ``part_max`` the largest sum of one text part's weights (None when not
+    computed).  Floats, or numpy arrays of many messages (:func:`decide_many`)."""
+
+    __slots__ = ()
+
+
+class MessageScore(namedtuple("MessageScore", "log_odds evidence tokens known_tokens sums")):
+    """One message through the single-message scorer (``spamnb.model.scoring.score_one``):
+    its ``log_odds``, ``evidence`` (the strongest ``(feature index, weight)``,
+    or empty), its number of ``tokens`` and of ``known_tokens``, and the
+    :class:`EvidenceSums` the rule reads."""
+
+    __slots__ = ()
+
+
+def _spam_ham(p_spam, sums, cutoffs):
     """(is spam, is ham) by the rule; floats or numpy arrays (then bool arrays).
     Both can hold when the cutoffs are equal: spam wins (the callers test it first)."""
-    spam = p_spam >= spam_cutoff
-    ham = ((p_spam <= ham_cutoff) & (spam_evidence - ham_evidence >= MIN_EVIDENCE)
-           & (spam_evidence < CONFLICT) & (part_max < PART_SPAM))
+    spam = p_spam >= cutoffs.spam
+    ham = ((p_spam <= cutoffs.ham) & (sums.spam - sums.ham >= MIN_EVIDENCE)
+           & (sums.spam < CONFLICT) & (sums.part_max < PART_SPAM))
     return spam, ham
 
 
-def decide(log_odds, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cutoff):
-    """The label of one message: "spam", "unsure" or "ham" (floats in, str out)."""
-    spam, ham = _spam_ham(probability(log_odds), float(spam_evidence), float(ham_evidence), float(part_max),
-                          spam_cutoff, ham_cutoff)
+def decide(log_odds, sums, cutoffs):
+    """The label of one message: "spam", "unsure" or "ham" (``log_odds`` a float,
+    ``sums`` its :class:`EvidenceSums`, ``cutoffs`` :class:`Cutoffs`)."""
+    sums = EvidenceSums(float(sums.spam), float(sums.ham), float(sums.part_max))
+    spam, ham = _spam_ham(probability(log_odds), sums, cutoffs)
     return "spam" if spam else "ham" if ham else "unsure"
 
 
@@ -111,28 +140,37 @@ REASONS = {
 }
 
 
-def reason(label, log_odds, spam_evidence, ham_evidence, part_max, ham_cutoff):
+def reason(label, log_odds, sums, ham_cutoff):
     """Why the rule did not call a message ham although its P(spam) is at or
     below ``ham_cutoff``: a key of :data:`REASONS`, or "" (the label is the
     cutoffs' own, or not "unsure").  Tested in that order: a part beyond the
-    byte limit, a text part that leans to spam by itself (``part_max`` >=
+    byte limit, a text part that leans to spam by itself (``sums.part_max`` >=
     PART_SPAM), spam evidence >= CONFLICT, evidence below MIN_EVIDENCE."""
     if label != "unsure" or probability(log_odds) > ham_cutoff:
         return ""
-    if part_max is not None and part_max == math.inf:
+    if sums.part_max is not None and sums.part_max == math.inf:
         return "text-unread"
-    if part_max is not None and part_max >= PART_SPAM:
+    if sums.part_max is not None and sums.part_max >= PART_SPAM:
         return "part-leans-spam"
-    if spam_evidence >= CONFLICT:
+    if sums.spam >= CONFLICT:
         return "conflict"
-    if spam_evidence - ham_evidence < MIN_EVIDENCE:
+    if sums.spam - sums.ham < MIN_EVIDENCE:
         return "little-evidence"
     return ""
 
 
+def verdict_of(scored, cutoffs, evidence=()):
+    """The :class:`Verdict` of a :class:`MessageScore` under ``cutoffs``
+    (``evidence``: its strongest tokens as ``(token, weight)``)."""
+    label = decide(scored.log_odds, scored.sums, cutoffs)
+    why = reason(label, scored.log_odds, scored.sums, cutoffs.ham) if label == "unsure" else ""
+    return Verdict(label, probability(scored.log_odds), scored.log_odds, evidence, scored.tokens,
+                   scored.known_tokens, why, scored.sums.part_max)
+
+
 def part_max(scorer, hashes, regions, truncated=False):
     """The largest sum of token weights of one region (a text part) of a message
-    (``scorer`` a ``_vocab.Scorer``, ``hashes`` the message's token hashes,
+    (``scorer`` a ``token_kernels.Scorer``, ``hashes`` the message's token hashes,
     ``regions`` its (start, end) ranges); -inf without regions, but +inf for a
     ``truncated`` message without one: its text lies beyond the byte limit
     (e.g. after a 300 KB attachment) and may be anything."""
@@ -140,17 +178,18 @@ def part_max(scorer, hashes, regions, truncated=False):
         return math.inf
     best = -math.inf
     for start, end in regions:
-        result = scorer.score(hashes[start:end], 0)
-        best = max(best, result[4] + result[5])
+        _jll, _evidence, _n, _known, spam_evidence, ham_evidence = scorer.score(hashes[start:end], 0)
+        best = max(best, spam_evidence + ham_evidence)
     return best
 
 
-def decide_many(log_odds, spam_evidence, ham_evidence, part_max, spam_cutoff, ham_cutoff):
-    """The labels of many messages: object array of "spam" / "unsure" / "ham"."""
+def decide_many(log_odds, sums, cutoffs):
+    """The labels of many messages: object array of "spam" / "unsure" / "ham"
+    (``sums`` an :class:`EvidenceSums` of arrays, ``cutoffs`` :class:`Cutoffs`)."""
     import numpy as np
 
-    spam, ham = _spam_ham(probabilities(log_odds), np.asarray(spam_evidence, dtype=np.float64), np.asarray(ham_evidence, dtype=np.float64),
-                          np.asarray(part_max, dtype=np.float64), spam_cutoff, ham_cutoff)
+    sums = EvidenceSums(*(np.asarray(v, dtype=np.float64) for v in sums))
+    spam, ham = _spam_ham(probabilities(log_odds), sums, cutoffs)
     return np.where(spam, "spam", np.where(ham, "ham", "unsure")).astype(object)
 
 
@@ -166,8 +205,6 @@ def evidence_sums(X, feature_log_prob):
             np.asarray(X @ np.minimum(w, 0.0), dtype=np.float64).reshape(-1))
 
 
-# collections.namedtuple, not typing.NamedTuple: importing typing costs ~2.7 ms
-# of the ``spamnb classify`` cold start where nothing else has imported it.
 class Score(namedtuple("Score", "probability log_odds")):
     """A message's spam probability P(spam | message) and log-odds log P(spam|m)/P(ham|m)."""
 

@@ -50,7 +50,7 @@ def _follow(spam_filter):
 
     if vars(spam_filter).get("journal_") is None:
         return None     # not a filter that follows (_scoring_only's keeps no counts)
-    with spam_filter._guard.writing():
+    with spam_filter.guard.writing():
         return journal.follow(spam_filter, deltas.NoLedger())
 
 
@@ -107,9 +107,6 @@ def classify(spam_filter, message, evidence=True):
     return spam_filter.classify(message, evidence)
 
 
-def _cutoffs(spam_filter):
-    """(ham cutoff, spam cutoff) as probabilities."""
-    return spam_filter.ham_cutoff, spam_filter.spam_cutoff
 
 
 _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept loaded
@@ -331,7 +328,7 @@ class ModelCache:
             return entry[1], entry[2]
         if entry is not None and self.run is not None:
             if entry[2].required != round(float(required), 1):     # --required-score changed (SIGHUP)
-                entry = (entry[0], entry[1], spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required))
+                entry = (entry[0], entry[1], spamd.ScoreMap.from_cutoffs(entry[1].cutoffs, required))
                 self._entries[path] = entry
             if path not in self._loading:
                 self._loading.add(path)
@@ -417,8 +414,7 @@ class ModelCache:
 
     def _load(self, path, required):
         spam_filter = _load_filter(path, self.whole)
-        ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
-        return spam_filter, spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
+        return spam_filter, spamd.ScoreMap.from_cutoffs(spam_filter.cutoffs, required)
 
     def _loaded(self, future, path, key, required):
         self._loading.discard(path)
@@ -441,7 +437,7 @@ class ModelCache:
             self.log(f"model {path} not reloaded, serving the one loaded before: {one_line(exc)}")
             score_map = entry[2]
             if score_map.required != round(float(required), 1):     # --required-score changed (SIGHUP)
-                score_map = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), required)
+                score_map = spamd.ScoreMap.from_cutoffs(entry[1].cutoffs, required)
             self._entries[path] = (key, entry[1], score_map)
             return entry[1], score_map
         text = f"model {path} not usable: {one_line(exc)}"

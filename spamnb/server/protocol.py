@@ -139,8 +139,9 @@ class ScoreMap:
         self.scale_ = self.required / (self.spam_log_odds - self.ham_log_odds)
 
     @classmethod
-    def from_probabilities(cls, ham_cutoff, spam_cutoff, required=5.0):
-        return cls(_logit(ham_cutoff), _logit(spam_cutoff), required)
+    def from_cutoffs(cls, cutoffs, required=5.0):
+        """The map of a filter's ``cutoffs`` (``spamnb.model.verdict.Cutoffs``: ``.spam``, ``.ham`` probabilities)."""
+        return cls(_logit(cutoffs.ham), _logit(cutoffs.spam), required)
 
     def score(self, log_odds, label):
         """The one-decimal score of a verdict, on the verdict's side of each boundary."""

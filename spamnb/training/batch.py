@@ -37,7 +37,7 @@ def file_identity(path):
 
 def worker_model(path, identity, cutoffs=None):
     """The model at ``path``, loaded once per worker (``cutoffs``: the
-    ``(spam, ham)`` cutoffs in effect, set on it); ModelError when the file
+    :class:`~spamnb.model.verdict.Cutoffs` in effect, set on it); ModelError when the file
     is not the one the job started with (replaced while the job ran)."""
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.store import ModelError
@@ -51,7 +51,7 @@ def worker_model(path, identity, cutoffs=None):
         _MODELS.clear()
         _MODELS[key] = model
     if cutoffs is not None:
-        model.spam_cutoff, model.ham_cutoff = cutoffs
+        model.cutoffs = cutoffs
     return model
 
 

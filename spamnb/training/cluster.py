@@ -249,8 +249,8 @@ def _fold_models(root, params):
 
     merged, _report = root
     fold_class_count, fold_feature_count = merged.class_count[2:].reshape(-1, 2), merged.sparse_folds()
-    params = dict(params, tokenizer=Tokenizer.from_settings(params["tokenizer"]))
-    return FoldModels.from_counts(merged.to_filter(SpamFilter(**params)), fold_class_count, fold_feature_count)
+    spam_filter = SpamFilter.from_params(params, Tokenizer.from_settings(params["tokenizer"]))
+    return FoldModels.from_counts(merged.to_filter(spam_filter), fold_class_count, fold_feature_count)
 
 
 def held_out_spilled(spilled, spam_filter, client):
@@ -261,8 +261,7 @@ def held_out_spilled(spilled, spam_filter, client):
     its fold's model; Dask copies the models once to each worker that needs
     them, and nothing big leaves or enters this process.  Returns one
     ``(ham_log_odds, spam_log_odds, per_fold)`` per partition, in order."""
-    params = {"tokenizer": spam_filter.tokenizer_.settings, "alpha": spam_filter.alpha, "prior": spam_filter.prior,
-              "counts": spam_filter.counts, "length_norm": spam_filter.length_norm}
+    params = {"tokenizer": spam_filter.tokenizer_.settings, **spam_filter.get_params()}
     models = client.submit(_fold_models, spilled.root, params, pure=False)
     futures = client.map(planning.score_spilled_bytes, spilled.spills, models=models, pure=True)
     return client.gather(futures)

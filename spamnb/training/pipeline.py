@@ -50,7 +50,7 @@ import contextlib
 import os
 import tempfile
 
-from spamnb.model.calibrate import map_large_blocks, release_free_memory
+from spamnb.model.heap import map_large_blocks, release_free_memory
 from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
 from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,

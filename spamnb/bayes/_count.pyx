@@ -1,0 +1,413 @@
+"""Compiled counting of one message's tokens: its feature indices -> the
+distinct features and their transformed counts (raw, binary or log(1 +
+count)), scaled to a Euclidean length; the CSR rows of many messages
+(``CSRBuilder``) and the signed add into a class's counts (``add_counts``).
+
+Nothing here imports numpy: every array is a typed memoryview over any buffer
+(``array.array``, a model file's bytes, numpy).  The counting primitives the
+single-message scorer (``_score``) shares are declared in ``_count.pxd``.
+Bounds checks are off: callers go through ``spamnb.bayes.token_kernels``,
+which checks what the functions here do not (their docstrings say what they do).
+"""
+
+from cpython cimport array
+from libc.math cimport log, log1p, sqrt
+from libc.stdint cimport int32_t, uint32_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+import array
+
+COUNTS_RAW = TRANSFORM_RAW          # x_i = count of token i in the message
+COUNTS_BINARY = TRANSFORM_BINARY    # x_i = 1 if token i occurs
+COUNTS_LOG = TRANSFORM_LOG          # x_i = log(1 + count)
+
+
+# --------------------------------------------------------------------------
+# counting the features of one message
+# --------------------------------------------------------------------------
+# Sorting a message's feature indices (CSR rows: ``transform``, ``learn``; fit
+# and single-message scoring count without sorting, see count_distinct).  With
+# qsort and a comparison callback, CSRBuilder.add_row took 10.9 us per corpus
+# message (~174 tokens); with this introsort, comparisons inlined, 6.5 us
+# (quicksort, median of three, insertion sort for short runs, heapsort when the
+# depth runs out, so hostile input stays O(n log n)).
+cdef inline void _insertion_sort(int32_t *a, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef int32_t v
+    for i in range(1, n):
+        v = a[i]
+        j = i
+        while j > 0 and a[j - 1] > v:
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = v
+
+
+cdef void _heap_sort(int32_t *a, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t start, end, root, child
+    cdef int32_t t
+    start = n // 2
+    end = n
+    while end > 1:
+        if start > 0:
+            start -= 1
+        else:
+            end -= 1
+            t = a[0]
+            a[0] = a[end]
+            a[end] = t
+        root = start
+        while 2 * root + 1 < end:
+            child = 2 * root + 1
+            if child + 1 < end and a[child] < a[child + 1]:
+                child += 1
+            if a[root] < a[child]:
+                t = a[root]
+                a[root] = a[child]
+                a[child] = t
+                root = child
+            else:
+                break
+
+
+cdef void _sort_int32(int32_t *a, Py_ssize_t n, int depth) noexcept nogil:
+    """Sort ``a[:n]`` ascending; ``depth``: how many partitioning levels are left."""
+    cdef Py_ssize_t i, j, mid
+    cdef int32_t pivot, t
+    while n > 16:
+        if depth <= 0:
+            _heap_sort(a, n)
+            return
+        depth -= 1
+        mid = n // 2                      # median of a[0], a[mid], a[n-1] into a[0]
+        if a[mid] < a[0]:
+            t = a[mid]; a[mid] = a[0]; a[0] = t
+        if a[n - 1] < a[0]:
+            t = a[n - 1]; a[n - 1] = a[0]; a[0] = t
+        if a[n - 1] < a[mid]:
+            t = a[n - 1]; a[n - 1] = a[mid]; a[mid] = t
+        t = a[mid]; a[mid] = a[0]; a[0] = t
+        pivot = a[0]
+        i = -1                            # Hoare partition: a[:j+1] <= pivot <= a[j+1:]
+        j = n
+        while True:
+            i += 1
+            while a[i] < pivot:
+                i += 1
+            j -= 1
+            while a[j] > pivot:
+                j -= 1
+            if i >= j:
+                break
+            t = a[i]; a[i] = a[j]; a[j] = t
+        if j + 1 < n - j - 1:             # recurse into the smaller side, loop on the larger
+            _sort_int32(a, j + 1, depth)
+            a += j + 1
+            n -= j + 1
+        else:
+            _sort_int32(a + j + 1, n - j - 1, depth)
+            n = j + 1
+    _insertion_sort(a, n)
+
+
+cdef inline int _depth_limit(Py_ssize_t n) noexcept nogil:
+    cdef int depth = 0
+    while n > 1:
+        n >>= 1
+        depth += 2
+    return depth
+
+
+def sort_int32(int32_t[::1] values):
+    """Sort ``values`` in place (ascending) with the kernel's sort; for tests."""
+    if values.shape[0] > 1:
+        with nogil:
+            _sort_int32(&values[0], values.shape[0], _depth_limit(values.shape[0]))
+
+
+# log1p of the small counts, from the same log1p: most tokens occur once or
+# twice in a message, and a table look-up is ~20x cheaper than the call.
+cdef double _LOG1P_SMALL[64]
+for _k in range(64):
+    _LOG1P_SMALL[_k] = log1p(<double>_k)
+
+
+cdef inline double _transform(double count, int counts) noexcept nogil:
+    if counts == TRANSFORM_BINARY:
+        return 1.0
+    if counts == TRANSFORM_LOG:
+        if count < 64.0:
+            return _LOG1P_SMALL[<int>count]
+        return log1p(count)
+    return count
+
+
+cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts) noexcept nogil:
+    """Sorted distinct non-negative indices of ``idx[:n]`` with transformed counts.
+
+    ``uniq`` and ``x`` have room for ``n`` entries; returns how many were
+    written.  Negative entries (unknown tokens) are dropped.
+    """
+    cdef Py_ssize_t j, m = 0, k = 0
+    for j in range(n):
+        if idx[j] >= 0:
+            uniq[m] = idx[j]
+            m += 1
+    if m == 0:
+        return 0
+    _sort_int32(uniq, m, _depth_limit(m))
+    x[0] = 1.0
+    for j in range(1, m):
+        if uniq[j] == uniq[k]:
+            x[k] += 1.0
+        else:
+            k += 1
+            uniq[k] = uniq[j]
+            x[k] = 1.0
+    k += 1
+    for j in range(k):
+        x[j] = _transform(x[j], counts)
+    return k
+
+
+# Counting a message's features without sorting them.  Fitting and scoring
+# need each distinct feature's count, not their order: a small hash table
+# (Fibonacci hashing of the index, linear probing, at most half full) finds
+# them in one pass, in order of first occurrence.  Per corpus message: sorting
+# its ~174 indices took 4.1 us; add_counts went from 5.5 to 1.6 us and the
+# single-message Scorer from 6.6 to 3.3 us.
+cdef Py_ssize_t count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
+                               int32_t *table, Py_ssize_t cap) noexcept nogil:
+    """Distinct non-negative indices of ``idx[:n]`` in order of first occurrence,
+    with transformed counts (as ``_count_row``, unsorted).
+
+    ``uniq`` and ``x`` have room for ``n`` entries; ``table`` is scratch for
+    ``2 * cap`` entries, ``cap = table_size(n)``.  Returns how many were written.
+    """
+    cdef Py_ssize_t j, m = 0
+    cdef uint32_t mask = <uint32_t>(cap - 1), h
+    cdef int32_t i
+    cdef int32_t *where = table + cap
+    for j in range(cap):
+        table[j] = -1
+    for j in range(n):
+        i = idx[j]
+        if i < 0:
+            continue
+        h = <uint32_t>i * 2654435769U
+        h = (h ^ (h >> 16)) & mask
+        while table[h] != -1 and table[h] != i:
+            h = (h + 1) & mask
+        if table[h] == -1:
+            table[h] = i
+            where[h] = <int32_t>m
+            uniq[m] = i
+            x[m] = 1.0
+            m += 1
+        else:
+            x[where[h]] += 1.0
+    for j in range(m):
+        x[j] = _transform(x[j], counts)
+    return m
+
+
+cdef int _buffers(Py_ssize_t n_uniq, Py_ssize_t n_x, int32_t **uniq, double **x) except -1:
+    """``n_uniq`` int32 and ``n_x`` doubles in two new buffers the caller frees
+    (MemoryError, and neither kept, when either cannot be had)."""
+    uniq[0] = <int32_t *>malloc(n_uniq * sizeof(int32_t))
+    x[0] = <double *>malloc(n_x * sizeof(double))
+    if uniq[0] == NULL or x[0] == NULL:
+        free(uniq[0])
+        free(x[0])
+        uniq[0], x[0] = NULL, NULL
+        raise MemoryError()
+    return 0
+
+
+cdef class CSRBuilder:
+    """Accumulates message rows into CSR arrays (no numpy).
+
+    ``add_row(indices)`` takes the feature index of each token occurrence
+    (``-1`` for unknown tokens, dropped) and appends one row of counts,
+    transformed by ``counts`` (COUNTS_RAW, COUNTS_BINARY or COUNTS_LOG), then
+    scaled to Euclidean length ``length`` when it is > 0.
+    ``indptr`` (int64), ``indices`` (int32) and ``data`` (float64) are
+    ``array.array`` objects, ready for ``scipy.sparse.csr_matrix``.
+    """
+    cdef public array.array indptr
+    cdef public array.array indices
+    cdef public array.array data
+    cdef int counts
+    cdef double length
+
+    def __init__(self, int counts=TRANSFORM_RAW, double length=0.0):
+        if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+            raise ValueError(f"unknown counts transform {counts}")
+        self.counts = counts
+        self.length = length
+        self.indptr = array.array("q", [0])
+        self.indices = array.array("i")
+        self.data = array.array("d")
+
+    def add_row(self, const int32_t[::1] idx):
+        cdef Py_ssize_t n = idx.shape[0], k, start = len(self.indices)
+        cdef int32_t *uniq
+        cdef double *x
+        if n:
+            _buffers(n, n, &uniq, &x)
+            with nogil:
+                k = _count_row(&idx[0], n, uniq, x, self.counts)
+                scale_to_length(x, k, self.length)
+            array.resize_smart(self.indices, start + k)
+            array.resize_smart(self.data, start + k)
+            memcpy(self.indices.data.as_ints + start, uniq, k * sizeof(int32_t))
+            memcpy(self.data.data.as_doubles + start, x, k * sizeof(double))
+            free(uniq)
+            free(x)
+        self.indptr.append(len(self.indices))
+
+    @property
+    def n_rows(self):
+        return len(self.indptr) - 1
+
+
+def add_counts(const int32_t[::1] idx, double[::1] target, int counts, double sign=1.0, double length=0.0):
+    """Add (or, with ``sign`` -1, subtract) one message's transformed token
+    counts to (from) one class's counts.
+
+    ``idx`` holds the feature index of each token occurrence (``-1``: unknown,
+    skipped); ``target[i] += sign * x_i`` for each distinct index ``i``, with
+    ``x_i`` the count transformed by ``counts`` and scaled to Euclidean length
+    ``length`` when it is > 0 (as ``CSRBuilder.add_row``).
+    Raises ValueError, changing nothing, when an index is ``>= len(target)``
+    or a count would become negative (by more than 1e-9 of itself: rounding
+    of the log transform), which means the message was not learned; a count
+    that ends within that tolerance below zero is set to 0.
+    Returns the number of distinct indices.
+    """
+    return _add(idx, &target[0] if target.shape[0] else NULL, target.shape[0], NULL, 0, counts, sign, length,
+                NULL, NULL, 0.0)[0]
+
+
+cdef Py_ssize_t _distinct_counts(const int32_t[::1] idx, int counts, double length, int32_t **uniq_out,
+                                 double **x_out, int32_t *largest) except -1:
+    """The distinct indices of ``idx`` and their counts (``counts`` transform,
+    scaled to ``length``) in two new buffers the caller frees (``*uniq_out``,
+    ``*x_out``; NULL when ``idx`` is empty), and the largest index (-1:
+    none).  Returns their number."""
+    cdef Py_ssize_t n = idx.shape[0], k, j, cap
+    cdef int32_t *uniq
+    cdef double *x
+    cdef int32_t big = -1
+    uniq_out[0], x_out[0], largest[0] = NULL, NULL, -1
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if n == 0:
+        return 0
+    cap = table_size(n)
+    _buffers(n + 2 * cap, n, &uniq, &x)   # uniq, then the counting table
+    with nogil:
+        k = count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
+        scale_to_length(x, k, length)
+        for j in range(k):
+            if uniq[j] > big:
+                big = uniq[j]
+    uniq_out[0], x_out[0], largest[0] = uniq, x, big
+    return k
+
+
+def add_counts_twice(const int32_t[::1] idx, double[::1] first, double[::1] second, int counts,
+                     double length=0.0):
+    """``add_counts(idx, first, counts, 1.0, length)`` and the same into
+    ``second``, the message counted once: the same values added to both (a
+    class's counts and its cross-validation fold's).  Raises ValueError,
+    changing nothing, when an index is out of range of either.  Returns the
+    number of distinct indices."""
+    cdef Py_ssize_t k, j
+    cdef int32_t *uniq
+    cdef double *x
+    cdef int32_t largest
+    k = _distinct_counts(idx, counts, length, &uniq, &x, &largest)
+    if k == 0:
+        return 0
+    with nogil:
+        if largest >= first.shape[0] or largest >= second.shape[0]:
+            k = -1
+        else:
+            for j in range(k):
+                first[uniq[j]] += x[j]
+                second[uniq[j]] += x[j]
+    free(uniq)
+    free(x)
+    if k == -1:
+        raise ValueError(f"feature index out of range for {min(first.shape[0], second.shape[0])} counts")
+    return k
+
+
+def add_counts_split(const int32_t[::1] idx, double[::1] base, double[::1] tail, int counts, double sign,
+                     double length, double[::1] log_base, double[::1] log_tail, double alpha):
+    """``add_counts`` over one class's counts held in two buffers (feature ``i``
+    in ``base[i]`` when ``i < len(base)``, else in ``tail[i - len(base)]``: a
+    model file's row patched in place, and the tokens new since), setting
+    log(count + alpha) of each count it changes in ``log_base``/``log_tail``
+    (as long as their counts).  Returns ``(distinct indices, the sum of the
+    changes)``: the class total's change.  Raises ValueError as ``add_counts``."""
+    if log_base.shape[0] != base.shape[0] or log_tail.shape[0] != tail.shape[0]:
+        raise ValueError("the logs and the counts differ in length")
+    return _add(idx, &base[0] if base.shape[0] else NULL, base.shape[0], &tail[0] if tail.shape[0] else NULL,
+                tail.shape[0], counts, sign, length, &log_base[0] if base.shape[0] else NULL,
+                &log_tail[0] if tail.shape[0] else NULL, alpha)
+
+
+cdef inline double *_at(double *base, Py_ssize_t n_base, double *tail, int32_t i) noexcept nogil:
+    return base + i if i < n_base else tail + (i - n_base)
+
+
+cdef tuple _add(const int32_t[::1] idx, double *base, Py_ssize_t n_base, double *tail, Py_ssize_t n_tail,
+                int counts, double sign, double length, double *log_base, double *log_tail, double alpha):
+    cdef Py_ssize_t k = 0, j
+    cdef int32_t *uniq
+    cdef double *x
+    cdef double *t
+    cdef int32_t largest
+    cdef double new, total = 0.0
+    cdef bint logs = log_base != NULL or log_tail != NULL
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if sign != 1.0 and sign != -1.0:
+        raise ValueError("sign must be 1 or -1")
+    k = _distinct_counts(idx, counts, length, &uniq, &x, &largest)
+    if k == 0:
+        return 0, 0.0
+    with nogil:
+        if largest >= n_base + n_tail:
+            k = -1
+        elif sign < 0:
+            for j in range(k):
+                t = _at(base, n_base, tail, uniq[j])
+                if t[0] - x[j] < -1e-9 * (t[0] if t[0] > 1.0 else 1.0):
+                    k = -2
+                    break
+            if k >= 0:
+                for j in range(k):
+                    t = _at(base, n_base, tail, uniq[j])
+                    new = t[0] - x[j]
+                    new = new if new > 0.0 else 0.0
+                    total += new - t[0]
+                    t[0] = new
+        else:
+            for j in range(k):
+                t = _at(base, n_base, tail, uniq[j])
+                t[0] += x[j]
+                total += x[j]
+        if logs:
+            for j in range(k):
+                _at(log_base, n_base, log_tail, uniq[j])[0] = log(_at(base, n_base, tail, uniq[j])[0] + alpha)
+    free(uniq)
+    free(x)
+    if k == -1:
+        raise ValueError(f"feature index out of range for {n_base + n_tail} counts")
+    if k == -2:
+        raise ValueError("a token count would become negative: the message was not learned as that class")
+    return k, total

@@ -1,0 +1,36 @@
+"""Checked entry points to the compiled counts merge (``spamnb.bayes._merge``):
+the running total of a counts merge (:class:`MergeTable`, used by
+``spamnb.model.counting``) and the fold rows' non-zero entries
+(:func:`fold_entries`).  Every other module calls them through here.
+
+The kernels check their buffers' lengths against each other as they add; what
+they take as plain numbers (a table's number of fold cells, a vocabulary's
+width) is checked here, before the call.  Nothing here imports numpy.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from spamnb.bayes import _merge
+
+__all__ = ["MergeTable", "fold_entries"]
+
+
+def MergeTable(cells):
+    """An empty running total of a merge whose parts carry ``cells`` fold cells."""
+    cells = operator.index(cells)
+    if cells < 0:
+        raise ValueError(f"a merge's fold cells must be a count, not {cells!r}")
+    return _merge.MergeTable(cells)
+
+
+def fold_entries(rows, n):
+    """The non-zero entries of ``rows`` (fold rows of ``n`` tokens each) as the
+    ascending ``token * cells + cell`` keys and their values."""
+    if not isinstance(rows, list):
+        raise TypeError("fold rows are a list of buffers")
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"a vocabulary's width must be a count, not {n!r}")
+    return _merge.fold_entries(rows, n)

@@ -1,0 +1,135 @@
+"""Checked entry points to the compiled kernels of one message at a time: the
+vocabulary's hash index (``spamnb.bayes._index``), counting a message's
+tokens (``spamnb.bayes._count``) and scoring one message
+(``spamnb.bayes._score``).  Every other module calls them through here.
+
+The compiled functions run with bounds checks off.  What they do not check
+in their own pass is checked here, before the call, in constant time (a
+table's capacity, the lengths of the output buffers, a transform's code, the
+length to scale to), so no Python loop over the tokens is added to a hot
+path; what depends on the data (a feature index within the counts, a count
+that would go negative, a hash index entry of a damaged file) the kernels
+check as they go and raise ValueError, changing nothing.
+
+- ``lookup``, ``insert``, ``rehash``, ``rehash_remap``, ``check_index``: the
+  hash index (``keys`` uint64 with 0 for an empty slot, ``values`` int32
+  feature indices, both of a power-of-two capacity);
+- ``CSRBuilder``, ``add_counts``, ``add_counts_twice``, ``add_counts_split``,
+  ``sort_int32``: a message's distinct features and their counts, transformed
+  by ``COUNTS_RAW``, ``COUNTS_BINARY`` or ``COUNTS_LOG``, scaled to a length;
+- ``Scorer`` (its buffers checked when it is made) and ``gather`` (a
+  message's entries read from a model file).
+
+Nothing here imports numpy (``spamnb classify``'s cold path).
+"""
+
+from __future__ import annotations
+
+import math
+
+from spamnb.bayes import _count, _index, _score
+
+__all__ = ["COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
+           "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_split", "sort_int32", "Scorer",
+           "gather"]
+
+COUNTS_RAW = _count.COUNTS_RAW          # x_i = count of token i in the message
+COUNTS_BINARY = _count.COUNTS_BINARY    # x_i = 1 if token i occurs
+COUNTS_LOG = _count.COUNTS_LOG          # x_i = log(1 + count)
+TRANSFORMS = (COUNTS_RAW, COUNTS_BINARY, COUNTS_LOG)
+
+# These check every argument themselves (the transform's code when made, each
+# row's indices as they are counted; the Scorer its buffers' shapes and every
+# hash index entry and log-count it reads).
+CSRBuilder = _count.CSRBuilder
+Scorer = _score.Scorer
+check_index = _index.check_index     # a hash index read from a file: checked whole
+
+
+def _check_table(keys, values):
+    capacity = len(keys)
+    if capacity == 0 or capacity & (capacity - 1) or len(values) != capacity:
+        raise ValueError("a hash index's keys and values must be of one power-of-two capacity")
+
+
+def _check_out(n, *outs):
+    if any(len(out) < n for out in outs):
+        raise ValueError(f"an output buffer is shorter than the {n} hashes")
+
+
+def _check_length(length):
+    if not 0.0 <= length < math.inf:
+        raise ValueError(f"the length to scale to must be a finite number >= 0, got {length!r}")
+
+
+def lookup(keys, values, hashes, out):
+    """Feature index of each hash (-1 when unknown) into ``out[j]`` for ``hashes[j]``;
+    returns the number of known hashes."""
+    _check_table(keys, values)
+    _check_out(len(hashes), out)
+    return _index.lookup(keys, values, hashes, out)
+
+
+def insert(keys, values, hashes, out, next_index, new_positions):
+    """Look up each hash, giving unknown ones the next feature indices from
+    ``next_index``: ``out[j]`` the index of ``hashes[j]``, ``new_positions``
+    the positions of the first occurrences of new hashes.  The caller keeps the
+    table at most half full (a table without a free slot gives wrong indices,
+    never a write out of bounds).  Returns the number of new hashes."""
+    _check_table(keys, values)
+    _check_out(len(hashes), out, new_positions)
+    if not 0 <= next_index <= 2**31 - 1 - len(hashes):
+        raise ValueError(f"feature index {next_index} out of range")
+    return _index.insert(keys, values, hashes, out, next_index, new_positions)
+
+
+def rehash(old_keys, old_values, keys, values):
+    """Insert every entry of the old table into the new one (empty, no smaller)."""
+    _check_table(old_keys, old_values)
+    _check_table(keys, values)
+    if len(keys) < len(old_keys):
+        raise ValueError("a hash index is rehashed into one at least as large")
+    _index.rehash(old_keys, old_values, keys, values)
+
+
+def rehash_remap(old_keys, old_values, remap, keys, values):
+    """``rehash``, renumbering: old feature ``i`` becomes ``remap[i]`` (dropped when
+    negative); ``len(remap)`` is the old vocabulary's size (an entry beyond it:
+    ValueError).  The new table must have room for the features kept."""
+    _check_table(old_keys, old_values)
+    _check_table(keys, values)
+    _index.rehash_remap(old_keys, old_values, remap, keys, values)
+
+
+def add_counts(idx, target, counts, sign=1.0, length=0.0):
+    """Add (``sign`` -1: subtract) one message's transformed token counts to one
+    class's counts: ``_count.add_counts`` (its docstring says what it checks)."""
+    _check_length(length)
+    return _count.add_counts(idx, target, counts, sign, length)
+
+
+def add_counts_twice(idx, first, second, counts, length=0.0):
+    """``add_counts`` into ``first`` and ``second`` at once, the message counted once."""
+    _check_length(length)
+    return _count.add_counts_twice(idx, first, second, counts, length)
+
+
+def add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha):
+    """``add_counts`` over one class's counts held in two buffers, keeping their
+    logs: ``_count.add_counts_split``."""
+    _check_length(length)
+    return _count.add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha)
+
+
+def sort_int32(values):
+    """Sort ``values`` (int32) in place with the counting kernel's sort (for tests)."""
+    _count.sort_int32(values)
+
+
+def gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes):
+    """The entries of an open model file's hash index and log-counts that the
+    token ``hashes`` of one message need, read with ``pread``: ``(found,
+    index, logs)`` (``_score.gather`` says what each is and what it checks)."""
+    if min(keys_at, values_at, logs_at) < 0:
+        raise ValueError("bad hash index layout")
+    return _score.gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes)
