@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import os
 import pickle
-import platform
 import shutil
 import statistics
 import subprocess
@@ -51,11 +49,11 @@ from pathlib import Path
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
-CORPUS_NAMES = {"spamassassin": "SpamAssassin public corpus", "enron-spam": "Enron-Spam parts 1-3 (headerless)"}
 SYSTEMS = ("spamnb", "sklearn", "bogofilter", "spamprobe")
-FPR_POINTS = (0.001, 0.01)
 if REPO not in sys.path:  # the source tree, with its in-place extensions
     sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "scripts"))   # harness.py: the corpus, the split, the metrics
+from harness import CORPUS_NAMES, evaluate, is_test, list_corpus, machine  # noqa: E402,F401
 
 # Runs argv[3:] with stdin from argv[1] ("-": none) and stdout to argv[2];
 # prints wall seconds and the peak RSS of the child (KiB) as JSON.
@@ -72,31 +70,6 @@ print(json.dumps({"rc": rc, "seconds": seconds,
 
 
 # ------------------------------------------------------------------ corpus
-def is_test(relpath):
-    return int(hashlib.md5(relpath.encode()).hexdigest(), 16) % 5 == 0
-
-
-def list_corpus(root, quick=False):
-    """[(relpath, abspath, is_spam)] of every message file in the folders below
-    ``root`` (any depth; spam when a folder on the way is named spam*), sorted by relpath."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        if rel_dir == ".":
-            continue          # files at the top (README.md) are not messages
-        is_spam = any(part.lower().startswith("spam") for part in rel_dir.split("/"))
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            if name.startswith(".") or not os.path.isfile(path):
-                continue
-            out.append((f"{rel_dir}/{name}", path, is_spam))
-    out.sort()
-    if quick:
-        out = out[::6]
-    return out
-
-
 def write_list(path, rows):
     with open(path, "w") as f:
         for relpath, abspath, is_spam in rows:
@@ -472,30 +445,7 @@ def run_cross_validation(corpus, work, word_pairs=0):
     }
 
 
-def evaluate(test, result):
-    from spamnb.bayes import metrics
-
-    y = [r[2] for r in test]
-    out = metrics.summary(y, result["verdicts"], result["scores"], FPR_POINTS)
-    out["fnr"] = metrics.false_negative_rate(y, result["verdicts"])
-    return out
-
-
 # ------------------------------------------------------------------ report
-def machine():
-    cpu = None
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform()}
-
-
 def fmt(value, spec):
     if value is None or value != value:
         return "n/a"

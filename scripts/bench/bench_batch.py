@@ -48,8 +48,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from bench_commands import labelled_files   # the corpus read as `spamnb train DIR` reads it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # scripts/: harness.py
+from harness import labelled_files   # the corpus read as `spamnb train DIR` reads it
 
 _FLOOR = """
 import sys

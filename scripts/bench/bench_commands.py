@@ -66,95 +66,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-_HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
-_SPAM_PREFIXES = ("spam", "junk")
-_SKIPPED_FOLDERS = ("trash", "deleted messages", "deleted items")
-
-
-# ---------------------------------------------------------------------------- corpus
-def _folder_name(name):
-    return name.lstrip(".").rsplit(".", 1)[-1].lower() if name.startswith(".") else name.lower()
-
-
-def _looks_like_mail(path):
-    with open(path, "rb") as f:
-        head = f.read(65536)
-    if not head.strip():
-        return False
-    start = 0
-    if head.startswith(b"From "):
-        newline = head.find(b"\n")
-        if newline < 0:
-            return False
-        start = newline + 1
-    return _HEADER_LINE.match(head, start) is not None
-
-
-def labelled_files(root):
-    """``(path, is_spam)`` of every message file below ``root``, by the rules of
-    ``spamnb train DIR`` (see the module doc), sorted as it walks."""
-    root = os.path.abspath(root)
-    root_is_spam = _folder_name(os.path.basename(root)).startswith(_SPAM_PREFIXES)
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        if {"cur", "new"} <= set(dirnames):
-            raise SystemExit(f"{dirpath}: a Maildir; this benchmark reads folders of message files only")
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
-                             and _folder_name(d) not in _SKIPPED_FOLDERS
-                             and not os.path.islink(os.path.join(dirpath, d)))
-        rel = os.path.relpath(dirpath, root)
-        folders = [] if rel == "." else rel.split(os.sep)
-        is_spam = any(_folder_name(f).startswith(_SPAM_PREFIXES) for f in folders) if folders else root_is_spam
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            if name.startswith(".") or not os.path.isfile(path):
-                continue
-            if _looks_like_mail(path):
-                out.append((path, is_spam))
-    return out
-
-
-# ---------------------------------------------------------------------------- running
-class Run:
-    __slots__ = ("wall", "cpu", "rss", "rc")
-
-    def __init__(self, wall, cpu, rss, rc):
-        self.wall, self.cpu, self.rss, self.rc = wall, cpu, rss, rc
-
-
-def run(argv, stdin=None, stdout=None, stderr=None, env=None):
-    """One process: wall seconds, CPU seconds (user + system, its waited-for
-    children included), peak RSS in KiB (ru_maxrss), exit code."""
-    stdin_f = open(stdin, "rb") if isinstance(stdin, str) else subprocess.DEVNULL
-    stdout_f = open(stdout, "wb") if stdout else subprocess.DEVNULL
-    stderr_f = open(stderr, "wb") if stderr else subprocess.DEVNULL
-    try:
-        started = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=stdin_f, stdout=stdout_f, stderr=stderr_f, env=env)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait again
-    finally:
-        for f in (stdin_f, stdout_f, stderr_f):
-            if hasattr(f, "close"):
-                f.close()
-    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, proc.returncode)
-
-
-def run_steps(steps, env=None):
-    """Processes one after the other, as one step: wall from the first start to
-    the last end, CPU summed, the largest peak RSS; the first non-zero exit code."""
-    started = time.perf_counter()
-    runs = [run(argv, stdin=stdin, env=env) for argv, stdin in steps]
-    wall = time.perf_counter() - started
-    return Run(wall, sum(r.cpu for r in runs), max(r.rss for r in runs), next((r.rc for r in runs if r.rc), 0))
-
-
-def check(result, what, ok=(0,)):
-    if result.rc not in ok:
-        raise SystemExit(f"{what}: exit code {result.rc}")
-    return result
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import check, floor_kib, labelled_files, run, run_steps, time_rss  # noqa: E402,F401
 
 
 def count_lines(path):
@@ -176,14 +91,6 @@ def _spread(runs):
     return f"{_ms_or_s(statistics.median(walls))} ({_ms_or_s(walls[0])}-{_ms_or_s(walls[-1])})"
 
 
-def floor_kib():
-    """The least ru_maxrss a child of this script can show: this script's own
-    high-water mark (the pages it was forked from count until exec)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 def rss(runs, remeasure=None):
     """The largest peak RSS of the runs.  A child's ru_maxrss counts the pages of
     this script it was forked from (Linux keeps the high-water mark across
@@ -196,14 +103,6 @@ def rss(runs, remeasure=None):
     if remeasure is not None and os.path.exists("/usr/bin/time"):
         return f"{remeasure() / 1024:.1f} MiB†"
     return f"<= {kib / 1024:.0f} MiB"
-
-
-def time_rss(argv, stdin=None, env=None, ok=(0, 1, 2)):
-    """Peak RSS (KiB) of one untimed run under /usr/bin/time -f %M."""
-    with tempfile.NamedTemporaryFile(prefix="bench-rss-") as out:
-        result = run(["/usr/bin/time", "-f", "%M", "-o", out.name, *argv], stdin=stdin, env=env)
-        check(result, " ".join(argv[:3]), ok)
-        return int(open(out.name).read().split()[-1])
 
 
 def row(name, a, b, b_name, faster_is="speed", rss_a=None, rss_b=None):

@@ -45,18 +45,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))   # harness.py
+from harness import free_port  # noqa: E402
 
 
 def env(home):
     e = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(REPO))
     e.pop("SPAMNB_DEBUG", None)
     return e
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pick_messages(corpus, n, folder):

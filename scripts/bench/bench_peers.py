@@ -30,8 +30,8 @@ server's state (Bayes database, redis dir, rspamd's config, db, run and log
 dirs) lives in a temporary directory, and every server is stopped when the
 script ends, also on an error or Ctrl-C.
 
-The split and labels are scripts/bench/bench.py's (``list_corpus``, ``is_test``),
-the figures spamnb.bayes.metrics' (through ``bench.evaluate``): 1-AUC %,
+The split and labels are scripts/bench/bench.py's (``harness.list_corpus``, ``harness.is_test``),
+the figures spamnb.bayes.metrics' (through ``harness.evaluate``): 1-AUC %,
 false positives % (ham called spam), spam missed % (unsure counts as
 missed), spam caught at 0.1 % false positives.  Results go to
 docs/benchmarks-peers-NAME.{md,json} (NAME: the corpus folder's name).
@@ -63,18 +63,19 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-SCRIPTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(SCRIPTS))
-if SCRIPTS not in sys.path:
-    sys.path.insert(0, SCRIPTS)
+SCRIPTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(SCRIPTS)
+for _folder in (REPO, SCRIPTS):   # this checkout's spamnb; harness.py
+    if _folder not in sys.path:
+        sys.path.insert(0, _folder)
 
-import bench  # noqa: E402  (the split, labels and metrics of the README's other columns)
+import harness  # noqa: E402  (the split, labels and metrics of the README's other columns: scripts/bench/bench.py's)
+from harness import free_port  # noqa: E402
 
 PEERS = ("spamassassin", "rspamd")
 SA_SITE_CONFIG = "/etc/spamassassin"      # the packaged site config: plugin .pre files, local.cf
@@ -93,12 +94,6 @@ RSPAMD_UNSURE_ACTIONS = {"greylist", "soft reject"}
 
 
 # ------------------------------------------------------------------ servers
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Servers:
     """The servers this script started: each in a process group of its own,
     stopped (SIGTERM to the group, SIGKILL after 15 s) in reverse order."""
@@ -680,7 +675,7 @@ def latency_summary(times):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", default=bench.CORPUS)
+    parser.add_argument("--corpus", default=str(harness.SPAMASSASSIN))
     parser.add_argument("--peer", action="append", choices=PEERS, help="repeatable; default: both")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="spamd children / rspamd workers, and messages scored at a time (default: cores)")
@@ -705,14 +700,14 @@ def main(argv=None):
     md_path = args.md or os.path.join(REPO, "docs", f"{name}.md")
     json_path = args.json or os.path.join(REPO, "docs", f"{name}.json")
 
-    rows = bench.list_corpus(args.corpus, quick=args.quick)
-    train = [r for r in rows if not bench.is_test(r[0])]
-    test = [r for r in rows if bench.is_test(r[0])]
+    rows = harness.list_corpus(args.corpus, quick=args.quick)
+    train = [r for r in rows if not harness.is_test(r[0])]
+    test = [r for r in rows if harness.is_test(r[0])]
     command = "python scripts/bench/bench_peers.py " + " ".join(argv if argv is not None else sys.argv[1:])
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": command.strip(), "machine": bench.machine(), "quick": args.quick, "jobs": jobs,
-        "corpus_name": bench.CORPUS_NAMES.get(corpus_name, corpus_name),
+        "command": command.strip(), "machine": harness.machine(), "quick": args.quick, "jobs": jobs,
+        "corpus_name": harness.CORPUS_NAMES.get(corpus_name, corpus_name),
         "n_train": len(train), "n_test": len(test),
         "n_train_spam": sum(r[2] for r in train), "n_test_spam": sum(r[2] for r in test), "peers": {},
     }
@@ -748,7 +743,7 @@ def main(argv=None):
                 report["peers"][name] = {"error": str(exc)}
                 print(f"[{name}] FAILED: {exc}", file=sys.stderr)
                 continue
-            result["metrics"] = bench.evaluate(test, result)
+            result["metrics"] = harness.evaluate(test, result)
             result["peer_seconds"] = time.perf_counter() - t0
             scores = result.pop("scores")
             result["score_range"] = [min(scores), max(scores)]

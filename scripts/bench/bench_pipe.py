@@ -44,9 +44,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts" / "bench"))
+sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from bench_commands import check, labelled_files, run, time_rss  # noqa: E402
+from harness import check, labelled_files, run, time_rss  # noqa: E402
 
 CORPORA = [REPO.parent / "shared" / "corpora" / "spamassassin", REPO.parent / "shared" / "corpora" / "enron-spam"]
 

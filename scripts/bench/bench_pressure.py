@@ -42,12 +42,8 @@ from pathlib import Path
 
 SPAMC = shutil.which("spamc") or "/usr/bin/spamc"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(REPO / "scripts"))   # harness.py
+from harness import free_port  # noqa: E402
 
 
 class Server:

@@ -41,23 +41,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from spamnb.training.corpus import is_test_message  # noqa: E402
+from harness import corpus_split, free_port, wait_port  # noqa: E402,F401
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
-
-
-def corpus_split(root):
-    """(train, test) lists of (path, is_spam) by the fixed split: the message
-    files in the folders below ``root`` at any depth (Enron-Spam's
-    enronN/spam too), spam when a folder on the way is named spam*."""
-    root = Path(root)
-    train, test = [], []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.parent != root
-                       and not p.name.startswith(".")):
-        relative = path.relative_to(root)
-        item = (path, any(part.startswith("spam") for part in relative.parts[:-1]))
-        (test if is_test_message(str(relative)) else train).append(item)
-    return train, test
 
 
 def quantiles(seconds):
@@ -65,25 +52,6 @@ def quantiles(seconds):
     def q(p):
         return values[min(len(values) - 1, int(p * len(values)))] * 1000.0
     return q(0.5), q(0.99)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, seconds=60):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start")
 
 
 def per_process(commands, messages, seed=0):

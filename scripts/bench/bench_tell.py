@@ -27,7 +27,8 @@ import sys
 import tempfile
 import time
 
-from bench_serve import free_port, wait_port
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # scripts/: harness.py
+from harness import free_port, wait_port  # noqa: E402
 
 STEPS = (("check after TELL", ["-c"]), ("check", ["-c"]), ("TELL learn", ["-L", "spam"]),
          ("TELL relabel", ["-L", "ham"]), ("TELL forget", ["-L", "forget"]))

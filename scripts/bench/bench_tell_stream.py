@@ -21,11 +21,8 @@ import tempfile
 import threading
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # scripts/: harness.py
+from harness import free_port  # noqa: E402
 
 
 def check(port, data):

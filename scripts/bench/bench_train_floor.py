@@ -39,9 +39,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # scripts/: harness.py
 
-from bench_commands import check, labelled_files, run, run_steps  # noqa: E402
+from harness import check, labelled_files, run, run_steps  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- the floor (child process)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,14 +40,8 @@ sys.path.insert(0, str(REPO))
 
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
-sys.path.insert(0, str(REPO / "scripts" / "bench"))
-from bench_serve import corpus_split  # noqa: E402  (the fixed split, as bench_serve.py reads it)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, str(REPO / "scripts"))
+from harness import corpus_split, free_port  # noqa: E402  (the fixed split, as bench_serve.py reads it)
 
 
 def start(model, env, work, workers):

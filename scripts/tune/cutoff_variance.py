@@ -28,9 +28,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts" / "tune"))
+sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from tune_accuracy import _transformed  # noqa: E402
+from harness import transformed_matrix  # noqa: E402
 
 CORPORA = {"spamassassin": 0, "enron-spam": 2}   # corpus -> the word pairs spamnb train keeps
 
@@ -68,7 +68,7 @@ def main(argv=None):
         # the filter's counts as a matrix: log(1 + n), each row scaled to length_norm (the tuning script's)
         X_raw = SpamFilter(tokenizer=with_pairs(pairs), counts="raw", length_norm=0).fit(
             messages, y, tune=False).transform(messages)
-        X = _transformed(X_raw, f"l2={scale}")[0]
+        X = transformed_matrix(X_raw, f"l2={scale}")[0]
 
         def report(label, ham, spam):
             cut, _ = calibrate.choose_cutoffs(ham, spam)

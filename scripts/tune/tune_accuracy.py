@@ -66,11 +66,8 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
-
-
-# --matrix variants' alpha when none is given (fixed: the figures in docs/accuracy.md
-# do not move with the filter's default)
-MATRIX_ALPHA = 0.01
+sys.path.insert(0, os.path.join(REPO, "scripts"))   # harness.py
+from harness import MATRIX_ALPHA, transformed_matrix  # noqa: E402
 
 
 def rates(y, log_odds, spam_cut, ham_cut):
@@ -431,56 +428,6 @@ def ranking(args):
     return _compare(args, [base] + [v.strip() for v in args.ranking.split(";") if v.strip()], score)
 
 
-def _transformed(X_raw, spec, pair_columns=None, idf_rows=None):
-    """(matrix, alpha, min_df) of a ``--matrix`` variant; ``pair_columns`` (bool per
-    column) the word-pair columns that ``pw=W`` weighs before the length is taken;
-    ``idf``: each column times log(n / df) over the rows ``idf_rows`` (Rennie et
-    al.'s inverse document frequency, before the length is taken)."""
-    import numpy as np
-    from scipy import sparse
-
-    from spamnb.mail.tokenizer import DEFAULTS
-
-    X = X_raw.tocsr().astype(np.float64)
-    alpha, min_df, counts, scale, renormalise = MATRIX_ALPHA, 1, "log", None, None
-    for item in filter(None, spec.split(",")):
-        key, _, value = item.partition("=")
-        if key in DEFAULTS:
-            continue   # a tokenizer setting: in the matrix already
-        if key in ("log", "binary", "raw"):
-            counts = key
-        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "pair_scope", "pair_limit", "pw", "palpha", "idf"):
-            continue   # per-token soft counts, row weights: _soft_variant
-        elif key in ("l2", "l2k"):
-            scale = float(value)
-            renormalise = scale if key == "l2k" else None
-        elif key == "alpha":
-            alpha = float(value)
-        elif key == "min_df":
-            min_df = int(value)
-        elif key != "default":
-            raise ValueError(f"unknown variant {item!r}")
-    X = X.copy()
-    if counts == "log":
-        X.data = np.log1p(X.data)
-    elif counts == "binary":
-        X.data[:] = 1.0
-    pw = [float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "pw"]
-    if pw and pair_columns is not None:
-        X = X @ sparse.diags(np.where(pair_columns, pw[0], 1.0))
-    idf = [float(v or 1) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "idf"]
-    if idf:   # idf=P: log(n / df) ** P
-        rows = X_raw.tocsr()[idf_rows]
-        df = np.bincount(rows.indices, minlength=X.shape[1]).astype(np.float64)
-        weight = np.log((rows.shape[0] + 1.0) / (df + 1.0)) ** idf[0]
-        X = X @ sparse.diags(weight)
-    if scale is not None:
-        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        inv = np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)
-        X = sparse.diags(inv) @ X
-    return X.tocsr(), alpha, min_df, renormalise
-
-
 def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=None, row_weight=None):
     """Log-odds of the rows of ``X_test`` under the naive Bayes of ``X_train``
     (rows weighted by ``row_weight``, default 1), over the tokens ``X_train``
@@ -591,7 +538,7 @@ def matrix_variants(args):
                 cache[key] = (raw(_tokenizer(tok, model)), None)
         X_raw, pair_columns = cache[key]
         train, test, y = corpus.train, corpus.test, corpus.y
-        X, alpha, min_df, renorm = _transformed(X_raw, variant, pair_columns, idf_rows=train)
+        X, alpha, min_df, renorm = transformed_matrix(X_raw, variant, pair_columns, idf_rows=train)
         soft = {k: float(v) for k, _, v in (p.partition("=") for p in variant.split(","))
                 if k in ("dir", "beta", "boost", "bmargin", "alpha", "l2k", "palpha")}
         if "palpha" in soft:

@@ -25,11 +25,11 @@ DEFAULT_CORPORA = [os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
 def held_out_evidence(messages, y, folds):
     import numpy as np
 
-    from spamnb.evaluation import crossval as evaluate
+    from spamnb.model.calibrate import stratified_folds
     from spamnb.model.spam_filter import SpamFilter
 
     out = np.zeros((len(y), 4))
-    for test in evaluate.stratified_folds(y, folds, seed=0):
+    for test in stratified_folds(y, folds, seed=0):
         train = np.setdiff1d(np.arange(len(y)), test)
         f = SpamFilter().fit([messages[i] for i in train], y[train], tune=False)
         out[test] = [f.evidence(messages[i]) for i in test]
