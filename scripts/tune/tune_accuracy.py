@@ -363,7 +363,8 @@ class _Corpus:
         import numpy as np
 
         from spamnb.training.corpus import labelled_messages
-        from spamnb.evaluation.crossval import md5_split, stratified_folds
+        from spamnb.evaluation.crossval import md5_split
+        from spamnb.model.calibrate import stratified_folds
 
         items = labelled_messages([path])
         self.name = os.path.basename(os.path.normpath(path))
@@ -470,7 +471,7 @@ def _boost_weights(X, y, margin, extra, n_folds=5):
     or within ``margin`` of 0 (training beyond errors, order-free)."""
     import numpy as np
 
-    from spamnb.evaluation.crossval import stratified_folds
+    from spamnb.model.calibrate import stratified_folds
 
     scores = np.empty(y.size)
     for f in stratified_folds(y, n_folds, 1):
