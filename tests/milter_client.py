@@ -1,5 +1,5 @@
 """The MTA's side of the milter protocol, for the tests and
-scripts/bench_milter.py: packets packed and read with kilter.protocol's
+scripts/bench/bench_milter.py: packets packed and read with kilter.protocol's
 message classes, sent over a blocking socket the way Postfix's smtpd sends
 them (negotiation offering what Postfix 3.7 offers, the recipients, each
 header field, the end of headers, the body in chunks of at most 65,535

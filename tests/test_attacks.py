@@ -1,5 +1,5 @@
 """Evasion: cheap additions a spammer makes must not turn spam into ham
-(scripts/attack.py measures the same families on the shared corpora)."""
+(scripts/check/attack.py measures the same families on the shared corpora)."""
 
 import base64
 import math

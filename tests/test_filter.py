@@ -106,7 +106,7 @@ def test_plain_fit_needs_neither_numpy_nor_scipy(tmp_path):
 
 
 def test_fit_separates_the_sample(trained, sample):
-    # training-set sanity only; held-out accuracy is measured by scripts/bench.py
+    # training-set sanity only; held-out accuracy is measured by scripts/bench/bench.py
     labels = [trained.classify(m.data).label for m in sample]
     wrong = sum((label == "spam") != m.is_spam for label, m in zip(labels, sample))
     assert wrong <= 3

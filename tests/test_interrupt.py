@@ -2,7 +2,7 @@
 process group (the parent and its workers) ends the training at once, with
 exit 130, one line and no traceback, no worker left, and the model and its
 ``.bak`` as they were (issue 34; the figures on the shared Enron-Spam corpus
-come from scripts/interrupt_train.py, docs/reliability.md)."""
+come from scripts/check/interrupt_train.py, docs/reliability.md)."""
 
 import hashlib
 import os

@@ -1165,7 +1165,7 @@ def test_a_request_in_small_pieces_costs_linear_time(home):
     """The first-request path looks for the end of the head only in the bytes
     new since its last look and parses the head once: a 4 MB body in
     300-byte pieces took 22.6 s of CPU when each piece rescanned the buffer."""
-    sys.path.insert(0, str(REPO / "scripts"))
+    sys.path.insert(0, str(REPO / "scripts" / "bench"))
     try:
         from bench_head_scan import cpu_seconds
     finally:

@@ -1,0 +1,312 @@
+"""Benchmark of ``spamnb serve --milter`` (figures in docs/serve.md).
+
+Trains the site model on the corpus (``spamnb train -j 1``) into a temporary
+home, picks ``--messages`` messages of it (every k-th file, sorted; each
+given a Message-ID of its own), and starts one ``spamnb serve`` with a SPAMD
+address and a milter address.  Then:
+
+1. ``latency``: through the milter protocol directly (no MTA; the client of
+   tests/milter_client.py on one connection): for each message, the time
+   from sending its end of data to reading the final answer (p50, p90,
+   p99); beside it the SPAMD side on one kept-alive connection (CHECK round
+   trip) and the real ``spamc -c`` (one process a message, wall time), the
+   same messages, interleaved.
+2. ``postfix`` (as root, with Debian's Postfix unpacked as tests/test_postfix.py
+   does, tests/postfix_private.py): two private Postfix instances in the same
+   run, one with docs/serve.md's milter ``main.cf`` lines, one with its
+   ``content_filter`` recipe (spamc + spamnb-pipe + sendmail), both on the
+   same server; the messages sent over SMTP on loopback by ``--clients``
+   concurrent senders, one recipient each; messages per second from the first
+   SMTP connection to the last message in the Maildir, ``--rounds`` times in
+   alternating order; and every delivered message's ``X-Spam-Status``
+   verdict against ``spamnb classify --batch``'s on the same files and model
+   (the script stops with an error on any difference, loss or SMTP failure).
+
+    python scripts/bench/bench_milter.py latency [--corpus ../shared/corpora/spamassassin] [--messages 1000]
+    python scripts/bench/bench_milter.py postfix [--messages 1000] [--clients 10] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import smtplib
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))   # harness.py
+from harness import free_port  # noqa: E402
+
+
+def env(home):
+    e = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(REPO))
+    e.pop("SPAMNB_DEBUG", None)
+    return e
+
+
+def pick_messages(corpus, n, folder):
+    """``n`` messages of the corpus (every k-th file of its sorted list), each
+    written to ``folder`` with its own Message-ID and without an mbox From_ line."""
+    files = sorted(p for p in Path(corpus).rglob("*") if p.is_file() and p.parent != Path(corpus)
+                   and not p.name.startswith(".") and not p.name.endswith(".md"))
+    step = max(1, len(files) // n)
+    out = []
+    for i, path in enumerate(files[::step][:n]):
+        raw = path.read_bytes()
+        if raw.startswith(b"From "):
+            raw = raw.split(b"\n", 1)[1]
+        raw = raw.replace(b"\r\n", b"\n")
+        head, sep, body = raw.partition(b"\n\n")
+        head = re.sub(rb"(?im)^message-id:.*\n?(?:[ \t].*\n?)*", b"", head + b"\n").rstrip(b"\n")
+        message = f"Message-ID: <bench-{i}@test.example>\n".encode() + head + b"\n\n" + body
+        target = Path(folder) / f"bench-{i}"
+        target.write_bytes(message)
+        out.append((f"bench-{i}", target, message))
+    return out
+
+
+def classify_all(home, model, items):
+    """{tag: label} from ``spamnb classify --batch`` on the files."""
+    proc = subprocess.run([sys.executable, "-m", "spamnb", "classify", "--batch", "-m", str(model),
+                           *[str(p) for _, p, _ in items]], env=env(home), capture_output=True, text=True,
+                          timeout=600)
+    out = {}
+    for line in proc.stdout.splitlines():
+        name, label = line.split("\t")[:2]
+        out[Path(name).name] = label
+    return out
+
+
+class Server:
+    def __init__(self, home, model, *extra):
+        self.port, self.milter_port = free_port(), free_port()
+        self.log = open(Path(home) / "serve.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}",
+             "--milter", f"127.0.0.1:{self.milter_port}", "-m", str(model), *extra],
+            env=env(home), stderr=self.log, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.milter_port), timeout=1).close()
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("spamnb serve did not start")
+                time.sleep(0.1)
+
+    def cpu(self):
+        """The server's CPU time so far (user + system, seconds; one process with --workers 1)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(60)
+        self.log.close()
+
+
+def quantiles(values):
+    values = sorted(values)
+    pick = lambda q: values[min(len(values) - 1, int(q * len(values)))]   # noqa: E731
+    return statistics.median(values), pick(0.9), pick(0.99)
+
+
+def final_answer(sock):
+    """The bytes of the filter's packets up to and including its final answer
+    to an end of data (a packet of type c, a, r, d, t or y), read whole."""
+    data = b""
+    offset = 0
+    while True:
+        while len(data) - offset >= 5:
+            size = int.from_bytes(data[offset:offset + 4], "big")
+            if len(data) - offset < 4 + size:
+                break
+            kind = data[offset + 4:offset + 5]
+            offset += 4 + size
+            if kind in (b"c", b"a", b"r", b"d", b"t", b"y"):
+                return data
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def latency(server, items, spamc_every):
+    from kilter.protocol import messages as mm
+    from milter_client import MilterClient, packet, split_message
+
+    client = MilterClient(("127.0.0.1", server.milter_port))
+    client.negotiate()
+    spamd = socket.create_connection(("127.0.0.1", server.port))
+    milter_ms, spamd_ms, spamc_ms = [], [], []
+    spamc = shutil.which("spamc")
+    eom = packet(mm.Macro(ord("E"), {"i": "BENCH"})) + packet(mm.EndOfMessage(b""))
+    for i, (tag, path, message) in enumerate(items):
+        fields, body = split_message(message)
+        before = [mm.EnvelopeRecipient(b"<alice@test.example>")]
+        before += [mm.Header(name, value) for name, value in fields]
+        before.append(mm.EndOfHeaders())
+        before += [mm.Body(body[s:s + 65535]) for s in range(0, len(body), 65535)]
+        client.send(*before)
+        started = time.perf_counter()
+        client.sock.sendall(eom)
+        data = final_answer(client.sock)        # the packets read whole, parsed after the clock stops
+        milter_ms.append((time.perf_counter() - started) * 1000)
+        client.pending = data
+        answers = client.answers()
+        assert answers and isinstance(answers[-1], mm.Continue), answers
+        request = b"CHECK SPAMC/1.5\r\nConnection: keep-alive\r\nContent-length: %d\r\n\r\n" % len(message) + message
+        started = time.perf_counter()
+        spamd.sendall(request)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += spamd.recv(65536)
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        length = int(re.search(rb"Content-length: (\d+)", head).group(1))
+        while len(rest) < length:
+            rest += spamd.recv(65536)
+        spamd_ms.append((time.perf_counter() - started) * 1000)
+        if spamc and i % spamc_every == 0:
+            started = time.perf_counter()
+            subprocess.run([spamc, "-d", "127.0.0.1", "-p", str(server.port), "-c"], input=message,
+                           stdout=subprocess.DEVNULL, timeout=30)
+            spamc_ms.append((time.perf_counter() - started) * 1000)
+    client.close()
+    spamd.close()
+    print(f"messages: {len(items)}")
+    print("milter end of data -> answer, one connection: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
+          % quantiles(milter_ms))
+    print("SPAMD CHECK round trip, one kept-alive connection: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
+          % quantiles(spamd_ms))
+    if spamc_ms:
+        print(f"spamc -c (a process a message, {len(spamc_ms)} messages): p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
+              % quantiles(spamc_ms))
+
+
+def postfix(server, items, clients, labels, work, rounds=1):
+    import postfix_private
+    from mailchain import read_maildir, header
+    from test_postfix import recipe
+    from test_postfix_milter import milter_main_cf
+
+    root, why = postfix_private.unpacked_postfix()
+    if root is None:
+        sys.exit(f"bench_milter: {why}")
+    milter_main = milter_main_cf(server.milter_port)
+    results = {"milter": [], "content_filter": []}
+    order = ["content_filter", "milter"]
+    for name in [n for r in range(rounds) for n in (order if r % 2 == 0 else order[::-1])]:
+        smtp_port = free_port()
+        if name == "milter":
+            main, master = milter_main, f"127.0.0.1:{smtp_port} inet n - n - - smtpd\n"
+        else:
+            main, master = recipe(root, smtp_port, server.port)
+        pf = postfix_private.Postfix(root, work, main, master, ["alice"])
+        pf.start()
+        try:
+            pf.wait_for_smtp(smtp_port)
+            queue = list(items)
+            lock = threading.Lock()
+            failures = []
+
+            def sender():
+                with smtplib.SMTP("127.0.0.1", smtp_port, timeout=300) as smtp:
+                    smtp.ehlo("client.example")
+                    while True:
+                        with lock:
+                            if not queue:
+                                return
+                            tag, path, message = queue.pop()
+                        try:
+                            smtp.sendmail("sender@client.example", ["alice@test.example"], message)
+                        except smtplib.SMTPException as exc:
+                            failures.append((tag, str(exc)))
+
+            cpu_before = server.cpu()
+            started = time.perf_counter()
+            threads = [threading.Thread(target=sender) for _ in range(clients)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            box = pf.mail / "alice" / "new"
+            deadline = time.monotonic() + 1200
+            while (len(os.listdir(box)) if box.is_dir() else 0) < len(items) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            elapsed = time.perf_counter() - started
+            cpu = server.cpu() - cpu_before
+            delivered = read_maildir(pf.mail / "alice")
+            word = {"Yes": "spam", "No": "ham", "Unsure": "unsure"}
+            verdicts = {}
+            for message in delivered:
+                tag = header(message, "Message-ID")[0].strip("<>").split("@")[0]
+                status = header(message, "X-Spam-Status")
+                verdicts.setdefault(tag, []).append(word.get(status[0].split(",")[0]) if status else None)
+            differ = [t for t, _, _ in items if verdicts.get(t) != [labels[t]]]
+            results[name].append(len(delivered) / elapsed)
+            assert len(delivered) == len(items) and not differ and not failures, (name, len(delivered), differ[:5])
+            print(f"{name}: {len(delivered)} delivered of {len(items)} in {elapsed:.2f} s = "
+                  f"{len(delivered) / elapsed:.1f} messages/s; verdicts differing from spamnb classify: "
+                  f"{len(differ)} {differ[:5]}; SMTP failures: {len(failures)} {failures[:2]}; "
+                  f"spamnb serve's CPU {1000 * cpu / len(items):.2f} ms a message; load average "
+                  f"{os.getloadavg()[0]:.1f}")
+        finally:
+            pf.stop()
+    ratios = [a / b for a, b in zip(results["milter"], results["content_filter"])]
+    print(f"milter / content_filter messages per second, by round: {' '.join(f'{r:.2f}x' for r in ratios)}; "
+          f"median {statistics.median(ratios):.2f}x (milter median {statistics.median(results['milter']):.1f}, "
+          f"content_filter median {statistics.median(results['content_filter']):.1f} messages/s)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("latency", "postfix"))
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
+    parser.add_argument("--messages", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=10, help="postfix: concurrent SMTP senders (default 10)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="postfix: rounds of both set-ups, their order alternating (default 3)")
+    parser.add_argument("--spamc-every", type=int, default=5, help="latency: run spamc on every N-th message")
+    parser.add_argument("--workers", default="1", help="spamnb serve --workers (default 1)")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="bench-milter-"))
+    os.chmod(work, 0o755)
+    try:
+        home = work / "home"
+        home.mkdir()
+        os.chmod(home, 0o755)
+        model = home / "model.spamnb"
+        subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-j", "1", "-m", str(model), args.corpus],
+                       env=env(home), check=True, timeout=1800)
+        folder = work / "messages"
+        folder.mkdir()
+        items = pick_messages(args.corpus, args.messages, folder)
+        server = Server(home, model, "--workers", args.workers)
+        try:
+            if args.what == "latency":
+                latency(server, items, args.spamc_every)
+            else:
+                labels = classify_all(home, model, items)
+                postfix(server, items, args.clients, labels, work, args.rounds)
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

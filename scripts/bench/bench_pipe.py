@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""One message, a fresh process: the pipe's commands against bogofilter and the interpreter.
+
+What procmail, maildrop, a sieve ``pipe`` or a shell script run for each
+message, timed as whole processes, interleaved in one run (each round runs
+every command once, in the same order, on the next sample message):
+
+- ``spamnb classify -m MODEL < MSG`` against ``bogofilter -C -d DB -T < MSG``;
+- ``spamnb classify -p -m MODEL < MSG`` against ``bogofilter -C -d DB -p -e < MSG``
+  (the message out with its header: what a delivery filter runs);
+- ``spamnb learn --spam -m MODEL < MSG`` against ``bogofilter -C -d DB -s < MSG``
+  (spamnb's journal beside its copy of the model removed before each run,
+  untimed: each learn appends to the same model);
+- ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
+  ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
+  and ``python -I -c pass`` (isolated).
+
+For each corpus (``--corpus DIR``, repeatable; default the two shared
+corpora beside the repository) the models are trained once, in ``--work``:
+``spamnb train DIR -m MODEL`` and bogofilter's bulk training (``-s -b`` on
+the spam files, ``-n -b`` on the ham, the rules of ``spamnb train DIR``
+deciding which is which: ``scripts/bench/bench_commands.py``).  ``--model FILE``
+adds a model classified alone (no bogofilter peer): the 10x model, against
+the corpora's in the same rounds.
+
+Wall and CPU time (user + system) are medians of ``--runs`` rounds
+(``os.wait4`` of the process); peak memory is ``/usr/bin/time -f %M`` of
+one more run of each (untimed).  The ratios are medians of the per-round
+ratios to ``python -c pass`` of that round (wall, and CPU: on a loaded
+machine the CPU ratio is the steadier).  Run it from outside the repository, e.g.::
+
+    cd /tmp && python /path/to/spamnb/scripts/bench/bench_pipe.py --runs 21
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))   # harness.py
+
+from harness import check, labelled_files, run, time_rss  # noqa: E402
+
+CORPORA = [REPO.parent / "shared" / "corpora" / "spamassassin", REPO.parent / "shared" / "corpora" / "enron-spam"]
+
+
+def spamnb_command():
+    """The ``spamnb`` script beside this interpreter (as a user types it), and that interpreter."""
+    script = Path(sys.executable).parent / "spamnb"
+    if not script.exists():
+        raise SystemExit(f"{script}: no spamnb script beside {sys.executable} (pip install the package)")
+    return str(script)
+
+
+def train(corpus, work, spamnb):
+    """(spamnb model, bogofilter database folder) of ``corpus``, trained once in ``work``."""
+    name = corpus.name
+    model = work / f"{name}.spamnb"
+    bogo = work / f"{name}.bogofilter"
+    if not model.exists():
+        check(run([spamnb, "train", str(corpus), "-m", str(model), "-q"]), f"spamnb train {corpus}")
+    if not bogo.exists():
+        bogo.mkdir()
+        files = labelled_files(corpus)
+        for label, flag in (("spam", "-s"), ("ham", "-n")):
+            listing = work / f"{name}.{label}.list"
+            listing.write_text("".join(f"{path}\n" for path, is_spam in files if is_spam == (label == "spam")))
+            check(run(["bogofilter", "-C", "-d", str(bogo), flag, "-b"], stdin=str(listing)), "bogofilter training")
+    return model, bogo
+
+
+def sample_messages(corpus, n=5):
+    """``n`` messages of the corpus near its median size, spam and ham."""
+    files = labelled_files(corpus)
+    files.sort(key=lambda item: os.path.getsize(item[0]))
+    middle = len(files) // 2
+    return [path for path, _ in files[middle - n // 2:middle - n // 2 + n]]
+
+
+def commands(name, model, bogo, work, spamnb, python):
+    """{row: {column: (argv, prepare or None)}} of one model's rows."""
+    learn_model = work / f"{name}.learn.spamnb"
+    if not learn_model.exists():
+        shutil.copyfile(model, learn_model)
+    journal = Path(str(learn_model) + ".journal")
+    learn_bogo = work / f"{name}.learn.bogofilter"
+    if bogo is not None and not learn_bogo.exists():
+        shutil.copytree(bogo, learn_bogo)
+
+    def reset():
+        journal.unlink(missing_ok=True)
+
+    rows = {"classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)},
+            "classify -p": {"spamnb": ([spamnb, "classify", "-p", "-m", str(model)], None)}}
+    if bogo is not None:
+        rows["classify"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-T"], None)
+        rows["classify -p"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-p", "-e"], None)
+        rows["learn --spam"] = {"spamnb": ([spamnb, "learn", "--spam", "-q", "-m", str(learn_model)], reset),
+                                "bogofilter": (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)}
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", action="append", type=Path, help="a corpus folder (repeatable)")
+    parser.add_argument("--model", action="append", type=Path, default=[],
+                        help="a model classified alone, against the same rounds (e.g. a 10x model)")
+    parser.add_argument("--runs", type=int, default=21, help="rounds (default 21)")
+    parser.add_argument("--work", type=Path, help="where the models are trained (default: a new temporary folder)")
+    args = parser.parse_args()
+    if shutil.which("bogofilter") is None:
+        raise SystemExit("bogofilter is not installed")
+    spamnb, python = spamnb_command(), sys.executable
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-pipe-"))
+    work.mkdir(parents=True, exist_ok=True)
+    corpora = args.corpus or CORPORA
+    messages = []
+    tables = {}   # label -> rows
+    for corpus in corpora:
+        model, bogo = train(corpus, work, spamnb)
+        messages += sample_messages(corpus)
+        label = f"{corpus.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"
+        tables[label] = commands(corpus.name, model, bogo, work, spamnb, python)
+    for model in args.model:
+        tables[f"{model.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"] = {
+            "classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)}}
+    floors = {"python -c pass": [python, "-c", "pass"], "python -S -c pass": [python, "-S", "-c", "pass"],
+              "python -I -c pass": [python, "-I", "-c", "pass"]}
+    every = [(label, row, column, argv, prepare) for label, rows in tables.items() for row, columns in rows.items()
+             for column, (argv, prepare) in columns.items()]
+    for _label, _row, _column, argv, prepare in every:   # a warm-up of each (page cache, .pyc)
+        if prepare:
+            prepare()
+        check(run(argv, stdin=messages[0]), " ".join(argv[:3]), ok=(0, 1, 2))
+    times = {key: [] for key in [*floors, *((label, row, column) for label, row, column, _, _ in every)]}
+    ratios = {(label, row, column): [] for label, row, column, _, _ in every}
+    cpu_ratios = {(label, row, column): [] for label, row, column, _, _ in every}
+    for i in range(args.runs):
+        message = messages[i % len(messages)]
+        base = run(floors["python -c pass"], stdin=message)
+        times["python -c pass"].append(base)
+        for name in ("python -S -c pass", "python -I -c pass"):
+            times[name].append(run(floors[name], stdin=message))
+        for label, row, column, argv, prepare in every:
+            if prepare:
+                prepare()
+            result = check(run(argv, stdin=message), " ".join(argv[:3]), ok=(0, 1, 2))
+            times[label, row, column].append(result)
+            ratios[label, row, column].append(result.wall / base.wall)
+            cpu_ratios[label, row, column].append(result.cpu / base.cpu if base.cpu else float("nan"))
+    peaks = {}
+    for label, row, column, argv, prepare in every:
+        if prepare:
+            prepare()
+        peaks[label, row, column] = time_rss(argv, stdin=messages[0]) / 1024
+    for name, argv in floors.items():
+        peaks[name] = time_rss(argv, stdin=messages[0]) / 1024
+
+    def ms(runs):
+        return statistics.median(r.wall for r in runs) * 1000
+
+    def cpu_ms(runs):
+        return statistics.median(r.cpu for r in runs) * 1000
+
+    print(f"{args.runs} rounds, {len(messages)} messages in turn; load average at the end "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for name in floors:
+        print(f"{name}: {ms(times[name]):.1f} ms (CPU {statistics.median(r.cpu for r in times[name]) * 1000:.1f} ms)"
+              f", {peaks[name]:.1f} MiB")
+    print()
+    print("| one message, a fresh process | spamnb: wall (CPU), peak | x `python -c pass`: wall (CPU) "
+          "| bogofilter: wall (CPU), peak |")
+    print("|---|---|---|---|")
+    for label, rows in tables.items():
+        for row, columns in rows.items():
+            cells = []
+            key = (label, row, "spamnb")
+            cells.append(f"{ms(times[key]):.1f} ms ({cpu_ms(times[key]):.1f} ms), {peaks[key]:.1f} MiB")
+            cells.append(f"{statistics.median(ratios[key]):.2f}x ({statistics.median(cpu_ratios[key]):.2f}x)")
+            key = (label, row, "bogofilter")
+            cells.append(f"{ms(times[key]):.1f} ms ({cpu_ms(times[key]):.1f} ms), {peaks[key]:.1f} MiB"
+                         if key in times else "")
+            print(f"| `{row}`, {label} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""What the scripts in scripts/bench, scripts/check and scripts/tune share.
+
+A script finds this module by putting its parent folder (scripts/) on
+``sys.path``::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import harness
+
+Nothing here imports spamnb at module level, so a script can still choose
+which checkout's spamnb it measures before it imports the package.
+
+- where things are: ``REPO`` (this checkout), ``SPAMASSASSIN`` and
+  ``ENRON_SPAM`` (the shared corpora beside it), ``CORPUS_NAMES``;
+- the corpus: ``labelled_files`` (as ``spamnb train DIR`` reads a tree),
+  ``list_corpus`` and ``is_test`` (the fixed split: a message is TEST when
+  md5(relpath) % 5 == 0), ``corpus_split`` (the same split over paths);
+- whole processes: ``run``, ``run_steps``, ``check``, ``time_rss``,
+  ``floor_kib``;
+- servers: ``free_port``, ``wait_port``;
+- reports: ``machine``, ``evaluate`` (spamnb.bayes.metrics over a test part);
+- matrices for the tuning scripts: ``transformed_matrix``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CORPORA = REPO.parent / "shared" / "corpora"
+SPAMASSASSIN = SHARED_CORPORA / "spamassassin"
+ENRON_SPAM = SHARED_CORPORA / "enron-spam"
+CORPUS_NAMES = {"spamassassin": "SpamAssassin public corpus", "enron-spam": "Enron-Spam parts 1-3 (headerless)"}
+
+# the false-positive rates at which "spam caught" is reported
+FPR_POINTS = (0.001, 0.01)
+
+
+# ---------------------------------------------------------------------------- the corpus
+_HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+_SPAM_PREFIXES = ("spam", "junk")
+_SKIPPED_FOLDERS = ("trash", "deleted messages", "deleted items")
+
+
+def _folder_name(name):
+    return name.lstrip(".").rsplit(".", 1)[-1].lower() if name.startswith(".") else name.lower()
+
+
+def _looks_like_mail(path):
+    with open(path, "rb") as f:
+        head = f.read(65536)
+    if not head.strip():
+        return False
+    start = 0
+    if head.startswith(b"From "):
+        newline = head.find(b"\n")
+        if newline < 0:
+            return False
+        start = newline + 1
+    return _HEADER_LINE.match(head, start) is not None
+
+
+def labelled_files(root):
+    """``(path, is_spam)`` of every message file below ``root``, by the rules of
+    ``spamnb train DIR`` (a message is spam when a folder on its way below
+    ``root`` starts with "spam" or "junk"; hidden files, empty files and files
+    whose first line is no header field are skipped), sorted as it walks."""
+    root = os.path.abspath(root)
+    root_is_spam = _folder_name(os.path.basename(root)).startswith(_SPAM_PREFIXES)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        if {"cur", "new"} <= set(dirnames):
+            raise SystemExit(f"{dirpath}: a Maildir; this benchmark reads folders of message files only")
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and _folder_name(d) not in _SKIPPED_FOLDERS
+                             and not os.path.islink(os.path.join(dirpath, d)))
+        rel = os.path.relpath(dirpath, root)
+        folders = [] if rel == "." else rel.split(os.sep)
+        is_spam = any(_folder_name(f).startswith(_SPAM_PREFIXES) for f in folders) if folders else root_is_spam
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if name.startswith(".") or not os.path.isfile(path):
+                continue
+            if _looks_like_mail(path):
+                out.append((path, is_spam))
+    return out
+
+
+def is_test(relpath):
+    """The fixed split: a message is TEST when md5(relpath) % 5 == 0."""
+    return int(hashlib.md5(relpath.encode("utf-8", "surrogateescape")).hexdigest(), 16) % 5 == 0
+
+
+def list_corpus(root, quick=False):
+    """[(relpath, abspath, is_spam)] of every message file in the folders below
+    ``root`` (any depth; spam when a folder on the way is named spam*), sorted
+    by relpath; ``quick``: every 6th."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        if rel_dir == ".":
+            continue          # files at the top (README.md) are not messages
+        is_spam = any(part.lower().startswith("spam") for part in rel_dir.split("/"))
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if name.startswith(".") or not os.path.isfile(path):
+                continue
+            out.append((f"{rel_dir}/{name}", path, is_spam))
+    out.sort()
+    if quick:
+        out = out[::6]
+    return out
+
+
+def corpus_split(root):
+    """(train, test) lists of (path, is_spam) by the fixed split: the message
+    files in the folders below ``root`` at any depth (Enron-Spam's
+    enronN/spam too), spam when a folder on the way is named spam*."""
+    root = Path(root)
+    train, test = [], []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.parent != root
+                       and not p.name.startswith(".")):
+        relative = path.relative_to(root)
+        item = (path, any(part.startswith("spam") for part in relative.parts[:-1]))
+        (test if is_test(str(relative)) else train).append(item)
+    return train, test
+
+
+# ---------------------------------------------------------------------------- whole processes
+class Run:
+    __slots__ = ("wall", "cpu", "rss", "rc")
+
+    def __init__(self, wall, cpu, rss, rc):
+        self.wall, self.cpu, self.rss, self.rc = wall, cpu, rss, rc
+
+
+def run(argv, stdin=None, stdout=None, stderr=None, env=None):
+    """One process: wall seconds, CPU seconds (user + system, its waited-for
+    children included), peak RSS in KiB (ru_maxrss), exit code."""
+    stdin_f = open(stdin, "rb") if isinstance(stdin, str) else subprocess.DEVNULL
+    stdout_f = open(stdout, "wb") if stdout else subprocess.DEVNULL
+    stderr_f = open(stderr, "wb") if stderr else subprocess.DEVNULL
+    try:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=stdin_f, stdout=stdout_f, stderr=stderr_f, env=env)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)   # reaped here: Popen must not wait again
+    finally:
+        for f in (stdin_f, stdout_f, stderr_f):
+            if hasattr(f, "close"):
+                f.close()
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, proc.returncode)
+
+
+def run_steps(steps, env=None):
+    """Processes one after the other, as one step: wall from the first start to
+    the last end, CPU summed, the largest peak RSS; the first non-zero exit code."""
+    started = time.perf_counter()
+    runs = [run(argv, stdin=stdin, env=env) for argv, stdin in steps]
+    wall = time.perf_counter() - started
+    return Run(wall, sum(r.cpu for r in runs), max(r.rss for r in runs), next((r.rc for r in runs if r.rc), 0))
+
+
+def check(result, what, ok=(0,)):
+    """``result`` when its exit code is in ``ok``; else exit with one line."""
+    if result.rc not in ok:
+        raise SystemExit(f"{what}: exit code {result.rc}")
+    return result
+
+
+def floor_kib():
+    """The least ru_maxrss a child of this script can show: this script's own
+    high-water mark (the pages it was forked from count until exec)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def time_rss(argv, stdin=None, env=None, ok=(0, 1, 2)):
+    """Peak RSS (KiB) of one untimed run under /usr/bin/time -f %M."""
+    with tempfile.NamedTemporaryFile(prefix="bench-rss-") as out:
+        result = run(["/usr/bin/time", "-f", "%M", "-o", out.name, *argv], stdin=stdin, env=env)
+        check(result, " ".join(argv[:3]), ok)
+        return int(open(out.name).read().split()[-1])
+
+
+# ---------------------------------------------------------------------------- servers
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, seconds=60):
+    """Return once 127.0.0.1:``port`` accepts a connection; RuntimeError when
+    ``proc`` exits first or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not start")
+
+
+# ---------------------------------------------------------------------------- reports
+def machine():
+    """CPU model, cores, Python and platform, for a report's header."""
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def evaluate(test, result):
+    """spamnb.bayes.metrics' summary of ``result`` ({"verdicts", "scores"}) on
+    ``test`` (rows of ``list_corpus``), with the false-negative rate."""
+    from spamnb.bayes import metrics
+
+    y = [r[2] for r in test]
+    out = metrics.summary(y, result["verdicts"], result["scores"], FPR_POINTS)
+    out["fnr"] = metrics.false_negative_rate(y, result["verdicts"])
+    return out
+
+
+# ---------------------------------------------------------------------------- matrices (scripts/tune)
+# --matrix variants' alpha when none is given (fixed: the figures in docs/accuracy.md
+# do not move with the filter's default)
+MATRIX_ALPHA = 0.01
+
+
+def transformed_matrix(X_raw, spec, pair_columns=None, idf_rows=None):
+    """(matrix, alpha, min_df, renormalise) of a ``--matrix`` variant of
+    scripts/tune/tune_accuracy.py; ``pair_columns`` (bool per column) the
+    word-pair columns that ``pw=W`` weighs before the length is taken;
+    ``idf``: each column times log(n / df) over the rows ``idf_rows`` (Rennie et
+    al.'s inverse document frequency, before the length is taken)."""
+    import numpy as np
+    from scipy import sparse
+
+    from spamnb.mail.tokenizer import DEFAULTS
+
+    X = X_raw.tocsr().astype(np.float64)
+    alpha, min_df, counts, scale, renormalise = MATRIX_ALPHA, 1, "log", None, None
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        if key in DEFAULTS:
+            continue   # a tokenizer setting: in the matrix already
+        if key in ("log", "binary", "raw"):
+            counts = key
+        elif key in ("dir", "beta", "boost", "bmargin", "pairs", "pair_scope", "pair_limit", "pw", "palpha", "idf"):
+            continue   # per-token soft counts, row weights: _soft_variant
+        elif key in ("l2", "l2k"):
+            scale = float(value)
+            renormalise = scale if key == "l2k" else None
+        elif key == "alpha":
+            alpha = float(value)
+        elif key == "min_df":
+            min_df = int(value)
+        elif key != "default":
+            raise ValueError(f"unknown variant {item!r}")
+    X = X.copy()
+    if counts == "log":
+        X.data = np.log1p(X.data)
+    elif counts == "binary":
+        X.data[:] = 1.0
+    pw = [float(v) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "pw"]
+    if pw and pair_columns is not None:
+        X = X @ sparse.diags(np.where(pair_columns, pw[0], 1.0))
+    idf = [float(v or 1) for k, _, v in (p.partition("=") for p in spec.split(",")) if k == "idf"]
+    if idf:   # idf=P: log(n / df) ** P
+        rows = X_raw.tocsr()[idf_rows]
+        df = np.bincount(rows.indices, minlength=X.shape[1]).astype(np.float64)
+        weight = np.log((rows.shape[0] + 1.0) / (df + 1.0)) ** idf[0]
+        X = X @ sparse.diags(weight)
+    if scale is not None:
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        inv = np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)
+        X = sparse.diags(inv) @ X
+    return X.tocsr(), alpha, min_df, renormalise
