@@ -36,7 +36,7 @@ __all__ = ["Tokenizer", "with_pairs", "hash_token", "PAIRS_TEXT_CHARS"]
 
 # Hyper-parameters and their defaults; every value is JSON-serialisable.
 # Figures: 1-AUC % of a plain multinomial NB (binary features, alpha 0.01),
-# 5-fold CV on the TRAIN part (scripts/tune_tokenizer.py; full log in
+# 5-fold CV on the TRAIN part (a script since retired; full log in
 # docs/tokenizer.md).  Named groups of that log: "round 1" is the first
 # tokenizer (all header fields, 256 KiB, no text budget); "final" the first
 # header selection, 6 KiB and 1,000 characters (0.0470); "final 2" the final
@@ -456,7 +456,7 @@ class Tokenizer:
         # Per message: one dict look-up per selected field and one C call per value
         # (no lists of (name, value) pairs built first, prefix ids looked up once
         # per tokenizer): parse + tokenize 44.6 -> 42.3 us per corpus message
-        # (scripts/bench_tokenize.py, identical tokens).
+        # (scripts/bench/bench_tokenize.py, identical tokens).
         if self.headers == "all":
             for name, value in parsed.headers:
                 if name not in _SPECIAL_FIELDS:

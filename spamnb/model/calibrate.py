@@ -39,7 +39,7 @@ Ten folds (``DEFAULT_FOLDS``; five before commit e553d40).  A fold model
 holds (K - 1) / K of the training mail, and the held-out ham it scores
 highest set the spam cutoff.  With fold models of 90 % instead of 80 %,
 over 8 fold assignments of each train part of the fixed split
-(``scripts/cutoff_variance.py --salts 8 --folds 5 | 10 | 20``): SpamAssassin's
+(``scripts/tune/cutoff_variance.py --salts 8 --folds 5 | 10 | 20``): SpamAssassin's
 mean spam cutoff 11.80 / 9.34 / 9.08, test spam missed 4.92 ± 1.43 / 3.77
 ± 1.51 / 3.71 ± 1.92 %; Enron-Spam's 22.06 / 22.52 / 22.60, 7.84 ± 0.48 /
 7.93 ± 0.36 / 8.00 ± 0.48 %; test ham called spam 0 of 841 and 1 of 2,383

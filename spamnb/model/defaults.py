@@ -17,7 +17,7 @@ COUNT_TRANSFORMS = {"raw": token_kernels.COUNTS_RAW, "binary": token_kernels.COU
 PRIORS = ("mle", "map", "uniform")
 
 # Defaults, chosen by 5-fold cross-validation on the TRAIN part of the fixed split
-# (python scripts/tune_filter.py; figures in docs/filter.md).
+# (a script since retired; figures in docs/filter.md).
 # -- alpha and counts: log(1 + count) with alpha 0.01 had the lowest CV 1-AUC
 #    (0.0313 %; binary 0.0316 %, alpha 0.1: 0.0480 %, alpha 0.003: 0.0317 %)
 #    without length normalisation; with it (below) alpha 0.001: alpha / length

@@ -95,7 +95,7 @@ the message counts stay, as if those tokens had never been counted):
   so u_i is the expected gap it opens between a spam and a ham.  Rare tokens
   (small theta) and even tokens (w ~ 0) are the least useful; ties go to
   the token seen most recently, then to the older feature.
-  ``scripts/prune_curve.py`` measures this against the alternatives
+  ``scripts/tune/prune_curve.py`` measures this against the alternatives
   (by total count; by |w| times count) in docs/lifecycle.md.
 
 Everything here reads and writes a :class:`spamnb.SpamFilter` through a few

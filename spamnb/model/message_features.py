@@ -56,7 +56,7 @@ A missing or unreadable Date: puts the hour at the centre of the circle
 (0, 0), the point equally far from every hour.
 """
 
-# Chosen by cross-validation on the TRAIN part (scripts/tune_features.py, docs/features.md).
+# Chosen by cross-validation on the TRAIN part (a script since retired; docs/features.md).
 DEFAULT_VAR_SMOOTHING = 1e-2
 DEFAULT_WEIGHT = 0.0  # off: the features did not lower CV 1-AUC or false positives
 

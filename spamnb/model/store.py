@@ -75,7 +75,7 @@ _ITEMSIZE = {"Q": 8, "q": 8, "I": 4, "i": 4, "H": 2, "d": 8, "B": 1}
 _READ_TRIES = 5       # reads of a file that keeps changing under the reader
 # Files from this size are read into an anonymous mapping advised to use huge
 # pages: zero-filling and faulting in 4 KiB pages was most of the cold start
-# with a large model.  `python scripts/bench_model_read.py MODEL --fresh 9`
+# with a large model.  `python scripts/bench/bench_model_read.py MODEL --fresh 9`
 # (the read alone, medians of 9 fresh processes): the Enron-Spam model with
 # word pairs (66.9 MiB) into a bytearray 55.6 ms, an anonymous mapping 42.9
 # ms, the same with huge pages 17.1 ms (one run of the 9 took 145 ms: the

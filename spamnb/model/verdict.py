@@ -38,7 +38,7 @@ __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "Evide
            "reason_text", "verdict_of"]
 
 # Chosen by 5-fold cross-validation on the train part of the fixed split of
-# both corpora (python scripts/tune_verdict.py; among the held-out ham that the
+# both corpora (python scripts/tune/tune_verdict.py; among the held-out ham that the
 # cutoffs call ham, the share each constant moves to unsure, SpamAssassin /
 # Enron-Spam):
 # - a ham verdict needs this much evidence (sum of |w_i|, nats); that ham's 0.1 %
