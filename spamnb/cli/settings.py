@@ -10,6 +10,7 @@ Every key is optional::
     ham_cutoff = 0.01798620996209156        # ham when P(spam) <= this (--ham-cutoff)
     header_name = "X-Spamnb-Status"         # the header classify -p adds (--header-name)
     subject_tag = "[SPAM]"                  # put before the Subject of spam (--subject-tag; "" for none)
+    shared = "redis://10.0.0.5:6379/0"      # learn/forget send lessons to the hosts sharing learning (--shared)
 
 A command-line option wins over the file; the file wins over the cutoffs the
 model was trained with.  Without either, the model's own cutoffs apply:
@@ -28,7 +29,7 @@ __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings"
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
-KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str}
+KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str, "shared": str}
 
 
 class SettingsError(Exception):

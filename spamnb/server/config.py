@@ -45,6 +45,10 @@ DEFAULTS = {
     "ssl_listen": None,
     "metrics": None,
     "milter": None,
+    # learning shared through Redis (spamnb.shared), read at start only
+    "shared": None,
+    "shared_state": None,
+    "snapshot_interval": 300.0,
 }
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
@@ -198,6 +202,24 @@ class Settings:
     def _production(self, merged):
         """The settings read at start only: worker processes, the user to run
         as, the pid file, TLS and the metrics address."""
+        self.shared = merged["shared"] or None
+        self.shared_state = merged["shared_state"] or None
+        self.snapshot_interval = float(merged["snapshot_interval"])
+        if self.shared:
+            from spamnb.shared import SharedError, parse_url
+
+            try:
+                parse_url(self.shared)
+            except SharedError as exc:
+                raise SettingsError(str(exc)) from None
+            import importlib.util
+
+            if importlib.util.find_spec("redis") is None:
+                raise SettingsError("--shared needs the redis package: pip install 'spamnb[shared]'")
+            if merged["workers"] in (None, "", "auto"):
+                merged["workers"] = 1       # one follower per host: the stream is applied by one process
+            elif int(merged["workers"]) != 1:
+                raise SettingsError("--shared runs one worker process (-w 1): one follower applies the stream")
         workers = merged["workers"]
         self.workers = int(workers) if workers not in (None, "", "auto", 0, "0") else (os.cpu_count() or 1)
         if not 1 <= self.workers <= 256:

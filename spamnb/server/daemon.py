@@ -98,6 +98,7 @@ class Server:
         self.owns_listeners = True
         self.metrics = None
         self.on_ready = []
+        self.sharing = None     # spamnb.server.sharing.Sharing, with --shared
 
     # ------------------------------------------------------------------ logging
     def log(self, line):
@@ -415,8 +416,11 @@ class Server:
             limits = (settings.models_dir, settings.max_user_models, settings.max_user_models_bytes)
         loop = asyncio.get_running_loop()
         try:
-            did_learn, did_remove = await loop.run_in_executor(
-                self.learners, tell, own, message, spam, learn, remove, seed, limits, settings.subject_tag)
+            if self.sharing is not None:    # sent to the shared stream, learned here as on every host
+                did_learn, did_remove = await self.sharing.tell(own, headers.get("user"), message, spam, learn, remove)
+            else:
+                did_learn, did_remove = await loop.run_in_executor(
+                    self.learners, tell, own, message, spam, learn, remove, seed, limits, settings.subject_tag)
         except ProtocolError:
             raise
         except (_model_error(), OSError, ValueError) as exc:

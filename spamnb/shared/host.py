@@ -1,0 +1,344 @@
+"""A host's side of shared learning: sending lessons, following the stream, snapshots.
+
+Redis keys (``PREFIX`` = ``spamnb:``):
+
+- ``spamnb:lessons``: the stream; one entry per lesson, field ``r`` (:mod:`spamnb.shared.lessons`).
+- ``spamnb:sent:<lesson id>``: the stream id a lesson got (kept a week): a lesson sent twice
+  (an outbox file sent, then the host killed before removing it) is added once.
+- ``spamnb:snapshot``: the newest snapshot, a hash: ``pos`` (the stream id of the last
+  lesson it includes), ``m:<user>``/``j:<user>`` the model file and journal of each model
+  (user "" is the site model).
+- ``spamnb:trimmed``: the stream was trimmed below this id (XTRIM MINID); a host whose
+  position is below it starts again from the snapshot.
+- ``spamnb:snapshot-lock``: the host publishing a snapshot now (SET NX EX).
+
+Acknowledgement.  :meth:`Sender.send` returns once Redis has the lesson (the
+script that adds it answered; with ``appendonly yes`` and ``appendfsync always``
+it is on Redis's disk), or once it is in the local outbox (fsynced) when
+Redis cannot be reached or the outbox still holds older lessons (they go
+first: one host's lessons keep their order).  Queuing locally rather than
+refusing keeps a user's "this is spam" from being lost or bounced back to a
+mail client during a Redis outage; the price is that other hosts see the
+lesson only when Redis returns.
+
+Following.  :class:`Follower` reads the stream after its position (XREAD
+BLOCK) in a thread and applies each lesson with the function the server
+gives (a local TELL: learning session, journal, ledger), then saves its
+position (``STATE/position``, fsynced) after each batch.  A host killed
+between applying and saving its position applies the last lessons again:
+through the ledger a learn of a message already learned with that class,
+or a forget of a message no longer learned, changes nothing, so nothing is
+counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+
+from spamnb.shared import SharedError, client
+from spamnb.shared import lessons as lesson_codec
+from spamnb.shared.outbox import Outbox
+
+__all__ = ["Sender", "Follower", "stream_id", "PREFIX", "state_dir"]
+
+PREFIX = "spamnb:"
+STREAM = PREFIX + "lessons"
+SNAPSHOT = PREFIX + "snapshot"
+TRIMMED = PREFIX + "trimmed"
+SNAPSHOT_LOCK = PREFIX + "snapshot-lock"
+_SENT_TTL = 7 * 86400
+# add a lesson once: the stream id it got before, else a new entry (atomic: a script)
+_ADD_ONCE = """
+local old = redis.call('GET', KEYS[2])
+if old then return old end
+local id = redis.call('XADD', KEYS[1], '*', 'r', ARGV[1])
+redis.call('SET', KEYS[2], id, 'EX', tonumber(ARGV[2]))
+return id
+"""
+
+
+def stream_id(value):
+    """A stream id ("ms-seq", bytes or str) as a comparable tuple."""
+    if isinstance(value, bytes):
+        value = value.decode("ascii")
+    ms, _, seq = str(value).partition("-")
+    return (int(ms), int(seq or 0))
+
+
+def state_dir(model_path, given=None):
+    """Where a host keeps its outbox and position: ``given``, else beside the site model (MODEL.shared/)."""
+    from spamnb.model.store import resolve
+
+    return given or resolve(model_path) + ".shared"
+
+
+def _redis_errors():
+    import redis
+
+    return (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError, redis.ReadOnlyError)
+
+
+class Sender:
+    """Sends lessons to the stream, through the outbox when Redis cannot take them."""
+
+    def __init__(self, url, folder, log=None):
+        self.redis = client(url)
+        self.errors = _redis_errors()
+        self.outbox = Outbox(os.path.join(folder, "outbox"))
+        self.log = log or (lambda line: None)
+        self._lock = threading.Lock()
+        self._add = self.redis.register_script(_ADD_ONCE)
+        self.down_since = None
+
+    def _send(self, record):
+        lesson = lesson_codec.decode(record)   # ValueError: never sent
+        key = PREFIX + "sent:" + lesson.lesson_id.hex()
+        return self._add(keys=[STREAM, key], args=[record, _SENT_TTL])
+
+    def send(self, lesson):
+        """Send ``lesson``; returns its stream id (bytes) once Redis has it, or
+        None once it is queued in the outbox (fsynced)."""
+        record = lesson_codec.encode(lesson)
+        with self._lock:
+            if not self.outbox.names():
+                try:
+                    return self._send(record)
+                except self.errors as exc:
+                    self._down(exc)
+            self.outbox.put(record)
+        self.drain()
+        return None
+
+    def _down(self, exc):
+        if self.down_since is None:
+            self.down_since = time.monotonic()
+            self.log(f"shared: Redis unreachable ({exc}); lessons are queued in {self.outbox.folder}")
+
+    def drain(self):
+        """Send what the outbox holds, oldest first; False when Redis is still unreachable."""
+        try:
+            sent = self.outbox.drain(self._send, bad=self.log)
+        except self.errors as exc:
+            self._down(exc)
+            return False
+        if self.down_since is not None or sent:
+            self.down_since = None
+            self.log(f"shared: Redis reachable; {sent} queued lesson{'s' if sent != 1 else ''} sent")
+        return True
+
+
+class Follower:
+    """Follows the stream in a thread, applying each lesson with ``apply(lesson)``
+    (returns what the learn did); publishes snapshots every ``snapshot_every`` seconds
+    (0: never) and starts from the newest one when its position is missing or trimmed.
+
+    ``models()``: the (user, path) of every model this host has (for a snapshot);
+    ``model_for(user)``: where a snapshot's model of ``user`` goes (None: not taken)."""
+
+    def __init__(self, url, folder, apply, models, model_for, log=None, snapshot_every=300.0, block_ms=1000):
+        self.url, self.folder = url, folder
+        self.apply, self.models, self.model_for = apply, models, model_for
+        self.log = log or (lambda line: None)
+        self.snapshot_every, self.block_ms = snapshot_every, block_ms
+        self.redis = client(url, timeout=block_ms / 1000 + 5)
+        self.errors = _redis_errors()
+        self.sender = Sender(url, folder, self.log)
+        self.position_path = os.path.join(folder, "position")
+        self.position = self._read_position()
+        self.applying = threading.Lock()     # held while lessons are applied (a snapshot waits for it)
+        self.changed = threading.Condition()
+        self.outcomes = OrderedDict()        # lesson id -> what applying it did (the last 1024)
+        self._stop = threading.Event()
+        self._thread = None
+        self._next_snapshot = time.monotonic() + snapshot_every if snapshot_every else None
+        self.connected = None
+
+    # ------------------------------------------------------------ position
+    def _read_position(self):
+        try:
+            with open(self.position_path, encoding="ascii") as f:
+                text = f.read().strip()
+            stream_id(text)
+            return text
+        except (OSError, ValueError):
+            return None
+
+    def _save_position(self, position):
+        from spamnb.model.store import replace_file
+
+        replace_file(self.position_path, lambda f: f.write(position.encode("ascii") + b"\n"), mode=0o600)
+        with self.changed:
+            self.position = position
+            self.changed.notify_all()
+
+    def applied(self, entry_id):
+        return self.position is not None and stream_id(self.position) >= stream_id(entry_id)
+
+    def wait_applied(self, entry_id, timeout):
+        """Wait until the lesson at ``entry_id`` is applied here; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not self.applied(entry_id):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(left)
+        return True
+
+    # ------------------------------------------------------------ start
+    def start(self, sync_timeout=30.0):
+        """Catch up (a snapshot when needed, then the stream to its end) for at
+        most ``sync_timeout`` seconds, then follow in a thread.  Redis
+        unreachable: the host starts with the models it has and catches up later."""
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        deadline = time.monotonic() + sync_timeout
+        try:
+            self._catch_up_start()
+            while time.monotonic() < deadline and self._step(block=False):
+                pass
+            self.connected = True
+        except self.errors as exc:
+            self.log(f"shared: Redis unreachable at start ({exc}); serving the local models, following later")
+            self.connected = False
+        self._thread = threading.Thread(target=self._run, name="spamnb-shared", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout=5.0):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _catch_up_start(self):
+        """From the snapshot when this host has no position, or its position was trimmed away."""
+        trimmed = self.redis.get(TRIMMED)
+        if self.position is not None and (trimmed is None or stream_id(self.position) >= stream_id(trimmed)):
+            return
+        pos = self.redis.hget(SNAPSHOT, "pos")
+        if pos is None:
+            if self.position is None:
+                self._save_position("0-0")   # the stream from its start, over the model this host has
+            return
+        self.install_snapshot()
+
+    def install_snapshot(self):
+        from spamnb.model.journal import discard, journal_path
+        from spamnb.model.store import locked, replace_file
+
+        started = time.monotonic()
+        with self.applying:
+            snapshot = self.redis.hgetall(SNAPSHOT)
+            pos = snapshot.pop(b"pos").decode("ascii")
+            n = 0
+            for key, data in snapshot.items():
+                if not key.startswith(b"m:"):
+                    continue
+                user = key[2:].decode("utf-8")
+                path = self.model_for(user)
+                if path is None:
+                    continue
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                journal = snapshot.get(b"j:" + key[2:], b"")
+                with locked(path) as real:
+                    replace_file(real, lambda f: f.write(data))
+                    if journal:
+                        replace_file(journal_path(real), lambda f: f.write(journal))
+                    else:
+                        discard(real)
+                n += 1
+            self._save_position(pos)
+        self.log(f"shared: started from the snapshot at {pos} ({n} model{'s' if n != 1 else ''}, "
+                 f"{time.monotonic() - started:.1f} s)")
+
+    # ------------------------------------------------------------ the thread
+    def _run(self):
+        quiet = False
+        while not self._stop.is_set():
+            try:
+                if self.connected is not True:
+                    self._catch_up_start()
+                    if self.connected is False:
+                        self.log("shared: Redis reachable again; following the stream")
+                    self.connected = True
+                self.sender.drain()
+                self._step(block=True)
+                self._maybe_snapshot()
+                quiet = False
+            except self.errors as exc:
+                if not quiet:
+                    self.log(f"shared: Redis unreachable ({exc}); scoring goes on with the local models")
+                    quiet = True
+                self.connected = False
+                self._stop.wait(1.0)
+            except Exception as exc:   # noqa: BLE001 - the thread must go on; said once per kind
+                self.log(f"shared: {type(exc).__name__}: {exc}")
+                self._stop.wait(1.0)
+
+    def _step(self, block):
+        """Read and apply one batch; True when there were lessons."""
+        answer = self.redis.xread({STREAM: self.position or "0-0"}, count=256,
+                                  block=self.block_ms if block else None)
+        if not answer:
+            return False
+        entries = answer[0][1]
+        last = None
+        with self.applying:
+            for entry_id, fields in entries:
+                last = entry_id.decode("ascii")
+                try:
+                    lesson = lesson_codec.decode(fields.get(b"r", b""))
+                except ValueError as exc:
+                    self.log(f"shared: stream entry {last} skipped: {exc}")
+                    continue
+                try:
+                    outcome = self.apply(lesson)
+                except Exception as exc:   # noqa: BLE001 - one lesson a model refuses must not stop the host
+                    self.log(f"shared: lesson {last} not applied: {type(exc).__name__}: {exc}")
+                    outcome = None
+                self.outcomes[lesson.lesson_id] = outcome
+                while len(self.outcomes) > 1024:
+                    self.outcomes.popitem(last=False)
+            self._save_position(last)
+        return True
+
+    # ------------------------------------------------------------ snapshots
+    def _maybe_snapshot(self):
+        if self._next_snapshot is None or time.monotonic() < self._next_snapshot:
+            return
+        self._next_snapshot = time.monotonic() + self.snapshot_every
+        if self.redis.set(SNAPSHOT_LOCK, os.uname().nodename, nx=True, ex=max(1, int(self.snapshot_every))):
+            self.publish_snapshot()
+
+    def publish_snapshot(self):
+        """Publish this host's models with the stream position they include; trim the stream behind it."""
+        from spamnb.model.journal import journal_path
+        from spamnb.model.store import locked
+
+        with self.applying:
+            pos = self.position
+            if pos is None or pos == "0-0":
+                return None
+            fields = {"pos": pos}
+            for user, path in self.models():
+                with locked(path) as real:
+                    try:
+                        with open(real, "rb") as f:
+                            fields["m:" + user] = f.read()
+                    except FileNotFoundError:
+                        continue
+                    try:
+                        with open(journal_path(real), "rb") as f:
+                            fields["j:" + user] = f.read()
+                    except FileNotFoundError:
+                        fields["j:" + user] = b""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(SNAPSHOT)
+        pipe.hset(SNAPSHOT, mapping=fields)
+        pipe.set(TRIMMED, pos)
+        pipe.xtrim(STREAM, minid=pos, approximate=False)
+        pipe.execute()
+        self.log(f"shared: snapshot published at {pos}; stream trimmed below it")
+        return pos
