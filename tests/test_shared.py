@@ -1,0 +1,372 @@
+"""Learning shared through Redis (``--shared``, spamnb.shared): a real
+redis-server started here on a loopback port, several ``spamnb serve``
+processes each with its own model, TELLs through the real spamc."""
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_spamnb
+
+REDIS_SERVER = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server")
+                                                else None)
+needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed (Debian redis-server)")
+SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else None
+needs_spamc = pytest.mark.skipif(SPAMC is None, reason="spamc is not installed (Debian package spamc)")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """redis-server on a loopback port, its data in ``folder``; every write
+    on disk before it is answered (appendonly, appendfsync always)."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.port = _free_port()
+        self.proc = None
+        self.start()
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+             "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no",
+             "--protected-mode", "yes", "--logfile", str(self.folder / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def client(self):
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port)
+
+
+def _env(home):
+    import spamnb
+
+    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
+    env.pop("SPAMNB_DEBUG", None)
+    return env
+
+
+class Host:
+    """A ``spamnb serve --shared`` process with its own model directory."""
+
+    def __init__(self, home, url, *extra):
+        self.home, self.url, self.extra = Path(home), url, extra
+        self.port = _free_port()
+        self.start()
+
+    def start(self):
+        self.log = open(self.home / "serve.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}", "-m",
+             str(self.home / "model.spamnb"), "--allow-tell", "--shared", self.url, "-w", "1", *self.extra],
+            env=_env(self.home), stderr=self.log, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while "listening on" not in self.log_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"spamnb serve did not start: {self.log_text()}")
+            time.sleep(0.05)
+
+    def log_text(self):
+        self.log.flush()
+        return (self.home / "serve.log").read_text(errors="replace")
+
+    def spamc(self, *args, stdin=b""):
+        return subprocess.run([SPAMC, "-p", str(self.port), *map(str, args)], input=stdin, capture_output=True,
+                              timeout=60)
+
+    def position(self):
+        try:
+            return (self.home / "model.spamnb.shared" / "position").read_text().strip()
+        except OSError:
+            return None
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.log.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def unique_message(tag, n_words=30):
+    words = " ".join(f"w{tag}x{i}" for i in range(n_words))
+    return (f"From: someone{tag}@example.org\r\nSubject: note {tag}\r\nMessage-ID: <{tag}@example.org>\r\n\r\n"
+            f"{words} shared common words\r\n").encode()
+
+
+PROBES = ([p.read_bytes() for p in sorted((REPO / "corpora" / "spam").iterdir())[:15]]
+          + [p.read_bytes() for p in sorted((REPO / "corpora" / "easy_ham").iterdir())[:15]])
+
+
+def _log_odds(model):
+    from spamnb.model.spam_filter import SpamFilter
+
+    sf = SpamFilter.load(model)
+    return [sf.classify(m, False).log_odds for m in PROBES + [unique_message(t) for t in range(40)]]
+
+
+def _stream_lessons(redis_server):
+    """The lessons on the stream, in its order: (flags, spam, message)."""
+    from spamnb.shared.lessons import decode
+
+    out = []
+    for _id, fields in redis_server.client().xrange("spamnb:lessons"):
+        lesson = decode(fields[b"r"])
+        out.append((lesson.learn, lesson.forget, lesson.spam, lesson.message))
+    return out
+
+
+def _reference(base_model, lessons, folder):
+    """The base model taught the lessons once, in order, as a local TELL does (no Redis)."""
+    from spamnb.server.models import tell
+
+    folder.mkdir()
+    shutil.copy(base_model, folder / "model.spamnb")
+    for learn, forget, spam, message in lessons:
+        tell(str(folder / "model.spamnb"), message, spam, learn, forget)
+    return folder / "model.spamnb"
+
+
+def _wait_converged(redis_server, hosts, timeout=60):
+    from spamnb.shared.host import stream_id
+
+    last = redis_server.client().xrevrange("spamnb:lessons", count=1)
+    if not last:
+        return
+    want = stream_id(last[0][0])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(h.position() and stream_id(h.position()) >= want for h in hosts):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"hosts did not catch up: {[h.position() for h in hosts]} vs {want}")
+
+
+def _assert_same(models, reference):
+    expected = _log_odds(reference)
+    for model in models:
+        got = _log_odds(model)
+        assert max(abs(a - b) for a, b in zip(got, expected)) <= 1e-9, model
+
+
+# ---------------------------------------------------------------------------- fast: the pieces
+def test_lesson_round_trip_and_damage():
+    from spamnb.shared.lessons import FORGET, LEARN, Lesson, decode, encode
+
+    lesson = Lesson(LEARN | FORGET, True, "carol", unique_message("a"))
+    data = encode(lesson)
+    back = decode(data)
+    assert (back.learn, back.forget, back.spam, back.user, back.message, back.digest, back.lesson_id) == (
+        True, True, True, "carol", lesson.message, lesson.digest, lesson.lesson_id)
+    for i in (0, 20, len(data) - 30, len(data) - 1):
+        bad = bytearray(data)
+        bad[i] ^= 1
+        with pytest.raises(ValueError):
+            decode(bytes(bad))
+    with pytest.raises(ValueError):
+        decode(data[:-1])
+
+
+def test_outbox_keeps_order_and_stops_at_the_first_failure(tmp_path):
+    from spamnb.shared.outbox import Outbox
+
+    box = Outbox(tmp_path / "outbox")
+    for i in range(5):
+        box.put(b"lesson %d" % i)
+    sent = []
+
+    def send(record):
+        if record == b"lesson 3":
+            raise ConnectionError("down")
+        sent.append(record)
+
+    with pytest.raises(ConnectionError):
+        box.drain(send)
+    assert sent == [b"lesson 0", b"lesson 1", b"lesson 2"] and len(box) == 2
+    assert box.drain(sent.append) == 2 and sent[3:] == [b"lesson 3", b"lesson 4"] and len(box) == 0
+
+
+def test_bad_shared_url_is_one_line_and_exit_64(tmp_path):
+    proc = run_spamnb(["serve", "-l", f"127.0.0.1:{_free_port()}", "--shared", "http://x", "-m",
+                       tmp_path / "m.spamnb"], home=tmp_path, text=True, timeout=60)
+    assert proc.returncode == 64 and "redis://HOST:PORT/DB" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------- three hosts
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory):
+    home = tmp_path_factory.mktemp("base")
+    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")], env=_env(home),
+                   check=True, capture_output=True, timeout=300)
+    return home / "model.spamnb"
+
+
+def _hosts(tmp_path, base_model, url, n, *extra):
+    hosts = []
+    for i in range(n):
+        home = tmp_path / f"host{i}"
+        home.mkdir()
+        shutil.copy(base_model, home / "model.spamnb")
+        hosts.append(Host(home, url, *extra))
+    return hosts
+
+
+def _lessons(rng, n):
+    """(class, message): new messages, repeats and relabels."""
+    told = []
+    for i in range(n):
+        roll = rng.random()
+        if told and roll < 0.15:
+            told.append(rng.choice(told))                      # told again: known
+        elif told and roll < 0.3:
+            kind, message = rng.choice(told)
+            told.append(("ham" if kind == "spam" else "spam", message))   # relabelled
+        else:
+            told.append((rng.choice(("spam", "ham")), unique_message(f"{rng.random():.12f}"[2:])))
+    return told
+
+
+@pytest.mark.slow
+@needs_redis
+@needs_spamc
+def test_three_hosts_converge_and_survive_kills(tmp_path, base_model):
+    redis_server = RedisServer(tmp_path / "redis")
+    hosts = _hosts(tmp_path, base_model, redis_server.url, 3, "--snapshot-interval", "0")
+    rng = random.Random(39)
+    try:
+        acknowledged = []
+        for kind, message in _lessons(rng, 40):
+            host = rng.choice(hosts)
+            proc = host.spamc("-L", kind, stdin=message)
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            acknowledged.append((kind, message))
+        _wait_converged(redis_server, hosts)
+        lessons = _stream_lessons(redis_server)
+        assert len(lessons) == len(acknowledged)
+        _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref1"))
+        # a lesson told on one host is scored on the others
+        probe = unique_message("visible")
+        before = [h.spamc("-c", stdin=probe).stdout for h in hosts]
+        assert hosts[0].spamc("-L", "spam", stdin=probe).returncode == 0
+        _wait_converged(redis_server, hosts)
+        after = [h.spamc("-c", stdin=probe).stdout for h in hosts]
+        assert all(a != b for a, b in zip(after, before)) and len(set(after)) == 1
+
+        # SIGKILL a host while lessons flow, and redis-server too; restart both
+        victim = hosts[1]
+        for i, (kind, message) in enumerate(_lessons(rng, 30)):
+            if i == 10:
+                victim.kill()
+            if i == 20:
+                redis_server.kill()
+            if i == 25:
+                redis_server.start()
+            alive = [h for h in hosts if h is not victim]
+            proc = rng.choice(alive).spamc("-L", kind, stdin=message)
+            assert proc.returncode == 0, proc.stdout + proc.stderr   # queued in the outbox while Redis is down
+            acknowledged.append((kind, message))
+        victim.start()
+        deadline = time.monotonic() + 60
+        while sum(1 for _ in _stream_lessons(redis_server)) < len(acknowledged) + 1:   # the outboxes drain
+            assert time.monotonic() < deadline, "queued lessons never reached Redis"
+            time.sleep(0.2)
+        _wait_converged(redis_server, hosts)
+        lessons = _stream_lessons(redis_server)
+        assert len(lessons) == len(acknowledged) + 1        # every acknowledged lesson, once
+        assert sorted(m for *_, m in lessons) == sorted([m for _, m in acknowledged] + [probe])
+        _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref2"))
+    finally:
+        for h in hosts:
+            h.stop()
+        redis_server.stop()
+
+
+@pytest.mark.slow
+@needs_redis
+@needs_spamc
+def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model):
+    redis_server = RedisServer(tmp_path / "redis")
+    hosts = _hosts(tmp_path, base_model, redis_server.url, 2, "--snapshot-interval", "0")
+    rng = random.Random(7)
+    try:
+        for kind, message in _lessons(rng, 20):
+            assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
+        _wait_converged(redis_server, hosts)
+        # a snapshot, published as the schedule would, and the stream trimmed behind it
+        from spamnb.shared import host as shared_host
+
+        follower = shared_host.Follower(redis_server.url, str(hosts[0].home / "model.spamnb.shared"),
+                                        apply=None, models=lambda: [("", str(hosts[0].home / "model.spamnb"))],
+                                        model_for=None, snapshot_every=0)
+        hosts[0].stop()      # one writer of its models at a time: the snapshot is taken while it is down
+        follower.position = follower._read_position()
+        pos = follower.publish_snapshot()
+        assert pos is not None
+        hosts[0].start()
+        r = redis_server.client()
+        assert r.xlen("spamnb:lessons") == 1      # trimmed to the snapshot's last lesson
+        for kind, message in _lessons(rng, 10):   # the tail after the snapshot
+            assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
+        late_home = tmp_path / "late"
+        late_home.mkdir()
+        shutil.copy(base_model, late_home / "model.spamnb")   # an old model: the snapshot replaces it
+        late = Host(late_home, redis_server.url, "--snapshot-interval", "0")
+        hosts.append(late)
+        assert "started from the snapshot" in late.log_text()
+        _wait_converged(redis_server, hosts)
+        expected = _log_odds(hosts[0].home / "model.spamnb")
+        for h in hosts[1:]:
+            got = _log_odds(h.home / "model.spamnb")
+            assert max(abs(a - b) for a, b in zip(got, expected)) <= 1e-9
+    finally:
+        for h in hosts:
+            h.stop()
+        redis_server.stop()
