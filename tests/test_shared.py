@@ -95,6 +95,7 @@ class Host:
 
     def start(self):
         self.log = open(self.home / "serve.log", "ab")
+        self.log_start = self.log.tell()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}", "-m",
              str(self.home / "model.spamnb"), "--allow-tell", "--shared", self.url, "-w", "1", *self.extra],
@@ -106,8 +107,9 @@ class Host:
             time.sleep(0.05)
 
     def log_text(self):
+        """What this run of the server logged."""
         self.log.flush()
-        return (self.home / "serve.log").read_text(errors="replace")
+        return (self.home / "serve.log").read_bytes()[self.log_start:].decode(errors="replace")
 
     def spamc(self, *args, stdin=b""):
         return subprocess.run([SPAMC, "-p", str(self.port), *map(str, args)], input=stdin, capture_output=True,
@@ -240,6 +242,23 @@ def test_bad_shared_url_is_one_line_and_exit_64(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_without_shared_nothing_of_it_is_imported():
+    code = ("import sys, spamnb.cli.main, spamnb.cli.serve, spamnb.server.launch, spamnb.server.daemon;"
+            "from spamnb.server.config import Settings; Settings({'listen': ['127.0.0.1:7830']});"
+            "bad = [m for m in sys.modules if m == 'redis' or m.startswith('spamnb.shared')]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(REPO), timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_shared_runs_one_worker():
+    from spamnb.server.config import Settings, SettingsError
+
+    url = "redis://127.0.0.1:1/0"
+    assert Settings({"shared": url}).workers == 1
+    with pytest.raises(SettingsError, match="-w 1"):
+        Settings({"shared": url, "workers": "2"})
+
+
 # ---------------------------------------------------------------------------- three hosts
 @pytest.fixture(scope="module")
 def base_model(tmp_path_factory):
@@ -340,19 +359,24 @@ def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model):
         for kind, message in _lessons(rng, 20):
             assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
         _wait_converged(redis_server, hosts)
-        # a snapshot, published as the schedule would, and the stream trimmed behind it
-        from spamnb.shared import host as shared_host
-
-        follower = shared_host.Follower(redis_server.url, str(hosts[0].home / "model.spamnb.shared"),
-                                        apply=None, models=lambda: [("", str(hosts[0].home / "model.spamnb"))],
-                                        model_for=None, snapshot_every=0)
-        hosts[0].stop()      # one writer of its models at a time: the snapshot is taken while it is down
-        follower.position = follower._read_position()
-        pos = follower.publish_snapshot()
-        assert pos is not None
-        hosts[0].start()
+        down = hosts[1]
+        down.kill()             # down while lessons go on and the stream is trimmed past its position
+        for kind, message in _lessons(rng, 5):
+            assert hosts[0].spamc("-L", kind, stdin=message).returncode == 0
+        # a host publishing snapshots on a schedule (every 2 s) joins
+        home = tmp_path / "publisher"
+        home.mkdir()
+        shutil.copy(base_model, home / "model.spamnb")
+        hosts.append(Host(home, redis_server.url, "--snapshot-interval", "2"))
+        deadline = time.monotonic() + 30
+        while "snapshot published" not in hosts[-1].log_text():
+            assert time.monotonic() < deadline, hosts[-1].log_text()
+            time.sleep(0.1)
         r = redis_server.client()
         assert r.xlen("spamnb:lessons") == 1      # trimmed to the snapshot's last lesson
+        assert r.hget("spamnb:snapshot", "pos") == r.get("spamnb:trimmed")
+        down.start()
+        assert "started from the snapshot" in down.log_text()   # its position was trimmed away
         for kind, message in _lessons(rng, 10):   # the tail after the snapshot
             assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
         late_home = tmp_path / "late"
@@ -361,6 +385,7 @@ def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model):
         late = Host(late_home, redis_server.url, "--snapshot-interval", "0")
         hosts.append(late)
         assert "started from the snapshot" in late.log_text()
+        assert "started from the snapshot" not in hosts[0].log_text()   # it had the whole stream
         _wait_converged(redis_server, hosts)
         expected = _log_odds(hosts[0].home / "model.spamnb")
         for h in hosts[1:]:

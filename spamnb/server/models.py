@@ -129,7 +129,7 @@ _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept lo
 _creating = None   # threading.Lock: one new user's model at a time (the limits below hold)
 
 
-def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subject_tag=None):
+def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subject_tag=None, ledger_only=False):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
     command-line learner and the server never lose each other's update.
@@ -144,7 +144,9 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subjec
     was forgotten.  ``subject_tag``: the server's ``--subject-tag``, taken
     off the Subject before learning (with spamnb's own X-Spam-* fields, as
     ``spamnb learn`` strips its markup), so a delivered copy told back
-    learns the mail, not the verdict it was given."""
+    learns the mail, not the verdict it was given.  ``ledger_only``: a
+    removal forgets only a message the ledger has (a lesson applied again
+    after a crash, spamnb.server.sharing, then changes nothing)."""
     import threading
 
     from spamnb.model import learning
@@ -159,8 +161,8 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subjec
                 _check_room(limits, seed_path)
                 if seed_path and learn:
                     _start_user_model(path, seed_path)
-                return _tell(path, message, spam, learn, remove, seed_path, subject_tag)
-    return _tell(path, message, spam, learn, remove, seed_path, subject_tag)
+                return _tell(path, message, spam, learn, remove, seed_path, subject_tag, ledger_only)
+    return _tell(path, message, spam, learn, remove, seed_path, subject_tag, ledger_only)
 
 
 def _start_user_model(path, seed_path):
@@ -253,7 +255,7 @@ def _stat_or_none(path):
         return None
 
 
-def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None):
+def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None, ledger_only=False):
     from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
@@ -266,7 +268,7 @@ def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None):
         tally = ledgers.Tally()
         did_remove = False
         if remove and spam_filter.is_fitted:
-            for as_spam in ((spam,) if spam is not None else (None, True, False)):
+            for as_spam in ((None,) if ledger_only else (spam,) if spam is not None else (None, True, False)):
                 try:
                     session.forget(message, as_spam, tally, subject_tag=subject_tag)
                 except ValueError:

@@ -72,7 +72,10 @@ class Sharing:
                 return (False, False)
             seed = settings.model
             limits = (settings.models_dir, settings.max_user_models, settings.max_user_models_bytes)
-        return tell(own, lesson.message, lesson.spam, lesson.learn, lesson.forget, seed, limits, None)
+        # a forget goes through the ledger only: applied twice (a host killed before it saved its
+        # position applies its last lessons again) it changes nothing the second time
+        return tell(own, lesson.message, lesson.spam, lesson.learn, lesson.forget, seed, limits, None,
+                    ledger_only=True)
 
     # --------------------------------------------------------- TELL
     async def tell(self, own, user, message, spam, learn, remove):

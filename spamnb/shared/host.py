@@ -50,6 +50,7 @@ SNAPSHOT = PREFIX + "snapshot"
 TRIMMED = PREFIX + "trimmed"
 SNAPSHOT_LOCK = PREFIX + "snapshot-lock"
 _SENT_TTL = 7 * 86400
+RETRY_AFTER = 1.0       # seconds after Redis failed during which lessons go to the outbox without trying it
 # add a lesson once: the stream id it got before, else a new entry (atomic: a script)
 _ADD_ONCE = """
 local old = redis.call('GET', KEYS[2])
@@ -92,6 +93,7 @@ class Sender:
         self._lock = threading.Lock()
         self._add = self.redis.register_script(_ADD_ONCE)
         self.down_since = None
+        self.last_failure = float("-inf")
 
     def _send(self, record):
         lesson = lesson_codec.decode(record)   # ValueError: never sent
@@ -103,16 +105,19 @@ class Sender:
         None once it is queued in the outbox (fsynced)."""
         record = lesson_codec.encode(lesson)
         with self._lock:
-            if not self.outbox.names():
+            recently_down = self.down_since is not None and time.monotonic() - self.last_failure < RETRY_AFTER
+            if not recently_down and not self.outbox.names():
                 try:
                     return self._send(record)
                 except self.errors as exc:
                     self._down(exc)
             self.outbox.put(record)
-        self.drain()
+        if not recently_down:
+            self.drain()    # older lessons queued (another process's, say): they go first
         return None
 
     def _down(self, exc):
+        self.last_failure = time.monotonic()
         if self.down_since is None:
             self.down_since = time.monotonic()
             self.log(f"shared: Redis unreachable ({exc}); lessons are queued in {self.outbox.folder}")
