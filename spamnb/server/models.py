@@ -154,6 +154,7 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subjec
     global _kept, _creating
     if _kept is None:
         _kept = learning.Kept()
+    if _creating is None:
         _creating = threading.Lock()
     if limits is not None and not os.path.exists(path):
         with _creating:
@@ -256,29 +257,43 @@ def _stat_or_none(path):
 
 
 def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None, ledger_only=False):
+    return tell_many(path, [(message, spam, learn, remove)], seed_path, subject_tag, ledger_only)[0]
+
+
+def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False):
+    """:func:`tell` of several lessons ``(message, spam, learn, remove)`` in one
+    session of the model at ``path`` (one journal record, one fsync), in
+    order; returns (did_learn, did_remove) of each.  The model must exist or
+    ``seed_path`` start it (no limits checked: :func:`tell` checks them)."""
     from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
+    global _kept
+    if _kept is None:
+        _kept = learning.Kept()
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
     # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
+    outcomes = []
     with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves
         tally = ledgers.Tally()
-        did_remove = False
-        if remove and spam_filter.is_fitted:
-            for as_spam in ((None,) if ledger_only else (spam,) if spam is not None else (None, True, False)):
-                try:
-                    session.forget(message, as_spam, tally, subject_tag=subject_tag)
-                except ValueError:
-                    continue
-                did_remove = True
-                break
-        did_learn = False
-        if learn:   # DidSet only when the model changed, as spamd: spamc says "already learned" otherwise
-            did_learn = session.learn(message, spam, tally, subject_tag=subject_tag) != "known"
-    return did_learn, did_remove
+        for message, spam, learn, remove in lessons:
+            did_remove = False
+            if remove and spam_filter.is_fitted:
+                for as_spam in ((None,) if ledger_only else (spam,) if spam is not None else (None, True, False)):
+                    try:
+                        session.forget(message, as_spam, tally, subject_tag=subject_tag)
+                    except ValueError:
+                        continue
+                    did_remove = True
+                    break
+            did_learn = False
+            if learn:   # DidSet only when the model changed, as spamd: spamc says "already learned" otherwise
+                did_learn = session.learn(message, spam, tally, subject_tag=subject_tag) != "known"
+            outcomes.append((did_learn, did_remove))
+    return outcomes
 
 
 class ModelUnavailable(ProtocolError):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from spamnb.server.models import tell
+from spamnb.server.models import tell, tell_many
+from spamnb.server.protocol import ProtocolError
 
 __all__ = ["Sharing", "APPLY_WAIT"]
 
@@ -60,22 +61,36 @@ class Sharing:
                     found.append((name, path))
         return found
 
-    def apply(self, lesson):
-        """Apply a lesson read from the stream, as a local TELL is."""
+    def apply(self, lessons):
+        """Apply lessons read from the stream (consecutive ones, for one user), as a
+        local TELL is; returns (did_learn, did_remove) of each."""
         settings = self.server.settings
-        own = self.model_for(lesson.user)
+        own = self.model_for(lessons[0].user)
         if own is None:
-            return None
-        seed = limits = None
-        if own != settings.model:
-            if not os.path.exists(own) and not (lesson.learn and settings.create_user_models):
-                return (False, False)
-            seed = settings.model
-            limits = (settings.models_dir, settings.max_user_models, settings.max_user_models_bytes)
+            return [None] * len(lessons)
         # a forget goes through the ledger only: applied twice (a host killed before it saved its
         # position applies its last lessons again) it changes nothing the second time
-        return tell(own, lesson.message, lesson.spam, lesson.learn, lesson.forget, seed, limits, None,
-                    ledger_only=True)
+        seed = None
+        outcomes = []
+        if own != settings.model:
+            seed = settings.model
+            while lessons and not os.path.exists(own):   # a new user's model: made as a local TELL makes it
+                lesson, lessons = lessons[0], lessons[1:]
+                if not (lesson.learn and settings.create_user_models):
+                    outcomes.append((False, False))
+                    continue
+                limits = (settings.models_dir, settings.max_user_models, settings.max_user_models_bytes)
+                try:
+                    outcomes.append(tell(own, lesson.message, lesson.spam, lesson.learn, lesson.forget, seed,
+                                         limits, None, ledger_only=True))
+                except ProtocolError as exc:    # past --max-user-models here: said, and the lesson let go
+                    self.server.log(f"shared: a lesson for {lessons[0].user if lessons else own} not applied: "
+                                    f"{exc.text}")
+                    outcomes.append((False, False))
+        if lessons:
+            outcomes += tell_many(own, [(x.message, x.spam, x.learn, x.forget) for x in lessons], seed,
+                                  ledger_only=True)
+        return outcomes
 
     # --------------------------------------------------------- TELL
     async def tell(self, own, user, message, spam, learn, remove):

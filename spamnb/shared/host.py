@@ -136,8 +136,8 @@ class Sender:
 
 
 class Follower:
-    """Follows the stream in a thread, applying each lesson with ``apply(lesson)``
-    (returns what the learn did); publishes snapshots every ``snapshot_every`` seconds
+    """Follows the stream in a thread, applying lessons with ``apply(lessons)``
+    (consecutive lessons for one user; returns what each learn did); publishes snapshots every ``snapshot_every`` seconds
     (0: never) and starts from the newest one when its position is missing or trimmed.
 
     ``models()``: the (user, path) of every model this host has (for a snapshot);
@@ -289,24 +289,32 @@ class Follower:
         if not answer:
             return False
         entries = answer[0][1]
-        last = None
+        batch = []
+        for entry_id, fields in entries:
+            try:
+                batch.append(lesson_codec.decode(fields.get(b"r", b"")))
+            except ValueError as exc:
+                self.log(f"shared: stream entry {entry_id.decode('ascii')} skipped: {exc}")
         with self.applying:
-            for entry_id, fields in entries:
-                last = entry_id.decode("ascii")
+            # consecutive lessons for one model are applied in one session (one journal record)
+            start = 0
+            while start < len(batch):
+                end = start + 1
+                while end < len(batch) and batch[end].user == batch[start].user:
+                    end += 1
+                group = batch[start:end]
                 try:
-                    lesson = lesson_codec.decode(fields.get(b"r", b""))
-                except ValueError as exc:
-                    self.log(f"shared: stream entry {last} skipped: {exc}")
-                    continue
-                try:
-                    outcome = self.apply(lesson)
-                except Exception as exc:   # noqa: BLE001 - one lesson a model refuses must not stop the host
-                    self.log(f"shared: lesson {last} not applied: {type(exc).__name__}: {exc}")
-                    outcome = None
-                self.outcomes[lesson.lesson_id] = outcome
-                while len(self.outcomes) > 1024:
-                    self.outcomes.popitem(last=False)
-            self._save_position(last)
+                    outcomes = self.apply(group)
+                except Exception as exc:   # noqa: BLE001 - lessons a model refuses must not stop the host
+                    self.log(f"shared: {len(group)} lesson(s) for {group[0].user or 'the site model'} "
+                             f"not applied: {type(exc).__name__}: {exc}")
+                    outcomes = [None] * len(group)
+                for lesson, outcome in zip(group, outcomes):
+                    self.outcomes[lesson.lesson_id] = outcome
+                start = end
+            while len(self.outcomes) > 1024:
+                self.outcomes.popitem(last=False)
+            self._save_position(entries[-1][0].decode("ascii"))
         return True
 
     # ------------------------------------------------------------ snapshots
