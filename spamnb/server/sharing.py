@@ -84,7 +84,7 @@ class Sharing:
                     outcomes.append(tell(own, lesson.message, lesson.spam, lesson.learn, lesson.forget, seed,
                                          limits, None, ledger_only=True))
                 except ProtocolError as exc:    # past --max-user-models here: said, and the lesson let go
-                    self.server.log(f"shared: a lesson for {lessons[0].user if lessons else own} not applied: "
+                    self.server.log(f"shared: a lesson for {lesson.user} not applied: "
                                     f"{exc.text}")
                     outcomes.append((False, False))
         if lessons:
