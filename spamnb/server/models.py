@@ -260,11 +260,12 @@ def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None, ledge
     return tell_many(path, [(message, spam, learn, remove)], seed_path, subject_tag, ledger_only)[0]
 
 
-def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False):
+def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False, compact_limit=None):
     """:func:`tell` of several lessons ``(message, spam, learn, remove)`` in one
     session of the model at ``path`` (one journal record, one fsync), in
     order; returns (did_learn, did_remove) of each.  The model must exist or
-    ``seed_path`` start it (no limits checked: :func:`tell` checks them)."""
+    ``seed_path`` start it (no limits checked: :func:`tell` checks them).
+    ``compact_limit``: see :func:`spamnb.model.learning.session`."""
     from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
@@ -274,7 +275,8 @@ def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
     # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
     outcomes = []
-    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept) as session:
+    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept,
+                          compact_limit=compact_limit) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves
@@ -294,6 +296,23 @@ def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False
                 did_learn = session.learn(message, spam, tally, subject_tag=subject_tag) != "known"
             outcomes.append((did_learn, did_remove))
     return outcomes
+
+
+def compact_if_over(path):
+    """Fold the journal of the model at ``path`` into it when the journal is past
+    :func:`spamnb.model.journal.compact_at` (a follower that compacts late,
+    spamnb.server.sharing, does it when the stream is quiet).  True when it did."""
+    from spamnb.model import learning
+    from spamnb.model.journal import compact_at, journal_path
+
+    try:
+        if os.path.getsize(journal_path(path)) <= compact_at(os.path.getsize(path)):
+            return False
+    except OSError:
+        return False
+    with learning.session(path, wait=None, create=False, expire=False, kept=_kept) as session:
+        session.compact()
+    return True
 
 
 class ModelUnavailable(ProtocolError):

@@ -141,11 +141,13 @@ class Follower:
     (0: never) and starts from the newest one when its position is missing or trimmed.
 
     ``models()``: the (user, path) of every model this host has (for a snapshot);
-    ``model_for(user)``: where a snapshot's model of ``user`` goes (None: not taken)."""
+    ``model_for(user)``: where a snapshot's model of ``user`` goes (None: not taken);
+    ``idle()``: called when a read found nothing new (``block_ms`` of quiet)."""
 
-    def __init__(self, url, folder, apply, models, model_for, log=None, snapshot_every=300.0, block_ms=1000):
+    def __init__(self, url, folder, apply, models, model_for, log=None, snapshot_every=300.0, block_ms=1000,
+                 idle=None):
         self.url, self.folder = url, folder
-        self.apply, self.models, self.model_for = apply, models, model_for
+        self.apply, self.models, self.model_for, self.idle = apply, models, model_for, idle
         self.log = log or (lambda line: None)
         self.snapshot_every, self.block_ms = snapshot_every, block_ms
         self.redis = client(url, timeout=block_ms / 1000 + 5)
@@ -269,7 +271,9 @@ class Follower:
                         self.log("shared: Redis reachable again; following the stream")
                     self.connected = True
                 self.sender.drain()
-                self._step(block=True)
+                if not self._step(block=True) and self.idle is not None:
+                    with self.applying:
+                        self.idle()     # nothing came for a while: housekeeping (compactions)
                 self._maybe_snapshot()
                 quiet = False
             except self.errors as exc:
