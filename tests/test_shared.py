@@ -395,3 +395,44 @@ def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model):
         for h in hosts:
             h.stop()
         redis_server.stop()
+
+
+@pytest.mark.slow
+@needs_redis
+@needs_spamc
+def test_learn_and_forget_commands_send_lessons_and_queue_while_redis_is_down(tmp_path, base_model):
+    redis_server = RedisServer(tmp_path / "redis")
+    hosts = _hosts(tmp_path, base_model, redis_server.url, 1, "--snapshot-interval", "0")
+    model = hosts[0].home / "model.spamnb"
+    first, second = unique_message("cli-one"), unique_message("cli-two")
+    (tmp_path / "one.eml").write_bytes(first)
+    (tmp_path / "two.eml").write_bytes(second)
+    try:
+        before = hosts[0].spamc("-c", stdin=first).stdout
+        proc = run_spamnb(["learn", "--spam", "--shared", redis_server.url, "-m", model, tmp_path / "one.eml"],
+                          home=hosts[0].home, text=True, timeout=120)
+        assert proc.returncode == 0 and "sent 1 lesson" in proc.stdout, proc.stderr
+        _wait_converged(redis_server, hosts)
+        assert hosts[0].spamc("-c", stdin=first).stdout != before      # the server learned it from the stream
+        redis_server.kill()
+        proc = run_spamnb(["learn", "--ham", "--shared", redis_server.url, "-m", model, tmp_path / "two.eml"],
+                          home=hosts[0].home, text=True, timeout=120)
+        assert proc.returncode == 0 and "1 queued" in proc.stdout, proc.stdout + proc.stderr
+        proc = run_spamnb(["forget", "--shared", redis_server.url, "-m", model, tmp_path / "one.eml"],
+                          home=hosts[0].home, text=True, timeout=120)
+        assert proc.returncode == 0 and "1 queued" in proc.stdout, proc.stdout + proc.stderr
+        redis_server.start()
+        deadline = time.monotonic() + 60
+        while len(_stream_lessons(redis_server)) < 3:       # the server sends the outbox, in order
+            assert time.monotonic() < deadline, hosts[0].log_text()
+            time.sleep(0.2)
+        _wait_converged(redis_server, hosts)
+        lessons = _stream_lessons(redis_server)
+        assert [(learn, forget, spam) for learn, forget, spam, _ in lessons] == [
+            (True, False, True), (True, False, False), (False, True, None)]
+        _assert_same([model], _reference(base_model, lessons, tmp_path / "ref"))
+        assert hosts[0].spamc("-c", stdin=first).stdout == before       # forgotten everywhere
+    finally:
+        for h in hosts:
+            h.stop()
+        redis_server.stop()
