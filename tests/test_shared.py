@@ -441,3 +441,51 @@ def test_learn_and_forget_commands_send_lessons_and_queue_while_redis_is_down(tm
         for h in hosts:
             h.stop()
         redis_server.stop()
+
+
+@pytest.mark.slow
+@needs_redis
+@needs_spamc
+def test_user_models_are_shared_by_user_and_in_the_snapshot(tmp_path, base_model):
+    redis_server = RedisServer(tmp_path / "redis")
+    hosts = []
+    try:
+        for i in range(2):
+            home = tmp_path / f"host{i}"
+            home.mkdir()
+            shutil.copy(base_model, home / "model.spamnb")
+            hosts.append(Host(home, redis_server.url, "--snapshot-interval", "0",
+                              "--models-dir", home / "users", "--create-user-models"))
+        rng = random.Random(3)
+        for kind, message in _lessons(rng, 16):
+            user = rng.choice(("alice", "bob"))
+            assert rng.choice(hosts).spamc("-L", kind, "-u", user, stdin=message).returncode == 0
+        # carol: told once, her model is the site model's file with a journal of its own
+        assert hosts[1].spamc("-L", "spam", "-u", "carol", stdin=unique_message("carol")).returncode == 0
+        _wait_converged(redis_server, hosts)
+        home = tmp_path / "publisher"
+        home.mkdir()
+        shutil.copy(base_model, home / "model.spamnb")
+        hosts.append(Host(home, redis_server.url, "--snapshot-interval", "1", "--models-dir", home / "users",
+                          "--create-user-models"))
+        deadline = time.monotonic() + 30
+        while "snapshot published" not in hosts[-1].log_text():
+            assert time.monotonic() < deadline, hosts[-1].log_text()
+            time.sleep(0.1)
+        home = tmp_path / "late"
+        home.mkdir()
+        hosts.append(Host(home, redis_server.url, "--snapshot-interval", "0", "--models-dir", home / "users"))
+        assert "started from the snapshot" in hosts[-1].log_text()
+        for user in ("alice", "bob", "carol"):
+            models = [h.home / "users" / user / "model.spamnb" for h in hosts]
+            assert all(m.exists() for m in models), user
+            expected = _log_odds(models[0])
+            for m in models[1:]:
+                assert max(abs(a - b) for a, b in zip(_log_odds(m), expected)) <= 1e-9, (user, m)
+        site = [_log_odds(h.home / "model.spamnb") for h in hosts]
+        assert all(s == site[0] for s in site)          # the site model learned nothing of the users'
+        assert site[0] == _log_odds(base_model)
+    finally:
+        for h in hosts:
+            h.stop()
+        redis_server.stop()

@@ -7,7 +7,8 @@ Redis keys (``PREFIX`` = ``spamnb:``):
   (an outbox file sent, then the host killed before removing it) is added once.
 - ``spamnb:snapshot``: the newest snapshot, a hash: ``pos`` (the stream id of the last
   lesson it includes), ``m:<user>``/``j:<user>`` the model file and journal of each model
-  (user "" is the site model).
+  (user "" is the site model; an empty ``m:<user>``: the site model's file, which a new
+  user's model shares until it is compacted).
 - ``spamnb:trimmed``: the stream was trimmed below this id (XTRIM MINID); a host whose
   position is below it starts again from the snapshot.
 - ``spamnb:snapshot-lock``: the host publishing a snapshot now (SET NX EX).
@@ -50,6 +51,7 @@ SNAPSHOT = PREFIX + "snapshot"
 TRIMMED = PREFIX + "trimmed"
 SNAPSHOT_LOCK = PREFIX + "snapshot-lock"
 _SENT_TTL = 7 * 86400
+BATCH = 64              # lessons read at once (each at most --max-size, 4 MiB by default)
 RETRY_AFTER = 1.0       # seconds after Redis failed during which lessons go to the outbox without trying it
 # add a lesson once: the stream id it got before, else a new entry (atomic: a script)
 _ADD_ONCE = """
@@ -249,6 +251,8 @@ class Follower:
                     continue
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
                 journal = snapshot.get(b"j:" + key[2:], b"")
+                if not data:     # the site model's file: a copy of it
+                    data = snapshot.get(b"m:", b"")
                 with locked(path) as real:
                     replace_file(real, lambda f: f.write(data))
                     if journal:
@@ -288,7 +292,7 @@ class Follower:
 
     def _step(self, block):
         """Read and apply one batch; True when there were lessons."""
-        answer = self.redis.xread({STREAM: self.position or "0-0"}, count=256,
+        answer = self.redis.xread({STREAM: self.position or "0-0"}, count=BATCH,
                                   block=self.block_ms if block else None)
         if not answer:
             return False
@@ -339,13 +343,20 @@ class Follower:
             if pos is None or pos == "0-0":
                 return None
             fields = {"pos": pos}
+            site = None
             for user, path in self.models():
                 with locked(path) as real:
                     try:
-                        with open(real, "rb") as f:
-                            fields["m:" + user] = f.read()
+                        st = os.stat(real)
+                        if user and site is not None and (st.st_dev, st.st_ino) == site:
+                            fields["m:" + user] = b""   # the site model's very file (a new user's, linked)
+                        else:
+                            with open(real, "rb") as f:
+                                fields["m:" + user] = f.read()
                     except FileNotFoundError:
                         continue
+                    if not user:
+                        site = (st.st_dev, st.st_ino)
                     try:
                         with open(journal_path(real), "rb") as f:
                             fields["j:" + user] = f.read()
