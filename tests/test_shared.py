@@ -235,6 +235,35 @@ def test_outbox_keeps_order_and_stops_at_the_first_failure(tmp_path):
     assert box.drain(sent.append) == 2 and sent[3:] == [b"lesson 3", b"lesson 4"] and len(box) == 0
 
 
+@needs_redis
+def test_a_lesson_sent_twice_is_added_once_and_order_is_kept(tmp_path):
+    from spamnb.shared.host import Sender
+    from spamnb.shared.lessons import LEARN, Lesson, encode
+
+    redis_server = RedisServer(tmp_path / "redis")
+    try:
+        sender = Sender(redis_server.url, str(tmp_path / "state"))
+        first, second = Lesson(LEARN, True, "", unique_message("1")), Lesson(LEARN, False, "", unique_message("2"))
+        assert sender.send(first) is not None and sender.send(second) is not None
+        # the host died after sending them from its outbox, before removing the files: sent again
+        sender.outbox.put(encode(first))
+        sender.outbox.put(encode(second))
+        assert sender.drain() and len(sender.outbox) == 0
+        # another sender (another process) is numbered on its own
+        other = Sender(redis_server.url, str(tmp_path / "state2"))
+        assert other.send(Lesson(LEARN, True, "", unique_message("3"))) is not None
+        assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "123"]
+        redis_server.kill()     # down: queued, acknowledged, then sent in order when it is back
+        assert sender.send(Lesson(LEARN, True, "", unique_message("4"))) is None
+        assert sender.send(Lesson(LEARN, True, "", unique_message("5"))) is None
+        assert len(sender.outbox) == 2
+        redis_server.start()
+        assert sender.drain() and len(sender.outbox) == 0
+        assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "12345"]
+    finally:
+        redis_server.stop()
+
+
 def test_bad_shared_url_is_one_line_and_exit_64(tmp_path):
     proc = run_spamnb(["serve", "-l", f"127.0.0.1:{_free_port()}", "--shared", "http://x", "-m",
                        tmp_path / "m.spamnb"], home=tmp_path, text=True, timeout=60)

@@ -3,8 +3,13 @@
 Redis keys (``PREFIX`` = ``spamnb:``):
 
 - ``spamnb:lessons``: the stream; one entry per lesson, field ``r`` (:mod:`spamnb.shared.lessons`).
-- ``spamnb:sent:<lesson id>``: the stream id a lesson got (kept a week): a lesson sent twice
-  (an outbox file sent, then the host killed before removing it) is added once.
+- ``spamnb:sender:<sender id>``: the sequence number of the last lesson a sender (one
+  process: a server, a ``spamnb learn``) added, kept 30 days after its last lesson: a lesson
+  is added only past it, so one sent twice (an outbox file sent, then the host killed before
+  removing it; a send whose answer was lost) is added once.  A lesson's id is its sender's
+  id and its number; a sender's lessons reach Redis in their order (the outbox is drained
+  oldest first, and a sender sends directly only while its outbox is empty), so one number a
+  sender is all Redis keeps, not one key a lesson.
 - ``spamnb:snapshot``: the newest snapshot, a hash: ``pos`` (the stream id of the last
   lesson it includes), ``m:<user>``/``j:<user>`` the model file and journal of each model
   (user "" is the site model; an empty ``m:<user>``: the site model's file, which a new
@@ -34,6 +39,7 @@ counted twice.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -50,15 +56,16 @@ STREAM = PREFIX + "lessons"
 SNAPSHOT = PREFIX + "snapshot"
 TRIMMED = PREFIX + "trimmed"
 SNAPSHOT_LOCK = PREFIX + "snapshot-lock"
-_SENT_TTL = 7 * 86400
+_SENDER_TTL = 30 * 86400
 BATCH = 64              # lessons read at once (each at most --max-size, 4 MiB by default)
 RETRY_AFTER = 1.0       # seconds after Redis failed during which lessons go to the outbox without trying it
-# add a lesson once: the stream id it got before, else a new entry (atomic: a script)
+# add a lesson once: only past the last number its sender added (atomic: a script); numbers are
+# 16 hex digits, compared as strings.  A lesson added before answers false.
 _ADD_ONCE = """
-local old = redis.call('GET', KEYS[2])
-if old then return old end
+local last = redis.call('GET', KEYS[2])
+if last and last >= ARGV[3] then return false end
 local id = redis.call('XADD', KEYS[1], '*', 'r', ARGV[1])
-redis.call('SET', KEYS[2], id, 'EX', tonumber(ARGV[2]))
+redis.call('SET', KEYS[2], ARGV[3], 'EX', tonumber(ARGV[2]))
 return id
 """
 
@@ -94,19 +101,22 @@ class Sender:
         self.log = log or (lambda line: None)
         self._lock = threading.Lock()
         self._add = self.redis.register_script(_ADD_ONCE)
+        self.ident = os.urandom(8)          # this sender's id; its lessons are numbered from 1
+        self._numbers = itertools.count(1)
         self.down_since = None
         self.last_failure = float("-inf")
 
     def _send(self, record):
         lesson = lesson_codec.decode(record)   # ValueError: never sent
-        key = PREFIX + "sent:" + lesson.lesson_id.hex()
-        return self._add(keys=[STREAM, key], args=[record, _SENT_TTL])
+        sender, number = lesson.lesson_id[:8].hex(), lesson.lesson_id[8:].hex()
+        return self._add(keys=[STREAM, PREFIX + "sender:" + sender], args=[record, _SENDER_TTL, number])
 
     def send(self, lesson):
         """Send ``lesson``; returns its stream id (bytes) once Redis has it, or
         None once it is queued in the outbox (fsynced)."""
-        record = lesson_codec.encode(lesson)
         with self._lock:
+            lesson.lesson_id = self.ident + next(self._numbers).to_bytes(8, "big")
+            record = lesson_codec.encode(lesson)
             recently_down = self.down_since is not None and time.monotonic() - self.last_failure < RETRY_AFTER
             if not recently_down and not self.outbox.names():
                 try:

@@ -8,7 +8,8 @@ Layout (little-endian), the value of the stream entry's field ``r``::
     11  1  class: 0 ham, 1 spam, 2 none given (a forget; the ledger knows it)
     12  2  length U of the user name (0: the site model)
     14  2  reserved (0)
-    16  16 lesson id (random: the outbox's key against sending a lesson twice)
+    16  16 lesson id: its sender's id (8 bytes) and number (8, big-endian), set when it is
+           sent: Redis adds a lesson only past the last number of its sender (spamnb.shared.host)
     32  16 ledger key: the digest of the canonical bytes (spamnb.model.ledger)
     48  4  length M of the message
     52  4  reserved (0)
