@@ -85,6 +85,9 @@ def _env(home):
     return env
 
 
+_RUNNING = []   # the hosts started by the test running: stopped at its end (fixture below)
+
+
 class Host:
     """A ``spamnb serve --shared`` process with its own model directory."""
 
@@ -94,6 +97,7 @@ class Host:
         self.start()
 
     def start(self):
+        _RUNNING.append(self)
         self.log = open(self.home / "serve.log", "ab")
         self.log_start = self.log.tell()
         self.proc = subprocess.Popen(
@@ -125,6 +129,7 @@ class Host:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         self.log.close()
+        _RUNNING.remove(self)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -134,7 +139,8 @@ class Host:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.log.close()
+        if not self.log.closed:
+            self.log.close()
 
 
 def unique_message(tag, n_words=30):
@@ -198,6 +204,16 @@ def _assert_same(models, reference):
         assert max(abs(a - b) for a, b in zip(got, expected)) <= 1e-9, model
 
 
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server for the test; it and every host the test started are stopped at its end."""
+    server = RedisServer(tmp_path / "redis")
+    yield server
+    while _RUNNING:
+        _RUNNING.pop().stop()
+    server.stop()
+
+
 # ---------------------------------------------------------------------------- fast: the pieces
 def test_lesson_round_trip_and_damage():
     from spamnb.shared.lessons import FORGET, LEARN, Lesson, decode, encode
@@ -236,32 +252,28 @@ def test_outbox_keeps_order_and_stops_at_the_first_failure(tmp_path):
 
 
 @needs_redis
-def test_a_lesson_sent_twice_is_added_once_and_order_is_kept(tmp_path):
+def test_a_lesson_sent_twice_is_added_once_and_order_is_kept(tmp_path, redis_server):
     from spamnb.shared.host import Sender
     from spamnb.shared.lessons import LEARN, Lesson, encode
 
-    redis_server = RedisServer(tmp_path / "redis")
-    try:
-        sender = Sender(redis_server.url, str(tmp_path / "state"))
-        first, second = Lesson(LEARN, True, "", unique_message("1")), Lesson(LEARN, False, "", unique_message("2"))
-        assert sender.send(first) is not None and sender.send(second) is not None
-        # the host died after sending them from its outbox, before removing the files: sent again
-        sender.outbox.put(encode(first))
-        sender.outbox.put(encode(second))
-        assert sender.drain() and len(sender.outbox) == 0
-        # another sender (another process) is numbered on its own
-        other = Sender(redis_server.url, str(tmp_path / "state2"))
-        assert other.send(Lesson(LEARN, True, "", unique_message("3"))) is not None
-        assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "123"]
-        redis_server.kill()     # down: queued, acknowledged, then sent in order when it is back
-        assert sender.send(Lesson(LEARN, True, "", unique_message("4"))) is None
-        assert sender.send(Lesson(LEARN, True, "", unique_message("5"))) is None
-        assert len(sender.outbox) == 2
-        redis_server.start()
-        assert sender.drain() and len(sender.outbox) == 0
-        assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "12345"]
-    finally:
-        redis_server.stop()
+    sender = Sender(redis_server.url, str(tmp_path / "state"))
+    first, second = Lesson(LEARN, True, "", unique_message("1")), Lesson(LEARN, False, "", unique_message("2"))
+    assert sender.send(first) is not None and sender.send(second) is not None
+    # the host died after sending them from its outbox, before removing the files: sent again
+    sender.outbox.put(encode(first))
+    sender.outbox.put(encode(second))
+    assert sender.drain() and len(sender.outbox) == 0
+    # another sender (another process) is numbered on its own
+    other = Sender(redis_server.url, str(tmp_path / "state2"))
+    assert other.send(Lesson(LEARN, True, "", unique_message("3"))) is not None
+    assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "123"]
+    redis_server.kill()     # down: queued, acknowledged, then sent in order when it is back
+    assert sender.send(Lesson(LEARN, True, "", unique_message("4"))) is None
+    assert sender.send(Lesson(LEARN, True, "", unique_message("5"))) is None
+    assert len(sender.outbox) == 2
+    redis_server.start()
+    assert sender.drain() and len(sender.outbox) == 0
+    assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "12345"]
 
 
 def test_bad_shared_url_is_one_line_and_exit_64(tmp_path):
@@ -307,6 +319,18 @@ def _hosts(tmp_path, base_model, url, n, *extra):
     return hosts
 
 
+def _publisher(home, base_model, url, *extra):
+    """A host publishing a snapshot every second, once it published one."""
+    home.mkdir()
+    shutil.copy(base_model, home / "model.spamnb")
+    host = Host(home, url, "--snapshot-interval", "1", *extra)
+    deadline = time.monotonic() + 30
+    while "snapshot published" not in host.log_text():
+        assert time.monotonic() < deadline, host.log_text()
+        time.sleep(0.1)
+    return host
+
+
 def _lessons(rng, n):
     """(class, message): new messages, repeats and relabels."""
     told = []
@@ -325,196 +349,158 @@ def _lessons(rng, n):
 @pytest.mark.slow
 @needs_redis
 @needs_spamc
-def test_three_hosts_converge_and_survive_kills(tmp_path, base_model):
-    redis_server = RedisServer(tmp_path / "redis")
+def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_server):
     hosts = _hosts(tmp_path, base_model, redis_server.url, 3, "--snapshot-interval", "0")
     rng = random.Random(39)
-    try:
-        acknowledged = []
-        for kind, message in _lessons(rng, 40):
-            host = rng.choice(hosts)
-            proc = host.spamc("-L", kind, stdin=message)
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-            acknowledged.append((kind, message))
-        _wait_converged(redis_server, hosts)
-        lessons = _stream_lessons(redis_server)
-        assert len(lessons) == len(acknowledged)
-        _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref1"))
-        # a lesson told on one host is scored on the others
-        probe = unique_message("visible")
-        before = [h.spamc("-c", stdin=probe).stdout for h in hosts]
-        assert hosts[0].spamc("-L", "spam", stdin=probe).returncode == 0
-        _wait_converged(redis_server, hosts)
-        after = [h.spamc("-c", stdin=probe).stdout for h in hosts]
-        assert all(a != b for a, b in zip(after, before)) and len(set(after)) == 1
+    acknowledged = []
+    for kind, message in _lessons(rng, 40):
+        host = rng.choice(hosts)
+        proc = host.spamc("-L", kind, stdin=message)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        acknowledged.append((kind, message))
+    _wait_converged(redis_server, hosts)
+    lessons = _stream_lessons(redis_server)
+    assert len(lessons) == len(acknowledged)
+    _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref1"))
+    # a lesson told on one host is scored on the others
+    probe = unique_message("visible")
+    before = [h.spamc("-c", stdin=probe).stdout for h in hosts]
+    assert hosts[0].spamc("-L", "spam", stdin=probe).returncode == 0
+    _wait_converged(redis_server, hosts)
+    after = [h.spamc("-c", stdin=probe).stdout for h in hosts]
+    assert all(a != b for a, b in zip(after, before)) and len(set(after)) == 1
 
-        # SIGKILL a host while lessons flow, and redis-server too; restart both
-        victim = hosts[1]
-        for i, (kind, message) in enumerate(_lessons(rng, 30)):
-            if i == 10:
-                victim.kill()
-            if i == 20:
-                redis_server.kill()
-            if i == 25:
-                redis_server.start()
-            alive = [h for h in hosts if h is not victim]
-            proc = rng.choice(alive).spamc("-L", kind, stdin=message)
-            assert proc.returncode == 0, proc.stdout + proc.stderr   # queued in the outbox while Redis is down
-            acknowledged.append((kind, message))
-        victim.start()
-        deadline = time.monotonic() + 60
-        while sum(1 for _ in _stream_lessons(redis_server)) < len(acknowledged) + 1:   # the outboxes drain
-            assert time.monotonic() < deadline, "queued lessons never reached Redis"
-            time.sleep(0.2)
-        _wait_converged(redis_server, hosts)
-        lessons = _stream_lessons(redis_server)
-        assert len(lessons) == len(acknowledged) + 1        # every acknowledged lesson, once
-        assert sorted(m for *_, m in lessons) == sorted([m for _, m in acknowledged] + [probe])
-        _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref2"))
-    finally:
-        for h in hosts:
-            h.stop()
-        redis_server.stop()
+    # SIGKILL a host while lessons flow, and redis-server too; restart both
+    victim = hosts[1]
+    for i, (kind, message) in enumerate(_lessons(rng, 30)):
+        if i == 10:
+            victim.kill()
+        if i == 20:
+            redis_server.kill()
+        if i == 25:
+            redis_server.start()
+        alive = [h for h in hosts if h is not victim]
+        proc = rng.choice(alive).spamc("-L", kind, stdin=message)
+        assert proc.returncode == 0, proc.stdout + proc.stderr   # queued in the outbox while Redis is down
+        acknowledged.append((kind, message))
+    victim.start()
+    deadline = time.monotonic() + 60
+    while sum(1 for _ in _stream_lessons(redis_server)) < len(acknowledged) + 1:   # the outboxes drain
+        assert time.monotonic() < deadline, "queued lessons never reached Redis"
+        time.sleep(0.2)
+    _wait_converged(redis_server, hosts)
+    lessons = _stream_lessons(redis_server)
+    assert len(lessons) == len(acknowledged) + 1        # every acknowledged lesson, once
+    assert sorted(m for *_, m in lessons) == sorted([m for _, m in acknowledged] + [probe])
+    _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref2"))
 
 
 @pytest.mark.slow
 @needs_redis
 @needs_spamc
-def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model):
-    redis_server = RedisServer(tmp_path / "redis")
+def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model, redis_server):
     hosts = _hosts(tmp_path, base_model, redis_server.url, 2, "--snapshot-interval", "0")
     rng = random.Random(7)
-    try:
-        for kind, message in _lessons(rng, 20):
-            assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
-        _wait_converged(redis_server, hosts)
-        down = hosts[1]
-        down.kill()             # down while lessons go on and the stream is trimmed past its position
-        for kind, message in _lessons(rng, 5):
-            assert hosts[0].spamc("-L", kind, stdin=message).returncode == 0
-        # a host publishing snapshots on a schedule (every 2 s) joins
-        home = tmp_path / "publisher"
-        home.mkdir()
-        shutil.copy(base_model, home / "model.spamnb")
-        hosts.append(Host(home, redis_server.url, "--snapshot-interval", "2"))
-        deadline = time.monotonic() + 30
-        while "snapshot published" not in hosts[-1].log_text():
-            assert time.monotonic() < deadline, hosts[-1].log_text()
-            time.sleep(0.1)
-        r = redis_server.client()
-        assert r.xlen("spamnb:lessons") == 1      # trimmed to the snapshot's last lesson
-        assert r.hget("spamnb:snapshot", "pos") == r.get("spamnb:trimmed")
-        down.start()
-        assert "started from the snapshot" in down.log_text()   # its position was trimmed away
-        for kind, message in _lessons(rng, 10):   # the tail after the snapshot
-            assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
-        late_home = tmp_path / "late"
-        late_home.mkdir()
-        shutil.copy(base_model, late_home / "model.spamnb")   # an old model: the snapshot replaces it
-        late = Host(late_home, redis_server.url, "--snapshot-interval", "0")
-        hosts.append(late)
-        assert "started from the snapshot" in late.log_text()
-        assert "started from the snapshot" not in hosts[0].log_text()   # it had the whole stream
-        _wait_converged(redis_server, hosts)
-        expected = _log_odds(hosts[0].home / "model.spamnb")
-        for h in hosts[1:]:
-            got = _log_odds(h.home / "model.spamnb")
-            assert max(abs(a - b) for a, b in zip(got, expected)) <= 1e-9
-    finally:
-        for h in hosts:
-            h.stop()
-        redis_server.stop()
+    for kind, message in _lessons(rng, 20):
+        assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
+    _wait_converged(redis_server, hosts)
+    down = hosts[1]
+    down.kill()             # down while lessons go on and the stream is trimmed past its position
+    for kind, message in _lessons(rng, 5):
+        assert hosts[0].spamc("-L", kind, stdin=message).returncode == 0
+    # a host publishing snapshots on a schedule joins
+    hosts.append(_publisher(tmp_path / "publisher", base_model, redis_server.url))
+    r = redis_server.client()
+    assert r.xlen("spamnb:lessons") == 1      # trimmed to the snapshot's last lesson
+    assert r.hget("spamnb:snapshot", "pos") == r.get("spamnb:trimmed")
+    down.start()
+    assert "started from the snapshot" in down.log_text()   # its position was trimmed away
+    for kind, message in _lessons(rng, 10):   # the tail after the snapshot
+        assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
+    late_home = tmp_path / "late"
+    late_home.mkdir()
+    shutil.copy(base_model, late_home / "model.spamnb")   # an old model: the snapshot replaces it
+    late = Host(late_home, redis_server.url, "--snapshot-interval", "0")
+    hosts.append(late)
+    assert "started from the snapshot" in late.log_text()
+    assert "started from the snapshot" not in hosts[0].log_text()   # it had the whole stream
+    _wait_converged(redis_server, hosts)
+    expected = _log_odds(hosts[0].home / "model.spamnb")
+    for h in hosts[1:]:
+        got = _log_odds(h.home / "model.spamnb")
+        assert max(abs(a - b) for a, b in zip(got, expected)) <= 1e-9
 
 
 @pytest.mark.slow
 @needs_redis
 @needs_spamc
-def test_learn_and_forget_commands_send_lessons_and_queue_while_redis_is_down(tmp_path, base_model):
-    redis_server = RedisServer(tmp_path / "redis")
+def test_learn_and_forget_commands_send_lessons_and_queue_while_redis_is_down(tmp_path, base_model, redis_server):
     hosts = _hosts(tmp_path, base_model, redis_server.url, 1, "--snapshot-interval", "0")
     model = hosts[0].home / "model.spamnb"
     first, second = unique_message("cli-one"), unique_message("cli-two")
     (tmp_path / "one.eml").write_bytes(first)
     (tmp_path / "two.eml").write_bytes(second)
-    try:
-        before = hosts[0].spamc("-c", stdin=first).stdout
-        proc = run_spamnb(["learn", "--spam", "--shared", redis_server.url, "-m", model, tmp_path / "one.eml"],
-                          home=hosts[0].home, text=True, timeout=120)
-        assert proc.returncode == 0 and "sent 1 lesson" in proc.stdout, proc.stderr
-        _wait_converged(redis_server, hosts)
-        assert hosts[0].spamc("-c", stdin=first).stdout != before      # the server learned it from the stream
-        redis_server.kill()
-        proc = run_spamnb(["learn", "--ham", "--shared", redis_server.url, "-m", model, tmp_path / "two.eml"],
-                          home=hosts[0].home, text=True, timeout=120)
-        assert proc.returncode == 0 and "1 queued" in proc.stdout, proc.stdout + proc.stderr
-        proc = run_spamnb(["forget", "--shared", redis_server.url, "-m", model, tmp_path / "one.eml"],
-                          home=hosts[0].home, text=True, timeout=120)
-        assert proc.returncode == 0 and "1 queued" in proc.stdout, proc.stdout + proc.stderr
-        redis_server.start()
-        deadline = time.monotonic() + 60
-        while len(_stream_lessons(redis_server)) < 3:       # the server sends the outbox, in order
-            assert time.monotonic() < deadline, hosts[0].log_text()
-            time.sleep(0.2)
-        _wait_converged(redis_server, hosts)
-        lessons = _stream_lessons(redis_server)
-        assert [(learn, forget, spam) for learn, forget, spam, _ in lessons] == [
-            (True, False, True), (True, False, False), (False, True, None)]
-        _assert_same([model], _reference(base_model, lessons, tmp_path / "ref"))
-        from spamnb.model.ledger import canonical, ledger_of, message_digest
-        from spamnb.model.spam_filter import SpamFilter
+    before = hosts[0].spamc("-c", stdin=first).stdout
+    proc = run_spamnb(["learn", "--spam", "--shared", redis_server.url, "-m", model, tmp_path / "one.eml"],
+                      home=hosts[0].home, text=True, timeout=120)
+    assert proc.returncode == 0 and "sent 1 lesson" in proc.stdout, proc.stderr
+    _wait_converged(redis_server, hosts)
+    assert hosts[0].spamc("-c", stdin=first).stdout != before      # the server learned it from the stream
+    redis_server.kill()
+    proc = run_spamnb(["learn", "--ham", "--shared", redis_server.url, "-m", model, tmp_path / "two.eml"],
+                      home=hosts[0].home, text=True, timeout=120)
+    assert proc.returncode == 0 and "1 queued" in proc.stdout, proc.stdout + proc.stderr
+    proc = run_spamnb(["forget", "--shared", redis_server.url, "-m", model, tmp_path / "one.eml"],
+                      home=hosts[0].home, text=True, timeout=120)
+    assert proc.returncode == 0 and "1 queued" in proc.stdout, proc.stdout + proc.stderr
+    redis_server.start()
+    deadline = time.monotonic() + 60
+    while len(_stream_lessons(redis_server)) < 3:       # the server sends the outbox, in order
+        assert time.monotonic() < deadline, hosts[0].log_text()
+        time.sleep(0.2)
+    _wait_converged(redis_server, hosts)
+    lessons = _stream_lessons(redis_server)
+    assert [(learn, forget, spam) for learn, forget, spam, _ in lessons] == [
+        (True, False, True), (True, False, False), (False, True, None)]
+    _assert_same([model], _reference(base_model, lessons, tmp_path / "ref"))
+    from spamnb.model.ledger import canonical, ledger_of, message_digest
+    from spamnb.model.spam_filter import SpamFilter
 
-        ledger = ledger_of(SpamFilter.load(model))
-        assert ledger.label(message_digest(canonical(first))) is None       # forgotten
-        assert ledger.label(message_digest(canonical(second))) is False     # learned as ham
-    finally:
-        for h in hosts:
-            h.stop()
-        redis_server.stop()
+    ledger = ledger_of(SpamFilter.load(model))
+    assert ledger.label(message_digest(canonical(first))) is None       # forgotten
+    assert ledger.label(message_digest(canonical(second))) is False     # learned as ham
 
 
 @pytest.mark.slow
 @needs_redis
 @needs_spamc
-def test_user_models_are_shared_by_user_and_in_the_snapshot(tmp_path, base_model):
-    redis_server = RedisServer(tmp_path / "redis")
+def test_user_models_are_shared_by_user_and_in_the_snapshot(tmp_path, base_model, redis_server):
     hosts = []
-    try:
-        for i in range(2):
-            home = tmp_path / f"host{i}"
-            home.mkdir()
-            shutil.copy(base_model, home / "model.spamnb")
-            hosts.append(Host(home, redis_server.url, "--snapshot-interval", "0",
-                              "--models-dir", home / "users", "--create-user-models"))
-        rng = random.Random(3)
-        for kind, message in _lessons(rng, 16):
-            user = rng.choice(("alice", "bob"))
-            assert rng.choice(hosts).spamc("-L", kind, "-u", user, stdin=message).returncode == 0
-        # carol: told once, her model is the site model's file with a journal of its own
-        assert hosts[1].spamc("-L", "spam", "-u", "carol", stdin=unique_message("carol")).returncode == 0
-        _wait_converged(redis_server, hosts)
-        home = tmp_path / "publisher"
+    for i in range(2):
+        home = tmp_path / f"host{i}"
         home.mkdir()
         shutil.copy(base_model, home / "model.spamnb")
-        hosts.append(Host(home, redis_server.url, "--snapshot-interval", "1", "--models-dir", home / "users",
-                          "--create-user-models"))
-        deadline = time.monotonic() + 30
-        while "snapshot published" not in hosts[-1].log_text():
-            assert time.monotonic() < deadline, hosts[-1].log_text()
-            time.sleep(0.1)
-        home = tmp_path / "late"
-        home.mkdir()
-        hosts.append(Host(home, redis_server.url, "--snapshot-interval", "0", "--models-dir", home / "users"))
-        assert "started from the snapshot" in hosts[-1].log_text()
-        for user in ("alice", "bob", "carol"):
-            models = [h.home / "users" / user / "model.spamnb" for h in hosts]
-            assert all(m.exists() for m in models), user
-            expected = _log_odds(models[0])
-            for m in models[1:]:
-                assert max(abs(a - b) for a, b in zip(_log_odds(m), expected)) <= 1e-9, (user, m)
-        site = [_log_odds(h.home / "model.spamnb") for h in hosts]
-        assert all(s == site[0] for s in site)          # the site model learned nothing of the users'
-        assert site[0] == _log_odds(base_model)
-    finally:
-        for h in hosts:
-            h.stop()
-        redis_server.stop()
+        hosts.append(Host(home, redis_server.url, "--snapshot-interval", "0",
+                          "--models-dir", home / "users", "--create-user-models"))
+    rng = random.Random(3)
+    for kind, message in _lessons(rng, 16):
+        user = rng.choice(("alice", "bob"))
+        assert rng.choice(hosts).spamc("-L", kind, "-u", user, stdin=message).returncode == 0
+    # carol: told once, her model is the site model's file with a journal of its own
+    assert hosts[1].spamc("-L", "spam", "-u", "carol", stdin=unique_message("carol")).returncode == 0
+    _wait_converged(redis_server, hosts)
+    hosts.append(_publisher(tmp_path / "publisher", base_model, redis_server.url, "--models-dir",
+                            tmp_path / "publisher" / "users", "--create-user-models"))
+    home = tmp_path / "late"
+    home.mkdir()
+    hosts.append(Host(home, redis_server.url, "--snapshot-interval", "0", "--models-dir", home / "users"))
+    assert "started from the snapshot" in hosts[-1].log_text()
+    for user in ("alice", "bob", "carol"):
+        models = [h.home / "users" / user / "model.spamnb" for h in hosts]
+        assert all(m.exists() for m in models), user
+        expected = _log_odds(models[0])
+        for m in models[1:]:
+            assert max(abs(a - b) for a, b in zip(_log_odds(m), expected)) <= 1e-9, (user, m)
+    site = [_log_odds(h.home / "model.spamnb") for h in hosts]
+    assert all(s == site[0] for s in site)          # the site model learned nothing of the users'
+    assert site[0] == _log_odds(base_model)

@@ -42,18 +42,11 @@ class Outbox:
 
     def put(self, record):
         """Keep ``record`` (an encoded lesson) durably; returns its file name."""
+        from spamnb.model.store import replace_file
+
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(_counter):06d}{_SUFFIX}"
-        temp = os.path.join(self.folder, "." + name + ".tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            view = memoryview(record)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(temp, os.path.join(self.folder, name))
-        self._sync_folder()
+        # written to a temporary file, fsynced, renamed into place, the folder fsynced
+        replace_file(os.path.join(self.folder, name), lambda f: f.write(record), mode=0o600)
         return name
 
     def _sync_folder(self):
