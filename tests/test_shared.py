@@ -91,8 +91,8 @@ _RUNNING = []   # the hosts started by the test running: stopped at its end (fix
 class Host:
     """A ``spamnb serve --shared`` process with its own model directory."""
 
-    def __init__(self, home, url, *extra):
-        self.home, self.url, self.extra = Path(home), url, extra
+    def __init__(self, home, url, *extra, allow_tell=True):
+        self.home, self.url, self.extra = Path(home), url, extra + (("--allow-tell",) if allow_tell else ())
         self.port = _free_port()
         self.start()
 
@@ -102,7 +102,7 @@ class Host:
         self.log_start = self.log.tell()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}", "-m",
-             str(self.home / "model.spamnb"), "--allow-tell", "--shared", self.url, "-w", "1", *self.extra],
+             str(self.home / "model.spamnb"), "--shared", self.url, "-w", "1", *self.extra],
             env=_env(self.home), stderr=self.log, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while "listening on" not in self.log_text():
@@ -351,6 +351,10 @@ def _lessons(rng, n):
 @needs_spamc
 def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_server):
     hosts = _hosts(tmp_path, base_model, redis_server.url, 3, "--snapshot-interval", "0")
+    # an MX host: it scans and follows, it takes no TELL
+    (tmp_path / "mx").mkdir()
+    shutil.copy(base_model, tmp_path / "mx" / "model.spamnb")
+    mx = Host(tmp_path / "mx", redis_server.url, "--snapshot-interval", "0", allow_tell=False)
     rng = random.Random(39)
     acknowledged = []
     for kind, message in _lessons(rng, 40):
@@ -358,16 +362,17 @@ def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_serv
         proc = host.spamc("-L", kind, stdin=message)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         acknowledged.append((kind, message))
-    _wait_converged(redis_server, hosts)
+    _wait_converged(redis_server, hosts + [mx])
     lessons = _stream_lessons(redis_server)
     assert len(lessons) == len(acknowledged)
-    _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref1"))
+    _assert_same([h.home / "model.spamnb" for h in hosts + [mx]],
+                 _reference(base_model, lessons, tmp_path / "ref1"))
     # a lesson told on one host is scored on the others
     probe = unique_message("visible")
-    before = [h.spamc("-c", stdin=probe).stdout for h in hosts]
+    before = [h.spamc("-c", stdin=probe).stdout for h in hosts + [mx]]
     assert hosts[0].spamc("-L", "spam", stdin=probe).returncode == 0
-    _wait_converged(redis_server, hosts)
-    after = [h.spamc("-c", stdin=probe).stdout for h in hosts]
+    _wait_converged(redis_server, hosts + [mx])
+    after = [h.spamc("-c", stdin=probe).stdout for h in hosts + [mx]]
     assert all(a != b for a, b in zip(after, before)) and len(set(after)) == 1
 
     # SIGKILL a host while lessons flow, and redis-server too; restart both
@@ -388,11 +393,14 @@ def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_serv
     while sum(1 for _ in _stream_lessons(redis_server)) < len(acknowledged) + 1:   # the outboxes drain
         assert time.monotonic() < deadline, "queued lessons never reached Redis"
         time.sleep(0.2)
-    _wait_converged(redis_server, hosts)
+    _wait_converged(redis_server, hosts + [mx])
     lessons = _stream_lessons(redis_server)
     assert len(lessons) == len(acknowledged) + 1        # every acknowledged lesson, once
     assert sorted(m for *_, m in lessons) == sorted([m for _, m in acknowledged] + [probe])
-    _assert_same([h.home / "model.spamnb" for h in hosts], _reference(base_model, lessons, tmp_path / "ref2"))
+    _assert_same([h.home / "model.spamnb" for h in hosts + [mx]],
+                 _reference(base_model, lessons, tmp_path / "ref2"))
+    for message in PROBES[:5] + [m for _, m in acknowledged[-5:]]:    # what the servers score with
+        assert len({h.spamc("-c", stdin=message).stdout for h in hosts + [mx]}) == 1
 
 
 @pytest.mark.slow

@@ -79,7 +79,8 @@ class Server:
         self.settings = Settings(given, config)
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
-                                 whole=self.settings.allow_tell, max_bytes=self.settings.max_models_bytes)
+                                 whole=self.settings.allow_tell or bool(self.settings.shared),   # follows learns
+                                 max_bytes=self.settings.max_models_bytes)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
         self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
@@ -444,7 +445,7 @@ class Server:
             return
         fresh.listen, fresh.milter = self.settings.listen, self.settings.milter
         self.models.clear()
-        self.models.whole = fresh.allow_tell
+        self.models.whole = fresh.allow_tell or bool(fresh.shared)
         self.models.pinned = fresh.model
         try:
             self.models.get(fresh.model, fresh.required_score)
