@@ -136,6 +136,8 @@ class Sender:
 
     def drain(self):
         """Send what the outbox holds, oldest first; False when Redis is still unreachable."""
+        if not self.outbox.names():
+            return True     # nothing to send: nothing learned about Redis either
         try:
             sent = self.outbox.drain(self._send, bad=self.log)
         except self.errors as exc:
@@ -149,8 +151,9 @@ class Sender:
 
 class Follower:
     """Follows the stream in a thread, applying lessons with ``apply(lessons)``
-    (consecutive lessons for one user; returns what each learn did); publishes snapshots every ``snapshot_every`` seconds
-    (0: never) and starts from the newest one when its position is missing or trimmed.
+    (consecutive lessons for one user; returns what each learn did); publishes
+    snapshots every ``snapshot_every`` seconds (0: never) and starts from the
+    newest one when its position is missing or trimmed.
 
     ``models()``: the (user, path) of every model this host has (for a snapshot);
     ``model_for(user)``: where a snapshot's model of ``user`` goes (None: not taken);
