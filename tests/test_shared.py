@@ -455,7 +455,8 @@ def test_learn_and_forget_commands_send_lessons_and_queue_while_redis_is_down(tm
     _wait_converged(redis_server, hosts)
     assert hosts[0].spamc("-c", stdin=first).stdout != before      # the server learned it from the stream
     redis_server.kill()
-    proc = run_spamnb(["learn", "--ham", "--shared", redis_server.url, "-m", model, tmp_path / "two.eml"],
+    (tmp_path / "settings.toml").write_text(f'shared = "{redis_server.url}"\n')     # as a setting this time
+    proc = run_spamnb(["learn", "--ham", "--settings", tmp_path / "settings.toml", "-m", model, tmp_path / "two.eml"],
                       home=hosts[0].home, text=True, timeout=120)
     assert proc.returncode == 0 and "1 queued" in proc.stdout, proc.stdout + proc.stderr
     proc = run_spamnb(["forget", "--shared", redis_server.url, "-m", model, tmp_path / "one.eml"],
