@@ -513,3 +513,25 @@ def test_user_models_are_shared_by_user_and_in_the_snapshot(tmp_path, base_model
     site = [_log_odds(h.home / "model.spamnb") for h in hosts]
     assert all(s == site[0] for s in site)          # the site model learned nothing of the users'
     assert site[0] == _log_odds(base_model)
+
+
+@pytest.mark.parametrize("again", [1, 2, 3, 5, 8])
+def test_lessons_applied_again_after_a_crash_change_nothing(tmp_path, base_model, again):
+    """A host killed after applying a batch and before saving its position
+    applies the batch's last lessons again on restart (through the ledger,
+    forgets through the ledger only): the model is the one applying them once gives."""
+    from spamnb.server.models import tell_many
+
+    a, b, c = unique_message("again-a"), unique_message("again-b"), unique_message("again-c")
+    d = PROBES[0]       # a spam the base model was trained on: forgetting it again could subtract it
+    batch = [(a, True, True, False), (b, False, True, False), (a, False, True, False),    # a relabelled
+             (b, None, False, True), (c, True, True, False), (c, None, False, True),      # b, c forgotten
+             (d, True, True, False), (d, None, False, True)]
+    once, twice = tmp_path / "once.spamnb", tmp_path / "twice.spamnb"
+    shutil.copy(base_model, once)
+    shutil.copy(base_model, twice)
+    tell_many(str(once), batch, ledger_only=True)
+    tell_many(str(twice), batch, ledger_only=True)
+    tell_many(str(twice), batch[-again:], ledger_only=True)
+    expected = _log_odds(once)
+    assert max(abs(x - y) for x, y in zip(_log_odds(twice), expected)) <= 1e-9
