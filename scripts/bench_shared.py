@@ -283,9 +283,17 @@ def catch_up(args, work, url, client, lessons):
         time.sleep(0.01)
     done = time.monotonic() - start
     newcomer.stop()
+    problems = [line for line in newcomer.log_path.read_text().splitlines() if "not applied" in line or "skipped" in line]
+    if problems:
+        raise SystemExit(f"catch-up: lessons not applied: {problems[:3]}")
+    from spamnb.model.spam_filter import SpamFilter
+
+    ham, spam = SpamFilter.load(newcomer.folder / "model.spamnb").class_count_
+    before = SpamFilter.load(args.model).class_count_
     size = os.path.getsize(args.model)
     print(f"catch-up: a new host from a snapshot of a {size / 2**20:.1f} MiB model plus {args.tail} lessons: "
-          f"listening after {listening:.1f} s, at the stream's end after {done:.1f} s; "
+          f"listening after {listening:.1f} s, at the stream's end after {done:.1f} s "
+          f"(messages in the model: {sum(before):.0f} before, {ham + spam:.0f} after); "
           f"load {os.getloadavg()[0]:.2f}", flush=True)
 
 
