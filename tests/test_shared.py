@@ -320,12 +320,13 @@ def _hosts(tmp_path, base_model, url, n, *extra):
 
 
 def _publisher(home, base_model, url, *extra):
-    """A host publishing a snapshot every second, once it published one."""
+    """A host publishing a snapshot every second, once it published two (the
+    stream is then trimmed below the first)."""
     home.mkdir()
     shutil.copy(base_model, home / "model.spamnb")
     host = Host(home, url, "--snapshot-interval", "1", *extra)
     deadline = time.monotonic() + 30
-    while "snapshot published" not in host.log_text():
+    while "stream trimmed" not in host.log_text():
         assert time.monotonic() < deadline, host.log_text()
         time.sleep(0.1)
     return host
@@ -419,10 +420,27 @@ def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model, r
     # a host publishing snapshots on a schedule joins
     hosts.append(_publisher(tmp_path / "publisher", base_model, redis_server.url))
     r = redis_server.client()
-    assert r.xlen("spamnb:lessons") == 1      # trimmed to the snapshot's last lesson
+    assert r.xlen("spamnb:lessons") == 1      # trimmed to the snapshots' last lesson (no lesson between them)
     assert r.hget("spamnb:snapshot", "pos") == r.get("spamnb:trimmed")
+    assert "started from the snapshot" not in hosts[0].log_text()   # it had the whole stream
     down.start()
     assert "started from the snapshot" in down.log_text()   # its position was trimmed away
+    # a running host left behind (stopped, not killed) while the stream is trimmed past it
+    behind = hosts[0]
+    behind.proc.send_signal(signal.SIGSTOP)
+    try:
+        for kind, message in _lessons(rng, 5):
+            assert down.spamc("-L", kind, stdin=message).returncode == 0
+        from spamnb.shared.host import stream_id
+
+        deadline = time.monotonic() + 30
+        while stream_id(r.get("spamnb:trimmed")) <= stream_id(behind.position()):
+            assert time.monotonic() < deadline, "the stream was not trimmed past the stopped host"
+            time.sleep(0.1)
+    finally:
+        behind.proc.send_signal(signal.SIGCONT)
+    _wait_converged(redis_server, hosts)
+    assert "trimmed past this host's position" in behind.log_text()
     for kind, message in _lessons(rng, 10):   # the tail after the snapshot
         assert rng.choice(hosts).spamc("-L", kind, stdin=message).returncode == 0
     late_home = tmp_path / "late"
@@ -431,7 +449,6 @@ def test_late_host_starts_from_the_snapshot_and_the_tail(tmp_path, base_model, r
     late = Host(late_home, redis_server.url, "--snapshot-interval", "0")
     hosts.append(late)
     assert "started from the snapshot" in late.log_text()
-    assert "started from the snapshot" not in hosts[0].log_text()   # it had the whole stream
     _wait_converged(redis_server, hosts)
     expected = _log_odds(hosts[0].home / "model.spamnb")
     for h in hosts[1:]:

@@ -14,8 +14,9 @@ Redis keys (``PREFIX`` = ``spamnb:``):
   lesson it includes), ``m:<user>``/``j:<user>`` the model file and journal of each model
   (user "" is the site model; an empty ``m:<user>``: the site model's file, which a new
   user's model shares until it is compacted).
-- ``spamnb:trimmed``: the stream was trimmed below this id (XTRIM MINID); a host whose
-  position is below it starts again from the snapshot.
+- ``spamnb:trimmed``: the stream was trimmed below this id (XTRIM MINID), the position
+  of the snapshot before the newest: a host whose position is below it (down, or behind,
+  for more than a snapshot interval) starts again from the newest snapshot.
 - ``spamnb:snapshot-lock``: the host publishing a snapshot now (SET NX EX).
 
 Acknowledgement.  :meth:`Sender.send` returns once Redis has the lesson (the
@@ -305,6 +306,11 @@ class Follower:
 
     def _step(self, block):
         """Read and apply one batch; True when there were lessons."""
+        trimmed = self.redis.get(TRIMMED)
+        if trimmed is not None and self.position is not None and stream_id(self.position) < stream_id(trimmed):
+            self.log(f"shared: the stream was trimmed past this host's position {self.position}")
+            self.install_snapshot()     # lessons after our position are gone: the snapshot has them
+            return True
         answer = self.redis.xread({STREAM: self.position or "0-0"}, count=BATCH,
                                   block=self.block_ms if block else None)
         if not answer:
@@ -375,11 +381,16 @@ class Follower:
                             fields["j:" + user] = f.read()
                     except FileNotFoundError:
                         fields["j:" + user] = b""
+        # the stream is trimmed below the snapshot before this one: the oldest still needed, by a
+        # host less than one interval behind (it follows on without installing a snapshot)
+        previous = self.redis.hget(SNAPSHOT, "pos")
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(SNAPSHOT)
         pipe.hset(SNAPSHOT, mapping=fields)
-        pipe.set(TRIMMED, pos)
-        pipe.xtrim(STREAM, minid=pos, approximate=False)
+        if previous is not None:
+            pipe.set(TRIMMED, previous)
+            pipe.xtrim(STREAM, minid=previous.decode("ascii"), approximate=False)
         pipe.execute()
-        self.log(f"shared: snapshot published at {pos}; stream trimmed below it")
+        self.log(f"shared: snapshot published at {pos}"
+                 + (f"; stream trimmed below the one before, {previous.decode('ascii')}" if previous else ""))
         return pos
