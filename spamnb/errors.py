@@ -21,7 +21,7 @@ __all__ = [
     "SettingsError", "ModelError", "LockTimeout", "Refused", "TooLarge", "CorpusChanged", "DumpError",
     "DuplicateToken", "MustCompact", "CorpusError", "SkippedInput", "ClusterError", "ProtocolError",
     "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld", "PrivilegeError",
-    "TLSError", "ImapError", "LoginRefused", "Unreachable",
+    "TLSError", "ImapError", "LoginRefused", "Unreachable", "SharedError",
 ]
 
 
@@ -205,3 +205,9 @@ class LoginRefused(ImapError):
 class Unreachable(ImapError):
     """No connection: host unknown, refused, timed out, or TLS failed
     (certificate; ``EXIT_IMAP_UNREACHABLE``: 69)."""
+
+
+# -- learning shared between hosts (spamnb.shared) ------------------------------
+
+class SharedError(SpamnbError):
+    """A ``--shared`` setting or the Redis client is unusable (one line; exit 3)."""

@@ -15,6 +15,7 @@ Every key is optional::
     ham_cutoff = 0.01798620996209156        # ham when P(spam) <= this (--ham-cutoff)
     header_name = "X-Spamnb-Status"         # the header classify -p adds (--header-name)
     subject_tag = "[SPAM]"                  # put before the Subject of spam (--subject-tag; "" for none)
+    shared = "redis://10.0.0.5:6379/0"      # learn/forget send lessons to the hosts sharing learning (--shared)
 
 A command-line option wins over the file; the file wins over the cutoffs the
 model was trained with.  Without either, the model's own cutoffs apply:
@@ -40,7 +41,7 @@ __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings"
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
-KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str}
+KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str, "shared": str}
 
 
 class Settings:
@@ -255,6 +256,10 @@ SERVER_DEFAULTS = {
     "ssl_listen": None,
     "metrics": None,
     "milter": None,
+    # learning shared through Redis (spamnb.shared), read at start only
+    "shared": None,
+    "shared_state": None,
+    "snapshot_interval": 300.0,
 }
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
@@ -405,6 +410,24 @@ class ServerSettings:
     def _production(self, merged):
         """The settings read at start only: worker processes, the user to run
         as, the pid file, TLS and the metrics address."""
+        self.shared = merged["shared"] or None
+        self.shared_state = merged["shared_state"] or None
+        self.snapshot_interval = float(merged["snapshot_interval"])
+        if self.shared:
+            from spamnb.shared import SharedError, parse_url
+
+            try:
+                parse_url(self.shared)
+            except SharedError as exc:
+                raise SettingsError(str(exc)) from None
+            import importlib.util
+
+            if importlib.util.find_spec("redis") is None:
+                raise SettingsError("--shared needs the redis package: pip install 'spamnb[shared]'")
+            if merged["workers"] in (None, "", "auto"):
+                merged["workers"] = 1       # one follower per host: the stream is applied by one process
+            elif int(merged["workers"]) != 1:
+                raise SettingsError("--shared runs one worker process (-w 1): one follower applies the stream")
         workers = merged["workers"]
         self.workers = int(workers) if workers not in (None, "", "auto", 0, "0") else (os.cpu_count() or 1)
         if not 1 <= self.workers <= 256:

@@ -46,6 +46,7 @@ DOCUMENTED = {
     errors.ImapError: exitcodes.EXIT_IMAP_UNREACHABLE,
     errors.LoginRefused: exitcodes.EXIT_IMAP_LOGIN,
     errors.Unreachable: exitcodes.EXIT_IMAP_UNREACHABLE,
+    errors.SharedError: exitcodes.EXIT_ERROR,
 }
 
 

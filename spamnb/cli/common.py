@@ -68,7 +68,7 @@ def settings_of(args):
     from spamnb.settings import load_settings
 
     overrides = {key: getattr(args, key, None)
-                 for key in ("model", "spam_cutoff", "ham_cutoff", "header_name", "subject_tag")}
+                 for key in ("model", "spam_cutoff", "ham_cutoff", "header_name", "subject_tag", "shared")}
     try:
         return load_settings(getattr(args, "settings", None), overrides)
     except SettingsError as exc:   # a command's settings file: exit 3 (serve's settings: 64)

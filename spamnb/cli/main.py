@@ -136,7 +136,7 @@ _FAST_DEFAULTS = {
     "classify": {"batch": False, "mbox": False, "passthrough": False, "spam_cutoff": None, "ham_cutoff": None,
                  "header_name": None, "subject_tag": None, "sa_headers": False, "report": False, "json": False,
                  "verbose": False, "auto_learn": False, "wait": 60.0},
-    "learn": {"label": None, "mbox": False, "follow_links": False, "quiet": False},
+    "learn": {"label": None, "mbox": False, "follow_links": False, "quiet": False, "shared": None},
 }
 _FAST_DEFAULTS["forget"] = _FAST_DEFAULTS["learn"]
 

@@ -93,6 +93,16 @@ def add_parser(subparsers):
     p.add_argument("--milter-timeout", type=float, metavar="SECONDS",
                    help="milter: seconds a milter connection may stay silent (an MTA waits on its SMTP "
                         f"client meanwhile; default {d['milter_timeout']:g})")
+    p.add_argument("--shared", metavar="redis://HOST:PORT/DB",
+                   help="share learning with other hosts through this Redis: TELLs go to a stream every host "
+                        "follows and learns from; scoring stays local (needs pip install 'spamnb[shared]'; "
+                        "docs/serve.md)")
+    p.add_argument("--shared-state", metavar="DIR",
+                   help="with --shared: this host's outbox and stream position (default: MODEL.shared/ "
+                        "beside the site model)")
+    p.add_argument("--snapshot-interval", type=float, metavar="SECONDS",
+                   help="with --shared: publish a snapshot of the models this often, and trim the stream "
+                        f"behind it; 0: never (default {d['snapshot_interval']:g})")
     p.add_argument("--status", action="store_true",
                    help="print the running server's figures (from its --metrics address) and exit")
     p.set_defaults(handler=cmd_serve, error_prefix="spamnb serve")   # its errors are named as its log lines

@@ -99,6 +99,7 @@ class Session:
         self.failed = False
         self.forgot = False
         self._ledger = None
+        self.compact_limit = None   # journal bytes past which commit compacts (None: journal.compact_at)
         if spam_filter.is_fitted:
             deltas.lazy_ages(spam_filter)
 
@@ -163,7 +164,7 @@ class Session:
             model_size = os.path.getsize(self.path)
         except OSError:
             model_size = 0
-        if written > compact_at(model_size):
+        if written > (compact_at(model_size) if self.compact_limit is None else self.compact_limit):
             return self.compact()
         return written
 
@@ -236,9 +237,9 @@ def _signature(real):
 
 
 class _SessionContext:
-    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False):
+    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None):
         self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
-        self.kept, self.mapped = kept, mapped
+        self.kept, self.mapped, self.compact_limit = kept, mapped, compact_limit
 
     def __enter__(self):
         from spamnb.model.spam_filter import SpamFilter
@@ -259,6 +260,7 @@ class _SessionContext:
             else:
                 spam_filter = SpamFilter()
             self.session = Session(real, spam_filter, exists)
+            self.session.compact_limit = self.compact_limit
         except BaseException:
             self._lock.__exit__(*sys.exc_info())
             raise
@@ -279,7 +281,7 @@ class _SessionContext:
         return self._lock.__exit__(kind, value, traceback)
 
 
-def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False):
+def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None):
     """``with session(model) as s:`` the model (and its journal) loaded under
     its lock as ``s.filter``; ``s.learn``/``s.forget`` change it; leaving the
     block without an exception commits (:meth:`Session.commit`), with one
@@ -288,5 +290,6 @@ def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None
     a model past its size limit (as ``spamnb learn`` does); ``kept``: a
     :class:`Kept` to take the model from and leave it in; ``mapped``: map the
     model file (``SpamFilter.load``), checked whole only before it is saved
-    whole."""
-    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped)
+    whole; ``compact_limit``: the journal size (bytes) past which the commit
+    saves the model whole (default :func:`spamnb.model.journal.compact_at`)."""
+    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped, compact_limit)

@@ -80,7 +80,8 @@ class Server:
         self.settings = ServerSettings(given, config)
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
-                                 whole=self.settings.allow_tell, max_bytes=self.settings.max_models_bytes)
+                                 whole=self.settings.allow_tell or bool(self.settings.shared),   # follows learns
+                                 max_bytes=self.settings.max_models_bytes)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
         self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
@@ -99,6 +100,7 @@ class Server:
         self.owns_listeners = True
         self.metrics = None
         self.on_ready = []
+        self.sharing = None     # spamnb.server.sharing.Sharing, with --shared
 
     # ------------------------------------------------------------------ logging
     def log(self, line):
@@ -416,8 +418,11 @@ class Server:
             limits = (settings.models_dir, settings.max_user_models, settings.max_user_models_bytes)
         loop = asyncio.get_running_loop()
         try:
-            did_learn, did_remove = await loop.run_in_executor(
-                self.learners, tell, own, message, spam, learn, remove, seed, limits, settings.subject_tag)
+            if self.sharing is not None:    # sent to the shared stream, learned here as on every host
+                did_learn, did_remove = await self.sharing.tell(own, headers.get("user"), message, spam, learn, remove)
+            else:
+                did_learn, did_remove = await loop.run_in_executor(
+                    self.learners, tell, own, message, spam, learn, remove, seed, limits, settings.subject_tag)
         except ProtocolError:
             raise
         except (ModelError, OSError, ValueError) as exc:
@@ -441,7 +446,7 @@ class Server:
             return
         fresh.listen, fresh.milter = self.settings.listen, self.settings.milter
         self.models.clear()
-        self.models.whole = fresh.allow_tell
+        self.models.whole = fresh.allow_tell or bool(fresh.shared)
         self.models.pinned = fresh.model
         try:
             self.models.get(fresh.model, fresh.required_score)

@@ -70,6 +70,10 @@ def run(given, config=None, log_stream=None):
             metrics.use_slot(workers if workers > 1 else 0)
             server.metrics = metrics
             server.models.on_load = metrics.model_loaded
+        if settings.shared:             # a snapshot and the stream's tail first: then the site model is current
+            from spamnb.server.sharing import Sharing
+
+            server.sharing = Sharing(server).start()
         server.load_site_model()        # none usable: ServerError (the server does not start without one)
         if running_as_root():
             server.log("running as root: give -u USER to drop privileges once listening")

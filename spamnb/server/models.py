@@ -115,7 +115,7 @@ _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept lo
 _creating = None   # threading.Lock: one new user's model at a time (the limits below hold)
 
 
-def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subject_tag=None):
+def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subject_tag=None, ledger_only=False):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
     command-line learner and the server never lose each other's update.
@@ -130,7 +130,9 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subjec
     was forgotten.  ``subject_tag``: the server's ``--subject-tag``, taken
     off the Subject before learning (with spamnb's own X-Spam-* fields, as
     ``spamnb learn`` strips its markup), so a delivered copy told back
-    learns the mail, not the verdict it was given."""
+    learns the mail, not the verdict it was given.  ``ledger_only``: a
+    removal forgets only a message the ledger has (a lesson applied again
+    after a crash, spamnb.server.sharing, then changes nothing)."""
     import threading
 
     from spamnb.model import learning
@@ -138,6 +140,7 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subjec
     global _kept, _creating
     if _kept is None:
         _kept = learning.Kept()
+    if _creating is None:
         _creating = threading.Lock()
     if limits is not None and not os.path.exists(path):
         with _creating:
@@ -145,8 +148,8 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subjec
                 _check_room(limits, seed_path)
                 if seed_path and learn:
                     _start_user_model(path, seed_path)
-                return _tell(path, message, spam, learn, remove, seed_path, subject_tag)
-    return _tell(path, message, spam, learn, remove, seed_path, subject_tag)
+                return _tell(path, message, spam, learn, remove, seed_path, subject_tag, ledger_only)
+    return _tell(path, message, spam, learn, remove, seed_path, subject_tag, ledger_only)
 
 
 def _start_user_model(path, seed_path):
@@ -239,30 +242,63 @@ def _stat_or_none(path):
         return None
 
 
-def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None):
+def _tell(path, message, spam, learn, remove, seed_path, subject_tag=None, ledger_only=False):
+    return tell_many(path, [(message, spam, learn, remove)], seed_path, subject_tag, ledger_only)[0]
+
+
+def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False, compact_limit=None):
+    """:func:`tell` of several lessons ``(message, spam, learn, remove)`` in one
+    session of the model at ``path`` (one journal record, one fsync), in
+    order; returns (did_learn, did_remove) of each.  The model must exist or
+    ``seed_path`` start it (no limits checked: :func:`tell` checks them).
+    ``compact_limit``: see :func:`spamnb.model.learning.session`."""
     from spamnb.model import learning
     from spamnb.model import ledger as ledgers
 
+    global _kept
+    if _kept is None:
+        _kept = learning.Kept()
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
     # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
-    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept) as session:
+    outcomes = []
+    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept,
+                          compact_limit=compact_limit) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves
         tally = ledgers.Tally()
-        did_remove = False
-        if remove and spam_filter.is_fitted:
-            for as_spam in ((spam,) if spam is not None else (None, True, False)):
-                try:
-                    session.forget(message, as_spam, tally, subject_tag=subject_tag)
-                except ValueError:
-                    continue
-                did_remove = True
-                break
-        did_learn = False
-        if learn:   # DidSet only when the model changed, as spamd: spamc says "already learned" otherwise
-            did_learn = session.learn(message, spam, tally, subject_tag=subject_tag) != "known"
-    return did_learn, did_remove
+        for message, spam, learn, remove in lessons:
+            did_remove = False
+            if remove and spam_filter.is_fitted:
+                for as_spam in ((None,) if ledger_only else (spam,) if spam is not None else (None, True, False)):
+                    try:
+                        session.forget(message, as_spam, tally, subject_tag=subject_tag)
+                    except ValueError:
+                        continue
+                    did_remove = True
+                    break
+            did_learn = False
+            if learn:   # DidSet only when the model changed, as spamd: spamc says "already learned" otherwise
+                did_learn = session.learn(message, spam, tally, subject_tag=subject_tag) != "known"
+            outcomes.append((did_learn, did_remove))
+    return outcomes
+
+
+def compact_if_over(path):
+    """Fold the journal of the model at ``path`` into it when the journal is past
+    :func:`spamnb.model.journal.compact_at` (a follower that compacts late,
+    spamnb.server.sharing, does it when the stream is quiet).  True when it did."""
+    from spamnb.model import learning
+    from spamnb.model.journal import compact_at, journal_path
+
+    try:
+        if os.path.getsize(journal_path(path)) <= compact_at(os.path.getsize(path)):
+            return False
+    except OSError:
+        return False
+    with learning.session(path, wait=None, create=False, expire=False, kept=_kept) as session:
+        session.compact()
+    return True
 
 
 class ModelCache:
