@@ -83,7 +83,7 @@ def learn_verdict(model_path, data, log_odds, label, spam_log_odds, ham_log_odds
             return "known"      # learned already (by the user, or auto): a verdict never overrides a label
         if not RateLimit(session.path, per_hour).take():
             return "rate limit"
-        return session.learn(data, spam, Tally(), header_name=header_name, subject_tag=subject_tag)
+        return session.learn(data, spam, Tally(), auto=True, header_name=header_name, subject_tag=subject_tag)
 
 
 def _digest(data, header_name, subject_tag):

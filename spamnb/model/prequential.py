@@ -72,6 +72,11 @@ class ScoreHistogram:
             0 if log_odds < 0 else N_BINS - 1)
         return min(max(i, 0), N_BINS - 1)
 
+    @staticmethod
+    def center(i):
+        """The log-odds in the middle of bin ``i`` (:meth:`bin_of` gives ``i`` back)."""
+        return LOW + (int(i) + 0.5) * BIN_WIDTH
+
     def add(self, log_odds, spam, weight=1.0):
         """Count a message's score before it was learned (``weight`` -1 takes it back)."""
         i = self.bin_of(float(log_odds))
