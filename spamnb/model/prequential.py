@@ -135,6 +135,8 @@ class ScoreHistogram:
                 if held > keep:
                     ham_cut = max(ham_cut, LOW + (i + 1) * BIN_WIDTH)
                     break
+        if ham_cut >= spam_cut:     # a band, however narrow: the server's score scale needs one
+            ham_cut = spam_cut - BIN_WIDTH
         rule = (f"fitted on the scores of {n_ham:.0f} ham and {n_spam:.0f} spam before each was learned: "
                 f"spam at log-odds >= {spam_cut:.2f} (at most {100 * target_fpr:g} % of that ham, "
                 f"+ {margin:g} margin), ham at <= {ham_cut:.2f}")
