@@ -16,22 +16,15 @@ from spamnb.model.prequential import ScoreHistogram
 from spamnb.server import protocol as spamd
 from spamnb.server.models import ModelCache
 
+from test_autolearn import _message
 from test_serve import Daemon, needs_spamc
-
-HAM_WORDS = [f"meeting{i}" for i in range(200)] + ["project", "notes", "review", "lunch"]
-SPAM_WORDS = [f"offer{i}" for i in range(200)] + ["cheap", "pills", "winner", "click"]
-
-
-def _message(rng, spam, n, words=60):
-    pool = SPAM_WORDS if spam else HAM_WORDS
-    body = " ".join(rng.choice(pool) for _ in range(words))
-    return f"Subject: {'deal' if spam else 'hello'} {n}\r\nMessage-ID: <{n}@example.org>\r\n\r\n{body}\r\n".encode()
 
 
 def _train(path):
     rng = random.Random(5)
-    data = [(_message(rng, n % 3 == 0, n, 30), n % 3 == 0) for n in range(300)]
+    data = [(_message(rng, n % 3 == 0, n), n % 3 == 0) for n in range(300)]
     SpamFilter().fit([d for d, _ in data], [s for _, s in data], tune=False).save(path)
+    return path
 
 
 def _wait_for(predicate, what, timeout=20.0):
@@ -51,12 +44,10 @@ def _entry(path, data):
 @pytest.mark.slow
 def test_serve_auto_learn_through_spamc(tmp_path):
     home = tmp_path
-    model = home / "model.spamnb"
-    _train(model)
-    twin = home / "twin.spamnb"
-    shutil.copy(model, twin)
+    model = _train(home / "model.spamnb")
+    twin = shutil.copy(model, home / "twin.spamnb")
     rng = random.Random(31)
-    spam, unsure = _message(rng, True, 9000), b"Subject: hmm\r\n\r\noffer1 meeting1 offer2 meeting2\r\n"
+    spam, unsure = _message(rng, True, 9000, 60), b"Subject: hmm\r\n\r\noffer1 meeting1 offer2 meeting2\r\n"
     off = Daemon(home)
     try:       # off by default
         assert off.spamc("-c", stdin=spam).returncode == 1
@@ -95,10 +86,8 @@ def test_serve_auto_learn_through_spamc(tmp_path):
 @needs_spamc
 @pytest.mark.slow
 def test_serve_auto_learn_never_teaches_the_site_model_for_a_user_without_one(tmp_path):
-    home = tmp_path
-    model = home / "model.spamnb"
-    _train(model)
-    users = home / "users"
+    home, users = tmp_path, tmp_path / "users"
+    model = _train(home / "model.spamnb")
     (users / "alice").mkdir(parents=True)
     _train(users / "alice" / "model.spamnb")
     rng = random.Random(32)
@@ -106,9 +95,9 @@ def test_serve_auto_learn_never_teaches_the_site_model_for_a_user_without_one(tm
     try:
         base = SpamFilter.load(model).class_count_
         for n in range(3):
-            assert daemon.spamc("-c", "-u", "bob", stdin=_message(rng, True, 9100 + n)).returncode == 1
-            assert daemon.spamc("-c", stdin=_message(rng, True, 9200 + n)).returncode == 1
-        spam = _message(rng, True, 9300)
+            assert daemon.spamc("-c", "-u", "bob", stdin=_message(rng, True, 9100 + n, 60)).returncode == 1
+            assert daemon.spamc("-c", stdin=_message(rng, True, 9200 + n, 60)).returncode == 1
+        spam = _message(rng, True, 9300, 60)
         assert daemon.spamc("-c", "-u", "alice", stdin=spam).returncode == 1
         _wait_for(lambda: "auto-learn" in daemon.log_text(), "alice's auto-learn")
         assert _entry(users / "alice" / "model.spamnb", spam)[:2] == (True, True)
@@ -136,7 +125,7 @@ def test_the_score_map_follows_cutoffs_refitted_by_the_journal(tmp_path):
     loaded, before = cache.get(str(path), 5.0)
     rng = random.Random(33)
     with learning.session(path) as s:           # appended to the journal: the cutoffs are refitted
-        s.learn(_message(rng, False, 9400), False, Tally())
+        s.learn(_message(rng, False, 9400, 60), False, Tally())
     assert not s.compacted
     fresh = SpamFilter.load(path)
     assert fresh.cutoffs_from == "held-out"
