@@ -36,7 +36,6 @@ class AutoLearner:
     def __init__(self, server):
         self.server = server
         self.pending = 0
-        self.outcomes = {}      # outcome -> how many (bounded: a handful of outcome words)
 
     def offer(self, message, paths, spam_filter, verdict):
         """Schedule the learn of ``verdict`` (the check of ``message`` by ``spam_filter``,
@@ -56,7 +55,7 @@ class AutoLearner:
         if spam is None or verdict.label != ("spam" if spam else "ham"):
             return "not sure"
         if self.pending >= MAX_PENDING:
-            return self._count("busy")
+            return "busy"
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -67,23 +66,17 @@ class AutoLearner:
         future.add_done_callback(lambda done: self._done(done, path))
         return "scheduled"
 
-    def _count(self, outcome):
-        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-        return outcome
-
     def _done(self, future, path):
         self.pending -= 1
         if future.cancelled():
             return
         exc = future.exception()
         if exc is not None:
-            self._count("failed")
             text = " ".join(str(exc).split()) or type(exc).__name__
             self.server.log(f"auto-learn {path}: not learned: {text}")
             return
-        outcome = self._count(future.result())
         if self.server.settings.verbose:
-            self.server.log(f"auto-learn {path}: {outcome}")
+            self.server.log(f"auto-learn {path}: {future.result()}")
 
 
 def _learn(path, message, log_odds, label, spam_log_odds, ham_log_odds, subject_tag):
