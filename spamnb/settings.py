@@ -226,6 +226,7 @@ SERVER_DEFAULTS = {
     "models_dir": None,
     "allowed_ips": None,
     "allow_tell": False,
+    "auto_learn": False,
     "create_user_models": False,
     "max_user_models": 1000,
     "max_user_models_bytes": 10 * 1024 ** 3,
@@ -261,7 +262,7 @@ SERVER_DEFAULTS = {
     "shared_state": None,
     "snapshot_interval": 300.0,
 }
-RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "create_user_models", "max_user_models",
+RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "auto_learn", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
               "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
               "milter_user", "milter_timeout")
@@ -342,6 +343,7 @@ class ServerSettings:
             self.model = _site_model_path(merged["model"])
             self.models_dir = merged["models_dir"] or None
             self.allow_tell = _bool(merged["allow_tell"])
+            self.auto_learn = _bool(merged["auto_learn"])
             self.create_user_models = _bool(merged["create_user_models"])
             self.max_user_models = int(merged["max_user_models"])
             self.max_user_models_bytes = int(merged["max_user_models_bytes"])
@@ -456,6 +458,13 @@ class ServerSettings:
                 raise SettingsError("--metrics takes [HOST:]PORT")
         else:
             self.metrics = None
+
+    @property
+    def learns(self):
+        """Whether the loaded models learn (TELL, auto-learn or lessons shared by other
+        hosts): then they keep their counts and follow their journals
+        (spamnb.server.models.ModelCache's ``whole``)."""
+        return self.allow_tell or self.auto_learn or bool(getattr(self, "shared", None))
 
     def allows(self, peer):
         import ipaddress

@@ -92,3 +92,96 @@ def test_rate_limit_per_model(tmp_path, model):
 def test_auto_learn_usage():
     out = run_spamnb(["classify", "--auto-learn", "--batch", "x"])
     assert out.returncode == 64
+
+
+# ---------------------------------------------------------------- the ledger marks auto-learned entries (issue 40)
+def _digest(data):
+    from spamnb.model.ledger import canonical, message_digest
+
+    return message_digest(canonical(data))
+
+
+def _auto(path, data, spam):
+    """Auto-learn ``data`` as its verdict, as classify/serve do (the model's own cutoffs)."""
+    from spamnb.model.autolearn import learn_verdict
+    from spamnb.model.verdict import logit
+
+    sf = SpamFilter.load(path)
+    verdict = sf.classify(data)
+    assert verdict.label == ("spam" if spam else "ham")
+    return learn_verdict(path, data, verdict.log_odds, verdict.label, logit(sf.spam_cutoff), logit(sf.ham_cutoff))
+
+
+def _state(path):
+    sf = SpamFilter.load(path)
+    return list(sf.class_count_), list(sf.held_out_.counts) if sf.held_out_ is not None else [0.0] * 1024, sf
+
+
+def test_a_correction_undoes_an_auto_learned_lesson_exactly(tmp_path, model):
+    """Auto-learned as spam, then told it was ham: the model (counts, held-out histogram, ledger) is the
+    model that learned the message as ham in the first place; the held-out score is moved, not counted twice."""
+    import shutil
+
+    from spamnb.model import learning
+    from spamnb.model.ledger import Tally
+
+    rng = random.Random(21)
+    spam = _message(rng, True, 4000, words=60)
+    probe = _message(rng, True, 4001, words=40)
+    twin = tmp_path / "twin.spamnb"
+    shutil.copy(model, twin)
+    assert _auto(model, spam, True) == "learned"
+    sf = SpamFilter.load(model)
+    assert sf.ledger_.entry(_digest(spam))[:2] == (True, True)          # spam, auto-learned
+    assert sf.ledger_.entry(_digest(spam))[2] is not None               # with its held-out bin
+    with learning.session(model) as s:                                  # the user's correction (a move, a TELL)
+        assert s.learn(spam, False, Tally()) == "relabelled"
+    with learning.session(twin) as s:                                   # the user's label from the start
+        assert s.learn(spam, False, Tally()) == "learned"
+    fixed, direct = _state(model), _state(twin)
+    assert fixed[0] == direct[0]
+    assert fixed[1] == direct[1]                                        # one held-out score, under ham
+    assert fixed[2].classify(probe).log_odds == pytest.approx(direct[2].classify(probe).log_odds, abs=1e-9)
+    assert fixed[2].ledger_.entry(_digest(spam)) == direct[2].ledger_.entry(_digest(spam))
+    assert fixed[2].ledger_.entry(_digest(spam))[:2] == (False, False)  # the user's label now
+    # and the same after the journal is folded into the model file
+    fixed[2].save(tmp_path / "whole.spamnb")
+    whole = SpamFilter.load(tmp_path / "whole.spamnb")
+    assert list(whole.held_out_.counts) == direct[1]
+    assert whole.ledger_.entry(_digest(spam)) == direct[2].ledger_.entry(_digest(spam))
+
+
+def test_a_user_label_that_agrees_makes_the_entry_the_users_and_a_verdict_never_overrides_one(tmp_path, model):
+    from spamnb.model import learning
+    from spamnb.model.ledger import Tally
+
+    rng = random.Random(22)
+    ham = _message(rng, False, 5000, words=60)
+    assert _auto(model, ham, False) == "learned"
+    counts = _state(model)
+    with learning.session(model) as s:
+        assert s.learn(ham, False, Tally()) == "known"
+    again = _state(model)
+    assert again[0] == counts[0] and again[1] == counts[1]              # nothing learned twice
+    assert again[2].ledger_.entry(_digest(ham))[:2] == (False, False)   # but no longer auto-learned
+    spam = _message(rng, True, 5001, words=60)
+    with learning.session(model) as s:                                  # the user says ham (whatever it looks like)
+        s.learn(spam, False, Tally())
+    assert _auto(model, spam, True) == "known"                          # the verdict does not override it
+    assert SpamFilter.load(model).ledger_.entry(_digest(spam))[:2] == (False, False)
+
+
+def test_forget_takes_the_held_out_score_back(tmp_path, model):
+    from spamnb.model import learning
+    from spamnb.model.ledger import Tally
+
+    rng = random.Random(23)
+    before = _state(model)
+    spam = _message(rng, True, 6000, words=60)
+    with learning.session(model) as s:
+        s.learn(spam, True, Tally())
+    assert _state(model)[1] != before[1]
+    with learning.session(model) as s:
+        assert s.forget(spam) is True
+    after = _state(model)
+    assert after[0] == before[0] and after[1] == before[1]

@@ -172,6 +172,25 @@ def run_spamnb(datas, y, mode, params, auto_margin, word_pairs=0):
     return run_online(datas, y, params, train_on_error=True, auto_learn=auto_margin, tokenizer=tokenizer)
 
 
+def run_spamnb_average(datas, y, mode, params, auto_margin, window):
+    """spamnb without word pairs and with pairs of ``window``, each run as :func:`run_spamnb`
+    (full feedback only: in the other modes what one model learns depends on its own verdicts);
+    the log-odds and own cutoffs of each message the mean of the two models'."""
+    import numpy as np
+
+    from spamnb.evaluation.online import OnlineResult
+
+    if mode != "full":
+        raise SystemExit("--average-pairs: full feedback only (--modes full)")
+    words = run_spamnb(datas, y, mode, params, auto_margin)
+    pairs = run_spamnb(datas, y, mode, params, auto_margin, window)
+    mean = lambda a, b: (np.asarray(a, dtype=float) + np.asarray(b, dtype=float)) / 2  # noqa: E731
+    return OnlineResult(mean(words.log_odds, pairs.log_odds), words.y, words.trained,
+                        words.seconds + pairs.seconds, pairs.n_features,
+                        mean(words.spam_cutoffs, pairs.spam_cutoffs), mean(words.ham_cutoffs, pairs.ham_cutoffs),
+                        None)
+
+
 def main(argv=None):
     import numpy as np
 
@@ -193,6 +212,10 @@ def main(argv=None):
                         help="SpamFilter settings for spamnb, e.g. length_norm=5,alpha=0.001")
     parser.add_argument("--word-pairs", type=int, default=0, metavar="W",
                         help="spamnb's tokenizer with word pairs of window W (default 0: none)")
+    parser.add_argument("--average-pairs", type=int, default=0, metavar="W",
+                        help="spamnb: two models side by side, words alone and words with pairs of window W; "
+                             "a message's log-odds the mean of theirs, its cutoffs the mean of their own "
+                             "(a measurement: spamnb does not serve such a pair of models)")
     parser.add_argument("--shuffle", type=int, metavar="SEED",
                         help="a random order of each stream (seeded) instead of the arrival order")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
@@ -228,7 +251,10 @@ def main(argv=None):
             for mode in modes:
                 for system in systems:
                     if system == "spamnb":
-                        result = run_spamnb(datas, y, mode, params, args.auto_margin, args.word_pairs)
+                        if args.average_pairs:
+                            result = run_spamnb_average(datas, y, mode, params, args.auto_margin, args.average_pairs)
+                        else:
+                            result = run_spamnb(datas, y, mode, params, args.auto_margin, args.word_pairs)
                         figures = online_figures(result, threshold=0.0)
                         verdicts = spamnb_verdicts(result)
                         if result.auto_learned is not None:
@@ -247,6 +273,8 @@ def main(argv=None):
                     figures["own_cutoffs"] = verdict_figures(verdicts, labels)
                     label = f"{system}, word pairs {args.word_pairs}" if system == "spamnb" and args.word_pairs \
                         else system
+                    if system == "spamnb" and args.average_pairs:
+                        label = f"{system}, mean of words and word pairs {args.average_pairs}"
                     rows[f"{mode}/{label}"] = figures
                     print(f"  {MODE_NAMES[mode]}, {system}: (1-ROCA) {figures['one_minus_roca_percent']:.4f} %, "
                           f"lam {100 * figures['lam']:.2f} %, {figures['seconds']:.1f} s", file=sys.stderr)

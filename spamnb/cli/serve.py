@@ -31,6 +31,11 @@ def add_parser(subparsers):
                    help="comma-separated addresses/networks allowed to connect over TCP (default loopback)")
     p.add_argument("--allow-tell", action="store_const", const=True,
                    help="accept TELL (learning; spamc -L)")
+    p.add_argument("--auto-learn", action="store_const", const=True,
+                   help="learn the verdicts the checking model is sure of (2 log-odds beyond its cutoff; "
+                        "never unsure mail), marked in its ledger so a later TELL or learn relabels them, "
+                        "at most 120 a model and hour; the user's own model, the site model only "
+                        "without --models-dir (default: off)")
     p.add_argument("--create-user-models", action="store_const", const=True,
                    help="let TELL create a model for a user without one (a copy of the site model; "
                         "default: refused)")

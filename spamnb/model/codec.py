@@ -95,7 +95,8 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
         if arrays["ledger_labels"]:
             from spamnb.model.ledger import Ledger
 
-            self.ledger_ = Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"])
+            self.ledger_ = Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"],
+                                              notes=arrays["ledger_notes"])
         if arrays["held_out"]:
             from spamnb.model.prequential import ScoreHistogram
 
@@ -122,7 +123,8 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 def _ledger_arrays(ledger):
     """The model file's ledger arrays of a Ledger (or None: empty)."""
     digests, labels = ledger.to_arrays() if ledger is not None else (b"", b"")
-    return {"ledger_digests": digests, "ledger_labels": labels}
+    notes = ledger.notes_array() if ledger is not None else b""
+    return {"ledger_digests": digests, "ledger_labels": labels, "ledger_notes": notes}
 
 
 def _package_version():

@@ -3,8 +3,12 @@
 A transaction (one command's changes) is a sequence of operations, each
 padded to 8 bytes: LEARN/FORGET (the message's class, day, the vocabulary's
 size before, its token hashes, and for LEARN the new tokens' UTF-8 text) and
-RECORD/REMOVE of the ledger of learned messages, HELD_OUT (a learned
-message's log-odds before it was learned, ``spamnb.model.prequential``).  :func:`apply` runs on a
+RECORD/REMOVE of the ledger of learned messages (RECORD's flags: bit 0
+spam, bit 1 auto-learned; its note: the held-out bin + 1, 0 for none),
+HELD_OUT (a learned message's log-odds before it was learned,
+``spamnb.model.prequential``) and HELD_OUT_BACK (one taken back: the
+message was relabelled or forgotten, so its score no longer counts under
+its old class).  :func:`apply` runs on a
 loaded model what a learn or forget runs, with the recorded hashes; the
 writers' side (:mod:`spamnb.model.journal`'s session) runs the same
 functions and encodes them.  Learns change the model in place where it was
@@ -22,12 +26,13 @@ from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens",
-           "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "encode_held_out"]
+           "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
+           "take_back_held_out"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
-_LEDGER = struct.Struct("<BBxx16s")     # op, label, digest
+_LEDGER = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
 _HELD_OUT = struct.Struct("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
-OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT = 1, 2, 3, 4, 5
+OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2, 3, 4, 5, 6
 
 
 def _pad(n):
@@ -186,12 +191,21 @@ def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
     return body + b"\0" * _pad(len(body))
 
 
-def encode_ledger(op, label, digest):
-    return _LEDGER.pack(op, label, digest) + b"\0" * _pad(_LEDGER.size)
+def encode_ledger(op, label, digest, auto=False, held_out=None):
+    """RECORD/REMOVE: ``label`` 0/1, ``auto`` learned by auto-learn, ``held_out`` its held-out bin (or None)."""
+    note = 0 if held_out is None else int(held_out) + 1
+    return _LEDGER.pack(op, int(bool(label)) | (2 if auto else 0), note, digest) + b"\0" * _pad(_LEDGER.size)
 
 
-def encode_held_out(cls, log_odds):
-    return _HELD_OUT.pack(OP_HELD_OUT, cls, log_odds)
+def encode_held_out(cls, log_odds, back=False):
+    return _HELD_OUT.pack(OP_HELD_OUT_BACK if back else OP_HELD_OUT, cls, log_odds)
+
+
+def take_back_held_out(spam_filter, cls, log_odds):
+    """Take a held-out score back from class ``cls``'s histogram (a relabel or a forget)."""
+    held_out = spam_filter.held_out_
+    if held_out is not None:
+        held_out.add(log_odds, bool(cls), -1.0)
 
 
 def apply(spam_filter, ledger, payload):
@@ -231,22 +245,27 @@ def apply(spam_filter, ledger, payload):
             else:
                 forget(spam_filter, cls, hashes)
         elif op in (OP_RECORD, OP_REMOVE):
-            op, label, digest = _LEDGER.unpack_from(payload, at)
+            op, label, note, digest = _LEDGER.unpack_from(payload, at)
             at += _LEDGER.size + _pad(_LEDGER.size)
             if ledger is None:
                 raise ValueError("a ledger record without a ledger")
+            if label > 3 or note > 512:
+                raise ValueError("a ledger record of no label")
             if op == OP_RECORD:
-                ledger.record(digest, bool(label))
+                ledger.record(digest, bool(label & 1), bool(label & 2), note - 1 if note else None)
             else:
                 ledger.remove(digest)
-        elif op == OP_HELD_OUT:
+        elif op in (OP_HELD_OUT, OP_HELD_OUT_BACK):
             op, cls, log_odds = _HELD_OUT.unpack_from(payload, at)
             at += _HELD_OUT.size
             if cls not in (0, 1):
                 raise ValueError("a held-out score of no class")
-            from spamnb.model.prequential import note_held_out
+            if op == OP_HELD_OUT:
+                from spamnb.model.prequential import note_held_out
 
-            note_held_out(spam_filter, log_odds, cls)
+                note_held_out(spam_filter, log_odds, cls)
+            else:
+                take_back_held_out(spam_filter, cls, log_odds)
             held_out = True
         else:
             raise ValueError(f"unknown operation {op}")
@@ -319,7 +338,7 @@ class NoLedger:
     """Stands for the ledger of a filter that only scores and follows its journal:
     the ledger's records are let go (the scores never read them)."""
 
-    def record(self, digest, is_spam):
+    def record(self, digest, is_spam, auto=False, held_out=None):
         pass
 
     def remove(self, digest):

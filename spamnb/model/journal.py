@@ -32,7 +32,9 @@ Layout (little-endian)::
                            then the message's token hashes (uint64, one per occurrence, as the
                            tokenizer gave them), and for LEARN the new tokens' UTF-8 lengths
                            (uint32 each) and their text, back to back
-             RECORD/REMOVE <B op, B label, 2x, 16s digest>: the ledger of learned messages (spamnb.model.ledger)
+             RECORD/REMOVE <B op, B flags, H note, 16s digest>: the ledger of learned messages
+                           (spamnb.model.ledger; flags bit 0 spam, bit 1 auto-learned; note: held-out bin + 1)
+             HELD_OUT/HELD_OUT_BACK <B op, B class, 2x, f log-odds>: a held-out score counted / taken back
 
 Replay runs the very operations a learn or forget runs on a loaded model
 (``Vocabulary.add`` with the recorded hashes, ``WordCounts.add``, the

@@ -25,6 +25,11 @@ class _RecordingFilter:
     def __init__(self, spam_filter, ops):
         self._filter, self._ops = spam_filter, ops
         self.forgot = False
+        self.held_out_bin = None    # the last learn's held-out bin, for its ledger entry
+
+    @property
+    def filter(self):
+        return self._filter
 
     @property
     def is_fitted(self):
@@ -39,8 +44,13 @@ class _RecordingFilter:
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
         held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: a held-out score
+        self.held_out_bin = None
         if held_out is not None:
+            from spamnb.model.prequential import ScoreHistogram
+
+            held_out = _float32(held_out)     # as the journal keeps it: replay counts the same bin
             prequential.note_held_out(sf, held_out, cls)
+            self.held_out_bin = ScoreHistogram.bin_of(held_out)
             self._ops.append(deltas.encode_held_out(cls, held_out))
         vocab = vars(sf)["vocabulary_"]   # holes and all (deltas.forget)
         first, n_before = vocab.n_features, deltas.n_live(sf)
@@ -67,21 +77,49 @@ class _RecordingFilter:
 
 
 class _RecordingLedger:
-    """Stands for the Ledger in ``spamnb.model.ledger.learn``/``forget``: records its changes."""
+    """Stands for the Ledger in ``spamnb.model.ledger.learn``/``forget``: records its
+    changes.  An entry replaced (a relabel) or removed (a forget) takes its held-out
+    score back from its old class (the new learn counted the message's score again),
+    so a message's score counts once, under the label it has now."""
 
-    def __init__(self, ledger, ops):
-        self._ledger, self._ops = ledger, ops
+    def __init__(self, ledger, ops, recorder):
+        self._ledger, self._ops, self._recorder = ledger, ops, recorder
 
     def label(self, digest):
         return self._ledger.label(digest)
 
-    def record(self, digest, is_spam):
-        self._ledger.record(digest, is_spam)
-        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, int(bool(is_spam)), digest))
+    def is_auto(self, digest):
+        return self._ledger.is_auto(digest)
+
+    def _take_back(self, digest):
+        entry = self._ledger.entry(digest)
+        if entry is None or entry[2] is None:
+            return
+        from spamnb.model.prequential import ScoreHistogram
+
+        cls, log_odds = int(entry[0]), ScoreHistogram.center(entry[2])
+        deltas.take_back_held_out(self._recorder.filter, cls, log_odds)
+        self._ops.append(deltas.encode_held_out(cls, log_odds, back=True))
+
+    def record(self, digest, is_spam, auto=False):
+        held_out, self._recorder.held_out_bin = self._recorder.held_out_bin, None
+        self._take_back(digest)
+        self._ledger.record(digest, is_spam, auto, held_out)
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
+
+    def confirm(self, digest):
+        self._ledger.confirm(digest)
+        is_spam, auto, held_out = self._ledger.entry(digest)
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
 
     def remove(self, digest):
+        self._take_back(digest)
         self._ledger.remove(digest)
         self._ops.append(deltas.encode_ledger(deltas.OP_REMOVE, 0, digest))
+
+
+def _float32(value):
+    return array("f", (value,))[0]
 
 
 class Session:
@@ -113,7 +151,7 @@ class Session:
         ops = []
         recorder = _RecordingFilter(self.filter, ops)
         try:
-            result = function(recorder, _RecordingLedger(self.ledger, ops), data, *args, **kwargs)
+            result = function(recorder, _RecordingLedger(self.ledger, ops, recorder), data, *args, **kwargs)
         except BaseException:
             self.failed = True   # the filter may differ from model + journal: not to be kept (Kept)
             raise
@@ -122,11 +160,12 @@ class Session:
             self.transactions.append(b"".join(ops))
         return result
 
-    def learn(self, data, is_spam, tally, **markup):
-        """``spamnb.model.ledger.learn`` of a raw message: "learned", "known" or "relabelled"."""
+    def learn(self, data, is_spam, tally, auto=False, **markup):
+        """``spamnb.model.ledger.learn`` of a raw message: "learned", "known" or
+        "relabelled"; ``auto``: the model's own verdict (``spamnb.model.autolearn``)."""
         from spamnb.model import ledger as ledgers
 
-        outcome = self._run(ledgers.learn, data, is_spam, tally, **markup)
+        outcome = self._run(ledgers.learn, data, is_spam, tally, auto=auto, **markup)
         self.filter.refit_cutoffs()
         return outcome
 
@@ -134,7 +173,9 @@ class Session:
         """``spamnb.model.ledger.forget`` of a raw message: the label forgotten."""
         from spamnb.model import ledger as ledgers
 
-        return self._run(ledgers.forget, data, is_spam, tally, **markup)
+        label = self._run(ledgers.forget, data, is_spam, tally, **markup)
+        self.filter.refit_cutoffs()
+        return label
 
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the

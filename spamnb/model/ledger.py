@@ -27,10 +27,22 @@ default: 3.4 MB in the model file, about 25 MB in memory while learning);
 beyond that the oldest entry is dropped (a message that old, learned again,
 counts again).  Nothing of the message but its digest is kept.
 
-Storage hook.  A ledger is two flat byte arrays, :meth:`Ledger.to_arrays`
-(16-byte digests, one label byte each, oldest first) and
-:meth:`Ledger.from_arrays`, which checks them; the model file stores them
-beside the counts, and a model saved without them loads with an empty ledger.
+What else an entry says (issue 40).  Whether the message was learned by
+auto-learn (``spamnb.model.autolearn``: the model's own verdict) rather than
+given by a user, and the histogram bin of its held-out score (its log-odds
+before it was learned, ``spamnb.model.prequential``), when one was counted.
+So a later correction undoes exactly what was learned: a user's label
+relabels an auto-learned message (forget as the verdict, learn as the user
+says, its held-out score moved from the old class to the new one, never
+counted twice), a user's label that agrees turns the entry into the user's,
+and a verdict never overrides a label already in the ledger.
+
+Storage hook.  A ledger is flat arrays, :meth:`Ledger.to_arrays`
+(16-byte digests, one label byte each, oldest first), :meth:`Ledger.notes_array`
+(one 16-bit note each: bit 15 auto-learned, bits 0-14 the held-out bin + 1,
+0 for none) and :meth:`Ledger.from_arrays`, which checks them; the model file
+stores them beside the counts, and a model saved without them loads with an
+empty ledger (without notes: every entry a user's, no held-out bin).
 :func:`ledger_of` and :func:`attach` are where the filter's copy is read and
 set (``SpamFilter.ledger_``).
 """
@@ -38,12 +50,14 @@ set (``SpamFilter.ledger_``).
 # hashlib and spamnb.mail.status are imported where a message is digested: a
 # reader replaying a journal's ledger records (spamnb.model.journal) needs neither
 
-__all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "Ledger", "canonical", "message_digest", "learn", "forget",
+__all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
            "ledger_of", "attach", "Tally"]
 
 DIGEST_SIZE = 16
 DEFAULT_CAPACITY = 200_000
 _HAM, _SPAM = 0, 1
+_AUTO = 2                   # in an entry's code: bit 0 spam, bit 1 auto-learned, bits 2+ held-out bin + 1
+AUTO_NOTE = 0x8000          # in a note (notes_array): auto-learned; the low 15 bits are the held-out bin + 1
 
 
 def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
@@ -70,7 +84,7 @@ class Ledger:
         if capacity < 1:
             raise ValueError("a ledger's capacity must be at least 1")
         self.capacity = capacity
-        self._labels = {}   # digest -> 0 ham / 1 spam; insertion order is age
+        self._labels = {}   # digest -> code (see _AUTO); insertion order is age
 
     def __len__(self):
         return len(self._labels)
@@ -78,34 +92,72 @@ class Ledger:
     def label(self, digest):
         """True (spam), False (ham) or None (not in the ledger)."""
         value = self._labels.get(digest)
-        return None if value is None else value == _SPAM
+        return None if value is None else bool(value & _SPAM)
 
-    def record(self, digest, is_spam):
-        """Record a learned message (the newest entry); drops the oldest beyond capacity."""
+    def entry(self, digest):
+        """``(is_spam, auto, held-out bin or None)``, or None when not in the ledger."""
+        value = self._labels.get(digest)
+        if value is None:
+            return None
+        return bool(value & _SPAM), bool(value & _AUTO), (value >> 2) - 1 if value >> 2 else None
+
+    def is_auto(self, digest):
+        """Whether the message was learned by auto-learn (and no user has labelled it since)."""
+        return bool(self._labels.get(digest, 0) & _AUTO)
+
+    def record(self, digest, is_spam, auto=False, held_out=None):
+        """Record a learned message (the newest entry); drops the oldest beyond capacity.
+        ``auto``: learned by auto-learn; ``held_out``: the bin of its held-out score."""
         self._labels.pop(digest, None)
-        self._labels[digest] = _SPAM if is_spam else _HAM
+        self._labels[digest] = (_SPAM if is_spam else _HAM) | (_AUTO if auto else 0) | \
+            (0 if held_out is None else (int(held_out) + 1) << 2)
         while len(self._labels) > self.capacity:
             del self._labels[next(iter(self._labels))]
+
+    def confirm(self, digest):
+        """A user gave the label auto-learn had learned: the entry is the user's now (same place)."""
+        value = self._labels.get(digest)
+        if value is not None:
+            self._labels[digest] = value & ~_AUTO
 
     def remove(self, digest):
         self._labels.pop(digest, None)
 
     def to_arrays(self):
         """``(digests, labels)``: 16 bytes a message and one byte (0 ham, 1 spam), oldest first."""
-        return b"".join(self._labels), bytes(self._labels.values())
+        return b"".join(self._labels), bytes(v & _SPAM for v in self._labels.values())
+
+    def notes_array(self):
+        """One 16-bit note a message, in :meth:`to_arrays`' order: ``AUTO_NOTE`` for an
+        auto-learned one, or'ed with its held-out bin + 1 (0: none)."""
+        from array import array
+
+        return array("H", ((v >> 2) | (AUTO_NOTE if v & _AUTO else 0) for v in self._labels.values()))
 
     @classmethod
-    def from_arrays(cls, digests, labels, capacity=DEFAULT_CAPACITY):
-        """A ledger from :meth:`to_arrays`; raises ValueError for arrays that do not fit together."""
+    def from_arrays(cls, digests, labels, capacity=DEFAULT_CAPACITY, notes=None):
+        """A ledger from :meth:`to_arrays` (and :meth:`notes_array`, or None); raises
+        ValueError for arrays that do not fit together."""
         digests, labels = bytes(digests), bytes(labels)
         n = len(labels)
         if len(digests) != DIGEST_SIZE * n:
             raise ValueError(f"ledger: {len(digests)} bytes of digests for {n} labels")
         if labels.strip(b"\x00\x01"):
             raise ValueError("ledger: a label is neither 0 (ham) nor 1 (spam)")
+        if notes is not None and len(notes) not in (0, n):
+            raise ValueError(f"ledger: {len(notes)} notes for {n} labels")
+        if not notes:
+            codes = labels
+        else:
+            from spamnb.model.prequential import N_BINS
+
+            if any((note & ~AUTO_NOTE) > N_BINS for note in notes):
+                raise ValueError("ledger: a note names no held-out bin")
+            codes = [label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
+                     for label, note in zip(labels, notes)]
         ledger = cls(max(capacity, 1))
         for i in range(n):
-            ledger._labels[digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]] = labels[i]
+            ledger._labels[digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]] = codes[i]
         if len(ledger._labels) != n:
             raise ValueError("ledger: a digest is recorded twice")
         while len(ledger._labels) > ledger.capacity:
@@ -135,13 +187,18 @@ def attach(spam_filter, ledger):
     return spam_filter
 
 
-def learn(spam_filter, ledger, data, is_spam, tally, header_name="X-Spamnb-Status", subject_tag=None):
+def learn(spam_filter, ledger, data, is_spam, tally, header_name="X-Spamnb-Status", subject_tag=None, auto=False):
     """Learn one raw message through the ledger: no-op when known with this
-    label, a move when known with the other.  Returns "learned", "known" or "relabelled"."""
+    label, a move when known with the other.  ``auto``: the model's own
+    verdict (auto-learn), recorded as such; it never overrides a label in the
+    ledger, and a user's label (``auto`` False) that agrees with an
+    auto-learned entry makes it the user's.  Returns "learned", "known" or "relabelled"."""
     message = canonical(data, header_name, subject_tag)
     digest = message_digest(message)
     before = ledger.label(digest)
-    if before is is_spam:
+    if before is is_spam or (auto and before is not None):
+        if not auto and ledger.is_auto(digest):
+            ledger.confirm(digest)
         tally.known += 1
         return "known"
     if before is not None:
@@ -153,7 +210,7 @@ def learn(spam_filter, ledger, data, is_spam, tally, header_name="X-Spamnb-Statu
         spam_filter.learn(message, is_spam)
         tally.learned += 1
         outcome = "learned"
-    ledger.record(digest, is_spam)
+    ledger.record(digest, is_spam, auto)
     return outcome
 
 

@@ -72,6 +72,11 @@ class ScoreHistogram:
             0 if log_odds < 0 else N_BINS - 1)
         return min(max(i, 0), N_BINS - 1)
 
+    @staticmethod
+    def center(i):
+        """The log-odds in the middle of bin ``i`` (:meth:`bin_of` gives ``i`` back)."""
+        return LOW + (int(i) + 0.5) * BIN_WIDTH
+
     def add(self, log_odds, spam, weight=1.0):
         """Count a message's score before it was learned (``weight`` -1 takes it back)."""
         i = self.bin_of(float(log_odds))
@@ -130,6 +135,8 @@ class ScoreHistogram:
                 if held > keep:
                     ham_cut = max(ham_cut, LOW + (i + 1) * BIN_WIDTH)
                     break
+        if ham_cut >= spam_cut:     # a band, however narrow: the server's score scale needs one
+            ham_cut = spam_cut - BIN_WIDTH
         rule = (f"fitted on the scores of {n_ham:.0f} ham and {n_spam:.0f} spam before each was learned: "
                 f"spam at log-odds >= {spam_cut:.2f} (at most {100 * target_fpr:g} % of that ham, "
                 f"+ {margin:g} margin), ham at <= {ham_cut:.2f}")

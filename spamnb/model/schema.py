@@ -21,6 +21,10 @@ Versions (the header's ``"version"``; files without it are version 1):
    ``spamnb.model.prequential``, 2 x 512 doubles, or empty) and where the
    cutoffs came from (``cutoff_source``: "defaults", "train", "given" or
    "held-out").  Older files load with neither (the source is then inferred).
+6. a note a ledger entry (``ledger_notes``, uint16, empty or one per label:
+   bit 15 learned by auto-learn, bits 0-14 the bin of its held-out score + 1,
+   0 for none), so a correction relabels it exactly.  Older files load with
+   every entry a user's and no bin.
 
 Days are counted from 1970-01-01 (UTC); 0 means "not known".
 
@@ -39,7 +43,7 @@ from spamnb.model.store import ModelError, map_model, read_model, write_model
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
 
 FORMAT = "spamnb-model"
-VERSION = 5
+VERSION = 6
 CLASSES = ["ham", "spam"]
 
 # name: (JSON type, first version).  "format", "version" and "classes" are written here.
@@ -69,6 +73,7 @@ ARRAYS = {
     "ledger_digests": ("B", 4),       # learned messages: 16-byte digests, oldest first (spamnb.model.ledger)
     "ledger_labels": ("B", 4),        # ... and their labels, 0 ham, 1 spam
     "held_out": ("d", 5),             # scores of learned messages before each was learned (spamnb.model.prequential)
+    "ledger_notes": ("H", 6),         # ledger entries: auto-learned (bit 15), held-out bin + 1 (spamnb.model.ledger)
 }
 
 _LOG_MAX = 710.0       # log of the largest double is ~709.8

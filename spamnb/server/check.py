@@ -66,4 +66,7 @@ def check(server, message, paths, evidence=True):
     ModelUnavailable (spamnb.server.models) when no model can be used."""
     spam_filter, score_map, note = server.verdict_model(paths)
     verdict = classify(spam_filter, message, evidence)
+    learner = getattr(server, "auto_learner", None)
+    if learner is not None:     # --auto-learn (spamnb.server.autolearn): after the answer, in a thread
+        learner.offer(message, paths, spam_filter, verdict)
     return Checked(verdict, score_map.score(verdict.log_odds, verdict.label), score_map, note)

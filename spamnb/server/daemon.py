@@ -61,6 +61,7 @@ from spamnb.server.protocol import EX, ProtocolError, comma_words
 from spamnb.settings import ServerSettings, SettingsError
 from spamnb.server.connection import Connection, layout, log_safe, read_head
 from spamnb.server.listeners import BACKLOG, ServerError, bind_all
+from spamnb.server.autolearn import AutoLearner
 from spamnb.server.check import check
 from spamnb.errors import ModelError
 from spamnb.server.models import ModelCache, ModelUnavailable, one_line, tell
@@ -80,8 +81,7 @@ class Server:
         self.settings = ServerSettings(given, config)
         self.log_stream = log_stream or sys.stderr
         self.models = ModelCache(self.settings.max_models, self.log, pinned=self.settings.model,
-                                 whole=self.settings.allow_tell or bool(self.settings.shared),   # follows learns
-                                 max_bytes=self.settings.max_models_bytes)
+                                 whole=self.settings.learns, max_bytes=self.settings.max_models_bytes)
         self.active = 0         # connections accepted and not closed (at most --max-connections)
         self.listeners = []     # listening sockets (spamnb.server.listeners.Listener)
         self.paused = False     # accepting stopped at --max-connections
@@ -96,6 +96,7 @@ class Server:
         self.loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-load")
         self._syslog = None
         self.milter = None      # the milter front end (spamnb.server.milter), when --milter listens
+        self.auto_learner = AutoLearner(self)   # --auto-learn (spamnb.server.autolearn)
         # spamnb.server.launch's hooks (see the module's docstring)
         self.owns_listeners = True
         self.metrics = None
@@ -446,12 +447,12 @@ class Server:
             return
         fresh.listen, fresh.milter = self.settings.listen, self.settings.milter
         self.models.clear()
-        self.models.whole = fresh.allow_tell or bool(fresh.shared)
+        self.models.whole = fresh.learns
         self.models.pinned = fresh.model
         try:
             self.models.get(fresh.model, fresh.required_score)
         except ModelUnavailable as exc:
-            self.models.pinned, self.models.whole = self.settings.model, self.settings.allow_tell
+            self.models.pinned, self.models.whole = self.settings.model, self.settings.learns
             self.log(f"SIGHUP: settings not reloaded: no usable site model: {exc.text}")
             return
         self.settings = fresh

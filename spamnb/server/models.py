@@ -115,6 +115,21 @@ _kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept lo
 _creating = None   # threading.Lock: one new user's model at a time (the limits below hold)
 
 
+def kept_models():
+    """The models TELL (and the server's auto-learn, spamnb.server.autolearn) learned
+    in, kept loaded between two learns (``spamnb.model.learning.Kept``)."""
+    import threading
+
+    from spamnb.model import learning
+
+    global _kept, _creating
+    if _kept is None:
+        _kept = learning.Kept()
+    if _creating is None:
+        _creating = threading.Lock()
+    return _kept
+
+
 def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subject_tag=None, ledger_only=False):
     """Learn and/or forget ``message`` in the model at ``path``: read, change and
     write the file under its lock, like ``spamnb learn``/``forget``, so a
@@ -133,15 +148,7 @@ def tell(path, message, spam, learn, remove, seed_path=None, limits=None, subjec
     learns the mail, not the verdict it was given.  ``ledger_only``: a
     removal forgets only a message the ledger has (a lesson applied again
     after a crash, spamnb.server.sharing, then changes nothing)."""
-    import threading
-
-    from spamnb.model import learning
-
-    global _kept, _creating
-    if _kept is None:
-        _kept = learning.Kept()
-    if _creating is None:
-        _creating = threading.Lock()
+    kept_models()
     if limits is not None and not os.path.exists(path):
         with _creating:
             if not os.path.exists(path):
@@ -361,6 +368,7 @@ class ModelCache:
         self._missing.discard(path)
         if entry is not None and (entry[0] == key or self._followed(path, entry, key)):
             self._entries.move_to_end(path)
+            entry = self._entries[path]     # _followed may have a new score map
             return entry[1], entry[2]
         if entry is not None and self.run is not None:
             if entry[2].required != round(float(required), 1):     # --required-score changed (SIGHUP)
@@ -445,7 +453,11 @@ class ModelCache:
             # a record not whole yet (a writer appending; the size may not change when it is):
             # looked at again at the next request (a read of the bytes after the last record)
             key = key[:4] + (None,)
-        self._entries[path] = (key,) + entry[1:]
+        score_map = entry[2]
+        fresh = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), score_map.required)
+        if (fresh.ham_log_odds, fresh.spam_log_odds) != (score_map.ham_log_odds, score_map.spam_log_odds):
+            score_map = fresh   # the records refitted the model's cutoffs (spamnb.model.prequential)
+        self._entries[path] = (key, entry[1], score_map)
         return True
 
     def _load(self, path, required):

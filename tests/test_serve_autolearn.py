@@ -1,0 +1,137 @@
+"""``spamnb serve --auto-learn`` (spamnb.server.autolearn) through the real ``spamc``: confident
+verdicts learned in the checking model, marked in its ledger, relabelled exactly by a TELL;
+unsure mail and another user's site model never learned; and the server's score map follows
+cutoffs refitted by a followed journal (spamnb.server.models.ModelCache)."""
+
+import random
+import shutil
+import time
+
+import pytest
+
+from spamnb import SpamFilter
+from spamnb.model import learning
+from spamnb.model.ledger import Tally, canonical, message_digest
+from spamnb.model.prequential import ScoreHistogram
+from spamnb.server import protocol as spamd
+from spamnb.server.models import ModelCache
+
+from test_autolearn import _message
+from test_serve import Daemon, needs_spamc
+
+
+def _train(path):
+    rng = random.Random(5)
+    data = [(_message(rng, n % 3 == 0, n), n % 3 == 0) for n in range(300)]
+    SpamFilter().fit([d for d, _ in data], [s for _, s in data], tune=False).save(path)
+    return path
+
+
+def _wait_for(predicate, what, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _entry(path, data):
+    ledger = SpamFilter.load(path).ledger_
+    return None if ledger is None else ledger.entry(message_digest(canonical(data)))
+
+
+@needs_spamc
+@pytest.mark.slow
+def test_serve_auto_learn_through_spamc(tmp_path):
+    home = tmp_path
+    model = _train(home / "model.spamnb")
+    twin = shutil.copy(model, home / "twin.spamnb")
+    rng = random.Random(31)
+    spam, unsure = _message(rng, True, 9000, 60), b"Subject: hmm\r\n\r\noffer1 meeting1 offer2 meeting2\r\n"
+    off = Daemon(home)
+    try:       # off by default
+        assert off.spamc("-c", stdin=spam).returncode == 1
+    finally:
+        off.stop()
+    assert SpamFilter.load(model).class_count_ == SpamFilter.load(twin).class_count_
+    daemon = Daemon(home, "--auto-learn", "--allow-tell", "--verbose")
+    try:
+        base = SpamFilter.load(model).class_count_
+        out = daemon.spamc("-c", stdin=unsure)      # unsure (or too close to a cutoff): never learned
+        assert out.returncode in (0, 1)
+        out = daemon.spamc("-c", stdin=spam)
+        assert out.returncode == 1, out             # spam, answered before it is learned
+        _wait_for(lambda: "auto-learn" in daemon.log_text(), "the auto-learn's log line")
+        assert f"auto-learn {model}: learned" in daemon.log_text(), daemon.log_text()
+        assert SpamFilter.load(model).class_count_ == (base[0], base[1] + 1)      # the spam only
+        assert _entry(model, spam)[:2] == (True, True)                             # marked auto-learned
+        assert daemon.log_text().count("auto-learn") == 1
+        # the user says it was ham (spamc -L, a TELL): relabelled exactly
+        out = daemon.spamc("-L", "ham", stdin=spam)
+        assert out.returncode == 0 and b"successfully" in out.stdout, out
+        with learning.session(twin) as s:
+            s.learn(spam, False, Tally())
+        fixed, direct = SpamFilter.load(model), SpamFilter.load(twin)
+        assert fixed.class_count_ == direct.class_count_ == (base[0] + 1, base[1])
+        assert list(fixed.held_out_.counts) == list(direct.held_out_.counts)       # its score moved, once
+        assert _entry(model, spam)[:2] == (False, False)                           # the user's label now
+        # checked again, now a ham the model is sure of: known, nothing learned twice
+        daemon.spamc("-c", stdin=spam)
+        time.sleep(0.5)
+        assert SpamFilter.load(model).class_count_ == (base[0] + 1, base[1])
+    finally:
+        daemon.stop()
+
+
+@needs_spamc
+@pytest.mark.slow
+def test_serve_auto_learn_never_teaches_the_site_model_for_a_user_without_one(tmp_path):
+    home, users = tmp_path, tmp_path / "users"
+    model = _train(home / "model.spamnb")
+    (users / "alice").mkdir(parents=True)
+    _train(users / "alice" / "model.spamnb")
+    rng = random.Random(32)
+    daemon = Daemon(home, "--auto-learn", "--models-dir", users, "--verbose")
+    try:
+        base = SpamFilter.load(model).class_count_
+        for n in range(3):
+            assert daemon.spamc("-c", "-u", "bob", stdin=_message(rng, True, 9100 + n, 60)).returncode == 1
+            assert daemon.spamc("-c", stdin=_message(rng, True, 9200 + n, 60)).returncode == 1
+        spam = _message(rng, True, 9300, 60)
+        assert daemon.spamc("-c", "-u", "alice", stdin=spam).returncode == 1
+        _wait_for(lambda: "auto-learn" in daemon.log_text(), "alice's auto-learn")
+        assert _entry(users / "alice" / "model.spamnb", spam)[:2] == (True, True)
+        assert SpamFilter.load(model).class_count_ == base        # the site model learned nothing
+        assert daemon.log_text().count("auto-learn") == 1
+    finally:
+        daemon.stop()
+
+
+def test_the_score_map_follows_cutoffs_refitted_by_the_journal(tmp_path):
+    """A loaded model that follows its journal: a learn that refits the cutoffs (1,000 held-out ham
+    reached) changes the score map the server answers with, without the model read again."""
+    path = tmp_path / "model.spamnb"
+    _train(path)
+    sf = SpamFilter.load(path)
+    held = ScoreHistogram()
+    for _ in range(999):
+        held.add(-30.0, False)
+    for _ in range(60):
+        held.add(30.0, True)
+    sf.held_out_ = held
+    sf.save(path)
+    assert SpamFilter.load(path).cutoffs_from == "defaults"
+    cache = ModelCache(4, lambda line: None, whole=True)
+    loaded, before = cache.get(str(path), 5.0)
+    rng = random.Random(33)
+    with learning.session(path) as s:           # appended to the journal: the cutoffs are refitted
+        s.learn(_message(rng, False, 9400, 60), False, Tally())
+    assert not s.compacted
+    fresh = SpamFilter.load(path)
+    assert fresh.cutoffs_from == "held-out"
+    same, after = cache.get(str(path), 5.0)
+    assert same is loaded                      # followed in place, not read again
+    expected = spamd.ScoreMap.from_probabilities(fresh.ham_cutoff, fresh.spam_cutoff, 5.0)
+    assert (after.ham_log_odds, after.spam_log_odds) != (before.ham_log_odds, before.spam_log_odds)
+    assert after.ham_log_odds == pytest.approx(expected.ham_log_odds)
+    assert after.spam_log_odds == pytest.approx(expected.spam_log_odds)
