@@ -84,3 +84,46 @@ def test_no_overlay_for_a_model_of_its_own_or_with_holes(site, tmp_path):
     done = run_spamnb(["forget", "--spam", "-m", user, "-"], stdin=data)
     assert done.returncode == 0, done.stderr
     assert overlay.build(str(user), site_filter, str(model)) is None   # the forget left holes: loaded whole
+
+
+@pytest.mark.slow
+def test_a_server_holds_each_new_users_model_as_its_overlay(site, tmp_path):
+    """60 new users, each taught one message by the real spamc -L and
+    checked, with --max-models-bytes out of reach: every user's model stays
+    loaded as its overlay, and the worker's resident memory grows by KiBs a
+    user, not a model a user (before: about 1.2 MiB a user with this model,
+    72 MiB for 60, the byte limit the only bound).  Each user's check gives
+    the score of the user's model loaded whole."""
+    from spamnb.server.protocol import ScoreMap
+    from tests.test_serve import MESSAGES, SPAMC, Daemon, unique_message
+
+    if SPAMC is None:
+        pytest.skip("spamc is not installed (Debian package spamc)")
+    (tmp_path / "model.spamnb").write_bytes(site[1].read_bytes())
+    users = tmp_path / "users"
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", users,
+               "--max-models-bytes", 2**40)
+
+    def rss():
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{d.proc.pid}/status").read_text().splitlines())
+        return int(fields["VmRSS"].split()[0]) * 1024
+
+    try:
+        message = MESSAGES[0].read_bytes()
+        for i in range(3):      # the learner's and the cache's first models, warm
+            d.spamc("-L", "spam", "-u", f"warm{i}", stdin=unique_message(f"warm{i}"))
+            d.spamc("-c", "-u", f"warm{i}", stdin=message)
+        start = rss()
+        for i in range(60):
+            assert d.spamc("-L", "spam", "-u", f"many{i}", stdin=unique_message(f"many{i}")).returncode == 0
+            checked = d.spamc("-c", "-u", f"many{i}", stdin=unique_message(f"many{i}"))
+            if i % 20 == 0:   # the score spamc got is the whole model's
+                whole = SpamFilter.load(users / f"many{i}" / "model.spamnb")
+                verdict = whole.classify(unique_message(f"many{i}"))
+                expected = ScoreMap.from_probabilities(whole.ham_cutoff, whole.spam_cutoff, 5.0).score(
+                    verdict.log_odds, verdict.label)
+                assert abs(float(checked.stdout.split(b"/")[0]) - expected) <= 0.051, (checked.stdout, expected)
+        grown = rss() - start
+        assert grown < 8 * 2**20, grown / 2**20
+    finally:
+        assert d.stop() == 0

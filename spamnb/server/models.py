@@ -434,9 +434,20 @@ class ModelCache:
         return True
 
     def _load(self, path, required):
-        spam_filter = _load_filter(path, self.whole)
+        spam_filter = self._overlay(path) or _load_filter(path, self.whole)
         ham_cutoff, spam_cutoff = _cutoffs(spam_filter)
         return spam_filter, spamd.ScoreMap.from_probabilities(ham_cutoff, spam_cutoff, required)
+
+    def _overlay(self, path):
+        """A user model that is the site model's file plus a journal, held as
+        what its journal changed (:mod:`spamnb.server.overlay`), in a server
+        that learns (its models are loaded with their counts); else None."""
+        site = self._entries.get(self.pinned) if self.whole and self.pinned and path != self.pinned else None
+        if site is None:
+            return None
+        from spamnb.server import overlay
+
+        return overlay.build(path, site[1], self.pinned)
 
     def _loaded(self, future, path, key, required):
         self._loading.discard(path)
@@ -484,8 +495,9 @@ class ModelCache:
         return spam_filter, score_map
 
     def loaded_bytes(self):
-        """The bytes of the loaded models but the pinned one (:func:`_key_bytes` of each)."""
-        return sum(_key_bytes(entry[0]) for path, entry in self._entries.items() if path != self.pinned)
+        """The bytes of the loaded models but the pinned one: what an overlay
+        holds (:mod:`spamnb.server.overlay`), else :func:`_key_bytes`."""
+        return sum(_held_bytes(entry) for path, entry in self._entries.items() if path != self.pinned)
 
     def _over_bytes(self):
         return self.max_bytes is not None and self.loaded_bytes() > self.max_bytes
@@ -500,6 +512,11 @@ def _file_key(path):
     except OSError:
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, _journal_signature(path)
+
+
+def _held_bytes(entry):
+    held = getattr(entry[1], "held_bytes", None)   # an overlay: its arrays, the site's file not counted
+    return held if held is not None else _key_bytes(entry[0])
 
 
 def _key_bytes(key):

@@ -144,7 +144,8 @@ class Overlay:
     def held_bytes(self):
         """What this overlay holds (its arrays and token strings; the shared file not counted)."""
         arrays = (self.changed, self.changed_logs, self.new_hashes, self.new_index, self.new_logs)
-        return 512 + sum(a.nbytes for a in arrays) + sum(len(t) + 56 for t in self.new_tokens)
+        # 4 KiB: the objects around the arrays (the cache entry, score map, array headers), as measured
+        return 4096 + sum(a.nbytes for a in arrays) + sum(len(t) + 56 for t in self.new_tokens)
 
     def token(self, index):
         return self.site.filter.vocabulary_.token(index) if index < self.n_base else self.new_tokens[index - self.n_base]
