@@ -12,7 +12,7 @@ from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
-__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one"]
+__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream"]
 
 
 def scorer(spam_filter):
@@ -152,9 +152,19 @@ def score_one(spam_filter, message, n_evidence, parts=True):
     evidence the ``n_evidence`` strongest ``(token index, weight)`` (0: none;
     then the verdict's sums come from one pass over the tokens), ``part_max``
     None unless ``parts``."""
-    scorer = spam_filter._scoring()
     data = message_bytes(message)
-    stream = spam_filter.tokenizer_.stream(data)
+    log_odds, evidence, n_tokens, n_known, sums = score_stream(spam_filter._scoring(),
+                                                               spam_filter.tokenizer_.stream(data), n_evidence, parts)
+    if spam_filter.features_ is not None and spam_filter.feature_weight:
+        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(spam_filter._message_features(data))
+        log_odds += spam_filter.feature_weight * (ll_spam - ll_ham)
+    return log_odds, evidence, n_tokens, n_known, sums
+
+
+def score_stream(scorer, stream, n_evidence, parts=True):
+    """:func:`score_one` of a message's token ``stream`` through ``scorer`` (a
+    ``_vocab.Scorer``, or one with its ``score`` and ``verdict_sums``), without
+    the message features."""
     hashes = stream.hashes
     if parts and not n_evidence:   # the verdict's sums in one pass over the tokens (each looked up once)
         log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,
@@ -164,7 +174,4 @@ def score_one(spam_filter, message, n_evidence, parts=True):
         jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
         log_odds = jll[1] - jll[0]
         part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
-    if spam_filter.features_ is not None and spam_filter.feature_weight:
-        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(spam_filter._message_features(data))
-        log_odds += spam_filter.feature_weight * (ll_spam - ll_ham)
     return log_odds, evidence, n_tokens, n_known, (spam_ev, ham_ev, part_max)

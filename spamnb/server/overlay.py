@@ -194,26 +194,24 @@ class Overlay:
                                self.log_prior, self.counts, self.length)
         return scorer, index
 
+    def score(self, hashes, n_evidence=0):
+        scorer, index = self._compact(hashes)
+        jll, evidence, *rest = scorer.score(hashes, n_evidence)
+        return (jll, [(int(index[i]), w) for i, w in evidence], *rest)
+
+    def verdict_sums(self, hashes, regions, truncated=False):
+        return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated)
+
     def classify(self, message, evidence=True):
         """A ``Verdict``, as ``SpamFilter.classify`` gives it for the user model loaded whole."""
         from spamnb.model import verdict
         from spamnb.model.messages import message_bytes
+        from spamnb.model.scoring import score_stream
 
         stream = self.tokenizer.stream(message_bytes(message))
-        hashes = stream.hashes
-        scorer, index = self._compact(hashes)
-        n_evidence = self.n_evidence if evidence else 0
-        if not n_evidence:
-            log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,
-                                                                                         stream.truncated)
-            named = ()
-        else:
-            jll, found, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
-            log_odds = jll[1] - jll[0]
-            part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated)
-            named = tuple((self.token(int(index[i])), w) for i, w in found)
-        sums = (spam_ev, ham_ev, part_max)
+        log_odds, found, n_tokens, n_known, sums = score_stream(self, stream, self.n_evidence if evidence else 0)
+        named = tuple((self.token(i), w) for i, w in found)
         label = verdict.decide(log_odds, *sums, self.spam_cutoff, self.ham_cutoff)
         why = verdict.reason(label, log_odds, *sums, self.ham_cutoff) if label == "unsure" else ""
         return verdict.Verdict(label, verdict.probability(log_odds), log_odds, named, n_tokens, n_known, why,
-                               part_max)
+                               sums[2])
