@@ -12,7 +12,7 @@ from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
-__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream"]
+__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream", "gather", "compact_scorer"]
 
 
 def scorer(spam_filter):
@@ -52,17 +52,8 @@ class FileScorer:
 
     def _compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
-        keys_at, capacity, values_at, logs_at = self._layout
-        found, index, logs = _vocab.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
-                                           self._n_features, len(self._log_prior), hashes)
-        n = len(found)
-        size = 16
-        while size < 2 * (n + 1):
-            size <<= 1
-        keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
-        _vocab.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
-        return _vocab.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
-                             self._length), index
+        found, index, logs = gather(self._file, self._layout, self._n_features, len(self._log_prior), hashes)
+        return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length), index
 
     def score(self, hashes, n_evidence=0):
         scorer, index = self._compact(hashes)
@@ -71,6 +62,27 @@ class FileScorer:
 
     def verdict_sums(self, hashes, regions, truncated=False):
         return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated)
+
+
+def gather(file, layout, n_features, n_classes, hashes):
+    """``(found, index, logs)``: the distinct ``hashes`` the hash index of the
+    model file open as ``file`` holds, their feature indices and their
+    log-counts (class-major), read with ``pread`` (``_vocab.gather``);
+    ``layout``: the byte offsets ``(keys, capacity, values, log_count)``."""
+    keys_at, capacity, values_at, logs_at = layout
+    return _vocab.gather(file.fileno(), keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes)
+
+
+def compact_scorer(found, logs, log_norm, log_prior, counts, length):
+    """A ``_vocab.Scorer`` over the tokens ``found`` alone (``array('Q')``),
+    numbered in their order, with their log-counts ``logs`` (class-major)."""
+    n = len(found)
+    size = 16
+    while size < 2 * (n + 1):
+        size <<= 1
+    keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
+    _vocab.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
+    return _vocab.Scorer(keys, values, logs, n, log_norm, log_prior, counts, length)
 
 
 def rows(spam_filter, messages, grow, features=None):

@@ -447,7 +447,11 @@ class ModelCache:
             return None
         from spamnb.server import overlay
 
-        return overlay.build(path, site[1], self.pinned)
+        try:
+            return overlay.build(path, site[1], self.pinned)
+        except (ValueError, IndexError, TypeError, AttributeError, OSError) as exc:   # loaded whole, as before
+            self.log(f"model {path} loaded whole, not as an overlay of the site model: {_one_line(exc)}")
+            return None
 
     def _loaded(self, future, path, key, required):
         self._loading.discard(path)

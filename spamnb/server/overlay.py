@@ -156,12 +156,10 @@ class Overlay:
         their feature indices in the user model."""
         import numpy as np
 
-        from spamnb.bayes import _vocab
+        from spamnb.model.scoring import compact_scorer, gather
 
-        keys_at, capacity, values_at, logs_at = self.site.layout
         n_classes = len(self.log_prior)
-        found, index, logs = _vocab.gather(self.site.file.fileno(), keys_at, capacity, values_at, logs_at,
-                                           self.n_base, n_classes, hashes)
+        found, index, logs = gather(self.site.file, self.site.layout, self.n_base, n_classes, hashes)
         found = np.frombuffer(found, dtype=np.uint64) if len(found) else np.zeros(0, np.uint64)
         index = np.frombuffer(index, dtype=np.int32) if len(index) else np.zeros(0, np.int32)
         logs = (np.frombuffer(logs, dtype=np.float64).reshape(n_classes, len(found)).copy() if len(found)
@@ -183,15 +181,8 @@ class Overlay:
             logs = np.concatenate((logs, self.new_logs[:, at]), axis=1)
         order = np.argsort(index, kind="stable")   # numbered as the full model's features
         found, index, logs = found[order], index[order], np.ascontiguousarray(logs[:, order])
-        n = len(found)
-        size = 16
-        while size < 2 * (n + 1):
-            size <<= 1
-        table_keys, table_values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
-        _vocab.insert(table_keys, table_values, array("Q", found.tobytes()), array("i", bytes(4 * n)), 0,
-                      array("i", bytes(4 * n)))
-        scorer = _vocab.Scorer(table_keys, table_values, array("d", logs.reshape(-1).tobytes()), n, self.log_norm,
-                               self.log_prior, self.counts, self.length)
+        scorer = compact_scorer(array("Q", found.tobytes()), array("d", logs.reshape(-1).tobytes()), self.log_norm,
+                                self.log_prior, self.counts, self.length)
         return scorer, index
 
     def score(self, hashes, n_evidence=0):
