@@ -127,3 +127,25 @@ def test_a_server_holds_each_new_users_model_as_its_overlay(site, tmp_path):
         assert grown < 8 * 2**20, grown / 2**20
     finally:
         assert d.stop() == 0
+
+
+def test_the_cache_counts_what_an_overlay_holds_and_its_byte_limit_binds(site):
+    """In a server that learns, the cache holds a TELL-made user model as its
+    overlay and counts the overlay's bytes (a few KiB), not the file's; its
+    byte limit then bounds how many stay loaded."""
+    folder, model = site
+    users = [_user(site, f"cache{i}", [(_novel(100 + i, True), True)]) for i in range(4)]
+    logs = []
+    cache = models.ModelCache(1000, logs.append, pinned=str(model), whole=True, max_bytes=None)
+    cache.get(str(model), 5.0)
+    sizes = []
+    for user in users:
+        held, _score_map = cache.get(str(user), 5.0)
+        assert isinstance(held, overlay.Overlay)
+        sizes.append(held.held_bytes)
+    assert len(cache) == 5 and cache.loaded_bytes() == sum(sizes) < 4 * 64 * 1024 < os.path.getsize(model), logs
+    bounded = models.ModelCache(1000, logs.append, pinned=str(model), whole=True, max_bytes=sum(sizes[-2:]))
+    bounded.get(str(model), 5.0)
+    for user in users:
+        bounded.get(str(user), 5.0)
+    assert len(bounded) == 3 and bounded.loaded(str(users[-1])) and not bounded.loaded(str(users[0]))
