@@ -19,7 +19,7 @@ catches those still does.  This module imports nothing.
 __all__ = [
     "SpamnbError", "UsageError", "CommandError", "SkippedError", "OneClassCorpus",
     "SettingsError", "ModelError", "LockTimeout", "Refused", "TooLarge", "CorpusChanged", "DumpError",
-    "DuplicateToken", "MustCompact", "CorpusError", "SkippedInput", "ClusterError", "ProtocolError",
+    "DuplicateToken", "MustCompact", "CorpusError", "SkippedInput", "BrokenPool", "ClusterError", "ProtocolError",
     "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld", "PrivilegeError",
     "TLSError", "ImapError", "LoginRefused", "Unreachable", "SharedError",
 ]
@@ -125,6 +125,11 @@ class SkippedInput(CorpusError):
     """A path refused before it was read (a device, a socket, a FIFO where
     none is read, a file over the size limit, not mail): a batch, a learn,
     goes on without it and says so."""
+
+
+class BrokenPool(SpamnbError, RuntimeError):
+    """A worker process of ``spamnb train`` ended while it had jobs (killed, out
+    of memory)."""
 
 
 class ClusterError(SpamnbError, ConnectionError):

@@ -34,6 +34,7 @@ DOCUMENTED = {
     errors.MustCompact: exitcodes.EXIT_ERROR,
     errors.CorpusError: exitcodes.EXIT_ERROR,
     errors.SkippedInput: exitcodes.EXIT_ERROR,
+    errors.BrokenPool: exitcodes.EXIT_ERROR,
     errors.ClusterError: exitcodes.EXIT_ERROR,
     errors.ProtocolError: exitcodes.EXIT_ERROR,
     errors.ModelUnavailable: exitcodes.EXIT_ERROR,

@@ -39,9 +39,7 @@ ROOT = REPO / "spamnb"
 # filter's scorer).  The lead empties this list after merging; do not add to it.
 PENDING = set()
 # Not a spamnb object: an attribute of the same name as a spamnb one.
-NOT_SPAMNB = {
-    ("spamnb.training.workers", "reads ._writer"),   # multiprocessing's queue's pipe, closed in the child
-}
+NOT_SPAMNB = set()
 
 
 def _private(name):

@@ -15,7 +15,7 @@ hung and its group is killed.  Exit status 0 when every run exited 130 within
 ``--timeout`` seconds with no traceback, no process left, both files intact
 and nothing left beside them.
 
-    python scripts/check/interrupt_train.py CORPUS [-n 20] [--timeout 5] [--seed S] [--spread LO HI] [-- TRAIN OPTIONS]
+    python scripts/check/interrupt_train.py [-n 20] [--timeout 5] [--seed S] [--spread LO HI] CORPUS [-- TRAIN OPTIONS]
 
 The moments are uniform in ``LO..HI`` times the duration of the second
 reference trainings, the shorter (default 0.02..0.98: from the corpus walk
@@ -68,6 +68,9 @@ def main(argv=None):
     ap.add_argument("--spamnb", default=f"{sys.executable} -m spamnb", help="the command (default: this Python's)")
     ap.add_argument("train_options", nargs="*", help="more options for spamnb train (after --)")
     args = ap.parse_args(argv)
+    # the trainings get SIGINT's default disposition whatever this script was started with (a shell
+    # starts a background job with SIGINT ignored, and a Python started so never sees a Ctrl-C)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix="spamnb-interrupt-")

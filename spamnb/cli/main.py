@@ -186,6 +186,40 @@ def fast_args(argv):
     return types.SimpleNamespace(command=command, files=files, handler=handler, **values)
 
 
+def entry():
+    """The ``spamnb`` command (``python -m spamnb`` too): :func:`main`, with
+    the end of the process kept from a late Ctrl-C.  Once :func:`main` has
+    returned, a SIGINT no longer raises ``KeyboardInterrupt`` (a traceback
+    from whatever runs at exit) but is noted, and the process exits 130 with
+    ``spamnb: interrupted``; from the last exit handler on it is ignored (the
+    interpreter's own teardown sets SIGINT back to its default action, which
+    would end the process by the signal itself)."""
+    import atexit
+    import signal
+
+    noted = []
+    atexit.register(_exit_noted, noted)   # registered first: run last of the exit handlers
+    try:
+        code = main()
+        signal.signal(signal.SIGINT, lambda *_: noted.append(True))
+    except KeyboardInterrupt:   # after main's own handler
+        signal.signal(signal.SIGINT, lambda *_: noted.append(True))
+        noted.append(True)
+        code = EXIT_INTERRUPTED
+    return code
+
+
+def _exit_noted(noted):
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if noted:
+        print("spamnb: interrupted", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+
+
 def main(argv=None):
     """Run the command line; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)

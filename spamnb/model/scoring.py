@@ -12,8 +12,8 @@ from spamnb.model import verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
-__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "evidence_tokens",
-           "message_features_of"]
+__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream", "gather",
+           "compact_scorer", "evidence_tokens", "message_features_of"]
 
 
 def scorer(spam_filter):
@@ -53,17 +53,8 @@ class FileScorer:
 
     def _compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
-        keys_at, capacity, values_at, logs_at = self._layout
-        found, index, logs = token_kernels.gather(self._file.fileno(), keys_at, capacity, values_at, logs_at,
-                                                  self._n_features, len(self._log_prior), hashes)
-        n = len(found)
-        size = 16
-        while size < 2 * (n + 1):
-            size <<= 1
-        keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
-        token_kernels.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
-        return token_kernels.Scorer(keys, values, logs, n, self._log_norm, self._log_prior, self._counts,
-                                    self._length), index
+        found, index, logs = gather(self._file, self._layout, self._n_features, len(self._log_prior), hashes)
+        return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length), index
 
     def score(self, hashes, n_evidence=0):
         scorer, index = self._compact(hashes)
@@ -72,6 +63,27 @@ class FileScorer:
 
     def verdict_sums(self, hashes, regions, truncated=False):
         return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated)
+
+
+def gather(file, layout, n_features, n_classes, hashes):
+    """``(found, index, logs)``: the distinct ``hashes`` the hash index of the
+    model file open as ``file`` holds, their feature indices and their
+    log-counts (class-major), read with ``pread`` (``token_kernels.gather``);
+    ``layout``: the byte offsets ``(keys, capacity, values, log_count)``."""
+    keys_at, capacity, values_at, logs_at = layout
+    return token_kernels.gather(file.fileno(), keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes)
+
+
+def compact_scorer(found, logs, log_norm, log_prior, counts, length):
+    """A ``token_kernels.Scorer`` over the tokens ``found`` alone (``array('Q')``),
+    numbered in their order, with their log-counts ``logs`` (class-major)."""
+    n = len(found)
+    size = 16
+    while size < 2 * (n + 1):
+        size <<= 1
+    keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
+    token_kernels.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
+    return token_kernels.Scorer(keys, values, logs, n, log_norm, log_prior, counts, length)
 
 
 def rows(spam_filter, messages, grow, features=None):
@@ -154,7 +166,17 @@ def score_one(spam_filter, message, n_evidence, parts=True):
     ``sums.part_max`` None unless ``parts``."""
     scorer = spam_filter.scorer()
     data = message_bytes(message)
-    stream = spam_filter.tokenizer_.stream(data)
+    scored = score_stream(scorer, spam_filter.tokenizer_.stream(data), n_evidence, parts)
+    if spam_filter.features_ is not None and spam_filter.feature_weight:
+        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(message_features_of(spam_filter, data))
+        scored = scored._replace(log_odds=scored.log_odds + spam_filter.feature_weight * (ll_spam - ll_ham))
+    return scored
+
+
+def score_stream(scorer, stream, n_evidence, parts=True):
+    """:func:`score_one` of a message's token ``stream`` through ``scorer`` (a
+    ``token_kernels.Scorer``, or one with its ``score`` and ``verdict_sums``), without
+    the message features: a :class:`verdict.MessageScore`."""
     hashes = stream.hashes
     if parts and not n_evidence:   # the verdict's sums in one pass over the tokens (each looked up once)
         log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,
@@ -164,9 +186,6 @@ def score_one(spam_filter, message, n_evidence, parts=True):
         jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
         log_odds = jll[1] - jll[0]
         part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
-    if spam_filter.features_ is not None and spam_filter.feature_weight:
-        ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(message_features_of(spam_filter, data))
-        log_odds += spam_filter.feature_weight * (ll_spam - ll_ham)
     return verdict.MessageScore(log_odds, evidence, n_tokens, n_known, verdict.EvidenceSums(spam_ev, ham_ev, part_max))
 
 

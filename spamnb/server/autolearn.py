@@ -50,7 +50,8 @@ class AutoLearner:
         from spamnb.model.autolearn import auto_label
         from spamnb.model.verdict import logit
 
-        spam_log_odds, ham_log_odds = logit(spam_filter.spam_cutoff), logit(spam_filter.ham_cutoff)
+        cutoffs = spam_filter.cutoffs   # a SpamFilter or a user model held as an overlay
+        spam_log_odds, ham_log_odds = logit(cutoffs.spam), logit(cutoffs.ham)
         spam = auto_label(verdict.log_odds, spam_log_odds, ham_log_odds)
         if spam is None or verdict.label != ("spam" if spam else "ham"):
             return "not sure"

@@ -454,15 +454,30 @@ class ModelCache:
             # looked at again at the next request (a read of the bytes after the last record)
             key = key[:4] + (None,)
         score_map = entry[2]
-        fresh = spamd.ScoreMap.from_probabilities(*_cutoffs(entry[1]), score_map.required)
+        fresh = spamd.ScoreMap.from_cutoffs(entry[1].cutoffs, score_map.required)
         if (fresh.ham_log_odds, fresh.spam_log_odds) != (score_map.ham_log_odds, score_map.spam_log_odds):
             score_map = fresh   # the records refitted the model's cutoffs (spamnb.model.prequential)
         self._entries[path] = (key, entry[1], score_map)
         return True
 
     def _load(self, path, required):
-        spam_filter = _load_filter(path, self.whole)
+        spam_filter = self._overlay(path) or _load_filter(path, self.whole)
         return spam_filter, spamd.ScoreMap.from_cutoffs(spam_filter.cutoffs, required)
+
+    def _overlay(self, path):
+        """A user model that is the site model's file plus a journal, held as
+        what its journal changed (:mod:`spamnb.server.overlay`), in a server
+        that learns (its models are loaded with their counts); else None."""
+        site = self._entries.get(self.pinned) if self.whole and self.pinned and path != self.pinned else None
+        if site is None:
+            return None
+        from spamnb.server import overlay
+
+        try:
+            return overlay.build(path, site[1], self.pinned)
+        except (ValueError, IndexError, TypeError, AttributeError, OSError) as exc:   # loaded whole, as before
+            self.log(f"model {path} loaded whole, not as an overlay of the site model: {_one_line(exc)}")
+            return None
 
     def _loaded(self, future, path, key, required):
         self._loading.discard(path)
@@ -510,8 +525,9 @@ class ModelCache:
         return spam_filter, score_map
 
     def loaded_bytes(self):
-        """The bytes of the loaded models but the pinned one (:func:`_key_bytes` of each)."""
-        return sum(_key_bytes(entry[0]) for path, entry in self._entries.items() if path != self.pinned)
+        """The bytes of the loaded models but the pinned one: what an overlay
+        holds (:mod:`spamnb.server.overlay`), else :func:`_key_bytes`."""
+        return sum(_held_bytes(entry) for path, entry in self._entries.items() if path != self.pinned)
 
     def _over_bytes(self):
         return self.max_bytes is not None and self.loaded_bytes() > self.max_bytes
@@ -526,6 +542,11 @@ def _file_key(path):
     except OSError:
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, journal_signature(path)
+
+
+def _held_bytes(entry):
+    held = getattr(entry[1], "held_bytes", None)   # an overlay: its arrays, the site's file not counted
+    return held if held is not None else _key_bytes(entry[0])
 
 
 def _key_bytes(key):

@@ -10,10 +10,11 @@ object per token.
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from collections import deque
+
+from spamnb.errors import BrokenPool
 
 __all__ = ["DEFAULT_JOBS", "available_cores", "warm_up", "Workers", "run_ordered"]
 
@@ -95,102 +96,259 @@ def _worker_start(parent=None, initializer=None, initargs=()):
 # Seconds the workers have to exit once terminated (SIGTERM) before they are killed (SIGKILL).
 STOP_TIMEOUT = 2.0
 
+# A job whose pickled call is at most this many bytes is sent to a worker that is still busy
+# (it waits in the socket's buffer, which holds far more), so that the worker starts it as soon as
+# it is done; a larger one waits until the worker is idle: a send that cannot block.
+_QUEUED_CALL_BYTES = 64 * 1024
 
-class _Recording:
-    """A multiprocessing context that keeps the processes and the result
-    queue it makes: the pool's workers and the pipe they answer on, for
-    :meth:`_Pool.stop` to end (the executor keeps them to itself)."""
+_PENDING, _RUNNING, _DONE, _FAILED, _CANCELLED = range(5)
 
-    def __init__(self, context):
+
+class _Future:
+    """The result of a job on a :class:`_Pool`: ``result()``, ``done()``,
+    ``cancel()`` as ``concurrent.futures.Future``'s, but waited for by the
+    owner's own thread (no other thread sets it)."""
+
+    __slots__ = ("pool", "state", "value", "call")
+
+    def __init__(self, pool, call):
+        self.pool, self.state, self.value, self.call = pool, _PENDING, None, call
+
+    def done(self):
+        if self.state in (_PENDING, _RUNNING):
+            self.pool.collect(0.0)
+        return self.state not in (_PENDING, _RUNNING)
+
+    def cancel(self):
+        """Drop the job if no worker has it yet (True); a running one runs on."""
+        if self.state == _PENDING:
+            self.state, self.call = _CANCELLED, None
+            return True
+        return self.state == _CANCELLED
+
+    def cancelled(self):
+        return self.state == _CANCELLED
+
+    def result(self):
+        while self.state in (_PENDING, _RUNNING):
+            self.pool.collect(None)
+        if self.state == _FAILED:
+            raise self.value
+        if self.state == _CANCELLED:
+            raise RuntimeError("the job was cancelled")
+        return self.value
+
+
+class _Worker:
+    __slots__ = ("process", "conn", "jobs")
+
+    def __init__(self, process, conn):
+        self.process, self.conn, self.jobs = process, conn, deque()
+
+
+def _serve(conn, parent, initializer, initargs):
+    """A worker's life: :func:`_worker_start`, then each call read from
+    ``conn`` run and its result (or exception) sent back, until ``None`` or
+    the end of the pipe."""
+    _worker_start(parent, initializer, initargs)
+    while True:
+        try:
+            call = conn.recv()
+        except (EOFError, OSError):
+            return
+        if call is None:
+            return
+        function, args = call
+        try:
+            answer = (True, function(*args))
+        except BaseException as exc:   # sent back to the owner, raised there by result()
+            answer = (False, exc)
+        del call, function, args
+        try:
+            conn.send(answer)
+        except (EOFError, OSError):   # the owner is gone
+            return
+        except Exception as exc:   # an answer that does not pickle
+            conn.send((False, RuntimeError(f"a worker's answer could not be sent back: {exc!r}")))
+        del answer
+
+
+class _Pool:
+    """``n_jobs`` worker processes owned by this process, each with a pipe
+    of its own: jobs go out and results come back in this process's own
+    thread, when a result is asked for (no management thread: a Ctrl-C,
+    raised in the main thread wherever it is, meets nothing else running
+    here).  The workers ignore SIGINT; leaving the ``with`` block on an
+    exception (``KeyboardInterrupt`` included) calls :meth:`stop`; a clean
+    exit waits for the jobs given and ends the workers."""
+
+    def __init__(self, n_jobs, context, initializer=None, initargs=()):
+        self.n_jobs = n_jobs
         self.context = context
-        self.processes = []
-        self.queues = []
+        self.start_args = (initializer, initargs)
+        self.workers = []
+        self.queue = deque()   # futures not given to a worker yet
+        self.broken = None
 
-    def SimpleQueue(self):
-        queue = self.context.SimpleQueue()
-        self.queues.append(queue)
-        return queue
+    def __enter__(self):
+        return self
 
-    def __getattr__(self, name):
-        return getattr(self.context, name)
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.stop()
+            return False
+        try:
+            self.shutdown()
+        except BaseException:   # interrupted while the jobs finish: end the workers now
+            self.stop()
+            raise
+        return False
 
-    def Process(self, *args, **kwargs):
-        process = self.context.Process(*args, **kwargs)
-        self.processes.append(process)
-        return process
+    def _start(self):
+        """Fork the workers, SIGINT blocked meanwhile: a child starts with it
+        blocked until it ignores it (:func:`_worker_start`); one that comes
+        meanwhile is delivered here once the mask is restored."""
+        import signal
+        import threading
 
-
-@functools.cache
-def _pool_class():   # concurrent.futures imported when a pool is made, not with this module
-    from concurrent.futures import ProcessPoolExecutor
-
-    class _Pool(ProcessPoolExecutor):
-        """A ``ProcessPoolExecutor`` whose workers ignore SIGINT and that
-        its owner ends in bounded time when a job fails or is interrupted:
-        leaving its ``with`` block on an exception (``KeyboardInterrupt``
-        included) calls :meth:`stop`; a clean exit waits for the workers
-        as ``shutdown`` does."""
-
-        def __init__(self, n_jobs, context, initializer, initargs):
-            self.made = _Recording(context)
-            super().__init__(max_workers=n_jobs, mp_context=self.made, initializer=initializer, initargs=initargs)
-
-        def submit(self, fn, /, *args, **kwargs):
-            # SIGINT blocked while the workers may be forked (the first submit forks them all): a child
-            # starts with it blocked until it ignores it (_worker_start); one that comes meanwhile is
-            # delivered here once the mask is restored
-            import signal
-            import threading
-
-            if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-                return super().submit(fn, *args, **kwargs)
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-            try:
-                return super().submit(fn, *args, **kwargs)
-            finally:
+        block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None
+        try:
+            initializer, initargs = self.start_args
+            parent = os.getpid() if self.context.get_start_method() == "fork" and sys.platform.startswith("linux") else None
+            for _ in range(self.n_jobs):
+                mine, theirs = self.context.Pipe(duplex=True)
+                process = self.context.Process(target=_serve, args=(theirs, parent, initializer, initargs), daemon=True)
+                self.workers.append(_Worker(process, mine))
+                process.start()
+                theirs.close()   # the worker holds the only other end: its death is an end of file here
+        finally:
+            if block:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
-        def stop(self, timeout=STOP_TIMEOUT):
-            """End the pool now: the workers terminated (SIGTERM), waited
-            for at most ``timeout`` seconds together, then killed (SIGKILL)
-            and reaped; the pipe they answered on closed for writing here;
-            then the executor's thread, which marks the jobs not done failed
-            (none is cancelled here: that raced with it), joined."""
-            import time
+    def submit(self, function, /, *args):
+        """``function(*args)`` on a worker (the workers forked at the first call): a future."""
+        if self.broken is not None:
+            raise BrokenPool(self.broken)
+        if not self.workers:
+            self._start()
+        future = _Future(self, (function, args))
+        self.queue.append(future)
+        self._dispatch()
+        return future
 
-            processes = [p for p in self.made.processes if p.pid is not None]
-            for process in processes:
-                if process.exitcode is None:
-                    process.terminate()
-            deadline = time.monotonic() + timeout
-            for process in processes:
-                process.join(max(0.0, deadline - time.monotonic()))
-            for process in processes:
-                if process.exitcode is None:
-                    process.kill()
-                    process.join(1.0)
-            # A worker ended while it wrote a result leaves the executor's thread reading the rest for
-            # ever (this process holds the pipe's write end too: no end of file).  With the workers gone
-            # nothing else writes there: closing this end gives the reader its end of file, and the
-            # thread marks the pool broken and returns.
-            for queue in self.made.queues:
-                queue._writer.close()
-            # Joined here, not left running: at exit the interpreter wakes every executor's thread
-            # through a pipe that thread closes as it ends (Python 3.11: an EBADF traceback at exit).
-            self.shutdown(wait=True, cancel_futures=True)
+    def map(self, function, *iterables):
+        """``function(*args)`` for each ``zip(*iterables)``, the results in order."""
+        futures = [self.submit(function, *args) for args in zip(*iterables)]
+        for future in futures:
+            yield future.result()
 
-        def __exit__(self, exc_type, exc, tb):
-            if exc_type is not None:
-                self.stop()
-                return False
+    def _dispatch(self):
+        """Give the jobs waiting to the workers: one to each idle worker, and
+        a second one, when small, to a busy worker (it starts it at once)."""
+        from multiprocessing.reduction import ForkingPickler
+
+        for queued_too in (False, True):
+            for worker in sorted(self.workers, key=lambda w: len(w.jobs)):
+                while self.queue and self.queue[0].state == _CANCELLED:
+                    self.queue.popleft()
+                if not self.queue:
+                    return
+                if len(worker.jobs) > int(queued_too):
+                    continue
+                future = self.queue[0]
+                if isinstance(future.call, tuple):   # pickled once
+                    future.call = ForkingPickler.dumps(future.call)
+                if worker.jobs and len(future.call) > _QUEUED_CALL_BYTES:
+                    continue
+                self.queue.popleft()
+                data, future.state, future.call = future.call, _RUNNING, None
+                worker.jobs.append(future)
+                try:
+                    worker.conn.send_bytes(data)
+                except OSError:   # the worker is gone
+                    self._break(worker)
+                    return
+
+    def collect(self, timeout):
+        """Read the results the workers have sent (waiting up to ``timeout``
+        seconds, None: until one comes) and give them more jobs."""
+        from multiprocessing.connection import wait
+
+        busy = [w for w in self.workers if w.jobs]
+        if not busy:
+            if any(f.state == _PENDING for f in self.queue):   # (cannot happen: a job waits only for a busy worker)
+                self._dispatch()
+            return
+        ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout)
+        for worker in busy:
+            if worker.conn in ready:
+                try:
+                    ok, value = worker.conn.recv()
+                except (EOFError, OSError):
+                    self._break(worker)
+                    return
+                except Exception as exc:   # an answer that does not unpickle here
+                    ok, value = False, RuntimeError(f"a worker's answer could not be read: {exc!r}")
+                future = worker.jobs.popleft()
+                future.state, future.value = (_DONE if ok else _FAILED), value
+            elif worker.process.sentinel in ready:   # ended, nothing left to read
+                self._break(worker)
+                return
+        self._dispatch()
+
+    def _break(self, worker):
+        """A worker ended with jobs: every job not done fails, the pool is ended."""
+        self.broken = (f"a worker process ended abruptly (exit code {worker.process.exitcode}) "
+                       "while it had a job")
+        for future in [f for w in self.workers for f in w.jobs] + list(self.queue):
+            if future.state in (_PENDING, _RUNNING):
+                future.state, future.value, future.call = _FAILED, BrokenPool(self.broken), None
+        self.queue.clear()
+        for w in self.workers:
+            w.jobs.clear()
+        self.stop()
+
+    def shutdown(self):
+        """Wait for the jobs given, then end the workers (each told to stop, then joined)."""
+        while any(w.jobs for w in self.workers) or any(f.state == _PENDING for f in self.queue):
+            self.collect(None)
+        for worker in self.workers:
             try:
-                self.shutdown(wait=True)
-            except BaseException:   # interrupted while the workers finish: end them now
-                self.stop()
-                raise
-            return False
+                worker.conn.send(None)
+            except OSError:   # already gone
+                pass
+        for worker in self.workers:
+            worker.process.join()
+            worker.conn.close()
+        self.workers = []
 
-    return _Pool
+    def stop(self, timeout=STOP_TIMEOUT):
+        """End the pool now: the workers terminated (SIGTERM), waited for at
+        most ``timeout`` seconds together, then killed (SIGKILL) and reaped;
+        their pipes closed.  The jobs not done are dropped."""
+        import time
+
+        workers, self.workers = self.workers, []
+        processes = [w.process for w in workers if w.process.pid is not None]
+        for process in processes:
+            if process.exitcode is None:
+                process.terminate()
+        deadline = time.monotonic() + timeout
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in processes:
+            if process.exitcode is None:
+                process.kill()
+                process.join(1.0)
+        for worker in workers:
+            worker.conn.close()
+        for future in [f for w in workers for f in w.jobs] + list(self.queue):
+            if future.state in (_PENDING, _RUNNING):
+                future.state, future.value, future.call = _FAILED, BrokenPool("the pool was stopped"), None
+        self.queue.clear()
+        if self.broken is None:
+            self.broken = "the pool was stopped"
 
 
 def process_pool(n_jobs, initializer=None, initargs=(), preload=None):
@@ -209,9 +367,7 @@ def process_pool(n_jobs, initializer=None, initargs=(), preload=None):
 
         for name in preload:
             importlib.import_module(name)
-    # forked by this process on Linux: they die with it
-    parent = os.getpid() if method == "fork" and sys.platform.startswith("linux") else None
-    return _pool_class()(n_jobs, context, _worker_start, (parent, initializer, initargs))
+    return _Pool(n_jobs, context, initializer, initargs)
 
 
 class Workers:
@@ -263,9 +419,8 @@ class Workers:
             while pending:
                 yield pending.popleft().result()
         except GeneratorExit:   # the caller stopped early: the jobs not started are dropped
-            if self.pool is not None:   # (an ended pool's own thread cancels them: not here, it would race)
-                for future in pending:
-                    future.cancel()
+            for future in pending:
+                future.cancel()
             raise
 
 
