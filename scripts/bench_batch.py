@@ -53,7 +53,7 @@ from bench_commands import labelled_files   # the corpus read as `spamnb train D
 
 _FLOOR = """
 import sys
-from spamnb.model.messages import read_file
+from spamnb.mail.reader import read_file
 from spamnb.model.spam_filter import SpamFilter
 stream = SpamFilter.load(sys.argv[1]).tokenizer_.stream
 with open(sys.argv[2], "rb") as f:

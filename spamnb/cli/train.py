@@ -11,7 +11,7 @@ import time
 from spamnb.cli.common import (CommandError, pairs_choice, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
                                model_path, one_line, settings_of, wait_option)
 from spamnb.cli.exitcodes import EXIT_OK, EXIT_ONE_CLASS
-from spamnb.model.messages import display_name
+from spamnb.mail.reader import display_name
 
 
 class _CorpusChanged(Exception):

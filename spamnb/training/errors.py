@@ -1,13 +1,7 @@
-"""The training layer's own exceptions (the command line maps them to its exit codes)."""
+"""The training layer's exceptions (the command line maps them to its exit
+codes): a path that cannot be read is the mail reader's
+(:class:`spamnb.mail.reader.CorpusError`, raised where mail is read)."""
+
+from spamnb.mail.reader import CorpusError, SkippedInput
 
 __all__ = ["CorpusError", "SkippedInput"]
-
-
-class CorpusError(Exception):
-    """A corpus path that cannot be used (missing, unreadable, or a skipped file under ``strict``)."""
-
-
-class SkippedInput(CorpusError):
-    """A path refused before it was read (a device, a socket, a FIFO where
-    none is read, a file over the size limit, not mail): a batch, a learn,
-    goes on without it and says so."""
