@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SAMPLE_CORPUS, run_spamnb
 from spamnb import SpamFilter
-from spamnb.mail.reader import read_messages
+from spamnb.mail.reader import messages_of, read_messages
 from spamnb.model.calibrate import fold_of
 from spamnb.model.messages import message_bytes
 from spamnb.training.corpus import labelled_messages
@@ -22,8 +22,9 @@ MAIL = b"From: a@example.com\nSubject: hi\n\nbody\n"
 
 def test_a_file_gives_the_same_bytes_to_fit_as_to_train(tmp_path):
     """A message file that is an mbox of one message (most of the SpamAssassin
-    corpus's spam: an envelope line, the message, a blank line) is read as
-    that one message by the library too, so its fold is the same."""
+    corpus's spam: an envelope line, the message, a blank line) is the whole
+    file to the corpus reader, the command line and the library alike, so its
+    fold is the same."""
     one = tmp_path / "one"
     one.write_bytes(ENVELOPE + MAIL + b"\n")
     plain = tmp_path / "plain"
@@ -31,10 +32,15 @@ def test_a_file_gives_the_same_bytes_to_fit_as_to_train(tmp_path):
     two = tmp_path / "two"
     two.write_bytes(ENVELOPE + MAIL + b"\n" + ENVELOPE + MAIL + b"\n")
     corpus = dict(read_messages(tmp_path))
-    assert corpus["one"] == ENVELOPE + MAIL
-    assert message_bytes(one) == corpus["one"] and fold_of(message_bytes(one)) == fold_of(corpus["one"])
+    assert corpus["one"] == one.read_bytes() == message_bytes(one)
+    assert fold_of(message_bytes(one)) == fold_of(corpus["one"])
+    assert [data for _name, data in messages_of(str(one))] == [one.read_bytes()]
     assert message_bytes(plain) == corpus["plain"] == MAIL
-    assert message_bytes(two) == two.read_bytes()   # several messages: the path is one message, the whole file
+    assert corpus["two#0"] == corpus["two#1"] == ENVELOPE + MAIL   # an mbox of several: cut, blank lines dropped
+    big = tmp_path / "big"   # over 4 MiB: the corpus reader streams it, the same bytes
+    big.write_bytes(ENVELOPE + MAIL + b"x" * (5 << 20) + b"\n\n")
+    assert dict(read_messages(big))["big"] == big.read_bytes()
+    assert [data for _name, data in messages_of(str(big))] == [big.read_bytes()]
 
 
 def _trained(root, tmp_path, *options):

@@ -2,10 +2,8 @@
 train`` and ``SpamFilter.fit``/``score`` of a ``pathlib.Path`` get their
 messages (bytes) here.
 
-- :func:`read_message` -- the message in one file (a ``Path`` given to the
-  library): the file's bytes, or, when the file is an mbox of one message,
-  that message as an mbox is cut (so a file gives the same bytes, and the
-  same cross-validation fold, whichever way it is read);
+- :func:`read_file` -- the bytes of one file (a ``Path`` given to the
+  library);
 - :func:`messages_of` -- ``(name, bytes)`` of each message of a path as the
   command line names it: a message file, an mbox, a folder or Maildir, or
   ``-`` (stdin);
@@ -19,7 +17,8 @@ messages (bytes) here.
 Every file's type is checked before it is opened (:func:`open_checked`: a
 FIFO, a device or a socket is never opened unasked), and a message file is
 read to :data:`MAX_MESSAGE_SIZE`; an mbox is cut into messages by
-:mod:`spamnb.mail.mbox`.  A path that cannot be read raises
+:mod:`spamnb.mail.mbox`, except that a file holding one message (an envelope
+line, the message, blank lines) is that file whole, however it is read.  A path that cannot be read raises
 :class:`CorpusError` (:class:`SkippedInput` when refused unread: a batch or
 a learn goes on without it).  This module is the bottom layer: it imports
 nothing from the model or training.
@@ -56,7 +55,7 @@ from spamnb.mail import lazy_re
 from spamnb.mail.mbox import is_mbox_start, iter_mbox, iter_mbox_range, looks_like_mail, split_mbox
 
 __all__ = ["MAX_MESSAGE_SIZE", "CorpusError", "SkippedInput", "Refused", "TooLarge", "CorpusReport",
-           "open_checked", "read_checked", "read_file", "read_message", "read_message_file", "read_stdin",
+           "open_checked", "read_checked", "read_file", "read_message_file", "read_stdin",
            "messages_of", "read_messages", "walk_files", "file_messages", "shard_messages", "is_spam_name",
            "display_name", "SPAM_FOLDER_PREFIXES", "BULK_FOLDER_PREFIXES", "SKIPPED_FOLDER_NAMES"]
 
@@ -248,22 +247,6 @@ def read_file(path):
         os.close(fd)
 
 
-def read_message(path):
-    """The message in the file at ``path`` (a ``pathlib.Path`` given to the
-    library): its bytes as :func:`read_messages` gives them, so a file gives
-    the same bytes however it is read -- an mbox of one message is that
-    message as the mbox is cut (its envelope line kept, the blank line that
-    ends it dropped); any other file (an mbox of several messages too) is
-    its whole content.  No size limit (the caller chose the file)."""
-    data = read_file(path)
-    if is_mbox_start(data):
-        messages = split_mbox(data)
-        first, second = next(messages, None), next(messages, None)
-        if first is not None and second is None:
-            return first
-    return data
-
-
 _MBOX_MESSAGE = lazy_re.pattern(r"#\d+$")   # the name of an mbox's message: "box#12"
 
 
@@ -452,7 +435,7 @@ def file_messages(path, name, report, strict):
         if size > _READ_WHOLE and is_mbox_start(os.pread(fd, 5, 0)):
             with os.fdopen(fd, "rb") as f:
                 fd = None   # the file object closes it
-                yield from _mbox_messages(path, name, f, report, strict)
+                yield from _mbox_messages(path, name, f, report, strict, lambda: _file_bytes(f.fileno(), size))
             return
         try:
             data = read_checked(fd, size, MAX_MESSAGE_SIZE)
@@ -462,7 +445,7 @@ def file_messages(path, name, report, strict):
         os.close(fd)
         fd = None
         if is_mbox_start(data):
-            yield from _mbox_messages(path, name, io.BytesIO(data), report, strict)
+            yield from _mbox_messages(path, name, io.BytesIO(data), report, strict, lambda: data)
         elif not data.strip():
             report.skip(path, "empty", strict)
         elif not looks_like_mail(data):
@@ -477,21 +460,37 @@ def file_messages(path, name, report, strict):
             os.close(fd)
 
 
-def _numbered(messages, name):
-    """``(name#N, bytes)`` of each of an mbox's ``messages``, numbered from 0;
-    an mbox of one message keeps the plain ``name``."""
+def _numbered(messages, name, whole=None):
+    """``(name#N, bytes)`` of each of an mbox's ``messages``, numbered from 0.
+    An mbox of one message keeps the plain ``name``, and is the whole file
+    (``whole()``: its bytes, or None) when the file is that message and blank
+    lines: a message file that starts with an envelope line (most of the
+    SpamAssassin corpus's spam) is the same bytes, and falls in the same
+    cross-validation fold, whether it is read as a file (``classify <
+    FILE``, ``SpamFilter.fit(Path)``) or from a folder."""
     previous, i = next(messages, None), 0
     for message in messages:  # one ahead, to know whether there is more than one
         yield f"{name}#{i}", previous
         previous, i = message, i + 1
     if previous is not None:
+        if not i and whole is not None:
+            data = whole()
+            if data is not None and data.startswith(previous) and not data[len(previous):].strip():
+                previous = data
         yield (f"{name}#{i}" if i else name), previous
 
 
-def _mbox_messages(path, name, stream, report, strict):
-    """The messages of a corpus's mbox file, its skips counted in ``report``."""
+def _file_bytes(fd, size):
+    """The bytes of the open regular file ``fd`` of ``size`` bytes (``pread``),
+    or None when it is over :data:`MAX_MESSAGE_SIZE`."""
+    return os.pread(fd, size, 0) if size <= MAX_MESSAGE_SIZE else None
+
+
+def _mbox_messages(path, name, stream, report, strict, whole):
+    """The messages of a corpus's mbox file, its skips counted in ``report``
+    (``whole``: as :func:`_numbered`)."""
     empty = True
-    for message_name, data in _numbered(iter_mbox(stream), name):
+    for message_name, data in _numbered(iter_mbox(stream), name, whole):
         empty = False
         yield from _mbox_message(path, message_name, data, report, strict)
     if empty:
@@ -553,10 +552,11 @@ def read_message_file(path):
         raise CorpusError(f"{path}: {exc.strerror or exc}") from None
 
 
-def _path_mbox(stream, name):
+def _path_mbox(stream, name, whole=None):
     """``(name, bytes)`` of each message of the mbox read from the binary
-    ``stream`` (or held whole in ``bytes``), one at a time, none skipped."""
-    return _numbered(split_mbox(stream) if type(stream) is bytes else iter_mbox(stream), name)
+    ``stream`` (or held whole in ``bytes``), one at a time, none skipped
+    (``whole``: as :func:`_numbered`)."""
+    return _numbered(split_mbox(stream) if type(stream) is bytes else iter_mbox(stream), name, whole)
 
 
 _SMALL = 1 << 20   # a file up to this size is read whole at once (a larger mbox: one message at a time)
@@ -626,7 +626,7 @@ def _stdin_messages():
         if position == 0:
             head = os.pread(stream.fileno(), 5, 0)
             if is_mbox_start(head):
-                yield from _path_mbox(stream, "-")   # a map of the file, a message at a time
+                yield from _path_mbox(stream, "-", lambda: _file_bytes(stream.fileno(), st.st_size))   # mapped
                 return
             try:   # one read of the file's size, as a file named is read
                 yield "-", read_checked(stream.fileno(), st.st_size, MAX_MESSAGE_SIZE)
@@ -684,7 +684,7 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False, stdin
         raise CorpusError(f"{path}: {exc.strerror or exc}") from None
     if large_mbox:
         with os.fdopen(fd, "rb") as f:
-            yield from _path_mbox(f, path)   # a map of the file, a message at a time
+            yield from _path_mbox(f, path, lambda: _file_bytes(f.fileno(), size))   # mapped, a message at a time
         return
     try:
         data = read_checked(fd, size, MAX_MESSAGE_SIZE)   # one read (a message: no file object)
@@ -695,7 +695,7 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False, stdin
     finally:
         os.close(fd)
     if is_mbox_start(data):
-        yield from _path_mbox(data, path)  # cut as the map of the file is cut above
+        yield from _path_mbox(data, path, lambda: data)  # cut as the map of the file is cut above
     else:
         yield path, data
 

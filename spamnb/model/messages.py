@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import os
 
-from spamnb.mail.reader import read_message
+from spamnb.mail.reader import read_file
 
 __all__ = ["message_bytes"]
 
 
 def message_bytes(message):
     """The raw bytes of a message given as bytes, a path (``os.PathLike``, such
-    as ``pathlib.Path``: read by :func:`spamnb.mail.reader.read_message`, as
-    ``spamnb train`` reads the file), an ``email.message.Message``, or ``str``
+    as ``pathlib.Path``: the whole file, :func:`spamnb.mail.reader.read_file`,
+    as ``spamnb train`` reads a file of one message), an ``email.message.Message``, or ``str``
     text (encoded as UTF-8).  A ``str`` of one line naming an existing file is refused
     (TypeError): a path must be a ``pathlib.Path``, text must not pass for one."""
     if isinstance(message, bytes):
@@ -22,7 +22,7 @@ def message_bytes(message):
     if isinstance(message, (bytearray, memoryview)):
         return bytes(message)
     if isinstance(message, os.PathLike):
-        return read_message(message)
+        return read_file(message)
     if isinstance(message, str):
         if "\n" not in message and os.path.exists(message):
             raise TypeError(f"a str message is the message's text, and {message!r} names a file: "
