@@ -1,47 +1,31 @@
 """The one reader of mail on disk and on stdin: every command, ``spamnb
-train`` and ``SpamFilter.fit``/``score`` of a ``pathlib.Path`` get their
-messages (bytes) here.
-
-- :func:`read_file` -- the bytes of one file (a ``Path`` given to the
-  library);
-- :func:`messages_of` -- ``(name, bytes)`` of each message of a path as the
-  command line names it: a message file, an mbox, a folder or Maildir, or
-  ``-`` (stdin);
-- :func:`read_messages` -- ``(relpath, bytes)`` of each message of a corpus
-  folder, Maildir or mbox, walked by :func:`walk_files`, what is skipped
-  counted in a :class:`CorpusReport` (the training corpus:
-  ``spamnb.training.corpus`` labels it);
-- :func:`read_stdin` -- the one message on stdin (``spamnb classify <
-  msg``: light to import, no numpy).
+train`` and ``SpamFilter`` given a ``pathlib.Path`` get their messages
+(bytes) here: :func:`read_file` (one file: a ``Path``), :func:`messages_of`
+(a path as the command line names it: a message file, an mbox, a folder or
+Maildir, ``-``), :func:`read_messages` (a corpus: folder, Maildir or mbox,
+skips counted in a :class:`CorpusReport`; ``spamnb.training.corpus`` labels
+it), :func:`read_stdin` (``spamnb classify < msg``: light, no numpy).
 
 Every file's type is checked before it is opened (:func:`open_checked`: a
 FIFO, a device or a socket is never opened unasked), and a message file is
 read to :data:`MAX_MESSAGE_SIZE`; an mbox is cut into messages by
-:mod:`spamnb.mail.mbox`, except that a file holding one message (an envelope
-line, the message, blank lines) is that file whole, however it is read.  A path that cannot be read raises
-:class:`CorpusError` (:class:`SkippedInput` when refused unread: a batch or
-a learn goes on without it).  This module is the bottom layer: it imports
-nothing from the model or training.
+:mod:`spamnb.mail.mbox`, except that a file holding one message (an
+envelope line, the message, blank lines) is that file whole, however it is
+read.  A path that cannot be read raises :class:`CorpusError`
+(:class:`SkippedInput` when refused unread: a batch or a learn goes on
+without it).  The bottom layer: nothing from the model or training.
 
-Layout of a corpus folder (``spamnb train DIR``): every file below ``DIR`` is
-a message, or an mbox of messages.  A spam folder's name starts with
-``spam`` or ``junk`` (case-insensitive); a Maildir++ folder's name is a
-spam folder's when any of its dot-separated parts starts so (``.Junk``,
-``.INBOX.Spam``, ``.Junk.2023``, ``.Spam.Archive``).  A bulk folder (a name,
-or a Maildir++ part, starting with ``bulk``) is neither: it is skipped, and
-said so, unless read as spam.  Maildir and Maildir++: a folder with ``cur/``
-and ``new/`` is a Maildir; its messages are the files in those two (``tmp/``
-holds mail still being delivered; files at its top are not mail), and its
-hidden sub-folders are Maildir++ folders, read like the others.  Trash
-folders are not read.
-
-What cannot be read in a folder is skipped, counted and named, never fatal
-(unless ``strict``): unreadable files and folders, broken links and link
-loops, links to folders (never followed), links to files outside the tree
-given (unless ``follow_links``), sockets, devices and FIFOs (never opened),
-files larger than :data:`MAX_MESSAGE_SIZE` (64 MiB) that are not an mbox (an
-mbox is read a message at a time, each cut at 64 MiB), empty files, files
-that are not mail (no header line at the top), hidden files and folders.
+A folder: every file below it is a message, or an mbox of messages; a
+Maildir (``cur/`` and ``new/``) holds its messages there (not in ``tmp/``,
+nor at its top), its hidden sub-folders are Maildir++ folders.  Trash
+folders are never read; spam (``spam*``, ``junk*``) and bulk (``bulk*``)
+folders as ``spam_folders`` says.  What cannot be read in a folder is
+skipped, counted and named, never fatal (unless ``strict``): unreadable
+files and folders, broken links, links to folders (never followed), links
+to files outside the tree (unless ``follow_links``), sockets, devices and
+FIFOs (never opened), files over 64 MiB that are not an mbox (an mbox is
+read a message at a time, each cut at 64 MiB), empty files, files that are
+not mail (no header line at the top), hidden files and folders.
 """
 
 from __future__ import annotations
