@@ -6,8 +6,9 @@ import socket
 
 import pytest
 
-from spamnb.training.corpus import (CorpusError, CorpusReport, is_test_message, labelled_messages, looks_like_mail,
-                           read_messages, split_mbox)
+from spamnb.mail.mbox import looks_like_mail, split_mbox
+from spamnb.mail.reader import CorpusError, CorpusReport, read_messages
+from spamnb.training.corpus import is_test_message, labelled_messages
 
 from conftest import REPO
 
@@ -83,7 +84,7 @@ def test_explicit_labels_for_folders_maildirs_and_mboxes(tmp_path):
 
 def test_split_mbox_keeps_from_lines_inside_paragraphs():
     data = b"From a\nSubject: 1\n\nline\nFrom here on, text\n\nFrom b\nSubject: 2\n\nx\n"
-    parts = split_mbox(data)
+    parts = list(split_mbox(data))
     assert len(parts) == 2 and b"From here on" in parts[0]
 
 
@@ -217,11 +218,11 @@ def test_mbox_reading_streams(tmp_path):
 
 
 def test_messages_of_reads_a_small_file_once_and_as_the_streamed_reader(tmp_path, monkeypatch):
-    """``spamnb classify --batch`` reads each path with ``sources.messages_of``: a
+    """``spamnb classify --batch`` reads each path with ``reader.messages_of``: a
     file up to ``_SMALL`` bytes (a message, or an mbox) is opened and read once,
     and gives the names and bytes the streamed reader (an mbox mapped, a
     message read after a look at its start) gives."""
-    from spamnb.training import sources
+    from spamnb.mail import reader as sources
 
     paths = [_generated_mbox(tmp_path / "box", 30), _generated_mbox(tmp_path / "one", 1),
              tmp_path / "plain", tmp_path / "empty", tmp_path / "blank-from"]

@@ -86,7 +86,7 @@ def test_every_exception_class_is_a_spamnb_error_from_errors_py():
 def test_the_old_names_are_the_same_classes():
     """A module that raised an error still names it (``spamnb.model.store.ModelError``): the same class."""
     for module, names in [("spamnb.model.store", ["ModelError", "LockTimeout"]),
-                          ("spamnb.model.messages", ["Refused", "TooLarge"]),
+                          ("spamnb.mail.reader", ["Refused", "TooLarge", "CorpusError", "SkippedInput"]),
                           ("spamnb.model.fitting", ["CorpusChanged"]), ("spamnb.model.dumpfile", ["DumpError"]),
                           ("spamnb.training.errors", ["CorpusError", "SkippedInput"]),
                           ("spamnb.server.protocol", ["ProtocolError"]), ("spamnb.server.models", ["ModelUnavailable"]),

@@ -352,7 +352,9 @@ def test_evaluate_measures_what_train_builds(sample_corpus, tmp_path, capsys):
     trained = SpamFilter.load(home / "model.spamnb")
     assert (fold["spam_cutoff"], fold["ham_cutoff"], fold["word_pairs"]) == \
         (trained.spam_cutoff, trained.ham_cutoff, trained.tokenizer_.word_pairs)
-    assert fold["spam_cutoff"] != defaults.DEFAULT_SPAM_CUTOFF and fold["word_pairs"] == 2
+    # cutoffs chosen (word pairs tried: on this sample's 300 messages they are not kept since its
+    # one-message mbox files are read whole, as the library reads them; issue 36)
+    assert fold["spam_cutoff"] != defaults.DEFAULT_SPAM_CUTOFF and fold["word_pairs"] == 0
     items = labelled_messages(trees=[sample_corpus])
     labels = [trained.classify(m.data).label for m in items]
     y = np.array([m.is_spam for m in items])

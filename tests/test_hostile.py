@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 import spamnb
 from spamnb.cli import main as cli
 from spamnb.mail import parser as mail
-from spamnb.training.corpus import looks_like_mail
+from spamnb.mail.mbox import looks_like_mail
 from spamnb.model.spam_filter import SpamFilter
 from spamnb.mail.tokenizer import Tokenizer
 
@@ -524,7 +524,7 @@ def test_unreadable_files_and_folders_are_counted(tmp_path, monkeypatch, capsys)
         (corpus / folder).mkdir(parents=True)
     for i, folder in enumerate(("spam", "spam", "ham", "ham", "ham/locked")):
         (corpus / folder / f"{i}").write_bytes(MAIL % (i, i))
-    from spamnb.model import messages as filter_module
+    from spamnb.mail import reader as filter_module
 
     real_read, real_scandir = filter_module.open_checked, os.scandir  # the one opener of message files
     secret = str(corpus / "ham" / "2")
@@ -560,7 +560,7 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
     for i in range(3):
         (corpus / "spam" / f"{i}").write_bytes(MAIL % (i, i))
         (corpus / "ham" / f"{i}").write_bytes(MAIL % (i + 10, i))
-    from spamnb.model import messages as filter_module
+    from spamnb.mail import reader as filter_module
 
     real_read = filter_module.open_checked  # the one opener of message files
     gone = str(corpus / "ham" / "1")

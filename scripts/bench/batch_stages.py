@@ -40,7 +40,7 @@ def main():
 
     t0 = time.perf_counter()
     from spamnb.cli.common import messages_of
-    from spamnb.model.messages import read_file
+    from spamnb.mail.reader import read_file
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.model.verdict import VerdictLines
 

@@ -55,7 +55,7 @@ from harness import labelled_files   # the corpus read as `spamnb train DIR` rea
 
 _FLOOR = """
 import sys
-from spamnb.model.messages import read_file
+from spamnb.mail.reader import read_file
 from spamnb.model.spam_filter import SpamFilter
 stream = SpamFilter.load(sys.argv[1]).tokenizer_.stream
 with open(sys.argv[2], "rb") as f:

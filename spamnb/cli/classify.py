@@ -20,7 +20,7 @@ def _passthrough(args):
 
     name = args.files[0] if args.files else "-"
     if name == "-":
-        from spamnb.model.messages import Refused, TooLarge, read_stdin
+        from spamnb.mail.reader import Refused, TooLarge, read_stdin
 
         try:
             message = read_stdin(sys.stdin.buffer)
@@ -96,10 +96,10 @@ def _pass_unchecked(head, reason):
 
 
 def _stdin_message():
-    """The one message on stdin (``spamnb.model.messages.read_stdin``); one
+    """The one message on stdin (``spamnb.mail.reader.read_stdin``); one
     line and exit 3 for a device or a message over the size limit (refused,
     never held whole: ``-p`` passes such a message on unchecked)."""
-    from spamnb.model.messages import Refused, TooLarge, read_stdin
+    from spamnb.mail.reader import Refused, TooLarge, read_stdin
 
     try:
         return read_stdin(sys.stdin.buffer)
@@ -235,7 +235,7 @@ def _classify_batch(args):
             for name, data in messages_of(path):
                 out.verdict(name, data)
         except (CommandError, OSError) as exc:
-            from spamnb.model.messages import display_name
+            from spamnb.mail.reader import display_name
 
             reason = str(exc) if isinstance(exc, CommandError) else (exc.strerror or str(exc))
             out.error(path, reason.removeprefix(f"{display_name(path)}: "))

@@ -104,38 +104,39 @@ def load_filter(args, settings=None, mapped=False):
 
 
 def read_file(path):
-    """The bytes of a message file; CommandError naming it when it cannot be read."""
-    from spamnb.training.sources import read_message_file
-
+    """The bytes of a message file (``spamnb.mail.reader.read_message_file``);
+    CommandError naming it when it cannot be read."""
+    reader = _reader()
     try:
-        return read_message_file(path)
-    except CorpusError as exc:
+        return reader.read_message_file(path)
+    except reader.CorpusError as exc:
         raise CommandError(str(exc)) from None
 
 
 def messages_of(path, **options):
-    """``(name, bytes)`` of each message in ``path`` (``spamnb.training.sources.messages_of``,
+    """``(name, bytes)`` of each message in ``path`` (``spamnb.mail.reader.messages_of``,
     with its ``options``), its errors as CommandError (SkippedError for a path refused unread)."""
-    sources = _sources()
+    reader = _reader()
     try:
-        yield from sources.messages_of(path, **options)
-    except SkippedInput as exc:
+        yield from reader.messages_of(path, **options)
+    except reader.SkippedInput as exc:
         raise SkippedError(_printable(str(exc))) from None
-    except CorpusError as exc:
+    except reader.CorpusError as exc:
         raise CommandError(_printable(str(exc))) from None
 
 
 @functools.cache
-def _sources():
-    """``spamnb.training.sources``, imported once, when first needed (an import
-    statement in :func:`messages_of` cost 1.1 us per message of a batch)."""
-    from spamnb.training import sources
+def _reader():
+    """``spamnb.mail.reader`` (the one reader of mail), imported once, when
+    first needed (an import statement in :func:`messages_of` cost 1.1 us per
+    message of a batch)."""
+    from spamnb.mail import reader
 
-    return sources
+    return reader
 
 
 def _printable(text):
-    from spamnb.model.messages import display_name
+    from spamnb.mail.reader import display_name
 
     return display_name(text)
 

@@ -33,7 +33,7 @@ def _update_model(args, forget):
     if forget and not os.path.isfile(path):
         SpamFilter.load(path)  # no model: say so before creating a lock beside it
     from spamnb.mail.mbox import looks_like_mail
-    from spamnb.model.messages import display_name
+    from spamnb.mail.reader import display_name
 
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
     tally = ledgers.Tally()
@@ -53,7 +53,7 @@ def _update_model(args, forget):
         seen = 0
         for source in args.files or ["-"]:
             try:
-                messages = _stdin_message() if source == "-" and not args.mbox else messages_of(source, **options)
+                messages = messages_of(source, **options)
                 for name, data in progress.wrap(messages, "forgetting" if forget else "learning"):
                     if not looks_like_mail(data):   # an ELF binary, a PDF, a text file: never learned, as train skips it
                         skip(f"{display_name(name)}: not mail (no header line at the top); "
@@ -107,7 +107,7 @@ def _send_lessons(args, settings, path, is_spam, forget):
                "stdin_mbox": args.mbox}
     for source in args.files or ["-"]:
         try:
-            messages = _stdin_message() if source == "-" and not args.mbox else messages_of(source, **options)
+            messages = messages_of(source, **options)
             for _name, data in messages:
                 if not looks_like_mail(data):
                     continue
@@ -125,18 +125,6 @@ def _send_lessons(args, settings, path, is_spam, forget):
         print(f"sent {sent} lesson{'s' if sent != 1 else ''} to {settings.shared}"
               + (f", {queued} queued in {sender.outbox.folder} (Redis unreachable)" if queued else ""))
     return EXIT_OK
-
-
-def _stdin_message():
-    """``[("-", bytes)]``: the one message on stdin, read without the corpus
-    readers (spamnb.model.messages.read_stdin); SkippedError for a device or
-    a message over the size limit."""
-    from spamnb.model.messages import Refused, read_stdin
-
-    try:
-        return [("-", read_stdin(sys.stdin.buffer))]
-    except Refused as exc:
-        raise SkippedError(f"-: {exc}; not read") from None
 
 
 def cmd_learn(args):

@@ -12,7 +12,7 @@ from spamnb.errors import CorpusChanged, OneClassCorpus
 from spamnb.cli.common import (CommandError, pairs_choice, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
                                model_path, one_line, settings_of, wait_option)
 from spamnb.cli.exitcodes import EXIT_OK
-from spamnb.model.messages import display_name
+from spamnb.mail.reader import display_name
 
 
 def cmd_train(args):

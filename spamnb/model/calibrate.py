@@ -481,7 +481,7 @@ def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, m
     if allowed >= ham.size:
         spam_cut = -math.inf
     else:
-        spam_cut = float(np.nextafter(ham[allowed], np.inf)) + margin
+        spam_cut = _above(float(ham[allowed])) + margin
     spam_cut = min(spam_cut, MAX_LOG_ODDS)
     from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS
 
@@ -492,7 +492,29 @@ def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, m
         below = np.sort(everything[everything < spam_cut])[::-1]
         keep = int(math.floor(max_unsure * everything.size))  # messages left in the band
         ham_cut = float(below[keep]) if keep < below.size else ham_cut
-    return spam_cut, ham_cut
+    return spam_cut, min(_on_grid(ham_cut), spam_cut)
+
+
+# Cutoffs are chosen on a grid of 1e-9 in log-odds.  A held-out score is a sum
+# of float counts (``counts="log"``, ``length_norm``) added in the order the
+# mail came in, so the same mail in another order moves it by ~1e-13; on the
+# grid the cutoffs do not follow that noise (the mail, not its order, makes
+# the filter: tests/test_fit_matches_train.py).
+CUTOFF_GRID = 1e9
+
+
+def _above(log_odds):
+    """The first point of the cutoff grid above ``log_odds`` (a held-out ham's
+    score: the spam cutoff is set above it)."""
+    return (math.floor(log_odds * CUTOFF_GRID) + 1) / CUTOFF_GRID
+
+
+def _on_grid(log_odds):
+    """``log_odds`` moved up to the cutoff grid (a ham cutoff: the held-out
+    score it was set at stays on the ham side)."""
+    if not math.isfinite(log_odds):
+        return log_odds
+    return math.ceil(log_odds * CUTOFF_GRID) / CUTOFF_GRID
 
 
 def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_unsure=DEFAULT_MAX_UNSURE,

@@ -31,7 +31,7 @@ import math
 import sys
 from collections import namedtuple
 
-from spamnb.model.messages import display_name
+from spamnb.mail.reader import display_name
 
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "EvidenceSums", "MessageScore",
            "probability", "logit", "probabilities", "decide", "decide_many", "part_max", "evidence_sums", "reason",

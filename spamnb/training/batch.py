@@ -26,7 +26,7 @@ _MODELS = {}
 IDLE = object()
 # what a batch worker imports before it forks (scoring needs no numpy: its import and
 # thread pool would cost every -j N batch ~0.1 s)
-PRELOAD = ["spamnb.training.batch", "spamnb.training.sources", "spamnb.model.spam_filter", "spamnb.mail.tokenizer",
+PRELOAD = ["spamnb.training.batch", "spamnb.mail.reader", "spamnb.model.spam_filter", "spamnb.mail.tokenizer",
            "spamnb.mail.mbox"]
 
 
@@ -90,7 +90,7 @@ def score_partition(model_path, identity, cutoffs, pieces, json_lines=False):
     import io
 
     from spamnb.mail.mbox import iter_mbox_range
-    from spamnb.training.sources import messages_of
+    from spamnb.mail.reader import messages_of
 
     lines = VerdictLines(worker_model(model_path, identity, cutoffs), json_lines, io.StringIO())
     errors = io.StringIO()

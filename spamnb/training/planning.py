@@ -1,6 +1,6 @@
 """A corpus planned as partitions: file paths, and byte ranges of mbox files
 cut at message boundaries, walked, labelled and skipped by
-``spamnb.training.corpus``'s own rules (the planner finds the boundaries; it
+``spamnb.mail.reader``'s own rules (the planner finds the boundaries; it
 never holds a message); and the reading and counting of one partition, which
 a worker process does."""
 
@@ -18,7 +18,7 @@ __all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partit
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 
 # ---------------------------------------------------------------------------- planning
-# A piece of a partition: a file read as spamnb.training.corpus.read_messages reads it
+# A piece of a partition: a file read as spamnb.mail.reader.read_messages reads it
 # ("file": a message, or an mbox of messages), or messages ``first``.. of an
 # mbox file's byte range ``start``..``end`` ("shard"); for scoring, a path of
 # ``spamnb classify --batch`` ("path") or stdin's bytes ("data", in ``path``).
@@ -36,7 +36,7 @@ def _file_pieces(path, name, is_spam, partition_size):
     import mmap
 
     from spamnb.mail.mbox import is_mbox_start, message_starts
-    from spamnb.model.messages import Refused, open_checked
+    from spamnb.mail.reader import Refused, open_checked
 
     whole = Piece("file", path, name, is_spam, 0, None, 0)
     if partition_size is None:   # one process reads the corpus: no shards
@@ -76,21 +76,22 @@ def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partitio
     :func:`spamnb.training.corpus.iter_labelled` (the same walk, Maildir and Maildir++
     rules and skips, the same ``follow_links``), lazily: no message is read
     here.  ``partition_size`` None: large mbox files are not cut into shards."""
-    from spamnb.training import corpus
+    from spamnb.mail import reader
+    from spamnb.training.corpus import tree_label
 
-    report = corpus.CorpusReport() if report is None else report
+    report = reader.CorpusReport() if report is None else report
     sources = [(tree, None) for tree in trees] + [(p, True) for p in spam] + [(p, False) for p in ham]
     for root, is_spam in sources:
         root = os.fspath(root)
         if not os.path.exists(root):
-            raise corpus.CorpusError(f"{root}: no such file or folder")
-        root_is_spam = corpus.is_spam_name(os.path.basename(os.path.normpath(root))) if is_spam is None else is_spam
+            raise reader.CorpusError(f"{root}: no such file or folder")
+        root_is_spam = reader.is_spam_name(os.path.basename(os.path.normpath(root))) if is_spam is None else is_spam
         if not os.path.isdir(root):
             yield from _file_pieces(root, root, root_is_spam, partition_size)   # named as given: its own folder
             continue
         prefix, labels = os.path.join(root, ""), {}   # the walk's paths start with root: no relpath calls
         mode = "tree" if is_spam is None else "read" if is_spam else "skip"
-        for path in corpus.walk_files(root, report, strict, mode, follow_links):
+        for path in reader.walk_files(root, report, strict, mode, follow_links):
             relpath = path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, root)
             if os.sep != "/":
                 relpath = relpath.replace(os.sep, "/")
@@ -99,7 +100,7 @@ def plan_training(trees=(), spam=(), ham=(), report=None, strict=False, partitio
                 folder = relpath.rpartition("/")[0]
                 label = labels.get(folder)
                 if label is None:
-                    label = labels[folder] = corpus.tree_label(relpath, root_is_spam)
+                    label = labels[folder] = tree_label(relpath, root_is_spam)
             yield from _file_pieces(path, relpath, label, partition_size)
 
 
@@ -149,14 +150,14 @@ def partitions(pieces, partition_size=DEFAULT_PARTITION_SIZE, idle=None):
 # ---------------------------------------------------------------------------- workers
 def piece_messages(pieces, report, strict):
     """``(name, bytes, is_spam)`` of the messages of some training pieces,
-    read as spamnb.training.corpus reads them (the same skips)."""
-    from spamnb.training import corpus
+    read as spamnb.mail.reader reads a corpus (the same skips)."""
+    from spamnb.mail import reader
 
     for piece in pieces:
         if piece.kind == "file":
-            messages = corpus.file_messages(piece.path, piece.name, report, strict)
+            messages = reader.file_messages(piece.path, piece.name, report, strict)
         elif piece.kind == "shard":
-            messages = corpus.shard_messages(piece.path, piece.name, piece.start, piece.end, piece.first,
+            messages = reader.shard_messages(piece.path, piece.name, piece.start, piece.end, piece.first,
                                              report, strict)
         else:
             raise ValueError(f"unknown piece kind {piece.kind!r}")
