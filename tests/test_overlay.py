@@ -120,7 +120,7 @@ def test_a_server_holds_each_new_users_model_as_its_overlay(site, tmp_path):
             if i % 20 == 0:   # the score spamc got is the whole model's
                 whole = SpamFilter.load(users / f"many{i}" / "model.spamnb")
                 verdict = whole.classify(unique_message(f"many{i}"))
-                expected = ScoreMap.from_probabilities(whole.ham_cutoff, whole.spam_cutoff, 5.0).score(
+                expected = ScoreMap.from_cutoffs(whole.cutoffs, 5.0).score(
                     verdict.log_odds, verdict.label)
                 assert abs(float(checked.stdout.split(b"/")[0]) - expected) <= 0.051, (checked.stdout, expected)
         grown = rss() - start

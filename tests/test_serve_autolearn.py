@@ -131,7 +131,7 @@ def test_the_score_map_follows_cutoffs_refitted_by_the_journal(tmp_path):
     assert fresh.cutoffs_from == "held-out"
     same, after = cache.get(str(path), 5.0)
     assert same is loaded                      # followed in place, not read again
-    expected = spamd.ScoreMap.from_probabilities(fresh.ham_cutoff, fresh.spam_cutoff, 5.0)
+    expected = spamd.ScoreMap.from_cutoffs(fresh.cutoffs, 5.0)
     assert (after.ham_log_odds, after.spam_log_odds) != (before.ham_log_odds, before.spam_log_odds)
     assert after.ham_log_odds == pytest.approx(expected.ham_log_odds)
     assert after.spam_log_odds == pytest.approx(expected.spam_log_odds)
