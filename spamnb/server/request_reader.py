@@ -32,12 +32,10 @@ NO_BODY_VERBS = frozenset(("PING", "SKIP"))   # answered without reading a body
 @dataclass(frozen=True)
 class Received:
     """A whole request: ``request`` (protocol.Request), ``message`` (the
-    body, inflated; None when over --max-size; b"" for PING/SKIP), ``size``
-    (its length as received, for the log)."""
+    body, inflated; None when over --max-size; b"" for PING/SKIP)."""
 
     request: spamd.Request
     message: bytes | None
-    size: int
 
     @property
     def keep_alive(self):
@@ -86,28 +84,27 @@ class RequestReader:
             self._check_body_size()
         request, body_start, length = self.head
         if request.verb in NO_BODY_VERBS:
-            return self._give(body_start, b"", 0)
+            return self._give(body_start, b"")
         if length is None:
             if request.headers.get("connection", "").lower() == "keep-alive":
                 raise ProtocolError(EX["EX_PROTOCOL"], "Content-length is required on a kept-alive connection")
             if not self.eof:
                 return None
             if self.dropping:
-                return self._give(len(self.buffer), None, self.dropped)
-            return self._give(len(self.buffer), self._inflated(request, bytes(self.buffer[body_start:])),
-                              len(self.buffer) - body_start)
+                return self._give(len(self.buffer), None)
+            return self._give(len(self.buffer), self._inflated(request, bytes(self.buffer[body_start:])))
         if self.dropping:
             if self.dropped < length:
                 if self.eof:
                     raise ProtocolError(EX["EX_PROTOCOL"], "incomplete request")
                 return None
-            return self._give(0, None, length)      # the buffer holds what came after the body
+            return self._give(0, None)      # the buffer holds what came after the body
         if len(self.buffer) - body_start < length:
             if self.eof:
                 raise ProtocolError(EX["EX_PROTOCOL"], "incomplete request")
             return None
         message = bytes(self.buffer[body_start:body_start + length])
-        return self._give(body_start + length, self._inflated(request, message), length)
+        return self._give(body_start + length, self._inflated(request, message))
 
     # ------------------------------------------------------------------ inside
     def _parse_head(self):
@@ -152,11 +149,11 @@ class RequestReader:
         if take < len(data):
             self.buffer += data[take:]
 
-    def _give(self, end, message, size):
+    def _give(self, end, message):
         request = self.head[0]
         del self.buffer[:end]
         self.head, self.scanned, self.dropped, self.dropping = None, 0, 0, False
-        return Received(request, message, size)
+        return Received(request, message)
 
     def _inflated(self, request, data):
         if "compress" in request.headers:
