@@ -7,15 +7,13 @@ front ends both go through the one request handler and its hooks
 import asyncio
 import io
 import socket
-import subprocess
-import sys
 import threading
+import time
 import zlib
 
 import pytest
 
-from conftest import REPO
-from test_serve import MESSAGES, _env, _free_port, _read_all, request
+from test_serve import MESSAGES, _free_port, _read_all, home, request  # noqa: F401
 
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import ProtocolError
@@ -102,15 +100,7 @@ def test_the_reader_refuses_what_it_must():
     assert reader.next() is None              # a clean close before any byte
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    home = tmp_path_factory.mktemp("paths")
-    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")], env=_env(home),
-                   check=True, capture_output=True, timeout=300)
-    return home
-
-
-def test_spamd_and_milter_share_the_handler_and_its_hooks(site):
+def test_spamd_and_milter_share_the_handler_and_its_hooks(home):
     """One in-process server with a SPAMD and a milter address: a CHECK, a
     milter message and a TELL all reach the handler's hooks, with the same
     verdict for the same message on both front ends."""
@@ -121,8 +111,8 @@ def test_spamd_and_milter_share_the_handler_and_its_hooks(site):
     from spamnb.server.daemon import Server
 
     spamd_port, milter_port = _free_port(), _free_port()
-    given = dict(DEFAULTS, model=str(site / "model.spamnb"), listen=[f"127.0.0.1:{spamd_port}"],
-                 milter=[f"127.0.0.1:{milter_port}"], allow_tell=True, models_dir=str(site / "users"),
+    given = dict(DEFAULTS, model=str(home / "model.spamnb"), listen=[f"127.0.0.1:{spamd_port}"],
+                 milter=[f"127.0.0.1:{milter_port}"], allow_tell=True, models_dir=str(home / "users"),
                  create_user_models=True)
     server = Server(given, log_stream=io.StringIO())
     server.load_site_model()
@@ -159,3 +149,44 @@ def test_spamd_and_milter_share_the_handler_and_its_hooks(site):
         thread.join(10)
         server.learners.shutdown(wait=True)
         server.loader.shutdown(wait=True)
+
+
+@pytest.mark.slow
+def test_a_kept_alive_client_that_reads_no_answers_is_dropped_after_the_timeout(home):
+    """A client that sends PROCESS requests on a kept-alive connection and
+    never reads the answers: the server stops reading its requests once its
+    answers back up, drops it after --timeout, and serves others meanwhile."""
+    from test_serve import Daemon
+
+    d = Daemon(home, "--timeout", 1)
+    try:
+        message = MESSAGES[0].read_bytes() + b"\n" + b"a line of the body to make the answer long\n" * 20_000
+        one = request("PROCESS", message, Connection="keep-alive")
+        hog = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+        hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        hog.settimeout(0.2)
+        sent = 0
+        try:
+            for _ in range(40):
+                hog.sendall(one)
+                sent += 1
+        except (socket.timeout, OSError):
+            pass
+        assert d.raw(request("CHECK", MESSAGES[0].read_bytes())).startswith(b"SPAMD/1.5 0 EX_OK")
+        time.sleep(3)       # past --timeout with the answers unread
+        got = 0
+        hog.settimeout(10)
+        try:
+            while True:
+                chunk = hog.recv(1 << 20)
+                if not chunk:
+                    break
+                got += len(chunk)
+        except ConnectionResetError:
+            pass
+        answer = len(d.raw(request("PROCESS", message)))
+        assert sent >= 2 and got < sent * answer, (sent, got, answer)      # dropped, its answers cut short
+        hog.close()
+        assert d.proc.poll() is None
+    finally:
+        assert d.stop() == 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 
 from spamnb.server.listeners import BACKLOG
-from spamnb.server.models import _one_line
+from spamnb.server.server_log import one_line
 
 RETRY_AFTER_FAILED_ACCEPT = 0.1     # seconds
 
@@ -140,6 +140,6 @@ class Acceptor:
         except Exception as exc:  # noqa: BLE001 - the client may be gone already
             conn.close()
             self.freed()
-            self.server.log(f"{self.name} connection lost while set up: {_one_line(exc)}")
+            self.server.log(f"{self.name} connection lost while set up: {one_line(exc)}")
         finally:
             self.setting_up -= 1

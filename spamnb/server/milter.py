@@ -39,8 +39,8 @@ from kilter.protocol import core, messages
 from kilter.protocol.exceptions import InsufficientSpace
 
 from spamnb.model.headers import OUR_FIELDS
-from spamnb.server.models import ModelUnavailable, _one_line
-from spamnb.server.server_log import log_safe
+from spamnb.server.models import ModelUnavailable
+from spamnb.server.server_log import log_safe, one_line
 
 MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
 _START_CAPACITY = 64 * 1024 + 64
@@ -286,7 +286,7 @@ class MilterConnection(asyncio.Protocol):
                 except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
                     if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
                         continue    # a macro with a value kilter cannot decode (not ASCII): not needed
-                    self._protocol_error(f"{type(exc).__name__}: {_one_line(exc)}")
+                    self._protocol_error(f"{type(exc).__name__}: {one_line(exc)}")
                     return
             if taken == 0:      # a packet larger than the buffer can grow to
                 self._protocol_error("a packet larger than the buffer")
@@ -426,7 +426,7 @@ class MilterConnection(asyncio.Protocol):
             self._unchecked(started, shown, f"error 69 {exc.text}")
             return
         except Exception as exc:  # noqa: BLE001 - answered by --milter-on-error, logged; the server goes on
-            self._unchecked(started, shown, f"error 70 {type(exc).__name__}: {_one_line(exc)}")
+            self._unchecked(started, shown, f"error 70 {type(exc).__name__}: {one_line(exc)}")
             return
         action = checked.action(settings.milter_spam_action)
         if self.closed:

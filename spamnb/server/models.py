@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 from spamnb.server import protocol as spamd
 from spamnb.server.protocol import EX, ProtocolError
+from spamnb.server.server_log import one_line as _one_line
 
 MODEL_NAME = "model.spamnb"
 
@@ -510,7 +511,3 @@ def _key_bytes(key):
         return 0
     journal = key[4]
     return key[2] + (journal[1] if journal else 0)
-
-
-def _one_line(exc):
-    return " ".join(str(exc).split())[:300] or type(exc).__name__

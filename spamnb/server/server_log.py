@@ -8,6 +8,11 @@ from __future__ import annotations
 import sys
 
 
+def one_line(exc):
+    """An exception (or any text) as one line of at most 300 characters."""
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
 def log_safe(text, limit=64):
     """``text`` for a log line: control characters (CR, LF, ...) and
     backslashes escaped, so a client's ``User:`` cannot start a line of its own."""

@@ -21,11 +21,10 @@ import asyncio
 import time
 
 from spamnb.server import protocol as spamd
-from spamnb.server.models import _one_line
 from spamnb.server.config import _words
 from spamnb.server.protocol import EX, ProtocolError
 from spamnb.server.request_reader import RequestReader
-from spamnb.server.server_log import log_safe
+from spamnb.server.server_log import log_safe, one_line
 from spamnb.server.tell import Lesson
 
 STOP_GRACE = 1.0    # seconds a connection accepted before a stop has to begin its request
@@ -170,17 +169,17 @@ class SpamdConnection(asyncio.Protocol):
         self._arm(self.server.settings.timeout, self.transport.abort)
 
     def resume_writing(self):
+        """The client read its answer: the next request is read (kept alive)."""
         self.write_paused = False
-        if self.phase == CLOSED:
-            return
-        self._disarm()
+        if self.phase != WAITING:
+            return      # closing (dropped after --timeout if still unread), or lingering after an error
         self.transport.resume_reading()
-        if self.phase == WAITING:
+        if self.reader.started():
+            self.phase = RECEIVING
+            self._arm(self.server.settings.timeout)
+            self._advance()
+        else:
             self._arm(self.server.settings.idle_timeout)
-            if self.reader.started():
-                self.phase = RECEIVING
-                self._arm(self.server.settings.timeout)
-                self._advance()
 
     # ------------------------------------------------------------------ the server's calls
     def busy(self):
@@ -295,7 +294,7 @@ class SpamdConnection(asyncio.Protocol):
             code, text, outcome = EX["EX_SOFTWARE"], "out of memory", f"error {EX['EX_SOFTWARE']} out of memory"
         else:
             code, text = EX["EX_SOFTWARE"], "internal error"
-            outcome = f"error {code} {type(exc).__name__}: {_one_line(exc)}"
+            outcome = f"error {code} {type(exc).__name__}: {one_line(exc)}"
         self._done(received, outcome, started)
         self._error(ProtocolError(code, text), linger=isinstance(exc, ProtocolError) and not self.reader.eof,
                     logged=True)

@@ -24,7 +24,8 @@ import os
 from dataclasses import dataclass
 
 from spamnb.server.protocol import EX, ProtocolError
-from spamnb.server.models import _model_error, _one_line, tell
+from spamnb.server.models import _model_error, tell
+from spamnb.server.server_log import one_line
 
 NO_USER = ""     # model_path's TELL target for a request without a User: name, with --models-dir
 
@@ -99,7 +100,7 @@ class Teacher:
         except ProtocolError:
             raise
         except (_model_error(), OSError, ValueError) as exc:
-            raise ProtocolError(EX["EX_UNAVAILABLE"], f"cannot update the model: {_one_line(exc)}") from None
+            raise ProtocolError(EX["EX_UNAVAILABLE"], f"cannot update the model: {one_line(exc)}") from None
         # the next check sees what was learned (read in a thread: the loop goes on serving)
         await self.server.models.refresh(own, settings.required_score)
         told = Told(learned, removed)
