@@ -29,7 +29,7 @@ from spamnb.server.tell import Lesson
 
 STOP_GRACE = 1.0    # seconds a connection accepted before a stop has to begin its request
 LINGER = 1.0        # seconds what a client still sends after an error answer is read and dropped
-VERDICT_VERBS = frozenset(("CHECK", "SYMBOLS", "REPORT", "REPORT_IFSPAM", "PROCESS", "HEADERS"))
+ANSWERED = spamd.VERSION + b" 0 "      # an answer's start when it is not an error
 
 
 def layout(request):
@@ -306,7 +306,7 @@ class SpamdConnection(asyncio.Protocol):
         self.transport.write(reply)
         self.served += 1
         self._done(received, outcome, started)
-        keep = (received.keep_alive and reply.split(b" ", 2)[1] == b"0" and self.server.stopping is None
+        keep = (received.keep_alive and reply.startswith(ANSWERED) and self.server.stopping is None
                 and not self.reader.eof)
         if not keep:
             self._close()
