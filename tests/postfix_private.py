@@ -2,20 +2,33 @@
 so it does not conflict with the exim4 packages), run by ``postfix -c DIR``
 with a main.cf that points every directory into that folder and a test folder.
 
-Used by tests/test_postfix.py.  :func:`unpacked_postfix` finds or makes the
+The one Postfix fixture of the tests (tests/test_postfix.py: the
+content-filter recipe; tests/test_postfix_milter.py: the milter) and of
+scripts/bench_milter.py.  :func:`unpacked_postfix` finds or makes the
 unpacked package; :class:`Postfix` is one instance (configuration, queue,
-Maildirs, log) on a loopback port.
+Maildirs, log) on a loopback port; :func:`skip_reason`, the fixtures
+:func:`pf_root`, :func:`work` and :func:`postfixes` (instances started for a
+test, stopped after it), and :func:`wait_for` / :func:`check_deliveries`
+(what reached the Maildirs) are what both test modules share.
 """
 
 import grp
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from mailchain import SPAMC, WORD, WRAPPER, Work, free_port, header, message_tag, read_maildir
+
+USERS = ("alice", "bob", "carol", "dave")     # the Maildirs of every instance
 
 
 def cache_dir():
@@ -216,3 +229,123 @@ class Postfix:
 
     def log_text(self):
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+# ---------------------------------------------------------------------------- docs/serve.md's recipes
+def _doc_block(kind):
+    text = (REPO / "docs" / "serve.md").read_text()
+    blocks = re.findall(rf"```{re.escape(kind)}\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, f"docs/serve.md should show one {kind} block"
+    return blocks[0]
+
+
+def recipe(pf_root, smtp_port, spamd_port, main_cf=None, master_cf=None):
+    """docs/serve.md's main.cf and master.cf with this machine's paths: smtpd
+    on 127.0.0.1:smtp_port (not chrooted), spamc to 127.0.0.1:spamd_port, the
+    wrapper from contrib/, the unpacked sendmail, the pipe as nobody:postdrop."""
+    master = master_cf if master_cf is not None else _doc_block("master.cf")
+    main = main_cf if main_cf is not None else _doc_block("main.cf")
+    master, n = re.subn(r"(?m)^smtp(\s+)inet(\s+)n(\s+)-(\s+)y", f"127.0.0.1:{smtp_port} inet n - n", master)
+    assert n == 1, master
+    replacements = {
+        "/usr/local/libexec/spamnb-pipe": str(WRAPPER),
+        "/usr/bin/spamc": f"{SPAMC} -d 127.0.0.1 -p {spamd_port}",
+        "/usr/sbin/sendmail": str(pf_root / "usr" / "sbin" / "sendmail"),
+        "user=spamnb": "user=nobody",
+    }
+    for old, new in replacements.items():
+        assert old in master or (master_cf is not None and "spamnb-pipe" in old), (old, master)
+        master = master.replace(old, new)
+    return main, master
+
+
+def milter_main_cf(milter_port):
+    """docs/serve.md's ``main.cf`` lines for the milter, pointed at ``milter_port``."""
+    text = (REPO / "docs" / "serve.md").read_text()
+    blocks = re.findall(r"```milter-main.cf\n(.*?)```", text, re.S)
+    assert len(blocks) == 1, "docs/serve.md should show one milter-main.cf block"
+    main, n = re.subn(r"inet:127\.0\.0\.1:11332", f"inet:127.0.0.1:{milter_port}", blocks[0])
+    assert n == 1, main
+    return main
+
+
+# ---------------------------------------------------------------------------- the fixture
+def skip_reason():
+    """Why Postfix cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "Postfix starts as root (run the tests as root, as CI does)"
+    if SPAMC is None:
+        return "spamc is not installed (Debian package spamc)"
+    missing = missing_accounts()
+    if missing:
+        return f"Postfix needs its {' and '.join(missing)} (.ci/run creates them)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def pf_root():
+    """The unpacked package (the tests skip when it cannot be had)."""
+    root, why = unpacked_postfix()
+    if root is None:
+        pytest.skip(why)
+    return root
+
+
+@pytest.fixture(scope="module")
+def work():
+    """The models and folders of the mail chain (tests/mailchain.Work)."""
+    w = Work()
+    yield w
+    w.cleanup()
+
+
+@pytest.fixture
+def postfixes(pf_root, work):
+    """``start(main_cf, master_cf_for)``: a private Postfix started with
+    ``main_cf`` and ``master_cf_for(smtp_port)`` (its smtpd on a free
+    loopback port, ``smtp_port`` on the instance), up and accepting SMTP;
+    every one started is stopped after the test."""
+    started = []
+
+    def start(main_cf, master_cf_for):
+        smtp_port = free_port()
+        pf = Postfix(pf_root, work.root, main_cf, master_cf_for(smtp_port), USERS)
+        pf.smtp_port = smtp_port
+        pf.start()
+        started.append(pf)
+        pf.wait_for_smtp(smtp_port)
+        return pf
+
+    yield start
+    for pf in started:
+        pf.stop()
+
+
+def wait_for(pf, expected, deadline):
+    """Until every (tag, user) in ``expected`` is delivered (flushing the
+    deferred queue meanwhile) or ``deadline``; returns {(tag, user): [messages]}."""
+    while True:
+        got = {}
+        for user in USERS:
+            for message in read_maildir(pf.mail / user):
+                got.setdefault((message_tag(message), user), []).append(message)
+        if set(expected) <= set(got) or time.monotonic() > deadline:
+            return got
+        pf.flush()
+        time.sleep(1)
+
+
+def check_deliveries(pf, expected, got):
+    """Each (tag, user) delivered exactly once with the X-Spam-Status of its
+    verdict; nothing else delivered, nothing bounced, the queue empty."""
+    missing = sorted(set(expected) - set(got))
+    assert not missing, (missing[:5], pf.log_text()[-4000:])
+    assert set(got) == set(expected), sorted(set(got) - set(expected))[:5]
+    for key, label in expected.items():
+        assert len(got[key]) == 1, (key, len(got[key]))
+        status = header(got[key][0], "X-Spam-Status")
+        assert len(status) == 1 and status[0].startswith(WORD[label] + ","), (key, label, status)
+        assert header(got[key][0], "X-Spam-Flag") == (["YES"] if label == "spam" else [])
+    log = pf.log_text()
+    assert "status=bounced" not in log, [line for line in log.splitlines() if "status=bounced" in line][:3]
+    assert not pf.queued()

@@ -12,123 +12,26 @@ all (mode 1733, as Postfix allowed before it had a set-gid postdrop) for the
 reinjecting sendmail.
 """
 
-import os
-import re
 import time
 
 import pytest
 
-from conftest import REPO, OneShotSpamd
-from mailchain import (DOMAIN, SPAMC, WORD, WRAPPER, IdleSockets, Work, free_port, header,  # noqa: F401
-                       message_tag, messages, read_maildir, send, serving)
-import postfix_private
+from conftest import OneShotSpamd
+from mailchain import DOMAIN, IdleSockets, messages, read_maildir, send, serving  # noqa: F401
+from postfix_private import (USERS, check_deliveries, pf_root, postfixes, recipe, skip_reason, wait_for,  # noqa: F401
+                             work)
 
-USERS = ("alice", "bob", "carol", "dave")
-
-
-def _skip_reason():
-    if os.geteuid() != 0:
-        return "Postfix starts as root (run the tests as root, as CI does)"
-    if SPAMC is None:
-        return "spamc is not installed (Debian package spamc)"
-    missing = postfix_private.missing_accounts()
-    if missing:
-        return f"Postfix needs its {' and '.join(missing)} (.ci/run creates them)"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
-
-
-@pytest.fixture(scope="module")
-def pf_root():
-    root, why = postfix_private.unpacked_postfix()
-    if root is None:
-        pytest.skip(why)
-    return root
-
-
-@pytest.fixture(scope="module")
-def work():
-    w = Work()
-    yield w
-    w.cleanup()
-
-
-def _doc_block(kind):
-    text = (REPO / "docs" / "serve.md").read_text()
-    blocks = re.findall(rf"```{re.escape(kind)}\n(.*?)```", text, re.S)
-    assert len(blocks) == 1, f"docs/serve.md should show one {kind} block"
-    return blocks[0]
-
-
-def recipe(pf_root, smtp_port, spamd_port, main_cf=None, master_cf=None):
-    """docs/serve.md's main.cf and master.cf with this machine's paths: smtpd
-    on 127.0.0.1:smtp_port (not chrooted), spamc to 127.0.0.1:spamd_port, the
-    wrapper from contrib/, the unpacked sendmail, the pipe as nobody:postdrop."""
-    master = master_cf if master_cf is not None else _doc_block("master.cf")
-    main = main_cf if main_cf is not None else _doc_block("main.cf")
-    master, n = re.subn(r"(?m)^smtp(\s+)inet(\s+)n(\s+)-(\s+)y", f"127.0.0.1:{smtp_port} inet n - n", master)
-    assert n == 1, master
-    replacements = {
-        "/usr/local/libexec/spamnb-pipe": str(WRAPPER),
-        "/usr/bin/spamc": f"{SPAMC} -d 127.0.0.1 -p {spamd_port}",
-        "/usr/sbin/sendmail": str(pf_root / "usr" / "sbin" / "sendmail"),
-        "user=spamnb": "user=nobody",
-    }
-    for old, new in replacements.items():
-        assert old in master or (master_cf is not None and "spamnb-pipe" in old), (old, master)
-        master = master.replace(old, new)
-    return main, master
+pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
 
 
 @pytest.fixture
-def postfix_factory(pf_root, work):
-    started = []
+def postfix_factory(pf_root, postfixes):
+    """``make(spamd_port, main_cf=, master_cf=)``: a Postfix with the recipe (:func:`recipe`)."""
+    def make(spamd_port, main_cf=None, master_cf=None):
+        main = recipe(pf_root, 0, spamd_port, main_cf, master_cf)[0]
+        return postfixes(main, lambda smtp_port: recipe(pf_root, smtp_port, spamd_port, main_cf, master_cf)[1])
 
-    def make(spamd_port, **kw):
-        smtp_port = free_port()
-        main, master = recipe(pf_root, smtp_port, spamd_port, **kw)
-        pf = postfix_private.Postfix(pf_root, work.root, main, master, USERS)
-        pf.smtp_port = smtp_port
-        pf.start()
-        started.append(pf)
-        pf.wait_for_smtp(smtp_port)
-        return pf
-
-    yield make
-    for pf in started:
-        pf.stop()
-
-
-def _wait_for(pf, expected, deadline):
-    """Until every (tag, user) in ``expected`` is delivered (flushing the
-    deferred queue meanwhile) or ``deadline``; returns {(tag, user): [messages]}."""
-    while True:
-        got = {}
-        for user in USERS:
-            for message in read_maildir(pf.mail / user):
-                got.setdefault((message_tag(message), user), []).append(message)
-        if set(expected) <= set(got) or time.monotonic() > deadline:
-            return got
-        pf.flush()
-        time.sleep(1)
-
-
-def _check_deliveries(pf, expected, got):
-    """Each (tag, user) delivered exactly once with the X-Spam-Status of its
-    verdict; nothing else delivered, nothing bounced, the queue empty."""
-    missing = sorted(set(expected) - set(got))
-    assert not missing, (missing[:5], pf.log_text()[-4000:])
-    assert set(got) == set(expected), sorted(set(got) - set(expected))[:5]
-    for key, label in expected.items():
-        assert len(got[key]) == 1, (key, len(got[key]))
-        status = header(got[key][0], "X-Spam-Status")
-        assert len(status) == 1 and status[0].startswith(WORD[label] + ","), (key, label, status)
-        assert header(got[key][0], "X-Spam-Flag") == (["YES"] if label == "spam" else [])
-    log = pf.log_text()
-    assert "status=bounced" not in log, [line for line in log.splitlines() if "status=bounced" in line][:3]
-    assert not pf.queued()
+    return make
 
 
 def _recipients(i):
@@ -168,8 +71,8 @@ def test_postfix_delivers_every_message_once_through_faults(work, postfix_factor
             expected.update({(tag, r.split("@")[0]): label for r in rcpts})
             if i in (15, 34):
                 time.sleep(2)                               # let deliveries meet the fault
-        got = _wait_for(pf, expected, deadline)
-        _check_deliveries(pf, expected, got)
+        got = wait_for(pf, expected, deadline)
+        check_deliveries(pf, expected, got)
     finally:
         serve.stop()
     log = pf.log_text()
@@ -194,8 +97,8 @@ def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory,
             answers = send(pf.smtp_port, message, rcpts, deadline)
             assert all(code == 250 for code, _ in answers.values()), answers
             expected.update({(tag, r.split("@")[0]): label for r in rcpts})
-        got = _wait_for(pf, expected, time.monotonic() + 30)
-        _check_deliveries(pf, expected, got)
+        got = wait_for(pf, expected, time.monotonic() + 30)
+        check_deliveries(pf, expected, got)
     finally:
         serve.stop()
     assert "status=deferred" not in pf.log_text()
@@ -260,7 +163,7 @@ def test_an_error_answer_defers_with_the_wrapper_and_bounced_without(work, postf
     # the server answers again: the deferred message is delivered, once
     serve = serving(work, bad.port)
     try:
-        got = _wait_for(deferring, {(tag, "alice"): label}, time.monotonic() + 60)
-        _check_deliveries(deferring, {(tag, "alice"): label}, got)
+        got = wait_for(deferring, {(tag, "alice"): label}, time.monotonic() + 60)
+        check_deliveries(deferring, {(tag, "alice"): label}, got)
     finally:
         serve.stop()

@@ -15,42 +15,20 @@ pytest.importorskip("kilter.protocol")
 
 from conftest import REPO  # noqa: E402
 from mailchain import DOMAIN, env, free_port, header, messages, send, serving  # noqa: E402,F401
-from test_postfix import USERS, _check_deliveries, _skip_reason, _wait_for, pf_root, work  # noqa: E402,F401
+from postfix_private import (check_deliveries, milter_main_cf, pf_root, postfixes, skip_reason,  # noqa: E402,F401
+                             wait_for, work)
 from test_milter import _unsure_message  # noqa: E402
-import postfix_private  # noqa: E402
 
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
-pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason())), pytest.mark.slow]
-
-
-def milter_main_cf(milter_port):
-    """docs/serve.md's ``main.cf`` lines for the milter, pointed at ``milter_port``."""
-    text = (REPO / "docs" / "serve.md").read_text()
-    blocks = re.findall(r"```milter-main.cf\n(.*?)```", text, re.S)
-    assert len(blocks) == 1, "docs/serve.md should show one milter-main.cf block"
-    main, n = re.subn(r"inet:127\.0\.0\.1:11332", f"inet:127.0.0.1:{milter_port}", blocks[0])
-    assert n == 1, main
-    return main
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason())), pytest.mark.slow]
 
 
 @pytest.fixture
-def milter_postfix(pf_root, work):
-    started = []
-
-    def make(milter_port, extra_main=""):
-        smtp_port = free_port()
-        master = f"127.0.0.1:{smtp_port} inet n - n - - smtpd\n"
-        pf = postfix_private.Postfix(pf_root, work.root, milter_main_cf(milter_port) + extra_main, master, USERS)
-        pf.smtp_port = smtp_port
-        pf.start()
-        started.append(pf)
-        pf.wait_for_smtp(smtp_port)
-        return pf
-
-    yield make
-    for pf in started:
-        pf.stop()
+def milter_postfix(postfixes):
+    """``make(milter_port, extra_main="")``: a Postfix whose smtpd asks the milter at ``milter_port``."""
+    return lambda milter_port, extra_main="": postfixes(milter_main_cf(milter_port) + extra_main,
+                                                        lambda smtp_port: f"127.0.0.1:{smtp_port} inet n - n - - smtpd\n")
 
 
 def _serve(serving, work, milter_port, *extra):
@@ -79,9 +57,9 @@ def test_reject_refuses_spam_at_end_of_data_and_delivers_ham_once(work, milter_p
     unsure = b"Message-ID: <milter-unsure@test.example>\n" + _unsure_message(SpamFilter.load(work.site))
     answers = send(pf.smtp_port, unsure, [f"carol@{DOMAIN}"], deadline)
     assert all(code == 250 for code, _ in answers.values()), answers
-    got = _wait_for(pf, {**expected, ("milter-unsure", "carol"): "unsure"}, deadline)
+    got = wait_for(pf, {**expected, ("milter-unsure", "carol"): "unsure"}, deadline)
     unsure_got = got.pop(("milter-unsure", "carol"), [])
-    _check_deliveries(pf, expected, got)
+    check_deliveries(pf, expected, got)
     assert len(unsure_got) == 1
     status = header(unsure_got[0], "X-Spam-Status")
     assert len(status) == 1 and status[0].startswith("Unsure,"), status
@@ -105,7 +83,7 @@ def test_a_30_mb_message_is_delivered_unchecked_and_not_held(work, milter_postfi
     before = _rss(serve.proc.pid, "VmRSS")
     answers = send(pf.smtp_port, big, [f"alice@{DOMAIN}"], time.monotonic() + 120)
     assert all(code == 250 for code, _ in answers.values()), answers
-    got = _wait_for(pf, {(tag, "alice"): label}, time.monotonic() + 120)
+    got = wait_for(pf, {(tag, "alice"): label}, time.monotonic() + 120)
     assert len(got[(tag, "alice")]) == 1
     assert header(got[(tag, "alice")][0], "X-Spam-Status") == []
     assert "too big, not checked" in serve.log_text()
@@ -133,7 +111,7 @@ def test_model_replaced_and_sighup_mid_stream(work, milter_postfix, serving):
         answers = send(pf.smtp_port, message, [f"bob@{DOMAIN}"], deadline)
         assert all(code == 250 for code, _ in answers.values()), answers
         expected[(tag, "bob")] = label
-    _check_deliveries(pf, expected, _wait_for(pf, expected, deadline))
+    check_deliveries(pf, expected, wait_for(pf, expected, deadline))
     assert "SIGHUP" in serve.log_text()
 
 
@@ -165,7 +143,7 @@ def test_milter_killed_postfix_default_action_and_no_mail_lost(work, milter_post
             answers = send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline)
             assert all(code == 250 for code, _ in answers.values()), answers
         expected[(tag, "alice")] = label
-    _check_deliveries(pf, expected, _wait_for(pf, expected, deadline))
+    check_deliveries(pf, expected, wait_for(pf, expected, deadline))
     assert "4.7.1" in pf.log_text(), pf.log_text()[-3000:]
 
 
@@ -187,7 +165,7 @@ def test_a_user_model_for_one_recipient(work, milter_postfix, serving):
         assert all(c == 250 for c, _ in send(pf.smtp_port, spam1, [f"dave@{DOMAIN}"], deadline).values())
         assert all(c == 250 for c, _ in send(pf.smtp_port, spam2, [f"dave@{DOMAIN}", f"alice@{DOMAIN}"],
                                              deadline).values())
-        got = _wait_for(pf, {(tag1, "dave"): 1, (tag2, "dave"): 1, (tag2, "alice"): 1}, deadline)
+        got = wait_for(pf, {(tag1, "dave"): 1, (tag2, "dave"): 1, (tag2, "alice"): 1}, deadline)
         assert header(got[(tag1, "dave")][0], "X-Spam-Status")[0].startswith("No,")
         assert header(got[(tag2, "dave")][0], "X-Spam-Status")[0].startswith("Yes,")
         assert header(got[(tag2, "alice")][0], "X-Spam-Status")[0].startswith("Yes,")
@@ -210,12 +188,12 @@ def test_tag_with_subject_tag_and_quarantine(work, milter_postfix, serving):
     deadline = time.monotonic() + 60
     for pf, message in ((tagging, forged + spam1), (holding, spam2), (holding, ham)):
         assert all(c == 250 for c, _ in send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline).values())
-    got = _wait_for(tagging, {(tag1, "alice"): 1}, deadline)
+    got = wait_for(tagging, {(tag1, "alice"): 1}, deadline)
     delivered = got[(tag1, "alice")][0]
     assert header(delivered, "X-Spam-Status")[0].startswith("Yes,") and len(header(delivered, "X-Spam-Status")) == 1
     assert header(delivered, "X-Spam-Flag") == ["YES"]
     assert header(delivered, "Subject")[0].startswith("[SPAM] ")
-    got = _wait_for(holding, {(tag2, "alice"): 1}, deadline)
+    got = wait_for(holding, {(tag2, "alice"): 1}, deadline)
     assert (tag3, "alice") not in got
     held = holding.queued()
     assert len(held) == 1 and '"queue_name": "hold"' in held[0], held

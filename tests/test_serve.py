@@ -399,10 +399,10 @@ def test_malformed_requests_get_protocol_errors_and_the_server_keeps_serving(dae
 
 
 def test_a_request_in_pieces_is_answered_like_a_whole_one(daemon):
-    """A new connection's first request is answered in the event loop's
-    callback once it is whole (spamnb.server.connection.Connection): pieces that come apart,
-    a head ending in bare LFs, and a request that is handed on (TELL, PING,
-    keep-alive) all get the same answers as before."""
+    """A request is answered in the event loop's callback once it is whole
+    (spamnb.server.spamd_connection, its reader spamnb.server.request_reader):
+    pieces that come apart, a head ending in bare LFs, and the other verbs
+    (PING) all get the same answers as a request sent whole."""
     message = MESSAGES[0].read_bytes()
     whole = request("SYMBOLS", message)
     expected = daemon.raw(whole)
@@ -1162,7 +1162,7 @@ def test_tell_without_a_user_name_never_teaches_the_site_model(home, tmp_path):
 
 
 def test_a_request_in_small_pieces_costs_linear_time(home):
-    """The first-request path looks for the end of the head only in the bytes
+    """The SPAMD reader looks for the end of the head only in the bytes
     new since its last look and parses the head once: a 4 MB body in
     300-byte pieces took 22.6 s of CPU when each piece rescanned the buffer."""
     sys.path.insert(0, str(REPO / "scripts" / "bench"))

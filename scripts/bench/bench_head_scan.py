@@ -2,7 +2,7 @@
 pieces (docs/reliability.md, "The server under pressure").
 
 A client that sends a large body a few hundred bytes at a time makes the
-server's first-request path (spamnb.server.connection.Connection) run once per
+server's SPAMD connection (spamnb.server.spamd_connection.SpamdConnection) run once per
 piece; this feeds such a request to it in-process, piece by piece, and
 prints the CPU time taken (the verdict of the 4 MB message included).
 
@@ -14,9 +14,10 @@ import asyncio
 import io
 import time
 
+from spamnb.server.accepting import Acceptor
 from spamnb.settings import SERVER_DEFAULTS as DEFAULTS
-from spamnb.server.connection import Connection
 from spamnb.server.daemon import Server
+from spamnb.server.spamd_connection import SpamdConnection
 
 
 class _Transport:
@@ -38,8 +39,11 @@ class _Transport:
     def get_extra_info(self, name, default=None):
         return ("127.0.0.1", 1) if name == "peername" else default
 
-    def set_protocol(self, protocol):
-        raise RuntimeError("the request was handed over to the general handler")
+    def pause_reading(self):
+        raise RuntimeError("the request was not answered in the callback")
+
+    def resume_reading(self):
+        pass
 
 
 def request(size):
@@ -57,7 +61,7 @@ def cpu_seconds(model, size, piece):
 
     async def feed():
         transport = _Transport()
-        connection = Connection(server)
+        connection = SpamdConnection(server, Acceptor(server, [], SpamdConnection, "SPAMD"))
         connection.connection_made(transport)
         started = time.process_time()
         for start in range(0, len(data), piece):

@@ -200,8 +200,7 @@ def latency(server, items, spamc_every):
 def postfix(server, items, clients, labels, work, rounds=1):
     import postfix_private
     from mailchain import read_maildir, header
-    from test_postfix import recipe
-    from test_postfix_milter import milter_main_cf
+    from postfix_private import milter_main_cf, recipe
 
     root, why = postfix_private.unpacked_postfix()
     if root is None:

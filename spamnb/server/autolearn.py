@@ -31,15 +31,30 @@ LOCK_WAIT = 5.0         # seconds an auto-learn waits for the model's lock, then
 
 
 class AutoLearner:
-    """One a server: :meth:`offer` is called with each check's verdict (spamnb.server.check)."""
+    """One a server: :meth:`on_verdict` is one of the request handler's
+    ``verdict_hooks`` (spamnb.server.handler): every check's verdict, from
+    either front end, is offered to :meth:`offer`."""
 
     def __init__(self, server):
         self.server = server
         self.pending = 0
 
+    def on_verdict(self, checked, message, user):
+        """The verdict hook: offer ``checked``'s verdict (the check of ``message``
+        for ``user``) when ``--auto-learn`` is on; quick, never raises."""
+        settings = self.server.settings
+        if not settings.auto_learn:
+            return "off"
+        paths = self.server.handler.model_path(user)
+        try:    # the model that checked it (loaded: the check just used it)
+            spam_filter = self.server.models.get(paths[0], settings.required_score)[0]
+        except Exception:  # noqa: BLE001 - not usable now: nothing learned
+            return "no model"
+        return self.offer(message, paths, spam_filter, checked.verdict)
+
     def offer(self, message, paths, spam_filter, verdict):
         """Schedule the learn of ``verdict`` (the check of ``message`` by ``spam_filter``,
-        the model at ``paths[0]``; ``paths`` as ``Server.model_path``) when the rule
+        the model at ``paths[0]``; ``paths`` as ``RequestHandler.model_path``) when the rule
         allows it.  Returns why not (a word) or "scheduled"; never raises."""
         settings = self.server.settings
         if not settings.auto_learn:

@@ -1,16 +1,15 @@
-"""The check every front end of the server shares: a message and whose mail
-it is in, out the verdict, its score, the ``X-Spam-*`` fields to add and the
-action the administrator chose for it.  The SPAMD front end
-(spamnb.server.daemon, spamnb.server.connection) lays the result out as a
-spamd answer; the milter front end (spamnb.server.milter) as the MTA's
-header edits and end-of-data reply.  Neither classifies by itself."""
+"""A checked message, as every front end of the server gets it from the
+request handler (spamnb.server.handler): the verdict, its score, the
+``X-Spam-*`` fields to add and the action the administrator chose for it.
+The SPAMD front end (spamnb.server.spamd_connection) lays it out as a spamd
+answer; the milter front end (spamnb.server.milter) as the MTA's header
+edits and end-of-data reply.  Neither classifies by itself."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from spamnb.server import protocol as spamd
-from spamnb.server.models import classify
 
 ACTIONS = ("tag", "reject", "quarantine")   # --milter-spam-action
 
@@ -57,16 +56,3 @@ class Checked:
         quarantine) for spam; unsure mail and ham are tagged, never refused."""
         return spam_action if self.verdict.label == "spam" else "tag"
 
-
-def check(server, message, paths, evidence=True):
-    """Check ``message`` (bytes) with the model ``paths`` names (the server's
-    ``model_path(user)``: the user's own model, else the site model, see
-    ``Server.verdict_model``); ``evidence``: keep the strongest tokens (for
-    the fields and reports; CHECK answers without them).  Raises
-    ModelUnavailable (spamnb.server.models) when no model can be used."""
-    spam_filter, score_map, note = server.verdict_model(paths)
-    verdict = classify(spam_filter, message, evidence)
-    learner = getattr(server, "auto_learner", None)
-    if learner is not None:     # --auto-learn (spamnb.server.autolearn): after the answer, in a thread
-        learner.offer(message, paths, spam_filter, verdict)
-    return Checked(verdict, score_map.score(verdict.log_odds, verdict.label), score_map, note)

@@ -5,7 +5,8 @@ The milter protocol is read and written by the ``kilter.protocol`` package
 (its message classes and its filter-side state machine, which checks that
 every answer fits the event it answers); this module only does the I/O,
 on the server's event loop, in the server's worker processes, and hands the
-message to the check the SPAMD side uses (spamnb.server.check).
+message to the request handler the SPAMD side uses (spamnb.server.handler);
+connections are accepted as the SPAMD side's are (spamnb.server.accepting).
 
 What it asks the MTA for at negotiation: no connect, HELO, MAIL or DATA
 events and no unknown commands; the recipients, the header fields (with
@@ -38,10 +39,8 @@ from kilter.protocol import core, messages
 from kilter.protocol.exceptions import InsufficientSpace
 
 from spamnb.model.headers import OUR_FIELDS
-from spamnb.server.check import check
-from spamnb.server.connection import log_safe
-from spamnb.server.listeners import BACKLOG
-from spamnb.server.models import ModelUnavailable, one_line
+from spamnb.server.models import ModelUnavailable
+from spamnb.server.server_log import log_safe, one_line
 
 MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
 _START_CAPACITY = 64 * 1024 + 64
@@ -157,96 +156,17 @@ class PacketBuffer:
         return out
 
 
-class MilterFrontEnd:
-    """The milter listeners of a :class:`~spamnb.server.daemon.Server`: accepts
-    on them (at most ``--max-connections`` milter connections at once, then
-    the listeners paused: MTAs wait in the listen backlog) and keeps the
-    connections, for stopping."""
-
-    def __init__(self, server, listeners):
-        self.server = server
-        self.listeners = listeners
-        self.connections = set()
-        self.active = 0
-        self.paused = True
-
-    def start(self):
-        self._set_accepting(True)
-
-    def _set_accepting(self, on):
-        loop = asyncio.get_running_loop()
-        for listener in self.listeners:
-            if on:
-                loop.add_reader(listener.sock.fileno(), self._accept, listener)
-            else:
-                loop.remove_reader(listener.sock.fileno())
-        self.paused = not on
-
-    def _accept(self, listener):
-        server = self.server
-        loop = asyncio.get_running_loop()
-        for _ in range(BACKLOG):
-            if self.active >= server.settings.max_connections and server.stopping is None:
-                if not self.paused:
-                    self._set_accepting(False)
-                    if server.metrics is not None:
-                        server.metrics.error("connection_limit")
-                return
-            try:
-                conn, _ = listener.sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:      # out of file descriptors, ...: try again shortly
-                server.log(f"milter accept failed: {exc.strerror or exc}; pausing 0.1 s")
-                if not self.paused:
-                    self._set_accepting(False)
-                    loop.call_later(0.1, self._resume)
-                return
-            conn.setblocking(False)
-            self.active += 1
-            loop.create_task(self._connected(conn))
-
-    async def _connected(self, conn):
-        try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: MilterConnection(self), conn)
-        except Exception as exc:  # noqa: BLE001 - the MTA may be gone already
-            conn.close()
-            self.freed()
-            self.server.log(f"milter connection lost while set up: {one_line(exc)}")
-
-    def freed(self):
-        self.active -= 1
-        if self.paused and self.active < self.server.settings.max_connections:
-            self._resume()
-
-    def _resume(self):
-        if self.paused and self.server.stopping is None and self.listeners:
-            self._set_accepting(True)
-
-    def close_listeners(self):
-        if not self.paused:
-            self._set_accepting(False)
-        self.listeners = []
-
-    def stop(self):
-        """SIGTERM (or a worker replaced after SIGHUP): nothing is closed.  An
-        MTA holds its connection for a whole SMTP session, and may have just
-        opened it for a message it has not sent yet: closed now, that message
-        would get the MTA's milter_default_action.  The server waits for the
-        MTAs to close them (:meth:`in_flight`), up to ``--timeout`` + 1 s."""
-
-    def in_flight(self):
-        return len(self.connections)
-
-
 class MilterConnection(asyncio.Protocol):
-    """One MTA connection: packets in, kilter's state machine checking them,
-    one message at a time held (its header fields and body, up to
-    ``--max-size``), the answer at its end of data."""
+    """One MTA connection of ``server`` (a spamnb.server.daemon.Server),
+    accepted by ``acceptor`` (spamnb.server.accepting.Acceptor): packets in,
+    kilter's state machine checking them, one message at a time held (its
+    header fields and body, up to ``--max-size``), the message checked at its
+    end of data by the server's request handler (spamnb.server.handler), the
+    answer laid out as the MTA's header edits or reply."""
 
-    def __init__(self, front):
-        self.front = front
-        self.server = front.server
+    def __init__(self, server, acceptor):
+        self.acceptor = acceptor
+        self.server = server
         self.transport = None
         self.peer = "unix"
         self.state = core.FilterProtocol()
@@ -277,7 +197,7 @@ class MilterConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else "unix"
-        self.front.connections.add(self)
+        self.acceptor.connections.add(self)
         if self.peer != "unix":
             # the MTA sends the packets it wants no answer to back to back: with Nagle's algorithm on its
             # side (Postfix does not turn it off) each waits for the ACK of the one before, which the
@@ -285,10 +205,6 @@ class MilterConnection(asyncio.Protocol):
             sock = transport.get_extra_info("socket")
             if sock is not None and hasattr(socket, "TCP_QUICKACK"):
                 self.quickack = sock
-        if self.peer != "unix" and not self.server.settings.allows(self.peer):
-            self.server.refused(self.peer)      # logged at most once a second, as for SPAMD
-            self.close()
-            return
         self._arm()
 
     def connection_lost(self, exc):
@@ -299,9 +215,20 @@ class MilterConnection(asyncio.Protocol):
         self.closed = True
         if self.timer is not None:
             self.timer.cancel()
-        if self in self.front.connections:
-            self.front.connections.discard(self)
-            self.front.freed()
+        if self in self.acceptor.connections:
+            self.acceptor.connections.discard(self)
+            self.acceptor.freed()
+
+    def busy(self):
+        """A milter connection counts as in flight as long as the MTA holds it."""
+        return True
+
+    def stop(self):
+        """The server stops: nothing is closed.  An MTA holds its connection
+        for a whole SMTP session, and may have just opened it for a message
+        it has not sent yet: closed now, that message would get the MTA's
+        milter_default_action.  The server waits for the MTAs to close them,
+        up to ``--timeout`` + 1 s."""
 
     def data_received(self, data):
         if self.quickack is not None:
@@ -474,27 +401,27 @@ class MilterConnection(asyncio.Protocol):
             self._unchecked(started, user or "-", f"too big, not checked (message larger than "
                                                   f"{server.settings.max_size} bytes)")
             return
-        paths = server.model_path(user)
-        if not server.models.loaded(paths[0]):
+        paths = server.handler.ready(user)
+        if paths is None:
             # a model not loaded yet is read in a thread while the loop goes on
-            self.pending = asyncio.get_running_loop().create_task(self._load_then_check(started, user, paths))
+            self.pending = asyncio.get_running_loop().create_task(self._check_later(started, user))
             return
         self._check(started, user, paths)
 
-    async def _load_then_check(self, started, user, paths):
+    async def _check_later(self, started, user):
         try:
-            await self.server.models.first_load(paths[0], self.server.settings.required_score)
-        except ModelUnavailable:
-            pass                # the site model answers (Server.verdict_model)
-        self.pending = None
-        self._check(started, user, paths)
+            await self.server.models.first_load(self.server.handler.model_path(user)[0],
+                                                self.server.settings.required_score)
+        finally:
+            self.pending = None
+        self._check(started, user)
 
-    def _check(self, started, user, paths):
+    def _check(self, started, user, paths=None):
         settings = self.server.settings
         shown = log_safe(user or "-")
         message = b"".join(self.parts)
         try:
-            checked = check(self.server, message, paths)
+            checked = self.server.handler.check_now(message, user, True, paths)
         except ModelUnavailable as exc:
             self._unchecked(started, shown, f"error 69 {exc.text}")
             return

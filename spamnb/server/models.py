@@ -14,6 +14,7 @@ from collections import OrderedDict
 from spamnb.server import protocol as spamd
 from spamnb.errors import ModelError, ModelUnavailable, ProtocolError
 from spamnb.server.protocol import EX
+from spamnb.server.server_log import one_line
 
 MODEL_NAME = "model.spamnb"
 
@@ -476,7 +477,7 @@ class ModelCache:
         try:
             return overlay.build(path, site[1], self.pinned)
         except (ValueError, IndexError, TypeError, AttributeError, OSError) as exc:   # loaded whole, as before
-            self.log(f"model {path} loaded whole, not as an overlay of the site model: {_one_line(exc)}")
+            self.log(f"model {path} loaded whole, not as an overlay of the site model: {one_line(exc)}")
             return None
 
     def _loaded(self, future, path, key, required):
@@ -557,7 +558,3 @@ def _key_bytes(key):
         return 0
     journal = key[4]
     return key[2] + (journal[1] if journal else 0)
-
-
-def one_line(exc):
-    return " ".join(str(exc).split())[:300] or type(exc).__name__

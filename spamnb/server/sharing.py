@@ -47,7 +47,7 @@ class Sharing:
             return settings.model
         if not settings.models_dir:
             return None
-        own = self.server.model_path(user)[1]
+        own = self.server.handler.model_path(user)[1]
         return own or None     # None: a name not allowed
 
     def models(self):

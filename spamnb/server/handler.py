@@ -1,0 +1,127 @@
+"""The server's request handler, the same for every protocol: a message,
+whose mail it is (a user name, or None) and what is asked (check it, learn
+it), in; a :class:`~spamnb.server.check.Checked` verdict or a
+:class:`~spamnb.server.tell.Told` lesson, out.  The SPAMD front end
+(spamnb.server.spamd) and the milter front end (spamnb.server.milter) only
+read their protocol, call it, and lay its result out.
+
+Which model answers for a user (:meth:`RequestHandler.model_path`,
+:meth:`RequestHandler.verdict_model`): their own when ``--models-dir`` holds
+one that loads, else the site model, never an error (spamc would turn it
+into a bounce or an unchecked pass: docs/serve.md, "Errors").
+
+Hooks, for features that act on what the server does (each a list of
+callables, called in the event loop, in order; empty by default; a hook
+must be quick and must not raise):
+
+- :attr:`RequestHandler.verdict_hooks`: ``hook(checked, message, user)``
+  each time a check's verdict is produced (both front ends; issue 40's
+  auto-learn hooks in here);
+- ``RequestHandler.teacher.lesson_hooks`` (spamnb.server.tell): each lesson
+  TELL learned (issue 39's shared learning publishes them from there).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from spamnb.server.check import Checked
+from spamnb.server.models import ModelUnavailable, classify
+from spamnb.server.tell import NO_USER, Teacher
+
+MODEL_NAME = "model.spamnb"
+USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
+
+
+class RequestHandler:
+    """Checks and lessons for ``server`` (a spamnb.server.daemon.Server: its
+    current ``settings``, its ``models`` cache, its thread pools)."""
+
+    def __init__(self, server):
+        self.server = server
+        self.verdict_hooks = []
+        self.teacher = Teacher(server, self.model_path)
+
+    # ------------------------------------------------------------------ which model
+    def model_path(self, user):
+        """The model for ``user``: theirs when it exists, else the site model;
+        second item: where TELL learns for them (None for a name outside
+        ``[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}`` or with ``..``, and
+        :data:`~spamnb.server.tell.NO_USER` for no name or an empty one when
+        there are user models: such a client is checked with the site model
+        and can learn nothing; the site model learns through TELL only on a
+        server without ``--models-dir``)."""
+        settings = self.server.settings
+        site = settings.model
+        if not settings.models_dir:
+            return site, site
+        if not user or not user.strip():
+            return site, NO_USER
+        if USER_NAME.fullmatch(user) is None or ".." in user:
+            return site, None
+        own = os.path.join(settings.models_dir, user, MODEL_NAME)
+        return (own if os.path.exists(own) else site), own
+
+    def verdict_model(self, paths):
+        """(filter, ScoreMap, note for the log) to check a user's mail with,
+        ``paths`` their :meth:`model_path`: their model, else the site model,
+        also when their name is not allowed or their model cannot be loaded
+        (damaged, unreadable).  Raises ModelUnavailable only when the site
+        model cannot be used either."""
+        settings = self.server.settings
+        models = self.server.models
+        required = settings.required_score
+        path, own = paths
+        site = settings.model
+        note = ""
+        if path != site:
+            try:
+                return (*models.get(path, required), "")
+            except ModelUnavailable as exc:
+                note = f" model=site (the user's model is not usable: {exc.text})"
+        elif own is None:
+            note = " model=site (user name not allowed)"
+        elif own != site and own != NO_USER:
+            note = " model=site (the user has no model)"
+        return (*models.get(site, required), note)
+
+    def load_site_model(self):
+        """Load the site model now; raises ModelUnavailable when it cannot be."""
+        self.server.models.get(self.server.settings.model, self.server.settings.required_score)
+
+    # ------------------------------------------------------------------ checks
+    def ready(self, user):
+        """``user``'s :meth:`model_path` when :meth:`check_now` can answer at
+        once (their model is loaded, or known not to load), else None: call
+        :meth:`check`, which loads it in a thread first."""
+        paths = self.model_path(user)
+        return paths if self.server.models.loaded(paths[0]) else None
+
+    def check_now(self, message, user, evidence=True, paths=None):
+        """Check ``message`` (bytes) for ``user`` with the model loaded for them
+        (``paths``: :meth:`ready`'s answer, else looked up); ``evidence``: keep
+        the strongest tokens (for the fields and reports; CHECK answers
+        without them).  Raises ModelUnavailable when no model can be used."""
+        if paths is None:
+            paths = self.model_path(user)
+        spam_filter, score_map, note = self.verdict_model(paths)
+        verdict = classify(spam_filter, message, evidence)
+        checked = Checked(verdict, score_map.score(verdict.log_odds, verdict.label), score_map, note)
+        for hook in self.verdict_hooks:
+            hook(checked, message, user)
+        return checked
+
+    async def check(self, message, user, evidence=True):
+        """:meth:`check_now`, the user's model loaded first (in a thread: the
+        event loop goes on serving) when it is not loaded yet."""
+        paths = self.model_path(user)
+        await self.server.models.first_load(paths[0], self.server.settings.required_score)
+        return self.check_now(message, user, evidence, paths)
+
+    # ------------------------------------------------------------------ lessons
+    async def tell(self, lesson):
+        """Learn or forget a message (a :class:`~spamnb.server.tell.Lesson`);
+        returns a :class:`~spamnb.server.tell.Told`, or raises ProtocolError
+        with the code a refusal or failure is answered with."""
+        return await self.teacher.tell(lesson)
