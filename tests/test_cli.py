@@ -422,6 +422,7 @@ def test_bad_settings_are_one_line_errors(home, tmp_path, text, message):
     assert len(err.strip().splitlines()) == 1 and message in err, err
 
 
+@pytest.mark.slow
 def test_train_keeps_the_cutoffs_it_is_given(tmp_path):
     run(["train", "--spam-cutoff", "0.75", "--ham-cutoff", "0.25", REPO / "corpora"], tmp_path, check_code=0)
     out = run(["info", "--tokens", "0"], tmp_path, check_code=0).stdout.decode()
@@ -565,6 +566,7 @@ def test_train_calibrates_on_the_corpus_it_counted(tmp_path, monkeypatch, sample
     assert (tmp_path / "after.spamnb").read_bytes() == (tmp_path / "before.spamnb").read_bytes()
 
 
+@pytest.mark.slow
 def test_train_word_pairs_option(tmp_path):
     from spamnb.model.spam_filter import SpamFilter
 

@@ -385,6 +385,7 @@ def test_sigkill_mid_append_keeps_every_acknowledged_learn(model, tmp_path):
         assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(reference))
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_of_cli_learns_loses_no_acknowledged_learn(model, tmp_path):
     import random
 

@@ -523,6 +523,7 @@ def test_compiled_parse_matches_reference_parse(lines, tail, body):
     assert_same_mail(mail.parse(raw), ref_parse(raw))
 
 
+@pytest.mark.slow
 def test_compiled_header_parsing_matches_reference_on_the_corpus():
     paths, is_full = corpus_paths()
     for path in paths:
@@ -675,6 +676,7 @@ def test_compiled_content_type_matches_reference_on_generated_values(pieces):
     assert_content_type_matches_reference("".join(pieces))
 
 
+@pytest.mark.slow
 def test_compiled_html_and_content_type_match_reference_on_the_corpus():
     paths, is_full = corpus_paths()
     n_html = 0
@@ -876,6 +878,7 @@ def test_compiled_decode_text_matches_reference(charset):
             assert_same_str(mail.decode_text(data, charset, fallback), ref_decode_text(data, charset, fallback))
 
 
+@pytest.mark.slow
 def test_compiled_parse_matches_python_parse_on_the_corpus():
     paths, is_full = corpus_paths()
     for path in paths:

@@ -267,6 +267,7 @@ def test_truncated_packet_and_a_client_that_stops_mid_message(home, milter):
     assert _spamd_answers(d)
 
 
+@pytest.mark.slow
 def test_64_idle_milter_connections_leave_the_spamd_side_alone(home, milter):
     d = milter("--max-connections", "64")
     idle = []

@@ -389,6 +389,7 @@ def run(args, cwd, stdin=b""):
                           env=env, cwd=cwd, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_train_and_batch_classify_with_jobs(tmp_path):
     """train -j 2 (raw counts, no length normalisation: whole numbers) writes the model of train -j 1, byte for byte,
     cutoffs calibrated alike; classify --batch -j 2 writes the lines of the

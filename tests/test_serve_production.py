@@ -131,6 +131,7 @@ def _samples(text):
 
 # ---------------------------------------------------------------------------- workers
 @needs_spamc
+@pytest.mark.slow
 def test_workers_share_the_sockets_survive_a_kill_and_stop_together(home):
     d = Serve(home, "--workers", 2)
     try:
