@@ -32,8 +32,9 @@ COMMON = {
     "spamnb.model.spam_filter", "spamnb.model.store", "spamnb.model.verdict",
 }
 EXPECTED = {
-    "classify": COMMON | {"spamnb.cli.classify"},
-    "classify -p": COMMON | {"spamnb.cli.classify", "spamnb.mail.status", "spamnb.model.headers"},
+    "classify": COMMON | {"spamnb.cli.classify", "spamnb.report", "spamnb.report.lines"},
+    "classify -p": COMMON | {"spamnb.cli.classify", "spamnb.report", "spamnb.report.lines", "spamnb.mail.status",
+                             "spamnb.report.headers"},
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential)
     "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.cli.progress", "spamnb.mail.status",
                               "spamnb.model.learning", "spamnb.model.prequential"},

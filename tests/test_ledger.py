@@ -78,7 +78,7 @@ def test_the_delivered_copy_is_the_same_message():
 def test_the_copy_marked_with_spamassassin_fields_is_the_same_message():
     # what spamnb serve's PROCESS and classify -p --sa-headers deliver: learning it
     # (spamc -L, spamnb learn on the Maildir) must not learn the verdict's fields as words
-    from spamnb.model.headers import spam_fields
+    from spamnb.report.headers import spam_fields
 
     spam_filter = _trained()
     verdict = spam_filter.classify(SPAM[1])

@@ -606,7 +606,7 @@ def unfold(field):
 
 
 def test_level_bands_and_folding():
-    from spamnb.model import headers
+    from spamnb.report import headers
 
     assert headers.level(-3.0) == headers.level(0.9) == "" and headers.level(4.99) == "****"
     assert headers.level(999.9) == "*" * 50   # SpamAssassin's cap

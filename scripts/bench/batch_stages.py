@@ -42,7 +42,7 @@ def main():
     from spamnb.cli.common import messages_of
     from spamnb.mail.reader import read_file
     from spamnb.model.spam_filter import SpamFilter
-    from spamnb.model.verdict import VerdictLines
+    from spamnb.report.lines import VerdictLines
 
     spam_filter = SpamFilter.load(args.model)
     print(f"{'imports + load':24s} {time.perf_counter() - t0:7.3f}")

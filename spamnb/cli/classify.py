@@ -10,7 +10,7 @@ import sys
 from spamnb.cli.common import (CommandError, UsageError, add_jobs_arguments, cutoff_options, load_filter,
                                messages_of, model_option, model_path, read_file, settings_of)
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, VERDICT_EXIT
-from spamnb.model.verdict import VerdictLines, format_verdict, verdict_json
+from spamnb.report.lines import VerdictLines, format_verdict, verdict_json
 
 
 def _passthrough(args):
@@ -35,7 +35,7 @@ def _passthrough(args):
         spam_filter = load_filter(args, settings, mapped=True)
         verdict = spam_filter.classify(message)
         fields = _sa_fields(args, spam_filter, verdict) if args.sa_headers else None
-        from spamnb.model.headers import OUR_FIELDS
+        from spamnb.report.headers import OUR_FIELDS
 
         pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag, fields, OUR_FIELDS)
     except BaseException:
@@ -72,7 +72,7 @@ def _auto_learn(args, spam_filter, message, verdict, settings=None):
 def _sa_fields(args, spam_filter, verdict):
     """``--sa-headers``: the X-Spam-* fields ``spamnb serve`` adds for PROCESS
     (score on the same scale: ``spamnb.server.protocol.ScoreMap``)."""
-    from spamnb.model.headers import spam_fields
+    from spamnb.report.headers import spam_fields
     from spamnb.server.protocol import ScoreMap
     from spamnb.settings import SERVER_DEFAULTS
 
@@ -168,7 +168,7 @@ def _print_verdict(args, verdict):
         print(format_verdict(verdict))
         if args.verbose:
             if verdict.reason:
-                from spamnb.model.verdict import reason_text
+                from spamnb.report.lines import reason_text
 
                 print(f"  unsure, not ham: {reason_text(verdict)}")
             for token, weight in verdict.evidence:

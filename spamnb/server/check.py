@@ -43,7 +43,7 @@ class Checked:
     def fields(self, report=False):
         """The ``X-Spam-*`` fields to add, as (name, value) bytes pairs, the
         value folded with ``\\n\\t`` as spamd's PROCESS writes it."""
-        from spamnb.model.headers import spam_fields
+        from spamnb.report.headers import spam_fields
 
         out = []
         for field in spam_fields(self.verdict, self.score, self.score_map.required, self.score_map.points, report):

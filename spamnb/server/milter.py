@@ -38,7 +38,7 @@ import time
 from kilter.protocol import core, messages
 from kilter.protocol.exceptions import InsufficientSpace
 
-from spamnb.model.headers import OUR_FIELDS
+from spamnb.report.headers import OUR_FIELDS
 from spamnb.server.models import ModelUnavailable
 from spamnb.server.server_log import log_safe, one_line
 

@@ -37,7 +37,7 @@ import zlib
 from collections import namedtuple
 
 from spamnb.errors import ProtocolError
-from spamnb.model.headers import symbol_name   # SYMBOLS' token names (re-exported)
+from spamnb.report.headers import symbol_name   # SYMBOLS' token names (re-exported)
 
 __all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response", "comma_words",
            "VERBS", "BODY_VERBS", "MAX_HEAD", "symbol_name"]
@@ -219,8 +219,8 @@ def spam_header(verdict, score, required):
 def symbols(verdict):
     """The verdict's symbols: its rules (Bayes band(s), SPAMNB_<LABEL>, the
     reason an unsure message is not ham), then the evidence tokens, strongest
-    first (spamnb.model.headers)."""
-    from spamnb.model import headers
+    first (spamnb.report.headers)."""
+    from spamnb.report import headers
 
     return headers.tests(verdict) + [symbol_name(token) for token, _ in verdict.evidence]
 
@@ -228,7 +228,7 @@ def symbols(verdict):
 def report(verdict, score_map, score):
     """A plain-text report in spamd's layout: a summary line, the rules, then
     the strongest tokens apart (points, symbol, which class it points to)."""
-    from spamnb.model import headers
+    from spamnb.report import headers
 
     lines = headers.report_lines(verdict, score, score_map.required, score_map.points)
     return ("\r\n".join(lines) + "\r\n").encode("utf-8")
@@ -245,12 +245,12 @@ def header_end(message):
 
 def marked_headers(message, verdict, score, required, report=False, subject_tag=None, points=None):
     """The message's header block with spamnb's X-Spam-* fields (any the
-    sender put there removed; spamnb.model.headers), ending in its blank
+    sender put there removed; spamnb.report.headers), ending in its blank
     line; and the offset where the body starts in ``message``.  ``report``
     adds X-Spam-Report; ``subject_tag`` (str) starts the Subject of spam
     (once: a Subject that starts with it already is left alone)."""
     from spamnb.mail.status import field_name, header_fields, tag_subject
-    from spamnb.model.headers import OUR_FIELDS, spam_fields
+    from spamnb.report.headers import OUR_FIELDS, spam_fields
 
     end = header_end(message)
     newline = b"\r\n" if b"\r\n" in message[:2000] else b"\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.model.verdict import VerdictLines
+from spamnb.report.lines import VerdictLines
 from spamnb.training.errors import CorpusError
 from spamnb.training.planning import SHARD_ABOVE, DEFAULT_PARTITION_SIZE, Piece, partitions, plan_scoring
 
