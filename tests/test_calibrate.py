@@ -106,6 +106,7 @@ def _run(home, *args):
     return run_spamnb(args, home, text=True)
 
 
+@pytest.mark.slow
 def test_train_sets_and_prints_the_cutoffs(tmp_path, sample_corpus):
     out = _run(tmp_path, "train", sample_corpus)   # 200 ham: too few for the default 0.1 %
     assert out.returncode == 0, out.stderr

@@ -199,6 +199,7 @@ def test_usage_errors_exit_64(home):
         assert "Traceback" not in proc.stderr.decode()
 
 
+@pytest.mark.slow
 def test_learn_forget_and_info(tmp_path):
     run(["train", REPO / "corpora"], tmp_path, check_code=0)
     model = tmp_path / "model.spamnb"
@@ -716,6 +717,7 @@ def test_train_reports_a_message_file_given_itself_by_its_own_name(home, tmp_pat
     assert proc.returncode == 65 and "(read as ham: msg.eml);" in proc.stderr.decode()
 
 
+@pytest.mark.slow
 def test_every_prune_option_the_readme_lists_works_on_the_model_train_builds(home, tmp_path):
     """README's command table offered `prune --min-count N`, which every model
     `spamnb train` builds by default refuses (exit 3: length_norm counts are

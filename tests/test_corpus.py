@@ -318,6 +318,7 @@ def test_maildir_plus_folders_with_a_spam_part_anywhere_are_spam(tmp_path):
     assert summary.startswith("read as spam: no folder; as ham: ") and f"{box}/.Archive.2023 (1 message)" in summary
 
 
+@pytest.mark.slow
 def test_links_to_files_outside_the_tree_are_skipped_unless_followed(tmp_path):
     """On main a link in a corpus to any file (/etc/shadow) was read and trained."""
     root = _tree(tmp_path / "corpus")

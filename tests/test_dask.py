@@ -143,6 +143,7 @@ def test_shared_corpus_on_dask_is_the_model_of_train_j(client, tmp_path):
     assert local == on_dask
 
 
+@pytest.mark.slow
 def test_cli_train_dask(client, tmp_path):
     model = tmp_path / "dask.spamnb"
     env = dict(os.environ, PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))

@@ -122,6 +122,7 @@ def served(trained, tmp_path):
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_moves_into_and_out_of_junk_teach_the_users_model(served):
     """50 moved into Junk: 50 more spam; 10 of them back to INBOX: relabelled
     ham; a COPY into Junk learns too; a move to Trash learns nothing."""

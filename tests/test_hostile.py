@@ -339,6 +339,7 @@ def test_parser_stops_at_its_limits(make):
     assert parsed.stats.n_bytes >= len(parsed.parts)
 
 
+@pytest.mark.slow
 def test_passthrough_returns_a_50mb_message_intact(home, tmp_path):
     data = attachment_50mb()
     path = tmp_path / "message"
@@ -352,6 +353,7 @@ def test_passthrough_returns_a_50mb_message_intact(home, tmp_path):
     assert measured["rss_mib"] <= RSS_BASE + 3.5 * len(data) / MiB
 
 
+@pytest.mark.slow
 def test_passthrough_holds_about_one_copy_of_the_message(home, tmp_path):
     path = tmp_path / "message"
     path.write_bytes(one_line_50mb())
@@ -577,6 +579,7 @@ def test_a_file_vanishing_during_training_is_counted(tmp_path, monkeypatch, caps
 
 
 # ---------------------------------------------------------------------------- learning hostile mail
+@pytest.mark.slow
 def test_learning_hostile_mail_keeps_a_usable_model(home, tmp_path):
     """`spamnb learn` every hostile message (hand-made and the smaller generated
     ones), then the model reloads, classifies and describes itself."""

@@ -139,6 +139,7 @@ def scan_and_check(account, paths):
     return expected, junk, inbox
 
 
+@pytest.mark.slow
 def test_scan_moves_the_spam_with_classifys_verdicts_and_a_second_scan_touches_nothing(server, trained, tmp_path):
     account = Account(server, "user0", tmp_path / "home", trained / "model.spamnb")
     expected, junk, inbox = scan_and_check(account, mixed(REPO / "corpora", 60))

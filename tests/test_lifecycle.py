@@ -356,6 +356,7 @@ def home(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_cli_dump_load_dump_is_identical(home):
     first = run(["dump"], home)
     assert first.returncode == 0, first.stderr
@@ -401,6 +402,7 @@ def test_cli_load_add_refuses_other_settings(home, tmp_path_factory):
     assert (home / "model.spamnb").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_cli_merge(home):
     assert run(["dump", "-o", "d.txt"], home).returncode == 0
     proc = run(["merge", "model.spamnb", "d.txt", "-o", "merged.spamnb"], home)

@@ -503,6 +503,7 @@ def _encode(text, encoding):
 @settings(max_examples=400, deadline=None)
 @given(st.lists(HEADER_LINES, max_size=12), st.sampled_from(["utf-8", "cp1252", "latin-1"]),
        st.sampled_from(["", "\n", "\nbody: text\n"]), st.integers(0, 12))
+@pytest.mark.slow
 def test_compiled_header_parsing_matches_reference_on_generated_blocks(lines, encoding, tail, max_chars):
     data = _encode("\n".join(lines) + tail, encoding)
     assert_headers_match_reference(data)

@@ -307,6 +307,7 @@ def test_crafted_settings_are_refused_at_load(model_bytes, tmp_path, name):
     assert results[str(paths[name])] == "ModelError"
 
 
+@pytest.mark.slow
 def test_truncation_at_every_byte_is_refused(model_bytes, tmp_path):
     folder = tmp_path / "cut"
     folder.mkdir()
@@ -398,6 +399,7 @@ def _foreign_files(model_bytes, folder):
     return paths
 
 
+@pytest.mark.slow
 def test_foreign_files_are_refused_by_load_and_by_the_cli(model_bytes, tmp_path):
     paths = _foreign_files(model_bytes, tmp_path / "foreign")
     results = _load_in_child(list(paths.values()), tmp_path)

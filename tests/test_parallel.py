@@ -218,6 +218,7 @@ def _calibrated(counts, n_jobs, partition_size, length_norm=None):
                           partition_size=partition_size, calibration={"target_fpr": 0.01})
 
 
+@pytest.mark.slow
 def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     """The streaming calibration: the cutoffs of -j 1 and -j 2 (any partition
     size) are those of the held-out log-odds fold_log_odds computes from the
@@ -261,6 +262,7 @@ def test_message_starts_cut_where_iter_mbox_cuts():
     assert list(message_starts(b"Subject: not an mbox\n")) == []
 
 
+@pytest.mark.slow
 def test_iter_mbox_over_bytes_cuts_as_the_line_loop(tmp_path):
     """An mbox in memory (io.BytesIO) is cut at message_starts, not line by
     line: the same messages, with long lines, CRLF, missing blank lines, an
@@ -575,6 +577,7 @@ def test_cli_train_jobs_with_default_counts_is_count_identical(tmp_path):
     assert_same_counts(one, two, exact=False)
 
 
+@pytest.mark.slow
 def test_cli_errors_are_one_line(tmp_path):
     bad = tmp_path / "corpus" / "spam"
     bad.mkdir(parents=True)

@@ -286,6 +286,7 @@ def _pipe(tmp_path, port, sendmail_status=0):
 
 @pytest.mark.skipif(SPAMC_PATH is None, reason="spamc is not installed (Debian package spamc)")
 @pytest.mark.parametrize("fault", ["down", "error answer", "closed mid-request", "answer cut short"])
+@pytest.mark.slow
 def test_spamnb_pipe_defers_every_spamc_failure(tmp_path, fault):
     """Every way spamc -x can fail (it exits 69, 76, 74 ...) becomes 75, the
     status Postfix's pipe defers on, and sendmail never runs."""

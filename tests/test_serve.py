@@ -234,6 +234,7 @@ def test_symbol_names_cannot_break_the_comma_list():
 
 # ---------------------------------------------------------------------------- with the real spamc
 @needs_spamc
+@pytest.mark.slow
 def test_check_exit_code_and_score_follow_spamnb_classify(daemon, home, site_filter):
     labels = set()
     for path in MESSAGES:
@@ -498,6 +499,7 @@ def test_a_request_whose_body_stops_coming_times_out(tight):
         assert _status(_read_all(slow)) == 79 and time.monotonic() - started < 5
 
 
+@pytest.mark.slow
 def test_sigterm_closes_silent_connections_at_once(home):
     d = Daemon(home, "--timeout", 30)
     silent = socket.create_connection(("127.0.0.1", d.port), timeout=10)
@@ -955,6 +957,7 @@ def test_a_following_model_holds_what_its_journal_adds_until_the_journal_is_comp
 
 
 @needs_spamc
+@pytest.mark.slow
 def test_checks_after_tells_score_as_spamnb_classify_of_model_and_journal(home, tmp_path):
     """Through the server with two workers (each CHECK goes to either): after each
     TELL every CHECK scores as a fresh ``spamnb classify`` of the model file and

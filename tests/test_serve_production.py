@@ -231,6 +231,7 @@ def _checks_while_reloading(home, tmp_path, seconds, every):
 
 
 @needs_spamc
+@pytest.mark.slow
 def test_sighups_under_load_lose_no_check(home, tmp_path):
     """A SIGHUP every 0.1 s for 2 s under two spamc loops: no check fails.
     Old workers used to close connections they had accepted but not yet read
