@@ -464,7 +464,7 @@ class ServerSettings:
         """Whether the loaded models learn (TELL, auto-learn or lessons shared by other
         hosts): then they keep their counts and follow their journals
         (spamnb.server.models.ModelCache's ``whole``)."""
-        return self.allow_tell or self.auto_learn or bool(getattr(self, "shared", None))
+        return self.allow_tell or self.auto_learn or bool(self.shared)
 
     def allows(self, peer):
         import ipaddress

@@ -42,15 +42,11 @@ class AutoLearner:
     def on_verdict(self, checked, message, user):
         """The verdict hook: offer ``checked``'s verdict (the check of ``message``
         for ``user``) when ``--auto-learn`` is on; quick, never raises."""
-        settings = self.server.settings
-        if not settings.auto_learn:
+        if not self.server.settings.auto_learn:
             return "off"
-        paths = self.server.handler.model_path(user)
-        try:    # the model that checked it (loaded: the check just used it)
-            spam_filter = self.server.models.get(paths[0], settings.required_score)[0]
-        except Exception:  # noqa: BLE001 - not usable now: nothing learned
-            return "no model"
-        return self.offer(message, paths, spam_filter, checked.verdict)
+        if checked.note:     # the site model answered for the user (none of their own, or not usable)
+            return "not the user's model"
+        return self.offer(message, checked.paths, checked.model, checked.verdict)
 
     def offer(self, message, paths, spam_filter, verdict):
         """Schedule the learn of ``verdict`` (the check of ``message`` by ``spam_filter``,

@@ -19,12 +19,16 @@ class Checked:
     """A message checked: ``verdict`` (spamnb's Verdict), ``score`` (spamd's
     one-decimal score), ``score_map`` (the model's
     :class:`~spamnb.server.protocol.ScoreMap`), ``note`` (why the site model
-    answered for a user, for the log)."""
+    answered for a user, for the log), ``paths`` (the user's
+    ``RequestHandler.model_path``) and ``model`` (the filter that checked it,
+    for the verdict hooks)."""
 
     verdict: object
     score: float
     score_map: spamd.ScoreMap
     note: str = ""
+    paths: tuple = ()
+    model: object = None
 
     @property
     def label(self):

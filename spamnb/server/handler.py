@@ -107,7 +107,7 @@ class RequestHandler:
             paths = self.model_path(user)
         spam_filter, score_map, note = self.verdict_model(paths)
         verdict = classify(spam_filter, message, evidence)
-        checked = Checked(verdict, score_map.score(verdict.log_odds, verdict.label), score_map, note)
+        checked = Checked(verdict, score_map.score(verdict.log_odds, verdict.label), score_map, note, paths, spam_filter)
         for hook in self.verdict_hooks:
             hook(checked, message, user)
         return checked
