@@ -104,16 +104,12 @@ def test_a_server_holds_each_new_users_model_as_its_overlay(site, tmp_path):
     d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", users,
                "--max-models-bytes", 2**40)
 
-    def rss():
-        fields = dict(line.split(":", 1) for line in Path(f"/proc/{d.proc.pid}/status").read_text().splitlines())
-        return int(fields["VmRSS"].split()[0]) * 1024
-
     try:
         message = MESSAGES[0].read_bytes()
         for i in range(3):      # the learner's and the cache's first models, warm
             d.spamc("-L", "spam", "-u", f"warm{i}", stdin=unique_message(f"warm{i}"))
             d.spamc("-c", "-u", f"warm{i}", stdin=message)
-        start = rss()
+        start = d.rss()
         for i in range(60):
             assert d.spamc("-L", "spam", "-u", f"many{i}", stdin=unique_message(f"many{i}")).returncode == 0
             checked = d.spamc("-c", "-u", f"many{i}", stdin=unique_message(f"many{i}"))
@@ -123,7 +119,7 @@ def test_a_server_holds_each_new_users_model_as_its_overlay(site, tmp_path):
                 expected = ScoreMap.from_cutoffs(whole.cutoffs, 5.0).score(
                     verdict.log_odds, verdict.label)
                 assert abs(float(checked.stdout.split(b"/")[0]) - expected) <= 0.051, (checked.stdout, expected)
-        grown = rss() - start
+        grown = d.rss() - start
         assert grown < 8 * 2**20, grown / 2**20
     finally:
         assert d.stop() == 0

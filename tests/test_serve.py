@@ -74,6 +74,11 @@ class Daemon:
         where = ["-U", self.sock] if unix else ["-p", str(self.port)]
         return subprocess.run([SPAMC, *where, *map(str, args)], input=stdin, capture_output=True, timeout=30)
 
+    def rss(self):
+        """The server process's resident memory, bytes (VmRSS)."""
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines())
+        return int(fields["VmRSS"].split()[0]) * 1024
+
     def raw(self, data, half_close=True, timeout=10):
         """Send raw bytes, read the whole response."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
@@ -1270,20 +1275,16 @@ def test_many_new_users_taught_by_tell_stay_within_max_models_bytes(home, tmp_pa
     d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", tmp_path / "users",
                "--max-models-bytes", 3_000_000)
 
-    def rss():
-        fields = dict(line.split(":", 1) for line in Path(f"/proc/{d.proc.pid}/status").read_text().splitlines())
-        return int(fields["VmRSS"].split()[0]) * 1024
-
     try:
         message = MESSAGES[0].read_bytes()
         for i in range(3):      # the learner's and the loop's first models, warm
             d.spamc("-L", "spam", "-u", f"warm{i}", stdin=unique_message(f"warm{i}"))
             d.spamc("-c", "-u", f"warm{i}", stdin=message)
-        start = rss()
+        start = d.rss()
         for i in range(40):
             assert d.spamc("-L", "spam", "-u", f"many{i}", stdin=unique_message(f"many{i}")).returncode == 0
             assert d.spamc("-x", "-c", "-u", f"many{i}", stdin=message).returncode == 1
-        grown = rss() - start
+        grown = d.rss() - start
         assert grown < 12 * 2**20, grown / 2**20
     finally:
         assert d.stop() == 0
