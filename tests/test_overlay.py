@@ -4,7 +4,6 @@
 refused (None: loaded whole)."""
 
 import os
-from pathlib import Path
 
 import pytest
 
