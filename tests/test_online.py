@@ -10,6 +10,9 @@ import pytest
 import spamnb
 from spamnb import SpamFilter
 from spamnb.evaluation import online
+from spamnb.mail.tokenizer import Tokenizer
+from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+from spamnb.model.learning import learned_model
 from spamnb.training.corpus import labelled_messages
 
 from conftest import run_spamnb
@@ -25,13 +28,31 @@ def stream(sample_corpus):
 
 
 def test_online_log_odds_are_the_filters(stream):
-    """Each score is what SpamFilter.fit on the messages before it gives (full feedback)."""
+    """Each score is what a learned model (word pairs weighed LEARNED_PAIR_WEIGHT)
+    fitted on the messages before it gives (full feedback), through the
+    single-message scorer and the batch kernel alike."""
     messages, y = stream
     result = online.run_online(messages, y)
     assert result.trained.all()
     for k in (5, 40, 151, len(y) - 1):
-        expected = SpamFilter().fit(messages[:k], y[:k]).score(messages[k]).log_odds
+        fitted = learned_model().fit(messages[:k], y[:k], tune=False)
+        expected = fitted.score(messages[k]).log_odds
         assert result.log_odds[k] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        assert fitted.score_many([messages[k]])[0] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_online_words_alone_and_pairs_at_weight_one_are_the_filters(stream):
+    """The tokenizer and weight given: words alone, and pairs counted as any token
+    (what ``spamnb train`` makes), each the SpamFilter's score."""
+    messages, y = stream
+    words = online.run_online(messages[:60], y[:60], tokenizer=Tokenizer())
+    pairs = online.run_online(messages[:60], y[:60], {"pair_weight": 1.0}, tokenizer=Tokenizer(word_pairs=2))
+    expected_words = SpamFilter().fit(messages[:50], y[:50], tune=False).score(messages[50]).log_odds
+    expected_pairs = SpamFilter(Tokenizer(word_pairs=2)).fit(messages[:50], y[:50], tune=False)
+    assert words.log_odds[50] == pytest.approx(expected_words, rel=1e-9, abs=1e-9)
+    assert pairs.log_odds[50] == pytest.approx(expected_pairs.score(messages[50]).log_odds, rel=1e-9, abs=1e-9)
+    halved = online.run_online(messages[:60], y[:60])
+    assert halved.log_odds[50] not in (words.log_odds[50], pairs.log_odds[50])
 
 
 @pytest.mark.parametrize("params", [{"counts": "binary", "alpha": 0.1, "prior": "map"},
@@ -39,7 +60,8 @@ def test_online_log_odds_are_the_filters(stream):
 def test_online_matches_filter_under_other_settings(stream, params):
     messages, y = stream
     result = online.run_online(messages[:120], y[:120], params)
-    expected = SpamFilter(**params).fit(messages[:100], y[:100]).score(messages[100]).log_odds
+    expected = SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT,
+                          **params).fit(messages[:100], y[:100], tune=False).score(messages[100]).log_odds
     assert result.log_odds[100] == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 

@@ -7,7 +7,10 @@ one, else by folder and the number a file name starts with).  Every system
 starts empty; each message is scored, then learned with its true label
 (full feedback):
 
-- spamnb: ``spamnb.evaluation.online.run_online`` (in this process; classify + learn);
+- spamnb: ``spamnb.evaluation.online.run_online`` (in this process; classify + learn),
+  as a model that grows by learning is made (``spamnb.model.learning.learned_model``:
+  word pairs of window 2 weighed 0.5 when scoring), or as ``--word-pairs`` and
+  ``--pair-weight`` say (``--word-pairs 0``: words alone);
 - bogofilter: ``bogofilter -C -d DB -TT -I FILE`` (its 16-digit bogosity; an
   empty database scores 0.5), then ``bogofilter -C -d DB -s|-n -I FILE``;
 - spamprobe: ``spamprobe -c -d DB -M score FILE`` (its score), then
@@ -160,11 +163,14 @@ def spamnb_verdicts(result):
     return np.where(s >= result.spam_cutoffs, "S", np.where(s <= result.ham_cutoffs, "H", "U")).tolist()
 
 
-def run_spamnb(datas, y, mode, params, auto_margin, word_pairs=0):
+def run_spamnb(datas, y, mode, params, auto_margin, word_pairs=None, pair_weight=None):
+    """spamnb's online run; ``word_pairs`` None and ``pair_weight`` None: a learned model's."""
     from spamnb.evaluation.online import run_online
     from spamnb.mail.tokenizer import Tokenizer
 
-    tokenizer = Tokenizer(word_pairs=word_pairs) if word_pairs else None
+    tokenizer = None if word_pairs is None else Tokenizer(word_pairs=word_pairs)
+    if pair_weight is not None:
+        params = dict(params, pair_weight=pair_weight)
     if mode == "full":
         return run_online(datas, y, params, tokenizer=tokenizer)
     if mode == "error":
@@ -182,8 +188,8 @@ def run_spamnb_average(datas, y, mode, params, auto_margin, window):
 
     if mode != "full":
         raise SystemExit("--average-pairs: full feedback only (--modes full)")
-    words = run_spamnb(datas, y, mode, params, auto_margin)
-    pairs = run_spamnb(datas, y, mode, params, auto_margin, window)
+    words = run_spamnb(datas, y, mode, params, auto_margin, 0)
+    pairs = run_spamnb(datas, y, mode, params, auto_margin, window, 1.0)
     mean = lambda a, b: (np.asarray(a, dtype=float) + np.asarray(b, dtype=float)) / 2  # noqa: E731
     return OnlineResult(mean(words.log_odds, pairs.log_odds), words.y, words.trained,
                         words.seconds + pairs.seconds, pairs.n_features,
@@ -196,6 +202,7 @@ def main(argv=None):
 
     from spamnb.evaluation.online import OnlineResult, online_figures
     from spamnb.model.autolearn import AUTO_LEARN_MARGIN
+    from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
@@ -210,8 +217,11 @@ def main(argv=None):
                         help=f"spamnb's auto-learn margin beyond its cutoffs, log-odds (default {AUTO_LEARN_MARGIN:g})")
     parser.add_argument("--spamnb-params", default="", metavar="K=V,...",
                         help="SpamFilter settings for spamnb, e.g. length_norm=5,alpha=0.001")
-    parser.add_argument("--word-pairs", type=int, default=0, metavar="W",
-                        help="spamnb's tokenizer with word pairs of window W (default 0: none)")
+    parser.add_argument("--word-pairs", type=int, default=None, metavar="W",
+                        help="spamnb's tokenizer with word pairs of window W, 0 for words alone (default: a "
+                             "learned model's, 2)")
+    parser.add_argument("--pair-weight", type=float, default=None, metavar="X",
+                        help="spamnb's weight of a word pair when scoring (default: a learned model's, 0.5)")
     parser.add_argument("--average-pairs", type=int, default=0, metavar="W",
                         help="spamnb: two models side by side, words alone and words with pairs of window W; "
                              "a message's log-odds the mean of theirs, its cutoffs the mean of their own "
@@ -254,7 +264,8 @@ def main(argv=None):
                         if args.average_pairs:
                             result = run_spamnb_average(datas, y, mode, params, args.auto_margin, args.average_pairs)
                         else:
-                            result = run_spamnb(datas, y, mode, params, args.auto_margin, args.word_pairs)
+                            result = run_spamnb(datas, y, mode, params, args.auto_margin, args.word_pairs,
+                                                args.pair_weight)
                         figures = online_figures(result, threshold=0.0)
                         verdicts = spamnb_verdicts(result)
                         if result.auto_learned is not None:
@@ -271,8 +282,13 @@ def main(argv=None):
                         if unknown:
                             figures["n_trained"] = None
                     figures["own_cutoffs"] = verdict_figures(verdicts, labels)
-                    label = f"{system}, word pairs {args.word_pairs}" if system == "spamnb" and args.word_pairs \
-                        else system
+                    label = system
+                    if system == "spamnb" and args.word_pairs == 0:
+                        label = f"{system}, words alone"
+                    elif system == "spamnb" and (args.word_pairs is not None or args.pair_weight is not None):
+                        window = LEARNED_WORD_PAIRS if args.word_pairs is None else args.word_pairs
+                        weight = LEARNED_PAIR_WEIGHT if args.pair_weight is None else args.pair_weight
+                        label = f"{system}, word pairs {window} at weight {weight:g}"
                     if system == "spamnb" and args.average_pairs:
                         label = f"{system}, mean of words and word pairs {args.average_pairs}"
                     rows[f"{mode}/{label}"] = figures

@@ -11,7 +11,7 @@ which checks what the functions here do not (their docstrings say what they do).
 """
 
 from cpython cimport array
-from libc.math cimport log, log1p, sqrt
+from libc.math cimport INFINITY, log, log1p, sqrt
 from libc.stdint cimport int32_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
@@ -225,6 +225,26 @@ cdef int _buffers(Py_ssize_t n_uniq, Py_ssize_t n_x, int32_t **uniq, double **x)
     return 0
 
 
+cdef void _weigh_pairs(const int32_t *idx, Py_ssize_t n, Py_ssize_t pairs_start, const int32_t *uniq, double *x,
+                       Py_ssize_t m, double weight, int32_t *scratch) noexcept nogil:
+    """Multiply ``x[k]`` by ``weight`` for each feature ``uniq[k]`` (sorted) that
+    occurs in ``idx[pairs_start:n]`` (the word pairs); ``scratch`` has room for
+    ``n - pairs_start`` entries."""
+    cdef Py_ssize_t j, p = 0, q = 0, k
+    for j in range(pairs_start, n):
+        if idx[j] >= 0:
+            scratch[p] = idx[j]
+            p += 1
+    if p == 0:
+        return
+    _sort_int32(scratch, p, _depth_limit(p))
+    for k in range(m):
+        while q < p and scratch[q] < uniq[k]:
+            q += 1
+        if q < p and scratch[q] == uniq[k]:
+            x[k] *= weight
+
+
 cdef class CSRBuilder:
     """Accumulates message rows into CSR arrays (no numpy).
 
@@ -240,25 +260,34 @@ cdef class CSRBuilder:
     cdef public array.array data
     cdef int counts
     cdef double length
+    cdef double pair_weight
 
-    def __init__(self, int counts=TRANSFORM_RAW, double length=0.0):
+    def __init__(self, int counts=TRANSFORM_RAW, double length=0.0, double pair_weight=1.0):
         if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
             raise ValueError(f"unknown counts transform {counts}")
+        if not 0.0 <= pair_weight < INFINITY:
+            raise ValueError(f"pair_weight must be a finite number >= 0, got {pair_weight!r}")
         self.counts = counts
         self.length = length
+        self.pair_weight = pair_weight
         self.indptr = array.array("q", [0])
         self.indices = array.array("i")
         self.data = array.array("d")
 
-    def add_row(self, const int32_t[::1] idx):
+    def add_row(self, const int32_t[::1] idx, Py_ssize_t pairs_start=-1):
+        """One row; ``pairs_start`` (a token stream's): the occurrences from there
+        on are word pairs, their values (after the scaling to length, which
+        counts them) multiplied by the builder's ``pair_weight``."""
         cdef Py_ssize_t n = idx.shape[0], k, start = len(self.indices)
         cdef int32_t *uniq
         cdef double *x
         if n:
-            _buffers(n, n, &uniq, &x)
+            _buffers(n, 2 * n, &uniq, &x)
             with nogil:
                 k = _count_row(&idx[0], n, uniq, x, self.counts)
                 scale_to_length(x, k, self.length)
+                if 0 <= pairs_start < n and self.pair_weight != 1.0:
+                    _weigh_pairs(&idx[0], n, pairs_start, uniq, x, k, self.pair_weight, <int32_t *>(x + n))
             array.resize_smart(self.indices, start + k)
             array.resize_smart(self.data, start + k)
             memcpy(self.indices.data.as_ints + start, uniq, k * sizeof(int32_t))

@@ -42,6 +42,30 @@ cdef inline double _log_at(const double *base, Py_ssize_t n_base, const double *
     return base[c * n_base + i] if i < n_base else tail[c * n_tail + i - n_base]
 
 
+cdef Py_ssize_t _message_weights(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
+                                 int32_t *table, Py_ssize_t cap, double length, Py_ssize_t pairs_start,
+                                 double pair_weight) noexcept nogil:
+    """A message's distinct features and their values (``count_distinct``, then
+    ``scale_to_length`` over them all); with ``0 <= pairs_start < n`` and a
+    ``pair_weight`` other than 1, the values of the features from
+    ``idx[pairs_start:]`` on (the word pairs, which come after every other
+    token) are then multiplied by ``pair_weight``.  Counted in two runs, words
+    then pairs: the same features in the same order as one run (first
+    occurrence), so the same values bit for bit before the weighting."""
+    cdef Py_ssize_t m, m_pairs, k
+    if pairs_start < 0 or pairs_start >= n or pair_weight == 1.0:
+        m = count_distinct(idx, n, uniq, x, counts, table, cap)
+        scale_to_length(x, m, length)
+        return m
+    m = count_distinct(idx, pairs_start, uniq, x, counts, table, table_size(pairs_start))
+    m_pairs = count_distinct(idx + pairs_start, n - pairs_start, uniq + m, x + m, counts, table,
+                             table_size(n - pairs_start))
+    scale_to_length(x, m + m_pairs, length)
+    for k in range(m, m + m_pairs):
+        x[k] *= pair_weight
+    return m + m_pairs
+
+
 # What the scorer says of a hash index entry or a log-count no model is written
 # with (a damaged file mapped without its full check: spamnb.model.store.map_model).
 _DAMAGED = "the model file is damaged (a token's entry is out of range; spamnb info --check checks it whole)"
@@ -60,7 +84,11 @@ cdef class Scorer:
     ``CSRBuilder``; tokens the model does not know take no part); ``tail``: the
     flattened (n_classes, n_features - n_base) logs of the features from n_base
     on, when ``log_count`` holds only the first n_base (a model file's logs
-    patched in place, and the tokens a journal added).  The buffers are taken once
+    patched in place, and the tokens a journal added); ``pair_weight``: with a
+    message's ``pairs_start`` (its token stream's: the word pairs come after
+    every other token), each word pair's value, after the scaling to length,
+    is multiplied by it (1: pairs count as any token; ``spamnb.model.defaults``
+    says why a learned model halves them).  The buffers are taken once
     here, so scoring a message costs no buffer set-up (the ``spamnb
     classify`` and ``SpamFilter.score`` path).
     """
@@ -73,6 +101,7 @@ cdef class Scorer:
     cdef double *prior
     cdef int counts
     cdef double length
+    cdef readonly double pair_weight
 
     def __cinit__(self):
         self.norm = NULL
@@ -80,7 +109,7 @@ cdef class Scorer:
 
     def __init__(self, const uint64_t[::1] keys, const int32_t[::1] values, const double[::1] log_count,
                  Py_ssize_t n_features, log_norm, log_prior, int counts, double length=0.0,
-                 const double[::1] tail=None):
+                 const double[::1] tail=None, double pair_weight=1.0):
         cdef Py_ssize_t c, n_classes = len(log_prior)
         cdef Py_ssize_t n_base = log_count.shape[0] // n_classes if n_classes > 0 else 0
         if keys.shape[0] == 0 or (keys.shape[0] & (keys.shape[0] - 1)) != 0 or values.shape[0] != keys.shape[0]:
@@ -93,6 +122,8 @@ cdef class Scorer:
             raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
         if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
             raise ValueError(f"unknown counts transform {counts}")
+        if not 0.0 <= pair_weight < INFINITY:
+            raise ValueError(f"pair_weight must be a finite number >= 0, got {pair_weight!r}")
         self.norm = <double *>malloc(n_classes * sizeof(double))
         self.prior = <double *>malloc(n_classes * sizeof(double))
         if self.norm == NULL or self.prior == NULL:
@@ -103,12 +134,13 @@ cdef class Scorer:
         self.keys, self.values, self.log_count, self.tail = keys, values, log_count, tail
         self.n_features, self.n_classes, self.counts, self.n_base = n_features, n_classes, counts, n_base
         self.length = length
+        self.pair_weight = pair_weight
 
     def __dealloc__(self):
         free(self.norm)
         free(self.prior)
 
-    def score(self, const uint64_t[::1] hashes, Py_ssize_t n_evidence=0):
+    def score(self, const uint64_t[::1] hashes, Py_ssize_t n_evidence=0, Py_ssize_t pairs_start=-1):
         """``(jll, evidence, n_tokens, n_known, spam_evidence, ham_evidence)`` of
         a message's token ``hashes``.
 
@@ -164,8 +196,8 @@ cdef class Scorer:
                     else:
                         idx[j] = self.values[slot]
                         n_known += 1
-                m = count_distinct(idx, n, uniq, x, self.counts, uniq + size, cap)
-                scale_to_length(x, m, self.length)
+                m = _message_weights(idx, n, uniq, x, self.counts, uniq + size, cap, self.length, pairs_start,
+                                     self.pair_weight)
                 for c in range(n_classes):
                     jll[c] = self.prior[c]
                 for k in range(m):
@@ -204,7 +236,8 @@ cdef class Scorer:
             free(x)
             free(ev_idx)
 
-    def verdict_sums(self, const uint64_t[::1] hashes, list regions, bint truncated=False):
+    def verdict_sums(self, const uint64_t[::1] hashes, list regions, bint truncated=False,
+                     Py_ssize_t pairs_start=-1):
         """``(log_odds, n_tokens, n_known, spam_evidence, ham_evidence, part_max)``
         of a message's token ``hashes``: what ``score(hashes, 0)`` and
         ``spamnb.model.verdict.part_max(self, hashes, regions, truncated)``
@@ -274,8 +307,8 @@ cdef class Scorer:
                         idx[j] = values[slot]
                         n_known += 1
                 # the whole message, as score(): jll and the evidence sums
-                m = count_distinct(idx, n, uniq, x, self.counts, table, cap)
-                scale_to_length(x, m, self.length)
+                m = _message_weights(idx, n, uniq, x, self.counts, table, cap, self.length, pairs_start,
+                                     self.pair_weight)
                 for k in range(m):
                     if uniq[k] < n_base:
                         _prefetch(log_count + uniq[k])

@@ -72,7 +72,8 @@ def add_arguments(parser):
                              "--word-pairs W), at the default cutoffs, instead of what spamnb train builds")
     parser.add_argument("--word-pairs", type=pairs_choice, default="auto", metavar="auto|0|W",
                         help="word pairs of window W as tokens too; auto (the default): each fold decides as "
-                             "spamnb train does (none with --plain, --online); 0: none")
+                             "spamnb train does (none with --plain; with --online as a learned model has them, "
+                             "window 2 at weight 0.5); 0: none")
     parser.add_argument("--target-fpr", type=_rate, default=DEFAULT_TARGET_FPR, metavar="RATE",
                         help="each fold chooses its cutoffs as spamnb train does, for this false-positive rate "
                              f"(default {DEFAULT_TARGET_FPR:g}; 0: the default cutoffs; not with --plain)")
@@ -284,11 +285,11 @@ def run_online_command(args):
     if not y.any() or y.all():
         return error(f"need both spam and ham, found {int(y.sum())} spam and {int((~y).sum())} ham", EXIT_USAGE)
     params = {k: getattr(args, k) for k in ("alpha", "prior", "counts") if getattr(args, k, None) is not None}
-    tokenizer = None
-    if getattr(args, "word_pairs", 0) not in ("auto", 0):   # learned one message at a time: nothing decides them
-        from spamnb.mail.tokenizer import with_pairs
+    tokenizer = None   # auto: as a model that grows by learning is made (spamnb.model.learning.learned_model)
+    if getattr(args, "word_pairs", "auto") != "auto":   # learned one message at a time: nothing decides them
+        from spamnb.mail.tokenizer import Tokenizer, with_pairs
 
-        tokenizer = with_pairs(args.word_pairs)
+        tokenizer = with_pairs(args.word_pairs) if args.word_pairs else Tokenizer()
     feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
         if args.train_on_error else "full feedback"
     print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "

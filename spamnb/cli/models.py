@@ -302,7 +302,8 @@ def cmd_info(args):
                                                    else "; no subject tag"))
     print(f"settings file:  {settings.path or '(none)'}")
     print(f"model settings: alpha {spam_filter.alpha!r}, prior {spam_filter.prior}, counts {spam_filter.counts}, "
-          f"feature weight {spam_filter.feature_weight!r}, length norm {spam_filter.length_norm!r}")
+          f"feature weight {spam_filter.feature_weight!r}, length norm {spam_filter.length_norm!r}, "
+          f"pair weight {spam_filter.pair_weight!r}")
     tokenizer = spam_filter.tokenizer_
     print(f"tokenizer:      " + ", ".join(f"{key} {value!r}" for key, value in sorted(tokenizer.settings.items())))
     if tokenizer.version < tokenizer.VERSION:

@@ -65,9 +65,11 @@ class OnlineFilter:
     Parameters
     ----------
     tokenizer : Tokenizer, optional
-        Default ``Tokenizer()``.
-    alpha, prior, counts, length_norm :
-        As :class:`spamnb.SpamFilter` (defaults: the filter's).
+        Default: a model that grows by learning's (``spamnb.model.learning.learned_model``:
+        word pairs of window ``LEARNED_WORD_PAIRS``).
+    alpha, prior, counts, length_norm, pair_weight :
+        As :class:`spamnb.SpamFilter` (defaults: the filter's; ``pair_weight``
+        None: ``LEARNED_PAIR_WEIGHT``, a learned model's).
 
     Attributes
     ----------
@@ -76,11 +78,11 @@ class OnlineFilter:
     class_count_ : ndarray, shape (2,), messages learned per class [ham, spam]
     """
 
-    def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None, length_norm=None):
+    def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None, length_norm=None, pair_weight=None):
         import numpy as np
 
         from spamnb.model.defaults import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
-                                           DEFAULT_PRIOR, PRIORS)
+                                           DEFAULT_PRIOR, LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, PRIORS)
         from spamnb.mail.tokenizer import Tokenizer
         from spamnb.bayes.vocabulary import Vocabulary
 
@@ -89,6 +91,9 @@ class OnlineFilter:
         self.prior = DEFAULT_PRIOR if prior is None else prior
         self.counts = DEFAULT_COUNTS if counts is None else counts
         self.length_norm = DEFAULT_LENGTH_NORM if length_norm is None else float(length_norm)
+        self.pair_weight = LEARNED_PAIR_WEIGHT if pair_weight is None else float(pair_weight)
+        if not (math.isfinite(self.pair_weight) and self.pair_weight >= 0):
+            raise ValueError(f"pair_weight must be a number >= 0, got {pair_weight!r}")
         if not (math.isfinite(self.length_norm) and self.length_norm >= 0):
             raise ValueError(f"length_norm must be a number >= 0, got {length_norm!r}")
         if not (math.isfinite(self.alpha) and self.alpha > 0):
@@ -97,7 +102,7 @@ class OnlineFilter:
             raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
         if self.counts not in COUNT_TRANSFORMS:
             raise ValueError(f"counts must be one of {tuple(COUNT_TRANSFORMS)}, got {counts!r}")
-        self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
+        self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer(word_pairs=LEARNED_WORD_PAIRS)
         self.vocabulary_ = Vocabulary()
         self._fc = np.zeros((2, 1024), dtype=np.float64)
         self._total = np.zeros(2, dtype=np.float64)     # N_c: sum of the class's transformed counts
@@ -127,11 +132,14 @@ class OnlineFilter:
     def feature_count_(self):
         return self._fc[:, :self.vocabulary_.n_features]
 
-    def _weights(self, indices):
-        """Unique feature indices of a message and their transformed counts."""
+    def _weights(self, indices, pairs_start=-1, pair_weight=1.0):
+        """Unique feature indices of a message and their transformed counts (scaled
+        to length; then, to score, the word pairs' times ``pair_weight``: those
+        of the occurrences from ``pairs_start`` on)."""
         import numpy as np
 
         idx = np.frombuffer(indices, dtype=np.int32) if len(indices) else np.zeros(0, np.int32)
+        pairs = idx[pairs_start:] if 0 <= pairs_start < idx.size and pair_weight != 1.0 else None
         idx = idx[idx >= 0]
         uniq, n = np.unique(idx, return_counts=True)
         if self.counts == "binary":
@@ -142,6 +150,8 @@ class OnlineFilter:
             x = n.astype(np.float64)
         if self.length_norm > 0 and x.size:
             x *= self.length_norm / math.sqrt(float(x @ x))
+        if pairs is not None:
+            x[np.isin(uniq, pairs[pairs >= 0])] *= pair_weight
         return uniq, x
 
     def _log_prior_ratio(self):
@@ -171,7 +181,7 @@ class OnlineFilter:
         prior = self._log_prior_ratio()
         if math.isinf(prior):
             return prior
-        uniq, x = self._weights(self.vocabulary_.lookup(stream.hashes))
+        uniq, x = self._weights(self.vocabulary_.lookup(stream.hashes), stream.pairs_start, self.pair_weight)
         if uniq.size == 0:
             return prior
         a = self.alpha

@@ -58,6 +58,7 @@ def train(judgement, path):
     the ``trained`` list, and the model is fitted on them when the second
     class first comes."""
     from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model.learning import learned_model
     from spamnb.model.messages import message_bytes
     from spamnb.model.journal import save_whole
     from spamnb.model.store import locked
@@ -77,7 +78,7 @@ def train(judgement, path):
             rows = [line.rstrip("\n").split(" ", 1) for line in f if line.strip()]
         labels = [label == "spam" for label, _ in rows]
         if any(labels) and not all(labels):
-            SpamFilter().fit([Path(p) for _, p in rows], labels, tune=False).save(model)
+            learned_model().fit([Path(p) for _, p in rows], labels, tune=False).save(model)
 
 
 def main(argv=None):

@@ -299,7 +299,7 @@ class _SessionContext:
                 spam_filter = SpamFilter.load(self.seed_path)
                 spam_filter.journal_ = None
             else:
-                spam_filter = SpamFilter()
+                spam_filter = learned_model()
             self.session = Session(real, spam_filter, exists)
             self.session.compact_limit = self.compact_limit
         except BaseException:
@@ -320,6 +320,19 @@ class _SessionContext:
                     raise
                 return False
         return self._lock.__exit__(kind, value, traceback)
+
+
+def learned_model():
+    """A new, empty model that will grow by learning (``spamnb learn``, a move,
+    TELL): word pairs of window ``LEARNED_WORD_PAIRS`` weighed
+    ``LEARNED_PAIR_WEIGHT`` when scoring (``spamnb.model.defaults`` has the
+    figures); ``spamnb train`` makes its own (words, or pairs at weight 1, by
+    cross-validation)."""
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+    from spamnb.model.spam_filter import SpamFilter
+
+    return SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT)
 
 
 def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None):

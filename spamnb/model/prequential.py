@@ -13,8 +13,12 @@ as it is now, not as it was when it was young).
 :meth:`ScoreHistogram.cutoffs` applies the rule of ``spamnb train``'s
 cross-validated cutoffs (``spamnb.model.calibrate.choose_cutoffs``) to the
 histogram, with the same safeguards: with fewer than
-``calibrate.min_ham_for(target_fpr)`` ham (1,000 for the default 0.1 %) or
-``calibrate.MIN_SPAM`` spam the defaults are kept, and a score counts only
+``calibrate.MIN_HAM`` ham (200) or ``calibrate.MIN_SPAM`` spam the defaults
+are kept; with fewer than ``calibrate.min_ham_for(target_fpr)`` ham (1,000
+for the default 0.1 %) the cutoffs are not fitted, but the spam cutoff is
+raised over every ham score counted (+ the margin) when the default is
+below it, never lowered (a young model of pairs sends ham past the default:
+docs/accuracy.md); and a score counts only
 when the model that gave it had learned ``MIN_CLASS`` messages of each class
 (:func:`counts_scores`).  A ham score is taken at
 the top of its bin (the spam cutoff can only come out higher, the safe
@@ -112,8 +116,10 @@ class ScoreHistogram:
         margin = calibrate.DEFAULT_MARGIN if margin is None else margin
         ham, spam = self.counts[:N_BINS], self.counts[N_BINS:]
         n_ham, n_spam = sum(ham), sum(spam)
-        if n_ham < calibrate.min_ham_for(target_fpr) or n_spam < calibrate.MIN_SPAM:
+        if n_ham < calibrate.MIN_HAM or n_spam < calibrate.MIN_SPAM:
             return None
+        if n_ham < calibrate.min_ham_for(target_fpr):
+            return self._raised(ham, n_ham, n_spam, margin)
         allowed = math.floor(target_fpr * n_ham + 1e-9)     # ham that may reach the cutoff
         above, top = 0.0, None
         for i in range(N_BINS - 1, -1, -1):
@@ -142,6 +148,27 @@ class ScoreHistogram:
                 f"+ {margin:g} margin), ham at <= {ham_cut:.2f}")
         return spam_cut, ham_cut, rule
 
+    @staticmethod
+    def _raised(ham, n_ham, n_spam, margin):
+        """Too few ham to place the cutoffs (fewer than the target needs), enough
+        (``calibrate.MIN_HAM``) to see that the default spam cutoff is too low: the
+        spam cutoff over every ham score counted, + ``margin``, when that is
+        above the default (else None: the defaults stay); the ham cutoff the
+        default.  Never below the defaults: with little evidence a cutoff only
+        ever moves to the safe side."""
+        from spamnb.model import calibrate
+        from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+        from spamnb.model.verdict import logit
+
+        top = max(i for i in range(N_BINS) if ham[i] > 0)
+        spam_cut = min(LOW + (top + 1) * BIN_WIDTH + margin, calibrate.MAX_LOG_ODDS)
+        if spam_cut <= logit(DEFAULT_SPAM_CUTOFF):
+            return None
+        rule = (f"raised on the scores of {n_ham:.0f} ham and {n_spam:.0f} spam before each was learned "
+                f"(too few ham to fit the cutoffs): spam at log-odds >= {spam_cut:.2f} (over every such ham, "
+                f"+ {margin:g} margin), ham at the default <= {DEFAULT_HAM_LOG_ODDS:.2f}")
+        return spam_cut, DEFAULT_HAM_LOG_ODDS, rule
+
 
 # ---------------------------------------------------------------------------- a SpamFilter's held-out cutoffs
 def cutoffs_from(spam_filter):
@@ -163,7 +190,7 @@ def held_out_log_odds(spam_filter, stream):
     message features, which the stream lacks)."""
     if not spam_filter.is_fitted or spam_filter.feature_weight or not counts_scores(spam_filter.class_count_):
         return None
-    jll = spam_filter.scorer().score(stream.hashes, 0)[0]
+    jll = spam_filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
     return jll[1] - jll[0]
 
 

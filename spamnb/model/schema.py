@@ -25,6 +25,9 @@ Versions (the header's ``"version"``; files without it are version 1):
    bit 15 learned by auto-learn, bits 0-14 the bin of its held-out score + 1,
    0 for none), so a correction relabels it exactly.  Older files load with
    every entry a user's and no bin.
+7. the hyper-parameter ``pair_weight`` in ``params`` (what a word pair's value
+   is multiplied by when a message is scored: ``spamnb.model.defaults``).
+   Older files load with it 1, which is how they scored.
 
 Days are counted from 1970-01-01 (UTC); 0 means "not known".
 
@@ -43,7 +46,7 @@ from spamnb.model.store import ModelError, map_model, read_model, write_model
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
 
 FORMAT = "spamnb-model"
-VERSION = 6
+VERSION = 7
 CLASSES = ["ham", "spam"]
 
 # name: (JSON type, first version).  "format", "version" and "classes" are written here.

@@ -30,9 +30,10 @@ def scorer(spam_filter):
     mapped = state.get("mapped_file_")
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
-                          float(spam_filter.length_norm))
+                          float(spam_filter.length_norm), float(spam_filter.pair_weight))
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
-                                COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail)
+                                COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail,
+                                float(spam_filter.pair_weight))
 
 
 class FileScorer:
@@ -46,23 +47,24 @@ class FileScorer:
     the same sums in the same order as the whole model's Scorer, the
     evidence given with the model's feature indices."""
 
-    def __init__(self, file, offsets, capacity, n_features, log_norm, log_prior, counts, length):
+    def __init__(self, file, offsets, capacity, n_features, log_norm, log_prior, counts, length, pair_weight=1.0):
         self._file, self._layout = file, (offsets["keys"], capacity, offsets["values"], offsets["log_count"])
         self._n_features, self._log_norm, self._log_prior = n_features, log_norm, log_prior
-        self._counts, self._length = counts, length
+        self._counts, self._length, self.pair_weight = counts, length, pair_weight
 
     def _compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
         found, index, logs = gather(self._file, self._layout, self._n_features, len(self._log_prior), hashes)
-        return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length), index
+        return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length,
+                              self.pair_weight), index
 
-    def score(self, hashes, n_evidence=0):
+    def score(self, hashes, n_evidence=0, pairs_start=-1):
         scorer, index = self._compact(hashes)
-        jll, evidence, *rest = scorer.score(hashes, n_evidence)
+        jll, evidence, *rest = scorer.score(hashes, n_evidence, pairs_start)
         return (jll, [(index[i], w) for i, w in evidence], *rest)
 
-    def verdict_sums(self, hashes, regions, truncated=False):
-        return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated)
+    def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
+        return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated, pairs_start)
 
 
 def gather(file, layout, n_features, n_classes, hashes):
@@ -74,7 +76,7 @@ def gather(file, layout, n_features, n_classes, hashes):
     return token_kernels.gather(file.fileno(), keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes)
 
 
-def compact_scorer(found, logs, log_norm, log_prior, counts, length):
+def compact_scorer(found, logs, log_norm, log_prior, counts, length, pair_weight=1.0):
     """A ``token_kernels.Scorer`` over the tokens ``found`` alone (``array('Q')``),
     numbered in their order, with their log-counts ``logs`` (class-major)."""
     n = len(found)
@@ -83,18 +85,21 @@ def compact_scorer(found, logs, log_norm, log_prior, counts, length):
         size <<= 1
     keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
     token_kernels.insert(keys, values, found, array("i", bytes(4 * n)), 0, array("i", bytes(4 * n)))
-    return token_kernels.Scorer(keys, values, logs, n, log_norm, log_prior, counts, length)
+    return token_kernels.Scorer(keys, values, logs, n, log_norm, log_prior, counts, length, None, pair_weight)
 
 
-def rows(spam_filter, messages, grow, features=None):
-    """A CSRBuilder with the messages' transformed token counts; the messages'
-    continuous features are appended to ``features`` when it is a list."""
-    builder = token_kernels.CSRBuilder(COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm))
+def rows(spam_filter, messages, grow, features=None, pair_weight=1.0):
+    """A CSRBuilder with the messages' transformed token counts (each word
+    pair's times ``pair_weight``: 1 to count, the filter's to score); the
+    messages' continuous features are appended to ``features`` when it is a list."""
+    builder = token_kernels.CSRBuilder(COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm),
+                                       float(pair_weight))
     stream = spam_filter.tokenizer_.stream
     index = spam_filter.vocabulary_.add if grow else (lambda s: spam_filter.vocabulary_.lookup(s.hashes))
     for message in messages:
         data = message_bytes(message)
-        builder.add_row(index(stream(data)))
+        tokens = stream(data)
+        builder.add_row(index(tokens), tokens.pairs_start)
         if features is not None:
             features.append(message_features_of(spam_filter, data))
     return builder
@@ -112,9 +117,10 @@ def _csr(spam_filter, builder):
 
 
 def transform(spam_filter, messages):
-    """Token-count vectors of messages over the fitted vocabulary: CSR (n_messages, n_features)."""
+    """Token-count vectors of messages over the fitted vocabulary, as scored (word
+    pairs times the filter's ``pair_weight``): CSR (n_messages, n_features)."""
     spam_filter.require_fitted()
-    return _csr(spam_filter, rows(spam_filter, messages, grow=False))
+    return _csr(spam_filter, rows(spam_filter, messages, grow=False, pair_weight=spam_filter.pair_weight))
 
 
 def score_many(spam_filter, messages):
@@ -180,10 +186,11 @@ def score_stream(scorer, stream, n_evidence, parts=True):
     hashes = stream.hashes
     if parts and not n_evidence:   # the verdict's sums in one pass over the tokens (each looked up once)
         log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,
-                                                                                     stream.truncated)
+                                                                                     stream.truncated,
+                                                                                     stream.pairs_start)
         evidence = ()
     else:
-        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence)
+        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = scorer.score(hashes, n_evidence, stream.pairs_start)
         log_odds = jll[1] - jll[0]
         part_max = verdict.part_max(scorer, hashes, stream.regions, stream.truncated) if parts else None
     return verdict.MessageScore(log_odds, evidence, n_tokens, n_known, verdict.EvidenceSums(spam_ev, ham_ev, part_max))

@@ -23,7 +23,8 @@ from spamnb.model.ages import Ages
 from spamnb.model.deltas import Folded, fold
 from spamnb.model.guard import ReadWriteLock
 from spamnb.model.defaults import (DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
-                                   DEFAULT_LENGTH_NORM, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF, check_params, params_of,
+                                   DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
+                                   check_params, params_of,
                                    stored_params)
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
@@ -65,6 +66,8 @@ class SpamFilter:
         Euclidean length before they are added or scored (length normalisation,
         Rennie et al. 2003; when scoring, over the tokens the model knows).
         0 leaves them as they are; the default is 5 (``DEFAULT_LENGTH_NORM``).
+    pair_weight : float
+        Word pairs' weight when a message is scored (1; a learned model's: ``spamnb.model.defaults``).
 
     Notes
     -----
@@ -82,7 +85,7 @@ class SpamFilter:
 
     def __init__(self, tokenizer=None, alpha=DEFAULT_ALPHA, prior=DEFAULT_PRIOR, counts=DEFAULT_COUNTS,
                  spam_cutoff=DEFAULT_SPAM_CUTOFF, ham_cutoff=DEFAULT_HAM_CUTOFF, n_evidence=DEFAULT_EVIDENCE,
-                 feature_weight=0.0, length_norm=DEFAULT_LENGTH_NORM):
+                 feature_weight=0.0, length_norm=DEFAULT_LENGTH_NORM, pair_weight=DEFAULT_PAIR_WEIGHT):
         self.tokenizer = tokenizer
         self.alpha = alpha
         self.prior = prior
@@ -92,7 +95,9 @@ class SpamFilter:
         self.n_evidence = n_evidence
         self.feature_weight = feature_weight
         self.length_norm = length_norm
-        check_params(alpha, prior, counts, length_norm, ham_cutoff, spam_cutoff, n_evidence, feature_weight)
+        self.pair_weight = pair_weight
+        check_params(alpha, prior, counts, length_norm, ham_cutoff, spam_cutoff, n_evidence, feature_weight,
+                     pair_weight)
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
@@ -194,15 +199,11 @@ class SpamFilter:
         """Learn from scratch: ``messages`` (bytes, paths or Message objects), ``labels``
         (True/"spam" for spam, False/"ham" for ham).  Returns self.
 
-        ``tune`` (the default) fits as ``spamnb train`` does
-        (``spamnb.model.fitting``): the cutoffs are chosen by 10-fold
-        cross-validation inside the training mail for a false-positive rate
-        of ``target_fpr`` (0: the cutoffs given stay), and the tokenizer gets
-        word pairs of window ``word_pairs`` (0: never) when the held-out
-        figures favour them; ``calibration_`` says what was chosen.
-        ``tune=False`` only counts: each message's transformed token counts
-        are added to its class's counts as it is tokenized, the same sums, in
-        the same order, as ``MultinomialNB.partial_fit`` over the rows.
+        ``tune`` fits as ``spamnb train`` does (``spamnb.model.fitting``): cutoffs
+        by 10-fold cross-validation for a false-positive rate of ``target_fpr``
+        (0: those given stay), word pairs of window ``word_pairs`` (0: never)
+        when the held-out figures favour them (``calibration_`` says what).
+        ``tune=False`` only counts (the sums of ``MultinomialNB.partial_fit``).
         """
         from spamnb.model import fitting
 

@@ -138,6 +138,7 @@ class Overlay:
         self.log_norm, self.log_prior = tuple(log_norm), tuple(log_prior)
         self.tokenizer = site.filter.tokenizer_
         self.counts, self.length = COUNT_TRANSFORMS[user.counts], float(user.length_norm)
+        self.pair_weight = float(user.pair_weight)
         self.cutoffs, self.n_evidence = user.cutoffs, int(user.n_evidence)   # a verdict.Cutoffs
 
     @property
@@ -182,16 +183,16 @@ class Overlay:
         order = np.argsort(index, kind="stable")   # numbered as the full model's features
         found, index, logs = found[order], index[order], np.ascontiguousarray(logs[:, order])
         scorer = compact_scorer(array("Q", found.tobytes()), array("d", logs.reshape(-1).tobytes()), self.log_norm,
-                                self.log_prior, self.counts, self.length)
+                                self.log_prior, self.counts, self.length, self.pair_weight)
         return scorer, index
 
-    def score(self, hashes, n_evidence=0):
+    def score(self, hashes, n_evidence=0, pairs_start=-1):
         scorer, index = self._compact(hashes)
-        jll, evidence, *rest = scorer.score(hashes, n_evidence)
+        jll, evidence, *rest = scorer.score(hashes, n_evidence, pairs_start)
         return (jll, [(int(index[i]), w) for i, w in evidence], *rest)
 
-    def verdict_sums(self, hashes, regions, truncated=False):
-        return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated)
+    def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
+        return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated, pairs_start)
 
     def classify(self, message, evidence=True):
         """A ``Verdict``, as ``SpamFilter.classify`` gives it for the user model loaded whole."""

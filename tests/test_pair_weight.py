@@ -1,0 +1,135 @@
+"""Word pairs weighed when scoring (``pair_weight``), the model a learned model starts as, and the
+cutoffs of a young learned model raised, never lowered, before it has ham enough to fit them."""
+
+import math
+from array import array
+
+import pytest
+
+from spamnb import SpamFilter
+from spamnb.bayes import token_kernels
+from spamnb.mail.tokenizer import Tokenizer
+from spamnb.model import learning
+from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, DEFAULT_HAM_LOG_ODDS
+from spamnb.model.ledger import Tally
+from spamnb.model.prequential import BIN_WIDTH, LOW, N_BINS, ScoreHistogram
+from spamnb.training.corpus import labelled_messages
+
+from conftest import run_spamnb
+
+
+@pytest.fixture(scope="module")
+def sample(sample_corpus):
+    items = labelled_messages([sample_corpus])
+    return [m.data for m in items], [m.is_spam for m in items]
+
+
+def _fitted(sample, pair_weight, window=2):
+    messages, y = sample
+    return SpamFilter(Tokenizer(word_pairs=window), pair_weight=pair_weight).fit(messages[:-20], y[:-20], tune=False)
+
+
+def test_weight_one_is_the_paired_model_and_a_weight_moves_only_the_pairs(sample):
+    """Weight 1 scores as a paired model always did; weight 0 scores the words of a paired model alone
+    (the pairs' share of the length still counted); a weight in between lies between the two."""
+    messages, _ = sample
+    one, half, none = (_fitted(sample, w) for w in (1.0, 0.5, 0.0))
+    for message in messages[-20:]:
+        s1, s_half, s0 = (f.score(message).log_odds for f in (one, half, none))
+        assert min(s1, s0) - 1e-9 <= s_half <= max(s1, s0) + 1e-9
+        stream = one.tokenizer_.stream(message)
+        assert 0 < stream.pairs_start < len(stream.hashes)
+        # by hand: the words' and the pairs' sums of the paired model's scorer
+        scorer = one.scorer()
+        jll_all = scorer.score(stream.hashes, 0)[0]
+        jll_words = half.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
+        assert jll_words != jll_all
+    assert one.score(messages[-1]).log_odds == SpamFilter(Tokenizer(word_pairs=2)).fit(
+        sample[0][:-20], sample[1][:-20], tune=False).score(messages[-1]).log_odds
+
+
+def test_every_scorer_gives_a_weighed_model_the_same_score(sample, tmp_path):
+    """The single-message scorer, its verdict sums, the batch kernel and a mapped model file agree."""
+    messages, _ = sample
+    fitted = _fitted(sample, LEARNED_PAIR_WEIGHT)
+    path = tmp_path / "model.spamnb"
+    fitted.save(path)
+    mapped = SpamFilter.load(path, mapped=True)
+    loaded = SpamFilter.load(path)
+    assert loaded.pair_weight == mapped.pair_weight == LEARNED_PAIR_WEIGHT
+    batch = fitted.score_many(messages[-20:])
+    for k, message in enumerate(messages[-20:]):
+        expected = fitted.score(message).log_odds
+        assert loaded.score(message).log_odds == expected
+        assert mapped.score(message).log_odds == pytest.approx(expected, rel=1e-12, abs=1e-9)
+        assert fitted.evidence(message)[0] == pytest.approx(expected, rel=1e-12, abs=1e-9)
+        assert batch[k] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        assert fitted.classify(message).log_odds == pytest.approx(expected, rel=1e-12, abs=1e-9)
+
+
+def test_the_checked_entry_points_refuse_a_weight_out_of_range(sample):
+    with pytest.raises(ValueError, match="pair_weight"):
+        SpamFilter(pair_weight=-1.0)
+    with pytest.raises(ValueError, match="pair_weight"):
+        SpamFilter(pair_weight=math.inf)
+    with pytest.raises(ValueError, match="pair_weight"):
+        token_kernels.CSRBuilder(token_kernels.COUNTS_LOG, 5.0, -0.5)
+    keys, values = array("Q", bytes(8 * 16)), array("i", bytes(4 * 16))
+    with pytest.raises(ValueError, match="pair_weight"):
+        token_kernels.Scorer(keys, values, array("d"), 0, [0.0, 0.0], [0.0, 0.0], token_kernels.COUNTS_LOG, 5.0,
+                             None, math.nan)
+    messages, y = sample
+    with pytest.raises(ValueError, match="tune=False"):   # train's folds weigh pairs as any token
+        SpamFilter(Tokenizer(word_pairs=2), pair_weight=0.5).fit(messages, y)
+
+
+def test_a_model_made_by_learning_has_halved_pairs_and_info_says_so(sample_corpus, tmp_path):
+    home = tmp_path / "home"
+    ham = sorted((sample_corpus / "easy_ham").iterdir())[:3]
+    spam = sorted((sample_corpus / "spam").iterdir())[:3]
+    assert run_spamnb(["learn", "--ham", *ham], home=home).returncode == 0
+    assert run_spamnb(["learn", "--spam", *spam], home=home).returncode == 0
+    model = SpamFilter.load(home / "model.spamnb")
+    assert model.tokenizer_.word_pairs == LEARNED_WORD_PAIRS and model.pair_weight == LEARNED_PAIR_WEIGHT
+    info = run_spamnb(["info"], home=home, text=True)
+    assert info.returncode == 0 and f"pair weight {LEARNED_PAIR_WEIGHT!r}" in info.stdout
+    trained = tmp_path / "trained"
+    assert run_spamnb(["train", sample_corpus], home=trained).returncode == 0
+    assert SpamFilter.load(trained / "model.spamnb").pair_weight == 1.0     # train's models: unchanged
+
+
+def test_a_learned_model_keeps_its_kind_as_it_grows(tmp_path):
+    path = tmp_path / "model.spamnb"
+    with learning.session(path) as s:
+        s.learn(b"Subject: hello\n\nproject notes review lunch\n", False, Tally())
+        s.learn(b"Subject: deal\n\ncheap pills winner click\n", True, Tally())
+    with learning.session(path) as s:
+        assert s.filter.pair_weight == LEARNED_PAIR_WEIGHT
+        s.learn(b"Subject: again\n\nproject lunch\n", False, Tally())
+    assert SpamFilter.load(path).pair_weight == LEARNED_PAIR_WEIGHT
+
+
+def _histogram(ham_scores, spam_scores):
+    h = ScoreHistogram()
+    for s in ham_scores:
+        h.add(s, False)
+    for s in spam_scores:
+        h.add(s, True)
+    return h
+
+
+def test_a_young_model_raises_its_spam_cutoff_over_its_ham_and_never_lowers_it():
+    spam = [40.0] * 60
+    # fewer than 200 ham: nothing said
+    assert _histogram([-20.0] * 150 + [30.0], spam).cutoffs() is None
+    # 200 to 999 ham, one of them at 30: spam cutoff over it (+ margin), ham cutoff the default
+    spam_cut, ham_cut, rule = _histogram([-20.0] * 400 + [30.0], spam).cutoffs()
+    top = LOW + (int((30.0 - LOW) / BIN_WIDTH) + 1) * BIN_WIDTH
+    assert spam_cut == pytest.approx(top + 1.0) and ham_cut == DEFAULT_HAM_LOG_ODDS
+    assert "raised" in rule
+    # every ham far below the default cutoff: the defaults stay (never lowered)
+    assert _histogram([-20.0] * 400 + [5.0], spam).cutoffs() is None
+    # 1,000 ham and more: fitted as train fits them, lower than the young rule would place it
+    fitted = _histogram([-20.0] * 1500 + [30.0], spam).cutoffs()
+    assert fitted is not None and fitted[0] < spam_cut and "fitted" in fitted[2]
+    assert len(_histogram([], []).counts) == 2 * N_BINS
