@@ -46,6 +46,27 @@ def test_classify_stdin_exit_code_follows_the_verdict(home):
     assert run(["classify"], home, stdin=HAM_FILE.read_bytes()).stdout.startswith(b"ham ")
 
 
+def test_classify_of_one_file_maps_the_model_as_stdin_does(home, tmp_path):
+    """One message named on the command line is scored from the mapped model (its
+    checksum unchecked, no page read but the message's entries), as from stdin;
+    two or more read the model whole, checksum and all."""
+    import shutil
+
+    damaged = tmp_path / "home"
+    damaged.mkdir()
+    shutil.copy(home / "model.spamnb", damaged / "model.spamnb")
+    with open(damaged / "model.spamnb", "r+b") as f:     # the stored checksum (prefix bytes 32-39) made wrong
+        f.seek(32)
+        byte = f.read(1)
+        f.seek(32)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    expected = run(["classify"], home, stdin=SPAM_FILE.read_bytes()).stdout
+    assert run(["classify"], damaged, stdin=SPAM_FILE.read_bytes()).stdout == expected
+    assert run(["classify", SPAM_FILE], damaged).stdout == expected
+    two = run(["classify", SPAM_FILE, HAM_FILE], damaged)
+    assert two.returncode == 3 and b"checksum" in two.stderr, two.stderr
+
+
 def test_classify_json(home):
     proc = run(["classify", "--json", SPAM_FILE], home)
     out = json.loads(proc.stdout)

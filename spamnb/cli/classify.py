@@ -132,11 +132,11 @@ def cmd_classify(args):
             sys.stdout.flush()
             _auto_learn(args, spam_filter, message, verdict)
         return VERDICT_EXIT[verdict.label]
-    spam_filter = load_filter(args)
     if len(sources) == 1 and not args.mbox and not os.path.isdir(sources[0]):
         messages = messages_of(sources[0], pipes=True)
         first = next(messages, None)
         second = next(messages, None)
+        spam_filter = load_filter(args, mapped=second is None)   # one message: the model mapped, as for stdin
         if first is not None and second is None:  # one message: a verdict and its exit code
             verdict = spam_filter.classify(first[1], evidence=args.json or args.verbose)   # printed only then
             _print_verdict(args, verdict)
@@ -152,6 +152,7 @@ def cmd_classify(args):
         for name, data in messages:
             out.verdict(name, data)
         return EXIT_OK
+    spam_filter = load_filter(args)
     out = VerdictLines(spam_filter, args.json)
     for source in sources:
         for name, data in messages_of(source, pipes=True, stdin_mbox=args.mbox):
