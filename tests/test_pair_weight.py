@@ -133,3 +133,16 @@ def test_a_young_model_raises_its_spam_cutoff_over_its_ham_and_never_lowers_it()
     fitted = _histogram([-20.0] * 1500 + [30.0], spam).cutoffs()
     assert fitted is not None and fitted[0] < spam_cut and "fitted" in fitted[2]
     assert len(_histogram([], []).counts) == 2 * N_BINS
+
+
+def test_a_raised_cutoff_is_fitted_into_the_model_and_info_says_why():
+    from spamnb.cli.models import cutoffs_from
+    from spamnb.model.prequential import refit_cutoffs
+
+    model = SpamFilter().fit([b"Subject: a\n\nhello there", b"Subject: b\n\ncheap pills"], [False, True], tune=False)
+    model.held_out_ = _histogram([-20.0] * 300 + [30.0], [40.0] * 60)
+    assert refit_cutoffs(model) and model.cutoffs_from == "held-out"
+    assert math.log(model.spam_cutoff / (1 - model.spam_cutoff)) == pytest.approx(30.25 + 1.0, abs=0.01)
+    assert "the spam cutoff raised over every such ham" in cutoffs_from(model)
+    model.held_out_ = _histogram([-20.0] * 300 + [5.0], [40.0] * 60)    # nothing to raise: still what it was
+    assert not refit_cutoffs(model)

@@ -275,9 +275,12 @@ def cutoffs_from(spam_filter):
             "defaults": "the defaults"}[source]
     held = spam_filter.held_out_
     if held is not None:
-        text += (f"; held-out scores of learned mail: {held.total(False):.0f} ham, {held.total(True):.0f} spam"
-                 + ("" if held.cutoffs() is not None or source == "held-out"
-                    else " (too few to fit cutoffs: 1,000 ham and 50 spam needed)"))
+        fitted = held.cutoffs()
+        text += f"; held-out scores of learned mail: {held.total(False):.0f} ham, {held.total(True):.0f} spam"
+        if fitted is not None and fitted[2].startswith("raised") and source == "held-out":
+            text += " (too few ham to fit cutoffs, 1,000 needed: the spam cutoff raised over every such ham)"
+        elif fitted is None and source != "held-out":
+            text += " (too few to fit cutoffs: 1,000 ham and 50 spam needed)"
     return text
 
 
