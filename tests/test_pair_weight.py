@@ -146,3 +146,23 @@ def test_a_raised_cutoff_is_fitted_into_the_model_and_info_says_why():
     assert "the spam cutoff raised over every such ham" in cutoffs_from(model)
     model.held_out_ = _histogram([-20.0] * 300 + [5.0], [40.0] * 60)    # nothing to raise: still what it was
     assert not refit_cutoffs(model)
+
+
+def test_a_model_file_older_than_the_weight_scores_its_pairs_at_weight_one(tmp_path):
+    """Files of schema versions before 7 have no ``pair_weight``: they load with 1, as they scored;
+    a file written now says 7 and keeps the weight."""
+    from pathlib import Path
+
+    from spamnb.model import schema
+
+    old = Path(__file__).parent / "data" / "models" / "corpora-4ac9e83.spamnb"
+    header, _arrays = schema.read(old)
+    assert header["version"] < 7 and "pair_weight" not in header["params"]
+    model = SpamFilter.load(old)
+    assert model.pair_weight == 1.0
+    path = tmp_path / "learned.spamnb"
+    learned = learning.learned_model().fit([b"Subject: a\n\nhello there friend", b"Subject: b\n\ncheap pills now"],
+                                           [False, True], tune=False)
+    learned.save(path)
+    header, _arrays = schema.read(path)
+    assert header["version"] == schema.VERSION == 7 and header["params"]["pair_weight"] == LEARNED_PAIR_WEIGHT
