@@ -20,6 +20,13 @@ from tests.conftest import SAMPLE_CORPUS, run_spamnb
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups, /proc")
 
 
+def _as_from_a_terminal():
+    """In the child, before it runs: SIGINT's default action, as a shell with job control
+    gives a command it starts (a suite run from a background job inherits SIGINT ignored,
+    and so would the process under test)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _children(pid):
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
@@ -72,7 +79,7 @@ def _interrupt(command, env, rng, after_workers=(0.0, 0.6), timeout=5.0):
     a process of the group outlived the parent); None when the training
     ended before the moment came."""
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 60
         while not _children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
@@ -156,7 +163,7 @@ def test_ctrl_c_to_the_group_ends_the_workers_pool_at_once(state):
 
     env = dict(os.environ, PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
     proc = subprocess.Popen([sys.executable, "-c", _POOL_JOB, state], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         assert proc.stdout.readline() == b"ready\n"
         time.sleep(0.3)
