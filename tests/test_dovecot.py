@@ -117,6 +117,7 @@ def served(trained, tmp_path):
     site.site_counts = counts(home / "model.spamnb")
     yield site
     site.stop()
+    site.daemon.stop()   # a test may have started another in its place (the catch-up)
     daemon.stop()
     if os.getuid() == 0:
         shutil.rmtree(base, ignore_errors=True)
