@@ -37,13 +37,13 @@ def test_weight_one_is_the_paired_model_and_a_weight_moves_only_the_pairs(sample
     for message in messages[-20:]:
         s1, s_half, s0 = (f.score(message).log_odds for f in (one, half, none))
         assert min(s1, s0) - 1e-9 <= s_half <= max(s1, s0) + 1e-9
+        assert s_half == pytest.approx((s1 + s0) / 2, rel=1e-9, abs=1e-9)   # linear in the weight
         stream = one.tokenizer_.stream(message)
         assert 0 < stream.pairs_start < len(stream.hashes)
-        # by hand: the words' and the pairs' sums of the paired model's scorer
-        scorer = one.scorer()
-        jll_all = scorer.score(stream.hashes, 0)[0]
-        jll_words = half.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
-        assert jll_words != jll_all
+        # the weight moves only the tokens from pairs_start on: without it, the weighed scorer is weight 1's
+        unmarked = half.scorer().score(stream.hashes, 0)[0]
+        assert unmarked == one.scorer().score(stream.hashes, 0)[0]
+        assert half.scorer().score(stream.hashes, 0, stream.pairs_start)[0] != unmarked
     assert one.score(messages[-1]).log_odds == SpamFilter(Tokenizer(word_pairs=2)).fit(
         sample[0][:-20], sample[1][:-20], tune=False).score(messages[-1]).log_odds
 
