@@ -21,7 +21,7 @@ __all__ = [
     "SettingsError", "ModelError", "LockTimeout", "Refused", "TooLarge", "CorpusChanged", "DumpError",
     "DuplicateToken", "MustCompact", "CorpusError", "SkippedInput", "BrokenPool", "ClusterError", "ProtocolError",
     "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld", "PrivilegeError",
-    "TLSError", "ImapError", "LoginRefused", "Unreachable", "SharedError",
+    "TLSError", "ConfigError", "ImapError", "LoginRefused", "Unreachable", "SharedError",
 ]
 
 
@@ -190,6 +190,15 @@ class TLSError(SpamnbError):
     """The certificate or key cannot be read or do not match: ``EXIT_NO_TLS`` (66)."""
 
     exit_code = 66
+
+
+class ConfigError(SpamnbError):
+    """``spamnb serve --check-config`` found the set-up would not serve (a file,
+    listener, model, user or permission it needs): ``EXIT_CONFIG`` (78).  The
+    message is the last problem found; the ones before it are printed first,
+    one line each."""
+
+    exit_code = 78
 
 
 # -- IMAP ----------------------------------------------------------------------

@@ -333,7 +333,9 @@ def read_config(path):
 class ServerSettings:
     """``spamnb serve``'s settings: :data:`SERVER_DEFAULTS`, then the ``--config`` file, then the command line."""
 
-    def __init__(self, given, config=None):
+    def __init__(self, given, config=None, problems=None):
+        """``problems``: a list (``serve --check-config``): a listener that needs
+        --allowed-ips is told there, one line each, instead of raised."""
         merged = dict(SERVER_DEFAULTS)
         if config:
             merged.update(read_config(config))
@@ -376,7 +378,10 @@ class ServerSettings:
         self.allowed = _networks(merged["allowed_ips"] if explicit else list(_LOOPBACK))
         for item in self.listen + self.ssl_listen + self.milter + ([self.metrics] if self.metrics else []):
             if item[0] == "tcp" and not _is_loopback(item[1]) and not explicit:
-                raise SettingsError(f"listening on {item[1]} (not loopback) needs --allowed-ips")
+                problem = f"listening on {item[1]} (not loopback) needs --allowed-ips"
+                if problems is None:
+                    raise SettingsError(problem)
+                problems.append(problem)
 
     def _milter(self, merged, given, config):
         """The milter front end's settings: its addresses (``--milter``; given

@@ -44,6 +44,7 @@ DOCUMENTED = {
     errors.PidfileHeld: exitcodes.EXIT_PIDFILE_HELD,
     errors.PrivilegeError: exitcodes.EXIT_NO_PRIVILEGES,
     errors.TLSError: exitcodes.EXIT_NO_TLS,
+    errors.ConfigError: exitcodes.EXIT_CONFIG,
     errors.ImapError: exitcodes.EXIT_IMAP_UNREACHABLE,
     errors.LoginRefused: exitcodes.EXIT_IMAP_LOGIN,
     errors.Unreachable: exitcodes.EXIT_IMAP_UNREACHABLE,

@@ -20,6 +20,7 @@ EXIT_PIDFILE_BAD = 73       # EX_CANTCREAT: serve's --pidfile cannot be used (a 
 EXIT_PIDFILE_HELD = 75      # EX_TEMPFAIL: serve's --pidfile is held by a running server
 EXIT_NO_PRIVILEGES = 77     # EX_NOPERM: serve cannot become -u USER
 EXIT_IMAP_LOGIN = 77        # EX_NOPERM: imap: the server refused the user or password
+EXIT_CONFIG = 78            # EX_CONFIG: serve --check-config found problems (one line each)
 EXIT_INTERRUPTED = 130
 
 VERDICT_EXIT = {"spam": EXIT_SPAM, "ham": EXIT_HAM, "unsure": EXIT_UNSURE}
@@ -39,5 +40,6 @@ TABLE = (
     (EXIT_PIDFILE_BAD, "serve: the --pidfile cannot be used (a symbolic link, no such folder, no permission)"),
     (EXIT_PIDFILE_HELD, "serve: the --pidfile is held by a running server"),
     (EXIT_NO_PRIVILEGES, "serve: cannot become -u USER (--group); imap: the server refused the login"),
+    (EXIT_CONFIG, "serve --check-config: the set-up would not serve (one line on stderr per problem)"),
     (EXIT_INTERRUPTED, "interrupted"),
 )

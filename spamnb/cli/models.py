@@ -266,6 +266,19 @@ def _log_odds(p):
     return f"{logit(p):+.3f}"   # "+inf" / "-inf" at 1 and 0
 
 
+def _probability(p):
+    """A cutoff for reading: 4 significant digits of its distance from the nearer of 0 and 1
+    (0.01799 for 0.01798620996209156, 1.367e-28, 0.9999992); the log-odds beside it are exact to 3 decimals."""
+    if not 0.0 < p < 1.0:
+        return f"{p:g}"
+    if p <= 0.5:
+        return f"{p:.4g}"
+    import math
+
+    decimals = max(1, 3 - math.floor(math.log10(1.0 - p)))     # 4 significant digits of 1 - p
+    return f"{p:.{decimals}f}".rstrip("0").rstrip(".")
+
+
 def cutoffs_from(spam_filter):
     """One line: where the model's cutoffs came from, and the held-out evidence its learns gathered."""
     source = spam_filter.cutoffs_from
@@ -298,8 +311,10 @@ def cmd_info(args):
     print(f"model:          {path} ({human_size(os.path.getsize(path))})")
     print(f"messages:       {spam + ham:.0f} ({spam:.0f} spam, {ham:.0f} ham)")
     print(f"vocabulary:     {spam_filter.vocabulary_.n_features} tokens")
-    print(f"spam cutoff:    P(spam) >= {spam_filter.spam_cutoff!r} (log-odds >= {_log_odds(spam_filter.spam_cutoff)})")
-    print(f"ham cutoff:     P(spam) <= {spam_filter.ham_cutoff!r} (log-odds <= {_log_odds(spam_filter.ham_cutoff)})")
+    print(f"spam cutoff:    P(spam) >= {_probability(spam_filter.spam_cutoff)} "
+          f"(log-odds >= {_log_odds(spam_filter.spam_cutoff)})")
+    print(f"ham cutoff:     P(spam) <= {_probability(spam_filter.ham_cutoff)} "
+          f"(log-odds <= {_log_odds(spam_filter.ham_cutoff)})")
     print(f"cutoffs from:   {cutoffs_from(spam_filter)}")
     print(f"header:         {settings.header}" + (f"; subject tag {settings.subject_tag!r}" if settings.subject_tag
                                                    else "; no subject tag"))

@@ -5,7 +5,8 @@ started by :mod:`spamnb.server.launch`) on the command line.  Exit codes
 found no server, 71 cannot listen (an address in use, a privileged port
 without the right to bind it), 73 the pid file cannot be used (a
 symbolic link, ...), 75 the pid file is held by a running server, 77
-cannot become ``-u USER``."""
+cannot become ``-u USER``, 78 ``--check-config`` found problems (one line
+each: spamnb.server.preflight)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import urllib.error
 import urllib.request
 
 from spamnb.cli.exitcodes import EXIT_NO_SERVER
-from spamnb.errors import CannotListen, SettingsError, SpamnbError
-from spamnb.server import launch
+from spamnb.errors import CannotListen, ConfigError, SettingsError, SpamnbError
+from spamnb.server import launch, preflight
 from spamnb.settings import SERVER_DEFAULTS as DEFAULTS, ServerSettings
 
 
@@ -110,6 +111,10 @@ def add_parser(subparsers):
                         f"behind it; 0: never (default {d['snapshot_interval']:g})")
     p.add_argument("--status", action="store_true",
                    help="print the running server's figures (from its --metrics address) and exit")
+    p.add_argument("--check-config", action="store_true",
+                   help="check, without starting, every file, listener, model, user and permission these "
+                        "options and --config need (files as -u USER); one line on stderr per problem, "
+                        "exit 78 if any, else 0")
     p.set_defaults(handler=cmd_serve, error_prefix="spamnb serve")   # its errors are named as its log lines
     return p
 
@@ -120,12 +125,33 @@ def cmd_serve(args):
     given = {key: getattr(args, key) for key in DEFAULTS}
     if args.status:
         return _status(given, args.config)
+    if args.check_config:
+        return _check_config(given, args.config)
     try:
         return launch.run(given, args.config)
     except OSError as exc:   # any other OSError of the start-up is a socket's
         if isinstance(exc, SpamnbError):
             raise
         raise CannotListen(f"cannot listen: {exc.strerror or exc}") from None
+
+
+def _check_config(given, config):
+    """``spamnb serve --check-config``: each problem on a line of its own, the
+    last one as the :class:`ConfigError` that ends the command (exit 78)."""
+    problems, settings = preflight.check(given, config)
+    if problems:
+        for problem in problems[:-1]:
+            print(f"spamnb serve: {problem}", file=sys.stderr)
+        raise ConfigError(problems[-1])
+    where = [_listener_text(item) for item in settings.listen + settings.ssl_listen + settings.milter]
+    print(f"spamnb serve: the set-up checks out: listening on {', '.join(where) or 'nothing'}; "
+          f"site model {settings.model}" + (f"; user models in {settings.models_dir}" if settings.models_dir else "")
+          + (f"; as {settings.user}" if settings.user else ""))
+    return 0
+
+
+def _listener_text(item):
+    return item[1] if item[0] == "unix" else f"{item[1]}:{item[2]}"
 
 
 def _status(given, config):

@@ -1,0 +1,78 @@
+"""spamnb installed as docs/serve.md's recipe installs it for every user: a
+venv made by the system's Python (/usr/bin/python3, not one under a private
+home such as pyenv's), in a folder every user may read (mode 755), with this
+tree installed into it non-editable (``pip install .``: the extensions
+compiled, the package copied).  Other users (Dovecot's mail user, ``nobody``)
+run its ``bin/spamnb``.
+
+Made once per test session (about 2 minutes: the compile), removed at exit.
+Used by tests/test_dovecot.py and tests/test_check_config.py (slow tests).
+"""
+
+import atexit
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from conftest import REPO
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+def missing():
+    """Why the recipe cannot be followed here, or None."""
+    if not SYSTEM_PYTHON.exists():
+        return "no /usr/bin/python3 (Debian package python3)"
+    probe = subprocess.run([str(SYSTEM_PYTHON), "-c", "import ensurepip, venv"], capture_output=True, timeout=60)
+    if probe.returncode != 0:
+        return "/usr/bin/python3 cannot make a venv (Debian package python3-venv)"
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        return "needs git and a git checkout of spamnb (the files to install)"
+    return None
+
+
+def _public_folder():
+    """A new folder every user can reach: under /var/tmp/spamnb-tests (root's
+    and a user's pytest folders are private)."""
+    parent = Path(os.environ.get("SPAMNB_TEST_CACHE") or "/var/tmp/spamnb-tests")
+    parent.mkdir(parents=True, exist_ok=True)
+    if os.getuid() == 0:
+        os.chmod(parent, 0o755)
+    path = Path(tempfile.mkdtemp(prefix="installed-", dir=parent))
+    os.chmod(path, 0o755)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def program():
+    """The installed ``bin/spamnb`` (a Path), made at the first call."""
+    venv = _public_folder() / "spamnb"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", str(venv)], check=True, env=env, capture_output=True,
+                   timeout=300)
+    source = venv.parent / "source"      # the files git would commit: not the tree's in-place build
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], cwd=venv.parent,
+                             env=env, capture_output=True, timeout=1800)
+    assert install.returncode == 0, install.stderr.decode(errors="replace")[-3000:]
+    shutil.rmtree(source, ignore_errors=True)
+    program = venv / "bin" / "spamnb"
+    os.chmod(venv, 0o755)
+    return program
+
+
+def run_as(user, args, **kwargs):
+    """``runuser -u USER -- ARGS`` (as root), else ARGS as this user."""
+    if os.getuid() == 0:
+        args = ["runuser", "-u", user, "--", *map(str, args)]
+    return subprocess.run([*map(str, args)], capture_output=True, timeout=kwargs.pop("timeout", 300), **kwargs)
