@@ -1,10 +1,12 @@
 """Dovecot learn-on-move (contrib/dovecot/) against a real Dovecot with
 Pigeonhole's IMAPSieve, driven over IMAP by imaplib: a move into Junk
 teaches spam, a move out of it ham, Trash nothing, through ``spamc -L`` to
-``spamnb serve --allow-tell`` or through ``spamnb learn``."""
+``spamnb serve --allow-tell`` or through ``spamnb learn`` (the installed
+``spamnb``, run as Dovecot's mail user: as root, ``nobody``)."""
 
 import imaplib
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import dovecot_private
+import installed_spamnb
 from conftest import REPO, run_spamnb
 from spamnb.model.spam_filter import SpamFilter
 from test_serve import SPAMC, Daemon
@@ -242,42 +245,101 @@ def test_a_server_that_hangs_does_not_hang_the_client(served, tmp_path):
     imap.logout()
 
 
-@pytest.mark.slow
-def test_the_learn_route_on_a_single_user_host(trained, tmp_path):
-    """ROUTE=learn: ``spamnb learn`` in the mail user's own ~/.spamnb."""
-    if os.getuid() == 0:
-        pytest.skip("the learn route runs spamnb as the mail user; as root Dovecot's mail user is nobody, "
-                    "which cannot run this test's Python (run the suite as an ordinary user to test it)")
-    base = tmp_path / "dovecot"
-    base.mkdir()
-    wrapper = tmp_path / "spamnb"
-    import spamnb
+@pytest.fixture(scope="module")
+def installed():
+    """spamnb installed as docs/imap.md's recipe installs it (the system's
+    Python, a venv every user may read): its bin/spamnb."""
+    if installed_spamnb.missing() is not None:
+        pytest.skip(installed_spamnb.missing())
+    return installed_spamnb.program()
 
-    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={Path(spamnb.__file__).resolve().parents[1]} "
-                       f"exec {sys.executable} -m spamnb \"$@\"\n")
-    wrapper.chmod(0o755)
-    site = LearnOnMove(base, f"ROUTE=learn\nSPAMNB={wrapper}\nTIMEOUT=20\n")
+
+@pytest.mark.slow
+def test_the_learn_route_runs_the_installed_spamnb_as_the_mail_user(trained, installed, tmp_path):
+    """ROUTE=learn: the installed ``spamnb learn`` run by Dovecot as the mail
+    user (as root: ``nobody``) in the user's own ~/.spamnb; every move is
+    learned.  As root, first the install the issue found broken: a program
+    whose Python lives under /root (pyenv) cannot be run by ``nobody``; the
+    move succeeds, the lesson is lost, and the log names the cause."""
+    base = dovecot_private.base_folder(tmp_path / "dovecot")
+    base.mkdir(exist_ok=True)
+    site = LearnOnMove(base, f"ROUTE=learn\nSPAMNB={installed}\nTIMEOUT=60\n")
+    conf = site.base / "pipe" / "spamnb-learn.conf"
     try:
         model = site.server.home(USER) / ".spamnb" / "model.spamnb"
         model.parent.mkdir()
         shutil.copy(trained / "model.spamnb", model)
+        site.server.own_tree(model.parent)
         ham0, spam0 = counts(model)
         imap = site.client()
+        if os.getuid() == 0:
+            private = site.base / "pipe" / "private-spamnb"      # as `python3 -m venv` under /root makes it
+            private.write_text(f"#!{sys.executable}\nfrom spamnb.cli.main import entry\nentry()\n")
+            private.chmod(0o755)
+            conf.write_text(conf.read_text().replace(f"SPAMNB={installed}", f"SPAMNB={private}"))
+            append(imap, "INBOX", [message("private", 0)])
+            move(imap, "INBOX", uids(imap, "INBOX"), "Junk")
+            log = site.learn_log.read_text()
+            assert "spam not learned for alice by learn (exit 126" in log, log
+            assert f"{private} cannot be run by user nobody: its interpreter {sys.executable} cannot" in log, log
+            assert "/usr/bin/python3 -m venv /opt/spamnb" in log and "<private.0@example.org>" in log, log
+            assert counts(model) == (ham0, spam0)
+            move(imap, "Junk", uids(imap, "Junk"), "Trash")
+            conf.write_text(conf.read_text().replace(f"SPAMNB={private}", f"SPAMNB={installed}"))
+            site.learn_log.write_text("")
         append(imap, "INBOX", [message("learn", n) for n in range(6)])
         move(imap, "INBOX", uids(imap, "INBOX"), "Junk")
         assert counts(model) == (ham0, spam0 + 6), site.learn_log.read_text()
         move(imap, "Junk", uids(imap, "Junk")[:2], "INBOX")
-        assert counts(model) == (ham0 + 2, spam0 + 4)
+        assert counts(model) == (ham0 + 2, spam0 + 4), site.learn_log.read_text()
         move(imap, "Junk", uids(imap, "Junk"), "Trash")
         assert counts(model) == (ham0 + 2, spam0 + 4)
         imap.logout()
-        # the nightly catch-up over the Junk folder: nothing new, the ledger skips all
-        proc = subprocess.run([str(wrapper), "learn", "--spam", str(site.server.maildir(USER, "Junk"))],
-                              env=dict(os.environ, SPAMNB_HOME=str(model.parent)), capture_output=True, timeout=120)
-        assert proc.returncode == 0
+        assert site.learn_log.read_text() == ""
+        assert os.stat(model).st_uid == site.server.mail_uid        # written by the mail user
+        # the nightly catch-up over the Junk folder, as the mail user: nothing new, the ledger skips all
+        mail_user = pwd.getpwuid(site.server.mail_uid).pw_name
+        proc = installed_spamnb.run_as(mail_user, ["env", f"SPAMNB_HOME={model.parent}", installed, "learn",
+                                                   "--spam", site.server.maildir(USER, "Junk")], timeout=120)
+        assert proc.returncode == 0, proc.stderr
         assert counts(model) == (ham0 + 2, spam0 + 4)
     finally:
         site.stop()
+        if os.getuid() == 0:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_pipe_program_names_a_program_the_mail_user_cannot_run(tmp_path):
+    """SPAMNB whose interpreter cannot be executed (exit 126, as a venv of a
+    Python under /root is for Dovecot's mail user): spamnb-learn exits 0 and
+    its log line names the program, the interpreter and the install that works."""
+    bindir = tmp_path / "pipe"
+    bindir.mkdir()
+    shutil.copy(CONTRIB / "spamnb-learn", bindir / "spamnb-learn")
+    interpreter = tmp_path / "python3"
+    interpreter.write_text("not a program\n")
+    interpreter.chmod(0o644)
+    program = tmp_path / "spamnb"
+    program.write_text(f"#!{interpreter}\n")
+    program.chmod(0o755)
+    log = tmp_path / "learn.log"
+    (bindir / "spamnb-learn.conf").write_text(f"ROUTE=learn\nSPAMNB={program}\nTIMEOUT=30\nLOG={log}\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = subprocess.run([str(bindir / "spamnb-learn"), "spam", USER], input=message("denied", 1),
+                          env={"HOME": str(home), "USER": USER, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                          timeout=120)
+    assert proc.returncode == 0
+    text = log.read_text()
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert "spam not learned for alice by learn (exit 126: " in text, text
+    assert f"; {program} cannot be run by user {me}: its interpreter {interpreter} cannot (install spamnb" in text
+    assert "/usr/bin/python3 -m venv /opt/spamnb, then runuser -u" in text and text.rstrip().endswith(
+        ": <denied.1@example.org>"), text
+    (bindir / "spamnb-learn.conf").write_text(f"ROUTE=learn\nSPAMNB={tmp_path}/missing\nTIMEOUT=30\nLOG={log}\n")
+    subprocess.run([str(bindir / "spamnb-learn"), "spam", USER], input=message("denied", 2),
+                   env={"HOME": str(home), "USER": USER, "PATH": "/usr/bin:/bin"}, capture_output=True, timeout=120)
+    assert f"(exit 127: " in log.read_text() and f"; {tmp_path}/missing: not found (install" in log.read_text()
 
 
 def test_the_pipe_program_learn_route_teaches_the_users_own_model(trained, tmp_path):

@@ -60,7 +60,7 @@ def run(given, config=None, log_stream=None):
             for listener in listeners:      # USER's, like the server: it removes them at exit
                 if listener.item[0] == "unix" and running_as_root():
                     os.chown(listener.item[1], pw.pw_uid, gid)
-            _import_everything()
+            import_everything()
             drop(settings.user, settings.group)
         server = Server(given, config, log_stream)        # as the user: HOME, the config file's permissions
         server.listeners = listeners
@@ -137,7 +137,10 @@ _LAZY_IMPORTS = ("copy", "ctypes", "hashlib", "html", "syslog", "tempfile", "num
                  "spamnb.model.lifecycle", "spamnb.model.deltas", "spamnb.server.milter")
 
 
-def _import_everything():
+def import_everything():
+    """Import now what the server may import once it runs as ``-u USER``
+    (:data:`_LAZY_IMPORTS`, every codec); ``serve --check-config`` does the same
+    before it checks the files as USER."""
     import encodings
     import importlib
     import pkgutil

@@ -30,6 +30,7 @@ import socket
 import stat
 
 from spamnb.errors import CannotListen, PrivilegeError, SettingsError, SpamnbError
+from spamnb.server.launch import import_everything
 from spamnb.server.listeners import bind_tcp, tls_context
 from spamnb.server.privileges import drop, resolve, running_as_root
 from spamnb.settings import ServerSettings, read_config
@@ -200,6 +201,7 @@ def _as_user(user, group, given, config):
         try:
             os.close(r)
             try:
+                import_everything()     # as the server does before it becomes USER
                 drop(user, group)
                 found = _files(given, config, who=user)
             except SpamnbError as exc:
