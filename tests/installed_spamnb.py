@@ -5,16 +5,17 @@ tree installed into it non-editable (``pip install .``: the extensions
 compiled, the package copied).  Other users (Dovecot's mail user, ``nobody``)
 run its ``bin/spamnb``.
 
-Made once per test session (about 2 minutes: the compile), removed at exit.
+Made once for a tree (2-5 minutes: the compile; kept for the next session
+while the tree's files are the same).
 Used by tests/test_dovecot.py and tests/test_check_config.py (slow tests).
 """
 
-import atexit
+import fcntl
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from conftest import REPO
@@ -34,40 +35,54 @@ def missing():
     return None
 
 
-def _public_folder():
-    """A new folder every user can reach: under /var/tmp/spamnb-tests (root's
-    and a user's pytest folders are private)."""
-    parent = Path(os.environ.get("SPAMNB_TEST_CACHE") or "/var/tmp/spamnb-tests")
-    parent.mkdir(parents=True, exist_ok=True)
-    if os.getuid() == 0:
-        os.chmod(parent, 0o755)
-    path = Path(tempfile.mkdtemp(prefix="installed-", dir=parent))
-    os.chmod(path, 0o755)
-    atexit.register(shutil.rmtree, path, True)
-    return path
+def _tree():
+    """The files git would commit (tracked or new, not ignored: not the tree's
+    in-place build) and a digest of their names and contents."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True, check=True).stdout
+    names = sorted(name for name in listed.decode().split("\0") if name and (REPO / name).is_file())
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(name.encode() + b"\0" + (REPO / name).read_bytes() + b"\0")
+    return names, digest.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=None)
 def program():
-    """The installed ``bin/spamnb`` (a Path), made at the first call."""
-    venv = _public_folder() / "spamnb"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", str(venv)], check=True, env=env, capture_output=True,
-                   timeout=300)
-    source = venv.parent / "source"      # the files git would commit: not the tree's in-place build
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=REPO, capture_output=True, check=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
-        if (REPO / name).is_file():
+    """The installed ``bin/spamnb`` (a Path).  Kept between sessions under
+    /var/tmp/spamnb-tests (``$SPAMNB_TEST_CACHE``; root's and a user's pytest
+    folders are private) for the tree it was made from: a tree that changed
+    is installed again, and the installs of other trees are removed."""
+    names, digest = _tree()
+    parent = Path(os.environ.get("SPAMNB_TEST_CACHE") or "/var/tmp/spamnb-tests")
+    parent.mkdir(parents=True, exist_ok=True)
+    if os.getuid() == 0:
+        os.chmod(parent, 0o755)
+    folder = parent / f"installed-{os.getuid()}-{digest}"
+    program = folder / "spamnb" / "bin" / "spamnb"
+    with open(parent / f"installed-{os.getuid()}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)            # one session installs at a time
+        if (folder / "complete").exists():
+            return program
+        for old in parent.glob(f"installed-{os.getuid()}-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        folder.mkdir()
+        os.chmod(folder, 0o755)
+        venv = folder / "spamnb"
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", str(venv)], check=True, env=env, capture_output=True,
+                       timeout=300)
+        source = folder / "source"
+        for name in names:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, source / name)
-    install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], cwd=venv.parent,
-                             env=env, capture_output=True, timeout=1800)
-    assert install.returncode == 0, install.stderr.decode(errors="replace")[-3000:]
-    shutil.rmtree(source, ignore_errors=True)
-    program = venv / "bin" / "spamnb"
-    os.chmod(venv, 0o755)
+        install = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(source)], cwd=folder,
+                                 env=env, capture_output=True, timeout=1800)
+        assert install.returncode == 0, install.stderr.decode(errors="replace")[-3000:]
+        shutil.rmtree(source, ignore_errors=True)
+        os.chmod(venv, 0o755)
+        (folder / "complete").touch()
     return program
 
 

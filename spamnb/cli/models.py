@@ -270,7 +270,7 @@ def _probability(p):
     """A cutoff for reading: 4 significant digits of its distance from the nearer of 0 and 1
     (0.01799 for 0.01798620996209156, 1.367e-28, 0.9999992); the log-odds beside it are exact to 3 decimals."""
     if not 0.0 < p < 1.0:
-        return f"{p:g}"
+        return repr(p)
     if p <= 0.5:
         return f"{p:.4g}"
     import math

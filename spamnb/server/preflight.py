@@ -26,8 +26,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
+import signal
 import socket
 import stat
+import time
 
 from spamnb.errors import CannotListen, PrivilegeError, SettingsError, SpamnbError
 from spamnb.server.launch import import_everything
@@ -214,10 +217,17 @@ def _as_user(user, group, given, config):
         finally:
             os._exit(code)
     os.close(w)
-    chunks = []
-    with os.fdopen(r, "rb") as pipe:
-        while chunk := pipe.read(65536):
+    chunks, deadline = [], time.monotonic() + _CHILD_TIMEOUT
+    with os.fdopen(r, "rb", buffering=0) as pipe:
+        while (left := deadline - time.monotonic()) > 0 and select.select([pipe], [], [], left)[0]:
+            chunk = pipe.read(65536)
+            if not chunk:
+                break
             chunks.append(chunk)
+    if time.monotonic() >= deadline:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return [f"-u {user}: the check of the files as that user took over {_CHILD_TIMEOUT} s (a hung disk?)"]
     _, status = os.waitpid(pid, 0)
     try:
         return list(json.loads(b"".join(chunks) or b"null"))
