@@ -161,11 +161,11 @@ def _listeners(settings):
                 for sock in bind_tcp(item[1], item[2], backlog=1):
                     sock.close()
             except CannotListen as exc:
-                problems.append(f"{option} {exc}")
+                problems.append(f"{option}: {exc}")
         else:
             problem = _unix_socket(item[1])
             if problem:
-                problems.append(f"{option} {problem}")
+                problems.append(f"{option}: {problem}")
     return problems
 
 
