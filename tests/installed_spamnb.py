@@ -35,12 +35,17 @@ def missing():
     return None
 
 
+BUILT_FROM = ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE", "man/", "spamnb/")
+
+
 def _tree():
-    """The files git would commit (tracked or new, not ignored: not the tree's
-    in-place build) and a digest of their names and contents."""
+    """The files the package is built from that git would commit (tracked or
+    new, not ignored: not the tree's in-place build), and a digest of their
+    names and contents (a change to the tests or the docs installs nothing anew)."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=REPO, capture_output=True, check=True).stdout
-    names = sorted(name for name in listed.decode().split("\0") if name and (REPO / name).is_file())
+    names = sorted(name for name in listed.decode().split("\0")
+                   if name.startswith(BUILT_FROM) and (REPO / name).is_file())
     digest = hashlib.sha256()
     for name in names:
         digest.update(name.encode() + b"\0" + (REPO / name).read_bytes() + b"\0")
