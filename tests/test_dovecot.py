@@ -299,8 +299,8 @@ def test_the_learn_route_runs_the_installed_spamnb_as_the_mail_user(trained, ins
         assert os.stat(model).st_uid == site.server.mail_uid        # written by the mail user
         # the nightly catch-up over the Junk folder, run by the mail user with the installed spamnb: it runs
         # and writes the model, and a second one learns nothing (the ledger).  The first one is not asserted
-        # to be a no-op: the copy Dovecot pipes and the Maildir file of a message differ in their bytes (4 of
-        # 4 learned again here), and the ledger digests bytes
+        # to be a no-op: Dovecot pipes a message with CRLF line ends and stores it in the Maildir with LF, and
+        # the ledger digests bytes (a CRLF copy is another message): the 4 are learned again
         mail_user = pwd.getpwuid(site.server.mail_uid).pw_name
         catch_up = ["env", f"SPAMNB_HOME={model.parent}", installed, "learn", "--spam",
                     site.server.maildir(USER, "Junk")]
