@@ -16,7 +16,7 @@ import os
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model import schema
+from spamnb.model import schema, store
 from spamnb.model.ages import Ages
 from spamnb.model.store import ModelError, default_model_path
 
@@ -68,6 +68,8 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     where = os.fspath(path)
     if mapped:
         header, arrays = schema.read(path, max_size, mapped=True)   # max_size None: the default limit
+        if store.holds_lock(store.resolve(where)):   # a writer (a learn): the arrays it changes, read now
+            arrays.fill()
     else:
         header, arrays = schema.read(path) if max_size is None else schema.read(path, max_size)
     try:
@@ -115,7 +117,14 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 
     self.mapped_ = mapped
     self.mapped_file_ = (arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None
-    if journal.replay(self, where, header, arrays) and _tries > 0:  # replaced while read: read the new one
+    self.unread_ = arrays if mapped and arrays.unread else None   # read when needed (SpamFilter.read_whole)
+    try:
+        replaced = journal.replay(self, where, header, arrays)
+    except ModelError:   # the file rewritten in place while its arrays were read for the journal
+        if _tries > 0:
+            return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
+        raise
+    if replaced and _tries > 0:  # replaced while read: read the new one
         return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
     return self
 

@@ -169,6 +169,8 @@ class Folded:
         if obj is None:
             return self
         state = obj.__dict__
+        if state.get("unread_") is not None:   # loaded mapped, arrays left unread: read them for the caller
+            obj.read_whole()
         if state.get("_holes"):
             fold(obj)
         try:

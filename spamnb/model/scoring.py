@@ -31,6 +31,7 @@ def scorer(spam_filter):
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
                           float(spam_filter.length_norm), float(spam_filter.pair_weight))
+    spam_filter.read_whole()   # a model read in part (SpamFilter.load(mapped=True)): its arrays whole now
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                                 COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail,
                                 float(spam_filter.pair_weight))
@@ -198,7 +199,12 @@ def score_stream(scorer, stream, n_evidence, parts=True):
 
 def evidence_tokens(spam_filter, evidence):
     """``(token, weight)`` of a :class:`verdict.MessageScore`'s evidence (feature indices)."""
-    token = vars(spam_filter)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
+    state = vars(spam_filter)
+    unread = state.get("unread_")
+    if unread is not None and "strings" in unread.unread:   # the strings not read: each one from the file
+        token = unread.token
+    else:
+        token = state["vocabulary_"].token   # holes (deltas.Folded) are never evidence
     return tuple((token(i), w) for i, w in evidence)
 
 
