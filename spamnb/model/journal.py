@@ -69,7 +69,7 @@ import os
 import stat
 import struct
 
-from spamnb.errors import MustCompact
+from spamnb.errors import JournalWarning, MustCompact
 from spamnb.bayes import checks
 from spamnb.model import deltas
 from spamnb.model.store import resolve
@@ -89,10 +89,6 @@ _MODEL_PREFIX = struct.Struct("<8sIIQQQ")   # spamnb.model.store's fixed fields:
 _COMPACT_FRACTION = 16
 _COMPACT_MIN = 64 << 10
 _COMPACT_MAX = 1 << 20
-
-
-class JournalWarning(UserWarning):
-    """A journal (or its tail) could not be applied; what came before it was."""
 
 
 def journal_path(model_path):
