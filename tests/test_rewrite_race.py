@@ -157,7 +157,7 @@ def test_classify_p_survives_a_thousand_rewrites_in_place(tmp_path):
 
 @pytest.mark.slow
 def test_classify_learn_and_the_library_survive_rewrites_in_place(tmp_path):
-    scored = _check(_race(tmp_path, 600, ["classify", "learn", "library"]))
+    scored = _check(_race(tmp_path, 999, ["classify", "learn", "library"]))
     print(scored)
 
 

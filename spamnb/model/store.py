@@ -419,7 +419,9 @@ def map_model(path, max_size=None):
     inode) however the path changes.  ``fill`` checks that the file has the
     size and times it had when opened, before and after it reads, and every
     read that comes short is refused: a file rewritten in place meanwhile is
-    refused (ModelError), never read half old and half new.  A file that
+    refused (ModelError) as far as its size or times show it (a rewrite of
+    the same size within one tick of the file system's clock is not seen:
+    what is read is then bounded as a damaged file's is).  A file that
     changes while it is opened and checked is read again (a few times), as
     by :func:`read_model`.
     """
@@ -464,6 +466,7 @@ def _map_once(path, max_size):
     try:
         arrays.fill(set(arrays.offsets) - ON_DEMAND)   # the small ones now (the ledger, the held-out scores)
     except ModelError as exc:
+        file.close()
         exc.signature = signature
         raise
     header["_mapped"] = True
