@@ -16,7 +16,7 @@ import os
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model import schema, store
+from spamnb.model import schema
 from spamnb.model.ages import Ages
 from spamnb.model.store import ModelError, default_model_path
 
@@ -68,8 +68,6 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     where = os.fspath(path)
     if mapped:
         header, arrays = schema.read(path, max_size, mapped=True)   # max_size None: the default limit
-        if store.holds_lock(store.resolve(where)):   # a writer (a learn): the arrays it changes, read now
-            arrays.fill()
     else:
         header, arrays = schema.read(path) if max_size is None else schema.read(path, max_size)
     try:

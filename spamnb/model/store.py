@@ -403,8 +403,9 @@ def map_model(path, max_size=None):
     their logs, the token strings and the last-seen days, which a scorer
     reads a message's entries of from the file itself (``arrays.file``,
     kept open: ``spamnb.model.scoring``).  Those are read whole when
-    something needs them (``arrays.fill()``: a journal's replay, a learn, a
-    writer holding the model's lock); until then their memory holds zeros,
+    something needs them (``arrays.fill()``: a journal's replay, a learn),
+    at once by a writer (this process holds the model's :func:`locked`:
+    then in huge pages, as :func:`read_model` reads); until then their memory holds zeros,
     so nothing but ``fill`` may read them.  The whole-file checksum is not
     checked: it would read every byte, the cost this reader exists to spare
     (``spamnb classify`` of one message); what a damaged array could do is
@@ -454,7 +455,10 @@ def _map_once(path, max_size):
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(prefix)} bytes)")
             header_length = _PREFIX.unpack(prefix)[3]
             head = os.pread(fd, _PREFIX.size + min(header_length, size - _PREFIX.size), 0)
-            memory = _private_memory(size, huge=False)   # most of it never written: small pages
+            # a writer (it holds the model's lock: a learn) reads the whole file: huge pages, as read_model's;
+            # a reader writes few pages of it: small ones
+            whole = holds_lock(resolve(path))
+            memory = _private_memory(size, huge=whole)
             header, arrays = _parse(path, memory, size, verify=False, head=head)
         except ModelError as exc:
             exc.signature = signature
@@ -463,8 +467,8 @@ def _map_once(path, max_size):
     arrays.file = file
     arrays.path, arrays.signature = path, signature
     arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND)
-    try:
-        arrays.fill(set(arrays.offsets) - ON_DEMAND)   # the small ones now (the ledger, the held-out scores)
+    try:   # the small ones now (the ledger, the held-out scores); a writer's, all
+        arrays.fill(None if whole else set(arrays.offsets) - ON_DEMAND)
     except ModelError as exc:
         file.close()
         exc.signature = signature
