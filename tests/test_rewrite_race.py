@@ -173,3 +173,27 @@ def test_unchecked_status_replaces_a_forged_one(tmp_path):
     assert b"X-Spamnb-Status: Unchecked, reason=model-unreadable" in head.splitlines()
     assert b"log-odds=-30" not in head
     assert body == SAMPLE.split(b"\n\n", 1)[1]
+
+
+def test_a_model_read_in_part_reads_the_rest_only_when_needed(tmp_path):
+    """``SpamFilter.load(mapped=True)`` reads no large array until something
+    needs it whole; the verdict and its evidence equal a whole load's; once
+    the file is rewritten in place, reading the rest is refused (ModelError),
+    never zeros taken for counts."""
+    from spamnb.errors import ModelError
+
+    path = tmp_path / "m.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in SPAM[:20] + HAM[:20]], [True] * 20 + [False] * 20).save(path)
+    whole = SpamFilter.load(path)
+    part = SpamFilter.load(path, mapped=True)
+    assert {"keys", "values", "strings", "log_count"} <= part.unread_.unread
+    assert part.classify(SAMPLE) == whole.classify(SAMPLE) and part.classify(SAMPLE).evidence
+    assert part.unread_ is not None   # the verdict and its evidence's names read nothing whole
+    assert part.vocabulary_.tokens() == whole.vocabulary_.tokens()   # the library's attribute: read whole
+    assert part.unread_ is None
+    again = SpamFilter.load(path, mapped=True)
+    other = tmp_path / "other.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in SPAM[:3] + HAM[:3]], [True] * 3 + [False] * 3).save(other)
+    path.write_bytes(other.read_bytes())   # in place: truncated, then written
+    with pytest.raises(ModelError, match="in place|cut short"):
+        again.learn(SAMPLE, spam=True)

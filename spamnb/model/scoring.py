@@ -25,6 +25,8 @@ def scorer(spam_filter):
     vocab, counts = state["vocabulary_"], state["word_counts_"]
     if counts is None:
         spam_filter.require_fitted()
+    if not counts.as_loaded:   # changed since the load: a model read in part is read whole (SpamFilter.read_whole)
+        spam_filter.read_whole()
     counts.resize(vocab.n_features)
     log_count, log_norm, log_prior, tail = counts.scorer_logs()
     mapped = state.get("mapped_file_")
