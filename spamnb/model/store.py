@@ -454,7 +454,10 @@ def _map_once(path, max_size):
             if len(prefix) < _PREFIX.size:   # cut short since it was checked
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(prefix)} bytes)")
             header_length = _PREFIX.unpack(prefix)[3]
-            head = os.pread(fd, _PREFIX.size + min(header_length, size - _PREFIX.size), 0)
+            wanted = _PREFIX.size + min(header_length, size - _PREFIX.size)
+            head = os.pread(fd, wanted, 0)
+            if len(head) < wanted:   # cut short since the prefix was read
+                raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
             # a writer (it holds the model's lock: a learn) reads the whole file: huge pages, as read_model's;
             # a reader writes few pages of it: small ones
             whole = holds_lock(resolve(path))
