@@ -197,3 +197,24 @@ def test_a_model_read_in_part_reads_the_rest_only_when_needed(tmp_path):
     path.write_bytes(other.read_bytes())   # in place: truncated, then written
     with pytest.raises(ModelError, match="in place|cut short"):
         again.learn(SAMPLE, spam=True)
+
+
+def test_a_writer_reads_a_model_read_in_part_whole(tmp_path):
+    """Under the model's lock (a learn) ``map_model`` reads every array, the
+    small ones too (the ledger: read as zeros, a second learn of the same
+    messages found its digests 'recorded twice')."""
+    from conftest import run_spamnb
+    from spamnb.model import store
+
+    path = tmp_path / "m.spamnb"
+    SpamFilter().fit([p.read_bytes() for p in SPAM[:5] + HAM[:5]], [True] * 5 + [False] * 5).save(path)
+    for _ in range(2):
+        out = run_spamnb(["learn", "--spam", "-m", path, *SPAM[30:33]], tmp_path)
+        assert out.returncode == 0, out.stderr
+    SpamFilter.load(path).save(path)   # the journal folded in: the ledger in the file
+    _, whole = store.read_model(path)
+    assert len(whole["ledger_labels"]) == 3
+    with store.locked(path):
+        _, part = store.map_model(path)
+    assert not part.unread
+    assert {name: bytes(part[name]) for name in whole} == {name: bytes(whole[name]) for name in whole}

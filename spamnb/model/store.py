@@ -471,7 +471,7 @@ def _map_once(path, max_size):
     arrays.path, arrays.signature = path, signature
     arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND)
     try:   # the small ones now (the ledger, the held-out scores); a writer's, all
-        arrays.fill(None if whole else set(arrays.offsets) - ON_DEMAND)
+        arrays.fill(set(arrays.offsets) if whole else set(arrays.offsets) - ON_DEMAND)
     except ModelError as exc:
         file.close()
         exc.signature = signature
