@@ -115,7 +115,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 
     self.mapped_ = mapped
     self.mapped_file_ = (arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None
-    self.unread_ = arrays if mapped and arrays.unread else None   # read when needed (SpamFilter.read_whole)
+    self.unread_ = arrays if mapped and arrays.unread else None   # read when needed (deltas.read_whole)
     try:
         replaced = journal.replay(self, where, header, arrays)
     except ModelError:   # the file rewritten in place while its arrays were read for the journal

@@ -231,7 +231,7 @@ def replay(spam_filter, model_path, header, arrays=None):
         if now is not None and identity is not None and now != tuple(identity):
             return True   # the model was replaced (a compaction) after it was read
     if journal.status == "ok" and journal.payloads:
-        spam_filter.read_whole()   # what the records change (a model read in part: store.map_model); ModelError
+        deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
     spam_filter.journal_ = journal
     deltas.in_place(spam_filter, arrays)   # for the journal's learns, or a writer's
     if journal.status != "ok" or not journal.payloads:

@@ -110,7 +110,6 @@ class SpamFilter:
         self.journal_ = None      # the journal replayed over the model file at load (spamnb.model.journal)
         self.mapped_ = False      # loaded from a mapped file, its checksum unchecked (SpamFilter.load)
         self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
-        self.unread_ = None       # then the arrays not read yet (spamnb.model.store.map_model), or None
         self.held_out_ = None     # scores of learned messages before each was learned (prequential.ScoreHistogram)
         self.cutoff_source_ = None    # "defaults", "train", "given", "held-out"; None: not recorded (cutoffs_from)
         self.guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
@@ -121,21 +120,10 @@ class SpamFilter:
         other.guard = ReadWriteLock()   # a lock of its own (the buffers it shares are not changed in place)
         return other
 
-    def read_whole(self):
-        """Read the arrays a model loaded ``mapped`` left unread (its hash index,
-        counts and token strings: ``spamnb.model.store.map_model``), for what
-        needs them whole (a learn, a journal's replay, a save); ModelError when
-        the file changed in place since the load.  Nothing for any other model."""
-        arrays = vars(self).get("unread_")
-        if arrays is not None:
-            arrays.fill()
-            self.unread_ = None
-
     @contextmanager
     def _reading(self):
         """Hold the read lock; first fold the holes forgets left (:func:`deltas.fold`),
         under the write lock, for readers that go through the folded attributes."""
-        self.read_whole()
         guard = self.guard
         with guard.reading():
             if not vars(self).get("_holes") or guard.writer_is_me():
@@ -245,7 +233,6 @@ class SpamFilter:
         data = message_bytes(message)
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
         with self.guard.writing():
-            self.read_whole()
             fold(self)   # the holes of forgets in place first, as reading vocabulary_ would
             deltas.learn(self, int(spam), None, self.tokenizer_.stream(data))
             if features is not None:
@@ -277,7 +264,6 @@ class SpamFilter:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
         with self.guard.writing():
             self.require_fitted()
-            self.read_whole()
             deltas.forget_now(self, hashes, spam)
         return self
 
@@ -340,12 +326,10 @@ class SpamFilter:
         anything but a regular file or a file over ``max_size`` bytes
         (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB).
 
-        ``mapped``: read the file in part instead of reading it and checking it
-        whole (``spamnb classify``, ``learn``: a message's cost does not grow
-        with the model; the header and every array's bounds are checked, the
-        whole-file checksum is not; the large arrays are read when something
-        needs them whole, :meth:`read_whole`: :func:`spamnb.model.store.map_model`;
-        the name is older than the reader: the file is never mapped)."""
+        ``mapped``: read the file in part, never mapped (``spamnb classify``, ``learn``:
+        a message's cost does not grow with the model; the header and every array's
+        bounds are checked, the checksum is not; the large arrays are read when
+        needed: :func:`spamnb.model.store.map_model`, :func:`deltas.read_whole`)."""
         return codec.read(cls, path, tokenizer, max_size=max_size, mapped=mapped)
 
     def __repr__(self):
