@@ -1,4 +1,4 @@
-"""Every exception spamnb raises, in one hierarchy (as the standard library's
+"""Every exception spamnb raises, and every warning it gives, in one hierarchy (as the standard library's
 ``email.errors``): one base, :class:`SpamnbError`, which carries the exit code
 of the ``spamnb`` command that fails with it.
 
@@ -21,7 +21,8 @@ __all__ = [
     "SettingsError", "ModelError", "LockTimeout", "Refused", "TooLarge", "CorpusChanged", "DumpError",
     "DuplicateToken", "MustCompact", "CorpusError", "SkippedInput", "BrokenPool", "ClusterError", "ProtocolError",
     "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld", "PrivilegeError",
-    "TLSError", "ConfigError", "ImapError", "LoginRefused", "Unreachable", "SharedError",
+    "TLSError", "ConfigError", "ImapError", "LoginRefused", "Unreachable", "SharedError", "SpamnbWarning",
+    "JournalWarning",
 ]
 
 
@@ -225,3 +226,14 @@ class Unreachable(ImapError):
 
 class SharedError(SpamnbError):
     """A ``--shared`` setting or the Redis client is unusable (one line; exit 3)."""
+
+
+# -- warnings (``warnings.warn`` categories: a SpamnbError too, so one base) ---------
+
+class SpamnbWarning(SpamnbError, UserWarning):
+    """The base of every warning spamnb gives (``warnings.warn``): something
+    went on without what could not be used; never raised by spamnb itself."""
+
+
+class JournalWarning(SpamnbWarning):
+    """A journal (or its tail) could not be applied; what came before it was (``spamnb.model.journal``)."""

@@ -168,14 +168,18 @@ def test_header_name_and_subject_tag(home):
     ham = run(["classify", "-p", "--subject-tag", "[SPAM]"], home, stdin=HAM_FILE.read_bytes()).stdout
     assert b"[SPAM]" not in ham
     bad = run(["classify", "-p", "--header-name", "Bad: name"], home, stdin=spam)
-    assert bad.returncode == 3 and bad.stdout == spam  # refused, and the mail still passes
+    assert bad.returncode == 3   # refused, and the mail still passes, with the status header saying why
+    assert bad.stdout.partition(b"\n\n")[2] == spam.partition(b"\n\n")[2]
+    assert b"\nX-Spamnb-Status: Unchecked, reason=error\n" in bad.stdout.partition(b"\n\n")[0] + b"\n"
 
 
 def test_passthrough_never_loses_mail_when_the_model_is_missing(tmp_path):
     message = SPAM_FILE.read_bytes()
     proc = run(["classify", "-p"], tmp_path, stdin=message)
     assert proc.returncode == 3
-    assert proc.stdout == message
+    head, _, body = proc.stdout.partition(b"\n\n")
+    assert body == message.partition(b"\n\n")[2]
+    assert head.endswith(b"\nX-Spamnb-Status: Unchecked, reason=model-unreadable")
     assert len(proc.stderr.decode().strip().splitlines()) == 1
 
 

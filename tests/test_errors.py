@@ -49,6 +49,8 @@ DOCUMENTED = {
     errors.LoginRefused: exitcodes.EXIT_IMAP_LOGIN,
     errors.Unreachable: exitcodes.EXIT_IMAP_UNREACHABLE,
     errors.SharedError: exitcodes.EXIT_ERROR,
+    errors.SpamnbWarning: exitcodes.EXIT_ERROR,     # a warning: never raised, so never an exit code of its own
+    errors.JournalWarning: exitcodes.EXIT_ERROR,
 }
 
 
@@ -62,14 +64,14 @@ def _module_names():
 
 def _defined_exception_classes():
     """(module, class name) of every class statement in spamnb/ whose bases
-    name an exception (a name ending in Error, Exception, Warning, or one of
-    the hierarchy's)."""
+    name an exception or a warning (a name ending in Error, Exception,
+    Interrupt, Warning, or one of the hierarchy's)."""
     known = set(errors.__all__)
     for name, path in _module_names():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 bases = [ast.unparse(b).rpartition(".")[2] for b in node.bases]
-                if any(b.endswith(("Error", "Exception", "Interrupt")) or b in known for b in bases):
+                if any(b.endswith(("Error", "Exception", "Interrupt", "Warning")) or b in known for b in bases):
                     yield name, node.name
 
 
@@ -95,7 +97,8 @@ def test_the_old_names_are_the_same_classes():
                           ("spamnb.server.pidfile", ["PidfileError", "PidfileHeld"]),
                           ("spamnb.server.privileges", ["PrivilegeError"]), ("spamnb.server.launch", ["TLSError"]),
                           ("spamnb.imap.client", ["ImapError", "LoginRefused", "Unreachable"]),
-                          ("spamnb.cli.common", ["UsageError", "CommandError", "SkippedError"])]:
+                          ("spamnb.cli.common", ["UsageError", "CommandError", "SkippedError"]),
+                          ("spamnb.model.journal", ["JournalWarning"])]:
         mod = importlib.import_module(module)
         for name in names:
             assert getattr(mod, name) is getattr(errors, name), (module, name)
@@ -111,6 +114,20 @@ def test_the_exit_code_of_each_error_is_the_documented_one():
         args = (64, "x") if issubclass(cls, errors.ProtocolError) and cls is errors.ProtocolError else (
             (1,) if cls is errors.DuplicateToken else ("x",))
         assert exit_code(cls(*args)) == code, cls.__name__
+
+
+def test_every_warning_is_a_spamnb_error_and_a_warning():
+    """A warning category spamnb gives derives from the one base (issue 52: the
+    journal's was a bare UserWarning) and is still a UserWarning (filters on it work)."""
+    import warnings
+
+    found = [cls for cls in vars(errors).values() if inspect.isclass(cls) and issubclass(cls, Warning)]
+    assert errors.JournalWarning in found
+    for cls in found:
+        assert issubclass(cls, errors.SpamnbWarning) and issubclass(cls, errors.SpamnbError), cls
+        assert issubclass(cls, UserWarning), cls
+    with pytest.warns(errors.SpamnbWarning):
+        warnings.warn("x", errors.JournalWarning)
 
 
 def test_errors_keep_their_standard_bases():

@@ -23,6 +23,12 @@ The rule.  A name is private when it starts with one underscore (``_x``, not
    base classes (``self._check_is_fitted()`` of ``bayes/base.py`` in a
    subclass, ``other._check_is_fitted()`` on another estimator of its kind).
 
+4. sets no private attribute of any object but ``self``/``cls`` (issue 52):
+   not ``other._x = ...``, ``other._x += 1``, ``del other._x``, even on an
+   object of its own class or module (a copy made by hand, a helper class
+   of the lock it serves); such an object is built by a constructor or a
+   class method, or the state is changed through a method of its own.
+
 A name that is part of a contract between modules is public: named without
 the underscore (and listed in ``__all__`` where the module has one).
 """
@@ -184,6 +190,32 @@ def crossings():
                     if item and _private(item) and source != module:
                         found.append((module, f"from {source} import {item}", number))
     return found
+
+
+def foreign_writes(trees=None):
+    """``(module, what, line)`` of every assignment (``=``, ``+=``, ``del``) to
+    a private attribute of an object that is not ``self``/``cls`` (rule 4)."""
+    found = []
+    for module, tree in (TREES if trees is None else trees).items():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and _private(node.attr)
+                    and isinstance(node.ctx, (ast.Store, ast.Del))
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                found.append((module, f"sets {ast.unparse(node)}", node.lineno))
+    return found
+
+
+def test_no_module_sets_another_objects_private_attributes():
+    found = foreign_writes()
+    assert found == [], "\n".join(f"{m.replace('.', '/')} line {line}: {what}" for m, what, line in found)
+
+
+def test_the_foreign_write_check_sees_each_kind():
+    tree = ast.parse("class A:\n    def f(self, other):\n        self._x = 1\n        other._y = 2\n"
+                     "        other._n += 1\n        del other._z\n        other.a._w = 3\n"
+                     "        other.public = 4\n        cls = type(self)\n        cls._k = 5\n")
+    assert [what for _, what, _ in foreign_writes({"m": tree})] == [
+        "sets other._y", "sets other._n", "sets other._z", "sets other.a._w"]
 
 
 def test_no_module_imports_or_sets_another_modules_private_names():

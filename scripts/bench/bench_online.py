@@ -65,8 +65,7 @@ def stream_of(corpus, limit=None, shuffle=None):
             [items[i].data for i in order], how)
 
 
-MODES = ("full", "error", "auto")
-MODE_NAMES = {"full": "full feedback", "error": "on error or unsure", "auto": "on error + auto-learn"}
+MODES = ("full", "error", "auto")   # spamnb.evaluation.online.FEEDBACK, in this order
 # The peers' own unsure bands (bogofilter's compiled-in tri-state cutoffs: spam at
 # >= 0.99, ham at <= 0.45); spamprobe's verdict is the word it prints.
 BOGOFILTER_CUTOFFS = (0.99, 0.45)
@@ -164,18 +163,16 @@ def spamnb_verdicts(result):
 
 
 def run_spamnb(datas, y, mode, params, auto_margin, word_pairs=None, pair_weight=None):
-    """spamnb's online run; ``word_pairs`` None and ``pair_weight`` None: a learned model's."""
-    from spamnb.evaluation.online import run_online
+    """spamnb's online run; ``word_pairs`` None and ``pair_weight`` None: a learned model's.
+    The mode's feedback is ``spamnb.evaluation.online.feedback_options``'s, which
+    ``spamnb evaluate --online`` runs too (``--train-on-error --auto-learn``: ``auto``)."""
+    from spamnb.evaluation.online import feedback_options, run_online
     from spamnb.mail.tokenizer import Tokenizer
 
     tokenizer = None if word_pairs is None else Tokenizer(word_pairs=word_pairs)
     if pair_weight is not None:
         params = dict(params, pair_weight=pair_weight)
-    if mode == "full":
-        return run_online(datas, y, params, tokenizer=tokenizer)
-    if mode == "error":
-        return run_online(datas, y, params, train_on_error=True, unsure=True, tokenizer=tokenizer)
-    return run_online(datas, y, params, train_on_error=True, auto_learn=auto_margin, tokenizer=tokenizer)
+    return run_online(datas, y, params, tokenizer=tokenizer, **feedback_options(mode, auto_margin))
 
 
 def run_spamnb_average(datas, y, mode, params, auto_margin, window):
@@ -200,7 +197,7 @@ def run_spamnb_average(datas, y, mode, params, auto_margin, window):
 def main(argv=None):
     import numpy as np
 
-    from spamnb.evaluation.online import OnlineResult, online_figures
+    from spamnb.evaluation.online import FEEDBACK, OnlineResult, online_figures
     from spamnb.model.autolearn import AUTO_LEARN_MARGIN
     from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
 
@@ -292,7 +289,7 @@ def main(argv=None):
                     if system == "spamnb" and args.average_pairs:
                         label = f"{system}, mean of words and word pairs {args.average_pairs}"
                     rows[f"{mode}/{label}"] = figures
-                    print(f"  {MODE_NAMES[mode]}, {system}: (1-ROCA) {figures['one_minus_roca_percent']:.4f} %, "
+                    print(f"  {FEEDBACK[mode]}, {system}: (1-ROCA) {figures['one_minus_roca_percent']:.4f} %, "
                           f"lam {100 * figures['lam']:.2f} %, {figures['seconds']:.1f} s", file=sys.stderr)
             report["corpora"][name] = {"n": int(y.size), "n_spam": int(y.sum()), "order": how, "systems": rows}
     table = format_report(report)
@@ -342,6 +339,8 @@ def write_docs(path, table):
 
 
 def format_report(report):
+    from spamnb.evaluation.online import FEEDBACK
+
     lines = [f"protocol: {report['protocol']}; spamnb's auto-learn margin {report['auto_margin']:g} log-odds", "",
              "| corpus | feedback | system | (1-ROCA) % | lam % | hm % | sm % | h=.1 % | s=.1 % | learned (auto) "
              "| FP at own cutoffs after 1,000 | spam missed there | seconds |",
@@ -353,7 +352,7 @@ def format_report(report):
             if f.get("n_auto") is not None:
                 learned += f" ({f['n_auto']})"
             own = f["own_cutoffs"]
-            lines.append(f"| {corpus} ({entry['n']}, {entry['order']}) | {MODE_NAMES[mode]} | {system} | "
+            lines.append(f"| {corpus} ({entry['n']}, {entry['order']}) | {FEEDBACK[mode]} | {system} | "
                          f"{f['one_minus_roca_percent']:.4f} | {100 * f['lam']:.2f} | {100 * f['hm']:.2f} | "
                          f"{100 * f['sm']:.2f} | {100 * f['ham_at_spam_0.001']:.2f} | "
                          f"{100 * f['spam_at_ham_0.001']:.2f} | {learned} | "

@@ -128,11 +128,8 @@ class Vocabulary:
             _first, tail_blob, tail_offsets = self._tail
             offsets.extend(map(offsets[-1].__add__, tail_offsets[1:]))
             blob += tail_blob
-        other = type(self).__new__(type(self))
-        other.keys, other.values = _view(bytearray(self.keys), "Q"), _view(bytearray(self.values), "i")
-        other.n_features, other._blob, other._offsets = self.n_features, _view(blob, "B"), offsets
-        other._writable, other._tail = False, None
-        return other
+        return type(self).from_buffers(bytearray(self.keys), bytearray(self.values), self.n_features, blob, offsets,
+                                       checked=False)   # holes and all: only the lengths and the capacity checked
 
     def extend_in_place(self, keys, values):
         """Learn new tokens without copying the vocabulary: ``keys``/``values`` are

@@ -15,7 +15,8 @@ from spamnb.report.lines import VerdictLines, format_verdict, verdict_json
 
 def _passthrough(args):
     """``classify -p``: the message on stdout with the status header; exit 0
-    whatever the verdict.  On any error the message goes out untouched (exit 3)."""
+    whatever the verdict.  On any error the message goes out with the status
+    header saying it is unchecked (exit 3)."""
     from spamnb.mail.status import passthrough_pieces
 
     name = args.files[0] if args.files else "-"
@@ -30,6 +31,7 @@ def _passthrough(args):
             raise CommandError(f"-: {exc}; not read") from None
     else:
         message = read_file(name)
+    settings = None
     try:
         settings = settings_of(args)
         spam_filter = load_filter(args, settings, mapped=True)
@@ -38,8 +40,9 @@ def _passthrough(args):
         from spamnb.report.headers import OUR_FIELDS
 
         pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag, fields, OUR_FIELDS)
-    except BaseException:
-        sys.stdout.buffer.write(message)  # never lose the mail: pass it on untouched
+    except BaseException as exc:
+        for piece in _unchecked_pieces(message, settings, exc):   # never lose the mail: passed on unchecked
+            sys.stdout.buffer.write(piece)
         sys.stdout.flush()
         raise
     for piece in pieces:
@@ -48,6 +51,23 @@ def _passthrough(args):
         sys.stdout.flush()      # the mail is out before the model is touched
         _auto_learn(args, spam_filter, message, verdict, settings)
     return EXIT_OK
+
+
+def _unchecked_pieces(message, settings, exc):
+    """``classify -p`` when the message could not be scored (``exc``): the
+    message with the status header saying so (``Unchecked,
+    reason=model-unreadable``, or ``reason=error``; any status header of that
+    name it came with removed), or untouched when even that fails."""
+    try:
+        from spamnb.errors import ModelError
+        from spamnb.mail.status import passthrough_pieces
+
+        reason = b"model-unreadable" if isinstance(exc, ModelError) else b"error"
+        name = (settings.header if settings is not None else "X-Spamnb-Status").encode("ascii")
+        return passthrough_pieces(message, None, fields=[name + b": Unchecked, reason=" + reason],
+                                  remove={name.lower()})
+    except Exception:   # noqa: BLE001 -- the mail goes on untouched
+        return [message]
 
 
 def _auto_learn(args, spam_filter, message, verdict, settings=None):

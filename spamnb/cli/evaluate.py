@@ -16,8 +16,8 @@ from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from spamnb.cli.progress import Progress
 from spamnb.evaluation.crossval import (COMPARE_COUNTS, KNN_METRICS, default_jobs, evaluate, format_compare,
                                         format_folds, json_ready, md5_split, resolved_params, compare_variants, write_plot)
-from spamnb.evaluation.online import (format_online, learning_curve, online_figures, order_messages, read_index,
-                                      run_online, write_curve_plot)
+from spamnb.evaluation.online import (feedback_options, format_online, learning_curve, online_figures,
+                                      order_messages, read_index, run_online, write_curve_plot)
 from spamnb.model.calibrate import DEFAULT_TARGET_FPR, stratified_folds
 
 EXIT_NO_MATPLOTLIB = EXIT_ERROR  # an error like any other (2 is classify's "unsure")
@@ -56,6 +56,11 @@ def add_arguments(parser):
                         help="with --online: by Date: header, by file name number, or auto (default)")
     parser.add_argument("--train-on-error", action="store_true",
                         help="with --online: learn a message only when it was misclassified")
+    parser.add_argument("--auto-learn", action="store_true",
+                        help="with --online --train-on-error: as classify --auto-learn and serve --auto-learn run: "
+                             "a verdict 2 log-odds beyond its cutoff learned as itself (relabelled when wrong), "
+                             "a wrong or unsure one learned with its label (scripts/bench/bench_online.py's "
+                             "\"on error + auto-learn\")")
     parser.add_argument("--margin", type=float, default=0.0, metavar="LOGODDS",
                         help="with --train-on-error: also learn when |log-odds| < LOGODDS (thick threshold)")
     parser.add_argument("--window", type=int, default=1000, metavar="N",
@@ -258,6 +263,12 @@ def run_online_command(args):
         return error("--window must be at least 1", EXIT_USAGE)
     if args.margin < 0 or not math.isfinite(args.margin):
         return error("--margin must be a number >= 0", EXIT_USAGE)
+    auto_learn = getattr(args, "auto_learn", False)
+    if auto_learn and not args.train_on_error:
+        return error("--auto-learn goes with --train-on-error (full feedback learns every message anyway)",
+                     EXIT_USAGE)
+    if auto_learn and args.margin:
+        return error("--margin is for --train-on-error without --auto-learn", EXIT_USAGE)
     report = CorpusReport()
     if args.index:
         if args.corpus or args.spam or args.ham:
@@ -290,16 +301,24 @@ def run_online_command(args):
         from spamnb.mail.tokenizer import Tokenizer, with_pairs
 
         tokenizer = with_pairs(args.word_pairs) if args.word_pairs else Tokenizer()
-    feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
-        if args.train_on_error else "full feedback"
+    if auto_learn:   # the mode bench_online.py runs, through the same options (feedback_options)
+        from spamnb.model.autolearn import AUTO_LEARN_MARGIN
+
+        feedback = f"train on error + auto-learn (margin {AUTO_LEARN_MARGIN:g} log-odds)"
+        options = feedback_options("auto")
+    else:
+        feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
+            if args.train_on_error else "full feedback"
+        options = {"train_on_error": args.train_on_error, "margin": args.margin}
     print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "
           f"{report.summary()}")
     try:
-        result = run_online(messages, y, params, train_on_error=args.train_on_error, margin=args.margin,
-                            tokenizer=tokenizer)
+        result = run_online(messages, y, params, tokenizer=tokenizer, **options)
     except OSError as exc:
         return error(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_ERROR)
     figures = online_figures(result)
+    if auto_learn:
+        figures["n_auto"] = int(result.auto_learned.sum())
     curve = learning_curve(result, args.window)
     print(format_online(figures, curve), end="")
     if args.json:

@@ -47,7 +47,7 @@ import time
 from collections import namedtuple
 
 __all__ = ["OnlineFilter", "run_online", "online_figures", "cutoff_figures", "order_messages", "read_index",
-           "learning_curve", "format_online", "lam", "OnlineResult"]
+           "learning_curve", "format_online", "lam", "OnlineResult", "FEEDBACK", "feedback_options"]
 
 OnlineResult = namedtuple("OnlineResult", "log_odds y trained seconds n_features spam_cutoffs ham_cutoffs auto_learned",
                           defaults=(None, None, None))
@@ -295,6 +295,31 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
                         spam_cuts, ham_cuts, auto)
 
 
+# The feedback modes of scripts/bench/bench_online.py and ``spamnb evaluate --online``:
+# what a user gives the filter after each message (see feedback_options).
+FEEDBACK = {"full": "full feedback", "error": "on error or unsure", "auto": "on error + auto-learn"}
+
+
+def feedback_options(mode, auto_margin=None):
+    """:func:`run_online`'s keyword arguments for a feedback mode of :data:`FEEDBACK`:
+    ``full`` every message learned with its label; ``error`` a message learned
+    when the model's verdict at its own cutoffs was wrong or unsure; ``auto``
+    that, and a verdict ``auto_margin`` log-odds beyond its cutoff (default
+    ``spamnb.model.autolearn.AUTO_LEARN_MARGIN``, as ``classify --auto-learn``
+    and ``serve --auto-learn`` learn) learned as itself, relabelled when the
+    user corrects it.  ``bench_online.py`` and ``spamnb evaluate --online
+    --train-on-error --auto-learn`` run the same mode through this."""
+    if mode == "full":
+        return {}
+    if mode == "error":
+        return {"train_on_error": True, "unsure": True}
+    if mode == "auto":
+        from spamnb.model.autolearn import AUTO_LEARN_MARGIN
+
+        return {"train_on_error": True, "auto_learn": AUTO_LEARN_MARGIN if auto_margin is None else auto_margin}
+    raise ValueError(f"unknown feedback mode {mode!r} ({', '.join(FEEDBACK)})")
+
+
 def cutoff_figures(result, start=1000):
     """The false-positive rate, spam missed and unsure share at the model's own
     cutoffs (as they stood when each message arrived), over the messages after
@@ -391,7 +416,9 @@ def format_online(figures, curve=None):
         return "n/a" if v is None or v != v else f"{100.0 * v:.2f}"
 
     lines = [f"messages: {figures['n']} ({figures['n_spam']} spam, {figures['n_ham']} ham), "
-             f"learned {figures['n_trained']}; vocabulary {figures['n_features']} tokens; "
+             f"learned {figures['n_trained']}"
+             + (f" ({figures['n_auto']} auto-learned)" if figures.get("n_auto") is not None else "")
+             + f"; vocabulary {figures['n_features']} tokens; "
              f"{figures['seconds']:.1f} s ({figures['messages_per_second']:.0f} messages/s, classify + learn)"]
     if "one_minus_roca_percent" in figures:
         lines.append(f"(1-ROCA) %: {figures['one_minus_roca_percent']:.4f}")

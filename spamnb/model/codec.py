@@ -115,7 +115,14 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 
     self.mapped_ = mapped
     self.mapped_file_ = (arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None
-    if journal.replay(self, where, header, arrays) and _tries > 0:  # replaced while read: read the new one
+    self.unread_ = arrays if mapped and arrays.unread else None   # read when needed (deltas.read_whole)
+    try:
+        replaced = journal.replay(self, where, header, arrays)
+    except ModelError:   # the file rewritten in place while its arrays were read for the journal
+        if _tries > 0:
+            return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
+        raise
+    if replaced and _tries > 0:  # replaced while read: read the new one
         return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
     return self
 

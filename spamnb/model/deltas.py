@@ -27,7 +27,7 @@ from spamnb.model.ages import Ages, today
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
-           "take_back_held_out"]
+           "take_back_held_out", "read_whole"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
@@ -75,6 +75,7 @@ def new_counts(spam_filter):
 def learn(spam_filter, cls, day, stream):
     """``SpamFilter.learn`` after tokenizing (without message features):
     returns the token indices."""
+    read_whole(spam_filter)
     state = vars(spam_filter)
     vocab = state["vocabulary_"]
     if state["word_counts_"] is None:
@@ -110,6 +111,7 @@ def forget_now(spam_filter, hashes, spam):
     adds it anew, at the end) and are folded out of the vocabulary, counts and
     ages together on the next use of anything but scoring and learning
     (:func:`fold`), never by a scan of the whole model per message."""
+    read_whole(spam_filter)
     state = vars(spam_filter)
     vocab, counts = state["vocabulary_"], state["word_counts_"]
     counts.resize(vocab.n_features)
@@ -157,6 +159,19 @@ def fold(spam_filter):
     spam_filter.counts_changed()
 
 
+def read_whole(spam_filter):
+    """Read the arrays a model loaded ``mapped`` left unread (its hash index,
+    counts and token strings: ``spamnb.model.store.map_model``) for what needs
+    them whole (a learn, a forget, a journal's replay, a save, the library's
+    attributes); ModelError when the file was rewritten in place since the
+    load.  Nothing for any other model."""
+    state = vars(spam_filter)
+    arrays = state.get("unread_")
+    if arrays is not None:
+        arrays.fill()
+        state["unread_"] = None
+
+
 class Folded:
     """A SpamFilter attribute (``vocabulary_``, ``word_counts_``, ``ages_``) whose
     reading or replacing folds the holes of forgets done in place first
@@ -169,6 +184,8 @@ class Folded:
         if obj is None:
             return self
         state = obj.__dict__
+        if state.get("unread_") is not None:   # loaded mapped, arrays left unread: read them for the caller
+            read_whole(obj)
         if state.get("_holes"):
             fold(obj)
         try:

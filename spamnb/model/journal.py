@@ -69,7 +69,7 @@ import os
 import stat
 import struct
 
-from spamnb.errors import MustCompact
+from spamnb.errors import JournalWarning, MustCompact
 from spamnb.bayes import checks
 from spamnb.model import deltas
 from spamnb.model.store import resolve
@@ -89,10 +89,6 @@ _MODEL_PREFIX = struct.Struct("<8sIIQQQ")   # spamnb.model.store's fixed fields:
 _COMPACT_FRACTION = 16
 _COMPACT_MIN = 64 << 10
 _COMPACT_MAX = 1 << 20
-
-
-class JournalWarning(UserWarning):
-    """A journal (or its tail) could not be applied; what came before it was."""
 
 
 def journal_path(model_path):
@@ -234,6 +230,8 @@ def replay(spam_filter, model_path, header, arrays=None):
         now = model_identity(model_path)
         if now is not None and identity is not None and now != tuple(identity):
             return True   # the model was replaced (a compaction) after it was read
+    if journal.status == "ok" and journal.payloads:
+        deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
     spam_filter.journal_ = journal
     deltas.in_place(spam_filter, arrays)   # for the journal's learns, or a writer's
     if journal.status != "ok" or not journal.payloads:

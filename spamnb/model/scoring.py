@@ -8,7 +8,7 @@ from __future__ import annotations
 from array import array
 
 from spamnb.bayes import token_kernels
-from spamnb.model import verdict
+from spamnb.model import deltas, verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
 
@@ -25,12 +25,15 @@ def scorer(spam_filter):
     vocab, counts = state["vocabulary_"], state["word_counts_"]
     if counts is None:
         spam_filter.require_fitted()
+    if not counts.as_loaded:   # changed since the load: a model read in part is read whole (deltas.read_whole)
+        deltas.read_whole(spam_filter)
     counts.resize(vocab.n_features)
     log_count, log_norm, log_prior, tail = counts.scorer_logs()
     mapped = state.get("mapped_file_")
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
                           float(spam_filter.length_norm), float(spam_filter.pair_weight))
+    deltas.read_whole(spam_filter)   # a model read in part (SpamFilter.load(mapped=True)): its arrays whole now
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                                 COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail,
                                 float(spam_filter.pair_weight))
@@ -198,7 +201,12 @@ def score_stream(scorer, stream, n_evidence, parts=True):
 
 def evidence_tokens(spam_filter, evidence):
     """``(token, weight)`` of a :class:`verdict.MessageScore`'s evidence (feature indices)."""
-    token = vars(spam_filter)["vocabulary_"].token   # holes (deltas.Folded) are never evidence
+    state = vars(spam_filter)
+    unread = state.get("unread_")
+    if unread is not None and "strings" in unread.unread:   # the strings not read: each one from the file
+        token = unread.token
+    else:
+        token = state["vocabulary_"].token   # holes (deltas.Folded) are never evidence
     return tuple((token(i), w) for i, w in evidence)
 
 

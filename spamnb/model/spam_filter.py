@@ -326,10 +326,10 @@ class SpamFilter:
         anything but a regular file or a file over ``max_size`` bytes
         (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB).
 
-        ``mapped``: map the file instead of reading it and checking it whole
-        (``spamnb classify``, ``learn``: a message's cost does not grow with
-        the model; the header and every array's bounds are checked, the
-        whole-file checksum is not: :func:`spamnb.model.store.map_model`)."""
+        ``mapped``: read the file in part, never mapped (``spamnb classify``, ``learn``:
+        a message's cost does not grow with the model; the header and every array's
+        bounds are checked, the checksum is not; the large arrays are read when
+        needed: :func:`spamnb.model.store.map_model`, :func:`deltas.read_whole`)."""
         return codec.read(cls, path, tokenizer, max_size=max_size, mapped=mapped)
 
     def __repr__(self):

@@ -390,45 +390,93 @@ def read_model(path, max_size=None):
 
 
 def map_model(path, max_size=None):
-    """Map a model file instead of reading it; returns ``(header, arrays)`` as
-    :func:`read_model` does, with ``header["_mapped"]`` True.
+    """Read a model file in part, for one message's score; returns ``(header,
+    arrays)`` as :func:`read_model` does, with ``header["_mapped"]`` True
+    (the name is older than this reader: the file is no longer mapped).
 
     The file's type, size and first 40 bytes are checked as by
-    :func:`read_model`; then it is mapped privately (``MAP_PRIVATE``: its
-    pages are read from the page cache as they are touched, and a journal
-    replayed over them changes copies of the pages it writes, never the
-    file), and the header (JSON), every array's bounds within the file
-    (against the file's size, before any view is made), alignment and
-    overlap are checked.  The whole-file checksum is not: it would read
-    every page, the cost this reader exists to spare (``spamnb classify``
-    of one message).  What a damaged array could do is bounded where it is
-    read (the scorer checks each index entry and log-count it uses);
-    :func:`verify_file` checks the whole file (``spamnb info --check``).
+    :func:`read_model`; the header (JSON) and every array's bounds within
+    the file (against the file's size), alignment and overlap are checked;
+    then the arrays are read (``pread``) into private memory (an anonymous
+    mapping the size of the file, whose pages cost nothing until written),
+    all but those of :data:`ON_DEMAND`: the hash index, the counts and
+    their logs, the token strings and the last-seen days, which a scorer
+    reads a message's entries of from the file itself (``arrays.file``,
+    kept open: ``spamnb.model.scoring``).  Those are read whole when
+    something needs them (``arrays.fill()``: a journal's replay, a learn),
+    at once by a writer (this process holds the model's :func:`locked`:
+    then in huge pages, as :func:`read_model` reads); until then their memory holds zeros,
+    so nothing but ``fill`` may read them.  The whole-file checksum is not
+    checked: it would read every byte, the cost this reader exists to spare
+    (``spamnb classify`` of one message); what a damaged array could do is
+    bounded where it is read, and :func:`verify_file` checks the whole file
+    (``spamnb info --check``).
 
-    A model is replaced by rename (:func:`write_model`): a mapping, and the
-    file kept open in ``arrays.file`` (a scorer reads a message's entries
-    from it with ``pread``), keep the file they opened (its inode) whole
-    however the path changes.  The prefix and header are read with
-    ``pread``, not from the mapping, so a file cut short in place
-    (``truncate``, ``cp`` over it) is a short read, never a fault; only a
-    journal's replay and the naming of evidence tokens touch the mapping
-    (docs/architecture.md, "The model file mapped").
+    The file is never mapped: a mapped file cut short in place (``cp`` over
+    it, ``truncate``) faults its reader on the first page touched past its
+    new end, with SIGBUS, which Python cannot catch; a ``pread`` past the
+    end is a short read, refused with one line.  A model is replaced by
+    rename (:func:`write_model`): the file kept open stays the one read (its
+    inode) however the path changes.  ``fill`` checks that the file has the
+    size and times it had when opened, before and after it reads, and every
+    read that comes short is refused: a file rewritten in place meanwhile is
+    refused (ModelError) as far as its size or times show it (a rewrite of
+    the same size within one tick of the file system's clock is not seen:
+    what is read is then bounded as a damaged file's is).  A file that
+    changes while it is opened and checked is read again (a few times), as
+    by :func:`read_model`.
     """
     path = os.fspath(path)
     max_size = MAX_MODEL_SIZE if max_size is None else max_size
+    for attempt in range(_READ_TRIES):
+        try:
+            return _map_once(path, max_size)
+        except ModelError as exc:   # read again if the file was changing
+            before = getattr(exc, "signature", None)
+            if before is None or attempt + 1 == _READ_TRIES or not _changed(path, before):
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# The arrays a model read by map_model leaves unread until ``arrays.fill()``:
+# the large ones, which a scorer reads a message's entries of with pread.
+ON_DEMAND = frozenset({"keys", "values", "offsets", "strings", "feature_count", "log_count", "last_seen"})
+
+
+def _map_once(path, max_size):
     with _opened(path, max_size) as (fd, st):
         size = st.st_size
-        # the prefix and the header are read, not taken from the mapping: a file cut short in
-        # place from now on makes a short read (refused), never a fault on a page past its end
-        header_length = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))[3]
-        head = os.pread(fd, _PREFIX.size + min(header_length, size - _PREFIX.size), 0)
-        memory = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
-        file = os.fdopen(os.dup(fd), "rb", buffering=0)   # kept open: the same inode as the mapping
-    if len(memory) != size:   # pragma: no cover - mmap maps what was asked
-        raise ModelError(f"{path}: model file is damaged (truncated?)")
-    header, arrays = _parse(path, memoryview(memory), size, verify=False, head=head)
-    header["_mapped"] = True
+        signature = _signature(st)
+        try:
+            # the prefix and the header are read first; the arrays' bounds are checked against the size
+            prefix = os.pread(fd, _PREFIX.size, 0)
+            if len(prefix) < _PREFIX.size:   # cut short since it was checked
+                raise ModelError(f"{path}: model file is damaged (truncated to {len(prefix)} bytes)")
+            header_length = _PREFIX.unpack(prefix)[3]
+            wanted = _PREFIX.size + min(header_length, size - _PREFIX.size)
+            head = os.pread(fd, wanted, 0)
+            if len(head) < wanted:   # cut short since the prefix was read
+                raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
+            # a writer (it holds the model's lock: a learn) reads the whole file: huge pages, as read_model's;
+            # a reader writes few pages of it: small ones
+            whole = holds_lock(resolve(path))
+            memory = _private_memory(size, huge=whole)
+            header, arrays = _parse(path, memory, size, verify=False, head=head)
+        except ModelError as exc:
+            exc.signature = signature
+            raise
+        file = os.fdopen(os.dup(fd), "rb", buffering=0)   # kept open: the file read, whatever the path becomes
     arrays.file = file
+    arrays.path, arrays.signature = path, signature
+    arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND)
+    try:   # the small ones now (the ledger, the held-out scores); a writer's, all
+        arrays.fill(set(arrays.offsets) if whole else set(arrays.offsets) - ON_DEMAND)
+    except ModelError as exc:
+        file.close()
+        exc.signature = signature
+        raise
+    header["_mapped"] = True
     return header, arrays
 
 
@@ -449,7 +497,7 @@ def _changed(path, before):
         return True
 
 
-def _private_memory(size):
+def _private_memory(size, huge=True):
     """Writable zeroed memory of ``size`` bytes that no file backs (a rewrite of
     the model cannot change or remove it): an anonymous private mapping, which
     the kernel zero-fills as pages are first touched (huge pages from
@@ -460,7 +508,7 @@ def _private_memory(size):
     except (AttributeError, OSError, ValueError, OverflowError):
         return memoryview(bytearray(size))
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None and size >= _HUGE_PAGES_FROM:
+    if advice is not None and huge and size >= _HUGE_PAGES_FROM:
         try:
             memory.madvise(advice)
         except OSError:   # a kernel without transparent huge pages: small pages
@@ -606,15 +654,72 @@ class _Arrays(dict):
     """The arrays of a model file read (name -> read-only memoryview), and in
     ``writable`` the same as writable bytes of the reader's private copy: a
     journal's learns are applied there (``spamnb.model.journal``); ``offsets``
-    where each starts in the file, and ``file`` the file itself, open, when
-    it was mapped (a message's entries can be read from it without mapping
-    any page: ``spamnb.model.scoring``)."""
+    where each starts in the file.  Read by :func:`map_model`: ``file`` the
+    file itself, open (a message's entries are read from it: ``spamnb.model.scoring``),
+    and ``unread`` the names of the arrays not read yet (:meth:`fill`)."""
 
     def __init__(self):
         super().__init__()
         self.writable = {}
         self.offsets = {}   # each array's byte offset in the file
-        self.file = None    # a mapped model's file, open (spamnb.model.store.map_model)
+        self.file = None    # a model's file, open, when read in part (spamnb.model.store.map_model)
+        self.unread = set()
+        self.path = self.signature = None
+        self._lock = None
+
+    def fill(self, names=None):
+        """Read the arrays ``names`` (default: every one not read yet) from the
+        file into their memory.  ModelError when the file is no longer the
+        one opened (its size or times changed: rewritten in place) or comes
+        short: nothing read is used then."""
+        todo = set(self.unread) if names is None else set(names) & set(self.writable)
+        if not todo:
+            return
+        import threading
+
+        if self._lock is None:
+            self._lock = threading.Lock()
+        with self._lock:
+            todo &= set(self.writable) if names is not None else set(self.unread)
+            fd = self.file.fileno()
+            self._check_unchanged(fd)
+            for name in sorted(todo, key=self.offsets.get):
+                target, at, done = self.writable[name], self.offsets[name], 0
+                while done < len(target):
+                    n = os.preadv(fd, [target[done:]], at + done)
+                    if n <= 0:
+                        raise ModelError(f"{self.path}: the model file was cut short while in use; read it again")
+                    done += n
+            self._check_unchanged(fd)
+            self.unread -= todo
+
+    def _check_unchanged(self, fd):
+        try:
+            now = _signature(os.fstat(fd))
+        except OSError as exc:
+            raise ModelError(f"{self.path}: cannot read the model: {exc.strerror or exc}") from None
+        if now != self.signature:
+            raise ModelError(f"{self.path}: the model file was rewritten in place while in use; read it again")
+
+    def token(self, index):
+        """The token string of feature ``index`` read from the file (``pread``:
+        the token strings need not be read whole for a verdict's evidence)."""
+        if "strings" not in self.unread:
+            raise ValueError("the token strings are read: use the vocabulary")
+        n = len(self["offsets"]) - 1
+        if not 0 <= index < n:
+            raise IndexError(f"feature index {index} out of range for {n} features")
+        fd = self.file.fileno()
+        ends = os.pread(fd, 16, self.offsets["offsets"] + 8 * index)
+        if len(ends) != 16:
+            raise ModelError(f"{self.path}: the model file was cut short while in use")
+        start, end = struct.unpack("<QQ", ends)
+        if not start <= end <= len(self["strings"]):
+            raise ValueError(f"{self.path}: token string offsets are out of range")
+        text = os.pread(fd, end - start, self.offsets["strings"] + start) if end > start else b""
+        if len(text) != end - start:
+            raise ModelError(f"{self.path}: the model file was cut short while in use")
+        return text.decode("utf-8", "surrogatepass")
 
 
 _HELD = set()   # the models whose lock this process holds (spamnb.model.journal asks)

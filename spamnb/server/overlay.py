@@ -149,7 +149,11 @@ class Overlay:
         return 4096 + sum(a.nbytes for a in arrays) + sum(len(t) + 56 for t in self.new_tokens)
 
     def token(self, index):
-        return self.site.filter.vocabulary_.token(index) if index < self.n_base else self.new_tokens[index - self.n_base]
+        if index >= self.n_base:
+            return self.new_tokens[index - self.n_base]
+        from spamnb.model.scoring import evidence_tokens   # read from the site file (its strings left unread)
+
+        return evidence_tokens(self.site.filter, ((index, 0.0),))[0][0]
 
     def _compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens, their
