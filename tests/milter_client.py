@@ -1,5 +1,6 @@
-"""The MTA's side of the milter protocol, for the tests and
-scripts/bench/bench_milter.py: packets packed and read with kilter.protocol's
+"""The MTA's side of the milter protocol, for scripts/bench/bench_milter.py
+and tests/test_serve_paths.py (tests/raw_milter.py is the tests' own client,
+without kilter): packets packed and read with kilter.protocol's
 message classes, sent over a blocking socket the way Postfix's smtpd sends
 them (negotiation offering what Postfix 3.7 offers, the recipients, each
 header field, the end of headers, the body in chunks of at most 65,535
@@ -9,6 +10,8 @@ import socket
 
 from kilter.protocol import messages
 from kilter.protocol.buffer import SimpleBuffer
+
+from raw_milter import split_message  # noqa: F401 - also for scripts/bench/bench_milter.py
 
 PF = messages.ProtocolFlags
 AF = messages.ActionFlags
@@ -25,22 +28,6 @@ def packet(message):
     buf = SimpleBuffer(4 * 1024 * 1024)
     message.pack(buf)
     return buf[:].tobytes()
-
-
-def split_message(raw):
-    """(header fields as (name, value bytes), body with CRLF line ends)."""
-    raw = raw.replace(b"\r\n", b"\n")
-    if raw.startswith(b"From "):        # an mbox's separator line: not part of the message an MTA sees
-        raw = raw.partition(b"\n")[2]
-    head, _, body = raw.partition(b"\n\n")
-    fields = []
-    for line in head.split(b"\n"):
-        if line[:1] in (b" ", b"\t") and fields:
-            fields[-1][1] += b"\n" + line
-        elif b":" in line:
-            name, _, value = line.partition(b":")
-            fields.append([name.decode("ascii", "replace").strip(), value])
-    return fields, body.replace(b"\n", b"\r\n")
 
 
 class MilterClient:

@@ -43,6 +43,8 @@ from spamnb.server.models import ModelUnavailable
 from spamnb.server.server_log import log_safe, one_line
 
 MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
+SLICE_PACKETS = 64                  # whole packets handed to the state machine at a time, and
+SLICE_SECONDS = 0.0005              # ... slices for this long at most: then the other connections' turn
 _START_CAPACITY = 64 * 1024 + 64
 _PF = messages.ProtocolFlags
 _AF = messages.ActionFlags
@@ -58,18 +60,19 @@ class PacketBuffer:
     moves: taking a packet off the front copies nothing (kilter's
     ``SimpleBuffer`` moves the rest of the buffer down each time)."""
 
-    __slots__ = ("_data", "_start", "_end")
+    __slots__ = ("_data", "_start", "_end", "limit")
 
     def __init__(self, capacity=_START_CAPACITY):
         self._data = bytearray(capacity)
         self._start = self._end = 0
+        self.limit = None           # while set: a reader sees the bytes before this offset only
 
     def __len__(self):
         return len(self._data) - self._start
 
     @property
     def filled(self):
-        return self._end - self._start
+        return (self._end if self.limit is None else self.limit) - self._start
 
     @property
     def available(self):
@@ -91,16 +94,23 @@ class PacketBuffer:
 
     def __delitem__(self, items):
         start, stop, _ = items.indices(self.filled)
-        if stop == self.filled:
-            self._end = self._start + start
-        elif start == 0:
+        if start == 0:
             self._start += stop
+        elif stop == self.filled and self.limit is None:
+            self._end = self._start + start
         else:
             base = self._start
             self._data[base + start:self._end - (stop - start)] = self._data[base + stop:self._end]
             self._end -= stop - start
         if self._start == self._end:
             self._start = self._end = 0
+            if self.limit is not None:
+                self.limit = 0
+
+    @property
+    def front(self):
+        """The offset of the packet at the front."""
+        return self._start
 
     def get_free(self, size):
         if size > self.available:
@@ -137,6 +147,23 @@ class PacketBuffer:
             return None
         return int.from_bytes(self._data[self._start:self._start + 4], "big") + 4
 
+    def cut(self, most):
+        """The offset after the first ``most`` whole packets at the front (the
+        start when none is whole), for :attr:`limit`; raises ValueError for a
+        length word of 0 or over :data:`MAX_PACKET` among them or in the packet
+        after them."""
+        offset, data, end = self._start, self._data, self._end
+        for _ in range(most):
+            if end - offset < 4:
+                break
+            size = int.from_bytes(data[offset:offset + 4], "big")
+            if size == 0 or size > MAX_PACKET:
+                raise ValueError(f"a packet of {size} bytes")
+            if end - offset < 4 + size:
+                break
+            offset += 4 + size
+        return offset
+
     def skip_macros(self):
         """Drop the packet at the front when it is a whole macro packet
         (``D``); returns whether it did."""
@@ -146,14 +173,6 @@ class PacketBuffer:
         del self[:size]
         return True
 
-    def packet_sizes(self):
-        """The length words of the packets in the buffer (the last may be cut)."""
-        offset, out = self._start, []
-        while self._end - offset >= 4:
-            size = int.from_bytes(self._data[offset:offset + 4], "big")
-            out.append(size)
-            offset += 4 + size
-        return out
 
 
 class MilterConnection(asyncio.Protocol):
@@ -171,7 +190,8 @@ class MilterConnection(asyncio.Protocol):
         self.peer = "unix"
         self.state = core.FilterProtocol()
         self.inbox = PacketBuffer()
-        self.outbox = PacketBuffer(4096)
+        self.waiting = b""          # bytes read and not in the inbox yet (a memoryview of them)
+        self.resume = None          # the next slice of work, scheduled (reading paused meanwhile)
         self.timer = None
         self.last_heard = 0.0
         self.quickack = None        # the socket, for TCP_QUICKACK
@@ -183,8 +203,10 @@ class MilterConnection(asyncio.Protocol):
         self._new_message()
 
     def _new_message(self):
-        self.parts = []             # header lines and body chunks (bytes), up to --max-size
+        self.held = bytearray()     # the message as held: header lines and body, up to --max-size
+        self.subject_at = None      # (start, end) of the first Subject field's value in it
         self.size = 0
+        self.packets = 0            # packets of this message, up to --milter-max-packets
         self.too_big = False
         self.in_body = False
         self.users = set()          # the recipients' user names (two at most kept)
@@ -213,6 +235,10 @@ class MilterConnection(asyncio.Protocol):
         if self.pending is not None:
             self.pending.cancel()
         self.closed = True
+        self.waiting = b""
+        if self.resume is not None:
+            self.resume.cancel()
+            self.resume = None
         if self.timer is not None:
             self.timer.cancel()
         if self in self.acceptor.connections:
@@ -237,7 +263,12 @@ class MilterConnection(asyncio.Protocol):
             except OSError:
                 self.quickack = None
         self._arm()
-        self._receive(data)
+        if self.waiting:
+            self.waiting = bytes(self.waiting) + data   # read before the pause took effect: kept in order
+        else:
+            self.waiting = memoryview(data)
+        if self.resume is None:
+            self._work()
 
     def close(self):
         if not self.closed:
@@ -266,30 +297,57 @@ class MilterConnection(asyncio.Protocol):
         self.close()
 
     # ------------------------------------------------------------------ packets
-    def _receive(self, data):
-        while data and not self.closed:
-            taken = self.inbox.feed(data, self.inbox.next_size() or 0)
-            data = data[taken:]
-            for size in self.inbox.packet_sizes():
-                if size == 0 or size > MAX_PACKET:
-                    self._protocol_error(f"a packet of {size} bytes")
-                    return
-            while not self.closed:
-                try:
-                    # a packet sent before the answer to the end of data it follows is one
-                    # the state machine does not expect: an error
-                    for message in self.state.read_from(self.inbox):
-                        self._event(message)
-                        if self.closed:
-                            break
+    def _work(self):
+        """Hand the packets read to the state machine, whole packets only, a
+        slice of at most :data:`SLICE_PACKETS` at a time; past
+        :data:`SLICE_SECONDS` the rest waits for the event loop's next turn,
+        reading paused (a client sending a flood of tiny packets then holds
+        the worker's other connections up by one slice at most)."""
+        self.resume = None
+        inbox = self.inbox
+        deadline = time.perf_counter() + SLICE_SECONDS
+        while not self.closed:
+            try:
+                cut = inbox.cut(SLICE_PACKETS)
+            except ValueError as exc:
+                self._protocol_error(str(exc))
+                return
+            if cut == inbox.front:
+                if not self.waiting:
                     break
-                except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
-                    if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
-                        continue    # a macro with a value kilter cannot decode (not ASCII): not needed
-                    self._protocol_error(f"{type(exc).__name__}: {one_line(exc)}")
+                taken = inbox.feed(self.waiting, inbox.next_size() or 0)
+                if taken == 0:      # a packet larger than the buffer can grow to
+                    self._protocol_error("a packet larger than the buffer")
                     return
-            if taken == 0:      # a packet larger than the buffer can grow to
-                self._protocol_error("a packet larger than the buffer")
+                self.waiting = self.waiting[taken:]
+                continue
+            inbox.limit = cut
+            try:
+                self._read_packets()
+            finally:
+                inbox.limit = None
+            if not self.closed and time.perf_counter() > deadline:
+                self.transport.pause_reading()
+                self.resume = asyncio.get_running_loop().call_soon(self._work)
+                return
+        if not self.closed and not self.transport.is_reading():
+            self.transport.resume_reading()
+
+    def _read_packets(self):
+        """The whole packets the inbox shows, through kilter's state machine."""
+        while not self.closed:
+            try:
+                # a packet sent before the answer to the end of data it follows is one
+                # the state machine does not expect: an error
+                for message in self.state.read_from(self.inbox):
+                    self._event(message)
+                    if self.closed:
+                        break
+                return
+            except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
+                if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
+                    continue    # a macro with a value kilter cannot decode (not ASCII): not needed
+                self._protocol_error(f"{type(exc).__name__}: {one_line(exc)}")
                 return
 
     def _protocol_error(self, text):
@@ -302,6 +360,10 @@ class MilterConnection(asyncio.Protocol):
             self.close()
 
     def _event(self, message):
+        self.packets += 1
+        if self.packets > self.server.settings.milter_max_packets and not self.too_big:
+            self.too_big = True     # counted, never held: refused at its end of data
+            self.held = bytearray()
         kind = type(message)        # by type, not isinstance: kilter's messages are ABCs, slow to test
         if kind is messages.Header:
             self.started = True
@@ -311,8 +373,15 @@ class MilterConnection(asyncio.Protocol):
                 self.subjects += 1
             elif lower.encode() in OUR_FIELDS:
                 self.our_fields[lower] = self.our_fields.get(lower, 0) + 1
-            self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": ")
-                       + bytes(message.value) + b"\r\n")
+            self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": "))
+            if self.subjects == 1 and lower == "subject" and not self.too_big:
+                start = len(self.held)
+                self._hold(message.value)
+                if not self.too_big:
+                    self.subject_at = (start, len(self.held))
+            else:
+                self._hold(message.value)
+            self._hold(b"\r\n")
         elif self._other_event(message):
             return
         if message.ident not in self.state.nr and self.state.needs_response(message):
@@ -342,10 +411,10 @@ class MilterConnection(asyncio.Protocol):
                 if not self.in_body:
                     self.in_body = True
                     self._hold(b"\r\n")
-                self._hold(bytes(message.content))
+                self._hold(message.content)
             case messages.EndOfMessage():
                 if len(message.content):
-                    self._hold(bytes(message.content))
+                    self._hold(message.content)
                 self._end_of_message()
                 return True
             case messages.Abort():
@@ -378,25 +447,38 @@ class MilterConnection(asyncio.Protocol):
         return address
 
     def _hold(self, data):
+        """Add ``data`` (bytes or a view of the inbox) to the message held, as
+        long as it stays within --max-size (and its packets within
+        --milter-max-packets): one bytearray, so a packet costs its bytes and
+        nothing more, whatever its size."""
         self.size += len(data)
         if self.too_big:
             return
         if self.size > self.server.settings.max_size:
             self.too_big = True
-            self.parts = []     # over --max-size: counted, never held whole
+            self.held = bytearray()     # over --max-size: counted, never held whole
             return
-        self.parts.append(data)
+        self.held += data
 
     def _send(self, *answer):
+        """Pack the answer's packets, each in a buffer of its own size (a
+        header edit can be as large as the field it changes), and write them."""
+        out = []
         for message in answer:
-            self.state.write_to(self.outbox, message)
-        self.transport.write(self.outbox.take())
+            buf = PacketBuffer(_room(message))
+            self.state.write_to(buf, message)
+            out.append(buf.take())
+        self.transport.write(b"".join(out))
 
     # ------------------------------------------------------------------ the end of data
     def _end_of_message(self):
         started = time.perf_counter()
         server = self.server
         user = next(iter(self.users)) if len(self.users) == 1 else None
+        if self.packets > server.settings.milter_max_packets:
+            self._unchecked(started, user or "-", f"error 75 refused: more than {server.settings.milter_max_packets}"
+                                                  " packets in one message", "tempfail")
+            return
         if self.too_big:
             self._unchecked(started, user or "-", f"too big, not checked (message larger than "
                                                   f"{server.settings.max_size} bytes)")
@@ -419,7 +501,8 @@ class MilterConnection(asyncio.Protocol):
     def _check(self, started, user, paths=None):
         settings = self.server.settings
         shown = log_safe(user or "-")
-        message = b"".join(self.parts)
+        message, subject = bytes(self.held), self._subject()
+        self.held = bytearray()     # held once: the copy checked is the only one
         try:
             checked = self.server.handler.check_now(message, user, True, paths)
         except ModelUnavailable as exc:
@@ -434,18 +517,23 @@ class MilterConnection(asyncio.Protocol):
         if action == "reject":
             self._send(messages.ReplyCode(_REJECT))
         else:
-            self._send(*self._edits(checked, settings),
+            self._send(*self._edits(checked, settings, subject),
                        *([messages.Quarantine(f"spamnb: spam, score {checked.score:.1f}")]
                          if action == "quarantine" and _AF.QUARANTINE in self.actions else ()),
                        messages.Continue())
         self._done(shown, checked.outcome, action, started, len(message))
 
-    def _edits(self, checked, settings):
-        """The header edits of a tagged message: the sender's own X-Spam-*
+    def _edits(self, checked, settings, subject):
+        """The header edits of a tagged message (``subject``: the first
+        Subject field's value, or None): the sender's own X-Spam-*
         fields removed (the last first, so the indexes stay right), the
         subject tagged, spamnb's fields added."""
         edits = []
         fields = checked.fields(settings.report)
+        # the values as the fields are written, "Name: value": with HEADER_LEADING_SPACE agreed the MTA
+        # adds no space after the colon itself
+        space = b" " if self.leading_space else b""
+        fields = [(name, space + value) for name, value in fields]
         if _AF.CHANGE_HEADERS not in self.actions:
             return [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
         for lower, count in self.our_fields.items():
@@ -453,7 +541,6 @@ class MilterConnection(asyncio.Protocol):
                 edits.append(messages.ChangeHeader(index, lower, b""))
         tag = settings.subject_tag
         if tag and checked.label == "spam":
-            subject = self._subject()
             if subject is None:
                 edits.append(messages.AddHeader("Subject", tag.encode("utf-8")))
             elif not subject.lstrip(b" \t").startswith(tag.encode("utf-8")):
@@ -465,18 +552,14 @@ class MilterConnection(asyncio.Protocol):
 
     def _subject(self):
         """The first Subject field's value as held, or None."""
-        if not self.subjects:
+        if self.subject_at is None:
             return None
-        for part in self.parts:
-            if part[:8].lower() == b"subject:":
-                return part[8:].rstrip(b"\r\n")
-            if part == b"\r\n":
-                break
-        return None
+        start, end = self.subject_at
+        return bytes(self.held[start:end])
 
-    def _unchecked(self, started, user, outcome):
-        """A message that could not be checked: --milter-on-error."""
-        action = self.server.settings.milter_on_error
+    def _unchecked(self, started, user, outcome, action=None):
+        """A message that could not be checked: --milter-on-error (or ``action``)."""
+        action = action or self.server.settings.milter_on_error
         if not self.closed:
             self._send(messages.Continue() if action == "accept" else messages.TemporaryFailure())
         self._done(user, outcome, action, started, self.size)
@@ -487,3 +570,15 @@ class MilterConnection(asyncio.Protocol):
         self._new_message()
         self.server.request_done("EOM", user, f"{outcome} queue_id={self.queue_id}", size, ms, self.peer,
                                  protocol="milter", action=action)
+
+
+def _room(message):
+    """Bytes enough to pack ``message`` (a kilter message): its values' sizes
+    (a str at four bytes a character) and room for the rest."""
+    room = 4096
+    for value in vars(message).values():
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            room += len(value)
+        elif isinstance(value, str):
+            room += 4 * len(value)
+    return room
