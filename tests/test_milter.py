@@ -354,3 +354,116 @@ def test_an_mta_outside_allowed_ips_is_closed_and_logged_once_a_second(home, mil
     assert _status(c.message(MESSAGES[-1].read_bytes())).startswith("No,")
     c.close()
     assert 1 <= d.log_text().count("refused 127.0.0.2") <= 1 + int(elapsed), d.log_text()
+
+
+# ---------------------------------------------------------------------- hostile senders (issue 45)
+def _fields_of(answers, kind, name):
+    return [a for a in answers if a.kind == kind and a.name.lower() == name]
+
+
+def _long_subject(raw, subject):
+    """``raw`` (a whole message) with its Subject field(s) replaced by ``subject``."""
+    head, _, body = _without_from_line(raw).replace(b"\r\n", b"\n").partition(b"\n\n")
+    head = re.sub(rb"(?im)^subject:.*\n?(?:[ \t].*\n?)*", b"", head + b"\n")
+    return b"Subject: " + subject + b"\n" + head.rstrip(b"\n") + b"\n\n" + body
+
+
+@pytest.mark.parametrize("action", ["tag", "reject", "quarantine"])
+def test_header_edits_of_any_size_get_their_verdict(home, milter, action):
+    """A ham carrying 300 X-Spam-Flag and 120 X-Spam-Status fields, and a spam
+    whose Subject is 3,000 and 96,000 characters (Postfix's header_size_limit
+    is 102,400): each gets its verdict and its action, with --report and
+    --subject-tag (a fixed 4 KiB reply buffer closed the connection instead,
+    and Postfix applied milter_default_action)."""
+    d = milter("--milter-spam-action", action, "--report", "--subject-tag", "[SPAM]")
+    c = d.client()
+    forged = b"X-Spam-Flag: YES\n" * 300 + b"X-Spam-Status: No, score=-10.0 forged\n" * 120
+    answers = c.message(forged + _without_from_line(MESSAGES[-1].read_bytes()))
+    assert answers and answers[-1].kind == "c", answers[-3:]
+    assert _status(answers).startswith("No, score="), answers[-3:]
+    assert sorted(a.index for a in _fields_of(answers, "m", "x-spam-flag") if not a.value) == list(range(1, 301))
+    assert sorted(a.index for a in _fields_of(answers, "m", "x-spam-status") if not a.value) == list(range(1, 121))
+    for length in (3_000, 96_000):
+        subject = (b"cheap pills now " * (length // 16 + 1))[:length]
+        answers = c.message(forged + _long_subject(MESSAGES[0].read_bytes(), subject))
+        if action == "reject":
+            assert len(answers) == 1 and answers[0].kind == "y" and answers[0].text.startswith(b"550 5.7.1 "), answers
+            continue
+        assert answers and answers[-1].kind == "c", answers[-3:]
+        assert _status(answers).startswith("Yes, score="), answers[-3:]
+        assert [a.value for a in _fields_of(answers, "m", "subject")] == [b" [SPAM] " + subject]
+        assert ("q" in [a.kind for a in answers]) == (action == "quarantine")
+    c.close()
+    assert "protocol error" not in d.log_text()
+
+
+def test_added_fields_are_written_as_spamc_writes_them(home, milter):
+    """With HEADER_LEADING_SPACE agreed (Postfix offers it) the MTA writes a
+    field as ``name + ":" + value``: each value starts with its one space, so
+    the field reads ``X-Spam-Status: Yes, score=...`` byte for byte as in
+    spamc's output for the same message (procmail's ``^X-Spam-Status: Yes``);
+    without the flag, the MTA adds the space and the values come without."""
+    d = milter()
+    spam = _without_from_line(MESSAGES[0].read_bytes())
+    c = d.client()
+    fields = added(c.message(spam))
+    c.close()
+    assert fields and all(v.startswith(b" ") and not v.startswith(b"  ") for v in fields.values()), fields
+    processed = d.spamc(stdin=spam).stdout.replace(b"\r\n", b"\n")
+    head = processed.partition(b"\n\n")[0] + b"\n"
+    for name, value in fields.items():
+        line = re.search(rb"(?im)^(" + re.escape(name.encode()) + rb":.*\n(?:[ \t].*\n)*)", head)
+        assert line is not None, (name, head)
+        assert line.group(1)[len(name) + 1:] == value.replace(b"\r\n", b"\n") + b"\n", (name, line.group(1), value)
+    assert re.search(rb"(?m)^X-Spam-Status: Yes, score=", head)
+    c = RawMilter(("127.0.0.1", d.milter_port), timeout=10)
+    c.negotiate(protocol=0x1fffff & ~0x100000)
+    fields = added(c.message(spam))
+    c.close()
+    assert fields["x-spam-status"].startswith(b"Yes, score="), fields
+
+
+def _hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def test_memory_is_bounded_by_max_size_whatever_the_packet_sizes(home, milter):
+    """A body sent in 1-byte packets costs its bytes (it cost ~44 bytes a
+    byte: a bytes object and a list slot each); the server's peak memory
+    grows by less than --max-size plus a fixed 6 MiB."""
+    max_size = 256 * 1024
+    d = milter("--max-size", max_size, "--milter-max-packets", 10 ** 6)
+    c = d.client(timeout=120)
+    ham = _without_from_line(MESSAGES[-1].read_bytes())
+    assert c.message(ham)[-1].kind == "c"          # the model loaded, the buffers in use
+    before = _hwm(d.proc.pid)
+    c.start()
+    c.header("Subject", b" one byte at a time")
+    c.end_of_headers()
+    body = b"hello world, a ham message sent one byte a packet\r\n" * 4900     # ~250 KB
+    assert len(body) < max_size
+    c.send(b"".join(packet("B", body[i:i + 1]) for i in range(len(body))))
+    answers = c.end()
+    assert answers and answers[-1].kind == "c" and _status(answers) is not None, answers
+    grown = _hwm(d.proc.pid) - before
+    assert grown < max_size + 6 * 2 ** 20, grown
+    c.close()
+
+
+@pytest.mark.parametrize("on_error", ["accept", "tempfail"])
+def test_past_max_packets_a_message_is_refused_with_a_temporary_failure(home, milter, on_error):
+    """Empty Body packets count: past --milter-max-packets the message is
+    refused (tempfail, whatever --milter-on-error), held no more, and the
+    connection goes on."""
+    d = milter("--milter-max-packets", 20_000, "--milter-on-error", on_error)
+    c = d.client(timeout=60)
+    c.start()
+    c.header("Subject", b" nothing")
+    c.end_of_headers()
+    c.send(packet("B") * 50_000)
+    answers = c.end()
+    assert [a.kind for a in answers] == ["t"], answers
+    assert _status(c.message(MESSAGES[-1].read_bytes())).startswith("No,")       # the next one is checked
+    c.close()
+    assert "more than 20000 packets in one message" in d.log_text() and "action=tempfail" in d.log_text()
