@@ -428,10 +428,12 @@ def _hwm(pid):
         return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
 
 
+@pytest.mark.slow
 def test_memory_is_bounded_by_max_size_whatever_the_packet_sizes(home, milter):
     """A body sent in 1-byte packets costs its bytes (it cost ~44 bytes a
     byte: a bytes object and a list slot each); the server's peak memory
-    grows by less than --max-size plus a fixed 6 MiB."""
+    grows by less than --max-size plus a fixed 6 MiB.  (Slow: past its burst a
+    connection gets 20,000 packets a second.)"""
     max_size = 256 * 1024
     d = milter("--max-size", max_size, "--milter-max-packets", 10 ** 6)
     c = d.client(timeout=120)
@@ -467,3 +469,52 @@ def test_past_max_packets_a_message_is_refused_with_a_temporary_failure(home, mi
     assert _status(c.message(MESSAGES[-1].read_bytes())).startswith("No,")       # the next one is checked
     c.close()
     assert "more than 20000 packets in one message" in d.log_text() and "action=tempfail" in d.log_text()
+
+
+def _check_seconds(d, message):
+    """One SPAMD CHECK on a new connection, as spamc makes it: seconds to its whole answer."""
+    started = time.monotonic()
+    answer = d.raw(b"CHECK SPAMC/1.5\r\nContent-length: %d\r\n\r\n" % len(message) + message, timeout=30)
+    assert answer.startswith(b"SPAMD/1.5 0 EX_OK"), answer[:200]
+    return time.monotonic() - started
+
+
+def test_a_flood_of_tiny_packets_leaves_the_spamd_side_of_the_worker_alone(home, milter):
+    """One client streams 1-byte packets as fast as the worker takes them;
+    CHECKs on the same worker (one worker) still answer in milliseconds: the
+    packets are handled in slices, and a flood gets its packets at a bounded
+    rate (a 256 KiB read of them held the event loop 0.3-0.7 s).
+    scripts/bench/bench_milter.py flood measures it (docs/reliability.md)."""
+    import threading
+
+    d = milter("--milter-max-packets", 10 ** 8)
+    message = MESSAGES[0].read_bytes()
+    alone = sorted(_check_seconds(d, message) for _ in range(20))
+    c = RawMilter(("127.0.0.1", d.milter_port), timeout=120)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)   # little left queued when it stops
+    c.negotiate()
+    c.start()
+    c.header("Subject", b" a flood")
+    c.end_of_headers()
+    chunk = packet("B", b"x") * 10922
+    stop = threading.Event()
+
+    def flood():
+        try:
+            while not stop.is_set():
+                c.sock.sendall(chunk)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.5)
+        flooded = sorted(_check_seconds(d, message) for _ in range(30))
+    finally:
+        stop.set()
+        thread.join(30)
+        c.close()
+    # generous bounds (a loaded machine): the median within 50 ms of the median alone, the slowest under 1 s
+    assert flooded[len(flooded) // 2] < alone[len(alone) // 2] + 0.05 and flooded[-1] < 1.0, (alone, flooded)
+    assert d.proc.poll() is None

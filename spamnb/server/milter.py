@@ -45,6 +45,8 @@ from spamnb.server.server_log import log_safe, one_line
 MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
 SLICE_PACKETS = 64                  # whole packets handed to the state machine at a time, and
 SLICE_SECONDS = 0.0005              # ... slices for this long at most: then the other connections' turn
+PACKET_RATE = 20_000                # packets a second a connection gets past its burst (~10 % of a worker),
+PACKET_BURST = 20_000               # ... and its burst (an MTA sends 10-200 packets a message)
 _START_CAPACITY = 64 * 1024 + 64
 _PF = messages.ProtocolFlags
 _AF = messages.ActionFlags
@@ -107,11 +109,6 @@ class PacketBuffer:
             if self.limit is not None:
                 self.limit = 0
 
-    @property
-    def front(self):
-        """The offset of the packet at the front."""
-        return self._start
-
     def get_free(self, size):
         if size > self.available:
             raise InsufficientSpace
@@ -148,12 +145,13 @@ class PacketBuffer:
         return int.from_bytes(self._data[self._start:self._start + 4], "big") + 4
 
     def cut(self, most):
-        """The offset after the first ``most`` whole packets at the front (the
-        start when none is whole), for :attr:`limit`; raises ValueError for a
-        length word of 0 or over :data:`MAX_PACKET` among them or in the packet
-        after them."""
+        """(the offset after the first ``most`` whole packets at the front, or
+        the start when none is whole, for :attr:`limit`; how many); raises
+        ValueError for a length word of 0 or over :data:`MAX_PACKET` among
+        them or in the packet after them."""
         offset, data, end = self._start, self._data, self._end
-        for _ in range(most):
+        count = 0
+        while count < most:
             if end - offset < 4:
                 break
             size = int.from_bytes(data[offset:offset + 4], "big")
@@ -162,7 +160,8 @@ class PacketBuffer:
             if end - offset < 4 + size:
                 break
             offset += 4 + size
-        return offset
+            count += 1
+        return offset, count
 
     def skip_macros(self):
         """Drop the packet at the front when it is a whole macro packet
@@ -192,6 +191,8 @@ class MilterConnection(asyncio.Protocol):
         self.inbox = PacketBuffer()
         self.waiting = b""          # bytes read and not in the inbox yet (a memoryview of them)
         self.resume = None          # the next slice of work, scheduled (reading paused meanwhile)
+        self.tokens = PACKET_BURST  # packets it may send now (a token bucket: PACKET_RATE, PACKET_BURST)
+        self.tokens_at = 0.0
         self.timer = None
         self.last_heard = 0.0
         self.quickack = None        # the socket, for TCP_QUICKACK
@@ -302,17 +303,28 @@ class MilterConnection(asyncio.Protocol):
         slice of at most :data:`SLICE_PACKETS` at a time; past
         :data:`SLICE_SECONDS` the rest waits for the event loop's next turn,
         reading paused (a client sending a flood of tiny packets then holds
-        the worker's other connections up by one slice at most)."""
+        the worker's other connections up by one slice at most), and past
+        its burst of packets until its bucket has tokens again (a flood
+        then takes a tenth of the worker, whatever its packets' sizes)."""
         self.resume = None
         inbox = self.inbox
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self.tokens = min(PACKET_BURST, self.tokens + (now - self.tokens_at) * PACKET_RATE)
+        self.tokens_at = now
+        self.last_heard = now       # (reading paused here counts as heard: the wait is this side's)
         deadline = time.perf_counter() + SLICE_SECONDS
         while not self.closed:
+            if self.tokens < 1:
+                self.transport.pause_reading()
+                self.resume = loop.call_later((1 - self.tokens) / PACKET_RATE, self._work)
+                return
             try:
-                cut = inbox.cut(SLICE_PACKETS)
+                cut, count = inbox.cut(min(SLICE_PACKETS, int(self.tokens)))
             except ValueError as exc:
                 self._protocol_error(str(exc))
                 return
-            if cut == inbox.front:
+            if not count:
                 if not self.waiting:
                     break
                 taken = inbox.feed(self.waiting, inbox.next_size() or 0)
@@ -322,13 +334,14 @@ class MilterConnection(asyncio.Protocol):
                 self.waiting = self.waiting[taken:]
                 continue
             inbox.limit = cut
+            self.tokens -= count
             try:
                 self._read_packets()
             finally:
                 inbox.limit = None
             if not self.closed and time.perf_counter() > deadline:
                 self.transport.pause_reading()
-                self.resume = asyncio.get_running_loop().call_soon(self._work)
+                self.resume = loop.call_soon(self._work)
                 return
         if not self.closed and not self.transport.is_reading():
             self.transport.resume_reading()
