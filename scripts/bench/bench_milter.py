@@ -30,9 +30,16 @@ address and a milter address.  Then:
    ``spamc -c`` (a process each, wall time) every ``--spamc-every``-th;
    the packets the server took meanwhile.
 
+4. ``packets`` (issue 45): one message on a fresh server of one worker
+   (``--max-size``, default 4 MiB), its body sent one byte a packet
+   (``--body`` bytes), then one with ``--empty`` empty body packets: the
+   answer to each, the server's peak memory (VmHWM) growth over each, the
+   time from the end of data to the answer, and the whole message's time.
+
     python scripts/bench/bench_milter.py latency [--corpus ../shared/corpora/spamassassin] [--messages 1000]
     python scripts/bench/bench_milter.py postfix [--messages 1000] [--clients 10] [--rounds 3]
     python scripts/bench/bench_milter.py flood [--corpus corpora] [--messages 200] [--checks 400]
+    python scripts/bench/bench_milter.py packets [--corpus corpora] [--max-size 262144] [--body 250000] [--empty 400000]
 """
 
 from __future__ import annotations
@@ -280,6 +287,39 @@ def flood(server, items, n, spamc_every):
           f"server CPU {100 * cpu / elapsed:.0f} %")
 
 
+def _hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def packets(server, items, body_size, empty):
+    """A body in 1-byte packets, then a message of empty body packets: answers, memory, times."""
+    from raw_milter import RawMilter, packet
+
+    client = RawMilter(("127.0.0.1", server.milter_port), timeout=3600)
+    client.negotiate()
+    assert client.message(items[0][2])[-1].kind == "c"      # the model loaded, the buffers in use
+    line = b"hello world, a message sent one byte a packet\r\n"
+    body = (line * (body_size // len(line) + 1))[:body_size]
+    for name, data in ((f"a body of {body_size:,} bytes, one byte a packet",
+                        b"".join(packet("B", body[i:i + 1]) for i in range(len(body)))),
+                       (f"{empty:,} empty body packets", packet("B") * empty)):
+        before, started = _hwm(server.proc.pid), time.perf_counter()
+        client.start()
+        client.header("Subject", b" packets")
+        client.end_of_headers()
+        client.send(data)
+        eom = time.perf_counter()
+        answers = client.end()
+        done = time.perf_counter()
+        kinds = "".join(a.kind for a in answers)
+        print(f"{name}: answer {kinds!r} ({'tempfail' if kinds == 't' else 'verdict' if 'h' in kinds else kinds}); "
+              f"peak memory +{(_hwm(server.proc.pid) - before) / 2 ** 20:.1f} MiB; end of data to answer "
+              f"{1000 * (done - eom):.0f} ms (the packets still queued included); whole message {done - started:.1f} s")
+    client.close()
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def postfix(server, items, clients, labels, work, rounds=1):
     import postfix_private
     from mailchain import read_maildir, header
@@ -356,7 +396,7 @@ def postfix(server, items, clients, labels, work, rounds=1):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("latency", "postfix", "flood"))
+    parser.add_argument("what", choices=("latency", "postfix", "flood", "packets"))
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=10, help="postfix: concurrent SMTP senders (default 10)")
@@ -365,6 +405,9 @@ def main(argv=None):
     parser.add_argument("--spamc-every", type=int, default=5,
                         help="latency, flood: run spamc on every N-th message")
     parser.add_argument("--checks", type=int, default=400, help="flood: CHECKs alone and under the flood")
+    parser.add_argument("--max-size", type=int, help="packets: spamnb serve --max-size")
+    parser.add_argument("--body", type=int, default=250_000, help="packets: body bytes sent one byte a packet")
+    parser.add_argument("--empty", type=int, default=400_000, help="packets: empty body packets in one message")
     parser.add_argument("--workers", default="1", help="spamnb serve --workers (default 1)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-milter-"))
@@ -379,12 +422,15 @@ def main(argv=None):
         folder = work / "messages"
         folder.mkdir()
         items = pick_messages(args.corpus, args.messages, folder)
-        server = Server(home, model, "--workers", args.workers)
+        server = Server(home, model, "--workers", args.workers,
+                        *(["--max-size", str(args.max_size)] if args.max_size else []))
         try:
             if args.what == "latency":
                 latency(server, items, args.spamc_every)
             elif args.what == "flood":
                 flood(server, items, args.checks, args.spamc_every)
+            elif args.what == "packets":
+                packets(server, items, args.body, args.empty)
             else:
                 labels = classify_all(home, model, items)
                 postfix(server, items, args.clients, labels, work, args.rounds)
