@@ -6,12 +6,10 @@ them (negotiation offering what Postfix 3.7 offers, the recipients, each
 header field, the end of headers, the body in chunks of at most 65,535
 bytes with CRLF line ends, the end of data)."""
 
-import socket
-
 from kilter.protocol import messages
 from kilter.protocol.buffer import SimpleBuffer
 
-from raw_milter import split_message  # noqa: F401 - also for scripts/bench/bench_milter.py
+from raw_milter import RawMilter, split_message  # noqa: F401 - split_message: for scripts/bench/bench_milter.py
 
 PF = messages.ProtocolFlags
 AF = messages.ActionFlags
@@ -30,19 +28,9 @@ def packet(message):
     return buf[:].tobytes()
 
 
-class MilterClient:
-    """One milter connection to ``address`` ((host, port) or a socket path)."""
-
-    def __init__(self, address, timeout=30.0):
-        family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(address)
-        self.pending = b""
-        self.agreed = None
-
-    def close(self):
-        self.sock.close()
+class MilterClient(RawMilter):
+    """One milter connection to ``address`` ((host, port) or a socket path),
+    its packets kilter's messages (the connection is tests/raw_milter.py's)."""
 
     def send(self, *items):
         self.sock.sendall(b"".join(packet(m) if isinstance(m, messages.Message) else m for m in items))
@@ -101,15 +89,9 @@ class MilterClient:
         self.send(messages.Macro(ord("E"), {"i": queue_id}), messages.EndOfMessage(b""))
         return self.answers()
 
-    def answers(self):
-        out = []
-        while True:
-            answer = self.read()
-            if answer is None:
-                return out
-            out.append(answer)
-            if isinstance(answer, FINAL):
-                return out
+    @staticmethod
+    def is_final(answer):
+        return isinstance(answer, FINAL)
 
 
 def added_fields(answers):

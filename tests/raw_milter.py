@@ -197,8 +197,12 @@ class RawMilter:
             if answer is None:
                 return out
             out.append(answer)
-            if answer.final:
+            if self.is_final(answer):
                 return out
+
+    @staticmethod
+    def is_final(answer):
+        return answer.final
 
 
 def added(answers):

@@ -40,6 +40,7 @@ address and a milter address.  Then:
     python scripts/bench/bench_milter.py postfix [--messages 1000] [--clients 10] [--rounds 3]
     python scripts/bench/bench_milter.py flood [--corpus corpora] [--messages 200] [--checks 400]
     python scripts/bench/bench_milter.py packets [--corpus corpora] [--max-size 262144] [--body 250000] [--empty 400000]
+                                                 [--max-packets N]
 """
 
 from __future__ import annotations
@@ -408,6 +409,7 @@ def main(argv=None):
     parser.add_argument("--max-size", type=int, help="packets: spamnb serve --max-size")
     parser.add_argument("--body", type=int, default=250_000, help="packets: body bytes sent one byte a packet")
     parser.add_argument("--empty", type=int, default=400_000, help="packets: empty body packets in one message")
+    parser.add_argument("--max-packets", type=int, help="packets: spamnb serve --milter-max-packets")
     parser.add_argument("--workers", default="1", help="spamnb serve --workers (default 1)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-milter-"))
@@ -423,7 +425,8 @@ def main(argv=None):
         folder.mkdir()
         items = pick_messages(args.corpus, args.messages, folder)
         server = Server(home, model, "--workers", args.workers,
-                        *(["--max-size", str(args.max_size)] if args.max_size else []))
+                        *(["--max-size", str(args.max_size)] if args.max_size else []),
+                        *(["--milter-max-packets", str(args.max_packets)] if args.max_packets else []))
         try:
             if args.what == "latency":
                 latency(server, items, args.spamc_every)
