@@ -20,10 +20,16 @@ cannot check (over ``--max-size``, no usable model, an internal error) is
 answered by ``--milter-on-error``: accepted unchanged, or a temporary
 failure.
 
-Bounds: a connection holds at most ``--max-size`` bytes of its message (a
-larger one is dropped as it comes, and only counted), and a packet of at
-most :data:`MAX_PACKET` bytes; a connection silent for ``--milter-timeout``
-seconds is closed; milter connections count against ``--max-connections``
+Bounds: a connection holds at most ``--max-size`` bytes of its message, in
+one buffer whatever the packets' sizes (a larger one is dropped as it
+comes, and only counted), at most ``--milter-max-packets`` packets of it
+(past them the message is refused with a temporary failure), and a packet
+of at most :data:`MAX_PACKET` bytes; its packets are handled in slices
+(:data:`SLICE_PACKETS`, :data:`SLICE_SECONDS`), at most
+:data:`PACKET_RATE` a second past a burst, so a flood of tiny packets
+leaves the worker's other connections their turn; each header edit is
+packed in a buffer of its own size; a connection silent for
+``--milter-timeout`` seconds is closed; milter connections count against ``--max-connections``
 of their own (an MTA holds one per SMTP session), so idle milter
 connections never take the SPAMD side's.  A malformed or truncated packet
 closes the connection (the MTA then applies its ``milter_default_action``).
@@ -173,7 +179,6 @@ class PacketBuffer:
         return True
 
 
-
 class MilterConnection(asyncio.Protocol):
     """One MTA connection of ``server`` (a spamnb.server.daemon.Server),
     accepted by ``acceptor`` (spamnb.server.accepting.Acceptor): packets in,
@@ -265,7 +270,7 @@ class MilterConnection(asyncio.Protocol):
                 self.quickack = None
         self._arm()
         if self.waiting:
-            self.waiting = bytes(self.waiting) + data   # read before the pause took effect: kept in order
+            self.waiting = memoryview(bytes(self.waiting) + data)     # read before the pause took effect
         else:
             self.waiting = memoryview(data)
         if self.resume is None:
