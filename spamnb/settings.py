@@ -247,6 +247,7 @@ SERVER_DEFAULTS = {
     "milter_on_error": "accept",
     "milter_user": "local",
     "milter_timeout": 300.0,
+    "milter_max_packets": None,     # None: --max-size / 2 + 4096 (more than an MTA sends for such a message)
     # read at start only (spamnb.server.launch): processes, privileges, TLS, metrics
     "workers": None,
     "user": None,
@@ -265,7 +266,7 @@ SERVER_DEFAULTS = {
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "auto_learn", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
               "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
-              "milter_user", "milter_timeout")
+              "milter_user", "milter_timeout", "milter_max_packets")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
@@ -396,6 +397,8 @@ class ServerSettings:
         self.milter_on_error = str(merged["milter_on_error"]).lower()
         self.milter_user = str(merged["milter_user"]).lower()
         self.milter_timeout = float(merged["milter_timeout"])
+        packets = merged["milter_max_packets"]
+        self.milter_max_packets = self.max_size // 2 + 4096 if packets is None else int(packets)
         if self.milter_spam_action not in ("tag", "reject", "quarantine"):
             raise SettingsError("--milter-spam-action must be tag, reject or quarantine")
         if self.milter_on_error not in ("accept", "tempfail"):
@@ -404,6 +407,8 @@ class ServerSettings:
             raise SettingsError("--milter-user must be local or address")
         if not self.milter_timeout > 0:
             raise SettingsError("--milter-timeout must be positive")
+        if self.milter_max_packets < 16:
+            raise SettingsError("--milter-max-packets must be at least 16")
         if self.milter:
             try:
                 import importlib.util

@@ -66,12 +66,24 @@ class Work:
         data = self.site.read_bytes()
         (self.users / "carol" / "model.spamnb").write_bytes(data[: len(data) // 3])
 
-    def replace_site_model(self):
+    def replace_site_model(self, source=None):
         """A new site model file put in place by an atomic rename, as `spamnb
-        train` does (a new inode; same labels, so the verdicts stay)."""
+        train` does (a new inode): a copy of ``source`` (a model file), by
+        default of the site model itself (same labels, so the verdicts stay)."""
         fresh = self.home / "model.spamnb.new"
-        shutil.copy(self.site, fresh)
+        shutil.copy(self.site if source is None else source, fresh)
         os.replace(fresh, self.site)
+
+    def flipped_model(self):
+        """A model trained on the sample corpus's spam and easy_ham with the
+        labels the other way round (made once; its path): put in place, the
+        verdicts of :func:`messages` change."""
+        path = self.root / "flipped.spamnb"
+        if not path.exists():
+            subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", "-m", str(path),
+                            "--spam", str(REPO / "corpora" / "easy_ham"), "--ham", str(REPO / "corpora" / "spam")],
+                           env=env(self.home), check=True, capture_output=True, timeout=300)
+        return path
 
     def cleanup(self):
         shutil.rmtree(self.root, ignore_errors=True)

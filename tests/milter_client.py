@@ -1,14 +1,15 @@
-"""The MTA's side of the milter protocol, for the tests and
-scripts/bench/bench_milter.py: packets packed and read with kilter.protocol's
+"""The MTA's side of the milter protocol, for scripts/bench/bench_milter.py
+and tests/test_serve_paths.py (tests/raw_milter.py is the tests' own client,
+without kilter): packets packed and read with kilter.protocol's
 message classes, sent over a blocking socket the way Postfix's smtpd sends
 them (negotiation offering what Postfix 3.7 offers, the recipients, each
 header field, the end of headers, the body in chunks of at most 65,535
 bytes with CRLF line ends, the end of data)."""
 
-import socket
-
 from kilter.protocol import messages
 from kilter.protocol.buffer import SimpleBuffer
+
+from raw_milter import RawMilter, split_message  # noqa: F401 - split_message: for scripts/bench/bench_milter.py
 
 PF = messages.ProtocolFlags
 AF = messages.ActionFlags
@@ -27,35 +28,9 @@ def packet(message):
     return buf[:].tobytes()
 
 
-def split_message(raw):
-    """(header fields as (name, value bytes), body with CRLF line ends)."""
-    raw = raw.replace(b"\r\n", b"\n")
-    if raw.startswith(b"From "):        # an mbox's separator line: not part of the message an MTA sees
-        raw = raw.partition(b"\n")[2]
-    head, _, body = raw.partition(b"\n\n")
-    fields = []
-    for line in head.split(b"\n"):
-        if line[:1] in (b" ", b"\t") and fields:
-            fields[-1][1] += b"\n" + line
-        elif b":" in line:
-            name, _, value = line.partition(b":")
-            fields.append([name.decode("ascii", "replace").strip(), value])
-    return fields, body.replace(b"\n", b"\r\n")
-
-
-class MilterClient:
-    """One milter connection to ``address`` ((host, port) or a socket path)."""
-
-    def __init__(self, address, timeout=30.0):
-        family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(address)
-        self.pending = b""
-        self.agreed = None
-
-    def close(self):
-        self.sock.close()
+class MilterClient(RawMilter):
+    """One milter connection to ``address`` ((host, port) or a socket path),
+    its packets kilter's messages (the connection is tests/raw_milter.py's)."""
 
     def send(self, *items):
         self.sock.sendall(b"".join(packet(m) if isinstance(m, messages.Message) else m for m in items))
@@ -114,15 +89,9 @@ class MilterClient:
         self.send(messages.Macro(ord("E"), {"i": queue_id}), messages.EndOfMessage(b""))
         return self.answers()
 
-    def answers(self):
-        out = []
-        while True:
-            answer = self.read()
-            if answer is None:
-                return out
-            out.append(answer)
-            if isinstance(answer, FINAL):
-                return out
+    @staticmethod
+    def is_final(answer):
+        return isinstance(answer, FINAL)
 
 
 def added_fields(answers):

@@ -4,6 +4,7 @@ main.cf lines (only the address changed) in a private Postfix
 SMTP on loopback, the server started as docs/serve.md says."""
 
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("kilter.protocol")
 
 from conftest import REPO  # noqa: E402
-from mailchain import DOMAIN, env, free_port, header, messages, send, serving  # noqa: E402,F401
+from mailchain import SPAMC, DOMAIN, env, free_port, header, messages, send, serving  # noqa: E402,F401
 from postfix_private import (check_deliveries, milter_main_cf, pf_root, postfixes, skip_reason,  # noqa: E402,F401
                              wait_for, work)
 from test_milter import _unsure_message  # noqa: E402
@@ -98,21 +99,53 @@ def _rss(pid, field):
 
 def test_model_replaced_and_sighup_mid_stream(work, milter_postfix, serving):
     """20 messages while the site model is replaced and the server (two
-    workers) reloaded: each delivered once with its verdict's fields."""
+    workers) reloaded: by a model with the labels the other way round from
+    the 7th message (so its verdicts are the other way round: a reload that
+    did nothing would show), by the first one again from the 14th; each
+    delivered once with the verdict of the model in place when it came (to
+    alice, who has no model of her own: bob's would answer for him)."""
     milter_port = free_port()
     serve = _serve(serving, work, milter_port, "--workers", "2")
     pf = milter_postfix(milter_port)
+    original = work.root / "site-original.spamnb"
+    shutil.copy(work.site, original)
+    flipped = work.flipped_model()
+    other = {"spam": "ham", "ham": "spam"}
     expected = {}
     deadline = time.monotonic() + 180
-    for i, (tag, message, label) in enumerate(messages(work.site, 20)):
-        if i in (6, 13):
-            work.replace_site_model()
-            serve.reload()
-        answers = send(pf.smtp_port, message, [f"bob@{DOMAIN}"], deadline)
-        assert all(code == 250 for code, _ in answers.values()), answers
-        expected[(tag, "bob")] = label
+    try:
+        for i, (tag, message, label) in enumerate(messages(work.site, 20)):
+            if i in (6, 13):
+                work.replace_site_model(flipped if i == 6 else original)
+                serve.reload()
+                _until_replaced(serve, i // 6, message, other[label] if i == 6 else label)
+            answers = send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline)
+            assert all(code == 250 for code, _ in answers.values()), answers
+            # the answer key is the corpus folder's label (messages() keeps those the site model gets right)
+            expected[(tag, "alice")] = other[label] if 6 <= i < 13 else label
+    finally:
+        work.replace_site_model(original)
     check_deliveries(pf, expected, wait_for(pf, expected, deadline))
-    assert "SIGHUP" in serve.log_text()
+    assert sum(1 for i, key in enumerate(expected) if expected[key] != key[0].split("-")[1]) == 7
+    assert serve.log_text().count("SIGHUP") >= 2
+
+
+def _until_replaced(serve, reloads, message, label, seconds=60):
+    """Until the server has replaced its workers ``reloads`` times since it
+    started and answers ``label`` for ``message`` (spamc -c on its SPAMD
+    address): a model changed under a loaded one is read in the background
+    while the old one serves the next message."""
+    deadline = time.monotonic() + seconds
+    while serve.log_text().count("worker(s) replaced") < reloads:
+        assert time.monotonic() < deadline, serve.log_text()[-2000:]
+        time.sleep(0.1)
+    while True:
+        result = subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(serve.port), "-c"], input=message,
+                                capture_output=True, timeout=30)
+        if result.returncode == (1 if label == "spam" else 0) and not result.stdout.startswith(b"0/0"):
+            return
+        assert time.monotonic() < deadline, (result, serve.log_text()[-2000:])
+        time.sleep(0.2)
 
 
 def test_milter_killed_postfix_default_action_and_no_mail_lost(work, milter_postfix, serving):
@@ -197,3 +230,86 @@ def test_tag_with_subject_tag_and_quarantine(work, milter_postfix, serving):
     assert (tag3, "alice") not in got
     held = holding.queued()
     assert len(held) == 1 and '"queue_name": "hold"' in held[0], held
+
+
+def _procmail_folder(message, root):
+    """Where docs/serve.md's procmail recipe files ``message`` (its filter
+    step through spamc left out: the fields are in the message already):
+    "Spam", "Unsure" or "inbox", by the real procmail."""
+    import os
+
+    block = re.search(r"```procmail\n(.*?)```", (REPO / "docs" / "serve.md").read_text(), re.S).group(1)
+    rules = re.sub(r"(?m)^:0fw\n\| \$SPAMC\n", "", block)
+    assert "X-Spam-Status: Yes" in rules and "$SPAMC" not in rules.split("\n", 1)[1], rules
+    maildir = root / "Maildir"
+    shutil.rmtree(maildir, ignore_errors=True)
+    for sub in ("new", "cur", "tmp"):
+        (maildir / sub).mkdir(parents=True)
+    rc = root / "procmailrc"
+    rc.write_text(rules.replace("MAILDIR=$HOME/Maildir/", f"MAILDIR={maildir}/"))
+    subprocess.run(["procmail", "-m", str(rc)], input=message, check=True, timeout=60,
+                   env=dict(os.environ, HOME=str(root)))
+    for folder, name in ((".Spam", "Spam"), (".Unsure", "Unsure")):
+        if (maildir / folder / "new").is_dir() and os.listdir(maildir / folder / "new"):
+            return name
+    assert os.listdir(maildir / "new"), "procmail delivered nothing"
+    return "inbox"
+
+
+@pytest.mark.parametrize("action", ["tag", "reject"])
+def test_hostile_headers_get_their_verdict_and_the_fields_read_as_spamc_writes_them(work, milter_postfix, serving,
+                                                                                  tmp_path, action):
+    """Through the real Postfix, with --report and --subject-tag: a ham with
+    300 X-Spam-Flag and 120 X-Spam-Status fields of its own, and a spam whose
+    Subject is 3,000 and 90,000 characters (folded; Postfix's
+    header_size_limit is 102,400), each get their verdict and action (a 4 KiB
+    reply buffer closed the milter connection: Postfix's
+    milter_default_action instead).  The delivered fields read
+    ``X-Spam-Status: Yes, score=...`` byte for byte (spamc's layout), so
+    docs/serve.md's procmail recipe files the spam in .Spam."""
+    if shutil.which("procmail") is None:
+        pytest.skip("procmail is not installed")
+    milter_port = free_port()
+    serve = _serve(serving, work, milter_port, "--report", "--subject-tag", "[SPAM]", "--milter-spam-action", action)
+    pf = milter_postfix(milter_port)
+    batch = messages(work.site, 4)
+    (stag, spam, _), (htag, ham, _) = batch[0], batch[1]
+    forged = b"X-Spam-Flag: YES\n" * 300 + b"X-Spam-Status: No, score=-10.0 forged\n" * 120
+    deadline = time.monotonic() + 180
+    expected = {(htag, "alice"): "ham"}
+    assert all(c == 250 for c, _ in send(pf.smtp_port, forged + ham, [f"alice@{DOMAIN}"], deadline).values())
+    subjects = {}
+    for length in (3_000, 90_000):
+        words = (b"cheap pills now " * (length // 16 + 1))[:length]
+        folded = b"\n ".join(words[i:i + 70] for i in range(0, len(words), 70))
+        head, _, body = spam.partition(b"\n\n")
+        head = re.sub(rb"(?im)^subject:.*\n?(?:[ \t].*\n?)*", b"", head + b"\n").rstrip(b"\n")
+        head = re.sub(rb"(?im)^message-id:.*", f"Message-ID: <{stag}-{length}@{DOMAIN}>".encode(), head)
+        answers = send(pf.smtp_port, head + b"\nSubject: " + folded + b"\n\n" + body, [f"alice@{DOMAIN}"], deadline)
+        if action == "reject":
+            assert all(code == 550 and b"5.7.1" in reply for code, reply in answers.values()), answers
+        else:
+            assert all(code == 250 for code, _ in answers.values()), answers
+            expected[(f"{stag}-{length}", "alice")] = "spam"
+            subjects[f"{stag}-{length}"] = words
+    got = wait_for(pf, expected, deadline)
+    check_deliveries(pf, expected, got)
+    delivered = got[(htag, "alice")][0].replace(b"\r\n", b"\n")
+    head = delivered.partition(b"\n\n")[0]
+    assert re.findall(rb"(?m)^X-Spam-Status: No, score=-?[0-9.]+ required=5\.0 tests=", head), head[-3000:]
+    assert _procmail_folder(delivered, tmp_path) == "inbox"
+    for tag, words in subjects.items():
+        delivered = got[(tag, "alice")][0].replace(b"\r\n", b"\n")
+        head = delivered.partition(b"\n\n")[0]
+        assert len(re.findall(rb"(?m)^X-Spam-Status: Yes, score=[0-9.]+ required=5\.0 tests=", head)) == 1, head[:3000]
+        assert re.findall(rb"(?m)^X-Spam-Flag: YES$", head) == [b"X-Spam-Flag: YES"]
+        assert re.search(rb"(?m)^X-Spam-Report: ", head)
+        subject = header(delivered, "Subject")
+        assert len(subject) == 1 and subject[0].startswith("[SPAM] cheap pills"), subject
+        # the whole Subject as Postfix passed it on (it keeps about 60,000 bytes of a field), tagged
+        kept = "".join(subject[0].split())[len("[SPAM]"):]
+        assert "".join(words.decode().split()).startswith(kept) and len(kept) > min(len(words) * 0.8, 45_000)
+        assert _procmail_folder(delivered, tmp_path) == "Spam"
+    log = serve.log_text()
+    assert "protocol error" not in log and log.count(f"action={action}") >= 2, log[-3000:]
+    assert not [line for line in pf.log_text().splitlines() if "warning" in line and "milter" in line.lower()]

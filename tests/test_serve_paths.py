@@ -133,7 +133,7 @@ def test_spamd_and_milter_share_the_handler_and_its_hooks(home):
         client.negotiate()
         fields = added_fields(client.message(message, recipients=("bob@test.example",)))
         client.close()
-        assert fields["x-spam-status"].startswith(b"Yes,")
+        assert fields["x-spam-status"].startswith(b" Yes,")     # with the space: HEADER_LEADING_SPACE agreed
         with socket.create_connection(("127.0.0.1", spamd_port), timeout=10) as s:
             s.sendall(request("TELL", message, User="carol", Message_class="ham", Set="local"))
             assert b"DidSet: local" in _read_all(s)

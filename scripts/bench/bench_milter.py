@@ -22,8 +22,25 @@ address and a milter address.  Then:
    verdict against ``spamnb classify --batch``'s on the same files and model
    (the script stops with an error on any difference, loss or SMTP failure).
 
+3. ``flood`` (issue 45): SPAMD CHECK latency on a server of one worker,
+   first alone, then while one milter client floods the same worker with
+   1-byte body packets (one message that never ends, sent as fast as the
+   server reads): ``--checks`` CHECKs each way, every one on a new
+   connection as spamc makes it, timed here (p50, p90, p99), and the real
+   ``spamc -c`` (a process each, wall time) every ``--spamc-every``-th;
+   the packets the server took meanwhile.
+
+4. ``packets`` (issue 45): one message on a fresh server of one worker
+   (``--max-size``, default 4 MiB), its body sent one byte a packet
+   (``--body`` bytes), then one with ``--empty`` empty body packets: the
+   answer to each, the server's peak memory (VmHWM) growth over each, the
+   time from the end of data to the answer, and the whole message's time.
+
     python scripts/bench/bench_milter.py latency [--corpus ../shared/corpora/spamassassin] [--messages 1000]
     python scripts/bench/bench_milter.py postfix [--messages 1000] [--clients 10] [--rounds 3]
+    python scripts/bench/bench_milter.py flood [--corpus corpora] [--messages 200] [--checks 400]
+    python scripts/bench/bench_milter.py packets [--corpus corpora] [--max-size 262144] [--body 250000] [--empty 400000]
+                                                 [--max-packets N]
 """
 
 from __future__ import annotations
@@ -197,6 +214,115 @@ def latency(server, items, spamc_every):
               % quantiles(spamc_ms))
 
 
+def _check_once(port, message):
+    """One SPAMD CHECK on a new connection, as spamc makes it; seconds."""
+    request = b"CHECK SPAMC/1.5\r\nContent-length: %d\r\n\r\n" % len(message) + message
+    started = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(request)
+        s.shutdown(socket.SHUT_WR)
+        answer = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    elapsed = time.perf_counter() - started
+    assert answer.startswith(b"SPAMD/1.5 0 EX_OK"), answer[:200]
+    return elapsed
+
+
+def _checks(server, items, n, spamc_every):
+    """``n`` CHECKs (ms) and a spamc -c every ``spamc_every``-th (ms)."""
+    spamc = shutil.which("spamc")
+    check_ms, spamc_ms = [], []
+    for i in range(n):
+        message = items[i % len(items)][2]
+        check_ms.append(_check_once(server.port, message) * 1000)
+        if spamc and spamc_every and i % spamc_every == 0:
+            started = time.perf_counter()
+            subprocess.run([spamc, "-d", "127.0.0.1", "-p", str(server.port), "-c"], input=message,
+                           stdout=subprocess.DEVNULL, timeout=60)
+            spamc_ms.append((time.perf_counter() - started) * 1000)
+    return check_ms, spamc_ms
+
+
+def flood(server, items, n, spamc_every):
+    """CHECK latency alone, then under a flood of 1-byte milter packets on the same worker."""
+    from raw_milter import RawMilter, packet
+
+    _checks(server, items, 20, 0)           # the model loaded, the caches warm
+    alone = _checks(server, items, n, spamc_every)
+    client = RawMilter(("127.0.0.1", server.milter_port), timeout=600)
+    client.negotiate()
+    client.start()
+    client.header("Subject", b" a flood")
+    client.end_of_headers()
+    chunk = packet("B", b"x") * 10922          # 65,532 bytes: 10,922 packets of one byte
+    stop = threading.Event()
+    sent = [0]
+
+    def flooder():
+        while not stop.is_set():
+            client.sock.sendall(chunk)
+            sent[0] += 10922
+
+    thread = threading.Thread(target=flooder, daemon=True)
+    flood_started = time.perf_counter()
+    thread.start()
+    time.sleep(1.0)                         # the flood under way
+    cpu_before, started = server.cpu(), time.perf_counter()
+    flooded = _checks(server, items, n, spamc_every)
+    elapsed, cpu = time.perf_counter() - started, server.cpu() - cpu_before
+    took, flood_time = sent[0], time.perf_counter() - flood_started
+    stop.set()
+    thread.join(60)
+    client.close()
+    print(f"load average {os.getloadavg()[0]:.1f}; {n} CHECKs each way, a new connection each; one worker")
+    for name, (check_ms, spamc_ms) in (("alone", alone), ("under a 1-byte-packet milter flood", flooded)):
+        print(f"SPAMD CHECK {name}: p50 / p90 / p99 ms  %.2f / %.2f / %.2f" % quantiles(check_ms))
+        if spamc_ms:
+            print(f"spamc -c {name} ({len(spamc_ms)} processes): p50 / p90 / p99 ms  %.2f / %.2f / %.2f"
+                  % quantiles(spamc_ms))
+    print(f"CHECK p99 under the flood / alone: {quantiles(flooded[0])[2] / quantiles(alone[0])[2]:.2f}x"
+          + (f"; spamc -c p99: {quantiles(flooded[1])[2] / quantiles(alone[1])[2]:.2f}x" if alone[1] else ""))
+    print(f"the flood: {took:,} packets sent in {flood_time:.1f} s (the socket buffers' included); "
+          f"server CPU during the CHECKs {100 * cpu / elapsed:.0f} %")
+
+
+def _hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def packets(server, items, body_size, empty):
+    """A body in 1-byte packets, then a message of empty body packets: answers, memory, times."""
+    from raw_milter import RawMilter, packet
+
+    client = RawMilter(("127.0.0.1", server.milter_port), timeout=3600)
+    client.negotiate()
+    assert client.message(items[0][2])[-1].kind == "c"      # the model loaded, the buffers in use
+    line = b"hello world, a message sent one byte a packet\r\n"
+    body = (line * (body_size // len(line) + 1))[:body_size]
+    for name, data in ((f"a body of {body_size:,} bytes, one byte a packet",
+                        b"".join(packet("B", body[i:i + 1]) for i in range(len(body)))),
+                       (f"{empty:,} empty body packets", packet("B") * empty)):
+        before, started = _hwm(server.proc.pid), time.perf_counter()
+        client.start()
+        client.header("Subject", b" packets")
+        client.end_of_headers()
+        client.send(data)
+        eom = time.perf_counter()
+        answers = client.end()
+        done = time.perf_counter()
+        kinds = "".join(a.kind for a in answers)
+        print(f"{name}: answer {kinds!r} ({'tempfail' if kinds == 't' else 'verdict' if 'h' in kinds else kinds}); "
+              f"peak memory +{(_hwm(server.proc.pid) - before) / 2 ** 20:.1f} MiB; end of data to answer "
+              f"{1000 * (done - eom):.0f} ms (the packets still queued included); whole message {done - started:.1f} s")
+    client.close()
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
 def postfix(server, items, clients, labels, work, rounds=1):
     import postfix_private
     from mailchain import read_maildir, header
@@ -273,13 +399,19 @@ def postfix(server, items, clients, labels, work, rounds=1):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("latency", "postfix"))
+    parser.add_argument("what", choices=("latency", "postfix", "flood", "packets"))
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=10, help="postfix: concurrent SMTP senders (default 10)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="postfix: rounds of both set-ups, their order alternating (default 3)")
-    parser.add_argument("--spamc-every", type=int, default=5, help="latency: run spamc on every N-th message")
+    parser.add_argument("--spamc-every", type=int, default=5,
+                        help="latency, flood: run spamc on every N-th message")
+    parser.add_argument("--checks", type=int, default=400, help="flood: CHECKs alone and under the flood")
+    parser.add_argument("--max-size", type=int, help="packets: spamnb serve --max-size")
+    parser.add_argument("--body", type=int, default=250_000, help="packets: body bytes sent one byte a packet")
+    parser.add_argument("--empty", type=int, default=400_000, help="packets: empty body packets in one message")
+    parser.add_argument("--max-packets", type=int, help="packets: spamnb serve --milter-max-packets")
     parser.add_argument("--workers", default="1", help="spamnb serve --workers (default 1)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-milter-"))
@@ -294,10 +426,16 @@ def main(argv=None):
         folder = work / "messages"
         folder.mkdir()
         items = pick_messages(args.corpus, args.messages, folder)
-        server = Server(home, model, "--workers", args.workers)
+        server = Server(home, model, "--workers", args.workers,
+                        *(["--max-size", str(args.max_size)] if args.max_size else []),
+                        *(["--milter-max-packets", str(args.max_packets)] if args.max_packets else []))
         try:
             if args.what == "latency":
                 latency(server, items, args.spamc_every)
+            elif args.what == "flood":
+                flood(server, items, args.checks, args.spamc_every)
+            elif args.what == "packets":
+                packets(server, items, args.body, args.empty)
             else:
                 labels = classify_all(home, model, items)
                 postfix(server, items, args.clients, labels, work, args.rounds)

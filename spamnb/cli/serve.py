@@ -99,6 +99,10 @@ def add_parser(subparsers):
     p.add_argument("--milter-timeout", type=float, metavar="SECONDS",
                    help="milter: seconds a milter connection may stay silent (an MTA waits on its SMTP "
                         f"client meanwhile; default {d['milter_timeout']:g})")
+    p.add_argument("--milter-max-packets", type=int, metavar="N",
+                   help="milter: packets one message may take; past it the message is refused with a temporary "
+                        "failure, unchecked (default: --max-size / 2 + 4096, more than an MTA sends for a message "
+                        "of --max-size)")
     p.add_argument("--shared", metavar="redis://HOST:PORT/DB",
                    help="share learning with other hosts through this Redis: TELLs go to a stream every host "
                         "follows and learns from; scoring stays local (needs pip install 'spamnb[shared]'; "

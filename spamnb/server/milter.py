@@ -20,10 +20,16 @@ cannot check (over ``--max-size``, no usable model, an internal error) is
 answered by ``--milter-on-error``: accepted unchanged, or a temporary
 failure.
 
-Bounds: a connection holds at most ``--max-size`` bytes of its message (a
-larger one is dropped as it comes, and only counted), and a packet of at
-most :data:`MAX_PACKET` bytes; a connection silent for ``--milter-timeout``
-seconds is closed; milter connections count against ``--max-connections``
+Bounds: a connection holds at most ``--max-size`` bytes of its message, in
+one buffer whatever the packets' sizes (a larger one is dropped as it
+comes, and only counted), at most ``--milter-max-packets`` packets of it
+(past them the message is refused with a temporary failure), and a packet
+of at most :data:`MAX_PACKET` bytes; its packets are handled in slices
+(:data:`SLICE_PACKETS`, :data:`SLICE_SECONDS`), at most
+:data:`PACKET_RATE` a second past a burst, so a flood of tiny packets
+leaves the worker's other connections their turn; each header edit is
+packed in a buffer of its own size; a connection silent for
+``--milter-timeout`` seconds is closed; milter connections count against ``--max-connections``
 of their own (an MTA holds one per SMTP session), so idle milter
 connections never take the SPAMD side's.  A malformed or truncated packet
 closes the connection (the MTA then applies its ``milter_default_action``).
@@ -43,6 +49,10 @@ from spamnb.server.models import ModelUnavailable
 from spamnb.server.server_log import log_safe, one_line
 
 MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
+SLICE_PACKETS = 64                  # whole packets handed to the state machine at a time, and
+SLICE_SECONDS = 0.0005              # ... slices for this long at most: then the other connections' turn
+PACKET_RATE = 20_000                # packets a second a connection gets past its burst (~10 % of a worker),
+PACKET_BURST = 20_000               # ... and its burst (an MTA sends 10-200 packets a message)
 _START_CAPACITY = 64 * 1024 + 64
 _PF = messages.ProtocolFlags
 _AF = messages.ActionFlags
@@ -58,18 +68,19 @@ class PacketBuffer:
     moves: taking a packet off the front copies nothing (kilter's
     ``SimpleBuffer`` moves the rest of the buffer down each time)."""
 
-    __slots__ = ("_data", "_start", "_end")
+    __slots__ = ("_data", "_start", "_end", "limit")
 
     def __init__(self, capacity=_START_CAPACITY):
         self._data = bytearray(capacity)
         self._start = self._end = 0
+        self.limit = None           # while set: a reader sees the bytes before this offset only
 
     def __len__(self):
         return len(self._data) - self._start
 
     @property
     def filled(self):
-        return self._end - self._start
+        return (self._end if self.limit is None else self.limit) - self._start
 
     @property
     def available(self):
@@ -91,16 +102,18 @@ class PacketBuffer:
 
     def __delitem__(self, items):
         start, stop, _ = items.indices(self.filled)
-        if stop == self.filled:
-            self._end = self._start + start
-        elif start == 0:
+        if start == 0:
             self._start += stop
+        elif stop == self.filled and self.limit is None:
+            self._end = self._start + start
         else:
             base = self._start
             self._data[base + start:self._end - (stop - start)] = self._data[base + stop:self._end]
             self._end -= stop - start
         if self._start == self._end:
             self._start = self._end = 0
+            if self.limit is not None:
+                self.limit = 0
 
     def get_free(self, size):
         if size > self.available:
@@ -137,6 +150,25 @@ class PacketBuffer:
             return None
         return int.from_bytes(self._data[self._start:self._start + 4], "big") + 4
 
+    def cut(self, most):
+        """(the offset after the first ``most`` whole packets at the front, or
+        the start when none is whole, for :attr:`limit`; how many); raises
+        ValueError for a length word of 0 or over :data:`MAX_PACKET` among
+        them or in the packet after them."""
+        offset, data, end = self._start, self._data, self._end
+        count = 0
+        while count < most:
+            if end - offset < 4:
+                break
+            size = int.from_bytes(data[offset:offset + 4], "big")
+            if size == 0 or size > MAX_PACKET:
+                raise ValueError(f"a packet of {size} bytes")
+            if end - offset < 4 + size:
+                break
+            offset += 4 + size
+            count += 1
+        return offset, count
+
     def skip_macros(self):
         """Drop the packet at the front when it is a whole macro packet
         (``D``); returns whether it did."""
@@ -145,15 +177,6 @@ class PacketBuffer:
             return False
         del self[:size]
         return True
-
-    def packet_sizes(self):
-        """The length words of the packets in the buffer (the last may be cut)."""
-        offset, out = self._start, []
-        while self._end - offset >= 4:
-            size = int.from_bytes(self._data[offset:offset + 4], "big")
-            out.append(size)
-            offset += 4 + size
-        return out
 
 
 class MilterConnection(asyncio.Protocol):
@@ -171,7 +194,10 @@ class MilterConnection(asyncio.Protocol):
         self.peer = "unix"
         self.state = core.FilterProtocol()
         self.inbox = PacketBuffer()
-        self.outbox = PacketBuffer(4096)
+        self.waiting = b""          # bytes read and not in the inbox yet (a memoryview of them)
+        self.resume = None          # the next slice of work, scheduled (reading paused meanwhile)
+        self.tokens = PACKET_BURST  # packets it may send now (a token bucket: PACKET_RATE, PACKET_BURST)
+        self.tokens_at = 0.0
         self.timer = None
         self.last_heard = 0.0
         self.quickack = None        # the socket, for TCP_QUICKACK
@@ -183,8 +209,10 @@ class MilterConnection(asyncio.Protocol):
         self._new_message()
 
     def _new_message(self):
-        self.parts = []             # header lines and body chunks (bytes), up to --max-size
+        self.held = bytearray()     # the message as held: header lines and body, up to --max-size
+        self.subject_at = None      # (start, end) of the first Subject field's value in it
         self.size = 0
+        self.packets = 0            # packets of this message, up to --milter-max-packets
         self.too_big = False
         self.in_body = False
         self.users = set()          # the recipients' user names (two at most kept)
@@ -213,6 +241,10 @@ class MilterConnection(asyncio.Protocol):
         if self.pending is not None:
             self.pending.cancel()
         self.closed = True
+        self.waiting = b""
+        if self.resume is not None:
+            self.resume.cancel()
+            self.resume = None
         if self.timer is not None:
             self.timer.cancel()
         if self in self.acceptor.connections:
@@ -237,7 +269,12 @@ class MilterConnection(asyncio.Protocol):
             except OSError:
                 self.quickack = None
         self._arm()
-        self._receive(data)
+        if self.waiting:
+            self.waiting = memoryview(bytes(self.waiting) + data)     # read before the pause took effect
+        else:
+            self.waiting = memoryview(data)
+        if self.resume is None:
+            self._work()
 
     def close(self):
         if not self.closed:
@@ -266,30 +303,69 @@ class MilterConnection(asyncio.Protocol):
         self.close()
 
     # ------------------------------------------------------------------ packets
-    def _receive(self, data):
-        while data and not self.closed:
-            taken = self.inbox.feed(data, self.inbox.next_size() or 0)
-            data = data[taken:]
-            for size in self.inbox.packet_sizes():
-                if size == 0 or size > MAX_PACKET:
-                    self._protocol_error(f"a packet of {size} bytes")
-                    return
-            while not self.closed:
-                try:
-                    # a packet sent before the answer to the end of data it follows is one
-                    # the state machine does not expect: an error
-                    for message in self.state.read_from(self.inbox):
-                        self._event(message)
-                        if self.closed:
-                            break
+    def _work(self):
+        """Hand the packets read to the state machine, whole packets only, a
+        slice of at most :data:`SLICE_PACKETS` at a time; past
+        :data:`SLICE_SECONDS` the rest waits for the event loop's next turn,
+        reading paused (a client sending a flood of tiny packets then holds
+        the worker's other connections up by one slice at most), and past
+        its burst of packets until its bucket has tokens again (a flood
+        then takes a tenth of the worker, whatever its packets' sizes)."""
+        self.resume = None
+        inbox = self.inbox
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self.tokens = min(PACKET_BURST, self.tokens + (now - self.tokens_at) * PACKET_RATE)
+        self.tokens_at = now
+        self.last_heard = now       # (reading paused here counts as heard: the wait is this side's)
+        deadline = time.perf_counter() + SLICE_SECONDS
+        while not self.closed:
+            if self.tokens < 1:
+                self.transport.pause_reading()
+                self.resume = loop.call_later((1 - self.tokens) / PACKET_RATE, self._work)
+                return
+            try:
+                cut, count = inbox.cut(min(SLICE_PACKETS, int(self.tokens)))
+            except ValueError as exc:
+                self._protocol_error(str(exc))
+                return
+            if not count:
+                if not self.waiting:
                     break
-                except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
-                    if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
-                        continue    # a macro with a value kilter cannot decode (not ASCII): not needed
-                    self._protocol_error(f"{type(exc).__name__}: {one_line(exc)}")
+                taken = inbox.feed(self.waiting, inbox.next_size() or 0)
+                if taken == 0:      # a packet larger than the buffer can grow to
+                    self._protocol_error("a packet larger than the buffer")
                     return
-            if taken == 0:      # a packet larger than the buffer can grow to
-                self._protocol_error("a packet larger than the buffer")
+                self.waiting = self.waiting[taken:]
+                continue
+            inbox.limit = cut
+            self.tokens -= count
+            try:
+                self._read_packets()
+            finally:
+                inbox.limit = None
+            if not self.closed and time.perf_counter() > deadline:
+                self.transport.pause_reading()
+                self.resume = loop.call_soon(self._work)
+                return
+        if not self.closed and not self.transport.is_reading():
+            self.transport.resume_reading()
+
+    def _read_packets(self):
+        """The whole packets the inbox shows, through kilter's state machine."""
+        while not self.closed:
+            try:
+                # a packet sent before the answer to the end of data it follows is one
+                # the state machine does not expect: an error
+                for message in self.state.read_from(self.inbox):
+                    self._event(message)
+                    if self.closed:
+                        break
+                return
+            except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
+                if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
+                    continue    # a macro with a value kilter cannot decode (not ASCII): not needed
+                self._protocol_error(f"{type(exc).__name__}: {one_line(exc)}")
                 return
 
     def _protocol_error(self, text):
@@ -302,6 +378,10 @@ class MilterConnection(asyncio.Protocol):
             self.close()
 
     def _event(self, message):
+        self.packets += 1
+        if self.packets > self.server.settings.milter_max_packets and not self.too_big:
+            self.too_big = True     # counted, never held: refused at its end of data
+            self.held = bytearray()
         kind = type(message)        # by type, not isinstance: kilter's messages are ABCs, slow to test
         if kind is messages.Header:
             self.started = True
@@ -311,8 +391,15 @@ class MilterConnection(asyncio.Protocol):
                 self.subjects += 1
             elif lower.encode() in OUR_FIELDS:
                 self.our_fields[lower] = self.our_fields.get(lower, 0) + 1
-            self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": ")
-                       + bytes(message.value) + b"\r\n")
+            self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": "))
+            if self.subjects == 1 and lower == "subject" and not self.too_big:
+                start = len(self.held)
+                self._hold(message.value)
+                if not self.too_big:
+                    self.subject_at = (start, len(self.held))
+            else:
+                self._hold(message.value)
+            self._hold(b"\r\n")
         elif self._other_event(message):
             return
         if message.ident not in self.state.nr and self.state.needs_response(message):
@@ -342,10 +429,10 @@ class MilterConnection(asyncio.Protocol):
                 if not self.in_body:
                     self.in_body = True
                     self._hold(b"\r\n")
-                self._hold(bytes(message.content))
+                self._hold(message.content)
             case messages.EndOfMessage():
                 if len(message.content):
-                    self._hold(bytes(message.content))
+                    self._hold(message.content)
                 self._end_of_message()
                 return True
             case messages.Abort():
@@ -378,25 +465,38 @@ class MilterConnection(asyncio.Protocol):
         return address
 
     def _hold(self, data):
+        """Add ``data`` (bytes or a view of the inbox) to the message held, as
+        long as it stays within --max-size (and its packets within
+        --milter-max-packets): one bytearray, so a packet costs its bytes and
+        nothing more, whatever its size."""
         self.size += len(data)
         if self.too_big:
             return
         if self.size > self.server.settings.max_size:
             self.too_big = True
-            self.parts = []     # over --max-size: counted, never held whole
+            self.held = bytearray()     # over --max-size: counted, never held whole
             return
-        self.parts.append(data)
+        self.held += data
 
     def _send(self, *answer):
+        """Pack the answer's packets, each in a buffer of its own size (a
+        header edit can be as large as the field it changes), and write them."""
+        out = []
         for message in answer:
-            self.state.write_to(self.outbox, message)
-        self.transport.write(self.outbox.take())
+            buf = PacketBuffer(_room(message))
+            self.state.write_to(buf, message)
+            out.append(buf.take())
+        self.transport.write(b"".join(out))
 
     # ------------------------------------------------------------------ the end of data
     def _end_of_message(self):
         started = time.perf_counter()
         server = self.server
         user = next(iter(self.users)) if len(self.users) == 1 else None
+        if self.packets > server.settings.milter_max_packets:
+            self._unchecked(started, user or "-", f"error 75 refused: more than {server.settings.milter_max_packets}"
+                                                  " packets in one message", "tempfail")
+            return
         if self.too_big:
             self._unchecked(started, user or "-", f"too big, not checked (message larger than "
                                                   f"{server.settings.max_size} bytes)")
@@ -419,7 +519,8 @@ class MilterConnection(asyncio.Protocol):
     def _check(self, started, user, paths=None):
         settings = self.server.settings
         shown = log_safe(user or "-")
-        message = b"".join(self.parts)
+        message, subject = bytes(self.held), self._subject()
+        self.held = bytearray()     # held once: the copy checked is the only one
         try:
             checked = self.server.handler.check_now(message, user, True, paths)
         except ModelUnavailable as exc:
@@ -434,18 +535,23 @@ class MilterConnection(asyncio.Protocol):
         if action == "reject":
             self._send(messages.ReplyCode(_REJECT))
         else:
-            self._send(*self._edits(checked, settings),
+            self._send(*self._edits(checked, settings, subject),
                        *([messages.Quarantine(f"spamnb: spam, score {checked.score:.1f}")]
                          if action == "quarantine" and _AF.QUARANTINE in self.actions else ()),
                        messages.Continue())
         self._done(shown, checked.outcome, action, started, len(message))
 
-    def _edits(self, checked, settings):
-        """The header edits of a tagged message: the sender's own X-Spam-*
+    def _edits(self, checked, settings, subject):
+        """The header edits of a tagged message (``subject``: the first
+        Subject field's value, or None): the sender's own X-Spam-*
         fields removed (the last first, so the indexes stay right), the
         subject tagged, spamnb's fields added."""
         edits = []
         fields = checked.fields(settings.report)
+        # the values as the fields are written, "Name: value": with HEADER_LEADING_SPACE agreed the MTA
+        # adds no space after the colon itself
+        space = b" " if self.leading_space else b""
+        fields = [(name, space + value) for name, value in fields]
         if _AF.CHANGE_HEADERS not in self.actions:
             return [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
         for lower, count in self.our_fields.items():
@@ -453,7 +559,6 @@ class MilterConnection(asyncio.Protocol):
                 edits.append(messages.ChangeHeader(index, lower, b""))
         tag = settings.subject_tag
         if tag and checked.label == "spam":
-            subject = self._subject()
             if subject is None:
                 edits.append(messages.AddHeader("Subject", tag.encode("utf-8")))
             elif not subject.lstrip(b" \t").startswith(tag.encode("utf-8")):
@@ -465,18 +570,14 @@ class MilterConnection(asyncio.Protocol):
 
     def _subject(self):
         """The first Subject field's value as held, or None."""
-        if not self.subjects:
+        if self.subject_at is None:
             return None
-        for part in self.parts:
-            if part[:8].lower() == b"subject:":
-                return part[8:].rstrip(b"\r\n")
-            if part == b"\r\n":
-                break
-        return None
+        start, end = self.subject_at
+        return bytes(self.held[start:end])
 
-    def _unchecked(self, started, user, outcome):
-        """A message that could not be checked: --milter-on-error."""
-        action = self.server.settings.milter_on_error
+    def _unchecked(self, started, user, outcome, action=None):
+        """A message that could not be checked: --milter-on-error (or ``action``)."""
+        action = action or self.server.settings.milter_on_error
         if not self.closed:
             self._send(messages.Continue() if action == "accept" else messages.TemporaryFailure())
         self._done(user, outcome, action, started, self.size)
@@ -487,3 +588,15 @@ class MilterConnection(asyncio.Protocol):
         self._new_message()
         self.server.request_done("EOM", user, f"{outcome} queue_id={self.queue_id}", size, ms, self.peer,
                                  protocol="milter", action=action)
+
+
+def _room(message):
+    """Bytes enough to pack ``message`` (a kilter message): its values' sizes
+    (a str at four bytes a character) and room for the rest."""
+    room = 4096
+    for value in vars(message).values():
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            room += len(value)
+        elif isinstance(value, str):
+            room += 4 * len(value)
+    return room
