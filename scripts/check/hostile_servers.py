@@ -99,11 +99,12 @@ class FakeImap:
                                       % (i + 1, i + 1, self.sizes.get(i + 1, len(m)))
                                       for i, m in enumerate(self.messages)) + ok)
             elif word == b"UID FETCH":
-                self._bodies(conn, ok)
+                wanted = {int(u) for u in rest.split(b" ")[2].split(b",")}
+                self._bodies(conn, ok, wanted)
             else:
                 conn.sendall(ok)
 
-    def _bodies(self, conn, ok):
+    def _bodies(self, conn, ok, wanted):
         if self.attack == "endless":
             chunk = b"".join(b"* %d FETCH (FLAGS (\\Seen))\r\n" % n for n in range(1, 1001))
             while not self.stop.is_set():
@@ -123,6 +124,8 @@ class FakeImap:
                 conn.sendall(b"x")
             return
         for i, m in enumerate(self.messages):
+            if i + 1 not in wanted:
+                continue
             conn.sendall(b'* %d FETCH (UID %d FLAGS (\\Seen) INTERNALDATE "01-Jan-2026 00:00:00 +0000" '
                          b'BODY[] {%d}\r\n' % (i + 1, i + 1, len(m)) + m + b")\r\n")
         conn.sendall(ok)
