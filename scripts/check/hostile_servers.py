@@ -17,6 +17,10 @@ RSS while it reads them (a ``spamnb serve --shared`` on that Redis).
 
     python scripts/check/hostile_servers.py --model MODEL [--timeout 20] [endless literal trickle uid uidvalidity]
     python scripts/check/hostile_servers.py --model MODEL --redis-port 6390 --entries 8 --entry-mib 60 shared
+    python scripts/check/hostile_servers.py --model MODEL --redis-port 6390 trimmed
+
+``trimmed``: garbage in ``spamnb:trimmed`` for ``--settle`` seconds; prints how many lines the
+follower logged meanwhile (a follower that fails every second logs one a second).
 """
 
 import argparse
@@ -180,9 +184,10 @@ def imap_attack(attack, model, timeout, kill_after):
         server.close()
 
 
-def shared_attack(model, port, entries, mib, settle):
+def shared_attack(model, port, entries, mib, settle, trimmed=None):
     """A ``spamnb serve --shared`` following a stream into which ``entries`` entries of ``mib`` MiB are
-    added; its peak RSS before and after (os.wait4 once it is stopped)."""
+    added; its peak RSS before them and at its end (os.wait4 once it is stopped), and how many
+    entries its log says it skipped."""
     import redis
 
     r = redis.Redis(port=port)
@@ -193,21 +198,30 @@ def shared_attack(model, port, entries, mib, settle):
         spamd = socket.create_server(("127.0.0.1", 0))
         spamd_port = spamd.getsockname()[1]
         spamd.close()
-        proc = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-m", str(site), "--port", str(spamd_port),
-                                 "--shared", f"redis://127.0.0.1:{port}/0", "--allow-tell"],
-                                env=spamnb_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp)
+        log_path = Path(tmp) / "serve.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-m", str(site), "-w", "1",
+                                     "-l", f"127.0.0.1:{spamd_port}", "--shared", f"redis://127.0.0.1:{port}/0",
+                                     "--snapshot-interval", "0"],
+                                    env=spamnb_env(tmp), stdout=subprocess.DEVNULL, stderr=log, cwd=tmp)
+        deadline = time.monotonic() + 60
+        while b"listening on" not in log_path.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.1)
         time.sleep(settle)
         before = _rss(proc.pid)
+        if trimmed is not None:
+            r.set("spamnb:trimmed", trimmed)
         body = b"x" * (mib << 20)
         for _ in range(entries):
             r.xadd("spamnb:lessons", {"r": body})
         del body
         time.sleep(settle)
+        if trimmed is not None:
+            r.delete("spamnb:trimmed")
         proc.terminate()
         _, _, usage = os.wait4(proc.pid, 0)
-        log = proc.stderr.read().decode("utf-8", "replace")
-    skipped = log.count("skipped")
-    return before, usage.ru_maxrss / 1024, skipped
+        text = log_path.read_text(errors="replace")
+    return before, usage.ru_maxrss / 1024, text.count("skipped"), text.count("shared:")
 
 
 def _rss(pid):
@@ -220,7 +234,7 @@ def _rss(pid):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("attacks", nargs="*", default=list(ATTACKS), help=f"of {', '.join(ATTACKS)}, shared")
+    parser.add_argument("attacks", nargs="*", default=list(ATTACKS), help=f"of {', '.join(ATTACKS)}, shared, trimmed")
     parser.add_argument("--model", required=True, help="a model file for the scan")
     parser.add_argument("--timeout", type=float, default=20, help="spamnb imap --timeout (default 20; 0: not given)")
     parser.add_argument("--kill-after", type=float, default=60, help="kill a run still going after this long")
@@ -231,10 +245,14 @@ def main():
     args = parser.parse_args()
     for attack in args.attacks:
         if attack == "shared":
-            before, peak, skipped = shared_attack(args.model, args.redis_port, args.entries, args.entry_mib,
-                                                  args.settle)
+            before, peak, skipped, _ = shared_attack(args.model, args.redis_port, args.entries, args.entry_mib,
+                                                     args.settle)
             print(f"shared: {args.entries} x {args.entry_mib} MiB entries: follower peak RSS {before:.0f} -> "
                   f"{peak:.0f} MiB; {skipped} log lines with 'skipped'")
+            continue
+        if attack == "trimmed":
+            _, _, _, lines = shared_attack(args.model, args.redis_port, 0, 0, args.settle, trimmed=b"garbage\xff")
+            print(f"trimmed: spamnb:trimmed = 'garbage\\xff' for {args.settle:g} s: {lines} \"shared:\" log lines")
             continue
         code, took, peak, first = imap_attack(attack, args.model, args.timeout, args.kill_after)
         print(f"{attack}: exit {code if code is not None else 'killed'} after {took:.1f} s, peak RSS {peak:.0f} MiB:"
