@@ -86,8 +86,20 @@ return id
 """
 # one read: up to ARGV[2] entries after ARGV[1], one XRANGE COUNT 1 at a time; an entry over ARGV[3]
 # bytes answered as {id, its size} (never its bytes), one within as {id, field r or ""}; stops once
-# ARGV[4] bytes were walked (at least one entry)
+# ARGV[4] bytes were walked (at least one entry).  With ARGV[5] = "1", first: when KEYS[2] (spamnb:trimmed)
+# holds a stream id above ARGV[1], only {"trimmed"} (checked in the same script as the read: no lesson
+# trimmed away between the check and the read is passed over unseen)
 _READ = """
+local function parse(id)
+  local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')
+  if not ms then return nil end
+  return {tonumber(ms), tonumber(seq)}
+end
+if ARGV[5] == '1' then
+  local ok, trimmed = pcall(redis.call, 'GETRANGE', KEYS[2], 0, 63)
+  local t, p = parse(ok and trimmed or nil), parse(ARGV[1])
+  if t and p and (t[1] > p[1] or (t[1] == p[1] and t[2] > p[2])) then return {'trimmed'} end
+end
 local out = {}
 local walked = 0
 local after = ARGV[1]
@@ -382,18 +394,18 @@ class Follower:
 
     def _step(self, block):
         """Read and apply one batch; True when there were lessons."""
-        trimmed = self.bookkeeping(TRIMMED)
-        if trimmed is not None and self.position is not None and stream_id(self.position) < stream_id(trimmed):
-            if self.bookkeeping(SNAPSHOT, "pos") is not None:
-                self.log(f"shared: the stream was trimmed past this host's position {self.position}")
-                self.install_snapshot()     # lessons after our position are gone: the snapshot has them
-                return True
-        entries = self.read()
+        trimmed = self.bookkeeping(TRIMMED)       # None when missing or malformed (logged once)
+        check = trimmed is not None and self.bookkeeping(SNAPSHOT, "pos") is not None
+        entries = self.read(check)
         waited = time.monotonic()
         while block and not entries and time.monotonic() - waited < self.block_ms / 1000:
             if self._stop.wait(POLL):
                 return False
-            entries = self.read()
+            entries = self.read(check)
+        if entries == "trimmed":
+            self.log(f"shared: the stream was trimmed past this host's position {self.position}")
+            self.install_snapshot()     # lessons after our position are gone: the snapshot has them
+            return True
         if not entries:
             return False
         batch = []
@@ -429,12 +441,16 @@ class Follower:
             self._save_position(entries[-1][0].decode("ascii"))
         return True
 
-    def read(self):
+    def read(self, check_trimmed=False):
         """The next entries after this host's position: [(id, the lesson's bytes, or the size of an entry
-        over ``max_entry``)] (the ``_READ`` script: an entry too large never crosses the network)."""
-        return [(entry[0], entry[1]) for entry in
-                self._read(keys=[STREAM], args=[self.position or "0-0", BATCH, self.max_entry,
-                                                max(READ_BYTES, self.max_entry)])]
+        over ``max_entry``)] (the ``_READ`` script: an entry too large never crosses the network);
+        "trimmed" when ``check_trimmed`` and the stream was trimmed past the position."""
+        answer = self._read(keys=[STREAM, TRIMMED], args=[self.position or "0-0", BATCH, self.max_entry,
+                                                          max(READ_BYTES, self.max_entry),
+                                                          "1" if check_trimmed else "0"])
+        if answer and not isinstance(answer[0], list):
+            return "trimmed"
+        return [(entry[0], entry[1]) for entry in answer]
 
     # ------------------------------------------------------------ snapshots
     def _maybe_snapshot(self):
