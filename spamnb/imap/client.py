@@ -133,9 +133,9 @@ class _IMAPS(_Bounded, imaplib.IMAP4_SSL):
     pass
 
 
-def _bounded(cls, deadline, max_literal):
+def _bounded(cls, deadline, max_literal, per_read):
     """``cls`` with this connection's bounds (set before its __init__ connects and reads the greeting)."""
-    return type(cls.__name__, (cls,), {"deadline": deadline, "max_literal": max_literal,
+    return type(cls.__name__, (cls,), {"deadline": deadline, "max_literal": max_literal, "per_read": per_read,
                                        "budget": FETCH_BYTES * max_literal + (1 << 20)})
 
 
@@ -166,9 +166,9 @@ def connect(host, port=None, user="", password="", security="tls", cafile=None, 
     where = f"{host}:{port or (993 if security == 'tls' else 143)}"
     try:
         if security == "tls":
-            imap = _bounded(_IMAPS, ends, max_size)(host, port or 993, ssl_context=context, timeout=timeout)
+            imap = _bounded(_IMAPS, ends, max_size, timeout)(host, port or 993, ssl_context=context, timeout=timeout)
         else:
-            imap = _bounded(_IMAP, ends, max_size)(host, port or 143, timeout=timeout)
+            imap = _bounded(_IMAP, ends, max_size, timeout)(host, port or 143, timeout=timeout)
             if security == "starttls":
                 if "STARTTLS" not in imap.capabilities:
                     imap.shutdown()

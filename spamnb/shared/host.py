@@ -31,23 +31,25 @@ lesson only when Redis returns.
 Following.  :class:`Follower` reads the stream after its position in a thread
 and applies each lesson with the function the server gives (a local TELL:
 learning session, journal, ledger), then saves its position
-(``STATE/position``, fsynced) after each batch.
+(``STATE/position``, fsynced) after each batch.  A host killed between
+applying and saving its position applies the last lessons again: through the
+ledger a learn of a message already learned with that class, or a forget of
+a message no longer learned, changes nothing, so nothing is counted twice.
 
-Whoever can write to Redis is not trusted with this host's memory (issue 45):
-the stream is read by a script (``_READ``) that walks it one entry at a time
+Whoever can write to Redis is not trusted with this host's memory (issue 45).
+The stream is read by a script (``_READ``) that walks it one entry at a time
 on the Redis side and sends back, for an entry over ``max_entry`` bytes (the
 lesson's message at most ``--max-size``, plus ``LESSON_OVERHEAD`` for its
 header and user name), its size instead of its bytes: the entry is logged and
-skipped, never read here.  One read brings at most ``BATCH`` entries and about
-``READ_BYTES`` bytes (at least one entry).  Waiting for new lessons polls that
-script every ``POLL`` seconds (a blocking XREAD would bring an entry of any
-size).  A bookkeeping value (``spamnb:trimmed``, the snapshot's ``pos``)
-is read at most 64 bytes long; one that is not a stream id is logged (once per
-value) and ignored.  A host killed
-between applying and saving its position applies the last lessons again:
-through the ledger a learn of a message already learned with that class,
-or a forget of a message no longer learned, changes nothing, so nothing is
-counted twice.
+skipped, never read here (redis-py reads a reply whole: a check after the
+read would come too late).  One read brings at most ``BATCH`` entries and
+about ``READ_BYTES`` bytes (at least one entry).  Waiting for new lessons
+polls that script (a blocking XREAD would bring an entry of any size): every
+``POLL`` seconds for a second after the last lesson, then every
+``POLL_QUIET`` seconds; a lesson this host sends wakes its follower at once.
+A bookkeeping value (``spamnb:trimmed``, the snapshot's ``pos``) is read at
+most 64 bytes long; one that is not a stream id is logged (once per value)
+and ignored.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ _SENDER_TTL = 30 * 86400
 BATCH = 64              # lessons read at once (each at most --max-size, 4 MiB by default)
 LESSON_OVERHEAD = 64 * 1024 + 256   # a lesson's bytes beyond its message: its header, user name, checksum
 READ_BYTES = 16 << 20   # one read brings entries up to about this many bytes (at least one entry)
-POLL = 0.05             # seconds between two reads of a quiet stream
+POLL = 0.05             # seconds between two reads of the stream while lessons flow
+POLL_QUIET = 0.2        # ... once none came for a second
 RETRY_AFTER = 1.0       # seconds after Redis failed during which lessons go to the outbox without trying it
 # add a lesson once: only past the last number its sender added (atomic: a script); numbers are
 # 16 hex digits, compared as strings.  A lesson added before answers false.
@@ -157,6 +160,7 @@ class Sender:
         self._numbers = itertools.count(1)
         self.down_since = None
         self.last_failure = float("-inf")
+        self.sent = lambda: None        # called once Redis took a lesson sent directly (the follower's wake-up)
 
     def _send(self, record):
         lesson = lesson_codec.decode(record)   # ValueError: never sent
@@ -172,7 +176,9 @@ class Sender:
             recently_down = self.down_since is not None and time.monotonic() - self.last_failure < RETRY_AFTER
             if not recently_down and not self.outbox.names():
                 try:
-                    return self._send(record)
+                    entry = self._send(record)
+                    self.sent()
+                    return entry
                 except self.errors as exc:
                     self._down(exc)
             self.outbox.put(record)
@@ -223,6 +229,9 @@ class Follower:
         self._read = self.redis.register_script(_READ)
         self._said = set()                            # the malformed bookkeeping values already logged
         self.sender = Sender(url, folder, self.log)
+        self.wake = threading.Event()       # set when this host sent a lesson (and at stop)
+        self.sender.sent = self.wake.set
+        self.last_lesson = time.monotonic()
         self.position_path = os.path.join(folder, "position")
         self.position = self._read_position()
         self.applying = threading.Lock()     # held while lessons are applied (a snapshot waits for it)
@@ -315,6 +324,7 @@ class Follower:
 
     def stop(self, timeout=5.0):
         self._stop.set()
+        self.wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -399,7 +409,10 @@ class Follower:
         entries = self.read(check)
         waited = time.monotonic()
         while block and not entries and time.monotonic() - waited < self.block_ms / 1000:
-            if self._stop.wait(POLL):
+            quiet = time.monotonic() - self.last_lesson > 1.0
+            self.wake.wait(POLL_QUIET if quiet else POLL)
+            self.wake.clear()
+            if self._stop.is_set():
                 return False
             entries = self.read(check)
         if entries == "trimmed":
@@ -408,6 +421,7 @@ class Follower:
             return True
         if not entries:
             return False
+        self.last_lesson = time.monotonic()
         batch = []
         for entry_id, body in entries:
             where = entry_id.decode("ascii")
