@@ -75,7 +75,7 @@ _SENDER_TTL = 30 * 86400
 BATCH = 64              # lessons read at once (each at most --max-size, 4 MiB by default)
 LESSON_OVERHEAD = 64 * 1024 + 256   # a lesson's bytes beyond its message: its header, user name, checksum
 READ_BYTES = 16 << 20   # one read brings entries up to about this many bytes (at least one entry)
-POLL = 0.05             # seconds between two reads of the stream while lessons flow
+POLL = 0.01             # seconds between two reads of the stream while lessons flow
 POLL_QUIET = 0.2        # ... once none came for a second
 RETRY_AFTER = 1.0       # seconds after Redis failed during which lessons go to the outbox without trying it
 # add a lesson once: only past the last number its sender added (atomic: a script); numbers are
