@@ -142,8 +142,8 @@ def _positive(kind):
             value = kind(text)
         except ValueError:
             value = 0
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+        if not 0 < value <= 1e9:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most 1e9")
         return value
     return parse
 
