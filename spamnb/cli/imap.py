@@ -12,12 +12,14 @@ from spamnb.errors import SettingsError
 
 
 def _account(args):
+    from spamnb.imap.client import check_security
     from spamnb.settings import imap_settings
 
     try:
         values = imap_settings(getattr(args, "settings", None))
         if args.cafile:
             values["cafile"] = args.cafile
+        check_security(values["host"], values["security"])
         password = _password(values)
     except SettingsError as exc:
         raise CommandError(str(exc)) from None
@@ -55,13 +57,13 @@ def _password(values):
     return password
 
 
-def _connect(values, password):
+def _connect(values, password, args):
     """The connection; its errors (``spamnb.errors.ImapError``) carry the exit codes
     (LoginRefused 77, the others 69)."""
     from spamnb.imap.client import connect
 
     return connect(values["host"], values.get("port"), values["user"], password, values["security"],
-                   values.get("cafile"), timeout=60)
+                   values.get("cafile"), timeout=60, deadline=args.timeout, max_size=args.max_size)
 
 
 def cmd_scan(args):
@@ -84,7 +86,7 @@ def cmd_scan(args):
         def mark(raw, verdict):
             return b"".join(bytes(p) for p in passthrough_pieces(raw, verdict, settings.header, settings.subject_tag))
     account = f"{values['user']}@{values['host']}:{values.get('port') or ''}"
-    conn = _connect(values, password)
+    conn = _connect(values, password, args)
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.2)
     try:
         counts = jobs.scan(conn, state, account, spam_filter.classify, values["inbox"], values["spam"],
@@ -95,8 +97,9 @@ def cmd_scan(args):
         conn.logout()
     if not args.quiet:
         done = "flagged" if args.flag_only else f"moved to {values['spam']}"
+        large = f", {counts['too large']} over --max-size left in place" if counts["too large"] else ""
         print(f"spamnb imap: {sum(counts.values())} new in {values['inbox']}: {counts['spam']} spam ({done}), "
-              f"{counts['unsure']} unsure, {counts['ham']} ham", file=sys.stderr)
+              f"{counts['unsure']} unsure, {counts['ham']} ham{large}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -110,7 +113,7 @@ def cmd_learn(args):
     markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
     values, password = _account(args)
     ham = args.ham or values["ham"]
-    conn = _connect(values, password)
+    conn = _connect(values, password, args)
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.2)
     tally = ledgers.Tally()
     try:
@@ -131,7 +134,23 @@ def cmd_learn(args):
     return EXIT_OK
 
 
+def _positive(kind):
+    def parse(text):
+        import argparse
+
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not 0 < value <= 1e9:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most 1e9")
+        return value
+    return parse
+
+
 def add_parser(subparsers):
+    from spamnb.imap import DEADLINE, MAX_SIZE
+
     p = subparsers.add_parser("imap", help="filter and learn a mailbox over IMAP (the [imap] settings)",
                               description="Filter and learn a mailbox on an IMAP server (docs/imap.md). The "
                                           "account is the settings file's [imap] table.")
@@ -147,6 +166,10 @@ def add_parser(subparsers):
     for job, handler in ((scan, cmd_scan), (learn, cmd_learn)):
         job.add_argument("--cafile", metavar="FILE", help="the CA certificates to trust for the server (PEM)")
         job.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
+        job.add_argument("--timeout", type=_positive(float), default=DEADLINE, metavar="SECONDS",
+                         help=f"give up (exit 69) when the run has not ended after SECONDS (default {DEADLINE:g})")
+        job.add_argument("--max-size", type=_positive(int), default=MAX_SIZE, metavar="BYTES",
+                         help=f"leave a message larger than BYTES where it is, unread (default {MAX_SIZE})")
         model_option(job)
         job.set_defaults(handler=handler)
     p.set_defaults(handler=_no_job)

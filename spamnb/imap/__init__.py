@@ -4,3 +4,6 @@ not run (``spamnb imap scan``, ``spamnb imap learn``): the connection
 the two jobs (:mod:`spamnb.imap.jobs`).  The model is not known here: the
 command line hands in the functions that classify, mark and learn a message.
 """
+
+DEADLINE = 3600.0             # seconds a whole `spamnb imap` run may take (--timeout)
+MAX_SIZE = 10 * 1024 * 1024   # bytes: a larger message is left where it is, unread (--max-size)

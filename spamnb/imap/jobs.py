@@ -25,7 +25,8 @@ def _batches(uids, size=BATCH):
 
 def scan(conn, state, account, classify, inbox="INBOX", spam="Junk", unsure=None, flag_only=False,
          mark=None, header_name="X-Spamnb-Status", step=None):
-    """Scan ``inbox``; returns ``{"spam": n, "unsure": n, "ham": n}``.
+    """Scan ``inbox``; returns ``{"spam": n, "unsure": n, "ham": n, "too large": n}``
+    (a message over the connection's ``max_size`` is not read: it stays where it is).
 
     ``classify(raw)`` gives a verdict (its ``label``: spam, unsure or ham);
     ``mark(raw, verdict) -> bytes`` (when given)
@@ -33,7 +34,7 @@ def scan(conn, state, account, classify, inbox="INBOX", spam="Junk", unsure=None
     original (a message that already has ``header_name`` is not re-appended
     again); ``step(n)`` after each batch of n messages.
     """
-    counts = {"spam": 0, "unsure": 0, "ham": 0}
+    counts = {"spam": 0, "unsure": 0, "ham": 0, "too large": 0}
     if not flag_only:
         for folder in filter(None, (spam, unsure)):
             conn.create(folder)
@@ -44,6 +45,9 @@ def scan(conn, state, account, classify, inbox="INBOX", spam="Junk", unsure=None
         where = {"spam": [], "unsure": [], "ham": []}
         appended = []
         for uid, raw, flags, date in conn.fetch(batch):
+            if raw is None:
+                counts["too large"] += 1
+                continue
             verdict = classify(raw)
             label = verdict.label
             counts[label] += 1
@@ -82,6 +86,8 @@ def learn(conn, learn_one, spam="Junk", ham=("INBOX",), step=None):
         conn.select(folder, readonly=True)
         for batch in _batches(conn.uids()):
             for _uid, raw, _flags, _date in conn.fetch(batch):
+                if raw is None:         # over the connection's max_size: not read, not learned
+                    continue
                 learn_one(raw, is_spam)
                 seen += 1
             if step is not None:

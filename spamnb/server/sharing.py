@@ -33,7 +33,8 @@ class Sharing:
         settings = server.settings
         folder = host.state_dir(settings.model, settings.shared_state)
         self.follower = host.Follower(settings.shared, folder, self.apply, self.models, self.model_for,
-                                      log=server.log, snapshot_every=settings.snapshot_interval, idle=self.idle)
+                                      log=server.log, snapshot_every=settings.snapshot_interval, idle=self.idle,
+                                      max_size=settings.max_size)
 
     def start(self):
         self.follower.start()
@@ -71,6 +72,8 @@ class Sharing:
         settings = self.server.settings
         own = self.model_for(lessons[0].user)
         if own is None:
+            self.server.log(f"shared: {len(lessons)} lesson(s) for {lessons[0].user!r} not applied: no model of "
+                            f"that user's here (--models-dir, or a name not allowed)")
             return [None] * len(lessons)
         # a forget goes through the ledger only: applied twice (a host killed before it saved its
         # position applies its last lessons again) it changes nothing the second time
@@ -116,5 +119,15 @@ class Sharing:
         if entry is None:       # queued in the outbox: learned when Redis returns
             return learn, remove
         applied = await loop.run_in_executor(self.server.learners, self.follower.wait_applied, entry, APPLY_WAIT)
-        outcome = self.follower.outcomes.get(lesson.lesson_id) if applied else None
-        return outcome if outcome is not None else (learn, remove)
+        where = entry.decode("ascii") if isinstance(entry, bytes) else str(entry)
+        if not applied:
+            # answered as learned (Redis has it, every host applies it as it reads it), said here: a follower
+            # that does not move shows in the log, not only in a model that stays the same
+            self.server.log(f"shared: TELL lesson {where} is in Redis but not applied here within {APPLY_WAIT:g} s "
+                            f"(this host's follower is at {self.follower.position}); answered as learned")
+            return learn, remove
+        outcome = self.follower.outcomes.get(lesson.lesson_id, (learn, remove))   # gone: among 1024 newer ones
+        if outcome is None:     # read and not applied here (the lines before say why): not "learned"
+            self.server.log(f"shared: TELL lesson {where} was not applied on this host; answered as not learned")
+            return False, False
+        return outcome

@@ -28,14 +28,28 @@ refusing keeps a user's "this is spam" from being lost or bounced back to a
 mail client during a Redis outage; the price is that other hosts see the
 lesson only when Redis returns.
 
-Following.  :class:`Follower` reads the stream after its position (XREAD
-BLOCK) in a thread and applies each lesson with the function the server
-gives (a local TELL: learning session, journal, ledger), then saves its
-position (``STATE/position``, fsynced) after each batch.  A host killed
-between applying and saving its position applies the last lessons again:
-through the ledger a learn of a message already learned with that class,
-or a forget of a message no longer learned, changes nothing, so nothing is
-counted twice.
+Following.  :class:`Follower` reads the stream after its position in a thread
+and applies each lesson with the function the server gives (a local TELL:
+learning session, journal, ledger), then saves its position
+(``STATE/position``, fsynced) after each batch.  A host killed between
+applying and saving its position applies the last lessons again: through the
+ledger a learn of a message already learned with that class, or a forget of
+a message no longer learned, changes nothing, so nothing is counted twice.
+
+Whoever can write to Redis is not trusted with this host's memory (issue 45).
+The stream is read by a script (``_READ``) that walks it one entry at a time
+on the Redis side and sends back, for an entry over ``max_entry`` bytes (the
+lesson's message at most ``--max-size``, plus ``LESSON_OVERHEAD`` for its
+header and user name), its size instead of its bytes: the entry is logged and
+skipped, never read here (redis-py reads a reply whole: a check after the
+read would come too late).  One read brings at most ``BATCH`` entries and
+about ``READ_BYTES`` bytes (at least one entry).  Waiting for new lessons
+polls that script (a blocking XREAD would bring an entry of any size): every
+``POLL`` seconds for a second after the last lesson, then every
+``POLL_QUIET`` seconds; a lesson this host sends wakes its follower at once.
+A bookkeeping value (``spamnb:trimmed``, the snapshot's ``pos``) is read at
+most 64 bytes long; one that is not a stream id is logged (once per value)
+and ignored.
 """
 
 from __future__ import annotations
@@ -59,6 +73,10 @@ TRIMMED = PREFIX + "trimmed"
 SNAPSHOT_LOCK = PREFIX + "snapshot-lock"
 _SENDER_TTL = 30 * 86400
 BATCH = 64              # lessons read at once (each at most --max-size, 4 MiB by default)
+LESSON_OVERHEAD = 64 * 1024 + 256   # a lesson's bytes beyond its message: its header, user name, checksum
+READ_BYTES = 16 << 20   # one read brings entries up to about this many bytes (at least one entry)
+POLL = 0.01             # seconds between two reads of the stream while lessons flow
+POLL_QUIET = 0.2        # ... once none came for a second
 RETRY_AFTER = 1.0       # seconds after Redis failed during which lessons go to the outbox without trying it
 # add a lesson once: only past the last number its sender added (atomic: a script); numbers are
 # 16 hex digits, compared as strings.  A lesson added before answers false.
@@ -68,6 +86,42 @@ if last and last >= ARGV[3] then return false end
 local id = redis.call('XADD', KEYS[1], '*', 'r', ARGV[1])
 redis.call('SET', KEYS[2], ARGV[3], 'EX', tonumber(ARGV[2]))
 return id
+"""
+# one read: up to ARGV[2] entries after ARGV[1], one XRANGE COUNT 1 at a time; an entry over ARGV[3]
+# bytes answered as {id, its size} (never its bytes), one within as {id, field r or ""}; stops once
+# ARGV[4] bytes were walked (at least one entry).  With ARGV[5] = "1", first: when KEYS[2] (spamnb:trimmed)
+# holds a stream id above ARGV[1], only {"trimmed"} (checked in the same script as the read: no lesson
+# trimmed away between the check and the read is passed over unseen)
+_READ = """
+local function parse(id)
+  local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')
+  if not ms then return nil end
+  return {tonumber(ms), tonumber(seq)}
+end
+if ARGV[5] == '1' then
+  local ok, trimmed = pcall(redis.call, 'GETRANGE', KEYS[2], 0, 63)
+  local t, p = parse(ok and trimmed or nil), parse(ARGV[1])
+  if t and p and (t[1] > p[1] or (t[1] == p[1] and t[2] > p[2])) then return {'trimmed'} end
+end
+local out = {}
+local walked = 0
+local after = ARGV[1]
+for i = 1, tonumber(ARGV[2]) do
+  local found = redis.call('XRANGE', KEYS[1], '(' .. after, '+', 'COUNT', 1)
+  if #found == 0 then break end
+  local id, fields = found[1][1], found[1][2]
+  local size, body = 0, ''
+  for j = 1, #fields, 2 do
+    size = size + #fields[j] + #fields[j + 1]
+    if fields[j] == 'r' then body = fields[j + 1] end
+  end
+  if size > tonumber(ARGV[3]) then out[#out + 1] = {id, size} else out[#out + 1] = {id, body} end
+  found, fields, body = nil, nil, nil
+  after = id
+  walked = walked + size
+  if walked >= tonumber(ARGV[4]) then break end
+end
+return out
 """
 
 
@@ -106,6 +160,7 @@ class Sender:
         self._numbers = itertools.count(1)
         self.down_since = None
         self.last_failure = float("-inf")
+        self.sent = lambda: None        # called once Redis took a lesson sent directly (the follower's wake-up)
 
     def _send(self, record):
         lesson = lesson_codec.decode(record)   # ValueError: never sent
@@ -121,7 +176,9 @@ class Sender:
             recently_down = self.down_since is not None and time.monotonic() - self.last_failure < RETRY_AFTER
             if not recently_down and not self.outbox.names():
                 try:
-                    return self._send(record)
+                    entry = self._send(record)
+                    self.sent()
+                    return entry
                 except self.errors as exc:
                     self._down(exc)
             self.outbox.put(record)
@@ -161,14 +218,20 @@ class Follower:
     ``idle()``: called when a read found nothing new (``block_ms`` of quiet)."""
 
     def __init__(self, url, folder, apply, models, model_for, log=None, snapshot_every=300.0, block_ms=1000,
-                 idle=None):
+                 idle=None, max_size=4 << 20):
         self.url, self.folder = url, folder
         self.apply, self.models, self.model_for, self.idle = apply, models, model_for, idle
         self.log = log or (lambda line: None)
         self.snapshot_every, self.block_ms = snapshot_every, block_ms
         self.redis = client(url, timeout=block_ms / 1000 + 5)
         self.errors = _redis_errors()
+        self.max_entry = max_size + LESSON_OVERHEAD   # a stream entry over this is skipped, never read
+        self._read = self.redis.register_script(_READ)
+        self._said = set()                            # the malformed bookkeeping values already logged
         self.sender = Sender(url, folder, self.log)
+        self.wake = threading.Event()       # set when this host sent a lesson (and at stop)
+        self.sender.sent = self.wake.set
+        self.last_lesson = time.monotonic()
         self.position_path = os.path.join(folder, "position")
         self.position = self._read_position()
         self.applying = threading.Lock()     # held while lessons are applied (a snapshot waits for it)
@@ -196,6 +259,35 @@ class Follower:
         with self.changed:
             self.position = position
             self.changed.notify_all()
+
+    def bookkeeping(self, key, field=None):
+        """The stream id a bookkeeping key holds (``spamnb:trimmed``, a hash's ``field``), as text; None
+        when it is missing, or (logged once per value) not a stream id.  At most 64 bytes are read."""
+        import redis
+
+        try:
+            if field is None:
+                raw = self.redis.getrange(key, 0, 63)
+            elif self.redis.hstrlen(key, field) > 64:
+                raw = b"(longer than 64 bytes)"
+            else:
+                raw = self.redis.hget(key, field)
+        except redis.ResponseError as exc:      # a key of the wrong type, say
+            raw = f"({exc})".encode()
+        if not raw:
+            return None
+        try:
+            text = raw.decode("ascii")
+            stream_id(text)
+            return text
+        except (UnicodeDecodeError, ValueError):
+            where = key + (f" {field}" if field else "")
+            if (where, raw) not in self._said:
+                self._said.add((where, raw))
+                if len(self._said) > 1024:
+                    self._said.clear()
+                self.log(f"shared: {where} holds {raw[:64]!r}, not a stream id: ignored")
+            return None
 
     def applied(self, entry_id):
         return self.position is not None and stream_id(self.position) >= stream_id(entry_id)
@@ -232,15 +324,16 @@ class Follower:
 
     def stop(self, timeout=5.0):
         self._stop.set()
+        self.wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
 
     def _catch_up_start(self):
         """From the snapshot when this host has no position, or its position was trimmed away."""
-        trimmed = self.redis.get(TRIMMED)
+        trimmed = self.bookkeeping(TRIMMED)
         if self.position is not None and (trimmed is None or stream_id(self.position) >= stream_id(trimmed)):
             return
-        pos = self.redis.hget(SNAPSHOT, "pos")
+        pos = self.bookkeeping(SNAPSHOT, "pos")
         if pos is None:
             if self.position is None:
                 self._save_position("0-0")   # the stream from its start, over the model this host has
@@ -254,7 +347,12 @@ class Follower:
         started = time.monotonic()
         with self.applying:
             snapshot = self.redis.hgetall(SNAPSHOT)
-            pos = snapshot.pop(b"pos").decode("ascii")
+            try:
+                pos = snapshot.pop(b"pos").decode("ascii")
+                stream_id(pos)
+            except (KeyError, UnicodeDecodeError, ValueError):
+                self.log("shared: the snapshot has no stream position (spamnb:snapshot pos): not installed")
+                return
             n = 0
             for key, data in snapshot.items():
                 if not key.startswith(b"m:"):
@@ -306,22 +404,35 @@ class Follower:
 
     def _step(self, block):
         """Read and apply one batch; True when there were lessons."""
-        trimmed = self.redis.get(TRIMMED)
-        if trimmed is not None and self.position is not None and stream_id(self.position) < stream_id(trimmed):
+        trimmed = self.bookkeeping(TRIMMED)       # None when missing or malformed (logged once)
+        check = trimmed is not None and self.bookkeeping(SNAPSHOT, "pos") is not None
+        entries = self.read(check)
+        waited = time.monotonic()
+        while block and not entries and time.monotonic() - waited < self.block_ms / 1000:
+            quiet = time.monotonic() - self.last_lesson > 1.0
+            self.wake.wait(POLL_QUIET if quiet else POLL)
+            self.wake.clear()
+            if self._stop.is_set():
+                return False
+            entries = self.read(check)
+        if entries == "trimmed":
             self.log(f"shared: the stream was trimmed past this host's position {self.position}")
             self.install_snapshot()     # lessons after our position are gone: the snapshot has them
             return True
-        answer = self.redis.xread({STREAM: self.position or "0-0"}, count=BATCH,
-                                  block=self.block_ms if block else None)
-        if not answer:
+        if not entries:
             return False
-        entries = answer[0][1]
+        self.last_lesson = time.monotonic()
         batch = []
-        for entry_id, fields in entries:
+        for entry_id, body in entries:
+            where = entry_id.decode("ascii")
+            if isinstance(body, int):
+                self.log(f"shared: stream entry {where} skipped: {body} bytes, over the {self.max_entry} a lesson "
+                         f"may have here (--max-size + {LESSON_OVERHEAD}); not read")
+                continue
             try:
-                batch.append(lesson_codec.decode(fields.get(b"r", b"")))
+                batch.append(lesson_codec.decode(body))
             except ValueError as exc:
-                self.log(f"shared: stream entry {entry_id.decode('ascii')} skipped: {exc}")
+                self.log(f"shared: stream entry {where} skipped: {exc}")
         with self.applying:
             # consecutive lessons for one model are applied in one session (one journal record)
             start = 0
@@ -343,6 +454,17 @@ class Follower:
                 self.outcomes.popitem(last=False)
             self._save_position(entries[-1][0].decode("ascii"))
         return True
+
+    def read(self, check_trimmed=False):
+        """The next entries after this host's position: [(id, the lesson's bytes, or the size of an entry
+        over ``max_entry``)] (the ``_READ`` script: an entry too large never crosses the network);
+        "trimmed" when ``check_trimmed`` and the stream was trimmed past the position."""
+        answer = self._read(keys=[STREAM, TRIMMED], args=[self.position or "0-0", BATCH, self.max_entry,
+                                                          max(READ_BYTES, self.max_entry),
+                                                          "1" if check_trimmed else "0"])
+        if answer and not isinstance(answer[0], list):
+            return "trimmed"
+        return [(entry[0], entry[1]) for entry in answer]
 
     # ------------------------------------------------------------ snapshots
     def _maybe_snapshot(self):
@@ -383,14 +505,14 @@ class Follower:
                         fields["j:" + user] = b""
         # the stream is trimmed below the snapshot before this one: the oldest still needed, by a
         # host less than one interval behind (it follows on without installing a snapshot)
-        previous = self.redis.hget(SNAPSHOT, "pos")
+        previous = self.bookkeeping(SNAPSHOT, "pos")     # None when missing or malformed (logged)
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(SNAPSHOT)
         pipe.hset(SNAPSHOT, mapping=fields)
         if previous is not None:
             pipe.set(TRIMMED, previous)
-            pipe.xtrim(STREAM, minid=previous.decode("ascii"), approximate=False)
+            pipe.xtrim(STREAM, minid=previous, approximate=False)
         pipe.execute()
         self.log(f"shared: snapshot published at {pos}"
-                 + (f"; stream trimmed below the one before, {previous.decode('ascii')}" if previous else ""))
+                 + (f"; stream trimmed below the one before, {previous}" if previous else ""))
         return pos
