@@ -284,6 +284,26 @@ def cutoffs_from(spam_filter):
     return text
 
 
+def ledger_line(spam_filter):
+    """One line: which of the messages counted the ledger knows, so which a
+    ``learn`` relabels exactly (or leaves alone) and which it would count again."""
+    from spamnb.model.ledger import DEFAULT_CAPACITY
+
+    ham, spam = (int(round(v)) for v in spam_filter.class_count_)
+    ledger = spam_filter.ledger_
+    labels = ledger.to_arrays()[1] if ledger is not None else b""
+    known_spam = labels.count(1)
+    known_ham = len(labels) - known_spam
+    text = f"{len(labels)} of the {spam + ham} messages counted ({known_spam} spam, {known_ham} ham)"
+    other_spam, other_ham = max(spam - known_spam, 0), max(ham - known_ham, 0)
+    if not other_spam and not other_ham:
+        return text + ": learning one again is a no-op, with the other label an exact relabel"
+    return (text + f"; the other {other_spam} spam and {other_ham} ham are not in it (trained or learned before "
+            f"spamnb recorded trained mail, counted more than once, or past the ledger's "
+            f"{ledger.capacity if ledger is not None else DEFAULT_CAPACITY:,}): learning one of them counts it again "
+            f"(forget it first with forget --spam/--ham, or train the model again)")
+
+
 def cmd_info(args):
     settings = settings_of(args)
     spam_filter = load_filter(args, settings)   # read whole and checked (not mapped): ModelError when damaged
@@ -297,6 +317,7 @@ def cmd_info(args):
     ham, spam = spam_filter.class_count_
     print(f"model:          {path} ({human_size(os.path.getsize(path))})")
     print(f"messages:       {spam + ham:.0f} ({spam:.0f} spam, {ham:.0f} ham)")
+    print(f"ledger:         {ledger_line(spam_filter)}")
     print(f"vocabulary:     {spam_filter.vocabulary_.n_features} tokens")
     print(f"spam cutoff:    P(spam) >= {spam_filter.spam_cutoff!r} (log-odds >= {_log_odds(spam_filter.spam_cutoff)})")
     print(f"ham cutoff:     P(spam) <= {spam_filter.ham_cutoff!r} (log-odds <= {_log_odds(spam_filter.ham_cutoff)})")

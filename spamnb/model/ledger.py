@@ -51,7 +51,7 @@ set (``SpamFilter.ledger_``).
 # reader replaying a journal's ledger records (spamnb.model.journal) needs neither
 
 __all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
-           "ledger_of", "attach", "Tally"]
+           "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest"]
 
 DIGEST_SIZE = 16
 DEFAULT_CAPACITY = 200_000
@@ -62,9 +62,43 @@ AUTO_NOTE = 0x8000          # in a note (notes_array): auto-learned; the low 15 
 
 def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
     """The bytes learned and digested for the raw message ``data``."""
+    data = bytes(data)
+    if subject_tag is None:
+        plain = _unmarked(data, header_name)
+        if plain is not None:
+            return plain
     from spamnb.mail.status import strip_markup
 
-    return strip_markup(bytes(data), header_name, subject_tag)
+    return strip_markup(data, header_name, subject_tag)
+
+
+def _unmarked(data, header_name):
+    """``data`` without its mbox envelope line when nothing else of
+    :func:`~spamnb.mail.status.strip_markup` can apply (no field of that
+    name nor an ``X-Spam-`` field before the first blank line: a superset
+    of the header), else None (ask ``strip_markup``).  What ``train`` digests
+    each message with: a search, no parsing."""
+    start = 0
+    if data[:5] == b"From ":
+        newline = data.find(b"\n")
+        if newline < 0:
+            return None
+        start = newline + 1
+    end = data.find(b"\n\n", start)
+    crlf = data.find(b"\r\n\r\n", start)
+    if end < 0 or 0 <= crlf < end:
+        end = crlf
+    head = (data[start:end] if end >= 0 else data[start:]).lower()
+    if b"x-spam" in head or header_name.encode("ascii").lower() in head:
+        return None
+    return data[start:] if start else data
+
+
+def train_digest(data):
+    """The ledger digest of a message ``train`` counts (its raw bytes): the
+    one ``learn`` computes for the same bytes with the default markup
+    settings (``canonical`` then ``message_digest``)."""
+    return message_digest(canonical(data))
 
 
 def message_digest(canonical_bytes):
@@ -165,6 +199,26 @@ class Ledger:
         return ledger
 
 
+def from_trained(digests, labels, capacity=DEFAULT_CAPACITY):
+    """The ledger of the messages ``train`` (or ``SpamFilter.fit``) counted,
+    in the order counted: ``digests`` (16 bytes a message, :func:`train_digest`)
+    and ``labels`` (one byte a message, 0 ham, 1 spam).  As recorded one at a
+    time by :meth:`Ledger.record` (a message counted twice has one entry, its
+    last label; beyond ``capacity`` the first counted are dropped)."""
+    digests, labels = bytes(digests), bytes(labels)
+    if len(digests) != DIGEST_SIZE * len(labels):
+        raise ValueError(f"ledger: {len(digests)} bytes of digests for {len(labels)} labels")
+    ledger = Ledger(capacity)
+    entries = ledger._labels
+    for i, label in enumerate(labels):
+        digest = digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]
+        entries.pop(digest, None)
+        entries[digest] = _SPAM if label else _HAM
+    while len(entries) > capacity:
+        del entries[next(iter(entries))]
+    return ledger
+
+
 class Tally:
     """What a run of learn/forget did, for the one-line report."""
 
@@ -173,6 +227,26 @@ class Tally:
 
     def learn_summary(self):
         return f"learned {self.learned}, already known {self.known}, relabelled {self.relabelled}"
+
+
+def known_digest(ledger, message):
+    """The digest ``message`` (canonical bytes) is known by in ``ledger``: its
+    own, or when that is not in the ledger, that of the same message with
+    the other line endings (CRLF for LF, LF for CRLF: a trained file and the
+    copy an IMAP server or a mail client hands to ``learn``), when that one
+    is; else its own.  The tokens of the two are the same (the tokenizer
+    reads CRLF as LF), so forgetting one as the other is exact."""
+    digest = message_digest(message)
+    if ledger.label(digest) is not None:
+        return digest
+    if b"\r\n" in message:
+        other = message.replace(b"\r\n", b"\n")
+    elif b"\n" in message:
+        other = message.replace(b"\n", b"\r\n")
+    else:
+        return digest
+    other = message_digest(other)
+    return other if ledger.label(other) is not None else digest
 
 
 def ledger_of(spam_filter):
@@ -194,7 +268,7 @@ def learn(spam_filter, ledger, data, is_spam, tally, header_name="X-Spamnb-Statu
     ledger, and a user's label (``auto`` False) that agrees with an
     auto-learned entry makes it the user's.  Returns "learned", "known" or "relabelled"."""
     message = canonical(data, header_name, subject_tag)
-    digest = message_digest(message)
+    digest = known_digest(ledger, message)
     before = ledger.label(digest)
     if before is is_spam or (auto and before is not None):
         if not auto and ledger.is_auto(digest):
@@ -219,7 +293,7 @@ def forget(spam_filter, ledger, data, is_spam=None, tally=None, header_name="X-S
     ``is_spam`` for a message learned before the ledger.  Raises ValueError
     when neither says, or when they disagree.  Returns the label forgotten."""
     message = canonical(data, header_name, subject_tag)
-    digest = message_digest(message)
+    digest = known_digest(ledger, message)
     recorded = ledger.label(digest)
     if recorded is None and is_spam is None:
         raise ValueError("the message is not in the ledger of learned messages; "
