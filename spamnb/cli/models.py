@@ -273,6 +273,14 @@ def cutoffs_from(spam_filter):
             "held-out": "the scores learned messages had before each was learned",
             "given": "given when the model was made (or a model file older than spamnb's schema 5)",
             "defaults": "the defaults"}[source]
+    if source == "train":
+        from spamnb.model.calibrate import SPAM_CUTOFF_FLOOR
+        from spamnb.model.verdict import logit
+
+        if logit(spam_filter.spam_cutoff) == SPAM_CUTOFF_FLOOR:
+            text += (f"; the spam cutoff held at its floor, log-odds {SPAM_CUTOFF_FLOOR:g}: the held-out ham put it "
+                     f"lower, where the model's own evidence says ham (copies of messages in the training mail "
+                     f"that train did not take for near-duplicates?)")
     held = spam_filter.held_out_
     if held is not None:
         fitted = held.cutoffs()

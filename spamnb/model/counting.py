@@ -477,7 +477,7 @@ def counting_spec(spam_filter):
             "length_norm": float(spam_filter.length_norm)}
 
 
-def count_messages(spec, messages, day=None, n_folds=0, spill=None):
+def count_messages(spec, messages, day=None, n_folds=0, spill=None, group=True):
     """The :class:`Counts` of ``(message, is_spam)`` pairs (a message: bytes,
     a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
     counts (``spec``: :func:`counting_spec`); every token seen on ``day``
@@ -487,10 +487,10 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     binary file to write each message's token hashes, class and fold to
     (:func:`spamnb.model.calibrate.spill`; needs ``n_folds``), for the calibration's
     scoring pass."""
-    return count_variants([spec], messages, day, n_folds, [spill])[0]
+    return count_variants([spec], messages, day, n_folds, [spill], group=group)[0]
 
 
-def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None):
+def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True):
     """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
     its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
     ``messages``: each message read, and parsed once for every tokenizer that
@@ -498,9 +498,12 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     found once; each variant's :class:`Counts` is the one
     :func:`count_messages` gives it alone (its own vocabulary, rows and
     ``spills[i]``).  ``limit``: past that many messages, the variants after
-    the first are dropped (their result None: not worth counting further)."""
+    the first are dropped (their result None: not worth counting further).
+    ``group``: near-duplicates (:func:`spamnb.model.calibrate.near_duplicate_key`)
+    are counted in their first copy's fold (so a copy never helps score its
+    twin); False when the messages have none (``spamnb train`` left them out)."""
     from spamnb.model.ages import today
-    from spamnb.model.calibrate import fold_of
+    from spamnb.model.calibrate import fold_of, near_duplicate_key
     from spamnb.model.ledger import train_digest
     from spamnb.model.messages import message_bytes
 
@@ -510,12 +513,21 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     shared = [c.tokenizer.parses_as(first) for c in counters]
     n_messages = 0
     digests, labels = bytearray(), bytearray()   # the ledger of the messages counted
+    # near-duplicates (issue 46): a copy is counted in the fold of its first copy (spamnb train has
+    # left the copies out before: spamnb.training.planning.unique_messages; SpamFilter.fit counts them)
+    first_fold = {} if group else None
     for data, is_spam in messages:
         data = message_bytes(data)
         is_spam = bool(is_spam)
         digests += train_digest(data)
         labels.append(is_spam)
-        fold = fold_of(data, n_folds) if n_folds else None
+        fold = None
+        if n_folds:
+            fold = fold_of(data, n_folds)
+            if group:
+                key = near_duplicate_key(data)
+                if key is not None:
+                    fold = first_fold.setdefault(key, fold)
         parsed = first.parse(data) if len(counters) > 1 else None
         for counter, share in zip(counters, shared):
             counter.count(counter.tokenizer.stream(data, parsed if share else None), is_spam, fold)

@@ -150,7 +150,7 @@ def take_counts(spam_filter, merged, calibration):
     return ((spam_filter, fixed, None) if fixed is not None else None), *folds
 
 
-def train_variants_here(filters, messages, calibration, n_folds, limit=None):
+def train_variants_here(filters, messages, calibration, n_folds, limit=None, group=True):
     """Train the unfitted ``filters`` in this process on ``messages``
     (``(bytes, is_spam)``), counted in one pass (each message read and parsed
     once: :func:`~spamnb.model.counting.count_variants`), as ``spamnb train
@@ -158,7 +158,7 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None):
     held-out scores)`` (:func:`choose_pairs`), its fold models built and its
     spill scored when asked for.  ``calibration`` None: the first variant
     only is counted.  ``limit``: as :func:`count_variants` (a variant dropped
-    there gives None)."""
+    there gives None).  ``group``: as :func:`~spamnb.model.counting.count_variants`."""
     import contextlib
 
     filters = filters if calibration is not None else filters[:1]
@@ -166,7 +166,7 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None):
         spills = [stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if n_folds else None
                   for _ in filters]
         merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, spills=spills,
-                                limit=limit)
+                                limit=limit, group=group)
         for i, spam_filter in enumerate(filters):
             counts, merged[i] = merged[i], None
             if counts is None:
