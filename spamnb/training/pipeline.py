@@ -36,7 +36,8 @@ Python object per token.
 :func:`train` (``spamnb train``) also chooses the cutoffs: the counting pass
 counts each message into its cross-validation fold too and spills its token
 hashes; a scoring pass on the same workers scores them by the fold models
-(:mod:`spamnb.model.calibrate`).  The corpus is read once.
+(:mod:`spamnb.model.calibrate`).  The corpus is counted in one pass (with
+workers, after a first pass that keys each message: below).
 
 Near-duplicates (issue 46): a message whose near-duplicate key
 (:func:`spamnb.model.calibrate.near_duplicate_key`: its body and the header
