@@ -142,7 +142,17 @@ class Ledger:
         if capacity < 1:
             raise ValueError("a ledger's capacity must be at least 1")
         self.capacity = capacity
-        self._labels = {}   # digest -> code (see _AUTO); insertion order is age
+        self._table = {}    # digest -> code (see _AUTO); insertion order is age
+        self._arrays = None   # from_arrays' arrays, made into the table when first needed
+
+    @property
+    def _labels(self):
+        """The table, made from :meth:`from_arrays`' arrays the first time it is
+        needed: a model read to classify (mapped: ``spamnb classify``) never
+        builds the ledger of the messages it was trained on."""
+        if self._arrays is not None:
+            self._build()
+        return self._table
 
     def __len__(self):
         return len(self._labels)
@@ -193,18 +203,33 @@ class Ledger:
         return array("H", ((v >> 2) | (AUTO_NOTE if v & _AUTO else 0) for v in self._labels.values()))
 
     @classmethod
-    def from_arrays(cls, digests, labels, capacity=DEFAULT_CAPACITY, notes=None):
+    def from_arrays(cls, digests, labels, capacity=DEFAULT_CAPACITY, notes=None, lazy=False):
         """A ledger from :meth:`to_arrays` (and :meth:`notes_array`, or None); raises
-        ValueError for arrays that do not fit together."""
-        digests, labels = bytes(digests), bytes(labels)
+        ValueError for arrays that do not fit together.  ``lazy``: the arrays
+        (views of a mapped model file, say) are made into the ledger when it is
+        first used, and the checks but their sizes' are made then (a model
+        mapped to classify one message never builds the ledger of the
+        messages it was trained on)."""
         n = len(labels)
         if len(digests) != DIGEST_SIZE * n:
             raise ValueError(f"ledger: {len(digests)} bytes of digests for {n} labels")
-        if labels.strip(b"\x00\x01"):
-            raise ValueError("ledger: a label is neither 0 (ham) nor 1 (spam)")
         if notes is not None and len(notes) not in (0, n):
             raise ValueError(f"ledger: {len(notes)} notes for {n} labels")
-        if not notes:
+        ledger = cls(max(capacity, 1))
+        ledger._arrays = (digests, labels, notes)
+        if not lazy:
+            ledger._build()
+        return ledger
+
+    def _build(self):
+        """The table from :meth:`from_arrays`' arrays (ValueError for arrays that do not fit together)."""
+        digests, labels, notes = self._arrays
+        self._arrays = None
+        digests, labels = bytes(digests), bytes(labels)
+        n = len(labels)
+        if labels.strip(b"\x00\x01"):
+            raise ValueError("ledger: a label is neither 0 (ham) nor 1 (spam)")
+        if not notes or not memoryview(notes).cast("B").tobytes().strip(b"\x00"):   # no notes, or all 0
             codes = labels
         else:
             from spamnb.model.prequential import N_BINS
@@ -213,14 +238,14 @@ class Ledger:
                 raise ValueError("ledger: a note names no held-out bin")
             codes = [label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
                      for label, note in zip(labels, notes)]
-        ledger = cls(max(capacity, 1))
+        table = self._table = {}
         for i in range(n):
-            ledger._labels[digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]] = codes[i]
-        if len(ledger._labels) != n:
+            table[digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]] = codes[i]
+        if len(table) != n:
+            self._table = {}
             raise ValueError("ledger: a digest is recorded twice")
-        while len(ledger._labels) > ledger.capacity:
-            del ledger._labels[next(iter(ledger._labels))]
-        return ledger
+        while len(table) > self.capacity:
+            del table[next(iter(table))]
 
 
 def from_trained(digests, labels, capacity=DEFAULT_CAPACITY):
