@@ -238,9 +238,8 @@ class Ledger:
                 raise ValueError("ledger: a note names no held-out bin")
             codes = [label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
                      for label, note in zip(labels, notes)]
-        table = self._table = {}
-        for i in range(n):
-            table[digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]] = codes[i]
+        table = self._table = dict(zip([digests[i:i + DIGEST_SIZE] for i in range(0, DIGEST_SIZE * n, DIGEST_SIZE)],
+                                       codes))
         if len(table) != n:
             self._table = {}
             raise ValueError("ledger: a digest is recorded twice")
@@ -259,10 +258,13 @@ def from_trained(digests, labels, capacity=DEFAULT_CAPACITY):
         raise ValueError(f"ledger: {len(digests)} bytes of digests for {len(labels)} labels")
     ledger = Ledger(capacity)
     entries = ledger._labels
-    for i, label in enumerate(labels):
-        digest = digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]
-        entries.pop(digest, None)
-        entries[digest] = _SPAM if label else _HAM
+    keys = [digests[i:i + DIGEST_SIZE] for i in range(0, len(digests), DIGEST_SIZE)]
+    entries.update(zip(keys, labels))
+    if len(entries) != len(keys):   # a message counted twice: its last label, at its last place (record's order)
+        entries.clear()
+        for digest, label in zip(keys, labels):
+            entries.pop(digest, None)
+            entries[digest] = label
     while len(entries) > capacity:
         del entries[next(iter(entries))]
     return ledger
