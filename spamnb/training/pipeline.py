@@ -41,7 +41,8 @@ workers, after a first pass that keys each message: below).
 
 Near-duplicates (issue 46): a message whose near-duplicate key
 (:func:`spamnb.model.calibrate.near_duplicate_key`: its body and the header
-fields a copy keeps) an earlier message of the corpus has is not counted,
+fields a copy keeps) an earlier message of the corpus with the same label
+has is not counted,
 and the summary says how many (``skipped N (N near-duplicates of an earlier
 message (counted once): ...)``): the same message in two folders, a header
 line added, would otherwise count twice and, held out in two folds, help

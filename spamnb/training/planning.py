@@ -169,10 +169,21 @@ def piece_messages(pieces, report, strict):
 # ---------------------------------------------------------------------------- near-duplicates
 # ``spamnb train`` counts a message once (issue 46): a message whose near-duplicate key
 # (spamnb.model.calibrate.near_duplicate_key: its body and its Subject, From, To, Cc,
-# Date and Message-ID) an earlier message of the corpus has is skipped, said so, as a
-# copy (the same message in two folders, with a header line added), so the model and
-# the cutoffs it chooses are those of the corpus without the copies.
+# Date and Message-ID) an earlier message of the corpus with the same label has is
+# skipped, said so, as a copy (the same message in two folders, with a header line
+# added), so the model and the cutoffs it chooses are those of the corpus without the
+# copies.
 NEAR_DUPLICATE = "near-duplicates of an earlier message (counted once)"
+
+
+def _labelled_key(data, is_spam):
+    """A message's near-duplicate key with its label in it (bit 62 flipped for
+    spam): copies with the same label are one message; the same message in a
+    spam and a ham folder is two (a conflict the counts keep, as before)."""
+    from spamnb.model.calibrate import near_duplicate_key
+
+    key = near_duplicate_key(data)
+    return None if key is None else key ^ (bool(is_spam) << 62)
 
 
 def unique_messages(messages, report, skip=None, seen=None):
@@ -183,12 +194,11 @@ def unique_messages(messages, report, skip=None, seen=None):
     those whose key is in the set ``seen`` (keys added as met: one pass over
     the corpus in order)."""
     from spamnb.errors import CorpusChanged
-    from spamnb.model.calibrate import near_duplicate_key
 
     if skip is None:
         seen = set() if seen is None else seen
         for name, data, is_spam in messages:
-            key = near_duplicate_key(data)
+            key = _labelled_key(data, is_spam)
             if key is not None:
                 if key in seen:
                     report.skip(name, NEAR_DUPLICATE)
@@ -200,7 +210,7 @@ def unique_messages(messages, report, skip=None, seen=None):
         key = skip.get(i)
         if key is None:
             yield name, data, is_spam
-        elif near_duplicate_key(data) != key:
+        elif _labelled_key(data, is_spam) != key:
             raise CorpusChanged(f"{name}: another message on the second reading")
         else:
             report.skip(name, NEAR_DUPLICATE)
@@ -211,12 +221,11 @@ def partition_keys(pieces, strict=False):
     message without one): an ``array('Q')``, the pass before counting."""
     from array import array
 
-    from spamnb.model.calibrate import near_duplicate_key
     from spamnb.training.corpus import CorpusReport
 
     keys = array("Q")
-    for _name, data, _is_spam in piece_messages(pieces, CorpusReport(), strict):
-        keys.append(near_duplicate_key(data) or 0)
+    for _name, data, is_spam in piece_messages(pieces, CorpusReport(), strict):
+        keys.append(_labelled_key(data, is_spam) or 0)
     return keys
 
 
