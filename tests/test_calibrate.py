@@ -39,16 +39,17 @@ def test_fold_scores_are_those_of_filters_fitted_on_the_other_folds(sample, para
 
 
 def test_choose_cutoffs_rule():
-    ham = np.arange(-100.0, 0.0)           # 100 ham scores, the largest -1
-    spam = np.linspace(-5.0, 50.0, 100)
+    ham = np.arange(-80.0, 20.0)           # 100 ham scores, the largest 19
+    spam = np.linspace(15.0, 70.0, 100)
     spam_cut, ham_cut = calibrate.choose_cutoffs(ham, spam, target_fpr=0.001, max_unsure=1.0, margin=0.0)
-    assert -1.0 < spam_cut < -0.999 and ham_cut == DEFAULT_HAM_LOG_ODDS   # no ham may reach it; ham at -4
-    assert calibrate.choose_cutoffs(ham - 10, spam, target_fpr=0.001, max_unsure=1.0, margin=0.0)[1] == \
-        pytest.approx(-11.0)                                          # a spam cutoff below -4: band empty
+    assert 19.0 < spam_cut < 19.001 and ham_cut == DEFAULT_HAM_LOG_ODDS   # no ham may reach it; ham at -4
+    # never below the floor (log-odds 0: the model's own evidence says ham below it), whatever the held-out ham
+    assert calibrate.choose_cutoffs(ham - 30, spam, target_fpr=0.001, max_unsure=1.0, margin=0.0) == \
+        (calibrate.SPAM_CUTOFF_FLOOR, DEFAULT_HAM_LOG_ODDS)
     spam_cut, _ = calibrate.choose_cutoffs(ham, spam, target_fpr=0.02, max_unsure=1.0, margin=0.0)
-    assert -3.0 < spam_cut < -2.999                                   # 2 of 100 ham may reach it
+    assert 17.0 < spam_cut < 17.001                                   # 2 of 100 ham may reach it
     spam_cut, _ = calibrate.choose_cutoffs(ham, spam, target_fpr=0.02, max_unsure=1.0, margin=1.5)
-    assert spam_cut == pytest.approx(-1.5, abs=2e-9)                   # on the 1e-9 grid, above the ham
+    assert spam_cut == pytest.approx(18.5, abs=2e-9)                   # on the 1e-9 grid, above the ham
     # a wide band is narrowed: at most max_unsure of all messages between the cutoffs
     ham = np.linspace(-30.0, 5.0, 200)
     spam = np.linspace(-10.0, 30.0, 200)      # 54 of the 400 messages between 0 and 5

@@ -541,7 +541,7 @@ def test_readme_command_table_matches_help(home):
 def test_forget_needs_a_label_for_a_message_the_ledger_does_not_know(home, tmp_path):
     model = tmp_path / "model.spamnb"
     model.write_bytes((home / "model.spamnb").read_bytes())
-    proc = run(["forget", "-m", model, "-"], tmp_path, stdin=SPAM_FILE.read_bytes())
+    proc = run(["forget", "-m", model, "-"], tmp_path, stdin=_untrained(SPAM_FILE))
     assert proc.returncode == 3 and "--spam or --ham" in proc.stderr.decode()
     assert run(["learn", "-m", model, "-"], tmp_path).returncode == 64  # learn always needs one
 
@@ -628,7 +628,7 @@ def test_a_nightly_learn_ham_of_the_maildir_does_not_flip_its_junk(home, tmp_pat
     first learned .Junk (and .Junk.2023) as ham, relabelling it every night."""
     model = tmp_path / "m.spamnb"
     model.write_bytes((home / "model.spamnb").read_bytes())
-    box = _maildir(tmp_path / "Maildir", {".": HAM_FILE.read_bytes(), ".Junk": SPAM_FILE.read_bytes(),
+    box = _maildir(tmp_path / "Maildir", {".": _untrained(HAM_FILE), ".Junk": _untrained(SPAM_FILE),
                                           ".Junk.2023": UNSURE, ".Bulk": b"From: n@example.com\nSubject: news\n\nx\n"})
     before = SpamFilter_counts(model)
     for night in range(2):
@@ -641,6 +641,14 @@ def test_a_nightly_learn_ham_of_the_maildir_does_not_flip_its_junk(home, tmp_pat
         assert "2 spam folder inside a ham path" in err and "1 bulk folder" in err, err
     ham, spam = SpamFilter_counts(model)
     assert (ham, spam) == (before[0] + 1, before[1] + 2)
+
+
+def _untrained(path):
+    """A message of the training corpus with a header line added: not in the ledger of
+    the model trained on it (train records every message it counts: issue 46)."""
+    data = path.read_bytes()
+    cut = data.index(b"\n") + 1 if data.startswith(b"From ") else 0
+    return data[:cut] + b"X-Untrained: 1\n" + data[cut:]
 
 
 def SpamFilter_counts(model):
@@ -704,7 +712,8 @@ def test_learn_refuses_what_is_not_mail(home, tmp_path):
     proc = run(["learn", "--ham", "-m", model], home, stdin=b"\x7fELF\x02\x01\x01\x00" + bytes(200))
     assert proc.returncode == 3 and "not mail" in proc.stderr.decode()
     # with mail beside it, the mail is learned and the binary said on stderr
-    proc = run(["learn", "--ham", sys.executable, HAM_FILE, "-m", model], home, check_code=0)
+    (tmp_path / "ham").write_bytes(_untrained(HAM_FILE))
+    proc = run(["learn", "--ham", sys.executable, tmp_path / "ham", "-m", model], home, check_code=0)
     assert "learned 1," in proc.stdout.decode() and "not mail" in proc.stderr.decode()
 
 

@@ -139,6 +139,8 @@ def test_arrays_round_trip_and_are_checked():
 
 def test_a_filter_without_a_ledger_gets_an_empty_one():
     spam_filter = _trained()
+    assert len(ledgers.ledger_of(spam_filter)) == len(SPAM) + len(HAM)   # fit records what it counts (issue 46)
+    spam_filter.ledger_ = None
     assert len(ledgers.ledger_of(spam_filter)) == 0
     ledger = Ledger()
     assert ledgers.ledger_of(ledgers.attach(spam_filter, ledger)) is ledger
@@ -178,8 +180,8 @@ def test_learn_twice_from_the_command_line_counts_once(tmp_path):
         return subprocess.run([sys.executable, "-m", "spamnb", *args], env=env, capture_output=True,
                               check=True, timeout=120).stdout.decode()
 
-    run("train", "-q", str(REPO / "corpora"))
-    folder = REPO / "corpora" / "spam"
+    run("train", "-q", str(REPO / "corpora" / "spam"), str(REPO / "corpora" / "easy_ham"))
+    folder = REPO / "corpora" / "spam_2"
     first = run("learn", "--spam", str(folder))
     second = run("learn", "--spam", str(folder))
     learned = int(first.split("learned ")[1].split(",")[0])

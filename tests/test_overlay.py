@@ -17,6 +17,11 @@ def _messages():
     return [p.read_bytes() for p in sorted(SAMPLE_CORPUS.glob("*/*")) if p.is_file()][::7]
 
 
+def _untrained(data):
+    cut = data.index(b"\n") + 1 if data.startswith(b"From ") else 0
+    return data[:cut] + b"X-Lesson: 1\n" + data[cut:]
+
+
 def _novel(i, spam):
     words = " ".join(f"zq{i}novel{k}word" for k in range(12))
     return (f"From: someone{i}@example.org\nSubject: note {i} {words}\n\n{words}\n"
@@ -58,7 +63,9 @@ def _compare(user_overlay, whole, messages):
 
 def test_an_overlay_scores_as_the_user_model_loaded_whole(site):
     folder, model = site
-    lessons = [(_novel(i, i % 2 == 0), i % 2 == 0) for i in range(6)] + [(m, True) for m in _messages()[:3]]
+    # site mail with a header line added: new to the site model's ledger (a message it was trained on would
+    # be relabelled: a forget, whose holes a user model held as an overlay cannot have)
+    lessons = [(_novel(i, i % 2 == 0), i % 2 == 0) for i in range(6)] + [(_untrained(m), True) for m in _messages()[:3]]
     user = _user(site, "alice", lessons)
     site_filter = models._load_filter(str(model), whole=True)
     held = overlay.build(str(user), site_filter, str(model))

@@ -138,10 +138,17 @@ def bench_corpus(corpus, args, spamnb, say):
         bogo = os.path.join(work, "bogo")
         rows = []
 
-        # 1. train: A B A B
-        train_a, train_b = [], []
+        # 1. train: A B A B (with --baseline: A C B A C B, C the baseline's spamnb train)
+        train_a, train_b, train_c = [], [], []
         trained_line = None
         for i in range(args.train_runs):
+            if args.baseline:
+                for path in (model + ".base", model + ".base.bak"):
+                    if os.path.exists(path):
+                        os.unlink(path)
+                base_env = dict(env, PYTHONPATH=args.baseline)
+                train_c.append(check(run([*spamnb, "train", "-q", "-m", model + ".base", corpus], env=base_env),
+                                     "spamnb train (baseline)"))
             for path in (model, model + ".bak"):
                 if os.path.exists(path):
                     os.unlink(path)
@@ -153,7 +160,9 @@ def bench_corpus(corpus, args, spamnb, say):
             if trained_line is None:
                 trained_line = text.strip().splitlines()
                 m = re.search(r"trained on (\d+) messages \((\d+) spam, (\d+) ham\)", text)
-                if not m or (int(m[2]), int(m[3])) != (len(spam), len(ham)):
+                copies = re.search(r"(\d+) near-duplicates of an earlier message", text)   # counted once
+                copies = int(copies[1]) if copies else 0
+                if not m or int(m[1]) + copies != len(files) or int(m[2]) > len(spam) or int(m[3]) > len(ham):
                     raise SystemExit(f"spamnb train read other messages than this script's split: {text!r}")
             shutil.rmtree(bogo, ignore_errors=True)
             os.mkdir(bogo)
@@ -170,6 +179,13 @@ def bench_corpus(corpus, args, spamnb, say):
 
         rows.append(row("`spamnb train DIR` vs `bogofilter -s -b` + `-n -b`", train_a, train_b, "bogofilter",
                         rss_b=bogo_train_rss))
+        if args.baseline:
+            rows.append(row("`spamnb train DIR` vs the baseline's", train_a, train_c, "baseline"))
+        if args.train_only:
+            say(HEADER)
+            for line in rows:
+                say(line)
+            return
 
         # 2. classify --batch over every message
         batch_a, batch_b = [], []
@@ -279,8 +295,10 @@ def main():
                         help="runs of each one-message command, a message each (default 15)")
     parser.add_argument("--serve", action="store_true", help="also spamc TELL against CHECK through spamnb serve")
     parser.add_argument("--baseline", metavar="PYTHONPATH", default=None,
-                        help="with --serve: also a server running the spamnb on this PYTHONPATH (a checkout of "
-                             "main, say), on its own copy of the model, interleaved with the first message by message")
+                        help="also spamnb train of the spamnb on this PYTHONPATH (a checkout of main, say), "
+                             "interleaved with the others; with --serve: also a server running it, on its own "
+                             "copy of the model, interleaved with the first message by message")
+    parser.add_argument("--train-only", action="store_true", help="the training rows only")
     parser.add_argument("--spamnb", default=f"{shlex.quote(sys.executable)} -m spamnb", metavar="COMMAND",
                         help="the spamnb command (default: this Python's -m spamnb)")
     args = parser.parse_args()

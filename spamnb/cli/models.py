@@ -286,6 +286,14 @@ def cutoffs_from(spam_filter):
             "held-out": "the scores learned messages had before each was learned",
             "given": "given when the model was made (or a model file older than spamnb's schema 5)",
             "defaults": "the defaults"}[source]
+    if source == "train":
+        from spamnb.model.calibrate import SPAM_CUTOFF_FLOOR
+        from spamnb.model.verdict import logit
+
+        if logit(spam_filter.spam_cutoff) == SPAM_CUTOFF_FLOOR:
+            text += (f"; the spam cutoff held at its floor, log-odds {SPAM_CUTOFF_FLOOR:g}: the held-out ham put it "
+                     f"lower, where the model's own evidence says ham (copies of messages in the training mail "
+                     f"that train did not take for near-duplicates?)")
     held = spam_filter.held_out_
     if held is not None:
         fitted = held.cutoffs()
@@ -295,6 +303,26 @@ def cutoffs_from(spam_filter):
         elif fitted is None and source != "held-out":
             text += " (too few to fit cutoffs: 1,000 ham and 50 spam needed)"
     return text
+
+
+def ledger_line(spam_filter):
+    """One line: which of the messages counted the ledger knows, so which a
+    ``learn`` relabels exactly (or leaves alone) and which it would count again."""
+    from spamnb.model.ledger import DEFAULT_CAPACITY
+
+    ham, spam = (int(round(v)) for v in spam_filter.class_count_)
+    ledger = spam_filter.ledger_
+    labels = ledger.to_arrays()[1] if ledger is not None else b""
+    known_spam = labels.count(1)
+    known_ham = len(labels) - known_spam
+    text = f"{len(labels)} of the {spam + ham} messages counted ({known_spam} spam, {known_ham} ham)"
+    other_spam, other_ham = max(spam - known_spam, 0), max(ham - known_ham, 0)
+    if not other_spam and not other_ham:
+        return text + ": learning one again is a no-op, with the other label an exact relabel"
+    return (text + f"; the other {other_spam} spam and {other_ham} ham are not in it (trained or learned before "
+            f"spamnb recorded trained mail, counted more than once, or past the ledger's "
+            f"{ledger.capacity if ledger is not None else DEFAULT_CAPACITY:,}): learning one of them counts it again "
+            f"(forget it first with forget --spam/--ham, or train the model again)")
 
 
 def cmd_info(args):
@@ -310,6 +338,7 @@ def cmd_info(args):
     ham, spam = spam_filter.class_count_
     print(f"model:          {path} ({human_size(os.path.getsize(path))})")
     print(f"messages:       {spam + ham:.0f} ({spam:.0f} spam, {ham:.0f} ham)")
+    print(f"ledger:         {ledger_line(spam_filter)}")
     print(f"vocabulary:     {spam_filter.vocabulary_.n_features} tokens")
     print(f"spam cutoff:    P(spam) >= {_probability(spam_filter.spam_cutoff)} "
           f"(log-odds >= {_log_odds(spam_filter.spam_cutoff)})")

@@ -62,7 +62,7 @@ from spamnb.model.verdict import probability as _probability
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
            "min_ham_for", "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled",
            "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN",
-           "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS"]
+           "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS", "near_duplicate_key", "SPAM_CUTOFF_FLOOR"]
 
 DEFAULT_TARGET_FPR = 0.001
 DEFAULT_MAX_UNSURE = 0.05
@@ -71,6 +71,11 @@ DEFAULT_FOLDS = 10
 MIN_HAM = 200
 MIN_SPAM = 50
 MAX_LOG_ODDS = 36.0
+# The lowest spam cutoff train chooses: below log-odds 0 the model's own evidence says ham is the likelier
+# class, so no held-out figure can make such a message spam.  Held-out ham scores that low tell of copies
+# of a message in other folds than their first copy's (issue 46), which the folds group: the floor is the
+# backstop, and info says so when the cutoff is at it.
+SPAM_CUTOFF_FLOOR = 0.0
 
 Calibration = namedtuple("Calibration", "spam_cutoff ham_cutoff spam_log_odds ham_log_odds expected_fpr "
                                         "expected_spam_missed expected_unsure n_ham n_spam n_folds rule word_pairs",
@@ -171,6 +176,58 @@ def fold_of(data, n_folds=DEFAULT_FOLDS):
     import hashlib
 
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") % n_folds
+
+
+# Near-duplicates (issue 46).  The same message in two folders differs by a
+# header line or two (a copy's X-Copy, a forward's Received): fold_of gives
+# each copy its own fold, and a copy then helps score its twin, so held-out
+# ham scores look surer than unseen ham's and the spam cutoff falls.  A
+# message's near-duplicate key is a digest of what such copies keep: its body
+# (line ends and trailing blank lines aside) and the header fields below;
+# every copy goes to the fold of the first one counted (fold_map).
+_HEADER_BLOCK = None
+_KEPT = None
+
+
+def near_duplicate_key(data):
+    """The near-duplicate key of a message (its bytes): a non-zero int of 64
+    bits, the CRC-32 of its body and the CRC-32 of its body's length and of
+    its Subject, From, To, Cc, Date and Message-ID fields (lower-cased, white
+    space collapsed, in the order given); None for a message with neither a
+    body nor one of those fields.  Two copies of a message that differ only
+    in other header fields, an mbox envelope line, CRLF or LF line ends, or
+    blank lines at the end have the same key.  Not a cryptographic digest: a
+    sender who makes two messages share a key puts them in one fold, no more.
+    One regular-expression match for the header's end, one search over the
+    header, one checksum of the body: linear in the message's size."""
+    global _HEADER_BLOCK, _KEPT
+    from zlib import crc32
+
+    if _HEADER_BLOCK is None:
+        import re
+
+        _HEADER_BLOCK = re.compile(rb"(?:(?:[!-9;-~]+[ \t]*:|[ \t])[^\n]*(?:\n|\Z))*")
+        _KEPT = re.compile(rb"\n(subject|from|to|cc|date|message-id)[ \t]*:([^\n]*(?:\n[ \t][^\n]*)*)")
+    start = 0
+    if data[:5] == b"From ":
+        newline = data.find(b"\n")
+        start = len(data) if newline < 0 else newline + 1
+    end = _HEADER_BLOCK.match(data, start).end()
+    fields = b"\0".join(name + b":" + b" ".join(value.split())
+                        for name, value in _KEPT.findall(b"\n" + data[start:end].lower()))
+    stop = len(data)
+    while stop > end and data[stop - 1] in b"\r\n":   # blank lines at the end (a few: else rstrip's one pass)
+        stop -= 1
+        if len(data) - stop > 64:
+            stop = end + len(data[end:].rstrip(b"\r\n"))
+            break
+    if stop <= end and not fields:
+        return None
+    body = memoryview(data)[end:stop]
+    newline = data.find(b"\n", start)
+    if newline > 0 and data[newline - 1] == 13:   # CRLF line ends (by the first line's): read as LF
+        body = bytes(body).replace(b"\r\n", b"\n")
+    return crc32(body) << 32 | crc32(fields, crc32(b"%d\0" % len(body))) | (1 << 63)
 
 
 class FoldModels:
@@ -482,7 +539,7 @@ def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, m
         spam_cut = -math.inf
     else:
         spam_cut = _above(float(ham[allowed])) + margin
-    spam_cut = min(spam_cut, MAX_LOG_ODDS)
+    spam_cut = min(max(spam_cut, SPAM_CUTOFF_FLOOR), MAX_LOG_ODDS)
     from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS
 
     ham_cut = min(DEFAULT_HAM_LOG_ODDS, spam_cut)
@@ -579,12 +636,19 @@ def from_scores(ham_log_odds, spam_log_odds, n_folds=DEFAULT_FOLDS, target_fpr=D
     ham = np.asarray(ham_log_odds, dtype=np.float64)
     spam = np.asarray(spam_log_odds, dtype=np.float64)
     spam_cut, ham_cut = choose_cutoffs(ham, spam, target_fpr, max_unsure, margin)
+    floor = ""
+    allowed = int(math.floor(target_fpr * ham.size + 1e-9))
+    if allowed >= ham.size or _above(float(np.sort(ham)[::-1][allowed])) + margin < SPAM_CUTOFF_FLOOR:
+        floor = (f"; the spam cutoff held at its floor, log-odds {SPAM_CUTOFF_FLOOR:g} (the held-out ham "
+                 f"put it lower, where the model's own evidence says ham: copies of messages in the "
+                 f"training mail?)")
     fpr = float((ham >= spam_cut).mean())
     missed = float((spam < spam_cut).mean())
     everything = np.concatenate([ham, spam])
     unsure = float(((everything > ham_cut) & (everything < spam_cut)).mean())
     rule = (f"{n_folds}-fold cross-validation on the training mail: spam at log-odds >= {spam_cut:.2f} "
-            f"(at most {100 * target_fpr:g} % of held-out ham, + {margin:g} margin), ham at <= {ham_cut:.2f}")
+            f"(at most {100 * target_fpr:g} % of held-out ham, + {margin:g} margin), ham at <= {ham_cut:.2f}"
+            + floor)
     return Calibration(_probability(spam_cut), _probability(ham_cut), spam_cut, ham_cut, fpr, missed, unsure,
                        int(ham.size), int(spam.size), n_folds, rule)
 
@@ -635,6 +699,9 @@ def describe(calibration):
         pairs = (f"\nword pairs: {'on (window ' + str(window) + ')' if window else 'off'}: held-out spam missed "
                  f"{100 * missed:.2f} % without them, {100 * missed_pairs:.2f} % with (1-AUC {error:.4f} %, "
                  f"{error_pairs:.4f} %)")
+    if "held at its floor" in c.rule:
+        pairs += (f"\nfloor: the spam cutoff is held at log-odds {SPAM_CUTOFF_FLOOR:g}: the held-out ham put it "
+                  f"lower, where the model's own evidence says ham")
     return (f"cutoffs: spam if log-odds >= {c.spam_log_odds:.2f}, ham if <= {c.ham_log_odds:.2f} "
             f"({c.n_folds}-fold cross-validation on the training mail)\n"
             f"expected: false positives {100 * c.expected_fpr:.2f} %, spam missed {100 * c.expected_spam_missed:.2f} %, "

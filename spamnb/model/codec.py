@@ -96,7 +96,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
             from spamnb.model.ledger import Ledger
 
             self.ledger_ = Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"],
-                                              notes=arrays["ledger_notes"])
+                                              notes=arrays["ledger_notes"], lazy=mapped)
         if arrays["held_out"]:
             from spamnb.model.prequential import ScoreHistogram
 

@@ -52,18 +52,22 @@ class Counts:
     the two model rows; ``feature_count`` gives every row, dense, either way.
     """
 
-    __slots__ = ("hashes", "offsets", "strings", "class_count", "dense", "last_seen", "fold_keys", "fold_values")
+    __slots__ = ("hashes", "offsets", "strings", "class_count", "dense", "last_seen", "fold_keys", "fold_values",
+                 "digests", "labels")
 
     def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen, fold_keys=None,
-                 fold_values=None):
+                 fold_values=None, digests=None, labels=None):
         self.hashes, self.offsets, self.strings = hashes, offsets, strings
         self.class_count, self.dense, self.last_seen = class_count, feature_count, last_seen
         self.fold_keys, self.fold_values = fold_keys, fold_values
+        # the ledger of the messages counted (spamnb.model.ledger.train_digest), in the order counted:
+        # 16 bytes a message and one label byte (0 ham, 1 spam); None: not recorded (the filter gets no ledger)
+        self.digests, self.labels = digests, labels
 
     def __reduce__(self):   # the arrays: sent as one buffer each
         strings = self.strings if isinstance(self.strings, bytes) else bytes(self.strings)
         return (Counts, (self.hashes, self.offsets, strings, self.class_count, self.dense,
-                         self.last_seen, self.fold_keys, self.fold_values))
+                         self.last_seen, self.fold_keys, self.fold_values, self.digests, self.labels))
 
     @property
     def n_features(self):
@@ -107,7 +111,8 @@ class Counts:
         if len(self.class_count) == 2:
             return self
         dense = self.dense[:2] if self.fold_keys is not None else self.dense[:2].copy()
-        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2], dense, self.last_seen)
+        return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2], dense, self.last_seen,
+                      digests=self.digests, labels=self.labels)
 
     def folds(self):
         """``(class_count, feature_count)`` of the folds: ``(n_folds, 2)`` and
@@ -121,8 +126,9 @@ class Counts:
     @property
     def nbytes(self):
         folds = 0 if self.fold_keys is None else self.fold_keys.nbytes + self.fold_values.nbytes
+        ledger = 0 if self.digests is None else len(self.digests) + len(self.labels)
         return (self.hashes.nbytes + self.offsets.nbytes + len(self.strings) + self.class_count.nbytes
-                + self.dense.nbytes + self.last_seen.nbytes + folds)
+                + self.dense.nbytes + self.last_seen.nbytes + folds + ledger)
 
     @classmethod
     def empty(cls, n_classes=2):
@@ -182,8 +188,12 @@ class Counts:
         tokenizer, ``counts`` and ``length_norm``: :func:`counting_spec`) and
         the tokens' last-seen days (the model created on the latest); returns it.
         ``consume``: these counts' arrays are dropped as the filter's are made
-        from them (the counts are unusable after; the filter is the same)."""
+        from them (the counts are unusable after; the filter is the same).
+        The messages counted (``digests``, ``labels``) become the filter's
+        ledger (:func:`spamnb.model.ledger.from_trained`), so that ``learn``
+        of one of them later is a no-op or an exact relabel."""
         from spamnb.model.ages import Ages, today
+        from spamnb.model.ledger import from_trained
 
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
@@ -201,6 +211,7 @@ class Counts:
         day = int(self.last_seen.max()) if n_features else today()
         spam_filter.ages_ = Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
                                  spam_filter.ages_.max_tokens)
+        spam_filter.ledger_ = None if self.digests is None else from_trained(self.digests, self.labels)
         return spam_filter
 
 
@@ -263,6 +274,7 @@ class _Sum:
     def __init__(self, consume=False):
         self.n = 0
         self.first = self.table = self.class_count = None
+        self.digests, self.labels = bytearray(), bytearray()   # the parts' ledgers, in order (None: one lacks it)
         self.consume = consume   # drop a merged part's arrays as they are added (TreeReduce's own sums)
 
     def __len__(self):
@@ -301,10 +313,15 @@ class _Sum:
                        np.ascontiguousarray(part.offsets, dtype=np.uint64), part.strings, rows[0], rows[1],
                        np.ascontiguousarray(part.last_seen, dtype=np.int32), keys, values)
         self.class_count += part.class_count
+        if self.digests is not None and part.digests is not None:
+            self.digests += part.digests
+            self.labels += part.labels
+        else:
+            self.digests = self.labels = None
         if self.consume and type(part) is _Merged:
             # a sum this tree made (nothing else holds it): its arrays go as soon as they are added
             part.hashes = part.offsets = part.strings = part.dense = part.last_seen = None
-            part.fold_keys = part.fold_values = None
+            part.fold_keys = part.fold_values = part.digests = part.labels = None
 
     def result(self, last=False):
         """The sum (``last``: the tree's result, the largest, made with the
@@ -330,7 +347,9 @@ class _Sum:
             keys, values = table.take_fold_entries(in_place=last)
             keys, values = np.frombuffer(keys, dtype=np.int64), np.frombuffer(values, dtype=np.float64)
         del table
-        return _Merged(hashes, offsets, strings, self.class_count.copy(), dense, days, keys, values)
+        digests, labels = (None, None) if self.digests is None else (bytes(self.digests), bytes(self.labels))
+        self.digests = self.labels = None
+        return _Merged(hashes, offsets, strings, self.class_count.copy(), dense, days, keys, values, digests, labels)
 
 
 class _Merged(Counts):
@@ -458,7 +477,7 @@ def counting_spec(spam_filter):
             "length_norm": float(spam_filter.length_norm)}
 
 
-def count_messages(spec, messages, day=None, n_folds=0, spill=None):
+def count_messages(spec, messages, day=None, n_folds=0, spill=None, group=True):
     """The :class:`Counts` of ``(message, is_spam)`` pairs (a message: bytes,
     a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
     counts (``spec``: :func:`counting_spec`); every token seen on ``day``
@@ -468,10 +487,10 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None):
     binary file to write each message's token hashes, class and fold to
     (:func:`spamnb.model.calibrate.spill`; needs ``n_folds``), for the calibration's
     scoring pass."""
-    return count_variants([spec], messages, day, n_folds, [spill])[0]
+    return count_variants([spec], messages, day, n_folds, [spill], group=group)[0]
 
 
-def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None):
+def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True):
     """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
     its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
     ``messages``: each message read, and parsed once for every tokenizer that
@@ -479,9 +498,13 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     found once; each variant's :class:`Counts` is the one
     :func:`count_messages` gives it alone (its own vocabulary, rows and
     ``spills[i]``).  ``limit``: past that many messages, the variants after
-    the first are dropped (their result None: not worth counting further)."""
+    the first are dropped (their result None: not worth counting further).
+    ``group``: near-duplicates (:func:`spamnb.model.calibrate.near_duplicate_key`)
+    are counted in their first copy's fold (so a copy never helps score its
+    twin); False when the messages have none (``spamnb train`` left them out)."""
     from spamnb.model.ages import today
-    from spamnb.model.calibrate import fold_of
+    from spamnb.model.calibrate import fold_of, near_duplicate_key
+    from spamnb.model.ledger import train_digest
     from spamnb.model.messages import message_bytes
 
     spills = [None] * len(specs) if spills is None else spills
@@ -489,10 +512,22 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     first = counters[0].tokenizer
     shared = [c.tokenizer.parses_as(first) for c in counters]
     n_messages = 0
+    digests, labels = bytearray(), bytearray()   # the ledger of the messages counted
+    # near-duplicates (issue 46): a copy is counted in the fold of its first copy (spamnb train has
+    # left the copies out before: spamnb.training.planning.unique_messages; SpamFilter.fit counts them)
+    first_fold = {} if group else None
     for data, is_spam in messages:
         data = message_bytes(data)
         is_spam = bool(is_spam)
-        fold = fold_of(data, n_folds) if n_folds else None
+        digests += train_digest(data)
+        labels.append(is_spam)
+        fold = None
+        if n_folds:
+            fold = fold_of(data, n_folds)
+            if group:
+                key = near_duplicate_key(data)
+                if key is not None:
+                    fold = first_fold.setdefault(key, fold)
         parsed = first.parse(data) if len(counters) > 1 else None
         for counter, share in zip(counters, shared):
             counter.count(counter.tokenizer.stream(data, parsed if share else None), is_spam, fold)
@@ -503,6 +538,7 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     results = [None] * len(specs)
     for i, counter in enumerate(counters):
         results[i] = counter.result(day)
+        results[i].digests, results[i].labels = bytes(digests), bytes(labels)
         counters[i] = None
     return results
 

@@ -30,6 +30,7 @@ from spamnb.model.heap import release_free_memory
 from spamnb.model.counting import count_variants, counting_spec
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.labels import is_spam_label
+from spamnb.model.ledger import from_trained, train_digest
 from spamnb.model.messages import message_bytes
 
 __all__ = ["CorpusChanged", "fit", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain",
@@ -149,7 +150,7 @@ def take_counts(spam_filter, merged, calibration):
     return ((spam_filter, fixed, None) if fixed is not None else None), *folds
 
 
-def train_variants_here(filters, messages, calibration, n_folds, limit=None):
+def train_variants_here(filters, messages, calibration, n_folds, limit=None, group=True):
     """Train the unfitted ``filters`` in this process on ``messages``
     (``(bytes, is_spam)``), counted in one pass (each message read and parsed
     once: :func:`~spamnb.model.counting.count_variants`), as ``spamnb train
@@ -157,7 +158,7 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None):
     held-out scores)`` (:func:`choose_pairs`), its fold models built and its
     spill scored when asked for.  ``calibration`` None: the first variant
     only is counted.  ``limit``: as :func:`count_variants` (a variant dropped
-    there gives None)."""
+    there gives None).  ``group``: as :func:`~spamnb.model.counting.count_variants`."""
     import contextlib
 
     filters = filters if calibration is not None else filters[:1]
@@ -165,7 +166,7 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None):
         spills = [stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if n_folds else None
                   for _ in filters]
         merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, spills=spills,
-                                limit=limit)
+                                limit=limit, group=group)
         for i, spam_filter in enumerate(filters):
             counts, merged[i] = merged[i], None
             if counts is None:
@@ -200,7 +201,7 @@ def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):
         spam_filter.vocabulary_, spam_filter.word_counts_, spam_filter.features_ = Vocabulary(), None, None
         spam_filter.counts_changed()
         fitted, spam_filter.calibration_ = fit_tuned(spam_filter, data, y, target_fpr, word_pairs)
-        for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "spam_cutoff", "ham_cutoff"):
+        for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "ledger_", "spam_cutoff", "ham_cutoff"):
             setattr(spam_filter, name, getattr(fitted, name))   # the variant kept (word pairs: another filter)
         _fitted_cutoffs(spam_filter, target_fpr)
         return spam_filter
@@ -260,11 +261,13 @@ def fit_plain(spam_filter, messages, labels):
     length = float(spam_filter.length_norm)
     stream = spam_filter.tokenizer_.stream
     n_messages = 0
+    digests = bytearray()   # the ledger of the messages counted (as train's: spamnb.model.counting)
     for message in messages:  # may be lazy (progress bars)
         data = message_bytes(message)
         indices = vocabulary.add(stream(data))
         if n_messages < len(y):
             add(indices, y[n_messages], transform, 1, vocabulary.n_features, length)
+            digests += train_digest(data)
         if features is not None:
             features.append(scoring.message_features_of(spam_filter, data))
         n_messages += 1
@@ -273,6 +276,7 @@ def fit_plain(spam_filter, messages, labels):
     counts.resize(vocabulary.n_features)
     spam_filter.word_counts_ = counts
     spam_filter.ages_ = Ages.fresh(vocabulary.n_features, max_tokens=spam_filter.ages_.max_tokens)
+    spam_filter.ledger_ = from_trained(digests, bytes(y))
     if features is not None:
         from spamnb.model.message_features import FeatureModel
 

@@ -51,7 +51,7 @@ set (``SpamFilter.ledger_``).
 # reader replaying a journal's ledger records (spamnb.model.journal) needs neither
 
 __all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
-           "ledger_of", "attach", "Tally"]
+           "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest"]
 
 DIGEST_SIZE = 16
 DEFAULT_CAPACITY = 200_000
@@ -62,9 +62,67 @@ AUTO_NOTE = 0x8000          # in a note (notes_array): auto-learned; the low 15 
 
 def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
     """The bytes learned and digested for the raw message ``data``."""
+    data = bytes(data)
+    if subject_tag is None:
+        plain = _unmarked(data, header_name)
+        if plain is not None:
+            return plain
     from spamnb.mail.status import strip_markup
 
-    return strip_markup(bytes(data), header_name, subject_tag)
+    return strip_markup(data, header_name, subject_tag)
+
+
+def _unmarked(data, header_name):
+    """``data`` without its mbox envelope line when nothing else of
+    :func:`~spamnb.mail.status.strip_markup` can apply (no field of that
+    name nor an ``X-Spam-`` field before the first blank line: a superset
+    of the header), else None (ask ``strip_markup``).  What ``train`` digests
+    each message with: a search, no parsing."""
+    start = 0
+    if data[:5] == b"From ":
+        newline = data.find(b"\n")
+        if newline < 0:
+            return None
+        start = newline + 1
+    end = data.find(b"\n\n", start)
+    crlf = data.find(b"\r\n\r\n", start)
+    if end < 0 or 0 <= crlf < end:
+        end = crlf
+    head = (data[start:end] if end >= 0 else data[start:]).lower()
+    if b"x-spam" in head or header_name.encode("ascii").lower() in head:
+        return None
+    return data[start:] if start else data
+
+
+_BLAKE2B = None
+
+
+def train_digest(data):
+    """The ledger digest of a message ``train`` counts (its raw bytes): the
+    one ``learn`` computes for the same bytes with the default markup
+    settings (``message_digest(canonical(data))``), without a copy of the
+    message when it has no markup to remove (most mail: a search of its
+    header for ``x-spam`` and the status header's name, lower-cased)."""
+    global _BLAKE2B
+    if _BLAKE2B is None:
+        try:
+            from _blake2 import blake2b
+        except ImportError:   # pragma: no cover - a Python built without it
+            from hashlib import blake2b
+        _BLAKE2B = blake2b
+    start = 0
+    if data[:5] == b"From ":
+        start = data.find(b"\n") + 1
+        if not start:
+            return message_digest(canonical(data))
+    newline = data.find(b"\n", start)
+    if newline > start and data[newline - 1] == 13:   # CRLF line ends: the general way
+        return message_digest(canonical(data))
+    end = data.find(b"\n\n", start)
+    head = (data[start:end] if end >= 0 else data[start:]).lower()   # the header, or more
+    if b"x-spam" in head or b"x-spamnb-status" in head:
+        return message_digest(canonical(data))
+    return _BLAKE2B(memoryview(data)[start:] if start else data, digest_size=DIGEST_SIZE).digest()
 
 
 def message_digest(canonical_bytes):
@@ -84,7 +142,17 @@ class Ledger:
         if capacity < 1:
             raise ValueError("a ledger's capacity must be at least 1")
         self.capacity = capacity
-        self._labels = {}   # digest -> code (see _AUTO); insertion order is age
+        self._table = {}    # digest -> code (see _AUTO); insertion order is age
+        self._arrays = None   # from_arrays' arrays, made into the table when first needed
+
+    @property
+    def _labels(self):
+        """The table, made from :meth:`from_arrays`' arrays the first time it is
+        needed: a model read to classify (mapped: ``spamnb classify``) never
+        builds the ledger of the messages it was trained on."""
+        if self._arrays is not None:
+            self._build()
+        return self._table
 
     def __len__(self):
         return len(self._labels)
@@ -135,18 +203,33 @@ class Ledger:
         return array("H", ((v >> 2) | (AUTO_NOTE if v & _AUTO else 0) for v in self._labels.values()))
 
     @classmethod
-    def from_arrays(cls, digests, labels, capacity=DEFAULT_CAPACITY, notes=None):
+    def from_arrays(cls, digests, labels, capacity=DEFAULT_CAPACITY, notes=None, lazy=False):
         """A ledger from :meth:`to_arrays` (and :meth:`notes_array`, or None); raises
-        ValueError for arrays that do not fit together."""
-        digests, labels = bytes(digests), bytes(labels)
+        ValueError for arrays that do not fit together.  ``lazy``: the arrays
+        (views of a mapped model file, say) are made into the ledger when it is
+        first used, and the checks but their sizes' are made then (a model
+        mapped to classify one message never builds the ledger of the
+        messages it was trained on)."""
         n = len(labels)
         if len(digests) != DIGEST_SIZE * n:
             raise ValueError(f"ledger: {len(digests)} bytes of digests for {n} labels")
-        if labels.strip(b"\x00\x01"):
-            raise ValueError("ledger: a label is neither 0 (ham) nor 1 (spam)")
         if notes is not None and len(notes) not in (0, n):
             raise ValueError(f"ledger: {len(notes)} notes for {n} labels")
-        if not notes:
+        ledger = cls(max(capacity, 1))
+        ledger._arrays = (digests, labels, notes)
+        if not lazy:
+            ledger._build()
+        return ledger
+
+    def _build(self):
+        """The table from :meth:`from_arrays`' arrays (ValueError for arrays that do not fit together)."""
+        digests, labels, notes = self._arrays
+        self._arrays = None
+        digests, labels = bytes(digests), bytes(labels)
+        n = len(labels)
+        if labels.strip(b"\x00\x01"):
+            raise ValueError("ledger: a label is neither 0 (ham) nor 1 (spam)")
+        if not notes or not memoryview(notes).cast("B").tobytes().strip(b"\x00"):   # no notes, or all 0
             codes = labels
         else:
             from spamnb.model.prequential import N_BINS
@@ -155,14 +238,36 @@ class Ledger:
                 raise ValueError("ledger: a note names no held-out bin")
             codes = [label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
                      for label, note in zip(labels, notes)]
-        ledger = cls(max(capacity, 1))
-        for i in range(n):
-            ledger._labels[digests[DIGEST_SIZE * i:DIGEST_SIZE * (i + 1)]] = codes[i]
-        if len(ledger._labels) != n:
+        table = self._table = dict(zip([digests[i:i + DIGEST_SIZE] for i in range(0, DIGEST_SIZE * n, DIGEST_SIZE)],
+                                       codes))
+        if len(table) != n:
+            self._table = {}
             raise ValueError("ledger: a digest is recorded twice")
-        while len(ledger._labels) > ledger.capacity:
-            del ledger._labels[next(iter(ledger._labels))]
-        return ledger
+        while len(table) > self.capacity:
+            del table[next(iter(table))]
+
+
+def from_trained(digests, labels, capacity=DEFAULT_CAPACITY):
+    """The ledger of the messages ``train`` (or ``SpamFilter.fit``) counted,
+    in the order counted: ``digests`` (16 bytes a message, :func:`train_digest`)
+    and ``labels`` (one byte a message, 0 ham, 1 spam).  As recorded one at a
+    time by :meth:`Ledger.record` (a message counted twice has one entry, its
+    last label; beyond ``capacity`` the first counted are dropped)."""
+    digests, labels = bytes(digests), bytes(labels)
+    if len(digests) != DIGEST_SIZE * len(labels):
+        raise ValueError(f"ledger: {len(digests)} bytes of digests for {len(labels)} labels")
+    ledger = Ledger(capacity)
+    entries = ledger._labels
+    keys = [digests[i:i + DIGEST_SIZE] for i in range(0, len(digests), DIGEST_SIZE)]
+    entries.update(zip(keys, labels))
+    if len(entries) != len(keys):   # a message counted twice: its last label, at its last place (record's order)
+        entries.clear()
+        for digest, label in zip(keys, labels):
+            entries.pop(digest, None)
+            entries[digest] = label
+    while len(entries) > capacity:
+        del entries[next(iter(entries))]
+    return ledger
 
 
 class Tally:
@@ -173,6 +278,26 @@ class Tally:
 
     def learn_summary(self):
         return f"learned {self.learned}, already known {self.known}, relabelled {self.relabelled}"
+
+
+def known_digest(ledger, message):
+    """The digest ``message`` (canonical bytes) is known by in ``ledger``: its
+    own, or when that is not in the ledger, that of the same message with
+    the other line endings (CRLF for LF, LF for CRLF: a trained file and the
+    copy an IMAP server or a mail client hands to ``learn``), when that one
+    is; else its own.  The tokens of the two are the same (the tokenizer
+    reads CRLF as LF), so forgetting one as the other is exact."""
+    digest = message_digest(message)
+    if ledger.label(digest) is not None:
+        return digest
+    if b"\r\n" in message:
+        other = message.replace(b"\r\n", b"\n")
+    elif b"\n" in message:
+        other = message.replace(b"\n", b"\r\n")
+    else:
+        return digest
+    other = message_digest(other)
+    return other if ledger.label(other) is not None else digest
 
 
 def ledger_of(spam_filter):
@@ -194,7 +319,7 @@ def learn(spam_filter, ledger, data, is_spam, tally, header_name="X-Spamnb-Statu
     ledger, and a user's label (``auto`` False) that agrees with an
     auto-learned entry makes it the user's.  Returns "learned", "known" or "relabelled"."""
     message = canonical(data, header_name, subject_tag)
-    digest = message_digest(message)
+    digest = known_digest(ledger, message)
     before = ledger.label(digest)
     if before is is_spam or (auto and before is not None):
         if not auto and ledger.is_auto(digest):
@@ -219,7 +344,7 @@ def forget(spam_filter, ledger, data, is_spam=None, tally=None, header_name="X-S
     ``is_spam`` for a message learned before the ledger.  Raises ValueError
     when neither says, or when they disagree.  Returns the label forgotten."""
     message = canonical(data, header_name, subject_tag)
-    digest = message_digest(message)
+    digest = known_digest(ledger, message)
     recorded = ledger.label(digest)
     if recorded is None and is_spam is None:
         raise ValueError("the message is not in the ledger of learned messages; "

@@ -36,12 +36,28 @@ Python object per token.
 :func:`train` (``spamnb train``) also chooses the cutoffs: the counting pass
 counts each message into its cross-validation fold too and spills its token
 hashes; a scoring pass on the same workers scores them by the fold models
-(:mod:`spamnb.model.calibrate`).  The corpus is read once.
+(:mod:`spamnb.model.calibrate`).  The corpus is counted in one pass (with
+workers, after a first pass that keys each message: below).
+
+Near-duplicates (issue 46): a message whose near-duplicate key
+(:func:`spamnb.model.calibrate.near_duplicate_key`: its body and the header
+fields a copy keeps) an earlier message of the corpus with the same label
+has is not counted,
+and the summary says how many (``skipped N (N near-duplicates of an earlier
+message (counted once): ...)``): the same message in two folders, a header
+line added, would otherwise count twice and, held out in two folds, help
+score its own twin.  With workers, a first pass over the partitions keys
+every message (:func:`spamnb.training.planning.partition_keys`; read, not
+parsed), so that the counting pass leaves out the same messages ``-j 1``
+leaves out as it meets them.
 
 Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
 and one running total per level of the tree (each at most the vocabulary);
-a worker holds one partition's messages and counts.  Nothing grows with the
-number of messages, only with the vocabulary they bring (docs/scale.md).
+a worker holds one partition's messages and counts.  Beside the vocabulary,
+what grows with the number of messages is small: the ledger of the messages
+counted (17 bytes each, at most 200,000 entries: spamnb.model.ledger), and
+while training, the corpus's plan (a path each) and the near-duplicate keys
+seen (an int each) (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -55,8 +71,9 @@ from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
 from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,
                                   train_variants_here)
-from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, merge_reports, piece_messages, count_partition_variants,
-                                     partitions, plan_training, score_spilled)
+from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_reports, piece_messages,
+                                     count_partition_variants, partition_keys, partitions, plan_training,
+                                     score_spilled, unique_messages)
 from spamnb.training.workers import Workers
 
 __all__ = ["fit_counts", "fit_counts_variants", "fit", "train", "train_one", "train_variants", "CorpusChanged",
@@ -76,14 +93,16 @@ def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
 
 
 def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
-                        report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None, limit=None):
+                        report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None, limit=None,
+                        skips=None):
     """:func:`fit_counts` under several ``specs`` in one pass (each partition
     read and parsed once: :func:`count_partition_variants`), each variant
     merged in its own tree (the same tree as alone: the same counts); a list
     of merged :class:`Counts`, one per spec.  ``spills``: ``(folder, lists)``,
     a list of paths per spec.  ``limit``: once more than that many messages
     are counted, the partitions still to start count the first spec only,
-    and the others' results are None."""
+    and the others' results are None.  ``skips``: the near-duplicates to
+    leave out, a dict per partition (:func:`~spamnb.training.planning.copies_of`)."""
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport() if report is None else report
@@ -98,7 +117,7 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
     def jobs():
         for i, part in enumerate(partitions(pieces, partition_size)):
             n = state["variants"]
-            yield specs[:n], part, strict, n_folds, [spill(v, i) for v in range(n)]
+            yield specs[:n], part, strict, n_folds, [spill(v, i) for v in range(n)], None if skips is None else skips[i]
 
     trees = [TreeReduce(fan_in) for _ in specs]
     if progress is not None and hasattr(progress, "restart"):
@@ -273,23 +292,31 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
         return
     specs = [counting_spec(spam_filter) for spam_filter in filters]
     one = n_jobs == 1   # asked for -j 1 (-j 0 on one core: partitions, here)
-    if one:
+    if one:   # near-duplicates of an earlier message left out as met (the corpus in order)
         messages = ((data, is_spam) for _name, data, is_spam in
-                    piece_messages(plan_training(trees, spam, ham, report, strict, None, follow_links), report, strict))
+                    unique_messages(piece_messages(plan_training(trees, spam, ham, report, strict, None, follow_links),
+                                                   report, strict), report))
         if progress is not None:
             if hasattr(progress, "restart"):
                 progress.restart()   # a pass of its own: counted from 0 again
             messages = progress.wrap(messages, "counting")
-        yield from train_variants_here(filters, messages, calibration, folds, limit)
+        yield from train_variants_here(filters, messages, calibration, folds, limit, group=False)
         return
     with contextlib.ExitStack() as stack:
         # workers spill to files in a folder, which goes once they have stopped (their files closed)
         work = stack.enter_context(tempfile.TemporaryDirectory(prefix="spamnb-train-")) if folds else None
         workers = stack.enter_context(Workers(n_jobs))
         spills = (work, [[] for _ in filters]) if work is not None else None
-        merged = fit_counts_variants(plan_training(trees, spam, ham, report, strict, partition_size, follow_links), specs,
+        # the near-duplicates first (a pass that reads each message and keys it: planning.partition_keys),
+        # so that the counting pass leaves out the same messages -j 1 leaves out
+        parts = list(partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
+                                partition_size))
+        skips = copies_of(workers.run_ordered(partition_keys, ((part, strict) for part in parts)))
+        merged = fit_counts_variants((piece for part in parts for piece in part), specs,
                                      partition_size=partition_size, fan_in=fan_in, report=report, strict=strict,
-                                     n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit)
+                                     n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit,
+                                     skips=skips)
+        del parts
         for i, spam_filter in enumerate(filters):
             counts, merged[i] = merged[i], None
             if counts is None:   # dropped past the limit

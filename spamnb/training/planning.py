@@ -13,7 +13,7 @@ from collections import namedtuple
 from spamnb.model.counting import count_messages, count_variants
 
 __all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_variants",
-           "count_partition_in_memory"]
+           "count_partition_in_memory", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 
@@ -166,6 +166,88 @@ def piece_messages(pieces, report, strict):
             yield name, data, piece.is_spam
 
 
+# ---------------------------------------------------------------------------- near-duplicates
+# ``spamnb train`` counts a message once (issue 46): a message whose near-duplicate key
+# (spamnb.model.calibrate.near_duplicate_key: its body and its Subject, From, To, Cc,
+# Date and Message-ID) an earlier message of the corpus with the same label has is
+# skipped, said so, as a copy (the same message in two folders, with a header line
+# added), so the model and the cutoffs it chooses are those of the corpus without the
+# copies.
+NEAR_DUPLICATE = "near-duplicates of an earlier message (counted once)"
+
+
+def _labelled_key(data, is_spam):
+    """A message's near-duplicate key with its label in it (bit 62 flipped for
+    spam): copies with the same label are one message; the same message in a
+    spam and a ham folder is two (a conflict the counts keep, as before)."""
+    from spamnb.model.calibrate import near_duplicate_key
+
+    key = near_duplicate_key(data)
+    return None if key is None else key ^ (bool(is_spam) << 62)
+
+
+def unique_messages(messages, report, skip=None, seen=None):
+    """The ``(name, bytes, is_spam)`` of ``messages`` but the near-duplicates,
+    each skipped in ``report``: with ``skip`` (a dict, a message's index in
+    ``messages`` -> its key, from :func:`copies_of`) those messages, checked
+    against their key (CorpusChanged when the message is another one); else
+    those whose key is in the set ``seen`` (keys added as met: one pass over
+    the corpus in order)."""
+    from spamnb.errors import CorpusChanged
+
+    if skip is None:
+        seen = set() if seen is None else seen
+        for name, data, is_spam in messages:
+            key = _labelled_key(data, is_spam)
+            if key is not None:
+                if key in seen:
+                    report.skip(name, NEAR_DUPLICATE)
+                    continue
+                seen.add(key)
+            yield name, data, is_spam
+        return
+    for i, (name, data, is_spam) in enumerate(messages):
+        key = skip.get(i)
+        if key is None:
+            yield name, data, is_spam
+        elif _labelled_key(data, is_spam) != key:
+            raise CorpusChanged(f"{name}: another message on the second reading")
+        else:
+            report.skip(name, NEAR_DUPLICATE)
+
+
+def partition_keys(pieces, strict=False):
+    """The near-duplicate keys of one partition's messages, in order (0 for a
+    message without one): an ``array('Q')``, the pass before counting."""
+    from array import array
+
+    from spamnb.training.corpus import CorpusReport
+
+    keys = array("Q")
+    for _name, data, is_spam in piece_messages(pieces, CorpusReport(), strict):
+        keys.append(_labelled_key(data, is_spam) or 0)
+    return keys
+
+
+def copies_of(partition_key_arrays):
+    """The messages to skip, from each partition's :func:`partition_keys`
+    (in the corpus's order): a list, a dict per partition of the index of
+    each near-duplicate of an earlier message -> its key (empty: none)."""
+    seen = set()
+    out = []
+    for keys in partition_key_arrays:
+        skip = {}
+        for i, key in enumerate(keys):
+            if not key:
+                continue
+            if key in seen:
+                skip[i] = key
+            else:
+                seen.add(key)
+        out.append(skip)
+    return out
+
+
 def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
     """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
     (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`;
@@ -180,21 +262,27 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
         return count_messages(spec, messages, n_folds=n_folds, spill=out), report
 
 
-def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None):
+def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None, skip=None):
     """:func:`count_partition` under several ``specs`` in one reading
     (:func:`~spamnb.model.counting.count_variants`: each message read and
     parsed once): ``([Counts, ...], CorpusReport)``; ``spills``: a path (or
-    None) per spec."""
+    None) per spec; ``skip``: the near-duplicates to leave out (:func:`copies_of`:
+    the corpus's near-duplicates are found before; the others are grouped
+    here: copies within the partition, an empty ``skip``)."""
     import contextlib
 
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
-    messages = ((data, is_spam) for _name, data, is_spam in piece_messages(pieces, report, strict))
+    messages = piece_messages(pieces, report, strict)
+    group = skip is None
+    if not group:
+        messages = unique_messages(messages, report, skip)
+    messages = ((data, is_spam) for _name, data, is_spam in messages)
     with contextlib.ExitStack() as stack:
         files = [None if path is None else stack.enter_context(open(path, "wb", buffering=1 << 20))
                  for path in (spills or [None] * len(specs))]
-        return count_variants(specs, messages, n_folds=n_folds, spills=files), report
+        return count_variants(specs, messages, n_folds=n_folds, spills=files, group=group), report
 
 
 def count_partition_in_memory(spec, pieces, strict=False, n_folds=0):
