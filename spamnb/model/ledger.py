@@ -138,12 +138,12 @@ def message_digest(canonical_bytes):
 class Ledger:
     """Digest -> label of the messages learned, oldest first, at most ``capacity`` of them."""
 
-    def __init__(self, capacity=DEFAULT_CAPACITY):
+    def __init__(self, capacity=DEFAULT_CAPACITY, arrays=None):
         if capacity < 1:
             raise ValueError("a ledger's capacity must be at least 1")
         self.capacity = capacity
         self._table = {}    # digest -> code (see _AUTO); insertion order is age
-        self._arrays = None   # from_arrays' arrays, made into the table when first needed
+        self._arrays = arrays   # from_arrays' arrays, made into the table when first needed
 
     @property
     def _labels(self):
@@ -215,8 +215,7 @@ class Ledger:
             raise ValueError(f"ledger: {len(digests)} bytes of digests for {n} labels")
         if notes is not None and len(notes) not in (0, n):
             raise ValueError(f"ledger: {len(notes)} notes for {n} labels")
-        ledger = cls(max(capacity, 1))
-        ledger._arrays = (digests, labels, notes)
+        ledger = cls(max(capacity, 1), arrays=(digests, labels, notes))
         if not lazy:
             ledger._build()
         return ledger
