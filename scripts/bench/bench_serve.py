@@ -43,42 +43,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from harness import corpus_split, free_port, wait_port  # noqa: E402,F401
+from harness import corpus_split, free_port, paired_ratio, per_process, quantiles, wait_port  # noqa: E402,F401
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
-
-
-def quantiles(seconds):
-    values = sorted(seconds)
-    def q(p):
-        return values[min(len(values) - 1, int(p * len(values)))] * 1000.0
-    return q(0.5), q(0.99)
-
-
-def per_process(commands, messages, seed=0):
-    """Wall time of one process per message for each command, interleaved:
-    for every message each command runs once, in a shuffled order, so a
-    change of the machine's load hits all of them alike (the ratios of the
-    same message's times are paired).  ``commands``: {name: function of a
-    message path -> (argv, stdin path or None)}.  Returns {name: [seconds]}."""
-    import random
-
-    rng = random.Random(seed)
-    times = {name: [] for name in commands}
-    for path in messages:
-        order = list(commands.items())
-        rng.shuffle(order)
-        for name, make in order:
-            argv, stdin_path = make(path)
-            with open(stdin_path, "rb") if stdin_path else open(os.devnull, "rb") as stdin:
-                started = time.perf_counter()
-                subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                times[name].append(time.perf_counter() - started)
-    return times
-
-
-def paired_ratio(numerator, denominator):
-    """Median over messages of one command's time over another's (same message, same moment)."""
-    return statistics.median(a / b for a, b in zip(numerator, denominator))
 
 
 def request(message, keep_alive):
