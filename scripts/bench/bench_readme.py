@@ -64,7 +64,6 @@ import argparse
 import datetime
 import json
 import os
-import random
 import re
 import resource
 import shutil
@@ -407,7 +406,8 @@ def uptime():
 def script(name, argv, say):
     """Run scripts/bench/NAME with this (the venv's) Python, its output to the terminal."""
     say(f"$ python {name} " + " ".join(argv))
-    subprocess.run([sys.executable, str(HERE / name), *argv], check=True)
+    # from outside the checkout (as a user runs spamnb): `python -c pass` puts its folder on sys.path
+    subprocess.run([sys.executable, str(HERE / name), *argv], check=True, cwd=tempfile.gettempdir())
 
 
 def walls(runs):
