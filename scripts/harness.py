@@ -22,7 +22,8 @@ which checkout's spamnb it measures before it imports the package.
   ``spamassassin_site``, ``start_spamd`` (scripts/bench/bench_peers.py,
   bench_readme.py);
 - one process per message: ``per_process``, ``quantiles``,
-  ``paired_ratio`` (scripts/bench/bench_serve.py, bench_readme.py);
+  ``paired_ratio``; clients in threads: ``concurrently``
+  (scripts/bench/bench_serve.py, bench_readme.py);
 - reports: ``machine``, ``evaluate`` (spamnb.bayes.metrics over a test part);
 - matrices for the tuning scripts: ``transformed_matrix``.
 """
@@ -228,15 +229,22 @@ def wait_port(port, proc, seconds=60):
 
 class Servers:
     """The servers this script started: each in a process group of its own,
-    stopped (SIGTERM to the group, SIGKILL after 15 s) in reverse order."""
+    stopped (SIGTERM to the group, SIGKILL after 15 s) in reverse order.
+    ``new_session``: each in a session of its own too (the default); False:
+    in this script's session, so that Linux's scheduler autogroups (one per
+    session) put a server and the clients this script starts in one group,
+    and a server does not get a share of the machine of its own when other
+    jobs load it (scripts/bench/bench_readme.py)."""
 
-    def __init__(self):
+    def __init__(self, new_session=True):
         self.procs = []
+        self.new_session = new_session
 
     def start(self, name, argv, log_path, **kwargs):
         log = open(log_path, "ab")
+        group = {"start_new_session": True} if self.new_session else {"process_group": 0}
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, **kwargs)
+                                **group, **kwargs)
         log.close()
         self.procs.append((name, proc))
         print(f"  started {name} (pid {proc.pid}): {' '.join(argv)}", file=sys.stderr)
@@ -381,6 +389,19 @@ def per_process(commands, messages, seed=0):
                 subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 times[name].append(time.perf_counter() - started)
     return times
+
+
+def concurrently(target, n):
+    """``target(i)`` for i in range(n), each in a thread of its own, all at once: wall seconds until the last ends."""
+    import threading
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started
 
 
 def paired_ratio(numerator, denominator):

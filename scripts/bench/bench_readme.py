@@ -71,7 +71,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -176,14 +175,8 @@ def spamc_loops(client, messages, clients, seconds):
             else:
                 errors.append(result.rc)
 
-    threads = [threading.Thread(target=loop, args=(i,)) for i in range(clients)]
     own = resource.getrusage(resource.RUSAGE_SELF)
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - started
+    wall = harness.concurrently(loop, clients)
     after = resource.getrusage(resource.RUSAGE_SELF)
     script = (after.ru_utime + after.ru_stime) - (own.ru_utime + own.ru_stime)
     return sum(counts), wall, sum(cpus), script, errors
@@ -226,7 +219,7 @@ def server_rows(args, corpus, model, bogo, work, say):
     step = max(1, len(files) // args.processes)
     sample = files[step // 2::step][:args.processes]
     out = {"messages": len(sample), "corpus": corpus.name}
-    with harness.Servers() as servers:
+    with harness.Servers(new_session=False) as servers:   # the servers and the clients: one autogroup
         port, sock = harness.free_port(), work / "spamnb.sock"
         log = work / "serve.log"
         proc = servers.start("spamnb serve", [spamnb, "serve", "-l", f"127.0.0.1:{port}", "-l", str(sock),

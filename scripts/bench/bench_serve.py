@@ -43,7 +43,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from harness import corpus_split, free_port, paired_ratio, per_process, quantiles, wait_port  # noqa: E402,F401
+from harness import (concurrently, corpus_split, free_port, paired_ratio, per_process, quantiles,  # noqa: E402,F401
+                     wait_port)
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 
@@ -96,7 +97,7 @@ def throughput(port, messages, n_clients, keep_alive):
     (client threads share this process: the clients' own cost is in the figure)."""
     errors = []
 
-    def client():
+    def client(_i):
         try:
             if keep_alive:
                 keep_alive_round_trips(port, messages)
@@ -107,13 +108,7 @@ def throughput(port, messages, n_clients, keep_alive):
         except Exception as exc:  # noqa: BLE001
             errors.append(repr(exc))
 
-    threads = [threading.Thread(target=client) for _ in range(n_clients)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
+    elapsed = concurrently(client, n_clients)
     if errors:
         raise RuntimeError(errors[:3])
     return n_clients * len(messages) / elapsed
