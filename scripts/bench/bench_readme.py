@@ -370,8 +370,13 @@ def update_file(path, replace):
         path.write_text(new)
 
 
-def update_readme(rows):
+README_RUN = re.compile(r"(The speed rows are one run of `scripts/bench/bench_readme\.py`) \([^)]*\)")
+
+
+def update_readme(rows, run):
+    """The README's speed rows, and the date and load of the run in the sentence after the table."""
     def replace(text):
+        text = README_RUN.sub(lambda m: f"{m[1]} ({run})", text)
         for label, cells in rows.items():
             line = table_line(label, cells)
             pattern = re.compile(r"^\| " + re.escape(label) + r" \|.*$", re.M)
@@ -627,7 +632,9 @@ def main(argv=None):
     write_markdown(args.md, r, rows, sources, args)
     say("\n".join(table_line(label, cells) for label, cells in rows.items()))
     if args.update:
-        update_readme(rows)
+        one = [float(load(x).split(",")[0]) for x in (before, after)]
+        busy = ": other jobs running" if max(one) > 1.0 else ""
+        update_readme(rows, f"{started:%Y-%m-%d}, load average {one[0]:.1f} before and {one[1]:.1f} after{busy}")
         update_sources(sources)
         say("README.md's rows and docs/benchmarks.md's source rows rewritten")
     say(f"wrote {args.md} and {args.json}")
