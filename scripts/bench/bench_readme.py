@@ -632,9 +632,10 @@ def main(argv=None):
     write_markdown(args.md, r, rows, sources, args)
     say("\n".join(table_line(label, cells) for label, cells in rows.items()))
     if args.update:
-        one = [float(load(x).split(",")[0]) for x in (before, after)]
-        busy = ": other jobs running" if max(one) > 1.0 else ""
-        update_readme(rows, f"{started:%Y-%m-%d}, load average {one[0]:.1f} before and {one[1]:.1f} after{busy}")
+        one = [float(load(x).split(",")[0]) for x in (before, after)]   # "after" counts the run's own processes
+        busy = ": other jobs running" if one[0] > 1.0 else ""
+        update_readme(rows, f"{started:%Y-%m-%d}, load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
+                            "with the run's own processes")
         update_sources(sources)
         say("README.md's rows and docs/benchmarks.md's source rows rewritten")
     say(f"wrote {args.md} and {args.json}")
