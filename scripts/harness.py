@@ -16,19 +16,30 @@ which checkout's spamnb it measures before it imports the package.
   md5(relpath) % 5 == 0), ``corpus_split`` (the same split over paths);
 - whole processes: ``run``, ``run_steps``, ``check``, ``time_rss``,
   ``floor_kib``;
-- servers: ``free_port``, ``wait_port``;
+- servers: ``free_port``, ``wait_port``, ``Servers`` (started in process
+  groups, stopped on exit), ``wait_until``, ``tail``, ``world_readable``;
+- SpamAssassin's spamd: ``SA_SITE_CONFIG``, ``SA_NO_NETWORK``,
+  ``spamassassin_site``, ``start_spamd`` (scripts/bench/bench_peers.py,
+  bench_readme.py);
+- one process per message: ``per_process``, ``quantiles``,
+  ``paired_ratio``; clients in threads: ``concurrently``
+  (scripts/bench/bench_serve.py, bench_readme.py);
 - reports: ``machine``, ``evaluate`` (spamnb.bayes.metrics over a test part);
 - matrices for the tuning scripts: ``transformed_matrix``.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import platform
 import re
+import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -214,6 +225,190 @@ def wait_port(port, proc, seconds=60):
         except OSError:
             time.sleep(0.05)
     raise RuntimeError("server did not start")
+
+
+class Servers:
+    """The servers this script started: each in a process group of its own,
+    stopped (SIGTERM to the group, SIGKILL after 15 s) in reverse order.
+    ``new_session``: each in a session of its own too (the default); False:
+    in this script's session, so that Linux's scheduler autogroups (one per
+    session) put a server and the clients this script starts in one group,
+    and a server does not get a share of the machine of its own when other
+    jobs load it (scripts/bench/bench_readme.py)."""
+
+    def __init__(self, new_session=True):
+        self.procs = []
+        self.new_session = new_session
+
+    def start(self, name, argv, log_path, **kwargs):
+        log = open(log_path, "ab")
+        group = {"start_new_session": True} if self.new_session else {"process_group": 0}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                **group, **kwargs)
+        log.close()
+        self.procs.append((name, proc))
+        print(f"  started {name} (pid {proc.pid}): {' '.join(argv)}", file=sys.stderr)
+        return proc
+
+    def stop(self):
+        while self.procs:
+            name, proc = self.procs.pop()
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    proc.wait()
+            else:  # the leader died; children of its group may remain
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            print(f"  stopped {name} (pid {proc.pid})", file=sys.stderr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+def wait_until(check, what, proc, log_path, timeout=300):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {tail(log_path)}")
+        if check():
+            return time.monotonic() - t0
+        time.sleep(0.5)
+    raise RuntimeError(f"{what} not ready after {timeout} s: {tail(log_path)}")
+
+
+def tail(path, n=1500):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def world_readable(path):
+    """spamd drops root to ``nobody``: its files must be readable (and the
+    Bayes lock writable) by that user."""
+    for dirpath, dirnames, filenames in os.walk(path):
+        os.chmod(dirpath, 0o777)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o666)
+
+
+# ---------------------------------------------------------------------------- SpamAssassin's spamd
+SA_SITE_CONFIG = "/etc/spamassassin"      # the packaged site config: plugin .pre files, local.cf
+# no network: with -L on spamd and sa-learn, the settings every site config here ends with
+SA_NO_NETWORK = [
+    "dns_available no          # no DNS (spamd and sa-learn also run with -L)",
+    "skip_rbl_checks 1",
+    "use_razor2 0",
+    "use_pyzor 0",
+    "use_dcc 0",
+]
+
+
+def spamassassin_site(site, settings):
+    """``site`` made a site config folder: a copy of the packaged one (which
+    plugins load; local.cf), then ``settings`` in a file of ours, read last."""
+    os.makedirs(site, exist_ok=True)
+    for path in sorted(glob.glob(os.path.join(SA_SITE_CONFIG, "*.pre")) + glob.glob(os.path.join(SA_SITE_CONFIG, "*.cf"))):
+        shutil.copy(path, site)
+    with open(os.path.join(site, "zz_bench_peers.cf"), "w") as f:
+        f.write("# scripts/bench/bench_peers.py: Bayes in a temporary directory, no network\n")
+        f.write("\n".join(settings) + "\n")
+    return site
+
+
+def start_spamd(base, site, home, children, servers, env, min_spare=None):
+    """``spamd -L -x`` with the site config ``site`` on a free loopback port, ``children``
+    children started at once (as ``nobody`` when run as root: ``base`` made readable to it),
+    its log in ``base``; returns (spamc argv without its mode, seconds until it answered)."""
+    tmp = os.path.join(base, "tmp")   # spamd's temporary files (as nobody: /tmp may not be writable to it)
+    os.makedirs(tmp, exist_ok=True)
+    env = dict(env, TMPDIR=tmp)
+    if os.geteuid() == 0:
+        world_readable(base)
+        os.chmod(os.path.dirname(base), 0o755)
+    port = free_port()
+    log_path = os.path.join(base, "spamd.log")
+    argv = ["spamd", "-L", f"--siteconfigpath={site}", "-x", f"--listen=127.0.0.1:{port}",
+            "--allowed-ips=127.0.0.1", f"--max-children={children}", f"--min-children={children}",
+            f"--min-spare={min(children, 1) if min_spare is None else min_spare}",
+            f"--max-spare={children}", f"--pidfile={os.path.join(base, 'spamd.pid')}", "--syslog=stderr",
+            f"--helper-home-dir={home}"]
+    if os.geteuid() == 0:
+        argv.append("--username=nobody")
+    proc = servers.start("spamd", argv, log_path, env=env)
+    spamc = ["spamc", "-d", "127.0.0.1", "-p", str(port)]
+    ready = wait_until(lambda: subprocess.run(spamc + ["-K"], capture_output=True).returncode == 0,
+                       "spamd", proc, log_path)
+    return spamc, ready
+
+
+# ---------------------------------------------------------------------------- one process per message
+def quantiles(seconds):
+    """(p50, p99) of ``seconds``, in milliseconds."""
+    values = sorted(seconds)
+
+    def q(p):
+        return values[min(len(values) - 1, int(p * len(values)))] * 1000.0
+    return q(0.5), q(0.99)
+
+
+def per_process(commands, messages, seed=0):
+    """Wall time of one process per message for each command, interleaved:
+    for every message each command runs once, in a shuffled order, so a
+    change of the machine's load hits all of them alike (the ratios of the
+    same message's times are paired).  ``commands``: {name: function of a
+    message path -> (argv, stdin path or None)}.  Returns {name: [seconds]}."""
+    import random
+
+    rng = random.Random(seed)
+    times = {name: [] for name in commands}
+    for path in messages:
+        order = list(commands.items())
+        rng.shuffle(order)
+        for name, make in order:
+            argv, stdin_path = make(path)
+            with open(stdin_path, "rb") if stdin_path else open(os.devnull, "rb") as stdin:
+                started = time.perf_counter()
+                subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                times[name].append(time.perf_counter() - started)
+    return times
+
+
+def concurrently(target, n):
+    """``target(i)`` for i in range(n), each in a thread of its own, all at once: wall seconds until the last ends."""
+    import threading
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started
+
+
+def paired_ratio(numerator, denominator):
+    """Median over messages of one command's time over another's (same message, same moment)."""
+    import statistics
+
+    return statistics.median(a / b for a, b in zip(numerator, denominator))
 
 
 # ---------------------------------------------------------------------------- reports

@@ -46,6 +46,9 @@ there too: no settings file of the user's).
 
     python scripts/bench/bench_commands.py --corpus corpora/ [--corpus OTHER] [--train-runs 3] [--runs 15] [--serve]
 
+``--json PATH`` also writes each pair's runs (wall and CPU seconds) by
+corpus: scripts/bench/bench_readme.py reads them.
+
 ``--spamnb "python -m spamnb"`` chooses the spamnb command (default: this
 Python's ``-m spamnb``; PYTHONPATH as in the environment).  spamnb's
 modules are byte-compiled first (``compileall``) and the children run
@@ -56,6 +59,7 @@ checkout with no bytecode cache every process would compile them again.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -230,6 +234,11 @@ def bench_corpus(corpus, args, spamnb, say):
         say(HEADER)
         for r in rows:
             say(r)
+        return {"messages": len(files), "spam": len(spam), "model_bytes": size,
+                "pairs": {name: {"a": [[r.wall, r.cpu] for r in a], "b": [[r.wall, r.cpu] for r in b]}
+                          for name, (a, b) in (("train", (train_a, train_b)), ("batch", (batch_a, batch_b)),
+                                               ("learn_vs_classify", (learn, classify)),
+                                               ("learn_vs_bogofilter", (learn, bogo_s)))}}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -299,6 +308,8 @@ def main():
                              "interleaved with the others; with --serve: also a server running it, on its own "
                              "copy of the model, interleaved with the first message by message")
     parser.add_argument("--train-only", action="store_true", help="the training rows only")
+    parser.add_argument("--json", metavar="PATH", help="also write each pair's runs ([wall, CPU] seconds of A and "
+                        "of B, by corpus) to PATH (scripts/bench/bench_readme.py reads it)")
     parser.add_argument("--spamnb", default=f"{shlex.quote(sys.executable)} -m spamnb", metavar="COMMAND",
                         help="the spamnb command (default: this Python's -m spamnb)")
     args = parser.parse_args()
@@ -325,8 +336,12 @@ def main():
         f"from os.wait4; it cannot go below this script's own high-water mark ({floor_kib() / 1024:.0f} MiB now) (Linux keeps the "
         "forking parent's high-water mark across exec): a figure at that floor is remeasured by one more "
         "untimed run under /usr/bin/time -f %M (marked †).")
+    record = {}
     for corpus in args.corpus:
-        bench_corpus(corpus, args, spamnb, say)
+        record[corpus] = bench_corpus(corpus, args, spamnb, say)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"corpora": record, "load_end": os.getloadavg()}, f, indent=1)
     say(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

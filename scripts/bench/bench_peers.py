@@ -75,10 +75,10 @@ for _folder in (REPO, SCRIPTS):   # this checkout's spamnb; harness.py
         sys.path.insert(0, _folder)
 
 import harness  # noqa: E402  (the split, labels and metrics of the README's other columns: scripts/bench/bench.py's)
-from harness import free_port  # noqa: E402
+from harness import (SA_NO_NETWORK, SA_SITE_CONFIG, Servers, free_port, spamassassin_site, start_spamd,  # noqa: E402,F401
+                     tail, wait_until)
 
 PEERS = ("spamassassin", "rspamd")
-SA_SITE_CONFIG = "/etc/spamassassin"      # the packaged site config: plugin .pre files, local.cf
 RSPAMD_CONFIG = "/etc/rspamd/rspamd.conf"  # the packaged rules and defaults
 SA_REQUIRED_SCORE = 5.0
 # rspamd modules off: each one's work is network lookups (DNS lists and URL
@@ -91,73 +91,6 @@ SA_REQUIRED_SCORE = 5.0
 RSPAMD_OFF = ("rbl", "spf", "dkim", "dkim_signing", "arc", "dmarc", "asn", "fuzzy_check", "whitelist", "hfilter")
 RSPAMD_SPAM_ACTIONS = {"reject", "rewrite subject", "add header"}
 RSPAMD_UNSURE_ACTIONS = {"greylist", "soft reject"}
-
-
-# ------------------------------------------------------------------ servers
-class Servers:
-    """The servers this script started: each in a process group of its own,
-    stopped (SIGTERM to the group, SIGKILL after 15 s) in reverse order."""
-
-    def __init__(self):
-        self.procs = []
-
-    def start(self, name, argv, log_path, **kwargs):
-        log = open(log_path, "ab")
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, **kwargs)
-        log.close()
-        self.procs.append((name, proc))
-        print(f"  started {name} (pid {proc.pid}): {' '.join(argv)}", file=sys.stderr)
-        return proc
-
-    def stop(self):
-        while self.procs:
-            name, proc = self.procs.pop()
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    proc.wait()
-            else:  # the leader died; children of its group may remain
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            print(f"  stopped {name} (pid {proc.pid})", file=sys.stderr)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
-
-
-def wait_until(check, what, proc, log_path, timeout=300):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}: {tail(log_path)}")
-        if check():
-            return time.monotonic() - t0
-        time.sleep(0.5)
-    raise RuntimeError(f"{what} not ready after {timeout} s: {tail(log_path)}")
-
-
-def tail(path, n=1500):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode(errors="replace")[-n:]
-    except OSError:
-        return ""
 
 
 def run(argv, **kwargs):
@@ -187,24 +120,12 @@ def parallel(fn, items, jobs):
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def world_readable(path):
-    """spamd drops root to ``nobody``: its files must be readable (and the
-    Bayes lock writable) by that user."""
-    for dirpath, dirnames, filenames in os.walk(path):
-        os.chmod(dirpath, 0o777)
-        for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o666)
-
-
 # ------------------------------------------------------------------ SpamAssassin
 def run_spamassassin(work, train, test, jobs, servers):
     base = os.path.join(work, "spamassassin")
     site, bayes_dir, home = (os.path.join(base, d) for d in ("site", "bayes", "home"))
-    for d in (site, bayes_dir, home):
+    for d in (bayes_dir, home):
         os.makedirs(d)
-    # the packaged site config (which plugins load; local.cf), then ours, read last
-    for path in sorted(glob.glob(os.path.join(SA_SITE_CONFIG, "*.pre")) + glob.glob(os.path.join(SA_SITE_CONFIG, "*.cf"))):
-        shutil.copy(path, site)
     bayes_path = os.path.join(bayes_dir, "bayes")
     settings = [
         "use_bayes 1",
@@ -212,15 +133,9 @@ def run_spamassassin(work, train, test, jobs, servers):
         "bayes_auto_expire 0       # keep every token learned from the train part",
         f"bayes_path {bayes_path}",
         "bayes_file_mode 0666",
-        "dns_available no          # no DNS (spamd and sa-learn also run with -L)",
-        "skip_rbl_checks 1",
-        "use_razor2 0",
-        "use_pyzor 0",
-        "use_dcc 0",
+        *SA_NO_NETWORK,
     ]
-    with open(os.path.join(site, "zz_bench_peers.cf"), "w") as f:
-        f.write("# scripts/bench/bench_peers.py: Bayes in a temporary directory, no network\n")
-        f.write("\n".join(settings) + "\n")
+    spamassassin_site(site, settings)
     common = ["-L", f"--siteconfigpath={site}"]
     env = dict(os.environ, HOME=home)
 
@@ -248,21 +163,8 @@ def run_spamassassin(work, train, test, jobs, servers):
         raise RuntimeError(f"sa-learn learned too little for SpamAssassin to use its Bayes: {bayes}")
 
     # scoring: spamd on loopback, one spamc -R per test message, `jobs` at a time
-    if os.geteuid() == 0:
-        world_readable(base)
-        os.chmod(work, 0o755)
-    port = free_port()
-    log_path = os.path.join(base, "spamd.log")
-    argv = ["spamd", *common, "-x", f"--listen=127.0.0.1:{port}", "--allowed-ips=127.0.0.1",
-            f"--max-children={jobs}", f"--min-children={jobs}", f"--min-spare={min(jobs, 1)}",
-            f"--max-spare={jobs}", f"--pidfile={os.path.join(base, 'spamd.pid')}", "--syslog=stderr",
-            f"--helper-home-dir={home}"]
-    if os.geteuid() == 0:
-        argv.append("--username=nobody")
-    proc = servers.start("spamd", argv, log_path, env=env)
-    spamc = ["spamc", "-d", "127.0.0.1", "-p", str(port), "-x", "-t", "600"]
-    ready = wait_until(lambda: subprocess.run(spamc + ["-K"], capture_output=True).returncode == 0,
-                       "spamd", proc, log_path)
+    client, ready = start_spamd(base, site, home, jobs, servers, env)
+    spamc = client + ["-x", "-t", "600"]
     print(f"  spamd ready after {ready:.1f} s; scoring {len(test)} messages, {jobs} at a time ...", file=sys.stderr)
     max_size = max(os.path.getsize(r[1]) for r in test) + 1024
     score_argv = spamc + ["-R", "-s", str(max(max_size, 512 * 1024))]
@@ -300,7 +202,7 @@ def run_spamassassin(work, train, test, jobs, servers):
         "scores": scores,
         "verdicts": ["spam" if s >= SA_REQUIRED_SCORE else "ham" for s in scores],
         "train_seconds": train_seconds, "score_seconds": score_seconds,
-        "client": ["spamc", "-d", "127.0.0.1", "-p", str(port), "-c"],
+        "client": client + ["-c"],
         "extra": {
             "version": first_line(["spamassassin", "--version"]),
             "rules": "the installed default rules (" + ", ".join(rules_dirs()) + "), site config "

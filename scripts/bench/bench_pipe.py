@@ -30,11 +30,15 @@ ratios to ``python -c pass`` of that round (wall, and CPU: on a loaded
 machine the CPU ratio is the steadier).  Run it from outside the repository, e.g.::
 
     cd /tmp && python /path/to/spamnb/scripts/bench/bench_pipe.py --runs 21
+
+``--json PATH`` also writes every command's runs, peaks and the floors
+(scripts/bench/bench_readme.py reads them).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -114,6 +118,8 @@ def main():
                         help="a model classified alone, against the same rounds (e.g. a 10x model)")
     parser.add_argument("--runs", type=int, default=21, help="rounds (default 21)")
     parser.add_argument("--work", type=Path, help="where the models are trained (default: a new temporary folder)")
+    parser.add_argument("--json", type=Path, help="also write every command's runs ([wall, CPU] seconds), peak "
+                        "MiB and the floors to this file (scripts/bench/bench_readme.py reads it)")
     args = parser.parse_args()
     if shutil.which("bogofilter") is None:
         raise SystemExit("bogofilter is not installed")
@@ -188,6 +194,15 @@ def main():
             cells.append(f"{ms(times[key]):.1f} ms ({cpu_ms(times[key]):.1f} ms), {peaks[key]:.1f} MiB"
                          if key in times else "")
             print(f"| `{row}`, {label} | " + " | ".join(cells) + " |")
+    if args.json:
+        record = {"floors": {name: {"runs": [[r.wall, r.cpu] for r in times[name]], "peak_mib": peaks[name]}
+                             for name in floors},
+                  "rows": [{"corpus": label.split(" (")[0], "model": label, "row": row, "command": column,
+                            "runs": [[r.wall, r.cpu] for r in times[label, row, column]],
+                            "peak_mib": peaks[label, row, column]}
+                           for label, rows in tables.items() for row, columns in rows.items() for column in columns],
+                  "rounds": args.runs, "load_end": os.getloadavg()}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

@@ -43,42 +43,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from harness import corpus_split, free_port, wait_port  # noqa: E402,F401
+from harness import (concurrently, corpus_split, free_port, paired_ratio, per_process, quantiles,  # noqa: E402,F401
+                     wait_port)
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
-
-
-def quantiles(seconds):
-    values = sorted(seconds)
-    def q(p):
-        return values[min(len(values) - 1, int(p * len(values)))] * 1000.0
-    return q(0.5), q(0.99)
-
-
-def per_process(commands, messages, seed=0):
-    """Wall time of one process per message for each command, interleaved:
-    for every message each command runs once, in a shuffled order, so a
-    change of the machine's load hits all of them alike (the ratios of the
-    same message's times are paired).  ``commands``: {name: function of a
-    message path -> (argv, stdin path or None)}.  Returns {name: [seconds]}."""
-    import random
-
-    rng = random.Random(seed)
-    times = {name: [] for name in commands}
-    for path in messages:
-        order = list(commands.items())
-        rng.shuffle(order)
-        for name, make in order:
-            argv, stdin_path = make(path)
-            with open(stdin_path, "rb") if stdin_path else open(os.devnull, "rb") as stdin:
-                started = time.perf_counter()
-                subprocess.run(argv, stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                times[name].append(time.perf_counter() - started)
-    return times
-
-
-def paired_ratio(numerator, denominator):
-    """Median over messages of one command's time over another's (same message, same moment)."""
-    return statistics.median(a / b for a, b in zip(numerator, denominator))
 
 
 def request(message, keep_alive):
@@ -130,7 +97,7 @@ def throughput(port, messages, n_clients, keep_alive):
     (client threads share this process: the clients' own cost is in the figure)."""
     errors = []
 
-    def client():
+    def client(_i):
         try:
             if keep_alive:
                 keep_alive_round_trips(port, messages)
@@ -141,13 +108,7 @@ def throughput(port, messages, n_clients, keep_alive):
         except Exception as exc:  # noqa: BLE001
             errors.append(repr(exc))
 
-    threads = [threading.Thread(target=client) for _ in range(n_clients)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
+    elapsed = concurrently(client, n_clients)
     if errors:
         raise RuntimeError(errors[:3])
     return n_clients * len(messages) / elapsed
