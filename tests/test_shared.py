@@ -537,18 +537,23 @@ def test_lessons_applied_again_after_a_crash_change_nothing(tmp_path, base_model
     """A host killed after applying a batch and before saving its position
     applies the batch's last lessons again on restart (through the ledger,
     forgets through the ledger only): the model is the one applying them once gives."""
-    from spamnb.server.models import tell_many
+    from spamnb.server.models import tell, tell_many
 
     a, b, c = unique_message("again-a"), unique_message("again-b"), unique_message("again-c")
     d = PROBES[0]       # a spam the base model was trained on: forgetting it again could subtract it
     batch = [(a, True, True, False), (b, False, True, False), (a, False, True, False),    # a relabelled
              (b, None, False, True), (c, True, True, False), (c, None, False, True),      # b, c forgotten
              (d, True, True, False), (d, None, False, True)]
-    once, twice = tmp_path / "once.spamnb", tmp_path / "twice.spamnb"
-    shutil.copy(base_model, once)
-    shutil.copy(base_model, twice)
+    once, twice, each = tmp_path / "once.spamnb", tmp_path / "twice.spamnb", tmp_path / "each.spamnb"
+    for path in (once, twice, each):
+        shutil.copy(base_model, path)
     tell_many(str(once), batch, ledger_only=True)
     tell_many(str(twice), batch, ledger_only=True)
     tell_many(str(twice), batch[-again:], ledger_only=True)
-    expected = _log_odds(once)
-    assert max(abs(x - y) for x, y in zip(_log_odds(twice), expected)) <= 1e-9
+    # the answer key: the batch applied once, a lesson at a time through `tell` (not tell_many)
+    for message, spam, learn, remove in batch:
+        tell(str(each), message, spam, learn, remove, ledger_only=True)
+    expected = _log_odds(each)
+    assert max(abs(x - y) for x, y in zip(expected, _log_odds(base_model))) > 1e-3   # the batch changed it
+    for model in (once, twice):
+        assert max(abs(x - y) for x, y in zip(_log_odds(model), expected)) <= 1e-9, model.name
