@@ -35,6 +35,13 @@ def _wait_for(predicate, what, timeout=20.0):
         time.sleep(0.05)
 
 
+def _answered(out):
+    """Whether ``spamc -c`` printed a server's answer (SCORE/THRESHOLD): with no server
+    answering it prints 0/0 and exits 0, as for a ham."""
+    score, _, threshold = out.stdout.decode().strip().partition("/")
+    return float(threshold) > 0 and float(score) != 0.0
+
+
 def _entry(path, data):
     ledger = SpamFilter.load(path).ledger_
     return None if ledger is None else ledger.entry(message_digest(canonical(data)))
@@ -48,6 +55,7 @@ def test_serve_auto_learn_through_spamc(tmp_path):
     twin = shutil.copy(model, home / "twin.spamnb")
     rng = random.Random(31)
     spam, unsure = _message(rng, True, 9000, 60), b"Subject: hmm\r\n\r\noffer1 meeting1 offer2 meeting2\r\n"
+    assert SpamFilter.load(model).classify(unsure).label == "unsure"
     off = Daemon(home)
     try:       # off by default
         assert off.spamc("-c", stdin=spam).returncode == 1
@@ -57,8 +65,8 @@ def test_serve_auto_learn_through_spamc(tmp_path):
     daemon = Daemon(home, "--auto-learn", "--allow-tell", "--verbose")
     try:
         base = SpamFilter.load(model).class_count_
-        out = daemon.spamc("-c", stdin=unsure)      # unsure (or too close to a cutoff): never learned
-        assert out.returncode in (0, 1)
+        out = daemon.spamc("-c", stdin=unsure)      # unsure: answered, never learned
+        assert out.returncode == 0 and _answered(out), out   # spamc -c with no answer prints 0/0, exits 0
         out = daemon.spamc("-c", stdin=spam)
         assert out.returncode == 1, out             # spam, answered before it is learned
         _wait_for(lambda: "auto-learn" in daemon.log_text(), "the auto-learn's log line")
@@ -75,9 +83,11 @@ def test_serve_auto_learn_through_spamc(tmp_path):
         assert fixed.class_count_ == direct.class_count_ == (base[0] + 1, base[1])
         assert list(fixed.held_out_.counts) == list(direct.held_out_.counts)       # its score moved, once
         assert _entry(model, spam)[:2] == (False, False)                           # the user's label now
-        # checked again, now a ham the model is sure of: known, nothing learned twice
-        daemon.spamc("-c", stdin=spam)
-        time.sleep(0.5)
+        # checked again: one ham lesson leaves it spam to the model, but the user's label stands (known)
+        out = daemon.spamc("-c", stdin=spam)
+        assert out.returncode == 1 and _answered(out), out
+        _wait_for(lambda: f"auto-learn {model}: known" in daemon.log_text(), "the second auto-learn's log line")
+        assert daemon.log_text().count("auto-learn") == 2, daemon.log_text()
         assert SpamFilter.load(model).class_count_ == (base[0] + 1, base[1])
     finally:
         daemon.stop()
