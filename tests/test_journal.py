@@ -202,7 +202,7 @@ def test_the_cli_warns_in_one_line_and_classifies(model, tmp_path):
     jpath = Path(str(model) + ".journal")
     jpath.write_bytes(jpath.read_bytes()[:-3])
     proc = run_spamnb(["classify", "-m", model, SPAM[40]], text=True)
-    assert proc.returncode in (0, 1, 2)
+    assert proc.returncode == 0, proc.stderr     # a spam, classified as spam
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr   # one line, not Python's warning with its source line
     assert lines[0].startswith("spamnb: warning: ") and "incomplete or damaged" in lines[0], proc.stderr
@@ -393,7 +393,7 @@ def test_sigkill_at_random_moments_of_cli_learns_loses_no_acknowledged_learn(mod
     acknowledged = 0
     killed = 0
     started = time.monotonic()   # a whole command's time on this machine now: the kills fall inside it
-    assert run_spamnb(["classify", "-m", model, SPAM[0]]).returncode in (0, 1, 2)
+    assert run_spamnb(["classify", "-m", model, SPAM[0]]).returncode == 0      # a spam
     took = time.monotonic() - started
     for i in range(40):
         if i >= 16 and killed >= 3 and acknowledged >= 1:

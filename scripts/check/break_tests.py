@@ -71,17 +71,18 @@ def check(entry, timeout, verbose=False):
         if count != 1:
             return False, f"`old` occurs {count} times in {entry['file']}, not once"
         clean_rc, clean_tail = _pytest(tree, entry["tests"], timeout)      # the copy unbroken yet
+        if clean_rc != 0:
+            return False, f"the tests fail on the unbroken tree (exit {clean_rc}: {clean_tail})"
         target.write_text(text.replace(entry["old"], entry["new"]))
-        rc, tail = _pytest(tree, entry["tests"], timeout)
-    if verbose:
-        print(f"   unbroken: exit {clean_rc} {clean_tail}; broken: exit {rc} {tail}")
-    if clean_rc != 0:
-        return False, f"the tests fail on the unbroken tree (exit {clean_rc}: {clean_tail})"
-    if rc == 0:
-        return False, "the tests pass on the broken copy"
-    if rc not in (1, None):      # 1: tests failed; None: timed out (a test that hangs on broken code fails too)
-        return False, f"pytest exit {rc} on the broken copy (collection or usage error?): {tail}"
-    return True, f"the tests fail on the broken copy ({'timed out' if rc is None else tail[0] if tail else ''})"
+        for test in entry["tests"]:             # each must fail on its own
+            rc, tail = _pytest(tree, [test], timeout)
+            if verbose:
+                print(f"   {test}: unbroken: exit {clean_rc} {clean_tail}; broken: exit {rc} {tail}")
+            if rc == 0:
+                return False, f"{test} passes on the broken copy"
+            if rc not in (1, None):     # 1: tests failed; None: timed out (hanging on broken code is failing)
+                return False, f"pytest exit {rc} on the broken copy (collection or usage error?): {tail}"
+    return True, f"the tests fail on the broken copy and pass on the unbroken tree ({clean_tail[0]})"
 
 
 def main(argv=None):
