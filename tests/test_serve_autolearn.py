@@ -48,7 +48,6 @@ def _entry(path, data):
 
 
 @needs_spamc
-@pytest.mark.slow
 def test_serve_auto_learn_through_spamc(tmp_path):
     home = tmp_path
     model = _train(home / "model.spamnb")
@@ -94,7 +93,6 @@ def test_serve_auto_learn_through_spamc(tmp_path):
 
 
 @needs_spamc
-@pytest.mark.slow
 def test_serve_auto_learn_never_teaches_the_site_model_for_a_user_without_one(tmp_path):
     home, users = tmp_path, tmp_path / "users"
     model = _train(home / "model.spamnb")

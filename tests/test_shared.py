@@ -364,10 +364,11 @@ def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_serv
         assert proc.returncode == 0, proc.stdout + proc.stderr
         acknowledged.append((kind, message))
     _wait_converged(redis_server, hosts + [mx])
-    lessons = _stream_lessons(redis_server)
-    assert len(lessons) == len(acknowledged)
+    # the answer key is what the test told, in order (one TELL at a time), not what the stream holds
+    told = [(True, False, kind == "spam", message) for kind, message in acknowledged]
+    assert _stream_lessons(redis_server) == told
     _assert_same([h.home / "model.spamnb" for h in hosts + [mx]],
-                 _reference(base_model, lessons, tmp_path / "ref1"))
+                 _reference(base_model, told, tmp_path / "ref1"))
     # a lesson told on one host is scored on the others
     probe = unique_message("visible")
     before = [h.spamc("-c", stdin=probe).stdout for h in hosts + [mx]]
@@ -398,6 +399,9 @@ def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_serv
     lessons = _stream_lessons(redis_server)
     assert len(lessons) == len(acknowledged) + 1        # every acknowledged lesson, once
     assert sorted(m for *_, m in lessons) == sorted([m for _, m in acknowledged] + [probe])
+    # each as told (the order across hosts is the stream's: lessons queued while Redis was down)
+    assert sorted(lessons) == sorted([(True, False, kind == "spam", m) for kind, m in acknowledged]
+                                     + [(True, False, True, probe)])
     _assert_same([h.home / "model.spamnb" for h in hosts + [mx]],
                  _reference(base_model, lessons, tmp_path / "ref2"))
     for message in PROBES[:5] + [m for _, m in acknowledged[-5:]]:    # what the servers score with
