@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -39,7 +41,8 @@ MODULES = {
     "journal": ("spamnb/model/journal.py", None, ["tests/test_journal.py"]),
     "autolearn": ("spamnb/model/autolearn.py", None, ["tests/test_autolearn.py"]),
     "serve-autolearn": ("spamnb/server/autolearn.py", None, ["tests/test_serve_autolearn.py"]),
-    "tell": ("spamnb/server/tell.py", None, ["tests/test_serve.py", "tests/test_serve_autolearn.py"]),
+    "tell": ("spamnb/server/tell.py", None, ["tests/test_serve.py", "-k", "tell or learn",
+                                             "tests/test_serve_autolearn.py"]),
     "lessons": ("spamnb/shared/lessons.py", None, ["tests/test_shared.py"]),
     "follower": ("spamnb/shared/host.py", ["Follower"], ["tests/test_shared.py"]),
     "milter-edits": ("spamnb/server/milter.py", ["MilterConnection._edits", "MilterConnection._subject"],
@@ -79,13 +82,14 @@ def run(name, out, timeout):
         tree = Path(tmp) / "tree"
         shutil.copytree(REPO, tree, ignore=shutil.ignore_patterns(".git", "mutation", "mutants", "__pycache__",
                                                                    "build", "*.egg-info"))
+        command = f"{PYTEST} {shlex.join(tests)}"
         config = Path(tmp) / "config.toml"
         config.write_text(
             "[cosmic-ray]\n"
             f'module-path = "{module}"\n'
             f"timeout = {timeout}\n"
             "excluded-modules = []\n"
-            f'test-command = "{PYTEST} {" ".join(tests)}"\n'
+            f"test-command = {json.dumps(command)}\n"
             "[cosmic-ray.distributor]\n"
             'name = "local"\n')
         env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
@@ -97,7 +101,7 @@ def run(name, out, timeout):
                        if spans and not any(a <= m.start_pos[0] <= b for m in item.mutations for a, b in spans)]
             if skipped:
                 db.set_multiple_results(skipped, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
-        base = subprocess.run(f"{PYTEST} {' '.join(tests)}", shell=True, cwd=tree, env=env, capture_output=True,
+        base = subprocess.run(command, shell=True, cwd=tree, env=env, capture_output=True,
                               text=True)
         if base.returncode != 0:
             print(f"{name}: the tests fail without a mutant:\n{base.stdout[-2000:]}")
