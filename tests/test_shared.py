@@ -276,6 +276,123 @@ def test_a_lesson_sent_twice_is_added_once_and_order_is_kept(tmp_path, redis_ser
     assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "12345"]
 
 
+@needs_redis
+def test_a_follower_applies_the_stream_in_order_by_user_and_resumes_at_its_position(tmp_path, redis_server):
+    """spamnb.shared.host.Follower in this process against the real redis-server: consecutive
+    lessons of one user in one apply, a damaged entry and a failing apply skipped (said), the
+    position saved after each batch, a restarted follower applying only what came after."""
+    from spamnb.shared.host import Follower, Sender, stream_id
+    from spamnb.shared.lessons import LEARN, Lesson
+
+    sender = Sender(redis_server.url, str(tmp_path / "sender"))
+    told = [("alice", "1"), ("alice", "2"), ("bob", "3"), ("", "4"), ("alice", "5"), ("boom", "6"), ("bob", "7")]
+    ids = []
+    for n, (user, tag) in enumerate(told):
+        if n == 3:
+            redis_server.client().xadd("spamnb:lessons", {"r": b"not a lesson"})
+        ids.append(sender.send(Lesson(LEARN, True, user, unique_message(tag))))
+    applied, logged = [], []
+
+    def apply(group):
+        if group[0].user == "boom":
+            raise RuntimeError("refused")
+        applied.append([(lesson.user, lesson.message) for lesson in group])
+        return [f"learned {lesson.message[-30:]!r}" for lesson in group]
+
+    def follower():
+        return Follower(redis_server.url, str(tmp_path / "follower"), apply, models=lambda: [],
+                        model_for=lambda user: None, log=logged.append, snapshot_every=0, block_ms=100)
+
+    first = follower()
+    assert first.position is None and not first.applied(ids[0])
+    first.start(sync_timeout=20)
+    try:
+        assert first.connected is True
+        m = {tag: unique_message(tag) for _, tag in told}
+        assert applied == [[("alice", m["1"]), ("alice", m["2"])], [("bob", m["3"])], [("", m["4"])],
+                           [("alice", m["5"])], [("bob", m["7"])]]
+        assert first.position == ids[-1].decode() and first.applied(ids[-1]) and first.wait_applied(ids[-1], 0.1)
+        assert (tmp_path / "follower" / "position").read_text().strip() == ids[-1].decode()
+        assert sum("skipped" in line for line in logged) == 1
+        assert sum("1 lesson(s) for boom not applied: RuntimeError: refused" in line for line in logged) == 1
+        lessons = redis_server.client().xrange("spamnb:lessons")
+        from spamnb.shared.lessons import decode
+
+        outcome = {decode(f[b"r"]).lesson_id: first.outcomes.get(decode(f[b"r"]).lesson_id)
+                   for _, f in lessons if f[b"r"] != b"not a lesson"}
+        assert sorted(v for v in outcome.values() if v is not None) == sorted(
+            f"learned {unique_message(t)[-30:]!r}" for u, t in told if u != "boom")
+        assert list(outcome.values()).count(None) == 1
+        later = str(stream_id(ids[-1])[0] + 10 ** 6) + "-0"
+        started = time.monotonic()
+        assert not first.wait_applied(later, 0.3) and time.monotonic() - started >= 0.29
+        extra = sender.send(Lesson(LEARN, False, "carol", unique_message("8")))     # followed in the thread
+        assert first.wait_applied(extra, 30)
+        assert applied[-1] == [("carol", unique_message("8"))]
+    finally:
+        first.stop()
+    count = len(applied)
+    again = follower().start(sync_timeout=20)      # from its saved position: nothing applied twice
+    try:
+        assert again.position == extra.decode() and len(applied) == count
+        last = sender.send(Lesson(LEARN, True, "dave", unique_message("9")))
+        assert again.wait_applied(last, 30) and applied[count:] == [[("dave", unique_message("9"))]]
+    finally:
+        again.stop()
+
+
+@needs_redis
+def test_a_snapshot_carries_the_models_and_a_new_follower_starts_from_it(tmp_path, redis_server):
+    from spamnb.shared.host import Follower, Sender
+    from spamnb.shared.lessons import LEARN, Lesson
+
+    sender = Sender(redis_server.url, str(tmp_path / "sender"))
+    site, alice = tmp_path / "a" / "model.spamnb", tmp_path / "a" / "alice.spamnb"
+    site.parent.mkdir()
+    site.write_bytes(b"the site model")
+    alice.write_bytes(b"alice's model")
+    (tmp_path / "a" / "alice.spamnb.journal").write_bytes(b"alice's journal")
+    applied = []
+
+    def apply(group):
+        applied.extend(lesson.user for lesson in group)
+        return [None] * len(group)
+
+    publisher = Follower(redis_server.url, str(tmp_path / "pub"), apply,
+                         models=lambda: [("", str(site)), ("alice", str(alice)), ("gone", str(tmp_path / "none"))],
+                         model_for=lambda user: None, snapshot_every=0, block_ms=100)
+    assert publisher.publish_snapshot() is None            # no position yet: nothing to publish
+    first = sender.send(Lesson(LEARN, True, "alice", unique_message("s1")))
+    publisher.start(sync_timeout=20)
+    publisher.stop()
+    assert publisher.publish_snapshot() == first.decode()
+    r = redis_server.client()
+    assert r.hgetall("spamnb:snapshot") == {b"pos": first, b"m:": b"the site model", b"m:alice": b"alice's model",
+                                            b"j:": b"", b"j:alice": b"alice's journal"}
+    assert r.get("spamnb:trimmed") is None
+    second = sender.send(Lesson(LEARN, True, "bob", unique_message("s2")))
+    publisher.start(sync_timeout=20)
+    publisher.stop()
+    assert publisher.publish_snapshot() == second.decode()
+    assert r.get("spamnb:trimmed") == first and [i for i, _ in r.xrange("spamnb:lessons")] == [first, second]
+    logged = []
+    home = tmp_path / "b"
+    where = {"": home / "model.spamnb", "alice": home / "users" / "alice.spamnb"}
+    (home / "users").mkdir(parents=True)
+    (home / "users" / "alice.spamnb.journal").write_bytes(b"an old journal")
+    (home / "model.spamnb.journal").write_bytes(b"an old journal")
+    late = Follower(redis_server.url, str(tmp_path / "late"), apply, models=lambda: [],
+                    model_for=lambda user: str(where[user]) if user in where else None, log=logged.append,
+                    snapshot_every=0, block_ms=100)
+    late.start(sync_timeout=20)
+    late.stop()
+    assert late.position == second.decode() and applied == ["alice", "bob"]      # the snapshot, no lesson again
+    assert where[""].read_bytes() == b"the site model" and where["alice"].read_bytes() == b"alice's model"
+    assert (home / "users" / "alice.spamnb.journal").read_bytes() == b"alice's journal"    # the snapshot's
+    assert not (home / "model.spamnb.journal").exists()          # none in the snapshot: the old one discarded
+    assert any("started from the snapshot at " + second.decode() + " (2 models" in line for line in logged), logged
+
+
 def test_bad_shared_url_is_one_line_and_exit_64(tmp_path):
     proc = run_spamnb(["serve", "-l", f"127.0.0.1:{_free_port()}", "--shared", "http://x", "-m",
                        tmp_path / "m.spamnb"], home=tmp_path, text=True, timeout=60)
