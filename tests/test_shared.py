@@ -232,6 +232,47 @@ def test_lesson_round_trip_and_damage():
         decode(data[:-1])
 
 
+def test_a_lesson_is_the_documented_layout_and_every_bad_field_is_refused():
+    """The layout of spamnb/shared/lessons.py's docstring, byte for byte; a lesson whose
+    checksum holds but whose fields do not (a bug, or another version's writer) is refused."""
+    import struct
+
+    from spamnb.bayes.checks import checksum64
+    from spamnb.model.ledger import message_digest
+    from spamnb.shared.lessons import FORGET, LEARN, Lesson, decode, encode
+
+    message = unique_message("layout")
+    lesson = Lesson(FORGET, None, None, message, lesson_id=bytes(range(16)))
+    assert (lesson.user, lesson.learn, lesson.forget, lesson.digest) == ("", False, True, message_digest(message))
+    data = encode(lesson)
+    assert data[:8] == b"SPAMNB\x00L" and struct.unpack_from("<HBBHH", data, 8) == (1, FORGET, 2, 0, 0)
+    assert data[16:32] == bytes(range(16)) and data[32:48] == message_digest(message)
+    assert struct.unpack_from("<II", data, 48) == (len(message), 0) and data[56:-8] == message
+    assert struct.unpack("<Q", data[-8:])[0] == checksum64(data[:-8]) and len(data) == 56 + len(message) + 8
+    back = decode(data)
+    assert (back.flags, back.spam, back.user, back.learn, back.forget) == (FORGET, None, "", False, True)
+    ham = decode(encode(Lesson(LEARN, False, "dave", message)))
+    assert (ham.spam, ham.user, ham.learn, ham.forget) == (False, "dave", True, False)
+    assert Lesson(LEARN, True, "", message).lesson_id != Lesson(LEARN, True, "", message).lesson_id
+
+    def sealed(offset, fmt, value, body=data[:-8]):
+        bad = bytearray(body)
+        struct.pack_into(fmt, bad, offset, value)
+        return bytes(bad) + struct.pack("<Q", checksum64(bytes(bad)))
+
+    assert decode(sealed(8, "<H", 1)).message == message      # resealed unchanged: it decodes
+    for offset, fmt, value in ((0, "<8s", b"SPAMNB\x00M"), (8, "<H", 2), (8, "<H", 0), (10, "<B", 0),
+                               (10, "<B", 4), (10, "<B", 5), (11, "<B", 3), (12, "<H", 1), (48, "<I", 1),
+                               (32, "<16s", bytes(16))):
+        with pytest.raises(ValueError):
+            decode(sealed(offset, fmt, value))
+    for n in (0, 55, 63):
+        with pytest.raises(ValueError, match="cut short"):
+            decode(data[:n])
+    short = encode(Lesson(LEARN, True, "", b""))            # the shortest lesson: head and checksum only
+    assert len(short) == 64 and decode(short).message == b""
+
+
 def test_outbox_keeps_order_and_stops_at_the_first_failure(tmp_path):
     from spamnb.shared.outbox import Outbox
 

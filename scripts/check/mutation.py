@@ -12,6 +12,7 @@ printed.  The sessions stay in ``OUT`` (default ``mutation/``, git-ignored) for
 
     python3 scripts/check/mutation.py                   # every module, one at a time
     python3 scripts/check/mutation.py ledger journal    # some of them
+    python3 scripts/check/mutation.py --sample 80 journal   # 80 mutants drawn at random (seed 55)
     python3 scripts/check/mutation.py --list
 
 Needs cosmic-ray (the ``[test]`` extra pins it).  Slow: each mutant runs the
@@ -27,6 +28,7 @@ import json
 import os
 import shlex
 import shutil
+import random
 import subprocess
 import sys
 import tempfile
@@ -70,7 +72,7 @@ def _cr(*args, cwd, env, check=True):
     return subprocess.run([exe, *args], cwd=cwd, env=env, check=check, capture_output=True, text=True)
 
 
-def run(name, out, timeout):
+def run(name, out, timeout, sample=0):
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -97,8 +99,11 @@ def run(name, out, timeout):
         _cr("init", str(config), str(session), cwd=tree, env=env)
         spans = _spans((tree / module).read_text(), functions) if functions else None
         with use_db(str(session), WorkDB.Mode.open) as db:
-            skipped = [item.job_id for item in db.work_items
-                       if spans and not any(a <= m.start_pos[0] <= b for m in item.mutations for a, b in spans)]
+            items = sorted(db.work_items, key=lambda item: item.job_id)
+            inside = [item.job_id for item in items
+                      if not spans or any(a <= m.start_pos[0] <= b for m in item.mutations for a, b in spans)]
+            chosen = set(random.Random(55).sample(inside, sample) if 0 < sample < len(inside) else inside)
+            skipped = [item.job_id for item in items if item.job_id not in chosen]
             if skipped:
                 db.set_multiple_results(skipped, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
         base = subprocess.run(command, shell=True, cwd=tree, env=env, capture_output=True,
@@ -143,6 +148,8 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=REPO / "mutation", help="where the sessions are kept")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant's test run")
     parser.add_argument("--min", type=float, default=85.0, help="the killed share (percent) each module needs")
+    parser.add_argument("--sample", type=int, default=0, metavar="N",
+                        help="run N mutants of each module, drawn at random (seed 55), not all of them")
     parser.add_argument("--list", action="store_true", help="the modules and their test files")
     parser.add_argument("--report", action="store_true", help="report the kept sessions, run nothing")
     args = parser.parse_args(argv)
@@ -158,7 +165,7 @@ def main(argv=None):
         if args.report:
             share = report(name, args.out / f"{name}.sqlite")
         else:
-            share = run(name, args.out, args.timeout)
+            share = run(name, args.out, args.timeout, args.sample)
         ok = ok and share is not None and share >= args.min
     return 0 if ok else 1
 
