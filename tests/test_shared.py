@@ -261,11 +261,27 @@ def test_a_lesson_is_the_documented_layout_and_every_bad_field_is_refused():
         return bytes(bad) + struct.pack("<Q", checksum64(bytes(bad)))
 
     assert decode(sealed(8, "<H", 1)).message == message      # resealed unchanged: it decodes
-    for offset, fmt, value in ((0, "<8s", b"SPAMNB\x00M"), (8, "<H", 2), (8, "<H", 0), (10, "<B", 0),
-                               (10, "<B", 4), (10, "<B", 5), (11, "<B", 3), (12, "<H", 1), (48, "<I", 1),
-                               (32, "<16s", bytes(16))):
+    for offset, fmt, value in ((0, "<8s", b"SPAMNB\x00M"), (0, "<8s", b"SPAMNB\x00K"), (8, "<H", 2),
+                               (8, "<H", 0), (10, "<B", 0), (10, "<B", 4), (10, "<B", 5), (11, "<B", 3),
+                               (12, "<H", 1), (48, "<I", 1), (32, "<16s", bytes(16)), (32, "<16s", b"\xff" * 16)):
         with pytest.raises(ValueError):
             decode(sealed(offset, fmt, value))
+    head = bytearray(data[:56])
+    struct.pack_into("<I", head, 48, 10)            # a whole, checksummed lesson of 10 bytes, then more
+    body = bytes(head) + message[:10]
+    with pytest.raises(ValueError, match="wrong size"):
+        decode(body + struct.pack("<Q", checksum64(body)) + b"more")
+    named = decode(encode(Lesson(LEARN, True, "carolina", message)))     # a user name of 8 bytes
+    assert (named.user, named.message) == ("carolina", message)
+    # the largest message a lesson carries: 64 MiB
+    big = b"x" * (64 * 1024 * 1024)
+    assert len(decode(encode(Lesson(LEARN, True, "", big))).message) == len(big)
+    head = bytearray(data[:56])
+    struct.pack_into("<I", head, 48, len(big) + 1)
+    body = bytes(head) + big + b"x"
+    with pytest.raises(ValueError, match="wrong size"):
+        decode(body + struct.pack("<Q", checksum64(body)))
+    del big, body
     for n in (0, 55, 63):
         with pytest.raises(ValueError, match="cut short"):
             decode(data[:n])
