@@ -115,6 +115,35 @@ def test_serve_auto_learn_never_teaches_the_site_model_for_a_user_without_one(tm
         daemon.stop()
 
 
+@needs_spamc
+def test_serve_auto_learn_holds_at_most_max_pending_learns(tmp_path):
+    """While the model's lock is held (a long learn elsewhere), at most MAX_PENDING auto-learns
+    wait; the verdicts offered beyond them are let go, not queued; once they are done, as many
+    may wait again."""
+    from spamnb.model.store import locked
+    from spamnb.server.autolearn import MAX_PENDING
+
+    assert MAX_PENDING == 4         # docs/serve.md: "at most 4 waiting at once"
+    home = tmp_path
+    model = _train(home / "model.spamnb")
+    rng = random.Random(34)
+    daemon = Daemon(home, "--auto-learn", "--verbose")
+    try:
+        base = SpamFilter.load(model).class_count_
+        for round_ in (1, 2):
+            with locked(model):
+                for n in range(MAX_PENDING + 2):
+                    out = daemon.spamc("-c", stdin=_message(rng, True, 9500 + 10 * round_ + n, 60))
+                    assert out.returncode == 1 and _answered(out), out        # answered, not held
+            want = round_ * MAX_PENDING
+            _wait_for(lambda: daemon.log_text().count(": learned") >= want, f"{want} auto-learns", timeout=60)
+    finally:
+        daemon.stop()       # it waits for the learns it scheduled: every one is counted below
+    log = (home / f"serve-{daemon.port}.log").read_text(errors="replace")
+    assert log.count(": learned") == 2 * MAX_PENDING and "not learned" not in log, log
+    assert SpamFilter.load(model).class_count_ == (base[0], base[1] + 2 * MAX_PENDING)
+
+
 def test_the_score_map_follows_cutoffs_refitted_by_the_journal(tmp_path):
     """A loaded model that follows its journal: a learn that refits the cutoffs (1,000 held-out ham
     reached) changes the score map the server answers with, without the model read again."""
