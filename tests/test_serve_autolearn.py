@@ -123,7 +123,9 @@ def test_serve_auto_learn_holds_at_most_max_pending_learns(tmp_path):
     from spamnb.model.store import locked
     from spamnb.server.autolearn import MAX_PENDING
 
-    assert MAX_PENDING == 4         # docs/serve.md: "at most 4 waiting at once"
+    from spamnb.server.autolearn import LOCK_WAIT
+
+    assert (MAX_PENDING, LOCK_WAIT) == (4, 5.0)     # docs/serve.md: "waits at most 5 s ..., at most 4 waiting"
     home = tmp_path
     model = _train(home / "model.spamnb")
     rng = random.Random(34)
