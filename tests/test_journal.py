@@ -197,6 +197,15 @@ def test_a_torn_tail_is_ignored_with_a_warning_and_cut_by_the_next_learn(model, 
         assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(reference))
 
 
+def test_the_warning_counts_the_bytes_after_the_last_whole_record(model, tmp_path):
+    _journaled(model, ACTIONS[:2])
+    jpath = Path(str(model) + ".journal")
+    whole = jpath.read_bytes()
+    jpath.write_bytes(whole + b"\x00" * 5)          # five bytes of no record after the whole ones
+    proc = run_spamnb(["classify", "-m", model, SPAM[40]], text=True)
+    assert proc.returncode == 0 and "the last 5 bytes are incomplete or damaged" in proc.stderr, proc.stderr
+
+
 def test_the_cli_warns_in_one_line_and_classifies(model, tmp_path):
     _journaled(model, ACTIONS[:2])
     jpath = Path(str(model) + ".journal")
