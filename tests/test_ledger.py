@@ -216,3 +216,10 @@ def test_an_entrys_code_and_notes_round_trip_exactly():
     assert Ledger.from_arrays(digests, labels, notes=[N_BINS] + [0] * (len(d) - 1)).entry(d[0])[2] == N_BINS - 1
     with pytest.raises(ValueError, match="twice"):
         Ledger.from_arrays(digests[:DIGEST_SIZE] * 2, labels[:2])
+    for wrong in (digests + bytes(DIGEST_SIZE), digests[:-DIGEST_SIZE]):      # one digest too many, too few
+        with pytest.raises(ValueError, match="bytes of digests"):
+            Ledger.from_arrays(wrong, labels)
+    for capacity in (0, -1):
+        with pytest.raises(ValueError, match="capacity"):
+            Ledger(capacity)
+    assert Ledger(1).capacity == 1
