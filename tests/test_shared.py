@@ -362,7 +362,9 @@ def test_a_follower_applies_the_stream_in_order_by_user_and_resumes_at_its_posit
 
     first = follower()
     assert first.position is None and not first.applied(ids[0])
-    first.start(sync_timeout=20)
+    started = time.monotonic()
+    first.start(sync_timeout=60)
+    assert time.monotonic() - started < 30       # caught up: it stops reading when the stream has no more
     try:
         assert first.connected is True
         m = {tag: unique_message(tag) for _, tag in told}
@@ -408,6 +410,8 @@ def test_a_snapshot_carries_the_models_and_a_new_follower_starts_from_it(tmp_pat
     site.parent.mkdir()
     site.write_bytes(b"the site model")
     alice.write_bytes(b"alice's model")
+    bob = tmp_path / "a" / "bob.spamnb"
+    os.link(site, bob)                  # a new user's model: the site model's very file, linked
     (tmp_path / "a" / "alice.spamnb.journal").write_bytes(b"alice's journal")
     applied = []
 
@@ -416,7 +420,8 @@ def test_a_snapshot_carries_the_models_and_a_new_follower_starts_from_it(tmp_pat
         return [None] * len(group)
 
     publisher = Follower(redis_server.url, str(tmp_path / "pub"), apply,
-                         models=lambda: [("", str(site)), ("alice", str(alice)), ("gone", str(tmp_path / "none"))],
+                         models=lambda: [("", str(site)), ("bob", str(bob)), ("alice", str(alice)),
+                                         ("gone", str(tmp_path / "none"))],
                          model_for=lambda user: None, snapshot_every=0, block_ms=100)
     assert publisher.publish_snapshot() is None            # no position yet: nothing to publish
     first = sender.send(Lesson(LEARN, True, "alice", unique_message("s1")))
@@ -425,7 +430,7 @@ def test_a_snapshot_carries_the_models_and_a_new_follower_starts_from_it(tmp_pat
     assert publisher.publish_snapshot() == first.decode()
     r = redis_server.client()
     assert r.hgetall("spamnb:snapshot") == {b"pos": first, b"m:": b"the site model", b"m:alice": b"alice's model",
-                                            b"j:": b"", b"j:alice": b"alice's journal"}
+                                            b"j:": b"", b"j:alice": b"alice's journal", b"m:bob": b"", b"j:bob": b""}
     assert r.get("spamnb:trimmed") is None
     second = sender.send(Lesson(LEARN, True, "bob", unique_message("s2")))
     publisher.start(sync_timeout=20)
