@@ -72,7 +72,7 @@ def _cr(*args, cwd, env, check=True):
     return subprocess.run([exe, *args], cwd=cwd, env=env, check=check, capture_output=True, text=True)
 
 
-def run(name, out, timeout, sample=0):
+def run(name, out, timeout, sample=0, again=None):
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -80,6 +80,12 @@ def run(name, out, timeout, sample=0):
     out.mkdir(parents=True, exist_ok=True)
     session = (out / f"{name}.sqlite").resolve()
     session.unlink(missing_ok=True)
+    if again is not None:       # the survivors of an earlier session run again (after tests were added)
+        import sqlite3
+
+        shutil.copyfile(again / f"{name}.sqlite", session)
+        with sqlite3.connect(session) as db:
+            db.execute("DELETE FROM work_results WHERE worker_outcome = 'NORMAL' AND test_outcome = 'SURVIVED'")
     with tempfile.TemporaryDirectory(prefix=f"spamnb-mut-{name}-") as tmp:
         tree = Path(tmp) / "tree"
         shutil.copytree(REPO, tree, ignore=shutil.ignore_patterns(".git", "mutation", "mutants", "__pycache__",
@@ -96,7 +102,8 @@ def run(name, out, timeout, sample=0):
             'name = "local"\n')
         env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
         env.pop("SPAMNB_SLOW", None)
-        _cr("init", str(config), str(session), cwd=tree, env=env)
+        if again is None:
+            _cr("init", str(config), str(session), cwd=tree, env=env)
         spans = _spans((tree / module).read_text(), functions) if functions else None
         with use_db(str(session), WorkDB.Mode.open) as db:
             items = sorted(db.work_items, key=lambda item: item.job_id)
@@ -104,7 +111,7 @@ def run(name, out, timeout, sample=0):
                       if not spans or any(a <= m.start_pos[0] <= b for m in item.mutations for a, b in spans)]
             chosen = set(random.Random(55).sample(inside, sample) if 0 < sample < len(inside) else inside)
             skipped = [item.job_id for item in items if item.job_id not in chosen]
-            if skipped:
+            if skipped and again is None:
                 db.set_multiple_results(skipped, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
         base = subprocess.run(command, shell=True, cwd=tree, env=env, capture_output=True,
                               text=True)
@@ -150,6 +157,8 @@ def main(argv=None):
     parser.add_argument("--min", type=float, default=85.0, help="the killed share (percent) each module needs")
     parser.add_argument("--sample", type=int, default=0, metavar="N",
                         help="run N mutants of each module, drawn at random (seed 55), not all of them")
+    parser.add_argument("--again", type=Path, metavar="DIR",
+                        help="run again only the survivors of the sessions kept in DIR (after tests were added)")
     parser.add_argument("--list", action="store_true", help="the modules and their test files")
     parser.add_argument("--report", action="store_true", help="report the kept sessions, run nothing")
     args = parser.parse_args(argv)
@@ -165,7 +174,7 @@ def main(argv=None):
         if args.report:
             share = report(name, args.out / f"{name}.sqlite")
         else:
-            share = run(name, args.out, args.timeout, args.sample)
+            share = run(name, args.out, args.timeout, args.sample, args.again)
         ok = ok and share is not None and share >= args.min
     return 0 if ok else 1
 
