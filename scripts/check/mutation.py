@@ -126,7 +126,7 @@ def report(name, session):
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
-    killed = survived = 0
+    killed = survived = broken = 0
     survivors = []
     with use_db(str(session), WorkDB.Mode.open) as db:
         items = {item.job_id: item for item in db.work_items}
@@ -137,11 +137,14 @@ def report(name, session):
                 survived += 1
                 mutation = items[job_id].mutations[0]
                 survivors.append((mutation.start_pos[0], mutation.operator_name, result.diff))
+            elif result.test_outcome == TestOutcome.KILLED:
+                killed += 1         # a failing test or a timeout
             else:
-                killed += 1         # a failing test, a timeout or an exception in the mutated module
+                broken += 1         # cosmic-ray could not make or run the mutant: not counted
     total = killed + survived
     share = 100.0 * killed / total if total else 100.0
-    print(f"== {name}: {killed} of {total} mutants killed ({share:.1f} %), {survived} survived")
+    print(f"== {name}: {killed} of {total} mutants killed ({share:.1f} %), {survived} survived"
+          + (f"; {broken} not run (cosmic-ray's own error)" if broken else ""))
     for line, operator, diff in sorted(survivors):
         print(f"-- survivor: line {line}, {operator}")
         print("\n".join(l for l in (diff or "").splitlines() if l.startswith(("+", "-")) and not
