@@ -7,7 +7,7 @@ import time
 import pytest
 
 from spamnb import SpamFilter
-from spamnb.model.autolearn import AUTO_LEARN_PER_HOUR, RateLimit, auto_label
+from spamnb.model.autolearn import AUTO_LEARN_MARGIN, AUTO_LEARN_PER_HOUR, RateLimit, auto_label
 
 from conftest import run_spamnb
 
@@ -40,6 +40,46 @@ def test_auto_label_needs_the_margin():
     assert auto_label(float("nan"), 14.0, -4.0, 2.0) is None
 
 
+def test_auto_label_edges():
+    """The default margin (2 log-odds, docs/serve.md), a margin of 0 (the cutoff itself learns),
+    a negative margin (refused: never inside the cutoffs' band), and the boundaries inclusive."""
+    assert AUTO_LEARN_MARGIN == 2.0
+    assert auto_label(16.0, 14.0, -4.0) is True and auto_label(15.99, 14.0, -4.0) is None
+    assert auto_label(-6.0, 14.0, -4.0) is False and auto_label(-5.99, 14.0, -4.0) is None
+    assert auto_label(14.0, 14.0, -4.0, 0.0) is True and auto_label(-4.0, 14.0, -4.0, 0.0) is False
+    assert auto_label(30.0, 14.0, -4.0, -1.0) is None and auto_label(-30.0, 14.0, -4.0, -0.5) is None
+
+
+def test_rate_limit_edges(tmp_path):
+    hour = 100 * 3600.0
+    limit = RateLimit(tmp_path / "m.spamnb", per_hour=1)
+    assert limit.take(10.0) and not limit.take(20.0)      # the first clock hour (0) counts from 0 too
+    assert limit.take(3600.0) and not limit.take(3601.0)
+    (tmp_path / "m.spamnb.autolearn").write_text(f"{int(hour // 3600) + 1} 1\n")   # written in a later hour
+    assert limit.take(hour)                                  # the clock went back: a new count
+    (tmp_path / "m.spamnb.autolearn").write_text(f"{int(hour // 3600)} 5\n")       # over the limit
+    assert not limit.take(hour + 1)
+    assert AUTO_LEARN_PER_HOUR == 120 and RateLimit(tmp_path / "x").per_hour == 120   # docs/serve.md
+
+
+def test_learn_verdict_needs_a_verdict_that_agrees_and_a_model(tmp_path, model):
+    from spamnb.errors import ModelError
+    from spamnb.model.autolearn import learn_verdict
+
+    rng = random.Random(14)
+    spam = _message(rng, True, 4000, 60)
+    before = _count(model)
+    for log_odds, label in ((30.0, "ham"), (30.0, "unsure"), (-30.0, "spam"), (-30.0, "unsure")):
+        assert learn_verdict(model, spam, log_odds, label, 14.0, -4.0) == "not sure", label
+    assert _count(model) == before
+    assert learn_verdict(model, spam, 30.0, "".join(["sp", "am"]), 14.0, -4.0) == "learned"   # equal, not identical
+    assert _count(model) == before + 1
+    missing = tmp_path / "none.spamnb"
+    with pytest.raises(ModelError):
+        learn_verdict(missing, spam, 30.0, "spam", 14.0, -4.0)
+    assert not missing.exists()
+
+
 def test_classify_auto_learn_learns_confident_verdicts_and_a_learn_relabels_them(tmp_path, model):
     rng = random.Random(9)
     spam = _message(rng, True, 1000, words=60)
@@ -60,13 +100,13 @@ def test_classify_auto_learn_learns_confident_verdicts_and_a_learn_relabels_them
 
 
 def test_unsure_mail_is_never_learned(tmp_path, model):
-    rng = random.Random(11)
-    mixed = b"Subject: hmm\n\n" + b" ".join(rng.choice(SPAM_WORDS[:5] + HAM_WORDS[:5]).encode() for _ in range(4))
+    # as many spam words as ham words: unsure (log-odds about +3, between the cutoffs -4 and +14)
+    mixed = b"Subject: hmm\n\n" + " ".join(SPAM_WORDS[:2] + HAM_WORDS[:2]).encode() + b"\n"
+    assert SpamFilter.load(model).classify(mixed).label == "unsure"
     before = _count(model)
     out = run_spamnb(["classify", "--auto-learn", "-v", "-m", str(model)], stdin=mixed)
-    assert out.returncode in (1, 2)
-    if out.returncode == 2:
-        assert b"auto-learn: not sure" in out.stderr and _count(model) == before
+    assert out.returncode == 2, out.stderr                              # unsure
+    assert b"auto-learn: not sure" in out.stderr and _count(model) == before
 
 
 def test_passthrough_auto_learn_passes_the_mail_on_first(tmp_path, model):

@@ -79,7 +79,7 @@ def _imports(args, model, tmp_path):
 @pytest.mark.parametrize("args", sorted(EXPECTED))
 def test_the_cold_path_imports_only_what_it_uses(args, model, tmp_path):
     proc, errors, modules = _imports(args, model, tmp_path)
-    assert proc.returncode in (0, 1, 2) and not errors, errors
+    assert proc.returncode == 0 and not errors, errors   # a spam: classify's exit 0; learn, forget: done
     ours = {name for name in modules if name.split(".")[0] == "spamnb"}
     assert ours <= EXPECTED[args], sorted(ours - EXPECTED[args])
     forbidden = sorted(name for name in modules if name.startswith(FORBIDDEN) and (

@@ -188,3 +188,40 @@ def test_learn_twice_from_the_command_line_counts_once(tmp_path):
     assert learned > 0, first
     assert f"learned 0, already known {learned}, relabelled 0" in second, second
     assert first.split("model:")[1].split("(")[1] == second.split("model:")[1].split("(")[1]  # same counts
+
+
+def test_an_entrys_code_and_notes_round_trip_exactly():
+    """Each entry's label, auto-learned mark and held-out bin, as recorded, through entry(),
+    is_auto(), the notes array (AUTO_NOTE is bit 15) and back; a note naming no bin refused."""
+    from spamnb.model.prequential import N_BINS
+
+    assert ledgers.AUTO_NOTE == 1 << 15
+    d = [bytes([i]) * DIGEST_SIZE for i in range(8)]
+    ledger = Ledger()
+    cases = [(True, False, None), (False, True, None), (True, True, 0), (False, False, 0), (True, False, 1),
+             (False, True, 5), (True, True, N_BINS - 1), (False, False, 1000 % N_BINS)]
+    for digest, (spam, auto, held) in zip(d, cases):
+        ledger.record(digest, spam, auto=auto, held_out=held)
+    for digest, case in zip(d, cases):
+        assert ledger.entry(digest) == case and ledger.is_auto(digest) is case[1] and ledger.label(digest) is case[0]
+    assert ledger.entry(b"x" * DIGEST_SIZE) is None and ledger.is_auto(b"x" * DIGEST_SIZE) is False
+    notes = ledger.notes_array()
+    assert list(notes) == [(0 if h is None else h + 1) | (1 << 15 if a else 0) for _, a, h in cases]
+    back = Ledger.from_arrays(*ledger.to_arrays(), notes=notes)
+    assert [back.entry(digest) for digest in d] == cases
+    ledger.confirm(d[1])
+    assert ledger.entry(d[1]) == (False, False, None) and not ledger.is_auto(d[1])
+    digests, labels = ledger.to_arrays()
+    for bad in (N_BINS + 1, (N_BINS + 1) | (1 << 15)):
+        with pytest.raises(ValueError, match="no held-out bin"):
+            Ledger.from_arrays(digests, labels, notes=[bad] + [0] * (len(d) - 1))
+    assert Ledger.from_arrays(digests, labels, notes=[N_BINS] + [0] * (len(d) - 1)).entry(d[0])[2] == N_BINS - 1
+    with pytest.raises(ValueError, match="twice"):
+        Ledger.from_arrays(digests[:DIGEST_SIZE] * 2, labels[:2])
+    for wrong in (digests + bytes(DIGEST_SIZE), digests[:-DIGEST_SIZE]):      # one digest too many, too few
+        with pytest.raises(ValueError, match="bytes of digests"):
+            Ledger.from_arrays(wrong, labels)
+    for capacity in (0, -1):
+        with pytest.raises(ValueError, match="capacity"):
+            Ledger(capacity)
+    assert Ledger(1).capacity == 1

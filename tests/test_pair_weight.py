@@ -38,8 +38,11 @@ def test_weight_one_is_the_paired_model_and_a_weight_moves_only_the_pairs(sample
         s1, s_half, s0 = (f.score(message).log_odds for f in (one, half, none))
         assert min(s1, s0) - 1e-9 <= s_half <= max(s1, s0) + 1e-9
         assert s_half == pytest.approx((s1 + s0) / 2, rel=1e-9, abs=1e-9)   # linear in the weight
+        assert abs(s1 - s0) > 1e-6          # and the weight moves the score (equal scores are linear too)
         stream = one.tokenizer_.stream(message)
         assert 0 < stream.pairs_start < len(stream.hashes)
+        jll = half.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
+        assert s_half == pytest.approx(jll[1] - jll[0], rel=1e-12, abs=1e-9)   # score() weighs the pairs
         # the weight moves only the tokens from pairs_start on: without it, the weighed scorer is weight 1's
         unmarked = half.scorer().score(stream.hashes, 0)[0]
         assert unmarked == one.scorer().score(stream.hashes, 0)[0]

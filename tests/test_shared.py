@@ -232,6 +232,63 @@ def test_lesson_round_trip_and_damage():
         decode(data[:-1])
 
 
+def test_a_lesson_is_the_documented_layout_and_every_bad_field_is_refused():
+    """The layout of spamnb/shared/lessons.py's docstring, byte for byte; a lesson whose
+    checksum holds but whose fields do not (a bug, or another version's writer) is refused."""
+    import struct
+
+    from spamnb.bayes.checks import checksum64
+    from spamnb.model.ledger import message_digest
+    from spamnb.shared.lessons import FORGET, LEARN, Lesson, decode, encode
+
+    message = unique_message("layout")
+    lesson = Lesson(FORGET, None, None, message, lesson_id=bytes(range(16)))
+    assert (lesson.user, lesson.learn, lesson.forget, lesson.digest) == ("", False, True, message_digest(message))
+    data = encode(lesson)
+    assert data[:8] == b"SPAMNB\x00L" and struct.unpack_from("<HBBHH", data, 8) == (1, FORGET, 2, 0, 0)
+    assert data[16:32] == bytes(range(16)) and data[32:48] == message_digest(message)
+    assert struct.unpack_from("<II", data, 48) == (len(message), 0) and data[56:-8] == message
+    assert struct.unpack("<Q", data[-8:])[0] == checksum64(data[:-8]) and len(data) == 56 + len(message) + 8
+    back = decode(data)
+    assert (back.flags, back.spam, back.user, back.learn, back.forget) == (FORGET, None, "", False, True)
+    ham = decode(encode(Lesson(LEARN, False, "dave", message)))
+    assert (ham.spam, ham.user, ham.learn, ham.forget) == (False, "dave", True, False)
+    assert Lesson(LEARN, True, "", message).lesson_id != Lesson(LEARN, True, "", message).lesson_id
+
+    def sealed(offset, fmt, value, body=data[:-8]):
+        bad = bytearray(body)
+        struct.pack_into(fmt, bad, offset, value)
+        return bytes(bad) + struct.pack("<Q", checksum64(bytes(bad)))
+
+    assert decode(sealed(8, "<H", 1)).message == message      # resealed unchanged: it decodes
+    for offset, fmt, value in ((0, "<8s", b"SPAMNB\x00M"), (0, "<8s", b"SPAMNB\x00K"), (8, "<H", 2),
+                               (8, "<H", 0), (10, "<B", 0), (10, "<B", 4), (10, "<B", 5), (11, "<B", 3),
+                               (12, "<H", 1), (48, "<I", 1), (32, "<16s", bytes(16)), (32, "<16s", b"\xff" * 16)):
+        with pytest.raises(ValueError):
+            decode(sealed(offset, fmt, value))
+    head = bytearray(data[:56])
+    struct.pack_into("<I", head, 48, 10)            # a whole, checksummed lesson of 10 bytes, then more
+    body = bytes(head) + message[:10]
+    with pytest.raises(ValueError, match="wrong size"):
+        decode(body + struct.pack("<Q", checksum64(body)) + b"more")
+    named = decode(encode(Lesson(LEARN, True, "carolina", message)))     # a user name of 8 bytes
+    assert (named.user, named.message) == ("carolina", message)
+    # the largest message a lesson carries: 64 MiB
+    big = b"x" * (64 * 1024 * 1024)
+    assert len(decode(encode(Lesson(LEARN, True, "", big))).message) == len(big)
+    head = bytearray(data[:56])
+    struct.pack_into("<I", head, 48, len(big) + 1)
+    body = bytes(head) + big + b"x"
+    with pytest.raises(ValueError, match="wrong size"):
+        decode(body + struct.pack("<Q", checksum64(body)))
+    del big, body
+    for n in (0, 55, 63):
+        with pytest.raises(ValueError, match="cut short"):
+            decode(data[:n])
+    short = encode(Lesson(LEARN, True, "", b""))            # the shortest lesson: head and checksum only
+    assert len(short) == 64 and decode(short).message == b""
+
+
 def test_outbox_keeps_order_and_stops_at_the_first_failure(tmp_path):
     from spamnb.shared.outbox import Outbox
 
@@ -274,6 +331,138 @@ def test_a_lesson_sent_twice_is_added_once_and_order_is_kept(tmp_path, redis_ser
     redis_server.start()
     assert sender.drain() and len(sender.outbox) == 0
     assert [m for *_, m in _stream_lessons(redis_server)] == [unique_message(t) for t in "12345"]
+
+
+@needs_redis
+def test_a_follower_applies_the_stream_in_order_by_user_and_resumes_at_its_position(tmp_path, redis_server):
+    """spamnb.shared.host.Follower in this process against the real redis-server: consecutive
+    lessons of one user in one apply, a damaged entry and a failing apply skipped (said), the
+    position saved after each batch, a restarted follower applying only what came after."""
+    from spamnb.shared.host import Follower, Sender, stream_id
+    from spamnb.shared.lessons import LEARN, Lesson
+
+    sender = Sender(redis_server.url, str(tmp_path / "sender"))
+    told = [("alice", "1"), ("alice", "2"), ("bob", "3"), ("", "4"), ("alice", "5"), ("boom", "6"), ("bob", "7")]
+    ids = []
+    for n, (user, tag) in enumerate(told):
+        if n == 3:
+            redis_server.client().xadd("spamnb:lessons", {"r": b"not a lesson"})
+        ids.append(sender.send(Lesson(LEARN, True, user, unique_message(tag))))
+    applied, logged = [], []
+
+    def apply(group):
+        if group[0].user == "boom":
+            raise RuntimeError("refused")
+        applied.append([(lesson.user, lesson.message) for lesson in group])
+        return [f"learned {lesson.message[-30:]!r}" for lesson in group]
+
+    def follower():
+        return Follower(redis_server.url, str(tmp_path / "follower"), apply, models=lambda: [],
+                        model_for=lambda user: None, log=logged.append, snapshot_every=0, block_ms=100)
+
+    first = follower()
+    assert first.position is None and not first.applied(ids[0])
+    started = time.monotonic()
+    first.start(sync_timeout=60)
+    assert time.monotonic() - started < 30       # caught up: it stops reading when the stream has no more
+    try:
+        assert first.connected is True
+        m = {tag: unique_message(tag) for _, tag in told}
+        assert applied == [[("alice", m["1"]), ("alice", m["2"])], [("bob", m["3"])], [("", m["4"])],
+                           [("alice", m["5"])], [("bob", m["7"])]]
+        assert first.position == ids[-1].decode() and first.applied(ids[-1]) and first.wait_applied(ids[-1], 0.1)
+        assert (tmp_path / "follower" / "position").read_text().strip() == ids[-1].decode()
+        assert sum("skipped" in line for line in logged) == 1
+        assert sum("1 lesson(s) for boom not applied: RuntimeError: refused" in line for line in logged) == 1
+        lessons = redis_server.client().xrange("spamnb:lessons")
+        from spamnb.shared.lessons import decode
+
+        outcome = {decode(f[b"r"]).lesson_id: first.outcomes.get(decode(f[b"r"]).lesson_id)
+                   for _, f in lessons if f[b"r"] != b"not a lesson"}
+        assert sorted(v for v in outcome.values() if v is not None) == sorted(
+            f"learned {unique_message(t)[-30:]!r}" for u, t in told if u != "boom")
+        assert list(outcome.values()).count(None) == 1
+        later = str(stream_id(ids[-1])[0] + 10 ** 6) + "-0"
+        started = time.monotonic()
+        assert not first.wait_applied(later, 0.3) and time.monotonic() - started >= 0.29
+        extra = sender.send(Lesson(LEARN, False, "carol", unique_message("8")))     # followed in the thread
+        assert first.wait_applied(extra, 30)
+        assert applied[-1] == [("carol", unique_message("8"))]
+        redis_server.kill()             # said once, then followed again when it is back
+        deadline = time.monotonic() + 30
+        while not any("scoring goes on with the local models" in line for line in logged):
+            assert time.monotonic() < deadline, logged
+            time.sleep(0.05)
+        redis_server.start()
+        while not any("Redis reachable again" in line for line in logged):
+            assert time.monotonic() < deadline + 30, logged
+            time.sleep(0.05)
+        assert sum("scoring goes on with the local models" in line for line in logged) == 1, logged
+    finally:
+        first.stop()
+    count = len(applied)
+    again = follower().start(sync_timeout=20)      # from its saved position: nothing applied twice
+    try:
+        assert again.position == extra.decode() and len(applied) == count
+        last = sender.send(Lesson(LEARN, True, "dave", unique_message("9")))
+        assert again.wait_applied(last, 30) and applied[count:] == [[("dave", unique_message("9"))]]
+    finally:
+        again.stop()
+
+
+@needs_redis
+def test_a_snapshot_carries_the_models_and_a_new_follower_starts_from_it(tmp_path, redis_server):
+    from spamnb.shared.host import Follower, Sender
+    from spamnb.shared.lessons import LEARN, Lesson
+
+    sender = Sender(redis_server.url, str(tmp_path / "sender"))
+    site, alice = tmp_path / "a" / "model.spamnb", tmp_path / "a" / "alice.spamnb"
+    site.parent.mkdir()
+    site.write_bytes(b"the site model")
+    alice.write_bytes(b"alice's model")
+    bob = tmp_path / "a" / "bob.spamnb"
+    os.link(site, bob)                  # a new user's model: the site model's very file, linked
+    (tmp_path / "a" / "alice.spamnb.journal").write_bytes(b"alice's journal")
+    applied = []
+
+    def apply(group):
+        applied.extend(lesson.user for lesson in group)
+        return [None] * len(group)
+
+    publisher = Follower(redis_server.url, str(tmp_path / "pub"), apply,
+                         models=lambda: [("", str(site)), ("bob", str(bob)), ("alice", str(alice)),
+                                         ("gone", str(tmp_path / "none"))],
+                         model_for=lambda user: None, snapshot_every=0, block_ms=100)
+    assert publisher.publish_snapshot() is None            # no position yet: nothing to publish
+    first = sender.send(Lesson(LEARN, True, "alice", unique_message("s1")))
+    publisher.start(sync_timeout=20)
+    publisher.stop()
+    assert publisher.publish_snapshot() == first.decode()
+    r = redis_server.client()
+    assert r.hgetall("spamnb:snapshot") == {b"pos": first, b"m:": b"the site model", b"m:alice": b"alice's model",
+                                            b"j:": b"", b"j:alice": b"alice's journal", b"m:bob": b"", b"j:bob": b""}
+    assert r.get("spamnb:trimmed") is None
+    second = sender.send(Lesson(LEARN, True, "bob", unique_message("s2")))
+    publisher.start(sync_timeout=20)
+    publisher.stop()
+    assert publisher.publish_snapshot() == second.decode()
+    assert r.get("spamnb:trimmed") == first and [i for i, _ in r.xrange("spamnb:lessons")] == [first, second]
+    logged = []
+    home = tmp_path / "b"
+    where = {"": home / "model.spamnb", "alice": home / "users" / "alice.spamnb"}
+    (home / "users").mkdir(parents=True)
+    (home / "users" / "alice.spamnb.journal").write_bytes(b"an old journal")
+    (home / "model.spamnb.journal").write_bytes(b"an old journal")
+    late = Follower(redis_server.url, str(tmp_path / "late"), apply, models=lambda: [],
+                    model_for=lambda user: str(where[user]) if user in where else None, log=logged.append,
+                    snapshot_every=0, block_ms=100)
+    late.start(sync_timeout=20)
+    late.stop()
+    assert late.position == second.decode() and applied == ["alice", "bob"]      # the snapshot, no lesson again
+    assert where[""].read_bytes() == b"the site model" and where["alice"].read_bytes() == b"alice's model"
+    assert (home / "users" / "alice.spamnb.journal").read_bytes() == b"alice's journal"    # the snapshot's
+    assert not (home / "model.spamnb.journal").exists()          # none in the snapshot: the old one discarded
+    assert any("started from the snapshot at " + second.decode() + " (2 models" in line for line in logged), logged
 
 
 def test_bad_shared_url_is_one_line_and_exit_64(tmp_path):
@@ -364,10 +553,11 @@ def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_serv
         assert proc.returncode == 0, proc.stdout + proc.stderr
         acknowledged.append((kind, message))
     _wait_converged(redis_server, hosts + [mx])
-    lessons = _stream_lessons(redis_server)
-    assert len(lessons) == len(acknowledged)
+    # the answer key is what the test told, in order (one TELL at a time), not what the stream holds
+    told = [(True, False, kind == "spam", message) for kind, message in acknowledged]
+    assert _stream_lessons(redis_server) == told
     _assert_same([h.home / "model.spamnb" for h in hosts + [mx]],
-                 _reference(base_model, lessons, tmp_path / "ref1"))
+                 _reference(base_model, told, tmp_path / "ref1"))
     # a lesson told on one host is scored on the others
     probe = unique_message("visible")
     before = [h.spamc("-c", stdin=probe).stdout for h in hosts + [mx]]
@@ -398,6 +588,9 @@ def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_serv
     lessons = _stream_lessons(redis_server)
     assert len(lessons) == len(acknowledged) + 1        # every acknowledged lesson, once
     assert sorted(m for *_, m in lessons) == sorted([m for _, m in acknowledged] + [probe])
+    # each as told (the order across hosts is the stream's: lessons queued while Redis was down)
+    assert sorted(lessons) == sorted([(True, False, kind == "spam", m) for kind, m in acknowledged]
+                                     + [(True, False, True, probe)])
     _assert_same([h.home / "model.spamnb" for h in hosts + [mx]],
                  _reference(base_model, lessons, tmp_path / "ref2"))
     for message in PROBES[:5] + [m for _, m in acknowledged[-5:]]:    # what the servers score with
@@ -537,18 +730,23 @@ def test_lessons_applied_again_after_a_crash_change_nothing(tmp_path, base_model
     """A host killed after applying a batch and before saving its position
     applies the batch's last lessons again on restart (through the ledger,
     forgets through the ledger only): the model is the one applying them once gives."""
-    from spamnb.server.models import tell_many
+    from spamnb.server.models import tell, tell_many
 
     a, b, c = unique_message("again-a"), unique_message("again-b"), unique_message("again-c")
     d = PROBES[0]       # a spam the base model was trained on: forgetting it again could subtract it
     batch = [(a, True, True, False), (b, False, True, False), (a, False, True, False),    # a relabelled
              (b, None, False, True), (c, True, True, False), (c, None, False, True),      # b, c forgotten
              (d, True, True, False), (d, None, False, True)]
-    once, twice = tmp_path / "once.spamnb", tmp_path / "twice.spamnb"
-    shutil.copy(base_model, once)
-    shutil.copy(base_model, twice)
+    once, twice, each = tmp_path / "once.spamnb", tmp_path / "twice.spamnb", tmp_path / "each.spamnb"
+    for path in (once, twice, each):
+        shutil.copy(base_model, path)
     tell_many(str(once), batch, ledger_only=True)
     tell_many(str(twice), batch, ledger_only=True)
     tell_many(str(twice), batch[-again:], ledger_only=True)
-    expected = _log_odds(once)
-    assert max(abs(x - y) for x, y in zip(_log_odds(twice), expected)) <= 1e-9
+    # the answer key: the batch applied once, a lesson at a time through `tell` (not tell_many)
+    for message, spam, learn, remove in batch:
+        tell(str(each), message, spam, learn, remove, ledger_only=True)
+    expected = _log_odds(each)
+    assert max(abs(x - y) for x, y in zip(expected, _log_odds(base_model))) > 1e-3   # the batch changed it
+    for model in (once, twice):
+        assert max(abs(x - y) for x, y in zip(_log_odds(model), expected)) <= 1e-9, model.name
