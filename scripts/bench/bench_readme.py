@@ -374,7 +374,7 @@ README_RUN = re.compile(r"(The speed rows are one run of `scripts/bench/bench_re
 
 
 def update_readme(rows, run):
-    """The README's speed rows, and the date and load of the run in the sentence after the table."""
+    """The README's speed rows, and the load of the run in the sentence after the table."""
     def replace(text):
         text = README_RUN.sub(lambda m: f"{m[1]} ({run})", text)
         for label, cells in rows.items():
@@ -634,8 +634,9 @@ def main(argv=None):
     if args.update:
         one = [float(load(x).split(",")[0]) for x in (before, after)]   # "after" counts the run's own processes
         busy = ": other jobs running" if one[0] > 1.0 else ""
-        update_readme(rows, f"{started:%Y-%m-%d}, load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
-                            "with the run's own processes")
+        # no date in the README (its source rows in docs/benchmarks.md carry it)
+        update_readme(rows, f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
+                            "with the run's own processes; the date and command of each row in docs/benchmarks.md")
         update_sources(sources)
         say("README.md's rows and docs/benchmarks.md's source rows rewritten")
     say(f"wrote {args.md} and {args.json}")
