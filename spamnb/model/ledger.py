@@ -228,7 +228,7 @@ class Ledger:
         n = len(labels)
         if labels.strip(b"\x00\x01"):
             raise ValueError("ledger: a label is neither 0 (ham) nor 1 (spam)")
-        if not notes or not memoryview(notes).cast("B").tobytes().strip(b"\x00"):   # no notes, or all 0
+        if not notes or _all_zero(notes):
             codes = labels
         else:
             from spamnb.model.prequential import N_BINS
@@ -244,6 +244,15 @@ class Ledger:
             raise ValueError("ledger: a digest is recorded twice")
         while len(table) > self.capacity:
             del table[next(iter(table))]
+
+
+def _all_zero(notes):
+    """Whether every note is 0: a buffer (an array, a view of the model file) in one
+    pass over its bytes, or a sequence of ints."""
+    try:
+        return not memoryview(notes).cast("B").tobytes().strip(b"\x00")
+    except TypeError:   # not a buffer: a list of ints
+        return not any(notes)
 
 
 def from_trained(digests, labels, capacity=DEFAULT_CAPACITY):
