@@ -120,7 +120,10 @@ def test_train_sets_and_prints_the_cutoffs(tmp_path, sample_corpus):
     model = SpamFilter.load(tmp_path / "model.spamnb")
     assert model.spam_cutoff != DEFAULT_SPAM_CUTOFF and model.spam_cutoff > 0.999
     info = _run(tmp_path, "info")
-    assert f"P(spam) >= {model.spam_cutoff!r}" in info.stdout
+    shown = re.search(r"spam cutoff: +P\(spam\) >= ([0-9.e-]+) \(log-odds >= ([+-][0-9.]+)\)", info.stdout)
+    assert shown, info.stdout   # the cutoff rounded for reading: 4 digits of 1 - p, the log-odds to 3 decimals
+    assert abs((1 - float(shown[1])) / (1 - model.spam_cutoff) - 1) < 1e-3, (shown[1], model.spam_cutoff)
+    assert float(shown[2]) == round(math.log(model.spam_cutoff / (1 - model.spam_cutoff)), 3), shown[2]
     plain = _run(tmp_path, "train", "--target-fpr", "0", sample_corpus)
     assert plain.returncode == 0 and "expected" not in plain.stdout
     assert SpamFilter.load(tmp_path / "model.spamnb").spam_cutoff == DEFAULT_SPAM_CUTOFF
