@@ -180,7 +180,8 @@ def test_ctrl_c_to_the_group_ends_the_workers_pool_at_once(state):
 
 
 def _larger_sample(tmp_path, copies):
-    """corpora/ copied ``copies`` times over (each copy a tree of its own): more partitions to interrupt."""
+    """corpora/ copied ``copies`` times over (each copy a tree of its own, each message's body ending with
+    its copy's number: train counts a near-duplicate once): more partitions to interrupt."""
     root = tmp_path / "corpus"
     for folder in sorted(p for p in SAMPLE_CORPUS.iterdir() if p.is_dir()):
         for c in range(copies):
@@ -188,7 +189,7 @@ def _larger_sample(tmp_path, copies):
             target.mkdir(parents=True)
             for f in folder.iterdir():
                 if f.is_file():
-                    (target / f.name).write_bytes(f.read_bytes())
+                    (target / f.name).write_bytes(f.read_bytes() + f"\ncopy {c}\n".encode())
     return root
 
 
