@@ -535,15 +535,29 @@ def test_subject_tag_keeps_the_old_subject_and_tags_only_spam(home, milter):
     leading space (HDR_LEADSPC) the value starts with a space, without it
     it does not; an MTA that lets the filter change no header field
     (no CHGHDRS) gets only the added fields."""
-    from raw_milter import CHGHDRS, HDR_LEADSPC, OFFER_ACTIONS, OFFER_PROTOCOL
-
     d = milter("--subject-tag", "[SPAM]")
     model = SpamFilter.load(home / "model.spamnb")
     spam, ham = MESSAGES[0].read_bytes(), MESSAGES[-1].read_bytes()
     no_subject = re.sub(rb"(?im)^subject:.*\n?(?:[ \t].*\n?)*", b"", _without_from_line(spam).replace(b"\r\n", b"\n"))
     assert model.classify(no_subject).label == "spam"
+    clients = []        # closed whatever happens: the server waits for an MTA's connection at its stop
+
+    def client():
+        clients.append(RawMilter(("127.0.0.1", d.milter_port)))
+        return clients[-1]
+
+    try:
+        _tag_subjects(client, model, spam, ham, no_subject)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def _tag_subjects(client, model, spam, ham, no_subject):
+    from raw_milter import CHGHDRS, HDR_LEADSPC, OFFER_ACTIONS, OFFER_PROTOCOL
+
     for space in (b" ", b""):
-        c = RawMilter(("127.0.0.1", d.milter_port))
+        c = client()
         c.negotiate(protocol=OFFER_PROTOCOL if space else OFFER_PROTOCOL & ~HDR_LEADSPC)
         assert bool(c.agreed.protocol & HDR_LEADSPC) == bool(space)
         for subject, edits in [(b"Cheap pills, today only", [("m", 1, space + b"[SPAM] Cheap pills, today only")]),
@@ -563,7 +577,7 @@ def test_subject_tag_keeps_the_old_subject_and_tags_only_spam(home, milter):
         answers = c.message(unsure)
         assert _status(answers).startswith("Unsure,") and _subject_edits(answers) == [], answers
         c.close()
-    c = RawMilter(("127.0.0.1", d.milter_port))
+    c = client()
     c.negotiate(actions=OFFER_ACTIONS & ~CHGHDRS)
     answers = c.message(b"X-Spam-Flag: YES\n" + _long_subject(spam, b"Cheap pills"))
     assert _status(answers).startswith("Yes,") and answers[-1].kind == "c", answers[-3:]
