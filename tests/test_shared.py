@@ -823,6 +823,20 @@ def test_a_running_follower_publishes_on_schedule_goes_idle_and_installs_a_snaps
     assert any(f"trimmed past this host's position {ids[-1].decode()}" in line for line in logged), logged
     assert any(f"started from the snapshot at {ahead} (1 model, " in line for line in logged), logged
 
+    from spamnb.settings import SERVER_DEFAULTS
+    from spamnb.shared.host import LESSON_OVERHEAD
+
+    logged.clear()      # bookkeeping that is not a stream id: ignored, said once per value, at most 64 bytes read
+    r.set(TRIMMED, b"garbage")
+    r.hset(SNAPSHOT, "pos", b"x" * 64)
+    assert follower.bookkeeping(TRIMMED) is None and follower.bookkeeping(SNAPSHOT, "pos") is None
+    r.hset(SNAPSHOT, "pos", b"x" * 65)
+    assert follower.bookkeeping(SNAPSHOT, "pos") is None and follower.bookkeeping(TRIMMED) is None
+    assert logged == ["shared: spamnb:trimmed holds b'garbage', not a stream id: ignored",
+                      f"shared: spamnb:snapshot pos holds {b'x' * 64!r}, not a stream id: ignored",
+                      "shared: spamnb:snapshot pos holds b'(longer than 64 bytes)', not a stream id: ignored"], logged
+    assert follower.max_entry == SERVER_DEFAULTS["max_size"] + LESSON_OVERHEAD     # the server's --max-size
+
     down = Follower(f"redis://127.0.0.1:{_free_port()}/0", str(tmp_path / "down"), apply, models=lambda: [],
                     model_for=lambda user: None, log=logged.append, snapshot_every=0, block_ms=100)
     down.start(sync_timeout=5)
