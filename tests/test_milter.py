@@ -518,3 +518,69 @@ def test_a_flood_of_tiny_packets_leaves_the_spamd_side_of_the_worker_alone(home,
     # generous bounds (a loaded machine): the median within 50 ms of the median alone, the slowest under 1 s
     assert flooded[len(flooded) // 2] < alone[len(alone) // 2] + 0.05 and flooded[-1] < 1.0, (alone, flooded)
     assert d.proc.poll() is None
+
+
+def _subject_edits(answers):
+    """The Subject edits: ("m", index, value) for a change, ("h", value) for an addition."""
+    return ([("m", a.index, a.value) for a in _fields_of(answers, "m", "subject")]
+            + [("h", a.value) for a in _fields_of(answers, "h", "subject")])
+
+
+def test_subject_tag_keeps_the_old_subject_and_tags_only_spam(home, milter):
+    """--subject-tag: a spam's first Subject field becomes the tag, a space
+    and the old text, whole (changed at index 1; a second Subject field is
+    left alone); a subject that already starts with the tag is not tagged
+    again, an empty one becomes the tag alone, a message without one gets
+    one added.  Ham and unsure mail keep their Subject.  With the MTA's
+    leading space (HDR_LEADSPC) the value starts with a space, without it
+    it does not; an MTA that lets the filter change no header field
+    (no CHGHDRS) gets only the added fields."""
+    d = milter("--subject-tag", "[SPAM]")
+    model = SpamFilter.load(home / "model.spamnb")
+    spam, ham = MESSAGES[0].read_bytes(), MESSAGES[-1].read_bytes()
+    no_subject = re.sub(rb"(?im)^subject:.*\n?(?:[ \t].*\n?)*", b"", _without_from_line(spam).replace(b"\r\n", b"\n"))
+    assert model.classify(no_subject).label == "spam"
+    clients = []        # closed whatever happens: the server waits for an MTA's connection at its stop
+
+    def client():
+        clients.append(RawMilter(("127.0.0.1", d.milter_port)))
+        return clients[-1]
+
+    try:
+        _tag_subjects(client, model, spam, ham, no_subject)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def _tag_subjects(client, model, spam, ham, no_subject):
+    from raw_milter import CHGHDRS, HDR_LEADSPC, OFFER_ACTIONS, OFFER_PROTOCOL
+
+    for space in (b" ", b""):
+        c = client()
+        c.negotiate(protocol=OFFER_PROTOCOL if space else OFFER_PROTOCOL & ~HDR_LEADSPC)
+        assert bool(c.agreed.protocol & HDR_LEADSPC) == bool(space)
+        for subject, edits in [(b"Cheap pills, today only", [("m", 1, space + b"[SPAM] Cheap pills, today only")]),
+                               (b"\t  padded text ", [("m", 1, space + b"[SPAM] padded text ")]),
+                               (b"first\nSubject: second", [("m", 1, space + b"[SPAM] first")]),
+                               (b"[SPAM] tagged before", []),
+                               (b"", [("m", 1, space + b"[SPAM]")])]:
+            answers = c.message(_long_subject(spam, subject))
+            assert _status(answers).startswith("Yes,"), answers[-3:]
+            assert _subject_edits(answers) == edits, (subject, answers)
+        answers = c.message(no_subject)
+        assert _status(answers).startswith("Yes,")
+        assert [(kind, value.strip()) for kind, *_, value in _subject_edits(answers)] == [("h", b"[SPAM]")], answers
+        answers = c.message(_long_subject(ham, b"lunch"))
+        assert _status(answers).startswith("No,") and _subject_edits(answers) == [], answers
+        unsure = _unsure_message(model)
+        answers = c.message(unsure)
+        assert _status(answers).startswith("Unsure,") and _subject_edits(answers) == [], answers
+        c.close()
+    c = client()
+    c.negotiate(actions=OFFER_ACTIONS & ~CHGHDRS)
+    answers = c.message(b"X-Spam-Flag: YES\n" + _long_subject(spam, b"Cheap pills"))
+    assert _status(answers).startswith("Yes,") and answers[-1].kind == "c", answers[-3:]
+    assert [a for a in answers if a.kind == "m"] == [] and _subject_edits(answers) == [], answers
+    assert {"x-spam-flag", "x-spam-status", "x-spam-score"} <= set(added(answers))
+    c.close()

@@ -1365,3 +1365,53 @@ def test_what_spamc_makes_of_an_error_answer():
                            input=b"Subject: x\n\nhi\n",
                            capture_output=True, timeout=60).returncode for args in (["-x", "-X"], ["-x"])]
     assert down == [75, 69]
+
+
+def _tell_headers(response):
+    """The fields of a SPAMD answer's head (name, value), the status line left out."""
+    head = response.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")[1:]
+    return [tuple(part.strip() for part in line.split(":", 1)) for line in head]
+
+
+def test_tell_answers_what_it_did_with_a_models_folder_that_sorts_before_the_site_model(home, tmp_path):
+    """The models folder's paths sort before the site model's here (every
+    other test's sort after it), so a user's model is told apart from the
+    site model by identity, not order: a new user's model starts from the
+    site model's counts.  A TELL that asks nothing, and a forget for a user
+    without a model, answer 0 with neither DidSet nor DidRemove (spamc says
+    "already") and make no folder; a user model that cannot be read makes a
+    TELL fail with EX_UNAVAILABLE (69), never reported as done."""
+    site = tmp_path / "model.spamnb"
+    site.write_bytes((home / "model.spamnb").read_bytes())
+    base = SpamFilter.load(site).class_count_
+    users = tmp_path / "aa-users"          # "aa-users/..." < "model.spamnb"
+    d = Daemon(tmp_path, "--allow-tell", "--create-user-models", "--models-dir", users, "-v")
+    try:
+        message = unique_message("sorts-before")
+        nothing = d.raw(request("TELL", message, User="ivan", Message_class="spam"))
+        assert _status(nothing) == 0 and _tell_headers(nothing) == [("Content-length", "0")], nothing
+        forget = d.raw(request("TELL", message, User="ivan", Remove="local"))
+        assert _status(forget) == 0 and _tell_headers(forget) == [("Content-length", "0")], forget
+        assert not users.exists()
+        learned = d.raw(request("TELL", message, User="kim", Message_class="spam", Set="local"))
+        assert _status(learned) == 0 and ("DidSet", "local") in _tell_headers(learned), learned
+        assert ("DidRemove", "local") not in _tell_headers(learned)
+        assert SpamFilter.load(users / "kim" / "model.spamnb").class_count_ == (base[0], base[1] + 1)
+        forgot = d.raw(request("TELL", message, User="kim", Remove="local"))
+        assert _status(forgot) == 0 and ("DidRemove", "local") in _tell_headers(forgot), forgot
+        assert ("DidSet", "local") not in _tell_headers(forgot)
+        assert SpamFilter.load(users / "kim" / "model.spamnb").class_count_ == base
+        (users / "mal").mkdir()
+        (users / "mal" / "model.spamnb").write_bytes(b"not a model\n" * 10)
+        broken = d.raw(request("TELL", message, User="mal", Message_class="spam", Set="local"))
+        assert _status(broken) == 69 and b"EX_UNAVAILABLE" in broken.split(b"\r\n", 1)[0], broken
+        assert SpamFilter.load(site).class_count_ == base
+        deadline = time.monotonic() + 30
+        while "cannot update the model" not in d.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = d.log_text()
+        assert "tell: nothing to do" in log and "tell - set=0 removed=0 (the user has no model)" in log, log
+        assert "tell spam set=1 removed=0" in log and "tell - set=0 removed=1" in log, log
+        assert "cannot update the model" in log, log
+    finally:
+        assert d.stop() == 0

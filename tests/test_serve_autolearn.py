@@ -174,3 +174,26 @@ def test_the_score_map_follows_cutoffs_refitted_by_the_journal(tmp_path):
     assert (after.ham_log_odds, after.spam_log_odds) != (before.ham_log_odds, before.spam_log_odds)
     assert after.ham_log_odds == pytest.approx(expected.ham_log_odds)
     assert after.spam_log_odds == pytest.approx(expected.spam_log_odds)
+
+
+@needs_spamc
+def test_an_auto_learn_that_fails_logs_why_in_one_line_and_the_mail_is_answered(tmp_path):
+    """A model whose lock file cannot be opened (a folder stands in its
+    place, which stops root as well as a user): the check is answered,
+    nothing is learned, and the log says why: the error's own text on one
+    line, not only its type."""
+    home = tmp_path
+    model = _train(home / "model.spamnb")
+    base = SpamFilter.load(model).class_count_
+    rng = random.Random(35)
+    daemon = Daemon(home, "--auto-learn", "--verbose")
+    (home / "model.spamnb.lock").mkdir()
+    try:
+        out = daemon.spamc("-c", stdin=_message(rng, True, 9600, 60))
+        assert out.returncode == 1 and _answered(out), out
+        _wait_for(lambda: "not learned" in daemon.log_text(), "the failed auto-learn's line")
+        line = next(x for x in daemon.log_text().splitlines() if "not learned" in x)
+        assert f"auto-learn {model}: not learned: " in line and "directory" in line, line
+    finally:
+        daemon.stop()
+    assert SpamFilter.load(model).class_count_ == base

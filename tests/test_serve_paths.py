@@ -137,8 +137,15 @@ def test_spamd_and_milter_share_the_handler_and_its_hooks(home):
         with socket.create_connection(("127.0.0.1", spamd_port), timeout=10) as s:
             s.sendall(request("TELL", message, User="carol", Message_class="ham", Set="local"))
             assert b"DidSet: local" in _read_all(s)
+        with socket.create_connection(("127.0.0.1", spamd_port), timeout=10) as s:     # changes nothing: no hook
+            s.sendall(request("TELL", message, User="carol", Message_class="ham", Set="local"))
+            again = _read_all(s)
+        assert again.startswith(b"SPAMD/1.5 0 EX_OK") and b"DidSet" not in again and b"DidRemove" not in again
+        with socket.create_connection(("127.0.0.1", spamd_port), timeout=10) as s:     # a forget: the hook again
+            s.sendall(request("TELL", message, User="carol", Remove="local"))
+            assert b"DidRemove: local" in _read_all(s)
         assert verdicts == [("spam", "alice"), ("spam", "bob")]
-        assert lessons == [("carol", True)]
+        assert lessons == [("carol", True), ("carol", False)]
     finally:
         async def stop():
             server.stop()

@@ -750,3 +750,98 @@ def test_lessons_applied_again_after_a_crash_change_nothing(tmp_path, base_model
     assert max(abs(x - y) for x, y in zip(expected, _log_odds(base_model))) > 1e-3   # the batch changed it
     for model in (once, twice):
         assert max(abs(x - y) for x, y in zip(_log_odds(model), expected)) <= 1e-9, model.name
+
+
+@needs_redis
+def test_a_running_follower_publishes_on_schedule_goes_idle_and_installs_a_snapshot_past_its_position(
+        tmp_path, redis_server):
+    """Follower in this process against the real redis-server: with
+    ``snapshot_every`` it publishes a snapshot of its own accord, not before
+    the interval (and takes the snapshot lock for it); ``idle()`` runs when
+    nothing comes; it keeps the outcomes of the last 1,024 lessons; a stream
+    trimmed past a running follower's position makes it install the newest
+    snapshot (said in one line, "1 model"); a follower started with Redis
+    down says so and is not connected."""
+    from spamnb.shared.host import SNAPSHOT, SNAPSHOT_LOCK, TRIMMED, Follower, Sender
+    from spamnb.shared.lessons import LEARN, Lesson
+
+    r = redis_server.client()
+    sender = Sender(redis_server.url, str(tmp_path / "sender"))
+    site = tmp_path / "a" / "model.spamnb"
+    site.parent.mkdir()
+    site.write_bytes(b"the site model")
+    idle, logged = [], []
+
+    def apply(group):
+        return [f"did {lesson.message[-12:]!r}" for lesson in group]
+
+    ids = [sender.send(Lesson(LEARN, True, "", unique_message(f"o{n}", 3))) for n in range(1030)]
+    started = time.monotonic()
+    pub = Follower(redis_server.url, str(tmp_path / "pub"), apply, models=lambda: [("", str(site))],
+                   model_for=lambda user: None, log=logged.append, snapshot_every=1.0, block_ms=100,
+                   idle=lambda: idle.append(1))
+    pub.start(sync_timeout=60)
+    try:
+        assert pub.connected is True and pub.position == ids[-1].decode()
+        assert len(pub.outcomes) == 1024 and list(pub.outcomes)[-1] != list(pub.outcomes)[0]
+        from spamnb.shared.lessons import decode
+
+        lesson_ids = [decode(f[b"r"]).lesson_id for _, f in r.xrange("spamnb:lessons")]
+        assert list(pub.outcomes) == lesson_ids[-1024:]
+        assert pub.outcomes[lesson_ids[-1]] == apply([decode(r.xrange("spamnb:lessons")[-1][1][b"r"])])[0]
+        while time.monotonic() - started < 0.8:
+            assert r.hget(SNAPSHOT, "pos") is None, "a snapshot before the interval"
+            time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        while r.hget(SNAPSHOT, "pos") != ids[-1]:
+            assert time.monotonic() < deadline, logged
+            time.sleep(0.05)
+        assert time.monotonic() - started >= 1.0
+        assert r.hget(SNAPSHOT, "m:") == b"the site model"
+        assert 0 < r.ttl(SNAPSHOT_LOCK) <= 1
+        while not idle:
+            assert time.monotonic() < deadline, "idle() never called"
+            time.sleep(0.05)
+    finally:
+        pub.stop()
+    assert any(f"shared: snapshot published at {ids[-1].decode()}" in line for line in logged), logged
+
+    home = tmp_path / "b"
+    follower = Follower(redis_server.url, str(tmp_path / "follow"), apply, models=lambda: [],
+                        model_for=lambda user: str(home / "model.spamnb") if user == "" else None,
+                        log=logged.append, snapshot_every=0, block_ms=100)
+    follower.start(sync_timeout=60)
+    try:
+        assert follower.position == ids[-1].decode()
+        ahead = "99999999999999-0"        # the stream trimmed past the position while it runs
+        r.hset(SNAPSHOT, mapping={"pos": ahead, "m:": b"a newer site model", "j:": b""})
+        r.set(TRIMMED, ahead)
+        assert follower.wait_applied(ahead, 30), logged
+        assert (home / "model.spamnb").read_bytes() == b"a newer site model"
+    finally:
+        follower.stop()
+    assert any(f"trimmed past this host's position {ids[-1].decode()}" in line for line in logged), logged
+    assert any(f"started from the snapshot at {ahead} (1 model, " in line for line in logged), logged
+
+    from spamnb.settings import SERVER_DEFAULTS
+    from spamnb.shared.host import LESSON_OVERHEAD
+
+    logged.clear()      # bookkeeping that is not a stream id: ignored, said once per value, at most 64 bytes read
+    r.set(TRIMMED, b"garbage")
+    r.hset(SNAPSHOT, "pos", b"x" * 64)
+    assert follower.bookkeeping(TRIMMED) is None and follower.bookkeeping(SNAPSHOT, "pos") is None
+    r.hset(SNAPSHOT, "pos", b"x" * 65)
+    assert follower.bookkeeping(SNAPSHOT, "pos") is None and follower.bookkeeping(TRIMMED) is None
+    assert logged == ["shared: spamnb:trimmed holds b'garbage', not a stream id: ignored",
+                      f"shared: spamnb:snapshot pos holds {b'x' * 64!r}, not a stream id: ignored",
+                      "shared: spamnb:snapshot pos holds b'(longer than 64 bytes)', not a stream id: ignored"], logged
+    assert follower.max_entry == SERVER_DEFAULTS["max_size"] + LESSON_OVERHEAD     # the server's --max-size
+
+    down = Follower(f"redis://127.0.0.1:{_free_port()}/0", str(tmp_path / "down"), apply, models=lambda: [],
+                    model_for=lambda user: None, log=logged.append, snapshot_every=0, block_ms=100)
+    down.start(sync_timeout=5)
+    try:
+        assert down.connected is False
+        assert any("Redis unreachable at start" in line for line in logged), logged
+    finally:
+        down.stop()
