@@ -100,8 +100,11 @@ local function parse(id)
 end
 if ARGV[5] == '1' then
   local ok, trimmed = pcall(redis.call, 'GETRANGE', KEYS[2], 0, 63)
+  local has, snapshot = pcall(redis.call, 'HEXISTS', KEYS[3], 'pos')
   local t, p = parse(ok and trimmed or nil), parse(ARGV[1])
-  if t and p and (t[1] > p[1] or (t[1] == p[1] and t[2] > p[2])) then return {'trimmed'} end
+  if has and snapshot == 1 and t and p and (t[1] > p[1] or (t[1] == p[1] and t[2] > p[2])) then
+    return {'trimmed'}
+  end
 end
 local out = {}
 local walked = 0
@@ -404,8 +407,12 @@ class Follower:
 
     def _step(self, block):
         """Read and apply one batch; True when there were lessons."""
-        trimmed = self.bookkeeping(TRIMMED)       # None when missing or malformed (logged once)
-        check = trimmed is not None and self.bookkeeping(SNAPSHOT, "pos") is not None
+        # a malformed bookkeeping key is logged once; the read script itself checks, at every read, whether
+        # the stream was trimmed past this host's position (a check made once before a wait that lasts
+        # block_ms missed a trim made meanwhile, and the lessons between were skipped)
+        self.bookkeeping(TRIMMED)
+        self.bookkeeping(SNAPSHOT, "pos")
+        check = True
         entries = self.read(check)
         waited = time.monotonic()
         while block and not entries and time.monotonic() - waited < self.block_ms / 1000:
@@ -458,8 +465,8 @@ class Follower:
     def read(self, check_trimmed=False):
         """The next entries after this host's position: [(id, the lesson's bytes, or the size of an entry
         over ``max_entry``)] (the ``_READ`` script: an entry too large never crosses the network);
-        "trimmed" when ``check_trimmed`` and the stream was trimmed past the position."""
-        answer = self._read(keys=[STREAM, TRIMMED], args=[self.position or "0-0", BATCH, self.max_entry,
+        "trimmed" when ``check_trimmed``, a snapshot is published and the stream was trimmed past the position."""
+        answer = self._read(keys=[STREAM, TRIMMED, SNAPSHOT], args=[self.position or "0-0", BATCH, self.max_entry,
                                                           max(READ_BYTES, self.max_entry),
                                                           "1" if check_trimmed else "0"])
         if answer and not isinstance(answer[0], list):
