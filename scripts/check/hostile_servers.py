@@ -55,6 +55,10 @@ class FakeImap:
 
     def close(self):
         self.stop.set()
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)   # wakes the accept() the thread waits in (close alone does not)
+        except OSError:
+            pass
         self.listener.close()
         self.thread.join(10)
 
