@@ -89,16 +89,16 @@ return id
 """
 # one read: up to ARGV[2] entries after ARGV[1], one XRANGE COUNT 1 at a time; an entry over ARGV[3]
 # bytes answered as {id, its size} (never its bytes), one within as {id, field r or ""}; stops once
-# ARGV[4] bytes were walked (at least one entry).  With ARGV[5] = "1", first: when KEYS[2] (spamnb:trimmed)
-# holds a stream id above ARGV[1], only {"trimmed"} (checked in the same script as the read: no lesson
-# trimmed away between the check and the read is passed over unseen)
+# ARGV[4] bytes were walked (at least one entry).  First: when KEYS[2] (spamnb:trimmed) holds a stream id
+# above ARGV[1] and KEYS[3] (the snapshot) has a position, only {"trimmed"} (checked in the same script as
+# the read, at every read: no lesson trimmed away between the check and the read is passed over unseen)
 _READ = """
 local function parse(id)
   local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')
   if not ms then return nil end
   return {tonumber(ms), tonumber(seq)}
 end
-if ARGV[5] == '1' then
+do
   local ok, trimmed = pcall(redis.call, 'GETRANGE', KEYS[2], 0, 63)
   local has, snapshot = pcall(redis.call, 'HEXISTS', KEYS[3], 'pos')
   local t, p = parse(ok and trimmed or nil), parse(ARGV[1])
@@ -412,8 +412,7 @@ class Follower:
         # block_ms missed a trim made meanwhile, and the lessons between were skipped)
         self.bookkeeping(TRIMMED)
         self.bookkeeping(SNAPSHOT, "pos")
-        check = True
-        entries = self.read(check)
+        entries = self.read()
         waited = time.monotonic()
         while block and not entries and time.monotonic() - waited < self.block_ms / 1000:
             quiet = time.monotonic() - self.last_lesson > 1.0
@@ -421,7 +420,7 @@ class Follower:
             self.wake.clear()
             if self._stop.is_set():
                 return False
-            entries = self.read(check)
+            entries = self.read()
         if entries == "trimmed":
             self.log(f"shared: the stream was trimmed past this host's position {self.position}")
             self.install_snapshot()     # lessons after our position are gone: the snapshot has them
@@ -462,13 +461,12 @@ class Follower:
             self._save_position(entries[-1][0].decode("ascii"))
         return True
 
-    def read(self, check_trimmed=False):
+    def read(self):
         """The next entries after this host's position: [(id, the lesson's bytes, or the size of an entry
         over ``max_entry``)] (the ``_READ`` script: an entry too large never crosses the network);
-        "trimmed" when ``check_trimmed``, a snapshot is published and the stream was trimmed past the position."""
+        "trimmed" when a snapshot is published and the stream was trimmed past the position."""
         answer = self._read(keys=[STREAM, TRIMMED, SNAPSHOT], args=[self.position or "0-0", BATCH, self.max_entry,
-                                                          max(READ_BYTES, self.max_entry),
-                                                          "1" if check_trimmed else "0"])
+                                                          max(READ_BYTES, self.max_entry)])
         if answer and not isinstance(answer[0], list):
             return "trimmed"
         return [(entry[0], entry[1]) for entry in answer]
