@@ -271,10 +271,14 @@ class Policy:
         self.base = base or DomainPolicy()
         self.domains = domains or {}
 
+    @staticmethod
+    def load_base(settings):
+        """The server's own options as a :class:`DomainPolicy`."""
+        return DomainPolicy(settings.milter_spam_action, settings.milter_reject_score, settings.milter_unsure_action)
+
     @classmethod
     def load(cls, settings):
-        base = DomainPolicy(settings.milter_spam_action, settings.milter_reject_score,
-                            settings.milter_unsure_action)
+        base = cls.load_base(settings)
         return cls(settings.milter_skip_authenticated, settings.trusted_networks, settings.milter_trusted_action,
                    read_list(settings.milter_allowlist, "--milter-allowlist") if settings.milter_allowlist else None,
                    read_list(settings.milter_blocklist, "--milter-blocklist") if settings.milter_blocklist else None,
