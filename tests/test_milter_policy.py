@@ -8,6 +8,7 @@ submissions, a trusted network, the allow and block lists, the reject
 score and unsure mail deferred once and accepted on the retry."""
 
 import re
+import shutil
 import signal
 import smtplib
 import subprocess
@@ -285,3 +286,169 @@ def test_check_config_finds_each_policy_problem(home, tmp_path):
     result = subprocess.run([*args, "--milter-allowlist", good, "--milter-domains", domains,
                              "--milter-reject-score", "9"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------------------- the real Postfix
+def _postfix_skip():
+    from postfix_private import skip_reason
+
+    return skip_reason()
+
+
+def _sender_sasl(dovecot_base):
+    """Dovecot's auth socket for Postfix's smtpd (SASL as docs/serve.md's recipe gives it to the milter)."""
+    return (f"service auth {{\n  unix_listener {dovecot_base}/auth-postfix {{\n    mode = 0666\n  }}\n}}\n",
+            f"smtpd_sasl_auth_enable = yes\nsmtpd_sasl_type = dovecot\nsmtpd_sasl_path = {dovecot_base}/auth-postfix\n")
+
+
+def _smtp(port, message, rcpt, sender="sender@client.example", source="127.0.0.1", login=None):
+    """One SMTP transaction, no retry: (code, reply) of the end of DATA (or of the refused RCPT)."""
+    with smtplib.SMTP("127.0.0.1", port, timeout=120, source_address=(source, 0)) as smtp:
+        smtp.ehlo("client.example")
+        if login:
+            smtp.login(*login)
+        code, reply = smtp.mail(sender)
+        assert code == 250, (code, reply)
+        code, reply = smtp.rcpt(rcpt)
+        if code != 250:
+            return code, reply
+        return smtp.data(message)
+
+
+@pytest.fixture
+def policy_postfix(request):
+    """``make(milter_port, extra_main="")``: tests/test_postfix_milter.py's Postfix with the docs' milter lines."""
+    if _postfix_skip():
+        pytest.skip(_postfix_skip())
+    return request.getfixturevalue("milter_postfix")
+
+
+from test_postfix_milter import milter_postfix  # noqa: E402,F401 - the fixture, used through policy_postfix
+from postfix_private import pf_root, postfixes, wait_for, work  # noqa: E402,F401 - fixtures
+from mailchain import DOMAIN, header, messages, serving, free_port  # noqa: E402,F401
+
+
+@pytest.mark.slow
+def test_postfix_authenticated_trusted_allowed_and_blocked(work, policy_postfix, serving, tmp_path):
+    """Through the real Postfix, --milter-spam-action reject: the same spam is
+    refused from outside, delivered untouched when submitted with SASL (a
+    real Dovecot's auth socket) and from the trusted network (127.0.0.2);
+    an allow-listed sender's spam is delivered with allowlisted=sender, a
+    block-listed sender's ham refused with 550 5.7.1 during the session."""
+    import dovecot_private
+
+    if dovecot_private.missing():
+        pytest.skip(dovecot_private.missing())
+    base = dovecot_private.base_folder(tmp_path)
+    dovecot_conf, sasl_main = _sender_sasl(base)
+    dovecot = dovecot_private.Dovecot(base, {"alice": "s3cret"}, dovecot_conf)
+    try:
+        allow, block = work.root / "allow.list", work.root / "block.list"
+        allow.write_text("friend@partner.example\n")
+        block.write_text("@bad.example\n")
+        milter_port = free_port()
+        serve = serving(work, None, "--milter", f"127.0.0.1:{milter_port}", "-v", "--workers", "1",
+                        "--milter-spam-action", "reject", "--milter-skip-authenticated",
+                        "--trusted-networks", "127.0.0.2/32", "--milter-allowlist", allow,
+                        "--milter-blocklist", block)
+        pf = policy_postfix(milter_port, sasl_main)
+        batch = messages(work.site, 8)
+        spams = [m for m in batch if m[2] == "spam"]
+        hams = [m for m in batch if m[2] == "ham"]
+        rcpt = f"alice@{DOMAIN}"
+
+        def tagged(tag, n):
+            head, _, body = spams[n][1].partition(b"\n")
+            return f"Message-ID: <{tag}@{DOMAIN}>\n".encode() + body
+
+        code, reply = _smtp(pf.smtp_port, tagged("outside", 0), rcpt)
+        assert code == 550 and b"5.7.1" in reply, (code, reply)
+        assert _smtp(pf.smtp_port, tagged("authed", 0), rcpt, login=("alice", "s3cret"))[0] == 250
+        assert _smtp(pf.smtp_port, tagged("trusted", 0), rcpt, source="127.0.0.2")[0] == 250
+        assert _smtp(pf.smtp_port, tagged("allowed", 1), rcpt, sender="friend@partner.example")[0] == 250
+        code, reply = _smtp(pf.smtp_port, hams[0][1], rcpt, sender="someone@bad.example")
+        assert code == 550 and b"5.7.1" in reply and b"block list" in reply, (code, reply)
+        got = wait_for(pf, {(t, "alice"): 1 for t in ("authed", "trusted", "allowed")}, time.monotonic() + 120)
+        assert sorted(got) == [(t, "alice") for t in ("allowed", "authed", "trusted")], sorted(got)
+        for t in ("authed", "trusted"):
+            delivered = got[(t, "alice")]
+            assert len(delivered) == 1 and header(delivered[0], "X-Spam-Status") == [] \
+                and header(delivered[0], "X-Spam-Flag") == [], delivered[0][:2000]
+        status = header(got[("allowed", "alice")][0], "X-Spam-Status")
+        assert len(status) == 1 and status[0].startswith("No, score=0.0") and "allowlisted=sender" in status[0]
+        log = serve.log_text()
+        assert "trusted=authenticated" in log and "trusted=trusted_network" in log, log[-3000:]
+        assert "blocklisted=sender_domain" in log and "allowlisted=sender" in log
+        assert "sasl_username=alice" in pf.log_text()
+        assert not [line for line in pf.log_text().splitlines() if "warning" in line and "milter" in line.lower()]
+    finally:
+        dovecot.stop()
+        if base != tmp_path:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _spamd_score(serve, message):
+    from mailchain import SPAMC
+
+    out = subprocess.run([SPAMC, "-d", "127.0.0.1", "-p", str(serve.port), "-c"], input=message,
+                         capture_output=True, timeout=60).stdout
+    return float(out.split(b"/")[0])
+
+
+@pytest.mark.slow
+def test_postfix_reject_score_and_unsure_deferred_once(work, policy_postfix, postfixes, serving):
+    """Through the real Postfix: with --milter-reject-score between two
+    spams' scores, the lower one is tagged and delivered, the higher one
+    refused; unsure mail under tempfail, sent by a second real Postfix, is
+    answered 451 4.7.1 once, deferred in the sending Postfix's queue, and
+    accepted on its retry (postqueue -f), delivered once."""
+    config = work.root / "policy.conf"
+    config.write_text("milter_reject_score = 900\n")
+    milter_port = free_port()
+    serve = serving(work, None, "--milter", f"127.0.0.1:{milter_port}", "-v", "--workers", "1",
+                    "--milter-spam-action", "reject", "--milter-unsure-action", "tempfail", "--config", config)
+    spams = [m for m in messages(work.site, 20) if m[2] == "spam"]
+    scored = sorted(((_spamd_score(serve, m[1]), m) for m in spams), key=lambda x: x[0])
+    gaps = [(b[0] - a[0], a, b) for a, b in zip(scored, scored[1:]) if a[0] >= 6]
+    gap, (low_score, low), (high_score, high) = max(gaps, key=lambda g: g[0])
+    assert gap >= 1.0, scored
+    reject = round((low_score + high_score) / 2, 1)
+    config.write_text(f"milter_reject_score = {reject}\n")
+    serve.reload()
+    deadline = time.monotonic() + 60
+    while "SIGHUP: settings reloaded" not in serve.log_text():
+        assert time.monotonic() < deadline, serve.log_text()[-2000:]
+        time.sleep(0.1)
+    pf = policy_postfix(milter_port)
+    rcpt = f"alice@{DOMAIN}"
+    assert _smtp(pf.smtp_port, low[1], rcpt)[0] == 250
+    code, reply = _smtp(pf.smtp_port, high[1], rcpt)
+    assert code == 550 and b"5.7.1" in reply, (code, reply, low_score, high_score, reject)
+    # unsure mail through a sending Postfix that relays to this one
+    sender = postfixes(f"virtual_mailbox_domains =\nrelayhost = [127.0.0.1]:{pf.smtp_port}\n"
+                       "default_transport = smtp\nrelay_transport = smtp\nsmtp_dns_support_level = disabled\n"
+                       "minimal_backoff_time = 3600s\nmaximal_backoff_time = 3600s\n",
+                       lambda port: f"127.0.0.1:{port} inet n - n - - smtpd\nsmtp unix - - n - - smtp\n")
+    from test_milter import _unsure_message
+
+    unsure = b"Message-ID: <policy-unsure@test.example>\n" + _unsure_message(SpamFilter.load(work.site))
+    assert _smtp(sender.smtp_port, unsure, rcpt)[0] == 250          # queued by the sending Postfix
+    deadline = time.monotonic() + 120
+    while "451 4.7.1" not in sender.log_text():
+        assert time.monotonic() < deadline, sender.log_text()[-3000:]
+        time.sleep(0.2)
+    assert "status=deferred" in sender.log_text() and len(sender.queued()) == 1
+    sender.flush()                                                  # the MTA's retry, now
+    got = wait_for(pf, {("policy-unsure", "alice"): 1, (low[0], "alice"): 1}, time.monotonic() + 120)
+    while sender.queued():
+        assert time.monotonic() < deadline + 120, sender.log_text()[-3000:]
+        sender.flush()
+        time.sleep(0.5)
+    assert len(got[("policy-unsure", "alice")]) == 1
+    assert header(got[("policy-unsure", "alice")][0], "X-Spam-Status")[0].startswith("Unsure,")
+    tagged = got[(low[0], "alice")]
+    assert len(tagged) == 1 and header(tagged[0], "X-Spam-Status")[0].startswith("Yes,")
+    assert (high[0], "alice") not in got
+    log = serve.log_text()
+    assert log.count("action=tempfail") == 1 and "milter-reject: END-OF-MESSAGE" in pf.log_text()
+    assert sender.log_text().count("451 4.7.1") == 1
