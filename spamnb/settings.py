@@ -37,7 +37,7 @@ from spamnb.errors import SettingsError
 from spamnb.mail import lazy_re
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
-           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config"]
+           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "in_networks"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
@@ -511,15 +511,26 @@ class ServerSettings:
         return self.allow_tell or self.auto_learn or bool(self.shared)
 
     def allows(self, peer):
-        import ipaddress
+        return in_networks(peer, self.allowed)
 
-        try:
-            address = ipaddress.ip_address(peer.split("%", 1)[0])
-        except ValueError:
-            return False
-        if getattr(address, "ipv4_mapped", None):
-            address = address.ipv4_mapped
-        return any(address in network for network in self.allowed)
+
+def in_networks(address, networks):
+    """Whether ``address`` (text: a peer's, or an MTA's ``{client_addr}``,
+    maybe in ``[...]`` or after ``IPv6:``) lies in one of ``networks``."""
+    import ipaddress
+
+    if not address or not networks:
+        return False
+    text = address.strip().strip("[]")
+    if text[:5].lower() == "ipv6:":
+        text = text[5:]
+    try:
+        ip = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return False
+    if getattr(ip, "ipv4_mapped", None):
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
 
 
 def _bool(value):

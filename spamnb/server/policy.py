@@ -44,6 +44,7 @@ import time
 from collections import OrderedDict
 
 from spamnb.errors import SettingsError
+from spamnb.settings import in_networks
 
 MAX_LIST_BYTES = 4 * 1024 * 1024    # bytes of one list file
 MAX_LIST_ENTRIES = 100_000          # entries of one list file
@@ -67,22 +68,6 @@ def address_of(raw):
 
 def domain_of(address):
     return address.rpartition("@")[2] if "@" in address else ""
-
-
-def in_networks(address, networks):
-    """Whether ``address`` (text, maybe ``[...]`` or ``IPv6:``) lies in one of ``networks``."""
-    if not address or not networks:
-        return False
-    text = address.strip().strip("[]")
-    if text.lower().startswith("ipv6:"):
-        text = text[5:]
-    try:
-        ip = ipaddress.ip_address(text.split("%", 1)[0])
-    except ValueError:
-        return False
-    if getattr(ip, "ipv4_mapped", None):
-        ip = ip.ipv4_mapped
-    return any(ip in network for network in networks)
 
 
 class AddressList:
@@ -112,9 +97,8 @@ class AddressList:
         return None
 
 
-def read_list(path, option="list"):
-    """The :class:`AddressList` of the file at ``path``; SettingsError (one
-    line: the file, the line number, what is wrong) when it cannot be used."""
+def _read_bounded(path, option):
+    """The bytes of the file at ``path``, at most :data:`MAX_LIST_BYTES`; SettingsError otherwise."""
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_LIST_BYTES + 1)
@@ -122,6 +106,13 @@ def read_list(path, option="list"):
         raise SettingsError(f"{option} {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_LIST_BYTES:
         raise SettingsError(f"{option} {path}: larger than {MAX_LIST_BYTES} bytes")
+    return raw
+
+
+def read_list(path, option="list"):
+    """The :class:`AddressList` of the file at ``path``; SettingsError (one
+    line: the file, the line number, what is wrong) when it cannot be used."""
+    raw = _read_bounded(path, option)
     out = AddressList(path)
     for number, line in enumerate(raw.split(b"\n"), 1):
         try:
@@ -231,13 +222,7 @@ def read_domains(path, base, required):
     (a reject score below ``required``, the spam cutoff's score, too)."""
     import tomllib
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_LIST_BYTES + 1)
-    except OSError as exc:
-        raise SettingsError(f"--milter-domains {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_LIST_BYTES:
-        raise SettingsError(f"--milter-domains {path}: larger than {MAX_LIST_BYTES} bytes")
+    raw = _read_bounded(path, "--milter-domains")
     try:
         tables = tomllib.loads(raw.decode("utf-8")).get("domain", {})
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
