@@ -25,7 +25,8 @@ out by the front end; spamnb.server.server_log logs and counts it.
   serves (models are replaced by rename, so a loaded model is always
   whole); with ``--allow-tell`` a loaded model follows its journal
   (spamnb.server.models).
-- SIGHUP re-reads ``--config`` and drops the loaded models; SIGTERM/SIGINT
+- SIGHUP re-reads ``--config`` and the milter's policy files (a bad one
+  keeps the old policy: spamnb.server.policy) and drops the loaded models; SIGTERM/SIGINT
   stop accepting, let requests in flight finish, then exit 0.
 - Errors and spamc: once connected, spamc turns any error answer into exit
   74/76 (a bounce for an MTA's pipe), and only a failed connect into 69

@@ -8,14 +8,20 @@ on the server's event loop, in the server's worker processes, and hands the
 message to the request handler the SPAMD side uses (spamnb.server.handler);
 connections are accepted as the SPAMD side's are (spamnb.server.accepting).
 
-What it asks the MTA for at negotiation: no connect, HELO, MAIL or DATA
-events and no unknown commands; the recipients, the header fields (with
-their leading space), the end of headers and the body, none of which it
-answers (the ``NR`` flags), so the only round trip of a message is its end
-of data.  There it answers by ``--milter-spam-action``: the ``X-Spam-*``
-fields added (any the sender put there removed, the subject tagged with
-``--subject-tag``), and for spam, under ``reject``, ``550 5.7.1`` instead,
-or under ``quarantine`` the fields and a quarantine request.  A message it
+What it asks the MTA for at negotiation: no connect, HELO or DATA
+events and no unknown commands; the sender (with the ``{auth_authen}`` and
+``{client_addr}`` macros), the recipients, the header fields (with their
+leading space), the end of headers and the body, none of which it answers
+(the ``NR`` flags), so the only round trip of a message is its end of
+data.  There the policy (spamnb.server.policy) answers trusted,
+authenticated, block- and allow-listed mail first, unscored; any other
+message is checked and answered by its recipient domain's policy
+(``--milter-spam-action``, ``--milter-reject-score``,
+``--milter-unsure-action``): the ``X-Spam-*`` fields added (any the
+sender put there removed, the subject tagged with ``--subject-tag``), and
+for spam, under ``reject`` or above the reject score, ``550 5.7.1``
+instead, under ``quarantine`` the fields and a quarantine request; unsure
+mail under ``tempfail`` ``451 4.7.1``, once per triplet.  A message it
 cannot check (over ``--max-size``, no usable model, an internal error) is
 answered by ``--milter-on-error``: accepted unchanged, or a temporary
 failure.
