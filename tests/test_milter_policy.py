@@ -251,6 +251,27 @@ def test_trusted_check_scores_and_logs_but_passes_untouched(home):
         d.stop()
 
 
+def test_per_domain_policy_by_the_first_recipient(home, tmp_path):
+    """shop.example refuses spam, flip.example's recipients get bob's model
+    (labels the other way round); other domains the server's own options
+    (tag); a message for several domains the first recipient's policy."""
+    domains = tmp_path / "settings.toml"
+    domains.write_text(f'[domain."shop.example"]\nspam_action = "reject"\n'
+                       f'[domain."flip.example"]\nmodel = "{home / "users" / "bob" / "model.spamnb"}"\n')
+    spam = MESSAGES[0].read_bytes()
+    d = Milter(home, "--milter-domains", domains)
+    try:
+        c = d.client()
+        assert _kind(_send(c, spam, rcpts=("bob@shop.example",))) == "y550"
+        assert _status(_send(c, spam, rcpts=("bob@other.example",))).startswith("Yes,")
+        assert _status(_send(c, spam, rcpts=("bob@other.example", "bob@shop.example"))).startswith("Yes,")
+        assert _kind(_send(c, spam, rcpts=("bob@shop.example", "bob@other.example"))) == "y550"
+        assert _status(_send(c, spam, rcpts=("carol@flip.example",))).startswith("No,")
+        c.close()
+    finally:
+        d.stop()
+
+
 def _until(condition, d, seconds=60):
     deadline = time.monotonic() + seconds
     while not condition():
