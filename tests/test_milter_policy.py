@@ -119,6 +119,18 @@ def test_reject_score_below_the_cutoff_is_refused_by_the_settings():
         ServerSettings({"trusted_networks": "10.0.0.0/8,nowhere"})
 
 
+def test_the_policy_options_in_a_config_file(tmp_path):
+    config = tmp_path / "serve.conf"
+    config.write_text("milter_skip_authenticated = yes\ntrusted_networks = 192.0.2.0/24, 2001:db8::/32\n"
+                      "milter-trusted-action = check\nmilter_allowlist = /etc/spamnb/allow.list\n"
+                      "milter_reject_score = 12\nmilter_unsure_action = tempfail\n")
+    settings = ServerSettings({}, config)
+    assert settings.milter_skip_authenticated and len(settings.trusted_networks) == 2
+    assert settings.milter_trusted_action == "check" and settings.milter_allowlist == "/etc/spamnb/allow.list"
+    assert settings.milter_reject_score == 12.0 and settings.milter_unsure_action == "tempfail"
+    assert ServerSettings({"milter_reject_score": 6}, config).milter_reject_score == 6.0   # the command line wins
+
+
 def test_domain_tables(tmp_path):
     path = tmp_path / "settings.toml"
     path.write_text('spam_cutoff = 0.99\n[domain."shop.example"]\nspam_action = "reject"\nreject_score = 9\n'
