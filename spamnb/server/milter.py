@@ -520,7 +520,7 @@ class MilterConnection(asyncio.Protocol):
             self._unchecked(started, user or "-", f"error 75 refused: more than {server.settings.milter_max_packets}"
                                                   " packets in one message", "tempfail")
             return
-        if self._before_scoring(started, user or "-"):
+        if self._before_scoring(started, log_safe(user or "-")):
             return
         if self.too_big:
             self._unchecked(started, user or "-", f"too big, not checked (message larger than "
@@ -645,8 +645,9 @@ class MilterConnection(asyncio.Protocol):
         return bytes(self.held[start:end])
 
     def _unchecked(self, started, user, outcome, action=None):
-        """A message that could not be checked: --milter-on-error (or ``action``)."""
-        action = action or self.server.settings.milter_on_error
+        """A message that could not be checked: --milter-on-error (or
+        ``action``); trusted mail checked without action: passed."""
+        action = action or ("accept" if self.trusted else self.server.settings.milter_on_error)
         if not self.closed:
             self._send(messages.Continue() if action == "accept" else messages.TemporaryFailure())
         self._done(user, outcome, action, started, self.size)
