@@ -54,7 +54,6 @@ TRIPLET_ENTRIES = 20_000            # triplets remembered (per worker process), 
 TRIPLET_WINDOW = 4 * 3600.0         # seconds a deferred triplet is accepted on its retry
 SPAM_ACTIONS = ("tag", "reject", "quarantine")
 UNSURE_ACTIONS = ("accept", "tag", "tempfail")
-TRUSTED_ACTIONS = ("accept", "check")
 _DOMAIN_KEYS = {"spam_action": str, "reject_score": (int, float), "unsure_action": str, "model": str}
 
 
