@@ -197,7 +197,22 @@ class Console:
         row["kept"] = data is not None
         row["parts"] = _parts(data) if data is not None else []
         row["ledger"] = self._ledger_state(data, row["user"]) if data is not None else None
+        row["evidence_from"] = "check" if row["evidence"] else None
+        if not row["evidence"] and data is not None:
+            # a CHECK (spamc -c) is answered without its tokens: the kept message checked again, now
+            row["evidence"], row["evidence_from"] = self._recheck(data, row["user"]), "re-check"
         return _json(200, row)
+
+    def _recheck(self, data, user):
+        """The strongest tokens of ``data`` for ``user``'s model as it is now."""
+        from spamnb.console.records import EVIDENCE
+        from spamnb.server.models import classify
+
+        try:
+            verdict = classify(self._filter_for(user), data, True)
+        except Exception:  # noqa: BLE001 - no usable model: no evidence
+            return []
+        return [[str(token), round(float(weight), 4)] for token, weight in list(verdict.evidence)[:EVIDENCE]]
 
     def _filter_for(self, user):
         settings = self.server.settings

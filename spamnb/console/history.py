@@ -12,6 +12,7 @@ import json
 import sqlite3
 import time
 from email import policy
+from email.header import decode_header, make_header
 from email.parser import BytesHeaderParser
 
 __all__ = ["History", "fields_of", "PAGE", "MAX_PAGE"]
@@ -52,17 +53,24 @@ def _text(value):
 def fields_of(header):
     """(sender, recipients, subject, message id) of a header block (bytes),
     decoded (RFC 2047), one line each, at most :data:`FIELD_CHARS`; a field
-    that does not parse is kept as its raw text."""
+    whose encoded words do not decode is kept as its raw text.  Read without
+    the structured header parser (its address grammar raises on hostile
+    fields: an attacker writes them)."""
     try:
-        msg = BytesHeaderParser(policy=policy.default).parsebytes(header + b"\n\n")
+        msg = BytesHeaderParser(policy=policy.compat32).parsebytes(header + b"\n\n")
     except Exception:  # noqa: BLE001 - hostile headers: nothing parsed
         return "", "", "", ""
     out = []
     for name in ("From", "To", "Subject", "Message-ID"):
+        raw = msg.get(name)
+        if raw is None:
+            out.append("")
+            continue
+        raw = str(raw)
         try:
-            value = msg.get(name)
-        except Exception:  # noqa: BLE001 - a malformed field: its raw text
-            value = msg.get_all(name, failobj=[""])[0] if hasattr(msg, "get_all") else ""
+            value = str(make_header(decode_header(raw)))
+        except Exception:  # noqa: BLE001 - an unknown charset, a broken encoded word: the raw text
+            value = raw
         out.append(_text(value))
     return tuple(out)
 
