@@ -9,17 +9,18 @@ scan, no COUNT of the table)."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
-from email import policy
 from email.header import decode_header, make_header
-from email.parser import BytesHeaderParser
 
 __all__ = ["History", "fields_of", "PAGE", "MAX_PAGE"]
 
 PAGE = 50
 MAX_PAGE = 200
 FIELD_CHARS = 998       # a stored field (subject, sender, ...) at most this long
+SEARCH_CHUNK = 500      # full-text matches read at once
+SEARCH_CHUNKS = 20      # chunks read for one page of a search, at most
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (
@@ -50,28 +51,34 @@ def _text(value):
     return text[:FIELD_CHARS]
 
 
+_FIELD = re.compile(rb"^(from|to|subject|message-id)[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.I | re.M)
+_NAMES = {b"from": 0, b"to": 1, b"subject": 2, b"message-id": 3}
+
+
 def fields_of(header):
-    """(sender, recipients, subject, message id) of a header block (bytes),
-    decoded (RFC 2047), one line each, at most :data:`FIELD_CHARS`; a field
-    whose encoded words do not decode is kept as its raw text.  Read without
-    the structured header parser (its address grammar raises on hostile
-    fields: an attacker writes them)."""
-    try:
-        msg = BytesHeaderParser(policy=policy.compat32).parsebytes(header + b"\n\n")
-    except Exception:  # noqa: BLE001 - hostile headers: nothing parsed
-        return "", "", "", ""
-    out = []
-    for name in ("From", "To", "Subject", "Message-ID"):
-        raw = msg.get(name)
-        if raw is None:
-            out.append("")
+    """(sender, recipients, subject, message id) of a header block (bytes):
+    each field's first occurrence, unfolded, its encoded words (RFC 2047)
+    decoded, one line, at most :data:`FIELD_CHARS`; a field whose encoded
+    words do not decode is kept as its raw text.  A pattern, not the
+    structured header parser: it is quick (the console reads every check's
+    record) and cannot raise on hostile fields (an attacker writes them)."""
+    out = ["", "", "", ""]
+    seen = 0
+    for match in _FIELD.finditer(header):
+        index = _NAMES[match.group(1).lower()]
+        if seen & (1 << index):
             continue
-        raw = str(raw)
-        try:
-            value = str(make_header(decode_header(raw)))
-        except Exception:  # noqa: BLE001 - an unknown charset, a broken encoded word: the raw text
-            value = raw
-        out.append(_text(value))
+        seen |= 1 << index
+        raw = match.group(2)[:4 * FIELD_CHARS]
+        value = raw.decode("utf-8", "replace")
+        if b"=?" in raw:
+            try:
+                value = str(make_header(decode_header(" ".join(value.split()))))
+            except Exception:  # noqa: BLE001 - an unknown charset, a broken encoded word: the raw text
+                pass
+        out[index] = _text(value)
+        if seen == 15:
+            break
     return tuple(out)
 
 
@@ -146,37 +153,54 @@ class History:
     def page(self, user=None, label=None, front=None, query=None, before=None, limit=PAGE):
         """One page of rows, newest first: dicts of the listed columns; ``user``
         (a user role's own name) restricts the rows to theirs; ``before``: the
-        last id of the previous page."""
+        last id of the previous page.  A search reads the full-text index
+        newest first in chunks of :data:`SEARCH_CHUNK` matches, at most
+        :data:`SEARCH_CHUNKS` of them a page (bounded work however common the
+        word; the page's ``next`` cursor goes on from there)."""
         where, args = [], []
         if user is not None:
-            where.append("h.user = ?")
+            where.append("user = ?")
             args.append(user)
         if label:
-            where.append("h.label = ?")
+            where.append("label = ?")
             args.append(label)
         if front:
-            where.append("h.front = ?")
+            where.append("front = ?")
             args.append(front)
-        if before:
-            where.append("h.id < ?")
-            args.append(int(before))
-        source = "history h"
-        if query:
-            terms = query.split()[:8]
-            if self.fts and terms:
-                source = "history h JOIN history_fts f ON f.rowid = h.id"
-                where.append("history_fts MATCH ?")
-                args.append(" ".join('"' + term.replace('"', '""') + '"' for term in terms))
-            else:
-                for term in terms:
-                    where.append("(h.subject LIKE ? ESCAPE '\\' OR h.sender LIKE ? ESCAPE '\\')")
-                    like = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-                    args += [like, like]
         limit = max(1, min(int(limit), MAX_PAGE))
-        sql = (f"SELECT {', '.join('h.' + name for name in _LIST_NAMES)} FROM {source}"
-               + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY h.id DESC LIMIT ?")
-        rows = self.db.execute(sql, (*args, limit)).fetchall()
-        return [dict(zip(_LIST_NAMES, row)) for row in rows]
+        before = int(before) if before else None
+        terms = query.split()[:8] if query else []
+        columns = ", ".join(_LIST_NAMES)
+        if not terms:
+            sql = (f"SELECT {columns} FROM history WHERE " + " AND ".join(where + ["id < ?"])
+                   + " ORDER BY id DESC LIMIT ?")
+            rows = self.db.execute(sql, (*args, before if before else 1 << 62, limit)).fetchall()
+            return [dict(zip(_LIST_NAMES, row)) for row in rows]
+        if not self.fts:
+            for term in terms:
+                where.append("(subject LIKE ? ESCAPE '\\' OR sender LIKE ? ESCAPE '\\')")
+                like = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+                args += [like, like]
+            sql = (f"SELECT {columns} FROM history WHERE " + " AND ".join(where + ["id < ?"])
+                   + " ORDER BY id DESC LIMIT ?")
+            rows = self.db.execute(sql, (*args, before if before else 1 << 62, limit)).fetchall()
+            return [dict(zip(_LIST_NAMES, row)) for row in rows]
+        match = " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        out, cursor = [], before if before else 1 << 62
+        for _ in range(SEARCH_CHUNKS):
+            ids = [r[0] for r in self.db.execute(
+                "SELECT rowid FROM history_fts WHERE history_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+                (match, cursor, SEARCH_CHUNK))]
+            if not ids:
+                break
+            cursor = ids[-1]
+            marks = ",".join("?" * len(ids))
+            sql = (f"SELECT {columns} FROM history WHERE " + " AND ".join(where + [f"id IN ({marks})"])
+                   + " ORDER BY id DESC LIMIT ?")
+            out += [dict(zip(_LIST_NAMES, row)) for row in self.db.execute(sql, (*args, *ids, limit - len(out)))]
+            if len(out) >= limit or len(ids) < SEARCH_CHUNK:
+                break
+        return out
 
     def get(self, record):
         """One row, whole (evidence and cutoffs decoded), or None."""

@@ -8,7 +8,10 @@ checks, and with several workers there would be several histories.  The
 parent forks (no threads) and only supervises.  A process of its own keeps
 the console's memory and CPU apart and measurable, and a fault in it
 costs no check: the workers write their records to its Unix socket without
-waiting (spamnb.console.records), and go on if it is gone.
+waiting (spamnb.console.records), and go on if it is gone.  It runs
+:data:`NICE` steps nicer than the server: on a machine whose cores the
+checks fill, the console's work (SQLite, pages) waits for theirs, its
+records held in the workers' bounded queues meanwhile.
 
 The record socket lives in a private (0700) folder made for it; the parent
 removes it at exit.  The console process dies with the parent (Linux's
@@ -26,7 +29,9 @@ import time
 
 from spamnb.console.records import FrameReader, RecordSender, decode
 
-__all__ = ["attach", "Receiver"]
+__all__ = ["attach", "Receiver", "NICE"]
+
+NICE = 10       # the console process's niceness above the server's
 
 
 class Receiver:
@@ -116,6 +121,7 @@ def attach(server, release=()):
             for function in release:
                 function()
             _term_with_parent()
+            os.nice(NICE)       # the checks first: under a full load the records wait in their queue
             asyncio.run(_serve(server, users, records, http_socks))
             code = 0
         except BaseException as exc:  # noqa: BLE001 - logged; the server goes on without its console

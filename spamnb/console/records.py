@@ -8,8 +8,9 @@ spamnb.server.handler) and keeps the check; :meth:`RecordSender.on_request`,
 one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
 took) and sends it.  The record is written to a Unix stream socket connected
-to the console; the asyncio transport's buffer is the queue: past
-:data:`QUEUE_BYTES` a record is dropped and counted (the count travels in
+to the console, the records of :data:`FLUSH_SECONDS` in one write; the
+asyncio transport's buffer is the queue: past :data:`QUEUE_BYTES` a
+record is dropped and counted (the count travels in
 the next record), so a slow or stopped console costs a check one ``send``
 at most and bounded memory.
 
@@ -29,7 +30,8 @@ __all__ = ["RecordSender", "encode", "decode", "FrameReader", "QUEUE_BYTES", "HE
            "MAX_FRAME", "EVIDENCE"]
 
 QUEUE_BYTES = 4 * 1024 * 1024     # a worker's records waiting for the console, at most
-HEAD_BYTES = 16 * 1024            # the header block kept in a record
+HEAD_BYTES = 8 * 1024             # the header block kept in a record
+FLUSH_SECONDS = 0.02              # records are written together, at most this long after the first
 KEEP_BYTES = 1024 * 1024          # a message kept whole (--ui-keep-messages) only up to this size
 MAX_FRAME = KEEP_BYTES + HEAD_BYTES + 64 * 1024
 EVIDENCE = 24                     # the strongest tokens kept in a record
@@ -91,6 +93,7 @@ class RecordSender:
         self.path = path
         self.keep = keep
         self.transport = None
+        self.out = bytearray()      # records not written yet: one write a FLUSH_SECONDS, not one a check
         self.pending = None
         self.sent = 0
         self.dropped = 0
@@ -127,8 +130,17 @@ class RecordSender:
                 "dropped": self.dropped, "tokens": int(verdict.tokens or 0)}
         kept = message if self.keep and len(message) <= KEEP_BYTES else b""
         frame = encode(head, header_block(message), kept)
-        if transport.get_write_buffer_size() + len(frame) > QUEUE_BYTES:
+        if transport.get_write_buffer_size() + len(self.out) + len(frame) > QUEUE_BYTES:
             self.dropped += 1
             return
-        transport.write(frame)
+        if not self.out:
+            asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
+        self.out += frame
         self.sent += 1
+
+    def flush(self):
+        """Write the records gathered (the socket takes what it can at once, the
+        transport keeps the rest: bounded by :data:`QUEUE_BYTES` above)."""
+        if self.out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(bytes(self.out))
+        self.out.clear()
