@@ -103,7 +103,7 @@ class HttpServer:
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         peer = writer.get_extra_info("peername")
         peer = peer[0] if isinstance(peer, tuple) else "local"
-        for _ in range(KEEP_ALIVE):
+        for served in range(1, KEEP_ALIVE + 1):
             request = await asyncio.wait_for(self._read(conn, reader, peer), TIMEOUT)
             if request is None:
                 return
@@ -115,7 +115,8 @@ class HttpServer:
                 except Exception as exc:  # noqa: BLE001 - an internal error is a 500, logged
                     self.log(f"console: {request.method} {request.path[:200]!r}: {type(exc).__name__}: {exc}"[:500])
                     response = Response(500, b'{"error": "internal error"}')
-            keep = conn.our_state is h11.SEND_RESPONSE and not isinstance(request, Response)
+            keep = (conn.our_state is h11.SEND_RESPONSE and not isinstance(request, Response)
+                    and served < KEEP_ALIVE and request.headers.get("connection", "").lower() != "close")
             data = self._send(conn, response, keep)
             writer.write(data)
             await asyncio.wait_for(writer.drain(), TIMEOUT)

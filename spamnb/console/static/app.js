@@ -126,7 +126,7 @@ function buildUp(row) {
   const ev = row.evidence || [];
   const listed = ev.reduce((s, e) => s + e[1], 0);
   let at = row.log_odds - listed;
-  const steps = [["(the other tokens and the prior)", at]];
+  const steps = [["0: no evidence", 0], ["the other tokens and the prior", at]];
   for (const [token, weight] of ev.slice().reverse()) { at += weight; steps.push([token, at]); }
   const [spamCut, hamCut] = row.cutoffs_log_odds || [null, null];
   const values = steps.map(s => s[1]).concat([spamCut, hamCut, 0].filter(v => v != null));
@@ -147,7 +147,8 @@ function buildUp(row) {
     dot.append(svg("title", { text: s[0] + ": " + s[1].toFixed(3) }));
     chart.append(dot);
   });
-  chart.append(svg("text", { x: 4, y: 14, "font-size": 11, text: "log-odds, token by token (strongest last)" }));
+  chart.append(svg("text", { x: 4, y: 14, "font-size": 11,
+    text: "log-odds from 0: the message's other tokens and the prior, then the listed tokens one by one (strongest last)" }));
   return chart;
 }
 
