@@ -395,3 +395,30 @@ def test_a_learn_in_the_console_changes_what_spamc_answers_within_a_second(tmp_p
         assert status == 200 and value["ledger"] == "not learned", value
     finally:
         server.stop()
+
+
+@needs_spamc
+def test_http_limits_a_head_a_body_and_a_connections_requests(console):
+    """A head past 16 KiB and a body past 256 KiB are refused (431, 413); a
+    kept-alive connection's last allowed request is answered with
+    Connection: close, never dropped unanswered."""
+    from spamnb.console.http import KEEP_ALIVE, MAX_BODY
+
+    with socket.create_connection(("127.0.0.1", console.ui), timeout=30) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: " + b"a" * 20000 + b"\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 431")
+    with socket.create_connection(("127.0.0.1", console.ui), timeout=30) as s:
+        s.sendall(b"POST /api/v1/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1))
+        assert s.recv(100).startswith(b"HTTP/1.1 413")
+    conn = http.client.HTTPConnection("127.0.0.1", console.ui, timeout=30)
+    for n in range(KEEP_ALIVE + 5):
+        conn.request("GET", "/static/app.css")
+        answer = conn.getresponse()
+        answer.read()
+        assert answer.status == 200, n
+        assert (answer.getheader("Connection") == "close") == ((n + 1) % KEEP_ALIVE == 0), n
+        if answer.getheader("Connection") == "close":
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", console.ui, timeout=30)
+    conn.close()

@@ -144,6 +144,9 @@ class HttpServer:
                 continue
             if isinstance(event, h11.Request):
                 head = event
+                # h11 bounds a head that arrives in parts; one that came whole is measured here
+                if len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers) > MAX_HEAD:
+                    return Response(431, b'{"error": "request head too large"}')
                 length = dict(event.headers).get(b"content-length")
                 if length is not None and int(length) > MAX_BODY:
                     return Response(413, b'{"error": "body too large"}')
@@ -174,7 +177,7 @@ class HttpServer:
             headers.append(("Connection", "close"))
         reason = {200: b"OK", 204: b"No Content", 302: b"Found", 400: b"Bad Request", 401: b"Unauthorized",
                   403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed", 409: b"Conflict",
-                  413: b"Payload Too Large", 429: b"Too Many Requests", 500: b"Internal Server Error",
+                  413: b"Payload Too Large", 429: b"Too Many Requests", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
                   503: b"Service Unavailable"}.get(response.status, b"")
         try:
             out = conn.send(h11.Response(status_code=response.status, headers=headers, reason=reason))
