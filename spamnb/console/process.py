@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import tempfile
 import time
 
@@ -66,7 +67,7 @@ class Receiver:
                 for frame in frames:
                     try:
                         head, header, message = decode(frame)
-                    except (ValueError, TypeError):
+                    except (ValueError, TypeError, struct.error):
                         continue
                     receiver.drops[self] = int(head.get("dropped") or 0)
                     receiver.add(head, header, message)
