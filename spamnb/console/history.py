@@ -104,27 +104,34 @@ class History:
 
     # ------------------------------------------------------------------ writing
     def add(self, records):
-        """Store ``records`` ((head, header block, message) each); returns their ids."""
-        ids = []
+        """Store ``records`` ((head, header block, message) each) in one
+        transaction; returns their ids (consecutive: the console is the one writer)."""
+        rows, kept = [], []
+        for n, (head, header, message) in enumerate(records):
+            sender, recipients, subject, message_id = fields_of(header)
+            rows.append((float(head.get("t") or time.time()), _text(head.get("label")), head.get("score"),
+                         head.get("log_odds"), head.get("p"), _text(head.get("user"))[:64], _text(head.get("front")),
+                         _text(head.get("verb")), _text(head.get("action")), int(head.get("size") or 0),
+                         head.get("ms"), sender, recipients, subject, message_id,
+                         json.dumps(head.get("evidence") or [])[:8192], json.dumps(head.get("cutoffs")),
+                         _text(head.get("reason")), int(head.get("tokens") or 0), bytes(header)))
+            if message and self.max_kept > 0:
+                kept.append((n, bytes(message)))
+        if not rows:
+            return []
         with self.db:
             self.db.execute("BEGIN")
-            for head, header, message in records:
-                sender, recipients, subject, message_id = fields_of(header)
-                cur = self.db.execute(
-                    "INSERT INTO history (t, label, score, log_odds, p, user, front, verb, action, size, ms, sender,"
-                    " recipients, subject, message_id, evidence, cutoffs, reason, tokens, header)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (float(head.get("t", time.time())), _text(head.get("label")), head.get("score"),
-                     head.get("log_odds"), head.get("p"), _text(head.get("user"))[:64], _text(head.get("front")),
-                     _text(head.get("verb")), _text(head.get("action")), int(head.get("size") or 0),
-                     head.get("ms"), sender, recipients, subject, message_id,
-                     json.dumps(head.get("evidence") or [])[:8192], json.dumps(head.get("cutoffs")),
-                     _text(head.get("reason")), int(head.get("tokens") or 0), bytes(header)))
-                ids.append(cur.lastrowid)
-                if message and self.max_kept > 0:
-                    self.db.execute("INSERT INTO kept (id, data) VALUES (?, ?)", (cur.lastrowid, bytes(message)))
+            self.db.executemany(
+                "INSERT INTO history (t, label, score, log_odds, p, user, front, verb, action, size, ms, sender,"
+                " recipients, subject, message_id, evidence, cutoffs, reason, tokens, header)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            last = self.db.execute("SELECT max(id) FROM history").fetchone()[0]
+            first = last - len(rows) + 1
+            if kept:
+                self.db.executemany("INSERT INTO kept (id, data) VALUES (?, ?)",
+                                    [(first + n, data) for n, data in kept[-self.max_kept:]])
             self.prune()
-        return ids
+        return list(range(first, last + 1))
 
     def prune(self, now=None):
         """Keep the bounds: rows, kept messages, age (checked at most once a minute)."""

@@ -15,8 +15,8 @@ the next record), so a slow or stopped console costs a check one ``send``
 at most and bounded memory.
 
 A frame (:func:`encode`): its length, the record's numbers and
-length-prefixed strings, the start of the message (:data:`HEAD_BYTES`, the
-console cuts the header block from it) and, with ``--ui-keep-messages``,
+length-prefixed strings, the message's header block (at most
+:data:`HEAD_BYTES`) and, with ``--ui-keep-messages``,
 the whole message when it is at most :data:`KEEP_BYTES`.  The socket is
 the server's own (a 0700 folder); the console still reads every frame
 bounded (:class:`FrameReader`, :func:`decode`)."""
@@ -60,8 +60,7 @@ def _string(out, text):
 def encode(head, header=b"", message=b""):
     """One frame (its length first): ``head`` (the record's fields: the
     :data:`_STRINGS` and numbers, ``cutoffs`` a pair, ``evidence`` a list of
-    ``(token, weight)``), the start of the message (its header block is cut
-    from it by the console) and the kept message.  Numbers and length-prefixed
+    ``(token, weight)``), the header block and the kept message.  Numbers and length-prefixed
     strings (a record costs a worker microseconds: no JSON, no pickle)."""
     evidence = head.get("evidence") or ()
     cutoffs = head.get("cutoffs") or (None, None)
@@ -109,7 +108,7 @@ def decode(frame):
     start = frame[at + 4:at + 4 + length]
     at += 4 + length
     length = int.from_bytes(frame[at:at + 4], "big")
-    return head, header_block(start), frame[at + 4:at + 4 + length]
+    return head, header_block(start), frame[at + 4:at + 4 + length]     # cut again: bounded whatever was sent
 
 
 class FrameReader:
@@ -175,7 +174,7 @@ class RecordSender:
                 "cutoffs": (cutoffs.spam, cutoffs.ham) if cutoffs is not None else None,
                 "evidence": verdict.evidence[:EVIDENCE], "reason": verdict.reason, "dropped": self.dropped,
                 "tokens": verdict.tokens or 0}
-        frame = encode(head, message[:HEAD_BYTES], message if self.keep and len(message) <= KEEP_BYTES else b"")
+        frame = encode(head, header_block(message), message if self.keep and len(message) <= KEEP_BYTES else b"")
         if transport.get_write_buffer_size() + len(self.out) + len(frame) > QUEUE_BYTES:
             self.dropped += 1
             return
