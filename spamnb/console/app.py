@@ -10,6 +10,7 @@ Content-Security-Policy forbids any script but the console's own file."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import math
 import time
@@ -110,7 +111,8 @@ class Console:
         if session is None:
             return _error(401, "log in first")
         user, role, csrf, _ = session
-        if request.method == "POST" and request.headers.get("x-csrf-token", "") != csrf:
+        if request.method == "POST" and not hmac.compare_digest(
+                request.headers.get("x-csrf-token", "").encode("latin-1"), csrf.encode()):
             return _error(403, "CSRF token missing or wrong")
         rights = ROLES[role]
         own = None if "read_all" in rights else user
