@@ -425,3 +425,12 @@ def test_http_limits_a_head_a_body_and_a_connections_requests(console):
             conn.close()
             conn = http.client.HTTPConnection("127.0.0.1", console.ui, timeout=30)
     conn.close()
+
+
+def test_the_first_row_since_a_time_is_found_by_id():
+    history = History(":memory:")
+    now = time.time()
+    history.add([({"label": "ham", "t": now - 100 + n}, b"Subject: s\n", b"") for n in range(100)])
+    assert history.first_since(now - 100) == 1 and history.first_since(now - 50) == 51
+    assert history.first_since(now + 10) == 101
+    assert sum(row["n"] for row in history.stats(now - 50)["rows"]) == 50

@@ -37,8 +37,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO / "scripts" / "bench"))
 
-from harness import corpus_split, free_port, wait_port  # noqa: E402
-from bench_serve import throughput  # noqa: E402
+from harness import concurrently, corpus_split, free_port, wait_port  # noqa: E402
 from spamnb.console.auth import hash_password  # noqa: E402
 from spamnb.console.history import History  # noqa: E402
 from spamnb.console.records import header_block  # noqa: E402
@@ -48,6 +47,42 @@ from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 def q(values, p):
     values = sorted(values)
     return values[min(len(values) - 1, int(p * len(values)))] * 1000.0
+
+
+def throughput(port, messages, n_clients, _keep_alive=True):
+    """CHECKs a second: ``n_clients`` threads, each sending every message on one kept-alive connection."""
+    import socket
+
+    requests = [b"CHECK SPAMC/1.5\r\nUser: bench\r\nConnection: keep-alive\r\nContent-length: %d\r\n\r\n%s"
+                % (len(m), m) for m in messages]
+
+    def client(_i):
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pending = b""
+            for data in requests:
+                s.sendall(data)
+                while b"\r\n\r\n" not in pending:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise RuntimeError("the server closed the connection")
+                    pending += chunk
+                answer, _, pending = pending.partition(b"\r\n\r\n")
+                if b" 0 EX_OK" not in answer:
+                    raise RuntimeError(answer[:200])
+
+    return n_clients * len(messages) / concurrently(client, n_clients)
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid):
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
 
 
 def start(home, port, ui=None, extra=()):
@@ -165,21 +200,27 @@ def main():
                 page.fill("#login-password", "bench-pw")
                 page.click("#login-button")
                 page.wait_for_selector("#history tbody tr")
-                times = []
+                times, floor = [], []
                 for _ in range(20):
                     page.goto("about:blank")
                     t = time.perf_counter()
                     page.goto(base + "/#/history")
                     page.locator("#history tbody tr").nth(49).wait_for()
                     times.append(time.perf_counter() - t)
+                    page.goto("about:blank")
+                    t = time.perf_counter()
+                    page.goto(base + "/static/app.css")     # the browser's own floor: one small file shown
+                    floor.append(time.perf_counter() - t)
                 browser.close()
             print(f"history page usable in chromium (navigation to 50 rows shown): p50 {q(times, 0.5):.0f} ms, "
-                  f"p95 {q(times, 0.95):.0f} ms")
+                  f"p95 {q(times, 0.95):.0f} ms; the browser's floor (a 1 KiB style sheet shown): "
+                  f"p50 {q(floor, 0.5):.0f} ms, p95 {q(floor, 0.95):.0f} ms")
     finally:
         stop(proc)
 
     # 2. throughput without and with the console
     off, on, received, dropped, sent, memory = [], [], 0, 0, 0, None
+    cpu = {False: [0.0, 0], True: [0.0, 0]}     # server CPU seconds (workers + console), checks
     for _ in range(args.rounds):
         for with_console in (False, True):
             port, ui = free_port(), free_port()
@@ -189,8 +230,22 @@ def main():
                          ["-w", str(args.workers)])
             try:
                 throughput(port, messages[:20], 2, True)      # warm: the model in every worker
+                time.sleep(1.0)             # the warm-up's records stored
+                pids = children(proc.pid) + [proc.pid]
+                before = sum(cpu_seconds(p) for p in pids)
                 rate = throughput(port, messages, args.clients, True)
                 (on if with_console else off).append(rate)
+                checks = args.clients * len(messages)
+                deadline = time.monotonic() + 30
+                while with_console and time.monotonic() < deadline:      # the records stored, then the CPU read
+                    log = (home / f"serve-{port}.log").read_text()
+                    console_pid = int(re.search(r"console on \S+ \(pid (\d+)\)", log).group(1))
+                    idle = cpu_seconds(console_pid)
+                    time.sleep(0.5)
+                    if cpu_seconds(console_pid) - idle < 0.01:
+                        break
+                cpu[with_console][0] += sum(cpu_seconds(p) for p in pids) - before
+                cpu[with_console][1] += checks
                 if with_console:
                     sent += args.clients * len(messages) + 40
                     console = Console(ui)
@@ -210,10 +265,16 @@ def main():
                     memory = max(memory or 0, int(fields["VmRSS"].split()[0]) / 1024)
             finally:
                 stop(proc)
+    paired = sorted(b / a for a, b in zip(off, on))
     print(f"CHECK throughput, {args.clients} kept-alive clients, -w {args.workers}, {len(messages)} messages each: "
           f"without the console {statistics.median(off):.0f}/s (rounds {', '.join(f'{r:.0f}' for r in off)}), "
           f"with it {statistics.median(on):.0f}/s (rounds {', '.join(f'{r:.0f}' for r in on)}): "
-          f"{100 * statistics.median(on) / statistics.median(off):.1f} %")
+          f"{100 * statistics.median(on) / statistics.median(off):.1f} %; each round's with/without: "
+          f"{', '.join(f'{100 * r:.0f} %' for r in paired)} (median {100 * statistics.median(paired):.0f} %)")
+    per = {k: 1e6 * v[0] / v[1] for k, v in cpu.items()}
+    print(f"server CPU time per check (workers, parent and console process; independent of the load): without the "
+          f"console {per[False]:.0f} us, with it {per[True]:.0f} us: {100 * per[False] / per[True]:.1f} % "
+          f"(the share of a saturated machine's checks left with the console on)")
     print(f"records: {sent} checks, {received} received by the console, {dropped} dropped; "
           f"console process at most {memory:.1f} MiB resident")
     print(f"load after: {os.getloadavg()[0]:.2f}")

@@ -28,7 +28,6 @@ CREATE TABLE IF NOT EXISTS history (
     user TEXT, front TEXT, verb TEXT, action TEXT, size INTEGER, ms REAL,
     sender TEXT, recipients TEXT, subject TEXT, message_id TEXT,
     evidence TEXT, cutoffs TEXT, reason TEXT, tokens INTEGER, header BLOB, learned TEXT);
-CREATE INDEX IF NOT EXISTS history_t ON history(t);
 CREATE INDEX IF NOT EXISTS history_user ON history(user, id);
 CREATE INDEX IF NOT EXISTS history_label ON history(label, id);
 CREATE TABLE IF NOT EXISTS kept (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
@@ -142,8 +141,22 @@ class History:
         now = time.time() if now is None else now
         if now - self.last_age_prune >= 60.0:
             self.last_age_prune = now
-            self.db.execute("DELETE FROM history WHERE t < ?", (now - self.days * 86400.0,))
+            self.db.execute("DELETE FROM history WHERE id < ?", (self.first_since(now - self.days * 86400.0),))
             self.db.execute("DELETE FROM kept WHERE id NOT IN (SELECT id FROM history)")
+
+    def first_since(self, t):
+        """The first id whose row is at ``t`` or later (past the last id when
+        none): rows come in time order, so a binary search by id (no index on
+        ``t`` to keep up for every row)."""
+        lo, hi = self.db.execute("SELECT coalesce(min(id), 1), coalesce(max(id), 0) + 1 FROM history").fetchone()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = self.db.execute("SELECT id, t FROM history WHERE id >= ? ORDER BY id LIMIT 1", (mid,)).fetchone()
+            if row is None or row[1] >= t:
+                hi = mid
+            else:
+                lo = row[0] + 1
+        return lo
 
     def mark(self, record, learned):
         with self.db:
@@ -239,7 +252,7 @@ class History:
                 "rows": [{"b": b, "label": label, "n": n, "ms": ms} for b, label, n, ms in rows]}
 
     def _stats_rows(self, since, width, user):
-        sql = ("SELECT CAST((t - ?) / ? AS INTEGER) AS b, label, count(*), avg(ms) FROM history WHERE t >= ?"
+        sql = ("SELECT CAST((t - ?) / ? AS INTEGER) AS b, label, count(*), avg(ms) FROM history WHERE id >= ?"
                + (" AND user = ?" if user is not None else "") + " GROUP BY b, label ORDER BY b")
-        args = (since, width, since) + ((user,) if user is not None else ())
+        args = (since, width, self.first_since(since)) + ((user,) if user is not None else ())
         return self.db.execute(sql, args).fetchall()
