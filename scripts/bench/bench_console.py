@@ -221,6 +221,7 @@ def main():
     # 2. throughput without and with the console
     off, on, received, dropped, sent, memory = [], [], 0, 0, 0, None
     cpu = {False: [0.0, 0], True: [0.0, 0]}     # server CPU seconds (workers + console), checks
+    console_cpu = 0.0
     for _ in range(args.rounds):
         for with_console in (False, True):
             port, ui = free_port(), free_port()
@@ -233,6 +234,10 @@ def main():
                 time.sleep(1.0)             # the warm-up's records stored
                 pids = children(proc.pid) + [proc.pid]
                 before = sum(cpu_seconds(p) for p in pids)
+                if with_console:
+                    log = (home / f"serve-{port}.log").read_text()
+                    console_pid = int(re.search(r"console on \S+ \(pid (\d+)\)", log).group(1))
+                    console_before = cpu_seconds(console_pid)
                 rate = throughput(port, messages, args.clients, True)
                 (on if with_console else off).append(rate)
                 checks = args.clients * len(messages)
@@ -246,6 +251,8 @@ def main():
                         break
                 cpu[with_console][0] += sum(cpu_seconds(p) for p in pids) - before
                 cpu[with_console][1] += checks
+                if with_console:
+                    console_cpu += cpu_seconds(console_pid) - console_before
                 if with_console:
                     sent += args.clients * len(messages) + 40
                     console = Console(ui)
@@ -274,7 +281,8 @@ def main():
     per = {k: 1e6 * v[0] / v[1] for k, v in cpu.items()}
     print(f"server CPU time per check (workers, parent and console process; independent of the load): without the "
           f"console {per[False]:.0f} us, with it {per[True]:.0f} us: {100 * per[False] / per[True]:.1f} % "
-          f"(the share of a saturated machine's checks left with the console on)")
+          f"(the share of a saturated machine's checks left with the console on); the console process's own: "
+          f"{1e6 * console_cpu / max(1, cpu[True][1]):.0f} us a record")
     print(f"records: {sent} checks, {received} received by the console, {dropped} dropped; "
           f"console process at most {memory:.1f} MiB resident")
     print(f"load after: {os.getloadavg()[0]:.2f}")
