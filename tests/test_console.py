@@ -434,3 +434,26 @@ def test_the_first_row_since_a_time_is_found_by_id():
     assert history.first_since(now - 100) == 1 and history.first_since(now - 50) == 51
     assert history.first_since(now + 10) == 101
     assert sum(row["n"] for row in history.stats(now - 50)["rows"]) == 50
+
+
+@needs_spamc
+def test_the_audit_lists_what_auto_learn_learned_first(tmp_path):
+    server = ConsoleServer(tmp_path, "--auto-learn")
+    try:
+        rng = random.Random(31)
+        sure = mail(rng, True, 9900, subject="cheap offer sure")      # the training spam's sender and subject words
+        assert server.spamc("-c", stdin=sure).returncode == 1
+        admin = Client(server)
+        admin.login("admin")
+        deadline = time.monotonic() + 20
+        while True:
+            status, value, _ = admin.request("GET", "/api/v1/audit")
+            if value["rows"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert status == 200 and value["rows"][0]["ledger"] == "auto-learned spam", value
+        record = value["rows"][0]["id"]
+        status, value, _ = admin.request("POST", f"/api/v1/message/{record}/forget", {})
+        assert status == 200 and value["ledger"] == "not learned", value
+    finally:
+        server.stop()
