@@ -457,3 +457,27 @@ def test_the_audit_lists_what_auto_learn_learned_first(tmp_path):
         assert status == 200 and value["ledger"] == "not learned", value
     finally:
         server.stop()
+
+
+def test_a_record_that_cannot_be_made_is_dropped_and_counted_never_raised(tmp_path):
+    class Checked:
+        verdict = type("V", (), {"label": "spam", "log_odds": "not a number", "probability": 0.9, "evidence": (),
+                                 "reason": "", "tokens": 3})()
+        score, score_map, model = 9.0, type("S", (), {"required": 5.0})(), None
+
+    async def run():
+        path = str(tmp_path / "records")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        sender = records.RecordSender(path)
+        await sender.connect()
+        sender.on_verdict(Checked(), b"Subject: x\n\nbody", "bob")
+        sender.on_request("CHECK", "bob", "spam", 16, 1.0, "127.0.0.1", "spamd", "none")
+        sender.on_request("PING", "-", "pong", 0, 0.1, "127.0.0.1", "spamd", "none")   # no check: no record
+        sender.transport.abort()
+        listener.close()
+        return sender
+
+    sender = asyncio.run(run())
+    assert (sender.sent, sender.dropped) == (0, 1)

@@ -157,10 +157,18 @@ class RecordSender:
         self.pending = (checked, message, user, time.time())
 
     def on_request(self, verb, user, outcome, size, ms, peer, protocol, action):
-        """The request hook: send the check kept, completed, when this request was a check."""
+        """The request hook: send the check kept, completed, when this request
+        was a check; never raises (a record that cannot be made is dropped and
+        counted: the request was answered already)."""
         pending, self.pending = self.pending, None
         if pending is None or verb in NOT_CHECKS:
             return
+        try:
+            self._send(pending, verb, ms, protocol, action)
+        except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
+            self.dropped += 1
+
+    def _send(self, pending, verb, ms, protocol, action):
         checked, message, user, when = pending
         transport = self.transport
         if transport is None or transport.is_closing():
