@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,6 +69,7 @@ def main():
     finally:
         proc.terminate()
         proc.wait(30)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
