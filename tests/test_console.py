@@ -9,7 +9,6 @@ tests/test_console_browser.py."""
 import asyncio
 import http.client
 import json
-import os
 import random
 import re
 import socket
@@ -28,7 +27,6 @@ from spamnb.console.history import History
 from test_serve import SPAMC, _env, _free_port, needs_spamc
 
 REPO = Path(__file__).resolve().parents[1]
-PYTHONPATH = str(REPO)
 USERS = {"admin": "admin", "viewer": "viewer", "trainer": "trainer", "bob": "user", "carol": "user"}
 pytest.importorskip("h11")
 
