@@ -118,7 +118,7 @@ def combined(base, chosen, where):
 
 # ---------------------------------------------------------------- online
 class OnlineBench:
-    def __init__(self, corpora, limit=None, peers=None, modes=("full",)):
+    def __init__(self, corpora, limit=None, peers=None, run_peers=True):
         import numpy as np
 
         import bench_online
@@ -130,7 +130,7 @@ class OnlineBench:
             self.streams[name] = (paths, np.asarray(labels, dtype=bool), datas, how)
         self.cache = {}
         self.peers = peers or {}
-        self.modes = modes
+        self.run_peers = run_peers
 
     def run(self, corpus, settings, mode="full"):
         from spamnb.evaluation.online import feedback_options, online_figures, run_online
@@ -152,6 +152,21 @@ class OnlineBench:
     def figure(self, corpus, settings):
         return self.run(corpus, settings)["one_minus_roca_percent"]
 
+    def mixing(self, corpus, settings):
+        """Full feedback with the pair weight the model chooses on its own stream
+        (``spamnb.model.variants.PairWeightChooser``): each message scored at
+        weight 0 and 1 (the same counts), given the chooser's weight's log-odds,
+        learned, its two held-out scores counted."""
+        key = (corpus, key_of(settings), "mixing")
+        if key not in self.cache:
+            result, weights = mixing_run(self.streams[corpus][2], self.streams[corpus][1], settings)
+            self.cache[key] = dict(online_figures_of(result), final_weight=float(weights[-1]),
+                                   mean_weight=float(weights.mean()))
+            print(f"  online mixing {corpus}: (1-ROCA) {self.cache[key]['one_minus_roca_percent']:.4f} %",
+                  file=sys.stderr)
+        return self.cache[key]
+
+
     def bogofilter(self, corpus, mode="full"):
         import numpy as np
 
@@ -161,6 +176,8 @@ class OnlineBench:
         known = self.peers.get(corpus, {}).get(f"{mode}/bogofilter")
         if known is not None:
             return known["one_minus_roca_percent"]
+        if not self.run_peers:
+            return None
         paths, y, _datas, _how = self.streams[corpus]
         with tempfile.TemporaryDirectory(prefix="cross-corpus-") as work:
             scores, trained, _verdicts, seconds = bench_online.run_tool("bogofilter", paths, list(y), mode, work)
@@ -170,13 +187,54 @@ class OnlineBench:
         return figures["one_minus_roca_percent"]
 
 
+def online_figures_of(result):
+    from spamnb.evaluation.online import online_figures
+
+    return online_figures(result, threshold=0.0)
+
+
+def mixing_run(datas, y, settings):
+    """:func:`spamnb.evaluation.online.run_online`, full feedback, the pair weight chosen as it goes;
+    returns its ``OnlineResult`` and the weight each message was scored at."""
+    import time
+
+    import numpy as np
+
+    from spamnb.evaluation.online import OnlineFilter, OnlineResult
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.model.prequential import counts_scores
+    from spamnb.model.variants import PairWeightChooser
+
+    params = {k: v for k, v in settings.items() if k not in ("word_pairs", "pair_weight")}
+    model = OnlineFilter(tokenizer=Tokenizer(word_pairs=settings["word_pairs"]), **params)
+    chooser = PairWeightChooser()
+    n = len(y)
+    log_odds, spam_cuts, ham_cuts, weights = (np.empty(n) for _ in range(4))
+    started = time.perf_counter()
+    for i, data in enumerate(datas):
+        stream = model.stream(data)
+        model.pair_weight = 0.0
+        words = model.log_odds(stream)
+        model.pair_weight = 1.0
+        pairs = model.log_odds(stream) - words if np.isfinite(words) else 0.0
+        weights[i] = w = chooser.weight
+        log_odds[i] = score = words + w * pairs if np.isfinite(words) else words
+        spam_cuts[i], ham_cuts[i] = model.cutoffs()
+        if counts_scores(model.class_count_):
+            chooser.add(words, pairs, bool(y[i]))
+        model.learn(stream, bool(y[i]), score)
+    result = OnlineResult(log_odds, np.asarray(y, dtype=bool), np.ones(n, dtype=bool), time.perf_counter() - started,
+                          model.vocabulary_.n_features, spam_cuts, ham_cuts, None)
+    return result, weights
+
+
 def run_online_protocol(args, report):
     peers = {}
     for path in args.peers or ():
         with open(path) as f:
             for corpus, entry in json.load(f)["corpora"].items():
                 peers.setdefault(corpus, {}).update(entry["systems"])
-    bench = OnlineBench(args.corpora, args.limit, peers)
+    bench = OnlineBench(args.corpora, args.limit, peers, not args.no_peers)
     names = list(bench.streams)
     base = shipped_online()
     chosen, rows = choose(ONLINE_FAMILIES, bench.figure, names, base)
@@ -195,13 +253,21 @@ def run_online_protocol(args, report):
         others = [c for c in names if c != judged]
         for mode in modes:
             bogo = bench.bogofilter(judged, mode)
-            for label, settings in ([(f"{o} (the other)", combined(base, chosen, o)) for o in others]
-                                    + [(f"{judged} (itself)", combined(base, chosen, judged)),
-                                       ("both", combined(base, chosen, "both")), ("shipped", base)]):
-                figs = bench.run(judged, settings, mode)
-                ratio = figs["one_minus_roca_percent"] / bogo
+            rows_here = ([(f"{o} (the other)", combined(base, chosen, o)) for o in others]
+                         + [(f"{judged} (itself)", combined(base, chosen, judged)),
+                            ("both", combined(base, chosen, "both")), ("shipped", base)])
+            if args.mixing and mode == "full":
+                rows_here.append(("none: the model's own stream (pair weight)", dict(base, pair_weight="own")))
+            for label, settings in rows_here:
+                if settings["pair_weight"] == "own":
+                    figs = bench.mixing(judged, dict(base))
+                    settings = dict(base, pair_weight=f"own (ends at {figs['final_weight']:g})")
+                else:
+                    figs = bench.run(judged, settings, mode)
+                ratio = None if bogo is None else figs["one_minus_roca_percent"] / bogo
                 lines.append(f"| {judged} | {mode} | {label} | {key_of(settings)} | {figs['one_minus_roca_percent']:.4f} | "
-                             f"{100 * figs['lam']:.2f} | {bogo:.4f} | {ratio:.2f}x |")
+                             f"{100 * figs['lam']:.2f} | {'-' if bogo is None else f'{bogo:.4f}'} | "
+                             f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
                 out["judged"].append({"corpus": judged, "mode": mode, "chosen_on": label, "settings": key_of(settings),
                                       "one_minus_roca_percent": figs["one_minus_roca_percent"], "lam": figs["lam"],
                                       "bogofilter": bogo, "ratio": ratio})
@@ -352,6 +418,11 @@ def main(argv=None):
     parser.add_argument("--limit", type=int, help="online: about N messages of each stream (every k-th)")
     parser.add_argument("--peers", nargs="+", metavar="JSON",
                         help="online: bogofilter's figures from bench_online.py --json reports (else it is run)")
+    parser.add_argument("--mixing", action="store_true",
+                        help="online: also a row of the pair weight the model chooses on its own stream "
+                             "(spamnb.model.variants; full feedback)")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="online: run no peer; a mode --peers has no bogofilter figure for shows none")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--subsample", type=int, default=0, help="fixed: N messages of each train part")
     parser.add_argument("--json", metavar="PATH")
