@@ -100,9 +100,12 @@ def main(argv=None):
     print("\nspamprobe's top-15 terms pulling the right way, in those messages, by kind:",
           ", ".join(f"{k} {n}" for k, n in kinds.most_common()))
     print("by header field:", ", ".join(f"{f} {n}" for f, n in fields.most_common(20)))
+    reasons = collections.Counter(f"{r[1].label}" + (f" ({r[1].reason})" if r[1].reason else "") for r in only_sp)
+    print("spamnb's verdicts there:", ", ".join(f"{k} {n}" for k, n in reasons.most_common()))
     for i, verdict, _nb, _sp, score, terms in only_sp[:args.show]:
+        why = f", {verdict.reason}" if verdict.reason else ""
         print(f"\n{items[i].relpath} ({'spam' if y[i] else 'ham'}): spamnb {verdict.label} "
-              f"(log-odds {verdict.log_odds:.2f}), spamprobe {score:.7f}")
+              f"(log-odds {verdict.log_odds:.2f}{why}), spamprobe {score:.7f}")
         print("  spamprobe:", "; ".join(f"{w} {p:.3f}" for p, w in terms))
         print("  spamnb:", "; ".join(f"{t} {w:+.2f}" for t, w in list(verdict.evidence)[:TOP]))
     return 0
