@@ -13,7 +13,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts" / "tune"))
-sys.path.insert(0, str(REPO / "scripts" / "bench"))
 import cross_corpus  # noqa: E402
 
 
@@ -32,12 +31,12 @@ def test_each_family_is_chosen_per_corpus_and_on_both_by_the_ratio_to_the_shippe
 def test_the_model_s_own_weight_scores_as_the_shipped_model_until_it_moves(sample_corpus):
     """The mixing run gives the learned model's log-odds exactly while its weight is the default,
     and each message's log-odds are those of the weight it was scored at."""
-    import bench_online
     from spamnb.evaluation.online import run_online
     from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
 
-    _paths, labels, datas, _how = bench_online.stream_of(str(sample_corpus), shuffle=3)
-    y = np.asarray(labels, dtype=bool)
+    _none, labels, datas, _how = cross_corpus.arrival_order(str(sample_corpus))
+    order = np.random.default_rng(3).permutation(len(datas))      # both classes early
+    y, datas = np.asarray(labels, dtype=bool)[order], [datas[i] for i in order]
     settings = cross_corpus.shipped_online()
     mixed, weights = cross_corpus.mixing_run(datas, y, settings)
     shipped = run_online(datas, y)

@@ -12,9 +12,9 @@ Two protocols:
   stream in ``spamnb evaluate --online``'s order).  Figure: (1-ROCA) %.
   Families (each varied alone from the shipped learned model, the others kept):
   ``pairs`` (words alone, window 2 at weights 0.25 / 0.5 / 0.75 / 1, window 3
-  at 0.5), ``alpha``, ``length_norm``.  bogofilter: ``bench_online.run_tool``
-  (or ``--peers JSON``, a ``bench_online.py --systems bogofilter --json``
-  report of the same streams).
+  at 0.5), ``alpha``, ``length_norm``.  bogofilter: ``--peers JSON``, a
+  ``scripts/bench/bench_online.py --systems bogofilter --json`` report of the
+  same streams (its run costs minutes of process starts: made once).
 - ``--fixed`` (the fixed split, md5(relpath) % 5 == 0 is test): the choice
   by 5-fold cross-validation inside the train part (mean 1-AUC over the
   folds, the held-out log-odds of ``spamnb.model.calibrate.cross_val_log_odds``),
@@ -49,7 +49,6 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "scripts", "bench"))   # bench_online
 CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
 
@@ -117,20 +116,26 @@ def combined(base, chosen, where):
 
 
 # ---------------------------------------------------------------- online
+def arrival_order(corpus, limit=None):
+    """``(None, labels, messages, order)`` of a corpus in ``spamnb evaluate --online``'s order
+    (``limit``: about that many, every k-th message of the stream)."""
+    import numpy as np
+
+    from spamnb.evaluation.online import order_messages
+    from spamnb.training.corpus import labelled_messages
+
+    items = labelled_messages([corpus])
+    order, how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    if limit:
+        order = order[::max(1, len(order) // limit)][:limit]
+    return None, np.array([items[i].is_spam for i in order], dtype=bool), [items[i].data for i in order], how
+
+
 class OnlineBench:
-    def __init__(self, corpora, limit=None, peers=None, run_peers=True):
-        import numpy as np
-
-        import bench_online
-
-        self.streams = {}
-        for path in corpora:
-            name = os.path.basename(os.path.normpath(path))
-            paths, labels, datas, how = bench_online.stream_of(path, limit)
-            self.streams[name] = (paths, np.asarray(labels, dtype=bool), datas, how)
+    def __init__(self, corpora, limit=None, peers=None):
+        self.streams = {os.path.basename(os.path.normpath(path)): arrival_order(path, limit) for path in corpora}
         self.cache = {}
         self.peers = peers or {}
-        self.run_peers = run_peers
 
     def run(self, corpus, settings, mode="full"):
         from spamnb.evaluation.online import feedback_options, online_figures, run_online
@@ -168,23 +173,11 @@ class OnlineBench:
 
 
     def bogofilter(self, corpus, mode="full"):
-        import numpy as np
-
-        import bench_online
-        from spamnb.evaluation.online import OnlineResult, online_figures
-
+        """bogofilter's (1-ROCA) % on this stream from a ``bench_online.py --json`` report (None: not given)."""
         known = self.peers.get(corpus, {}).get(f"{mode}/bogofilter")
-        if known is not None:
-            return known["one_minus_roca_percent"]
-        if not self.run_peers:
+        if known is None or known["n"] != len(self.streams[corpus][1]):    # another stream (--limit): no figure
             return None
-        paths, y, _datas, _how = self.streams[corpus]
-        with tempfile.TemporaryDirectory(prefix="cross-corpus-") as work:
-            scores, trained, _verdicts, seconds = bench_online.run_tool("bogofilter", paths, list(y), mode, work)
-        figures = online_figures(OnlineResult(np.asarray(scores), y, np.asarray([bool(t) for t in trained]),
-                                              seconds, 0), threshold=0.5)
-        self.peers.setdefault(corpus, {})[f"{mode}/bogofilter"] = figures
-        return figures["one_minus_roca_percent"]
+        return known["one_minus_roca_percent"]
 
 
 def online_figures_of(result):
@@ -233,8 +226,8 @@ def run_online_protocol(args, report):
     for path in args.peers or ():
         with open(path) as f:
             for corpus, entry in json.load(f)["corpora"].items():
-                peers.setdefault(corpus, {}).update(entry["systems"])
-    bench = OnlineBench(args.corpora, args.limit, peers, not args.no_peers)
+                peers.setdefault(corpus, {}).update({key: dict(fig, n=entry["n"]) for key, fig in entry["systems"].items()})
+    bench = OnlineBench(args.corpora, args.limit, peers)
     names = list(bench.streams)
     base = shipped_online()
     chosen, rows = choose(ONLINE_FAMILIES, bench.figure, names, base)
@@ -417,12 +410,11 @@ def main(argv=None):
                                                         "(full, error, auto; chosen in full feedback)")
     parser.add_argument("--limit", type=int, help="online: about N messages of each stream (every k-th)")
     parser.add_argument("--peers", nargs="+", metavar="JSON",
-                        help="online: bogofilter's figures from bench_online.py --json reports (else it is run)")
+                        help="online: bogofilter's figures, from scripts/bench/bench_online.py --systems bogofilter "
+                             "--modes M --json reports of the same streams (without: no peer column)")
     parser.add_argument("--mixing", action="store_true",
                         help="online: also a row of the pair weight the model chooses on its own stream "
                              "(spamnb.model.variants; full feedback)")
-    parser.add_argument("--no-peers", action="store_true",
-                        help="online: run no peer; a mode --peers has no bogofilter figure for shows none")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--subsample", type=int, default=0, help="fixed: N messages of each train part")
     parser.add_argument("--json", metavar="PATH")
