@@ -116,9 +116,10 @@ def combined(base, chosen, where):
 
 
 # ---------------------------------------------------------------- online
-def arrival_order(corpus, limit=None):
+def arrival_order(corpus, limit=None, shuffle=None):
     """``(None, labels, messages, order)`` of a corpus in ``spamnb evaluate --online``'s order
-    (``limit``: about that many, every k-th message of the stream)."""
+    (``limit``: about that many, every k-th message of the stream; ``shuffle``: a random
+    order of the stream instead, seeded as ``bench_online.py --shuffle`` seeds it)."""
     import numpy as np
 
     from spamnb.evaluation.online import order_messages
@@ -126,14 +127,20 @@ def arrival_order(corpus, limit=None):
 
     items = labelled_messages([corpus])
     order, how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    if shuffle is not None:
+        import random
+
+        random.Random(shuffle).shuffle(order)
+        how = f"shuffled, seed {shuffle}"
     if limit:
         order = order[::max(1, len(order) // limit)][:limit]
     return None, np.array([items[i].is_spam for i in order], dtype=bool), [items[i].data for i in order], how
 
 
 class OnlineBench:
-    def __init__(self, corpora, limit=None, peers=None):
-        self.streams = {os.path.basename(os.path.normpath(path)): arrival_order(path, limit) for path in corpora}
+    def __init__(self, corpora, limit=None, peers=None, shuffle=None):
+        self.streams = {os.path.basename(os.path.normpath(path)): arrival_order(path, limit, shuffle)
+                        for path in corpora}
         self.cache = {}
         self.peers = peers or {}
 
@@ -227,9 +234,20 @@ def run_online_protocol(args, report):
         with open(path) as f:
             for corpus, entry in json.load(f)["corpora"].items():
                 peers.setdefault(corpus, {}).update({key: dict(fig, n=entry["n"]) for key, fig in entry["systems"].items()})
-    bench = OnlineBench(args.corpora, args.limit, peers)
+    bench = OnlineBench(args.corpora, args.limit, peers, args.shuffle)
     names = list(bench.streams)
     base = shipped_online()
+    if args.mixing_only:
+        lines = ["| corpus (order) | shipped (1-ROCA) % | own pair weight (1-ROCA) % | weight at the end | mean weight |",
+                 "|---|---:|---:|---:|---:|"]
+        report["mixing"] = {}
+        for name in names:
+            shipped, own = bench.run(name, base), bench.mixing(name, base)
+            lines.append(f"| {name} ({bench.streams[name][3]}) | {shipped['one_minus_roca_percent']:.4f} | "
+                         f"{own['one_minus_roca_percent']:.4f} | {own['final_weight']:g} | {own['mean_weight']:.2f} |")
+            report["mixing"][name] = {"shipped": shipped["one_minus_roca_percent"], "own": own["one_minus_roca_percent"],
+                                      "final_weight": own["final_weight"], "mean_weight": own["mean_weight"]}
+        return lines
     chosen, rows = choose(ONLINE_FAMILIES, bench.figure, names, base)
     lines = ["### Online, full feedback: each candidate, (1-ROCA) % (the others at the shipped settings)", "",
              "| family | candidate | " + " | ".join(names) + " | chosen on |", "|---|---|" + "---:|" * len(names) + "---|"]
@@ -415,6 +433,10 @@ def main(argv=None):
     parser.add_argument("--mixing", action="store_true",
                         help="online: also a row of the pair weight the model chooses on its own stream "
                              "(spamnb.model.variants; full feedback)")
+    parser.add_argument("--mixing-only", action="store_true",
+                        help="online: only the shipped learned model against the pair weight it chooses on its own "
+                             "stream (no families)")
+    parser.add_argument("--shuffle", type=int, metavar="SEED", help="online: a random order of each stream")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--subsample", type=int, default=0, help="fixed: N messages of each train part")
     parser.add_argument("--json", metavar="PATH")
@@ -423,6 +445,8 @@ def main(argv=None):
         parser.error("two corpora at least: a setting is chosen on one and judged on another")
     both = not (args.online or args.fixed)
     report, lines = {}, []
+    if args.mixing_only:
+        args.online, both = True, False
     if args.online or both:
         lines += run_online_protocol(args, report) + [""]
     if args.fixed or both:
