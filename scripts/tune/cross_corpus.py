@@ -43,6 +43,7 @@ import argparse
 import json
 import math
 import os
+import random
 import sys
 import tempfile
 
@@ -138,31 +139,46 @@ def arrival_order(corpus, limit=None, shuffle=None):
 
 
 class OnlineBench:
-    def __init__(self, corpora, limit=None, peers=None, shuffle=None):
-        self.streams = {os.path.basename(os.path.normpath(path)): arrival_order(path, limit, shuffle)
-                        for path in corpora}
+    """The online runs of each corpus's stream (``orders`` > 0: also that many random
+    orders of it, seeds 1..orders, a setting chosen by its mean over them all)."""
+
+    def __init__(self, corpora, limit=None, peers=None, shuffle=None, orders=0):
+        import numpy as np
+
+        self.streams, self.orders = {}, {}
+        for path in corpora:
+            name = os.path.basename(os.path.normpath(path))
+            self.streams[name] = base = arrival_order(path, limit, shuffle)
+            self.orders[name] = [base]
+            for seed in range(1, orders + 1):
+                order = list(range(len(base[1])))
+                random.Random(seed).shuffle(order)
+                self.orders[name].append((None, base[1][np.asarray(order)], [base[2][i] for i in order],
+                                          f"shuffled, seed {seed}"))
         self.cache = {}
         self.peers = peers or {}
 
-    def run(self, corpus, settings, mode="full"):
+    def run(self, corpus, settings, mode="full", order=0):
         from spamnb.evaluation.online import feedback_options, online_figures, run_online
         from spamnb.mail.tokenizer import Tokenizer
         from spamnb.model.autolearn import AUTO_LEARN_MARGIN
 
-        key = (corpus, key_of(settings), mode)
+        key = (corpus, key_of(settings), mode, order)
         if key not in self.cache:
-            _paths, y, datas, _how = self.streams[corpus]
+            _paths, y, datas, how = self.orders[corpus][order]
             params = {k: v for k, v in settings.items() if k != "word_pairs"}
             result = run_online(datas, y, params, tokenizer=Tokenizer(word_pairs=settings["word_pairs"]),
                                 **feedback_options(mode, AUTO_LEARN_MARGIN))
             figures = online_figures(result, threshold=0.0)
             self.cache[key] = figures
-            print(f"  online {mode} {corpus} {key_of(settings)}: (1-ROCA) {figures['one_minus_roca_percent']:.4f} %",
-                  file=sys.stderr)
+            print(f"  online {mode} {corpus} ({how}) {key_of(settings)}: "
+                  f"(1-ROCA) {figures['one_minus_roca_percent']:.4f} %", file=sys.stderr)
         return self.cache[key]
 
     def figure(self, corpus, settings):
-        return self.run(corpus, settings)["one_minus_roca_percent"]
+        """(1-ROCA) % in full feedback: the stream's own order, or the mean over its orders."""
+        runs = [self.run(corpus, settings, "full", k) for k in range(len(self.orders[corpus]))]
+        return sum(f["one_minus_roca_percent"] for f in runs) / len(runs)
 
     def mixing(self, corpus, settings):
         """Full feedback with the pair weight the model chooses on its own stream
@@ -234,7 +250,7 @@ def run_online_protocol(args, report):
         with open(path) as f:
             for corpus, entry in json.load(f)["corpora"].items():
                 peers.setdefault(corpus, {}).update({key: dict(fig, n=entry["n"]) for key, fig in entry["systems"].items()})
-    bench = OnlineBench(args.corpora, args.limit, peers, args.shuffle)
+    bench = OnlineBench(args.corpora, args.limit, peers, args.shuffle, args.orders)
     names = list(bench.streams)
     base = shipped_online()
     if args.mixing_only:
@@ -249,14 +265,15 @@ def run_online_protocol(args, report):
                                       "final_weight": own["final_weight"], "mean_weight": own["mean_weight"]}
         return lines
     chosen, rows = choose(ONLINE_FAMILIES, bench.figure, names, base)
-    lines = ["### Online, full feedback: each candidate, (1-ROCA) % (the others at the shipped settings)", "",
+    lines = ["### Online, full feedback: each candidate, (1-ROCA) % (the others at the shipped settings; with --orders, the mean over the orders)", "",
              "| family | candidate | " + " | ".join(names) + " | chosen on |", "|---|---|" + "---:|" * len(names) + "---|"]
     for family, cand, figs in rows:
         on = [w for w, c in chosen[family].items() if key_of(c) == cand]
         lines.append(f"| {family} | {cand} | " + " | ".join(f"{figs[c]:.4f}" for c in names) + f" | {', '.join(on)} |")
     lines += ["", "### Online, settings chosen on one corpus and judged on the other", "",
-              "| judged on | feedback | settings chosen on | settings | spamnb (1-ROCA) % | lam % | bogofilter (1-ROCA) % | ratio |",
-              "|---|---|---|---|---:|---:|---:|---:|"]
+              "| judged on | feedback | settings chosen on | settings | spamnb (1-ROCA) % | lam % | bogofilter (1-ROCA) % | ratio "
+              "| mean (1-ROCA) % over the orders |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|"]
     out = {"candidates": [{"family": f, "candidate": c, "figures": figs} for f, c, figs in rows],
            "chosen": {f: {w: key_of(c) for w, c in per.items()} for f, per in chosen.items()}, "judged": []}
     modes = [m for m in args.modes.split(",") if m]
@@ -276,10 +293,13 @@ def run_online_protocol(args, report):
                 else:
                     figs = bench.run(judged, settings, mode)
                 ratio = None if bogo is None else figs["one_minus_roca_percent"] / bogo
+                over = (bench.figure(judged, settings) if mode == "full" and args.orders
+                        and "own" not in str(settings["pair_weight"]) else None)
                 lines.append(f"| {judged} | {mode} | {label} | {key_of(settings)} | {figs['one_minus_roca_percent']:.4f} | "
                              f"{100 * figs['lam']:.2f} | {'-' if bogo is None else f'{bogo:.4f}'} | "
-                             f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
+                             f"{'-' if ratio is None else f'{ratio:.2f}x'} | {'-' if over is None else f'{over:.4f}'} |")
                 out["judged"].append({"corpus": judged, "mode": mode, "chosen_on": label, "settings": key_of(settings),
+                                      "mean_over_orders": over,
                                       "one_minus_roca_percent": figs["one_minus_roca_percent"], "lam": figs["lam"],
                                       "bogofilter": bogo, "ratio": ratio})
     report["online"] = out
@@ -437,6 +457,9 @@ def main(argv=None):
                         help="online: only the shipped learned model against the pair weight it chooses on its own "
                              "stream (no families)")
     parser.add_argument("--shuffle", type=int, metavar="SEED", help="online: a random order of each stream")
+    parser.add_argument("--orders", type=int, default=0, metavar="N",
+                        help="online: choose each setting by its mean (1-ROCA) over the stream's order and N random "
+                             "orders of it (seeds 1..N), and report that mean beside (default 0: the order alone)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--subsample", type=int, default=0, help="fixed: N messages of each train part")
     parser.add_argument("--json", metavar="PATH")
