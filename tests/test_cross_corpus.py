@@ -88,3 +88,18 @@ def test_the_script_judges_each_corpus_with_the_settings_chosen_on_the_other(sam
         wins, losses = (int(v) for v in judged[(corpus, "shipped")]["wins_losses"].split("/"))
         assert wins == losses == 0                       # the shipped row is paired against itself
     assert "| a | b (the other) |" in proc.stdout and "| b | a (the other) |" in proc.stdout
+
+
+def test_with_orders_a_setting_is_chosen_by_its_mean_over_random_orders_of_the_same_stream(sample_corpus):
+    bench = cross_corpus.OnlineBench([str(sample_corpus)], orders=2)
+    name = Path(sample_corpus).name
+    streams = bench.orders[name]
+    assert [s[3].startswith("shuffled") for s in streams] == [False, True, True]
+    base_pairs = sorted(zip(streams[0][2], streams[0][1].tolist()))
+    for _none, y, datas, _how in streams[1:]:
+        assert datas != streams[0][2]                         # another order ...
+        assert sorted(zip(datas, y.tolist())) == base_pairs   # ... of the same messages, each with its label
+    settings = cross_corpus.shipped_online()
+    runs = [bench.run(name, settings, "full", k)["one_minus_roca_percent"] for k in range(3)]
+    assert len(set(runs)) > 1
+    assert bench.figure(name, settings) == pytest.approx(sum(runs) / 3)
