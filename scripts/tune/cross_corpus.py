@@ -109,6 +109,25 @@ def choose(families, figure, corpora, base):
     return chosen, rows
 
 
+def candidate_table(title, chosen, rows, names):
+    """The markdown lines of every candidate's figures and where it was chosen, and the
+    report's dict (``judged`` left to fill)."""
+    lines = [f"### {title}", "", "| family | candidate | " + " | ".join(names) + " | chosen on |",
+             "|---|---|" + "---:|" * len(names) + "---|"]
+    for family, cand, figs in rows:
+        on = [w for w, c in chosen[family].items() if key_of(c) == cand]
+        lines.append(f"| {family} | {cand} | " + " | ".join(f"{figs[c]:.4f}" for c in names) + f" | {', '.join(on)} |")
+    out = {"candidates": [{"family": f, "candidate": c, "figures": figs} for f, c, figs in rows],
+           "chosen": {f: {w: key_of(c) for w, c in per.items()} for f, per in chosen.items()}, "judged": []}
+    return lines, out
+
+
+def table_head(title, text_columns, number_columns):
+    """A blank line, a ``###`` title and a markdown table's head (numbers right-aligned)."""
+    return ["", f"### {title}", "", "| " + " | ".join(text_columns + number_columns) + " |",
+            "|" + "---|" * len(text_columns) + "---:|" * len(number_columns)]
+
+
 def combined(base, chosen, where):
     out = dict(base)
     for per in chosen.values():
@@ -265,17 +284,11 @@ def run_online_protocol(args, report):
                                       "final_weight": own["final_weight"], "mean_weight": own["mean_weight"]}
         return lines
     chosen, rows = choose(ONLINE_FAMILIES, bench.figure, names, base)
-    lines = ["### Online, full feedback: each candidate, (1-ROCA) % (the others at the shipped settings; with --orders, the mean over the orders)", "",
-             "| family | candidate | " + " | ".join(names) + " | chosen on |", "|---|---|" + "---:|" * len(names) + "---|"]
-    for family, cand, figs in rows:
-        on = [w for w, c in chosen[family].items() if key_of(c) == cand]
-        lines.append(f"| {family} | {cand} | " + " | ".join(f"{figs[c]:.4f}" for c in names) + f" | {', '.join(on)} |")
-    lines += ["", "### Online, settings chosen on one corpus and judged on the other", "",
-              "| judged on | feedback | settings chosen on | settings | spamnb (1-ROCA) % | lam % | bogofilter (1-ROCA) % | ratio "
-              "| mean (1-ROCA) % over the orders |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|"]
-    out = {"candidates": [{"family": f, "candidate": c, "figures": figs} for f, c, figs in rows],
-           "chosen": {f: {w: key_of(c) for w, c in per.items()} for f, per in chosen.items()}, "judged": []}
+    lines, out = candidate_table("Online, full feedback: each candidate, (1-ROCA) % (the others at the shipped "
+                                 "settings; with --orders, the mean over the orders)", chosen, rows, names)
+    lines += table_head("Online, settings chosen on one corpus and judged on the other",
+                        ["judged on", "feedback", "settings chosen on", "settings"],
+                        ["spamnb (1-ROCA) %", "lam %", "bogofilter (1-ROCA) %", "ratio", "mean (1-ROCA) % over the orders"])
     modes = [m for m in args.modes.split(",") if m]
     for judged in names:
         others = [c for c in names if c != judged]
@@ -409,17 +422,12 @@ def run_fixed_protocol(args, report):
     names = list(bench.corpora)
     base = shipped_fixed()
     chosen, rows = choose(FIXED_FAMILIES, bench.figure, names, base)
-    lines = ["### Fixed split: each candidate, CV 1-AUC % inside the train part (the others at the shipped settings)",
-             "", "| family | candidate | " + " | ".join(names) + " | chosen on |", "|---|---|" + "---:|" * len(names) + "---|"]
-    for family, cand, figs in rows:
-        on = [w for w, c in chosen[family].items() if key_of(c) == cand]
-        lines.append(f"| {family} | {cand} | " + " | ".join(f"{figs[c]:.4f}" for c in names) + f" | {', '.join(on)} |")
-    lines += ["", "### Fixed split, settings chosen on one corpus and judged on the other's test part", "",
-              "| judged on | settings chosen on | settings | pairs (own rule) | test 1-AUC % | CV 1-AUC % | "
-              "wins/losses vs shipped (folds) | bogofilter test 1-AUC % |",
-              "|---|---|---|---:|---:|---:|---:|---:|"]
-    out = {"candidates": [{"family": f, "candidate": c, "figures": figs} for f, c, figs in rows],
-           "chosen": {f: {w: key_of(c) for w, c in per.items()} for f, per in chosen.items()}, "judged": []}
+    lines, out = candidate_table("Fixed split: each candidate, CV 1-AUC % inside the train part (the others at the "
+                                 "shipped settings)", chosen, rows, names)
+    lines += table_head("Fixed split, settings chosen on one corpus and judged on the other's test part",
+                        ["judged on", "settings chosen on", "settings"],
+                        ["pairs (own rule)", "test 1-AUC %", "CV 1-AUC %", "wins/losses vs shipped (folds)",
+                         "bogofilter test 1-AUC %"])
     for judged in names:
         others = [c for c in names if c != judged]
         bogo = bench.bogofilter(judged)
