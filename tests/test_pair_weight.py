@@ -151,6 +151,8 @@ def test_a_raised_cutoff_is_fitted_into_the_model_and_info_says_why():
 
     model = SpamFilter().fit([b"Subject: a\n\nhello there", b"Subject: b\n\ncheap pills"], [False, True], tune=False)
     model.held_out_ = _histogram([-20.0] * 300 + [30.0], [40.0] * 60)
+    assert not refit_cutoffs(model) and model.cutoffs_from == "defaults"    # fitted or trained: thin evidence
+    model.cutoff_source_ = "held-out"       # a model that grew by learning: its cutoffs follow its evidence
     assert refit_cutoffs(model) and model.cutoffs_from == "held-out"
     assert math.log(model.spam_cutoff / (1 - model.spam_cutoff)) == pytest.approx(30.25 + 1.0, abs=0.01)
     assert "the spam cutoff over every such ham" in cutoffs_from(model)

@@ -81,7 +81,8 @@ def test_one_class_first_counts_no_scores(tmp_path):
     rng = random.Random(2)
     _learn(path, [(_message(rng, False, n), False) for n in range(200)])
     model = SpamFilter.load(path)
-    assert model.held_out_ is None and model.cutoffs_from == "defaults"
+    assert model.held_out_ is None and model.cutoffs_from == "held-out"     # a learned model's, from no evidence
+    assert (model.spam_cutoff, model.ham_cutoff) == learning.learned_model().cutoffs   # the widest band
 
 
 def test_trained_cutoffs_stay(tmp_path):

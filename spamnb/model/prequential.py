@@ -40,7 +40,7 @@ import math
 from array import array
 
 __all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores",
-           "THIN_SPAM_LOG_ODDS", "THIN_HAM_LOG_ODDS"]
+           "THIN_SPAM_LOG_ODDS", "THIN_HAM_LOG_ODDS", "refit_cutoffs", "start_cutoffs"]
 
 LOW = -64.0
 HIGH = 64.0
@@ -221,18 +221,34 @@ def note_held_out(spam_filter, log_odds, spam):
 
 
 def refit_cutoffs(spam_filter):
-    """Fit a filter's cutoffs on its held-out scores (:meth:`ScoreHistogram.cutoffs`;
-    with none counted yet, :meth:`ScoreHistogram.thin_cutoffs` of an empty
-    histogram: a model that learns starts with the wide band) when they are
-    its defaults or were fitted so before; cutoffs from ``train`` or given
-    by the user stay.  Returns True when they changed."""
+    """Fit a filter's cutoffs on its held-out scores (:meth:`ScoreHistogram.cutoffs`)
+    when they were fitted so before (a model that grew by learning from empty:
+    :func:`start_cutoffs`; the thin band while the evidence is thin) or are
+    the defaults and the evidence is enough to fit them (a model ``train``
+    could not calibrate keeps its defaults until then: the held-out scores
+    of the mail learned since say nothing of the mail it was trained on);
+    cutoffs from ``train`` or given by the user stay.  Returns True when they
+    changed.  A function of the histogram alone: a forget that takes a
+    learn's score back gives the cutoffs back."""
     from spamnb.model.verdict import Cutoffs, probability
 
-    if cutoffs_from(spam_filter) not in ("defaults", "held-out"):
+    source = cutoffs_from(spam_filter)
+    if source not in ("defaults", "held-out") or (source == "defaults" and spam_filter.held_out_ is None):
         return False
     held_out = spam_filter.held_out_ if spam_filter.held_out_ is not None else ScoreHistogram()
-    spam_cut, ham_cut, _rule = held_out.cutoffs()
+    spam_cut, ham_cut, rule = held_out.cutoffs()
+    if source == "defaults" and not rule.startswith("fitted"):
+        return False
     cutoffs = Cutoffs(probability(spam_cut), probability(min(ham_cut, spam_cut)))
     changed = cutoffs != spam_filter.cutoffs
     spam_filter.cutoffs, spam_filter.cutoff_source_ = cutoffs, "held-out"
     return changed
+
+
+def start_cutoffs(spam_filter):
+    """Give a new, empty model that will grow by learning the cutoffs of no
+    evidence (:meth:`ScoreHistogram.thin_cutoffs`: the widest band), fitted
+    on its held-out scores from then on (:func:`refit_cutoffs`)."""
+    spam_filter.cutoff_source_ = "held-out"
+    refit_cutoffs(spam_filter)
+    return spam_filter
