@@ -261,7 +261,6 @@ def apply(spam_filter, ledger, payload):
                     raise ValueError(f"the record has {n_new} new tokens, the vocabulary found none")
             else:
                 forget(spam_filter, cls, hashes)
-            held_out = True     # a session refits the cutoffs after each learn or forget: replay does too
         elif op in (OP_RECORD, OP_REMOVE):
             op, label, note, digest = _LEDGER.unpack_from(payload, at)
             at += _LEDGER.size + _pad(_LEDGER.size)
