@@ -6,6 +6,7 @@ the held-out scores and the cutoffs that learning the message once with its labe
 
 import math
 import random
+from array import array
 
 import pytest
 
@@ -14,7 +15,7 @@ from spamnb.evaluation import online
 from spamnb.model import calibrate, learning
 from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
 from spamnb.model.ledger import Tally, ledger_of
-from spamnb.model.prequential import (BIN_WIDTH, LOW, THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram,
+from spamnb.model.prequential import (BIN_WIDTH, LOW, N_BINS, THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram,
                                       refit_cutoffs)
 from spamnb.model.verdict import logit
 
@@ -201,15 +202,11 @@ def test_a_trained_models_default_cutoffs_wait_for_evidence_enough(tmp_path):
     model = SpamFilter().fit([d for d, _ in _mails(120, seed=7)], [s for _, s in _mails(120, seed=7)], tune=False)
     assert model.cutoffs_from == "defaults"
     before = model.cutoffs
-    h = ScoreHistogram()
-    for i in range(300):
-        h.add(-30.0, False)
-    for i in range(60):
-        h.add(30.0, True)
-    model.held_out_ = h
+    model.held_out_ = h = ScoreHistogram(array("d", [0.0] * (2 * N_BINS)))
+    h.counts[ScoreHistogram.bin_of(-30.0)] = 300.0              # 300 ham at -30, 60 spam at 30
+    h.counts[N_BINS + ScoreHistogram.bin_of(30.0)] = 60.0
     assert not refit_cutoffs(model) and model.cutoffs == before
-    for i in range(800):
-        h.add(-30.0, False)
+    h.counts[ScoreHistogram.bin_of(-30.0)] = 1100.0
     assert refit_cutoffs(model) and model.cutoffs_from == "held-out"
     assert math.isclose(logit(model.spam_cutoff), LOW + (ScoreHistogram.bin_of(-30.0) + 1) * BIN_WIDTH + 1.0,
                         abs_tol=1e-6)
