@@ -66,8 +66,8 @@ def main(argv=None):
     from spamnb.evaluation.online import OnlineFilter, cutoff_figures, feedback_options, online_figures, run_online
     from spamnb.model import prequential
 
-    sys.path.insert(0, os.path.join(REPO, "scripts", "bench"))
-    from bench_online import stream_of
+    from spamnb.evaluation.online import order_messages
+    from spamnb.training.corpus import labelled_messages
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
@@ -85,7 +85,9 @@ def main(argv=None):
     print("| corpus | band | mode | (1-ROCA) % | lam % | learned | repeats | FP at own cutoffs after 1,000 "
           "| spam missed there |\n|---|---|---|---:|---:|---:|---:|---:|---:|")
     for corpus in args.corpora:
-        _paths, labels, datas, how = stream_of(corpus)
+        items = labelled_messages([corpus])
+        order, how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+        labels, datas = [items[i].is_spam for i in order], [items[i].data for i in order]
         y = np.asarray(labels, dtype=bool)
         tokenizer = OnlineFilter()
         streams = [tokenizer.stream(d) for d in datas] if not plain else None
