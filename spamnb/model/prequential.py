@@ -52,9 +52,9 @@ MAX_COUNT = 20_000.0                         # a class's evidence is halved past
 # scores that say nothing of the model it becomes (infinite under the "mle" prior).
 MIN_CLASS = 50
 # The cutoffs of a model with no held-out ham counted yet (thin_cutoffs): the widest band, narrowed to the
-# defaults as ham is counted.  -40 was chosen online, on error or unsure, on SpamAssassin (-30: 1-ROCA
-# 0.2606 %, -40: 0.2096 %, -50: 0.1919 %, -60: 0.1808 %) and checked on Enron-Spam and with auto-learn,
-# where -50 was worse than the defaults' (docs/notes/2026-11-29-learn-on-error.md).
+# defaults as ham is counted.  -40 was chosen online, on error or unsure, on SpamAssassin (ham at -30, -40,
+# -50, -60: 1-ROCA 0.2617, 0.2093, 0.1919, 0.1808 %; scripts/tune/tune_on_error.py) and checked on
+# Enron-Spam and with auto-learn, where -50 was worse than before (docs/notes/2026-11-29-learn-on-error.md).
 THIN_SPAM_LOG_ODDS = 36.0          # calibrate.MAX_LOG_ODDS: a cutoff is a probability, and 1 - P(36.7) is 0
 THIN_HAM_LOG_ODDS = -40.0
 
