@@ -77,6 +77,7 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=1, metavar="K")
     parser.add_argument("--repeat-margin", type=float, default=0.0, metavar="M")
     parser.add_argument("--weight", type=float, default=1.0, metavar="W")
+    parser.add_argument("--shuffle", type=int, metavar="SEED", help="a random order of each stream (seeded)")
     args = parser.parse_args(argv)
     bands = [tuple(float(v) for v in band.split("/")) for band in args.band] if args.band else [
         (prequential.THIN_SPAM_LOG_ODDS, prequential.THIN_HAM_LOG_ODDS)]
@@ -87,6 +88,11 @@ def main(argv=None):
     for corpus in args.corpora:
         items = labelled_messages([corpus])
         order, how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+        if args.shuffle is not None:     # as bench_online.py --shuffle
+            import random
+
+            random.Random(args.shuffle).shuffle(order)
+            how = f"shuffled, seed {args.shuffle}"
         labels, datas = [items[i].is_spam for i in order], [items[i].data for i in order]
         y = np.asarray(labels, dtype=bool)
         tokenizer = OnlineFilter()
