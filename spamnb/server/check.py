@@ -1,6 +1,7 @@
 """A checked message, as every front end of the server gets it from the
 request handler (spamnb.server.handler): the verdict, its score, the
-``X-Spam-*`` fields to add and the action the administrator chose for it.
+``X-Spam-*`` fields to add (what is done with it is the milter's policy,
+spamnb.server.policy).
 The SPAMD front end (spamnb.server.spamd_connection) lays it out as a spamd
 answer; the milter front end (spamnb.server.milter) as the MTA's header
 edits and end-of-data reply.  Neither classifies by itself."""
@@ -10,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spamnb.server import protocol as spamd
-
-ACTIONS = ("tag", "reject", "quarantine")   # --milter-spam-action
 
 
 @dataclass(frozen=True)
