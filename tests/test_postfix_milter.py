@@ -42,7 +42,7 @@ def test_reject_refuses_spam_at_end_of_data_and_delivers_ham_once(work, milter_p
     the SMTP session (nothing queued, nothing bounced), ham delivered once to
     each recipient with its X-Spam-* fields, a message for three recipients
     once to each, unsure mail tagged and delivered.  Besides the easy
-    messages (the corpus label is their key), ten near a cutoff
+    messages (the corpus label is their key), twelve near a cutoff
     (mailchain.hard_messages), whose key is ``spamnb classify`` on what
     Postfix handed the milter: refused exactly when that says spam, the
     others delivered with its word (Unsure ones too: never refused)."""
