@@ -7,7 +7,7 @@ fresh virtual environment into which this checkout is installed as the
 README installs it (``python3 -m venv``, then ``pip install .``: no editable
 install, no system site-packages)::
 
-    python3 scripts/bench/bench_readme.py            # docs/benchmarks-readme.md and .json
+    python3 scripts/bench/bench_readme.py            # docs/notes/benchmarks-readme.md and .json
     python3 scripts/bench/bench_readme.py --update   # and the README's rows, docs/benchmarks.md's source rows
 
 The rows, on each corpus (``--corpus``, default the shared SpamAssassin and
@@ -571,8 +571,8 @@ def main(argv=None):
     parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "spamnb-bench-readme-venv",
                         help="where the fresh venv is made (default: TMPDIR/spamnb-bench-readme-venv, made anew)")
     parser.add_argument("--reuse-venv", action="store_true", help="use --venv as it is if spamnb is installed in it")
-    parser.add_argument("--md", type=Path, default=REPO / "docs" / "benchmarks-readme.md")
-    parser.add_argument("--json", type=Path, default=REPO / "docs" / "benchmarks-readme.json")
+    parser.add_argument("--md", type=Path, default=REPO / "docs" / "notes" / "benchmarks-readme.md")
+    parser.add_argument("--json", type=Path, default=REPO / "docs" / "notes" / "benchmarks-readme.json")
     parser.add_argument("--update", action="store_true", help="also rewrite the README's speed rows and "
                         "docs/benchmarks.md's source rows with this run's")
     parser.add_argument("--inside-venv", action="store_true", help=argparse.SUPPRESS)
