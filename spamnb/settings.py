@@ -37,7 +37,7 @@ from spamnb.errors import SettingsError
 from spamnb.mail import lazy_re
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
-           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config"]
+           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "in_networks"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
@@ -150,7 +150,7 @@ def load_settings(path=None, overrides=None):
             except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise SettingsError(f"{path}: not valid TOML: {exc}") from None
         for key, value in data.items():
-            if key == "imap":      # the [imap] table: spamnb imap's (imap_settings)
+            if key in ("imap", "domain"):   # tables of spamnb imap's (imap_settings) and serve's (--milter-domains)
                 continue
             try:
                 values[key] = check(key, value)
@@ -248,6 +248,15 @@ SERVER_DEFAULTS = {
     "milter_user": "local",
     "milter_timeout": 300.0,
     "milter_max_packets": None,     # None: --max-size / 2 + 4096 (more than an MTA sends for such a message)
+    # the milter's policy (spamnb.server.policy)
+    "milter_skip_authenticated": False,
+    "trusted_networks": None,
+    "milter_trusted_action": "accept",
+    "milter_allowlist": None,
+    "milter_blocklist": None,
+    "milter_reject_score": None,    # None: --milter-spam-action for all spam
+    "milter_unsure_action": "accept",
+    "milter_domains": None,
     # read at start only (spamnb.server.launch): processes, privileges, TLS, metrics
     "workers": None,
     "user": None,
@@ -266,7 +275,9 @@ SERVER_DEFAULTS = {
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "auto_learn", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
               "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
-              "milter_user", "milter_timeout", "milter_max_packets")
+              "milter_user", "milter_timeout", "milter_max_packets", "milter_skip_authenticated", "trusted_networks",
+              "milter_trusted_action", "milter_allowlist", "milter_blocklist", "milter_reject_score",
+              "milter_unsure_action", "milter_domains")
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
@@ -292,7 +303,7 @@ def _is_loopback(host):
         return False
 
 
-def _networks(value):
+def _networks(value, option="--allowed-ips"):
     import ipaddress
 
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
@@ -303,7 +314,7 @@ def _networks(value):
             try:
                 out.append(ipaddress.ip_network(item, strict=False))
             except ValueError:
-                raise SettingsError(f"--allowed-ips: {item!r} is not an address or network") from None
+                raise SettingsError(f"{option}: {item!r} is not an address or network") from None
     return out
 
 
@@ -409,6 +420,7 @@ class ServerSettings:
             raise SettingsError("--milter-timeout must be positive")
         if self.milter_max_packets < 16:
             raise SettingsError("--milter-max-packets must be at least 16")
+        self._milter_policy(merged)
         if self.milter:
             try:
                 import importlib.util
@@ -418,6 +430,28 @@ class ServerSettings:
                 found = False
             if not found:
                 raise SettingsError("--milter needs the kilter.protocol package: pip install 'spamnb[milter]'")
+
+    def _milter_policy(self, merged):
+        """The milter's policy options (the files they name are read by
+        spamnb.server.policy): authenticated and trusted mail, the allow and
+        block lists, the reject score, unsure mail, the per-domain tables."""
+        self.milter_skip_authenticated = _bool(merged["milter_skip_authenticated"])
+        self.trusted_networks = _networks(merged["trusted_networks"] or [], "--trusted-networks")
+        self.milter_trusted_action = str(merged["milter_trusted_action"]).lower()
+        self.milter_allowlist = merged["milter_allowlist"] or None
+        self.milter_blocklist = merged["milter_blocklist"] or None
+        self.milter_domains = merged["milter_domains"] or None
+        score = merged["milter_reject_score"]
+        self.milter_reject_score = None if score in (None, "") else float(score)
+        self.milter_unsure_action = str(merged["milter_unsure_action"]).lower()
+        if self.milter_trusted_action not in ("accept", "check"):
+            raise SettingsError("--milter-trusted-action must be accept or check")
+        if self.milter_unsure_action not in ("accept", "tag", "tempfail"):
+            raise SettingsError("--milter-unsure-action must be accept, tag or tempfail")
+        required = float(merged["required_score"])
+        if self.milter_reject_score is not None and not self.milter_reject_score >= required:
+            raise SettingsError(f"--milter-reject-score {self.milter_reject_score:g} is below the spam cutoff's "
+                                f"score {required:g} (--required-score): it must be at or above it")
 
     def _production(self, merged):
         """The settings read at start only: worker processes, the user to run
@@ -477,15 +511,26 @@ class ServerSettings:
         return self.allow_tell or self.auto_learn or bool(self.shared)
 
     def allows(self, peer):
-        import ipaddress
+        return in_networks(peer, self.allowed)
 
-        try:
-            address = ipaddress.ip_address(peer.split("%", 1)[0])
-        except ValueError:
-            return False
-        if getattr(address, "ipv4_mapped", None):
-            address = address.ipv4_mapped
-        return any(address in network for network in self.allowed)
+
+def in_networks(address, networks):
+    """Whether ``address`` (text: a peer's, or an MTA's ``{client_addr}``,
+    maybe in ``[...]`` or after ``IPv6:``) lies in one of ``networks``."""
+    import ipaddress
+
+    if not address or not networks:
+        return False
+    text = address.strip().strip("[]")
+    if text[:5].lower() == "ipv6:":
+        text = text[5:]
+    try:
+        ip = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return False
+    if getattr(ip, "ipv4_mapped", None):
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
 
 
 def _bool(value):

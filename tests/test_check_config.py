@@ -53,6 +53,10 @@ def site(model):
         folder.chmod(0o755)
     shutil.copy(model, lib / "model.spamnb")
     (etc / "serve.conf").write_text("# settings: key = value\n")
+    # the milter's lists: docs/serve.md's example of their format (so it is checked too)
+    example = re.search(r"```text\n *(# a sender address.*?)```", (REPO / "docs" / "serve.md").read_text(), re.S)
+    for name in ("allow.list", "block.list"):
+        (etc / name).write_text(re.sub(r"(?m)^ +", "", example.group(1)))
     if OPENSSL is not None:
         subprocess.run([OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(etc / "key.pem"),
                         "-out", str(etc / "cert.pem"), "-days", "2", "-subj", "/CN=localhost"],

@@ -103,6 +103,33 @@ def add_parser(subparsers):
                    help="milter: packets one message may take; past it the message is refused with a temporary "
                         "failure, unchecked (default: --max-size / 2 + 4096, more than an MTA sends for a message "
                         "of --max-size)")
+    p.add_argument("--milter-skip-authenticated", action="store_const", const=True,
+                   help="milter: mail whose MAIL command came with the {auth_authen} macro (a SASL-authenticated "
+                        "submission) gets --milter-trusted-action (default: checked as any other)")
+    p.add_argument("--trusted-networks", metavar="NETS",
+                   help="milter: comma-separated client addresses/networks whose mail gets --milter-trusted-action "
+                        "(the {client_addr} macro; default none)")
+    p.add_argument("--milter-trusted-action", choices=("accept", "check"),
+                   help="milter: authenticated and trusted-network mail is passed untouched, not checked (accept), "
+                        f"or checked and logged, passed untouched (check) (default {d['milter_trusted_action']})")
+    p.add_argument("--milter-allowlist", metavar="FILE",
+                   help="milter: senders, @domains and client networks (one a line, # comments) whose mail is "
+                        "delivered unchecked, its X-Spam-Status saying allowlisted=KIND; re-read on SIGHUP")
+    p.add_argument("--milter-blocklist", metavar="FILE",
+                   help="milter: senders, @domains and client networks (the same format) whose mail is refused "
+                        "with 550 5.7.1 (the MTA refuses it during SMTP); re-read on SIGHUP")
+    p.add_argument("--milter-reject-score", type=float, metavar="SCORE",
+                   help="milter: spam scoring SCORE or more is refused (550 5.7.1), spam below it gets "
+                        "--milter-spam-action (tag for reject); at least the spam cutoff's score "
+                        "(--required-score; default: none, --milter-spam-action for all spam)")
+    p.add_argument("--milter-unsure-action", choices=("accept", "tag", "tempfail"),
+                   help="milter: unsure mail is delivered with its fields (accept), its Subject tagged too (tag), "
+                        "or deferred with 451 4.7.1 once per client, sender and first recipient in 4 hours, "
+                        f"accepted on the retry (tempfail) (default {d['milter_unsure_action']})")
+    p.add_argument("--milter-domains", metavar="FILE",
+                   help="milter: a TOML file (settings.toml may be it) of [domain.\"NAME\"] tables: spam_action, "
+                        "reject_score, unsure_action, model for mail to that domain (the first recipient's); "
+                        "re-read on SIGHUP")
     p.add_argument("--shared", metavar="redis://HOST:PORT/DB",
                    help="share learning with other hosts through this Redis: TELLs go to a stream every host "
                         "follows and learns from; scoring stays local (needs pip install 'spamnb[shared]'; "

@@ -25,7 +25,8 @@ out by the front end; spamnb.server.server_log logs and counts it.
   serves (models are replaced by rename, so a loaded model is always
   whole); with ``--allow-tell`` a loaded model follows its journal
   (spamnb.server.models).
-- SIGHUP re-reads ``--config`` and drops the loaded models; SIGTERM/SIGINT
+- SIGHUP re-reads ``--config`` and the milter's policy files (a bad one
+  keeps the old policy: spamnb.server.policy) and drops the loaded models; SIGTERM/SIGINT
   stop accepting, let requests in flight finish, then exit 0.
 - Errors and spamc: once connected, spamc turns any error answer into exit
   74/76 (a bounce for an MTA's pipe), and only a failed connect into 69
@@ -53,6 +54,7 @@ from spamnb.server.autolearn import AutoLearner
 from spamnb.server.handler import RequestHandler
 from spamnb.server.listeners import ServerError, bind_all
 from spamnb.server.models import ModelCache, ModelUnavailable
+from spamnb.server.policy import Policy
 from spamnb.server.server_log import ServerLog
 from spamnb.server.spamd_connection import SpamdConnection
 from spamnb.settings import ServerSettings, SettingsError
@@ -65,6 +67,7 @@ class Server:
         self.given = given
         self.config = config
         self.settings = ServerSettings(given, config)
+        self.policy = Policy.load(self.settings)    # the milter's (spamnb.server.policy): a bad file is exit 64
         self.handler = RequestHandler(self)
         self.logbook = ServerLog(lambda: self.settings, log_stream,
                                  user_model=lambda user: self.handler.model_path(user)[0] != self.settings.model)
@@ -131,6 +134,10 @@ class Server:
             self.models.pinned, self.models.whole = self.settings.model, self.settings.learns
             self.log(f"SIGHUP: settings not reloaded: no usable site model: {exc.text}")
             return
+        try:
+            self.policy = Policy.load(fresh)
+        except SettingsError as exc:
+            self.log(f"SIGHUP: the milter's policy not reloaded (the old lists kept): {exc}")
         self.settings = fresh
         self.models.max_models = fresh.max_models
         self.models.max_bytes = fresh.max_models_bytes

@@ -8,14 +8,20 @@ on the server's event loop, in the server's worker processes, and hands the
 message to the request handler the SPAMD side uses (spamnb.server.handler);
 connections are accepted as the SPAMD side's are (spamnb.server.accepting).
 
-What it asks the MTA for at negotiation: no connect, HELO, MAIL or DATA
-events and no unknown commands; the recipients, the header fields (with
-their leading space), the end of headers and the body, none of which it
-answers (the ``NR`` flags), so the only round trip of a message is its end
-of data.  There it answers by ``--milter-spam-action``: the ``X-Spam-*``
-fields added (any the sender put there removed, the subject tagged with
-``--subject-tag``), and for spam, under ``reject``, ``550 5.7.1`` instead,
-or under ``quarantine`` the fields and a quarantine request.  A message it
+What it asks the MTA for at negotiation: no connect, HELO or DATA
+events and no unknown commands; the sender (with the ``{auth_authen}`` and
+``{client_addr}`` macros), the recipients, the header fields (with their
+leading space), the end of headers and the body, none of which it answers
+(the ``NR`` flags), so the only round trip of a message is its end of
+data.  There the policy (spamnb.server.policy) answers trusted,
+authenticated, block- and allow-listed mail first, unscored; any other
+message is checked and answered by its recipient domain's policy
+(``--milter-spam-action``, ``--milter-reject-score``,
+``--milter-unsure-action``): the ``X-Spam-*`` fields added (any the
+sender put there removed, the subject tagged with ``--subject-tag``), and
+for spam, under ``reject`` or above the reject score, ``550 5.7.1``
+instead, under ``quarantine`` the fields and a quarantine request; unsure
+mail under ``tempfail`` ``451 4.7.1``, once per triplet.  A message it
 cannot check (over ``--max-size``, no usable model, an internal error) is
 answered by ``--milter-on-error``: accepted unchanged, or a temporary
 failure.
@@ -46,6 +52,7 @@ from kilter.protocol.exceptions import InsufficientSpace
 
 from spamnb.report.headers import OUR_FIELDS
 from spamnb.server.models import ModelUnavailable
+from spamnb.server.policy import Triplets, address_of, allowlisted_fields
 from spamnb.server.server_log import log_safe, one_line
 
 MAX_PACKET = 1024 * 1024            # bytes of one milter packet (Postfix sends body chunks of 64 KiB)
@@ -56,11 +63,14 @@ PACKET_BURST = 20_000               # ... and its burst (an MTA sends 10-200 pac
 _START_CAPACITY = 64 * 1024 + 64
 _PF = messages.ProtocolFlags
 _AF = messages.ActionFlags
-_WANTED_PROTOCOL = (_PF.NO_CONNECT | _PF.NO_HELO | _PF.NO_SENDER | _PF.NO_DATA | _PF.NO_UNKNOWN
-                    | _PF.NR_RECIPIENT | _PF.NR_HEADER | _PF.NR_END_OF_HEADERS | _PF.NR_BODY
+_WANTED_PROTOCOL = (_PF.NO_CONNECT | _PF.NO_HELO | _PF.NO_DATA | _PF.NO_UNKNOWN
+                    | _PF.NR_SENDER | _PF.NR_RECIPIENT | _PF.NR_HEADER | _PF.NR_END_OF_HEADERS | _PF.NR_BODY
                     | _PF.HEADER_LEADING_SPACE)
 _WANTED_ACTIONS = _AF.ADD_HEADERS | _AF.CHANGE_HEADERS | _AF.QUARANTINE
 _REJECT = b"550 5.7.1 Message refused as spam\x00"
+_BLOCKED = b"550 5.7.1 Message refused: the sender or client is on the block list\x00"
+_DEFER = b"451 4.7.1 Message deferred: unsure, try again later\x00"
+_TRIPLETS = Triplets()              # unsure mail deferred lately (--milter-unsure-action tempfail), this process's
 
 
 class PacketBuffer:
@@ -206,6 +216,7 @@ class MilterConnection(asyncio.Protocol):
         self.leading_space = False
         self.actions = _AF.NONE     # the header edits the MTA allows
         self.queue_id = "-"
+        self.client = None          # the client's address ({client_addr}), for the policy
         self._new_message()
 
     def _new_message(self):
@@ -219,6 +230,10 @@ class MilterConnection(asyncio.Protocol):
         self.our_fields = {}        # lower-case name -> occurrences of spamnb's X-Spam-* fields
         self.subjects = 0
         self.started = False
+        self.sender = ""            # the envelope sender, {auth_authen} and the first recipient, for the policy
+        self.authenticated = False
+        self.first_rcpt = None
+        self.trusted = None         # why a message is checked without action (--milter-trusted-action check)
 
     # ------------------------------------------------------------------ asyncio
     def connection_made(self, transport):
@@ -416,10 +431,17 @@ class MilterConnection(asyncio.Protocol):
                 queue_id = message.macros.get("i")
                 if queue_id:
                     self.queue_id = log_safe(queue_id, 32)
+                if message.stage == ord("M"):
+                    self.authenticated = bool(message.macros.get("{auth_authen}"))
+                    self.client = message.macros.get("{client_addr}", self.client or "")[:64] or None
+            case messages.EnvelopeFrom():
+                self.sender = address_of(message.sender)
             case messages.EnvelopeRecipient():
                 self.started = True
                 if len(self.users) < 2:
                     self.users.add(self._user_of(bytes(message.recipient)))
+                if self.first_rcpt is None:
+                    self.first_rcpt = address_of(message.recipient)
             case messages.EndOfHeaders():
                 self.started = True
                 self.in_body = True
@@ -448,10 +470,11 @@ class MilterConnection(asyncio.Protocol):
         self.actions = offer.action_flags & _WANTED_ACTIONS
         macros = {}
         if _AF.SETSYMLIST in offer.action_flags:
-            # only the queue ID, for the log: the MTA's other macros (addresses, TLS, ...) are
-            # packets to read for nothing, and may hold bytes that are not ASCII
+            # the queue ID, for the log, and at MAIL what the policy needs: the MTA's other macros
+            # (TLS, ...) are packets to read for nothing, and may hold bytes that are not ASCII
             self.actions |= _AF.SETSYMLIST
-            macros = {messages.Stage.ENVELOPE_RECIPIENT: ["i"], messages.Stage.END_HEADERS: ["i"],
+            macros = {messages.Stage.ENVELOPE_FROM: ["i", "{auth_authen}", "{client_addr}"],
+                      messages.Stage.ENVELOPE_RECIPIENT: ["i"], messages.Stage.END_HEADERS: ["i"],
                       messages.Stage.END_MESSAGE: ["i"]}
         self._send(messages.Negotiate(min(offer.version, 6), self.actions, protocol, macros))
 
@@ -497,24 +520,53 @@ class MilterConnection(asyncio.Protocol):
             self._unchecked(started, user or "-", f"error 75 refused: more than {server.settings.milter_max_packets}"
                                                   " packets in one message", "tempfail")
             return
+        if self._before_scoring(started, log_safe(user or "-")):
+            return
         if self.too_big:
             self._unchecked(started, user or "-", f"too big, not checked (message larger than "
                                                   f"{server.settings.max_size} bytes)")
             return
-        paths = server.handler.ready(user)
-        if paths is None:
+        paths = self._paths(user)
+        if not server.models.loaded(paths[0]):
             # a model not loaded yet is read in a thread while the loop goes on
-            self.pending = asyncio.get_running_loop().create_task(self._check_later(started, user))
+            self.pending = asyncio.get_running_loop().create_task(self._check_later(started, user, paths))
             return
         self._check(started, user, paths)
 
-    async def _check_later(self, started, user):
+    async def _check_later(self, started, user, paths):
         try:
-            await self.server.models.first_load(self.server.handler.model_path(user)[0],
-                                                self.server.settings.required_score)
+            await self.server.models.first_load(paths[0], self.server.settings.required_score)
         finally:
             self.pending = None
-        self._check(started, user)
+        self._check(started, user, paths)
+
+    def _paths(self, user):
+        """The user's model paths (spamnb.server.handler), the recipient domain's
+        model (--milter-domains) in place of the site model."""
+        paths = self.server.handler.model_path(user)
+        model = self.server.policy.for_recipient(self.first_rcpt or "").model
+        return (model, paths[1]) if model and paths[0] == self.server.settings.model else paths
+
+    def _before_scoring(self, started, user):
+        """The policy before scoring (spamnb.server.policy): trusted mail
+        passed (or marked to be checked without action), block-listed mail
+        refused, allow-listed mail delivered with its fields; True when answered."""
+        found = self.server.policy.before(self.sender, self.client, self.authenticated)
+        if found is None:
+            return False
+        what, why = found
+        if what == "check":
+            self.trusted = why
+            return False
+        answers = {"accept": (messages.Continue(),), "block": (messages.ReplyCode(_BLOCKED),)}.get(what)
+        if answers is None:     # allow-listed
+            answers = (*self._edits(allowlisted_fields(why, self.server.settings.required_score), False),
+                       messages.Continue())
+        if not self.closed:
+            self._send(*answers)
+        outcome = {"accept": f"not checked trusted={why}", "block": f"blocklisted={why}"}.get(what, f"allowlisted={why}")
+        self._done(user, outcome, {"block": "reject", "allow": "tag"}.get(what, "accept"), started)
+        return True
 
     def _check(self, started, user, paths=None):
         settings = self.server.settings
@@ -529,25 +581,42 @@ class MilterConnection(asyncio.Protocol):
         except Exception as exc:  # noqa: BLE001 - answered by --milter-on-error, logged; the server goes on
             self._unchecked(started, shown, f"error 70 {type(exc).__name__}: {one_line(exc)}")
             return
-        action = checked.action(settings.milter_spam_action)
+        action = self._action(checked)
         if self.closed:
             return
-        if action == "reject":
-            self._send(messages.ReplyCode(_REJECT))
+        if action in ("reject", "tempfail"):
+            self._send(messages.ReplyCode(_REJECT if action == "reject" else _DEFER))
+        elif action == "accept":
+            self._send(messages.Continue())
         else:
-            self._send(*self._edits(checked, settings, subject),
+            self._send(*self._edits(checked.fields(settings.report), checked.label == "spam" or action == "unsure-tag",
+                                    subject),
                        *([messages.Quarantine(f"spamnb: spam, score {checked.score:.1f}")]
                          if action == "quarantine" and _AF.QUARANTINE in self.actions else ()),
                        messages.Continue())
-        self._done(shown, checked.outcome, action, started, len(message))
+        self._done(shown, checked.outcome + (f" trusted={self.trusted}" if self.trusted else ""),
+                   "tag" if action == "unsure-tag" else action, started, len(message))
 
-    def _edits(self, checked, settings, subject):
-        """The header edits of a tagged message (``subject``: the first
-        Subject field's value, or None): the sender's own X-Spam-*
-        fields removed (the last first, so the indexes stay right), the
-        subject tagged, spamnb's fields added."""
+    def _action(self, checked):
+        """What a checked message gets: its recipient domain's policy
+        (spamnb.server.policy.DomainPolicy), a tempfail at most once per
+        triplet in a window (:data:`_TRIPLETS`), ``accept`` (untouched) for
+        trusted mail checked without action."""
+        if self.trusted:
+            return "accept"
+        action = self.server.policy.for_recipient(self.first_rcpt or "").action(checked.label, checked.score)
+        if action == "tempfail" and not _TRIPLETS.defer(self.client, self.sender, self.first_rcpt):
+            return "tag"
+        return action
+
+    def _edits(self, fields, tag_subject, subject=None):
+        """The header edits of a tagged message (``fields``: spamnb's fields as
+        (name, value) pairs; ``subject``: the first Subject field's value, or
+        None): the sender's own X-Spam-* fields removed (the last first, so
+        the indexes stay right), the subject tagged when ``tag_subject``,
+        spamnb's fields added."""
+        settings = self.server.settings
         edits = []
-        fields = checked.fields(settings.report)
         # the values as the fields are written, "Name: value": with HEADER_LEADING_SPACE agreed the MTA
         # adds no space after the colon itself
         space = b" " if self.leading_space else b""
@@ -558,7 +627,7 @@ class MilterConnection(asyncio.Protocol):
             for index in range(count, 0, -1):
                 edits.append(messages.ChangeHeader(index, lower, b""))
         tag = settings.subject_tag
-        if tag and checked.label == "spam":
+        if tag and tag_subject:
             if subject is None:
                 edits.append(messages.AddHeader("Subject", tag.encode("utf-8")))
             elif not subject.lstrip(b" \t").startswith(tag.encode("utf-8")):
@@ -576,8 +645,9 @@ class MilterConnection(asyncio.Protocol):
         return bytes(self.held[start:end])
 
     def _unchecked(self, started, user, outcome, action=None):
-        """A message that could not be checked: --milter-on-error (or ``action``)."""
-        action = action or self.server.settings.milter_on_error
+        """A message that could not be checked: --milter-on-error (or
+        ``action``); trusted mail checked without action: passed."""
+        action = action or ("accept" if self.trusted else self.server.settings.milter_on_error)
         if not self.closed:
             self._send(messages.Continue() if action == "accept" else messages.TemporaryFailure())
         self._done(user, outcome, action, started, self.size)

@@ -16,7 +16,10 @@ Each check is made by the process that will need the thing, as
   ``--config`` file read again, the site model (opened and its header
   checked, as the server loads it), the folder it learns in, and
   ``--models-dir`` (read; written when the server learns: ``--allow-tell``,
-  ``--auto-learn``, ``--shared``).
+  ``--auto-learn``, ``--shared``), the milter's allow and block lists and
+  per-domain tables (each domain's model opened), and the commands'
+  settings file (``$SPAMNB_HOME/settings.toml``).  A reject score below
+  the spam cutoff's score is a bad setting, found with the settings.
 
 Nothing is written: no socket file is left, no pid file made.
 """
@@ -35,6 +38,7 @@ import time
 from spamnb.errors import CannotListen, PrivilegeError, SettingsError, SpamnbError
 from spamnb.server.launch import import_everything
 from spamnb.server.listeners import bind_tcp, tls_context
+from spamnb.server.policy import Policy, read_domains, read_list
 from spamnb.server.privileges import drop, resolve, running_as_root
 from spamnb.settings import ServerSettings, read_config
 
@@ -269,6 +273,43 @@ def _files(given, config, who=None):
                             f"(its journal, its lock){suffix}")
     if settings.models_dir:
         problems += _models_dir(settings, suffix)
+    problems += [f"{problem}{suffix}" for problem in _policy(settings)]
+    return problems
+
+
+def _policy(settings):
+    """The milter's policy files (spamnb.server.policy), each read as the
+    server reads it, each domain's model opened, and the settings file of
+    the commands (``$SPAMNB_HOME/settings.toml``, when there is one)."""
+    from spamnb.errors import ModelError
+    from spamnb.model.store import map_model
+    from spamnb.settings import load_settings
+
+    problems = []
+    for path, option in ((settings.milter_allowlist, "--milter-allowlist"),
+                         (settings.milter_blocklist, "--milter-blocklist")):
+        if path:
+            try:
+                read_list(path, option)
+            except SettingsError as exc:
+                problems.append(str(exc))
+    if settings.milter_domains:
+        try:
+            domains = read_domains(settings.milter_domains, Policy.load_base(settings), settings.required_score)
+        except SettingsError as exc:
+            problems.append(str(exc))
+            domains = {}
+        for name, policy in domains.items():
+            if policy.model:
+                try:
+                    map_model(policy.model)[1].file.close()
+                except (ModelError, OSError) as exc:
+                    problems.append(f"--milter-domains [domain.{name!r}] model {policy.model}: "
+                                    f"{getattr(exc, 'strerror', None) or exc}")
+    try:
+        load_settings()
+    except SettingsError as exc:
+        problems.append(f"settings file: {exc}")
     return problems
 
 
