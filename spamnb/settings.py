@@ -271,6 +271,15 @@ SERVER_DEFAULTS = {
     "shared": None,
     "shared_state": None,
     "snapshot_interval": 300.0,
+    # the web console (spamnb.console), read at start only
+    "ui": None,
+    "ui_users": None,
+    "ui_tls": False,
+    "ui_origin": None,
+    "ui_history": None,             # None: history.sqlite beside the site model
+    "ui_history_rows": 100_000,
+    "ui_history_days": 30.0,
+    "ui_keep_messages": 0,          # messages kept for learning from the history; 0: none (they are mail content)
 }
 RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "auto_learn", "create_user_models", "max_user_models",
               "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
@@ -492,8 +501,9 @@ class ServerSettings:
         self.ssl_key = merged["ssl_key"] or None
         if self.ssl_listen and not self.ssl_cert:
             raise SettingsError("--ssl-listen needs --ssl-cert FILE (and --ssl-key FILE unless the key is in it)")
-        if self.ssl_cert and not self.ssl_listen:
-            raise SettingsError("--ssl-cert needs --ssl-listen HOST:PORT")
+        self._console(merged)
+        if self.ssl_cert and not self.ssl_listen and not self.ui_tls:
+            raise SettingsError("--ssl-cert needs --ssl-listen HOST:PORT (or --ui-tls)")
         metrics = merged["metrics"]
         if metrics:
             metrics = str(metrics)
@@ -502,6 +512,32 @@ class ServerSettings:
                 raise SettingsError("--metrics takes [HOST:]PORT")
         else:
             self.metrics = None
+
+    def _console(self, merged):
+        """The web console's settings (spamnb.console, docs/ui.md)."""
+        ui = merged["ui"]
+        self.ui = _parse_listen(str(ui) if ":" in str(ui) else f"127.0.0.1:{ui}", "--ui") if ui else None
+        if self.ui is not None and self.ui[0] != "tcp":
+            raise SettingsError("--ui takes [HOST:]PORT")
+        self.ui_users = merged["ui_users"] or None
+        self.ui_tls = _bool(merged["ui_tls"])
+        self.ui_origin = (str(merged["ui_origin"]).rstrip("/") or None) if merged["ui_origin"] else None
+        self.ui_history = merged["ui_history"] or None
+        self.ui_history_rows = int(merged["ui_history_rows"])
+        self.ui_history_days = float(merged["ui_history_days"])
+        self.ui_keep_messages = int(merged["ui_keep_messages"])
+        if self.ui is None:
+            return
+        if not self.ui_users:
+            raise SettingsError("--ui needs --ui-users FILE (who may log in)")
+        if self.ui_tls and not self.ssl_cert:
+            raise SettingsError("--ui-tls needs --ssl-cert FILE (and --ssl-key FILE unless the key is in it)")
+        if not _is_loopback(self.ui[1]) and not (self.ui_tls and merged["allowed_ips"] is not None):
+            raise SettingsError(f"--ui on {self.ui[1]} (not loopback) needs --ui-tls and --allowed-ips")
+        if not (1 <= self.ui_history_rows <= 10_000_000 and self.ui_history_days > 0
+                and 0 <= self.ui_keep_messages <= 100_000):
+            raise SettingsError("--ui-history-rows must lie in [1, 10000000], --ui-history-days be positive, "
+                                "--ui-keep-messages in [0, 100000]")
 
     @property
     def learns(self):

@@ -208,20 +208,18 @@ def test_relabel_takes_a_message_back_exactly(stream):
     assert list(wrong.class_count_) == list(right.class_count_)
 
 
-def test_cutoffs_default_until_enough_evidence_then_fitted():
-    """The model's own cutoffs: the defaults with too little held-out evidence, then fitted on it."""
-    from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
-    from spamnb.model.prequential import ScoreHistogram
-    from spamnb.model.verdict import logit
+def test_cutoffs_wide_until_enough_evidence_then_fitted():
+    """The model's own cutoffs: the wide band of thin evidence, then fitted on the held-out scores."""
+    from spamnb.model.prequential import THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram
 
     model = online.OnlineFilter()
-    assert model.cutoffs() == (logit(DEFAULT_SPAM_CUTOFF), DEFAULT_HAM_LOG_ODDS)
+    assert model.cutoffs() == (THIN_SPAM_LOG_ODDS, THIN_HAM_LOG_ODDS)
     h = ScoreHistogram()
     for i in range(999):
         h.add(-20.0 + (i % 10), False)
     for i in range(100):
         h.add(30.0, True)
-    assert h.cutoffs() is None          # 999 ham: fewer than 1 / 0.1 %
+    assert "thin evidence" in h.cutoffs()[2]           # 999 ham: fewer than 1 / 0.1 %
     h.add(2.1, False)                   # the 1,000th ham, and the highest: it alone may reach the cutoff
     spam_cut, ham_cut, rule = h.cutoffs()
     assert spam_cut == pytest.approx(-10.75 + 1.0)     # top of the bin [-11, -10.75) (-20 + 9), + 1 margin

@@ -122,16 +122,23 @@ def _histogram(ham_scores, spam_scores):
 
 
 def test_a_young_model_raises_its_spam_cutoff_over_its_ham_and_never_lowers_it():
+    from spamnb.model.prequential import THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS
+
     spam = [40.0] * 60
-    # fewer than 200 ham: nothing said
-    assert _histogram([-20.0] * 150 + [30.0], spam).cutoffs() is None
-    # 200 to 999 ham, one of them at 30: spam cutoff over it (+ margin), ham cutoff the default
+    top = LOW + (int((30.0 - LOW) / BIN_WIDTH) + 1) * BIN_WIDTH     # the top of a ham at 30's bin
+    # no ham counted: the widest band
+    spam_cut, ham_cut, rule = _histogram([], spam).cutoffs()
+    assert (spam_cut, ham_cut) == (THIN_SPAM_LOG_ODDS, THIN_HAM_LOG_ODDS) and "thin evidence" in rule
+    # 400 of the 1,000 ham a fit needs, one at 30: the band 40 % of the way to the defaults (spam 27.2,
+    # ham -25.6), the spam cutoff over that ham (+ margin)
     spam_cut, ham_cut, rule = _histogram([-20.0] * 400 + [30.0], spam).cutoffs()
-    top = LOW + (int((30.0 - LOW) / BIN_WIDTH) + 1) * BIN_WIDTH
-    assert spam_cut == pytest.approx(top + 1.0) and ham_cut == DEFAULT_HAM_LOG_ODDS
-    assert "raised" in rule
-    # every ham far below the default cutoff: the defaults stay (never lowered)
-    assert _histogram([-20.0] * 400 + [5.0], spam).cutoffs() is None
+    assert spam_cut == pytest.approx(top + 1.0)
+    assert ham_cut == pytest.approx(THIN_HAM_LOG_ODDS + (DEFAULT_HAM_LOG_ODDS - THIN_HAM_LOG_ODDS) * 401 / 1000)
+    assert "thin evidence" in rule
+    # every ham far below: the band alone, narrower with more ham, never narrower than the defaults
+    wide = _histogram([-20.0] * 200, spam).cutoffs()
+    narrow = _histogram([-20.0] * 800, spam).cutoffs()
+    assert THIN_SPAM_LOG_ODDS > wide[0] > narrow[0] > 14.0 and THIN_HAM_LOG_ODDS < wide[1] < narrow[1] < -4.0
     # 1,000 ham and more: fitted as train fits them, lower than the young rule would place it
     fitted = _histogram([-20.0] * 1500 + [30.0], spam).cutoffs()
     assert fitted is not None and fitted[0] < spam_cut and "fitted" in fitted[2]
@@ -144,11 +151,12 @@ def test_a_raised_cutoff_is_fitted_into_the_model_and_info_says_why():
 
     model = SpamFilter().fit([b"Subject: a\n\nhello there", b"Subject: b\n\ncheap pills"], [False, True], tune=False)
     model.held_out_ = _histogram([-20.0] * 300 + [30.0], [40.0] * 60)
+    assert not refit_cutoffs(model) and model.cutoffs_from == "defaults"    # fitted or trained: thin evidence
+    model.cutoff_source_ = "held-out"       # a model that grew by learning: its cutoffs follow its evidence
     assert refit_cutoffs(model) and model.cutoffs_from == "held-out"
     assert math.log(model.spam_cutoff / (1 - model.spam_cutoff)) == pytest.approx(30.25 + 1.0, abs=0.01)
-    assert "the spam cutoff raised over every such ham" in cutoffs_from(model)
-    model.held_out_ = _histogram([-20.0] * 300 + [5.0], [40.0] * 60)    # nothing to raise: still what it was
-    assert not refit_cutoffs(model)
+    assert "the spam cutoff over every such ham" in cutoffs_from(model)
+    assert not refit_cutoffs(model)     # the same evidence: the same cutoffs
 
 
 def test_a_model_file_older_than_the_weight_scores_its_pairs_at_weight_one(tmp_path):

@@ -9,6 +9,7 @@ from spamnb import SpamFilter
 from spamnb.model import learning, prequential, schema
 from spamnb.model.ledger import Tally
 from spamnb.model.prequential import N_BINS, ScoreHistogram
+from spamnb.model.verdict import logit
 
 from conftest import run_spamnb
 
@@ -44,8 +45,12 @@ def test_learned_model_fits_its_cutoffs_from_held_out_scores(tmp_path):
     stream = _stream(1450, 250)
     _learn(path, stream[:600])
     young = SpamFilter.load(path)
-    assert young.cutoffs_from == "defaults"                 # fewer than 1,000 held-out ham: the defaults stay
+    assert young.cutoffs_from == "held-out"                 # fewer than 1,000 held-out ham: the thin band
     assert 0 < young.held_out_.total(False) < 1000
+    thin_spam, thin_ham, rule = young.held_out_.cutoffs()
+    assert "thin evidence" in rule and thin_spam > logit(SpamFilter().spam_cutoff) and thin_ham < -4.0
+    assert logit(young.spam_cutoff) == pytest.approx(thin_spam, abs=1e-3)     # a probability near 1: 1e-14 apart
+    assert logit(young.ham_cutoff) == pytest.approx(thin_ham, abs=1e-6)
     _learn(path, stream[600:-10])
     with learning.session(path) as s:       # the last learns journaled (the model file is left as it was)
         for data, spam in stream[-10:]:
@@ -58,8 +63,6 @@ def test_learned_model_fits_its_cutoffs_from_held_out_scores(tmp_path):
     assert grown.cutoffs_from == "held-out"
     assert grown.held_out_.total(False) >= 1000 and grown.held_out_.total(True) >= 50
     spam_cut, ham_cut, _rule = grown.held_out_.cutoffs()
-    from spamnb.model.verdict import logit
-
     assert logit(grown.spam_cutoff) == pytest.approx(spam_cut, abs=1e-6)
     assert logit(grown.spam_cutoff) != pytest.approx(logit(SpamFilter().spam_cutoff))
     # a whole save (compaction) keeps the histogram and the source
@@ -78,7 +81,8 @@ def test_one_class_first_counts_no_scores(tmp_path):
     rng = random.Random(2)
     _learn(path, [(_message(rng, False, n), False) for n in range(200)])
     model = SpamFilter.load(path)
-    assert model.held_out_ is None and model.cutoffs_from == "defaults"
+    assert model.held_out_ is None and model.cutoffs_from == "held-out"     # a learned model's, from no evidence
+    assert (model.spam_cutoff, model.ham_cutoff) == learning.learned_model().cutoffs   # the widest band
 
 
 def test_trained_cutoffs_stay(tmp_path):

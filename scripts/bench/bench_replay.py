@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A corpus replayed as a user lives it: train on the first half, then the
-second half in arrival order, each message classified and the mistakes a
-user sees corrected; spamnb and bogofilter side by side (issue 46, item 4).
+second half in arrival order, each message classified and the mail a user
+gives back learned; spamnb and bogofilter side by side, in three modes.
 
 Each corpus is one stream in the order ``spamnb evaluate --online`` uses
 (``spamnb.evaluation.online.order_messages``: by Date: header when most
@@ -13,27 +13,38 @@ to a folder tree (``spam/`` and ``ham/``) and trained on:
 - bogofilter: ``bogofilter -C -d DB -s -b`` fed the spam file list, then
   ``-n -b`` the ham list.
 
-Then each message of the second half, in order:
+Then each message of the second half, in order, is classified by the model as
+it stands and learned as the mode says (``--modes``, default all three):
 
-- spamnb: its verdict by the model as it stands (the model file and its
-  journal, loaded again after each learn: what ``spamnb classify`` reads; in
-  this process, so the replay is not a thousand process starts), and when the
-  user would correct it, ``spamnb learn --spam|--ham -m MODEL < MSG`` (a
-  process, as a user or Dovecot's learn-on-move runs it: the ledger, the
-  journal, the held-out cutoffs of a model that learns);
-- bogofilter: ``bogofilter -C -d DB -I MSG`` (exit 0 spam, 1 ham, 2 unsure),
-  and when corrected, ``bogofilter -C -d DB -s|-n -I MSG``.
+- ``error``: what a user corrects: a spam not filed as spam (ham or unsure: it
+  sits in the inbox; they move it to Junk: learn as spam) and a ham filed as
+  spam (they move it out of Junk: learn as ham).  Unsure ham stays in the
+  inbox, uncorrected;
+- ``auto``: that, and the model's confident verdicts learned as themselves
+  (spamnb: ``spamnb.model.autolearn.auto_label``, 2 log-odds beyond a cutoff,
+  recorded as auto-learned, as ``classify --auto-learn`` and ``serve
+  --auto-learn`` learn, without their hourly limit; a correction relabels it
+  through the ledger; bogofilter: ``-u``, then ``-Sn``/``-Ns`` for a
+  registered error, ``-s`` for unsure spam);
+- ``full``: every message learned with its label.
 
-What a user corrects: a spam not filed as spam (ham or unsure: it sits in the
-inbox; they move it to Junk: learn as spam) and a ham filed as spam (they move
-it out of Junk: learn as ham).  Unsure ham stays in the inbox, uncorrected.
+spamnb: the verdict of the model and journal as they stand, and each learn
+through ``spamnb.model.learning.session`` (the ledger, the journal, the held-out
+cutoffs of a model that learns: the code ``spamnb learn``, Dovecot's
+learn-on-move and serve's TELL run), the model kept loaded between sessions
+as serve keeps it (``learning.Kept``), in this process; ``--cli`` runs
+``spamnb learn --spam|--ham -m MODEL`` instead, one process per learn (as a
+user runs it; error mode only: a process per message of the other modes is
+hours).  bogofilter: ``bogofilter -C -d DB -T -I MSG`` (its verdict and
+spamicity) and ``-s|-n`` (``-Sn|-Ns``) to learn, one process each.
 
-Figures per system: false positives (ham called spam), spam not caught (ham
-or unsure), unsure ham, corrections made, wall seconds of the replay (the
-training apart).
+Figures per system and mode: (1-ROCA) % of the scores given before each
+message was learned (spamnb: log-odds; bogofilter: spamicity), false
+positives (ham called spam), spam not caught (ham or unsure), unsure ham,
+messages learned, wall seconds of the replay (the training apart).
 
-    python scripts/bench/bench_replay.py                          # both shared corpora
-    python scripts/bench/bench_replay.py --corpus corpora/ --limit 200
+    python scripts/bench/bench_replay.py                          # both shared corpora, three modes
+    python scripts/bench/bench_replay.py --corpus corpora/ --limit 200 --modes error --cli
 """
 
 from __future__ import annotations
@@ -65,13 +76,19 @@ def stream_of(corpus, limit=None):
     return [(items[i].relpath, items[i].is_spam, items[i].data) for i in order], how
 
 
+MODES = ("error", "auto", "full")
+
+
 class Tally:
     def __init__(self):
-        self.ham = self.spam = self.fp = self.missed = self.unsure_ham = self.corrections = 0
+        self.ham = self.spam = self.fp = self.missed = self.unsure_ham = self.corrections = self.learned = 0
         self.seconds = 0.0
+        self.scores, self.labels = [], []
 
-    def add(self, is_spam, verdict):
-        """Count one verdict ("spam", "ham", "unsure"); True when the user corrects it."""
+    def add(self, is_spam, verdict, score):
+        """Count one verdict ("spam", "ham", "unsure") and its score; True when the user corrects it."""
+        self.scores.append(score)
+        self.labels.append(is_spam)
         if is_spam:
             self.spam += 1
             wrong = verdict != "spam"
@@ -84,46 +101,80 @@ class Tally:
         self.corrections += wrong
         return wrong
 
-    def row(self, name):
+    def row(self, name, mode):
+        from spamnb.bayes import metrics
+
         def pct(n, d):
             return f"{n} ({100.0 * n / d:.2f} %)" if d else "0"
 
-        return (f"| {name} | {pct(self.fp, self.ham)} | {pct(self.missed, self.spam)} | "
-                f"{pct(self.unsure_ham, self.ham)} | {self.corrections} | {self.seconds:.1f} s |")
+        roca = metrics.one_minus_auc_percent(self.labels, self.scores) if self.ham and self.spam else float("nan")
+        return (f"| {mode} | {name} | {roca:.4f} | {pct(self.fp, self.ham)} | {pct(self.missed, self.spam)} | "
+                f"{pct(self.unsure_ham, self.ham)} | {self.corrections} | {self.learned} | {self.seconds:.1f} s |")
 
 
-def spamnb_replay(second, work, spamnb, env):
+def spamnb_replay(second, work, spamnb, env, mode, cli=False):
     from spamnb import SpamFilter
+    from spamnb.model import learning
+    from spamnb.model.autolearn import auto_label
+    from spamnb.model.ledger import Tally as LearnTally
+    from spamnb.model.verdict import logit
 
-    model = os.path.join(work, "model.spamnb")
+    model = os.path.join(work, f"model-{mode}.spamnb")
+    shutil.copyfile(os.path.join(work, "model.spamnb"), model)
     tally = Tally()
+    kept = learning.Kept()
     started = time.perf_counter()
-    spam_filter = SpamFilter.load(model)
+    spam_filter = SpamFilter.load(model) if cli else None
     for _relpath, is_spam, data in second:
-        verdict = spam_filter.classify(data, evidence=False).label
-        if tally.add(is_spam, verdict):
-            subprocess.run([*spamnb, "learn", "-q", "--spam" if is_spam else "--ham", "-m", model], input=data,
-                           env=env, check=True, capture_output=True)
-            spam_filter = SpamFilter.load(model)   # the model and its journal, as the next classify reads them
+        if cli:
+            verdict = spam_filter.classify(data, evidence=False)
+            if tally.add(is_spam, verdict.label, verdict.log_odds):
+                subprocess.run([*spamnb, "learn", "-q", "--spam" if is_spam else "--ham", "-m", model], input=data,
+                               env=env, check=True, capture_output=True)
+                tally.learned += 1
+                spam_filter = SpamFilter.load(model)   # the model and its journal, as the next classify reads them
+            continue
+        with learning.session(model, create=False, kept=kept) as session:
+            sf = session.filter
+            verdict = sf.classify(data, evidence=False)
+            wrong = tally.add(is_spam, verdict.label, verdict.log_odds)
+            said = LearnTally()
+            if mode == "auto":
+                label = auto_label(verdict.log_odds, logit(sf.spam_cutoff), logit(sf.ham_cutoff))
+                if label is not None:
+                    session.learn(data, label, said, auto=True)
+            if mode == "full" or wrong:
+                session.learn(data, is_spam, said)
+            tally.learned += said.learned + said.relabelled
     tally.seconds = time.perf_counter() - started
     return tally
 
 
-def bogofilter_replay(second, work, env):
-    db = os.path.join(work, "bogo")
+def bogofilter_replay(second, work, env, mode):
+    db = os.path.join(work, f"bogo-{mode}")
+    shutil.copytree(os.path.join(work, "bogo"), db)
     tally = Tally()
     message = os.path.join(work, "message")
     started = time.perf_counter()
     for _relpath, is_spam, data in second:
         with open(message, "wb") as f:
             f.write(data)
-        code = subprocess.run(["bogofilter", "-C", "-d", db, "-I", message], env=env).returncode
-        verdict = {0: "spam", 1: "ham", 2: "unsure"}.get(code)
+        proc = subprocess.run(["bogofilter", "-C", "-d", db, *(["-u"] if mode == "auto" else []), "-T", "-I", message],
+                              env=env, capture_output=True, text=True)
+        verdict = {0: "spam", 1: "ham", 2: "unsure"}.get(proc.returncode)
         if verdict is None:
-            raise SystemExit(f"bogofilter exited {code}")
-        if tally.add(is_spam, verdict):
-            subprocess.run(["bogofilter", "-C", "-d", db, "-s" if is_spam else "-n", "-I", message], env=env,
-                           check=True)
+            raise SystemExit(f"bogofilter exited {proc.returncode}: {proc.stderr.strip()}")
+        wrong = tally.add(is_spam, verdict, float(proc.stdout.split()[-1]))
+        learn = None
+        if mode == "full" or (wrong and not (mode == "auto" and verdict != "unsure")):
+            learn = ["-s" if is_spam else "-n"]         # not registered by -u: learned as it is
+        elif wrong:
+            learn = ["-N", "-s"] if is_spam else ["-S", "-n"]    # -u registered the wrong verdict: moved
+        if learn:
+            subprocess.run(["bogofilter", "-C", "-d", db, *learn, "-I", message], env=env, check=True)
+            tally.learned += 1
+        elif mode == "auto" and verdict != "unsure":
+            tally.learned += 1
     tally.seconds = time.perf_counter() - started
     return tally
 
@@ -156,12 +207,13 @@ def replay(corpus, args, spamnb, say):
         for line in proc.stdout.strip().splitlines():
             if line.startswith(("cutoffs:", "expected:", "skipped", "trained")):
                 say(f"    spamnb train: {line}")
-        say("\n| system | ham called spam | spam not caught (ham or unsure) | ham unsure | corrections "
-            "(learns) | replay wall |\n|---|---|---|---|---|---|")
-        say(spamnb_replay(second, work, spamnb, env).row("spamnb (`train`, then `classify`; `learn` of each "
-                                                          "correction)"))
-        say(bogofilter_replay(second, work, env).row("bogofilter (`-s -b`/`-n -b`, then `-I`; `-s`/`-n` of "
-                                                     "each correction)"))
+        say("\n| mode | system | (1-ROCA) % | ham called spam | spam not caught (ham or unsure) | ham unsure | "
+            "corrections | learned | replay wall |\n|---|---|---:|---|---|---|---:|---:|---:|")
+        for mode in args.modes:
+            how_learned = "`learn` of each correction" if args.cli else "learning.session"
+            say(spamnb_replay(second, work, spamnb, env, mode, args.cli).row(
+                f"spamnb (`train`, then `classify`; {how_learned})", mode))
+            say(bogofilter_replay(second, work, env, mode).row("bogofilter (`-s -b`/`-n -b`, then `-T -I`)", mode))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -174,7 +226,13 @@ def main():
                         help="every k-th message of each stream, N in all (default: every message)")
     parser.add_argument("--spamnb", default=f"{sys.executable} -m spamnb", metavar="COMMAND",
                         help="the spamnb command for train and learn (default: this Python's -m spamnb)")
+    parser.add_argument("--modes", default=",".join(MODES), help="error, auto, full (default: all three)")
+    parser.add_argument("--cli", action="store_true",
+                        help="spamnb learns by `spamnb learn` processes (error mode only)")
     args = parser.parse_args()
+    args.modes = [m for m in args.modes.split(",") if m]
+    if any(m not in MODES for m in args.modes) or (args.cli and args.modes != ["error"]):
+        parser.error("--modes: error, auto, full; --cli with --modes error only")
     if shutil.which("bogofilter") is None:
         raise SystemExit("bogofilter is not installed")
     spamnb = args.spamnb.split()

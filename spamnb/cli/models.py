@@ -298,9 +298,10 @@ def cutoffs_from(spam_filter):
     if held is not None:
         fitted = held.cutoffs()
         text += f"; held-out scores of learned mail: {held.total(False):.0f} ham, {held.total(True):.0f} spam"
-        if fitted is not None and fitted[2].startswith("raised") and source == "held-out":
-            text += " (too few ham to fit cutoffs, 1,000 needed: the spam cutoff raised over every such ham)"
-        elif fitted is None and source != "held-out":
+        if fitted[2].startswith("thin") and source == "held-out":
+            text += (" (too few ham to fit cutoffs, 1,000 needed: a wide unsure band that narrows as ham is counted, "
+                     "the spam cutoff over every such ham)")
+        elif fitted[2].startswith("thin") and source != "held-out":
             text += " (too few to fit cutoffs: 1,000 ham and 50 spam needed)"
     return text
 

@@ -140,6 +140,29 @@ def add_parser(subparsers):
     p.add_argument("--snapshot-interval", type=float, metavar="SECONDS",
                    help="with --shared: publish a snapshot of the models this often, and trim the stream "
                         f"behind it; 0: never (default {d['snapshot_interval']:g})")
+    # the web console (spamnb.console; docs/ui.md)
+    p.add_argument("--ui", metavar="[HOST:]PORT",
+                   help="serve the web console there (history, evidence, learning; host: loopback by default, "
+                        "another only with --ui-tls and --allowed-ips; needs pip install 'spamnb[ui]')")
+    p.add_argument("--ui-users", metavar="FILE",
+                   help="the console's users: 'name role scrypt$...' a line, role viewer, trainer, admin or user "
+                        "(a user sees only their own mail); lines from --ui-hash-password")
+    p.add_argument("--ui-tls", action="store_const", const=True,
+                   help="serve the console over HTTPS with --ssl-cert/--ssl-key (cookies then Secure)")
+    p.add_argument("--ui-origin", metavar="URL",
+                   help="the console's address as browsers see it behind a reverse proxy (https://host), "
+                        "the one Origin its POSTs may come from")
+    p.add_argument("--ui-history", metavar="FILE",
+                   help="the history's SQLite file (default: history.sqlite beside the site model)")
+    p.add_argument("--ui-history-rows", type=int, metavar="N",
+                   help=f"checks kept in the history, the oldest out first (default {d['ui_history_rows']})")
+    p.add_argument("--ui-history-days", type=float, metavar="DAYS",
+                   help=f"checks older than this leave the history (default {d['ui_history_days']:g})")
+    p.add_argument("--ui-keep-messages", type=int, metavar="N",
+                   help="keep the last N messages (each up to 1 MiB) so the console can learn from the history; "
+                        "they are mail content: off by default (0)")
+    p.add_argument("--ui-hash-password", action="store_true",
+                   help="read a password on stdin, print its scrypt hash for --ui-users, and exit")
     p.add_argument("--status", action="store_true",
                    help="print the running server's figures (from its --metrics address) and exit")
     p.add_argument("--check-config", action="store_true",
@@ -154,12 +177,22 @@ def cmd_serve(args):
     """Run the server; an error before it serves ends the command with the
     error's exit code (:mod:`spamnb.errors`, mapped by ``spamnb.cli.main``)."""
     given = {key: getattr(args, key) for key in DEFAULTS}
+    if args.ui_hash_password:
+        from spamnb.console.auth import hash_password
+
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise SettingsError("--ui-hash-password: no password on stdin")
+        print(hash_password(password))
+        return 0
     if args.status:
         return _status(given, args.config)
     if args.check_config:
         return _check_config(given, args.config)
     try:
-        return launch.run(given, args.config)
+        from spamnb.console.process import attach
+
+        return launch.run(given, args.config, attach=attach)
     except OSError as exc:   # any other OSError of the start-up is a socket's
         if isinstance(exc, SpamnbError):
             raise

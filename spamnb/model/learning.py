@@ -326,13 +326,16 @@ def learned_model():
     """A new, empty model that will grow by learning (``spamnb learn``, a move,
     TELL): word pairs of window ``LEARNED_WORD_PAIRS`` weighed
     ``LEARNED_PAIR_WEIGHT`` when scoring (``spamnb.model.defaults`` has the
-    figures); ``spamnb train`` makes its own (words, or pairs at weight 1, by
+    figures), its cutoffs fitted on the held-out scores of the mail it learns
+    (``spamnb.model.prequential``: a wide unsure band while they are few);
+    ``spamnb train`` makes its own (words, or pairs at weight 1, by
     cross-validation)."""
     from spamnb.mail.tokenizer import Tokenizer
     from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+    from spamnb.model.prequential import start_cutoffs
     from spamnb.model.spam_filter import SpamFilter
 
-    return SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT)
+    return start_cutoffs(SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT))
 
 
 def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None):

@@ -12,18 +12,22 @@ as it is now, not as it was when it was young).
 
 :meth:`ScoreHistogram.cutoffs` applies the rule of ``spamnb train``'s
 cross-validated cutoffs (``spamnb.model.calibrate.choose_cutoffs``) to the
-histogram, with the same safeguards: with fewer than
-``calibrate.MIN_HAM`` ham (200) or ``calibrate.MIN_SPAM`` spam the defaults
-are kept; with fewer than ``calibrate.min_ham_for(target_fpr)`` ham (1,000
-for the default 0.1 %) the cutoffs are not fitted, but the spam cutoff is
-raised over every ham score counted (+ the margin) when the default is
-below it, never lowered (a young model of pairs sends ham past the default:
-docs/accuracy.md); and a score counts only
-when the model that gave it had learned ``MIN_CLASS`` messages of each class
-(:func:`counts_scores`).  A ham score is taken at
-the top of its bin (the spam cutoff can only come out higher, the safe
-side), and the spam cutoff gets ``calibrate.DEFAULT_MARGIN`` log-odds of
-safety as in ``train``.
+histogram once it holds ``calibrate.min_ham_for(target_fpr)`` ham (1,000 for
+the default 0.1 %) and ``calibrate.MIN_SPAM`` spam.  Before that the evidence
+is thin and the cutoffs are conservative (:meth:`ScoreHistogram.thin_cutoffs`):
+a wide unsure band, spam at log-odds >= ``THIN_SPAM_LOG_ODDS`` (36, the
+highest a cutoff can be) and ham at <= ``THIN_HAM_LOG_ODDS`` (-40), that
+narrows linearly to the defaults (14 and -4) as held-out ham is counted, the
+spam cutoff never below every ham score counted (+ the margin).  A model that
+learns only what its user corrects (a spam left in the inbox or the unsure
+folder, a ham in Junk) sees little but its own mistakes: the wide band sends
+it more mail to sort while it is young, each sorted message is learned, and
+its false positives stay below the 0.1 % a fitted cutoff aims at
+(docs/accuracy.md, "Cutoffs for a model that grows by learning").  A score
+counts only when the model that gave it had learned ``MIN_CLASS`` messages of
+each class (:func:`counts_scores`).  A ham score is taken at the top of its
+bin (the spam cutoff can only come out higher, the safe side), and the spam
+cutoff gets ``calibrate.DEFAULT_MARGIN`` log-odds of safety as in ``train``.
 
 Stored in the model file as the array ``held_out`` (schema version 5):
 ``2 x N_BINS`` doubles, ham's bins then spam's.  Pure Python (``array``), so
@@ -35,7 +39,8 @@ from __future__ import annotations
 import math
 from array import array
 
-__all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores"]
+__all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores",
+           "THIN_SPAM_LOG_ODDS", "THIN_HAM_LOG_ODDS", "refit_cutoffs", "start_cutoffs"]
 
 LOW = -64.0
 HIGH = 64.0
@@ -46,6 +51,12 @@ MAX_COUNT = 20_000.0                         # a class's evidence is halved past
 # each class: a model of one class (a folder of ham learned before any spam) gives
 # scores that say nothing of the model it becomes (infinite under the "mle" prior).
 MIN_CLASS = 50
+# The cutoffs of a model with no held-out ham counted yet (thin_cutoffs): the widest band, narrowed to the
+# defaults as ham is counted.  -40 was chosen online, on error or unsure, on SpamAssassin (ham at -30, -40,
+# -50, -60: 1-ROCA 0.2617, 0.2093, 0.1919, 0.1808 %; scripts/tune/tune_on_error.py) and checked on
+# Enron-Spam and with auto-learn, where -50 was worse than before (docs/notes/2026-11-29-learn-on-error.md).
+THIN_SPAM_LOG_ODDS = 36.0          # calibrate.MAX_LOG_ODDS: a cutoff is a probability, and 1 - P(36.7) is 0
+THIN_HAM_LOG_ODDS = -40.0
 
 
 def counts_scores(class_count):
@@ -107,7 +118,8 @@ class ScoreHistogram:
         return sum(self.counts[start:start + N_BINS])
 
     def cutoffs(self, target_fpr=None, max_unsure=None, margin=None):
-        """``(spam log-odds, ham log-odds, rule)``, or None when there is too little evidence."""
+        """``(spam log-odds, ham log-odds, rule)``: fitted when there is evidence
+        enough, else :meth:`thin_cutoffs`."""
         from spamnb.model import calibrate
         from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS
 
@@ -116,10 +128,8 @@ class ScoreHistogram:
         margin = calibrate.DEFAULT_MARGIN if margin is None else margin
         ham, spam = self.counts[:N_BINS], self.counts[N_BINS:]
         n_ham, n_spam = sum(ham), sum(spam)
-        if n_ham < calibrate.MIN_HAM or n_spam < calibrate.MIN_SPAM:
-            return None
-        if n_ham < calibrate.min_ham_for(target_fpr):
-            return self._raised(ham, n_ham, n_spam, margin)
+        if n_ham < max(calibrate.MIN_HAM, calibrate.min_ham_for(target_fpr)) or n_spam < calibrate.MIN_SPAM:
+            return self.thin_cutoffs(target_fpr, margin)
         allowed = math.floor(target_fpr * n_ham + 1e-9)     # ham that may reach the cutoff
         above, top = 0.0, None
         for i in range(N_BINS - 1, -1, -1):
@@ -148,26 +158,35 @@ class ScoreHistogram:
                 f"+ {margin:g} margin), ham at <= {ham_cut:.2f}")
         return spam_cut, ham_cut, rule
 
-    @staticmethod
-    def _raised(ham, n_ham, n_spam, margin):
-        """Too few ham to place the cutoffs (fewer than the target needs), enough
-        (``calibrate.MIN_HAM``) to see that the default spam cutoff is too low: the
-        spam cutoff over every ham score counted, + ``margin``, when that is
-        above the default (else None: the defaults stay); the ham cutoff the
-        default.  Never below the defaults: with little evidence a cutoff only
-        ever moves to the safe side."""
+    def thin_cutoffs(self, target_fpr=None, margin=None):
+        """``(spam log-odds, ham log-odds, rule)`` while there are too few held-out
+        ham to fit the cutoffs (fewer than ``calibrate.min_ham_for(target_fpr)``,
+        or too few spam): the band from ``THIN_SPAM_LOG_ODDS`` to
+        ``THIN_HAM_LOG_ODDS``, narrowed linearly to the defaults as the ham
+        counted grows to what a fit needs; the spam cutoff over every ham score
+        counted (+ ``margin``), never above ``calibrate.MAX_LOG_ODDS``.  With
+        little evidence a cutoff stays on the safe side."""
         from spamnb.model import calibrate
         from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
         from spamnb.model.verdict import logit
 
-        top = max(i for i in range(N_BINS) if ham[i] > 0)
-        spam_cut = min(LOW + (top + 1) * BIN_WIDTH + margin, calibrate.MAX_LOG_ODDS)
-        if spam_cut <= logit(DEFAULT_SPAM_CUTOFF):
-            return None
-        rule = (f"raised on the scores of {n_ham:.0f} ham and {n_spam:.0f} spam before each was learned "
-                f"(too few ham to fit the cutoffs): spam at log-odds >= {spam_cut:.2f} (over every such ham, "
-                f"+ {margin:g} margin), ham at the default <= {DEFAULT_HAM_LOG_ODDS:.2f}")
-        return spam_cut, DEFAULT_HAM_LOG_ODDS, rule
+        target_fpr = calibrate.DEFAULT_TARGET_FPR if target_fpr is None else target_fpr
+        margin = calibrate.DEFAULT_MARGIN if margin is None else margin
+        ham = self.counts[:N_BINS]
+        n_ham, n_spam = sum(ham), self.total(True)
+        need = max(calibrate.MIN_HAM, calibrate.min_ham_for(target_fpr))
+        t = min(1.0, n_ham / need)
+        spam_cut = THIN_SPAM_LOG_ODDS + (logit(DEFAULT_SPAM_CUTOFF) - THIN_SPAM_LOG_ODDS) * t
+        ham_cut = THIN_HAM_LOG_ODDS + (DEFAULT_HAM_LOG_ODDS - THIN_HAM_LOG_ODDS) * t
+        if n_ham > 0:
+            top = max(i for i in range(N_BINS) if ham[i] > 0)
+            spam_cut = max(spam_cut, LOW + (top + 1) * BIN_WIDTH + margin)
+        spam_cut = min(spam_cut, calibrate.MAX_LOG_ODDS)
+        rule = (f"thin evidence, {n_ham:.0f} ham and {n_spam:.0f} spam scored before each was learned "
+                f"({need} ham needed to fit): spam at log-odds >= {spam_cut:.2f}, ham at <= {ham_cut:.2f} "
+                f"(a band from {THIN_SPAM_LOG_ODDS:g} / {THIN_HAM_LOG_ODDS:g} narrowing to the defaults as ham "
+                f"is counted; the spam cutoff over every such ham, + {margin:g} margin)")
+        return spam_cut, ham_cut, rule
 
 
 # ---------------------------------------------------------------------------- a SpamFilter's held-out cutoffs
@@ -202,19 +221,34 @@ def note_held_out(spam_filter, log_odds, spam):
 
 
 def refit_cutoffs(spam_filter):
-    """Fit a filter's cutoffs on its held-out scores when they are its defaults
-    (or were fitted so before) and there is evidence enough
-    (:meth:`ScoreHistogram.cutoffs`); cutoffs from ``train`` or given by the
-    user stay.  Returns True when they changed."""
+    """Fit a filter's cutoffs on its held-out scores (:meth:`ScoreHistogram.cutoffs`)
+    when they were fitted so before (a model that grew by learning from empty:
+    :func:`start_cutoffs`; the thin band while the evidence is thin) or are
+    the defaults and the evidence is enough to fit them (a model ``train``
+    could not calibrate keeps its defaults until then: the held-out scores
+    of the mail learned since say nothing of the mail it was trained on);
+    cutoffs from ``train`` or given by the user stay.  Returns True when they
+    changed.  A function of the histogram alone: a forget that takes a
+    learn's score back gives the cutoffs back."""
     from spamnb.model.verdict import Cutoffs, probability
 
-    if spam_filter.held_out_ is None or cutoffs_from(spam_filter) not in ("defaults", "held-out"):
+    source = cutoffs_from(spam_filter)
+    if source not in ("defaults", "held-out") or (source == "defaults" and spam_filter.held_out_ is None):
         return False
-    fitted = spam_filter.held_out_.cutoffs()
-    if fitted is None:
+    held_out = spam_filter.held_out_ if spam_filter.held_out_ is not None else ScoreHistogram()
+    spam_cut, ham_cut, rule = held_out.cutoffs()
+    if source == "defaults" and not rule.startswith("fitted"):
         return False
-    spam_cut, ham_cut, _rule = fitted
     cutoffs = Cutoffs(probability(spam_cut), probability(min(ham_cut, spam_cut)))
     changed = cutoffs != spam_filter.cutoffs
     spam_filter.cutoffs, spam_filter.cutoff_source_ = cutoffs, "held-out"
     return changed
+
+
+def start_cutoffs(spam_filter):
+    """Give a new, empty model that will grow by learning the cutoffs of no
+    evidence (:meth:`ScoreHistogram.thin_cutoffs`: the widest band), fitted
+    on its held-out scores from then on (:func:`refit_cutoffs`)."""
+    spam_filter.cutoff_source_ = "held-out"
+    refit_cutoffs(spam_filter)
+    return spam_filter

@@ -55,8 +55,3 @@ class Checked:
             out.append((name, value.lstrip(b" ")))
         return out
 
-    def action(self, spam_action="tag"):
-        """What to do with the message: ``spam_action`` (tag, reject or
-        quarantine) for spam; unsure mail and ham are tagged, never refused."""
-        return spam_action if self.verdict.label == "spam" else "tag"
-

@@ -39,7 +39,10 @@ out by the front end; spamnb.server.server_log logs and counts it.
   forked worker: the parent removes the Unix sockets), ``metrics``
   (spamnb.server.metrics counters, or None) and ``on_ready`` (coroutine
   functions awaited once listening).  For features: ``handler.verdict_hooks``
-  and ``handler.teacher.lesson_hooks`` (spamnb.server.handler).
+  and ``handler.teacher.lesson_hooks`` (spamnb.server.handler), and
+  ``request_hooks``: ``hook(verb, user, outcome, size, ms, peer, protocol,
+  action)`` once each request is answered and logged, in the event loop
+  (quick, must not raise; the web console completes its record there).
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class Server:
         # spamnb.server.launch's hooks (see the module's docstring)
         self.owns_listeners = True
         self.on_ready = []
+        self.request_hooks = []     # hook(verb, user, outcome, size, ms, peer, protocol, action): each request done
 
     @property
     def metrics(self):
@@ -101,6 +105,8 @@ class Server:
     def request_done(self, verb, user, outcome, size, ms, peer, protocol="spamd", action="none"):
         """Count and log a request (spamnb.server.server_log.ServerLog.request)."""
         self.logbook.request(verb, user, outcome, size, ms, peer, protocol, action)
+        for hook in self.request_hooks:
+            hook(verb, user, outcome, size, ms, peer, protocol, action)
 
     def refused(self, peer):
         """A TCP client outside --allowed-ips, closed at accept: logged at most once a second."""

@@ -32,8 +32,11 @@ from spamnb.server.workers import Supervisor
 from spamnb.settings import ServerSettings
 
 
-def run(given, config=None, log_stream=None):
-    """Run the server until SIGTERM/SIGINT; returns 0.  Raises SettingsError
+def run(given, config=None, log_stream=None, attach=None):
+    """Run the server until SIGTERM/SIGINT; returns 0.  ``attach(server,
+    release)``: called once the site model is loaded, before any worker is
+    forked (the web console forks its process there: spamnb.console.process);
+    it returns a function called at exit, or None.  Raises SettingsError
     (spamnb.settings), PidfileError (spamnb.server.pidfile), TLSError,
     CannotListen or ServerError (no usable site model; spamnb.server.listeners)
     or PrivilegeError (spamnb.server.privileges) before it serves anything."""
@@ -41,7 +44,7 @@ def run(given, config=None, log_stream=None):
     pidfile = Pidfile(settings.pidfile).acquire() if settings.pidfile else None
     if pidfile is not None and settings.user and running_as_root():
         pidfile.keep_remover()      # USER may not remove a file from root's /run: a process of root's will
-    listeners, metrics_sock, notifier = [], None, None
+    listeners, metrics_sock, notifier, detach = [], None, None, None
     try:
         tls = None
         if settings.ssl_listen:
@@ -79,6 +82,11 @@ def run(given, config=None, log_stream=None):
             server.log("running as root: give -u USER to drop privileges once listening")
         if pidfile is not None:
             pidfile.write()
+        inherited = [notifier.close] + ([pidfile.close_inherited] if pidfile is not None else [])
+        if metrics_sock is not None:
+            inherited.append(metrics_sock.close)
+        if attach is not None:
+            detach = attach(server, inherited)
 
         def figures(kind, alive=lambda: 1):
             render = metrics.prometheus if kind == "metrics" else metrics.status
@@ -108,13 +116,14 @@ def run(given, config=None, log_stream=None):
                    + (f"; user models in {server.settings.models_dir}" if server.settings.models_dir else "")
                    + f"; {workers} workers")
 
-        inherited = [notifier.close] + ([pidfile.close_inherited] if pidfile is not None else [])
         supervisor = Supervisor(server, workers, reload, ready, metrics, metrics_sock,
                                 lambda kind: figures(kind, supervisor.alive), inherited)
         code = supervisor.run()
         notifier.notify(STOPPING=1)
         return code
     finally:
+        if detach is not None:
+            detach()
         close_all(listeners, unlink=True)
         if metrics_sock is not None:
             metrics_sock.close()

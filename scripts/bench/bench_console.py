@@ -1,0 +1,290 @@
+"""Benchmark of the web console (``spamnb serve --ui``; figures in docs/ui.md).
+
+1. History of 100,000 rows (``--rows``): the SQLite file filled with rows
+   whose header blocks are the corpus's own, then served by a real
+   ``spamnb serve --ui``: the time of ``GET /api/v1/history`` (one page of
+   50: the first, one filtered by verdict, a full-text search, a page deep
+   in the history, a user's own rows), as the client sees it over a
+   kept-alive connection, p50 and p95; with ``--browser``, the time from
+   navigation until the history table's 50 rows are in the page in Debian's
+   chromium (playwright), p50 and p95.
+2. Throughput of CHECK with 8 kept-alive clients (the test part of the
+   corpus, each client sending every message), the server without and with
+   the console (records written, no message kept), rounds alternated so a
+   change of the machine's load hits both alike: messages/s of each, their
+   ratio, the records the console received and dropped, the console
+   process's resident memory at the end.
+
+    python scripts/bench/bench_console.py [--corpus ../shared/corpora/spamassassin] [--rows 100000] [--browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "scripts" / "bench"))
+
+from harness import concurrently, corpus_split, free_port, wait_port  # noqa: E402
+from spamnb.console.auth import hash_password  # noqa: E402
+from spamnb.console.history import History  # noqa: E402
+from spamnb.console.records import header_block  # noqa: E402
+from spamnb.model.spam_filter import SpamFilter  # noqa: E402
+
+
+def q(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p * len(values)))] * 1000.0
+
+
+def throughput(port, messages, n_clients, _keep_alive=True):
+    """CHECKs a second: ``n_clients`` threads, each sending every message on one kept-alive connection."""
+    import socket
+
+    requests = [b"CHECK SPAMC/1.5\r\nUser: bench\r\nConnection: keep-alive\r\nContent-length: %d\r\n\r\n%s"
+                % (len(m), m) for m in messages]
+
+    def client(_i):
+        with socket.create_connection(("127.0.0.1", port)) as s, s.makefile("rb") as answers:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for data in requests:
+                s.sendall(data)
+                head = [answers.readline()]     # CHECK's answer: a status line and fields, no body
+                while head[-1] not in (b"\r\n", b""):
+                    head.append(answers.readline())
+                if b" 0 EX_OK" not in head[0]:
+                    raise RuntimeError(b"".join(head)[:200])
+
+    return n_clients * len(messages) / concurrently(client, n_clients)
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid):
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def start(home, port, ui=None, extra=()):
+    log = open(home / f"serve-{port}.log", "wb")
+    args = [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{port}", "-m", str(home / "model.spamnb"),
+            *extra]
+    if ui:
+        args += ["--ui", str(ui), "--ui-users", str(home / "users")]
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPAMNB_HOME=str(home))
+    proc = subprocess.Popen(args, env=env, stderr=log, stdout=subprocess.DEVNULL)
+    wait_port(port, proc)
+    if ui:
+        wait_port(ui, proc)
+    return proc
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(30)
+
+
+class Console:
+    def __init__(self, port):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.cookie = ""
+
+    def get(self, path):
+        self.conn.request("GET", path, headers={"Cookie": self.cookie})
+        answer = self.conn.getresponse()
+        return answer.status, answer.read()
+
+    def login(self, name, password):
+        self.conn.request("POST", "/api/v1/login", body=json.dumps({"user": name, "password": password}),
+                          headers={"Content-Type": "application/json"})
+        answer = self.conn.getresponse()
+        answer.read()
+        self.cookie = answer.getheader("Set-Cookie").split(";", 1)[0]
+
+
+def fill(path, rows, messages):
+    history = History(str(path), rows=rows + 1, kept=0)
+    heads = [header_block(m) for m in messages]
+    now = time.time()
+    batch = []
+    for n in range(rows):
+        batch.append(({"t": now - (rows - n) * 0.5, "label": ("spam", "ham", "unsure")[n % 3], "score": 1.0,
+                       "log_odds": 1.0, "user": f"user{n % 50}", "front": "spamd", "verb": "CHECK",
+                       "action": "none", "size": 1000, "ms": 1.0, "evidence": [["token", 1.0]] * 10},
+                      heads[n % len(heads)], b""))
+        if len(batch) == 5000:
+            history.add(batch)
+            batch = []
+    if batch:
+        history.add(batch)
+    history.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=50, help="requests per kind of history page")
+    parser.add_argument("--browser", action="store_true", help="also time the page in chromium (playwright)")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds, each without then with the console")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--messages", type=int, default=300, help="test messages each client sends a round")
+    args = parser.parse_args()
+    corpus = Path(args.corpus)
+    if not corpus.is_dir():
+        corpus = REPO / "corpora"
+    train, test = corpus_split(corpus)
+    home = Path(tempfile.mkdtemp(prefix="bench-console-"))
+    print(f"load before: {os.getloadavg()[0]:.2f}; corpus {corpus.name}: {len(train)} train, {len(test)} test")
+    SpamFilter().fit([p.read_bytes() for p, _ in train], [s for _, s in train]).save(home / "model.spamnb")
+    (home / "users").write_text(f"bench admin {hash_password('bench-pw')}\n")
+    messages = [p.read_bytes() for p, _ in test][:args.messages]
+
+    # 1. the history page with --rows rows
+    started = time.perf_counter()
+    fill(home / "history.sqlite", args.rows, messages)
+    print(f"history of {args.rows} rows written in {time.perf_counter() - started:.1f} s "
+          f"({(home / 'history.sqlite').stat().st_size / 2**20:.1f} MiB)")
+    port, ui = free_port(), free_port()
+    proc = start(home, port, ui, ["--ui-history", str(home / "history.sqlite"), "--ui-history-rows", str(args.rows + 1),
+                                  "-w", "1"])
+    try:
+        console = Console(ui)
+        console.login("bench", "bench-pw")
+        word = re.sub(r"[^a-z]", "", (History(str(home / "history.sqlite")).page(limit=1)[0]["subject"] or "a").split()[0].lower()) or "re"
+        middle = args.rows // 2
+        kinds = {"first page": "/api/v1/history?limit=50", "spam only": "/api/v1/history?limit=50&label=spam",
+                 f"search '{word}'": f"/api/v1/history?limit=50&q={word}",
+                 "deep page": f"/api/v1/history?limit=50&before={middle}",
+                 "deep spam page": f"/api/v1/history?limit=50&label=spam&before={middle}"}
+        for name, path in kinds.items():
+            times = []
+            for _ in range(args.requests):
+                t = time.perf_counter()
+                status, body = console.get(path)
+                times.append(time.perf_counter() - t)
+                assert status == 200, body[:200]
+            rows = len(json.loads(body)["rows"])
+            print(f"GET history, {name}: p50 {q(times, 0.5):.1f} ms, p95 {q(times, 0.95):.1f} ms ({rows} rows)")
+        if args.browser:
+            from playwright.sync_api import sync_playwright
+
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                            args=["--no-sandbox"] if os.geteuid() == 0 else [])
+                page = browser.new_page()
+                base = f"http://127.0.0.1:{ui}"
+                page.goto(base + "/")
+                page.fill("#login-user", "bench")
+                page.fill("#login-password", "bench-pw")
+                page.click("#login-button")
+                page.wait_for_selector("#history tbody tr")
+                times, floor = [], []
+                for _ in range(20):
+                    page.goto("about:blank")
+                    t = time.perf_counter()
+                    page.goto(base + "/#/history")
+                    page.locator("#history tbody tr").nth(49).wait_for()
+                    times.append(time.perf_counter() - t)
+                    page.goto("about:blank")
+                    t = time.perf_counter()
+                    page.goto(base + "/static/app.css")     # the browser's own floor: one small file shown
+                    floor.append(time.perf_counter() - t)
+                browser.close()
+            print(f"history page usable in chromium (navigation to 50 rows shown): p50 {q(times, 0.5):.0f} ms, "
+                  f"p95 {q(times, 0.95):.0f} ms; the browser's floor (a 1 KiB style sheet shown): "
+                  f"p50 {q(floor, 0.5):.0f} ms, p95 {q(floor, 0.95):.0f} ms")
+    finally:
+        stop(proc)
+
+    # 2. throughput without and with the console
+    off, on, received, dropped, sent, memory = [], [], 0, 0, 0, None
+    cpu = {False: [0.0, 0], True: [0.0, 0]}     # server CPU seconds (workers + console), checks
+    console_cpu = 0.0
+    for _ in range(args.rounds):
+        for with_console in (False, True):
+            port, ui = free_port(), free_port()
+            history = home / f"h-{port}.sqlite"
+            proc = start(home, port, ui if with_console else None,
+                         ["-w", str(args.workers), "--ui-history", str(history)] if with_console else
+                         ["-w", str(args.workers)])
+            try:
+                throughput(port, messages[:20], 2, True)      # warm: the model in every worker
+                time.sleep(1.0)             # the warm-up's records stored
+                pids = children(proc.pid) + [proc.pid]
+                before = sum(cpu_seconds(p) for p in pids)
+                if with_console:
+                    log = (home / f"serve-{port}.log").read_text()
+                    console_pid = int(re.search(r"console on \S+ \(pid (\d+)\)", log).group(1))
+                    console_before = cpu_seconds(console_pid)
+                rate = throughput(port, messages, args.clients, True)
+                (on if with_console else off).append(rate)
+                checks = args.clients * len(messages)
+                deadline = time.monotonic() + 30
+                while with_console and time.monotonic() < deadline:      # the records stored, then the CPU read
+                    log = (home / f"serve-{port}.log").read_text()
+                    console_pid = int(re.search(r"console on \S+ \(pid (\d+)\)", log).group(1))
+                    idle = cpu_seconds(console_pid)
+                    time.sleep(0.5)
+                    if cpu_seconds(console_pid) - idle < 0.01:
+                        break
+                cpu[with_console][0] += sum(cpu_seconds(p) for p in pids) - before
+                cpu[with_console][1] += checks
+                if with_console:
+                    console_cpu += cpu_seconds(console_pid) - console_before
+                if with_console:
+                    sent += args.clients * len(messages) + 40
+                    console = Console(ui)
+                    console.login("bench", "bench-pw")
+                    deadline = time.monotonic() + 30
+                    while True:
+                        stats = json.loads(console.get("/api/v1/stats?minutes=10")[1])
+                        if stats["received"] + stats["dropped"] >= args.clients * len(messages) + 40 \
+                                or time.monotonic() > deadline:
+                            break
+                        time.sleep(0.2)
+                    received += stats["received"]
+                    dropped += stats["dropped"]
+                    log = (home / f"serve-{port}.log").read_text()
+                    pid = int(re.search(r"console on \S+ \(pid (\d+)\)", log).group(1))
+                    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+                    memory = max(memory or 0, int(fields["VmRSS"].split()[0]) / 1024)
+            finally:
+                stop(proc)
+    paired = sorted(b / a for a, b in zip(off, on))
+    print(f"CHECK throughput, {args.clients} kept-alive clients, -w {args.workers}, {len(messages)} messages each: "
+          f"without the console {statistics.median(off):.0f}/s (rounds {', '.join(f'{r:.0f}' for r in off)}), "
+          f"with it {statistics.median(on):.0f}/s (rounds {', '.join(f'{r:.0f}' for r in on)}): "
+          f"{100 * statistics.median(on) / statistics.median(off):.1f} %; each round's with/without: "
+          f"{', '.join(f'{100 * r:.0f} %' for r in paired)} (median {100 * statistics.median(paired):.0f} %)")
+    per = {k: 1e6 * v[0] / v[1] for k, v in cpu.items()}
+    print(f"server CPU time per check (workers, parent and console process; independent of the load): without the "
+          f"console {per[False]:.0f} us, with it {per[True]:.0f} us: {100 * per[False] / per[True]:.1f} % "
+          f"(the share of a saturated machine's checks left with the console on); the console process's own: "
+          f"{1e6 * console_cpu / max(1, cpu[True][1]):.0f} us a record")
+    print(f"records: {sent} checks, {received} received by the console, {dropped} dropped; "
+          f"console process at most {memory:.1f} MiB resident")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+    shutil.rmtree(home, ignore_errors=True)        # the history alone is 400 MiB at 100,000 rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""The console's routes: the page (static files shipped with the package),
+its JSON API under ``/api/v1/`` (docs/ui.md lists it), the checks every
+request passes (Host, session, role, and for every POST the CSRF token and
+the Origin / Sec-Fetch-Site of a same-origin request).
+
+Mail text is data here, never markup: the API returns it as JSON strings,
+the page puts it in the document with ``textContent`` only, and the
+Content-Security-Policy forbids any script but the console's own file."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import resources
+
+from spamnb.console.auth import ROLES, LoginLimiter, Sessions
+from spamnb.console.http import Response
+
+__all__ = ["Console", "STATIC"]
+
+STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
+          "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
+          "/static/app.css": ("app.css", "text/css; charset=utf-8")}
+COOKIE = "spamnb_session"
+TEXT_CHARS = 64 * 1024      # the text of a message part shown, at most
+PARTS = 50                  # message parts listed, at most
+LEDGERS = 8                 # models whose ledger is kept read
+
+
+def _json(status, value, headers=()):
+    return Response(status, json.dumps(value, separators=(",", ":"), allow_nan=False).encode(),
+                    headers=list(headers))
+
+
+def _error(status, text):
+    return _json(status, {"error": text})
+
+
+def _logit(p):
+    if p is None:
+        return None
+    p = min(max(float(p), 1e-300), 1 - 1e-16)
+    return math.log(p) - math.log1p(-p)
+
+
+class Console:
+    """The console's application: ``history`` (spamnb.console.history.History),
+    ``users`` (spamnb.console.auth.Users), ``server`` (the spamnb.server.daemon.Server
+    the console was forked with: its settings, models and TELL), ``log``."""
+
+    def __init__(self, history, users, server, log, hosts=(), origin=None, records=None):
+        self.history, self.users, self.server, self.log = history, users, server, log
+        self.sessions = Sessions()
+        self.limiter = LoginLimiter()
+        self.hosts = {h.lower() for h in hosts}
+        self.origin = origin
+        self.records = records      # the record receiver (its counts), for the dashboard
+        self.hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-ui-login")
+        self.static = {}
+        self.ledgers = {}
+        folder = resources.files("spamnb.console") / "static"
+        for path, (name, kind) in STATIC.items():
+            self.static[path] = ((folder / name).read_bytes(), kind)
+
+    # ------------------------------------------------------------------ checks
+    def _host_ok(self, request):
+        host = request.headers.get("host", "")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return not self.hosts or name.lower() in self.hosts
+
+    def _same_origin(self, request):
+        """A POST from the console's own page: its Origin is the console's (or
+        absent, and Sec-Fetch-Site says same-origin or is absent: an old client)."""
+        origin = request.headers.get("origin")
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return False
+        if origin is None:
+            return True
+        scheme = "https" if request.tls else "http"
+        own = self.origin or f"{scheme}://{request.headers.get('host', '')}"
+        return origin == own
+
+    def _session(self, request):
+        return self.sessions.get(request.cookie(COOKIE))
+
+    # ------------------------------------------------------------------ dispatch
+    async def __call__(self, request):
+        if not self._host_ok(request):
+            return _error(400, "unknown host")
+        if request.method == "GET" and request.path in self.static:
+            body, kind = self.static[request.path]
+            return Response(200, body, kind, [("Cache-Control", "no-cache")])
+        if not request.path.startswith("/api/v1/"):
+            return _error(404, "not found")
+        route = request.path[len("/api/v1/"):].strip("/").split("/")
+        if request.method == "POST":
+            if not self._same_origin(request):
+                self.log(f"console: refused a POST from origin {request.headers.get('origin', '-')[:100]!r} "
+                         f"from {request.peer}")
+                return _error(403, "cross-origin request refused")
+            if route == ["login"]:
+                return await self.login(request)
+        elif request.method != "GET":
+            return _error(405, "method not allowed")
+        session = self._session(request)
+        if session is None:
+            return _error(401, "log in first")
+        user, role, csrf, _ = session
+        if request.method == "POST" and not hmac.compare_digest(
+                request.headers.get("x-csrf-token", "").encode("latin-1"), csrf.encode()):
+            return _error(403, "CSRF token missing or wrong")
+        rights = ROLES[role]
+        own = None if "read_all" in rights else user
+        key = (request.method, route[0] if route else "")
+        if key == ("GET", "session"):
+            return _json(200, {"user": user, "role": role, "csrf": csrf})
+        if key == ("POST", "logout"):
+            self.sessions.close(request.cookie(COOKIE))
+            return _json(200, {"ok": True}, [("Set-Cookie", self._cookie("", request, 0))])
+        if key == ("GET", "history"):
+            return self.page(request, own)
+        if key == ("GET", "message") and len(route) == 2:
+            return self.message(route[1], own)
+        if key == ("POST", "message") and len(route) == 3 and route[2] in ("learn", "forget"):
+            if "learn" not in rights:
+                return _error(403, "your role cannot teach the model")
+            return await self.teach(request, route[1], route[2], own, user)
+        if key == ("GET", "model"):
+            return self.model()
+        if key == ("GET", "audit"):
+            return self.audit(own)
+        if key == ("GET", "actions"):
+            if "admin" not in rights:
+                return _error(403, "admins only")
+            return _json(200, {"actions": self.history.actions()})
+        if key == ("GET", "stats"):
+            return self.stats(request, own)
+        return _error(404, "not found")
+
+    # ------------------------------------------------------------------ login
+    def _cookie(self, token, request, age=None):
+        secure = request.tls or (self.origin or "").startswith("https:")
+        return (f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
+                + (f"; Max-Age={age}" if age is not None else ""))
+
+    async def login(self, request):
+        peer = request.peer
+        if self.limiter.blocked(peer):
+            self.log(f"console: login refused from {peer}: too many failed logins")
+            return _error(429, "too many failed logins: wait a minute")
+        try:
+            given = json.loads(request.body or b"{}")
+            name, password = str(given["user"])[:64], str(given["password"])[:1024]
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "expected {\"user\": ..., \"password\": ...}")
+        role = await asyncio.get_running_loop().run_in_executor(self.hasher, self.users.check, name, password)
+        if role is None:
+            self.limiter.failed(peer)
+            shown = "".join(c if c.isalnum() or c in "._@+-" else "?" for c in name)
+            self.log(f"console: login failed for user={shown} from {peer}")
+            return _error(401, "wrong user name or password")
+        token, csrf = self.sessions.open(name, role)
+        self.history.action(name, "login", None, "ok")
+        return _json(200, {"user": name, "role": role, "csrf": csrf}, [("Set-Cookie", self._cookie(token, request))])
+
+    # ------------------------------------------------------------------ reading
+    def page(self, request, own):
+        try:
+            rows = self.history.page(user=own, label=request.arg("label") or None, front=request.arg("front") or None,
+                                     query=(request.arg("q") or "")[:200] or None, before=request.arg("before"),
+                                     limit=int(request.arg("limit", 50)))
+        except ValueError:
+            return _error(400, "bad filter")
+        return _json(200, {"rows": rows, "next": rows[-1]["id"] if rows else None})
+
+    def _row(self, record, own):
+        try:
+            row = self.history.get(int(record))
+        except ValueError:
+            return None
+        if row is None or (own is not None and row["user"] != own):
+            return None     # another user's row is as absent as a missing one
+        return row
+
+    def message(self, record, own):
+        row = self._row(record, own)
+        if row is None:
+            return _error(404, "no such record")
+        header = row.pop("header")
+        cutoffs = row["cutoffs"] or [None, None]
+        row["cutoffs_log_odds"] = [_logit(cutoffs[0]), _logit(cutoffs[1])]
+        row["headers"] = _headers(header)
+        data = self.history.message(row["id"])
+        row["kept"] = data is not None
+        row["parts"] = _parts(data) if data is not None else []
+        row["ledger"] = self._ledger_state(data, row["user"]) if data is not None else None
+        row["evidence_from"] = "check" if row["evidence"] else None
+        if not row["evidence"] and data is not None:
+            # a CHECK (spamc -c) is answered without its tokens: the kept message checked again, now
+            row["evidence"], row["evidence_from"] = self._recheck(data, row["user"]), "re-check"
+        return _json(200, row)
+
+    def _recheck(self, data, user):
+        """The strongest tokens of ``data`` for ``user``'s model as it is now."""
+        from spamnb.console.records import EVIDENCE
+        from spamnb.server.models import classify
+
+        try:
+            verdict = classify(self._filter_for(user), data, True)
+        except Exception:  # noqa: BLE001 - no usable model: no evidence
+            return []
+        return [[str(token), round(float(weight), 4)] for token, weight in list(verdict.evidence)[:EVIDENCE]]
+
+    def _filter_for(self, user):
+        settings = self.server.settings
+        path = self.server.handler.model_path(user or None)[0]
+        return self.server.models.get(path, settings.required_score)[0]
+
+    def _ledger(self, user):
+        """The ledger of ``user``'s model as its file and journal are now (the
+        models the server checks with are loaded without it), cached per model
+        until the file or its journal changes; at most :data:`LEDGERS` kept."""
+        import os
+
+        from spamnb.model.ledger import ledger_of
+        from spamnb.model.spam_filter import SpamFilter
+        from spamnb.server.models import journal_signature
+
+        path = self.server.handler.model_path(user or None)[0]
+        st = os.stat(path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, journal_signature(path))
+        cached = self.ledgers.get(path)
+        if cached is None or cached[0] != key:
+            while len(self.ledgers) >= LEDGERS:
+                self.ledgers.pop(next(iter(self.ledgers)))
+            cached = self.ledgers[path] = (key, ledger_of(SpamFilter.load(path, mapped=True)))
+        return cached[1]
+
+    def _ledger_state(self, data, user):
+        from spamnb.model.ledger import canonical, known_digest
+
+        try:
+            ledger = self._ledger(user)
+        except Exception:  # noqa: BLE001 - no model: no ledger state
+            return None
+        digest = known_digest(ledger, canonical(data, subject_tag=self.server.settings.subject_tag))
+        label = ledger.label(digest)
+        if label is None:
+            return "not learned"
+        return ("auto-learned " if ledger.is_auto(digest) else "learned ") + ("spam" if label else "ham")
+
+    def model(self):
+        spam_filter = self._filter_for(None)
+        ham, spam = spam_filter.class_count_
+        cutoffs = spam_filter.cutoffs
+        spammy, hammy = spam_filter.strongest_tokens(20)
+        return _json(200, {
+            "model": str(self.server.settings.model), "messages": {"spam": float(spam), "ham": float(ham)},
+            "ledger": len(self._ledger(None)), "vocabulary": int(spam_filter.vocabulary_.n_features),
+            "cutoffs": {"spam": float(cutoffs.spam), "ham": float(cutoffs.ham),
+                        "spam_log_odds": _logit(cutoffs.spam), "ham_log_odds": _logit(cutoffs.ham)},
+            "spam_tokens": [[str(t), float(w), float(h), float(s)] for t, w, h, s in spammy],
+            "ham_tokens": [[str(t), float(w), float(h), float(s)] for t, w, h, s in hammy]})
+
+    def audit(self, own):
+        """The kept messages of the latest rows and what the ledger says of them
+        (auto-learned first), with the console's own actions."""
+        rows = self.history.page(user=own, limit=200)
+        out = []
+        for row in rows:
+            data = self.history.message(row["id"])
+            if data is None:
+                continue
+            state = self._ledger_state(data, row["user"])
+            if state and state != "not learned":
+                out.append({**row, "ledger": state})
+        out.sort(key=lambda r: not r["ledger"].startswith("auto"))
+        return _json(200, {"rows": out, "actions": self.history.actions(50) if own is None else []})
+
+    def stats(self, request, own):
+        try:
+            minutes = max(1, min(int(request.arg("minutes", 60)), 7 * 24 * 60))
+        except ValueError:
+            return _error(400, "bad minutes")
+        out = self.history.stats(time.time() - minutes * 60, own)
+        if self.records is not None:
+            out["received"], out["dropped"] = self.records.received, self.records.dropped()
+        return _json(200, out)
+
+    # ------------------------------------------------------------------ teaching
+    async def teach(self, request, record, verb, own, who):
+        from spamnb.server.protocol import ProtocolError
+        from spamnb.server.tell import Lesson
+
+        row = self._row(record, own)
+        if row is None:
+            return _error(404, "no such record")
+        data = self.history.message(row["id"])
+        if data is None:
+            return _error(409, "the message was not kept (spamnb serve --ui-keep-messages): nothing to learn from")
+        if verb == "learn":
+            try:
+                label = json.loads(request.body or b"{}").get("label")
+            except (ValueError, AttributeError):
+                label = None
+            if label not in ("spam", "ham"):
+                return _error(400, "expected {\"label\": \"spam\" or \"ham\"}")
+            lesson = Lesson(data, row["user"] or None, label == "spam", True, False)
+        else:
+            label = None
+            lesson = Lesson(data, row["user"] or None, None, False, True)
+        try:
+            told = await self.server.handler.tell(lesson)
+        except ProtocolError as exc:
+            self.history.action(who, f"{verb} {label or ''}".strip(), row["id"], f"refused: {exc.text}")
+            return _error(403 if exc.code in (77,) else 409, exc.text)
+        result = ("learned" if told.learned else "") + (" removed" if told.removed else "") or told.note or "no change"
+        self.history.action(who, f"{verb} {label or ''}".strip(), row["id"], result.strip())
+        self.history.mark(row["id"], f"{label} by {who}" if verb == "learn" else f"forgotten by {who}")
+        return _json(200, {"result": result.strip(), "ledger": self._ledger_state(data, row["user"])})
+
+
+def _headers(header):
+    """The header block as (name, value) strings, unfolded, at most 100."""
+    text = header.decode("utf-8", "replace").replace("\r\n", "\n")
+    out = []
+    for line in text.split("\n"):
+        if line[:1] in (" ", "\t") and out:
+            out[-1][1] += " " + line.strip()
+        elif ":" in line and len(out) < 100:
+            name, _, value = line.partition(":")
+            out.append([name[:100], value.strip()])
+    return [[name, value[:2000]] for name, value in out]
+
+
+def _parts(data):
+    """A kept message's parts: content type, file name, and a text part's
+    text (decoded, at most TEXT_CHARS); HTML is shown as its source text."""
+    from email import policy
+    from email.parser import BytesParser
+
+    try:
+        msg = BytesParser(policy=policy.default).parsebytes(data)
+        parts = []
+        for part in msg.walk():
+            if len(parts) >= PARTS:
+                break
+            if part.is_multipart():
+                continue
+            kind = part.get_content_type()
+            try:
+                name = part.get_filename()
+            except Exception:  # noqa: BLE001 - a hostile parameter: shown raw
+                name = part.get_param("name")
+            text = None
+            if part.get_content_maintype() == "text":
+                try:
+                    text = part.get_content()[:TEXT_CHARS]
+                except Exception:  # noqa: BLE001 - an unknown charset, a broken encoding
+                    raw = part.get_payload(decode=True) or b""
+                    text = raw[:TEXT_CHARS].decode("utf-8", "replace")
+            parts.append({"type": kind, "name": str(name) if name is not None else None, "text": text})
+        return parts
+    except Exception:  # noqa: BLE001 - a message the parser cannot take: its start as text
+        return [{"type": "text/plain", "name": None, "text": data[:TEXT_CHARS].decode("utf-8", "replace")}]

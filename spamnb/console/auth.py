@@ -1,0 +1,152 @@
+"""The console's users, sessions and the login rate limit.
+
+Users file (``--ui-users FILE``), one user a line, ``#`` comments::
+
+    name role scrypt$N$r$p$salt$hash
+
+``role``: ``viewer`` (reads every row), ``trainer`` (reads, learns and
+forgets), ``admin`` (as trainer, and the action log), ``user`` (reads and
+teaches only the rows of the mail user of the same name).  The hash is
+scrypt's (``hashlib.scrypt``; salt and hash in base64); ``spamnb serve
+--ui-hash-password`` prints a line for a password read on stdin.
+
+Sessions live in the console process only (a server-side table of at most
+:data:`MAX_SESSIONS`, the oldest out first), named by a random token in an
+HttpOnly SameSite=Strict cookie; each holds its CSRF token.  Failed logins
+are counted per client address in a table of at most :data:`MAX_CLIENTS`
+addresses: past :data:`MAX_FAILURES` in :data:`WINDOW` seconds a login is
+answered 429 without checking the password."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from collections import OrderedDict
+
+from spamnb.errors import SettingsError
+
+__all__ = ["ROLES", "Users", "Sessions", "LoginLimiter", "hash_password", "verify"]
+
+ROLES = {"viewer": {"read_all"}, "trainer": {"read_all", "learn"}, "admin": {"read_all", "learn", "admin"},
+         "user": {"learn"}}
+SCRYPT = (2 ** 14, 8, 1)
+MAX_SESSIONS = 1000
+SESSION_SECONDS = 8 * 3600.0
+MAX_CLIENTS = 4096
+MAX_FAILURES = 5
+WINDOW = 60.0
+MAX_USERS = 10000
+
+
+def hash_password(password, salt=None, params=SCRYPT):
+    salt = secrets.token_bytes(16) if salt is None else salt
+    n, r, p = params
+    key = hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, maxmem=64 * 1024 * 1024, dklen=32)
+    return f"scrypt${n}${r}${p}${base64.b64encode(salt).decode()}${base64.b64encode(key).decode()}"
+
+
+def verify(password, stored):
+    """Whether ``password`` matches ``stored`` (a :func:`hash_password` string)."""
+    try:
+        kind, n, r, p, salt, key = stored.split("$")
+        n, r, p = int(n), int(r), int(p)
+        if kind != "scrypt" or n > 2 ** 20 or r > 32 or p > 16:
+            return False
+        got = hash_password(password, base64.b64decode(salt), (n, r, p)).rsplit("$", 1)[1]
+    except (ValueError, MemoryError):
+        return False
+    return hmac.compare_digest(got, key)
+
+
+_DUMMY = None
+
+
+class Users:
+    """The users of ``path`` (a :data:`ROLES` role and a hash each)."""
+
+    def __init__(self, path):
+        self.users = {}
+        try:
+            with open(path, encoding="utf-8") as f:
+                lines = f.read(4 * 1024 * 1024).splitlines()
+        except OSError as exc:
+            raise SettingsError(f"--ui-users {path}: {exc.strerror or exc}") from None
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split()
+            if len(parts) != 3 or parts[1] not in ROLES or not parts[2].startswith("scrypt$"):
+                raise SettingsError(f"--ui-users {path}, line {number}: expected 'name role scrypt$...' "
+                                    f"with a role of {', '.join(ROLES)}")
+            if len(self.users) >= MAX_USERS:
+                raise SettingsError(f"--ui-users {path}: more than {MAX_USERS} users")
+            self.users[parts[0]] = (parts[1], parts[2])
+
+    def check(self, name, password):
+        """The user's role when ``password`` is theirs, else None (a hash is
+        computed either way: the time does not tell which names exist)."""
+        global _DUMMY
+        role, stored = self.users.get(name, (None, None))
+        if stored is None:
+            if _DUMMY is None:
+                _DUMMY = hash_password("-")
+            verify(password, _DUMMY)
+            return None
+        return role if verify(password, stored) else None
+
+
+class Sessions:
+    """Server-side sessions: token -> (user, role, csrf token, expiry)."""
+
+    def __init__(self, limit=MAX_SESSIONS, seconds=SESSION_SECONDS):
+        self.limit, self.seconds = limit, seconds
+        self.table = OrderedDict()
+
+    def open(self, user, role):
+        token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        while len(self.table) >= self.limit:
+            self.table.popitem(last=False)
+        self.table[token] = (user, role, csrf, time.monotonic() + self.seconds)
+        return token, csrf
+
+    def get(self, token):
+        entry = self.table.get(token or "")
+        if entry is None:
+            return None
+        if entry[3] < time.monotonic():
+            del self.table[token]
+            return None
+        return entry
+
+    def close(self, token):
+        self.table.pop(token or "", None)
+
+
+class LoginLimiter:
+    """Failed logins per client address in the last :data:`WINDOW` seconds."""
+
+    def __init__(self, limit=MAX_CLIENTS):
+        self.limit = limit
+        self.table = OrderedDict()      # address -> (window start, failures)
+
+    def blocked(self, address, now=None):
+        now = time.monotonic() if now is None else now
+        start, failures = self.table.get(address, (now, 0))
+        if now - start >= WINDOW:
+            self.table.pop(address, None)
+            return False
+        return failures >= MAX_FAILURES
+
+    def failed(self, address, now=None):
+        now = time.monotonic() if now is None else now
+        start, failures = self.table.pop(address, (now, 0))
+        if now - start >= WINDOW:
+            start, failures = now, 0
+        while len(self.table) >= self.limit:
+            self.table.popitem(last=False)
+        self.table[address] = (start, failures + 1)
+        return failures + 1

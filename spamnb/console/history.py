@@ -1,0 +1,258 @@
+"""The console's history: one row per check, in SQLite (the standard
+library's ``sqlite3``), full-text search on subject and sender (FTS5 when
+the SQLite build has it, else LIKE), bounded by rows and by age; the
+messages themselves (``--ui-keep-messages``) in a table of their own,
+bounded by count.  The console process is the only writer; a page is one
+indexed query (``id`` descending, a cursor for the next page: no OFFSET
+scan, no COUNT of the table)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import time
+from email.header import decode_header, make_header
+
+__all__ = ["History", "fields_of", "PAGE", "MAX_PAGE"]
+
+PAGE = 50
+MAX_PAGE = 200
+FIELD_CHARS = 998       # a stored field (subject, sender, ...) at most this long
+SEARCH_CHUNK = 500      # full-text matches read at once
+SEARCH_CHUNKS = 20      # chunks read for one page of a search, at most
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS history (
+    id INTEGER PRIMARY KEY, t REAL NOT NULL, label TEXT, score REAL, log_odds REAL, p REAL,
+    user TEXT, front TEXT, verb TEXT, action TEXT, size INTEGER, ms REAL,
+    sender TEXT, recipients TEXT, subject TEXT, message_id TEXT,
+    evidence TEXT, cutoffs TEXT, reason TEXT, tokens INTEGER, header BLOB, learned TEXT);
+CREATE INDEX IF NOT EXISTS history_user ON history(user, id);
+CREATE INDEX IF NOT EXISTS history_label ON history(label, id);
+CREATE TABLE IF NOT EXISTS kept (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS actions (id INTEGER PRIMARY KEY, t REAL, who TEXT, what TEXT, record INTEGER, result TEXT);
+"""
+_FTS = """
+CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(subject, sender, content='history', content_rowid='id');
+CREATE TRIGGER IF NOT EXISTS history_ai AFTER INSERT ON history BEGIN
+  INSERT INTO history_fts(rowid, subject, sender) VALUES (new.id, new.subject, new.sender); END;
+CREATE TRIGGER IF NOT EXISTS history_ad AFTER DELETE ON history BEGIN
+  INSERT INTO history_fts(history_fts, rowid, subject, sender) VALUES ('delete', old.id, old.subject, old.sender); END;
+"""
+_LIST = ("id, t, label, score, log_odds, user, front, verb, action, size, ms, sender, recipients, subject, "
+         "learned")
+_LIST_NAMES = [name.strip() for name in _LIST.split(",")]
+
+
+def _text(value):
+    text = " ".join(str(value).split()) if value is not None else ""
+    return text[:FIELD_CHARS]
+
+
+_FIELD = re.compile(rb"^(from|to|subject|message-id)[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.I | re.M)
+_NAMES = {b"from": 0, b"to": 1, b"subject": 2, b"message-id": 3}
+
+
+def fields_of(header):
+    """(sender, recipients, subject, message id) of a header block (bytes):
+    each field's first occurrence, unfolded, its encoded words (RFC 2047)
+    decoded, one line, at most :data:`FIELD_CHARS`; a field whose encoded
+    words do not decode is kept as its raw text.  A pattern, not the
+    structured header parser: it is quick (the console reads every check's
+    record) and cannot raise on hostile fields (an attacker writes them)."""
+    out = ["", "", "", ""]
+    seen = 0
+    for match in _FIELD.finditer(header):
+        index = _NAMES[match.group(1).lower()]
+        if seen & (1 << index):
+            continue
+        seen |= 1 << index
+        raw = match.group(2)[:4 * FIELD_CHARS]
+        value = raw.decode("utf-8", "replace")
+        if b"=?" in raw:
+            try:
+                value = str(make_header(decode_header(" ".join(value.split()))))
+            except Exception:  # noqa: BLE001 - an unknown charset, a broken encoded word: the raw text
+                pass
+        out[index] = _text(value)
+        if seen == 15:
+            break
+    return tuple(out)
+
+
+class History:
+    """The store at ``path`` (":memory:" for tests): at most ``rows`` rows,
+    none older than ``days``, at most ``kept`` messages."""
+
+    def __init__(self, path, rows=100_000, days=30.0, kept=1000):
+        self.rows, self.days, self.max_kept = rows, days, kept
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(_SCHEMA)
+        try:
+            self.db.executescript(_FTS)
+            self.fts = True
+        except sqlite3.OperationalError:
+            self.fts = False
+        self.last_age_prune = 0.0
+
+    def close(self):
+        self.db.close()
+
+    # ------------------------------------------------------------------ writing
+    def add(self, records):
+        """Store ``records`` ((head, header block, message) each) in one
+        transaction; returns their ids (consecutive: the console is the one writer)."""
+        rows, kept = [], []
+        for n, (head, header, message) in enumerate(records):
+            sender, recipients, subject, message_id = fields_of(header)
+            rows.append((float(head.get("t") or time.time()), _text(head.get("label")), head.get("score"),
+                         head.get("log_odds"), head.get("p"), _text(head.get("user"))[:64], _text(head.get("front")),
+                         _text(head.get("verb")), _text(head.get("action")), int(head.get("size") or 0),
+                         head.get("ms"), sender, recipients, subject, message_id,
+                         json.dumps(head.get("evidence") or [])[:8192], json.dumps(head.get("cutoffs")),
+                         _text(head.get("reason")), int(head.get("tokens") or 0), bytes(header)))
+            if message and self.max_kept > 0:
+                kept.append((n, bytes(message)))
+        if not rows:
+            return []
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT INTO history (t, label, score, log_odds, p, user, front, verb, action, size, ms, sender,"
+                " recipients, subject, message_id, evidence, cutoffs, reason, tokens, header)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            last = self.db.execute("SELECT max(id) FROM history").fetchone()[0]
+            first = last - len(rows) + 1
+            if kept:
+                self.db.executemany("INSERT INTO kept (id, data) VALUES (?, ?)",
+                                    [(first + n, data) for n, data in kept[-self.max_kept:]])
+            self.prune()
+        return list(range(first, last + 1))
+
+    def prune(self, now=None):
+        """Keep the bounds: rows, kept messages, age (checked at most once a minute)."""
+        top = self.db.execute("SELECT max(id) FROM history").fetchone()[0] or 0
+        self.db.execute("DELETE FROM history WHERE id <= ?", (top - self.rows,))
+        self.db.execute("DELETE FROM kept WHERE id <= (SELECT id FROM kept ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                        (self.max_kept,))
+        now = time.time() if now is None else now
+        if now - self.last_age_prune >= 60.0:
+            self.last_age_prune = now
+            self.db.execute("DELETE FROM history WHERE id < ?", (self.first_since(now - self.days * 86400.0),))
+            self.db.execute("DELETE FROM kept WHERE id NOT IN (SELECT id FROM history)")
+
+    def first_since(self, t):
+        """The first id whose row is at ``t`` or later (past the last id when
+        none): rows come in time order, so a binary search by id (no index on
+        ``t`` to keep up for every row)."""
+        lo, hi = self.db.execute("SELECT coalesce(min(id), 1), coalesce(max(id), 0) + 1 FROM history").fetchone()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            row = self.db.execute("SELECT id, t FROM history WHERE id >= ? ORDER BY id LIMIT 1", (mid,)).fetchone()
+            if row is None or row[1] >= t:
+                hi = mid
+            else:
+                lo = row[0] + 1
+        return lo
+
+    def mark(self, record, learned):
+        with self.db:
+            self.db.execute("UPDATE history SET learned = ? WHERE id = ?", (learned, record))
+
+    def action(self, who, what, record, result):
+        """One line of the console's action log (bounded as the history)."""
+        with self.db:
+            cur = self.db.execute("INSERT INTO actions (t, who, what, record, result) VALUES (?,?,?,?,?)",
+                                  (time.time(), who, what, record, _text(result)))
+            self.db.execute("DELETE FROM actions WHERE id <= ?", (cur.lastrowid - self.rows,))
+
+    # ------------------------------------------------------------------ reading
+    def page(self, user=None, label=None, front=None, query=None, before=None, limit=PAGE):
+        """One page of rows, newest first: dicts of the listed columns; ``user``
+        (a user role's own name) restricts the rows to theirs; ``before``: the
+        last id of the previous page.  A search reads the full-text index
+        newest first in chunks of :data:`SEARCH_CHUNK` matches, at most
+        :data:`SEARCH_CHUNKS` of them a page (bounded work however common the
+        word; the page's ``next`` cursor goes on from there)."""
+        where, args = [], []
+        if user is not None:
+            where.append("user = ?")
+            args.append(user)
+        if label:
+            where.append("label = ?")
+            args.append(label)
+        if front:
+            where.append("front = ?")
+            args.append(front)
+        limit = max(1, min(int(limit), MAX_PAGE))
+        before = int(before) if before else None
+        terms = query.split()[:8] if query else []
+        columns = ", ".join(_LIST_NAMES)
+        if not terms:
+            sql = (f"SELECT {columns} FROM history WHERE " + " AND ".join(where + ["id < ?"])
+                   + " ORDER BY id DESC LIMIT ?")
+            rows = self.db.execute(sql, (*args, before if before else 1 << 62, limit)).fetchall()
+            return [dict(zip(_LIST_NAMES, row)) for row in rows]
+        if not self.fts:
+            for term in terms:
+                where.append("(subject LIKE ? ESCAPE '\\' OR sender LIKE ? ESCAPE '\\')")
+                like = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+                args += [like, like]
+            sql = (f"SELECT {columns} FROM history WHERE " + " AND ".join(where + ["id < ?"])
+                   + " ORDER BY id DESC LIMIT ?")
+            rows = self.db.execute(sql, (*args, before if before else 1 << 62, limit)).fetchall()
+            return [dict(zip(_LIST_NAMES, row)) for row in rows]
+        match = " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        out, cursor = [], before if before else 1 << 62
+        for _ in range(SEARCH_CHUNKS):
+            ids = [r[0] for r in self.db.execute(
+                "SELECT rowid FROM history_fts WHERE history_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+                (match, cursor, SEARCH_CHUNK))]
+            if not ids:
+                break
+            cursor = ids[-1]
+            marks = ",".join("?" * len(ids))
+            sql = (f"SELECT {columns} FROM history WHERE " + " AND ".join(where + [f"id IN ({marks})"])
+                   + " ORDER BY id DESC LIMIT ?")
+            out += [dict(zip(_LIST_NAMES, row)) for row in self.db.execute(sql, (*args, *ids, limit - len(out)))]
+            if len(out) >= limit or len(ids) < SEARCH_CHUNK:
+                break
+        return out
+
+    def get(self, record):
+        """One row, whole (evidence and cutoffs decoded), or None."""
+        cur = self.db.execute("SELECT * FROM history WHERE id = ?", (int(record),))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        out = dict(zip([d[0] for d in cur.description], row))
+        out["evidence"] = json.loads(out["evidence"] or "[]")
+        out["cutoffs"] = json.loads(out["cutoffs"] or "null")
+        out["header"] = bytes(out["header"] or b"")
+        return out
+
+    def message(self, record):
+        row = self.db.execute("SELECT data FROM kept WHERE id = ?", (int(record),)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def actions(self, limit=100):
+        rows = self.db.execute("SELECT id, t, who, what, record, result FROM actions ORDER BY id DESC LIMIT ?",
+                               (max(1, min(int(limit), MAX_PAGE)),)).fetchall()
+        return [dict(zip(("id", "t", "who", "what", "record", "result"), row)) for row in rows]
+
+    def stats(self, since, user=None, buckets=60):
+        """The dashboard's figures since ``since``: per time bucket, checks by
+        verdict and the mean time taken."""
+        width = max(1.0, (time.time() - since) / buckets)
+        rows = self._stats_rows(since, width, user)
+        return {"since": since, "width": width, "buckets": buckets,
+                "rows": [{"b": b, "label": label, "n": n, "ms": ms} for b, label, n, ms in rows]}
+
+    def _stats_rows(self, since, width, user):
+        sql = ("SELECT CAST((t - ?) / ? AS INTEGER) AS b, label, count(*), avg(ms) FROM history WHERE id >= ?"
+               + (" AND user = ?" if user is not None else "") + " GROUP BY b, label ORDER BY b")
+        args = (since, width, self.first_since(since)) + ((user,) if user is not None else ())
+        return self.db.execute(sql, args).fetchall()

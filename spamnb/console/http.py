@@ -1,0 +1,189 @@
+"""HTTP/1.1 for the console: h11 (a sans-I/O parser, as the milter uses
+``kilter.protocol``) on the console process's asyncio loop.
+
+Bounded: a request head at most :data:`MAX_HEAD` bytes, a body at most
+:data:`MAX_BODY`, :data:`MAX_CONNECTIONS` connections at once (past it a
+connection is closed at accept), :data:`TIMEOUT` seconds to read a request
+and to write its answer, :data:`KEEP_ALIVE` requests a connection.  Every
+answer carries the console's security headers (:data:`SECURITY_HEADERS`:
+a Content-Security-Policy that allows only the console's own script and
+style files, no inline script, no frames)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = ["Request", "Response", "HttpServer", "SECURITY_HEADERS"]
+
+MAX_HEAD = 16 * 1024
+MAX_BODY = 256 * 1024
+MAX_CONNECTIONS = 64
+TIMEOUT = 15.0
+KEEP_ALIVE = 100
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+SECURITY_HEADERS = [("Content-Security-Policy", CSP), ("X-Content-Type-Options", "nosniff"),
+                    ("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY"),
+                    ("Cross-Origin-Opener-Policy", "same-origin"), ("Cross-Origin-Resource-Policy", "same-origin")]
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict
+    headers: dict
+    body: bytes
+    peer: str
+    tls: bool = False
+
+    def arg(self, name, default=None):
+        values = self.query.get(name)
+        return values[0] if values else default
+
+    def cookie(self, name):
+        for part in self.headers.get("cookie", "").split(";"):
+            key, _, value = part.strip().partition("=")
+            if key == name:
+                return value
+        return None
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: list = field(default_factory=list)
+
+
+class HttpServer:
+    """Serves ``app(request) -> Response`` (a coroutine function) on the
+    given listening sockets (``ssl``: a server SSLContext, or None;
+    ``allows(address)``: whether a client may connect)."""
+
+    def __init__(self, app, log, ssl=None, allows=None):
+        self.app, self.log, self.ssl, self.allows = app, log, ssl, allows
+        self.active = 0
+        self.servers = []
+
+    async def start(self, socks):
+        for sock in socks:
+            self.servers.append(await asyncio.start_server(self.connection, sock=sock, ssl=self.ssl,
+                                                           limit=MAX_HEAD))
+
+    def close(self):
+        for server in self.servers:
+            server.close()
+
+    async def connection(self, reader, writer):
+        peer = writer.get_extra_info("peername")
+        if self.allows is not None and isinstance(peer, tuple) and not self.allows(peer[0]):
+            writer.close()      # outside --allowed-ips: closed before a byte is read
+            return
+        if self.active >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self.active += 1
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.TimeoutError, OSError):
+            pass
+        except Exception as exc:  # noqa: BLE001 - a connection's failure is logged, the console goes on
+            self.log(f"console: connection failed: {type(exc).__name__}")
+        finally:
+            self.active -= 1
+            writer.close()
+
+    async def _serve(self, reader, writer):
+        import h11
+
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        peer = writer.get_extra_info("peername")
+        peer = peer[0] if isinstance(peer, tuple) else "local"
+        for served in range(1, KEEP_ALIVE + 1):
+            request = await asyncio.wait_for(self._read(conn, reader, peer), TIMEOUT)
+            if request is None:
+                return
+            if isinstance(request, Response):
+                response = request
+            else:
+                try:
+                    response = await self.app(request)
+                except Exception as exc:  # noqa: BLE001 - an internal error is a 500, logged
+                    self.log(f"console: {request.method} {request.path[:200]!r}: {type(exc).__name__}: {exc}"[:500])
+                    response = Response(500, b'{"error": "internal error"}')
+            keep = (conn.our_state is h11.SEND_RESPONSE and not isinstance(request, Response)
+                    and served < KEEP_ALIVE and request.headers.get("connection", "").lower() != "close")
+            data = self._send(conn, response, keep)
+            writer.write(data)
+            await asyncio.wait_for(writer.drain(), TIMEOUT)
+            if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE or not keep:
+                return
+            try:
+                conn.start_next_cycle()
+            except h11.LocalProtocolError:
+                return
+
+    async def _read(self, conn, reader, peer):
+        import h11
+
+        head, body = None, bytearray()
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                return Response(exc.error_status_hint or 400, b'{"error": "bad request"}')
+            if event is h11.NEED_DATA:
+                data = await reader.read(65536)
+                if not data and conn.their_state is h11.IDLE:
+                    return None
+                conn.receive_data(data)
+                continue
+            if isinstance(event, h11.Request):
+                head = event
+                # h11 bounds a head that arrives in parts; one that came whole is measured here
+                if len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers) > MAX_HEAD:
+                    return Response(431, b'{"error": "request head too large"}')
+                length = dict(event.headers).get(b"content-length")
+                if length is not None and int(length) > MAX_BODY:
+                    return Response(413, b'{"error": "body too large"}')
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > MAX_BODY:
+                    return Response(413, b'{"error": "body too large"}')
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
+        target = head.target.decode("ascii", "replace")
+        split = urlsplit(target)
+        headers = {}
+        for name, value in head.headers:
+            headers[name.decode("ascii", "replace").lower()] = value.decode("latin-1")
+        return Request(head.method.decode("ascii", "replace"), split.path,
+                       parse_qs(split.query, max_num_fields=32), headers, bytes(body), peer, self.ssl is not None)
+
+    def _send(self, conn, response, keep):
+        import h11
+
+        headers = [("Content-Type", response.content_type), ("Content-Length", str(len(response.body))),
+                   *SECURITY_HEADERS, *response.headers]
+        if response.content_type.startswith("application/json"):
+            headers.append(("Cache-Control", "no-store"))
+        if not keep:
+            headers.append(("Connection", "close"))
+        reason = {200: b"OK", 204: b"No Content", 302: b"Found", 400: b"Bad Request", 401: b"Unauthorized",
+                  403: b"Forbidden", 404: b"Not Found", 405: b"Method Not Allowed", 409: b"Conflict",
+                  413: b"Payload Too Large", 429: b"Too Many Requests", 431: b"Request Header Fields Too Large", 500: b"Internal Server Error",
+                  503: b"Service Unavailable"}.get(response.status, b"")
+        try:
+            out = conn.send(h11.Response(status_code=response.status, headers=headers, reason=reason))
+            out += conn.send(h11.Data(data=response.body)) if response.body else b""
+            out += conn.send(h11.EndOfMessage())
+        except h11.LocalProtocolError:
+            # no request head was read (a malformed one): an answer of our own, then close
+            return b"HTTP/1.1 %d \r\nConnection: close\r\nContent-Length: 0\r\n\r\n" % response.status
+        return out

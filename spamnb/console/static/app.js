@@ -1,0 +1,312 @@
+// The spamnb console's page.  Every text that comes from mail goes into the
+// document through textContent (never innerHTML): the page is data, not markup.
+"use strict";
+
+const state = { csrf: null, user: null, role: null };
+const SVGNS = "http://www.w3.org/2000/svg";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "text") node.textContent = value;
+    else if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVGNS, tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "text") node.textContent = value;
+    else node.setAttribute(key, String(value));
+  }
+  return node;
+}
+
+async function api(path, options) {
+  const opts = Object.assign({ credentials: "same-origin", headers: {} }, options || {});
+  if (opts.method === "POST") {
+    opts.headers["Content-Type"] = "application/json";
+    if (state.csrf) opts.headers["X-CSRF-Token"] = state.csrf;
+  }
+  const answer = await fetch("/api/v1/" + path, opts);
+  let body = {};
+  try { body = await answer.json(); } catch (e) { body = {}; }
+  if (answer.status === 401 && path !== "login") { showLogin(); throw new Error("log in first"); }
+  if (!answer.ok) throw new Error(body.error || ("HTTP " + answer.status));
+  return body;
+}
+
+const view = () => document.getElementById("view");
+function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+function when(t) { return new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19); }
+function num(x, digits) { return (x == null) ? "" : Number(x).toFixed(digits); }
+
+function showLogin() {
+  document.getElementById("nav").hidden = true;
+  document.getElementById("login-view").hidden = false;
+  clear(view());
+}
+
+async function login(event) {
+  event.preventDefault();
+  const error = document.getElementById("login-error");
+  error.textContent = "";
+  try {
+    const who = await api("login", { method: "POST", body: JSON.stringify({
+      user: document.getElementById("login-user").value,
+      password: document.getElementById("login-password").value }) });
+    Object.assign(state, who);
+    document.getElementById("login-password").value = "";
+    started();
+  } catch (e) { error.textContent = e.message; }
+}
+
+function started() {
+  document.getElementById("login-view").hidden = true;
+  document.getElementById("nav").hidden = false;
+  document.getElementById("who").textContent = state.user + " (" + state.role + ")";
+  if (!location.hash || location.hash === "#/") location.hash = "#/history";
+  else route();
+}
+
+function route() {
+  if (!state.csrf) return;
+  const parts = location.hash.replace(/^#\//, "").split("/");
+  for (const a of document.querySelectorAll("header nav a")) a.className = (a.id === "nav-" + parts[0]) ? "current" : "";
+  const pages = { dashboard: dashboard, history: history, message: message, model: model, audit: audit };
+  (pages[parts[0]] || history)(parts.slice(1)).catch(e => {
+    clear(view()).append(el("p", { class: "error", text: e.message }));
+  });
+}
+
+// ------------------------------------------------------------------ history
+const filters = { label: "", front: "", q: "" };
+let prefetched = null;    // the first history page, asked for beside the session (one round trip less)
+
+async function history(args) {
+  const before = args[0] || "";
+  const query = new URLSearchParams({ limit: "50" });
+  for (const [k, v] of Object.entries(filters)) if (v) query.set(k, v);
+  if (before) query.set("before", before);
+  const path = "history?" + query.toString();
+  const data = await ((prefetched && prefetched.path === path) ? prefetched.answer : api(path));
+  prefetched = null;
+  const root = clear(view());
+  const label = el("select", { id: "filter-label" }, ...["", "spam", "unsure", "ham"].map(v => el("option", { value: v, text: v || "any verdict" })));
+  label.value = filters.label;
+  const front = el("select", { id: "filter-front" }, ...["", "spamd", "milter"].map(v => el("option", { value: v, text: v || "any front end" })));
+  front.value = filters.front;
+  const search = el("input", { id: "filter-q", type: "search", placeholder: "subject or sender" });
+  search.value = filters.q;
+  const apply = () => { filters.label = label.value; filters.front = front.value; filters.q = search.value;
+                        if (location.hash === "#/history") route(); else location.hash = "#/history"; };
+  root.append(el("h1", { text: "History" }),
+    el("form", { class: "filters", id: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
+       label, front, search, el("button", { type: "submit", text: "Filter" })));
+  const table = el("table", { id: "history" },
+    el("thead", {}, el("tr", {}, ...["time", "verdict", "score", "user", "from", "subject", "front end", "action", "ms"].map(h => el("th", { text: h })))));
+  const body = el("tbody");
+  for (const row of data.rows) {
+    const tr = el("tr", { class: "row", "data-id": String(row.id), onclick: () => { location.hash = "#/message/" + row.id; } },
+      el("td", { text: when(row.t) }), el("td", { class: row.label, text: row.label + (row.learned ? " *" : "") }),
+      el("td", { text: num(row.score, 1) }), el("td", { text: row.user }), el("td", { text: row.sender }),
+      el("td", { class: "subject", text: row.subject }), el("td", { text: row.front }),
+      el("td", { text: row.action }), el("td", { text: num(row.ms, 2) }));
+    body.append(tr);
+  }
+  table.append(body);
+  root.append(table);
+  if (data.next && data.rows.length >= 50) root.append(el("p", {}, el("a", { href: "#/history/" + data.next, id: "older", text: "older" })));
+}
+
+// ------------------------------------------------------------------ one message
+function buildUp(row) {
+  // the log-odds built up token by token: the rest of the message first, then each listed token
+  const ev = row.evidence || [];
+  const listed = ev.reduce((s, e) => s + e[1], 0);
+  let at = row.log_odds - listed;
+  const steps = [["0: no evidence", 0], ["the other tokens and the prior", at]];
+  for (const [token, weight] of ev.slice().reverse()) { at += weight; steps.push([token, at]); }
+  const [spamCut, hamCut] = row.cutoffs_log_odds || [null, null];
+  const values = steps.map(s => s[1]).concat([spamCut, hamCut, 0].filter(v => v != null));
+  const lo = Math.min(...values) - 1, hi = Math.max(...values) + 1;
+  const w = 720, h = 240, pad = 40;
+  const x = i => pad + (w - 2 * pad) * (steps.length > 1 ? i / (steps.length - 1) : 0);
+  const y = v => h - pad - (h - 2 * pad) * (v - lo) / (hi - lo || 1);
+  const chart = svg("svg", { width: w, height: h, viewBox: `0 0 ${w} ${h}`, id: "buildup", role: "img" });
+  for (const [v, name, color] of [[spamCut, "spam cutoff", "#a00"], [hamCut, "ham cutoff", "#060"]]) {
+    if (v == null) continue;
+    chart.append(svg("line", { x1: pad, x2: w - pad, y1: y(v), y2: y(v), stroke: color, "stroke-dasharray": "4 3" }));
+    chart.append(svg("text", { x: w - pad - 90, y: y(v) - 4, fill: color, "font-size": 11, text: name + " " + v.toFixed(2) }));
+  }
+  const points = steps.map((s, i) => `${x(i)},${y(s[1])}`).join(" ");
+  chart.append(svg("polyline", { points: points, fill: "none", stroke: "#235", "stroke-width": 2 }));
+  steps.forEach((s, i) => {
+    const dot = svg("circle", { cx: x(i), cy: y(s[1]), r: 3, fill: "#235" });
+    dot.append(svg("title", { text: s[0] + ": " + s[1].toFixed(3) }));
+    chart.append(dot);
+  });
+  chart.append(svg("text", { x: 4, y: 14, "font-size": 11,
+    text: "log-odds from 0: the message's other tokens and the prior, then the listed tokens one by one (strongest last)" }));
+  return chart;
+}
+
+function highlighted(text, evidence) {
+  // the text with the evidence tokens marked: every piece is a text node
+  const pre = el("pre", { class: "text" });
+  const words = new Map();
+  for (const [token, weight] of evidence || []) {
+    const word = String(token).split(":").pop().toLowerCase();
+    if (word.length >= 3 && /^[\p{L}\p{N}$€£._-]+$/u.test(word)) words.set(word, weight);
+  }
+  if (!words.size) { pre.textContent = text; return pre; }
+  const escaped = [...words.keys()].map(w => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const pattern = new RegExp("(" + escaped.join("|") + ")", "giu");
+  let last = 0;
+  for (const match of text.matchAll(pattern)) {
+    pre.append(document.createTextNode(text.slice(last, match.index)));
+    const weight = words.get(match[0].toLowerCase()) || 0;
+    pre.append(el("mark", { class: weight > 0 ? "spamtok" : "hamtok", text: match[0] }));
+    last = match.index + match[0].length;
+  }
+  pre.append(document.createTextNode(text.slice(last)));
+  return pre;
+}
+
+async function message(args) {
+  const row = await api("message/" + encodeURIComponent(args[0] || ""));
+  const root = clear(view());
+  root.append(el("h1", { id: "message-subject", text: row.subject || "(no subject)" }));
+  const facts = el("table", { id: "facts" });
+  const add = (k, v) => facts.append(el("tr", {}, el("th", { text: k }), el("td", { text: v == null ? "" : String(v) })));
+  add("verdict", row.label + " (score " + num(row.score, 1) + ", log-odds " + num(row.log_odds, 3) + ")");
+  add("from", row.sender); add("to", row.recipients); add("message id", row.message_id);
+  add("user", row.user); add("front end", row.front + " " + row.verb); add("action", row.action);
+  add("time", when(row.t)); add("size", row.size); add("ledger", row.ledger == null ? "(message not kept)" : row.ledger);
+  if (row.reason) add("reason", row.reason);
+  root.append(facts);
+  const status = el("p", { id: "action-status" });
+  if (row.kept && state.role !== "viewer") {
+    const act = async (verb, label) => {
+      status.textContent = "";
+      try {
+        const out = await api("message/" + row.id + "/" + verb, { method: "POST", body: JSON.stringify(label ? { label: label } : {}) });
+        status.textContent = out.result + (out.ledger ? " (ledger: " + out.ledger + ")" : "");
+      } catch (e) { status.className = "error"; status.textContent = e.message; }
+    };
+    root.append(el("div", { class: "actions" },
+      el("button", { type: "button", id: "learn-spam", onclick: () => act("learn", "spam"), text: "Learn as spam" }),
+      el("button", { type: "button", id: "learn-ham", onclick: () => act("learn", "ham"), text: "Learn as ham" }),
+      el("button", { type: "button", id: "forget", onclick: () => act("forget"), text: "Forget" })));
+  }
+  root.append(status);
+  root.append(el("h2", { text: "Evidence" }), buildUp(row));
+  const ev = el("table", { id: "evidence" }, el("tr", {}, el("th", { text: "token" }), el("th", { text: "weight" })));
+  for (const [token, weight] of row.evidence || []) ev.append(el("tr", {}, el("td", { text: token }), el("td", { class: weight > 0 ? "spam" : "ham", text: num(weight, 3) })));
+  root.append(ev);
+  root.append(el("h2", { text: "Header" }));
+  const headers = el("table", { id: "headers" });
+  for (const [name, value] of row.headers || []) headers.append(el("tr", {}, el("th", { text: name }), el("td", { text: value })));
+  root.append(headers);
+  if (row.parts && row.parts.length) {
+    root.append(el("h2", { text: "Parts" }));
+    for (const part of row.parts) {
+      root.append(el("h3", { class: "part", text: part.type + (part.name ? " — " + part.name : "") }));
+      if (part.text != null) root.append(highlighted(part.text, row.evidence));
+    }
+  }
+}
+
+// ------------------------------------------------------------------ model, audit, dashboard
+async function model() {
+  const m = await api("model");
+  const root = clear(view());
+  root.append(el("h1", { text: "Model" }));
+  const cards = el("div", { class: "cards", id: "model-cards" });
+  const card = (k, v) => cards.append(el("div", { class: "card" }, el("b", { text: v }), el("span", { text: k })));
+  card("spam trained", m.messages.spam); card("ham trained", m.messages.ham);
+  card("vocabulary", m.vocabulary); card("ledger entries", m.ledger);
+  card("spam cutoff (log-odds)", num(m.cutoffs.spam_log_odds, 3)); card("ham cutoff (log-odds)", num(m.cutoffs.ham_log_odds, 3));
+  root.append(el("p", { text: m.model }), cards);
+  for (const [title, rows] of [["Strongest spam tokens", m.spam_tokens], ["Strongest ham tokens", m.ham_tokens]]) {
+    const t = el("table", {}, el("tr", {}, ...["token", "log-ratio", "ham count", "spam count"].map(h => el("th", { text: h }))));
+    for (const [token, w, nh, ns] of rows) t.append(el("tr", {}, el("td", { text: token }), el("td", { text: num(w, 3) }), el("td", { text: nh }), el("td", { text: ns })));
+    root.append(el("h2", { text: title }), t);
+  }
+}
+
+async function audit() {
+  const a = await api("audit");
+  const root = clear(view());
+  root.append(el("h1", { text: "Audit" }), el("h2", { text: "Learned messages in the history (auto-learned first)" }));
+  const t = el("table", { id: "audit" }, el("tr", {}, ...["time", "verdict", "ledger", "from", "subject"].map(h => el("th", { text: h }))));
+  for (const row of a.rows) t.append(el("tr", { class: "row", onclick: () => { location.hash = "#/message/" + row.id; } },
+    el("td", { text: when(row.t) }), el("td", { class: row.label, text: row.label }), el("td", { text: row.ledger }),
+    el("td", { text: row.sender }), el("td", { class: "subject", text: row.subject })));
+  root.append(t);
+  if (a.actions.length) {
+    const log = el("table", { id: "actions" }, el("tr", {}, ...["time", "who", "what", "record", "result"].map(h => el("th", { text: h }))));
+    for (const x of a.actions) log.append(el("tr", {}, el("td", { text: when(x.t) }), el("td", { text: x.who }), el("td", { text: x.what }), el("td", { text: x.record == null ? "" : x.record }), el("td", { text: x.result })));
+    root.append(el("h2", { text: "Console actions" }), log);
+  }
+}
+
+async function dashboard() {
+  const s = await api("stats?minutes=60");
+  const root = clear(view());
+  root.append(el("h1", { text: "Dashboard (last hour)" }));
+  const totals = { spam: 0, ham: 0, unsure: 0 };
+  const perBucket = new Map();
+  let msSum = 0, msN = 0;
+  for (const r of s.rows) {
+    totals[r.label] = (totals[r.label] || 0) + r.n;
+    const b = perBucket.get(r.b) || { spam: 0, ham: 0, unsure: 0 };
+    b[r.label] = (b[r.label] || 0) + r.n; perBucket.set(r.b, b);
+    if (r.ms != null) { msSum += r.ms * r.n; msN += r.n; }
+  }
+  const all = totals.spam + totals.ham + totals.unsure;
+  const cards = el("div", { class: "cards", id: "dashboard-cards" });
+  const card = (k, v) => cards.append(el("div", { class: "card" }, el("b", { text: v }), el("span", { text: k })));
+  card("checks", all); card("spam", totals.spam); card("ham", totals.ham);
+  card("unsure rate", all ? (100 * totals.unsure / all).toFixed(1) + " %" : "-");
+  card("mean ms", msN ? (msSum / msN).toFixed(2) : "-");
+  if (s.received != null) { card("records received", s.received); card("records dropped", s.dropped); }
+  root.append(cards);
+  const w = 720, h = 200, pad = 30, n = s.buckets;
+  const max = Math.max(1, ...[...perBucket.values()].map(b => b.spam + b.ham + b.unsure));
+  const chart = svg("svg", { width: w, height: h, viewBox: `0 0 ${w} ${h}`, id: "throughput" });
+  const bw = (w - 2 * pad) / n;
+  for (const [b, c] of perBucket) {
+    let y0 = h - pad;
+    for (const [label, color] of [["ham", "#4a4"], ["unsure", "#ca4"], ["spam", "#c44"]]) {
+      const bh = (h - 2 * pad) * c[label] / max;
+      chart.append(svg("rect", { x: pad + b * bw, y: y0 - bh, width: Math.max(1, bw - 1), height: bh, fill: color }));
+      y0 -= bh;
+    }
+  }
+  chart.append(svg("text", { x: 4, y: 14, "font-size": 11, text: "checks per " + Math.round(s.width) + " s, by verdict (max " + max + ")" }));
+  root.append(chart);
+}
+
+window.addEventListener("hashchange", route);
+document.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("login-form").addEventListener("submit", login);
+  document.getElementById("logout").addEventListener("click", async () => {
+    try { await api("logout", { method: "POST", body: "{}" }); } catch (e) { /* logged out anyway */ }
+    state.csrf = null; showLogin();
+  });
+  if (!location.hash || location.hash === "#/" || location.hash === "#/history") {
+    const path = "history?limit=50";
+    prefetched = { path: path, answer: api(path) };
+    prefetched.answer.catch(() => { prefetched = null; });
+  }
+  try {
+    const who = await api("session");
+    Object.assign(state, who);
+    started();
+  } catch (e) { showLogin(); }
+});

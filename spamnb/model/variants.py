@@ -1,0 +1,133 @@
+"""A learned model's pair weight chosen on its own mail: the variants ranked by their held-out scores.
+
+A model that grows by learning counts words and word pairs together; when it
+scores a message it may weigh the pairs by any ``w`` (``pair_weight``: 0 is
+words alone over the same counts).  The log-odds are linear in ``w``::
+
+    log_odds(w) = words + w * pairs
+
+where ``words`` is the log-odds at weight 0 and ``pairs`` the difference made
+by the pairs at weight 1 (two scores of the same counts, each by the compiled
+kernel).  So every variant of :data:`WEIGHTS` has an exact held-out score for
+every message learned, from the two numbers taken just before the message was
+learned (the prequential view of :mod:`spamnb.model.prequential`).
+
+:class:`PairWeightChooser` keeps, per variant and class, a histogram of those
+held-out scores (:data:`N_BINS` bins of :data:`BIN_WIDTH` log-odds, wide
+enough that pairs at weight 1 rarely reach the ends: a variant whose scores
+pile up in an end bin would be ranked on ties), and its running ranking loss:
+the share of (ham, spam) pairs of held-out scores in the wrong order (1-AUC,
+ties counted half), the loss the online protocol reports.  The variant with
+the lowest loss is the weight the model scores with (ties: the one nearest
+the default :data:`~spamnb.model.defaults.LEARNED_PAIR_WEIGHT`); with fewer
+than :data:`MIN_CLASS` held-out scores of a class the default stays.  A
+class's counts are halved past :data:`MAX_COUNT`, as the cutoffs' are.
+
+Cost per message: two scores instead of one (the kernel's), and one numpy
+binning of ``len(WEIGHTS)`` numbers; per choice (every :data:`CHOOSE_EVERY`
+messages) a cumulative sum over ``len(WEIGHTS) x N_BINS`` counts.  Size:
+``len(WEIGHTS) x 2 x N_BINS`` doubles (80 KiB).
+
+Measured (scripts/tune/cross_corpus.py ``--mixing``, full feedback): better
+than the shipped weight on both shared corpora in their default order, but
+worse on SpamAssassin in each of four random orders (it ends at 0.25 in three)
+while better on Enron-Spam in each (docs/accuracy.md, "Settings that
+travel").  Not shipped: not in the model file nor in ``spamnb learn``'s
+path; the tuning script measures it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PairWeightChooser", "WEIGHTS", "N_BINS", "BIN_WIDTH", "LOW", "MIN_CLASS", "MAX_COUNT",
+           "CHOOSE_EVERY", "ranking_loss"]
+
+WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+LOW = -512.0
+BIN_WIDTH = 1.0
+N_BINS = 1024
+MIN_CLASS = 50
+MAX_COUNT = 20_000.0
+CHOOSE_EVERY = 25
+
+
+def ranking_loss(ham, spam):
+    """1-AUC of two histograms over the same bins (ham's, spam's): the share of
+    (ham, spam) pairs with the spam in a lower bin, pairs in one bin counted half;
+    arrays of shape (..., N_BINS); 0 where a class is empty."""
+    import numpy as np
+
+    ham = np.asarray(ham, dtype=np.float64)
+    spam = np.asarray(spam, dtype=np.float64)
+    n_ham, n_spam = ham.sum(-1), spam.sum(-1)
+    above = n_ham[..., None] - np.cumsum(ham, -1)          # ham strictly above each bin
+    wrong = (spam * above).sum(-1) + 0.5 * (spam * ham).sum(-1)
+    pairs = n_ham * n_spam
+    return np.where(pairs > 0, wrong / np.where(pairs > 0, pairs, 1.0), 0.0)
+
+
+class PairWeightChooser:
+    """Held-out scores of each pair weight in :data:`WEIGHTS`, and the weight they favour."""
+
+    __slots__ = ("counts", "weight", "_since")
+
+    def __init__(self, counts=None, weight=None):
+        import numpy as np
+
+        from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
+
+        shape = (len(WEIGHTS), 2, N_BINS)
+        if counts is None:
+            counts = np.zeros(shape, dtype=np.float64)
+        counts = np.array(counts, dtype=np.float64).reshape(shape)
+        if not (np.isfinite(counts).all() and (counts >= 0).all()):
+            raise ValueError("a pair-weight chooser's counts must be finite and >= 0")
+        self.counts = counts
+        self.weight = LEARNED_PAIR_WEIGHT if weight is None else float(weight)
+        self._since = 0
+
+    @staticmethod
+    def bins(words, pairs):
+        """The bin of each variant's score ``words + w * pairs``."""
+        import numpy as np
+
+        scores = words + np.asarray(WEIGHTS) * pairs
+        scores = np.nan_to_num(scores, nan=0.0, posinf=LOW + N_BINS * BIN_WIDTH, neginf=LOW)
+        return np.clip(np.floor((scores - LOW) / BIN_WIDTH), 0, N_BINS - 1).astype(np.intp)
+
+    def add(self, words, pairs, spam, weight=1.0):
+        """Count a learned message's held-out scores (``words``: log-odds at pair
+        weight 0; ``pairs``: at weight 1 minus ``words``); ``weight`` -1 takes them back.
+        Returns the weight to score with now."""
+        import math
+
+        import numpy as np
+
+        if not (math.isfinite(words) and math.isfinite(pairs)):
+            return self.weight
+        c = 1 if spam else 0
+        at = (np.arange(len(WEIGHTS)), c, self.bins(words, pairs))
+        self.counts[at] = np.maximum(0.0, self.counts[at] + weight)
+        if weight > 0 and self.counts[0, c].sum() > MAX_COUNT:
+            self.counts *= 0.5
+        self._since += 1
+        if self._since >= CHOOSE_EVERY:
+            self._since = 0
+            self.weight = self.choose()
+        return self.weight
+
+    def losses(self):
+        """Each variant's running ranking loss (1-AUC as a fraction)."""
+        return ranking_loss(self.counts[:, 0], self.counts[:, 1])
+
+    def choose(self):
+        """The weight of the lowest running loss (ties: nearest the default);
+        the default while a class has fewer than :data:`MIN_CLASS` scores."""
+        from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
+
+        n_ham, n_spam = self.counts[0].sum(-1)
+        if min(n_ham, n_spam) < MIN_CLASS:
+            return LEARNED_PAIR_WEIGHT
+        losses = self.losses()
+        best = float(losses.min())
+        tied = [w for w, loss in zip(WEIGHTS, losses) if loss <= best]
+        return min(tied, key=lambda w: (abs(w - LEARNED_PAIR_WEIGHT), w))

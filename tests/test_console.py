@@ -1,0 +1,481 @@
+"""The web console (``spamnb serve --ui``, spamnb.console) without a browser:
+its history store, users and sessions, the worker's record queue, and a
+real server (SPAMD through the real ``spamc``) whose console is driven over
+HTTP: login, CSRF and Origin checks, roles, a user's own rows, the login
+rate limit and its log line, a learn that changes what ``spamc -c``
+answers within a second on two workers.  The browser tests are in
+tests/test_console_browser.py."""
+
+import asyncio
+import http.client
+import json
+import random
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spamnb import SpamFilter
+from spamnb.console import records
+from spamnb.console.auth import MAX_FAILURES, LoginLimiter, Sessions, Users, hash_password, verify
+from spamnb.console.history import History
+
+from test_serve import SPAMC, _env, _free_port, needs_spamc
+
+REPO = Path(__file__).resolve().parents[1]
+USERS = {"admin": "admin", "viewer": "viewer", "trainer": "trainer", "bob": "user", "carol": "user"}
+pytest.importorskip("h11")
+
+
+# ---------------------------------------------------------------------------- a model and a server
+def words(rng, n, prefix):
+    return " ".join(prefix + "".join(rng.choice("bcdfghjklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+                    for _ in range(n))
+
+
+def mail(rng, spam, n, subject=None, user_words=""):
+    body = words(rng, 60, "sp" if spam else "hm") + " " + user_words
+    return (f"From: {'Offers <deals@spam.example>' if spam else 'Ann <ann@work.example>'}\n"
+            f"To: bob@test.example\nSubject: {subject or ('cheap offer ' if spam else 'meeting ') + str(n)}\n"
+            f"Message-ID: <{n}.{spam}@test.example>\n\n{body}\n").encode()
+
+
+def train(path):
+    rng = random.Random(7)
+    data = [(mail(rng, n % 2 == 0, n), n % 2 == 0) for n in range(200)]
+    SpamFilter().fit([d for d, _ in data], [s for _, s in data], tune=False).save(path)
+    return path
+
+
+def users_file(path):
+    path.write_text("".join(f"{name} {role} {hash_password(name + '-pw', params=(2 ** 10, 8, 1))}\n"
+                            for name, role in USERS.items()))
+    return path
+
+
+class ConsoleServer:
+    """``spamnb serve --ui`` on loopback ports (SPAMD, milter, console)."""
+
+    def __init__(self, home, *extra, workers=1, keep=100):
+        self.home = Path(home)
+        self.port, self.ui, self.milter = _free_port(), _free_port(), _free_port()
+        if not (self.home / "model.spamnb").exists():
+            train(self.home / "model.spamnb")
+        users_file(self.home / "users")
+        self.log_path = self.home / f"serve-{self.port}.log"
+        self.log = open(self.log_path, "wb+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}", "--milter",
+             f"127.0.0.1:{self.milter}", "-m", str(self.home / "model.spamnb"), "--allow-tell",
+             "--ui", str(self.ui), "--ui-users", str(self.home / "users"), "--ui-keep-messages", str(keep),
+             "--workers", str(workers), *map(str, extra)],
+            env=_env(home), stderr=self.log, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            text = self.log_text()
+            if "listening on" in text and "console on" in text and self._up(self.ui) and self._up(self.port):
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"spamnb serve --ui did not start: {text}")
+            time.sleep(0.05)
+        self.base = f"http://127.0.0.1:{self.ui}"
+
+    @staticmethod
+    def _up(port):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def log_text(self):
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def spamc(self, *args, stdin=b""):
+        return subprocess.run([SPAMC, "-p", str(self.port), *map(str, args)], input=stdin, capture_output=True,
+                              timeout=30)
+
+    def console_pid(self):
+        return int(re.search(r"console on \S+ \(pid (\d+)\)", self.log_text()).group(1))
+
+    def stop(self):
+        """SIGTERM, then SIGKILL after 20 s; the exit status."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+        finally:
+            self.log.close()
+
+
+class Client:
+    """An HTTP client of the console with its cookie and CSRF token."""
+
+    def __init__(self, server):
+        self.server = server
+        self.cookie = None
+        self.csrf = None
+
+    def request(self, method, path, body=None, headers=None, csrf=True, origin=True):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.ui, timeout=30)
+        head = {"Content-Type": "application/json"}
+        if self.cookie:
+            head["Cookie"] = self.cookie
+        if method == "POST" and csrf and self.csrf:
+            head["X-CSRF-Token"] = self.csrf
+        if method == "POST" and origin:
+            head["Origin"] = self.server.base
+        head.update(headers or {})
+        conn.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=head)
+        answer = conn.getresponse()
+        data = answer.read()
+        conn.close()
+        cookie = answer.getheader("Set-Cookie")
+        if cookie:
+            self.cookie = cookie.split(";", 1)[0]
+        try:
+            value = json.loads(data) if data else None
+        except ValueError:
+            value = data
+        return answer.status, value, answer
+
+    def login(self, name, password=None):
+        status, value, answer = self.request("POST", "/api/v1/login",
+                                             {"user": name, "password": password or name + "-pw"})
+        if status == 200:
+            self.csrf = value["csrf"]
+        return status, value, answer
+
+
+def wait_rows(client, n, timeout=20.0, **filters):
+    query = "&".join(f"{k}={v}" for k, v in filters.items())
+    deadline = time.monotonic() + timeout
+    while True:
+        status, value, _ = client.request("GET", f"/api/v1/history?limit=200&{query}")
+        assert status == 200, value
+        if len(value["rows"]) >= n or time.monotonic() > deadline:
+            return value["rows"]
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory):
+    if SPAMC is None:
+        pytest.skip("spamc is not installed (Debian package spamc)")
+    server = ConsoleServer(tmp_path_factory.mktemp("console"))
+    yield server
+    server.stop()
+
+
+# ---------------------------------------------------------------------------- units
+def test_history_is_bounded_by_rows_and_searches_subject_and_sender(tmp_path):
+    history = History(str(tmp_path / "h.sqlite"), rows=50, kept=5)
+    for n in range(120):
+        history.add([({"label": "spam" if n % 2 else "ham", "user": "bob" if n % 3 else "carol", "t": time.time()},
+                      f"From: Sender {n} <s{n}@x.example>\nSubject: topic{n} \"quoted\" OR *\n".encode(),
+                      b"kept message" if n % 2 else b"")])
+    assert history.db.execute("SELECT count(*) FROM history").fetchone()[0] == 50
+    assert history.db.execute("SELECT count(*) FROM kept").fetchone()[0] == 5
+    assert [row["subject"] for row in history.page(query="topic119")] == ['topic119 "quoted" OR *']
+    assert history.page(query='"quoted" OR *') and history.page(query="s100@x.example")
+    assert all(row["user"] == "carol" for row in history.page(user="carol", limit=200))
+    first = history.page(limit=10)
+    second = history.page(limit=10, before=first[-1]["id"])
+    assert [r["id"] for r in second] == list(range(first[-1]["id"] - 1, first[-1]["id"] - 11, -1))
+
+
+def test_history_drops_rows_past_their_age(tmp_path):
+    history = History(":memory:", days=1.0)
+    history.add([({"label": "ham", "t": time.time() - 3 * 86400}, b"Subject: old\n", b""),
+                 ({"label": "ham", "t": time.time()}, b"Subject: new\n", b"")])
+    history.last_age_prune = 0.0
+    history.prune()
+    assert [row["subject"] for row in history.page()] == ["new"]
+
+
+def test_passwords_sessions_and_the_login_limit_are_bounded(tmp_path):
+    stored = hash_password("right", params=(2 ** 10, 8, 1))
+    assert verify("right", stored) and not verify("wrong", stored) and not verify("right", "scrypt$bad")
+    (tmp_path / "users").write_text(f"ann viewer {stored}\n")
+    assert Users(tmp_path / "users").check("ann", "right") == "viewer"
+    assert Users(tmp_path / "users").check("nobody", "right") is None
+    sessions = Sessions(limit=3)
+    tokens = [sessions.open("ann", "viewer")[0] for _ in range(5)]
+    assert len(sessions.table) == 3 and sessions.get(tokens[0]) is None and sessions.get(tokens[-1])
+    limiter = LoginLimiter(limit=10)
+    for _ in range(MAX_FAILURES):
+        assert not limiter.blocked("10.0.0.1", now=100.0)
+        limiter.failed("10.0.0.1", now=100.0)
+    assert limiter.blocked("10.0.0.1", now=110.0) and not limiter.blocked("10.0.0.1", now=161.0)
+    for n in range(50):
+        limiter.failed(f"10.1.0.{n}", now=100.0)
+    assert len(limiter.table) <= 10
+
+
+def test_a_bad_users_file_is_one_clear_error(tmp_path):
+    from spamnb.errors import SettingsError
+
+    (tmp_path / "users").write_text("ann boss scrypt$1$2$3$x$y\n")
+    with pytest.raises(SettingsError, match="line 1"):
+        Users(tmp_path / "users")
+
+
+def test_a_full_record_queue_drops_and_counts_without_waiting(tmp_path):
+    """The console stops reading: the worker's writes never wait, the records
+    past QUEUE_BYTES are dropped and counted."""
+
+    class Model:
+        cutoffs = type("C", (), {"spam": 0.99, "ham": 0.01})()
+
+    class Checked:
+        verdict = type("V", (), {"label": "spam", "log_odds": 9.0, "probability": 0.9, "evidence": [("w", 1.0)],
+                                 "reason": "", "tokens": 3})()
+        score, score_map, model, outcome = 9.0, type("S", (), {"required": 5.0})(), Model(), "spam 9.0/5.0"
+
+    async def run():
+        path = str(tmp_path / "records")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)      # accepted by the kernel, never read
+        sender = records.RecordSender(path, keep=True)
+        await sender.connect()
+        message = b"Subject: x\n\n" + b"y" * 200_000
+        started = time.perf_counter()
+        slowest = 0.0
+        for _ in range(200):
+            t = time.perf_counter()
+            sender.on_verdict(Checked(), message, "bob")
+            sender.on_request("CHECK", "bob", "spam 9.0/5.0", len(message), 1.0, "127.0.0.1", "spamd", "none")
+            slowest = max(slowest, time.perf_counter() - t)
+        elapsed = time.perf_counter() - started
+        buffered = sender.transport.get_write_buffer_size()
+        sender.transport.abort()
+        listener.close()
+        return sender, elapsed, slowest, buffered
+
+    sender, elapsed, slowest, buffered = asyncio.run(run())
+    assert sender.dropped > 0 and sender.sent + sender.dropped == 200
+    assert buffered <= records.QUEUE_BYTES
+    assert slowest < 0.5, slowest       # no write waits for the reader (generous: a loaded machine)
+
+
+def test_frames_past_the_limit_are_refused():
+    reader = records.FrameReader()
+    frame = records.encode({"label": "ham"}, b"Subject: a\n", b"body")
+    out = reader.feed(frame[:7]) + reader.feed(frame[7:])
+    assert records.decode(out[0])[0]["label"] == "ham" and records.decode(out[0])[2] == b"body"
+    with pytest.raises(ValueError):
+        records.FrameReader().feed((records.MAX_FRAME + 1).to_bytes(4, "big") + b"x")
+
+
+# ---------------------------------------------------------------------------- a real server
+def test_the_console_needs_a_users_file_and_tls_off_loopback(tmp_path):
+    train(tmp_path / "model.spamnb")
+    from conftest import run_spamnb
+
+    out = run_spamnb(["serve", "-m", tmp_path / "model.spamnb", "--ui", "8999"], home=tmp_path, text=True)
+    assert out.returncode == 64 and "--ui needs --ui-users" in out.stderr
+    users_file(tmp_path / "users")
+    out = run_spamnb(["serve", "-m", tmp_path / "model.spamnb", "--ui", "0.0.0.0:8999", "--ui-users",
+                      tmp_path / "users"], home=tmp_path, text=True)
+    assert out.returncode == 64 and "needs --ui-tls and --allowed-ips" in out.stderr
+
+
+@needs_spamc
+def test_login_csrf_origin_and_roles(console):
+    anonymous = Client(console)
+    assert anonymous.request("GET", "/api/v1/history")[0] == 401
+    status, _, answer = anonymous.request("GET", "/")
+    assert status == 200 and "script-src 'self'" in answer.getheader("Content-Security-Policy")
+    assert "unsafe-inline" not in answer.getheader("Content-Security-Policy")
+    msg = mail(random.Random(1), True, 9001, subject="csrf check")
+    assert console.spamc("-u", "bob", stdin=msg).returncode == 0
+    admin = Client(console)
+    status, value, answer = admin.login("admin")
+    assert status == 200 and value["role"] == "admin"
+    cookie = answer.getheader("Set-Cookie")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
+    rows = wait_rows(admin, 1, q="csrf")
+    record = rows[0]["id"]
+    # a change without the CSRF token, or from a foreign origin: 403, nothing learned
+    assert admin.request("POST", f"/api/v1/message/{record}/learn", {"label": "ham"}, csrf=False)[0] == 403
+    assert admin.request("POST", f"/api/v1/message/{record}/learn", {"label": "ham"}, csrf=False,
+                         headers={"X-CSRF-Token": "\xe9" + admin.csrf[1:]})[0] == 403
+    assert admin.request("POST", f"/api/v1/message/{record}/learn", {"label": "ham"},
+                         headers={"Origin": "http://evil.example"})[0] == 403
+    assert admin.request("POST", f"/api/v1/message/{record}/learn", {"label": "ham"},
+                         headers={"Sec-Fetch-Site": "cross-site"}, origin=False)[0] == 403
+    assert admin.request("GET", "/api/v1/history", headers={"Host": "evil.example"})[0] == 400
+    assert "refused a POST from origin 'http://evil.example'" in console.log_text()
+    # a viewer reads but cannot learn
+    viewer = Client(console)
+    assert viewer.login("viewer")[0] == 200
+    assert viewer.request("GET", f"/api/v1/message/{record}")[0] == 200
+    status, value, _ = viewer.request("POST", f"/api/v1/message/{record}/learn", {"label": "ham"})
+    assert status == 403 and "role" in value["error"]
+    assert admin.request("GET", "/api/v1/actions")[0] == 200 and viewer.request("GET", "/api/v1/actions")[0] == 403
+    # the message's evidence, cutoffs and ledger state
+    status, value, _ = admin.request("GET", f"/api/v1/message/{record}")
+    assert status == 200 and value["kept"] and value["evidence"] and None not in value["cutoffs_log_odds"]
+    assert value["ledger"] == "not learned"
+    status, value, _ = admin.request("GET", "/api/v1/model")
+    assert status == 200 and value["vocabulary"] > 0 and value["messages"]["spam"] == 100
+
+
+@needs_spamc
+def test_a_user_sees_only_their_own_rows(console):
+    rng = random.Random(3)
+    for user, n in (("bob", 3), ("carol", 3)):
+        for k in range(n):
+            assert console.spamc("-u", user, stdin=mail(rng, k % 2 == 0, 9100 + k, subject=f"own-{user}-{k}")).returncode == 0
+    admin = Client(console)
+    admin.login("admin")
+    every = wait_rows(admin, 6, q="own")
+    carol_row = next(row["id"] for row in every if row["user"] == "carol")
+    bob = Client(console)
+    assert bob.login("bob")[0] == 200
+    rows = wait_rows(bob, 3, q="own")
+    assert rows and {row["user"] for row in rows} == {"bob"}
+    assert {row["user"] for row in bob.request("GET", "/api/v1/history?limit=200")[1]["rows"]} == {"bob"}
+    assert bob.request("GET", f"/api/v1/message/{carol_row}")[0] == 404
+    assert bob.request("POST", f"/api/v1/message/{carol_row}/forget", {})[0] == 404
+    assert bob.request("GET", "/api/v1/history?user=carol")[1]["rows"][0]["user"] == "bob"
+
+
+@needs_spamc
+def test_the_sixth_bad_login_in_a_minute_is_429_and_logged(console):
+    client = Client(console)
+    answers = [client.login("trainer", "wrong")[0] for _ in range(6)]
+    assert answers == [401] * 5 + [429]
+    assert client.login("trainer")[0] == 429          # the right password too, until the minute is over
+    log = console.log_text()
+    assert len(re.findall(r"console: login failed for user=trainer from 127\.0\.0\.1", log)) == 5
+    assert "console: login refused from 127.0.0.1: too many failed logins" in log
+
+
+@needs_spamc
+def test_the_console_process_stays_small(console):
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{console.console_pid()}/status").read_text().splitlines())
+    assert int(fields["VmRSS"].split()[0]) * 1024 < 60 * 2 ** 20
+
+
+@needs_spamc
+def test_a_learn_in_the_console_changes_what_spamc_answers_within_a_second(tmp_path):
+    server = ConsoleServer(tmp_path, workers=2, keep=5000)
+    try:
+        rng = random.Random(11)
+        novel = mail(rng, False, 9500, subject="never seen words",
+                     user_words=words(rng, 80, "zq"))     # tokens no model has seen: not spam
+        before = server.spamc("-c", stdin=novel)
+        assert before.returncode == 0, before        # not spam (spamc -c: 1 is spam)
+        admin = Client(server)
+        admin.login("trainer")
+        record = wait_rows(admin, 1, q="never")[0]["id"]
+        status, value, _ = admin.request("POST", f"/api/v1/message/{record}/learn", {"label": "spam"})
+        assert status == 200 and value["result"] == "learned" and value["ledger"] == "learned spam", value
+        learned = time.monotonic()
+        answers = []
+        while time.monotonic() - learned < 1.0:
+            answers.append(server.spamc("-c", stdin=novel).returncode)
+        assert answers and answers[-1] == 1, (before.stdout, answers)
+        # both workers answer it so
+        assert [server.spamc("-c", stdin=novel).returncode for _ in range(6)] == [1] * 6
+        # in the ledger, the audit and the action log; forget undoes it
+        status, value, _ = admin.request("GET", "/api/v1/audit")
+        assert any(row["id"] == record and row["ledger"] == "learned spam" for row in value["rows"]), [(r["id"], r["ledger"]) for r in value["rows"]]
+        assert value["actions"][0]["what"] == "learn spam" and value["actions"][0]["record"] == record
+        status, value, _ = admin.request("POST", f"/api/v1/message/{record}/forget", {})
+        assert status == 200 and value["ledger"] == "not learned", value
+    finally:
+        server.stop()
+
+
+@needs_spamc
+def test_http_limits_a_head_a_body_and_a_connections_requests(console):
+    """A head past 16 KiB and a body past 256 KiB are refused (431, 413); a
+    kept-alive connection's last allowed request is answered with
+    Connection: close, never dropped unanswered."""
+    from spamnb.console.http import KEEP_ALIVE, MAX_BODY
+
+    with socket.create_connection(("127.0.0.1", console.ui), timeout=30) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Long: " + b"a" * 20000 + b"\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 431")
+    with socket.create_connection(("127.0.0.1", console.ui), timeout=30) as s:
+        s.sendall(b"POST /api/v1/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1))
+        assert s.recv(100).startswith(b"HTTP/1.1 413")
+    conn = http.client.HTTPConnection("127.0.0.1", console.ui, timeout=30)
+    for n in range(KEEP_ALIVE + 5):
+        conn.request("GET", "/static/app.css")
+        answer = conn.getresponse()
+        answer.read()
+        assert answer.status == 200, n
+        assert (answer.getheader("Connection") == "close") == ((n + 1) % KEEP_ALIVE == 0), n
+        if answer.getheader("Connection") == "close":
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", console.ui, timeout=30)
+    conn.close()
+
+
+def test_the_first_row_since_a_time_is_found_by_id():
+    history = History(":memory:")
+    now = time.time()
+    history.add([({"label": "ham", "t": now - 100 + n}, b"Subject: s\n", b"") for n in range(100)])
+    assert history.first_since(now - 100) == 1 and history.first_since(now - 50) == 51
+    assert history.first_since(now + 10) == 101
+    assert sum(row["n"] for row in history.stats(now - 50)["rows"]) == 50
+
+
+@needs_spamc
+def test_the_audit_lists_what_auto_learn_learned_first(tmp_path):
+    server = ConsoleServer(tmp_path, "--auto-learn")
+    try:
+        rng = random.Random(31)
+        sure = mail(rng, True, 9900, subject="cheap offer sure")      # the training spam's sender and subject words
+        assert server.spamc("-c", stdin=sure).returncode == 1
+        admin = Client(server)
+        admin.login("admin")
+        deadline = time.monotonic() + 20
+        while True:
+            status, value, _ = admin.request("GET", "/api/v1/audit")
+            if value["rows"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert status == 200 and value["rows"][0]["ledger"] == "auto-learned spam", value
+        record = value["rows"][0]["id"]
+        status, value, _ = admin.request("POST", f"/api/v1/message/{record}/forget", {})
+        assert status == 200 and value["ledger"] == "not learned", value
+    finally:
+        server.stop()
+
+
+def test_a_record_that_cannot_be_made_is_dropped_and_counted_never_raised(tmp_path):
+    class Checked:
+        verdict = type("V", (), {"label": "spam", "log_odds": "not a number", "probability": 0.9, "evidence": (),
+                                 "reason": "", "tokens": 3})()
+        score, score_map, model = 9.0, type("S", (), {"required": 5.0})(), None
+
+    async def run():
+        path = str(tmp_path / "records")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        sender = records.RecordSender(path)
+        await sender.connect()
+        sender.on_verdict(Checked(), b"Subject: x\n\nbody", "bob")
+        sender.on_request("CHECK", "bob", "spam", 16, 1.0, "127.0.0.1", "spamd", "none")
+        sender.on_request("PING", "-", "pong", 0, 0.1, "127.0.0.1", "spamd", "none")   # no check: no record
+        sender.transport.abort()
+        listener.close()
+        return sender
+
+    sender = asyncio.run(run())
+    assert (sender.sent, sender.dropped) == (0, 1)
