@@ -169,6 +169,189 @@ def messages(site_model, n=40):
     return out
 
 
+# Near the cutoffs: (name, low, high) in log-odds from the spam cutoff (``s``) or the ham cutoff (``h``)
+# (unsure-edge: so close to the ham cutoff that its score is below 0.1 before spamnb holds an unsure score at 0.1)
+HARD_BANDS = (("spam-near", "s", 0.3, 3.0), ("unsure-high", "s", -3.0, -0.3), ("unsure-mid", "m", -1.0, 1.0),
+              ("unsure-low", "h", 0.3, 2.0), ("unsure-edge", "h", 0.02, 0.3), ("ham-near", "h", -2.0, -0.3))
+
+
+def hard_messages(site_model, per_band=1, trace=b""):
+    """Messages the site model finds close to a cutoff, ``per_band`` for each
+    of :data:`HARD_BANDS`: just over and just under the spam cutoff,
+    half-way between the cutoffs, just over and just under the ham cutoff;
+    scored as ``trace`` (the fields the MTA puts before the message it
+    hands spamnb: :func:`trace_field`) and the message.
+
+    The sample corpus has none of its own (the site model is trained on all
+    of it: every message scores beyond +50 or -50), so they are made from
+    it: a short header, the words of a corpus ham's body, then the first k
+    words of a corpus spam's body; for each (ham, spam) pair in folder
+    order, the first k whose log-odds falls in a band still wanted.  The same
+    corpus and code give the same messages every run.  Their answer key
+    is not the corpus label (they have none) nor the site model's verdict
+    here: it is :func:`answer_key` on the bytes as the MTA handed them
+    (the trace fields an MTA adds move a score by up to about 2 log-odds;
+    the messages carry Date, so Postfix's cleanup adds none).
+    Returns [(test id, bytes, band)]."""
+    import math
+
+    model = SpamFilter.load(site_model)
+    low, high = (math.log(p / (1 - p)) for p in (model.ham_cutoff, model.spam_cutoff))
+    centre = {"s": high, "h": low, "m": (low + high) / 2}
+    want = {name: per_band for name, *_ in HARD_BANDS}
+    out = []
+
+    def words(path):
+        body = path.read_bytes().partition(b"\n\n")[2]
+        return re.findall(rb"[A-Za-z][A-Za-z']{2,}", body)
+
+    hams = [words(p)[:40] for p in sorted((REPO / "corpora" / "easy_ham").iterdir())[:12]]
+    spams = [words(p)[:100] for p in sorted((REPO / "corpora" / "spam").iterdir())[:12]]
+    for i, ham in enumerate(hams):
+        for j, spam in enumerate(spams):
+            for k in range(len(spam) + 1):
+                tag = f"chain-hard-{len(out)}"
+                message = (f"Message-ID: <{tag}@{DOMAIN}>\nFrom: sender@client.example\nTo: alice@{DOMAIN}\n"
+                           f"Subject: a note {i}.{j}.{k}\nDate: Sun, 29 Nov 2026 08:00:00 +0000\n\n").encode() + b" ".join(ham) + b"\n" + b" ".join(spam[:k]) + b"\n"
+                odds = model.classify(trace + message).log_odds
+                band = next((name for name, at, a, b in HARD_BANDS if want[name] and a <= odds - centre[at] <= b), None)
+                if band is not None:
+                    want[band] -= 1
+                    out.append((tag, message, band))
+                    if not any(want.values()):
+                        return out
+                    break           # the next pair: one message of each
+    assert not any(want.values()), want
+    return out
+
+
+class SpamdTap:
+    """A relay on loopback between an MTA's SPAMD client (spamc, Exim's
+    ``spam =``) and the server at ``port``, keeping a copy of every request
+    as the client sent it: the bytes the MTA handed spamnb, on which the
+    answer key of the messages near a cutoff is computed (:func:`answer_key`).
+    ``port``: where the MTA is pointed instead."""
+
+    def __init__(self, port):
+        import threading
+
+        self.target = port
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.requests = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn):
+        import threading
+
+        sent = bytearray()
+        try:
+            up = socket.create_connection(("127.0.0.1", self.target), timeout=120)
+        except OSError:
+            conn.close()
+            return
+
+        def answers():
+            try:
+                while chunk := up.recv(65536):
+                    conn.sendall(chunk)
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+        back = threading.Thread(target=answers, daemon=True)
+        back.start()
+        try:
+            while chunk := conn.recv(65536):
+                sent += chunk
+                up.sendall(chunk)
+            up.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        back.join(120)
+        conn.close()
+        up.close()
+        with self.lock:
+            self.requests.append(bytes(sent))
+
+    def handed(self):
+        """{test id: the message of each request whole (Content-length long)}."""
+        out = {}
+        with self.lock:
+            requests = list(self.requests)
+        for request in requests:
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:[ \t]*(\d+)", head)
+            body = body[:int(length.group(1))] if length else body
+            if length and len(body) == int(length.group(1)):
+                out.setdefault(message_tag(body), []).append(body)
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
+def trace_field(delivered):
+    """The Received field the receiving MTA put on a delivered message (the
+    one naming the test's SMTP client), with its line end: what the MTA
+    handed spamnb was this field and the message as sent."""
+    head = delivered.replace(b"\r\n", b"\n").partition(b"\n\n")[0] + b"\n"
+    fields = re.findall(rb"(?im)^received:.*\n(?:[ \t].*\n)*", head)
+    ours = [f for f in fields if b"client.example" in f]
+    assert len(ours) == 1, fields
+    return ours[0]
+
+
+def answer_key(site_model, handed):
+    """The verdicts of ``spamnb classify --json`` (the command line: not the
+    server's SPAMD or milter path under test) with the site model, on each
+    message of ``handed`` ({key: bytes as the MTA handed them to spamnb,
+    without spamnb's own fields}): {key: (label, log-odds)}."""
+    import json
+
+    keys = list(handed)
+    with tempfile.TemporaryDirectory(prefix="spamnb-key-") as tmp:
+        paths = []
+        for i, key in enumerate(keys):
+            paths.append(Path(tmp) / f"{i:04d}")
+            paths[-1].write_bytes(handed[key])
+        proc = subprocess.run([sys.executable, "-m", "spamnb", "classify", "--json", "-m", str(site_model),
+                               *map(str, paths)], env=env(Path(tmp)), capture_output=True, timeout=300)
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode in (0, 1, 2) and len(lines) == len(keys), (proc.returncode, proc.stderr[-2000:])
+    by_path = {line["message"]: (line["verdict"], line["log_odds"]) for line in lines}
+    return {key: by_path[str(path)] for key, path in zip(keys, paths)}
+
+
+def check_hard(site_model, key, bands=True):
+    """The answer key of the hard messages covers what they are for: every
+    verdict (spam, unsure, ham) and, with ``bands``, a message within 3
+    log-odds on each side of the spam cutoff and within 2 on each side of
+    the ham cutoff (so a chain that moved them all away fails here rather
+    than passing on easy mail)."""
+    import math
+
+    model = SpamFilter.load(site_model)
+    low, high = (math.log(p / (1 - p)) for p in (model.ham_cutoff, model.spam_cutoff))
+    labels = {label for label, _ in key.values()}
+    assert labels == {"spam", "unsure", "ham"}, key
+    if bands:
+        odds = [o for _, o in key.values()]
+        for a, b in ((high, high + 3), (high - 3, high), (low, low + 2), (low - 2, low)):
+            assert any(a <= o <= b for o in odds), (a, b, sorted(odds))
+
+
 def send(port, message, recipients, deadline, sender="sender@client.example"):
     """Send as an MTA does: one SMTP transaction to ``127.0.0.1:port``;
     recipients or the message refused with a 4xx code are sent again (a new

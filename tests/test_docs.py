@@ -98,3 +98,70 @@ def test_procmail_recipes_deliver_to_the_same_folders():
     readme, serve = folders(README), folders(SERVE_MD)
     assert readme and serve
     assert readme[0] == serve[0] == [("Yes", ".Spam/"), ("Unsure", ".Unsure/")]
+
+
+# ---------------------------------------------------------------------------- reader pages, not history
+DOCS = REPO / "docs"
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
+HISTORY = {
+    # "29 Nov 2026", "November 29, 2026", "2026-11-29" (not a date inside a file name: "0006.2003-12-18.GP")
+    "a date": re.compile(rf"\b\d{{1,2}} {_MONTH} (?:19|20)\d\d\b|\b{_MONTH} \d{{1,2}},? (?:19|20)\d\d\b"
+                         r"|(?<![\w./])(?!1970-01-01)(?:19|20)\d\d-[01]\d-[0-3]\d\b"),
+    "an issue number": re.compile(r"\b[Ii]ssues? #?\d+|(?<![\w&/])#\d+\b|\bPR #?\d+"),
+    "a round of work": re.compile(r"\b[Rr]ound (?:one|two|three|four|five|six|seven|eight|nine|ten|\d+)\b"),
+    # a short commit hash: 7 to 12 hex digits with a digit and a letter in them, as a word of its own
+    "a commit hash": re.compile(r"(?<![\w./:-])(?=[0-9a-f]{0,11}[a-f])(?=[0-9a-f]{0,11}[0-9])[0-9a-f]{7,12}(?![\w-])"),
+}
+
+
+def _reader_pages():
+    """docs/*.md: the pages a reader comes to (docs/notes/ holds dated runs and history)."""
+    return sorted(DOCS.glob("*.md"))
+
+
+def _prose(text):
+    """The page's lines with their numbers, fenced code blocks left out (an example's output may hold a date)."""
+    fenced = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield number, line
+
+
+@pytest.mark.parametrize("page", [p.name for p in _reader_pages()] + ["../README.md"])
+def test_reader_pages_carry_no_dates_issue_numbers_rounds_or_commits(page):
+    """A reader page states the current figure, its command and what it
+    means; when it was measured, on which commit, in which round of work or
+    for which issue belongs in docs/notes/ (or the tracker)."""
+    found = [f"{page}:{number}: {kind} ({match.group(0)!r})"
+             for number, line in _prose((DOCS / page).read_text())
+             for kind, pattern in HISTORY.items() for match in pattern.finditer(line)]
+    assert not found, "\n".join(found[:20])
+
+
+def test_the_history_patterns_find_history():
+    text = ("measured on 29 Nov 2026; run of 2026-11-29 07:01 UTC; since issue 45; (#52); in round three; "
+            "main as of 02ac66f; November 29, 2026")
+    kinds = {kind for kind, pattern in HISTORY.items() if pattern.search(text)}
+    assert kinds == set(HISTORY)
+    for quiet in ("0006.2003-12-18.GP.spam.txt", "log-odds 4.5", "RFC 2822", "a 1234567 byte file",
+                  "round to 0.1", "0x1f2e3d4c", "issue a TELL", "deadbeefcafe1234"):
+        assert not any(pattern.search(quiet) for pattern in HISTORY.values()), quiet
+
+
+def test_reference_pages_are_most_of_the_docs():
+    """Reference and how-to (docs/*.md) are at least 60 % of the lines of
+    docs/ (docs/notes/ the rest)."""
+    reference = sum(len(p.read_text().splitlines()) for p in _reader_pages())
+    notes = sum(len(p.read_text().splitlines()) for p in (DOCS / "notes").rglob("*.md"))
+    assert reference / (reference + notes) >= 0.60, (reference, notes)
+
+
+@pytest.mark.parametrize("page", [p.name for p in _reader_pages()])
+def test_each_page_opens_with_a_paragraph(page):
+    """A title, then a paragraph of prose (what a reader comes for), before any heading, table or list."""
+    lines = [line for line in (DOCS / page).read_text().splitlines() if line.strip()]
+    assert lines[0].startswith("# "), lines[0]
+    assert not lines[1].startswith(("#", "|", "- ", "* ", "```", "    ")), lines[1]

@@ -272,8 +272,8 @@ def test_content_filter_through_spamc_reinjects_into_sendmail(daemon, work):
 
 # ---------------------------------------------------------------- end to end: an Exim daemon, SMTP on loopback
 
-from mailchain import (DOMAIN, WORD, IdleSockets, Work, free_port, header, message_tag,  # noqa: E402,F401
-                       messages, read_maildir, send, serving)
+from mailchain import (DOMAIN, WORD, IdleSockets, SpamdTap, Work, answer_key, check_hard,  # noqa: E402,F401
+                       free_port, hard_messages, header, message_tag, messages, read_maildir, send, serving)
 
 CHAIN_USERS = ("alice", "bob", "carol", "dave")
 
@@ -494,3 +494,48 @@ def test_exim_damaged_user_model_gets_the_site_verdict(chain_work, serving):
     assert "temporarily rejected" not in exim.log("reject")
     assert any("carol" in line and "site" in line.lower() for line in serve.log_text().splitlines()), \
         serve.log_text()[-2000:]
+
+
+@pytest.mark.slow
+def test_exim_mail_near_the_cutoffs_gets_the_command_lines_verdict(chain_work, serving):
+    """Twelve messages near a cutoff (mailchain.hard_messages, chosen as Exim
+    hands them over: its From line, envelope and Received fields, then the
+    message) through the docs' Exim recipe, Exim pointed at a relay that
+    keeps each request (mailchain.SpamdTap): refused with 550 exactly when
+    ``spamnb classify`` on the message of its request says spam, the others
+    delivered once with that verdict's word in X-Spam-Status, which the
+    recipe takes from the score alone (Unsure above 0, Yes from 5.0): unsure
+    mail a hair above the ham cutoff must still score above 0, unsure mail
+    just under the spam cutoff under 5.0."""
+    serve = serving(chain_work, None)
+    tap = SpamdTap(serve.port)
+    exim = EximDaemon(chain_work.root, tap.port)
+    expected, refused = {}, set()
+    first = [m for m in messages(chain_work.site, 2) if m[2] == "ham"]
+    try:
+        _send_chain(exim, first, lambda i: [f"alice@{DOMAIN}"], expected, refused, time.monotonic() + 30)
+        handed = tap.handed()[first[0][0]][0]
+        trace = handed[:handed.index(b"Message-ID: <" + first[0][0].encode())]
+        hard = hard_messages(chain_work.site, 2, trace)
+        labels = {tag: None for tag, _, _ in hard}
+        for i, (tag, message, _band) in enumerate(hard):
+            (code, reply), = send(exim.port, message, [f"alice@{DOMAIN}"], time.monotonic() + 60).values()
+            assert code in (250, 550), (tag, code, reply)
+            labels[tag] = "spam" if code == 550 else None
+            if code == 250:
+                expected[(tag, "alice")] = None
+        got = tap.handed()
+        assert all(len(got[tag]) == 1 for tag in labels), {tag: len(got.get(tag, ())) for tag in labels}
+        key = answer_key(chain_work.site, {tag: got[tag][0] for tag in labels})
+        check_hard(chain_work.site, key)
+        for tag, (label, _odds) in key.items():
+            assert (labels[tag] == "spam") == (label == "spam"), (tag, key[tag], labels[tag])
+            if label == "spam":
+                refused.add((tag, "alice"))
+            else:
+                expected[(tag, "alice")] = label
+        _check_exim(exim, expected, refused, time.monotonic() + 60)
+    finally:
+        serve.stop()
+        exim.stop()
+        tap.close()

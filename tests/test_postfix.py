@@ -17,7 +17,8 @@ import time
 import pytest
 
 from conftest import OneShotSpamd
-from mailchain import DOMAIN, IdleSockets, messages, read_maildir, send, serving  # noqa: F401
+from mailchain import (DOMAIN, IdleSockets, SpamdTap, answer_key, check_hard, hard_messages, messages,  # noqa: F401
+                       read_maildir, send, serving)
 from postfix_private import (USERS, check_deliveries, pf_root, postfixes, recipe, skip_reason, wait_for,  # noqa: F401
                              work)
 
@@ -105,6 +106,44 @@ def test_postfix_damaged_user_model_gets_the_site_verdict(work, postfix_factory,
     # the server's log names the user whose model it could not use and the fallback
     assert any("carol" in line and "site" in line.lower() for line in serve.log_text().splitlines()), \
         serve.log_text()[-2000:]
+
+
+@pytest.mark.slow
+def test_postfix_mail_near_the_cutoffs_gets_the_command_lines_verdict(work, postfix_factory, serving):
+    """Twelve messages near a cutoff (mailchain.hard_messages, chosen as the
+    pipe hands them over, after one easy ham showed how) through the
+    recipe, spamc pointed at a relay that keeps each request
+    (mailchain.SpamdTap): each delivered once with the X-Spam-Status word
+    (and X-Spam-Flag for spam only) of ``spamnb classify`` on the message of
+    its request, the bytes Postfix's pipe handed spamc (its Received field
+    and the message), not the server's own verdict; unsure mail is
+    delivered, tagged Unsure."""
+    serve = serving(work, None)
+    tap = SpamdTap(serve.port)
+    pf = postfix_factory(tap.port)
+    deadline = time.monotonic() + 120
+    try:
+        first, message, _ = next(m for m in messages(work.site, 2) if m[2] == "ham")
+        send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline)
+        while first not in tap.handed():
+            assert time.monotonic() < deadline, pf.log_text()[-3000:]
+            pf.flush()
+            time.sleep(0.2)
+        handed = tap.handed()[first][0]
+        hard = hard_messages(work.site, 2, handed[:handed.index(b"Message-ID: <" + first.encode())])
+        for tag, message, _band in hard:
+            answers = send(pf.smtp_port, message, [f"alice@{DOMAIN}"], deadline)
+            assert all(code == 250 for code, _ in answers.values()), answers
+        got = wait_for(pf, {(tag, "alice"): None for tag, _, _ in hard}, deadline)
+        handed = tap.handed()
+        assert all(len(handed.get(tag, ())) == 1 for tag, _, _ in hard), {t: len(handed.get(t, ())) for t, _, _ in hard}
+        key = answer_key(work.site, {tag: handed[tag][0] for tag, _, _ in hard})
+        check_hard(work.site, key)
+        check_deliveries(pf, {(first, "alice"): "ham", **{(tag, "alice"): label for tag, (label, _) in key.items()}},
+                         got)
+    finally:
+        serve.stop()
+        tap.close()
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """Every figure of the README's headline speed rows has a source (issue 54).
 
 A speed row of the README's table (its unit s, ms or messages/s) has a
-source row in docs/benchmarks.md's "README figures: source" table, with the
+source row in docs/notes/readme-sources.md (written by bench_readme.py), with the
 same first cell, whose figures cell holds every number of the README row,
 whose command cell names the script that measured it and whose date cell
 says when: a README figure changed by hand, or re-measured without its
@@ -14,7 +14,7 @@ import re
 from conftest import REPO
 
 README = (REPO / "README.md").read_text()
-BENCHMARKS = (REPO / "docs" / "benchmarks.md").read_text()
+BENCHMARKS = (REPO / "docs" / "notes" / "readme-sources.md").read_text()
 BEGIN = "<!-- scripts/bench/bench_readme.py: source rows begin -->"
 END = "<!-- scripts/bench/bench_readme.py: source rows end -->"
 HEADLINE = "| SpamAssassin / Enron-Spam |"
@@ -42,7 +42,7 @@ def headline_rows(readme):
 
 
 def source_rows(benchmarks):
-    """{README row: (figures, command, date)} of docs/benchmarks.md's source table."""
+    """{README row: (figures, command, date)} of the source table (docs/notes/readme-sources.md)."""
     rows = {}
     if BEGIN not in benchmarks or END not in benchmarks:
         return rows
@@ -64,7 +64,7 @@ def problems(readme, benchmarks):
     sources = source_rows(benchmarks)
     for label, rest in headline_rows(readme).items():
         if label not in sources:
-            found.append(f"{label}: no source row in docs/benchmarks.md")
+            found.append(f"{label}: no source row in docs/notes/readme-sources.md")
             continue
         figures, command, date = sources[label]
         stated = set(numbers(figures))
@@ -104,7 +104,7 @@ def test_a_row_without_source_or_date_or_command_fails():
     label = next(iter(headline_rows(README)))
     line = next(line for line in BENCHMARKS.splitlines() if line.startswith(f"| {label} |"))
     figures, command, date = sources[label]
-    assert problems(README, BENCHMARKS.replace(line, "")) == [f"{label}: no source row in docs/benchmarks.md"]
+    assert problems(README, BENCHMARKS.replace(line, "")) == [f"{label}: no source row in docs/notes/readme-sources.md"]
     no_date = line.replace(date, "re-measured later")
     assert any("no date" in p for p in problems(README, BENCHMARKS.replace(line, no_date)))
     no_command = line.replace(command, "`by hand`")

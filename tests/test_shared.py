@@ -845,3 +845,57 @@ def test_a_running_follower_publishes_on_schedule_goes_idle_and_installs_a_snaps
         assert any("Redis unreachable at start" in line for line in logged), logged
     finally:
         down.stop()
+
+
+def test_a_quiet_follower_waits_between_reads_and_a_redis_that_hangs_times_out_after_the_wait_and_5_s(
+        tmp_path, redis_server):
+    """With no lessons a running Follower reads the stream once at the start
+    of each wait of ``block_ms`` and then every POLL_QUIET (0.2 s) once none
+    came for a second: idle() comes once per wait, never sooner, and the
+    read script runs a few times a wait, not every 10 ms (nor without a
+    pause).  Its Redis client gives up on a Redis that accepts and never
+    answers after ``block_ms`` plus 5 s (a read's wait, then its answer),
+    not before."""
+    import redis
+
+    from spamnb.shared.host import POLL_QUIET, TRIMMED, Follower
+
+    r = redis_server.client()
+    block = 0.3
+    idle = []
+    follower = Follower(redis_server.url, str(tmp_path / "f"), lambda group: [], models=lambda: [],
+                        model_for=lambda user: None, snapshot_every=0, block_ms=int(block * 1000),
+                        idle=lambda: idle.append((time.monotonic(), _script_calls(r))))
+    follower.start(sync_timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while len(idle) < 8:
+            assert time.monotonic() < deadline, idle
+            time.sleep(0.05)
+        waits = idle[:8]            # (a wait cut short by stop() also ends in idle())
+    finally:
+        follower.stop()
+    times = [t for t, _ in waits]
+    assert min(b - a for a, b in zip(times, times[1:])) >= block, str([round(b - a, 3) for a, b in zip(times, times[1:])])
+    # from the 5th wait on, the last lesson (none: the start) is over a second old: quiet polling
+    assert times[4] - follower.last_lesson > 1.0
+    reads = (waits[7][1] - waits[4][1]) / 3
+    assert 1 <= reads <= block / POLL_QUIET + 2, reads
+
+    hang = socket.create_server(("127.0.0.1", 0))      # accepts (the kernel's backlog), never answers
+    try:
+        stuck = Follower(f"redis://127.0.0.1:{hang.getsockname()[1]}/0", str(tmp_path / "g"), lambda group: [],
+                         models=lambda: [], model_for=lambda user: None, snapshot_every=0, block_ms=100)
+        assert stuck.redis.connection_pool.connection_kwargs["socket_timeout"] == pytest.approx(5.1)
+        started = time.monotonic()
+        with pytest.raises(redis.TimeoutError):
+            stuck.bookkeeping(TRIMMED)
+        assert 5.1 <= time.monotonic() - started < 60
+    finally:
+        hang.close()
+
+
+def _script_calls(r):
+    """How many times Redis ran a script (EVALSHA, and EVAL for a script it did not have)."""
+    stats = r.info("commandstats")
+    return sum(stats.get(name, {}).get("calls", 0) for name in ("cmdstat_evalsha", "cmdstat_eval"))

@@ -5,8 +5,8 @@ One command, one run, on one corpus with the project's fixed split (a
 message is TEST when md5(relpath) % 5 == 0); the SpamAssassin public corpus
 by default, Enron-Spam with ``--corpus``:
 
-    python scripts/bench/bench.py            # full corpus, writes docs/benchmarks-spamassassin.{md,json}
-    python scripts/bench/bench.py --corpus ../shared/corpora/enron-spam   # writes docs/benchmarks-enron-spam.{md,json}
+    python scripts/bench/bench.py            # full corpus, writes docs/notes/benchmarks-spamassassin.{md,json}
+    python scripts/bench/bench.py --corpus ../shared/corpora/enron-spam   # writes docs/notes/benchmarks-enron-spam.{md,json}
     python scripts/bench/bench.py --quick    # every 6th message, for a smoke test
 
 Every system trains on the train part and scores the test part in a child
@@ -583,9 +583,9 @@ def main(argv=None):
                         help="skip the cold start in a fresh virtual environment (it pip-installs this repo there)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="train and score each system this many times; report the fastest (default 3)")
-    parser.add_argument("--md", help="default docs/benchmarks-NAME.md, NAME the corpus folder's name "
+    parser.add_argument("--md", help="default docs/notes/benchmarks-NAME.md, NAME the corpus folder's name "
                         "(docs/benchmarks.md is written by hand: where each published figure comes from)")
-    parser.add_argument("--json", help="default docs/benchmarks-NAME.json")
+    parser.add_argument("--json", help="default docs/notes/benchmarks-NAME.json")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--no-cv", action="store_true",
                         help="skip the 10-fold cross-validation section (`spamnb evaluate --folds 10 --compare`)")
@@ -601,8 +601,8 @@ def main(argv=None):
 
     corpus_name = os.path.basename(os.path.normpath(args.corpus))
     suffix = f"-{corpus_name}"
-    args.md = args.md or os.path.join(REPO, "docs", f"benchmarks{suffix}.md")
-    args.json = args.json or os.path.join(REPO, "docs", f"benchmarks{suffix}.json")
+    args.md = args.md or os.path.join(REPO, "docs", "notes", f"benchmarks{suffix}.md")
+    args.json = args.json or os.path.join(REPO, "docs", "notes", f"benchmarks{suffix}.json")
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(only) - set(SYSTEMS)
     if unknown:

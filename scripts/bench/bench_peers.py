@@ -34,7 +34,7 @@ The split and labels are scripts/bench/bench.py's (``harness.list_corpus``, ``ha
 the figures spamnb.bayes.metrics' (through ``harness.evaluate``): 1-AUC %,
 false positives % (ham called spam), spam missed % (unsure counts as
 missed), spam caught at 0.1 % false positives.  Results go to
-docs/benchmarks-peers-NAME.{md,json} (NAME: the corpus folder's name).
+docs/notes/benchmarks-peers-NAME.{md,json} (NAME: the corpus folder's name).
 
 ``--latency N``: with each peer's server still up after its scoring, N test
 messages are checked one process at a time, the peer's client (``spamc -c``
@@ -582,9 +582,9 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="spamd children / rspamd workers, and messages scored at a time (default: cores)")
     parser.add_argument("--quick", action="store_true", help="every 6th message only (a smoke test)")
-    parser.add_argument("--md", help="default docs/benchmarks-peers-NAME.md, NAME the corpus folder's name "
+    parser.add_argument("--md", help="default docs/notes/benchmarks-peers-NAME.md, NAME the corpus folder's name "
                         "(-NAME-blank-line.md with --blank-line)")
-    parser.add_argument("--json", help="default docs/benchmarks-peers-NAME.json")
+    parser.add_argument("--json", help="default docs/notes/benchmarks-peers-NAME.json")
     parser.add_argument("--latency", type=int, metavar="N", default=0,
                         help="also time N messages one process at a time: the peer's client against spamc to "
                              "spamnb serve (default 0: not measured)")
@@ -599,8 +599,8 @@ def main(argv=None):
     jobs = max(1, args.jobs)
     corpus_name = os.path.basename(os.path.normpath(args.corpus))
     name = f"benchmarks-peers-{corpus_name}" + ("-blank-line" if args.blank_line else "")
-    md_path = args.md or os.path.join(REPO, "docs", f"{name}.md")
-    json_path = args.json or os.path.join(REPO, "docs", f"{name}.json")
+    md_path = args.md or os.path.join(REPO, "docs", "notes", f"{name}.md")
+    json_path = args.json or os.path.join(REPO, "docs", "notes", f"{name}.json")
 
     rows = harness.list_corpus(args.corpus, quick=args.quick)
     train = [r for r in rows if not harness.is_test(r[0])]

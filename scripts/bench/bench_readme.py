@@ -7,8 +7,8 @@ fresh virtual environment into which this checkout is installed as the
 README installs it (``python3 -m venv``, then ``pip install .``: no editable
 install, no system site-packages)::
 
-    python3 scripts/bench/bench_readme.py            # docs/benchmarks-readme.md and .json
-    python3 scripts/bench/bench_readme.py --update   # and the README's rows, docs/benchmarks.md's source rows
+    python3 scripts/bench/bench_readme.py            # docs/notes/benchmarks-readme.md and .json
+    python3 scripts/bench/bench_readme.py --update   # and the README's rows, docs/notes/readme-sources.md's source rows
 
 The rows, on each corpus (``--corpus``, default the shared SpamAssassin and
 Enron-Spam corpora beside the repository), through the existing scripts:
@@ -83,7 +83,7 @@ import harness  # noqa: E402
 CORPORA = [harness.SPAMASSASSIN, harness.ENRON_SPAM]
 CORPUS_TITLES = {"spamassassin": "SpamAssassin", "enron-spam": "Enron-Spam"}
 
-# the README's row labels (its first cells): the test matches them with docs/benchmarks.md's source rows
+# the README's row labels (its first cells): the test matches them with docs/notes/readme-sources.md's source rows
 TRAIN = "`spamnb train` of the whole corpus, s (bogofilter: `-s -b`, `-n -b`)"
 BATCH = "`classify --batch` of every message, s (bogofilter: `-b -v`)"
 LEARN = "one `learn` of a message, ms (bogofilter: `-s`)"
@@ -355,7 +355,7 @@ def table_line(label, cells):
 
 
 def source_rows(rows, command, when):
-    """docs/benchmarks.md's source rows: | README row | figures | command | date |."""
+    """The source rows (docs/notes/readme-sources.md): | README row | figures | command | date |."""
     out = []
     for label, cells in rows.items():
         figures = "; ".join(f"{name} {cell}" for name, cell in zip(COLUMNS, cells) if cell).replace("**", "")
@@ -391,9 +391,9 @@ def update_sources(lines):
     def replace(text):
         begin, end = text.find(SOURCE_BEGIN), text.find(SOURCE_END)
         if begin < 0 or end < begin:
-            raise SystemExit(f"docs/benchmarks.md has no {SOURCE_BEGIN} ... {SOURCE_END} block")
+            raise SystemExit(f"docs/notes/readme-sources.md has no {SOURCE_BEGIN} ... {SOURCE_END} block")
         return text[:begin + len(SOURCE_BEGIN)] + "\n" + "\n".join([*SOURCE_HEADER, *lines]) + "\n" + text[end:]
-    update_file(REPO / "docs" / "benchmarks.md", replace)
+    update_file(REPO / "docs" / "notes" / "readme-sources.md", replace)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -472,7 +472,7 @@ def write_markdown(path, r, rows, sources, args):
         "# The README's speed rows: one run",
         "",
         f"Written by `scripts/bench/bench_readme.py` (`{r['command']}`); the README's rows and "
-        "docs/benchmarks.md's source rows below are this run's.  Every pair was measured interleaved, "
+        "the source rows below (docs/notes/readme-sources.md) are this run's.  Every pair was measured interleaved, "
         "whole processes, spamnb as installed by `pip install .` into a fresh venv.",
         "",
         f"- when: {r['when']}",
@@ -489,7 +489,7 @@ def write_markdown(path, r, rows, sources, args):
         "|---|" + "---:|" * len(COLUMNS),
         *(table_line(label, cells) for label, cells in rows.items()),
         "",
-        "## docs/benchmarks.md's source rows",
+        "## The source rows (docs/notes/readme-sources.md)",
         "",
         *SOURCE_HEADER,
         *sources,
@@ -571,10 +571,10 @@ def main(argv=None):
     parser.add_argument("--venv", type=Path, default=Path(tempfile.gettempdir()) / "spamnb-bench-readme-venv",
                         help="where the fresh venv is made (default: TMPDIR/spamnb-bench-readme-venv, made anew)")
     parser.add_argument("--reuse-venv", action="store_true", help="use --venv as it is if spamnb is installed in it")
-    parser.add_argument("--md", type=Path, default=REPO / "docs" / "benchmarks-readme.md")
-    parser.add_argument("--json", type=Path, default=REPO / "docs" / "benchmarks-readme.json")
+    parser.add_argument("--md", type=Path, default=REPO / "docs" / "notes" / "benchmarks-readme.md")
+    parser.add_argument("--json", type=Path, default=REPO / "docs" / "notes" / "benchmarks-readme.json")
     parser.add_argument("--update", action="store_true", help="also rewrite the README's speed rows and "
-                        "docs/benchmarks.md's source rows with this run's")
+                        "docs/notes/readme-sources.md's source rows with this run's")
     parser.add_argument("--inside-venv", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     shown, skip = [], False
@@ -634,11 +634,11 @@ def main(argv=None):
     if args.update:
         one = [float(load(x).split(",")[0]) for x in (before, after)]   # "after" counts the run's own processes
         busy = ": other jobs running" if one[0] > 1.0 else ""
-        # no date in the README (its source rows in docs/benchmarks.md carry it)
+        # no date in the README (its source rows in docs/notes/readme-sources.md carry it)
         update_readme(rows, f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
-                            "with the run's own processes; the date and command of each row in docs/benchmarks.md")
+                            "with the run's own processes; the date and command of each row in docs/notes/readme-sources.md")
         update_sources(sources)
-        say("README.md's rows and docs/benchmarks.md's source rows rewritten")
+        say("README.md's rows and docs/notes/readme-sources.md's source rows rewritten")
     say(f"wrote {args.md} and {args.json}")
     return 0
 

@@ -1,0 +1,63 @@
+"""The ledger's fast paths (spamnb.model.ledger: ``canonical`` without a
+parse, ``train_digest`` without a copy) give what the general path gives:
+``strip_markup`` and ``message_digest(canonical(...))``, byte for byte, on
+the shapes of mail where a search could go wrong: an mbox envelope line
+(with and without its line end), CRLF line ends (in the header only, or
+from the first line), spamnb's and SpamAssassin's fields, a header without
+a body, no header at all."""
+
+import pytest
+
+from spamnb.mail.status import strip_markup
+from spamnb.model import ledger as ledgers
+
+HEAD = b"From: a@example.com\nSubject: hello\n"
+BODY = b"some words of the body\nX-Spam-Status: Yes (in the body: not a field)\n"
+SHAPES = {
+    "plain": HEAD + b"\n" + BODY,
+    "mbox line": b"From a@example.com Sat Nov 28 10:00:00 2026\n" + HEAD + b"\n" + BODY,
+    "mbox line, nothing after it": b"From a@example.com Sat Nov 28 10:00:00 2026",
+    "mbox line and its line end only": b"From a@example.com Sat Nov 28 10:00:00 2026\n",
+    "an empty first line": b"\n" + HEAD + b"\n" + BODY,
+    "crlf": (HEAD + b"\n" + BODY).replace(b"\n", b"\r\n"),
+    "mbox line, then crlf": b"From a@example.com Sat Nov 28 10:00:00 2026\n"
+                            + (HEAD + b"\n" + BODY).replace(b"\n", b"\r\n"),
+    "crlf header, lf body": HEAD.replace(b"\n", b"\r\n") + b"\r\n" + BODY,
+    "lf header, crlf body": HEAD + b"\n" + BODY.replace(b"\n", b"\r\n"),
+    "crlf after the first lf line": b"From: a@example.com\nSubject: hi\r\n\r\n" + BODY,
+    "a lone cr ends the first line": b"From: a@example.com\r" + b"Subject: hi\n\n" + BODY,
+    "our status field": HEAD + b"X-Spamnb-Status: spam 0.99\n\n" + BODY,
+    "our status field, crlf": (HEAD + b"X-Spamnb-Status: spam 0.99\n\n" + BODY).replace(b"\n", b"\r\n"),
+    "spamassassin's fields, ours": HEAD + b"X-Spam-Flag: YES\nX-Spam-Status: Yes, score=9.0\n"
+                                   b"X-Spam-Checker-Version: spamnb 0.1.0\n\n" + BODY,
+    "spamassassin's fields, not ours": HEAD + b"X-Spam-Status: No, score=-1.0\n\n" + BODY,
+    "mbox line and our field": b"From a@example.com Sat Nov 28 10:00:00 2026\n" + HEAD
+                               + b"X-Spamnb-Status: ham 0.01\n\n" + BODY,
+    "header only": HEAD,
+    "header only, our field": HEAD + b"X-Spamnb-Status: ham 0.01\n",
+    "no header": BODY,
+    "empty": b"",
+    "From without the space": b"From:" + HEAD[5:] + b"\n" + BODY,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_the_fast_paths_give_the_general_paths_bytes_and_digest(name):
+    data = SHAPES[name]
+    general = strip_markup(data, "X-Spamnb-Status", None)
+    assert ledgers.canonical(data) == general
+    assert ledgers.train_digest(data) == ledgers.message_digest(general)
+    assert ledgers.train_digest(bytearray(data)) == ledgers.message_digest(general)
+
+
+def test_the_shapes_differ_where_they_should():
+    """The cases above are not all alike: the envelope line and the markup
+    are removed, the rest is kept byte for byte."""
+    canonical = {name: ledgers.canonical(data) for name, data in SHAPES.items()}
+    assert canonical["mbox line"] == canonical["plain"]
+    assert canonical["our status field"] == canonical["plain"]
+    assert canonical["spamassassin's fields, ours"] == canonical["plain"]
+    assert canonical["spamassassin's fields, not ours"] != canonical["plain"]
+    assert canonical["crlf"] != canonical["plain"]
+    assert canonical["mbox line, then crlf"] == canonical["crlf"]
+    assert canonical["mbox line, nothing after it"] == b""
