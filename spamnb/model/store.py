@@ -53,7 +53,6 @@ line of message).
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import stat
@@ -168,6 +167,8 @@ def write_model(path, header, arrays, backup=None):
         chunks.append(b"\0" * _pad(len(data)))
         position += len(data) + _pad(len(data))
     header["arrays"] = table
+    import json
+
     header_bytes = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
     header_bytes += b" " * _pad(len(header_bytes))
     chunks.insert(0, header_bytes)
@@ -618,7 +619,7 @@ def _parse(path, memory, size, verify=True, head=None):
     if verify and _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
         raise ModelError(f"{path}: model file is damaged (checksum mismatch)")
     try:
-        header = json.loads(bytes(head[_PREFIX.size:_PREFIX.size + header_length]))
+        header = _json_loads(bytes(head[_PREFIX.size:_PREFIX.size + header_length]))
         if not isinstance(header, dict) or not isinstance(header.get("arrays"), dict):
             raise ValueError("no array table")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
@@ -648,6 +649,41 @@ def _parse(path, memory, size, verify=True, head=None):
             raise ModelError(f"{path}: arrays {first!r} and {second!r} overlap in the model file")
     header["_identity"] = (total, checksum)   # which file this is: what a journal extends (spamnb.model.journal)
     return header, arrays
+
+
+_JSON_SPACE = " \t\n\r"   # what JSON allows around a value
+
+
+def _json_loads(data):
+    """``json.loads(data)`` of a model's header without importing :mod:`json`,
+    whose decoder imports :mod:`re` (with ``enum``: a cold ``spamnb
+    classify`` imported them for this alone): the compiled scanner ``json``
+    itself uses (``_json``), with ``json.loads``'s settings, on the UTF-8
+    text.  Anything it does not read whole and cleanly (an error, a byte
+    order mark, another encoding) goes to ``json.loads``, which gives its
+    value or its error: the result is ``json.loads``'s either way."""
+    try:
+        import _json
+
+        text = data.decode("utf-8")
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+        value, end = _json.make_scanner(_JsonContext())(text, start)
+        if text[end:].strip(_JSON_SPACE):
+            raise ValueError("extra data")
+        return value
+    except Exception:   # noqa: BLE001 -- json.loads decides, and names the error
+        import json
+
+        return json.loads(data)
+
+
+class _JsonContext:
+    """The settings ``json.loads`` gives its scanner (``json.JSONDecoder()``'s)."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
 
 
 class _Arrays(dict):
