@@ -655,10 +655,9 @@ _JSON_SPACE = " \t\n\r"   # what JSON allows around a value
 
 
 def _json_loads(data):
-    """``json.loads(data)`` of a model's header without importing :mod:`json`,
-    whose decoder imports :mod:`re` (with ``enum``: a cold ``spamnb
-    classify`` imported them for this alone): the compiled scanner ``json``
-    itself uses (``_json``), with ``json.loads``'s settings, on the UTF-8
+    """``json.loads(data)`` of a model's header without importing :mod:`json`
+    (its four modules, a cold ``spamnb classify`` imported for this alone):
+    the compiled scanner ``json`` itself uses (``_json``), with ``json.loads``'s settings, on the UTF-8
     text.  Anything it does not read whole and cleanly (an error, a byte
     order mark, another encoding) goes to ``json.loads``, which gives its
     value or its error: the result is ``json.loads``'s either way."""
