@@ -11,6 +11,11 @@ every command once, in the same order, on the next sample message):
 - ``spamnb learn --spam -m MODEL < MSG`` against ``bogofilter -C -d DB -s < MSG``
   (spamnb's journal beside its copy of the model removed before each run,
   untimed: each learn appends to the same model);
+- with ``--journal N``: ``spamnb classify -m MODEL < MSG`` of a copy of the
+  model into whose journal N messages of the corpus were learned first
+  (one ``spamnb learn`` process each, untimed; the journal's size is in the
+  row's name): what a classify costs once mail has been learned and not yet
+  compacted;
 - ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
   ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
   and ``python -I -c pass`` (isolated).
@@ -88,6 +93,26 @@ def sample_messages(corpus, n=5):
     return [path for path, _ in files[middle - n // 2:middle - n // 2 + n]]
 
 
+def learned(corpus, model, work, spamnb, n):
+    """A copy of ``model`` with ``n`` messages of ``corpus`` learned into its
+    journal (``spamnb learn --spam|--ham -q`` of each, a process each, spam
+    and ham in turn), and the journal's size in bytes."""
+    copy = work / f"{corpus.name}.journal-{n}.spamnb"
+    journal = Path(str(copy) + ".journal")
+    if not copy.exists() or not journal.exists():
+        shutil.copyfile(model, copy)
+        journal.unlink(missing_ok=True)
+        files = labelled_files(corpus)
+        spam = [path for path, is_spam in files if is_spam][-n:]
+        ham = [path for path, is_spam in files if not is_spam][-n:]
+        order = [item for pair in zip(spam, ham) for item in pair][:n]
+        spam_set = set(spam)
+        for path in order:
+            label = "--spam" if path in spam_set else "--ham"
+            check(run([spamnb, "learn", label, "-q", "-m", str(copy)], stdin=path), f"spamnb learn {label}")
+    return copy, journal.stat().st_size if journal.exists() else 0
+
+
 def commands(name, model, bogo, work, spamnb, python):
     """{row: {column: (argv, prepare or None)}} of one model's rows."""
     learn_model = work / f"{name}.learn.spamnb"
@@ -117,6 +142,9 @@ def main():
     parser.add_argument("--model", action="append", type=Path, default=[],
                         help="a model classified alone, against the same rounds (e.g. a 10x model)")
     parser.add_argument("--runs", type=int, default=21, help="rounds (default 21)")
+    parser.add_argument("--journal", type=int, default=0, metavar="N",
+                        help="also classify with a copy of each corpus's model that learned N messages into its "
+                             "journal (default 0: no such row)")
     parser.add_argument("--work", type=Path, help="where the models are trained (default: a new temporary folder)")
     parser.add_argument("--json", type=Path, help="also write every command's runs ([wall, CPU] seconds), peak "
                         "MiB and the floors to this file (scripts/bench/bench_readme.py reads it)")
@@ -134,6 +162,10 @@ def main():
         messages += sample_messages(corpus)
         label = f"{corpus.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"
         tables[label] = commands(corpus.name, model, bogo, work, spamnb, python)
+        if args.journal:
+            copy, size = learned(corpus, model, work, spamnb, args.journal)
+            tables[label][f"classify, after {args.journal} learns (journal {size / 1024:.0f} KiB)"] = {
+                "spamnb": ([spamnb, "classify", "-m", str(copy)], None)}
     for model in args.model:
         tables[f"{model.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"] = {
             "classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)}}
