@@ -96,7 +96,9 @@ def sample_messages(corpus, n=5):
 def learned(corpus, model, work, spamnb, n):
     """A copy of ``model`` with ``n`` messages of ``corpus`` learned into its
     journal (``spamnb learn --spam|--ham -q`` of each, a process each, spam
-    and ham in turn), and the journal's size in bytes."""
+    and ham in turn), and the journal's size in bytes.  Each message gets a
+    last line of its own ("bench learn N"): the model was trained on the
+    corpus, and its ledger makes a learn of a message it knows a no-op."""
     copy = work / f"{corpus.name}.journal-{n}.spamnb"
     journal = Path(str(copy) + ".journal")
     if not copy.exists() or not journal.exists():
@@ -107,9 +109,11 @@ def learned(corpus, model, work, spamnb, n):
         ham = [path for path, is_spam in files if not is_spam][-n:]
         order = [item for pair in zip(spam, ham) for item in pair][:n]
         spam_set = set(spam)
-        for path in order:
+        message = work / "learned.eml"
+        for i, path in enumerate(order):
             label = "--spam" if path in spam_set else "--ham"
-            check(run([spamnb, "learn", label, "-q", "-m", str(copy)], stdin=path), f"spamnb learn {label}")
+            message.write_bytes(Path(path).read_bytes().rstrip(b"\n") + f"\n\nbench learn {i}\n".encode())
+            check(run([spamnb, "learn", label, "-q", "-m", str(copy)], stdin=str(message)), f"spamnb learn {label}")
     return copy, journal.stat().st_size if journal.exists() else 0
 
 
