@@ -710,10 +710,10 @@ class _Arrays(dict):
         todo = set(self.unread) if names is None else set(names) & set(self.writable)
         if not todo:
             return
-        import threading
+        import _thread   # threading's lock, without threading's import (a classify's cold path)
 
         if self._lock is None:
-            self._lock = threading.Lock()
+            self._lock = _thread.allocate_lock()
         with self._lock:
             todo &= set(self.writable) if names is not None else set(self.unread)
             fd = self.file.fileno()
