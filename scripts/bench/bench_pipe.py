@@ -8,9 +8,11 @@ every command once, in the same order, on the next sample message):
 - ``spamnb classify -m MODEL < MSG`` against ``bogofilter -C -d DB -T < MSG``;
 - ``spamnb classify -p -m MODEL < MSG`` against ``bogofilter -C -d DB -p -e < MSG``
   (the message out with its header: what a delivery filter runs);
-- ``spamnb learn --spam -m MODEL < MSG`` against ``bogofilter -C -d DB -s < MSG``
+- ``spamnb learn --spam -q -m MODEL FILE`` against ``bogofilter -C -d DB -s < MSG``
   (spamnb's journal beside its copy of the model removed before each run,
-  untimed: each learn appends to the same model);
+  untimed: each learn appends to the same model; FILE is MSG with a last
+  line of its own, written before each run: the model was trained on the
+  corpus, and its ledger makes a learn of a message it knows a no-op);
 - with ``--journal N``: ``spamnb classify -m MODEL < MSG`` of a copy of the
   model into whose journal N messages of the corpus were learned first
   (one ``spamnb learn`` process each, untimed; the journal's size is in the
@@ -127,15 +129,21 @@ def commands(name, model, bogo, work, spamnb, python):
     if bogo is not None and not learn_bogo.exists():
         shutil.copytree(bogo, learn_bogo)
 
-    def reset():
+    fresh = work / f"{name}.learn.eml"
+
+    def reset(message):
         journal.unlink(missing_ok=True)
+        reset.n += 1
+        fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\nbench learn run {reset.n}\n".encode())
+
+    reset.n = 0
 
     rows = {"classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)},
             "classify -p": {"spamnb": ([spamnb, "classify", "-p", "-m", str(model)], None)}}
     if bogo is not None:
         rows["classify"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-T"], None)
         rows["classify -p"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-p", "-e"], None)
-        rows["learn --spam"] = {"spamnb": ([spamnb, "learn", "--spam", "-q", "-m", str(learn_model)], reset),
+        rows["learn --spam"] = {"spamnb": ([spamnb, "learn", "--spam", "-q", "-m", str(learn_model), str(fresh)], reset),
                                 "bogofilter": (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)}
     return rows
 
@@ -179,7 +187,7 @@ def main():
              for column, (argv, prepare) in columns.items()]
     for _label, _row, _column, argv, prepare in every:   # a warm-up of each (page cache, .pyc)
         if prepare:
-            prepare()
+            prepare(messages[0])
         check(run(argv, stdin=messages[0]), " ".join(argv[:3]), ok=(0, 1, 2))
     times = {key: [] for key in [*floors, *((label, row, column) for label, row, column, _, _ in every)]}
     ratios = {(label, row, column): [] for label, row, column, _, _ in every}
@@ -192,7 +200,7 @@ def main():
             times[name].append(run(floors[name], stdin=message))
         for label, row, column, argv, prepare in every:
             if prepare:
-                prepare()
+                prepare(message)
             result = check(run(argv, stdin=message), " ".join(argv[:3]), ok=(0, 1, 2))
             times[label, row, column].append(result)
             ratios[label, row, column].append(result.wall / base.wall)
@@ -200,7 +208,7 @@ def main():
     peaks = {}
     for label, row, column, argv, prepare in every:
         if prepare:
-            prepare()
+            prepare(messages[0])
         peaks[label, row, column] = time_rss(argv, stdin=messages[0]) / 1024
     for name, argv in floors.items():
         peaks[name] = time_rss(argv, stdin=messages[0]) / 1024

@@ -378,12 +378,21 @@ def update_file(path, replace):
 README_RUN = re.compile(r"(The speed rows are one run of `scripts/bench/bench_readme\.py`) \([^)]*\)")
 
 
-def update_readme(rows, run):
-    """The README's speed rows, and the load of the run in the sentence after the table
-    (``run`` None: a run of some rows, ``--only pipe``: the sentence is kept)."""
+PIPE_RUN = re.compile(r"; the `learn` and fresh-process rows a later run of `--only pipe`[^;)]*")
+
+
+def update_readme(rows, run, pipe_run=None):
+    """The README's speed rows, and the load of the run in the sentence after
+    the table; ``pipe_run`` (a run of ``--only pipe``, ``run`` None): the
+    sentence keeps the whole run's load and says that of the pipe rows'."""
     def replace(text):
         if run is not None:
             text = README_RUN.sub(lambda m: f"{m[1]} ({run})", text)
+        else:
+            text = PIPE_RUN.sub("", text)
+            text = text.replace("; the date and command of each row in docs/benchmarks.md",
+                                f"; the `learn` and fresh-process rows a later run of `--only pipe`, {pipe_run}"
+                                "; the date and command of each row in docs/benchmarks.md", 1)
         for label, cells in rows.items():
             line = table_line(label, cells)
             pattern = re.compile(r"^\| " + re.escape(label) + r" \|.*$", re.M)
@@ -675,9 +684,11 @@ def main(argv=None):
         one = [float(load(x).split(",")[0]) for x in (before, after)]   # "after" counts the run's own processes
         busy = ": other jobs running" if one[0] > 1.0 else ""
         # no date in the README (its source rows in docs/benchmarks.md carry it)
-        update_readme(rows, None if args.only == "pipe" else
-                      f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
-                      "with the run's own processes; the date and command of each row in docs/benchmarks.md")
+        if args.only == "pipe":
+            update_readme(rows, None, f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after")
+        else:
+            update_readme(rows, f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
+                                "with the run's own processes; the date and command of each row in docs/benchmarks.md")
         update_sources(sources)
         say("README.md's rows and docs/benchmarks.md's source rows rewritten")
     say(f"wrote {args.md} and {args.json}")
