@@ -18,6 +18,9 @@ every command once, in the same order, on the next sample message):
   (one ``spamnb learn`` process each, untimed; the journal's size is in the
   row's name): what a classify costs once mail has been learned and not yet
   compacted;
+- with ``--compare PROGRAM`` (repeatable): ``PROGRAM classify -m MODEL <
+  MSG`` in the same rounds, e.g. pip's console script written beside the
+  launcher, or another venv's ``spamnb`` (the tree before a change);
 - ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
   ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
   and ``python -I -c pass`` (isolated).
@@ -154,6 +157,8 @@ def main():
     parser.add_argument("--model", action="append", type=Path, default=[],
                         help="a model classified alone, against the same rounds (e.g. a 10x model)")
     parser.add_argument("--runs", type=int, default=21, help="rounds (default 21)")
+    parser.add_argument("--compare", action="append", default=[], metavar="PROGRAM",
+                        help="also time PROGRAM classify -m MODEL in the same rounds (repeatable)")
     parser.add_argument("--journal", type=int, default=0, metavar="N",
                         help="also classify with a copy of each corpus's model that learned N messages into its "
                              "journal (default 0: no such row)")
@@ -174,6 +179,8 @@ def main():
         messages += sample_messages(corpus)
         label = f"{corpus.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"
         tables[label] = commands(corpus.name, model, bogo, work, spamnb, python)
+        for program in args.compare:
+            tables[label][f"classify by {program}"] = {"spamnb": ([program, "classify", "-m", str(model)], None)}
         if args.journal:
             copy, size = learned(corpus, model, work, spamnb, args.journal)
             tables[label][f"classify, after {args.journal} learns (journal {size / 1024:.0f} KiB)"] = {

@@ -454,7 +454,7 @@ def measure(args, say):
         pipe = json.loads((work / "pipe.json").read_text())
         keys = {"classify": "classify", "learn --spam": "learn", "classify -p": "classify -p"}
         for row in pipe["rows"]:
-            key = keys.get(row["row"]) or "journal"   # "classify, after N learns (journal ...)"
+            key = keys.get(row["row"]) or "journal"   # "classify, after N learns (journal ...)" (no --compare)
             entry = r["pipe"].setdefault(row["corpus"], {"model": row["model"]}).setdefault(key, {})
             if key == "journal":
                 entry["row"] = row["row"]
