@@ -24,6 +24,11 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 MAN_PAGE = os.path.join("man", "spamnb.1")   # relative to this folder, as data_files wants it
+# The ``spamnb`` command is a POSIX shell launcher, installed as a script (not a
+# console-script entry point, which would be Python): it refuses a directory on
+# stdin, which stops CPython before any Python code runs, and starts the Python
+# beside it without the imports of pip's console script (bin/spamnb says how).
+LAUNCHER = os.path.join("bin", "spamnb")
 
 COMPILER_DIRECTIVES = {
     "language_level": 3,
@@ -63,4 +68,5 @@ extensions = [
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES),
+      scripts=[LAUNCHER],
       data_files=[("share/man/man1", [MAN_PAGE])])

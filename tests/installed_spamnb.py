@@ -35,7 +35,7 @@ def missing():
     return None
 
 
-BUILT_FROM = ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE", "man/", "spamnb/")
+BUILT_FROM = ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "LICENSE", "man/", "bin/", "spamnb/")
 
 
 def _tree():

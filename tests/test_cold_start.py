@@ -1,7 +1,8 @@
 """The cold path of a mail filter's commands (issue 35): what ``spamnb
 classify``, ``classify -p``, ``learn`` and ``forget`` of one message on stdin
-import (measured as ``python -X importtime`` measures it), and the fast
-reading of their command lines, which must give what the parser gives."""
+import, run as installed (bin/spamnb, the launcher; measured as ``python -X
+importtime`` measures it), and the fast reading of their command lines,
+which must give what the parser gives."""
 
 import os
 import shutil
@@ -43,10 +44,12 @@ EXPECTED = {
 }
 # Never on the cold path: the numeric stack, the training and server layers,
 # the parser (argparse builds every option of a command to answer one),
-# the email package, a TOML reader when there is no settings file.
+# the email package, a TOML reader when there is no settings file, json
+# (the model's header is read by json's compiled scanner alone), signal (its
+# enums: the launcher's SIGINT handlers are set through _signal), runpy.
 FORBIDDEN = ("numpy", "scipy", "argparse", "email", "tomllib", "spamnb.training", "spamnb.evaluation",
              "spamnb.server", "spamnb.bayes.multinomial", "spamnb.bayes.kernels", "spamnb.model.fitting",
-             "spamnb.model.counting")
+             "spamnb.model.counting", "json", "signal", "runpy")
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +67,23 @@ def _env(home):
     return env
 
 
-def _imports(args, model, tmp_path):
+@pytest.fixture(scope="module")
+def launcher(tmp_path_factory):
+    """bin/spamnb as installed: beside a ``python3`` (this interpreter)."""
+    folder = tmp_path_factory.mktemp("bin")
+    shutil.copy2(REPO / "bin" / "spamnb", folder / "spamnb")
+    (folder / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (folder / "python3").chmod(0o755)
+    return folder / "spamnb"
+
+
+def _imports(args, model, tmp_path, launcher):
     path = tmp_path / "model.spamnb"
     shutil.copyfile(model, path)
     with open(MESSAGE, "rb") as stdin:
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "spamnb", *args.split(), "-m", path],
-                              stdin=stdin, capture_output=True, env=_env(tmp_path), cwd=tmp_path, timeout=60)
+        proc = subprocess.run([launcher, *args.split(), "-m", path], stdin=stdin, capture_output=True,
+                              env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1",
+                                       PYTHONPATH=str(REPO)), cwd=tmp_path, timeout=60)
     lines = proc.stderr.decode().splitlines()
     errors = [line for line in lines if not line.startswith("import time:")]
     modules = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
@@ -77,8 +91,8 @@ def _imports(args, model, tmp_path):
 
 
 @pytest.mark.parametrize("args", sorted(EXPECTED))
-def test_the_cold_path_imports_only_what_it_uses(args, model, tmp_path):
-    proc, errors, modules = _imports(args, model, tmp_path)
+def test_the_cold_path_imports_only_what_it_uses(args, model, tmp_path, launcher):
+    proc, errors, modules = _imports(args, model, tmp_path, launcher)
     assert proc.returncode == 0 and not errors, errors   # a spam: classify's exit 0; learn, forget: done
     ours = {name for name in modules if name.split(".")[0] == "spamnb"}
     assert ours <= EXPECTED[args], sorted(ours - EXPECTED[args])

@@ -8,9 +8,19 @@ every command once, in the same order, on the next sample message):
 - ``spamnb classify -m MODEL < MSG`` against ``bogofilter -C -d DB -T < MSG``;
 - ``spamnb classify -p -m MODEL < MSG`` against ``bogofilter -C -d DB -p -e < MSG``
   (the message out with its header: what a delivery filter runs);
-- ``spamnb learn --spam -m MODEL < MSG`` against ``bogofilter -C -d DB -s < MSG``
+- ``spamnb learn --spam -q -m MODEL FILE`` against ``bogofilter -C -d DB -s < MSG``
   (spamnb's journal beside its copy of the model removed before each run,
-  untimed: each learn appends to the same model);
+  untimed: each learn appends to the same model; FILE is MSG with a last
+  line of its own, written before each run: the model was trained on the
+  corpus, and its ledger makes a learn of a message it knows a no-op);
+- with ``--journal N``: ``spamnb classify -m MODEL < MSG`` of a copy of the
+  model into whose journal N messages of the corpus were learned first
+  (one ``spamnb learn`` process each, untimed; the journal's size is in the
+  row's name): what a classify costs once mail has been learned and not yet
+  compacted;
+- with ``--compare PROGRAM`` (repeatable): ``PROGRAM classify -m MODEL <
+  MSG`` in the same rounds, e.g. pip's console script written beside the
+  launcher, or another venv's ``spamnb`` (the tree before a change);
 - ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
   ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
   and ``python -I -c pass`` (isolated).
@@ -88,6 +98,30 @@ def sample_messages(corpus, n=5):
     return [path for path, _ in files[middle - n // 2:middle - n // 2 + n]]
 
 
+def learned(corpus, model, work, spamnb, n):
+    """A copy of ``model`` with ``n`` messages of ``corpus`` learned into its
+    journal (``spamnb learn --spam|--ham -q`` of each, a process each, spam
+    and ham in turn), and the journal's size in bytes.  Each message gets a
+    last line of its own ("bench learn N"): the model was trained on the
+    corpus, and its ledger makes a learn of a message it knows a no-op."""
+    copy = work / f"{corpus.name}.journal-{n}.spamnb"
+    journal = Path(str(copy) + ".journal")
+    if not copy.exists() or not journal.exists():
+        shutil.copyfile(model, copy)
+        journal.unlink(missing_ok=True)
+        files = labelled_files(corpus)
+        spam = [path for path, is_spam in files if is_spam][-n:]
+        ham = [path for path, is_spam in files if not is_spam][-n:]
+        order = [item for pair in zip(spam, ham) for item in pair][:n]
+        spam_set = set(spam)
+        message = work / "learned.eml"
+        for i, path in enumerate(order):
+            label = "--spam" if path in spam_set else "--ham"
+            message.write_bytes(Path(path).read_bytes().rstrip(b"\n") + f"\n\nbench learn {i}\n".encode())
+            check(run([spamnb, "learn", label, "-q", "-m", str(copy)], stdin=str(message)), f"spamnb learn {label}")
+    return copy, journal.stat().st_size if journal.exists() else 0
+
+
 def commands(name, model, bogo, work, spamnb, python):
     """{row: {column: (argv, prepare or None)}} of one model's rows."""
     learn_model = work / f"{name}.learn.spamnb"
@@ -98,15 +132,21 @@ def commands(name, model, bogo, work, spamnb, python):
     if bogo is not None and not learn_bogo.exists():
         shutil.copytree(bogo, learn_bogo)
 
-    def reset():
+    fresh = work / f"{name}.learn.eml"
+
+    def reset(message):
         journal.unlink(missing_ok=True)
+        reset.n += 1
+        fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\nbench learn run {reset.n}\n".encode())
+
+    reset.n = 0
 
     rows = {"classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)},
             "classify -p": {"spamnb": ([spamnb, "classify", "-p", "-m", str(model)], None)}}
     if bogo is not None:
         rows["classify"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-T"], None)
         rows["classify -p"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-p", "-e"], None)
-        rows["learn --spam"] = {"spamnb": ([spamnb, "learn", "--spam", "-q", "-m", str(learn_model)], reset),
+        rows["learn --spam"] = {"spamnb": ([spamnb, "learn", "--spam", "-q", "-m", str(learn_model), str(fresh)], reset),
                                 "bogofilter": (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)}
     return rows
 
@@ -117,6 +157,11 @@ def main():
     parser.add_argument("--model", action="append", type=Path, default=[],
                         help="a model classified alone, against the same rounds (e.g. a 10x model)")
     parser.add_argument("--runs", type=int, default=21, help="rounds (default 21)")
+    parser.add_argument("--compare", action="append", default=[], metavar="PROGRAM",
+                        help="also time PROGRAM classify -m MODEL in the same rounds (repeatable)")
+    parser.add_argument("--journal", type=int, default=0, metavar="N",
+                        help="also classify with a copy of each corpus's model that learned N messages into its "
+                             "journal (default 0: no such row)")
     parser.add_argument("--work", type=Path, help="where the models are trained (default: a new temporary folder)")
     parser.add_argument("--json", type=Path, help="also write every command's runs ([wall, CPU] seconds), peak "
                         "MiB and the floors to this file (scripts/bench/bench_readme.py reads it)")
@@ -134,6 +179,12 @@ def main():
         messages += sample_messages(corpus)
         label = f"{corpus.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"
         tables[label] = commands(corpus.name, model, bogo, work, spamnb, python)
+        for program in args.compare:
+            tables[label][f"classify by {program}"] = {"spamnb": ([program, "classify", "-m", str(model)], None)}
+        if args.journal:
+            copy, size = learned(corpus, model, work, spamnb, args.journal)
+            tables[label][f"classify, after {args.journal} learns (journal {size / 1024:.0f} KiB)"] = {
+                "spamnb": ([spamnb, "classify", "-m", str(copy)], None)}
     for model in args.model:
         tables[f"{model.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"] = {
             "classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)}}
@@ -143,7 +194,7 @@ def main():
              for column, (argv, prepare) in columns.items()]
     for _label, _row, _column, argv, prepare in every:   # a warm-up of each (page cache, .pyc)
         if prepare:
-            prepare()
+            prepare(messages[0])
         check(run(argv, stdin=messages[0]), " ".join(argv[:3]), ok=(0, 1, 2))
     times = {key: [] for key in [*floors, *((label, row, column) for label, row, column, _, _ in every)]}
     ratios = {(label, row, column): [] for label, row, column, _, _ in every}
@@ -156,7 +207,7 @@ def main():
             times[name].append(run(floors[name], stdin=message))
         for label, row, column, argv, prepare in every:
             if prepare:
-                prepare()
+                prepare(message)
             result = check(run(argv, stdin=message), " ".join(argv[:3]), ok=(0, 1, 2))
             times[label, row, column].append(result)
             ratios[label, row, column].append(result.wall / base.wall)
@@ -164,7 +215,7 @@ def main():
     peaks = {}
     for label, row, column, argv, prepare in every:
         if prepare:
-            prepare()
+            prepare(messages[0])
         peaks[label, row, column] = time_rss(argv, stdin=messages[0]) / 1024
     for name, argv in floors.items():
         peaks[name] = time_rss(argv, stdin=messages[0]) / 1024

@@ -52,6 +52,12 @@ no RBL, Razor, Pyzor or DCC, Bayes on with an empty database of its own
 its cells are skipped with a message and left blank; without ``spamc`` the
 two server rows are.
 
+``--only pipe`` measures the one-message rows alone (``learn`` and a fresh
+process's ``classify``, bench_pipe.py's), and with ``--update`` rewrites
+only those rows (the others and their source rows are kept).
+``--journal N`` (default 200) adds bench_pipe.py's row of a classify after N
+learns into the model's journal (docs/benchmarks-readme.md; not a README row).
+
 The load average (``uptime``) is taken before and after the run and written
 beside the figures: on a busy machine the absolute figures move, the ratios
 of a pair much less.  The whole run takes about 10 minutes with the
@@ -306,14 +312,13 @@ def readme_rows(r, clients):
     """{label: [cell per COLUMNS]} of every row measured."""
     names = list(r["corpora"])
     rows = {}
-    a = [r["corpora"][n]["train"]["spamnb"] for n in names]
-    b = [r["corpora"][n]["train"]["bogofilter"] for n in names]
-    rows[TRAIN] = [bold_if(" / ".join(f"{x:.2f}" for x in a), all(x < y for x, y in zip(a, b))),
-                   bold_if(" / ".join(f"{y:.2f}" for y in b), all(y < x for x, y in zip(a, b))), "", "", ""]
-    a = [r["corpora"][n]["batch"]["spamnb"] for n in names]
-    b = [r["corpora"][n]["batch"]["bogofilter"] for n in names]
-    rows[BATCH] = [bold_if(" / ".join(f"{x:.2f}" for x in a), all(x < y for x, y in zip(a, b))),
-                   bold_if(" / ".join(f"{y:.2f}" for y in b), all(y < x for x, y in zip(a, b))), "", "", ""]
+    for label, key in ((TRAIN, "train"), (BATCH, "batch")):
+        if not all(key in r["corpora"][n] for n in names):   # --only pipe
+            continue
+        a = [r["corpora"][n][key]["spamnb"] for n in names]
+        b = [r["corpora"][n][key]["bogofilter"] for n in names]
+        rows[label] = [bold_if(" / ".join(f"{x:.2f}" for x in a), all(x < y for x, y in zip(a, b))),
+                       bold_if(" / ".join(f"{y:.2f}" for y in b), all(y < x for x, y in zip(a, b))), "", "", ""]
     pipe = r["pipe"]
     a = [pipe[n]["learn"]["spamnb_ms"] for n in names]
     b = [pipe[n]["learn"]["bogofilter_ms"] for n in names]
@@ -373,10 +378,21 @@ def update_file(path, replace):
 README_RUN = re.compile(r"(The speed rows are one run of `scripts/bench/bench_readme\.py`) \([^)]*\)")
 
 
-def update_readme(rows, run):
-    """The README's speed rows, and the load of the run in the sentence after the table."""
+PIPE_RUN = re.compile(r"; the `learn` and fresh-process rows a later run of `--only pipe`[^;)]*")
+
+
+def update_readme(rows, run, pipe_run=None):
+    """The README's speed rows, and the load of the run in the sentence after
+    the table; ``pipe_run`` (a run of ``--only pipe``, ``run`` None): the
+    sentence keeps the whole run's load and says that of the pipe rows'."""
     def replace(text):
-        text = README_RUN.sub(lambda m: f"{m[1]} ({run})", text)
+        if run is not None:
+            text = README_RUN.sub(lambda m: f"{m[1]} ({run})", text)
+        else:
+            text = PIPE_RUN.sub("", text)
+            text = text.replace("; the date and command of each row in docs/notes/readme-sources.md",
+                                f"; the `learn` and fresh-process rows a later run of `--only pipe`, {pipe_run}"
+                                "; the date and command of each row in docs/notes/readme-sources.md", 1)
         for label, cells in rows.items():
             line = table_line(label, cells)
             pattern = re.compile(r"^\| " + re.escape(label) + r" \|.*$", re.M)
@@ -388,11 +404,17 @@ def update_readme(rows, run):
 
 
 def update_sources(lines):
+    """docs/notes/readme-sources.md's source rows: this run's, and the rows of README
+    rows it did not measure (``--only pipe``) as they were, in their order."""
     def replace(text):
         begin, end = text.find(SOURCE_BEGIN), text.find(SOURCE_END)
         if begin < 0 or end < begin:
             raise SystemExit(f"docs/notes/readme-sources.md has no {SOURCE_BEGIN} ... {SOURCE_END} block")
-        return text[:begin + len(SOURCE_BEGIN)] + "\n" + "\n".join([*SOURCE_HEADER, *lines]) + "\n" + text[end:]
+        new = {line.split(" | ", 1)[0]: line for line in lines}
+        kept = [line for line in text[begin + len(SOURCE_BEGIN):end].strip().splitlines()
+                if line.startswith("| ") and line not in SOURCE_HEADER]
+        merged = [new.pop(line.split(" | ", 1)[0], line) for line in kept] + list(new.values())
+        return text[:begin + len(SOURCE_BEGIN)] + "\n" + "\n".join([*SOURCE_HEADER, *merged]) + "\n" + text[end:]
     update_file(REPO / "docs" / "notes" / "readme-sources.md", replace)
 
 
@@ -421,30 +443,21 @@ def measure(args, say):
     work = Path(tempfile.mkdtemp(prefix="bench-readme-"))
     os.environ["SPAMNB_HOME"] = str(work / "home")
     corpora = [Path(c).resolve() for c in (args.corpus or CORPORA)]
-    r = {"corpora": {}, "pipe": {}}
+    r = {"corpora": {corpus.name: {} for corpus in corpora}, "pipe": {}}
     try:
-        # train and classify --batch: scripts/bench/bench_commands.py, both corpora
-        script("bench_commands.py", [*(f"--corpus={c}" for c in corpora), f"--train-runs={args.train_runs}",
-                                     f"--batch-runs={args.batch_runs}", f"--runs={args.learn_runs}",
-                                     f"--spamnb={spamnb}", f"--json={work / 'commands.json'}"], say)
-        commands = json.loads((work / "commands.json").read_text())["corpora"]
-        for corpus in corpora:
-            c = commands[str(corpus)]
-            r["corpora"][corpus.name] = {"messages": c["messages"]}
-            for key in ("train", "batch"):
-                pair = c["pairs"][key]
-                r["corpora"][corpus.name][key] = {
-                    "spamnb": walls(pair["a"]), "bogofilter": walls(pair["b"]), "spamnb_cpu": cpus(pair["a"]),
-                    "bogofilter_cpu": cpus(pair["b"]), "runs": len(pair["a"]),
-                    "spamnb_all": [w for w, _ in pair["a"]], "bogofilter_all": [w for w, _ in pair["b"]]}
+        if args.only != "pipe":
+            commands_rows(args, corpora, spamnb, work, r, say)
         # one message, a fresh process: scripts/bench/bench_pipe.py, its models kept for the servers
         pipe_work = work / "pipe"
         script("bench_pipe.py", [*(f"--corpus={c}" for c in corpora), f"--runs={args.runs}", f"--work={pipe_work}",
-                                 f"--json={work / 'pipe.json'}"], say)
+                                 f"--journal={args.journal}", f"--json={work / 'pipe.json'}"], say)
         pipe = json.loads((work / "pipe.json").read_text())
         keys = {"classify": "classify", "learn --spam": "learn", "classify -p": "classify -p"}
         for row in pipe["rows"]:
-            entry = r["pipe"].setdefault(row["corpus"], {"model": row["model"]}).setdefault(keys[row["row"]], {})
+            key = keys.get(row["row"]) or "journal"   # "classify, after N learns (journal ...)" (no --compare)
+            entry = r["pipe"].setdefault(row["corpus"], {"model": row["model"]}).setdefault(key, {})
+            if key == "journal":
+                entry["row"] = row["row"]
             entry[f"{row['command']}_ms"] = walls(row["runs"]) * 1000
             entry[f"{row['command']}_cpu_ms"] = cpus(row["runs"]) * 1000
             entry[f"{row['command']}_mib"] = row["peak_mib"]
@@ -452,10 +465,13 @@ def measure(args, say):
                       for name, f in pipe["floors"].items()}
         floor = r["floor"]["python -c pass"]["ms"]
         for rows in r["pipe"].values():
-            for key in keys.values():
-                rows[key]["spamnb_over_floor"] = rows[key]["spamnb_ms"] / floor
+            for key in ("classify", "learn", "classify -p", "journal"):
+                if key in rows:
+                    rows[key]["spamnb_over_floor"] = rows[key]["spamnb_ms"] / floor
         serve_corpus = next((c for c in corpora if c.name == "spamassassin"), corpora[0])
-        if shutil.which("spamc") is None:
+        if args.only == "pipe":
+            pass
+        elif shutil.which("spamc") is None:
             say("spamc is not installed: the two server rows are skipped")
         else:
             r["serve"] = server_rows(args, serve_corpus, pipe_work / f"{serve_corpus.name}.spamnb",
@@ -463,6 +479,23 @@ def measure(args, say):
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return r
+
+
+def commands_rows(args, corpora, spamnb, work, r, say):
+    """The train and ``classify --batch`` rows: scripts/bench/bench_commands.py, both corpora."""
+    script("bench_commands.py", [*(f"--corpus={c}" for c in corpora), f"--train-runs={args.train_runs}",
+                                 f"--batch-runs={args.batch_runs}", f"--runs={args.learn_runs}",
+                                 f"--spamnb={spamnb}", f"--json={work / 'commands.json'}"], say)
+    commands = json.loads((work / "commands.json").read_text())["corpora"]
+    for corpus in corpora:
+        c = commands[str(corpus)]
+        r["corpora"][corpus.name] = {"messages": c["messages"]}
+        for key in ("train", "batch"):
+            pair = c["pairs"][key]
+            r["corpora"][corpus.name][key] = {
+                "spamnb": walls(pair["a"]), "bogofilter": walls(pair["b"]), "spamnb_cpu": cpus(pair["a"]),
+                "bogofilter_cpu": cpus(pair["b"]), "runs": len(pair["a"]),
+                "spamnb_all": [w for w, _ in pair["a"]], "bogofilter_all": [w for w, _ in pair["b"]]}
 
 
 def write_markdown(path, r, rows, sources, args):
@@ -481,7 +514,8 @@ def write_markdown(path, r, rows, sources, args):
         f"spamnb {r['spamnb_version']} (commit {r['commit']}); {r['bogofilter']}",
         "- spamnb: " + ("installed by `pip install .` into a venv made for this run" if r["venv"] == "new" else
                         "a venv made before (`--reuse-venv`), spamnb installed in it by `pip install .`"),
-        f"- corpora: " + ", ".join(f"{n} ({r['corpora'][n]['messages']:,} messages)" for n in names),
+        "- corpora: " + ", ".join(f"{n} ({r['corpora'][n]['messages']:,} messages)" if "messages" in r["corpora"][n]
+                                  else n for n in names),
         "",
         f"## The README's rows ({titles})",
         "",
@@ -503,6 +537,8 @@ def write_markdown(path, r, rows, sources, args):
         c = r["corpora"][n]
         for key, what in (("train", "`spamnb train DIR` / bogofilter `-s -b` + `-n -b`"),
                           ("batch", "`spamnb classify --batch` / `bogofilter -b -v`")):
+            if key not in c:   # --only pipe
+                continue
             x = c[key]
             lines.append(f"| {what} | {n} | {x['spamnb']:.2f} s ({x['spamnb_cpu']:.2f}) | {x['bogofilter']:.2f} s "
                          f"({x['bogofilter_cpu']:.2f}) | {x['bogofilter'] / x['spamnb']:.2f}x | {x['runs']} |")
@@ -515,6 +551,14 @@ def write_markdown(path, r, rows, sources, args):
                          f"{x['spamnb_mib']:.1f} MiB, {x['spamnb_over_floor']:.2f}x `python -c pass` | "
                          f"{x['bogofilter_ms']:.1f} ms ({x['bogofilter_cpu_ms']:.1f}), {x['bogofilter_mib']:.1f} MiB | "
                          f"{x['bogofilter_ms'] / x['spamnb_ms']:.3f}x | {args.runs} |")
+    journal = [(n, r["pipe"][n]["journal"]) for n in names if "journal" in r["pipe"][n]]
+    if journal:
+        lines += ["", "Once mail was learned (not a README row): the same rounds, a copy of the model that "
+                  f"learned {args.journal} messages into its journal, one `spamnb learn` each:", "",
+                  "| command | corpus | spamnb: wall (CPU), peak | x `python -c pass` |", "|---|---|---|---|"]
+        for n, x in journal:
+            lines.append(f"| `{x['row']}` | {n} | {x['spamnb_ms']:.1f} ms ({x['spamnb_cpu_ms']:.1f}), "
+                         f"{x['spamnb_mib']:.1f} MiB | {x['spamnb_over_floor']:.2f}x |")
     lines += ["", "The venv's interpreter in the same rounds: " + "; ".join(
         f"`{name}` {f['ms']:.1f} ms (CPU {f['cpu_ms']:.1f}), {f['mib']:.1f} MiB" for name, f in r["floor"].items())
         + "."]
@@ -575,6 +619,11 @@ def main(argv=None):
     parser.add_argument("--json", type=Path, default=REPO / "docs" / "notes" / "benchmarks-readme.json")
     parser.add_argument("--update", action="store_true", help="also rewrite the README's speed rows and "
                         "docs/notes/readme-sources.md's source rows with this run's")
+    parser.add_argument("--only", choices=("all", "pipe"), default="all",
+                        help="pipe: only the one-message rows (learn, a fresh process's classify); --update then "
+                             "rewrites only those (default all)")
+    parser.add_argument("--journal", type=int, default=200, metavar="N",
+                        help="bench_pipe.py's classify after N learns into the journal (default 200; 0: none)")
     parser.add_argument("--inside-venv", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     shown, skip = [], False
@@ -635,8 +684,11 @@ def main(argv=None):
         one = [float(load(x).split(",")[0]) for x in (before, after)]   # "after" counts the run's own processes
         busy = ": other jobs running" if one[0] > 1.0 else ""
         # no date in the README (its source rows in docs/notes/readme-sources.md carry it)
-        update_readme(rows, f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
-                            "with the run's own processes; the date and command of each row in docs/notes/readme-sources.md")
+        if args.only == "pipe":
+            update_readme(rows, None, f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after")
+        else:
+            update_readme(rows, f"load average {one[0]:.1f} before{busy}, {one[1]:.1f} after "
+                                "with the run's own processes; the date and command of each row in docs/notes/readme-sources.md")
         update_sources(sources)
         say("README.md's rows and docs/notes/readme-sources.md's source rows rewritten")
     say(f"wrote {args.md} and {args.json}")

@@ -193,9 +193,11 @@ def entry():
     from whatever runs at exit) but is noted, and the process exits 130 with
     ``spamnb: interrupted``; from the last exit handler on it is ignored (the
     interpreter's own teardown sets SIGINT back to its default action, which
-    would end the process by the signal itself)."""
+    would end the process by the signal itself).  The handlers are set with
+    ``_signal``, the C module ``signal`` wraps: ``signal`` imports ``enum``
+    to make its numbers enums, which a cold ``spamnb classify`` need not pay for."""
+    import _signal as signal
     import atexit
-    import signal
 
     noted = []
     atexit.register(_exit_noted, noted)   # registered first: run last of the exit handlers
@@ -210,7 +212,7 @@ def entry():
 
 
 def _exit_noted(noted):
-    import signal
+    import _signal as signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if noted:

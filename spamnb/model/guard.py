@@ -10,14 +10,20 @@ progress, and new readers wait for a writer waiting (so learns are not
 starved by a stream of scores).  Both are reentrant in the thread that
 holds them; a reader that tries to write gets RuntimeError (it would wait
 for itself).  A read costs about 1.2 microseconds (a classify: 140 or more).
+The lock is made of ``_thread``'s (the C module ``threading`` wraps); the
+condition a writer and the readers wait on (``threading.Condition``) is made
+when something first waits or must be woken, so a classify that never
+learns does not import ``threading``.
 """
 
 from __future__ import annotations
 
-import threading
+import _thread
 from contextlib import contextmanager
 
 __all__ = ["ReadWriteLock"]
+
+_MAKING = _thread.allocate_lock()   # held while a lock's condition is made (ReadWriteLock._condition)
 
 
 class ReadWriteLock:
@@ -26,22 +32,35 @@ class ReadWriteLock:
     __slots__ = ("_mutex", "_cond", "_readers", "_writer", "_waiting", "_local")
 
     def __init__(self):
-        self._mutex = threading.Lock()   # the condition's lock, taken directly where nothing waits on it
-        self._cond = threading.Condition(self._mutex)
+        self._mutex = _thread.allocate_lock()   # the condition's lock, taken directly where nothing waits on it
+        self._cond = None        # the threading.Condition over _mutex, made by _condition() when first needed
         self._readers = 0        # threads reading now
         self._writer = None      # the ident of the thread writing, or None
         self._waiting = 0        # writers waiting
-        self._local = threading.local()   # .reads: this thread's reading depth
+        self._local = _thread._local()   # .reads: this thread's reading depth (threading.local)
+
+    def _condition(self):
+        """The condition over the mutex: one for the lock's life, made once
+        (under a lock of its own: two threads never make two)."""
+        cond = self._cond
+        if cond is None:
+            with _MAKING:
+                if self._cond is None:
+                    import threading
+
+                    self._cond = threading.Condition(self._mutex)
+                cond = self._cond
+        return cond
 
     def writer_is_me(self):
-        return self._writer == threading.get_ident()
+        return self._writer == _thread.get_ident()
 
     def enter_reading(self):
         """Count the calling thread a reader, once no writer holds the lock or waits for it
         (the outermost :class:`_Reading` of the thread)."""
         with self._mutex:
             while self._writer is not None or self._waiting:
-                self._cond.wait()
+                self._condition().wait()
             self._readers += 1
 
     def leave_reading(self):
@@ -49,7 +68,7 @@ class ReadWriteLock:
         with self._mutex:
             self._readers -= 1
             if not self._readers and self._waiting:   # only a writer waits for the readers to go
-                self._cond.notify_all()
+                self._condition().notify_all()
 
     def reading(self):
         """A context manager holding the read lock (see :class:`_Reading`)."""
@@ -57,19 +76,20 @@ class ReadWriteLock:
 
     @contextmanager
     def writing(self):
-        me = threading.get_ident()
+        me = _thread.get_ident()
         if self._writer == me:
             yield
             return
         if getattr(self._local, "reads", 0):
             raise RuntimeError("a SpamFilter cannot learn from within its own scoring (same thread)")
-        with self._cond:
+        cond = self._condition()
+        with cond:
             self._waiting += 1
             try:
                 while self._writer is not None or self._readers:
-                    self._cond.wait()
+                    cond.wait()
             except BaseException:   # gave up waiting: wake the readers it held back (a reader's
-                self._cond.notify_all()   # release notifies only while a writer waits)
+                cond.notify_all()   # release notifies only while a writer waits)
                 raise
             finally:
                 self._waiting -= 1
@@ -77,9 +97,9 @@ class ReadWriteLock:
         try:
             yield
         finally:
-            with self._cond:
+            with cond:
                 self._writer = None
-                self._cond.notify_all()
+                cond.notify_all()
 
 
 class _Reading:
@@ -103,7 +123,7 @@ class _Reading:
         local = lock._local
         depth = getattr(local, "reads", 0)
         self._depth = depth
-        self._outer = not (depth or lock._writer == threading.get_ident())
+        self._outer = not (depth or lock._writer == _thread.get_ident())
         if self._outer:
             lock.enter_reading()
             local.reads = 1

@@ -53,7 +53,6 @@ line of message).
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import stat
@@ -168,6 +167,8 @@ def write_model(path, header, arrays, backup=None):
         chunks.append(b"\0" * _pad(len(data)))
         position += len(data) + _pad(len(data))
     header["arrays"] = table
+    import json
+
     header_bytes = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
     header_bytes += b" " * _pad(len(header_bytes))
     chunks.insert(0, header_bytes)
@@ -618,7 +619,7 @@ def _parse(path, memory, size, verify=True, head=None):
     if verify and _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
         raise ModelError(f"{path}: model file is damaged (checksum mismatch)")
     try:
-        header = json.loads(bytes(head[_PREFIX.size:_PREFIX.size + header_length]))
+        header = _json_loads(bytes(head[_PREFIX.size:_PREFIX.size + header_length]))
         if not isinstance(header, dict) or not isinstance(header.get("arrays"), dict):
             raise ValueError("no array table")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
@@ -650,6 +651,40 @@ def _parse(path, memory, size, verify=True, head=None):
     return header, arrays
 
 
+_JSON_SPACE = " \t\n\r"   # what JSON allows around a value
+
+
+def _json_loads(data):
+    """``json.loads(data)`` of a model's header without importing :mod:`json`
+    (its four modules, a cold ``spamnb classify`` imported for this alone):
+    the compiled scanner ``json`` itself uses (``_json``), with ``json.loads``'s settings, on the UTF-8
+    text.  Anything it does not read whole and cleanly (an error, a byte
+    order mark, another encoding) goes to ``json.loads``, which gives its
+    value or its error: the result is ``json.loads``'s either way."""
+    try:
+        import _json
+
+        text = data.decode("utf-8")
+        start = len(text) - len(text.lstrip(_JSON_SPACE))
+        value, end = _json.make_scanner(_JsonContext())(text, start)
+        if text[end:].strip(_JSON_SPACE):
+            raise ValueError("extra data")
+        return value
+    except Exception:   # noqa: BLE001 -- json.loads decides, and names the error
+        import json
+
+        return json.loads(data)
+
+
+class _JsonContext:
+    """The settings ``json.loads`` gives its scanner (``json.JSONDecoder()``'s)."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
 class _Arrays(dict):
     """The arrays of a model file read (name -> read-only memoryview), and in
     ``writable`` the same as writable bytes of the reader's private copy: a
@@ -675,10 +710,10 @@ class _Arrays(dict):
         todo = set(self.unread) if names is None else set(names) & set(self.writable)
         if not todo:
             return
-        import threading
+        import _thread   # threading's lock, without threading's import (a classify's cold path)
 
         if self._lock is None:
-            self._lock = threading.Lock()
+            self._lock = _thread.allocate_lock()
         with self._lock:
             todo &= set(self.writable) if names is not None else set(self.unread)
             fd = self.file.fileno()
