@@ -352,7 +352,8 @@ def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, s
     with spamnb_dask.connect(dask) as client:
         merged = spamnb_dask.count_corpus(trees, spam, ham, client=client, spec=counting_spec(spam_filter),
                                           partition_size=partition_size, fan_in=fan_in, report=report,
-                                          strict=strict, n_folds=folds, spill=bool(folds), follow_links=follow_links)
+                                          strict=strict, n_folds=folds, spill=bool(folds), follow_links=follow_links,
+                                          unique=True)
         if folds:
             spilled, merged = merged, merged.counts
         done, fold_class_count, fold_feature_count = take_counts(spam_filter, merged, calibration)

@@ -1,0 +1,80 @@
+"""Every executor of ``spamnb train`` gives the same model: in this process
+(``-j 1``), on worker processes (``-j 2``) and on a Dask cluster (``--dask``),
+near-duplicate copies of a message (one header line added) are counted once
+(issue 46), so the counts, the ledger, the folds and the cutoffs are those of
+the corpus without the copies."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.training import pipeline
+from spamnb.training.corpus import CorpusReport
+
+from test_near_duplicates import with_copies
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "corpora"
+NEAR = "near-duplicates of an earlier message (counted once)"
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed",
+                                      reason="dask[distributed] is not installed (pip install spamnb[dask])")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory):
+    """The sample corpus with every message twice (the copy with ``X-Copy: 2`` added)."""
+    return with_copies(SAMPLE, tmp_path_factory.mktemp("copies") / "corpus", 2)
+
+
+def _train(corpus, executor, client=None, raw=False, calibration=None):
+    spam_filter = SpamFilter(counts="raw", length_norm=0) if raw else SpamFilter()
+    options = {"n_jobs": 1} if executor == "j1" else {"n_jobs": 2} if executor == "j2" else \
+        {"dask": client.scheduler.address}
+    report = CorpusReport()
+    fitted, cal = pipeline.train([corpus], spam_filter=spam_filter, partition_size=40, report=report,
+                                 calibration=calibration, **options)
+    return fitted, cal, report
+
+
+def _counts(spam_filter):
+    return (spam_filter.vocabulary_.tokens(), np.asarray(spam_filter.word_counts_.matrix()).tolist(),
+            np.asarray(spam_filter.class_count_).tolist())
+
+
+@pytest.mark.parametrize("executor", ["j1", "j2", "dask"])
+def test_every_executor_counts_a_near_duplicate_once(client, copies, executor):
+    """Exact counts (``counts="raw"``, no length norm: sums of integers), so that the
+    model of each executor is compared bit for bit with the one without the copies."""
+    alone, _cal, _report = _train(SAMPLE, "j1", raw=True)
+    fitted, _cal, report = _train(copies, executor, client, raw=True)
+    assert report.skipped.get(NEAR) == 300, report.summary()
+    assert _counts(fitted) == _counts(alone)
+    assert len(fitted.ledger_) == 300
+
+
+def test_dask_chooses_the_cutoffs_of_j2_with_copies(client, copies, tmp_path):
+    """With the calibration: the folds and held-out scores on Dask are those of
+    ``-j 2`` (the same partitions: the model file byte-identical, the same
+    cutoffs), and those of the corpus without its copies."""
+    options = {"target_fpr": 0.01}
+    local, local_cal, local_report = _train(copies, "j2", calibration=options)
+    on_dask, dask_cal, dask_report = _train(copies, "dask", client, calibration=options)
+    alone, alone_cal, _report = _train(SAMPLE, "j2", calibration=options)
+    assert dask_report.skipped.get(NEAR) == local_report.skipped.get(NEAR) == 300
+    assert dask_cal.expected_fpr is not None and dask_cal == local_cal
+    assert (dask_cal.spam_log_odds, dask_cal.ham_log_odds) == (alone_cal.spam_log_odds, alone_cal.ham_log_odds)
+    local.save(tmp_path / "local")
+    on_dask.save(tmp_path / "dask")
+    assert (tmp_path / "local").read_bytes() == (tmp_path / "dask").read_bytes()
