@@ -78,3 +78,35 @@ def test_dask_chooses_the_cutoffs_of_j2_with_copies(client, copies, tmp_path):
     local.save(tmp_path / "local")
     on_dask.save(tmp_path / "dask")
     assert (tmp_path / "local").read_bytes() == (tmp_path / "dask").read_bytes()
+
+
+@pytest.mark.parametrize("params", [{}, {"counts": "raw", "length_norm": 0}, {"counts": "binary", "prior": "map"}])
+def test_the_held_out_pass_by_fold_is_the_fold_models(params):
+    """``-j 1``'s held-out pass (each message's token indices in its fold's file,
+    a fold's counts summed from it: calibrate.FoldSpill) scores every message
+    bit for bit as the fold models built from dense fold rows do (the -j N and
+    Dask path: FoldModels, held_out_spilled)."""
+    import tempfile
+
+    from spamnb.model import calibrate
+    from spamnb.model.counting import count_messages, count_variants, counting_spec
+    from spamnb.training.corpus import labelled_messages
+
+    messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    spec = counting_spec(SpamFilter(**params))
+    with tempfile.TemporaryFile() as spilled:
+        counts = count_messages(spec, messages, n_folds=10, spill=spilled, group=False)
+        fold_class_count, folds = counts.class_count[2:].reshape(-1, 2), counts.sparse_folds()
+        dense = counts.to_filter(SpamFilter(**params))
+        spilled.flush()
+        models = calibrate.FoldModels.from_counts(dense, fold_class_count, folds)
+        expected = calibrate.held_out_spilled(models, spilled)
+    with calibrate.FoldSpill(10) as spill:
+        alone = count_variants([spec], messages, n_folds=10, group=False, fold_spills=[spill])[0]
+        assert np.array_equal(spill.class_count, fold_class_count)
+        fitted = alone.to_filter(SpamFilter(**params))
+        assert np.array_equal(np.asarray(fitted.word_counts_.matrix()), np.asarray(dense.word_counts_.matrix()))
+        got = calibrate.held_out_by_fold(fitted, spill)
+    for a, b in zip(got, expected):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert got[0].size == 200 and got[1].size == 100

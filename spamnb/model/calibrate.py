@@ -514,6 +514,150 @@ def held_out_spilled(models, path):
         return _held_out(models, records(f))
 
 
+class FoldSpill:
+    """The held-out pass of one process without fold rows (``spamnb train -j 1``,
+    ``SpamFilter.fit``): the counting pass writes each message's token indices
+    (int32, as :meth:`~spamnb.bayes.vocabulary.Vocabulary.add` gave them: its
+    stream in order) to its fold's temporary file (:meth:`write`), with its
+    class and its place among the messages of that class; :func:`held_out_by_fold`
+    then counts one fold at a time from its file (the sums the dense fold rows
+    held, in the same order), builds that fold's model and scores its
+    messages.  Memory: one fold's two count rows at a time, instead of
+    ``2 * n_folds`` rows as long as the vocabulary.  ``class_count``: the
+    ``(n_folds, 2)`` messages per fold and class.  A context manager (the files
+    closed, and so removed, at its end)."""
+
+    def __init__(self, n_folds):
+        import tempfile
+
+        self.n_folds = int(n_folds)
+        self.files = [tempfile.TemporaryFile(prefix="spamnb-train-") for _ in range(self.n_folds)]
+        self.counts = [0] * (2 * self.n_folds)    # messages per fold and class
+        self.seen = [0, 0]                         # messages per class so far: each one's place in its class
+
+    @property
+    def class_count(self):
+        import numpy as np
+
+        return np.array(self.counts, dtype=np.float64).reshape(-1, 2)
+
+    def write(self, indices, is_spam, fold):
+        """One message: its token ``indices`` (a buffer of int32), class and fold."""
+        spam = int(bool(is_spam))
+        place = self.seen[spam]
+        self.seen[spam] = place + 1
+        self.counts[2 * fold + spam] += 1
+        out = self.files[fold]
+        out.write((len(indices) | spam << 32 | place << 33).to_bytes(8, "little"))
+        out.write(indices)
+
+    def records(self, fold):
+        """``(is_spam, place, indices)`` of fold ``fold``'s messages, in the order written."""
+        f = self.files[fold]
+        f.flush()
+        f.seek(0)
+        data = f.read()
+        view = memoryview(data)
+        at, end = 0, len(data)
+        while at < end:
+            word = int.from_bytes(view[at:at + 8], "little")
+            n = word & 0xFFFFFFFF
+            yield (word >> 32) & 1, word >> 33, view[at + 8:at + 8 + 4 * n].cast("i")
+            at += 8 + 4 * n
+
+    def close(self):
+        for f in self.files:
+            f.close()
+        self.files = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def held_out_by_fold(spam_filter, spill):
+    """The held-out log-odds of the messages of a :class:`FoldSpill`, each
+    under the model of the fitted ``spam_filter``'s counts minus its fold's:
+    ``(ham_log_odds, spam_log_odds, per_fold)`` as :func:`held_out_spilled`
+    gives them, bit for bit the same (fold ``k``'s model is the one
+    :class:`FoldModels` builds: its counts, tokens, hash index, norms and
+    prior), without the folds' rows: fold ``k``'s counts are summed from its
+    file into two rows (the messages in the order counted, each added by
+    ``add_counts`` as the counting pass added it), its model built, its
+    messages scored by one compiled scorer, the rows cleared for the next.
+    A token occurring in a message has a positive value (a transformed count
+    scaled to a positive length), so the folds holding a token are the folds
+    of the messages it occurs in (a first reading of the files)."""
+    import numpy as np
+
+    from spamnb.bayes import token_kernels
+    from spamnb.model.defaults import COUNT_TRANSFORMS
+
+    transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
+    alpha = float(spam_filter.alpha)
+    total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+    class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+    n_features = total.shape[1]
+    hashes = np.asarray(spam_filter.vocabulary_.hashes(), dtype=np.uint64)
+    fold_class_count = spill.class_count
+    n_folds = spill.n_folds
+    in_folds = np.zeros(n_features, dtype=np.int32)   # folds holding each token
+    mark = np.zeros(n_features, dtype=bool)
+    for k in range(n_folds):
+        mark[:] = False
+        for _spam, _place, indices in spill.records(k):
+            mark[np.frombuffer(indices, dtype=np.int32)] = True
+        in_folds += mark
+    del mark
+    counted = spill.seen
+    scores = (np.empty(counted[0]), np.empty(counted[1]))
+    per_fold = np.zeros((n_folds, 2), dtype=np.int64)
+    rows = np.zeros((2, n_features))
+    add_counts = token_kernels.add_counts
+    for k in range(n_folds):
+        for spam, _place, indices in spill.records(k):
+            add_counts(indices, rows[spam], transform, 1.0, length)
+        tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
+        fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
+        np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
+        rows[:, tokens] = 0.0
+        log_norm = np.empty(2)
+        for c in range(2):   # the dense model's counts, a row at a time, for its norm (as FoldModels sums them)
+            whole = total[c].copy()
+            whole[tokens] = fc[c]
+            log_norm[c] = whole.sum()
+            del whole
+        seen = in_folds.copy()
+        seen[tokens] -= 1                                        # held by another fold
+        log_norm = np.log(log_norm + alpha * int((seen >= 1).sum()))
+        del seen
+        n_ham, n_spam = class_count - fold_class_count[k]
+        log_prior = [0.0, _prior_ratio(spam_filter.prior, n_ham, n_spam)]
+        capacity = 16
+        while capacity < 2 * tokens.size:
+            capacity <<= 1
+        table = np.zeros(capacity, dtype=np.uint64)
+        index = np.full(capacity, -1, dtype=np.int32)
+        token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
+                             0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
+        occupied = np.flatnonzero(table != 0)
+        index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
+        del occupied
+        fc += alpha
+        np.log(fc, out=fc)
+        scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), log_prior,
+                                      transform, length)
+        score = scorer.score
+        for spam, place, indices in spill.records(k):
+            jll = score(hashes[np.frombuffer(indices, dtype=np.int32)])[0]
+            scores[spam][place] = jll[1] - jll[0]
+            per_fold[k, spam] += 1
+        del scorer, score, table, index, fc, tokens
+    return scores[0], scores[1], per_fold
+
+
 def _held_out(models, records):
     import numpy as np
 

@@ -20,7 +20,6 @@ memory: :func:`fit_tuned`) make the same three steps with the functions here:
 
 from __future__ import annotations
 
-import tempfile
 
 from spamnb.errors import CorpusChanged
 from spamnb.model import calibrate, deltas, scoring
@@ -163,26 +162,24 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
 
     filters = filters if calibration is not None else filters[:1]
     with contextlib.ExitStack() as stack:
-        spills = [stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if n_folds else None
-                  for _ in filters]
-        merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, spills=spills,
-                                limit=limit, group=group)
+        # each message's token indices to its fold's file (no fold rows: calibrate.FoldSpill), the
+        # held-out pass a fold at a time from them (calibrate.held_out_by_fold)
+        spills = [stack.enter_context(calibrate.FoldSpill(n_folds)) if n_folds else None for _ in filters]
+        merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, limit=limit,
+                                group=group, fold_spills=spills)
         for i, spam_filter in enumerate(filters):
             counts, merged[i] = merged[i], None
             if counts is None:
                 yield None
                 continue
-            done, fold_class_count, fold_feature_count = take_counts(spam_filter, counts, calibration)
+            done = take_counts(spam_filter, counts, calibration)[0]
             if done is not None:
                 yield done
                 continue
             del counts
-            release_free_memory()   # what the counting freed, before the fold models are built
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
-            del fold_feature_count
-            spills[i].flush()
-            parts = [calibrate.held_out_spilled(models, spills[i])]
-            del models
+            release_free_memory()   # what the counting freed, before the held-out pass
+            fold_class_count = spills[i].class_count
+            parts = [calibrate.held_out_by_fold(spam_filter, spills[i])]
             spills[i].close()
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
             yield spam_filter, chosen, scores
