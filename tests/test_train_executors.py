@@ -110,3 +110,15 @@ def test_the_held_out_pass_by_fold_is_the_fold_models(params):
     for a, b in zip(got, expected):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
     assert got[0].size == 200 and got[1].size == 100
+
+
+def test_the_default_jobs_are_the_free_cores():
+    """``spamnb train`` without ``-j``: the cores available less the load average
+    (rounded), at least one: a machine whose cores others keep busy trains in
+    this process, where workers were slower than ``-j 1``."""
+    from spamnb.training.workers import available_cores, free_cores
+
+    assert free_cores(2, 0.0) == 2 and free_cores(2, 0.4) == 2
+    assert free_cores(2, 0.6) == 1 and free_cores(2, 1.0) == 1 and free_cores(2, 9.0) == 1
+    assert free_cores(8, 2.2) == 6 and free_cores(8, 0.0) == 8 and free_cores(1, 0.0) == 1
+    assert 1 <= free_cores() <= available_cores()

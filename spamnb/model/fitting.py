@@ -172,11 +172,12 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
             if counts is None:
                 yield None
                 continue
-            done = take_counts(spam_filter, counts, calibration)[0]
-            if done is not None:
-                yield done
-                continue
+            counts.to_filter(spam_filter, consume=True)   # the counts' arrays dropped as the filter's are made
             del counts
+            fixed = None if calibration is None else check_calibration(spam_filter, calibration)
+            if calibration is None or fixed is not None:   # no held-out scoring (as take_counts says)
+                yield spam_filter, fixed, None
+                continue
             release_free_memory()   # what the counting freed, before the held-out pass
             fold_class_count = spills[i].class_count
             parts = [calibrate.held_out_by_fold(spam_filter, spills[i])]

@@ -16,7 +16,7 @@ from collections import deque
 
 from spamnb.errors import BrokenPool
 
-__all__ = ["DEFAULT_JOBS", "available_cores", "warm_up", "Workers", "run_ordered"]
+__all__ = ["DEFAULT_JOBS", "available_cores", "free_cores", "warm_up", "Workers", "run_ordered"]
 
 # -j of ``spamnb train``, ``spamnb evaluate`` and ``spamnb classify --batch`` when
 # not given: 0, every core available (docs/scale.md: faster than -j 1 on an idle
@@ -31,6 +31,24 @@ def available_cores():
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def free_cores(cores=None, load=None):
+    """The cores ``spamnb train`` runs on when ``-j`` is not given: those this
+    process may run on (``cores``, default :func:`available_cores`) less the
+    ones other processes keep busy (``load``, default the one-minute load
+    average), rounded to the nearest, at least 1.  Workers cost CPU of their
+    own (a keying pass, partitions merged, the parent's tail): on cores
+    others keep busy they were slower than this process alone
+    (docs/scale.md), so a machine without a free core for a second worker
+    trains in this process (``-j 1``)."""
+    cores = available_cores() if cores is None else int(cores)
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):   # no load average here: every core
+            return cores
+    return max(1, min(cores, int(cores - load + 0.5)))
 
 
 _PRELOAD = ["spamnb.training.planning", "spamnb.training.pipeline", "spamnb.training.batch", "spamnb.model.spam_filter",
