@@ -518,20 +518,22 @@ class FoldSpill:
     """The held-out pass of one process without fold rows (``spamnb train -j 1``,
     ``SpamFilter.fit``): the counting pass writes each message's token indices
     (int32, as :meth:`~spamnb.bayes.vocabulary.Vocabulary.add` gave them: its
-    stream in order) to its fold's temporary file (:meth:`write`), with its
-    class and its place among the messages of that class; :func:`held_out_by_fold`
-    then counts one fold at a time from its file (the sums the dense fold rows
-    held, in the same order), builds that fold's model and scores its
-    messages.  Memory: one fold's two count rows at a time, instead of
-    ``2 * n_folds`` rows as long as the vocabulary.  ``class_count``: the
-    ``(n_folds, 2)`` messages per fold and class.  A context manager (the files
-    closed, and so removed, at its end)."""
+    stream in order) to its fold's temporary file, and a word (its number of
+    tokens, its class, its place among the messages of its class) to the
+    fold's file of heads (:meth:`write`); :func:`held_out_by_fold` then counts
+    one fold at a time from its files (the sums the dense fold rows held, in
+    the same order), builds that fold's model and scores its messages.
+    Memory: one fold's two count rows at a time, instead of ``2 * n_folds``
+    rows as long as the vocabulary.  ``class_count``: the ``(n_folds, 2)``
+    messages per fold and class.  A context manager (the files closed, and so
+    removed, at its end)."""
 
     def __init__(self, n_folds):
         import tempfile
 
         self.n_folds = int(n_folds)
-        self.files = [tempfile.TemporaryFile(prefix="spamnb-train-") for _ in range(self.n_folds)]
+        self.files = [(tempfile.TemporaryFile(prefix="spamnb-train-"), tempfile.TemporaryFile(prefix="spamnb-train-"))
+                      for _ in range(self.n_folds)]
         self.counts = [0] * (2 * self.n_folds)    # messages per fold and class
         self.seen = [0, 0]                         # messages per class so far: each one's place in its class
 
@@ -543,31 +545,39 @@ class FoldSpill:
 
     def write(self, indices, is_spam, fold):
         """One message: its token ``indices`` (a buffer of int32), class and fold."""
-        spam = int(bool(is_spam))
+        spam = 1 if is_spam else 0
         place = self.seen[spam]
         self.seen[spam] = place + 1
         self.counts[2 * fold + spam] += 1
-        out = self.files[fold]
-        out.write((len(indices) | spam << 32 | place << 33).to_bytes(8, "little"))
+        heads, out = self.files[fold]
+        heads.write((len(indices) | spam << 32 | place << 33).to_bytes(8, "little"))
         out.write(indices)
 
-    def records(self, fold):
-        """``(is_spam, place, indices)`` of fold ``fold``'s messages, in the order written."""
-        f = self.files[fold]
-        f.flush()
-        f.seek(0)
-        data = f.read()
-        view = memoryview(data)
-        at, end = 0, len(data)
-        while at < end:
-            word = int.from_bytes(view[at:at + 8], "little")
-            n = word & 0xFFFFFFFF
-            yield (word >> 32) & 1, word >> 33, view[at + 8:at + 8 + 4 * n].cast("i")
-            at += 8 + 4 * n
+    def fold(self, k):
+        """Fold ``k``'s messages: ``(indices, bounds, spam, place)``, numpy
+        arrays: every token index of the fold (int32) back to back, message
+        ``j``'s at ``bounds[j]:bounds[j + 1]`` (int64), its class (uint8) and
+        its place in its class (int64), in the order written."""
+        import numpy as np
+
+        heads, out = self.files[k]
+        arrays = []
+        for f in (heads, out):
+            f.flush()
+            f.seek(0)
+            arrays.append(f.read())
+        words = np.frombuffer(arrays[0], dtype="<u8")
+        indices = np.frombuffer(arrays[1], dtype=np.int32)
+        bounds = np.zeros(words.size + 1, dtype=np.int64)
+        np.cumsum(words & 0xFFFFFFFF, out=bounds[1:])
+        if bounds[-1] != indices.size:
+            raise ValueError("a damaged fold file")
+        return indices, bounds, ((words >> 32) & 1).astype(np.uint8), (words >> 33).astype(np.int64)
 
     def close(self):
-        for f in self.files:
-            f.close()
+        for heads, out in self.files:
+            heads.close()
+            out.close()
         self.files = []
 
     def __enter__(self):
@@ -584,12 +594,13 @@ def held_out_by_fold(spam_filter, spill):
     gives them, bit for bit the same (fold ``k``'s model is the one
     :class:`FoldModels` builds: its counts, tokens, hash index, norms and
     prior), without the folds' rows: fold ``k``'s counts are summed from its
-    file into two rows (the messages in the order counted, each added by
-    ``add_counts`` as the counting pass added it), its model built, its
-    messages scored by one compiled scorer, the rows cleared for the next.
-    A token occurring in a message has a positive value (a transformed count
-    scaled to a positive length), so the folds holding a token are the folds
-    of the messages it occurs in (a first reading of the files)."""
+    file into two rows (the messages in the order counted, each added as the
+    counting pass added it: one compiled call, ``add_counts_rows``), its
+    model built, its messages scored by one compiled scorer, the rows
+    cleared for the next.  A token occurring in a message has a positive
+    value (a transformed count scaled to a positive length), so the folds
+    holding a token are the folds of the messages it occurs in (a first
+    reading of the files)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -607,18 +618,16 @@ def held_out_by_fold(spam_filter, spill):
     mark = np.zeros(n_features, dtype=bool)
     for k in range(n_folds):
         mark[:] = False
-        for _spam, _place, indices in spill.records(k):
-            mark[np.frombuffer(indices, dtype=np.int32)] = True
+        mark[spill.fold(k)[0]] = True
         in_folds += mark
     del mark
     counted = spill.seen
     scores = (np.empty(counted[0]), np.empty(counted[1]))
     per_fold = np.zeros((n_folds, 2), dtype=np.int64)
     rows = np.zeros((2, n_features))
-    add_counts = token_kernels.add_counts
     for k in range(n_folds):
-        for spam, _place, indices in spill.records(k):
-            add_counts(indices, rows[spam], transform, 1.0, length)
+        indices, bounds, spam, place = spill.fold(k)
+        token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
         tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
         fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
@@ -647,14 +656,15 @@ def held_out_by_fold(spam_filter, spill):
         del occupied
         fc += alpha
         np.log(fc, out=fc)
-        scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), log_prior,
-                                      transform, length)
-        score = scorer.score
-        for spam, place, indices in spill.records(k):
-            jll = score(hashes[np.frombuffer(indices, dtype=np.int32)])[0]
-            scores[spam][place] = jll[1] - jll[0]
-            per_fold[k, spam] += 1
-        del scorer, score, table, index, fc, tokens
+        score = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), log_prior,
+                                     transform, length).score
+        message_hashes = hashes[indices]                         # the messages' token hashes, back to back
+        at = bounds.tolist()
+        for j, (s, p) in enumerate(zip(spam.tolist(), place.tolist())):
+            jll = score(message_hashes[at[j]:at[j + 1]])[0]
+            scores[s][p] = jll[1] - jll[0]
+        per_fold[k] = np.bincount(spam, minlength=2)[:2]
+        del score, table, index, fc, tokens, message_hashes, indices
     return scores[0], scores[1], per_fold
 
 
