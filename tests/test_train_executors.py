@@ -24,12 +24,10 @@ NEAR = "near-duplicates of an earlier message (counted once)"
 def client():
     distributed = pytest.importorskip("distributed",
                                       reason="dask[distributed] is not installed (pip install spamnb[dask])")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=None)
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    options = {"n_workers": 2, "threads_per_worker": 1, "processes": True, "host": "127.0.0.1",
+               "dashboard_address": None}
+    with distributed.LocalCluster(**options) as cluster, distributed.Client(cluster) as dask_client:
+        yield dask_client
 
 
 @pytest.fixture(scope="module")

@@ -356,8 +356,6 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
     next (its temporaries are gone by then)."""
     import numpy as np
 
-    from spamnb.bayes import token_kernels
-
     alpha = float(spam_filter.alpha)
     if counts is None:
         total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
@@ -413,28 +411,49 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         fc[mine_class, local] = total[mine_class, mine_token] - values[mine]
         np.maximum(fc, 0.0, out=fc)                   # rounding of total - part
         del mine, mine_token, new, local, mine_class
-        for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of a (2, n) array's rows)
-            whole = total[c].copy()
-            whole[tokens] = fc[c]
-            layout["log_norm"][k, c] = whole.sum()
-            del whole
-        seen = in_folds.copy()
-        seen[tokens] -= 1                             # held by another fold
-        layout["log_norm"][k] = np.log(layout["log_norm"][k] + alpha * int((seen >= 1).sum()))
-        del seen
         n_ham, n_spam = class_count - fold_class_count[k]
-        layout["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
-        table = np.zeros(capacity[k], dtype=np.uint64)
-        index = np.full(capacity[k], -1, dtype=np.int32)
-        token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
-                             0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
-        occupied = np.flatnonzero(table != 0)
-        index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
-        del occupied, tokens
-        fc += alpha
-        np.log(fc, out=fc)
+        layout["log_norm"][k], layout["log_prior"][k, 1], table, index = _fold_model(
+            total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior, n_ham, n_spam)
+        del tokens
         yield k, table, index, fc
         del table, index, fc
+
+
+def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam):
+    """One fold's model from its counts: ``total`` the ``(2, n_features)``
+    counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
+    counts without the fold's at them (made their logs here, alpha added),
+    ``in_folds`` the number of folds holding each token, ``hashes`` the
+    tokens' hashes; ``n_ham``, ``n_spam`` the messages of the other folds.
+    Returns ``(log_norm (2,), log prior ratio, hash table, index)``, the
+    index -1 for a token no other fold holds (unknown to the model)."""
+    import numpy as np
+
+    from spamnb.bayes import token_kernels
+
+    log_norm = np.empty(2)
+    for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of a (2, n) array's rows)
+        whole = total[c].copy()
+        whole[tokens] = fc[c]
+        log_norm[c] = whole.sum()
+        del whole
+    seen = in_folds.copy()
+    seen[tokens] -= 1                             # held by another fold
+    log_norm = np.log(log_norm + alpha * int((seen >= 1).sum()))
+    del seen
+    capacity = 16                                 # a power of two, at most half full
+    while capacity < 2 * tokens.size:
+        capacity <<= 1
+    table = np.zeros(capacity, dtype=np.uint64)
+    index = np.full(capacity, -1, dtype=np.int32)
+    token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
+                         0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
+    occupied = np.flatnonzero(table != 0)
+    index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
+    del occupied
+    fc += alpha
+    np.log(fc, out=fc)
+    return log_norm, _prior_ratio(prior, n_ham, n_spam), table, index
 
 
 def _write_folds(folder, layout, folds, transform, length):
@@ -632,31 +651,10 @@ def held_out_by_fold(spam_filter, spill):
         fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
         rows[:, tokens] = 0.0
-        log_norm = np.empty(2)
-        for c in range(2):   # the dense model's counts, a row at a time, for its norm (as FoldModels sums them)
-            whole = total[c].copy()
-            whole[tokens] = fc[c]
-            log_norm[c] = whole.sum()
-            del whole
-        seen = in_folds.copy()
-        seen[tokens] -= 1                                        # held by another fold
-        log_norm = np.log(log_norm + alpha * int((seen >= 1).sum()))
-        del seen
         n_ham, n_spam = class_count - fold_class_count[k]
-        log_prior = [0.0, _prior_ratio(spam_filter.prior, n_ham, n_spam)]
-        capacity = 16
-        while capacity < 2 * tokens.size:
-            capacity <<= 1
-        table = np.zeros(capacity, dtype=np.uint64)
-        index = np.full(capacity, -1, dtype=np.int32)
-        token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
-                             0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
-        occupied = np.flatnonzero(table != 0)
-        index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
-        del occupied
-        fc += alpha
-        np.log(fc, out=fc)
-        score = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), log_prior,
+        log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
+                                                          spam_filter.prior, n_ham, n_spam)
+        score = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
                                      transform, length).score
         message_hashes = hashes[indices]                         # the messages' token hashes, back to back
         at = bounds.tolist()
