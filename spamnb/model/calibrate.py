@@ -606,7 +606,7 @@ class FoldSpill:
         self.close()
 
 
-def held_out_by_fold(spam_filter, spill):
+def held_out_by_fold(spam_filter, spill, counts=None):
     """The held-out log-odds of the messages of a :class:`FoldSpill`, each
     under the model of the fitted ``spam_filter``'s counts minus its fold's:
     ``(ham_log_odds, spam_log_odds, per_fold)`` as :func:`held_out_spilled`
@@ -619,7 +619,9 @@ def held_out_by_fold(spam_filter, spill):
     cleared for the next.  A token occurring in a message has a positive
     value (a transformed count scaled to a positive length), so the folds
     holding a token are the folds of the messages it occurs in (a first
-    reading of the files)."""
+    reading of the files).  ``counts``: the :class:`~spamnb.model.counting.Counts`
+    (model rows only) the filter is made of, used instead of the filter's
+    own (``spam_filter`` may then be unfitted: its parameters are read)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -627,10 +629,15 @@ def held_out_by_fold(spam_filter, spill):
 
     transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
     alpha = float(spam_filter.alpha)
-    total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
-    class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+    if counts is None:
+        total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+        hashes = np.asarray(spam_filter.vocabulary_.hashes(), dtype=np.uint64)
+    else:   # what Counts.to_filter gives the filter: the same numbers
+        total = np.asarray(counts.dense[:2], dtype=np.float64)
+        class_count = np.asarray(counts.class_count[:2], dtype=np.float64)
+        hashes = np.asarray(counts.hashes, dtype=np.uint64)
     n_features = total.shape[1]
-    hashes = np.asarray(spam_filter.vocabulary_.hashes(), dtype=np.uint64)
     fold_class_count = spill.class_count
     n_folds = spill.n_folds
     in_folds = np.zeros(n_features, dtype=np.int32)   # folds holding each token
@@ -656,13 +663,12 @@ def held_out_by_fold(spam_filter, spill):
                                                           spam_filter.prior, n_ham, n_spam)
         score = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
                                      transform, length).score
-        message_hashes = hashes[indices]                         # the messages' token hashes, back to back
         at = bounds.tolist()
         for j, (s, p) in enumerate(zip(spam.tolist(), place.tolist())):
-            jll = score(message_hashes[at[j]:at[j + 1]])[0]
+            jll = score(hashes[indices[at[j]:at[j + 1]]])[0]     # the message's token hashes
             scores[s][p] = jll[1] - jll[0]
         per_fold[k] = np.bincount(spam, minlength=2)[:2]
-        del score, table, index, fc, tokens, message_hashes, indices
+        del score, table, index, fc, tokens, indices
     return scores[0], scores[1], per_fold
 
 

@@ -202,7 +202,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
                    report=report, strict=strict, calibration=calibration, n_folds=n_folds, dask=dask,
-                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links)
+                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True)
 
     def train_all(filters):
         return train_variants(filters, **options)
@@ -257,7 +257,7 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
 
 def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
                    fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-                   progress=None, limit=None, follow_links=False):
+                   progress=None, limit=None, follow_links=False, deferred=False):
     """:func:`train_one` of each unfitted filter of ``filters`` (a filter and
     its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
     a generator of their ``(spam_filter, calibration, scores)``, in order.
@@ -270,7 +270,9 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
     scored when its result is asked for.  ``calibration`` None: the first
     filter only.  ``limit``: past that many messages counted the variants
     after the first are dropped (their result None).  On Dask each variant
-    is trained by a pass of its own.
+    is trained by a pass of its own.  ``deferred`` (``-j 1``): a variant
+    scored comes as a :class:`~spamnb.model.fitting.Unfitted`, made a
+    filter when :func:`~spamnb.model.fitting.choose_pairs` keeps it.
     """
     from spamnb.model import calibrate
     from spamnb.training.corpus import CorpusReport
@@ -300,7 +302,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
             if hasattr(progress, "restart"):
                 progress.restart()   # a pass of its own: counted from 0 again
             messages = progress.wrap(messages, "counting")
-        yield from train_variants_here(filters, messages, calibration, folds, limit, group=False)
+        yield from train_variants_here(filters, messages, calibration, folds, limit, group=False, deferred=deferred)
         return
     with contextlib.ExitStack() as stack:
         # workers spill to files in a folder, which goes once they have stopped (their files closed)
