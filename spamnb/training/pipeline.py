@@ -69,8 +69,8 @@ import tempfile
 from spamnb.model.heap import map_large_blocks, release_free_memory
 from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
-from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,
-                                  train_variants_here)
+from spamnb.model.fitting import (CorpusChanged, Unfitted, check_calibration, choose_from_parts, choose_pairs,
+                                  take_counts, train_variants_here)
 from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_reports, piece_messages,
                                      count_partition_variants, partition_keys, partitions, plan_training,
                                      score_spilled, unique_messages)
@@ -270,9 +270,10 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
     scored when its result is asked for.  ``calibration`` None: the first
     filter only.  ``limit``: past that many messages counted the variants
     after the first are dropped (their result None).  On Dask each variant
-    is trained by a pass of its own.  ``deferred`` (``-j 1``): a variant
+    is trained by a pass of its own.  ``deferred`` (not on Dask): a variant
     scored comes as a :class:`~spamnb.model.fitting.Unfitted`, made a
-    filter when :func:`~spamnb.model.fitting.choose_pairs` keeps it.
+    filter when :func:`~spamnb.model.fitting.choose_pairs` keeps it (the
+    variant not kept is never made a filter).
     """
     from spamnb.model import calibrate
     from spamnb.training.corpus import CorpusReport
@@ -331,15 +332,17 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
             folder = os.path.join(work, f"folds-{i}")
             os.mkdir(folder)
             # the fold models first, from the merged counts, written to the folder the workers map one
-            # fold at a time (never all here); then the filter, its arrays made as the counts' are dropped
+            # fold at a time (never all here); then the folds' counts are dropped, and the filter is made
+            # of the model's when the variant is kept (deferred: Unfitted, by choose_pairs), else now
             fold_class_count = counts.class_count[2:].reshape(-1, 2)
             calibrate.FoldModels.from_counts(spam_filter, fold_class_count, counts.sparse_folds(), folder, counts)
-            counts.to_filter(spam_filter, consume=True)
+            variant = Unfitted(spam_filter, counts.model())
             del counts
             release_free_memory()
             parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1][i])))
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
-            yield spam_filter, chosen, scores
+            yield (variant if deferred else variant.fitted()), chosen, scores
+            del variant
 
 
 def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, strict, calibration, n_folds, folds,
