@@ -561,7 +561,9 @@ class _Counter:
     """One variant's counting in :func:`count_variants`: its tokenizer,
     vocabulary, model rows and the folds' rows (ham and spam of each fold,
     added to as ``WordCounts.add`` adds: ``add_counts`` into the class's
-    row, 1 to its message count), and its spill file."""
+    row, 1 to its message count), and its spill file; with a ``fold_spill``
+    (:class:`~spamnb.model.calibrate.FoldSpill`) no fold rows: each message's
+    token indices go to its fold's file there."""
 
     def __init__(self, spec, n_folds, spill_file, fold_spill=None):
         from spamnb.bayes.token_kernels import add_counts, add_counts_twice

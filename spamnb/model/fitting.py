@@ -20,7 +20,6 @@ memory: :func:`fit_tuned`) make the same three steps with the functions here:
 
 from __future__ import annotations
 
-
 from spamnb.errors import CorpusChanged
 from spamnb.model import calibrate, deltas, scoring
 from spamnb.bayes.vocabulary import Vocabulary
@@ -96,7 +95,8 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
     each made when asked for (one counting pass may count them all; the
     second is asked for only when the first was calibrated on at most
     :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages, and may be
-    None past that many).  Returns ``(fitted, calibration)``; the
+    None past that many; a variant may come as an :class:`Unfitted`, made a
+    filter only when kept).  Returns ``(fitted, calibration)``; the
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
     without, with, 1-AUC % without, with)`` (the four None above
     :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages: not tried)."""
