@@ -156,8 +156,9 @@ def bench_corpus(corpus, args, spamnb, say):
                 for path in (model + ".j1", model + ".j1.bak"):
                     if os.path.exists(path):
                         os.unlink(path)
-                train_j1.append(check(run([*spamnb, "train", "-q", "-j", "1", "-m", model + ".j1", corpus], env=env),
-                                      "spamnb train -j 1"))
+                train_j1.append(check(run([*spamnb, "train", "-j", "1", "-m", model + ".j1", corpus],   # as A: no -q
+                                          stdout=os.path.join(work, "train-j1.out"),
+                                          stderr=os.path.join(work, "train-j1.err"), env=env), "spamnb train -j 1"))
             if args.baseline:
                 for path in (model + ".base", model + ".base.bak"):
                     if os.path.exists(path):
