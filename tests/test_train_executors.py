@@ -120,3 +120,15 @@ def test_the_default_jobs_are_the_free_cores():
     assert free_cores(2, 0.6) == 1 and free_cores(2, 1.0) == 1 and free_cores(2, 9.0) == 1
     assert free_cores(8, 2.2) == 6 and free_cores(8, 0.0) == 8 and free_cores(1, 0.0) == 1
     assert 1 <= free_cores() <= available_cores()
+
+
+def test_the_busy_cores_are_the_smaller_of_the_average_and_the_tasks_running_now():
+    """The load average lags (a job that just ended still counts in it); the tasks
+    running now (``/proc/loadavg``, this process among them) are one instant: the
+    smaller of the two."""
+    from spamnb.training.workers import busy_cores, free_cores
+
+    assert busy_cores(1.8, 1) == 0 and free_cores(2, busy_cores(1.8, 1)) == 2   # the average: jobs just ended
+    assert busy_cores(0.2, 5) == 0.2 and busy_cores(9.0, 8) == 7 and free_cores(2, busy_cores(9.0, 8)) == 1
+    assert busy_cores(3.0, None) <= 3.0 and busy_cores(None, 3) <= 2
+    assert busy_cores() is not None and busy_cores() >= 0
