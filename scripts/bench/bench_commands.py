@@ -46,6 +46,12 @@ there too: no settings file of the user's).
 
     python scripts/bench/bench_commands.py --corpus corpora/ [--corpus OTHER] [--train-runs 3] [--runs 15] [--serve]
 
+``--train-j1`` also runs ``spamnb train -j 1`` in each training round (the
+default ``-j`` chooses the free cores: it must never be slower than this
+process alone).  Run it from a folder without a ``spamnb`` package in it:
+``python -m`` puts the current folder first on the path, before
+``PYTHONPATH`` (a checkout's own folder would shadow ``--baseline``).
+
 ``--json PATH`` also writes each pair's runs (wall and CPU seconds) by
 corpus: scripts/bench/bench_readme.py reads them.
 
@@ -143,9 +149,16 @@ def bench_corpus(corpus, args, spamnb, say):
         rows = []
 
         # 1. train: A B A B (with --baseline: A C B A C B, C the baseline's spamnb train)
-        train_a, train_b, train_c = [], [], []
+        train_a, train_b, train_c, train_j1 = [], [], [], []
         trained_line = None
         for i in range(args.train_runs):
+            if args.train_j1:   # spamnb train -j 1 (this process only) in the same rounds
+                for path in (model + ".j1", model + ".j1.bak"):
+                    if os.path.exists(path):
+                        os.unlink(path)
+                train_j1.append(check(run([*spamnb, "train", "-j", "1", "-m", model + ".j1", corpus],   # as A: no -q
+                                          stdout=os.path.join(work, "train-j1.out"),
+                                          stderr=os.path.join(work, "train-j1.err"), env=env), "spamnb train -j 1"))
             if args.baseline:
                 for path in (model + ".base", model + ".base.bak"):
                     if os.path.exists(path):
@@ -185,6 +198,9 @@ def bench_corpus(corpus, args, spamnb, say):
                         rss_b=bogo_train_rss))
         if args.baseline:
             rows.append(row("`spamnb train DIR` vs the baseline's", train_a, train_c, "baseline"))
+        if args.train_j1:
+            rows.append(row("`spamnb train DIR` vs `spamnb train -j 1 DIR`", train_a, train_j1, "`-j 1`"))
+            rows.append(row("`spamnb train -j 1 DIR` vs `bogofilter -s -b` + `-n -b`", train_j1, train_b, "bogofilter"))
         if args.train_only:
             say(HEADER)
             for line in rows:
@@ -308,6 +324,8 @@ def main():
                              "interleaved with the others; with --serve: also a server running it, on its own "
                              "copy of the model, interleaved with the first message by message")
     parser.add_argument("--train-only", action="store_true", help="the training rows only")
+    parser.add_argument("--train-j1", action="store_true",
+                        help="also time `spamnb train -j 1` in the same rounds (rows against the default and bogofilter)")
     parser.add_argument("--json", metavar="PATH", help="also write each pair's runs ([wall, CPU] seconds of A and "
                         "of B, by corpus) to PATH (scripts/bench/bench_readme.py reads it)")
     parser.add_argument("--spamnb", default=f"{shlex.quote(sys.executable)} -m spamnb", metavar="COMMAND",

@@ -5,7 +5,7 @@ Runs the spamnb command line in this process with the stages of training
 wrapped (``training.pipeline.train_one``, ``fit_counts``,
 ``model.counting.count_messages``, ``_Sum.result``, ``Counts.to_filter``,
 ``model.calibrate.FoldModels.from_counts``
-and ``save``, ``held_out_spilled``, ``from_scores``, ``SpamFilter.save``) and
+and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``SpamFilter.save``) and
 prints, on stderr, at each stage's entry and exit: the time since the start
 and since the previous line, the resident memory (VmRSS) and the peak since
 the previous line (VmHWM, reset at each line through /proc/self/clear_refs).
@@ -33,7 +33,8 @@ STAGES = [("spamnb.training.pipeline", "train_one"), ("spamnb.training.pipeline"
           ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "_Sum.result"),
           ("spamnb.model.counting", "Counts.to_filter"),
           ("spamnb.model.calibrate", "FoldModels.from_counts"), ("spamnb.model.calibrate", "FoldModels.save"),
-          ("spamnb.model.calibrate", "held_out_spilled"), ("spamnb.model.calibrate", "from_scores"),
+          ("spamnb.model.calibrate", "held_out_spilled"), ("spamnb.model.calibrate", "held_out_by_fold"),
+          ("spamnb.model.calibrate", "from_scores"),
           ("spamnb.model.spam_filter", "SpamFilter.save")]
 
 

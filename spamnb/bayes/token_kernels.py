@@ -30,8 +30,8 @@ import math
 from spamnb.bayes import _count, _index, _score
 
 __all__ = ["COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
-           "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_split", "sort_int32", "Scorer",
-           "gather"]
+           "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_rows", "add_counts_split",
+           "sort_int32", "Scorer", "gather"]
 
 COUNTS_RAW = _count.COUNTS_RAW          # x_i = count of token i in the message
 COUNTS_BINARY = _count.COUNTS_BINARY    # x_i = 1 if token i occurs
@@ -112,6 +112,14 @@ def add_counts_twice(idx, first, second, counts, length=0.0):
     """``add_counts`` into ``first`` and ``second`` at once, the message counted once."""
     _check_length(length)
     return _count.add_counts_twice(idx, first, second, counts, length)
+
+
+def add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length=0.0):
+    """``add_counts`` of many messages into two rows, one compiled call: message
+    ``j``'s indices ``idx[bounds[j]:bounds[j + 1]]`` (int64 bounds) into
+    ``ham`` or ``spam`` by ``rows_of[j]`` (uint8): ``_count.add_counts_rows``."""
+    _check_length(length)
+    return _count.add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length)
 
 
 def add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha):

@@ -26,10 +26,10 @@ def cmd_train(args):
     # Training does no dense linear algebra: numpy's OpenBLAS need not start a thread per core (each
     # spins a while after starting, ~0.1-0.2 s of CPU taken from the counting); unless the user says
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if args.jobs is None:   # not given: every core, or this process for the message features
-        from spamnb.training.workers import DEFAULT_JOBS
+    if args.jobs is None:   # not given: the cores free (this process when none is), this process for the features
+        from spamnb.training.workers import free_cores
 
-        args.jobs = 1 if args.feature_weight else DEFAULT_JOBS
+        args.jobs = 1 if args.feature_weight else free_cores()
     if args.jobs != 1 and not args.dask and not args.feature_weight:
         from spamnb.training.workers import warm_up
 

@@ -356,8 +356,6 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
     next (its temporaries are gone by then)."""
     import numpy as np
 
-    from spamnb.bayes import token_kernels
-
     alpha = float(spam_filter.alpha)
     if counts is None:
         total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
@@ -413,28 +411,49 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         fc[mine_class, local] = total[mine_class, mine_token] - values[mine]
         np.maximum(fc, 0.0, out=fc)                   # rounding of total - part
         del mine, mine_token, new, local, mine_class
-        for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of a (2, n) array's rows)
-            whole = total[c].copy()
-            whole[tokens] = fc[c]
-            layout["log_norm"][k, c] = whole.sum()
-            del whole
-        seen = in_folds.copy()
-        seen[tokens] -= 1                             # held by another fold
-        layout["log_norm"][k] = np.log(layout["log_norm"][k] + alpha * int((seen >= 1).sum()))
-        del seen
         n_ham, n_spam = class_count - fold_class_count[k]
-        layout["log_prior"][k, 1] = _prior_ratio(spam_filter.prior, n_ham, n_spam)
-        table = np.zeros(capacity[k], dtype=np.uint64)
-        index = np.full(capacity[k], -1, dtype=np.int32)
-        token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
-                             0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
-        occupied = np.flatnonzero(table != 0)
-        index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
-        del occupied, tokens
-        fc += alpha
-        np.log(fc, out=fc)
+        layout["log_norm"][k], layout["log_prior"][k, 1], table, index = _fold_model(
+            total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior, n_ham, n_spam)
+        del tokens
         yield k, table, index, fc
         del table, index, fc
+
+
+def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam):
+    """One fold's model from its counts: ``total`` the ``(2, n_features)``
+    counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
+    counts without the fold's at them (made their logs here, alpha added),
+    ``in_folds`` the number of folds holding each token, ``hashes`` the
+    tokens' hashes; ``n_ham``, ``n_spam`` the messages of the other folds.
+    Returns ``(log_norm (2,), log prior ratio, hash table, index)``, the
+    index -1 for a token no other fold holds (unknown to the model)."""
+    import numpy as np
+
+    from spamnb.bayes import token_kernels
+
+    log_norm = np.empty(2)
+    for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of a (2, n) array's rows)
+        whole = total[c].copy()
+        whole[tokens] = fc[c]
+        log_norm[c] = whole.sum()
+        del whole
+    seen = in_folds.copy()
+    seen[tokens] -= 1                             # held by another fold
+    log_norm = np.log(log_norm + alpha * int((seen >= 1).sum()))
+    del seen
+    capacity = 16                                 # a power of two, at most half full
+    while capacity < 2 * tokens.size:
+        capacity <<= 1
+    table = np.zeros(capacity, dtype=np.uint64)
+    index = np.full(capacity, -1, dtype=np.int32)
+    token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
+                         0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
+    occupied = np.flatnonzero(table != 0)
+    index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
+    del occupied
+    fc += alpha
+    np.log(fc, out=fc)
+    return log_norm, _prior_ratio(prior, n_ham, n_spam), table, index
 
 
 def _write_folds(folder, layout, folds, transform, length):
@@ -512,6 +531,145 @@ def held_out_spilled(models, path):
         return _held_out(models, records(path))
     with open(path, "rb", buffering=1 << 20) as f:
         return _held_out(models, records(f))
+
+
+class FoldSpill:
+    """The held-out pass of one process without fold rows (``spamnb train -j 1``,
+    ``SpamFilter.fit``): the counting pass writes each message's token indices
+    (int32, as :meth:`~spamnb.bayes.vocabulary.Vocabulary.add` gave them: its
+    stream in order) to its fold's temporary file, and a word (its number of
+    tokens, its class, its place among the messages of its class) to the
+    fold's file of heads (:meth:`write`); :func:`held_out_by_fold` then counts
+    one fold at a time from its files (the sums the dense fold rows held, in
+    the same order), builds that fold's model and scores its messages.
+    Memory: one fold's two count rows at a time, instead of ``2 * n_folds``
+    rows as long as the vocabulary.  ``class_count``: the ``(n_folds, 2)``
+    messages per fold and class.  A context manager (the files closed, and so
+    removed, at its end)."""
+
+    def __init__(self, n_folds):
+        import tempfile
+
+        self.n_folds = int(n_folds)
+        self.files = [(tempfile.TemporaryFile(prefix="spamnb-train-"), tempfile.TemporaryFile(prefix="spamnb-train-"))
+                      for _ in range(self.n_folds)]
+        self.counts = [0] * (2 * self.n_folds)    # messages per fold and class
+        self.seen = [0, 0]                         # messages per class so far: each one's place in its class
+
+    @property
+    def class_count(self):
+        import numpy as np
+
+        return np.array(self.counts, dtype=np.float64).reshape(-1, 2)
+
+    def write(self, indices, is_spam, fold):
+        """One message: its token ``indices`` (a buffer of int32), class and fold."""
+        spam = 1 if is_spam else 0
+        place = self.seen[spam]
+        self.seen[spam] = place + 1
+        self.counts[2 * fold + spam] += 1
+        heads, out = self.files[fold]
+        heads.write((len(indices) | spam << 32 | place << 33).to_bytes(8, "little"))
+        out.write(indices)
+
+    def fold(self, k):
+        """Fold ``k``'s messages: ``(indices, bounds, spam, place)``, numpy
+        arrays: every token index of the fold (int32) back to back, message
+        ``j``'s at ``bounds[j]:bounds[j + 1]`` (int64), its class (uint8) and
+        its place in its class (int64), in the order written."""
+        import numpy as np
+
+        heads, out = self.files[k]
+        arrays = []
+        for f in (heads, out):
+            f.flush()
+            f.seek(0)
+            arrays.append(f.read())
+        words = np.frombuffer(arrays[0], dtype="<u8")
+        indices = np.frombuffer(arrays[1], dtype=np.int32)
+        bounds = np.zeros(words.size + 1, dtype=np.int64)
+        np.cumsum(words & 0xFFFFFFFF, out=bounds[1:])
+        if bounds[-1] != indices.size:
+            raise ValueError("a damaged fold file")
+        return indices, bounds, ((words >> 32) & 1).astype(np.uint8), (words >> 33).astype(np.int64)
+
+    def close(self):
+        for heads, out in self.files:
+            heads.close()
+            out.close()
+        self.files = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def held_out_by_fold(spam_filter, spill, counts=None):
+    """The held-out log-odds of the messages of a :class:`FoldSpill`, each
+    under the model of the fitted ``spam_filter``'s counts minus its fold's:
+    ``(ham_log_odds, spam_log_odds, per_fold)`` as :func:`held_out_spilled`
+    gives them, bit for bit the same (fold ``k``'s model is the one
+    :class:`FoldModels` builds: its counts, tokens, hash index, norms and
+    prior), without the folds' rows: fold ``k``'s counts are summed from its
+    file into two rows (the messages in the order counted, each added as the
+    counting pass added it: one compiled call, ``add_counts_rows``), its
+    model built, its messages scored by one compiled scorer, the rows
+    cleared for the next.  A token occurring in a message has a positive
+    value (a transformed count scaled to a positive length), so the folds
+    holding a token are the folds of the messages it occurs in (a first
+    reading of the files).  ``counts``: the :class:`~spamnb.model.counting.Counts`
+    (model rows only) the filter is made of, used instead of the filter's
+    own (``spam_filter`` may then be unfitted: its parameters are read)."""
+    import numpy as np
+
+    from spamnb.bayes import token_kernels
+    from spamnb.model.defaults import COUNT_TRANSFORMS
+
+    transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
+    alpha = float(spam_filter.alpha)
+    if counts is None:
+        total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
+        class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
+        hashes = np.asarray(spam_filter.vocabulary_.hashes(), dtype=np.uint64)
+    else:   # what Counts.to_filter gives the filter: the same numbers
+        total = np.asarray(counts.dense[:2], dtype=np.float64)
+        class_count = np.asarray(counts.class_count[:2], dtype=np.float64)
+        hashes = np.asarray(counts.hashes, dtype=np.uint64)
+    n_features = total.shape[1]
+    fold_class_count = spill.class_count
+    n_folds = spill.n_folds
+    in_folds = np.zeros(n_features, dtype=np.int32)   # folds holding each token
+    mark = np.zeros(n_features, dtype=bool)
+    for k in range(n_folds):
+        mark[:] = False
+        mark[spill.fold(k)[0]] = True
+        in_folds += mark
+    del mark
+    counted = spill.seen
+    scores = (np.empty(counted[0]), np.empty(counted[1]))
+    per_fold = np.zeros((n_folds, 2), dtype=np.int64)
+    rows = np.zeros((2, n_features))
+    for k in range(n_folds):
+        indices, bounds, spam, place = spill.fold(k)
+        token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
+        tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
+        fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
+        np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
+        rows[:, tokens] = 0.0
+        n_ham, n_spam = class_count - fold_class_count[k]
+        log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
+                                                          spam_filter.prior, n_ham, n_spam)
+        score = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
+                                     transform, length).score
+        at = bounds.tolist()
+        for j, (s, p) in enumerate(zip(spam.tolist(), place.tolist())):
+            jll = score(hashes[indices[at[j]:at[j + 1]]])[0]     # the message's token hashes
+            scores[s][p] = jll[1] - jll[0]
+        per_fold[k] = np.bincount(spam, minlength=2)[:2]
+        del score, table, index, fc, tokens, indices
+    return scores[0], scores[1], per_fold
 
 
 def _held_out(models, records):

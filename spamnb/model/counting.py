@@ -490,7 +490,7 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None, group=True):
     return count_variants([spec], messages, day, n_folds, [spill], group=group)[0]
 
 
-def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True):
+def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True, fold_spills=None):
     """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
     its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
     ``messages``: each message read, and parsed once for every tokenizer that
@@ -501,14 +501,20 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     the first are dropped (their result None: not worth counting further).
     ``group``: near-duplicates (:func:`spamnb.model.calibrate.near_duplicate_key`)
     are counted in their first copy's fold (so a copy never helps score its
-    twin); False when the messages have none (``spamnb train`` left them out)."""
+    twin); False when the messages have none (``spamnb train`` left them out).
+    ``fold_spills``: a :class:`~spamnb.model.calibrate.FoldSpill` per spec
+    (with ``n_folds``): each message's token indices go to its fold's file
+    there instead of into fold rows (the results then hold the model's rows
+    and class counts only; :func:`~spamnb.model.calibrate.held_out_by_fold`
+    scores them)."""
     from spamnb.model.ages import today
     from spamnb.model.calibrate import fold_of, near_duplicate_key
     from spamnb.model.ledger import train_digest
     from spamnb.model.messages import message_bytes
 
     spills = [None] * len(specs) if spills is None else spills
-    counters = [_Counter(spec, n_folds, spill) for spec, spill in zip(specs, spills)]
+    fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
+    counters = [_Counter(spec, n_folds, spill, by_fold) for spec, spill, by_fold in zip(specs, spills, fold_spills)]
     first = counters[0].tokenizer
     shared = [c.tokenizer.parses_as(first) for c in counters]
     n_messages = 0
@@ -555,9 +561,11 @@ class _Counter:
     """One variant's counting in :func:`count_variants`: its tokenizer,
     vocabulary, model rows and the folds' rows (ham and spam of each fold,
     added to as ``WordCounts.add`` adds: ``add_counts`` into the class's
-    row, 1 to its message count), and its spill file."""
+    row, 1 to its message count), and its spill file; with a ``fold_spill``
+    (:class:`~spamnb.model.calibrate.FoldSpill`) no fold rows: each message's
+    token indices go to its fold's file there."""
 
-    def __init__(self, spec, n_folds, spill_file):
+    def __init__(self, spec, n_folds, spill_file, fold_spill=None):
         from spamnb.bayes.token_kernels import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
         from spamnb.model.calibrate import spill
@@ -571,9 +579,11 @@ class _Counter:
         self.scratch = [array("i"), array("i")]     # the vocabulary's per-message arrays, reused
         self.rows = [array("d"), array("d")]        # ham, spam (longer than the vocabulary: zeros)
         self.class_count = [0.0, 0.0]
-        self.n_folds, self.spill = n_folds, spill_file
-        self.fold_rows = [array("d") for _ in range(2 * n_folds)]
-        self.fold_messages = [0.0] * (2 * n_folds)
+        self.n_folds, self.spill, self.fold_spill = n_folds, spill_file, fold_spill
+        if fold_spill is not None:   # the folds' counts come from its files later: no fold rows here
+            self.n_folds = 0
+        self.fold_rows = [array("d") for _ in range(2 * self.n_folds)]
+        self.fold_messages = [0.0] * (2 * self.n_folds)
 
     def count(self, tokens, is_spam, fold):
         indices = self.vocabulary.add(tokens, self.scratch)
@@ -583,8 +593,10 @@ class _Counter:
         if len(row) < n_features:
             _grow(row, n_features)
         self.class_count[spam] += 1.0
-        if fold is None:
+        if fold is None or self.fold_spill is not None:
             self.add_counts(indices, row, self.transform, 1.0, self.length)
+            if fold is not None:
+                self.fold_spill.write(indices, is_spam, fold)
             return
         k = 2 * fold + spam
         fold_row = self.fold_rows[k]

@@ -20,8 +20,6 @@ memory: :func:`fit_tuned`) make the same three steps with the functions here:
 
 from __future__ import annotations
 
-import tempfile
-
 from spamnb.errors import CorpusChanged
 from spamnb.model import calibrate, deltas, scoring
 from spamnb.bayes.vocabulary import Vocabulary
@@ -33,8 +31,8 @@ from spamnb.model.labels import is_spam_label
 from spamnb.model.ledger import from_trained, train_digest
 from spamnb.model.messages import message_bytes
 
-__all__ = ["CorpusChanged", "fit", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned", "fit_plain",
-           "pair_filters", "take_counts", "train_variants_here"]
+__all__ = ["CorpusChanged", "Unfitted", "fit", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned",
+           "fit_plain", "pair_filters", "take_counts", "train_variants_here"]
 
 
 
@@ -97,7 +95,8 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
     each made when asked for (one counting pass may count them all; the
     second is asked for only when the first was calibrated on at most
     :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages, and may be
-    None past that many).  Returns ``(fitted, calibration)``; the
+    None past that many; a variant may come as an :class:`Unfitted`, made a
+    filter only when kept).  Returns ``(fitted, calibration)``; the
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
     without, with, 1-AUC % without, with)`` (the four None above
     :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages: not tried)."""
@@ -114,9 +113,9 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
     with contextlib.closing(iter(train_variants(filters))) as results:
         fitted, cal, scores = next(results)
         if not word_pairs or cal is None or cal.expected_fpr is None or fitted.tokenizer_.word_pairs == word_pairs:
-            return fitted, cal
+            return _fitted(fitted), cal
         if cal.n_ham + cal.n_spam > calibrate.PAIRS_MAX_MESSAGES:   # the second training would cost more than it is worth
-            return fitted, cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), None, None, None, None))
+            return _fitted(fitted), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), None, None, None, None))
         if len(filters) > 1:
             fitted_pairs, cal_pairs, scores_pairs = next(results)
     if len(filters) == 1:   # not counted with the first (pair_filters could not make it): this raises why
@@ -131,8 +130,10 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
 
     figures = (cal.expected_spam_missed, cal_pairs.expected_spam_missed, error(scores), error(scores_pairs))
     if calibrate.prefer_pairs(*figures):
-        return fitted_pairs, cal_pairs._replace(word_pairs=(word_pairs, *figures))
-    return fitted, cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), *figures))
+        del fitted   # the variant not kept: never made into a filter (Unfitted)
+        return _fitted(fitted_pairs), cal_pairs._replace(word_pairs=(word_pairs, *figures))
+    del fitted_pairs
+    return _fitted(fitted), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), *figures))
 
 
 def take_counts(spam_filter, merged, calibration):
@@ -150,7 +151,34 @@ def take_counts(spam_filter, merged, calibration):
     return ((spam_filter, fixed, None) if fixed is not None else None), *folds
 
 
-def train_variants_here(filters, messages, calibration, n_folds, limit=None, group=True):
+class Unfitted:
+    """A variant :func:`train_variants_here` counted and scored, its filter not
+    made yet: :func:`choose_pairs` makes the one it keeps (:meth:`fitted`),
+    so the variant not kept is never made into a filter (its counts are
+    smaller than its filter: hash index, logs)."""
+
+    __slots__ = ("spam_filter", "counts")
+
+    def __init__(self, spam_filter, counts):
+        self.spam_filter, self.counts = spam_filter, counts
+
+    @property
+    def tokenizer_(self):
+        return self.spam_filter.tokenizer_
+
+    def fitted(self):
+        """The filter, given the counts (once; the counts are dropped)."""
+        counts, self.counts = self.counts, None
+        if counts is not None:
+            counts.to_filter(self.spam_filter, consume=True)
+        return self.spam_filter
+
+
+def _fitted(variant):
+    return variant.fitted() if isinstance(variant, Unfitted) else variant
+
+
+def train_variants_here(filters, messages, calibration, n_folds, limit=None, group=True, deferred=False):
     """Train the unfitted ``filters`` in this process on ``messages``
     (``(bytes, is_spam)``), counted in one pass (each message read and parsed
     once: :func:`~spamnb.model.counting.count_variants`), as ``spamnb train
@@ -158,34 +186,39 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
     held-out scores)`` (:func:`choose_pairs`), its fold models built and its
     spill scored when asked for.  ``calibration`` None: the first variant
     only is counted.  ``limit``: as :func:`count_variants` (a variant dropped
-    there gives None).  ``group``: as :func:`~spamnb.model.counting.count_variants`."""
+    there gives None).  ``group``: as :func:`~spamnb.model.counting.count_variants`.
+    ``deferred``: a variant scored is given as an :class:`Unfitted` (its
+    filter made when :func:`choose_pairs` keeps it)."""
     import contextlib
 
     filters = filters if calibration is not None else filters[:1]
     with contextlib.ExitStack() as stack:
-        spills = [stack.enter_context(tempfile.TemporaryFile(prefix="spamnb-train-")) if n_folds else None
-                  for _ in filters]
-        merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, spills=spills,
-                                limit=limit, group=group)
+        # each message's token indices to its fold's file (no fold rows: calibrate.FoldSpill), the
+        # held-out pass a fold at a time from them (calibrate.held_out_by_fold)
+        spills = [stack.enter_context(calibrate.FoldSpill(n_folds)) if n_folds else None for _ in filters]
+        merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, limit=limit,
+                                group=group, fold_spills=spills)
         for i, spam_filter in enumerate(filters):
             counts, merged[i] = merged[i], None
             if counts is None:
                 yield None
                 continue
-            done, fold_class_count, fold_feature_count = take_counts(spam_filter, counts, calibration)
-            if done is not None:
-                yield done
+            fixed = None if calibration is None else check_calibration(spam_filter, calibration,
+                                                                        counts.class_count[:2])
+            if calibration is None or fixed is not None:   # no held-out scoring (as take_counts says)
+                counts.to_filter(spam_filter, consume=True)   # the counts' arrays dropped as the filter's are made
+                del counts
+                yield spam_filter, fixed, None
                 continue
-            del counts
-            release_free_memory()   # what the counting freed, before the fold models are built
-            models = calibrate.FoldModels.from_counts(spam_filter, fold_class_count, fold_feature_count)
-            del fold_feature_count
-            spills[i].flush()
-            parts = [calibrate.held_out_spilled(models, spills[i])]
-            del models
+            release_free_memory()   # what the counting freed, before the held-out pass
+            fold_class_count = spills[i].class_count
+            parts = [calibrate.held_out_by_fold(spam_filter, spills[i], counts)]   # from the counts: no filter yet
             spills[i].close()
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
-            yield spam_filter, chosen, scores
+            variant = Unfitted(spam_filter, counts)
+            del counts
+            yield (variant if deferred else variant.fitted()), chosen, scores
+            del variant
 
 
 def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):
@@ -240,7 +273,8 @@ def fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET
     n_folds = calibrate.DEFAULT_FOLDS if calibration is not None else 0
 
     def train_variants(filters):
-        return train_variants_here(filters, pairs, calibration, n_folds, limit=calibrate.PAIRS_MAX_MESSAGES)
+        return train_variants_here(filters, pairs, calibration, n_folds, limit=calibrate.PAIRS_MAX_MESSAGES,
+                                   deferred=True)
 
     fitted, chosen = choose_pairs(train_variants, spam_filter, word_pairs)
     if chosen is not None:

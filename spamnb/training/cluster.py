@@ -185,7 +185,7 @@ def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filt
 
 def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=None,
                  partition_size=planning.DEFAULT_PARTITION_SIZE, fan_in=counting.DEFAULT_FAN_IN, report=None,
-                 strict=False, n_folds=0, spill=False, follow_links=False):
+                 strict=False, n_folds=0, spill=False, follow_links=False, unique=False):
     """The merged :class:`~spamnb.training.counting.Counts` of a corpus, counted on the
     cluster (``spec``: :func:`spamnb.training.counting.counting_spec`, default a
     ``SpamFilter()``'s; ``n_folds``: the fold rows of the calibration, as
@@ -195,7 +195,14 @@ def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=No
     (8 bytes a token) in the memory of the worker that counted it, and the
     merged counts where the reduction ended, for :func:`held_out_spilled`
     (Dask writes them to the worker's disk past its memory threshold, and
-    computes them again if the worker is lost); returns a :class:`Spilled`."""
+    computes them again if the worker is lost); returns a :class:`Spilled`.
+
+    ``unique`` (``spamnb train --dask``): a near-duplicate of an earlier
+    message of the corpus is left out, as ``spamnb train -j N`` leaves it out
+    (a first pass of tasks keys each partition's messages:
+    :func:`spamnb.training.planning.partition_keys`; the keys, 8 bytes a
+    message, come here and :func:`~spamnb.training.planning.copies_of` finds
+    the copies, whose skips go with the counting tasks)."""
     from operator import itemgetter
 
     from dask import delayed
@@ -208,16 +215,25 @@ def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=No
         raise ValueError("a spill needs the folds (n_folds > 0)")
     pieces = planning.plan_training(trees, spam, ham, report, strict, partition_size, follow_links)
     parts = planning.partitions(pieces, partition_size)
-    if spill:
-        count = delayed(planning.count_partition_in_memory, pure=True)
-        counted = [count(spec, part, strict, n_folds) for part in parts]
-        tasks = [delayed(itemgetter(0, 1), pure=True)(c) for c in counted]
-        spills = [delayed(itemgetter(2), pure=True)(c) for c in counted]
-    else:
-        count = delayed(planning.count_partition, pure=True)
-        tasks, spills = [count(spec, part, strict, n_folds) for part in parts], None
     client, owned = _client(client, scheduler)
     try:
+        skips = None
+        if unique:   # the near-duplicates first, as -j N finds them (spamnb.training.pipeline.train_variants)
+            parts = list(parts)
+            keys = client.gather(client.map(planning.partition_keys, parts, strict=strict, pure=True))
+            skips = planning.copies_of(keys)
+            del keys
+        if spill:
+            count = delayed(planning.count_partition_in_memory, pure=True)
+            counted = [count(spec, part, strict, n_folds, None if skips is None else skips[i])
+                       for i, part in enumerate(parts)]
+            tasks = [delayed(itemgetter(0, 1), pure=True)(c) for c in counted]
+            spills = [delayed(itemgetter(2), pure=True)(c) for c in counted]
+        else:
+            count = delayed(planning.count_partition, pure=True)
+            tasks = [count(spec, part, strict, n_folds, None, None if skips is None else skips[i])
+                     for i, part in enumerate(parts)]
+            spills = None
         if spill:   # futures: the results stay on the workers until scored
             spills = client.compute(spills)
             root = client.compute(_tree(tasks, fan_in))

@@ -69,8 +69,8 @@ import tempfile
 from spamnb.model.heap import map_large_blocks, release_free_memory
 from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
-from spamnb.model.fitting import (CorpusChanged, check_calibration, choose_from_parts, choose_pairs, take_counts,
-                                  train_variants_here)
+from spamnb.model.fitting import (CorpusChanged, Unfitted, check_calibration, choose_from_parts, choose_pairs,
+                                  take_counts, train_variants_here)
 from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_reports, piece_messages,
                                      count_partition_variants, partition_keys, partitions, plan_training,
                                      score_spilled, unique_messages)
@@ -202,7 +202,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
                    report=report, strict=strict, calibration=calibration, n_folds=n_folds, dask=dask,
-                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links)
+                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True)
 
     def train_all(filters):
         return train_variants(filters, **options)
@@ -257,7 +257,7 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
 
 def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
                    fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-                   progress=None, limit=None, follow_links=False):
+                   progress=None, limit=None, follow_links=False, deferred=False):
     """:func:`train_one` of each unfitted filter of ``filters`` (a filter and
     its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
     a generator of their ``(spam_filter, calibration, scores)``, in order.
@@ -270,7 +270,10 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
     scored when its result is asked for.  ``calibration`` None: the first
     filter only.  ``limit``: past that many messages counted the variants
     after the first are dropped (their result None).  On Dask each variant
-    is trained by a pass of its own.
+    is trained by a pass of its own.  ``deferred`` (not on Dask): a variant
+    scored comes as a :class:`~spamnb.model.fitting.Unfitted`, made a
+    filter when :func:`~spamnb.model.fitting.choose_pairs` keeps it (the
+    variant not kept is never made a filter).
     """
     from spamnb.model import calibrate
     from spamnb.training.corpus import CorpusReport
@@ -300,7 +303,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
             if hasattr(progress, "restart"):
                 progress.restart()   # a pass of its own: counted from 0 again
             messages = progress.wrap(messages, "counting")
-        yield from train_variants_here(filters, messages, calibration, folds, limit, group=False)
+        yield from train_variants_here(filters, messages, calibration, folds, limit, group=False, deferred=deferred)
         return
     with contextlib.ExitStack() as stack:
         # workers spill to files in a folder, which goes once they have stopped (their files closed)
@@ -329,15 +332,17 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
             folder = os.path.join(work, f"folds-{i}")
             os.mkdir(folder)
             # the fold models first, from the merged counts, written to the folder the workers map one
-            # fold at a time (never all here); then the filter, its arrays made as the counts' are dropped
+            # fold at a time (never all here); then the folds' counts are dropped, and the filter is made
+            # of the model's when the variant is kept (deferred: Unfitted, by choose_pairs), else now
             fold_class_count = counts.class_count[2:].reshape(-1, 2)
             calibrate.FoldModels.from_counts(spam_filter, fold_class_count, counts.sparse_folds(), folder, counts)
-            counts.to_filter(spam_filter, consume=True)
+            variant = Unfitted(spam_filter, counts.model())
             del counts
             release_free_memory()
             parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1][i])))
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
-            yield spam_filter, chosen, scores
+            yield (variant if deferred else variant.fitted()), chosen, scores
+            del variant
 
 
 def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, strict, calibration, n_folds, folds,
@@ -352,7 +357,8 @@ def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, s
     with spamnb_dask.connect(dask) as client:
         merged = spamnb_dask.count_corpus(trees, spam, ham, client=client, spec=counting_spec(spam_filter),
                                           partition_size=partition_size, fan_in=fan_in, report=report,
-                                          strict=strict, n_folds=folds, spill=bool(folds), follow_links=follow_links)
+                                          strict=strict, n_folds=folds, spill=bool(folds), follow_links=follow_links,
+                                          unique=True)
         if folds:
             spilled, merged = merged, merged.counts
         done, fold_class_count, fold_feature_count = take_counts(spam_filter, merged, calibration)

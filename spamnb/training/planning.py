@@ -248,18 +248,28 @@ def copies_of(partition_key_arrays):
     return out
 
 
-def count_partition(spec, pieces, strict=False, n_folds=0, spill=None):
+def _partition_messages(pieces, report, strict, skip):
+    """``(bytes, is_spam)`` of a partition's messages; ``skip``: the
+    near-duplicates to leave out (:func:`copies_of`), None: every message."""
+    messages = piece_messages(pieces, report, strict)
+    if skip is not None:
+        messages = unique_messages(messages, report, skip)
+    return ((data, is_spam) for _name, data, is_spam in messages)
+
+
+def count_partition(spec, pieces, strict=False, n_folds=0, spill=None, skip=None):
     """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
     (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`;
-    ``spill``: the path of the file to write its messages' token hashes to)."""
+    ``spill``: the path of the file to write its messages' token hashes to;
+    ``skip``: the near-duplicates to leave out, as :func:`count_partition_variants`)."""
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
-    messages = ((data, is_spam) for _name, data, is_spam in piece_messages(pieces, report, strict))
+    messages = _partition_messages(pieces, report, strict, skip)
     if spill is None:
-        return count_messages(spec, messages, n_folds=n_folds), report
+        return count_messages(spec, messages, n_folds=n_folds, group=skip is None), report
     with open(spill, "wb", buffering=1 << 20) as out:
-        return count_messages(spec, messages, n_folds=n_folds, spill=out), report
+        return count_messages(spec, messages, n_folds=n_folds, spill=out, group=skip is None), report
 
 
 def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None, skip=None):
@@ -274,18 +284,14 @@ def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
-    messages = piece_messages(pieces, report, strict)
-    group = skip is None
-    if not group:
-        messages = unique_messages(messages, report, skip)
-    messages = ((data, is_spam) for _name, data, is_spam in messages)
+    messages = _partition_messages(pieces, report, strict, skip)
     with contextlib.ExitStack() as stack:
         files = [None if path is None else stack.enter_context(open(path, "wb", buffering=1 << 20))
                  for path in (spills or [None] * len(specs))]
-        return count_variants(specs, messages, n_folds=n_folds, spills=files, group=group), report
+        return count_variants(specs, messages, n_folds=n_folds, spills=files, group=skip is None), report
 
 
-def count_partition_in_memory(spec, pieces, strict=False, n_folds=0):
+def count_partition_in_memory(spec, pieces, strict=False, n_folds=0, skip=None):
     """:func:`count_partition` with the spill kept in memory (on Dask, where
     the worker holds it for the scoring pass): ``(Counts, CorpusReport,
     bytes)``."""
@@ -295,8 +301,8 @@ def count_partition_in_memory(spec, pieces, strict=False, n_folds=0):
 
     report = CorpusReport()
     out = io.BytesIO()
-    messages = ((data, is_spam) for _name, data, is_spam in piece_messages(pieces, report, strict))
-    return count_messages(spec, messages, n_folds=n_folds, spill=out), report, out.getvalue()
+    messages = _partition_messages(pieces, report, strict, skip)
+    return count_messages(spec, messages, n_folds=n_folds, spill=out, group=skip is None), report, out.getvalue()
 
 
 def merge_reports(total, report):

@@ -16,7 +16,7 @@ from collections import deque
 
 from spamnb.errors import BrokenPool
 
-__all__ = ["DEFAULT_JOBS", "available_cores", "warm_up", "Workers", "run_ordered"]
+__all__ = ["DEFAULT_JOBS", "available_cores", "free_cores", "busy_cores", "warm_up", "Workers", "run_ordered"]
 
 # -j of ``spamnb train``, ``spamnb evaluate`` and ``spamnb classify --batch`` when
 # not given: 0, every core available (docs/scale.md: faster than -j 1 on an idle
@@ -31,6 +31,45 @@ def available_cores():
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def free_cores(cores=None, load=None):
+    """The cores ``spamnb train`` runs on when ``-j`` is not given: those this
+    process may run on (``cores``, default :func:`available_cores`) less the
+    ones other processes keep busy (``load``, default :func:`busy_cores`),
+    rounded to the nearest, at least 1.  Workers cost CPU of their own (a
+    keying pass, partitions merged, the parent's tail): on cores others keep
+    busy they were slower than this process alone (docs/scale.md), so a
+    machine without a free core for a second worker trains in this process
+    (``-j 1``)."""
+    cores = available_cores() if cores is None else int(cores)
+    if load is None:
+        load = busy_cores()
+        if load is None:   # no load figures here: every core
+            return cores
+    return max(1, min(cores, int(cores - load + 0.5)))
+
+
+def busy_cores(average=None, running=None):
+    """The cores other processes keep busy: the smaller of the one-minute load
+    average (``average``, default ``os.getloadavg()``'s) and the tasks
+    running now less this one (``running``, default ``/proc/loadavg``'s
+    fourth field, Linux, which counts this process); the average alone lags a
+    minute behind (the jobs that just ended count in it), the count alone is
+    one instant.  None when neither is known."""
+    if average is None:
+        try:
+            average = os.getloadavg()[0]
+        except (OSError, AttributeError):
+            pass
+    if running is None:
+        try:
+            with open("/proc/loadavg", "rb") as f:
+                running = int(f.read().split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    figures = [v for v in (average, None if running is None else max(0, running - 1)) if v is not None]
+    return min(figures) if figures else None
 
 
 _PRELOAD = ["spamnb.training.planning", "spamnb.training.pipeline", "spamnb.training.batch", "spamnb.model.spam_filter",

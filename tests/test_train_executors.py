@@ -1,0 +1,134 @@
+"""Every executor of ``spamnb train`` gives the same model: in this process
+(``-j 1``), on worker processes (``-j 2``) and on a Dask cluster (``--dask``),
+near-duplicate copies of a message (one header line added) are counted once
+(issue 46), so the counts, the ledger, the folds and the cutoffs are those of
+the corpus without the copies."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.training import pipeline
+from spamnb.training.corpus import CorpusReport
+
+from test_near_duplicates import with_copies
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "corpora"
+NEAR = "near-duplicates of an earlier message (counted once)"
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed",
+                                      reason="dask[distributed] is not installed (pip install spamnb[dask])")
+    options = {"n_workers": 2, "threads_per_worker": 1, "processes": True, "host": "127.0.0.1",
+               "dashboard_address": None}
+    with distributed.LocalCluster(**options) as cluster, distributed.Client(cluster) as dask_client:
+        yield dask_client
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory):
+    """The sample corpus with every message twice (the copy with ``X-Copy: 2`` added)."""
+    return with_copies(SAMPLE, tmp_path_factory.mktemp("copies") / "corpus", 2)
+
+
+def _train(corpus, executor, client=None, raw=False, calibration=None):
+    spam_filter = SpamFilter(counts="raw", length_norm=0) if raw else SpamFilter()
+    options = {"n_jobs": 1} if executor == "j1" else {"n_jobs": 2} if executor == "j2" else \
+        {"dask": client.scheduler.address}
+    report = CorpusReport()
+    fitted, cal = pipeline.train([corpus], spam_filter=spam_filter, partition_size=40, report=report,
+                                 calibration=calibration, **options)
+    return fitted, cal, report
+
+
+def _counts(spam_filter):
+    return (spam_filter.vocabulary_.tokens(), np.asarray(spam_filter.word_counts_.matrix()).tolist(),
+            np.asarray(spam_filter.class_count_).tolist())
+
+
+@pytest.mark.parametrize("executor", ["j1", "j2", "dask"])
+def test_every_executor_counts_a_near_duplicate_once(client, copies, executor):
+    """Exact counts (``counts="raw"``, no length norm: sums of integers), so that the
+    model of each executor is compared bit for bit with the one without the copies."""
+    alone, _cal, _report = _train(SAMPLE, "j1", raw=True)
+    fitted, _cal, report = _train(copies, executor, client, raw=True)
+    assert report.skipped.get(NEAR) == 300, report.summary()
+    assert _counts(fitted) == _counts(alone)
+    assert len(fitted.ledger_) == 300
+
+
+def test_dask_chooses_the_cutoffs_of_j2_with_copies(client, copies, tmp_path):
+    """With the calibration: the folds and held-out scores on Dask are those of
+    ``-j 2`` (the same partitions: the model file byte-identical, the same
+    cutoffs), and those of the corpus without its copies."""
+    options = {"target_fpr": 0.01}
+    local, local_cal, local_report = _train(copies, "j2", calibration=options)
+    on_dask, dask_cal, dask_report = _train(copies, "dask", client, calibration=options)
+    alone, alone_cal, _report = _train(SAMPLE, "j2", calibration=options)
+    assert dask_report.skipped.get(NEAR) == local_report.skipped.get(NEAR) == 300
+    assert dask_cal.expected_fpr is not None and dask_cal == local_cal
+    assert (dask_cal.spam_log_odds, dask_cal.ham_log_odds) == (alone_cal.spam_log_odds, alone_cal.ham_log_odds)
+    local.save(tmp_path / "local")
+    on_dask.save(tmp_path / "dask")
+    assert (tmp_path / "local").read_bytes() == (tmp_path / "dask").read_bytes()
+
+
+@pytest.mark.parametrize("params", [{}, {"counts": "raw", "length_norm": 0}, {"counts": "binary", "prior": "map"}])
+def test_the_held_out_pass_by_fold_is_the_fold_models(params):
+    """``-j 1``'s held-out pass (each message's token indices in its fold's file,
+    a fold's counts summed from it: calibrate.FoldSpill) scores every message
+    bit for bit as the fold models built from dense fold rows do (the -j N and
+    Dask path: FoldModels, held_out_spilled)."""
+    import tempfile
+
+    from spamnb.model import calibrate
+    from spamnb.model.counting import count_messages, count_variants, counting_spec
+    from spamnb.training.corpus import labelled_messages
+
+    messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    spec = counting_spec(SpamFilter(**params))
+    with tempfile.TemporaryFile() as spilled:
+        counts = count_messages(spec, messages, n_folds=10, spill=spilled, group=False)
+        fold_class_count, folds = counts.class_count[2:].reshape(-1, 2), counts.sparse_folds()
+        dense = counts.to_filter(SpamFilter(**params))
+        spilled.flush()
+        models = calibrate.FoldModels.from_counts(dense, fold_class_count, folds)
+        expected = calibrate.held_out_spilled(models, spilled)
+    with calibrate.FoldSpill(10) as spill:
+        alone = count_variants([spec], messages, n_folds=10, group=False, fold_spills=[spill])[0]
+        assert np.array_equal(spill.class_count, fold_class_count)
+        fitted = alone.to_filter(SpamFilter(**params))
+        assert np.array_equal(np.asarray(fitted.word_counts_.matrix()), np.asarray(dense.word_counts_.matrix()))
+        got = calibrate.held_out_by_fold(fitted, spill)
+    for a, b in zip(got, expected):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert got[0].size == 200 and got[1].size == 100
+
+
+def test_the_default_jobs_are_the_free_cores():
+    """``spamnb train`` without ``-j``: the cores available less the load average
+    (rounded), at least one: a machine whose cores others keep busy trains in
+    this process, where workers were slower than ``-j 1``."""
+    from spamnb.training.workers import available_cores, free_cores
+
+    assert free_cores(2, 0.0) == 2 and free_cores(2, 0.4) == 2
+    assert free_cores(2, 0.6) == 1 and free_cores(2, 1.0) == 1 and free_cores(2, 9.0) == 1
+    assert free_cores(8, 2.2) == 6 and free_cores(8, 0.0) == 8 and free_cores(1, 0.0) == 1
+    assert 1 <= free_cores() <= available_cores()
+
+
+def test_the_busy_cores_are_the_smaller_of_the_average_and_the_tasks_running_now():
+    """The load average lags (a job that just ended still counts in it); the tasks
+    running now (``/proc/loadavg``, this process among them) are one instant: the
+    smaller of the two."""
+    from spamnb.training.workers import busy_cores, free_cores
+
+    assert busy_cores(1.8, 1) == 0 and free_cores(2, busy_cores(1.8, 1)) == 2   # the average: jobs just ended
+    assert busy_cores(0.2, 5) == 0.2 and busy_cores(9.0, 8) == 7 and free_cores(2, busy_cores(9.0, 8)) == 1
+    assert busy_cores(3.0, None) <= 3.0 and busy_cores(None, 3) <= 2
+    assert busy_cores() is not None and busy_cores() >= 0
