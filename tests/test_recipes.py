@@ -1,4 +1,4 @@
-"""The README's procmail and maildrop recipes, run by the real procmail, maildrop and formail.
+"""The README's procmail recipe and docs/mail.md's maildrop recipe, run by the real procmail, maildrop and formail.
 
 Each test builds a temporary user's home with a ``spamnb`` command in
 ``bin`` (this checkout's package) and a model trained on the sample corpus
@@ -45,9 +45,9 @@ def _readme_block(language, page="README.md"):
 
 
 def _recipe(language, home):
-    """The README's recipe with spamnb's full path pointed at the test's
+    """The recipe its page shows (procmail: the README; maildrop: docs/mail.md) with spamnb's full path pointed at the test's
     command and the model's folder at the test's."""
-    block = _readme_block(language)
+    block = _readme_block(language, "docs/mail.md" if language == "maildrop" else "README.md")
     assert README_SPAMNB in block and "command -v spamnb" in block, block
     assert README_MODEL_HOME in block, "the recipe should name the model's folder (SPAMNB_HOME), not rely on HOME"
     return block.replace(README_SPAMNB, str(home / "bin" / "spamnb")).replace(README_MODEL_HOME,
