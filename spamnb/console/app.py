@@ -66,6 +66,23 @@ class Console:
         for path, (name, kind) in STATIC.items():
             self.static[path] = ((folder / name).read_bytes(), kind)
 
+    def reload_users(self):
+        """SIGHUP: read ``--ui-users`` again; a file that cannot be used keeps
+        the users as they were (one log line).  A session whose user is gone
+        or has another role now ends."""
+        from spamnb.console.auth import Users
+        from spamnb.errors import SettingsError
+
+        path = self.server.settings.ui_users
+        try:
+            users = Users(path)
+        except SettingsError as exc:
+            self.log(f"console: SIGHUP: users not reloaded (the old ones kept): {exc}")
+            return
+        self.users = users
+        ended = self.sessions.keep(lambda user, role: users.role(user) == role)
+        self.log(f"console: SIGHUP: {len(users.users)} user(s) read from {path}; {ended} session(s) ended")
+
     # ------------------------------------------------------------------ checks
     def _host_ok(self, request):
         host = request.headers.get("host", "")

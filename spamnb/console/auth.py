@@ -86,6 +86,10 @@ class Users:
                 raise SettingsError(f"--ui-users {path}: more than {MAX_USERS} users")
             self.users[parts[0]] = (parts[1], parts[2])
 
+    def role(self, name):
+        """``name``'s role, or None when there is no such user."""
+        return self.users.get(name, (None, None))[0]
+
     def check(self, name, password):
         """The user's role when ``password`` is theirs, else None (a hash is
         computed either way: the time does not tell which names exist)."""
@@ -124,6 +128,13 @@ class Sessions:
 
     def close(self, token):
         self.table.pop(token or "", None)
+
+    def keep(self, allowed):
+        """End the sessions whose ``allowed(user, role)`` is false; how many."""
+        gone = [token for token, (user, role, _, _) in self.table.items() if not allowed(user, role)]
+        for token in gone:
+            del self.table[token]
+        return len(gone)
 
 
 class LoginLimiter:

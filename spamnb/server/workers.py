@@ -9,7 +9,9 @@ them).  Each worker then reloads a model that changed on disk by itself,
 as a single server does.
 
 The parent only supervises: a worker that dies is replaced (at most one
-start a second per slot while they keep dying at once); on SIGHUP the
+start a second per slot while they keep dying at once), any other child's
+end is logged (the console's keeper, spamnb.console.process, restarts the
+console itself); on SIGHUP the
 parent re-reads the settings and the model, then forks fresh workers
 (sharing that model) and tells the old ones to finish the requests they
 have and exit; SIGTERM/SIGINT are passed on and the parent waits for the
@@ -156,8 +158,13 @@ class Supervisor:
                 return
             if pid == 0:
                 return
-            self.retiring.discard(pid)
+            if pid in self.retiring:
+                self.retiring.discard(pid)
+                continue
             if pid not in self.pids:
+                # not a worker: the console's keeper (spamnb.console.process), which restarts the console
+                # itself; its end is said, never reaped silently
+                self.server.log(f"child (pid {pid}) {_describe(status)}")
                 continue
             slot = self.pids.index(pid)
             self.pids[slot] = None
