@@ -147,6 +147,8 @@ class Console:
             if "learn" not in rights:
                 return _error(403, "your role cannot teach the model")
             return await self.teach(request, route[1], route[2], own, user)
+        if key == ("POST", "test") and len(route) == 1:
+            return await self.test(request, own)
         if key == ("GET", "model"):
             return self.model()
         if key == ("GET", "audit"):
@@ -309,6 +311,34 @@ class Console:
             out["received"], out["dropped"] = self.records.received, self.records.dropped()
         return _json(200, out)
 
+    # ------------------------------------------------------------------ testing a message
+    def upload_limit(self, path):
+        """The largest body a POST to ``path`` may have (spamnb.console.http):
+        a message tested or learned may be as large as a check's
+        (``--max-size``); None for every other path (the default bound)."""
+        return self.server.settings.max_size if path in UPLOADS else None
+
+    async def test(self, request, own):
+        """``POST test``: the message in the body (raw, as pasted or
+        uploaded) checked with the model the user's mail is checked with (the
+        user role's own model, else the site model), and nothing kept: no
+        history row, no record, no verdict hook (auto-learn never sees it).
+        The answer has the message page's fields."""
+        from spamnb.errors import ModelUnavailable
+
+        data = request.body
+        if not data.strip():
+            return _error(400, "no message: paste one, or choose a file")
+        handler = self.server.handler
+        paths = handler.model_path(own or None)
+        try:
+            await self.server.models.first_load(paths[0], self.server.settings.required_score)
+            spam_filter, score_map, note = handler.verdict_model(paths)
+            verdict = classify_message(spam_filter, data)
+        except ModelUnavailable as exc:
+            return _error(409, f"no usable model: {exc.text}")
+        return _json(200, verdict_view(data, verdict, spam_filter, score_map, own or "", note.strip()))
+
     # ------------------------------------------------------------------ teaching
     async def teach(self, request, record, verb, own, who):
         from spamnb.server.protocol import ProtocolError
@@ -340,6 +370,34 @@ class Console:
         self.history.action(who, f"{verb} {label or ''}".strip(), row["id"], result.strip())
         self.history.mark(row["id"], f"{label} by {who}" if verb == "learn" else f"forgotten by {who}")
         return _json(200, {"result": result.strip(), "ledger": self._ledger_state(data, row["user"])})
+
+
+UPLOADS = frozenset(("/api/v1/test",))     # the paths a message is posted to whole (upload_limit)
+
+
+def classify_message(spam_filter, data):
+    from spamnb.server.models import classify
+
+    return classify(spam_filter, data, True)
+
+
+def verdict_view(data, verdict, spam_filter, score_map, user, note=""):
+    """A message checked now, in the fields of the message page (``GET
+    message/ID``): its verdict, evidence, cutoffs, header fields and parts."""
+    from spamnb.console.history import fields_of
+    from spamnb.console.records import EVIDENCE, header_block
+
+    header = header_block(data)
+    sender, recipients, subject, message_id = fields_of(header)
+    cutoffs = getattr(spam_filter, "cutoffs", None)
+    pair = [float(cutoffs.spam), float(cutoffs.ham)] if cutoffs is not None else [None, None]
+    return {"label": verdict.label, "score": round(float(score_map.score(verdict.log_odds, verdict.label)), 3),
+            "required": score_map.required, "log_odds": float(verdict.log_odds), "p": float(verdict.probability),
+            "user": user, "size": len(data), "tokens": int(verdict.tokens or 0), "reason": verdict.reason or note,
+            "sender": sender, "recipients": recipients, "subject": subject, "message_id": message_id,
+            "evidence": [[str(t), round(float(w), 4)] for t, w in list(verdict.evidence)[:EVIDENCE]],
+            "cutoffs": pair, "cutoffs_log_odds": [_logit(pair[0]), _logit(pair[1])],
+            "headers": _headers(header), "parts": _parts(data), "kept": False}
 
 
 def _headers(header):

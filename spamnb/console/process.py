@@ -342,7 +342,7 @@ async def _serve(server, users, records, http_socks):
         hosts.add(urlsplit(settings.ui_origin).hostname or "")
     app = Console(history, users, server, server.log, hosts, settings.ui_origin, receiver)
     loop.add_signal_handler(signal.SIGHUP, app.reload_users)    # the keeper passes the server's SIGHUP on
-    http = HttpServer(app, server.log, tls, settings.allows)
+    http = HttpServer(app, server.log, tls, settings.allows, app.upload_limit)
     await http.start(http_socks)
     await done.wait()
     http.close()

@@ -77,7 +77,7 @@ function route() {
   if (!state.csrf) return;
   const parts = location.hash.replace(/^#\//, "").split("/");
   for (const a of document.querySelectorAll("header nav a")) a.className = (a.id === "nav-" + parts[0]) ? "current" : "";
-  const pages = { dashboard: dashboard, history: history, message: message, model: model, audit: audit };
+  const pages = { dashboard: dashboard, history: history, message: message, test: testPage, model: model, audit: audit };
   (pages[parts[0]] || history)(parts.slice(1)).catch(e => {
     clear(view()).append(el("p", { class: "error", text: e.message }));
   });
@@ -204,6 +204,11 @@ async function message(args) {
       el("button", { type: "button", id: "forget", onclick: () => act("forget"), text: "Forget" })));
   }
   root.append(status);
+  details(root, row);
+}
+
+function details(root, row) {
+  // the evidence built up, the tokens, the header and the parts: the message page's and the test page's
   root.append(el("h2", { text: "Evidence" }), buildUp(row));
   const ev = el("table", { id: "evidence" }, el("tr", {}, el("th", { text: "token" }), el("th", { text: "weight" })));
   for (const [token, weight] of row.evidence || []) ev.append(el("tr", {}, el("td", { text: token }), el("td", { class: weight > 0 ? "spam" : "ham", text: num(weight, 3) })));
@@ -219,6 +224,42 @@ async function message(args) {
       if (part.text != null) root.append(highlighted(part.text, row.evidence));
     }
   }
+}
+
+// ------------------------------------------------------------------ test a message (nothing is kept)
+async function testPage() {
+  const root = clear(view());
+  root.append(el("h1", { text: "Test a message" }),
+    el("p", { text: "Paste a message (its header and body) or choose a file (.eml): it is checked with the model " +
+      "your mail is checked with, and nothing is kept." }));
+  const text = el("textarea", { id: "test-text", rows: "12", cols: "100", spellcheck: "false" });
+  const file = el("input", { id: "test-file", type: "file", accept: ".eml,message/rfc822,text/plain" });
+  const status = el("p", { id: "test-status" });
+  const out = el("div", { id: "test-result" });
+  const run = async () => {
+    status.className = ""; status.textContent = "checking..."; clear(out);
+    const body = file.files.length ? await file.files[0].arrayBuffer() : new TextEncoder().encode(text.value);
+    try {
+      const answer = await fetch("/api/v1/test", { method: "POST", credentials: "same-origin", body: body,
+        headers: { "Content-Type": "application/octet-stream", "X-CSRF-Token": state.csrf } });
+      let row = {};
+      try { row = await answer.json(); } catch (e) { row = {}; }
+      if (answer.status === 401) { showLogin(); return; }
+      if (!answer.ok) throw new Error(row.error || ("HTTP " + answer.status));
+      status.textContent = "";
+      const facts = el("table", { id: "test-facts" });
+      const add = (k, v) => facts.append(el("tr", {}, el("th", { text: k }), el("td", { text: v == null ? "" : String(v) })));
+      add("verdict", row.label + " (score " + num(row.score, 1) + ", log-odds " + num(row.log_odds, 3) + ")");
+      add("subject", row.subject); add("from", row.sender); add("to", row.recipients);
+      add("size", row.size); add("tokens", row.tokens);
+      if (row.reason) add("reason", row.reason);
+      out.append(facts);
+      details(out, row);
+    } catch (e) { status.className = "error"; status.textContent = e.message; }
+  };
+  root.append(el("div", {}, text), el("div", {}, el("label", { text: "or a file " }, file)),
+    el("div", { class: "actions" }, el("button", { type: "button", id: "test-run", onclick: run, text: "Check it" })),
+    status, out);
 }
 
 // ------------------------------------------------------------------ model, audit, dashboard
