@@ -101,3 +101,85 @@ def test_a_tested_message_is_bounded_by_max_size(server):
     assert post_raw(client, "/api/v1/test", big + b"x")[0] == 413
     # every other POST keeps the console's own bound
     assert post_raw(client, "/api/v1/logout", b"{" + b" " * MAX_BODY + b"}")[0] == 413
+
+
+# ---------------------------------------------------------------------------- learn an upload
+def novel(n, prefix):
+    rng = random.Random(n)
+    return mail(rng, False, n, subject=f"upload novel {n}", user_words=words(rng, 80, prefix))
+
+
+def mbox(messages):
+    out = b""
+    for data in messages:
+        quoted = b"\n".join(b">" + line if line.startswith(b"From ") else line for line in data.split(b"\n"))
+        out += b"From sender@example.org Sun Nov 29 09:00:00 2026\n" + quoted + b"\n"
+    return out
+
+
+def test_an_uploaded_mbox_is_learned_message_by_message_through_tell(server):
+    trainer = Client(server)
+    trainer.login("trainer")
+    messages = [novel(8100 + n, "qv") for n in range(3)]
+    assert [server.spamc("-c", stdin=m).returncode for m in messages] == [0, 0, 0]      # not spam yet
+    status, value = post_raw(trainer, "/api/v1/learn-upload?label=spam", mbox(messages))
+    assert status == 200, value
+    assert [(m["n"], m["subject"], m["result"]) for m in value["messages"]] == [
+        (n + 1, f"upload novel {8100 + n}", "learned") for n in range(3)], value
+    assert [server.spamc("-c", stdin=m).returncode for m in messages] == [1, 1, 1]      # the workers see it
+    # an .eml taught the other way: a relabel, as a click's
+    status, value = post_raw(trainer, "/api/v1/learn-upload?label=ham", messages[0])
+    assert status == 200 and value["messages"][0]["result"] == "learned", value
+    assert server.spamc("-c", stdin=messages[0]).returncode == 0          # relabelled: not spam now
+    admin = Client(server)
+    admin.login("admin")
+    actions = [a for a in admin.request("GET", "/api/v1/actions")[1]["actions"] if a["what"] != "login"]
+    assert actions[0]["who"] == "trainer" and actions[0]["what"] == "learn ham (upload, message 1 of 1)", actions[0]
+    assert sum(a["what"].startswith("learn spam (upload") for a in actions) == 3
+
+
+def test_learning_an_upload_is_for_trainers_bounded_and_checked_as_every_post(server):
+    from spamnb.console.app import UPLOAD_MESSAGES
+
+    data = novel(8200, "qw")
+    for name in ("viewer", "bob"):
+        client = Client(server)
+        client.login(name)
+        assert post_raw(client, "/api/v1/learn-upload?label=spam", data)[0] == 403, name
+    trainer = Client(server)
+    trainer.login("trainer")
+    assert post_raw(trainer, "/api/v1/learn-upload?label=spam", data, csrf=False)[0] == 403
+    assert post_raw(trainer, "/api/v1/learn-upload?label=spam", data, headers={"Origin": "http://evil.example"})[0] == 403
+    assert post_raw(trainer, "/api/v1/learn-upload?label=maybe", data)[0] == 400
+    status, value = post_raw(trainer, "/api/v1/learn-upload?label=spam", mbox([data] * (UPLOAD_MESSAGES + 1)))
+    assert status == 400 and "nothing was learned" in value["error"], value
+    assert server.spamc("-c", stdin=data).returncode == 0       # not learned
+    assert post_raw(trainer, "/api/v1/learn-upload?label=spam", b"x" * (MAX_SIZE + 1))[0] == 413
+
+
+def test_two_uploads_are_read_at_once_at_most(server):
+    from spamnb.console.http import MAX_UPLOADS
+
+    client = Client(server)
+    client.login("trainer")
+    import socket
+
+    held = []
+    try:
+        for _ in range(MAX_UPLOADS):        # bodies announced, never sent: each holds an upload's place
+            sock = socket.create_connection(("127.0.0.1", server.ui), timeout=30)
+            sock.sendall(f"POST /api/v1/test HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {MAX_BODY + 10}\r\n"
+                         f"Content-Type: application/octet-stream\r\n\r\n".encode())
+            held.append(sock)
+        status = None
+        for _ in range(100):        # the held ones reach the console first
+            status, _ = post_raw(client, "/api/v1/test", b"Subject: x\n\n" + b"y" * MAX_BODY)
+            if status == 503:
+                break
+        assert status == 503
+    finally:
+        for sock in held:
+            sock.close()
+    deadline = __import__("time").monotonic() + 30
+    while post_raw(client, "/api/v1/test", b"Subject: x\n\n" + b"y" * MAX_BODY)[0] != 200:
+        assert __import__("time").monotonic() < deadline, "the places were not given back"

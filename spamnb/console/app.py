@@ -147,6 +147,10 @@ class Console:
             if "learn" not in rights:
                 return _error(403, "your role cannot teach the model")
             return await self.teach(request, route[1], route[2], own, user)
+        if key == ("POST", "learn-upload") and len(route) == 1:
+            if "learn" not in rights or "read_all" not in rights:
+                return _error(403, "trainers and admins only")
+            return await self.learn_upload(request, user)
         if key == ("POST", "test") and len(route) == 1:
             return await self.test(request, own)
         if key == ("GET", "model"):
@@ -340,6 +344,41 @@ class Console:
         return _json(200, verdict_view(data, verdict, spam_filter, score_map, own or "", note.strip()))
 
     # ------------------------------------------------------------------ teaching
+    async def learn_upload(self, request, who):
+        """``POST learn-upload?label=spam|ham``: the body an .eml or an mbox;
+        each message learned into the site model through TELL, as a click on
+        a row is (its ledger and journal entries, a relabel when the ledger
+        had the other label), and audited; at most :data:`UPLOAD_MESSAGES`
+        (more: refused before any is learned).  The answer has each
+        message's subject and result."""
+        from spamnb.server.protocol import ProtocolError
+        from spamnb.server.tell import Lesson
+
+        label = request.arg("label")
+        if label not in ("spam", "ham"):
+            return _error(400, "expected ?label=spam or ?label=ham")
+        messages = split_upload(request.body, UPLOAD_MESSAGES + 1)
+        if not messages:
+            return _error(400, "no message: choose an .eml or an mbox file")
+        if len(messages) > UPLOAD_MESSAGES:
+            return _error(400, f"more than {UPLOAD_MESSAGES} messages: split the mbox (nothing was learned)")
+        from spamnb.console.history import fields_of
+        from spamnb.console.records import header_block
+
+        out = []
+        for number, data in enumerate(messages, 1):
+            subject = fields_of(header_block(data))[2]
+            try:
+                told = await self.server.handler.tell(Lesson(data, None, label == "spam", True, False))
+                result = (("learned" if told.learned else "") + (" removed" if told.removed else "")
+                          or told.note or "no change").strip()
+            except ProtocolError as exc:
+                result = f"refused: {exc.text}"
+            self.history.action(who, f"learn {label} (upload, message {number} of {len(messages)})", None,
+                                f"{result}: {subject[:200]}")
+            out.append({"n": number, "subject": subject, "size": len(data), "result": result})
+        return _json(200, {"label": label, "messages": out})
+
     async def teach(self, request, record, verb, own, who):
         from spamnb.server.protocol import ProtocolError
         from spamnb.server.tell import Lesson
@@ -372,7 +411,29 @@ class Console:
         return _json(200, {"result": result.strip(), "ledger": self._ledger_state(data, row["user"])})
 
 
-UPLOADS = frozenset(("/api/v1/test",))     # the paths a message is posted to whole (upload_limit)
+UPLOADS = frozenset(("/api/v1/test", "/api/v1/learn-upload"))
+UPLOAD_MESSAGES = 200       # messages of an uploaded mbox learned, at most (more: refused whole)     # the paths a message is posted to whole (upload_limit)
+
+
+def split_upload(data, limit):
+    """The messages of an upload: an mbox (it starts with a ``From `` line:
+    split at each ``From `` line that follows an empty line or starts the
+    file, that line dropped, ``>From `` unquoted as mboxrd writes it), else
+    one message (an .eml); at most ``limit`` (the caller refuses more)."""
+    import re
+
+    data = data.lstrip(b"\r\n")
+    if not data.strip():
+        return []
+    if not data.startswith(b"From "):
+        return [data]
+    out = []
+    for chunk in re.split(rb"(?:^|\r?\n\r?\n)From [^\n]*\n", data):
+        if len(out) >= limit:
+            break
+        if chunk.strip():
+            out.append(re.sub(rb"(?m)^>(>*From )", rb"\1", chunk) + b"\n")
+    return out
 
 
 def classify_message(spam_filter, data):
