@@ -94,8 +94,9 @@ def test_a_killed_console_is_started_again_and_the_checks_never_stop(tmp_path, w
 
 @needs_spamc
 @pytest.mark.slow
-def test_sighup_makes_the_console_read_its_users_again(tmp_path):
-    server = ConsoleServer(tmp_path, workers=2)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sighup_makes_the_console_read_its_users_again(tmp_path, workers):
+    server = ConsoleServer(tmp_path, workers=workers)
     try:
         viewer = Client(server)
         assert viewer.login("viewer")[0] == 200
