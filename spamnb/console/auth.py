@@ -81,6 +81,16 @@ def line_problem(parts):
     return None
 
 
+def _entries(lines):
+    """(line number, words, :func:`line_problem`) of each line of a users
+    file that is neither empty nor a comment."""
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            parts = line.split()
+            yield number, parts, line_problem(parts)
+
+
 def users_file_problems(path):
     """``serve --check-config``: every problem of the users file at ``path``,
     one line each: it cannot be read, other users may read it (it holds the
@@ -103,12 +113,7 @@ def users_file_problems(path):
     if mode & stat.S_IROTH:
         problems.append(f"{where}: every user may read it, and it holds the password hashes (chmod o-rwx)")
     names = set()
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split()
-        wrong = line_problem(parts)
+    for number, parts, wrong in _entries(lines):
         if wrong:
             problems.append(f"{where}, line {number}: {wrong}")
         elif parts[0] in names:
@@ -131,12 +136,7 @@ class Users:
                 lines = f.read(4 * 1024 * 1024).splitlines()
         except OSError as exc:
             raise SettingsError(f"--ui-users {path}: {exc.strerror or exc}") from None
-        for number, line in enumerate(lines, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split()
-            wrong = line_problem(parts)
+        for number, parts, wrong in _entries(lines):
             if wrong:
                 raise SettingsError(f"--ui-users {path}, line {number}: {wrong}")
             if len(self.users) >= MAX_USERS:

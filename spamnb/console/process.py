@@ -28,11 +28,12 @@ import shutil
 import signal
 import socket
 import struct
-import sys
 import tempfile
 import time
 
 from spamnb.console.records import FrameReader, RecordSender, decode
+from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
+                                   term_with_parent)
 
 __all__ = ["attach", "Keeper", "Receiver", "NICE"]
 
@@ -125,30 +126,19 @@ def attach(server, release=()):
     url = f"{'https' if settings.ui_tls else 'http'}://{settings.ui[1]}:{port}/"
     given = list(release)       # what the server's own children let go of (pid file, notifier, ...)
     parent = os.getpid()
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, KEEPER_SIGNALS)
-    try:
-        pid = os.fork()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        raise
+    pid, _ = fork_holding(KEEPER_SIGNALS)     # the keeper keeps them blocked: it waits for them
     if pid == 0:
-        code = 70
-        try:
+        def keep():
             for listener in server.listeners:
                 listener.sock.close()
             for function in given:
                 function()
-            _term_with_parent(parent)
+            term_with_parent(parent)
             os.nice(NICE)       # the checks first: under a full load the records wait in their queue
-            code = Keeper(server, users, records, http_socks, url).run()
-        except BaseException as exc:  # noqa: BLE001 - logged; the server goes on without its console
-            try:
-                server.log(f"console: stopped: {type(exc).__name__}: {exc}")
-            except BaseException:  # noqa: BLE001
-                pass
-        finally:
-            os._exit(code)
-    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            return Keeper(server, users, records, http_socks, url).run()
+
+        # logged; the server goes on without its console
+        run_child(keep, lambda exc: server.log(f"console: stopped: {type(exc).__name__}: {exc}"))
     records.close()
     for sock in http_socks:
         sock.close()
@@ -159,7 +149,7 @@ def attach(server, release=()):
 
     def hangup():
         if os.getpid() == parent:       # a worker that took a SIGHUP itself has no keeper to tell
-            _kill(pid, signal.SIGHUP)
+            kill_quietly(pid, signal.SIGHUP)
 
     server.reload_hooks.append(hangup)
 
@@ -223,57 +213,42 @@ class Keeper:
             if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
                 return self.stop()
             if info is not None and info.si_signo == signal.SIGHUP and self.pid is not None:
-                _kill(self.pid, signal.SIGHUP)
+                kill_quietly(self.pid, signal.SIGHUP)
             if self.pid is None and time.monotonic() >= self.due:
                 self.spawn()
 
     def reap(self):
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in ended_children():
             if pid != self.pid:
                 continue
             self.pid = None
             lived = time.monotonic() - self.started
             self.delay = BACKOFF_FIRST if lived >= STEADY or not self.delay else min(self.delay * 2, BACKOFF_MAX)
             self.due = time.monotonic() + self.delay
-            self.server.log(f"console (pid {pid}) {_describe(status)} after {lived:.0f} s; "
+            self.server.log(f"console (pid {pid}) {describe_status(status)} after {lived:.0f} s; "
                             f"starting another in {self.delay:.0f} s")
 
     def spawn(self):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
         keeper = os.getpid()
-        pid = os.fork()
+        pid, _ = fork_holding(KEEPER_SIGNALS)
         if pid:
             self.pid, self.started = pid, time.monotonic()
             self.restarts += 1
             return
-        code = 70
-        try:
-            _term_with_parent(keeper)
+        def console():
+            term_with_parent(keeper)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, KEEPER_SIGNALS)
             self.server.log(f"console on {self.url} (pid {os.getpid()})")
             asyncio.run(_serve(self.server, self.users, self.records, self.http_socks))
-            code = 0
-        except BaseException as exc:  # noqa: BLE001 - logged; the keeper starts another
-            try:
-                self.server.log(f"console: stopped: {type(exc).__name__}: {exc}")
-            except BaseException:  # noqa: BLE001
-                pass
-        finally:
-            os._exit(code)
+
+        run_child(console, self.stopped)      # logged; the keeper starts another
+
+    def stopped(self, exc):
+        self.server.log(f"console: stopped: {type(exc).__name__}: {exc}")
 
     def stop(self):
         if self.pid is not None:
-            _kill(self.pid, signal.SIGTERM)
+            kill_quietly(self.pid, signal.SIGTERM)
             deadline = time.monotonic() + 10.0
             while self.pid is not None and time.monotonic() < deadline:
                 done, _ = os.waitpid(self.pid, os.WNOHANG)
@@ -282,37 +257,9 @@ class Keeper:
                     break
                 time.sleep(0.02)
             if self.pid is not None:
-                _kill(self.pid, signal.SIGKILL)
+                kill_quietly(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
         return 0
-
-
-def _describe(status):
-    if os.WIFSIGNALED(status):
-        try:
-            return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
-        except ValueError:
-            return f"was killed by signal {os.WTERMSIG(status)}"
-    return f"exited with status {os.waitstatus_to_exitcode(status)}"
-
-
-def _kill(pid, signum):
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def _term_with_parent(parent):
-    """SIGTERM this process when ``parent`` dies (Linux's PR_SET_PDEATHSIG)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)     # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:          # the parent died before the call
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def _serve(server, users, records, http_socks):
