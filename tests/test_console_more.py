@@ -183,3 +183,19 @@ def test_two_uploads_are_read_at_once_at_most(server):
     deadline = __import__("time").monotonic() + 30
     while post_raw(client, "/api/v1/test", b"Subject: x\n\n" + b"y" * MAX_BODY)[0] != 200:
         assert __import__("time").monotonic() < deadline, "the places were not given back"
+
+
+def test_the_console_stays_small_after_uploads_of_max_size(server):
+    from pathlib import Path
+
+    client = Client(server)
+    client.login("trainer")
+    rng = random.Random(9)
+    big = (mail(rng, False, 7100, subject="big") + (words(rng, 20, "big") + "\n").encode() * 8000)[:MAX_SIZE]
+    for _ in range(3):
+        assert post_raw(client, "/api/v1/test", big)[0] == 200
+    fields = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{server.console_pid()}/status").read_text().splitlines())
+    peak = int(fields["VmHWM"].split()[0]) * 1024
+    print(f"console peak resident memory after 3 tests of {len(big)} bytes: {peak / 2 ** 20:.1f} MiB")
+    assert peak < 60 * 2 ** 20, peak
