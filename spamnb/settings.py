@@ -533,7 +533,9 @@ class ServerSettings:
         if self.ui_tls and not self.ssl_cert:
             raise SettingsError("--ui-tls needs --ssl-cert FILE (and --ssl-key FILE unless the key is in it)")
         if not _is_loopback(self.ui[1]) and not (self.ui_tls and merged["allowed_ips"] is not None):
-            raise SettingsError(f"--ui on {self.ui[1]} (not loopback) needs --ui-tls and --allowed-ips")
+            missing = [option for option, given in (("--ui-tls", self.ui_tls),
+                                                     ("--allowed-ips", merged["allowed_ips"] is not None)) if not given]
+            raise SettingsError(f"--ui on {self.ui[1]} (not loopback) needs {' and '.join(missing)}")
         if not (1 <= self.ui_history_rows <= 10_000_000 and self.ui_history_days > 0
                 and 0 <= self.ui_keep_messages <= 100_000):
             raise SettingsError("--ui-history-rows must lie in [1, 10000000], --ui-history-days be positive, "

@@ -385,6 +385,8 @@ def test_a_learn_in_the_console_changes_what_spamc_answers_within_a_second(tmp_p
         answers = []
         while time.monotonic() - learned < 1.0:
             answers.append(server.spamc("-c", stdin=novel).returncode)
+            if answers[-1] == 1:
+                break       # on a quiet machine 200 checks more would push the row out of the audit's window
         assert answers and answers[-1] == 1, (before.stdout, answers)
         # both workers answer it so
         assert [server.spamc("-c", stdin=novel).returncode for _ in range(6)] == [1] * 6

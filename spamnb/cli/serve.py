@@ -202,7 +202,9 @@ def cmd_serve(args):
 def _check_config(given, config):
     """``spamnb serve --check-config``: each problem on a line of its own, the
     last one as the :class:`ConfigError` that ends the command (exit 78)."""
-    problems, settings = preflight.check(given, config)
+    from spamnb.console.checks import files
+
+    problems, settings = preflight.check(given, config, more=files)
     if problems:
         for problem in problems[:-1]:
             print(f"spamnb serve: {problem}", file=sys.stderr)
@@ -210,6 +212,7 @@ def _check_config(given, config):
     where = [_listener_text(item) for item in settings.listen + settings.ssl_listen + settings.milter]
     print(f"spamnb serve: the set-up checks out: listening on {', '.join(where) or 'nothing'}; "
           f"site model {settings.model}" + (f"; user models in {settings.models_dir}" if settings.models_dir else "")
+          + (f"; console on {_listener_text(settings.ui)}" if settings.ui else "")
           + (f"; as {settings.user}" if settings.user else ""))
     return 0
 

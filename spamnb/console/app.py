@@ -66,6 +66,23 @@ class Console:
         for path, (name, kind) in STATIC.items():
             self.static[path] = ((folder / name).read_bytes(), kind)
 
+    def reload_users(self):
+        """SIGHUP: read ``--ui-users`` again; a file that cannot be used keeps
+        the users as they were (one log line).  A session whose user is gone
+        or has another role now ends."""
+        from spamnb.console.auth import Users
+        from spamnb.errors import SettingsError
+
+        path = self.server.settings.ui_users
+        try:
+            users = Users(path)
+        except SettingsError as exc:
+            self.log(f"console: SIGHUP: users not reloaded (the old ones kept): {exc}")
+            return
+        self.users = users
+        ended = self.sessions.keep(lambda user, role: users.role(user) == role)
+        self.log(f"console: SIGHUP: {len(users.users)} user(s) read from {path}; {ended} session(s) ended")
+
     # ------------------------------------------------------------------ checks
     def _host_ok(self, request):
         host = request.headers.get("host", "")
@@ -130,6 +147,12 @@ class Console:
             if "learn" not in rights:
                 return _error(403, "your role cannot teach the model")
             return await self.teach(request, route[1], route[2], own, user)
+        if key == ("POST", "learn-upload") and len(route) == 1:
+            if "learn" not in rights or "read_all" not in rights:
+                return _error(403, "trainers and admins only")
+            return await self.learn_upload(request, user)
+        if key == ("POST", "test") and len(route) == 1:
+            return await self.test(request, own)
         if key == ("GET", "model"):
             return self.model()
         if key == ("GET", "audit"):
@@ -292,7 +315,70 @@ class Console:
             out["received"], out["dropped"] = self.records.received, self.records.dropped()
         return _json(200, out)
 
+    # ------------------------------------------------------------------ testing a message
+    def upload_limit(self, path):
+        """The largest body a POST to ``path`` may have (spamnb.console.http):
+        a message tested or learned may be as large as a check's
+        (``--max-size``); None for every other path (the default bound)."""
+        return self.server.settings.max_size if path in UPLOADS else None
+
+    async def test(self, request, own):
+        """``POST test``: the message in the body (raw, as pasted or
+        uploaded) checked with the model the user's mail is checked with (the
+        user role's own model, else the site model), and nothing kept: no
+        history row, no record, no verdict hook (auto-learn never sees it).
+        The answer has the message page's fields."""
+        from spamnb.errors import ModelUnavailable
+
+        data = request.body
+        if not data.strip():
+            return _error(400, "no message: paste one, or choose a file")
+        handler = self.server.handler
+        paths = handler.model_path(own or None)
+        try:
+            await self.server.models.first_load(paths[0], self.server.settings.required_score)
+            spam_filter, score_map, note = handler.verdict_model(paths)
+            verdict = classify_message(spam_filter, data)
+        except ModelUnavailable as exc:
+            return _error(409, f"no usable model: {exc.text}")
+        return _json(200, verdict_view(data, verdict, spam_filter, score_map, own or "", note.strip()))
+
     # ------------------------------------------------------------------ teaching
+    async def learn_upload(self, request, who):
+        """``POST learn-upload?label=spam|ham``: the body an .eml or an mbox;
+        each message learned into the site model through TELL, as a click on
+        a row is (its ledger and journal entries, a relabel when the ledger
+        had the other label), and audited; at most :data:`UPLOAD_MESSAGES`
+        (more: refused before any is learned).  The answer has each
+        message's subject and result."""
+        from spamnb.server.protocol import ProtocolError
+        from spamnb.server.tell import Lesson
+
+        label = request.arg("label")
+        if label not in ("spam", "ham"):
+            return _error(400, "expected ?label=spam or ?label=ham")
+        messages = split_upload(request.body, UPLOAD_MESSAGES + 1)
+        if not messages:
+            return _error(400, "no message: choose an .eml or an mbox file")
+        if len(messages) > UPLOAD_MESSAGES:
+            return _error(400, f"more than {UPLOAD_MESSAGES} messages: split the mbox (nothing was learned)")
+        from spamnb.console.history import fields_of
+        from spamnb.console.records import header_block
+
+        out = []
+        for number, data in enumerate(messages, 1):
+            subject = fields_of(header_block(data))[2]
+            try:
+                told = await self.server.handler.tell(Lesson(data, None, label == "spam", True, False))
+                result = (("learned" if told.learned else "") + (" removed" if told.removed else "")
+                          or told.note or "no change").strip()
+            except ProtocolError as exc:
+                result = f"refused: {exc.text}"
+            self.history.action(who, f"learn {label} (upload, message {number} of {len(messages)})", None,
+                                f"{result}: {subject[:200]}")
+            out.append({"n": number, "subject": subject, "size": len(data), "result": result})
+        return _json(200, {"label": label, "messages": out})
+
     async def teach(self, request, record, verb, own, who):
         from spamnb.server.protocol import ProtocolError
         from spamnb.server.tell import Lesson
@@ -323,6 +409,56 @@ class Console:
         self.history.action(who, f"{verb} {label or ''}".strip(), row["id"], result.strip())
         self.history.mark(row["id"], f"{label} by {who}" if verb == "learn" else f"forgotten by {who}")
         return _json(200, {"result": result.strip(), "ledger": self._ledger_state(data, row["user"])})
+
+
+UPLOADS = frozenset(("/api/v1/test", "/api/v1/learn-upload"))
+UPLOAD_MESSAGES = 200       # messages of an uploaded mbox learned, at most (more: refused whole)     # the paths a message is posted to whole (upload_limit)
+
+
+def split_upload(data, limit):
+    """The messages of an upload: an mbox (it starts with a ``From `` line:
+    split at each ``From `` line that follows an empty line or starts the
+    file, that line dropped, ``>From `` unquoted as mboxrd writes it), else
+    one message (an .eml); at most ``limit`` (the caller refuses more)."""
+    import re
+
+    data = data.lstrip(b"\r\n")
+    if not data.strip():
+        return []
+    if not data.startswith(b"From "):
+        return [data]
+    out = []
+    for chunk in re.split(rb"(?:^|\r?\n\r?\n)From [^\n]*\n", data):
+        if len(out) >= limit:
+            break
+        if chunk.strip():
+            out.append(re.sub(rb"(?m)^>(>*From )", rb"\1", chunk) + b"\n")
+    return out
+
+
+def classify_message(spam_filter, data):
+    from spamnb.server.models import classify
+
+    return classify(spam_filter, data, True)
+
+
+def verdict_view(data, verdict, spam_filter, score_map, user, note=""):
+    """A message checked now, in the fields of the message page (``GET
+    message/ID``): its verdict, evidence, cutoffs, header fields and parts."""
+    from spamnb.console.history import fields_of
+    from spamnb.console.records import EVIDENCE, header_block
+
+    header = header_block(data)
+    sender, recipients, subject, message_id = fields_of(header)
+    cutoffs = getattr(spam_filter, "cutoffs", None)
+    pair = [float(cutoffs.spam), float(cutoffs.ham)] if cutoffs is not None else [None, None]
+    return {"label": verdict.label, "score": round(float(score_map.score(verdict.log_odds, verdict.label)), 3),
+            "required": score_map.required, "log_odds": float(verdict.log_odds), "p": float(verdict.probability),
+            "user": user, "size": len(data), "tokens": int(verdict.tokens or 0), "reason": verdict.reason or note,
+            "sender": sender, "recipients": recipients, "subject": subject, "message_id": message_id,
+            "evidence": [[str(t), round(float(w), 4)] for t, w in list(verdict.evidence)[:EVIDENCE]],
+            "cutoffs": pair, "cutoffs_log_odds": [_logit(pair[0]), _logit(pair[1])],
+            "headers": _headers(header), "parts": _parts(data), "kept": False}
 
 
 def _headers(header):

@@ -28,7 +28,8 @@ from collections import OrderedDict
 
 from spamnb.errors import SettingsError
 
-__all__ = ["ROLES", "Users", "Sessions", "LoginLimiter", "hash_password", "verify"]
+__all__ = ["ROLES", "Users", "Sessions", "LoginLimiter", "hash_password", "verify", "line_problem",
+           "users_file_problems"]
 
 ROLES = {"viewer": {"read_all"}, "trainer": {"read_all", "learn"}, "admin": {"read_all", "learn", "admin"},
          "user": {"learn"}}
@@ -64,6 +65,67 @@ def verify(password, stored):
 _DUMMY = None
 
 
+def line_problem(parts):
+    """Why a users file's line (split in words) is no user, or None."""
+    if len(parts) != 3 or parts[1] not in ROLES:
+        return f"expected 'name role scrypt$...' with a role of {', '.join(ROLES)}"
+    try:
+        kind, n, r, p, salt, key = parts[2].split("$")
+        n, r, p = int(n), int(r), int(p)
+        ok = (kind == "scrypt" and 2 <= n <= 2 ** 20 and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16
+              and len(base64.b64decode(salt, validate=True)) >= 8 and len(base64.b64decode(key, validate=True)) == 32)
+    except ValueError:
+        ok = False
+    if not ok:
+        return "the hash is not 'scrypt$N$r$p$salt$hash' (spamnb serve --ui-hash-password prints one)"
+    return None
+
+
+def _entries(lines):
+    """(line number, words, :func:`line_problem`) of each line of a users
+    file that is neither empty nor a comment."""
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            parts = line.split()
+            yield number, parts, line_problem(parts)
+
+
+def users_file_problems(path):
+    """``serve --check-config``: every problem of the users file at ``path``,
+    one line each: it cannot be read, other users may read it (it holds the
+    password hashes), a line is no user (each bad line), a name is given
+    twice, or it names no user at all (nobody could log in).  An admin is
+    not required: a console of viewers is a choice."""
+    import os
+    import stat
+
+    where = f"--ui-users {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if stat.S_ISDIR(mode):
+                return [f"{where}: a folder, not a file"]
+            lines = f.read(4 * 1024 * 1024).splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"{where}: cannot read it: {getattr(exc, 'strerror', None) or exc}"]
+    problems = []
+    if mode & stat.S_IROTH:
+        problems.append(f"{where}: every user may read it, and it holds the password hashes (chmod o-rwx)")
+    names = set()
+    for number, parts, wrong in _entries(lines):
+        if wrong:
+            problems.append(f"{where}, line {number}: {wrong}")
+        elif parts[0] in names:
+            problems.append(f"{where}, line {number}: {parts[0]} is given twice (the last line would count)")
+        names.add(parts[0])
+    if not names:
+        problems.append(f"{where}: no user in it: nobody could log in")
+    elif len(names) > MAX_USERS:
+        problems.append(f"{where}: more than {MAX_USERS} users")
+    return problems
+
+
 class Users:
     """The users of ``path`` (a :data:`ROLES` role and a hash each)."""
 
@@ -74,17 +136,16 @@ class Users:
                 lines = f.read(4 * 1024 * 1024).splitlines()
         except OSError as exc:
             raise SettingsError(f"--ui-users {path}: {exc.strerror or exc}") from None
-        for number, line in enumerate(lines, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split()
-            if len(parts) != 3 or parts[1] not in ROLES or not parts[2].startswith("scrypt$"):
-                raise SettingsError(f"--ui-users {path}, line {number}: expected 'name role scrypt$...' "
-                                    f"with a role of {', '.join(ROLES)}")
+        for number, parts, wrong in _entries(lines):
+            if wrong:
+                raise SettingsError(f"--ui-users {path}, line {number}: {wrong}")
             if len(self.users) >= MAX_USERS:
                 raise SettingsError(f"--ui-users {path}: more than {MAX_USERS} users")
             self.users[parts[0]] = (parts[1], parts[2])
+
+    def role(self, name):
+        """``name``'s role, or None when there is no such user."""
+        return self.users.get(name, (None, None))[0]
 
     def check(self, name, password):
         """The user's role when ``password`` is theirs, else None (a hash is
@@ -124,6 +185,13 @@ class Sessions:
 
     def close(self, token):
         self.table.pop(token or "", None)
+
+    def keep(self, allowed):
+        """End the sessions whose ``allowed(user, role)`` is false; how many."""
+        gone = [token for token, (user, role, _, _) in self.table.items() if not allowed(user, role)]
+        for token in gone:
+            del self.table[token]
+        return len(gone)
 
 
 class LoginLimiter:

@@ -2,7 +2,9 @@
 ``kilter.protocol``) on the console process's asyncio loop.
 
 Bounded: a request head at most :data:`MAX_HEAD` bytes, a body at most
-:data:`MAX_BODY`, :data:`MAX_CONNECTIONS` connections at once (past it a
+:data:`MAX_BODY` (an upload, to a path the application names, at most its
+``--max-size`` and :data:`MAX_UPLOADS` of them read at once: 503 past
+it), :data:`MAX_CONNECTIONS` connections at once (past it a
 connection is closed at accept), :data:`TIMEOUT` seconds to read a request
 and to write its answer, :data:`KEEP_ALIVE` requests a connection.  Every
 answer carries the console's security headers (:data:`SECURITY_HEADERS`:
@@ -19,6 +21,7 @@ __all__ = ["Request", "Response", "HttpServer", "SECURITY_HEADERS"]
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 256 * 1024
+MAX_UPLOADS = 2         # bodies larger than MAX_BODY (uploads) read at once, at most
 MAX_CONNECTIONS = 64
 TIMEOUT = 15.0
 KEEP_ALIVE = 100
@@ -64,8 +67,12 @@ class HttpServer:
     given listening sockets (``ssl``: a server SSLContext, or None;
     ``allows(address)``: whether a client may connect)."""
 
-    def __init__(self, app, log, ssl=None, allows=None):
+    def __init__(self, app, log, ssl=None, allows=None, upload_limit=None):
+        """``upload_limit(path)``: the largest body a POST to ``path`` may
+        have when it may be larger than :data:`MAX_BODY` (an upload), or None."""
         self.app, self.log, self.ssl, self.allows = app, log, ssl, allows
+        self.upload_limit = upload_limit or (lambda path: None)
+        self.uploads = 0        # upload bodies being read now
         self.active = 0
         self.servers = []
 
@@ -128,6 +135,28 @@ class HttpServer:
                 return
 
     async def _read(self, conn, reader, peer):
+        uploading = [False]
+        try:
+            return await self._read_request(conn, reader, peer, uploading)
+        finally:
+            if uploading[0]:
+                self.uploads -= 1
+
+    def _body_room(self, head, size, uploading):
+        """None when a body of ``size`` bytes may be read for ``head``, else the answer."""
+        if size <= MAX_BODY:
+            return None
+        limit = self.upload_limit(urlsplit(head.target.decode("ascii", "replace")).path)
+        if limit is None or size > limit:
+            return Response(413, b'{"error": "body too large"}')
+        if not uploading[0]:
+            if self.uploads >= MAX_UPLOADS:
+                return Response(503, b'{"error": "other uploads are being read: try again"}')
+            self.uploads += 1
+            uploading[0] = True
+        return None
+
+    async def _read_request(self, conn, reader, peer, uploading):
         import h11
 
         head, body = None, bytearray()
@@ -148,12 +177,14 @@ class HttpServer:
                 if len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers) > MAX_HEAD:
                     return Response(431, b'{"error": "request head too large"}')
                 length = dict(event.headers).get(b"content-length")
-                if length is not None and int(length) > MAX_BODY:
-                    return Response(413, b'{"error": "body too large"}')
+                refused = self._body_room(head, int(length), uploading) if length is not None else None
+                if refused is not None:
+                    return refused
             elif isinstance(event, h11.Data):
                 body += event.data
-                if len(body) > MAX_BODY:
-                    return Response(413, b'{"error": "body too large"}')
+                refused = self._body_room(head, len(body), uploading)
+                if refused is not None:
+                    return refused
             elif isinstance(event, h11.EndOfMessage):
                 break
             elif isinstance(event, h11.ConnectionClosed):

@@ -13,9 +13,12 @@ waiting (spamnb.console.records), and go on if it is gone.  It runs
 checks fill, the console's work (SQLite, pages) waits for theirs, its
 records held in the workers' bounded queues meanwhile.
 
+The parent forks a :class:`Keeper` there, which forks the console process
+and starts another when it dies (a bounded back-off, one log line each),
+and passes the server's SIGHUP on: the console re-reads ``--ui-users``.
 The record socket lives in a private (0700) folder made for it; the parent
-removes it at exit.  The console process dies with the parent (Linux's
-PR_SET_PDEATHSIG) and ends on SIGTERM."""
+removes it at exit.  The keeper dies with the parent and the console with
+the keeper (Linux's PR_SET_PDEATHSIG); both end on SIGTERM."""
 
 from __future__ import annotations
 
@@ -29,8 +32,10 @@ import tempfile
 import time
 
 from spamnb.console.records import FrameReader, RecordSender, decode
+from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
+                                   term_with_parent)
 
-__all__ = ["attach", "Receiver", "NICE"]
+__all__ = ["attach", "Keeper", "Receiver", "NICE"]
 
 NICE = 10       # the console process's niceness above the server's
 
@@ -96,10 +101,14 @@ def history_path(settings):
 
 
 def attach(server, release=()):
-    """With ``--ui``: bind the console's address, fork the console process,
-    and hook the record sender into ``server`` (its handler's verdict hooks,
-    its request hooks, its ``on_ready``: each worker connects once
-    listening).  Returns a function that stops the console, or None."""
+    """With ``--ui``: bind the console's address, fork the console's keeper
+    (:class:`Keeper`: it forks the console process and starts another when
+    one dies), and hook the record sender into ``server`` (its handler's
+    verdict hooks, its request hooks, its ``on_ready``: each worker connects
+    once listening) and the SIGHUP into its ``reload_hooks``.  ``release``:
+    a list of what a forked process lets go of; the console's sockets are
+    added to it (the workers close them).  Returns a function that stops the
+    console, or None."""
     settings = server.settings
     if settings.ui is None:
         return None
@@ -113,26 +122,23 @@ def attach(server, release=()):
     records.bind(path)
     records.listen(256)
     http_socks = bind_tcp(settings.ui[1], settings.ui[2], backlog=64)
-    pid = os.fork()
+    port = http_socks[0].getsockname()[1] if http_socks else settings.ui[2]
+    url = f"{'https' if settings.ui_tls else 'http'}://{settings.ui[1]}:{port}/"
+    given = list(release)       # what the server's own children let go of (pid file, notifier, ...)
+    parent = os.getpid()
+    pid, _ = fork_holding(KEEPER_SIGNALS)     # the keeper keeps them blocked: it waits for them
     if pid == 0:
-        code = 70
-        try:
+        def keep():
             for listener in server.listeners:
                 listener.sock.close()
-            for function in release:
+            for function in given:
                 function()
-            _term_with_parent()
+            term_with_parent(parent)
             os.nice(NICE)       # the checks first: under a full load the records wait in their queue
-            asyncio.run(_serve(server, users, records, http_socks))
-            code = 0
-        except BaseException as exc:  # noqa: BLE001 - logged; the server goes on without its console
-            try:
-                server.log(f"console: stopped: {type(exc).__name__}: {exc}")
-            except BaseException:  # noqa: BLE001
-                pass
-        finally:
-            os._exit(code)
-    port = http_socks[0].getsockname()[1] if http_socks else settings.ui[2]
+            return Keeper(server, users, records, http_socks, url).run()
+
+        # logged; the server goes on without its console
+        run_child(keep, lambda exc: server.log(f"console: stopped: {type(exc).__name__}: {exc}"))
     records.close()
     for sock in http_socks:
         sock.close()
@@ -140,12 +146,17 @@ def attach(server, release=()):
     server.handler.verdict_hooks.append(sender.on_verdict)
     server.request_hooks.append(sender.on_request)
     server.on_ready.append(sender.connect)
-    server.log(f"console on {'https' if settings.ui_tls else 'http'}://{settings.ui[1]}:{port}/ (pid {pid})")
+
+    def hangup():
+        if os.getpid() == parent:       # a worker that took a SIGHUP itself has no keeper to tell
+            kill_quietly(pid, signal.SIGHUP)
+
+    server.reload_hooks.append(hangup)
 
     def stop():
         try:
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10.0
+            deadline = time.monotonic() + 15.0
             while time.monotonic() < deadline:
                 done, _ = os.waitpid(pid, os.WNOHANG)
                 if done:
@@ -161,13 +172,94 @@ def attach(server, release=()):
     return stop
 
 
-def _term_with_parent():
-    try:
-        import ctypes
+KEEPER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+BACKOFF_FIRST = 1.0         # seconds before a console that died is started again ...
+BACKOFF_MAX = 60.0          # ... doubled while they keep dying, up to this
+STEADY = 60.0               # a console that lived this long starts the back-off afresh
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)     # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+
+class Keeper:
+    """The console process's keeper: a process forked by the server's parent
+    that does nothing but fork the console, start another when it dies (after
+    :data:`BACKOFF_FIRST` seconds, doubled for each one that dies within
+    :data:`STEADY` seconds of its start, at most :data:`BACKOFF_MAX`; one log
+    line each), pass SIGHUP on (the console re-reads ``--ui-users``), and
+    stop it on SIGTERM.  It holds the console's listening sockets, so a new
+    console answers on the same address and the workers' record connections
+    made meanwhile wait in the socket's backlog.
+
+    Why a process of its own and not the server's supervisor
+    (spamnb.server.workers): with ``--workers 1`` there is none, and the
+    single server runs threads (the model loader, TELL's learners) and an
+    asyncio loop, from which a fork is not safe; the keeper is forked where
+    the console always was, before any of them, and forks from a process
+    that has no thread and no loop.  It waits with ``sigtimedwait`` on
+    signals it keeps blocked: no handler, no race."""
+
+    def __init__(self, server, users, records, http_socks, url):
+        self.server, self.users, self.records, self.http_socks, self.url = server, users, records, http_socks, url
+        self.pid = None
+        self.started = 0.0
+        self.delay = 0.0
+        self.due = 0.0
+        self.restarts = 0
+
+    def run(self):
+        self.spawn()
+        while True:
+            timeout = max(0.0, self.due - time.monotonic()) if self.pid is None else 5.0
+            info = signal.sigtimedwait(KEEPER_SIGNALS, min(timeout, 5.0) or 0.001)
+            self.reap()
+            if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
+                return self.stop()
+            if info is not None and info.si_signo == signal.SIGHUP and self.pid is not None:
+                kill_quietly(self.pid, signal.SIGHUP)
+            if self.pid is None and time.monotonic() >= self.due:
+                self.spawn()
+
+    def reap(self):
+        for pid, status in ended_children():
+            if pid != self.pid:
+                continue
+            self.pid = None
+            lived = time.monotonic() - self.started
+            self.delay = BACKOFF_FIRST if lived >= STEADY or not self.delay else min(self.delay * 2, BACKOFF_MAX)
+            self.due = time.monotonic() + self.delay
+            self.server.log(f"console (pid {pid}) {describe_status(status)} after {lived:.0f} s; "
+                            f"starting another in {self.delay:.0f} s")
+
+    def spawn(self):
+        keeper = os.getpid()
+        pid, _ = fork_holding(KEEPER_SIGNALS)
+        if pid:
+            self.pid, self.started = pid, time.monotonic()
+            self.restarts += 1
+            return
+        def console():
+            term_with_parent(keeper)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, KEEPER_SIGNALS)
+            self.server.log(f"console on {self.url} (pid {os.getpid()})")
+            asyncio.run(_serve(self.server, self.users, self.records, self.http_socks))
+
+        run_child(console, self.stopped)      # logged; the keeper starts another
+
+    def stopped(self, exc):
+        self.server.log(f"console: stopped: {type(exc).__name__}: {exc}")
+
+    def stop(self):
+        if self.pid is not None:
+            kill_quietly(self.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 10.0
+            while self.pid is not None and time.monotonic() < deadline:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+                if done:
+                    self.pid = None
+                    break
+                time.sleep(0.02)
+            if self.pid is not None:
+                kill_quietly(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+        return 0
 
 
 async def _serve(server, users, records, http_socks):
@@ -180,7 +272,6 @@ async def _serve(server, users, records, http_socks):
     done = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, done.set)
-    loop.add_signal_handler(signal.SIGHUP, lambda: None)    # the parent re-reads the settings; the console goes on
     server.models.run = lambda function: loop.run_in_executor(server.loader, function)
     history = History(history_path(settings), settings.ui_history_rows, settings.ui_history_days,
                       settings.ui_keep_messages)
@@ -197,7 +288,8 @@ async def _serve(server, users, records, http_socks):
 
         hosts.add(urlsplit(settings.ui_origin).hostname or "")
     app = Console(history, users, server, server.log, hosts, settings.ui_origin, receiver)
-    http = HttpServer(app, server.log, tls, settings.allows)
+    loop.add_signal_handler(signal.SIGHUP, app.reload_users)    # the keeper passes the server's SIGHUP on
+    http = HttpServer(app, server.log, tls, settings.allows, app.upload_limit)
     await http.start(http_socks)
     await done.wait()
     http.close()

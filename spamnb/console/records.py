@@ -35,6 +35,7 @@ HEAD_BYTES = 8 * 1024             # the header block kept in a record
 FLUSH_SECONDS = 0.02              # records are written together, at most this long after the first
 KEEP_BYTES = 1024 * 1024          # a message kept whole (--ui-keep-messages) only up to this size
 MAX_FRAME = KEEP_BYTES + HEAD_BYTES + 64 * 1024
+RECONNECT_SECONDS = 1.0           # a worker connects to a console started again at most this often
 EVIDENCE = 24                     # the strongest tokens kept in a record
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
 
@@ -144,13 +145,26 @@ class RecordSender:
         self.pending = None
         self.sent = 0
         self.dropped = 0
+        self.tried = 0.0            # the last connection attempt (time.monotonic())
+        self.connecting = None
 
     async def connect(self):
         """Connect (a server's ``on_ready`` hook); no console: records are dropped and counted."""
+        self.tried = time.monotonic()
         try:
             self.transport, _ = await asyncio.get_running_loop().create_unix_connection(asyncio.Protocol, self.path)
         except OSError:
             self.transport = None
+
+    def _reconnect(self):
+        """The console's connection is gone (its process died and another
+        is started): connect again, at most once a :data:`RECONNECT_SECONDS`."""
+        if self.connecting is not None and not self.connecting.done():
+            return
+        if time.monotonic() - self.tried < RECONNECT_SECONDS:
+            return
+        self.tried = time.monotonic()
+        self.connecting = asyncio.get_running_loop().create_task(self.connect())
 
     def on_verdict(self, checked, message, user):
         """The verdict hook: keep the check until the front end is done with it."""
@@ -173,6 +187,7 @@ class RecordSender:
         transport = self.transport
         if transport is None or transport.is_closing():
             self.dropped += 1
+            self._reconnect()
             return
         verdict = checked.verdict
         cutoffs = getattr(checked.model, "cutoffs", None)

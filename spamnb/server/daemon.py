@@ -88,6 +88,7 @@ class Server:
         self.owns_listeners = True
         self.on_ready = []
         self.request_hooks = []     # hook(verb, user, outcome, size, ms, peer, protocol, action): each request done
+        self.reload_hooks = []      # hook(): each SIGHUP, in the process that took the signal
 
     @property
     def metrics(self):
@@ -124,7 +125,15 @@ class Server:
 
     # ------------------------------------------------------------------ life cycle
     def reload(self):
-        """SIGHUP: re-read the settings (listening addresses stay) and drop the models."""
+        """SIGHUP: re-read the settings (listening addresses stay) and drop the models;
+        then the ``reload_hooks`` (the console's: it re-reads its users file)."""
+        try:
+            self._reload()
+        finally:
+            for hook in self.reload_hooks:
+                hook()
+
+    def _reload(self):
         try:
             fresh = ServerSettings(self.given, self.config)
         except SettingsError as exc:

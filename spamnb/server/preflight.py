@@ -9,7 +9,7 @@ Each check is made by the process that will need the thing, as
   root with ``-u USER``; the unit's ``User=`` when run as that user): the
   ``--config`` file, the settings, the pid file's folder, the TLS
   certificate and key, and every listening address (each is bound, then
-  closed at once: an address in use, or a port below 1024 without the right
+  closed at once, ``--ui``'s too: an address in use, or a port below 1024 without the right
   to it, is found as the server would find it);
 - as ``-u USER`` (the server user), in a child process that becomes that
   user (root only; the check's own process never gives up root): the
@@ -18,7 +18,8 @@ Each check is made by the process that will need the thing, as
   ``--models-dir`` (read; written when the server learns: ``--allow-tell``,
   ``--auto-learn``, ``--shared``), the milter's allow and block lists and
   per-domain tables (each domain's model opened), and the commands'
-  settings file (``$SPAMNB_HOME/settings.toml``).  A reject score below
+  settings file (``$SPAMNB_HOME/settings.toml``), and with ``--ui`` the
+  console's users file and history (spamnb.console.checks).  A reject score below
   the spam cutoff's score is a bad setting, found with the settings.
 
 Nothing is written: no socket file is left, no pid file made.
@@ -45,10 +46,11 @@ from spamnb.settings import ServerSettings, read_config
 _CHILD_TIMEOUT = 60     # seconds the server user's checks may take (a model on a slow disk)
 
 
-def check(given, config=None):
+def check(given, config=None, more=None):
     """``(problems, settings)``: the problems found, one line each (an empty
     list: the set-up would serve), and the settings read (None when they
-    cannot be)."""
+    cannot be).  ``more(settings)``: further problems, checked as the server
+    user with the server's files (the console's: spamnb.console.checks)."""
     problems = []
     if config:
         try:
@@ -66,9 +68,9 @@ def check(given, config=None):
     problems += _tls(settings)
     problems += _listeners(settings)
     if settings.user and running_as_root() and not any(p.startswith(("-u ", "--group ")) for p in problems):
-        problems += _as_user(settings.user, settings.group, given, config)
+        problems += _as_user(settings.user, settings.group, given, config, more)
     else:
-        problems += _files(given, config)
+        problems += _files(given, config, more=more)
     return problems, settings
 
 
@@ -158,7 +160,8 @@ def _listeners(settings):
     items = ([("--listen", item) for item in settings.listen]
              + [("--ssl-listen", item) for item in settings.ssl_listen]
              + [("--milter", item) for item in settings.milter]
-             + ([("--metrics", settings.metrics)] if settings.metrics else []))
+             + ([("--metrics", settings.metrics)] if settings.metrics else [])
+             + ([("--ui", settings.ui)] if settings.ui else []))
     for option, item in items:
         if item[0] == "tcp":
             try:
@@ -199,7 +202,7 @@ def _unix_socket(path):
 
 # ---------------------------------------------------------------- as the server user
 
-def _as_user(user, group, given, config):
+def _as_user(user, group, given, config, more=None):
     """:func:`_files` run by a child process that has become ``user``."""
     r, w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
@@ -210,7 +213,7 @@ def _as_user(user, group, given, config):
             try:
                 import_everything()     # as the server does before it becomes USER
                 drop(user, group)
-                found = _files(given, config, who=user)
+                found = _files(given, config, who=user, more=more)
             except SpamnbError as exc:
                 found = [str(exc)]
             except Exception as exc:  # noqa: BLE001 - whatever it is, one line to the parent
@@ -239,7 +242,7 @@ def _as_user(user, group, given, config):
         return [f"-u {user}: the check as that user did not finish (status {status})"]
 
 
-def _files(given, config, who=None):
+def _files(given, config, who=None, more=None):
     """The files and folders the server reads and writes once it runs as
     ``who`` (this process's user when None): the settings as it reads them
     then (its HOME names the default site model), the site model, the folder
@@ -274,6 +277,8 @@ def _files(given, config, who=None):
     if settings.models_dir:
         problems += _models_dir(settings, suffix)
     problems += [f"{problem}{suffix}" for problem in _policy(settings)]
+    if more is not None:
+        problems += [f"{problem}{suffix}" for problem in more(settings)]
     return problems
 
 

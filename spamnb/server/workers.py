@@ -9,7 +9,9 @@ them).  Each worker then reloads a model that changed on disk by itself,
 as a single server does.
 
 The parent only supervises: a worker that dies is replaced (at most one
-start a second per slot while they keep dying at once); on SIGHUP the
+start a second per slot while they keep dying at once), any other child's
+end is logged (the console's keeper, spamnb.console.process, restarts the
+console itself); on SIGHUP the
 parent re-reads the settings and the model, then forks fresh workers
 (sharing that model) and tells the old ones to finish the requests they
 have and exit; SIGTERM/SIGINT are passed on and the parent waits for the
@@ -33,7 +35,8 @@ from spamnb.server.metrics import serve_http_blocking
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 
 
-def _describe(status):
+def describe_status(status):
+    """A child's end, from ``os.waitpid``'s status: 'was killed by SIGKILL', 'exited with status 70'."""
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         try:
@@ -140,24 +143,23 @@ class Supervisor:
                 self._spawn(slot)
             self.retiring.update(old)
             for pid in old:
-                _kill(pid, signal.SIGTERM)
+                kill_quietly(pid, signal.SIGTERM)
             self.server.log(f"SIGHUP: {len(old)} worker(s) replaced by {self.n_workers} reading the new settings")
 
     def _tell(self, signum):
         for pid in [*self.pids, *self.retiring]:
             if pid is not None:
-                _kill(pid, signum)
+                kill_quietly(pid, signum)
 
     def _reap(self):
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            self.retiring.discard(pid)
+        for pid, status in ended_children():
+            if pid in self.retiring:
+                self.retiring.discard(pid)
+                continue
             if pid not in self.pids:
+                # not a worker: the console's keeper (spamnb.console.process), which restarts the console
+                # itself; its end is said, never reaped silently
+                self.server.log(f"child (pid {pid}) {describe_status(status)}")
                 continue
             slot = self.pids.index(pid)
             self.pids[slot] = None
@@ -165,7 +167,7 @@ class Supervisor:
                 continue
             lived = time.monotonic() - self.started[slot]
             self.next_start[slot] = time.monotonic() + (1.0 if lived < 1.0 else 0.0)
-            self.server.log(f"worker {slot} (pid {pid}) {_describe(status)}; starting another"
+            self.server.log(f"worker {slot} (pid {pid}) {describe_status(status)}; starting another"
                             + (" in 1 s" if lived < 1.0 else ""))
 
     def _stop_workers(self):
@@ -177,7 +179,7 @@ class Supervisor:
         for pid in [*self.pids, *self.retiring]:
             if pid is not None:
                 self.server.log(f"worker (pid {pid}) still running after the timeout: killed")
-                _kill(pid, signal.SIGKILL)
+                kill_quietly(pid, signal.SIGKILL)
                 try:
                     os.waitpid(pid, 0)
                 except ChildProcessError:
@@ -187,45 +189,28 @@ class Supervisor:
 
     # ------------------------------------------------------------------ a worker
     def _spawn(self, slot):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
         parent = os.getpid()
         # the signals held back from the fork until the child has its own handlers: a SIGTERM
         # sent to a worker just forked (a SIGHUP then SIGTERM at once) would otherwise run the
         # parent's handler in it, be lost there, and leave the worker serving (it waits pending)
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-        try:
-            pid = os.fork()
-        except BaseException:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-            raise
+        pid, held = fork_holding(_SIGNALS)
         if pid:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             self.pids[slot] = pid
             self.started[slot] = time.monotonic()
             return
-        code = 70
-        try:
+        def serve():
             self._become_worker(slot, parent)
             signal.pthread_sigmask(signal.SIG_SETMASK, held)    # a pending SIGTERM ends it now, as asked
             asyncio.run(self.server.serve())
-            code = 0
-        except BaseException:  # noqa: BLE001 - the parent logs the exit and starts another
-            try:
-                self.server.log(f"worker {slot}: {traceback.format_exc(limit=5)}")
-            except BaseException:  # noqa: BLE001
-                pass
-        finally:
-            os._exit(code)
+
+        # the parent logs the exit and starts another
+        run_child(serve, lambda exc: self.server.log(f"worker {slot}: {traceback.format_exc(limit=5)}"))
 
     def _become_worker(self, slot, parent):
         signal.set_wakeup_fd(-1)
         for s in _SIGNALS:
             signal.signal(s, signal.SIG_DFL)
-        _term_with_parent(parent)
+        term_with_parent(parent)
         os.close(self._pipe[0])
         os.close(self._pipe[1])
         if self._selector is not None:
@@ -240,7 +225,7 @@ class Supervisor:
         self.server.worker = slot
 
 
-def _term_with_parent(parent):
+def term_with_parent(parent):
     """SIGTERM this worker when the parent dies, even by SIGKILL (Linux's
     PR_SET_PDEATHSIG), so no worker goes on serving unsupervised."""
     try:
@@ -254,7 +239,57 @@ def _term_with_parent(parent):
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _kill(pid, signum):
+def fork_holding(signals):
+    """``os.fork()`` with ``signals`` blocked across it (stdout and stderr
+    flushed first): ``(pid, held)``; the parent's signal mask is restored at
+    once, the child returns with them blocked and restores ``held`` once it
+    has its own handlers."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    return pid, held
+
+
+def run_child(main, failed):
+    """In a child just forked: ``main()``, then ``os._exit`` with what it
+    returned (0 for None), or 70 when it raised, ``failed(exception)`` told
+    first; the child never returns into its parent's code."""
+    code = 70
+    try:
+        code = main() or 0
+    except BaseException as exc:  # noqa: BLE001 - told, and the child ends
+        try:
+            failed(exc)
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)
+
+
+def ended_children():
+    """(pid, status) of each child process that has ended, reaped now (never waits)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
+
+
+def kill_quietly(pid, signum):
+    """``os.kill``, a process gone already is no error."""
     try:
         os.kill(pid, signum)
     except ProcessLookupError:

@@ -69,6 +69,7 @@ function started() {
   document.getElementById("login-view").hidden = true;
   document.getElementById("nav").hidden = false;
   document.getElementById("who").textContent = state.user + " (" + state.role + ")";
+  document.getElementById("nav-learn").hidden = !(state.role === "trainer" || state.role === "admin");
   if (!location.hash || location.hash === "#/") location.hash = "#/history";
   else route();
 }
@@ -77,7 +78,7 @@ function route() {
   if (!state.csrf) return;
   const parts = location.hash.replace(/^#\//, "").split("/");
   for (const a of document.querySelectorAll("header nav a")) a.className = (a.id === "nav-" + parts[0]) ? "current" : "";
-  const pages = { dashboard: dashboard, history: history, message: message, model: model, audit: audit };
+  const pages = { dashboard: dashboard, history: history, message: message, test: testPage, learn: learnPage, model: model, audit: audit };
   (pages[parts[0]] || history)(parts.slice(1)).catch(e => {
     clear(view()).append(el("p", { class: "error", text: e.message }));
   });
@@ -204,6 +205,11 @@ async function message(args) {
       el("button", { type: "button", id: "forget", onclick: () => act("forget"), text: "Forget" })));
   }
   root.append(status);
+  details(root, row);
+}
+
+function details(root, row) {
+  // the evidence built up, the tokens, the header and the parts: the message page's and the test page's
   root.append(el("h2", { text: "Evidence" }), buildUp(row));
   const ev = el("table", { id: "evidence" }, el("tr", {}, el("th", { text: "token" }), el("th", { text: "weight" })));
   for (const [token, weight] of row.evidence || []) ev.append(el("tr", {}, el("td", { text: token }), el("td", { class: weight > 0 ? "spam" : "ham", text: num(weight, 3) })));
@@ -219,6 +225,75 @@ async function message(args) {
       if (part.text != null) root.append(highlighted(part.text, row.evidence));
     }
   }
+}
+
+// ------------------------------------------------------------------ test a message (nothing is kept)
+async function testPage() {
+  const root = clear(view());
+  root.append(el("h1", { text: "Test a message" }),
+    el("p", { text: "Paste a message (its header and body) or choose a file (.eml): it is checked with the model " +
+      "your mail is checked with, and nothing is kept." }));
+  const text = el("textarea", { id: "test-text", rows: "12", cols: "100", spellcheck: "false" });
+  const file = el("input", { id: "test-file", type: "file", accept: ".eml,message/rfc822,text/plain" });
+  const status = el("p", { id: "test-status" });
+  const out = el("div", { id: "test-result" });
+  const run = async () => {
+    status.className = ""; status.textContent = "checking..."; clear(out);
+    const body = file.files.length ? await file.files[0].arrayBuffer() : new TextEncoder().encode(text.value);
+    try {
+      const answer = await fetch("/api/v1/test", { method: "POST", credentials: "same-origin", body: body,
+        headers: { "Content-Type": "application/octet-stream", "X-CSRF-Token": state.csrf } });
+      let row = {};
+      try { row = await answer.json(); } catch (e) { row = {}; }
+      if (answer.status === 401) { showLogin(); return; }
+      if (!answer.ok) throw new Error(row.error || ("HTTP " + answer.status));
+      status.textContent = "";
+      const facts = el("table", { id: "test-facts" });
+      const add = (k, v) => facts.append(el("tr", {}, el("th", { text: k }), el("td", { text: v == null ? "" : String(v) })));
+      add("verdict", row.label + " (score " + num(row.score, 1) + ", log-odds " + num(row.log_odds, 3) + ")");
+      add("subject", row.subject); add("from", row.sender); add("to", row.recipients);
+      add("size", row.size); add("tokens", row.tokens);
+      if (row.reason) add("reason", row.reason);
+      out.append(facts);
+      details(out, row);
+    } catch (e) { status.className = "error"; status.textContent = e.message; }
+  };
+  root.append(el("div", {}, text), el("div", {}, el("label", { text: "or a file " }, file)),
+    el("div", { class: "actions" }, el("button", { type: "button", id: "test-run", onclick: run, text: "Check it" })),
+    status, out);
+}
+
+// ------------------------------------------------------------------ learn an upload (trainers and admins)
+async function learnPage() {
+  const root = clear(view());
+  root.append(el("h1", { text: "Learn an upload" }),
+    el("p", { text: "An .eml file, or an mbox of up to 200 messages: each is learned into the site model as a " +
+      "click on a history row is (the ledger, the journal, the action log)." }));
+  const file = el("input", { id: "learn-file", type: "file", accept: ".eml,.mbox,message/rfc822,application/mbox,text/plain" });
+  const label = el("select", { id: "learn-label" }, el("option", { value: "spam", text: "spam" }), el("option", { value: "ham", text: "ham" }));
+  const status = el("p", { id: "learn-status" });
+  const results = el("table", { id: "learn-results" });
+  const run = async () => {
+    status.className = ""; clear(results);
+    if (!file.files.length) { status.textContent = "choose a file first"; return; }
+    status.textContent = "learning...";
+    try {
+      const answer = await fetch("/api/v1/learn-upload?label=" + encodeURIComponent(label.value), {
+        method: "POST", credentials: "same-origin", body: await file.files[0].arrayBuffer(),
+        headers: { "Content-Type": "application/octet-stream", "X-CSRF-Token": state.csrf } });
+      let out = {};
+      try { out = await answer.json(); } catch (e) { out = {}; }
+      if (answer.status === 401) { showLogin(); return; }
+      if (!answer.ok) throw new Error(out.error || ("HTTP " + answer.status));
+      status.textContent = out.messages.length + " message(s) as " + out.label;
+      results.append(el("tr", {}, el("th", { text: "#" }), el("th", { text: "subject" }), el("th", { text: "size" }), el("th", { text: "result" })));
+      for (const m of out.messages) results.append(el("tr", {}, el("td", { text: String(m.n) }), el("td", { text: m.subject }),
+        el("td", { text: String(m.size) }), el("td", { text: m.result })));
+    } catch (e) { status.className = "error"; status.textContent = e.message; }
+  };
+  root.append(el("div", {}, el("label", { text: "file " }, file), " ", el("label", { text: "as " }, label)),
+    el("div", { class: "actions" }, el("button", { type: "button", id: "learn-run", onclick: run, text: "Learn" })),
+    status, results);
 }
 
 // ------------------------------------------------------------------ model, audit, dashboard

@@ -1,0 +1,125 @@
+"""The console process's life cycle under ``spamnb serve --ui``: a console
+that dies is started again by its keeper (spamnb.console.process.Keeper)
+with a bounded back-off and one log line, the checks never stop meanwhile,
+the records reach the new console; SIGHUP makes it re-read ``--ui-users``."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from spamnb.console.auth import hash_password
+from test_console import Client, ConsoleServer, mail, users_file, wait_rows
+from test_serve import needs_spamc
+
+pytest.importorskip("h11")
+
+
+def console_pids(server):
+    return [int(pid) for pid in re.findall(r"console on \S+ \(pid (\d+)\)", server.log_text())]
+
+
+def wait_for(condition, timeout=60.0, what=""):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+class Checks(threading.Thread):
+    """``spamc -c`` in a loop until stopped: every answer's exit status."""
+
+    def __init__(self, server):
+        super().__init__(daemon=True)
+        self.server, self.codes, self.done = server, [], threading.Event()
+
+    def run(self):
+        import random
+
+        rng = random.Random(3)
+        n = 0
+        while not self.done.is_set():
+            n += 1
+            self.codes.append(self.server.spamc("-c", stdin=mail(rng, n % 2 == 0, 20000 + n)).returncode)
+
+
+@needs_spamc
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_killed_console_is_started_again_and_the_checks_never_stop(tmp_path, workers):
+    server = ConsoleServer(tmp_path, workers=workers)
+    checks = Checks(server)
+    try:
+        first = console_pids(server)[-1]
+        client = Client(server)
+        assert client.login("admin")[0] == 200
+        checks.start()
+        wait_for(lambda: len(checks.codes) >= 3, what="the first checks")
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: f"console (pid {first}) was killed by SIGKILL" in server.log_text(), what="the log line")
+        assert re.search(rf"console \(pid {first}\) was killed by SIGKILL after \d+ s; starting another in 1 s",
+                         server.log_text()), server.log_text()
+        during = len(checks.codes)
+        wait_for(lambda: len(console_pids(server)) == 2, what="a new console")
+        second = console_pids(server)[-1]
+        assert second != first
+        wait_for(lambda: server._up(server.ui), what="the console's port")
+        # it answers again (the sessions were the dead process's: a login anew)
+        fresh = Client(server)
+        assert fresh.login("admin")[0] == 200
+        # the checks went on while the console was down, and their records reach the new one
+        wait_for(lambda: len(checks.codes) >= during + 5, what="more checks")
+        assert set(checks.codes) <= {0, 1}, checks.codes
+        wait_rows(fresh, 3)
+        assert len(wait_rows(fresh, 3)) >= 3
+        # one that dies again at once waits twice as long: a bounded back-off
+        os.kill(second, signal.SIGKILL)
+        wait_for(lambda: f"console (pid {second}) was killed" in server.log_text(), what="the second log line")
+        assert re.search(rf"console \(pid {second}\) was killed by SIGKILL after \d+ s; starting another in 2 s",
+                         server.log_text()), server.log_text()
+        wait_for(lambda: len(console_pids(server)) == 3, what="a third console")
+        assert server.proc.poll() is None
+    finally:
+        checks.done.set()
+        if checks.is_alive():
+            checks.join(60)
+        assert server.stop() == 0
+    assert set(checks.codes) <= {0, 1}, checks.codes
+
+
+@needs_spamc
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sighup_makes_the_console_read_its_users_again(tmp_path, workers):
+    server = ConsoleServer(tmp_path, workers=workers)
+    try:
+        viewer = Client(server)
+        assert viewer.login("viewer")[0] == 200
+        trainer = Client(server)
+        assert trainer.login("trainer")[0] == 200
+        dave = Client(server)
+        assert dave.login("dave")[0] == 401
+        users = server.home / "users"
+        lines = [line for line in users.read_text().splitlines() if not line.startswith("viewer ")]
+        users.write_text("\n".join(lines) + f"\ndave admin {hash_password('dave-pw', params=(2 ** 10, 8, 1))}\n")
+        server.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "console: SIGHUP:" in server.log_text(), what="the console's reload")
+        assert "console: SIGHUP: 5 user(s) read from" in server.log_text(), server.log_text()
+        assert dave.login("dave")[0] == 200
+        assert viewer.request("GET", "/api/v1/session")[0] == 401       # a user gone: the session ended
+        assert Client(server).login("viewer")[0] == 401
+        assert trainer.request("GET", "/api/v1/session")[0] == 200      # the others' go on
+        # a file that cannot be read keeps the users as they were
+        users.write_text("dave superuser scrypt$x\n")
+        server.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "users not reloaded" in server.log_text(), what="the refused reload")
+        assert "line 1" in server.log_text().split("users not reloaded", 1)[1].splitlines()[0]
+        assert Client(server).login("dave")[0] == 200
+        users_file(users)
+    finally:
+        assert server.stop() == 0
