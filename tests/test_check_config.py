@@ -246,6 +246,7 @@ def localised(args, site, ports):
 
 
 @pytest.mark.parametrize("where, how, args", doc_commands(), ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_the_docs_set_ups_check_out(site, where, how, args):
     if OPENSSL is None and "--ssl-listen" in args:
         pytest.skip("openssl is not installed")

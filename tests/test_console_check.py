@@ -96,6 +96,7 @@ FAULTS = [fault_users_unreadable, fault_users_readable_by_all, fault_users_bad_l
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.__name__[6:])
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_each_console_problem_is_one_line_and_exit_78(site, fault):
     if not ROOT and fault in (fault_users_unreadable, fault_history_folder_not_writable) and os.access("/", os.W_OK):
         pytest.skip("permission bits do not bind this user")

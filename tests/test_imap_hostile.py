@@ -69,6 +69,7 @@ def test_a_3_gb_literal_is_refused_before_it_is_read(fake, model, tmp_path):
     assert rss < 150, rss
 
 
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_a_server_that_trickles_a_line_is_given_up_at_the_deadline(fake, model, tmp_path):
     started = time.monotonic()
     code, took, _rss, first = scan(fake("trickle"), model, tmp_path, "--timeout", 4, kill_after=120)

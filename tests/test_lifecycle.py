@@ -674,6 +674,7 @@ def _settings_line(home, **changes):
     (b"settings ", {"feature_weight": 1e300}),
     (b"settings ", {"spam_cutoff": None}),
 ])
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_a_dump_that_would_wreck_the_model_is_refused_with_one_line(home, field, value):
     model = home / "model.spamnb"
     before = model.read_bytes()

@@ -454,6 +454,7 @@ def test_memory_is_bounded_by_max_size_whatever_the_packet_sizes(home, milter):
 
 
 @pytest.mark.parametrize("on_error", ["accept", "tempfail"])
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_past_max_packets_a_message_is_refused_with_a_temporary_failure(home, milter, on_error):
     """Empty Body packets count: past --milter-max-packets the message is
     refused (tempfail, whatever --milter-on-error), held no more, and the
@@ -479,6 +480,7 @@ def _check_seconds(d, message):
     return time.monotonic() - started
 
 
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_a_flood_of_tiny_packets_leaves_the_spamd_side_of_the_worker_alone(home, milter):
     """One client streams 1-byte packets as fast as the worker takes them;
     CHECKs on the same worker (one worker) still answer in milliseconds: the

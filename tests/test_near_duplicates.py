@@ -92,6 +92,7 @@ def test_the_key_sees_through_what_copies_change():
 
 
 @pytest.mark.parametrize("copies", [2, 5])
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_copies_do_not_move_the_cutoffs_on_the_sample(tmp_path, copies):
     """The issue's case: with each sample message twice (five times) and --target-fpr 0.005,
     train chose -28.96 (-95.12 at the default target with five copies); now the cutoffs

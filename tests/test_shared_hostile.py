@@ -67,6 +67,7 @@ def test_oversized_stream_entries_are_skipped_unread_and_the_lessons_after_them_
 @needs_redis
 @needs_spamc
 @pytest.mark.parametrize("garbage", ["string", "list"])
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_garbage_in_the_trimmed_key_is_logged_once_and_the_host_goes_on(tmp_path, base_model, redis_server,
                                                                          garbage):
     host = _host(tmp_path, base_model, redis_server.url)

@@ -127,6 +127,7 @@ def test_a_message_in_a_mbox_and_alone_is_one_message(tmp_path):
     assert _counts(home / "m.spamnb") == (4, 12)
 
 
+@pytest.mark.slow   # several seconds: the default run stays near three minutes
 def test_dump_load_and_merge_keep_the_trained_ledger(trained, tmp_path):
     dump = tmp_path / "d.txt"
     _run(trained, "dump", "-o", dump)
