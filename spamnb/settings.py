@@ -37,9 +37,15 @@ from spamnb.errors import SettingsError
 from spamnb.mail import lazy_re
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
-           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "in_networks"]
+           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "in_networks",
+           "MILTER_SPAM_ACTIONS", "MILTER_UNSURE_ACTIONS", "MILTER_TRUSTED_ACTIONS"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
+# what the milter may do with spam, with unsure mail, with trusted mail (the options' choices, their
+# checks here and the per-domain tables' in spamnb.server.policy)
+MILTER_SPAM_ACTIONS = ("tag", "reject", "quarantine")
+MILTER_UNSURE_ACTIONS = ("accept", "tag", "tempfail")
+MILTER_TRUSTED_ACTIONS = ("accept", "check")
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
 KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str, "shared": str}
 
@@ -419,7 +425,7 @@ class ServerSettings:
         self.milter_timeout = float(merged["milter_timeout"])
         packets = merged["milter_max_packets"]
         self.milter_max_packets = self.max_size // 2 + 4096 if packets is None else int(packets)
-        if self.milter_spam_action not in ("tag", "reject", "quarantine"):
+        if self.milter_spam_action not in MILTER_SPAM_ACTIONS:
             raise SettingsError("--milter-spam-action must be tag, reject or quarantine")
         if self.milter_on_error not in ("accept", "tempfail"):
             raise SettingsError("--milter-on-error must be accept or tempfail")
@@ -453,9 +459,9 @@ class ServerSettings:
         score = merged["milter_reject_score"]
         self.milter_reject_score = None if score in (None, "") else float(score)
         self.milter_unsure_action = str(merged["milter_unsure_action"]).lower()
-        if self.milter_trusted_action not in ("accept", "check"):
+        if self.milter_trusted_action not in MILTER_TRUSTED_ACTIONS:
             raise SettingsError("--milter-trusted-action must be accept or check")
-        if self.milter_unsure_action not in ("accept", "tag", "tempfail"):
+        if self.milter_unsure_action not in MILTER_UNSURE_ACTIONS:
             raise SettingsError("--milter-unsure-action must be accept, tag or tempfail")
         required = float(merged["required_score"])
         if self.milter_reject_score is not None and not self.milter_reject_score >= required:

@@ -17,7 +17,8 @@ import urllib.request
 from spamnb.cli.exitcodes import EXIT_NO_SERVER
 from spamnb.errors import CannotListen, ConfigError, SettingsError, SpamnbError
 from spamnb.server import launch, preflight
-from spamnb.settings import SERVER_DEFAULTS as DEFAULTS, ServerSettings
+from spamnb.settings import (MILTER_SPAM_ACTIONS, MILTER_TRUSTED_ACTIONS, MILTER_UNSURE_ACTIONS,
+                             SERVER_DEFAULTS as DEFAULTS, ServerSettings)
 
 
 def add_parser(subparsers):
@@ -87,7 +88,7 @@ def add_parser(subparsers):
     p.add_argument("--milter", action="append", metavar="ADDR",
                    help="also (or, without -l, only) speak the milter protocol (Postfix smtpd_milters) on "
                         "HOST:PORT or a Unix socket path (repeatable; needs pip install 'spamnb[milter]')")
-    p.add_argument("--milter-spam-action", choices=("tag", "reject", "quarantine"),
+    p.add_argument("--milter-spam-action", choices=MILTER_SPAM_ACTIONS,
                    help=f"milter: what to do with spam: add the X-Spam-* fields, refuse it with 550 5.7.1 at the "
                         f"end of DATA, or tag it and ask the MTA to hold it (default {d['milter_spam_action']})")
     p.add_argument("--milter-on-error", choices=("accept", "tempfail"),
@@ -109,7 +110,7 @@ def add_parser(subparsers):
     p.add_argument("--trusted-networks", metavar="NETS",
                    help="milter: comma-separated client addresses/networks whose mail gets --milter-trusted-action "
                         "(the {client_addr} macro; default none)")
-    p.add_argument("--milter-trusted-action", choices=("accept", "check"),
+    p.add_argument("--milter-trusted-action", choices=MILTER_TRUSTED_ACTIONS,
                    help="milter: authenticated and trusted-network mail is passed untouched, not checked (accept), "
                         f"or checked and logged, passed untouched (check) (default {d['milter_trusted_action']})")
     p.add_argument("--milter-allowlist", metavar="FILE",
@@ -122,7 +123,7 @@ def add_parser(subparsers):
                    help="milter: spam scoring SCORE or more is refused (550 5.7.1), spam below it gets "
                         "--milter-spam-action (tag for reject); at least the spam cutoff's score "
                         "(--required-score; default: none, --milter-spam-action for all spam)")
-    p.add_argument("--milter-unsure-action", choices=("accept", "tag", "tempfail"),
+    p.add_argument("--milter-unsure-action", choices=MILTER_UNSURE_ACTIONS,
                    help="milter: unsure mail is delivered with its fields (accept), its Subject tagged too (tag), "
                         "or deferred with 451 4.7.1 once per client, sender and first recipient in 4 hours, "
                         f"accepted on the retry (tempfail) (default {d['milter_unsure_action']})")

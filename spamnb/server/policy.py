@@ -44,6 +44,8 @@ import time
 from collections import OrderedDict
 
 from spamnb.errors import SettingsError
+from spamnb.settings import MILTER_SPAM_ACTIONS as SPAM_ACTIONS
+from spamnb.settings import MILTER_UNSURE_ACTIONS as UNSURE_ACTIONS
 from spamnb.settings import in_networks
 
 MAX_LIST_BYTES = 4 * 1024 * 1024    # bytes of one list file
@@ -52,8 +54,6 @@ MAX_LINE = 512                      # characters of one line of it
 MAX_DOMAINS = 1000                  # tables of the domain policy file
 TRIPLET_ENTRIES = 20_000            # triplets remembered (per worker process), least recent out first
 TRIPLET_WINDOW = 4 * 3600.0         # seconds a deferred triplet is accepted on its retry
-SPAM_ACTIONS = ("tag", "reject", "quarantine")
-UNSURE_ACTIONS = ("accept", "tag", "tempfail")
 _DOMAIN_KEYS = {"spam_action": str, "reject_score": (int, float), "unsure_action": str, "model": str}
 
 
