@@ -47,8 +47,8 @@ there too: no settings file of the user's).
     python scripts/bench/bench_commands.py --corpus corpora/ [--corpus OTHER] [--train-runs 3] [--runs 15] [--serve]
 
 ``--train-j1`` also runs ``spamnb train -j 1`` in each training round (the
-default ``-j`` chooses the free cores: it must never be slower than this
-process alone).  Run it from a folder without a ``spamnb`` package in it:
+default ``-j`` chooses the free cores, two at least: docs/scale.md says
+what it costs on busy cores against this process alone).  Run it from a folder without a ``spamnb`` package in it:
 ``python -m`` puts the current folder first on the path, before
 ``PYTHONPATH`` (a checkout's own folder would shadow ``--baseline``).
 

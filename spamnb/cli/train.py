@@ -26,10 +26,15 @@ def cmd_train(args):
     # Training does no dense linear algebra: numpy's OpenBLAS need not start a thread per core (each
     # spins a while after starting, ~0.1-0.2 s of CPU taken from the counting); unless the user says
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if args.jobs is None:   # not given: the cores free (this process when none is), this process for the features
-        from spamnb.training.workers import free_cores
+    # -j not given: the cores free, two at least where there are two, partitions in this process on one
+    # core: -j 1 counts one message at a time, whose log counts differ from the partitions' in their last
+    # bits, and the default model must not depend on the machine's load (docs/scale.md); this process
+    # for the features
+    by_partitions = args.jobs is None and not args.feature_weight
+    if args.jobs is None:
+        from spamnb.training.workers import available_cores, free_cores
 
-        args.jobs = 1 if args.feature_weight else free_cores()
+        args.jobs = 1 if args.feature_weight else max(free_cores(), min(2, available_cores()))
     if args.jobs != 1 and not args.dask and not args.feature_weight:
         from spamnb.training.workers import warm_up
 
@@ -69,7 +74,8 @@ def cmd_train(args):
                 args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
                 report=report, strict=args.strict, dask=args.dask, progress=progress,
                 calibration={"target_fpr": args.target_fpr} if calibrating else None,
-                word_pairs=calibrate.AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links)
+                word_pairs=calibrate.AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links,
+                by_partitions=by_partitions)
         except CorpusError as exc:
             raise CommandError(str(exc)) from None
         except CorpusChanged as exc:

@@ -172,7 +172,7 @@ def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size
 
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
           fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-          progress=None, word_pairs=0, follow_links=False):
+          progress=None, word_pairs=0, follow_links=False, by_partitions=False):
     """``spamnb train``: count a corpus and choose the cutoffs, streaming;
     and, with ``word_pairs`` W >= 2, choose between the filter's tokenizer
     and the same with word pairs of window W.
@@ -195,14 +195,18 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     has more than :data:`PAIRS_MAX_MESSAGES` messages: not tried); each
     variant's model is the one training it alone gives.  ``follow_links``: as
     :func:`spamnb.training.corpus.iter_labelled` (links to files outside a
-    tree are skipped unless it is true).
+    tree are skipped unless it is true).  ``by_partitions``: with ``n_jobs``
+    1, count by partitions all the same (in this process), so the model is
+    byte for byte the one of every other ``n_jobs`` (``spamnb train``
+    without ``-j`` on a machine with no core free for a worker).
     """
     from spamnb.model.spam_filter import SpamFilter
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
                    report=report, strict=strict, calibration=calibration, n_folds=n_folds, dask=dask,
-                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True)
+                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True,
+                   by_partitions=by_partitions)
 
     def train_all(filters):
         return train_variants(filters, **options)
@@ -257,7 +261,7 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
 
 def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
                    fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-                   progress=None, limit=None, follow_links=False, deferred=False):
+                   progress=None, limit=None, follow_links=False, deferred=False, by_partitions=False):
     """:func:`train_one` of each unfitted filter of ``filters`` (a filter and
     its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
     a generator of their ``(spam_filter, calibration, scores)``, in order.
@@ -268,8 +272,9 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
     variant into its own counts, tree and spills, which are exactly those
     of training it alone; a variant's fold models are built and its spills
     scored when its result is asked for.  ``calibration`` None: the first
-    filter only.  ``limit``: past that many messages counted the variants
-    after the first are dropped (their result None).  On Dask each variant
+    filter only.  ``by_partitions``: as :func:`train`.  ``limit``: past
+    that many messages counted the variants after the first are dropped
+    (their result None).  On Dask each variant
     is trained by a pass of its own.  ``deferred`` (not on Dask): a variant
     scored comes as a :class:`~spamnb.model.fitting.Unfitted`, made a
     filter when :func:`~spamnb.model.fitting.choose_pairs` keeps it (the
@@ -294,7 +299,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
                               strict, calibration, n_folds, folds, dask, follow_links)
         return
     specs = [counting_spec(spam_filter) for spam_filter in filters]
-    one = n_jobs == 1   # asked for -j 1 (-j 0 on one core: partitions, here)
+    one = n_jobs == 1 and not by_partitions   # asked for -j 1 (-j 0 on one core: partitions, here)
     if one:   # near-duplicates of an earlier message left out as met (the corpus in order)
         messages = ((data, is_spam) for _name, data, is_spam in
                     unique_messages(piece_messages(plan_training(trees, spam, ham, report, strict, None, follow_links),

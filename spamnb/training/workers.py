@@ -37,11 +37,9 @@ def free_cores(cores=None, load=None):
     """The cores ``spamnb train`` runs on when ``-j`` is not given: those this
     process may run on (``cores``, default :func:`available_cores`) less the
     ones other processes keep busy (``load``, default :func:`busy_cores`),
-    rounded to the nearest, at least 1.  Workers cost CPU of their own (a
-    keying pass, partitions merged, the parent's tail): on cores others keep
-    busy they were slower than this process alone (docs/scale.md), so a
-    machine without a free core for a second worker trains in this process
-    (``-j 1``)."""
+    rounded to the nearest, at least 1 (``spamnb train`` takes two at least
+    where there are two, so that its model does not depend on the load:
+    docs/scale.md)."""
     cores = available_cores() if cores is None else int(cores)
     if load is None:
         load = busy_cores()
