@@ -11,7 +11,7 @@ import spamnb
 from conftest import REPO, run_spamnb
 from spamnb.model import defaults
 from spamnb.settings import SERVER_DEFAULTS
-from spamnb.server.protocol import ScoreMap
+from spamnb.report.scale import ScoreMap
 from spamnb.model.verdict import Cutoffs
 
 SERVE_MD = (REPO / "docs" / "serve.md").read_text()
@@ -27,8 +27,8 @@ def _blocks(text, language):
     return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
 
-@pytest.mark.parametrize("text", [SERVE_MD, (REPO / "spamnb" / "server" / "protocol.py").read_text()],
-                         ids=["docs/serve.md", "protocol.py"])
+@pytest.mark.parametrize("text", [SERVE_MD, (REPO / "spamnb" / "report" / "scale.py").read_text()],
+                         ids=["docs/serve.md", "scale.py"])
 def test_score_mapping_states_the_cutoffs_and_points_of_the_code(text):
     text = " ".join(text.split())
     stated = re.findall(r"built-in defaults \(L_ham = (-?[\d.]+), L_spam = (-?[\d.]+)\)"

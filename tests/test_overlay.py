@@ -100,7 +100,7 @@ def test_a_server_holds_each_new_users_model_as_its_overlay(site, tmp_path):
     user, not a model a user (before: about 1.2 MiB a user with this model,
     72 MiB for 60, the byte limit the only bound).  Each user's check gives
     the score of the user's model loaded whole."""
-    from spamnb.server.protocol import ScoreMap
+    from spamnb.report.scale import ScoreMap
     from tests.test_serve import MESSAGES, SPAMC, Daemon, unique_message
 
     if SPAMC is None:

@@ -14,7 +14,7 @@ from spamnb import SpamFilter
 from spamnb.bayes import token_kernels
 from spamnb.model import defaults, schema
 from spamnb.model.verdict import Cutoffs
-from spamnb.server.protocol import ScoreMap
+from spamnb.report.scale import ScoreMap
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spamnb"
 HAM = b"Subject: lunch\n\nShall we meet for lunch on Friday at noon?\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import spamnb
+from spamnb.report.scale import ScoreMap
 from spamnb.server import protocol as spamd
 from spamnb.model.spam_filter import SpamFilter
 
@@ -157,18 +158,18 @@ def classify_cli(home, path):
 
 # ---------------------------------------------------------------------------- score mapping
 def test_score_map_puts_each_verdict_on_its_side_of_the_boundaries():
-    m = spamd.ScoreMap(0.0, 14.0, 5.0)
+    m = ScoreMap(0.0, 14.0, 5.0)
     assert m.score(14.0, "spam") == 5.0 and m.score(28.0, "spam") == 10.0
     assert m.score(13.99, "spam") == 5.0          # a spam verdict never prints below R
     assert m.score(13.99, "unsure") == 4.9         # 4.996 would round to 5.0: kept below R
     assert m.score(0.01, "unsure") == 0.1          # never 0.0 (that reads as ham)
     assert m.score(0.0, "ham") == 0.0 and m.score(-14.0, "ham") == -5.0
     assert m.score(1e300, "spam") == 999.9 and m.score(float("-inf"), "ham") == -999.9
-    shifted = spamd.ScoreMap(-2.0, 10.0, 6.0)       # ham cutoff maps to 0, spam cutoff to R
+    shifted = ScoreMap(-2.0, 10.0, 6.0)       # ham cutoff maps to 0, spam cutoff to R
     assert shifted.score(-2.0, "ham") == 0.0 and shifted.score(10.0, "spam") == 6.0
     assert shifted.score(4.0, "unsure") == 3.0
     with pytest.raises(ValueError):
-        spamd.ScoreMap(3.0, 3.0)
+        ScoreMap(3.0, 3.0)
 
 
 def test_the_server_keeps_only_what_classifying_reads(home, site_filter, monkeypatch):
@@ -251,7 +252,7 @@ def test_check_exit_code_and_score_follow_spamnb_classify(daemon, home, site_fil
         assert proc.returncode == (1 if label == "spam" else 0), (path, label, proc.stdout)
         assert (score >= 5.0) == (label == "spam") and (score <= 0.0) == (label == "ham")
         verdict = site_filter.classify(path.read_bytes())
-        assert score == spamd.ScoreMap.from_cutoffs(site_filter.cutoffs) \
+        assert score == ScoreMap.from_cutoffs(site_filter.cutoffs) \
             .score(verdict.log_odds, verdict.label)
     assert labels >= {"spam", "ham"}
 

@@ -13,6 +13,7 @@ from spamnb import SpamFilter
 from spamnb.model import learning
 from spamnb.model.ledger import Tally, canonical, message_digest
 from spamnb.model.prequential import ScoreHistogram
+from spamnb.report.scale import ScoreMap
 from spamnb.server import protocol as spamd
 from spamnb.server.models import ModelCache
 
@@ -170,7 +171,7 @@ def test_the_score_map_follows_cutoffs_refitted_by_the_journal(tmp_path):
     assert fresh.cutoffs_from == "held-out"
     same, after = cache.get(str(path), 5.0)
     assert same is loaded                      # followed in place, not read again
-    expected = spamd.ScoreMap.from_cutoffs(fresh.cutoffs, 5.0)
+    expected = ScoreMap.from_cutoffs(fresh.cutoffs, 5.0)
     assert (after.ham_log_odds, after.spam_log_odds) != (before.ham_log_odds, before.spam_log_odds)
     assert after.ham_log_odds == pytest.approx(expected.ham_log_odds)
     assert after.spam_log_odds == pytest.approx(expected.spam_log_odds)

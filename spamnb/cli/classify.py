@@ -37,9 +37,9 @@ def _passthrough(args):
         spam_filter = load_filter(args, settings, mapped=True)
         verdict = spam_filter.classify(message)
         fields = _sa_fields(args, spam_filter, verdict) if args.sa_headers else None
-        from spamnb.report.headers import OUR_FIELDS
+        from spamnb.mail.headers import SPAM_FIELDS
 
-        pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag, fields, OUR_FIELDS)
+        pieces = passthrough_pieces(message, verdict, settings.header, settings.subject_tag, fields, SPAM_FIELDS)
     except BaseException as exc:
         for piece in _unchecked_pieces(message, settings, exc):   # never lose the mail: passed on unchecked
             sys.stdout.buffer.write(piece)
@@ -91,9 +91,9 @@ def _auto_learn(args, spam_filter, message, verdict, settings=None):
 
 def _sa_fields(args, spam_filter, verdict):
     """``--sa-headers``: the X-Spam-* fields ``spamnb serve`` adds for PROCESS
-    (score on the same scale: ``spamnb.server.protocol.ScoreMap``)."""
+    (score on the same scale: ``spamnb.report.scale.ScoreMap``)."""
     from spamnb.report.headers import spam_fields
-    from spamnb.server.protocol import ScoreMap
+    from spamnb.report.scale import ScoreMap
     from spamnb.settings import SERVER_DEFAULTS
 
     score_map = ScoreMap.from_cutoffs(spam_filter.cutoffs, SERVER_DEFAULTS["required_score"])

@@ -42,9 +42,9 @@ NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no
 
 def header_block(message):
     """The header block of ``message`` (bytes), cut at :data:`HEAD_BYTES`."""
-    head = message[:HEAD_BYTES]
-    ends = [end for end in (head.find(b"\n\n"), head.find(b"\n\r\n")) if end >= 0]
-    return head[:min(ends)].rstrip(b"\r") if ends else head
+    from spamnb.mail.headers import header_of
+
+    return header_of(message, HEAD_BYTES)
 
 
 _NUMBERS = struct.Struct(">B8d4I")       # version, 8 floats, 4 counts

@@ -463,8 +463,9 @@ def message_date(data):
     """POSIX time of a message's Date: header (in its header block), or None."""
     from email.utils import parsedate_to_datetime
 
-    end = data.find(b"\n\n")
-    head = data[:end if end >= 0 else 65536][:65536]
+    from spamnb.mail.headers import header_of
+
+    head = header_of(data, 65536)
     match = _DATE_HEADER.search(head)
     if not match:
         return None

@@ -11,6 +11,7 @@ folders as ham; the learner (the model's ledger) skips what it holds.
 """
 
 from spamnb.imap.client import ImapError
+from spamnb.mail.headers import header_of
 
 __all__ = ["scan", "learn", "BATCH", "JUNK_KEYWORD"]
 
@@ -71,10 +72,7 @@ def scan(conn, state, account, classify, inbox="INBOX", spam="Junk", unsure=None
 
 
 def _head(raw):
-    end = raw.find(b"\n\n")
-    end2 = raw.find(b"\r\n\r\n")
-    ends = [e for e in (end, end2) if e >= 0]
-    return b"\n" + raw[:min(ends) if ends else len(raw)]
+    return b"\n" + header_of(raw)
 
 
 def learn(conn, learn_one, spam="Junk", ham=("INBOX",), step=None):

@@ -84,11 +84,9 @@ def _unmarked(data, header_name):
         if newline < 0:
             return None
         start = newline + 1
-    end = data.find(b"\n\n", start)
-    crlf = data.find(b"\r\n\r\n", start)
-    if end < 0 or 0 <= crlf < end:
-        end = crlf
-    head = (data[start:end] if end >= 0 else data[start:]).lower()
+    from spamnb.mail.headers import header_end
+
+    head = data[start:header_end(data, start)].lower()
     if b"x-spam" in head or header_name.encode("ascii").lower() in head:
         return None
     return data[start:] if start else data
@@ -118,8 +116,9 @@ def train_digest(data):
     newline = data.find(b"\n", start)
     if newline > start and data[newline - 1] == 13:   # CRLF line ends: the general way
         return message_digest(canonical(data))
-    end = data.find(b"\n\n", start)
-    head = (data[start:end] if end >= 0 else data[start:]).lower()   # the header, or more
+    from spamnb.mail.headers import header_end
+
+    head = data[start:header_end(data, start)].lower()   # the header
     if b"x-spam" in head or b"x-spamnb-status" in head:
         return message_digest(canonical(data))
     return _BLAKE2B(memoryview(data)[start:] if start else data, digest_size=DIGEST_SIZE).digest()

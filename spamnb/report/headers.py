@@ -24,12 +24,10 @@ ASCII; a field's size is bounded by the limits above whatever the message.
 
 from __future__ import annotations
 
-from spamnb.mail.status import SA_FIELDS
 from spamnb.model.verdict import REASONS
 
 __all__ = ["BANDS", "LEVEL_CAP", "LINE", "STATUS_TOKENS", "MAX_TOKEN_BYTES", "symbol_name", "short_symbol", "bayes_tests", "tests",
-           "level", "status_words", "fold", "spam_fields", "report_lines", "checker_version", "STATUS_WORDS",
-           "OUR_FIELDS"]
+           "level", "status_words", "fold", "spam_fields", "report_lines", "checker_version", "STATUS_WORDS"]
 
 # (lowest P(spam) of the band, rule name, what SpamAssassin's description says)
 BANDS = ((0.00, "BAYES_00", "0 to 1%"), (0.01, "BAYES_05", "1 to 5%"), (0.05, "BAYES_20", "5 to 20%"),
@@ -43,8 +41,6 @@ MAX_TOKEN_BYTES = 40
 REPORT_TOKENS = 10
 STATUS_WORDS = {"spam": "Yes", "ham": "No", "unsure": "Unsure"}
 LABEL_SYMBOL = {"spam": "SPAMNB_SPAM", "ham": "SPAMNB_HAM", "unsure": "SPAMNB_UNSURE"}
-# the fields spamnb writes (lower case): any the sender put there are removed first
-OUR_FIELDS = SA_FIELDS
 
 _SYMBOL_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-/@+=!*")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spamnb.report.scale import ScoreMap
 from spamnb.server import protocol as spamd
 
 
@@ -17,14 +18,14 @@ from spamnb.server import protocol as spamd
 class Checked:
     """A message checked: ``verdict`` (spamnb's Verdict), ``score`` (spamd's
     one-decimal score), ``score_map`` (the model's
-    :class:`~spamnb.server.protocol.ScoreMap`), ``note`` (why the site model
+    :class:`~spamnb.report.scale.ScoreMap`), ``note`` (why the site model
     answered for a user, for the log), ``paths`` (the user's
     ``RequestHandler.model_path``) and ``model`` (the filter that checked it,
     for the verdict hooks)."""
 
     verdict: object
     score: float
-    score_map: spamd.ScoreMap
+    score_map: ScoreMap
     note: str = ""
     paths: tuple = ()
     model: object = None

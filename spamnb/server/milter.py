@@ -50,7 +50,7 @@ import time
 from kilter.protocol import core, messages
 from kilter.protocol.exceptions import InsufficientSpace
 
-from spamnb.report.headers import OUR_FIELDS
+from spamnb.mail.headers import SPAM_FIELDS, mta_edits
 from spamnb.server.models import ModelUnavailable
 from spamnb.server.policy import Triplets, address_of, allowlisted_fields
 from spamnb.server.server_log import log_safe, one_line
@@ -221,14 +221,12 @@ class MilterConnection(asyncio.Protocol):
 
     def _new_message(self):
         self.held = bytearray()     # the message as held: header lines and body, up to --max-size
-        self.subject_at = None      # (start, end) of the first Subject field's value in it
         self.size = 0
         self.packets = 0            # packets of this message, up to --milter-max-packets
         self.too_big = False
         self.in_body = False
         self.users = set()          # the recipients' user names (two at most kept)
-        self.our_fields = {}        # lower-case name -> occurrences of spamnb's X-Spam-* fields
-        self.subjects = 0
+        self.our_fields = {}        # lower-case name -> occurrences of spamnb's X-Spam-* fields (a message not held)
         self.started = False
         self.sender = ""            # the envelope sender, {auth_authen} and the first recipient, for the policy
         self.authenticated = False
@@ -402,18 +400,10 @@ class MilterConnection(asyncio.Protocol):
             self.started = True
             name = message.name
             lower = name.lower()
-            if lower == "subject":
-                self.subjects += 1
-            elif lower.encode() in OUR_FIELDS:
+            if lower.encode() in SPAM_FIELDS:
                 self.our_fields[lower] = self.our_fields.get(lower, 0) + 1
             self._hold(name.encode("ascii", "replace") + (b":" if self.leading_space else b": "))
-            if self.subjects == 1 and lower == "subject" and not self.too_big:
-                start = len(self.held)
-                self._hold(message.value)
-                if not self.too_big:
-                    self.subject_at = (start, len(self.held))
-            else:
-                self._hold(message.value)
+            self._hold(message.value)
             self._hold(b"\r\n")
         elif self._other_event(message):
             return
@@ -560,7 +550,8 @@ class MilterConnection(asyncio.Protocol):
             return False
         answers = {"accept": (messages.Continue(),), "block": (messages.ReplyCode(_BLOCKED),)}.get(what)
         if answers is None:     # allow-listed
-            answers = (*self._edits(allowlisted_fields(why, self.server.settings.required_score), False),
+            answers = (*self._edits(bytes(self.held), allowlisted_fields(why, self.server.settings.required_score),
+                                    False),
                        messages.Continue())
         if not self.closed:
             self._send(*answers)
@@ -571,7 +562,7 @@ class MilterConnection(asyncio.Protocol):
     def _check(self, started, user, paths=None):
         settings = self.server.settings
         shown = log_safe(user or "-")
-        message, subject = bytes(self.held), self._subject()
+        message = bytes(self.held)
         self.held = bytearray()     # held once: the copy checked is the only one
         try:
             checked = self.server.handler.check_now(message, user, True, paths)
@@ -589,8 +580,8 @@ class MilterConnection(asyncio.Protocol):
         elif action == "accept":
             self._send(messages.Continue())
         else:
-            self._send(*self._edits(checked.fields(settings.report), checked.label == "spam" or action == "unsure-tag",
-                                    subject),
+            self._send(*self._edits(message, checked.fields(settings.report),
+                                    checked.label == "spam" or action == "unsure-tag"),
                        *([messages.Quarantine(f"spamnb: spam, score {checked.score:.1f}")]
                          if action == "quarantine" and _AF.QUARANTINE in self.actions else ()),
                        messages.Continue())
@@ -609,40 +600,35 @@ class MilterConnection(asyncio.Protocol):
             return "tag"
         return action
 
-    def _edits(self, fields, tag_subject, subject=None):
-        """The header edits of a tagged message (``fields``: spamnb's fields as
-        (name, value) pairs; ``subject``: the first Subject field's value, or
-        None): the sender's own X-Spam-* fields removed (the last first, so
-        the indexes stay right), the subject tagged when ``tag_subject``,
-        spamnb's fields added."""
+    def _edits(self, message, fields, tag_subject):
+        """The header edits of a tagged message (``message``: as held;
+        ``fields``: spamnb's fields as (name, value) pairs): the edit
+        :func:`spamnb.mail.headers.edit` makes of the bytes (PROCESS,
+        ``classify -p``), as the MTA's operations (``mta_edits``): the
+        sender's own X-Spam-* fields removed, each Subject tagged when
+        ``tag_subject``, spamnb's fields added at the end of the header.  A
+        message over --max-size is not held: its X-Spam-* fields are removed
+        as the header events counted them."""
         settings = self.server.settings
-        edits = []
         # the values as the fields are written, "Name: value": with HEADER_LEADING_SPACE agreed the MTA
         # adds no space after the colon itself
         space = b" " if self.leading_space else b""
         fields = [(name, space + value) for name, value in fields]
         if _AF.CHANGE_HEADERS not in self.actions:
             return [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
-        for lower, count in self.our_fields.items():
-            for index in range(count, 0, -1):
-                edits.append(messages.ChangeHeader(index, lower, b""))
-        tag = settings.subject_tag
-        if tag and tag_subject:
-            if subject is None:
-                edits.append(messages.AddHeader("Subject", tag.encode("utf-8")))
-            elif not subject.lstrip(b" \t").startswith(tag.encode("utf-8")):
-                text = subject.lstrip(b" \t")
-                edits.append(messages.ChangeHeader(1, "Subject", (b" " if self.leading_space else b"")
-                                                   + tag.encode("utf-8") + (b" " if text.strip() else b"") + text))
+        tag = settings.subject_tag.encode("utf-8") if settings.subject_tag and tag_subject else None
+        if self.too_big:
+            changes = [(name.encode(), index, None) for name, count in self.our_fields.items()
+                       for index in range(count, 0, -1)]
+            add_subject = bool(tag)
+        else:
+            changes, add_subject = mta_edits(message, SPAM_FIELDS, tag)
+        edits = [messages.ChangeHeader(index, name.decode("ascii", "replace"), b"" if value is None else space + value)
+                 for name, index, value in changes]
+        if add_subject:
+            edits.append(messages.AddHeader("Subject", space + tag))
         edits += [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
         return edits
-
-    def _subject(self):
-        """The first Subject field's value as held, or None."""
-        if self.subject_at is None:
-            return None
-        start, end = self.subject_at
-        return bytes(self.held[start:end])
 
     def _unchecked(self, started, user, outcome, action=None):
         """A message that could not be checked: --milter-on-error (or

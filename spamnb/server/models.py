@@ -11,7 +11,7 @@ import mmap
 import os
 from collections import OrderedDict
 
-from spamnb.server import protocol as spamd
+from spamnb.report.scale import ScoreMap
 from spamnb.errors import ModelError, ModelUnavailable, ProtocolError
 from spamnb.server.protocol import EX
 from spamnb.server.server_log import one_line
@@ -373,7 +373,7 @@ class ModelCache:
             return entry[1], entry[2]
         if entry is not None and self.run is not None:
             if entry[2].required != round(float(required), 1):     # --required-score changed (SIGHUP)
-                entry = (entry[0], entry[1], spamd.ScoreMap.from_cutoffs(entry[1].cutoffs, required))
+                entry = (entry[0], entry[1], ScoreMap.from_cutoffs(entry[1].cutoffs, required))
                 self._entries[path] = entry
             if path not in self._loading:
                 self._loading.add(path)
@@ -455,7 +455,7 @@ class ModelCache:
             # looked at again at the next request (a read of the bytes after the last record)
             key = key[:4] + (None,)
         score_map = entry[2]
-        fresh = spamd.ScoreMap.from_cutoffs(entry[1].cutoffs, score_map.required)
+        fresh = ScoreMap.from_cutoffs(entry[1].cutoffs, score_map.required)
         if (fresh.ham_log_odds, fresh.spam_log_odds) != (score_map.ham_log_odds, score_map.spam_log_odds):
             score_map = fresh   # the records refitted the model's cutoffs (spamnb.model.prequential)
         self._entries[path] = (key, entry[1], score_map)
@@ -463,7 +463,7 @@ class ModelCache:
 
     def _load(self, path, required):
         spam_filter = self._overlay(path) or _load_filter(path, self.whole)
-        return spam_filter, spamd.ScoreMap.from_cutoffs(spam_filter.cutoffs, required)
+        return spam_filter, ScoreMap.from_cutoffs(spam_filter.cutoffs, required)
 
     def _overlay(self, path):
         """A user model that is the site model's file plus a journal, held as
@@ -501,7 +501,7 @@ class ModelCache:
             self.log(f"model {path} not reloaded, serving the one loaded before: {one_line(exc)}")
             score_map = entry[2]
             if score_map.required != round(float(required), 1):     # --required-score changed (SIGHUP)
-                score_map = spamd.ScoreMap.from_cutoffs(entry[1].cutoffs, required)
+                score_map = ScoreMap.from_cutoffs(entry[1].cutoffs, required)
             self._entries[path] = (key, entry[1], score_map)
             return entry[1], score_map
         text = f"model {path} not usable: {one_line(exc)}"

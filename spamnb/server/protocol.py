@@ -8,30 +8,12 @@ response is ``SPAMD/1.5 <code> <text>``, header lines, a blank line and a
 body.  Codes are sysexits.h values (0 ``EX_OK``, 76 ``EX_PROTOCOL``, ...);
 after a non-zero code nothing else is sent and the connection closes.
 
-Score mapping
--------------
-spamd answers ``Spam: True ; <score> / <required>``: ``spamc -c`` prints
-``score/required`` and exits 1 for spam, Exim compares ``$spam_score``
-(``$spam_score_int`` is ten times it).  spamnb decides by log-odds L against
-two cutoffs, ham at L <= L_ham, spam at L >= L_spam, unsure between.  The
-score is the affine map that sends L_ham to 0 and L_spam to the required
-score R (default 5.0)::
-
-    score = R * (L - L_ham) / (L_spam - L_ham)
-
-so ``score <= 0`` is ham, ``0 < score < R`` is unsure, ``score >= R`` is
-spam, and the ``Spam:`` flag is True exactly for spam.  Scores are sent with
-one decimal, rounded so that the printed number keeps the verdict's side of
-each boundary: spam is never below R, ham never above 0.0, unsure is kept in
-[0.1, R - 0.1].  The cutoffs are the model's (``spamnb train`` chooses L_spam
-for its mail); with the built-in defaults (L_ham = -4, L_spam = 14) and R =
-5.0, one score point is 3.6 units of log-odds.  Exim's ``$spam_score_int > 0``
-(or ``$spam_score > 0``) thus means "unsure or spam", ``>= R*10`` "spam".
+The score spamd answers (``Spam: True ; <score> / <required>``) is
+spamnb's log-odds on SpamAssassin's scale: :class:`spamnb.report.scale.ScoreMap`.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import zlib
 from collections import namedtuple
@@ -39,7 +21,7 @@ from collections import namedtuple
 from spamnb.errors import ProtocolError
 from spamnb.report.headers import symbol_name   # SYMBOLS' token names (re-exported)
 
-__all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "ScoreMap", "response", "comma_words",
+__all__ = ["EX", "ProtocolError", "Request", "parse_head", "decompress", "response", "comma_words",
            "VERBS", "BODY_VERBS", "MAX_HEAD", "symbol_name"]
 
 # sysexits.h
@@ -117,55 +99,6 @@ def decompress(data, limit):
     return out
 
 
-class ScoreMap:
-    """Maps spamnb's log-odds to spamd's ``score / required`` (module docstring).
-
-    Parameters
-    ----------
-    ham_log_odds, spam_log_odds : float
-        The filter's cutoffs as log-odds (L_ham < L_spam).
-    required : float
-        The required score R that the spam cutoff maps to.
-    """
-
-    def __init__(self, ham_log_odds, spam_log_odds, required=5.0):
-        if not spam_log_odds > ham_log_odds:
-            raise ValueError("the spam cutoff must lie above the ham cutoff")
-        if not (required >= 0.2 and math.isfinite(required)):
-            raise ValueError("the required score must be at least 0.2")
-        self.ham_log_odds = float(ham_log_odds)
-        self.spam_log_odds = float(spam_log_odds)
-        self.required = round(float(required), 1)
-        self.scale_ = self.required / (self.spam_log_odds - self.ham_log_odds)
-
-    @classmethod
-    def from_cutoffs(cls, cutoffs, required=5.0):
-        """The map of a filter's ``cutoffs`` (``spamnb.model.verdict.Cutoffs``: ``.spam``, ``.ham`` probabilities)."""
-        return cls(_logit(cutoffs.ham), _logit(cutoffs.spam), required)
-
-    def score(self, log_odds, label):
-        """The one-decimal score of a verdict, on the verdict's side of each boundary."""
-        raw = self.scale_ * (log_odds - self.ham_log_odds)
-        raw = max(min(raw, 999.9), -999.9) if math.isfinite(raw) else math.copysign(999.9, raw)
-        tenths = math.floor(raw * 10.0)
-        if label == "spam":
-            tenths = max(tenths, round(self.required * 10))
-        elif label == "ham":
-            tenths = min(tenths, 0)
-        else:
-            tenths = min(max(tenths, 1), round(self.required * 10) - 1)
-        return tenths / 10.0
-
-    def points(self, weight):
-        """A token's log-odds weight in score points."""
-        return self.scale_ * weight
-
-
-def _logit(p):
-    p = min(max(float(p), 1e-300), 1.0 - 1e-16)
-    return math.log(p) - math.log1p(-p)
-
-
 # ---------------------------------------------------------------------------- responses
 def response(code, headers=(), body=b"", text=None):
     """``SPAMD/1.5 code text``, the headers ((name, value) pairs), a blank line, the body.
@@ -234,41 +167,16 @@ def report(verdict, score_map, score):
     return ("\r\n".join(lines) + "\r\n").encode("utf-8")
 
 
-def header_end(message):
-    """Offset just past the header block's last line (before the blank line),
-    or None when the message has no header block (no field line first)."""
-    if not message or message[:1] in (b" ", b"\t", b"\r", b"\n") or b":" not in message[:1000].split(b"\n", 1)[0]:
-        return None
-    hits = [p for p in (message.find(b"\n\n"), message.find(b"\n\r\n")) if p >= 0]
-    return min(hits) + 1 if hits else len(message)
-
-
 def marked_headers(message, verdict, score, required, report=False, subject_tag=None, points=None):
-    """The message's header block with spamnb's X-Spam-* fields (any the
-    sender put there removed; spamnb.report.headers), ending in its blank
-    line; and the offset where the body starts in ``message``.  ``report``
-    adds X-Spam-Report; ``subject_tag`` (str) starts the Subject of spam
-    (once: a Subject that starts with it already is left alone)."""
-    from spamnb.mail.status import field_name, header_fields, tag_subject
-    from spamnb.report.headers import OUR_FIELDS, spam_fields
+    """PROCESS and HEADERS: ``message`` with spamnb's X-Spam-* fields (any
+    the sender put there removed; spamnb.report.headers) and the Subject of
+    spam tagged with ``subject_tag`` (str), as :func:`spamnb.mail.headers.edit`
+    makes it (the edit ``classify -p --sa-headers`` makes): the edit and the
+    header ending in its blank line (HEADERS' answer).  PROCESS answers
+    ``edited.head + message[edited.at:]``."""
+    from spamnb.mail import headers
+    from spamnb.report.headers import spam_fields
 
-    end = header_end(message)
-    newline = b"\r\n" if b"\r\n" in message[:2000] else b"\n"
-    ours = [field.replace(b"\n", newline) for field in spam_fields(verdict, score, required, points, report)]
     tag = subject_tag.encode("utf-8") if subject_tag and verdict.label == "spam" else None
-    if end is None:
-        if tag:
-            ours.append(b"Subject: " + tag)
-        return newline.join(ours) + newline + newline, 0
-    fields = [field for field in header_fields(message[:end]) if field_name(field) not in OUR_FIELDS]
-    if tag and not tag_subject(fields, tag):
-        ours.append(b"Subject: " + tag)
-    head = b"".join(b"".join(field) for field in fields)
-    if head and not head.endswith(b"\n"):
-        head += newline
-    body_start = end
-    if message[end:end + 2] == b"\r\n":
-        body_start += 2
-    elif message[end:end + 1] == b"\n":
-        body_start += 1
-    return head + newline.join(ours) + newline + newline, body_start
+    edited = headers.edit(message, spam_fields(verdict, score, required, points, report), headers.SPAM_FIELDS, tag)
+    return edited, headers.header_block(message, edited)

@@ -63,11 +63,11 @@ def verdict_answer(request, message, checked, settings):
     if verb in ("REPORT", "REPORT_IFSPAM"):
         body = b"" if verb == "REPORT_IFSPAM" and verdict.label != "spam" else spamd.report(verdict, score_map, score)
         return reply(spam_header, body), outcome
-    head, body_start = spamd.marked_headers(message, verdict, score, score_map.required, settings.report,
-                                            settings.subject_tag, score_map.points)
+    edited, head = spamd.marked_headers(message, verdict, score, score_map.required, settings.report,
+                                        settings.subject_tag, score_map.points)
     if verb == "HEADERS":
         return reply(spam_header, head, True), outcome
-    return reply(spam_header, head + message[body_start:], True), outcome     # PROCESS
+    return reply(spam_header, edited.head + message[edited.at:], True), outcome     # PROCESS
 
 
 def lesson_of(request, message):
