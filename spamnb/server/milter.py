@@ -611,9 +611,10 @@ class MilterConnection(asyncio.Protocol):
         as the header events counted them."""
         settings = self.server.settings
         # the values as the fields are written, "Name: value": with HEADER_LEADING_SPACE agreed the MTA
-        # adds no space after the colon itself
+        # adds no space after the colon itself, and a value that starts on the next line (X-Spam-Report)
+        # gets none, as PROCESS writes it
         space = b" " if self.leading_space else b""
-        fields = [(name, space + value) for name, value in fields]
+        fields = [(name, value if value[:1] == b"\n" and space else space + value) for name, value in fields]
         if _AF.CHANGE_HEADERS not in self.actions:
             return [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
         tag = settings.subject_tag.encode("utf-8") if settings.subject_tag and tag_subject else None
@@ -625,9 +626,9 @@ class MilterConnection(asyncio.Protocol):
             changes, add_subject = mta_edits(message, SPAM_FIELDS, tag)
         edits = [messages.ChangeHeader(index, name.decode("ascii", "replace"), b"" if value is None else space + value)
                  for name, index, value in changes]
-        if add_subject:
-            edits.append(messages.AddHeader("Subject", space + tag))
         edits += [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
+        if add_subject:     # after spamnb's fields, where the edit of the bytes puts it
+            edits.append(messages.AddHeader("Subject", space + tag))
         return edits
 
     def _unchecked(self, started, user, outcome, action=None):
