@@ -35,6 +35,7 @@ to change.  :func:`mta_edits` gives the same edit as the MTA's operations
 (the n-th field of a name changed or removed, fields added at the end).
 """
 
+import re
 from collections import namedtuple
 
 from spamnb.mail import lazy_re
@@ -55,6 +56,10 @@ _HEADER_LINE = lazy_re.pattern(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:
 _FIELDS = lazy_re.pattern(rb"(?:From [^\n]*\n)?"                               # the envelope line
                           rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"   # a field
                           rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")                     # its continuation lines
+
+# a field's name at the start of a line, and the rest of the field (its continuation lines) after its colon
+_FIELD_START = lazy_re.pattern(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:", re.MULTILINE)
+_FIELD_REST = lazy_re.pattern(rb"[^\n]*(?:\n[ \t][^\n]*)*")
 
 Split = namedtuple("Split", "fields_end end body")
 """Offsets in a message with a header: just past its last field
@@ -202,22 +207,23 @@ def mta_edits(message, remove=(), subject_tag=None):
     """The edit of :func:`edit` for an MTA that holds ``message`` (its header
     as the MTA passed it on: each field a line, then its blank line): a list
     of ``(name, index, value)``: the ``index``-th field (from 1) of that name
-    gets ``value`` (the text after the colon and its space), or is removed when ``value`` is None; fields removed come last-first so
-    the indexes stay right.  And whether a Subject must be added (a tag and
-    no Subject).  The fields to add go at the end of the header."""
+    gets ``value`` (the text after the colon and its space), or is removed
+    when ``value`` is None; fields removed come last-first so the indexes
+    stay right.  And whether a Subject must be added (a tag and no Subject).
+    The fields to add go at the end of the header."""
     drop = frozenset(remove)
-    where = split(message)
-    found = fields(message[:where.end]) if where is not None else []
+    if not _HEADER_LINE.match(message):
+        return [], bool(subject_tag)
+    end = header_end(message)
     counts, removed, subjects = {}, [], []
-    for field in found:
-        name = field_name(field)
+    for match in _FIELD_START.finditer(message, 0, end):
+        name = match.group(1).lower()
         counts[name] = index = counts.get(name, 0) + 1
         if name in drop:
-            removed.append((field[0].split(b":", 1)[0].strip(), index))
+            removed.append((match.group(1), index))
         elif name == b"subject" and subject_tag:
-            value = b"".join(field).split(b":", 1)[1]
-            value = value[:-2] if value.endswith(b"\r\n") else value[:-1] if value.endswith(b"\n") else value
-            text = tagged_subject(value, subject_tag)
+            value = _FIELD_REST.match(message, match.end(), end).group()
+            text = tagged_subject(value[:-1] if value.endswith(b"\r") else value, subject_tag)
             if text is not None:
                 subjects.append((b"Subject", index, text))
     out = [(name, index, None) for name, index in sorted(removed, key=lambda r: (r[0].lower(), -r[1]))]

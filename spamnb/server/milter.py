@@ -618,7 +618,9 @@ class MilterConnection(asyncio.Protocol):
         if _AF.CHANGE_HEADERS not in self.actions:
             return [messages.AddHeader(name.decode("ascii"), value) for name, value in fields]
         tag = settings.subject_tag.encode("utf-8") if settings.subject_tag and tag_subject else None
-        if self.too_big:
+        if not tag and not self.our_fields:     # the header events saw nothing to change
+            changes, add_subject = [], False
+        elif self.too_big:                      # not held: the fields to remove as the events counted them
             changes = [(name.encode(), index, None) for name, count in self.our_fields.items()
                        for index in range(count, 0, -1)]
             add_subject = bool(tag)
