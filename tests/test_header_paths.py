@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from mailchain import serving  # noqa: F401  (the Postfix test's server)
+from postfix_private import pf_root, postfixes, skip_reason, work  # noqa: F401  (its private Postfix)
 
 import spamnb
 
@@ -318,3 +320,200 @@ def test_one_function_finds_the_end_of_a_header():
                 found.append(f"{rel}:{number}: {line.strip()}")
     assert found == []
     assert search.search((PACKAGE / "mail" / "headers.py").read_text())      # the pattern finds the one there
+
+
+# ---------------------------------------------------------------------------- the real clients and servers
+@pytest.mark.slow
+@pytest.mark.skipif(SPAMC is None, reason="spamc is not installed")
+def test_real_spamc_process_and_headers_write_what_classify_p_writes(home, server, tmp_path):
+    """The real spamc (PROCESS; ``--headers``: HEADERS, spamc putting the
+    body back) against ``spamnb serve``: PROCESS's output is classify -p's,
+    byte for byte; HEADERS' fields are the same."""
+    spamd_port, _ = server
+    for name, message in two_hundred():
+        expected = classify_p(home, message, tmp_path, "--sa-headers", "--report")
+        base = [SPAMC, "-d", "127.0.0.1", "-p", str(spamd_port), "-s", str(8 << 20), "-t", "120", "-x"]
+        process = subprocess.run(base, input=message, capture_output=True, timeout=180)
+        assert process.returncode == 0 and process.stdout == expected, (name, process.stderr[-500:])
+        headers = subprocess.run(base + ["--headers"], input=message, capture_output=True, timeout=180)
+        assert headers.returncode == 0 and written(headers.stdout) == written(expected), name
+
+
+class MilterTap:
+    """A relay on loopback between an MTA and the milter at ``port``, keeping
+    what the MTA sent on each connection: the bytes it handed the milter."""
+
+    def __init__(self, port):
+        import threading
+
+        self.target = port
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.streams = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn):
+        import threading
+
+        sent = bytearray()
+        with self.lock:
+            self.streams.append(sent)
+        try:
+            up = socket.create_connection(("127.0.0.1", self.target), timeout=300)
+        except OSError:
+            conn.close()
+            return
+
+        def answers():
+            try:
+                while chunk := up.recv(65536):
+                    conn.sendall(chunk)
+            except OSError:
+                pass
+            conn.close()
+
+        threading.Thread(target=answers, daemon=True).start()
+        try:
+            while chunk := conn.recv(65536):
+                sent += chunk
+                up.sendall(chunk)
+        except OSError:
+            pass
+        up.close()
+
+    def handed(self):
+        """{queue ID: the message as the milter held it} of every end of data seen."""
+        out = {}
+        with self.lock:
+            streams = [bytes(s) for s in self.streams]
+        for data in streams:
+            leading_space, message, queue_id, at = False, [], None, 0
+            while at + 5 <= len(data):
+                size = int.from_bytes(data[at:at + 4], "big")
+                if at + 4 + size > len(data):
+                    break
+                kind, payload = data[at + 4:at + 5], data[at + 5:at + 4 + size]
+                at += 4 + size
+                if kind == b"O":
+                    leading_space = bool(int.from_bytes(payload[8:12], "big") & 0x100000)
+                elif kind == b"D":
+                    parts = payload[1:].split(b"\0")
+                    macros = dict(zip(parts[0::2], parts[1::2]))
+                    queue_id = macros.get(b"i", queue_id)
+                elif kind == b"L":
+                    name, value = payload.split(b"\0")[:2]
+                    message.append(name + (b":" if leading_space else b": ") + value + b"\r\n")
+                elif kind == b"N":
+                    message.append(b"\r\n")
+                elif kind == b"B":
+                    message.append(payload)
+                elif kind == b"E":
+                    out[queue_id.decode()] = b"".join(message)
+                    message = []
+                elif kind == b"A":
+                    message = []
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))
+def test_the_milter_through_postfix_writes_what_process_writes(pf_root, work, postfixes, serving):
+    """The real Postfix in front of the milter (docs/serve.md's main.cf
+    lines, tests/postfix_private.py), the 200 messages sent over SMTP: each
+    delivered message's X-Spam-* and Subject fields are PROCESS's on the
+    bytes Postfix handed the milter (read off the wire by a relay)."""
+    pytest.importorskip("kilter.protocol")
+    from mailchain import read_maildir, send
+    from postfix_private import milter_main_cf
+
+    milter_port = _free_port()
+    serve = serving(work, None, "--milter", f"127.0.0.1:{milter_port}", *SERVE_OPTIONS)
+    tap = MilterTap(milter_port)
+    try:
+        pf = postfixes(milter_main_cf(tap.port) + "header_size_limit = 2000000\n",
+                       lambda smtp_port: f"127.0.0.1:{smtp_port} inet n - n - - smtpd\n")
+        deadline = time.monotonic() + 900
+        messages = two_hundred()
+        for name, message in messages:
+            answers = send(pf.smtp_port, message, ["alice@test.example"], deadline)
+            assert all(code == 250 for code, _ in answers.values()), (name, answers)
+        while len(read_maildir(pf.mail / "alice")) < len(messages) and time.monotonic() < deadline:
+            pf.flush()
+            time.sleep(1)
+        delivered = read_maildir(pf.mail / "alice")
+        assert len(delivered) == len(messages), pf.log_text()[-3000:]
+        handed = tap.handed()
+        assert len(handed) == len(messages)
+        for message in delivered:
+            queue_id = re.search(rb"\bwith E?SMTPS? id ([0-9A-Za-z]+)", message).group(1).decode()
+            process = spamd(serve.port, "PROCESS", handed[queue_id])
+            assert written(message) == written(process), queue_id
+            assert written(message), queue_id
+    finally:
+        tap.close()
+
+
+@pytest.mark.slow
+def test_imap_scan_add_header_writes_what_classify_p_writes(home, tmp_path, request):
+    """``spamnb imap scan --add-header`` against a real Dovecot: each message
+    re-appended is classify -p's output on the message as Dovecot gave it
+    (the status header, the Subject of spam tagged), byte for byte."""
+    import dovecot_private
+
+    if dovecot_private.missing() is not None:
+        pytest.skip(str(dovecot_private.missing()))
+    from test_imap import Account
+
+    server = request.getfixturevalue("server_imap")
+    account = Account(server, "user7", tmp_path / "home", home / "model.spamnb")
+    settings = account.home / "settings.toml"
+    settings.write_text('subject_tag = "[SPAM]"\n' + settings.read_text())
+    client = account.imap()
+    try:
+        for _, message in two_hundred():
+            assert client.append("INBOX", None, None, message)[0] == "OK"
+        before = _all_messages(client, ("INBOX",))
+    finally:
+        client.logout()
+    assert len(before) == 200
+    proc = account.spamnb("imap", "scan", "--add-header")
+    assert proc.returncode == 0, proc.stderr
+    client = account.imap()
+    try:
+        after = _all_messages(client, ("INBOX", "Junk"))
+    finally:
+        client.logout()
+    expected = sorted(classify_p(account.home, m, tmp_path) for m in before)
+    assert sorted(after) == expected
+
+
+def _all_messages(client, folders):
+    out = []
+    for folder in folders:
+        if client.select(folder, readonly=True)[0] != "OK":
+            continue
+        typ, data = client.uid("FETCH", "1:*", "(BODY.PEEK[])")
+        out += [item[1] for item in data if isinstance(item, tuple)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def server_imap(tmp_path_factory):
+    """A private Dovecot over IMAPS (tests/test_imap.py's)."""
+    from test_imap import imaps_dovecot
+
+    yield from imaps_dovecot(tmp_path_factory)

@@ -33,6 +33,11 @@ def key(raw):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    yield from imaps_dovecot(tmp_path_factory)
+
+
+def imaps_dovecot(tmp_path_factory):
+    """A private Dovecot over IMAPS with USERS, its certificate as ``.cert``; stopped after the yield."""
     tmp = tmp_path_factory.mktemp("imaps")
     cert, private = tmp / "cert.pem", tmp / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(private),
