@@ -225,12 +225,10 @@ def hard_messages(site_model, per_band=1, trace=b""):
     return out
 
 
-class SpamdTap:
-    """A relay on loopback between an MTA's SPAMD client (spamc, Exim's
-    ``spam =``) and the server at ``port``, keeping a copy of every request
-    as the client sent it: the bytes the MTA handed spamnb, on which the
-    answer key of the messages near a cutoff is computed (:func:`answer_key`).
-    ``port``: where the MTA is pointed instead."""
+class Tap:
+    """A relay on loopback between a client and the server at ``port``,
+    keeping what the client sent on each connection (:meth:`streams`).
+    ``port``: where the client is pointed instead."""
 
     def __init__(self, port):
         import threading
@@ -238,7 +236,7 @@ class SpamdTap:
         self.target = port
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.requests = []
+        self.sent = []
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -256,6 +254,8 @@ class SpamdTap:
         import threading
 
         sent = bytearray()
+        with self.lock:
+            self.sent.append(sent)
         try:
             up = socket.create_connection(("127.0.0.1", self.target), timeout=120)
         except OSError:
@@ -274,7 +274,8 @@ class SpamdTap:
         back.start()
         try:
             while chunk := conn.recv(65536):
-                sent += chunk
+                with self.lock:
+                    sent += chunk
                 up.sendall(chunk)
             up.shutdown(socket.SHUT_WR)
         except OSError:
@@ -282,24 +283,32 @@ class SpamdTap:
         back.join(120)
         conn.close()
         up.close()
+
+    def streams(self):
+        """What the client sent on each connection so far, bytes."""
         with self.lock:
-            self.requests.append(bytes(sent))
+            return [bytes(s) for s in self.sent]
+
+    def close(self):
+        self.sock.close()
+
+
+class SpamdTap(Tap):
+    """A :class:`Tap` between an MTA's SPAMD client (spamc, Exim's ``spam =``)
+    and the server at ``port``, keeping a copy of every request as the client
+    sent it: the bytes the MTA handed spamnb, on which the answer key of the
+    messages near a cutoff is computed (:func:`answer_key`)."""
 
     def handed(self):
         """{test id: the message of each request whole (Content-length long)}."""
         out = {}
-        with self.lock:
-            requests = list(self.requests)
-        for request in requests:
+        for request in self.streams():
             head, _, body = request.partition(b"\r\n\r\n")
             length = re.search(rb"(?im)^content-length:[ \t]*(\d+)", head)
             body = body[:int(length.group(1))] if length else body
             if length and len(body) == int(length.group(1)):
                 out.setdefault(message_tag(body), []).append(body)
         return out
-
-    def close(self):
-        self.sock.close()
 
 
 def trace_field(delivered):

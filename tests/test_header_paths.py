@@ -29,27 +29,15 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from mailchain import serving  # noqa: F401  (the Postfix test's server)
+from mailchain import Tap, serving  # noqa: F401  (serving: the Postfix test's server)
 from postfix_private import pf_root, postfixes, skip_reason, work  # noqa: F401  (its private Postfix)
+from test_serve import _env, _free_port
 
 import spamnb
 
-PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 PACKAGE = Path(spamnb.__file__).resolve().parent
 SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else None
 SERVE_OPTIONS = ("--report", "--subject-tag", "[SPAM]")       # classify -p's: the settings file in home
-
-
-def _env(home):
-    env = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=PYTHONPATH)
-    env.pop("SPAMNB_DEBUG", None)
-    return env
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------------------- the 200 messages
@@ -339,65 +327,14 @@ def test_real_spamc_process_and_headers_write_what_classify_p_writes(home, serve
         assert headers.returncode == 0 and written(headers.stdout) == written(expected), name
 
 
-class MilterTap:
-    """A relay on loopback between an MTA and the milter at ``port``, keeping
-    what the MTA sent on each connection: the bytes it handed the milter."""
-
-    def __init__(self, port):
-        import threading
-
-        self.target = port
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.streams = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        import threading
-
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
-
-    def _relay(self, conn):
-        import threading
-
-        sent = bytearray()
-        with self.lock:
-            self.streams.append(sent)
-        try:
-            up = socket.create_connection(("127.0.0.1", self.target), timeout=300)
-        except OSError:
-            conn.close()
-            return
-
-        def answers():
-            try:
-                while chunk := up.recv(65536):
-                    conn.sendall(chunk)
-            except OSError:
-                pass
-            conn.close()
-
-        threading.Thread(target=answers, daemon=True).start()
-        try:
-            while chunk := conn.recv(65536):
-                sent += chunk
-                up.sendall(chunk)
-        except OSError:
-            pass
-        up.close()
+class MilterTap(Tap):
+    """A :class:`mailchain.Tap` between an MTA and the milter at ``port``:
+    the bytes the MTA handed the milter."""
 
     def handed(self):
         """{queue ID: the message as the milter held it} of every end of data seen."""
         out = {}
-        with self.lock:
-            streams = [bytes(s) for s in self.streams]
-        for data in streams:
+        for data in self.streams():
             leading_space, message, queue_id, at = False, [], None, 0
             while at + 5 <= len(data):
                 size = int.from_bytes(data[at:at + 4], "big")
@@ -424,10 +361,6 @@ class MilterTap:
                 elif kind == b"A":
                     message = []
         return out
-
-    def close(self):
-        self.sock.close()
-
 
 @pytest.mark.slow
 @pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))

@@ -10,7 +10,9 @@ address and a milter address.  Then:
    from sending its end of data to reading the final answer (p50, p90,
    p99); beside it the SPAMD side on one kept-alive connection (CHECK round
    trip) and the real ``spamc -c`` (one process a message, wall time), the
-   same messages, interleaved.
+   same messages, interleaved; with ``--baseline DIR`` a second server from
+   another checkout on the same model gets each message too (the two in
+   alternating order), and the paired ratios of the two are printed.
 2. ``postfix`` (as root, with Debian's Postfix unpacked as tests/test_postfix.py
    does, tests/postfix_private.py): two private Postfix instances in the same
    run, one with docs/serve.md's milter ``main.cf`` lines, one with its
@@ -37,6 +39,7 @@ address and a milter address.  Then:
    time from the end of data to the answer, and the whole message's time.
 
     python scripts/bench/bench_milter.py latency [--corpus ../shared/corpora/spamassassin] [--messages 1000]
+                                                [--baseline OTHER_CHECKOUT]
     python scripts/bench/bench_milter.py postfix [--messages 1000] [--clients 10] [--rounds 3]
     python scripts/bench/bench_milter.py flood [--corpus corpora] [--messages 200] [--checks 400]
     python scripts/bench/bench_milter.py packets [--corpus corpora] [--max-size 262144] [--body 250000] [--empty 400000]
@@ -66,8 +69,8 @@ sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 from harness import free_port  # noqa: E402
 
 
-def env(home):
-    e = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(REPO))
+def env(home, tree=REPO):
+    e = dict(os.environ, SPAMNB_HOME=str(home), PYTHONPATH=str(tree))
     e.pop("SPAMNB_DEBUG", None)
     return e
 
@@ -106,13 +109,13 @@ def classify_all(home, model, items):
 
 
 class Server:
-    def __init__(self, home, model, *extra):
+    def __init__(self, home, model, *extra, tree=REPO, log="serve.log"):
         self.port, self.milter_port = free_port(), free_port()
-        self.log = open(Path(home) / "serve.log", "wb")
+        self.log = open(Path(home) / log, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}",
              "--milter", f"127.0.0.1:{self.milter_port}", "-m", str(model), *extra],
-            env=env(home), stderr=self.log, stdout=subprocess.DEVNULL)
+            env=env(home, tree), stderr=self.log, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -162,53 +165,86 @@ def final_answer(sock):
         data += chunk
 
 
-def latency(server, items, spamc_every):
+def _one_eom(client, message, eom):
+    """Send ``message`` up to its end of data on ``client``, then time the end of data to the final answer (ms)."""
     from kilter.protocol import messages as mm
-    from milter_client import MilterClient, packet, split_message
+    from milter_client import split_message
 
-    client = MilterClient(("127.0.0.1", server.milter_port))
-    client.negotiate()
-    spamd = socket.create_connection(("127.0.0.1", server.port))
-    milter_ms, spamd_ms, spamc_ms = [], [], []
+    fields, body = split_message(message)
+    before = [mm.EnvelopeRecipient(b"<alice@test.example>")]
+    before += [mm.Header(name, value) for name, value in fields]
+    before.append(mm.EndOfHeaders())
+    before += [mm.Body(body[s:s + 65535]) for s in range(0, len(body), 65535)]
+    client.send(*before)
+    started = time.perf_counter()
+    client.sock.sendall(eom)
+    data = final_answer(client.sock)        # the packets read whole, parsed after the clock stops
+    ms = (time.perf_counter() - started) * 1000
+    client.pending = data
+    answers = client.answers()
+    assert answers and isinstance(answers[-1], mm.Continue), answers
+    return ms
+
+
+def _one_check(spamd, message):
+    """One CHECK on the kept-alive connection ``spamd``: round trip, ms."""
+    request = b"CHECK SPAMC/1.5\r\nConnection: keep-alive\r\nContent-length: %d\r\n\r\n" % len(message) + message
+    started = time.perf_counter()
+    spamd.sendall(request)
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += spamd.recv(65536)
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    length = int(re.search(rb"Content-length: (\d+)", head).group(1))
+    while len(rest) < length:
+        rest += spamd.recv(65536)
+    return (time.perf_counter() - started) * 1000
+
+
+def latency(server, items, spamc_every, baseline=None):
+    """The milter's end of data and SPAMD's CHECK, message by message; with
+    ``baseline`` (a Server of another tree on the same model) both servers
+    get each message, in alternating order, and the paired ratios are printed."""
+    from kilter.protocol import messages as mm
+    from milter_client import MilterClient, packet
+
+    servers = {"this tree": server} if baseline is None else {"this tree": server, "baseline": baseline}
+    clients, checks = {}, {}
+    for name, s in servers.items():
+        clients[name] = MilterClient(("127.0.0.1", s.milter_port))
+        clients[name].negotiate()
+        checks[name] = socket.create_connection(("127.0.0.1", s.port))
+    milter_ms = {name: [] for name in servers}
+    spamd_ms = {name: [] for name in servers}
+    spamc_ms = []
     spamc = shutil.which("spamc")
     eom = packet(mm.Macro(ord("E"), {"i": "BENCH"})) + packet(mm.EndOfMessage(b""))
     for i, (tag, path, message) in enumerate(items):
-        fields, body = split_message(message)
-        before = [mm.EnvelopeRecipient(b"<alice@test.example>")]
-        before += [mm.Header(name, value) for name, value in fields]
-        before.append(mm.EndOfHeaders())
-        before += [mm.Body(body[s:s + 65535]) for s in range(0, len(body), 65535)]
-        client.send(*before)
-        started = time.perf_counter()
-        client.sock.sendall(eom)
-        data = final_answer(client.sock)        # the packets read whole, parsed after the clock stops
-        milter_ms.append((time.perf_counter() - started) * 1000)
-        client.pending = data
-        answers = client.answers()
-        assert answers and isinstance(answers[-1], mm.Continue), answers
-        request = b"CHECK SPAMC/1.5\r\nConnection: keep-alive\r\nContent-length: %d\r\n\r\n" % len(message) + message
-        started = time.perf_counter()
-        spamd.sendall(request)
-        answer = b""
-        while b"\r\n\r\n" not in answer:
-            answer += spamd.recv(65536)
-        head, _, rest = answer.partition(b"\r\n\r\n")
-        length = int(re.search(rb"Content-length: (\d+)", head).group(1))
-        while len(rest) < length:
-            rest += spamd.recv(65536)
-        spamd_ms.append((time.perf_counter() - started) * 1000)
+        order = list(servers) if i % 2 == 0 else list(servers)[::-1]
+        for name in order:
+            milter_ms[name].append(_one_eom(clients[name], message, eom))
+        for name in order:
+            spamd_ms[name].append(_one_check(checks[name], message))
         if spamc and i % spamc_every == 0:
             started = time.perf_counter()
             subprocess.run([spamc, "-d", "127.0.0.1", "-p", str(server.port), "-c"], input=message,
                            stdout=subprocess.DEVNULL, timeout=30)
             spamc_ms.append((time.perf_counter() - started) * 1000)
-    client.close()
-    spamd.close()
+    for name in servers:
+        clients[name].close()
+        checks[name].close()
     print(f"messages: {len(items)}")
-    print("milter end of data -> answer, one connection: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
-          % quantiles(milter_ms))
-    print("SPAMD CHECK round trip, one kept-alive connection: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
-          % quantiles(spamd_ms))
+    for name in servers:
+        label = f" ({name})" if baseline is not None else ""
+        print(f"milter end of data -> answer, one connection{label}: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
+              % quantiles(milter_ms[name]))
+        print(f"SPAMD CHECK round trip, one kept-alive connection{label}: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
+              % quantiles(spamd_ms[name]))
+    if baseline is not None:
+        for what, ms in (("milter end of data", milter_ms), ("SPAMD CHECK", spamd_ms)):
+            ratios = [a / b for a, b in zip(ms["this tree"], ms["baseline"])]
+            print(f"{what}, this tree / baseline, same message: median ratio {statistics.median(ratios):.3f}; "
+                  f"p50 ratio {statistics.median(ms['this tree']) / statistics.median(ms['baseline']):.3f}")
     if spamc_ms:
         print(f"spamc -c (a process a message, {len(spamc_ms)} messages): p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
               % quantiles(spamc_ms))
@@ -413,6 +449,9 @@ def main(argv=None):
     parser.add_argument("--empty", type=int, default=400_000, help="packets: empty body packets in one message")
     parser.add_argument("--max-packets", type=int, help="packets: spamnb serve --milter-max-packets")
     parser.add_argument("--workers", default="1", help="spamnb serve --workers (default 1)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="latency: another spamnb checkout (extensions built): its serve on the same model gets "
+                             "each message too, in alternating order, for a same-run A/B")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-milter-"))
     os.chmod(work, 0o755)
@@ -431,7 +470,15 @@ def main(argv=None):
                         *(["--milter-max-packets", str(args.max_packets)] if args.max_packets else []))
         try:
             if args.what == "latency":
-                latency(server, items, args.spamc_every)
+                baseline = None
+                if args.baseline:
+                    baseline = Server(home, model, "--workers", args.workers, tree=Path(args.baseline).resolve(),
+                                      log="baseline.log")
+                try:
+                    latency(server, items, args.spamc_every, baseline)
+                finally:
+                    if baseline is not None:
+                        baseline.stop()
             elif args.what == "flood":
                 flood(server, items, args.checks, args.spamc_every)
             elif args.what == "packets":

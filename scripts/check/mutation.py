@@ -48,8 +48,10 @@ MODULES = {
                                              "tests/test_serve_autolearn.py", "tests/test_serve_paths.py"]),
     "lessons": ("spamnb/shared/lessons.py", None, ["tests/test_shared.py"]),
     "follower": ("spamnb/shared/host.py", ["Follower"], ["tests/test_shared.py"]),
-    "milter-edits": ("spamnb/server/milter.py", ["MilterConnection._edits", "MilterConnection._subject"],
-                     ["tests/test_milter.py"]),
+    "milter-edits": ("spamnb/server/milter.py", ["MilterConnection._edits"], ["tests/test_milter.py"]),
+    "headers": ("spamnb/mail/headers.py", None, ["tests/test_header_paths.py", "tests/test_milter.py", "-k",
+                                                 "subject or fields or paths or header", "tests/test_cli.py",
+                                                 "tests/test_ledger.py"]),
 }
 
 
