@@ -276,7 +276,7 @@ def follow(spam_filter, ledger=None):
     record does not fit (then the filter may hold part of that record, as a
     fresh reader would); the caller reads the model again.  Never raises
     for what the journal holds."""
-    journal = vars(spam_filter).get("journal_")
+    journal = spam_filter.journal_
     if (journal is None or journal.identity is None or journal.status not in ("none", "ok")
             or journal.end is None):
         return None

@@ -310,7 +310,7 @@ def known_digest(ledger, message):
 
 def ledger_of(spam_filter):
     """The filter's ledger (an empty one for a model saved without it)."""
-    ledger = getattr(spam_filter, "ledger_", None)
+    ledger = spam_filter.ledger_
     return Ledger() if ledger is None else ledger
 
 
