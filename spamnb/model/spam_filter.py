@@ -60,21 +60,19 @@ class Folded:
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        state = obj.__dict__
-        if state.get("unread_") is not None:   # loaded mapped, arrays left unread: read them for the caller
+        if obj.unread_ is not None:   # loaded mapped, arrays left unread: read them for the caller
             read_whole(obj)
-        if state.get("_holes"):
+        if obj.has_holes():
             fold(obj)
         try:
-            return state[self.name]
+            return obj.__dict__[self.name]
         except KeyError:
             raise AttributeError(self.name) from None
 
     def __set__(self, obj, value):
-        state = obj.__dict__
-        if state.get("_holes"):
+        if obj.has_holes():
             fold(obj)
-        state[self.name] = value
+        obj.__dict__[self.name] = value
 
 
 class SpamFilter:
@@ -141,6 +139,7 @@ class SpamFilter:
         check_params(alpha, prior, counts, length_norm, ham_cutoff, spam_cutoff, n_evidence, feature_weight,
                      pair_weight)
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
+        self.unread_ = None       # a mapped load's arrays left unread (spamnb.model.store.map_model), until read whole
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
         self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.model.ages)
@@ -152,7 +151,6 @@ class SpamFilter:
         self.journal_ = None      # the journal replayed over the model file at load (spamnb.model.journal)
         self.mapped_ = False      # loaded from a mapped file, its checksum unchecked (SpamFilter.load)
         self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
-        self.unread_ = None       # then the arrays left unread (spamnb.model.store.map_model), until read whole
         self.held_out_ = None     # scores of learned messages before each was learned (prequential.ScoreHistogram)
         self.cutoff_source_ = None    # "defaults", "train", "given", "held-out"; None: not recorded (cutoffs_from)
         self.guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
