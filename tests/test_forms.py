@@ -13,6 +13,7 @@ from tests.conftest import SAMPLE_CORPUS, run_spamnb
 from spamnb.model import FORMS, Kernel, Scorer, SpamFilter
 from spamnb.model import forms
 from spamnb.server import overlay
+from tests.test_overlay import site  # noqa: F401 (the fixture: spamnb train of the sample)
 
 
 def _messages():
@@ -31,14 +32,10 @@ def _learn(model, data, spam):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A model trained on the sample, and a hard link of it (a user's) with learns in its journal."""
-    folder = tmp_path_factory.mktemp("forms")
-    model = folder / "model.spamnb"
-    done = run_spamnb(["train", "-q", "-m", model, SAMPLE_CORPUS], home=folder / "home")
-    assert done.returncode == 0, done.stderr
-    user = folder / "user" / "model.spamnb"
-    user.parent.mkdir()
+def trained(site, tmp_path_factory):
+    """The model trained on the sample (test_overlay's), and a hard link of it (a user's) with learns in its journal."""
+    _folder, model = site
+    user = tmp_path_factory.mktemp("forms") / "model.spamnb"
     os.link(model, user)
     for i in range(4):
         _learn(user, _novel(i, i % 2 == 0), i % 2 == 0)
