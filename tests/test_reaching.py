@@ -12,7 +12,12 @@ The rule, for every module of ``spamnb/``:
    (trailing underscore, ``x_``) attribute: such a string hides a reach from
    ``tests/test_private_names.py``;
 3. no ``.get``/``.pop``/``.setdefault`` of such a name (a private or fitted
-   attribute's name as a key: an object's ``__dict__`` under another name).
+   attribute's name as a key: an object's ``__dict__`` under another name);
+4. no module but ``model/spam_filter.py`` sets a fitted attribute (``x.name_ =
+   ...``, ``del x.name_``) of an object but ``self``/``cls``: the modules of
+   ``spamnb.model`` that fit, count, load, merge, prune or learn a filter give
+   it its state through its methods (``SpamFilter.set_fitted``, ``set_cutoffs``,
+   ``adopt``, ``replace_ages``, ...), as the layers above do.
 
 ``ALLOWED`` names what is the owner's own, each with why.
 """
@@ -77,6 +82,37 @@ def _findings(path):
             if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str) \
                     and _reaching_name(node.args[0].value) and not _own(func.value):
                 yield node.lineno, f".{func.attr}({node.args[0].value!r}"
+
+
+def _fitted_sets(path):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        flat = []
+        for target in targets:
+            flat.extend(target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])
+        for target in flat:
+            if isinstance(target, ast.Attribute) and target.attr.endswith("_") and not target.attr.endswith("__") \
+                    and not _own(target.value):
+                yield node.lineno, f"{ast.unparse(target.value)}.{target.attr} ="
+
+
+def test_only_the_filter_sets_its_fitted_attributes():
+    found = [f"{path.relative_to(REPO)}:{line}: {what}" for path in sorted(ROOT.rglob("*.py"))
+             if path.name != "spam_filter.py" for line, what in _fitted_sets(path)]
+    assert found == []
+
+
+def test_the_scan_finds_a_fitted_attribute_set_from_outside(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f(spam_filter, self):\n"
+                      "    spam_filter.vocabulary_ = None\n"
+                      "    spam_filter.cutoffs, spam_filter.cutoff_source_ = (0.9, 0.1), 'given'\n"
+                      "    self.word_counts_ = None\n"
+                      "    spam_filter.ages_.max_tokens = 5\n")
+    assert [what for _line, what in _fitted_sets(sample)] == ["spam_filter.vocabulary_ =",
+                                                              "spam_filter.cutoff_source_ ="]
 
 
 def _all_findings():

@@ -77,7 +77,7 @@ def learn(spam_filter, cls, day, stream):
     returns the token indices."""
     read_whole(spam_filter)
     if spam_filter.replayed().word_counts is None:
-        spam_filter.word_counts_ = new_counts(spam_filter)
+        spam_filter.set_fitted(word_counts_=new_counts(spam_filter))
     vocab, counts, ages = spam_filter.replayed()
     indices = vocab.add(stream)
     counts.add(indices, cls, _transform(spam_filter), 1, vocab.n_features, float(spam_filter.length_norm))
@@ -163,7 +163,7 @@ def read_whole(spam_filter):
     arrays = spam_filter.unread_
     if arrays is not None:
         arrays.fill()
-        spam_filter.unread_ = None
+        spam_filter.set_fitted(unread_=None)
 
 
 def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
@@ -333,7 +333,7 @@ def ledger_for(spam_filter):
     from spamnb.model import ledger as ledgers
 
     ledger = ledgers.ledger_of(spam_filter)
-    spam_filter.ledger_ = ledger
+    spam_filter.set_fitted(ledger_=ledger)
     return ledger
 
 

@@ -14,6 +14,14 @@ overlay (a user's)        ``spamnb.server.overlay.build``              its own (
 fold ``k`` of a CV        ``calibrate.FoldModels.form(k, tokenizer)``  ``token_kernels.Scorer``
 ========================  ==========================================  ==================================
 
+"whole" is read whole into private memory and all of it checked; "mapped" is
+read in part, never mapped (the header and every array's bounds checked, not
+the checksum; the large arrays read when a learn needs them), so a message's
+cost does not grow with the model; "following" is whole without its ledger
+and last-seen days, and follows its journal (``follow_journal``); "scoring"
+keeps only what scoring reads (the hash index, the log-counts, the token
+strings).  The last two are never saved.
+
 Every form is a :class:`Scorer`: it makes a message's token stream
 (``tokens``), scores a stream through its :class:`Kernel` (``score_stream``,
 the one path of :func:`spamnb.model.scoring.score_stream`), names the

@@ -297,7 +297,7 @@ class _SessionContext:
                 spam_filter = SpamFilter.load(real, mapped=self.mapped)
             elif self.seed_path and os.path.exists(self.seed_path):
                 spam_filter = SpamFilter.load(self.seed_path)
-                spam_filter.journal_ = None
+                spam_filter.set_fitted(journal_=None)
             else:
                 spam_filter = learned_model()
             self.session = Session(real, spam_filter, exists)

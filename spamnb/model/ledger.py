@@ -316,7 +316,7 @@ def ledger_of(spam_filter):
 
 def attach(spam_filter, ledger):
     """Give the filter its ledger back, to be saved with the model."""
-    spam_filter.ledger_ = ledger
+    spam_filter.set_fitted(ledger_=ledger)
     return spam_filter
 
 

@@ -36,6 +36,9 @@ __all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs", "Replayed", "FORMS"]
 _probability = verdict.probability
 
 FORMS = ("whole", "mapped", "following", "scoring")   # SpamFilter.load(form=...): see its docstring
+# the state a filter is given by the modules of spamnb.model that build or change it (SpamFilter.set_fitted)
+FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calibration_", "held_out_",
+          "cutoff_source_", "journal_", "source_", "unread_")
 
 
 class Replayed(NamedTuple):
@@ -75,7 +78,160 @@ class Folded:
         obj.__dict__[self.name] = value
 
 
-class SpamFilter:
+class FilterState:
+    """What the modules of :mod:`spamnb.model` and the layers above use of a
+    :class:`SpamFilter`'s state, as methods (nothing reaches into it by name:
+    tests/test_reaching.py): its state as replayed, its holes, the fitted
+    attributes set, the file a mapped load reads, its journal; and the
+    :class:`spamnb.model.forms.Scorer` interface."""
+
+    def replayed(self):
+        """The :class:`Replayed` ``(vocabulary, word_counts, ages)`` as they stand:
+        the holes forgets left in place not folded, the arrays a mapped load left
+        unread not read (reading ``vocabulary_``, ``word_counts_`` or ``ages_``
+        does both first).  What scoring and learning in place read
+        (:mod:`spamnb.model.deltas`, :mod:`spamnb.model.scoring`)."""
+        state = self.__dict__
+        return Replayed(state["vocabulary_"], state["word_counts_"], state["ages_"])
+
+    def set_fitted(self, **state):
+        """Set fitted attributes, by name (:data:`FITTED`: ``set_fitted(vocabulary_=...,
+        word_counts_=...)``), in the order given: the one way the modules of
+        ``spamnb.model`` that fit, count, load, merge, prune or learn a filter give it
+        its state (``vocabulary_``, ``word_counts_`` and ``ages_`` fold the holes of
+        forgets first, as setting them does)."""
+        unknown = [name for name in state if name not in FITTED]
+        if unknown:
+            raise TypeError(f"not a fitted attribute of a SpamFilter: {', '.join(unknown)}")
+        for name, value in state.items():
+            setattr(self, name, value)
+        return self
+
+    def adopt(self, other):
+        """Take ``other``'s tokenizer, fitted state and cutoffs (the variant of
+        itself that ``fit`` kept: :func:`spamnb.model.fitting.fit`)."""
+        for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "ledger_", "spam_cutoff", "ham_cutoff"):
+            setattr(self, name, getattr(other, name))
+        return self
+
+    def replace_ages(self, ages):
+        """Set ``ages_`` as :meth:`replayed` reads it (nothing folded first)."""
+        self.__dict__["ages_"] = ages
+
+    def has_holes(self):
+        """Whether forgets in place left holes not folded yet (:func:`spamnb.model.deltas.forget_now`)."""
+        return bool(self.__dict__.get("_holes"))
+
+    def mark_holes(self):
+        """Note that a forget in place left holes (folded on the next read of the folded attributes)."""
+        self.__dict__["_holes"] = True
+
+    def take_holes(self):
+        """Whether there were holes to fold; they are no longer noted (:func:`spamnb.model.deltas.fold`)."""
+        return bool(self.__dict__.pop("_holes", None))
+
+    def file_layout(self):
+        """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
+        the open model file and the byte offsets ``(keys, capacity, values,
+        log_count)`` of its hash index and log-counts, which
+        :func:`spamnb.model.scoring.gather` reads a message's entries from
+        (:mod:`spamnb.server.overlay` shares it); None for any other filter."""
+        if self.mapped_file_ is None:
+            return None
+        file, offsets, capacity = self.mapped_file_
+        return file, (offsets["keys"], capacity, offsets["values"], offsets["log_count"])
+
+    def set_cutoffs(self, cutoffs, source):
+        """Set the :class:`Cutoffs` and record where they came from (``cutoff_source_``:
+        "defaults", "train", "given", "held-out")."""
+        self.cutoffs, self.cutoff_source_ = cutoffs, source
+
+    def follow_journal(self):
+        """Apply the records the model's journal got since this filter (loaded
+        ``form="following"``) read it or last followed it, under the write lock
+        (a score sees them whole or not at all): the number applied, or None
+        when it cannot follow (loaded otherwise, the journal replaced, ...:
+        load the model again).  See :func:`spamnb.model.journal.follow`."""
+        if self.journal_ is None:
+            return None
+        from spamnb.model import journal
+
+        with self.guard.writing():
+            return journal.follow(self, deltas.NoLedger())
+
+    def journal_state(self):
+        """``(status, size, end)`` of the journal a loaded filter replayed or follows
+        (:class:`spamnb.model.journal.Journal`), or None."""
+        journal = self.journal_
+        return None if journal is None else (journal.status, journal.size, journal.end)
+
+    # ------------------------------------------------------------------ the Scorer interface (spamnb.model.forms)
+    def kernel(self):
+        """The :class:`spamnb.model.forms.Kernel` that scores this form's token hashes: :meth:`scorer`."""
+        return self.scorer()
+
+    def tokens(self, message):
+        """The token stream of ``message`` (bytes, text or a ``Path``), as this filter's tokenizer makes it."""
+        return self.tokenizer_.stream(message_bytes(message))
+
+    def score_stream(self, stream, n_evidence=0, parts=True):
+        """A :class:`spamnb.model.verdict.MessageScore` of a token ``stream`` (:meth:`tokens`),
+        without the message features (:func:`spamnb.model.scoring.score_stream`)."""
+        with self.guard.reading():
+            return scoring.score_stream(self.scorer(), stream, n_evidence, parts)
+
+    def token_names(self, evidence):
+        """``(token, weight)`` of a :class:`MessageScore`'s evidence ``(feature index, weight)``."""
+        return scoring.evidence_tokens(self, evidence)
+
+    def _keep(self, form):
+        """The filter loaded as ``form`` (:meth:`SpamFilter.load`): what it keeps of the file."""
+        if form == "following":
+            deltas.drop_ages(self)
+            self.set_fitted(ledger_=None, source_=None)   # follows its journal without days or ledger: never saved
+        elif form == "scoring":
+            self._keep_scoring_only()
+        return self
+
+    def _keep_scoring_only(self):
+        """Keep what ``classify`` reads (the hash index, log(count + alpha), the
+        token strings for the evidence) in buffers of their own, and let go of
+        the rest of the model file read into memory: the raw counts, last-seen
+        days and ledger of learned messages (about a fifth of a model file)."""
+        import mmap
+
+        from spamnb.bayes.wordcounts import WordCounts
+
+        # as the journal was replayed, in place: holes of forgets and all;
+        # the logs of the file and of the tokens new since joined, without numpy
+        vocab, counts, _ages = self.replayed()
+        if vocab is None or counts is None:
+            return
+        counts.resize(vocab.n_features)
+        log_count, log_norm, log_prior, tail = counts.scorer_logs()
+        if tail is not None and len(tail):
+            n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
+            joined = bytearray()
+            for c in range(counts.n_classes):
+                joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
+                joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
+            log_count = joined
+        self.take_holes()   # a scoring-only filter: never folded, never saved
+        self.vocabulary_ = vocab.read_only_copy()
+        # the raw counts' place: read-only anonymous pages, zeros the kernel maps
+        # only when touched (classify never does), so they take no memory
+        zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
+        self.word_counts_ = WordCounts.from_arrays(
+            counts.alpha, counts.prior, counts.class_count_,
+            memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
+            derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
+        self.ages_ = Ages()
+        self.ledger_ = None
+        self.source_ = None      # not a copy of the file: never to be saved
+        self.journal_ = None     # without its counts: cannot follow its journal
+
+
+class SpamFilter(FilterState):
     """A Bayesian spam filter.
 
     Parameters
@@ -235,86 +391,6 @@ class SpamFilter:
         """Drop the scorer: call after changing the counts, vocabulary or ages in place."""
         self._scorer = None
 
-    # ------------------------------------------------------------------ the state as replayed (learns in place)
-    def replayed(self):
-        """The :class:`Replayed` ``(vocabulary, word_counts, ages)`` as they stand:
-        the holes forgets left in place not folded, the arrays a mapped load left
-        unread not read (reading ``vocabulary_``, ``word_counts_`` or ``ages_``
-        does both first).  What scoring and learning in place read
-        (:mod:`spamnb.model.deltas`, :mod:`spamnb.model.scoring`)."""
-        state = self.__dict__
-        return Replayed(state["vocabulary_"], state["word_counts_"], state["ages_"])
-
-    def replace_ages(self, ages):
-        """Set ``ages_`` as :meth:`replayed` reads it (nothing folded first)."""
-        self.__dict__["ages_"] = ages
-
-    def has_holes(self):
-        """Whether forgets in place left holes not folded yet (:func:`spamnb.model.deltas.forget_now`)."""
-        return bool(self.__dict__.get("_holes"))
-
-    def mark_holes(self):
-        """Note that a forget in place left holes (folded on the next read of the folded attributes)."""
-        self.__dict__["_holes"] = True
-
-    def take_holes(self):
-        """Whether there were holes to fold; they are no longer noted (:func:`spamnb.model.deltas.fold`)."""
-        return bool(self.__dict__.pop("_holes", None))
-
-    def file_layout(self):
-        """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
-        the open model file and the byte offsets ``(keys, capacity, values,
-        log_count)`` of its hash index and log-counts, which
-        :func:`spamnb.model.scoring.gather` reads a message's entries from
-        (:mod:`spamnb.server.overlay` shares it); None for any other filter."""
-        if self.mapped_file_ is None:
-            return None
-        file, offsets, capacity = self.mapped_file_
-        return file, (offsets["keys"], capacity, offsets["values"], offsets["log_count"])
-
-    def set_cutoffs(self, cutoffs, source):
-        """Set the :class:`Cutoffs` and record where they came from (``cutoff_source_``:
-        "defaults", "train", "given", "held-out")."""
-        self.cutoffs, self.cutoff_source_ = cutoffs, source
-
-    def follow_journal(self):
-        """Apply the records the model's journal got since this filter (loaded
-        ``form="following"``) read it or last followed it, under the write lock
-        (a score sees them whole or not at all): the number applied, or None
-        when it cannot follow (loaded otherwise, the journal replaced, ...:
-        load the model again).  See :func:`spamnb.model.journal.follow`."""
-        if self.journal_ is None:
-            return None
-        from spamnb.model import journal
-
-        with self.guard.writing():
-            return journal.follow(self, deltas.NoLedger())
-
-    def journal_state(self):
-        """``(status, size, end)`` of the journal a loaded filter replayed or follows
-        (:class:`spamnb.model.journal.Journal`), or None."""
-        journal = self.journal_
-        return None if journal is None else (journal.status, journal.size, journal.end)
-
-    # ------------------------------------------------------------------ the Scorer interface (spamnb.model.forms)
-    def kernel(self):
-        """The :class:`spamnb.model.forms.Kernel` that scores this form's token hashes: :meth:`scorer`."""
-        return self.scorer()
-
-    def tokens(self, message):
-        """The token stream of ``message`` (bytes, text or a ``Path``), as this filter's tokenizer makes it."""
-        return self.tokenizer_.stream(message_bytes(message))
-
-    def score_stream(self, stream, n_evidence=0, parts=True):
-        """A :class:`spamnb.model.verdict.MessageScore` of a token ``stream`` (:meth:`tokens`),
-        without the message features (:func:`spamnb.model.scoring.score_stream`)."""
-        with self.guard.reading():
-            return scoring.score_stream(self.scorer(), stream, n_evidence, parts)
-
-    def token_names(self, evidence):
-        """``(token, weight)`` of a :class:`MessageScore`'s evidence ``(feature index, weight)``."""
-        return scoring.evidence_tokens(self, evidence)
-
     # ------------------------------------------------------------------ training
     def fit(self, messages, labels, tune=True, target_fpr=DEFAULT_TARGET_FPR, word_pairs=AUTO_PAIRS):
         """Learn from scratch: ``messages`` (bytes, paths or Message objects), ``labels``
@@ -441,81 +517,16 @@ class SpamFilter:
 
     @classmethod
     def load(cls, path=None, tokenizer=None, max_size=None, mapped=False, form=None):
-        """Read a model file.  Raises :class:`spamnb.model.store.ModelError` for any
-        missing, damaged, foreign or mismatched file (e.g. a ``tokenizer``
-        given here whose settings differ from the model's), and, unread, for
-        anything but a regular file or a file over ``max_size`` bytes
-        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB).
-
-        ``form`` (:data:`FORMS`; each scores as the others, bit for bit, and is a
-        :class:`spamnb.model.forms.Scorer`):
-
-        - ``"whole"`` (the default): the file read whole into private memory and
-          all of it checked (the library, ``info``, ``train``, ``load``, ``merge``, ``prune``);
-        - ``"mapped"`` (``mapped=True``): read in part, never mapped (``spamnb
-          classify``, ``learn``: a message's cost does not grow with the model; the
-          header and every array's bounds are checked, the checksum is not; the
-          large arrays are read when needed: :func:`spamnb.model.store.map_model`,
-          :func:`deltas.read_whole`); its kernel reads a message's entries from the
-          file (:class:`spamnb.model.scoring.FileScorer`);
-        - ``"following"``: whole, without its ledger and last-seen days, to score
-          and follow its journal (:meth:`follow_journal`: ``spamnb serve`` with TELL);
-          never to be saved;
-        - ``"scoring"``: only what scoring reads (the hash index, the log-counts,
-          the token strings), the raw counts, days and ledger let go (``spamnb
-          serve`` without TELL); never to be saved, nor learned in."""
-        if form is None:
-            form = "mapped" if mapped else "whole"
-        elif form not in FORMS or (mapped and form != "mapped"):
+        """Read a model file as ``form`` (:data:`FORMS`: "whole", the default; "mapped", as
+        ``mapped=True``; "following"; "scoring": :mod:`spamnb.model.forms`), a ``Scorer``.
+        Raises :class:`spamnb.model.store.ModelError` for any missing, damaged, foreign
+        or mismatched file (e.g. a ``tokenizer`` whose settings differ from the model's),
+        and, unread, for anything but a regular file or one over ``max_size`` bytes
+        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB)."""
+        form = ("mapped" if mapped else "whole") if form is None else form
+        if form not in FORMS or (mapped and form != "mapped"):
             raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
-        spam_filter = codec.read(cls, path, tokenizer, max_size=max_size, mapped=form == "mapped")
-        if form == "following":
-            spam_filter._keep_following()
-        elif form == "scoring":
-            spam_filter._keep_scoring_only()
-        return spam_filter
-
-    def _keep_following(self):
-        deltas.drop_ages(self)
-        self.ledger_ = None
-        self.source_ = None      # follows its journal without days or ledger: never to be saved
-
-    def _keep_scoring_only(self):
-        """Keep what ``classify`` reads (the hash index, log(count + alpha), the
-        token strings for the evidence) in buffers of their own, and let go of
-        the rest of the model file read into memory: the raw counts, last-seen
-        days and ledger of learned messages (about a fifth of a model file)."""
-        import mmap
-
-        from spamnb.bayes.wordcounts import WordCounts
-
-        # as the journal was replayed, in place: holes of forgets and all;
-        # the logs of the file and of the tokens new since joined, without numpy
-        vocab, counts, _ages = self.replayed()
-        if vocab is None or counts is None:
-            return
-        counts.resize(vocab.n_features)
-        log_count, log_norm, log_prior, tail = counts.scorer_logs()
-        if tail is not None and len(tail):
-            n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
-            joined = bytearray()
-            for c in range(counts.n_classes):
-                joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
-                joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
-            log_count = joined
-        self.take_holes()   # a scoring-only filter: never folded, never saved
-        self.vocabulary_ = vocab.read_only_copy()
-        # the raw counts' place: read-only anonymous pages, zeros the kernel maps
-        # only when touched (classify never does), so they take no memory
-        zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
-        self.word_counts_ = WordCounts.from_arrays(
-            counts.alpha, counts.prior, counts.class_count_,
-            memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
-            derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
-        self.ages_ = Ages()
-        self.ledger_ = None
-        self.source_ = None      # not a copy of the file: never to be saved
-        self.journal_ = None     # without its counts: cannot follow its journal
+        return codec.read(cls, path, tokenizer, max_size=max_size, mapped=form == "mapped")._keep(form)
 
     def __repr__(self):
         return (f"SpamFilter(alpha={self.alpha!r}, prior={self.prior!r}, counts={self.counts!r}, "
