@@ -192,7 +192,7 @@ def cmd_prune(args):
         before = spam_filter.vocabulary_.n_features
         size_before = os.path.getsize(real)
         if args.expire_at is not None:
-            spam_filter.ages_.max_tokens = args.expire_at or None
+            spam_filter.set_max_tokens(args.expire_at or None)
         try:
             pruned, dropped = prune_model(spam_filter, min_count=args.min_count, max_age=args.max_age,
                                           target_size=args.target_size)

@@ -114,6 +114,10 @@ class FilterState:
             setattr(self, name, getattr(other, name))
         return self
 
+    def set_max_tokens(self, max_tokens):
+        """Expire the oldest tokens past ``max_tokens`` from now on (None: never): ``spamnb prune --expire-at``."""
+        self.ages_.max_tokens = max_tokens
+
     def replace_ages(self, ages):
         """Set ``ages_`` as :meth:`replayed` reads it (nothing folded first)."""
         self.__dict__["ages_"] = ages
