@@ -14,7 +14,7 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import NamedTuple
+from collections import namedtuple
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
@@ -41,13 +41,9 @@ FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calib
           "cutoff_source_", "journal_", "source_", "unread_")
 
 
-class Replayed(NamedTuple):
-    """A filter's state as its journal's replay and its learns in place left it
-    (:meth:`SpamFilter.replayed`): the holes of forgets not folded out yet."""
-
-    vocabulary: object
-    word_counts: object
-    ages: object
+# A filter's state as its journal's replay and its learns in place left it
+# (SpamFilter.replayed): the holes of forgets not folded out yet.
+Replayed = namedtuple("Replayed", "vocabulary word_counts ages")
 
 
 class Folded:
