@@ -182,9 +182,10 @@ def score_one(spam_filter, message, n_evidence, parts=True):
 
 
 def score_stream(scorer, stream, n_evidence, parts=True):
-    """:func:`score_one` of a message's token ``stream`` through ``scorer`` (a
-    ``token_kernels.Scorer``, or one with its ``score`` and ``verdict_sums``), without
-    the message features: a :class:`verdict.MessageScore`."""
+    """:func:`score_one` of a message's token ``stream`` through ``scorer``, a
+    :class:`spamnb.model.forms.Kernel` (a ``token_kernels.Scorer``, a :class:`FileScorer`,
+    an overlay: any form's ``kernel()``), without the message features: a
+    :class:`verdict.MessageScore`.  The one path of every form's ``score_stream``."""
     hashes = stream.hashes
     if parts and not n_evidence:   # the verdict's sums in one pass over the tokens (each looked up once)
         log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,

@@ -38,7 +38,7 @@ _probability = verdict.probability
 FORMS = ("whole", "mapped", "following", "scoring")   # SpamFilter.load(form=...): see its docstring
 # the state a filter is given by the modules of spamnb.model that build or change it (SpamFilter.set_fitted)
 FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calibration_", "held_out_",
-          "cutoff_source_", "journal_", "source_", "unread_")
+          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_")
 
 
 # A filter's state as its journal's replay and its learns in place left it
