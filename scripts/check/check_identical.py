@@ -8,6 +8,12 @@ then records, for every test message, the exact bits (``float.hex``) of
 - ``score`` after ``save`` and ``load`` (the file read whole and checked),
 - ``score`` after ``load(mapped=True)`` (the file mapped: ``spamnb classify``'s path),
 - ``score_many`` (the batch kernel),
+- where the revision has the model's forms (``SpamFilter.load(form=...)``):
+  ``score`` of the server's forms, the scoring-only copy (``served``:
+  ``form="scoring"``) and the journal follower (``following``), and the
+  score of a user's overlay (``overlay``: ``spamnb.server.overlay``) of a
+  hard link of the file, its kernel reading the file as the server's does
+  (a reference without these is compared with its ``loaded`` score),
 
 and a digest of the message's token hashes.  Run it once on the old revision
 with ``--write``, once on the new one with ``--check``::
@@ -91,10 +97,23 @@ def record(root, tokenizer_version=None):
             mapped = [mapped_filter.score(d).log_odds for d in data]
         else:
             mapped = loaded
+        served = following = held = loaded
+        if "form" in inspect.signature(SpamFilter.load).parameters:   # the forms a server scores with
+            from spamnb.server import overlay
+
+            served = [SpamFilter.load(path, form="scoring").score(d).log_odds for d in data]
+            site = SpamFilter.load(path, form="following")
+            following = [site.score(d).log_odds for d in data]
+            user = os.path.join(tmp, "user.spamnb")
+            os.link(path, user)
+            form = overlay.build(user, site, path)
+            held = [form.score_stream(form.tokens(d), 0, parts=False).log_odds for d in data]
     tokens = [hashlib.sha256(bytes(memoryview(spam_filter.tokenizer_.stream(d).hashes).cast("B"))).hexdigest()[:16]
               for d in data]
-    messages = {rel: {"fitted": f.hex(), "loaded": l.hex(), "mapped": m.hex(), "batch": b.hex(), "tokens": t}
-                for rel, f, l, m, b, t in zip(test, fitted, loaded, mapped, batch, tokens)}
+    messages = {rel: {"fitted": f.hex(), "loaded": l.hex(), "mapped": m.hex(), "batch": b.hex(), "tokens": t,
+                      "served": s.hex(), "following": w.hex(), "overlay": o.hex()}
+                for rel, f, l, m, b, t, s, w, o in zip(test, fitted, loaded, mapped, batch, tokens, served, following,
+                                                       held)}
     return messages, {"fit_s": fit_seconds, "score_s": score_seconds, "n_train": len(train), "n_test": len(test)}
 
 
@@ -125,8 +144,9 @@ def main(argv=None):
         if set(ref) != set(messages):
             print(f"{name}: the test messages differ from the reference's")
             failures += 1
-        for what in ("fitted", "loaded", "mapped", "batch", "tokens"):
-            # a reference without "mapped" (written before the mapped reader): the loaded score
+        for what in ("fitted", "loaded", "mapped", "batch", "tokens", "served", "following", "overlay"):
+            # a reference without "mapped" (written before the mapped reader) or the served
+            # forms (before SpamFilter.load(form=...)): the loaded score
             differ = [rel for rel in messages
                       if rel in ref and ref[rel].get(what, ref[rel]["loaded"]) != messages[rel][what]]
             print(f"{name}: {what}: {len(messages) - len(differ)} of {len(messages)} identical")

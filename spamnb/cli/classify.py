@@ -73,8 +73,8 @@ def _unchecked_pieces(message, settings, exc):
 def _auto_learn(args, spam_filter, message, verdict, settings=None):
     """``--auto-learn`` (``spamnb.model.autolearn``): learn a verdict beyond its cutoff's margin.
     A failure is one line on stderr; the verdict and its exit code stand."""
-    from spamnb.model.autolearn import learn_verdict
-    from spamnb.model.verdict import logit
+    from spamnb.model import learn_verdict
+    from spamnb.model import logit
 
     try:
         settings = settings_of(args) if settings is None else settings

@@ -77,14 +77,14 @@ def settings_of(args):
 
 def model_path(args, settings=None):
     """The model file of this run: the settings' (``-m``), else ``$SPAMNB_HOME/model.spamnb``."""
-    from spamnb.model.store import default_model_path
+    from spamnb.model import default_model_path
 
     return (settings or settings_of(args)).model or default_model_path()
 
 
 def apply_cutoffs(spam_filter, settings):
     """The settings' cutoffs on a filter (they win over the model's own)."""
-    from spamnb.model.verdict import Cutoffs
+    from spamnb.model import Cutoffs
 
     spam = spam_filter.spam_cutoff if settings.spam_cutoff is None else settings.spam_cutoff
     ham = spam_filter.ham_cutoff if settings.ham_cutoff is None else settings.ham_cutoff
@@ -97,7 +97,7 @@ def apply_cutoffs(spam_filter, settings):
 def load_filter(args, settings=None, mapped=False):
     """The model of this run, with the cutoffs in effect (``mapped``: see
     :meth:`spamnb.model.spam_filter.SpamFilter.load`)."""
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import SpamFilter
 
     settings = settings or settings_of(args)
     return apply_cutoffs(SpamFilter.load(model_path(args, settings), mapped=mapped), settings)
@@ -159,7 +159,7 @@ def model_option(p):
 
 
 def wait_option(p):
-    from spamnb.model.store import DEFAULT_WAIT
+    from spamnb.model import DEFAULT_WAIT
 
     p.add_argument("--wait", type=float, default=DEFAULT_WAIT, metavar="SECONDS",
                    help=f"how long to wait for another writer's lock on the model (default {DEFAULT_WAIT:g})")
@@ -180,8 +180,8 @@ def probability(text):
 def cutoff_options(p):
     """``--spam-cutoff``/``--ham-cutoff``; the defaults stated are the code's
     (``spamnb.model.defaults``), printed exactly."""
-    from spamnb.model.calibrate import DEFAULT_MAX_UNSURE
-    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+    from spamnb.model import DEFAULT_MAX_UNSURE
+    from spamnb.model import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
 
     p.add_argument("--spam-cutoff", type=probability, metavar="P",
                    help="spam when P(spam) >= P (default: the model's, which spamnb train chooses for its mail "

@@ -18,7 +18,7 @@ from spamnb.evaluation.crossval import (COMPARE_COUNTS, KNN_METRICS, default_job
                                         format_folds, json_ready, md5_split, resolved_params, compare_variants, write_plot)
 from spamnb.evaluation.online import (feedback_options, format_online, learning_curve, online_figures,
                                       order_messages, read_index, run_online, write_curve_plot)
-from spamnb.model.calibrate import DEFAULT_TARGET_FPR, stratified_folds
+from spamnb.model import DEFAULT_TARGET_FPR, stratified_folds
 
 EXIT_NO_MATPLOTLIB = EXIT_ERROR  # an error like any other (2 is classify's "unsure")
 
@@ -302,7 +302,7 @@ def run_online_command(args):
 
         tokenizer = with_pairs(args.word_pairs) if args.word_pairs else Tokenizer()
     if auto_learn:   # the mode bench_online.py runs, through the same options (feedback_options)
-        from spamnb.model.autolearn import AUTO_LEARN_MARGIN
+        from spamnb.model import AUTO_LEARN_MARGIN
 
         feedback = f"train on error + auto-learn (margin {AUTO_LEARN_MARGIN:g} log-odds)"
         options = feedback_options("auto")

@@ -72,7 +72,7 @@ def cmd_scan(args):
     from spamnb.imap import jobs
     from spamnb.imap.state import ScanState
     from spamnb.mail.status import passthrough_pieces
-    from spamnb.model.store import spamnb_home
+    from spamnb.model import spamnb_home
 
     settings = settings_of(args)
     spam_filter = load_filter(args, settings)
@@ -106,8 +106,7 @@ def cmd_scan(args):
 def cmd_learn(args):
     from spamnb.cli.progress import Progress
     from spamnb.imap import jobs
-    from spamnb.model import learning
-    from spamnb.model import ledger as ledgers
+    from spamnb.model import Tally, learning_session
 
     settings = settings_of(args)
     markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
@@ -115,9 +114,9 @@ def cmd_learn(args):
     ham = args.ham or values["ham"]
     conn = _connect(values, password, args)
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.2)
-    tally = ledgers.Tally()
+    tally = Tally()
     try:
-        with learning.session(model_path(args, settings), wait=args.wait, create=True, expire=True) as session:
+        with learning_session(model_path(args, settings), wait=args.wait, create=True, expire=True) as session:
             def learn_one(raw, is_spam):
                 try:
                     session.learn(raw, is_spam, tally, **markup)

@@ -17,9 +17,7 @@ def _update_model(args, forget):
     learning a known message again is a no-op, with the other label a move;
     forget takes the label from the ledger.  The changes are appended to the
     model's journal (spamnb.model.journal), not written into the whole model."""
-    from spamnb.model import learning
-    from spamnb.model import ledger as ledgers
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import SpamFilter, Tally, learning_session
     from spamnb.cli.progress import Progress
 
     settings = settings_of(args)
@@ -36,7 +34,7 @@ def _update_model(args, forget):
     from spamnb.mail.reader import display_name
 
     progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
-    tally = ledgers.Tally()
+    tally = Tally()
     # a --ham folder's spam and bulk folders are not ham (spamnb.training.corpus); links
     # to files outside a folder given are not read without --follow-links
     options = {"spam_folders": "skip" if is_spam is False else "read", "follow_links": args.follow_links,
@@ -49,7 +47,7 @@ def _update_model(args, forget):
             for line in skipped[-2 if len(skipped) == 2 else -1:]:
                 print(f"spamnb: {line}", file=sys.stderr)
 
-    with learning.session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True) as session:
+    with learning_session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True) as session:
         seen = 0
         for source in args.files or ["-"]:
             try:
@@ -93,7 +91,7 @@ def _send_lessons(args, settings, path, is_spam, forget):
     learns it, this one's server included.  The local model is not touched
     here: it changes when this host's server applies the stream, in its order."""
     from spamnb.mail.mbox import looks_like_mail
-    from spamnb.model.ledger import canonical
+    from spamnb.model import canonical
     from spamnb.shared import SharedError
     from spamnb.shared.host import Sender, state_dir
     from spamnb.shared.lessons import FORGET, LEARN, Lesson

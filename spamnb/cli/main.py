@@ -179,7 +179,7 @@ def fast_args(argv):
     else:
         from spamnb.cli import learn
 
-        from spamnb.model.store import DEFAULT_WAIT
+        from spamnb.model import DEFAULT_WAIT
 
         handler = learn.cmd_learn if command == "learn" else learn.cmd_forget
         values["wait"] = DEFAULT_WAIT

@@ -86,7 +86,7 @@ def _token_limit(text):
     """``--expire-at``: 0 (off) or a limit lifecycle.check_max_tokens takes."""
     import argparse
 
-    from spamnb.model.lifecycle import check_max_tokens
+    from spamnb.model import check_max_tokens
 
     try:
         value = int(text)
@@ -97,23 +97,22 @@ def _token_limit(text):
 
 def _read_model(path):
     """A model file or a dump, by its first bytes."""
-    from spamnb.model import dumpfile
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import DUMP_FORMAT, SpamFilter
 
     with open(path, "rb") as f:
-        is_dump = f.read(len(dumpfile.DUMP_FORMAT)) == dumpfile.DUMP_FORMAT.encode()
+        is_dump = f.read(len(DUMP_FORMAT)) == DUMP_FORMAT.encode()
     return _read_dump(path) if is_dump else SpamFilter.load(path)
 
 
 def _read_dump(name):
-    from spamnb.model import dumpfile
+    from spamnb.model import DumpError, load_dump
 
     try:
         if name == "-":
-            return dumpfile.load_dump(sys.stdin.buffer, "-")
+            return load_dump(sys.stdin.buffer, "-")
         with open(name, "rb") as f:
-            return dumpfile.load_dump(f, name)
-    except dumpfile.DumpError as exc:
+            return load_dump(f, name)
+    except DumpError as exc:
         raise CommandError(f"{exc}; nothing was changed") from None
 
 
@@ -121,33 +120,31 @@ def _write_atomically(path, write, like):
     """Write a file atomically (``spamnb.model.store.replace_file``); an existing
     file keeps its owner and mode, a new one gets the mode of ``like`` (a
     dump holds the model's tokens: as private as the model)."""
-    from spamnb.model import store
+    from spamnb.model import replace_file, resolve, stat_existing
 
-    path = store.resolve(path)
+    path = resolve(path)
     mode = None
     try:
         mode = stat.S_IMODE(os.stat(like).st_mode) & 0o666
     except (OSError, TypeError):
         pass
-    store.replace_file(path, write, store.stat_existing(path, path), mode=mode)
+    replace_file(path, write, stat_existing(path, path), mode=mode)
 
 
 def cmd_dump(args):
-    from spamnb.model import dumpfile
+    from spamnb.model import dump_model
 
     spam_filter = load_filter(args)
     if args.output and args.output != "-":
-        _write_atomically(args.output, lambda f: dumpfile.dump(spam_filter, f), spam_filter.source_)
+        _write_atomically(args.output, lambda f: dump_model(spam_filter, f), spam_filter.source_)
     else:
-        dumpfile.dump(spam_filter, sys.stdout.buffer)
+        dump_model(spam_filter, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     return 0
 
 
 def cmd_load(args):
-    from spamnb.model import journal, lifecycle
-    from spamnb.model.spam_filter import SpamFilter
-    from spamnb.model.store import locked
+    from spamnb.model import SpamFilter, locked, merge_models, save_whole
 
     loaded = _read_dump(args.file)    # read and checked whole before the model is touched
     path = model_path(args)
@@ -155,30 +152,29 @@ def cmd_load(args):
         exists = os.path.exists(real)
         if args.add and exists:
             try:
-                loaded = lifecycle.merge([SpamFilter.load(real), loaded])
+                loaded = merge_models([SpamFilter.load(real), loaded])
             except ValueError as exc:
                 raise CommandError(f"{args.file}: {exc}; nothing was changed") from None
         # the journal goes: folded in (--add: loaded with the model) or replaced
-        journal.save_whole(loaded, real, real + ".bak" if exists else None)
+        save_whole(loaded, real, real + ".bak" if exists else None)
     if not args.quiet:
         print(f"{'added' if args.add else 'loaded'} {args.file}: model {path} now has {_size(loaded)}")
     return 0
 
 
 def cmd_merge(args):
-    from spamnb.model import journal, lifecycle
-    from spamnb.model.store import locked
+    from spamnb.model import locked, merge_models, save_whole
 
     # the output's lock first, then the inputs read: an input that is the output
     # (merge A B -o A) is read with every learn acknowledged before, and none after is lost
     with locked(args.output, wait=args.wait) as real:
         filters = [_read_model(path) for path in args.inputs]
         try:
-            merged = lifecycle.merge(filters)
+            merged = merge_models(filters)
         except ValueError as exc:
             raise CommandError(f"{exc}; nothing was written") from None
         exists = os.path.exists(real)
-        journal.save_whole(merged, real, real + ".bak" if exists else None)
+        save_whole(merged, real, real + ".bak" if exists else None)
     if not args.quiet:
         print(f"merged {len(filters)} models into {args.output}: {_size(merged)}"
               + (f" (the model it replaced is kept as {real}.bak)" if exists else ""))
@@ -186,9 +182,7 @@ def cmd_merge(args):
 
 
 def cmd_prune(args):
-    from spamnb.model import journal, lifecycle
-    from spamnb.model.spam_filter import SpamFilter
-    from spamnb.model.store import locked
+    from spamnb.model import SpamFilter, expire_model, locked, prune_model, save_whole
 
     if args.min_count is None and args.max_age is None and args.target_size is None and args.expire_at is None:
         raise UsageError("spamnb prune: give --min-count, --max-age, --target-size and/or --expire-at")
@@ -198,16 +192,16 @@ def cmd_prune(args):
         before = spam_filter.vocabulary_.n_features
         size_before = os.path.getsize(real)
         if args.expire_at is not None:
-            spam_filter.ages_.max_tokens = args.expire_at or None
+            spam_filter.set_max_tokens(args.expire_at or None)
         try:
-            pruned, dropped = lifecycle.prune(spam_filter, min_count=args.min_count, max_age=args.max_age,
-                                              target_size=args.target_size)
+            pruned, dropped = prune_model(spam_filter, min_count=args.min_count, max_age=args.max_age,
+                                          target_size=args.target_size)
         except ValueError as exc:   # --min-count on a length-normalised model
             raise CommandError(f"{path}: {exc}; the model is unchanged") from None
-        pruned, expired = lifecycle.expire(pruned)
+        pruned, expired = expire_model(pruned)
         dropped += expired
         if (dropped or args.expire_at is not None) and not args.dry_run:
-            journal.save_whole(pruned, real, real + ".bak")   # loaded with the model: folded in
+            save_whole(pruned, real, real + ".bak")   # loaded with the model: folded in
     if not args.quiet:
         if args.dry_run:
             print(f"would drop {dropped} of {before} tokens ({_share(dropped, before)}); nothing was changed")
@@ -232,9 +226,9 @@ def _share(part, whole):
 
 def info_lines(spam_filter):
     """Lines ``spamnb info`` prints about the model's size, age and what pruning would remove."""
-    from spamnb.model import lifecycle
+    from spamnb.model import describe_model
 
-    facts = lifecycle.describe(spam_filter)
+    facts = describe_model(spam_filter)
     n = facts["tokens"]
     expiry = spam_filter.ages_.max_tokens
     lines = [f"dates:       created {facts['created']}, last learned {facts['last_learn']}",
@@ -261,7 +255,7 @@ def add_info_parser(sub):
 
 
 def _log_odds(p):
-    from spamnb.model.verdict import logit
+    from spamnb.model import logit
 
     return f"{logit(p):+.3f}"   # "+inf" / "-inf" at 1 and 0
 
@@ -287,8 +281,8 @@ def cutoffs_from(spam_filter):
             "given": "given when the model was made (or a model file older than spamnb's schema 5)",
             "defaults": "the defaults"}[source]
     if source == "train":
-        from spamnb.model.calibrate import SPAM_CUTOFF_FLOOR
-        from spamnb.model.verdict import logit
+        from spamnb.model import SPAM_CUTOFF_FLOOR
+        from spamnb.model import logit
 
         if logit(spam_filter.spam_cutoff) == SPAM_CUTOFF_FLOOR:
             text += (f"; the spam cutoff held at its floor, log-odds {SPAM_CUTOFF_FLOOR:g}: the held-out ham put it "
@@ -309,7 +303,7 @@ def cutoffs_from(spam_filter):
 def ledger_line(spam_filter):
     """One line: which of the messages counted the ledger knows, so which a
     ``learn`` relabels exactly (or leaves alone) and which it would count again."""
-    from spamnb.model.ledger import DEFAULT_CAPACITY
+    from spamnb.model import DEFAULT_LEDGER_CAPACITY as DEFAULT_CAPACITY
 
     ham, spam = (int(round(v)) for v in spam_filter.class_count_)
     ledger = spam_filter.ledger_

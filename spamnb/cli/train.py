@@ -17,7 +17,7 @@ from spamnb.mail.reader import display_name
 
 def cmd_train(args):
     from spamnb.training.corpus import CorpusError, CorpusReport
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import SpamFilter
     from spamnb.cli.progress import Progress
 
     if not (args.dirs or args.spam or args.ham):
@@ -60,7 +60,7 @@ def cmd_train(args):
             raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
         calibration = _train_with_features(args, spam_filter, report, calibrating)
     else:
-        from spamnb.model import calibrate
+        from spamnb.model import AUTO_PAIRS
         from spamnb.training import pipeline
 
         # streaming, one message at a time in this process (-j 1) or by partitions on
@@ -74,7 +74,7 @@ def cmd_train(args):
                 args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
                 report=report, strict=args.strict, dask=args.dask, progress=progress,
                 calibration={"target_fpr": args.target_fpr} if calibrating else None,
-                word_pairs=calibrate.AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links,
+                word_pairs=AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links,
                 by_partitions=by_partitions)
         except CorpusError as exc:
             raise CommandError(str(exc)) from None
@@ -97,10 +97,10 @@ def cmd_train(args):
             raise OneClassCorpus(f"{text}; the model is unchanged (--force trains it anyway)")
         print(f"spamnb: warning: {text}", file=sys.stderr)
     if calibration is not None:
-        from spamnb.model import calibrate
+        from spamnb.model import apply_calibration
 
-        calibrate.apply(spam_filter, calibration)
-        spam_filter.cutoff_source_ = "train" if calibration.expected_fpr is not None else "defaults"
+        apply_calibration(spam_filter, calibration)
+        spam_filter.set_cutoffs(spam_filter.cutoffs, "train" if calibration.expected_fpr is not None else "defaults")
     path = model_path(args, settings)
     replaced = _save_trained(spam_filter, path, args.wait)
     elapsed = time.perf_counter() - started
@@ -113,7 +113,7 @@ def cmd_train(args):
         if replaced:
             print(f"the model it replaced is kept as {replaced}")
         if calibration is not None:
-            from spamnb.model.calibrate import describe
+            from spamnb.model import describe_calibration as describe
 
             print(describe(calibration))
     return EXIT_OK
@@ -166,8 +166,8 @@ def _train_with_features(args, spam_filter, report, calibrating):
 def _save_trained(spam_filter, path, wait):
     """Save a trained model under the lock; a model it replaces is kept as
     ``MODEL.bak`` (returned; None when there was none)."""
-    from spamnb.model.journal import save_whole
-    from spamnb.model.store import locked
+    from spamnb.model import save_whole
+    from spamnb.model import locked
 
     with locked(path, wait=wait) as real:
         backup = real + ".bak" if os.path.exists(real) else None

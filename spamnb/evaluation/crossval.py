@@ -78,9 +78,9 @@ def md5_split(relpaths):
 # ---------------------------------------------------------------- scores and verdicts
 def spam_probability(log_odds):
     """sigmoid(log_odds) without overflow, float64 array (``spamnb.model.verdict.probabilities``)."""
-    from spamnb.model import verdict
+    from spamnb.model import probabilities
 
-    return verdict.probabilities(log_odds)
+    return probabilities(log_odds)
 
 
 def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence=None):
@@ -92,14 +92,13 @@ def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence=None):
     (the cutoffs alone decide)."""
     import numpy as np
 
-    from spamnb.model import verdict
+    from spamnb.model import Cutoffs, EvidenceSums, decide_many
 
     n = len(log_odds)
     if evidence is None:
         evidence = (np.zeros(n), np.full(n, -np.inf))
     part_max = evidence[2] if len(evidence) > 2 else np.full(n, -np.inf)
-    return verdict.decide_many(log_odds, verdict.EvidenceSums(evidence[0], evidence[1], part_max),
-                               verdict.Cutoffs(spam_cutoff, ham_cutoff))
+    return decide_many(log_odds, EvidenceSums(evidence[0], evidence[1], part_max), Cutoffs(spam_cutoff, ham_cutoff))
 
 
 def count_transform(X, counts):
@@ -245,9 +244,9 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     import numpy as np
 
     from spamnb.bayes import metrics
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import SpamFilter
 
-    from spamnb.model import calibrate
+    from spamnb.model import AUTO_PAIRS, DEFAULT_TARGET_FPR
 
     y = np.asarray(y, dtype=bool)
     progress = progress or _Silent()
@@ -255,8 +254,8 @@ def evaluate(messages, y, splits, params, compare=False, progress=None, n_jobs=1
     resolved = {k: getattr(spam_filter, k) for k in ("alpha", "prior", "counts", "spam_cutoff", "ham_cutoff")}
     fitting = None
     if tune:
-        fitting = {"target_fpr": calibrate.DEFAULT_TARGET_FPR if target_fpr is None else float(target_fpr),
-                   "word_pairs": calibrate.AUTO_PAIRS if word_pairs == "auto" and not params.get("word_pairs") else 0}
+        fitting = {"target_fpr": DEFAULT_TARGET_FPR if target_fpr is None else float(target_fpr),
+                   "word_pairs": AUTO_PAIRS if word_pairs == "auto" and not params.get("word_pairs") else 0}
     resolved["tuned"] = fitting is not None
     folds, pooled_y, pooled_scores, pooled_verdicts = [], [], [], []
     variants = compare_variants(resolved) if compare else []
@@ -313,7 +312,7 @@ def _fold_result(messages, y, params, resolved, fitting, train_idx, test_idx):
     and log-odds) and the word-pair window it has."""
     import numpy as np
 
-    from spamnb.model import verdict
+    from spamnb.model import logit
 
     train_messages, train_y = [messages[i] for i in train_idx], y[train_idx]
     if fitting is None:
@@ -326,7 +325,7 @@ def _fold_result(messages, y, params, resolved, fitting, train_idx, test_idx):
     log_odds = np.asarray(fold_filter.score_many(test_messages), dtype=np.float64)
     evidence = np.array([fold_filter.evidence(m)[1:] for m in test_messages], dtype=np.float64).reshape(-1, 3)
     chosen = {"spam_cutoff": float(spam_cutoff), "ham_cutoff": float(ham_cutoff),
-              "spam_log_odds": verdict.logit(spam_cutoff), "ham_log_odds": verdict.logit(ham_cutoff),
+              "spam_log_odds": logit(spam_cutoff), "ham_log_odds": logit(ham_cutoff),
               "word_pairs": int(fold_filter.tokenizer_.word_pairs)}
     return log_odds, verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence.T), chosen
 
@@ -362,7 +361,7 @@ def _fold_results(messages, y, splits, params, resolved, fitting, n_jobs, progre
 def _compare_fold(X_all, y, train_idx, test_idx, params, variants, rows, progress, fold_name):
     import numpy as np
 
-    from spamnb.model import verdict
+    from spamnb.model import evidence_sums
 
     X_train_raw = X_all[train_idx]
     seen = np.asarray(X_train_raw.getnnz(axis=0)) > 0   # the fold's own vocabulary
@@ -377,7 +376,7 @@ def _compare_fold(X_all, y, train_idx, test_idx, params, variants, rows, progres
         model = _nb_model(alpha, prior).fit(X_train, y_train)
         log_odds = np.asarray(model.decision_function(X_test), dtype=np.float64)
         verdicts = verdicts_from_log_odds(log_odds, params["spam_cutoff"], params["ham_cutoff"],
-                                          verdict.evidence_sums(X_test, model.feature_log_prob_))
+                                          evidence_sums(X_test, model.feature_log_prob_))
         key = f"NB alpha={alpha:g} {prior} {counts}"
         if (alpha, prior, counts) == (params["alpha"], params["prior"], params["counts"]):
             key += " (filter)"
@@ -494,7 +493,7 @@ def resolved_params(params):
 def make_filter(params, **overrides):
     """``SpamFilter(**params)``; with ``params["word_pairs"]`` W, the tokenizer
     ``spamnb train --word-pairs W`` trains with (``tokenizer.with_pairs``)."""
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import SpamFilter
     from spamnb.mail.tokenizer import with_pairs
 
     params = {**params, **overrides}

@@ -81,8 +81,8 @@ class OnlineFilter:
     def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None, length_norm=None, pair_weight=None):
         import numpy as np
 
-        from spamnb.model.defaults import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
-                                           DEFAULT_PRIOR, LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, PRIORS)
+        from spamnb.model import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
+                                  DEFAULT_PRIOR, LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, PRIORS)
         from spamnb.mail.tokenizer import Tokenizer
         from spamnb.bayes.vocabulary import Vocabulary
 
@@ -107,7 +107,7 @@ class OnlineFilter:
         self._fc = np.zeros((2, 1024), dtype=np.float64)
         self._total = np.zeros(2, dtype=np.float64)     # N_c: sum of the class's transformed counts
         self.class_count_ = np.zeros(2, dtype=np.float64)
-        from spamnb.model.prequential import ScoreHistogram
+        from spamnb.model import ScoreHistogram
 
         self.held_out_ = ScoreHistogram()       # scores of learned messages before each was learned
         self._cutoffs = None
@@ -117,8 +117,8 @@ class OnlineFilter:
         """``(spam log-odds, ham log-odds)``: fitted on the held-out scores of the
         messages learned so far (``spamnb.model.prequential``), refitted every
         ``REFIT`` learned messages; the defaults while there is too little evidence."""
-        from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
-        from spamnb.model.verdict import logit
+        from spamnb.model import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+        from spamnb.model import logit
 
         if self._cutoffs is None or self._since_fit >= self.REFIT:
             fitted = self.held_out_.cutoffs()
@@ -170,7 +170,7 @@ class OnlineFilter:
         """The message's token stream (bytes, or a path: a str is a file name here)."""
         from pathlib import Path
 
-        from spamnb.model.messages import message_bytes
+        from spamnb.model import message_bytes
 
         return self.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
 
@@ -198,7 +198,7 @@ class OnlineFilter:
         counted in :attr:`held_out_`."""
         import numpy as np
 
-        from spamnb.model.prequential import counts_scores
+        from spamnb.model import counts_scores
 
         if score is not None and counts_scores(self.class_count_):
             self.held_out_.add(score, spam, 1.0 if weight > 0 else -1.0)
@@ -247,7 +247,7 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
     """
     import numpy as np
 
-    from spamnb.model.autolearn import auto_label
+    from spamnb.model import auto_label
 
     params = dict(params or {})
     model = OnlineFilter(tokenizer=tokenizer, **params)
@@ -314,7 +314,7 @@ def feedback_options(mode, auto_margin=None):
     if mode == "error":
         return {"train_on_error": True, "unsure": True}
     if mode == "auto":
-        from spamnb.model.autolearn import AUTO_LEARN_MARGIN
+        from spamnb.model import AUTO_LEARN_MARGIN
 
         return {"train_on_error": True, "auto_learn": AUTO_LEARN_MARGIN if auto_margin is None else auto_margin}
     raise ValueError(f"unknown feedback mode {mode!r} ({', '.join(FEEDBACK)})")

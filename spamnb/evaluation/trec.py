@@ -40,7 +40,7 @@ def model_path():
 
 def classify_line(path):
     """The jig's line for the message at ``path``."""
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import SpamFilter
 
     model = model_path()
     log_odds = SpamFilter.load(model).score(Path(path)).log_odds if os.path.exists(model) else 0.0
@@ -57,11 +57,11 @@ def train(judgement, path):
     (a one-class model has an infinite prior): the judgements are kept in
     the ``trained`` list, and the model is fitted on them when the second
     class first comes."""
-    from spamnb.model.spam_filter import SpamFilter
-    from spamnb.model.learning import learned_model
-    from spamnb.model.messages import message_bytes
-    from spamnb.model.journal import save_whole
-    from spamnb.model.store import locked
+    from spamnb.model import SpamFilter
+    from spamnb.model import learned_model
+    from spamnb.model import message_bytes
+    from spamnb.model import save_whole
+    from spamnb.model import locked
 
     path = Path(path)     # a file name, never the message's text
     message_bytes(path)   # unreadable: the error comes now, and nothing is recorded

@@ -80,51 +80,51 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
         if tokenizer is not None and tokenizer.settings != model_tokenizer.settings:
             raise ModelError(f"{where}: the model was trained with other tokenizer settings "
                              f"than the ones given; retrain it or load it without a tokenizer")
-        self = cls.from_params(params, model_tokenizer)
+        spam_filter = cls.from_params(params, model_tokenizer)
         if header.get("features") is not None:
             from spamnb.model.message_features import FeatureModel
 
-            self.features_ = FeatureModel.from_dict(header["features"])
+            spam_filter.set_fitted(features_=FeatureModel.from_dict(header["features"]))
         n_features = header["n_features"]
         if mapped:   # only what needs no page of the arrays read (spamnb.model.store.map_model)
             schema.check_shapes(header, arrays)
         else:
-            schema.check_counts(header, arrays, self.alpha)
-        self.vocabulary_ = Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
-                                                   arrays["strings"], arrays["offsets"], checked=not mapped)
+            schema.check_counts(header, arrays, spam_filter.alpha)
+        spam_filter.set_fitted(vocabulary_=Vocabulary.from_buffers(arrays["keys"], arrays["values"], n_features,
+                                                                   arrays["strings"], arrays["offsets"],
+                                                                   checked=not mapped))
         if arrays["ledger_labels"]:
             from spamnb.model.ledger import Ledger
 
-            self.ledger_ = Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"],
-                                              notes=arrays["ledger_notes"], lazy=mapped)
+            spam_filter.set_fitted(ledger_=Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"],
+                                                              notes=arrays["ledger_notes"], lazy=mapped))
         if arrays["held_out"]:
             from spamnb.model.prequential import ScoreHistogram
 
-            self.held_out_ = ScoreHistogram(arrays["held_out"])
-        self.cutoff_source_ = header["cutoff_source"]
+            spam_filter.set_fitted(held_out_=ScoreHistogram(arrays["held_out"]))
+        spam_filter.set_fitted(cutoff_source_=header["cutoff_source"])
     except ModelError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelError(f"{where}: the model is inconsistent ({exc})") from None
-    self.word_counts_ = WordCounts.from_arrays(
-        float(self.alpha), self.prior, header["class_count"], arrays["feature_count"],
-        derived=(arrays["log_count"], tuple(header["log_norm"]), tuple(header["log_prior"])))
-    self.ages_ = Ages.from_file(header, arrays)
-    self.source_ = where
+    spam_filter.set_fitted(word_counts_=WordCounts.from_arrays(
+        float(spam_filter.alpha), spam_filter.prior, header["class_count"], arrays["feature_count"],
+        derived=(arrays["log_count"], tuple(header["log_norm"]), tuple(header["log_prior"]))))
+    # a mapped load's arrays left unread are read when needed (deltas.read_whole)
+    spam_filter.set_fitted(ages_=Ages.from_file(header, arrays), source_=where, mapped_=mapped,
+                           mapped_file_=(arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None,
+                           unread_=arrays if mapped and arrays.unread else None)
     from spamnb.model import journal
 
-    self.mapped_ = mapped
-    self.mapped_file_ = (arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None
-    self.unread_ = arrays if mapped and arrays.unread else None   # read when needed (deltas.read_whole)
     try:
-        replaced = journal.replay(self, where, header, arrays)
+        replaced = journal.replay(spam_filter, where, header, arrays)
     except ModelError:   # the file rewritten in place while its arrays were read for the journal
         if _tries > 0:
             return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
         raise
     if replaced and _tries > 0:  # replaced while read: read the new one
         return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
-    return self
+    return spam_filter
 
 
 def _ledger_arrays(ledger):

@@ -202,16 +202,16 @@ class Counts:
             whole.hashes = whole.offsets = whole.strings = whole.dense = whole.last_seen = None
             whole.fold_keys = whole.fold_values = None
         n_features = self.n_features
-        spam_filter.vocabulary_ = self.vocabulary()
+        spam_filter.set_fitted(vocabulary_=self.vocabulary())
         if consume:
             self.hashes = self.offsets = self.strings = None
-        spam_filter.word_counts_ = self.word_counts(float(spam_filter.alpha), spam_filter.prior)
+        spam_filter.set_fitted(word_counts_=self.word_counts(float(spam_filter.alpha), spam_filter.prior))
         if consume:
             self.dense = None
         day = int(self.last_seen.max()) if n_features else today()
-        spam_filter.ages_ = Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
-                                 spam_filter.ages_.max_tokens)
-        spam_filter.ledger_ = None if self.digests is None else from_trained(self.digests, self.labels)
+        spam_filter.set_fitted(ages_=Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
+                                          spam_filter.ages_.max_tokens))
+        spam_filter.set_fitted(ledger_=None if self.digests is None else from_trained(self.digests, self.labels))
         return spam_filter
 
 

@@ -25,7 +25,7 @@ from itertools import accumulate, islice
 from spamnb.model.ages import Ages, today
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
-           "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "Folded", "encode_tokens",
+           "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
            "take_back_held_out", "read_whole"]
 
@@ -76,14 +76,12 @@ def learn(spam_filter, cls, day, stream):
     """``SpamFilter.learn`` after tokenizing (without message features):
     returns the token indices."""
     read_whole(spam_filter)
-    state = vars(spam_filter)
-    vocab = state["vocabulary_"]
-    if state["word_counts_"] is None:
-        spam_filter.word_counts_ = new_counts(spam_filter)
+    if spam_filter.replayed().word_counts is None:
+        spam_filter.set_fitted(word_counts_=new_counts(spam_filter))
+    vocab, counts, ages = spam_filter.replayed()
     indices = vocab.add(stream)
-    state["word_counts_"].add(indices, cls, _transform(spam_filter), 1, vocab.n_features,
-                              float(spam_filter.length_norm))
-    state["ages_"].seen(indices, vocab.n_features, day)
+    counts.add(indices, cls, _transform(spam_filter), 1, vocab.n_features, float(spam_filter.length_norm))
+    ages.seen(indices, vocab.n_features, day)
     spam_filter.counts_changed()
     return indices
 
@@ -95,7 +93,7 @@ def forget(spam_filter, cls, hashes):
     In place (:func:`in_place`) the tokens it leaves with no count in any
     class are taken out of the hash index and left as holes: zero counts
     that V (in log(N_c + alpha V)) does not count, until anything but
-    scoring and learning reads the model (:class:`Folded`), which folds
+    scoring and learning reads the model (``spam_filter.Folded``), which folds
     them out of the vocabulary, counts and ages at once, as every forget
     of ``SpamFilter.forget`` would have; so the scores are those of the
     model forgotten and rewritten, and a whole save writes its file."""
@@ -112,8 +110,7 @@ def forget_now(spam_filter, hashes, spam):
     ages together on the next use of anything but scoring and learning
     (:func:`fold`), never by a scan of the whole model per message."""
     read_whole(spam_filter)
-    state = vars(spam_filter)
-    vocab, counts = state["vocabulary_"], state["word_counts_"]
+    vocab, counts, _ages = spam_filter.replayed()
     counts.resize(vocab.n_features)
     indices = vocab.lookup(hashes)
     unknown = indices.count(-1)
@@ -123,33 +120,31 @@ def forget_now(spam_filter, hashes, spam):
     zero = counts.forget_in_place(indices, cls, transform, vocab.n_features, length)
     if zero is None and counts.in_place:
         # counts held in place whose file has tokens without counts: those go first, once
-        state["_holes"] = True
+        spam_filter.mark_holes()
         fold(spam_filter)
-        vocab, counts = state["vocabulary_"], state["word_counts_"]
+        vocab, counts, _ages = spam_filter.replayed()
         indices = vocab.lookup(hashes)   # the message's tokens have counts: none went
     if zero is None:
         zero = counts.forget_zeros(indices, cls, transform, vocab.n_features, length)
     spam_filter.counts_changed()
     if 1 in zero:
         counts.holes_left(vocab.remove(hashes, zero))
-        state["_holes"] = True
+        spam_filter.mark_holes()
 
 
 def n_live(spam_filter):
     """The vocabulary's size as a model saved whole would have it: without the holes."""
-    state = vars(spam_filter)
-    counts = state["word_counts_"]
-    return state["vocabulary_"].n_features - (counts.n_holes if counts is not None else 0)
+    vocab, counts, _ages = spam_filter.replayed()
+    return vocab.n_features - (counts.n_holes if counts is not None else 0)
 
 
 def fold(spam_filter):
     """Fold the holes forgets left in place (:func:`forget`) out of the
     vocabulary, counts and ages: what ``SpamFilter.forget`` does at each
     forget (every token without counts dropped), once."""
-    state = vars(spam_filter)
-    if not state.pop("_holes", None):
+    if not spam_filter.take_holes():
         return
-    vocab, counts, ages = state["vocabulary_"], state["word_counts_"], state["ages_"]
+    vocab, counts, ages = spam_filter.replayed()
     counts.resize(vocab.n_features)
     keep = [not unused for unused in counts.unused()]
     ages.days(vocab.n_features)
@@ -165,39 +160,10 @@ def read_whole(spam_filter):
     them whole (a learn, a forget, a journal's replay, a save, the library's
     attributes); ModelError when the file was rewritten in place since the
     load.  Nothing for any other model."""
-    state = vars(spam_filter)
-    arrays = state.get("unread_")
+    arrays = spam_filter.unread_
     if arrays is not None:
         arrays.fill()
-        state["unread_"] = None
-
-
-class Folded:
-    """A SpamFilter attribute (``vocabulary_``, ``word_counts_``, ``ages_``) whose
-    reading or replacing folds the holes of forgets done in place first
-    (:func:`fold`); scoring and learning in place read ``vars(filter)``."""
-
-    def __set_name__(self, owner, name):
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        state = obj.__dict__
-        if state.get("unread_") is not None:   # loaded mapped, arrays left unread: read them for the caller
-            read_whole(obj)
-        if state.get("_holes"):
-            fold(obj)
-        try:
-            return state[self.name]
-        except KeyError:
-            raise AttributeError(self.name) from None
-
-    def __set__(self, obj, value):
-        state = obj.__dict__
-        if state.get("_holes"):
-            fold(obj)
-        state[self.name] = value
+        spam_filter.set_fitted(unread_=None)
 
 
 def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
@@ -293,10 +259,11 @@ def apply(spam_filter, ledger, payload):
 
 
 def lazy_ages(spam_filter):
-    state = vars(spam_filter)
-    if not isinstance(state["ages_"], _LazyAges):
-        state["ages_"] = _LazyAges.of(state["ages_"])
-    return state["ages_"]
+    ages = spam_filter.replayed().ages
+    if not isinstance(ages, _LazyAges):
+        ages = _LazyAges.of(ages)
+        spam_filter.replace_ages(ages)
+    return ages
 
 
 class _LazyAges(Ages):
@@ -347,8 +314,8 @@ def drop_ages(spam_filter):
     """Let ``spam_filter`` keep no last-seen days from now on (the file's are let
     go, a learn records none): for a filter that only scores, whose learns are
     its journal's (``spamnb serve``).  Such a filter must not be saved."""
-    ages = vars(spam_filter)["ages_"]
-    vars(spam_filter)["ages_"] = _NoAges(None, ages.created, ages.last_learn, ages.max_tokens)
+    ages = spam_filter.replayed().ages
+    spam_filter.replace_ages(_NoAges(None, ages.created, ages.last_learn, ages.max_tokens))
 
 
 class NoLedger:
@@ -366,7 +333,7 @@ def ledger_for(spam_filter):
     from spamnb.model import ledger as ledgers
 
     ledger = ledgers.ledger_of(spam_filter)
-    spam_filter.ledger_ = ledger
+    spam_filter.set_fitted(ledger_=ledger)
     return ledger
 
 
@@ -376,8 +343,8 @@ def in_place(spam_filter, arrays):
     tables): no copy of the model's arrays (``Vocabulary.extend_in_place``,
     ``WordCounts.extend_in_place``)."""
     writable = getattr(arrays, "writable", {})
-    counts = vars(spam_filter)["word_counts_"]
+    vocab, counts, _ages = spam_filter.replayed()
     if counts is None or not all(name in writable for name in ("keys", "values", "feature_count", "log_count")):
         return
     if counts.extend_in_place(writable["feature_count"], writable["log_count"]):
-        vars(spam_filter)["vocabulary_"].extend_in_place(writable["keys"], writable["values"])
+        vocab.extend_in_place(writable["keys"], writable["values"])

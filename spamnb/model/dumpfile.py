@@ -325,7 +325,7 @@ def load_dump(stream, name="-"):
         spam_filter = build_filter(state)
     except DuplicateToken as exc:
         fail("the token repeats an earlier one (or shares its 64-bit hash)", first_line + exc.position)
-    spam_filter.ledger_ = ledger
+    spam_filter.set_fitted(ledger_=ledger)
     return spam_filter
 
 

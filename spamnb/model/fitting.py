@@ -231,19 +231,19 @@ def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):
         data = [message_bytes(message) for message in messages]
         if len(data) != len(y):
             raise ValueError(f"{len(data)} messages but {len(y)} labels")
-        spam_filter.vocabulary_, spam_filter.word_counts_, spam_filter.features_ = Vocabulary(), None, None
+        spam_filter.set_fitted(vocabulary_=Vocabulary(), word_counts_=None, features_=None)
         spam_filter.counts_changed()
-        fitted, spam_filter.calibration_ = fit_tuned(spam_filter, data, y, target_fpr, word_pairs)
-        for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "ledger_", "spam_cutoff", "ham_cutoff"):
-            setattr(spam_filter, name, getattr(fitted, name))   # the variant kept (word pairs: another filter)
+        fitted, calibration = fit_tuned(spam_filter, data, y, target_fpr, word_pairs)
+        spam_filter.set_fitted(calibration_=calibration)
+        spam_filter.adopt(fitted)   # the variant kept (word pairs: another filter)
         _fitted_cutoffs(spam_filter, target_fpr)
         return spam_filter
     spam_filter.counts_changed()
     fit_plain(spam_filter, messages, labels)
-    spam_filter.calibration_ = None
+    spam_filter.set_fitted(calibration_=None)
     if tune and target_fpr > 0:   # message features: the default cutoffs (the fold scores have none)
         n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
-        spam_filter.calibration_ = calibrate.calibration_check(spam_filter, n_ham, n_spam, target_fpr)
+        spam_filter.set_fitted(calibration_=calibrate.calibration_check(spam_filter, n_ham, n_spam, target_fpr))
         calibrate.apply(spam_filter, spam_filter.calibration_)
     _fitted_cutoffs(spam_filter, target_fpr if tune else 0)
     return spam_filter
@@ -251,13 +251,13 @@ def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):
 
 def _fitted_cutoffs(spam_filter, target_fpr):
     """After a fit: where the cutoffs came from; the held-out scores of learns start again."""
-    spam_filter.held_out_ = None
+    spam_filter.set_fitted(held_out_=None)
     calibration = spam_filter.calibration_
     if target_fpr > 0 and calibration is not None and calibration.expected_fpr is not None:
-        spam_filter.cutoff_source_ = "train"
+        spam_filter.set_fitted(cutoff_source_="train")
     else:
-        spam_filter.cutoff_source_ = None
-        spam_filter.cutoff_source_ = spam_filter.cutoffs_from
+        spam_filter.set_fitted(cutoff_source_=None)
+        spam_filter.set_fitted(cutoff_source_=spam_filter.cutoffs_from)
 
 
 def fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET_FPR,
@@ -286,8 +286,8 @@ def fit_plain(spam_filter, messages, labels):
     """``SpamFilter.fit(..., tune=False)``: count ``messages`` into ``spam_filter`` from
     scratch, one message at a time (and their continuous features, when on)."""
     y = [int(is_spam_label(label)) for label in labels]
-    spam_filter.vocabulary_ = vocabulary = Vocabulary()
-    spam_filter.word_counts_ = spam_filter.features_ = None
+    vocabulary = Vocabulary()
+    spam_filter.set_fitted(vocabulary_=vocabulary, word_counts_=None, features_=None)
     features = [] if spam_filter.feature_weight else None
     counts = deltas.new_counts(spam_filter)
     add = counts.add
@@ -308,11 +308,11 @@ def fit_plain(spam_filter, messages, labels):
     if n_messages != len(y):
         raise ValueError(f"{n_messages} messages but {len(y)} labels")
     counts.resize(vocabulary.n_features)
-    spam_filter.word_counts_ = counts
-    spam_filter.ages_ = Ages.fresh(vocabulary.n_features, max_tokens=spam_filter.ages_.max_tokens)
-    spam_filter.ledger_ = from_trained(digests, bytes(y))
+    spam_filter.set_fitted(word_counts_=counts)
+    spam_filter.set_fitted(ages_=Ages.fresh(vocabulary.n_features, max_tokens=spam_filter.ages_.max_tokens))
+    spam_filter.set_fitted(ledger_=from_trained(digests, bytes(y)))
     if features is not None:
         from spamnb.model.message_features import FeatureModel
 
-        spam_filter.features_ = FeatureModel().fit(features, [bool(v) for v in y])
+        spam_filter.set_fitted(features_=FeatureModel().fit(features, [bool(v) for v in y]))
     return spam_filter

@@ -232,7 +232,7 @@ def replay(spam_filter, model_path, header, arrays=None):
             return True   # the model was replaced (a compaction) after it was read
     if journal.status == "ok" and journal.payloads:
         deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
-    spam_filter.journal_ = journal
+    spam_filter.set_fitted(journal_=journal)
     deltas.in_place(spam_filter, arrays)   # for the journal's learns, or a writer's
     if journal.status != "ok" or not journal.payloads:
         if journal.damaged_tail:
@@ -254,7 +254,7 @@ def replay(spam_filter, model_path, header, arrays=None):
         _warn_tail(journal, applied)
     del journal.payloads[applied:]
     if not len(ledger):
-        spam_filter.ledger_ = None   # as a model without a ledger loads
+        spam_filter.set_fitted(ledger_=None)   # as a model without a ledger loads
     return False
 
 
@@ -276,7 +276,7 @@ def follow(spam_filter, ledger=None):
     record does not fit (then the filter may hold part of that record, as a
     fresh reader would); the caller reads the model again.  Never raises
     for what the journal holds."""
-    journal = vars(spam_filter).get("journal_")
+    journal = spam_filter.journal_
     if (journal is None or journal.identity is None or journal.status not in ("none", "ok")
             or journal.end is None):
         return None

@@ -52,7 +52,7 @@ class _RecordingFilter:
             prequential.note_held_out(sf, held_out, cls)
             self.held_out_bin = ScoreHistogram.bin_of(held_out)
             self._ops.append(deltas.encode_held_out(cls, held_out))
-        vocab = vars(sf)["vocabulary_"]   # holes and all (deltas.forget)
+        vocab = sf.replayed().vocabulary   # holes and all (deltas.forget)
         first, n_before = vocab.n_features, deltas.n_live(sf)
         day = today()
         deltas.learn(sf, cls, day, stream)
@@ -185,7 +185,7 @@ class Session:
         (``spamnb prune --expire-at``)."""
         sf = self.filter
         if expire and sf.is_fitted:
-            limit = vars(sf)["ages_"].max_tokens
+            limit = sf.replayed().ages.max_tokens
             if limit is not None and deltas.n_live(sf) > limit:
                 from spamnb.model.lifecycle import expire as expire_tokens
 
@@ -297,7 +297,7 @@ class _SessionContext:
                 spam_filter = SpamFilter.load(real, mapped=self.mapped)
             elif self.seed_path and os.path.exists(self.seed_path):
                 spam_filter = SpamFilter.load(self.seed_path)
-                spam_filter.journal_ = None
+                spam_filter.set_fitted(journal_=None)
             else:
                 spam_filter = learned_model()
             self.session = Session(real, spam_filter, exists)

@@ -309,13 +309,13 @@ def known_digest(ledger, message):
 
 def ledger_of(spam_filter):
     """The filter's ledger (an empty one for a model saved without it)."""
-    ledger = getattr(spam_filter, "ledger_", None)
+    ledger = spam_filter.ledger_
     return Ledger() if ledger is None else ledger
 
 
 def attach(spam_filter, ledger):
     """Give the filter its ledger back, to be saved with the model."""
-    spam_filter.ledger_ = ledger
+    spam_filter.set_fitted(ledger_=ledger)
     return spam_filter
 
 

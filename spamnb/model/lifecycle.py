@@ -187,17 +187,17 @@ def build_filter(state):
 
     s = state.settings
     spam_filter = SpamFilter.from_params(s, Tokenizer.from_settings(s["tokenizer"]))
-    spam_filter.vocabulary_ = _vocabulary(state.hashes, state.blob, state.offsets)
+    spam_filter.set_fitted(vocabulary_=_vocabulary(state.hashes, state.blob, state.offsets))
     flat = array("d")
     flat.frombytes(np.ascontiguousarray(state.counts, dtype=np.float64).tobytes())
-    spam_filter.word_counts_ = WordCounts.from_arrays(float(s["alpha"]), s["prior"], state.class_count, flat)
+    spam_filter.set_fitted(word_counts_=WordCounts.from_arrays(float(s["alpha"]), s["prior"], state.class_count, flat))
     if state.features is not None:
         from spamnb.model.message_features import FeatureModel
 
-        spam_filter.features_ = FeatureModel.from_dict(state.features)
+        spam_filter.set_fitted(features_=FeatureModel.from_dict(state.features))
     days = array("i")
     days.frombytes(np.ascontiguousarray(state.days, dtype=np.int32).tobytes())
-    spam_filter.ages_ = Ages(days, state.created, state.last_learn, state.max_tokens)
+    spam_filter.set_fitted(ages_=Ages(days, state.created, state.last_learn, state.max_tokens))
     return spam_filter
 
 
@@ -265,7 +265,7 @@ def merge(filters):
             raise ValueError("models with message features (feature_weight > 0) cannot be merged exactly")
         result = _merge_two(result, other, np)
     merged = build_filter(result)
-    merged.ledger_ = _merge_ledgers([f.ledger_ for f in filters])
+    merged.set_fitted(ledger_=_merge_ledgers([f.ledger_ for f in filters]))
     return merged
 
 
@@ -417,7 +417,7 @@ def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None,
     if not dropped:
         return spam_filter, 0
     pruned = build_filter(_subset(state, keep))
-    pruned.ledger_ = spam_filter.ledger_  # the messages were learned: a later forget still needs their labels
+    pruned.set_fitted(ledger_=spam_filter.ledger_)  # the messages were learned: a later forget still needs their labels
     return pruned, dropped
 
 

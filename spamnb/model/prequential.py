@@ -216,7 +216,7 @@ def held_out_log_odds(spam_filter, stream):
 def note_held_out(spam_filter, log_odds, spam):
     """Count a learned message's score before it was learned (:func:`held_out_log_odds`)."""
     if spam_filter.held_out_ is None:
-        spam_filter.held_out_ = ScoreHistogram()
+        spam_filter.set_fitted(held_out_=ScoreHistogram())
     spam_filter.held_out_.add(log_odds, bool(spam))
 
 
@@ -241,7 +241,7 @@ def refit_cutoffs(spam_filter):
         return False
     cutoffs = Cutoffs(probability(spam_cut), probability(min(ham_cut, spam_cut)))
     changed = cutoffs != spam_filter.cutoffs
-    spam_filter.cutoffs, spam_filter.cutoff_source_ = cutoffs, "held-out"
+    spam_filter.set_cutoffs(cutoffs, "held-out")
     return changed
 
 
@@ -249,6 +249,6 @@ def start_cutoffs(spam_filter):
     """Give a new, empty model that will grow by learning the cutoffs of no
     evidence (:meth:`ScoreHistogram.thin_cutoffs`: the widest band), fitted
     on its held-out scores from then on (:func:`refit_cutoffs`)."""
-    spam_filter.cutoff_source_ = "held-out"
+    spam_filter.set_fitted(cutoff_source_="held-out")
     refit_cutoffs(spam_filter)
     return spam_filter

@@ -21,15 +21,14 @@ def scorer(spam_filter):
     over its hash index and log(count + alpha), or, for a model whose
     journal was replayed in place (``spamnb.model.journal``), the file's
     logs and the side rows of the tokens new since."""
-    state = vars(spam_filter)   # as replayed, holes and all (spamnb.model.deltas.Folded)
-    vocab, counts = state["vocabulary_"], state["word_counts_"]
+    vocab, counts, _ages = spam_filter.replayed()   # as replayed, holes and all (spam_filter.Folded)
     if counts is None:
         spam_filter.require_fitted()
     if not counts.as_loaded:   # changed since the load: a model read in part is read whole (deltas.read_whole)
         deltas.read_whole(spam_filter)
     counts.resize(vocab.n_features)
     log_count, log_norm, log_prior, tail = counts.scorer_logs()
-    mapped = state.get("mapped_file_")
+    mapped = spam_filter.mapped_file_
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
                           float(spam_filter.length_norm), float(spam_filter.pair_weight))
@@ -183,9 +182,10 @@ def score_one(spam_filter, message, n_evidence, parts=True):
 
 
 def score_stream(scorer, stream, n_evidence, parts=True):
-    """:func:`score_one` of a message's token ``stream`` through ``scorer`` (a
-    ``token_kernels.Scorer``, or one with its ``score`` and ``verdict_sums``), without
-    the message features: a :class:`verdict.MessageScore`."""
+    """:func:`score_one` of a message's token ``stream`` through ``scorer``, a
+    :class:`spamnb.model.forms.Kernel` (a ``token_kernels.Scorer``, a :class:`FileScorer`,
+    an overlay: any form's ``kernel()``), without the message features: a
+    :class:`verdict.MessageScore`.  The one path of every form's ``score_stream``."""
     hashes = stream.hashes
     if parts and not n_evidence:   # the verdict's sums in one pass over the tokens (each looked up once)
         log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = scorer.verdict_sums(hashes, stream.regions,
@@ -201,12 +201,11 @@ def score_stream(scorer, stream, n_evidence, parts=True):
 
 def evidence_tokens(spam_filter, evidence):
     """``(token, weight)`` of a :class:`verdict.MessageScore`'s evidence (feature indices)."""
-    state = vars(spam_filter)
-    unread = state.get("unread_")
+    unread = spam_filter.unread_
     if unread is not None and "strings" in unread.unread:   # the strings not read: each one from the file
         token = unread.token
     else:
-        token = state["vocabulary_"].token   # holes (deltas.Folded) are never evidence
+        token = spam_filter.replayed().vocabulary.token   # holes (spam_filter.Folded) are never evidence
     return tuple((token(i), w) for i, w in evidence)
 
 

@@ -14,13 +14,14 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 from __future__ import annotations
 
 from contextlib import contextmanager
+from collections import namedtuple
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.model import codec, deltas, scoring, verdict
 from spamnb.model.calibrate import AUTO_PAIRS, DEFAULT_TARGET_FPR
 from spamnb.model.ages import Ages
-from spamnb.model.deltas import Folded, fold
+from spamnb.model.deltas import fold, read_whole
 from spamnb.model.guard import ReadWriteLock
 from spamnb.model.defaults import (DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
@@ -30,12 +31,207 @@ from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes
 from spamnb.model.verdict import Cutoffs, Score, Verdict
 
-__all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs"]
+__all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs", "Replayed", "FORMS"]
 
 _probability = verdict.probability
 
+FORMS = ("whole", "mapped", "following", "scoring")   # SpamFilter.load(form=...): see its docstring
+# the state a filter is given by the modules of spamnb.model that build or change it (SpamFilter.set_fitted)
+FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calibration_", "held_out_",
+          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_")
 
-class SpamFilter:
+
+# A filter's state as its journal's replay and its learns in place left it
+# (SpamFilter.replayed): the holes of forgets not folded out yet.
+Replayed = namedtuple("Replayed", "vocabulary word_counts ages")
+
+
+class Folded:
+    """A SpamFilter attribute (``vocabulary_``, ``word_counts_``, ``ages_``) whose
+    reading or replacing folds the holes of forgets done in place first
+    (:func:`spamnb.model.deltas.fold`) and reads the arrays a mapped load left
+    unread (:func:`spamnb.model.deltas.read_whole`); scoring and learning in
+    place read :meth:`SpamFilter.replayed` instead."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        if obj.unread_ is not None:   # loaded mapped, arrays left unread: read them for the caller
+            read_whole(obj)
+        if obj.has_holes():
+            fold(obj)
+        try:
+            return obj.__dict__[self.name]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+    def __set__(self, obj, value):
+        if obj.has_holes():
+            fold(obj)
+        obj.__dict__[self.name] = value
+
+
+class FilterState:
+    """What the modules of :mod:`spamnb.model` and the layers above use of a
+    :class:`SpamFilter`'s state, as methods (nothing reaches into it by name:
+    tests/test_reaching.py): its state as replayed, its holes, the fitted
+    attributes set, the file a mapped load reads, its journal; and the
+    :class:`spamnb.model.forms.Scorer` interface."""
+
+    def replayed(self):
+        """The :class:`Replayed` ``(vocabulary, word_counts, ages)`` as they stand:
+        the holes forgets left in place not folded, the arrays a mapped load left
+        unread not read (reading ``vocabulary_``, ``word_counts_`` or ``ages_``
+        does both first).  What scoring and learning in place read
+        (:mod:`spamnb.model.deltas`, :mod:`spamnb.model.scoring`)."""
+        state = self.__dict__
+        return Replayed(state["vocabulary_"], state["word_counts_"], state["ages_"])
+
+    def set_fitted(self, **state):
+        """Set fitted attributes, by name (:data:`FITTED`: ``set_fitted(vocabulary_=...,
+        word_counts_=...)``), in the order given: the one way the modules of
+        ``spamnb.model`` that fit, count, load, merge, prune or learn a filter give it
+        its state (``vocabulary_``, ``word_counts_`` and ``ages_`` fold the holes of
+        forgets first, as setting them does)."""
+        unknown = [name for name in state if name not in FITTED]
+        if unknown:
+            raise TypeError(f"not a fitted attribute of a SpamFilter: {', '.join(unknown)}")
+        for name, value in state.items():
+            setattr(self, name, value)
+        return self
+
+    def adopt(self, other):
+        """Take ``other``'s tokenizer, fitted state and cutoffs (the variant of
+        itself that ``fit`` kept: :func:`spamnb.model.fitting.fit`)."""
+        for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "ledger_", "spam_cutoff", "ham_cutoff"):
+            setattr(self, name, getattr(other, name))
+        return self
+
+    def set_max_tokens(self, max_tokens):
+        """Expire the oldest tokens past ``max_tokens`` from now on (None: never): ``spamnb prune --expire-at``."""
+        self.ages_.max_tokens = max_tokens
+
+    def replace_ages(self, ages):
+        """Set ``ages_`` as :meth:`replayed` reads it (nothing folded first)."""
+        self.__dict__["ages_"] = ages
+
+    def has_holes(self):
+        """Whether forgets in place left holes not folded yet (:func:`spamnb.model.deltas.forget_now`)."""
+        return bool(self.__dict__.get("_holes"))
+
+    def mark_holes(self):
+        """Note that a forget in place left holes (folded on the next read of the folded attributes)."""
+        self.__dict__["_holes"] = True
+
+    def take_holes(self):
+        """Whether there were holes to fold; they are no longer noted (:func:`spamnb.model.deltas.fold`)."""
+        return bool(self.__dict__.pop("_holes", None))
+
+    def file_layout(self):
+        """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
+        the open model file and the byte offsets ``(keys, capacity, values,
+        log_count)`` of its hash index and log-counts, which
+        :func:`spamnb.model.scoring.gather` reads a message's entries from
+        (:mod:`spamnb.server.overlay` shares it); None for any other filter."""
+        if self.mapped_file_ is None:
+            return None
+        file, offsets, capacity = self.mapped_file_
+        return file, (offsets["keys"], capacity, offsets["values"], offsets["log_count"])
+
+    def set_cutoffs(self, cutoffs, source):
+        """Set the :class:`Cutoffs` and record where they came from (``cutoff_source_``:
+        "defaults", "train", "given", "held-out")."""
+        self.cutoffs, self.cutoff_source_ = cutoffs, source
+
+    def follow_journal(self):
+        """Apply the records the model's journal got since this filter (loaded
+        ``form="following"``) read it or last followed it, under the write lock
+        (a score sees them whole or not at all): the number applied, or None
+        when it cannot follow (loaded otherwise, the journal replaced, ...:
+        load the model again).  See :func:`spamnb.model.journal.follow`."""
+        if self.journal_ is None:
+            return None
+        from spamnb.model import journal
+
+        with self.guard.writing():
+            return journal.follow(self, deltas.NoLedger())
+
+    def journal_state(self):
+        """``(status, size, end)`` of the journal a loaded filter replayed or follows
+        (:class:`spamnb.model.journal.Journal`), or None."""
+        journal = self.journal_
+        return None if journal is None else (journal.status, journal.size, journal.end)
+
+    # ------------------------------------------------------------------ the Scorer interface (spamnb.model.forms)
+    def kernel(self):
+        """The :class:`spamnb.model.forms.Kernel` that scores this form's token hashes: :meth:`scorer`."""
+        return self.scorer()
+
+    def tokens(self, message):
+        """The token stream of ``message`` (bytes, text or a ``Path``), as this filter's tokenizer makes it."""
+        return self.tokenizer_.stream(message_bytes(message))
+
+    def score_stream(self, stream, n_evidence=0, parts=True):
+        """A :class:`spamnb.model.verdict.MessageScore` of a token ``stream`` (:meth:`tokens`),
+        without the message features (:func:`spamnb.model.scoring.score_stream`)."""
+        with self.guard.reading():
+            return scoring.score_stream(self.scorer(), stream, n_evidence, parts)
+
+    def token_names(self, evidence):
+        """``(token, weight)`` of a :class:`MessageScore`'s evidence ``(feature index, weight)``."""
+        return scoring.evidence_tokens(self, evidence)
+
+    def _keep(self, form):
+        """The filter loaded as ``form`` (:meth:`SpamFilter.load`): what it keeps of the file."""
+        if form == "following":
+            deltas.drop_ages(self)
+            self.set_fitted(ledger_=None, source_=None)   # follows its journal without days or ledger: never saved
+        elif form == "scoring":
+            self._keep_scoring_only()
+        return self
+
+    def _keep_scoring_only(self):
+        """Keep what ``classify`` reads (the hash index, log(count + alpha), the
+        token strings for the evidence) in buffers of their own, and let go of
+        the rest of the model file read into memory: the raw counts, last-seen
+        days and ledger of learned messages (about a fifth of a model file)."""
+        import mmap
+
+        from spamnb.bayes.wordcounts import WordCounts
+
+        # as the journal was replayed, in place: holes of forgets and all;
+        # the logs of the file and of the tokens new since joined, without numpy
+        vocab, counts, _ages = self.replayed()
+        if vocab is None or counts is None:
+            return
+        counts.resize(vocab.n_features)
+        log_count, log_norm, log_prior, tail = counts.scorer_logs()
+        if tail is not None and len(tail):
+            n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
+            joined = bytearray()
+            for c in range(counts.n_classes):
+                joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
+                joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
+            log_count = joined
+        self.take_holes()   # a scoring-only filter: never folded, never saved
+        self.vocabulary_ = vocab.read_only_copy()
+        # the raw counts' place: read-only anonymous pages, zeros the kernel maps
+        # only when touched (classify never does), so they take no memory
+        zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
+        self.word_counts_ = WordCounts.from_arrays(
+            counts.alpha, counts.prior, counts.class_count_,
+            memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
+            derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
+        self.ages_ = Ages()
+        self.ledger_ = None
+        self.source_ = None      # not a copy of the file: never to be saved
+        self.journal_ = None     # without its counts: cannot follow its journal
+
+
+class SpamFilter(FilterState):
     """A Bayesian spam filter.
 
     Parameters
@@ -99,6 +295,7 @@ class SpamFilter:
         check_params(alpha, prior, counts, length_norm, ham_cutoff, spam_cutoff, n_evidence, feature_weight,
                      pair_weight)
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
+        self.unread_ = None       # a mapped load's arrays left unread (spamnb.model.store.map_model), until read whole
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
         self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.model.ages)
@@ -126,7 +323,7 @@ class SpamFilter:
         under the write lock, for readers that go through the folded attributes."""
         guard = self.guard
         with guard.reading():
-            if not vars(self).get("_holes") or guard.writer_is_me():
+            if not self.has_holes() or guard.writer_is_me():
                 yield
                 return
         with guard.writing():
@@ -157,13 +354,13 @@ class SpamFilter:
     # ------------------------------------------------------------------ state
     @property
     def is_fitted(self):
-        return vars(self)["word_counts_"] is not None
+        return self.__dict__["word_counts_"] is not None
 
     @property
     def class_count_(self):
         """Messages learned per class, [ham, spam] (floats)."""
         with self.guard.reading():
-            return tuple(vars(self)["word_counts_"].class_count_) if self.is_fitted else (0.0, 0.0)
+            return tuple(self.__dict__["word_counts_"].class_count_) if self.is_fitted else (0.0, 0.0)
 
     @property
     def model_(self):
@@ -319,18 +516,17 @@ class SpamFilter:
             codec.write(self, path, backup)
 
     @classmethod
-    def load(cls, path=None, tokenizer=None, max_size=None, mapped=False):
-        """Read a model file.  Raises :class:`spamnb.model.store.ModelError` for any
-        missing, damaged, foreign or mismatched file (e.g. a ``tokenizer``
-        given here whose settings differ from the model's), and, unread, for
-        anything but a regular file or a file over ``max_size`` bytes
-        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB).
-
-        ``mapped``: read the file in part, never mapped (``spamnb classify``, ``learn``:
-        a message's cost does not grow with the model; the header and every array's
-        bounds are checked, the checksum is not; the large arrays are read when
-        needed: :func:`spamnb.model.store.map_model`, :func:`deltas.read_whole`)."""
-        return codec.read(cls, path, tokenizer, max_size=max_size, mapped=mapped)
+    def load(cls, path=None, tokenizer=None, max_size=None, mapped=False, form=None):
+        """Read a model file as ``form`` (:data:`FORMS`: "whole", the default; "mapped", as
+        ``mapped=True``; "following"; "scoring": :mod:`spamnb.model.forms`), a ``Scorer``.
+        Raises :class:`spamnb.model.store.ModelError` for any missing, damaged, foreign
+        or mismatched file (e.g. a ``tokenizer`` whose settings differ from the model's),
+        and, unread, for anything but a regular file or one over ``max_size`` bytes
+        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB)."""
+        form = ("mapped" if mapped else "whole") if form is None else form
+        if form not in FORMS or (mapped and form != "mapped"):
+            raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")
+        return codec.read(cls, path, tokenizer, max_size=max_size, mapped=form == "mapped")._keep(form)
 
     def __repr__(self):
         return (f"SpamFilter(alpha={self.alpha!r}, prior={self.prior!r}, counts={self.counts!r}, "

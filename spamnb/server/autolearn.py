@@ -58,8 +58,8 @@ class AutoLearner:
         path, own = paths
         if not own or path != own:
             return "not the user's model"
-        from spamnb.model.autolearn import auto_label
-        from spamnb.model.verdict import logit
+        from spamnb.model import auto_label
+        from spamnb.model import logit
 
         cutoffs = spam_filter.cutoffs   # a SpamFilter or a user model held as an overlay
         spam_log_odds, ham_log_odds = logit(cutoffs.spam), logit(cutoffs.ham)
@@ -92,7 +92,7 @@ class AutoLearner:
 
 
 def _learn(path, message, log_odds, label, spam_log_odds, ham_log_odds, subject_tag):
-    from spamnb.model.autolearn import learn_verdict
+    from spamnb.model import learn_verdict
     from spamnb.server.models import kept_models
 
     return learn_verdict(path, message, log_odds, label, spam_log_odds, ham_log_odds, wait=LOCK_WAIT,

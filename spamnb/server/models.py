@@ -7,7 +7,6 @@ the model read again."""
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections import OrderedDict
 
@@ -20,87 +19,33 @@ MODEL_NAME = "model.spamnb"
 
 
 # ============================================================================ the filter's API
-# Every call into spamnb.model.spam_filter / spamnb.model.store is here, so a change of that
-# API is adapted in one place.
+# Every call into spamnb.model is here, so a change of that API is adapted in one place.
 def _load_filter(path, whole=False):
-    """The model at ``path`` read from the file (its journal replayed): holding
-    in memory only what classifying reads (:func:`_scoring_only`), or, when
-    ``whole`` (a server that learns: TELL), the counts too, so that it can
-    follow its journal (:func:`_follow`), without the ledger and last-seen days."""
-    from spamnb.model.spam_filter import SpamFilter
+    """The model at ``path`` read from the file (its journal replayed), in the
+    form a server scores with (a :class:`spamnb.model.Scorer`): holding in
+    memory only what classifying reads (``form="scoring"``), or, when ``whole``
+    (a server that learns: TELL), the counts too, so that it can follow its
+    journal (``form="following"``: :func:`_follow`), without the ledger and
+    last-seen days."""
+    from spamnb.model import SpamFilter
 
-    spam_filter = SpamFilter.load(path)
-    if not whole:
-        return _scoring_only(spam_filter)
-    from spamnb.model import deltas
-
-    deltas.drop_ages(spam_filter)
-    vars(spam_filter)["ledger_"] = None
-    spam_filter.source_ = None      # follows its journal without days or ledger: never to be saved
-    return spam_filter
+    return SpamFilter.load(path, form="following" if whole else "scoring")
 
 
-def _follow(spam_filter):
-    """Apply to a filter of :func:`_load_filter` (``whole``) the records its
+def _follow(model):
+    """Apply to a model of :func:`_load_filter` (``whole``) the records its
     journal got since it was read or last followed, and only those, as a
-    fresh reader replays them; under its write lock (a score sees the learns
-    whole or not at all).  The number of records applied, or None when it
-    cannot follow (a filter without its counts, the journal replaced, ...):
-    read the model again."""
-    from spamnb.model import deltas, journal
-
-    if vars(spam_filter).get("journal_") is None:
-        return None     # not a filter that follows (_scoring_only's keeps no counts)
-    with spam_filter.guard.writing():
-        return journal.follow(spam_filter, deltas.NoLedger())
-
-
-def _scoring_only(spam_filter):
-    """Keep what ``classify`` reads (the hash index, log(count + alpha), the
-    token strings for the evidence) in buffers of their own, and let go of
-    the rest of the model file read into memory: the raw counts, last-seen
-    days and ledger of learned messages (about a fifth of a model file).
-    Such a filter only classifies (a changed model is read again); TELL
-    learns in a whole model (:func:`tell`)."""
-    from spamnb.model.ages import Ages
-    from spamnb.bayes.wordcounts import WordCounts
-
-    # as the journal was replayed, in place: holes of forgets and all (spamnb.model.deltas.Folded);
-    # the logs of the file and of the tokens new since joined, without numpy
-    state = vars(spam_filter)
-    vocab, counts = state["vocabulary_"], state["word_counts_"]
-    if vocab is None or counts is None:
-        return spam_filter
-    counts.resize(vocab.n_features)
-    log_count, log_norm, log_prior, tail = counts.scorer_logs()
-    if tail is not None and len(tail):
-        n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
-        joined = bytearray()
-        for c in range(counts.n_classes):
-            joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
-            joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
-        log_count = joined
-    state.pop("_holes", None)   # a scoring-only filter: never folded, never saved
-    spam_filter.vocabulary_ = vocab.read_only_copy()
-    # the raw counts' place: read-only anonymous pages, zeros the kernel maps
-    # only when touched (classify never does), so they take no memory
-    zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
-    spam_filter.word_counts_ = WordCounts.from_arrays(
-        counts.alpha, counts.prior, counts.class_count_,
-        memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
-        derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
-    spam_filter.ages_ = Ages()
-    spam_filter.ledger_ = None
-    spam_filter.source_ = None      # not a copy of the file: never to be saved
-    spam_filter.journal_ = None     # without its counts: cannot follow its journal (_follow)
-    return spam_filter
+    fresh reader replays them (``SpamFilter.follow_journal``).  The number of
+    records applied, or None when it cannot follow (a scoring-only model, an
+    overlay, the journal replaced, ...): read the model again."""
+    return model.follow_journal()
 
 
 def journal_signature(path):
     """The model's journal as it is now (spamnb.model.journal): a learn appends there."""
-    from spamnb.model.journal import signature
+    from spamnb.model import journal_signature
 
-    return signature(path)
+    return journal_signature(path)
 
 
 def classify(spam_filter, message, evidence=True):
@@ -110,7 +55,7 @@ def classify(spam_filter, message, evidence=True):
 
 
 
-_kept = None   # spamnb.model.learning.Kept: the models TELL learned in, kept loaded
+_kept = None   # spamnb.model.Kept: the models TELL learned in, kept loaded
 
 
 _creating = None   # threading.Lock: one new user's model at a time (the limits below hold)
@@ -121,11 +66,11 @@ def kept_models():
     in, kept loaded between two learns (``spamnb.model.learning.Kept``)."""
     import threading
 
-    from spamnb.model import learning
+    from spamnb.model import Kept
 
     global _kept, _creating
     if _kept is None:
-        _kept = learning.Kept()
+        _kept = Kept()
     if _creating is None:
         _creating = threading.Lock()
     return _kept
@@ -171,8 +116,8 @@ def _start_user_model(path, seed_path):
     file and its journal are a pair.  Where a link cannot be made (another
     file system, fs.protected_hardlinks, ...) nothing is done and the
     learn saves a whole copy, as before."""
-    from spamnb.model.journal import journal_path
-    from spamnb.model.store import locked, replace_file, resolve
+    from spamnb.model import journal_path
+    from spamnb.model import locked, replace_file, resolve
 
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -209,7 +154,7 @@ def _check_room(limits, seed_path):
     """Raise ProtocolError when one more user model would pass the limits.
     Bytes are counted once per file (a model hard-linked to the site
     model's file, :func:`_start_user_model`, counts none of it), journals included."""
-    from spamnb.model.journal import SUFFIX
+    from spamnb.model import JOURNAL_SUFFIX as SUFFIX
 
     folder, most, most_bytes = limits
     count = size = 0
@@ -260,21 +205,20 @@ def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False
     order; returns (did_learn, did_remove) of each.  The model must exist or
     ``seed_path`` start it (no limits checked: :func:`tell` checks them).
     ``compact_limit``: see :func:`spamnb.model.learning.session`."""
-    from spamnb.model import learning
-    from spamnb.model import ledger as ledgers
+    from spamnb.model import Kept, Tally, learning_session
 
     global _kept
     if _kept is None:
-        _kept = learning.Kept()
+        _kept = Kept()
     # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
     # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
     outcomes = []
-    with learning.session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept,
+    with learning_session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept,
                           compact_limit=compact_limit) as session:
         spam_filter = session.filter
         # through the ledger of learned messages, as `spamnb learn`/`forget`:
         # a message told twice counts once, told with the other class it moves
-        tally = ledgers.Tally()
+        tally = Tally()
         for message, spam, learn, remove in lessons:
             did_remove = False
             if remove and spam_filter.is_fitted:
@@ -296,15 +240,14 @@ def compact_if_over(path):
     """Fold the journal of the model at ``path`` into it when the journal is past
     :func:`spamnb.model.journal.compact_at` (a follower that compacts late,
     spamnb.server.sharing, does it when the stream is quiet).  True when it did."""
-    from spamnb.model import learning
-    from spamnb.model.journal import compact_at, journal_path
+    from spamnb.model import compact_at, journal_path, learning_session
 
     try:
         if os.path.getsize(journal_path(path)) <= compact_at(os.path.getsize(path)):
             return False
     except OSError:
         return False
-    with learning.session(path, wait=None, create=False, expire=False, kept=_kept) as session:
+    with learning_session(path, wait=None, create=False, expire=False, kept=_kept) as session:
         session.compact()
     return True
 
@@ -449,8 +392,8 @@ class ModelCache:
             return False
         if _follow(entry[1]) is None:
             return False
-        journal = vars(entry[1])["journal_"]
-        if journal.status == "ok" and journal.size > journal.end:
+        status, size, end = entry[1].journal_state()
+        if status == "ok" and size > end:
             # a record not whole yet (a writer appending; the size may not change when it is):
             # looked at again at the next request (a read of the bytes after the last record)
             key = key[:4] + (None,)

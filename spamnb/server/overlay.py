@@ -35,6 +35,8 @@ from __future__ import annotations
 import os
 from array import array
 
+from spamnb.model import ScorerBase
+
 __all__ = ["Overlay", "build"]
 
 
@@ -43,14 +45,13 @@ class _SiteFile:
     of it read but its header), shared by the overlays of one site file."""
 
     def __init__(self, path):
-        from spamnb.model.spam_filter import SpamFilter
+        from spamnb.model import SpamFilter
 
-        self.filter = SpamFilter.load(path, mapped=True)
-        mapped = vars(self.filter).get("mapped_file_")
+        self.filter = SpamFilter.load(path, form="mapped")
+        mapped = self.filter.file_layout()
         if mapped is None:
             raise ValueError("not a mapped model")
-        self.file, offsets, self.capacity = mapped
-        self.layout = (offsets["keys"], self.capacity, offsets["values"], offsets["log_count"])
+        self.file, self.layout = mapped
         st = os.fstat(self.file.fileno())
         self.identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
@@ -76,7 +77,7 @@ def build(user_path, site_filter, site_path):
     file plus a journal of learns (it is then loaded whole)."""
     import numpy as np
 
-    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.model import SpamFilter
 
     try:
         st_user, st_site = os.stat(user_path), os.stat(site_path)
@@ -85,15 +86,13 @@ def build(user_path, site_filter, site_path):
     identity = (st_site.st_dev, st_site.st_ino, st_site.st_size, st_site.st_mtime_ns)
     if (st_user.st_dev, st_user.st_ino) != identity[:2]:
         return None   # compacted into a file of its own
-    site_state = vars(site_filter)
-    site_counts = site_state.get("word_counts_")
-    journal = site_state.get("journal_")
+    site_counts = site_filter.replayed().word_counts
+    journal = site_filter.journal_
     if (site_counts is None or not site_counts.as_loaded or (journal is not None and journal.payloads)
             or site_filter.features_ is not None and site_filter.feature_weight):
         return None
     user = SpamFilter.load(user_path)
-    state = vars(user)
-    vocab, counts = state["vocabulary_"], state["word_counts_"]
+    vocab, counts, _ages = user.replayed()
     if counts is None or counts.n_holes or user.features_ is not None and user.feature_weight:
         return None
     site = _site_file(site_path, identity)
@@ -124,13 +123,14 @@ def build(user_path, site_filter, site_path):
                    [vocab.token(i) for i in range(n_base, vocab.n_features)], log_norm, log_prior)
 
 
-class Overlay:
+class Overlay(ScorerBase):
     """A user model as the site model's file plus what its journal changed
-    (:func:`build`); classifies as ``SpamFilter.classify`` does."""
+    (:func:`build`): a :class:`spamnb.model.forms.Scorer` (its own kernel),
+    which classifies through the forms' one path as ``SpamFilter.classify`` does."""
 
     def __init__(self, site, user, n_base, changed, changed_logs, new_hashes, new_index, new_logs, new_tokens,
                  log_norm, log_prior):
-        from spamnb.model.defaults import COUNT_TRANSFORMS
+        from spamnb.model import COUNT_TRANSFORMS
 
         self.site, self.n_base = site, n_base
         self.changed, self.changed_logs = changed, changed_logs
@@ -151,9 +151,10 @@ class Overlay:
     def token(self, index):
         if index >= self.n_base:
             return self.new_tokens[index - self.n_base]
-        from spamnb.model.scoring import evidence_tokens   # read from the site file (its strings left unread)
+        return self.site.filter.token_names(((index, 0.0),))[0][0]   # read from the site file (its strings unread)
 
-        return evidence_tokens(self.site.filter, ((index, 0.0),))[0][0]
+    def kernel(self):
+        return self
 
     def _compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens, their
@@ -161,7 +162,7 @@ class Overlay:
         their feature indices in the user model."""
         import numpy as np
 
-        from spamnb.model.scoring import compact_scorer, gather
+        from spamnb.model import compact_scorer, gather
 
         n_classes = len(self.log_prior)
         found, index, logs = gather(self.site.file, self.site.layout, self.n_base, n_classes, hashes)
@@ -197,14 +198,3 @@ class Overlay:
 
     def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
         return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated, pairs_start)
-
-    def classify(self, message, evidence=True):
-        """A ``Verdict``, as ``SpamFilter.classify`` gives it for the user model loaded whole."""
-        from spamnb.model import verdict
-        from spamnb.model.messages import message_bytes
-        from spamnb.model.scoring import score_stream
-
-        stream = self.tokenizer.stream(message_bytes(message))
-        scored = score_stream(self, stream, self.n_evidence if evidence else 0)
-        named = tuple((self.token(i), w) for i, w in scored.evidence)
-        return verdict.verdict_of(scored, self.cutoffs, named)

@@ -248,7 +248,7 @@ def _files(given, config, who=None, more=None):
     then (its HOME names the default site model), the site model, the folder
     it learns in, ``--models-dir``."""
     from spamnb.errors import ModelError
-    from spamnb.model.store import map_model
+    from spamnb.model import map_model
 
     suffix = f" (as {who}, the server user)" if who else ""
     problems = []
@@ -287,7 +287,7 @@ def _policy(settings):
     server reads it, each domain's model opened, and the settings file of
     the commands (``$SPAMNB_HOME/settings.toml``, when there is one)."""
     from spamnb.errors import ModelError
-    from spamnb.model.store import map_model
+    from spamnb.model import map_model
     from spamnb.settings import load_settings
 
     problems = []

@@ -107,7 +107,7 @@ class Sharing:
     # --------------------------------------------------------- TELL
     async def tell(self, own, user, message, spam, learn, remove):
         """Send a TELL's lesson; (did_learn, did_remove) as far as known when answering."""
-        from spamnb.model.ledger import canonical
+        from spamnb.model import canonical
         from spamnb.shared.lessons import FORGET, LEARN, Lesson
 
         settings = self.server.settings
