@@ -39,6 +39,15 @@ through the ham text in runs of N words instead (a sender who knows the
 defence); style ``control`` sends the later ham as it is (no target: how
 far learning that ham alone moves the target).
 
+``--parts SIZES --part-margin M`` measures the rule "learn ham only when
+the message's parts agree" (not shipped): before a ham verdict is
+auto-learned, each text part of the message and each window of SIZES
+tokens of a part (half a window apart; 0: the part whole) is scored on its
+own by the model (:func:`segments`, one scorer call per window, its own
+length normalisation); when one scores ``M`` log-odds or more the message
+is not learned ("parts disagree"), the verdict unchanged.
+``scripts/check/autolearn_rules.py`` measures the same rule online.
+
 ``--package DIR`` imports spamnb from another checkout (the tree before a
 change); a ``learn_verdict`` without ``now`` is given a cap the sending rate
 never reaches, the same thing.
@@ -46,6 +55,7 @@ never reaches, the same thing.
     python scripts/check/steer_autolearn.py                               # the shared SpamAssassin corpus
     python scripts/check/steer_autolearn.py ../shared/corpora/enron-spam --messages 1000
     python scripts/check/steer_autolearn.py corpora --learn 200 --messages 300   # the sample: a smoke run
+    python scripts/check/steer_autolearn.py --parts 0,32 --part-margin 16 --interleave 4
 """
 
 from __future__ import annotations
@@ -150,12 +160,47 @@ def check(path, message):
     return spam_filter, spam_filter.classify(message, evidence=False)
 
 
-def auto_learn(path, message, clock):
-    """One message through ``spamnb classify --auto-learn``'s path at time ``clock``: its outcome."""
+def windows(regions, sizes):
+    """``(start, end)`` token ranges of a message's text parts (``regions``): each part
+    whole for size 0, else windows of ``size`` tokens half a window apart, the last
+    one ending at the part's end (a part no longer than the window: the part)."""
+    for start, end in regions:
+        for size in sizes:
+            if size <= 0 or end - start <= size:
+                yield start, end
+                continue
+            step = max(1, size // 2)
+            at = start
+            while True:
+                yield at, min(at + size, end)
+                if at + size >= end:
+                    break
+                at += step
+
+
+def segments(spam_filter, message, sizes):
+    """The largest log-odds of one segment of ``message`` (see :func:`windows`),
+    each scored on its own by ``spam_filter`` (one scorer call a segment); -inf
+    without text."""
+    stream = spam_filter.tokenizer_.stream(message)
+    scorer = spam_filter.scorer()
+    best = float("-inf")
+    for start, end in windows(stream.regions, sizes):
+        jll = scorer.score(stream.hashes[start:end], 0)[0]
+        best = max(best, jll[1] - jll[0])
+    return best
+
+
+def auto_learn(path, message, clock, parts=None):
+    """One message through ``spamnb classify --auto-learn``'s path at time ``clock``: its outcome.
+    ``parts``: ``(sizes, margin)``, a ham verdict one of whose segments scores ``margin`` or
+    more is not learned ("parts disagree")."""
     from spamnb.model.autolearn import learn_verdict
     from spamnb.model.verdict import logit
 
     spam_filter, verdict = check(path, message)
+    if parts is not None and verdict.label == "ham" and segments(spam_filter, message, parts[0]) >= parts[1]:
+        return verdict, "parts disagree"
     cutoffs = logit(spam_filter.spam_cutoff), logit(spam_filter.ham_cutoff)
     try:
         outcome = learn_verdict(path, message, verdict.log_odds, verdict.label, *cutoffs, wait=60, now=clock)
@@ -165,7 +210,7 @@ def auto_learn(path, message, clock):
     return verdict, outcome
 
 
-def attack(base, work, target, hams, style, n_messages, every, interleave, say):
+def attack(base, work, target, hams, style, n_messages, every, interleave, say, parts=None):
     from spamnb.model.autolearn import AUTO_LEARN_PER_HOUR
 
     path = os.path.join(work, f"steer-{style}.spamnb")
@@ -178,7 +223,7 @@ def attack(base, work, target, hams, style, n_messages, every, interleave, say):
     clock = 1.0e9   # a simulated clock, AUTO_LEARN_PER_HOUR messages an hour
     for n in range(1, n_messages + 1):
         message = craft(n, hams[(n - 1) % len(hams)], text_of(target), style, interleave)
-        verdict, outcome = auto_learn(path, message, clock)
+        verdict, outcome = auto_learn(path, message, clock, parts)
         clock += 3600.0 / AUTO_LEARN_PER_HOUR
         outcome = f"learned as {verdict.label}" if outcome == "learned" else outcome
         counts[outcome] = counts.get(outcome, 0) + 1
@@ -190,7 +235,7 @@ def attack(base, work, target, hams, style, n_messages, every, interleave, say):
                    "attack_log_odds": [round(min(scores), 1), round(max(scores), 1)]}
             rows.append(row)
             say(f"  {style}: after {n:5d} sent, {row['learned']:5d} learned as ham "
-                f"({counts.get('learned as spam', 0)} as spam): target {now.log_odds:+7.1f} ({now.label}); "
+                f"({counts.get('learned as spam', 0)} as spam, {counts.get('parts disagree', 0)} stopped by parts): target {now.log_odds:+7.1f} ({now.label}); "
                 f"messages scored {min(scores):+.0f} .. {max(scores):+.0f}")
             scores = []
     return rows
@@ -218,11 +263,21 @@ def main(argv=None):
                     help="spread the target's text through the ham text in runs of N words (default 0: appended)")
     ap.add_argument("--ham-check", type=int, default=500,
                     help="classify this many later ham before and after each attack (default 500)")
+    ap.add_argument("--parts", metavar="SIZES",
+                    help="the parts rule (not shipped): segment sizes in tokens, comma-separated (0: a text part whole)")
+    ap.add_argument("--part-margin", type=float, default=0.0,
+                    help="with --parts: a segment scoring this log-odds or more stops a ham learn (default 0)")
     ap.add_argument("--package", help="import spamnb from this checkout (e.g. the tree before a change)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     if args.package:
         sys.path.insert(0, os.path.abspath(args.package))
+    parts = None
+    if args.parts:
+        try:
+            parts = (tuple(int(v) for v in args.parts.split(",")), args.part_margin)
+        except ValueError:
+            ap.error(f"--parts: sizes in tokens, comma-separated, not {args.parts!r}")
 
     def say(text):
         print(text, flush=True)
@@ -250,15 +305,16 @@ def main(argv=None):
         import spamnb
         say(f"spamnb from {os.path.dirname(os.path.dirname(os.path.abspath(spamnb.__file__)))}")
         say(f"{os.path.basename(os.path.normpath(args.corpus))}: model learned from {len(learned)} messages; "
-            f"{len(hams)} later ham as cover text; interleave {args.interleave or 'none'}")
+            f"{len(hams)} later ham as cover text; interleave {args.interleave or 'none'}; "
+            f"parts rule {'off' if parts is None else f'sizes {args.parts}, margin {args.part_margin:g}'}")
         out = {"corpus": os.path.basename(os.path.normpath(args.corpus)), "learned": len(learned),
-               "interleave": args.interleave, "styles": {}}
+               "interleave": args.interleave, "parts": args.parts, "part_margin": args.part_margin, "styles": {}}
         checked = hams[:args.ham_check]
         before = ham_called_spam(base, checked)
         say(f"  ham check: of {len(checked)} later ham, {before[0]} called spam, {before[1]} unsure, before")
         for style in args.styles.split(","):
             out["styles"][style] = attack(base, work, target, hams, style, args.messages, args.every,
-                                          args.interleave, say)
+                                          args.interleave, say, parts)
             after = ham_called_spam(os.path.join(work, f"steer-{style}.spamnb"), checked)
             out["styles"][style].append({"ham_check": len(checked), "ham_called_spam": after[0],
                                          "ham_unsure": after[1]})
