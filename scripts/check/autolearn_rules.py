@@ -23,6 +23,9 @@ Rules (``--rules``, separated by ``;``, each ``name[:args]``, joined by
   model (``OnlineFilter.log_odds`` of its tokens: its own length
   normalisation, the prior included; one call a window); a segment at
   ``M`` log-odds or more stops the learn;
+- ``spamparts:SIZES:M``: the mirror for spam verdicts: a segment at ``-M``
+  log-odds or less stops a spam learn (a message whose parts lean both
+  ways is learned as neither);
 - ``strong:T[:K]``: no ham learned when the message's text has ``K``
   (default 1) distinct known tokens leaning spam by ``T`` or more
   (log theta_spam - log theta_ham, unscaled);
@@ -75,15 +78,15 @@ def windows(regions, sizes):
 
 def parse_rule(text):
     """A rule's text -> dict(parts=(sizes, margin) or None, strong=(t, k) or None, weight=w)."""
-    rule = {"parts": None, "strong": None, "weight": 1.0}
+    rule = {"parts": None, "spamparts": None, "strong": None, "weight": 1.0}
     for piece in text.split("+"):
         name, _, args = piece.strip().partition(":")
         fields = args.split(":") if args else []
         try:
             if name == "none" and not fields:
                 continue
-            if name == "parts" and len(fields) == 2:
-                rule["parts"] = (tuple(int(v) for v in fields[0].split(",")), float(fields[1]))
+            if name in ("parts", "spamparts") and len(fields) == 2:
+                rule[name] = (tuple(int(v) for v in fields[0].split(",")), float(fields[1]))
             elif name == "strong" and len(fields) in (1, 2):
                 rule["strong"] = (float(fields[0]), int(fields[1]) if len(fields) == 2 else 1)
             elif name == "weight" and len(fields) == 1 and 0 < float(fields[0]) <= 1:
@@ -91,14 +94,16 @@ def parse_rule(text):
             else:
                 raise ValueError(piece)
         except ValueError:
-            raise SystemExit(f"autolearn_rules: not a rule: {piece!r} (none, parts:SIZES:M, strong:T[:K], weight:W)")
+            raise SystemExit(f"autolearn_rules: not a rule: {piece!r} "
+                             "(none, parts:SIZES:M, spamparts:SIZES:M, strong:T[:K], weight:W)")
     return rule
 
 
-def parts_disagree(model, stream, sizes, margin):
-    """Whether a segment of ``stream`` (see :func:`windows`) scores ``margin`` or more on its own."""
+def parts_disagree(model, stream, sizes, margin, sign=1.0):
+    """Whether a segment of ``stream`` (see :func:`windows`) scores ``margin`` or more on its
+    own (``sign`` -1: ``-margin`` or less)."""
     for start, end in windows(stream.regions, sizes):
-        if model.log_odds(SimpleNamespace(hashes=stream.hashes[start:end], pairs_start=-1)) >= margin:
+        if sign * model.log_odds(SimpleNamespace(hashes=stream.hashes[start:end], pairs_start=-1)) >= margin:
             return True
     return False
 
@@ -122,7 +127,8 @@ def strong_tokens(model, stream, threshold, k):
 
 
 def run_rule(streams, y, rule, margin):
-    """The on error + auto-learn run of ``run_online`` with ``rule``: (OnlineResult, ham verdicts stopped)."""
+    """The on error + auto-learn run of ``run_online`` with ``rule``: (OnlineResult, ham verdicts
+    stopped, spam verdicts stopped)."""
     import numpy as np
 
     from spamnb.evaluation.online import OnlineFilter, OnlineResult
@@ -132,7 +138,7 @@ def run_rule(streams, y, rule, margin):
     n = len(y)
     log_odds, spam_cuts, ham_cuts = np.empty(n), np.empty(n), np.empty(n)
     trained, auto = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    stopped = 0
+    stopped = spam_stopped = 0
     started = time.perf_counter()
     for i, stream in enumerate(streams):
         score = model.log_odds(stream)
@@ -145,6 +151,9 @@ def run_rule(streams, y, rule, margin):
                                  or (rule["strong"] and strong_tokens(model, stream, *rule["strong"]))):
             verdict = None
             stopped += 1
+        elif verdict is True and rule["spamparts"] and parts_disagree(model, stream, *rule["spamparts"], -1.0):
+            verdict = None
+            spam_stopped += 1
         if verdict is not None:
             weight = 1.0 if verdict else rule["weight"]
             model.learn(stream, verdict, score, weight)
@@ -156,7 +165,7 @@ def run_rule(streams, y, rule, margin):
             model.learn(stream, is_spam, score)
             trained[i] = True
     return (OnlineResult(log_odds, y, trained, time.perf_counter() - started, model.vocabulary_.n_features,
-                         spam_cuts, ham_cuts, auto), stopped)
+                         spam_cuts, ham_cuts, auto), stopped, spam_stopped)
 
 
 def main(argv=None):
@@ -187,14 +196,16 @@ def main(argv=None):
               f"(1-ROCA) {shipped:.4f} %", flush=True)
         rows = out["corpora"][name] = {"shipped": shipped, "rules": {}}
         for text, rule in rules:
-            result, stopped = run_rule(streams, y, rule, AUTO_LEARN_MARGIN)
+            result, stopped, spam_stopped = run_rule(streams, y, rule, AUTO_LEARN_MARGIN)
             figure = online_figures(result)["one_minus_roca_percent"]
             if text == "none" and abs(figure - shipped) > 1e-9:
                 raise SystemExit(f"autolearn_rules: rule none gave {figure} but run_online {shipped}: the copy differs")
             rows["rules"][text] = {"one_minus_roca_percent": figure, "ham_stopped": stopped,
+                                   "spam_stopped": spam_stopped,
                                    "auto_learned": int(result.auto_learned.sum())}
             print(f"  {text:32s} (1-ROCA) {figure:.4f} %  ham stopped {stopped:5d}  "
-                  f"auto-learned {int(result.auto_learned.sum()):5d}  {result.seconds:.0f} s", flush=True)
+                  f"spam stopped {spam_stopped:5d}  auto-learned {int(result.auto_learned.sum()):5d}  "
+                  f"{result.seconds:.0f} s", flush=True)
     names = list(out["corpora"])
     print("\n| rule | " + " | ".join(f"{n} (1-ROCA) % | {n} ham stopped" for n in names) + " |")
     print("|---|" + "---:|---:|" * len(names))

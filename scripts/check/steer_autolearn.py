@@ -46,6 +46,9 @@ tokens of a part (half a window apart; 0: the part whole) is scored on its
 own by the model (:func:`segments`, one scorer call per window, its own
 length normalisation); when one scores ``M`` log-odds or more the message
 is not learned ("parts disagree"), the verdict unchanged.
+``--spam-part-margin M2`` adds the mirror for spam verdicts: a segment at
+``-M2`` or less stops a spam learn (the refused attack messages that later
+score spam are then not learned as spam, cover text and all).
 ``scripts/check/autolearn_rules.py`` measures the same rule online.
 
 ``--package DIR`` imports spamnb from another checkout (the tree before a
@@ -178,16 +181,17 @@ def windows(regions, sizes):
                 at += step
 
 
-def segments(spam_filter, message, sizes):
+def segments(spam_filter, message, sizes, sign=1.0):
     """The largest log-odds of one segment of ``message`` (see :func:`windows`),
     each scored on its own by ``spam_filter`` (one scorer call a segment); -inf
-    without text."""
+    without text.  ``sign`` -1: the largest of minus the log-odds (the segment
+    leaning most to ham)."""
     stream = spam_filter.tokenizer_.stream(message)
     scorer = spam_filter.scorer()
     best = float("-inf")
     for start, end in windows(stream.regions, sizes):
         jll = scorer.score(stream.hashes[start:end], 0)[0]
-        best = max(best, jll[1] - jll[0])
+        best = max(best, sign * (jll[1] - jll[0]))
     return best
 
 
@@ -200,6 +204,9 @@ def auto_learn(path, message, clock, parts=None):
 
     spam_filter, verdict = check(path, message)
     if parts is not None and verdict.label == "ham" and segments(spam_filter, message, parts[0]) >= parts[1]:
+        return verdict, "parts disagree"
+    if (parts is not None and len(parts) > 2 and verdict.label == "spam"
+            and segments(spam_filter, message, parts[0], -1.0) >= parts[2]):
         return verdict, "parts disagree"
     cutoffs = logit(spam_filter.spam_cutoff), logit(spam_filter.ham_cutoff)
     try:
@@ -267,6 +274,8 @@ def main(argv=None):
                     help="the parts rule (not shipped): segment sizes in tokens, comma-separated (0: a text part whole)")
     ap.add_argument("--part-margin", type=float, default=0.0,
                     help="with --parts: a segment scoring this log-odds or more stops a ham learn (default 0)")
+    ap.add_argument("--spam-part-margin", type=float,
+                    help="with --parts: a segment scoring minus this or less stops a spam learn (default: off)")
     ap.add_argument("--package", help="import spamnb from this checkout (e.g. the tree before a change)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
@@ -276,6 +285,8 @@ def main(argv=None):
     if args.parts:
         try:
             parts = (tuple(int(v) for v in args.parts.split(",")), args.part_margin)
+            if args.spam_part_margin is not None:
+                parts += (args.spam_part_margin,)
         except ValueError:
             ap.error(f"--parts: sizes in tokens, comma-separated, not {args.parts!r}")
 
@@ -306,9 +317,11 @@ def main(argv=None):
         say(f"spamnb from {os.path.dirname(os.path.dirname(os.path.abspath(spamnb.__file__)))}")
         say(f"{os.path.basename(os.path.normpath(args.corpus))}: model learned from {len(learned)} messages; "
             f"{len(hams)} later ham as cover text; interleave {args.interleave or 'none'}; "
-            f"parts rule {'off' if parts is None else f'sizes {args.parts}, margin {args.part_margin:g}'}")
+            f"parts rule {'off' if parts is None else f'sizes {args.parts}, margin {args.part_margin:g}'}"
+            f"{'' if args.spam_part_margin is None else f', spam margin {args.spam_part_margin:g}'}")
         out = {"corpus": os.path.basename(os.path.normpath(args.corpus)), "learned": len(learned),
-               "interleave": args.interleave, "parts": args.parts, "part_margin": args.part_margin, "styles": {}}
+               "interleave": args.interleave, "parts": args.parts, "part_margin": args.part_margin,
+               "spam_part_margin": args.spam_part_margin, "styles": {}}
         checked = hams[:args.ham_check]
         before = ham_called_spam(base, checked)
         say(f"  ham check: of {len(checked)} later ham, {before[0]} called spam, {before[1]} unsure, before")
