@@ -81,6 +81,8 @@ def test_autolearn_rules_rule_none_is_the_shipped_run(capsys):
     assert float(lines["none"].split("(1-ROCA) ")[1].split()[0]) == shipped   # also checked by the script
     assert " ham stopped     0" in lines["none"]
     assert "ham stopped     0" not in lines["parts:0:-1e9"]   # every ham verdict stopped
+    assert rules.parse_rule("parts:0,32:16+spamparts:8:4+weight:0.5") == {
+        "parts": ((0, 32), 16.0), "spamparts": ((8,), 4.0), "strong": None, "weight": 0.5}
     with pytest.raises(SystemExit, match="not a rule"):
         rules.parse_rule("parts:0")
     shutil.rmtree(REPO / "scripts" / "check" / "__pycache__", ignore_errors=True)

@@ -55,25 +55,11 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
+sys.path.insert(0, os.path.join(REPO, "scripts", "check"))
+from steer_autolearn import windows  # noqa: E402  (the segments the attack script checks)
+
 DEFAULT_RULES = ("none;parts:0:0;parts:0:4;parts:0,64:8;parts:0,32:16;parts:0,16:24;parts:8:4;"
                  "strong:6;strong:8;weight:0.5;weight:0.1;weight:0.01;parts:0:4+weight:0.5")
-
-
-def windows(regions, sizes):
-    """``(start, end)`` token ranges: each text part (``regions``) whole for size 0, else
-    windows of ``size`` tokens half a window apart, the last one ending at the part's end."""
-    for start, end in regions:
-        for size in sizes:
-            if size <= 0 or end - start <= size:
-                yield start, end
-                continue
-            step = max(1, size // 2)
-            at = start
-            while True:
-                yield at, min(at + size, end)
-                if at + size >= end:
-                    break
-                at += step
 
 
 def parse_rule(text):
