@@ -68,7 +68,7 @@ def test_the_parts_rule_of_the_script_stops_ham_learns_and_only_them(steering, t
     assert blocked["target"] == "spam"
     _before, open_ = _attack(steering, tmp_path / "open", 4, ((0,), float("inf")))
     assert "parts disagree" not in open_["outcomes"] and open_["learned"] > 0, open_
-    assert list(steer.windows([(0, 10), (10, 12)], (0, 4))) == [
+    assert list(steer.harness.text_windows([(0, 10), (10, 12)], (0, 4))) == [
         (0, 10), (0, 4), (2, 6), (4, 8), (6, 10), (10, 12), (10, 12)]
 
 

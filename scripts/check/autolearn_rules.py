@@ -55,8 +55,8 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
-sys.path.insert(0, os.path.join(REPO, "scripts", "check"))
-from steer_autolearn import windows  # noqa: E402  (the segments the attack script checks)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import harness  # noqa: E402
 
 DEFAULT_RULES = ("none;parts:0:0;parts:0:4;parts:0,64:8;parts:0,32:16;parts:0,16:24;parts:8:4;"
                  "strong:6;strong:8;weight:0.5;weight:0.1;weight:0.01;parts:0:4+weight:0.5")
@@ -86,9 +86,9 @@ def parse_rule(text):
 
 
 def parts_disagree(model, stream, sizes, margin, sign=1.0):
-    """Whether a segment of ``stream`` (see :func:`windows`) scores ``margin`` or more on its
-    own (``sign`` -1: ``-margin`` or less)."""
-    for start, end in windows(stream.regions, sizes):
+    """Whether a segment of ``stream`` (``harness.text_windows``, as steer_autolearn.py checks)
+    scores ``margin`` or more on its own (``sign`` -1: ``-margin`` or less)."""
+    for start, end in harness.text_windows(stream.regions, sizes):
         if sign * model.log_odds(SimpleNamespace(hashes=stream.hashes[start:end], pairs_start=-1)) >= margin:
             return True
     return False
@@ -164,17 +164,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rules = [(text.strip(), parse_rule(text)) for text in args.rules.split(";") if text.strip()]
 
-    sys.path.insert(0, os.path.join(REPO, "scripts", "bench"))
-    from bench_online import stream_of
-
     from spamnb.evaluation.online import OnlineFilter, feedback_options, online_figures, run_online
     from spamnb.model.autolearn import AUTO_LEARN_MARGIN
 
     out = {"protocol": "on error + auto-learn, margin %g" % AUTO_LEARN_MARGIN, "corpora": {}}
     for corpus in args.corpora:
         name = os.path.basename(os.path.normpath(corpus))
-        _paths, y, datas, how = stream_of(corpus)
-        y = np.asarray(y, dtype=bool)
+        messages, how = harness.arrival_stream(corpus)
+        datas, y = [data for data, _ in messages], np.asarray([is_spam for _, is_spam in messages], dtype=bool)
         shipped = online_figures(run_online(datas, y, **feedback_options("auto")))["one_minus_roca_percent"]
         tokenizer = OnlineFilter()
         streams = [tokenizer.stream(data) for data in datas]

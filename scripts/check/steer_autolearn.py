@@ -42,10 +42,11 @@ far learning that ham alone moves the target).
 ``--parts SIZES --part-margin M`` measures the rule "learn ham only when
 the message's parts agree" (not shipped): before a ham verdict is
 auto-learned, each text part of the message and each window of SIZES
-tokens of a part (half a window apart; 0: the part whole) is scored on its
-own by the model (:func:`segments`, one scorer call per window, its own
-length normalisation); when one scores ``M`` log-odds or more the message
-is not learned ("parts disagree"), the verdict unchanged.
+tokens of a part (``harness.text_windows``: half a window apart; 0: the
+part whole) is scored on its own by the model (:func:`segments`, one
+scorer call a window, its own length normalisation); when one scores
+``M`` log-odds or more the message is not learned ("parts disagree"), the
+verdict unchanged.
 ``--spam-part-margin M2`` adds the mirror for spam verdicts: a segment at
 ``-M2`` or less stops a spam learn (the refused attack messages that later
 score spam are then not learned as spam, cover text and all).
@@ -74,6 +75,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import harness  # noqa: E402
+
 DEFAULT_CORPUS = os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
 OWN_HEADERS = (b"From: Mallory <mallory@sender.example>\nTo: victim@example.org\n"
                b"Subject: %s\nMessage-ID: <steer-%d@sender.example>\nMIME-Version: 1.0\n")
@@ -136,12 +140,7 @@ def craft(n, ham, target_text, style, interleave):
 
 def stream(corpus):
     """(data, is_spam) of a corpus in ``spamnb evaluate --online``'s order."""
-    from spamnb.evaluation.online import order_messages
-    from spamnb.training.corpus import labelled_messages
-
-    items = labelled_messages([corpus])
-    order, _how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
-    return [(items[i].data, items[i].is_spam) for i in order]
+    return harness.arrival_stream(corpus)[0]
 
 
 def learn_model(path, messages):
@@ -163,33 +162,15 @@ def check(path, message):
     return spam_filter, spam_filter.classify(message, evidence=False)
 
 
-def windows(regions, sizes):
-    """``(start, end)`` token ranges of a message's text parts (``regions``): each part
-    whole for size 0, else windows of ``size`` tokens half a window apart, the last
-    one ending at the part's end (a part no longer than the window: the part)."""
-    for start, end in regions:
-        for size in sizes:
-            if size <= 0 or end - start <= size:
-                yield start, end
-                continue
-            step = max(1, size // 2)
-            at = start
-            while True:
-                yield at, min(at + size, end)
-                if at + size >= end:
-                    break
-                at += step
-
-
 def segments(spam_filter, message, sizes, sign=1.0):
-    """The largest log-odds of one segment of ``message`` (see :func:`windows`),
+    """The largest log-odds of one segment of ``message`` (``harness.text_windows``),
     each scored on its own by ``spam_filter`` (one scorer call a segment); -inf
     without text.  ``sign`` -1: the largest of minus the log-odds (the segment
     leaning most to ham)."""
     stream = spam_filter.tokenizer_.stream(message)
     scorer = spam_filter.scorer()
     best = float("-inf")
-    for start, end in windows(stream.regions, sizes):
+    for start, end in harness.text_windows(stream.regions, sizes):
         jll = scorer.score(stream.hashes[start:end], 0)[0]
         best = max(best, sign * (jll[1] - jll[0]))
     return best
@@ -242,7 +223,8 @@ def attack(base, work, target, hams, style, n_messages, every, interleave, say, 
                    "attack_log_odds": [round(min(scores), 1), round(max(scores), 1)]}
             rows.append(row)
             say(f"  {style}: after {n:5d} sent, {row['learned']:5d} learned as ham "
-                f"({counts.get('learned as spam', 0)} as spam, {counts.get('parts disagree', 0)} stopped by parts): target {now.log_odds:+7.1f} ({now.label}); "
+                f"({counts.get('learned as spam', 0)} as spam, {counts.get('parts disagree', 0)} stopped by parts): "
+                f"target {now.log_odds:+7.1f} ({now.label}); "
                 f"messages scored {min(scores):+.0f} .. {max(scores):+.0f}")
             scores = []
     return rows
@@ -271,7 +253,8 @@ def main(argv=None):
     ap.add_argument("--ham-check", type=int, default=500,
                     help="classify this many later ham before and after each attack (default 500)")
     ap.add_argument("--parts", metavar="SIZES",
-                    help="the parts rule (not shipped): segment sizes in tokens, comma-separated (0: a text part whole)")
+                    help="the parts rule (not shipped): segment sizes in tokens, comma-separated "
+                         "(0: a text part whole)")
     ap.add_argument("--part-margin", type=float, default=0.0,
                     help="with --parts: a segment scoring this log-odds or more stops a ham learn (default 0)")
     ap.add_argument("--spam-part-margin", type=float,
