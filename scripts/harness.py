@@ -25,7 +25,11 @@ which checkout's spamnb it measures before it imports the package.
   ``paired_ratio``; clients in threads: ``concurrently``
   (scripts/bench/bench_serve.py, bench_readme.py);
 - reports: ``machine``, ``evaluate`` (spamnb.bayes.metrics over a test part);
-- matrices for the tuning scripts: ``transformed_matrix``.
+- matrices for the tuning scripts: ``transformed_matrix``;
+- auto-learn steering (scripts/check/steer_autolearn.py,
+  autolearn_rules.py): ``arrival_stream`` (a corpus in ``spamnb evaluate
+  --online``'s order), ``text_windows`` (a message's text parts and windows
+  of them, the segments the parts rule scores).
 """
 
 from __future__ import annotations
@@ -493,3 +497,32 @@ def transformed_matrix(X_raw, spec, pair_columns=None, idf_rows=None):
         inv = np.divide(scale, norms, out=np.zeros_like(norms), where=norms > 0)
         X = sparse.diags(inv) @ X
     return X.tocsr(), alpha, min_df, renormalise
+
+
+def arrival_stream(corpus):
+    """``[(data, is_spam)]`` of a corpus in ``spamnb evaluate --online``'s order, and the order's name."""
+    from spamnb.evaluation.online import order_messages
+    from spamnb.training.corpus import labelled_messages
+
+    items = labelled_messages([str(corpus)])
+    order, how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    return [(items[i].data, items[i].is_spam) for i in order], how
+
+
+def text_windows(regions, sizes):
+    """``(start, end)`` token ranges of a message's text parts (``regions``, a token
+    stream's): each part whole for size 0, else windows of ``size`` tokens half a
+    window apart, the last one ending at the part's end (a part no longer than the
+    window: the part)."""
+    for start, end in regions:
+        for size in sizes:
+            if size <= 0 or end - start <= size:
+                yield start, end
+                continue
+            step = max(1, size // 2)
+            at = start
+            while True:
+                yield at, min(at + size, end)
+                if at + size >= end:
+                    break
+                at += step

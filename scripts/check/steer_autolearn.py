@@ -39,6 +39,19 @@ through the ham text in runs of N words instead (a sender who knows the
 defence); style ``control`` sends the later ham as it is (no target: how
 far learning that ham alone moves the target).
 
+``--parts SIZES --part-margin M`` measures the rule "learn ham only when
+the message's parts agree" (not shipped): before a ham verdict is
+auto-learned, each text part of the message and each window of SIZES
+tokens of a part (``harness.text_windows``: half a window apart; 0: the
+part whole) is scored on its own by the model (:func:`segments`, one
+scorer call a window, its own length normalisation); when one scores
+``M`` log-odds or more the message is not learned ("parts disagree"), the
+verdict unchanged.
+``--spam-part-margin M2`` adds the mirror for spam verdicts: a segment at
+``-M2`` or less stops a spam learn (the refused attack messages that later
+score spam are then not learned as spam, cover text and all).
+``scripts/check/autolearn_rules.py`` measures the same rule online.
+
 ``--package DIR`` imports spamnb from another checkout (the tree before a
 change); a ``learn_verdict`` without ``now`` is given a cap the sending rate
 never reaches, the same thing.
@@ -46,6 +59,7 @@ never reaches, the same thing.
     python scripts/check/steer_autolearn.py                               # the shared SpamAssassin corpus
     python scripts/check/steer_autolearn.py ../shared/corpora/enron-spam --messages 1000
     python scripts/check/steer_autolearn.py corpora --learn 200 --messages 300   # the sample: a smoke run
+    python scripts/check/steer_autolearn.py --parts 0,32 --part-margin 16 --interleave 4
 """
 
 from __future__ import annotations
@@ -61,6 +75,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+import harness  # noqa: E402
+
 DEFAULT_CORPUS = os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
 OWN_HEADERS = (b"From: Mallory <mallory@sender.example>\nTo: victim@example.org\n"
                b"Subject: %s\nMessage-ID: <steer-%d@sender.example>\nMIME-Version: 1.0\n")
@@ -123,12 +140,7 @@ def craft(n, ham, target_text, style, interleave):
 
 def stream(corpus):
     """(data, is_spam) of a corpus in ``spamnb evaluate --online``'s order."""
-    from spamnb.evaluation.online import order_messages
-    from spamnb.training.corpus import labelled_messages
-
-    items = labelled_messages([corpus])
-    order, _how = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
-    return [(items[i].data, items[i].is_spam) for i in order]
+    return harness.arrival_stream(corpus)[0]
 
 
 def learn_model(path, messages):
@@ -150,12 +162,33 @@ def check(path, message):
     return spam_filter, spam_filter.classify(message, evidence=False)
 
 
-def auto_learn(path, message, clock):
-    """One message through ``spamnb classify --auto-learn``'s path at time ``clock``: its outcome."""
+def segments(spam_filter, message, sizes, sign=1.0):
+    """The largest log-odds of one segment of ``message`` (``harness.text_windows``),
+    each scored on its own by ``spam_filter`` (one scorer call a segment); -inf
+    without text.  ``sign`` -1: the largest of minus the log-odds (the segment
+    leaning most to ham)."""
+    stream = spam_filter.tokenizer_.stream(message)
+    scorer = spam_filter.scorer()
+    best = float("-inf")
+    for start, end in harness.text_windows(stream.regions, sizes):
+        jll = scorer.score(stream.hashes[start:end], 0)[0]
+        best = max(best, sign * (jll[1] - jll[0]))
+    return best
+
+
+def auto_learn(path, message, clock, parts=None):
+    """One message through ``spamnb classify --auto-learn``'s path at time ``clock``: its outcome.
+    ``parts``: ``(sizes, margin)``, a ham verdict one of whose segments scores ``margin`` or
+    more is not learned ("parts disagree")."""
     from spamnb.model.autolearn import learn_verdict
     from spamnb.model.verdict import logit
 
     spam_filter, verdict = check(path, message)
+    if parts is not None and verdict.label == "ham" and segments(spam_filter, message, parts[0]) >= parts[1]:
+        return verdict, "parts disagree"
+    if (parts is not None and len(parts) > 2 and verdict.label == "spam"
+            and segments(spam_filter, message, parts[0], -1.0) >= parts[2]):
+        return verdict, "parts disagree"
     cutoffs = logit(spam_filter.spam_cutoff), logit(spam_filter.ham_cutoff)
     try:
         outcome = learn_verdict(path, message, verdict.log_odds, verdict.label, *cutoffs, wait=60, now=clock)
@@ -165,7 +198,7 @@ def auto_learn(path, message, clock):
     return verdict, outcome
 
 
-def attack(base, work, target, hams, style, n_messages, every, interleave, say):
+def attack(base, work, target, hams, style, n_messages, every, interleave, say, parts=None):
     from spamnb.model.autolearn import AUTO_LEARN_PER_HOUR
 
     path = os.path.join(work, f"steer-{style}.spamnb")
@@ -178,7 +211,7 @@ def attack(base, work, target, hams, style, n_messages, every, interleave, say):
     clock = 1.0e9   # a simulated clock, AUTO_LEARN_PER_HOUR messages an hour
     for n in range(1, n_messages + 1):
         message = craft(n, hams[(n - 1) % len(hams)], text_of(target), style, interleave)
-        verdict, outcome = auto_learn(path, message, clock)
+        verdict, outcome = auto_learn(path, message, clock, parts)
         clock += 3600.0 / AUTO_LEARN_PER_HOUR
         outcome = f"learned as {verdict.label}" if outcome == "learned" else outcome
         counts[outcome] = counts.get(outcome, 0) + 1
@@ -190,7 +223,8 @@ def attack(base, work, target, hams, style, n_messages, every, interleave, say):
                    "attack_log_odds": [round(min(scores), 1), round(max(scores), 1)]}
             rows.append(row)
             say(f"  {style}: after {n:5d} sent, {row['learned']:5d} learned as ham "
-                f"({counts.get('learned as spam', 0)} as spam): target {now.log_odds:+7.1f} ({now.label}); "
+                f"({counts.get('learned as spam', 0)} as spam, {counts.get('parts disagree', 0)} stopped by parts): "
+                f"target {now.log_odds:+7.1f} ({now.label}); "
                 f"messages scored {min(scores):+.0f} .. {max(scores):+.0f}")
             scores = []
     return rows
@@ -218,11 +252,26 @@ def main(argv=None):
                     help="spread the target's text through the ham text in runs of N words (default 0: appended)")
     ap.add_argument("--ham-check", type=int, default=500,
                     help="classify this many later ham before and after each attack (default 500)")
+    ap.add_argument("--parts", metavar="SIZES",
+                    help="the parts rule (not shipped): segment sizes in tokens, comma-separated "
+                         "(0: a text part whole)")
+    ap.add_argument("--part-margin", type=float, default=0.0,
+                    help="with --parts: a segment scoring this log-odds or more stops a ham learn (default 0)")
+    ap.add_argument("--spam-part-margin", type=float,
+                    help="with --parts: a segment scoring minus this or less stops a spam learn (default: off)")
     ap.add_argument("--package", help="import spamnb from this checkout (e.g. the tree before a change)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     if args.package:
         sys.path.insert(0, os.path.abspath(args.package))
+    parts = None
+    if args.parts:
+        try:
+            parts = (tuple(int(v) for v in args.parts.split(",")), args.part_margin)
+            if args.spam_part_margin is not None:
+                parts += (args.spam_part_margin,)
+        except ValueError:
+            ap.error(f"--parts: sizes in tokens, comma-separated, not {args.parts!r}")
 
     def say(text):
         print(text, flush=True)
@@ -250,15 +299,18 @@ def main(argv=None):
         import spamnb
         say(f"spamnb from {os.path.dirname(os.path.dirname(os.path.abspath(spamnb.__file__)))}")
         say(f"{os.path.basename(os.path.normpath(args.corpus))}: model learned from {len(learned)} messages; "
-            f"{len(hams)} later ham as cover text; interleave {args.interleave or 'none'}")
+            f"{len(hams)} later ham as cover text; interleave {args.interleave or 'none'}; "
+            f"parts rule {'off' if parts is None else f'sizes {args.parts}, margin {args.part_margin:g}'}"
+            f"{'' if args.spam_part_margin is None else f', spam margin {args.spam_part_margin:g}'}")
         out = {"corpus": os.path.basename(os.path.normpath(args.corpus)), "learned": len(learned),
-               "interleave": args.interleave, "styles": {}}
+               "interleave": args.interleave, "parts": args.parts, "part_margin": args.part_margin,
+               "spam_part_margin": args.spam_part_margin, "styles": {}}
         checked = hams[:args.ham_check]
         before = ham_called_spam(base, checked)
         say(f"  ham check: of {len(checked)} later ham, {before[0]} called spam, {before[1]} unsure, before")
         for style in args.styles.split(","):
             out["styles"][style] = attack(base, work, target, hams, style, args.messages, args.every,
-                                          args.interleave, say)
+                                          args.interleave, say, parts)
             after = ham_called_spam(os.path.join(work, f"steer-{style}.spamnb"), checked)
             out["styles"][style].append({"ham_check": len(checked), "ham_called_spam": after[0],
                                          "ham_unsure": after[1]})
