@@ -187,6 +187,11 @@ async function message(args) {
   add("verdict", row.label + " (score " + num(row.score, 1) + ", log-odds " + num(row.log_odds, 3) + ")");
   add("from", row.sender); add("to", row.recipients); add("message id", row.message_id);
   add("user", row.user); add("front end", row.front + " " + row.verb); add("action", row.action);
+  if (row.front === "milter") {
+    // the SMTP envelope the MTA gave the milter (null sender: "<>")
+    add("client", row.client); add("HELO", row.helo); add("MAIL FROM", row.mail_from == null ? "<>" : row.mail_from);
+    add("RCPT TO", row.rcpt_to); if (row.auth) add("SASL login", row.auth);
+  }
   add("time", when(row.t)); add("size", row.size); add("ledger", row.ledger == null ? "(message not kept)" : row.ledger);
   if (row.reason) add("reason", row.reason);
   root.append(facts);
