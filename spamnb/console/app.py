@@ -154,6 +154,12 @@ class Console:
             return await self.test(request, own)
         if key == ("GET", "model"):
             return self.model()
+        if key == ("GET", "word"):
+            return self.word(request, own)
+        if key == ("GET", "cutoffs"):
+            return self.cutoffs(request, own)
+        if key == ("GET", "accuracy"):
+            return self.accuracy(request, own)
         if key == ("GET", "audit"):
             return self.audit(own)
         if key == ("GET", "actions"):
@@ -291,6 +297,68 @@ class Console:
             "spam_tokens": [[str(t), float(w), float(h), float(s)] for t, w, h, s in spammy],
             "ham_tokens": [[str(t), float(w), float(h), float(s)] for t, w, h, s in hammy]})
 
+    def word(self, request, own):
+        """``GET word?w=TOKEN``: the token's counts in each class and its
+        weight (log theta_spam - log theta_ham, as the model page's strongest
+        tokens) in the model the user's mail is checked with; the token as
+        given and in lower case (the tokenizer folds most words)."""
+        from spamnb.mail.tokenizer import hash_token
+
+        given = (request.arg("w") or "").strip()[:WORD_CHARS]
+        if not given:
+            return _error(400, "expected ?w=TOKEN")
+        spam_filter = self._filter_for(own)
+        candidates = list(dict.fromkeys((given, given.lower())))
+        import array
+
+        indices = spam_filter.vocabulary_.lookup(array.array("Q", [hash_token(t) for t in candidates]))
+        found = [(token, int(i)) for token, i in zip(candidates, indices) if i >= 0]
+        out = {"token": given, "known": bool(found), "tokens": []}
+        if found:
+            import numpy as np
+
+            counts = spam_filter.sized_counts()
+            fc = counts.matrix()
+            log_count, log_norm, _ = counts.derived()
+            log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
+            for token, i in found:
+                weight = float((log_count[1, i] - log_norm[1]) - (log_count[0, i] - log_norm[0]))
+                out["tokens"].append({"token": token, "ham": float(fc[0, i]), "spam": float(fc[1, i]),
+                                      "weight": weight})
+        ham, spam = spam_filter.class_count_
+        out["messages"] = {"ham": float(ham), "spam": float(spam)}
+        return _json(200, out)
+
+    def cutoffs(self, request, own):
+        """``GET cutoffs?spam=&ham=`` (log-odds; the model's own when not
+        given): what those cutoffs would do on the recorded mail (each row's
+        log-odds as checked) and on the corrected mail (the rows learned from
+        the console: their label is known), against what the recorded
+        verdicts did; and a histogram of the recorded log-odds."""
+        spam_filter = self._filter_for(own)
+        current = spam_filter.cutoffs
+        now = [_logit(current.spam), _logit(current.ham)]
+        try:
+            spam_cut = float(request.arg("spam", now[0]))
+            ham_cut = float(request.arg("ham", now[1]))
+        except ValueError:
+            return _error(400, "cutoffs are numbers (log-odds)")
+        if not (math.isfinite(spam_cut) and math.isfinite(ham_cut)) or ham_cut > spam_cut:
+            return _error(400, "expected finite log-odds with ham <= spam")
+        out = self.history.cutoff_effect(spam_cut, ham_cut, own)
+        out.update(current=now, spam=spam_cut, ham=ham_cut)
+        return _json(200, out)
+
+    def accuracy(self, request, own):
+        """``GET accuracy?days=``: per time slice, the checks and the ones a
+        user corrected in the console (learned as the other label: missed
+        spam, false positives), from the history."""
+        try:
+            days = max(1.0, min(float(request.arg("days", 30)), 3650.0))
+        except ValueError:
+            return _error(400, "bad days")
+        return _json(200, self.history.accuracy(time.time() - days * 86400.0, own))
+
     def audit(self, own):
         """The kept messages of the latest rows and what the ledger says of them
         (auto-learned first), with the console's own actions."""
@@ -412,6 +480,7 @@ class Console:
         return _json(200, {"result": result.strip(), "ledger": self._ledger_state(data, row["user"])})
 
 
+WORD_CHARS = 200            # a word query's token, at most
 UPLOADS = frozenset(("/api/v1/test", "/api/v1/learn-upload"))
 UPLOAD_MESSAGES = 200       # messages of an uploaded mbox learned, at most (more: refused whole)     # the paths a message is posted to whole (upload_limit)
 

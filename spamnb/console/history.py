@@ -21,6 +21,7 @@ MAX_PAGE = 200
 FIELD_CHARS = 998       # a stored field (subject, sender, ...) at most this long
 SEARCH_CHUNK = 500      # full-text matches read at once
 SEARCH_CHUNKS = 20      # chunks read for one page of a search, at most
+HISTOGRAM_SPAN = 60     # the cutoff page's histogram of log-odds: whole units in [-60, 60]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (
@@ -286,6 +287,60 @@ class History:
         rows = self._stats_rows(since, width, user)
         return {"since": since, "width": width, "buckets": buckets,
                 "rows": [{"b": b, "label": label, "n": n, "ms": ms} for b, label, n, ms in rows]}
+
+    def cutoff_effect(self, spam_cut, ham_cut, user=None):
+        """What cutoffs ``spam_cut`` and ``ham_cut`` (log-odds) would do on
+        the rows (a user role's own): each verdict's count under them and as
+        recorded; of the rows corrected in the console (learned as spam or
+        ham), how many each would call spam, unsure and ham; a histogram of
+        the recorded log-odds (whole units, clipped at +-HISTOGRAM_SPAN).
+        One pass over the rows (bounded by ``--ui-history-rows``)."""
+        mine = " AND user = ?" if user is not None else ""
+        args = (user,) if user is not None else ()
+        truth = ("CASE WHEN learned LIKE 'spam by %' THEN 'spam' WHEN learned LIKE 'ham by %' THEN 'ham' END")
+        rows = self.db.execute(
+            f"SELECT {truth} AS truth, label, sum(log_odds >= ?), sum(log_odds <= ?), count(*) FROM history"
+            f" WHERE log_odds IS NOT NULL{mine} GROUP BY truth, label", (spam_cut, ham_cut, *args)).fetchall()
+        would = {"spam": 0, "unsure": 0, "ham": 0}
+        recorded = {"spam": 0, "unsure": 0, "ham": 0}
+        corrected = {truth: {"spam": 0, "unsure": 0, "ham": 0, "recorded_right": 0} for truth in ("spam", "ham")}
+        for truth, label, spam, ham, n in rows:
+            spam, ham = spam or 0, ham or 0
+            would["spam"] += spam
+            would["ham"] += ham
+            would["unsure"] += n - spam - ham
+            if label in recorded:
+                recorded[label] += n
+            if truth in corrected:
+                corrected[truth]["spam"] += spam
+                corrected[truth]["ham"] += ham
+                corrected[truth]["unsure"] += n - spam - ham
+                if label == truth:
+                    corrected[truth]["recorded_right"] += n
+        span = HISTOGRAM_SPAN
+        histogram = self.db.execute(
+            f"SELECT CAST(round(max(-{span}, min({span}, log_odds))) AS INTEGER) AS b, count(*) FROM history"
+            f" WHERE log_odds IS NOT NULL{mine} GROUP BY b ORDER BY b", args).fetchall()
+        return {"would": would, "recorded": recorded, "corrected": corrected,
+                "histogram": [[b, n] for b, n in histogram]}
+
+    def accuracy(self, since, user=None, buckets=30):
+        """Accuracy over time from the corrections since ``since``: per time
+        bucket, the checks, the rows learned in the console (a user's
+        correction or confirmation), the spam that had been let through
+        (learned as spam, checked ham or unsure) and the ham that had been
+        called spam (learned as ham, checked spam)."""
+        width = max(60.0, (time.time() - since) / buckets)
+        mine = " AND user = ?" if user is not None else ""
+        rows = self.db.execute(
+            "SELECT CAST((t - ?) / ? AS INTEGER) AS b, count(*), count(learned),"
+            " sum(learned LIKE 'spam by %' AND label != 'spam'), sum(learned LIKE 'ham by %' AND label = 'spam'),"
+            " sum(label = 'unsure') FROM history WHERE id >= ?" + mine + " GROUP BY b ORDER BY b",
+            (since, width, self.first_since(since)) + ((user,) if user is not None else ())).fetchall()
+        return {"since": since, "width": width, "buckets": buckets,
+                "rows": [{"b": b, "checks": n, "learned": learned, "missed_spam": missed or 0,
+                          "false_positives": false or 0, "unsure": unsure or 0}
+                         for b, n, learned, missed, false, unsure in rows]}
 
     def _stats_rows(self, since, width, user):
         sql = ("SELECT CAST((t - ?) / ? AS INTEGER) AS b, label, count(*), avg(ms) FROM history WHERE id >= ?"
