@@ -251,6 +251,12 @@ def test_the_word_cutoff_and_accuracy_pages_and_the_dashboards_charts(tmp_path, 
         page.fill("#word-q", "zzqqxxnotaword")
         page.click("#word-button")
         expect(page.locator("#word-unknown")).to_contain_text("not in the model")
+        server.spamc(stdin=mail(rng, False, 9900, subject="marked words", user_words=f"{token} x {token}"))
+        marked_row, = wait_rows(_admin(server), 1, q="marked")
+        page.goto(server.base + f"/#/message/{marked_row['id']}")
+        marks = page.locator("pre.marked mark.spamtok")   # the words the model knows, marked where they stand
+        expect(marks.filter(has_text=token)).to_have_count(2)
+        assert marks.first.get_attribute("title").endswith(f"{weight:.3f}") or marks.count() > 2
         spam_row = next(r for r in rows if r["label"] == "spam")
         page.goto(server.base + f"/#/message/{spam_row['id']}")
         page.click("#learn-ham")

@@ -112,3 +112,43 @@ def test_the_word_cutoff_and_accuracy_api(tmp_path):
             assert viewer.request("GET", path)[0] == 200
     finally:
         server.stop()
+
+
+@needs_spamc
+def test_a_messages_words_are_marked_where_they_stand_with_their_weight(tmp_path):
+    """A kept message's text comes cut into segments: the pieces put back
+    together are the text, each marked piece a word the model knows with its
+    own weight (the model file's), at each of its positions (a word twice in
+    the text marked twice, evidence or not); the test page marks the same."""
+    server = ConsoleServer(tmp_path, keep=10)
+    try:
+        model = SpamFilter.load(server.home / "model.spamnb")
+        (spammy, weight, _, _), = model.strongest_tokens(1)[0]
+        rng = random.Random(12)
+        raw = mail(rng, True, 700, subject="marks", user_words=f"{spammy} plain {spammy.upper()}")
+        server.spamc(stdin=raw)
+        admin = Client(server)
+        admin.login("admin")
+        row, = wait_rows(admin, 1)
+        status, value, _ = admin.request("GET", f"/api/v1/message/{row['id']}")
+        assert status == 200
+        part = value["parts"][0]
+        assert "".join(text for text, _ in part["segments"]) == part["text"]
+        marks = [(text, w) for text, w in part["segments"] if w is not None]
+        assert [w for text, w in marks if text.lower() == spammy] == [round(weight, 3)] * 2, marks[-5:]
+        assert all(abs(w) >= 0.5 for _, w in marks) and len(marks) >= 3
+        status, tested, _ = admin.request("POST", "/api/v1/test", body=None, headers={})  # no body: refused
+        assert status == 400
+        conn_headers = {"Content-Type": "application/octet-stream", "X-CSRF-Token": admin.csrf,
+                        "Origin": server.base, "Cookie": admin.cookie}
+        import http.client
+
+        conn = http.client.HTTPConnection("127.0.0.1", server.ui, timeout=30)
+        conn.request("POST", "/api/v1/test", body=raw, headers=conn_headers)
+        import json
+
+        tested = json.loads(conn.getresponse().read())
+        conn.close()
+        assert tested["parts"][0]["segments"] == part["segments"]
+    finally:
+        server.stop()

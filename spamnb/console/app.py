@@ -61,6 +61,7 @@ class Console:
         self.hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-ui-login")
         self.static = {}
         self.ledgers = {}
+        self.weights = {}           # the model's token weights, for the marks of a message's text (one model kept)
         folder = resources.files("spamnb.console") / "static"
         for path, (name, kind) in STATIC.items():
             self.static[path] = ((folder / name).read_bytes(), kind)
@@ -228,6 +229,8 @@ class Console:
         data = self.history.message(row["id"])
         row["kept"] = data is not None
         row["parts"] = _parts(data) if data is not None else []
+        if row["parts"]:
+            self._mark_parts(row["parts"], row["user"])
         row["ledger"] = self._ledger_state(data, row["user"]) if data is not None else None
         row["evidence_from"] = "check" if row["evidence"] else None
         if not row["evidence"] and data is not None:
@@ -250,6 +253,15 @@ class Console:
         settings = self.server.settings
         path = self.server.handler.model_path(user or None)[0]
         return self.server.models.get(path, settings.required_score)[0]
+
+    def _mark_parts(self, parts, user):
+        """Each text part's words at their positions with their weight in
+        ``user``'s model (:func:`segments`)."""
+        try:
+            spam_filter = self._filter_for(user)
+        except Exception:  # noqa: BLE001 - no usable model: the parts unmarked
+            return
+        mark_parts(parts, spam_filter, self.weights)
 
     def _ledger(self, user):
         """The ledger of ``user``'s model as its file and journal are now (the
@@ -528,7 +540,74 @@ def verdict_view(data, verdict, spam_filter, score_map, user, note=""):
             "sender": sender, "recipients": recipients, "subject": subject, "message_id": message_id,
             "evidence": [[str(t), round(float(w), 4)] for t, w in list(verdict.evidence)[:EVIDENCE]],
             "cutoffs": pair, "cutoffs_log_odds": [_logit(pair[0]), _logit(pair[1])],
-            "headers": _headers(header), "parts": _parts(data), "kept": False}
+            "headers": _headers(header), "parts": mark_parts(_parts(data), spam_filter, {}), "kept": False}
+
+
+MARKS = 5000           # words marked in one message's text, at most (the rest shown plain)
+MARK_WEIGHT = 0.5       # a word is marked when its weight is at least this far from 0
+_WORD = None
+
+
+def token_weights(spam_filter, cache):
+    """Every token's weight (log theta_spam - log theta_ham) of ``spam_filter``,
+    as a numpy array by feature index; ``cache`` (a dict) keeps one model's."""
+    import numpy as np
+
+    if cache.get("model") is not spam_filter:
+        counts = spam_filter.sized_counts()
+        fc = counts.matrix()
+        log_count, log_norm, _ = counts.derived()
+        log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
+        cache.clear()
+        cache.update(model=spam_filter, weights=(log_count[1] - log_norm[1]) - (log_count[0] - log_norm[0]))
+    return cache["weights"]
+
+
+def mark_parts(parts, spam_filter, cache):
+    """Per-position marks of each text part (in place; returns ``parts``):
+    ``part["segments"]``, the text cut into pieces, each ``[text, weight]``
+    where a word of it is in the model with a weight at least
+    :data:`MARK_WEIGHT` from 0, ``[text, None]`` between them; at most
+    :data:`MARKS` words marked a message.  The words are looked up as the
+    tokenizer's body words are (lower case; its hash), so a word is marked
+    where it stands, with its own weight, not only where it is evidence."""
+    import array
+    import re
+
+    global _WORD
+    from spamnb.mail.tokenizer import hash_token
+
+    if _WORD is None:
+        _WORD = re.compile(r"[^\W_][\w$€£.'-]*[^\W_]|[^\W_]", re.UNICODE)
+    weights = None
+    left = MARKS
+    for part in parts:
+        text = part.get("text")
+        if not text or left <= 0:
+            continue
+        found = [(m.start(), m.end(), m.group().lower()) for m in _WORD.finditer(text)]
+        if not found:
+            continue
+        if weights is None:
+            weights = token_weights(spam_filter, cache)
+        indices = spam_filter.vocabulary_.lookup(array.array("Q", [hash_token(w) for _, _, w in found]))
+        segments, at = [], 0
+        for (start, end, _), index in zip(found, indices):
+            if index < 0 or left <= 0:
+                continue
+            weight = float(weights[index])
+            if abs(weight) < MARK_WEIGHT:
+                continue
+            if start > at:
+                segments.append([text[at:start], None])
+            segments.append([text[start:end], round(weight, 3)])
+            at = end
+            left -= 1
+        if segments:
+            if at < len(text):
+                segments.append([text[at:], None])
+            part["segments"] = segments
+    return parts
 
 
 def _headers(header):

@@ -182,6 +182,19 @@ function highlighted(text, evidence) {
   return pre;
 }
 
+function marked(segments) {
+  // the text with each word the model knows marked where it stands, shaded by its weight: text nodes only
+  const pre = el("pre", { class: "text marked" });
+  for (const [text, weight] of segments) {
+    if (weight == null) { pre.append(document.createTextNode(text)); continue; }
+    const strength = Math.min(4, Math.floor(Math.abs(weight)));
+    const mark = el("mark", { class: (weight > 0 ? "spamtok" : "hamtok") + " w" + strength, text: text });
+    mark.title = text + ": " + weight.toFixed(3);
+    pre.append(mark);
+  }
+  return pre;
+}
+
 async function message(args) {
   const row = await api("message/" + encodeURIComponent(args[0] || ""));
   const root = clear(view());
@@ -231,7 +244,8 @@ function details(root, row) {
     root.append(el("h2", { text: "Parts" }));
     for (const part of row.parts) {
       root.append(el("h3", { class: "part", text: part.type + (part.name ? " — " + part.name : "") }));
-      if (part.text != null) root.append(highlighted(part.text, row.evidence));
+      if (part.segments) root.append(marked(part.segments));
+      else if (part.text != null) root.append(highlighted(part.text, row.evidence));
     }
   }
 }
