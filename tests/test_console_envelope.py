@@ -14,22 +14,15 @@ import pytest
 
 pytest.importorskip("h11")
 
-from raw_milter import NOHELO, NR_HELO, RawMilter, cstrings, packet, split_message  # noqa: E402
+from raw_milter import NOHELO, NR_HELO, RawMilter, packet  # noqa: E402
+from test_milter_policy import _send as _send_as_postfix  # noqa: E402
 from test_console import Client, ConsoleServer, mail, wait_rows  # noqa: E402
 
 
-def _send(client, raw, sender, rcpts, macros, helo=None):
-    if helo is not None:
-        client.send(packet("H", helo + b"\x00"))
-    client.send(packet("D", b"M" + cstrings(*macros)), packet("M", cstrings(f"<{sender}>")))
-    for rcpt in rcpts:
-        client.send(packet("R", cstrings(f"<{rcpt}>")))
-    fields, body = split_message(raw)
-    for name, value in fields:
-        client.header(name, value)
-    client.end_of_headers()
-    client.body(body)
-    return client.end()
+def _send(client, raw, sender, rcpts, helo, **macros):
+    """One message as Postfix sends it (tests/test_milter_policy.py's), after a HELO event."""
+    client.send(packet("H", helo + b"\x00"))
+    return _send_as_postfix(client, raw, sender=sender, rcpts=rcpts, **macros)
 
 
 def test_the_milters_envelope_is_recorded_and_shown(tmp_path):
@@ -48,16 +41,15 @@ def test_the_milters_envelope_is_recorded_and_shown(tmp_path):
             assert not agreed.protocol & NOHELO and agreed.protocol & NR_HELO     # HELO asked for, unanswered
             rng = random.Random(5)
             answers = _send(milter, mail(rng, True, 1, subject="envelope one"), "Eve@Spam.Example",
-                            ["bob@test.example", "carol@test.example"],
-                            ["i", "4ENV1", "{client_addr}", "192.0.2.77", "{auth_authen}", "eve-login"],
-                            helo=b"mx.spam.example")
+                            ["bob@test.example", "carol@test.example"], b"mx.spam.example", auth="eve-login",
+                            addr="192.0.2.77")
             assert answers[-1].kind in ("c", "y"), answers
             many = [f"u{n}@test.example" for n in range(60)]
-            _send(milter, mail(rng, False, 2, subject="envelope two"), "", many,
-                  ["i", "4ENV2", "{client_addr}", "198.51.100.9"], helo=b"[198.51.100.9]")
+            _send(milter, mail(rng, False, 2, subject="envelope two"), "", many, b"[198.51.100.9]",
+                  addr="198.51.100.9")
             # a HELO name that does not decode: skipped (the HELO of before stays), the message still checked
             answers = _send(milter, mail(rng, False, 4, subject="envelope four"), "x@y.example", ["bob@test.example"],
-                            ["i", "4ENV4"], helo=b"bad\xff\xfe.example")
+                            b"bad\xff\xfe.example")
             assert answers[-1].kind == "c", answers
         finally:
             milter.close()
