@@ -65,6 +65,15 @@ class Console:
         folder = resources.files("spamnb.console") / "static"
         for path, (name, kind) in STATIC.items():
             self.static[path] = ((folder / name).read_bytes(), kind)
+        # the script and style sheet named by their content's digest in the page: a browser keeps them
+        # (immutable) and a navigation costs the page and its API calls only; a new version has a new name
+        import hashlib
+
+        page = self.static["/"][0]
+        for path in ("/static/app.js", "/static/app.css"):
+            digest = hashlib.sha256(self.static[path][0]).hexdigest()[:16]
+            page = page.replace(f'"{path}"'.encode(), f'"{path}?v={digest}"'.encode())
+        self.static["/"] = (page, self.static["/"][1])
 
     def reload_users(self):
         """SIGHUP: read ``--ui-users`` again; a file that cannot be used keeps
@@ -111,7 +120,9 @@ class Console:
             return _error(400, "unknown host")
         if request.method == "GET" and request.path in self.static:
             body, kind = self.static[request.path]
-            return Response(200, body, kind, [("Cache-Control", "no-cache")])
+            versioned = request.path != "/" and request.arg("v")
+            return Response(200, body, kind, [("Cache-Control", "public, max-age=31536000, immutable" if versioned
+                                               else "no-cache")])
         if not request.path.startswith("/api/v1/"):
             return _error(404, "not found")
         route = request.path[len("/api/v1/"):].strip("/").split("/")
