@@ -1,24 +1,29 @@
-"""Where the console runs: a process of its own, forked by the server's
-parent (spamnb.server.launch calls :func:`attach`) once the site model is
-loaded and privileges are dropped, before the workers are forked.
+"""Where the console runs: two processes of its own, forked (through a
+keeper) by the server's parent (spamnb.server.launch calls :func:`attach`)
+once the site model is loaded and privileges are dropped, before the
+workers are forked: the console (the pages and the API) and the recorder
+(:class:`Recorder`: the workers' records into the history).
 
 Why there: each worker runs one asyncio loop that answers checks; HTTP,
 SQLite writes and page queries there would take that loop's time from the
 checks, and with several workers there would be several histories.  The
-parent forks (no threads) and only supervises.  A process of its own keeps
-the console's memory and CPU apart and measurable, and a fault in it
-costs no check: the workers write their records to its Unix socket without
-waiting (spamnb.console.records), and go on if it is gone.  It runs
-:data:`NICE` steps nicer than the server: on a machine whose cores the
-checks fill, the console's work (SQLite, pages) waits for theirs, its
-records held in the workers' bounded queues meanwhile.
+parent forks (no threads) and only supervises.  Processes of their own
+keep the console's memory and CPU apart and measurable, and a fault in
+either costs no check: the workers write their records to the recorder's
+Unix socket without waiting (spamnb.console.records), and go on if it is
+gone.  The recorder, whose work grows with the checks, runs
+:data:`RECORDER_NICE` steps nicer than the server: on a machine whose
+cores the checks fill it waits for them, the records held in the workers'
+bounded queues meanwhile (past them dropped and counted).  The console
+runs :data:`NICE` steps nicer: its work is a person's clicks, small and
+bounded a request, and a person waits for it.
 
-The parent forks a :class:`Keeper` there, which forks the console process
-and starts another when it dies (a bounded back-off, one log line each),
-and passes the server's SIGHUP on: the console re-reads ``--ui-users``.
-The record socket lives in a private (0700) folder made for it; the parent
-removes it at exit.  The keeper dies with the parent and the console with
-the keeper (Linux's PR_SET_PDEATHSIG); both end on SIGTERM."""
+The parent forks a :class:`Keeper` there, which forks both and starts
+another when one dies (a bounded back-off, one log line each), and passes
+the server's SIGHUP on: the console re-reads ``--ui-users``.  The record
+socket lives in a private (0700) folder made for it; the parent removes it
+at exit.  The keeper dies with the parent and its children with the keeper
+(Linux's PR_SET_PDEATHSIG); all end on SIGTERM."""
 
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ from spamnb.server.workers import (describe_status, ended_children, fork_holding
 
 __all__ = ["attach", "Keeper", "Recorder", "NICE", "RECORDER_NICE"]
 
-NICE = 10       # the console process's niceness above the server's
+NICE = 0        # the console process's niceness above the server's (pages: a person waits for them)
 
 
 class Recorder:
@@ -191,7 +196,7 @@ def attach(server, release=()):
             for function in given:
                 function()
             term_with_parent(parent)
-            os.nice(NICE)       # the checks first: under a full load the records wait in their queue
+            os.nice(NICE)
             return Keeper(server, users, records, http_socks, url).run()
 
         # logged; the server goes on without its console
