@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +70,21 @@ def throughput(port, messages, n_clients, _keep_alive=True):
                     raise RuntimeError(b"".join(head)[:200])
 
     return n_clients * len(messages) / concurrently(client, n_clients)
+
+
+LOAD_CLIENTS = 2
+
+
+def check_load(port, messages, stop):
+    """CHECKs from LOAD_CLIENTS kept-alive clients until ``stop`` is set; their count in ``stop.checks``."""
+    stop.checks = 0
+    while not stop.is_set():
+        throughput(port, messages[:50], LOAD_CLIENTS, True)
+        stop.checks += 50 * LOAD_CLIENTS
+
+
+def parent_of(pid):
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def cpu_seconds(pid):
@@ -162,6 +178,7 @@ def main():
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=50, help="requests per kind of history page")
     parser.add_argument("--browser", action="store_true", help="also time the page in chromium (playwright)")
+    parser.add_argument("--browser-rounds", type=int, default=40, help="navigations timed in chromium, each way")
     parser.add_argument("--throughput-only", action="store_true", help="only part 2: throughput, CPU, records")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds, each without then with the console")
     parser.add_argument("--clients", type=int, default=8)
@@ -218,21 +235,31 @@ def main():
                     page.fill("#login-password", "bench-pw")
                     page.click("#login-button")
                     page.wait_for_selector("#history tbody tr")
-                    times, floor = [], []
-                    for _ in range(20):
-                        page.goto("about:blank")
-                        t = time.perf_counter()
-                        page.goto(base + "/#/history")
-                        page.locator("#history tbody tr").nth(49).wait_for()
-                        times.append(time.perf_counter() - t)
-                        page.goto("about:blank")
-                        t = time.perf_counter()
-                        page.goto(base + "/static/app.css")     # the browser's own floor: one small file shown
-                        floor.append(time.perf_counter() - t)
+                    for under_load in (False, True):
+                        checking = threading.Event()
+                        load = threading.Thread(target=check_load, args=(port, messages, checking), daemon=True)
+                        if under_load:
+                            load.start()
+                        times, floor = [], []
+                        for _ in range(args.browser_rounds):
+                            page.goto("about:blank")
+                            t = time.perf_counter()
+                            page.goto(base + "/#/history")
+                            page.locator("#history tbody tr").nth(49).wait_for()
+                            times.append(time.perf_counter() - t)
+                            page.goto("about:blank")
+                            t = time.perf_counter()
+                            page.goto(base + "/static/app.css")     # the browser's own floor: one small file shown
+                            floor.append(time.perf_counter() - t)
+                        checking.set()
+                        if under_load:
+                            load.join()
+                        what = (f"with {LOAD_CLIENTS} clients checking meanwhile ({checking.checks} checks, "
+                                f"load {os.getloadavg()[0]:.1f})" if under_load else "no checks meanwhile")
+                        print(f"history page usable in chromium (navigation to 50 rows shown), {what}: "
+                              f"p50 {q(times, 0.5):.0f} ms, p95 {q(times, 0.95):.0f} ms; the browser's floor "
+                              f"(a 1 KiB style sheet shown): p50 {q(floor, 0.5):.0f} ms, p95 {q(floor, 0.95):.0f} ms")
                     browser.close()
-                print(f"history page usable in chromium (navigation to 50 rows shown): p50 {q(times, 0.5):.0f} ms, "
-                      f"p95 {q(times, 0.95):.0f} ms; the browser's floor (a 1 KiB style sheet shown): "
-                      f"p50 {q(floor, 0.5):.0f} ms, p95 {q(floor, 0.95):.0f} ms")
         finally:
             stop(proc)
 
@@ -240,6 +267,7 @@ def main():
     off, on, received, dropped, sent, memory = [], [], 0, 0, 0, {}
     cpu = {False: [0.0, 0], True: [0.0, 0]}     # server CPU seconds (workers, keeper, console, recorder), checks
     own = {"console": 0.0, "recorder": 0.0}
+    checking = {False: 0.0, True: 0.0}      # CPU seconds of the processes that answer checks (workers, parent)
     patterns = {"console": r"console on \S+ \(pid (\d+)\)", "recorder": r"console's recorder \(pid (\d+)\)"}
     for _ in range(args.rounds):
         for with_console in (False, True):
@@ -258,7 +286,10 @@ def main():
                     pid_of = {name: logged_pid(log, pattern) for name, pattern in patterns.items()}
                     own_before = {name: cpu_seconds(pid) for name, pid in pid_of.items()}
                 pids = children(proc.pid) + [proc.pid]
+                keeper = parent_of(pid_of["console"]) if with_console else None
+                serving = [p for p in pids if p == proc.pid or (parent_of(p) == proc.pid and p != keeper)]
                 before = sum(cpu_seconds(p) for p in pids)
+                serving_before = sum(cpu_seconds(p) for p in serving)
                 rate = throughput(port, messages, args.clients, True)
                 (on if with_console else off).append(rate)
                 checks = args.clients * len(messages)
@@ -278,6 +309,7 @@ def main():
                         memory[name] = max(memory.get(name, 0), int(fields["VmHWM"].split()[0]) / 1024)
                 cpu[with_console][0] += sum(cpu_seconds(p) for p in pids) - before
                 cpu[with_console][1] += checks
+                checking[with_console] += sum(cpu_seconds(p) for p in serving) - serving_before
             finally:
                 stop(proc)
     paired = sorted(b / a for a, b in zip(off, on))
@@ -287,6 +319,11 @@ def main():
           f"{100 * statistics.median(on) / statistics.median(off):.1f} %; each round's with/without: "
           f"{', '.join(f'{100 * r:.0f} %' for r in paired)} (median {100 * statistics.median(paired):.0f} %)")
     per = {k: 1e6 * v[0] / v[1] for k, v in cpu.items()}
+    served = {k: 1e6 * checking[k] / cpu[k][1] for k in checking}
+    print(f"CPU time a check in the processes that answer checks (workers and parent; the records' cost to a "
+          f"check): without the console {served[False]:.1f} us, with it {served[True]:.1f} us: "
+          f"{100 * served[False] / served[True]:.1f} % (the share of a saturated machine's checks left when the "
+          f"recorder gets only the CPU the checks leave)")
     print(f"server CPU time per check (workers, parent, the console's keeper, console and recorder; the load does "
           f"not change it much): without the console {per[False]:.0f} us, with it {per[True]:.0f} us: "
           f"{100 * per[False] / per[True]:.1f} % (the share of a saturated machine's checks left were the records "
