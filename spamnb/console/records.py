@@ -60,6 +60,7 @@ ENVELOPE = ("client", "helo", "mail_from", "rcpt_to", "auth")   # the milter's e
 _NAMES = _STRINGS + ENVELOPE
 STRING_CHARS = 1000         # a string of a record at most this long (the recipients: all of them, joined)
 _NAN = float("nan")
+_NO_ENVELOPE = ("", "", "", "", "")
 
 
 def _clean(text):
@@ -86,10 +87,15 @@ def _frame(numbers, strings, evidence, header, message, envelope):
     ``strings`` (the :data:`_STRINGS`), ``evidence``, header block, message
     and envelope: one ``struct`` call and one string joined and encoded, so
     a record costs a worker a few microseconds (no JSON, no pickle)."""
-    strings = [_clean(text) for text in strings]
-    strings += [_clean(value) for value in envelope] if envelope else ["", "", "", "", ""]
-    strings += [_clean(token) for token, _ in evidence]
-    text = "\0".join(strings).encode("utf-8", "replace")
+    strings = [*strings, *(envelope or _NO_ENVELOPE), *(token for token, _ in evidence)]
+    try:
+        text = "\0".join(strings)
+        clean = len(text) <= STRING_CHARS and text.count("\0") == len(strings) - 1
+    except TypeError:
+        clean = False
+    if not clean:       # a string too long, holding a NUL or not a str: each one cleaned
+        text = "\0".join([_clean(value) for value in strings])
+    text = text.encode("utf-8", "replace")
     packed = _NUMBERS.pack(2, *numbers, 0, len(evidence), len(text))
     weights = struct.pack(f">{len(evidence)}d", *(weight for _, weight in evidence)) if evidence else b""
     size = len(packed) + len(weights) + len(text) + 8 + len(header) + len(message)
@@ -244,5 +250,5 @@ class RecordSender:
             self.out += encode({"pid": self.pid, "verb": "-", "dropped": self.dropped})
             self.reported = self.dropped
         if self.out:
-            transport.write(bytes(self.out))
-        self.out.clear()
+            transport.write(self.out)       # (the transport copies what the socket does not take at once)
+            self.out = bytearray()
