@@ -433,7 +433,7 @@ class Console:
             verdict = classify_message(spam_filter, data)
         except ModelUnavailable as exc:
             return _error(409, f"no usable model: {exc.text}")
-        return _json(200, verdict_view(data, verdict, spam_filter, score_map, own or "", note.strip()))
+        return _json(200, verdict_view(data, verdict, spam_filter, score_map, own or "", note.strip(), self.weights))
 
     # ------------------------------------------------------------------ teaching
     async def learn_upload(self, request, who):
@@ -535,9 +535,10 @@ def classify_message(spam_filter, data):
     return classify(spam_filter, data, True)
 
 
-def verdict_view(data, verdict, spam_filter, score_map, user, note=""):
+def verdict_view(data, verdict, spam_filter, score_map, user, note="", weights=None):
     """A message checked now, in the fields of the message page (``GET
-    message/ID``): its verdict, evidence, cutoffs, header fields and parts."""
+    message/ID``): its verdict, evidence, cutoffs, header fields and parts
+    (marked: :func:`mark_parts`; ``weights``, its cache of the model's weights)."""
     from spamnb.console.history import fields_of
     from spamnb.console.records import EVIDENCE, header_block
 
@@ -551,7 +552,8 @@ def verdict_view(data, verdict, spam_filter, score_map, user, note=""):
             "sender": sender, "recipients": recipients, "subject": subject, "message_id": message_id,
             "evidence": [[str(t), round(float(w), 4)] for t, w in list(verdict.evidence)[:EVIDENCE]],
             "cutoffs": pair, "cutoffs_log_odds": [_logit(pair[0]), _logit(pair[1])],
-            "headers": _headers(header), "parts": mark_parts(_parts(data), spam_filter, {}), "kept": False}
+            "headers": _headers(header), "parts": mark_parts(_parts(data), spam_filter, {} if weights is None else weights),
+            "kept": False}
 
 
 MARKS = 5000           # words marked in one message's text, at most (the rest shown plain)
