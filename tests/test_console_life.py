@@ -34,6 +34,14 @@ def wait_for(condition, timeout=60.0, what=""):
 class Checks(threading.Thread):
     """``spamc -c`` in a loop until stopped: every answer's exit status."""
 
+    def stop_with(self, server):
+        """Stop the loop, then the server (exit 0); every check was answered (0 or 1)."""
+        self.done.set()
+        if self.is_alive():
+            self.join(60)
+        assert server.stop() == 0
+        assert set(self.codes) <= {0, 1}, self.codes
+
     def __init__(self, server):
         super().__init__(daemon=True)
         self.server, self.codes, self.done = server, [], threading.Event()
@@ -80,11 +88,7 @@ def test_a_killed_recorder_is_started_again_and_the_records_go_on(tmp_path):
         wait_for(lambda: client.request("GET", "/api/v1/stats?minutes=5")[1]["dropped"] >= 1, what="the drops counted")
         assert set(checks.codes) <= {0, 1}, checks.codes
     finally:
-        checks.done.set()
-        if checks.is_alive():
-            checks.join(60)
-        assert server.stop() == 0
-    assert set(checks.codes) <= {0, 1}, checks.codes
+        checks.stop_with(server)
 
 
 @needs_spamc
@@ -124,11 +128,7 @@ def test_a_killed_console_is_started_again_and_the_checks_never_stop(tmp_path, w
         wait_for(lambda: len(console_pids(server)) == 3, what="a third console")
         assert server.proc.poll() is None
     finally:
-        checks.done.set()
-        if checks.is_alive():
-            checks.join(60)
-        assert server.stop() == 0
-    assert set(checks.codes) <= {0, 1}, checks.codes
+        checks.stop_with(server)
 
 
 @needs_spamc
