@@ -228,6 +228,39 @@ def test_a_bad_users_file_is_one_clear_error(tmp_path):
         Users(tmp_path / "users")
 
 
+def test_a_users_file_is_read_bounded_and_a_larger_one_is_one_line(tmp_path):
+    """The file is read up to MAX_FILE_BYTES, never whole: a larger one (here
+    a 64 MiB sparse file, each line a good user past the 10,000-user check's
+    reach) is refused with one line naming the bound, as are a FIFO (opened
+    without blocking) and a device; check-config says the same."""
+    import os
+    import threading
+
+    from spamnb.console.auth import MAX_FILE_BYTES, users_file_problems
+    from spamnb.errors import SettingsError
+
+    good = f"ann viewer {hash_password('pw', params=(2 ** 4, 8, 1))}\n"
+    big = tmp_path / "big"
+    with open(big, "w") as f:
+        f.write(good * (MAX_FILE_BYTES // len(good) + 1))
+        f.truncate(64 * 1024 * 1024)
+    for path in (big, "/dev/zero"):
+        with pytest.raises(SettingsError) as caught:
+            Users(path)
+        assert "larger than 4 MiB" in str(caught.value) or "not a regular file" in str(caught.value)
+        assert "\n" not in str(caught.value)
+    assert users_file_problems(big) == [f"--ui-users {big}: larger than 4 MiB (at most 10000 users, a line each)"]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    answer = []
+    reader = threading.Thread(target=lambda: answer.append(users_file_problems(fifo)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert answer == [[f"--ui-users {fifo}: not a regular file"]]
+    (tmp_path / "exact").write_text(good + "#" * (MAX_FILE_BYTES - len(good) - 1) + "\n")
+    assert Users(tmp_path / "exact").role("ann") == "viewer"
+
+
 def test_a_full_record_queue_drops_and_counts_without_waiting(tmp_path):
     """The console stops reading: the worker's writes never wait, the records
     past QUEUE_BYTES are dropped and counted."""

@@ -195,9 +195,16 @@ def test_hostile_mail_through_spamd_and_the_milter_runs_nothing_in_the_page(tmp_
             expect(page.locator("#message-subject")).to_have_text(row["subject"] or "(no subject)")
             page.wait_for_selector("h3.part")
         assert PAYLOADS[0] in page.text_content("#view")      # the last one visited: the oldest
-        for name in ("model", "audit", "dashboard"):
+        for name in ("model", "audit", "dashboard", "cutoffs", "accuracy"):
             page.click(f"#nav-{name}")
             page.wait_for_load_state()
+        page.click("#nav-model")
+        for payload in PAYLOADS[:8]:        # the word query echoes what it is given, tokens come from mail
+            page.fill("#word-q", payload)
+            page.click("#word-button")
+            expect(page.locator("#word-result")).to_contain_text(payload if "<" not in payload[:1] else "")
+        page.goto(server.base + "/#/cutoffs/spam=%3Cscript%3Ealert(1)%3C%2Fscript%3E&ham=-4")
+        expect(page.locator("#view .error")).to_contain_text("numbers")
         page.wait_for_timeout(300)       # a handler that would fire late (onload, ontoggle, animations)
         assert detector.collect() == [], detector.hits[:5]
         # the control: the same payloads put into the page unescaped trip the same detector, with the
@@ -214,6 +221,61 @@ def test_hostile_mail_through_spamd_and_the_milter_runs_nothing_in_the_page(tmp_
             assert any(hit.startswith(what) or (what == "script" and hit.startswith("dialog")) for hit in hits), hits
             detector.hits.clear()
             page.unroute(server.base + "/control")
+        page.close()
+    finally:
+        server.stop()
+
+
+def test_the_word_cutoff_and_accuracy_pages_and_the_dashboards_charts(tmp_path, browser):
+    """The word query on the model page shows a token's counts and weight;
+    the cutoffs page shows what the model's cutoffs and a pair typed in do
+    on the recorded and corrected rows, with its histogram; the accuracy page
+    counts a correction clicked in the page; the dashboard draws the unsure
+    rate and the latency over time; nothing trips the detector."""
+    from spamnb.model.spam_filter import SpamFilter
+
+    server = ConsoleServer(tmp_path, workers=1, keep=100)
+    try:
+        rng = random.Random(31)
+        for n in range(8):
+            server.spamc(stdin=mail(rng, n % 2 == 0, 9800 + n))
+        rows = wait_rows(_admin(server), 8)
+        page = browser.new_page()
+        detector = Detector(page)
+        log_in(page, server, "trainer")
+        (token, weight, _ham, _spam), = SpamFilter.load(server.home / "model.spamnb").strongest_tokens(1)[0]
+        page.click("#nav-model")
+        page.fill("#word-q", token)
+        page.click("#word-button")
+        expect(page.locator("#word-table")).to_contain_text(f"{weight:.3f}")
+        page.fill("#word-q", "zzqqxxnotaword")
+        page.click("#word-button")
+        expect(page.locator("#word-unknown")).to_contain_text("not in the model")
+        server.spamc(stdin=mail(rng, False, 9900, subject="marked words", user_words=f"{token} x {token}"))
+        marked_row, = wait_rows(_admin(server), 1, q="marked")
+        page.goto(server.base + f"/#/message/{marked_row['id']}")
+        marks = page.locator("pre.marked mark.spamtok")   # the words the model knows, marked where they stand
+        expect(marks.filter(has_text=token)).to_have_count(2)
+        assert marks.first.get_attribute("title").endswith(f"{weight:.3f}") or marks.count() > 2
+        spam_row = next(r for r in rows if r["label"] == "spam")
+        page.goto(server.base + f"/#/message/{spam_row['id']}")
+        page.click("#learn-ham")
+        expect(page.locator("#action-status")).to_contain_text("learned")
+        page.click("#nav-cutoffs")
+        expect(page.locator("#cutoff-result")).to_contain_text("recorded verdicts")
+        expect(page.locator("#cutoff-errors")).to_contain_text("call 1 ham spam")
+        assert page.locator("#cutoff-chart rect").count() >= 2
+        page.fill("#cut-spam", "1000")
+        page.fill("#cut-ham", "-1000")
+        page.click("#cut-button")
+        expect(page.locator("#cutoff-errors")).to_contain_text("call 0 ham spam")
+        page.click("#nav-accuracy")
+        expect(page.locator("#accuracy")).to_contain_text("1")
+        assert page.locator("#accuracy-chart polyline").count() == 1
+        page.click("#nav-dashboard")
+        page.wait_for_selector("#unsure-chart")
+        assert page.locator("#latency-chart circle").count() >= 1
+        assert detector.collect() == []
         page.close()
     finally:
         server.stop()

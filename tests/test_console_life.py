@@ -34,6 +34,14 @@ def wait_for(condition, timeout=60.0, what=""):
 class Checks(threading.Thread):
     """``spamc -c`` in a loop until stopped: every answer's exit status."""
 
+    def stop_with(self, server):
+        """Stop the loop, then the server (exit 0); every check was answered (0 or 1)."""
+        self.done.set()
+        if self.is_alive():
+            self.join(60)
+        assert server.stop() == 0
+        assert set(self.codes) <= {0, 1}, self.codes
+
     def __init__(self, server):
         super().__init__(daemon=True)
         self.server, self.codes, self.done = server, [], threading.Event()
@@ -46,6 +54,41 @@ class Checks(threading.Thread):
         while not self.done.is_set():
             n += 1
             self.codes.append(self.server.spamc("-c", stdin=mail(rng, n % 2 == 0, 20000 + n)).returncode)
+
+
+def recorder_pids(server):
+    return [int(pid) for pid in re.findall(r"console's recorder \(pid (\d+)\)", server.log_text())]
+
+
+@needs_spamc
+@pytest.mark.slow
+def test_a_killed_recorder_is_started_again_and_the_records_go_on(tmp_path):
+    """The recorder (the history's writer) killed while checks go on: every
+    check answered, one log line, another recorder started by the keeper;
+    the workers connect to it again and new rows reach the history; the
+    records made while none was there are counted as dropped (those in the
+    dead one's socket are lost uncounted); the console never stopped."""
+    server = ConsoleServer(tmp_path, workers=2)
+    checks = Checks(server)
+    try:
+        wait_for(lambda: recorder_pids(server), what="the recorder's log line")
+        first = recorder_pids(server)[-1]
+        console = console_pids(server)[-1]
+        client = Client(server)
+        assert client.login("admin")[0] == 200
+        checks.start()
+        wait_for(lambda: len(wait_rows(client, 3)) >= 3, what="the first rows")
+        os.kill(first, signal.SIGKILL)
+        wait_for(lambda: f"recorder (pid {first}) was killed by SIGKILL" in server.log_text(), what="the log line")
+        wait_for(lambda: len(recorder_pids(server)) == 2, what="a new recorder")
+        newest = lambda: client.request("GET", "/api/v1/history?limit=1")[1]["rows"][0]["id"]  # noqa: E731
+        before = newest()
+        wait_for(lambda: newest() >= before + 5, what="rows from the new recorder")
+        assert console_pids(server)[-1] == console and client.request("GET", "/api/v1/session")[0] == 200
+        wait_for(lambda: client.request("GET", "/api/v1/stats?minutes=5")[1]["dropped"] >= 1, what="the drops counted")
+        assert set(checks.codes) <= {0, 1}, checks.codes
+    finally:
+        checks.stop_with(server)
 
 
 @needs_spamc
@@ -85,11 +128,7 @@ def test_a_killed_console_is_started_again_and_the_checks_never_stop(tmp_path, w
         wait_for(lambda: len(console_pids(server)) == 3, what="a third console")
         assert server.proc.poll() is None
     finally:
-        checks.done.set()
-        if checks.is_alive():
-            checks.join(60)
-        assert server.stop() == 0
-    assert set(checks.codes) <= {0, 1}, checks.codes
+        checks.stop_with(server)
 
 
 @needs_spamc

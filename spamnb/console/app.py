@@ -52,19 +52,28 @@ class Console:
     ``users`` (spamnb.console.auth.Users), ``server`` (the spamnb.server.daemon.Server
     the console was forked with: its settings, models and TELL), ``log``."""
 
-    def __init__(self, history, users, server, log, hosts=(), origin=None, records=None):
+    def __init__(self, history, users, server, log, hosts=(), origin=None):
         self.history, self.users, self.server, self.log = history, users, server, log
         self.sessions = Sessions()
         self.limiter = LoginLimiter()
         self.hosts = {h.lower() for h in hosts}
         self.origin = origin
-        self.records = records      # the record receiver (its counts), for the dashboard
         self.hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spamnb-ui-login")
         self.static = {}
         self.ledgers = {}
+        self.weights = {}           # the model's token weights, for the marks of a message's text (one model kept)
         folder = resources.files("spamnb.console") / "static"
         for path, (name, kind) in STATIC.items():
             self.static[path] = ((folder / name).read_bytes(), kind)
+        # the script and style sheet named by their content's digest in the page: a browser keeps them
+        # (immutable) and a navigation costs the page and its API calls only; a new version has a new name
+        import hashlib
+
+        page = self.static["/"][0]
+        for path in ("/static/app.js", "/static/app.css"):
+            digest = hashlib.sha256(self.static[path][0]).hexdigest()[:16]
+            page = page.replace(f'"{path}"'.encode(), f'"{path}?v={digest}"'.encode())
+        self.static["/"] = (page, self.static["/"][1])
 
     def reload_users(self):
         """SIGHUP: read ``--ui-users`` again; a file that cannot be used keeps
@@ -111,7 +120,9 @@ class Console:
             return _error(400, "unknown host")
         if request.method == "GET" and request.path in self.static:
             body, kind = self.static[request.path]
-            return Response(200, body, kind, [("Cache-Control", "no-cache")])
+            versioned = request.path != "/" and request.arg("v")
+            return Response(200, body, kind, [("Cache-Control", "public, max-age=31536000, immutable" if versioned
+                                               else "no-cache")])
         if not request.path.startswith("/api/v1/"):
             return _error(404, "not found")
         route = request.path[len("/api/v1/"):].strip("/").split("/")
@@ -155,6 +166,12 @@ class Console:
             return await self.test(request, own)
         if key == ("GET", "model"):
             return self.model()
+        if key == ("GET", "word"):
+            return self.word(request, own)
+        if key == ("GET", "cutoffs"):
+            return self.cutoffs(request, own)
+        if key == ("GET", "accuracy"):
+            return self.accuracy(request, own)
         if key == ("GET", "audit"):
             return self.audit(own)
         if key == ("GET", "actions"):
@@ -199,7 +216,9 @@ class Console:
                                      limit=int(request.arg("limit", 50)))
         except ValueError:
             return _error(400, "bad filter")
-        return _json(200, {"rows": rows, "next": rows[-1]["id"] if rows else None})
+        # the checks not recorded (the record queues were full: the machine was overloaded): the page says so
+        dropped = self.history.counters().get("dropped", 0)
+        return _json(200, {"rows": rows, "next": rows[-1]["id"] if rows else None, "dropped": dropped})
 
     def _row(self, record, own):
         try:
@@ -221,6 +240,8 @@ class Console:
         data = self.history.message(row["id"])
         row["kept"] = data is not None
         row["parts"] = _parts(data) if data is not None else []
+        if row["parts"]:
+            self._mark_parts(row["parts"], row["user"])
         row["ledger"] = self._ledger_state(data, row["user"]) if data is not None else None
         row["evidence_from"] = "check" if row["evidence"] else None
         if not row["evidence"] and data is not None:
@@ -243,6 +264,15 @@ class Console:
         settings = self.server.settings
         path = self.server.handler.model_path(user or None)[0]
         return self.server.models.get(path, settings.required_score)[0]
+
+    def _mark_parts(self, parts, user):
+        """Each text part's words at their positions with their weight in
+        ``user``'s model (:func:`segments`)."""
+        try:
+            spam_filter = self._filter_for(user)
+        except Exception:  # noqa: BLE001 - no usable model: the parts unmarked
+            return
+        mark_parts(parts, spam_filter, self.weights)
 
     def _ledger(self, user):
         """The ledger of ``user``'s model as its file and journal are now (the
@@ -290,6 +320,68 @@ class Console:
             "spam_tokens": [[str(t), float(w), float(h), float(s)] for t, w, h, s in spammy],
             "ham_tokens": [[str(t), float(w), float(h), float(s)] for t, w, h, s in hammy]})
 
+    def word(self, request, own):
+        """``GET word?w=TOKEN``: the token's counts in each class and its
+        weight (log theta_spam - log theta_ham, as the model page's strongest
+        tokens) in the model the user's mail is checked with; the token as
+        given and in lower case (the tokenizer folds most words)."""
+        from spamnb.mail.tokenizer import hash_token
+
+        given = (request.arg("w") or "").strip()[:WORD_CHARS]
+        if not given:
+            return _error(400, "expected ?w=TOKEN")
+        spam_filter = self._filter_for(own)
+        candidates = list(dict.fromkeys((given, given.lower())))
+        import array
+
+        indices = spam_filter.vocabulary_.lookup(array.array("Q", [hash_token(t) for t in candidates]))
+        found = [(token, int(i)) for token, i in zip(candidates, indices) if i >= 0]
+        out = {"token": given, "known": bool(found), "tokens": []}
+        if found:
+            import numpy as np
+
+            counts = spam_filter.sized_counts()
+            fc = counts.matrix()
+            log_count, log_norm, _ = counts.derived()
+            log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
+            for token, i in found:
+                weight = float((log_count[1, i] - log_norm[1]) - (log_count[0, i] - log_norm[0]))
+                out["tokens"].append({"token": token, "ham": float(fc[0, i]), "spam": float(fc[1, i]),
+                                      "weight": weight})
+        ham, spam = spam_filter.class_count_
+        out["messages"] = {"ham": float(ham), "spam": float(spam)}
+        return _json(200, out)
+
+    def cutoffs(self, request, own):
+        """``GET cutoffs?spam=&ham=`` (log-odds; the model's own when not
+        given): what those cutoffs would do on the recorded mail (each row's
+        log-odds as checked) and on the corrected mail (the rows learned from
+        the console: their label is known), against what the recorded
+        verdicts did; and a histogram of the recorded log-odds."""
+        spam_filter = self._filter_for(own)
+        current = spam_filter.cutoffs
+        now = [_logit(current.spam), _logit(current.ham)]
+        try:
+            spam_cut = float(request.arg("spam", now[0]))
+            ham_cut = float(request.arg("ham", now[1]))
+        except ValueError:
+            return _error(400, "cutoffs are numbers (log-odds)")
+        if not (math.isfinite(spam_cut) and math.isfinite(ham_cut)) or ham_cut > spam_cut:
+            return _error(400, "expected finite log-odds with ham <= spam")
+        out = self.history.cutoff_effect(spam_cut, ham_cut, own)
+        out.update(current=now, spam=spam_cut, ham=ham_cut)
+        return _json(200, out)
+
+    def accuracy(self, request, own):
+        """``GET accuracy?days=``: per time slice, the checks and the ones a
+        user corrected in the console (learned as the other label: missed
+        spam, false positives), from the history."""
+        try:
+            days = max(1.0, min(float(request.arg("days", 30)), 3650.0))
+        except ValueError:
+            return _error(400, "bad days")
+        return _json(200, self.history.accuracy(time.time() - days * 86400.0, own))
+
     def audit(self, own):
         """The kept messages of the latest rows and what the ledger says of them
         (auto-learned first), with the console's own actions."""
@@ -311,8 +403,8 @@ class Console:
         except ValueError:
             return _error(400, "bad minutes")
         out = self.history.stats(time.time() - minutes * 60, own)
-        if self.records is not None:
-            out["received"], out["dropped"] = self.records.received, self.records.dropped()
+        counters = self.history.counters()
+        out["received"], out["dropped"] = counters.get("received", 0), counters.get("dropped", 0)
         return _json(200, out)
 
     # ------------------------------------------------------------------ testing a message
@@ -341,7 +433,7 @@ class Console:
             verdict = classify_message(spam_filter, data)
         except ModelUnavailable as exc:
             return _error(409, f"no usable model: {exc.text}")
-        return _json(200, verdict_view(data, verdict, spam_filter, score_map, own or "", note.strip()))
+        return _json(200, verdict_view(data, verdict, spam_filter, score_map, own or "", note.strip(), self.weights))
 
     # ------------------------------------------------------------------ teaching
     async def learn_upload(self, request, who):
@@ -411,6 +503,7 @@ class Console:
         return _json(200, {"result": result.strip(), "ledger": self._ledger_state(data, row["user"])})
 
 
+WORD_CHARS = 200            # a word query's token, at most
 UPLOADS = frozenset(("/api/v1/test", "/api/v1/learn-upload"))
 UPLOAD_MESSAGES = 200       # messages of an uploaded mbox learned, at most (more: refused whole)     # the paths a message is posted to whole (upload_limit)
 
@@ -442,9 +535,10 @@ def classify_message(spam_filter, data):
     return classify(spam_filter, data, True)
 
 
-def verdict_view(data, verdict, spam_filter, score_map, user, note=""):
+def verdict_view(data, verdict, spam_filter, score_map, user, note="", weights=None):
     """A message checked now, in the fields of the message page (``GET
-    message/ID``): its verdict, evidence, cutoffs, header fields and parts."""
+    message/ID``): its verdict, evidence, cutoffs, header fields and parts
+    (marked: :func:`mark_parts`; ``weights``, its cache of the model's weights)."""
     from spamnb.console.history import fields_of
     from spamnb.console.records import EVIDENCE, header_block
 
@@ -458,7 +552,75 @@ def verdict_view(data, verdict, spam_filter, score_map, user, note=""):
             "sender": sender, "recipients": recipients, "subject": subject, "message_id": message_id,
             "evidence": [[str(t), round(float(w), 4)] for t, w in list(verdict.evidence)[:EVIDENCE]],
             "cutoffs": pair, "cutoffs_log_odds": [_logit(pair[0]), _logit(pair[1])],
-            "headers": _headers(header), "parts": _parts(data), "kept": False}
+            "headers": _headers(header), "parts": mark_parts(_parts(data), spam_filter, {} if weights is None else weights),
+            "kept": False}
+
+
+MARKS = 5000           # words marked in one message's text, at most (the rest shown plain)
+MARK_WEIGHT = 0.5       # a word is marked when its weight is at least this far from 0
+_WORD = None
+
+
+def token_weights(spam_filter, cache):
+    """Every token's weight (log theta_spam - log theta_ham) of ``spam_filter``,
+    as a numpy array by feature index; ``cache`` (a dict) keeps one model's."""
+    import numpy as np
+
+    if cache.get("model") is not spam_filter:
+        counts = spam_filter.sized_counts()
+        fc = counts.matrix()
+        log_count, log_norm, _ = counts.derived()
+        log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
+        cache.clear()
+        cache.update(model=spam_filter, weights=(log_count[1] - log_norm[1]) - (log_count[0] - log_norm[0]))
+    return cache["weights"]
+
+
+def mark_parts(parts, spam_filter, cache):
+    """Per-position marks of each text part (in place; returns ``parts``):
+    ``part["segments"]``, the text cut into pieces, each ``[text, weight]``
+    where a word of it is in the model with a weight at least
+    :data:`MARK_WEIGHT` from 0, ``[text, None]`` between them; at most
+    :data:`MARKS` words marked a message.  The words are looked up as the
+    tokenizer's body words are (lower case; its hash), so a word is marked
+    where it stands, with its own weight, not only where it is evidence."""
+    import array
+    import re
+
+    global _WORD
+    from spamnb.mail.tokenizer import hash_token
+
+    if _WORD is None:
+        _WORD = re.compile(r"[^\W_][\w$€£.'-]*[^\W_]|[^\W_]", re.UNICODE)
+    weights = None
+    left = MARKS
+    for part in parts:
+        text = part.get("text")
+        if not text or left <= 0:
+            continue
+        found = [(m.start(), m.end(), m.group().lower()) for m in _WORD.finditer(text)]
+        if not found:
+            continue
+        if weights is None:
+            weights = token_weights(spam_filter, cache)
+        indices = spam_filter.vocabulary_.lookup(array.array("Q", [hash_token(w) for _, _, w in found]))
+        segments, at = [], 0
+        for (start, end, _), index in zip(found, indices):
+            if index < 0 or left <= 0:
+                continue
+            weight = float(weights[index])
+            if abs(weight) < MARK_WEIGHT:
+                continue
+            if start > at:
+                segments.append([text[at:start], None])
+            segments.append([text[start:end], round(weight, 3)])
+            at = end
+            left -= 1
+        if segments:
+            if at < len(text):
+                segments.append([text[at:], None])
+            part["segments"] = segments
+    return parts
 
 
 def _headers(header):

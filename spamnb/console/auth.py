@@ -29,7 +29,7 @@ from collections import OrderedDict
 from spamnb.errors import SettingsError
 
 __all__ = ["ROLES", "Users", "Sessions", "LoginLimiter", "hash_password", "verify", "line_problem",
-           "users_file_problems"]
+           "users_file_problems", "read_users_file", "MAX_FILE_BYTES"]
 
 ROLES = {"viewer": {"read_all"}, "trainer": {"read_all", "learn"}, "admin": {"read_all", "learn", "admin"},
          "user": {"learn"}}
@@ -40,6 +40,7 @@ MAX_CLIENTS = 4096
 MAX_FAILURES = 5
 WINDOW = 60.0
 MAX_USERS = 10000
+MAX_FILE_BYTES = 4 * 1024 * 1024    # a users file is read up to this; a larger one is refused (one line)
 
 
 def hash_password(password, salt=None, params=SCRYPT):
@@ -91,24 +92,52 @@ def _entries(lines):
             yield number, parts, line_problem(parts)
 
 
+def read_users_file(path):
+    """The lines of the users file at ``path``, read bounded: at most
+    :data:`MAX_FILE_BYTES` (a larger file, one that is not a regular file
+    — a FIFO, a device — or one not in UTF-8 is a SettingsError with one
+    line, before any line is looked at); opened without blocking, so a FIFO
+    cannot hold the start."""
+    import os
+    import stat
+
+    where = f"--ui-users {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise SettingsError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if stat.S_ISDIR(mode):
+            raise SettingsError(f"{where}: a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise SettingsError(f"{where}: not a regular file")
+        try:
+            data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise SettingsError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SettingsError(f"{where}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB "
+                            f"(at most {MAX_USERS} users, a line each)")
+    try:
+        return data.decode("utf-8").splitlines(), mode
+    except UnicodeDecodeError as exc:
+        raise SettingsError(f"{where}: not UTF-8 (byte {exc.start})") from None
+
+
 def users_file_problems(path):
     """``serve --check-config``: every problem of the users file at ``path``,
     one line each: it cannot be read, other users may read it (it holds the
     password hashes), a line is no user (each bad line), a name is given
     twice, or it names no user at all (nobody could log in).  An admin is
     not required: a console of viewers is a choice."""
-    import os
     import stat
 
     where = f"--ui-users {path}"
     try:
-        with open(path, encoding="utf-8") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            if stat.S_ISDIR(mode):
-                return [f"{where}: a folder, not a file"]
-            lines = f.read(4 * 1024 * 1024).splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        return [f"{where}: cannot read it: {getattr(exc, 'strerror', None) or exc}"]
+        lines, mode = read_users_file(path)
+    except SettingsError as exc:
+        return [str(exc)]
     problems = []
     if mode & stat.S_IROTH:
         problems.append(f"{where}: every user may read it, and it holds the password hashes (chmod o-rwx)")
@@ -131,11 +160,7 @@ class Users:
 
     def __init__(self, path):
         self.users = {}
-        try:
-            with open(path, encoding="utf-8") as f:
-                lines = f.read(4 * 1024 * 1024).splitlines()
-        except OSError as exc:
-            raise SettingsError(f"--ui-users {path}: {exc.strerror or exc}") from None
+        lines, _ = read_users_file(path)
         for number, parts, wrong in _entries(lines):
             if wrong:
                 raise SettingsError(f"--ui-users {path}, line {number}: {wrong}")

@@ -21,27 +21,31 @@ MAX_PAGE = 200
 FIELD_CHARS = 998       # a stored field (subject, sender, ...) at most this long
 SEARCH_CHUNK = 500      # full-text matches read at once
 SEARCH_CHUNKS = 20      # chunks read for one page of a search, at most
+HISTOGRAM_SPAN = 60     # the cutoff page's histogram of log-odds: whole units in [-60, 60]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (
     id INTEGER PRIMARY KEY, t REAL NOT NULL, label TEXT, score REAL, log_odds REAL, p REAL,
     user TEXT, front TEXT, verb TEXT, action TEXT, size INTEGER, ms REAL,
     sender TEXT, recipients TEXT, subject TEXT, message_id TEXT,
-    evidence TEXT, cutoffs TEXT, reason TEXT, tokens INTEGER, header BLOB, learned TEXT);
+    evidence TEXT, cutoffs TEXT, reason TEXT, tokens INTEGER, header BLOB, learned TEXT,
+    client TEXT, helo TEXT, mail_from TEXT, rcpt_to TEXT, auth TEXT);
 CREATE INDEX IF NOT EXISTS history_user ON history(user, id);
 CREATE INDEX IF NOT EXISTS history_label ON history(label, id);
 CREATE TABLE IF NOT EXISTS kept (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS actions (id INTEGER PRIMARY KEY, t REAL, who TEXT, what TEXT, record INTEGER, result TEXT);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
+ENVELOPE_COLUMNS = ("client", "helo", "mail_from", "rcpt_to", "auth")     # the milter's envelope (a later schema)
 _FTS = """
 CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(subject, sender, content='history', content_rowid='id');
-CREATE TRIGGER IF NOT EXISTS history_ai AFTER INSERT ON history BEGIN
-  INSERT INTO history_fts(rowid, subject, sender) VALUES (new.id, new.subject, new.sender); END;
-CREATE TRIGGER IF NOT EXISTS history_ad AFTER DELETE ON history BEGIN
-  INSERT INTO history_fts(history_fts, rowid, subject, sender) VALUES ('delete', old.id, old.subject, old.sender); END;
+DROP TRIGGER IF EXISTS history_ai;
+DROP TRIGGER IF EXISTS history_ad;
 """
+# the full-text index is filled a batch at a time (one statement a transaction, no trigger a row) and emptied
+# of the rows pruned the same way: :meth:`History.add`, :meth:`History.prune`
 _LIST = ("id, t, label, score, log_odds, user, front, verb, action, size, ms, sender, recipients, subject, "
-         "learned")
+         "learned, client, mail_from")
 _LIST_NAMES = [name.strip() for name in _LIST.split(",")]
 
 
@@ -87,10 +91,14 @@ class History:
 
     def __init__(self, path, rows=100_000, days=30.0, kept=1000):
         self.rows, self.days, self.max_kept = rows, days, kept
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
+        have = {row[1] for row in self.db.execute("PRAGMA table_info(history)")}
+        for column in ENVELOPE_COLUMNS:     # a history written before the envelope was recorded
+            if column not in have:
+                self.db.execute(f"ALTER TABLE history ADD COLUMN {column} TEXT")
         try:
             self.db.executescript(_FTS)
             self.fts = True
@@ -102,18 +110,21 @@ class History:
         self.db.close()
 
     # ------------------------------------------------------------------ writing
-    def add(self, records):
+    def add(self, records, counters=None):
         """Store ``records`` ((head, header block, message) each) in one
-        transaction; returns their ids (consecutive: the console is the one writer)."""
+        transaction, with the ``counters`` (a dict for :meth:`count`); returns
+        their ids (consecutive: the recorder is the one writer of rows)."""
         rows, kept = [], []
         for n, (head, header, message) in enumerate(records):
             sender, recipients, subject, message_id = fields_of(header)
+            evidence = head.get("evidence")
             rows.append((float(head.get("t") or time.time()), _text(head.get("label")), head.get("score"),
                          head.get("log_odds"), head.get("p"), _text(head.get("user"))[:64], _text(head.get("front")),
                          _text(head.get("verb")), _text(head.get("action")), int(head.get("size") or 0),
                          head.get("ms"), sender, recipients, subject, message_id,
-                         json.dumps(head.get("evidence") or [])[:8192], json.dumps(head.get("cutoffs")),
-                         _text(head.get("reason")), int(head.get("tokens") or 0), bytes(header)))
+                         json.dumps(evidence)[:8192] if evidence else "[]", json.dumps(head.get("cutoffs")),
+                         _text(head.get("reason")), int(head.get("tokens") or 0), bytes(header),
+                         *(_text(head.get(column)) or None for column in ENVELOPE_COLUMNS)))
             if message and self.max_kept > 0:
                 kept.append((n, bytes(message)))
         if not rows:
@@ -122,27 +133,53 @@ class History:
             self.db.execute("BEGIN")
             self.db.executemany(
                 "INSERT INTO history (t, label, score, log_odds, p, user, front, verb, action, size, ms, sender,"
-                " recipients, subject, message_id, evidence, cutoffs, reason, tokens, header)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                " recipients, subject, message_id, evidence, cutoffs, reason, tokens, header,"
+                " client, helo, mail_from, rcpt_to, auth)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             last = self.db.execute("SELECT max(id) FROM history").fetchone()[0]
             first = last - len(rows) + 1
+            if self.fts:
+                self.db.execute("INSERT INTO history_fts (rowid, subject, sender) SELECT id, subject, sender"
+                                " FROM history WHERE id BETWEEN ? AND ?", (first, last))
             if kept:
                 self.db.executemany("INSERT INTO kept (id, data) VALUES (?, ?)",
                                     [(first + n, data) for n, data in kept[-self.max_kept:]])
             self.prune()
+            if counters:
+                self.count(**counters)
         return list(range(first, last + 1))
 
     def prune(self, now=None):
         """Keep the bounds: rows, kept messages, age (checked at most once a minute)."""
         top = self.db.execute("SELECT max(id) FROM history").fetchone()[0] or 0
-        self.db.execute("DELETE FROM history WHERE id <= ?", (top - self.rows,))
+        self._delete_through(top - self.rows)
         self.db.execute("DELETE FROM kept WHERE id <= (SELECT id FROM kept ORDER BY id DESC LIMIT 1 OFFSET ?)",
                         (self.max_kept,))
         now = time.time() if now is None else now
         if now - self.last_age_prune >= 60.0:
             self.last_age_prune = now
-            self.db.execute("DELETE FROM history WHERE id < ?", (self.first_since(now - self.days * 86400.0),))
+            self._delete_through(self.first_since(now - self.days * 86400.0) - 1)
             self.db.execute("DELETE FROM kept WHERE id NOT IN (SELECT id FROM history)")
+
+    def _delete_through(self, last):
+        """Delete the rows up to id ``last``, and their full-text entries (by
+        their own subject and sender, as an external-content index is told)."""
+        if self.db.execute("SELECT 1 FROM history WHERE id <= ? LIMIT 1", (last,)).fetchone() is None:
+            return
+        if self.fts:
+            self.db.execute("INSERT INTO history_fts (history_fts, rowid, subject, sender)"
+                            " SELECT 'delete', id, subject, sender FROM history WHERE id <= ?", (last,))
+        self.db.execute("DELETE FROM history WHERE id <= ?", (last,))
+
+    def count(self, **values):
+        """Set the counters ``values`` (name=number): the recorder's received
+        and dropped records, read by the dashboard and the history page."""
+        self.db.executemany("INSERT INTO counters (name, value) VALUES (?, ?)"
+                            " ON CONFLICT(name) DO UPDATE SET value = excluded.value", list(values.items()))
+
+    def counters(self):
+        """The counters (:meth:`count`) as a dict."""
+        return dict(self.db.execute("SELECT name, value FROM counters"))
 
     def first_since(self, t):
         """The first id whose row is at ``t`` or later (past the last id when
@@ -250,6 +287,60 @@ class History:
         rows = self._stats_rows(since, width, user)
         return {"since": since, "width": width, "buckets": buckets,
                 "rows": [{"b": b, "label": label, "n": n, "ms": ms} for b, label, n, ms in rows]}
+
+    def cutoff_effect(self, spam_cut, ham_cut, user=None):
+        """What cutoffs ``spam_cut`` and ``ham_cut`` (log-odds) would do on
+        the rows (a user role's own): each verdict's count under them and as
+        recorded; of the rows corrected in the console (learned as spam or
+        ham), how many each would call spam, unsure and ham; a histogram of
+        the recorded log-odds (whole units, clipped at +-HISTOGRAM_SPAN).
+        One pass over the rows (bounded by ``--ui-history-rows``)."""
+        mine = " AND user = ?" if user is not None else ""
+        args = (user,) if user is not None else ()
+        truth = ("CASE WHEN learned LIKE 'spam by %' THEN 'spam' WHEN learned LIKE 'ham by %' THEN 'ham' END")
+        rows = self.db.execute(
+            f"SELECT {truth} AS truth, label, sum(log_odds >= ?), sum(log_odds <= ?), count(*) FROM history"
+            f" WHERE log_odds IS NOT NULL{mine} GROUP BY truth, label", (spam_cut, ham_cut, *args)).fetchall()
+        would = {"spam": 0, "unsure": 0, "ham": 0}
+        recorded = {"spam": 0, "unsure": 0, "ham": 0}
+        corrected = {truth: {"spam": 0, "unsure": 0, "ham": 0, "recorded_right": 0} for truth in ("spam", "ham")}
+        for truth, label, spam, ham, n in rows:
+            spam, ham = spam or 0, ham or 0
+            would["spam"] += spam
+            would["ham"] += ham
+            would["unsure"] += n - spam - ham
+            if label in recorded:
+                recorded[label] += n
+            if truth in corrected:
+                corrected[truth]["spam"] += spam
+                corrected[truth]["ham"] += ham
+                corrected[truth]["unsure"] += n - spam - ham
+                if label == truth:
+                    corrected[truth]["recorded_right"] += n
+        span = HISTOGRAM_SPAN
+        histogram = self.db.execute(
+            f"SELECT CAST(round(max(-{span}, min({span}, log_odds))) AS INTEGER) AS b, count(*) FROM history"
+            f" WHERE log_odds IS NOT NULL{mine} GROUP BY b ORDER BY b", args).fetchall()
+        return {"would": would, "recorded": recorded, "corrected": corrected,
+                "histogram": [[b, n] for b, n in histogram]}
+
+    def accuracy(self, since, user=None, buckets=30):
+        """Accuracy over time from the corrections since ``since``: per time
+        bucket, the checks, the rows learned in the console (a user's
+        correction or confirmation), the spam that had been let through
+        (learned as spam, checked ham or unsure) and the ham that had been
+        called spam (learned as ham, checked spam)."""
+        width = max(60.0, (time.time() - since) / buckets)
+        mine = " AND user = ?" if user is not None else ""
+        rows = self.db.execute(
+            "SELECT CAST((t - ?) / ? AS INTEGER) AS b, count(*), count(learned),"
+            " sum(learned LIKE 'spam by %' AND label != 'spam'), sum(learned LIKE 'ham by %' AND label = 'spam'),"
+            " sum(label = 'unsure') FROM history WHERE id >= ?" + mine + " GROUP BY b ORDER BY b",
+            (since, width, self.first_since(since)) + ((user,) if user is not None else ())).fetchall()
+        return {"since": since, "width": width, "buckets": buckets,
+                "rows": [{"b": b, "checks": n, "learned": learned, "missed_spam": missed or 0,
+                          "false_positives": false or 0, "unsure": unsure or 0}
+                         for b, n, learned, missed, false, unsure in rows]}
 
     def _stats_rows(self, since, width, user):
         sql = ("SELECT CAST((t - ?) / ? AS INTEGER) AS b, label, count(*), avg(ms) FROM history WHERE id >= ?"

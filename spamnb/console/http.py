@@ -6,7 +6,10 @@ Bounded: a request head at most :data:`MAX_HEAD` bytes, a body at most
 ``--max-size`` and :data:`MAX_UPLOADS` of them read at once: 503 past
 it), :data:`MAX_CONNECTIONS` connections at once (past it a
 connection is closed at accept), :data:`TIMEOUT` seconds to read a request
-and to write its answer, :data:`KEEP_ALIVE` requests a connection.  Every
+and to write its answer, :data:`KEEP_ALIVE` requests a connection; a request
+refused before its body was read is answered, then what the client still
+sends is read and thrown away (:data:`LINGER_SECONDS`, :data:`LINGER_BYTES`)
+so the answer is not lost to a reset.  Every
 answer carries the console's security headers (:data:`SECURITY_HEADERS`:
 a Content-Security-Policy that allows only the console's own script and
 style files, no inline script, no frames)."""
@@ -25,6 +28,8 @@ MAX_UPLOADS = 2         # bodies larger than MAX_BODY (uploads) read at once, at
 MAX_CONNECTIONS = 64
 TIMEOUT = 15.0
 KEEP_ALIVE = 100
+LINGER_SECONDS = 2.0        # a refused request's body read and thrown away for this long at most ...
+LINGER_BYTES = 16 * 1024 * 1024     # ... and this much at most (then closed)
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 SECURITY_HEADERS = [("Content-Security-Policy", CSP), ("X-Content-Type-Options", "nosniff"),
@@ -127,12 +132,41 @@ class HttpServer:
             data = self._send(conn, response, keep)
             writer.write(data)
             await asyncio.wait_for(writer.drain(), TIMEOUT)
+            if isinstance(request, Response):
+                await self._linger(reader, writer)
+                return
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE or not keep:
                 return
             try:
                 conn.start_next_cycle()
             except h11.LocalProtocolError:
                 return
+
+    @staticmethod
+    async def _linger(reader, writer):
+        """After a request refused before its body was read (413, 431, a bad
+        request): our side closed for writing, what the client still sends
+        read and thrown away, at most :data:`LINGER_BYTES` for at most
+        :data:`LINGER_SECONDS`, then the connection closed.  Closed at once,
+        the unread body would make the kernel answer with a reset, and the
+        client could lose the answer it had not read yet."""
+        if not writer.can_write_eof():
+            return
+        writer.write_eof()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LINGER_SECONDS
+        drained = 0
+        while drained < LINGER_BYTES:
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            try:
+                data = await asyncio.wait_for(reader.read(65536), left)
+            except asyncio.TimeoutError:
+                return
+            if not data:
+                return
+            drained += len(data)
 
     async def _read(self, conn, reader, peer):
         uploading = [False]

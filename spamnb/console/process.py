@@ -1,24 +1,29 @@
-"""Where the console runs: a process of its own, forked by the server's
-parent (spamnb.server.launch calls :func:`attach`) once the site model is
-loaded and privileges are dropped, before the workers are forked.
+"""Where the console runs: two processes of its own, forked (through a
+keeper) by the server's parent (spamnb.server.launch calls :func:`attach`)
+once the site model is loaded and privileges are dropped, before the
+workers are forked: the console (the pages and the API) and the recorder
+(:class:`Recorder`: the workers' records into the history).
 
 Why there: each worker runs one asyncio loop that answers checks; HTTP,
 SQLite writes and page queries there would take that loop's time from the
 checks, and with several workers there would be several histories.  The
-parent forks (no threads) and only supervises.  A process of its own keeps
-the console's memory and CPU apart and measurable, and a fault in it
-costs no check: the workers write their records to its Unix socket without
-waiting (spamnb.console.records), and go on if it is gone.  It runs
-:data:`NICE` steps nicer than the server: on a machine whose cores the
-checks fill, the console's work (SQLite, pages) waits for theirs, its
-records held in the workers' bounded queues meanwhile.
+parent forks (no threads) and only supervises.  Processes of their own
+keep the console's memory and CPU apart and measurable, and a fault in
+either costs no check: the workers write their records to the recorder's
+Unix socket without waiting (spamnb.console.records), and go on if it is
+gone.  The recorder, whose work grows with the checks, runs
+:data:`RECORDER_NICE` steps nicer than the server: on a machine whose
+cores the checks fill it waits for them, the records held in the workers'
+bounded queues meanwhile (past them dropped and counted).  The console
+runs :data:`NICE` steps nicer: its work is a person's clicks, small and
+bounded a request, and a person waits for it.
 
-The parent forks a :class:`Keeper` there, which forks the console process
-and starts another when it dies (a bounded back-off, one log line each),
-and passes the server's SIGHUP on: the console re-reads ``--ui-users``.
-The record socket lives in a private (0700) folder made for it; the parent
-removes it at exit.  The keeper dies with the parent and the console with
-the keeper (Linux's PR_SET_PDEATHSIG); both end on SIGTERM."""
+The parent forks a :class:`Keeper` there, which forks both and starts
+another when one dies (a bounded back-off, one log line each), and passes
+the server's SIGHUP on: the console re-reads ``--ui-users``.  The record
+socket lives in a private (0700) folder made for it; the parent removes it
+at exit.  The keeper dies with the parent and its children with the keeper
+(Linux's PR_SET_PDEATHSIG); all end on SIGTERM."""
 
 from __future__ import annotations
 
@@ -35,65 +40,122 @@ from spamnb.console.records import FrameReader, RecordSender, decode
 from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
                                    term_with_parent)
 
-__all__ = ["attach", "Keeper", "Receiver", "NICE"]
+__all__ = ["attach", "Keeper", "Recorder", "NICE", "RECORDER_NICE"]
 
-NICE = 10       # the console process's niceness above the server's
+NICE = 0        # the console process's niceness above the server's (pages: a person waits for them)
 
 
-class Receiver:
-    """The console's end of the record sockets: frames to the history, in
-    one transaction per turn of the loop."""
+class Recorder:
+    """The records' writer: the workers' frames from the record socket
+    (``listener``) into ``history``, one transaction a batch
+    (:data:`BATCH` records or :data:`BATCH_BYTES`, or what came in
+    :data:`BATCH_SECONDS` after its first record).  It runs in a process
+    of its own (:meth:`Keeper.spawn`), :data:`RECORDER_NICE` steps nice: the
+    checks and the pages come first.  The queue is bounded: each worker's
+    transport buffer (spamnb.console.records.QUEUE_BYTES: past it the worker
+    drops the record and counts it), the sockets' buffers and one batch here;
+    while a batch is written nothing is read.  The counts it writes with each
+    batch (``received``; ``dropped``: the latest count each worker reported,
+    by its process id) are what the dashboard and the history page show."""
 
-    def __init__(self, history):
-        self.history = history
-        self.batch = []
-        self.scheduled = False
+    def __init__(self, history, listener):
+        self.history, self.listener = history, listener
+        self.readers = {}           # connection -> its FrameReader
+        self.batch, self.batch_bytes, self.first = [], 0, None
         self.received = 0
-        self.drops = {}             # connection -> the drops its worker last reported
-        self.drops_closed = 0
+        self.drops = {}             # worker pid -> the drops it last reported (at most MAX_WORKERS kept)
+        self.counts_due = False     # a count changed with no record to write it with
 
     def dropped(self):
-        return self.drops_closed + sum(self.drops.values())
+        return sum(self.drops.values())
 
-    def protocol(self):
-        receiver = self
+    def run(self, stopping):
+        """Read and write until ``stopping()`` is true (checked at least every
+        :data:`BATCH_SECONDS`); the batch in hand is written before it returns."""
+        import selectors
 
-        class RecordProtocol(asyncio.Protocol):
-            def connection_made(self, transport):
-                self.transport, self.frames = transport, FrameReader()
-                receiver.drops[self] = 0
+        select = selectors.DefaultSelector()
+        self.listener.setblocking(False)
+        select.register(self.listener, selectors.EVENT_READ)
+        while not stopping():
+            wait = BATCH_SECONDS if self.first is None else max(0.0, self.first + BATCH_SECONDS - time.monotonic())
+            for key, _ in select.select(wait):
+                if key.fileobj is self.listener:
+                    self._accept(select)
+                else:
+                    self._read(select, key.fileobj)
+            if self.batch and (len(self.batch) >= BATCH or self.batch_bytes >= BATCH_BYTES
+                               or time.monotonic() - self.first >= BATCH_SECONDS):
+                self.write()
+            elif self.counts_due and not self.batch:
+                self.counts_due = False
+                self.history.count(received=self.received, dropped=self.dropped())
+        self.write()
 
-            def data_received(self, data):
-                try:
-                    frames = self.frames.feed(data)
-                except ValueError:
-                    self.transport.close()
-                    return
-                for frame in frames:
-                    try:
-                        head, header, message = decode(frame)
-                    except (ValueError, TypeError, struct.error):
-                        continue
-                    receiver.drops[self] = int(head.get("dropped") or 0)
-                    receiver.add(head, header, message)
+    def _accept(self, select):
+        import selectors
 
-            def connection_lost(self, exc):
-                receiver.drops_closed += receiver.drops.pop(self, 0)
+        try:
+            conn, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        if len(self.readers) >= MAX_WORKERS:
+            conn.close()
+            return
+        conn.setblocking(False)
+        self.readers[conn] = FrameReader()
+        select.register(conn, selectors.EVENT_READ)
 
-        return RecordProtocol()
+    def _read(self, select, conn):
+        try:
+            data = conn.recv(READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        try:
+            frames = self.readers[conn].feed(data) if data else None
+        except ValueError:
+            frames = None       # a frame past the limit: that connection is closed
+        if frames is None:
+            select.unregister(conn)
+            del self.readers[conn]
+            conn.close()
+            return
+        for frame in frames:
+            try:
+                head, header, message = decode(frame)
+            except (ValueError, TypeError, struct.error):
+                continue
+            pid = head.get("pid") or 0
+            if pid not in self.drops and len(self.drops) >= MAX_WORKERS:
+                self.drops.pop(next(iter(self.drops)))
+            self.drops[pid] = max(self.drops.get(pid, 0), int(head.get("dropped") or 0))
+            if head.get("verb") == "-":
+                self.counts_due = True      # a worker's count of drops alone: no check, nothing stored
+                continue
+            self.add(head, header, message)
 
     def add(self, head, header, message):
         self.received += 1
+        if self.first is None:
+            self.first = time.monotonic()
         self.batch.append((head, header, message))
-        if not self.scheduled:
-            self.scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+        self.batch_bytes += len(header) + len(message) + 512
 
-    def flush(self):
-        self.scheduled = False
-        batch, self.batch = self.batch, []
+    def write(self):
+        batch, self.batch, self.batch_bytes, self.first = self.batch, [], 0, None
+        self.counts_due = False
         if batch:
-            self.history.add(batch)
+            self.history.add(batch, {"received": self.received, "dropped": self.dropped()})
+
+
+BATCH = 2000                # records written in one transaction, at most ...
+BATCH_BYTES = 16 * 1024 * 1024      # ... and their bytes (header blocks and kept messages)
+BATCH_SECONDS = 0.25        # a record waits this long at most to be written (a page shows it then)
+READ_BYTES = 256 * 1024     # read from a worker's connection at once
+MAX_WORKERS = 1024          # record connections (one a worker) at once, and workers whose drops are counted
+RECORDER_NICE = 19          # the recorder's niceness above the server's (the console's is NICE)
 
 
 def history_path(settings):
@@ -134,7 +196,7 @@ def attach(server, release=()):
             for function in given:
                 function()
             term_with_parent(parent)
-            os.nice(NICE)       # the checks first: under a full load the records wait in their queue
+            os.nice(NICE)
             return Keeper(server, users, records, http_socks, url).run()
 
         # logged; the server goes on without its console
@@ -179,12 +241,14 @@ STEADY = 60.0               # a console that lived this long starts the back-off
 
 
 class Keeper:
-    """The console process's keeper: a process forked by the server's parent
-    that does nothing but fork the console, start another when it dies (after
+    """The console's keeper: a process forked by the server's parent that
+    does nothing but fork the console's two processes, the console (HTTP:
+    the pages and the API) and the recorder (:class:`Recorder`: the
+    workers' records into the history), start another when one dies (after
     :data:`BACKOFF_FIRST` seconds, doubled for each one that dies within
     :data:`STEADY` seconds of its start, at most :data:`BACKOFF_MAX`; one log
-    line each), pass SIGHUP on (the console re-reads ``--ui-users``), and
-    stop it on SIGTERM.  It holds the console's listening sockets, so a new
+    line each), pass SIGHUP on to the console (it re-reads ``--ui-users``),
+    and stop both on SIGTERM.  It holds their listening sockets, so a new
     console answers on the same address and the workers' record connections
     made meanwhile wait in the socket's backlog.
 
@@ -198,71 +262,112 @@ class Keeper:
 
     def __init__(self, server, users, records, http_socks, url):
         self.server, self.users, self.records, self.http_socks, self.url = server, users, records, http_socks, url
-        self.pid = None
-        self.started = 0.0
-        self.delay = 0.0
-        self.due = 0.0
+        # per process: pid (None while down), started, back-off delay, when due
+        self.children = {name: {"pid": None, "started": 0.0, "delay": 0.0, "due": 0.0}
+                         for name in ("console", "recorder")}
         self.restarts = 0
 
     def run(self):
-        self.spawn()
+        for name in self.children:
+            self.spawn(name)
         while True:
-            timeout = max(0.0, self.due - time.monotonic()) if self.pid is None else 5.0
+            down = [child["due"] for child in self.children.values() if child["pid"] is None]
+            timeout = max(0.0, min(down) - time.monotonic()) if down else 5.0
             info = signal.sigtimedwait(KEEPER_SIGNALS, min(timeout, 5.0) or 0.001)
             self.reap()
             if info is not None and info.si_signo in (signal.SIGTERM, signal.SIGINT):
                 return self.stop()
-            if info is not None and info.si_signo == signal.SIGHUP and self.pid is not None:
-                kill_quietly(self.pid, signal.SIGHUP)
-            if self.pid is None and time.monotonic() >= self.due:
-                self.spawn()
+            console = self.children["console"]["pid"]
+            if info is not None and info.si_signo == signal.SIGHUP and console is not None:
+                kill_quietly(console, signal.SIGHUP)
+            for name, child in self.children.items():
+                if child["pid"] is None and time.monotonic() >= child["due"]:
+                    self.spawn(name)
 
     def reap(self):
         for pid, status in ended_children():
-            if pid != self.pid:
-                continue
-            self.pid = None
-            lived = time.monotonic() - self.started
-            self.delay = BACKOFF_FIRST if lived >= STEADY or not self.delay else min(self.delay * 2, BACKOFF_MAX)
-            self.due = time.monotonic() + self.delay
-            self.server.log(f"console (pid {pid}) {describe_status(status)} after {lived:.0f} s; "
-                            f"starting another in {self.delay:.0f} s")
+            for name, child in self.children.items():
+                if pid != child["pid"]:
+                    continue
+                child["pid"] = None
+                lived = time.monotonic() - child["started"]
+                child["delay"] = (BACKOFF_FIRST if lived >= STEADY or not child["delay"]
+                                  else min(child["delay"] * 2, BACKOFF_MAX))
+                child["due"] = time.monotonic() + child["delay"]
+                self.server.log(f"{name} (pid {pid}) {describe_status(status)} after {lived:.0f} s; "
+                                f"starting another in {child['delay']:.0f} s")
 
-    def spawn(self):
+    def spawn(self, name):
         keeper = os.getpid()
         pid, _ = fork_holding(KEEPER_SIGNALS)
         if pid:
-            self.pid, self.started = pid, time.monotonic()
+            self.children[name].update(pid=pid, started=time.monotonic())
             self.restarts += 1
             return
+
         def console():
             term_with_parent(keeper)
+            self.records.close()        # the recorder's
             signal.pthread_sigmask(signal.SIG_UNBLOCK, KEEPER_SIGNALS)
             self.server.log(f"console on {self.url} (pid {os.getpid()})")
-            asyncio.run(_serve(self.server, self.users, self.records, self.http_socks))
+            asyncio.run(_serve(self.server, self.users, self.http_socks))
 
-        run_child(console, self.stopped)      # logged; the keeper starts another
+        def recorder():
+            term_with_parent(keeper)
+            for sock in self.http_socks:
+                sock.close()            # the console's
+            _idle()
+            self.server.log(f"console's recorder (pid {os.getpid()})")
+            return _record(self.server, self.records)       # signals stay blocked: it polls them
+
+        run_child(console if name == "console" else recorder, self.stopped)      # logged; the keeper starts another
 
     def stopped(self, exc):
         self.server.log(f"console: stopped: {type(exc).__name__}: {exc}")
 
     def stop(self):
-        if self.pid is not None:
-            kill_quietly(self.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10.0
-            while self.pid is not None and time.monotonic() < deadline:
-                done, _ = os.waitpid(self.pid, os.WNOHANG)
+        for child in self.children.values():
+            if child["pid"] is not None:
+                kill_quietly(child["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 10.0
+        for child in self.children.values():
+            while child["pid"] is not None and time.monotonic() < deadline:
+                done, _ = os.waitpid(child["pid"], os.WNOHANG)
                 if done:
-                    self.pid = None
+                    child["pid"] = None
                     break
                 time.sleep(0.02)
-            if self.pid is not None:
-                kill_quietly(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
+            if child["pid"] is not None:
+                kill_quietly(child["pid"], signal.SIGKILL)
+                os.waitpid(child["pid"], 0)
         return 0
 
 
-async def _serve(server, users, records, http_socks):
+def _idle():
+    """The recorder's priority: :data:`RECORDER_NICE` steps nicer than the
+    server (the keeper is :data:`NICE` already; Linux stops at 19)."""
+    try:
+        os.nice(RECORDER_NICE - NICE)
+    except OSError:
+        pass
+
+
+def _record(server, records):
+    """The recorder process's body: :class:`Recorder` until SIGTERM (or the
+    keeper's death), the last batch written."""
+    from spamnb.console.history import History
+
+    settings = server.settings
+    history = History(history_path(settings), settings.ui_history_rows, settings.ui_history_days,
+                      settings.ui_keep_messages)
+    recorder = Recorder(history, records)
+    ending = (signal.SIGTERM, signal.SIGINT)
+    recorder.run(lambda: any(signum in signal.sigpending() for signum in ending))
+    history.close()
+    return 0
+
+
+async def _serve(server, users, http_socks):
     from spamnb.console.app import Console
     from spamnb.console.history import History
     from spamnb.console.http import HttpServer
@@ -275,8 +380,6 @@ async def _serve(server, users, records, http_socks):
     server.models.run = lambda function: loop.run_in_executor(server.loader, function)
     history = History(history_path(settings), settings.ui_history_rows, settings.ui_history_days,
                       settings.ui_keep_messages)
-    receiver = Receiver(history)
-    record_server = await loop.create_unix_server(receiver.protocol, sock=records)
     tls = None
     if settings.ui_tls:
         from spamnb.server.listeners import tls_context
@@ -287,12 +390,10 @@ async def _serve(server, users, records, http_socks):
         from urllib.parse import urlsplit
 
         hosts.add(urlsplit(settings.ui_origin).hostname or "")
-    app = Console(history, users, server, server.log, hosts, settings.ui_origin, receiver)
+    app = Console(history, users, server, server.log, hosts, settings.ui_origin)
     loop.add_signal_handler(signal.SIGHUP, app.reload_users)    # the keeper passes the server's SIGHUP on
     http = HttpServer(app, server.log, tls, settings.allows, app.upload_limit)
     await http.start(http_socks)
     await done.wait()
     http.close()
-    record_server.close()
-    receiver.flush()
     history.close()

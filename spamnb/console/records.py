@@ -24,17 +24,19 @@ bounded (:class:`FrameReader`, :func:`decode`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import time
 
 __all__ = ["RecordSender", "encode", "decode", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
-           "MAX_FRAME", "EVIDENCE"]
+           "MAX_FRAME", "EVIDENCE", "ENVELOPE"]
 
 QUEUE_BYTES = 4 * 1024 * 1024     # a worker's records waiting for the console, at most
 HEAD_BYTES = 8 * 1024             # the header block kept in a record
 FLUSH_SECONDS = 0.02              # records are written together, at most this long after the first
 KEEP_BYTES = 1024 * 1024          # a message kept whole (--ui-keep-messages) only up to this size
 MAX_FRAME = KEEP_BYTES + HEAD_BYTES + 64 * 1024
+NOTICE_ROOM = 64 * 1024           # a count of drops is sent past QUEUE_BYTES, up to this much more
 RECONNECT_SECONDS = 1.0           # a worker connects to a console started again at most this often
 EVIDENCE = 24                     # the strongest tokens kept in a record
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
@@ -47,69 +49,83 @@ def header_block(message):
     return header_of(message, HEAD_BYTES)
 
 
-_NUMBERS = struct.Struct(">B8d4I")       # version, 8 floats, 4 counts
+_NUMBERS = struct.Struct(">BI8d4IHI")      # version, worker pid, 8 floats, 4 counts, evidence, strings' bytes
 _STRINGS = ("label", "user", "verb", "front", "action", "reason")
+ENVELOPE = ("client", "helo", "mail_from", "rcpt_to", "auth")   # the milter's envelope (spamnb.server.milter)
+_NAMES = _STRINGS + ENVELOPE
+STRING_CHARS = 1000         # a string of a record at most this long (the recipients: all of them, joined)
 _NAN = float("nan")
+_NO_ENVELOPE = ("", "", "", "", "")
 
 
-def _string(out, text):
-    data = str(text).encode("utf-8", "replace")[:1000]
-    out += len(data).to_bytes(2, "big")
-    out += data
+def _clean(text):
+    text = str(text)
+    return (text if "\0" not in text else text.replace("\0", " "))[:STRING_CHARS]
 
 
-def encode(head, header=b"", message=b""):
+def encode(head, header=b"", message=b"", envelope=None):
     """One frame (its length first): ``head`` (the record's fields: the
     :data:`_STRINGS` and numbers, ``cutoffs`` a pair, ``evidence`` a list of
-    ``(token, weight)``), the header block and the kept message.  Numbers and length-prefixed
-    strings (a record costs a worker microseconds: no JSON, no pickle)."""
-    evidence = head.get("evidence") or ()
+    ``(token, weight)``), the header block, the kept message and the
+    milter's ``envelope`` (a tuple of the :data:`ENVELOPE` strings, or
+    None)."""
     cutoffs = head.get("cutoffs") or (None, None)
-    out = bytearray(_NUMBERS.pack(
-        1, head.get("t", 0.0), head.get("score", 0.0), head.get("required", 0.0), head.get("log_odds", 0.0),
-        head.get("p", 0.0), head.get("ms", 0.0), _NAN if cutoffs[0] is None else cutoffs[0],
-        _NAN if cutoffs[1] is None else cutoffs[1], head.get("size", 0), head.get("tokens", 0),
-        head.get("dropped", 0), len(evidence)))
-    out += struct.pack(f">{len(evidence)}d", *(weight for _, weight in evidence))
-    for name in _STRINGS:
-        _string(out, head.get(name) or "")
-    for token, _ in evidence:
-        _string(out, token)
-    out += len(header).to_bytes(4, "big")
-    out += header
-    out += len(message).to_bytes(4, "big")
-    out += message
-    return len(out).to_bytes(4, "big") + out
+    return _frame((head.get("pid", 0), head.get("t", 0.0), head.get("score", 0.0), head.get("required", 0.0),
+                   head.get("log_odds", 0.0), head.get("p", 0.0), head.get("ms", 0.0),
+                   _NAN if cutoffs[0] is None else cutoffs[0], _NAN if cutoffs[1] is None else cutoffs[1],
+                   head.get("size", 0), head.get("tokens", 0), head.get("dropped", 0)),
+                  [head.get(name) or "" for name in _STRINGS], head.get("evidence") or (), header, message, envelope)
+
+
+def _frame(numbers, strings, evidence, header, message, envelope):
+    """A frame of the record's ``numbers`` (in :data:`_NUMBERS`' order),
+    ``strings`` (the :data:`_STRINGS`), ``evidence``, header block, message
+    and envelope: one ``struct`` call and one string joined and encoded, so
+    a record costs a worker a few microseconds (no JSON, no pickle)."""
+    strings = [*strings, *(envelope or _NO_ENVELOPE), *(token for token, _ in evidence)]
+    try:
+        text = "\0".join(strings)
+        clean = len(text) <= STRING_CHARS and text.count("\0") == len(strings) - 1
+    except TypeError:
+        clean = False
+    if not clean:       # a string too long, holding a NUL or not a str: each one cleaned
+        text = "\0".join([_clean(value) for value in strings])
+    text = text.encode("utf-8", "replace")
+    packed = _NUMBERS.pack(2, *numbers, 0, len(evidence), len(text))
+    weights = struct.pack(f">{len(evidence)}d", *(weight for _, weight in evidence)) if evidence else b""
+    size = len(packed) + len(weights) + len(text) + 8 + len(header) + len(message)
+    return b"".join((size.to_bytes(4, "big"), packed, weights, text, len(header).to_bytes(4, "big"), header,
+                     len(message).to_bytes(4, "big"), message))
 
 
 def decode(frame):
     """(head, header block, message) of a frame's body (after its length);
-    ValueError (struct.error) when it is malformed."""
+    ValueError (struct.error) when it is malformed.  ``head`` holds the
+    :data:`ENVELOPE` strings too (empty for a SPAMD check) and ``pid``,
+    the worker's process id."""
     values = _NUMBERS.unpack_from(frame, 0)
-    if values[0] != 1:
+    if values[0] != 2:
         raise ValueError("unknown record version")
     at = _NUMBERS.size
-    n = min(values[12], EVIDENCE)
+    n = values[14]
+    if n > EVIDENCE:
+        raise ValueError("too much evidence in a record")
     weights = struct.unpack_from(f">{n}d", frame, at)
     at += 8 * n
-
-    def string():
-        nonlocal at
-        length = int.from_bytes(frame[at:at + 2], "big")
-        text = frame[at + 2:at + 2 + length].decode("utf-8", "replace")
-        at += 2 + length
-        return text
-
-    head = {name: string() for name in _STRINGS}
-    tokens = [string() for _ in range(n)]
-    head.update(t=values[1], score=values[2], required=values[3], log_odds=values[4], p=values[5], ms=values[6],
-                cutoffs=[None if v != v else v for v in values[7:9]], size=values[9], tokens=values[10],
-                dropped=values[11], evidence=[[token, round(weight, 4)] for token, weight in zip(tokens, weights)])
+    strings = bytes(frame[at:at + values[15]]).decode("utf-8", "replace").split("\0")
+    at += values[15]
+    if len(strings) != len(_NAMES) + n:
+        raise ValueError("a record's strings do not add up")
+    head = dict(zip(_NAMES, strings))
+    head.update(pid=values[1], t=values[2], score=values[3], required=values[4], log_odds=values[5], p=values[6],
+                ms=values[7], cutoffs=[None if v != v else v for v in values[8:10]], size=values[10],
+                tokens=values[11], dropped=values[12],
+                evidence=[[token, round(weight, 4)] for token, weight in zip(strings[len(_NAMES):], weights)])
     length = int.from_bytes(frame[at:at + 4], "big")
     start = frame[at + 4:at + 4 + length]
     at += 4 + length
     length = int.from_bytes(frame[at:at + 4], "big")
-    return head, header_block(start), frame[at + 4:at + 4 + length]     # cut again: bounded whatever was sent
+    return head, header_block(start), bytes(frame[at + 4:at + 4 + length])     # cut again: bounded whatever was sent
 
 
 class FrameReader:
@@ -145,11 +161,15 @@ class RecordSender:
         self.pending = None
         self.sent = 0
         self.dropped = 0
+        self.reported = 0           # the drops the console was told of (each frame carries the count)
+        self.scheduled = False      # a flush is due
         self.tried = 0.0            # the last connection attempt (time.monotonic())
         self.connecting = None
+        self.pid = os.getpid()
 
     async def connect(self):
         """Connect (a server's ``on_ready`` hook); no console: records are dropped and counted."""
+        self.pid = os.getpid()      # the worker's (forked after this object was made): its drops are counted once
         self.tried = time.monotonic()
         try:
             self.transport, _ = await asyncio.get_running_loop().create_unix_connection(asyncio.Protocol, self.path)
@@ -170,19 +190,20 @@ class RecordSender:
         """The verdict hook: keep the check until the front end is done with it."""
         self.pending = (checked, message, user, time.time())
 
-    def on_request(self, verb, user, outcome, size, ms, peer, protocol, action):
+    def on_request(self, verb, user, outcome, size, ms, peer, protocol, action, envelope=None):
         """The request hook: send the check kept, completed, when this request
-        was a check; never raises (a record that cannot be made is dropped and
-        counted: the request was answered already)."""
+        was a check (``envelope``: the milter's, a tuple of the
+        :data:`ENVELOPE` strings); never raises (a record that cannot be
+        made is dropped and counted: the request was answered already)."""
         pending, self.pending = self.pending, None
         if pending is None or verb in NOT_CHECKS:
             return
         try:
-            self._send(pending, verb, ms, protocol, action)
+            self._send(pending, verb, ms, protocol, action, envelope)
         except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
             self.dropped += 1
 
-    def _send(self, pending, verb, ms, protocol, action):
+    def _send(self, pending, verb, ms, protocol, action, envelope):
         checked, message, user, when = pending
         transport = self.transport
         if transport is None or transport.is_closing():
@@ -191,24 +212,38 @@ class RecordSender:
             return
         verdict = checked.verdict
         cutoffs = getattr(checked.model, "cutoffs", None)
-        head = {"t": when, "label": verdict.label, "score": checked.score, "required": checked.score_map.required,
-                "log_odds": verdict.log_odds, "p": verdict.probability, "user": user or "", "verb": verb,
-                "front": protocol, "action": action, "size": len(message), "ms": ms,
-                "cutoffs": (cutoffs.spam, cutoffs.ham) if cutoffs is not None else None,
-                "evidence": verdict.evidence[:EVIDENCE], "reason": verdict.reason, "dropped": self.dropped,
-                "tokens": verdict.tokens or 0}
-        frame = encode(head, header_block(message), message if self.keep and len(message) <= KEEP_BYTES else b"")
+        spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
+        frame = _frame((self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
+                        verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0, self.dropped),
+                       (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
+                       verdict.evidence[:EVIDENCE], header_block(message),
+                       message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
         if transport.get_write_buffer_size() + len(self.out) + len(frame) > QUEUE_BYTES:
             self.dropped += 1
+            self._schedule()        # the count reaches the console then, even if no record follows
             return
-        if not self.out:
-            asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
+        self._schedule()
         self.out += frame
+        self.reported = self.dropped
         self.sent += 1
+
+    def _schedule(self):
+        if not self.scheduled:
+            self.scheduled = True
+            asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
 
     def flush(self):
         """Write the records gathered (the socket takes what it can at once, the
         transport keeps the rest: bounded by :data:`QUEUE_BYTES` above)."""
-        if self.out and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(bytes(self.out))
-        self.out.clear()
+        self.scheduled = False
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self.out.clear()
+            return
+        if self.dropped > self.reported and transport.get_write_buffer_size() + len(self.out) < QUEUE_BYTES + NOTICE_ROOM:
+            # records were dropped since the last frame: a frame of the count alone (verb "-", not stored)
+            self.out += encode({"pid": self.pid, "verb": "-", "dropped": self.dropped})
+            self.reported = self.dropped
+        if self.out:
+            transport.write(self.out)       # (the transport copies what the socket does not take at once)
+            self.out = bytearray()

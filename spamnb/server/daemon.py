@@ -41,7 +41,8 @@ out by the front end; spamnb.server.server_log logs and counts it.
   functions awaited once listening).  For features: ``handler.verdict_hooks``
   and ``handler.teacher.lesson_hooks`` (spamnb.server.handler), and
   ``request_hooks``: ``hook(verb, user, outcome, size, ms, peer, protocol,
-  action)`` once each request is answered and logged, in the event loop
+  action, envelope)`` once each request is answered and logged (``envelope``:
+  the milter's, else None), in the event loop
   (quick, must not raise; the web console completes its record there).
 """
 
@@ -87,7 +88,7 @@ class Server:
         # spamnb.server.launch's hooks (see the module's docstring)
         self.owns_listeners = True
         self.on_ready = []
-        self.request_hooks = []     # hook(verb, user, outcome, size, ms, peer, protocol, action): each request done
+        self.request_hooks = []     # hook(verb, user, outcome, size, ms, peer, protocol, action, envelope): each request done
         self.reload_hooks = []      # hook(): each SIGHUP, in the process that took the signal
 
     @property
@@ -103,11 +104,13 @@ class Server:
         """One line to syslog or stderr (spamnb.server.server_log)."""
         self.logbook.line(line)
 
-    def request_done(self, verb, user, outcome, size, ms, peer, protocol="spamd", action="none"):
-        """Count and log a request (spamnb.server.server_log.ServerLog.request)."""
+    def request_done(self, verb, user, outcome, size, ms, peer, protocol="spamd", action="none", envelope=None):
+        """Count and log a request (spamnb.server.server_log.ServerLog.request);
+        ``envelope``: the milter's (client address, HELO, MAIL FROM, RCPT TO
+        joined, SASL login), for the request hooks."""
         self.logbook.request(verb, user, outcome, size, ms, peer, protocol, action)
         for hook in self.request_hooks:
-            hook(verb, user, outcome, size, ms, peer, protocol, action)
+            hook(verb, user, outcome, size, ms, peer, protocol, action, envelope)
 
     def refused(self, peer):
         """A TCP client outside --allowed-ips, closed at accept: logged at most once a second."""

@@ -8,9 +8,9 @@ on the server's event loop, in the server's worker processes, and hands the
 message to the request handler the SPAMD side uses (spamnb.server.handler);
 connections are accepted as the SPAMD side's are (spamnb.server.accepting).
 
-What it asks the MTA for at negotiation: no connect, HELO or DATA
-events and no unknown commands; the sender (with the ``{auth_authen}`` and
-``{client_addr}`` macros), the recipients, the header fields (with their
+What it asks the MTA for at negotiation: no connect or DATA events and
+no unknown commands; the HELO name (kept for the console's record), the
+sender (with the ``{auth_authen}`` and ``{client_addr}`` macros), the recipients, the header fields (with their
 leading space), the end of headers and the body, none of which it answers
 (the ``NR`` flags), so the only round trip of a message is its end of
 data.  There the policy (spamnb.server.policy) answers trusted,
@@ -63,13 +63,14 @@ PACKET_BURST = 20_000               # ... and its burst (an MTA sends 10-200 pac
 _START_CAPACITY = 64 * 1024 + 64
 _PF = messages.ProtocolFlags
 _AF = messages.ActionFlags
-_WANTED_PROTOCOL = (_PF.NO_CONNECT | _PF.NO_HELO | _PF.NO_DATA | _PF.NO_UNKNOWN
+_WANTED_PROTOCOL = (_PF.NO_CONNECT | _PF.NO_DATA | _PF.NO_UNKNOWN | _PF.NR_HELO
                     | _PF.NR_SENDER | _PF.NR_RECIPIENT | _PF.NR_HEADER | _PF.NR_END_OF_HEADERS | _PF.NR_BODY
                     | _PF.HEADER_LEADING_SPACE)
 _WANTED_ACTIONS = _AF.ADD_HEADERS | _AF.CHANGE_HEADERS | _AF.QUARANTINE
 _REJECT = b"550 5.7.1 Message refused as spam\x00"
 _BLOCKED = b"550 5.7.1 Message refused: the sender or client is on the block list\x00"
 _DEFER = b"451 4.7.1 Message deferred: unsure, try again later\x00"
+ENVELOPE_RCPTS = 50                 # envelope recipients kept for the console's record (its history shows them)
 _TRIPLETS = Triplets()              # unsure mail deferred lately (--milter-unsure-action tempfail), this process's
 
 
@@ -179,11 +180,11 @@ class PacketBuffer:
             count += 1
         return offset, count
 
-    def skip_macros(self):
-        """Drop the packet at the front when it is a whole macro packet
-        (``D``); returns whether it did."""
+    def skip_macros(self, kinds=b"D"):
+        """Drop the packet at the front when it is a whole packet of one of
+        ``kinds`` (a macro packet, ``D``, by default); returns whether it did."""
         size = self.next_size()
-        if size is None or size < 5 or self.filled < size or self._data[self._start + 4] != ord("D"):
+        if size is None or size < 5 or self.filled < size or self._data[self._start + 4] not in kinds:
             return False
         del self[:size]
         return True
@@ -217,6 +218,8 @@ class MilterConnection(asyncio.Protocol):
         self.actions = _AF.NONE     # the header edits the MTA allows
         self.queue_id = "-"
         self.client = None          # the client's address ({client_addr}), for the policy
+        self.helo = ""              # the client's HELO name (its HELO event), for the console's record
+        self.helo_nr = False        # HELO events come unanswered (NR_HELO agreed)
         self._new_message()
 
     def _new_message(self):
@@ -230,7 +233,9 @@ class MilterConnection(asyncio.Protocol):
         self.started = False
         self.sender = ""            # the envelope sender, {auth_authen} and the first recipient, for the policy
         self.authenticated = False
+        self.auth = ""              # the SASL login ({auth_authen}), for the console's record
         self.first_rcpt = None
+        self.rcpts = []             # the envelope recipients, for the console's record (ENVELOPE_RCPTS at most)
         self.trusted = None         # why a message is checked without action (--milter-trusted-action check)
 
     # ------------------------------------------------------------------ asyncio
@@ -376,8 +381,8 @@ class MilterConnection(asyncio.Protocol):
                         break
                 return
             except Exception as exc:  # noqa: BLE001 - kilter's parse errors, asserts, ...: the MTA's fault
-                if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros():
-                    continue    # a macro with a value kilter cannot decode (not ASCII): not needed
+                if isinstance(exc, UnicodeDecodeError) and self.inbox.skip_macros(b"DH" if self.helo_nr else b"D"):
+                    continue    # a macro or a HELO name kilter cannot decode (not ASCII): not needed
                 self._protocol_error(f"{type(exc).__name__}: {one_line(exc)}")
                 return
 
@@ -422,8 +427,11 @@ class MilterConnection(asyncio.Protocol):
                 if queue_id:
                     self.queue_id = log_safe(queue_id, 32)
                 if message.stage == ord("M"):
-                    self.authenticated = bool(message.macros.get("{auth_authen}"))
+                    self.auth = message.macros.get("{auth_authen}", "")[:256]
+                    self.authenticated = bool(self.auth)
                     self.client = message.macros.get("{client_addr}", self.client or "")[:64] or None
+            case messages.Helo():
+                self.helo = str(message.hostname)[:256]     # the console's record (no answer: NR_HELO)
             case messages.EnvelopeFrom():
                 self.sender = address_of(message.sender)
             case messages.EnvelopeRecipient():
@@ -432,6 +440,8 @@ class MilterConnection(asyncio.Protocol):
                     self.users.add(self._user_of(bytes(message.recipient)))
                 if self.first_rcpt is None:
                     self.first_rcpt = address_of(message.recipient)
+                if len(self.rcpts) < ENVELOPE_RCPTS:
+                    self.rcpts.append(address_of(message.recipient)[:256])
             case messages.EndOfHeaders():
                 self.started = True
                 self.in_body = True
@@ -456,6 +466,9 @@ class MilterConnection(asyncio.Protocol):
 
     def _negotiate(self, offer):
         protocol = offer.protocol_flags & _WANTED_PROTOCOL
+        self.helo_nr = bool(protocol & _PF.NR_HELO)
+        if not self.helo_nr:
+            protocol |= offer.protocol_flags & _PF.NO_HELO     # a HELO would need an answer: not worth a round trip
         self.leading_space = bool(protocol & _PF.HEADER_LEADING_SPACE)
         self.actions = offer.action_flags & _WANTED_ACTIONS
         macros = {}
@@ -644,9 +657,10 @@ class MilterConnection(asyncio.Protocol):
     def _done(self, user, outcome, action, started=None, size=None):
         ms = (time.perf_counter() - started) * 1000.0 if started is not None else 0.0
         size = self.size if size is None else size
+        envelope = (self.client or "", self.helo, self.sender, ", ".join(self.rcpts), self.auth)
         self._new_message()
         self.server.request_done("EOM", user, f"{outcome} queue_id={self.queue_id}", size, ms, self.peer,
-                                 protocol="milter", action=action)
+                                 protocol="milter", action=action, envelope=envelope)
 
 
 def _room(message):

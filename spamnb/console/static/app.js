@@ -78,7 +78,8 @@ function route() {
   if (!state.csrf) return;
   const parts = location.hash.replace(/^#\//, "").split("/");
   for (const a of document.querySelectorAll("header nav a")) a.className = (a.id === "nav-" + parts[0]) ? "current" : "";
-  const pages = { dashboard: dashboard, history: history, message: message, test: testPage, learn: learnPage, model: model, audit: audit };
+  const pages = { dashboard: dashboard, history: history, message: message, test: testPage, learn: learnPage, model: model,
+                  audit: audit, cutoffs: cutoffsPage, accuracy: accuracyPage };
   (pages[parts[0]] || history)(parts.slice(1)).catch(e => {
     clear(view()).append(el("p", { class: "error", text: e.message }));
   });
@@ -108,6 +109,9 @@ async function history(args) {
   root.append(el("h1", { text: "History" }),
     el("form", { class: "filters", id: "filters", onsubmit: (e) => { e.preventDefault(); apply(); } },
        label, front, search, el("button", { type: "submit", text: "Filter" })));
+  if (data.dropped) root.append(el("p", { id: "dropped-notice", class: "error",
+    text: data.dropped + " check(s) were not recorded: the record queues were full (the machine was busy, and the " +
+          "checks come first). The history misses them; the dashboard counts them." }));
   const table = el("table", { id: "history" },
     el("thead", {}, el("tr", {}, ...["time", "verdict", "score", "user", "from", "subject", "front end", "action", "ms"].map(h => el("th", { text: h })))));
   const body = el("tbody");
@@ -178,6 +182,19 @@ function highlighted(text, evidence) {
   return pre;
 }
 
+function marked(segments) {
+  // the text with each word the model knows marked where it stands, shaded by its weight: text nodes only
+  const pre = el("pre", { class: "text marked" });
+  for (const [text, weight] of segments) {
+    if (weight == null) { pre.append(document.createTextNode(text)); continue; }
+    const strength = Math.min(4, Math.floor(Math.abs(weight)));
+    const mark = el("mark", { class: (weight > 0 ? "spamtok" : "hamtok") + " w" + strength, text: text });
+    mark.title = text + ": " + weight.toFixed(3);
+    pre.append(mark);
+  }
+  return pre;
+}
+
 async function message(args) {
   const row = await api("message/" + encodeURIComponent(args[0] || ""));
   const root = clear(view());
@@ -187,6 +204,11 @@ async function message(args) {
   add("verdict", row.label + " (score " + num(row.score, 1) + ", log-odds " + num(row.log_odds, 3) + ")");
   add("from", row.sender); add("to", row.recipients); add("message id", row.message_id);
   add("user", row.user); add("front end", row.front + " " + row.verb); add("action", row.action);
+  if (row.front === "milter") {
+    // the SMTP envelope the MTA gave the milter (null sender: "<>")
+    add("client", row.client); add("HELO", row.helo); add("MAIL FROM", row.mail_from == null ? "<>" : row.mail_from);
+    add("RCPT TO", row.rcpt_to); if (row.auth) add("SASL login", row.auth);
+  }
   add("time", when(row.t)); add("size", row.size); add("ledger", row.ledger == null ? "(message not kept)" : row.ledger);
   if (row.reason) add("reason", row.reason);
   root.append(facts);
@@ -222,7 +244,8 @@ function details(root, row) {
     root.append(el("h2", { text: "Parts" }));
     for (const part of row.parts) {
       root.append(el("h3", { class: "part", text: part.type + (part.name ? " — " + part.name : "") }));
-      if (part.text != null) root.append(highlighted(part.text, row.evidence));
+      if (part.segments) root.append(marked(part.segments));
+      else if (part.text != null) root.append(highlighted(part.text, row.evidence));
     }
   }
 }
@@ -307,6 +330,22 @@ async function model() {
   card("vocabulary", m.vocabulary); card("ledger entries", m.ledger);
   card("spam cutoff (log-odds)", num(m.cutoffs.spam_log_odds, 3)); card("ham cutoff (log-odds)", num(m.cutoffs.ham_log_odds, 3));
   root.append(el("p", { text: m.model }), cards);
+  const word = el("input", { id: "word-q", type: "search", placeholder: "a token, as the evidence shows it" });
+  const wordOut = el("div", { id: "word-result" });
+  const ask = async () => {
+    clear(wordOut);
+    try {
+      const w = await api("word?w=" + encodeURIComponent(word.value));
+      if (!w.known) { wordOut.append(el("p", { id: "word-unknown", text: "not in the model: " + w.token })); return; }
+      const t = el("table", { id: "word-table" }, el("tr", {}, ...["token", "ham count", "spam count", "weight (log-ratio)"].map(h => el("th", { text: h }))));
+      for (const x of w.tokens) t.append(el("tr", {}, el("td", { text: x.token }), el("td", { text: num(x.ham, 1) }),
+        el("td", { text: num(x.spam, 1) }), el("td", { class: x.weight > 0 ? "spam" : "ham", text: num(x.weight, 3) })));
+      wordOut.append(t, el("p", { text: "trained on " + w.messages.spam + " spam and " + w.messages.ham + " ham; a positive weight points to spam" }));
+    } catch (e) { wordOut.append(el("p", { class: "error", text: e.message })); }
+  };
+  root.append(el("h2", { text: "Word query" }),
+    el("form", { class: "filters", id: "word-form", onsubmit: (e) => { e.preventDefault(); ask(); } },
+       word, el("button", { type: "submit", id: "word-button", text: "Look up" })), wordOut);
   for (const [title, rows] of [["Strongest spam tokens", m.spam_tokens], ["Strongest ham tokens", m.ham_tokens]]) {
     const t = el("table", {}, el("tr", {}, ...["token", "log-ratio", "ham count", "spam count"].map(h => el("th", { text: h }))));
     for (const [token, w, nh, ns] of rows) t.append(el("tr", {}, el("td", { text: token }), el("td", { text: num(w, 3) }), el("td", { text: nh }), el("td", { text: ns })));
@@ -328,6 +367,76 @@ async function audit() {
     for (const x of a.actions) log.append(el("tr", {}, el("td", { text: when(x.t) }), el("td", { text: x.who }), el("td", { text: x.what }), el("td", { text: x.record == null ? "" : x.record }), el("td", { text: x.result })));
     root.append(el("h2", { text: "Console actions" }), log);
   }
+}
+
+// ------------------------------------------------------------------ cutoffs, accuracy over time
+function lineChart(id, points, label, w, h, color) {
+  // points: [[x, y]] with x in [0, 1]; y scaled to the largest
+  const pad = 30, max = Math.max(1e-9, ...points.map(p => p[1]));
+  const chart = svg("svg", { width: w, height: h, viewBox: `0 0 ${w} ${h}`, id: id, role: "img" });
+  chart.append(svg("line", { x1: pad, x2: w - pad, y1: h - pad, y2: h - pad, stroke: "#888" }));
+  if (points.length) chart.append(svg("polyline", { fill: "none", stroke: color, "stroke-width": 2,
+    points: points.map(p => `${pad + (w - 2 * pad) * p[0]},${h - pad - (h - 2 * pad) * p[1] / max}`).join(" ") }));
+  for (const p of points) chart.append(svg("circle", { cx: pad + (w - 2 * pad) * p[0], cy: h - pad - (h - 2 * pad) * p[1] / max, r: 2, fill: color }));
+  chart.append(svg("text", { x: 4, y: 14, "font-size": 11, text: label + " (max " + (+max.toFixed(3)) + ")" }));
+  return chart;
+}
+
+async function cutoffsPage(args) {
+  const query = args[0] ? "?" + args[0] : "";
+  const c = await api("cutoffs" + query);
+  const root = clear(view());
+  root.append(el("h1", { text: "Cutoffs" }),
+    el("p", { text: "What a pair of cutoffs (log-odds) would do on the recorded mail and on the mail corrected in " +
+      "the console, against what the recorded verdicts did. The model's cutoffs: spam " + num(c.current[0], 3) +
+      ", ham " + num(c.current[1], 3) + "." }));
+  const spam = el("input", { id: "cut-spam", type: "number", step: "any", value: String(c.spam) });
+  const ham = el("input", { id: "cut-ham", type: "number", step: "any", value: String(c.ham) });
+  root.append(el("form", { class: "filters", id: "cut-form", onsubmit: (e) => { e.preventDefault();
+    location.hash = "#/cutoffs/" + new URLSearchParams({ spam: spam.value, ham: ham.value }).toString(); } },
+    el("label", { text: "spam at or above " }, spam), el("label", { text: " ham at or below " }, ham),
+    el("button", { type: "submit", id: "cut-button", text: "Try" })));
+  const t = el("table", { id: "cutoff-result" }, el("tr", {}, ...["", "spam", "unsure", "ham"].map(h => el("th", { text: h }))));
+  const row = (name, x) => t.append(el("tr", {}, el("th", { text: name }), el("td", { text: String(x.spam) }),
+    el("td", { text: String(x.unsure) }), el("td", { text: String(x.ham) })));
+  row("recorded verdicts", c.recorded); row("these cutoffs, every row", c.would);
+  row("these cutoffs, rows corrected to spam", c.corrected.spam); row("these cutoffs, rows corrected to ham", c.corrected.ham);
+  root.append(t, el("p", { id: "cutoff-errors", text: "on the corrected mail these cutoffs would let " +
+    (c.corrected.spam.ham + c.corrected.spam.unsure) + " spam through (ham or unsure) and call " + c.corrected.ham.spam +
+    " ham spam; the recorded verdicts got " + c.corrected.spam.recorded_right + " of " +
+    (c.corrected.spam.spam + c.corrected.spam.unsure + c.corrected.spam.ham) + " spam and " + c.corrected.ham.recorded_right +
+    " of " + (c.corrected.ham.spam + c.corrected.ham.unsure + c.corrected.ham.ham) + " ham right" }));
+  // the histogram of recorded log-odds with both cutoffs
+  const w = 720, h = 200, pad = 30, span = 60;
+  const chart = svg("svg", { width: w, height: h, viewBox: `0 0 ${w} ${h}`, id: "cutoff-chart", role: "img" });
+  const max = Math.max(1, ...c.histogram.map(b => b[1]));
+  const x = v => pad + (w - 2 * pad) * (Math.max(-span, Math.min(span, v)) + span) / (2 * span);
+  for (const [b, n] of c.histogram) {
+    const bh = (h - 2 * pad) * n / max;
+    chart.append(svg("rect", { x: x(b - 0.5), y: h - pad - bh, width: Math.max(1, x(b + 0.5) - x(b - 0.5) - 1), height: bh,
+      fill: b >= c.spam ? "#c44" : (b <= c.ham ? "#4a4" : "#ca4") }));
+  }
+  for (const [v, color] of [[c.spam, "#a00"], [c.ham, "#060"]])
+    chart.append(svg("line", { x1: x(v), x2: x(v), y1: pad, y2: h - pad, stroke: color, "stroke-dasharray": "4 3" }));
+  chart.append(svg("text", { x: 4, y: 14, "font-size": 11, text: "recorded checks by log-odds (" + -span + " to " + span + "), max " + max }));
+  root.append(chart);
+}
+
+async function accuracyPage() {
+  const a = await api("accuracy?days=30");
+  const root = clear(view());
+  root.append(el("h1", { text: "Accuracy over time (last 30 days)" }),
+    el("p", { text: "From the corrections made in the console: a row learned as spam that was checked ham or unsure " +
+      "is spam let through; a row learned as ham that was checked spam is a false positive. Rates are per check." }));
+  const n = a.buckets;
+  const pts = (f) => a.rows.map(r => [n > 1 ? r.b / (n - 1) : 0, r.checks ? f(r) / r.checks : 0]);
+  root.append(lineChart("accuracy-chart", pts(r => r.missed_spam + r.false_positives), "errors corrected per check, per " + Math.round(a.width / 3600) + " h", 720, 180, "#a00"),
+    lineChart("unsure-chart-30d", pts(r => r.unsure), "unsure rate", 720, 180, "#ca4"));
+  const t = el("table", { id: "accuracy" }, el("tr", {}, ...["from", "checks", "learned", "spam let through", "false positives", "unsure"].map(h => el("th", { text: h }))));
+  for (const r of a.rows) t.append(el("tr", {}, el("td", { text: when(a.since + r.b * a.width) }), el("td", { text: String(r.checks) }),
+    el("td", { text: String(r.learned) }), el("td", { text: String(r.missed_spam) }), el("td", { text: String(r.false_positives) }),
+    el("td", { text: String(r.unsure) })));
+  root.append(t);
 }
 
 async function dashboard() {
@@ -365,6 +474,14 @@ async function dashboard() {
   }
   chart.append(svg("text", { x: 4, y: 14, "font-size": 11, text: "checks per " + Math.round(s.width) + " s, by verdict (max " + max + ")" }));
   root.append(chart);
+  const ms = new Map();
+  for (const r of s.rows) if (r.ms != null) { const m = ms.get(r.b) || [0, 0]; m[0] += r.ms * r.n; m[1] += r.n; ms.set(r.b, m); }
+  const order = [...perBucket.keys()].sort((a, b) => a - b);
+  const at = b => n > 1 ? b / (n - 1) : 0;
+  root.append(lineChart("unsure-chart", order.map(b => { const c = perBucket.get(b); const all = c.spam + c.ham + c.unsure;
+                                                        return [at(b), all ? c.unsure / all : 0]; }), "unsure rate per " + Math.round(s.width) + " s", w, 160, "#ca4"),
+              lineChart("latency-chart", order.filter(b => ms.has(b)).map(b => [at(b), ms.get(b)[0] / ms.get(b)[1]]),
+                        "mean ms a check per " + Math.round(s.width) + " s", w, 160, "#235"));
 }
 
 window.addEventListener("hashchange", route);
