@@ -7,7 +7,8 @@ import pytest
 
 from spamnb.bayes import token_kernels
 from spamnb.bayes.multinomial import MultinomialNB
-from spamnb.bayes.wordcounts import WordCounts, log_theta
+from spamnb.bayes.arithmetic import log_theta
+from spamnb.bayes.wordcounts import WordCounts
 
 RAW, LOG = token_kernels.COUNTS_RAW, token_kernels.COUNTS_LOG
 RNG = np.random.default_rng(11)

@@ -34,7 +34,7 @@ with digits).  ``idf[=P]``: each column times log(n / df) ** P over the train pa
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
 of the fixed split) is passed over P times in a fixed shuffled order; a message
 is learned when the model as it stands misclassifies it or its |log-odds| < M
-(``spamnb.evaluation.online.OnlineFilter``); against the filter learning everything once.
+(``spamnb.evaluation.online.OnlineModel``); against the filter learning everything once.
 
 ``--tails N``: the N held-out train ham scored highest and spam scored
 lowest (5-fold CV inside the train part; settings from ``--params``).
@@ -555,9 +555,9 @@ def matrix_variants(args):
 def _thick_scores(streams, y, train, test, margin, passes, seed=0):
     import numpy as np
 
-    from spamnb.evaluation.online import OnlineFilter
+    from spamnb.evaluation.online import OnlineModel
 
-    model = OnlineFilter()
+    model = OnlineModel()
     order = np.asarray(train)[np.random.default_rng(seed).permutation(len(train))]
     for _ in range(passes):
         for i in order:

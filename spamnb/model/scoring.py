@@ -28,7 +28,7 @@ def scorer(spam_filter):
     if not counts.as_loaded:   # changed since the load: a model read in part is read whole (deltas.read_whole)
         deltas.read_whole(spam_filter)
     counts.resize(vocab.n_features)
-    log_count, log_norm, log_prior, tail = counts.scorer_logs()
+    log_count, log_norm, log_prior, tail, stride = counts.scorer_state()
     mapped = state.get("mapped_file_")
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
@@ -36,7 +36,7 @@ def scorer(spam_filter):
     deltas.read_whole(spam_filter)   # a model read in part (SpamFilter.load(mapped=True)): its arrays whole now
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                                 COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail,
-                                float(spam_filter.pair_weight))
+                                float(spam_filter.pair_weight), -1 if stride is None else stride)
 
 
 class FileScorer:

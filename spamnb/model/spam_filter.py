@@ -4,7 +4,9 @@ The state is a :class:`spamnb.bayes.wordcounts.WordCounts` (messages and token
 counts per class, the only place that derives log theta and log P(c)) and a
 :class:`spamnb.bayes.vocabulary.Vocabulary`.  ``fit`` is ``spamnb train``'s
 pipeline (:mod:`spamnb.model.fitting`); ``learn`` and ``forget`` are one
-signed add; a loaded model's counts, derived logs and hash index are views of
+signed add, updating the logs of the counts it changes in place (a learn
+costs the message's tokens, not the vocabulary); a loaded model's counts,
+derived logs and hash index are views of
 the file read into memory (:mod:`spamnb.model.codec`), so scoring one message
 needs neither numpy nor any per-token Python object (the ``spamnb classify``
 cold path): one compiled function looks up the token hashes and sums
@@ -241,6 +243,20 @@ class SpamFilter:
 
                     self.features_ = FeatureModel()
                 self.features_.partial_fit(features, [bool(spam)])
+        return self
+
+    def learn_tokens(self, stream, spam):
+        """``learn`` of a message given as its token stream (``tokenizer_.stream(data)``:
+        the online protocol scores and learns one tokenizing); without message
+        features (ValueError when ``feature_weight`` > 0).  A learn costs work in
+        the message's tokens, not in the vocabulary: the counts and logs it
+        changes are updated where they are (``spamnb.bayes.wordcounts``)."""
+        spam = is_spam_label(spam)
+        if self.feature_weight:
+            raise ValueError("learn_tokens needs the message with message features on (feature_weight > 0): learn")
+        with self.guard.writing():
+            fold(self)
+            deltas.learn(self, int(spam), None, stream)
         return self
 
     def forget(self, message, spam):
