@@ -437,7 +437,7 @@ def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=
     both classes, N their sum, V the tokens held (``mu`` 0: one alpha for all)."""
     import numpy as np
 
-    from spamnb.model.calibrate import _prior_ratio
+    from spamnb.bayes.arithmetic import prior_log_odds
 
     y_train = np.asarray(y_train, dtype=bool)
     if row_weight is not None:
@@ -462,7 +462,7 @@ def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=
         known = X_test.multiply(seen[None, :].astype(np.float64)).tocsr()
         norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
         words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
-    return _prior_ratio("mle", float((~y_train).sum()), float(y_train.sum())) + words
+    return prior_log_odds("mle", float((~y_train).sum()), float(y_train.sum())) + words
 
 
 def _boost_weights(X, y, margin, extra, n_folds=5):

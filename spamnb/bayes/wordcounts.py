@@ -98,6 +98,16 @@ class WordCounts:
                                   self.alpha)
         return True
 
+    def learn(self, indices, cls, transform, sign=1, n_features=None, length=0.0):
+        """:meth:`add` as a filter learns one message (``SpamFilter.learn``):
+        in place from the first learn on (:meth:`_start_growing`), so each
+        learn, and the scoring after it (:meth:`scorer_state`), costs in
+        proportion to the message, not the vocabulary.  (:meth:`add` of counts
+        held as rows, as ``fit`` counts, leaves the logs to be derived once.)"""
+        if self._in_place is None:
+            self._start_growing()
+        return self.add(indices, cls, transform, sign, n_features, length)
+
     def _start_growing(self):
         """Learn and forget in place from now on (as :meth:`extend_in_place`),
         the counts and logs copied once into buffers of this process, the class
@@ -106,14 +116,11 @@ class WordCounts:
         vocabulary.  Returns the in-place state, or None (alpha 0)."""
         if not self.alpha > 0:
             return None
-        counts = self.matrix()   # joins rows; a file's counts as they are
-        flat = array("d")
-        flat.frombytes(memoryview(self.feature_count_).cast("B"))
-        logs = array("d")
-        if self.n_features_:
+        flat, logs, totals = array("d"), array("d"), [0.0] * self.n_classes
+        if self.n_features_:   # (an empty model: no numpy)
+            totals = self.matrix().sum(axis=1).tolist()   # joins rows; a file's counts as they are
+            flat.frombytes(memoryview(self.feature_count_).cast("B"))
             logs.frombytes(memoryview(self.derived()[0]).cast("B"))
-        totals = counts.sum(axis=1).tolist() if self.n_features_ else [0.0] * self.n_classes
-        del counts
         self._rows, self._flat = None, memoryview(flat)   # views: a slice of a class is its counts, not a copy
         self._in_place = _InPlace(self.n_features_, self.n_classes, memoryview(logs), totals, self.alpha)
         self._in_place.holes, self._holes = self._holes, 0
@@ -151,7 +158,7 @@ class WordCounts:
         joined (:meth:`holes_left`).  None when not in place, or when the
         file's counts have a token without counts (then only a whole
         compaction is exact)."""
-        ip = self._in_place if self._in_place is not None else self._start_growing()
+        ip = self._in_place
         if ip is None:
             return None
         if not ip.checked:
@@ -281,7 +288,7 @@ class WordCounts:
                 raise ValueError("sign must be 1 or -1")
             if self.class_count_[cls] < 1 - 1e-9:
                 raise ValueError("no message of that class was learned")
-        ip = self._in_place if self._in_place is not None else self._start_growing()
+        ip = self._in_place
         if ip is not None:
             self.resize(n_features or 0)
             n = ip.n_base
@@ -366,11 +373,8 @@ class WordCounts:
 
             from spamnb.bayes.priors import log_prior
 
-            counts = self.matrix()
-            log_count, log_norm = smoothed_logs(counts, self.alpha)
-            if self._holes:   # V without the holes (zero counts: the sums are the same)
-                with np.errstate(divide="ignore"):
-                    log_norm = np.log(counts.sum(axis=1) + self.alpha * (self.n_features_ - self._holes))
+            counts = self.matrix()   # V without the holes (zero counts: the sums are the same)
+            log_count, log_norm = smoothed_logs(counts, self.alpha, self.n_features_ - self._holes)
             class_count = np.asarray(self.class_count_, dtype=np.float64)
             alpha = np.ones(self.n_classes) if self.prior == "map" else None
             self._derived = (log_count.reshape(-1), tuple(log_norm.tolist()),

@@ -81,8 +81,8 @@ def learn(spam_filter, cls, day, stream):
     if state["word_counts_"] is None:
         spam_filter.word_counts_ = new_counts(spam_filter)
     indices = vocab.add(stream)
-    state["word_counts_"].add(indices, cls, _transform(spam_filter), 1, vocab.n_features,
-                              float(spam_filter.length_norm))
+    state["word_counts_"].learn(indices, cls, _transform(spam_filter), 1, vocab.n_features,
+                                float(spam_filter.length_norm))
     state["ages_"].seen(indices, vocab.n_features, day)
     spam_filter.counts_changed()
     return indices

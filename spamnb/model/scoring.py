@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from array import array
 
-from spamnb.bayes import token_kernels
+from spamnb.bayes import arithmetic, token_kernels
 from spamnb.model import deltas, verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
@@ -157,7 +157,7 @@ def strongest_tokens(spam_filter, n=10, min_count=5):
     fc = counts.matrix()
     log_count, log_norm, _log_prior = counts.derived()
     log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
-    weight = (log_count[1] - log_norm[1]) - (log_count[0] - log_norm[0])
+    weight = arithmetic.log_odds_weights(log_count[0], log_count[1], log_norm)
     eligible = np.flatnonzero(fc.sum(axis=0) >= min_count)
     order = eligible[np.argsort(weight[eligible], kind="stable")]
     token = spam_filter.vocabulary_.token

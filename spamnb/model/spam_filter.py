@@ -254,8 +254,7 @@ class SpamFilter:
         spam = is_spam_label(spam)
         if self.feature_weight:
             raise ValueError("learn_tokens needs the message with message features on (feature_weight > 0): learn")
-        with self.guard.writing():
-            fold(self)
+        with self.guard.writing():   # as a learning session learns: the holes of forgets stay until folded
             deltas.learn(self, int(spam), None, stream)
         return self
 
