@@ -6,9 +6,8 @@ messages learned as c, N_c = sum_i N_ci and V the number of tokens,
     log theta_ci = log(N_ci + alpha) - log(N_c + alpha V)
     log P(c)     = the prior estimator's (``spamnb.bayes.priors.log_prior``)
 
-This module is the only place where those are derived: :func:`smoothed_logs`
-and :func:`log_theta` are shared with :class:`spamnb.bayes.multinomial.MultinomialNB`,
-and :class:`WordCounts` serves every path of the filter (``fit``, ``learn``
+derived by :mod:`spamnb.bayes.arithmetic` (the one module that writes them
+out); :class:`WordCounts` serves every path of the filter (``fit``, ``learn``
 and ``forget`` as one signed add, the single-message scorer, batch scoring,
 the evidence, ``save``/``load`` and ``merge``).
 
@@ -16,6 +15,10 @@ The counts are the state.  The derived values (``log_count``, flat like the
 counts; ``log_norm`` and ``log_prior``, one per class) are computed once, on
 first use, with numpy; a model loaded from a file brings them along, so
 scoring a loaded model imports no numpy (the ``spamnb classify`` cold path).
+A filter's learns (:meth:`WordCounts.learn`) keep them up to date in place
+instead: the logs of the counts a message changes, the class totals, and
+side rows for new tokens (:meth:`WordCounts.scorer_state`), so a learn and
+the score after it cost the message's tokens, not the vocabulary.
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ __all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "sco
 
 def scorer(spam_filter):
     """The single-message ``token_kernels.Scorer`` of a fitted filter (``SpamFilter.classify``):
-    over its hash index and log(count + alpha), or, for a model whose
-    journal was replayed in place (``spamnb.model.journal``), the file's
-    logs and the side rows of the tokens new since."""
+    over its hash index and log(count + alpha), or, for a model that learned
+    or whose journal was replayed in place (``WordCounts.scorer_state``),
+    the logs as they are held and the side rows of the tokens new since (no
+    copy: a learn and the score after it cost the message's tokens)."""
     state = vars(spam_filter)   # as replayed, holes and all (spamnb.model.deltas.Folded)
     vocab, counts = state["vocabulary_"], state["word_counts_"]
     if counts is None:
