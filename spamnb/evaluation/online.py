@@ -61,9 +61,9 @@ _DATE_HEADER = re.compile(rb"^Date:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILI
 
 class OnlineModel:
     """A filter as the online protocol grows it: a :class:`spamnb.SpamFilter`
-    (``learn_tokens``, ``forget_hashes``, its scorer: the code ``spamnb
-    learn``, TELL and auto-learn run) and the protocol's bookkeeping of its
-    own cutoffs.
+    (``learn`` of the token stream, ``forget_hashes``, its scorer: the code
+    ``spamnb learn``, TELL and auto-learn run) and the protocol's bookkeeping
+    of its own cutoffs.
 
     Parameters
     ----------
@@ -154,7 +154,7 @@ class OnlineModel:
             self.held_out_.add(score, spam, float(weight))
             self._since_fit += 1
         if weight > 0:
-            self.filter.learn_tokens(stream, spam)
+            self.filter.learn(None, spam, stream)
         else:
             self.filter.forget_hashes(stream.hashes, spam)
         return self

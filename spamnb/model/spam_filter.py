@@ -228,34 +228,21 @@ class SpamFilter:
 
         return refit_cutoffs(self)
 
-    def learn(self, message, spam):
-        """Add one message to the counts (train-on-error).  ``spam`` is the
-        label, as ``fit`` takes it: True/"spam" or False/"ham" (required)."""
+    def learn(self, message, spam, stream=None):
+        """Add one message to the counts (train-on-error), at a cost in its tokens.  ``spam``: the
+        label, as ``fit`` takes it (True/"spam" or False/"ham"); ``stream``: its ``tokenizer_.stream``
+        if tokenized already (the online protocol; ``message`` then read for message features only)."""
         spam = is_spam_label(spam)
-        data = message_bytes(message)
+        data = message_bytes(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
-        with self.guard.writing():
-            fold(self)   # the holes of forgets in place first, as reading vocabulary_ would
-            deltas.learn(self, int(spam), None, self.tokenizer_.stream(data))
+        with self.guard.writing():   # as a learning session learns: forgets' holes stay until folded (deltas)
+            deltas.learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
             if features is not None:
                 if self.features_ is None:
                     from spamnb.model.message_features import FeatureModel
 
                     self.features_ = FeatureModel()
                 self.features_.partial_fit(features, [bool(spam)])
-        return self
-
-    def learn_tokens(self, stream, spam):
-        """``learn`` of a message given as its token stream (``tokenizer_.stream(data)``:
-        the online protocol scores and learns one tokenizing); without message
-        features (ValueError when ``feature_weight`` > 0).  A learn costs work in
-        the message's tokens, not in the vocabulary: the counts and logs it
-        changes are updated where they are (``spamnb.bayes.wordcounts``)."""
-        spam = is_spam_label(spam)
-        if self.feature_weight:
-            raise ValueError("learn_tokens needs the message with message features on (feature_weight > 0): learn")
-        with self.guard.writing():   # as a learning session learns: the holes of forgets stay until folded
-            deltas.learn(self, int(spam), None, stream)
         return self
 
     def forget(self, message, spam):
