@@ -11,6 +11,7 @@ import pytest
 
 from spamnb import SpamFilter
 
+from spamnb.bayes import arithmetic
 from spamnb.model import calibrate
 from spamnb.training.corpus import labelled_messages
 from spamnb.evaluation.crossval import md5_split
@@ -229,7 +230,7 @@ def _dense_fold_scorers(spam_filter, class_count, feature_count):
         n_ham, n_spam = np.asarray(spam_filter.class_count_) - class_count[k]
         scorers.append(token_kernels.Scorer(keys, fold_values, np.log(fc + alpha).ravel(), total.shape[1],
                                             np.log(fc.sum(axis=1) + alpha * int(seen.sum())).tolist(),
-                                            [0.0, calibrate._prior_ratio(spam_filter.prior, n_ham, n_spam)],
+                                            [0.0, arithmetic.prior_log_odds(spam_filter.prior, n_ham, n_spam)],
                                             COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)))
     return scorers
 

@@ -107,7 +107,7 @@ def test_a_new_model_that_learns_starts_with_the_widest_band(tmp_path):
     assert model.cutoffs_from == "held-out"
     assert logit(model.spam_cutoff) == pytest.approx(THIN_SPAM_LOG_ODDS, abs=0.1)    # P near 1: coarse
     assert logit(model.ham_cutoff) == pytest.approx(THIN_HAM_LOG_ODDS, abs=1e-9)
-    assert online.OnlineFilter().cutoffs() == (THIN_SPAM_LOG_ODDS, THIN_HAM_LOG_ODDS)
+    assert online.OnlineModel().cutoffs() == (THIN_SPAM_LOG_ODDS, THIN_HAM_LOG_ODDS)
     info = run_spamnb(["info", "-m", path], text=True)
     assert info.returncode == 0 and "the scores learned messages had before each was learned" in info.stdout
 

@@ -197,7 +197,7 @@ def test_online_on_shared_corpora(name, shared_corpus):
 def test_relabel_takes_a_message_back_exactly(stream):
     """A message learned as the wrong class and relabelled leaves the model as if learned right."""
     messages, y = stream
-    right, wrong = online.OnlineFilter(), online.OnlineFilter()
+    right, wrong = online.OnlineModel(), online.OnlineModel()
     for m, label in zip(messages[:60], y[:60]):
         right.learn(right.stream(m), bool(label))
         s = wrong.stream(m)
@@ -212,7 +212,7 @@ def test_cutoffs_wide_until_enough_evidence_then_fitted():
     """The model's own cutoffs: the wide band of thin evidence, then fitted on the held-out scores."""
     from spamnb.model.prequential import THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram
 
-    model = online.OnlineFilter()
+    model = online.OnlineModel()
     assert model.cutoffs() == (THIN_SPAM_LOG_ODDS, THIN_HAM_LOG_ODDS)
     h = ScoreHistogram()
     for i in range(999):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from spamnb.bayes.metrics import one_minus_auc_percent
-from spamnb.evaluation.online import OnlineFilter
+from spamnb.evaluation.online import OnlineModel
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
 from spamnb.model.variants import (BIN_WIDTH, CHOOSE_EVERY, LOW, MAX_COUNT, MIN_CLASS, N_BINS, WEIGHTS,
@@ -84,7 +84,7 @@ def test_every_weight_s_log_odds_are_the_words_score_plus_the_weight_times_the_p
     so two scores of the same counts give every variant's held-out score exactly."""
     items = labelled_messages([sample_corpus])
     items = [items[i] for i in np.random.default_rng(0).permutation(len(items))[:120]]   # both classes early
-    model = OnlineFilter(tokenizer=Tokenizer(word_pairs=2))
+    model = OnlineModel(Tokenizer(word_pairs=2))
     checked = 0
     for item in items:
         stream = model.stream(item.data)

@@ -7,7 +7,8 @@ import pytest
 
 from spamnb.bayes import token_kernels
 from spamnb.bayes.multinomial import MultinomialNB
-from spamnb.bayes.wordcounts import WordCounts, log_theta
+from spamnb.bayes.arithmetic import log_theta
+from spamnb.bayes.wordcounts import WordCounts
 
 RAW, LOG = token_kernels.COUNTS_RAW, token_kernels.COUNTS_LOG
 RNG = np.random.default_rng(11)
@@ -68,3 +69,39 @@ def test_one_class_has_a_prior_of_minus_infinity_for_the_other():
     counts = counts_of([(m, 1) for m, _ in MESSAGES[:5]])
     assert counts.log_prior() == (-np.inf, 0.0)
     assert WordCounts(0.5, "map").log_prior()[0] == WordCounts(0.5, "map").log_prior()[1]
+
+
+@pytest.mark.parametrize("start", ["fitted", "empty"])
+def test_a_learn_and_the_score_after_it_never_derive_the_whole_vocabulary(sample_corpus, monkeypatch, start):
+    """SpamFilter.learn changes the logs of the message's counts in place: once a
+    filter learns in place, neither a learn nor the score after it derives log
+    theta over the vocabulary (the online protocol did that after every message
+    before), and the scores are those of the filter fitted on the same mail."""
+    from spamnb import SpamFilter
+    from spamnb.bayes import arithmetic, wordcounts
+    from spamnb.training.corpus import labelled_messages
+
+    items = labelled_messages([sample_corpus])
+    items = [items[i] for i in np.random.default_rng(1).permutation(len(items))]
+    first, rest = items[:100], items[100:160]
+    sf = SpamFilter()
+    if start == "fitted":
+        sf.fit([m.data for m in first], [m.is_spam for m in first], tune=False)
+    else:
+        for m in first:
+            sf.learn(m.data, m.is_spam)
+    sf.learn(rest[0].data, rest[0].is_spam)   # a fitted filter takes its counts in place here, once
+
+    def whole(*args, **kwargs):
+        raise AssertionError("log theta derived over the whole vocabulary")
+
+    monkeypatch.setattr(wordcounts, "smoothed_logs", whole)
+    monkeypatch.setattr(arithmetic, "smoothed_logs", whole)
+    scores = []
+    for m in rest[1:]:
+        sf.learn(m.data, m.is_spam)
+        scores.append(sf.score(rest[0].data).log_odds)
+    monkeypatch.undo()
+    refit = SpamFilter().fit([m.data for m in first + rest], [m.is_spam for m in first + rest], tune=False)
+    assert sf.score(rest[0].data).log_odds == pytest.approx(refit.score(rest[0].data).log_odds, rel=1e-9, abs=1e-9)
+    assert len(set(scores)) > 1

@@ -235,13 +235,13 @@ def mixing_run(datas, y, settings):
 
     import numpy as np
 
-    from spamnb.evaluation.online import OnlineFilter, OnlineResult
+    from spamnb.evaluation.online import OnlineModel, OnlineResult
     from spamnb.mail.tokenizer import Tokenizer
     from spamnb.model.prequential import counts_scores
     from spamnb.model.variants import PairWeightChooser
 
     params = {k: v for k, v in settings.items() if k not in ("word_pairs", "pair_weight")}
-    model = OnlineFilter(tokenizer=Tokenizer(word_pairs=settings["word_pairs"]), **params)
+    model = OnlineModel(Tokenizer(word_pairs=settings["word_pairs"]), params)
     chooser = PairWeightChooser()
     n = len(y)
     log_odds, spam_cuts, ham_cuts, weights = (np.empty(n) for _ in range(4))
@@ -259,7 +259,7 @@ def mixing_run(datas, y, settings):
             chooser.add(words, pairs, bool(y[i]))
         model.learn(stream, bool(y[i]), score)
     result = OnlineResult(log_odds, np.asarray(y, dtype=bool), np.ones(n, dtype=bool), time.perf_counter() - started,
-                          model.vocabulary_.n_features, spam_cuts, ham_cuts, None)
+                          model.n_features, spam_cuts, ham_cuts, None)
     return result, weights
 
 

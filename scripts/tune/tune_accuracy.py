@@ -34,7 +34,7 @@ with digits).  ``idf[=P]``: each column times log(n / df) ** P over the train pa
 ``margin=M,passes=P`` (``;``-separated): the train part (of each CV fold, and
 of the fixed split) is passed over P times in a fixed shuffled order; a message
 is learned when the model as it stands misclassifies it or its |log-odds| < M
-(``spamnb.evaluation.online.OnlineFilter``); against the filter learning everything once.
+(``spamnb.evaluation.online.OnlineModel``); against the filter learning everything once.
 
 ``--tails N``: the N held-out train ham scored highest and spam scored
 lowest (5-fold CV inside the train part; settings from ``--params``).
@@ -437,7 +437,7 @@ def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=
     both classes, N their sum, V the tokens held (``mu`` 0: one alpha for all)."""
     import numpy as np
 
-    from spamnb.model.calibrate import _prior_ratio
+    from spamnb.bayes.arithmetic import prior_log_odds
 
     y_train = np.asarray(y_train, dtype=bool)
     if row_weight is not None:
@@ -462,7 +462,7 @@ def _soft_scores(X_train, y_train, X_test, alpha, mu=0.0, beta=0.0, renormalise=
         known = X_test.multiply(seen[None, :].astype(np.float64)).tocsr()
         norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
         words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
-    return _prior_ratio("mle", float((~y_train).sum()), float(y_train.sum())) + words
+    return prior_log_odds("mle", float((~y_train).sum()), float(y_train.sum())) + words
 
 
 def _boost_weights(X, y, margin, extra, n_folds=5):
@@ -555,9 +555,9 @@ def matrix_variants(args):
 def _thick_scores(streams, y, train, test, margin, passes, seed=0):
     import numpy as np
 
-    from spamnb.evaluation.online import OnlineFilter
+    from spamnb.evaluation.online import OnlineModel
 
-    model = OnlineFilter()
+    model = OnlineModel()
     order = np.asarray(train)[np.random.default_rng(seed).permutation(len(train))]
     for _ in range(passes):
         for i in order:

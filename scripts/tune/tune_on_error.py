@@ -3,7 +3,7 @@
 THIN_SPAM_LOG_ODDS), and two ways of learning a correction that were tried beside it.
 
 Each corpus is one stream in ``spamnb evaluate --online``'s order, from an empty
-model (``spamnb.evaluation.online.OnlineFilter``), in the given feedback mode
+model (``spamnb.evaluation.online.OnlineModel``), in the given feedback mode
 (``error``: learned when the model's verdict at its own cutoffs was wrong or
 unsure, what a user who corrects mistakes and sorts the unsure folder gives it;
 ``auto``, ``full``: as ``scripts/bench/bench_online.py``).  For each candidate band
@@ -30,14 +30,14 @@ CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
 
 
-def on_error(streams, y, repeat=1, repeat_margin=0.0, weight=1.0):
-    """The ``error`` mode of ``run_online``, a correction learned ``weight`` times its
+def on_error(streams, y, repeat=1, repeat_margin=0.0, weight=1):
+    """The ``error`` mode of ``run_online``, a correction learned ``weight`` times (a whole number) its
     counts and again while it stays on the wrong side: an OnlineResult and the repeats."""
     import numpy as np
 
-    from spamnb.evaluation.online import OnlineFilter, OnlineResult
+    from spamnb.evaluation.online import OnlineModel, OnlineResult
 
-    model = OnlineFilter()
+    model = OnlineModel()
     n = len(y)
     log_odds, spam_cuts, ham_cuts = np.empty(n), np.empty(n), np.empty(n)
     trained = np.zeros(n, dtype=bool)
@@ -48,22 +48,25 @@ def on_error(streams, y, repeat=1, repeat_margin=0.0, weight=1.0):
         spam = bool(y[i])
         if (score >= spam_cut) if spam else (score <= ham_cut):
             continue
-        model.learn(stream, spam, score, weight)
+        for _ in range(weight):
+            model.learn(stream, spam, score)
+            score = None   # its held-out score counted once
         trained[i] = True
         for _ in range(repeat - 1):
             again = model.log_odds(stream)
             if (again >= spam_cut + repeat_margin) if spam else (again <= ham_cut - repeat_margin):
                 break
-            model.learn(stream, spam, None, weight)
+            for _ in range(weight):
+                model.learn(stream, spam)
             repeats += 1
-    return OnlineResult(log_odds, np.asarray(y, dtype=bool), trained, 0.0, model.vocabulary_.n_features,
+    return OnlineResult(log_odds, np.asarray(y, dtype=bool), trained, 0.0, model.n_features,
                         spam_cuts, ham_cuts), repeats
 
 
 def main(argv=None):
     import numpy as np
 
-    from spamnb.evaluation.online import OnlineFilter, cutoff_figures, feedback_options, online_figures, run_online
+    from spamnb.evaluation.online import OnlineModel, cutoff_figures, feedback_options, online_figures, run_online
     from spamnb.model import prequential
 
     from spamnb.evaluation.online import order_messages
@@ -76,7 +79,7 @@ def main(argv=None):
                         help="the band of no evidence, log-odds (default: the shipped one)")
     parser.add_argument("--repeat", type=int, default=1, metavar="K")
     parser.add_argument("--repeat-margin", type=float, default=0.0, metavar="M")
-    parser.add_argument("--weight", type=float, default=1.0, metavar="W")
+    parser.add_argument("--weight", type=int, default=1, metavar="W")
     parser.add_argument("--shuffle", type=int, metavar="SEED", help="a random order of each stream (seeded)")
     args = parser.parse_args(argv)
     bands = [tuple(float(v) for v in band.split("/")) for band in args.band] if args.band else [
@@ -95,7 +98,7 @@ def main(argv=None):
             how = f"shuffled, seed {args.shuffle}"
         labels, datas = [items[i].is_spam for i in order], [items[i].data for i in order]
         y = np.asarray(labels, dtype=bool)
-        tokenizer = OnlineFilter()
+        tokenizer = OnlineModel()
         streams = [tokenizer.stream(d) for d in datas] if not plain else None
         for spam_cut, ham_cut in bands:
             prequential.THIN_SPAM_LOG_ODDS, prequential.THIN_HAM_LOG_ODDS = spam_cut, ham_cut

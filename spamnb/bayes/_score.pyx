@@ -36,10 +36,10 @@ cdef inline bint _ranks_before(double w, int32_t i, double other_w, int32_t othe
     return fabs(w) > fabs(other_w) or (fabs(w) == fabs(other_w) and i < other_i)
 
 
-cdef inline double _log_at(const double *base, Py_ssize_t n_base, const double *tail, Py_ssize_t n_tail,
+cdef inline double _log_at(const double *base, Py_ssize_t n_base, const double *tail, Py_ssize_t stride,
                            Py_ssize_t c, int32_t i) noexcept nogil:
     """log(N_ci + alpha): from the model's flat logs, or from the tail of the tokens new since."""
-    return base[c * n_base + i] if i < n_base else tail[c * n_tail + i - n_base]
+    return base[c * n_base + i] if i < n_base else tail[c * stride + i - n_base]
 
 
 cdef Py_ssize_t _message_weights(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
@@ -84,7 +84,10 @@ cdef class Scorer:
     ``CSRBuilder``; tokens the model does not know take no part); ``tail``: the
     flattened (n_classes, n_features - n_base) logs of the features from n_base
     on, when ``log_count`` holds only the first n_base (a model file's logs
-    patched in place, and the tokens a journal added); ``pair_weight``: with a
+    patched in place, and the tokens a journal or a learn added), class c's
+    from ``tail[c * tail_stride]`` on (default, -1: n_features - n_base, the
+    classes one after the other; larger: a growing buffer's capacity, so a
+    learn adds tokens without moving the logs); ``pair_weight``: with a
     message's ``pairs_start`` (its token stream's: the word pairs come after
     every other token), each word pair's value, after the scaling to length,
     is multiplied by it (1: pairs count as any token; ``spamnb.model.defaults``
@@ -96,7 +99,7 @@ cdef class Scorer:
     cdef const int32_t[::1] values
     cdef const double[::1] log_count
     cdef const double[::1] tail
-    cdef Py_ssize_t n_features, n_classes, n_base
+    cdef Py_ssize_t n_features, n_classes, n_base, tail_stride
     cdef double *norm
     cdef double *prior
     cdef int counts
@@ -109,16 +112,21 @@ cdef class Scorer:
 
     def __init__(self, const uint64_t[::1] keys, const int32_t[::1] values, const double[::1] log_count,
                  Py_ssize_t n_features, log_norm, log_prior, int counts, double length=0.0,
-                 const double[::1] tail=None, double pair_weight=1.0):
+                 const double[::1] tail=None, double pair_weight=1.0, Py_ssize_t tail_stride=-1):
         cdef Py_ssize_t c, n_classes = len(log_prior)
         cdef Py_ssize_t n_base = log_count.shape[0] // n_classes if n_classes > 0 else 0
         if keys.shape[0] == 0 or (keys.shape[0] & (keys.shape[0] - 1)) != 0 or values.shape[0] != keys.shape[0]:
             raise ValueError("hash index capacity is not a power of two")
         if tail is None:
             n_base = n_features
+        if tail_stride < 0:
+            tail_stride = n_features - n_base
         if (n_classes < 1 or len(log_norm) != n_classes or not 0 <= n_base <= n_features
                 or log_count.shape[0] != n_classes * n_base
-                or (tail is not None and tail.shape[0] != n_classes * (n_features - n_base))):
+                or (tail is not None and (tail_stride < n_features - n_base
+                                          or tail.shape[0] < (n_classes - 1) * tail_stride + n_features - n_base
+                                          or (tail_stride == n_features - n_base
+                                              and tail.shape[0] != n_classes * tail_stride)))):
             raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
         if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
             raise ValueError(f"unknown counts transform {counts}")
@@ -133,6 +141,7 @@ cdef class Scorer:
             self.prior[c] = log_prior[c]
         self.keys, self.values, self.log_count, self.tail = keys, values, log_count, tail
         self.n_features, self.n_classes, self.counts, self.n_base = n_features, n_classes, counts, n_base
+        self.tail_stride = tail_stride
         self.length = length
         self.pair_weight = pair_weight
 
@@ -165,7 +174,7 @@ cdef class Scorer:
         cdef double w, spam_ev = 0.0, ham_ev = 0.0
         cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
         cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
-        cdef Py_ssize_t n_base = self.n_base, n_tail = n_features - n_base
+        cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
         cdef double lc0, lc1
         cdef int damaged = 0
         if n_evidence < 0:
@@ -264,7 +273,7 @@ cdef class Scorer:
         cdef double norm0, norm1
         cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
         cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
-        cdef Py_ssize_t n_base = self.n_base, n_tail = n_features - n_base
+        cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
         cdef double lc0, lc1
         cdef int damaged = 0
         if self.n_classes != 2:

@@ -31,7 +31,7 @@ import numpy as np
 from spamnb.bayes import kernels
 from spamnb.bayes.base import BayesClassifier
 from spamnb.bayes.priors import ClassPrior
-from spamnb.bayes.wordcounts import log_theta
+from spamnb.bayes.arithmetic import log_theta
 
 __all__ = ["MultinomialNB"]
 

@@ -6,9 +6,8 @@ messages learned as c, N_c = sum_i N_ci and V the number of tokens,
     log theta_ci = log(N_ci + alpha) - log(N_c + alpha V)
     log P(c)     = the prior estimator's (``spamnb.bayes.priors.log_prior``)
 
-This module is the only place where those are derived: :func:`smoothed_logs`
-and :func:`log_theta` are shared with :class:`spamnb.bayes.multinomial.MultinomialNB`,
-and :class:`WordCounts` serves every path of the filter (``fit``, ``learn``
+derived by :mod:`spamnb.bayes.arithmetic` (the one module that writes them
+out); :class:`WordCounts` serves every path of the filter (``fit``, ``learn``
 and ``forget`` as one signed add, the single-message scorer, batch scoring,
 the evidence, ``save``/``load`` and ``merge``).
 
@@ -16,6 +15,10 @@ The counts are the state.  The derived values (``log_count``, flat like the
 counts; ``log_norm`` and ``log_prior``, one per class) are computed once, on
 first use, with numpy; a model loaded from a file brings them along, so
 scoring a loaded model imports no numpy (the ``spamnb classify`` cold path).
+A filter's learns (:meth:`WordCounts.learn`) keep them up to date in place
+instead: the logs of the counts a message changes, the class totals, and
+side rows for new tokens (:meth:`WordCounts.scorer_state`), so a learn and
+the score after it cost the message's tokens, not the vocabulary.
 """
 
 from __future__ import annotations
@@ -24,48 +27,9 @@ import math
 from array import array
 
 from spamnb.bayes import _holes, token_kernels
+from spamnb.bayes.arithmetic import log_norms, log_theta, plain_log_prior, smoothed_logs
 
-__all__ = ["WordCounts", "smoothed_logs", "log_theta"]
-
-
-def smoothed_logs(feature_count, alpha):
-    """``(log(N_ci + alpha_i), log(N_c + sum_i alpha_i))`` of a float64
-    ``(n_classes, n_features)`` count matrix; ``alpha`` a scalar or an
-    ``(n_features,)`` array.  log(0) is -inf (alpha = 0), without a warning."""
-    import numpy as np
-
-    n_features = feature_count.shape[1]
-    total_alpha = alpha * n_features if np.ndim(alpha) == 0 else np.sum(alpha)
-    with np.errstate(divide="ignore"):
-        log_count = np.log(feature_count + alpha)
-        log_norm = np.log(feature_count.sum(axis=1) + total_alpha)
-    return log_count, log_norm
-
-
-def log_theta(feature_count, alpha):
-    """log theta: float64 ``(n_classes, n_features)``, read-only, the
-    transpose of a C-contiguous ``(n_features, n_classes)`` array (the
-    kernel reads one token's classes together).  A class whose smoothed total
-    is 0 (no counts and alpha = 0) gets the uniform distribution."""
-    import numpy as np
-
-    n_classes, n_features = feature_count.shape
-    log_count, log_norm = smoothed_logs(feature_count, alpha)
-    by_feature = np.empty((n_features, n_classes), dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        by_feature[...] = (log_count - log_norm[:, None]).T
-    empty = np.isneginf(log_norm)
-    if np.any(empty) and n_features:
-        by_feature[:, empty] = -np.log(n_features)
-    out = by_feature.T
-    out.flags.writeable = False
-    return out
-
-
-def _zeros(n):
-    out = array("d")
-    out.frombytes(bytes(8 * n))
-    return out
+__all__ = ["WordCounts"]
 
 
 class WordCounts:
@@ -133,26 +97,60 @@ class WordCounts:
                 or not all(map(math.isfinite, log_norm))):
             return False
         self._flat = counts
-        self._in_place = _InPlace(n, self.n_classes, logs, [math.exp(v) - self.alpha * n for v in log_norm])
+        self._in_place = _InPlace(n, self.n_classes, logs, [math.exp(v) - self.alpha * n for v in log_norm],
+                                  self.alpha)
         return True
+
+    def learn(self, indices, cls, transform, sign=1, n_features=None, length=0.0):
+        """:meth:`add` as a filter learns one message (``SpamFilter.learn``):
+        in place from the first learn on (:meth:`_start_growing`), so each
+        learn, and the scoring after it (:meth:`scorer_state`), costs in
+        proportion to the message, not the vocabulary.  (:meth:`add` of counts
+        held as rows, as ``fit`` counts, leaves the logs to be derived once.)"""
+        if self._in_place is None:
+            self._start_growing()
+        return self.add(indices, cls, transform, sign, n_features, length)
+
+    def _start_growing(self):
+        """Learn and forget in place from now on (as :meth:`extend_in_place`),
+        the counts and logs copied once into buffers of this process, the class
+        totals summed: a model that grows by learning, or one fitted or read
+        whole, learns and scores at a cost in its messages' tokens, not in the
+        vocabulary.  Returns the in-place state, or None (alpha 0)."""
+        if not self.alpha > 0:
+            return None
+        flat, logs, totals = array("d"), array("d"), [0.0] * self.n_classes
+        if self.n_features_:   # (an empty model: no numpy)
+            totals = self.matrix().sum(axis=1).tolist()   # joins rows; a file's counts as they are
+            flat.frombytes(memoryview(self.feature_count_).cast("B"))
+            logs.frombytes(memoryview(self.derived()[0]).cast("B"))
+        self._rows, self._flat = None, memoryview(flat)   # views: a slice of a class is its counts, not a copy
+        self._in_place = _InPlace(self.n_features_, self.n_classes, memoryview(logs), totals, self.alpha)
+        self._in_place.holes, self._holes = self._holes, 0
+        return self._in_place
 
     def scorer_logs(self):
         """``(log_count, log_norm, log_prior, tail)`` for ``spamnb.bayes.token_kernels.Scorer``:
         the derived values, or, patched in place (:meth:`extend_in_place`),
         the file's logs, those of the side rows (``tail``, flat) and the
         totals kept, without numpy."""
+        log_count, log_norm, log_prior, tail, _stride = self.scorer_state()
+        return log_count, log_norm, log_prior, tail if tail is None else self._in_place.joined_log_tail()
+
+    def scorer_state(self):
+        """:meth:`scorer_logs` and the stride of ``tail``, which is not copied:
+        class c's logs of the tokens from the file's (or the learns') base on
+        start at ``tail[c * stride]`` (``stride`` None without a tail).  A
+        learn and the scoring after it cost in proportion to the message:
+        ``token_kernels.Scorer(..., tail, pair_weight, stride)``."""
         ip = self._in_place
         if ip is None:
-            return (*self.derived(), None)
-        if not ip.changed:
-            return (*self._derived, array("d"))
+            return (*self.derived(), None, None)
+        if not ip.changed and self._derived is not None:
+            return (*self._derived, array("d"), 0)
         n = self.n_features_ - ip.holes   # V: the holes a forget left (forget_in_place) are no tokens
-        log_norm = tuple(math.log(total + self.alpha * n) if total + self.alpha * n > 0 else -math.inf
-                         for total in ip.totals)
-        tail = array("d")
-        for row in ip.log_tails:
-            tail += row
-        return ip.logs, log_norm, plain_log_prior(self.prior, self.class_count_), tail
+        return (ip.logs, log_norms(ip.totals, self.alpha, n), plain_log_prior(self.prior, self.class_count_),
+                ip.log_tail, ip.stride)
 
     def forget_in_place(self, indices, cls, transform, n_features, length):
         """Remove one message of class ``cls`` in place (:meth:`extend_in_place`),
@@ -187,7 +185,7 @@ class WordCounts:
         when the counts are held in place (see :meth:`forget_in_place`)."""
         if self._in_place is not None:
             return None
-        self.add(indices, cls, transform, -1, n_features, length)
+        self._add_rows(indices, cls, transform, -1, n_features, length)
         self._pad()
         zero = bytearray(b"\x01") * len(indices)
         empty = array("d")
@@ -270,10 +268,7 @@ class WordCounts:
         """Grow to ``n_features`` tokens (the new ones count 0)."""
         ip = self._in_place
         if ip is not None and n_features > self.n_features_:
-            grow = n_features - self.n_features_
-            for c in range(self.n_classes):
-                ip.tails[c] += _zeros(grow)
-                ip.log_tails[c] += array("d", [math.log(self.alpha)]) * grow
+            ip.grow(n_features - ip.n_base)
             self.n_features_ = n_features
             ip.changed = True
         if n_features > self.n_features_:
@@ -302,12 +297,16 @@ class WordCounts:
             n = ip.n_base
             change = token_kernels.add_counts_split(indices, self._flat[cls * n:(cls + 1) * n], ip.tails[cls],
                                                     transform, float(sign), length, ip.logs[cls * n:(cls + 1) * n],
-                                                    ip.log_tails[cls], float(self.alpha))[1]
+                                                    ip.log_row(cls), float(self.alpha))[1]
             ip.totals[cls] += change
             ip.changed = True
             self.class_count_[cls] = (self.class_count_[cls] + 1.0 if sign == 1
                                       else max(0.0, self.class_count_[cls] - 1.0))
             return self
+        return self._add_rows(indices, cls, transform, sign, n_features, length)
+
+    def _add_rows(self, indices, cls, transform, sign, n_features, length):
+        """:meth:`add` to the counts held as rows (the logs derived again when next needed)."""
         rows = self._rows
         if rows is None or self._flat is not None or self._derived is not None:
             rows = self._writable_rows()
@@ -377,11 +376,8 @@ class WordCounts:
 
             from spamnb.bayes.priors import log_prior
 
-            counts = self.matrix()
-            log_count, log_norm = smoothed_logs(counts, self.alpha)
-            if self._holes:   # V without the holes (zero counts: the sums are the same)
-                with np.errstate(divide="ignore"):
-                    log_norm = np.log(counts.sum(axis=1) + self.alpha * (self.n_features_ - self._holes))
+            counts = self.matrix()   # V without the holes (zero counts: the sums are the same)
+            log_count, log_norm = smoothed_logs(counts, self.alpha, self.n_features_ - self._holes)
             class_count = np.asarray(self.class_count_, dtype=np.float64)
             alpha = np.ones(self.n_classes) if self.prior == "map" else None
             self._derived = (log_count.reshape(-1), tuple(log_norm.tolist()),
@@ -398,31 +394,47 @@ class WordCounts:
 
 class _InPlace:
     """The state of :meth:`WordCounts.extend_in_place`: ``n_base`` tokens in the
-    file's flat counts and ``logs``; the side rows of counts and logs of the
-    tokens after them, one per class; the class totals N_c."""
+    file's flat counts and ``logs``; the side rows of counts of the tokens
+    after them, one per class; their logs in one buffer, class c's from
+    ``c * stride`` on (``stride`` its capacity per class, doubled when full,
+    the free entries log(alpha): a new token's log is there before it is
+    counted); the class totals N_c."""
 
-    __slots__ = ("n_base", "logs", "tails", "log_tails", "totals", "changed", "holes", "checked")
+    __slots__ = ("n_base", "logs", "tails", "log_tail", "stride", "log_alpha", "totals", "changed", "holes",
+                 "checked")
 
-    def __init__(self, n_base, n_classes, logs, totals):
+    def __init__(self, n_base, n_classes, logs, totals, alpha):
         self.n_base, self.logs, self.totals, self.changed = n_base, logs, totals, False
         self.holes, self.checked = 0, False   # tokens forgotten in place; the file's counts have none unused
         self.tails = [array("d") for _ in range(n_classes)]
-        self.log_tails = [array("d") for _ in range(n_classes)]
+        self.log_alpha = math.log(alpha)
+        self.log_tail, self.stride = array("d"), 0
 
+    def grow(self, n_tail):
+        """Side rows of ``n_tail`` tokens (the new ones count 0)."""
+        old = len(self.tails[0])
+        if n_tail <= old:
+            return
+        for row in self.tails:
+            row.frombytes(bytes(8 * (n_tail - old)))
+        if n_tail > self.stride:   # a new buffer (a scorer may hold the old one): amortised O(1) a token
+            stride = max(n_tail, 2 * self.stride, 1024)
+            log_tail = array("d", [self.log_alpha]) * (len(self.tails) * stride)
+            new, were = memoryview(log_tail), memoryview(self.log_tail)
+            for c in range(len(self.tails)):
+                new[c * stride:c * stride + old] = were[c * self.stride:c * self.stride + old]
+            self.log_tail, self.stride = log_tail, stride
 
-def plain_log_prior(method, class_count):
-    """:func:`spamnb.bayes.priors.log_prior` without numpy (the "map" prior
-    with one pseudo-message per class, as :class:`WordCounts` takes it)."""
-    n_classes = len(class_count)
-    uniform = (-math.log(n_classes),) * n_classes
-    if method == "uniform":
-        return uniform
-    values = [v + 1.0 for v in class_count] if method == "map" else list(class_count)
-    total = sum(values)
-    if total <= 0:
-        return uniform
-    log_total = math.log(total)
-    return tuple((math.log(v) - log_total) if v > 0 else -math.inf for v in values)
+    def log_row(self, c):
+        """Class ``c``'s logs of the side rows (a writable view)."""
+        return memoryview(self.log_tail)[c * self.stride:c * self.stride + len(self.tails[c])]
+
+    def joined_log_tail(self):
+        """The side rows' logs, class after class, as one buffer (a copy)."""
+        out = array("d")
+        for c in range(len(self.tails)):
+            out.frombytes(self.log_row(c).cast("B"))
+        return out
 
 
 def _copy_rows(flat, n_classes, n_features):

@@ -6,13 +6,13 @@ error) learned only when the classification was wrong; the filter starts
 empty.  This is how a filter lives: it never sees a message's label before
 scoring it, and it is judged on every message of the stream.
 
-:class:`OnlineFilter` is the incremental form of :class:`spamnb.SpamFilter`:
-the same tokenizer, vocabulary, count transform, Dirichlet soft count and
-class prior, hence the same log-odds (``tests/test_online.py`` checks them
-against ``SpamFilter.fit`` on the messages seen so far), but its counts live
-in growable numpy arrays and a message costs work in its own tokens only
-(``SpamFilter.learn`` rebuilds the scoring state over the whole vocabulary
-after every message).
+The filter is a :class:`spamnb.SpamFilter` grown from empty by
+``SpamFilter.learn`` (:class:`OnlineModel`: the code ``spamnb learn``, TELL
+and auto-learn run), scored by its single-message scorer; a learn and the
+score after it cost work in the message's own tokens, not the vocabulary
+(``spamnb.bayes.wordcounts``: the logs of the counts a message changes are
+updated in place).  The protocol keeps only its own bookkeeping: the
+held-out scores and the cutoffs they give.
 
 Figures (:func:`online_figures`), as the TREC Spam Track reports them:
 
@@ -46,7 +46,7 @@ import re
 import time
 from collections import namedtuple
 
-__all__ = ["OnlineFilter", "run_online", "online_figures", "cutoff_figures", "order_messages", "read_index",
+__all__ = ["OnlineModel", "run_online", "online_figures", "cutoff_figures", "order_messages", "read_index",
            "learning_curve", "format_online", "lam", "OnlineResult", "FEEDBACK", "feedback_options"]
 
 OnlineResult = namedtuple("OnlineResult", "log_odds y trained seconds n_features spam_cutoffs ham_cutoffs auto_learned",
@@ -59,112 +59,70 @@ _LEADING_NUMBER = re.compile(r"(\d+)")
 _DATE_HEADER = re.compile(rb"^Date:[ \t]*([^\r\n]*)", re.IGNORECASE | re.MULTILINE)
 
 
-class OnlineFilter:
-    """Incremental multinomial naive Bayes with Dirichlet soft counts.
+class OnlineModel:
+    """A filter as the online protocol grows it: a :class:`spamnb.SpamFilter`
+    (``learn`` of the token stream, ``forget_hashes``, its scorer: the code
+    ``spamnb learn``, TELL and auto-learn run) and the protocol's bookkeeping
+    of its own cutoffs.
 
     Parameters
     ----------
     tokenizer : Tokenizer, optional
         Default: a model that grows by learning's (``spamnb.model.learning.learned_model``:
         word pairs of window ``LEARNED_WORD_PAIRS``).
-    alpha, prior, counts, length_norm, pair_weight :
-        As :class:`spamnb.SpamFilter` (defaults: the filter's; ``pair_weight``
-        None: ``LEARNED_PAIR_WEIGHT``, a learned model's).
+    params : dict, optional
+        :class:`spamnb.SpamFilter`'s hyper-parameters (``alpha``, ``prior``,
+        ``counts``, ``length_norm``, ``pair_weight``; checked there); ``pair_weight``
+        None or absent: ``LEARNED_PAIR_WEIGHT``, a learned model's.
 
     Attributes
     ----------
-    vocabulary_ : Vocabulary
-    feature_count_ : ndarray, shape (2, n_features) (a view of the grown buffer)
-    class_count_ : ndarray, shape (2,), messages learned per class [ham, spam]
+    filter : SpamFilter
+    held_out_ : ScoreHistogram, the scores of learned messages before each was learned
     """
 
-    def __init__(self, tokenizer=None, alpha=None, prior=None, counts=None, length_norm=None, pair_weight=None):
-        import numpy as np
+    REFIT = 25   # the cutoffs are fitted again every REFIT learned messages
 
-        from spamnb.model import (COUNT_TRANSFORMS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_LENGTH_NORM,
-                                  DEFAULT_PRIOR, LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, PRIORS)
+    def __init__(self, tokenizer=None, params=None):
         from spamnb.mail.tokenizer import Tokenizer
-        from spamnb.bayes.vocabulary import Vocabulary
+        from spamnb.model import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, ScoreHistogram, SpamFilter
 
-        self.tokenizer = tokenizer
-        self.alpha = DEFAULT_ALPHA if alpha is None else float(alpha)
-        self.prior = DEFAULT_PRIOR if prior is None else prior
-        self.counts = DEFAULT_COUNTS if counts is None else counts
-        self.length_norm = DEFAULT_LENGTH_NORM if length_norm is None else float(length_norm)
-        self.pair_weight = LEARNED_PAIR_WEIGHT if pair_weight is None else float(pair_weight)
-        if not (math.isfinite(self.pair_weight) and self.pair_weight >= 0):
-            raise ValueError(f"pair_weight must be a number >= 0, got {pair_weight!r}")
-        if not (math.isfinite(self.length_norm) and self.length_norm >= 0):
-            raise ValueError(f"length_norm must be a number >= 0, got {length_norm!r}")
-        if not (math.isfinite(self.alpha) and self.alpha > 0):
-            raise ValueError(f"alpha must be a positive number, got {alpha!r}")
-        if self.prior not in PRIORS:
-            raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
-        if self.counts not in COUNT_TRANSFORMS:
-            raise ValueError(f"counts must be one of {tuple(COUNT_TRANSFORMS)}, got {counts!r}")
-        self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer(word_pairs=LEARNED_WORD_PAIRS)
-        self.vocabulary_ = Vocabulary()
-        self._fc = np.zeros((2, 1024), dtype=np.float64)
-        self._total = np.zeros(2, dtype=np.float64)     # N_c: sum of the class's transformed counts
-        self.class_count_ = np.zeros(2, dtype=np.float64)
-        from spamnb.model import ScoreHistogram
-
-        self.held_out_ = ScoreHistogram()       # scores of learned messages before each was learned
+        params = dict(params or {})
+        if params.get("pair_weight") is None:
+            params["pair_weight"] = LEARNED_PAIR_WEIGHT
+        self.filter = SpamFilter(tokenizer if tokenizer is not None else Tokenizer(word_pairs=LEARNED_WORD_PAIRS),
+                                 **params)
+        self.held_out_ = ScoreHistogram()
         self._cutoffs = None
         self._since_fit = 0
+
+    @property
+    def class_count_(self):
+        return self.filter.class_count_
+
+    @property
+    def pair_weight(self):
+        """The filter's ``pair_weight``; set, the scorer is made again (``SpamFilter.counts_changed``)."""
+        return self.filter.pair_weight
+
+    @pair_weight.setter
+    def pair_weight(self, value):
+        self.filter.pair_weight = float(value)
+        self.filter.counts_changed()
+
+    @property
+    def n_features(self):
+        """The vocabulary's size (the tokens learned)."""
+        return self.filter.vocabulary_.n_features if self.filter.is_fitted else 0
 
     def cutoffs(self):
         """``(spam log-odds, ham log-odds)``: fitted on the held-out scores of the
         messages learned so far (``spamnb.model.prequential``), refitted every
-        ``REFIT`` learned messages; the defaults while there is too little evidence."""
-        from spamnb.model import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
-        from spamnb.model import logit
-
+        ``REFIT`` learned messages; the thin band while there is too little evidence."""
         if self._cutoffs is None or self._since_fit >= self.REFIT:
-            fitted = self.held_out_.cutoffs()
-            self._cutoffs = fitted[:2] if fitted else (logit(DEFAULT_SPAM_CUTOFF), DEFAULT_HAM_LOG_ODDS)
+            self._cutoffs = self.held_out_.cutoffs()[:2]
             self._since_fit = 0
         return self._cutoffs
-
-    REFIT = 25
-
-    @property
-    def feature_count_(self):
-        return self._fc[:, :self.vocabulary_.n_features]
-
-    def _weights(self, indices, pairs_start=-1, pair_weight=1.0):
-        """Unique feature indices of a message and their transformed counts (scaled
-        to length; then, to score, the word pairs' times ``pair_weight``: those
-        of the occurrences from ``pairs_start`` on)."""
-        import numpy as np
-
-        idx = np.frombuffer(indices, dtype=np.int32) if len(indices) else np.zeros(0, np.int32)
-        pairs = idx[pairs_start:] if 0 <= pairs_start < idx.size and pair_weight != 1.0 else None
-        idx = idx[idx >= 0]
-        uniq, n = np.unique(idx, return_counts=True)
-        if self.counts == "binary":
-            x = np.ones(uniq.size, dtype=np.float64)
-        elif self.counts == "log":
-            x = np.log1p(n.astype(np.float64))
-        else:
-            x = n.astype(np.float64)
-        if self.length_norm > 0 and x.size:
-            x *= self.length_norm / math.sqrt(float(x @ x))
-        if pairs is not None:
-            x[np.isin(uniq, pairs[pairs >= 0])] *= pair_weight
-        return uniq, x
-
-    def _log_prior_ratio(self):
-        n_ham, n_spam = self.class_count_
-        if self.prior == "uniform" or n_ham + n_spam == 0:
-            return 0.0
-        if self.prior == "map":  # one pseudo-message per class
-            n_ham, n_spam = n_ham + 1.0, n_spam + 1.0
-        if n_spam == 0:
-            return -math.inf
-        if n_ham == 0:
-            return math.inf
-        return math.log(n_spam) - math.log(n_ham)
 
     def stream(self, message):
         """The message's token stream (bytes, or a path: a str is a file name here)."""
@@ -172,55 +130,36 @@ class OnlineFilter:
 
         from spamnb.model import message_bytes
 
-        return self.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
+        return self.filter.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
 
     def log_odds(self, stream):
-        """log P(spam | message) / P(ham | message) under the counts learned so far."""
-        import numpy as np
+        """log P(spam | message) / P(ham | message) under the filter as it stands
+        (its single-message scorer; 0 before it has learned anything)."""
+        if not self.filter.is_fitted:
+            return 0.0
+        jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
+        return jll[1] - jll[0]
 
-        prior = self._log_prior_ratio()
-        if math.isinf(prior):
-            return prior
-        uniq, x = self._weights(self.vocabulary_.lookup(stream.hashes), stream.pairs_start, self.pair_weight)
-        if uniq.size == 0:
-            return prior
-        a = self.alpha
-        n_features = self.vocabulary_.n_features
-        fc = self._fc
-        log_norm_ham = math.log(self._total[0] + a * n_features)
-        log_norm_spam = math.log(self._total[1] + a * n_features)
-        diff = np.log(fc[1, uniq] + a) - np.log(fc[0, uniq] + a)
-        return prior + float(x @ diff) - float(x.sum()) * (log_norm_spam - log_norm_ham)
-
-    def learn(self, stream, spam, score=None, weight=1.0):
-        """Add one message's tokens to a class's counts (``weight`` -1 takes a
-        learned message back out); ``score``: its log-odds before it was learned,
-        counted in :attr:`held_out_`."""
-        import numpy as np
-
+    def learn(self, stream, spam, score=None, weight=1):
+        """``SpamFilter.learn`` of a tokenized message (``weight`` -1:
+        ``SpamFilter.forget``, a learned message taken back out); ``score``: its
+        log-odds before it was learned, counted in :attr:`held_out_`."""
         from spamnb.model import counts_scores
 
+        if weight not in (1, -1):
+            raise ValueError(f"a message is learned (1) or taken back (-1), not {weight!r} times")
         if score is not None and counts_scores(self.class_count_):
-            self.held_out_.add(score, spam, 1.0 if weight > 0 else -1.0)
+            self.held_out_.add(score, spam, float(weight))
             self._since_fit += 1
-        indices = self.vocabulary_.add(stream)
-        n_features = self.vocabulary_.n_features
-        if n_features > self._fc.shape[1]:
-            grown = np.zeros((2, max(n_features, 2 * self._fc.shape[1])), dtype=np.float64)
-            grown[:, :self._fc.shape[1]] = self._fc
-            self._fc = grown
-        uniq, x = self._weights(indices)
-        c = 1 if spam else 0
-        self._fc[c, uniq] += weight * x
-        if weight < 0:      # what was added comes off, up to the rounding of the sums
-            self._fc[c, uniq] = np.maximum(self._fc[c, uniq], 0.0)
-        self._total[c] = max(0.0, self._total[c] + weight * x.sum())
-        self.class_count_[c] = max(0.0, self.class_count_[c] + weight)
+        if weight > 0:
+            self.filter.learn(None, spam, stream)
+        else:
+            self.filter.forget_hashes(stream.hashes, spam)
         return self
 
     def relabel(self, stream, spam, score=None):
         """A message learned as the other class is learned as ``spam`` instead."""
-        self.learn(stream, not spam, score, -1.0)
+        self.learn(stream, not spam, score, -1)
         return self.learn(stream, spam, score)
 
 
@@ -233,9 +172,10 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
     (spam when log-odds >= ``threshold``) was wrong or its log-odds were within
     ``margin`` of the threshold (a "thick threshold"; 0: errors only).
     ``unsure`` (with ``train_on_error``): the decision is the model's own
-    verdict at its cutoffs (:meth:`OnlineFilter.cutoffs`), and a message is
+    verdict at its cutoffs (:meth:`OnlineModel.cutoffs`), and a message is
     learned when that verdict was wrong or unsure (what a user who corrects
-    mistakes and sorts the unsure folder gives the filter).
+    mistakes and sorts the unsure folder gives the filter).  The filter is a
+    :class:`spamnb.SpamFilter` (:class:`OnlineModel`), learning as ``spamnb learn`` does.
     ``auto_learn`` (a margin in log-odds, with ``train_on_error``): a verdict at
     least that far beyond its cutoff (spam over the spam cutoff, ham under the
     ham cutoff) is learned as that verdict; when it was wrong the user's
@@ -249,8 +189,7 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
 
     from spamnb.model import auto_label
 
-    params = dict(params or {})
-    model = OnlineFilter(tokenizer=tokenizer, **params)
+    model = OnlineModel(tokenizer, params)
     y = np.asarray(y, dtype=bool)
     log_odds = np.empty(len(y), dtype=np.float64)
     spam_cuts = np.empty(len(y), dtype=np.float64)
@@ -291,7 +230,7 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
             progress(n)
     if n != len(y):
         raise ValueError(f"{n} messages but {len(y)} labels")
-    return OnlineResult(log_odds, y, trained, time.perf_counter() - started, model.vocabulary_.n_features,
+    return OnlineResult(log_odds, y, trained, time.perf_counter() - started, model.n_features,
                         spam_cuts, ham_cuts, auto)
 
 

@@ -56,6 +56,7 @@ import os
 from array import array
 from collections import namedtuple
 
+from spamnb.bayes import arithmetic
 from spamnb.model.verdict import logit as _logit
 from spamnb.model.verdict import probability as _probability
 
@@ -132,8 +133,9 @@ def fold_log_odds(X, y, folds, alpha, prior="mle", min_df=1, renormalise=None):
         np.maximum(fc, 0.0, out=fc)          # rounding of total - part
         seen = doc_freq - np.asarray(present[test].sum(axis=0)).ravel() >= max(1, min_df)
         n_features = int(seen.sum())
-        log_norm = np.log(fc.sum(axis=1) + alpha * n_features)
-        weight = (np.log(fc[1] + alpha) - np.log(fc[0] + alpha)) - (log_norm[1] - log_norm[0])
+        norm = arithmetic.log_norm(fc.sum(axis=1), alpha, n_features)
+        weight = arithmetic.log_odds_weights(arithmetic.log_counts(fc[0], alpha), arithmetic.log_counts(fc[1], alpha),
+                                             norm)
         weight[~seen] = 0.0                    # tokens the fold model never saw are unknown to it
         n_ham, n_spam = class_count - np.array([(~yk).sum(), yk.sum()], dtype=np.float64)
         words = Xk @ weight
@@ -141,18 +143,8 @@ def fold_log_odds(X, y, folds, alpha, prior="mle", min_df=1, renormalise=None):
             known = Xk.multiply(seen[None, :].astype(np.float64)).tocsr()
             norms = np.sqrt(np.asarray(known.multiply(known).sum(axis=1)).ravel())
             words = np.divide(renormalise * (known @ weight), norms, out=np.zeros_like(norms), where=norms > 0)
-        out[test] = _prior_ratio(prior, n_ham, n_spam) + words
+        out[test] = arithmetic.prior_log_odds(prior, n_ham, n_spam) + words
     return out
-
-
-def _prior_ratio(prior, n_ham, n_spam):
-    if prior == "uniform":
-        return 0.0
-    if prior == "map":
-        n_ham, n_spam = n_ham + 1.0, n_spam + 1.0
-    if n_ham <= 0 or n_spam <= 0:
-        return math.inf if n_ham <= 0 < n_spam else (-math.inf if n_spam <= 0 < n_ham else 0.0)
-    return math.log(n_spam) - math.log(n_ham)
 
 
 # ---------------------------------------------------------------------------- streaming
@@ -447,7 +439,7 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
         del whole
     seen = in_folds.copy()
     seen[tokens] -= 1                             # held by another fold
-    log_norm = np.log(log_norm + alpha * int((seen >= 1).sum()))
+    log_norm = arithmetic.log_norm(log_norm, alpha, int((seen >= 1).sum()))
     del seen
     capacity = 16                                 # a power of two, at most half full
     while capacity < 2 * tokens.size:
@@ -459,9 +451,8 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     occupied = np.flatnonzero(table != 0)
     index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
     del occupied
-    fc += alpha
-    np.log(fc, out=fc)
-    return log_norm, _prior_ratio(prior, n_ham, n_spam), table, index
+    arithmetic.log_counts(fc, alpha, out=fc)
+    return log_norm, arithmetic.prior_log_odds(prior, n_ham, n_spam), table, index
 
 
 def _write_folds(folder, layout, folds, transform, length):

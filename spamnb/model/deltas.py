@@ -80,7 +80,7 @@ def learn(spam_filter, cls, day, stream):
         spam_filter.set_fitted(word_counts_=new_counts(spam_filter))
     vocab, counts, ages = spam_filter.replayed()
     indices = vocab.add(stream)
-    counts.add(indices, cls, _transform(spam_filter), 1, vocab.n_features, float(spam_filter.length_norm))
+    counts.learn(indices, cls, _transform(spam_filter), 1, vocab.n_features, float(spam_filter.length_norm))
     ages.seen(indices, vocab.n_features, day)
     spam_filter.counts_changed()
     return indices

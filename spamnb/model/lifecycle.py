@@ -109,6 +109,7 @@ import datetime
 import math
 from array import array
 
+from spamnb.bayes import arithmetic
 from spamnb.errors import DuplicateToken
 from spamnb.model.ages import today
 
@@ -354,9 +355,7 @@ def usefulness(state, kind="jeffreys"):
     total = counts.sum(axis=0)
     if kind == "count":
         return total
-    alpha = state.settings["alpha"]
-    n = counts.shape[1]
-    log_theta = np.log(counts + alpha) - np.log(counts.sum(axis=1) + alpha * n)[:, None]
+    log_theta = arithmetic.log_theta(counts, state.settings["alpha"])
     w = log_theta[1] - log_theta[0]
     if kind == "weighted":
         return np.abs(w) * total

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 
-from spamnb.bayes import checks
+from spamnb.bayes import arithmetic, checks
 from spamnb.model.store import ModelError, map_model, read_model, write_model
 
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
@@ -195,9 +195,8 @@ def check_counts(header, arrays, alpha):
     sums = checks.class_sums(feature_count, n_classes)
     if sums is None:
         raise ValueError("negative or non-finite counts")
-    for total, log_norm in zip(sums, header["log_norm"]):
-        expected = total + alpha * n_features
-        if expected > 0 and not abs(log_norm - math.log(expected)) <= 1e-9 * max(1.0, abs(log_norm)):
+    for expected, log_norm in zip(arithmetic.log_norms(sums, alpha, n_features), header["log_norm"]):
+        if math.isfinite(expected) and not abs(log_norm - expected) <= 1e-9 * max(1.0, abs(log_norm)):
             raise ValueError("the normalisers do not match the counts")
     log_count = arrays["log_count"]
     if len(log_count) != len(feature_count) or not checks.check_range(log_count, math.log(alpha) - 1e-9, _LOG_MAX):

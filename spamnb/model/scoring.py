@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from array import array
 
-from spamnb.bayes import token_kernels
+from spamnb.bayes import arithmetic, token_kernels
 from spamnb.model import deltas, verdict
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.messages import message_bytes
@@ -18,16 +18,17 @@ __all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "sco
 
 def scorer(spam_filter):
     """The single-message ``token_kernels.Scorer`` of a fitted filter (``SpamFilter.classify``):
-    over its hash index and log(count + alpha), or, for a model whose
-    journal was replayed in place (``spamnb.model.journal``), the file's
-    logs and the side rows of the tokens new since."""
+    over its hash index and log(count + alpha), or, for a model that learned
+    or whose journal was replayed in place (``WordCounts.scorer_state``),
+    the logs as they are held and the side rows of the tokens new since (no
+    copy: a learn and the score after it cost the message's tokens)."""
     vocab, counts, _ages = spam_filter.replayed()   # as replayed, holes and all (spam_filter.Folded)
     if counts is None:
         spam_filter.require_fitted()
     if not counts.as_loaded:   # changed since the load: a model read in part is read whole (deltas.read_whole)
         deltas.read_whole(spam_filter)
     counts.resize(vocab.n_features)
-    log_count, log_norm, log_prior, tail = counts.scorer_logs()
+    log_count, log_norm, log_prior, tail, stride = counts.scorer_state()
     mapped = spam_filter.mapped_file_
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
@@ -35,7 +36,7 @@ def scorer(spam_filter):
     deltas.read_whole(spam_filter)   # a model read in part (SpamFilter.load(mapped=True)): its arrays whole now
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                                 COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail,
-                                float(spam_filter.pair_weight))
+                                float(spam_filter.pair_weight), -1 if stride is None else stride)
 
 
 class FileScorer:
@@ -156,7 +157,7 @@ def strongest_tokens(spam_filter, n=10, min_count=5):
     fc = counts.matrix()
     log_count, log_norm, _log_prior = counts.derived()
     log_count = np.frombuffer(log_count, dtype=np.float64).reshape(fc.shape)
-    weight = (log_count[1] - log_norm[1]) - (log_count[0] - log_norm[0])
+    weight = arithmetic.log_odds_weights(log_count[0], log_count[1], log_norm)
     eligible = np.flatnonzero(fc.sum(axis=0) >= min_count)
     order = eligible[np.argsort(weight[eligible], kind="stable")]
     token = spam_filter.vocabulary_.token

@@ -4,7 +4,9 @@ The state is a :class:`spamnb.bayes.wordcounts.WordCounts` (messages and token
 counts per class, the only place that derives log theta and log P(c)) and a
 :class:`spamnb.bayes.vocabulary.Vocabulary`.  ``fit`` is ``spamnb train``'s
 pipeline (:mod:`spamnb.model.fitting`); ``learn`` and ``forget`` are one
-signed add; a loaded model's counts, derived logs and hash index are views of
+signed add, updating the logs of the counts it changes in place (a learn
+costs the message's tokens, not the vocabulary); a loaded model's counts,
+derived logs and hash index are views of
 the file read into memory (:mod:`spamnb.model.codec`), so scoring one message
 needs neither numpy nor any per-token Python object (the ``spamnb classify``
 cold path): one compiled function looks up the token hashes and sums
@@ -423,15 +425,15 @@ class SpamFilter(FilterState):
 
         return refit_cutoffs(self)
 
-    def learn(self, message, spam):
-        """Add one message to the counts (train-on-error).  ``spam`` is the
-        label, as ``fit`` takes it: True/"spam" or False/"ham" (required)."""
+    def learn(self, message, spam, stream=None):
+        """Add one message to the counts (train-on-error), at a cost in its tokens.  ``spam``: the
+        label, as ``fit`` takes it (True/"spam" or False/"ham"); ``stream``: its ``tokenizer_.stream``
+        if tokenized already (the online protocol; ``message`` then read for message features only)."""
         spam = is_spam_label(spam)
-        data = message_bytes(message)
+        data = message_bytes(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
-        with self.guard.writing():
-            fold(self)   # the holes of forgets in place first, as reading vocabulary_ would
-            deltas.learn(self, int(spam), None, self.tokenizer_.stream(data))
+        with self.guard.writing():   # as a learning session learns: forgets' holes stay until folded (deltas)
+            deltas.learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
             if features is not None:
                 if self.features_ is None:
                     from spamnb.model.message_features import FeatureModel
