@@ -74,7 +74,7 @@ def test_the_parts_rule_of_the_script_stops_ham_learns_and_only_them(steering, t
 
 def test_autolearn_rules_rule_none_is_the_shipped_run(capsys):
     rules = _script("autolearn_rules")
-    rules.main([str(SAMPLE_CORPUS), "--rules", "none;parts:0:-1e9;weight:0.5"])
+    rules.main([str(SAMPLE_CORPUS), "--rules", "none;parts:0:-1e9"])
     out = capsys.readouterr().out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
     shipped = float(out.split("shipped run_online: (1-ROCA) ")[1].split()[0])
