@@ -606,7 +606,7 @@ class FoldSpill:
         self.close()
 
 
-def held_out_by_fold(spam_filter, spill, counts=None):
+def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     """The held-out log-odds of the messages of a :class:`FoldSpill`, each
     under the model of the fitted ``spam_filter``'s counts minus its fold's:
     ``(ham_log_odds, spam_log_odds, per_fold)`` as :func:`held_out_spilled`
@@ -621,7 +621,11 @@ def held_out_by_fold(spam_filter, spill, counts=None):
     holding a token are the folds of the messages it occurs in (a first
     reading of the files).  ``counts``: the :class:`~spamnb.model.counting.Counts`
     (model rows only) the filter is made of, used instead of the filter's
-    own (``spam_filter`` may then be unfitted: its parameters are read)."""
+    own (``spam_filter`` may then be unfitted: its parameters are read).
+    ``sum_fold``: a function ``(k, indices, bounds, spam, rows)`` that sums
+    fold ``k``'s messages into the zero ``(2, n_features)`` ``rows`` instead
+    of one after the other (the partitions' tree of ``spamnb train``:
+    :func:`spamnb.model.counting.partition_fold_sums`)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -653,7 +657,10 @@ def held_out_by_fold(spam_filter, spill, counts=None):
     rows = np.zeros((2, n_features))
     for k in range(n_folds):
         indices, bounds, spam, place = spill.fold(k)
-        token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
+        if sum_fold is None:
+            token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
+        else:
+            sum_fold(k, indices, bounds, spam, rows)
         tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
         fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
