@@ -512,15 +512,20 @@ class RowTree:
         level[0] = 0
 
     def result(self):
-        """The sum, ``(n_rows, width)`` (the tree's own array: read it before adding more)."""
+        """The sum, a new ``(n_rows, width)`` array (the tree is emptied: its
+        other levels dropped before the sum is trimmed to its width)."""
         import numpy as np
 
         levels, w = self.levels, self.width
         for i in range(len(levels)):   # flushed bottom-up as TreeReduce.result flushes
             if not any(higher[0] for higher in levels[i + 1:]):
-                return self._level(i, w)[1][:, :w]
+                total = self._level(i, w)[1]
+                self.levels = []
+                del levels
+                return total if total.shape[1] == w else np.ascontiguousarray(total[:, :w])
             if levels[i][0]:
                 self._lift(i)
+        self.levels = []
         return np.zeros((self.n_rows, w))
 
 
@@ -754,12 +759,14 @@ class _Counter:
 
         vocabulary, self.vocabulary, self.scratch = self.vocabulary, None, None
         n = vocabulary.n_features
-        dense = np.zeros((2, n))
-        if self.tree is not None:   # the partitions' sums, added in the tree
+        if self.tree is not None:   # the partitions' sums, added in the tree (the rows are zeros: dropped first)
             tree, self.tree, self.rows = self.tree, None, [None, None]
-            summed = tree.result()
-            dense[:, :summed.shape[1]] = summed
-            del tree, summed
+            dense = tree.result()
+            if dense.shape[1] != n:
+                dense = np.concatenate([dense, np.zeros((2, n - dense.shape[1]))], axis=1)
+            del tree
+        else:
+            dense = np.zeros((2, n))
         for c in range(2):
             row, self.rows[c] = self.rows[c], None
             if row is None:
