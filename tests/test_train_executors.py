@@ -188,3 +188,34 @@ def test_every_j_writes_the_same_model_file_on_enron_spam(tmp_path, monkeypatch,
     monkeypatch.setenv("SPAMNB_HOME", str(tmp_path / "home"))
     digest = _digests(tmp_path, shared_corpus("enron-spam"), [("one", ["-j", "1"]), ("two", ["-j", "2"])])
     assert digest["one"] == digest["two"], digest
+
+
+def test_log_odds_many_is_score_message_by_message():
+    """``Scorer.log_odds_many`` (the held-out passes' one call per fold) gives
+    ``score``'s log-odds of each message bit for bit, an empty message and
+    unknown tokens included; bounds outside the hashes are refused."""
+    from array import array
+
+    from spamnb.bayes import token_kernels
+    from spamnb.model import calibrate
+    from spamnb.model.counting import count_messages, counting_spec
+    from spamnb.training.corpus import labelled_messages
+
+    messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    spam_filter = SpamFilter()
+    counts = count_messages(counting_spec(spam_filter), messages, n_folds=10, group=False)
+    fold_class_count, folds = counts.class_count[2:].reshape(-1, 2), counts.sparse_folds()
+    fitted = counts.to_filter(spam_filter)
+    models = calibrate.FoldModels.from_counts(fitted, fold_class_count, folds)
+    stream = fitted.tokenizer_.stream
+    streams = [stream(data).hashes for data, _ in messages[:60]] + [array("Q"), array("Q", [12345, 678])]
+    for k in (0, 3):
+        scorer = models.scorers_[k]
+        bounds = np.cumsum([0] + [len(h) for h in streams]).astype(np.int64)
+        hashes = np.frombuffer(b"".join(streams), dtype=np.uint64)
+        got = np.frombuffer(scorer.log_odds_many(hashes, bounds))
+        expected = [models.log_odds(k, h) for h in streams]
+        assert got.tobytes() == np.array(expected).tobytes()
+        assert len(scorer.log_odds_many(hashes, bounds[:1])) == 0
+        with pytest.raises(ValueError):
+            scorer.log_odds_many(hashes, np.array([0, hashes.size + 1], dtype=np.int64))
