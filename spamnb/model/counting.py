@@ -537,7 +537,7 @@ def partition_fold_sums(fan_in, ends, spec):
     summed a partition at a time and the partitions' sums added in the
     :class:`RowTree` of ``fan_in``: the fold rows the partitions' merged
     :class:`Counts` hold, bit for bit (``spec``: :func:`counting_spec`)."""
-    from spamnb.bayes.token_kernels import add_counts_rows
+    from spamnb.bayes.token_kernels import add_counts_tree
     from spamnb.model.defaults import COUNT_TRANSFORMS
 
     transform, length = COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0))
@@ -555,19 +555,10 @@ def partition_fold_sums(fan_in, ends, spec):
         local[tokens] = np.arange(tokens.size, dtype=np.int32)
         indices = local[indices]
         del local
-        m, done = tokens.size, 0
-        tree, part = RowTree(fan_in), np.zeros((2, m))
-        for end in ends:
-            upto = end[k]
-            if upto > done:
-                first, last = int(bounds[done]), int(bounds[upto])
-                add_counts_rows(indices[first:last], np.ascontiguousarray(bounds[done:upto + 1] - first),
-                                np.ascontiguousarray(spam[done:upto]), part[0], part[1], transform, length)
-            tree.add(part, m)
-            if upto > done:
-                part[:] = 0.0
-            done = upto
-        rows[:, tokens] = tree.result() if ends else 0.0
+        part = np.zeros((2, tokens.size))
+        add_counts_tree(indices, bounds, spam, np.array([end[k] for end in ends], dtype=np.int64), fan_in,
+                        part[0], part[1], transform, length)
+        rows[:, tokens] = part
 
     return sum_fold
 
