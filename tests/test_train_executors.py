@@ -219,3 +219,37 @@ def test_log_odds_many_is_score_message_by_message():
         assert len(scorer.log_odds_many(hashes, bounds[:1])) == 0
         with pytest.raises(ValueError):
             scorer.log_odds_many(hashes, np.array([0, hashes.size + 1], dtype=np.int64))
+
+
+@pytest.mark.parametrize("fan_in,ends", [(2, [3, 3, 9, 10, 17, 17, 20]), (3, [20]), (8, list(range(1, 21))),
+                                         (2, [])])
+def test_add_counts_tree_is_the_partitions_merged_in_the_tree(fan_in, ends):
+    """``add_counts_tree`` (the held-out pass of ``-j 1``, a fold's sums) gives the
+    rows of each partition counted alone and the partitions merged by
+    ``TreeReduce`` (log counts, length-normalised: the order of the additions
+    shows in the last bits), empty partitions and short last groups included."""
+    from spamnb.bayes import token_kernels
+    from spamnb.model.counting import Counts, TreeReduce
+
+    rnd = np.random.default_rng(51)
+    n, counts, length = 40, token_kernels.COUNTS_LOG, 5.0
+    messages = [rnd.integers(0, n, size=rnd.integers(0, 30)).astype(np.int32) for _ in range(20)]
+    rows_of = rnd.integers(0, 2, size=20).astype(np.uint8)
+    bounds = np.cumsum([0] + [m.size for m in messages]).astype(np.int64)
+    idx = np.concatenate(messages).astype(np.int32)
+    ham, spam = np.zeros(n), np.zeros(n)
+    assert token_kernels.add_counts_tree(idx, bounds, rows_of, np.array(ends, dtype=np.int64), fan_in, ham, spam,
+                                         counts, length) == len(ends)
+    tree = TreeReduce(fan_in)
+    hashes = np.arange(1, n + 1, dtype=np.uint64)   # every partition over the same n tokens, in order
+    offsets = np.zeros(n + 1, dtype=np.uint64)
+    for start, stop in zip([0] + ends[:-1], ends):
+        part = np.zeros((2, n))
+        token_kernels.add_counts_rows(idx[bounds[start]:bounds[stop]], bounds[start:stop + 1] - bounds[start],
+                                      rows_of[start:stop], part[0], part[1], counts, length)
+        tree.add(Counts(hashes, offsets, b"", np.zeros(2), part, np.zeros(n, dtype=np.int32)))
+    expected = tree.result().dense if ends else np.zeros((2, n))
+    assert np.asarray(expected)[0].tobytes() == ham.tobytes() and np.asarray(expected)[1].tobytes() == spam.tobytes()
+    with pytest.raises(ValueError):
+        token_kernels.add_counts_tree(idx, bounds, rows_of, np.array([21], dtype=np.int64), fan_in, ham, spam,
+                                      counts, length)
