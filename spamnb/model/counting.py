@@ -479,8 +479,8 @@ class RowTree:
             self.levels.append([0, np.zeros((self.n_rows, max(width, 1024)))])
         level = self.levels[i]
         capacity = level[1].shape[1]
-        if capacity < width:   # by a quarter at least: copied a bounded number of times
-            grown = np.zeros((self.n_rows, max(width, capacity + (capacity >> 2))))
+        if capacity < width:   # doubled at least: copied a few times (the zeros past the width are never touched)
+            grown = np.zeros((self.n_rows, max(width, 2 * capacity)))
             grown[:, :capacity] = level[1]
             level[1] = grown
         return level
