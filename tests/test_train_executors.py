@@ -111,9 +111,9 @@ def test_the_held_out_pass_by_fold_is_the_fold_models(params):
 
 
 def test_the_default_jobs_are_the_free_cores():
-    """The cores available less the load average (rounded), at least one
-    (``spamnb train`` without ``-j`` takes two at least where there are two:
-    the test below)."""
+    """The cores available less the load average (rounded), at least one: a
+    machine whose cores others keep busy trains in this process, which writes
+    the model file of any ``-j`` (the test below)."""
     from spamnb.training.workers import available_cores, free_cores
 
     assert free_cores(2, 0.0) == 2 and free_cores(2, 0.4) == 2
@@ -134,37 +134,122 @@ def test_the_busy_cores_are_the_smaller_of_the_average_and_the_tasks_running_now
     assert busy_cores() is not None and busy_cores() >= 0
 
 
-@pytest.mark.parametrize("cores", [(2, 1), (1, 1)], ids=["busy-two-cores", "one-core"])
-def test_the_default_model_does_not_depend_on_the_machine_s_load(tmp_path, monkeypatch, cores):
-    """``spamnb train`` without ``-j`` writes the model ``-j 2`` writes, byte for
-    byte, on a machine whose cores others keep busy (two workers all the same)
-    and on a machine of one core (the partitions counted in the process):
-    ``-j 1`` counts one message at a time, whose log counts differ in their
-    last bits (CI once saw a default training's model change with the load)."""
+def _digests(tmp_path, corpus, runs, partition_size=None):
+    """The sha256 of the model file ``spamnb train`` writes for each ``(name, options)`` of ``runs``."""
     import hashlib
 
     from spamnb.cli.main import main
-    from spamnb.training import pipeline, workers
+
+    small = [] if partition_size is None else ["--partition-size", str(partition_size)]
+    digest = {}
+    for name, options in runs:
+        model = tmp_path / f"{name}.spamnb"
+        assert main(["train", "-q", *small, *options, "-m", str(model), str(corpus)]) == 0
+        digest[name] = hashlib.sha256(model.read_bytes()).hexdigest()
+    return digest
+
+
+@pytest.mark.parametrize("partition_size", [7, 40])
+def test_every_j_writes_the_same_model_file(tmp_path, monkeypatch, partition_size):
+    """``-j 1`` (the partitions counted in this process, added in the same tree),
+    ``-j 2``, ``-j 0`` and the default on a busy, an idle and a one-core machine
+    write the same model file, byte for byte (log counts: a sum in another
+    order differs in its last bits; CI once saw a default training's model
+    change with the load).  Partitions of 7: 43 of them, a tree of three
+    levels with its last groups short."""
+    from spamnb.training import workers
 
     monkeypatch.setenv("SPAMNB_HOME", str(tmp_path / "home"))
-    asked = []
-    real_train = pipeline.train
+    runs = [("one", ["-j", "1"]), ("two", ["-j", "2"]), ("every", ["-j", "0"])]
+    digest = _digests(tmp_path, SAMPLE, runs, partition_size)
+    for name, available, free in (("busy", 2, 1), ("idle", 2, 2), ("one-core", 1, 1)):
+        monkeypatch.setattr(workers, "available_cores", lambda available=available: available)
+        monkeypatch.setattr(workers, "free_cores", lambda *a, free=free, **k: free)
+        digest.update(_digests(tmp_path, SAMPLE, [(name, [])], partition_size))
+    assert len(set(digest.values())) == 1, digest
 
-    def train(*args, **kwargs):
-        asked.append((kwargs["n_jobs"], kwargs.get("by_partitions")))
-        return real_train(*args, **kwargs)
 
-    available, free = cores
-    small = ["--partition-size", "40"]   # partitions enough for a merge tree on the sample corpus
-    monkeypatch.setattr(workers, "available_cores", lambda: available)
-    monkeypatch.setattr(workers, "free_cores", lambda *a, **k: free)
-    monkeypatch.setattr(pipeline, "train", train)
-    assert main(["train", "-q", *small, "-m", str(tmp_path / "default.spamnb"), str(SAMPLE)]) == 0
-    assert asked == [(2 if available == 2 else 1, True)]
-    monkeypatch.setattr(workers, "available_cores", lambda: 2)
-    assert main(["train", "-q", *small, "-j", "2", "-m", str(tmp_path / "two.spamnb"), str(SAMPLE)]) == 0
-    assert main(["train", "-q", *small, "-j", "1", "-m", str(tmp_path / "one.spamnb"), str(SAMPLE)]) == 0
-    digest = {name: hashlib.sha256((tmp_path / f"{name}.spamnb").read_bytes()).hexdigest()
-              for name in ("default", "two", "one")}
-    assert digest["default"] == digest["two"]
-    assert digest["one"] != digest["two"]   # else this test proves nothing on the sample corpus
+def test_j1_writes_the_model_file_of_dask(client, tmp_path):
+    """The Dask cluster's partitions and tree are those of ``-j 1`` too: the same
+    model file, the same cutoffs."""
+    options = {"target_fpr": 0.01}
+    here, here_cal, _report = _train(SAMPLE, "j1", calibration=options)
+    on_dask, dask_cal, _report = _train(SAMPLE, "dask", client, calibration=options)
+    assert dask_cal.expected_fpr is not None and dask_cal == here_cal
+    here.save(tmp_path / "here")
+    on_dask.save(tmp_path / "dask")
+    assert (tmp_path / "here").read_bytes() == (tmp_path / "dask").read_bytes()
+
+
+@pytest.mark.slow
+def test_every_j_writes_the_same_model_file_on_enron_spam(tmp_path, monkeypatch, shared_corpus):
+    """The same on Enron-Spam with the defaults (partitions of 500, word pairs kept):
+    ``-j 1`` and ``-j 2`` once wrote models that differed in their last bits."""
+    monkeypatch.setenv("SPAMNB_HOME", str(tmp_path / "home"))
+    digest = _digests(tmp_path, shared_corpus("enron-spam"), [("one", ["-j", "1"]), ("two", ["-j", "2"])])
+    assert digest["one"] == digest["two"], digest
+
+
+def test_log_odds_many_is_score_message_by_message():
+    """``Scorer.log_odds_many`` (the held-out passes' one call per fold) gives
+    ``score``'s log-odds of each message bit for bit, an empty message and
+    unknown tokens included; bounds outside the hashes are refused."""
+    from array import array
+
+    from spamnb.bayes import token_kernels
+    from spamnb.model import calibrate
+    from spamnb.model.counting import count_messages, counting_spec
+    from spamnb.training.corpus import labelled_messages
+
+    messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    spam_filter = SpamFilter()
+    counts = count_messages(counting_spec(spam_filter), messages, n_folds=10, group=False)
+    fold_class_count, folds = counts.class_count[2:].reshape(-1, 2), counts.sparse_folds()
+    fitted = counts.to_filter(spam_filter)
+    models = calibrate.FoldModels.from_counts(fitted, fold_class_count, folds)
+    stream = fitted.tokenizer_.stream
+    streams = [stream(data).hashes for data, _ in messages[:60]] + [array("Q"), array("Q", [12345, 678])]
+    for k in (0, 3):
+        scorer = models.scorers_[k]
+        bounds = np.cumsum([0] + [len(h) for h in streams]).astype(np.int64)
+        hashes = np.frombuffer(b"".join(streams), dtype=np.uint64)
+        got = np.frombuffer(scorer.log_odds_many(hashes, bounds))
+        expected = [models.log_odds(k, h) for h in streams]
+        assert got.tobytes() == np.array(expected).tobytes()
+        assert len(scorer.log_odds_many(hashes, bounds[:1])) == 0
+        with pytest.raises(ValueError):
+            scorer.log_odds_many(hashes, np.array([0, hashes.size + 1], dtype=np.int64))
+
+
+@pytest.mark.parametrize("fan_in,ends", [(2, [3, 3, 9, 10, 17, 17, 20]), (3, [20]), (8, list(range(1, 21))),
+                                         (2, [])])
+def test_add_counts_tree_is_the_partitions_merged_in_the_tree(fan_in, ends):
+    """``add_counts_tree`` (the held-out pass of ``-j 1``, a fold's sums) gives the
+    rows of each partition counted alone and the partitions merged by
+    ``TreeReduce`` (log counts, length-normalised: the order of the additions
+    shows in the last bits), empty partitions and short last groups included."""
+    from spamnb.bayes import token_kernels
+    from spamnb.model.counting import Counts, TreeReduce
+
+    rnd = np.random.default_rng(51)
+    n, counts, length = 40, token_kernels.COUNTS_LOG, 5.0
+    messages = [rnd.integers(0, n, size=rnd.integers(0, 30)).astype(np.int32) for _ in range(20)]
+    rows_of = rnd.integers(0, 2, size=20).astype(np.uint8)
+    bounds = np.cumsum([0] + [m.size for m in messages]).astype(np.int64)
+    idx = np.concatenate(messages).astype(np.int32)
+    ham, spam = np.zeros(n), np.zeros(n)
+    assert token_kernels.add_counts_tree(idx, bounds, rows_of, np.array(ends, dtype=np.int64), fan_in, ham, spam,
+                                         counts, length) == len(ends)
+    tree = TreeReduce(fan_in)
+    hashes = np.arange(1, n + 1, dtype=np.uint64)   # every partition over the same n tokens, in order
+    offsets = np.zeros(n + 1, dtype=np.uint64)
+    for start, stop in zip([0] + ends[:-1], ends):
+        part = np.zeros((2, n))
+        token_kernels.add_counts_rows(idx[bounds[start]:bounds[stop]], bounds[start:stop + 1] - bounds[start],
+                                      rows_of[start:stop], part[0], part[1], counts, length)
+        tree.add(Counts(hashes, offsets, b"", np.zeros(2), part, np.zeros(n, dtype=np.int32)))
+    expected = tree.result().dense if ends else np.zeros((2, n))
+    assert np.asarray(expected)[0].tobytes() == ham.tobytes() and np.asarray(expected)[1].tobytes() == spam.tobytes()
+    with pytest.raises(ValueError):
+        token_kernels.add_counts_tree(idx, bounds, rows_of, np.array([21], dtype=np.int64), fan_in, ham, spam,
+                                      counts, length)

@@ -47,8 +47,9 @@ there too: no settings file of the user's).
     python scripts/bench/bench_commands.py --corpus corpora/ [--corpus OTHER] [--train-runs 3] [--runs 15] [--serve]
 
 ``--train-j1`` also runs ``spamnb train -j 1`` in each training round (the
-default ``-j`` chooses the free cores, two at least: docs/scale.md says
-what it costs on busy cores against this process alone).  Run it from a folder without a ``spamnb`` package in it:
+default ``-j`` chooses the free cores, this process alone on busy ones: it
+must never be slower than ``-j 1``); with ``--baseline``, the baseline's
+``-j 1`` too (a row of ``-j 1`` against it).  Run it from a folder without a ``spamnb`` package in it:
 ``python -m`` puts the current folder first on the path, before
 ``PYTHONPATH`` (a checkout's own folder would shadow ``--baseline``).
 
@@ -149,7 +150,7 @@ def bench_corpus(corpus, args, spamnb, say):
         rows = []
 
         # 1. train: A B A B (with --baseline: A C B A C B, C the baseline's spamnb train)
-        train_a, train_b, train_c, train_j1 = [], [], [], []
+        train_a, train_b, train_c, train_j1, train_c_j1 = [], [], [], [], []
         trained_line = None
         for i in range(args.train_runs):
             if args.train_j1:   # spamnb train -j 1 (this process only) in the same rounds
@@ -159,6 +160,12 @@ def bench_corpus(corpus, args, spamnb, say):
                 train_j1.append(check(run([*spamnb, "train", "-j", "1", "-m", model + ".j1", corpus],   # as A: no -q
                                           stdout=os.path.join(work, "train-j1.out"),
                                           stderr=os.path.join(work, "train-j1.err"), env=env), "spamnb train -j 1"))
+            if args.baseline and args.train_j1:   # the baseline's -j 1 beside this one's, same rounds
+                for path in (model + ".base.j1", model + ".base.j1.bak"):
+                    if os.path.exists(path):
+                        os.unlink(path)
+                train_c_j1.append(check(run([*spamnb, "train", "-q", "-j", "1", "-m", model + ".base.j1", corpus],
+                                            env=dict(env, PYTHONPATH=args.baseline)), "spamnb train -j 1 (baseline)"))
             if args.baseline:
                 for path in (model + ".base", model + ".base.bak"):
                     if os.path.exists(path):
@@ -201,6 +208,8 @@ def bench_corpus(corpus, args, spamnb, say):
         if args.train_j1:
             rows.append(row("`spamnb train DIR` vs `spamnb train -j 1 DIR`", train_a, train_j1, "`-j 1`"))
             rows.append(row("`spamnb train -j 1 DIR` vs `bogofilter -s -b` + `-n -b`", train_j1, train_b, "bogofilter"))
+            if args.baseline:
+                rows.append(row("`spamnb train -j 1 DIR` vs the baseline's `-j 1`", train_j1, train_c_j1, "baseline"))
         if args.train_only:
             say(HEADER)
             for line in rows:

@@ -13,7 +13,7 @@ which checks what the functions here do not (their docstrings say what they do).
 from cpython cimport array
 from libc.math cimport INFINITY, log, log1p, sqrt
 from libc.stdint cimport int32_t, int64_t, uint32_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
 
 import array
@@ -476,3 +476,118 @@ cdef tuple _add(const int32_t[::1] idx, double *base, Py_ssize_t n_base, double 
     if k == -2:
         raise ValueError("a token count would become negative: the message was not learned as that class")
     return k, total
+
+
+cdef void _lift(double *levels, Py_ssize_t *items, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """Level ``i``'s running total added to level ``i + 1`` as one item; level ``i`` zeros again."""
+    cdef double *low = levels + 2 * n * i
+    cdef double *high = low + 2 * n
+    cdef Py_ssize_t t
+    for t in range(2 * n):
+        high[t] += low[t]
+        low[t] = 0.0
+    items[i + 1] += 1
+    items[i] = 0
+
+
+def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const unsigned char[::1] rows_of,
+                    const int64_t[::1] ends, Py_ssize_t fan_in, double[::1] ham, double[::1] spam, int counts,
+                    double length=0.0):
+    """``add_counts_rows`` of the messages a partition at a time, each
+    partition summed apart and the partitions' sums added in the tree of
+    ``spamnb.model.counting.TreeReduce(fan_in)`` (groups of ``fan_in``
+    consecutive partitions, level by level, each level a running total:
+    zeros, then each item added in turn; the last, short groups flushed
+    bottom-up), the result written to ``ham`` and ``spam``: the rows the
+    partitions' counts merged by that tree hold, bit for bit (a token a
+    partition lacks adds nothing).  Partition ``p`` holds messages
+    ``ends[p - 1]`` (0 for the first) to ``ends[p]``.  Memory: two rows per
+    level of the tree and one partition's.  Raises ValueError for bounds or
+    ends that do not fit, or an index out of range of the rows.  Returns
+    the number of partitions."""
+    cdef Py_ssize_t n = ham.shape[0], m = bounds.shape[0] - 1, n_parts = ends.shape[0]
+    cdef Py_ssize_t p, j, i, k, c, n_levels = 2, reach = fan_in, top
+    cdef int64_t a, b, start = 0, stop
+    cdef int32_t t, largest
+    cdef int32_t *uniq
+    cdef double *x
+    cdef double *levels = NULL
+    cdef double *part = NULL
+    cdef double *lev0
+    cdef double *row
+    cdef Py_ssize_t *items = NULL
+    if spam.shape[0] != n:
+        raise ValueError("the ham and spam rows differ in length")
+    if fan_in < 2:
+        raise ValueError("fan_in must be at least 2")
+    if m < 0 or rows_of.shape[0] < m:
+        raise ValueError("bounds and rows disagree on the number of messages")
+    for j in range(m):
+        if bounds[j] < 0 or bounds[j + 1] < bounds[j] or bounds[j + 1] > idx.shape[0]:
+            raise ValueError(f"message {j}: bounds {bounds[j]}..{bounds[j + 1]} outside {idx.shape[0]} indices")
+    for p in range(n_parts):
+        if ends[p] < (ends[p - 1] if p else 0) or ends[p] > m:
+            raise ValueError(f"partition {p}: ends {ends[p]} outside 0..{m} or before the last")
+    if n_parts == 0:
+        return 0
+    while reach < n_parts:
+        reach *= fan_in
+        n_levels += 1
+    levels = <double *>calloc(2 * n * n_levels + 2 * n + 1, sizeof(double))
+    items = <Py_ssize_t *>calloc(n_levels + 1, sizeof(Py_ssize_t))
+    try:
+        if levels == NULL or items == NULL:
+            raise MemoryError()
+        part = levels + 2 * n * n_levels
+        for p in range(n_parts):
+            stop = ends[p]
+            for j in range(start, stop):   # the partition's messages into its own two rows, in order
+                a, b = bounds[j], bounds[j + 1]
+                k = _distinct_counts(idx[a:b], counts, length, &uniq, &x, &largest)
+                if k == 0:
+                    continue
+                if largest >= n:
+                    free(uniq)
+                    free(x)
+                    raise ValueError(f"feature index out of range for {n} counts")
+                row = part + n * (1 if rows_of[j] else 0)
+                with nogil:
+                    for i in range(k):
+                        row[uniq[i]] += x[i]
+                free(uniq)
+                free(x)
+            with nogil:
+                lev0 = levels
+                if stop > start:   # its tokens' sums into level 0 (a token twice: 0.0 the second time)
+                    for i in range(bounds[start], bounds[stop]):
+                        t = idx[i]
+                        if t < 0:
+                            continue
+                        for c in range(2):
+                            lev0[c * n + t] += part[c * n + t]
+                            part[c * n + t] = 0.0
+                items[0] += 1
+                i = 0
+                while items[i] == fan_in:   # a full group: its sum goes up a level as one item
+                    _lift(levels, items, i, n)
+                    i += 1
+            start = stop
+        with nogil:
+            top = 0
+            for i in range(n_levels):   # flushed bottom-up as TreeReduce.result flushes
+                top = i
+                k = 0
+                for c in range(i + 1, n_levels):
+                    if items[c]:
+                        k = 1
+                if not k:
+                    break
+                if items[i]:
+                    _lift(levels, items, i, n)
+            for t in range(n):
+                ham[t] = levels[2 * n * top + t]
+                spam[t] = levels[2 * n * top + n + t]
+        return n_parts
+    finally:
+        free(levels)
+        free(items)

@@ -29,7 +29,7 @@ import math
 
 from spamnb.bayes import _count, _index, _score
 
-__all__ = ["COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
+__all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_rows", "add_counts_split",
            "sort_int32", "Scorer", "gather"]
 
@@ -120,6 +120,15 @@ def add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length=0.0):
     ``ham`` or ``spam`` by ``rows_of[j]`` (uint8): ``_count.add_counts_rows``."""
     _check_length(length)
     return _count.add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length)
+
+
+def add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length=0.0):
+    """``add_counts_rows`` a partition at a time (partition ``p``: messages
+    up to ``ends[p]``, int64), the partitions' sums added in the tree of
+    ``TreeReduce(fan_in)``, written to ``ham`` and ``spam``:
+    ``_count.add_counts_tree``."""
+    _check_length(length)
+    return _count.add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length)
 
 
 def add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha):

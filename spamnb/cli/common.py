@@ -210,9 +210,9 @@ def add_jobs_arguments(parser, command):
     from spamnb.training import planning, workers
 
     if command == "train":
-        jobs_help = ("worker processes (default: the cores free, those available less those busy, "
-                     "2 at least where there are two; 1 with --feature-weight; 0: every core; 1: this process, "
-                     "the model of SpamFilter.fit; see docs/scale.md)")
+        jobs_help = ("worker processes (default: the cores free, those available less those busy, at least 1; "
+                     "1 with --feature-weight; 0: every core; 1: this process; the same model file whatever -j; "
+                     "see docs/scale.md)")
     else:   # a batch: full partitions on the workers, a path the writer waits for answered at once
         jobs_help = (f"worker processes of --batch (default {workers.DEFAULT_JOBS}: every core available; "
                      "1: this process; see docs/scale.md)")

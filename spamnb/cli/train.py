@@ -26,15 +26,12 @@ def cmd_train(args):
     # Training does no dense linear algebra: numpy's OpenBLAS need not start a thread per core (each
     # spins a while after starting, ~0.1-0.2 s of CPU taken from the counting); unless the user says
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    # -j not given: the cores free, two at least where there are two, partitions in this process on one
-    # core: -j 1 counts one message at a time, whose log counts differ from the partitions' in their last
-    # bits, and the default model must not depend on the machine's load (docs/scale.md); this process
-    # for the features
-    by_partitions = args.jobs is None and not args.feature_weight
+    # -j not given: the cores free (this process when none is: the model is the same bytes for every -j,
+    # docs/scale.md), this process for the features
     if args.jobs is None:
-        from spamnb.training.workers import available_cores, free_cores
+        from spamnb.training.workers import free_cores
 
-        args.jobs = 1 if args.feature_weight else max(free_cores(), min(2, available_cores()))
+        args.jobs = 1 if args.feature_weight else free_cores()
     if args.jobs != 1 and not args.dask and not args.feature_weight:
         from spamnb.training.workers import warm_up
 
@@ -63,8 +60,8 @@ def cmd_train(args):
         from spamnb.model import AUTO_PAIRS
         from spamnb.training import pipeline
 
-        # streaming, one message at a time in this process (-j 1) or by partitions on
-        # worker processes or a Dask cluster (docs/scale.md): the counting pass, then
+        # streaming, by partitions in this process (-j 1), on worker processes or a Dask
+        # cluster (docs/scale.md), the same model whatever -j: the counting pass, then
         # the calibration's scoring pass; the corpus is never held
         progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
         if progress.enabled:   # a total to show: the files of the corpus (a walk, no file read)
@@ -74,8 +71,7 @@ def cmd_train(args):
                 args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
                 report=report, strict=args.strict, dask=args.dask, progress=progress,
                 calibration={"target_fpr": args.target_fpr} if calibrating else None,
-                word_pairs=AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links,
-                by_partitions=by_partitions)
+                word_pairs=AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links)
         except CorpusError as exc:
             raise CommandError(str(exc)) from None
         except CorpusChanged as exc:

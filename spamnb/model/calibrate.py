@@ -605,7 +605,7 @@ class FoldSpill:
         self.close()
 
 
-def held_out_by_fold(spam_filter, spill, counts=None):
+def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     """The held-out log-odds of the messages of a :class:`FoldSpill`, each
     under the model of the fitted ``spam_filter``'s counts minus its fold's:
     ``(ham_log_odds, spam_log_odds, per_fold)`` as :func:`held_out_spilled`
@@ -620,7 +620,11 @@ def held_out_by_fold(spam_filter, spill, counts=None):
     holding a token are the folds of the messages it occurs in (a first
     reading of the files).  ``counts``: the :class:`~spamnb.model.counting.Counts`
     (model rows only) the filter is made of, used instead of the filter's
-    own (``spam_filter`` may then be unfitted: its parameters are read)."""
+    own (``spam_filter`` may then be unfitted: its parameters are read).
+    ``sum_fold``: a function ``(k, indices, bounds, spam, rows)`` that sums
+    fold ``k``'s messages into the zero ``(2, n_features)`` ``rows`` instead
+    of one after the other (the partitions' tree of ``spamnb train``:
+    :func:`spamnb.model.counting.partition_fold_sums`)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -652,7 +656,10 @@ def held_out_by_fold(spam_filter, spill, counts=None):
     rows = np.zeros((2, n_features))
     for k in range(n_folds):
         indices, bounds, spam, place = spill.fold(k)
-        token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
+        if sum_fold is None:
+            token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
+        else:
+            sum_fold(k, indices, bounds, spam, rows)
         tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
         fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
@@ -660,27 +667,45 @@ def held_out_by_fold(spam_filter, spill, counts=None):
         n_ham, n_spam = class_count - fold_class_count[k]
         log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
                                                           spam_filter.prior, n_ham, n_spam)
-        score = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
-                                     transform, length).score
-        at = bounds.tolist()
-        for j, (s, p) in enumerate(zip(spam.tolist(), place.tolist())):
-            jll = score(hashes[indices[at[j]:at[j + 1]]])[0]     # the message's token hashes
-            scores[s][p] = jll[1] - jll[0]
+        scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
+                                      transform, length)
+        # every message of the fold in one compiled call (score's log-odds, bit for bit), by its token hashes
+        log_odds = np.frombuffer(scorer.log_odds_many(np.ascontiguousarray(hashes[indices]), bounds))
+        for s in range(2):
+            scores[s][place[spam == s]] = log_odds[spam == s]
         per_fold[k] = np.bincount(spam, minlength=2)[:2]
-        del score, table, index, fc, tokens, indices
+        del scorer, log_odds, table, index, fc, tokens, indices
     return scores[0], scores[1], per_fold
 
 
-def _held_out(models, records):
+def _held_out(models, records, batch=4096):
+    """The records' log-odds, each fold's messages of a batch of ``batch``
+    records scored in one compiled call (``Scorer.log_odds_many``: bit for
+    bit :meth:`FoldModels.log_odds`), in the records' order."""
     import numpy as np
+    from itertools import islice
 
     scores = (array("d"), array("d"))
     per_fold = np.zeros((models.n_folds, 2), dtype=np.int64)
-    log_odds = models.log_odds
-    for fold, is_spam, hashes in records:
-        spam = int(bool(is_spam))
-        scores[spam].append(log_odds(fold, hashes))
-        per_fold[fold, spam] += 1
+    records = iter(records)
+    while True:
+        chunk = list(islice(records, batch))
+        if not chunk:
+            break
+        folds = np.fromiter((r[0] for r in chunk), dtype=np.int64, count=len(chunk))
+        spam = np.fromiter((bool(r[1]) for r in chunk), dtype=bool, count=len(chunk))
+        log_odds = np.empty(len(chunk))
+        for k in np.unique(folds).tolist():
+            mine = np.flatnonzero(folds == k)
+            lengths = np.fromiter((len(chunk[j][2]) for j in mine.tolist()), dtype=np.int64, count=mine.size)
+            bounds = np.zeros(mine.size + 1, dtype=np.int64)
+            np.cumsum(lengths, out=bounds[1:])
+            hashes = np.frombuffer(b"".join(chunk[j][2] for j in mine.tolist()), dtype=np.uint64)
+            log_odds[mine] = np.frombuffer(models.scorers_[k].log_odds_many(hashes, bounds))
+        np.add.at(per_fold, (folds, spam.astype(np.int64)), 1)
+        scores[0].extend(log_odds[~spam].tolist())
+        scores[1].extend(log_odds[spam].tolist())
+        del chunk
     return np.frombuffer(scores[0], dtype=np.float64), np.frombuffer(scores[1], dtype=np.float64), per_fold
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from array import array
 
 __all__ = ["Counts", "counting_spec", "count_messages", "count_variants", "merge_counts", "tree_reduce", "TreeReduce",
-           "tree_levels"]
+           "RowTree", "partition_fold_sums", "tree_levels"]
 
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
 
@@ -455,6 +455,114 @@ def tree_levels(items, fan_in=DEFAULT_FAN_IN, merge=merge_counts):
     return level[0]
 
 
+class RowTree:
+    """:class:`TreeReduce`'s tree over dense rows: items of ``n_rows`` rows of
+    float64 (a partition's counts, numbered in one vocabulary of the whole
+    corpus) added in groups of ``fan_in`` consecutive items, level by level,
+    each level one running total (zeros, then each item added in turn), so
+    every entry is the sum :class:`TreeReduce` makes of the same items: the
+    same additions in the same order (a token an item lacks adds 0.0, which
+    changes nothing, as the merge leaves it), without a hash table, strings
+    or a vocabulary per item.  Memory: ``n_rows`` rows as long as the widest
+    item per level of the tree."""
+
+    def __init__(self, fan_in=DEFAULT_FAN_IN, n_rows=2):
+        if fan_in < 2:
+            raise ValueError("fan_in must be at least 2")
+        self.fan_in, self.n_rows, self.width = fan_in, n_rows, 0
+        self.levels = []   # [items added, (n_rows, capacity) running total]
+
+    def _level(self, i, width):
+        import numpy as np
+
+        if i == len(self.levels):
+            self.levels.append([0, np.zeros((self.n_rows, max(width, 1024)))])
+        level = self.levels[i]
+        capacity = level[1].shape[1]
+        if capacity < width:   # doubled at least: copied a few times (the zeros past the width are never touched)
+            grown = np.zeros((self.n_rows, max(width, 2 * capacity)))
+            grown[:, :capacity] = level[1]
+            level[1] = grown
+        return level
+
+    def add(self, rows, width, touched=None):
+        """Add an item: ``rows``, ``n_rows`` arrays at least ``width`` long
+        (read, not kept); ``touched``: the only columns where they may be
+        non-zero (an int array), None: the first ``width``."""
+        self.width = max(self.width, width)
+        level = self._level(0, self.width)
+        for total, row in zip(level[1], rows):
+            if touched is None:
+                total[:width] += row[:width]
+            else:
+                total[touched] += row[touched]
+        level[0] += 1
+        i, w = 0, self.width
+        while level[0] == self.fan_in:   # a full group: its sum goes up a level as one item
+            self._lift(i)
+            i, level = i + 1, self.levels[i + 1]
+
+    def _lift(self, i):
+        """Level ``i``'s sum added to level ``i + 1`` as one item; level ``i`` empty again."""
+        w = self.width
+        level, up = self._level(i, w), self._level(i + 1, w)
+        up[1][:, :w] += level[1][:, :w]
+        up[0] += 1
+        level[1][:, :w] = 0.0
+        level[0] = 0
+
+    def result(self):
+        """The sum, a new ``(n_rows, width)`` array (the tree is emptied: its
+        other levels dropped before the sum is trimmed to its width)."""
+        import numpy as np
+
+        levels, w = self.levels, self.width
+        for i in range(len(levels)):   # flushed bottom-up as TreeReduce.result flushes
+            if not any(higher[0] for higher in levels[i + 1:]):
+                total = self._level(i, w)[1]
+                self.levels = []
+                del levels
+                return total if total.shape[1] == w else np.ascontiguousarray(total[:, :w])
+            if levels[i][0]:
+                self._lift(i)
+        self.levels = []
+        return np.zeros((self.n_rows, w))
+
+
+def partition_fold_sums(fan_in, ends, spec):
+    """The ``sum_fold`` of :func:`spamnb.model.calibrate.held_out_by_fold`
+    for a :class:`~spamnb.model.calibrate.FoldSpill` written by partitions
+    (:func:`count_variants` with ``fan_in``): ``ends[p][k]`` the messages
+    fold ``k`` held at the end of partition ``p``.  Fold ``k``'s rows are
+    summed a partition at a time and the partitions' sums added in the
+    :class:`RowTree` of ``fan_in``: the fold rows the partitions' merged
+    :class:`Counts` hold, bit for bit (``spec``: :func:`counting_spec`)."""
+    from spamnb.bayes.token_kernels import add_counts_tree
+    from spamnb.model.defaults import COUNT_TRANSFORMS
+
+    transform, length = COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0))
+
+    def sum_fold(k, indices, bounds, spam, rows):
+        import numpy as np
+
+        # fold k's tokens numbered apart (in vocabulary order: a message's first-occurrence order kept, so
+        # its counts are the same), its partitions summed and added over them only, then put back in place
+        mark = np.zeros(rows.shape[1], dtype=bool)
+        mark[indices] = True
+        tokens = np.flatnonzero(mark)
+        del mark
+        local = np.empty(rows.shape[1], dtype=np.int32)
+        local[tokens] = np.arange(tokens.size, dtype=np.int32)
+        indices = local[indices]
+        del local
+        part = np.zeros((2, tokens.size))
+        add_counts_tree(indices, bounds, spam, np.array([end[k] for end in ends], dtype=np.int64), fan_in,
+                        part[0], part[1], transform, length)
+        rows[:, tokens] = part
+
+    return sum_fold
+
+
 _TOKENIZERS = {}
 
 
@@ -490,7 +598,8 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None, group=True):
     return count_variants([spec], messages, day, n_folds, [spill], group=group)[0]
 
 
-def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True, fold_spills=None):
+def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True, fold_spills=None,
+                   fan_in=None):
     """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
     its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
     ``messages``: each message read, and parsed once for every tokenizer that
@@ -506,7 +615,12 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     (with ``n_folds``): each message's token indices go to its fold's file
     there instead of into fold rows (the results then hold the model's rows
     and class counts only; :func:`~spamnb.model.calibrate.held_out_by_fold`
-    scores them)."""
+    scores them).  ``fan_in``: ``messages`` is an iterable of partitions
+    (each an iterable of messages), the model's rows summed per partition
+    and the partitions' sums added in :class:`TreeReduce`'s tree
+    (:class:`RowTree`): the rows :func:`count_messages` of each partition
+    merged by ``TreeReduce(fan_in)`` give, bit for bit (``spamnb train``'s
+    partitions, counted in one process)."""
     from spamnb.model.ages import today
     from spamnb.model.calibrate import fold_of, near_duplicate_key
     from spamnb.model.ledger import train_digest
@@ -514,7 +628,8 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
 
     spills = [None] * len(specs) if spills is None else spills
     fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
-    counters = [_Counter(spec, n_folds, spill, by_fold) for spec, spill, by_fold in zip(specs, spills, fold_spills)]
+    counters = [_Counter(spec, n_folds, spill, by_fold, fan_in)
+                for spec, spill, by_fold in zip(specs, spills, fold_spills)]
     first = counters[0].tokenizer
     shared = [c.tokenizer.parses_as(first) for c in counters]
     n_messages = 0
@@ -522,24 +637,28 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     # near-duplicates (issue 46): a copy is counted in the fold of its first copy (spamnb train has
     # left the copies out before: spamnb.training.planning.unique_messages; SpamFilter.fit counts them)
     first_fold = {} if group else None
-    for data, is_spam in messages:
-        data = message_bytes(data)
-        is_spam = bool(is_spam)
-        digests += train_digest(data)
-        labels.append(is_spam)
-        fold = None
-        if n_folds:
-            fold = fold_of(data, n_folds)
-            if group:
-                key = near_duplicate_key(data)
-                if key is not None:
-                    fold = first_fold.setdefault(key, fold)
-        parsed = first.parse(data) if len(counters) > 1 else None
-        for counter, share in zip(counters, shared):
-            counter.count(counter.tokenizer.stream(data, parsed if share else None), is_spam, fold)
-        n_messages += 1
-        if limit is not None and n_messages > limit and len(counters) > 1:
-            del counters[1:]
+    for part in (messages if fan_in is not None else (messages,)):
+        for data, is_spam in part:
+            data = message_bytes(data)
+            is_spam = bool(is_spam)
+            digests += train_digest(data)
+            labels.append(is_spam)
+            fold = None
+            if n_folds:
+                fold = fold_of(data, n_folds)
+                if group:
+                    key = near_duplicate_key(data)
+                    if key is not None:
+                        fold = first_fold.setdefault(key, fold)
+            parsed = first.parse(data) if len(counters) > 1 else None
+            for counter, share in zip(counters, shared):
+                counter.count(counter.tokenizer.stream(data, parsed if share else None), is_spam, fold)
+            n_messages += 1
+            if limit is not None and n_messages > limit and len(counters) > 1:
+                del counters[1:]
+        if fan_in is not None:
+            for counter in counters:
+                counter.end_partition()
     day = today() if day is None else day
     results = [None] * len(specs)
     for i, counter in enumerate(counters):
@@ -565,7 +684,7 @@ class _Counter:
     (:class:`~spamnb.model.calibrate.FoldSpill`) no fold rows: each message's
     token indices go to its fold's file there."""
 
-    def __init__(self, spec, n_folds, spill_file, fold_spill=None):
+    def __init__(self, spec, n_folds, spill_file, fold_spill=None, fan_in=None):
         from spamnb.bayes.token_kernels import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
         from spamnb.model.calibrate import spill
@@ -584,6 +703,24 @@ class _Counter:
             self.n_folds = 0
         self.fold_rows = [array("d") for _ in range(2 * self.n_folds)]
         self.fold_messages = [0.0] * (2 * self.n_folds)
+        # by partitions (count_variants' fan_in): ``rows`` hold the partition's, added to the tree at its end
+        self.tree = None if fan_in is None else RowTree(fan_in)
+        if self.tree is not None and self.n_folds:
+            raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
+
+    def end_partition(self):
+        """The partition's rows added to the tree, and cleared for the next."""
+        import numpy as np
+
+        n = self.vocabulary.n_features
+        for row in self.rows:
+            if len(row) < n:
+                _grow(row, n)
+        views = [np.frombuffer(row, dtype=np.float64, count=n) for row in self.rows]
+        self.tree.add(views, n)
+        for view in views:
+            view[:] = 0.0
+        del views
 
     def count(self, tokens, is_spam, fold):
         indices = self.vocabulary.add(tokens, self.scratch)
@@ -613,9 +750,18 @@ class _Counter:
 
         vocabulary, self.vocabulary, self.scratch = self.vocabulary, None, None
         n = vocabulary.n_features
-        dense = np.zeros((2, n))
+        if self.tree is not None:   # the partitions' sums, added in the tree (the rows are zeros: dropped first)
+            tree, self.tree, self.rows = self.tree, None, [None, None]
+            dense = tree.result()
+            if dense.shape[1] != n:
+                dense = np.concatenate([dense, np.zeros((2, n - dense.shape[1]))], axis=1)
+            del tree
+        else:
+            dense = np.zeros((2, n))
         for c in range(2):
             row, self.rows[c] = self.rows[c], None
+            if row is None:
+                continue
             m = min(n, len(row))
             dense[c, :m] = np.frombuffer(row, dtype=np.float64, count=m)
             del row

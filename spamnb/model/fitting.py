@@ -25,7 +25,7 @@ from spamnb.model import calibrate, deltas, scoring
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.model.ages import Ages
 from spamnb.model.heap import release_free_memory
-from spamnb.model.counting import count_variants, counting_spec
+from spamnb.model.counting import count_variants, counting_spec, partition_fold_sums
 from spamnb.model.defaults import COUNT_TRANSFORMS
 from spamnb.model.labels import is_spam_label
 from spamnb.model.ledger import from_trained, train_digest
@@ -178,26 +178,44 @@ def _fitted(variant):
     return variant.fitted() if isinstance(variant, Unfitted) else variant
 
 
-def train_variants_here(filters, messages, calibration, n_folds, limit=None, group=True, deferred=False):
+def train_variants_here(filters, messages, calibration, n_folds, limit=None, group=True, deferred=False,
+                        fan_in=None):
     """Train the unfitted ``filters`` in this process on ``messages``
     (``(bytes, is_spam)``), counted in one pass (each message read and parsed
     once: :func:`~spamnb.model.counting.count_variants`), as ``spamnb train
-    -j 1`` trains: a generator of each variant's ``(fitted, calibration,
+    -j 1`` (with ``fan_in``) and ``SpamFilter.fit`` train: a generator of each variant's ``(fitted, calibration,
     held-out scores)`` (:func:`choose_pairs`), its fold models built and its
     spill scored when asked for.  ``calibration`` None: the first variant
     only is counted.  ``limit``: as :func:`count_variants` (a variant dropped
     there gives None).  ``group``: as :func:`~spamnb.model.counting.count_variants`.
     ``deferred``: a variant scored is given as an :class:`Unfitted` (its
-    filter made when :func:`choose_pairs` keeps it)."""
+    filter made when :func:`choose_pairs` keeps it).  ``fan_in``:
+    ``messages`` is an iterable of partitions (each an iterable of
+    messages), the model's rows and each fold's summed a partition at a time
+    and the partitions' sums added in ``TreeReduce(fan_in)``'s tree
+    (:func:`~spamnb.model.counting.count_variants`,
+    :func:`~spamnb.model.counting.partition_fold_sums`): the model and
+    cutoffs of the same partitions counted on workers, byte for byte."""
     import contextlib
 
     filters = filters if calibration is not None else filters[:1]
+    specs = [counting_spec(f) for f in filters]
     with contextlib.ExitStack() as stack:
         # each message's token indices to its fold's file (no fold rows: calibrate.FoldSpill), the
         # held-out pass a fold at a time from them (calibrate.held_out_by_fold)
         spills = [stack.enter_context(calibrate.FoldSpill(n_folds)) if n_folds else None for _ in filters]
-        merged = count_variants([counting_spec(f) for f in filters], messages, n_folds=n_folds, limit=limit,
-                                group=group, fold_spills=spills)
+        ends = []   # by partitions: the messages each fold holds at each partition's end
+
+        def marked(parts):
+            for part in parts:
+                yield part
+                ends.append([spill.class_count.sum(axis=1).astype("int64").tolist() if spill is not None else None
+                             for spill in spills])
+
+        if fan_in is not None:
+            messages = marked(messages)
+        merged = count_variants(specs, messages, n_folds=n_folds, limit=limit, group=group, fold_spills=spills,
+                                fan_in=fan_in)
         for i, spam_filter in enumerate(filters):
             counts, merged[i] = merged[i], None
             if counts is None:
@@ -212,7 +230,8 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
                 continue
             release_free_memory()   # what the counting freed, before the held-out pass
             fold_class_count = spills[i].class_count
-            parts = [calibrate.held_out_by_fold(spam_filter, spills[i], counts)]   # from the counts: no filter yet
+            sum_fold = None if fan_in is None else partition_fold_sums(fan_in, [end[i] for end in ends], specs[i])
+            parts = [calibrate.held_out_by_fold(spam_filter, spills[i], counts, sum_fold)]   # the counts: no filter yet
             spills[i].close()
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
             variant = Unfitted(spam_filter, counts)

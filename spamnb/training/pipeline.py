@@ -23,8 +23,11 @@ for ``counts="raw"`` and ``"binary"`` (integers below 2**53 add exactly),
 within float64 rounding for ``"log"`` (sums of log(1 + n)) or
 ``length_norm`` > 0.  The partitions and the tree depend on
 ``partition_size`` and ``fan_in`` only, never on the number of workers, so
-the model file is byte-identical for every number of workers (and for
-:func:`spamnb.training.cluster.fit` with the same partitions).
+the model file is byte-identical for every number of workers, one included
+(``-j 1`` counts the same partitions in this process, each summed apart and
+added in the same tree: :func:`~spamnb.model.counting.count_variants` with
+``fan_in``), and for :func:`spamnb.training.cluster.fit` with the same
+partitions.
 
 Processes, not threads: the parser and tokenizer hold the GIL (only the
 counting kernels release it).  Workers are forked from this process where
@@ -49,7 +52,7 @@ line added, would otherwise count twice and, held out in two folds, help
 score its own twin.  With workers, a first pass over the partitions keys
 every message (:func:`spamnb.training.planning.partition_keys`; read, not
 parsed), so that the counting pass leaves out the same messages ``-j 1``
-leaves out as it meets them.
+(the partitions read in order in this process) leaves out as it meets them.
 
 Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
 and one running total per level of the tree (each at most the vocabulary);
@@ -71,9 +74,8 @@ from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
 from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
 from spamnb.model.fitting import (CorpusChanged, Unfitted, check_calibration, choose_from_parts, choose_pairs,
                                   take_counts, train_variants_here)
-from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_reports, piece_messages,
-                                     count_partition_variants, partition_keys, partitions, plan_training,
-                                     score_spilled, unique_messages)
+from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_reports, count_partition_variants,
+                                     partition_keys, partition_messages, partitions, plan_training, score_spilled)
 from spamnb.training.workers import Workers
 
 __all__ = ["fit_counts", "fit_counts_variants", "fit", "train", "train_one", "train_variants", "CorpusChanged",
@@ -172,7 +174,7 @@ def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size
 
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
           fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-          progress=None, word_pairs=0, follow_links=False, by_partitions=False):
+          progress=None, word_pairs=0, follow_links=False):
     """``spamnb train``: count a corpus and choose the cutoffs, streaming;
     and, with ``word_pairs`` W >= 2, choose between the filter's tokenizer
     and the same with word pairs of window W.
@@ -195,18 +197,16 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     has more than :data:`PAIRS_MAX_MESSAGES` messages: not tried); each
     variant's model is the one training it alone gives.  ``follow_links``: as
     :func:`spamnb.training.corpus.iter_labelled` (links to files outside a
-    tree are skipped unless it is true).  ``by_partitions``: with ``n_jobs``
-    1, count by partitions all the same (in this process), so the model is
-    byte for byte the one of every other ``n_jobs`` (``spamnb train``
-    without ``-j`` on a machine with no core free for a worker).
+    tree are skipped unless it is true).  The model file is byte for byte
+    the same for every ``n_jobs``, 1 included (the same partitions, added
+    in the same tree: :func:`train_variants`).
     """
     from spamnb.model.spam_filter import SpamFilter
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
                    report=report, strict=strict, calibration=calibration, n_folds=n_folds, dask=dask,
-                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True,
-                   by_partitions=by_partitions)
+                   progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True)
 
     def train_all(filters):
         return train_variants(filters, **options)
@@ -221,10 +221,10 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
     ``scores`` the held-out ``(ham_log_odds, spam_log_odds)`` the cutoffs were
     chosen from (None without them).
 
-    ``spam_filter`` (default ``SpamFilter()``) fitted as :func:`fit` fits it (``n_jobs`` 1: in this
-    process, one message at a time, the counts of ``SpamFilter.fit``; any
-    other ``n_jobs``, 0 on a one-core machine included: by partitions, the
-    model of every ``n_jobs`` != 1), and
+    ``spam_filter`` (default ``SpamFilter()``) fitted as :func:`fit` fits it (by
+    partitions, added in a tree of fixed shape: the same model file for every
+    ``n_jobs``; ``n_jobs`` 1, or 0 on a one-core machine: in this process,
+    :func:`~spamnb.model.fitting.train_variants_here` by partitions), and
     the :class:`~spamnb.model.calibrate.Calibration` of its cutoffs (not applied),
     or None when ``calibration`` is None.
 
@@ -261,18 +261,20 @@ def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_s
 
 def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
                    fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-                   progress=None, limit=None, follow_links=False, deferred=False, by_partitions=False):
+                   progress=None, limit=None, follow_links=False, deferred=False):
     """:func:`train_one` of each unfitted filter of ``filters`` (a filter and
     its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
     a generator of their ``(spam_filter, calibration, scores)``, in order.
 
     The corpus is counted once for all of them (each message read and parsed
     once, tokenized by each filter's tokenizer: :func:`fit_counts_variants`,
-    :func:`~spamnb.model.fitting.train_variants_here` with ``-j 1``), each
+    :func:`~spamnb.model.fitting.train_variants_here` by partitions with
+    ``-j 1``: the same partitions, tree and near-duplicates, without the
+    keying pass, the partitions' and folds' sums added in one vocabulary), each
     variant into its own counts, tree and spills, which are exactly those
     of training it alone; a variant's fold models are built and its spills
     scored when its result is asked for.  ``calibration`` None: the first
-    filter only.  ``by_partitions``: as :func:`train`.  ``limit``: past
+    filter only.  ``limit``: past
     that many messages counted the variants after the first are dropped
     (their result None).  On Dask each variant
     is trained by a pass of its own.  ``deferred`` (not on Dask): a variant
@@ -299,16 +301,10 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
                               strict, calibration, n_folds, folds, dask, follow_links)
         return
     specs = [counting_spec(spam_filter) for spam_filter in filters]
-    one = n_jobs == 1 and not by_partitions   # asked for -j 1 (-j 0 on one core: partitions, here)
-    if one:   # near-duplicates of an earlier message left out as met (the corpus in order)
-        messages = ((data, is_spam) for _name, data, is_spam in
-                    unique_messages(piece_messages(plan_training(trees, spam, ham, report, strict, None, follow_links),
-                                                   report, strict), report))
-        if progress is not None:
-            if hasattr(progress, "restart"):
-                progress.restart()   # a pass of its own: counted from 0 again
-            messages = progress.wrap(messages, "counting")
-        yield from train_variants_here(filters, messages, calibration, folds, limit, group=False, deferred=deferred)
+    if Workers(n_jobs).n_jobs == 1:   # -j 1 (-j 0 on one core): the same partitions and tree, in this process
+        yield from train_variants_here(filters, _partitions_here(trees, spam, ham, partition_size, report, strict,
+                                                                 follow_links, progress),
+                                       calibration, folds, limit, group=False, deferred=deferred, fan_in=fan_in)
         return
     with contextlib.ExitStack() as stack:
         # workers spill to files in a folder, which goes once they have stopped (their files closed)
@@ -316,7 +312,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
         workers = stack.enter_context(Workers(n_jobs))
         spills = (work, [[] for _ in filters]) if work is not None else None
         # the near-duplicates first (a pass that reads each message and keys it: planning.partition_keys),
-        # so that the counting pass leaves out the same messages -j 1 leaves out
+        # so that the counting pass leaves out the same messages as met in order (_partitions_here)
         parts = list(partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
                                 partition_size))
         skips = copies_of(workers.run_ordered(partition_keys, ((part, strict) for part in parts)))
@@ -348,6 +344,31 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
             yield (variant if deferred else variant.fitted()), chosen, scores
             del variant
+
+
+def _partitions_here(trees, spam, ham, partition_size, report, strict, follow_links, progress):
+    """The corpus's partitions (:func:`partitions` of :func:`plan_training`:
+    the workers' own), each a generator of its ``(bytes, is_spam)``, read in
+    order in this process: a near-duplicate of an earlier message left out
+    as met (the messages :func:`copies_of` leaves out, without the keying
+    pass)."""
+    seen = set()
+    if progress is not None and hasattr(progress, "restart"):
+        progress.restart()   # a pass of its own: counted from 0 again
+
+    def messages(part):
+        for _name, data, is_spam in partition_messages(part, report, strict, seen=seen):
+            yield data, is_spam
+            if progress is not None:
+                progress.step("counting")
+
+    try:
+        for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
+                               partition_size):
+            yield messages(part)
+    finally:
+        if progress is not None and hasattr(progress, "close"):
+            progress.close()
 
 
 def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, strict, calibration, n_folds, folds,

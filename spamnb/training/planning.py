@@ -7,13 +7,14 @@ a worker process does."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections import namedtuple
 
 from spamnb.model.counting import count_messages, count_variants
 
 __all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_variants",
-           "count_partition_in_memory", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
+           "count_partition_in_memory", "partition_messages", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 
@@ -42,6 +43,13 @@ def _file_pieces(path, name, is_spam, partition_size):
     if partition_size is None:   # one process reads the corpus: no shards
         yield whole
         return
+    try:   # a small regular file (most of a corpus): whole, known from a stat alone (not opened here)
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_size <= SHARD_ABOVE:
+            yield whole
+            return
+    except OSError:
+        pass
     try:
         fd, size = open_checked(path, max_size=None)   # type checked first: a FIFO or a device is never opened
     except (OSError, Refused):
@@ -255,6 +263,15 @@ def _partition_messages(pieces, report, strict, skip):
     if skip is not None:
         messages = unique_messages(messages, report, skip)
     return ((data, is_spam) for _name, data, is_spam in messages)
+
+
+def partition_messages(pieces, report, strict, seen):
+    """``(name, bytes, is_spam)`` of a partition's messages read in this
+    process, the partitions in order (``spamnb train -j 1``): a message whose
+    near-duplicate key is in the set ``seen`` (the corpus's messages before)
+    left out, the others' keys added: the messages :func:`copies_of` leaves
+    out, without a keying pass."""
+    return unique_messages(piece_messages(pieces, report, strict), report, seen=seen)
 
 
 def count_partition(spec, pieces, strict=False, n_folds=0, spill=None, skip=None):
