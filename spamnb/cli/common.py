@@ -14,7 +14,8 @@ import sys
 from spamnb.errors import CommandError, CorpusError, SettingsError, SkippedError, SkippedInput, SpamnbError, UsageError
 
 __all__ = ["UsageError", "CommandError", "Parser", "settings_of", "model_path", "load_filter", "read_file",
-           "messages_of", "one_line", "exit_code", "model_option", "wait_option", "add_jobs_arguments", "human_size"]
+           "messages_of", "one_line", "exit_code", "add_options", "model_option", "wait_option", "add_jobs_arguments",
+           "human_size"]
 
 
 def __getattr__(name):
@@ -148,21 +149,83 @@ def human_size(n):
         n /= 1024.0
 
 
-def model_option(p):
-    """``-m/--model`` and ``--settings`` after the command too (SUPPRESS keeps a value given before it)."""
+def add_options(p, options, top=False):
+    """Add ``options`` (rows of the option table, :mod:`spamnb.options`) to the
+    parser ``p``: argparse, ``--help`` and the man page are made from the table.
+    ``top``: ``p`` is the ``spamnb`` parser itself; under a command, ``-m`` and
+    ``--settings`` default to SUPPRESS (a value given before the command is kept)."""
     import argparse
 
-    p.add_argument("-m", "--model", metavar="PATH", default=argparse.SUPPRESS,
-                   help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
-    p.add_argument("--settings", metavar="PATH", default=argparse.SUPPRESS,
-                   help="settings file (default: $SPAMNB_HOME/settings.toml, when it exists)")
+    from spamnb.options import default_of
+    from spamnb.options import options as table
+
+    shared = () if top else table("model")
+    groups = {}
+    for option in options:
+        kw = dict(option.kw)
+        if "type" in kw:
+            kw["type"] = _TYPES[kw["type"]]
+        if option.flags[0].startswith("-"):
+            kw["dest"] = option.dest
+        if option in shared:
+            kw["default"] = argparse.SUPPRESS
+        elif option.setting != "serve" and option.default is not None:   # serve's: None, so --config may set it
+            kw["default"] = default_of(option)
+        if kw.get("action") == "version":
+            from spamnb import __version__
+
+            kw["version"] = f"spamnb {__version__}"
+        if "{" in kw.get("help", ""):
+            kw["help"] = kw["help"].format_map(_HelpValues(option))
+        target = p
+        if option.group is not None:
+            name, required = option.group
+            target = groups.get(name) or groups.setdefault(name, p.add_mutually_exclusive_group(required=required))
+        target.add_argument(*option.flags, **kw)
+
+
+class _HelpValues(dict):
+    """The values a help text of the option table names: ``{default}`` (the
+    option's, and ``{default_mib}``, ``{default_gib}``), the engine's defaults
+    (the cutoffs, ``-j``'s), serve's ``--listen``; any other ``{name}`` is text
+    (``{client_addr}``: a milter macro)."""
+
+    def __init__(self, option):
+        from spamnb.options import default_of
+
+        default = default_of(option)
+        super().__init__(default=default)
+        if isinstance(default, int):
+            self.update(default_mib=default / 2 ** 20, default_gib=default / 2 ** 30)
+        if isinstance(default, list):
+            self.update(listen_text=", ".join(default))
+
+    def __missing__(self, key):
+        values = _engine_defaults()
+        return values[key] if key in values else "{" + key + "}"
+
+
+@functools.cache
+def _engine_defaults():
+    from spamnb.model.calibrate import DEFAULT_MAX_UNSURE
+    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+    from spamnb.training.workers import DEFAULT_JOBS
+
+    return {"spam_cutoff": DEFAULT_SPAM_CUTOFF, "ham_cutoff": DEFAULT_HAM_CUTOFF, "ham_log_odds": DEFAULT_HAM_LOG_ODDS,
+            "max_unsure_percent": DEFAULT_MAX_UNSURE * 100, "default_jobs": DEFAULT_JOBS}
+
+
+def model_option(p):
+    """``-m/--model`` and ``--settings`` after the command too (SUPPRESS keeps a value given before it)."""
+    from spamnb.options import options
+
+    add_options(p, options("model"))
 
 
 def wait_option(p):
-    from spamnb.model.store import DEFAULT_WAIT
+    from spamnb.options import options
 
-    p.add_argument("--wait", type=float, default=DEFAULT_WAIT, metavar="SECONDS",
-                   help=f"how long to wait for another writer's lock on the model (default {DEFAULT_WAIT:g})")
+    add_options(p, options("wait"))
 
 
 def probability(text):
@@ -180,16 +243,9 @@ def probability(text):
 def cutoff_options(p):
     """``--spam-cutoff``/``--ham-cutoff``; the defaults stated are the code's
     (``spamnb.model.defaults``), printed exactly."""
-    from spamnb.model.calibrate import DEFAULT_MAX_UNSURE
-    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+    from spamnb.options import options
 
-    p.add_argument("--spam-cutoff", type=probability, metavar="P",
-                   help="spam when P(spam) >= P (default: the model's, which spamnb train chooses for its mail "
-                        f"and spamnb info prints; {DEFAULT_SPAM_CUTOFF!r} when it has too little mail to choose)")
-    p.add_argument("--ham-cutoff", type=probability, metavar="P",
-                   help=f"ham when P(spam) <= P (default: the model's: {DEFAULT_HAM_CUTOFF!r}, log-odds "
-                        f"{DEFAULT_HAM_LOG_ODDS:g}, or higher when spamnb train finds more than "
-                        f"{DEFAULT_MAX_UNSURE * 100:g} %% of its mail between the cutoffs)")
+    add_options(p, options("cutoffs"))
 
 
 def jobs(text):
@@ -204,26 +260,20 @@ def jobs(text):
     return n
 
 
-def add_jobs_arguments(parser, command):
-    """Register ``-j/--jobs`` (and, for ``train``, ``--dask`` and
-    ``--partition-size``) on a subcommand's parser (``train``, ``classify``)."""
-    from spamnb.training import planning, workers
+def add_jobs_arguments(parser):
+    """Register train's ``-j/--jobs``, ``--dask`` and ``--partition-size``
+    (``classify --batch``'s are in the option table, :mod:`spamnb.options`)."""
+    from spamnb.training import planning
 
-    if command == "train":
-        jobs_help = ("worker processes (default: the cores free, those available less those busy, "
-                     "2 at least where there are two; 1 with --feature-weight; 0: every core; 1: this process, "
-                     "the model of SpamFilter.fit; see docs/scale.md)")
-    else:   # a batch: full partitions on the workers, a path the writer waits for answered at once
-        jobs_help = (f"worker processes of --batch (default {workers.DEFAULT_JOBS}: every core available; "
-                     "1: this process; see docs/scale.md)")
     parser.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
-                        help=jobs_help)
+                        help="worker processes (default: the cores free, those available less those busy, "
+                             "2 at least where there are two; 1 with --feature-weight; 0: every core; 1: this "
+                             "process, the model of SpamFilter.fit; see docs/scale.md)")
     parser.add_argument("--partition-size", type=int, default=planning.DEFAULT_PARTITION_SIZE, metavar="N",
                         help=f"messages per partition with -j (default {planning.DEFAULT_PARTITION_SIZE}"
-                             + ("; the model depends on it, not on -j)" if command == "train" else ")"))
-    if command == "train":
-        parser.add_argument("--dask", metavar="ADDRESS",
-                            help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
+                             "; the model depends on it, not on -j)")
+    parser.add_argument("--dask", metavar="ADDRESS",
+                        help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
 
 
 def pairs_window(text):
@@ -250,6 +300,9 @@ def pairs_choice(text):
         return pairs_window(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
+
+
+_TYPES = {"int": int, "float": float, "probability": probability, "jobs": jobs}
 
 
 def one_line(exc):

@@ -206,7 +206,7 @@ def add_parser(sub):
     p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
     wait_option(p)
     model_option(p)
-    add_jobs_arguments(p, "train")
+    add_jobs_arguments(p)
     p.set_defaults(handler=cmd_train)
 
 

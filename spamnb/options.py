@@ -1,0 +1,440 @@
+"""The one table of spamnb's options: each option of the mail filter's commands
+(``classify``, ``learn``, ``forget``, the global ones and those several
+commands share: ``-m``, ``--settings``, ``--wait``, the cutoffs, ``-j``) and
+every option of ``spamnb serve``, once: its flags, default, help and what it
+is besides an option.  Made from it:
+
+- argparse, ``--help`` and the man page (``spamnb.cli.common.add_options``);
+- the fast reading of a mail filter's common command lines
+  (``spamnb.cli.main.fast_args``: :func:`fast_flags`, :func:`fast_defaults`);
+- the settings file's keys (``setting="file"``: ``spamnb.settings.KEYS``) and
+  ``spamnb serve``'s settings (``setting="serve"``: ``SERVER_DEFAULTS``, the
+  keys of the TOML ``[serve]`` table of ``--config``, ``RELOADABLE``).
+
+tests/test_options.py checks that ``--help``, the man page and the settings
+keys agree with it.  Importing this module imports nothing (the cold path of
+``spamnb classify`` reads it); a command's options are made the first time
+they are asked for.  A default that is the engine's (``--wait``'s, the
+partition size) is a :class:`Ref` to it, read when needed.
+"""
+
+__all__ = ["Ref", "Option", "options", "default_of", "fast_flags", "fast_defaults", "kind_of", "setting_kinds",
+           "serve_defaults", "reloadable", "MILTER_SPAM_ACTIONS", "MILTER_UNSURE_ACTIONS", "MILTER_TRUSTED_ACTIONS"]
+
+# what the milter may do with spam, with unsure mail, with trusted mail (the options' choices, their
+# checks in spamnb.settings and the per-domain tables' in spamnb.server.policy)
+MILTER_SPAM_ACTIONS = ("tag", "reject", "quarantine")
+MILTER_UNSURE_ACTIONS = ("accept", "tag", "tempfail")
+MILTER_TRUSTED_ACTIONS = ("accept", "check")
+
+
+class Ref:
+    """A default that lives in another module (``module``'s ``name``), read when asked for."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+    def value(self):
+        return getattr(__import__(self.module, fromlist=[self.name]), self.name)
+
+
+class Option:
+    """One option.  ``flags``: its option strings (a positional: its name);
+    ``dest``: its attribute (from the first long flag, as argparse makes it);
+    ``default``: its value when not given (serve's: the built-in default,
+    the parser itself gives None so that the ``--config`` file can set it);
+    ``setting``: ``"file"`` (a key of the settings file), ``"serve"`` (a key of
+    serve's settings), or None; ``fast``: read by the fast parser of the
+    common forms; ``slow``: left out of the fast reading's namespace (a
+    ``--batch`` option); ``reload``: serve re-reads it on SIGHUP; ``group``:
+    the mutually exclusive group it is in (``(name, required)``); ``kw``:
+    the rest of argparse's ``add_argument`` arguments (``type`` by name:
+    ``int``, ``float``, ``probability``, ``jobs``)."""
+
+    __slots__ = ("flags", "dest", "default", "setting", "fast", "slow", "reload", "group", "kw")
+
+    def __init__(self, *flags, dest=None, default=None, setting=None, fast=False, slow=False, reload=False,
+                 group=None, **kw):
+        self.flags = flags
+        if dest is None:
+            long = [f for f in flags if f.startswith("--")]
+            dest = (long[0] if long else flags[0]).lstrip("-").replace("-", "_")
+        self.dest, self.default, self.setting = dest, default, setting
+        self.fast, self.slow, self.reload, self.group, self.kw = fast, slow, reload, group, kw
+
+    def __repr__(self):
+        return f"Option({'/'.join(self.flags)})"
+
+
+def default_of(option):
+    """The option's default, a :class:`Ref` read."""
+    value = option.default
+    return value.value() if isinstance(value, Ref) else value
+
+
+_MADE = {}
+
+
+def options(command):
+    """The options of ``command`` (``"global"`` for the ones before it; the
+    shared ones by name: ``"model"``, ``"wait"``, ``"cutoffs"``, ``"jobs"``),
+    in their ``--help`` order."""
+    made = _MADE.get(command)
+    if made is None:
+        made = _MADE[command] = tuple(_TABLE[command]())
+    return made
+
+
+# ----------------------------------------------------------------------------
+# the options several commands share
+
+def _model():
+    """``-m``/``--settings`` after a command (before it: the global ones)."""
+    return [
+        Option("-m", "--model", metavar="PATH", setting="file",
+               help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)"),
+        Option("--settings", metavar="PATH",
+               help="settings file (default: $SPAMNB_HOME/settings.toml, when it exists)"),
+    ]
+
+
+def _global():
+    model, settings = options("model")
+    return [
+        Option("--version", action="version", slow=True),
+        model,
+        settings,
+        Option("--man", action="store_true", default=False, help="print the manual page (roff) and exit"),
+        Option("--completion", choices=("bash",), help="print a shell completion script and exit"),
+    ]
+
+
+def _wait():
+    return [Option("--wait", type="float", default=Ref("spamnb.model.store", "DEFAULT_WAIT"), metavar="SECONDS",
+                   help="how long to wait for another writer's lock on the model (default {default:g})")]
+
+
+def _cutoffs():
+    return [
+        Option("--spam-cutoff", type="probability", metavar="P", setting="file",
+               help="spam when P(spam) >= P (default: the model's, which spamnb train chooses for its mail "
+                    "and spamnb info prints; {spam_cutoff!r} when it has too little mail to choose)"),
+        Option("--ham-cutoff", type="probability", metavar="P", setting="file",
+               help="ham when P(spam) <= P (default: the model's: {ham_cutoff!r}, log-odds "
+                    "{ham_log_odds:g}, or higher when spamnb train finds more than "
+                    "{max_unsure_percent:g} %% of its mail between the cutoffs)"),
+    ]
+
+
+def _jobs():
+    """``-j``/``--partition-size`` of ``classify --batch`` (train's own are in spamnb.cli.train)."""
+    return [
+        Option("-j", "--jobs", type="jobs", metavar="N", slow=True,
+               help="worker processes of --batch (default {default_jobs}: every core available; "
+                    "1: this process; see docs/scale.md)"),
+        Option("--partition-size", type="int", default=Ref("spamnb.training.planning", "DEFAULT_PARTITION_SIZE"),
+               metavar="N", slow=True, help="messages per partition with -j (default {default})"),
+    ]
+
+
+# ----------------------------------------------------------------------------
+# classify, learn, forget: the cold path
+
+def _classify():
+    wait = Option("--wait", type="float", default=Ref("spamnb.model.store", "DEFAULT_WAIT"), metavar="SECONDS",
+                  help="with --auto-learn: how long to wait for another writer's lock on the model "
+                       "(default {default:g})")
+    return [
+        Option("files", nargs="*", metavar="FILE", slow=True,
+               help="message files, mboxes, folders or - for stdin (one message; an mbox with -M); several "
+                    "messages: one line each"),
+        Option("--batch", action="store_true", default=False,
+               help="paths (arguments, or lines of stdin answered as they arrive): one line per message; "
+                    "an unreadable path, a device, a FIFO, a file over 64 MiB that is not an mbox gets an "
+                    "error line (unread) and the batch goes on; names are escaped (a tab: \\t)"),
+        Option("-M", "--mbox", action="store_true", default=False, fast=True,
+               help="stdin is an mbox (without it stdin is one message, whatever its first line); one "
+                    "line per message, even for a single message"),
+        Option("-p", "--passthrough", action="store_true", default=False, fast=True,
+               help="write the message to stdout with the status header; exit 0 whatever the verdict"),
+        *options("cutoffs"),
+        Option("--header-name", metavar="NAME", setting="file",
+               help="the status header of -p (default: X-Spamnb-Status)"),
+        Option("--subject-tag", metavar="TAG", setting="file",
+               help="with -p: put TAG before the Subject of spam (once)"),
+        Option("--sa-headers", action="store_true", default=False,
+               help="with -p: SpamAssassin's fields instead of the status header: X-Spam-Flag (spam), "
+                    "X-Spam-Status, X-Spam-Score, X-Spam-Level, X-Spam-Checker-Version, as spamnb serve "
+                    "adds them (X-Spam-* fields already there are removed)"),
+        Option("--report", action="store_true", default=False, help="with -p --sa-headers: add X-Spam-Report too"),
+        Option("--json", action="store_true", default=False, help="JSON output"),
+        Option("-v", "--verbose", action="store_true", default=False, help="also list the strongest evidence"),
+        Option("--auto-learn", action="store_true", default=False,
+               help="learn the verdict of one message when it is at least 2 log-odds beyond its cutoff "
+                    "(never unsure mail; through the ledger, so a later learn, move or TELL relabels it; "
+                    "at most 120 a model and hour)"),
+        wait,
+        *options("model"),
+        *options("jobs"),
+    ]
+
+
+_FILES_LEARNED = ("message files, mboxes, folders, Maildirs or - (stdin, one message, the default; an "
+                  "mbox with -M); "
+                  "with --ham, a folder's spam and bulk sub-folders (.Junk, .Spam.2023, Bulk) are left out; "
+                  "devices, FIFOs, non-mail and files over 64 MiB (not mboxes) are skipped, said on stderr")
+
+
+def _learning(texts, required):
+    group = ("label", required)
+    return [
+        Option("--spam", dest="label", action="store_const", const="spam", fast=True, group=group, help=texts[0]),
+        Option("--ham", dest="label", action="store_const", const="ham", fast=True, group=group, help=texts[1]),
+        Option("files", nargs="*", metavar="FILE", slow=True, help=_FILES_LEARNED),
+        Option("-M", "--mbox", action="store_true", default=False, fast=True,
+               help="stdin is an mbox (without it stdin is one message, whatever its first line)"),
+        Option("--follow-links", action="store_true", default=False,
+               help="read links to files outside the folders given (skipped by default)"),
+        Option("-q", "--quiet", action="store_true", default=False, fast=True, help="no progress and no summary"),
+        Option("--shared", metavar="redis://HOST:PORT/DB", setting="file",
+               help="send the messages as lessons to the hosts sharing learning through this Redis "
+                    "(spamnb serve --shared learns them); the local model changes only through its server"),
+        *options("wait"),
+        *options("model"),
+    ]
+
+
+def _learn():
+    return _learning(("learn the messages as spam (a message learned as ham before moves to spam)",
+                      "learn the messages as ham (a message learned as spam before moves to ham)"), True)
+
+
+def _forget():
+    return _learning(("the messages were learned as spam (needed only for messages learned "
+                      "before the ledger; the ledger knows the others)",
+                      "the messages were learned as ham (as --spam)"), False)
+
+
+def fast_flags(command):
+    """``{flag: (dest, value)}`` of the options the fast parser reads for ``command``."""
+    flags = {}
+    for option in options(command):
+        if option.fast:
+            value = option.kw["const"] if option.kw.get("action") == "store_const" else True
+            for flag in option.flags:
+                flags[flag] = (option.dest, value, option.group is not None)
+    return flags
+
+
+def fast_defaults(command):
+    """``{dest: default}`` of ``command``'s options as the parser gives them when
+    absent (its ``--batch`` options, its positionals and ``-m``/``--settings``,
+    which the global reading gives, apart)."""
+    shared = options("model") if command != "global" else ()
+    return {option.dest: default_of(option) for option in options(command)
+            if not option.slow and option not in shared}
+
+
+# ----------------------------------------------------------------------------
+# spamnb serve: its options are its settings (the --config file's [serve] table)
+
+def _serve():
+    s = "serve"
+    return [
+        Option("-l", "--listen", action="append", metavar="ADDR", setting=s, default=["127.0.0.1:783"],
+               help="HOST:PORT or a Unix socket path (repeatable; default {listen_text})"),
+        Option("-m", "--model", metavar="PATH", setting=s, reload=True,
+               help="site model (default: $SPAMNB_HOME/model.spamnb)"),
+        Option("--models-dir", metavar="DIR", setting=s, reload=True,
+               help="per-user models: DIR/<user>/model.spamnb"),
+        Option("--allowed-ips", metavar="NETS", setting=s, reload=True,
+               help="comma-separated addresses/networks allowed to connect over TCP (default loopback)"),
+        Option("--allow-tell", action="store_const", const=True, setting=s, default=False, reload=True,
+               help="accept TELL (learning; spamc -L)"),
+        Option("--auto-learn", action="store_const", const=True, setting=s, default=False, reload=True,
+               help="learn the verdicts the checking model is sure of (2 log-odds beyond its cutoff; "
+                    "never unsure mail), marked in its ledger so a later TELL or learn relabels them, "
+                    "at most 120 a model and hour; the user's own model, the site model only "
+                    "without --models-dir (default: off)"),
+        Option("--create-user-models", action="store_const", const=True, setting=s, default=False, reload=True,
+               help="let TELL create a model for a user without one (a copy of the site model; "
+                    "default: refused)"),
+        Option("--max-user-models", type="int", metavar="N", setting=s, default=1000, reload=True,
+               help="TELL creates no user model past N of them (default {default})"),
+        Option("--max-user-models-bytes", type="int", metavar="BYTES", setting=s, default=10 * 1024 ** 3,
+               reload=True, help="TELL creates no user model past BYTES in all user models "
+                                 "(default {default_gib:g} GiB)"),
+        Option("--max-size", type="int", metavar="BYTES", setting=s, default=4 * 1024 * 1024, reload=True,
+               help="largest message checked (default {default} = {default_mib:g} MiB)"),
+        Option("--max-connections", type="int", metavar="N", setting=s, default=64, reload=True,
+               help="connections at once; past it new ones wait in the listen backlog "
+                    "(default {default})"),
+        Option("--max-models", type="int", metavar="N", setting=s, default=1000, reload=True,
+               help="models kept loaded (default {default})"),
+        Option("--max-models-bytes", type="int", metavar="BYTES", setting=s, default=64 * 1024 ** 2, reload=True,
+               help="bytes of user models kept loaded per worker, least recently used out first; the site "
+                    "model apart (default {default_mib:.0f} MiB)"),
+        Option("--timeout", type="float", metavar="SECONDS", setting=s, default=30.0, reload=True,
+               help="time to receive a request from its first byte / send a response (default {default:g})"),
+        Option("--idle-timeout", type="float", metavar="SECONDS", setting=s, default=5.0, reload=True,
+               help="a connection silent this long before a request is closed (default {default:g})"),
+        Option("--required-score", type="float", metavar="R", setting=s, default=5.0, reload=True,
+               help="score the spam cutoff maps to (default {default:.1f})"),
+        Option("--socket-mode", metavar="OCTAL", setting=s, default="0660",
+               help="permissions of a Unix socket (default {default})"),
+        Option("--syslog", action="store_const", const=True, setting=s, default=False, reload=True,
+               help="log to syslog (mail facility)"),
+        Option("--report", action="store_const", const=True, setting=s, default=False, reload=True,
+               help="PROCESS/HEADERS also add X-Spam-Report (the report, folded; default off)"),
+        Option("--subject-tag", metavar="TAG", setting=s, reload=True,
+               help="PROCESS/HEADERS put TAG before the Subject of spam, once (default: none)"),
+        Option("--config", metavar="FILE",
+               help="settings file (TOML: its [serve] table, keys as the long options), re-read on SIGHUP"),
+        Option("-v", "--verbose", action="store_const", const=True, setting=s, default=False, reload=True,
+               help="log one line per request (errors, reloads, start and stop are always logged)"),
+        Option("-w", "--workers", metavar="N", setting=s,
+               help="worker processes sharing the sockets (default: one per core; 1: a single process)"),
+        Option("-u", "--username", "--user", dest="user", metavar="USER", setting=s,
+               help="when started as root: bind, then run as USER (and its groups)"),
+        Option("-g", "--groupname", "--group", dest="group", metavar="GROUP", setting=s,
+               help="with -u: run with this group instead of USER's own"),
+        Option("-r", "--pidfile", metavar="PATH", setting=s,
+               help="write the process id there (refused while another live server holds it)"),
+        Option("--ssl-listen", action="append", metavar="HOST:PORT", setting=s,
+               help="also listen for TLS connections (spamc -S) there (repeatable)"),
+        Option("--ssl-cert", "--server-cert", dest="ssl_cert", metavar="FILE", setting=s,
+               help="TLS certificate (PEM, may hold the key too)"),
+        Option("--ssl-key", "--server-key", dest="ssl_key", metavar="FILE", setting=s,
+               help="TLS private key (PEM)"),
+        Option("--metrics", metavar="[HOST:]PORT", setting=s,
+               help="serve Prometheus /metrics and a /status report there (host: loopback by default)"),
+        Option("--milter", action="append", metavar="ADDR", setting=s,
+               help="also (or, without -l, only) speak the milter protocol (Postfix smtpd_milters) on "
+                    "HOST:PORT or a Unix socket path (repeatable; needs pip install 'spamnb[milter]')"),
+        Option("--milter-spam-action", choices=MILTER_SPAM_ACTIONS, setting=s, default="tag", reload=True,
+               help="milter: what to do with spam: add the X-Spam-* fields, refuse it with 550 5.7.1 at the "
+                    "end of DATA, or tag it and ask the MTA to hold it (default {default})"),
+        Option("--milter-on-error", choices=("accept", "tempfail"), setting=s, default="accept", reload=True,
+               help="milter: the answer for a message that cannot be checked (over --max-size, no usable "
+                    "model, an internal error): pass it unchanged or defer it (default {default})"),
+        Option("--milter-user", choices=("local", "address"), setting=s, default="local", reload=True,
+               help="milter: the user name of a message's one recipient, for --models-dir: its local part "
+                    "without a +extension, or its whole address; lower case (default {default})"),
+        Option("--milter-timeout", type="float", metavar="SECONDS", setting=s, default=300.0, reload=True,
+               help="milter: seconds a milter connection may stay silent (an MTA waits on its SMTP "
+                    "client meanwhile; default {default:g})"),
+        # None: --max-size / 2 + 4096 (more than an MTA sends for such a message)
+        Option("--milter-max-packets", type="int", metavar="N", setting=s, reload=True,
+               help="milter: packets one message may take; past it the message is refused with a temporary "
+                    "failure, unchecked (default: --max-size / 2 + 4096, more than an MTA sends for a message "
+                    "of --max-size)"),
+        Option("--milter-skip-authenticated", action="store_const", const=True, setting=s, default=False,
+               reload=True,
+               help="milter: mail whose MAIL command came with the {auth_authen} macro (a SASL-authenticated "
+                    "submission) gets --milter-trusted-action (default: checked as any other)"),
+        Option("--trusted-networks", metavar="NETS", setting=s, reload=True,
+               help="milter: comma-separated client addresses/networks whose mail gets --milter-trusted-action "
+                    "(the {client_addr} macro; default none)"),
+        Option("--milter-trusted-action", choices=MILTER_TRUSTED_ACTIONS, setting=s, default="accept", reload=True,
+               help="milter: authenticated and trusted-network mail is passed untouched, not checked (accept), "
+                    "or checked and logged, passed untouched (check) (default {default})"),
+        Option("--milter-allowlist", metavar="FILE", setting=s, reload=True,
+               help="milter: senders, @domains and client networks (one a line, # comments) whose mail is "
+                    "delivered unchecked, its X-Spam-Status saying allowlisted=KIND; re-read on SIGHUP"),
+        Option("--milter-blocklist", metavar="FILE", setting=s, reload=True,
+               help="milter: senders, @domains and client networks (the same format) whose mail is refused "
+                    "with 550 5.7.1 (the MTA refuses it during SMTP); re-read on SIGHUP"),
+        # None: --milter-spam-action for all spam
+        Option("--milter-reject-score", type="float", metavar="SCORE", setting=s, reload=True,
+               help="milter: spam scoring SCORE or more is refused (550 5.7.1), spam below it gets "
+                    "--milter-spam-action (tag for reject); at least the spam cutoff's score "
+                    "(--required-score; default: none, --milter-spam-action for all spam)"),
+        Option("--milter-unsure-action", choices=MILTER_UNSURE_ACTIONS, setting=s, default="accept", reload=True,
+               help="milter: unsure mail is delivered with its fields (accept), its Subject tagged too (tag), "
+                    "or deferred with 451 4.7.1 once per client, sender and first recipient in 4 hours, "
+                    "accepted on the retry (tempfail) (default {default})"),
+        Option("--milter-domains", metavar="FILE", setting=s, reload=True,
+               help="milter: a TOML file (settings.toml may be it) of [domain.\"NAME\"] tables: spam_action, "
+                    "reject_score, unsure_action, model for mail to that domain (the first recipient's); "
+                    "re-read on SIGHUP"),
+        Option("--shared", metavar="redis://HOST:PORT/DB", setting=s,
+               help="share learning with other hosts through this Redis: TELLs go to a stream every host "
+                    "follows and learns from; scoring stays local (needs pip install 'spamnb[shared]'; "
+                    "docs/serve.md)"),
+        Option("--shared-state", metavar="DIR", setting=s,
+               help="with --shared: this host's outbox and stream position (default: MODEL.shared/ "
+                    "beside the site model)"),
+        Option("--snapshot-interval", type="float", metavar="SECONDS", setting=s, default=300.0,
+               help="with --shared: publish a snapshot of the models this often, and trim the stream "
+                    "behind it; 0: never (default {default:g})"),
+        # the web console (spamnb.console; docs/ui.md)
+        Option("--ui", metavar="[HOST:]PORT", setting=s,
+               help="serve the web console there (history, evidence, learning; host: loopback by default, "
+                    "another only with --ui-tls and --allowed-ips; needs pip install 'spamnb[ui]')"),
+        Option("--ui-users", metavar="FILE", setting=s,
+               help="the console's users: 'name role scrypt$...' a line, role viewer, trainer, admin or user "
+                    "(a user sees only their own mail); lines from --ui-hash-password"),
+        Option("--ui-tls", action="store_const", const=True, setting=s, default=False,
+               help="serve the console over HTTPS with --ssl-cert/--ssl-key (cookies then Secure)"),
+        Option("--ui-origin", metavar="URL", setting=s,
+               help="the console's address as browsers see it behind a reverse proxy (https://host), "
+                    "the one Origin its POSTs may come from"),
+        # None: history.sqlite beside the site model
+        Option("--ui-history", metavar="FILE", setting=s,
+               help="the history's SQLite file (default: history.sqlite beside the site model)"),
+        Option("--ui-history-rows", type="int", metavar="N", setting=s, default=100_000,
+               help="checks kept in the history, the oldest out first (default {default})"),
+        Option("--ui-history-days", type="float", metavar="DAYS", setting=s, default=30.0,
+               help="checks older than this leave the history (default {default:g})"),
+        # messages kept for learning from the history; 0: none (they are mail content)
+        Option("--ui-keep-messages", type="int", metavar="N", setting=s, default=0,
+               help="keep the last N messages (each up to 1 MiB) so the console can learn from the history; "
+                    "they are mail content: off by default (0)"),
+        Option("--ui-hash-password", action="store_true", default=False,
+               help="read a password on stdin, print its scrypt hash for --ui-users, and exit"),
+        Option("--status", action="store_true", default=False,
+               help="print the running server's figures (from its --metrics address) and exit"),
+        Option("--check-config", action="store_true", default=False,
+               help="check, without starting, every file, listener, model, user and permission these "
+                    "options and --config need (files as -u USER); one line on stderr per problem, "
+                    "exit 78 if any, else 0"),
+    ]
+
+
+def serve_defaults():
+    """``{key: default}`` of serve's settings (``spamnb.settings.SERVER_DEFAULTS``)."""
+    return {option.dest: option.default for option in options("serve") if option.setting == "serve"}
+
+
+def reloadable():
+    """The keys of serve's settings a SIGHUP re-reads."""
+    return tuple(option.dest for option in options("serve") if option.reload)
+
+
+def kind_of(option):
+    """What a settings file gives for ``option``: ``"str"``, ``"int"``,
+    ``"float"``, ``"probability"``, ``"bool"`` or ``"list"`` (of strings)."""
+    action = option.kw.get("action")
+    if action == "append":
+        return "list"
+    if action in ("store_const", "store_true") and option.kw.get("const", True) is True:
+        return "bool"
+    return option.kw.get("type", "str")
+
+
+def setting_kinds(scope):
+    """``{key: kind}`` of the settings of ``scope``: ``"file"`` (the settings
+    file's keys, from the commands' options) or ``"serve"``."""
+    commands = ("global", "classify", "learn") if scope == "file" else ("serve",)
+    kinds = {}
+    for command in commands:
+        for option in options(command):
+            if option.setting == scope:
+                kinds.setdefault(option.dest, kind_of(option))
+    return kinds
+
+
+_TABLE = {"global": _global, "model": _model, "wait": _wait, "cutoffs": _cutoffs, "jobs": _jobs,
+          "classify": _classify, "learn": _learn, "forget": _forget, "serve": _serve}
