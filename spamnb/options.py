@@ -415,10 +415,13 @@ def reloadable():
 
 def kind_of(option):
     """What a settings file gives for ``option``: ``"str"``, ``"int"``,
-    ``"float"``, ``"probability"``, ``"bool"`` or ``"list"`` (of strings)."""
+    ``"float"``, ``"probability"``, ``"bool"``, ``"list"`` (of strings) or
+    ``"nets"`` (networks: a string, comma-separated, or a list of strings)."""
     action = option.kw.get("action")
     if action == "append":
         return "list"
+    if option.kw.get("metavar") == "NETS":
+        return "nets"
     if action in ("store_const", "store_true") and option.kw.get("const", True) is True:
         return "bool"
     return option.kw.get("type", "str")

@@ -344,10 +344,11 @@ def _serve_table(path, table):
               "int": isinstance(value, int) and not isinstance(value, bool),
               "float": isinstance(value, (int, float)) and not isinstance(value, bool),
               "list": isinstance(value, list) and all(isinstance(v, str) for v in value),
+              "nets": isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str) for v in value),
               "str": isinstance(value, (str, int)) and not isinstance(value, bool)}[kind]
         if not ok:
             wanted = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-                      "list": "a string or a list of strings"}[kind]
+                      "list": "a string or a list of strings", "nets": "a string or a list of strings"}[kind]
             raise SettingsError(f"{path}: [serve]: {key} must be {wanted}, not {value!r}")
         values[key] = value
     return values
