@@ -25,8 +25,10 @@ checks them against the code).  An unknown key, a value of the wrong type or a
 cutoff outside [0, 1] is an error (exit 3), not something silently ignored.
 
 The server's settings (:class:`ServerSettings`): :data:`SERVER_DEFAULTS`, then
-the ``key = value`` file of ``--config`` (re-read on SIGHUP), then the
-command line; a bad one is exit 64.  This module imports neither the server
+the ``[serve]`` table of the TOML file ``--config`` names (re-read on SIGHUP;
+the settings file may be it; the older ``key = value`` lines are read with a
+notice), then the command line; a bad one is exit 64.  The keys, their
+types and defaults are the option table's (:mod:`spamnb.options`).  This module imports neither the server
 nor numpy (``spamnb classify`` reads it; ``classify --sa-headers`` takes the
 server's required score from here).
 """
@@ -38,7 +40,8 @@ from spamnb.mail import lazy_re
 from spamnb.options import MILTER_SPAM_ACTIONS, MILTER_TRUSTED_ACTIONS, MILTER_UNSURE_ACTIONS, setting_kinds
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
-           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "in_networks",
+           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "toml_equivalent",
+           "in_networks",
            "MILTER_SPAM_ACTIONS", "MILTER_UNSURE_ACTIONS", "MILTER_TRUSTED_ACTIONS"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"

@@ -177,3 +177,18 @@ def test_the_notice_through_the_command(tmp_path):
     config.write_text('[serve]\nmetrics = "127.0.0.1:1"\n')
     proc = _spamnb("serve", "--status", "--config", str(config))
     assert proc.returncode == 69 and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_the_config_example_in_the_docs_reads(tmp_path):
+    """docs/serve.md's ``[serve]`` example is a file serve reads, and its older-form notice is the code's."""
+    text = (REPO / "docs" / "serve.md").read_text()
+    section = text.split("### The `--config` file", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    config = tmp_path / "serve.toml"
+    config.write_text(example)
+    values = read_config(config)
+    assert values["allow_tell"] is True and values["milter"] == ["127.0.0.1:11332"]
+    notice = next(line.strip() for line in section.splitlines() if "key = value lines are still read" in line)
+    from spamnb.settings import toml_equivalent
+
+    assert notice.endswith(toml_equivalent({"listen": ["127.0.0.1:783"], "allow_tell": "yes", "max_size": "4194304"}))
