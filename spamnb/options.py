@@ -1,8 +1,7 @@
-"""The one table of spamnb's options: each option of the mail filter's commands
-(``classify``, ``learn``, ``forget``, the global ones and those several
-commands share: ``-m``, ``--settings``, ``--wait``, the cutoffs, ``-j``) and
-every option of ``spamnb serve``, once: its flags, default, help and what it
-is besides an option.  Made from it:
+"""The one table of spamnb's options: every option of every command (and the
+global ones, and those several commands share: ``-m``, ``--settings``,
+``--wait``, the cutoffs), once: its flags, default, help and what it is
+besides an option.  Made from it:
 
 - argparse, ``--help`` and the man page (``spamnb.cli.common.add_options``);
 - the fast reading of a mail filter's common command lines
@@ -51,7 +50,8 @@ class Option:
     ``--batch`` option); ``reload``: serve re-reads it on SIGHUP; ``group``:
     the mutually exclusive group it is in (``(name, required)``); ``kw``:
     the rest of argparse's ``add_argument`` arguments (``type`` by name:
-    ``int``, ``float``, ``probability``, ``jobs``)."""
+    ``int``, ``float``, ``probability``, ``rate``, ``jobs``, ``pairs``, ... as
+    ``spamnb.cli.common`` defines them; ``choices`` may be a :class:`Ref`)."""
 
     __slots__ = ("flags", "dest", "default", "setting", "fast", "slow", "reload", "group", "kw")
 
@@ -235,6 +235,206 @@ def fast_defaults(command):
     shared = options("model") if command != "global" else ()
     return {option.dest: default_of(option) for option in options(command)
             if not option.slow and option not in shared}
+
+
+# ----------------------------------------------------------------------------
+# the other commands: train, evaluate, info, tokens, dump, load, merge, prune, imap
+
+_PAIRS = "auto|0|W"
+
+
+def _train():
+    return [
+        Option("dirs", nargs="*", metavar="DIR",
+               help="folder tree: folders named spam* or junk* (and Maildir++ folders with such a part: "
+                    ".Spam, .Junk.2023) hold spam, bulk* folders are skipped, others are ham; files may be "
+                    "mboxes; devices, FIFOs and files over 64 MiB (not mboxes) are skipped"),
+        Option("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox"),
+        Option("--ham", action="append", default=[], metavar="PATH",
+               help="ham: folder, Maildir or mbox (its spam and bulk folders are left out, said so)"),
+        Option("--strict", action="store_true", default=False,
+               help="fail on unreadable or non-mail files instead of skipping"),
+        Option("--follow-links", action="store_true", default=False,
+               help="read links to files outside the folders given (skipped by default)"),
+        Option("--force", action="store_true", default=False,
+               help="train on a corpus with no spam or no ham (refused by default: exit 65, the model unchanged)"),
+        Option("--alpha", type="float", help="Dirichlet soft count"),
+        Option("--counts", choices=("binary", "raw", "log"), help="per-message token weighting"),
+        Option("--prior", choices=("mle", "map", "uniform"), help="class prior estimator"),
+        Option("--length-norm", type="float", metavar="S",
+               help="scale each message's token counts to this Euclidean length (default 5; 0: off)"),
+        Option("--feature-weight", type="float", metavar="W",
+               help="weight of the continuous message features (default 0: off; see docs/features.md)"),
+        Option("--word-pairs", type="pairs", default="auto", metavar=_PAIRS,
+               help="word pairs of window W as tokens too; auto (the default): train with and without "
+                    "pairs of window 2 and keep what the cross-validation favours (see docs/accuracy.md)"),
+        *options("cutoffs"),
+        Option("--target-fpr", type="rate", default=0.001, metavar="RATE",
+               help="choose the cutoffs by cross-validation for this false-positive rate "
+                    "(default {default:g}; 0: keep the default cutoffs; see docs/accuracy.md)"),
+        Option("-q", "--quiet", action="store_true", default=False, help="no progress and no summary"),
+        *options("wait"),
+        *options("model"),
+        Option("-j", "--jobs", type="jobs", metavar="N",
+               help="worker processes (default: the cores free, those available less those busy, "
+                    "2 at least where there are two; 1 with --feature-weight; 0: every core; 1: this "
+                    "process, the model of SpamFilter.fit; see docs/scale.md)"),
+        Option("--partition-size", type="int", default=Ref("spamnb.training.planning", "DEFAULT_PARTITION_SIZE"),
+               metavar="N", help="messages per partition with -j (default {default}; the model depends on it, "
+                                 "not on -j)"),
+        Option("--dask", metavar="ADDRESS", help="train on a Dask cluster (scheduler address; needs spamnb[dask])"),
+    ]
+
+
+def _evaluate():
+    protocol = ("protocol", False)
+    return [
+        Option("corpus", nargs="*", metavar="CORPUS", help="folder tree: folders named spam* hold spam, the others ham"),
+        Option("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox"),
+        Option("--ham", action="append", default=[], metavar="PATH", help="ham: folder, Maildir or mbox"),
+        Option("--folds", type="int", default=10, metavar="K", group=protocol,
+               help="stratified K-fold cross-validation (default {default})"),
+        Option("--split", choices=("md5",), group=protocol, help="the fixed split: test when md5(relpath) %% 5 == 0"),
+        Option("--online", action="store_true", default=False, group=protocol,
+               help="TREC Spam Track protocol: classify, then learn, each message in order, "
+                    "from an empty model (spamnb.evaluation.online)"),
+        Option("--index", metavar="FILE",
+               help="with --online: order and labels from lines 'spam|ham PATH' (TREC full/index)"),
+        Option("--order", choices=("auto", "date", "name"), default="auto",
+               help="with --online: by Date: header, by file name number, or auto (default)"),
+        Option("--train-on-error", action="store_true", default=False,
+               help="with --online: learn a message only when it was misclassified"),
+        Option("--auto-learn", action="store_true", default=False,
+               help="with --online --train-on-error: as classify --auto-learn and serve --auto-learn run: "
+                    "a verdict 2 log-odds beyond its cutoff learned as itself (relabelled when wrong), "
+                    "a wrong or unsure one learned with its label (scripts/bench/bench_online.py's "
+                    "\"on error + auto-learn\")"),
+        Option("--margin", type="float", default=0.0, metavar="LOGODDS",
+               help="with --train-on-error: also learn when |log-odds| < LOGODDS (thick threshold)"),
+        Option("--window", type="int", default=1000, metavar="N",
+               help="with --online: messages per point of the learning curve (default {default})"),
+        Option("--train", action="append", default=[], metavar="CORPUS",
+               help="train on this corpus (with --test: no cross-validation)"),
+        Option("--test", action="append", default=[], metavar="CORPUS", help="test on this corpus"),
+        Option("--seed", type="int", default=0, help="seed of the fold assignment (default {default})"),
+        Option("--alpha", type="float", help="Dirichlet soft count of the filter"),
+        Option("--prior", choices=("mle", "map", "uniform"), help="class prior estimator"),
+        Option("--counts", choices=Ref("spamnb.evaluation.crossval", "COMPARE_COUNTS"),
+               help="per-message token weighting"),
+        Option("--plain", action="store_true", default=False,
+               help="evaluate the plain model: each fold's filter only counts (no word pairs unless "
+                    "--word-pairs W), at the default cutoffs, instead of what spamnb train builds"),
+        Option("--word-pairs", type="pairs", default="auto", metavar=_PAIRS,
+               help="word pairs of window W as tokens too; auto (the default): each fold decides as "
+                    "spamnb train does (none with --plain; with --online as a learned model has them, "
+                    "window 2 at weight 0.5); 0: none"),
+        Option("--target-fpr", type="rate", default=Ref("spamnb.model.calibrate", "DEFAULT_TARGET_FPR"),
+               metavar="RATE", help="each fold chooses its cutoffs as spamnb train does, for this false-positive "
+                                    "rate (default {default:g}; 0: the default cutoffs; not with --plain)"),
+        Option("--compare", action="store_true", default=False,
+               help="also kNN, MLE vs MAP priors, several alphas, binary vs raw counts on the same folds"),
+        Option("--json", metavar="PATH", help="write all figures as JSON"),
+        Option("--plot", metavar="PNG", help="ROC curve (log FPR axis) and score histograms (needs matplotlib)"),
+        Option("--no-progress", action="store_true", default=False, help="no progress bar on stderr"),
+        Option("-j", "--jobs", type="jobs", metavar="N",
+               help="train and score the splits on N worker processes (default: every core "
+                    "available; 1: this process); the same figures"),
+    ]
+
+
+def _info():
+    return [
+        Option("--tokens", type="int", default=10, metavar="N", help="strongest tokens to list"),
+        Option("--check", action="store_true", default=False,
+               help="check the model file whole (its checksum, every count, the hash index, the token "
+                    "strings; classify and learn map it and check only its header and bounds) and the "
+                    "journal beside it; exit 0 when whole, 3 with the reason when not"),
+        *options("model"),
+    ]
+
+
+def _tokens():
+    return [Option("file", nargs="?", default="-", metavar="FILE")]
+
+
+def _quiet():
+    return Option("-q", "--quiet", action="store_true", default=False)
+
+
+def _dump():
+    return [Option("-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout"),
+            *options("model")]
+
+
+def _load():
+    return [
+        Option("file", metavar="FILE", help="a dump ('spamnb dump'), or - for stdin"),
+        Option("--add", action="store_true", default=False,
+               help="add the dump's counts to the model instead of replacing it"),
+        _quiet(),
+        *options("model"),
+        *options("wait"),
+    ]
+
+
+def _merge():
+    return [
+        Option("inputs", nargs="+", metavar="MODEL", help="model files or dumps"),
+        Option("-o", "--output", required=True, metavar="OUT", help="the merged model file"),
+        _quiet(),
+        *options("wait"),
+    ]
+
+
+def _prune():
+    return [
+        Option("--min-count", type="non_negative_float", metavar="N",
+               help="drop tokens seen fewer than N times in all; refused (exit 3, the model unchanged) "
+                    "for a model trained with length normalisation (--length-norm > 0, the default), "
+                    "whose counts are not occurrences: prune it with --target-size or --max-age"),
+        Option("--max-age", type="non_negative_int", metavar="DAYS",
+               help="drop tokens not seen in a learned message for more than DAYS days"),
+        Option("--target-size", type="non_negative_int", metavar="N", help="keep at most the N most useful tokens"),
+        Option("--expire-at", type="token_limit", metavar="N",
+               help="automatic expiry: when a learn leaves more than N tokens (N >= 1000), prune to "
+                    "90 %% of N (0: off); prunes now too if the model is past N"),
+        Option("-n", "--dry-run", action="store_true", default=False, help="say what would go, change nothing"),
+        _quiet(),
+        *options("model"),
+        *options("wait"),
+    ]
+
+
+def _imap_job():
+    """What both jobs of ``spamnb imap`` take."""
+    return [
+        Option("--cafile", metavar="FILE", help="the CA certificates to trust for the server (PEM)"),
+        Option("-q", "--quiet", action="store_true", default=False, help="no progress and no summary"),
+        Option("--timeout", type="positive_float", default=Ref("spamnb.imap", "DEADLINE"), metavar="SECONDS",
+               help="give up (exit 69) when the run has not ended after SECONDS (default {default:g})"),
+        Option("--max-size", type="positive_int", default=Ref("spamnb.imap", "MAX_SIZE"), metavar="BYTES",
+               help="leave a message larger than BYTES where it is, unread (default {default})"),
+        *options("model"),
+    ]
+
+
+def _imap_scan():
+    return [
+        Option("--flag-only", action="store_true", default=False,
+               help="set the $Junk keyword on spam instead of moving it"),
+        Option("--add-header", action="store_true", default=False,
+               help="re-append each message with the verdict header (and subject tag) in place of the original"),
+        *_imap_job(),
+    ]
+
+
+def _imap_learn():
+    return [
+        Option("--ham", action="append", metavar="FOLDER",
+               help="a folder to learn as ham (repeatable; default: the [imap] ham setting, INBOX)"),
+        *options("wait"),
+        *_imap_job(),
+    ]
 
 
 # ----------------------------------------------------------------------------
@@ -440,4 +640,6 @@ def setting_kinds(scope):
 
 
 _TABLE = {"global": _global, "model": _model, "wait": _wait, "cutoffs": _cutoffs, "jobs": _jobs,
-          "classify": _classify, "learn": _learn, "forget": _forget, "serve": _serve}
+          "classify": _classify, "learn": _learn, "forget": _forget, "train": _train, "evaluate": _evaluate,
+          "info": _info, "tokens": _tokens, "dump": _dump, "load": _load, "merge": _merge, "prune": _prune,
+          "imap scan": _imap_scan, "imap learn": _imap_learn, "serve": _serve}

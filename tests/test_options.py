@@ -16,8 +16,9 @@ from spamnb.errors import SettingsError
 from spamnb.options import default_of, fast_defaults, options, setting_kinds
 from spamnb.settings import KEYS, RELOADABLE, SERVER_DEFAULTS, ServerSettings, load_settings, read_config
 
-# the commands whose every option is a row of the table
-COMMANDS = ("classify", "learn", "forget", "serve")
+# every command: each of its options is a row of the table
+COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge", "prune",
+            "serve", "imap scan", "imap learn")
 
 
 def _spamnb(*args, **kw):
@@ -39,8 +40,9 @@ def man_page():
 @pytest.mark.parametrize("command", COMMANDS)
 def test_the_parser_of_a_command_is_its_table(command):
     """Every option of the command's parser is a row of the table, and every row an option of the parser."""
-    parser = main.build_parser(command)
-    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    sub = main.build_parser(command.split()[0])
+    for word in command.split():
+        sub = next(a for a in sub._actions if a.dest in ("command", "imap_command")).choices[word]
     parsed = {tuple(a.option_strings) or (a.dest,) for a in sub._actions if a.dest != "help"}
     assert parsed == {option.flags for option in options(command)}
     for action in sub._actions:
@@ -52,7 +54,7 @@ def test_the_parser_of_a_command_is_its_table(command):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_and_man_page_say_what_the_table_says(command, man_page):
     """``spamnb CMD --help`` and the man page carry each row's flags and help, its default stated as the table's."""
-    shown = _spamnb(command, "--help")
+    shown = _spamnb(*command.split(), "--help")
     assert shown.returncode == 0, shown.stderr
     text = _words(shown.stdout)
     man = _words(man_page.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "").replace("\\fI", ""))
@@ -60,13 +62,21 @@ def test_help_and_man_page_say_what_the_table_says(command, man_page):
         help_text = option.kw.get("help")
         if help_text is None:
             continue
-        for flag in option.flags:
+        shown_as = option.flags if option.flags[0].startswith("-") else (option.kw.get("metavar", option.dest),)
+        for flag in shown_as:
             assert flag in text and flag in man, (command, flag)
         head = _words(help_text.split("{")[0])[:40]   # up to the first value the help names
         assert head in text and head in man, (command, head)
         default = default_of(option)
         if "{default" in help_text and isinstance(default, float):
             assert f"default {default:g}" in text or f"default {default:.1f}" in text, (command, option)
+
+
+def test_the_global_options_are_the_tables(man_page):
+    parser = main.build_parser()
+    assert {tuple(a.option_strings) for a in parser._actions if a.option_strings and a.dest != "help"} == {
+        option.flags for option in options("global")}
+    assert main.fast_args(["classify"]).settings is None and "\\-\\-completion" in man_page
 
 
 def test_the_settings_keys_are_the_tables():

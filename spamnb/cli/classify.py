@@ -282,6 +282,8 @@ def add_parser(sub):
 
 
 def add_tokens_parser(sub):
+    from spamnb.options import options
+
     p = sub.add_parser("tokens", help="print the tokens of a message")
-    p.add_argument("file", nargs="?", default="-", metavar="FILE")
+    add_options(p, options("tokens"))
     p.set_defaults(handler=cmd_tokens)

@@ -14,8 +14,7 @@ import sys
 from spamnb.errors import CommandError, CorpusError, SettingsError, SkippedError, SkippedInput, SpamnbError, UsageError
 
 __all__ = ["UsageError", "CommandError", "Parser", "settings_of", "model_path", "load_filter", "read_file",
-           "messages_of", "one_line", "exit_code", "add_options", "model_option", "wait_option", "add_jobs_arguments",
-           "human_size"]
+           "messages_of", "one_line", "exit_code", "add_options", "model_option", "wait_option", "human_size"]
 
 
 def __getattr__(name):
@@ -156,7 +155,7 @@ def add_options(p, options, top=False):
     ``--settings`` default to SUPPRESS (a value given before the command is kept)."""
     import argparse
 
-    from spamnb.options import default_of
+    from spamnb.options import Ref, default_of
     from spamnb.options import options as table
 
     shared = () if top else table("model")
@@ -165,6 +164,8 @@ def add_options(p, options, top=False):
         kw = dict(option.kw)
         if "type" in kw:
             kw["type"] = _TYPES[kw["type"]]
+        if isinstance(kw.get("choices"), Ref):
+            kw["choices"] = kw["choices"].value()
         if option.flags[0].startswith("-"):
             kw["dest"] = option.dest
         if option in shared:
@@ -260,22 +261,6 @@ def jobs(text):
     return n
 
 
-def add_jobs_arguments(parser):
-    """Register train's ``-j/--jobs``, ``--dask`` and ``--partition-size``
-    (``classify --batch``'s are in the option table, :mod:`spamnb.options`)."""
-    from spamnb.training import planning
-
-    parser.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
-                        help="worker processes (default: the cores free, those available less those busy, "
-                             "2 at least where there are two; 1 with --feature-weight; 0: every core; 1: this "
-                             "process, the model of SpamFilter.fit; see docs/scale.md)")
-    parser.add_argument("--partition-size", type=int, default=planning.DEFAULT_PARTITION_SIZE, metavar="N",
-                        help=f"messages per partition with -j (default {planning.DEFAULT_PARTITION_SIZE}"
-                             "; the model depends on it, not on -j)")
-    parser.add_argument("--dask", metavar="ADDRESS",
-                        help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
-
-
 def pairs_window(text):
     """``--word-pairs W``: 0 or a window from 2 to 8 (an ``argparse`` type)."""
     import argparse
@@ -302,7 +287,68 @@ def pairs_choice(text):
         raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
 
 
-_TYPES = {"int": int, "float": float, "probability": probability, "jobs": jobs}
+def rate(text):
+    """``--target-fpr``: a rate from 0 to below 1 (an ``argparse`` type)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a rate from 0 to below 1 is needed, not {text!r}")
+    return value
+
+
+def non_negative(kind):
+    """An ``argparse`` type: a number of ``kind`` >= 0."""
+    def parse(text):
+        import argparse
+
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value >= 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+        return value
+
+    return parse
+
+
+def positive(kind):
+    """An ``argparse`` type: a number of ``kind`` above 0 and at most 1e9."""
+    def parse(text):
+        import argparse
+
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not 0 < value <= 1e9:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most 1e9")
+        return value
+
+    return parse
+
+
+def token_limit(text):
+    """``prune --expire-at``: 0 (off) or a limit lifecycle.check_max_tokens takes."""
+    import argparse
+
+    from spamnb.model.lifecycle import check_max_tokens
+
+    try:
+        value = int(text)
+        return value if value == 0 else check_max_tokens(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if "limit" in str(exc) else f"not a number: {text!r}") from None
+
+
+# the option table's types (spamnb.options), by name
+_TYPES = {"int": int, "float": float, "probability": probability, "jobs": jobs, "rate": rate, "pairs": pairs_choice,
+          "non_negative_float": non_negative(float), "non_negative_int": non_negative(int),
+          "positive_float": positive(float), "positive_int": positive(int), "token_limit": token_limit}
 
 
 def one_line(exc):
