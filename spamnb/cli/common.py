@@ -163,7 +163,7 @@ def add_options(p, options, top=False):
     for option in options:
         kw = dict(option.kw)
         if "type" in kw:
-            kw["type"] = _TYPES[kw["type"]]
+            kw["type"] = _type(kw["type"])
         if isinstance(kw.get("choices"), Ref):
             kw["choices"] = kw["choices"].value()
         if option.flags[0].startswith("-"):
@@ -300,8 +300,9 @@ def rate(text):
     return value
 
 
-def non_negative(kind):
-    """An ``argparse`` type: a number of ``kind`` >= 0."""
+def bounded(kind, low, high=None, above=False):
+    """An ``argparse`` type: a number of ``kind`` at least ``low`` (above it
+    when ``above``), at most ``high`` when given."""
     def parse(text):
         import argparse
 
@@ -309,24 +310,9 @@ def non_negative(kind):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value >= 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-        return value
-
-    return parse
-
-
-def positive(kind):
-    """An ``argparse`` type: a number of ``kind`` above 0 and at most 1e9."""
-    def parse(text):
-        import argparse
-
-        try:
-            value = kind(text)
-        except ValueError:
-            value = 0
-        if not 0 < value <= 1e9:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most 1e9")
+        if not (value > low if above else value >= low) or (high is not None and not value <= high):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number {'above' if above else 'at least'} {low:g}"
+                                             + (f" and at most {high:g}" if high is not None else ""))
         return value
 
     return parse
@@ -345,10 +331,13 @@ def token_limit(text):
         raise argparse.ArgumentTypeError(str(exc) if "limit" in str(exc) else f"not a number: {text!r}") from None
 
 
-# the option table's types (spamnb.options), by name
-_TYPES = {"int": int, "float": float, "probability": probability, "jobs": jobs, "rate": rate, "pairs": pairs_choice,
-          "non_negative_float": non_negative(float), "non_negative_int": non_negative(int),
-          "positive_float": positive(float), "positive_int": positive(int), "token_limit": token_limit}
+def _type(name):
+    """The option table's type ``name`` (spamnb.options): its argparse callable, made when a parser is."""
+    return {"int": int, "float": float, "probability": probability, "jobs": jobs, "rate": rate, "pairs": pairs_choice,
+            "token_limit": token_limit}.get(name) or {
+        "non_negative_float": lambda: bounded(float, 0), "non_negative_int": lambda: bounded(int, 0),
+        "positive_float": lambda: bounded(float, 0, 1e9, above=True),
+        "positive_int": lambda: bounded(int, 0, 1e9, above=True)}[name]()
 
 
 def one_line(exc):
