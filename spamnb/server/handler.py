@@ -68,17 +68,23 @@ def run_eagerly(coro):
 
 async def _run_on(coro, waited):
     """The rest of a coroutine :func:`run_eagerly` started, which waits on
-    ``waited`` (the future it yielded, or None for a bare yield: asyncio.sleep(0)):
-    each future it yields awaited here, its outcome (or this task's
-    cancellation) handed back in, as a task steps its coroutine."""
+    ``waited`` (the future it yielded, or None for a bare yield:
+    asyncio.sleep(0)): each future it yields waited for here, then the
+    coroutine resumed (its own ``await`` reads the future's outcome); this
+    task cancelled, the future is, and the coroutine sees the cancellation,
+    as a task steps its coroutine."""
+    loop = asyncio.get_running_loop()
     while True:
+        relay = loop.create_future()
+        if waited is None:
+            loop.call_soon(_settle, relay)
+        else:
+            waited.add_done_callback(lambda _, relay=relay: _settle(relay))
         try:
-            if waited is None:
-                await asyncio.sleep(0)
-            else:
-                waited._asyncio_future_blocking = False     # taken over, as a task takes a future its coroutine yields
-                await waited
-        except BaseException as exc:    # noqa: BLE001 -- the future's error, or this task cancelled: the coroutine's
+            await relay
+        except asyncio.CancelledError as exc:
+            if waited is not None:
+                waited.cancel()
             step, value = coro.throw, exc
         else:
             step, value = coro.send, None
@@ -86,6 +92,11 @@ async def _run_on(coro, waited):
             waited = step(value)
         except StopIteration as end:
             return end.value
+
+
+def _settle(relay):
+    if not relay.done():
+        relay.set_result(None)
 
 
 class RequestHandler:
