@@ -312,7 +312,8 @@ def bounded(kind, low, high=None, above=False):
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
         if not (value > low if above else value >= low) or (high is not None and not value <= high):
             raise argparse.ArgumentTypeError(f"{text!r} is not a number {'above' if above else 'at least'} {low:g}"
-                                             + (f" and at most {high:g}" if high is not None else ""))
+                                             + (f" and at most {high:g}".replace("e+0", "e") if high is not None
+                                                else ""))
         return value
 
     return parse
