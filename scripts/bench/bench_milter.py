@@ -12,7 +12,9 @@ address and a milter address.  Then:
    trip) and the real ``spamc -c`` (one process a message, wall time), the
    same messages, interleaved; with ``--baseline DIR``, each message through
    a second server of another tree (the code before a change) in turn too,
-   and the per-message ratios of this tree's times to its.
+   the per-message ratios of this tree's times to its, and the ratio of the
+   two servers' CPU time (user + system) over the run (steadier than the
+   latencies on a machine busy with other jobs).
 2. ``postfix`` (as root, with Debian's Postfix unpacked as tests/test_postfix.py
    does, tests/postfix_private.py): two private Postfix instances in the same
    run, one with docs/serve.md's milter ``main.cf`` lines, one with its
@@ -183,6 +185,7 @@ def latency(servers, items, spamc_every):
     spamc = shutil.which("spamc")
     eom = packet(mm.Macro(ord("E"), {"i": "BENCH"})) + packet(mm.EndOfMessage(b""))
     names = list(servers)
+    cpu = {name: server.cpu() for name, server in servers.items()}
     for i, (tag, path, message) in enumerate(items):
         for name in (names if i % 2 == 0 else names[::-1]):
             milter_ms, spamd_ms, spamc_ms = _one_message(clients[name], spamds[name], servers[name], message, eom,
@@ -191,6 +194,7 @@ def latency(servers, items, spamc_every):
             times[name]["spamd"].append(spamd_ms)
             if spamc_ms is not None:
                 times[name]["spamc"].append(spamc_ms)
+    cpu = {name: (server.cpu() - cpu[name]) * 1000 / len(items) for name, server in servers.items()}
     for name in servers:
         clients[name].close()
         spamds[name].close()
@@ -204,6 +208,8 @@ def latency(servers, items, spamc_every):
         if times[name]["spamc"]:
             print(f"{prefix}spamc -c (a process a message, {len(times[name]['spamc'])} messages): p50 / p90 / p99 ms"
                   "  %.3f / %.3f / %.3f" % quantiles(times[name]["spamc"]))
+        print(f"{prefix}the server's CPU (user + system) a message, its milter, CHECK and spamc requests: "
+              f"{cpu[name]:.3f} ms")
     if len(servers) == 2:
         first, second = names
         for kind in ("milter", "spamd", "spamc"):
@@ -211,6 +217,7 @@ def latency(servers, items, spamc_every):
             if pairs:
                 print(f"{kind}: {first} / {second}, median of the per-message ratios "
                       f"{statistics.median(a / b for a, b in pairs):.3f}")
+        print(f"server CPU: {first} / {second} {cpu[first] / cpu[second]:.3f}")
 
 
 def _one_message(client, spamd, server, message, eom, spamc):
