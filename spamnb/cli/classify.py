@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import (CommandError, UsageError, add_options, load_filter, messages_of, model_path, read_file,
+from spamnb.cli.common import (CommandError, UsageError, load_filter, messages_of, model_path, read_file,
                                settings_of)
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, VERDICT_EXIT
 from spamnb.report.lines import VerdictLines, format_verdict, verdict_json
@@ -274,6 +274,7 @@ def cmd_tokens(args):
 
 def add_parser(sub):
     """``spamnb classify``: its options are the option table's (:mod:`spamnb.options`)."""
+    from spamnb.cli.parsing import add_options
     from spamnb.options import options
 
     p = sub.add_parser("classify", help="classify mail (one message on stdin by default)")
@@ -282,6 +283,7 @@ def add_parser(sub):
 
 
 def add_tokens_parser(sub):
+    from spamnb.cli.parsing import add_options
     from spamnb.options import options
 
     p = sub.add_parser("tokens", help="print the tokens of a message")

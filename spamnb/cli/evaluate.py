@@ -35,7 +35,7 @@ def cmd_evaluate(args):
 
 def add_arguments(parser):
     """Add the options of ``spamnb evaluate`` (the option table's, :mod:`spamnb.options`) to an argparse parser."""
-    from spamnb.cli.common import add_options
+    from spamnb.cli.parsing import add_options
     from spamnb.options import options
 
     add_options(parser, options("evaluate"))

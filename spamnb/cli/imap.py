@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import CommandError, add_options, model_path, settings_of
+from spamnb.cli.common import CommandError, model_path, settings_of
+from spamnb.cli.parsing import add_options
 from spamnb.cli.exitcodes import EXIT_OK
 from spamnb.errors import SettingsError
 

@@ -7,7 +7,7 @@ import os
 
 import sys
 
-from spamnb.cli.common import CommandError, SkippedError, UsageError, add_options, messages_of, model_path, settings_of
+from spamnb.cli.common import CommandError, SkippedError, UsageError, messages_of, model_path, settings_of
 from spamnb.cli.exitcodes import EXIT_OK
 
 
@@ -136,6 +136,7 @@ def cmd_forget(args):
 
 def add_parser(sub, name, handler, text):
     """``spamnb learn``/``forget``: their options are the option table's (:mod:`spamnb.options`)."""
+    from spamnb.cli.parsing import add_options
     from spamnb.options import options
 
     p = sub.add_parser(name, help=text)

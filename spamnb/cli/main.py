@@ -43,7 +43,7 @@ def build_parser(command=None, full=False):
     """The argument parser; with ``command``, only that subcommand's parser is
     built (the rest cost start-up time that ``spamnb classify`` cannot spare).
     ``full`` adds evaluate's options too (the man page)."""
-    from spamnb.cli.common import Parser, add_options
+    from spamnb.cli.parsing import Parser, add_options
     from spamnb.options import options
 
     parser = Parser(prog="spamnb", description="A Bayesian e-mail spam filter.", epilog=_epilog())

@@ -18,7 +18,8 @@ import os
 import stat
 import sys
 
-from spamnb.cli.common import CommandError, UsageError, add_options, human_size, load_filter, model_path, settings_of
+from spamnb.cli.common import CommandError, UsageError, human_size, load_filter, model_path, settings_of
+from spamnb.cli.parsing import add_options
 from spamnb.cli.exitcodes import EXIT_OK
 
 COMMANDS = ("info", "dump", "load", "merge", "prune")

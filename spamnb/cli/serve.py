@@ -22,7 +22,7 @@ from spamnb.settings import SERVER_DEFAULTS as DEFAULTS, ServerSettings
 
 def add_parser(subparsers):
     """Register ``spamnb serve`` on the CLI's subparsers; the handler is :func:`cmd_serve`."""
-    from spamnb.cli.common import add_options
+    from spamnb.cli.parsing import add_options
     from spamnb.options import options
 
     p = subparsers.add_parser("serve", help="run a SPAMC/SPAMD server (spamc, Exim, Postfix call it)")

@@ -8,7 +8,8 @@ import sys
 import time
 
 from spamnb.errors import CorpusChanged, OneClassCorpus
-from spamnb.cli.common import CommandError, UsageError, add_options, human_size, model_path, one_line, settings_of
+from spamnb.cli.common import CommandError, UsageError, human_size, model_path, one_line, settings_of
+from spamnb.cli.parsing import add_options
 from spamnb.cli.exitcodes import EXIT_OK
 from spamnb.mail.reader import display_name
 
