@@ -3,7 +3,7 @@ global ones, and those several commands share: ``-m``, ``--settings``,
 ``--wait``, the cutoffs), once: its flags, default, help and what it is
 besides an option.  Made from it:
 
-- argparse, ``--help`` and the man page (``spamnb.cli.common.add_options``);
+- argparse, ``--help`` and the man page (``spamnb.cli.parsing.add_options``);
 - the fast reading of a mail filter's common command lines
   (``spamnb.cli.main.fast_args``: :func:`fast_flags`, :func:`fast_defaults`);
 - the settings file's keys (``setting="file"``: ``spamnb.settings.KEYS``) and
