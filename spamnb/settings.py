@@ -25,8 +25,10 @@ checks them against the code).  An unknown key, a value of the wrong type or a
 cutoff outside [0, 1] is an error (exit 3), not something silently ignored.
 
 The server's settings (:class:`ServerSettings`): :data:`SERVER_DEFAULTS`, then
-the ``key = value`` file of ``--config`` (re-read on SIGHUP), then the
-command line; a bad one is exit 64.  This module imports neither the server
+the ``[serve]`` table of the TOML file ``--config`` names (re-read on SIGHUP;
+the settings file may be it; the older ``key = value`` lines are read with a
+notice), then the command line; a bad one is exit 64.  The keys, their
+types and defaults are the option table's (:mod:`spamnb.options`).  This module imports neither the server
 nor numpy (``spamnb classify`` reads it; ``classify --sa-headers`` takes the
 server's required score from here).
 """
@@ -35,19 +37,17 @@ import os
 
 from spamnb.errors import SettingsError
 from spamnb.mail import lazy_re
+from spamnb.options import MILTER_SPAM_ACTIONS, MILTER_TRUSTED_ACTIONS, MILTER_UNSURE_ACTIONS, setting_kinds
 
 __all__ = ["Settings", "SettingsError", "default_settings_path", "load_settings", "imap_settings",
-           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "in_networks",
+           "DEFAULT_HEADER_NAME", "SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "read_config", "toml_equivalent",
+           "in_networks",
            "MILTER_SPAM_ACTIONS", "MILTER_UNSURE_ACTIONS", "MILTER_TRUSTED_ACTIONS"]
 
 DEFAULT_HEADER_NAME = "X-Spamnb-Status"
-# what the milter may do with spam, with unsure mail, with trusted mail (the options' choices, their
-# checks here and the per-domain tables' in spamnb.server.policy)
-MILTER_SPAM_ACTIONS = ("tag", "reject", "quarantine")
-MILTER_UNSURE_ACTIONS = ("accept", "tag", "tempfail")
-MILTER_TRUSTED_ACTIONS = ("accept", "check")
 _FIELD_NAME = lazy_re.pattern(r"[\x21-\x39\x3b-\x7e]{1,76}\Z")  # RFC 5322 field name, kept short
-KEYS = {"model": str, "spam_cutoff": float, "ham_cutoff": float, "header_name": str, "subject_tag": str, "shared": str}
+# the settings file's keys: the commands' options marked setting="file" in the option table
+KEYS = {key: float if kind in ("float", "probability") else str for key, kind in setting_kinds("file").items()}
 
 
 class Settings:
@@ -156,7 +156,8 @@ def load_settings(path=None, overrides=None):
             except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
                 raise SettingsError(f"{path}: not valid TOML: {exc}") from None
         for key, value in data.items():
-            if key in ("imap", "domain"):   # tables of spamnb imap's (imap_settings) and serve's (--milter-domains)
+            if key in ("imap", "domain", "serve"):   # tables of spamnb imap's (imap_settings), serve's (--config) and
+                # its --milter-domains
                 continue
             try:
                 values[key] = check(key, value)
@@ -226,73 +227,28 @@ def imap_settings(path=None):
 # spamnb serve's settings: the defaults, the key = value file (keys as the long
 # options), and who may connect.
 
-SERVER_DEFAULTS = {
-    "listen": ["127.0.0.1:783"],
-    "model": None,
-    "models_dir": None,
-    "allowed_ips": None,
-    "allow_tell": False,
-    "auto_learn": False,
-    "create_user_models": False,
-    "max_user_models": 1000,
-    "max_user_models_bytes": 10 * 1024 ** 3,
-    "max_size": 4 * 1024 * 1024,
-    "max_connections": 64,
-    "max_models": 1000,
-    "max_models_bytes": 64 * 1024 ** 2,
-    "timeout": 30.0,
-    "idle_timeout": 5.0,
-    "required_score": 5.0,
-    "socket_mode": "0660",
-    "syslog": False,
-    "report": False,
-    "subject_tag": None,
-    "verbose": False,
-    # the milter front end (spamnb.server.milter)
-    "milter_spam_action": "tag",
-    "milter_on_error": "accept",
-    "milter_user": "local",
-    "milter_timeout": 300.0,
-    "milter_max_packets": None,     # None: --max-size / 2 + 4096 (more than an MTA sends for such a message)
-    # the milter's policy (spamnb.server.policy)
-    "milter_skip_authenticated": False,
-    "trusted_networks": None,
-    "milter_trusted_action": "accept",
-    "milter_allowlist": None,
-    "milter_blocklist": None,
-    "milter_reject_score": None,    # None: --milter-spam-action for all spam
-    "milter_unsure_action": "accept",
-    "milter_domains": None,
-    # read at start only (spamnb.server.launch): processes, privileges, TLS, metrics
-    "workers": None,
-    "user": None,
-    "group": None,
-    "pidfile": None,
-    "ssl_cert": None,
-    "ssl_key": None,
-    "ssl_listen": None,
-    "metrics": None,
-    "milter": None,
-    # learning shared through Redis (spamnb.shared), read at start only
-    "shared": None,
-    "shared_state": None,
-    "snapshot_interval": 300.0,
-    # the web console (spamnb.console), read at start only
-    "ui": None,
-    "ui_users": None,
-    "ui_tls": False,
-    "ui_origin": None,
-    "ui_history": None,             # None: history.sqlite beside the site model
-    "ui_history_rows": 100_000,
-    "ui_history_days": 30.0,
-    "ui_keep_messages": 0,          # messages kept for learning from the history; 0: none (they are mail content)
-}
-RELOADABLE = ("model", "models_dir", "allowed_ips", "allow_tell", "auto_learn", "create_user_models", "max_user_models",
-              "max_user_models_bytes", "max_size", "max_connections", "max_models", "max_models_bytes", "timeout", "idle_timeout",
-              "required_score", "syslog", "report", "subject_tag", "verbose", "milter_spam_action", "milter_on_error",
-              "milter_user", "milter_timeout", "milter_max_packets", "milter_skip_authenticated", "trusted_networks",
-              "milter_trusted_action", "milter_allowlist", "milter_blocklist", "milter_reject_score",
-              "milter_unsure_action", "milter_domains")
+# SERVER_DEFAULTS ({key: default}) and RELOADABLE (the keys SIGHUP re-reads) are made from the option
+# table (spamnb.options: serve's options marked setting="serve"), when first asked for: the cold path of
+# spamnb classify, which imports this module, never makes serve's options.
+def __getattr__(name):
+    if name == "SERVER_DEFAULTS":
+        value = _server_defaults()
+    elif name == "RELOADABLE":
+        from spamnb.options import reloadable
+
+        value = reloadable()
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def _server_defaults():
+    from spamnb.options import serve_defaults
+
+    return serve_defaults()
+
+
 _LOOPBACK = ("127.0.0.0/8", "::1/128")
 
 
@@ -334,20 +290,89 @@ def _networks(value, option="--allowed-ips"):
 
 
 def read_config(path):
-    """``key = value`` lines (keys as the long options, '-' or '_'), '#' comments."""
-    values = {}
+    """The settings of serve's ``--config`` FILE, ``{key: value}``: TOML, its
+    ``[serve]`` table, keys as the long options (``max_size`` or
+    ``max-size``), values of their option's type (``listen``, ``ssl_listen``
+    and ``milter``: a list of addresses, or one); the settings file of the
+    commands may be it.  A file of the older ``key = value`` lines (no
+    ``[serve]`` table) is read too, with a notice on stderr naming its TOML
+    equivalent, once a process.  Raises SettingsError."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        with open(path, "rb") as f:
+            raw = f.read(1 << 20)
     except OSError as exc:
         raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+    import tomllib
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = None
+    if data is not None and ("serve" in data or not data):
+        return _serve_table(path, data.get("serve", {}))
+    try:
+        values = _key_value_lines(path, raw)
+    except SettingsError:
+        if data is None:
+            raise
+        raise SettingsError(f"{path}: no [serve] table (spamnb serve's settings, keys as its long options)") from None
+    if path not in _NOTICED:
+        _NOTICED.add(path)
+        import sys
+
+        print(f"spamnb serve: {path}: key = value lines are still read; in TOML (docs/serve.md) they are: "
+              f"{toml_equivalent(values)}", file=sys.stderr)
+    return values
+
+
+_NOTICED = set()    # the files in the old format whose notice was given
+
+
+def _serve_table(path, table):
+    """The ``[serve]`` table of a TOML file, its keys and types checked."""
+    from spamnb.options import setting_kinds
+
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: serve must be a table ([serve])")
+    kinds = setting_kinds("serve")
+    values = {}
+    for key, value in table.items():
+        key = key.replace("-", "_")
+        kind = kinds.get(key)
+        if kind is None:
+            raise SettingsError(f"{path}: [serve]: unknown setting {key!r}")
+        if kind == "list" and isinstance(value, str):
+            value = [value]
+        ok = {"bool": isinstance(value, bool),
+              "int": isinstance(value, int) and not isinstance(value, bool),
+              "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "list": isinstance(value, list) and all(isinstance(v, str) for v in value),
+              "nets": isinstance(value, str) or isinstance(value, list) and all(isinstance(v, str) for v in value),
+              "str": isinstance(value, (str, int)) and not isinstance(value, bool)}[kind]
+        if not ok:
+            wanted = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+                      "list": "a string or a list of strings", "nets": "a string or a list of strings"}[kind]
+            raise SettingsError(f"{path}: [serve]: {key} must be {wanted}, not {value!r}")
+        values[key] = value
+    return values
+
+
+def _key_value_lines(path, raw):
+    """The older form of ``--config``: ``key = value`` lines (keys as the long
+    options, '-' or '_'), '#' comments, a list key repeated."""
+    values = {}
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not UTF-8 text") from None
+    defaults = _server_defaults()
     for number, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         key, sep, value = line.partition("=")
         key = key.strip().replace("-", "_")
-        if not sep or key not in SERVER_DEFAULTS:
+        if not sep or key not in defaults:
             raise SettingsError(f"{path}:{number}: unknown setting {key!r}")
         value = value.strip()
         if key in ("listen", "ssl_listen", "milter"):
@@ -357,15 +382,43 @@ def read_config(path):
     return values
 
 
+def toml_equivalent(values):
+    """The TOML of older ``key = value`` settings, on one line: ``serve = { key = value, ... }``
+    (a ``[serve]`` table), each value of its option's type where it reads as one."""
+    import json
+
+    from spamnb.options import setting_kinds
+
+    kinds = setting_kinds("serve")
+    items = []
+    for key, value in values.items():
+        kind = kinds[key]
+        try:
+            if kind == "list":
+                text = "[" + ", ".join(json.dumps(v) for v in value) + "]"
+            elif kind == "bool":
+                text = "true" if _bool(value) else "false"
+            elif kind == "int":
+                text = str(int(value))
+            elif kind == "float":
+                text = repr(float(value))
+            else:
+                text = json.dumps(value)
+        except ValueError:   # as it is written: serve refuses it the same way
+            text = json.dumps(value)
+        items.append(f"{key} = {text}")
+    return "serve = { " + ", ".join(items) + " }"
+
+
 class ServerSettings:
     """``spamnb serve``'s settings: :data:`SERVER_DEFAULTS`, then the ``--config`` file, then the command line."""
 
     def __init__(self, given, config=None, problems=None):
         """``problems``: a list (``serve --check-config``): a listener that needs
         --allowed-ips is told there, one line each, instead of raised."""
-        merged = dict(SERVER_DEFAULTS)
-        if config:
-            merged.update(read_config(config))
+        merged = _server_defaults()
+        in_file = read_config(config) if config else {}
+        merged.update(in_file)
         merged.update({k: v for k, v in given.items() if v is not None})
         try:
             self.listen = [_parse_listen(v) for v in merged["listen"]]
@@ -388,7 +441,7 @@ class ServerSettings:
             self.report = _bool(merged["report"])
             self.subject_tag = merged["subject_tag"] or None
             self.verbose = _bool(merged["verbose"])
-            self._milter(merged, given, config)
+            self._milter(merged, given, "listen" in in_file)
             self._production(merged)
         except (TypeError, ValueError) as exc:
             raise SettingsError(f"bad setting: {exc}") from None
@@ -410,14 +463,14 @@ class ServerSettings:
                     raise SettingsError(problem)
                 problems.append(problem)
 
-    def _milter(self, merged, given, config):
+    def _milter(self, merged, given, listen_in_file):
         """The milter front end's settings: its addresses (``--milter``; given
         without ``-l``, the server speaks only the milter protocol), the
         action on spam, on a message it cannot check, how a recipient names
         its user, and how long a milter connection may stay silent."""
         milter = merged["milter"] or []
         self.milter = [_parse_listen(v, "--milter") for v in ([milter] if isinstance(milter, str) else milter)]
-        if self.milter and not given.get("listen") and not (config and "listen" in read_config(config)):
+        if self.milter and not given.get("listen") and not listen_in_file:
             self.listen = []
         self.milter_spam_action = str(merged["milter_spam_action"]).lower()
         self.milter_on_error = str(merged["milter_on_error"]).lower()

@@ -52,7 +52,7 @@ def site(model):
         folder.mkdir()
         folder.chmod(0o755)
     shutil.copy(model, lib / "model.spamnb")
-    (etc / "serve.conf").write_text("# settings: key = value\n")
+    (etc / "serve.toml").write_text("# settings: TOML, a [serve] table\n[serve]\n")
     # the milter's lists: docs/serve.md's example of their format (so it is checked too)
     example = re.search(r"```text\n *(# a sender address.*?)```", (REPO / "docs" / "serve.md").read_text(), re.S)
     for name in ("allow.list", "block.list"):
@@ -83,7 +83,7 @@ def user_args():
 
 def good(site, port):
     return ["-l", f"127.0.0.1:{port}", "-l", site / "run" / "spamd.sock", "-m", site / "lib" / "model.spamnb",
-            "--models-dir", site / "lib" / "users", "--allow-tell", "--config", site / "etc" / "serve.conf",
+            "--models-dir", site / "lib" / "users", "--allow-tell", "--config", site / "etc" / "serve.toml",
             *user_args()]
 
 
@@ -98,8 +98,8 @@ def test_a_good_set_up_checks_out_and_nothing_is_left_behind(site):
 
 
 def fault_missing_config(site, args):
-    (site / "etc" / "serve.conf").unlink()
-    return args, "serve.conf: No such file or directory"
+    (site / "etc" / "serve.toml").unlink()
+    return args, "serve.toml: No such file or directory"
 
 
 def fault_unreadable_model(site, args):

@@ -22,6 +22,7 @@ COMMON = {
     "spamnb.bayes._count", "spamnb.bayes._score", "spamnb.bayes.token_kernels", "spamnb.bayes.vocabulary",
     "spamnb.bayes.wordcounts", "spamnb.bayes.arithmetic",   # the norms and prior of a model learned in place: no numpy
     "spamnb.cli", "spamnb.cli.common", "spamnb.cli.exitcodes", "spamnb.cli.main", "spamnb.settings",
+    "spamnb.options",   # the option table (its package; not spamnb.options.commands): the fast reading, the settings keys
     "spamnb.mail", "spamnb.mail._headers", "spamnb.mail._html", "spamnb.mail._mail", "spamnb.mail._text",
     "spamnb.mail._tokenize", "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",
     "spamnb.mail.records", "spamnb.mail.tokenizer",

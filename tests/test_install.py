@@ -27,6 +27,17 @@ def test_the_committed_manual_page_is_spamnb_man():
         "man/spamnb.1 differs from `spamnb --man`: regenerate it with `spamnb --man > man/spamnb.1`"
 
 
+def test_every_package_is_installed():
+    """pyproject.toml lists the packages setuptools installs: each folder of
+    spamnb/ with an __init__.py is one (a package left out imports from the
+    source tree and fails once installed, as spamnb.options once did)."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "spamnb").rglob("__init__.py")}
+    assert found == listed, (found - listed, listed - found)
+
+
 def _tree_files():
     """The files of the working tree that git would commit (tracked or new, not ignored)."""
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],

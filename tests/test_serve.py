@@ -731,7 +731,7 @@ def test_telling_a_delivered_copy_learns_the_mail_not_its_marks(home, site_filte
 def test_model_replaced_on_disk_and_sighup_settings(home, tmp_path):
     (tmp_path / "model.spamnb").write_bytes((home / "model.spamnb").read_bytes())
     config = tmp_path / "serve.conf"
-    config.write_text("required-score = 5.0\n")
+    config.write_text("[serve]\nrequired-score = 5.0\n")
     d = Daemon(tmp_path, "--config", config)
     try:
         message = MESSAGES[0].read_bytes()
@@ -745,7 +745,7 @@ def test_model_replaced_on_disk_and_sighup_settings(home, tmp_path):
         while d.spamc("-c", stdin=message).returncode != 0:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        config.write_text("required-score = 7.5\n")
+        config.write_text("[serve]\nrequired_score = 7.5\n")
         d.proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
         while b"/7.5" not in d.spamc("-c", stdin=message).stdout:

@@ -10,9 +10,11 @@ address and a milter address.  Then:
    from sending its end of data to reading the final answer (p50, p90,
    p99); beside it the SPAMD side on one kept-alive connection (CHECK round
    trip) and the real ``spamc -c`` (one process a message, wall time), the
-   same messages, interleaved; with ``--baseline DIR`` a second server from
-   another checkout on the same model gets each message too (the two in
-   alternating order), and the paired ratios of the two are printed.
+   same messages, interleaved; with ``--baseline DIR``, each message through
+   a second server of another tree (the code before a change) in turn too,
+   the per-message ratios of this tree's times to its, and the ratio of the
+   two servers' CPU time (user + system) over the run (steadier than the
+   latencies on a machine busy with other jobs).
 2. ``postfix`` (as root, with Debian's Postfix unpacked as tests/test_postfix.py
    does, tests/postfix_private.py): two private Postfix instances in the same
    run, one with docs/serve.md's milter ``main.cf`` lines, one with its
@@ -39,7 +41,7 @@ address and a milter address.  Then:
    time from the end of data to the answer, and the whole message's time.
 
     python scripts/bench/bench_milter.py latency [--corpus ../shared/corpora/spamassassin] [--messages 1000]
-                                                [--baseline OTHER_CHECKOUT]
+                                                 [--baseline OTHER-CHECKOUT]
     python scripts/bench/bench_milter.py postfix [--messages 1000] [--clients 10] [--rounds 3]
     python scripts/bench/bench_milter.py flood [--corpus corpora] [--messages 200] [--checks 400]
     python scripts/bench/bench_milter.py packets [--corpus corpora] [--max-size 262144] [--body 250000] [--empty 400000]
@@ -109,9 +111,9 @@ def classify_all(home, model, items):
 
 
 class Server:
-    def __init__(self, home, model, *extra, tree=REPO, log="serve.log"):
+    def __init__(self, home, model, *extra, tree=REPO):
         self.port, self.milter_port = free_port(), free_port()
-        self.log = open(Path(home) / log, "wb")
+        self.log = open(Path(home) / f"serve-{self.port}.log", "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "spamnb", "serve", "-l", f"127.0.0.1:{self.port}",
              "--milter", f"127.0.0.1:{self.milter_port}", "-m", str(model), *extra],
@@ -165,8 +167,61 @@ def final_answer(sock):
         data += chunk
 
 
-def _one_eom(client, message, eom):
-    """Send ``message`` up to its end of data on ``client``, then time the end of data to the final answer (ms)."""
+def latency(servers, items, spamc_every):
+    """Each message through each server in turn (``servers``: {name: Server};
+    the order alternating message by message): the milter's end of data, a
+    SPAMD CHECK on a kept-alive connection, and ``spamc -c`` every
+    ``spamc_every``-th; with two servers, the median of the per-message
+    ratios of the first's time to the second's."""
+    from kilter.protocol import messages as mm
+    from milter_client import MilterClient, packet
+
+    clients, spamds = {}, {}
+    for name, server in servers.items():
+        clients[name] = MilterClient(("127.0.0.1", server.milter_port))
+        clients[name].negotiate()
+        spamds[name] = socket.create_connection(("127.0.0.1", server.port))
+    times = {name: {"milter": [], "spamd": [], "spamc": []} for name in servers}
+    spamc = shutil.which("spamc")
+    eom = packet(mm.Macro(ord("E"), {"i": "BENCH"})) + packet(mm.EndOfMessage(b""))
+    names = list(servers)
+    cpu = {name: server.cpu() for name, server in servers.items()}
+    for i, (tag, path, message) in enumerate(items):
+        for name in (names if i % 2 == 0 else names[::-1]):
+            milter_ms, spamd_ms, spamc_ms = _one_message(clients[name], spamds[name], servers[name], message, eom,
+                                                         spamc if i % spamc_every == 0 else None)
+            times[name]["milter"].append(milter_ms)
+            times[name]["spamd"].append(spamd_ms)
+            if spamc_ms is not None:
+                times[name]["spamc"].append(spamc_ms)
+    cpu = {name: (server.cpu() - cpu[name]) * 1000 / len(items) for name, server in servers.items()}
+    for name in servers:
+        clients[name].close()
+        spamds[name].close()
+    print(f"messages: {len(items)}; load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for name in servers:
+        prefix = f"{name}: " if len(servers) > 1 else ""
+        print(f"{prefix}milter end of data -> answer, one connection: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
+              % quantiles(times[name]["milter"]))
+        print(f"{prefix}SPAMD CHECK round trip, one kept-alive connection: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
+              % quantiles(times[name]["spamd"]))
+        if times[name]["spamc"]:
+            print(f"{prefix}spamc -c (a process a message, {len(times[name]['spamc'])} messages): p50 / p90 / p99 ms"
+                  "  %.3f / %.3f / %.3f" % quantiles(times[name]["spamc"]))
+        print(f"{prefix}the server's CPU (user + system) a message, its milter, CHECK and spamc requests: "
+              f"{cpu[name]:.3f} ms")
+    if len(servers) == 2:
+        first, second = names
+        for kind in ("milter", "spamd", "spamc"):
+            pairs = list(zip(times[first][kind], times[second][kind]))
+            if pairs:
+                print(f"{kind}: {first} / {second}, median of the per-message ratios "
+                      f"{statistics.median(a / b for a, b in pairs):.3f}")
+        print(f"server CPU: {first} / {second} {cpu[first] / cpu[second]:.3f}")
+
+
+def _one_message(client, spamd, server, message, eom, spamc):
+    """(milter end of data -> answer ms, SPAMD CHECK ms, spamc -c ms or None) of one message."""
     from kilter.protocol import messages as mm
     from milter_client import split_message
 
@@ -179,15 +234,10 @@ def _one_eom(client, message, eom):
     started = time.perf_counter()
     client.sock.sendall(eom)
     data = final_answer(client.sock)        # the packets read whole, parsed after the clock stops
-    ms = (time.perf_counter() - started) * 1000
+    milter_ms = (time.perf_counter() - started) * 1000
     client.pending = data
     answers = client.answers()
     assert answers and isinstance(answers[-1], mm.Continue), answers
-    return ms
-
-
-def _one_check(spamd, message):
-    """One CHECK on the kept-alive connection ``spamd``: round trip, ms."""
     request = b"CHECK SPAMC/1.5\r\nConnection: keep-alive\r\nContent-length: %d\r\n\r\n" % len(message) + message
     started = time.perf_counter()
     spamd.sendall(request)
@@ -198,56 +248,14 @@ def _one_check(spamd, message):
     length = int(re.search(rb"Content-length: (\d+)", head).group(1))
     while len(rest) < length:
         rest += spamd.recv(65536)
-    return (time.perf_counter() - started) * 1000
-
-
-def latency(server, items, spamc_every, baseline=None):
-    """The milter's end of data and SPAMD's CHECK, message by message; with
-    ``baseline`` (a Server of another tree on the same model) both servers
-    get each message, in alternating order, and the paired ratios are printed."""
-    from kilter.protocol import messages as mm
-    from milter_client import MilterClient, packet
-
-    servers = {"this tree": server} if baseline is None else {"this tree": server, "baseline": baseline}
-    clients, checks = {}, {}
-    for name, s in servers.items():
-        clients[name] = MilterClient(("127.0.0.1", s.milter_port))
-        clients[name].negotiate()
-        checks[name] = socket.create_connection(("127.0.0.1", s.port))
-    milter_ms = {name: [] for name in servers}
-    spamd_ms = {name: [] for name in servers}
-    spamc_ms = []
-    spamc = shutil.which("spamc")
-    eom = packet(mm.Macro(ord("E"), {"i": "BENCH"})) + packet(mm.EndOfMessage(b""))
-    for i, (tag, path, message) in enumerate(items):
-        order = list(servers) if i % 2 == 0 else list(servers)[::-1]
-        for name in order:
-            milter_ms[name].append(_one_eom(clients[name], message, eom))
-        for name in order:
-            spamd_ms[name].append(_one_check(checks[name], message))
-        if spamc and i % spamc_every == 0:
-            started = time.perf_counter()
-            subprocess.run([spamc, "-d", "127.0.0.1", "-p", str(server.port), "-c"], input=message,
-                           stdout=subprocess.DEVNULL, timeout=30)
-            spamc_ms.append((time.perf_counter() - started) * 1000)
-    for name in servers:
-        clients[name].close()
-        checks[name].close()
-    print(f"messages: {len(items)}")
-    for name in servers:
-        label = f" ({name})" if baseline is not None else ""
-        print(f"milter end of data -> answer, one connection{label}: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
-              % quantiles(milter_ms[name]))
-        print(f"SPAMD CHECK round trip, one kept-alive connection{label}: p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
-              % quantiles(spamd_ms[name]))
-    if baseline is not None:
-        for what, ms in (("milter end of data", milter_ms), ("SPAMD CHECK", spamd_ms)):
-            ratios = [a / b for a, b in zip(ms["this tree"], ms["baseline"])]
-            print(f"{what}, this tree / baseline, same message: median ratio {statistics.median(ratios):.3f}; "
-                  f"p50 ratio {statistics.median(ms['this tree']) / statistics.median(ms['baseline']):.3f}")
-    if spamc_ms:
-        print(f"spamc -c (a process a message, {len(spamc_ms)} messages): p50 / p90 / p99 ms  %.3f / %.3f / %.3f"
-              % quantiles(spamc_ms))
+    spamd_ms = (time.perf_counter() - started) * 1000
+    spamc_ms = None
+    if spamc:
+        started = time.perf_counter()
+        subprocess.run([spamc, "-d", "127.0.0.1", "-p", str(server.port), "-c"], input=message,
+                       stdout=subprocess.DEVNULL, timeout=30)
+        spamc_ms = (time.perf_counter() - started) * 1000
+    return milter_ms, spamd_ms, spamc_ms
 
 
 def _check_once(port, message):
@@ -450,8 +458,8 @@ def main(argv=None):
     parser.add_argument("--max-packets", type=int, help="packets: spamnb serve --milter-max-packets")
     parser.add_argument("--workers", default="1", help="spamnb serve --workers (default 1)")
     parser.add_argument("--baseline", metavar="DIR",
-                        help="latency: another spamnb checkout (extensions built): its serve on the same model gets "
-                             "each message too, in alternating order, for a same-run A/B")
+                        help="latency: also a server of the spamnb tree in DIR (another checkout, its extensions "
+                             "built), each message through both in turn; the ratios of this tree's times to its")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-milter-"))
     os.chmod(work, 0o755)
@@ -468,17 +476,14 @@ def main(argv=None):
         server = Server(home, model, "--workers", args.workers,
                         *(["--max-size", str(args.max_size)] if args.max_size else []),
                         *(["--milter-max-packets", str(args.max_packets)] if args.max_packets else []))
+        baseline = None
         try:
             if args.what == "latency":
-                baseline = None
+                servers = {"this tree": server}
                 if args.baseline:
-                    baseline = Server(home, model, "--workers", args.workers, tree=Path(args.baseline).resolve(),
-                                      log="baseline.log")
-                try:
-                    latency(server, items, args.spamc_every, baseline)
-                finally:
-                    if baseline is not None:
-                        baseline.stop()
+                    baseline = Server(home, model, "--workers", args.workers, tree=Path(args.baseline).resolve())
+                    servers["baseline"] = baseline
+                latency(servers, items, args.spamc_every)
             elif args.what == "flood":
                 flood(server, items, args.checks, args.spamc_every)
             elif args.what == "packets":
@@ -488,6 +493,8 @@ def main(argv=None):
                 postfix(server, items, args.clients, labels, work, args.rounds)
         finally:
             server.stop()
+            if baseline is not None:
+                baseline.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

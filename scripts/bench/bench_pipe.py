@@ -20,7 +20,8 @@ every command once, in the same order, on the next sample message):
   compacted;
 - with ``--compare PROGRAM`` (repeatable): ``PROGRAM classify -m MODEL <
   MSG`` in the same rounds, e.g. pip's console script written beside the
-  launcher, or another venv's ``spamnb`` (the tree before a change);
+  launcher, or another venv's ``spamnb`` (the tree before a change), and
+  the median of the per-round ratios of this venv's ``classify`` to it;
 - ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
   ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
   and ``python -I -c pass`` (isolated).
@@ -245,6 +246,12 @@ def main():
             cells.append(f"{ms(times[key]):.1f} ms ({cpu_ms(times[key]):.1f} ms), {peaks[key]:.1f} MiB"
                          if key in times else "")
             print(f"| `{row}`, {label} | " + " | ".join(cells) + " |")
+    for label, rows in tables.items():   # each --compare program against this venv's classify, round by round
+        for program in args.compare:
+            ours, theirs = times[label, "classify", "spamnb"], times[label, f"classify by {program}", "spamnb"]
+            print(f"`classify`, {label}: this venv's over {program}'s, median of the per-round ratios: wall "
+                  f"{statistics.median(a.wall / b.wall for a, b in zip(ours, theirs)):.3f}, CPU "
+                  f"{statistics.median(a.cpu / b.cpu for a, b in zip(ours, theirs) if b.cpu):.3f}")
     if args.json:
         record = {"floors": {name: {"runs": [[r.wall, r.cpu] for r in times[name]], "peak_mib": peaks[name]}
                              for name in floors},

@@ -292,9 +292,12 @@ def main(argv=None):
     baseline = None
     if args.baseline:
         base_sock = work / "baseline.sock"
-        baseline = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-l", str(base_sock), "-m", str(model)],
+        # started as this tree's server is (one process, a log line per request), on its own socket
+        baseline = subprocess.Popen([sys.executable, "-m", "spamnb", "serve", "-l", str(base_sock), "-m", str(model),
+                                     "--models-dir", str(work / "users"), "--max-connections", "256",
+                                     "--workers", "1", "-v"],
                                     env=dict(env, PYTHONPATH=str(Path(args.baseline).resolve())),
-                                    stderr=subprocess.DEVNULL)
+                                    stderr=open(work / "baseline.log", "wb"))
     try:
         wait_port(port, server)
         test_bytes = [p.read_bytes() for p, _ in test]

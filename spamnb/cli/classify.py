@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import (CommandError, UsageError, add_jobs_arguments, cutoff_options, load_filter,
-                               messages_of, model_option, model_path, read_file, settings_of)
+from spamnb.cli.common import (CommandError, UsageError, load_filter, messages_of, model_path, read_file,
+                               settings_of)
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, VERDICT_EXIT
 from spamnb.report.lines import VerdictLines, format_verdict, verdict_json
 
@@ -273,41 +273,19 @@ def cmd_tokens(args):
 
 
 def add_parser(sub):
+    """``spamnb classify``: its options are the option table's (:mod:`spamnb.options`)."""
+    from spamnb.cli.parsing import add_options
+    from spamnb.options import options
+
     p = sub.add_parser("classify", help="classify mail (one message on stdin by default)")
-    p.add_argument("files", nargs="*", metavar="FILE",
-                   help="message files, mboxes, folders or - for stdin (one message; an mbox with -M); several "
-                        "messages: one line each")
-    p.add_argument("--batch", action="store_true",
-                   help="paths (arguments, or lines of stdin answered as they arrive): one line per message; "
-                        "an unreadable path, a device, a FIFO, a file over 64 MiB that is not an mbox gets an "
-                        "error line (unread) and the batch goes on; names are escaped (a tab: \\t)")
-    p.add_argument("-M", "--mbox", action="store_true",
-                   help="stdin is an mbox (without it stdin is one message, whatever its first line); one "
-                        "line per message, even for a single message")
-    p.add_argument("-p", "--passthrough", action="store_true",
-                   help="write the message to stdout with the status header; exit 0 whatever the verdict")
-    cutoff_options(p)
-    p.add_argument("--header-name", metavar="NAME", help="the status header of -p (default: X-Spamnb-Status)")
-    p.add_argument("--subject-tag", metavar="TAG", help="with -p: put TAG before the Subject of spam (once)")
-    p.add_argument("--sa-headers", action="store_true",
-                   help="with -p: SpamAssassin's fields instead of the status header: X-Spam-Flag (spam), "
-                        "X-Spam-Status, X-Spam-Score, X-Spam-Level, X-Spam-Checker-Version, as spamnb serve "
-                        "adds them (X-Spam-* fields already there are removed)")
-    p.add_argument("--report", action="store_true", help="with -p --sa-headers: add X-Spam-Report too")
-    p.add_argument("--json", action="store_true", help="JSON output")
-    p.add_argument("-v", "--verbose", action="store_true", help="also list the strongest evidence")
-    p.add_argument("--auto-learn", action="store_true",
-                   help="learn the verdict of one message when it is at least 2 log-odds beyond its cutoff "
-                        "(never unsure mail; through the ledger, so a later learn, move or TELL relabels it; "
-                        "at most 120 a model and hour)")
-    p.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
-                   help="with --auto-learn: how long to wait for another writer's lock on the model (default 60)")
-    model_option(p)
-    add_jobs_arguments(p, "classify")
+    add_options(p, options("classify"))
     p.set_defaults(handler=cmd_classify)
 
 
 def add_tokens_parser(sub):
+    from spamnb.cli.parsing import add_options
+    from spamnb.options import options
+
     p = sub.add_parser("tokens", help="print the tokens of a message")
-    p.add_argument("file", nargs="?", default="-", metavar="FILE")
+    add_options(p, options("tokens"))
     p.set_defaults(handler=cmd_tokens)

@@ -1,8 +1,8 @@
 """What every command of the command line shares: the one mapping of an
 error to a line and an exit code (:func:`one_line`, :func:`exit_code`; the
-errors themselves are :mod:`spamnb.errors`), the parser class,
-the settings in effect, the model path, the messages of a path, and the
-options several commands take."""
+errors themselves are :mod:`spamnb.errors`), the settings in effect, the
+model path, the messages of a path.  The parser and its options are
+:mod:`spamnb.cli.parsing`'s (made from the option table, :mod:`spamnb.options`)."""
 
 from __future__ import annotations
 
@@ -13,54 +13,8 @@ import sys
 
 from spamnb.errors import CommandError, CorpusError, SettingsError, SkippedError, SkippedInput, SpamnbError, UsageError
 
-__all__ = ["UsageError", "CommandError", "Parser", "settings_of", "model_path", "load_filter", "read_file",
-           "messages_of", "one_line", "exit_code", "model_option", "wait_option", "add_jobs_arguments", "human_size"]
-
-
-def __getattr__(name):
-    """``Parser``, made on first use: argparse is imported only by a command
-    line that needs the parser (the common forms of ``classify``, ``learn``
-    and ``forget`` are read by ``spamnb.cli.main``'s fast path without it)."""
-    if name == "Parser":
-        parser_class = _parser_class()
-        globals()["Parser"] = parser_class
-        return parser_class
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _formatter(prog):
-    """argparse's help formatter, told the terminal width: left to find it
-    itself it imports shutil (with bz2 and lzma), 2.1 ms of every ``spamnb
-    classify``, since ``add_argument`` builds a formatter to check metavars.
-    The width is what ``shutil.get_terminal_size`` would give: $COLUMNS, else
-    the terminal's, else 80."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    import argparse
-
-    return argparse.RawDescriptionHelpFormatter(prog, width=(columns or 80) - 2)
-
-
-def _parser_class():
-    import argparse
-
-    class Parser(argparse.ArgumentParser):
-        def __init__(self, *args, **kwargs):
-            kwargs.setdefault("formatter_class", _formatter)
-            super().__init__(*args, **kwargs)
-
-        def error(self, message):
-            raise UsageError(f"{self.prog}: {message}")
-
-    Parser.__module__ = __name__
-    return Parser
+__all__ = ["UsageError", "CommandError", "settings_of", "model_path", "load_filter", "read_file", "messages_of",
+           "one_line", "exit_code", "human_size"]
 
 
 def settings_of(args):
@@ -146,110 +100,6 @@ def human_size(n):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024.0
-
-
-def model_option(p):
-    """``-m/--model`` and ``--settings`` after the command too (SUPPRESS keeps a value given before it)."""
-    import argparse
-
-    p.add_argument("-m", "--model", metavar="PATH", default=argparse.SUPPRESS,
-                   help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
-    p.add_argument("--settings", metavar="PATH", default=argparse.SUPPRESS,
-                   help="settings file (default: $SPAMNB_HOME/settings.toml, when it exists)")
-
-
-def wait_option(p):
-    from spamnb.model import DEFAULT_WAIT
-
-    p.add_argument("--wait", type=float, default=DEFAULT_WAIT, metavar="SECONDS",
-                   help=f"how long to wait for another writer's lock on the model (default {DEFAULT_WAIT:g})")
-
-
-def probability(text):
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"a probability in [0, 1], not {text}")
-    return value
-
-
-def cutoff_options(p):
-    """``--spam-cutoff``/``--ham-cutoff``; the defaults stated are the code's
-    (``spamnb.model.defaults``), printed exactly."""
-    from spamnb.model import DEFAULT_MAX_UNSURE
-    from spamnb.model import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
-
-    p.add_argument("--spam-cutoff", type=probability, metavar="P",
-                   help="spam when P(spam) >= P (default: the model's, which spamnb train chooses for its mail "
-                        f"and spamnb info prints; {DEFAULT_SPAM_CUTOFF!r} when it has too little mail to choose)")
-    p.add_argument("--ham-cutoff", type=probability, metavar="P",
-                   help=f"ham when P(spam) <= P (default: the model's: {DEFAULT_HAM_CUTOFF!r}, log-odds "
-                        f"{DEFAULT_HAM_LOG_ODDS:g}, or higher when spamnb train finds more than "
-                        f"{DEFAULT_MAX_UNSURE * 100:g} %% of its mail between the cutoffs)")
-
-
-def jobs(text):
-    import argparse
-
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of jobs: {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError("the number of jobs must be >= 0 (0: every available core)")
-    return n
-
-
-def add_jobs_arguments(parser, command):
-    """Register ``-j/--jobs`` (and, for ``train``, ``--dask`` and
-    ``--partition-size``) on a subcommand's parser (``train``, ``classify``)."""
-    from spamnb.training import planning, workers
-
-    if command == "train":
-        jobs_help = ("worker processes (default: the cores free, those available less those busy, at least 1; "
-                     "1 with --feature-weight; 0: every core; 1: this process; the same model file whatever -j; "
-                     "see docs/scale.md)")
-    else:   # a batch: full partitions on the workers, a path the writer waits for answered at once
-        jobs_help = (f"worker processes of --batch (default {workers.DEFAULT_JOBS}: every core available; "
-                     "1: this process; see docs/scale.md)")
-    parser.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
-                        help=jobs_help)
-    parser.add_argument("--partition-size", type=int, default=planning.DEFAULT_PARTITION_SIZE, metavar="N",
-                        help=f"messages per partition with -j (default {planning.DEFAULT_PARTITION_SIZE}"
-                             + ("; the model depends on it, not on -j)" if command == "train" else ")"))
-    if command == "train":
-        parser.add_argument("--dask", metavar="ADDRESS",
-                            help="train on a Dask cluster (scheduler address; needs spamnb[dask])")
-
-
-def pairs_window(text):
-    """``--word-pairs W``: 0 or a window from 2 to 8 (an ``argparse`` type)."""
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value not in (0, *range(2, 9)):
-        raise argparse.ArgumentTypeError(f"0 or a window from 2 to 8 is needed, not {text!r}")
-    return value
-
-
-def pairs_choice(text):
-    """``--word-pairs auto|0|W`` of train and evaluate: "auto" (decided by a
-    trial) or :func:`pairs_window`'s value (an ``argparse`` type)."""
-    import argparse
-
-    if text == "auto":
-        return text
-    try:
-        return pairs_window(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"auto, 0 or a window from 2 to 8 is needed, not {text!r}") from None
 
 
 def one_line(exc):

@@ -9,12 +9,9 @@ import os
 import sys
 import time
 
-import argparse
-
-from spamnb.cli.common import jobs, pairs_choice
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 from spamnb.cli.progress import Progress
-from spamnb.evaluation.crossval import (COMPARE_COUNTS, KNN_METRICS, default_jobs, evaluate, format_compare,
+from spamnb.evaluation.crossval import (KNN_METRICS, default_jobs, evaluate, format_compare,
                                         format_folds, json_ready, md5_split, resolved_params, compare_variants, write_plot)
 from spamnb.evaluation.online import (feedback_options, format_online, learning_curve, online_figures,
                                       order_messages, read_index, run_online, write_curve_plot)
@@ -37,73 +34,12 @@ def cmd_evaluate(args):
 
 
 def add_arguments(parser):
-    """Add the options of ``spamnb evaluate`` to an argparse parser."""
-    parser.add_argument("corpus", nargs="*", metavar="CORPUS",
-                        help="folder tree: folders named spam* hold spam, the others ham")
-    parser.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
-    parser.add_argument("--ham", action="append", default=[], metavar="PATH", help="ham: folder, Maildir or mbox")
-    protocol = parser.add_mutually_exclusive_group()
-    protocol.add_argument("--folds", type=int, default=10, metavar="K",
-                          help="stratified K-fold cross-validation (default 10)")
-    protocol.add_argument("--split", choices=("md5",),
-                          help="the fixed split: test when md5(relpath) %% 5 == 0")
-    protocol.add_argument("--online", action="store_true",
-                          help="TREC Spam Track protocol: classify, then learn, each message in order, "
-                               "from an empty model (spamnb.evaluation.online)")
-    parser.add_argument("--index", metavar="FILE",
-                        help="with --online: order and labels from lines 'spam|ham PATH' (TREC full/index)")
-    parser.add_argument("--order", choices=("auto", "date", "name"), default="auto",
-                        help="with --online: by Date: header, by file name number, or auto (default)")
-    parser.add_argument("--train-on-error", action="store_true",
-                        help="with --online: learn a message only when it was misclassified")
-    parser.add_argument("--auto-learn", action="store_true",
-                        help="with --online --train-on-error: as classify --auto-learn and serve --auto-learn run: "
-                             "a verdict 2 log-odds beyond its cutoff learned as itself (relabelled when wrong), "
-                             "a wrong or unsure one learned with its label (scripts/bench/bench_online.py's "
-                             "\"on error + auto-learn\")")
-    parser.add_argument("--margin", type=float, default=0.0, metavar="LOGODDS",
-                        help="with --train-on-error: also learn when |log-odds| < LOGODDS (thick threshold)")
-    parser.add_argument("--window", type=int, default=1000, metavar="N",
-                        help="with --online: messages per point of the learning curve (default 1000)")
-    parser.add_argument("--train", action="append", default=[], metavar="CORPUS",
-                        help="train on this corpus (with --test: no cross-validation)")
-    parser.add_argument("--test", action="append", default=[], metavar="CORPUS", help="test on this corpus")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default 0)")
-    parser.add_argument("--alpha", type=float, help="Dirichlet soft count of the filter")
-    parser.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
-    parser.add_argument("--counts", choices=COMPARE_COUNTS, help="per-message token weighting")
-    parser.add_argument("--plain", action="store_true",
-                        help="evaluate the plain model: each fold's filter only counts (no word pairs unless "
-                             "--word-pairs W), at the default cutoffs, instead of what spamnb train builds")
-    parser.add_argument("--word-pairs", type=pairs_choice, default="auto", metavar="auto|0|W",
-                        help="word pairs of window W as tokens too; auto (the default): each fold decides as "
-                             "spamnb train does (none with --plain; with --online as a learned model has them, "
-                             "window 2 at weight 0.5); 0: none")
-    parser.add_argument("--target-fpr", type=_rate, default=DEFAULT_TARGET_FPR, metavar="RATE",
-                        help="each fold chooses its cutoffs as spamnb train does, for this false-positive rate "
-                             f"(default {DEFAULT_TARGET_FPR:g}; 0: the default cutoffs; not with --plain)")
-    parser.add_argument("--compare", action="store_true",
-                        help="also kNN, MLE vs MAP priors, several alphas, binary vs raw counts on the same folds")
-    parser.add_argument("--json", metavar="PATH", help="write all figures as JSON")
-    parser.add_argument("--plot", metavar="PNG", help="ROC curve (log FPR axis) and score histograms (needs matplotlib)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
-                        help="train and score the splits on N worker processes (default: every core "
-                             "available; 1: this process); the same figures")
+    """Add the options of ``spamnb evaluate`` (the option table's, :mod:`spamnb.options`) to an argparse parser."""
+    from spamnb.cli.parsing import add_options
+    from spamnb.options import options
+
+    add_options(parser, options("evaluate"))
     return parser
-
-
-
-
-
-def _rate(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"a rate from 0 to below 1 is needed, not {text!r}")
-    return value
 
 
 # ---------------------------------------------------------------- folds

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from spamnb.cli.common import CommandError, model_option, model_path, settings_of, wait_option
+from spamnb.cli.common import CommandError, model_path, settings_of
+from spamnb.cli.parsing import add_options
 from spamnb.cli.exitcodes import EXIT_OK
 from spamnb.errors import SettingsError
 
@@ -133,43 +134,18 @@ def cmd_learn(args):
     return EXIT_OK
 
 
-def _positive(kind):
-    def parse(text):
-        import argparse
-
-        try:
-            value = kind(text)
-        except ValueError:
-            value = 0
-        if not 0 < value <= 1e9:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most 1e9")
-        return value
-    return parse
-
-
 def add_parser(subparsers):
-    from spamnb.imap import DEADLINE, MAX_SIZE
+    from spamnb.options import options
 
     p = subparsers.add_parser("imap", help="filter and learn a mailbox over IMAP (the [imap] settings)",
                               description="Filter and learn a mailbox on an IMAP server (docs/imap.md). The "
                                           "account is the settings file's [imap] table.")
     jobs = p.add_subparsers(dest="imap_command", metavar="JOB")
-    scan = jobs.add_parser("scan", help="classify the inbox's new messages; spam to the spam folder")
-    scan.add_argument("--flag-only", action="store_true", help="set the $Junk keyword on spam instead of moving it")
-    scan.add_argument("--add-header", action="store_true",
-                      help="re-append each message with the verdict header (and subject tag) in place of the original")
-    learn = jobs.add_parser("learn", help="learn the spam folder as spam and the ham folders as ham")
-    learn.add_argument("--ham", action="append", metavar="FOLDER",
-                       help="a folder to learn as ham (repeatable; default: the [imap] ham setting, INBOX)")
-    wait_option(learn)
-    for job, handler in ((scan, cmd_scan), (learn, cmd_learn)):
-        job.add_argument("--cafile", metavar="FILE", help="the CA certificates to trust for the server (PEM)")
-        job.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
-        job.add_argument("--timeout", type=_positive(float), default=DEADLINE, metavar="SECONDS",
-                         help=f"give up (exit 69) when the run has not ended after SECONDS (default {DEADLINE:g})")
-        job.add_argument("--max-size", type=_positive(int), default=MAX_SIZE, metavar="BYTES",
-                         help=f"leave a message larger than BYTES where it is, unread (default {MAX_SIZE})")
-        model_option(job)
+    for name, text, handler in (
+            ("scan", "classify the inbox's new messages; spam to the spam folder", cmd_scan),
+            ("learn", "learn the spam folder as spam and the ham folders as ham", cmd_learn)):
+        job = jobs.add_parser(name, help=text)
+        add_options(job, options(f"imap {name}"))
         job.set_defaults(handler=handler)
     p.set_defaults(handler=_no_job)
     return p

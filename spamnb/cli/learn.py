@@ -7,8 +7,7 @@ import os
 
 import sys
 
-from spamnb.cli.common import (CommandError, SkippedError, UsageError, messages_of, model_option, model_path,
-                               settings_of, wait_option)
+from spamnb.cli.common import CommandError, SkippedError, UsageError, messages_of, model_path, settings_of
 from spamnb.cli.exitcodes import EXIT_OK
 
 
@@ -134,30 +133,10 @@ def cmd_forget(args):
 
 
 def add_parser(sub, name, handler, text):
+    """``spamnb learn``/``forget``: their options are the option table's (:mod:`spamnb.options`)."""
+    from spamnb.cli.parsing import add_options
+    from spamnb.options import options
+
     p = sub.add_parser(name, help=text)
-    label = p.add_mutually_exclusive_group(required=name == "learn")
-    if name == "learn":
-        texts = ("learn the messages as spam (a message learned as ham before moves to spam)",
-                 "learn the messages as ham (a message learned as spam before moves to ham)")
-    else:
-        texts = ("the messages were learned as spam (needed only for messages learned "
-                 "before the ledger; the ledger knows the others)",
-                 "the messages were learned as ham (as --spam)")
-    label.add_argument("--spam", dest="label", action="store_const", const="spam", help=texts[0])
-    label.add_argument("--ham", dest="label", action="store_const", const="ham", help=texts[1])
-    p.add_argument("files", nargs="*", metavar="FILE",
-                   help="message files, mboxes, folders, Maildirs or - (stdin, one message, the default; an "
-                        "mbox with -M); "
-                        "with --ham, a folder's spam and bulk sub-folders (.Junk, .Spam.2023, Bulk) are left out; "
-                        "devices, FIFOs, non-mail and files over 64 MiB (not mboxes) are skipped, said on stderr")
-    p.add_argument("-M", "--mbox", action="store_true",
-                   help="stdin is an mbox (without it stdin is one message, whatever its first line)")
-    p.add_argument("--follow-links", action="store_true",
-                   help="read links to files outside the folders given (skipped by default)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
-    p.add_argument("--shared", metavar="redis://HOST:PORT/DB",
-                   help="send the messages as lessons to the hosts sharing learning through this Redis "
-                        "(spamnb serve --shared learns them); the local model changes only through its server")
-    wait_option(p)
-    model_option(p)
+    add_options(p, options(name))
     p.set_defaults(handler=handler)

@@ -43,18 +43,11 @@ def build_parser(command=None, full=False):
     """The argument parser; with ``command``, only that subcommand's parser is
     built (the rest cost start-up time that ``spamnb classify`` cannot spare).
     ``full`` adds evaluate's options too (the man page)."""
-    from spamnb.cli.common import Parser
+    from spamnb.cli.parsing import Parser, add_options
+    from spamnb.options import options
 
     parser = Parser(prog="spamnb", description="A Bayesian e-mail spam filter.", epilog=_epilog())
-    from spamnb import __version__
-
-    parser.add_argument("--version", action="version", version=f"spamnb {__version__}")
-    parser.add_argument("-m", "--model", metavar="PATH",
-                        help="model file (default: $SPAMNB_HOME/model.spamnb or ~/.spamnb/model.spamnb)")
-    parser.add_argument("--settings", metavar="PATH",
-                        help="settings file (default: $SPAMNB_HOME/settings.toml, when it exists)")
-    parser.add_argument("--man", action="store_true", help="print the manual page (roff) and exit")
-    parser.add_argument("--completion", choices=("bash",), help="print a shell completion script and exit")
+    add_options(parser, options("global"), top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     def wanted(name):
@@ -101,16 +94,16 @@ def build_parser(command=None, full=False):
     return parser
 
 
-_VALUE_OPTIONS = ("-m", "--model", "--settings", "--completion")
-
-
 def _command_of(argv):
     """The command word of ``argv`` (global options may come before it)."""
+    from spamnb.options import options
+
+    takes_value = {flag for option in options("global") if "action" not in option.kw for flag in option.flags}
     skip = False
     for arg in argv:
         if skip:
             skip = False
-        elif arg in _VALUE_OPTIONS:
+        elif arg in takes_value:
             skip = True
         elif not arg.startswith("-"):
             return arg if arg in COMMANDS else None
@@ -121,47 +114,38 @@ def _command_of(argv):
 # import and the subcommand's parser cost a cold ``spamnb classify`` more
 # than the classify itself): ``classify [-p] [-M] [-]``, ``learn --spam|--ham
 # [-M] [-q] [FILE...]``, ``forget [--spam|--ham] [-M] [-q] [FILE...]``, each
-# with ``-m PATH``/``--settings PATH`` before or after the command.  Anything
-# else (``--help``, any other option, ``--opt=value``) goes to the parser,
-# which stays the one definition of the command line (help, man page,
-# completion); tests/test_cold_start.py checks that both read these forms alike.
-_FAST_FLAGS = {
-    "classify": {"-p": ("passthrough", True), "--passthrough": ("passthrough", True),
-                 "-M": ("mbox", True), "--mbox": ("mbox", True)},
-    "learn": {"--spam": ("label", "spam"), "--ham": ("label", "ham"), "-M": ("mbox", True),
-              "--mbox": ("mbox", True), "-q": ("quiet", True), "--quiet": ("quiet", True)},
-}
-_FAST_FLAGS["forget"] = _FAST_FLAGS["learn"]
-_FAST_DEFAULTS = {
-    "classify": {"batch": False, "mbox": False, "passthrough": False, "spam_cutoff": None, "ham_cutoff": None,
-                 "header_name": None, "subject_tag": None, "sa_headers": False, "report": False, "json": False,
-                 "verbose": False, "auto_learn": False, "wait": 60.0},
-    "learn": {"label": None, "mbox": False, "follow_links": False, "quiet": False, "shared": None},
-}
-_FAST_DEFAULTS["forget"] = _FAST_DEFAULTS["learn"]
+# with ``-m PATH``/``--settings PATH`` before or after the command.  The
+# flags read and the defaults given are the option table's (spamnb.options:
+# ``fast=True``), as the parser's are.  Anything else (``--help``, any other
+# option, ``--opt=value``) goes to the parser; tests/test_cold_start.py checks
+# that both read these forms alike.
+FAST_COMMANDS = ("classify", "learn", "forget")
 
 
 def fast_args(argv):
     """The namespace the parser would give ``argv`` when it is one of the
     common forms above, else None (the caller builds the parser)."""
-    values = {"model": None, "settings": None, "man": False, "completion": None}
+    from spamnb.options import fast_defaults, fast_flags, options
+
+    values = fast_defaults("global")
+    value_flags = {flag: option.dest for option in options("model") for flag in option.flags}
     command, files, given = None, [], set()
     flags = {}
     args = iter(argv)
     for arg in args:
-        if arg in ("-m", "--model", "--settings"):
+        if arg in value_flags:
             value = next(args, None)
             if value is None or value.startswith("-") and value != "-":
                 return None
-            values["model" if arg != "--settings" else "settings"] = value
+            values[value_flags[arg]] = value
         elif command is None:
-            if arg not in _FAST_FLAGS:
+            if arg not in FAST_COMMANDS:
                 return None
-            command, flags = arg, _FAST_FLAGS[arg]
-            values.update(_FAST_DEFAULTS[command])
+            command, flags = arg, fast_flags(arg)
+            values.update(fast_defaults(command))
         elif arg in flags:
-            name, value = flags[arg]
-            if name in given and name == "label":   # --spam --ham: the parser's error
+            name, value, exclusive = flags[arg]
+            if name in given and exclusive:   # --spam --ham: the parser's error
                 return None
             given.add(name)
             values[name] = value
@@ -169,8 +153,8 @@ def fast_args(argv):
             files.append(arg)
         else:
             return None
-    if command is None or (command == "classify" and len(files) > 1) or (
-            command == "learn" and values["label"] is None):
+    if command is None or (command == "classify" and len(files) > 1) or any(
+            option.group and option.group[1] and values[option.dest] is None for option in options(command)):
         return None
     import types
 
@@ -179,10 +163,7 @@ def fast_args(argv):
     else:
         from spamnb.cli import learn
 
-        from spamnb.model import DEFAULT_WAIT
-
         handler = learn.cmd_learn if command == "learn" else learn.cmd_forget
-        values["wait"] = DEFAULT_WAIT
     return types.SimpleNamespace(command=command, files=files, handler=handler, **values)
 
 

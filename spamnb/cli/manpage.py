@@ -47,12 +47,17 @@ def roff(parser):
     for names, text in _options(parser):
         lines += [".TP", names, _esc(text)]
     lines.append(".SH COMMANDS")
-    for name, sub, text in _subparsers(parser):
+    for name, sub, text in _subparsers(parser):   # a command, then its own subcommands (imap scan, imap learn)
         lines += [f".SS {name}", _esc(text)]
         for names, help_text in _options(sub):
             if names.startswith("\\fB\\-h"):
                 continue
             lines += [".TP", names, _esc(help_text)]
+        for job, job_parser, job_text in _subparsers(sub):
+            lines += [f".SS {name} {job}", _esc(job_text)]
+            for names, help_text in _options(job_parser):
+                if not names.startswith("\\fB\\-h"):
+                    lines += [".TP", names, _esc(help_text)]
     if parser.epilog:
         lines += [".SH NOTES", ".nf", _esc(parser.epilog), ".fi"]
     return "\n".join(lines) + "\n"

@@ -18,81 +18,27 @@ import os
 import stat
 import sys
 
-from spamnb.cli.common import (CommandError, UsageError, human_size, load_filter, model_option, model_path,
-                               settings_of, wait_option)
+from spamnb.cli.common import CommandError, UsageError, human_size, load_filter, model_path, settings_of
+from spamnb.cli.parsing import add_options
 from spamnb.cli.exitcodes import EXIT_OK
 
 COMMANDS = ("info", "dump", "load", "merge", "prune")
 
 
 def register(sub, wanted):
-    """Add the subcommands that ``wanted(name)`` asks for to ``sub``."""
-    if wanted("dump"):
-        p = sub.add_parser("dump", help="write the model as text (a backup that 'load' reads)")
-        p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of stdout")
-        model_option(p)
-        p.set_defaults(handler=cmd_dump)
-    if wanted("load"):
-        p = sub.add_parser("load", help="replace the model by a dump (or add a dump's counts to it: --add)")
-        p.add_argument("file", metavar="FILE", help="a dump ('spamnb dump'), or - for stdin")
-        p.add_argument("--add", action="store_true", help="add the dump's counts to the model instead of replacing it")
-        p.add_argument("-q", "--quiet", action="store_true")
-        model_option(p)
-        wait_option(p)
-        p.set_defaults(handler=cmd_load)
-    if wanted("merge"):
-        p = sub.add_parser("merge", help="combine models with the same settings (counts add)")
-        p.add_argument("inputs", nargs="+", metavar="MODEL", help="model files or dumps")
-        p.add_argument("-o", "--output", required=True, metavar="OUT", help="the merged model file")
-        p.add_argument("-q", "--quiet", action="store_true")
-        wait_option(p)
-        p.set_defaults(handler=cmd_merge)
-    if wanted("prune"):
-        p = sub.add_parser("prune", help="drop rare, old or weak tokens; rewrites the model smaller")
-        p.add_argument("--min-count", type=_non_negative(float), metavar="N",
-                       help="drop tokens seen fewer than N times in all; refused (exit 3, the model unchanged) "
-                            "for a model trained with length normalisation (--length-norm > 0, the default), "
-                            "whose counts are not occurrences: prune it with --target-size or --max-age")
-        p.add_argument("--max-age", type=_non_negative(int), metavar="DAYS",
-                       help="drop tokens not seen in a learned message for more than DAYS days")
-        p.add_argument("--target-size", type=_non_negative(int), metavar="N",
-                       help="keep at most the N most useful tokens")
-        p.add_argument("--expire-at", type=_token_limit, metavar="N",
-                       help="automatic expiry: when a learn leaves more than N tokens (N >= 1000), prune to "
-                            "90 %% of N (0: off); prunes now too if the model is past N")
-        p.add_argument("-n", "--dry-run", action="store_true", help="say what would go, change nothing")
-        p.add_argument("-q", "--quiet", action="store_true")
-        model_option(p)
-        wait_option(p)
-        p.set_defaults(handler=cmd_prune)
+    """Add the subcommands that ``wanted(name)`` asks for to ``sub``; their
+    options are the option table's (:mod:`spamnb.options`)."""
+    from spamnb.options import options
 
-
-def _non_negative(kind):
-    def parse(text):
-        import argparse
-
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value >= 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-        return value
-
-    return parse
-
-
-def _token_limit(text):
-    """``--expire-at``: 0 (off) or a limit lifecycle.check_max_tokens takes."""
-    import argparse
-
-    from spamnb.model import check_max_tokens
-
-    try:
-        value = int(text)
-        return value if value == 0 else check_max_tokens(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc) if "limit" in str(exc) else f"not a number: {text!r}") from None
+    for name, text, handler in (
+            ("dump", "write the model as text (a backup that 'load' reads)", cmd_dump),
+            ("load", "replace the model by a dump (or add a dump's counts to it: --add)", cmd_load),
+            ("merge", "combine models with the same settings (counts add)", cmd_merge),
+            ("prune", "drop rare, old or weak tokens; rewrites the model smaller", cmd_prune)):
+        if wanted(name):
+            p = sub.add_parser(name, help=text)
+            add_options(p, options(name))
+            p.set_defaults(handler=handler)
 
 
 def _read_model(path):
@@ -244,13 +190,10 @@ def info_lines(spam_filter):
 
 # ---------------------------------------------------------------------------- info
 def add_info_parser(sub):
+    from spamnb.options import options
+
     p = sub.add_parser("info", help="describe a model and the settings in effect")
-    p.add_argument("--tokens", type=int, default=10, metavar="N", help="strongest tokens to list")
-    p.add_argument("--check", action="store_true",
-                   help="check the model file whole (its checksum, every count, the hash index, the token "
-                        "strings; classify and learn map it and check only its header and bounds) and the "
-                        "journal beside it; exit 0 when whole, 3 with the reason when not")
-    model_option(p)
+    add_options(p, options("info"))
     p.set_defaults(handler=cmd_info)
 
 

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 from spamnb.errors import CorpusChanged, OneClassCorpus
-from spamnb.cli.common import (CommandError, pairs_choice, UsageError, add_jobs_arguments, cutoff_options, human_size, model_option,
-                               model_path, one_line, settings_of, wait_option)
+from spamnb.cli.common import CommandError, UsageError, human_size, model_path, one_line, settings_of
+from spamnb.cli.parsing import add_options
 from spamnb.cli.exitcodes import EXIT_OK
 from spamnb.mail.reader import display_name
 
@@ -172,42 +171,9 @@ def _save_trained(spam_filter, path, wait):
 
 
 def add_parser(sub):
+    """``spamnb train``: its options are the option table's (:mod:`spamnb.options`)."""
+    from spamnb.options import options
+
     p = sub.add_parser("train", help="train a new model from labelled mail")
-    p.add_argument("dirs", nargs="*", metavar="DIR",
-                   help="folder tree: folders named spam* or junk* (and Maildir++ folders with such a part: "
-                        ".Spam, .Junk.2023) hold spam, bulk* folders are skipped, others are ham; files may be "
-                        "mboxes; devices, FIFOs and files over 64 MiB (not mboxes) are skipped")
-    p.add_argument("--spam", action="append", default=[], metavar="PATH", help="spam: folder, Maildir or mbox")
-    p.add_argument("--ham", action="append", default=[], metavar="PATH",
-                   help="ham: folder, Maildir or mbox (its spam and bulk folders are left out, said so)")
-    p.add_argument("--strict", action="store_true", help="fail on unreadable or non-mail files instead of skipping")
-    p.add_argument("--follow-links", action="store_true",
-                   help="read links to files outside the folders given (skipped by default)")
-    p.add_argument("--force", action="store_true",
-                   help="train on a corpus with no spam or no ham (refused by default: exit 65, the model unchanged)")
-    p.add_argument("--alpha", type=float, help="Dirichlet soft count")
-    p.add_argument("--counts", choices=("binary", "raw", "log"), help="per-message token weighting")
-    p.add_argument("--prior", choices=("mle", "map", "uniform"), help="class prior estimator")
-    p.add_argument("--length-norm", type=float, metavar="S",
-                   help="scale each message's token counts to this Euclidean length (default 5; 0: off)")
-    p.add_argument("--feature-weight", type=float, metavar="W",
-                   help="weight of the continuous message features (default 0: off; see docs/features.md)")
-    p.add_argument("--word-pairs", type=pairs_choice, default="auto", metavar="auto|0|W",
-                   help="word pairs of window W as tokens too; auto (the default): train with and without "
-                        "pairs of window 2 and keep what the cross-validation favours (see docs/accuracy.md)")
-    cutoff_options(p)
-    p.add_argument("--target-fpr", type=_rate, default=0.001, metavar="RATE",
-                   help="choose the cutoffs by cross-validation for this false-positive rate "
-                        "(default 0.001; 0: keep the default cutoffs; see docs/accuracy.md)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress and no summary")
-    wait_option(p)
-    model_option(p)
-    add_jobs_arguments(p, "train")
+    add_options(p, options("train"))
     p.set_defaults(handler=cmd_train)
-
-
-def _rate(text):
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"a rate from 0 to below 1 is needed, not {text!r}")
-    return value

@@ -2,8 +2,12 @@
 whose mail it is (a user name, or None) and what is asked (check it, learn
 it), in; a :class:`~spamnb.server.check.Checked` verdict or a
 :class:`~spamnb.server.tell.Told` lesson, out.  The SPAMD front end
-(spamnb.server.spamd) and the milter front end (spamnb.server.milter) only
-read their protocol, call it, and lay its result out.
+(spamnb.server.spamd_connection) and the milter front end
+(spamnb.server.milter) only read their protocol, build a :class:`Request`,
+await :meth:`RequestHandler.handle` (run with :func:`run_eagerly`: a
+check whose model is loaded is answered in the callback that read it, no
+task made; one that must wait for its model, or a lesson, goes on in a
+task) and lay its result out.
 
 Which model answers for a user (:meth:`RequestHandler.model_path`,
 :meth:`RequestHandler.verdict_model`): their own when ``--models-dir`` holds
@@ -23,6 +27,7 @@ must be quick and must not raise):
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 
@@ -32,6 +37,66 @@ from spamnb.server.tell import NO_USER, Teacher
 
 MODEL_NAME = "model.spamnb"
 USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@+-]{0,63}")
+
+
+class Request:
+    """What a front end asks of the handler: check ``message`` (bytes) for
+    ``user`` (a name, or None), keeping the strongest tokens when
+    ``evidence`` (the fields and reports; CHECK answers without them), with
+    the model at ``paths`` when the front end chose it (the milter's
+    per-domain model: :meth:`RequestHandler.model_path`'s form); or, with a
+    ``lesson`` (a :class:`~spamnb.server.tell.Lesson`), learn it."""
+
+    __slots__ = ("message", "user", "evidence", "paths", "lesson")
+
+    def __init__(self, message=None, user=None, evidence=True, paths=None, lesson=None):
+        self.message, self.user, self.evidence, self.paths, self.lesson = message, user, evidence, paths, lesson
+
+
+def run_eagerly(coro):
+    """Run the coroutine ``coro`` now, in the caller's callback, up to its
+    first wait: ``(True, its result)`` when it ended without waiting (a
+    check whose model is loaded: no task, the cost of a plain call), else
+    ``(False, the task that runs the rest)``, which the caller may cancel
+    (a timeout) as any task.  (Python 3.12's eager tasks, for 3.11.)"""
+    try:
+        waited = coro.send(None)
+    except StopIteration as end:
+        return True, end.value
+    return False, asyncio.get_running_loop().create_task(_run_on(coro, waited))
+
+
+async def _run_on(coro, waited):
+    """The rest of a coroutine :func:`run_eagerly` started, which waits on
+    ``waited`` (the future it yielded, or None for a bare yield:
+    asyncio.sleep(0)): each future it yields waited for here, then the
+    coroutine resumed (its own ``await`` reads the future's outcome); this
+    task cancelled, the future is, and the coroutine sees the cancellation,
+    as a task steps its coroutine."""
+    loop = asyncio.get_running_loop()
+    while True:
+        relay = loop.create_future()
+        if waited is None:
+            loop.call_soon(_settle, relay)
+        else:
+            waited.add_done_callback(lambda _, relay=relay: _settle(relay))
+        try:
+            await relay
+        except asyncio.CancelledError as exc:
+            if waited is not None:
+                waited.cancel()
+            step, value = coro.throw, exc
+        else:
+            step, value = coro.send, None
+        try:
+            waited = step(value)
+        except StopIteration as end:
+            return end.value
+
+
+def _settle(relay):
+    if not relay.done():
+        relay.set_result(None)
 
 
 class RequestHandler:
@@ -90,17 +155,28 @@ class RequestHandler:
         """Load the site model now; raises ModelUnavailable when it cannot be."""
         self.server.models.get(self.server.settings.model, self.server.settings.required_score)
 
-    # ------------------------------------------------------------------ checks
-    def ready(self, user):
-        """``user``'s :meth:`model_path` when :meth:`check_now` can answer at
-        once (their model is loaded, or known not to load), else None: call
-        :meth:`check`, which loads it in a thread first."""
-        paths = self.model_path(user)
-        return paths if self.server.models.loaded(paths[0]) else None
+    # ------------------------------------------------------------------ the one entry
+    async def handle(self, request):
+        """Answer ``request`` (a :class:`Request`), the one entry of both
+        front ends: a :class:`~spamnb.server.tell.Told` for a lesson (or
+        ProtocolError with the code it is refused with), else a
+        :class:`~spamnb.server.check.Checked` (ModelUnavailable when no model
+        can be used).  A check whose model is loaded never waits: the
+        coroutine ends without suspending, so a front end that runs it with
+        :func:`run_eagerly` answers in the callback that read the request, no
+        task made; a model not loaded yet is read first in a thread (the
+        loop serves on meanwhile), a lesson learned in one."""
+        if request.lesson is not None:
+            return await self.teacher.tell(request.lesson)
+        paths = request.paths or self.model_path(request.user)
+        models = self.server.models
+        if not models.loaded(paths[0]):
+            await models.first_load(paths[0], self.server.settings.required_score)
+        return self.check_now(request.message, request.user, request.evidence, paths)
 
     def check_now(self, message, user, evidence=True, paths=None):
         """Check ``message`` (bytes) for ``user`` with the model loaded for them
-        (``paths``: :meth:`ready`'s answer, else looked up); ``evidence``: keep
+        (``paths``: their :meth:`model_path`, else looked up); ``evidence``: keep
         the strongest tokens (for the fields and reports; CHECK answers
         without them).  Raises ModelUnavailable when no model can be used."""
         if paths is None:
@@ -111,13 +187,6 @@ class RequestHandler:
         for hook in self.verdict_hooks:
             hook(checked, message, user)
         return checked
-
-    async def check(self, message, user, evidence=True):
-        """:meth:`check_now`, the user's model loaded first (in a thread: the
-        event loop goes on serving) when it is not loaded yet."""
-        paths = self.model_path(user)
-        await self.server.models.first_load(paths[0], self.server.settings.required_score)
-        return self.check_now(message, user, evidence, paths)
 
     # ------------------------------------------------------------------ lessons
     async def tell(self, lesson):

@@ -51,6 +51,7 @@ from kilter.protocol import core, messages
 from kilter.protocol.exceptions import InsufficientSpace
 
 from spamnb.mail.headers import SPAM_FIELDS, mta_edits
+from spamnb.server.handler import Request, run_eagerly
 from spamnb.server.models import ModelUnavailable
 from spamnb.server.policy import Triplets, address_of, allowlisted_fields
 from spamnb.server.server_log import log_safe, one_line
@@ -529,19 +530,9 @@ class MilterConnection(asyncio.Protocol):
             self._unchecked(started, user or "-", f"too big, not checked (message larger than "
                                                   f"{server.settings.max_size} bytes)")
             return
-        paths = self._paths(user)
-        if not server.models.loaded(paths[0]):
-            # a model not loaded yet is read in a thread while the loop goes on
-            self.pending = asyncio.get_running_loop().create_task(self._check_later(started, user, paths))
-            return
-        self._check(started, user, paths)
-
-    async def _check_later(self, started, user, paths):
-        try:
-            await self.server.models.first_load(paths[0], self.server.settings.required_score)
-        finally:
-            self.pending = None
-        self._check(started, user, paths)
+        answered, task = run_eagerly(self._check(started, user, self._paths(user)))
+        if not answered:
+            self.pending = task     # its model is read in a thread first while the loop goes on
 
     def _paths(self, user):
         """The user's model paths (spamnb.server.handler), the recipient domain's
@@ -572,19 +563,25 @@ class MilterConnection(asyncio.Protocol):
         self._done(user, outcome, {"block": "reject", "allow": "tag"}.get(what, "accept"), started)
         return True
 
-    def _check(self, started, user, paths=None):
+    async def _check(self, started, user, paths):
+        """The message held to the handler (spamnb.server.handler.RequestHandler.handle)
+        and its answer sent.  Run with ``run_eagerly``: when its model is
+        loaded it ends without waiting, in the callback that read the end of
+        data; else it goes on in a task (:attr:`pending`) once the model is read."""
         settings = self.server.settings
         shown = log_safe(user or "-")
         message = bytes(self.held)
         self.held = bytearray()     # held once: the copy checked is the only one
         try:
-            checked = self.server.handler.check_now(message, user, True, paths)
+            checked = await self.server.handler.handle(Request(message, user, True, paths))
         except ModelUnavailable as exc:
             self._unchecked(started, shown, f"error 69 {exc.text}")
             return
         except Exception as exc:  # noqa: BLE001 - answered by --milter-on-error, logged; the server goes on
             self._unchecked(started, shown, f"error 70 {type(exc).__name__}: {one_line(exc)}")
             return
+        finally:
+            self.pending = None
         action = self._action(checked)
         if self.closed:
             return

@@ -3,9 +3,11 @@
 (spamnb.server.request_reader), answered by the protocol-independent
 handler (spamnb.server.handler) and laid out as spamd lays its answers out.
 
-A request is answered right in the event loop's callback when its model is
-loaded (the plain request of a spamc process or an MTA: no task, no
-streams); TELL, and a check whose model is not loaded yet, run in a task
+A request is handed to the handler as a spamnb.server.handler.Request by
+one coroutine (:meth:`SpamdConnection._respond`), run eagerly: when its
+model is loaded (the plain request of a spamc process or an MTA) it is
+answered right in the event loop's callback that read it, no task, no
+streams; TELL, and a check whose model is not loaded yet, go on in a task
 while the loop serves on (the connection's reading paused meanwhile).
 
 Time bounds: ``--idle-timeout`` for the first byte of a request (of the
@@ -21,6 +23,7 @@ import asyncio
 import time
 
 from spamnb.server import protocol as spamd
+from spamnb.server.handler import Request, run_eagerly
 from spamnb.server.protocol import EX, ProtocolError, comma_words
 from spamnb.server.request_reader import RequestReader
 from spamnb.server.server_log import log_safe, one_line
@@ -221,8 +224,6 @@ class SpamdConnection(asyncio.Protocol):
         started = time.perf_counter()
         request, message = received.request, received.message
         verb = request.verb
-        user = request.headers.get("user")
-        handler = self.server.handler
         if verb == "SKIP":
             self._done(received, "skipped", started)
             self._close()
@@ -231,51 +232,53 @@ class SpamdConnection(asyncio.Protocol):
             return self._send(received, spamd.VERSION + b" 0 PONG\r\n\r\n", "pong", started)
         if message is None:
             return self._send(received, *self._too_big(request), started)
-        paths = handler.ready(user) if verb != "TELL" else None
-        if paths is None:
-            self.phase = ANSWERING     # the timer of --timeout from the request's first byte runs on
-            self.transport.pause_reading()
-            self.task = asyncio.get_running_loop().create_task(self._answer_later(received, started))
-            return False
-        try:
-            checked = handler.check_now(message, user, verb != "CHECK", paths)    # CHECK answers without tokens
-            reply, outcome = verdict_answer(request, message, checked, self.server.settings)
-        except Exception as exc:  # noqa: BLE001 - answered, logged; the server goes on
-            return self._failed(received, exc, started)
-        return self._send(received, reply, outcome, started)
+        answered, outcome = run_eagerly(self._respond(received, started))
+        if answered:
+            return outcome      # answered at once: whether the connection goes on to its next request
+        self.phase = ANSWERING     # the timer of --timeout from the request's first byte runs on
+        self.transport.pause_reading()
+        self.task = outcome         # the task that answers it
+        return False
 
-    async def _answer_later(self, received, started):
-        """Answer a TELL, or a check whose model is loaded first, in a task;
-        the request's --timeout still runs (:meth:`_timed_out` cancels it)."""
+    async def _respond(self, received, started):
+        """The request to the handler (spamnb.server.handler.RequestHandler.handle)
+        and its answer laid out and sent.  Run by :meth:`_answer` with
+        ``run_eagerly``: a check whose model is loaded ends without waiting,
+        and its answer goes out at once (True when the connection goes on to
+        its next request); a TELL, or a check whose model loads first, waits
+        in a task, the connection's reading paused, the request's --timeout
+        still running (:meth:`_timed_out` cancels it)."""
         request, message = received.request, received.message
         handler = self.server.handler
         try:
             if request.verb == "TELL":
-                handler.teacher.check_allowed()
+                handler.teacher.check_allowed()     # refused before the lesson is read
                 lesson = lesson_of(request, message)
-                told = await handler.tell(lesson)
+                told = await handler.handle(Request(lesson=lesson))
                 reply = spamd.response(0, [("DidSet", "local")] * told.learned
                                        + [("DidRemove", "local")] * told.removed)
                 outcome = told_outcome(lesson, told)
-            else:
-                checked = await handler.check(message, request.headers.get("user"), request.verb != "CHECK")
+            else:   # CHECK answers without the tokens
+                checked = await handler.handle(Request(message, request.headers.get("user"), request.verb != "CHECK"))
                 reply, outcome = verdict_answer(request, message, checked, self.server.settings)
         except asyncio.CancelledError:
-            return      # timed out: _timed_out answered
+            return False    # timed out: _timed_out answered
         except Exception as exc:  # noqa: BLE001 - answered, logged; the server goes on
             if self.phase == ANSWERING:
                 self.phase = RECEIVING
-                self._failed(received, exc, started)
-            return
+            return self._failed(received, exc, started) if self.phase == RECEIVING else False
         finally:
             self.task = None
+        if self.phase == RECEIVING:
+            return self._send(received, reply, outcome, started)   # answered at once
         if self.phase != ANSWERING:
-            return      # the client went away meanwhile (logged by connection_lost)
+            return False    # the client went away meanwhile (logged by connection_lost)
         self.phase = RECEIVING
         if not self.write_paused:
             self.transport.resume_reading()
         if self._send(received, reply, outcome, started):
             self._advance()
+        return False
 
     def _too_big(self, request):
         text = f"message larger than {self.server.settings.max_size} bytes"
