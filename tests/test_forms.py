@@ -99,7 +99,7 @@ def test_a_cross_validation_fold_is_a_scorer(trained):
     dense = counts.to_filter(SpamFilter())
     models = FoldModels.from_counts(dense, counts.class_count[2:].reshape(-1, 2), counts.sparse_folds())
     for k in range(models.n_folds):
-        fold = models.form(k, dense.tokenizer_)
+        fold = forms.fold_form(models, k, dense.tokenizer_)
         assert isinstance(fold, Scorer) and isinstance(fold.kernel(), Kernel)
         for data, _spam in messages[k::40]:
             stream = fold.tokens(data)

@@ -338,14 +338,6 @@ class FoldModels:
         jll = self.scorers_[fold].score(hashes)[0]
         return jll[1] - jll[0]
 
-    def form(self, fold, tokenizer, cutoffs=None):
-        """Fold ``fold``'s model as a :class:`spamnb.model.forms.Scorer` (a
-        :class:`spamnb.model.forms.FoldScorer`): ``tokenizer`` the filter's,
-        ``cutoffs`` the defaults unless given."""
-        from spamnb.model.forms import FoldScorer
-
-        return FoldScorer(self.scorers_[fold], tokenizer, cutoffs)
-
 
 def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None):
     """:meth:`FoldModels.from_counts`'s work, one fold at a time: a generator

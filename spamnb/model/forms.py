@@ -11,7 +11,7 @@ mapped                    ``SpamFilter.load(path, form="mapped")``     :class:`s
 following (serve, TELL)   ``SpamFilter.load(path, form="following")``  ``token_kernels.Scorer``
 scoring (serve)           ``SpamFilter.load(path, form="scoring")``    ``token_kernels.Scorer``
 overlay (a user's)        ``spamnb.server.overlay.build``              its own (site file + journal)
-fold ``k`` of a CV        ``calibrate.FoldModels.form(k, tokenizer)``  ``token_kernels.Scorer``
+fold ``k`` of a CV        ``forms.fold_form(models, k, tokenizer)``    ``token_kernels.Scorer``
 ========================  ==========================================  ==================================
 
 "whole" is read whole into private memory and all of it checked; "mapped" is
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Kernel", "Scorer", "ScorerBase", "FoldScorer", "classify"]
+__all__ = ["Kernel", "Scorer", "ScorerBase", "FoldScorer", "fold_form", "classify"]
 
 
 @runtime_checkable
@@ -126,7 +126,7 @@ class ScorerBase:
 
 class FoldScorer(ScorerBase):
     """One fold's held-out model of a cross-validation
-    (:meth:`spamnb.model.calibrate.FoldModels.form`): its kernel, the filter's
+    (:func:`fold_form`): its kernel, the filter's
     tokenizer, ``cutoffs`` (the defaults unless given).  Its tokens' strings are
     not kept: the evidence is named by feature index (``#12``)."""
 
@@ -144,3 +144,11 @@ class FoldScorer(ScorerBase):
 
     def token(self, index):
         return f"#{index}"
+
+
+def fold_form(models, fold, tokenizer, cutoffs=None):
+    """Fold ``fold`` of ``models`` (a :class:`spamnb.model.calibrate.FoldModels`)
+    as a :class:`Scorer` (a :class:`FoldScorer`): ``tokenizer`` the filter's,
+    ``cutoffs`` the defaults unless given.  Here, not a method of
+    ``FoldModels``: the calibration never imports the forms (no circle)."""
+    return FoldScorer(models.scorers_[fold], tokenizer, cutoffs)
