@@ -132,3 +132,44 @@ def test_other_forms_go_to_the_parser(argv):
     from spamnb.cli import main
 
     assert main.fast_args(argv) is None
+
+
+# A message with a Message-ID and no URL, HTML, encoded word or damaged base64:
+# its classify compiles no regular expression, so neither re nor enum (its
+# flags) is imported (the patterns of spamnb.mail.lazy_re; a Message-ID's
+# domain is found without re: tokenizer.message_id_domain).
+PLAIN = REPO / "corpora" / "easy_ham" / "01412.c6d74476958fabc3a2a7572079a6ce8c"
+
+
+def test_plain_mail_is_classified_without_re(model, tmp_path):
+    path = tmp_path / "model.spamnb"
+    shutil.copyfile(model, path)
+    assert b"\nMessage-Id: <" in PLAIN.read_bytes()
+    # -S: no site (whose .pth files may import re themselves); spamnb from the checkout
+    code = "import sys; from spamnb.cli.main import entry; sys.exit(entry())"
+    with open(PLAIN, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-S", "-c", code, "classify", "-m", path], stdin=stdin,
+                              capture_output=True,
+                              env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=str(REPO)),
+                              cwd=tmp_path, timeout=60)
+    lines = proc.stderr.decode().splitlines()
+    modules = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+    assert proc.returncode in (0, 1, 2) and "spamnb.mail.tokenizer" in modules, lines[-3:]
+    assert not {"re", "enum"} & modules
+
+
+def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():
+    import random
+    import re
+
+    from spamnb.mail import lazy_re
+    from spamnb.mail.tokenizer import message_id_domain
+
+    assert (lazy_re.A, lazy_re.S, lazy_re.M, lazy_re.I) == (re.A, re.S, re.M, re.I)
+    pattern = re.compile(r"@([^>\s]+)", re.A)
+    rng = random.Random(5)
+    letters = "@> \t\n\r\f\v\x1c\x85\xa0\u2028ab.<"
+    for _ in range(20000):
+        text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 12)))
+        match = pattern.search(text)
+        assert message_id_domain(text) == (match.group(1) if match else None), repr(text)

@@ -65,9 +65,9 @@ def test_each_form_the_owner_loads_is_a_scorer_and_scores_as_the_whole_filter(tr
                 a = model.score_stream(model.tokens(data), 0, parts)
                 b = whole.score_stream(whole.tokens(data), 0, parts)
                 assert a.log_odds.hex() == b.log_odds.hex() and a.sums == b.sums, (form, parts)
-    # the mapped form of an unchanged file reads a message's entries from it; one with a journal cannot
+    # the mapped form reads a message's entries from the file: of an unchanged file, or through a journal of learns
     kernel = type(loaded["mapped"].kernel()).__name__
-    assert kernel == ("FileScorer" if which == "site" else "Scorer")
+    assert kernel == ("FileScorer" if which == "site" else "JournalView")
 
 
 def test_a_users_overlay_is_a_scorer_and_classifies_through_the_shared_path(trained):

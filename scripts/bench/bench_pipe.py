@@ -21,7 +21,8 @@ every command once, in the same order, on the next sample message):
 - with ``--compare PROGRAM`` (repeatable): ``PROGRAM classify -m MODEL <
   MSG`` in the same rounds, e.g. pip's console script written beside the
   launcher, or another venv's ``spamnb`` (the tree before a change), and
-  the median of the per-round ratios of this venv's ``classify`` to it;
+  the median of the per-round ratios of this venv's ``classify`` to it; with
+  ``--journal N`` its classify of the copy that learned N messages too;
 - ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
   ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
   and ``python -I -c pass`` (isolated).
@@ -186,6 +187,9 @@ def main():
             copy, size = learned(corpus, model, work, spamnb, args.journal)
             tables[label][f"classify, after {args.journal} learns (journal {size / 1024:.0f} KiB)"] = {
                 "spamnb": ([spamnb, "classify", "-m", str(copy)], None)}
+            for program in args.compare:
+                tables[label][f"classify, after {args.journal} learns, by {program}"] = {
+                    "spamnb": ([program, "classify", "-m", str(copy)], None)}
     for model in args.model:
         tables[f"{model.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"] = {
             "classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)}}

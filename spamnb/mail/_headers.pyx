@@ -28,7 +28,8 @@ from spamnb.mail._unicode cimport (PyUnicode_IS_ASCII, PyUnicode_MAX_CHAR_VALUE,
                                    _find_char)
 
 import binascii
-import re
+
+from spamnb.mail import lazy_re
 
 from spamnb.mail._text import base64_lenient
 
@@ -309,8 +310,8 @@ cdef tuple _content_type(str value):
 
 
 # -- RFC 2047 words (Python code: rare or C-speed calls) ----------------------------
-_ENCODED_WORD = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=", re.A)
-_BETWEEN_ENCODED_WORDS = re.compile(r"(\?=)\s+(=\?)", re.A)
+_ENCODED_WORD = lazy_re.pattern(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=", lazy_re.A)   # compiled on first use
+_BETWEEN_ENCODED_WORDS = lazy_re.pattern(r"(\?=)\s+(=\?)", lazy_re.A)
 
 
 def _decode_encoded_word(match):

@@ -11,7 +11,8 @@ from spamnb.mail._unicode cimport (PY_SSIZE_T_MAX, Py_UNICODE_ISSPACE, PyUnicode
                                    PyUnicode_FromKindAndData, PyUnicode_IS_ASCII, PyUnicode_Substring)
 
 import binascii
-import re
+
+from spamnb.mail import lazy_re
 
 # The charset table (names resolved once, misses cached).
 from spamnb.mail.charsets import codec_cache as _codec_cache, codec as _codec
@@ -103,7 +104,7 @@ def text_prefix(str text not None, Py_ssize_t budget):
 
 
 # -- lenient base64 (Python code: C-speed calls) ---------------------------------------
-_NOT_BASE64 = re.compile(rb"[^A-Za-z0-9+/]+", re.A)
+_NOT_BASE64 = lazy_re.pattern(rb"[^A-Za-z0-9+/]+", lazy_re.A)   # compiled when a damaged base64 needs it
 
 
 def base64_lenient(data):

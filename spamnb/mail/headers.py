@@ -35,7 +35,6 @@ to change.  :func:`mta_edits` gives the same edit as the MTA's operations
 (the n-th field of a name changed or removed, fields added at the end).
 """
 
-import re
 from collections import namedtuple
 
 from spamnb.mail import lazy_re
@@ -58,7 +57,7 @@ _FIELDS = lazy_re.pattern(rb"(?:From [^\n]*\n)?"                               #
                           rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")                     # its continuation lines
 
 # a field's name at the start of a line, and the rest of the field (its continuation lines) after its colon
-_FIELD_START = lazy_re.pattern(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:", re.MULTILINE)
+_FIELD_START = lazy_re.pattern(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:", lazy_re.M)
 _FIELD_REST = lazy_re.pattern(rb"[^\n]*(?:\n[ \t][^\n]*)*")
 
 Split = namedtuple("Split", "fields_end end body")

@@ -1,13 +1,16 @@
 """A regular expression compiled when first used (``pattern(...)`` takes
 ``re.compile``'s arguments): a module's patterns cost a cold ``spamnb
 classify`` nothing until a message needs them (an HTML pattern is compiled
-only for a message with HTML)."""
+only for a message with HTML).  ``re`` itself is imported then too (with
+``enum``, which its flags are made of): the flags a module's patterns take
+are the plain numbers here, ``re``'s own values (tests/test_cold_start.py)."""
 
 from __future__ import annotations
 
-import re
+__all__ = ["pattern", "A", "S", "M", "I"]
 
-__all__ = ["pattern"]
+# re.ASCII, re.DOTALL, re.MULTILINE, re.IGNORECASE as numbers
+A, S, M, I = 256, 16, 8, 2
 
 
 class pattern:
@@ -20,11 +23,13 @@ class pattern:
 
     def compiled(self):
         """The ``re.Pattern`` (compiled now if it was not yet)."""
+        import re
+
         return re.compile(*self._args)
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        value = getattr(re.compile(*self._args), name)
+        value = getattr(self.compiled(), name)
         setattr(self, name, value)
         return value

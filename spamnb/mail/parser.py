@@ -28,8 +28,6 @@ noted in ``Mail.defects`` (the tokenizer turns defects into tokens):
 
 from __future__ import annotations
 
-import re
-
 from spamnb.mail import lazy_re
 from spamnb.mail._mail import MAX_BYTES, MAX_DEPTH, MAX_HEADER_CHARS, MAX_PARTS, decode_header_value, decode_text, parse
 from spamnb.mail._mail import base64_lenient as _base64
@@ -63,13 +61,13 @@ __all__ = ["Mail", "MailStats", "Part", "parse", "html_to_text", "decode_header_
 # quadratic ("<!--" * 64000).  So comments are removed only up to the last
 # "-->" (every opening before it finds a close), and style/script blocks with
 # a str.find loop that stops at the first unclosed block.
-_COMMENT = lazy_re.pattern(r"<!--.*?-->", re.S | re.A)
-_WORD_COMMENT = lazy_re.pattern(r"-->(?=\w)", re.A)
+_COMMENT = lazy_re.pattern(r"<!--.*?-->", lazy_re.S | lazy_re.A)
+_WORD_COMMENT = lazy_re.pattern(r"-->(?=\w)", lazy_re.A)
 # Possessive quantifiers (Python >= 3.11): the runs of blanks around "=" and the
 # quote cannot be split in more than one way, so a failing match gives up at
 # once instead of trying every split (before: quadratic in the blanks after
 # "href=", 0.5-0.8 s for one 6 KB message; 48,000 blanks took 35.6 s).
-_LINK = lazy_re.pattern(r"""href\s*+=\s*+["']?+\s*+([^"'\s>]+)""", re.A)
+_LINK = lazy_re.pattern(r"""href\s*+=\s*+["']?+\s*+([^"'\s>]+)""", lazy_re.A)
 # Tags (<[/a-z!][^<>]{0,4000}>, [/A-Za-z!] when not lower-cased) become a space
 # and entities (&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});?) are
 # decoded by spamnb.mail._mail (strip_tags, decode_entities: one C pass each).
@@ -118,10 +116,10 @@ def _remove_style_and_script(html, is_lower):
     return _remove_blocks(_remove_blocks(html, "style", is_lower), "script", is_lower)
 
 
-_WHITE_COLOR = lazy_re.pattern(r"""color\s*+[=:]\s*+["']?+\s*+(?:#?f{3}(?:f{3})?\b|white)""", re.A)
+_WHITE_COLOR = lazy_re.pattern(r"""color\s*+[=:]\s*+["']?+\s*+(?:#?f{3}(?:f{3})?\b|white)""", lazy_re.A)
 _INVISIBLE_STYLES = ("display:none", "display: none", "visibility:hidden", "font-size:0", "font-size: 0",
                      'size="1"', "size=1")
-_TELLS = lazy_re.pattern(r"<(script|iframe|form|input|object|embed|map|area|base|meta|table|font|center|b|i|u)\b", re.A)
+_TELLS = lazy_re.pattern(r"<(script|iframe|form|input|object|embed|map|area|base|meta|table|font|center|b|i|u)\b", lazy_re.A)
 
 
 class HtmlText(Record):

@@ -158,12 +158,16 @@ def read_whole(spam_filter):
     """Read the arrays a model loaded ``mapped`` left unread (its hash index,
     counts and token strings: ``spamnb.model.store.map_model``) for what needs
     them whole (a learn, a forget, a journal's replay, a save, the library's
-    attributes); ModelError when the file was rewritten in place since the
-    load.  Nothing for any other model."""
+    attributes), and replay a journal that was only scored so far
+    (``spamnb.model.journal_view``); ModelError when the file was rewritten in
+    place since the load.  Nothing for any other model."""
     arrays = spam_filter.unread_
     if arrays is not None:
         arrays.fill()
         spam_filter.set_fitted(unread_=None)
+    pending = spam_filter.pending_journal_
+    if pending is not None and pending.replay(spam_filter):   # False: the replay's own read of the filter
+        spam_filter.set_fitted(pending_journal_=None)
 
 
 def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
@@ -191,8 +195,10 @@ def take_back_held_out(spam_filter, cls, log_odds):
         held_out.add(log_odds, bool(cls), -1.0)
 
 
-def apply(spam_filter, ledger, payload):
-    """Apply one transaction.  Raises ValueError when the record does not fit the model."""
+def apply(spam_filter, ledger, payload, scores=True):
+    """Apply one transaction.  Raises ValueError when the record does not fit the model.
+    ``scores`` False: its held-out scores left out (counted already:
+    ``spamnb.model.journal_view``)."""
     payload = bytes(payload)
     at = 0
     n = len(payload)
@@ -243,6 +249,8 @@ def apply(spam_filter, ledger, payload):
             at += _HELD_OUT.size
             if cls not in (0, 1):
                 raise ValueError("a held-out score of no class")
+            if not scores:
+                continue
             if op == OP_HELD_OUT:
                 from spamnb.model.prequential import note_held_out
 

@@ -7,7 +7,8 @@ each giving the same scores, bit for bit:
 form                      made by                                     its kernel
 ========================  ==========================================  ==================================
 whole                     ``SpamFilter.load(path)``, ``fit``, learns   ``token_kernels.Scorer``
-mapped                    ``SpamFilter.load(path, form="mapped")``     :class:`scoring.FileScorer`
+mapped                    ``SpamFilter.load(path, form="mapped")``     :class:`scoring.FileScorer`, or
+                                                                      ``journal_view.JournalView`` (a journal of learns)
 following (serve, TELL)   ``SpamFilter.load(path, form="following")``  ``token_kernels.Scorer``
 scoring (serve)           ``SpamFilter.load(path, form="scoring")``    ``token_kernels.Scorer``
 overlay (a user's)        ``spamnb.server.overlay.build``              its own (site file + journal)

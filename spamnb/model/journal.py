@@ -230,32 +230,49 @@ def replay(spam_filter, model_path, header, arrays=None):
         now = model_identity(model_path)
         if now is not None and identity is not None and now != tuple(identity):
             return True   # the model was replaced (a compaction) after it was read
-    if journal.status == "ok" and journal.payloads:
-        deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
     spam_filter.set_fitted(journal_=journal)
     deltas.in_place(spam_filter, arrays)   # for the journal's learns, or a writer's
     if journal.status != "ok" or not journal.payloads:
         if journal.damaged_tail:
             _warn_tail(journal, 0)
         return False
+    if spam_filter.unread_ is not None:   # read in part: its learns scored, not replayed, if they can be
+        from spamnb.model.journal_view import view
+
+        pending = view(spam_filter, journal)
+        if pending is not None:
+            pending.count_scores(spam_filter)
+            spam_filter.set_fitted(pending_journal_=pending)   # replayed by deltas.read_whole when needed
+            if journal.damaged_tail:
+                _warn_tail(journal, len(journal.payloads))
+            return False
+    deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
+    apply_records(spam_filter, journal)
+    return False
+
+
+def apply_records(spam_filter, journal, scores=True, tail=True):
+    """Apply ``journal``'s records to ``spam_filter`` (:func:`replay`; ``scores``
+    False: their held-out scores left out, counted already by a
+    ``spamnb.model.journal_view.JournalView``, ``tail`` False: a damaged tail
+    warned of already); a record that does not fit stops it, with a warning."""
     deltas.lazy_ages(spam_filter)
     ledger = deltas.ledger_for(spam_filter)
     applied = 0
     for payload in journal.payloads:
         try:
-            deltas.apply(spam_filter, ledger, payload)
+            deltas.apply(spam_filter, ledger, payload, scores=scores)
         except (ValueError, IndexError, TypeError, struct.error, MemoryError) as exc:
             _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
                   f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
             journal.end = None   # a writer must not append after it: it compacts what applied
             break
         applied += 1
-    if journal.damaged_tail:
+    if journal.damaged_tail and tail:
         _warn_tail(journal, applied)
     del journal.payloads[applied:]
     if not len(ledger):
         spam_filter.set_fitted(ledger_=None)   # as a model without a ledger loads
-    return False
 
 
 def follow(spam_filter, ledger=None):

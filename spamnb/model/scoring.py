@@ -21,7 +21,12 @@ def scorer(spam_filter):
     over its hash index and log(count + alpha), or, for a model that learned
     or whose journal was replayed in place (``WordCounts.scorer_state``),
     the logs as they are held and the side rows of the tokens new since (no
-    copy: a learn and the score after it cost the message's tokens)."""
+    copy: a learn and the score after it cost the message's tokens); for a
+    model read in part whose journal's learns were not replayed, the journal
+    itself (``spamnb.model.journal_view``: the message's entries through them)."""
+    pending = spam_filter.pending_journal_
+    if pending is not None:
+        return pending
     vocab, counts, _ages = spam_filter.replayed()   # as replayed, holes and all (spam_filter.Folded)
     if counts is None:
         spam_filter.require_fitted()
@@ -55,19 +60,19 @@ class FileScorer:
         self._n_features, self._log_norm, self._log_prior = n_features, log_norm, log_prior
         self._counts, self._length, self.pair_weight = counts, length, pair_weight
 
-    def _compact(self, hashes):
+    def compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
         found, index, logs = gather(self._file, self._layout, self._n_features, len(self._log_prior), hashes)
         return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length,
                               self.pair_weight), index
 
     def score(self, hashes, n_evidence=0, pairs_start=-1):
-        scorer, index = self._compact(hashes)
+        scorer, index = self.compact(hashes)
         jll, evidence, *rest = scorer.score(hashes, n_evidence, pairs_start)
         return (jll, [(index[i], w) for i, w in evidence], *rest)
 
     def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
-        return self._compact(hashes)[0].verdict_sums(hashes, regions, truncated, pairs_start)
+        return self.compact(hashes)[0].verdict_sums(hashes, regions, truncated, pairs_start)
 
 
 def gather(file, layout, n_features, n_classes, hashes):
@@ -202,6 +207,9 @@ def score_stream(scorer, stream, n_evidence, parts=True):
 
 def evidence_tokens(spam_filter, evidence):
     """``(token, weight)`` of a :class:`verdict.MessageScore`'s evidence (feature indices)."""
+    pending = spam_filter.pending_journal_
+    if pending is not None:   # spamnb.model.journal_view: the file's tokens and the journal's
+        return tuple((pending.token(i), w) for i, w in evidence)
     unread = spam_filter.unread_
     if unread is not None and "strings" in unread.unread:   # the strings not read: each one from the file
         token = unread.token

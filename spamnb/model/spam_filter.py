@@ -40,7 +40,7 @@ _probability = verdict.probability
 FORMS = ("whole", "mapped", "following", "scoring")   # SpamFilter.load(form=...): see its docstring
 # the state a filter is given by the modules of spamnb.model that build or change it (SpamFilter.set_fitted)
 FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calibration_", "held_out_",
-          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_")
+          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_", "pending_journal_")
 
 
 # A filter's state as its journal's replay and its learns in place left it
@@ -48,27 +48,45 @@ FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calib
 Replayed = namedtuple("Replayed", "vocabulary word_counts ages")
 
 
-class Folded:
-    """A SpamFilter attribute (``vocabulary_``, ``word_counts_``, ``ages_``) whose
-    reading or replacing folds the holes of forgets done in place first
-    (:func:`spamnb.model.deltas.fold`) and reads the arrays a mapped load left
-    unread (:func:`spamnb.model.deltas.read_whole`); scoring and learning in
-    place read :meth:`SpamFilter.replayed` instead."""
+class Journaled:
+    """A SpamFilter attribute that a journal's records change besides the counts
+    (``ledger_``, ``held_out_``): reading it replays a journal that was only
+    scored so far (``pending_journal_``: :mod:`spamnb.model.journal_view`,
+    through :func:`spamnb.model.deltas.read_whole`)."""
 
     def __set_name__(self, owner, name):
         self.name = name
 
+    def ready(self, obj):
+        """Make the attribute of ``obj`` what it stands for, before it is read."""
+        if obj.pending_journal_ is not None:
+            read_whole(obj)
+
     def __get__(self, obj, owner=None):
         if obj is None:
             return self
-        if obj.unread_ is not None:   # loaded mapped, arrays left unread: read them for the caller
-            read_whole(obj)
-        if obj.has_holes():
-            fold(obj)
+        self.ready(obj)
         try:
             return obj.__dict__[self.name]
         except KeyError:
             raise AttributeError(self.name) from None
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = value
+
+
+class Folded(Journaled):
+    """A SpamFilter attribute (``vocabulary_``, ``word_counts_``, ``ages_``) whose
+    reading or replacing folds the holes of forgets done in place first
+    (:func:`spamnb.model.deltas.fold`) and reads the arrays a mapped load left
+    unread (:func:`spamnb.model.deltas.read_whole`, which replays a journal only
+    scored so far); scoring and learning in place read :meth:`SpamFilter.replayed` instead."""
+
+    def ready(self, obj):
+        if obj.unread_ is not None or obj.pending_journal_ is not None:   # loaded mapped: read for the caller
+            read_whole(obj)
+        if obj.has_holes():
+            fold(obj)
 
     def __set__(self, obj, value):
         if obj.has_holes():
@@ -83,12 +101,18 @@ class FilterState:
     attributes set, the file a mapped load reads, its journal; and the
     :class:`spamnb.model.forms.Scorer` interface."""
 
+    # a journal a mapped load scored and did not replay (spamnb.model.journal_view.JournalView), until replayed
+    pending_journal_ = None
+
     def replayed(self):
         """The :class:`Replayed` ``(vocabulary, word_counts, ages)`` as they stand:
         the holes forgets left in place not folded, the arrays a mapped load left
         unread not read (reading ``vocabulary_``, ``word_counts_`` or ``ages_``
         does both first).  What scoring and learning in place read
-        (:mod:`spamnb.model.deltas`, :mod:`spamnb.model.scoring`)."""
+        (:mod:`spamnb.model.deltas`, :mod:`spamnb.model.scoring`); a journal
+        only scored so far (``pending_journal_``) is replayed first."""
+        if self.pending_journal_ is not None:
+            read_whole(self)
         state = self.__dict__
         return Replayed(state["vocabulary_"], state["word_counts_"], state["ages_"])
 
@@ -279,7 +303,7 @@ class SpamFilter(FilterState):
     a model file through ``spamnb.model.store.locked`` instead.
     """
 
-    vocabulary_, word_counts_, ages_ = Folded(), Folded(), Folded()   # forgets' holes folded on use: deltas
+    vocabulary_, word_counts_, ages_, ledger_, held_out_ = Folded(), Folded(), Folded(), Journaled(), Journaled()
 
     def __init__(self, tokenizer=None, alpha=DEFAULT_ALPHA, prior=DEFAULT_PRIOR, counts=DEFAULT_COUNTS,
                  spam_cutoff=DEFAULT_SPAM_CUTOFF, ham_cutoff=DEFAULT_HAM_CUTOFF, n_evidence=DEFAULT_EVIDENCE,

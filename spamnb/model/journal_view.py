@@ -1,0 +1,367 @@
+"""A model read in part whose journal is scored, not replayed: one message's
+tokens through the journal's learns, the model's arrays left unread.
+
+``spamnb classify`` of one message reads a model in part
+(``SpamFilter.load(mapped=True)``: the header and the small arrays; a
+message's entries of the hash index and log-counts by ``pread``).  Once mail
+was learned, the journal's replay (``spamnb.model.journal``) needed the
+hash index and the counts whole (on the Enron-Spam model 16 + 8 + 11 +
+11 MiB read, for a journal of a few hundred KiB), so a classify's time and
+memory followed the model's size until the journal was compacted.
+
+A :class:`JournalView` stands for that replay when the journal holds only
+learns (no forget), for scoring alone.  At load it checks the records fit
+the model (each learn's vocabulary size), counts the held-out scores they
+carry and refits the cutoffs, as the replay does.  A message is scored
+from its own entries of the model file (``token_kernels.gather``), put
+through the journal's learns with the replay's own arithmetic: every
+recorded token is numbered in the order it first occurs (one
+``token_kernels.insert`` over the journal's hashes), and each learn is one
+``token_kernels.add_counts_split`` over rows as long as the journal's
+distinct tokens, whose message entries start at the model file's counts.
+So each class total changes by the same sum, in the same order, as in a
+replay, and each of the message's tokens gets the same count and
+log(count + alpha), to the bit; the journal's new tokens are numbered
+after the file's, in the order they were added.  A Scorer over the
+message's tokens alone then gives the sums a replayed model's Scorer gives
+(``scripts/check/check_identical.py``, tests/test_journal_view.py).
+
+Anything else a filter is asked (its vocabulary, counts, ages, ledger, a
+learn, a save) replays the journal first, as before (:meth:`JournalView.replay`,
+through ``deltas.read_whole``), without its held-out scores: those were
+counted at load.  A journal with a forget, a record that does not fit, or
+counts that are not held in place is replayed at load (:func:`view` returns
+None), with the warnings the replay gives.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from array import array
+
+from spamnb.bayes import arithmetic, token_kernels
+from spamnb.model import deltas
+from spamnb.model.scoring import FileScorer
+
+__all__ = ["JournalView", "view"]
+
+_TOKENS = struct.Struct("<BBxxiIIII")   # deltas' LEARN/FORGET head
+_LEDGER_SIZE = 24                       # deltas' RECORD/REMOVE, padded
+_HELD_OUT = struct.Struct("<BBxxf")
+
+
+class _Learn:
+    __slots__ = ("cls", "hashes", "n_before", "n_new", "lengths", "text")
+
+    def __init__(self, cls, hashes, n_before, n_new, lengths, text):
+        self.cls, self.hashes, self.n_before, self.n_new = cls, hashes, n_before, n_new
+        self.lengths, self.text = lengths, text
+
+
+def _parse(payloads):
+    """``(learns, scores)`` of the journal's transactions: each learn's
+    fields, and each transaction's held-out scores ``[(op, class,
+    log-odds), ...]``; None when a record is not what a view stands for (a
+    forget, an unknown or malformed operation: the replay then decides)."""
+    learns, scores = [], []
+    for payload in payloads:
+        payload = memoryview(payload).cast("B")
+        n, at, mine = len(payload), 0, []
+        while at < n:
+            op = payload[at]
+            if op == 0:
+                break
+            if op == deltas.OP_LEARN:
+                if at + _TOKENS.size > n:
+                    return None
+                _op, cls, _day, n_before, n_hashes, n_new, n_text = _TOKENS.unpack_from(payload, at)
+                at += _TOKENS.size
+                end = at + 8 * n_hashes + 4 * n_new + n_text
+                if end > n or cls not in (0, 1):
+                    return None
+                hashes = payload[at:at + 8 * n_hashes]
+                lengths = array("I")
+                lengths.frombytes(payload[at + 8 * n_hashes:at + 8 * n_hashes + 4 * n_new])
+                if sum(lengths) != n_text:
+                    return None
+                learns.append(_Learn(cls, hashes, n_before, n_new, lengths, payload[end - n_text:end]))
+                at = end + (-end) % 8
+            elif op in (deltas.OP_RECORD, deltas.OP_REMOVE):
+                if at + _LEDGER_SIZE > n or payload[at + 1] > 3 or int.from_bytes(payload[at + 2:at + 4],
+                                                                                 "little") > 512:
+                    return None
+                at += _LEDGER_SIZE
+            elif op in (deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK):
+                if at + _HELD_OUT.size > n:
+                    return None
+                _op, cls, log_odds = _HELD_OUT.unpack_from(payload, at)
+                if cls not in (0, 1):
+                    return None
+                mine.append((op, cls, log_odds))
+                at += _HELD_OUT.size
+            else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
+                return None
+        scores.append(mine)
+    return learns, scores
+
+
+def view(spam_filter, journal):
+    """A :class:`JournalView` of ``journal`` (read, "ok", with records) over
+    ``spam_filter`` (loaded in part, its arrays unread, its counts held in
+    place: ``deltas.in_place``), or None when the journal must be replayed."""
+    vocab, counts, _ages = spam_filter.replayed()   # as loaded: nothing read whole (spam_filter.Folded)
+    arrays, mapped = spam_filter.unread_, spam_filter.mapped_file_
+    if (counts is None or vocab is None or arrays is None or mapped is None or not counts.in_place
+            or not counts.as_loaded or counts.n_holes or counts.n_classes != 2
+            or "feature_count" not in arrays.offsets):
+        return None
+    parsed = _parse(journal.payloads)
+    if parsed is None:
+        return None
+    learns, scores = parsed
+    n_base = vocab.n_features
+    if counts.n_features_ != n_base:
+        return None
+    live = n_base
+    for learn in learns:
+        if learn.n_before != live or len(learn.hashes) % 8:
+            return None
+        live += learn.n_new
+    return JournalView(spam_filter, journal, learns, scores, live)
+
+
+class JournalView(FileScorer):
+    """The journal of a model read in part, for scoring (:func:`view`): a
+    ``scoring.FileScorer`` whose message's entries go through the journal's learns."""
+
+    def __init__(self, spam_filter, journal, learns, scores, n_features):
+        from spamnb.model.defaults import COUNT_TRANSFORMS
+
+        counts = spam_filter.replayed().word_counts
+        self.journal, self.learns, self.scores, self.n_features = journal, learns, scores, n_features
+        self.arrays = spam_filter.unread_
+        self.file, self.offsets, self.capacity = spam_filter.mapped_file_
+        self.n_base = counts.n_features_
+        self.alpha = float(counts.alpha)
+        self.transform, self.length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
+        self.pair_weight = float(spam_filter.pair_weight)
+        log_norm, log_prior = counts.scorer_logs()[1:3]
+        if learns:   # as WordCounts.scorer_logs once the counts changed in place
+            class_count = list(counts.class_count_)
+            for learn in learns:
+                class_count[learn.cls] += 1.0
+            log_prior = arithmetic.plain_log_prior(counts.prior, class_count)
+        self.log_norm, self.log_prior = log_norm, log_prior
+        self.file_totals = [math.exp(v) - self.alpha * self.n_base for v in log_norm]   # as WordCounts.extend_in_place
+        import _thread   # threading's lock, without threading's import (a classify's cold path)
+
+        self._lock, self._state = _thread.RLock(), "pending"
+        self._last = None  # (hashes, their set, _build(hashes)): the message last scored
+        self.scores_counted = False   # the held-out scores counted at load (count_scores)
+        self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
+
+    # -- at load ---------------------------------------------------------------
+    def count_scores(self, spam_filter):
+        """The held-out scores the records carry, counted and the cutoffs refitted
+        after each transaction that had any (as ``deltas.apply`` does), when
+        the cutoffs follow them (fitted on them, or the defaults); else (cutoffs
+        from ``train`` or given) they are left to the replay, as the
+        histogram, ``held_out_``, is (``deltas.Replayed``)."""
+        from spamnb.model.prequential import cutoffs_from, note_held_out, refit_cutoffs
+
+        self.scores_counted = cutoffs_from(spam_filter) in ("defaults", "held-out")
+        if not self.scores_counted:
+            return
+        for mine in self.scores:
+            for op, cls, log_odds in mine:
+                if op == deltas.OP_HELD_OUT:
+                    note_held_out(spam_filter, log_odds, cls)
+                else:
+                    deltas.take_back_held_out(spam_filter, cls, log_odds)
+            if mine:
+                refit_cutoffs(spam_filter)
+
+    def replay(self, spam_filter):
+        """Apply the records to ``spam_filter`` (its arrays read whole now), their
+        held-out scores left out when they were counted at load: what the load
+        would have done, for whatever needs the model whole.  Once: another thread that
+        asks meanwhile waits for it (and scores through this view until then);
+        the replay's own reads of the filter do not start it again.  Returns
+        whether it is done (False: called by the replay itself)."""
+        from spamnb.model import journal
+
+        with self._lock:
+            if self._state != "pending":   # done, or this thread's replay reading the filter
+                return self._state == "done"
+            self._state = "running"
+            try:
+                journal.apply_records(spam_filter, self.journal, scores=not self.scores_counted, tail=False)
+            finally:
+                self._state = "done"
+            return True
+
+    # -- scoring ----------------------------------------------------------------
+    def _numbering(self):
+        """Each recorded occurrence's token id (distinct tokens numbered in the
+        order they first occur in the journal) and the number of ids."""
+        if self._ids is None:
+            hashes = array("Q")
+            for learn in self.learns:
+                hashes.frombytes(learn.hashes)
+            n = len(hashes)
+            size = 16
+            while size < 2 * (n + 1):
+                size <<= 1
+            keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
+            ids, scratch = array("i", bytes(4 * n)), array("i", bytes(4 * n))
+            distinct = token_kernels.insert(keys, values, hashes, ids, 0, scratch) if n else 0
+            self._ids = (ids, distinct, keys, values)
+        return self._ids
+
+    def _file_counts(self, index):
+        """The model file's counts of the tokens at feature ``index`` (class-major), by ``pread``."""
+        fd, at, n = self.file.fileno(), self.offsets["feature_count"], self.n_base
+        out = array("d")
+        for c in range(2):
+            for i in index:
+                raw = os.pread(fd, 8, at + 8 * (c * n + i))
+                if len(raw) != 8:
+                    from spamnb.errors import ModelError
+
+                    raise ModelError(f"{self.arrays.path}: the model file was cut short while in use")
+                out.frombytes(raw)
+        return out
+
+    def _build(self, hashes):
+        """``(scorer, index)``: a Scorer over the message's known tokens (the
+        model's with the journal's learns), numbered in feature order, and
+        their feature indices (a token the journal added: ``n_base`` + its
+        id, in the order the replay numbers them)."""
+        from spamnb.model.scoring import compact_scorer, gather
+
+        found, index, logs = gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
+                                                self.offsets["log_count"]), self.n_base, 2, hashes)
+        ids, n_ids, keys, values = self._numbering()
+        m = len(found)
+        mine = array("i", bytes(4 * len(hashes)))   # each occurrence's journal id, -1: not in the journal
+        if n_ids and len(hashes):
+            token_kernels.lookup(keys, values, hashes, mine)
+        found_ids = array("i", bytes(4 * m))
+        if m and n_ids:
+            token_kernels.lookup(keys, values, found, found_ids)
+        else:
+            found_ids = array("i", [-1]) * m
+        rows = [array("d", bytes(8 * n_ids)) for _ in range(2)]
+        nan = array("d", [math.nan])
+        log_rows = [array("d", bytes(8 * n_ids)) for _ in range(2)]
+        touched = [k for k in range(m) if found_ids[k] >= 0]
+        if touched:
+            base = self._file_counts([index[k] for k in touched])
+            for j, k in enumerate(touched):
+                for c in range(2):
+                    rows[c][found_ids[k]] = base[c * len(touched) + j]
+        wanted = sorted({i for i in mine if i >= 0})
+        for i in wanted:
+            for c in range(2):
+                log_rows[c][i] = nan[0]
+        totals = list(self.file_totals)
+        empty = array("d")
+        at = 0
+        for learn in self.learns:
+            n = len(learn.hashes) // 8
+            totals[learn.cls] += token_kernels.add_counts_split(
+                memoryview(ids)[at:at + n], rows[learn.cls], empty, self.transform, 1.0, self.length,
+                log_rows[learn.cls], empty, self.alpha)[1]
+            at += n
+        if self.learns:
+            v = self.n_features   # V: every token, learned in place (no holes: a view has no forget)
+            log_norm = arithmetic.log_norms(totals, self.alpha, v)   # as WordCounts.scorer_state
+        else:
+            log_norm = self.log_norm
+        # the message's tokens of the file, their logs changed where the journal changed them
+        out_hashes, out_index, out_logs = array("Q"), [], [array("d"), array("d")]
+        in_file = set(found)
+        for k in range(m):
+            i = found_ids[k]
+            out_hashes.append(found[k])
+            out_index.append(index[k])
+            for c in range(2):
+                value = log_rows[c][i] if i >= 0 else math.nan
+                out_logs[c].append(logs[c * m + k] if math.isnan(value) else value)
+        # and those the journal added (after the file's, in the order they were added)
+        log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
+        added = {}
+        for h, i in zip(hashes, mine):
+            if i >= 0 and h not in in_file and h not in added:
+                added[h] = i
+        for h, i in sorted(added.items(), key=lambda item: item[1]):
+            out_hashes.append(h)
+            out_index.append(self.n_base + i)
+            for c in range(2):
+                value = log_rows[c][i]
+                out_logs[c].append(log_alpha if math.isnan(value) else value)
+        order = sorted(range(len(out_index)), key=out_index.__getitem__)
+        sorted_hashes = array("Q", (out_hashes[k] for k in order))
+        sorted_logs = array("d", (out_logs[0][k] for k in order))
+        sorted_logs.extend(out_logs[1][k] for k in order)
+        scorer = compact_scorer(sorted_hashes, sorted_logs, log_norm, self.log_prior, self.transform, self.length,
+                                self.pair_weight)
+        return scorer, [out_index[k] for k in order]
+
+    # -- what the scoring path calls ---------------------------------------------
+    def compact(self, hashes):
+        """:meth:`_build` of ``hashes``, or the one of the message they are part of
+        (``verdict.part_max`` scores each text part's tokens: a Scorer over a
+        message's tokens scores any of them alone as one over theirs)."""
+        cached = self._last
+        if cached is not None and (hashes is cached[0] or cached[1].issuperset(hashes)):
+            return cached[2]
+        made = self._build(hashes)
+        self._last = (hashes, set(hashes), made)
+        return made
+
+    def token(self, index):
+        """The token string of feature ``index``: the file's, or one the journal added."""
+        if index >= self.n_base:
+            return self._added_token(index - self.n_base)
+        if "strings" in self.arrays.unread:
+            try:
+                return self.arrays.token(index)
+            except ValueError:
+                if "strings" in self.arrays.unread:
+                    raise
+        # read whole meanwhile (another thread asked for the model whole): the file's strings, as read
+        offsets = memoryview(self.arrays["offsets"]).cast("B").cast("Q")
+        return bytes(self.arrays["strings"][offsets[index]:offsets[index + 1]]).decode("utf-8", "surrogatepass")
+
+    def _added_token(self, token_id):
+        """The text of the journal's token ``token_id``: the learn it first occurs in
+        recorded the text of its new tokens, in the order they first occur there
+        (ids are numbered learn by learn, in that order)."""
+        ids = self._numbering()[0]
+        at, first = 0, 0
+        for learn in self.learns:
+            n = len(learn.hashes) // 8
+            mine = ids[at:at + n]
+            at += n
+            end = max(first, max(mine) + 1) if n else first
+            if not first <= token_id < end:
+                first = end
+                continue
+            hashes = array("Q")
+            hashes.frombytes(learn.hashes)
+            candidates, seen = array("Q"), set()
+            for h, i in zip(hashes, mine):   # the ids first numbered here, up to ours, in order
+                if first <= i <= token_id and i not in seen:
+                    seen.add(i)
+                    candidates.append(h)
+            from spamnb.model.scoring import gather
+
+            known = set(gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
+                                           self.offsets["log_count"]), self.n_base, 2, candidates)[0])
+            rank = sum(1 for h in candidates[:-1] if h not in known)
+            start = sum(learn.lengths[:rank])
+            return bytes(learn.text[start:start + learn.lengths[rank]]).decode("utf-8", "surrogatepass")
+        raise IndexError(f"feature index {self.n_base + token_id} out of range")

@@ -1,0 +1,178 @@
+"""A model read in part whose journal is scored, not replayed (spamnb.model.journal_view).
+
+What must hold: ``SpamFilter.load(mapped=True)`` (``spamnb classify``'s
+path) of a model whose journal holds learns gives every message the very
+verdict a whole load with the journal replayed gives (log-odds, label,
+evidence and its token names, cutoffs: equal, not close), without reading
+the model's large arrays; anything else asked of such a filter replays the
+journal first (held-out scores counted once); a journal with a forget, or
+with a record that does not fit, is replayed as before.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+from spamnb.model import learning
+from spamnb.model import ledger as ledgers
+from spamnb.model.spam_filter import SpamFilter
+
+from conftest import REPO
+from test_journal import HAM, SPAM, _env, model  # noqa: F401 -- the model fixture: 8 spam and 8 ham fitted
+
+HARD = sorted((REPO / "corpora" / "hard_ham").iterdir())
+PROBES = [p.read_bytes() for p in SPAM[40:50] + HAM[90:100] + HARD[:5]]
+LARGE = ("keys", "values", "feature_count", "log_count", "strings")
+
+
+def _learn(path, actions):
+    with learning.session(path) as session:
+        for action, message, label in actions:
+            data = message.read_bytes() if isinstance(message, Path) else message
+            if action == "learn":
+                session.learn(data, label, ledgers.Tally())
+            else:
+                session.forget(data, label, ledgers.Tally())
+
+
+def _learns(n=12):
+    # the hard ham and spam the model never saw: hundreds of tokens new to it, and many it knows
+    return ([("learn", SPAM[10 + i], True) for i in range(n // 2)]
+            + [("learn", HARD[10 + i], False) for i in range(n // 2)])
+
+
+def _verdicts(sf, messages, evidence=True):
+    return [tuple(sf.classify(m, evidence)) for m in messages]   # every field: label, log-odds, evidence, ...
+
+
+def _viewed(path):
+    sf = SpamFilter.load(path, mapped=True)
+    assert sf.pending_journal_ is not None, "the journal was replayed, not viewed"
+    return sf
+
+
+def test_a_viewed_journal_scores_as_the_replayed_one_to_the_bit_without_reading_the_model(model):
+    _learn(model, _learns())
+    learned = [p.read_bytes() for _, p, _ in _learns()]   # the journal's own tokens, its new ones among them
+    messages = PROBES + learned
+    replayed = SpamFilter.load(model)
+    expected = _verdicts(replayed, messages)
+    viewed = _viewed(model)
+    assert _verdicts(viewed, messages) == expected
+    assert [viewed.classify(m, False).log_odds for m in messages] == [e[2] for e in expected]
+    assert viewed.cutoffs == replayed.cutoffs
+    unread = viewed.unread_.unread
+    assert set(LARGE) <= unread                              # nothing of the model read whole
+    # evidence of tokens the journal added, named from its records
+    viewed.n_evidence = replayed.n_evidence = 400
+    assert _verdicts(viewed, learned) == _verdicts(replayed, learned)
+    n_file = SpamFilter.load(model, mapped=True).pending_journal_.n_base   # the model file's tokens
+    new = {t for v in _verdicts(viewed, learned) for t, _ in v[3]} - set(replayed.vocabulary_.tokens()[:n_file])
+    assert new                                               # some evidence is the journal's own tokens
+
+
+def test_anything_else_replays_the_journal_first_and_counts_held_out_scores_once(tmp_path):
+    path = tmp_path / "learned.spamnb"   # a model grown by learning from empty: cutoffs fitted on held-out scores
+    spam, ham = SPAM + [p for p in (REPO / "corpora" / "spam_2").iterdir()][:20], HAM[:70]
+    for s, h in zip(spam, ham):   # each its own session: a record each, held-out scores once 50 of each are in
+        _learn(path, [("learn", s, True), ("learn", h, False)])
+    assert os.path.getsize(str(path) + ".journal") > 0
+    replayed = SpamFilter.load(path)
+    assert replayed.held_out_ is not None
+    viewed = _viewed(path)
+    assert viewed.cutoffs == replayed.cutoffs and viewed.cutoff_source_ == replayed.cutoff_source_
+    assert bytes(viewed.held_out_.counts) == bytes(replayed.held_out_.counts)
+    assert _verdicts(viewed, PROBES) == _verdicts(replayed, PROBES)
+    assert _viewed(path).ledger_.to_arrays() == replayed.ledger_.to_arrays()   # the ledger: replayed first
+    assert viewed.vocabulary_.tokens() == replayed.vocabulary_.tokens()   # replayed now
+    assert viewed.pending_journal_ is None
+    assert bytes(viewed.word_counts_.feature_count_) == bytes(replayed.word_counts_.feature_count_)
+    assert bytes(viewed.held_out_.counts) == bytes(replayed.held_out_.counts)   # not counted twice
+    assert ledgers.ledger_of(viewed).to_arrays() == ledgers.ledger_of(replayed).to_arrays()
+    assert _verdicts(viewed, PROBES) == _verdicts(replayed, PROBES)
+
+
+def test_the_command_line_gives_the_replayed_verdict(model, tmp_path):
+    _learn(model, _learns(8))
+    replayed = SpamFilter.load(model)
+    for probe in (SPAM[45], HAM[95], SPAM[10]):
+        out = subprocess.run([sys.executable, "-m", "spamnb", "classify", "--json", "-m", str(model), str(probe)],
+                             env=_env(), capture_output=True)
+        assert out.returncode in (0, 1, 2), out.stderr
+        got = json.loads(out.stdout)
+        v = replayed.classify(probe.read_bytes())
+        assert (got["log_odds"], got["verdict"], got["known_tokens"]) == (v.log_odds, v.label, v.known_tokens)
+        assert [tuple(e) for e in got["evidence"]] == list(v.evidence)
+
+
+def test_a_journal_with_a_forget_is_replayed(model):
+    _learn(model, _learns(6) + [("forget", SPAM[11], True)])
+    sf = SpamFilter.load(model, mapped=True)
+    assert sf.pending_journal_ is None
+    assert _verdicts(sf, PROBES) == _verdicts(SpamFilter.load(model), PROBES)
+
+
+def test_a_record_that_does_not_fit_is_replayed_with_its_warning(model, tmp_path):
+    _learn(model, _learns(4))
+    other = tmp_path / "other.spamnb"   # the journal of another model of the same file: its records do not fit
+    messages = [p.read_bytes() for p in SPAM[:9] + HAM[:8]]
+    SpamFilter().fit(messages, [True] * 9 + [False] * 8).save(other)
+    data = Path(str(model) + ".journal").read_bytes()
+    # the same header (it names the model file), the records of a learn into a larger vocabulary
+    _learn(other, _learns(4))
+    foreign = Path(str(other) + ".journal").read_bytes()
+    Path(str(model) + ".journal").write_bytes(data[:48] + foreign[48:])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sf = SpamFilter.load(model, mapped=True)
+    assert sf.pending_journal_ is None
+    assert any("does not fit" in str(w.message) or "damaged" in str(w.message) for w in caught)
+
+
+def test_threads_score_while_another_replays(model):
+    import threading
+
+    _learn(model, _learns())
+    expected = [v[2] for v in _verdicts(SpamFilter.load(model), PROBES)]
+    for _ in range(3):
+        viewed = _viewed(model)
+        results, start = [], threading.Barrier(5)
+
+        def score():
+            start.wait()
+            results.append([viewed.classify(m).log_odds for m in PROBES])
+
+        threads = [threading.Thread(target=score) for _ in range(4)]
+        for t in threads:
+            t.start()
+        start.wait()
+        tokens = viewed.vocabulary_.tokens()   # the journal replayed while they score
+        for t in threads:
+            t.join()
+        assert results == [expected] * 4 and len(tokens) == len(SpamFilter.load(model).vocabulary_.tokens())
+        assert [viewed.classify(m).log_odds for m in PROBES] == expected
+    # the moment between another thread's read of the arrays and its replay: evidence still named
+    viewed = _viewed(model)
+    viewed.unread_.fill()
+    assert _verdicts(viewed, PROBES) == _verdicts(SpamFilter.load(model), PROBES)
+
+
+def test_given_cutoffs_leave_held_out_scores_to_the_replay(tmp_path):
+    path = tmp_path / "given.spamnb"   # cutoffs given (or trained): they do not follow the held-out scores
+    spam2 = sorted((REPO / "corpora" / "spam_2").iterdir())
+    messages = [p.read_bytes() for p in SPAM + HAM[:60]]
+    given = SpamFilter(spam_cutoff=0.99, ham_cutoff=0.1)
+    given.fit(messages, [True] * len(SPAM) + [False] * 60, tune=False).save(path)
+    _learn(path, [("learn", p, True) for p in spam2[:6]] + [("learn", p, False) for p in HAM[60:66]])
+    replayed = SpamFilter.load(path)
+    assert replayed.held_out_ is not None                    # the records carry held-out scores
+    viewed = _viewed(path)
+    assert vars(viewed).get("held_out_") is None             # not counted at load
+    assert viewed.cutoffs == replayed.cutoffs
+    assert _verdicts(viewed, PROBES) == _verdicts(replayed, PROBES)
+    assert bytes(viewed.held_out_.counts) == bytes(replayed.held_out_.counts)   # counted by the replay it asked for
+    assert viewed.pending_journal_ is None
+    assert _verdicts(viewed, PROBES) == _verdicts(replayed, PROBES)
