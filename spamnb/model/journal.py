@@ -239,7 +239,7 @@ def replay(spam_filter, model_path, header, arrays=None):
     if spam_filter.unread_ is not None:   # read in part: its learns scored, not replayed, if they can be
         from spamnb.model.journal_view import view
 
-        pending = view(spam_filter, journal)
+        pending = view(spam_filter, journal, apply_records)
         if pending is not None:
             pending.count_scores(spam_filter)
             spam_filter.set_fitted(pending_journal_=pending)   # replayed by deltas.read_whole when needed

@@ -107,10 +107,12 @@ def _parse(payloads):
     return learns, scores
 
 
-def view(spam_filter, journal):
+def view(spam_filter, journal, apply_records):
     """A :class:`JournalView` of ``journal`` (read, "ok", with records) over
     ``spam_filter`` (loaded in part, its arrays unread, its counts held in
-    place: ``deltas.in_place``), or None when the journal must be replayed."""
+    place: ``deltas.in_place``), or None when the journal must be replayed.
+    ``apply_records``: ``spamnb.model.journal.apply_records``, which the
+    replay calls (handed in: the journal imports this module, not the reverse)."""
     vocab, counts, _ages = spam_filter.replayed()   # as loaded: nothing read whole (spam_filter.Folded)
     arrays, mapped = spam_filter.unread_, spam_filter.mapped_file_
     if (counts is None or vocab is None or arrays is None or mapped is None or not counts.in_place
@@ -129,18 +131,19 @@ def view(spam_filter, journal):
         if learn.n_before != live or len(learn.hashes) % 8:
             return None
         live += learn.n_new
-    return JournalView(spam_filter, journal, learns, scores, live)
+    return JournalView(spam_filter, journal, learns, scores, live, apply_records)
 
 
 class JournalView(FileScorer):
     """The journal of a model read in part, for scoring (:func:`view`): a
     ``scoring.FileScorer`` whose message's entries go through the journal's learns."""
 
-    def __init__(self, spam_filter, journal, learns, scores, n_features):
+    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records):
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
         counts = spam_filter.replayed().word_counts
         self.journal, self.learns, self.scores, self.n_features = journal, learns, scores, n_features
+        self.apply_records = apply_records
         self.arrays = spam_filter.unread_
         self.file, self.offsets, self.capacity = spam_filter.mapped_file_
         self.n_base = counts.n_features_
@@ -190,14 +193,12 @@ class JournalView(FileScorer):
         asks meanwhile waits for it (and scores through this view until then);
         the replay's own reads of the filter do not start it again.  Returns
         whether it is done (False: called by the replay itself)."""
-        from spamnb.model import journal
-
         with self._lock:
             if self._state != "pending":   # done, or this thread's replay reading the filter
                 return self._state == "done"
             self._state = "running"
             try:
-                journal.apply_records(spam_filter, self.journal, scores=not self.scores_counted, tail=False)
+                self.apply_records(spam_filter, self.journal, scores=not self.scores_counted, tail=False)
             finally:
                 self._state = "done"
             return True
