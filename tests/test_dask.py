@@ -42,36 +42,17 @@ def file_bytes(spam_filter, path):
     return Path(path).read_bytes()
 
 
-def test_fit_corpus_writes_the_model_of_train_j(client, tmp_path):
+def test_train_on_dask_writes_the_model_of_train_j(client, tmp_path):
     # 31 partitions: three levels, short last groups (the streaming tree against Dask's level by level)
-    local = file_bytes(pipeline.fit([SAMPLE], n_jobs=2, partition_size=10), tmp_path / "local")
-    on_dask = file_bytes(spamnb_dask.fit_corpus([SAMPLE], client=client, partition_size=10), tmp_path / "dask")
+    local = file_bytes(pipeline.train([SAMPLE], n_jobs=2, partition_size=10)[0], tmp_path / "local")
+    on_dask = file_bytes(pipeline.train([SAMPLE], dask=client.scheduler.address, partition_size=10)[0],
+                         tmp_path / "dask")
     assert local == on_dask
-
-
-def test_fit_paths_and_bag_are_exact(client):
-    import dask.bag as db
-
-    messages = labelled_messages([SAMPLE])
-    ref = counting.Counts.from_filter(
-        SpamFilter(counts="raw", length_norm=0).fit([m.data for m in messages], [m.is_spam for m in messages]))
-    paths = [str(SAMPLE / m.relpath) for m in messages]
-    labels = ["spam" if m.is_spam else "ham" for m in messages]
-    by_paths = spamnb_dask.fit(paths, labels, client=client, spam_filter=SpamFilter(counts="raw", length_norm=0), partition_size=25)
-    bag = db.from_sequence([(m.data, m.is_spam) for m in messages], npartitions=7)
-    by_bag = spamnb_dask.fit(bag, client=client, spam_filter=SpamFilter(counts="raw", length_norm=0))
-    for got in (by_paths, by_bag):
-        got = counting.Counts.from_filter(got)
-        assert np.array_equal(ref.hashes, got.hashes) and ref.strings == got.strings
-        assert np.array_equal(ref.feature_count, got.feature_count)
-        assert got.class_count.tolist() == [200.0, 100.0]
-    with pytest.raises(ValueError, match="labels"):
-        spamnb_dask.fit(paths, labels[:-1], client=client)
 
 
 def test_score_returns_the_single_process_verdicts(client, tmp_path):
     model = tmp_path / "model.spamnb"
-    spam_filter = pipeline.fit([SAMPLE], n_jobs=1)
+    spam_filter = pipeline.train([SAMPLE], n_jobs=1)[0]
     spam_filter.save(model)
     files = sorted(str(p) for p in (SAMPLE / "spam").iterdir())[:60]
     records = spamnb_dask.score(model, files, partition_size=16).compute(scheduler=client.get)
@@ -99,8 +80,8 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
     assert held[victim], "no results held on the worker to kill"
     os.kill(pids[victim], signal.SIGKILL)
     merged, _report = spamnb_dask._reduce(persisted, 8, client)
-    ref = counting.Counts.from_filter(pipeline.fit([SAMPLE], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=1,
-                                                   partition_size=20))
+    ref = counting.Counts.from_filter(pipeline.train([SAMPLE], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=1,
+                                                   partition_size=20)[0])
     assert np.array_equal(ref.hashes, merged.hashes) and np.array_equal(ref.feature_count, merged.feature_count)
     assert merged.class_count.tolist() == [200.0, 100.0]
     assert victim not in client.run(os.getpid) or client.run(os.getpid)[victim] != pids[victim]
@@ -110,15 +91,15 @@ def test_a_killed_worker_loses_results_that_dask_computes_again(client):
 def test_a_worker_killed_while_counting_is_retried_exactly(client):
     # the full corpus: the sample is counted before a worker can be killed
     root, _full = corpus_root("spamassassin", fallback=False)
-    ref = pipeline.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=50)
+    ref = pipeline.train([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=50)[0]
     pids = client.run(os.getpid)
     import threading
 
     result = {}
 
     def train():
-        result["filter"] = spamnb_dask.fit_corpus([root], client=client, spam_filter=SpamFilter(counts="raw", length_norm=0),
-                                                  partition_size=50)
+        result["filter"] = pipeline.train([root], dask=client.scheduler.address,
+                                          spam_filter=SpamFilter(counts="raw", length_norm=0), partition_size=50)[0]
 
     thread = threading.Thread(target=train)
     thread.start()
@@ -138,8 +119,8 @@ def test_a_worker_killed_while_counting_is_retried_exactly(client):
 @pytest.mark.slow
 def test_shared_corpus_on_dask_is_the_model_of_train_j(client, tmp_path):
     root, _full = corpus_root("spamassassin")
-    local = file_bytes(pipeline.fit([root], n_jobs=2), tmp_path / "local")
-    on_dask = file_bytes(spamnb_dask.fit_corpus([root], client=client), tmp_path / "dask")
+    local = file_bytes(pipeline.train([root], n_jobs=2)[0], tmp_path / "local")
+    on_dask = file_bytes(pipeline.train([root], dask=client.scheduler.address)[0], tmp_path / "dask")
     assert local == on_dask
 
 
@@ -152,7 +133,7 @@ def test_cli_train_dask(client, tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()
     assert "300 messages (100 spam, 200 ham)" in proc.stdout.decode()
-    assert model.read_bytes() == file_bytes(pipeline.fit([SAMPLE], n_jobs=1, partition_size=40), tmp_path / "j1")
+    assert model.read_bytes() == file_bytes(pipeline.train([SAMPLE], n_jobs=1, partition_size=40)[0], tmp_path / "j1")
 
 
 def test_train_with_cutoffs_scores_the_folds_on_the_workers(client, tmp_path):
@@ -219,7 +200,7 @@ def test_score_lines_are_the_lines_of_classify_batch(client, tmp_path):
     import io
 
     model = tmp_path / "m.spamnb"
-    pipeline.fit([SAMPLE], n_jobs=1).save(model)
+    pipeline.train([SAMPLE], n_jobs=1)[0].save(model)
     mbox = tmp_path / "in.mbox"
     mbox.write_bytes(b"".join(b"From a@b Mon Nov 23 10:40:20 2026\n" + m.data.replace(b"\nFrom ", b"\n>From ") + b"\n"
                               for m in labelled_messages([SAMPLE])[:40]))

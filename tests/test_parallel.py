@@ -163,15 +163,15 @@ def test_the_merges_table_sums_as_the_dense_rows_do_past_its_growth():
 def test_integer_counts_are_bit_identical_to_fit(counts):
     ref = reference(counts)
     for n_jobs, partition_size in ((1, 7), (2, 50), (1, 10_000)):
-        got = pipeline.fit([SAMPLE], spam_filter=SpamFilter(counts=counts, length_norm=0), n_jobs=n_jobs,
-                           partition_size=partition_size)
+        got = pipeline.train([SAMPLE], spam_filter=SpamFilter(counts=counts, length_norm=0), n_jobs=n_jobs,
+                           partition_size=partition_size)[0]
         assert_same_counts(ref, got)
 
 
 @pytest.mark.parametrize("length_norm", [0.0, 50.0])
 def test_log_counts_and_length_norm_agree_with_fit_to_rounding(length_norm):
     ref = reference("log", length_norm)
-    got = pipeline.fit([SAMPLE], spam_filter=SpamFilter(length_norm=length_norm), n_jobs=1, partition_size=7)
+    got = pipeline.train([SAMPLE], spam_filter=SpamFilter(length_norm=length_norm), n_jobs=1, partition_size=7)[0]
     assert got.length_norm == length_norm
     assert_same_counts(ref, got, exact=False)
     # length_norm is applied per message: without it the counts are others
@@ -207,7 +207,7 @@ def test_model_file_is_the_same_for_every_number_of_workers(tmp_path):
     paths = []
     for n_jobs in (1, 2, 3):
         path = tmp_path / f"j{n_jobs}.spamnb"
-        pipeline.fit([SAMPLE], n_jobs=n_jobs, partition_size=40).save(path)
+        pipeline.train([SAMPLE], n_jobs=n_jobs, partition_size=40)[0].save(path)
         paths.append(path.read_bytes())
     assert paths[0] == paths[1] == paths[2]
 
@@ -313,8 +313,8 @@ def test_mbox_files_are_cut_into_shards_with_the_same_counts(tmp_path, monkeypat
     assert sum(p.kind == "shard" for p in pieces) >= 9   # 100 spam and 201 ham in shards of 30
     ref_report, report = CorpusReport(), CorpusReport()
     ref = reference("raw", spam=[spam], ham=[ham], report=ref_report)
-    got = pipeline.fit(spam=[spam], ham=[ham], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=30,
-                       report=report)
+    got = pipeline.train(spam=[spam], ham=[ham], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=30,
+                       report=report)[0]
     assert_same_counts(ref, got)
     assert got.class_count_ == (200.0, 100.0)
     assert report.read == ref_report.read == 300 and report.skipped == ref_report.skipped == {"not mail": 1}
@@ -351,8 +351,8 @@ def test_maildir_rules_are_those_of_the_one_process_reader(tmp_path):
     for sources in ({"trees": [mail, tree]}, {"ham": [mail], "spam": [tree / "Spam"]}):
         ref_report, report = CorpusReport(), CorpusReport()
         ref = reference("raw", report=ref_report, **sources)
-        got = pipeline.fit(spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=2, report=report,
-                           **sources)
+        got = pipeline.train(spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2, partition_size=2, report=report,
+                           **sources)[0]
         assert_same_counts(ref, got)
         assert report.read == ref_report.read and report.skipped == ref_report.skipped
         assert report.examples == ref_report.examples
@@ -365,8 +365,8 @@ def test_version_2_tokenizer_counts_as_fit():
     ref_filter = SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0)
     messages = labelled_messages([SAMPLE])
     ref = ref_filter.fit([m.data for m in messages], [m.is_spam for m in messages])
-    got = pipeline.fit([SAMPLE], spam_filter=SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0), n_jobs=2,
-                       partition_size=60)
+    got = pipeline.train([SAMPLE], spam_filter=SpamFilter(tokenizer=Tokenizer(version=2), counts="raw", length_norm=0), n_jobs=2,
+                       partition_size=60)[0]
     assert got.tokenizer_.settings["version"] == 2
     assert_same_counts(ref, got)
     assert not same_tokens(counting.Counts.from_filter(got), counting.Counts.from_filter(reference("raw")))
@@ -599,7 +599,7 @@ def test_cli_errors_are_one_line(tmp_path):
 def test_shared_corpus_exact_with_two_workers():
     root, _full = corpus_root("spamassassin")
     ref = reference("raw", trees=[root])
-    got = pipeline.fit([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2)
+    got = pipeline.train([root], spam_filter=SpamFilter(counts="raw", length_norm=0), n_jobs=2)[0]
     assert_same_counts(ref, got)
 
 
@@ -610,8 +610,8 @@ def test_word_pairs_are_chosen_by_the_held_out_figures(tmp_path):
     from spamnb.mail.tokenizer import with_pairs
 
     options = {"target_fpr": 0.01}
-    plain, plain_cal, _ = pipeline.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
-    paired, paired_cal, _ = pipeline.train_one([SAMPLE], n_jobs=2, partition_size=40, calibration=options,
+    plain, plain_cal = pipeline.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options)
+    paired, paired_cal = pipeline.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options,
                                                spam_filter=SpamFilter(tokenizer=with_pairs(2)))
     chosen, cal = pipeline.train([SAMPLE], n_jobs=2, partition_size=40, calibration=options, word_pairs=2)
     window, missed, missed_pairs, error, error_pairs = cal.word_pairs
@@ -683,25 +683,25 @@ def test_count_variants_counts_each_variant_as_alone(params):
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_train_variants_in_one_pass_give_what_each_alone_gives(tmp_path, n_jobs):
-    """train_variants counts a filter and its paired variant in one pass; each
-    variant's model file, cutoffs and held-out scores are those train_one
-    gives it alone, with one process or with workers (as many as -j 1 and
+    """train's variants (pipeline._train_variants) are counted in one pass; each
+    variant's model file, cutoffs and held-out scores are those it gives
+    alone, with one process or with workers (as many as -j 1 and
     -j 2 give alone)."""
     from spamnb.mail.tokenizer import with_pairs
 
     options = dict(n_jobs=n_jobs, partition_size=40, calibration={"target_fpr": 0.01})
     filters = [SpamFilter(), SpamFilter(tokenizer=with_pairs(2))]
-    together = list(pipeline.train_variants(filters, [SAMPLE], **options))
+    together = list(pipeline._train_variants(filters, [SAMPLE], **options))
     for i, (fitted, cal, scores) in enumerate(together):
-        alone, alone_cal, alone_scores = pipeline.train_one(
-            [SAMPLE], spam_filter=SpamFilter(tokenizer=filters[i].tokenizer_), **options)
+        alone, alone_cal, alone_scores = next(iter(pipeline._train_variants(
+            [SpamFilter(tokenizer=filters[i].tokenizer_)], [SAMPLE], **options)))
         assert cal == alone_cal
         assert all(np.array_equal(a, b) for a, b in zip(scores, alone_scores, strict=True))
         fitted.save(tmp_path / f"together-{i}")
         alone.save(tmp_path / f"alone-{i}")
         assert (tmp_path / f"together-{i}").read_bytes() == (tmp_path / f"alone-{i}").read_bytes()
     filters = [SpamFilter(), SpamFilter(tokenizer=with_pairs(2))]
-    first, dropped = pipeline.train_variants(filters, [SAMPLE], limit=10, **options)
+    first, dropped = pipeline._train_variants(filters, [SAMPLE], limit=10, **options)
     assert dropped is None and first[1] == together[0][1]
 
 

@@ -200,7 +200,7 @@ def _timed_count(*job):
 
 
 def cpu_split(corpora, n_jobs, partition_size=planning.DEFAULT_PARTITION_SIZE):
-    """CPU seconds of a training run (the steps of pipeline.fit): in the
+    """CPU seconds of a training run (the steps of pipeline.train): in the
     workers (counting) and in the parent (planning, receiving, merging,
     building the filter).  Under load, wall time says little; CPU time says
     what the second core would have to do."""
@@ -227,7 +227,7 @@ def throughput(corpora, work, repeat, jobs):
     files = labelled_files(corpora)
     n = len(files)
     model = os.path.join(work, "model.spamnb")
-    pipeline.fit(corpora, n_jobs=1).save(model)
+    pipeline.train(corpora, n_jobs=1)[0].save(model)
     rows = {f"train -j {j}": [] for j in jobs}
     rows.update({f"train+cutoffs -j {j}": [] for j in jobs})
     rows.update({f"train threads {j}": [] for j in jobs if j > 1})
@@ -235,7 +235,7 @@ def throughput(corpora, work, repeat, jobs):
     rows.update({"bogofilter train": [], "bogofilter score": []})
     for _round in range(repeat):
         for j in jobs:
-            rows[f"train -j {j}"].append(timed(pipeline.fit, corpora, n_jobs=j)[0])
+            rows[f"train -j {j}"].append(timed(pipeline.train, corpora, n_jobs=j)[0])
             rows[f"train+cutoffs -j {j}"].append(
                 timed(pipeline.train, corpora, n_jobs=j, calibration={"target_fpr": 0.001})[0])
             if j > 1:
@@ -309,12 +309,12 @@ def dask_figures(corpora, repeat):
     client = Client(cluster)
     start_s = time.perf_counter() - started
     try:
-        spamnb_dask.fit_corpus(corpora, client=client)   # warm the workers (imports)
+        pipeline.train(corpora, dask=client.scheduler.address)[0]   # warm the workers (imports)
         address, options = client.scheduler.address, {"target_fpr": 0.001}
         on_dask, local, cut_dask, cut_local = [], [], [], []
         for _round in range(repeat):
-            on_dask.append(timed(spamnb_dask.fit_corpus, corpora, client=client)[0])
-            local.append(timed(pipeline.fit, corpora, n_jobs=2)[0])
+            on_dask.append(timed(pipeline.train, corpora, dask=client.scheduler.address)[0])
+            local.append(timed(pipeline.train, corpora, n_jobs=2)[0])
             # train with the cutoffs (both passes on the cluster; -j 2 scores spill files)
             cut_dask.append(timed(pipeline.train, corpora, dask=address, calibration=options)[0])
             cut_local.append(timed(pipeline.train, corpora, n_jobs=2, calibration=options)[0])

@@ -2,7 +2,7 @@
 """Where ``spamnb train`` spends its time and memory, stage by stage (Linux).
 
 Runs the spamnb command line in this process with the stages of training
-wrapped (``training.pipeline.train_one``, ``fit_counts``,
+wrapped (``training.pipeline.train``, ``_fit_counts_variants``,
 ``model.counting.count_messages``, ``_Sum.result``, ``Counts.to_filter``,
 ``model.calibrate.FoldModels.from_counts``
 and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``SpamFilter.save``) and
@@ -29,7 +29,7 @@ T0 = time.perf_counter()
 MAIN = os.getpid()
 LAST = [T0]
 
-STAGES = [("spamnb.training.pipeline", "train_one"), ("spamnb.training.pipeline", "fit_counts"),
+STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.pipeline", "_fit_counts_variants"),
           ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "_Sum.result"),
           ("spamnb.model.counting", "Counts.to_filter"),
           ("spamnb.model.calibrate", "FoldModels.from_counts"), ("spamnb.model.calibrate", "FoldModels.save"),

@@ -2,7 +2,7 @@
 
 ``spamnb train`` (over a corpus, on workers or a Dask cluster:
 ``spamnb.training.pipeline``) and ``SpamFilter.fit`` (over messages in
-memory: :func:`fit_tuned`) make the same three steps with the functions here:
+memory: :func:`_fit_tuned`) make the same three steps with the functions here:
 
 1. *count* each message into the model's counts and into its
    cross-validation fold's (:func:`spamnb.model.counting.count_messages`,
@@ -31,8 +31,8 @@ from spamnb.model.labels import is_spam_label
 from spamnb.model.ledger import from_trained, train_digest
 from spamnb.model.messages import message_bytes
 
-__all__ = ["CorpusChanged", "Unfitted", "fit", "check_calibration", "choose_from_parts", "choose_pairs", "fit_tuned",
-           "fit_plain", "pair_filters", "take_counts", "train_variants_here"]
+__all__ = ["CorpusChanged", "Unfitted", "fit", "check_calibration", "choose_from_parts", "choose_pairs",
+           "pair_filters", "take_counts", "train_variants_here"]
 
 
 
@@ -252,13 +252,13 @@ def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):
             raise ValueError(f"{len(data)} messages but {len(y)} labels")
         spam_filter.set_fitted(vocabulary_=Vocabulary(), word_counts_=None, features_=None)
         spam_filter.counts_changed()
-        fitted, calibration = fit_tuned(spam_filter, data, y, target_fpr, word_pairs)
+        fitted, calibration = _fit_tuned(spam_filter, data, y, target_fpr, word_pairs)
         spam_filter.set_fitted(calibration_=calibration)
         spam_filter.adopt(fitted)   # the variant kept (word pairs: another filter)
         _fitted_cutoffs(spam_filter, target_fpr)
         return spam_filter
     spam_filter.counts_changed()
-    fit_plain(spam_filter, messages, labels)
+    _fit_plain(spam_filter, messages, labels)
     spam_filter.set_fitted(calibration_=None)
     if tune and target_fpr > 0:   # message features: the default cutoffs (the fold scores have none)
         n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
@@ -279,7 +279,7 @@ def _fitted_cutoffs(spam_filter, target_fpr):
         spam_filter.set_fitted(cutoff_source_=spam_filter.cutoffs_from)
 
 
-def fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET_FPR,
+def _fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET_FPR,
               word_pairs=calibrate.AUTO_PAIRS):
     """What ``spamnb train`` makes of ``messages`` (bytes; ``labels`` bools):
     ``(fitted filter, calibration)``, the filter's cutoffs set from the
@@ -301,7 +301,7 @@ def fit_tuned(spam_filter, messages, labels, target_fpr=calibrate.DEFAULT_TARGET
     return fitted, chosen
 
 
-def fit_plain(spam_filter, messages, labels):
+def _fit_plain(spam_filter, messages, labels):
     """``SpamFilter.fit(..., tune=False)``: count ``messages`` into ``spam_filter`` from
     scratch, one message at a time (and their continuous features, when on)."""
     y = [int(is_spam_label(label)) for label in labels]

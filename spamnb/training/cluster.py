@@ -1,9 +1,12 @@
-"""Training and batch scoring on a Dask cluster (``pip install spamnb[dask]``).
+"""The Dask executor of training, and batch scoring on a Dask cluster
+(``pip install spamnb[dask]``).  Training on Dask is
+``spamnb.training.pipeline.train(..., dask=ADDRESS)`` (``spamnb train
+--dask``), which counts through :func:`count_corpus` here.
 
 Training is the map-reduce of :mod:`spamnb.training.pipeline` (and its counting, :mod:`spamnb.model.counting`) with Dask as the
 engine: one task per partition (a list of file paths or an mbox byte range,
 read by the worker: the files must be readable there, e.g. on a shared file
-system; or a partition of a Dask bag of messages) returns the partition's
+system) returns the partition's
 :class:`~spamnb.training.counting.Counts` (a few flat arrays); the counts are added by
 token in a tree of fixed shape (``fan_in`` partitions per node), so what
 crosses the network is one count model per partition and tree node, never a
@@ -29,7 +32,7 @@ from spamnb.errors import ClusterError
 from spamnb.model import counting
 from spamnb.training import batch, planning
 
-__all__ = ["ClusterError", "connect", "fit", "fit_corpus", "count_corpus", "held_out_spilled", "score", "score_lines"]
+__all__ = ["ClusterError", "connect", "count_corpus", "held_out_spilled", "score", "score_lines"]
 
 
 def _client(client=None, scheduler=None):
@@ -94,17 +97,6 @@ def _merge_results(results):
     return counting.merge_counts([counts for counts, _report in results]), report
 
 
-def _count_items(spec, items):
-    """A bag partition of ``(message, label)`` pairs -> ``(Counts, CorpusReport)``."""
-    from spamnb.training.corpus import CorpusReport
-    from spamnb.model.message_features import is_spam_label
-
-    report = CorpusReport()
-    items = list(items)
-    report.read = len(items)
-    return counting.count_messages(spec, ((m, is_spam_label(y)) for m, y in items)), report
-
-
 def _tree(tasks, fan_in):
     """The delayed tree reduction of delayed ``(Counts, report)`` tasks."""
     from dask import delayed
@@ -116,71 +108,6 @@ def _tree(tasks, fan_in):
 def _reduce(tasks, fan_in, client):
     """Compute the tree reduction of delayed ``(Counts, report)`` tasks."""
     return client.compute(_tree(tasks, fan_in)).result()
-
-
-def fit(paths_or_bag, labels=None, client=None, spam_filter=None, partition_size=planning.DEFAULT_PARTITION_SIZE,
-        fan_in=counting.DEFAULT_FAN_IN, scheduler=None):
-    """Train ``spam_filter`` (default ``SpamFilter()``) on a Dask cluster; returns it.
-
-    Parameters
-    ----------
-    paths_or_bag : sequence of paths, or dask.bag.Bag
-        Message files (one message each) with ``labels`` (True/"spam" for
-        spam), read by the workers in partitions of ``partition_size``; or a
-        bag of ``(message, label)`` pairs (message: bytes or a ``pathlib.Path``), one
-        partition per task (``labels`` must be None).
-    client : distributed.Client, optional
-        The cluster (default: ``scheduler``'s, or the current client).
-    partition_size, fan_in : int
-        Messages per task, and partitions merged per node of the reduction.
-    """
-    from dask import delayed
-
-    from spamnb.model.message_features import is_spam_label
-    from spamnb.model.spam_filter import SpamFilter
-
-    spam_filter = SpamFilter() if spam_filter is None else spam_filter
-    if spam_filter.feature_weight:
-        raise ValueError("message features (feature_weight > 0) are not trained on Dask")
-    spec = counting.counting_spec(spam_filter)
-    client, owned = _client(client, scheduler)
-    try:
-        if hasattr(paths_or_bag, "to_delayed"):   # a dask bag
-            if labels is not None:
-                raise ValueError("with a bag of (message, label) pairs, give no labels")
-            count = delayed(_count_items, pure=True)
-            tasks = [count(spec, part) for part in paths_or_bag.to_delayed()]
-        else:
-            paths = [os.fspath(p) for p in paths_or_bag]
-            labels = list(labels) if labels is not None else None
-            if labels is None or len(labels) != len(paths):
-                raise ValueError(f"{len(paths)} paths but {0 if labels is None else len(labels)} labels")
-            pieces = (planning.Piece("file", path, path, is_spam_label(y), 0, None, 0)
-                      for path, y in zip(paths, labels))
-            count = delayed(planning.count_partition, pure=True)
-            tasks = [count(spec, part) for part in planning.partitions(pieces, partition_size)]
-        merged, _report = _reduce(tasks, fan_in, client)
-    finally:
-        if owned:
-            client.close()
-    return merged.to_filter(spam_filter)
-
-
-def fit_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spam_filter=None,
-               partition_size=planning.DEFAULT_PARTITION_SIZE, fan_in=counting.DEFAULT_FAN_IN, report=None,
-               strict=False):
-    """``spamnb train --dask ADDRESS`` without the calibration: a corpus laid
-    out as for :func:`spamnb.training.corpus.labelled_messages` (folder trees,
-    ``--spam``/``--ham`` folders and mbox files, cut into shards), trained on
-    the cluster; the same partitions (and model) as ``spamnb train -j N``."""
-    from spamnb.model.spam_filter import SpamFilter
-
-    spam_filter = SpamFilter() if spam_filter is None else spam_filter
-    if spam_filter.feature_weight:
-        raise ValueError("message features (feature_weight > 0) are not trained on Dask")
-    merged = count_corpus(trees, spam, ham, client, scheduler, counting.counting_spec(spam_filter), partition_size,
-                          fan_in, report, strict)
-    return merged.to_filter(spam_filter)
 
 
 def count_corpus(trees=(), spam=(), ham=(), client=None, scheduler=None, spec=None,

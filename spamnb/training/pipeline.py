@@ -78,26 +78,14 @@ from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_r
                                      partition_keys, partition_messages, partitions, plan_training, score_spilled)
 from spamnb.training.workers import Workers
 
-__all__ = ["fit_counts", "fit_counts_variants", "fit", "train", "train_one", "train_variants", "CorpusChanged",
-           "AUTO_PAIRS"]
+__all__ = ["train", "CorpusChanged", "AUTO_PAIRS"]
 
 
-def fit_counts(pieces, spec, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
-               report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None):
-    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`;
-    ``n_folds``: as :func:`count_messages`; ``workers``: a :class:`Workers`
-    to run on instead of ``n_jobs`` new ones; ``spills``: ``(folder, paths)``,
-    each partition's token hashes spilled to a file in ``folder``, its path
-    appended to the list ``paths``)."""
-    spills = None if spills is None else (spills[0], [spills[1]])
-    return fit_counts_variants(pieces, [spec], n_jobs, partition_size, fan_in, report, strict, n_folds, workers,
-                               progress, spills)[0]
-
-
-def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
+def _fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
                         report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None, limit=None,
                         skips=None):
-    """:func:`fit_counts` under several ``specs`` in one pass (each partition
+    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`)
+    under each of ``specs``, counted in one pass (each partition
     read and parsed once: :func:`count_partition_variants`), each variant
     merged in its own tree (the same tree as alone: the same counts); a list
     of merged :class:`Counts`, one per spec.  ``spills``: ``(folder, lists)``,
@@ -153,40 +141,59 @@ def fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTI
         map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
 
 
-def fit(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE,
-        fan_in=DEFAULT_FAN_IN, report=None, strict=False):
-    """Train ``spam_filter`` (default ``SpamFilter()``) on a corpus with ``n_jobs``
-    processes (default: the cores available); returns the fitted filter.
-
-    ``trees``, ``spam``, ``ham``: as :func:`spamnb.training.corpus.iter_labelled`.
-    The message features (``feature_weight > 0``) are not counted in parallel:
-    ValueError.
-    """
-    from spamnb.model.spam_filter import SpamFilter
-
-    spam_filter = SpamFilter() if spam_filter is None else spam_filter
-    if spam_filter.feature_weight:
-        raise ValueError("message features (feature_weight > 0) are not trained in parallel; use -j 1")
-    pieces = plan_training(trees, spam, ham, report, strict, partition_size)
-    merged = fit_counts(pieces, counting_spec(spam_filter), n_jobs, partition_size, fan_in, report, strict)
-    return merged.to_filter(spam_filter)
-
-
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
           fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
           progress=None, word_pairs=0, follow_links=False):
-    """``spamnb train``: count a corpus and choose the cutoffs, streaming;
-    and, with ``word_pairs`` W >= 2, choose between the filter's tokenizer
-    and the same with word pairs of window W.
+    """The one library entry of training over a corpus (``spamnb train``;
+    ``SpamFilter.fit`` is the other, over messages in memory): count a
+    corpus and choose the cutoffs, streaming; and, with ``word_pairs`` W >= 2,
+    choose between the filter's tokenizer and the same with word pairs of
+    window W.  Returns ``(spam_filter, calibration)``: ``spam_filter``
+    (default ``SpamFilter()``, or a new filter of its parameters with the
+    paired tokenizer when that variant is kept) fitted, and the
+    :class:`~spamnb.model.calibrate.Calibration` of its cutoffs (not
+    applied), or None when ``calibration`` is None.
 
-    Returns ``(spam_filter, calibration)``: those :func:`train_one` (below)
-    gives for the variant kept.
+    The executor is chosen by the arguments, over one counting path (the
+    corpus's partitions, of ``partition_size`` messages, added in a tree of
+    fixed shape, ``fan_in``; the same near-duplicates left out): ``n_jobs``
+    1 (or 0 on a one-core machine) counts in this process
+    (:func:`~spamnb.model.fitting.train_variants_here` by partitions),
+    ``n_jobs`` N (None: the cores available) on N worker processes, and
+    ``dask`` (a scheduler address) on a Dask cluster
+    (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each
+    partition's spill stays in the memory of the worker that counted it;
+    then :func:`spamnb.training.cluster.held_out_spilled`: the fold models
+    are built on a worker from the merged counts there, and each spill is
+    scored where it is).  The model file is byte for byte the same for every
+    executor and every ``n_jobs``.  Message features (``feature_weight > 0``)
+    are not counted by partitions (ValueError): ``SpamFilter.fit`` counts them.
+
+    ``trees``, ``spam``, ``ham``, ``strict``, ``follow_links``: as
+    :func:`spamnb.training.corpus.iter_labelled` (links to files outside a
+    tree are skipped unless ``follow_links`` is true); ``report``: a
+    :class:`~spamnb.training.corpus.CorpusReport` filled in.
+
+    ``calibration``: a dict of :func:`spamnb.model.calibrate.calibration_check`
+    and :func:`~spamnb.model.calibrate.from_scores` options (``target_fpr``,
+    ``max_unsure``, ``margin``, ``min_ham``, ``min_spam``).  The counting
+    pass also counts each message into its cross-validation fold
+    (:func:`spamnb.model.calibrate.fold_of`, ``n_folds``) and spills its
+    token hashes to a temporary file (one per partition; 8 bytes a token,
+    removed as scored); the scoring pass, on the same executor, scores each
+    message's hashes by its fold's model (the counts minus the fold's:
+    :class:`~spamnb.model.calibrate.FoldModels`), keeping one float per
+    message.  Memory: the vocabulary times 2 floats (the counts), the folds'
+    non-zero entries (16 bytes each) and the fold models (about 30 bytes per
+    token and fold it occurs in; with workers they are built from the merged
+    counts before the filter is, and written to the folder the workers map
+    one fold at a time), plus 8 bytes a message; no matrix of the corpus.
 
     ``word_pairs`` (with ``calibration``, when the corpus has enough mail for
     it): the corpus is also trained with the tokenizer's ``word_pairs`` set
     to W and its text budget raised (``tokenizer.with_pairs``; the same
     counts and cutoffs as training it alone, counted in the same pass:
-    :func:`train_variants`), and the
+    :func:`_train_variants`), and the
     variant the calibration's held-out log-odds (10-fold cross-validation
     inside the training mail) favour is kept: the one with pairs only when,
     at the cutoffs chosen for each, it misses at most :data:`PAIRS_GAIN`
@@ -195,11 +202,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
     without, with, 1-AUC % without, with)`` (the four None when the corpus
     has more than :data:`PAIRS_MAX_MESSAGES` messages: not tried); each
-    variant's model is the one training it alone gives.  ``follow_links``: as
-    :func:`spamnb.training.corpus.iter_labelled` (links to files outside a
-    tree are skipped unless it is true).  The model file is byte for byte
-    the same for every ``n_jobs``, 1 included (the same partitions, added
-    in the same tree: :func:`train_variants`).
+    variant's model is the one training it alone gives.
     """
     from spamnb.model.spam_filter import SpamFilter
 
@@ -209,65 +212,22 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
                    progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True)
 
     def train_all(filters):
-        return train_variants(filters, **options)
+        return _train_variants(filters, **options)
 
     return choose_pairs(train_all, spam_filter, word_pairs)
 
 
-def train_one(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
-              fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-              progress=None):
-    """One training of :func:`train`: ``(spam_filter, calibration, scores)``,
+def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
+                   fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
+                   progress=None, limit=None, follow_links=False, deferred=False):
+    """:func:`train` of each unfitted filter of ``filters`` (a filter and
+    its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
+    a generator of their ``(spam_filter, calibration, scores)``, in order,
     ``scores`` the held-out ``(ham_log_odds, spam_log_odds)`` the cutoffs were
     chosen from (None without them).
 
-    ``spam_filter`` (default ``SpamFilter()``) fitted as :func:`fit` fits it (by
-    partitions, added in a tree of fixed shape: the same model file for every
-    ``n_jobs``; ``n_jobs`` 1, or 0 on a one-core machine: in this process,
-    :func:`~spamnb.model.fitting.train_variants_here` by partitions), and
-    the :class:`~spamnb.model.calibrate.Calibration` of its cutoffs (not applied),
-    or None when ``calibration`` is None.
-
-    ``calibration``: a dict of :func:`spamnb.model.calibrate.calibration_check` and
-    :func:`~spamnb.model.calibrate.from_scores` options (``target_fpr``,
-    ``max_unsure``, ``margin``, ``min_ham``, ``min_spam``).  The counting pass
-    also counts each message into its cross-validation fold
-    (:func:`spamnb.model.calibrate.fold_of`) and spills its token hashes to a
-    temporary file (one per partition; 8 bytes a token, removed as scored);
-    the scoring pass, on the same workers, scores each message's hashes by
-    its fold's model (the counts minus the fold's:
-    :class:`~spamnb.model.calibrate.FoldModels`), keeping one float per message.
-    Memory: the vocabulary times 2 floats (the counts), the folds' non-zero
-    entries (16 bytes each, most tokens in one fold: :class:`Counts`) and the
-    fold models (about 30 bytes per token and fold it occurs in; with
-    ``n_jobs`` != 1 they are built from the merged counts before the filter
-    is, and written to the folder the workers map one fold at a time, so the
-    parent holds one fold's), plus 8 bytes a message; no matrix of the
-    corpus, no dense fold rows.
-
-    ``dask``: a scheduler address; both passes run there
-    (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each partition's
-    spill stays in the memory of the worker that counted it; then
-    :func:`spamnb.training.cluster.held_out_spilled`: the fold models are built on a
-    worker from the merged counts there, and each spill is scored where it is).
-    """
-    from spamnb.model.spam_filter import SpamFilter
-
-    spam_filter = SpamFilter() if spam_filter is None else spam_filter
-    with contextlib.closing(train_variants([spam_filter], trees, spam, ham, n_jobs, partition_size, fan_in, report,
-                                           strict, calibration, n_folds, dask, progress)) as results:
-        return next(results)
-
-
-def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
-                   fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-                   progress=None, limit=None, follow_links=False, deferred=False):
-    """:func:`train_one` of each unfitted filter of ``filters`` (a filter and
-    its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
-    a generator of their ``(spam_filter, calibration, scores)``, in order.
-
     The corpus is counted once for all of them (each message read and parsed
-    once, tokenized by each filter's tokenizer: :func:`fit_counts_variants`,
+    once, tokenized by each filter's tokenizer: :func:`_fit_counts_variants`,
     :func:`~spamnb.model.fitting.train_variants_here` by partitions with
     ``-j 1``: the same partitions, tree and near-duplicates, without the
     keying pass, the partitions' and folds' sums added in one vocabulary), each
@@ -316,7 +276,7 @@ def train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=
         parts = list(partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
                                 partition_size))
         skips = copies_of(workers.run_ordered(partition_keys, ((part, strict) for part in parts)))
-        merged = fit_counts_variants((piece for part in parts for piece in part), specs,
+        merged = _fit_counts_variants((piece for part in parts for piece in part), specs,
                                      partition_size=partition_size, fan_in=fan_in, report=report, strict=strict,
                                      n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit,
                                      skips=skips)
@@ -373,7 +333,7 @@ def _partitions_here(trees, spam, ham, partition_size, report, strict, follow_li
 
 def _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report, strict, calibration, n_folds, folds,
                 dask, follow_links=False):
-    """One variant of :func:`train_variants` on a Dask cluster: both passes there
+    """One variant of :func:`_train_variants` on a Dask cluster: both passes there
     (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each
     partition's spill stays in the memory of the worker that counted it; then
     :func:`spamnb.training.cluster.held_out_spilled`: the fold models are built
