@@ -15,7 +15,8 @@ distributed = pytest.importorskip("distributed", reason="dask[distributed] is no
 import spamnb  # noqa: E402
 from spamnb.training import cluster as spamnb_dask  # noqa: E402
 from spamnb.model import counting
-from spamnb.training import batch
+from spamnb.batch import classify as batch
+from spamnb.batch import cluster as batch_cluster
 from spamnb.training import pipeline
 from spamnb.training import planning# noqa: E402
 from spamnb.training.corpus import labelled_messages  # noqa: E402
@@ -55,7 +56,7 @@ def test_score_returns_the_single_process_verdicts(client, tmp_path):
     spam_filter = pipeline.train([SAMPLE], n_jobs=1)[0]
     spam_filter.save(model)
     files = sorted(str(p) for p in (SAMPLE / "spam").iterdir())[:60]
-    records = spamnb_dask.score(model, files, partition_size=16).compute(scheduler=client.get)
+    records = batch_cluster.score(model, files, partition_size=16).compute(scheduler=client.get)
     assert [r["message"] for r in records] == files
     for record, path in zip(records, files):
         verdict = spam_filter.classify(Path(path).read_bytes())
@@ -209,7 +210,7 @@ def test_score_lines_are_the_lines_of_classify_batch(client, tmp_path):
         out = io.StringIO()
         batch.classify_batch(model, paths, n_jobs=1, partition_size=25, json_lines=json_lines, out=out,
                                 err=io.StringIO())
-        got = "".join(spamnb_dask.score_lines(model, paths, partition_size=25, json_lines=json_lines).compute())
+        got = "".join(batch_cluster.score_lines(model, paths, partition_size=25, json_lines=json_lines).compute())
         assert got == out.getvalue() and got.count("\n") == 50 + 40 + 1
         assert any("missing.eml" in line and "error" in line for line in got.splitlines())
 

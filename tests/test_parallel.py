@@ -14,7 +14,7 @@ import pytest
 import spamnb
 from spamnb.model import calibrate
 from spamnb.model import counting
-from spamnb.training import batch
+from spamnb.batch import classify as batch
 from spamnb.training import pipeline
 from spamnb.training import planning
 from spamnb.training.corpus import CorpusReport, labelled_messages

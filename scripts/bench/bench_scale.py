@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from spamnb.model import counting
 
-from spamnb.training import batch
+from spamnb.batch import classify as batch
 
 from spamnb.training import pipeline
 

@@ -233,7 +233,8 @@ def _classify_batch(args):
     a path that cannot be read gets an error line and the batch goes on (exit
     3 at the end when any did)."""
     if args.jobs != 1:  # partitions on worker processes, the same lines in the same order (docs/scale.md)
-        from spamnb.training import batch, workers
+        from spamnb.batch import classify as batch
+        from spamnb.training import workers
 
         args.jobs = workers.DEFAULT_JOBS if args.jobs is None else args.jobs
         workers.warm_up(args.jobs, batch.PRELOAD)   # the workers' forkserver starts while the model loads

@@ -1,7 +1,7 @@
 """A verdict as ``spamnb classify`` and its batch write it: the line of one
 message, the JSON object, the sentence of an unsure verdict's reason, and
 :class:`VerdictLines`, one line per message of a batch (``classify
---batch``, spamnb.training.batch).  Output only: the verdict itself is
+--batch``, spamnb.batch.classify).  Output only: the verdict itself is
 spamnb.model.verdict's."""
 
 from __future__ import annotations

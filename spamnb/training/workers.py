@@ -21,7 +21,7 @@ __all__ = ["DEFAULT_JOBS", "available_cores", "free_cores", "busy_cores", "warm_
 # -j of ``spamnb train``, ``spamnb evaluate`` and ``spamnb classify --batch`` when
 # not given: 0, every core available (docs/scale.md: faster than -j 1 on an idle
 # two-core machine, from the shared corpus up; a batch still answers a path at once
-# when its writer waits: spamnb.training.batch).
+# when its writer waits: spamnb.batch.classify).
 DEFAULT_JOBS = 0
 
 
@@ -71,7 +71,7 @@ def busy_cores(average=None, running=None):
     return min(figures) if figures else None
 
 
-_PRELOAD = ["spamnb.training.planning", "spamnb.training.pipeline", "spamnb.training.batch", "spamnb.model.spam_filter",
+_PRELOAD = ["spamnb.training.planning", "spamnb.training.pipeline", "spamnb.model.spam_filter",
             "spamnb.model.calibrate", "spamnb.mail.tokenizer", "numpy"]
 
 

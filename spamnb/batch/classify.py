@@ -26,7 +26,7 @@ _MODELS = {}
 IDLE = object()
 # what a batch worker imports before it forks (scoring needs no numpy: its import and
 # thread pool would cost every -j N batch ~0.1 s)
-PRELOAD = ["spamnb.training.batch", "spamnb.mail.reader", "spamnb.model.spam_filter", "spamnb.mail.tokenizer",
+PRELOAD = ["spamnb.batch.classify", "spamnb.mail.reader", "spamnb.model.spam_filter", "spamnb.mail.tokenizer",
            "spamnb.mail.mbox"]
 
 
