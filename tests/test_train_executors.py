@@ -253,3 +253,23 @@ def test_add_counts_tree_is_the_partitions_merged_in_the_tree(fan_in, ends):
     with pytest.raises(ValueError):
         token_kernels.add_counts_tree(idx, bounds, rows_of, np.array([21], dtype=np.int64), fan_in, ham, spam,
                                       counts, length)
+
+
+def test_message_features_go_through_the_one_entry(tmp_path):
+    """``pipeline.train`` of a filter with message features is ``SpamFilter.fit``
+    over the corpus (read in this process): the same model file, the same
+    default cutoffs; it refuses workers and Dask with a ValueError."""
+    from spamnb.training.corpus import labelled_messages
+
+    options = {"target_fpr": 0.01}
+    fitted, cal = pipeline.train([SAMPLE], spam_filter=SpamFilter(feature_weight=1.0), calibration=options)
+    messages = labelled_messages([SAMPLE])
+    by_fit = SpamFilter(feature_weight=1.0).fit([m.data for m in messages], [m.is_spam for m in messages],
+                                                target_fpr=0.01)
+    assert fitted.features_ is not None and cal == by_fit.calibration_ and cal is not None
+    fitted.save(tmp_path / "train")
+    by_fit.save(tmp_path / "fit")
+    assert (tmp_path / "train").read_bytes() == (tmp_path / "fit").read_bytes()
+    for executor in ({"n_jobs": 2}, {"dask": "tcp://127.0.0.1:9"}):
+        with pytest.raises(ValueError, match="feature"):
+            pipeline.train([SAMPLE], spam_filter=SpamFilter(feature_weight=1.0), **executor)

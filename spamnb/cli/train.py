@@ -1,5 +1,5 @@
 """``spamnb train``: a thin shell over ``spamnb.training.pipeline.train``
-(``SpamFilter.fit`` with message features), the model saved under the lock."""
+(its one library call), the model saved under the lock."""
 
 from __future__ import annotations
 
@@ -51,34 +51,32 @@ def cmd_train(args):
     calibrating = args.target_fpr > 0 and settings.spam_cutoff is None and settings.ham_cutoff is None
     if args.partition_size < 1:
         raise UsageError("spamnb train: --partition-size must be at least 1")
-    if spam_filter.feature_weight:
-        if args.jobs != 1 or args.dask:
-            raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
-        calibration = _train_with_features(args, spam_filter, report, calibrating)
-    else:
-        from spamnb.model import AUTO_PAIRS
-        from spamnb.training import pipeline
+    if spam_filter.feature_weight and (args.jobs != 1 or args.dask):
+        raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
+    from spamnb.model import AUTO_PAIRS
+    from spamnb.training import pipeline
 
-        # streaming, by partitions in this process (-j 1), on worker processes or a Dask
-        # cluster (docs/scale.md), the same model whatever -j: the counting pass, then
-        # the calibration's scoring pass; the corpus is never held
-        progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
-        if progress.enabled:   # a total to show: the files of the corpus (a walk, no file read)
-            progress.total = _count_files(args)
-        try:
-            spam_filter, calibration = pipeline.train(
-                args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
-                report=report, strict=args.strict, dask=args.dask, progress=progress,
-                calibration={"target_fpr": args.target_fpr} if calibrating else None,
-                word_pairs=AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links)
-        except CorpusError as exc:
-            raise CommandError(str(exc)) from None
-        except CorpusChanged as exc:
-            raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
-        except (ImportError, OSError) as exc:
-            raise CommandError(one_line(exc)) from None
-        finally:
-            progress.close()
+    # streaming, by partitions in this process (-j 1), on worker processes or a Dask
+    # cluster (docs/scale.md), the same model whatever -j: the counting pass, then
+    # the calibration's scoring pass; the corpus is never held (message features:
+    # SpamFilter.fit over the corpus read twice, in this process)
+    progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+    if progress.enabled:   # a total to show: the files of the corpus (a walk, no file read)
+        progress.total = _count_files(args)
+    try:
+        spam_filter, calibration = pipeline.train(
+            args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
+            report=report, strict=args.strict, dask=args.dask, progress=progress,
+            calibration={"target_fpr": args.target_fpr} if calibrating else None,
+            word_pairs=AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links)
+    except CorpusError as exc:
+        raise CommandError(str(exc)) from None
+    except CorpusChanged as exc:
+        raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
+    except (ImportError, OSError) as exc:
+        raise CommandError(one_line(exc)) from None
+    finally:
+        progress.close()
     n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
     if n_ham + n_spam == 0:
         raise CommandError(f"no messages found ({report.summary()})")
@@ -125,37 +123,6 @@ def _count_files(args):
                                             args.follow_links))
     except (CorpusError, OSError):
         return 0   # the training says why
-
-
-def _train_with_features(args, spam_filter, report, calibrating):
-    """``spamnb train --feature-weight W``: ``SpamFilter.fit`` over the corpus
-    read twice (the labels, then the messages), one message at a time; its
-    calibration keeps the default cutoffs (the fold scores have no features),
-    and none is made when the user gave cutoffs."""
-    from spamnb.training.corpus import CorpusError, CorpusReport, iter_labelled
-    from spamnb.cli.progress import Progress
-
-    sources = dict(trees=args.dirs, spam=args.spam, ham=args.ham, strict=args.strict, follow_links=args.follow_links)
-    try:
-        labels = bytearray(m.is_spam for m in iter_labelled(report=report, **sources))
-    except CorpusError as exc:
-        raise CommandError(str(exc)) from None
-    if not labels:
-        raise CommandError(f"no messages found ({report.summary()})")
-    progress = Progress(len(labels), enabled=not args.quiet, unit="messages", interval=0.1)
-
-    def again():  # the second pass must see what the first saw, or the labels would be off
-        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):   # its folders counted once
-            if i >= len(labels) or message.is_spam != labels[i]:
-                raise CorpusChanged(message.relpath)
-            yield message.data
-
-    try:   # the cutoffs given (an option, the settings) stay: no calibration then (target_fpr 0)
-        spam_filter.fit(progress.wrap(again(), "training"), [bool(v) for v in labels],
-                        target_fpr=args.target_fpr if calibrating else 0.0)
-    except ValueError as exc:   # CorpusChanged among them
-        raise CommandError(f"the corpus changed while it was read ({exc}); the model is unchanged") from None
-    return spam_filter.calibration_
 
 
 def _save_trained(spam_filter, path, wait):

@@ -167,7 +167,9 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     are built on a worker from the merged counts there, and each spill is
     scored where it is).  The model file is byte for byte the same for every
     executor and every ``n_jobs``.  Message features (``feature_weight > 0``)
-    are not counted by partitions (ValueError): ``SpamFilter.fit`` counts them.
+    are not counted by partitions: with them the corpus is read twice in this
+    process (``n_jobs`` 1, no ``dask``, else ValueError) and given to
+    ``SpamFilter.fit`` (:func:`_train_with_features`).
 
     ``trees``, ``spam``, ``ham``, ``strict``, ``follow_links``: as
     :func:`spamnb.training.corpus.iter_labelled` (links to files outside a
@@ -207,6 +209,11 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     from spamnb.model.spam_filter import SpamFilter
 
     spam_filter = SpamFilter() if spam_filter is None else spam_filter
+    if spam_filter.feature_weight:
+        if dask or Workers(n_jobs).n_jobs != 1:
+            raise ValueError("message features (feature_weight > 0) are trained in one process: n_jobs=1, no dask")
+        return _train_with_features(spam_filter, trees, spam, ham, report, strict, follow_links,
+                                    calibration["target_fpr"] if calibration else 0.0, progress)
     options = dict(trees=trees, spam=spam, ham=ham, n_jobs=n_jobs, partition_size=partition_size, fan_in=fan_in,
                    report=report, strict=strict, calibration=calibration, n_folds=n_folds, dask=dask,
                    progress=progress, limit=PAIRS_MAX_MESSAGES, follow_links=follow_links, deferred=True)
@@ -304,6 +311,39 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
             chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
             yield (variant if deferred else variant.fitted()), chosen, scores
             del variant
+
+
+def _train_with_features(spam_filter, trees, spam, ham, report, strict, follow_links, target_fpr, progress):
+    """:func:`train` of a filter with message features: ``SpamFilter.fit``
+    over the corpus read twice (the labels, then the messages), one message
+    at a time, in this process; its calibration keeps the default cutoffs
+    (the fold scores have no features), none made when ``target_fpr`` is 0.
+    Returns ``(spam_filter, its calibration_)``; CorpusError when the corpus
+    holds no message, CorpusChanged when the second pass does not see what
+    the first saw."""
+    from spamnb.training.corpus import CorpusError, CorpusReport, iter_labelled
+
+    report = CorpusReport() if report is None else report
+    sources = dict(trees=trees, spam=spam, ham=ham, strict=strict, follow_links=follow_links)
+    labels = bytearray(m.is_spam for m in iter_labelled(report=report, **sources))
+    if not labels:
+        raise CorpusError(f"no messages found ({report.summary()})")
+
+    def again():   # the second pass must see what the first saw, or the labels would be off
+        for i, message in enumerate(iter_labelled(report=CorpusReport(), **sources)):   # its folders counted once
+            if i >= len(labels) or message.is_spam != labels[i]:
+                raise CorpusChanged(message.relpath)
+            yield message.data
+            if progress is not None:
+                progress.step("training")
+
+    try:
+        spam_filter.fit(again(), [bool(v) for v in labels], target_fpr=target_fpr)
+    except CorpusChanged:
+        raise
+    except ValueError as exc:   # fewer messages than labels: the corpus changed
+        raise CorpusChanged(str(exc)) from None
+    return spam_filter, spam_filter.calibration_
 
 
 def _partitions_here(trees, spam, ham, partition_size, report, strict, follow_links, progress):
