@@ -26,7 +26,7 @@ within float64 rounding for ``"log"`` (sums of log(1 + n)) or
 the model file is byte-identical for every number of workers, one included
 (``-j 1`` counts the same partitions in this process, each summed apart and
 added in the same tree: :func:`~spamnb.model.counting.count_variants` with
-``fan_in``), and for :func:`spamnb.training.cluster.fit` with the same
+``fan_in``), and on Dask (``train(dask=...)``) with the same
 partitions.
 
 Processes, not threads: the parser and tokenizer hold the GIL (only the
