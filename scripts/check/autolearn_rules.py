@@ -20,7 +20,7 @@ Rules (``--rules``, separated by ``;``, each ``name[:args]``, joined by
 - ``parts:SIZES:M``: learn ham only when the message's parts agree: each
   text part, and each window of SIZES tokens of a part (comma-separated,
   half a window apart; 0: the part whole), is scored on its own by the
-  model (``OnlineFilter.log_odds`` of its tokens: its own length
+  model (``OnlineModel.log_odds`` of its tokens: its own length
   normalisation, the prior included; one call a window); a segment at
   ``M`` log-odds or more stops the learn;
 - ``spamparts:SIZES:M``: the mirror for spam verdicts: a segment at ``-M``
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -106,10 +105,12 @@ def strong_tokens(model, stream, threshold, k):
     idx = idx[idx >= 0]
     if idx.size < k:
         return False
-    fc, a, n_features = np.asarray(model.filter.word_counts_.matrix()), model.filter.alpha, vocabulary.n_features
-    total = fc.sum(axis=1)
-    norm = math.log(total[1] + a * n_features) - math.log(total[0] + a * n_features)
-    lean = np.log(fc[1, idx] + a) - np.log(fc[0, idx] + a) - norm
+    from spamnb.bayes import arithmetic
+
+    fc, a = np.asarray(model.filter.word_counts_.matrix()), model.filter.alpha
+    norm = arithmetic.log_norms(fc.sum(axis=1), a, vocabulary.n_features)
+    lean = arithmetic.log_odds_weights(arithmetic.log_counts(fc[0, idx], a), arithmetic.log_counts(fc[1, idx], a),
+                                       norm)
     return int((lean >= threshold).sum()) >= k
 
 
