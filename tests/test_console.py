@@ -261,43 +261,104 @@ def test_a_users_file_is_read_bounded_and_a_larger_one_is_one_line(tmp_path):
     assert Users(tmp_path / "exact").role("ann") == "viewer"
 
 
-def test_a_full_record_queue_drops_and_counts_without_waiting(tmp_path):
-    """The console stops reading: the worker's writes never wait, the records
-    past QUEUE_BYTES are dropped and counted."""
+class _Model:
+    cutoffs = type("C", (), {"spam": 0.99, "ham": 0.01})()
 
-    class Model:
-        cutoffs = type("C", (), {"spam": 0.99, "ham": 0.01})()
 
-    class Checked:
-        verdict = type("V", (), {"label": "spam", "log_odds": 9.0, "probability": 0.9, "evidence": [("w", 1.0)],
-                                 "reason": "", "tokens": 3})()
-        score, score_map, model, outcome = 9.0, type("S", (), {"required": 5.0})(), Model(), "spam 9.0/5.0"
+class _Checked:
+    verdict = type("V", (), {"label": "spam", "log_odds": 9.0, "probability": 0.9, "evidence": [("w", 1.0)],
+                             "reason": "", "tokens": 3})()
+    score, score_map, model, outcome = 9.0, type("S", (), {"required": 5.0})(), _Model(), "spam 9.0/5.0"
 
-    async def run():
-        path = str(tmp_path / "records")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(path)
-        listener.listen(1)      # accepted by the kernel, never read
-        sender = records.RecordSender(path, keep=True)
-        await sender.connect()
-        message = b"Subject: x\n\n" + b"y" * 200_000
-        started = time.perf_counter()
-        slowest = 0.0
-        for _ in range(200):
-            t = time.perf_counter()
-            sender.on_verdict(Checked(), message, "bob")
-            sender.on_request("CHECK", "bob", "spam 9.0/5.0", len(message), 1.0, "127.0.0.1", "spamd", "none")
-            slowest = max(slowest, time.perf_counter() - t)
-        elapsed = time.perf_counter() - started
-        buffered = sender.transport.get_write_buffer_size()
-        sender.transport.abort()
-        listener.close()
-        return sender, elapsed, slowest, buffered
 
-    sender, elapsed, slowest, buffered = asyncio.run(run())
-    assert sender.dropped > 0 and sender.sent + sender.dropped == 200
-    assert buffered <= records.QUEUE_BYTES
-    assert slowest < 0.5, slowest       # no write waits for the reader (generous: a loaded machine)
+async def _records_to_a_stalled_recorder(path, n, message):
+    """``n`` records sent to a socket whose reader never reads: (the sender,
+    the slowest record's time, the transport's buffer at the end); the spool's
+    last file handed over."""
+    sender = records.RecordSender(path, keep=True)
+    await sender.connect()
+    slowest = 0.0
+    for i in range(n):
+        t = time.perf_counter()
+        sender.on_verdict(_Checked(), message, "bob")
+        sender.on_request("CHECK", "bob", "spam 9.0/5.0", len(message), 1.0, "127.0.0.1", "spamd", "none")
+        slowest = max(slowest, time.perf_counter() - t)
+        if i % 10 == 9:
+            await asyncio.sleep(0)      # the loop turns: a flush now and then, as between checks
+    deadline = time.monotonic() + 30
+    while (sender.spool or sender.spool_fd is not None or sender.scheduled) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)       # the last flush and the last spool file's hand-over
+    return sender, slowest, sender.transport.get_write_buffer_size()
+
+
+def test_a_full_record_queue_spools_without_waiting_and_the_recorder_stores_every_record(tmp_path):
+    """The recorder stops reading: the worker's writes never wait, the records
+    past QUEUE_BYTES go to the worker's spool on disk, none is dropped; a
+    recorder that reads again stores every record (the socket's and the
+    spool's), and deletes the spool files it committed."""
+    import threading
+
+    from spamnb.console.process import Recorder
+
+    path = str(tmp_path / "records")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)      # accepted by the kernel, not read yet
+    message = b"Subject: x\nFrom: a@b.example\n\n" + b"y" * 100_000
+    loop = asyncio.new_event_loop()
+    try:
+        sender, slowest, buffered = loop.run_until_complete(_records_to_a_stalled_recorder(path, 200, message))
+        assert sender.dropped == 0 and sender.sent + sender.spooled == 200 and sender.spooled > 100
+        assert buffered <= records.QUEUE_BYTES
+        assert slowest < 0.5, slowest       # no write waits for the reader (generous: a loaded machine)
+        assert records.spool_files(str(tmp_path)), "the spool's files handed over"
+        history = History(":memory:", rows=1000, kept=1000)
+        recorder = Recorder(history, listener)
+        stop = threading.Event()
+        thread = threading.Thread(target=recorder.run, args=(stop.is_set,))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while recorder.received < 200 and time.monotonic() < deadline:
+            loop.run_until_complete(asyncio.sleep(0.05))    # the worker's loop writes its transport's buffer
+        stop.set()
+        thread.join(30)
+        sender.transport.close()
+    finally:
+        loop.close()
+    rows = history.page(limit=200) + history.page(limit=200, before=history.page(limit=200)[-1]["id"])
+    assert len(rows) == 200 and recorder.dropped() == 0
+    assert history.message(rows[0]["id"]) == message and history.get(rows[0]["id"])["subject"] == "x"
+    assert records.spool_files(str(tmp_path)) == [] and not list(tmp_path.glob("spool-*"))
+    listener.close()
+
+
+def test_a_spool_past_its_bound_drops_and_counts(tmp_path, monkeypatch):
+    """Past SPOOL_BYTES not yet read by the recorder, a record is dropped and
+    counted (bounded disk), still without waiting."""
+    monkeypatch.setattr(records, "SPOOL_BYTES", 2 * 1024 * 1024)
+    path = str(tmp_path / "records")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    message = b"Subject: x\n\n" + b"y" * 100_000
+    sender, slowest, buffered = asyncio.run(_records_to_a_stalled_recorder(path, 200, message))
+    listener.close()
+    assert sender.dropped > 0 and sender.sent + sender.spooled + sender.dropped == 200
+    on_disk = sum(p.stat().st_size for p in tmp_path.glob("spool-*"))
+    assert 0 < on_disk <= records.SPOOL_BYTES and buffered <= records.QUEUE_BYTES
+    assert slowest < 0.5, slowest
+
+
+def test_a_header_block_is_stored_only_with_a_kept_message(tmp_path):
+    """The header block (the bulk of a row) is kept with the kept messages
+    only; every row keeps its fields, and the message page shows them."""
+    history = History(":memory:", rows=10, kept=5)
+    header = b"From: a@b.example\nTo: c@d.example\nSubject: hello\nX-Long: " + b"z" * 2000
+    ids = history.add([({"label": "ham"}, header, b""), ({"label": "ham"}, header, header + b"\n\nbody")])
+    plain, kept = history.get(ids[0]), history.get(ids[1])
+    assert plain["header"] == b"" and plain["subject"] == "hello" and plain["sender"] == "a@b.example"
+    assert kept["header"] == header
+    assert History(":memory:", rows=10, kept=0).get(1) is None
 
 
 def test_frames_past_the_limit_are_refused():

@@ -236,7 +236,10 @@ class Console:
         header = row.pop("header")
         cutoffs = row["cutoffs"] or [None, None]
         row["cutoffs_log_odds"] = [_logit(cutoffs[0]), _logit(cutoffs[1])]
-        row["headers"] = _headers(header)
+        # the header block is stored with a kept message only (--ui-keep-messages); else the fields recorded
+        row["headers"] = _headers(header) if header else [
+            [name, row[key]] for name, key in (("From", "sender"), ("To", "recipients"), ("Subject", "subject"),
+                                               ("Message-ID", "message_id")) if row.get(key)]
         data = self.history.message(row["id"])
         row["kept"] = data is not None
         row["parts"] = _parts(data) if data is not None else []

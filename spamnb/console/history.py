@@ -123,7 +123,8 @@ class History:
                          _text(head.get("verb")), _text(head.get("action")), int(head.get("size") or 0),
                          head.get("ms"), sender, recipients, subject, message_id,
                          json.dumps(evidence)[:8192] if evidence else "[]", json.dumps(head.get("cutoffs")),
-                         _text(head.get("reason")), int(head.get("tokens") or 0), bytes(header),
+                         _text(head.get("reason")), int(head.get("tokens") or 0),
+                         bytes(header) if message and self.max_kept > 0 else None,
                          *(_text(head.get(column)) or None for column in ENVELOPE_COLUMNS)))
             if message and self.max_kept > 0:
                 kept.append((n, bytes(message)))

@@ -36,7 +36,7 @@ import struct
 import tempfile
 import time
 
-from spamnb.console.records import FrameReader, RecordSender, decode
+from spamnb.console.records import FrameReader, RecordSender, decode, spool_files
 from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
                                    term_with_parent)
 
@@ -58,13 +58,20 @@ class Recorder:
     batch (``received``; ``dropped``: the latest count each worker reported,
     by its process id) are what the dashboard and the history page show."""
 
-    def __init__(self, history, listener):
+    def __init__(self, history, listener, folder=None):
         self.history, self.listener = history, listener
+        if folder is None:
+            name = listener.getsockname()
+            folder = os.path.dirname(name) if isinstance(name, str) and name else None
+        self.folder = folder        # the workers' spools (spamnb.console.records): read when the sockets are
         self.readers = {}           # connection -> its FrameReader
         self.batch, self.batch_bytes, self.first = [], 0, None
         self.received = 0
         self.drops = {}             # worker pid -> the drops it last reported (at most MAX_WORKERS kept)
         self.counts_due = False     # a count changed with no record to write it with
+        self.spooled = None         # the spool file being read: (path, file, FrameReader)
+        self.read_spools = []       # spool files read whole: deleted once their records are committed
+        self.scanned = 0.0          # the last look for spool files (time.monotonic())
 
     def dropped(self):
         return sum(self.drops.values())
@@ -79,17 +86,23 @@ class Recorder:
         select.register(self.listener, selectors.EVENT_READ)
         while not stopping():
             wait = BATCH_SECONDS if self.first is None else max(0.0, self.first + BATCH_SECONDS - time.monotonic())
+            if self.spooled is not None:
+                wait = 0.0      # a spool being read: the sockets are looked at between its reads
             for key, _ in select.select(wait):
                 if key.fileobj is self.listener:
                     self._accept(select)
                 else:
                     self._read(select, key.fileobj)
+            if len(self.batch) < BATCH and self.batch_bytes < BATCH_BYTES:
+                self._read_spool()
             if self.batch and (len(self.batch) >= BATCH or self.batch_bytes >= BATCH_BYTES
                                or time.monotonic() - self.first >= BATCH_SECONDS):
                 self.write()
             elif self.counts_due and not self.batch:
                 self.counts_due = False
                 self.history.count(received=self.received, dropped=self.dropped())
+        while self.spooled is not None:     # the file begun is read to its end: committed whole, then deleted
+            self._read_spool()
         self.write()
 
     def _accept(self, select):
@@ -123,18 +136,68 @@ class Recorder:
             conn.close()
             return
         for frame in frames:
+            self._frame(frame)
+
+    def _read_spool(self):
+        """Read :data:`READ_BYTES` of the oldest spool file the workers handed
+        over (looked for at most every :data:`SPOOL_SCAN` seconds when none is
+        being read); a file read whole is deleted once its records are
+        committed (:meth:`write`): a recorder that dies before leaves it for
+        the next one."""
+        if self.spooled is None:
+            now = time.monotonic()
+            if self.folder is None or now - self.scanned < SPOOL_SCAN:
+                return
+            self.scanned = now
+            taken = set(self.read_spools)
+            for path in spool_files(self.folder):
+                if path in taken:
+                    continue
+                try:
+                    self.spooled = (path, open(path, "rb"), FrameReader())
+                except OSError:
+                    continue
+                break
+            else:
+                return
+        path, file, reader = self.spooled
+        try:
+            data = file.read(READ_BYTES)
+            frames = reader.feed(data) if data else None
+        except (OSError, ValueError):
+            frames = None       # unreadable, or a frame past the limit: the rest of that file is skipped
+        if frames is None:
+            file.close()
+            self.spooled = None
+            self.scanned = 0.0      # the next file at once
+            self.read_spools.append(path)
+            if not self.batch:
+                self._delete_read()
+            return
+        for frame in frames:
+            self._frame(frame)
+
+    def _delete_read(self):
+        for path in self.read_spools:
             try:
-                head, header, message = decode(frame)
-            except (ValueError, TypeError, struct.error):
-                continue
-            pid = head.get("pid") or 0
-            if pid not in self.drops and len(self.drops) >= MAX_WORKERS:
-                self.drops.pop(next(iter(self.drops)))
-            self.drops[pid] = max(self.drops.get(pid, 0), int(head.get("dropped") or 0))
-            if head.get("verb") == "-":
-                self.counts_due = True      # a worker's count of drops alone: no check, nothing stored
-                continue
-            self.add(head, header, message)
+                os.unlink(path)
+            except OSError:
+                pass
+        self.read_spools = []
+
+    def _frame(self, frame):
+        try:
+            head, header, message = decode(frame)
+        except (ValueError, TypeError, struct.error):
+            return
+        pid = head.get("pid") or 0
+        if pid not in self.drops and len(self.drops) >= MAX_WORKERS:
+            self.drops.pop(next(iter(self.drops)))
+        self.drops[pid] = max(self.drops.get(pid, 0), int(head.get("dropped") or 0))
+        if head.get("verb") == "-":
+            self.counts_due = True      # a worker's count of drops alone: no check, nothing stored
+            return
+        self.add(head, header, message)
 
     def add(self, head, header, message):
         self.received += 1
@@ -148,12 +211,14 @@ class Recorder:
         self.counts_due = False
         if batch:
             self.history.add(batch, {"received": self.received, "dropped": self.dropped()})
+        self._delete_read()     # their records committed (or none were in them)
 
 
 BATCH = 2000                # records written in one transaction, at most ...
 BATCH_BYTES = 16 * 1024 * 1024      # ... and their bytes (header blocks and kept messages)
 BATCH_SECONDS = 0.25        # a record waits this long at most to be written (a page shows it then)
-READ_BYTES = 256 * 1024     # read from a worker's connection at once
+READ_BYTES = 256 * 1024     # read from a worker's connection (or a spool file) at once
+SPOOL_SCAN = 0.25           # the workers' spool folder is looked at this often at most, when no file is being read
 MAX_WORKERS = 1024          # record connections (one a worker) at once, and workers whose drops are counted
 RECORDER_NICE = 19          # the recorder's niceness above the server's (the console's is NICE)
 

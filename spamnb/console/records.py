@@ -8,11 +8,19 @@ spamnb.server.handler) and keeps the check; :meth:`RecordSender.on_request`,
 one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
 took) and sends it.  The record is written to a Unix stream socket connected
-to the console, the records of :data:`FLUSH_SECONDS` in one write; the
-asyncio transport's buffer is the queue: past :data:`QUEUE_BYTES` a
-record is dropped and counted (the count travels in
-the next record), so a slow or stopped console costs a check one ``send``
-at most and bounded memory.
+to the console's recorder, the records of :data:`FLUSH_SECONDS` in one
+write; the asyncio transport's buffer is the queue.  Past
+:data:`QUEUE_BYTES` (the recorder is behind: at nice 19 it waits for the
+checks) or with no recorder connected, the records go to the worker's
+**spool** instead: files in the socket's private folder, appended to once
+a flush (one ``write``), handed to the recorder by a rename (``.part`` to
+``.rec``) at :data:`SPOOL_CHUNK` bytes or :data:`SPOOL_SECONDS` after their
+first record; the recorder reads them when it can and deletes each once
+its records are committed.  A record is dropped (and counted: the count
+travels in the next record) only past :data:`SPOOL_BYTES` of a worker's
+spool not yet read, or when the disk refuses the write.  So a slow or
+stopped recorder costs a check one ``send`` or a share of one ``write`` at
+most, bounded memory and bounded disk, and loses no record.
 
 A frame (:func:`encode`): its length, the record's numbers and
 length-prefixed strings, the message's header block (at most
@@ -24,18 +32,24 @@ bounded (:class:`FrameReader`, :func:`decode`)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import struct
 import time
 
 __all__ = ["RecordSender", "encode", "decode", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
-           "MAX_FRAME", "EVIDENCE", "ENVELOPE"]
+           "MAX_FRAME", "EVIDENCE", "ENVELOPE", "SPOOL_BYTES", "SPOOL_CHUNK", "SPOOL_SECONDS", "SPOOL_READY",
+           "spool_files"]
 
 QUEUE_BYTES = 4 * 1024 * 1024     # a worker's records waiting for the console, at most
 HEAD_BYTES = 8 * 1024             # the header block kept in a record
 FLUSH_SECONDS = 0.02              # records are written together, at most this long after the first
 KEEP_BYTES = 1024 * 1024          # a message kept whole (--ui-keep-messages) only up to this size
 MAX_FRAME = KEEP_BYTES + HEAD_BYTES + 64 * 1024
+SPOOL_BYTES = 256 * 1024 * 1024  # a worker's records on disk not yet read by the recorder, at most (then dropped)
+SPOOL_CHUNK = 1024 * 1024         # a spool file is handed to the recorder at this size ...
+SPOOL_SECONDS = 0.5               # ... or this long after its first record
+SPOOL_READY = ".rec"              # a spool file the recorder may read (one being written ends in ".part")
 NOTICE_ROOM = 64 * 1024           # a count of drops is sent past QUEUE_BYTES, up to this much more
 RECONNECT_SECONDS = 1.0           # a worker connects to a console started again at most this often
 EVIDENCE = 24                     # the strongest tokens kept in a record
@@ -149,26 +163,48 @@ class FrameReader:
         return out
 
 
+def spool_files(folder):
+    """The spool files ready in ``folder`` (full paths), oldest first by each
+    worker's sequence (their names: ``spool-PID-SEQ.rec``)."""
+    try:
+        names = [name for name in os.listdir(folder) if name.startswith("spool-") and name.endswith(SPOOL_READY)]
+    except OSError:
+        return []
+    return [os.path.join(folder, name) for name in sorted(names)]
+
+
 class RecordSender:
     """A worker's connection to the console (``path``: its Unix socket);
-    ``keep``: send the messages too (``--ui-keep-messages``)."""
+    ``keep``: send the messages too (``--ui-keep-messages``).  Its spool
+    (the module's docstring) is in the socket's folder."""
 
     def __init__(self, path, keep=False):
         self.path = path
+        self.folder = os.path.dirname(path)
         self.keep = keep
         self.transport = None
         self.out = bytearray()      # records not written yet: one write a FLUSH_SECONDS, not one a check
         self.pending = None
         self.sent = 0
         self.dropped = 0
+        self.spooled = 0            # records put in the spool (on disk, for the recorder to read when it can)
         self.reported = 0           # the drops the console was told of (each frame carries the count)
         self.scheduled = False      # a flush is due
         self.tried = 0.0            # the last connection attempt (time.monotonic())
         self.connecting = None
         self.pid = os.getpid()
+        self.spool = bytearray()    # records for the spool, written at the next flush
+        self.spool_records = 0      # ... how many
+        self.spool_fd = None        # the spool file being written (``.part``), its name, size and first write
+        self.spool_name, self.spool_size, self.spool_started = "", 0, 0.0
+        self.spool_file_records = 0
+        self.spool_seq = 0
+        self.handed = collections.deque()   # (path, size) of the spool files handed over, maybe not read yet
+        self.spool_bytes = 0        # their bytes and the current file's: bounded by SPOOL_BYTES
+        self.handing = False        # a hand-over of the current spool file is due
 
     async def connect(self):
-        """Connect (a server's ``on_ready`` hook); no console: records are dropped and counted."""
+        """Connect (a server's ``on_ready`` hook); no console: records are spooled."""
         self.pid = os.getpid()      # the worker's (forked after this object was made): its drops are counted once
         self.tried = time.monotonic()
         try:
@@ -205,11 +241,6 @@ class RecordSender:
 
     def _send(self, pending, verb, ms, protocol, action, envelope):
         checked, message, user, when = pending
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            self.dropped += 1
-            self._reconnect()
-            return
         verdict = checked.verdict
         cutoffs = getattr(checked.model, "cutoffs", None)
         spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
@@ -218,14 +249,34 @@ class RecordSender:
                        (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
                        verdict.evidence[:EVIDENCE], header_block(message),
                        message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
-        if transport.get_write_buffer_size() + len(self.out) + len(frame) > QUEUE_BYTES:
-            self.dropped += 1
-            self._schedule()        # the count reaches the console then, even if no record follows
-            return
         self._schedule()
-        self.out += frame
-        self.reported = self.dropped
-        self.sent += 1
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            self._reconnect()
+            self._to_spool(frame, 1)
+        elif transport.get_write_buffer_size() + len(self.out) + len(frame) > QUEUE_BYTES:
+            self._to_spool(frame, 1)        # the recorder is behind: the record waits on disk, the check does not
+        else:
+            self.out += frame
+            self.reported = self.dropped
+            self.sent += 1
+
+    def _to_spool(self, frames, n):
+        """Put ``frames`` (``n`` records) in the spool, or drop and count them
+        when the spool holds :data:`SPOOL_BYTES` the recorder has not read."""
+        if self.spool_bytes + len(self.spool) + len(frames) > SPOOL_BYTES:
+            self._forget_read()
+            if self.spool_bytes + len(self.spool) + len(frames) > SPOOL_BYTES:
+                self.dropped += n
+                return
+        self.spool += frames
+        self.spool_records += n
+        self.spooled += n
+
+    def _forget_read(self):
+        """The spool files the recorder has read (and deleted) no longer count."""
+        while self.handed and not os.path.exists(self.handed[0][0]):
+            self.spool_bytes -= self.handed.popleft()[1]
 
     def _schedule(self):
         if not self.scheduled:
@@ -234,16 +285,78 @@ class RecordSender:
 
     def flush(self):
         """Write the records gathered (the socket takes what it can at once, the
-        transport keeps the rest: bounded by :data:`QUEUE_BYTES` above)."""
+        transport keeps the rest: bounded by :data:`QUEUE_BYTES` above), and
+        the spool's to its file."""
         self.scheduled = False
         transport = self.transport
         if transport is None or transport.is_closing():
-            self.out.clear()
-            return
-        if self.dropped > self.reported and transport.get_write_buffer_size() + len(self.out) < QUEUE_BYTES + NOTICE_ROOM:
-            # records were dropped since the last frame: a frame of the count alone (verb "-", not stored)
-            self.out += encode({"pid": self.pid, "verb": "-", "dropped": self.dropped})
-            self.reported = self.dropped
-        if self.out:
+            if self.out:        # the recorder went while they waited: to the spool, not lost
+                self._to_spool(bytes(self.out), self.sent_since())
+                self.out = bytearray()
+        elif self.out:
             transport.write(self.out)       # (the transport copies what the socket does not take at once)
             self.out = bytearray()
+        if self.spool:
+            self._write_spool()
+        if (self.dropped > self.reported and transport is not None and not transport.is_closing()
+                and transport.get_write_buffer_size() < QUEUE_BYTES + NOTICE_ROOM):
+            # records were dropped since the last frame: a frame of the count alone (verb "-", not stored)
+            transport.write(encode({"pid": self.pid, "verb": "-", "dropped": self.dropped}))
+            self.reported = self.dropped
+
+    def sent_since(self):
+        """The records in ``out`` (a frame each; counted by walking their lengths)."""
+        n, at = 0, 0
+        while at + 4 <= len(self.out):
+            at += 4 + int.from_bytes(self.out[at:at + 4], "big")
+            n += 1
+        return n
+
+    def _write_spool(self):
+        """Append the spool's records to the worker's spool file (one write),
+        handed to the recorder once it is large or old enough."""
+        data, n = self.spool, self.spool_records
+        self.spool, self.spool_records = bytearray(), 0
+        try:
+            if self.spool_fd is None:
+                self.spool_seq += 1
+                self.spool_name = os.path.join(self.folder, f"spool-{os.getpid()}-{self.spool_seq:010d}")
+                self.spool_fd = os.open(self.spool_name + ".part",
+                                        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+                self.spool_size, self.spool_started = 0, time.monotonic()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.spool_fd, view):]
+        except OSError:     # the disk is full, the folder gone: the file's records are lost, and counted
+            self.dropped += n + self.spool_file_records
+            self._close_spool(hand_over=False)
+            return
+        self.spool_size += len(data)
+        self.spool_file_records += n
+        self.spool_bytes += len(data)
+        if self.spool_size >= SPOOL_CHUNK or time.monotonic() - self.spool_started >= SPOOL_SECONDS:
+            self._close_spool()
+        elif not self.handing:
+            self.handing = True
+            asyncio.get_running_loop().call_later(SPOOL_SECONDS, self._hand_over_due)
+
+    def _hand_over_due(self):
+        self.handing = False
+        if self.spool_fd is not None and not self.spool:
+            self._close_spool()
+
+    def _close_spool(self, hand_over=True):
+        fd, self.spool_fd = self.spool_fd, None
+        if fd is None:
+            return
+        self.spool_file_records = 0
+        os.close(fd)
+        try:
+            if hand_over:
+                os.rename(self.spool_name + ".part", self.spool_name + SPOOL_READY)
+                self.handed.append((self.spool_name + SPOOL_READY, self.spool_size))
+                return
+            os.unlink(self.spool_name + ".part")
+        except OSError:
+            pass
+        self.spool_bytes -= self.spool_size
