@@ -72,6 +72,7 @@ class Recorder:
         self.spooled = None         # the spool file being read: (path, file, FrameReader)
         self.read_spools = []       # spool files read whole: deleted once their records are committed
         self.scanned = 0.0          # the last look for spool files (time.monotonic())
+        self.from_spool = 0         # records read from the spools (counted with the others in ``received``)
 
     def dropped(self):
         return sum(self.drops.values())
@@ -100,7 +101,7 @@ class Recorder:
                 self.write()
             elif self.counts_due and not self.batch:
                 self.counts_due = False
-                self.history.count(received=self.received, dropped=self.dropped())
+                self.history.count(received=self.received, dropped=self.dropped(), spooled=self.from_spool)
         while self.spooled is not None:     # the file begun is read to its end: committed whole, then deleted
             self._read_spool()
         self.write()
@@ -174,8 +175,10 @@ class Recorder:
             if not self.batch:
                 self._delete_read()
             return
+        before = self.received
         for frame in frames:
             self._frame(frame)
+        self.from_spool += self.received - before
 
     def _delete_read(self):
         for path in self.read_spools:
@@ -187,7 +190,7 @@ class Recorder:
 
     def _frame(self, frame):
         try:
-            head, header, message = decode(frame)
+            head, header, message = decode(frame, packed=True)
         except (ValueError, TypeError, struct.error):
             return
         pid = head.get("pid") or 0
@@ -210,7 +213,7 @@ class Recorder:
         batch, self.batch, self.batch_bytes, self.first = self.batch, [], 0, None
         self.counts_due = False
         if batch:
-            self.history.add(batch, {"received": self.received, "dropped": self.dropped()})
+            self.history.add(batch, {"received": self.received, "dropped": self.dropped(), "spooled": self.from_spool})
         self._delete_read()     # their records committed (or none were in them)
 
 

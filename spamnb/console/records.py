@@ -39,7 +39,7 @@ import time
 
 __all__ = ["RecordSender", "encode", "decode", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
            "MAX_FRAME", "EVIDENCE", "ENVELOPE", "SPOOL_BYTES", "SPOOL_CHUNK", "SPOOL_SECONDS", "SPOOL_READY",
-           "spool_files"]
+           "spool_files", "evidence_of"]
 
 QUEUE_BYTES = 4 * 1024 * 1024     # a worker's records waiting for the console, at most
 HEAD_BYTES = 8 * 1024             # the header block kept in a record
@@ -112,11 +112,13 @@ def _frame(numbers, strings, evidence, header, message, envelope):
                      len(message).to_bytes(4, "big"), message))
 
 
-def decode(frame):
+def decode(frame, packed=False):
     """(head, header block, message) of a frame's body (after its length);
     ValueError (struct.error) when it is malformed.  ``head`` holds the
     :data:`ENVELOPE` strings too (empty for a SPAMD check) and ``pid``,
-    the worker's process id."""
+    the worker's process id; its ``evidence`` a list of ``[token, weight]``,
+    or with ``packed`` as the frame holds it (:func:`evidence_of` reads it:
+    the recorder stores it so, and a page reads one row's)."""
     values = _NUMBERS.unpack_from(frame, 0)
     if values[0] != 2:
         raise ValueError("unknown record version")
@@ -124,22 +126,38 @@ def decode(frame):
     n = values[14]
     if n > EVIDENCE:
         raise ValueError("too much evidence in a record")
-    weights = struct.unpack_from(f">{n}d", frame, at)
+    weights = bytes(frame[at:at + 8 * n])
+    if len(weights) != 8 * n:
+        raise ValueError("a record's evidence is cut short")
     at += 8 * n
     strings = bytes(frame[at:at + values[15]]).decode("utf-8", "replace").split("\0")
     at += values[15]
     if len(strings) != len(_NAMES) + n:
         raise ValueError("a record's strings do not add up")
     head = dict(zip(_NAMES, strings))
+    tokens = strings[len(_NAMES):]
     head.update(pid=values[1], t=values[2], score=values[3], required=values[4], log_odds=values[5], p=values[6],
                 ms=values[7], cutoffs=[None if v != v else v for v in values[8:10]], size=values[10],
                 tokens=values[11], dropped=values[12],
-                evidence=[[token, round(weight, 4)] for token, weight in zip(strings[len(_NAMES):], weights)])
+                evidence=(bytes((n,)) + weights + "\0".join(tokens).encode("utf-8", "replace")) if packed and n
+                else evidence_of(bytes((n,)) + weights + "\0".join(tokens).encode()) if n else [])
     length = int.from_bytes(frame[at:at + 4], "big")
-    start = frame[at + 4:at + 4 + length]
+    header = bytes(frame[at + 4:at + 4 + min(length, HEAD_BYTES)])    # cut again: bounded whatever was sent
     at += 4 + length
     length = int.from_bytes(frame[at:at + 4], "big")
-    return head, header_block(start), bytes(frame[at + 4:at + 4 + length])     # cut again: bounded whatever was sent
+    return head, header, bytes(frame[at + 4:at + 4 + length])
+
+
+def evidence_of(packed):
+    """The evidence packed by :func:`decode` (its count, the weights, the
+    tokens joined by NUL) as a list of ``[token, weight]`` (the weight to 4
+    places); ValueError when it does not add up."""
+    n = packed[0]
+    tokens = packed[1 + 8 * n:].decode("utf-8", "replace").split("\0")
+    if len(tokens) != n:
+        raise ValueError("packed evidence does not add up")
+    weights = struct.unpack_from(f">{n}d", packed, 1)
+    return [[token, round(weight, 4)] for token, weight in zip(tokens, weights)]
 
 
 class FrameReader:
