@@ -445,6 +445,32 @@ def test_a_user_sees_only_their_own_rows(console):
 
 
 @needs_spamc
+def test_the_page_holds_the_first_history_page_for_a_logged_in_browser(console):
+    """GET / with a session: the session and the first 50 history rows (a user
+    role's own only) in a JSON data block, so the rows show without another
+    request; a Subject written to end the block cannot (``<`` as a JSON
+    escape); never cached; without a session, the bare page."""
+    rng = random.Random(5)
+    hostile = "</script><script>alert(1)</script><!--"
+    assert console.spamc("-u", "bob", stdin=mail(rng, True, 9300, subject=hostile)).returncode == 0
+    bob = Client(console)
+    assert bob.login("bob")[0] == 200
+    assert any(row["subject"] == hostile for row in wait_rows(bob, 1, q="alert"))
+    status, page, answer = bob.request("GET", "/")
+    text = page.decode()
+    assert status == 200 and answer.getheader("Cache-Control") == "no-store"
+    block = re.search(r'<script type="application/json" id="boot">(.*?)</script>', text, re.S)
+    assert block and "<" not in block.group(1) and text.count("<script") == 2, text[-400:]
+    boot = json.loads(block.group(1))
+    assert boot["session"] == {"user": "bob", "role": "user", "csrf": bob.csrf}
+    rows = boot["history"]["rows"]
+    assert rows and len(rows) <= 50 and {row["user"] for row in rows} == {"bob"}
+    assert hostile in {row["subject"] for row in rows}
+    assert rows == bob.request("GET", "/api/v1/history?limit=50")[1]["rows"]
+    status, page, answer = Client(console).request("GET", "/")
+    assert status == 200 and b'id="boot"' not in page and answer.getheader("Cache-Control") == "no-cache"
+
+
 def test_the_sixth_bad_login_in_a_minute_is_429_and_logged(console):
     client = Client(console)
     answers = [client.login("trainer", "wrong")[0] for _ in range(6)]

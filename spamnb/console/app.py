@@ -20,7 +20,7 @@ from importlib import resources
 from spamnb.console.auth import ROLES, LoginLimiter, Sessions
 from spamnb.console.http import Response
 
-__all__ = ["Console", "STATIC"]
+__all__ = ["Console", "STATIC", "boot_block"]
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -118,6 +118,8 @@ class Console:
     async def __call__(self, request):
         if not self._host_ok(request):
             return _error(400, "unknown host")
+        if request.method == "GET" and request.path == "/":
+            return self.front_page(request)
         if request.method == "GET" and request.path in self.static:
             body, kind = self.static[request.path]
             versioned = request.path != "/" and request.arg("v")
@@ -181,6 +183,26 @@ class Console:
         if key == ("GET", "stats"):
             return self.stats(request, own)
         return _error(404, "not found")
+
+    # ------------------------------------------------------------------ the page
+    def front_page(self, request):
+        """The page; for a logged-in browser with the session and the first
+        history page in it (:func:`boot_block`), so the rows are shown
+        without a request more: a data block, never run (the CSP holds), its
+        JSON unable to end the block; never stored by a cache (``no-store``:
+        it holds the session's CSRF token)."""
+        page, kind = self.static["/"]
+        session = self._session(request)
+        if session is None:
+            return Response(200, page, kind, [("Cache-Control", "no-cache")])
+        user, role, csrf, _ = session
+        own = None if "read_all" in ROLES[role] else user
+        rows = self.history.page(user=own, limit=50)
+        boot = {"session": {"user": user, "role": role, "csrf": csrf},
+                "history": {"path": "history?limit=50", "rows": rows, "next": rows[-1]["id"] if rows else None,
+                            "dropped": self.history.counters().get("dropped", 0)}}
+        return Response(200, page.replace(b"</body>", boot_block(boot) + b"\n</body>", 1), kind,
+                        [("Cache-Control", "no-store")])
 
     # ------------------------------------------------------------------ login
     def _cookie(self, token, request, age=None):
@@ -408,6 +430,7 @@ class Console:
         out = self.history.stats(time.time() - minutes * 60, own)
         counters = self.history.counters()
         out["received"], out["dropped"] = counters.get("received", 0), counters.get("dropped", 0)
+        out["spooled"] = counters.get("spooled", 0)     # of the received, read from the workers' spools
         return _json(200, out)
 
     # ------------------------------------------------------------------ testing a message
@@ -509,6 +532,16 @@ class Console:
 WORD_CHARS = 200            # a word query's token, at most
 UPLOADS = frozenset(("/api/v1/test", "/api/v1/learn-upload"))
 UPLOAD_MESSAGES = 200       # messages of an uploaded mbox learned, at most (more: refused whole)     # the paths a message is posted to whole (upload_limit)
+
+
+def boot_block(value):
+    """``value`` as a JSON data block for the page (``<script
+    type="application/json" id="boot">``: data, never run): ``<``, ``>``
+    and ``&`` written as JSON escapes, so no text of a mail can end the
+    block or open a comment in it."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return b'<script type="application/json" id="boot">' + text.encode() + b"</script>"
 
 
 def split_upload(data, limit):

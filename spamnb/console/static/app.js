@@ -80,7 +80,9 @@ function route() {
   for (const a of document.querySelectorAll("header nav a")) a.className = (a.id === "nav-" + parts[0]) ? "current" : "";
   const pages = { dashboard: dashboard, history: history, message: message, test: testPage, learn: learnPage, model: model,
                   audit: audit, cutoffs: cutoffsPage, accuracy: accuracyPage };
-  (pages[parts[0]] || history)(parts.slice(1)).catch(e => {
+  const page = pages[parts[0]] || history;
+  if (page !== history) prefetched = null;      // the page's first rows are for the history only, and only now
+  page(parts.slice(1)).catch(e => {
     clear(view()).append(el("p", { class: "error", text: e.message }));
   });
 }
@@ -123,8 +125,11 @@ async function history(args) {
       el("td", { text: row.action }), el("td", { text: num(row.ms, 2) }));
     body.append(tr);
   }
+  // when the rows are in the page (a mark) and painted (the last row's Element Timing): the benchmark reads both
+  if (body.lastChild) body.lastChild.firstChild.setAttribute("elementtiming", "history-rows");
   table.append(body);
   root.append(table);
+  if (!performance.getEntriesByName("spamnb-rows").length) performance.mark("spamnb-rows");
   if (data.next && data.rows.length >= 50) root.append(el("p", {}, el("a", { href: "#/history/" + data.next, id: "older", text: "older" })));
 }
 
@@ -491,6 +496,15 @@ document.addEventListener("DOMContentLoaded", async () => {
     try { await api("logout", { method: "POST", body: "{}" }); } catch (e) { /* logged out anyway */ }
     state.csrf = null; showLogin();
   });
+  const boot = document.getElementById("boot");    // a logged-in browser: the session and the first rows in the page
+  if (boot) {
+    const data = JSON.parse(boot.textContent);
+    boot.remove();
+    prefetched = { path: data.history.path, answer: Promise.resolve(data.history) };
+    Object.assign(state, data.session);
+    started();
+    return;
+  }
   if (!location.hash || location.hash === "#/" || location.hash === "#/history") {
     const path = "history?limit=50";
     prefetched = { path: path, answer: api(path) };
