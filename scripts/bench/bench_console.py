@@ -100,16 +100,18 @@ def children(pid):
     return direct + [grandchild for child in direct for grandchild in children(child)]
 
 
-def counts(history):
-    """(records stored, records dropped) as the recorder last wrote them in the history file."""
+def counts(history, spooled=False):
+    """(records stored, records dropped) as the recorder last wrote them in the
+    history file (and with ``spooled``, those of them read from the workers' spools)."""
     import sqlite3
 
     try:
         with sqlite3.connect(f"file:{history}?mode=ro", uri=True, timeout=10) as db:
             found = dict(db.execute("SELECT name, value FROM counters"))
     except sqlite3.Error:
-        return 0, 0
-    return found.get("received", 0), found.get("dropped", 0)
+        found = {}
+    out = found.get("received", 0), found.get("dropped", 0)
+    return (*out, found.get("spooled", 0)) if spooled else out
 
 
 def logged_pid(path, pattern):
@@ -172,14 +174,138 @@ def fill(path, rows, messages):
     history.close()
 
 
+ROWS_SHOWN = "performance.getEntriesByName('spamnb-rows').length > 0"
+ROWS_AT = "performance.getEntriesByName('spamnb-rows')[0].startTime"
+ROWS_PAINTED = """new Promise(done => new PerformanceObserver(list => {
+    for (const entry of list.getEntries()) if (entry.identifier === "history-rows") done(entry.renderTime);
+}).observe({type: "element", buffered: true}))"""     # the last row painted (Element Timing: app.js marks it)
+FCP_AT = "(performance.getEntriesByName('first-contentful-paint')[0] || {startTime: NaN}).startTime"
+FLOOR_PAGE = b"<!DOCTYPE html><title>floor</title><p id=line>one line</p>"
+
+
+def floor_server():
+    """A static one-line page on a loopback port (the browser's own floor: the
+    least a page costs to be shown); (its URL, the server to shut down)."""
+    import http.server
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the standard library's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(FLOOR_PAGE)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(FLOOR_PAGE)
+
+        def log_message(self, *_):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/", server
+
+
+def browser_figures(ui, port, messages, rounds):
+    """The history page in Debian's chromium (playwright), logged in: from
+    the navigation's start to the 50 rows in the page (the page's own
+    ``performance.mark('spamnb-rows')``, taken once the table is in the
+    document) and to their paint (the last row's Element Timing entry), p50
+    and p95 of ``rounds`` loads; in the same run, alternated, the browser's own floor: a static
+    one-line page's first contentful paint.  Without checks, then with
+    LOAD_CLIENTS clients checking meanwhile."""
+    from playwright.sync_api import sync_playwright
+
+    floor_url, floor = floor_server()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                    args=["--no-sandbox"] if os.geteuid() == 0 else [])
+        page = browser.new_page()
+        base = f"http://127.0.0.1:{ui}"
+        page.goto(base + "/")
+        page.fill("#login-user", "bench")
+        page.fill("#login-password", "bench-pw")
+        page.click("#login-button")
+        page.wait_for_selector("#history tbody tr")
+        for under_load in (False, True):
+            checking = threading.Event()
+            load = threading.Thread(target=check_load, args=(port, messages, checking), daemon=True)
+            if under_load:
+                load.start()
+            rows_at, painted, floor_at, seen = [], [], [], []
+            for _ in range(rounds):
+                page.goto("about:blank")
+                t = time.perf_counter()
+                page.goto(base + "/#/history", wait_until="commit")
+                page.wait_for_function(ROWS_SHOWN, polling="raf")
+                page.locator("#history tbody tr").nth(49).wait_for()
+                seen.append(time.perf_counter() - t)
+                rows_at.append(page.evaluate(ROWS_AT) / 1000.0)
+                painted.append(page.evaluate(ROWS_PAINTED) / 1000.0)
+                page.goto("about:blank")
+                page.goto(floor_url)
+                page.wait_for_function("performance.getEntriesByName('first-contentful-paint').length > 0",
+                                       polling="raf")
+                floor_at.append(page.evaluate(FCP_AT) / 1000.0)
+            checking.set()
+            if under_load:
+                load.join()
+            what = (f"with {LOAD_CLIENTS} clients checking meanwhile ({checking.checks} checks)" if under_load
+                    else "no checks meanwhile")
+            print(f"history page in chromium, {what}, {rounds} loads, load {os.getloadavg()[0]:.1f}: "
+                  f"navigation start to the 50 rows in the page p50 {q(rows_at, 0.5):.0f} ms, "
+                  f"p95 {q(rows_at, 0.95):.0f} ms; to the rows painted p50 {q(painted, 0.5):.0f} ms, "
+                  f"p95 {q(painted, 0.95):.0f} ms; the browser's floor (a static one-line page's first paint) "
+                  f"p50 {q(floor_at, 0.5):.0f} ms, p95 {q(floor_at, 0.95):.0f} ms; the page over the floor, "
+                  f"paired median {statistics.median(a - b for a, b in zip(painted, floor_at)) * 1000:.0f} ms; "
+                  f"as playwright sees it (goto to the 50th row) p50 {q(seen, 0.5):.0f} ms, p95 {q(seen, 0.95):.0f} ms")
+        browser.close()
+    floor.shutdown()
+
+
+def micro(messages, n=20_000):
+    """The pieces' CPU a record, measured in this process (``time.process_time``):
+    a worker's record (the frame of a check: its header block cut and the
+    fields packed, spamnb.console.records) and the recorder's (a frame decoded
+    and stored: spamnb.console.history, batches of 2,000 in a file, no message kept)."""
+    from spamnb.console import records
+
+    class Verdict:
+        label, log_odds, probability, reason, tokens = "spam", 9.0, 0.99, "", 120
+        evidence = [("token%d" % i, 1.0 + i) for i in range(records.EVIDENCE)]
+
+    verdict = Verdict()
+    frames = []
+    t = time.process_time()
+    for i in range(n):
+        m = messages[i % len(messages)]
+        frames.append(records._frame((1, time.time(), 9.0, 5.0, 9.0, 0.99, 1.0, 0.9, 0.1, len(m), 120, 0),
+                                     (verdict.label, "bench", "CHECK", "spamd", "none", ""),
+                                     verdict.evidence[:records.EVIDENCE], records.header_block(m), b"", None))
+    worker = (time.process_time() - t) / n
+    home = Path(tempfile.mkdtemp(prefix="bench-console-micro-"))
+    history = History(str(home / "h.sqlite"), rows=n + 1, kept=0)
+    t = time.process_time()
+    for start in range(0, n, 2000):
+        history.add([records.decode(frame[4:], packed=True) for frame in frames[start:start + 2000]],
+                    {"received": start})
+    recorder = (time.process_time() - t) / n
+    history.close()
+    size = (home / "h.sqlite").stat().st_size
+    shutil.rmtree(home, ignore_errors=True)
+    print(f"CPU a record (load {os.getloadavg()[0]:.1f}): the worker's {worker * 1e6:.1f} us (the frame, "
+          f"{sum(map(len, frames)) / n:.0f} bytes on average), the recorder's {recorder * 1e6:.1f} us "
+          f"(decoded and stored, batches of 2,000); the history {size / n:.0f} bytes a row on disk")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=str(REPO.parent / "shared" / "corpora" / "spamassassin"))
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=50, help="requests per kind of history page")
     parser.add_argument("--browser", action="store_true", help="also time the page in chromium (playwright)")
-    parser.add_argument("--browser-rounds", type=int, default=40, help="navigations timed in chromium, each way")
+    parser.add_argument("--browser-rounds", type=int, default=60, help="navigations timed in chromium, each way")
     parser.add_argument("--throughput-only", action="store_true", help="only part 2: throughput, CPU, records")
+    parser.add_argument("--micro", action="store_true", help="only the CPU a record of the worker and the recorder")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds, each without then with the console")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
@@ -194,6 +320,9 @@ def main():
     SpamFilter().fit([p.read_bytes() for p, _ in train], [s for _, s in train]).save(home / "model.spamnb")
     (home / "users").write_text(f"bench admin {hash_password('bench-pw')}\n")
     messages = [p.read_bytes() for p, _ in test][:args.messages]
+    if args.micro:
+        micro(messages)
+        return
 
     # 1. the history page with --rows rows
     if not args.throughput_only:
@@ -223,48 +352,12 @@ def main():
                 rows = len(json.loads(body)["rows"])
                 print(f"GET history, {name}: p50 {q(times, 0.5):.1f} ms, p95 {q(times, 0.95):.1f} ms ({rows} rows)")
             if args.browser:
-                from playwright.sync_api import sync_playwright
-
-                with sync_playwright() as p:
-                    browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                                args=["--no-sandbox"] if os.geteuid() == 0 else [])
-                    page = browser.new_page()
-                    base = f"http://127.0.0.1:{ui}"
-                    page.goto(base + "/")
-                    page.fill("#login-user", "bench")
-                    page.fill("#login-password", "bench-pw")
-                    page.click("#login-button")
-                    page.wait_for_selector("#history tbody tr")
-                    for under_load in (False, True):
-                        checking = threading.Event()
-                        load = threading.Thread(target=check_load, args=(port, messages, checking), daemon=True)
-                        if under_load:
-                            load.start()
-                        times, floor = [], []
-                        for _ in range(args.browser_rounds):
-                            page.goto("about:blank")
-                            t = time.perf_counter()
-                            page.goto(base + "/#/history")
-                            page.locator("#history tbody tr").nth(49).wait_for()
-                            times.append(time.perf_counter() - t)
-                            page.goto("about:blank")
-                            t = time.perf_counter()
-                            page.goto(base + "/static/app.css")     # the browser's own floor: one small file shown
-                            floor.append(time.perf_counter() - t)
-                        checking.set()
-                        if under_load:
-                            load.join()
-                        what = (f"with {LOAD_CLIENTS} clients checking meanwhile ({checking.checks} checks, "
-                                f"load {os.getloadavg()[0]:.1f})" if under_load else "no checks meanwhile")
-                        print(f"history page usable in chromium (navigation to 50 rows shown), {what}: "
-                              f"p50 {q(times, 0.5):.0f} ms, p95 {q(times, 0.95):.0f} ms; the browser's floor "
-                              f"(a 1 KiB style sheet shown): p50 {q(floor, 0.5):.0f} ms, p95 {q(floor, 0.95):.0f} ms")
-                    browser.close()
+                browser_figures(ui, port, messages, args.browser_rounds)
         finally:
             stop(proc)
 
     # 2. throughput without and with the console
-    off, on, received, dropped, sent, memory = [], [], 0, 0, 0, {}
+    off, on, received, dropped, sent, memory, spooled, lags = [], [], 0, 0, 0, {}, 0, []
     cpu = {False: [0.0, 0], True: [0.0, 0]}     # server CPU seconds (workers, keeper, console, recorder), checks
     own = {"console": 0.0, "recorder": 0.0}
     checking = {False: 0.0, True: 0.0}      # CPU seconds of the processes that answer checks (workers, parent)
@@ -294,14 +387,18 @@ def main():
                 (on if with_console else off).append(rate)
                 checks = args.clients * len(messages)
                 if with_console:        # every record stored (or counted as dropped), then the CPU read
-                    deadline = time.monotonic() + 120
+                    ended = time.monotonic()
+                    behind = checks + 40 - sum(counts(history)[:2])
+                    deadline = ended + 600
                     while True:
-                        stored, lost = counts(history)
+                        stored, lost, spooled_now = counts(history, spooled=True)
                         if stored + lost >= checks + 40 or time.monotonic() > deadline:
                             break
-                        time.sleep(0.2)
+                        time.sleep(0.05)
+                    lags.append((time.monotonic() - ended, behind))
                     received += stored - 40
                     dropped += lost
+                    spooled += spooled_now
                     sent += checks
                     for name, pid in pid_of.items():
                         own[name] += cpu_seconds(pid) - own_before[name]
@@ -329,7 +426,9 @@ def main():
           f"{100 * per[False] / per[True]:.1f} % (the share of a saturated machine's checks left were the records "
           f"written at once); of it the recorder's {1e6 * own['recorder'] / max(1, cpu[True][1]):.0f} us a record, "
           f"the console's (pages) {1e6 * own['console'] / max(1, cpu[True][1]):.0f} us")
-    print(f"records: {sent} checks, {received} stored by the recorder, {dropped} dropped; at most "
+    print(f"records: {sent} checks, {received} stored by the recorder ({spooled} of them through the workers' "
+          f"spools), {dropped} dropped; the lag (the clients done until every record stored): "
+          f"{', '.join(f'{lag:.1f} s ({n} records behind)' for lag, n in lags)}; at most "
           f"{memory.get('console', 0):.1f} MiB resident in the console process, "
           f"{memory.get('recorder', 0):.1f} MiB in the recorder")
     print(f"load after: {os.getloadavg()[0]:.2f}")
