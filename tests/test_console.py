@@ -349,6 +349,38 @@ def test_a_spool_past_its_bound_drops_and_counts(tmp_path, monkeypatch):
     assert slowest < 0.5, slowest
 
 
+def test_records_made_with_no_recorder_wait_in_the_spool(tmp_path):
+    """The recorder's connection closed (it died; the keeper starts another):
+    the records go to the spool, none dropped, and the files are there for
+    the next recorder."""
+    path = str(tmp_path / "records")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    async def run():
+        sender = records.RecordSender(path)
+        await sender.connect()
+        listener.accept()[0].close()        # the recorder is gone
+        listener.close()
+        deadline = time.monotonic() + 30
+        while not sender.transport.is_closing() and time.monotonic() < deadline:
+            sender.on_verdict(_Checked(), b"Subject: s\n\nbody", "bob")
+            sender.on_request("CHECK", "bob", "", 10, 1.0, "127.0.0.1", "spamd", "none")
+            await asyncio.sleep(0.01)
+        for _ in range(5):
+            sender.on_verdict(_Checked(), b"Subject: s\n\nbody", "bob")
+            sender.on_request("CHECK", "bob", "", 10, 1.0, "127.0.0.1", "spamd", "none")
+        while (sender.spool or sender.spool_fd is not None or sender.scheduled) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return sender
+
+    sender = asyncio.run(run())
+    assert sender.dropped == 0 and sender.spooled >= 5
+    frames = b"".join(Path(p).read_bytes() for p in records.spool_files(str(tmp_path)))
+    assert len(records.FrameReader().feed(frames)) == sender.spooled
+
+
 def test_a_header_block_is_stored_only_with_a_kept_message(tmp_path):
     """The header block (the bulk of a row) is kept with the kept messages
     only; every row keeps its fields, and the message page shows them."""

@@ -309,7 +309,9 @@ class RecordSender:
         transport = self.transport
         if transport is None or transport.is_closing():
             if self.out:        # the recorder went while they waited: to the spool, not lost
-                self._to_spool(bytes(self.out), self.sent_since())
+                n = self.sent_since()
+                self.sent -= n
+                self._to_spool(bytes(self.out), n)
                 self.out = bytearray()
         elif self.out:
             transport.write(self.out)       # (the transport copies what the socket does not take at once)
