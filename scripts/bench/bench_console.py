@@ -322,6 +322,7 @@ def main():
     messages = [p.read_bytes() for p, _ in test][:args.messages]
     if args.micro:
         micro(messages)
+        shutil.rmtree(home, ignore_errors=True)
         return
 
     # 1. the history page with --rows rows
