@@ -183,19 +183,33 @@ FCP_AT = "(performance.getEntriesByName('first-contentful-paint')[0] || {startTi
 FLOOR_PAGE = b"<!DOCTYPE html><title>floor</title><p id=line>one line</p>"
 
 
-def floor_server():
-    """A static one-line page on a loopback port (the browser's own floor: the
-    least a page costs to be shown); (its URL, the server to shut down)."""
+def rows_page(rows):
+    """The history page's 50 rows as a static table (escaped text; no script,
+    no style sheet): what the rows' text alone costs the browser to show."""
+    import html
+
+    cells = ("t", "label", "score", "user", "sender", "subject", "front", "action", "ms")
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(row.get(c) or ''))}</td>" for c in cells)
+                   + ("<td elementtiming=history-rows>last</td>" if n == len(rows) - 1 else "") + "</tr>"
+                   for n, row in enumerate(rows))
+    return f"<!DOCTYPE html><meta charset=utf-8><title>rows</title><table>{body}</table>".encode()
+
+
+def floor_server(pages):
+    """Static pages (``pages``: path -> bytes) on a loopback port: the
+    browser's own floor (a one-line page: the least a page costs to be
+    shown); (its URL, the server to shut down)."""
     import http.server
 
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - the standard library's name
+            page = pages.get(self.path, FLOOR_PAGE)
             self.send_response(200)
             self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(FLOOR_PAGE)))
+            self.send_header("Content-Length", str(len(page)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
-            self.wfile.write(FLOOR_PAGE)
+            self.wfile.write(page)
 
         def log_message(self, *_):
             pass
@@ -210,12 +224,15 @@ def browser_figures(ui, port, messages, rounds):
     the navigation's start to the 50 rows in the page (the page's own
     ``performance.mark('spamnb-rows')``, taken once the table is in the
     document) and to their paint (the last row's Element Timing entry), p50
-    and p95 of ``rounds`` loads; in the same run, alternated, the browser's own floor: a static
-    one-line page's first contentful paint.  Without checks, then with
-    LOAD_CLIENTS clients checking meanwhile."""
+    and p95 of ``rounds`` loads; in the same run, alternated, the browser's
+    own floor (a static one-line page's first contentful paint) and the same
+    rows as a static table (their paint: what their text costs alone).
+    Without checks, then with LOAD_CLIENTS clients checking meanwhile."""
     from playwright.sync_api import sync_playwright
 
-    floor_url, floor = floor_server()
+    console = Console(ui)
+    console.login("bench", "bench-pw")
+    floor_url, floor = floor_server({"/rows": rows_page(json.loads(console.get("/api/v1/history?limit=50")[1])["rows"])})
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium",
                                     args=["--no-sandbox"] if os.geteuid() == 0 else [])
@@ -231,7 +248,7 @@ def browser_figures(ui, port, messages, rounds):
             load = threading.Thread(target=check_load, args=(port, messages, checking), daemon=True)
             if under_load:
                 load.start()
-            rows_at, painted, floor_at, seen = [], [], [], []
+            rows_at, painted, floor_at, seen, static_rows = [], [], [], [], []
             for _ in range(rounds):
                 page.goto("about:blank")
                 t = time.perf_counter()
@@ -246,6 +263,9 @@ def browser_figures(ui, port, messages, rounds):
                 page.wait_for_function("performance.getEntriesByName('first-contentful-paint').length > 0",
                                        polling="raf")
                 floor_at.append(page.evaluate(FCP_AT) / 1000.0)
+                page.goto("about:blank")
+                page.goto(floor_url + "rows")
+                static_rows.append(page.evaluate(ROWS_PAINTED) / 1000.0)
             checking.set()
             if under_load:
                 load.join()
@@ -257,6 +277,8 @@ def browser_figures(ui, port, messages, rounds):
                   f"p95 {q(painted, 0.95):.0f} ms; the browser's floor (a static one-line page's first paint) "
                   f"p50 {q(floor_at, 0.5):.0f} ms, p95 {q(floor_at, 0.95):.0f} ms; the page over the floor, "
                   f"paired median {statistics.median(a - b for a, b in zip(painted, floor_at)) * 1000:.0f} ms; "
+                  f"the same 50 rows as a static table (no script, no style sheet) painted p50 "
+                  f"{q(static_rows, 0.5):.0f} ms, p95 {q(static_rows, 0.95):.0f} ms; "
                   f"as playwright sees it (goto to the 50th row) p50 {q(seen, 0.5):.0f} ms, p95 {q(seen, 0.95):.0f} ms")
         browser.close()
     floor.shutdown()
@@ -306,6 +328,7 @@ def main():
     parser.add_argument("--browser-rounds", type=int, default=60, help="navigations timed in chromium, each way")
     parser.add_argument("--throughput-only", action="store_true", help="only part 2: throughput, CPU, records")
     parser.add_argument("--micro", action="store_true", help="only the CPU a record of the worker and the recorder")
+    parser.add_argument("--pages-only", action="store_true", help="only part 1: the history pages (and --browser)")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds, each without then with the console")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
@@ -356,6 +379,10 @@ def main():
                 browser_figures(ui, port, messages, args.browser_rounds)
         finally:
             stop(proc)
+
+    if args.pages_only:
+        shutil.rmtree(home, ignore_errors=True)
+        return
 
     # 2. throughput without and with the console
     off, on, received, dropped, sent, memory, spooled, lags = [], [], 0, 0, 0, {}, 0, []
