@@ -203,13 +203,19 @@ def floor_server(pages):
 
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - the standard library's name
-            page = pages.get(self.path, FLOOR_PAGE)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(page)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(page)
+            page = FLOOR_PAGE if self.path == "/" else pages.get(self.path)
+            try:
+                if page is None:
+                    self.send_error(404)        # the browser's favicon.ico
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                self.wfile.write(page)
+            except OSError:
+                pass        # the browser went on to the next page
 
         def log_message(self, *_):
             pass
