@@ -7,6 +7,7 @@ answers within a second on two workers.  The browser tests are in
 tests/test_console_browser.py."""
 
 import asyncio
+import html
 import http.client
 import json
 import random
@@ -479,9 +480,10 @@ def test_a_user_sees_only_their_own_rows(console):
 @needs_spamc
 def test_the_page_holds_the_first_history_page_for_a_logged_in_browser(console):
     """GET / with a session: the session and the first 50 history rows (a user
-    role's own only) in a JSON data block, so the rows show without another
-    request; a Subject written to end the block cannot (``<`` as a JSON
-    escape); never cached; without a session, the bare page."""
+    role's own only) in a JSON data block and drawn as the table, so the rows
+    show without another request; a Subject written to end the block or to
+    open a tag in the table cannot (``<`` as a JSON escape, HTML-escaped in
+    the table); never cached; without a session, the bare page."""
     rng = random.Random(5)
     hostile = "</script><script>alert(1)</script><!--"
     assert console.spamc("-u", "bob", stdin=mail(rng, True, 9300, subject=hostile)).returncode == 0
@@ -493,6 +495,8 @@ def test_the_page_holds_the_first_history_page_for_a_logged_in_browser(console):
     assert status == 200 and answer.getheader("Cache-Control") == "no-store"
     block = re.search(r'<script type="application/json" id="boot">(.*?)</script>', text, re.S)
     assert block and "<" not in block.group(1) and text.count("<script") == 2, text[-400:]
+    # the rows drawn in the page's HTML too (shown before the script runs), every text escaped
+    assert hostile not in text and html.escape(hostile) in text and text.count('<tr class="row"') <= 50
     boot = json.loads(block.group(1))
     assert boot["session"] == {"user": "bob", "role": "user", "csrf": bob.csrf}
     rows = boot["history"]["rows"]

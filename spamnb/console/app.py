@@ -20,7 +20,7 @@ from importlib import resources
 from spamnb.console.auth import ROLES, LoginLimiter, Sessions
 from spamnb.console.http import Response
 
-__all__ = ["Console", "STATIC", "boot_block"]
+__all__ = ["Console", "STATIC", "boot_block", "history_table"]
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -201,6 +201,7 @@ class Console:
         boot = {"session": {"user": user, "role": role, "csrf": csrf},
                 "history": {"path": "history?limit=50", "rows": rows, "next": rows[-1]["id"] if rows else None,
                             "dropped": self.history.counters().get("dropped", 0)}}
+        page = page.replace(b'<section id="view"></section>', b'<section id="view">' + history_table(rows) + b"</section>", 1)
         return Response(200, page.replace(b"</body>", boot_block(boot) + b"\n</body>", 1), kind,
                         [("Cache-Control", "no-store")])
 
@@ -532,6 +533,38 @@ class Console:
 WORD_CHARS = 200            # a word query's token, at most
 UPLOADS = frozenset(("/api/v1/test", "/api/v1/learn-upload"))
 UPLOAD_MESSAGES = 200       # messages of an uploaded mbox learned, at most (more: refused whole)     # the paths a message is posted to whole (upload_limit)
+
+
+HISTORY_COLUMNS = ("time", "verdict", "score", "user", "from", "subject", "front end", "action", "ms")
+
+
+def history_table(rows):
+    """The first history page as the page's script draws it (app.js,
+    ``history``), in HTML: shown as soon as the page is parsed, before the
+    script runs (which draws it again, with its links and filters).  Every
+    text escaped (``html.escape``: ``<``, ``>``, ``&`` and both quotes): mail
+    is text here too."""
+    from html import escape
+
+    out = ['<h1>History</h1><table id="history"><thead><tr>',
+           *(f"<th>{name}</th>" for name in HISTORY_COLUMNS), "</tr></thead><tbody>"]
+    for n, row in enumerate(rows):
+        label = escape(str(row.get("label") or ""))
+        cells = (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(row.get("t") or 0))),
+                 _fixed(row.get("score"), 1), row.get("user"), row.get("sender"))
+        last = ' elementtiming="history-rows"' if n == len(rows) - 1 else ""
+        out.append(f'<tr class="row" data-id="{int(row["id"])}"><td{last}>{escape(cells[0])}</td>'
+                   f'<td class="{label}">{label}{" *" if row.get("learned") else ""}</td>'
+                   + "".join(f"<td>{escape(str(value or ''))}</td>" for value in cells[1:])
+                   + f'<td class="subject">{escape(str(row.get("subject") or ""))}</td>'
+                   + "".join(f"<td>{escape(str(row.get(key) or ''))}</td>" for key in ("front", "action"))
+                   + f"<td>{_fixed(row.get('ms'), 2)}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out).encode()
+
+
+def _fixed(value, digits):
+    return "" if value is None else f"{float(value):.{digits}f}"
 
 
 def boot_block(value):

@@ -502,7 +502,9 @@ document.addEventListener("DOMContentLoaded", async () => {
     boot.remove();
     prefetched = { path: data.history.path, answer: Promise.resolve(data.history) };
     Object.assign(state, data.session);
-    started();
+    // the console drew the rows in the page: let the browser paint them first, then draw the page with its
+    // links and filters (a frame later: the work of the script is not between the rows and their paint)
+    requestAnimationFrame(() => setTimeout(started, 0));
     return;
   }
   if (!location.hash || location.hash === "#/" || location.hash === "#/history") {
