@@ -203,7 +203,8 @@ def floor_server(pages):
 
     class Page(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - the standard library's name
-            page = FLOOR_PAGE if self.path == "/" else pages.get(self.path)
+            path = self.path.split("?", 1)[0]
+            page = FLOOR_PAGE if path == "/" else pages.get(path)
             try:
                 if page is None:
                     self.send_error(404)        # the browser's favicon.ico
@@ -227,13 +228,16 @@ def floor_server(pages):
 
 def browser_figures(ui, port, messages, rounds):
     """The history page in Debian's chromium (playwright), logged in: from
-    the navigation's start to the 50 rows in the page (the page's own
+    the navigation's start (from a page of the console, as a reload or a
+    link: the same renderer process) to the 50 rows in the page (the page's own
     ``performance.mark('spamnb-rows')``, taken once the table is in the
     document) and to their paint (the last row's Element Timing entry), p50
     and p95 of ``rounds`` loads; in the same run, alternated, the browser's
     own floor (a static one-line page's first contentful paint) and the same
-    rows as a static table (their paint: what their text costs alone).
-    Without checks, then with LOAD_CLIENTS clients checking meanwhile."""
+    rows as a static table (their paint: what their text costs alone), each
+    loaded from a page of its own site; and the page loaded from about:blank,
+    which the console's Cross-Origin-Opener-Policy answers with a new
+    renderer process.  Without checks, then with LOAD_CLIENTS clients checking meanwhile."""
     from playwright.sync_api import sync_playwright
 
     console = Console(ui)
@@ -254,23 +258,30 @@ def browser_figures(ui, port, messages, rounds):
             load = threading.Thread(target=check_load, args=(port, messages, checking), daemon=True)
             if under_load:
                 load.start()
-            rows_at, painted, floor_at, seen, static_rows = [], [], [], [], []
-            for _ in range(rounds):
-                page.goto("about:blank")
+            rows_at, painted, floor_at, seen, static_rows, fresh = [], [], [], [], [], []
+            for n in range(rounds):
+                # a load from a page of the console (a reload, a link followed): the renderer process is kept
+                page.goto(base + f"/?from={n}#/history")
+                page.wait_for_function(ROWS_SHOWN, polling="raf")
                 t = time.perf_counter()
-                page.goto(base + "/#/history", wait_until="commit")
+                page.goto(base + f"/?n={n}#/history", wait_until="commit")
                 page.wait_for_function(ROWS_SHOWN, polling="raf")
                 page.locator("#history tbody tr").nth(49).wait_for()
                 seen.append(time.perf_counter() - t)
                 rows_at.append(page.evaluate(ROWS_AT) / 1000.0)
                 painted.append(page.evaluate(ROWS_PAINTED) / 1000.0)
+                # from another page (about:blank): the console's Cross-Origin-Opener-Policy asks for a new
+                # renderer process, started within the load
                 page.goto("about:blank")
-                page.goto(floor_url)
+                page.goto(base + f"/?fresh={n}#/history", wait_until="commit")
+                fresh.append(page.evaluate(ROWS_PAINTED) / 1000.0)
+                # the floor, loaded from a page of its own site as the console's is
+                page.goto(floor_url + f"?from={n}")
+                page.goto(floor_url + f"?n={n}")
                 page.wait_for_function("performance.getEntriesByName('first-contentful-paint').length > 0",
                                        polling="raf")
                 floor_at.append(page.evaluate(FCP_AT) / 1000.0)
-                page.goto("about:blank")
-                page.goto(floor_url + "rows")
+                page.goto(floor_url + f"rows?n={n}")
                 static_rows.append(page.evaluate(ROWS_PAINTED) / 1000.0)
             checking.set()
             if under_load:
@@ -285,6 +296,8 @@ def browser_figures(ui, port, messages, rounds):
                   f"paired median {statistics.median(a - b for a, b in zip(painted, floor_at)) * 1000:.0f} ms; "
                   f"the same 50 rows as a static table (no script, no style sheet) painted p50 "
                   f"{q(static_rows, 0.5):.0f} ms, p95 {q(static_rows, 0.95):.0f} ms; "
+                  f"the page loaded from another (about:blank: a new renderer process, the console's "
+                  f"Cross-Origin-Opener-Policy) painted p50 {q(fresh, 0.5):.0f} ms, p95 {q(fresh, 0.95):.0f} ms; "
                   f"as playwright sees it (goto to the 50th row) p50 {q(seen, 0.5):.0f} ms, p95 {q(seen, 0.95):.0f} ms")
         browser.close()
     floor.shutdown()
