@@ -80,6 +80,19 @@ def wait_for_port(port, gone=lambda: False, timeout=30.0, host="127.0.0.1"):
         time.sleep(0.05)
 
 
+def slow_beyond(values, keep):
+    """The ``values`` of a parametrised test with those not in ``keep`` marked slow.
+
+    A matrix whose cases are of a few kinds keeps one or a few of each kind in
+    the default run; the whole matrix runs in CI's ``pytest -m slow`` step (and
+    with ``SPAMNB_SLOW=1``), so every case still runs in CI.  The test ids are
+    unchanged.
+    """
+    missing = set(keep) - set(values)
+    assert not missing, f"slow_beyond: {sorted(missing)} are not among the values"
+    return [value if value in keep else pytest.param(value, marks=pytest.mark.slow) for value in values]
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("SPAMNB_SLOW") or config.getoption("markexpr"):
         return
