@@ -115,6 +115,17 @@ def sample_corpus():
     return SAMPLE_CORPUS
 
 
+@pytest.fixture(scope="session")
+def sample_model(tmp_path_factory):
+    """The model file ``spamnb train -q corpora/`` writes (the shipped sample,
+    default settings, a fresh SPAMNB_HOME), trained once a session: copy it into
+    a test's home (``shutil.copyfile``), never change it in place."""
+    home = tmp_path_factory.mktemp("sample-model")
+    proc = run_spamnb(["train", "-q", SAMPLE_CORPUS], home=home, cwd=home)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return home / "model.spamnb"
+
+
 class OneShotSpamd:
     """A SPAMD server on loopback (a thread) that answers every request with
     ``answer`` (bytes, once the request head is read), or closes the

@@ -351,19 +351,10 @@ def run(args, home, stdin=b""):
     return run_spamnb(args, home, stdin=stdin, cwd=home, timeout=120)
 
 
-@pytest.fixture(scope="module")
-def trained_home(tmp_path_factory):
-    """A home with the model `spamnb train` makes of the sample corpus, once for the module."""
-    folder = tmp_path_factory.mktemp("trained")
-    assert run(["train", "-q", SAMPLE], folder).returncode == 0
-    return folder
-
-
 @pytest.fixture()
-def home(tmp_path, trained_home):
-    """A home of this test's own, with a copy of ``trained_home``'s files (the
-    model a `spamnb train` of the sample makes, byte for byte)."""
-    shutil.copytree(trained_home, tmp_path, dirs_exist_ok=True)
+def home(tmp_path, sample_model):
+    """A home of this test's own with the model `spamnb train -q corpora/` writes (a copy)."""
+    shutil.copyfile(sample_model, tmp_path / "model.spamnb")
     return tmp_path
 
 
