@@ -17,7 +17,7 @@ import pytest
 
 import dovecot_private
 import installed_spamnb
-from conftest import REPO, run_spamnb
+from conftest import REPO
 from spamnb.model.spam_filter import SpamFilter
 from test_serve import SPAMC, Daemon
 

@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from spamnb.model.spam_filter import SpamFilter
-from test_serve import MESSAGES, Daemon, _env, _free_port
+from test_serve import MESSAGES, Daemon, _free_port
 
 from conftest import REPO
 

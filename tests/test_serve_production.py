@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
 from test_serve import MESSAGES, SPAMC, _env, _free_port, needs_spamc, request
 
 CURL = shutil.which("curl")
