@@ -80,6 +80,19 @@ def wait_for_port(port, gone=lambda: False, timeout=30.0, host="127.0.0.1"):
         time.sleep(0.05)
 
 
+def slow_beyond(values, keep):
+    """The ``values`` of a parametrised test with those not in ``keep`` marked slow.
+
+    A matrix whose cases are of a few kinds keeps one or a few of each kind in
+    the default run; the whole matrix runs in CI's ``pytest -m slow`` step (and
+    with ``SPAMNB_SLOW=1``), so every case still runs in CI.  The test ids are
+    unchanged.
+    """
+    missing = set(keep) - set(values)
+    assert not missing, f"slow_beyond: {sorted(missing)} are not among the values"
+    return [value if value in keep else pytest.param(value, marks=pytest.mark.slow) for value in values]
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("SPAMNB_SLOW") or config.getoption("markexpr"):
         return
@@ -100,6 +113,17 @@ def shared_corpus():
 def sample_corpus():
     """The sample of the SpamAssassin corpus shipped in corpora/ (300 messages)."""
     return SAMPLE_CORPUS
+
+
+@pytest.fixture(scope="session")
+def sample_model(tmp_path_factory):
+    """The model file ``spamnb train -q corpora/`` writes (the shipped sample,
+    default settings, a fresh SPAMNB_HOME), trained once a session: copy it into
+    a test's home (``shutil.copyfile``), never change it in place."""
+    home = tmp_path_factory.mktemp("sample-model")
+    proc = run_spamnb(["train", "-q", SAMPLE_CORPUS], home=home, cwd=home)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return home / "model.spamnb"
 
 
 class OneShotSpamd:

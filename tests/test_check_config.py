@@ -33,11 +33,8 @@ def free_port():
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    home = tmp_path_factory.mktemp("check-config-model")
-    proc = run_spamnb(["train", "-q", REPO / "corpora"], home=home)
-    assert proc.returncode == 0, proc.stderr
-    return home / "model.spamnb"
+def model(sample_model):
+    return sample_model     # copied into each site, never changed in place
 
 
 @pytest.fixture

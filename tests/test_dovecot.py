@@ -17,7 +17,7 @@ import pytest
 
 import dovecot_private
 import installed_spamnb
-from conftest import REPO, run_spamnb
+from conftest import REPO
 from spamnb.model.spam_filter import SpamFilter
 from test_serve import SPAMC, Daemon
 
@@ -102,11 +102,8 @@ def counts(model):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    home = tmp_path_factory.mktemp("dovecot-model")
-    proc = run_spamnb(["train", "-q", REPO / "corpora"], home=home)
-    assert proc.returncode == 0, proc.stderr
-    return home
+def trained(sample_model):
+    return sample_model.parent     # its model.spamnb is copied where it is used, never changed in place
 
 
 @pytest.fixture

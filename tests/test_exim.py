@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from spamnb.model.spam_filter import SpamFilter
-from test_serve import MESSAGES, Daemon, _env, _free_port
+from test_serve import MESSAGES, Daemon, _free_port
 
 from conftest import REPO
 
@@ -83,7 +82,7 @@ local:
 
 
 @pytest.fixture(scope="module")
-def work():
+def work(sample_model):
     """A folder the exim user can reach: Exim started by root receives as its
     own user (Debian-exim), so the spool belongs to it and the Unix socket is
     open to all (a root-only pytest temp folder would not do)."""
@@ -92,8 +91,7 @@ def work():
     home = root / "home"
     home.mkdir()
     os.chmod(home, 0o755)
-    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")],
-                   env=_env(home), check=True, capture_output=True, timeout=300)
+    shutil.copyfile(sample_model, home / "model.spamnb")     # what `spamnb train -q corpora/` writes here
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

@@ -1,6 +1,7 @@
 """The model lifecycle: dump/load, merge, prune (spamnb.model.lifecycle) and their commands."""
 import io
 import os
+import shutil
 import subprocess
 import sys
 
@@ -351,8 +352,9 @@ def run(args, home, stdin=b""):
 
 
 @pytest.fixture()
-def home(tmp_path):
-    assert run(["train", "-q", SAMPLE], tmp_path).returncode == 0
+def home(tmp_path, sample_model):
+    """A home of this test's own with the model `spamnb train -q corpora/` writes (a copy)."""
+    shutil.copyfile(sample_model, tmp_path / "model.spamnb")
     return tmp_path
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import slow_beyond
+
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "tests" / "data" / "online_reference.json"
 
@@ -30,7 +32,7 @@ SCRIPT = _script()
 
 
 @pytest.mark.parametrize("mode", ["full", "error", "auto"])
-@pytest.mark.parametrize("corpus", ["spamassassin", "enron"])
+@pytest.mark.parametrize("corpus", slow_beyond(["spamassassin", "enron"], ["spamassassin"]))   # Enron-Spam: -m slow
 def test_online_log_odds_are_those_of_the_reference(corpus, mode):
     root = SCRIPT.CORPORA[corpus]
     if not os.path.isdir(root):

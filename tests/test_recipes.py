@@ -151,8 +151,16 @@ CASES = {"spam": (SPAM, ".Spam"), "ham": (HAM, ""), "unsure": (UNSURE, ".Unsure"
          "20MB": (None, None)}
 
 
-@pytest.mark.parametrize("deliver", [_procmail, _maildrop], ids=["procmail", "maildrop"])
-@pytest.mark.parametrize("case", list(CASES))
+# each verdict and the 20 MB message once in the default run, both tools in it;
+# the other tool of each case with -m slow
+RECIPE_DEFAULT = {("spam", "procmail"), ("ham", "maildrop"), ("unsure", "maildrop"), ("empty", "procmail"),
+                  ("20MB", "procmail")}
+
+
+@pytest.mark.parametrize("case,deliver", [
+    pytest.param(case, deliver, id=f"{case}-{name}",
+                 marks=() if (case, name) in RECIPE_DEFAULT else pytest.mark.slow)
+    for case in CASES for deliver, name in ((_procmail, "procmail"), (_maildrop, "maildrop"))])
 def test_recipe_delivers_to_the_right_folder_with_the_header(home, deliver, case):
     message, folder = CASES[case]
     if message is None:

@@ -3,6 +3,7 @@ malformed requests), against ``spamnb classify`` on the same messages."""
 
 import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -131,10 +132,9 @@ def unique_message(tag, n_words=40):
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
+def home(tmp_path_factory, sample_model):
     home = tmp_path_factory.mktemp("serve")
-    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")], env=_env(home),
-                   check=True, capture_output=True, timeout=300)
+    shutil.copyfile(sample_model, home / "model.spamnb")     # what `spamnb train -q corpora/` writes here
     return home
 
 

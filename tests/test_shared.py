@@ -491,11 +491,8 @@ def test_shared_runs_one_worker():
 
 # ---------------------------------------------------------------------------- three hosts
 @pytest.fixture(scope="module")
-def base_model(tmp_path_factory):
-    home = tmp_path_factory.mktemp("base")
-    subprocess.run([sys.executable, "-m", "spamnb", "train", "-q", str(REPO / "corpora")], env=_env(home),
-                   check=True, capture_output=True, timeout=300)
-    return home / "model.spamnb"
+def base_model(sample_model):
+    return sample_model     # copied into each host's home, never changed in place
 
 
 def _hosts(tmp_path, base_model, url, n, *extra):

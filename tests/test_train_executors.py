@@ -13,6 +13,7 @@ from spamnb.model.spam_filter import SpamFilter
 from spamnb.training import pipeline
 from spamnb.training.corpus import CorpusReport
 
+from conftest import slow_beyond
 from test_near_duplicates import with_copies
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,11 +52,16 @@ def _counts(spam_filter):
             np.asarray(spam_filter.class_count_).tolist())
 
 
+@pytest.fixture(scope="module")
+def alone():
+    """The sample without copies, exact counts, in this process."""
+    return _train(SAMPLE, "j1", raw=True)[0]
+
+
 @pytest.mark.parametrize("executor", ["j1", "j2", "dask"])
-def test_every_executor_counts_a_near_duplicate_once(client, copies, executor):
+def test_every_executor_counts_a_near_duplicate_once(client, copies, alone, executor):
     """Exact counts (``counts="raw"``, no length norm: sums of integers), so that the
     model of each executor is compared bit for bit with the one without the copies."""
-    alone, _cal, _report = _train(SAMPLE, "j1", raw=True)
     fitted, _cal, report = _train(copies, executor, client, raw=True)
     assert report.skipped.get(NEAR) == 300, report.summary()
     assert _counts(fitted) == _counts(alone)
@@ -149,7 +155,7 @@ def _digests(tmp_path, corpus, runs, partition_size=None):
     return digest
 
 
-@pytest.mark.parametrize("partition_size", [7, 40])
+@pytest.mark.parametrize("partition_size", slow_beyond([7, 40], [7]))     # 40: -m slow
 def test_every_j_writes_the_same_model_file(tmp_path, monkeypatch, partition_size):
     """``-j 1`` (the partitions counted in this process, added in the same tree),
     ``-j 2``, ``-j 0`` and the default on a busy, an idle and a one-core machine
