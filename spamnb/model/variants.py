@@ -38,8 +38,8 @@ path; the tuning script measures it.
 
 from __future__ import annotations
 
-__all__ = ["PairWeightChooser", "WEIGHTS", "N_BINS", "BIN_WIDTH", "LOW", "MIN_CLASS", "MAX_COUNT",
-           "CHOOSE_EVERY", "ranking_loss"]
+__all__ = ["PairWeightChooser", "PairWeightMixture", "WEIGHTS", "MIXTURE_WEIGHTS", "N_BINS", "BIN_WIDTH", "LOW",
+           "MIN_CLASS", "MAX_COUNT", "CHOOSE_EVERY", "ranking_loss", "log_loss"]
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 LOW = -512.0
@@ -131,3 +131,104 @@ class PairWeightChooser:
         best = float(losses.min())
         tied = [w for w, loss in zip(WEIGHTS, losses) if loss <= best]
         return min(tied, key=lambda w: (abs(w - LEARNED_PAIR_WEIGHT), w))
+
+
+# ---------------------------------------------------------------- a smooth mixture of the weights
+MIXTURE_WEIGHTS = tuple(k / 8 for k in range(9))   # 0, 0.125, ..., 1
+LEARNING_RATE = 0.01    # eta: a variant's share moves by exp(-eta * its cumulative log loss)
+PRIOR_WIDTH = 0.25      # the prior over the weights: a Gaussian centred on the shipped weight, this wide
+TEMPERATURE = 1.0       # each variant's probability of spam: logistic(log-odds / TEMPERATURE)
+
+
+def log_loss(log_odds, spam):
+    """-log P(the true class) of logistic(``log_odds``) (arrays), without overflow."""
+    import numpy as np
+
+    z = np.asarray(log_odds, dtype=np.float64)
+    z = z if spam else -z
+    return np.logaddexp(0.0, -z)
+
+
+class PairWeightMixture:
+    """A learned model's pair weight as the posterior mean of exponentially weighted variants.
+
+    The variants are the weights of :data:`MIXTURE_WEIGHTS` (0: words alone;
+    1: pairs counted as any token), each scoring a message at
+    ``words + w * pairs`` (the same counts: exact held-out scores of every
+    variant from the two numbers :class:`PairWeightChooser` takes).  Each
+    variant carries its cumulative log loss ``L_w`` over the held-out scores
+    of the messages learned (the prequential loss: each message scored
+    before it was learned), its probability of spam taken as
+    ``logistic(log_odds / TEMPERATURE)``.  The variants' shares are a
+    posterior (Hedge, or Bayesian model averaging at learning rate
+    ``eta``)::
+
+        share_w  ~  prior_w * exp(-eta * L_w)
+        weight   =  sum_w share_w * w
+
+    and the model scores with that one weight (the log-odds are linear in
+    it, so the mixture of the variants' log-odds is a model at the mean
+    weight).  ``prior_w`` is a Gaussian of width :data:`PRIOR_WIDTH` centred
+    on the shipped weight, ``eta`` (:data:`LEARNING_RATE`) small: a naive
+    Bayes model's log-odds are overconfident (a misranked message costs its
+    whole log-odds in log loss), so the weight moves only when one variant
+    has been cheaper over many messages.  Unlike the argmax of
+    :class:`PairWeightChooser`, the weight moves smoothly and does not flip.
+
+    State: ``len(MIXTURE_WEIGHTS)`` cumulative losses (doubles; the smallest
+    is subtracted from all of them after each message so they stay bounded
+    relative to one another).  ``add(..., weight=-1)`` takes a message's loss
+    back out (a forget, a relabel).  Cost per message: two scores (the
+    kernel's) and a handful of float operations.
+    """
+
+    __slots__ = ("losses", "eta", "temperature", "log_prior", "weights", "weight", "n")
+
+    def __init__(self, losses=None, eta=LEARNING_RATE, prior_width=PRIOR_WIDTH, temperature=TEMPERATURE,
+                 centre=None, weights=MIXTURE_WEIGHTS):
+        import numpy as np
+
+        from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
+
+        self.weights = np.asarray(weights, dtype=np.float64)
+        if losses is None:
+            losses = np.zeros(self.weights.size)
+        losses = np.array(losses, dtype=np.float64).reshape(self.weights.size)
+        if not np.isfinite(losses).all():
+            raise ValueError("a pair-weight mixture's losses must be finite")
+        if not (eta >= 0 and temperature > 0 and prior_width > 0):
+            raise ValueError("eta >= 0, temperature > 0 and prior_width > 0")
+        self.losses = losses
+        self.eta, self.temperature = float(eta), float(temperature)
+        centre = LEARNED_PAIR_WEIGHT if centre is None else float(centre)
+        self.log_prior = -0.5 * ((self.weights - centre) / float(prior_width)) ** 2
+        self.n = 0
+        self.weight = self.mean()
+
+    def shares(self):
+        """Each variant's share of the posterior (sums to 1)."""
+        import numpy as np
+
+        logits = self.log_prior - self.eta * self.losses
+        logits -= logits.max()
+        p = np.exp(logits)
+        return p / p.sum()
+
+    def mean(self):
+        """The posterior mean weight."""
+        return float(self.shares() @ self.weights)
+
+    def add(self, words, pairs, spam, weight=1.0):
+        """Count a learned message's held-out loss for every variant (``words``:
+        log-odds at pair weight 0; ``pairs``: at weight 1 minus ``words``);
+        ``weight`` -1 takes it back.  Returns the weight to score with now."""
+        import math
+
+        if not (math.isfinite(words) and math.isfinite(pairs)):
+            return self.weight
+        loss = log_loss((words + self.weights * pairs) / self.temperature, bool(spam))
+        self.losses += weight * loss
+        self.losses -= self.losses.min()
+        self.n += 1 if weight > 0 else -1
+        self.weight = self.mean()
+        return self.weight
