@@ -266,15 +266,21 @@ def mixing_run(datas, y, settings):
 def variants_of(spec):
     """The variants object a ``--variants`` spec names: ``chooser`` (the argmax of the running
     1-AUC, ``PairWeightChooser``) or ``mixture[:eta[:prior width[:temperature]]]``
-    (``PairWeightMixture``)."""
+    (``PairWeightMixture``, its log loss), ``rank[:eta[:prior width]]`` (the same,
+    its prequential ranking loss)."""
     from spamnb.model import variants
 
     name, *values = spec.split(":")
     if name == "chooser":
         return variants.PairWeightChooser()
-    if name == "mixture":
-        keys = ("eta", "prior_width", "temperature")
-        return variants.PairWeightMixture(**{k: float(v) for k, v in zip(keys, values)})
+    if name in ("mixture", "rank"):
+        keys = ("eta", "prior_width")
+        options = {k: float(v) for k, v in zip(keys, values)}
+        if name == "rank":
+            options["loss"] = "rank"
+        if len(values) > 2:   # one temperature (the log-odds read as they are: 1)
+            options["temperatures"] = (float(values[2]),)
+        return variants.PairWeightMixture(**options)
     raise ValueError(f"unknown variants {spec!r}: chooser or mixture[:eta[:width[:temperature]]]")
 
 
