@@ -266,8 +266,8 @@ def mixing_run(datas, y, settings):
 def variants_of(spec):
     """The variants object a ``--variants`` spec names: ``chooser`` (the argmax of the running
     1-AUC, ``PairWeightChooser``) or ``mixture[:eta[:prior width[:temperature]]]``
-    (``PairWeightMixture``, its log loss), ``rank[:eta[:prior width]]`` (the same,
-    its prequential ranking loss)."""
+    (``PairWeightMixture``, its log loss), ``rank[:eta[:prior width[:horizon]]]`` (the
+    same, its prequential ranking loss, discounted over about ``horizon`` messages)."""
     from spamnb.model import variants
 
     name, *values = spec.split(":")
@@ -278,7 +278,9 @@ def variants_of(spec):
         options = {k: float(v) for k, v in zip(keys, values)}
         if name == "rank":
             options["loss"] = "rank"
-        if len(values) > 2:   # one temperature (the log-odds read as they are: 1)
+        if len(values) > 2 and name == "rank":
+            options["horizon"] = float(values[2])
+        elif len(values) > 2:   # one temperature (the log-odds read as they are: 1)
             options["temperatures"] = (float(values[2]),)
         return variants.PairWeightMixture(**options)
     raise ValueError(f"unknown variants {spec!r}: chooser or mixture[:eta[:width[:temperature]]]")
@@ -547,7 +549,8 @@ def main(argv=None):
     parser.add_argument("--variants", metavar="SPEC[,SPEC...]",
                         help="online: only the shipped learned model against the pair weight chosen on the model's "
                              "own stream by each SPEC (chooser: the argmax of the running 1-AUC; "
-                             "mixture[:eta[:prior width[:temperature]]]: spamnb.model.variants.PairWeightMixture), "
+                             "mixture[:eta[:prior width[:temperature]]]: spamnb.model.variants.PairWeightMixture, its log loss; "
+                             "rank[:eta[:prior width[:horizon]]]: the same, its prequential ranking loss), "
                              "in each of --modes and each order (with --orders: the mean and paired wins)")
     parser.add_argument("--shuffle", type=int, metavar="SEED", help="online: a random order of each stream")
     parser.add_argument("--orders", type=int, default=0, metavar="N",

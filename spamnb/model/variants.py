@@ -178,6 +178,14 @@ class PairWeightMixture:
     messages.  Unlike the argmax of :class:`PairWeightChooser`, the weight
     moves smoothly and does not flip.
 
+    ``loss="rank"``: instead of the log loss, each message's prequential
+    ranking loss (the share of the other class's earlier held-out scores,
+    under that weight, on the wrong side of it: the sum over a stream is
+    its misordered pairs, what (1-ROCA) counts), from a histogram per weight
+    and class as :class:`PairWeightChooser` keeps (no temperature).
+    ``horizon`` H > 0: the losses discounted by ``1 - 1/H`` a message (the
+    last ~H messages weigh; a take-back is then approximate).
+
     State: ``len(MIXTURE_WEIGHTS) x len(temperatures)`` cumulative losses
     (doubles; the smallest subtracted after each message so they stay
     bounded relative to one another).  ``add(..., weight=-1)`` takes a
@@ -185,10 +193,10 @@ class PairWeightMixture:
     scores (the kernel's) and a few numpy operations on that grid.
     """
 
-    __slots__ = ("losses", "eta", "temperatures", "log_prior", "weights", "weight", "n", "loss", "counts")
+    __slots__ = ("losses", "eta", "temperatures", "log_prior", "weights", "weight", "n", "loss", "counts", "keep")
 
     def __init__(self, losses=None, eta=LEARNING_RATE, prior_width=PRIOR_WIDTH, temperatures=TEMPERATURES,
-                 centre=None, weights=MIXTURE_WEIGHTS, loss="log"):
+                 centre=None, weights=MIXTURE_WEIGHTS, loss="log", horizon=0):
         import numpy as np
 
         from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
@@ -213,6 +221,9 @@ class PairWeightMixture:
             raise ValueError("eta >= 0, prior_width > 0 and temperatures > 0")
         self.losses = losses
         self.eta = float(eta)
+        if horizon < 0:
+            raise ValueError("horizon must be >= 0 (0: no discount)")
+        self.keep = 1.0 - 1.0 / horizon if horizon else 1.0   # each message's loss discounted by this per message
         centre = LEARNED_PAIR_WEIGHT if centre is None else float(centre)
         self.log_prior = (-0.5 * ((self.weights - centre) / float(prior_width)) ** 2)[:, None]
         self.n = 0
@@ -239,6 +250,8 @@ class PairWeightMixture:
 
         if not (math.isfinite(words) and math.isfinite(pairs)):
             return self.weight
+        if weight > 0 and self.keep != 1.0:
+            self.losses *= self.keep
         if self.loss == "rank":
             self.losses[:, 0] += weight * self._rank_loss(words, pairs, bool(spam), weight)
         else:
