@@ -560,7 +560,7 @@ def main(argv=None):
     parser.add_argument("--subsample", type=int, default=0, help="fixed: N messages of each train part")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
-    if len(args.corpora) < 2:
+    if len(args.corpora) < 2 and not args.variants:   # --variants judges each stream alone
         parser.error("two corpora at least: a setting is chosen on one and judged on another")
     both = not (args.online or args.fixed)
     report, lines = {}, []
