@@ -267,18 +267,20 @@ def variants_of(spec):
     """The variants object a ``--variants`` spec names: ``chooser`` (the argmax of the running
     1-AUC, ``PairWeightChooser``) or ``mixture[:eta[:prior width[:temperature]]]``
     (``PairWeightMixture``, its log loss), ``rank[:eta[:prior width[:horizon]]]`` (the
-    same, its prequential ranking loss, discounted over about ``horizon`` messages)."""
+    same, its prequential ranking loss, discounted over about ``horizon`` messages);
+    ``rank-scaled:...`` (the same, its scores rescaled to the shipped weight's spread)."""
     from spamnb.model import variants
 
     name, *values = spec.split(":")
     if name == "chooser":
         return variants.PairWeightChooser()
-    if name in ("mixture", "rank"):
+    if name in ("mixture", "rank", "rank-scaled"):
         keys = ("eta", "prior_width")
         options = {k: float(v) for k, v in zip(keys, values)}
-        if name == "rank":
+        if name.startswith("rank"):
             options["loss"] = "rank"
-        if len(values) > 2 and name == "rank":
+            options["rescale"] = name == "rank-scaled"
+        if len(values) > 2 and name.startswith("rank"):
             options["horizon"] = float(values[2])
         elif len(values) > 2:   # one temperature (the log-odds read as they are: 1)
             options["temperatures"] = (float(values[2]),)

@@ -151,7 +151,8 @@ class OnlineModel:
         jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
         pairs = jll[1] - jll[0] - words if math.isfinite(words) else 0.0
         self._scored = (stream, words, pairs)
-        return words + self.variants.weight * pairs if math.isfinite(words) else words
+        scale = getattr(self.variants, "scale", 1.0)   # a mixture may keep its scores' scale as its weight moves
+        return (words + self.variants.weight * pairs) * scale if math.isfinite(words) else words
 
     def learn(self, stream, spam, score=None, weight=1):
         """``SpamFilter.learn`` of a tokenized message (``weight`` -1:

@@ -196,10 +196,11 @@ class PairWeightMixture:
     scores (the kernel's) and a few numpy operations on that grid.
     """
 
-    __slots__ = ("losses", "eta", "temperatures", "log_prior", "weights", "weight", "n", "loss", "counts", "keep")
+    __slots__ = ("losses", "eta", "temperatures", "log_prior", "weights", "weight", "n", "loss", "counts", "keep",
+                 "rescale", "spread", "centre")
 
     def __init__(self, losses=None, eta=LEARNING_RATE, prior_width=PRIOR_WIDTH, temperatures=TEMPERATURES,
-                 centre=None, weights=MIXTURE_WEIGHTS, loss="log", horizon=0):
+                 centre=None, weights=MIXTURE_WEIGHTS, loss="log", horizon=0, rescale=False):
         import numpy as np
 
         from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
@@ -228,6 +229,9 @@ class PairWeightMixture:
             raise ValueError("horizon must be >= 0 (0: no discount)")
         self.keep = 1.0 - 1.0 / horizon if horizon else 1.0   # each message's loss discounted by this per message
         centre = LEARNED_PAIR_WEIGHT if centre is None else float(centre)
+        self.centre = centre
+        self.rescale = bool(rescale)
+        self.spread = np.zeros(self.weights.size)   # each weight's sum of |held-out log-odds|
         self.log_prior = (-0.5 * ((self.weights - centre) / float(prior_width)) ** 2)[:, None]
         self.n = 0
         self.weight = self.mean()
@@ -251,10 +255,13 @@ class PairWeightMixture:
         ``weight`` -1 takes it back.  Returns the weight to score with now."""
         import math
 
+        import numpy as np
+
         if not (math.isfinite(words) and math.isfinite(pairs)):
             return self.weight
         if weight > 0 and self.keep != 1.0:
             self.losses *= self.keep
+        self.spread += weight * np.abs(words + self.weights * pairs)
         if self.loss == "rank":
             self.losses[:, 0] += weight * self._rank_loss(words, pairs, bool(spam), weight)
         else:
@@ -292,3 +299,17 @@ class PairWeightMixture:
         if weight > 0 and self.counts[0, c].sum() > MAX_COUNT:
             self.counts *= 0.5
         return loss
+
+    @property
+    def scale(self):
+        """What the log-odds at the mixture's weight are multiplied by (``rescale``):
+        the mean |held-out log-odds| at the centre weight over that at the current
+        weight, so that a weight that moves does not move the scale of the scores
+        (1 without ``rescale`` or evidence)."""
+        import numpy as np
+
+        if not self.rescale or self.n <= 0:
+            return 1.0
+        at_centre = float(np.interp(self.centre, self.weights, self.spread))
+        at_weight = float(np.interp(self.weight, self.weights, self.spread))
+        return at_centre / at_weight if at_weight > 0 and at_centre > 0 else 1.0
