@@ -92,3 +92,17 @@ def test_a_mixture_that_does_not_move_scores_the_stream_as_the_shipped_learned_m
     moving = PairWeightMixture(eta=1.0, loss="rank")
     run_online(datas, y, variants=moving)
     assert moving.n == mixture.n
+
+
+def test_a_rescaled_mixture_keeps_the_spread_of_the_shipped_weight_s_scores():
+    rng = np.random.default_rng(2)
+    y, words, pairs = _stream(2000, rng)
+    plain, scaled = PairWeightMixture(eta=1.0, loss="rank"), PairWeightMixture(eta=1.0, loss="rank", rescale=True)
+    assert scaled.scale == 1.0                                 # no evidence yet
+    for w, p, s in zip(words, pairs, y):
+        plain.add(w, p, s)
+        scaled.add(w, p, s)
+    assert plain.scale == 1.0 and scaled.weight == pytest.approx(plain.weight)
+    spread = {v: np.abs(words + v * pairs).mean() for v in (LEARNED_PAIR_WEIGHT, scaled.weight)}
+    assert scaled.scale == pytest.approx(spread[LEARNED_PAIR_WEIGHT] / spread[scaled.weight], rel=0.05)
+    assert scaled.scale > 1.0     # here the pairs shrink the scores: the weight that moved up is scaled back up
