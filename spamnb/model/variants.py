@@ -187,7 +187,11 @@ class PairWeightMixture:
     its misordered pairs, what (1-ROCA) counts), from a histogram per weight
     and class as :class:`PairWeightChooser` keeps (no temperature).
     ``horizon`` H > 0: the losses discounted by ``1 - 1/H`` a message (the
-    last ~H messages weigh; a take-back is then approximate).
+    last ~H messages weigh; a take-back is then approximate).  ``rescale``:
+    the log-odds at the mixture's weight are multiplied by :attr:`scale`
+    (the mean |held-out log-odds| at the shipped weight over that at the
+    current one), so that a weight that moves does not move the scale of
+    the scores that the cutoffs and a stream's ranking pool together.
 
     State: ``len(MIXTURE_WEIGHTS) x len(temperatures)`` cumulative losses
     (doubles; the smallest subtracted after each message so they stay
