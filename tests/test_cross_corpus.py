@@ -103,3 +103,34 @@ def test_with_orders_a_setting_is_chosen_by_its_mean_over_random_orders_of_the_s
     runs = [bench.run(name, settings, "full", k)["one_minus_roca_percent"] for k in range(3)]
     assert len(set(runs)) > 1
     assert bench.figure(name, settings) == pytest.approx(sum(runs) / 3)
+
+
+def test_variants_specs_name_the_rule_and_its_settings():
+    from spamnb.model.variants import PairWeightChooser, PairWeightMixture
+
+    assert isinstance(cross_corpus.variants_of("chooser"), PairWeightChooser)
+    rank = cross_corpus.variants_of("rank:1:0.5:500")
+    assert isinstance(rank, PairWeightMixture) and rank.loss == "rank" and rank.eta == 1.0
+    assert rank.keep == pytest.approx(1 - 1 / 500)
+    log = cross_corpus.variants_of("mixture:0.1:0.25:1")
+    assert log.loss == "log" and log.temperatures.tolist() == [1.0] and log.keep == 1.0
+    assert cross_corpus.variants_of("mixture").temperatures.size > 1
+    with pytest.raises(ValueError, match="unknown variants"):
+        cross_corpus.variants_of("argmax")
+
+
+@pytest.mark.slow
+def test_the_variants_table_pairs_each_order_with_the_shipped_model(sample_corpus, tmp_path):
+    out = tmp_path / "variants.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "tune" / "cross_corpus.py"), str(sample_corpus),
+                           "--variants", "rank:1,chooser", "--orders", "1", "--modes", "full,auto", "--json", str(out)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(out.read_text())["variants"]
+    assert [(r["mode"], r["order"].startswith("shuffled")) for r in rows] == \
+        [("full", False), ("full", True), ("auto", False), ("auto", True)]
+    for r in rows:
+        assert set(r["variants"]) == {"rank:1", "chooser"}
+        assert 0 <= r["shipped"] <= 100 and all(0 <= v["final_weight"] <= 1 + 1e-9 for v in r["variants"].values())
+    assert "mean over 2 orders" in proc.stdout and "wins/losses" in proc.stdout

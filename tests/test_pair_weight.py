@@ -81,9 +81,34 @@ def test_the_checked_entry_points_refuse_a_weight_out_of_range(sample):
     with pytest.raises(ValueError, match="pair_weight"):
         token_kernels.Scorer(keys, values, array("d"), 0, [0.0, 0.0], [0.0, 0.0], token_kernels.COUNTS_LOG, 5.0,
                              None, math.nan)
+
+
+@pytest.mark.parametrize("pair_weight", [0.5, 0.0])
+def test_train_s_held_out_scores_weigh_the_pairs_as_the_model_does(sample, pair_weight):
+    """A filter whose pair weight is not 1 is fitted as `spamnb train` fits (its cutoffs from
+    held-out scores): each message's held-out score is its score under a filter of that
+    pair weight fitted on the other folds (the spill marks where each message's pairs start)."""
+    import numpy as np
+
+    from spamnb.model import calibrate, fitting
+
     messages, y = sample
-    with pytest.raises(ValueError, match="tune=False"):   # train's folds weigh pairs as any token
-        SpamFilter(Tokenizer(word_pairs=2), pair_weight=0.5).fit(messages, y)
+    template = SpamFilter(Tokenizer(word_pairs=2), pair_weight=pair_weight)
+    variant = next(fitting.train_variants_here([template], list(zip(messages, y)), {"target_fpr": 0.01}, 5))
+    _fitted_filter, _calibration, (ham, spam) = variant
+    fold = np.array([calibrate.fold_of(m, 5) for m in messages])
+    y = np.asarray(y, dtype=bool)
+    expected = np.empty(len(y))
+    for k in range(5):
+        test = np.flatnonzero(fold == k)
+        train = np.flatnonzero(fold != k)
+        fold_filter = SpamFilter(Tokenizer(word_pairs=2), pair_weight=pair_weight).fit(
+            [messages[i] for i in train], y[train], tune=False)
+        expected[test] = fold_filter.score_many([messages[i] for i in test])
+    np.testing.assert_allclose(ham, expected[~y], rtol=1e-9, atol=1e-8)
+    np.testing.assert_allclose(spam, expected[y], rtol=1e-9, atol=1e-8)
+    fitted = SpamFilter(Tokenizer(word_pairs=2), pair_weight=pair_weight).fit(messages, y, target_fpr=0.01)
+    assert fitted.pair_weight == pair_weight and fitted.calibration_ is not None
 
 
 def test_a_model_made_by_learning_has_halved_pairs_and_info_says_so(sample_corpus, tmp_path):

@@ -263,6 +263,90 @@ def mixing_run(datas, y, settings):
     return result, weights
 
 
+def variants_of(spec):
+    """The variants object a ``--variants`` spec names: ``chooser`` (the argmax of the running
+    1-AUC, ``PairWeightChooser``) or ``mixture[:eta[:prior width[:temperature]]]``
+    (``PairWeightMixture``, its log loss), ``rank[:eta[:prior width[:horizon]]]`` (the
+    same, its prequential ranking loss, discounted over about ``horizon`` messages);
+    ``rank-scaled:...`` (the same, its scores rescaled to the shipped weight's spread)."""
+    from spamnb.model import variants
+
+    name, *values = spec.split(":")
+    if name == "chooser":
+        return variants.PairWeightChooser()
+    if name in ("mixture", "rank", "rank-scaled"):
+        keys = ("eta", "prior_width")
+        options = {k: float(v) for k, v in zip(keys, values)}
+        if name.startswith("rank"):
+            options["loss"] = "rank"
+            options["rescale"] = name == "rank-scaled"
+        if len(values) > 2 and name.startswith("rank"):
+            options["horizon"] = float(values[2])
+        elif len(values) > 2:   # one temperature (the log-odds read as they are: 1)
+            options["temperatures"] = (float(values[2]),)
+        return variants.PairWeightMixture(**options)
+    raise ValueError(f"unknown variants {spec!r}: chooser or mixture[:eta[:width[:temperature]]]")
+
+
+def run_variants(args, report):
+    """The shipped learned model against the pair weight its variants choose on its own
+    stream, in each feedback mode and each order: (1-ROCA) % and lam %, the mean over the
+    orders, the paired wins and losses."""
+    from spamnb.evaluation.online import feedback_options, online_figures, run_online
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.model.autolearn import AUTO_LEARN_MARGIN
+
+    bench = OnlineBench(args.corpora, args.limit, None, args.shuffle, args.orders)
+    base = shipped_online()
+    params = {k: v for k, v in base.items() if k != "word_pairs"}
+    specs = args.variants.split(",")
+    lines = ["| corpus | feedback | order | shipped (1-ROCA) % | " + " | ".join(f"{v} (1-ROCA) %" for v in specs)
+             + " | shipped lam % | " + " | ".join(f"{v} lam %" for v in specs) + " | "
+             + " | ".join(f"{v} weight at the end" for v in specs) + " |",
+             "|---|---|---|" + "---:|" * (2 + 3 * len(specs))]
+    out = report.setdefault("variants", [])
+    for name in bench.streams:
+        for mode in [m for m in args.modes.split(",") if m]:
+            rows = []
+            for k, (_paths, y, datas, how) in enumerate(bench.orders[name]):
+                shipped = bench.run(name, base, mode, k)
+                row = {"corpus": name, "mode": mode, "order": how, "shipped": shipped["one_minus_roca_percent"],
+                       "shipped_lam": shipped["lam"], "variants": {}}
+                for spec in specs:
+                    chooser = variants_of(spec)
+                    result = run_online(datas, y, params, tokenizer=Tokenizer(word_pairs=base["word_pairs"]),
+                                        variants=chooser, **feedback_options(mode, AUTO_LEARN_MARGIN))
+                    figs = online_figures(result, threshold=0.0)
+                    row["variants"][spec] = {"one_minus_roca_percent": figs["one_minus_roca_percent"],
+                                             "lam": figs["lam"], "final_weight": float(chooser.weight)}
+                    print(f"  variants {spec} {mode} {name} ({how}): (1-ROCA) {figs['one_minus_roca_percent']:.4f} % "
+                          f"(shipped {shipped['one_minus_roca_percent']:.4f}), weight at the end "
+                          f"{chooser.weight:.3f}", file=sys.stderr)
+                rows.append(row)
+                v = row["variants"]
+                lines.append(f"| {name} | {mode} | {how} | {row['shipped']:.4f} | "
+                             + " | ".join(f"{v[s]['one_minus_roca_percent']:.4f}" for s in specs)
+                             + f" | {100 * row['shipped_lam']:.2f} | "
+                             + " | ".join(f"{100 * v[s]['lam']:.2f}" for s in specs) + " | "
+                             + " | ".join(f"{v[s]['final_weight']:.3f}" for s in specs) + " |")
+            if len(rows) > 1:
+                def mean(values):
+                    return sum(values) / len(values)
+
+                cells, lams, records = [], [], []
+                for s in specs:
+                    cells.append(f"{mean([r['variants'][s]['one_minus_roca_percent'] for r in rows]):.4f}")
+                    lams.append(f"{100 * mean([r['variants'][s]['lam'] for r in rows]):.2f}")
+                    wins = sum(r["variants"][s]["one_minus_roca_percent"] < r["shipped"] for r in rows)
+                    losses = sum(r["variants"][s]["one_minus_roca_percent"] > r["shipped"] for r in rows)
+                    records.append(f"{wins}/{losses} wins/losses")
+                lines.append(f"| {name} | {mode} | mean over {len(rows)} orders | {mean([r['shipped'] for r in rows]):.4f} | "
+                             + " | ".join(cells) + f" | {100 * mean([r['shipped_lam'] for r in rows]):.2f} | "
+                             + " | ".join(lams) + " | " + " | ".join(records) + " |")
+            out.extend(rows)
+    return lines
+
+
 def run_online_protocol(args, report):
     peers = {}
     for path in args.peers or ():
@@ -464,6 +548,12 @@ def main(argv=None):
     parser.add_argument("--mixing-only", action="store_true",
                         help="online: only the shipped learned model against the pair weight it chooses on its own "
                              "stream (no families)")
+    parser.add_argument("--variants", metavar="SPEC[,SPEC...]",
+                        help="online: only the shipped learned model against the pair weight chosen on the model's "
+                             "own stream by each SPEC (chooser: the argmax of the running 1-AUC; "
+                             "mixture[:eta[:prior width[:temperature]]]: spamnb.model.variants.PairWeightMixture, its log loss; "
+                             "rank[:eta[:prior width[:horizon]]]: the same, its prequential ranking loss), "
+                             "in each of --modes and each order (with --orders: the mean and paired wins)")
     parser.add_argument("--shuffle", type=int, metavar="SEED", help="online: a random order of each stream")
     parser.add_argument("--orders", type=int, default=0, metavar="N",
                         help="online: choose each setting by its mean (1-ROCA) over the stream's order and N random "
@@ -472,10 +562,13 @@ def main(argv=None):
     parser.add_argument("--subsample", type=int, default=0, help="fixed: N messages of each train part")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
-    if len(args.corpora) < 2:
+    if len(args.corpora) < 2 and not args.variants:   # --variants judges each stream alone
         parser.error("two corpora at least: a setting is chosen on one and judged on another")
     both = not (args.online or args.fixed)
     report, lines = {}, []
+    if args.variants:
+        lines += run_variants(args, report)
+        args.online = args.fixed = both = False
     if args.mixing_only:
         args.online, both = True, False
     if args.online or both:

@@ -200,20 +200,48 @@ def _pair_tokenizer(window, scope="all", limit=0, only=False, **settings):
     return PairTokenizer(**settings)
 
 
-def _extra_tokenizer(stems=0, shapes=False, **settings):
+def _received_lines(data, n):
+    """The first ``n`` Received: fields of a message (the ones the receiving side
+    added last: hard for a sender to fake), unfolded, lower-cased, each cut at its
+    ``;`` (the date)."""
+    import re
+
+    from spamnb.mail.headers import header_of
+
+    head = header_of(data, 65536).decode("latin-1")
+    head = re.sub(r"\r?\n[ \t]+", " ", head)
+    fields = re.findall(r"^received:[ \t]*(.*)$", head, re.IGNORECASE | re.MULTILINE)[:n]
+    return [field.lower().split(";", 1)[0] for field in fields]
+
+
+def _extra_tokenizer(stems=0, shapes=False, rcvd_words=0, rcvd_phrases=0, **settings):
     """A Tokenizer that also gives, for each untagged word, ``stem:`` + its first
     ``stems`` characters (words longer than that) and, with ``shapes``, ``shape:``
     + the word with each digit run as 9 and each letter run as a (words with a
-    digit): an experiment in Python, as the word pairs above."""
+    digit); ``rcvd_words`` N: ``rcvd:`` + each word (host names, addresses,
+    ``from``/``by``/``with``/``id`` and the rest) of the first N Received: fields,
+    the ones the receiving side added, and ``rcvd_phrases`` N: ``rcvd2:`` + each
+    two adjacent words of them (spamprobe's Received-line phrases): an
+    experiment in Python, as the word pairs above."""
     import re
 
+    from spamnb.model import message_bytes
     from spamnb.mail.tokenizer import Tokenizer
 
     digits, letters = re.compile(r"[0-9]+"), re.compile(r"[^\W\d_]+")
+    word = re.compile(r"[a-z0-9][a-z0-9.\-]*[a-z0-9]|[a-z0-9]")
 
     class ExtraTokenizer(Tokenizer):
         def stream(self, message):
             stream = super().stream(message)
+            if rcvd_words or rcvd_phrases:
+                lines = _received_lines(message_bytes(message), max(rcvd_words, rcvd_phrases))
+                for k, line in enumerate(lines):
+                    words = word.findall(line)
+                    if k < rcvd_words:
+                        stream.add_tokens(words, self._prefix("rcvd:"))
+                    if k < rcvd_phrases:
+                        stream.add_tokens([f"{a} {b}" for a, b in zip(words, words[1:])], self._prefix("rcvd2:"))
             words = [t for t in stream.tokens() if ":" not in t]
             if stems:
                 stream.add_tokens([w[:stems] for w in words if len(w) > stems], self._prefix("stem:"))
@@ -330,7 +358,7 @@ def _tokenizer(tok, model):
     out of ``model``) the experiment above."""
     from spamnb.mail.tokenizer import Tokenizer
 
-    extra = {key: model.pop(key) for key in ("stems", "shapes") if key in model}
+    extra = {key: model.pop(key) for key in ("stems", "shapes", "rcvd_words", "rcvd_phrases") if key in model}
     if extra:
         return _extra_tokenizer(**extra, **tok)
     window = model.pop("pairs", 0)

@@ -83,7 +83,7 @@ class OnlineModel:
 
     REFIT = 25   # the cutoffs are fitted again every REFIT learned messages
 
-    def __init__(self, tokenizer=None, params=None):
+    def __init__(self, tokenizer=None, params=None, variants=None):
         from spamnb.mail.tokenizer import Tokenizer
         from spamnb.model import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, ScoreHistogram, SpamFilter
 
@@ -95,6 +95,8 @@ class OnlineModel:
         self.held_out_ = ScoreHistogram()
         self._cutoffs = None
         self._since_fit = 0
+        self.variants = variants
+        self._scored = None     # with variants: (stream, words, pairs) of the message scored last
 
     @property
     def class_count_(self):
@@ -137,8 +139,20 @@ class OnlineModel:
         (its single-message scorer; 0 before it has learned anything)."""
         if not self.filter.is_fitted:
             return 0.0
+        if self.variants is None:
+            jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
+            return jll[1] - jll[0]
+        # the pair weight chosen on the model's own stream (``variants``: spamnb.model.variants):
+        # scored at weights 0 and 1 over the same counts, given at the variants' weight
+        self.pair_weight = 0.0
         jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
-        return jll[1] - jll[0]
+        words = jll[1] - jll[0]
+        self.pair_weight = 1.0
+        jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
+        pairs = jll[1] - jll[0] - words if math.isfinite(words) else 0.0
+        self._scored = (stream, words, pairs)
+        scale = getattr(self.variants, "scale", 1.0)   # a mixture may keep its scores' scale as its weight moves
+        return (words + self.variants.weight * pairs) * scale if math.isfinite(words) else words
 
     def learn(self, stream, spam, score=None, weight=1):
         """``SpamFilter.learn`` of a tokenized message (``weight`` -1:
@@ -151,6 +165,8 @@ class OnlineModel:
         if score is not None and counts_scores(self.class_count_):
             self.held_out_.add(score, spam, float(weight))
             self._since_fit += 1
+            if self.variants is not None and self._scored is not None and self._scored[0] is stream:
+                self.variants.add(self._scored[1], self._scored[2], spam, float(weight))
         if weight > 0:
             self.filter.learn(None, spam, stream)
         else:
@@ -164,7 +180,7 @@ class OnlineModel:
 
 
 def run_online(messages, y, params=None, train_on_error=False, margin=0.0, threshold=0.0, tokenizer=None,
-               progress=None, unsure=False, auto_learn=None):
+               progress=None, unsure=False, auto_learn=None, variants=None):
     """Classify then learn each message in turn, from an empty model.
 
     ``messages``: bytes or paths, in arrival order; ``y``: True for spam.
@@ -181,6 +197,11 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
     ham cutoff) is learned as that verdict; when it was wrong the user's
     correction relabels it (taken back from the verdict's class, learned as
     the other), as ``spamnb learn`` does with a message in the ledger.
+    ``variants``: the pair weight chosen on the model's own stream as it goes
+    (a :class:`spamnb.model.variants.PairWeightMixture` or ``PairWeightChooser``:
+    each message scored at pair weights 0 and 1 over the same counts, given the
+    variants' weight's log-odds, and its two held-out scores counted when it is
+    learned); None: the filter's own ``pair_weight``.
     Returns an :class:`OnlineResult` (log-odds given before learning each
     message, labels, which messages were learned, seconds, vocabulary size,
     the model's cutoffs when each arrived, which were auto-learned).
@@ -189,7 +210,7 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
 
     from spamnb.model import auto_label
 
-    model = OnlineModel(tokenizer, params)
+    model = OnlineModel(tokenizer, params, variants)
     y = np.asarray(y, dtype=bool)
     log_odds = np.empty(len(y), dtype=np.float64)
     spam_cuts = np.empty(len(y), dtype=np.float64)

@@ -290,6 +290,9 @@ class FoldModels:
         the same models, built before the filter (not beside it)."""
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
+        if float(spam_filter.pair_weight) != 1.0:   # the spilled records hold no pair starts: held_out_by_fold does
+            raise ValueError("fold models of a filter whose pair_weight is not 1 are not built: "
+                             "its held-out scores are counted in one process (calibrate.FoldSpill)")
         folds = _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts)
         layout = next(folds)
         transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
@@ -546,6 +549,7 @@ class FoldSpill:
                       for _ in range(self.n_folds)]
         self.counts = [0] * (2 * self.n_folds)    # messages per fold and class
         self.seen = [0, 0]                         # messages per class so far: each one's place in its class
+        self.starts = [array("q") for _ in range(self.n_folds)]   # each message's pairs_start (-1: no pairs)
 
     @property
     def class_count(self):
@@ -553,12 +557,15 @@ class FoldSpill:
 
         return np.array(self.counts, dtype=np.float64).reshape(-1, 2)
 
-    def write(self, indices, is_spam, fold):
-        """One message: its token ``indices`` (a buffer of int32), class and fold."""
+    def write(self, indices, is_spam, fold, pairs_start=-1):
+        """One message: its token ``indices`` (a buffer of int32), class and fold;
+        ``pairs_start``: its token stream's (where its word pairs begin; -1: none),
+        for a filter that weighs pairs (``pair_weight`` other than 1)."""
         spam = 1 if is_spam else 0
         place = self.seen[spam]
         self.seen[spam] = place + 1
         self.counts[2 * fold + spam] += 1
+        self.starts[fold].append(pairs_start)
         heads, out = self.files[fold]
         heads.write((len(indices) | spam << 32 | place << 33).to_bytes(8, "little"))
         out.write(indices)
@@ -583,6 +590,12 @@ class FoldSpill:
         if bounds[-1] != indices.size:
             raise ValueError("a damaged fold file")
         return indices, bounds, ((words >> 32) & 1).astype(np.uint8), (words >> 33).astype(np.int64)
+
+    def pairs_starts(self, k):
+        """Fold ``k``'s messages' ``pairs_start`` (int64), in the order written."""
+        import numpy as np
+
+        return np.frombuffer(self.starts[k], dtype=np.int64) if len(self.starts[k]) else np.zeros(0, dtype=np.int64)
 
     def close(self):
         for heads, out in self.files:
@@ -623,7 +636,7 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     from spamnb.model.defaults import COUNT_TRANSFORMS
 
     transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
-    alpha = float(spam_filter.alpha)
+    alpha, pair_weight = float(spam_filter.alpha), float(spam_filter.pair_weight)
     if counts is None:
         total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
         class_count = np.asarray(spam_filter.class_count_, dtype=np.float64)
@@ -660,14 +673,34 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
         log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
                                                           spam_filter.prior, n_ham, n_spam)
         scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
-                                      transform, length)
-        # every message of the fold in one compiled call (score's log-odds, bit for bit), by its token hashes
-        log_odds = np.frombuffer(scorer.log_odds_many(np.ascontiguousarray(hashes[indices]), bounds))
+                                      transform, length, None, pair_weight)
+        if pair_weight == 1.0:
+            # every message of the fold in one compiled call (score's log-odds, bit for bit), by its token hashes
+            log_odds = np.frombuffer(scorer.log_odds_many(np.ascontiguousarray(hashes[indices]), bounds))
+        else:   # the pairs weighed: each message scored with its pairs_start (what a model file's scorer does)
+            log_odds = _weighed_log_odds(scorer, hashes[indices], bounds, spill.pairs_starts(k))
         for s in range(2):
             scores[s][place[spam == s]] = log_odds[spam == s]
         per_fold[k] = np.bincount(spam, minlength=2)[:2]
         del scorer, log_odds, table, index, fc, tokens, indices
     return scores[0], scores[1], per_fold
+
+
+def _weighed_log_odds(scorer, hashes, bounds, starts):
+    """The log-odds of the messages ``hashes[bounds[j]:bounds[j + 1]]``, each
+    scored alone with its word pairs from ``starts[j]`` on weighed by the
+    scorer's ``pair_weight`` (``Scorer.score``: a message at a time)."""
+    import numpy as np
+
+    hashes = np.ascontiguousarray(hashes, dtype=np.uint64)
+    if starts.size != bounds.size - 1:
+        raise ValueError("a fold's pair starts do not match its messages")
+    out = np.empty(starts.size)
+    score = scorer.score
+    for j, (a, b, start) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), starts.tolist())):
+        jll = score(hashes[a:b], 0, start)[0]
+        out[j] = jll[1] - jll[0]
+    return out
 
 
 def _held_out(models, records, batch=4096):

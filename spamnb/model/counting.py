@@ -733,7 +733,7 @@ class _Counter:
         if fold is None or self.fold_spill is not None:
             self.add_counts(indices, row, self.transform, 1.0, self.length)
             if fold is not None:
-                self.fold_spill.write(indices, is_spam, fold)
+                self.fold_spill.write(indices, is_spam, fold, tokens.pairs_start)
             return
         k = 2 * fold + spam
         fold_row = self.fold_rows[k]

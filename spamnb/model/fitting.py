@@ -242,9 +242,6 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
 
 def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):
     """``SpamFilter.fit`` (its docstring says what), under the filter's write lock."""
-    if tune and spam_filter.pair_weight != 1.0:   # its folds score pairs at weight 1 (calibrate.FoldModels)
-        raise ValueError("a filter whose pair_weight is not 1 is fitted with tune=False "
-                         "(train's cross-validation weighs word pairs as any token)")
     if tune and not spam_filter.feature_weight:
         y = [is_spam_label(label) for label in labels]
         data = [message_bytes(message) for message in messages]
