@@ -173,3 +173,38 @@ def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():
         text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 12)))
         match = pattern.search(text)
         assert message_id_domain(text) == (match.group(1) if match else None), repr(text)
+
+
+# What the launcher's process does after the command: a sitecustomize module
+# (imported by site before the launcher's own code) notes whether the cyclic
+# garbage collector is on when the interpreter's teardown runs its exit handlers.
+HOOK = '''import atexit, gc, os
+atexit.register(lambda: open(os.environ["SPAMNB_TEST_TEARDOWN"], "w").write(f"gc={gc.isenabled()}"))
+'''
+
+
+@pytest.mark.parametrize("args, short", [("classify", True), ("classify -p", True), ("classify --json", False),
+                                         ("classify -M", False), ("learn --spam", False)])
+def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path, launcher):
+    """The launcher turns the collector off before the imports; a classify of
+    the one message on stdin runs without it and ends without the
+    interpreter's teardown (no exit handler runs), with the verdict and exit
+    code of the usual end; every other command turns it back on and ends as usual."""
+    path = tmp_path / "model.spamnb"
+    shutil.copyfile(model, path)
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(HOOK)
+    noted = tmp_path / "teardown"
+    with open(MESSAGE, "rb") as stdin:
+        proc = subprocess.run([launcher, *args.split(), "-m", path], stdin=stdin, capture_output=True,
+                              env=dict(_env(tmp_path), PYTHONPATH=f"{hooks}{os.pathsep}{REPO}",
+                                       SPAMNB_TEST_TEARDOWN=str(noted)), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0 and not proc.stderr, proc
+    if args.startswith("classify"):
+        assert proc.stdout.startswith(b"spam " if args == "classify" else b"{" if "--json" in args else b"") and (
+            b"X-Spamnb-Status: Yes" in proc.stdout if "-p" in args else True), proc.stdout[:200]
+    if short:
+        assert not noted.exists()
+    else:
+        assert noted.read_text() == "gc=True"
