@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 from itertools import accumulate
 
-from spamnb.bayes import _checks, _holes
+from spamnb.bayes import _checks
 
 from spamnb.bayes import token_kernels
 
@@ -279,6 +279,8 @@ class Vocabulary:
         returns how many were there."""
         if not self._writable and self._tail is None:
             self._make_writable()   # a file's index, not extended in place: removed from a copy
+        from spamnb.bayes import _holes   # a forget's: one compiled module less for a cold classify to load
+
         return _holes.remove(self.keys, self.values, hashes, which)
 
     def _make_writable(self):

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from array import array
 
-from spamnb.bayes import _holes, token_kernels
+from spamnb.bayes import token_kernels
 from spamnb.bayes.arithmetic import log_norms, log_theta, plain_log_prior, smoothed_logs
 
 __all__ = ["WordCounts"]
@@ -164,6 +164,8 @@ class WordCounts:
         ip = self._in_place
         if ip is None:
             return None
+        from spamnb.bayes import _holes   # a forget's: one compiled module less for a cold classify to load
+
         if not ip.checked:
             if _holes.any_unused(self._flat, self.n_classes):
                 return None
@@ -185,6 +187,8 @@ class WordCounts:
         when the counts are held in place (see :meth:`forget_in_place`)."""
         if self._in_place is not None:
             return None
+        from spamnb.bayes import _holes   # a forget's: one compiled module less for a cold classify to load
+
         self._add_rows(indices, cls, transform, -1, n_features, length)
         self._pad()
         zero = bytearray(b"\x01") * len(indices)

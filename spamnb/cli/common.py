@@ -6,8 +6,6 @@ model path, the messages of a path.  The parser and its options are
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import sys
 
@@ -79,14 +77,19 @@ def messages_of(path, **options):
         raise CommandError(_printable(str(exc))) from None
 
 
-@functools.cache
 def _reader():
     """``spamnb.mail.reader`` (the one reader of mail), imported once, when
     first needed (an import statement in :func:`messages_of` cost 1.1 us per
     message of a batch)."""
-    from spamnb.mail import reader
+    global _READER
+    if _READER is None:
+        from spamnb.mail import reader
 
-    return reader
+        _READER = reader
+    return _READER
+
+
+_READER = None
 
 
 def _printable(text):
@@ -134,14 +137,18 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         pass
 
 
-@contextlib.contextmanager
-def one_line_warnings():
-    """Warnings raised while a command runs are printed as ``spamnb: warning: ...``, one line each."""
-    import warnings
+class one_line_warnings:   # noqa: N801 -- used as a function: with one_line_warnings()
+    """Warnings raised while a command runs are printed as ``spamnb: warning: ...``, one line each.
+    (A class, not ``contextlib.contextmanager``: ``contextlib`` and the modules it imports cost a
+    cold ``spamnb classify`` a tenth of its instructions.)"""
 
-    before, warnings.showwarning = warnings.showwarning, _show_warning
-    try:
-        yield
-    finally:
-        warnings.showwarning = before
+    def __enter__(self):
+        import warnings
+
+        self.before, warnings.showwarning = warnings.showwarning, _show_warning
+
+    def __exit__(self, *exc):
+        import warnings
+
+        warnings.showwarning = self.before
 

@@ -17,6 +17,7 @@ share.  Nothing below the command line imports it.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -167,7 +168,7 @@ def fast_args(argv):
     return types.SimpleNamespace(command=command, files=files, handler=handler, **values)
 
 
-def entry():
+def entry(cold=False):
     """The ``spamnb`` command (``python -m spamnb`` too): :func:`main`, with
     the end of the process kept from a late Ctrl-C.  Once :func:`main` has
     returned, a SIGINT no longer raises ``KeyboardInterrupt`` (a traceback
@@ -176,10 +177,20 @@ def entry():
     interpreter's own teardown sets SIGINT back to its default action, which
     would end the process by the signal itself).  The handlers are set with
     ``_signal``, the C module ``signal`` wraps: ``signal`` imports ``enum``
-    to make its numbers enums, which a cold ``spamnb classify`` need not pay for."""
+    to make its numbers enums, which a cold ``spamnb classify`` need not pay for.
+
+    ``cold`` (the launcher, bin/spamnb, which turned the cyclic garbage
+    collector off before the imports): a classify of the one message on
+    stdin (:func:`short_run`) runs without the collector, and the process
+    ends once stdout and stderr are flushed, without the interpreter's
+    teardown (its modules freed one by one, a last collection: a quarter
+    of a cold classify's instructions, for a process that is ending);
+    every other command turns the collector back on and ends as usual."""
     import _signal as signal
     import atexit
 
+    global _COLD
+    _COLD = cold
     noted = []
     atexit.register(_exit_noted, noted)   # registered first: run last of the exit handlers
     try:
@@ -189,7 +200,26 @@ def entry():
         signal.signal(signal.SIGINT, lambda *_: noted.append(True))
         noted.append(True)
         code = EXIT_INTERRUPTED
+    if cold and not gc.isenabled():   # a short run: ended here, its output flushed
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:   # noqa: BLE001 -- the usual end says what went wrong, as before
+            return code
+        _exit_noted(noted)   # exits 130 when a Ctrl-C came
+        os._exit(code)
     return code
+
+
+_COLD = False   # entry(cold=True): the launcher turned the collector off before the imports
+
+
+def short_run(args):
+    """Whether ``args`` (the fast reading's) is a run short and small enough
+    to need neither the cyclic garbage collector nor the interpreter's
+    teardown: a classify of the one message on stdin (with or without
+    ``-p``; not an mbox, not files, which may hold any number of messages)."""
+    return args.command == "classify" and not args.mbox and args.files in ([], ["-"])
 
 
 def _exit_noted(noted):
@@ -218,6 +248,8 @@ def _run(argv):
     args = None
     try:
         args = fast_args(argv)
+        if _COLD and (args is None or not short_run(args)):
+            gc.enable()   # the launcher turned it off for a short run: this one is not
         if args is None:
             args = build_parser(_command_of(argv)).parse_args(argv)
         if args.man or args.completion:

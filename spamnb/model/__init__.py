@@ -13,6 +13,8 @@ A model is used through its :class:`Scorer` interface whatever its form
 (``SpamFilter.load(path, form=...)``: :mod:`spamnb.model.forms`).
 """
 
+import sys
+
 _EXPORTS = {
     # the filter and its forms (spam_filter, forms, scoring)
     "SpamFilter": ("spam_filter", "SpamFilter"),
@@ -48,9 +50,9 @@ _EXPORTS = {
     "DEFAULT_HAM_LOG_ODDS": ("defaults", "DEFAULT_HAM_LOG_ODDS"),
     "DEFAULT_SPAM_CUTOFF": ("defaults", "DEFAULT_SPAM_CUTOFF"),
     # cutoffs and cross-validation (calibrate)
-    "AUTO_PAIRS": ("calibrate", "AUTO_PAIRS"),
+    "AUTO_PAIRS": ("defaults", "AUTO_PAIRS"),
     "DEFAULT_MAX_UNSURE": ("calibrate", "DEFAULT_MAX_UNSURE"),
-    "DEFAULT_TARGET_FPR": ("calibrate", "DEFAULT_TARGET_FPR"),
+    "DEFAULT_TARGET_FPR": ("defaults", "DEFAULT_TARGET_FPR"),
     "SPAM_CUTOFF_FLOOR": ("calibrate", "SPAM_CUTOFF_FLOOR"),
     "FoldModels": ("calibrate", "FoldModels"),
     "apply_calibration": ("calibrate", "apply"),
@@ -104,9 +106,9 @@ def __getattr__(name):
     where = _EXPORTS.get(name)
     if where is None:
         raise AttributeError(f"module 'spamnb.model' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module("spamnb.model." + where[0]), where[1])
+    name = "spamnb.model." + where[0]
+    __import__(name)   # not importlib.import_module: importlib is one module more on a cold classify's path
+    return getattr(sys.modules[name], where[1])
 
 
 def __dir__():

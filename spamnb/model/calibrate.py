@@ -57,6 +57,7 @@ from array import array
 from collections import namedtuple
 
 from spamnb.bayes import arithmetic
+from spamnb.model.defaults import AUTO_PAIRS, DEFAULT_TARGET_FPR   # the window auto tries, the FPR aimed at
 from spamnb.model.verdict import logit as _logit
 from spamnb.model.verdict import probability as _probability
 
@@ -65,7 +66,6 @@ __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs
            "calibration_check", "from_scores", "DEFAULT_TARGET_FPR", "DEFAULT_MAX_UNSURE", "DEFAULT_MARGIN",
            "MIN_HAM", "MIN_SPAM", "MAX_LOG_ODDS", "near_duplicate_key", "SPAM_CUTOFF_FLOOR"]
 
-DEFAULT_TARGET_FPR = 0.001
 DEFAULT_MAX_UNSURE = 0.05
 DEFAULT_MARGIN = 1.0
 DEFAULT_FOLDS = 10
@@ -887,9 +887,6 @@ PAIRS_GAIN = 0.8
 # and peaked at 384 MiB against 245 (docs/scale.md, runs E and F, when it read
 # the corpus twice).  Above this many messages it is not tried (``--word-pairs W`` still gives pairs).
 PAIRS_MAX_MESSAGES = 20_000
-# The window ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3
-# ranked worse than 2 on both corpora).
-AUTO_PAIRS = 2
 
 
 def describe(calibration):

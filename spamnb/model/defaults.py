@@ -53,6 +53,13 @@ DEFAULT_LENGTH_NORM = 5.0
 #    5 / 0 over it and four random orders (docs/accuracy.md, "Word pairs online").
 DEFAULT_PAIR_WEIGHT = 1.0
 LEARNED_WORD_PAIRS = 2
+# -- training's choices (spamnb.model.calibrate, which names them too): the
+#    false-positive rate the cutoffs aim at, and the window of the word pairs
+#    ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3 ranked
+#    worse than 2 on both corpora).  Here, not only there: SpamFilter.fit's
+#    defaults, and a cold ``spamnb classify`` does not import the calibration.
+DEFAULT_TARGET_FPR = 0.001
+AUTO_PAIRS = 2
 LEARNED_PAIR_WEIGHT = 0.5
 MAX_PAIR_WEIGHT = 1e3
 DEFAULT_EVIDENCE = 10

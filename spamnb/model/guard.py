@@ -19,9 +19,29 @@ learns does not import ``threading``.
 from __future__ import annotations
 
 import _thread
-from contextlib import contextmanager
 
-__all__ = ["ReadWriteLock"]
+__all__ = ["ReadWriteLock", "contextmanager"]
+
+
+def contextmanager(generator):
+    """``contextlib.contextmanager(generator)``, made when first called: a
+    model's context managers (a writer's lock, :meth:`ReadWriteLock.writing`)
+    are defined by every process that reads a model, and ``contextlib`` (and
+    the ``collections`` and ``functools`` it imports) cost a cold ``spamnb
+    classify``, which calls none of them, a tenth of its instructions."""
+    made = None
+
+    def call(*args, **kwargs):
+        nonlocal made
+        if made is None:
+            import contextlib
+
+            made = contextlib.contextmanager(generator)
+        return made(*args, **kwargs)
+
+    call.__module__, call.__name__, call.__qualname__ = generator.__module__, generator.__name__, generator.__qualname__
+    call.__doc__, call.__wrapped__ = generator.__doc__, generator
+    return call
 
 _MAKING = _thread.allocate_lock()   # held while a lock's condition is made (ReadWriteLock._condition)
 

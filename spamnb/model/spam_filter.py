@@ -15,19 +15,17 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from collections import namedtuple
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.model import codec, deltas, scoring, verdict
-from spamnb.model.calibrate import AUTO_PAIRS, DEFAULT_TARGET_FPR
 from spamnb.model.ages import Ages
 from spamnb.model.deltas import fold, read_whole
-from spamnb.model.guard import ReadWriteLock
-from spamnb.model.defaults import (DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
+from spamnb.model.guard import ReadWriteLock, contextmanager   # contextlib's, made when first called
+from spamnb.model.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
-                                   check_params, params_of,
+                                   DEFAULT_TARGET_FPR, check_params, params_of,
                                    stored_params)
 from spamnb.model.labels import is_spam_label
 from spamnb.model.messages import message_bytes

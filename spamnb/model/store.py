@@ -59,10 +59,10 @@ import stat
 import struct
 import sys
 import time
-from contextlib import contextmanager
 
 from spamnb.errors import LockTimeout, ModelError
 from spamnb.bayes import checks
+from spamnb.model.guard import contextmanager   # contextlib's, made when first called
 
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
            "read_model", "map_model", "verify_file", "locked", "resolve"]
@@ -540,17 +540,24 @@ def _check_fields(path, fields, size):
         raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
 
 
-@contextmanager
-def _opened(path, max_size):
+class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size) as (fd, st)
     """``(fd, os.stat)`` of the model file at ``path``, opened without
     blocking (a FIFO never waits for a writer) and closed on leaving, once its
     type, its size (at most ``max_size``) and its 40-byte prefix are checked;
     every failure, there or in the block, as ModelError (a refused prefix
     carries the file's ``signature``: :func:`read_model` reads a file that
-    changed again)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    changed again).  A class, not ``contextlib.contextmanager``: a cold
+    ``spamnb classify`` opens a model and imports nothing for it."""
+
+    __slots__ = ("path", "max_size", "fd")
+
+    def __init__(self, path, max_size):
+        self.path, self.max_size, self.fd = path, max_size, None
+
+    def __enter__(self):
+        path, max_size = self.path, self.max_size
         try:
+            fd = self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
                 raise IsADirectoryError
@@ -567,17 +574,28 @@ def _opened(path, max_size):
             except ModelError as exc:
                 exc.signature = _signature(st)
                 raise
-            yield fd, st
-        finally:
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, None)
+            raise
+        return fd, st
+
+    def __exit__(self, kind, exc, traceback):
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
             os.close(fd)
-    except IsADirectoryError:
-        raise ModelError(f"{path}: is a directory, not a model file") from None
-    except FileNotFoundError:
-        raise ModelError(f"{path}: no model there (train one with 'spamnb train')") from None
-    except PermissionError:
-        raise ModelError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read the model: {exc.strerror or exc}") from None
+        if kind is not None and issubclass(kind, OSError):
+            raise _open_error(self.path, exc) from None
+
+
+def _open_error(path, exc):
+    """The ModelError of an OSError met opening or reading the model file at ``path``."""
+    if isinstance(exc, IsADirectoryError):
+        return ModelError(f"{path}: is a directory, not a model file")
+    if isinstance(exc, FileNotFoundError):
+        return ModelError(f"{path}: no model there (train one with 'spamnb train')")
+    if isinstance(exc, PermissionError):
+        return ModelError(f"{path}: permission denied")
+    return ModelError(f"{path}: cannot read the model: {exc.strerror or exc}")
 
 
 def _read_whole(path, max_size=MAX_MODEL_SIZE):

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""A cold ``spamnb classify`` of one message in instructions: callgrind's count, beside the venv's ``python -c pass``.
+
+Instructions do not move with the machine's load, where wall and CPU times
+of a fresh process do (by 2-5x on a shared machine): this script measures
+what ``scripts/bench/bench_pipe.py`` times, the pipe's one message, in
+instructions counted by ``valgrind --tool=callgrind`` (every instruction of
+the process, the interpreter's start and teardown included).
+
+For each ``--venv`` (a venv with spamnb installed as the README installs it,
+``pip install .``; repeatable, e.g. the tree before a change and this one):
+
+- ``python -c pass`` of the venv's interpreter (the floor);
+- the Python line the venv's ``bin/spamnb`` launcher runs (read from the
+  launcher itself, so each venv runs its own), with ``classify -m MODEL``
+  and the message on stdin, for each ``--model``.
+
+The shell launcher's own start (``sh``, well under a millisecond) is left
+out: callgrind follows one process.  Each figure is the median of
+``--runs`` runs (the counts move by well under 1 % between runs: the hash
+seed).  Example, from a folder without a ``spamnb`` package in it::
+
+    python3 scripts/bench/bench_cold_instructions.py --venv OLD --venv NEW \\
+        --model enron-spam.spamnb --model enron-spam.journal-200.spamnb --message MSG
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+LAUNCH_LINE = re.compile(r"""exec "\$python" -P -c '(.*?)' "\$@"\s*$""", re.S)
+
+
+def launcher_code(venv):
+    """The ``-c`` code of ``VENV/bin/spamnb`` (the shell launcher setup.py installs)."""
+    text = (venv / "bin" / "spamnb").read_text()
+    match = LAUNCH_LINE.search(text)
+    if match is None:
+        raise SystemExit(f"{venv}/bin/spamnb: not the shell launcher (no exec of python -P -c)")
+    return match.group(1)
+
+
+def instructions(argv, stdin=None):
+    """Instructions callgrind counted running ``argv`` (its output discarded)."""
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        with open(stdin or os.devnull, "rb") as f:
+            proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv], stdin=f,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp, timeout=600)
+        found = re.search(rb"Collected : (\d+)", proc.stderr)
+        if found is None:
+            raise SystemExit(f"{' '.join(argv[:3])}: no count from callgrind:\n{proc.stderr.decode()[-2000:]}")
+        return int(found.group(1))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--venv", action="append", type=Path, required=True, help="a venv with spamnb installed")
+    parser.add_argument("--model", action="append", type=Path, required=True, help="a model file (repeatable)")
+    parser.add_argument("--message", type=Path, required=True, help="the message classified (stdin)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each command (default 3; the median)")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed")
+    print(f"callgrind instructions, median of {args.runs} runs; load average {os.getloadavg()[0]:.2f}")
+    print()
+    print("| venv | `python -c pass` | " + " | ".join(f"`classify`, {m.name}" for m in args.model) + " |")
+    print("|---|---|" + "---|" * len(args.model))
+    for venv in args.venv:
+        venv = Path(os.path.abspath(venv))   # absolute (the runs start elsewhere); its python3 left a link
+        python = str(venv / "bin" / "python3")
+        code = launcher_code(venv)
+        floor = statistics.median(instructions([python, "-c", "pass"]) for _ in range(args.runs))
+        cells = [f"{floor / 1e6:.1f} M"]
+        for model in args.model:
+            argv = [python, "-P", "-c", code, "classify", "-m", str(model.resolve())]
+            count = statistics.median(instructions(argv, args.message) for _ in range(args.runs))
+            cells.append(f"{count / 1e6:.1f} M ({count / floor:.2f}x)")
+        print(f"| {venv.name} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
