@@ -360,7 +360,8 @@ def main(argv=None):
             f"parts rule {'off' if parts is None else f'sizes {args.parts}, margin {args.part_margin:g}'}"
             f"{'' if args.spam_part_margin is None else f', spam margin {args.spam_part_margin:g}'}; "
             f"token rule {args.tokens or 'off'}")
-        out = {"corpus": os.path.basename(os.path.normpath(args.corpus)), "learned": len(learned), "tokens": args.tokens,
+        out = {"corpus": os.path.basename(os.path.normpath(args.corpus)), "learned": len(learned),
+               "tokens": args.tokens,
                "interleave": args.interleave, "parts": args.parts, "part_margin": args.part_margin,
                "spam_part_margin": args.spam_part_margin, "styles": {}}
         checked = hams[:args.ham_check]
