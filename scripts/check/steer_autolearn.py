@@ -56,7 +56,8 @@ score spam are then not learned as spam, cover text and all).
 shipped): a ham verdict is auto-learned without its known tokens weighing
 more than ``M`` toward spam (``harness.token_mask``; ``lean``: a token's own
 log-odds) and without its unknown tokens (``unknown``: with them); ``spam=M2``
-the mirror for spam verdicts.  Such a learn goes through the same decision
+the mirror for spam verdicts (known tokens leaning ham by more than ``M2`` left
+out, unknown ones counted: ``autolearn_rules.py``'s ``spamtokens:M2:learn``).  Such a learn goes through the same decision
 and hourly cap, under the model's lock, and saves the model whole
 (:func:`learn_masked`: the journal and the ledger record whole messages).
 
@@ -213,7 +214,8 @@ def learn_masked(path, message, verdict, cutoffs, clock, rule):
     """``learn_verdict`` with the token-wise rule (not shipped): the same decision (the
     margin beyond the cutoffs, the verdict's label, the hourly cap), then only the
     tokens ``harness.token_mask`` keeps are learned (``rule``: its margin, unknown,
-    lean and the margin for spam verdicts, None: spam learned whole), under the
+    lean and the margin for spam verdicts, None: spam learned whole; a spam
+    verdict's unknown tokens are counted), under the
     model's lock, the model saved whole (the journal and the ledger record whole
     messages only)."""
     from spamnb.model import learning
@@ -229,7 +231,7 @@ def learn_masked(path, message, verdict, cutoffs, clock, rule):
         sf = session.filter
         stream = sf.tokenizer_.stream(message)
         if not spam or spam_margin is not None:
-            keep = harness.token_mask(sf, stream, spam, spam_margin if spam else margin, unknown, lean)
+            keep = harness.token_mask(sf, stream, spam, spam_margin if spam else margin, unknown or spam, lean)
             if not keep:
                 return "no token kept"
             if len(keep) < len(stream.hashes):
