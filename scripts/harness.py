@@ -29,7 +29,8 @@ which checkout's spamnb it measures before it imports the package.
 - auto-learn steering (scripts/check/steer_autolearn.py,
   autolearn_rules.py): ``arrival_stream`` (a corpus in ``spamnb evaluate
   --online``'s order), ``text_windows`` (a message's text parts and windows
-  of them, the segments the parts rule scores).
+  of them, the segments the parts rule scores), ``token_mask`` and
+  ``MaskedStream`` (the token-wise rule: which tokens a learn counts).
 """
 
 from __future__ import annotations
@@ -526,3 +527,63 @@ def text_windows(regions, sizes):
                 if at + size >= end:
                     break
                 at += step
+
+
+class MaskedStream:
+    """Some of a message's tokens (``keep``: positions in its token ``stream``),
+    standing for the stream in ``SpamFilter.learn`` (``Vocabulary.add`` reads
+    ``hashes`` and ``write_tokens``).  Their counts are scaled to the filter's
+    length as a message's are (the kept tokens weigh more than in the whole
+    message); :meth:`scaled` gives the length that keeps their values."""
+
+    def __init__(self, stream, keep):
+        from array import array
+
+        self.stream, self.keep = stream, array("i", keep)
+        hashes = stream.hashes
+        self.hashes = array("Q", [hashes[j] for j in self.keep])
+        self.pairs_start, self.regions, self.truncated, self.length = -1, [], False, None
+
+    def write_tokens(self, positions, count, blob, offsets):
+        from array import array
+
+        self.stream.write_tokens(array("i", [self.keep[positions[k]] for k in range(count)]), count, blob, offsets)
+
+    def scaled(self, length):
+        """Set :attr:`length`: the length (the filter's is ``length``) at which the kept
+        tokens' counts are what they are in the whole message."""
+        def norm(hashes):
+            import numpy as np
+
+            _tokens, counts = np.unique(np.frombuffer(memoryview(hashes).cast("B"), dtype=np.uint64),
+                                        return_counts=True)
+            return float(np.sqrt((np.log1p(counts) ** 2).sum())) or 1.0
+
+        self.length = length * norm(self.hashes) / norm(self.stream.hashes)
+        return self
+
+
+def token_mask(spam_filter, stream, spam, margin, unknown=False, lean=False):
+    """The token-wise auto-learn rule (scripts/check/autolearn_rules.py ``tokens``,
+    steer_autolearn.py ``--tokens``): the positions of ``stream``'s tokens that a
+    learn as ``spam`` counts.  A known token leaning the other way by more than
+    ``margin`` is left out: its weight in the message's score as the filter's
+    scorer weighs it (the message's counts scaled to its length), or with
+    ``lean`` the token's own log-odds (that weight divided by the token's
+    scaled count); an unknown token is counted when ``unknown``."""
+    hashes = stream.hashes
+    if not spam_filter.is_fitted:
+        return list(range(len(hashes))) if unknown else []
+    evidence = dict(spam_filter.scorer().score(hashes, len(hashes), stream.pairs_start)[1])
+    idx = spam_filter.vocabulary_.lookup(hashes)
+    if lean:
+        import numpy as np
+
+        known = np.frombuffer(memoryview(idx).cast("B"), dtype=np.int32)
+        tokens, counts = np.unique(known[known >= 0], return_counts=True)
+        if tokens.size:
+            x = np.log1p(counts)
+            x *= float(spam_filter.length_norm) / np.sqrt((x * x).sum())
+            evidence = {int(i): evidence.get(int(i), 0.0) / xi for i, xi in zip(tokens, x)}
+    sign = -1.0 if spam else 1.0
+    return [j for j, i in enumerate(idx) if (unknown if i < 0 else sign * evidence.get(i, 0.0) <= margin)]

@@ -80,6 +80,21 @@ def test_learn_verdict_needs_a_verdict_that_agrees_and_a_model(tmp_path, model):
     assert not missing.exists()
 
 
+def test_learn_verdict_counts_the_hourly_cap_by_the_clock_it_is_given(tmp_path, model):
+    # steer_autolearn.py sends 1,000 messages at the cap on a simulated clock (now=)
+    from spamnb.model.autolearn import learn_verdict
+
+    rng = random.Random(15)
+    spams = [_message(rng, True, 5000 + n, 60) for n in range(3)]
+    hour = 3600.0 * 1000
+    assert learn_verdict(model, spams[0], 30.0, "spam", 14.0, -4.0, per_hour=1, now=hour) == "learned"
+    assert learn_verdict(model, spams[1], 30.0, "spam", 14.0, -4.0, per_hour=1, now=hour + 3599) == "rate limit"
+    assert learn_verdict(model, spams[1], 30.0, "spam", 14.0, -4.0, per_hour=1, now=hour + 3600) == "learned"
+    assert (tmp_path / "model.spamnb.autolearn").read_text() == f"{int(hour // 3600) + 1} 1\n"
+    # without now: the time (a simulated hour long past counts as another hour)
+    assert learn_verdict(model, spams[2], 30.0, "spam", 14.0, -4.0, per_hour=1) == "learned"
+
+
 def test_classify_auto_learn_learns_confident_verdicts_and_a_learn_relabels_them(tmp_path, model):
     rng = random.Random(9)
     spam = _message(rng, True, 1000, words=60)

@@ -31,11 +31,21 @@ Rules (``--rules``, separated by ``;``, each ``name[:args]``, joined by
   (log theta_spam - log theta_ham, unscaled);
 - ``weight:W``: auto-learned ham counted with weight ``W`` (parsed, not
   run: the protocol's filter learns a message whole; the figures in
-  docs/notes came from its former model).
+  docs/notes came from its former model);
+- ``tokens:M[:skip|learn[:scale]]``: token-wise learns (``harness.token_mask``):
+  a ham verdict is learned without its known tokens that weigh more than
+  ``M`` toward spam in the message's score (``LM``: whose own log-odds, not
+  scaled by the message's counts, lean spam by more than ``M``) and without
+  its unknown tokens (``learn``: with them); ``scale``: the kept tokens
+  counted as they are in the whole message (else scaled to a message's
+  length, as any learn).  A user's correction forgets exactly the tokens
+  learned (the protocol keeps them) and learns the message whole;
+- ``spamtokens:...``: the same for spam verdicts (tokens leaning ham left out).
 
     python scripts/check/autolearn_rules.py                       # both shared corpora, the default rules
     python scripts/check/autolearn_rules.py --rules "none;parts:0,32:16;strong:8"
     python scripts/check/autolearn_rules.py corpora --rules "none;parts:0:0"   # the sample: a smoke run
+    python scripts/check/autolearn_rules.py --rules "none;tokens:0:skip;tokens:0:learn;tokens:2:learn:scale"
 
 Figures: (1-ROCA) % over the whole stream, and how many ham verdicts the
 rule stopped.  Time: about 10 s per rule and corpus on a quiet machine.
@@ -63,7 +73,7 @@ DEFAULT_RULES = "none;parts:0:0;parts:0:4;parts:0,64:8;parts:0,32:16;parts:0,16:
 
 def parse_rule(text):
     """A rule's text -> dict(parts=(sizes, margin) or None, strong=(t, k) or None, weight=w)."""
-    rule = {"parts": None, "spamparts": None, "strong": None, "weight": 1.0}
+    rule = {"parts": None, "spamparts": None, "strong": None, "weight": 1.0, "tokens": None, "spamtokens": None}
     for piece in text.split("+"):
         name, _, args = piece.strip().partition(":")
         fields = args.split(":") if args else []
@@ -74,13 +84,19 @@ def parse_rule(text):
                 rule[name] = (tuple(int(v) for v in fields[0].split(",")), float(fields[1]))
             elif name == "strong" and len(fields) in (1, 2):
                 rule["strong"] = (float(fields[0]), int(fields[1]) if len(fields) == 2 else 1)
+            elif name in ("tokens", "spamtokens") and len(fields) in (1, 2, 3) and (
+                    len(fields) == 1 or fields[1] in ("skip", "learn")) and (len(fields) < 3 or fields[2] == "scale"):
+                lean = fields[0].startswith("L")
+                rule[name] = (float(fields[0][1:] if lean else fields[0]), len(fields) >= 2 and fields[1] == "learn",
+                              lean)
+                rule[name + "_scale"] = len(fields) == 3
             elif name == "weight" and len(fields) == 1 and 0 < float(fields[0]) <= 1:
                 rule["weight"] = float(fields[0])
             else:
                 raise ValueError(piece)
         except ValueError:
-            raise SystemExit(f"autolearn_rules: not a rule: {piece!r} "
-                             "(none, parts:SIZES:M, spamparts:SIZES:M, strong:T[:K], weight:W)")
+            raise SystemExit(f"autolearn_rules: not a rule: {piece!r} (none, parts:SIZES:M, spamparts:SIZES:M, "
+                             "strong:T[:K], weight:W, tokens:[L]M[:skip|learn[:scale]], spamtokens:...)")
     return rule
 
 
@@ -126,6 +142,21 @@ def run_rule(streams, y, rule, margin):
         raise SystemExit("autolearn_rules: weight:W needs learns of a weight, which SpamFilter.learn does not take "
                          "(the figures of the weight rules in the notes came from the protocol's former model)")
     model = OnlineModel()
+    learn = model.learn
+
+    def scaled_learn(stream, spam, score=None, weight=1):
+        length = getattr(stream, "length", None)
+        if length is None:
+            return learn(stream, spam, score, weight)
+        keep = model.filter.length_norm
+        model.filter.length_norm = length
+        try:
+            return learn(stream, spam, score, weight)
+        finally:
+            model.filter.length_norm = keep
+            model.filter.counts_changed()
+
+    model.learn = scaled_learn
     n = len(y)
     log_odds, spam_cuts, ham_cuts = np.empty(n), np.empty(n), np.empty(n)
     trained, auto = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
@@ -145,6 +176,25 @@ def run_rule(streams, y, rule, margin):
         elif verdict is True and rule["spamparts"] and parts_disagree(model, stream, *rule["spamparts"], -1.0):
             verdict = None
             spam_stopped += 1
+        tokens = rule["spamtokens" if verdict else "tokens"] if verdict is not None else None
+        if tokens is not None:
+            keep = harness.token_mask(model.filter, stream, verdict, *tokens)
+            if not keep:
+                verdict = None
+                if not right:
+                    model.learn(stream, is_spam, score)
+                    trained[i] = True
+                continue
+            if len(keep) < len(stream.hashes):
+                stream = harness.MaskedStream(stream, keep)
+                if rule[("spamtokens" if verdict else "tokens") + "_scale"]:
+                    stream.scaled(model.filter.length_norm)
+                if verdict != is_spam:     # the correction forgets what was learned and learns the message whole
+                    model.learn(stream, verdict, score)
+                    auto[i] = trained[i] = True
+                    model.learn(stream, verdict, score, -1)
+                    model.learn(streams[i], is_spam, score)
+                    continue
         if verdict is not None:
             weight = 1.0 if verdict else rule["weight"]
             model.learn(stream, verdict, score, weight)

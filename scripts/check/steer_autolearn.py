@@ -52,6 +52,15 @@ verdict unchanged.
 score spam are then not learned as spam, cover text and all).
 ``scripts/check/autolearn_rules.py`` measures the same rule online.
 
+``--tokens M[:unknown][:lean][:spam=M2]`` measures the token-wise rule (not
+shipped): a ham verdict is auto-learned without its known tokens weighing
+more than ``M`` toward spam (``harness.token_mask``; ``lean``: a token's own
+log-odds) and without its unknown tokens (``unknown``: with them); ``spam=M2``
+the mirror for spam verdicts (known tokens leaning ham by more than ``M2`` left
+out, unknown ones counted: ``autolearn_rules.py``'s ``spamtokens:M2:learn``).  Such a learn goes through the same decision
+and hourly cap, under the model's lock, and saves the model whole
+(:func:`learn_masked`: the journal and the ledger record whole messages).
+
 ``--package DIR`` imports spamnb from another checkout (the tree before a
 change); a ``learn_verdict`` without ``now`` is given a cap the sending rate
 never reaches, the same thing.
@@ -60,6 +69,7 @@ never reaches, the same thing.
     python scripts/check/steer_autolearn.py ../shared/corpora/enron-spam --messages 1000
     python scripts/check/steer_autolearn.py corpora --learn 200 --messages 300   # the sample: a smoke run
     python scripts/check/steer_autolearn.py --parts 0,32 --part-margin 16 --interleave 4
+    python scripts/check/steer_autolearn.py --tokens 0 --interleave 4
 """
 
 from __future__ import annotations
@@ -176,7 +186,7 @@ def segments(spam_filter, message, sizes, sign=1.0):
     return best
 
 
-def auto_learn(path, message, clock, parts=None):
+def auto_learn(path, message, clock, parts=None, select=None):
     """One message through ``spamnb classify --auto-learn``'s path at time ``clock``: its outcome.
     ``parts``: ``(sizes, margin)``, a ham verdict one of whose segments scores ``margin`` or
     more is not learned ("parts disagree")."""
@@ -190,6 +200,8 @@ def auto_learn(path, message, clock, parts=None):
             and segments(spam_filter, message, parts[0], -1.0) >= parts[2]):
         return verdict, "parts disagree"
     cutoffs = logit(spam_filter.spam_cutoff), logit(spam_filter.ham_cutoff)
+    if select is not None:
+        return verdict, learn_masked(path, message, verdict, cutoffs, clock, select)
     try:
         outcome = learn_verdict(path, message, verdict.log_odds, verdict.label, *cutoffs, wait=60, now=clock)
     except TypeError:   # a tree before ``now``: one message every 3600 / cap seconds never meets the cap
@@ -198,7 +210,39 @@ def auto_learn(path, message, clock, parts=None):
     return verdict, outcome
 
 
-def attack(base, work, target, hams, style, n_messages, every, interleave, say, parts=None):
+def learn_masked(path, message, verdict, cutoffs, clock, rule):
+    """``learn_verdict`` with the token-wise rule (not shipped): the same decision (the
+    margin beyond the cutoffs, the verdict's label, the hourly cap), then only the
+    tokens ``harness.token_mask`` keeps are learned (``rule``: its margin, unknown,
+    lean and the margin for spam verdicts, None: spam learned whole; a spam
+    verdict's unknown tokens are counted), under the
+    model's lock, the model saved whole (the journal and the ledger record whole
+    messages only)."""
+    from spamnb.model import learning
+    from spamnb.model.autolearn import AUTO_LEARN_PER_HOUR, RateLimit, auto_label
+
+    spam = auto_label(verdict.log_odds, *cutoffs)
+    if spam is None or verdict.label != ("spam" if spam else "ham"):
+        return "not sure"
+    margin, unknown, lean, spam_margin = rule
+    with learning.session(path, wait=60, create=False) as session:
+        if not RateLimit(session.path, AUTO_LEARN_PER_HOUR).take(clock):
+            return "rate limit"
+        sf = session.filter
+        stream = sf.tokenizer_.stream(message)
+        if not spam or spam_margin is not None:
+            keep = harness.token_mask(sf, stream, spam, spam_margin if spam else margin, unknown or spam, lean)
+            if not keep:
+                return "no token kept"
+            if len(keep) < len(stream.hashes):
+                stream = harness.MaskedStream(stream, keep)
+        sf.learn(None, spam, stream)
+        sf.refit_cutoffs()
+        session.compact()
+    return "learned"
+
+
+def attack(base, work, target, hams, style, n_messages, every, interleave, say, parts=None, select=None):
     from spamnb.model.autolearn import AUTO_LEARN_PER_HOUR
 
     path = os.path.join(work, f"steer-{style}.spamnb")
@@ -211,7 +255,7 @@ def attack(base, work, target, hams, style, n_messages, every, interleave, say, 
     clock = 1.0e9   # a simulated clock, AUTO_LEARN_PER_HOUR messages an hour
     for n in range(1, n_messages + 1):
         message = craft(n, hams[(n - 1) % len(hams)], text_of(target), style, interleave)
-        verdict, outcome = auto_learn(path, message, clock, parts)
+        verdict, outcome = auto_learn(path, message, clock, parts, select)
         clock += 3600.0 / AUTO_LEARN_PER_HOUR
         outcome = f"learned as {verdict.label}" if outcome == "learned" else outcome
         counts[outcome] = counts.get(outcome, 0) + 1
@@ -259,11 +303,26 @@ def main(argv=None):
                     help="with --parts: a segment scoring this log-odds or more stops a ham learn (default 0)")
     ap.add_argument("--spam-part-margin", type=float,
                     help="with --parts: a segment scoring minus this or less stops a spam learn (default: off)")
+    ap.add_argument("--tokens", metavar="M[:unknown][:lean][:spam=M2]",
+                    help="token-wise auto-learn (not shipped; harness.token_mask): a ham verdict is learned "
+                         "without the tokens weighing more than M toward spam (unknown: unknown tokens "
+                         "counted; lean: M is a token's own log-odds; spam=M2: the mirror for spam verdicts)")
     ap.add_argument("--package", help="import spamnb from this checkout (e.g. the tree before a change)")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     if args.package:
         sys.path.insert(0, os.path.abspath(args.package))
+    select = None
+    if args.tokens:
+        fields = args.tokens.split(":")
+        try:
+            spam_margin = [float(f[5:]) for f in fields[1:] if f.startswith("spam=")]
+            if set(f for f in fields[1:] if not f.startswith("spam=")) - {"unknown", "lean"}:
+                raise ValueError(args.tokens)
+            select = (float(fields[0]), "unknown" in fields, "lean" in fields,
+                      spam_margin[0] if spam_margin else None)
+        except ValueError:
+            ap.error(f"--tokens: M[:unknown][:lean][:spam=M2], not {args.tokens!r}")
     parts = None
     if args.parts:
         try:
@@ -301,8 +360,10 @@ def main(argv=None):
         say(f"{os.path.basename(os.path.normpath(args.corpus))}: model learned from {len(learned)} messages; "
             f"{len(hams)} later ham as cover text; interleave {args.interleave or 'none'}; "
             f"parts rule {'off' if parts is None else f'sizes {args.parts}, margin {args.part_margin:g}'}"
-            f"{'' if args.spam_part_margin is None else f', spam margin {args.spam_part_margin:g}'}")
+            f"{'' if args.spam_part_margin is None else f', spam margin {args.spam_part_margin:g}'}; "
+            f"token rule {args.tokens or 'off'}")
         out = {"corpus": os.path.basename(os.path.normpath(args.corpus)), "learned": len(learned),
+               "tokens": args.tokens,
                "interleave": args.interleave, "parts": args.parts, "part_margin": args.part_margin,
                "spam_part_margin": args.spam_part_margin, "styles": {}}
         checked = hams[:args.ham_check]
@@ -310,7 +371,7 @@ def main(argv=None):
         say(f"  ham check: of {len(checked)} later ham, {before[0]} called spam, {before[1]} unsure, before")
         for style in args.styles.split(","):
             out["styles"][style] = attack(base, work, target, hams, style, args.messages, args.every,
-                                          args.interleave, say, parts)
+                                          args.interleave, say, parts, select)
             after = ham_called_spam(os.path.join(work, f"steer-{style}.spamnb"), checked)
             out["styles"][style].append({"ham_check": len(checked), "ham_called_spam": after[0],
                                          "ham_unsure": after[1]})

@@ -67,7 +67,7 @@ class RateLimit:
 
 def learn_verdict(model_path, data, log_odds, label, spam_log_odds, ham_log_odds, margin=AUTO_LEARN_MARGIN,
                   per_hour=AUTO_LEARN_PER_HOUR, wait=None, header_name="X-Spamnb-Status", subject_tag=None,
-                  kept=None):
+                  kept=None, now=None):
     """Learn a classified message as its verdict when :func:`auto_label` says so and
     the verdict (``label``: "spam", "ham" or "unsure") agrees; through the model's
     ledger (a later ``spamnb learn``, move or TELL of the message with the other
@@ -83,7 +83,7 @@ def learn_verdict(model_path, data, log_odds, label, spam_log_odds, ham_log_odds
     with learning.session(model_path, wait=wait, create=False, expire=kept is None, kept=kept) as session:
         if session.ledger.label(_digest(data, header_name, subject_tag)) is not None:
             return "known"      # learned already (by the user, or auto): a verdict never overrides a label
-        if not RateLimit(session.path, per_hour).take():
+        if not RateLimit(session.path, per_hour).take(now):
             return "rate limit"
         return session.learn(data, spam, Tally(), auto=True, header_name=header_name, subject_tag=subject_tag)
 
