@@ -404,10 +404,11 @@ def map_model(path, max_size=None):
     their logs, the token strings and the last-seen days, which a scorer
     reads a message's entries of from the file itself (``arrays.file``,
     kept open: ``spamnb.model.scoring``).  Those are read whole when
-    something needs them (``arrays.fill()``: a journal's replay, a learn),
-    at once by a writer (this process holds the model's :func:`locked`:
-    then in huge pages, as :func:`read_model` reads); until then their memory holds zeros,
-    so nothing but ``fill`` may read them.  The whole-file checksum is not
+    something needs them (``arrays.fill()``: a journal's replay, a forget,
+    a save; a learn appends to the journal without them,
+    ``spamnb.model.learning``), in huge pages when this process holds the
+    model's :func:`locked` (a writer: as :func:`read_model` reads); until
+    then their memory holds zeros, so nothing but ``fill`` may read them.  The whole-file checksum is not
     checked: it would read every byte, the cost this reader exists to spare
     (``spamnb classify`` of one message); what a damaged array could do is
     bounded where it is read, and :func:`verify_file` checks the whole file
@@ -459,7 +460,7 @@ def _map_once(path, max_size):
             head = os.pread(fd, wanted, 0)
             if len(head) < wanted:   # cut short since the prefix was read
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
-            # a writer (it holds the model's lock: a learn) reads the whole file: huge pages, as read_model's;
+            # a writer (it holds the model's lock) may read the whole file later: huge pages, as read_model's;
             # a reader writes few pages of it: small ones
             whole = holds_lock(resolve(path))
             memory = _private_memory(size, huge=whole)
@@ -471,8 +472,8 @@ def _map_once(path, max_size):
     arrays.file = file
     arrays.path, arrays.signature = path, signature
     arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND)
-    try:   # the small ones now (the ledger, the held-out scores); a writer's, all
-        arrays.fill(set(arrays.offsets) if whole else set(arrays.offsets) - ON_DEMAND)
+    try:   # the small ones now (the ledger, the held-out scores); the large ones when something needs them
+        arrays.fill(set(arrays.offsets) - ON_DEMAND)
     except ModelError as exc:
         file.close()
         exc.signature = signature
