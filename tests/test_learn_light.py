@@ -115,6 +115,15 @@ def test_a_journal_past_its_size_is_folded_as_before(model, tmp_path):
     assert _state(light) == _state(whole)
 
 
+def test_a_session_that_passes_the_journals_size_reads_the_model_whole_and_folds(model, tmp_path):
+    light, whole = _copies(model, tmp_path)   # a folder learned at once: the view never grows past a journal
+    sessions = [[("learn", SPAM[60 + i], True, False) for i in range(12)]]
+    stayed_light = []
+    assert _run(light, sessions, True, 8000, stayed_light) == _run(whole, sessions, False, 8000)
+    assert stayed_light == [False] and not Path(str(light) + ".journal").exists()
+    assert _state(light) == _state(whole)
+
+
 def test_a_light_learn_leaves_the_model_unread(model, tmp_path):
     light, _whole = _copies(model, tmp_path)
     for i, actions in enumerate(SESSIONS[:3]):

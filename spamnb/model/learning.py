@@ -319,7 +319,25 @@ class Session:
             self._light_ledger = ledger if len(labels) + ledger.n_records < DEFAULT_CAPACITY else False
         return self._light_ledger or None
 
+    def _journal_size(self, transactions):
+        """What the journal's size would be with ``transactions`` appended as one record."""
+        journal = self.filter.journal_
+        payload = sum(len(t) for t in transactions)
+        return (journal.end if journal.status == "ok" and journal.end is not None else 48) + 16 + payload + (
+            -payload) % 8
+
+    def _compact_limit(self):
+        if self.compact_limit is not None:
+            return self.compact_limit
+        try:
+            model_size = os.path.getsize(self.path)
+        except OSError:
+            model_size = 0
+        return compact_at(model_size)
+
     def _run(self, function, data, *args, **kwargs):
+        if self.view is not None and self._journal_size(self.transactions) > self._compact_limit():
+            self._read_whole()   # the commit folds the journal anyway: the view stays as small as a journal
         if self.view is not None and function.__name__ == "learn":
             ledger = self._light_ledger_view()
             if ledger is not None:
@@ -381,15 +399,9 @@ class Session:
             return None
         if journal.status == "ok" and journal.end is None:
             return None
-        payload = b"".join(self.transactions)
-        size = (journal.end if journal.status == "ok" else 48) + 16 + len(payload) + (-len(payload)) % 8
-        try:
-            model_size = os.path.getsize(self.path)
-        except OSError:
-            model_size = 0
-        if size > (compact_at(model_size) if self.compact_limit is None else self.compact_limit):
+        if self._journal_size(self.transactions) > self._compact_limit():
             return None   # past the journal's size: this learn folds it into the model (a whole save)
-        return append(journal, [payload])
+        return append(journal, [b"".join(self.transactions)])
 
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the
