@@ -149,3 +149,25 @@ def test_the_command_learns_without_reading_the_model_and_says_the_counts(model,
     out = run_spamnb(["learn", "--spam", "-m", str(model), str(message)], home=home, text=True)
     assert "already known 1" in out.stdout and out.stdout.strip().endswith("(56 spam, 55 ham)")
     assert Path(str(model) + ".journal").exists()
+
+
+def test_a_learn_of_mail_without_markup_imports_no_pattern_module(model, tmp_path):
+    # looks_like_mail and the ledger's canonical bytes need no regular expression for plain mail
+    import os
+    import subprocess
+    import sys
+
+    message = tmp_path / "plain.eml"
+    message.write_bytes(b"From: a@example.com\nSubject: lunch on friday\n\nshall we meet at noon, usual place?\n")
+    with open(message, "rb") as stdin:
+        # -S: no site (an editable install's finder imports re itself), spamnb from the checkout
+        proc = subprocess.run([sys.executable, "-S", "-m", "spamnb", "learn", "--ham", "-q", "-m", str(model)],
+                              stdin=stdin,
+                              capture_output=True, timeout=120, cwd=tmp_path,
+                              env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1", SPAMNB_HOME=str(tmp_path),
+                                       PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
+               if line.startswith("import time:")}
+    assert Path(str(model) + ".journal").exists()            # learned: a journal started
+    assert "spamnb.mail.mbox" in modules and not modules & {"re", "enum", "tempfile"}
