@@ -175,6 +175,7 @@ class _LightLedger:
     def __init__(self, digests, codes, journal_payloads):
         self._digests, self._codes = digests, codes   # the file's: 16 bytes each; their codes (ledger.entry_code)
         self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
+        self._found = {}      # digest -> code or None: the file's, as searched
         self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
         for payload in journal_payloads:
             self._note(payload)
@@ -192,14 +193,19 @@ class _LightLedger:
     def code(self, digest):
         if digest in self._overlay:
             return self._overlay[digest]
-        digests, at = self._digests, 0
+        if digest in self._found:   # a learn asks for a digest three times: the file searched once
+            return self._found[digest]
+        digests, at, code = self._digests, 0, None
         while True:
             at = digests.find(digest, at)
             if at < 0:
-                return None
+                break
             if at % 16 == 0:
-                return self._codes(at // 16)
+                code = self._codes(at // 16)
+                break
             at += 1
+        self._found[digest] = code
+        return code
 
     def label(self, digest):
         from spamnb.model.ledger import code_entry
