@@ -171,3 +171,25 @@ def test_a_learn_of_mail_without_markup_imports_no_pattern_module(model, tmp_pat
                if line.startswith("import time:")}
     assert Path(str(model) + ".journal").exists()            # learned: a journal started
     assert "spamnb.mail.mbox" in modules and not modules & {"re", "enum", "tempfile"}
+
+
+def test_learners_racing_each_other_lose_no_record(model, tmp_path):
+    # each `spamnb learn` reads the journal under the model's lock and appends after the records before it
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.mkdir()
+    messages = SPAM[60:66] + HAM[60:66]
+    env = dict(os.environ, SPAMNB_HOME=str(home))
+    procs = [subprocess.Popen([sys.executable, "-m", "spamnb", "learn", "--spam" if m in SPAM else "--ham", "-q",
+                               "--wait", "120", "-m", str(model), str(m)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE) for m in messages]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()
+        proc.stderr.close()
+    learned = SpamFilter.load(model)
+    assert learned.class_count_ == (61.0, 61.0)
+    assert all(learned.ledger_.label(ledgers.message_digest(ledgers.canonical(m.read_bytes()))) is (m in SPAM)
+               for m in messages)
