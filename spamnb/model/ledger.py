@@ -76,9 +76,11 @@ def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
 def _unmarked(data, header_name):
     """``data`` without its mbox envelope line when nothing else of
     :func:`~spamnb.mail.status.strip_markup` can apply (no field of that
-    name nor an ``X-Spam-`` field before the first blank line: a superset
-    of the header), else None (ask ``strip_markup``).  What ``train`` digests
-    each message with: a search, no parsing."""
+    name nor an ``X-Spam-Checker-Version`` field, which ``strip_markup``
+    needs before it removes the other ``X-Spam-`` fields, before the first
+    blank line: a superset of the header), else None (ask ``strip_markup``).
+    What ``train`` digests each message with: a search, no parsing (nor a
+    regular expression: SpamAssassin's own ``X-Spam-Level`` is left alone)."""
     start = 0
     if data[:5] == b"From ":
         newline = data.find(b"\n")
@@ -88,7 +90,7 @@ def _unmarked(data, header_name):
     from spamnb.mail.headers import header_end
 
     head = data[start:header_end(data, start)].lower()
-    if b"x-spam" in head or header_name.encode("ascii").lower() in head:
+    if b"x-spam-checker-version" in head or header_name.encode("ascii").lower() in head:
         return None
     return data[start:] if start else data
 
