@@ -199,15 +199,19 @@ class JournalView(FileScorer):
         learn = _Learn(cls, memoryview(bytes(memoryview(hashes).cast("B"))), self.n_features, n_new,
                        array("I", lengths), bytes(text))
         other = object.__new__(type(self))
-        other.__dict__.update(self.__dict__)
+        other._extend(self, learn)
+        return other
+
+    def _extend(self, base, learn):
+        """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
         import _thread
 
-        other._lock, other._state = _thread.RLock(), "done"   # never replayed: the learner's copy
-        other.learns = self.learns + [learn]
-        other.n_features = self.n_features + n_new
-        other.log_prior = arithmetic.plain_log_prior(self.prior, other.class_count())
-        other._last = other._ids = None
-        return other
+        self.__dict__.update(base.__dict__)
+        self._lock, self._state = _thread.RLock(), "done"   # never replayed: the learner's copy
+        self.learns = base.learns + [learn]
+        self.n_features = base.n_features + learn.n_new
+        self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
+        self._last = self._ids = None
 
     def new_tokens(self, hashes):
         """The positions in ``hashes`` (``array('Q')``, a message's occurrences) of

@@ -12,7 +12,7 @@ from array import array
 
 from spamnb.model import deltas
 from spamnb.model.ages import today
-from spamnb.errors import MustCompact
+from spamnb.errors import MustCompact, MustReadWhole
 from spamnb.model.journal import append, apply_records, compact, compact_at, follow
 
 __all__ = ["Session", "session", "Kept"]
@@ -118,17 +118,13 @@ class _RecordingLedger:
         self._ops.append(deltas.encode_ledger(deltas.OP_REMOVE, 0, digest))
 
 
-class _NotLight(Exception):
-    """A light learn cannot go on (a relabel: it forgets): the session reads the model whole first."""
-
-
 class _LightFilter:
     """Stands for a SpamFilter in ``spamnb.model.ledger.learn`` while a session
     appends without reading the model whole (:meth:`Session.learn`): a learn
     is recorded as the replay will apply it, from the message's own entries
     of the model file and the journal (``spamnb.model.journal_view``): its
     held-out score, the vocabulary's size before it, the text of its tokens
-    the model has not seen.  A forget (a relabel) raises :class:`_NotLight`."""
+    the model has not seen.  A forget (a relabel) raises :class:`spamnb.errors.MustReadWhole`."""
 
     def __init__(self, session, ops):
         self._session, self._ops = session, ops
@@ -161,7 +157,7 @@ class _LightFilter:
         return sf
 
     def forget(self, message, spam):
-        raise _NotLight()
+        raise MustReadWhole()
 
 
 class _LightLedger:
@@ -225,12 +221,12 @@ class _LightLedger:
 
 class _LightRecordingLedger(_RecordingLedger):
     """:class:`_RecordingLedger` over a :class:`_LightLedger`: a held-out score to
-    take back (a relabel's) needs the model whole (:class:`_NotLight`)."""
+    take back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`)."""
 
     def _take_back(self, digest):
         entry = self._ledger.entry(digest)
         if entry is not None and entry[2] is not None:
-            raise _NotLight()
+            raise MustReadWhole()
 
     def record(self, digest, is_spam, auto=False):
         self._take_back(digest)
@@ -242,7 +238,7 @@ class _LightRecordingLedger(_RecordingLedger):
         self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, False, held_out))
 
     def remove(self, digest):
-        raise _NotLight()
+        raise MustReadWhole()
 
 
 def _float32(value):
@@ -352,7 +348,7 @@ class Session:
                 view = self.view
                 try:
                     result = function(recorder, _LightRecordingLedger(ledger, ops, recorder), data, *args, **kwargs)
-                except _NotLight:
+                except MustReadWhole:
                     self.view = view   # as before the message: nothing of it was recorded
                 else:
                     if ops:
