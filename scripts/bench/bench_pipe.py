@@ -72,7 +72,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from harness import check, labelled_files, run, time_rss  # noqa: E402
+from harness import check, labelled_files, random_message, run, time_rss  # noqa: E402
 
 CORPORA = [REPO.parent / "shared" / "corpora" / "spamassassin", REPO.parent / "shared" / "corpora" / "enron-spam"]
 
@@ -140,7 +140,6 @@ def scaled(model, work, factor, seed=0):
     never occur in mail) until its vocabulary has grown so far; saved whole."""
     import random
 
-    from bench_learn_scale import random_message
     from spamnb.model.spam_filter import SpamFilter
 
     path = work / f"{model.stem}.x{factor}.spamnb"

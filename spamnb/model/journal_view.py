@@ -157,6 +157,11 @@ class JournalView(FileScorer):
     """The journal of a model read in part, for scoring (:func:`view`): a
     ``scoring.FileScorer`` whose message's entries go through the journal's learns."""
 
+    # what a learner's copy (extended) shares with the view it extends
+    _SHARED = ("max_tokens", "file_class_count", "prior", "journal", "scores", "apply_records", "arrays", "file",
+               "offsets", "capacity", "n_base", "alpha", "transform", "length", "pair_weight", "log_norm",
+               "file_totals", "scores_counted")
+
     def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records):
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
@@ -206,7 +211,8 @@ class JournalView(FileScorer):
         """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
         import _thread
 
-        self.__dict__.update(base.__dict__)
+        for name in self._SHARED:
+            setattr(self, name, getattr(base, name))
         self._lock, self._state = _thread.RLock(), "done"   # never replayed: the learner's copy
         self.learns = base.learns + [learn]
         self.n_features = base.n_features + learn.n_new

@@ -306,15 +306,21 @@ class Session:
             from spamnb.model.ledger import DEFAULT_CAPACITY, file_code
 
             arrays = self.filter.unread_
-            labels = bytes(arrays["ledger_labels"])
-            notes = arrays["ledger_notes"] if len(arrays["ledger_notes"]) == len(labels) else None
+
+            def array_of(name):   # a model saved before the ledger (or its notes) has none
+                value = arrays[name] if name in arrays.offsets else None
+                return value if value is not None else b""
+
+            labels = bytes(array_of("ledger_labels"))
+            notes = array_of("ledger_notes")
+            notes = notes if len(notes) == len(labels) else None
 
             def codes(i):
                 return file_code(labels[i], notes[i] if notes is not None else 0)
 
             journal = self.filter.journal_
             payloads = journal.payloads if journal.status == "ok" else ()
-            ledger = _LightLedger(bytes(arrays["ledger_digests"]), codes, payloads)
+            ledger = _LightLedger(bytes(array_of("ledger_digests")), codes, payloads)
             for payload in self.transactions:
                 ledger._note(payload)
             # at the ledger's capacity a record drops the oldest entry: the model whole decides which
