@@ -65,6 +65,18 @@ _SPAM_PREFIXES = ("spam", "junk")
 _SKIPPED_FOLDERS = ("trash", "deleted messages", "deleted items")
 
 
+_LETTERS = str.maketrans("0123456789", "ghijklmnop")
+
+
+def random_message(rng, n_words=80):
+    """A message of ``n_words`` random 10-letter words, whose tokens never occur in
+    mail: what grows a model's vocabulary (``bench_learn_scale.py``,
+    ``bench_pipe.py --scale``; the tokenizer reads the first few hundred
+    characters of a line of text: short messages, many of them)."""
+    words = (format(rng.getrandbits(40), "010x").translate(_LETTERS) for _ in range(n_words))
+    return ("Subject: filler\n\n" + " ".join(words) + "\n").encode()
+
+
 def _folder_name(name):
     return name.lstrip(".").rsplit(".", 1)[-1].lower() if name.startswith(".") else name.lower()
 

@@ -19,7 +19,7 @@ catches those still does.  This module imports nothing.
 __all__ = [
     "SpamnbError", "UsageError", "CommandError", "SkippedError", "OneClassCorpus",
     "SettingsError", "ModelError", "LockTimeout", "Refused", "TooLarge", "CorpusChanged", "DumpError",
-    "DuplicateToken", "MustCompact", "CorpusError", "SkippedInput", "BrokenPool", "ClusterError", "ProtocolError",
+    "DuplicateToken", "MustCompact", "MustReadWhole", "CorpusError", "SkippedInput", "BrokenPool", "ClusterError", "ProtocolError",
     "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld", "PrivilegeError",
     "TLSError", "ConfigError", "ImapError", "LoginRefused", "Unreachable", "SharedError", "SpamnbWarning",
     "JournalWarning",
@@ -114,6 +114,12 @@ class DuplicateToken(SpamnbError, ValueError):
 class MustCompact(SpamnbError):
     """A learning session's change cannot be a journal record: the model is
     written whole instead (``spamnb.model.journal``, ``spamnb.model.learning``)."""
+
+
+class MustReadWhole(SpamnbError):
+    """A learn that appends without reading the model (a light session) met a
+    change that needs it whole (a relabel's forget): the session reads the
+    model and replays its journal, then goes on (``spamnb.model.learning``)."""
 
 
 # -- training ------------------------------------------------------------------

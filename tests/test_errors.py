@@ -32,6 +32,7 @@ DOCUMENTED = {
     errors.DumpError: exitcodes.EXIT_ERROR,
     errors.DuplicateToken: exitcodes.EXIT_ERROR,
     errors.MustCompact: exitcodes.EXIT_ERROR,
+    errors.MustReadWhole: exitcodes.EXIT_ERROR,
     errors.CorpusError: exitcodes.EXIT_ERROR,
     errors.SkippedInput: exitcodes.EXIT_ERROR,
     errors.BrokenPool: exitcodes.EXIT_ERROR,

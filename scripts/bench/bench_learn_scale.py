@@ -29,18 +29,14 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "scripts"))   # harness.py
+
+from harness import random_message  # noqa: E402
+
 CORPORA = {"spamassassin": os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            "enron": os.path.join(REPO, "..", "shared", "corpora", "enron-spam")}
 
 
-_LETTERS = str.maketrans("0123456789", "ghijklmnop")
-
-
-def random_message(rng, n_words=80):
-    """A message of ``n_words`` random 10-letter words (the tokenizer reads the first
-    few hundred characters of a line of text: short messages, many of them)."""
-    words = (format(rng.getrandbits(40), "010x").translate(_LETTERS) for _ in range(n_words))
-    return ("Subject: filler\n\n" + " ".join(words) + "\n").encode()
 
 
 def measure(corpus, factor, rounds, seed=0):

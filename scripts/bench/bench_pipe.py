@@ -8,20 +8,30 @@ every command once, in the same order, on the next sample message):
 - ``spamnb classify -m MODEL < MSG`` against ``bogofilter -C -d DB -T < MSG``;
 - ``spamnb classify -p -m MODEL < MSG`` against ``bogofilter -C -d DB -p -e < MSG``
   (the message out with its header: what a delivery filter runs);
-- ``spamnb learn --spam -q -m MODEL FILE`` against ``bogofilter -C -d DB -s < MSG``
+- ``spamnb learn --spam -q -m MODEL < FILE`` against ``bogofilter -C -d DB -s < MSG``
   (spamnb's journal beside its copy of the model removed before each run,
   untimed: each learn appends to the same model; FILE is MSG with a last
   line of its own, written before each run: the model was trained on the
-  corpus, and its ledger makes a learn of a message it knows a no-op);
+  corpus, and its ledger makes a learn of a message it knows a no-op), and
+  the median of the per-round ratios of that learn to the ``classify`` of
+  the same round (wall and CPU);
+- with ``--scale N``: a model of the SpamAssassin corpus (``--scale-corpus``)
+  whose vocabulary is N times as large (the trained model, plus messages of
+  random words learned as ham until its vocabulary has grown so far, as
+  ``bench_learn_scale.py`` grows one; saved whole), its ``classify`` and
+  ``learn --spam`` in the same rounds, and the median of the per-round
+  ratios of its learn to the corpus model's (does a learn cost the model's
+  vocabulary?);
 - with ``--journal N``: ``spamnb classify -m MODEL < MSG`` of a copy of the
   model into whose journal N messages of the corpus were learned first
   (one ``spamnb learn`` process each, untimed; the journal's size is in the
   row's name): what a classify costs once mail has been learned and not yet
   compacted;
 - with ``--compare PROGRAM`` (repeatable): ``PROGRAM classify -m MODEL <
-  MSG`` in the same rounds, e.g. pip's console script written beside the
-  launcher, or another venv's ``spamnb`` (the tree before a change), and
-  the median of the per-round ratios of this venv's ``classify`` to it; with
+  MSG`` and ``PROGRAM learn --spam`` (as above, on a copy of its own) in
+  the same rounds, e.g. pip's console script written beside the launcher,
+  or another venv's ``spamnb`` (the tree before a change), and the median
+  of the per-round ratios of this venv's ``classify`` and ``learn`` to its; with
   ``--journal N`` its classify of the copy that learned N messages too;
 - ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
   ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
@@ -62,7 +72,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))   # harness.py
 
-from harness import check, labelled_files, run, time_rss  # noqa: E402
+from harness import check, labelled_files, random_message, run, time_rss  # noqa: E402
 
 CORPORA = [REPO.parent / "shared" / "corpora" / "spamassassin", REPO.parent / "shared" / "corpora" / "enron-spam"]
 
@@ -124,32 +134,59 @@ def learned(corpus, model, work, spamnb, n):
     return copy, journal.stat().st_size if journal.exists() else 0
 
 
-def commands(name, model, bogo, work, spamnb, python):
-    """{row: {column: (argv, prepare or None)}} of one model's rows."""
+def scaled(model, work, factor, seed=0):
+    """A copy of ``model`` whose vocabulary is ``factor`` times as large: the
+    same model, plus messages of random words learned as ham (their tokens
+    never occur in mail) until its vocabulary has grown so far; saved whole."""
+    import random
+
+    from spamnb.model.spam_filter import SpamFilter
+
+    path = work / f"{model.stem}.x{factor}.spamnb"
+    if not path.exists():
+        sf = SpamFilter.load(model)
+        target = factor * sf.vocabulary_.n_features
+        rng = random.Random(seed)
+        while sf.vocabulary_.n_features < target:
+            sf.learn(random_message(rng), False)
+        sf.save(path)
+    return path
+
+
+def learn_row(name, model, work, spamnb):
+    """``(argv, prepare)`` of ``spamnb learn --spam -q -m COPY < FILE``: COPY a
+    copy of ``model`` whose journal ``prepare(MSG)`` removes, FILE the
+    message it writes (MSG with a last line of its own) and returns."""
     learn_model = work / f"{name}.learn.spamnb"
     if not learn_model.exists():
         shutil.copyfile(model, learn_model)
     journal = Path(str(learn_model) + ".journal")
-    learn_bogo = work / f"{name}.learn.bogofilter"
-    if bogo is not None and not learn_bogo.exists():
-        shutil.copytree(bogo, learn_bogo)
-
     fresh = work / f"{name}.learn.eml"
 
     def reset(message):
         journal.unlink(missing_ok=True)
         reset.n += 1
         fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\nbench learn run {reset.n}\n".encode())
+        return str(fresh)
 
     reset.n = 0
+    return [spamnb, "learn", "--spam", "-q", "-m", str(learn_model)], reset
 
+
+def commands(name, model, bogo, work, spamnb, python):
+    """{row: {column: (argv, prepare or None)}} of one model's rows (a prepare returns the row's stdin, or None)."""
+    learn_bogo = work / f"{name}.learn.bogofilter"
+    if bogo is not None and not learn_bogo.exists():
+        shutil.copytree(bogo, learn_bogo)
     rows = {"classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)},
             "classify -p": {"spamnb": ([spamnb, "classify", "-p", "-m", str(model)], None)}}
+    rows["learn --spam"] = {"spamnb": learn_row(name, model, work, spamnb)}
     if bogo is not None:
         rows["classify"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-T"], None)
         rows["classify -p"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-p", "-e"], None)
-        rows["learn --spam"] = {"spamnb": ([spamnb, "learn", "--spam", "-q", "-m", str(learn_model), str(fresh)], reset),
-                                "bogofilter": (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)}
+        rows["learn --spam"]["bogofilter"] = (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)
+    else:
+        del rows["classify -p"]
     return rows
 
 
@@ -164,6 +201,11 @@ def main():
     parser.add_argument("--journal", type=int, default=0, metavar="N",
                         help="also classify with a copy of each corpus's model that learned N messages into its "
                              "journal (default 0: no such row)")
+    parser.add_argument("--scale", type=int, default=0, metavar="N",
+                        help="also classify and learn with a copy of the --scale-corpus model whose vocabulary is N "
+                             "times as large (default 0: no such rows)")
+    parser.add_argument("--scale-corpus", default="spamassassin", metavar="NAME",
+                        help="the corpus (folder name) whose model --scale grows (default spamassassin)")
     parser.add_argument("--work", type=Path, help="where the models are trained (default: a new temporary folder)")
     parser.add_argument("--json", type=Path, help="also write every command's runs ([wall, CPU] seconds), peak "
                         "MiB and the floors to this file (scripts/bench/bench_readme.py reads it)")
@@ -181,8 +223,14 @@ def main():
         messages += sample_messages(corpus)
         label = f"{corpus.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"
         tables[label] = commands(corpus.name, model, bogo, work, spamnb, python)
-        for program in args.compare:
+        for k, program in enumerate(args.compare):
             tables[label][f"classify by {program}"] = {"spamnb": ([program, "classify", "-m", str(model)], None)}
+            tables[label][f"learn --spam by {program}"] = {"spamnb": learn_row(f"{corpus.name}.compare{k}", model,
+                                                                               work, program)}
+        if args.scale and corpus.name == args.scale_corpus:
+            big = scaled(model, work, args.scale)
+            scale_label = f"{corpus.name} x{args.scale} ({os.path.getsize(big) / 2**20:.1f} MiB model)"
+            scale_pair = (label, scale_label)
         if args.journal:
             copy, size = learned(corpus, model, work, spamnb, args.journal)
             tables[label][f"classify, after {args.journal} learns (journal {size / 1024:.0f} KiB)"] = {
@@ -190,6 +238,10 @@ def main():
             for program in args.compare:
                 tables[label][f"classify, after {args.journal} learns, by {program}"] = {
                     "spamnb": ([program, "classify", "-m", str(copy)], None)}
+    if args.scale:
+        if "scale_pair" not in locals():
+            raise SystemExit(f"--scale: no corpus named {args.scale_corpus} given")
+        tables[scale_pair[1]] = commands(f"{args.scale_corpus}.x{args.scale}", big, None, work, spamnb, python)
     for model in args.model:
         tables[f"{model.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"] = {
             "classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)}}
@@ -198,9 +250,8 @@ def main():
     every = [(label, row, column, argv, prepare) for label, rows in tables.items() for row, columns in rows.items()
              for column, (argv, prepare) in columns.items()]
     for _label, _row, _column, argv, prepare in every:   # a warm-up of each (page cache, .pyc)
-        if prepare:
-            prepare(messages[0])
-        check(run(argv, stdin=messages[0]), " ".join(argv[:3]), ok=(0, 1, 2))
+        stdin = (prepare(messages[0]) if prepare else None) or messages[0]
+        check(run(argv, stdin=stdin), " ".join(argv[:3]), ok=(0, 1, 2))
     times = {key: [] for key in [*floors, *((label, row, column) for label, row, column, _, _ in every)]}
     ratios = {(label, row, column): [] for label, row, column, _, _ in every}
     cpu_ratios = {(label, row, column): [] for label, row, column, _, _ in every}
@@ -211,17 +262,15 @@ def main():
         for name in ("python -S -c pass", "python -I -c pass"):
             times[name].append(run(floors[name], stdin=message))
         for label, row, column, argv, prepare in every:
-            if prepare:
-                prepare(message)
-            result = check(run(argv, stdin=message), " ".join(argv[:3]), ok=(0, 1, 2))
+            stdin = (prepare(message) if prepare else None) or message
+            result = check(run(argv, stdin=stdin), " ".join(argv[:3]), ok=(0, 1, 2))
             times[label, row, column].append(result)
             ratios[label, row, column].append(result.wall / base.wall)
             cpu_ratios[label, row, column].append(result.cpu / base.cpu if base.cpu else float("nan"))
     peaks = {}
     for label, row, column, argv, prepare in every:
-        if prepare:
-            prepare(messages[0])
-        peaks[label, row, column] = time_rss(argv, stdin=messages[0]) / 1024
+        stdin = (prepare(messages[0]) if prepare else None) or messages[0]
+        peaks[label, row, column] = time_rss(argv, stdin=stdin) / 1024
     for name, argv in floors.items():
         peaks[name] = time_rss(argv, stdin=messages[0]) / 1024
 
@@ -250,8 +299,32 @@ def main():
             cells.append(f"{ms(times[key]):.1f} ms ({cpu_ms(times[key]):.1f} ms), {peaks[key]:.1f} MiB"
                          if key in times else "")
             print(f"| `{row}`, {label} | " + " | ".join(cells) + " |")
+    def per_round(ours, theirs):
+        return (statistics.median(a.wall / b.wall for a, b in zip(ours, theirs)),
+                statistics.median(a.cpu / b.cpu for a, b in zip(ours, theirs) if b.cpu))
+
+    for label, rows in tables.items():   # a cold learn against a cold classify of the same model, round by round
+        for by in [""] + [f" by {program}" for program in args.compare]:
+            if "learn --spam" + by in rows:
+                wall, cpu = per_round(times[label, "learn --spam" + by, "spamnb"],
+                                      times[label, "classify" + by, "spamnb"])
+                print(f"`learn --spam` over `classify`{by}, {label}, median of the per-round ratios: wall {wall:.3f}, "
+                      f"CPU {cpu:.3f}")
+        for program in args.compare:
+            if "learn --spam by " + program in rows:
+                wall, cpu = per_round(times[label, "learn --spam", "spamnb"],
+                                      times[label, "learn --spam by " + program, "spamnb"])
+                print(f"`learn --spam`, {label}: this venv's over {program}'s, median of the per-round ratios: "
+                      f"wall {wall:.3f}, CPU {cpu:.3f}")
+    if args.scale:   # the learn and classify of the model N times as large against the corpus model's
+        small, large = scale_pair
+        for row in ("learn --spam", "classify"):
+            wall, cpu = per_round(times[large, row, "spamnb"], times[small, row, "spamnb"])
+            print(f"`{row}`, {large} over {small}, median of the per-round ratios: wall {wall:.3f}, CPU {cpu:.3f}")
     for label, rows in tables.items():   # each --compare program against this venv's classify, round by round
         for program in args.compare:
+            if f"classify by {program}" not in rows:
+                continue
             ours, theirs = times[label, "classify", "spamnb"], times[label, f"classify by {program}", "spamnb"]
             print(f"`classify`, {label}: this venv's over {program}'s, median of the per-round ratios: wall "
                   f"{statistics.median(a.wall / b.wall for a, b in zip(ours, theirs)):.3f}, CPU "

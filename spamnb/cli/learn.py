@@ -46,7 +46,9 @@ def _update_model(args, forget):
             for line in skipped[-2 if len(skipped) == 2 else -1:]:
                 print(f"spamnb: {line}", file=sys.stderr)
 
-    with learning_session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True) as session:
+    # a learn appends its record without reading the model whole (spamnb.model.learning: light)
+    with learning_session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True,
+                          light=not forget) as session:
         seen = 0
         for source in args.files or ["-"]:
             try:
@@ -72,9 +74,8 @@ def _update_model(args, forget):
             raise CommandError(f"no message {'given' if not skipped else 'to learn'}; the model is unchanged")
         if len(skipped) == 1:
             print(f"spamnb: {skipped[0]}", file=sys.stderr)
-    spam_filter = session.filter
     if not args.quiet:
-        ham, spam_count = spam_filter.class_count_
+        ham, spam_count = session.class_count()
         if forget:
             done = f"forgot {tally.forgotten} message{'s' if tally.forgotten != 1 else ''}"
         else:

@@ -37,18 +37,25 @@ _MAX_ENVELOPE = 1000  # a longer line is no envelope line (and the pattern below
 # "From sender@example.com Mon Nov 23 10:40:20 2026", "From x  Sat Jan  3 01:05:34 1996 +0000", ...
 _ENVELOPE = lazy_re.pattern(rb"From [^ \t\r\n]+[ \t]+[^\r\n]*?\b\d{1,2}:\d\d(?::\d\d)?\b[^\r\n]*?\b\d{4}\b")
 _BLANK = (b"\n", b"\r\n")
-_HEADER_LINE = lazy_re.pattern(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+# the bytes of a header field's name (RFC 5322: printable ASCII but the colon)
+_NAME_BYTES = bytes(range(0x21, 0x3a)) + bytes(range(0x3b, 0x7f))
 
 
 def looks_like_mail(data):
-    """True when the first line (after an mbox ``From `` line) is a header field."""
+    """True when the first line (after an mbox ``From `` line) is a header
+    field: a name of printable ASCII but the colon, spaces or tabs, a colon
+    (without a pattern: ``spamnb learn``'s cold path imports no ``re``)."""
     start = 0
     if data.startswith(b"From "):
         newline = data.find(b"\n")
         if newline < 0:
             return False
         start = newline + 1
-    return _HEADER_LINE.match(data, start) is not None
+    colon = data.find(b":", start)
+    if colon < 0:
+        return False
+    name = data[start:colon].rstrip(b" \t")
+    return bool(name) and not name.translate(None, _NAME_BYTES)
 
 
 def is_mbox_start(head):

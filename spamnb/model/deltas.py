@@ -27,7 +27,7 @@ from spamnb.model.ages import Ages, today
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
-           "take_back_held_out", "read_whole"]
+           "take_back_held_out", "read_whole", "ledger_ops"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
@@ -264,6 +264,36 @@ def apply(spam_filter, ledger, payload, scores=True):
         from spamnb.model.prequential import refit_cutoffs
 
         refit_cutoffs(spam_filter)
+
+
+def ledger_ops(payload):
+    """The ledger operations of one transaction, in order: ``(op, flags, note,
+    digest)`` of each RECORD/REMOVE (the others skipped); ValueError for a
+    transaction that is cut short or holds an unknown operation."""
+    payload = memoryview(payload).cast("B")
+    at, n, out = 0, len(payload), []
+    while at < n:
+        op = payload[at]
+        if op == 0:
+            break
+        if op in (OP_LEARN, OP_FORGET):
+            if at + _TOKENS.size > n:
+                raise ValueError("a record is cut short")
+            _op, _cls, _day, _n_before, n_hashes, n_new, n_text = _TOKENS.unpack_from(payload, at)
+            at += _TOKENS.size + 8 * n_hashes + 4 * n_new + n_text
+            at += _pad(at)
+        elif op in (OP_RECORD, OP_REMOVE):
+            if at + _LEDGER.size > n:
+                raise ValueError("a record is cut short")
+            out.append(_LEDGER.unpack_from(payload, at))
+            at += _LEDGER.size + _pad(_LEDGER.size)
+        elif op in (OP_HELD_OUT, OP_HELD_OUT_BACK):
+            at += _HELD_OUT.size
+        else:
+            raise ValueError(f"unknown operation {op}")
+    if at > n:
+        raise ValueError("a record is cut short")
+    return out
 
 
 def lazy_ages(spam_filter):

@@ -45,7 +45,7 @@ from spamnb.bayes import arithmetic, token_kernels
 from spamnb.model import deltas
 from spamnb.model.scoring import FileScorer
 
-__all__ = ["JournalView", "view"]
+__all__ = ["JournalView", "view", "learner"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # deltas' LEARN/FORGET head
 _LEDGER_SIZE = 24                       # deltas' RECORD/REMOVE, padded
@@ -134,14 +134,40 @@ def view(spam_filter, journal, apply_records):
     return JournalView(spam_filter, journal, learns, scores, live, apply_records)
 
 
+def learner(spam_filter, apply_records):
+    """The view a learner appends through (``spamnb.model.learning``): the
+    filter's pending one, an empty one over a model file read in part whose
+    journal has no record, or None (the model must be read whole: its
+    journal was replayed at load, or the model is not one a view stands for)."""
+    pending = spam_filter.pending_journal_
+    if pending is not None:
+        return pending
+    journal = spam_filter.journal_
+    if spam_filter.unread_ is None or journal is None or (journal.status == "ok" and journal.payloads):
+        return None
+    vocab, counts, _ages = spam_filter.replayed()   # nothing pending: as loaded
+    if (counts is None or vocab is None or spam_filter.mapped_file_ is None or not counts.in_place
+            or not counts.as_loaded or counts.n_holes or counts.n_classes != 2
+            or "feature_count" not in spam_filter.unread_.offsets or counts.n_features_ != vocab.n_features):
+        return None
+    return JournalView(spam_filter, journal, [], [], vocab.n_features, apply_records)
+
+
 class JournalView(FileScorer):
     """The journal of a model read in part, for scoring (:func:`view`): a
     ``scoring.FileScorer`` whose message's entries go through the journal's learns."""
+
+    # what a learner's copy (extended) shares with the view it extends
+    _SHARED = ("max_tokens", "file_class_count", "prior", "journal", "scores", "apply_records", "arrays", "file",
+               "offsets", "capacity", "n_base", "alpha", "transform", "length", "pair_weight", "log_norm",
+               "file_totals", "scores_counted")
 
     def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records):
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
         counts = spam_filter.replayed().word_counts
+        self.max_tokens = spam_filter.replayed().ages.max_tokens   # the model's size limit (a learner's commit)
+        self.file_class_count, self.prior = tuple(counts.class_count_), counts.prior
         self.journal, self.learns, self.scores, self.n_features = journal, learns, scores, n_features
         self.apply_records = apply_records
         self.arrays = spam_filter.unread_
@@ -151,12 +177,9 @@ class JournalView(FileScorer):
         self.transform, self.length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
         self.pair_weight = float(spam_filter.pair_weight)
         log_norm, log_prior = counts.scorer_logs()[1:3]
-        if learns:   # as WordCounts.scorer_logs once the counts changed in place
-            class_count = list(counts.class_count_)
-            for learn in learns:
-                class_count[learn.cls] += 1.0
-            log_prior = arithmetic.plain_log_prior(counts.prior, class_count)
         self.log_norm, self.log_prior = log_norm, log_prior
+        if learns:   # as WordCounts.scorer_logs once the counts changed in place
+            self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
         self.file_totals = [math.exp(v) - self.alpha * self.n_base for v in log_norm]   # as WordCounts.extend_in_place
         import _thread   # threading's lock, without threading's import (a classify's cold path)
 
@@ -164,6 +187,59 @@ class JournalView(FileScorer):
         self._last = None  # (hashes, their set, _build(hashes)): the message last scored
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
+
+    def class_count(self):
+        """Messages learned per class, [ham, spam]: the file's and the journal's learns."""
+        class_count = list(self.file_class_count)
+        for learn in self.learns:
+            class_count[learn.cls] += 1.0
+        return class_count
+
+    # -- a learner's (spamnb.model.learning) -----------------------------------
+    def extended(self, cls, hashes, n_new, lengths, text):
+        """This view with one more learn after the journal's (class ``cls``, the
+        message's token ``hashes``, its ``n_new`` new tokens' UTF-8 ``lengths``
+        and ``text``): what a learner that appends records without replaying
+        scores its next message through.  This view is unchanged."""
+        learn = _Learn(cls, memoryview(bytes(memoryview(hashes).cast("B"))), self.n_features, n_new,
+                       array("I", lengths), bytes(text))
+        other = object.__new__(type(self))
+        other._extend(self, learn)
+        return other
+
+    def _extend(self, base, learn):
+        """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
+        import _thread
+
+        for name in self._SHARED:
+            setattr(self, name, getattr(base, name))
+        self._lock, self._state = _thread.RLock(), "done"   # never replayed: the learner's copy
+        self.learns = base.learns + [learn]
+        self.n_features = base.n_features + learn.n_new
+        self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
+        self._last = self._ids = None
+
+    def new_tokens(self, hashes):
+        """The positions in ``hashes`` (``array('Q')``, a message's occurrences) of
+        the tokens neither the model file nor the journal's learns hold, each
+        at its first occurrence, in order: where ``Vocabulary.add`` would
+        number the message's new tokens, and so their text's order in a record."""
+        from spamnb.model.scoring import gather
+
+        if not len(hashes):
+            return array("i")
+        in_file = set(gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
+                                         self.offsets["log_count"]), self.n_base, 2, hashes)[0])
+        _ids, n_ids, keys, values = self._numbering()
+        mine = array("i", [-1]) * len(hashes)
+        if n_ids:
+            token_kernels.lookup(keys, values, hashes, mine)
+        positions, seen = array("i"), set()
+        for at, (h, i) in enumerate(zip(hashes, mine)):
+            if i < 0 and h not in in_file and h not in seen:
+                seen.add(h)
+                positions.append(at)
+        return positions
 
     # -- at load ---------------------------------------------------------------
     def count_scores(self, spam_filter):
@@ -246,7 +322,7 @@ class JournalView(FileScorer):
                                                 self.offsets["log_count"]), self.n_base, 2, hashes)
         ids, n_ids, keys, values = self._numbering()
         m = len(found)
-        mine = array("i", bytes(4 * len(hashes)))   # each occurrence's journal id, -1: not in the journal
+        mine = array("i", [-1]) * len(hashes)   # each occurrence's journal id, -1: not in the journal
         if n_ids and len(hashes):
             token_kernels.lookup(keys, values, hashes, mine)
         found_ids = array("i", bytes(4 * m))

@@ -12,8 +12,8 @@ from array import array
 
 from spamnb.model import deltas
 from spamnb.model.ages import today
-from spamnb.errors import MustCompact
-from spamnb.model.journal import append, compact, compact_at, follow
+from spamnb.errors import MustCompact, MustReadWhole
+from spamnb.model.journal import append, apply_records, compact, compact_at, follow
 
 __all__ = ["Session", "session", "Kept"]
 
@@ -118,6 +118,129 @@ class _RecordingLedger:
         self._ops.append(deltas.encode_ledger(deltas.OP_REMOVE, 0, digest))
 
 
+class _LightFilter:
+    """Stands for a SpamFilter in ``spamnb.model.ledger.learn`` while a session
+    appends without reading the model whole (:meth:`Session.learn`): a learn
+    is recorded as the replay will apply it, from the message's own entries
+    of the model file and the journal (``spamnb.model.journal_view``): its
+    held-out score, the vocabulary's size before it, the text of its tokens
+    the model has not seen.  A forget (a relabel) raises :class:`spamnb.errors.MustReadWhole`."""
+
+    def __init__(self, session, ops):
+        self._session, self._ops = session, ops
+        self.held_out_bin = None
+
+    def learn(self, message, spam):
+        from spamnb.model.labels import is_spam_label
+        from spamnb.model.messages import message_bytes
+        from spamnb.model.prequential import ScoreHistogram, counts_scores
+
+        session = self._session
+        view, sf = session.view, session.filter
+        cls = int(is_spam_label(spam))
+        stream = sf.tokenizer_.stream(message_bytes(message))
+        hashes = stream.hashes
+        self.held_out_bin = None
+        if counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
+            jll = view.score(hashes, 0, stream.pairs_start)[0]
+            held_out = _float32(jll[1] - jll[0])
+            self.held_out_bin = ScoreHistogram.bin_of(held_out)
+            self._ops.append(deltas.encode_held_out(cls, held_out))
+        positions = view.new_tokens(hashes)
+        blob, offsets = bytearray(), array("Q", [0])
+        if positions:
+            stream.write_tokens(positions, len(positions), blob, offsets)
+        lengths = array("I", (offsets[i + 1] - offsets[i] for i in range(len(positions))))
+        self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, today(), view.n_features, hashes, lengths,
+                                              bytes(blob)))
+        session.view = view.extended(cls, hashes, len(positions), lengths, blob)
+        return sf
+
+    def forget(self, message, spam):
+        raise MustReadWhole()
+
+
+class _LightLedger:
+    """Stands for the Ledger in ``spamnb.model.ledger.learn`` while a session
+    appends without reading the model whole: a digest is looked up in the
+    model file's ledger (its digests searched, at most the ledger's capacity
+    of them) and in the ledger operations of the journal and of this
+    session, newest first; changes are recorded as :class:`_RecordingLedger`
+    records them."""
+
+    def __init__(self, digests, codes, journal_payloads):
+        self._digests, self._codes = digests, codes   # the file's: 16 bytes each; their codes (ledger.entry_code)
+        self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
+        self._found = {}      # digest -> code or None: the file's, as searched
+        self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
+        for payload in journal_payloads:
+            self._note(payload)
+
+    def _note(self, payload):
+        from spamnb.model.ledger import entry_code
+
+        for op, label, note, digest in deltas.ledger_ops(payload):
+            if op == deltas.OP_RECORD:
+                self._overlay[digest] = entry_code(label, note)
+                self.n_records += 1
+            else:
+                self._overlay[digest] = None
+
+    def code(self, digest):
+        if digest in self._overlay:
+            return self._overlay[digest]
+        if digest in self._found:   # a learn asks for a digest three times: the file searched once
+            return self._found[digest]
+        digests, at, code = self._digests, 0, None
+        while True:
+            at = digests.find(digest, at)
+            if at < 0:
+                break
+            if at % 16 == 0:
+                code = self._codes(at // 16)
+                break
+            at += 1
+        self._found[digest] = code
+        return code
+
+    def label(self, digest):
+        from spamnb.model.ledger import code_entry
+
+        entry = code_entry(self.code(digest))
+        return None if entry is None else entry[0]
+
+    def entry(self, digest):
+        from spamnb.model.ledger import code_entry
+
+        return code_entry(self.code(digest))
+
+    def is_auto(self, digest):
+        entry = self.entry(digest)
+        return entry is not None and entry[1]
+
+
+class _LightRecordingLedger(_RecordingLedger):
+    """:class:`_RecordingLedger` over a :class:`_LightLedger`: a held-out score to
+    take back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`)."""
+
+    def _take_back(self, digest):
+        entry = self._ledger.entry(digest)
+        if entry is not None and entry[2] is not None:
+            raise MustReadWhole()
+
+    def record(self, digest, is_spam, auto=False):
+        self._take_back(digest)
+        held_out, self._recorder.held_out_bin = self._recorder.held_out_bin, None
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
+
+    def confirm(self, digest):
+        is_spam, _auto, held_out = self._ledger.entry(digest)
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, False, held_out))
+
+    def remove(self, digest):
+        raise MustReadWhole()
+
+
 def _float32(value):
     return array("f", (value,))[0]
 
@@ -128,7 +251,7 @@ class Session:
     appends them to the journal (or saves the model whole when it cannot be
     journaled), see :func:`session`."""
 
-    def __init__(self, real, spam_filter, exists):
+    def __init__(self, real, spam_filter, exists, view=None):
         self.path = real
         self.filter = spam_filter
         self.exists = exists
@@ -138,16 +261,108 @@ class Session:
         self.forgot = False
         self._ledger = None
         self.compact_limit = None   # journal bytes past which commit compacts (None: journal.compact_at)
-        if spam_filter.is_fitted:
+        # light: the model file read in part and its journal's learns not replayed (spamnb.model.journal_view):
+        # a learn appends its record from the message's own entries (_LightFilter), until something needs
+        # the model whole (a relabel, a forget, a compaction, expiry: _read_whole)
+        self.view = view
+        self._light_ledger = None
+        if spam_filter.is_fitted and view is None:
             deltas.lazy_ages(spam_filter)
 
     @property
+    def light(self):
+        return self.view is not None
+
+    @property
     def ledger(self):
+        self._read_whole()
         if self._ledger is None:
             self._ledger = deltas.ledger_for(self.filter)
         return self._ledger
 
+    def class_count(self):
+        """Messages learned per class, [ham, spam], with this session's learns."""
+        if self.view is not None:
+            return tuple(self.view.class_count())
+        return self.filter.class_count_
+
+    def _read_whole(self):
+        """Leave the light way: the model read whole and its journal replayed
+        (``deltas.read_whole``), then this session's records so far applied as
+        the replay applies them, so the filter is model + journal + them."""
+        if self.view is None:
+            return
+        sf = self.filter
+        self.view = self._light_ledger = None
+        deltas.read_whole(sf)
+        deltas.lazy_ages(sf)
+        if self.transactions:
+            ledger = deltas.ledger_for(sf)
+            for payload in self.transactions:
+                deltas.apply(sf, ledger, payload)
+
+    def _light_ledger_view(self):
+        if self._light_ledger is None:
+            from spamnb.model.ledger import DEFAULT_CAPACITY, file_code
+
+            arrays = self.filter.unread_
+
+            def array_of(name):   # a model saved before the ledger (or its notes) has none
+                value = arrays[name] if name in arrays.offsets else None
+                return value if value is not None else b""
+
+            labels = bytes(array_of("ledger_labels"))
+            notes = array_of("ledger_notes")
+            notes = notes if len(notes) == len(labels) else None
+
+            def codes(i):
+                return file_code(labels[i], notes[i] if notes is not None else 0)
+
+            journal = self.filter.journal_
+            payloads = journal.payloads if journal.status == "ok" else ()
+            ledger = _LightLedger(bytes(array_of("ledger_digests")), codes, payloads)
+            for payload in self.transactions:
+                ledger._note(payload)
+            # at the ledger's capacity a record drops the oldest entry: the model whole decides which
+            self._light_ledger = ledger if len(labels) + ledger.n_records < DEFAULT_CAPACITY else False
+        return self._light_ledger or None
+
+    def _journal_size(self, transactions):
+        """What the journal's size would be with ``transactions`` appended as one record."""
+        journal = self.filter.journal_
+        payload = sum(len(t) for t in transactions)
+        return (journal.end if journal.status == "ok" and journal.end is not None else 48) + 16 + payload + (
+            -payload) % 8
+
+    def _compact_limit(self):
+        if self.compact_limit is not None:
+            return self.compact_limit
+        try:
+            model_size = os.path.getsize(self.path)
+        except OSError:
+            model_size = 0
+        return compact_at(model_size)
+
     def _run(self, function, data, *args, **kwargs):
+        if self.view is not None and self._journal_size(self.transactions) > self._compact_limit():
+            self._read_whole()   # the commit folds the journal anyway: the view stays as small as a journal
+        if self.view is not None and function.__name__ == "learn":
+            ledger = self._light_ledger_view()
+            if ledger is not None:
+                ops = []
+                recorder = _LightFilter(self, ops)
+                view = self.view
+                try:
+                    result = function(recorder, _LightRecordingLedger(ledger, ops, recorder), data, *args, **kwargs)
+                except MustReadWhole:
+                    self.view = view   # as before the message: nothing of it was recorded
+                else:
+                    if ops:
+                        transaction = b"".join(ops)
+                        self.transactions.append(transaction)
+                        ledger._note(transaction)
+                    return result
+        self._read_whole()
         ops = []
         recorder = _RecordingFilter(self.filter, ops)
         try:
@@ -166,7 +381,8 @@ class Session:
         from spamnb.model import ledger as ledgers
 
         outcome = self._run(ledgers.learn, data, is_spam, tally, auto=auto, **markup)
-        self.filter.refit_cutoffs()
+        if self.view is None:
+            self.filter.refit_cutoffs()
         return outcome
 
     def forget(self, data, is_spam=None, tally=None, **markup):
@@ -177,12 +393,35 @@ class Session:
         self.filter.refit_cutoffs()
         return label
 
+    def _commit_light(self, expire):
+        """:meth:`commit` of a light session: the records appended, or None when
+        the model must be read whole first (expiry, a compaction, no journal to
+        append to); nothing is written then."""
+        view, sf = self.view, self.filter
+        if expire and view.max_tokens is not None and view.n_features > view.max_tokens:
+            return None
+        if not self.transactions:
+            return 0
+        journal = sf.journal_
+        if not self.exists or sf.feature_weight or journal is None or journal.identity is None:
+            return None
+        if journal.status == "ok" and journal.end is None:
+            return None
+        if self._journal_size(self.transactions) > self._compact_limit():
+            return None   # past the journal's size: this learn folds it into the model (a whole save)
+        return append(journal, [b"".join(self.transactions)])
+
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the
         model saved whole when there is no model file to journal against, the
         model has message features (the journal does not carry them), the
         journal passed its size, or ``expire`` and the model passed its size limit
         (``spamnb prune --expire-at``)."""
+        if self.view is not None:
+            written = self._commit_light(expire)
+            if written is not None:
+                return written if self.transactions else None
+            self._read_whole()
         sf = self.filter
         if expire and sf.is_fitted:
             limit = sf.replayed().ages.max_tokens
@@ -278,9 +517,10 @@ def _signature(real):
 
 
 class _SessionContext:
-    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None):
+    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,
+                 light=False):
         self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
-        self.kept, self.mapped, self.compact_limit = kept, mapped, compact_limit
+        self.kept, self.mapped, self.compact_limit, self.light = kept, mapped, compact_limit, light and mapped
 
     def __enter__(self):
         from spamnb.model.spam_filter import SpamFilter
@@ -300,7 +540,12 @@ class _SessionContext:
                 spam_filter.set_fitted(journal_=None)
             else:
                 spam_filter = learned_model()
-            self.session = Session(real, spam_filter, exists)
+            view = None
+            if self.light and entry is None and exists:
+                from spamnb.model.journal_view import learner
+
+                view = learner(spam_filter, apply_records)
+            self.session = Session(real, spam_filter, exists, view)
             self.session.compact_limit = self.compact_limit
         except BaseException:
             self._lock.__exit__(*sys.exc_info())
@@ -338,7 +583,8 @@ def learned_model():
     return start_cutoffs(SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT))
 
 
-def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None):
+def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,
+            light=False):
     """``with session(model) as s:`` the model (and its journal) loaded under
     its lock as ``s.filter``; ``s.learn``/``s.forget`` change it; leaving the
     block without an exception commits (:meth:`Session.commit`), with one
@@ -348,5 +594,12 @@ def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None
     :class:`Kept` to take the model from and leave it in; ``mapped``: map the
     model file (``SpamFilter.load``), checked whole only before it is saved
     whole; ``compact_limit``: the journal size (bytes) past which the commit
-    saves the model whole (default :func:`spamnb.model.journal.compact_at`)."""
-    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped, compact_limit)
+    saves the model whole (default :func:`spamnb.model.journal.compact_at`);
+    ``light`` (with ``mapped``): learns append their records without reading
+    the model whole or replaying its journal (a message's own entries of the
+    file and the journal are read, and the ledger's digests), as long as
+    nothing needs it whole (a relabel, a forget, the journal past its size,
+    expiry: then it is read and replayed, and the learns so far applied,
+    before going on); ``s.filter`` is then the model as loaded, without the
+    journal's learns or the session's (``s.class_count()`` counts them)."""
+    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped, compact_limit, light)

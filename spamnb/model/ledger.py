@@ -51,7 +51,8 @@ set (``SpamFilter.ledger_``).
 # reader replaying a journal's ledger records (spamnb.model.journal) needs neither
 
 __all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
-           "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest"]
+           "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest", "entry_code", "file_code",
+           "code_entry"]
 
 DIGEST_SIZE = 16
 DEFAULT_CAPACITY = 200_000
@@ -75,9 +76,11 @@ def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
 def _unmarked(data, header_name):
     """``data`` without its mbox envelope line when nothing else of
     :func:`~spamnb.mail.status.strip_markup` can apply (no field of that
-    name nor an ``X-Spam-`` field before the first blank line: a superset
-    of the header), else None (ask ``strip_markup``).  What ``train`` digests
-    each message with: a search, no parsing."""
+    name nor an ``X-Spam-Checker-Version`` field, which ``strip_markup``
+    needs before it removes the other ``X-Spam-`` fields, before the first
+    blank line: a superset of the header), else None (ask ``strip_markup``).
+    What ``train`` digests each message with: a search, no parsing (nor a
+    regular expression: SpamAssassin's own ``X-Spam-Level`` is left alone)."""
     start = 0
     if data[:5] == b"From ":
         newline = data.find(b"\n")
@@ -87,7 +90,7 @@ def _unmarked(data, header_name):
     from spamnb.mail.headers import header_end
 
     head = data[start:header_end(data, start)].lower()
-    if b"x-spam" in head or header_name.encode("ascii").lower() in head:
+    if b"x-spam-checker-version" in head or header_name.encode("ascii").lower() in head:
         return None
     return data[start:] if start else data
 
@@ -305,6 +308,24 @@ def known_digest(ledger, message):
         return digest
     other = message_digest(other)
     return other if ledger.label(other) is not None else digest
+
+
+def entry_code(flags, note):
+    """An entry's code (as :class:`Ledger` keeps it) from a journal's RECORD
+    (``flags``: bit 0 spam, bit 1 auto-learned; ``note``: the held-out bin + 1, 0 for none)."""
+    return (flags & (_SPAM | _AUTO)) | (note << 2)
+
+
+def file_code(label, note):
+    """An entry's code from a model file's arrays: its label byte and its note (:meth:`Ledger.notes_array`)."""
+    return label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
+
+
+def code_entry(code):
+    """:meth:`Ledger.entry` of an entry's code (None: no entry)."""
+    if code is None:
+        return None
+    return bool(code & _SPAM), bool(code & _AUTO), (code >> 2) - 1 if code >> 2 else None
 
 
 def ledger_of(spam_filter):

@@ -196,11 +196,9 @@ def replace_file(path, write, old=None, mode=None, backup=None):
     gets ``old``'s owner, group and mode (``old``: the os.stat of the file
     replaced), else ``mode``, else 0666 less the umask.  ``backup``: see
     :func:`write_model`."""
-    import tempfile
-
     directory = os.path.dirname(path)
     # the writer's pid in the name lets a later save remove what a killed writer left
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=".tmp", dir=directory)
+    fd, tmp = _new_temporary(directory, f".{os.path.basename(path)}.{os.getpid()}.")
     try:
         with os.fdopen(fd, "wb", buffering=1 << 16) as f:
             if old is not None:
@@ -224,6 +222,21 @@ def replace_file(path, write, old=None, mode=None, backup=None):
     _remove_stale_temporaries(directory, os.path.basename(path))
 
 
+def _new_temporary(directory, prefix):
+    """``(fd, path)`` of a new file ``PREFIX<16 random hex digits>.tmp`` in
+    ``directory``, created with O_EXCL (never through a link planted at its
+    name; another name is tried) and mode 0600, open for writing: what
+    ``tempfile.mkstemp`` makes, without its import (a learn's cold path)."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    for _ in range(100):
+        path = os.path.join(directory or ".", prefix + os.urandom(8).hex() + ".tmp")
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{directory}: no free name for a temporary file")
+
+
 def _same_owner(fd, old):
     """Give the new file the old one's owner and group, as far as allowed
     (the group alone when the owner cannot be given, e.g. not as root)."""
@@ -239,8 +252,8 @@ def _keep_backup(path, backup):
     """Make ``backup`` the current file at ``path`` (atomically replacing an older backup).
 
     The step between is a new name in the backup's folder that no other
-    process can predict or have planted (``.BACKUP.PID.XXXX.tmp``, chosen by
-    :mod:`tempfile`): a hard link to ``path`` made there (``link`` never
+    process can predict or have planted (``.BACKUP.PID.XXXX.tmp``, random
+    digits): a hard link to ``path`` made there (``link`` never
     follows a link at the new name: it fails on anything already there, and
     another name is tried), or, where the file system has no hard links, a
     copy written into a file created with O_EXCL (never through a link).
@@ -276,9 +289,7 @@ def _keep_backup(path, backup):
 def _copy_exclusive(path, directory, prefix):
     """A copy of the file at ``path`` in a new file (O_EXCL, so never a link) of
     ``directory``, with its mode; returns the copy's path."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    fd, tmp = _new_temporary(directory, prefix)
     try:
         source = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
@@ -404,10 +415,11 @@ def map_model(path, max_size=None):
     their logs, the token strings and the last-seen days, which a scorer
     reads a message's entries of from the file itself (``arrays.file``,
     kept open: ``spamnb.model.scoring``).  Those are read whole when
-    something needs them (``arrays.fill()``: a journal's replay, a learn),
-    at once by a writer (this process holds the model's :func:`locked`:
-    then in huge pages, as :func:`read_model` reads); until then their memory holds zeros,
-    so nothing but ``fill`` may read them.  The whole-file checksum is not
+    something needs them (``arrays.fill()``: a journal's replay, a forget,
+    a save; a learn appends to the journal without them,
+    ``spamnb.model.learning``), in huge pages when this process holds the
+    model's :func:`locked` (a writer: as :func:`read_model` reads); until
+    then their memory holds zeros, so nothing but ``fill`` may read them.  The whole-file checksum is not
     checked: it would read every byte, the cost this reader exists to spare
     (``spamnb classify`` of one message); what a damaged array could do is
     bounded where it is read, and :func:`verify_file` checks the whole file
@@ -459,7 +471,7 @@ def _map_once(path, max_size):
             head = os.pread(fd, wanted, 0)
             if len(head) < wanted:   # cut short since the prefix was read
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
-            # a writer (it holds the model's lock: a learn) reads the whole file: huge pages, as read_model's;
+            # a writer (it holds the model's lock) may read the whole file later: huge pages, as read_model's;
             # a reader writes few pages of it: small ones
             whole = holds_lock(resolve(path))
             memory = _private_memory(size, huge=whole)
@@ -471,8 +483,8 @@ def _map_once(path, max_size):
     arrays.file = file
     arrays.path, arrays.signature = path, signature
     arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND)
-    try:   # the small ones now (the ledger, the held-out scores); a writer's, all
-        arrays.fill(set(arrays.offsets) if whole else set(arrays.offsets) - ON_DEMAND)
+    try:   # the small ones now (the ledger, the held-out scores); the large ones when something needs them
+        arrays.fill(set(arrays.offsets) - ON_DEMAND)
     except ModelError as exc:
         file.close()
         exc.signature = signature
