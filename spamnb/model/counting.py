@@ -286,22 +286,33 @@ class _Sum:
             self.first = part
             return
         if self.n == 2:
-            import numpy as np
-
-            from spamnb.bayes.merging import MergeTable
-
             first, self.first = self.first, None
-            n_classes = len(first.class_count)
-            if n_classes < 2:
-                raise ValueError("counts have a ham and a spam class at least")
-            self.table = MergeTable(n_classes - 2)
-            self.class_count = np.zeros(n_classes)
-            self._add(first)
+            if type(first) is _Sum and first.table is not None:
+                # a lower level's running total, not taken apart (TreeReduce: result(pending=True)): its table
+                # goes on as this one's.  The same sums: a new table's entries are 0.0 + the first part's, the
+                # part's own values, so adding to the first part's table is adding to its copy
+                self.table, first.table = first.table, None
+                self.class_count, first.class_count = first.class_count, None
+                self.digests, self.labels = first.digests, first.labels
+                first.digests = first.labels = None
+            else:
+                import numpy as np
+
+                from spamnb.bayes.merging import MergeTable
+
+                n_classes = len(first.class_count)
+                if n_classes < 2:
+                    raise ValueError("counts have a ham and a spam class at least")
+                self.table = MergeTable(n_classes - 2)
+                self.class_count = np.zeros(n_classes)
+                self._add(first)
         self._add(part)
 
     def _add(self, part):
         import numpy as np
 
+        if type(part) is _Sum:   # a lower level's total handed over whole: its arrays, taken once (none kept)
+            part = part.result(last=True)
         if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
         keys = values = None
@@ -323,13 +334,20 @@ class _Sum:
             part.hashes = part.offsets = part.strings = part.dense = part.last_seen = None
             part.fold_keys = part.fold_values = part.digests = part.labels = None
 
-    def result(self, last=False):
+    def result(self, last=False, pending=False):
         """The sum (``last``: the tree's result, the largest, made with the
-        least memory beside the total rather than the fastest)."""
+        least memory beside the total rather than the fastest).  ``pending``
+        (:class:`TreeReduce`'s own sums): a sum of two parts or more comes as
+        this object itself, its table not taken apart, for the level above to
+        go on adding to (:meth:`add`: no copy of the group's total into a new
+        table) or to take apart when it adds it."""
         if self.n == 0:
             return Counts.empty()
         if self.n == 1:
-            return self.first
+            first = self.first
+            return first.result(last=last) if type(first) is _Sum else first
+        if pending and self.consume:
+            return self
         import numpy as np
 
         # once: each piece of the total is handed over (no copy), the
@@ -421,7 +439,7 @@ class TreeReduce:
             levels[level].add(item)
             if len(levels[level]) < self.fan_in:
                 return
-            item = levels[level].result()
+            item = levels[level].result(pending=True) if self.merge is None else levels[level].result()
             levels[level] = self.new()
             level += 1
 
@@ -437,7 +455,8 @@ class TreeReduce:
                 top = levels[level]
                 return top.result(last=True) if isinstance(top, _Sum) else top.result()
             if len(levels[level]):
-                levels[level + 1].add(levels[level].result())
+                lower = levels[level]
+                levels[level + 1].add(lower.result(pending=True) if isinstance(lower, _Sum) else lower.result())
         raise AssertionError("unreachable")
 
 
