@@ -81,6 +81,38 @@ def test_the_streaming_tree_drops_only_its_own_sums_and_sums_as_the_levels_do():
             assert np.array_equal(part.fold_keys, keys) and np.array_equal(part.fold_values, values)
 
 
+def test_the_streaming_tree_goes_on_adding_to_a_full_groups_table(monkeypatch):
+    """A level's running total whose first item is a full group of the level
+    below adopts that group's MergeTable instead of copying it into a new one
+    (one table per chain of first groups: with fan_in 2 and 8 parts, the four
+    bottom groups' tables and no other), and the sums, tokens, days and
+    ledger are those of the level-by-level merge, bit for bit."""
+    from spamnb.bayes import merging
+
+    messages = labelled_messages(trees=[SAMPLE])
+    spec = counting.counting_spec(SpamFilter(counts="log", length_norm=5.0))
+    parts = [counting.count_messages(spec, [(m.data, m.is_spam) for m in messages[i:i + 6]], day=20000 + i,
+                                     n_folds=calibrate.DEFAULT_FOLDS) for i in range(0, 48, 6)]
+    for part in parts:
+        part.digests, part.labels = bytes(part.digests), bytes(part.labels)
+    made, make = [], merging.MergeTable
+
+    def counted(cells):
+        made.append(make(cells))
+        return made[-1]
+
+    monkeypatch.setattr(merging, "MergeTable", counted)
+    got = counting.tree_reduce(iter(parts), 2)
+    assert len(made) == 4
+    monkeypatch.undo()
+    want = counting.tree_levels(parts, 2, counting.merge_counts)
+    assert same_tokens(got, want) and np.array_equal(got.last_seen, want.last_seen)
+    for name in ("class_count", "dense", "fold_keys", "fold_values"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert got.digests == want.digests == b"".join(p.digests for p in parts)
+    assert got.labels == want.labels == b"".join(p.labels for p in parts)
+
+
 def test_the_merges_table_numbers_tokens_as_the_vocabulary_does():
     """The merge's running total (spamnb.bayes._merge.MergeTable, behind
     merge_counts) numbers every part's tokens, and keeps their hashes and
