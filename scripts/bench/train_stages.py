@@ -3,7 +3,7 @@
 
 Runs the spamnb command line in this process with the stages of training
 wrapped (``training.pipeline.train``, ``_fit_counts_variants``,
-``model.counting.count_messages``, ``_Sum.result``, ``Counts.to_filter``,
+``model.counting.count_messages``, ``count_variants``, ``_Counter.result``, ``_Sum.result``, ``Counts.to_filter``,
 ``model.calibrate.FoldModels.from_counts``
 and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``SpamFilter.save``) and
 prints, on stderr, at each stage's entry and exit: the time since the start
@@ -30,7 +30,8 @@ MAIN = os.getpid()
 LAST = [T0]
 
 STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.pipeline", "_fit_counts_variants"),
-          ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "_Sum.result"),
+          ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "count_variants"),
+          ("spamnb.model.counting", "_Counter.result"), ("spamnb.model.counting", "_Sum.result"),
           ("spamnb.model.counting", "Counts.to_filter"),
           ("spamnb.model.calibrate", "FoldModels.from_counts"), ("spamnb.model.calibrate", "FoldModels.save"),
           ("spamnb.model.calibrate", "held_out_spilled"), ("spamnb.model.calibrate", "held_out_by_fold"),
