@@ -504,6 +504,21 @@ class RowTree:
             level[1] = grown
         return level
 
+    def add_compact(self, rows, touched, width):
+        """Add an item held compact: ``rows``, ``n_rows`` arrays whose entry
+        ``j`` is column ``touched[j]``'s (distinct columns below ``width``;
+        every other column 0.0, which adds nothing): as :meth:`add` of the
+        dense rows, with ``touched``."""
+        self.width = max(self.width, width)
+        level = self._level(0, self.width)
+        for total, row in zip(level[1], rows):
+            total[touched] += row[:len(touched)]
+        level[0] += 1
+        i = 0
+        while level[0] == self.fan_in:   # a full group: its sum goes up a level as one item
+            self._lift(i)
+            i, level = i + 1, self.levels[i + 1]
+
     def add(self, rows, width, touched=None):
         """Add an item: ``rows``, ``n_rows`` arrays at least ``width`` long
         (read, not kept); ``touched``: the only columns where they may be
@@ -709,7 +724,10 @@ class _Counter:
         from spamnb.model.calibrate import spill
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
+        from spamnb.bayes.token_kernels import add_counts_local
+
         self.add_counts, self.add_counts_twice, self.spill_record = add_counts, add_counts_twice, spill
+        self.add_counts_local = add_counts_local
         self.transform = COUNT_TRANSFORMS[spec["counts"]]
         self.length = float(spec.get("length_norm", 0.0))
         self.tokenizer = _tokenizer(spec["tokenizer"])
@@ -722,33 +740,59 @@ class _Counter:
             self.n_folds = 0
         self.fold_rows = [array("d") for _ in range(2 * self.n_folds)]
         self.fold_messages = [0.0] * (2 * self.n_folds)
-        # by partitions (count_variants' fan_in): ``rows`` hold the partition's, added to the tree at its end
+        # by partitions (count_variants' fan_in): the partition's rows, added to the tree at its end, are
+        # compact: as long as the partition's own tokens (``local_rows``), not the vocabulary; token i's
+        # entry is at ``local_of[i]`` (-1: not in the partition yet), ``touched`` the tokens in local order
         self.tree = None if fan_in is None else RowTree(fan_in)
         if self.tree is not None and self.n_folds:
             raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
+        if self.tree is not None:
+            self.rows = [None, None]
+            self.local_of, self.touched, self.n_touched = array("i"), array("i"), 0
+            self.local_rows = [array("d"), array("d")]
 
     def end_partition(self):
-        """The partition's rows added to the tree, and cleared for the next."""
+        """The partition's rows added to the tree (its tokens' entries: the
+        others would add 0.0), and cleared for the next."""
         import numpy as np
 
-        n = self.vocabulary.n_features
-        for row in self.rows:
-            if len(row) < n:
-                _grow(row, n)
-        views = [np.frombuffer(row, dtype=np.float64, count=n) for row in self.rows]
-        self.tree.add(views, n)
+        n, m = self.vocabulary.n_features, self.n_touched
+        touched = np.frombuffer(self.touched, dtype=np.int32, count=m)
+        views = [np.frombuffer(row, dtype=np.float64, count=m) for row in self.local_rows]
+        self.tree.add_compact(views, touched, n)
         for view in views:
             view[:] = 0.0
-        del views
+        np.frombuffer(self.local_of, dtype=np.int32, count=len(self.local_of))[touched] = -1
+        self.n_touched = 0
+        del views, touched
+
+    def _count_local(self, indices, spam):
+        """One message's counts into the partition's compact row of its class."""
+        n, room = self.vocabulary.n_features, self.n_touched + len(indices)
+        if len(self.local_of) < n:   # new tokens: not in the partition yet
+            grow = max(n, len(self.local_of) + (len(self.local_of) >> 2) + 1024) - len(self.local_of)
+            self.local_of.frombytes(b"\xff" * (4 * grow))
+        if len(self.touched) < room:
+            grow = max(room, len(self.touched) + (len(self.touched) >> 2) + 1024) - len(self.touched)
+            self.touched.frombytes(bytes(4 * grow))
+            for row in self.local_rows:
+                row.frombytes(bytes(8 * grow))
+        self.n_touched = self.add_counts_local(indices, self.local_of, self.touched, self.n_touched,
+                                               self.local_rows[spam], self.transform, self.length)
 
     def count(self, tokens, is_spam, fold):
         indices = self.vocabulary.add(tokens, self.scratch)
         n_features = self.vocabulary.n_features
         spam = 1 if is_spam else 0
+        self.class_count[spam] += 1.0
+        if self.tree is not None:   # by partitions: fold spills only (no fold rows), checked at the start
+            self._count_local(indices, spam)
+            if fold is not None:
+                self.fold_spill.write(indices, is_spam, fold)
+            return
         row = self.rows[spam]
         if len(row) < n_features:
             _grow(row, n_features)
-        self.class_count[spam] += 1.0
         if fold is None or self.fold_spill is not None:
             self.add_counts(indices, row, self.transform, 1.0, self.length)
             if fold is not None:
