@@ -9,7 +9,9 @@ and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``Spa
 prints, on stderr, at each stage's entry and exit: the time since the start
 and since the previous line, the resident memory (VmRSS) and the peak since
 the previous line (VmHWM, reset at each line through /proc/self/clear_refs).
-The figures are the main process's; the workers of ``-j N`` count apart.
+The figures are the main process's; the workers of ``-j N`` count apart:
+the last line gives this process's CPU time and peak beside the workers'
+(their CPU summed, the largest one's peak: which process holds the peak).
 
     python scripts/bench/train_stages.py train -q -m /tmp/model.spamnb corpora/
 """
@@ -101,6 +103,12 @@ def main():
 
     code = spamnb_main(sys.argv[1:])
     event("end")
+    import resource
+
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"this process: CPU {own.ru_utime + own.ru_stime:.2f} s, peak {own.ru_maxrss // 1024} MiB; "
+          f"its workers: CPU {workers.ru_utime + workers.ru_stime:.2f} s, largest peak {workers.ru_maxrss // 1024} MiB",
+          file=sys.stderr)
     return code
 
 
