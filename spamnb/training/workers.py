@@ -15,7 +15,6 @@ import sys
 from collections import deque
 
 from spamnb.errors import BrokenPool
-from spamnb.model.heap import release_free_memory
 
 __all__ = ["DEFAULT_JOBS", "available_cores", "free_cores", "busy_cores", "warm_up", "Workers", "run_ordered"]
 
@@ -210,9 +209,6 @@ def _serve(conn, parent, initializer, initargs):
         except Exception as exc:   # an answer that does not pickle
             conn.send((False, RuntimeError(f"a worker's answer could not be sent back: {exc!r}")))
         del answer
-        # the job's arrays (a partition's counts, its pickled answer) are freed: their pages go back to the
-        # system now, not kept in the heap under the next job's (a worker's resident memory is one job's)
-        release_free_memory()
 
 
 class _Pool:
