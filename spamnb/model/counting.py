@@ -312,7 +312,7 @@ class _Sum:
         import numpy as np
 
         if type(part) is _Sum:   # a lower level's total handed over whole: its arrays, taken once (none kept)
-            part = part.result(last=True)
+            part = part.result()
         if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
         keys = values = None
