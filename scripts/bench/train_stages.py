@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 T0 = time.perf_counter()
 MAIN = os.getpid()
 LAST = [T0]
+PEAK = [0]   # the largest "peak since the line above": this process's peak (each line resets the kernel's)
 
 STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.pipeline", "_fit_counts_variants"),
           ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "count_variants"),
@@ -60,6 +61,7 @@ def event(name):
     if os.getpid() != MAIN:   # a forked worker
         return
     memory, now = _memory(), time.perf_counter()
+    PEAK[0] = max(PEAK[0], memory["VmHWM"])
     print(f"{now - T0:7.3f} s (+{now - LAST[0]:6.3f})  RSS {memory['VmRSS']:5d} MiB, peak since the line above "
           f"{memory['VmHWM']:5d} MiB  {name}", file=sys.stderr)
     LAST[0] = now
@@ -106,7 +108,7 @@ def main():
     import resource
 
     own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"this process: CPU {own.ru_utime + own.ru_stime:.2f} s, peak {own.ru_maxrss // 1024} MiB; "
+    print(f"this process: CPU {own.ru_utime + own.ru_stime:.2f} s, peak {PEAK[0]} MiB; "
           f"its workers: CPU {workers.ru_utime + workers.ru_stime:.2f} s, largest peak {workers.ru_maxrss // 1024} MiB",
           file=sys.stderr)
     return code
