@@ -81,6 +81,38 @@ def test_the_streaming_tree_drops_only_its_own_sums_and_sums_as_the_levels_do():
             assert np.array_equal(part.fold_keys, keys) and np.array_equal(part.fold_values, values)
 
 
+def test_the_streaming_tree_goes_on_adding_to_a_full_groups_table(monkeypatch):
+    """A level's running total whose first item is a full group of the level
+    below adopts that group's MergeTable instead of copying it into a new one
+    (one table per chain of first groups: with fan_in 2 and 8 parts, the four
+    bottom groups' tables and no other), and the sums, tokens, days and
+    ledger are those of the level-by-level merge, bit for bit."""
+    from spamnb.bayes import merging
+
+    messages = labelled_messages(trees=[SAMPLE])
+    spec = counting.counting_spec(SpamFilter(counts="log", length_norm=5.0))
+    parts = [counting.count_messages(spec, [(m.data, m.is_spam) for m in messages[i:i + 6]], day=20000 + i,
+                                     n_folds=calibrate.DEFAULT_FOLDS) for i in range(0, 48, 6)]
+    for part in parts:
+        part.digests, part.labels = bytes(part.digests), bytes(part.labels)
+    made, make = [], merging.MergeTable
+
+    def counted(cells):
+        made.append(make(cells))
+        return made[-1]
+
+    monkeypatch.setattr(merging, "MergeTable", counted)
+    got = counting.tree_reduce(iter(parts), 2)
+    assert len(made) == 4
+    monkeypatch.undo()
+    want = counting.tree_levels(parts, 2, counting.merge_counts)
+    assert same_tokens(got, want) and np.array_equal(got.last_seen, want.last_seen)
+    for name in ("class_count", "dense", "fold_keys", "fold_values"):
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert got.digests == want.digests == b"".join(p.digests for p in parts)
+    assert got.labels == want.labels == b"".join(p.labels for p in parts)
+
+
 def test_the_merges_table_numbers_tokens_as_the_vocabulary_does():
     """The merge's running total (spamnb.bayes._merge.MergeTable, behind
     merge_counts) numbers every part's tokens, and keeps their hashes and
@@ -725,3 +757,46 @@ def test_add_counts_twice_adds_what_two_add_counts_add(transform, length):
     with pytest.raises(ValueError):
         token_kernels.add_counts_twice(array("i", [5]), second, first, transform, length)
     assert first == want_first and second == want_second
+
+
+@pytest.mark.parametrize("transform", [0, 1, 2])
+@pytest.mark.parametrize("length", [0.0, 3.0])
+def test_add_counts_local_adds_what_add_counts_adds_into_a_compact_row(transform, length):
+    """spamnb train -j 1 sums a partition into rows as long as its own tokens
+    (token_kernels.add_counts_local: token i at local_of[i], new ones numbered
+    as met and listed in touched); scattered back, the rows are the ones
+    add_counts makes in rows as long as the vocabulary, bit for bit, and the
+    tree adds them as it adds those (RowTree.add_compact); an index out of
+    range, or no room for new numbers, changes nothing."""
+    from array import array
+
+    from spamnb.bayes import token_kernels
+
+    rng = random.Random(7)
+    n = 50
+    messages = [(array("i", [rng.randrange(n) for _ in range(rng.randrange(1, 30))]), rng.random() < 0.4)
+                for _ in range(40)]
+    dense = [array("d", bytes(8 * n)), array("d", bytes(8 * n))]
+    local_of, touched = array("i", [-1] * n), array("i", [0] * n)
+    compact, m = [array("d", bytes(8 * n)), array("d", bytes(8 * n))], 0
+    for idx, spam in messages:
+        token_kernels.add_counts(idx, dense[spam], transform, 1.0, length)
+        m = token_kernels.add_counts_local(idx, local_of, touched, m, compact[spam], transform, length)
+    assert sorted(touched[:m]) == sorted({i for idx, _ in messages for i in idx})
+    assert all(local_of[touched[j]] == j for j in range(m))
+    for c in range(2):
+        scattered = np.zeros(n)
+        scattered[np.asarray(touched[:m])] = np.asarray(compact[c][:m])
+        assert np.array_equal(scattered, np.asarray(dense[c]))
+    trees = counting.RowTree(3), counting.RowTree(3)
+    for _ in range(4):
+        trees[0].add([np.asarray(row) for row in dense], n)
+        trees[1].add_compact([np.asarray(row) for row in compact], np.asarray(touched[:m]), n)
+    assert np.array_equal(trees[0].result(), trees[1].result())
+    before = (local_of.tobytes(), touched.tobytes(), compact[0].tobytes())
+    with pytest.raises(ValueError):
+        token_kernels.add_counts_local(array("i", [n]), local_of, touched, m, compact[0], transform, length)
+    with pytest.raises(ValueError):   # no room for a new number
+        token_kernels.add_counts_local(array("i", [0]), array("i", [-1]), array("i"), 0, array("d"), transform,
+                                       length)
+    assert (local_of.tobytes(), touched.tobytes(), compact[0].tobytes()) == before

@@ -53,6 +53,10 @@ must never be slower than ``-j 1``); with ``--baseline``, the baseline's
 ``python -m`` puts the current folder first on the path, before
 ``PYTHONPATH`` (a checkout's own folder would shadow ``--baseline``).
 
+``--train-jobs N`` gives the default ``train`` rows (this tree's and the
+baseline's) ``-j N``: on a busy machine the default ``-j`` is 1, and this
+measures the workers' path it takes on idle cores.
+
 ``--json PATH`` also writes each pair's runs (wall and CPU seconds) by
 corpus: scripts/bench/bench_readme.py reads them.
 
@@ -151,6 +155,7 @@ def bench_corpus(corpus, args, spamnb, say):
 
         # 1. train: A B A B (with --baseline: A C B A C B, C the baseline's spamnb train)
         train_a, train_b, train_c, train_j1, train_c_j1 = [], [], [], [], []
+        jobs = ["-j", str(args.train_jobs)] if args.train_jobs else []   # the default -j: the free cores
         trained_line = None
         for i in range(args.train_runs):
             if args.train_j1:   # spamnb train -j 1 (this process only) in the same rounds
@@ -171,13 +176,13 @@ def bench_corpus(corpus, args, spamnb, say):
                     if os.path.exists(path):
                         os.unlink(path)
                 base_env = dict(env, PYTHONPATH=args.baseline)
-                train_c.append(check(run([*spamnb, "train", "-q", "-m", model + ".base", corpus], env=base_env),
+                train_c.append(check(run([*spamnb, "train", "-q", *jobs, "-m", model + ".base", corpus], env=base_env),
                                      "spamnb train (baseline)"))
             for path in (model, model + ".bak"):
                 if os.path.exists(path):
                     os.unlink(path)
             out = os.path.join(work, "train.out")
-            train_a.append(check(run([*spamnb, "train", "-m", model, corpus], stdout=out,
+            train_a.append(check(run([*spamnb, "train", *jobs, "-m", model, corpus], stdout=out,
                                      stderr=os.path.join(work, "train.err"), env=env), "spamnb train"))
             with open(out) as f:
                 text = f.read()
@@ -201,12 +206,13 @@ def bench_corpus(corpus, args, spamnb, say):
             return max(time_rss(["bogofilter", "-C", "-d", bogo, flag, "-b"], lists[name], env)
                        for flag, name in (("-s", "spam"), ("-n", "ham")))
 
-        rows.append(row("`spamnb train DIR` vs `bogofilter -s -b` + `-n -b`", train_a, train_b, "bogofilter",
+        label = f"`spamnb train {' '.join(jobs)} DIR`" if jobs else "`spamnb train DIR`"
+        rows.append(row(f"{label} vs `bogofilter -s -b` + `-n -b`", train_a, train_b, "bogofilter",
                         rss_b=bogo_train_rss))
         if args.baseline:
-            rows.append(row("`spamnb train DIR` vs the baseline's", train_a, train_c, "baseline"))
+            rows.append(row(f"{label} vs the baseline's", train_a, train_c, "baseline"))
         if args.train_j1:
-            rows.append(row("`spamnb train DIR` vs `spamnb train -j 1 DIR`", train_a, train_j1, "`-j 1`"))
+            rows.append(row(f"{label} vs `spamnb train -j 1 DIR`", train_a, train_j1, "`-j 1`"))
             rows.append(row("`spamnb train -j 1 DIR` vs `bogofilter -s -b` + `-n -b`", train_j1, train_b, "bogofilter"))
             if args.baseline:
                 rows.append(row("`spamnb train -j 1 DIR` vs the baseline's `-j 1`", train_j1, train_c_j1, "baseline"))
@@ -333,6 +339,9 @@ def main():
                              "interleaved with the others; with --serve: also a server running it, on its own "
                              "copy of the model, interleaved with the first message by message")
     parser.add_argument("--train-only", action="store_true", help="the training rows only")
+    parser.add_argument("--train-jobs", type=int, default=0, metavar="N",
+                        help="give the default train rows (this tree's and --baseline's) -j N: the workers' path "
+                             "the default takes on idle cores, measured on a busy machine (default: no -j)")
     parser.add_argument("--train-j1", action="store_true",
                         help="also time `spamnb train -j 1` in the same rounds (rows against the default and bogofilter)")
     parser.add_argument("--json", metavar="PATH", help="also write each pair's runs ([wall, CPU] seconds of A and "

@@ -3,13 +3,15 @@
 
 Runs the spamnb command line in this process with the stages of training
 wrapped (``training.pipeline.train``, ``_fit_counts_variants``,
-``model.counting.count_messages``, ``_Sum.result``, ``Counts.to_filter``,
+``model.counting.count_messages``, ``count_variants``, ``_Counter.result``, ``_Sum.result``, ``Counts.to_filter``,
 ``model.calibrate.FoldModels.from_counts``
 and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``SpamFilter.save``) and
 prints, on stderr, at each stage's entry and exit: the time since the start
 and since the previous line, the resident memory (VmRSS) and the peak since
 the previous line (VmHWM, reset at each line through /proc/self/clear_refs).
-The figures are the main process's; the workers of ``-j N`` count apart.
+The figures are the main process's; the workers of ``-j N`` count apart:
+the last line gives this process's CPU time and peak beside the workers'
+(their CPU summed, the largest one's peak: which process holds the peak).
 
     python scripts/bench/train_stages.py train -q -m /tmp/model.spamnb corpora/
 """
@@ -28,9 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 T0 = time.perf_counter()
 MAIN = os.getpid()
 LAST = [T0]
+PEAK = [0]   # the largest "peak since the line above": this process's peak (each line resets the kernel's)
 
 STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.pipeline", "_fit_counts_variants"),
-          ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "_Sum.result"),
+          ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "count_variants"),
+          ("spamnb.model.counting", "_Counter.result"), ("spamnb.model.counting", "_Sum.result"),
           ("spamnb.model.counting", "Counts.to_filter"),
           ("spamnb.model.calibrate", "FoldModels.from_counts"), ("spamnb.model.calibrate", "FoldModels.save"),
           ("spamnb.model.calibrate", "held_out_spilled"), ("spamnb.model.calibrate", "held_out_by_fold"),
@@ -57,6 +61,7 @@ def event(name):
     if os.getpid() != MAIN:   # a forked worker
         return
     memory, now = _memory(), time.perf_counter()
+    PEAK[0] = max(PEAK[0], memory["VmHWM"])
     print(f"{now - T0:7.3f} s (+{now - LAST[0]:6.3f})  RSS {memory['VmRSS']:5d} MiB, peak since the line above "
           f"{memory['VmHWM']:5d} MiB  {name}", file=sys.stderr)
     LAST[0] = now
@@ -100,6 +105,12 @@ def main():
 
     code = spamnb_main(sys.argv[1:])
     event("end")
+    import resource
+
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"this process: CPU {own.ru_utime + own.ru_stime:.2f} s, peak {PEAK[0]} MiB; "
+          f"its workers: CPU {workers.ru_utime + workers.ru_stime:.2f} s, largest peak {workers.ru_maxrss // 1024} MiB",
+          file=sys.stderr)
     return code
 
 

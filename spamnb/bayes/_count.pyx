@@ -374,6 +374,54 @@ def add_counts_twice(const int32_t[::1] idx, double[::1] first, double[::1] seco
     return k
 
 
+def add_counts_local(const int32_t[::1] idx, int32_t[::1] local_of, int32_t[::1] touched, Py_ssize_t n_touched,
+                     double[::1] target, int counts, double length=0.0):
+    """``add_counts(idx, row, counts, 1.0, length)`` into a partition's
+    compact row: feature ``i``'s entry is ``target[local_of[i]]``, and a
+    feature the partition has not met (``local_of[i]`` < 0) is given the
+    next local number, ``n_touched``, recorded as ``touched[n_touched] = i``
+    (its entry, a zero, then added to): the same values added in the same
+    order as into a row as long as the vocabulary, into a row as long as the
+    partition's own tokens.  Raises ValueError, changing nothing, when an
+    index is out of range of ``local_of`` or ``touched`` / ``target`` have no
+    room for the new numbers.  Returns the new ``n_touched``."""
+    cdef Py_ssize_t k, j, n = n_touched, fresh = 0
+    cdef int32_t *uniq
+    cdef double *x
+    cdef int32_t largest, g, l
+    k = _distinct_counts(idx, counts, length, &uniq, &x, &largest)
+    if k == 0:
+        return n_touched
+    with nogil:
+        if largest < local_of.shape[0]:
+            for j in range(k):
+                l = local_of[uniq[j]]
+                if l < 0:
+                    fresh += 1
+                elif l >= n_touched:   # a number not given yet: the arrays do not go together
+                    largest = <int32_t>local_of.shape[0]
+        if (largest >= local_of.shape[0] or n_touched < 0 or n_touched > target.shape[0]
+                or n_touched + fresh > touched.shape[0] or n_touched + fresh > target.shape[0]
+                or n_touched + fresh > 0x7fffffff):
+            k = -1
+        else:
+            for j in range(k):
+                g = uniq[j]
+                l = local_of[g]
+                if l < 0:
+                    l = <int32_t>n
+                    local_of[g] = l
+                    touched[n] = g
+                    n += 1
+                target[l] += x[j]
+    free(uniq)
+    free(x)
+    if k == -1:
+        raise ValueError(f"feature index out of range for {local_of.shape[0]} features, or no room for "
+                         f"new local numbers past {n_touched}")
+    return n
+
+
 def add_counts_rows(const int32_t[::1] idx, const int64_t[::1] bounds, const unsigned char[::1] rows_of,
                     double[::1] ham, double[::1] spam, int counts, double length=0.0):
     """``add_counts(idx[bounds[j]:bounds[j + 1]], (ham, spam)[rows_of[j]],

@@ -286,22 +286,33 @@ class _Sum:
             self.first = part
             return
         if self.n == 2:
-            import numpy as np
-
-            from spamnb.bayes.merging import MergeTable
-
             first, self.first = self.first, None
-            n_classes = len(first.class_count)
-            if n_classes < 2:
-                raise ValueError("counts have a ham and a spam class at least")
-            self.table = MergeTable(n_classes - 2)
-            self.class_count = np.zeros(n_classes)
-            self._add(first)
+            if type(first) is _Sum and first.table is not None:
+                # a lower level's running total, not taken apart (TreeReduce: result(pending=True)): its table
+                # goes on as this one's.  The same sums: a new table's entries are 0.0 + the first part's, the
+                # part's own values, so adding to the first part's table is adding to its copy
+                self.table, first.table = first.table, None
+                self.class_count, first.class_count = first.class_count, None
+                self.digests, self.labels = first.digests, first.labels
+                first.digests = first.labels = None
+            else:
+                import numpy as np
+
+                from spamnb.bayes.merging import MergeTable
+
+                n_classes = len(first.class_count)
+                if n_classes < 2:
+                    raise ValueError("counts have a ham and a spam class at least")
+                self.table = MergeTable(n_classes - 2)
+                self.class_count = np.zeros(n_classes)
+                self._add(first)
         self._add(part)
 
     def _add(self, part):
         import numpy as np
 
+        if type(part) is _Sum:   # a lower level's total handed over whole: its arrays, taken once (none kept)
+            part = part.result()
         if len(part.class_count) != len(self.class_count):
             raise ValueError("cannot merge counts of different numbers of classes")
         keys = values = None
@@ -323,13 +334,20 @@ class _Sum:
             part.hashes = part.offsets = part.strings = part.dense = part.last_seen = None
             part.fold_keys = part.fold_values = part.digests = part.labels = None
 
-    def result(self, last=False):
+    def result(self, last=False, pending=False):
         """The sum (``last``: the tree's result, the largest, made with the
-        least memory beside the total rather than the fastest)."""
+        least memory beside the total rather than the fastest).  ``pending``
+        (:class:`TreeReduce`'s own sums): a sum of two parts or more comes as
+        this object itself, its table not taken apart, for the level above to
+        go on adding to (:meth:`add`: no copy of the group's total into a new
+        table) or to take apart when it adds it."""
         if self.n == 0:
             return Counts.empty()
         if self.n == 1:
-            return self.first
+            first = self.first
+            return first.result(last=last) if type(first) is _Sum else first
+        if pending and self.consume:
+            return self
         import numpy as np
 
         # once: each piece of the total is handed over (no copy), the
@@ -421,7 +439,7 @@ class TreeReduce:
             levels[level].add(item)
             if len(levels[level]) < self.fan_in:
                 return
-            item = levels[level].result()
+            item = levels[level].result(pending=True) if self.merge is None else levels[level].result()
             levels[level] = self.new()
             level += 1
 
@@ -437,7 +455,8 @@ class TreeReduce:
                 top = levels[level]
                 return top.result(last=True) if isinstance(top, _Sum) else top.result()
             if len(levels[level]):
-                levels[level + 1].add(levels[level].result())
+                lower = levels[level]
+                levels[level + 1].add(lower.result(pending=True) if isinstance(lower, _Sum) else lower.result())
         raise AssertionError("unreachable")
 
 
@@ -484,6 +503,21 @@ class RowTree:
             grown[:, :capacity] = level[1]
             level[1] = grown
         return level
+
+    def add_compact(self, rows, touched, width):
+        """Add an item held compact: ``rows``, ``n_rows`` arrays whose entry
+        ``j`` is column ``touched[j]``'s (distinct columns below ``width``;
+        every other column 0.0, which adds nothing): as :meth:`add` of the
+        dense rows, with ``touched``."""
+        self.width = max(self.width, width)
+        level = self._level(0, self.width)
+        for total, row in zip(level[1], rows):
+            total[touched] += row[:len(touched)]
+        level[0] += 1
+        i = 0
+        while level[0] == self.fan_in:   # a full group: its sum goes up a level as one item
+            self._lift(i)
+            i, level = i + 1, self.levels[i + 1]
 
     def add(self, rows, width, touched=None):
         """Add an item: ``rows``, ``n_rows`` arrays at least ``width`` long
@@ -690,7 +724,10 @@ class _Counter:
         from spamnb.model.calibrate import spill
         from spamnb.model.defaults import COUNT_TRANSFORMS
 
+        from spamnb.bayes.token_kernels import add_counts_local
+
         self.add_counts, self.add_counts_twice, self.spill_record = add_counts, add_counts_twice, spill
+        self.add_counts_local = add_counts_local
         self.transform = COUNT_TRANSFORMS[spec["counts"]]
         self.length = float(spec.get("length_norm", 0.0))
         self.tokenizer = _tokenizer(spec["tokenizer"])
@@ -703,33 +740,59 @@ class _Counter:
             self.n_folds = 0
         self.fold_rows = [array("d") for _ in range(2 * self.n_folds)]
         self.fold_messages = [0.0] * (2 * self.n_folds)
-        # by partitions (count_variants' fan_in): ``rows`` hold the partition's, added to the tree at its end
+        # by partitions (count_variants' fan_in): the partition's rows, added to the tree at its end, are
+        # compact: as long as the partition's own tokens (``local_rows``), not the vocabulary; token i's
+        # entry is at ``local_of[i]`` (-1: not in the partition yet), ``touched`` the tokens in local order
         self.tree = None if fan_in is None else RowTree(fan_in)
         if self.tree is not None and self.n_folds:
             raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
+        if self.tree is not None:
+            self.rows = [None, None]
+            self.local_of, self.touched, self.n_touched = array("i"), array("i"), 0
+            self.local_rows = [array("d"), array("d")]
 
     def end_partition(self):
-        """The partition's rows added to the tree, and cleared for the next."""
+        """The partition's rows added to the tree (its tokens' entries: the
+        others would add 0.0), and cleared for the next."""
         import numpy as np
 
-        n = self.vocabulary.n_features
-        for row in self.rows:
-            if len(row) < n:
-                _grow(row, n)
-        views = [np.frombuffer(row, dtype=np.float64, count=n) for row in self.rows]
-        self.tree.add(views, n)
+        n, m = self.vocabulary.n_features, self.n_touched
+        touched = np.frombuffer(self.touched, dtype=np.int32, count=m)
+        views = [np.frombuffer(row, dtype=np.float64, count=m) for row in self.local_rows]
+        self.tree.add_compact(views, touched, n)
         for view in views:
             view[:] = 0.0
-        del views
+        np.frombuffer(self.local_of, dtype=np.int32, count=len(self.local_of))[touched] = -1
+        self.n_touched = 0
+        del views, touched
+
+    def _count_local(self, indices, spam):
+        """One message's counts into the partition's compact row of its class."""
+        n, room = self.vocabulary.n_features, self.n_touched + len(indices)
+        if len(self.local_of) < n:   # new tokens: not in the partition yet
+            grow = max(n, len(self.local_of) + (len(self.local_of) >> 2) + 1024) - len(self.local_of)
+            self.local_of.frombytes(b"\xff" * (4 * grow))
+        if len(self.touched) < room:
+            grow = max(room, len(self.touched) + (len(self.touched) >> 2) + 1024) - len(self.touched)
+            self.touched.frombytes(bytes(4 * grow))
+            for row in self.local_rows:
+                row.frombytes(bytes(8 * grow))
+        self.n_touched = self.add_counts_local(indices, self.local_of, self.touched, self.n_touched,
+                                               self.local_rows[spam], self.transform, self.length)
 
     def count(self, tokens, is_spam, fold):
         indices = self.vocabulary.add(tokens, self.scratch)
         n_features = self.vocabulary.n_features
         spam = 1 if is_spam else 0
+        self.class_count[spam] += 1.0
+        if self.tree is not None:   # by partitions: fold spills only (no fold rows), checked at the start
+            self._count_local(indices, spam)
+            if fold is not None:
+                self.fold_spill.write(indices, is_spam, fold)
+            return
         row = self.rows[spam]
         if len(row) < n_features:
             _grow(row, n_features)
-        self.class_count[spam] += 1.0
         if fold is None or self.fold_spill is not None:
             self.add_counts(indices, row, self.transform, 1.0, self.length)
             if fold is not None:

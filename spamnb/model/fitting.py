@@ -170,6 +170,7 @@ class Unfitted:
         """The filter, given the counts (once; the counts are dropped)."""
         counts, self.counts = self.counts, None
         if counts is not None:
+            release_free_memory()   # the held-out passes' temporaries, kept by the heap: not under the filter's arrays
             counts.to_filter(self.spam_filter, consume=True)
         return self.spam_filter
 

@@ -343,7 +343,12 @@ def _fold_models(models):
         return models
     found = _FOLD_MODELS.get(models)
     if found is None:
+        from spamnb.model.heap import release_free_memory
+
         _FOLD_MODELS.clear()
+        # the counting jobs' arrays, freed but kept by the heap, go back to the system before the models'
+        # pages are mapped in beside them (once a variant: the counting pass's heap reused job after job)
+        release_free_memory()
         found = _FOLD_MODELS[models] = FoldModels.load(models)
     return found
 
