@@ -11,7 +11,7 @@ error to one line and its exit code in one place
 ``exit_code``; an ``OSError`` its file name and reason, exit 3.
 
 The modules that raise these errors import them from here (and keep their
-names, e.g. ``spamnb.model.store.ModelError``).  An error that is also a
+names, e.g. ``spamnb.persistence.store.ModelError``).  An error that is also a
 ``ValueError``, ``OSError`` or ``ConnectionError`` stays one, so code that
 catches those still does.  This module imports nothing.
 """
@@ -113,7 +113,7 @@ class DuplicateToken(SpamnbError, ValueError):
 
 class MustCompact(SpamnbError):
     """A learning session's change cannot be a journal record: the model is
-    written whole instead (``spamnb.model.journal``, ``spamnb.model.learning``)."""
+    written whole instead (``spamnb.persistence.journal``, ``spamnb.model.learning``)."""
 
 
 class MustReadWhole(SpamnbError):
@@ -242,4 +242,4 @@ class SpamnbWarning(SpamnbError, UserWarning):
 
 
 class JournalWarning(SpamnbWarning):
-    """A journal (or its tail) could not be applied; what came before it was (``spamnb.model.journal``)."""
+    """A journal (or its tail) could not be applied; what came before it was (``spamnb.persistence.journal``)."""

@@ -69,7 +69,7 @@ class Settings:
 
 
 def default_settings_path():
-    from spamnb.model.store import spamnb_home
+    from spamnb.persistence.store import spamnb_home
 
     home = spamnb_home()
     return os.path.join(home, "settings.toml")
@@ -642,6 +642,6 @@ def _bool(value):
 
 
 def _site_model_path(path):
-    from spamnb.model.store import default_model_path
+    from spamnb.persistence.store import default_model_path
 
     return os.fspath(path) if path else default_model_path()

@@ -4,7 +4,7 @@
 import pytest
 
 from spamnb import SpamFilter
-from spamnb.model.messages import message_bytes
+from spamnb.estimator.messages import message_bytes
 
 from conftest import REPO
 

@@ -15,7 +15,7 @@ from spamnb.mail import parser as mail
 
 from spamnb.mail import tokenizer
 
-from spamnb.model import verdict
+from spamnb.estimator import verdict
 from spamnb.training.corpus import labelled_messages
 from spamnb.model.spam_filter import SpamFilter
 from spamnb.mail.tokenizer import Tokenizer

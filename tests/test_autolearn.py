@@ -151,7 +151,7 @@ def test_auto_learn_usage():
 
 # ---------------------------------------------------------------- the ledger marks auto-learned entries (issue 40)
 def _digest(data):
-    from spamnb.model.ledger import canonical, message_digest
+    from spamnb.estimator.ledger import canonical, message_digest
 
     return message_digest(canonical(data))
 
@@ -159,7 +159,7 @@ def _digest(data):
 def _auto(path, data, spam):
     """Auto-learn ``data`` as its verdict, as classify/serve do (the model's own cutoffs)."""
     from spamnb.model.autolearn import learn_verdict
-    from spamnb.model.verdict import logit
+    from spamnb.estimator.verdict import logit
 
     sf = SpamFilter.load(path)
     verdict = sf.classify(data)
@@ -178,7 +178,7 @@ def test_a_correction_undoes_an_auto_learned_lesson_exactly(tmp_path, model):
     import shutil
 
     from spamnb.model import learning
-    from spamnb.model.ledger import Tally
+    from spamnb.estimator.ledger import Tally
 
     rng = random.Random(21)
     spam = _message(rng, True, 4000, words=60)
@@ -208,7 +208,7 @@ def test_a_correction_undoes_an_auto_learned_lesson_exactly(tmp_path, model):
 
 def test_a_user_label_that_agrees_makes_the_entry_the_users_and_a_verdict_never_overrides_one(tmp_path, model):
     from spamnb.model import learning
-    from spamnb.model.ledger import Tally
+    from spamnb.estimator.ledger import Tally
 
     rng = random.Random(22)
     ham = _message(rng, False, 5000, words=60)
@@ -228,7 +228,7 @@ def test_a_user_label_that_agrees_makes_the_entry_the_users_and_a_verdict_never_
 
 def test_forget_takes_the_held_out_score_back(tmp_path, model):
     from spamnb.model import learning
-    from spamnb.model.ledger import Tally
+    from spamnb.estimator.ledger import Tally
 
     rng = random.Random(23)
     before = _state(model)

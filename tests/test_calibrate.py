@@ -1,4 +1,4 @@
-"""spamnb.model.calibrate: cutoffs from cross-validation inside the training mail."""
+"""spamnb.estimator.calibrate: cutoffs from cross-validation inside the training mail."""
 
 import math
 import os
@@ -12,11 +12,11 @@ import pytest
 from spamnb import SpamFilter
 
 from spamnb.bayes import arithmetic
-from spamnb.model import calibrate
+from spamnb.estimator import calibrate
 from spamnb.training.corpus import labelled_messages
 from spamnb.evaluation.crossval import md5_split
-from spamnb.model.calibrate import stratified_folds
-from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+from spamnb.estimator.calibrate import stratified_folds
+from spamnb.estimator.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
 
 from conftest import run_spamnb
 
@@ -154,7 +154,7 @@ def test_cutoffs_hold_on_the_fixed_split(shared_corpus):
 def test_streaming_fold_scores_are_fold_log_odds(sample, params):
     """The counting pass's fold rows and the compiled scorer give the log-odds
     fold_log_odds computes from the corpus matrix, for the same folds."""
-    from spamnb.model import counting
+    from spamnb.estimator import counting
 
     messages, y = sample
     spec = counting.counting_spec(SpamFilter(**params))
@@ -211,7 +211,7 @@ def _dense_fold_scorers(spam_filter, class_count, feature_count):
     each over the whole vocabulary (its counts minus the fold's, the others'
     tokens -1 in a copy of the vocabulary's hash index): the reference."""
     from spamnb.bayes import token_kernels
-    from spamnb.model.defaults import COUNT_TRANSFORMS
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
     alpha = float(spam_filter.alpha)
     total = np.asarray(spam_filter.word_counts_.matrix(), dtype=np.float64)
@@ -241,7 +241,7 @@ def test_fold_models_hold_their_folds_tokens_and_score_as_dense_ones(sample, par
     from the dense fold counts or their non-zero entries alike, and scores
     every message of fold k bit for bit as the model over the whole
     vocabulary does; it is much smaller than n_folds dense models."""
-    from spamnb.model import counting
+    from spamnb.estimator import counting
 
     messages, y = sample
     spec = counting.counting_spec(SpamFilter(**params))

@@ -567,7 +567,7 @@ def test_train_calibrates_on_the_corpus_it_counted(tmp_path, monkeypatch, sample
     cutoffs (the corpus is read once)."""
     import shutil
 
-    from spamnb.model import calibrate
+    from spamnb.estimator import calibrate
 
     from spamnb.cli import main as cli
 

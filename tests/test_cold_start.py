@@ -28,10 +28,10 @@ COMMON = {
     "spamnb.mail.records", "spamnb.mail.tokenizer",
     # the one reader of mail (stdin read there), and the mbox cutter it imports (a -M, a one-message mbox)
     "spamnb.mail.mbox", "spamnb.mail.reader",
-    "spamnb.model", "spamnb.model.ages", "spamnb.model.codec", "spamnb.model.defaults",
-    "spamnb.model.deltas", "spamnb.model.guard", "spamnb.model.journal", "spamnb.model.labels",
-    "spamnb.model.ledger", "spamnb.model.messages", "spamnb.model.schema", "spamnb.model.scoring",
-    "spamnb.model.spam_filter", "spamnb.model.store", "spamnb.model.verdict",
+    "spamnb.model", "spamnb.estimator", "spamnb.persistence", "spamnb.estimator.ages", "spamnb.persistence.codec", "spamnb.estimator.defaults",
+    "spamnb.persistence.deltas", "spamnb.estimator.guard", "spamnb.persistence.journal", "spamnb.estimator.labels",
+    "spamnb.estimator.ledger", "spamnb.estimator.messages", "spamnb.persistence.schema", "spamnb.estimator.scoring",
+    "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.estimator.verdict",
 }
 EXPECTED = {
     "classify": COMMON | {"spamnb.cli.classify", "spamnb.report", "spamnb.report.lines"},
@@ -40,7 +40,7 @@ EXPECTED = {
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential),
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole)
     "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.cli.progress", "spamnb.mail.status", "spamnb.mail.headers",
-                              "spamnb.model.learning", "spamnb.model.prequential", "spamnb.model.journal_view"},
+                              "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view"},
     "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.cli.progress", "spamnb.mail.status", "spamnb.mail.headers",
                         "spamnb.model.learning", "spamnb.bayes._holes"},   # the holes a forget leaves
 }
@@ -50,8 +50,8 @@ EXPECTED = {
 # (the model's header is read by json's compiled scanner alone), signal (its
 # enums: the launcher's SIGINT handlers are set through _signal), runpy.
 FORBIDDEN = ("numpy", "scipy", "argparse", "email", "tomllib", "spamnb.training", "spamnb.evaluation",
-             "spamnb.server", "spamnb.bayes.multinomial", "spamnb.bayes.kernels", "spamnb.model.fitting",
-             "spamnb.model.counting", "json", "signal", "runpy")
+             "spamnb.server", "spamnb.bayes.multinomial", "spamnb.bayes.kernels", "spamnb.estimator.fitting",
+             "spamnb.estimator.counting", "json", "signal", "runpy")
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_the_cold_path_imports_only_what_it_uses(args, model, tmp_path, launcher
         names = [line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                  if line.startswith("import time:")]
         after_site = names[names.index("spamnb"):]   # site's .pth files may import them themselves
-        assert not {"contextlib", "functools", "importlib", "spamnb.model.calibrate"} & set(after_site)
+        assert not {"contextlib", "functools", "importlib", "spamnb.estimator.calibrate"} & set(after_site)
 
 
 FAST_FORMS = [

@@ -99,7 +99,7 @@ def _check_result(path, learns, variants=False):
 _READER = r"""
 import os, sys, time
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import ModelError
+from spamnb.persistence.store import ModelError
 path, message, stop = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
 loads = failures = 0
 while not os.path.exists(stop):
@@ -115,7 +115,7 @@ print(loads, failures)
 _LIBRARY_LEARNER = r"""
 import sys
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import locked
+from spamnb.persistence.store import locked
 path, message, spam, n = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3] == "spam", int(sys.argv[4])
 for _ in range(n):
     with locked(path):

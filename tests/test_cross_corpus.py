@@ -32,7 +32,7 @@ def test_the_model_s_own_weight_scores_as_the_shipped_model_until_it_moves(sampl
     """The mixing run gives the learned model's log-odds exactly while its weight is the default,
     and each message's log-odds are those of the weight it was scored at."""
     from spamnb.evaluation.online import run_online
-    from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
+    from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
 
     _none, labels, datas, _how = cross_corpus.arrival_order(str(sample_corpus))
     order = np.random.default_rng(3).permutation(len(datas))      # both classes early
@@ -106,7 +106,7 @@ def test_with_orders_a_setting_is_chosen_by_its_mean_over_random_orders_of_the_s
 
 
 def test_variants_specs_name_the_rule_and_its_settings():
-    from spamnb.model.variants import PairWeightChooser, PairWeightMixture
+    from spamnb.estimator.variants import PairWeightChooser, PairWeightMixture
 
     assert isinstance(cross_corpus.variants_of("chooser"), PairWeightChooser)
     rank = cross_corpus.variants_of("rank:1:0.5:500")

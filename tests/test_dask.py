@@ -14,7 +14,7 @@ distributed = pytest.importorskip("distributed", reason="dask[distributed] is no
 
 import spamnb  # noqa: E402
 from spamnb.training import cluster as spamnb_dask  # noqa: E402
-from spamnb.model import counting
+from spamnb.estimator import counting
 from spamnb.batch import classify as batch
 from spamnb.batch import cluster as batch_cluster
 from spamnb.training import pipeline
@@ -160,7 +160,7 @@ def test_spills_lost_with_a_worker_are_counted_again(client):
     counts live in the workers' memory; a worker killed (SIGKILL) there
     loses its share, which the scheduler computes again: the held-out scores
     are still those of the spills and fold models computed here."""
-    from spamnb.model import calibrate
+    from spamnb.estimator import calibrate
 
     spam_filter = SpamFilter()
     spec = counting.counting_spec(spam_filter)

@@ -9,10 +9,10 @@ import pytest
 
 import spamnb
 from conftest import REPO, run_spamnb
-from spamnb.model import defaults
+from spamnb.estimator import defaults
 from spamnb.settings import SERVER_DEFAULTS
 from spamnb.report.scale import ScoreMap
-from spamnb.model.verdict import Cutoffs
+from spamnb.estimator.verdict import Cutoffs
 
 SERVE_MD = (REPO / "docs" / "serve.md").read_text()
 CLI_MD = (REPO / "docs" / "cli.md").read_text()
@@ -72,7 +72,7 @@ def test_settings_example_states_the_built_in_defaults(text):
 
 
 def test_cli_reference_defaults():
-    from spamnb.model.store import DEFAULT_WAIT
+    from spamnb.persistence.store import DEFAULT_WAIT
     from spamnb.training.planning import DEFAULT_PARTITION_SIZE
 
     text = " ".join(CLI_MD.split())

@@ -88,10 +88,10 @@ def test_every_exception_class_is_a_spamnb_error_from_errors_py():
 
 
 def test_the_old_names_are_the_same_classes():
-    """A module that raised an error still names it (``spamnb.model.store.ModelError``): the same class."""
-    for module, names in [("spamnb.model.store", ["ModelError", "LockTimeout"]),
+    """A module that raised an error still names it (``spamnb.persistence.store.ModelError``): the same class."""
+    for module, names in [("spamnb.persistence.store", ["ModelError", "LockTimeout"]),
                           ("spamnb.mail.reader", ["Refused", "TooLarge", "CorpusError", "SkippedInput"]),
-                          ("spamnb.model.fitting", ["CorpusChanged"]), ("spamnb.model.dumpfile", ["DumpError"]),
+                          ("spamnb.estimator.fitting", ["CorpusChanged"]), ("spamnb.model.dumpfile", ["DumpError"]),
                           ("spamnb.training.errors", ["CorpusError", "SkippedInput"]),
                           ("spamnb.server.protocol", ["ProtocolError"]), ("spamnb.server.models", ["ModelUnavailable"]),
                           ("spamnb.server.listeners", ["ServerError", "CannotListen"]),
@@ -99,7 +99,7 @@ def test_the_old_names_are_the_same_classes():
                           ("spamnb.server.privileges", ["PrivilegeError"]), ("spamnb.server.launch", ["TLSError"]),
                           ("spamnb.imap.client", ["ImapError", "LoginRefused", "Unreachable"]),
                           ("spamnb.cli.common", ["UsageError", "CommandError", "SkippedError"]),
-                          ("spamnb.model.journal", ["JournalWarning"])]:
+                          ("spamnb.persistence.journal", ["JournalWarning"])]:
         mod = importlib.import_module(module)
         for name in names:
             assert getattr(mod, name) is getattr(errors, name), (module, name)

@@ -11,7 +11,7 @@ from scipy import sparse
 from spamnb.cli import evaluate as cli_evaluate
 from spamnb.cli.progress import Progress
 from spamnb.evaluation import crossval as ev
-from spamnb.model.calibrate import stratified_folds
+from spamnb.estimator.calibrate import stratified_folds
 from spamnb.bayes import metrics
 from spamnb.model.spam_filter import SpamFilter
 
@@ -339,7 +339,7 @@ def test_evaluate_measures_what_train_builds(sample_corpus, tmp_path, capsys):
     training part (cutoffs chosen for --target-fpr, word pairs decided) and is
     scored at its own cutoffs; --plain is the counted model at the default cutoffs."""
     from conftest import run_spamnb
-    from spamnb.model import defaults
+    from spamnb.estimator import defaults
     from spamnb.training.corpus import labelled_messages
 
     out = tmp_path / "tuned.json"

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from spamnb.model.message_features import (
+from spamnb.estimator.message_features import (
     DEFAULT_WEIGHT,
     FEATURE_NAMES,
     FeatureModel,
@@ -265,7 +265,7 @@ def test_cold_path_imports_no_numpy():
     stored = json.dumps(FeatureModel().fit(F, y).to_dict())
     code = (
         "import json, sys\n"
-        "from spamnb.model.message_features import FeatureModel, raw_message_features\n"
+        "from spamnb.estimator.message_features import FeatureModel, raw_message_features\n"
         f"model = FeatureModel.from_dict(json.loads({stored!r}))\n"
         f"ll = model.log_likelihood_one(raw_message_features({PLAIN!r}))\n"
         "assert len(ll) == 2\n"

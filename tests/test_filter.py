@@ -14,8 +14,8 @@ import pytest
 import spamnb
 from spamnb.training.corpus import labelled_messages
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.messages import message_bytes
-from spamnb.model.store import ModelError
+from spamnb.estimator.messages import message_bytes
+from spamnb.persistence.store import ModelError
 from spamnb.mail.tokenizer import Tokenizer
 
 from conftest import REPO
@@ -249,8 +249,8 @@ def test_evidence_points_the_right_way(trained):
 
 
 def test_message_features_add_their_weighted_log_likelihood_ratio(sample, tmp_path):
-    from spamnb.model.message_features import FeatureModel
-    from spamnb.model.scoring import message_features_of
+    from spamnb.estimator.message_features import FeatureModel
+    from spamnb.estimator.scoring import message_features_of
 
     data = [m.data for m in sample]
     labels = [m.is_spam for m in sample]

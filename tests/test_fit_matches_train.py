@@ -1,8 +1,8 @@
 """``SpamFilter().fit`` and ``spamnb train`` make the same filter from the same
 mail, whatever order the messages are given in (issue 36): one reader of a
 message file (:mod:`spamnb.mail.reader`), one training pipeline
-(:mod:`spamnb.model.fitting`), cross-validation folds from each message's
-bytes (:func:`spamnb.model.calibrate.fold_of`)."""
+(:mod:`spamnb.estimator.fitting`), cross-validation folds from each message's
+bytes (:func:`spamnb.estimator.calibrate.fold_of`)."""
 
 import random
 from pathlib import Path
@@ -12,8 +12,8 @@ import pytest
 from conftest import SAMPLE_CORPUS, run_spamnb
 from spamnb import SpamFilter
 from spamnb.mail.reader import messages_of, read_messages
-from spamnb.model.calibrate import fold_of
-from spamnb.model.messages import message_bytes
+from spamnb.estimator.calibrate import fold_of
+from spamnb.estimator.messages import message_bytes
 from spamnb.training.corpus import labelled_messages
 
 ENVELOPE = b"From sender@example.com Mon Nov 23 10:40:20 2026\n"

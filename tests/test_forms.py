@@ -2,7 +2,7 @@
 the whole filter, the mapped file, the server's journal follower and
 scoring-only copy (``SpamFilter.load(form=...)``), a user's overlay and a
 cross-validation fold; each scores as the whole filter does, bit for bit,
-and classifies through the one path (``spamnb.model.forms.classify``)."""
+and classifies through the one path (``spamnb.estimator.forms.classify``)."""
 
 import os
 
@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import SAMPLE_CORPUS, run_spamnb
 
 from spamnb.model import FORMS, Kernel, Scorer, SpamFilter
-from spamnb.model import forms
+from spamnb.estimator import forms
 from spamnb.server import overlay
 from tests.test_overlay import site  # noqa: F401 (the fixture: spamnb train of the sample)
 
@@ -89,7 +89,7 @@ def test_a_cross_validation_fold_is_a_scorer(trained):
     import tempfile
 
     from spamnb.model import FoldModels
-    from spamnb.model.counting import count_messages, counting_spec
+    from spamnb.estimator.counting import count_messages, counting_spec
     from spamnb.training.corpus import labelled_messages
 
     messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE_CORPUS])][::3]

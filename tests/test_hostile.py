@@ -762,7 +762,7 @@ def test_a_sparse_file_as_the_model_fails_fast(home, tmp_path):
 def test_the_model_reader_checks_type_and_size_before_reading(home, tmp_path):
     """The reader the server relies on for per-user models: ``max_size`` given,
     a larger file is refused unread; a FIFO never blocks it."""
-    from spamnb.model.store import ModelError
+    from spamnb.persistence.store import ModelError
 
     path = home / "model.spamnb"
     size = path.stat().st_size

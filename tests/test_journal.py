@@ -1,4 +1,4 @@
-"""The model's journal (spamnb.model.journal): learn/forget append, readers replay, compaction folds.
+"""The model's journal (spamnb.persistence.journal): learn/forget append, readers replay, compaction folds.
 
 What must hold: model + journal scores as learning-and-rewriting would have
 (to 1e-9; the counts, vocabulary and ledger exactly, and a compaction writes
@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb.model import journal, learning
-from spamnb.model import ledger as ledgers
+from spamnb.persistence import journal
+from spamnb.model import learning
+from spamnb.estimator import ledger as ledgers
 from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO, run_spamnb
@@ -257,7 +258,7 @@ def test_a_model_replaced_while_it_is_read_is_read_again(model, tmp_path, monkey
         session.compact()
     _journaled(model, ACTIONS[3:4])           # a new journal extends the new model
     expected = _state(SpamFilter.load(model))
-    from spamnb.model import schema
+    from spamnb.persistence import schema
 
     real_read = schema.read
     calls = []
@@ -321,7 +322,7 @@ def test_a_new_model_and_a_model_with_features_are_saved_whole(tmp_path):
 
 
 def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
-    writer = ("import sys; from spamnb.model import journal, learning, ledger\n"
+    writer = ("import sys; from spamnb.persistence import journal; from spamnb.model import learning; from spamnb.estimator import ledger\n"
               "journal._COMPACT_MAX = journal._COMPACT_MIN = 6000\n"
               "for i, path in enumerate(sys.argv[2:]):\n"
               "    with learning.session(sys.argv[1]) as s:\n"
@@ -346,7 +347,9 @@ def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
 
 _KILLED_WRITER = r"""
 import os, sys, time
-from spamnb.model import journal, learning, ledger
+from spamnb.persistence import journal
+from spamnb.model import learning
+from spamnb.estimator import ledger
 real_pwrite = os.pwrite
 def half_then_wait(fd, data, offset):
     if len(data) < 100:                  # the lock's pid
@@ -426,7 +429,9 @@ def test_sigkill_at_random_moments_of_cli_learns_loses_no_acknowledged_learn(mod
 
 _KILLED_CHANGER = r"""
 import os, sys, time
-from spamnb.model import journal, learning, ledger
+from spamnb.persistence import journal
+from spamnb.model import learning
+from spamnb.estimator import ledger
 real_pwrite = os.pwrite
 def half_then_wait(fd, data, offset):
     if len(data) < 100:                  # the lock's pid

@@ -1,4 +1,4 @@
-"""A model read in part whose journal is scored, not replayed (spamnb.model.journal_view).
+"""A model read in part whose journal is scored, not replayed (spamnb.persistence.journal_view).
 
 What must hold: ``SpamFilter.load(mapped=True)`` (``spamnb classify``'s
 path) of a model whose journal holds learns gives every message the very
@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 from spamnb.model import learning
-from spamnb.model import ledger as ledgers
+from spamnb.estimator import ledger as ledgers
 from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spamnb.model import learning
-from spamnb.model import ledger as ledgers
+from spamnb.estimator import ledger as ledgers
 from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO, run_spamnb

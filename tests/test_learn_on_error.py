@@ -1,5 +1,5 @@
 """Users who only report mistakes (issue 46): a model that grows by learning starts with a wide
-unsure band, narrowed to the defaults as held-out ham is counted (spamnb.model.prequential), so
+unsure band, narrowed to the defaults as held-out ham is counted (spamnb.estimator.prequential), so
 a young model sends more of its mail to be sorted and calls less ham spam; the online protocol
 runs the same rule; a correction through ``spamnb learn`` / ``forget`` leaves exactly the model,
 the held-out scores and the cutoffs that learning the message once with its label (or never) leaves."""
@@ -12,12 +12,13 @@ import pytest
 
 from spamnb import SpamFilter
 from spamnb.evaluation import online
-from spamnb.model import calibrate, learning
-from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
-from spamnb.model.ledger import Tally, ledger_of
-from spamnb.model.prequential import (BIN_WIDTH, LOW, N_BINS, THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram,
+from spamnb.estimator import calibrate
+from spamnb.model import learning
+from spamnb.estimator.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+from spamnb.estimator.ledger import Tally, ledger_of
+from spamnb.estimator.prequential import (BIN_WIDTH, LOW, N_BINS, THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram,
                                       refit_cutoffs)
-from spamnb.model.verdict import logit
+from spamnb.estimator.verdict import logit
 
 from conftest import run_spamnb
 

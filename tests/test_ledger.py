@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from spamnb import SpamFilter
-from spamnb.model import ledger as ledgers
+from spamnb.estimator import ledger as ledgers
 from spamnb.mail.status import passthrough_pieces, strip_markup
-from spamnb.model.ledger import DIGEST_SIZE, Ledger, Tally
+from spamnb.estimator.ledger import DIGEST_SIZE, Ledger, Tally
 
 from conftest import REPO
 
@@ -193,7 +193,7 @@ def test_learn_twice_from_the_command_line_counts_once(tmp_path):
 def test_an_entrys_code_and_notes_round_trip_exactly():
     """Each entry's label, auto-learned mark and held-out bin, as recorded, through entry(),
     is_auto(), the notes array (AUTO_NOTE is bit 15) and back; a note naming no bin refused."""
-    from spamnb.model.prequential import N_BINS
+    from spamnb.estimator.prequential import N_BINS
 
     assert ledgers.AUTO_NOTE == 1 << 15
     d = [bytes([i]) * DIGEST_SIZE for i in range(8)]

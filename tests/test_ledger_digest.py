@@ -1,4 +1,4 @@
-"""The ledger's fast paths (spamnb.model.ledger: ``canonical`` without a
+"""The ledger's fast paths (spamnb.estimator.ledger: ``canonical`` without a
 parse, ``train_digest`` without a copy) give what the general path gives:
 ``strip_markup`` and ``message_digest(canonical(...))``, byte for byte, on
 the shapes of mail where a search could go wrong: an mbox envelope line
@@ -9,7 +9,7 @@ a body, no header at all."""
 import pytest
 
 from spamnb.mail.status import strip_markup
-from spamnb.model import ledger as ledgers
+from spamnb.estimator import ledger as ledgers
 
 HEAD = b"From: a@example.com\nSubject: hello\n"
 BODY = b"some words of the body\nX-Spam-Status: Yes (in the body: not a field)\n"

@@ -441,7 +441,7 @@ def test_cli_info_describes_size_age_and_pruning(home):
 
 # ---------------------------------------------------------------------------- ages: last-seen days in the model
 def test_fit_and_learn_set_last_seen_days(corpus, monkeypatch, tmp_path):
-    from spamnb.model import ages
+    from spamnb.estimator import ages
 
     monkeypatch.setattr(ages, "today", lambda: 20000)
     model = SpamFilter().fit(corpus[0][:100], corpus[1][:100])
@@ -594,7 +594,7 @@ def test_a_model_with_message_features_round_trips(corpus):
 
 
 def test_the_ledger_goes_through_dump_load_and_merge():
-    from spamnb.model import ledger as ledgers
+    from spamnb.estimator import ledger as ledgers
 
     messages = [m for m in labelled_messages([SAMPLE])][:40]
     base = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])

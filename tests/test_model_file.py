@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb.model import store
+from spamnb.persistence import store
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import FORMAT_VERSION, MAGIC
+from spamnb.persistence.store import FORMAT_VERSION, MAGIC
 from spamnb.mail.tokenizer import Tokenizer
 
 from conftest import REPO, run_spamnb
@@ -224,7 +224,7 @@ def _crafted_cases(model_bytes):
 _LOADER = r"""
 import json, sys
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import ModelError
+from spamnb.persistence.store import ModelError
 message = open(sys.argv[1], "rb").read()
 for path in sys.argv[2:]:
     try:
@@ -315,7 +315,7 @@ def test_truncation_at_every_byte_is_refused(model_bytes, tmp_path):
     script = r"""
 import os, sys
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import ModelError
+from spamnb.persistence.store import ModelError
 data = open(sys.argv[1], "rb").read()
 path = sys.argv[2]
 with open(path, "wb") as f:
@@ -344,7 +344,7 @@ def test_bit_flips_everywhere_are_refused(model_bytes, tmp_path):
     script = r"""
 import os, sys
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import ModelError
+from spamnb.persistence.store import ModelError
 data = open(sys.argv[1], "rb").read()
 path = sys.argv[2]
 with open(path, "wb") as f:
@@ -592,7 +592,7 @@ def test_a_full_disk_keeps_the_old_model(model_bytes, tmp_path):
         path = disk / "m.spamnb"
         path.write_bytes(model_bytes)  # ~40 KB of 64 KB: a second copy does not fit
         (disk / "m.spamnb.lock").write_bytes(b"")
-        with open(disk / "filler", "wb", buffering=0) as f:  # nor does a learn's journal (spamnb.model.journal)
+        with open(disk / "filler", "wb", buffering=0) as f:  # nor does a learn's journal (spamnb.persistence.journal)
             try:
                 while True:
                     f.write(b"\0" * 512)
@@ -753,7 +753,7 @@ def test_a_model_of_one_class_saves_loads_and_learns(tmp_path):
 _READER = r"""
 import os, sys
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import ModelError
+from spamnb.persistence.store import ModelError
 path, sample, stop = sys.argv[1], open(sys.argv[2], "rb").read(), sys.argv[3]
 model = SpamFilter.load(path)
 print("ready", flush=True)
@@ -874,7 +874,7 @@ def test_what_is_not_a_regular_file_is_never_replaced(model_bytes, tmp_path):
 
 _HOLDER = r"""
 import sys, time
-from spamnb.model.store import locked
+from spamnb.persistence.store import locked
 with locked(sys.argv[1]):
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -935,7 +935,7 @@ def test_forget_without_a_model_and_learn_without_messages_change_nothing(model_
 _MAPPED_LOADER = r"""
 import json, sys
 from spamnb.model.spam_filter import SpamFilter
-from spamnb.model.store import ModelError
+from spamnb.persistence.store import ModelError
 message = open(sys.argv[1], "rb").read()
 for path in sys.argv[2:]:
     try:

@@ -15,8 +15,8 @@ import pytest
 
 import spamnb
 from spamnb import SpamFilter
-from spamnb.model import calibrate
-from spamnb.model.calibrate import near_duplicate_key
+from spamnb.estimator import calibrate
+from spamnb.estimator.calibrate import near_duplicate_key
 
 from conftest import REPO
 
@@ -116,7 +116,7 @@ def test_fit_counts_copies_in_their_first_copys_fold():
     paths = sorted((REPO / "corpora" / "spam").iterdir())[:30] + sorted((REPO / "corpora" / "easy_ham").iterdir())[:30]
     data = [p.read_bytes() for p in paths]
     copies = [_add_header(d, b"X-Copy: 2\n") for d in data]
-    from spamnb.model.counting import count_messages, counting_spec
+    from spamnb.estimator.counting import count_messages, counting_spec
 
     spec = counting_spec(SpamFilter())
     labels = [True] * 30 + [False] * 30

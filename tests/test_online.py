@@ -11,7 +11,7 @@ import spamnb
 from spamnb import SpamFilter
 from spamnb.evaluation import online
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
 from spamnb.model.learning import learned_model
 from spamnb.training.corpus import labelled_messages
 
@@ -210,7 +210,7 @@ def test_relabel_takes_a_message_back_exactly(stream):
 
 def test_cutoffs_wide_until_enough_evidence_then_fitted():
     """The model's own cutoffs: the wide band of thin evidence, then fitted on the held-out scores."""
-    from spamnb.model.prequential import THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram
+    from spamnb.estimator.prequential import THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram
 
     model = online.OnlineModel()
     assert model.cutoffs() == (THIN_SPAM_LOG_ODDS, THIN_HAM_LOG_ODDS)
@@ -249,8 +249,8 @@ def test_learned_cutoffs_and_auto_learn_on_shared_corpora(name, shared_corpus):
     """Issue 40's figures on a whole shared corpus, default order: after 1,000 messages a learned model's
     false-positive rate at its own cutoffs is <= 0.3 % (over it at the default spam cutoff), and on error +
     auto-learn ranks within 1.5x of full feedback."""
-    from spamnb.model.defaults import DEFAULT_SPAM_CUTOFF
-    from spamnb.model.verdict import logit
+    from spamnb.estimator.defaults import DEFAULT_SPAM_CUTOFF
+    from spamnb.estimator.verdict import logit
 
     items = labelled_messages([shared_corpus(name)])
     order, _ = online.order_messages([m.relpath for m in items], [m.data for m in items], "auto")

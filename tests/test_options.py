@@ -102,8 +102,8 @@ def test_serve_settings_are_the_tables():
 
 
 def test_wait_is_written_once():
-    """--wait's default is the engine's (spamnb.model.store.DEFAULT_WAIT) for classify and learn, fast or parsed."""
-    from spamnb.model import store
+    """--wait's default is the engine's (spamnb.persistence.store.DEFAULT_WAIT) for classify and learn, fast or parsed."""
+    from spamnb.persistence import store
 
     assert fast_defaults("classify")["wait"] == fast_defaults("learn")["wait"] == store.DEFAULT_WAIT
     for argv in (["classify", "--json"], ["learn", "--spam", "-q", "--follow-links"]):

@@ -10,9 +10,9 @@ from spamnb import SpamFilter
 from spamnb.bayes import token_kernels
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.model import learning
-from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, DEFAULT_HAM_LOG_ODDS
-from spamnb.model.ledger import Tally
-from spamnb.model.prequential import BIN_WIDTH, LOW, N_BINS, ScoreHistogram
+from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS, DEFAULT_HAM_LOG_ODDS
+from spamnb.estimator.ledger import Tally
+from spamnb.estimator.prequential import BIN_WIDTH, LOW, N_BINS, ScoreHistogram
 from spamnb.training.corpus import labelled_messages
 
 from conftest import run_spamnb
@@ -90,7 +90,7 @@ def test_train_s_held_out_scores_weigh_the_pairs_as_the_model_does(sample, pair_
     pair weight fitted on the other folds (the spill marks where each message's pairs start)."""
     import numpy as np
 
-    from spamnb.model import calibrate, fitting
+    from spamnb.estimator import calibrate, fitting
 
     messages, y = sample
     template = SpamFilter(Tokenizer(word_pairs=2), pair_weight=pair_weight)
@@ -147,7 +147,7 @@ def _histogram(ham_scores, spam_scores):
 
 
 def test_a_young_model_raises_its_spam_cutoff_over_its_ham_and_never_lowers_it():
-    from spamnb.model.prequential import THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS
+    from spamnb.estimator.prequential import THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS
 
     spam = [40.0] * 60
     top = LOW + (int((30.0 - LOW) / BIN_WIDTH) + 1) * BIN_WIDTH     # the top of a ham at 30's bin
@@ -172,7 +172,7 @@ def test_a_young_model_raises_its_spam_cutoff_over_its_ham_and_never_lowers_it()
 
 def test_a_raised_cutoff_is_fitted_into_the_model_and_info_says_why():
     from spamnb.cli.models import cutoffs_from
-    from spamnb.model.prequential import refit_cutoffs
+    from spamnb.estimator.prequential import refit_cutoffs
 
     model = SpamFilter().fit([b"Subject: a\n\nhello there", b"Subject: b\n\ncheap pills"], [False, True], tune=False)
     model.held_out_ = _histogram([-20.0] * 300 + [30.0], [40.0] * 60)
@@ -189,7 +189,7 @@ def test_a_model_file_older_than_the_weight_scores_its_pairs_at_weight_one(tmp_p
     a file written now says 7 and keeps the weight."""
     from pathlib import Path
 
-    from spamnb.model import schema
+    from spamnb.persistence import schema
 
     old = Path(__file__).parent / "data" / "models" / "corpora-4ac9e83.spamnb"
     header, _arrays = schema.read(old)

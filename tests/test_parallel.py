@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import spamnb
-from spamnb.model import calibrate
-from spamnb.model import counting
+from spamnb.estimator import calibrate
+from spamnb.estimator import counting
 from spamnb.batch import classify as batch
 from spamnb.training import pipeline
 from spamnb.training import planning
@@ -255,7 +255,7 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     """The streaming calibration: the cutoffs of -j 1 and -j 2 (any partition
     size) are those of the held-out log-odds fold_log_odds computes from the
     corpus matrix over the same (hashed) folds; -j 1 counts as SpamFilter.fit."""
-    from spamnb.model import calibrate
+    from spamnb.estimator import calibrate
 
     messages = labelled_messages([SAMPLE])
     data, y = [m.data for m in messages], np.array([m.is_spam for m in messages])
@@ -405,7 +405,7 @@ def test_version_2_tokenizer_counts_as_fit():
 
 
 def test_a_model_replaced_during_the_job_fails_it(tmp_path):
-    from spamnb.model.store import ModelError
+    from spamnb.persistence.store import ModelError
 
     model = tmp_path / "model.spamnb"
     reference().save(model)
@@ -674,7 +674,7 @@ def test_prefer_pairs_rule(figures, kept):
 
 
 def test_word_pairs_are_not_tried_on_a_large_corpus(monkeypatch):
-    from spamnb.model.calibrate import describe
+    from spamnb.estimator.calibrate import describe
 
     monkeypatch.setattr(calibrate, "PAIRS_MAX_MESSAGES", 299)     # the sample has 300 messages
     chosen, cal = pipeline.train([SAMPLE], n_jobs=1, calibration={"target_fpr": 0.01}, word_pairs=2)

@@ -1,4 +1,4 @@
-"""Cutoffs of a model that grows by learning (spamnb.model.prequential): the scores learned
+"""Cutoffs of a model that grows by learning (spamnb.estimator.prequential): the scores learned
 messages had before each was learned, kept in the model file and its journal, fitted as the model grows."""
 
 import random
@@ -6,10 +6,12 @@ import random
 import pytest
 
 from spamnb import SpamFilter
-from spamnb.model import learning, prequential, schema
-from spamnb.model.ledger import Tally
-from spamnb.model.prequential import N_BINS, ScoreHistogram
-from spamnb.model.verdict import logit
+from spamnb.model import learning
+from spamnb.estimator import prequential
+from spamnb.persistence import schema
+from spamnb.estimator.ledger import Tally
+from spamnb.estimator.prequential import N_BINS, ScoreHistogram
+from spamnb.estimator.verdict import logit
 
 from conftest import run_spamnb
 

@@ -15,7 +15,7 @@ The rule, for every module of ``spamnb/``:
    attribute's name as a key: an object's ``__dict__`` under another name);
 4. no module but ``model/spam_filter.py`` sets a fitted attribute (``x.name_ =
    ...``, ``del x.name_``) of an object but ``self``/``cls``: the modules of
-   ``spamnb.model`` that fit, count, load, merge, prune or learn a filter give
+   ``spamnb.model``, ``.estimator``, ``.persistence`` that fit, count, load, merge, prune or learn a filter give
    it its state through its methods (``SpamFilter.set_fitted``, ``set_cutoffs``,
    ``adopt``, ``replace_ages``, ...), as the layers above do.
 
@@ -38,7 +38,7 @@ ALLOWED = {
         "the standard library's codecs.CodecInfo: whether a codec is a text encoding has no public name",
     ("spamnb/server/milter.py", "vars(message"):
         "a kilter (third-party) message: the size of its public fields, nothing of spamnb's",
-    ("spamnb/model/journal.py", ".get('_identity'"):
+    ("spamnb/persistence/journal.py", ".get('_identity'"):
         "a key of the journal header's JSON, not an attribute",
     ("spamnb/bayes/multinomial.py", ".pop('_log_prob_cache'"):
         "__getstate__ of MultinomialNB: the state it pickles, a copy of its own __dict__",

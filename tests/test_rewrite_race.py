@@ -206,7 +206,7 @@ def test_a_writer_reads_a_model_read_in_part_whole(tmp_path):
     ``fill``, which reads them whole, as the file has them (a learn of a
     new message reads none: ``spamnb.model.learning``'s light session)."""
     from conftest import run_spamnb
-    from spamnb.model import store
+    from spamnb.persistence import store
 
     path = tmp_path / "m.spamnb"
     SpamFilter().fit([p.read_bytes() for p in SPAM[:5] + HAM[:5]], [True] * 5 + [False] * 5).save(path)

@@ -184,7 +184,7 @@ def test_the_server_keeps_only_what_classifying_reads(home, site_filter, monkeyp
 
     from spamnb.server import models as serve
 
-    from spamnb.model import store
+    from spamnb.persistence import store
 
     path = home / "model.spamnb"
     reads = []
@@ -340,7 +340,7 @@ def test_tell_learns_and_forgets_in_the_users_model(daemon, home):
 
 def test_tell_goes_through_the_ledger_like_spamnb_learn(daemon, home):
     """A message told twice counts once; told as the other class it moves;
-    a forget without a class takes the ledger's (spamnb/model/ledger.py)."""
+    a forget without a class takes the ledger's (spamnb/estimator/ledger.py)."""
     message = unique_message("ledger1")
     user_model = home / "users" / "erin" / "model.spamnb"
     base = SpamFilter.load(home / "model.spamnb").class_count_
@@ -935,7 +935,8 @@ def test_a_following_model_holds_what_its_journal_adds_until_the_journal_is_comp
     import gc
     import weakref
 
-    from spamnb.model import journal, learning
+    from spamnb.persistence import journal
+    from spamnb.model import learning
     from spamnb.server import models
 
     spam = sorted((REPO / "corpora" / "spam").iterdir())

@@ -11,8 +11,8 @@ import pytest
 
 from spamnb import SpamFilter
 from spamnb.model import learning
-from spamnb.model.ledger import Tally, canonical, message_digest
-from spamnb.model.prequential import ScoreHistogram
+from spamnb.estimator.ledger import Tally, canonical, message_digest
+from spamnb.estimator.prequential import ScoreHistogram
 from spamnb.report.scale import ScoreMap
 from spamnb.server import protocol as spamd
 from spamnb.server.models import ModelCache
@@ -121,7 +121,7 @@ def test_serve_auto_learn_holds_at_most_max_pending_learns(tmp_path):
     """While the model's lock is held (a long learn elsewhere), at most MAX_PENDING auto-learns
     wait; the verdicts offered beyond them are let go, not queued; once they are done, as many
     may wait again."""
-    from spamnb.model.store import locked
+    from spamnb.persistence.store import locked
     from spamnb.server.autolearn import MAX_PENDING
 
     from spamnb.server.autolearn import LOCK_WAIT

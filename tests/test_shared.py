@@ -238,7 +238,7 @@ def test_a_lesson_is_the_documented_layout_and_every_bad_field_is_refused():
     import struct
 
     from spamnb.bayes.checks import checksum64
-    from spamnb.model.ledger import message_digest
+    from spamnb.estimator.ledger import message_digest
     from spamnb.shared.lessons import FORGET, LEARN, Lesson, decode, encode
 
     message = unique_message("layout")
@@ -679,7 +679,7 @@ def test_learn_and_forget_commands_send_lessons_and_queue_while_redis_is_down(tm
     assert [(learn, forget, spam) for learn, forget, spam, _ in lessons] == [
         (True, False, True), (True, False, False), (False, True, None)]
     _assert_same([model], _reference(base_model, lessons, tmp_path / "ref"))
-    from spamnb.model.ledger import canonical, ledger_of, message_digest
+    from spamnb.estimator.ledger import canonical, ledger_of, message_digest
     from spamnb.model.spam_filter import SpamFilter
 
     ledger = ledger_of(SpamFilter.load(model))

@@ -7,8 +7,8 @@ from array import array
 
 import pytest
 
-from spamnb.model import store
-from spamnb.model.store import FORMAT_VERSION, ModelError, read_model, write_model
+from spamnb.persistence import store
+from spamnb.persistence.store import FORMAT_VERSION, ModelError, read_model, write_model
 
 from conftest import SAMPLE_CORPUS
 

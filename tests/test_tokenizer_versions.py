@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb.model import schema
+from spamnb.persistence import schema
 from spamnb.model.spam_filter import SpamFilter
 from spamnb.mail.tokenizer import Tokenizer
 
@@ -116,7 +116,7 @@ def test_learn_keeps_a_version_2_model_at_version_2_and_info_says_so(tmp_path):
     # the command learned the message's version-2 tokens, as the library does
     expected = SpamFilter.load(OLD_MODEL)
     expected.learn(message, spam=True)
-    # model + journal: the derived logs of the learned counts taken without numpy (spamnb.model.journal), to rounding
+    # model + journal: the derived logs of the learned counts taken without numpy (spamnb.persistence.journal), to rounding
     assert after.score(message).log_odds == pytest.approx(expected.score(message).log_odds, rel=1e-12)
     info = _cli(["info", "-m", model], tmp_path)
     assert info.returncode == 0 and b"older tokenizer version 2" in info.stdout and b"retrain" in info.stdout

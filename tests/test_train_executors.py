@@ -92,8 +92,8 @@ def test_the_held_out_pass_by_fold_is_the_fold_models(params):
     Dask path: FoldModels, held_out_spilled)."""
     import tempfile
 
-    from spamnb.model import calibrate
-    from spamnb.model.counting import count_messages, count_variants, counting_spec
+    from spamnb.estimator import calibrate
+    from spamnb.estimator.counting import count_messages, count_variants, counting_spec
     from spamnb.training.corpus import labelled_messages
 
     messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
@@ -203,8 +203,8 @@ def test_log_odds_many_is_score_message_by_message():
     from array import array
 
     from spamnb.bayes import token_kernels
-    from spamnb.model import calibrate
-    from spamnb.model.counting import count_messages, counting_spec
+    from spamnb.estimator import calibrate
+    from spamnb.estimator.counting import count_messages, counting_spec
     from spamnb.training.corpus import labelled_messages
 
     messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
@@ -235,7 +235,7 @@ def test_add_counts_tree_is_the_partitions_merged_in_the_tree(fan_in, ends):
     ``TreeReduce`` (log counts, length-normalised: the order of the additions
     shows in the last bits), empty partitions and short last groups included."""
     from spamnb.bayes import token_kernels
-    from spamnb.model.counting import Counts, TreeReduce
+    from spamnb.estimator.counting import Counts, TreeReduce
 
     rnd = np.random.default_rng(51)
     n, counts, length = 40, token_kernels.COUNTS_LOG, 5.0

@@ -13,7 +13,7 @@ import pytest
 
 import spamnb
 from spamnb import SpamFilter
-from spamnb.model import ledger as ledgers
+from spamnb.estimator import ledger as ledgers
 
 from conftest import REPO
 from test_serve import Daemon, needs_spamc

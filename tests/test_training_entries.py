@@ -3,7 +3,7 @@ and ``spamnb train``, whose library function is
 ``spamnb.training.pipeline.train`` (its arguments choose the executor: in
 this process, worker processes, Dask).  Checked on the source (``ast``), so
 that a third entry cannot come back unseen: every public function of
-``model/fitting.py`` and ``training/*.py`` whose name says it fits or trains
+``estimator/fitting.py`` and ``training/*.py`` whose name says it fits or trains
 (``fit``, ``fit_counts``, ``train_one``, ...) is one of the known names, and
 the two helpers of the entries that other modules must call by a public name
 are called from their one entry's module only.
@@ -19,19 +19,19 @@ SPAMNB = REPO / "spamnb"
 # (module, function): why it is public
 ALLOWED = {
     ("training/pipeline.py", "train"): "the CLI's train: the one library entry over a corpus",
-    ("model/fitting.py", "fit"): "the body of SpamFilter.fit (called from model/spam_filter.py only)",
-    ("model/fitting.py", "train_variants_here"): "pipeline.train's in-process executor (called from pipeline only)",
+    ("estimator/fitting.py", "fit"): "the body of SpamFilter.fit (called from model/spam_filter.py only)",
+    ("estimator/fitting.py", "train_variants_here"): "pipeline.train's in-process executor (called from pipeline only)",
 }
 # a public helper of an entry: the only modules of spamnb/ that may name it
 CALLERS = {
-    ("model/fitting.py", "fit"): {"model/spam_filter.py"},
-    ("model/fitting.py", "train_variants_here"): {"training/pipeline.py"},
+    ("estimator/fitting.py", "fit"): {"model/spam_filter.py"},
+    ("estimator/fitting.py", "train_variants_here"): {"training/pipeline.py"},
 }
 TRAINING = re.compile(r"(^|_)(fit|train)(_|$)")   # plan_training plans: it counts nothing
 
 
 def _modules():
-    yield SPAMNB / "model" / "fitting.py"
+    yield SPAMNB / "estimator" / "fitting.py"
     yield from sorted((SPAMNB / "training").glob("*.py"))
 
 

@@ -1,4 +1,4 @@
-"""A learned model's pair weight chosen on its own stream (spamnb.model.variants)."""
+"""A learned model's pair weight chosen on its own stream (spamnb.estimator.variants)."""
 
 import math
 
@@ -8,8 +8,8 @@ import pytest
 from spamnb.bayes.metrics import one_minus_auc_percent
 from spamnb.evaluation.online import OnlineModel
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
-from spamnb.model.variants import (BIN_WIDTH, CHOOSE_EVERY, LOW, MAX_COUNT, MIN_CLASS, N_BINS, WEIGHTS,
+from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
+from spamnb.estimator.variants import (BIN_WIDTH, CHOOSE_EVERY, LOW, MAX_COUNT, MIN_CLASS, N_BINS, WEIGHTS,
                                    PairWeightChooser, ranking_loss)
 from spamnb.training.corpus import labelled_messages
 

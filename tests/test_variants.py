@@ -1,10 +1,10 @@
-"""spamnb.model.variants: a learned model's pair weight chosen on its own stream."""
+"""spamnb.estimator.variants: a learned model's pair weight chosen on its own stream."""
 
 import numpy as np
 import pytest
 
-from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
-from spamnb.model.variants import MIN_CLASS, MIXTURE_WEIGHTS, PairWeightMixture, log_loss
+from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
+from spamnb.estimator.variants import MIN_CLASS, MIXTURE_WEIGHTS, PairWeightMixture, log_loss
 
 
 def _stream(n, rng):

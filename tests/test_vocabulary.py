@@ -200,7 +200,7 @@ def test_scorer_matches_the_formula(counts):
 def test_verdict_sums_are_score_and_part_max_bit_for_bit(counts, length):
     """Scorer.verdict_sums (one lookup per token, the batch path) gives what
     score(hashes, 0) and verdict.part_max give, with ==: the same floats."""
-    from spamnb.model.verdict import part_max
+    from spamnb.estimator.verdict import part_max
 
     rng = random.Random(11)
     words = [f"t{i}" for i in range(300)]

@@ -120,8 +120,8 @@ def step_spamnb_train(work):
     # or none, and the cutoffs: cross-validation inside the training mail,
     # spamnb.training.pipeline.train), so the verdicts below are the ones a user of
     # `spamnb train` gets; the train part as two folders of links
-    from spamnb.model import calibrate
-    from spamnb.model import calibrate
+    from spamnb.estimator import calibrate
+    from spamnb.estimator import calibrate
     from spamnb.training import pipeline
     from spamnb.training.corpus import CorpusReport
 
@@ -165,7 +165,7 @@ def step_spamnb_score(work):
         log_odds.append(s.log_odds)
         probability.append(s.probability)
     seconds = time.perf_counter() - t0
-    # untimed: the verdicts by the filter's own rule (spamnb.model.verdict: cutoffs and evidence)
+    # untimed: the verdicts by the filter's own rule (spamnb.estimator.verdict: cutoffs and evidence)
     verdicts = [spam_filter.classify(path).label for _relpath, path, _is_spam in rows]
     return {"seconds": seconds, "load_seconds": load_seconds, "scores": log_odds, "verdicts": verdicts,
             "score_kind": "log-odds"}
@@ -532,8 +532,8 @@ def write_report(report, md_path, json_path):
         "- **1-AUC %**: 100 (1 - area under the ROC curve) of the systems' scores (spamnb and scikit-learn: "
         "log-odds; bogofilter: `-TT` bogosity, 16 digits; spamprobe: its 7-digit score); ties count 1/2.",
         "- **FPR / FNR / unsure**: each system's own verdicts: spamnb at the cutoffs `spamnb train` chooses "
-        "(cross-validation inside the train part for a 0.1 % false-positive rate, spamnb.model.calibrate) by its "
-        "verdict rule (spamnb.model.verdict), the others at their default cutoffs.  FPR = ham called "
+        "(cross-validation inside the train part for a 0.1 % false-positive rate, spamnb.estimator.calibrate) by its "
+        "verdict rule (spamnb.estimator.verdict), the others at their default cutoffs.  FPR = ham called "
         "spam / ham (an unsure ham is not a false positive); FNR = spam called ham or unsure / spam (an unsure "
         "spam is missed).  unsure = share of all test messages.  Only spamnb "
         "and bogofilter (spam_cutoff 0.99, ham_cutoff 0.45) have an unsure band; scikit-learn calls spam "

@@ -41,7 +41,7 @@ CORPORA = {"spamassassin": os.path.join(REPO, "..", "shared", "corpora", "spamas
 
 def measure(corpus, factor, rounds, seed=0):
     from spamnb.mail.tokenizer import Tokenizer
-    from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+    from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.training.corpus import labelled_messages
 

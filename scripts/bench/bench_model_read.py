@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from spamnb.model import store  # noqa: E402
+from spamnb.persistence import store  # noqa: E402
 
 
 def mapped(path):
@@ -46,7 +46,7 @@ def read(path):
 
 _FRESH = """
 import sys, time
-from spamnb.model import store
+from spamnb.persistence import store
 way = sys.argv[2]
 if way == "bytearray":
     store._private_memory = lambda size: memoryview(bytearray(size))

@@ -199,7 +199,7 @@ def main(argv=None):
 
     from spamnb.evaluation.online import FEEDBACK, OnlineResult, online_figures
     from spamnb.model.autolearn import AUTO_LEARN_MARGIN
-    from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+    from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")

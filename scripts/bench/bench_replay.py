@@ -116,8 +116,8 @@ def spamnb_replay(second, work, spamnb, env, mode, cli=False):
     from spamnb import SpamFilter
     from spamnb.model import learning
     from spamnb.model.autolearn import auto_label
-    from spamnb.model.ledger import Tally as LearnTally
-    from spamnb.model.verdict import logit
+    from spamnb.estimator.ledger import Tally as LearnTally
+    from spamnb.estimator.verdict import logit
 
     model = os.path.join(work, f"model-{mode}.spamnb")
     shutil.copyfile(os.path.join(work, "model.spamnb"), model)

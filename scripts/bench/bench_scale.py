@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from spamnb.model import counting
+from spamnb.estimator import counting
 
 from spamnb.batch import classify as batch
 

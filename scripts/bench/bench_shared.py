@@ -253,7 +253,7 @@ def check_latency(args, work, url, lessons, probes):
 
 
 def catch_up(args, work, url, client, lessons):
-    from spamnb.model.ledger import canonical
+    from spamnb.estimator.ledger import canonical
     from spamnb.shared.lessons import LEARN, Lesson, encode
 
     client.delete("spamnb:lessons", "spamnb:snapshot", "spamnb:trimmed", "spamnb:snapshot-lock")

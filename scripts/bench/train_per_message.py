@@ -29,8 +29,8 @@ def per_message(function, items):
 
 def main(argv):
     from spamnb.mail.tokenizer import Tokenizer, with_pairs
-    from spamnb.model.calibrate import fold_of, near_duplicate_key
-    from spamnb.model.ledger import train_digest
+    from spamnb.estimator.calibrate import fold_of, near_duplicate_key
+    from spamnb.estimator.ledger import train_digest
     from spamnb.training.corpus import labelled_messages
 
     plain = Tokenizer()

@@ -33,12 +33,12 @@ LAST = [T0]
 PEAK = [0]   # the largest "peak since the line above": this process's peak (each line resets the kernel's)
 
 STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.pipeline", "_fit_counts_variants"),
-          ("spamnb.model.counting", "count_messages"), ("spamnb.model.counting", "count_variants"),
-          ("spamnb.model.counting", "_Counter.result"), ("spamnb.model.counting", "_Sum.result"),
-          ("spamnb.model.counting", "Counts.to_filter"),
-          ("spamnb.model.calibrate", "FoldModels.from_counts"), ("spamnb.model.calibrate", "FoldModels.save"),
-          ("spamnb.model.calibrate", "held_out_spilled"), ("spamnb.model.calibrate", "held_out_by_fold"),
-          ("spamnb.model.calibrate", "from_scores"),
+          ("spamnb.estimator.counting", "count_messages"), ("spamnb.estimator.counting", "count_variants"),
+          ("spamnb.estimator.counting", "_Counter.result"), ("spamnb.estimator.counting", "_Sum.result"),
+          ("spamnb.estimator.counting", "Counts.to_filter"),
+          ("spamnb.estimator.calibrate", "FoldModels.from_counts"), ("spamnb.estimator.calibrate", "FoldModels.save"),
+          ("spamnb.estimator.calibrate", "held_out_spilled"), ("spamnb.estimator.calibrate", "held_out_by_fold"),
+          ("spamnb.estimator.calibrate", "from_scores"),
           ("spamnb.model.spam_filter", "SpamFilter.save")]
 
 
@@ -96,7 +96,7 @@ def main():
     for module_name, _qualname in STAGES:   # every module first: a function imported by name is wrapped there too
         importlib.import_module(module_name)
     importlib.import_module("spamnb.training.planning")
-    importlib.import_module("spamnb.model.fitting")
+    importlib.import_module("spamnb.estimator.fitting")
     for module_name, qualname in STAGES:
         wrap(module_name, qualname)
     _reset_peak()

@@ -4,7 +4,7 @@
 For a model file with a journal of learns (e.g. the copy ``bench_pipe.py
 --journal 200`` writes), every test message of ``--corpus`` (the fixed
 split) is classified by ``SpamFilter.load(MODEL, mapped=True)``, which
-scores through the journal (``spamnb/model/journal_view.py``, what a cold
+scores through the journal (``spamnb/persistence/journal_view.py``, what a cold
 ``spamnb classify`` does), and by ``SpamFilter.load(MODEL)``, which replays
 it; the verdicts must be equal in every field (label, probability,
 log-odds, ``--evidence`` tokens and their names, counts, reason), and the

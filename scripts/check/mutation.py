@@ -39,9 +39,9 @@ PYTEST = "python3 -m pytest -x -q -p no:cacheprovider"
 
 # name: (module, functions to mutate (None: all of it), test files that cover it)
 MODULES = {
-    "ledger": ("spamnb/model/ledger.py", None, ["tests/test_ledger.py", "tests/test_ledger_digest.py",
+    "ledger": ("spamnb/estimator/ledger.py", None, ["tests/test_ledger.py", "tests/test_ledger_digest.py",
                                                 "tests/test_autolearn.py"]),
-    "journal": ("spamnb/model/journal.py", None, ["tests/test_journal.py"]),
+    "journal": ("spamnb/persistence/journal.py", None, ["tests/test_journal.py"]),
     "autolearn": ("spamnb/model/autolearn.py", None, ["tests/test_autolearn.py"]),
     "serve-autolearn": ("spamnb/server/autolearn.py", None, ["tests/test_serve_autolearn.py"]),
     "tell": ("spamnb/server/tell.py", None, ["tests/test_serve.py", "-k", "tell or learn or hooks",

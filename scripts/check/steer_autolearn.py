@@ -156,7 +156,7 @@ def stream(corpus):
 def learn_model(path, messages):
     """A model learned from empty as ``spamnb learn`` learns (one session, the ledger)."""
     from spamnb.model import learning
-    from spamnb.model.ledger import Tally
+    from spamnb.estimator.ledger import Tally
 
     tally = Tally()
     with learning.session(path, create=True) as session:
@@ -191,7 +191,7 @@ def auto_learn(path, message, clock, parts=None, select=None):
     ``parts``: ``(sizes, margin)``, a ham verdict one of whose segments scores ``margin`` or
     more is not learned ("parts disagree")."""
     from spamnb.model.autolearn import learn_verdict
-    from spamnb.model.verdict import logit
+    from spamnb.estimator.verdict import logit
 
     spam_filter, verdict = check(path, message)
     if parts is not None and verdict.label == "ham" and segments(spam_filter, message, parts[0]) >= parts[1]:

@@ -17,7 +17,7 @@ Two protocols:
   same streams (its run costs minutes of process starts: made once).
 - ``--fixed`` (the fixed split, md5(relpath) % 5 == 0 is test): the choice
   by 5-fold cross-validation inside the train part (mean 1-AUC over the
-  folds, the held-out log-odds of ``spamnb.model.calibrate.cross_val_log_odds``),
+  folds, the held-out log-odds of ``spamnb.estimator.calibrate.cross_val_log_odds``),
   the report on the test part of the other corpus (a filter fitted on its
   train part).  Word pairs are not a shared-corpus choice here: for every
   candidate they are decided inside the corpus's own train part by ``spamnb
@@ -53,7 +53,7 @@ if REPO not in sys.path:
 CORPORA = (os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
            os.path.join(REPO, "..", "shared", "corpora", "enron-spam"))
 
-# The online families: the learned model's settings (spamnb.model.defaults LEARNED_*,
+# The online families: the learned model's settings (spamnb.estimator.defaults LEARNED_*,
 # DEFAULT_ALPHA, DEFAULT_LENGTH_NORM) each varied alone.
 ONLINE_FAMILIES = {
     "pairs": [{"word_pairs": 0}, {"pair_weight": 0.25}, {"pair_weight": 0.5}, {"pair_weight": 0.75},
@@ -70,7 +70,7 @@ FIXED_FAMILIES = {
 
 
 def shipped_online():
-    from spamnb.model.defaults import DEFAULT_ALPHA, DEFAULT_LENGTH_NORM, LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+    from spamnb.estimator.defaults import DEFAULT_ALPHA, DEFAULT_LENGTH_NORM, LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
 
     return {"word_pairs": LEARNED_WORD_PAIRS, "pair_weight": LEARNED_PAIR_WEIGHT, "alpha": DEFAULT_ALPHA,
             "length_norm": DEFAULT_LENGTH_NORM}
@@ -78,7 +78,7 @@ def shipped_online():
 
 def shipped_fixed():
     from spamnb.mail.tokenizer import DEFAULTS
-    from spamnb.model.defaults import DEFAULT_ALPHA, DEFAULT_LENGTH_NORM
+    from spamnb.estimator.defaults import DEFAULT_ALPHA, DEFAULT_LENGTH_NORM
 
     return {"alpha": DEFAULT_ALPHA, "length_norm": DEFAULT_LENGTH_NORM, "subject_words": DEFAULTS["subject_words"]}
 
@@ -201,7 +201,7 @@ class OnlineBench:
 
     def mixing(self, corpus, settings):
         """Full feedback with the pair weight the model chooses on its own stream
-        (``spamnb.model.variants.PairWeightChooser``): each message scored at
+        (``spamnb.estimator.variants.PairWeightChooser``): each message scored at
         weight 0 and 1 (the same counts), given the chooser's weight's log-odds,
         learned, its two held-out scores counted."""
         key = (corpus, key_of(settings), "mixing")
@@ -237,8 +237,8 @@ def mixing_run(datas, y, settings):
 
     from spamnb.evaluation.online import OnlineModel, OnlineResult
     from spamnb.mail.tokenizer import Tokenizer
-    from spamnb.model.prequential import counts_scores
-    from spamnb.model.variants import PairWeightChooser
+    from spamnb.estimator.prequential import counts_scores
+    from spamnb.estimator.variants import PairWeightChooser
 
     params = {k: v for k, v in settings.items() if k not in ("word_pairs", "pair_weight")}
     model = OnlineModel(Tokenizer(word_pairs=settings["word_pairs"]), params)
@@ -269,7 +269,7 @@ def variants_of(spec):
     (``PairWeightMixture``, its log loss), ``rank[:eta[:prior width[:horizon]]]`` (the
     same, its prequential ranking loss, discounted over about ``horizon`` messages);
     ``rank-scaled:...`` (the same, its scores rescaled to the shipped weight's spread)."""
-    from spamnb.model import variants
+    from spamnb.estimator import variants
 
     name, *values = spec.split(":")
     if name == "chooser":
@@ -409,7 +409,7 @@ class FixedBench:
         import numpy as np
 
         from spamnb.evaluation.crossval import md5_split
-        from spamnb.model.calibrate import stratified_folds
+        from spamnb.estimator.calibrate import stratified_folds
         from spamnb.training.corpus import labelled_messages
 
         self.corpora = {}
@@ -440,7 +440,7 @@ class FixedBench:
         import numpy as np
 
         from spamnb.bayes.metrics import one_minus_auc_percent
-        from spamnb.model import calibrate
+        from spamnb.estimator import calibrate
 
         key = (corpus, key_of(settings))
         if key in self.cv_cache:
@@ -544,14 +544,14 @@ def main(argv=None):
                              "--modes M --json reports of the same streams (without: no peer column)")
     parser.add_argument("--mixing", action="store_true",
                         help="online: also a row of the pair weight the model chooses on its own stream "
-                             "(spamnb.model.variants; full feedback)")
+                             "(spamnb.estimator.variants; full feedback)")
     parser.add_argument("--mixing-only", action="store_true",
                         help="online: only the shipped learned model against the pair weight it chooses on its own "
                              "stream (no families)")
     parser.add_argument("--variants", metavar="SPEC[,SPEC...]",
                         help="online: only the shipped learned model against the pair weight chosen on the model's "
                              "own stream by each SPEC (chooser: the argmax of the running 1-AUC; "
-                             "mixture[:eta[:prior width[:temperature]]]: spamnb.model.variants.PairWeightMixture, its log loss; "
+                             "mixture[:eta[:prior width[:temperature]]]: spamnb.estimator.variants.PairWeightMixture, its log loss; "
                              "rank[:eta[:prior width[:horizon]]]: the same, its prequential ranking loss), "
                              "in each of --modes and each order (with --orders: the mean and paired wins)")
     parser.add_argument("--shuffle", type=int, metavar="SEED", help="online: a random order of each stream")

@@ -4,7 +4,7 @@ assignment, and whether pooling several assignments steadies it.
 
 For each corpus: the fixed split's train part, its held-out log-odds under
 the streaming calibration's folds (BLAKE2b of each message, mod the number
-of folds: salt 0 with the default ``--folds`` is exactly ``spamnb.model.calibrate.fold_of``) and under other salts (the same hash
+of folds: salt 0 with the default ``--folds`` is exactly ``spamnb.estimator.calibrate.fold_of``) and under other salts (the same hash
 keyed by the salt), the cutoff the rule chooses from each (and from 2, 3, 4
 assignments pooled), and what each cutoff gives on the test part (ham called
 spam, spam missed), scored by the model of the whole train part.  The word
@@ -46,7 +46,7 @@ def fold_ids(messages, salt, n_folds=5):
 def main(argv=None):
     import numpy as np
 
-    from spamnb.model import calibrate
+    from spamnb.estimator import calibrate
     from spamnb.training.corpus import is_test_message, labelled_messages
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.mail.tokenizer import with_pairs

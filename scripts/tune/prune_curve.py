@@ -29,7 +29,7 @@ from spamnb.model import lifecycle
 
 from spamnb.bayes import metrics  # noqa: E402
 from spamnb.training.corpus import is_test_message, labelled_messages  # noqa: E402
-from spamnb.model.calibrate import stratified_folds  # noqa: E402
+from spamnb.estimator.calibrate import stratified_folds  # noqa: E402
 from spamnb.model.spam_filter import SpamFilter  # noqa: E402
 
 FRACTIONS = (1.0, 0.5, 0.25, 0.10, 0.05, 0.02)

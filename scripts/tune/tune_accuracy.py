@@ -2,7 +2,7 @@
 """Accuracy on both shared corpora: cutoffs chosen on the training mail, tested on the fixed split.
 
 For each corpus: fit ``SpamFilter`` on the train part of the fixed split
-(md5(relpath) % 5 != 0), choose cutoffs with ``spamnb.model.calibrate`` (k-fold
+(md5(relpath) % 5 != 0), choose cutoffs with ``spamnb.estimator.calibrate`` (k-fold
 cross-validation inside the train part only), then score the test part and
 report, at those cutoffs and at the default ones: FPR (ham called spam),
 spam missed (unsure counts as missed), unsure share, 1-AUC, spam caught at
@@ -86,10 +86,10 @@ def main(argv=None):
     from spamnb import SpamFilter
 
     from spamnb.bayes import metrics
-    from spamnb.model.calibrate import _logit, calibrate
+    from spamnb.estimator.calibrate import _logit, calibrate
     from spamnb.training.corpus import labelled_messages
     from spamnb.evaluation.crossval import md5_split
-    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+    from spamnb.estimator.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=list(CORPORA), metavar="CORPUS")
@@ -291,7 +291,7 @@ def tails(args):
     import numpy as np
 
     from spamnb import SpamFilter
-    from spamnb.model.calibrate import cross_val_log_odds
+    from spamnb.estimator.calibrate import cross_val_log_odds
     from spamnb.training.corpus import labelled_messages
     from spamnb.evaluation.crossval import md5_split
 
@@ -392,7 +392,7 @@ class _Corpus:
 
         from spamnb.training.corpus import labelled_messages
         from spamnb.evaluation.crossval import md5_split
-        from spamnb.model.calibrate import stratified_folds
+        from spamnb.estimator.calibrate import stratified_folds
 
         items = labelled_messages([path])
         self.name = os.path.basename(os.path.normpath(path))
@@ -442,7 +442,7 @@ def ranking(args):
     import numpy as np
 
     from spamnb import SpamFilter
-    from spamnb.model.calibrate import cross_val_log_odds
+    from spamnb.estimator.calibrate import cross_val_log_odds
     from spamnb.mail.tokenizer import Tokenizer
 
     def score(corpus, variant, cache):
@@ -499,7 +499,7 @@ def _boost_weights(X, y, margin, extra, n_folds=5):
     or within ``margin`` of 0 (training beyond errors, order-free)."""
     import numpy as np
 
-    from spamnb.model.calibrate import stratified_folds
+    from spamnb.estimator.calibrate import stratified_folds
 
     scores = np.empty(y.size)
     for f in stratified_folds(y, n_folds, 1):
@@ -541,7 +541,7 @@ def matrix_variants(args):
     import numpy as np
 
     from spamnb import SpamFilter
-    from spamnb.model.calibrate import fold_log_odds
+    from spamnb.estimator.calibrate import fold_log_odds
     from spamnb.mail.tokenizer import Tokenizer
 
     def score(corpus, variant, cache):

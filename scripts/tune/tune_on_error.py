@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The thin-evidence band of a model that grows by learning (spamnb.model.prequential.THIN_HAM_LOG_ODDS,
+"""The thin-evidence band of a model that grows by learning (spamnb.estimator.prequential.THIN_HAM_LOG_ODDS,
 THIN_SPAM_LOG_ODDS), and two ways of learning a correction that were tried beside it.
 
 Each corpus is one stream in ``spamnb evaluate --online``'s order, from an empty
@@ -67,7 +67,7 @@ def main(argv=None):
     import numpy as np
 
     from spamnb.evaluation.online import OnlineModel, cutoff_figures, feedback_options, online_figures, run_online
-    from spamnb.model import prequential
+    from spamnb.estimator import prequential
 
     from spamnb.evaluation.online import order_messages
     from spamnb.training.corpus import labelled_messages

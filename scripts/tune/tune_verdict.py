@@ -1,4 +1,4 @@
-"""The verdict rule's evidence thresholds (spamnb.model.verdict.MIN_EVIDENCE, CONFLICT, PART_SPAM),
+"""The verdict rule's evidence thresholds (spamnb.estimator.verdict.MIN_EVIDENCE, CONFLICT, PART_SPAM),
 from cross-validation on the TRAIN part of the fixed split of each corpus.
 
 For each held-out train message: its log-odds, spam evidence (sum of the
@@ -25,7 +25,7 @@ DEFAULT_CORPORA = [os.path.join(REPO, "..", "shared", "corpora", "spamassassin")
 def held_out_evidence(messages, y, folds):
     import numpy as np
 
-    from spamnb.model.calibrate import stratified_folds
+    from spamnb.estimator.calibrate import stratified_folds
     from spamnb.model.spam_filter import SpamFilter
 
     out = np.zeros((len(y), 4))
@@ -45,7 +45,7 @@ def main(argv=None):
     import numpy as np
 
     from spamnb.training.corpus import is_test_message, labelled_messages
-    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF
+    from spamnb.estimator.defaults import DEFAULT_HAM_CUTOFF
 
     for root in args.corpus or DEFAULT_CORPORA:
         items = [m for m in labelled_messages(trees=[root]) if not is_test_message(m.relpath)]

@@ -37,10 +37,10 @@ def file_identity(path):
 
 def worker_model(path, identity, cutoffs=None):
     """The model at ``path``, loaded once per worker (``cutoffs``: the
-    :class:`~spamnb.model.verdict.Cutoffs` in effect, set on it); ModelError when the file
+    :class:`~spamnb.estimator.verdict.Cutoffs` in effect, set on it); ModelError when the file
     is not the one the job started with (replaced while the job ran)."""
     from spamnb.model.spam_filter import SpamFilter
-    from spamnb.model.store import ModelError
+    from spamnb.persistence.store import ModelError
 
     key = (path, identity)
     model = _MODELS.get(key)

@@ -22,7 +22,7 @@ def _score_items(model_path, identity, items):
     """A bag partition of messages (bytes or paths) -> a list of records."""
     from pathlib import Path
 
-    from spamnb.model.messages import message_bytes
+    from spamnb.estimator.messages import message_bytes
 
     model = batch.worker_model(model_path, identity)
     out = []

@@ -543,7 +543,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                     double length=0.0):
     """``add_counts_rows`` of the messages a partition at a time, each
     partition summed apart and the partitions' sums added in the tree of
-    ``spamnb.model.counting.TreeReduce(fan_in)`` (groups of ``fan_in``
+    ``spamnb.estimator.counting.TreeReduce(fan_in)`` (groups of ``fan_in``
     consecutive partitions, level by level, each level a running total:
     zeros, then each item added in turn; the last, short groups flushed
     bottom-up), the result written to ``ham`` and ``spam``: the rows the

@@ -1,4 +1,4 @@
-"""Compiled helpers for forgetting in place (``spamnb.model.deltas``): the
+"""Compiled helpers for forgetting in place (``spamnb.persistence.deltas``): the
 tokens a forget leaves without a count leave the hash index, and stay in
 the counts as holes until the model is next saved whole.
 

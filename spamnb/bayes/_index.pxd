@@ -6,7 +6,7 @@ from libc.stdint cimport uint64_t
 cdef inline Py_ssize_t _find_slot(const uint64_t[::1] keys, uint64_t mask, uint64_t h) noexcept nogil:
     """Slot holding ``h``, or the empty slot where it would go.  At most one
     probe a slot: in a table with no empty slot (never written so; a model
-    file mapped without its full check, ``spamnb.model.store.map_model``)
+    file mapped without its full check, ``spamnb.persistence.store.map_model``)
     the slot returned holds neither ``h`` nor 0, and the callers that may
     meet such a table check ``keys[slot] == h``."""
     cdef uint64_t slot = h & mask

@@ -1,4 +1,4 @@
-"""The running total of a counts merge (``spamnb.model.counting._Sum``), compiled.
+"""The running total of a counts merge (``spamnb.estimator.counting._Sum``), compiled.
 
 A :class:`MergeTable` adds parts (a partition's counts: token hashes and
 UTF-8 strings, two model rows, each token's last day, and the fold rows'
@@ -18,7 +18,7 @@ size, never the total's.
   (one addition, in the order of the parts: the dense sum's) or inserted
   with its value.  :meth:`MergeTable.take_fold_entries` lists them
   token-major, cell-minor: the ascending ``token * cells + cell`` keys of
-  ``spamnb.model.counting.Counts``.
+  ``spamnb.estimator.counting.Counts``.
 
 Memory: every array is a memory mapping of its own, grown by half with
 ``mremap`` (no copy, no second array while it grows, and returned to the
@@ -491,7 +491,7 @@ def fold_entries(list rows, Py_ssize_t n):
     """``(keys, values)``: Blocks of the non-zero entries of dense fold rows
     (``rows``: ``cells`` float64 buffers, row ``k`` cell ``k``; entries past a
     row's end are zeros) over tokens ``0 .. n - 1``, as a part's
-    :class:`~spamnb.model.counting.Counts` holds them: int64 keys ``token *
+    :class:`~spamnb.estimator.counting.Counts` holds them: int64 keys ``token *
     cells + cell``, ascending, and their float64 values; one scan of the rows."""
     cdef Py_ssize_t cells = len(rows), k, t, count = 0, i = 0
     cdef const double[::1] row

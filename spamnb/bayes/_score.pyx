@@ -67,7 +67,7 @@ cdef Py_ssize_t _message_weights(const int32_t *idx, Py_ssize_t n, int32_t *uniq
 
 
 # What the scorer says of a hash index entry or a log-count no model is written
-# with (a damaged file mapped without its full check: spamnb.model.store.map_model).
+# with (a damaged file mapped without its full check: spamnb.persistence.store.map_model).
 _DAMAGED = "the model file is damaged (a token's entry is out of range; spamnb info --check checks it whole)"
 
 
@@ -90,7 +90,7 @@ cdef class Scorer:
     learn adds tokens without moving the logs); ``pair_weight``: with a
     message's ``pairs_start`` (its token stream's: the word pairs come after
     every other token), each word pair's value, after the scaling to length,
-    is multiplied by it (1: pairs count as any token; ``spamnb.model.defaults``
+    is multiplied by it (1: pairs count as any token; ``spamnb.estimator.defaults``
     says why a learned model halves them).  The buffers are taken once
     here, so scoring a message costs no buffer set-up (the ``spamnb
     classify`` and ``SpamFilter.score`` path).
@@ -159,7 +159,7 @@ cdef class Scorer:
         theta_0i) (two classes; empty otherwise); ``spam_evidence`` and
         ``ham_evidence`` the sums of the positive and of the negative weights
         of all known tokens (two classes; 0.0 otherwise): what the verdict rule
-        (spamnb.model.verdict) reads besides the log-odds.
+        (spamnb.estimator.verdict) reads besides the log-odds.
         """
         cdef Py_ssize_t n_classes = self.n_classes, n_features = self.n_features
         cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0, size, cap
@@ -320,7 +320,7 @@ cdef class Scorer:
                      Py_ssize_t pairs_start=-1):
         """``(log_odds, n_tokens, n_known, spam_evidence, ham_evidence, part_max)``
         of a message's token ``hashes``: what ``score(hashes, 0)`` and
-        ``spamnb.model.verdict.part_max(self, hashes, regions, truncated)``
+        ``spamnb.estimator.verdict.part_max(self, hashes, regions, truncated)``
         give (log_odds = jll[1] - jll[0]), bit for bit, with each hash looked
         up once (the lookups are prefetched a few tokens ahead: the hash
         index of a large model does not fit in the cache).

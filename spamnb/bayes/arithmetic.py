@@ -11,8 +11,8 @@ Dirichlet soft count,
 
 Every module of spamnb that derives these from counts calls this one: the
 count model (``spamnb.bayes.wordcounts``, and ``MultinomialNB`` through it),
-the cross-validation of ``spamnb train`` (``spamnb.model.calibrate``), pruning
-(``spamnb.model.lifecycle``) and the evidence (``spamnb.model.scoring``); the
+the cross-validation of ``spamnb train`` (``spamnb.estimator.calibrate``), pruning
+(``spamnb.model.lifecycle``) and the evidence (``spamnb.estimator.scoring``); the
 compiled kernels (``spamnb.bayes._count``, ``_score``) compute the same
 expressions for one message's tokens.  ``tests/test_arithmetic.py`` scans the
 sources for the formulas written anywhere else.

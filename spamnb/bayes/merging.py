@@ -1,6 +1,6 @@
 """Checked entry points to the compiled counts merge (``spamnb.bayes._merge``):
 the running total of a counts merge (:class:`MergeTable`, used by
-``spamnb.model.counting``) and the fold rows' non-zero entries
+``spamnb.estimator.counting``) and the fold rows' non-zero entries
 (:func:`fold_entries`).  Every other module calls them through here.
 
 The kernels check their buffers' lengths against each other as they add; what

@@ -237,7 +237,7 @@ class Vocabulary:
         ``0 .. n_kept - 1``; the hash index is built anew, the smallest one
         for them, their hashes inserted in feature order, so it depends on
         the tokens kept only (a model forgotten in place and folded at once,
-        ``spamnb.model.deltas``, is the one compacted at every forget).
+        ``spamnb.persistence.deltas``, is the one compacted at every forget).
         Returns the number kept.
         """
         if len(keep) != self.n_features:
@@ -275,7 +275,7 @@ class Vocabulary:
 
     def remove(self, hashes, which):
         """Take the tokens ``hashes[j]`` where ``which[j]`` out of the hash index
-        (their feature indices stay unused: holes, see ``spamnb.model.deltas``);
+        (their feature indices stay unused: holes, see ``spamnb.persistence.deltas``);
         returns how many were there."""
         if not self._writable and self._tail is None:
             self._make_writable()   # a file's index, not extended in place: removed from a copy

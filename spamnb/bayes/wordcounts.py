@@ -341,7 +341,7 @@ class WordCounts:
         kept = np.ascontiguousarray(self.matrix()[:, keep])
         self._rows = [_from_numpy(kept[c]) for c in range(self.n_classes)]
         self.n_features_ = int(keep.sum())
-        self._holes = 0   # compacted with every token without counts (spamnb.model.deltas.fold)
+        self._holes = 0   # compacted with every token without counts (spamnb.persistence.deltas.fold)
         self._flat = None
         self._derived = None
         return self

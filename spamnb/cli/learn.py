@@ -12,10 +12,10 @@ from spamnb.cli.exitcodes import EXIT_OK
 
 
 def _update_model(args, forget):
-    """learn/forget through the ledger of learned messages (spamnb.model.ledger):
+    """learn/forget through the ledger of learned messages (spamnb.estimator.ledger):
     learning a known message again is a no-op, with the other label a move;
     forget takes the label from the ledger.  The changes are appended to the
-    model's journal (spamnb.model.journal), not written into the whole model."""
+    model's journal (spamnb.persistence.journal), not written into the whole model."""
     from spamnb.model import SpamFilter, Tally, learning_session
     from spamnb.cli.progress import Progress
 

@@ -3,7 +3,7 @@
 ``spamnb info``.
 
 Every command that changes a model takes the learners' lock
-(``spamnb.model.store.locked``) before it reads anything of the model it
+(``spamnb.persistence.store.locked``) before it reads anything of the model it
 will replace (``merge A B -o A`` included) and holds it until the model is
 written, atomically (a new file renamed over the old one): a kill at any
 moment leaves the old model or the new one, and no learn acknowledged
@@ -63,7 +63,7 @@ def _read_dump(name):
 
 
 def _write_atomically(path, write, like):
-    """Write a file atomically (``spamnb.model.store.replace_file``); an existing
+    """Write a file atomically (``spamnb.persistence.store.replace_file``); an existing
     file keeps its owner and mode, a new one gets the mode of ``like`` (a
     dump holds the model's tokens: as private as the model)."""
     from spamnb.model import replace_file, resolve, stat_existing

@@ -46,7 +46,7 @@ def cmd_train(args):
 
         params["tokenizer"] = with_pairs(args.word_pairs)
     spam_filter = SpamFilter(**params)
-    # cutoffs from cross-validation inside the training mail (spamnb.model.calibrate),
+    # cutoffs from cross-validation inside the training mail (spamnb.estimator.calibrate),
     # unless the user gave cutoffs (an option or the settings file)
     calibrating = args.target_fpr > 0 and settings.spam_cutoff is None and settings.ham_cutoff is None
     if args.partition_size < 1:

@@ -306,7 +306,7 @@ class Console:
         until the file or its journal changes; at most :data:`LEDGERS` kept."""
         import os
 
-        from spamnb.model.ledger import ledger_of
+        from spamnb.estimator.ledger import ledger_of
         from spamnb.model.spam_filter import SpamFilter
         from spamnb.server.models import journal_signature
 
@@ -321,7 +321,7 @@ class Console:
         return cached[1]
 
     def _ledger_state(self, data, user):
-        from spamnb.model.ledger import canonical, known_digest
+        from spamnb.estimator.ledger import canonical, known_digest
 
         try:
             ledger = self._ledger(user)

@@ -13,7 +13,7 @@ Three protocols, all scoring held-out mail only:
 Each fold trains a fresh :class:`SpamFilter` on its training part as
 ``spamnb train`` trains (``SpamFilter.fit(tune=True)``: the cutoffs chosen by
 cross-validation inside that training part for ``target_fpr``, the word pairs
-kept when its held-out figures favour them; ``spamnb.model.fitting``) and
+kept when its held-out figures favour them; ``spamnb.estimator.fitting``) and
 scores its test part (``score_many``: log-odds) at that filter's own cutoffs;
 ``tune=False`` (``spamnb evaluate --plain``) only counts, at the cutoffs given
 (the defaults unless set).  Printed per fold and as mean ± std
@@ -77,17 +77,17 @@ def md5_split(relpaths):
 
 # ---------------------------------------------------------------- scores and verdicts
 def spam_probability(log_odds):
-    """sigmoid(log_odds) without overflow, float64 array (``spamnb.model.verdict.probabilities``)."""
+    """sigmoid(log_odds) without overflow, float64 array (``spamnb.estimator.verdict.probabilities``)."""
     from spamnb.model import probabilities
 
     return probabilities(log_odds)
 
 
 def verdicts_from_log_odds(log_odds, spam_cutoff, ham_cutoff, evidence=None):
-    """The labels of ``SpamFilter.classify`` (``spamnb.model.verdict.decide_many``):
+    """The labels of ``SpamFilter.classify`` (``spamnb.estimator.verdict.decide_many``):
     object array of shape (n,).  ``evidence`` holds the arrays (spam evidence,
     ham evidence[, largest text-part sum]) (``SpamFilter.evidence``, or
-    ``spamnb.model.verdict.evidence_sums`` for a count matrix, which has no parts);
+    ``spamnb.estimator.verdict.evidence_sums`` for a count matrix, which has no parts);
     without it every message counts as having evidence enough and no conflict
     (the cutoffs alone decide)."""
     import numpy as np

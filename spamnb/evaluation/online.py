@@ -119,7 +119,7 @@ class OnlineModel:
 
     def cutoffs(self):
         """``(spam log-odds, ham log-odds)``: fitted on the held-out scores of the
-        messages learned so far (``spamnb.model.prequential``), refitted every
+        messages learned so far (``spamnb.estimator.prequential``), refitted every
         ``REFIT`` learned messages; the thin band while there is too little evidence."""
         if self._cutoffs is None or self._since_fit >= self.REFIT:
             self._cutoffs = self.held_out_.cutoffs()[:2]
@@ -142,7 +142,7 @@ class OnlineModel:
         if self.variants is None:
             jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
             return jll[1] - jll[0]
-        # the pair weight chosen on the model's own stream (``variants``: spamnb.model.variants):
+        # the pair weight chosen on the model's own stream (``variants``: spamnb.estimator.variants):
         # scored at weights 0 and 1 over the same counts, given at the variants' weight
         self.pair_weight = 0.0
         jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
@@ -198,7 +198,7 @@ def run_online(messages, y, params=None, train_on_error=False, margin=0.0, thres
     correction relabels it (taken back from the verdict's class, learned as
     the other), as ``spamnb learn`` does with a message in the ledger.
     ``variants``: the pair weight chosen on the model's own stream as it goes
-    (a :class:`spamnb.model.variants.PairWeightMixture` or ``PairWeightChooser``:
+    (a :class:`spamnb.estimator.variants.PairWeightMixture` or ``PairWeightChooser``:
     each message scored at pair weights 0 and 1 over the same counts, given the
     variants' weight's log-odds, and its two held-out scores counted when it is
     learned); None: the filter's own ``pair_weight``.

@@ -1,6 +1,6 @@
 """What ``spamnb imap scan`` has seen: per account and folder, the folder's
 UIDVALIDITY and the highest UID scanned.  A JSON file, written atomically
-(``spamnb.model.store.replace_file``: a temporary file beside it, fsync,
+(``spamnb.persistence.store.replace_file``: a temporary file beside it, fsync,
 rename, the folder fsynced) after every batch, so a run that
 is killed starts again after the last batch it finished."""
 
@@ -36,7 +36,7 @@ class ScanState:
         self.save()
 
     def save(self):
-        from spamnb.model.store import replace_file
+        from spamnb.persistence.store import replace_file
 
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         text = json.dumps(self.data, indent=1, sort_keys=True).encode()

@@ -29,7 +29,7 @@ _CHECKER = b"x-spam-checker-version"
 def status_value(verdict):
     """``Yes, log-odds=+27.104, probability=1.0000000`` for a Verdict; an
     unsure message that P(spam) alone would call ham ends in its reason
-    (``, reason=part-leans-spam``: ``spamnb.model.verdict.REASONS``)."""
+    (``, reason=part-leans-spam``: ``spamnb.estimator.verdict.REASONS``)."""
     value = (STATUS_WORDS[verdict.label] + b", log-odds=" + f"{verdict.log_odds:+.3f}".encode()
              + b", probability=" + f"{verdict.probability:.7f}".encode())
     reason = getattr(verdict, "reason", "")

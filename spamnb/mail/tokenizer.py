@@ -85,7 +85,7 @@ DEFAULTS = {
     #    SpamAssassin (0.0258 -> 0.0402 %, test 0.0012 -> 0.0116 %)
     #    (docs/accuracy.md).  ``spamnb train`` chooses between 0 and 2 on the
     #    user's own mail by the same cross-validation that sets the cutoffs
-    #    (``spamnb.model.calibrate``), with the text budget PAIRS_TEXT_CHARS
+    #    (``spamnb.estimator.calibrate``), with the text budget PAIRS_TEXT_CHARS
     #    (``with_pairs``, below).
     "word_pairs": 0,
     # -- hdr:<name> tokens.  Off: 0.1611 vs 0.1749 (round 1, all fields), 0.0464

@@ -75,7 +75,7 @@ def learn_verdict(model_path, data, log_odds, label, spam_log_odds, ham_log_odds
     "relabelled" (the ledger's outcomes), "not sure" or "rate limit".  ``kept``: a
     ``learning.Kept`` of models kept loaded between learns (the server's)."""
     from spamnb.model import learning
-    from spamnb.model.ledger import Tally
+    from spamnb.estimator.ledger import Tally
 
     spam = auto_label(log_odds, spam_log_odds, ham_log_odds, margin)
     if spam is None or label != ("spam" if spam else "ham"):
@@ -89,6 +89,6 @@ def learn_verdict(model_path, data, log_odds, label, spam_log_odds, ham_log_odds
 
 
 def _digest(data, header_name, subject_tag):
-    from spamnb.model.ledger import canonical, message_digest
+    from spamnb.estimator.ledger import canonical, message_digest
 
     return message_digest(canonical(data, header_name, subject_tag))

@@ -12,7 +12,7 @@ import zlib
 from array import array
 
 from spamnb.errors import DumpError, DuplicateToken
-from spamnb.model.defaults import are_params
+from spamnb.estimator.defaults import are_params
 from spamnb.model.lifecycle import (EPOCH, MAX_COUNT, UNKNOWN_DAY, build_filter, State, state_of,
                                     check_max_tokens, day_text)
 
@@ -217,7 +217,7 @@ def load_dump(stream, name="-"):
     try:
         features = json.loads(text)
         if features is not None:
-            from spamnb.model.message_features import FeatureModel
+            from spamnb.estimator.message_features import FeatureModel
 
             FeatureModel.from_dict(features)
     except (ValueError, TypeError, KeyError, RecursionError) as exc:
@@ -282,7 +282,7 @@ def load_dump(stream, name="-"):
         spam.append(n_spam)
     ledger = None
     if version >= 2:
-        from spamnb.model.ledger import DIGEST_SIZE, Ledger
+        from spamnb.estimator.ledger import DIGEST_SIZE, Ledger
 
         n_ledger = count_field("ledger")
         digests, labels = bytearray(), bytearray()

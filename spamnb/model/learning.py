@@ -1,6 +1,6 @@
 """A learning session: the model and its journal loaded under the model's
 lock, changed by ``learn``/``forget`` through the ledger, and committed as
-records appended to the journal (:mod:`spamnb.model.journal`), or as a whole
+records appended to the journal (:mod:`spamnb.persistence.journal`), or as a whole
 model when the change cannot be journaled or the journal has grown past its
 size.  ``spamnb learn``/``forget`` and the server's TELL use it."""
 
@@ -10,16 +10,16 @@ import os
 import sys
 from array import array
 
-from spamnb.model import deltas
-from spamnb.model.ages import today
+from spamnb.persistence import deltas
+from spamnb.estimator.ages import today
 from spamnb.errors import MustCompact, MustReadWhole
-from spamnb.model.journal import append, apply_records, compact, compact_at, follow
+from spamnb.persistence.journal import append, apply_records, compact, compact_at, follow
 
 __all__ = ["Session", "session", "Kept"]
 
 
 class _RecordingFilter:
-    """Stands for a SpamFilter in ``spamnb.model.ledger.learn``/``forget``: each learn
+    """Stands for a SpamFilter in ``spamnb.estimator.ledger.learn``/``forget``: each learn
     or forget is applied as replay would, and recorded."""
 
     def __init__(self, spam_filter, ops):
@@ -36,9 +36,9 @@ class _RecordingFilter:
         return self._filter.is_fitted
 
     def learn(self, message, spam):
-        from spamnb.model.labels import is_spam_label
-        from spamnb.model.messages import message_bytes
-        from spamnb.model import prequential
+        from spamnb.estimator.labels import is_spam_label
+        from spamnb.estimator.messages import message_bytes
+        from spamnb.estimator import prequential
 
         sf = self._filter
         cls = int(is_spam_label(spam))
@@ -46,7 +46,7 @@ class _RecordingFilter:
         held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: a held-out score
         self.held_out_bin = None
         if held_out is not None:
-            from spamnb.model.prequential import ScoreHistogram
+            from spamnb.estimator.prequential import ScoreHistogram
 
             held_out = _float32(held_out)     # as the journal keeps it: replay counts the same bin
             prequential.note_held_out(sf, held_out, cls)
@@ -61,8 +61,8 @@ class _RecordingFilter:
         return sf
 
     def forget(self, message, spam):
-        from spamnb.model.labels import is_spam_label
-        from spamnb.model.messages import message_bytes
+        from spamnb.estimator.labels import is_spam_label
+        from spamnb.estimator.messages import message_bytes
 
         sf = self._filter
         cls = int(is_spam_label(spam))
@@ -77,7 +77,7 @@ class _RecordingFilter:
 
 
 class _RecordingLedger:
-    """Stands for the Ledger in ``spamnb.model.ledger.learn``/``forget``: records its
+    """Stands for the Ledger in ``spamnb.estimator.ledger.learn``/``forget``: records its
     changes.  An entry replaced (a relabel) or removed (a forget) takes its held-out
     score back from its old class (the new learn counted the message's score again),
     so a message's score counts once, under the label it has now."""
@@ -95,7 +95,7 @@ class _RecordingLedger:
         entry = self._ledger.entry(digest)
         if entry is None or entry[2] is None:
             return
-        from spamnb.model.prequential import ScoreHistogram
+        from spamnb.estimator.prequential import ScoreHistogram
 
         cls, log_odds = int(entry[0]), ScoreHistogram.center(entry[2])
         deltas.take_back_held_out(self._recorder.filter, cls, log_odds)
@@ -119,10 +119,10 @@ class _RecordingLedger:
 
 
 class _LightFilter:
-    """Stands for a SpamFilter in ``spamnb.model.ledger.learn`` while a session
+    """Stands for a SpamFilter in ``spamnb.estimator.ledger.learn`` while a session
     appends without reading the model whole (:meth:`Session.learn`): a learn
     is recorded as the replay will apply it, from the message's own entries
-    of the model file and the journal (``spamnb.model.journal_view``): its
+    of the model file and the journal (``spamnb.persistence.journal_view``): its
     held-out score, the vocabulary's size before it, the text of its tokens
     the model has not seen.  A forget (a relabel) raises :class:`spamnb.errors.MustReadWhole`."""
 
@@ -131,9 +131,9 @@ class _LightFilter:
         self.held_out_bin = None
 
     def learn(self, message, spam):
-        from spamnb.model.labels import is_spam_label
-        from spamnb.model.messages import message_bytes
-        from spamnb.model.prequential import ScoreHistogram, counts_scores
+        from spamnb.estimator.labels import is_spam_label
+        from spamnb.estimator.messages import message_bytes
+        from spamnb.estimator.prequential import ScoreHistogram, counts_scores
 
         session = self._session
         view, sf = session.view, session.filter
@@ -161,7 +161,7 @@ class _LightFilter:
 
 
 class _LightLedger:
-    """Stands for the Ledger in ``spamnb.model.ledger.learn`` while a session
+    """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` while a session
     appends without reading the model whole: a digest is looked up in the
     model file's ledger (its digests searched, at most the ledger's capacity
     of them) and in the ledger operations of the journal and of this
@@ -177,7 +177,7 @@ class _LightLedger:
             self._note(payload)
 
     def _note(self, payload):
-        from spamnb.model.ledger import entry_code
+        from spamnb.estimator.ledger import entry_code
 
         for op, label, note, digest in deltas.ledger_ops(payload):
             if op == deltas.OP_RECORD:
@@ -204,13 +204,13 @@ class _LightLedger:
         return code
 
     def label(self, digest):
-        from spamnb.model.ledger import code_entry
+        from spamnb.estimator.ledger import code_entry
 
         entry = code_entry(self.code(digest))
         return None if entry is None else entry[0]
 
     def entry(self, digest):
-        from spamnb.model.ledger import code_entry
+        from spamnb.estimator.ledger import code_entry
 
         return code_entry(self.code(digest))
 
@@ -247,7 +247,7 @@ def _float32(value):
 
 class Session:
     """Changes to one model under its lock: :meth:`learn`/:meth:`forget` take a
-    raw message through the ledger (``spamnb.model.ledger``), then :meth:`commit`
+    raw message through the ledger (``spamnb.estimator.ledger``), then :meth:`commit`
     appends them to the journal (or saves the model whole when it cannot be
     journaled), see :func:`session`."""
 
@@ -261,7 +261,7 @@ class Session:
         self.forgot = False
         self._ledger = None
         self.compact_limit = None   # journal bytes past which commit compacts (None: journal.compact_at)
-        # light: the model file read in part and its journal's learns not replayed (spamnb.model.journal_view):
+        # light: the model file read in part and its journal's learns not replayed (spamnb.persistence.journal_view):
         # a learn appends its record from the message's own entries (_LightFilter), until something needs
         # the model whole (a relabel, a forget, a compaction, expiry: _read_whole)
         self.view = view
@@ -303,7 +303,7 @@ class Session:
 
     def _light_ledger_view(self):
         if self._light_ledger is None:
-            from spamnb.model.ledger import DEFAULT_CAPACITY, file_code
+            from spamnb.estimator.ledger import DEFAULT_CAPACITY, file_code
 
             arrays = self.filter.unread_
 
@@ -376,9 +376,9 @@ class Session:
         return result
 
     def learn(self, data, is_spam, tally, auto=False, **markup):
-        """``spamnb.model.ledger.learn`` of a raw message: "learned", "known" or
+        """``spamnb.estimator.ledger.learn`` of a raw message: "learned", "known" or
         "relabelled"; ``auto``: the model's own verdict (``spamnb.model.autolearn``)."""
-        from spamnb.model import ledger as ledgers
+        from spamnb.estimator import ledger as ledgers
 
         outcome = self._run(ledgers.learn, data, is_spam, tally, auto=auto, **markup)
         if self.view is None:
@@ -386,8 +386,8 @@ class Session:
         return outcome
 
     def forget(self, data, is_spam=None, tally=None, **markup):
-        """``spamnb.model.ledger.forget`` of a raw message: the label forgotten."""
-        from spamnb.model import ledger as ledgers
+        """``spamnb.estimator.ledger.forget`` of a raw message: the label forgotten."""
+        from spamnb.estimator import ledger as ledgers
 
         label = self._run(ledgers.forget, data, is_spam, tally, **markup)
         self.filter.refit_cutoffs()
@@ -453,7 +453,7 @@ class Session:
         A model loaded mapped is checked whole first (its checksum): a damaged
         file is never written again under a new, valid checksum."""
         if self.filter.mapped_ and self.exists:
-            from spamnb.model.store import verify_file
+            from spamnb.persistence.store import verify_file
 
             verify_file(self.path)
         compact(self.filter, self.path)
@@ -479,7 +479,7 @@ class Kept:
         """The model kept for ``real`` (out: put it back with :meth:`put`), as
         the file and journal are now: taken as it is when they are the ones
         its last session left, brought up to the journal when only the
-        journal grew (another writer's learns: :func:`spamnb.model.journal.follow`,
+        journal grew (another writer's learns: :func:`spamnb.persistence.journal.follow`,
         the records since), else None (read the model).  Call it under the model's lock."""
         with self._lock:
             entry = self._entries.pop(real, None)
@@ -507,7 +507,7 @@ class Kept:
 
 
 def _signature(real):
-    from spamnb.model.journal import signature
+    from spamnb.persistence.journal import signature
 
     try:
         st = os.stat(real)
@@ -524,7 +524,7 @@ class _SessionContext:
 
     def __enter__(self):
         from spamnb.model.spam_filter import SpamFilter
-        from spamnb.model.store import locked
+        from spamnb.persistence.store import locked
 
         self._lock = locked(self.shown, wait=self.wait)
         real = self._lock.__enter__()
@@ -542,7 +542,7 @@ class _SessionContext:
                 spam_filter = learned_model()
             view = None
             if self.light and entry is None and exists:
-                from spamnb.model.journal_view import learner
+                from spamnb.persistence.journal_view import learner
 
                 view = learner(spam_filter, apply_records)
             self.session = Session(real, spam_filter, exists, view)
@@ -570,14 +570,14 @@ class _SessionContext:
 def learned_model():
     """A new, empty model that will grow by learning (``spamnb learn``, a move,
     TELL): word pairs of window ``LEARNED_WORD_PAIRS`` weighed
-    ``LEARNED_PAIR_WEIGHT`` when scoring (``spamnb.model.defaults`` has the
+    ``LEARNED_PAIR_WEIGHT`` when scoring (``spamnb.estimator.defaults`` has the
     figures), its cutoffs fitted on the held-out scores of the mail it learns
-    (``spamnb.model.prequential``: a wide unsure band while they are few);
+    (``spamnb.estimator.prequential``: a wide unsure band while they are few);
     ``spamnb train`` makes its own (words, or pairs at weight 1, by
     cross-validation)."""
     from spamnb.mail.tokenizer import Tokenizer
-    from spamnb.model.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
-    from spamnb.model.prequential import start_cutoffs
+    from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+    from spamnb.estimator.prequential import start_cutoffs
     from spamnb.model.spam_filter import SpamFilter
 
     return start_cutoffs(SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT))
@@ -594,7 +594,7 @@ def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None
     :class:`Kept` to take the model from and leave it in; ``mapped``: map the
     model file (``SpamFilter.load``), checked whole only before it is saved
     whole; ``compact_limit``: the journal size (bytes) past which the commit
-    saves the model whole (default :func:`spamnb.model.journal.compact_at`);
+    saves the model whole (default :func:`spamnb.persistence.journal.compact_at`);
     ``light`` (with ``mapped``): learns append their records without reading
     the model whole or replaying its journal (a message's own entries of the
     file and the journal are read, and the ledger's digests), as long as

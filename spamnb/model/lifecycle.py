@@ -47,7 +47,7 @@ UTF-8 text, one record per line (LF), written and read as a stream::
   ``\\t``, ``\\n``, ``\\r``, other control characters as ``\\xHH`` and lone
   surrogates as ``\\uDXXX``; every other character is itself, in UTF-8.
 - Version 2: after the token lines, ``ledger M`` and M lines, the learned
-  messages of the ledger (``spamnb.model.ledger``), oldest first: the 16-byte
+  messages of the ledger (``spamnb.estimator.ledger``), oldest first: the 16-byte
   digest in hex, a tab, ``spam`` or ``ham``.  Version 1 has no ledger (it
   loads with an empty one).
 - The last line is ``end N CRC``: the number of token lines again and the
@@ -111,7 +111,7 @@ from array import array
 
 from spamnb.bayes import arithmetic
 from spamnb.errors import DuplicateToken
-from spamnb.model.ages import today
+from spamnb.estimator.ages import today
 
 __all__ = ["merge", "prune", "prune_mask", "usefulness", "describe", "expire", "today", "day_text",
            "check_max_tokens", "DEFAULT_TARGET_SIZE", "MIN_MAX_TOKENS", "MAX_COUNT", "SETTINGS_THAT_MUST_MATCH"]
@@ -181,7 +181,7 @@ def build_filter(state):
     """A SpamFilter holding ``state`` (its arrays are copied)."""
     import numpy as np
 
-    from spamnb.model.ages import Ages
+    from spamnb.estimator.ages import Ages
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.mail.tokenizer import Tokenizer
     from spamnb.bayes.wordcounts import WordCounts
@@ -193,7 +193,7 @@ def build_filter(state):
     flat.frombytes(np.ascontiguousarray(state.counts, dtype=np.float64).tobytes())
     spam_filter.set_fitted(word_counts_=WordCounts.from_arrays(float(s["alpha"]), s["prior"], state.class_count, flat))
     if state.features is not None:
-        from spamnb.model.message_features import FeatureModel
+        from spamnb.estimator.message_features import FeatureModel
 
         spam_filter.set_fitted(features_=FeatureModel.from_dict(state.features))
     days = array("i")
@@ -273,7 +273,7 @@ def merge(filters):
 def _merge_ledgers(ledgers):
     """The union of the inputs' ledgers (a message in several keeps the first
     one's label), or None when none has one."""
-    from spamnb.model.ledger import Ledger
+    from spamnb.estimator.ledger import Ledger
 
     ledgers = [ledger for ledger in ledgers if ledger is not None]
     if not ledgers:

@@ -3,11 +3,11 @@
 The state is a :class:`spamnb.bayes.wordcounts.WordCounts` (messages and token
 counts per class, the only place that derives log theta and log P(c)) and a
 :class:`spamnb.bayes.vocabulary.Vocabulary`.  ``fit`` is ``spamnb train``'s
-pipeline (:mod:`spamnb.model.fitting`); ``learn`` and ``forget`` are one
+pipeline (:mod:`spamnb.estimator.fitting`); ``learn`` and ``forget`` are one
 signed add, updating the logs of the counts it changes in place (a learn
 costs the message's tokens, not the vocabulary); a loaded model's counts,
 derived logs and hash index are views of
-the file read into memory (:mod:`spamnb.model.codec`), so scoring one message
+the file read into memory (:mod:`spamnb.persistence.codec`), so scoring one message
 needs neither numpy nor any per-token Python object (the ``spamnb classify``
 cold path): one compiled function looks up the token hashes and sums
 x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
@@ -19,24 +19,25 @@ from collections import namedtuple
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model import codec, deltas, scoring, verdict
-from spamnb.model.ages import Ages
-from spamnb.model.deltas import fold, read_whole
-from spamnb.model.guard import ReadWriteLock, contextmanager   # contextlib's, made when first called
-from spamnb.model.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
+from spamnb.persistence import codec, deltas
+from spamnb.estimator import scoring, verdict
+from spamnb.estimator.ages import Ages
+from spamnb.persistence.deltas import fold, read_whole
+from spamnb.estimator.guard import ReadWriteLock, contextmanager   # contextlib's, made when first called
+from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
                                    DEFAULT_TARGET_FPR, check_params, params_of,
                                    stored_params)
-from spamnb.model.labels import is_spam_label
-from spamnb.model.messages import message_bytes
-from spamnb.model.verdict import Cutoffs, Score, Verdict
+from spamnb.estimator.labels import is_spam_label
+from spamnb.estimator.messages import message_bytes
+from spamnb.estimator.verdict import Cutoffs, Score, Verdict
 
 __all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs", "Replayed", "FORMS"]
 
 _probability = verdict.probability
 
 FORMS = ("whole", "mapped", "following", "scoring")   # SpamFilter.load(form=...): see its docstring
-# the state a filter is given by the modules of spamnb.model that build or change it (SpamFilter.set_fitted)
+# the state a filter is given by the modules that build or change it (SpamFilter.set_fitted)
 FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calibration_", "held_out_",
           "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_", "pending_journal_")
 
@@ -49,8 +50,8 @@ Replayed = namedtuple("Replayed", "vocabulary word_counts ages")
 class Journaled:
     """A SpamFilter attribute that a journal's records change besides the counts
     (``ledger_``, ``held_out_``): reading it replays a journal that was only
-    scored so far (``pending_journal_``: :mod:`spamnb.model.journal_view`,
-    through :func:`spamnb.model.deltas.read_whole`)."""
+    scored so far (``pending_journal_``: :mod:`spamnb.persistence.journal_view`,
+    through :func:`spamnb.persistence.deltas.read_whole`)."""
 
     def __set_name__(self, owner, name):
         self.name = name
@@ -76,8 +77,8 @@ class Journaled:
 class Folded(Journaled):
     """A SpamFilter attribute (``vocabulary_``, ``word_counts_``, ``ages_``) whose
     reading or replacing folds the holes of forgets done in place first
-    (:func:`spamnb.model.deltas.fold`) and reads the arrays a mapped load left
-    unread (:func:`spamnb.model.deltas.read_whole`, which replays a journal only
+    (:func:`spamnb.persistence.deltas.fold`) and reads the arrays a mapped load left
+    unread (:func:`spamnb.persistence.deltas.read_whole`, which replays a journal only
     scored so far); scoring and learning in place read :meth:`SpamFilter.replayed` instead."""
 
     def ready(self, obj):
@@ -97,9 +98,9 @@ class FilterState:
     :class:`SpamFilter`'s state, as methods (nothing reaches into it by name:
     tests/test_reaching.py): its state as replayed, its holes, the fitted
     attributes set, the file a mapped load reads, its journal; and the
-    :class:`spamnb.model.forms.Scorer` interface."""
+    :class:`spamnb.estimator.forms.Scorer` interface."""
 
-    # a journal a mapped load scored and did not replay (spamnb.model.journal_view.JournalView), until replayed
+    # a journal a mapped load scored and did not replay (spamnb.persistence.journal_view.JournalView), until replayed
     pending_journal_ = None
 
     def replayed(self):
@@ -107,17 +108,23 @@ class FilterState:
         the holes forgets left in place not folded, the arrays a mapped load left
         unread not read (reading ``vocabulary_``, ``word_counts_`` or ``ages_``
         does both first).  What scoring and learning in place read
-        (:mod:`spamnb.model.deltas`, :mod:`spamnb.model.scoring`); a journal
+        (:mod:`spamnb.persistence.deltas`, :mod:`spamnb.estimator.scoring`); a journal
         only scored so far (``pending_journal_``) is replayed first."""
         if self.pending_journal_ is not None:
             read_whole(self)
         state = self.__dict__
         return Replayed(state["vocabulary_"], state["word_counts_"], state["ages_"])
 
+    def read_whole(self):
+        """Read the arrays a mapped load left unread and replay a journal only
+        scored so far (:func:`spamnb.persistence.deltas.read_whole`): what the
+        estimator's scorer calls before it needs the model whole."""
+        read_whole(self)
+
     def set_fitted(self, **state):
         """Set fitted attributes, by name (:data:`FITTED`: ``set_fitted(vocabulary_=...,
         word_counts_=...)``), in the order given: the one way the modules of
-        ``spamnb.model`` that fit, count, load, merge, prune or learn a filter give it
+        ``spamnb.model``, ``.estimator``, ``.persistence`` that fit, count, load, merge, prune or learn a filter give it
         its state (``vocabulary_``, ``word_counts_`` and ``ages_`` fold the holes of
         forgets first, as setting them does)."""
         unknown = [name for name in state if name not in FITTED]
@@ -129,7 +136,7 @@ class FilterState:
 
     def adopt(self, other):
         """Take ``other``'s tokenizer, fitted state and cutoffs (the variant of
-        itself that ``fit`` kept: :func:`spamnb.model.fitting.fit`)."""
+        itself that ``fit`` kept: :func:`spamnb.estimator.fitting.fit`)."""
         for name in ("tokenizer_", "vocabulary_", "word_counts_", "ages_", "ledger_", "spam_cutoff", "ham_cutoff"):
             setattr(self, name, getattr(other, name))
         return self
@@ -143,7 +150,7 @@ class FilterState:
         self.__dict__["ages_"] = ages
 
     def has_holes(self):
-        """Whether forgets in place left holes not folded yet (:func:`spamnb.model.deltas.forget_now`)."""
+        """Whether forgets in place left holes not folded yet (:func:`spamnb.persistence.deltas.forget_now`)."""
         return bool(self.__dict__.get("_holes"))
 
     def mark_holes(self):
@@ -151,14 +158,14 @@ class FilterState:
         self.__dict__["_holes"] = True
 
     def take_holes(self):
-        """Whether there were holes to fold; they are no longer noted (:func:`spamnb.model.deltas.fold`)."""
+        """Whether there were holes to fold; they are no longer noted (:func:`spamnb.persistence.deltas.fold`)."""
         return bool(self.__dict__.pop("_holes", None))
 
     def file_layout(self):
         """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
         the open model file and the byte offsets ``(keys, capacity, values,
         log_count)`` of its hash index and log-counts, which
-        :func:`spamnb.model.scoring.gather` reads a message's entries from
+        :func:`spamnb.estimator.scoring.gather` reads a message's entries from
         (:mod:`spamnb.server.overlay` shares it); None for any other filter."""
         if self.mapped_file_ is None:
             return None
@@ -175,23 +182,23 @@ class FilterState:
         ``form="following"``) read it or last followed it, under the write lock
         (a score sees them whole or not at all): the number applied, or None
         when it cannot follow (loaded otherwise, the journal replaced, ...:
-        load the model again).  See :func:`spamnb.model.journal.follow`."""
+        load the model again).  See :func:`spamnb.persistence.journal.follow`."""
         if self.journal_ is None:
             return None
-        from spamnb.model import journal
+        from spamnb.persistence import journal
 
         with self.guard.writing():
             return journal.follow(self, deltas.NoLedger())
 
     def journal_state(self):
         """``(status, size, end)`` of the journal a loaded filter replayed or follows
-        (:class:`spamnb.model.journal.Journal`), or None."""
+        (:class:`spamnb.persistence.journal.Journal`), or None."""
         journal = self.journal_
         return None if journal is None else (journal.status, journal.size, journal.end)
 
-    # ------------------------------------------------------------------ the Scorer interface (spamnb.model.forms)
+    # ------------------------------------------------------------------ the Scorer interface (spamnb.estimator.forms)
     def kernel(self):
-        """The :class:`spamnb.model.forms.Kernel` that scores this form's token hashes: :meth:`scorer`."""
+        """The :class:`spamnb.estimator.forms.Kernel` that scores this form's token hashes: :meth:`scorer`."""
         return self.scorer()
 
     def tokens(self, message):
@@ -199,8 +206,8 @@ class FilterState:
         return self.tokenizer_.stream(message_bytes(message))
 
     def score_stream(self, stream, n_evidence=0, parts=True):
-        """A :class:`spamnb.model.verdict.MessageScore` of a token ``stream`` (:meth:`tokens`),
-        without the message features (:func:`spamnb.model.scoring.score_stream`)."""
+        """A :class:`spamnb.estimator.verdict.MessageScore` of a token ``stream`` (:meth:`tokens`),
+        without the message features (:func:`spamnb.estimator.scoring.score_stream`)."""
         with self.guard.reading():
             return scoring.score_stream(self.scorer(), stream, n_evidence, parts)
 
@@ -276,7 +283,7 @@ class SpamFilter(FilterState):
     n_evidence : int
         How many tokens a verdict lists as its evidence.
     feature_weight : float
-        Weight of the continuous message features (``spamnb.model.message_features``: size,
+        Weight of the continuous message features (``spamnb.estimator.message_features``: size,
         links, share of capitals, ...) modelled by a Gaussian naive Bayes whose
         log-likelihood ratio is added to the word log-odds under the one class
         prior.  0 (the default, chosen by cross-validation: docs/features.md)
@@ -287,18 +294,18 @@ class SpamFilter(FilterState):
         Rennie et al. 2003; when scoring, over the tokens the model knows).
         0 leaves them as they are; the default is 5 (``DEFAULT_LENGTH_NORM``).
     pair_weight : float
-        Word pairs' weight when a message is scored (1; a learned model's: ``spamnb.model.defaults``).
+        Word pairs' weight when a message is scored (1; a learned model's: ``spamnb.estimator.defaults``).
 
     Notes
     -----
     Threads may share one filter: its methods lock it internally
-    (:mod:`spamnb.model.guard`), scoring (``score``, ``classify``,
+    (:mod:`spamnb.estimator.guard`), scoring (``score``, ``classify``,
     ``evidence``, ``score_many``, ``transform``, ``strongest_tokens``, ``save``)
     in many threads at once, learning (``learn``, ``forget``, ``fit``) in one
     at a time and never during a score, so every score sees a learn whole or
     not at all.  The fitted attributes (``vocabulary_``, ``word_counts_``, ...)
     are not locked: read them while no other thread learns.  Processes share
-    a model file through ``spamnb.model.store.locked`` instead.
+    a model file through ``spamnb.persistence.store.locked`` instead.
     """
 
     vocabulary_, word_counts_, ages_, ledger_, held_out_ = Folded(), Folded(), Folded(), Journaled(), Journaled()
@@ -319,21 +326,21 @@ class SpamFilter(FilterState):
         check_params(alpha, prior, counts, length_norm, ham_cutoff, spam_cutoff, n_evidence, feature_weight,
                      pair_weight)
         self.tokenizer_ = tokenizer if tokenizer is not None else Tokenizer()
-        self.unread_ = None       # a mapped load's arrays left unread (spamnb.model.store.map_model), until read whole
+        self.unread_ = None       # a mapped load's arrays left unread (spamnb.persistence.store.map_model), until read whole
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
-        self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.model.ages)
-        self.ledger_ = None       # spamnb.model.ledger.Ledger of the messages `spamnb learn` took, or None
+        self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.estimator.ages)
+        self.ledger_ = None       # spamnb.estimator.ledger.Ledger of the messages `spamnb learn` took, or None
         self._scorer = None       # a token_kernels.Scorer over the counts and the vocabulary, made on first use
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from
-        self.calibration_ = None  # the cutoffs fit chose (spamnb.model.calibrate.Calibration), or None
-        self.journal_ = None      # the journal replayed over the model file at load (spamnb.model.journal)
+        self.calibration_ = None  # the cutoffs fit chose (spamnb.estimator.calibrate.Calibration), or None
+        self.journal_ = None      # the journal replayed over the model file at load (spamnb.persistence.journal)
         self.mapped_ = False      # loaded from a mapped file, its checksum unchecked (SpamFilter.load)
         self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
         self.held_out_ = None     # scores of learned messages before each was learned (prequential.ScoreHistogram)
         self.cutoff_source_ = None    # "defaults", "train", "given", "held-out"; None: not recorded (cutoffs_from)
-        self.guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.model.guard)
+        self.guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.estimator.guard)
 
     def __copy__(self):
         other = type(self).__new__(type(self))
@@ -356,7 +363,7 @@ class SpamFilter(FilterState):
 
     # ------------------------------------------------------------------ params
     def get_params(self):
-        """``{name: value}`` of the hyper-parameters (``spamnb.model.defaults.PARAMS``),
+        """``{name: value}`` of the hyper-parameters (``spamnb.estimator.defaults.PARAMS``),
         as a model file stores them."""
         return params_of(self)
 
@@ -405,7 +412,7 @@ class SpamFilter(FilterState):
         return self.word_counts_
 
     def scorer(self):
-        """The single-message scorer over the counts as they stand (``spamnb.model.scoring.scorer``),
+        """The single-message scorer over the counts as they stand (``spamnb.estimator.scoring.scorer``),
         made on first use after a change."""
         if self._scorer is None:
             self._scorer = scoring.scorer(self)
@@ -420,13 +427,13 @@ class SpamFilter(FilterState):
         """Learn from scratch: ``messages`` (bytes, paths or Message objects), ``labels``
         (True/"spam" for spam, False/"ham" for ham).  Returns self.
 
-        ``tune`` fits as ``spamnb train`` does (``spamnb.model.fitting``): cutoffs
+        ``tune`` fits as ``spamnb train`` does (``spamnb.estimator.fitting``): cutoffs
         by 10-fold cross-validation for a false-positive rate of ``target_fpr``
         (0: those given stay), word pairs of window ``word_pairs`` (0: never)
         when the held-out figures favour them (``calibration_`` says what).
         ``tune=False`` only counts (the sums of ``MultinomialNB.partial_fit``).
         """
-        from spamnb.model import fitting
+        from spamnb.estimator import fitting
 
         with self.guard.writing():
             return fitting.fit(self, messages, labels, tune, target_fpr, word_pairs)
@@ -434,16 +441,16 @@ class SpamFilter(FilterState):
     # ------------------------------------------------------------------ cutoffs of a model that grows by learning
     @property
     def cutoffs_from(self):
-        """Where the cutoffs came from (:func:`spamnb.model.prequential.cutoffs_from`)."""
-        from spamnb.model.prequential import cutoffs_from
+        """Where the cutoffs came from (:func:`spamnb.estimator.prequential.cutoffs_from`)."""
+        from spamnb.estimator.prequential import cutoffs_from
 
         return cutoffs_from(self)
 
     def refit_cutoffs(self):
-        """Fit the cutoffs on the held-out scores (:func:`spamnb.model.prequential.refit_cutoffs`)."""
+        """Fit the cutoffs on the held-out scores (:func:`spamnb.estimator.prequential.refit_cutoffs`)."""
         if self.held_out_ is None:   # no held-out scores: nothing to fit (nor to import)
             return False
-        from spamnb.model.prequential import refit_cutoffs
+        from spamnb.estimator.prequential import refit_cutoffs
 
         return refit_cutoffs(self)
 
@@ -458,7 +465,7 @@ class SpamFilter(FilterState):
             deltas.learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
             if features is not None:
                 if self.features_ is None:
-                    from spamnb.model.message_features import FeatureModel
+                    from spamnb.estimator.message_features import FeatureModel
 
                     self.features_ = FeatureModel()
                 self.features_.partial_fit(features, [bool(spam)])
@@ -480,7 +487,7 @@ class SpamFilter(FilterState):
 
     def forget_hashes(self, hashes, spam):
         """``forget`` of a message given as its token hashes (a journal's replay); it costs
-        what a learn costs (:func:`spamnb.model.deltas.forget_now`)."""
+        what a learn costs (:func:`spamnb.persistence.deltas.forget_now`)."""
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
         with self.guard.writing():
@@ -501,7 +508,7 @@ class SpamFilter(FilterState):
 
     def evidence(self, message):
         """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
-        what the verdict rule (``spamnb.model.verdict``) reads."""
+        what the verdict rule (``spamnb.estimator.verdict``) reads."""
         with self.guard.reading():
             scored = scoring.score_one(self, message, 0)
         return (scored.log_odds,) + tuple(scored.sums)
@@ -514,7 +521,7 @@ class SpamFilter(FilterState):
 
     def classify(self, message, evidence=True):
         """A :class:`Verdict`: spam / unsure / ham by the cutoffs and the evidence
-        (the rule of ``spamnb.model.verdict.decide``), with its strongest tokens
+        (the rule of ``spamnb.estimator.verdict.decide``), with its strongest tokens
         (``evidence=False``: the same verdict without them, which is cheaper)."""
         with self.guard.reading():
             scored = scoring.score_one(self, message, int(self.n_evidence) if evidence else 0)
@@ -523,7 +530,7 @@ class SpamFilter(FilterState):
 
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):
-        """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.model.scoring.strongest_tokens`."""
+        """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.estimator.scoring.strongest_tokens`."""
         with self._reading():
             return scoring.strongest_tokens(self, n, min_count)
 
@@ -533,8 +540,8 @@ class SpamFilter(FilterState):
 
         A symbolic link is followed (its target is replaced, the link kept);
         an existing file keeps its owner, group and mode; anything but a
-        regular file is refused.  Call it under ``spamnb.model.store.locked(path)``
-        for read-modify-write (``learn``); see ``spamnb.model.store.write_model``.
+        regular file is refused.  Call it under ``spamnb.persistence.store.locked(path)``
+        for read-modify-write (``learn``); see ``spamnb.persistence.store.write_model``.
         """
         with self._reading():
             codec.write(self, path, backup)
@@ -542,11 +549,11 @@ class SpamFilter(FilterState):
     @classmethod
     def load(cls, path=None, tokenizer=None, max_size=None, mapped=False, form=None):
         """Read a model file as ``form`` (:data:`FORMS`: "whole", the default; "mapped", as
-        ``mapped=True``; "following"; "scoring": :mod:`spamnb.model.forms`), a ``Scorer``.
-        Raises :class:`spamnb.model.store.ModelError` for any missing, damaged, foreign
+        ``mapped=True``; "following"; "scoring": :mod:`spamnb.estimator.forms`), a ``Scorer``.
+        Raises :class:`spamnb.persistence.store.ModelError` for any missing, damaged, foreign
         or mismatched file (e.g. a ``tokenizer`` whose settings differ from the model's),
         and, unread, for anything but a regular file or one over ``max_size`` bytes
-        (default :data:`spamnb.model.store.MAX_MODEL_SIZE`, 1 GiB)."""
+        (default :data:`spamnb.persistence.store.MAX_MODEL_SIZE`, 1 GiB)."""
         form = ("mapped" if mapped else "whole") if form is None else form
         if form not in FORMS or (mapped and form != "mapped"):
             raise ValueError(f"form must be one of {', '.join(FORMS)}, not {form!r}")

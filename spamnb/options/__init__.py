@@ -121,7 +121,7 @@ def _global():
 
 
 def _wait():
-    return [Option("--wait", type="float", default=Ref("spamnb.model.store", "DEFAULT_WAIT"), metavar="SECONDS",
+    return [Option("--wait", type="float", default=Ref("spamnb.persistence.store", "DEFAULT_WAIT"), metavar="SECONDS",
                    help="how long to wait for another writer's lock on the model (default {default:g})")]
 
 
@@ -173,7 +173,7 @@ def _jobs():
 # classify, learn, forget: the cold path
 
 def _classify():
-    wait = Option("--wait", type="float", default=Ref("spamnb.model.store", "DEFAULT_WAIT"), metavar="SECONDS",
+    wait = Option("--wait", type="float", default=Ref("spamnb.persistence.store", "DEFAULT_WAIT"), metavar="SECONDS",
                   help="with --auto-learn: how long to wait for another writer's lock on the model "
                        "(default {default:g})")
     return [

@@ -97,7 +97,7 @@ def _evaluate():
                help="word pairs of window W as tokens too; auto (the default): each fold decides as "
                     "spamnb train does (none with --plain; with --online as a learned model has them, "
                     "window 2 at weight 0.5); 0: none"),
-        Option("--target-fpr", type="rate", default=Ref("spamnb.model.calibrate", "DEFAULT_TARGET_FPR"),
+        Option("--target-fpr", type="rate", default=Ref("spamnb.estimator.calibrate", "DEFAULT_TARGET_FPR"),
                metavar="RATE", help="each fold chooses its cutoffs as spamnb train does, for this false-positive "
                                     "rate (default {default:g}; 0: the default cutoffs; not with --plain)"),
         Option("--compare", action="store_true", default=False,

@@ -8,7 +8,7 @@ REPORT) and ``spamnb classify -p --sa-headers``.
   (``SPAMNB_SPAM``, ``SPAMNB_UNSURE``, ``SPAMNB_HAM``) and, for a message
   whose P(spam) would make it ham but the rule calls unsure, why
   (``SPAMNB_PART_SPAM``: a text part leans to spam on its own; the others in
-  :data:`spamnb.model.verdict.REASONS`).  The strongest tokens are listed
+  :data:`spamnb.estimator.verdict.REASONS`).  The strongest tokens are listed
   apart (``tokens=``), each as :func:`symbol_name` (``%XX`` outside a safe
   ASCII set, cut to :data:`MAX_TOKEN_BYTES`), at most :data:`STATUS_TOKENS`.
 - ``X-Spam-Level``: one ``*`` per whole point of the score, at most
@@ -24,7 +24,7 @@ ASCII; a field's size is bounded by the limits above whatever the message.
 
 from __future__ import annotations
 
-from spamnb.model.verdict import REASONS
+from spamnb.estimator.verdict import REASONS
 
 __all__ = ["BANDS", "LEVEL_CAP", "LINE", "STATUS_TOKENS", "MAX_TOKEN_BYTES", "symbol_name", "short_symbol", "bayes_tests", "tests",
            "level", "status_words", "fold", "spam_fields", "report_lines", "checker_version", "STATUS_WORDS"]

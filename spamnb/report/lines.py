@@ -2,14 +2,14 @@
 message, the JSON object, the sentence of an unsure verdict's reason, and
 :class:`VerdictLines`, one line per message of a batch (``classify
 --batch``, spamnb.batch.classify).  Output only: the verdict itself is
-spamnb.model.verdict's."""
+spamnb.estimator.verdict's."""
 
 from __future__ import annotations
 
 import sys
 
 from spamnb.mail.reader import display_name
-from spamnb.model.verdict import REASONS
+from spamnb.estimator.verdict import REASONS
 
 __all__ = ["verdict_json", "format_verdict", "reason_text", "VerdictLines"]
 

@@ -52,7 +52,7 @@ class ScoreMap:
 
     @classmethod
     def from_cutoffs(cls, cutoffs, required=5.0):
-        """The map of a filter's ``cutoffs`` (``spamnb.model.verdict.Cutoffs``: ``.spam``, ``.ham`` probabilities)."""
+        """The map of a filter's ``cutoffs`` (``spamnb.estimator.verdict.Cutoffs``: ``.spam``, ``.ham`` probabilities)."""
         return cls(_logit(cutoffs.ham), _logit(cutoffs.spam), required)
 
     def score(self, log_odds, label):

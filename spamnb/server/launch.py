@@ -140,10 +140,10 @@ def run(given, config=None, log_stream=None, attach=None):
 # installation (one under /root, or hidden by systemd's ProtectHome=)
 _LAZY_IMPORTS = ("copy", "ctypes", "hashlib", "html", "syslog", "tempfile", "numpy", "unicodedata",
                  "spamnb.mail.tokenizer", "spamnb.bayes.wordcounts", "spamnb.bayes.vocabulary",
-                 "spamnb.model.spam_filter", "spamnb.model.store", "spamnb.model.learning",
-                 "spamnb.model.ledger", "spamnb.model.journal", "spamnb.model.ages", "spamnb.model.messages",
-                 "spamnb.model.labels", "spamnb.model.message_features", "spamnb.model.defaults",
-                 "spamnb.model.lifecycle", "spamnb.model.deltas", "spamnb.server.milter")
+                 "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.model.learning",
+                 "spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.estimator.ages", "spamnb.estimator.messages",
+                 "spamnb.estimator.labels", "spamnb.estimator.message_features", "spamnb.estimator.defaults",
+                 "spamnb.model.lifecycle", "spamnb.persistence.deltas", "spamnb.server.milter")
 
 
 def import_everything():

@@ -42,7 +42,7 @@ def _follow(model):
 
 
 def journal_signature(path):
-    """The model's journal as it is now (spamnb.model.journal): a learn appends there."""
+    """The model's journal as it is now (spamnb.persistence.journal): a learn appends there."""
     from spamnb.model import journal_signature
 
     return journal_signature(path)
@@ -210,7 +210,7 @@ def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False
     global _kept
     if _kept is None:
         _kept = Kept()
-    # appended to the model's journal (spamnb.model.journal), as `spamnb learn`/`forget`; the model
+    # appended to the model's journal (spamnb.persistence.journal), as `spamnb learn`/`forget`; the model
     # stays loaded for the next TELL, read again only when another writer changed it (learning.Kept)
     outcomes = []
     with learning_session(path, wait=None, create=True, seed_path=seed_path, expire=False, kept=_kept,
@@ -238,7 +238,7 @@ def tell_many(path, lessons, seed_path=None, subject_tag=None, ledger_only=False
 
 def compact_if_over(path):
     """Fold the journal of the model at ``path`` into it when the journal is past
-    :func:`spamnb.model.journal.compact_at` (a follower that compacts late,
+    :func:`spamnb.persistence.journal.compact_at` (a follower that compacts late,
     spamnb.server.sharing, does it when the stream is quiet).  True when it did."""
     from spamnb.model import compact_at, journal_path, learning_session
 
@@ -400,7 +400,7 @@ class ModelCache:
         score_map = entry[2]
         fresh = ScoreMap.from_cutoffs(entry[1].cutoffs, score_map.required)
         if (fresh.ham_log_odds, fresh.spam_log_odds) != (score_map.ham_log_odds, score_map.spam_log_odds):
-            score_map = fresh   # the records refitted the model's cutoffs (spamnb.model.prequential)
+            score_map = fresh   # the records refitted the model's cutoffs (spamnb.estimator.prequential)
         self._entries[path] = (key, entry[1], score_map)
         return True
 

@@ -13,7 +13,7 @@ one open file shared by every user of the same site file:
 * the tokens the journal added (their hashes, log-counts and strings);
 * the user's ``log(N_c + alpha V)``, log-priors and cutoffs.
 
-A message is scored as :class:`spamnb.model.scoring.FileScorer` scores one
+A message is scored as :class:`spamnb.estimator.scoring.FileScorer` scores one
 of a mapped, unchanged model: its tokens' entries of the hash index and
 their log-counts are read from the shared file (``pread``, no page of the
 model mapped), then the journal's changes are put over them (numpy, no
@@ -125,7 +125,7 @@ def build(user_path, site_filter, site_path):
 
 class Overlay(ScorerBase):
     """A user model as the site model's file plus what its journal changed
-    (:func:`build`): a :class:`spamnb.model.forms.Scorer` (its own kernel),
+    (:func:`build`): a :class:`spamnb.estimator.forms.Scorer` (its own kernel),
     which classifies through the forms' one path as ``SpamFilter.classify`` does."""
 
     def __init__(self, site, user, n_base, changed, changed_logs, new_hashes, new_index, new_logs, new_tokens,

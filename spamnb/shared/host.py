@@ -138,7 +138,7 @@ def stream_id(value):
 
 def state_dir(model_path, given=None):
     """Where a host keeps its outbox and position: ``given``, else beside the site model (MODEL.shared/)."""
-    from spamnb.model.store import resolve
+    from spamnb.persistence.store import resolve
 
     return given or resolve(model_path) + ".shared"
 
@@ -256,7 +256,7 @@ class Follower:
             return None
 
     def _save_position(self, position):
-        from spamnb.model.store import replace_file
+        from spamnb.persistence.store import replace_file
 
         replace_file(self.position_path, lambda f: f.write(position.encode("ascii") + b"\n"), mode=0o600)
         with self.changed:
@@ -344,8 +344,8 @@ class Follower:
         self.install_snapshot()
 
     def install_snapshot(self):
-        from spamnb.model.journal import discard, journal_path
-        from spamnb.model.store import locked, replace_file
+        from spamnb.persistence.journal import discard, journal_path
+        from spamnb.persistence.store import locked, replace_file
 
         started = time.monotonic()
         with self.applying:
@@ -481,8 +481,8 @@ class Follower:
 
     def publish_snapshot(self):
         """Publish this host's models with the stream position they include; trim the stream behind it."""
-        from spamnb.model.journal import journal_path
-        from spamnb.model.store import locked
+        from spamnb.persistence.journal import journal_path
+        from spamnb.persistence.store import locked
 
         with self.applying:
             pos = self.position

@@ -10,7 +10,7 @@ Layout (little-endian), the value of the stream entry's field ``r``::
     14  2  reserved (0)
     16  16 lesson id: its sender's id (8 bytes) and number (8, big-endian), set when it is
            sent: Redis adds a lesson only past the last number of its sender (spamnb.shared.host)
-    32  16 ledger key: the digest of the canonical bytes (spamnb.model.ledger)
+    32  16 ledger key: the digest of the canonical bytes (spamnb.estimator.ledger)
     48  4  length M of the message
     52  4  reserved (0)
     56  U  user name (UTF-8), then M bytes: the message's canonical bytes
@@ -43,7 +43,7 @@ class Lesson:
     __slots__ = ("flags", "spam", "user", "lesson_id", "digest", "message")
 
     def __init__(self, flags, spam, user, message, digest=None, lesson_id=None):
-        from spamnb.model.ledger import message_digest
+        from spamnb.estimator.ledger import message_digest
 
         self.flags, self.spam, self.user, self.message = flags, spam, user or "", bytes(message)
         self.digest = digest if digest is not None else message_digest(self.message)

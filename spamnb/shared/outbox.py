@@ -42,7 +42,7 @@ class Outbox:
 
     def put(self, record):
         """Keep ``record`` (an encoded lesson) durably; returns its file name."""
-        from spamnb.model.store import replace_file
+        from spamnb.persistence.store import replace_file
 
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(_counter):06d}{_SUFFIX}"
         # written to a temporary file, fsynced, renamed into place, the folder fsynced

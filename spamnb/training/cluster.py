@@ -3,7 +3,7 @@ scoring on a cluster: :mod:`spamnb.batch.cluster`).  Training on Dask is
 ``spamnb.training.pipeline.train(..., dask=ADDRESS)`` (``spamnb train
 --dask``), which counts through :func:`count_corpus` here.
 
-Training is the map-reduce of :mod:`spamnb.training.pipeline` (and its counting, :mod:`spamnb.model.counting`) with Dask as the
+Training is the map-reduce of :mod:`spamnb.training.pipeline` (and its counting, :mod:`spamnb.estimator.counting`) with Dask as the
 engine: one task per partition (a list of file paths or an mbox byte range,
 read by the worker: the files must be readable there, e.g. on a shared file
 system) returns the partition's
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from spamnb.errors import ClusterError
-from spamnb.model import counting
+from spamnb.estimator import counting
 from spamnb.training import planning
 
 __all__ = ["ClusterError", "connect", "count_corpus", "held_out_spilled"]
@@ -179,9 +179,9 @@ class Spilled(NamedTuple):
 
 
 def _fold_models(root, params):
-    """A task: the :class:`~spamnb.model.calibrate.FoldModels` of the merged counts
+    """A task: the :class:`~spamnb.estimator.calibrate.FoldModels` of the merged counts
     ``root`` for a filter of ``params`` (:func:`held_out_spilled`)."""
-    from spamnb.model.calibrate import FoldModels
+    from spamnb.estimator.calibrate import FoldModels
     from spamnb.model.spam_filter import SpamFilter
     from spamnb.mail.tokenizer import Tokenizer
 

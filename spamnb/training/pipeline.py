@@ -25,7 +25,7 @@ within float64 rounding for ``"log"`` (sums of log(1 + n)) or
 ``partition_size`` and ``fan_in`` only, never on the number of workers, so
 the model file is byte-identical for every number of workers, one included
 (``-j 1`` counts the same partitions in this process, each summed apart and
-added in the same tree: :func:`~spamnb.model.counting.count_variants` with
+added in the same tree: :func:`~spamnb.estimator.counting.count_variants` with
 ``fan_in``), and on Dask (``train(dask=...)``) with the same
 partitions.
 
@@ -39,11 +39,11 @@ Python object per token.
 :func:`train` (``spamnb train``) also chooses the cutoffs: the counting pass
 counts each message into its cross-validation fold too and spills its token
 hashes; a scoring pass on the same workers scores them by the fold models
-(:mod:`spamnb.model.calibrate`).  The corpus is counted in one pass (with
+(:mod:`spamnb.estimator.calibrate`).  The corpus is counted in one pass (with
 workers, after a first pass that keys each message: below).
 
 Near-duplicates (issue 46): a message whose near-duplicate key
-(:func:`spamnb.model.calibrate.near_duplicate_key`: its body and the header
+(:func:`spamnb.estimator.calibrate.near_duplicate_key`: its body and the header
 fields a copy keeps) an earlier message of the corpus with the same label
 has is not counted,
 and the summary says how many (``skipped N (N near-duplicates of an earlier
@@ -58,7 +58,7 @@ Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
 and one running total per level of the tree (each at most the vocabulary);
 a worker holds one partition's messages and counts.  Beside the vocabulary,
 what grows with the number of messages is small: the ledger of the messages
-counted (17 bytes each, at most 200,000 entries: spamnb.model.ledger), and
+counted (17 bytes each, at most 200,000 entries: spamnb.estimator.ledger), and
 while training, the corpus's plan (a path each) and the near-duplicate keys
 seen (an int each) (docs/scale.md).
 """
@@ -69,10 +69,10 @@ import contextlib
 import os
 import tempfile
 
-from spamnb.model.heap import map_large_blocks, release_free_memory
-from spamnb.model.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
-from spamnb.model.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
-from spamnb.model.fitting import (CorpusChanged, Unfitted, check_calibration, choose_from_parts, choose_pairs,
+from spamnb.estimator.heap import map_large_blocks, release_free_memory
+from spamnb.estimator.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
+from spamnb.estimator.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
+from spamnb.estimator.fitting import (CorpusChanged, Unfitted, check_calibration, choose_from_parts, choose_pairs,
                                   take_counts, train_variants_here)
 from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_reports, count_partition_variants,
                                      partition_keys, partition_messages, partitions, plan_training, score_spilled)
@@ -151,14 +151,14 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     window W.  Returns ``(spam_filter, calibration)``: ``spam_filter``
     (default ``SpamFilter()``, or a new filter of its parameters with the
     paired tokenizer when that variant is kept) fitted, and the
-    :class:`~spamnb.model.calibrate.Calibration` of its cutoffs (not
+    :class:`~spamnb.estimator.calibrate.Calibration` of its cutoffs (not
     applied), or None when ``calibration`` is None.
 
     The executor is chosen by the arguments, over one counting path (the
     corpus's partitions, of ``partition_size`` messages, added in a tree of
     fixed shape, ``fan_in``; the same near-duplicates left out): ``n_jobs``
     1 (or 0 on a one-core machine) counts in this process
-    (:func:`~spamnb.model.fitting.train_variants_here` by partitions),
+    (:func:`~spamnb.estimator.fitting.train_variants_here` by partitions),
     ``n_jobs`` N (None: the cores available) on N worker processes, and
     ``dask`` (a scheduler address) on a Dask cluster
     (:func:`spamnb.training.cluster.count_corpus` with ``spill=True``: each
@@ -176,15 +176,15 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     tree are skipped unless ``follow_links`` is true); ``report``: a
     :class:`~spamnb.training.corpus.CorpusReport` filled in.
 
-    ``calibration``: a dict of :func:`spamnb.model.calibrate.calibration_check`
-    and :func:`~spamnb.model.calibrate.from_scores` options (``target_fpr``,
+    ``calibration``: a dict of :func:`spamnb.estimator.calibrate.calibration_check`
+    and :func:`~spamnb.estimator.calibrate.from_scores` options (``target_fpr``,
     ``max_unsure``, ``margin``, ``min_ham``, ``min_spam``).  The counting
     pass also counts each message into its cross-validation fold
-    (:func:`spamnb.model.calibrate.fold_of`, ``n_folds``) and spills its
+    (:func:`spamnb.estimator.calibrate.fold_of`, ``n_folds``) and spills its
     token hashes to a temporary file (one per partition; 8 bytes a token,
     removed as scored); the scoring pass, on the same executor, scores each
     message's hashes by its fold's model (the counts minus the fold's:
-    :class:`~spamnb.model.calibrate.FoldModels`), keeping one float per
+    :class:`~spamnb.estimator.calibrate.FoldModels`), keeping one float per
     message.  Memory: the vocabulary times 2 floats (the counts), the folds'
     non-zero entries (16 bytes each) and the fold models (about 30 bytes per
     token and fold it occurs in; with workers they are built from the merged
@@ -228,14 +228,14 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
                    fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
                    progress=None, limit=None, follow_links=False, deferred=False):
     """:func:`train` of each unfitted filter of ``filters`` (a filter and
-    its variant with word pairs: :func:`~spamnb.model.fitting.choose_pairs`):
+    its variant with word pairs: :func:`~spamnb.estimator.fitting.choose_pairs`):
     a generator of their ``(spam_filter, calibration, scores)``, in order,
     ``scores`` the held-out ``(ham_log_odds, spam_log_odds)`` the cutoffs were
     chosen from (None without them).
 
     The corpus is counted once for all of them (each message read and parsed
     once, tokenized by each filter's tokenizer: :func:`_fit_counts_variants`,
-    :func:`~spamnb.model.fitting.train_variants_here` by partitions with
+    :func:`~spamnb.estimator.fitting.train_variants_here` by partitions with
     ``-j 1``: the same partitions, tree and near-duplicates, without the
     keying pass, the partitions' and folds' sums added in one vocabulary), each
     variant into its own counts, tree and spills, which are exactly those
@@ -245,11 +245,11 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
     that many messages counted the variants after the first are dropped
     (their result None).  On Dask each variant
     is trained by a pass of its own.  ``deferred`` (not on Dask): a variant
-    scored comes as a :class:`~spamnb.model.fitting.Unfitted`, made a
-    filter when :func:`~spamnb.model.fitting.choose_pairs` keeps it (the
+    scored comes as a :class:`~spamnb.estimator.fitting.Unfitted`, made a
+    filter when :func:`~spamnb.estimator.fitting.choose_pairs` keeps it (the
     variant not kept is never made a filter).
     """
-    from spamnb.model import calibrate
+    from spamnb.estimator import calibrate
     from spamnb.training.corpus import CorpusReport
 
     for spam_filter in filters:

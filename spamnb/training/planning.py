@@ -11,7 +11,7 @@ import stat
 import sys
 from collections import namedtuple
 
-from spamnb.model.counting import count_messages, count_variants
+from spamnb.estimator.counting import count_messages, count_variants
 
 __all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_variants",
            "count_partition_in_memory", "partition_messages", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
@@ -176,7 +176,7 @@ def piece_messages(pieces, report, strict):
 
 # ---------------------------------------------------------------------------- near-duplicates
 # ``spamnb train`` counts a message once (issue 46): a message whose near-duplicate key
-# (spamnb.model.calibrate.near_duplicate_key: its body and its Subject, From, To, Cc,
+# (spamnb.estimator.calibrate.near_duplicate_key: its body and its Subject, From, To, Cc,
 # Date and Message-ID) an earlier message of the corpus with the same label has is
 # skipped, said so, as a copy (the same message in two folders, with a header line
 # added), so the model and the cutoffs it chooses are those of the corpus without the
@@ -188,7 +188,7 @@ def _labelled_key(data, is_spam):
     """A message's near-duplicate key with its label in it (bit 62 flipped for
     spam): copies with the same label are one message; the same message in a
     spam and a ham folder is two (a conflict the counts keep, as before)."""
-    from spamnb.model.calibrate import near_duplicate_key
+    from spamnb.estimator.calibrate import near_duplicate_key
 
     key = near_duplicate_key(data)
     return None if key is None else key ^ (bool(is_spam) << 62)
@@ -291,7 +291,7 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None, skip=None
 
 def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None, skip=None):
     """:func:`count_partition` under several ``specs`` in one reading
-    (:func:`~spamnb.model.counting.count_variants`: each message read and
+    (:func:`~spamnb.estimator.counting.count_variants`: each message read and
     parsed once): ``([Counts, ...], CorpusReport)``; ``spills``: a path (or
     None) per spec; ``skip``: the near-duplicates to leave out (:func:`copies_of`:
     the corpus's near-duplicates are found before; the others are grouped
@@ -336,14 +336,14 @@ _FOLD_MODELS = {}
 
 
 def _fold_models(models):
-    """A :class:`~spamnb.model.calibrate.FoldModels`, or the folder it was saved to (mapped once per worker)."""
-    from spamnb.model.calibrate import FoldModels
+    """A :class:`~spamnb.estimator.calibrate.FoldModels`, or the folder it was saved to (mapped once per worker)."""
+    from spamnb.estimator.calibrate import FoldModels
 
     if not isinstance(models, str):
         return models
     found = _FOLD_MODELS.get(models)
     if found is None:
-        from spamnb.model.heap import release_free_memory
+        from spamnb.estimator.heap import release_free_memory
 
         _FOLD_MODELS.clear()
         # the counting jobs' arrays, freed but kept by the heap, go back to the system before the models'
@@ -355,9 +355,9 @@ def _fold_models(models):
 
 def score_spilled(models, path):
     """The calibration's scoring pass over one partition's spill file (its token
-    hashes, written by the counting pass: :func:`spamnb.model.calibrate.held_out_spilled`),
+    hashes, written by the counting pass: :func:`spamnb.estimator.calibrate.held_out_spilled`),
     removed once scored."""
-    from spamnb.model.calibrate import held_out_spilled
+    from spamnb.estimator.calibrate import held_out_spilled
 
     try:
         return held_out_spilled(_fold_models(models), path)
@@ -371,6 +371,6 @@ def score_spilled_bytes(spilled, models):
     spam_log_odds, per_fold)``."""
     import io
 
-    from spamnb.model.calibrate import held_out_spilled
+    from spamnb.estimator.calibrate import held_out_spilled
 
     return held_out_spilled(_fold_models(models), io.BytesIO(spilled))

@@ -72,7 +72,7 @@ def busy_cores(average=None, running=None):
 
 
 _PRELOAD = ["spamnb.training.planning", "spamnb.training.pipeline", "spamnb.model.spam_filter",
-            "spamnb.model.calibrate", "spamnb.mail.tokenizer", "numpy"]
+            "spamnb.estimator.calibrate", "spamnb.mail.tokenizer", "numpy"]
 
 
 def warm_up(n_jobs=None, preload=None):

@@ -37,11 +37,11 @@ class Counts:
     feature_count : float64 array (n_classes, n_features)
         The transformed token counts per class (``length_norm`` applied).
     last_seen : int32 array (n_features,)
-        The day (spamnb.model.ages) each token was last counted; merged by maximum.
+        The day (spamnb.estimator.ages) each token was last counted; merged by maximum.
 
     Counted with ``n_folds`` > 0 (:func:`count_messages`), the classes are
     ``2 + 2 * n_folds``: ham and spam, then ham and spam of each
-    cross-validation fold (:func:`spamnb.model.calibrate.fold_of`), merged alike;
+    cross-validation fold (:func:`spamnb.estimator.calibrate.fold_of`), merged alike;
     :meth:`model` is the first two, :meth:`folds` the rest.
 
     Sparse fold rows: merged counts (:class:`_Sum`) hold the fold rows as
@@ -60,7 +60,7 @@ class Counts:
         self.hashes, self.offsets, self.strings = hashes, offsets, strings
         self.class_count, self.dense, self.last_seen = class_count, feature_count, last_seen
         self.fold_keys, self.fold_values = fold_keys, fold_values
-        # the ledger of the messages counted (spamnb.model.ledger.train_digest), in the order counted:
+        # the ledger of the messages counted (spamnb.estimator.ledger.train_digest), in the order counted:
         # 16 bytes a message and one label byte (0 ham, 1 spam); None: not recorded (the filter gets no ledger)
         self.digests, self.labels = digests, labels
 
@@ -190,10 +190,10 @@ class Counts:
         ``consume``: these counts' arrays are dropped as the filter's are made
         from them (the counts are unusable after; the filter is the same).
         The messages counted (``digests``, ``labels``) become the filter's
-        ledger (:func:`spamnb.model.ledger.from_trained`), so that ``learn``
+        ledger (:func:`spamnb.estimator.ledger.from_trained`), so that ``learn``
         of one of them later is a no-op or an exact relabel."""
-        from spamnb.model.ages import Ages, today
-        from spamnb.model.ledger import from_trained
+        from spamnb.estimator.ages import Ages, today
+        from spamnb.estimator.ledger import from_trained
 
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
@@ -564,15 +564,15 @@ class RowTree:
 
 
 def partition_fold_sums(fan_in, ends, spec):
-    """The ``sum_fold`` of :func:`spamnb.model.calibrate.held_out_by_fold`
-    for a :class:`~spamnb.model.calibrate.FoldSpill` written by partitions
+    """The ``sum_fold`` of :func:`spamnb.estimator.calibrate.held_out_by_fold`
+    for a :class:`~spamnb.estimator.calibrate.FoldSpill` written by partitions
     (:func:`count_variants` with ``fan_in``): ``ends[p][k]`` the messages
     fold ``k`` held at the end of partition ``p``.  Fold ``k``'s rows are
     summed a partition at a time and the partitions' sums added in the
     :class:`RowTree` of ``fan_in``: the fold rows the partitions' merged
     :class:`Counts` hold, bit for bit (``spec``: :func:`counting_spec`)."""
     from spamnb.bayes.token_kernels import add_counts_tree
-    from spamnb.model.defaults import COUNT_TRANSFORMS
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
     transform, length = COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0))
 
@@ -624,10 +624,10 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None, group=True):
     a path or an ``email.message.Message``), counted as ``SpamFilter.fit``
     counts (``spec``: :func:`counting_spec`); every token seen on ``day``
     (default today).  ``n_folds`` > 0 also counts each message into its
-    cross-validation fold's rows (:func:`spamnb.model.calibrate.fold_of`), for the
+    cross-validation fold's rows (:func:`spamnb.estimator.calibrate.fold_of`), for the
     calibration; the model's rows are the same either way.  ``spill``: a
     binary file to write each message's token hashes, class and fold to
-    (:func:`spamnb.model.calibrate.spill`; needs ``n_folds``), for the calibration's
+    (:func:`spamnb.estimator.calibrate.spill`; needs ``n_folds``), for the calibration's
     scoring pass."""
     return count_variants([spec], messages, day, n_folds, [spill], group=group)[0]
 
@@ -642,23 +642,23 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     :func:`count_messages` gives it alone (its own vocabulary, rows and
     ``spills[i]``).  ``limit``: past that many messages, the variants after
     the first are dropped (their result None: not worth counting further).
-    ``group``: near-duplicates (:func:`spamnb.model.calibrate.near_duplicate_key`)
+    ``group``: near-duplicates (:func:`spamnb.estimator.calibrate.near_duplicate_key`)
     are counted in their first copy's fold (so a copy never helps score its
     twin); False when the messages have none (``spamnb train`` left them out).
-    ``fold_spills``: a :class:`~spamnb.model.calibrate.FoldSpill` per spec
+    ``fold_spills``: a :class:`~spamnb.estimator.calibrate.FoldSpill` per spec
     (with ``n_folds``): each message's token indices go to its fold's file
     there instead of into fold rows (the results then hold the model's rows
-    and class counts only; :func:`~spamnb.model.calibrate.held_out_by_fold`
+    and class counts only; :func:`~spamnb.estimator.calibrate.held_out_by_fold`
     scores them).  ``fan_in``: ``messages`` is an iterable of partitions
     (each an iterable of messages), the model's rows summed per partition
     and the partitions' sums added in :class:`TreeReduce`'s tree
     (:class:`RowTree`): the rows :func:`count_messages` of each partition
     merged by ``TreeReduce(fan_in)`` give, bit for bit (``spamnb train``'s
     partitions, counted in one process)."""
-    from spamnb.model.ages import today
-    from spamnb.model.calibrate import fold_of, near_duplicate_key
-    from spamnb.model.ledger import train_digest
-    from spamnb.model.messages import message_bytes
+    from spamnb.estimator.ages import today
+    from spamnb.estimator.calibrate import fold_of, near_duplicate_key
+    from spamnb.estimator.ledger import train_digest
+    from spamnb.estimator.messages import message_bytes
 
     spills = [None] * len(specs) if spills is None else spills
     fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
@@ -715,14 +715,14 @@ class _Counter:
     vocabulary, model rows and the folds' rows (ham and spam of each fold,
     added to as ``WordCounts.add`` adds: ``add_counts`` into the class's
     row, 1 to its message count), and its spill file; with a ``fold_spill``
-    (:class:`~spamnb.model.calibrate.FoldSpill`) no fold rows: each message's
+    (:class:`~spamnb.estimator.calibrate.FoldSpill`) no fold rows: each message's
     token indices go to its fold's file there."""
 
     def __init__(self, spec, n_folds, spill_file, fold_spill=None, fan_in=None):
         from spamnb.bayes.token_kernels import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
-        from spamnb.model.calibrate import spill
-        from spamnb.model.defaults import COUNT_TRANSFORMS
+        from spamnb.estimator.calibrate import spill
+        from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
         from spamnb.bayes.token_kernels import add_counts_local
 

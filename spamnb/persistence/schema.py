@@ -1,7 +1,7 @@
 """The spam filter's model file: what its header and arrays hold, by version.
 
 The container (magic, checksum, alignment, atomic write, lock) is
-:mod:`spamnb.model.store`'s; this module declares what goes in it and checks it on
+:mod:`spamnb.persistence.store`'s; this module declares what goes in it and checks it on
 the way in, so that nothing read from a file reaches the scorer unchecked.
 
 Versions (the header's ``"version"``; files without it are version 1):
@@ -14,11 +14,11 @@ Versions (the header's ``"version"``; files without it are version 1):
    (``last_seen``), the days the model was created and last learned from,
    and the size past which a learn prunes it (``max_tokens``, or null).  A
    file of version 1 or 2 loads with these unknown (converted in memory).
-4. the ledger of learned messages (``spamnb.model.ledger``): a 16-byte digest a
+4. the ledger of learned messages (``spamnb.estimator.ledger``): a 16-byte digest a
    message (``ledger_digests``, oldest first) and its label (``ledger_labels``,
    0 ham, 1 spam).  Older files load with an empty ledger.
 5. the held-out scores of learned messages (``held_out``: the histogram of
-   ``spamnb.model.prequential``, 2 x 512 doubles, or empty) and where the
+   ``spamnb.estimator.prequential``, 2 x 512 doubles, or empty) and where the
    cutoffs came from (``cutoff_source``: "defaults", "train", "given" or
    "held-out").  Older files load with neither (the source is then inferred).
 6. a note a ledger entry (``ledger_notes``, uint16, empty or one per label:
@@ -26,7 +26,7 @@ Versions (the header's ``"version"``; files without it are version 1):
    0 for none), so a correction relabels it exactly.  Older files load with
    every entry a user's and no bin.
 7. the hyper-parameter ``pair_weight`` in ``params`` (what a word pair's value
-   is multiplied by when a message is scored: ``spamnb.model.defaults``).
+   is multiplied by when a message is scored: ``spamnb.estimator.defaults``).
    Older files load with it 1, which is how they scored.
 
 Days are counted from 1970-01-01 (UTC); 0 means "not known".
@@ -41,13 +41,13 @@ from __future__ import annotations
 import math
 
 from spamnb.bayes import arithmetic, checks
-from spamnb.model.store import ModelError, map_model, read_model, write_model
+from spamnb.persistence.store import ModelError, map_model, read_model, write_model
+from spamnb.estimator.defaults import CLASSES
 
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
 
 FORMAT = "spamnb-model"
 VERSION = 7
-CLASSES = ["ham", "spam"]
 
 # name: (JSON type, first version).  "format", "version" and "classes" are written here.
 FIELDS = {
@@ -62,7 +62,7 @@ FIELDS = {
     "created": (int, 3),              # day the model was first trained
     "last_learn": (int, 3),           # day it last learned a message
     "max_tokens": ((int, type(None)), 3),  # automatic expiry past this many tokens (null: off)
-    "cutoff_source": ((str, type(None)), 5),  # where the cutoffs came from (spamnb.model.prequential.SOURCES)
+    "cutoff_source": ((str, type(None)), 5),  # where the cutoffs came from (spamnb.estimator.prequential.SOURCES)
 }
 # name: (typecode of the array module, first version)
 ARRAYS = {
@@ -73,10 +73,10 @@ ARRAYS = {
     "feature_count": ("d", 1),        # N_ci, (n_classes, n_features), class-major
     "log_count": ("d", 1),            # log(N_ci + alpha) (derived: saves the logs at load)
     "last_seen": ("i", 3),            # day each token was last seen in a learned message
-    "ledger_digests": ("B", 4),       # learned messages: 16-byte digests, oldest first (spamnb.model.ledger)
+    "ledger_digests": ("B", 4),       # learned messages: 16-byte digests, oldest first (spamnb.estimator.ledger)
     "ledger_labels": ("B", 4),        # ... and their labels, 0 ham, 1 spam
-    "held_out": ("d", 5),             # scores of learned messages before each was learned (spamnb.model.prequential)
-    "ledger_notes": ("H", 6),         # ledger entries: auto-learned (bit 15), held-out bin + 1 (spamnb.model.ledger)
+    "held_out": ("d", 5),             # scores of learned messages before each was learned (spamnb.estimator.prequential)
+    "ledger_notes": ("H", 6),         # ledger entries: auto-learned (bit 15), held-out bin + 1 (spamnb.estimator.ledger)
 }
 
 _LOG_MAX = 710.0       # log of the largest double is ~709.8
@@ -96,7 +96,7 @@ def _encode_logs(values):
 def write(path, fields, arrays, backup=None):
     """Write a model: ``fields`` the header fields of ``FIELDS``, ``arrays``
     {name: buffer} of ``ARRAYS`` (typecodes from there); ``backup`` as in
-    :func:`spamnb.model.store.write_model`."""
+    :func:`spamnb.persistence.store.write_model`."""
     missing = (set(FIELDS) - set(fields)) | (set(ARRAYS) - set(arrays))
     if missing:
         raise ValueError(f"a model needs {sorted(missing)}")
@@ -110,8 +110,8 @@ def read(path, max_size=None, mapped=False):
     """Read and check a model file: ``(header, arrays)`` with every declared
     field and array of its version present and typed, logarithms decoded
     (``null`` is -inf) and in range.  Raises ModelError (``max_size``: as
-    :func:`spamnb.model.store.read_model`).  ``mapped``: the file mapped,
-    not read (:func:`spamnb.model.store.map_model`: its checksum not checked)."""
+    :func:`spamnb.persistence.store.read_model`).  ``mapped``: the file mapped,
+    not read (:func:`spamnb.persistence.store.map_model`: its checksum not checked)."""
     header, arrays = map_model(path, max_size) if mapped else read_model(path, max_size)
     try:
         _check(header, arrays)

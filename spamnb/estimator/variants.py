@@ -10,7 +10,7 @@ where ``words`` is the log-odds at weight 0 and ``pairs`` the difference made
 by the pairs at weight 1 (two scores of the same counts, each by the compiled
 kernel).  So every variant of :data:`WEIGHTS` has an exact held-out score for
 every message learned, from the two numbers taken just before the message was
-learned (the prequential view of :mod:`spamnb.model.prequential`).
+learned (the prequential view of :mod:`spamnb.estimator.prequential`).
 
 :class:`PairWeightChooser` keeps, per variant and class, a histogram of those
 held-out scores (:data:`N_BINS` bins of :data:`BIN_WIDTH` log-odds, wide
@@ -19,7 +19,7 @@ pile up in an end bin would be ranked on ties), and its running ranking loss:
 the share of (ham, spam) pairs of held-out scores in the wrong order (1-AUC,
 ties counted half), the loss the online protocol reports.  The variant with
 the lowest loss is the weight the model scores with (ties: the one nearest
-the default :data:`~spamnb.model.defaults.LEARNED_PAIR_WEIGHT`); with fewer
+the default :data:`~spamnb.estimator.defaults.LEARNED_PAIR_WEIGHT`); with fewer
 than :data:`MIN_CLASS` held-out scores of a class the default stays.  A
 class's counts are halved past :data:`MAX_COUNT`, as the cutoffs' are.
 
@@ -78,7 +78,7 @@ class PairWeightChooser:
     def __init__(self, counts=None, weight=None):
         import numpy as np
 
-        from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
+        from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
 
         shape = (len(WEIGHTS), 2, N_BINS)
         if counts is None:
@@ -127,7 +127,7 @@ class PairWeightChooser:
     def choose(self):
         """The weight of the lowest running loss (ties: nearest the default);
         the default while a class has fewer than :data:`MIN_CLASS` scores."""
-        from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
+        from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
 
         n_ham, n_spam = self.counts[0].sum(-1)
         if min(n_ham, n_spam) < MIN_CLASS:
@@ -209,7 +209,7 @@ class PairWeightMixture:
                  centre=None, weights=MIXTURE_WEIGHTS, loss="log", horizon=0, rescale=False):
         import numpy as np
 
-        from spamnb.model.defaults import LEARNED_PAIR_WEIGHT
+        from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
 
         if loss not in ("log", "rank"):
             raise ValueError(f"loss must be log or rank, not {loss!r}")

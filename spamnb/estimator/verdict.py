@@ -102,7 +102,7 @@ class EvidenceSums(namedtuple("EvidenceSums", "spam ham part_max")):
 
 
 class MessageScore(namedtuple("MessageScore", "log_odds evidence tokens known_tokens sums")):
-    """One message through the single-message scorer (``spamnb.model.scoring.score_one``):
+    """One message through the single-message scorer (``spamnb.estimator.scoring.score_one``):
     its ``log_odds``, ``evidence`` (the strongest ``(feature index, weight)``,
     or empty), its number of ``tokens`` and of ``known_tokens``, and the
     :class:`EvidenceSums` the rule reads."""

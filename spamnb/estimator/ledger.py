@@ -30,7 +30,7 @@ counts again).  Nothing of the message but its digest is kept.
 What else an entry says (issue 40).  Whether the message was learned by
 auto-learn (``spamnb.model.autolearn``: the model's own verdict) rather than
 given by a user, and the histogram bin of its held-out score (its log-odds
-before it was learned, ``spamnb.model.prequential``), when one was counted.
+before it was learned, ``spamnb.estimator.prequential``), when one was counted.
 So a later correction undoes exactly what was learned: a user's label
 relabels an auto-learned message (forget as the verdict, learn as the user
 says, its held-out score moved from the old class to the new one, never
@@ -48,7 +48,7 @@ set (``SpamFilter.ledger_``).
 """
 
 # hashlib and spamnb.mail.status are imported where a message is digested: a
-# reader replaying a journal's ledger records (spamnb.model.journal) needs neither
+# reader replaying a journal's ledger records (spamnb.persistence.journal) needs neither
 
 __all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
            "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest", "entry_code", "file_code",
@@ -233,9 +233,9 @@ class Ledger:
         if not notes or _all_zero(notes):
             codes = labels
         else:
-            from spamnb.model.prequential import N_BINS
+            from spamnb.estimator.defaults import HELD_OUT_BINS
 
-            if any((note & ~AUTO_NOTE) > N_BINS for note in notes):
+            if any((note & ~AUTO_NOTE) > HELD_OUT_BINS for note in notes):
                 raise ValueError("ledger: a note names no held-out bin")
             codes = [label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
                      for label, note in zip(labels, notes)]

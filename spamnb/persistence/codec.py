@@ -1,6 +1,6 @@
 """A SpamFilter to and from its model file: the header fields and arrays of
-``spamnb.model.schema`` (versioned, checksummed, written atomically by
-``spamnb.model.store``; never pickled).
+``spamnb.persistence.schema`` (versioned, checksummed, written atomically by
+``spamnb.persistence.store``; never pickled).
 
 ``write`` takes the filter's counts, vocabulary, ages, ledger and message
 features; ``read`` builds a filter whose counts, derived logs and vocabulary
@@ -16,9 +16,9 @@ import os
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.model import schema
-from spamnb.model.ages import Ages
-from spamnb.model.store import ModelError, default_model_path
+from spamnb.persistence import schema
+from spamnb.estimator.ages import Ages
+from spamnb.persistence.store import ModelError, default_model_path
 
 __all__ = ["write", "read"]
 
@@ -59,10 +59,10 @@ def write(spam_filter, path=None, backup=None):
 
 def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     """A ``cls`` (a SpamFilter class) read from the model file at ``path``,
-    with its journal of learned messages replayed (``spamnb.model.journal``);
+    with its journal of learned messages replayed (``spamnb.persistence.journal``);
     :class:`ModelError` for any missing, damaged, foreign or mismatched file,
     and for a file over ``max_size`` bytes (default
-    :data:`spamnb.model.store.MAX_MODEL_SIZE`), refused unread.
+    :data:`spamnb.persistence.store.MAX_MODEL_SIZE`), refused unread.
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
     where = os.fspath(path)
@@ -82,11 +82,11 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
                              f"than the ones given; retrain it or load it without a tokenizer")
         spam_filter = cls.from_params(params, model_tokenizer)
         if header.get("features") is not None:
-            from spamnb.model.message_features import FeatureModel
+            from spamnb.estimator.message_features import FeatureModel
 
             spam_filter.set_fitted(features_=FeatureModel.from_dict(header["features"]))
         n_features = header["n_features"]
-        if mapped:   # only what needs no page of the arrays read (spamnb.model.store.map_model)
+        if mapped:   # only what needs no page of the arrays read (spamnb.persistence.store.map_model)
             schema.check_shapes(header, arrays)
         else:
             schema.check_counts(header, arrays, spam_filter.alpha)
@@ -94,12 +94,12 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
                                                                    arrays["strings"], arrays["offsets"],
                                                                    checked=not mapped))
         if arrays["ledger_labels"]:
-            from spamnb.model.ledger import Ledger
+            from spamnb.estimator.ledger import Ledger
 
             spam_filter.set_fitted(ledger_=Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"],
                                                               notes=arrays["ledger_notes"], lazy=mapped))
         if arrays["held_out"]:
-            from spamnb.model.prequential import ScoreHistogram
+            from spamnb.estimator.prequential import ScoreHistogram
 
             spam_filter.set_fitted(held_out_=ScoreHistogram(arrays["held_out"]))
         spam_filter.set_fitted(cutoff_source_=header["cutoff_source"])
@@ -114,7 +114,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     spam_filter.set_fitted(ages_=Ages.from_file(header, arrays), source_=where, mapped_=mapped,
                            mapped_file_=(arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None,
                            unread_=arrays if mapped and arrays.unread else None)
-    from spamnb.model import journal
+    from spamnb.persistence import journal
 
     try:
         replaced = journal.replay(spam_filter, where, header, arrays)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 
 from spamnb.bayes import token_kernels
-from spamnb.model import schema
 
-CLASSES = schema.CLASSES
+CLASSES = ["ham", "spam"]   # the class indices (persistence/schema stores them)
 COUNT_TRANSFORMS = {"raw": token_kernels.COUNTS_RAW, "binary": token_kernels.COUNTS_BINARY,
                     "log": token_kernels.COUNTS_LOG}
+# the held-out histogram's bins (estimator/prequential): log-odds from -64 to 64, 0.25 wide
+HELD_OUT_LOW, HELD_OUT_HIGH, HELD_OUT_BIN_WIDTH = -64.0, 64.0, 0.25
+HELD_OUT_BINS = int((HELD_OUT_HIGH - HELD_OUT_LOW) / HELD_OUT_BIN_WIDTH)      # 512
 PRIORS = ("mle", "map", "uniform")
 
 # Defaults, chosen by 5-fold cross-validation on the TRAIN part of the fixed split
@@ -53,7 +55,7 @@ DEFAULT_LENGTH_NORM = 5.0
 #    5 / 0 over it and four random orders (docs/accuracy.md, "Word pairs online").
 DEFAULT_PAIR_WEIGHT = 1.0
 LEARNED_WORD_PAIRS = 2
-# -- training's choices (spamnb.model.calibrate, which names them too): the
+# -- training's choices (spamnb.estimator.calibrate, which names them too): the
 #    false-positive rate the cutoffs aim at, and the window of the word pairs
 #    ``spamnb train --word-pairs auto`` tries (docs/accuracy.md: window 3 ranked
 #    worse than 2 on both corpora).  Here, not only there: SpamFilter.fit's
@@ -75,7 +77,7 @@ MAX_FEATURE_WEIGHT = 1e6
 # The hyper-parameters, in the SpamFilter constructor's order: name -> (default,
 # the type a model file stores it as, the value of a file written before it
 # existed: None when every file has it).  The one list of them: the model file
-# (``spamnb.model.codec``), merge/prune and the dump (``spamnb.model.lifecycle``,
+# (``spamnb.persistence.codec``), merge/prune and the dump (``spamnb.model.lifecycle``,
 # ``spamnb.model.dumpfile``) all read and write ``SpamFilter.get_params()``.
 PARAMS = {
     "alpha": (DEFAULT_ALPHA, float, None),
@@ -136,3 +138,10 @@ def check_params(alpha, prior, counts, length_norm, ham_cutoff=0.0, spam_cutoff=
 def _number(value):
     """A finite int or float (not a bool, not NaN)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def new_counts(spam_filter):
+    """An empty count model (``WordCounts``) of the filter's alpha and prior."""
+    from spamnb.bayes.wordcounts import WordCounts
+
+    return WordCounts(float(spam_filter.alpha), spam_filter.prior, len(CLASSES))

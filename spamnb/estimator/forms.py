@@ -25,9 +25,9 @@ strings).  The last two are never saved.
 
 Every form is a :class:`Scorer`: it makes a message's token stream
 (``tokens``), scores a stream through its :class:`Kernel` (``score_stream``,
-the one path of :func:`spamnb.model.scoring.score_stream`), names the
+the one path of :func:`spamnb.estimator.scoring.score_stream`), names the
 evidence (``token_names``), holds its ``cutoffs`` and ``n_evidence``, and
-gives a :class:`~spamnb.model.verdict.Verdict` (``classify``: for every form
+gives a :class:`~spamnb.estimator.verdict.Verdict` (``classify``: for every form
 but the whole filter, :func:`classify`, the same steps as
 ``SpamFilter.classify``).  The server, the command line and the evaluation
 ask the model's owner for a form (``SpamFilter.load(form=...)``) and use it
@@ -44,7 +44,7 @@ __all__ = ["Kernel", "Scorer", "ScorerBase", "FoldScorer", "fold_form", "classif
 @runtime_checkable
 class Kernel(Protocol):
     """What scores a message's token hashes (``bayes/_score.Scorer``, compiled,
-    and the forms' own: :class:`spamnb.model.scoring.FileScorer`, an overlay).
+    and the forms' own: :class:`spamnb.estimator.scoring.FileScorer`, an overlay).
 
     ``score`` returns ``(jll, evidence, n_tokens, n_known, spam_evidence,
     ham_evidence)``, ``evidence`` the ``n_evidence`` strongest ``(feature
@@ -61,7 +61,7 @@ class Scorer(Protocol):
     """A model in any of its forms, as the server, the command line and the
     evaluation use it (the table above)."""
 
-    cutoffs: object      # a spamnb.model.verdict.Cutoffs
+    cutoffs: object      # a spamnb.estimator.verdict.Cutoffs
     n_evidence: int
 
     def kernel(self) -> Kernel:
@@ -71,20 +71,20 @@ class Scorer(Protocol):
         """The token stream (``mail/tokenizer.TokenStream``) of ``message``: bytes, text or a ``Path``."""
 
     def score_stream(self, stream, n_evidence=0, parts=True):
-        """A :class:`spamnb.model.verdict.MessageScore` of a token stream."""
+        """A :class:`spamnb.estimator.verdict.MessageScore` of a token stream."""
 
     def token_names(self, evidence):
         """``(token, weight)`` of a score's evidence ``(feature index, weight)``."""
 
     def classify(self, message, evidence=True):
-        """A :class:`spamnb.model.verdict.Verdict` of ``message``."""
+        """A :class:`spamnb.estimator.verdict.Verdict` of ``message``."""
 
 
 def classify(form, message, evidence=True):
     """The verdict of ``message`` by a :class:`Scorer` ``form``: its tokens scored
-    (:meth:`Scorer.score_stream`), the rule of :func:`spamnb.model.verdict.decide`
+    (:meth:`Scorer.score_stream`), the rule of :func:`spamnb.estimator.verdict.decide`
     with its cutoffs, the evidence named; what ``SpamFilter.classify`` does."""
-    from spamnb.model import verdict
+    from spamnb.estimator import verdict
 
     scored = form.score_stream(form.tokens(message), int(form.n_evidence) if evidence else 0)
     named = form.token_names(scored.evidence) if evidence else ()
@@ -105,12 +105,12 @@ class ScorerBase:
         raise NotImplementedError
 
     def tokens(self, message):
-        from spamnb.model.messages import message_bytes
+        from spamnb.estimator.messages import message_bytes
 
         return self.tokenizer.stream(message_bytes(message))
 
     def score_stream(self, stream, n_evidence=0, parts=True):
-        from spamnb.model.scoring import score_stream
+        from spamnb.estimator.scoring import score_stream
 
         return score_stream(self.kernel(), stream, n_evidence, parts)
 
@@ -134,8 +134,8 @@ class FoldScorer(ScorerBase):
     n_evidence = 0
 
     def __init__(self, kernel, tokenizer, cutoffs=None):
-        from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
-        from spamnb.model.verdict import Cutoffs
+        from spamnb.estimator.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+        from spamnb.estimator.verdict import Cutoffs
 
         self._kernel, self.tokenizer = kernel, tokenizer
         self.cutoffs = Cutoffs(DEFAULT_SPAM_CUTOFF, DEFAULT_HAM_CUTOFF) if cutoffs is None else cutoffs
@@ -148,7 +148,7 @@ class FoldScorer(ScorerBase):
 
 
 def fold_form(models, fold, tokenizer, cutoffs=None):
-    """Fold ``fold`` of ``models`` (a :class:`spamnb.model.calibrate.FoldModels`)
+    """Fold ``fold`` of ``models`` (a :class:`spamnb.estimator.calibrate.FoldModels`)
     as a :class:`Scorer` (a :class:`FoldScorer`): ``tokenizer`` the filter's,
     ``cutoffs`` the defaults unless given.  Here, not a method of
     ``FoldModels``: the calibration never imports the forms (no circle)."""

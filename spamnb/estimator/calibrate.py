@@ -57,9 +57,9 @@ from array import array
 from collections import namedtuple
 
 from spamnb.bayes import arithmetic
-from spamnb.model.defaults import AUTO_PAIRS, DEFAULT_TARGET_FPR   # the window auto tries, the FPR aimed at
-from spamnb.model.verdict import logit as _logit
-from spamnb.model.verdict import probability as _probability
+from spamnb.estimator.defaults import AUTO_PAIRS, DEFAULT_TARGET_FPR   # the window auto tries, the FPR aimed at
+from spamnb.estimator.verdict import logit as _logit
+from spamnb.estimator.verdict import probability as _probability
 
 __all__ = ["Calibration", "cross_val_log_odds", "fold_log_odds", "choose_cutoffs", "calibrate", "apply",
            "min_ham_for", "fold_of", "FoldModels", "held_out_log_odds", "spill", "held_out_spilled",
@@ -99,7 +99,7 @@ def cross_val_log_odds(spam_filter, messages, labels, n_folds=DEFAULT_FOLDS, see
     """
     import numpy as np
 
-    from spamnb.model.labels import is_spam_label
+    from spamnb.estimator.labels import is_spam_label
 
     y = np.array([is_spam_label(v) for v in labels], dtype=bool)
     X = spam_filter.transform(messages)      # transformed counts; every token is known
@@ -279,16 +279,16 @@ class FoldModels:
         its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
         fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``,
         or its non-zero entries ``(keys, values)`` (keys ``token * 2 *
-        n_folds + 2 * fold + class``, ascending: :meth:`spamnb.model.counting.Counts.sparse_folds`).
+        n_folds + 2 * fold + class``, ascending: :meth:`spamnb.estimator.counting.Counts.sparse_folds`).
 
         ``folder``: the models are not held but written there, one fold at a
         time as it is built (what :meth:`save` writes, for :meth:`load`), so
         that at most one fold's model is in memory; returns ``folder``.
-        ``counts``: the merged :class:`~spamnb.model.counting.Counts` the
+        ``counts``: the merged :class:`~spamnb.estimator.counting.Counts` the
         filter is (or will be: ``spam_filter`` may be unfitted) made of, whose
         model rows, hashes and class counts are used instead of the filter's:
         the same models, built before the filter (not beside it)."""
-        from spamnb.model.defaults import COUNT_TRANSFORMS
+        from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
         if float(spam_filter.pair_weight) != 1.0:   # the spilled records hold no pair starts: held_out_by_fold does
             raise ValueError("fold models of a filter whose pair_weight is not 1 are not built: "
@@ -458,7 +458,7 @@ def _write_folds(folder, layout, folds, transform, length):
 
     import numpy as np
 
-    from spamnb.model.heap import release_free_memory
+    from spamnb.estimator.heap import release_free_memory
 
     fmt = np.lib.format
     sizes = {"keys": (np.uint64, int(layout["key_offsets"][-1])),
@@ -623,17 +623,17 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     cleared for the next.  A token occurring in a message has a positive
     value (a transformed count scaled to a positive length), so the folds
     holding a token are the folds of the messages it occurs in (a first
-    reading of the files).  ``counts``: the :class:`~spamnb.model.counting.Counts`
+    reading of the files).  ``counts``: the :class:`~spamnb.estimator.counting.Counts`
     (model rows only) the filter is made of, used instead of the filter's
     own (``spam_filter`` may then be unfitted: its parameters are read).
     ``sum_fold``: a function ``(k, indices, bounds, spam, rows)`` that sums
     fold ``k``'s messages into the zero ``(2, n_features)`` ``rows`` instead
     of one after the other (the partitions' tree of ``spamnb train``:
-    :func:`spamnb.model.counting.partition_fold_sums`)."""
+    :func:`spamnb.estimator.counting.partition_fold_sums`)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
-    from spamnb.model.defaults import COUNT_TRANSFORMS
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
     transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
     alpha, pair_weight = float(spam_filter.alpha), float(spam_filter.pair_weight)
@@ -747,7 +747,7 @@ def choose_cutoffs(ham_log_odds, spam_log_odds, target_fpr=DEFAULT_TARGET_FPR, m
     else:
         spam_cut = _above(float(ham[allowed])) + margin
     spam_cut = min(max(spam_cut, SPAM_CUTOFF_FLOOR), MAX_LOG_ODDS)
-    from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS
+    from spamnb.estimator.defaults import DEFAULT_HAM_LOG_ODDS
 
     ham_cut = min(DEFAULT_HAM_LOG_ODDS, spam_cut)
     everything = np.concatenate([ham, spam])
@@ -790,7 +790,7 @@ def calibrate(spam_filter, messages, labels, target_fpr=DEFAULT_TARGET_FPR, max_
     """
     import numpy as np
 
-    from spamnb.model.labels import is_spam_label
+    from spamnb.estimator.labels import is_spam_label
 
     y = np.array([is_spam_label(v) for v in labels], dtype=bool)
     n_spam, n_ham = int(y.sum()), int((~y).sum())
@@ -815,7 +815,7 @@ def calibration_check(spam_filter, n_ham, n_spam, target_fpr=DEFAULT_TARGET_FPR,
     """Check the options (ValueError) and return the :class:`Calibration` of
     the default cutoffs when there is too little data for the held-out scores
     (or the message features are on); None when the cutoffs can be chosen."""
-    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+    from spamnb.estimator.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     if not 0.0 <= target_fpr < 1.0:
         raise ValueError(f"target_fpr must be in [0, 1), got {target_fpr!r}")
@@ -868,7 +868,7 @@ def apply(spam_filter, calibration):
 
 
 def prefer_pairs(missed, missed_pairs, error, error_pairs):
-    """The rule of ``spamnb train`` (:func:`spamnb.model.fitting.choose_pairs`): the variant with word pairs is kept when, at
+    """The rule of ``spamnb train`` (:func:`spamnb.estimator.fitting.choose_pairs`): the variant with word pairs is kept when, at
     the cutoffs chosen for each, it misses at most :data:`PAIRS_GAIN` times
     the held-out spam the other misses (which must be some), and its held-out
     1-AUC (``error_pairs``) is no higher."""

@@ -5,31 +5,31 @@
 memory: :func:`_fit_tuned`) make the same three steps with the functions here:
 
 1. *count* each message into the model's counts and into its
-   cross-validation fold's (:func:`spamnb.model.counting.count_messages`,
-   folds by :func:`spamnb.model.calibrate.fold_of`), spilling its token
+   cross-validation fold's (:func:`spamnb.estimator.counting.count_messages`,
+   folds by :func:`spamnb.estimator.calibrate.fold_of`), spilling its token
    hashes;
 2. *choose the cutoffs* from the held-out log-odds of every message under the
-   model without its fold (:class:`~spamnb.model.calibrate.FoldModels`,
+   model without its fold (:class:`~spamnb.estimator.calibrate.FoldModels`,
    :func:`choose_from_parts`), unless there is too little mail for them
    (:func:`check_calibration`);
 3. *decide the word pairs* (:func:`choose_pairs`): train with pairs too
    (counted in the same pass: each message read and parsed once) and keep
    the variant the held-out figures favour
-   (:func:`spamnb.model.calibrate.prefer_pairs`).
+   (:func:`spamnb.estimator.calibrate.prefer_pairs`).
 """
 
 from __future__ import annotations
 
 from spamnb.errors import CorpusChanged
-from spamnb.model import calibrate, deltas, scoring
+from spamnb.estimator import calibrate, scoring
 from spamnb.bayes.vocabulary import Vocabulary
-from spamnb.model.ages import Ages
-from spamnb.model.heap import release_free_memory
-from spamnb.model.counting import count_variants, counting_spec, partition_fold_sums
-from spamnb.model.defaults import COUNT_TRANSFORMS
-from spamnb.model.labels import is_spam_label
-from spamnb.model.ledger import from_trained, train_digest
-from spamnb.model.messages import message_bytes
+from spamnb.estimator.ages import Ages
+from spamnb.estimator.heap import release_free_memory
+from spamnb.estimator.counting import count_variants, counting_spec, partition_fold_sums
+from spamnb.estimator.defaults import COUNT_TRANSFORMS, new_counts
+from spamnb.estimator.labels import is_spam_label
+from spamnb.estimator.ledger import from_trained, train_digest
+from spamnb.estimator.messages import message_bytes
 
 __all__ = ["CorpusChanged", "Unfitted", "fit", "check_calibration", "choose_from_parts", "choose_pairs",
            "pair_filters", "take_counts", "train_variants_here"]
@@ -38,10 +38,10 @@ __all__ = ["CorpusChanged", "Unfitted", "fit", "check_calibration", "choose_from
 
 
 def check_calibration(spam_filter, calibration, class_count=None):
-    """The :class:`~spamnb.model.calibrate.Calibration` of the default cutoffs
+    """The :class:`~spamnb.estimator.calibrate.Calibration` of the default cutoffs
     when the fitted ``spam_filter`` has too little mail to choose them (or
     message features), else None; ``calibration``: the options of
-    :func:`~spamnb.model.calibrate.calibration_check`; ``class_count``: the
+    :func:`~spamnb.estimator.calibrate.calibration_check`; ``class_count``: the
     ham and spam counted, for a filter not fitted yet."""
     n_ham, n_spam = (int(v) for v in (spam_filter.class_count_ if class_count is None else class_count))
     keys = ("target_fpr", "max_unsure", "min_ham", "min_spam")
@@ -52,7 +52,7 @@ def check_calibration(spam_filter, calibration, class_count=None):
 def choose_from_parts(parts, fold_class_count, n_folds, calibration):
     """``(Calibration, (ham_log_odds, spam_log_odds))`` from the scoring pass's
     parts (each ``(ham_log_odds, spam_log_odds, per_fold)``: see
-    :func:`~spamnb.model.calibrate.held_out_spilled`); CorpusChanged when the
+    :func:`~spamnb.estimator.calibrate.held_out_spilled`); CorpusChanged when the
     messages scored are not the ones counted."""
     import numpy as np
 
@@ -88,18 +88,18 @@ def pair_filters(spam_filter, word_pairs):
 def choose_pairs(train_variants, spam_filter, word_pairs):
     """Train ``spam_filter`` and, with ``word_pairs`` W >= 2, the same with
     word pairs of window W and the pairs' text budget (:func:`pair_filters`);
-    keep the variant :func:`~spamnb.model.calibrate.prefer_pairs` favours.
+    keep the variant :func:`~spamnb.estimator.calibrate.prefer_pairs` favours.
 
     ``train_variants``: a function of the list of unfitted variants giving an
     iterator of their ``(fitted, calibration, held-out scores)``, in order,
     each made when asked for (one counting pass may count them all; the
     second is asked for only when the first was calibrated on at most
-    :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages, and may be
+    :data:`~spamnb.estimator.calibrate.PAIRS_MAX_MESSAGES` messages, and may be
     None past that many; a variant may come as an :class:`Unfitted`, made a
     filter only when kept).  Returns ``(fitted, calibration)``; the
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
     without, with, 1-AUC % without, with)`` (the four None above
-    :data:`~spamnb.model.calibrate.PAIRS_MAX_MESSAGES` messages: not tried)."""
+    :data:`~spamnb.estimator.calibrate.PAIRS_MAX_MESSAGES` messages: not tried)."""
     import contextlib
 
     import numpy as np
@@ -138,7 +138,7 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
 
 def take_counts(spam_filter, merged, calibration):
     """Give the unfitted ``spam_filter`` the model rows of ``merged`` (a
-    :class:`~spamnb.model.counting.Counts`); returns ``(done, fold_class_count,
+    :class:`~spamnb.estimator.counting.Counts`); returns ``(done, fold_class_count,
     fold_feature_count)``, ``done`` the result ``(spam_filter, calibration,
     None)`` when there is no held-out scoring to do (no calibration asked
     for, or too little mail: the default cutoffs), else None."""
@@ -183,19 +183,19 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
                         fan_in=None):
     """Train the unfitted ``filters`` in this process on ``messages``
     (``(bytes, is_spam)``), counted in one pass (each message read and parsed
-    once: :func:`~spamnb.model.counting.count_variants`), as ``spamnb train
+    once: :func:`~spamnb.estimator.counting.count_variants`), as ``spamnb train
     -j 1`` (with ``fan_in``) and ``SpamFilter.fit`` train: a generator of each variant's ``(fitted, calibration,
     held-out scores)`` (:func:`choose_pairs`), its fold models built and its
     spill scored when asked for.  ``calibration`` None: the first variant
     only is counted.  ``limit``: as :func:`count_variants` (a variant dropped
-    there gives None).  ``group``: as :func:`~spamnb.model.counting.count_variants`.
+    there gives None).  ``group``: as :func:`~spamnb.estimator.counting.count_variants`.
     ``deferred``: a variant scored is given as an :class:`Unfitted` (its
     filter made when :func:`choose_pairs` keeps it).  ``fan_in``:
     ``messages`` is an iterable of partitions (each an iterable of
     messages), the model's rows and each fold's summed a partition at a time
     and the partitions' sums added in ``TreeReduce(fan_in)``'s tree
-    (:func:`~spamnb.model.counting.count_variants`,
-    :func:`~spamnb.model.counting.partition_fold_sums`): the model and
+    (:func:`~spamnb.estimator.counting.count_variants`,
+    :func:`~spamnb.estimator.counting.partition_fold_sums`): the model and
     cutoffs of the same partitions counted on workers, byte for byte."""
     import contextlib
 
@@ -306,13 +306,13 @@ def _fit_plain(spam_filter, messages, labels):
     vocabulary = Vocabulary()
     spam_filter.set_fitted(vocabulary_=vocabulary, word_counts_=None, features_=None)
     features = [] if spam_filter.feature_weight else None
-    counts = deltas.new_counts(spam_filter)
+    counts = new_counts(spam_filter)
     add = counts.add
     transform = COUNT_TRANSFORMS[spam_filter.counts]
     length = float(spam_filter.length_norm)
     stream = spam_filter.tokenizer_.stream
     n_messages = 0
-    digests = bytearray()   # the ledger of the messages counted (as train's: spamnb.model.counting)
+    digests = bytearray()   # the ledger of the messages counted (as train's: spamnb.estimator.counting)
     for message in messages:  # may be lazy (progress bars)
         data = message_bytes(message)
         indices = vocabulary.add(stream(data))
@@ -329,7 +329,7 @@ def _fit_plain(spam_filter, messages, labels):
     spam_filter.set_fitted(ages_=Ages.fresh(vocabulary.n_features, max_tokens=spam_filter.ages_.max_tokens))
     spam_filter.set_fitted(ledger_=from_trained(digests, bytes(y)))
     if features is not None:
-        from spamnb.model.message_features import FeatureModel
+        from spamnb.estimator.message_features import FeatureModel
 
         spam_filter.set_fitted(features_=FeatureModel().fit(features, [bool(v) for v in y]))
     return spam_filter

@@ -8,9 +8,9 @@ from __future__ import annotations
 from array import array
 
 from spamnb.bayes import arithmetic, token_kernels
-from spamnb.model import deltas, verdict
-from spamnb.model.defaults import COUNT_TRANSFORMS
-from spamnb.model.messages import message_bytes
+from spamnb.estimator import verdict
+from spamnb.estimator.defaults import COUNT_TRANSFORMS
+from spamnb.estimator.messages import message_bytes
 
 __all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream", "gather",
            "compact_scorer", "evidence_tokens", "message_features_of"]
@@ -23,22 +23,22 @@ def scorer(spam_filter):
     the logs as they are held and the side rows of the tokens new since (no
     copy: a learn and the score after it cost the message's tokens); for a
     model read in part whose journal's learns were not replayed, the journal
-    itself (``spamnb.model.journal_view``: the message's entries through them)."""
+    itself (``spamnb.persistence.journal_view``: the message's entries through them)."""
     pending = spam_filter.pending_journal_
     if pending is not None:
         return pending
     vocab, counts, _ages = spam_filter.replayed()   # as replayed, holes and all (spam_filter.Folded)
     if counts is None:
         spam_filter.require_fitted()
-    if not counts.as_loaded:   # changed since the load: a model read in part is read whole (deltas.read_whole)
-        deltas.read_whole(spam_filter)
+    if not counts.as_loaded:   # changed since the load: a model read in part is read whole (SpamFilter.read_whole)
+        spam_filter.read_whole()
     counts.resize(vocab.n_features)
     log_count, log_norm, log_prior, tail, stride = counts.scorer_state()
     mapped = spam_filter.mapped_file_
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
                           float(spam_filter.length_norm), float(spam_filter.pair_weight))
-    deltas.read_whole(spam_filter)   # a model read in part (SpamFilter.load(mapped=True)): its arrays whole now
+    spam_filter.read_whole()   # a model read in part (SpamFilter.load(mapped=True)): its arrays whole now
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                                 COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail,
                                 float(spam_filter.pair_weight), -1 if stride is None else stride)
@@ -189,7 +189,7 @@ def score_one(spam_filter, message, n_evidence, parts=True):
 
 def score_stream(scorer, stream, n_evidence, parts=True):
     """:func:`score_one` of a message's token ``stream`` through ``scorer``, a
-    :class:`spamnb.model.forms.Kernel` (a ``token_kernels.Scorer``, a :class:`FileScorer`,
+    :class:`spamnb.estimator.forms.Kernel` (a ``token_kernels.Scorer``, a :class:`FileScorer`,
     an overlay: any form's ``kernel()``), without the message features: a
     :class:`verdict.MessageScore`.  The one path of every form's ``score_stream``."""
     hashes = stream.hashes
@@ -208,7 +208,7 @@ def score_stream(scorer, stream, n_evidence, parts=True):
 def evidence_tokens(spam_filter, evidence):
     """``(token, weight)`` of a :class:`verdict.MessageScore`'s evidence (feature indices)."""
     pending = spam_filter.pending_journal_
-    if pending is not None:   # spamnb.model.journal_view: the file's tokens and the journal's
+    if pending is not None:   # spamnb.persistence.journal_view: the file's tokens and the journal's
         return tuple((pending.token(i), w) for i, w in evidence)
     unread = spam_filter.unread_
     if unread is not None and "strings" in unread.unread:   # the strings not read: each one from the file
@@ -219,9 +219,9 @@ def evidence_tokens(spam_filter, evidence):
 
 
 def message_features_of(spam_filter, data):
-    """The continuous features of one message (``spamnb.model.message_features``),
+    """The continuous features of one message (``spamnb.estimator.message_features``),
     parsed with the limits of the filter's tokenizer."""
-    from spamnb.model.message_features import raw_message_features
+    from spamnb.estimator.message_features import raw_message_features
 
     tokenizer = spam_filter.tokenizer_
     return raw_message_features(data, max_bytes=tokenizer.max_bytes, max_depth=tokenizer.max_depth,

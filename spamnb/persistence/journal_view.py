@@ -4,7 +4,7 @@ tokens through the journal's learns, the model's arrays left unread.
 ``spamnb classify`` of one message reads a model in part
 (``SpamFilter.load(mapped=True)``: the header and the small arrays; a
 message's entries of the hash index and log-counts by ``pread``).  Once mail
-was learned, the journal's replay (``spamnb.model.journal``) needed the
+was learned, the journal's replay (``spamnb.persistence.journal``) needed the
 hash index and the counts whole (on the Enron-Spam model 16 + 8 + 11 +
 11 MiB read, for a journal of a few hundred KiB), so a classify's time and
 memory followed the model's size until the journal was compacted.
@@ -42,8 +42,8 @@ import struct
 from array import array
 
 from spamnb.bayes import arithmetic, token_kernels
-from spamnb.model import deltas
-from spamnb.model.scoring import FileScorer
+from spamnb.persistence import deltas
+from spamnb.estimator.scoring import FileScorer
 
 __all__ = ["JournalView", "view", "learner"]
 
@@ -111,7 +111,7 @@ def view(spam_filter, journal, apply_records):
     """A :class:`JournalView` of ``journal`` (read, "ok", with records) over
     ``spam_filter`` (loaded in part, its arrays unread, its counts held in
     place: ``deltas.in_place``), or None when the journal must be replayed.
-    ``apply_records``: ``spamnb.model.journal.apply_records``, which the
+    ``apply_records``: ``spamnb.persistence.journal.apply_records``, which the
     replay calls (handed in: the journal imports this module, not the reverse)."""
     vocab, counts, _ages = spam_filter.replayed()   # as loaded: nothing read whole (spam_filter.Folded)
     arrays, mapped = spam_filter.unread_, spam_filter.mapped_file_
@@ -163,7 +163,7 @@ class JournalView(FileScorer):
                "file_totals", "scores_counted")
 
     def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records):
-        from spamnb.model.defaults import COUNT_TRANSFORMS
+        from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
         counts = spam_filter.replayed().word_counts
         self.max_tokens = spam_filter.replayed().ages.max_tokens   # the model's size limit (a learner's commit)
@@ -224,7 +224,7 @@ class JournalView(FileScorer):
         the tokens neither the model file nor the journal's learns hold, each
         at its first occurrence, in order: where ``Vocabulary.add`` would
         number the message's new tokens, and so their text's order in a record."""
-        from spamnb.model.scoring import gather
+        from spamnb.estimator.scoring import gather
 
         if not len(hashes):
             return array("i")
@@ -248,7 +248,7 @@ class JournalView(FileScorer):
         the cutoffs follow them (fitted on them, or the defaults); else (cutoffs
         from ``train`` or given) they are left to the replay, as the
         histogram, ``held_out_``, is (``deltas.Replayed``)."""
-        from spamnb.model.prequential import cutoffs_from, note_held_out, refit_cutoffs
+        from spamnb.estimator.prequential import cutoffs_from, note_held_out, refit_cutoffs
 
         self.scores_counted = cutoffs_from(spam_filter) in ("defaults", "held-out")
         if not self.scores_counted:
@@ -316,7 +316,7 @@ class JournalView(FileScorer):
         model's with the journal's learns), numbered in feature order, and
         their feature indices (a token the journal added: ``n_base`` + its
         id, in the order the replay numbers them)."""
-        from spamnb.model.scoring import compact_scorer, gather
+        from spamnb.estimator.scoring import compact_scorer, gather
 
         found, index, logs = gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
                                                 self.offsets["log_count"]), self.n_base, 2, hashes)
@@ -434,7 +434,7 @@ class JournalView(FileScorer):
                 if first <= i <= token_id and i not in seen:
                     seen.add(i)
                     candidates.append(h)
-            from spamnb.model.scoring import gather
+            from spamnb.estimator.scoring import gather
 
             known = set(gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
                                            self.offsets["log_count"]), self.n_base, 2, candidates)[0])

@@ -15,7 +15,7 @@ Layout (little-endian)::
 
 The header's ``"arrays"`` maps each array name to ``[offset, count, typecode]``
 (typecodes of :mod:`array`: ``Q`` uint64, ``i`` int32, ``d`` float64, ``B``
-bytes).  What the header and arrays mean is :mod:`spamnb.model.schema`'s.
+bytes).  What the header and arrays mean is :mod:`spamnb.persistence.schema`'s.
 Reading checks the file before it reads it: its type (a FIFO, a device is
 never read: opened without blocking, then refused), its size against a limit
 (:data:`MAX_MODEL_SIZE`, 1 GiB, or the ``max_size`` given: a 2 GB sparse file
@@ -62,7 +62,7 @@ import time
 
 from spamnb.errors import LockTimeout, ModelError
 from spamnb.bayes import checks
-from spamnb.model.guard import contextmanager   # contextlib's, made when first called
+from spamnb.estimator.guard import contextmanager   # contextlib's, made when first called
 
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
            "read_model", "map_model", "verify_file", "locked", "resolve"]
@@ -414,7 +414,7 @@ def map_model(path, max_size=None):
     all but those of :data:`ON_DEMAND`: the hash index, the counts and
     their logs, the token strings and the last-seen days, which a scorer
     reads a message's entries of from the file itself (``arrays.file``,
-    kept open: ``spamnb.model.scoring``).  Those are read whole when
+    kept open: ``spamnb.estimator.scoring``).  Those are read whole when
     something needs them (``arrays.fill()``: a journal's replay, a forget,
     a save; a learn appends to the journal without them,
     ``spamnb.model.learning``), in huge pages when this process holds the
@@ -677,7 +677,7 @@ def _parse(path, memory, size, verify=True, head=None):
     for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
         if start < end:  # one byte read as two things: never written so, refuse it
             raise ModelError(f"{path}: arrays {first!r} and {second!r} overlap in the model file")
-    header["_identity"] = (total, checksum)   # which file this is: what a journal extends (spamnb.model.journal)
+    header["_identity"] = (total, checksum)   # which file this is: what a journal extends (spamnb.persistence.journal)
     return header, arrays
 
 
@@ -718,16 +718,16 @@ class _JsonContext:
 class _Arrays(dict):
     """The arrays of a model file read (name -> read-only memoryview), and in
     ``writable`` the same as writable bytes of the reader's private copy: a
-    journal's learns are applied there (``spamnb.model.journal``); ``offsets``
+    journal's learns are applied there (``spamnb.persistence.journal``); ``offsets``
     where each starts in the file.  Read by :func:`map_model`: ``file`` the
-    file itself, open (a message's entries are read from it: ``spamnb.model.scoring``),
+    file itself, open (a message's entries are read from it: ``spamnb.estimator.scoring``),
     and ``unread`` the names of the arrays not read yet (:meth:`fill`)."""
 
     def __init__(self):
         super().__init__()
         self.writable = {}
         self.offsets = {}   # each array's byte offset in the file
-        self.file = None    # a model's file, open, when read in part (spamnb.model.store.map_model)
+        self.file = None    # a model's file, open, when read in part (spamnb.persistence.store.map_model)
         self.unread = set()
         self.path = self.signature = None
         self._lock = None
@@ -787,7 +787,7 @@ class _Arrays(dict):
         return text.decode("utf-8", "surrogatepass")
 
 
-_HELD = set()   # the models whose lock this process holds (spamnb.model.journal asks)
+_HELD = set()   # the models whose lock this process holds (spamnb.persistence.journal asks)
 
 
 def holds_lock(real):

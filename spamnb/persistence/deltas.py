@@ -1,4 +1,4 @@
-"""The operations a model's journal records and replays (``spamnb.model.journal``).
+"""The operations a model's journal records and replays (``spamnb.persistence.journal``).
 
 A transaction (one command's changes) is a sequence of operations, each
 padded to 8 bytes: LEARN/FORGET (the message's class, day, the vocabulary's
@@ -6,11 +6,11 @@ size before, its token hashes, and for LEARN the new tokens' UTF-8 text) and
 RECORD/REMOVE of the ledger of learned messages (RECORD's flags: bit 0
 spam, bit 1 auto-learned; its note: the held-out bin + 1, 0 for none),
 HELD_OUT (a learned message's log-odds before it was learned,
-``spamnb.model.prequential``) and HELD_OUT_BACK (one taken back: the
+``spamnb.estimator.prequential``) and HELD_OUT_BACK (one taken back: the
 message was relabelled or forgotten, so its score no longer counts under
 its old class).  :func:`apply` runs on a
 loaded model what a learn or forget runs, with the recorded hashes; the
-writers' side (:mod:`spamnb.model.journal`'s session) runs the same
+writers' side (:mod:`spamnb.persistence.journal`'s session) runs the same
 functions and encodes them.  Learns change the model in place where it was
 read into private memory (:func:`in_place`), so replaying costs in
 proportion to the journal, not the model.
@@ -22,10 +22,11 @@ import struct
 from array import array
 from itertools import accumulate, islice
 
-from spamnb.model.ages import Ages, today
+from spamnb.estimator.ages import Ages, today
+from spamnb.estimator.defaults import new_counts
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
-           "new_counts", "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
+           "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
            "take_back_held_out", "read_whole", "ledger_ops"]
 
@@ -59,17 +60,9 @@ class _Tokens:
 
 
 def _transform(spam_filter):
-    from spamnb.model.defaults import COUNT_TRANSFORMS
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
     return COUNT_TRANSFORMS[spam_filter.counts]
-
-
-def new_counts(spam_filter):
-    """An empty count model (``WordCounts``) of the filter's alpha and prior."""
-    from spamnb.bayes.wordcounts import WordCounts
-    from spamnb.model.defaults import CLASSES
-
-    return WordCounts(float(spam_filter.alpha), spam_filter.prior, len(CLASSES))
 
 
 def learn(spam_filter, cls, day, stream):
@@ -156,10 +149,10 @@ def fold(spam_filter):
 
 def read_whole(spam_filter):
     """Read the arrays a model loaded ``mapped`` left unread (its hash index,
-    counts and token strings: ``spamnb.model.store.map_model``) for what needs
+    counts and token strings: ``spamnb.persistence.store.map_model``) for what needs
     them whole (a learn, a forget, a journal's replay, a save, the library's
     attributes), and replay a journal that was only scored so far
-    (``spamnb.model.journal_view``); ModelError when the file was rewritten in
+    (``spamnb.persistence.journal_view``); ModelError when the file was rewritten in
     place since the load.  Nothing for any other model."""
     arrays = spam_filter.unread_
     if arrays is not None:
@@ -198,7 +191,7 @@ def take_back_held_out(spam_filter, cls, log_odds):
 def apply(spam_filter, ledger, payload, scores=True):
     """Apply one transaction.  Raises ValueError when the record does not fit the model.
     ``scores`` False: its held-out scores left out (counted already:
-    ``spamnb.model.journal_view``)."""
+    ``spamnb.persistence.journal_view``)."""
     payload = bytes(payload)
     at = 0
     n = len(payload)
@@ -252,7 +245,7 @@ def apply(spam_filter, ledger, payload, scores=True):
             if not scores:
                 continue
             if op == OP_HELD_OUT:
-                from spamnb.model.prequential import note_held_out
+                from spamnb.estimator.prequential import note_held_out
 
                 note_held_out(spam_filter, log_odds, cls)
             else:
@@ -261,7 +254,7 @@ def apply(spam_filter, ledger, payload, scores=True):
         else:
             raise ValueError(f"unknown operation {op}")
     if held_out:
-        from spamnb.model.prequential import refit_cutoffs
+        from spamnb.estimator.prequential import refit_cutoffs
 
         refit_cutoffs(spam_filter)
 
@@ -368,7 +361,7 @@ class NoLedger:
 
 
 def ledger_for(spam_filter):
-    from spamnb.model import ledger as ledgers
+    from spamnb.estimator import ledger as ledgers
 
     ledger = ledgers.ledger_of(spam_filter)
     spam_filter.set_fitted(ledger_=ledger)

@@ -19,7 +19,7 @@ Layout (little-endian)::
       8   4  journal format version (VERSION)
       12  4  reserved (0)
       16  8  length of the model file the journal applies to
-      24  8  that model file's checksum (its bytes 32..40, spamnb.model.store)
+      24  8  that model file's checksum (its bytes 32..40, spamnb.persistence.store)
       32  8  reserved (0)
       40  8  checksum64 of bytes [0, 40)
     records, back to back, each starting on an 8-byte boundary
@@ -33,7 +33,7 @@ Layout (little-endian)::
                            tokenizer gave them), and for LEARN the new tokens' UTF-8 lengths
                            (uint32 each) and their text, back to back
              RECORD/REMOVE <B op, B flags, H note, 16s digest>: the ledger of learned messages
-                           (spamnb.model.ledger; flags bit 0 spam, bit 1 auto-learned; note: held-out bin + 1)
+                           (spamnb.estimator.ledger; flags bit 0 spam, bit 1 auto-learned; note: held-out bin + 1)
              HELD_OUT/HELD_OUT_BACK <B op, B class, 2x, f log-odds>: a held-out score counted / taken back
 
 Replay runs the very operations a learn or forget runs on a loaded model
@@ -71,8 +71,8 @@ import struct
 
 from spamnb.errors import JournalWarning, MustCompact
 from spamnb.bayes import checks
-from spamnb.model import deltas
-from spamnb.model.store import resolve
+from spamnb.persistence import deltas
+from spamnb.persistence.store import resolve
 
 __all__ = ["SUFFIX", "MAGIC", "VERSION", "JournalWarning", "journal_path", "compact_at", "replay",
            "follow", "discard", "save_whole", "signature"]
@@ -82,7 +82,7 @@ MAGIC = b"SPAMNB\x00J"
 VERSION = 1
 _HEAD = struct.Struct("<8sIIQQQQ")      # magic, version, reserved, model length, model checksum, reserved, checksum
 _RECORD = struct.Struct("<IIQ")         # payload length, sequence number, checksum
-_MODEL_PREFIX = struct.Struct("<8sIIQQQ")   # spamnb.model.store's fixed fields: ..., file length, checksum
+_MODEL_PREFIX = struct.Struct("<8sIIQQQ")   # spamnb.persistence.store's fixed fields: ..., file length, checksum
 # A journal is folded into the model once it is larger than this part of the
 # model file, and never later than past _COMPACT_MAX bytes: replaying it costs
 # every reader time in proportion to its size, folding it costs one whole save.
@@ -237,7 +237,7 @@ def replay(spam_filter, model_path, header, arrays=None):
             _warn_tail(journal, 0)
         return False
     if spam_filter.unread_ is not None:   # read in part: its learns scored, not replayed, if they can be
-        from spamnb.model.journal_view import view
+        from spamnb.persistence.journal_view import view
 
         pending = view(spam_filter, journal, apply_records)
         if pending is not None:
@@ -254,7 +254,7 @@ def replay(spam_filter, model_path, header, arrays=None):
 def apply_records(spam_filter, journal, scores=True, tail=True):
     """Apply ``journal``'s records to ``spam_filter`` (:func:`replay`; ``scores``
     False: their held-out scores left out, counted already by a
-    ``spamnb.model.journal_view.JournalView``, ``tail`` False: a damaged tail
+    ``spamnb.persistence.journal_view.JournalView``, ``tail`` False: a damaged tail
     warned of already); a record that does not fit stops it, with a warning."""
     deltas.lazy_ages(spam_filter)
     ledger = deltas.ledger_for(spam_filter)
@@ -373,7 +373,7 @@ def _writer_active(journal):
     is incomplete until it is acknowledged, and is no damage to warn of."""
     import fcntl
 
-    from spamnb.model.store import holds_lock
+    from spamnb.persistence.store import holds_lock
 
     real = journal.path[:-len(SUFFIX)]
     if holds_lock(real):   # this process is the writer: the tail is no append in progress
@@ -409,7 +409,7 @@ def append(journal, transactions):
     by the load of the model it extends), fsynced; a damaged tail is cut off
     first, and a journal that is missing or stale is replaced by a new one.
     Returns the journal's size."""
-    from spamnb.model.store import replace_file
+    from spamnb.persistence.store import replace_file
 
     path = journal.path
     if journal.status == "ok" and journal.end is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 
-from spamnb.model.labels import is_spam_label
+from spamnb.estimator.labels import is_spam_label
 
 __all__ = ["FEATURE_NAMES", "FeatureModel", "message_features", "raw_message_features",
            "DEFAULT_VAR_SMOOTHING", "DEFAULT_WEIGHT"]

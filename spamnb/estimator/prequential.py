@@ -11,7 +11,7 @@ halves them once a class holds ``MAX_COUNT``: the cutoffs follow the model
 as it is now, not as it was when it was young).
 
 :meth:`ScoreHistogram.cutoffs` applies the rule of ``spamnb train``'s
-cross-validated cutoffs (``spamnb.model.calibrate.choose_cutoffs``) to the
+cross-validated cutoffs (``spamnb.estimator.calibrate.choose_cutoffs``) to the
 histogram once it holds ``calibrate.min_ham_for(target_fpr)`` ham (1,000 for
 the default 0.1 %) and ``calibrate.MIN_SPAM`` spam.  Before that the evidence
 is thin and the cutoffs are conservative (:meth:`ScoreHistogram.thin_cutoffs`):
@@ -39,13 +39,12 @@ from __future__ import annotations
 import math
 from array import array
 
+from spamnb.estimator.defaults import HELD_OUT_BIN_WIDTH, HELD_OUT_BINS, HELD_OUT_HIGH, HELD_OUT_LOW
+
 __all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores",
            "THIN_SPAM_LOG_ODDS", "THIN_HAM_LOG_ODDS", "refit_cutoffs", "start_cutoffs"]
 
-LOW = -64.0
-HIGH = 64.0
-BIN_WIDTH = 0.25
-N_BINS = int((HIGH - LOW) / BIN_WIDTH)      # 512
+LOW, HIGH, BIN_WIDTH, N_BINS = HELD_OUT_LOW, HELD_OUT_HIGH, HELD_OUT_BIN_WIDTH, HELD_OUT_BINS   # 512 bins
 MAX_COUNT = 20_000.0                         # a class's evidence is halved past this many messages
 # A score counts only when the model that gave it had learned this many messages of
 # each class: a model of one class (a folder of ham learned before any spam) gives
@@ -120,8 +119,8 @@ class ScoreHistogram:
     def cutoffs(self, target_fpr=None, max_unsure=None, margin=None):
         """``(spam log-odds, ham log-odds, rule)``: fitted when there is evidence
         enough, else :meth:`thin_cutoffs`."""
-        from spamnb.model import calibrate
-        from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS
+        from spamnb.estimator import calibrate
+        from spamnb.estimator.defaults import DEFAULT_HAM_LOG_ODDS
 
         target_fpr = calibrate.DEFAULT_TARGET_FPR if target_fpr is None else target_fpr
         max_unsure = calibrate.DEFAULT_MAX_UNSURE if max_unsure is None else max_unsure
@@ -166,9 +165,9 @@ class ScoreHistogram:
         counted grows to what a fit needs; the spam cutoff over every ham score
         counted (+ ``margin``), never above ``calibrate.MAX_LOG_ODDS``.  With
         little evidence a cutoff stays on the safe side."""
-        from spamnb.model import calibrate
-        from spamnb.model.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
-        from spamnb.model.verdict import logit
+        from spamnb.estimator import calibrate
+        from spamnb.estimator.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
+        from spamnb.estimator.verdict import logit
 
         target_fpr = calibrate.DEFAULT_TARGET_FPR if target_fpr is None else target_fpr
         margin = calibrate.DEFAULT_MARGIN if margin is None else margin
@@ -194,7 +193,7 @@ def cutoffs_from(spam_filter):
     """Where a filter's cutoffs came from: "train" (cross-validated by ``fit``),
     "held-out" (fitted here on the scores learned messages had before each
     was learned), "given" or "defaults"."""
-    from spamnb.model.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
+    from spamnb.estimator.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
 
     if spam_filter.cutoff_source_ is not None:
         return spam_filter.cutoff_source_
@@ -230,7 +229,7 @@ def refit_cutoffs(spam_filter):
     cutoffs from ``train`` or given by the user stay.  Returns True when they
     changed.  A function of the histogram alone: a forget that takes a
     learn's score back gives the cutoffs back."""
-    from spamnb.model.verdict import Cutoffs, probability
+    from spamnb.estimator.verdict import Cutoffs, probability
 
     source = cutoffs_from(spam_filter)
     if source not in ("defaults", "held-out") or (source == "defaults" and spam_filter.held_out_ is None):
