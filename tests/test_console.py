@@ -507,6 +507,36 @@ def test_the_page_holds_the_first_history_page_for_a_logged_in_browser(console):
     assert status == 200 and b'id="boot"' not in page and answer.getheader("Cache-Control") == "no-cache"
 
 
+def test_nothing_of_the_page_holds_its_first_paint_and_the_csp_stays_strict(console):
+    """GET / (with a session and without): its style inline in the head, no
+    style sheet to fetch before the first paint, allowed by the SHA-256 of
+    its exact text in the Content-Security-Policy (no 'unsafe-inline', no
+    other inline style); the script the console's own file, loaded async as
+    the body's last element, after the drawn rows and the data block."""
+    import base64
+    import hashlib
+
+    client = Client(console)
+    assert client.login("admin")[0] == 200
+    for who in (client, Client(console)):
+        status, page, answer = who.request("GET", "/")
+        text = page.decode()
+        csp = answer.getheader("Content-Security-Policy")
+        assert status == 200 and "unsafe-inline" not in csp and "unsafe-eval" not in csp
+        assert "<link" not in text and "style=" not in text and text.count("<style") == 1
+        style = re.search(r"<head>.*<style>(.*?)</style>.*</head>", text, re.S).group(1)
+        digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+        style_src = re.search(r"style-src ([^;]*)", csp).group(1).split()
+        assert style_src == ["'self'", f"'sha256-{digest}'"], csp
+        assert re.search(r"script-src 'self';", csp)
+        scripts = re.findall(r"<script[^>]*>", text)
+        assert scripts[-1].startswith('<script src="/static/app.js?v=') and scripts[-1].endswith(" async>")
+        assert re.search(r'<script src="/static/app\.js\?v=[0-9a-f]+" async></script>\s*</body>', text)
+        assert text.index("</main>") < text.rindex("<script"), text[-300:]
+        if who is client:       # the rows and the data block before the script
+            assert text.index('id="history"') < text.index('id="boot"') < text.index("/static/app.js")
+
+
 def test_the_sixth_bad_login_in_a_minute_is_429_and_logged(console):
     client = Client(console)
     answers = [client.login("trainer", "wrong")[0] for _ in range(6)]

@@ -13,12 +13,13 @@ import asyncio
 import hmac
 import json
 import math
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
 from spamnb.console.auth import ROLES, LoginLimiter, Sessions
-from spamnb.console.http import Response
+from spamnb.console.http import STYLE, Response
 
 __all__ = ["Console", "STATIC", "boot_block", "history_table"]
 
@@ -73,6 +74,9 @@ class Console:
         for path in ("/static/app.js", "/static/app.css"):
             digest = hashlib.sha256(self.static[path][0]).hexdigest()[:16]
             page = page.replace(f'"{path}"'.encode(), f'"{path}?v={digest}"'.encode())
+        # the style sheet inline (the CSP allows its text by its hash): nothing for the first paint to wait for
+        page = re.sub(rb'<link rel="stylesheet" href="/static/app\.css[^"]*">',
+                      lambda _: b"<style>" + STYLE.encode() + b"</style>", page, count=1)
         self.static["/"] = (page, self.static["/"][1])
 
     def reload_users(self):
@@ -202,7 +206,8 @@ class Console:
                 "history": {"path": "history?limit=50", "rows": rows, "next": rows[-1]["id"] if rows else None,
                             "dropped": self.history.counters().get("dropped", 0)}}
         page = page.replace(b'<section id="view"></section>', b'<section id="view">' + history_table(rows) + b"</section>", 1)
-        return Response(200, page.replace(b"</body>", boot_block(boot) + b"\n</body>", 1), kind,
+        # the data block before the script's tag (async: it may run as soon as it is read, the block there)
+        return Response(200, page.replace(b"</main>", b"</main>\n" + boot_block(boot), 1), kind,
                         [("Cache-Control", "no-store")])
 
     # ------------------------------------------------------------------ login

@@ -11,16 +11,20 @@ refused before its body was read is answered, then what the client still
 sends is read and thrown away (:data:`LINGER_SECONDS`, :data:`LINGER_BYTES`)
 so the answer is not lost to a reset.  Every
 answer carries the console's security headers (:data:`SECURITY_HEADERS`:
-a Content-Security-Policy that allows only the console's own script and
-style files, no inline script, no frames)."""
+a Content-Security-Policy that allows only the console's own script file,
+its own style sheet given inline in the page (:data:`STYLE`, allowed by the
+hash of its exact text, computed at start-up: no ``'unsafe-inline'``), no
+inline script, no frames)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["Request", "Response", "HttpServer", "SECURITY_HEADERS"]
+__all__ = ["Request", "Response", "HttpServer", "SECURITY_HEADERS", "STYLE", "CSP"]
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 256 * 1024
@@ -30,8 +34,23 @@ TIMEOUT = 15.0
 KEEP_ALIVE = 100
 LINGER_SECONDS = 2.0        # a refused request's body read and thrown away for this long at most ...
 LINGER_BYTES = 16 * 1024 * 1024     # ... and this much at most (then closed)
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-       "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+def _own_style():
+    from importlib import resources
+
+    text = (resources.files("spamnb.console") / "static" / "app.css").read_text(encoding="utf-8")
+    if "<" in text:
+        raise ValueError("the console's style sheet may not hold '<' (it goes inline in the page)")
+    return text
+
+
+# the console's style sheet, put inline in the page's head (an external one would hold the first paint until
+# it is read, even from the cache); the policy allows that one text by its SHA-256, and no other inline style
+STYLE = _own_style()
+STYLE_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode() + "'"
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self' " + STYLE_HASH + "; img-src 'self'; "
+       "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 SECURITY_HEADERS = [("Content-Security-Policy", CSP), ("X-Content-Type-Options", "nosniff"),
                     ("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY"),
                     ("Cross-Origin-Opener-Policy", "same-origin"), ("Cross-Origin-Resource-Policy", "same-origin")]

@@ -490,7 +490,10 @@ async function dashboard() {
 }
 
 window.addEventListener("hashchange", route);
-document.addEventListener("DOMContentLoaded", async () => {
+
+// The script is loaded async at the end of the page: it may run before or after the page is parsed, and
+// nothing of the page's first paint waits for it (the rows are drawn by the console in the HTML).
+async function start() {
   document.getElementById("login-form").addEventListener("submit", login);
   document.getElementById("logout").addEventListener("click", async () => {
     try { await api("logout", { method: "POST", body: "{}" }); } catch (e) { /* logged out anyway */ }
@@ -498,13 +501,15 @@ document.addEventListener("DOMContentLoaded", async () => {
   });
   const boot = document.getElementById("boot");    // a logged-in browser: the session and the first rows in the page
   if (boot) {
-    const data = JSON.parse(boot.textContent);
-    boot.remove();
-    prefetched = { path: data.history.path, answer: Promise.resolve(data.history) };
-    Object.assign(state, data.session);
-    // the console drew the rows in the page: let the browser paint them first, then draw the page with its
-    // links and filters (a frame later: the work of the script is not between the rows and their paint)
-    requestAnimationFrame(() => setTimeout(started, 0));
+    // the console drew the rows in the page: let the browser paint them first, then read the data block and
+    // draw the page with its links and filters (a frame later: no work of the script is before their paint)
+    requestAnimationFrame(() => setTimeout(() => {
+      const data = JSON.parse(boot.textContent);
+      boot.remove();
+      prefetched = { path: data.history.path, answer: Promise.resolve(data.history) };
+      Object.assign(state, data.session);
+      started();
+    }, 0));
     return;
   }
   if (!location.hash || location.hash === "#/" || location.hash === "#/history") {
@@ -517,4 +522,7 @@ document.addEventListener("DOMContentLoaded", async () => {
     Object.assign(state, who);
     started();
   } catch (e) { showLogin(); }
-});
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();
