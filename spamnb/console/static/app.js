@@ -491,6 +491,24 @@ async function dashboard() {
 
 window.addEventListener("hashchange", route);
 
+// ``then`` once the rows the console drew are on the screen: their Element Timing entry (the last row's
+// ``elementtiming``), at most ROWS_WAIT ms; a frame later where the browser has no Element Timing or no rows
+const ROWS_WAIT = 1000;
+function afterRowsShown(then) {
+  let done = false;
+  const go = () => { if (!done) { done = true; setTimeout(then, 0); } };
+  const types = (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes) || [];
+  if (!types.includes("element") || !document.querySelector('[elementtiming="history-rows"]')) {
+    requestAnimationFrame(() => setTimeout(go, 0));
+    return;
+  }
+  const seen = new PerformanceObserver(list => {
+    if (list.getEntries().some(e => e.identifier === "history-rows")) { seen.disconnect(); go(); }
+  });
+  seen.observe({ type: "element", buffered: true });
+  setTimeout(() => { seen.disconnect(); go(); }, ROWS_WAIT);
+}
+
 // The script is loaded async at the end of the page: it may run before or after the page is parsed, and
 // nothing of the page's first paint waits for it (the rows are drawn by the console in the HTML).
 async function start() {
@@ -501,15 +519,16 @@ async function start() {
   });
   const boot = document.getElementById("boot");    // a logged-in browser: the session and the first rows in the page
   if (boot) {
-    // the console drew the rows in the page: let the browser paint them first, then read the data block and
-    // draw the page with its links and filters (a frame later: no work of the script is before their paint)
-    requestAnimationFrame(() => setTimeout(() => {
+    // the console drew the rows in the page: let the browser paint them and show the frame first, then read
+    // the data block and draw the page with its links and filters.  Until the frame is shown the script does
+    // nothing (on a busy machine its work would take the CPU the frame still needs)
+    afterRowsShown(() => {
       const data = JSON.parse(boot.textContent);
       boot.remove();
       prefetched = { path: data.history.path, answer: Promise.resolve(data.history) };
       Object.assign(state, data.session);
       started();
-    }, 0));
+    });
     return;
   }
   if (!location.hash || location.hash === "#/" || location.hash === "#/history") {
