@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,7 +83,8 @@ def _imports(args, model, tmp_path, launcher):
     path = tmp_path / "model.spamnb"
     shutil.copyfile(model, path)
     with open(MESSAGE, "rb") as stdin:
-        proc = subprocess.run([launcher, *args.split(), "-m", path], stdin=stdin, capture_output=True,
+        argv = [str(MESSAGE) if arg == "FILE" else arg for arg in args.split() if arg != "--"]
+        proc = subprocess.run([launcher, *argv, "-m", path], stdin=stdin, capture_output=True,
                               env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1",
                                        PYTHONPATH=str(REPO)), cwd=tmp_path, timeout=60)
     lines = proc.stderr.decode().splitlines()
@@ -189,10 +191,11 @@ atexit.register(lambda: open(os.environ["SPAMNB_TEST_TEARDOWN"], "w").write(f"gc
 
 
 @pytest.mark.parametrize("args, short", [("classify", True), ("classify -p", True), ("classify --json", False),
-                                         ("classify -M", False), ("learn --spam", False)])
+                                         ("classify -M", False), ("learn --spam", True),
+                                         ("learn --spam -- FILE", False)])
 def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path, launcher):
-    """The launcher turns the collector off before the imports; a classify of
-    the one message on stdin runs without it and ends without the
+    """The launcher turns the collector off before the imports; a classify
+    or learn of the one message on stdin runs without it and ends without the
     interpreter's teardown (no exit handler runs), with the verdict and exit
     code of the usual end; every other command turns it back on and ends as usual."""
     path = tmp_path / "model.spamnb"
@@ -201,14 +204,21 @@ def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(HOOK)
     noted = tmp_path / "teardown"
-    with open(MESSAGE, "rb") as stdin:
-        proc = subprocess.run([launcher, *args.split(), "-m", path], stdin=stdin, capture_output=True,
+    message = tmp_path / "message.eml"   # a line of its own: a message the model has not learned
+    message.write_bytes(Path(MESSAGE).read_bytes().rstrip(b"\n") + b"\n\nnot learned before\n")
+    with open(message, "rb") as stdin:
+        argv = [str(message) if arg == "FILE" else arg for arg in args.split() if arg != "--"]
+        proc = subprocess.run([launcher, *argv, "-m", path], stdin=stdin, capture_output=True,
                               env=dict(_env(tmp_path), PYTHONPATH=f"{hooks}{os.pathsep}{REPO}",
                                        SPAMNB_TEST_TEARDOWN=str(noted)), cwd=tmp_path, timeout=60)
     assert proc.returncode == 0 and not proc.stderr, proc
     if args.startswith("classify"):
         assert proc.stdout.startswith(b"spam " if args == "classify" else b"{" if "--json" in args else b"") and (
             b"X-Spamnb-Status: Yes" in proc.stdout if "-p" in args else True), proc.stdout[:200]
+    else:   # the learn's record is in the journal, whole, when the process has ended
+        learned = subprocess.run([launcher, "info", "-m", path], capture_output=True, env=_env(tmp_path),
+                                 cwd=tmp_path, timeout=60)
+        assert learned.returncode == 0 and Path(str(path) + ".journal").stat().st_size > 0, learned
     if short:
         assert not noted.exists()
     else:

@@ -180,8 +180,8 @@ def entry(cold=False):
     to make its numbers enums, which a cold ``spamnb classify`` need not pay for.
 
     ``cold`` (the launcher, bin/spamnb, which turned the cyclic garbage
-    collector off before the imports): a classify of the one message on
-    stdin (:func:`short_run`) runs without the collector, and the process
+    collector off before the imports): a classify, learn or forget of the
+    one message on stdin (:func:`short_run`) runs without the collector, and the process
     ends once stdout and stderr are flushed, without the interpreter's
     teardown (its modules freed one by one, a last collection: a quarter
     of a cold classify's instructions, for a process that is ending);
@@ -217,9 +217,13 @@ _COLD = False   # entry(cold=True): the launcher turned the collector off before
 def short_run(args):
     """Whether ``args`` (the fast reading's) is a run short and small enough
     to need neither the cyclic garbage collector nor the interpreter's
-    teardown: a classify of the one message on stdin (with or without
-    ``-p``; not an mbox, not files, which may hold any number of messages)."""
-    return args.command == "classify" and not args.mbox and args.files in ([], ["-"])
+    teardown: a classify, learn or forget of the one message on stdin (a
+    classify with or without ``-p``; not an mbox, not files, which may hold
+    any number of messages).  A learn ends once its journal record is
+    written, synced and its lock let go: nothing of it waits for the
+    teardown."""
+    return (args.command in FAST_COMMANDS and not getattr(args, "mbox", False)
+            and args.files in ([], ["-"]))
 
 
 def _exit_noted(noted):
