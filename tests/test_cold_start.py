@@ -82,8 +82,12 @@ def launcher(tmp_path_factory):
 def _imports(args, model, tmp_path, launcher):
     path = tmp_path / "model.spamnb"
     shutil.copyfile(model, path)
-    with open(MESSAGE, "rb") as stdin:
-        argv = [str(MESSAGE) if arg == "FILE" else arg for arg in args.split() if arg != "--"]
+    message = Path(MESSAGE)
+    if args.startswith("learn"):   # a line of its own: a learn that learns (the model knows MESSAGE)
+        message = tmp_path / "message.eml"
+        message.write_bytes(Path(MESSAGE).read_bytes().rstrip(b"\n") + b"\n\nnot learned before\n")
+    with open(message, "rb") as stdin:
+        argv = [str(message) if arg == "FILE" else arg for arg in args.split() if arg != "--"]
         proc = subprocess.run([launcher, *argv, "-m", path], stdin=stdin, capture_output=True,
                               env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1",
                                        PYTHONPATH=str(REPO)), cwd=tmp_path, timeout=60)
@@ -102,7 +106,8 @@ def test_the_cold_path_imports_only_what_it_uses(args, model, tmp_path, launcher
     forbidden = sorted(name for name in modules if name.startswith(FORBIDDEN) and (
         name in FORBIDDEN or name.startswith(tuple(f + "." for f in FORBIDDEN))))
     assert not forbidden, forbidden
-    if args.startswith("classify"):   # a writer's context managers are contextlib's, made when first called
+    if args.startswith(("classify", "learn")):   # the lock is a class; other context managers are contextlib's,
+        #                                             made when first called
         names = [line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                  if line.startswith("import time:")]
         after_site = names[names.index("spamnb"):]   # site's .pth files may import them themselves

@@ -62,7 +62,6 @@ import time
 
 from spamnb.errors import LockTimeout, ModelError
 from spamnb.bayes import checks
-from spamnb.estimator.guard import contextmanager   # contextlib's, made when first called
 
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
            "read_model", "map_model", "verify_file", "locked", "resolve"]
@@ -795,8 +794,7 @@ def holds_lock(real):
     return real in _HELD
 
 
-@contextmanager
-def locked(path, wait=None):
+class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as real
     """Hold an exclusive lock for read-modify-write of the model at ``path``.
 
     The lock is ``resolve(path) + ".lock"`` (flock), opened without following
@@ -805,50 +803,67 @@ def locked(path, wait=None):
     most ``wait`` seconds (default ``DEFAULT_WAIT``; ``math.inf``: forever),
     then raises :class:`LockTimeout` naming the holder.  Yields the resolved
     model path (write to that).  Readers need no lock: a model is replaced by
-    rename, so they see the old file or the new one.
+    rename, so they see the old file or the new one.  A class, not
+    ``contextlib.contextmanager``: a cold ``spamnb learn`` takes the lock and
+    imports nothing for it.
     """
-    import fcntl
 
-    wait = DEFAULT_WAIT if wait is None else float(wait)
-    shown = os.fspath(path)
-    real = resolve(path)
-    old = stat_existing(real, shown)
-    lock_path = real + ".lock"
-    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-    # the owner reads and writes the lock whatever the model's mode (a model of mode 000 gave its lock 000:
-    # the owner's next write could not open it); the group and others get the model's read and write bits
-    mode = (stat.S_IMODE(old.st_mode) & 0o066) | 0o600 if old is not None else 0o666
-    flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(lock_path, flags, mode)
-    except OSError as exc:
-        raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ModelError(f"{lock_path}: the model's lock is not a regular file")
-        if st.st_nlink != 1:   # a hard link planted there: writing the pid would truncate another file
-            raise ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
-        if st.st_uid == os.geteuid() and st.st_mode & 0o600 != 0o600:   # left without them (an older spamnb,
-            os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-                    raise LockTimeout(f"{shown}: the model is locked by process {holder} "
-                                      f"(waited {wait:g} s; see --wait)") from None
-                time.sleep(0.02)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        _HELD.add(real)
+    __slots__ = ("path", "wait", "fd", "real")
+
+    def __init__(self, path, wait=None):
+        self.path, self.wait, self.fd, self.real = path, wait, None, None
+
+    def __enter__(self):
+        import fcntl
+
+        path = self.path
+        wait = DEFAULT_WAIT if self.wait is None else float(self.wait)
+        shown = os.fspath(path)
+        real = resolve(path)
+        old = stat_existing(real, shown)
+        lock_path = real + ".lock"
+        os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+        # the owner reads and writes the lock whatever the model's mode (a model of mode 000 gave its lock 000:
+        # the owner's next write could not open it); the group and others get the model's read and write bits
+        mode = (stat.S_IMODE(old.st_mode) & 0o066) | 0o600 if old is not None else 0o666
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            yield real
-        finally:
-            _HELD.discard(real)
+            fd = os.open(lock_path, flags, mode)
+        except OSError as exc:
+            raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ModelError(f"{lock_path}: the model's lock is not a regular file")
+            if st.st_nlink != 1:   # a hard link planted there: writing the pid would truncate another file
+                raise ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
+            if st.st_uid == os.geteuid() and st.st_mode & 0o600 != 0o600:   # left without them (an older spamnb,
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                        raise LockTimeout(f"{shown}: the model is locked by process {holder} "
+                                          f"(waited {wait:g} s; see --wait)") from None
+                    time.sleep(0.02)
             os.ftruncate(fd, 0)
-    finally:
-        os.close(fd)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd, self.real = fd, real
+        _HELD.add(real)
+        return real
+
+    def __exit__(self, *exc):
+        fd, self.fd = self.fd, None
+        try:
+            _HELD.discard(self.real)
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+        return False
