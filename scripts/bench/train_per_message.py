@@ -12,6 +12,7 @@ from the one parse as ``count_variants`` makes them.  CPU time
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -55,4 +56,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or [str(Path(__file__).resolve().parents[3] / "shared" / "corpora" / "spamassassin")])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpora", nargs="*", metavar="CORPUS",
+                        default=[str(Path(__file__).resolve().parents[3] / "shared" / "corpora" / "spamassassin")],
+                        help="corpus roots (default: the shared SpamAssassin corpus next to this repository)")
+    main(parser.parse_args().corpora)
