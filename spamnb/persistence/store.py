@@ -212,10 +212,7 @@ def replace_file(path, write, old=None, mode=None, backup=None):
             _keep_backup(path, os.fspath(backup))
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove_quietly(tmp)
         raise
     _fsync_directory(directory)
     _remove_stale_temporaries(directory, os.path.basename(path))
@@ -277,10 +274,7 @@ def _keep_backup(path, backup):
     try:
         os.replace(tmp, backup)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove_quietly(tmp)
         raise
     _remove_stale_temporaries(directory, os.path.basename(backup))
 
@@ -306,13 +300,19 @@ def _copy_exclusive(path, directory, prefix):
             os.close(source)
     except BaseException:
         os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove_quietly(tmp)
         raise
     os.close(fd)
     return tmp
+
+
+def _remove_quietly(path):
+    """Remove a temporary file of our own that a failed write leaves; one
+    already gone (or a folder that refuses) is no second error."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _remove_stale_temporaries(directory, name):
