@@ -222,8 +222,7 @@ def short_run(args):
     any number of messages).  A learn ends once its journal record is
     written, synced and its lock let go: nothing of it waits for the
     teardown."""
-    return (args.command in FAST_COMMANDS and not getattr(args, "mbox", False)
-            and args.files in ([], ["-"]))
+    return args.command in FAST_COMMANDS and not args.mbox and args.files in ([], ["-"])
 
 
 def _exit_noted(noted):
