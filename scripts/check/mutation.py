@@ -49,7 +49,7 @@ MODULES = {
     "lessons": ("spamnb/shared/lessons.py", None, ["tests/test_shared.py"]),
     "follower": ("spamnb/shared/host.py", ["Follower"], ["tests/test_shared.py"]),
     "milter-edits": ("spamnb/server/milter.py", ["MilterConnection._edits"], ["tests/test_milter.py"]),
-    "headers": ("spamnb/mail/headers.py", None, ["tests/test_header_paths.py", "tests/test_milter.py", "-k",
+    "headers": ("spamnb/mail/headers.py", None, ["tests/test_headers.py", "tests/test_header_paths.py", "tests/test_milter.py", "-k",
                                                  "subject or fields or paths or header", "tests/test_cli.py",
                                                  "tests/test_ledger.py"]),
 }
