@@ -344,3 +344,42 @@ def test_links_to_files_outside_the_tree_are_skipped_unless_followed(tmp_path):
         assert proc.returncode == 0, proc.stderr
         dump = run_spamnb(["dump", "-m", model], tmp_path, cwd=tmp_path).stdout
         assert dump.count(b"qwertysecret") == expected
+
+
+def test_a_message_file_with_an_envelope_line_reads_as_its_mbox_cut(tmp_path, monkeypatch):
+    """reader.file_messages: a file that starts with an envelope line and
+    holds one message (mbox.one_message) is read whole, without cutting
+    it, and gives what cutting it as an mbox gives (the message's bytes
+    and name, the skips): a blank last line, CRLF, a body line starting
+    "From" after text, an envelope line alone or with a blank line only,
+    and a file of two messages (cut as before)."""
+    from spamnb.mail import mbox, reader
+
+    envelope = b"From sender@example.com Mon Jan  1 00:00:00 2024\n"
+    message = b"Subject: hi\nFrom: a@example.com\n\nhello there\n"
+    cases = {
+        "plain": envelope + message,
+        "blank-end": envelope + message + b"\n",
+        "crlf": (envelope + message + b"\n").replace(b"\n", b"\r\n"),
+        "body-from": envelope + message + b"\nFrom the desk of a friend\n",
+        "envelope-only": envelope,
+        "envelope-blank": envelope + b"\n",
+        "envelope-header": envelope + b"X: y",
+        "two": envelope + message + b"\n" + envelope + message,
+        "not-mail": envelope + b"just some words\n",
+    }
+    seen_one = set()
+    for label, data in cases.items():
+        path = tmp_path / label
+        path.write_bytes(data)
+        fast_report, slow_report = CorpusReport(), CorpusReport()
+        fast = list(reader.file_messages(str(path), label, fast_report, False))
+        with monkeypatch.context() as m:   # the general way: the file cut as an mbox
+            m.setattr(reader, "one_message", lambda data: False)
+            slow = list(reader.file_messages(str(path), label, slow_report, False))
+        assert fast == slow, label
+        assert (fast_report.read, fast_report.summary()) == (slow_report.read, slow_report.summary()), label
+        if mbox.one_message(data):
+            seen_one.add(label)
+    assert {"plain", "blank-end", "crlf", "envelope-header"} <= seen_one
+    assert not {"envelope-only", "envelope-blank", "two", "body-from"} & seen_one

@@ -580,6 +580,78 @@ def test_with_pairs_raises_only_the_default_text_budget():
     assert "w0400" not in " ".join(with_pairs(2).tokens(raw))
 
 
+def test_a_stream_takes_its_head_from_the_default_stream():
+    """Tokenizer.stream(message, parsed, like): the paired tokenizer's stream
+    takes the default one's header tokens, HTML converted and text
+    lower-cased from that stream (count_variants' two variants) and is
+    the stream it makes alone: every token, hash, region and the pairs'
+    start; a like of another parse or of a tokenizer with other header
+    settings is not used."""
+    from spamnb.mail.tokenizer import Tokenizer, with_pairs
+    from spamnb.training.corpus import labelled_messages
+
+    plain = Tokenizer()
+    paired = with_pairs(2, plain)
+    messages = [m.data for m in labelled_messages([REPO / "corpora"])]
+    html = (b"Subject: Cheap HTML\nFrom: a@b.example\nContent-Type: text/html\n\n<html><body>"
+            + b"<style>" + b"x" * 8160 + b"</style><p>Buy cheap pills <a href='http://pills.example/x'>now</a>"
+            + b" word" * 600 + b"</p></body></html>\n")
+    multi = (b"Subject: two parts\nFrom: c@d.example\nMIME-Version: 1.0\n"
+             b"Content-Type: multipart/alternative; boundary=XYZ\n\n--XYZ\nContent-Type: text/plain\n\n"
+             + b"Plain WORDS Here " * 300 + b"\n--XYZ\nContent-Type: text/html\n\n<b>Bold</b> "
+             + b"html words " * 400 + b"\n--XYZ--\n")
+    assert len(messages) > 100
+    for data in messages + [html, multi]:
+        parsed = plain.parse(data)
+        first = plain.stream(data, parsed, None, True)
+        taken = paired.stream(data, parsed, first)
+        alone = paired.stream(data)
+        assert first.tokens() == plain.stream(data).tokens()
+        assert taken.tokens() == alone.tokens() and taken.hashes == alone.hashes
+        assert (taken.regions, taken.pairs_start, taken.truncated) == (alone.regions, alone.pairs_start,
+                                                                       alone.truncated)
+    # the HTML past its first 8 KiB (a style block filled them) converted in both, each its own way
+    parsed = plain.parse(html)
+    first = plain.stream(html, parsed, None, True)
+    assert "pills" in first.tokens() and "pills" in paired.stream(html, parsed, first).tokens()
+    # a like of another message, or of a tokenizer whose header tokens differ, is not taken from
+    other = plain.stream(html, plain.parse(html), None, True)
+    assert paired.stream(multi, plain.parse(multi), other).tokens() == paired.stream(multi).tokens()
+    no_names = Tokenizer(header_names=False)
+    unnamed = no_names.stream(multi, no_names.parse(multi), None, True)
+    parsed = plain.parse(multi)
+    assert plain.stream(multi, parsed, unnamed).tokens() == plain.stream(multi).tokens()
+    # a stream made without share keeps nothing
+    assert plain.stream(multi).reuse is None
+
+
+def test_extend_copies_a_streams_head_and_checks_its_prefixes():
+    """TokenStream.extend: the first count occurrences of another stream, the
+    same hashes and strings; refused into a stream not empty, past the
+    pairs, or when the prefix ids mean other prefixes in the other scanner."""
+    one, two, odd = Scanner(), Scanner(), Scanner()
+    for scanner in (one, two):
+        scanner.prefix("subject:")
+    odd.prefix("from:")
+    source = one.stream()
+    source.add_words("Hello world", one.prefix("subject:"))
+    source.add_words("body text here")
+    copy = two.stream()
+    copy.extend(source, 2)
+    assert copy.tokens() == ["subject:Hello", "subject:world"] and list(copy.hashes) == list(source.hashes)[:2]
+    copy.add_words("more")
+    assert copy.tokens()[-1] == "more" and len(copy) == 3
+    with pytest.raises(ValueError):
+        copy.extend(source, 1)   # not empty
+    with pytest.raises(ValueError):
+        odd.stream().extend(source, 2)   # "subject:" is another prefix there
+    with pytest.raises(ValueError):
+        two.stream().extend(source, len(source) + 1)
+    source.add_pairs(2, one.prefix("pair:"))
+    with pytest.raises(ValueError):
+        two.stream().extend(source, len(source))
+
+
 def test_one_parse_serves_a_tokenizer_and_its_pairs():
     """Tokenizer.stream(message, parsed): a parse by a tokenizer that
     parses_as this one gives the stream of the message alone, for the

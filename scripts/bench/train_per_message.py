@@ -1,10 +1,20 @@
 #!/usr/bin/env python3
-"""What ``spamnb train`` spends on each message before counting it, in CPU
-microseconds a message, one step at a time over a whole corpus held in
-memory (read once first): its cross-validation fold (``fold_of``), its
-near-duplicate key, its ledger digest, the parse, and the token stream of
+"""What ``spamnb train`` spends on each message, in CPU microseconds a
+message, one step at a time over a whole corpus held in memory (read once
+first): its cross-validation fold (``fold_of``), its near-duplicate key,
+its ledger digest, the parse, and the token stream of
 the default tokenizer and of the word-pair trial's (``with_pairs(2)``), each
-from the one parse as ``count_variants`` makes them.  CPU time
+from the one parse as ``count_variants`` makes them: the paired stream takes
+the default stream's head of header tokens, HTML converted and text
+lower-cased (``Tokenizer.stream``'s ``like``), and the same made alone is
+printed outside the sum, for comparison.  Before them, reading the files
+(``planning.piece_messages``, as ``train`` reads a partition); after them,
+the whole of ``count_variants`` over the messages in memory as ``train -j
+1`` runs it (partitions, fold spills, both variants: every step above but
+the reading and the near-duplicate key, plus counting) and what is left of
+it beside those steps (counting both variants: the vocabularies, rows and
+fold spills, and the loop).  The stages after counting (held-out scoring,
+the kept filter made and saved) are ``train_stages.py``'s.  CPU time
 (``time.process_time``): less sensitive to a busy machine than wall time.
 
     python scripts/bench/train_per_message.py ../shared/corpora/spamassassin [MORE_CORPORA]
@@ -34,25 +44,54 @@ def main(argv):
     from spamnb.estimator.ledger import train_digest
     from spamnb.training.corpus import labelled_messages
 
+    from spamnb.estimator.calibrate import FoldSpill
+    from spamnb.estimator.counting import DEFAULT_FAN_IN, count_variants, counting_spec
+    from spamnb.model.spam_filter import SpamFilter
+    from spamnb.training.corpus import CorpusReport
+    from spamnb.training.planning import DEFAULT_PARTITION_SIZE, partitions, piece_messages, plan_training
+
     plain = Tokenizer()
     paired = with_pairs(2, plain)
+    spec = counting_spec(SpamFilter())
+    specs = [spec, dict(spec, tokenizer=paired.settings)]
     for corpus in argv:
-        data = [m.data for m in labelled_messages(trees=[corpus])]
+        parts = list(partitions(plan_training([corpus], (), (), CorpusReport(), False, DEFAULT_PARTITION_SIZE),
+                                DEFAULT_PARTITION_SIZE))
+        start = time.process_time()
+        labelled = [(data, is_spam) for part in parts for _name, data, is_spam in piece_messages(part, CorpusReport(),
+                                                                                              False)]
+        read = (time.process_time() - start) / max(1, len(labelled)) * 1e6
+        data = [d for d, _ in labelled]
         parsed = [plain.parse(d) for d in data]
         both = list(zip(data, parsed))
         one = [(d,) for d in data]
+        shared = [(d, p, None, True) for d, p in both]
+        heads = [(d, p, plain.stream(d, p, None, True)) for d, p in both]
         rows = [("fold (fold_of)", per_message(fold_of, one)),
                 ("near-duplicate key", per_message(near_duplicate_key, one)),
                 ("ledger digest (train_digest)", per_message(train_digest, one)),
                 ("parse", per_message(plain.parse, one)),
-                ("token stream, default tokenizer", per_message(plain.stream, both)),
-                ("token stream, with_pairs(2)", per_message(paired.stream, both))]
+                ("token stream, default tokenizer", per_message(plain.stream, shared)),
+                ("token stream, with_pairs(2)", per_message(paired.stream, heads))]
+        alone = per_message(paired.stream, both)
+        del heads
+        batches = [labelled[i:i + DEFAULT_PARTITION_SIZE] for i in range(0, len(labelled), DEFAULT_PARTITION_SIZE)]
+        spills = [FoldSpill(10), FoldSpill(10)]
+        start = time.process_time()
+        count_variants(specs, batches, n_folds=10, group=False, fold_spills=spills, fan_in=DEFAULT_FAN_IN)
+        whole = (time.process_time() - start) / max(1, len(labelled)) * 1e6
+        for spill in spills:
+            spill.close()
         print(f"{os.path.basename(os.path.normpath(corpus))}: {len(data)} messages, "
               f"{sum(map(len, data)) / max(1, len(data)):.0f} bytes each on average; load average "
               f"{os.getloadavg()[0]:.1f}")
+        print(f"  {'read (piece_messages)':34s} {read:7.1f} us")
         for name, us in rows:
             print(f"  {name:34s} {us:7.1f} us")
         print(f"  {'all of them':34s} {sum(us for _, us in rows):7.1f} us")
+        print(f"  {'(with_pairs(2) made alone)':34s} {alone:7.1f} us")
+        print(f"  {'count_variants as train -j 1':34s} {whole:7.1f} us")
+        print(f"  {'  of which counting and the loop':34s} {whole - sum(us for name, us in rows if 'near' not in name):7.1f} us")
 
 
 if __name__ == "__main__":

@@ -685,8 +685,13 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
                     if key is not None:
                         fold = first_fold.setdefault(key, fold)
             parsed = first.parse(data) if len(counters) > 1 else None
+            like = None   # the stream before, of the same parse: the next takes its head from it
             for counter, share in zip(counters, shared):
-                counter.count(counter.tokenizer.stream(data, parsed if share else None), is_spam, fold)
+                stream = counter.tokenizer.stream(data, parsed, like, len(counters) > 1) if share else \
+                    counter.tokenizer.stream(data)
+                counter.count(stream, is_spam, fold)
+                like = stream if share else None
+            like = stream = None
             n_messages += 1
             if limit is not None and n_messages > limit and len(counters) > 1:
                 del counters[1:]

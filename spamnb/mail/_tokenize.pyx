@@ -199,6 +199,9 @@ cdef class TokenStream:
     cdef public list regions
     # where add_pairs began (the tokens before it: the stream without pairs), or -1
     cdef public Py_ssize_t pairs_start
+    # what another tokenizer's stream of the same message may take from this
+    # one's making (set and read by spamnb.mail.tokenizer), or None
+    cdef public object reuse
 
     def __cinit__(self):
         self.occ = NULL
@@ -283,6 +286,46 @@ cdef class TokenStream:
         self.local_prefixes.append(text)
         self.local_states.append(_feed(_FNV_OFFSET, text, 0, PyUnicode_GET_LENGTH(text)))
         return _LOCAL_BASE + len(self.local_prefixes) - 1
+
+    def extend(self, TokenStream other, Py_ssize_t count):
+        """Start this stream (new, empty) with the first ``count`` occurrences
+        of ``other``: the same hashes and strings, without scanning again (a
+        tokenizer that gives another's header tokens copies them from that
+        one's stream of the same message).  The prefixes those occurrences
+        use must mean the same in both scanners (ValueError otherwise);
+        ``other``'s stream-local prefixes are copied with them."""
+        cdef Py_ssize_t j, n_texts = 0
+        cdef int32_t p
+        cdef Scanner mine = self.scanner, theirs = other.scanner
+        if self.n or self.texts:
+            raise ValueError("extend starts an empty stream")
+        if not 0 <= count <= other.n:
+            raise ValueError(f"count {count} out of range for {other.n} tokens")
+        if other.pairs_start >= 0 and count > other.pairs_start:
+            raise ValueError("extend copies no word pairs")
+        if mine is not theirs:
+            checked = set()
+            for j in range(count):
+                p = other.occ[j].prefix
+                if p >= _LOCAL_BASE or p in checked:
+                    continue
+                if p >= mine.n_prefixes or mine.prefixes[p] != theirs.prefixes[p]:
+                    raise ValueError("the streams' scanners give prefix ids different meanings")
+                checked.add(p)
+        if other.local_prefixes is not None:
+            self.local_prefixes = list(other.local_prefixes)
+            self.local_states = list(other.local_states)
+            self.local_index = dict(other.local_index)
+        for j in range(count):   # the texts the copied occurrences read (texts are added in order)
+            if other.occ[j].text >= n_texts:
+                n_texts = other.occ[j].text + 1
+        self.texts = other.texts[:n_texts]
+        if count:
+            self._reserve(count)
+            memcpy(self.occ, other.occ, count * sizeof(Occurrence))
+            memcpy(self.hash_buf, other.hash_buf, count * sizeof(uint64_t))
+            self.n = count
+        self._hashes = None
 
     def add_words(self, str text, int prefix=0):
         """Scan ``text`` into words (see the module docstring), each tagged with ``prefix``."""

@@ -209,6 +209,24 @@ def _iter_mbox_lines(stream, max_message_bytes):
 
 
 
+def one_message(data):
+    """True when :func:`iter_mbox` of ``data`` (a whole mbox, at most
+    :data:`MAX_MESSAGE_BYTES`) gives one message, ``data`` itself but a blank
+    last line (what a message file that starts with an envelope line is,
+    most of the time), found without cutting it: no other ``From`` line at
+    a line's start, and more than the envelope line (a blank last line
+    aside).  False: cut it (:func:`split_mbox`)."""
+    if data[:5] != b"From " or len(data) > MAX_MESSAGE_BYTES or data.find(b"\nFrom ") >= 0:
+        return False
+    end = len(data)   # _iter_mbox_buffer's test of its one message
+    previous = data.rfind(b"\n", 0, end - 1) + 1
+    last = previous + _MAX_LINE * ((end - previous - 1) // _MAX_LINE)
+    stop = last if data[last:end] in _BLANK else end
+    first = data.find(b"\n", 0, _MAX_LINE)
+    first = _MAX_LINE if first < 0 else first + 1
+    return stop > min(first, end)
+
+
 def message_starts(data):
     """The byte offsets where :func:`iter_mbox` starts a message in ``data`` (a
     whole mbox: bytes or a memory map), in order, without reading it line by

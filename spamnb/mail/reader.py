@@ -37,7 +37,7 @@ import sys
 
 from spamnb.errors import CorpusError, Refused, SkippedInput, TooLarge
 from spamnb.mail import lazy_re
-from spamnb.mail.mbox import is_mbox_start, iter_mbox, iter_mbox_range, looks_like_mail, split_mbox
+from spamnb.mail.mbox import is_mbox_start, iter_mbox, iter_mbox_range, looks_like_mail, one_message, split_mbox
 
 __all__ = ["MAX_MESSAGE_SIZE", "CorpusError", "SkippedInput", "Refused", "TooLarge", "CorpusReport",
            "open_checked", "read_checked", "read_file", "read_message_file", "read_stdin",
@@ -404,7 +404,10 @@ def file_messages(path, name, report, strict):
         os.close(fd)
         fd = None
         if is_mbox_start(data):
-            yield from _mbox_messages(path, name, io.BytesIO(data), report, strict, lambda: data)
+            if one_message(data):   # a message file with an envelope line: itself, as _mbox_messages gives it
+                yield from _mbox_message(path, name, data, report, strict)
+            else:
+                yield from _mbox_messages(path, name, io.BytesIO(data), report, strict, lambda: data)
         elif not data.strip():
             report.skip(path, "empty", strict)
         elif not looks_like_mail(data):

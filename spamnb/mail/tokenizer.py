@@ -334,6 +334,13 @@ class Tokenizer:
         self._p_boundary = self._prefix("boundary:")
         self._p_mail = self._prefix("mail:")
         self._p_pair = self._prefix("pair:")
+        # What the head of a stream (the header tokens, the Subject: words as body words), the HTML
+        # parts' conversion and the lower-cased text parts depend on: every setting but the text
+        # budget and the word pairs.  Two tokenizers with the same key (a tokenizer and its
+        # with_pairs) make them alike, so the second takes them from the first's stream of the same
+        # parse (``stream``'s ``like``).  None for headers="all" (field prefixes met as they come).
+        head = {k: v for k, v in self.settings.items() if k not in ("max_text_chars", "word_pairs")}
+        self._head_key = None if self.headers == "all" else repr(sorted(head.items()))
 
     # -- settings -------------------------------------------------------------
     @property
@@ -402,27 +409,43 @@ class Tokenizer:
         return mine == (other.max_bytes, other.max_depth, other.max_parts, other.fallback_charset,
                         other.max_part_bytes)
 
-    def stream(self, message, parsed=None):
+    def stream(self, message, parsed=None, like=None, share=False):
         """The ``TokenStream`` of one raw message (bytes; str is encoded as UTF-8).
         ``parsed``: the message's :meth:`parse` by this tokenizer or one that
         :meth:`parses_as` it (the parse is not changed: one serves several
-        tokenizers; the stream is the same as without it)."""
+        tokenizers; the stream is the same as without it).  ``share``: the
+        stream keeps what another tokenizer's stream of the same ``parsed``
+        can take from its making (its head of header tokens, the HTML
+        converted, the text lower-cased), until it is dropped; ``like``: such
+        a stream, made by a tokenizer of the same settings but the text
+        budget and the word pairs (a tokenizer and its :func:`with_pairs`):
+        what both make alike is taken from it (the stream is the same as
+        without it; any other ``like`` is not used)."""
         if parsed is None:   # no link and image counts: the stream reads none of the parse's stats
             parsed = _mail.parse(message, self.max_bytes, self.max_depth, self.max_parts,
                                  self.fallback_charset, self.max_part_bytes, False)
         stream = self._scanner.stream()
-        stream.truncated = parsed.truncated
         lower = self.lowercase
         urls = []
-        self._headers(stream, parsed, lower)
-        if self._subject_words:
-            stream.add_field_words(parsed.by_name, _SUBJECT_AS_BODY, lower, self._field_chars)
+        reuse = None if like is None else like.reuse
+        if reuse is not None and reuse[1] is parsed and reuse[0] == self._head_key:
+            stream.extend(like, reuse[2])    # the same header tokens: copied, not made again
+            done = reuse[3]
+        else:
+            self._headers(stream, parsed, lower)
+            if self._subject_words:
+                stream.add_field_words(parsed.by_name, _SUBJECT_AS_BODY, lower, self._field_chars)
+            done = {}
+        # part number -> its text lower-cased, or its HTML converted (first 8 KiB; "all": all of it)
+        if share and self._head_key is not None:
+            stream.reuse = (self._head_key, parsed, len(stream), done)
+        stream.truncated = parsed.truncated
         plain_seen = False
         html_seen = False
         budget = self.max_text_chars or -1
         text_prefix = _mail.text_prefix
         hardened = self._hardened           # False: version 2's tokens (a branch per part)
-        for part in parsed.parts:
+        for number, part in enumerate(parsed.parts):
             if self.mime_tells:
                 self._mime_tells(stream, part)
             text = part.text
@@ -431,10 +454,14 @@ class Tokenizer:
             if part.content_type == "text/html":
                 html_seen = True
                 if hardened:
-                    html = _mail.html_to_text(text[:_HTML_FIRST], lower, self.html_tells)
+                    html = done.get(number)
+                    if html is None:
+                        html = done[number] = _mail.html_to_text(text[:_HTML_FIRST], lower, self.html_tells)
                     if len(text) > _HTML_FIRST and (budget < 0 or len(text_prefix(html.text, budget)) == len(html.text)):
                         # the first 8 KiB did not fill the budget (e.g. a long <style> block first): all of it
-                        html = _mail.html_to_text(text, lower, self.html_tells)
+                        html = done.get(-1 - number)
+                        if html is None:
+                            html = done[-1 - number] = _mail.html_to_text(text, lower, self.html_tells)
                 else:
                     html = _mail.html_to_text(text, lower, self.html_tells)
                 text = html.text
@@ -444,7 +471,10 @@ class Tokenizer:
             else:
                 plain_seen = True
                 if lower:
-                    text = text.lower()
+                    lowered = done.get(number)
+                    if lowered is None:
+                        lowered = done[number] = text.lower()
+                    text = lowered
             if hardened:
                 text = text_prefix(text, budget)     # also drops invisible characters, folds look-alikes
             elif budget >= 0:                        # version 2: one budget across parts, text as it is
