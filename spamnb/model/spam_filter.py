@@ -39,7 +39,8 @@ _probability = verdict.probability
 FORMS = ("whole", "mapped", "following", "scoring")   # SpamFilter.load(form=...): see its docstring
 # the state a filter is given by the modules that build or change it (SpamFilter.set_fitted)
 FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calibration_", "held_out_",
-          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_", "pending_journal_")
+          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_", "pending_journal_",
+          "pair_mixture_")
 
 
 # A filter's state as its journal's replay and its learns in place left it
@@ -340,6 +341,7 @@ class SpamFilter(FilterState):
         self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
         self.held_out_ = None     # scores of learned messages before each was learned (prequential.ScoreHistogram)
         self.cutoff_source_ = None    # "defaults", "train", "given", "held-out"; None: not recorded (cutoffs_from)
+        self.pair_mixture_ = None     # the pair weight chosen on its own mail (estimator.variants.PairMixture), or None
         self.guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.estimator.guard)
 
     def __copy__(self):
@@ -417,6 +419,16 @@ class SpamFilter(FilterState):
         if self._scorer is None:
             self._scorer = scoring.scorer(self)
         return self._scorer
+
+    def pair_scoring(self):
+        """``(pair weight, scale)`` this filter scores with: the log-odds at that
+        ``pair_weight``, times ``scale``.  Its own ``pair_weight`` and 1, or, for a
+        model that chooses its pair weight on its own mail (``pair_mixture_``:
+        ``spamnb.estimator.variants.PairMixture``), the mixture's."""
+        mixture = self.pair_mixture_
+        if mixture is None:
+            return float(self.pair_weight), 1.0
+        return mixture.weight, mixture.scale
 
     def counts_changed(self):
         """Drop the scorer: call after changing the counts, vocabulary or ages in place."""
