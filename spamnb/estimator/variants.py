@@ -325,7 +325,7 @@ class PairWeightMixture:
 
 # ---------------------------------------------------------------- the mixture a learned model carries
 SHIPPED_ETA = 3.0   # rank-scaled:3 (docs/notes/2026-11-29-variant-mixture.md)
-PAIR_MIXTURE_DEFAULT = False   # models that grow by learning get one unless SPAMNB_PAIR_MIXTURE says otherwise
+PAIR_MIXTURE_DEFAULT = True   # models that grow by learning get one unless SPAMNB_PAIR_MIXTURE="0"
 _NW = len(MIXTURE_WEIGHTS)
 _STATE_SIZE = 1 + 2 * _NW + _NW * 2 * N_BINS   # n, losses, spread, counts
 PAIR_MIXTURE_SIZE = _STATE_SIZE

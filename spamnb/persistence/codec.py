@@ -136,9 +136,11 @@ def _pair_mixture(spam_filter, header, arrays):
     the file's, its state read when a learn needs it; or, for a file without
     one, the prior when the model grows by learning and the setting is on
     (``variants.gets_mixture``), else None."""
+    stored = header["pair_mixture"]
+    if stored is None and spam_filter.cutoff_source_ != "held-out":   # not one that grows by learning
+        return None
     from spamnb.estimator import variants
 
-    stored = header["pair_mixture"]
     if stored is None:
         return variants.PairMixture(float(spam_filter.pair_weight)) if variants.gets_mixture(spam_filter) else None
 

@@ -186,9 +186,11 @@ def _check(header, arrays):
 
 
 def _check_mixture(header, arrays):
+    mixture, state = header["pair_mixture"], arrays["pair_mixture"]
+    if mixture is None and not state:   # a model without one (no import: the cold classify's path)
+        return
     from spamnb.estimator.variants import PAIR_MIXTURE_SIZE
 
-    mixture, state = header["pair_mixture"], arrays["pair_mixture"]
     if state is not None and len(state) not in (0, PAIR_MIXTURE_SIZE):
         raise ValueError(f"the pair-weight mixture is not {PAIR_MIXTURE_SIZE} numbers")
     if mixture is None:
