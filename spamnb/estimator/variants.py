@@ -35,10 +35,16 @@ while better on Enron-Spam in each (docs/accuracy.md, "Settings that
 travel").  :class:`PairWeightMixture` (below) moves smoothly instead of
 flipping; with the ranking loss it wins Enron-Spam's orders and, unscaled,
 loses three of SpamAssassin's five by less; rescaled (``rescale``) it is no
-worse than the shipped weight on both (``cross_corpus.py --variants``).
-Neither is shipped: not in the model file nor in ``spamnb learn``'s path;
-the online harness (``run_online(..., variants=...)``) and the tuning
-script measure them.
+worse than the weight 0.5 on both (``cross_corpus.py --variants``).  The
+online harness (``run_online(..., variants=...)``) and the tuning script
+measure these.
+
+:class:`PairMixture` is the rescaled ranking mixture at ``eta`` 3 as a
+learned model ships it: pure Python, its state in the model file (schema 8)
+and each learn's two held-out scores in the journal
+(``spamnb.persistence.deltas`` PAIR_SCORES), its weight and scale applied by
+every scorer (``SpamFilter.pair_scoring``); docs/accuracy.md, "A learned
+model's pair weight, chosen on its own mail".
 """
 
 from __future__ import annotations
