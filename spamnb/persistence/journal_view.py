@@ -301,9 +301,18 @@ class JournalView(FileScorer):
         """This view scoring at ``pair_weight`` (a learned model's pair-weight
         mixture, ``spamnb.estimator.scoring.kernel``): a copy for scoring only."""
         other = object.__new__(type(self))
-        other.__dict__.update(self.__dict__)
-        other.pair_weight, other._last = float(pair_weight), None
+        other._weigh(self, pair_weight)
         return other
+
+    def _weigh(self, base, pair_weight):
+        """This (new) view made ``base`` scoring at ``pair_weight`` (:meth:`weighted`)."""
+        import _thread
+
+        for name in self._SHARED + ("learns", "n_features", "log_prior"):
+            setattr(self, name, getattr(base, name))
+        self.pair_weight = float(pair_weight)
+        self._lock, self._state = _thread.RLock(), "done"   # never replayed: a copy for scoring
+        self._last = self._ids = None
 
     def _numbering(self):
         """Each recorded occurrence's token id (distinct tokens numbered in the
