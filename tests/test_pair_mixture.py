@@ -196,14 +196,14 @@ def test_a_forget_leaves_the_mixture_as_it_was(tmp_path, monkeypatch):
     """A forget (or a relabel) takes the message's counts and held-out score back, not its share of
     the mixture's loss (docs/accuracy.md says why): the replay and the model whole still agree."""
     monkeypatch.setenv("SPAMNB_PAIR_MIXTURE", "1")
-    items = _sample_order(170)
+    items = _sample_order()
     path = tmp_path / "model.spamnb"
     with session(path) as s:
         for p, spam in items:
             s.learn(p.read_bytes(), spam, Tally())
     learned = SpamFilter.load(path)
     n = learned.pair_mixture_.n
-    assert n > 0
+    assert n > 0 and learned.pair_scoring()[0] != LEARNED_PAIR_WEIGHT
     p, spam = items[-1]
     with session(path) as s:
         s.forget(p.read_bytes(), spam, Tally())
@@ -211,3 +211,21 @@ def test_a_forget_leaves_the_mixture_as_it_was(tmp_path, monkeypatch):
     assert after.pair_mixture_.n == n and after.pair_scoring() == learned.pair_scoring()
     assert SpamFilter.load(path, mapped=True).pair_scoring() == after.pair_scoring()
     assert math.isfinite(after.classify(p.read_bytes()).log_odds)
+
+
+def test_a_pruned_model_keeps_its_pair_weight(tmp_path, monkeypatch):
+    """``spamnb prune`` (and the automatic expiry, the same prune) keeps the mixture: the weight a
+    model chose on its mail does not go back to 0.5 when its rare tokens go."""
+    from spamnb.model.lifecycle import prune
+
+    monkeypatch.setenv("SPAMNB_PAIR_MIXTURE", "1")
+    path = tmp_path / "model.spamnb"
+    with session(path) as s:
+        for p, spam in _sample_order():
+            s.learn(p.read_bytes(), spam, Tally())
+    learned = SpamFilter.load(path)
+    assert learned.pair_mixture_.n > 0 and learned.pair_scoring()[0] != LEARNED_PAIR_WEIGHT
+    pruned, dropped = prune(learned, target_size=learned.vocabulary_.n_features // 2)
+    assert dropped > 0 and pruned.pair_scoring() == learned.pair_scoring()
+    pruned.save(tmp_path / "pruned.spamnb")
+    assert SpamFilter.load(tmp_path / "pruned.spamnb").pair_scoring() == learned.pair_scoring()
