@@ -229,3 +229,28 @@ def test_a_pruned_model_keeps_its_pair_weight(tmp_path, monkeypatch):
     assert dropped > 0 and pruned.pair_scoring() == learned.pair_scoring()
     pruned.save(tmp_path / "pruned.spamnb")
     assert SpamFilter.load(tmp_path / "pruned.spamnb").pair_scoring() == learned.pair_scoring()
+
+
+def test_evaluate_online_grows_the_learned_model_with_its_mixture(tmp_path, monkeypatch):
+    """``spamnb evaluate --online`` grows a model as ``spamnb learn`` does: its pair weight chosen on
+    the stream (the figures of the harness with PairMixture); SPAMNB_PAIR_MIXTURE=0: the weight 0.5."""
+    import json
+
+    from spamnb.evaluation.online import online_figures, order_messages, run_online
+    from spamnb.training.corpus import labelled_messages
+
+    figures = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("SPAMNB_PAIR_MIXTURE", setting)
+        report = tmp_path / f"{setting}.json"
+        proc = run_spamnb(["evaluate", "--online", "--json", report, SAMPLE_CORPUS], text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert ("pair weight chosen on the stream's own mail" in proc.stdout) == (setting == "1")
+        figures[setting] = json.loads(report.read_text())["figures"]
+    items = labelled_messages(trees=[str(SAMPLE_CORPUS)])
+    order, _used = order_messages([m.relpath for m in items], [m.data for m in items], "auto")
+    y = [items[i].is_spam for i in order]
+    harness = run_online([items[i].data for i in order], y, variants=PairMixture())
+    expected = online_figures(harness)["one_minus_roca_percent"]
+    assert figures["1"]["one_minus_roca_percent"] == pytest.approx(expected, rel=1e-12)
+    assert figures["1"]["one_minus_roca_percent"] != figures["0"]["one_minus_roca_percent"]

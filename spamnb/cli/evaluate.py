@@ -251,7 +251,7 @@ def run_online_command(args):
 
         if mixture_setting():   # as learned_model: the pair weight chosen on the stream's own mail
             options["variants"] = PairMixture(LEARNED_PAIR_WEIGHT)
-            feedback += ", pair weight chosen on the stream (SPAMNB_PAIR_MIXTURE)"
+            feedback += ", the pair weight chosen on the stream's own mail"
     print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "
           f"{report.summary()}")
     try:
