@@ -254,3 +254,43 @@ def test_evaluate_online_grows_the_learned_model_with_its_mixture(tmp_path, monk
     expected = online_figures(harness)["one_minus_roca_percent"]
     assert figures["1"]["one_minus_roca_percent"] == pytest.approx(expected, rel=1e-12)
     assert figures["1"]["one_minus_roca_percent"] != figures["0"]["one_minus_roca_percent"]
+
+
+def test_a_damaged_mixture_state_is_a_model_error_when_a_learn_reads_it():
+    """The state is read when a learn needs it: numbers no learn writes (a scale out of range, a
+    negative count) are a ModelError then, as a damaged model file is, never a score of infinity."""
+    from spamnb.errors import ModelError
+
+    mixture = PairMixture()
+    for spam, words, pairs in _stream(300):
+        mixture.add(words, pairs, spam)
+    state = mixture.to_array()
+    state[1 + len(mixture.losses) + 4] = 1e300      # the centre weight's spread: the scale explodes
+    for bad in (state, state[:-1]):
+        stored = PairMixture.stored(mixture.centre, mixture.weight, mixture.scale, mixture.n, lambda: bad)
+        with pytest.raises(ModelError, match="pair-weight mixture is damaged"):
+            stored.add(1.0, 2.0, True)
+
+
+def test_a_journal_record_of_pair_scores_out_of_range_stops_the_replay(tmp_path, monkeypatch):
+    """A PAIR_SCORES record whose scale is infinite (or weight out of [0, 1]) is a record that does not
+    fit: the replay stops there with a warning, the journal view leaves it to the replay, and the model
+    scores with the weight it had, never with an infinite scale."""
+    from spamnb.errors import JournalWarning
+    from spamnb.persistence import deltas
+
+    monkeypatch.setenv("SPAMNB_PAIR_MIXTURE", "1")
+    path = tmp_path / "model.spamnb"
+    with session(path) as s:
+        for p, spam in _sample_order(120):
+            s.learn(p.read_bytes(), spam, Tally())
+    SpamFilter.load(path).save(path)        # folded: the next records are the journal's only ones
+    os.unlink(str(path) + ".journal") if os.path.exists(str(path) + ".journal") else None
+    before = SpamFilter.load(path).pair_scoring()
+    with session(path) as s:
+        s.transactions.append(deltas.encode_pair_scores(1, 1.0, 2.0, 0.5, math.inf))
+    for form in ({}, {"mapped": True}):
+        with pytest.warns(JournalWarning, match="does not fit"):
+            loaded = SpamFilter.load(path, **form)
+            assert loaded.pair_scoring() == before
+            assert math.isfinite(loaded.classify(b"Subject: hello\n\nhello there").log_odds)

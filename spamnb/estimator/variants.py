@@ -409,14 +409,21 @@ class PairMixture:
         self.spread = state[1 + _NW:1 + 2 * _NW]
         self.counts = state[1 + 2 * _NW:]
         self._settle()
+        if not (0.0 < self.scale < 1e6 and 0.0 <= self.weight <= 1.0):
+            raise ValueError("a pair-weight mixture's state gives a scale or weight out of range")
 
     def state(self):
         """Read the state a :meth:`stored` mixture left unread, and apply the
         journal's records noted meanwhile (:meth:`note`).  Returns self."""
         if self.counts is None:
             loader, pending = self._loader, self._pending
+            try:
+                self._set_state(loader())
+            except ValueError as exc:   # a crafted or damaged file: its checksum holds, its numbers do not
+                from spamnb.errors import ModelError
+
+                raise ModelError(f"the model's pair-weight mixture is damaged ({exc})") from None
             self._loader, self._pending = None, []
-            self._set_state(loader())
             for words, pairs, spam in pending:
                 self.add(words, pairs, spam)
         return self

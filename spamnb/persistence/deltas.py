@@ -33,7 +33,7 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
            "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
-           "note_pair_scores"]
+           "note_pair_scores", "pair_scores_fit"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
@@ -192,6 +192,12 @@ def encode_pair_scores(cls, words, pairs, weight, scale):
     return _PAIR_SCORES.pack(OP_PAIR_SCORES, cls, words, pairs, weight, scale)
 
 
+def pair_scores_fit(words, pairs, weight, scale):
+    """Whether a PAIR_SCORES record's numbers are ones a learn writes (the
+    scores not NaN, the weight in [0, 1], the scale positive and finite)."""
+    return words == words and pairs == pairs and 0.0 <= weight <= 1.0 and 0.0 < scale < 1e6
+
+
 def note_pair_scores(spam_filter, cls, words, pairs, weight, scale):
     """A PAIR_SCORES record replayed: counted by the filter's pair-weight mixture
     (``PairMixture.note``); a filter without one gets the mixture's prior first
@@ -279,8 +285,8 @@ def apply(spam_filter, ledger, payload, scores=True):
         elif op == OP_PAIR_SCORES:
             _op, cls, words, pairs, weight, scale = _PAIR_SCORES.unpack_from(payload, at)
             at += _PAIR_SCORES.size
-            if cls not in (0, 1):
-                raise ValueError("pair scores of no class")
+            if cls not in (0, 1) or not pair_scores_fit(words, pairs, weight, scale):
+                raise ValueError("pair scores of no class, or out of range")
             if scores:
                 note_pair_scores(spam_filter, cls, words, pairs, weight, scale)
         else:

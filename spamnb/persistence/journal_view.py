@@ -106,7 +106,7 @@ def _parse(payloads):
                 if at + _PAIR_SCORES.size > n:
                     return None
                 _op, cls, words, pairs, weight, scale = _PAIR_SCORES.unpack_from(payload, at)
-                if cls not in (0, 1):
+                if cls not in (0, 1) or not deltas.pair_scores_fit(words, pairs, weight, scale):
                     return None
                 mine.append((op, cls, (words, pairs, weight, scale)))
                 at += _PAIR_SCORES.size
