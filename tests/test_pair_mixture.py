@@ -294,3 +294,18 @@ def test_a_journal_record_of_pair_scores_out_of_range_stops_the_replay(tmp_path,
             loaded = SpamFilter.load(path, **form)
             assert loaded.pair_scoring() == before
             assert math.isfinite(loaded.classify(b"Subject: hello\n\nhello there").log_odds)
+
+
+@pytest.mark.parametrize("field, value", [("weight", 1.5), ("weight", -0.1), ("scale", 0.0), ("scale", 1e7),
+                                          ("n", -1)])
+def test_a_model_file_whose_mixture_header_is_out_of_range_is_refused(tmp_path, field, value):
+    from spamnb.errors import ModelError
+
+    model = learned_model().fit([b"Subject: a\n\nhello there friend", b"Subject: b\n\ncheap pills now"],
+                                [False, True], tune=False)
+    mixture = PairMixture()
+    setattr(mixture, field, value)
+    model.set_fitted(pair_mixture_=mixture)
+    model.save(tmp_path / "model.spamnb")
+    with pytest.raises(ModelError, match="pair-weight mixture"):
+        SpamFilter.load(tmp_path / "model.spamnb")
