@@ -103,6 +103,18 @@ class FilterState:
 
     # a journal a mapped load scored and did not replay (spamnb.persistence.journal_view.JournalView), until replayed
     pending_journal_ = None
+    # the pair weight a model that grows by learning chooses on its own mail (estimator.variants.PairMixture), or None
+    pair_mixture_ = None
+
+    def pair_scoring(self):
+        """``(pair weight, scale)`` this filter scores with: the log-odds at that
+        ``pair_weight``, times ``scale``.  Its own ``pair_weight`` and 1, or, for a
+        model that chooses its pair weight on its own mail (``pair_mixture_``:
+        ``spamnb.estimator.variants.PairMixture``), the mixture's."""
+        mixture = self.pair_mixture_
+        if mixture is None:
+            return float(self.pair_weight), 1.0
+        return mixture.weight, mixture.scale
 
     def replayed(self):
         """The :class:`Replayed` ``(vocabulary, word_counts, ages)`` as they stand:
@@ -341,7 +353,6 @@ class SpamFilter(FilterState):
         self.mapped_file_ = None  # then (the file, open; its arrays' offsets; the index's capacity)
         self.held_out_ = None     # scores of learned messages before each was learned (prequential.ScoreHistogram)
         self.cutoff_source_ = None    # "defaults", "train", "given", "held-out"; None: not recorded (cutoffs_from)
-        self.pair_mixture_ = None     # the pair weight chosen on its own mail (estimator.variants.PairMixture), or None
         self.guard = ReadWriteLock()   # threads: scores together, a learn alone (spamnb.estimator.guard)
 
     def __copy__(self):
@@ -419,16 +430,6 @@ class SpamFilter(FilterState):
         if self._scorer is None:
             self._scorer = scoring.scorer(self)
         return self._scorer
-
-    def pair_scoring(self):
-        """``(pair weight, scale)`` this filter scores with: the log-odds at that
-        ``pair_weight``, times ``scale``.  Its own ``pair_weight`` and 1, or, for a
-        model that chooses its pair weight on its own mail (``pair_mixture_``:
-        ``spamnb.estimator.variants.PairMixture``), the mixture's."""
-        mixture = self.pair_mixture_
-        if mixture is None:
-            return float(self.pair_weight), 1.0
-        return mixture.weight, mixture.scale
 
     def counts_changed(self):
         """Drop the scorer: call after changing the counts, vocabulary or ages in place."""
