@@ -12,8 +12,13 @@ journal removed first, so each learn starts the journal, as
 interpreter beside ``--spamnb`` once.  Prints each count and the ratios
 learn / classify and classify / pass; with ``--model MODEL2`` (a model of
 the same corpus N times as large: ``bench_pipe.py --scale``) the same on it
-and the ratio of its learn to MODEL's.  Instruction counts do not move with
-the machine's load, as wall and CPU times do.
+and the ratio of its learn to MODEL's; with ``--journal``, MODEL's journal
+(``MODEL.journal``) is copied beside the copy before each classify and learn
+instead of the journal removed: a learn that counts the journal's records
+since the model file (a learned model's pair-weight mixture: its state read
+and the records' scores counted), and a classify that scores through them.
+Instruction counts do not move with the machine's load, as wall and CPU
+times do.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ def instructions(argv, stdin, work):
     return total
 
 
-def measure(spamnb, model, messages, work, tag):
+def measure(spamnb, model, messages, work, tag, keep_journal=False):
     copy = Path(work) / f"{tag}.spamnb"
     shutil.copyfile(model, copy)
     journal = Path(str(copy) + ".journal")
@@ -51,8 +56,12 @@ def measure(spamnb, model, messages, work, tag):
     for i, message in enumerate(messages):
         fresh = Path(work) / f"{tag}.{i}.eml"
         fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\ninstructions run {i}\n".encode())
+        if keep_journal:
+            shutil.copyfile(str(model) + ".journal", journal)
         classify = instructions([spamnb, "classify", "-m", str(copy)], message, work)
         journal.unlink(missing_ok=True)
+        if keep_journal:
+            shutil.copyfile(str(model) + ".journal", journal)
         learn = instructions([spamnb, "learn", "--spam", "-q", "-m", str(copy)], str(fresh), work)
         rows.append((Path(message).name, classify, learn))
         print(f"{tag} {Path(message).name}: classify {classify:,}  learn {learn:,}  learn / classify "
@@ -67,6 +76,8 @@ def main(argv=None):
     parser.add_argument("--spamnb", default=str(Path(sys.executable).parent / "spamnb"),
                         help="the spamnb command (default: the one beside this Python)")
     parser.add_argument("--model", dest="large", type=Path, help="a larger model of the same corpus, measured too")
+    parser.add_argument("--journal", action="store_true",
+                        help="each classify and learn with MODEL's journal beside the copy (default: none)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
@@ -74,7 +85,7 @@ def main(argv=None):
         python = str(Path(args.spamnb).resolve().parent / "python3")
         floor = instructions([python, "-c", "pass"], args.messages[0], work)
         print(f"python -c pass: {floor:,}")
-        small = measure(args.spamnb, args.model, args.messages, work, "model")
+        small = measure(args.spamnb, args.model, args.messages, work, "model", args.journal)
         for _name, classify, learn in small:
             print(f"  classify / pass {classify / floor:.2f}, learn / pass {learn / floor:.2f}")
         if args.large:

@@ -163,16 +163,24 @@ def spamnb_verdicts(result):
 
 
 def run_spamnb(datas, y, mode, params, auto_margin, word_pairs=None, pair_weight=None):
-    """spamnb's online run; ``word_pairs`` None and ``pair_weight`` None: a learned model's.
-    The mode's feedback is ``spamnb.evaluation.online.feedback_options``'s, which
-    ``spamnb evaluate --online`` runs too (``--train-on-error --auto-learn``: ``auto``)."""
+    """spamnb's online run; ``word_pairs`` None and ``pair_weight`` None: a learned model's
+    (its pair weight chosen on the stream's own mail, ``spamnb.estimator.variants.PairMixture``,
+    unless ``SPAMNB_PAIR_MIXTURE=0``).  The mode's feedback is
+    ``spamnb.evaluation.online.feedback_options``'s, which ``spamnb evaluate --online`` runs
+    too (``--train-on-error --auto-learn``: ``auto``)."""
     from spamnb.evaluation.online import feedback_options, run_online
     from spamnb.mail.tokenizer import Tokenizer
 
     tokenizer = None if word_pairs is None else Tokenizer(word_pairs=word_pairs)
+    options = feedback_options(mode, auto_margin)
     if pair_weight is not None:
         params = dict(params, pair_weight=pair_weight)
-    return run_online(datas, y, params, tokenizer=tokenizer, **feedback_options(mode, auto_margin))
+    elif word_pairs is None:
+        from spamnb.model import LEARNED_PAIR_WEIGHT, PairMixture, mixture_setting
+
+        if mixture_setting():   # as spamnb learn and evaluate --online grow a learned model
+            options["variants"] = PairMixture(LEARNED_PAIR_WEIGHT)
+    return run_online(datas, y, params, tokenizer=tokenizer, **options)
 
 
 def run_spamnb_average(datas, y, mode, params, auto_margin, window):

@@ -268,12 +268,16 @@ def variants_of(spec):
     1-AUC, ``PairWeightChooser``) or ``mixture[:eta[:prior width[:temperature]]]``
     (``PairWeightMixture``, its log loss), ``rank[:eta[:prior width[:horizon]]]`` (the
     same, its prequential ranking loss, discounted over about ``horizon`` messages);
-    ``rank-scaled:...`` (the same, its scores rescaled to the shipped weight's spread)."""
+    ``rank-scaled:...`` (the same, its scores rescaled to the shipped weight's spread);
+    ``pair-mixture`` (``PairMixture``: what a learned model keeps in its file and
+    ``spamnb learn`` runs, rank-scaled:3 in pure Python)."""
     from spamnb.estimator import variants
 
     name, *values = spec.split(":")
     if name == "chooser":
         return variants.PairWeightChooser()
+    if name == "pair-mixture" and not values:
+        return variants.PairMixture()
     if name in ("mixture", "rank", "rank-scaled"):
         keys = ("eta", "prior_width")
         options = {k: float(v) for k, v in zip(keys, values)}
@@ -552,7 +556,8 @@ def main(argv=None):
                         help="online: only the shipped learned model against the pair weight chosen on the model's "
                              "own stream by each SPEC (chooser: the argmax of the running 1-AUC; "
                              "mixture[:eta[:prior width[:temperature]]]: spamnb.estimator.variants.PairWeightMixture, its log loss; "
-                             "rank[:eta[:prior width[:horizon]]]: the same, its prequential ranking loss), "
+                             "rank[:eta[:prior width[:horizon]]]: the same, its prequential ranking loss; "
+                             "rank-scaled[:...]: the same rescaled; pair-mixture: the one a learned model keeps), "
                              "in each of --modes and each order (with --orders: the mean and paired wins)")
     parser.add_argument("--shuffle", type=int, metavar="SEED", help="online: a random order of each stream")
     parser.add_argument("--orders", type=int, default=0, metavar="N",

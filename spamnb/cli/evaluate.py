@@ -246,6 +246,12 @@ def run_online_command(args):
         feedback = "train on error" + (f", margin {args.margin:g}" if args.margin else "") \
             if args.train_on_error else "full feedback"
         options = {"train_on_error": args.train_on_error, "margin": args.margin}
+    if tokenizer is None:
+        from spamnb.model import LEARNED_PAIR_WEIGHT, PairMixture, mixture_setting
+
+        if mixture_setting():   # as learned_model: the pair weight chosen on the stream's own mail
+            options["variants"] = PairMixture(LEARNED_PAIR_WEIGHT)
+            feedback += ", the pair weight chosen on the stream's own mail"
     print(f"protocol: online (TREC Spam Track), {feedback}, from an empty model; order: {order_used}; "
           f"{report.summary()}")
     try:

@@ -289,6 +289,8 @@ def cmd_info(args):
     print(f"model settings: alpha {spam_filter.alpha!r}, prior {spam_filter.prior}, counts {spam_filter.counts}, "
           f"feature weight {spam_filter.feature_weight!r}, length norm {spam_filter.length_norm!r}, "
           f"pair weight {spam_filter.pair_weight!r}")
+    if spam_filter.pair_mixture_ is not None:   # a learned model's pair weight, chosen on its own mail
+        print(f"pair weight:    {spam_filter.pair_mixture_.describe()}")
     tokenizer = spam_filter.tokenizer_
     print(f"tokenizer:      " + ", ".join(f"{key} {value!r}" for key, value in sorted(tokenizer.settings.items())))
     if tokenizer.version < tokenizer.VERSION:

@@ -12,12 +12,48 @@ from spamnb.estimator import verdict
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.messages import message_bytes
 
-__all__ = ["scorer", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream", "gather",
+__all__ = ["scorer", "kernel", "Scaled", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream", "gather",
            "compact_scorer", "evidence_tokens", "message_features_of"]
 
 
-def scorer(spam_filter):
-    """The single-message ``token_kernels.Scorer`` of a fitted filter (``SpamFilter.classify``):
+def scorer(spam_filter, pair_weight=None):
+    """The single-message scorer of a fitted filter (``SpamFilter.classify``) at the
+    pair weight and scale it scores with (``SpamFilter.pair_scoring``: a scale
+    other than 1 wraps the kernel in :class:`Scaled`), or at ``pair_weight``
+    unscaled when given (a learn's two held-out scores,
+    ``spamnb.estimator.variants``): :func:`kernel`."""
+    weight, scale = spam_filter.pair_scoring()
+    if pair_weight is not None:
+        weight, scale = float(pair_weight), 1.0
+    made = kernel(spam_filter, weight)
+    return made if scale == 1.0 else Scaled(made, scale)
+
+
+class Scaled:
+    """A kernel whose log-odds, joint log-likelihoods and evidence are multiplied
+    by ``scale`` (a learned model's pair-weight mixture keeps its scores on
+    the scale of its centre weight: ``spamnb.estimator.variants.PairMixture``)."""
+
+    __slots__ = ("kernel", "scale")
+
+    def __init__(self, kernel, scale):
+        self.kernel, self.scale = kernel, float(scale)
+
+    def score(self, hashes, n_evidence=0, pairs_start=-1):
+        s = self.scale
+        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = self.kernel.score(hashes, n_evidence, pairs_start)
+        return ([v * s for v in jll], [(i, w * s) for i, w in evidence], n_tokens, n_known, spam_ev * s,
+                ham_ev * s)
+
+    def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
+        s = self.scale
+        log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = self.kernel.verdict_sums(hashes, regions, truncated,
+                                                                                           pairs_start)
+        return log_odds * s, n_tokens, n_known, spam_ev * s, ham_ev * s, part_max * s
+
+
+def kernel(spam_filter, pair_weight):
+    """The single-message ``token_kernels.Scorer`` of a fitted filter at ``pair_weight``:
     over its hash index and log(count + alpha), or, for a model that learned
     or whose journal was replayed in place (``WordCounts.scorer_state``),
     the logs as they are held and the side rows of the tokens new since (no
@@ -26,7 +62,7 @@ def scorer(spam_filter):
     itself (``spamnb.persistence.journal_view``: the message's entries through them)."""
     pending = spam_filter.pending_journal_
     if pending is not None:
-        return pending
+        return pending if pending.pair_weight == pair_weight else pending.weighted(pair_weight)
     vocab, counts, _ages = spam_filter.replayed()   # as replayed, holes and all (spam_filter.Folded)
     if counts is None:
         spam_filter.require_fitted()
@@ -37,11 +73,11 @@ def scorer(spam_filter):
     mapped = spam_filter.mapped_file_
     if mapped is not None and counts.as_loaded and not tail:   # the file's entries are the model's
         return FileScorer(*mapped, vocab.n_features, log_norm, log_prior, COUNT_TRANSFORMS[spam_filter.counts],
-                          float(spam_filter.length_norm), float(spam_filter.pair_weight))
+                          float(spam_filter.length_norm), pair_weight)
     spam_filter.read_whole()   # a model read in part (SpamFilter.load(mapped=True)): its arrays whole now
     return token_kernels.Scorer(vocab.keys, vocab.values, log_count, vocab.n_features, log_norm, log_prior,
                                 COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm), tail,
-                                float(spam_filter.pair_weight), -1 if stride is None else stride)
+                                pair_weight, -1 if stride is None else stride)
 
 
 class FileScorer:
@@ -128,7 +164,7 @@ def transform(spam_filter, messages):
     """Token-count vectors of messages over the fitted vocabulary, as scored (word
     pairs times the filter's ``pair_weight``): CSR (n_messages, n_features)."""
     spam_filter.require_fitted()
-    return _csr(spam_filter, rows(spam_filter, messages, grow=False, pair_weight=spam_filter.pair_weight))
+    return _csr(spam_filter, rows(spam_filter, messages, grow=False, pair_weight=spam_filter.pair_scoring()[0]))
 
 
 def score_many(spam_filter, messages):
@@ -144,6 +180,9 @@ def score_many(spam_filter, messages):
     with np.errstate(invalid="ignore"):
         log_odds = jll[:, 1] - jll[:, 0]
     log_odds[np.isneginf(jll).all(axis=1)] = 0.0  # impossible under both classes: even odds
+    scale = spam_filter.pair_scoring()[1]
+    if scale != 1.0:   # a learned model's pair-weight mixture (Scaled)
+        log_odds = log_odds * scale
     if spam_filter.features_ is not None and spam_filter.feature_weight:
         features = [message_features_of(spam_filter, m) for m in messages]
         log_odds = log_odds + spam_filter.feature_weight * spam_filter.features_.log_likelihood_ratio(features)

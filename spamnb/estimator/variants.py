@@ -35,16 +35,24 @@ while better on Enron-Spam in each (docs/accuracy.md, "Settings that
 travel").  :class:`PairWeightMixture` (below) moves smoothly instead of
 flipping; with the ranking loss it wins Enron-Spam's orders and, unscaled,
 loses three of SpamAssassin's five by less; rescaled (``rescale``) it is no
-worse than the shipped weight on both (``cross_corpus.py --variants``).
-Neither is shipped: not in the model file nor in ``spamnb learn``'s path;
-the online harness (``run_online(..., variants=...)``) and the tuning
-script measure them.
+worse than the weight 0.5 on both (``cross_corpus.py --variants``).  The
+online harness (``run_online(..., variants=...)``) and the tuning script
+measure these.
+
+:class:`PairMixture` is the rescaled ranking mixture at ``eta`` 3 as a
+learned model ships it: pure Python, its state in the model file (schema 8)
+and each learn's two held-out scores in the journal
+(``spamnb.persistence.deltas`` PAIR_SCORES), its weight and scale applied by
+every scorer (``SpamFilter.pair_scoring``); docs/accuracy.md, "A learned
+model's pair weight, chosen on its own mail".
 """
 
 from __future__ import annotations
 
 __all__ = ["PairWeightChooser", "PairWeightMixture", "WEIGHTS", "MIXTURE_WEIGHTS", "N_BINS", "BIN_WIDTH", "LOW",
-           "MIN_CLASS", "MAX_COUNT", "CHOOSE_EVERY", "ranking_loss", "log_loss"]
+           "MIN_CLASS", "MAX_COUNT", "CHOOSE_EVERY", "ranking_loss", "log_loss", "PairMixture", "SHIPPED_ETA",
+           "PAIR_MIXTURE_SIZE", "PAIR_MIXTURE_DEFAULT", "mixture_setting", "gets_mixture",
+           "pair_scores", "held_out_score"]
 
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 LOW = -512.0
@@ -319,3 +327,258 @@ class PairWeightMixture:
         at_centre = float(np.interp(self.centre, self.weights, self.spread))
         at_weight = float(np.interp(self.weight, self.weights, self.spread))
         return at_centre / at_weight if at_weight > 0 and at_centre > 0 else 1.0
+
+
+# ---------------------------------------------------------------- the mixture a learned model carries
+SHIPPED_ETA = 3.0   # rank-scaled:3 (docs/notes/2026-11-29-variant-mixture.md)
+PAIR_MIXTURE_DEFAULT = True   # models that grow by learning get one unless SPAMNB_PAIR_MIXTURE="0"
+_NW = len(MIXTURE_WEIGHTS)
+_STATE_SIZE = 1 + 2 * _NW + _NW * 2 * N_BINS   # n, losses, spread, counts
+PAIR_MIXTURE_SIZE = _STATE_SIZE
+
+
+class PairMixture:
+    """The pair-weight mixture a learned model keeps in its file and applies
+    when it scores (schema version 8): :class:`PairWeightMixture` with the
+    ranking loss, ``eta`` :data:`SHIPPED_ETA`, the prior of width
+    :data:`PRIOR_WIDTH` centred on the model's own ``pair_weight``, and
+    ``rescale``, in pure Python (``array``: a learn of ``spamnb learn``
+    imports no numpy), on the same arithmetic (the histograms' counts are
+    integers or halves of them, so their sums are exact in any order).
+
+    :attr:`weight` and :attr:`scale`: what the model scores with (the
+    log-odds at ``pair_weight = weight`` times ``scale``); with no evidence
+    (:attr:`n` 0) exactly the centre and 1, so a model with the mixture's
+    prior scores as one without it.  :meth:`add` counts a learned message's
+    two held-out scores (log-odds at pair weight 0, and at 1 minus that).
+
+    State (:meth:`to_array`, the model file's array ``pair_mixture``):
+    ``n``, the losses and the sums of |held-out log-odds| of each weight of
+    :data:`MIXTURE_WEIGHTS`, then ``len(MIXTURE_WEIGHTS) x 2 x N_BINS``
+    histogram counts: 18,451 doubles (144 KiB), whatever the mail learned.
+    A model read from its file keeps the state unread (:meth:`stored`: the
+    weight and scale come from the header and from the journal's records)
+    until a learn needs it.
+    """
+
+    __slots__ = ("centre", "n", "losses", "spread", "counts", "weight", "scale", "_log_prior", "_loader",
+                 "_pending")
+
+    def __init__(self, centre=None, state=None):
+        from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
+
+        self.centre = LEARNED_PAIR_WEIGHT if centre is None else float(centre)
+        self._log_prior = [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS]
+        self._loader, self._pending = None, []
+        self._set_state(state)
+
+    @classmethod
+    def stored(cls, centre, weight, scale, n, loader):
+        """A mixture read from a model file: ``weight``, ``scale`` and ``n`` as its
+        header has them, the state read by ``loader()`` (an ``array('d')``) when
+        a learn needs it (:meth:`state`)."""
+        self = cls.__new__(cls)
+        self.centre = float(centre)
+        self._log_prior = [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS]
+        self.weight, self.scale, self.n = float(weight), float(scale), int(n)
+        self.losses = self.spread = self.counts = None
+        self._loader, self._pending = loader, []
+        if not (0.0 <= self.weight <= 1.0 and 0.0 < self.scale < 1e6 and self.n >= 0):
+            raise ValueError("a pair-weight mixture's weight, scale or count is out of range")
+        return self
+
+    def _set_state(self, state):
+        import math
+        from array import array
+
+        if state is None:
+            state = array("d", bytes(8 * _STATE_SIZE))
+        if isinstance(state, memoryview):   # a model file's array
+            raw, state = state, array("d")
+            state.frombytes(raw.cast("B"))
+        else:
+            state = array("d", state)
+        if len(state) != _STATE_SIZE:
+            raise ValueError(f"a pair-weight mixture holds {_STATE_SIZE} numbers, not {len(state)}")
+        if not (min(state) >= 0 and math.isfinite(sum(state))):   # NaN fails both
+            raise ValueError("a pair-weight mixture's state must be finite and >= 0")
+        if state[0] != int(state[0]):
+            raise ValueError("a pair-weight mixture's count of messages must be whole")
+        self.n = int(state[0])
+        self.losses = state[1:1 + _NW]
+        self.spread = state[1 + _NW:1 + 2 * _NW]
+        self.counts = state[1 + 2 * _NW:]
+        self._settle()
+        if not (0.0 < self.scale < 1e6 and 0.0 <= self.weight <= 1.0):
+            raise ValueError("a pair-weight mixture's state gives a scale or weight out of range")
+
+    def state(self):
+        """Read the state a :meth:`stored` mixture left unread, and apply the
+        journal's records noted meanwhile (:meth:`note`).  Returns self."""
+        if self.counts is None:
+            loader, pending = self._loader, self._pending
+            try:
+                self._set_state(loader())
+            except ValueError as exc:   # a crafted or damaged file: its checksum holds, its numbers do not
+                from spamnb.errors import ModelError
+
+                raise ModelError(f"the model's pair-weight mixture is damaged ({exc})") from None
+            self._loader, self._pending = None, []
+            for words, pairs, spam in pending:
+                self.add(words, pairs, spam)
+        return self
+
+    def copy(self):
+        """A mixture of its own (its state read)."""
+        self.state()
+        return PairMixture(self.centre, self.to_array())
+
+    def to_array(self):
+        """The state as the model file keeps it (``array('d')``)."""
+        from array import array
+
+        self.state()
+        out = array("d", [float(self.n)])
+        out.extend(self.losses)
+        out.extend(self.spread)
+        out.extend(self.counts)
+        return out
+
+    def header(self):
+        """What the model file's header keeps of it (``pair_mixture``)."""
+        return {"centre": self.centre, "weight": self.weight, "scale": self.scale, "n": self.n}
+
+    def _settle(self):
+        """:attr:`weight` and :attr:`scale` from the state (as PairWeightMixture.mean and .scale)."""
+        import math
+
+        if self.n <= 0:
+            self.weight, self.scale = self.centre, 1.0
+            return
+        logits = [p - SHIPPED_ETA * loss for p, loss in zip(self._log_prior, self.losses)]
+        top = max(logits)
+        p = [math.exp(v - top) for v in logits]
+        total = math.fsum(p)
+        self.weight = math.fsum(pi / total * w for pi, w in zip(p, MIXTURE_WEIGHTS))
+        at_centre, at_weight = _interp(self.centre, self.spread), _interp(self.weight, self.spread)
+        self.scale = at_centre / at_weight if at_weight > 0 and at_centre > 0 else 1.0
+
+    def note(self, words, pairs, spam, weight, scale):
+        """A journal's record of a learn that counted ``words``, ``pairs`` and left
+        the mixture at ``weight``, ``scale``: counted now when the state is
+        read, else kept for :meth:`state` (a reader that only scores takes the
+        record's weight and scale)."""
+        import math
+
+        if self.counts is not None:
+            return self.add(words, pairs, spam)
+        if not (math.isfinite(words) and math.isfinite(pairs)):
+            return self.weight
+        self._pending.append((words, pairs, spam))
+        self.weight, self.scale, self.n = float(weight), float(scale), self.n + 1
+        return self.weight
+
+    def add(self, words, pairs, spam, weight=1.0):
+        """Count a learned message's held-out scores: ``words`` its log-odds at pair
+        weight 0, ``pairs`` at weight 1 minus ``words`` (``weight`` -1: taken
+        back, as PairWeightMixture.add).  Returns the new weight."""
+        import math
+
+        if not (math.isfinite(words) and math.isfinite(pairs)):
+            return self.weight
+        self.state()
+        spam = bool(spam)
+        bins = []
+        for k, w in enumerate(MIXTURE_WEIGHTS):
+            s = words + w * pairs
+            self.spread[k] += weight * abs(s)
+            b = math.floor((s - LOW) / BIN_WIDTH) if math.isfinite(s) else (0 if s < 0 else N_BINS - 1)
+            bins.append(min(max(int(b), 0), N_BINS - 1))
+        other = 0 if spam else 1
+        counts = self.counts
+        n_other = sum(counts[other * N_BINS:(other + 1) * N_BINS])   # weight 0's row: each row's total
+        if n_other >= MIN_CLASS:
+            for k, b in enumerate(bins):
+                start = (k * 2 + other) * N_BINS
+                below = sum(counts[start:start + b + 1])   # the other class at or below this bin
+                at = counts[start + b]
+                wrong = (n_other - below + 0.5 * at) if spam else (below - at + 0.5 * at)
+                self.losses[k] += weight * (wrong / n_other)
+        low = min(self.losses)
+        for k in range(_NW):
+            self.losses[k] -= low
+        mine = 1 if spam else 0
+        for k, b in enumerate(bins):
+            j = (k * 2 + mine) * N_BINS + b
+            counts[j] = max(0.0, counts[j] + weight)
+        if weight > 0 and sum(counts[mine * N_BINS:(mine + 1) * N_BINS]) > MAX_COUNT:
+            for j in range(len(counts)):
+                counts[j] *= 0.5
+        self.n += 1 if weight > 0 else -1
+        self._settle()
+        return self.weight
+
+    def describe(self):
+        """A line for ``spamnb info``: the weight, the scale, the messages counted."""
+        if self.n <= 0:
+            return f"{self.weight:g} (the prior: no held-out message counted yet)"
+        return (f"{self.weight:.4f}, chosen on the model's own mail ({self.n} held-out messages; "
+                f"log-odds x {self.scale:.4f}, the spread at {self.centre:g})")
+
+
+def mixture_setting():
+    """Whether models that grow by learning choose their pair weight on their own
+    mail: the environment's ``SPAMNB_PAIR_MIXTURE`` ("1" on, "0" off), else
+    :data:`PAIR_MIXTURE_DEFAULT`."""
+    import os
+
+    value = os.environ.get("SPAMNB_PAIR_MIXTURE", "")
+    return PAIR_MIXTURE_DEFAULT if value == "" else value not in ("0", "off", "no")
+
+
+def gets_mixture(spam_filter):
+    """Whether ``spam_filter``, which has no pair-weight mixture, is given one (the
+    prior, :class:`PairMixture`): the setting is on (:func:`mixture_setting`) and it
+    is a model that grows by learning (its cutoffs fitted on its held-out
+    scores, word pairs in its tokens, no message features)."""
+    return (mixture_setting() and spam_filter.cutoff_source_ == "held-out"
+            and spam_filter.tokenizer_.settings.get("word_pairs", 0) > 0 and not spam_filter.feature_weight)
+
+
+def pair_scores(kernel_at, hashes, pairs_start):
+    """A message's two held-out scores: ``(words, pairs)``, its log-odds at pair
+    weight 0 and the difference made by the pairs at weight 1, each from the
+    kernel ``kernel_at(weight)`` gives (``spamnb.estimator.scoring.kernel`` of
+    a filter, or a journal view's); ``words`` may be infinite (then ``pairs`` 0)."""
+    import math
+
+    jll = kernel_at(0.0).score(hashes, 0, pairs_start)[0]
+    words = jll[1] - jll[0]
+    jll = kernel_at(1.0).score(hashes, 0, pairs_start)[0]
+    pairs = jll[1] - jll[0] - words if math.isfinite(words) else 0.0
+    return words, pairs
+
+
+def held_out_score(words, pairs, weight, scale):
+    """The log-odds a model scoring at pair ``weight`` and ``scale`` gives a message
+    whose two held-out scores are ``words``, ``pairs`` (as the online harness
+    computes it: ``spamnb.evaluation.online.OnlineModel``)."""
+    import math
+
+    return (words + weight * pairs) * scale if math.isfinite(words) else words
+
+
+def _interp(x, values):
+    """numpy.interp(x, MIXTURE_WEIGHTS, values) for x within the grid."""
+    grid = MIXTURE_WEIGHTS
+    if x <= grid[0]:
+        return values[0]
+    if x >= grid[-1]:
+        return values[-1]
+    j = 0
+    while grid[j + 1] < x:
+        j += 1
+    if x == grid[j + 1]:
+        return values[j + 1]
+    slope = (values[j + 1] - values[j]) / (grid[j + 1] - grid[j])
+    return slope * (x - grid[j]) + values[j]

@@ -26,6 +26,9 @@ _EXPORTS = {
     "score_stream": ("spamnb.estimator.scoring", "score_stream"),
     "compact_scorer": ("spamnb.estimator.scoring", "compact_scorer"),
     "gather": ("spamnb.estimator.scoring", "gather"),
+    "Scaled": ("spamnb.estimator.scoring", "Scaled"),
+    "PairMixture": ("spamnb.estimator.variants", "PairMixture"),
+    "mixture_setting": ("spamnb.estimator.variants", "mixture_setting"),
     # a message, a label, a verdict
     "message_bytes": ("spamnb.estimator.messages", "message_bytes"),
     "is_spam_label": ("spamnb.estimator.labels", "is_spam_label"),

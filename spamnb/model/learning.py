@@ -38,12 +38,18 @@ class _RecordingFilter:
     def learn(self, message, spam):
         from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
-        from spamnb.estimator import prequential
+        from spamnb.estimator import prequential, scoring
 
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
-        held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: a held-out score
+        if sf.pair_mixture_ is not None:   # the pair weight chosen on its own mail: two held-out scores
+            held_out = _mixture_held_out(sf.pair_mixture_, lambda w: scoring.kernel(sf, w), stream, cls,
+                                         self._ops, prequential.counts_scores(sf.class_count_) if sf.is_fitted
+                                         else False)
+            sf.counts_changed()   # the weight moved: the scorer is made again
+        else:
+            held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: held out
         self.held_out_bin = None
         if held_out is not None:
             from spamnb.estimator.prequential import ScoreHistogram
@@ -141,7 +147,15 @@ class _LightFilter:
         stream = sf.tokenizer_.stream(message_bytes(message))
         hashes = stream.hashes
         self.held_out_bin = None
-        if counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
+        mixture = session.light_mixture()
+        if mixture is not None:   # the pair weight chosen on its own mail: two held-out scores, through the view
+            held_out = _mixture_held_out(mixture, view.weighted, stream, cls, self._ops,
+                                         counts_scores(view.class_count()))
+            if held_out is not None:
+                held_out = _float32(held_out)
+                self.held_out_bin = ScoreHistogram.bin_of(held_out)
+                self._ops.append(deltas.encode_held_out(cls, held_out))
+        elif counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
             jll = view.score(hashes, 0, stream.pairs_start)[0]
             held_out = _float32(jll[1] - jll[0])
             self.held_out_bin = ScoreHistogram.bin_of(held_out)
@@ -241,6 +255,23 @@ class _LightRecordingLedger(_RecordingLedger):
         raise MustReadWhole()
 
 
+def _mixture_held_out(mixture, kernel_at, stream, cls, ops, counts):
+    """A learn's held-out score under a pair-weight mixture (``spamnb.estimator.variants``):
+    None when the model's scores do not count yet (``counts`` False), else
+    the log-odds at the mixture's weight and scale, from the two held-out
+    scores, which the mixture then counts (its weight moves) and a PAIR_SCORES
+    operation records, as the online harness's ``OnlineModel`` does."""
+    from spamnb.estimator.variants import held_out_score, pair_scores
+
+    if not counts:
+        return None
+    words, pairs = pair_scores(kernel_at, stream.hashes, stream.pairs_start)
+    held_out = held_out_score(words, pairs, mixture.weight, mixture.scale)
+    mixture.add(words, pairs, cls)
+    ops.append(deltas.encode_pair_scores(cls, words, pairs, mixture.weight, mixture.scale))
+    return held_out
+
+
 def _float32(value):
     return array("f", (value,))[0]
 
@@ -266,6 +297,7 @@ class Session:
         # the model whole (a relabel, a forget, a compaction, expiry: _read_whole)
         self.view = view
         self._light_ledger = None
+        self._light_mixture = None   # a light session's copy of the pair-weight mixture, with its learns
         if spam_filter.is_fitted and view is None:
             deltas.lazy_ages(spam_filter)
 
@@ -286,6 +318,14 @@ class Session:
             return tuple(self.view.class_count())
         return self.filter.class_count_
 
+    def light_mixture(self):
+        """A light session's pair-weight mixture (``spamnb.estimator.variants.PairMixture``):
+        a copy of the model's (its state read, the journal's records counted),
+        with this session's learns; None for a model without one."""
+        if self._light_mixture is None and self.filter.pair_mixture_ is not None:
+            self._light_mixture = self.filter.pair_mixture_.copy()
+        return self._light_mixture
+
     def _read_whole(self):
         """Leave the light way: the model read whole and its journal replayed
         (``deltas.read_whole``), then this session's records so far applied as
@@ -293,7 +333,7 @@ class Session:
         if self.view is None:
             return
         sf = self.filter
-        self.view = self._light_ledger = None
+        self.view = self._light_ledger = self._light_mixture = None   # the replay counts this session's records
         deltas.read_whole(sf)
         deltas.lazy_ages(sf)
         if self.transactions:
@@ -580,7 +620,12 @@ def learned_model():
     from spamnb.estimator.prequential import start_cutoffs
     from spamnb.model.spam_filter import SpamFilter
 
-    return start_cutoffs(SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT))
+    from spamnb.estimator import variants
+
+    spam_filter = start_cutoffs(SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT))
+    if variants.gets_mixture(spam_filter):   # its pair weight chosen on its own mail (the prior until it learns)
+        spam_filter.set_fitted(pair_mixture_=variants.PairMixture(LEARNED_PAIR_WEIGHT))
+    return spam_filter
 
 
 def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,

@@ -417,6 +417,7 @@ def prune(spam_filter, min_count=None, max_age=None, target_size=None, now=None,
         return spam_filter, 0
     pruned = build_filter(_subset(state, keep))
     pruned.set_fitted(ledger_=spam_filter.ledger_)  # the messages were learned: a later forget still needs their labels
+    pruned.set_fitted(pair_mixture_=spam_filter.pair_mixture_)   # the pair weight chosen on its mail (variants)
     return pruned, dropped
 
 

@@ -39,7 +39,8 @@ _probability = verdict.probability
 FORMS = ("whole", "mapped", "following", "scoring")   # SpamFilter.load(form=...): see its docstring
 # the state a filter is given by the modules that build or change it (SpamFilter.set_fitted)
 FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calibration_", "held_out_",
-          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_", "pending_journal_")
+          "cutoff_source_", "journal_", "source_", "unread_", "mapped_", "mapped_file_", "pending_journal_",
+          "pair_mixture_")
 
 
 # A filter's state as its journal's replay and its learns in place left it
@@ -102,6 +103,18 @@ class FilterState:
 
     # a journal a mapped load scored and did not replay (spamnb.persistence.journal_view.JournalView), until replayed
     pending_journal_ = None
+    # the pair weight a model that grows by learning chooses on its own mail (estimator.variants.PairMixture), or None
+    pair_mixture_ = None
+
+    def pair_scoring(self):
+        """``(pair weight, scale)`` this filter scores with: the log-odds at that
+        ``pair_weight``, times ``scale``.  Its own ``pair_weight`` and 1, or, for a
+        model that chooses its pair weight on its own mail (``pair_mixture_``:
+        ``spamnb.estimator.variants.PairMixture``), the mixture's."""
+        mixture = self.pair_mixture_
+        if mixture is None:
+            return float(self.pair_weight), 1.0
+        return mixture.weight, mixture.scale
 
     def replayed(self):
         """The :class:`Replayed` ``(vocabulary, word_counts, ages)`` as they stand:

@@ -33,6 +33,7 @@ def write(spam_filter, path=None, backup=None):
     vocab = spam_filter.vocabulary_
     blob, offsets = vocab.string_table()
     features = spam_filter.features_
+    mixture = spam_filter.pair_mixture_
     schema.write(path, {
         "spamnb": _package_version(),
         "tokenizer": spam_filter.tokenizer_.settings,
@@ -44,6 +45,7 @@ def write(spam_filter, path=None, backup=None):
         "log_norm": list(log_norm),
         **spam_filter.ages_.fields(),
         "cutoff_source": spam_filter.cutoff_source_,
+        "pair_mixture": mixture.header() if mixture is not None else None,
     }, {
         "keys": vocab.keys,
         "values": vocab.values,
@@ -54,6 +56,7 @@ def write(spam_filter, path=None, backup=None):
         "last_seen": spam_filter.ages_.days(vocab.n_features),
         **_ledger_arrays(spam_filter.ledger_),
         "held_out": spam_filter.held_out_.counts if spam_filter.held_out_ is not None else b"",
+        "pair_mixture": mixture.to_array() if mixture is not None else b"",
     }, backup=backup)
 
 
@@ -103,6 +106,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 
             spam_filter.set_fitted(held_out_=ScoreHistogram(arrays["held_out"]))
         spam_filter.set_fitted(cutoff_source_=header["cutoff_source"])
+        spam_filter.set_fitted(pair_mixture_=_pair_mixture(spam_filter, header, arrays))
     except ModelError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
@@ -125,6 +129,28 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     if replaced and _tries > 0:  # replaced while read: read the new one
         return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
     return spam_filter
+
+
+def _pair_mixture(spam_filter, header, arrays):
+    """The filter's pair-weight mixture (``spamnb.estimator.variants.PairMixture``):
+    the file's, its state read when a learn needs it; or, for a file without
+    one, the prior when the model grows by learning and the setting is on
+    (``variants.gets_mixture``), else None."""
+    stored = header["pair_mixture"]
+    if stored is None and spam_filter.cutoff_source_ != "held-out":   # not one that grows by learning
+        return None
+    from spamnb.estimator import variants
+
+    if stored is None:
+        return variants.PairMixture(float(spam_filter.pair_weight)) if variants.gets_mixture(spam_filter) else None
+
+    def state():
+        fill = getattr(arrays, "fill", None)
+        if fill is not None and "pair_mixture" in getattr(arrays, "unread", ()):
+            fill({"pair_mixture"})
+        return arrays["pair_mixture"]
+
+    return variants.PairMixture.stored(stored["centre"], stored["weight"], stored["scale"], stored["n"], state)
 
 
 def _ledger_arrays(ledger):

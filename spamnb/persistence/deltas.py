@@ -6,9 +6,13 @@ size before, its token hashes, and for LEARN the new tokens' UTF-8 text) and
 RECORD/REMOVE of the ledger of learned messages (RECORD's flags: bit 0
 spam, bit 1 auto-learned; its note: the held-out bin + 1, 0 for none),
 HELD_OUT (a learned message's log-odds before it was learned,
-``spamnb.estimator.prequential``) and HELD_OUT_BACK (one taken back: the
+``spamnb.estimator.prequential``), HELD_OUT_BACK (one taken back: the
 message was relabelled or forgotten, so its score no longer counts under
-its old class).  :func:`apply` runs on a
+its old class) and PAIR_SCORES (a learned model's two held-out scores of
+the message, at pair weight 0 and the difference at 1, as doubles, and the
+weight and scale its pair-weight mixture chose after counting them:
+``spamnb.estimator.variants.PairMixture``; a reader that only scores takes
+those, a learner recounts the scores).  :func:`apply` runs on a
 loaded model what a learn or forget runs, with the recorded hashes; the
 writers' side (:mod:`spamnb.persistence.journal`'s session) runs the same
 functions and encodes them.  Learns change the model in place where it was
@@ -28,12 +32,15 @@ from spamnb.estimator.defaults import new_counts
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
-           "take_back_held_out", "read_whole", "ledger_ops"]
+           "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
+           "note_pair_scores", "pair_scores_fit"]
 
 _TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 _LEDGER = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
 _HELD_OUT = struct.Struct("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
+_PAIR_SCORES = struct.Struct("<BBxxxxxxdddd")   # op, class, words, pairs, the mixture's weight and scale after
 OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2, 3, 4, 5, 6
+OP_PAIR_SCORES = 7
 
 
 def _pad(n):
@@ -181,6 +188,30 @@ def encode_held_out(cls, log_odds, back=False):
     return _HELD_OUT.pack(OP_HELD_OUT_BACK if back else OP_HELD_OUT, cls, log_odds)
 
 
+def encode_pair_scores(cls, words, pairs, weight, scale):
+    return _PAIR_SCORES.pack(OP_PAIR_SCORES, cls, words, pairs, weight, scale)
+
+
+def pair_scores_fit(words, pairs, weight, scale):
+    """Whether a PAIR_SCORES record's numbers are ones a learn writes (the
+    scores not NaN, the weight in [0, 1], the scale positive and finite)."""
+    return words == words and pairs == pairs and 0.0 <= weight <= 1.0 and 0.0 < scale < 1e6
+
+
+def note_pair_scores(spam_filter, cls, words, pairs, weight, scale):
+    """A PAIR_SCORES record replayed: counted by the filter's pair-weight mixture
+    (``PairMixture.note``); a filter without one gets the mixture's prior first
+    (a model saved before it had one, learned by a spamnb that gave it one)."""
+    mixture = spam_filter.pair_mixture_
+    if mixture is None:
+        from spamnb.estimator.variants import PairMixture
+
+        mixture = PairMixture(float(spam_filter.pair_weight))
+        spam_filter.set_fitted(pair_mixture_=mixture)
+    mixture.note(words, pairs, bool(cls), weight, scale)
+    spam_filter.counts_changed()
+
+
 def take_back_held_out(spam_filter, cls, log_odds):
     """Take a held-out score back from class ``cls``'s histogram (a relabel or a forget)."""
     held_out = spam_filter.held_out_
@@ -251,6 +282,13 @@ def apply(spam_filter, ledger, payload, scores=True):
             else:
                 take_back_held_out(spam_filter, cls, log_odds)
             held_out = True
+        elif op == OP_PAIR_SCORES:
+            _op, cls, words, pairs, weight, scale = _PAIR_SCORES.unpack_from(payload, at)
+            at += _PAIR_SCORES.size
+            if cls not in (0, 1) or not pair_scores_fit(words, pairs, weight, scale):
+                raise ValueError("pair scores of no class, or out of range")
+            if scores:
+                note_pair_scores(spam_filter, cls, words, pairs, weight, scale)
         else:
             raise ValueError(f"unknown operation {op}")
     if held_out:
@@ -282,6 +320,8 @@ def ledger_ops(payload):
             at += _LEDGER.size + _pad(_LEDGER.size)
         elif op in (OP_HELD_OUT, OP_HELD_OUT_BACK):
             at += _HELD_OUT.size
+        elif op == OP_PAIR_SCORES:
+            at += _PAIR_SCORES.size
         else:
             raise ValueError(f"unknown operation {op}")
     if at > n:

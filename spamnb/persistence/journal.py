@@ -35,6 +35,9 @@ Layout (little-endian)::
              RECORD/REMOVE <B op, B flags, H note, 16s digest>: the ledger of learned messages
                            (spamnb.estimator.ledger; flags bit 0 spam, bit 1 auto-learned; note: held-out bin + 1)
              HELD_OUT/HELD_OUT_BACK <B op, B class, 2x, f log-odds>: a held-out score counted / taken back
+             PAIR_SCORES   <B op, B class, 6x, d words, d pairs, d weight, d scale>: a learned model's two
+                           held-out scores (pair weight 0, and 1 minus that) and the pair weight and scale
+                           its mixture chose after them (spamnb.estimator.variants.PairMixture)
 
 Replay runs the very operations a learn or forget runs on a loaded model
 (``Vocabulary.add`` with the recorded hashes, ``WordCounts.add``, the

@@ -50,6 +50,7 @@ __all__ = ["JournalView", "view", "learner"]
 _TOKENS = struct.Struct("<BBxxiIIII")   # deltas' LEARN/FORGET head
 _LEDGER_SIZE = 24                       # deltas' RECORD/REMOVE, padded
 _HELD_OUT = struct.Struct("<BBxxf")
+_PAIR_SCORES = struct.Struct("<BBxxxxxxdddd")   # deltas' PAIR_SCORES
 
 
 class _Learn:
@@ -101,6 +102,14 @@ def _parse(payloads):
                     return None
                 mine.append((op, cls, log_odds))
                 at += _HELD_OUT.size
+            elif op == deltas.OP_PAIR_SCORES:
+                if at + _PAIR_SCORES.size > n:
+                    return None
+                _op, cls, words, pairs, weight, scale = _PAIR_SCORES.unpack_from(payload, at)
+                if cls not in (0, 1) or not deltas.pair_scores_fit(words, pairs, weight, scale):
+                    return None
+                mine.append((op, cls, (words, pairs, weight, scale)))
+                at += _PAIR_SCORES.size
             else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
                 return None
         scores.append(mine)
@@ -123,6 +132,11 @@ def view(spam_filter, journal, apply_records):
     if parsed is None:
         return None
     learns, scores = parsed
+    if any(op == deltas.OP_PAIR_SCORES for mine in scores for op, _cls, _v in mine):
+        from spamnb.estimator.prequential import cutoffs_from
+
+        if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
+            return None
     n_base = vocab.n_features
     if counts.n_features_ != n_base:
         return None
@@ -255,6 +269,9 @@ class JournalView(FileScorer):
             return
         for mine in self.scores:
             for op, cls, log_odds in mine:
+                if op == deltas.OP_PAIR_SCORES:
+                    deltas.note_pair_scores(spam_filter, cls, *log_odds)
+                    continue
                 if op == deltas.OP_HELD_OUT:
                     note_held_out(spam_filter, log_odds, cls)
                 else:
@@ -280,6 +297,23 @@ class JournalView(FileScorer):
             return True
 
     # -- scoring ----------------------------------------------------------------
+    def weighted(self, pair_weight):
+        """This view scoring at ``pair_weight`` (a learned model's pair-weight
+        mixture, ``spamnb.estimator.scoring.kernel``): a copy for scoring only."""
+        other = object.__new__(type(self))
+        other._weigh(self, pair_weight)
+        return other
+
+    def _weigh(self, base, pair_weight):
+        """This (new) view made ``base`` scoring at ``pair_weight`` (:meth:`weighted`)."""
+        import _thread
+
+        for name in self._SHARED + ("learns", "n_features", "log_prior"):
+            setattr(self, name, getattr(base, name))
+        self.pair_weight = float(pair_weight)
+        self._lock, self._state = _thread.RLock(), "done"   # never replayed: a copy for scoring
+        self._last = self._ids = None
+
     def _numbering(self):
         """Each recorded occurrence's token id (distinct tokens numbered in the
         order they first occur in the journal) and the number of ids."""

@@ -28,6 +28,14 @@ Versions (the header's ``"version"``; files without it are version 1):
 7. the hyper-parameter ``pair_weight`` in ``params`` (what a word pair's value
    is multiplied by when a message is scored: ``spamnb.estimator.defaults``).
    Older files load with it 1, which is how they scored.
+8. the pair weight a learned model chooses on its own mail
+   (``spamnb.estimator.variants.PairMixture``): the header's
+   ``pair_mixture`` (its ``centre``, the ``weight`` and ``scale`` it scores
+   with, the ``n`` held-out messages counted; null for a model without
+   one) and its state, the array ``pair_mixture`` (18,451 doubles, or
+   empty).  Older files load without it (:mod:`spamnb.persistence.codec`
+   gives a model that grows by learning the mixture's prior, whose weight
+   is its ``pair_weight`` exactly: its scores are unchanged until it learns).
 
 Days are counted from 1970-01-01 (UTC); 0 means "not known".
 
@@ -47,7 +55,7 @@ from spamnb.estimator.defaults import CLASSES
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
 
 FORMAT = "spamnb-model"
-VERSION = 7
+VERSION = 8
 
 # name: (JSON type, first version).  "format", "version" and "classes" are written here.
 FIELDS = {
@@ -63,6 +71,7 @@ FIELDS = {
     "last_learn": (int, 3),           # day it last learned a message
     "max_tokens": ((int, type(None)), 3),  # automatic expiry past this many tokens (null: off)
     "cutoff_source": ((str, type(None)), 5),  # where the cutoffs came from (spamnb.estimator.prequential.SOURCES)
+    "pair_mixture": ((dict, type(None)), 8),  # PairMixture.header() or null (spamnb.estimator.variants)
 }
 # name: (typecode of the array module, first version)
 ARRAYS = {
@@ -77,6 +86,7 @@ ARRAYS = {
     "ledger_labels": ("B", 4),        # ... and their labels, 0 ham, 1 spam
     "held_out": ("d", 5),             # scores of learned messages before each was learned (spamnb.estimator.prequential)
     "ledger_notes": ("H", 6),         # ledger entries: auto-learned (bit 15), held-out bin + 1 (spamnb.estimator.ledger)
+    "pair_mixture": ("d", 8),         # the pair-weight mixture's state (spamnb.estimator.variants.PairMixture), or empty
 }
 
 _LOG_MAX = 710.0       # log of the largest double is ~709.8
@@ -150,6 +160,7 @@ def _check(header, arrays):
         raise ValueError("last-seen days do not match the vocabulary")
     if arrays["held_out"] is not None and len(arrays["held_out"]) not in (0, 2 * 512):
         raise ValueError("the held-out scores are not a histogram of 2 x 512 bins")
+    _check_mixture(header, arrays)
     if header["cutoff_source"] not in (None, "defaults", "train", "given", "held-out"):
         raise ValueError("unknown cutoff source")
     for name in ("class_count", "log_prior", "log_norm"):
@@ -172,6 +183,29 @@ def _check(header, arrays):
     for v in header["log_norm"]:
         if not (_LOG_MIN <= v <= _LOG_MAX or (v == -math.inf and n_features == 0)):
             raise ValueError("bad normalisers")
+
+
+def _check_mixture(header, arrays):
+    mixture, state = header["pair_mixture"], arrays["pair_mixture"]
+    if mixture is None and not state:   # a model without one (no import: the cold classify's path)
+        return
+    from spamnb.estimator.variants import PAIR_MIXTURE_SIZE
+
+    if state is not None and len(state) not in (0, PAIR_MIXTURE_SIZE):
+        raise ValueError(f"the pair-weight mixture is not {PAIR_MIXTURE_SIZE} numbers")
+    if mixture is None:
+        if state:
+            raise ValueError("a pair-weight mixture's state without its header")
+        return
+    if not state:
+        raise ValueError("a pair-weight mixture without its state")
+    for name in ("centre", "weight", "scale", "n"):
+        value = mixture.get(name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise ValueError(f"the pair-weight mixture's {name!r} is missing or not a number")
+    if not (0 <= mixture["centre"] <= 1 and 0 <= mixture["weight"] <= 1 and 0 < mixture["scale"] < 1e6
+            and mixture["n"] >= 0):
+        raise ValueError("the pair-weight mixture's weight, scale or count is out of range")
 
 
 def check_shapes(header, arrays):

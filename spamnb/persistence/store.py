@@ -453,7 +453,8 @@ def map_model(path, max_size=None):
 
 # The arrays a model read by map_model leaves unread until ``arrays.fill()``:
 # the large ones, which a scorer reads a message's entries of with pread.
-ON_DEMAND = frozenset({"keys", "values", "offsets", "strings", "feature_count", "log_count", "last_seen"})
+ON_DEMAND = frozenset({"keys", "values", "offsets", "strings", "feature_count", "log_count", "last_seen",
+                       "pair_mixture"})
 
 
 def _map_once(path, max_size):

@@ -138,7 +138,7 @@ class Overlay(ScorerBase):
         self.log_norm, self.log_prior = tuple(log_norm), tuple(log_prior)
         self.tokenizer = site.filter.tokenizer_
         self.counts, self.length = COUNT_TRANSFORMS[user.counts], float(user.length_norm)
-        self.pair_weight = float(user.pair_weight)
+        self.pair_weight, self.scale = user.pair_scoring()   # a learned model's pair-weight mixture: its weight
         self.cutoffs, self.n_evidence = user.cutoffs, int(user.n_evidence)   # a verdict.Cutoffs
 
     @property
@@ -189,6 +189,10 @@ class Overlay(ScorerBase):
         found, index, logs = found[order], index[order], np.ascontiguousarray(logs[:, order])
         scorer = compact_scorer(array("Q", found.tobytes()), array("d", logs.reshape(-1).tobytes()), self.log_norm,
                                 self.log_prior, self.counts, self.length, self.pair_weight)
+        if self.scale != 1.0:
+            from spamnb.model import Scaled
+
+            scorer = Scaled(scorer, self.scale)
         return scorer, index
 
     def score(self, hashes, n_evidence=0, pairs_start=-1):
