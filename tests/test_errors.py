@@ -168,3 +168,25 @@ def test_the_command_line_maps_errors_once(tmp_path, args, code, text):
     proc = run_spamnb(args, tmp_path, text=True, timeout=60)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.startswith(text) and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_the_classes_a_mail_filter_never_raises_are_made_when_first_named():
+    """The server's, training's, IMAP's, dumps' and shared learning's classes are
+    not made at import (a cold classify would pay for them), and each is made
+    once, the same class however it is named, with its module and name."""
+    code = ("import pickle, sys, spamnb.errors as e\n"
+            "made = sorted(n for n in ('ServerError', 'CannotListen', 'ImapError', 'DumpError', 'OneClassCorpus',"
+            " 'SharedError') if n in vars(e))\n"
+            "from spamnb.errors import CannotListen\n"
+            "assert e.CannotListen is CannotListen and e.ServerError in CannotListen.__mro__\n"
+            "assert CannotListen.__module__ == 'spamnb.errors' and CannotListen.__qualname__ == 'CannotListen'\n"
+            "assert type(pickle.loads(pickle.dumps(e.BrokenPool('x')))) is e.BrokenPool\n"
+            "assert 'SharedError' in dir(e) and 'ImapError' not in vars(e)\n"
+            "try:\n    e.NoSuchError\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit('no error')\n"
+            "print(made)\n")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
