@@ -131,7 +131,6 @@ class JournalWarning(SpamnbWarning):
 
 def _training():
     """The classes of what ``spamnb train`` and the calibration raise."""
-    global OneClassCorpus, CorpusChanged, BrokenPool, ClusterError
 
     class OneClassCorpus(CommandError):
         """A corpus with no spam or no ham, trained without ``--force`` (``EXIT_ONE_CLASS``: 65)."""
@@ -149,10 +148,11 @@ def _training():
     class ClusterError(SpamnbError, ConnectionError):
         """The cluster cannot run this spamnb (not importable there, or another version)."""
 
+    return _named(OneClassCorpus, CorpusChanged, BrokenPool, ClusterError)
+
 
 def _dumps():
     """The classes of a dump's and a merge's token lists."""
-    global DumpError, DuplicateToken
 
     class DumpError(SpamnbError, ValueError):
         """A dump that cannot be read (damaged, truncated, of another format); the
@@ -166,11 +166,11 @@ def _dumps():
             super().__init__(f"token {position} repeats an earlier token")
             self.position = position
 
+    return _named(DumpError, DuplicateToken)
+
 
 def _server():
     """The classes of the server (``spamnb serve``)."""
-    global ProtocolError, ModelUnavailable, ServerError, CannotListen, PidfileError, PidfileHeld, PrivilegeError
-    global TLSError, ConfigError
 
     class ProtocolError(SpamnbError):
         """A request the server answers with ``code`` (a sysexits value, in the
@@ -226,10 +226,12 @@ def _server():
 
         exit_code = 78
 
+    return _named(ProtocolError, ModelUnavailable, ServerError, CannotListen, PidfileError, PidfileHeld, PrivilegeError,
+                  TLSError, ConfigError)
+
 
 def _imap():
     """The classes of IMAP."""
-    global ImapError, LoginRefused, Unreachable
 
     class ImapError(SpamnbError):
         """An IMAP server that refused a command or went away; one line
@@ -246,13 +248,23 @@ def _imap():
         """No connection: host unknown, refused, timed out, or TLS failed
         (certificate; ``EXIT_IMAP_UNREACHABLE``: 69)."""
 
+    return _named(ImapError, LoginRefused, Unreachable)
+
 
 def _shared():
     """The classes of learning shared between hosts (``spamnb.shared``)."""
-    global SharedError
 
     class SharedError(SpamnbError):
         """A ``--shared`` setting or the Redis client is unusable (one line; exit 3)."""
+
+    return _named(SharedError)
+
+
+def _named(*classes):
+    """``{name: class}`` of a group's classes, each named as if defined at the module's top."""
+    for cls in classes:
+        cls.__qualname__ = cls.__name__
+    return {cls.__name__: cls for cls in classes}
 
 
 _GROUPS = {name: make for make, names in (
@@ -262,16 +274,22 @@ _GROUPS = {name: make for make, names in (
                "PrivilegeError", "TLSError", "ConfigError")),
     (_imap, ("ImapError", "LoginRefused", "Unreachable")),
     (_shared, ("SharedError",))) for name in names}
+_MADE = {}   # group -> its classes by name, once made
 
 
 def __getattr__(name):
-    """The classes made on first use (the module's docstring): their group is made once, here."""
+    """The classes made on first use (the module's docstring).  Two threads that
+    name a group first may both make it: ``dict.setdefault`` keeps the first's
+    classes (one step under the interpreter's lock), the other's are dropped
+    unseen, so a name is one class wherever it is used."""
     make = _GROUPS.get(name)
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in globals():
-        make()
-    return globals()[name]
+    made = _MADE.get(make)
+    if made is None:
+        made = _MADE.setdefault(make, make())
+    globals().update(made)
+    return made[name]
 
 
 def __dir__():

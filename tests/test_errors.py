@@ -190,3 +190,19 @@ def test_the_classes_a_mail_filter_never_raises_are_made_when_first_named():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_group_named_first_by_two_threads_is_one_class():
+    """Threads that name a group of classes made on first use at once all get one class for each name."""
+    code = ("import threading, spamnb.errors as e\n"
+            "barrier, seen = threading.Barrier(8), []\n"
+            "def name():\n    barrier.wait()\n    seen.append((e.CannotListen, e.ServerError))\n"
+            "threads = [threading.Thread(target=name) for _ in range(8)]\n"
+            "[t.start() for t in threads]\n[t.join() for t in threads]\n"
+            "assert len(set(seen)) == 1, seen\n"
+            "assert e.CannotListen.__mro__[1] is e.ServerError is seen[0][1]\n")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
