@@ -32,8 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cold_instructions import instructions, launcher_code  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # harness.py
+from harness import callgrind_instructions as instructions, launcher_code  # noqa: E402
 
 
 def imported(python, argv, stdin=None):

@@ -34,24 +34,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-LAUNCH_LINE = re.compile(r"""exec "\$python" -P -c '(.*?)' "\$@"\s*$""", re.S)
-
-
-def launcher_code(venv):
-    """The ``-c`` code of ``VENV/bin/spamnb`` (the shell launcher setup.py installs)."""
-    text = (venv / "bin" / "spamnb").read_text()
-    match = LAUNCH_LINE.search(text)
-    if match is None:
-        raise SystemExit(f"{venv}/bin/spamnb: not the shell launcher (no exec of python -P -c)")
-    return match.group(1)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # harness.py
+from harness import callgrind_instructions as instructions, launcher_code  # noqa: E402
 
 
 def learn_instructions(argv, model, message):
@@ -62,20 +52,6 @@ def learn_instructions(argv, model, message):
         shutil.copyfile(model, copy)
         fresh.write_bytes(message.read_bytes().rstrip(b"\n") + b"\n\nbench_cold_instructions learn\n")
         return instructions([*argv, "-m", str(copy)], fresh)
-
-
-def instructions(argv, stdin=None):
-    """Instructions callgrind counted running ``argv`` (its output discarded)."""
-    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        with open(stdin or os.devnull, "rb") as f:
-            proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv], stdin=f,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp, timeout=600)
-        found = re.search(rb"Collected : (\d+)", proc.stderr)
-        if found is None:
-            raise SystemExit(f"{' '.join(argv[:3])}: no count from callgrind:\n{proc.stderr.decode()[-2000:]}")
-        return int(found.group(1))
 
 
 def main():
