@@ -170,6 +170,16 @@ def test_the_command_line_maps_errors_once(tmp_path, args, code, text):
     assert proc.stderr.startswith(text) and proc.stderr.count("\n") == 1, proc.stderr
 
 
+def _fresh_python(code):
+    """The stdout of ``code`` run by a new interpreter (spamnb not imported yet), which must exit 0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
 def test_the_classes_a_mail_filter_never_raises_are_made_when_first_named():
     """The server's, training's, IMAP's, dumps' and shared learning's classes are
     not made at import (a cold classify would pay for them), and each is made
@@ -184,12 +194,7 @@ def test_the_classes_a_mail_filter_never_raises_are_made_when_first_named():
             "assert 'SharedError' in dir(e) and 'ImapError' not in vars(e)\n"
             "try:\n    e.NoSuchError\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit('no error')\n"
             "print(made)\n")
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
+    assert _fresh_python(code) == "[]"
 
 
 def test_a_group_named_first_by_two_threads_is_one_class():
@@ -201,8 +206,4 @@ def test_a_group_named_first_by_two_threads_is_one_class():
             "[t.start() for t in threads]\n[t.join() for t in threads]\n"
             "assert len(set(seen)) == 1, seen\n"
             "assert e.CannotListen.__mro__[1] is e.ServerError is seen[0][1]\n")
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    _fresh_python(code)
