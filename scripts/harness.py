@@ -24,6 +24,9 @@ which checkout's spamnb it measures before it imports the package.
 - one process per message: ``per_process``, ``quantiles``,
   ``paired_ratio``; clients in threads: ``concurrently``
   (scripts/bench/bench_serve.py, bench_readme.py);
+- a cold process in callgrind's instructions: ``launcher_code`` (the
+  Python line a venv's ``bin/spamnb`` runs), ``callgrind_instructions``
+  (scripts/bench/bench_cold_instructions.py, bench_cold_imports.py);
 - reports: ``machine``, ``evaluate`` (spamnb.bayes.metrics over a test part);
 - matrices for the tuning scripts: ``transformed_matrix``;
 - auto-learn steering (scripts/check/steer_autolearn.py,
@@ -599,3 +602,30 @@ def token_mask(spam_filter, stream, spam, margin, unknown=False, lean=False):
             evidence = {int(i): evidence.get(int(i), 0.0) / xi for i, xi in zip(tokens, x)}
     sign = -1.0 if spam else 1.0
     return [j for j, i in enumerate(idx) if (unknown if i < 0 else sign * evidence.get(i, 0.0) <= margin)]
+
+
+# ---------------------------------------------------------------------------- a cold process in instructions
+_LAUNCH_LINE = re.compile(r"""exec "\$python" -P -c '(.*?)' "\$@"\s*$""", re.S)
+
+
+def launcher_code(venv):
+    """The ``-c`` code of ``VENV/bin/spamnb`` (the shell launcher setup.py installs)."""
+    text = (venv / "bin" / "spamnb").read_text()
+    match = _LAUNCH_LINE.search(text)
+    if match is None:
+        raise SystemExit(f"{venv}/bin/spamnb: not the shell launcher (no exec of python -P -c)")
+    return match.group(1)
+
+
+def callgrind_instructions(argv, stdin=None):
+    """Instructions callgrind counted running ``argv`` (its output discarded)."""
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        with open(stdin or os.devnull, "rb") as f:
+            proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv], stdin=f,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp, timeout=600)
+        found = re.search(rb"Collected : (\d+)", proc.stderr)
+        if found is None:
+            raise SystemExit(f"{' '.join(argv[:3])}: no count from callgrind:\n{proc.stderr.decode()[-2000:]}")
+        return int(found.group(1))

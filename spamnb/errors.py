@@ -14,6 +14,15 @@ The modules that raise these errors import them from here (and keep their
 names, e.g. ``spamnb.persistence.store.ModelError``).  An error that is also a
 ``ValueError``, ``OSError`` or ``ConnectionError`` stays one, so code that
 catches those still does.  This module imports nothing.
+
+The classes a mail filter's command meets (the command line's, the model's,
+reading mail, the warnings) are made when this module is imported; those of
+training, dumps, the server, IMAP and shared learning are made, a group at a
+time, when one of their names is first asked of this module (``from
+spamnb.errors import ServerError``; PEP 562's ``__getattr__``): a class
+statement costs a cold ``spamnb classify`` about 0.2 million instructions
+(the interpreter fills its slots from its bases), for classes it never
+raises.  Each is the same class whenever and wherever it is named.
 """
 
 __all__ = [
@@ -48,12 +57,6 @@ class CommandError(SpamnbError):
 
 class SkippedError(CommandError):
     """A path refused unread (:class:`SkippedInput`): a learn goes on without it."""
-
-
-class OneClassCorpus(CommandError):
-    """A corpus with no spam or no ham, trained without ``--force`` (``EXIT_ONE_CLASS``: 65)."""
-
-    exit_code = 65
 
 
 class SettingsError(SpamnbError):
@@ -92,25 +95,6 @@ class TooLarge(Refused):
         self.head = head
 
 
-class CorpusChanged(SpamnbError, ValueError):
-    """The corpus read again (for the calibration, or by ``spamnb train``'s
-    second pass) is not the one counted."""
-
-
-class DumpError(SpamnbError, ValueError):
-    """A dump that cannot be read (damaged, truncated, of another format); the
-    message names the line."""
-
-
-class DuplicateToken(SpamnbError, ValueError):
-    """A token list in which a hash repeats (a dump's, a merge's): ``position``
-    is the later token's."""
-
-    def __init__(self, position):
-        super().__init__(f"token {position} repeats an earlier token")
-        self.position = position
-
-
 class MustCompact(SpamnbError):
     """A learning session's change cannot be a journal record: the model is
     written whole instead (``spamnb.persistence.journal``, ``spamnb.model.learning``)."""
@@ -122,7 +106,7 @@ class MustReadWhole(SpamnbError):
     model and replays its journal, then goes on (``spamnb.model.learning``)."""
 
 
-# -- training ------------------------------------------------------------------
+# -- reading mail and corpora ----------------------------------------------------
 
 class CorpusError(SpamnbError):
     """A corpus path that cannot be used (missing, unreadable, or a skipped file under ``strict``)."""
@@ -134,106 +118,6 @@ class SkippedInput(CorpusError):
     goes on without it and says so."""
 
 
-class BrokenPool(SpamnbError, RuntimeError):
-    """A worker process of ``spamnb train`` ended while it had jobs (killed, out
-    of memory)."""
-
-
-class ClusterError(SpamnbError, ConnectionError):
-    """The cluster cannot run this spamnb (not importable there, or another version)."""
-
-
-# -- the server ----------------------------------------------------------------
-
-class ProtocolError(SpamnbError):
-    """A request the server answers with ``code`` (a sysexits value, in the
-    SPAMD response: not an exit status) and ``text``."""
-
-    def __init__(self, code, text):
-        super().__init__(text)
-        self.code = code
-        self.text = text
-
-
-class ModelUnavailable(ProtocolError):
-    """No model can be loaded from a path (missing, damaged, unreadable): EX_UNAVAILABLE (69) to the client."""
-
-    def __init__(self, text):
-        super().__init__(69, text)
-
-
-class ServerError(SpamnbError):
-    """The server cannot start (no usable site model, an address it cannot
-    listen on); the message is one line for the log (``EXIT_ERROR``: 3)."""
-
-
-class CannotListen(ServerError, OSError):
-    """An address could not be bound (in use, a privileged port without the
-    right to it, ...): ``EXIT_CANNOT_LISTEN`` (71)."""
-
-    exit_code = 71
-
-
-class PidfileError(SpamnbError):
-    """The pid file cannot be opened or written (a symbolic link, a folder
-    that does not exist, no permission, ...): ``EXIT_PIDFILE_BAD`` (73)."""
-
-    exit_code = 73
-
-
-class PidfileHeld(PidfileError):
-    """Another live server holds the pid file: ``EXIT_PIDFILE_HELD`` (75)."""
-
-    exit_code = 75
-
-
-class PrivilegeError(SpamnbError):
-    """The user or group is unknown, or the switch to them failed: ``EXIT_NO_PRIVILEGES`` (77)."""
-
-    exit_code = 77
-
-
-class TLSError(SpamnbError):
-    """The certificate or key cannot be read or do not match: ``EXIT_NO_TLS`` (66)."""
-
-    exit_code = 66
-
-
-class ConfigError(SpamnbError):
-    """``spamnb serve --check-config`` found the set-up would not serve (a file,
-    listener, model, user or permission it needs): ``EXIT_CONFIG`` (78).  The
-    message is the last problem found; the ones before it are printed first,
-    one line each."""
-
-    exit_code = 78
-
-
-# -- IMAP ----------------------------------------------------------------------
-
-class ImapError(SpamnbError):
-    """An IMAP server that refused a command or went away; one line
-    (``EXIT_IMAP_UNREACHABLE``: 69)."""
-
-    exit_code = 69
-
-
-class LoginRefused(ImapError):
-    """The server refused the user name or password (``EXIT_IMAP_LOGIN``: 77)."""
-
-    exit_code = 77
-
-
-class Unreachable(ImapError):
-    """No connection: host unknown, refused, timed out, or TLS failed
-    (certificate; ``EXIT_IMAP_UNREACHABLE``: 69)."""
-
-
-# -- learning shared between hosts (spamnb.shared) ------------------------------
-
-class SharedError(SpamnbError):
-    """A ``--shared`` setting or the Redis client is unusable (one line; exit 3)."""
-
-
 # -- warnings (``warnings.warn`` categories: a SpamnbError too, so one base) ---------
 
 class SpamnbWarning(SpamnbError, UserWarning):
@@ -243,3 +127,170 @@ class SpamnbWarning(SpamnbError, UserWarning):
 
 class JournalWarning(SpamnbWarning):
     """A journal (or its tail) could not be applied; what came before it was (``spamnb.persistence.journal``)."""
+
+
+def _training():
+    """The classes of what ``spamnb train`` and the calibration raise."""
+
+    class OneClassCorpus(CommandError):
+        """A corpus with no spam or no ham, trained without ``--force`` (``EXIT_ONE_CLASS``: 65)."""
+
+        exit_code = 65
+
+    class CorpusChanged(SpamnbError, ValueError):
+        """The corpus read again (for the calibration, or by ``spamnb train``'s
+        second pass) is not the one counted."""
+
+    class BrokenPool(SpamnbError, RuntimeError):
+        """A worker process of ``spamnb train`` ended while it had jobs (killed, out
+        of memory)."""
+
+    class ClusterError(SpamnbError, ConnectionError):
+        """The cluster cannot run this spamnb (not importable there, or another version)."""
+
+    return _named(OneClassCorpus, CorpusChanged, BrokenPool, ClusterError)
+
+
+def _dumps():
+    """The classes of a dump's and a merge's token lists."""
+
+    class DumpError(SpamnbError, ValueError):
+        """A dump that cannot be read (damaged, truncated, of another format); the
+        message names the line."""
+
+    class DuplicateToken(SpamnbError, ValueError):
+        """A token list in which a hash repeats (a dump's, a merge's): ``position``
+        is the later token's."""
+
+        def __init__(self, position):
+            super().__init__(f"token {position} repeats an earlier token")
+            self.position = position
+
+    return _named(DumpError, DuplicateToken)
+
+
+def _server():
+    """The classes of the server (``spamnb serve``)."""
+
+    class ProtocolError(SpamnbError):
+        """A request the server answers with ``code`` (a sysexits value, in the
+        SPAMD response: not an exit status) and ``text``."""
+
+        def __init__(self, code, text):
+            super().__init__(text)
+            self.code = code
+            self.text = text
+
+    class ModelUnavailable(ProtocolError):
+        """No model can be loaded from a path (missing, damaged, unreadable): EX_UNAVAILABLE (69) to the client."""
+
+        def __init__(self, text):
+            super().__init__(69, text)
+
+    class ServerError(SpamnbError):
+        """The server cannot start (no usable site model, an address it cannot
+        listen on); the message is one line for the log (``EXIT_ERROR``: 3)."""
+
+    class CannotListen(ServerError, OSError):
+        """An address could not be bound (in use, a privileged port without the
+        right to it, ...): ``EXIT_CANNOT_LISTEN`` (71)."""
+
+        exit_code = 71
+
+    class PidfileError(SpamnbError):
+        """The pid file cannot be opened or written (a symbolic link, a folder
+        that does not exist, no permission, ...): ``EXIT_PIDFILE_BAD`` (73)."""
+
+        exit_code = 73
+
+    class PidfileHeld(PidfileError):
+        """Another live server holds the pid file: ``EXIT_PIDFILE_HELD`` (75)."""
+
+        exit_code = 75
+
+    class PrivilegeError(SpamnbError):
+        """The user or group is unknown, or the switch to them failed: ``EXIT_NO_PRIVILEGES`` (77)."""
+
+        exit_code = 77
+
+    class TLSError(SpamnbError):
+        """The certificate or key cannot be read or do not match: ``EXIT_NO_TLS`` (66)."""
+
+        exit_code = 66
+
+    class ConfigError(SpamnbError):
+        """``spamnb serve --check-config`` found the set-up would not serve (a file,
+        listener, model, user or permission it needs): ``EXIT_CONFIG`` (78).  The
+        message is the last problem found; the ones before it are printed first,
+        one line each."""
+
+        exit_code = 78
+
+    return _named(ProtocolError, ModelUnavailable, ServerError, CannotListen, PidfileError, PidfileHeld, PrivilegeError,
+                  TLSError, ConfigError)
+
+
+def _imap():
+    """The classes of IMAP."""
+
+    class ImapError(SpamnbError):
+        """An IMAP server that refused a command or went away; one line
+        (``EXIT_IMAP_UNREACHABLE``: 69)."""
+
+        exit_code = 69
+
+    class LoginRefused(ImapError):
+        """The server refused the user name or password (``EXIT_IMAP_LOGIN``: 77)."""
+
+        exit_code = 77
+
+    class Unreachable(ImapError):
+        """No connection: host unknown, refused, timed out, or TLS failed
+        (certificate; ``EXIT_IMAP_UNREACHABLE``: 69)."""
+
+    return _named(ImapError, LoginRefused, Unreachable)
+
+
+def _shared():
+    """The classes of learning shared between hosts (``spamnb.shared``)."""
+
+    class SharedError(SpamnbError):
+        """A ``--shared`` setting or the Redis client is unusable (one line; exit 3)."""
+
+    return _named(SharedError)
+
+
+def _named(*classes):
+    """``{name: class}`` of a group's classes, each named as if defined at the module's top."""
+    for cls in classes:
+        cls.__qualname__ = cls.__name__
+    return {cls.__name__: cls for cls in classes}
+
+
+_GROUPS = {name: make for make, names in (
+    (_training, ("OneClassCorpus", "CorpusChanged", "BrokenPool", "ClusterError")),
+    (_dumps, ("DumpError", "DuplicateToken")),
+    (_server, ("ProtocolError", "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld",
+               "PrivilegeError", "TLSError", "ConfigError")),
+    (_imap, ("ImapError", "LoginRefused", "Unreachable")),
+    (_shared, ("SharedError",))) for name in names}
+_MADE = {}   # group -> its classes by name, once made
+
+
+def __getattr__(name):
+    """The classes made on first use (the module's docstring).  Two threads that
+    name a group first may both make it: ``dict.setdefault`` keeps the first's
+    classes (one step under the interpreter's lock), the other's are dropped
+    unseen, so a name is one class wherever it is used."""
+    make = _GROUPS.get(name)
+    if make is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = _MADE.get(make)
+    if made is None:
+        made = _MADE.setdefault(make, make())
+    globals().update(made)
+    return made[name]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -168,6 +168,8 @@ def test_plain_mail_is_classified_without_re(model, tmp_path):
     modules = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
     assert proc.returncode in (0, 1, 2) and "spamnb.mail.tokenizer" in modules, lines[-3:]
     assert not {"re", "enum"} & modules
+    # nor types (the fast reading's namespace is sys.implementation's type)
+    assert "types" not in modules
 
 
 def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():

@@ -168,3 +168,42 @@ def test_the_command_line_maps_errors_once(tmp_path, args, code, text):
     proc = run_spamnb(args, tmp_path, text=True, timeout=60)
     assert proc.returncode == code, proc.stderr
     assert proc.stderr.startswith(text) and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def _fresh_python(code):
+    """The stdout of ``code`` run by a new interpreter (spamnb not imported yet), which must exit 0."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_the_classes_a_mail_filter_never_raises_are_made_when_first_named():
+    """The server's, training's, IMAP's, dumps' and shared learning's classes are
+    not made at import (a cold classify would pay for them), and each is made
+    once, the same class however it is named, with its module and name."""
+    code = ("import pickle, sys, spamnb.errors as e\n"
+            "made = sorted(n for n in ('ServerError', 'CannotListen', 'ImapError', 'DumpError', 'OneClassCorpus',"
+            " 'SharedError') if n in vars(e))\n"
+            "from spamnb.errors import CannotListen\n"
+            "assert e.CannotListen is CannotListen and e.ServerError in CannotListen.__mro__\n"
+            "assert CannotListen.__module__ == 'spamnb.errors' and CannotListen.__qualname__ == 'CannotListen'\n"
+            "assert type(pickle.loads(pickle.dumps(e.BrokenPool('x')))) is e.BrokenPool\n"
+            "assert 'SharedError' in dir(e) and 'ImapError' not in vars(e)\n"
+            "try:\n    e.NoSuchError\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit('no error')\n"
+            "print(made)\n")
+    assert _fresh_python(code) == "[]"
+
+
+def test_a_group_named_first_by_two_threads_is_one_class():
+    """Threads that name a group of classes made on first use at once all get one class for each name."""
+    code = ("import threading, spamnb.errors as e\n"
+            "barrier, seen = threading.Barrier(8), []\n"
+            "def name():\n    barrier.wait()\n    seen.append((e.CannotListen, e.ServerError))\n"
+            "threads = [threading.Thread(target=name) for _ in range(8)]\n"
+            "[t.start() for t in threads]\n[t.join() for t in threads]\n"
+            "assert len(set(seen)) == 1, seen\n"
+            "assert e.CannotListen.__mro__[1] is e.ServerError is seen[0][1]\n")
+    _fresh_python(code)

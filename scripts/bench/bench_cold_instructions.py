@@ -15,51 +15,43 @@ For each ``--venv`` (a venv with spamnb installed as the README installs it,
   launcher itself, so each venv runs its own), with ``classify -m MODEL``
   and the message on stdin, for each ``--model``.
 
+With ``--learn``, also ``learn --spam -q -m COPY`` of the message (a last
+line of its own added, so the model does not know it) into a copy of the
+first ``--model`` whose journal is removed before each run: the first
+learn of a journal, as ``bench_pipe.py``'s learn row and
+``bench_learn_instructions.py`` measure it.
+
 The shell launcher's own start (``sh``, well under a millisecond) is left
 out: callgrind follows one process.  Each figure is the median of
 ``--runs`` runs (the counts move by well under 1 % between runs: the hash
 seed).  Example, from a folder without a ``spamnb`` package in it::
 
     python3 scripts/bench/bench_cold_instructions.py --venv OLD --venv NEW \\
-        --model enron-spam.spamnb --model enron-spam.journal-200.spamnb --message MSG
+        --model enron-spam.spamnb --model enron-spam.journal-200.spamnb --message MSG --learn
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-LAUNCH_LINE = re.compile(r"""exec "\$python" -P -c '(.*?)' "\$@"\s*$""", re.S)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # harness.py
+from harness import callgrind_instructions as instructions, launcher_code  # noqa: E402
 
 
-def launcher_code(venv):
-    """The ``-c`` code of ``VENV/bin/spamnb`` (the shell launcher setup.py installs)."""
-    text = (venv / "bin" / "spamnb").read_text()
-    match = LAUNCH_LINE.search(text)
-    if match is None:
-        raise SystemExit(f"{venv}/bin/spamnb: not the shell launcher (no exec of python -P -c)")
-    return match.group(1)
-
-
-def instructions(argv, stdin=None):
-    """Instructions callgrind counted running ``argv`` (its output discarded)."""
-    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
-        out = Path(tmp) / "callgrind.out"
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        with open(stdin or os.devnull, "rb") as f:
-            proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv], stdin=f,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=tmp, timeout=600)
-        found = re.search(rb"Collected : (\d+)", proc.stderr)
-        if found is None:
-            raise SystemExit(f"{' '.join(argv[:3])}: no count from callgrind:\n{proc.stderr.decode()[-2000:]}")
-        return int(found.group(1))
+def learn_instructions(argv, model, message):
+    """Instructions of ``argv`` (a learn, its ``-m`` to be appended) into a new copy
+    of ``model`` without a journal, ``message`` with a last line of its own on stdin."""
+    with tempfile.TemporaryDirectory(prefix="bench-cold-learn-") as tmp:
+        copy, fresh = Path(tmp) / "model.spamnb", Path(tmp) / "message.eml"
+        shutil.copyfile(model, copy)
+        fresh.write_bytes(message.read_bytes().rstrip(b"\n") + b"\n\nbench_cold_instructions learn\n")
+        return instructions([*argv, "-m", str(copy)], fresh)
 
 
 def main():
@@ -68,13 +60,16 @@ def main():
     parser.add_argument("--model", action="append", type=Path, required=True, help="a model file (repeatable)")
     parser.add_argument("--message", type=Path, required=True, help="the message classified (stdin)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each command (default 3; the median)")
+    parser.add_argument("--learn", action="store_true",
+                        help="also a learn --spam of the message into a copy of the first model (no journal)")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
     print(f"callgrind instructions, median of {args.runs} runs; load average {os.getloadavg()[0]:.2f}")
     print()
-    print("| venv | `python -c pass` | " + " | ".join(f"`classify`, {m.name}" for m in args.model) + " |")
-    print("|---|---|" + "---|" * len(args.model))
+    heads = [f"`classify`, {m.name}" for m in args.model] + ([f"`learn`, {args.model[0].name}"] if args.learn else [])
+    print("| venv | `python -c pass` | " + " | ".join(heads) + " |")
+    print("|---|---|" + "---|" * len(heads))
     for venv in args.venv:
         venv = Path(os.path.abspath(venv))   # absolute (the runs start elsewhere); its python3 left a link
         python = str(venv / "bin" / "python3")
@@ -84,6 +79,11 @@ def main():
         for model in args.model:
             argv = [python, "-P", "-c", code, "classify", "-m", str(model.resolve())]
             count = statistics.median(instructions(argv, args.message) for _ in range(args.runs))
+            cells.append(f"{count / 1e6:.1f} M ({count / floor:.2f}x)")
+        if args.learn:
+            argv = [python, "-P", "-c", code, "learn", "--spam", "-q"]
+            count = statistics.median(learn_instructions(argv, args.model[0].resolve(), args.message)
+                                      for _ in range(args.runs))
             cells.append(f"{count / 1e6:.1f} M ({count / floor:.2f}x)")
         print(f"| {venv.name} | " + " | ".join(cells) + " |")
     return 0

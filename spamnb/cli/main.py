@@ -157,15 +157,14 @@ def fast_args(argv):
     if command is None or (command == "classify" and len(files) > 1) or any(
             option.group and option.group[1] and values[option.dest] is None for option in options(command)):
         return None
-    import types
-
     if command == "classify":
         from spamnb.cli.classify import cmd_classify as handler
     else:
         from spamnb.cli import learn
 
         handler = learn.cmd_learn if command == "learn" else learn.cmd_forget
-    return types.SimpleNamespace(command=command, files=files, handler=handler, **values)
+    # types.SimpleNamespace, without the types module's import (sys.implementation is one)
+    return type(sys.implementation)(command=command, files=files, handler=handler, **values)
 
 
 def entry(cold=False):

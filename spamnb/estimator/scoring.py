@@ -222,7 +222,7 @@ def score_one(spam_filter, message, n_evidence, parts=True):
     scored = score_stream(scorer, spam_filter.tokenizer_.stream(data), n_evidence, parts)
     if spam_filter.features_ is not None and spam_filter.feature_weight:
         ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(message_features_of(spam_filter, data))
-        scored = scored._replace(log_odds=scored.log_odds + spam_filter.feature_weight * (ll_spam - ll_ham))
+        scored = verdict.MessageScore(scored.log_odds + spam_filter.feature_weight * (ll_spam - ll_ham), *scored[1:])
     return scored
 
 

@@ -28,12 +28,12 @@ cost on clean mail in docs/reliability.md, "Attacks").
 from __future__ import annotations
 
 import math
-from collections import namedtuple
+from operator import itemgetter
 
 
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "EvidenceSums", "MessageScore",
            "probability", "logit", "probabilities", "decide", "decide_many", "part_max", "evidence_sums", "reason",
-           "verdict_of"]
+           "verdict_of", "TupleRecord"]
 
 # Chosen by 5-fold cross-validation on the train part of the fixed split of
 # both corpora (python scripts/tune/tune_verdict.py; among the held-out ham that the
@@ -83,31 +83,80 @@ def probabilities(log_odds):
     return p
 
 
-# collections.namedtuple, not typing.NamedTuple: importing typing costs ~2.7 ms
-# of the ``spamnb classify`` cold start where nothing else has imported it.
-class Cutoffs(namedtuple("Cutoffs", "spam ham")):
+class TupleRecord(tuple):
+    """The base of this module's records: a tuple whose fields are named by the
+    subclass's ``_fields`` (its properties read them), as a
+    ``collections.namedtuple``'s are, with its ``_replace``, ``_asdict``,
+    ``_make``, repr, equality and pickling.  Written out, not made by
+    ``namedtuple``: that builds two classes and ``eval``s a ``__new__`` for
+    each record type, 0.5 million instructions apiece of a cold ``spamnb
+    classify``; a subclass here is one class statement."""
+
+    __slots__ = ()
+    _fields = ()
+
+    @classmethod
+    def _make(cls, iterable):
+        made = tuple.__new__(cls, iterable)
+        if len(made) != len(cls._fields):
+            raise TypeError(f"Expected {len(cls._fields)} arguments, got {len(made)}")
+        return made
+
+    def _replace(self, **changes):
+        made = self._make(changes.pop(name, value) for name, value in zip(self._fields, self))
+        if changes:
+            raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+        return made
+
+    def _asdict(self):
+        return dict(zip(self._fields, self))
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={v!r}" for n, v in zip(self._fields, self)) + ")"
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+
+class Cutoffs(TupleRecord):
     """A filter's two cutoffs, as probabilities: spam when P(spam) >= ``spam``,
     ham (evidence permitting) when P(spam) <= ``ham``; ``ham <= spam``."""
 
     __slots__ = ()
+    _fields = __match_args__ = ("spam", "ham")
+    spam, ham = property(itemgetter(0)), property(itemgetter(1))
+
+    def __new__(cls, spam, ham):
+        return tuple.__new__(cls, (spam, ham))
 
 
-class EvidenceSums(namedtuple("EvidenceSums", "spam ham part_max")):
+class EvidenceSums(TupleRecord):
     """What the rule reads of a message besides its log-odds: ``spam`` the sum
     of its positive token weights, ``ham`` of its negative ones (<= 0),
     ``part_max`` the largest sum of one text part's weights (None when not
     computed).  Floats, or numpy arrays of many messages (:func:`decide_many`)."""
 
     __slots__ = ()
+    _fields = __match_args__ = ("spam", "ham", "part_max")
+    spam, ham, part_max = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
+
+    def __new__(cls, spam, ham, part_max):
+        return tuple.__new__(cls, (spam, ham, part_max))
 
 
-class MessageScore(namedtuple("MessageScore", "log_odds evidence tokens known_tokens sums")):
+class MessageScore(TupleRecord):
     """One message through the single-message scorer (``spamnb.estimator.scoring.score_one``):
     its ``log_odds``, ``evidence`` (the strongest ``(feature index, weight)``,
     or empty), its number of ``tokens`` and of ``known_tokens``, and the
     :class:`EvidenceSums` the rule reads."""
 
     __slots__ = ()
+    _fields = __match_args__ = ("log_odds", "evidence", "tokens", "known_tokens", "sums")
+    log_odds, evidence, tokens = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
+    known_tokens, sums = property(itemgetter(3)), property(itemgetter(4))
+
+    def __new__(cls, log_odds, evidence, tokens, known_tokens, sums):
+        return tuple.__new__(cls, (log_odds, evidence, tokens, known_tokens, sums))
 
 
 def _spam_ham(p_spam, sums, cutoffs):
@@ -203,14 +252,18 @@ def evidence_sums(X, feature_log_prob):
             np.asarray(X @ np.minimum(w, 0.0), dtype=np.float64).reshape(-1))
 
 
-class Score(namedtuple("Score", "probability log_odds")):
+class Score(TupleRecord):
     """A message's spam probability P(spam | message) and log-odds log P(spam|m)/P(ham|m)."""
 
     __slots__ = ()
+    _fields = __match_args__ = ("probability", "log_odds")
+    probability, log_odds = property(itemgetter(0)), property(itemgetter(1))
+
+    def __new__(cls, probability, log_odds):
+        return tuple.__new__(cls, (probability, log_odds))
 
 
-class Verdict(namedtuple("Verdict", "label probability log_odds evidence tokens known_tokens reason part_max",
-                         defaults=((), 0, 0, "", None))):
+class Verdict(TupleRecord):
     """The filter's decision on one message.
 
     ``label`` is "spam", "ham" or "unsure"; ``evidence`` lists the strongest
@@ -224,6 +277,15 @@ class Verdict(namedtuple("Verdict", "label probability log_odds evidence tokens 
     """
 
     __slots__ = ()
+    _fields = __match_args__ = ("label", "probability", "log_odds", "evidence", "tokens", "known_tokens", "reason",
+                                "part_max")
+    _field_defaults = {"evidence": (), "tokens": 0, "known_tokens": 0, "reason": "", "part_max": None}
+    label, probability, log_odds = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
+    evidence, tokens, known_tokens = property(itemgetter(3)), property(itemgetter(4)), property(itemgetter(5))
+    reason, part_max = property(itemgetter(6)), property(itemgetter(7))
+
+    def __new__(cls, label, probability, log_odds, evidence=(), tokens=0, known_tokens=0, reason="", part_max=None):
+        return tuple.__new__(cls, (label, probability, log_odds, evidence, tokens, known_tokens, reason, part_max))
 
 
 # ---------------------------------------------------------------------------- verdict lines

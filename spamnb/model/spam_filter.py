@@ -15,7 +15,7 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 
 from __future__ import annotations
 
-from collections import namedtuple
+from operator import itemgetter
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
@@ -30,7 +30,7 @@ from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS
                                    stored_params)
 from spamnb.estimator.labels import is_spam_label
 from spamnb.estimator.messages import message_bytes
-from spamnb.estimator.verdict import Cutoffs, Score, Verdict
+from spamnb.estimator.verdict import Cutoffs, Score, TupleRecord, Verdict
 
 __all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs", "Replayed", "FORMS"]
 
@@ -45,7 +45,15 @@ FITTED = ("vocabulary_", "word_counts_", "ages_", "ledger_", "features_", "calib
 
 # A filter's state as its journal's replay and its learns in place left it
 # (SpamFilter.replayed): the holes of forgets not folded out yet.
-Replayed = namedtuple("Replayed", "vocabulary word_counts ages")
+class Replayed(TupleRecord):
+    """``(vocabulary, word_counts, ages)``: a named tuple (``verdict.TupleRecord``)."""
+
+    __slots__ = ()
+    _fields = __match_args__ = ("vocabulary", "word_counts", "ages")
+    vocabulary, word_counts, ages = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
+
+    def __new__(cls, vocabulary, word_counts, ages):
+        return tuple.__new__(cls, (vocabulary, word_counts, ages))
 
 
 class Journaled:

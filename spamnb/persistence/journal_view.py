@@ -325,8 +325,9 @@ class JournalView(FileScorer):
             size = 16
             while size < 2 * (n + 1):
                 size <<= 1
-            keys, values = array("Q", bytes(8 * size)), array("i", bytes(4 * size))
-            ids, scratch = array("i", bytes(4 * n)), array("i", bytes(4 * n))
+            # zeroed by repetition: half the memory traffic of array(code, bytes(n)) (a zeroed copy, then copied)
+            keys, values = array("Q", [0]) * size, array("i", [0]) * size
+            ids, scratch = array("i", [0]) * n, array("i", [0]) * n
             distinct = token_kernels.insert(keys, values, hashes, ids, 0, scratch) if n else 0
             self._ids = (ids, distinct, keys, values)
         return self._ids
@@ -359,14 +360,14 @@ class JournalView(FileScorer):
         mine = array("i", [-1]) * len(hashes)   # each occurrence's journal id, -1: not in the journal
         if n_ids and len(hashes):
             token_kernels.lookup(keys, values, hashes, mine)
-        found_ids = array("i", bytes(4 * m))
+        found_ids = array("i", [0]) * m
         if m and n_ids:
             token_kernels.lookup(keys, values, found, found_ids)
         else:
             found_ids = array("i", [-1]) * m
-        rows = [array("d", bytes(8 * n_ids)) for _ in range(2)]
+        rows = [array("d", [0.0]) * n_ids for _ in range(2)]
         nan = array("d", [math.nan])
-        log_rows = [array("d", bytes(8 * n_ids)) for _ in range(2)]
+        log_rows = [array("d", [0.0]) * n_ids for _ in range(2)]
         touched = [k for k in range(m) if found_ids[k] >= 0]
         if touched:
             base = self._file_counts([index[k] for k in touched])
