@@ -229,6 +229,10 @@ class JournalView(FileScorer):
             return array("i")
         in_file = set(self._gather(hashes)[0])   # a learner scored the message first: the file read once
         _ids, n_ids, keys, values = self._numbering()
+        if not n_ids:   # no learn in the journal: new is what the file does not hold
+            new = set(hashes).difference(in_file)
+            if len(new) <= 64:   # a few: each one's first place by a search of the array, no loop here
+                return array("i", sorted(hashes.index(h) for h in new))
         mine = array("i", [-1]) * len(hashes)
         if n_ids:
             token_kernels.lookup(keys, values, hashes, mine)
