@@ -87,25 +87,12 @@ def _unmarked(data, header_name):
         if newline < 0:
             return None
         start = newline + 1
-    head = data[start:_past_header(data, start)].lower()
+    from spamnb.mail.headers import header_end
+
+    head = data[start:header_end(data, start)].lower()
     if b"x-spam-checker-version" in head or header_name.encode("ascii").lower() in head:
         return None
     return data[start:] if start else data
-
-
-def _past_header(data, start):
-    """Where a look at the header of ``data`` (from ``start``) may stop: at its
-    first ``"\n\n"`` or ``"\r\n\r\n"``, whichever comes first, or its end:
-    never before the header's end (``spamnb.mail.headers.header_end``), so
-    what comes before holds the whole header (and, in mail with mixed line
-    ends, maybe more, which can only send a message the general way).  Two
-    searches, without the header module's import (a ``learn``'s cold path)."""
-    end = len(data)
-    for blank in (b"\n\n", b"\r\n\r\n"):
-        at = data.find(blank, start, end)
-        if at >= 0:
-            end = at
-    return end
 
 
 _BLAKE2B = None
