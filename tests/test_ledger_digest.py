@@ -33,6 +33,8 @@ SHAPES = {
     "spamassassin's fields, not ours": HEAD + b"X-Spam-Status: No, score=-1.0\n\n" + BODY,
     "mbox line and our field": b"From a@example.com Sat Nov 28 10:00:00 2026\n" + HEAD
                                + b"X-Spamnb-Status: ham 0.01\n\n" + BODY,
+    "our field's name in the body only": HEAD + b"\n" + BODY + b"X-Spamnb-Status: spam 0.99 (quoted)\n",
+    "spamassassin's version field in the body only": HEAD + b"\n" + b"x-spam-checker-version: quoted\n" + BODY,
     "header only": HEAD,
     "header only, our field": HEAD + b"X-Spamnb-Status: ham 0.01\n",
     "no header": BODY,

@@ -17,7 +17,6 @@ def _update_model(args, forget):
     forget takes the label from the ledger.  The changes are appended to the
     model's journal (spamnb.persistence.journal), not written into the whole model."""
     from spamnb.model import SpamFilter, Tally, learning_session
-    from spamnb.cli.progress import Progress
 
     settings = settings_of(args)
     markup = {"header_name": settings.header, "subject_tag": settings.subject_tag}
@@ -32,7 +31,14 @@ def _update_model(args, forget):
     from spamnb.mail.mbox import looks_like_mail
     from spamnb.mail.reader import display_name
 
-    progress = Progress(0, enabled=not args.quiet, unit="messages", interval=0.1)
+    isatty = getattr(sys.stderr, "isatty", None)
+    if args.quiet or isatty is None or not isatty():   # no progress line to draw (nor its module to import)
+        def wrap(messages, _label):
+            return messages
+    else:
+        from spamnb.cli.progress import Progress
+
+        wrap = Progress(0, unit="messages", interval=0.1).wrap
     tally = Tally()
     # a --ham folder's spam and bulk folders are not ham (spamnb.training.corpus); links
     # to files outside a folder given are not read without --follow-links
@@ -53,7 +59,7 @@ def _update_model(args, forget):
         for source in args.files or ["-"]:
             try:
                 messages = messages_of(source, **options)
-                for name, data in progress.wrap(messages, "forgetting" if forget else "learning"):
+                for name, data in wrap(messages, "forgetting" if forget else "learning"):
                     if not looks_like_mail(data):   # an ELF binary, a PDF, a text file: never learned, as train skips it
                         skip(f"{display_name(name)}: not mail (no header line at the top); "
                              f"not {'forgotten' if forget else 'learned'}")

@@ -79,6 +79,8 @@ def _unmarked(data, header_name):
     name nor an ``X-Spam-Checker-Version`` field, which ``strip_markup``
     needs before it removes the other ``X-Spam-`` fields, before the first
     blank line: a superset of the header), else None (ask ``strip_markup``).
+    Neither name anywhere in the message (most mail): no look for the
+    header's end, nor its module's import (a ``learn``'s cold path).
     What ``train`` digests each message with: a search, no parsing (nor a
     regular expression: SpamAssassin's own ``X-Spam-Level`` is left alone)."""
     start = 0
@@ -87,11 +89,14 @@ def _unmarked(data, header_name):
         if newline < 0:
             return None
         start = newline + 1
-    from spamnb.mail.headers import header_end
+    name = header_name.encode("ascii").lower()
+    whole = data.lower()   # neither name anywhere in the message: nowhere in its header, whose end need not be found
+    if b"x-spam-checker-version" in whole or name in whole:
+        from spamnb.mail.headers import header_end
 
-    head = data[start:header_end(data, start)].lower()
-    if b"x-spam-checker-version" in head or header_name.encode("ascii").lower() in head:
-        return None
+        head = data[start:header_end(data, start)].lower()
+        if b"x-spam-checker-version" in head or name in head:
+            return None
     return data[start:] if start else data
 
 

@@ -199,6 +199,7 @@ class JournalView(FileScorer):
 
         self._lock, self._state = _thread.RLock(), "pending"
         self._last = None  # (hashes, their set, _build(hashes)): the message last scored
+        self._gathered = None   # (hashes, _gather(hashes)): the message's entries of the file last read
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
 
@@ -231,20 +232,21 @@ class JournalView(FileScorer):
         self.learns = base.learns + [learn]
         self.n_features = base.n_features + learn.n_new
         self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
-        self._last = self._ids = None
+        self._last = self._ids = self._gathered = None
 
     def new_tokens(self, hashes):
         """The positions in ``hashes`` (``array('Q')``, a message's occurrences) of
         the tokens neither the model file nor the journal's learns hold, each
         at its first occurrence, in order: where ``Vocabulary.add`` would
         number the message's new tokens, and so their text's order in a record."""
-        from spamnb.estimator.scoring import gather
-
         if not len(hashes):
             return array("i")
-        in_file = set(gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
-                                         self.offsets["log_count"]), self.n_base, 2, hashes)[0])
+        in_file = set(self._gather(hashes)[0])   # a learner scored the message first: the file read once
         _ids, n_ids, keys, values = self._numbering()
+        if not n_ids:   # no learn in the journal: new is what the file does not hold
+            new = set(hashes).difference(in_file)
+            if len(new) <= 64:   # a few: each one's first place by a search of the array, no loop here
+                return array("i", sorted(hashes.index(h) for h in new))
         mine = array("i", [-1]) * len(hashes)
         if n_ids:
             token_kernels.lookup(keys, values, hashes, mine)
@@ -346,15 +348,32 @@ class JournalView(FileScorer):
                 out.frombytes(raw)
         return out
 
+    def _gather(self, hashes):
+        """``scoring.gather`` of ``hashes`` from the model file: the message's
+        entries of its hash index and log-counts (``pread``), read once for
+        the message last asked about (a learner scores a message, then asks
+        for its new tokens)."""
+        cached = self._gathered
+        if cached is not None and hashes is cached[0]:
+            return cached[1]
+        from spamnb.estimator.scoring import gather
+
+        got = gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
+                                 self.offsets["log_count"]), self.n_base, 2, hashes)
+        self._gathered = (hashes, got)
+        return got
+
     def _build(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens (the
         model's with the journal's learns), numbered in feature order, and
         their feature indices (a token the journal added: ``n_base`` + its
         id, in the order the replay numbers them)."""
-        from spamnb.estimator.scoring import compact_scorer, gather
+        from spamnb.estimator.scoring import compact_scorer
 
-        found, index, logs = gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
-                                                self.offsets["log_count"]), self.n_base, 2, hashes)
+        found, index, logs = self._gather(hashes)
+        if not self.learns:   # no learn to put them through (a learner's first message): the file's, as they are
+            return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
+                                  self.pair_weight), index
         ids, n_ids, keys, values = self._numbering()
         m = len(found)
         mine = array("i", [-1]) * len(hashes)   # each occurrence's journal id, -1: not in the journal

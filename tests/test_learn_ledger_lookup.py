@@ -1,0 +1,99 @@
+"""A light ``spamnb learn`` finds a message in a large ledger of the model file.
+
+The light session (``spamnb.model.learning``, what ``spamnb learn`` runs)
+looks a message's digest up in the model file's ledger without building the
+ledger: a search of its digests.  On a ledger of 30,000 entries, the size of
+a large trained corpus's: a message in it, at its first, a middle and its
+last entry, is known (nothing written, the model not read whole); a message
+whose digest's bytes straddle two entries is not; the copy with the other
+line ends of a message in the ledger is known by that entry; each answer is
+the one the ledger read whole gives.
+"""
+
+import os
+import shutil
+
+import pytest
+
+from spamnb.estimator import ledger as ledgers
+from spamnb.model import learning
+from spamnb.model.spam_filter import SpamFilter
+
+from conftest import REPO
+
+SPAM = sorted((REPO / "corpora" / "spam").iterdir()) + sorted((REPO / "corpora" / "spam_2").iterdir())
+HAM = sorted((REPO / "corpora" / "easy_ham").iterdir())
+N_ENTRIES = 30_000
+
+
+def _digest(data):
+    return ledgers.message_digest(ledgers.canonical(data))
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    """A model of 40 spam and 40 ham whose ledger holds 30,000 entries (four of the
+    trained messages' among random ones), and the messages placed in it."""
+    folder = tmp_path_factory.mktemp("big")
+    trained = [p.read_bytes() for p in SPAM[:40] + HAM[:40]]
+    sf = SpamFilter().fit(trained, [True] * 40 + [False] * 40, tune=False)
+    first, middle, last, plain = (p.read_bytes() for p in (SPAM[0], HAM[0], SPAM[1], SPAM[2]))   # trained
+    straddled = HAM[51].read_bytes()
+    target = _digest(straddled)
+    rng = __import__("random").Random(48)
+    digests = [rng.randbytes(16) for _ in range(N_ENTRIES)]
+    labels = [rng.randrange(2) for _ in range(N_ENTRIES)]
+    digests[0], labels[0] = _digest(first), 1
+    digests[N_ENTRIES // 2], labels[N_ENTRIES // 2] = _digest(middle), 0
+    digests[-1], labels[-1] = _digest(last), 1
+    digests[777], labels[777] = _digest(plain), 1     # in the ledger with LF line ends, learned with CRLF below
+    # the straddled message's digest in the bytes of two neighbours, at an offset of 8: no entry of its own
+    digests[1234] = digests[1234][:8] + target[:8]
+    digests[1235] = target[8:] + digests[1235][8:]
+    assert len(set(digests)) == N_ENTRIES
+    ledger = ledgers.Ledger.from_arrays(b"".join(digests), bytes(labels))
+    ledgers.attach(sf, ledger)
+    path = folder / "big.spamnb"
+    sf.save(path)
+    return path, {"first": (first, True), "middle": (middle, False), "last": (last, True),
+                  "crlf": (plain.replace(b"\n", b"\r\n"), True), "straddled": (straddled, None)}
+
+
+def _copy(big, tmp_path):
+    path = tmp_path / "m.spamnb"
+    shutil.copyfile(big[0], path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["first", "middle", "last", "crlf"])
+def test_a_message_in_a_large_ledger_is_known_without_reading_the_model(big, tmp_path, name):
+    path, placed = _copy(big, tmp_path), big[1]
+    data, is_spam = placed[name]
+    with learning.session(path, mapped=True, light=True) as session:
+        assert session.learn(data, is_spam, ledgers.Tally()) == "known"
+        assert session.light                      # looked up in the file's ledger, the model not read whole
+    assert not os.path.exists(str(path) + ".journal")   # nothing to write
+    whole = SpamFilter.load(path).ledger_
+    digest = ledgers.known_digest(whole, ledgers.canonical(data))
+    assert whole.label(digest) is is_spam
+
+
+def test_a_message_in_a_large_ledger_learned_with_the_other_label_is_moved(big, tmp_path):
+    path, placed = _copy(big, tmp_path), big[1]
+    data, is_spam = placed["middle"]
+    with learning.session(path, mapped=True, light=True) as session:
+        assert session.learn(data, not is_spam, ledgers.Tally()) == "relabelled"
+    assert SpamFilter.load(path).ledger_.label(_digest(data)) is (not is_spam)
+
+
+def test_a_digest_across_two_entries_is_not_an_entry(big, tmp_path):
+    path, placed = _copy(big, tmp_path), big[1]
+    data = placed["straddled"][0]
+    assert big[0].read_bytes().count(_digest(data)) == 1    # its bytes are in the file's ledger, across two entries
+    with learning.session(path, mapped=True, light=True) as session:
+        assert session.learn(data, False, ledgers.Tally()) == "learned"
+        assert session.light
+    learned = SpamFilter.load(path)
+    assert learned.ledger_.label(_digest(data)) is False and len(learned.ledger_) == N_ENTRIES + 1
+    with learning.session(path, mapped=True, light=True) as session:   # now in the journal's records: known
+        assert session.learn(data, False, ledgers.Tally()) == "known"
