@@ -314,7 +314,7 @@ class JournalView(FileScorer):
             setattr(self, name, getattr(base, name))
         self.pair_weight = float(pair_weight)
         self._lock, self._state = _thread.RLock(), "done"   # never replayed: a copy for scoring
-        self._last = self._ids = None
+        self._last = self._ids = self._gathered = None
 
     def _numbering(self):
         """Each recorded occurrence's token id (distinct tokens numbered in the
