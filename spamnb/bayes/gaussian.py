@@ -436,8 +436,9 @@ class GaussianBayes(BayesClassifier):
         grand_mean = count @ self.means_ / total
         total_scatter = scatter_diag.sum(axis=0) + count @ (self.means_ - grand_mean) ** 2
         max_var = float(np.max(total_scatter / total))
-        # data constant up to rounding (relative spread below 1e-12): reg is used as an absolute variance
-        rounding_level = (1e-12 * float(np.max(np.abs(grand_mean)))) ** 2
+        # data constant up to rounding (relative spread below 1e-12), or a spread whose variance float64 cannot
+        # hold (below its smallest normal number: reg's share of it would be 0): reg is used as an absolute variance
+        rounding_level = max((1e-12 * float(np.max(np.abs(grand_mean)))) ** 2, float(np.finfo(np.float64).tiny))
         epsilon = float(self.reg) * max_var if max_var > rounding_level else float(self.reg)
         denom = count - 1.0 if self.unbiased else count
         out = {"key": key, "kind": kind, "epsilon": epsilon}
