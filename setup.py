@@ -48,6 +48,7 @@ EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_checks": "spamnb.bayes._checks",
     "_holes": "spamnb.bayes._holes",
     "_merge": "spamnb.bayes._merge",
+    "_mixture": "spamnb.bayes._mixture",
     "_text": "spamnb.mail._text",
     "_headers": "spamnb.mail._headers",
     "_html": "spamnb.mail._html",

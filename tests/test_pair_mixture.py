@@ -48,6 +48,29 @@ def test_the_shipped_mixture_is_the_harness_s_rescaled_ranking_mixture():
     assert shipped.n == harness.n
 
 
+def test_the_compiled_count_of_a_process_that_counts_many_is_the_pure_python_one_to_the_bit():
+    """After its first message a mixture counts through bayes/_mixture (a replay, the online protocol);
+    each step equals the pure-Python count of the same state (a mixture made from it counts its first
+    message in Python), take-backs and halved histograms (heavy weights) included."""
+    rng = random.Random(7)
+    running = PairMixture()
+    running.add(3.0, 1.0, True)
+    halved = 0
+    for i, (spam, words, pairs) in enumerate(_stream(600, seed=3)):
+        weight = 400.0 if i % 7 == 0 else (-1.0 if i % 13 == 4 else 1.0)
+        if i == 300:
+            words = float("inf") if spam else float("-inf")    # beyond the bins: the end bins
+        before = running.to_array()
+        fresh = PairMixture(running.centre, before)
+        assert fresh.to_array() == before
+        fresh.add(words, pairs, spam, weight)            # its first: pure Python
+        running.add(words, pairs, spam, weight)          # compiled
+        assert running.to_array() == fresh.to_array(), i
+        assert (running.weight, running.scale, running.n) == (fresh.weight, fresh.scale, fresh.n)
+        halved += sum(before[1 + 2 * 9:]) - sum(running.to_array()[1 + 2 * 9:]) > 1000   # not a take-back's 9
+    assert halved > 0 and running.weight != LEARNED_PAIR_WEIGHT
+
+
 def test_its_state_round_trips_and_a_stored_one_reads_its_state_only_when_it_learns():
     mixture = PairMixture()
     for spam, words, pairs in _stream(400):

@@ -18,7 +18,10 @@ check as they go and raise ValueError, changing nothing.
   ``sort_int32``: a message's distinct features and their counts, transformed
   by ``COUNTS_RAW``, ``COUNTS_BINARY`` or ``COUNTS_LOG``, scaled to a length;
 - ``Scorer`` (its buffers checked when it is made) and ``gather`` (a
-  message's entries read from a model file).
+  message's entries read from a model file);
+- ``mixture_add``: a learned message's held-out scores counted into a
+  pair-weight mixture's state (``spamnb.bayes._mixture``, loaded by its
+  first call: a process that counts many).
 
 Nothing here imports numpy (``spamnb classify``'s cold path).
 """
@@ -31,7 +34,7 @@ from spamnb.bayes import _count, _index, _score
 
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
-           "sort_int32", "Scorer", "gather"]
+           "sort_int32", "Scorer", "gather", "mixture_add"]
 
 COUNTS_RAW = _count.COUNTS_RAW          # x_i = count of token i in the message
 COUNTS_BINARY = _count.COUNTS_BINARY    # x_i = 1 if token i occurs
@@ -159,3 +162,15 @@ def gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, has
     if min(keys_at, values_at, logs_at) < 0:
         raise ValueError("bad hash index layout")
     return _score.gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes)
+
+
+def mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low, bin_width, n_bins, min_class,
+                max_count):
+    """``spamnb.estimator.variants.PairMixture.add``'s counting (its arrays changed in
+    place, their shapes checked by the kernel); True when the counts were halved."""
+    from spamnb.bayes import _mixture   # a replay's or the online protocol's: not a cold classify's
+
+    if not (n_bins > 0 and bin_width > 0):
+        raise ValueError("a pair-weight mixture needs bins of a positive width")
+    return _mixture.mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low, bin_width,
+                                n_bins, min_class, max_count)

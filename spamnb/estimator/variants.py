@@ -362,7 +362,7 @@ class PairMixture:
     """
 
     __slots__ = ("centre", "n", "losses", "spread", "counts", "weight", "scale", "_log_prior", "_loader",
-                 "_pending")
+                 "_pending", "_added")
 
     def __init__(self, centre=None, state=None):
         from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
@@ -383,6 +383,7 @@ class PairMixture:
         self.weight, self.scale, self.n = float(weight), float(scale), int(n)
         self.losses = self.spread = self.counts = None
         self._loader, self._pending = loader, []
+        self._added = 0
         if not (0.0 <= self.weight <= 1.0 and 0.0 < self.scale < 1e6 and self.n >= 0):
             raise ValueError("a pair-weight mixture's weight, scale or count is out of range")
         return self
@@ -408,6 +409,7 @@ class PairMixture:
         self.losses = state[1:1 + _NW]
         self.spread = state[1 + _NW:1 + 2 * _NW]
         self.counts = state[1 + 2 * _NW:]
+        self._added = 0
         self._settle()
         if not (0.0 < self.scale < 1e6 and 0.0 <= self.weight <= 1.0):
             raise ValueError("a pair-weight mixture's state gives a scale or weight out of range")
@@ -487,6 +489,9 @@ class PairMixture:
         if not (math.isfinite(words) and math.isfinite(pairs)):
             return self.weight
         self.state()
+        self._added += 1
+        if self._added > 1:   # more than one message in this process (a replay, the online protocol)
+            return self._add_summed(words, pairs, spam, weight)
         spam = bool(spam)
         bins = []
         for k, w in enumerate(MIXTURE_WEIGHTS):
@@ -514,6 +519,21 @@ class PairMixture:
         if weight > 0 and sum(counts[mine * N_BINS:(mine + 1) * N_BINS]) > MAX_COUNT:
             for j in range(len(counts)):
                 counts[j] *= 0.5
+        self.n += 1 if weight > 0 else -1
+        self._settle()
+        return self.weight
+
+    def _add_summed(self, words, pairs, spam, weight):
+        """:meth:`add` in one compiled call (``token_kernels.mixture_add``, the
+        same operations in the same order), for a process that counts more
+        than one message."""
+        from array import array
+
+        from spamnb.bayes import token_kernels
+
+        token_kernels.mixture_add(self.counts, self.losses, self.spread, array("d", MIXTURE_WEIGHTS), float(words),
+                                  float(pairs), bool(spam), float(weight), float(LOW), float(BIN_WIDTH), N_BINS,
+                                  float(MIN_CLASS), float(MAX_COUNT))
         self.n += 1 if weight > 0 else -1
         self._settle()
         return self.weight
