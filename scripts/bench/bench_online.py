@@ -237,6 +237,9 @@ def main(argv=None):
     parser.add_argument("--docs", metavar="MARKDOWN",
                         help="write the table into this file, between the lines <!-- bench_online:begin --> "
                              "and <!-- bench_online:end --> (docs/accuracy.md)")
+    parser.add_argument("--update-rows", action="store_true",
+                        help="with --docs: replace only the table's rows of this run's corpora, feedback and "
+                             "systems (the other systems' rows kept as they are), not the whole table")
     parser.add_argument("--merge", nargs="+", metavar="JSON",
                         help="run nothing: merge the --json reports of earlier runs (e.g. one per system, "
                              "each on one core) into one table, printed and written by --docs")
@@ -245,7 +248,7 @@ def main(argv=None):
         table = format_report(merge_reports(args.merge))
         print(table)
         if args.docs:
-            write_docs(args.docs, table)
+            write_docs(args.docs, table, args.update_rows)
         return 0
     systems = [s for s in args.systems.split(",") if s]
     modes = ["error"] if args.train_on_error else [m for m in args.modes.split(",") if m]
@@ -307,7 +310,7 @@ def main(argv=None):
             json.dump(report, f, indent=1)
             f.write("\n")
     if args.docs:
-        write_docs(args.docs, table)
+        write_docs(args.docs, table, args.update_rows)
     return 0
 
 
@@ -333,14 +336,42 @@ def merge_reports(paths):
 BEGIN, END = "<!-- bench_online:begin -->", "<!-- bench_online:end -->"
 
 
-def write_docs(path, table):
-    """Replace the lines between the two markers of ``path`` by ``table``."""
+def _row_key(line):
+    """A table row's corpus, feedback and system cells, or None for a line that is not a row of figures."""
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if not line.startswith("| ") or len(cells) < 4 or cells[0] == "corpus":
+        return None
+    return tuple(cells[:3])
+
+
+def _update_rows(old, table):
+    """``old`` (the block's lines) with the rows of ``table`` put in place of those of the same corpus,
+    feedback and system; a row ``old`` lacks goes after the last row of its corpus and feedback."""
+    lines = old.strip("\n").split("\n")
+    for row in table.split("\n"):
+        key = _row_key(row)
+        if key is None:
+            continue
+        at = [i for i, line in enumerate(lines) if _row_key(line) == key]
+        if at:
+            lines[at[0]] = row
+            continue
+        same = [i for i, line in enumerate(lines) if (_row_key(line) or ())[:2] == key[:2]]
+        lines.insert(same[-1] + 1 if same else len(lines), row)
+    return "\n".join(lines)
+
+
+def write_docs(path, table, update_rows=False):
+    """Replace the lines between the two markers of ``path`` by ``table`` (``update_rows``: only the rows
+    ``table`` has, :func:`_update_rows`)."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{path}: no {BEGIN} ... {END} block to write the table into")
     head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+    old, tail = rest.split(END, 1)
+    if update_rows:
+        table = _update_rows(old, table)
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(f"{head}{BEGIN}\n{table}\n{END}{tail}")
     os.replace(path + ".tmp", path)
