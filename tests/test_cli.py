@@ -12,7 +12,7 @@ import pytest
 
 import spamnb
 
-from conftest import REPO, run_spamnb
+from conftest import REPO, run_spamnb, slow_beyond
 
 SPAM_FILE = sorted((REPO / "corpora" / "spam").iterdir())[0]
 HAM_FILE = sorted((REPO / "corpora" / "easy_ham").iterdir())[0]
@@ -734,7 +734,7 @@ def test_prune_help_says_when_min_count_is_refused(home):
     assert "--target-size" in text.split("refused", 1)[1]
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("jobs", slow_beyond(["1", "2"], keep=["2"]))    # -j 1: with -m slow
 def test_train_reports_a_message_file_given_itself_by_its_own_name(home, tmp_path, jobs):
     """`spamnb train msg.eml` said "read as ham: <the folder it is in>" (the
     folder of a message in a tree), naming a folder it never read."""
@@ -779,7 +779,7 @@ def test_every_prune_option_the_readme_lists_works_on_the_model_train_builds(hom
     assert model.read_bytes() == before
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("jobs", slow_beyond(["1", "2"], keep=["2"]))    # -j 1: with -m slow
 def test_train_progress_has_a_total_and_counts_each_message_once(tmp_path, jobs):
     """On main the line had no total (the count alone)."""
     proc, seen = _run_on_terminal(["train", "-j", jobs, "--partition-size", "100", REPO / "corpora"], tmp_path)

@@ -281,12 +281,14 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     assert few.expected_fpr is None and "too little data" in few.rule
 
 
-def test_message_starts_cut_where_iter_mbox_cuts():
+# the first 300 random mboxes in the default run, all 1,500 with -m slow
+@pytest.mark.parametrize("rounds", [300, pytest.param(1500, marks=pytest.mark.slow)])
+def test_message_starts_cut_where_iter_mbox_cuts(rounds):
     rnd = random.Random(7)
     lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
              b"body text\n", b"From x  Sat Jan  3 01:05:34 1996 +0000\r\n", b"X" * (_MAX_LINE - 1) + b"\n",
              b"Y" * _MAX_LINE + b"\n", b"Z" * (2 * _MAX_LINE) + b"\n", b"From \n"]
-    for _ in range(1500):
+    for _ in range(rounds):
         data = b"From s@x Mon Nov 23 10:40:20 2026\n" + b"".join(rnd.choice(lines) for _ in range(rnd.randint(0, 25)))
         starts = list(message_starts(data)) + [len(data)]
         pieces = [m for a, b in zip(starts, starts[1:]) for m in iter_mbox(io.BytesIO(data[a:b]))]
