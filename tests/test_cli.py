@@ -719,8 +719,9 @@ def test_learn_refuses_what_is_not_mail(home, tmp_path):
 
 
 def test_merge_names_only_the_fields_that_differ(home, tmp_path):
-    other = tmp_path / "pairs.spamnb"
-    run(["train", "-q", "--word-pairs", "2", "--alpha", "0.5", REPO / "corpora", "-m", other], home, check_code=0)
+    other = tmp_path / "pairs.spamnb"     # other settings, trained on two messages (the settings are the point)
+    run(["train", "-q", "--word-pairs", "2", "--alpha", "0.5", "--spam", SPAM_FILE, "--ham", HAM_FILE, "-m", other],
+        home, check_code=0)
     proc = run(["merge", home / "model.spamnb", other, "-o", tmp_path / "out.spamnb"], home)
     err = proc.stderr.decode()
     assert proc.returncode == 3 and err.count("\n") == 1, err

@@ -335,7 +335,7 @@ def test_a_pidfile_in_roots_folder_is_removed_after_the_drop_to_a_user(home, wor
     _until(lambda: not pidfile.exists())
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", slow_beyond([1, 2], keep=[2]))     # a single process: with -m slow
 def test_ready_is_sent_to_notify_socket_once_listening(home, tmp_path, workers):
     address = str(tmp_path / "notify")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
