@@ -126,6 +126,23 @@ def sample_model(tmp_path_factory):
     return home / "model.spamnb"
 
 
+@pytest.fixture(scope="session")
+def tls_certificate(tmp_path_factory):
+    """``(cert, key)``: a self-signed certificate for localhost and its RSA key
+    (``openssl req``), made once a session; None without openssl.  Copy them
+    before changing their modes or contents."""
+    import shutil
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True, timeout=120)
+    return cert, key
+
+
 class OneShotSpamd:
     """A SPAMD server on loopback (a thread) that answers every request with
     ``answer`` (bytes, once the request head is read), or closes the

@@ -27,7 +27,10 @@ def sample(sample_corpus):
     return [m.data for m in items], np.array([m.is_spam for m in items])
 
 
-@pytest.mark.parametrize("params", [{}, {"prior": "map", "counts": "binary"}, {"counts": "raw", "alpha": 0.5}])
+# the default counts and binary ones in the default run, raw ones with -m slow
+# (and in test_streaming_fold_scores_are_fold_log_odds's default cases)
+@pytest.mark.parametrize("params", [{}, {"prior": "map", "counts": "binary"},
+                                    pytest.param({"counts": "raw", "alpha": 0.5}, marks=pytest.mark.slow)])
 def test_fold_scores_are_those_of_filters_fitted_on_the_other_folds(sample, params):
     messages, y = sample
     spam_filter = SpamFilter(**params).fit(messages, y)
@@ -149,8 +152,13 @@ def test_cutoffs_hold_on_the_fixed_split(shared_corpus):
 
 
 # ---------------------------------------------------------------------------- streaming
-@pytest.mark.parametrize("params", [{}, {"counts": "raw", "prior": "map"}, {"length_norm": 50.0},
-                                    {"counts": "binary", "prior": "uniform", "alpha": 0.5}])
+# the default counts and raw ones in the default run; a length norm of 50 and
+# binary counts with -m slow (test_fold_scores_are_those_of_filters_fitted_on_the_other_folds
+# meets binary counts in the default run)
+@pytest.mark.parametrize("params", [{}, {"counts": "raw", "prior": "map"},
+                                    pytest.param({"length_norm": 50.0}, marks=pytest.mark.slow),
+                                    pytest.param({"counts": "binary", "prior": "uniform", "alpha": 0.5},
+                                                 marks=pytest.mark.slow)])
 def test_streaming_fold_scores_are_fold_log_odds(sample, params):
     """The counting pass's fold rows and the compiled scorer give the log-odds
     fold_log_odds computes from the corpus matrix, for the same folds."""

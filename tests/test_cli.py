@@ -12,7 +12,7 @@ import pytest
 
 import spamnb
 
-from conftest import REPO, run_spamnb
+from conftest import REPO, run_spamnb, slow_beyond
 
 SPAM_FILE = sorted((REPO / "corpora" / "spam").iterdir())[0]
 HAM_FILE = sorted((REPO / "corpora" / "easy_ham").iterdir())[0]
@@ -719,8 +719,9 @@ def test_learn_refuses_what_is_not_mail(home, tmp_path):
 
 
 def test_merge_names_only_the_fields_that_differ(home, tmp_path):
-    other = tmp_path / "pairs.spamnb"
-    run(["train", "-q", "--word-pairs", "2", "--alpha", "0.5", REPO / "corpora", "-m", other], home, check_code=0)
+    other = tmp_path / "pairs.spamnb"     # other settings, trained on two messages (the settings are the point)
+    run(["train", "-q", "--word-pairs", "2", "--alpha", "0.5", "--spam", SPAM_FILE, "--ham", HAM_FILE, "-m", other],
+        home, check_code=0)
     proc = run(["merge", home / "model.spamnb", other, "-o", tmp_path / "out.spamnb"], home)
     err = proc.stderr.decode()
     assert proc.returncode == 3 and err.count("\n") == 1, err
@@ -734,7 +735,7 @@ def test_prune_help_says_when_min_count_is_refused(home):
     assert "--target-size" in text.split("refused", 1)[1]
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("jobs", slow_beyond(["1", "2"], keep=["2"]))    # -j 1: with -m slow
 def test_train_reports_a_message_file_given_itself_by_its_own_name(home, tmp_path, jobs):
     """`spamnb train msg.eml` said "read as ham: <the folder it is in>" (the
     folder of a message in a tree), naming a folder it never read."""
@@ -779,7 +780,7 @@ def test_every_prune_option_the_readme_lists_works_on_the_model_train_builds(hom
     assert model.read_bytes() == before
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("jobs", slow_beyond(["1", "2"], keep=["2"]))    # -j 1: with -m slow
 def test_train_progress_has_a_total_and_counts_each_message_once(tmp_path, jobs):
     """On main the line had no total (the count alone)."""
     proc, seen = _run_on_terminal(["train", "-j", jobs, "--partition-size", "100", REPO / "corpora"], tmp_path)

@@ -358,6 +358,14 @@ def home(tmp_path, sample_model):
     return tmp_path
 
 
+def model_dump(home):
+    """The bytes ``spamnb dump`` prints of the home's model, made in this process (where the
+    dump is the test's input, not what it checks; the command: test_cli_dump_file_is_as_private_as_the_model,
+    test_the_backup_keeps_the_learns_journaled_for_the_model_replaced, and with -m slow
+    test_cli_dump_load_dump_is_identical)."""
+    return dump_bytes(SpamFilter.load(home / "model.spamnb"))
+
+
 @pytest.mark.slow
 def test_cli_dump_load_dump_is_identical(home):
     first = run(["dump"], home)
@@ -374,7 +382,7 @@ def test_cli_dump_load_dump_is_identical(home):
 def test_cli_load_refuses_a_damaged_dump_and_changes_nothing(home):
     model = home / "model.spamnb"
     before = model.read_bytes()
-    dump = run(["dump"], home).stdout
+    dump = model_dump(home)
     (home / "cut.txt").write_bytes(dump[:len(dump) // 2])
     for args in (["load", "cut.txt"], ["load", "--add", "cut.txt"]):
         proc = run(args, home)
@@ -385,19 +393,17 @@ def test_cli_load_refuses_a_damaged_dump_and_changes_nothing(home):
 
 
 def test_cli_load_add_adds_the_counts(home):
-    dump = run(["dump"], home).stdout
+    dump = model_dump(home)
     proc = run(["load", "--add", "-"], home, stdin=dump)
     assert proc.returncode == 0, proc.stderr
-    doubled = load_bytes(run(["dump"], home).stdout)
+    doubled = load_bytes(model_dump(home))
     single = load_bytes(dump)
     assert doubled.class_count_ == tuple(2 * v for v in single.class_count_)
     assert np.array_equal(counts_of(doubled), 2 * counts_of(single))
 
 
-def test_cli_load_add_refuses_other_settings(home, tmp_path_factory):
-    other = tmp_path_factory.mktemp("other")
-    assert run(["train", "-q", "--alpha", "0.5", SAMPLE], other).returncode == 0
-    dump = run(["dump"], other).stdout
+def test_cli_load_add_refuses_other_settings(home):
+    dump = _edited_dump(home, b"settings ", _settings_line(home, alpha=0.5))    # the model trained with --alpha 0.5
     before = (home / "model.spamnb").read_bytes()
     proc = run(["load", "--add", "-"], home, stdin=dump)
     assert proc.returncode == 3 and "alpha" in proc.stderr.decode()
@@ -527,7 +533,7 @@ def test_cli_expire_at_bounds_the_model_through_learns(home):
 
 
 def test_cli_prune_by_age_through_an_edited_dump(home):
-    dump = run(["dump"], home).stdout.split(b"\n")
+    dump = model_dump(home).split(b"\n")
     at = next(i for i, line in enumerate(dump) if line.startswith(b"ledger "))   # the trained mail's ledger
     n = int(dump[at].split()[1])
     assert n > 0 and len(dump) == at + n + 3   # ... token lines, "ledger N", N entries, "end ...", ""
@@ -648,7 +654,7 @@ def test_the_backup_keeps_the_learns_journaled_for_the_model_replaced(home):
 # ---------------------------------------------------------------------------- dumps as hostile input (issue 25, item 5)
 def _edited_dump(home, old, new):
     """The model's dump with the header line starting ``old`` replaced by ``new`` (no checksum: hand-edited)."""
-    lines = run(["dump"], home).stdout.split(b"\n")
+    lines = model_dump(home).split(b"\n")
     at = next(i for i, line in enumerate(lines) if line.startswith(old))
     lines[at] = new
     end = next(i for i, line in enumerate(lines) if line.startswith(b"end "))
@@ -659,7 +665,7 @@ def _edited_dump(home, old, new):
 def _settings_line(home, **changes):
     import json
 
-    line = next(l for l in run(["dump"], home).stdout.split(b"\n") if l.startswith(b"settings "))
+    line = next(l for l in model_dump(home).split(b"\n") if l.startswith(b"settings "))
     settings = json.loads(line[len(b"settings "):])
     settings.update(changes)
     return b"settings " + json.dumps(settings, sort_keys=True, separators=(",", ":")).encode()

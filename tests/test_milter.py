@@ -318,6 +318,16 @@ def test_metrics_count_milter_requests_by_verdict_and_action(home, milter):
     assert 'verb="CHECK",verdict="spam",user_class="site",protocol="spamd",action="none"} 1' in text
 
 
+def _accepts(path):
+    """True once a server listens on the Unix socket ``path``."""
+    try:
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.connect(path)
+        return True
+    except OSError:
+        return False
+
+
 def test_milter_alone_and_settings_errors(home, tmp_path):
     port = _free_port()
     sock = str(tmp_path / "milter.sock")
@@ -326,7 +336,7 @@ def test_milter_alone_and_settings_errors(home, tmp_path):
                             env=_env(home), stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 20
-        while not os.path.exists(sock):
+        while not _accepts(sock):     # listening: bound, given its mode, then listen() (the file exists before)
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         assert oct(os.stat(sock).st_mode & 0o777) == "0o600"

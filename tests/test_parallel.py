@@ -281,12 +281,14 @@ def test_train_calibrates_streaming_alike_for_every_number_of_workers():
     assert few.expected_fpr is None and "too little data" in few.rule
 
 
-def test_message_starts_cut_where_iter_mbox_cuts():
+# the first 300 random mboxes in the default run, all 1,500 with -m slow
+@pytest.mark.parametrize("rounds", [300, pytest.param(1500, marks=pytest.mark.slow)])
+def test_message_starts_cut_where_iter_mbox_cuts(rounds):
     rnd = random.Random(7)
     lines = [b"From a@b Mon Nov 23 10:40:20 2026\n", b"From here on\n", b"\n", b"\r\n", b"Subject: x\n",
              b"body text\n", b"From x  Sat Jan  3 01:05:34 1996 +0000\r\n", b"X" * (_MAX_LINE - 1) + b"\n",
              b"Y" * _MAX_LINE + b"\n", b"Z" * (2 * _MAX_LINE) + b"\n", b"From \n"]
-    for _ in range(1500):
+    for _ in range(rounds):
         data = b"From s@x Mon Nov 23 10:40:20 2026\n" + b"".join(rnd.choice(lines) for _ in range(rnd.randint(0, 25)))
         starts = list(message_starts(data)) + [len(data)]
         pieces = [m for a, b in zip(starts, starts[1:]) for m in iter_mbox(io.BytesIO(data[a:b]))]
@@ -452,18 +454,27 @@ def test_cli_train_and_batch_classify_with_jobs(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "j0").read_bytes() == outputs["1"][0]
 
 
+@pytest.fixture(scope="module")
+def batch_model(tmp_path_factory):
+    """The model the batch tests classify with (``spamnb train -q -j 1 --target-fpr 0``
+    of the sample), trained once a module: they only read it."""
+    folder = tmp_path_factory.mktemp("batch-model")
+    model = folder / "model.spamnb"
+    assert run(["train", "-q", "-j", "1", "--target-fpr", "0", "-m", model, SAMPLE], folder).returncode == 0
+    return model
+
+
 def _batch_env(cwd):
     env = dict(os.environ, SPAMNB_HOME=str(cwd), PYTHONPATH=str(Path(spamnb.__file__).resolve().parents[1]))
     env.pop("SPAMNB_DEBUG", None)
     return env
 
 
-def test_batch_default_jobs_on_a_path_list_writes_the_one_process_lines(tmp_path):
+def test_batch_default_jobs_on_a_path_list_writes_the_one_process_lines(tmp_path, batch_model):
     """classify --batch with its default -j (every core) reading a list of
     paths from a file on stdin (full partitions go to the workers) writes the
     lines of -j 1, in order, error line and exit code included."""
-    model = tmp_path / "model.spamnb"
-    assert run(["train", "-q", "-j", "1", "--target-fpr", "0", "-m", model, SAMPLE], tmp_path).returncode == 0
+    model = batch_model
     paths = sorted((SAMPLE / "spam").iterdir()) + [tmp_path / "missing"] + sorted((SAMPLE / "easy_ham").iterdir())
     listing = tmp_path / "paths"
     listing.write_text("".join(f"{p}\n" for p in paths))
@@ -481,15 +492,14 @@ def test_batch_default_jobs_on_a_path_list_writes_the_one_process_lines(tmp_path
 
 
 @pytest.mark.parametrize("jobs", [[], ["-j", "2"]])
-def test_batch_with_workers_answers_a_writer_who_waits(tmp_path, jobs):
+def test_batch_with_workers_answers_a_writer_who_waits(tmp_path, batch_model, jobs):
     """A program that writes some paths to classify --batch and waits for their
     lines before it writes more gets them, with workers too (-j 2, the
     default): paths read are answered once nothing more is ready, however
     full the partition."""
     import select
 
-    model = tmp_path / "model.spamnb"
-    assert run(["train", "-q", "-j", "1", "--target-fpr", "0", "-m", model, SAMPLE], tmp_path).returncode == 0
+    model = batch_model
     paths = sorted((SAMPLE / "spam").iterdir())[:23]
     proc = subprocess.Popen([sys.executable, "-m", "spamnb", "classify", "--batch", *jobs, "--partition-size", "4",
                              "-m", str(model)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_batch_env(tmp_path),
@@ -523,7 +533,7 @@ def _children(pid):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers die with their parent on Linux")
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
-def test_a_killed_batch_leaves_no_worker_holding_its_output(tmp_path, signal_name):
+def test_a_killed_batch_leaves_no_worker_holding_its_output(tmp_path, batch_model, signal_name):
     """classify --batch killed while its workers are up (a signal the parent
     cannot clean up after) takes them with it: its output reaches its end
     at once, for a reader that waits for it (the workers held the pipe open
@@ -531,8 +541,7 @@ def test_a_killed_batch_leaves_no_worker_holding_its_output(tmp_path, signal_nam
     import select
     import signal
 
-    model = tmp_path / "model.spamnb"
-    assert run(["train", "-q", "-j", "1", "--target-fpr", "0", "-m", model, SAMPLE], tmp_path).returncode == 0
+    model = batch_model
     paths = sorted((SAMPLE / "easy_ham").iterdir())[:60]
     proc = subprocess.Popen([sys.executable, "-m", "spamnb", "classify", "--batch", "-j", "2", "--partition-size", "3",
                              "-m", str(model)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import slow_beyond
 from test_serve import MESSAGES, SPAMC, _env, _free_port, needs_spamc, request
 
 CURL = shutil.which("curl")
@@ -311,7 +312,7 @@ def test_a_pidfile_that_is_a_symlink_is_refused_with_its_own_code(home, tmp_path
 
 
 @needs_root
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", slow_beyond([1, 2], keep=[2]))     # a single process: with -m slow
 def test_a_pidfile_in_roots_folder_is_removed_after_the_drop_to_a_user(home, workers):
     """Started as root with -u nobody, the pid file in a folder only root may
     write to (/run) is removed at exit, by a process of root's that waits for
@@ -334,7 +335,7 @@ def test_a_pidfile_in_roots_folder_is_removed_after_the_drop_to_a_user(home, wor
     _until(lambda: not pidfile.exists())
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", slow_beyond([1, 2], keep=[2]))     # a single process: with -m slow
 def test_ready_is_sent_to_notify_socket_once_listening(home, tmp_path, workers):
     address = str(tmp_path / "notify")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:

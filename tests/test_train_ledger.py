@@ -4,6 +4,7 @@ no-op with its label and an exact relabel with the other, from the command
 line and from ``spamc -L`` to ``spamnb serve``."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -55,9 +56,10 @@ def _same_counts(before, after):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, sample_model):
+    """A home with the model ``spamnb train -q`` of the sample writes there (a copy of the session's)."""
     home = tmp_path_factory.mktemp("train-ledger")
-    _run(home, "train", "-q", CORPUS)
+    shutil.copyfile(sample_model, home / "model.spamnb")
     return home
 
 
