@@ -610,3 +610,29 @@ def _tag_subjects(client, model, spam, ham, no_subject):
     assert [a for a in answers if a.kind == "m"] == [] and _subject_edits(answers) == [], answers
     assert {"x-spam-flag", "x-spam-status", "x-spam-score"} <= set(added(answers))
     c.close()
+
+
+def test_a_unix_socket_is_never_looser_than_its_mode_between_bind_and_chmod(tmp_path, monkeypatch):
+    """bind makes the socket's file under the process's umask; until the chmod that gives it
+    ``--socket-mode`` it must be the owner's alone (a umask of 0 made it 0777: anyone could connect)."""
+    from spamnb.server import listeners
+
+    seen = []
+    real_chmod = os.chmod
+
+    def chmod(path, mode):
+        seen.append(os.stat(path).st_mode & 0o777)
+        real_chmod(path, mode)
+
+    monkeypatch.setattr(os, "chmod", chmod)
+    old = os.umask(0)
+    try:
+        sock = listeners.bind_unix(str(tmp_path / "s.sock"), 0o660)
+    finally:
+        os.umask(old)
+    try:
+        assert seen and all(mode & 0o077 == 0 for mode in seen), [oct(m) for m in seen]
+        assert os.stat(tmp_path / "s.sock").st_mode & 0o777 == 0o660
+        assert os.umask(old) == old    # the process's umask given back
+    finally:
+        sock.close()

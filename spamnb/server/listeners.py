@@ -81,7 +81,11 @@ def bind_unix(path, mode, backlog=BACKLOG):
         pass
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        _bind(sock, path, path)
+        umask = os.umask(0o177)   # the socket is made the owner's alone, never looser than ``mode`` until chmod
+        try:
+            _bind(sock, path, path)
+        finally:
+            os.umask(umask)
         os.chmod(path, mode)
         sock.listen(backlog)
     except BaseException:
