@@ -38,6 +38,7 @@ CREATE INDEX IF NOT EXISTS history_label ON history(label, id);
 CREATE TABLE IF NOT EXISTS kept (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS actions (id INTEGER PRIMARY KEY, t REAL, who TEXT, what TEXT, record INTEGER, result TEXT);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS spools (path TEXT PRIMARY KEY, offset INTEGER NOT NULL);
 """
 ENVELOPE_COLUMNS = ("client", "helo", "mail_from", "rcpt_to", "auth")     # the milter's envelope (a later schema)
 _FTS = """
@@ -115,10 +116,14 @@ class History:
         self.db.close()
 
     # ------------------------------------------------------------------ writing
-    def add(self, records, counters=None):
+    def add(self, records, counters=None, spools=None, spools_done=()):
         """Store ``records`` ((head, header block, message) each) in one
-        transaction, with the ``counters`` (a dict for :meth:`count`); returns
-        their ids (consecutive: the recorder is the one writer of rows)."""
+        transaction, with the ``counters`` (a dict for :meth:`count`) and the
+        workers' spool files read so far (``spools``: path -> the offset up to
+        which their records are in this transaction or an earlier one; the
+        recorder resumes a file there: :meth:`spool_offset`); ``spools_done``:
+        paths of files deleted since, forgotten.  Returns the records' ids
+        (consecutive: the recorder is the one writer of rows)."""
         rows, kept = [], []
         for n, (head, header, message) in enumerate(records):
             sender, recipients, subject, message_id = fields_of(header)
@@ -136,6 +141,12 @@ class History:
             if message and self.max_kept > 0:
                 kept.append((n, bytes(message)))
         if not rows:
+            if spools or spools_done:
+                with self.db:
+                    self.db.execute("BEGIN")
+                    self._spools(spools, spools_done)
+                    if counters:
+                        self.count(**counters)
             return []
         with self.db:
             self.db.execute("BEGIN")
@@ -153,9 +164,30 @@ class History:
                 self.db.executemany("INSERT INTO kept (id, data) VALUES (?, ?)",
                                     [(first + n, data) for n, data in kept[-self.max_kept:]])
             self.prune()
+            self._spools(spools, spools_done)
             if counters:
                 self.count(**counters)
         return list(range(first, last + 1))
+
+    def _spools(self, spools, done):
+        if done:
+            self.db.executemany("DELETE FROM spools WHERE path = ?", [(path,) for path in done])
+        if spools:
+            self.db.executemany("INSERT INTO spools (path, offset) VALUES (?, ?)"
+                                " ON CONFLICT(path) DO UPDATE SET offset = excluded.offset", list(spools.items()))
+
+    def spool_offset(self, path):
+        """Where the records of spool file ``path`` not stored yet begin (0: none stored)."""
+        row = self.db.execute("SELECT offset FROM spools WHERE path = ?", (path,)).fetchone()
+        return row[0] if row else 0
+
+    def forget_spools(self, exists):
+        """Forget the spool files gone (``exists(path)`` false): a recorder
+        that died between deleting a file and the next commit left its row."""
+        gone = [(path,) for (path,) in self.db.execute("SELECT path FROM spools") if not exists(path)]
+        if gone:
+            with self.db:
+                self.db.executemany("DELETE FROM spools WHERE path = ?", gone)
 
     def prune(self, now=None):
         """Keep the bounds: rows, kept messages, age (checked at most once a minute)."""

@@ -51,6 +51,7 @@ SPOOL_CHUNK = 1024 * 1024         # a spool file is handed to the recorder at th
 SPOOL_SECONDS = 0.5               # ... or this long after its first record
 SPOOL_READY = ".rec"              # a spool file the recorder may read (one being written ends in ".part")
 NOTICE_ROOM = 64 * 1024           # a count of drops is sent past QUEUE_BYTES, up to this much more
+CLOSE_SECONDS = 5.0               # a stopping worker waits this long at most for its records to reach the recorder
 RECONNECT_SECONDS = 1.0           # a worker connects to a console started again at most this often
 EVIDENCE = 24                     # the strongest tokens kept in a record
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
@@ -229,6 +230,23 @@ class RecordSender:
             self.transport, _ = await asyncio.get_running_loop().create_unix_connection(asyncio.Protocol, self.path)
         except OSError:
             self.transport = None
+
+    async def close(self):
+        """At a graceful stop (a server's ``on_stop`` hook, the requests
+        answered): the records gathered written, the transport's buffer given
+        :data:`CLOSE_SECONDS` to reach the recorder, the spool's last file handed over, then the
+        connection closed (the recorder, stopping, reads until then, then the spools)."""
+        self.flush()
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            deadline = time.monotonic() + CLOSE_SECONDS
+            while transport.get_write_buffer_size() and time.monotonic() < deadline and not transport.is_closing():
+                await asyncio.sleep(0.01)
+        if self.spool:
+            self._write_spool()
+        self._close_spool()         # handed over before the connection ends: the recorder then finds it
+        if transport is not None:
+            transport.close()       # (what it holds past the wait is lost: the recorder has stopped reading)
 
     def _reconnect(self):
         """The console's connection is gone (its process died and another
