@@ -15,7 +15,7 @@ import struct
 import time
 from email.header import decode_header, make_header
 
-from spamnb.console.records import evidence_of
+from spamnb.console.records import evidence_of, unpack
 
 __all__ = ["History", "fields_of", "PAGE", "MAX_PAGE"]
 
@@ -140,6 +140,35 @@ class History:
                          *(_text(head.get(column)) or None for column in ENVELOPE_COLUMNS)))
             if message and self.max_kept > 0:
                 kept.append((n, bytes(message)))
+        return self._store(rows, kept, counters, spools, spools_done)
+
+    def add_frames(self, frames, counters=None, spools=None, spools_done=()):
+        """:meth:`add` of the records' frames as the workers sent them (each
+        the body after its length: spamnb.console.records), read straight
+        into the rows (no dict a record: the recorder's way); a malformed
+        frame is skipped.  Returns the ids of those stored."""
+        rows, kept = [], []
+        keep = self.max_kept > 0
+        cut, cut_text = None, "null"
+        for frame in frames:
+            try:
+                values, strings, evidence, header, message = unpack(frame)
+            except (ValueError, struct.error):
+                continue
+            label, user, verb, front, action, reason, *envelope = strings[:11]
+            if values[8:10] != cut:     # the cutoffs: the same for every check of a model, its JSON made once
+                cut = values[8:10]
+                cut_text = json.dumps([None if v != v else v for v in cut])
+            if message and keep:
+                kept.append((len(rows), message))
+            rows.append((values[2] or time.time(), _text(label), values[3], values[5], values[6],
+                         _text(user)[:64] if user else "", _text(front), _text(verb), _text(action), values[10],
+                         values[7], *fields_of(header), evidence or "[]", cut_text,
+                         _text(reason) if reason else "", values[11], header if message and keep else None,
+                         *(_text(value) or None if value else None for value in envelope)))
+        return self._store(rows, kept, counters, spools, spools_done)
+
+    def _store(self, rows, kept, counters, spools, spools_done):
         if not rows:
             if spools or spools_done:
                 with self.db:

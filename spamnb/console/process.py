@@ -36,7 +36,7 @@ import struct
 import tempfile
 import time
 
-from spamnb.console.records import FrameReader, RecordSender, decode, spool_files
+from spamnb.console.records import FrameReader, RecordSender, peek, spool_files
 from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
                                    term_with_parent)
 
@@ -217,24 +217,20 @@ class Recorder:
 
     def _frame(self, frame):
         try:
-            head, header, message = decode(frame, packed=True)
+            pid, dropped, count_alone = peek(frame)
         except (ValueError, TypeError, struct.error):
             return
-        pid = head.get("pid") or 0
         if pid not in self.drops and len(self.drops) >= MAX_WORKERS:
             self.drops.pop(next(iter(self.drops)))
-        self.drops[pid] = max(self.drops.get(pid, 0), int(head.get("dropped") or 0))
-        if head.get("verb") == "-":
+        self.drops[pid] = max(self.drops.get(pid, 0), dropped)
+        if count_alone:
             self.counts_due = True      # a worker's count of drops alone: no check, nothing stored
             return
-        self.add(head, header, message)
-
-    def add(self, head, header, message):
         self.received += 1
         if self.first is None:
             self.first = time.monotonic()
-        self.batch.append((head, header, message))
-        self.batch_bytes += len(header) + len(message) + 512
+        self.batch.append(frame)        # read whole when the batch is stored (History.add_frames)
+        self.batch_bytes += len(frame) + 512
 
     def write(self):
         """The batch, the counts and the spools' offsets in one transaction;
@@ -245,8 +241,8 @@ class Recorder:
         deleted, self.deleted = self.deleted, []
         self.counts_due = False
         if batch or positions or deleted:
-            self.history.add(batch, {"received": self.received, "dropped": self.dropped(), "spooled": self.from_spool},
-                             positions, deleted)
+            self.history.add_frames(batch, {"received": self.received, "dropped": self.dropped(),
+                                            "spooled": self.from_spool}, positions, deleted)
         self._delete_read()     # their records committed (or none were in them)
 
 
