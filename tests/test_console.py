@@ -652,6 +652,16 @@ def test_the_console_process_stays_small(console):
     assert int(fields["VmRSS"].split()[0]) * 1024 < 60 * 2 ** 20
 
 
+def test_the_recorder_runs_only_on_cpu_the_checks_leave(console):
+    """The recorder (the history's writer) is under SCHED_IDLE: it never
+    takes a core's time from a check; the console's pages are not."""
+    import os
+
+    recorder = int(re.findall(r"console's recorder \(pid (\d+)\)", console.log_text())[-1])
+    assert os.sched_getscheduler(recorder) == os.SCHED_IDLE
+    assert os.sched_getscheduler(console.console_pid()) == os.SCHED_OTHER
+
+
 @needs_spamc
 def test_a_learn_in_the_console_changes_what_spamc_answers_within_a_second(tmp_path):
     server = ConsoleServer(tmp_path, workers=2, keep=5000)

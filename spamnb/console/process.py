@@ -11,10 +11,10 @@ parent forks (no threads) and only supervises.  Processes of their own
 keep the console's memory and CPU apart and measurable, and a fault in
 either costs no check: the workers write their records to the recorder's
 Unix socket without waiting (spamnb.console.records), and go on if it is
-gone.  The recorder, whose work grows with the checks, runs
-:data:`RECORDER_NICE` steps nicer than the server: on a machine whose
-cores the checks fill it waits for them, the records held in the workers'
-bounded queues meanwhile (past them dropped and counted).  The console
+gone.  The recorder, whose work grows with the checks, runs under
+Linux's SCHED_IDLE policy (:func:`_idle`): on a machine whose cores the
+checks fill it waits for them, the records held in the workers' bounded
+queues and spools meanwhile (past them dropped and counted).  The console
 runs :data:`NICE` steps nicer: its work is a person's clicks, small and
 bounded a request, and a person waits for it.
 
@@ -50,10 +50,11 @@ class Recorder:
     (``listener``) into ``history``, one transaction a batch
     (:data:`BATCH` records or :data:`BATCH_BYTES`, or what came in
     :data:`BATCH_SECONDS` after its first record).  It runs in a process
-    of its own (:meth:`Keeper.spawn`), :data:`RECORDER_NICE` steps nice: the
-    checks and the pages come first.  The queue is bounded: each worker's
-    transport buffer (spamnb.console.records.QUEUE_BYTES: past it the worker
-    drops the record and counts it), the sockets' buffers and one batch here;
+    of its own (:meth:`Keeper.spawn`) at the lowest priority (:func:`_idle`):
+    the checks and the pages come first.  The queue is bounded: each worker's
+    transport buffer (spamnb.console.records.QUEUE_BYTES), then its spool
+    (SPOOL_BYTES: past it the worker drops the record and counts it), the
+    sockets' buffers and one batch here;
     while a batch is written nothing is read.  The counts it writes with each
     batch (``received``; ``dropped``: the latest count each worker reported,
     by its process id) are what the dashboard and the history page show."""
@@ -443,11 +444,19 @@ class Keeper:
 
 
 def _idle():
-    """The recorder's priority: :data:`RECORDER_NICE` steps nicer than the
-    server (the keeper is :data:`NICE` already; Linux stops at 19)."""
+    """The recorder's priority: Linux's SCHED_IDLE (it runs only on CPU no
+    other process wants: a check never waits for it, nor shares a core's
+    time with it), and :data:`RECORDER_NICE` steps nicer than the server
+    where that policy is missing (the keeper is :data:`NICE` already; Linux
+    stops at 19).  Under a saturated machine its records wait in the
+    workers' queues and spools meanwhile (spamnb.console.records)."""
     try:
         os.nice(RECORDER_NICE - NICE)
     except OSError:
+        pass
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
         pass
 
 
