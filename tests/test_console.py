@@ -465,7 +465,7 @@ def test_a_stopping_worker_hands_its_last_records_over_and_the_recorder_stores_t
             if i == 74:
                 await asyncio.sleep(0.1)        # a flush: the transport's buffer full, a spool file begun
         # records in the transport's buffer, in a spool file not handed over, and gathered, not written yet
-        assert sender.transport.get_write_buffer_size() and sender.spool_fd is not None and sender.spool
+        assert sender.transport.get_write_buffer_size() and sender.spool_fd is not None and sender.out
         thread.start()          # the recorder reads again, and is told to stop at once
         stop.set()
         await sender.close()

@@ -218,6 +218,18 @@ class FrameReader:
         return out
 
 
+def frames_within(frames, room):
+    """(bytes, count) of the first of ``frames`` (each length-prefixed) that
+    fit in ``room`` bytes."""
+    at, n = 0, 0
+    while at + 4 <= len(frames):
+        end = at + 4 + int.from_bytes(frames[at:at + 4], "big")
+        if end > room:
+            break
+        at, n = end, n + 1
+    return at, n
+
+
 def spool_files(folder):
     """The spool files ready in ``folder`` (full paths), oldest first by each
     worker's sequence (their names: ``spool-PID-SEQ.rec``)."""
@@ -238,7 +250,8 @@ class RecordSender:
         self.folder = os.path.dirname(path)
         self.keep = keep
         self.transport = None
-        self.out = bytearray()      # records not written yet: one write a FLUSH_SECONDS, not one a check
+        self.out = bytearray()      # records not handed over yet: one write a FLUSH_SECONDS, not one a check
+        self.out_records = 0        # ... how many
         self.pending = None
         self.sent = 0
         self.dropped = 0
@@ -316,31 +329,28 @@ class RecordSender:
         verdict = checked.verdict
         cutoffs = getattr(checked.model, "cutoffs", None)
         spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
-        frame = _frame((self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
-                        verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0, self.dropped),
-                       (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
-                       verdict.evidence[:EVIDENCE], header_block(message),
-                       message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
-        self._schedule()
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            self._reconnect()
-            self._to_spool(frame, 1)
-        elif transport.get_write_buffer_size() + len(self.out) + len(frame) > QUEUE_BYTES:
-            self._to_spool(frame, 1)        # the recorder is behind: the record waits on disk, the check does not
-        else:
-            self.out += frame
-            self.reported = self.dropped
-            self.sent += 1
+        self.out += _frame((self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
+                            verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0,
+                            self.dropped),
+                           (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
+                           verdict.evidence[:EVIDENCE], header_block(message),
+                           message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
+        self.out_records += 1
+        if not self.scheduled:      # where they go (the socket or the spool) is decided once a flush
+            self.scheduled = True
+            asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
 
     def _to_spool(self, frames, n):
-        """Put ``frames`` (``n`` records) in the spool, or drop and count them
-        when the spool holds :data:`SPOOL_BYTES` the recorder has not read."""
+        """Put ``frames`` (``n`` records) in the spool; those past
+        :data:`SPOOL_BYTES` of spool the recorder has not read are dropped
+        and counted."""
         if self.spool_bytes + len(self.spool) + len(frames) > SPOOL_BYTES:
             self._forget_read()
-            if self.spool_bytes + len(self.spool) + len(frames) > SPOOL_BYTES:
-                self.dropped += n
-                return
+            room = SPOOL_BYTES - self.spool_bytes - len(self.spool)
+            if len(frames) > room:
+                cut, fit = frames_within(frames, room)
+                self.dropped += n - fit
+                frames, n = frames[:cut], fit
         self.spool += frames
         self.spool_records += n
         self.spooled += n
@@ -350,26 +360,31 @@ class RecordSender:
         while self.handed and not os.path.exists(self.handed[0][0]):
             self.spool_bytes -= self.handed.popleft()[1]
 
-    def _schedule(self):
-        if not self.scheduled:
-            self.scheduled = True
-            asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
-
     def flush(self):
-        """Write the records gathered (the socket takes what it can at once, the
-        transport keeps the rest: bounded by :data:`QUEUE_BYTES` above), and
-        the spool's to its file."""
+        """Hand the records gathered over: to the recorder's socket as far as
+        its queue has room (the socket takes what it can at once, the
+        transport keeps the rest: at most :data:`QUEUE_BYTES`), the rest to
+        the spool (the recorder is behind, or gone: to be read when it can),
+        and the spool's to its file."""
         self.scheduled = False
         transport = self.transport
-        if transport is None or transport.is_closing():
-            if self.out:        # the recorder went while they waited: to the spool, not lost
-                n = self.sent_since()
-                self.sent -= n
-                self._to_spool(bytes(self.out), n)
-                self.out = bytearray()
-        elif self.out:
-            transport.write(self.out)       # (the transport copies what the socket does not take at once)
-            self.out = bytearray()
+        out, n = self.out, self.out_records
+        self.out, self.out_records = bytearray(), 0
+        if out:
+            if transport is None or transport.is_closing():
+                self._reconnect()
+                self._to_spool(out, n)
+            else:
+                cut, fit = len(out), n
+                room = QUEUE_BYTES - transport.get_write_buffer_size()
+                if cut > room:
+                    cut, fit = frames_within(out, room)
+                if fit:
+                    transport.write(out if cut == len(out) else out[:cut])  # (copied by the transport)
+                    self.sent += fit
+                    self.reported = self.dropped
+                if fit < n:     # the recorder is behind: these records wait on disk, the checks do not
+                    self._to_spool(out[cut:], n - fit)
         if self.spool:
             self._write_spool()
         if (self.dropped > self.reported and transport is not None and not transport.is_closing()
@@ -377,14 +392,6 @@ class RecordSender:
             # records were dropped since the last frame: a frame of the count alone (verb "-", not stored)
             transport.write(encode({"pid": self.pid, "verb": "-", "dropped": self.dropped}))
             self.reported = self.dropped
-
-    def sent_since(self):
-        """The records in ``out`` (a frame each; counted by walking their lengths)."""
-        n, at = 0, 0
-        while at + 4 <= len(self.out):
-            at += 4 + int.from_bytes(self.out[at:at + 4], "big")
-            n += 1
-        return n
 
     def _write_spool(self):
         """Append the spool's records to the worker's spool file (one write),
