@@ -81,6 +81,7 @@ def header_block(message):
 
 
 _NUMBERS = struct.Struct(">BI8d4IHI")      # version, worker pid, 8 floats, 4 counts, evidence, strings' bytes
+_FRAME_HEAD = struct.Struct(">IBI8d4IHI")   # the frame's length, then the numbers
 _STRINGS = ("label", "user", "verb", "front", "action", "reason")
 ENVELOPE = ("client", "helo", "mail_from", "rcpt_to", "auth")   # the milter's envelope (spamnb.server.milter)
 _NAMES = _STRINGS + ENVELOPE
@@ -105,15 +106,19 @@ def encode(head, header=b"", message=b"", envelope=None):
                    head.get("log_odds", 0.0), head.get("p", 0.0), head.get("ms", 0.0),
                    _NAN if cutoffs[0] is None else cutoffs[0], _NAN if cutoffs[1] is None else cutoffs[1],
                    head.get("size", 0), head.get("tokens", 0), head.get("dropped", 0)),
-                  [head.get(name) or "" for name in _STRINGS], head.get("evidence") or (), header, message, envelope)
+                  tuple(head.get(name) or "" for name in _STRINGS), head.get("evidence") or (), header, message, envelope)
 
 
 def _frame(numbers, strings, evidence, header, message, envelope):
     """A frame of the record's ``numbers`` (in :data:`_NUMBERS`' order),
-    ``strings`` (the :data:`_STRINGS`), ``evidence``, header block, message
-    and envelope: one ``struct`` call and one string joined and encoded, so
-    a record costs a worker a few microseconds (no JSON, no pickle)."""
-    strings = [*strings, *(envelope or _NO_ENVELOPE), *(token for token, _ in evidence)]
+    ``strings`` (a tuple of the :data:`_STRINGS`), ``evidence``, header
+    block, message and envelope: one ``struct`` call (the frame's length
+    with the numbers) and one string joined and encoded, so a record costs a
+    worker a few microseconds (no JSON, no pickle)."""
+    n = len(evidence)
+    strings = strings + (envelope or _NO_ENVELOPE)
+    if n:
+        strings = (*strings, *[token for token, _ in evidence])
     try:
         text = "\0".join(strings)
         clean = len(text) <= STRING_CHARS and text.count("\0") == len(strings) - 1
@@ -122,11 +127,10 @@ def _frame(numbers, strings, evidence, header, message, envelope):
     if not clean:       # a string too long, holding a NUL or not a str: each one cleaned
         text = "\0".join([_clean(value) for value in strings])
     text = text.encode("utf-8", "replace")
-    packed = _NUMBERS.pack(2, *numbers, 0, len(evidence), len(text))
-    weights = struct.pack(f">{len(evidence)}d", *(weight for _, weight in evidence)) if evidence else b""
-    size = len(packed) + len(weights) + len(text) + 8 + len(header) + len(message)
-    return b"".join((size.to_bytes(4, "big"), packed, weights, text, len(header).to_bytes(4, "big"), header,
-                     len(message).to_bytes(4, "big"), message))
+    size = _NUMBERS.size + 8 * n + len(text) + 8 + len(header) + len(message)
+    return b"".join((_FRAME_HEAD.pack(size, 2, *numbers, 0, n, len(text)),
+                     struct.pack(f">{n}d", *(weight for _, weight in evidence)) if n else b"", text,
+                     len(header).to_bytes(4, "big"), header, len(message).to_bytes(4, "big"), message))
 
 
 def unpack(frame):
