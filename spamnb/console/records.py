@@ -7,11 +7,12 @@ request handler's ``verdict_hooks`` (the one place both front ends reach:
 spamnb.server.handler) and keeps the check; :meth:`RecordSender.on_request`,
 one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
-took) and sends it.  The record is written to a Unix stream socket connected
-to the console's recorder, the records of :data:`FLUSH_SECONDS` in one
+took) and appends it to the worker's records (a frame: :func:`_frame`);
+:meth:`RecordSender.flush` hands them over :data:`FLUSH_SECONDS` after the
+first, to a Unix stream socket connected to the console's recorder in one
 write; the asyncio transport's buffer is the queue.  Past
-:data:`QUEUE_BYTES` (the recorder is behind: at nice 19 it waits for the
-checks) or with no recorder connected, the records go to the worker's
+:data:`QUEUE_BYTES` (the recorder is behind: under SCHED_IDLE it waits
+for the checks) or with no recorder connected, the records go to the worker's
 **spool** instead: files in the socket's private folder, appended to once
 a flush (one ``write``), handed to the recorder by a rename (``.part`` to
 ``.rec``) at :data:`SPOOL_CHUNK` bytes or :data:`SPOOL_SECONDS` after their
@@ -19,8 +20,9 @@ first record; the recorder reads them when it can and deletes each once
 its records are committed.  A record is dropped (and counted: the count
 travels in the next record) only past :data:`SPOOL_BYTES` of a worker's
 spool not yet read, or when the disk refuses the write.  So a slow or
-stopped recorder costs a check one ``send`` or a share of one ``write`` at
-most, bounded memory and bounded disk, and loses no record.
+stopped recorder costs a check a share of one ``send`` or one ``write`` at
+most, bounded memory and bounded disk, and loses no record; at a graceful
+stop :meth:`RecordSender.close` hands over what the worker still holds.
 
 A frame (:func:`encode`): its length, the record's numbers and
 length-prefixed strings, the message's header block (at most
