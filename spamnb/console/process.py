@@ -444,9 +444,10 @@ class Keeper:
 
 
 def _idle():
-    """The recorder's priority: Linux's SCHED_IDLE (it runs only on CPU no
-    other process wants: a check never waits for it, nor shares a core's
-    time with it), and :data:`RECORDER_NICE` steps nicer than the server
+    """The recorder's priority: Linux's SCHED_IDLE (it runs on CPU no other
+    process wants, apart from the scheduler's least share, a weight of 3
+    against a normal process's 1024, and a check's wake-up preempts it), and
+    :data:`RECORDER_NICE` steps nicer than the server
     where that policy is missing (the keeper is :data:`NICE` already; Linux
     stops at 19).  Under a saturated machine its records wait in the
     workers' queues and spools meanwhile (spamnb.console.records)."""
