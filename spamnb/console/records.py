@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
-import re
 import struct
 import time
 
@@ -60,26 +59,11 @@ EVIDENCE = 24                     # the strongest tokens kept in a record
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
 
 
-# a header's first line (spamnb.mail.headers.header_of's test: an mbox "From " line, then a field's name)
-_HEADER_START = re.compile(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
-
-
 def header_block(message):
-    """The header block of ``message`` (bytes), cut at :data:`HEAD_BYTES`:
-    spamnb.mail.headers.header_of's block, found with less work a check (no
-    copy of the message's start; the look for a CRLF blank line only when
-    the header holds a CR: one ``memchr``)."""
-    if not _HEADER_START.match(message, 0, HEAD_BYTES):
-        return b""
-    end = message.find(b"\n\n", 0, HEAD_BYTES)
-    stop = end + 2 if end >= 0 else min(len(message), HEAD_BYTES)
-    if message.find(b"\r", 0, stop) >= 0:
-        crlf = message.find(b"\n\r\n", 0, stop)
-        if crlf >= 0:
-            end = crlf
-    if end < 0:
-        return message[:HEAD_BYTES]
-    return message[:end].rstrip(b"\r")
+    """The header block of ``message`` (bytes), cut at :data:`HEAD_BYTES`."""
+    from spamnb.mail.headers import header_of
+
+    return header_of(message, HEAD_BYTES)
 
 
 _NUMBERS = struct.Struct(">BI8d4IHI")      # version, worker pid, 8 floats, 4 counts, evidence, strings' bytes
