@@ -15,6 +15,13 @@
    ratio, the records the console received and dropped, the console
    process's resident memory at the end.
 
+   With ``--hold-recorder`` the recorder is stopped (SIGSTOP) while the
+   clients check, and let go after: the records wait in the workers'
+   queues and spools, and the CPU a check is the workers' cost of the
+   records alone.
+3. ``--micro``: a worker's CPU a record (its whole path) and the
+   recorder's, in this process.
+
     python scripts/bench/bench_console.py [--corpus ../shared/corpora/spamassassin] [--rows 100000] [--browser]
 """
 
@@ -26,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -423,6 +431,9 @@ def main():
     parser.add_argument("--micro", action="store_true", help="only the CPU a record of the worker and the recorder")
     parser.add_argument("--pages-only", action="store_true", help="only part 1: the history pages (and --browser)")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds, each without then with the console")
+    parser.add_argument("--hold-recorder", action="store_true",
+                        help="stop the recorder (SIGSTOP) while the clients check: the workers' cost of the records "
+                             "alone, apart from the recorder's work beside the checks")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--messages", type=int, default=1200, help="test messages each client sends a round")
@@ -504,7 +515,13 @@ def main():
                 serving = [p for p in pids if p == proc.pid or (parent_of(p) == proc.pid and p != keeper)]
                 before = sum(cpu_seconds(p) for p in pids)
                 serving_before = sum(cpu_seconds(p) for p in serving)
-                rate = throughput(port, messages, args.clients, True)
+                if with_console and args.hold_recorder:
+                    os.kill(pid_of["recorder"], signal.SIGSTOP)     # its records wait in the queues and spools
+                try:
+                    rate = throughput(port, messages, args.clients, True)
+                finally:
+                    if with_console and args.hold_recorder:
+                        os.kill(pid_of["recorder"], signal.SIGCONT)
                 (on if with_console else off).append(rate)
                 checks = args.clients * len(messages)
                 if with_console:        # every record stored (or counted as dropped), then the CPU read
