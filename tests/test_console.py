@@ -445,7 +445,8 @@ def test_a_stopping_worker_hands_its_last_records_over_and_the_recorder_stores_t
 
     from spamnb.console.process import Recorder
 
-    monkeypatch.setattr(records, "SPOOL_CHUNK", 64 * 1024 * 1024)      # the spool's file handed over by age only
+    monkeypatch.setattr(records, "SPOOL_CHUNK", 64 * 1024 * 1024)      # the spool's file not handed over ...
+    monkeypatch.setattr(records, "SPOOL_SECONDS", 600.0)               # ... before the stop, however slow the loop
     path = str(tmp_path / "records")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
