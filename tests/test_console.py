@@ -321,9 +321,10 @@ def test_a_full_record_queue_spools_without_waiting_and_the_recorder_stores_ever
         deadline = time.monotonic() + 60
         while recorder.received < 200 and time.monotonic() < deadline:
             loop.run_until_complete(asyncio.sleep(0.05))    # the worker's loop writes its transport's buffer
+        sender.transport.close()
+        loop.run_until_complete(asyncio.sleep(0.05))
         stop.set()
         thread.join(30)
-        sender.transport.close()
     finally:
         loop.close()
     rows = history.page(limit=200) + history.page(limit=200, before=history.page(limit=200)[-1]["id"])
@@ -380,6 +381,104 @@ def test_records_made_with_no_recorder_wait_in_the_spool(tmp_path):
     assert sender.dropped == 0 and sender.spooled >= 5
     frames = b"".join(Path(p).read_bytes() for p in records.spool_files(str(tmp_path)))
     assert len(records.FrameReader().feed(frames)) == sender.spooled
+
+
+class _RecorderDied(Exception):
+    pass
+
+
+def test_a_recorder_that_dies_reading_a_spool_file_leaves_no_record_stored_twice(tmp_path, monkeypatch):
+    """A recorder dies (here: raises out of its loop, no last write) after
+    committing part of a spool file: the next one resumes that file where
+    the committed records end (the offset is committed with them), so every
+    record is stored once, and the file is deleted when read whole."""
+    import threading
+
+    from spamnb.console import process
+    from spamnb.console.process import Recorder
+
+    monkeypatch.setattr(process, "READ_BYTES", 1024)       # a file read in many pieces ...
+    monkeypatch.setattr(process, "BATCH", 10)              # ... and committed in many batches
+    frames = b"".join(records.encode({"label": "ham", "verb": "CHECK", "user": f"u{n}"},
+                                     f"Subject: record {n}\n".encode()) for n in range(300))
+    (tmp_path / "spool-1-0000000001.rec").write_bytes(frames)
+    history = History(str(tmp_path / "history.sqlite"), rows=1000, kept=0)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "records"))
+    listener.listen(1)
+
+    def dies_after_a_commit():
+        if history.counters().get("received", 0) >= 50:
+            raise _RecorderDied
+        return False
+
+    first = Recorder(history, listener)
+    with pytest.raises(_RecorderDied):
+        first.run(dies_after_a_commit)
+    stored = len(history.page(limit=200))
+    assert 50 <= stored < 300 and (tmp_path / "spool-1-0000000001.rec").exists()
+    again = History(str(tmp_path / "history.sqlite"), rows=1000, kept=0)
+    second = Recorder(again, listener)
+    stop = threading.Event()
+    thread = threading.Thread(target=second.run, args=(stop.is_set,))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while (tmp_path / "spool-1-0000000001.rec").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    thread.join(30)
+    users = [row["user"] for row in again.page(limit=200)]
+    users += [row["user"] for row in again.page(limit=200, before=again.page(limit=200)[-1]["id"])]
+    assert sorted(users) == sorted(f"u{n}" for n in range(300))       # each once
+    assert not (tmp_path / "spool-1-0000000001.rec").exists()
+    assert again.spool_offset(str(tmp_path / "spool-1-0000000001.rec")) == 0     # forgotten once deleted
+    listener.close()
+
+
+def test_a_stopping_worker_hands_its_last_records_over_and_the_recorder_stores_them(tmp_path, monkeypatch):
+    """A graceful stop: the worker's records still gathered, in its
+    transport's buffer and in its spool's unfinished file are handed over
+    (:meth:`RecordSender.close`), and a recorder told to stop reads on until
+    the worker's connection is closed and the spools are read: every record
+    is stored, none left on disk."""
+    import threading
+
+    from spamnb.console.process import Recorder
+
+    monkeypatch.setattr(records, "SPOOL_CHUNK", 64 * 1024 * 1024)      # the spool's file not handed over ...
+    monkeypatch.setattr(records, "SPOOL_SECONDS", 600.0)               # ... before the stop, however slow the loop
+    path = str(tmp_path / "records")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)      # accepted by the kernel, not read yet: the records spool
+    message = b"Subject: x\nFrom: a@b.example\n\n" + b"y" * 100_000
+    history = History(":memory:", rows=1000, kept=1000)
+    recorder = Recorder(history, listener)
+    stop = threading.Event()
+    thread = threading.Thread(target=recorder.run, args=(stop.is_set,))
+
+    async def run():
+        sender = records.RecordSender(path, keep=True)
+        await sender.connect()
+        for i in range(80):
+            sender.on_verdict(_Checked(), message, "bob")
+            sender.on_request("CHECK", "bob", "spam 9.0/5.0", len(message), 1.0, "127.0.0.1", "spamd", "none")
+            if i == 74:
+                await asyncio.sleep(0.1)        # a flush: the transport's buffer full, a spool file begun
+        # records in the transport's buffer, in a spool file not handed over, and gathered, not written yet
+        assert sender.transport.get_write_buffer_size() and sender.spool_fd is not None and sender.out
+        thread.start()          # the recorder reads again, and is told to stop at once
+        stop.set()
+        await sender.close()
+        return sender
+
+    sender = asyncio.run(run())
+    thread.join(30)
+    assert not thread.is_alive()
+    assert sender.dropped == 0 and recorder.received == 80 and recorder.dropped() == 0
+    assert len(history.page(limit=200)) == 80
+    assert not list(tmp_path.glob("spool-*"))
+    listener.close()
 
 
 def test_a_header_block_is_stored_only_with_a_kept_message(tmp_path):
@@ -552,6 +651,16 @@ def test_the_sixth_bad_login_in_a_minute_is_429_and_logged(console):
 def test_the_console_process_stays_small(console):
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{console.console_pid()}/status").read_text().splitlines())
     assert int(fields["VmRSS"].split()[0]) * 1024 < 60 * 2 ** 20
+
+
+def test_the_recorder_runs_only_on_cpu_the_checks_leave(console):
+    """The recorder (the history's writer) is under SCHED_IDLE: it never
+    takes a core's time from a check; the console's pages are not."""
+    import os
+
+    recorder = int(re.findall(r"console's recorder \(pid (\d+)\)", console.log_text())[-1])
+    assert os.sched_getscheduler(recorder) == os.SCHED_IDLE
+    assert os.sched_getscheduler(console.console_pid()) == os.SCHED_OTHER
 
 
 @needs_spamc

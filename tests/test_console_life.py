@@ -6,6 +6,7 @@ the records reach the new console; SIGHUP makes it re-read ``--ui-users``."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import threading
@@ -92,6 +93,35 @@ def test_a_killed_recorder_is_started_again_and_the_records_go_on(tmp_path):
         assert set(checks.codes) <= {0, 1}, checks.codes
     finally:
         checks.stop_with(server)
+
+
+@needs_spamc
+def test_a_stop_stores_the_records_the_workers_still_held(tmp_path):
+    """The recorder held up (SIGSTOP) while checks go on: the workers' record
+    queues fill and the rest go to their spools; the server is stopped at
+    once (SIGTERM, the recorder let go): each worker hands over what it
+    held (its queue, its spool's unfinished file), the recorder stores it
+    before it ends: every check has its row."""
+    import sqlite3
+
+    server = ConsoleServer(tmp_path, workers=2)
+    try:
+        wait_for(lambda: recorder_pids(server), what="the recorder's log line")
+        recorder = recorder_pids(server)[-1]
+        os.kill(recorder, signal.SIGSTOP)
+        big = b"X-Pad: " + b"p" * 300_000 + b"\n"
+        codes = [server.spamc("-c", "-s", 2_000_000, stdin=big + mail(random.Random(n), n % 2 == 0, 30000 + n))
+                 .returncode for n in range(40)]
+        assert set(codes) <= {0, 1}, codes
+        server.proc.terminate()
+        os.kill(recorder, signal.SIGCONT)
+        assert server.proc.wait(60) == 0
+    finally:
+        server.stop()
+    with sqlite3.connect(tmp_path / "history.sqlite") as db:
+        rows = db.execute("SELECT count(*) FROM history").fetchone()[0]
+        counters = dict(db.execute("SELECT name, value FROM counters"))
+    assert rows == 40 and counters.get("dropped", 0) == 0, (rows, counters, server.log_path.read_text())
 
 
 @needs_spamc

@@ -15,6 +15,13 @@
    ratio, the records the console received and dropped, the console
    process's resident memory at the end.
 
+   With ``--hold-recorder`` the recorder is stopped (SIGSTOP) while the
+   clients check, and let go after: the records wait in the workers'
+   queues and spools, and the CPU a check is the workers' cost of the
+   records alone.
+3. ``--micro``: a worker's CPU a record (its whole path) and the
+   recorder's, in this process.
+
     python scripts/bench/bench_console.py [--corpus ../shared/corpora/spamassassin] [--rows 100000] [--browser]
 """
 
@@ -26,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -305,39 +313,111 @@ def browser_figures(ui, port, messages, rounds):
     floor.shutdown()
 
 
+class _Cutoffs:
+    spam, ham = 0.9, 0.1
+
+
+class _Model:
+    cutoffs = _Cutoffs()
+
+
+class _ScoreMap:
+    required = 5.0
+
+
+class _Verdict:
+    label, log_odds, probability, reason, tokens = "spam", 9.0, 0.99, "", 120
+    evidence = ()       # a CHECK's verdict (spamnb.server.spamd_connection: CHECK asks for no evidence)
+
+
+class _Checked:
+    verdict, score, score_map, model = _Verdict(), 9.0, _ScoreMap(), _Model()
+
+
+def worker_micro(messages, n):
+    """A worker's CPU a record: :class:`RecordSender`'s whole path as a
+    worker runs it (the verdict hook, the request hook, the flushes into the
+    recorder's Unix socket, read by a thread of this process that drops
+    them), ``time.thread_time`` of the loop's thread alone; (CPU a record,
+    bytes a record)."""
+    import asyncio
+    import socket
+
+    from spamnb.console.records import RecordSender
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-console-sender-"))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "records"))
+    listener.listen(1)
+    got = [0]
+
+    def drain():
+        conn, _ = listener.accept()
+        while True:
+            data = conn.recv(1 << 20)
+            if not data:
+                break
+            got[0] += len(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    checked = _Checked()
+
+    async def run():
+        sender = RecordSender(str(folder / "records"))
+        await sender.connect()
+        t = time.thread_time()
+        for i in range(n):
+            m = messages[i % len(messages)]
+            sender.on_verdict(checked, m, "bench")
+            sender.on_request("CHECK", "bench", "spam 9.0/5.0", len(m), 1.0, "127.0.0.1", "spamd", "none")
+            if i % 8 == 7:
+                await asyncio.sleep(0)      # the loop turns between checks: the flushes come due
+        if hasattr(sender, "close"):
+            await sender.close()
+        else:       # (a tree before the graceful stop's hand-over: the last flush, then the socket closed)
+            sender.flush()
+            while sender.transport.get_write_buffer_size():
+                await asyncio.sleep(0.01)
+            sender.transport.close()
+        return (time.thread_time() - t) / n, sender
+
+    cost, sender = asyncio.run(run())
+    reader.join(30)
+    listener.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    if sender.spooled or sender.dropped:
+        print(f"(the reader fell behind: {sender.spooled} records spooled, {sender.dropped} dropped)")
+    return cost, got[0] / n
+
+
 def micro(messages, n=20_000):
-    """The pieces' CPU a record, measured in this process (``time.process_time``):
-    a worker's record (the frame of a check: its header block cut and the
-    fields packed, spamnb.console.records) and the recorder's (a frame decoded
-    and stored: spamnb.console.history, batches of 2,000 in a file, no message kept)."""
+    """The pieces' CPU a record, measured in this process: a worker's
+    (:func:`worker_micro`) and the recorder's (frames decoded and stored as
+    the recorder does, spamnb.console.history, batches of 2,000 in a file,
+    no message kept; ``time.process_time``)."""
     from spamnb.console import records
 
-    class Verdict:
-        label, log_odds, probability, reason, tokens = "spam", 9.0, 0.99, "", 120
-        evidence = [("token%d" % i, 1.0 + i) for i in range(records.EVIDENCE)]
-
-    verdict = Verdict()
-    frames = []
-    t = time.process_time()
-    for i in range(n):
-        m = messages[i % len(messages)]
-        frames.append(records._frame((1, time.time(), 9.0, 5.0, 9.0, 0.99, 1.0, 0.9, 0.1, len(m), 120, 0),
-                                     (verdict.label, "bench", "CHECK", "spamd", "none", ""),
-                                     verdict.evidence[:records.EVIDENCE], records.header_block(m), b"", None))
-    worker = (time.process_time() - t) / n
+    worker, size = worker_micro(messages, n)
+    frames = [records._frame((1, time.time(), 9.0, 5.0, 9.0, 0.99, 1.0, 0.9, 0.1, len(m), 120, 0),
+                             ("spam", "bench", "CHECK", "spamd", "none", ""), (), records.header_block(m), b"", None)
+              for m in (messages[i % len(messages)] for i in range(n))]
     home = Path(tempfile.mkdtemp(prefix="bench-console-micro-"))
     history = History(str(home / "h.sqlite"), rows=n + 1, kept=0)
     t = time.process_time()
     for start in range(0, n, 2000):
-        history.add([records.decode(frame[4:], packed=True) for frame in frames[start:start + 2000]],
-                    {"received": start})
+        if hasattr(history, "add_frames"):
+            history.add_frames([frame[4:] for frame in frames[start:start + 2000]], {"received": start})
+        else:       # (a tree before the recorder stored the frames as they came)
+            history.add([records.decode(frame[4:], packed=True) for frame in frames[start:start + 2000]],
+                        {"received": start})
     recorder = (time.process_time() - t) / n
     history.close()
-    size = (home / "h.sqlite").stat().st_size
+    size_on_disk = (home / "h.sqlite").stat().st_size
     shutil.rmtree(home, ignore_errors=True)
-    print(f"CPU a record (load {os.getloadavg()[0]:.1f}): the worker's {worker * 1e6:.1f} us (the frame, "
-          f"{sum(map(len, frames)) / n:.0f} bytes on average), the recorder's {recorder * 1e6:.1f} us "
-          f"(decoded and stored, batches of 2,000); the history {size / n:.0f} bytes a row on disk")
+    print(f"CPU a record (load {os.getloadavg()[0]:.1f}): the worker's {worker * 1e6:.1f} us (hooks, frame and "
+          f"flushes into the recorder's socket, {size:.0f} bytes a record), the recorder's {recorder * 1e6:.1f} us "
+          f"(decoded and stored, batches of 2,000); the history {size_on_disk / n:.0f} bytes a row on disk")
 
 
 def main():
@@ -351,6 +431,9 @@ def main():
     parser.add_argument("--micro", action="store_true", help="only the CPU a record of the worker and the recorder")
     parser.add_argument("--pages-only", action="store_true", help="only part 1: the history pages (and --browser)")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds, each without then with the console")
+    parser.add_argument("--hold-recorder", action="store_true",
+                        help="stop the recorder (SIGSTOP) while the clients check: the workers' cost of the records "
+                             "alone, apart from the recorder's work beside the checks")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--messages", type=int, default=1200, help="test messages each client sends a round")
@@ -432,7 +515,13 @@ def main():
                 serving = [p for p in pids if p == proc.pid or (parent_of(p) == proc.pid and p != keeper)]
                 before = sum(cpu_seconds(p) for p in pids)
                 serving_before = sum(cpu_seconds(p) for p in serving)
-                rate = throughput(port, messages, args.clients, True)
+                if with_console and args.hold_recorder:
+                    os.kill(pid_of["recorder"], signal.SIGSTOP)     # its records wait in the queues and spools
+                try:
+                    rate = throughput(port, messages, args.clients, True)
+                finally:
+                    if with_console and args.hold_recorder:
+                        os.kill(pid_of["recorder"], signal.SIGCONT)
                 (on if with_console else off).append(rate)
                 checks = args.clients * len(messages)
                 if with_console:        # every record stored (or counted as dropped), then the CPU read

@@ -26,6 +26,24 @@ from harness import free_port, wait_port  # noqa: E402
 from spamnb.console.auth import hash_password  # noqa: E402
 
 
+def stored(home, n, timeout=60.0):
+    """Wait until the recorder has stored ``n`` records in the history under
+    ``home`` (it runs on CPU the checks leave: on a busy machine it lags)."""
+    import sqlite3
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in home.rglob("history.sqlite"):
+            try:
+                with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10) as db:
+                    if dict(db.execute("SELECT name, value FROM counters")).get("received", 0) >= n:
+                        return
+            except sqlite3.Error:
+                pass
+        time.sleep(0.1)
+    raise SystemExit(f"the console's history did not get the {n} checks in {timeout:.0f} s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(REPO / "docs"))
@@ -47,7 +65,7 @@ def main():
         for n, path in enumerate(samples):
             subprocess.run(["spamc", "-p", str(port), "-u", ("alice", "bob")[n % 2]], input=path.read_bytes(),
                            capture_output=True, check=False)
-        time.sleep(0.5)
+        stored(home, len(samples))
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as p:

@@ -15,7 +15,7 @@ import struct
 import time
 from email.header import decode_header, make_header
 
-from spamnb.console.records import evidence_of
+from spamnb.console.records import evidence_of, unpack
 
 __all__ = ["History", "fields_of", "PAGE", "MAX_PAGE"]
 
@@ -38,6 +38,7 @@ CREATE INDEX IF NOT EXISTS history_label ON history(label, id);
 CREATE TABLE IF NOT EXISTS kept (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS actions (id INTEGER PRIMARY KEY, t REAL, who TEXT, what TEXT, record INTEGER, result TEXT);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS spools (path TEXT PRIMARY KEY, offset INTEGER NOT NULL);
 """
 ENVELOPE_COLUMNS = ("client", "helo", "mail_from", "rcpt_to", "auth")     # the milter's envelope (a later schema)
 _FTS = """
@@ -115,10 +116,14 @@ class History:
         self.db.close()
 
     # ------------------------------------------------------------------ writing
-    def add(self, records, counters=None):
+    def add(self, records, counters=None, spools=None, spools_done=()):
         """Store ``records`` ((head, header block, message) each) in one
-        transaction, with the ``counters`` (a dict for :meth:`count`); returns
-        their ids (consecutive: the recorder is the one writer of rows)."""
+        transaction, with the ``counters`` (a dict for :meth:`count`) and the
+        workers' spool files read so far (``spools``: path -> the offset up to
+        which their records are in this transaction or an earlier one; the
+        recorder resumes a file there: :meth:`spool_offset`); ``spools_done``:
+        paths of files deleted since, forgotten.  Returns the records' ids
+        (consecutive: the recorder is the one writer of rows)."""
         rows, kept = [], []
         for n, (head, header, message) in enumerate(records):
             sender, recipients, subject, message_id = fields_of(header)
@@ -135,7 +140,42 @@ class History:
                          *(_text(head.get(column)) or None for column in ENVELOPE_COLUMNS)))
             if message and self.max_kept > 0:
                 kept.append((n, bytes(message)))
+        return self._store(rows, kept, counters, spools, spools_done)
+
+    def add_frames(self, frames, counters=None, spools=None, spools_done=()):
+        """:meth:`add` of the records' frames as the workers sent them (each
+        the body after its length: spamnb.console.records), read straight
+        into the rows (no dict a record: the recorder's way); a malformed
+        frame is skipped.  Returns the ids of those stored."""
+        rows, kept = [], []
+        keep = self.max_kept > 0
+        cut, cut_text = None, "null"
+        for frame in frames:
+            try:
+                values, strings, evidence, header, message = unpack(frame)
+            except (ValueError, struct.error):
+                continue
+            label, user, verb, front, action, reason, *envelope = strings[:11]
+            if values[8:10] != cut:     # the cutoffs: the same for every check of a model, its JSON made once
+                cut = values[8:10]
+                cut_text = json.dumps([None if v != v else v for v in cut])
+            if message and keep:
+                kept.append((len(rows), message))
+            rows.append((values[2] or time.time(), _text(label), values[3], values[5], values[6],
+                         _text(user)[:64] if user else "", _text(front), _text(verb), _text(action), values[10],
+                         values[7], *fields_of(header), evidence or "[]", cut_text,
+                         _text(reason) if reason else "", values[11], header if message and keep else None,
+                         *(_text(value) or None if value else None for value in envelope)))
+        return self._store(rows, kept, counters, spools, spools_done)
+
+    def _store(self, rows, kept, counters, spools, spools_done):
         if not rows:
+            if spools or spools_done:
+                with self.db:
+                    self.db.execute("BEGIN")
+                    self._spools(spools, spools_done)
+                    if counters:
+                        self.count(**counters)
             return []
         with self.db:
             self.db.execute("BEGIN")
@@ -153,9 +193,30 @@ class History:
                 self.db.executemany("INSERT INTO kept (id, data) VALUES (?, ?)",
                                     [(first + n, data) for n, data in kept[-self.max_kept:]])
             self.prune()
+            self._spools(spools, spools_done)
             if counters:
                 self.count(**counters)
         return list(range(first, last + 1))
+
+    def _spools(self, spools, done):
+        if done:
+            self.db.executemany("DELETE FROM spools WHERE path = ?", [(path,) for path in done])
+        if spools:
+            self.db.executemany("INSERT INTO spools (path, offset) VALUES (?, ?)"
+                                " ON CONFLICT(path) DO UPDATE SET offset = excluded.offset", list(spools.items()))
+
+    def spool_offset(self, path):
+        """Where the records of spool file ``path`` not stored yet begin (0: none stored)."""
+        row = self.db.execute("SELECT offset FROM spools WHERE path = ?", (path,)).fetchone()
+        return row[0] if row else 0
+
+    def forget_spools(self, exists):
+        """Forget the spool files gone (``exists(path)`` false): a recorder
+        that died between deleting a file and the next commit left its row."""
+        gone = [(path,) for (path,) in self.db.execute("SELECT path FROM spools") if not exists(path)]
+        if gone:
+            with self.db:
+                self.db.executemany("DELETE FROM spools WHERE path = ?", gone)
 
     def prune(self, now=None):
         """Keep the bounds: rows, kept messages, age (checked at most once a minute)."""

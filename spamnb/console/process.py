@@ -11,10 +11,10 @@ parent forks (no threads) and only supervises.  Processes of their own
 keep the console's memory and CPU apart and measurable, and a fault in
 either costs no check: the workers write their records to the recorder's
 Unix socket without waiting (spamnb.console.records), and go on if it is
-gone.  The recorder, whose work grows with the checks, runs
-:data:`RECORDER_NICE` steps nicer than the server: on a machine whose
-cores the checks fill it waits for them, the records held in the workers'
-bounded queues meanwhile (past them dropped and counted).  The console
+gone.  The recorder, whose work grows with the checks, runs under
+Linux's SCHED_IDLE policy (:func:`_idle`): on a machine whose cores the
+checks fill it waits for them, the records held in the workers' bounded
+queues and spools meanwhile (past them dropped and counted).  The console
 runs :data:`NICE` steps nicer: its work is a person's clicks, small and
 bounded a request, and a person waits for it.
 
@@ -36,7 +36,7 @@ import struct
 import tempfile
 import time
 
-from spamnb.console.records import FrameReader, RecordSender, decode, spool_files
+from spamnb.console.records import FrameReader, RecordSender, peek, spool_files
 from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
                                    term_with_parent)
 
@@ -50,10 +50,11 @@ class Recorder:
     (``listener``) into ``history``, one transaction a batch
     (:data:`BATCH` records or :data:`BATCH_BYTES`, or what came in
     :data:`BATCH_SECONDS` after its first record).  It runs in a process
-    of its own (:meth:`Keeper.spawn`), :data:`RECORDER_NICE` steps nice: the
-    checks and the pages come first.  The queue is bounded: each worker's
-    transport buffer (spamnb.console.records.QUEUE_BYTES: past it the worker
-    drops the record and counts it), the sockets' buffers and one batch here;
+    of its own (:meth:`Keeper.spawn`) at the lowest priority (:func:`_idle`):
+    the checks and the pages come first.  The queue is bounded: each worker's
+    transport buffer (spamnb.console.records.QUEUE_BYTES), then its spool
+    (SPOOL_BYTES: past it the worker drops the record and counts it), the
+    sockets' buffers and one batch here;
     while a batch is written nothing is read.  The counts it writes with each
     batch (``received``; ``dropped``: the latest count each worker reported,
     by its process id) are what the dashboard and the history page show."""
@@ -71,6 +72,8 @@ class Recorder:
         self.counts_due = False     # a count changed with no record to write it with
         self.spooled = None         # the spool file being read: (path, file, FrameReader)
         self.read_spools = []       # spool files read whole: deleted once their records are committed
+        self.positions = {}         # spool file -> the offset its records in the batch reach (committed with them)
+        self.deleted = []           # spool files deleted since the last commit: their offsets forgotten with it
         self.scanned = 0.0          # the last look for spool files (time.monotonic())
         self.from_spool = 0         # records read from the spools (counted with the others in ``received``)
 
@@ -79,17 +82,31 @@ class Recorder:
 
     def run(self, stopping):
         """Read and write until ``stopping()`` is true (checked at least every
-        :data:`BATCH_SECONDS`); the batch in hand is written before it returns."""
+        :data:`BATCH_SECONDS`), then on until the workers' connections are
+        closed (a worker stopping hands its last records over first:
+        spamnb.console.records.RecordSender.close) and their spools read, for
+        :data:`STOP_SECONDS` at most; the batch in hand is written before it
+        returns."""
         import selectors
 
         select = selectors.DefaultSelector()
         self.listener.setblocking(False)
         select.register(self.listener, selectors.EVENT_READ)
-        while not stopping():
+        self.history.forget_spools(os.path.exists)
+        ending = None
+        while True:
+            if ending is None and stopping():
+                ending = time.monotonic() + STOP_SECONDS
+            if ending is not None:
+                self.scanned = 0.0      # stopping: the spools are looked at without waiting
             wait = BATCH_SECONDS if self.first is None else max(0.0, self.first + BATCH_SECONDS - time.monotonic())
-            if self.spooled is not None:
-                wait = 0.0      # a spool being read: the sockets are looked at between its reads
-            for key, _ in select.select(wait):
+            if self.spooled is not None or ending is not None:
+                wait = min(wait, 0.0 if self.spooled is not None else 0.05)
+            events = select.select(wait)
+            if ending is not None and (time.monotonic() >= ending or (
+                    not events and not self.readers and self.spooled is None and not self._spools_left())):
+                break       # (a connection still in the listener's backlog is an event: accepted first)
+            for key, _ in events:
                 if key.fileobj is self.listener:
                     self._accept(select)
                 else:
@@ -102,9 +119,11 @@ class Recorder:
             elif self.counts_due and not self.batch:
                 self.counts_due = False
                 self.history.count(received=self.received, dropped=self.dropped(), spooled=self.from_spool)
-        while self.spooled is not None:     # the file begun is read to its end: committed whole, then deleted
-            self._read_spool()
         self.write()
+
+    def _spools_left(self):
+        taken = set(self.read_spools)
+        return self.folder is not None and any(path not in taken for path in spool_files(self.folder))
 
     def _accept(self, select):
         import selectors
@@ -142,9 +161,10 @@ class Recorder:
     def _read_spool(self):
         """Read :data:`READ_BYTES` of the oldest spool file the workers handed
         over (looked for at most every :data:`SPOOL_SCAN` seconds when none is
-        being read); a file read whole is deleted once its records are
-        committed (:meth:`write`): a recorder that dies before leaves it for
-        the next one."""
+        being read), from where the records stored before end (the offset
+        committed with them: a recorder that died while reading it resumes
+        there, so no record is stored twice); a file read whole is deleted
+        once its records are committed (:meth:`write`)."""
         if self.spooled is None:
             now = time.monotonic()
             if self.folder is None or now - self.scanned < SPOOL_SCAN:
@@ -155,9 +175,11 @@ class Recorder:
                 if path in taken:
                     continue
                 try:
-                    self.spooled = (path, open(path, "rb"), FrameReader())
+                    file = open(path, "rb")
                 except OSError:
                     continue
+                file.seek(self.history.spool_offset(path))
+                self.spooled = (path, file, FrameReader())
                 break
             else:
                 return
@@ -168,16 +190,21 @@ class Recorder:
         except (OSError, ValueError):
             frames = None       # unreadable, or a frame past the limit: the rest of that file is skipped
         if frames is None:
+            try:
+                self.positions[path] = max(file.tell(), self.positions.get(path, 0))
+            except (OSError, ValueError):
+                pass
             file.close()
             self.spooled = None
             self.scanned = 0.0      # the next file at once
             self.read_spools.append(path)
             if not self.batch:
-                self._delete_read()
+                self.write()        # nothing of it waits to be committed: its offset, then the file, go now
             return
         before = self.received
         for frame in frames:
             self._frame(frame)
+        self.positions[path] = file.tell() - len(reader.buffer)     # the frames read whole are in the batch
         self.from_spool += self.received - before
 
     def _delete_read(self):
@@ -186,34 +213,37 @@ class Recorder:
                 os.unlink(path)
             except OSError:
                 pass
+            self.deleted.append(path)
         self.read_spools = []
 
     def _frame(self, frame):
         try:
-            head, header, message = decode(frame, packed=True)
+            pid, dropped, count_alone = peek(frame)
         except (ValueError, TypeError, struct.error):
             return
-        pid = head.get("pid") or 0
         if pid not in self.drops and len(self.drops) >= MAX_WORKERS:
             self.drops.pop(next(iter(self.drops)))
-        self.drops[pid] = max(self.drops.get(pid, 0), int(head.get("dropped") or 0))
-        if head.get("verb") == "-":
+        self.drops[pid] = max(self.drops.get(pid, 0), dropped)
+        if count_alone:
             self.counts_due = True      # a worker's count of drops alone: no check, nothing stored
             return
-        self.add(head, header, message)
-
-    def add(self, head, header, message):
         self.received += 1
         if self.first is None:
             self.first = time.monotonic()
-        self.batch.append((head, header, message))
-        self.batch_bytes += len(header) + len(message) + 512
+        self.batch.append(frame)        # read whole when the batch is stored (History.add_frames)
+        self.batch_bytes += len(frame) + 512
 
     def write(self):
+        """The batch, the counts and the spools' offsets in one transaction;
+        then the spool files read whole are deleted (their offsets forgotten
+        with the next commit)."""
         batch, self.batch, self.batch_bytes, self.first = self.batch, [], 0, None
+        positions, self.positions = self.positions, {}
+        deleted, self.deleted = self.deleted, []
         self.counts_due = False
-        if batch:
-            self.history.add(batch, {"received": self.received, "dropped": self.dropped(), "spooled": self.from_spool})
+        if batch or positions or deleted:
+            self.history.add_frames(batch, {"received": self.received, "dropped": self.dropped(),
+                                            "spooled": self.from_spool}, positions, deleted)
         self._delete_read()     # their records committed (or none were in them)
 
 
@@ -222,6 +252,7 @@ BATCH_BYTES = 16 * 1024 * 1024      # ... and their bytes (header blocks and kep
 BATCH_SECONDS = 0.25        # a record waits this long at most to be written (a page shows it then)
 READ_BYTES = 256 * 1024     # read from a worker's connection (or a spool file) at once
 SPOOL_SCAN = 0.25           # the workers' spool folder is looked at this often at most, when no file is being read
+STOP_SECONDS = 8.0          # a recorder told to stop reads on this long at most (the keeper kills it at 10)
 MAX_WORKERS = 1024          # record connections (one a worker) at once, and workers whose drops are counted
 RECORDER_NICE = 19          # the recorder's niceness above the server's (the console's is NICE)
 
@@ -276,6 +307,7 @@ def attach(server, release=()):
     server.handler.verdict_hooks.append(sender.on_verdict)
     server.request_hooks.append(sender.on_request)
     server.on_ready.append(sender.connect)
+    server.on_stop.append(sender.close)
 
     def hangup():
         if os.getpid() == parent:       # a worker that took a SIGHUP itself has no keeper to tell
@@ -412,11 +444,20 @@ class Keeper:
 
 
 def _idle():
-    """The recorder's priority: :data:`RECORDER_NICE` steps nicer than the
-    server (the keeper is :data:`NICE` already; Linux stops at 19)."""
+    """The recorder's priority: Linux's SCHED_IDLE (it runs on CPU no other
+    process wants, apart from the scheduler's least share, a weight of 3
+    against a normal process's 1024, and a check's wake-up preempts it), and
+    :data:`RECORDER_NICE` steps nicer than the server
+    where that policy is missing (the keeper is :data:`NICE` already; Linux
+    stops at 19).  Under a saturated machine its records wait in the
+    workers' queues and spools meanwhile (spamnb.console.records)."""
     try:
         os.nice(RECORDER_NICE - NICE)
     except OSError:
+        pass
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
         pass
 
 

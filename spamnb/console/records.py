@@ -7,11 +7,12 @@ request handler's ``verdict_hooks`` (the one place both front ends reach:
 spamnb.server.handler) and keeps the check; :meth:`RecordSender.on_request`,
 one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
-took) and sends it.  The record is written to a Unix stream socket connected
-to the console's recorder, the records of :data:`FLUSH_SECONDS` in one
+took) and appends it to the worker's records (a frame: :func:`_frame`);
+:meth:`RecordSender.flush` hands them over :data:`FLUSH_SECONDS` after the
+first, to a Unix stream socket connected to the console's recorder in one
 write; the asyncio transport's buffer is the queue.  Past
-:data:`QUEUE_BYTES` (the recorder is behind: at nice 19 it waits for the
-checks) or with no recorder connected, the records go to the worker's
+:data:`QUEUE_BYTES` (the recorder is behind: under SCHED_IDLE it waits
+for the checks) or with no recorder connected, the records go to the worker's
 **spool** instead: files in the socket's private folder, appended to once
 a flush (one ``write``), handed to the recorder by a rename (``.part`` to
 ``.rec``) at :data:`SPOOL_CHUNK` bytes or :data:`SPOOL_SECONDS` after their
@@ -19,8 +20,9 @@ first record; the recorder reads them when it can and deletes each once
 its records are committed.  A record is dropped (and counted: the count
 travels in the next record) only past :data:`SPOOL_BYTES` of a worker's
 spool not yet read, or when the disk refuses the write.  So a slow or
-stopped recorder costs a check one ``send`` or a share of one ``write`` at
-most, bounded memory and bounded disk, and loses no record.
+stopped recorder costs a check a share of one ``send`` or one ``write`` at
+most, bounded memory and bounded disk, and loses no record; at a graceful
+stop :meth:`RecordSender.close` hands over what the worker still holds.
 
 A frame (:func:`encode`): its length, the record's numbers and
 length-prefixed strings, the message's header block (at most
@@ -37,7 +39,7 @@ import os
 import struct
 import time
 
-__all__ = ["RecordSender", "encode", "decode", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
+__all__ = ["RecordSender", "encode", "decode", "unpack", "peek", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
            "MAX_FRAME", "EVIDENCE", "ENVELOPE", "SPOOL_BYTES", "SPOOL_CHUNK", "SPOOL_SECONDS", "SPOOL_READY",
            "spool_files", "evidence_of"]
 
@@ -51,6 +53,7 @@ SPOOL_CHUNK = 1024 * 1024         # a spool file is handed to the recorder at th
 SPOOL_SECONDS = 0.5               # ... or this long after its first record
 SPOOL_READY = ".rec"              # a spool file the recorder may read (one being written ends in ".part")
 NOTICE_ROOM = 64 * 1024           # a count of drops is sent past QUEUE_BYTES, up to this much more
+CLOSE_SECONDS = 5.0               # a stopping worker waits this long at most for its records to reach the recorder
 RECONNECT_SECONDS = 1.0           # a worker connects to a console started again at most this often
 EVIDENCE = 24                     # the strongest tokens kept in a record
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
@@ -64,6 +67,7 @@ def header_block(message):
 
 
 _NUMBERS = struct.Struct(">BI8d4IHI")      # version, worker pid, 8 floats, 4 counts, evidence, strings' bytes
+_FRAME_HEAD = struct.Struct(">IBI8d4IHI")   # the frame's length, then the numbers
 _STRINGS = ("label", "user", "verb", "front", "action", "reason")
 ENVELOPE = ("client", "helo", "mail_from", "rcpt_to", "auth")   # the milter's envelope (spamnb.server.milter)
 _NAMES = _STRINGS + ENVELOPE
@@ -88,15 +92,19 @@ def encode(head, header=b"", message=b"", envelope=None):
                    head.get("log_odds", 0.0), head.get("p", 0.0), head.get("ms", 0.0),
                    _NAN if cutoffs[0] is None else cutoffs[0], _NAN if cutoffs[1] is None else cutoffs[1],
                    head.get("size", 0), head.get("tokens", 0), head.get("dropped", 0)),
-                  [head.get(name) or "" for name in _STRINGS], head.get("evidence") or (), header, message, envelope)
+                  tuple(head.get(name) or "" for name in _STRINGS), head.get("evidence") or (), header, message, envelope)
 
 
 def _frame(numbers, strings, evidence, header, message, envelope):
     """A frame of the record's ``numbers`` (in :data:`_NUMBERS`' order),
-    ``strings`` (the :data:`_STRINGS`), ``evidence``, header block, message
-    and envelope: one ``struct`` call and one string joined and encoded, so
-    a record costs a worker a few microseconds (no JSON, no pickle)."""
-    strings = [*strings, *(envelope or _NO_ENVELOPE), *(token for token, _ in evidence)]
+    ``strings`` (a tuple of the :data:`_STRINGS`), ``evidence``, header
+    block, message and envelope: one ``struct`` call (the frame's length
+    with the numbers) and one string joined and encoded, so a record costs a
+    worker a few microseconds (no JSON, no pickle)."""
+    n = len(evidence)
+    strings = strings + (envelope or _NO_ENVELOPE)
+    if n:
+        strings = (*strings, *[token for token, _ in evidence])
     try:
         text = "\0".join(strings)
         clean = len(text) <= STRING_CHARS and text.count("\0") == len(strings) - 1
@@ -105,20 +113,19 @@ def _frame(numbers, strings, evidence, header, message, envelope):
     if not clean:       # a string too long, holding a NUL or not a str: each one cleaned
         text = "\0".join([_clean(value) for value in strings])
     text = text.encode("utf-8", "replace")
-    packed = _NUMBERS.pack(2, *numbers, 0, len(evidence), len(text))
-    weights = struct.pack(f">{len(evidence)}d", *(weight for _, weight in evidence)) if evidence else b""
-    size = len(packed) + len(weights) + len(text) + 8 + len(header) + len(message)
-    return b"".join((size.to_bytes(4, "big"), packed, weights, text, len(header).to_bytes(4, "big"), header,
-                     len(message).to_bytes(4, "big"), message))
+    size = _NUMBERS.size + 8 * n + len(text) + 8 + len(header) + len(message)
+    return b"".join((_FRAME_HEAD.pack(size, 2, *numbers, 0, n, len(text)),
+                     struct.pack(f">{n}d", *(weight for _, weight in evidence)) if n else b"", text,
+                     len(header).to_bytes(4, "big"), header, len(message).to_bytes(4, "big"), message))
 
 
-def decode(frame, packed=False):
-    """(head, header block, message) of a frame's body (after its length);
-    ValueError (struct.error) when it is malformed.  ``head`` holds the
-    :data:`ENVELOPE` strings too (empty for a SPAMD check) and ``pid``,
-    the worker's process id; its ``evidence`` a list of ``[token, weight]``,
-    or with ``packed`` as the frame holds it (:func:`evidence_of` reads it:
-    the recorder stores it so, and a page reads one row's)."""
+def unpack(frame):
+    """A frame's body (after its length) as it lies: (its numbers, in
+    :data:`_NUMBERS`' order, the version first; its strings, the
+    :data:`_NAMES` then the evidence's tokens; its evidence packed as
+    :func:`evidence_of` reads it, b"" for none; the header block; the
+    message), no dict made (the recorder's way: spamnb.console.history's
+    ``add_frames``); ValueError (struct.error) when it is malformed."""
     values = _NUMBERS.unpack_from(frame, 0)
     if values[0] != 2:
         raise ValueError("unknown record version")
@@ -130,22 +137,42 @@ def decode(frame, packed=False):
     if len(weights) != 8 * n:
         raise ValueError("a record's evidence is cut short")
     at += 8 * n
-    strings = bytes(frame[at:at + values[15]]).decode("utf-8", "replace").split("\0")
+    text = bytes(frame[at:at + values[15]])
+    strings = text.decode("utf-8", "replace").split("\0")
     at += values[15]
     if len(strings) != len(_NAMES) + n:
         raise ValueError("a record's strings do not add up")
-    head = dict(zip(_NAMES, strings))
-    tokens = strings[len(_NAMES):]
-    head.update(pid=values[1], t=values[2], score=values[3], required=values[4], log_odds=values[5], p=values[6],
-                ms=values[7], cutoffs=[None if v != v else v for v in values[8:10]], size=values[10],
-                tokens=values[11], dropped=values[12],
-                evidence=(bytes((n,)) + weights + "\0".join(tokens).encode("utf-8", "replace")) if packed and n
-                else evidence_of(bytes((n,)) + weights + "\0".join(tokens).encode()) if n else [])
+    evidence = bytes((n,)) + weights + "\0".join(strings[len(_NAMES):]).encode("utf-8", "replace") if n else b""
     length = int.from_bytes(frame[at:at + 4], "big")
     header = bytes(frame[at + 4:at + 4 + min(length, HEAD_BYTES)])    # cut again: bounded whatever was sent
     at += 4 + length
     length = int.from_bytes(frame[at:at + 4], "big")
-    return head, header, bytes(frame[at + 4:at + 4 + length])
+    return values, strings, evidence, header, bytes(frame[at + 4:at + 4 + length])
+
+
+def peek(frame):
+    """(worker pid, its count of drops, whether the frame is that count
+    alone) of a frame's body: what the recorder reads of a frame at once
+    (the rest when it stores the batch).  A count alone (:meth:`RecordSender.flush`)
+    has no label and the verb "-"; a check always has a label."""
+    values = _NUMBERS.unpack_from(frame, 0)
+    at = _NUMBERS.size + 8 * values[14]
+    return values[1], values[12], frame[at:at + 4] == b"\0\0-\0"
+
+
+def decode(frame, packed=False):
+    """(head, header block, message) of a frame's body (after its length);
+    ValueError (struct.error) when it is malformed.  ``head`` holds the
+    :data:`ENVELOPE` strings too (empty for a SPAMD check) and ``pid``,
+    the worker's process id; its ``evidence`` a list of ``[token, weight]``,
+    or with ``packed`` as the frame holds it (:func:`evidence_of` reads it)."""
+    values, strings, evidence, header, message = unpack(frame)
+    head = dict(zip(_NAMES, strings))
+    head.update(pid=values[1], t=values[2], score=values[3], required=values[4], log_odds=values[5], p=values[6],
+                ms=values[7], cutoffs=[None if v != v else v for v in values[8:10]], size=values[10],
+                tokens=values[11], dropped=values[12],
+                evidence=(evidence or []) if packed else evidence_of(evidence) if evidence else [])
+    return head, header, message
 
 
 def evidence_of(packed):
@@ -181,6 +208,18 @@ class FrameReader:
         return out
 
 
+def frames_within(frames, room):
+    """(bytes, count) of the first of ``frames`` (each length-prefixed) that
+    fit in ``room`` bytes."""
+    at, n = 0, 0
+    while at + 4 <= len(frames):
+        end = at + 4 + int.from_bytes(frames[at:at + 4], "big")
+        if end > room:
+            break
+        at, n = end, n + 1
+    return at, n
+
+
 def spool_files(folder):
     """The spool files ready in ``folder`` (full paths), oldest first by each
     worker's sequence (their names: ``spool-PID-SEQ.rec``)."""
@@ -201,7 +240,8 @@ class RecordSender:
         self.folder = os.path.dirname(path)
         self.keep = keep
         self.transport = None
-        self.out = bytearray()      # records not written yet: one write a FLUSH_SECONDS, not one a check
+        self.out = bytearray()      # records not handed over yet: one write a FLUSH_SECONDS, not one a check
+        self.out_records = 0        # ... how many
         self.pending = None
         self.sent = 0
         self.dropped = 0
@@ -229,6 +269,23 @@ class RecordSender:
             self.transport, _ = await asyncio.get_running_loop().create_unix_connection(asyncio.Protocol, self.path)
         except OSError:
             self.transport = None
+
+    async def close(self):
+        """At a graceful stop (a server's ``on_stop`` hook, the requests
+        answered): the records gathered written, the transport's buffer given
+        :data:`CLOSE_SECONDS` to reach the recorder, the spool's last file handed over, then the
+        connection closed (the recorder, stopping, reads until then, then the spools)."""
+        self.flush()
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            deadline = time.monotonic() + CLOSE_SECONDS
+            while transport.get_write_buffer_size() and time.monotonic() < deadline and not transport.is_closing():
+                await asyncio.sleep(0.01)
+        if self.spool:
+            self._write_spool()
+        self._close_spool()         # handed over before the connection ends: the recorder then finds it
+        if transport is not None:
+            transport.close()       # (what it holds past the wait is lost: the recorder has stopped reading)
 
     def _reconnect(self):
         """The console's connection is gone (its process died and another
@@ -262,31 +319,28 @@ class RecordSender:
         verdict = checked.verdict
         cutoffs = getattr(checked.model, "cutoffs", None)
         spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
-        frame = _frame((self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
-                        verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0, self.dropped),
-                       (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
-                       verdict.evidence[:EVIDENCE], header_block(message),
-                       message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
-        self._schedule()
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            self._reconnect()
-            self._to_spool(frame, 1)
-        elif transport.get_write_buffer_size() + len(self.out) + len(frame) > QUEUE_BYTES:
-            self._to_spool(frame, 1)        # the recorder is behind: the record waits on disk, the check does not
-        else:
-            self.out += frame
-            self.reported = self.dropped
-            self.sent += 1
+        self.out += _frame((self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
+                            verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0,
+                            self.dropped),
+                           (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
+                           verdict.evidence[:EVIDENCE], header_block(message),
+                           message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
+        self.out_records += 1
+        if not self.scheduled:      # where they go (the socket or the spool) is decided once a flush
+            self.scheduled = True
+            asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
 
     def _to_spool(self, frames, n):
-        """Put ``frames`` (``n`` records) in the spool, or drop and count them
-        when the spool holds :data:`SPOOL_BYTES` the recorder has not read."""
+        """Put ``frames`` (``n`` records) in the spool; those past
+        :data:`SPOOL_BYTES` of spool the recorder has not read are dropped
+        and counted."""
         if self.spool_bytes + len(self.spool) + len(frames) > SPOOL_BYTES:
             self._forget_read()
-            if self.spool_bytes + len(self.spool) + len(frames) > SPOOL_BYTES:
-                self.dropped += n
-                return
+            room = SPOOL_BYTES - self.spool_bytes - len(self.spool)
+            if len(frames) > room:
+                cut, fit = frames_within(frames, room)
+                self.dropped += n - fit
+                frames, n = frames[:cut], fit
         self.spool += frames
         self.spool_records += n
         self.spooled += n
@@ -296,26 +350,31 @@ class RecordSender:
         while self.handed and not os.path.exists(self.handed[0][0]):
             self.spool_bytes -= self.handed.popleft()[1]
 
-    def _schedule(self):
-        if not self.scheduled:
-            self.scheduled = True
-            asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
-
     def flush(self):
-        """Write the records gathered (the socket takes what it can at once, the
-        transport keeps the rest: bounded by :data:`QUEUE_BYTES` above), and
-        the spool's to its file."""
+        """Hand the records gathered over: to the recorder's socket as far as
+        its queue has room (the socket takes what it can at once, the
+        transport keeps the rest: at most :data:`QUEUE_BYTES`), the rest to
+        the spool (the recorder is behind, or gone: to be read when it can),
+        and the spool's to its file."""
         self.scheduled = False
         transport = self.transport
-        if transport is None or transport.is_closing():
-            if self.out:        # the recorder went while they waited: to the spool, not lost
-                n = self.sent_since()
-                self.sent -= n
-                self._to_spool(bytes(self.out), n)
-                self.out = bytearray()
-        elif self.out:
-            transport.write(self.out)       # (the transport copies what the socket does not take at once)
-            self.out = bytearray()
+        out, n = self.out, self.out_records
+        self.out, self.out_records = bytearray(), 0
+        if out:
+            if transport is None or transport.is_closing():
+                self._reconnect()
+                self._to_spool(out, n)
+            else:
+                cut, fit = len(out), n
+                room = QUEUE_BYTES - transport.get_write_buffer_size()
+                if cut > room:
+                    cut, fit = frames_within(out, room)
+                if fit:
+                    transport.write(out if cut == len(out) else out[:cut])  # (copied by the transport)
+                    self.sent += fit
+                    self.reported = self.dropped
+                if fit < n:     # the recorder is behind: these records wait on disk, the checks do not
+                    self._to_spool(out[cut:], n - fit)
         if self.spool:
             self._write_spool()
         if (self.dropped > self.reported and transport is not None and not transport.is_closing()
@@ -323,14 +382,6 @@ class RecordSender:
             # records were dropped since the last frame: a frame of the count alone (verb "-", not stored)
             transport.write(encode({"pid": self.pid, "verb": "-", "dropped": self.dropped}))
             self.reported = self.dropped
-
-    def sent_since(self):
-        """The records in ``out`` (a frame each; counted by walking their lengths)."""
-        n, at = 0, 0
-        while at + 4 <= len(self.out):
-            at += 4 + int.from_bytes(self.out[at:at + 4], "big")
-            n += 1
-        return n
 
     def _write_spool(self):
         """Append the spool's records to the worker's spool file (one write),

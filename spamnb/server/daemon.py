@@ -37,8 +37,9 @@ out by the front end; spamnb.server.server_log logs and counts it.
   and may fork worker processes around this class): ``listeners`` (bound
   sockets, else bound in :meth:`Server.start`), ``owns_listeners`` (False in a
   forked worker: the parent removes the Unix sockets), ``metrics``
-  (spamnb.server.metrics counters, or None) and ``on_ready`` (coroutine
-  functions awaited once listening).  For features: ``handler.verdict_hooks``
+  (spamnb.server.metrics counters, or None), ``on_ready`` (coroutine
+  functions awaited once listening) and ``on_stop`` (coroutine functions
+  awaited at a graceful stop, every request answered).  For features: ``handler.verdict_hooks``
   and ``handler.teacher.lesson_hooks`` (spamnb.server.handler), and
   ``request_hooks``: ``hook(verb, user, outcome, size, ms, peer, protocol,
   action, envelope)`` once each request is answered and logged (``envelope``:
@@ -88,6 +89,7 @@ class Server:
         # spamnb.server.launch's hooks (see the module's docstring)
         self.owns_listeners = True
         self.on_ready = []
+        self.on_stop = []
         self.request_hooks = []     # hook(verb, user, outcome, size, ms, peer, protocol, action, envelope): each request done
         self.reload_hooks = []      # hook(): each SIGHUP, in the process that took the signal
 
@@ -228,6 +230,8 @@ class Server:
         # until the MTA closes them)
         while any(acceptor.active > 0 for acceptor in self.acceptors) and loop.time() < deadline:
             await asyncio.sleep(0.02)
+        for hook in self.on_stop:
+            await hook()
         self.learners.shutdown(wait=True)
         self.loader.shutdown(wait=True, cancel_futures=True)
         if self.owns_listeners:     # a forked worker leaves the Unix sockets to its parent
