@@ -140,16 +140,21 @@ def main(argv=None):
     reference = json.loads(Path(args.check).read_text())
     failures = 0
     for name, messages in results.items():
-        ref = reference.get(name, {})
+        if name not in reference:
+            print(f"{name}: not in the reference (its corpora: {', '.join(sorted(reference))}; name them with "
+                  f"--corpus NAME=PATH)")
+            failures += 1
+            continue
+        ref = reference[name]
         if set(ref) != set(messages):
             print(f"{name}: the test messages differ from the reference's")
             failures += 1
         for what in ("fitted", "loaded", "mapped", "batch", "tokens", "served", "following", "overlay"):
             # a reference without "mapped" (written before the mapped reader) or the served
             # forms (before SpamFilter.load(form=...)): the loaded score
-            differ = [rel for rel in messages
-                      if rel in ref and ref[rel].get(what, ref[rel]["loaded"]) != messages[rel][what]]
-            print(f"{name}: {what}: {len(messages) - len(differ)} of {len(messages)} identical")
+            compared = [rel for rel in messages if rel in ref]
+            differ = [rel for rel in compared if ref[rel].get(what, ref[rel]["loaded"]) != messages[rel][what]]
+            print(f"{name}: {what}: {len(compared) - len(differ)} of {len(messages)} identical")
             failures += bool(differ)
     return 1 if failures else 0
 
