@@ -416,7 +416,6 @@ class Keeper:
             term_with_parent(keeper)
             for sock in self.http_socks:
                 sock.close()            # the console's
-            _idle()
             self.server.log(f"console's recorder (pid {os.getpid()})")
             return _record(self.server, self.records)       # signals stay blocked: it polls them
 
@@ -461,6 +460,16 @@ def _idle():
         pass
 
 
+def _unidle():
+    """Back to the normal policy (at the recorder's niceness) once the server
+    stops: an unprivileged process may leave SCHED_IDLE for SCHED_OTHER."""
+    try:
+        if os.sched_getscheduler(0) == os.SCHED_IDLE:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except (OSError, AttributeError):
+        pass
+
+
 def _record(server, records):
     """The recorder process's body: :class:`Recorder` until SIGTERM (or the
     keeper's death), the last batch written."""
@@ -470,8 +479,18 @@ def _record(server, records):
     history = History(history_path(settings), settings.ui_history_rows, settings.ui_history_days,
                       settings.ui_keep_messages)
     recorder = Recorder(history, records)
+    # idle once ready: its start (the modules, the database opened) at the scheduler's least share would
+    # take a saturated machine's recorder tens of seconds, every record of them waiting
+    _idle()
     ending = (signal.SIGTERM, signal.SIGINT)
-    recorder.run(lambda: any(signum in signal.sigpending() for signum in ending))
+
+    def stopping():
+        if not any(signum in signal.sigpending() for signum in ending):
+            return False
+        _unidle()   # the records the workers handed over at the stop are stored now, not on CPU left over
+        return True
+
+    recorder.run(stopping)
     history.close()
     return 0
 
