@@ -416,7 +416,6 @@ class Keeper:
             term_with_parent(keeper)
             for sock in self.http_socks:
                 sock.close()            # the console's
-            self.server.log(f"console's recorder (pid {os.getpid()})")
             return _record(self.server, self.records)       # signals stay blocked: it polls them
 
         run_child(console if name == "console" else recorder, self.stopped)      # logged; the keeper starts another
@@ -482,6 +481,7 @@ def _record(server, records):
     # idle once ready: its start (the modules, the database opened) at the scheduler's least share would
     # take a saturated machine's recorder tens of seconds, every record of them waiting
     _idle()
+    server.log(f"console's recorder (pid {os.getpid()})")
     ending = (signal.SIGTERM, signal.SIGINT)
 
     def stopping():
