@@ -144,15 +144,17 @@ class OnlineModel:
             return jll[1] - jll[0]
         # the pair weight chosen on the model's own stream (``variants``: spamnb.estimator.variants):
         # scored at weights 0 and 1 over the same counts, given at the variants' weight
-        self.pair_weight = 0.0
-        jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
-        words = jll[1] - jll[0]
-        self.pair_weight = 1.0
-        jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
-        pairs = jll[1] - jll[0] - words if math.isfinite(words) else 0.0
+        from spamnb.model import held_out_score, pair_scores
+
+        words, pairs = pair_scores(self._kernel_at, stream.hashes, stream.pairs_start)
         self._scored = (stream, words, pairs)
         scale = getattr(self.variants, "scale", 1.0)   # a mixture may keep its scores' scale as its weight moves
-        return (words + self.variants.weight * pairs) * scale if math.isfinite(words) else words
+        return held_out_score(words, pairs, self.variants.weight, scale)
+
+    def _kernel_at(self, pair_weight):
+        """The filter's scorer at ``pair_weight`` (``variants.pair_scores``' ``kernel_at``)."""
+        self.pair_weight = pair_weight
+        return self.filter.scorer()
 
     def learn(self, stream, spam, score=None, weight=1):
         """``SpamFilter.learn`` of a tokenized message (``weight`` -1:

@@ -29,6 +29,8 @@ _EXPORTS = {
     "Scaled": ("spamnb.estimator.scoring", "Scaled"),
     "PairMixture": ("spamnb.estimator.variants", "PairMixture"),
     "mixture_setting": ("spamnb.estimator.variants", "mixture_setting"),
+    "pair_scores": ("spamnb.estimator.variants", "pair_scores"),
+    "held_out_score": ("spamnb.estimator.variants", "held_out_score"),
     # a message, a label, a verdict
     "message_bytes": ("spamnb.estimator.messages", "message_bytes"),
     "is_spam_label": ("spamnb.estimator.labels", "is_spam_label"),
