@@ -222,17 +222,22 @@ class JournalView(FileScorer):
         other._extend(self, learn)
         return other
 
-    def _extend(self, base, learn):
-        """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
+    def _copy_of(self, base):
+        """This (new) view given ``base``'s file and settings, never replayed (a
+        copy for a learner or for scoring), with nothing read or built yet."""
         import _thread
 
         for name in self._SHARED:
             setattr(self, name, getattr(base, name))
-        self._lock, self._state = _thread.RLock(), "done"   # never replayed: the learner's copy
+        self._lock, self._state = _thread.RLock(), "done"
+        self._last = self._ids = self._gathered = None
+
+    def _extend(self, base, learn):
+        """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
+        self._copy_of(base)
         self.learns = base.learns + [learn]
         self.n_features = base.n_features + learn.n_new
         self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
-        self._last = self._ids = self._gathered = None
 
     def new_tokens(self, hashes):
         """The positions in ``hashes`` (``array('Q')``, a message's occurrences) of
@@ -308,13 +313,9 @@ class JournalView(FileScorer):
 
     def _weigh(self, base, pair_weight):
         """This (new) view made ``base`` scoring at ``pair_weight`` (:meth:`weighted`)."""
-        import _thread
-
-        for name in self._SHARED + ("learns", "n_features", "log_prior"):
-            setattr(self, name, getattr(base, name))
+        self._copy_of(base)
+        self.learns, self.n_features, self.log_prior = base.learns, base.n_features, base.log_prior
         self.pair_weight = float(pair_weight)
-        self._lock, self._state = _thread.RLock(), "done"   # never replayed: a copy for scoring
-        self._last = self._ids = self._gathered = None
 
     def _numbering(self):
         """Each recorded occurrence's token id (distinct tokens numbered in the
