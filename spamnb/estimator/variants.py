@@ -491,7 +491,7 @@ class PairMixture:
         self.state()
         self._added += 1
         if self._added > 1:   # more than one message in this process (a replay, the online protocol)
-            return self._add_summed(words, pairs, spam, weight)
+            return self._add_compiled(words, pairs, spam, weight)
         spam = bool(spam)
         bins = []
         for k, w in enumerate(MIXTURE_WEIGHTS):
@@ -523,7 +523,7 @@ class PairMixture:
         self._settle()
         return self.weight
 
-    def _add_summed(self, words, pairs, spam, weight):
+    def _add_compiled(self, words, pairs, spam, weight):
         """:meth:`add` in one compiled call (``token_kernels.mixture_add``, the
         same operations in the same order), for a process that counts more
         than one message."""
