@@ -193,6 +193,28 @@ def test_history_is_bounded_by_rows_and_searches_subject_and_sender(tmp_path):
     assert [r["id"] for r in second] == list(range(first[-1]["id"] - 1, first[-1]["id"] - 11, -1))
 
 
+def test_a_history_another_process_holds_locked_at_its_start_is_waited_for(tmp_path):
+    """The console and the recorder open the history together at their
+    start: SQLite answered one of them "database is locked" at once (the
+    WAL pragma waits for no busy timeout) and that console died at its
+    start (test_console_life's killed console was gone before the test
+    killed it).  A new file held in a write transaction for 0.3 s (as the
+    other process's first statements hold it): the history opens after."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "h.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE first (a)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO first VALUES (1)")
+    threading.Timer(0.3, other.execute, ("COMMIT",)).start()
+    history = History(str(path))
+    assert history.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    history.close()
+    other.close()
+
+
 def test_history_drops_rows_past_their_age(tmp_path):
     history = History(":memory:", days=1.0)
     history.add([({"label": "ham", "t": time.time() - 3 * 86400}, b"Subject: old\n", b""),

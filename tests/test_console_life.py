@@ -131,9 +131,11 @@ def test_a_killed_console_is_started_again_and_the_checks_never_stop(tmp_path, w
     server = ConsoleServer(tmp_path, workers=workers)
     checks = Checks(server)
     try:
-        first = console_pids(server)[-1]
         client = Client(server)
         assert client.login("admin")[0] == 200
+        first = console_pids(server)[-1]        # the console that answered (none died at its start: no end line)
+        assert f"console (pid {first})" not in server.log_text() and os.path.exists(f"/proc/{first}"), \
+            server.log_text()
         checks.start()
         wait_for(lambda: len(checks.codes) >= 3, what="the first checks")
         os.kill(first, signal.SIGKILL)

@@ -91,14 +91,34 @@ def fields_of(header):
     return tuple(out)
 
 
+OPEN_SECONDS = 10.0     # a history locked by another process (the console's, the recorder's) waited for this long
+
+
+def _wal(db):
+    """``db`` in WAL mode.  SQLite answers this pragma "database is locked"
+    at once, not after the connection's busy timeout, while another process
+    opens the same new file (the console and the recorder start together:
+    the console died at its start, the keeper started another a second
+    later): tried again for :data:`OPEN_SECONDS` at most."""
+    deadline = time.monotonic() + OPEN_SECONDS
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
 class History:
     """The store at ``path`` (":memory:" for tests): at most ``rows`` rows,
     none older than ``days``, at most ``kept`` messages."""
 
     def __init__(self, path, rows=100_000, days=30.0, kept=1000):
         self.rows, self.days, self.max_kept = rows, days, kept
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=OPEN_SECONDS)
+        _wal(self.db)
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(_SCHEMA)
         have = {row[1] for row in self.db.execute("PRAGMA table_info(history)")}
