@@ -36,7 +36,7 @@ import struct
 import tempfile
 import time
 
-from spamnb.console.records import FrameReader, RecordSender, peek, spool_files
+from spamnb.console.records import SPOOL_READY, FrameReader, RecordSender, peek, spool_files
 from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
                                    term_with_parent)
 
@@ -76,17 +76,25 @@ class Recorder:
         self.deleted = []           # spool files deleted since the last commit: their offsets forgotten with it
         self.scanned = 0.0          # the last look for spool files (time.monotonic())
         self.from_spool = 0         # records read from the spools (counted with the others in ``received``)
+        self.from_sockets = []      # the batch's frames read from the workers' connections (kept at a stop)
+        self.rescued = None         # stopping: the frames read from the connections since, for the spool
 
     def dropped(self):
         return sum(self.drops.values())
 
     def run(self, stopping):
         """Read and write until ``stopping()`` is true (checked at least every
-        :data:`BATCH_SECONDS`), then on until the workers' connections are
-        closed (a worker stopping hands its last records over first:
-        spamnb.console.records.RecordSender.close) and their spools read, for
-        :data:`STOP_SECONDS` at most; the batch in hand is written before it
-        returns."""
+        :data:`BATCH_SECONDS`), then store nothing more: read on until the
+        workers' connections are closed (a worker stopping spools what it
+        gathered and lets its socket's queue drain first:
+        spamnb.console.records.RecordSender.close), for :data:`STOP_SECONDS`
+        at most, and put every record read from the connections and not
+        committed (the batch's, then these) in a spool file of its own,
+        written to disk (:meth:`rescue`).  The records the batch held from
+        the spool files are still there past their committed offsets.  The
+        next start's recorder stores the spool first: a stop loses no record
+        however slow the recorder (a saturated machine, SCHED_IDLE), and
+        costs it a read and one write, no transaction."""
         import selectors
 
         select = selectors.DefaultSelector()
@@ -97,20 +105,20 @@ class Recorder:
         while True:
             if ending is None and stopping():
                 ending = time.monotonic() + STOP_SECONDS
-            if ending is not None:
-                self.scanned = 0.0      # stopping: the spools are looked at without waiting
+                self._stop_storing()
             wait = BATCH_SECONDS if self.first is None else max(0.0, self.first + BATCH_SECONDS - time.monotonic())
             if self.spooled is not None or ending is not None:
                 wait = min(wait, 0.0 if self.spooled is not None else 0.05)
             events = select.select(wait)
-            if ending is not None and (time.monotonic() >= ending or (
-                    not events and not self.readers and self.spooled is None and not self._spools_left())):
+            if ending is not None and (time.monotonic() >= ending or (not events and not self.readers)):
                 break       # (a connection still in the listener's backlog is an event: accepted first)
             for key, _ in events:
                 if key.fileobj is self.listener:
                     self._accept(select)
                 else:
                     self._read(select, key.fileobj)
+            if ending is not None:
+                continue
             if len(self.batch) < BATCH and self.batch_bytes < BATCH_BYTES:
                 self._read_spool()
             if self.batch and (len(self.batch) >= BATCH or self.batch_bytes >= BATCH_BYTES
@@ -119,11 +127,48 @@ class Recorder:
             elif self.counts_due and not self.batch:
                 self.counts_due = False
                 self.history.count(received=self.received, dropped=self.dropped(), spooled=self.from_spool)
-        self.write()
+        if ending is None:
+            self.write()
+        else:
+            self.rescue()
 
-    def _spools_left(self):
-        taken = set(self.read_spools)
-        return self.folder is not None and any(path not in taken for path in spool_files(self.folder))
+    def _stop_storing(self):
+        """Stopping: the batch's frames read from the connections kept for
+        the spool (:meth:`rescue`), those read from spool files forgotten
+        (their offsets not committed: read again from there), the spool
+        file being read let go."""
+        self.rescued = bytearray()
+        for frame in self.from_sockets:
+            self.rescued += len(frame).to_bytes(4, "big") + frame
+        self.batch, self.from_sockets, self.batch_bytes, self.first = [], [], 0, None
+        self.positions, self.read_spools = {}, []
+        if self.spooled is not None:
+            self.spooled[1].close()
+            self.spooled = None
+
+    def rescue(self):
+        """The records read from the connections at a stop, not stored, into
+        a spool file of the recorder's own (``spool-0-<time>.rec``: the
+        workers' are ``spool-PID-SEQ``), written to disk, for the next start."""
+        data, self.rescued = self.rescued, None
+        deleted, self.deleted = self.deleted, []
+        if deleted:     # spool files deleted since the last commit: their offsets forgotten (a name used again)
+            self.history.add_frames([], None, None, deleted)
+        if not data or self.folder is None:
+            return
+        name = os.path.join(self.folder, f"spool-0-{time.time_ns():020d}")
+        try:
+            fd = os.open(name + ".part", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(name + ".part", name + SPOOL_READY)
+        except OSError:
+            pass        # the disk refused: these records are lost (the workers' spools are not)
 
     def _accept(self, select):
         import selectors
@@ -203,7 +248,7 @@ class Recorder:
             return
         before = self.received
         for frame in frames:
-            self._frame(frame)
+            self._frame(frame, spooled=True)
         self.positions[path] = file.tell() - len(reader.buffer)     # the frames read whole are in the batch
         self.from_spool += self.received - before
 
@@ -216,7 +261,7 @@ class Recorder:
             self.deleted.append(path)
         self.read_spools = []
 
-    def _frame(self, frame):
+    def _frame(self, frame, spooled=False):
         try:
             pid, dropped, count_alone = peek(frame)
         except (ValueError, TypeError, struct.error):
@@ -227,7 +272,13 @@ class Recorder:
         if count_alone:
             self.counts_due = True      # a worker's count of drops alone: no check, nothing stored
             return
+        if self.rescued is not None:
+            if not spooled:     # stopping: kept for the spool (and counted when read from it)
+                self.rescued += len(frame).to_bytes(4, "big") + frame
+            return
         self.received += 1
+        if not spooled:
+            self.from_sockets.append(frame)
         if self.first is None:
             self.first = time.monotonic()
         self.batch.append(frame)        # read whole when the batch is stored (History.add_frames)
@@ -238,6 +289,7 @@ class Recorder:
         then the spool files read whole are deleted (their offsets forgotten
         with the next commit)."""
         batch, self.batch, self.batch_bytes, self.first = self.batch, [], 0, None
+        self.from_sockets = []
         positions, self.positions = self.positions, {}
         deleted, self.deleted = self.deleted, []
         self.counts_due = False
@@ -261,6 +313,26 @@ def history_path(settings):
     return settings.ui_history or os.path.join(os.path.dirname(os.path.abspath(settings.model)), "history.sqlite")
 
 
+def spool_path(settings):
+    """The records' spool (spamnb.console.records): a folder beside the
+    history, kept across restarts (what a stop leaves there is stored at
+    the next start)."""
+    return history_path(settings) + "-spool"
+
+
+def open_spool(folder):
+    """Make the spool's folder (0700); the files a killed worker was still
+    writing (``.part``) handed over: no worker of an earlier run writes
+    them any more."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    for name in os.listdir(folder):
+        if name.startswith("spool-") and name.endswith(".part"):
+            try:
+                os.rename(os.path.join(folder, name), os.path.join(folder, name[:-len(".part")] + SPOOL_READY))
+            except OSError:
+                pass
+
+
 def attach(server, release=()):
     """With ``--ui``: bind the console's address, fork the console's keeper
     (:class:`Keeper`: it forks the console process and starts another when
@@ -277,6 +349,8 @@ def attach(server, release=()):
     from spamnb.server.listeners import bind_tcp
 
     users = Users(settings.ui_users)        # a bad users file stops the start, with its line
+    spool = spool_path(settings)
+    open_spool(spool)
     folder = tempfile.mkdtemp(prefix="spamnb-ui-")
     path = os.path.join(folder, "records")
     records = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -303,7 +377,7 @@ def attach(server, release=()):
     records.close()
     for sock in http_socks:
         sock.close()
-    sender = RecordSender(path, keep=settings.ui_keep_messages > 0)
+    sender = RecordSender(path, keep=settings.ui_keep_messages > 0, spool=spool)
     server.handler.verdict_hooks.append(sender.on_verdict)
     server.request_hooks.append(sender.on_request)
     server.on_ready.append(sender.connect)
@@ -477,7 +551,7 @@ def _record(server, records):
     settings = server.settings
     history = History(history_path(settings), settings.ui_history_rows, settings.ui_history_days,
                       settings.ui_keep_messages)
-    recorder = Recorder(history, records)
+    recorder = Recorder(history, records, spool_path(settings))
     # idle once ready: its start (the modules, the database opened) at the scheduler's least share would
     # take a saturated machine's recorder tens of seconds, every record of them waiting
     _idle()

@@ -235,9 +235,9 @@ class RecordSender:
     ``keep``: send the messages too (``--ui-keep-messages``).  Its spool
     (the module's docstring) is in the socket's folder."""
 
-    def __init__(self, path, keep=False):
+    def __init__(self, path, keep=False, spool=None):
         self.path = path
-        self.folder = os.path.dirname(path)
+        self.folder = spool or os.path.dirname(path)     # the spool's folder (the server's: beside the history)
         self.keep = keep
         self.transport = None
         self.out = bytearray()      # records not handed over yet: one write a FLUSH_SECONDS, not one a check
@@ -272,18 +272,30 @@ class RecordSender:
 
     async def close(self):
         """At a graceful stop (a server's ``on_stop`` hook, the requests
-        answered): the records gathered written, the transport's buffer given
-        :data:`CLOSE_SECONDS` to reach the recorder, the spool's last file handed over, then the
-        connection closed (the recorder, stopping, reads until then, then the spools)."""
-        self.flush()
+        answered): the records gathered go to the spool (not to the socket:
+        a stopping recorder stores nothing more), its file written to disk
+        (``fsync``) and handed over, then the transport's buffer given
+        :data:`CLOSE_SECONDS` to reach the recorder (which puts what it
+        reads at a stop in a spool file of its own), then the connection
+        closed.  The spool is the history's (spamnb.console.process): the
+        next start's recorder stores it first."""
+        if self.out:
+            out, n = self.out, self.out_records
+            self.out, self.out_records = bytearray(), 0
+            self._to_spool(out, n)
+        if self.spool:
+            self._write_spool()
+        if self.spool_fd is not None:
+            try:
+                os.fsync(self.spool_fd)
+            except OSError:
+                pass
+        self._close_spool()
         transport = self.transport
         if transport is not None and not transport.is_closing():
             deadline = time.monotonic() + CLOSE_SECONDS
             while transport.get_write_buffer_size() and time.monotonic() < deadline and not transport.is_closing():
                 await asyncio.sleep(0.01)
-        if self.spool:
-            self._write_spool()
-        self._close_spool()         # handed over before the connection ends: the recorder then finds it
         if transport is not None:
             transport.close()       # (what it holds past the wait is lost: the recorder has stopped reading)
 
@@ -392,6 +404,10 @@ class RecordSender:
             if self.spool_fd is None:
                 self.spool_seq += 1
                 self.spool_name = os.path.join(self.folder, f"spool-{os.getpid()}-{self.spool_seq:010d}")
+                # the spool outlives the server: a file of an earlier worker of the same pid is never replaced
+                while os.path.exists(self.spool_name + ".part") or os.path.exists(self.spool_name + SPOOL_READY):
+                    self.spool_seq += 1
+                    self.spool_name = os.path.join(self.folder, f"spool-{os.getpid()}-{self.spool_seq:010d}")
                 self.spool_fd = os.open(self.spool_name + ".part",
                                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
                 self.spool_size, self.spool_started = 0, time.monotonic()
