@@ -524,6 +524,56 @@ def test_a_stop_leaves_what_is_not_stored_in_the_spool_and_the_next_start_stores
     listener.close()
 
 
+def test_what_a_stopping_worker_could_not_send_is_spooled_whole_and_stored_once(tmp_path, monkeypatch):
+    """No recorder reads while a worker stops: past :data:`CLOSE_SECONDS`
+    the frames its transport still holds (the one partly sent too) go to
+    its spool and the connection is aborted; a recorder started then reads
+    what the socket got (a frame cut short dropped), stops at once and
+    spools it; the next one stores each of the 80 records once.  (The old
+    stop lost the transport's buffer: the recorder had stopped reading.)"""
+    import threading
+
+    from spamnb.console.process import Recorder
+
+    monkeypatch.setattr(records, "CLOSE_SECONDS", 0.2)
+    path = str(tmp_path / "records")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)      # accepted by the kernel, never read while the worker stops
+    message = b"Subject: x\nFrom: a@b.example\n\n" + b"y" * 100_000
+
+    async def run():
+        sender = records.RecordSender(path, keep=True, spool=str(spool))
+        await sender.connect()
+        for i in range(80):
+            sender.on_verdict(_Checked(), message, f"u{i}")
+            sender.on_request("CHECK", f"u{i}", "spam 9.0/5.0", len(message), 1.0, "127.0.0.1", "spamd", "none")
+            if i % 10 == 9:
+                await asyncio.sleep(0.05)       # flushes: the socket's and the transport's buffers fill
+        assert sender.transport.get_write_buffer_size()
+        await sender.close()
+        return sender
+
+    sender = asyncio.run(run())
+    assert sender.dropped == 0
+    history = History(str(tmp_path / "h.sqlite"), rows=1000, kept=1000)
+    Recorder(history, listener, str(spool)).run(lambda: True)      # reads the socket, stores nothing
+    assert len(history.page(limit=200)) == 0
+    second = Recorder(history, listener, str(spool))
+    stop = threading.Event()
+    thread = threading.Thread(target=second.run, args=(stop.is_set,))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while records.spool_files(str(spool)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    thread.join(30)
+    assert sorted(row["user"] for row in history.page(limit=200)) == sorted(f"u{i}" for i in range(80))
+    listener.close()
+
+
 def test_a_header_block_is_stored_only_with_a_kept_message(tmp_path):
     """The header block (the bulk of a row) is kept with the kept messages
     only; every row keeps its fields, and the message page shows them."""

@@ -498,6 +498,12 @@ class Keeper:
         self.server.log(f"console: stopped: {type(exc).__name__}: {exc}")
 
     def stop(self):
+        recorder = self.children["recorder"]["pid"]
+        if recorder is not None:    # out of SCHED_IDLE first: a saturated machine's recorder sees its SIGTERM now
+            try:
+                os.sched_setscheduler(recorder, os.SCHED_OTHER, os.sched_param(0))
+            except (OSError, AttributeError):
+                pass
         for child in self.children.values():
             if child["pid"] is not None:
                 kill_quietly(child["pid"], signal.SIGTERM)

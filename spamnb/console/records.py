@@ -260,6 +260,8 @@ class RecordSender:
         self.handed = collections.deque()   # (path, size) of the spool files handed over, maybe not read yet
         self.spool_bytes = 0        # their bytes and the current file's: bounded by SPOOL_BYTES
         self.handing = False        # a hand-over of the current spool file is due
+        self.written = collections.deque()  # what was written to the transport and may not be sent yet: at
+        self.written_bytes = 0              # least its buffer's bytes (:meth:`_unsent`), whole frames
 
     async def connect(self):
         """Connect (a server's ``on_ready`` hook); no console: records are spooled."""
@@ -273,16 +275,25 @@ class RecordSender:
     async def close(self):
         """At a graceful stop (a server's ``on_stop`` hook, the requests
         answered): the records gathered go to the spool (not to the socket:
-        a stopping recorder stores nothing more), its file written to disk
-        (``fsync``) and handed over, then the transport's buffer given
-        :data:`CLOSE_SECONDS` to reach the recorder (which puts what it
-        reads at a stop in a spool file of its own), then the connection
-        closed.  The spool is the history's (spamnb.console.process): the
-        next start's recorder stores it first."""
+        a stopping recorder stores nothing more), the transport's buffer is
+        given :data:`CLOSE_SECONDS` to reach the recorder (which puts what it
+        reads at a stop in a spool file of its own), the frames it still
+        holds then go to the spool too (:meth:`_unsent`) and the connection
+        is aborted; the spool's file is written to disk (``fsync``) and
+        handed over.  The spool is the history's (spamnb.console.process):
+        the next start's recorder stores it first."""
         if self.out:
             out, n = self.out, self.out_records
             self.out, self.out_records = bytearray(), 0
             self._to_spool(out, n)
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            deadline = time.monotonic() + CLOSE_SECONDS
+            while transport.get_write_buffer_size() and time.monotonic() < deadline and not transport.is_closing():
+                await asyncio.sleep(0.01)
+            unsent = self._unsent(transport.get_write_buffer_size())
+            if unsent:      # the recorder did not take them in time: spooled, whole (the one begun too)
+                self._to_spool(unsent, frames_within(unsent, len(unsent))[1])
         if self.spool:
             self._write_spool()
         if self.spool_fd is not None:
@@ -291,13 +302,34 @@ class RecordSender:
             except OSError:
                 pass
         self._close_spool()
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            deadline = time.monotonic() + CLOSE_SECONDS
-            while transport.get_write_buffer_size() and time.monotonic() < deadline and not transport.is_closing():
-                await asyncio.sleep(0.01)
         if transport is not None:
-            transport.close()       # (what it holds past the wait is lost: the recorder has stopped reading)
+            transport.abort()       # its buffer is in the spool now: not sent as well (a frame cut short is
+            # dropped by the recorder's reader at the connection's end)
+
+    def _unsent(self, pending):
+        """The frames of which the transport still holds some of the last
+        ``pending`` bytes written (the one partly sent, whole)."""
+        if not pending:
+            return b""
+        data = b"".join(self.written)
+        start = len(data) - pending
+        at = 0
+        while at + 4 <= len(data):
+            end = at + 4 + int.from_bytes(data[at:at + 4], "big")
+            if end > start:
+                break
+            at = end
+        return data[at:]
+
+    def _write(self, transport, data):
+        """``transport.write(data)`` (whole frames), kept while some of it may
+        be in the transport's buffer."""
+        transport.write(data)
+        self.written.append(data)
+        self.written_bytes += len(data)
+        pending = transport.get_write_buffer_size()
+        while self.written and self.written_bytes - len(self.written[0]) >= pending:
+            self.written_bytes -= len(self.written.popleft())
 
     def _reconnect(self):
         """The console's connection is gone (its process died and another
@@ -382,7 +414,7 @@ class RecordSender:
                 if cut > room:
                     cut, fit = frames_within(out, room)
                 if fit:
-                    transport.write(out if cut == len(out) else out[:cut])  # (copied by the transport)
+                    self._write(transport, out if cut == len(out) else out[:cut])
                     self.sent += fit
                     self.reported = self.dropped
                 if fit < n:     # the recorder is behind: these records wait on disk, the checks do not
@@ -392,7 +424,7 @@ class RecordSender:
         if (self.dropped > self.reported and transport is not None and not transport.is_closing()
                 and transport.get_write_buffer_size() < QUEUE_BYTES + NOTICE_ROOM):
             # records were dropped since the last frame: a frame of the count alone (verb "-", not stored)
-            transport.write(encode({"pid": self.pid, "verb": "-", "dropped": self.dropped}))
+            self._write(transport, encode({"pid": self.pid, "verb": "-", "dropped": self.dropped}))
             self.reported = self.dropped
 
     def _write_spool(self):
