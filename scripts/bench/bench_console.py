@@ -391,6 +391,72 @@ def worker_micro(messages, n):
     return cost, got[0] / n
 
 
+def check_path_micro(model_path, messages, blocks=24, block=400):
+    """A worker's whole check path (the filter's verdict on the message as a
+    CHECK asks it, no evidence; its score) without and with the record
+    (:class:`RecordSender`'s hooks, frame and flushes into a Unix socket read
+    by a thread of this process), in alternated blocks of ``block``
+    messages, ``time.thread_time`` of the loop's thread: the median CPU a
+    check of each and of the pairs' differences (what the record adds to a
+    check, cache effects included)."""
+    import asyncio
+    import socket
+
+    from spamnb.console.records import RecordSender
+    from spamnb.model.spam_filter import SpamFilter as Filter
+    from spamnb.report.scale import ScoreMap
+    from spamnb.server.check import Checked
+    from spamnb.server.models import classify
+
+    spam_filter = Filter.load(model_path)
+    score_map = ScoreMap.from_cutoffs(getattr(spam_filter, "cutoffs", None)) if getattr(spam_filter, "cutoffs", None) else None
+    folder = Path(tempfile.mkdtemp(prefix="bench-console-path-"))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(folder / "records"))
+    listener.listen(1)
+
+    reader = os.fork()      # the reader a process of its own: no share of this one's interpreter lock
+    if reader == 0:
+        try:
+            conn, _ = listener.accept()
+            while conn.recv(1 << 20):
+                pass
+        finally:
+            os._exit(0)
+
+    async def run():
+        sender = RecordSender(str(folder / "records"))
+        await sender.connect()
+        times = {False: [], True: []}
+        for b in range(blocks):
+            record = b % 2 == 1
+            chunk = [messages[(b // 2 * block + i) % len(messages)] for i in range(block)]
+            t = time.thread_time()
+            for i, m in enumerate(chunk):
+                verdict = classify(spam_filter, m, False)
+                checked = Checked(verdict, score_map.score(verdict.log_odds, verdict.label) if score_map else 0.0,
+                                  score_map or _ScoreMap(), "", (), spam_filter)
+                if record:
+                    sender.on_verdict(checked, m, "bench")
+                    sender.on_request("CHECK", "bench", "spam 9.0/5.0", len(m), 1.0, "127.0.0.1", "spamd", "none")
+                if i % 8 == 7:
+                    await asyncio.sleep(0)      # the loop turns between checks: the flushes come due
+            times[record].append((time.thread_time() - t) / block)
+        await sender.close()
+        return times
+
+    times = asyncio.run(run())
+    os.waitpid(reader, 0)
+    listener.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    extra = [b - a for a, b in zip(times[False], times[True])]
+    print(f"a worker's check path (verdict and score, no evidence; {blocks // 2} pairs of {block}-message blocks, "
+          f"load {os.getloadavg()[0]:.1f}): without the record {statistics.median(times[False]) * 1e6:.1f} us a check, "
+          f"with it {statistics.median(times[True]) * 1e6:.1f} us; the record adds (median of the pairs) "
+          f"{statistics.median(extra) * 1e6:.1f} us: {100 * statistics.median(a / b for a, b in zip(times[False], times[True])):.1f} % "
+          f"of the checks left")
+
+
 def micro(messages, n=20_000):
     """The pieces' CPU a record, measured in this process: a worker's
     (:func:`worker_micro`) and the recorder's (frames decoded and stored as
@@ -430,7 +496,8 @@ def main():
     parser.add_argument("--throughput-only", action="store_true", help="only part 2: throughput, CPU, records")
     parser.add_argument("--micro", action="store_true", help="only the CPU a record of the worker and the recorder")
     parser.add_argument("--pages-only", action="store_true", help="only part 1: the history pages (and --browser)")
-    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds, each without then with the console")
+    parser.add_argument("--pairs", "--rounds", type=int, default=7,
+                        help="throughput pairs: a run without and a run with the console, the order alternated")
     parser.add_argument("--hold-recorder", action="store_true",
                         help="stop the recorder (SIGSTOP) while the clients check: the workers' cost of the records "
                              "alone, apart from the recorder's work beside the checks")
@@ -449,6 +516,7 @@ def main():
     messages = [p.read_bytes() for p, _ in test][:args.messages]
     if args.micro:
         micro(messages)
+        check_path_micro(home / "model.spamnb", messages)
         shutil.rmtree(home, ignore_errors=True)
         return
 
@@ -488,89 +556,149 @@ def main():
         shutil.rmtree(home, ignore_errors=True)
         return
 
-    # 2. throughput without and with the console
-    off, on, received, dropped, sent, memory, spooled, lags = [], [], 0, 0, 0, {}, 0, []
-    cpu = {False: [0.0, 0], True: [0.0, 0]}     # server CPU seconds (workers, keeper, console, recorder), checks
-    own = {"console": 0.0, "recorder": 0.0}
-    checking = {False: 0.0, True: 0.0}      # CPU seconds of the processes that answer checks (workers, parent)
-    patterns = {"console": r"console on \S+ \(pid (\d+)\)", "recorder": r"console's recorder \(pid (\d+)\)"}
-    for _ in range(args.rounds):
-        for with_console in (False, True):
-            port, ui = free_port(), free_port()
-            history = home / f"h-{port}.sqlite"
-            log = home / f"serve-{port}.log"
-            proc = start(home, port, ui if with_console else None,
-                         ["-w", str(args.workers), "--ui-history", str(history)] if with_console else
-                         ["-w", str(args.workers)])
-            try:
-                throughput(port, messages[:20], 2, True)      # warm: the model in every worker
-                if with_console:
-                    deadline = time.monotonic() + 30
-                    while counts(history)[0] < 40 and time.monotonic() < deadline:
-                        time.sleep(0.1)     # the warm-up's records stored
-                    pid_of = {name: logged_pid(log, pattern) for name, pattern in patterns.items()}
-                    own_before = {name: cpu_seconds(pid) for name, pid in pid_of.items()}
-                pids = children(proc.pid) + [proc.pid]
-                keeper = parent_of(pid_of["console"]) if with_console else None
-                serving = [p for p in pids if p == proc.pid or (parent_of(p) == proc.pid and p != keeper)]
-                before = sum(cpu_seconds(p) for p in pids)
-                serving_before = sum(cpu_seconds(p) for p in serving)
-                if with_console and args.hold_recorder:
-                    os.kill(pid_of["recorder"], signal.SIGSTOP)     # its records wait in the queues and spools
-                try:
-                    rate = throughput(port, messages, args.clients, True)
-                finally:
-                    if with_console and args.hold_recorder:
-                        os.kill(pid_of["recorder"], signal.SIGCONT)
-                (on if with_console else off).append(rate)
-                checks = args.clients * len(messages)
-                if with_console:        # every record stored (or counted as dropped), then the CPU read
-                    ended = time.monotonic()
-                    behind = checks + 40 - sum(counts(history)[:2])
-                    deadline = ended + 600
-                    while True:
-                        stored, lost, spooled_now = counts(history, spooled=True)
-                        if stored + lost >= checks + 40 or time.monotonic() > deadline:
-                            break
-                        time.sleep(0.05)
-                    lags.append((time.monotonic() - ended, behind))
-                    received += stored - 40
-                    dropped += lost
-                    spooled += spooled_now
-                    sent += checks
-                    for name, pid in pid_of.items():
-                        own[name] += cpu_seconds(pid) - own_before[name]
-                        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-                        memory[name] = max(memory.get(name, 0), int(fields["VmHWM"].split()[0]) / 1024)
-                cpu[with_console][0] += sum(cpu_seconds(p) for p in pids) - before
-                cpu[with_console][1] += checks
-                checking[with_console] += sum(cpu_seconds(p) for p in serving) - serving_before
-            finally:
-                stop(proc)
-    paired = sorted(b / a for a, b in zip(off, on))
-    print(f"CHECK throughput, {args.clients} kept-alive clients, -w {args.workers}, {len(messages)} messages each: "
-          f"without the console {statistics.median(off):.0f}/s (rounds {', '.join(f'{r:.0f}' for r in off)}), "
-          f"with it {statistics.median(on):.0f}/s (rounds {', '.join(f'{r:.0f}' for r in on)}): "
-          f"{100 * statistics.median(on) / statistics.median(off):.1f} %; each round's with/without: "
-          f"{', '.join(f'{100 * r:.0f} %' for r in paired)} (median {100 * statistics.median(paired):.0f} %)")
-    per = {k: 1e6 * v[0] / v[1] for k, v in cpu.items()}
-    served = {k: 1e6 * checking[k] / cpu[k][1] for k in checking}
-    print(f"CPU time a check in the processes that answer checks (workers and parent; the records' cost to a "
-          f"check): without the console {served[False]:.1f} us, with it {served[True]:.1f} us: "
-          f"{100 * served[False] / served[True]:.1f} % (the share of a saturated machine's checks left when the "
-          f"recorder gets only the CPU the checks leave)")
-    print(f"server CPU time per check (workers, parent, the console's keeper, console and recorder; the load does "
-          f"not change it much): without the console {per[False]:.0f} us, with it {per[True]:.0f} us: "
-          f"{100 * per[False] / per[True]:.1f} % (the share of a saturated machine's checks left were the records "
-          f"written at once); of it the recorder's {1e6 * own['recorder'] / max(1, cpu[True][1]):.0f} us a record, "
-          f"the console's (pages) {1e6 * own['console'] / max(1, cpu[True][1]):.0f} us")
-    print(f"records: {sent} checks, {received} stored by the recorder ({spooled} of them through the workers' "
-          f"spools), {dropped} dropped; the lag (the clients done until every record stored): "
-          f"{', '.join(f'{lag:.1f} s ({n} records behind)' for lag, n in lags)}; at most "
-          f"{memory.get('console', 0):.1f} MiB resident in the console process, "
-          f"{memory.get('recorder', 0):.1f} MiB in the recorder")
-    print(f"load after: {os.getloadavg()[0]:.2f}")
+    # 2. throughput without and with the console, in pairs
+    throughput_pairs(home, messages, args)
     shutil.rmtree(home, ignore_errors=True)        # the history alone is 400 MiB at 100,000 rows
+
+
+def machine_cpu():
+    """(busy, all) CPU seconds of the whole machine so far (/proc/stat: every process, every core)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
+PATTERNS = {"console": r"console on \S+ \(pid (\d+)\)", "recorder": r"console's recorder \(pid (\d+)\)"}
+
+
+def throughput_run(home, messages, args, with_console):
+    """One run of the clients against a server started for it (with or
+    without the console): its rate, its checks, the CPU seconds of the
+    clients (this process), of the processes that answer checks (workers
+    and parent), of the console's recorder, console and keeper, the
+    machine's busy and total CPU seconds over the clients' run, the load;
+    with the console the records stored, dropped, read from the spools,
+    the lag, the processes' peak memory."""
+    port, ui = free_port(), free_port()
+    history = home / f"h-{port}.sqlite"
+    log = home / f"serve-{port}.log"
+    proc = start(home, port, ui if with_console else None,
+                 ["-w", str(args.workers), "--ui-history", str(history)] if with_console else ["-w", str(args.workers)])
+    out = {"with": with_console}
+    try:
+        throughput(port, messages[:20], 2, True)      # warm: the model in every worker
+        pid_of = {}
+        if with_console:
+            deadline = time.monotonic() + 60
+            while counts(history)[0] < 40 and time.monotonic() < deadline:
+                time.sleep(0.1)     # the warm-up's records stored
+            pid_of = {name: logged_pid(log, pattern) for name, pattern in PATTERNS.items()}
+        pids = children(proc.pid) + [proc.pid]
+        keeper = parent_of(pid_of["console"]) if with_console else None
+        serving = [p for p in pids if p == proc.pid or (parent_of(p) == proc.pid and p != keeper)]
+        others = {name: [pid] for name, pid in pid_of.items()}
+        if keeper:
+            others["keeper"] = [keeper]
+        before = {"serving": sum(cpu_seconds(p) for p in serving),
+                  **{name: sum(cpu_seconds(p) for p in ps) for name, ps in others.items()}}
+        if with_console and args.hold_recorder:
+            os.kill(pid_of["recorder"], signal.SIGSTOP)     # its records wait in the queues and spools
+        load = os.getloadavg()[0]
+        client_before, machine_before = os.times(), machine_cpu()
+        try:
+            rate = throughput(port, messages, args.clients, True)
+        finally:
+            if with_console and args.hold_recorder:
+                os.kill(pid_of["recorder"], signal.SIGCONT)
+        client_after, machine_after = os.times(), machine_cpu()
+        checks = args.clients * len(messages)
+        out.update(rate=rate, checks=checks, wall=checks / rate, load=load,
+                   client=(client_after.user + client_after.system) - (client_before.user + client_before.system),
+                   machine_busy=machine_after[0] - machine_before[0], machine_all=machine_after[1] - machine_before[1])
+        # the CPU of the clients' run: read now (the recorder's work after it, storing what waited, apart)
+        out["serving"] = sum(cpu_seconds(p) for p in serving) - before["serving"]
+        for name, ps in others.items():
+            out[name] = sum(cpu_seconds(p) for p in ps) - before[name]
+        if with_console:        # every record stored (or counted as dropped): the lag and the recorder's total
+            ended = time.monotonic()
+            behind = checks + 40 - sum(counts(history)[:2])
+            deadline = ended + 600
+            while True:
+                stored, lost, spooled_now = counts(history, spooled=True)
+                if stored + lost >= checks + 40 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            out.update(lag=time.monotonic() - ended, behind=behind, stored=stored - 40, dropped=lost,
+                       spooled=spooled_now, recorder_total=cpu_seconds(pid_of["recorder"]) - before["recorder"])
+            for name, pid in pid_of.items():
+                fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+                out[f"{name}_mib"] = int(fields["VmHWM"].split()[0]) / 1024
+    finally:
+        stop(proc)
+    return out
+
+
+def throughput_pairs(home, messages, args):
+    """``--pairs`` pairs of runs, one without and one with the console, the
+    order alternated from pair to pair (a drift of the machine's load hits
+    both alike); the median of the pairs' ratios (throughput, and CPU a
+    check of the processes that answer checks), each pair's load, and the
+    CPU accounting of the runs with the console against the machine's
+    cores: what the clients, the checking processes and the recorder take
+    of ``cores x wall``."""
+    cores = os.cpu_count() or 1
+    pairs = []
+    for n in range(args.pairs):
+        order = (False, True) if n % 2 == 0 else (True, False)
+        runs = {with_console: throughput_run(home, messages, args, with_console) for with_console in order}
+        off, on = runs[False], runs[True]
+        pair = {"off": off, "on": on, "rate": on["rate"] / off["rate"],
+                "cpu": (off["serving"] / off["checks"]) / (on["serving"] / on["checks"])}
+        pairs.append(pair)
+        print(f"pair {n + 1} ({'without first' if n % 2 == 0 else 'with first'}; load {off['load']:.1f}, "
+              f"{on['load']:.1f}): without {off['rate']:.0f}/s, with {on['rate']:.0f}/s: {100 * pair['rate']:.1f} %; "
+              f"CPU a check of the checking processes {1e6 * off['serving'] / off['checks']:.1f} us, "
+              f"{1e6 * on['serving'] / on['checks']:.1f} us: {100 * pair['cpu']:.1f} %; "
+              f"the recorder during the run {1e6 * on['recorder'] / on['checks']:.1f} us a check; "
+              f"{on['stored']} records stored, {on['dropped']} dropped", flush=True)
+    med = statistics.median
+    ratios = ", ".join(f"{100 * p['rate']:.0f}" for p in sorted(pairs, key=lambda p: p["rate"]))
+    lags = ", ".join(f"{r['lag']:.1f} s ({r['behind']} behind)" for r in (p["on"] for p in pairs))
+    on_runs = [p["on"] for p in pairs]
+    off_runs = [p["off"] for p in pairs]
+    print(f"CHECK throughput, {args.clients} kept-alive clients, -w {args.workers}, {len(messages)} messages each, "
+          f"{len(pairs)} pairs (load {min(r['load'] for r in on_runs + off_runs):.1f} to "
+          f"{max(r['load'] for r in on_runs + off_runs):.1f}): with the console / without, median of the pairs' "
+          f"ratios {100 * med(p['rate'] for p in pairs):.1f} % (pairs {ratios} %); "
+          f"medians {med(r['rate'] for r in off_runs):.0f}/s without, {med(r['rate'] for r in on_runs):.0f}/s with")
+    print(f"CPU a check of the processes that answer checks (workers and parent): without / with, median of the "
+          f"pairs' ratios {100 * med(p['cpu'] for p in pairs):.1f} % (without {1e6 * med(r['serving'] / r['checks'] for r in off_runs):.1f} us, "
+          f"with {1e6 * med(r['serving'] / r['checks'] for r in on_runs):.1f} us)")
+
+    def share(runs, key):
+        return 100 * med(r[key] / (cores * r["wall"]) for r in runs)
+
+    for name, runs in (("without", off_runs), ("with", on_runs)):
+        extra = (f", recorder {share(runs, 'recorder'):.1f} %, console {share(runs, 'console'):.1f} %, "
+                 f"keeper {share(runs, 'keeper'):.1f} %") if name == "with" else ""
+        print(f"CPU accounting {name} the console, shares of {cores} cores x the clients' wall time (medians): "
+              f"clients (this process) {share(runs, 'client'):.1f} %, checking processes {share(runs, 'serving'):.1f} %"
+              f"{extra}; the machine busy {100 * med(r['machine_busy'] / r['machine_all'] for r in runs):.1f} % "
+              f"(every process, other users' too)")
+    print(f"the recorder: {1e6 * med(r['recorder'] / r['checks'] for r in on_runs):.1f} us a record during the "
+          f"clients' run, {1e6 * med(r['recorder_total'] / r['checks'] for r in on_runs):.1f} us a record in all "
+          f"(until every record stored); the clients {1e6 * med(r['client'] / r['checks'] for r in on_runs + off_runs):.1f} us "
+          f"a check; the checks' share of the CPU the checking processes and the recorder take in all "
+          f"(what a machine whose cores the checks fill keeps for them were every record stored at once): {100 * med((r['serving'] / r['checks']) / (r['serving'] / r['checks'] + r['recorder_total'] / r['checks']) for r in on_runs):.1f} % "
+          f"")
+    print(f"records: {sum(r['checks'] for r in on_runs)} checks, {sum(r['stored'] for r in on_runs)} stored by the "
+          f"recorder ({sum(r['spooled'] for r in on_runs)} of them through the workers' spools), "
+          f"{sum(r['dropped'] for r in on_runs)} dropped; the lag (the clients done until every record stored): "
+          f"{lags}; at most "
+          f"{max(r['console_mib'] for r in on_runs):.1f} MiB resident in the console process, "
+          f"{max(r['recorder_mib'] for r in on_runs):.1f} MiB in the recorder")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
