@@ -457,6 +457,24 @@ def test_a_recorder_that_dies_reading_a_spool_file_leaves_no_record_stored_twice
     listener.close()
 
 
+def _store_the_spool(history, listener, spool):
+    """A recorder (the next start's) run until the spool files in ``spool`` are stored and deleted; it is returned."""
+    import threading
+
+    from spamnb.console.process import Recorder
+
+    recorder = Recorder(history, listener, str(spool))
+    stop = threading.Event()
+    thread = threading.Thread(target=recorder.run, args=(stop.is_set,))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while records.spool_files(str(spool)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    thread.join(30)
+    return recorder
+
+
 def test_a_stop_leaves_what_is_not_stored_in_the_spool_and_the_next_start_stores_it(tmp_path, monkeypatch):
     """A graceful stop under a recorder that stores nothing more: the
     worker's records still gathered and in its spool's unfinished file go to
@@ -510,15 +528,7 @@ def test_a_stop_leaves_what_is_not_stored_in_the_spool_and_the_next_start_stores
     assert len(records.FrameReader().feed(b"".join(Path(p).read_bytes() for p in left))) == 80
     history.close()
     again = History(str(tmp_path / "h.sqlite"), rows=1000, kept=1000)
-    second = Recorder(again, listener, str(spool))
-    stop = threading.Event()
-    thread = threading.Thread(target=second.run, args=(stop.is_set,))
-    thread.start()
-    deadline = time.monotonic() + 60
-    while records.spool_files(str(spool)) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    stop.set()
-    thread.join(30)
+    second = _store_the_spool(again, listener, spool)
     assert sorted(row["id"] for row in again.page(limit=200)) == list(range(1, 81))
     assert second.received == 80 and not list(spool.glob("spool-*"))
     listener.close()
@@ -561,15 +571,7 @@ def test_what_a_stopping_worker_could_not_send_is_spooled_whole_and_stored_once(
     history = History(str(tmp_path / "h.sqlite"), rows=1000, kept=1000)
     Recorder(history, listener, str(spool)).run(lambda: True)      # reads the socket, stores nothing
     assert len(history.page(limit=200)) == 0
-    second = Recorder(history, listener, str(spool))
-    stop = threading.Event()
-    thread = threading.Thread(target=second.run, args=(stop.is_set,))
-    thread.start()
-    deadline = time.monotonic() + 60
-    while records.spool_files(str(spool)) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    stop.set()
-    thread.join(30)
+    _store_the_spool(history, listener, spool)
     assert sorted(row["user"] for row in history.page(limit=200)) == sorted(f"u{i}" for i in range(80))
     listener.close()
 

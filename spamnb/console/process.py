@@ -36,7 +36,7 @@ import struct
 import tempfile
 import time
 
-from spamnb.console.records import SPOOL_READY, FrameReader, RecordSender, peek, spool_files
+from spamnb.console.records import SPOOL_READY, FrameReader, RecordSender, peek, spool_files, write_all
 from spamnb.server.workers import (describe_status, ended_children, fork_holding, kill_quietly, run_child,
                                    term_with_parent)
 
@@ -160,9 +160,7 @@ class Recorder:
         try:
             fd = os.open(name + ".part", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -41,7 +41,7 @@ import time
 
 __all__ = ["RecordSender", "encode", "decode", "unpack", "peek", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
            "MAX_FRAME", "EVIDENCE", "ENVELOPE", "SPOOL_BYTES", "SPOOL_CHUNK", "SPOOL_SECONDS", "SPOOL_READY",
-           "spool_files", "evidence_of"]
+           "spool_files", "evidence_of", "write_all"]
 
 QUEUE_BYTES = 4 * 1024 * 1024     # a worker's records waiting for the console, at most
 HEAD_BYTES = 8 * 1024             # the header block kept in a record
@@ -218,6 +218,13 @@ def frames_within(frames, room):
             break
         at, n = end, n + 1
     return at, n
+
+
+def write_all(fd, data):
+    """Write all of ``data`` to ``fd`` (OSError as ``os.write``)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def spool_files(folder):
@@ -443,9 +450,7 @@ class RecordSender:
                 self.spool_fd = os.open(self.spool_name + ".part",
                                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
                 self.spool_size, self.spool_started = 0, time.monotonic()
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.spool_fd, view):]
+            write_all(self.spool_fd, data)
         except OSError:     # the disk is full, the folder gone: the file's records are lost, and counted
             self.dropped += n + self.spool_file_records
             self._close_spool(hand_over=False)
