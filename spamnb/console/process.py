@@ -77,7 +77,8 @@ class Recorder:
         self.scanned = 0.0          # the last look for spool files (time.monotonic())
         self.from_spool = 0         # records read from the spools (counted with the others in ``received``)
         self.from_sockets = []      # the batch's frames read from the workers' connections (kept at a stop)
-        self.rescued = None         # stopping: the frames read from the connections since, for the spool
+        self.rescued = None         # stopping: the frames read from the connections since, for the spool ...
+        self.rescue_fd, self.rescue_name = None, ""     # ... and the recorder's spool file they go to
 
     def dropped(self):
         return sum(self.drops.values())
@@ -118,6 +119,7 @@ class Recorder:
                 else:
                     self._read(select, key.fileobj)
             if ending is not None:
+                self._save()
                 continue
             if len(self.batch) < BATCH and self.batch_bytes < BATCH_BYTES:
                 self._read_spool()
@@ -146,27 +148,41 @@ class Recorder:
             self.spooled[1].close()
             self.spooled = None
 
-    def rescue(self):
-        """The records read from the connections at a stop, not stored, into
-        a spool file of the recorder's own (``spool-0-<time>.rec``: the
-        workers' are ``spool-PID-SEQ``), written to disk, for the next start."""
-        data, self.rescued = self.rescued, None
-        deleted, self.deleted = self.deleted, []
-        if deleted:     # spool files deleted since the last commit: their offsets forgotten (a name used again)
-            self.history.add_frames([], None, None, deleted)
-        if not data or self.folder is None:
+    def _save(self):
+        """Stopping: the frames read from the connections so far appended to
+        the recorder's own spool file (``spool-0-<time>.part``: the workers'
+        are ``spool-PID-SEQ``), one write a read: a recorder killed at the
+        keeper's deadline leaves them there (the next start hands a ``.part``
+        file over)."""
+        if not self.rescued or self.folder is None:
             return
-        name = os.path.join(self.folder, f"spool-0-{time.time_ns():020d}")
+        data, self.rescued = self.rescued, bytearray()
         try:
-            fd = os.open(name + ".part", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            try:
-                write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rename(name + ".part", name + SPOOL_READY)
+            if self.rescue_fd is None:
+                self.rescue_name = os.path.join(self.folder, f"spool-0-{time.time_ns():020d}")
+                self.rescue_fd = os.open(self.rescue_name + ".part",
+                                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            write_all(self.rescue_fd, data)
         except OSError:
             pass        # the disk refused: these records are lost (the workers' spools are not)
+
+    def rescue(self):
+        """At the stop's end: the recorder's spool file written to disk
+        (``fsync``) and handed over for the next start; then the spool files
+        deleted since the last commit forgotten (a name may be used again)."""
+        self._save()
+        self.rescued = None
+        fd, self.rescue_fd = self.rescue_fd, None
+        if fd is not None:
+            try:
+                os.fsync(fd)
+                os.close(fd)
+                os.rename(self.rescue_name + ".part", self.rescue_name + SPOOL_READY)
+            except OSError:
+                pass        # left as .part: handed over at the next start
+        deleted, self.deleted = self.deleted, []
+        if deleted:
+            self.history.add_frames([], None, None, deleted)
 
     def _accept(self, select):
         import selectors
@@ -302,7 +318,7 @@ BATCH_BYTES = 16 * 1024 * 1024      # ... and their bytes (header blocks and kep
 BATCH_SECONDS = 0.25        # a record waits this long at most to be written (a page shows it then)
 READ_BYTES = 256 * 1024     # read from a worker's connection (or a spool file) at once
 SPOOL_SCAN = 0.25           # the workers' spool folder is looked at this often at most, when no file is being read
-STOP_SECONDS = 8.0          # a recorder told to stop reads on this long at most (the keeper kills it at 10)
+STOP_SECONDS = 9.5          # a recorder told to stop reads on this long at most (the keeper kills it at 10)
 MAX_WORKERS = 1024          # record connections (one a worker) at once, and workers whose drops are counted
 RECORDER_NICE = 19          # the recorder's niceness above the server's (the console's is NICE)
 
