@@ -429,7 +429,7 @@ def check_path_micro(model_path, messages, blocks=24, block=400):
         await sender.connect()
         times = {False: [], True: []}
         for b in range(blocks):
-            record = b % 2 == 1
+            record = (b % 2 == 1) != (b // 2 % 2 == 1)     # the order alternated from pair to pair
             chunk = [messages[(b // 2 * block + i) % len(messages)] for i in range(block)]
             t = time.thread_time()
             for i, m in enumerate(chunk):
