@@ -120,6 +120,9 @@ def test_a_stop_leaves_the_records_not_stored_in_the_spool_and_the_next_start_st
     finally:
         server.stop()
     # (on a quiet machine the recorder, let go before its SIGTERM came, may have stored them all already)
+    with sqlite3.connect(tmp_path / "history.sqlite") as db:
+        first = dict(db.execute("SELECT name, value FROM counters"))
+    assert first.get("dropped", 0) == 0, first
     server = ConsoleServer(tmp_path, workers=2)
     try:
         def stored():
