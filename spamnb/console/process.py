@@ -147,6 +147,7 @@ class Recorder:
         if self.spooled is not None:
             self.spooled[1].close()
             self.spooled = None
+        self._save()        # on disk at once: they were only in this process's memory
 
     def _save(self):
         """Stopping: the frames read from the connections so far appended to
@@ -318,7 +319,11 @@ BATCH_BYTES = 16 * 1024 * 1024      # ... and their bytes (header blocks and kep
 BATCH_SECONDS = 0.25        # a record waits this long at most to be written (a page shows it then)
 READ_BYTES = 256 * 1024     # read from a worker's connection (or a spool file) at once
 SPOOL_SCAN = 0.25           # the workers' spool folder is looked at this often at most, when no file is being read
-STOP_SECONDS = 9.5          # a recorder told to stop reads on this long at most (the keeper kills it at 10)
+STOP_SECONDS = 9.5          # a recorder told to stop reads on this long at most, once it sees the stop
+KEEPER_STOP_SECONDS = 30.0  # the keeper kills the console and the recorder this long after their SIGTERM: a
+# recorder in a transaction when the stop came (seconds at nice 19 on a saturated machine) ends it, then
+# spools what it holds: killed in it, the batch's records read from its connections
+# would be lost (those from spool files are read again)
 MAX_WORKERS = 1024          # record connections (one a worker) at once, and workers whose drops are counted
 RECORDER_NICE = 19          # the recorder's niceness above the server's (the console's is NICE)
 
@@ -406,7 +411,7 @@ def attach(server, release=()):
     def stop():
         try:
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15.0
+            deadline = time.monotonic() + KEEPER_STOP_SECONDS + 5.0
             while time.monotonic() < deadline:
                 done, _ = os.waitpid(pid, os.WNOHANG)
                 if done:
@@ -521,7 +526,7 @@ class Keeper:
         for child in self.children.values():
             if child["pid"] is not None:
                 kill_quietly(child["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + KEEPER_STOP_SECONDS
         for child in self.children.values():
             while child["pid"] is not None and time.monotonic() < deadline:
                 done, _ = os.waitpid(child["pid"], os.WNOHANG)
