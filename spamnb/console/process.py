@@ -22,7 +22,8 @@ The parent forks a :class:`Keeper` there, which forks both and starts
 another when one dies (a bounded back-off, one log line each), and passes
 the server's SIGHUP on: the console re-reads ``--ui-users``.  The record
 socket lives in a private (0700) folder made for it; the parent removes it
-at exit.  The keeper dies with the parent and its children with the keeper
+at exit.  The records' spool (:func:`spool_path`: a folder beside the
+history) is kept: what a stop leaves there the next start stores first.  The keeper dies with the parent and its children with the keeper
 (Linux's PR_SET_PDEATHSIG); all end on SIGTERM."""
 
 from __future__ import annotations
