@@ -35,6 +35,7 @@ run when ``cjk_bigrams`` is false.
 """
 
 from cpython cimport array
+from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 from libc.stdint cimport int32_t, uint8_t, uint64_t
@@ -43,6 +44,7 @@ from libc.string cimport memcpy
 
 import array
 
+from spamnb._buffer cimport SIGNED, length_of, take
 from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_int, _finish, _n_digits,
                                 _utf8_size, _utf8_write, _write_digits)
 from spamnb.mail._received cimport _ascii_space, _find, _match_host, _octets
@@ -572,12 +574,20 @@ cdef class TokenStream:
         self._push(_feed(h0, token, 0, n), tid, 0, <int32_t>n, prefix)
         return 0
 
-    def write_tokens(self, const int32_t[::1] positions, Py_ssize_t count, bytearray blob,
-                     array.array offsets):
+    def write_tokens(self, positions, Py_ssize_t count, bytearray blob, array.array offsets):
         """Append the UTF-8 strings (lone surrogates as with "surrogatepass") of the
-        occurrences ``positions[:count]`` to ``blob``, and the end offset of each in
-        ``blob`` to ``offsets`` (``array('Q')``): the vocabulary's string table,
-        without a Python string per token."""
+        occurrences ``positions[:count]`` (int32, any buffer) to ``blob``, and the end
+        offset of each in ``blob`` to ``offsets`` (``array('Q')``): the vocabulary's
+        string table, without a Python string per token."""
+        cdef Py_buffer view
+        take(&view, positions, SIGNED, 4, False, "int32_t")
+        try:
+            self._write_tokens(<const int32_t *>view.buf, length_of(&view), count, blob, offsets)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef int _write_tokens(self, const int32_t *positions, Py_ssize_t n_positions, Py_ssize_t count,
+                           bytearray blob, array.array offsets) except -1:
         cdef Py_ssize_t k, j, total = 0, at, c, first
         cdef list pieces = []
         cdef bytes piece
@@ -585,8 +595,8 @@ cdef class TokenStream:
         cdef Occurrence o, o1, o2
         if offsets.typecode != "Q":
             raise TypeError("offsets must be an array('Q')")
-        if not 0 <= count <= positions.shape[0]:
-            raise ValueError(f"count {count} out of range for {positions.shape[0]} positions")
+        if not 0 <= count <= n_positions:
+            raise ValueError(f"count {count} out of range for {n_positions} positions")
         for k in range(count):       # first pass: validate, and the size of each string
             j = positions[k]
             if not 0 <= j < self.n:
@@ -635,6 +645,7 @@ cdef class TokenStream:
                 at += PyUnicode_GET_LENGTH(prefix)
                 at = _utf8_write(<str>self.texts[o.text], o.start, o.end, out, at)
             offsets.data.as_ulonglongs[first + k] = <unsigned long long>at
+        return 0
 
     @property
     def hashes(self):
