@@ -44,8 +44,6 @@ EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_kernels": "spamnb.bayes._kernels",
     "_count": "spamnb.bayes._count",
     "_score": "spamnb.bayes._score",
-    "_index": "spamnb.bayes._index",
-    "_checks": "spamnb.bayes._checks",
     "_holes": "spamnb.bayes._holes",
     "_merge": "spamnb.bayes._merge",
     "_mixture": "spamnb.bayes._mixture",

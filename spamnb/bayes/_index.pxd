@@ -1,4 +1,4 @@
-"""The vocabulary's hash index probe, shared by spamnb.bayes._index and the scorers."""
+"""The vocabulary's hash index probe, shared by the index (``_index.pxi``) and the scorers (``_score.pyx``)."""
 
 from libc.stdint cimport uint64_t
 

@@ -4,12 +4,16 @@ text part's sum) and ``gather``, which reads a message's entries of a model
 file with ``pread`` (``spamnb classify``'s mapped model).
 
 Nothing here imports numpy: every array is any buffer (``array.array``, a
-model file's bytes, numpy), taken with ``spamnb/_buffer.pxd`` rather than as
+model file's bytes, numpy), taken with ``spamnb/buffers.pxd`` rather than as
 a typed memoryview (whose utility code imports ``collections`` when the
 module loads: ``spamnb classify``'s cold path), so a model file is used by
 ``spamnb classify`` without numpy or ``collections`` being imported.  The hash index probe is
 cimported from ``_index.pxd``, the counting of a message's features from
-``_count.pxd``.  Bounds checks are off: the Scorer checks its buffers when it
+``_count.pxd``.  The hash index itself (``_index.pxi``: ``lookup``,
+``insert``, ``rehash``, ``rehash_remap``, ``check_index``) and the model
+file's checks (``_checks.pxi``: ``checksum64``, ``Checksum64``,
+``check_range``, ``class_sums``, ``check_offsets``, ``check_utf8``) are
+included at the end: one compiled module for a cold classify.  Bounds checks are off: the Scorer checks its buffers when it
 is made, and callers go through ``spamnb.bayes.token_kernels``.
 """
 
@@ -22,11 +26,17 @@ from cpython.buffer cimport PyBuffer_Release
 
 import array
 
-from spamnb._buffer cimport FLOAT, SIGNED, UNSIGNED, length_of, take
+from spamnb.buffers cimport FLOAT, SIGNED, UNSIGNED, length_of, take
 
 from spamnb.bayes._count cimport (TRANSFORM_BINARY, TRANSFORM_LOG, TRANSFORM_RAW, count_distinct, scale_to_length,
                                   table_size)
 from spamnb.bayes._index cimport _find_slot
+
+# The transforms' codes (_count.pxd's), for Python: spamnb.bayes.token_kernels
+# takes them from here, the module a classify loads (not _count).
+COUNTS_RAW = TRANSFORM_RAW          # x_i = count of token i in the message
+COUNTS_BINARY = TRANSFORM_BINARY    # x_i = 1 if token i occurs
+COUNTS_LOG = TRANSFORM_LOG          # x_i = log(1 + count)
 
 # log1p of the small counts (count_distinct's transform), as _count fills its own
 cdef double _LOG1P_SMALL[64]
@@ -673,3 +683,12 @@ cdef _gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_
 cdef int _compare_int64(const void *a, const void *b) noexcept nogil:
     cdef int64_t x = (<const int64_t *>a)[0], y = (<const int64_t *>b)[0]
     return (x > y) - (x < y)
+
+
+# --------------------------------------------------------------------------
+# in this module too, so that a cold ``spamnb classify`` loads one compiled
+# module of this package: the hash index (a classify indexes its message's
+# entries of the model file) and the model file's checks and checksum
+# --------------------------------------------------------------------------
+include "_index.pxi"
+include "_checks.pxi"

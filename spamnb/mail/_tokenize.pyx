@@ -44,7 +44,7 @@ from libc.string cimport memcpy
 
 import array
 
-from spamnb._buffer cimport SIGNED, length_of, take
+from spamnb.buffers cimport SIGNED, length_of, take
 from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_int, _finish, _n_digits,
                                 _utf8_size, _utf8_write, _write_digits)
 from spamnb.mail._received cimport _ascii_space, _find, _match_host, _octets

@@ -1,18 +1,19 @@
-"""The vocabulary's hash index: open addressing with linear probing.
-
-``keys`` (uint64, 0 = empty slot) and ``values`` (int32 feature index), both of
-a power-of-two ``capacity``, kept at most half full.  Token hashes are already
-well mixed 64-bit values (never 0), so the slot is their low bits.  The probe,
-``_find_slot``, is in ``_index.pxd`` (the single-message scorer of ``_score``
-cimports it).  Nothing here imports numpy (nor ``collections``: the buffers
-are taken with ``spamnb/_buffer.pxd``, not as typed memoryviews); callers go
-through ``spamnb.bayes.token_kernels``, which checks shapes first.
-"""
+# The vocabulary's hash index: open addressing with linear probing.
+# Included in spamnb.bayes._score (a cold ``spamnb classify`` builds a small
+# index of its message's entries: one compiled module to load, not two).
+#
+# ``keys`` (uint64, 0 = empty slot) and ``values`` (int32 feature index), both
+# of a power-of-two ``capacity``, kept at most half full.  Token hashes are
+# already well mixed 64-bit values (never 0), so the slot is their low bits.
+# The probe, ``_find_slot``, is in ``_index.pxd`` (the scorer uses it too).
+# Nothing here imports numpy; the buffers are taken with
+# ``spamnb/buffers.pxd``; callers go through ``spamnb.bayes.token_kernels``,
+# which checks shapes first.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 
-from spamnb._buffer cimport SIGNED, UNSIGNED, length_of, release, take
+from spamnb.buffers cimport SIGNED, UNSIGNED, length_of, release, take
 
 # the item types the buffers are taken as
 cdef enum:

@@ -1,12 +1,12 @@
-"""Compiled checks of a model file: its checksum, and the validation of
-what is read from it before anything uses it (counts, logarithms, token
-strings and their offsets).
-
-Nothing here imports numpy; every array is any one-dimensional buffer, taken
-with ``spamnb/_buffer.pxd`` (not as a typed memoryview, whose utility code
-imports ``collections``: the cold ``spamnb classify`` checksums a journal).  (The hash index's own check, ``check_index``, is the vocabulary's,
-in ``_index``.)
-"""
+# Compiled checks of a model file: its checksum, and the validation of what
+# is read from it before anything uses it (counts, logarithms, token strings
+# and their offsets).  Included in spamnb.bayes._score (one compiled module
+# for a cold ``spamnb classify``, which checksums a journal); the layers above
+# call these through spamnb.bayes.checks.
+#
+# Nothing here imports numpy; every array is any one-dimensional buffer,
+# taken with ``spamnb/buffers.pxd``.  (The hash index's own check,
+# ``check_index``, is the vocabulary's, in ``_index.pxi``.)
 
 from libc.math cimport isfinite
 from libc.stdint cimport int32_t, uint8_t, uint64_t
@@ -14,7 +14,7 @@ from libc.string cimport memcpy
 
 from cpython.buffer cimport PyBuffer_Release
 
-from spamnb._buffer cimport FLOAT, UNSIGNED, length_of, take
+from spamnb.buffers cimport FLOAT, UNSIGNED, length_of, take
 
 
 def check_range(values, double low, double high):
