@@ -26,8 +26,8 @@ COMMON = {
     "spamnb.bayes.wordcounts", "spamnb.bayes.arithmetic",   # the norms and prior of a model learned in place: no numpy
     "spamnb.cli", "spamnb.cli.common", "spamnb.cli.exitcodes", "spamnb.cli.main", "spamnb.settings",
     "spamnb.options",   # the option table (its package; not spamnb.options.commands): the fast reading, the settings keys
-    "spamnb.mail", "spamnb.mail._headers", "spamnb.mail._html", "spamnb.mail._mail", "spamnb.mail._text",
-    "spamnb.mail._tokenize", "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",
+    "spamnb.mail", "spamnb.mail._mail",   # the parser and the tokenizer's compiled code: one module
+    "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",
     "spamnb.mail.records", "spamnb.mail.tokenizer",
     # the one reader of mail (stdin read there), and the mbox cutter it imports (a -M, a one-message mbox)
     "spamnb.mail.mbox", "spamnb.mail.reader",

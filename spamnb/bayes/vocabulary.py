@@ -1,6 +1,6 @@
 """The vocabulary: token -> feature index, growing while training.
 
-Tokens are identified by their stable 64-bit hash (``spamnb.mail._tokenize.hash_token``);
+Tokens are identified by their stable 64-bit hash (``spamnb.mail.tokenizer.hash_token``);
 the index is a compiled open-addressing table (``spamnb.bayes.token_kernels``), so looking
 up a message's tokens is one C loop, with no Python object per token.  The
 token strings are kept too (for ``spamnb info`` and a verdict's evidence), as

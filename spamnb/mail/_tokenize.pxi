@@ -1,38 +1,42 @@
-"""Compiled core of the tokenizer: the token hash, the word scanner, TokenStream.
+# Included in spamnb.mail._mail (one compiled module for the parser and the
+# tokenizer: a cold ``spamnb classify`` loads one, not five); spamnb.mail.tokenizer
+# imports ``Scanner`` and ``hash_token`` from there.
+#
+# Compiled core of the tokenizer: the token hash, the word scanner, TokenStream.
+#
+# Everything per character or per token happens here, in C: Python code
+# (``spamnb.mail.tokenizer``) works per message, per header and per MIME part only.
+# The hash steps and the token strings' UTF-8 are inline C in ``_hash.pxd``, the
+# relay patterns of Received: fields in ``_received.pxd`` (both cimported: no
+# call goes through Python).  Nothing here imports numpy.
+#
+# Token hash
+# ----------
+# ``hash_token(s)`` is FNV-1a 64 over the string's code points (each code point
+# is one 32-bit unit: ``h ^= cp; h *= 0x100000001b3`` from the offset basis
+# 0xcbf29ce484222325), followed by splitmix64's finaliser so that the low bits
+# (used as hash-table slots by the vocabulary) are well mixed; a result of 0 is
+# mapped to 1, because 0 marks an empty slot.  The value is the same on every run
+# and platform.  Two distinct tokens collide with probability about n^2 / 2^65,
+# i.e. ~3e-8 for a vocabulary of a million tokens (they would share a feature).
+#
+# A token is ``prefix + text[start:end]``: the FNV state after a prefix (e.g.
+# ``"subject:"``) is computed once per scanner, so tagging a header's words costs
+# nothing extra, and no token string is built while scanning.  ``TokenStream``
+# keeps references to the scanned texts plus (text id, start, end, prefix id) per
+# occurrence and builds a token's string only on demand (``token(j)``).
+#
+# Word rules (the experiments behind them are in docs/tokenizer.md)
+# ---------------------------------------------------------------------
+# A word is a maximal run of word characters (Unicode letters and digits plus the
+# configured extra ASCII characters), where single "joiner" characters (e.g.
+# ``'.-@``) are kept when a word character follows them ("e-mail", "3.50",
+# "user@example.com").  Words shorter than ``min_len`` are dropped; words longer
+# than ``max_len`` become one summary token ``skip:<first char> <length // 10 * 10>``.
+# Han and kana characters (scripts written without spaces) form runs that give
+# one token per character bigram (a lone character gives itself), or one token per
+# run when ``cjk_bigrams`` is false.
 
-Everything per character or per token happens here, in C: Python code
-(``spamnb.mail.tokenizer``) works per message, per header and per MIME part only.
-The hash steps and the token strings' UTF-8 are inline C in ``_hash.pxd``, the
-relay patterns of Received: fields in ``_received.pxd`` (both cimported: no
-call goes through Python).  Nothing here imports numpy.
-
-Token hash
-----------
-``hash_token(s)`` is FNV-1a 64 over the string's code points (each code point
-is one 32-bit unit: ``h ^= cp; h *= 0x100000001b3`` from the offset basis
-0xcbf29ce484222325), followed by splitmix64's finaliser so that the low bits
-(used as hash-table slots by the vocabulary) are well mixed; a result of 0 is
-mapped to 1, because 0 marks an empty slot.  The value is the same on every run
-and platform.  Two distinct tokens collide with probability about n^2 / 2^65,
-i.e. ~3e-8 for a vocabulary of a million tokens (they would share a feature).
-
-A token is ``prefix + text[start:end]``: the FNV state after a prefix (e.g.
-``"subject:"``) is computed once per scanner, so tagging a header's words costs
-nothing extra, and no token string is built while scanning.  ``TokenStream``
-keeps references to the scanned texts plus (text id, start, end, prefix id) per
-occurrence and builds a token's string only on demand (``token(j)``).
-
-Word rules (the experiments behind them are in docs/tokenizer.md)
----------------------------------------------------------------------
-A word is a maximal run of word characters (Unicode letters and digits plus the
-configured extra ASCII characters), where single "joiner" characters (e.g.
-``'.-@``) are kept when a word character follows them ("e-mail", "3.50",
-"user@example.com").  Words shorter than ``min_len`` are dropped; words longer
-than ``max_len`` become one summary token ``skip:<first char> <length // 10 * 10>``.
-Han and kana characters (scripts written without spaces) form runs that give
-one token per character bigram (a lone character gives itself), or one token per
-run when ``cjk_bigrams`` is false.
-"""
 
 from cpython cimport array
 from cpython.buffer cimport PyBuffer_Release
