@@ -1,12 +1,16 @@
 """A one-dimensional contiguous buffer taken without Cython's typed memoryviews.
 
 A typed memoryview (``const double[::1]``) brings Cython's memoryview
-utility code into its extension, and that code imports ``collections.abc``
-(and with it ``collections``, ``operator``, ``reprlib``, ``keyword``) when
-the extension is loaded: 6 M instructions of a cold ``spamnb classify``.
-The extensions on that path (``spamnb.mail._tokenize``,
-``spamnb.bayes._score``, ``spamnb.bayes._checks``) take their buffers with
-``take`` instead and give them back with ``PyBuffer_Release``.  What they
+utility code into its extension, and each extension that has it makes its
+four types (``array``, ``memoryview``, ...) and registers them with
+``collections.abc.Sequence`` when it is loaded (importing ``collections``
+if nothing had: the first such extension of a cold ``spamnb classify``
+did, before the standard library's ``array``, which registers itself with
+``collections.abc`` too).  The extensions on that path
+(``spamnb.mail._mail``, with the tokenizer's ``_tokenize.pxi``, and
+``spamnb.bayes._score``, with ``_index.pxi`` and ``_checks.pxi``) take
+their buffers with ``take`` instead and give them back with
+``PyBuffer_Release``.  What they
 accept is what the memoryview accepted: any object with the buffer
 protocol (``bytes``, ``array.array``, ``mmap``, numpy), one-dimensional,
 C-contiguous, of the item type asked for; anything else is a ValueError

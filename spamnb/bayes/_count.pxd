@@ -1,7 +1,7 @@
 """The counting primitives ``_count`` and the single-message scorer (``_score``) share.
 
 Only inline functions and constants: ``_score`` cimports them without
-loading ``_count`` (whose typed memoryviews import ``collections``).
+loading ``_count`` (training's and learning's counting, typed memoryviews).
 """
 
 from libc.math cimport log1p, sqrt

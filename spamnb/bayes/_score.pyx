@@ -5,9 +5,9 @@ file with ``pread`` (``spamnb classify``'s mapped model).
 
 Nothing here imports numpy: every array is any buffer (``array.array``, a
 model file's bytes, numpy), taken with ``spamnb/buffers.pxd`` rather than as
-a typed memoryview (whose utility code imports ``collections`` when the
-module loads: ``spamnb classify``'s cold path), so a model file is used by
-``spamnb classify`` without numpy or ``collections`` being imported.  The hash index probe is
+a typed memoryview (whose utility code makes four types when the module
+loads: ``spamnb classify``'s cold path), so a model file is used by
+``spamnb classify`` without numpy being imported.  The hash index probe is
 cimported from ``_index.pxd``, the counting of a message's features from
 ``_count.pxd``.  The hash index itself (``_index.pxi``: ``lookup``,
 ``insert``, ``rehash``, ``rehash_remap``, ``check_index``) and the model
