@@ -233,3 +233,26 @@ def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path
         assert not noted.exists()
     else:
         assert noted.read_text() == "gc=True"
+
+
+def test_the_compiled_modules_of_the_cold_path_make_no_memoryview_types():
+    """The compiled modules a cold classify loads (``spamnb.bayes._score``,
+    ``spamnb.mail._mail``) take their buffers with ``spamnb/buffers.pxd``:
+    none has Cython's typed-memoryview code, which makes four types in each
+    module that has it and registers two with ``collections.abc.Sequence``
+    when the module loads.  Checked by that registry (``_abc._get_dump``),
+    against ``_count``, which has the code (training's counting)."""
+    code = """if True:
+        import collections.abc, _abc
+        import spamnb.bayes._score, spamnb.mail._mail, spamnb.mail.tokenizer, spamnb.bayes.token_kernels
+        def registered():
+            return sorted({r().__module__ for r in _abc._get_dump(collections.abc.Sequence)[0]
+                           if r() is not None and r().__module__.startswith("spamnb")})
+        print(registered())
+        import spamnb.bayes._count
+        print(registered())
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    cold, with_count = out.stdout.splitlines()
+    assert cold == "[]", cold
+    assert with_count == "['spamnb.bayes._count']", with_count   # the check sees the code where it is
