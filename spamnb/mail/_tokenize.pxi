@@ -57,7 +57,7 @@ cdef extern from "Python.h":
     bint Py_UNICODE_ISALNUM(Py_UCS4 ch) nogil
     bint PyUnicode_IS_ASCII(object o)
 
-__all__ = ["hash_token", "Scanner", "TokenStream"]
+# (no __all__: this file is built into spamnb.mail._mail, which has none)
 
 # character classes of the scanner
 cdef enum:
