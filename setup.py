@@ -44,16 +44,10 @@ EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_kernels": "spamnb.bayes._kernels",
     "_count": "spamnb.bayes._count",
     "_score": "spamnb.bayes._score",
-    "_index": "spamnb.bayes._index",
-    "_checks": "spamnb.bayes._checks",
     "_holes": "spamnb.bayes._holes",
     "_merge": "spamnb.bayes._merge",
     "_mixture": "spamnb.bayes._mixture",
-    "_text": "spamnb.mail._text",
-    "_headers": "spamnb.mail._headers",
-    "_html": "spamnb.mail._html",
     "_mail": "spamnb.mail._mail",
-    "_tokenize": "spamnb.mail._tokenize",
 }
 
 wanted = os.environ.get("SPAMNB_EXTENSIONS")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spamnb.model import dumpfile, lifecycle
-from spamnb.mail._tokenize import hash_token
+from spamnb.mail.tokenizer import hash_token
 from spamnb.training.corpus import labelled_messages
 from spamnb.model.spam_filter import SpamFilter
 

@@ -1,4 +1,4 @@
-"""spamnb.mail._tokenize and spamnb.mail.tokenizer: the hash, the stream, token families, hostile input."""
+"""spamnb.mail._tokenize.pxi (in spamnb.mail._mail) and spamnb.mail.tokenizer: the hash, the stream, token families, hostile input."""
 
 import base64
 import json
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb.mail._tokenize import Scanner, TokenStream, hash_token
+from spamnb.mail._mail import Scanner, TokenStream, hash_token
 from spamnb.mail.tokenizer import DEFAULTS, Tokenizer
 
 from conftest import REPO, corpus_root

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb.bayes import _checks
+from spamnb.bayes import checks as _checks
 
 from spamnb.bayes import token_kernels
 from spamnb.bayes.vocabulary import Vocabulary

@@ -134,13 +134,7 @@ for _k in range(64):
 
 
 cdef inline double _transform(double count, int counts) noexcept nogil:
-    if counts == TRANSFORM_BINARY:
-        return 1.0
-    if counts == TRANSFORM_LOG:
-        if count < 64.0:
-            return _LOG1P_SMALL[<int>count]
-        return log1p(count)
-    return count
+    return transform(count, counts, _LOG1P_SMALL)
 
 
 cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts) noexcept nogil:
@@ -176,42 +170,8 @@ cdef Py_ssize_t _count_row(const int32_t *idx, Py_ssize_t n, int32_t *uniq, doub
 # (Fibonacci hashing of the index, linear probing, at most half full) finds
 # them in one pass, in order of first occurrence.  Per corpus message: sorting
 # its ~174 indices took 4.1 us; add_counts went from 5.5 to 1.6 us and the
-# single-message Scorer from 6.6 to 3.3 us.
-cdef Py_ssize_t count_distinct(const int32_t *idx, Py_ssize_t n, int32_t *uniq, double *x, int counts,
-                               int32_t *table, Py_ssize_t cap) noexcept nogil:
-    """Distinct non-negative indices of ``idx[:n]`` in order of first occurrence,
-    with transformed counts (as ``_count_row``, unsorted).
-
-    ``uniq`` and ``x`` have room for ``n`` entries; ``table`` is scratch for
-    ``2 * cap`` entries, ``cap = table_size(n)``.  Returns how many were written.
-    """
-    cdef Py_ssize_t j, m = 0
-    cdef uint32_t mask = <uint32_t>(cap - 1), h
-    cdef int32_t i
-    cdef int32_t *where = table + cap
-    for j in range(cap):
-        table[j] = -1
-    for j in range(n):
-        i = idx[j]
-        if i < 0:
-            continue
-        h = <uint32_t>i * 2654435769U
-        h = (h ^ (h >> 16)) & mask
-        while table[h] != -1 and table[h] != i:
-            h = (h + 1) & mask
-        if table[h] == -1:
-            table[h] = i
-            where[h] = <int32_t>m
-            uniq[m] = i
-            x[m] = 1.0
-            m += 1
-        else:
-            x[where[h]] += 1.0
-    for j in range(m):
-        x[j] = _transform(x[j], counts)
-    return m
-
-
+# single-message Scorer from 6.6 to 3.3 us.  count_distinct is in _count.pxd
+# (inline: _score uses it without loading this module).
 cdef int _buffers(Py_ssize_t n_uniq, Py_ssize_t n_x, int32_t **uniq, double **x) except -1:
     """``n_uniq`` int32 and ``n_x`` doubles in two new buffers the caller frees
     (MemoryError, and neither kept, when either cannot be had)."""
@@ -337,7 +297,7 @@ cdef Py_ssize_t _distinct_counts(const int32_t[::1] idx, int counts, double leng
     cap = table_size(n)
     _buffers(n + 2 * cap, n, &uniq, &x)   # uniq, then the counting table
     with nogil:
-        k = count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap)
+        k = count_distinct(&idx[0], n, uniq, x, counts, uniq + n, cap, _LOG1P_SMALL)
         scale_to_length(x, k, length)
         for j in range(k):
             if uniq[j] > big:

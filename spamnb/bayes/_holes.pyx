@@ -2,7 +2,7 @@
 tokens a forget leaves without a count leave the hash index, and stay in
 the counts as holes until the model is next saved whole.
 
-The hash index is ``spamnb.bayes._index``'s: open addressing with linear
+The hash index is ``_index.pxi``'s (in ``spamnb.bayes._score``): open addressing with linear
 probing, ``keys`` (uint64, 0 = empty slot) and ``values`` (int32), of a
 power-of-two capacity, a hash's slot its low bits.  A key is removed by
 backward-shift deletion (the entries after it in its run move back when

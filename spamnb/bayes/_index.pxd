@@ -1,9 +1,9 @@
-"""The vocabulary's hash index probe, shared by spamnb.bayes._index and the scorers."""
+"""The vocabulary's hash index probe, shared by the index (``_index.pxi``) and the scorers (``_score.pyx``)."""
 
 from libc.stdint cimport uint64_t
 
 
-cdef inline Py_ssize_t _find_slot(const uint64_t[::1] keys, uint64_t mask, uint64_t h) noexcept nogil:
+cdef inline Py_ssize_t _find_slot(const uint64_t *keys, uint64_t mask, uint64_t h) noexcept nogil:
     """Slot holding ``h``, or the empty slot where it would go.  At most one
     probe a slot: in a table with no empty slot (never written so; a model
     file mapped without its full check, ``spamnb.persistence.store.map_model``)

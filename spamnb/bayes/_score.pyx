@@ -3,23 +3,45 @@ lookup, sum of x_i log theta_ci, the evidence the verdict rule reads, each
 text part's sum) and ``gather``, which reads a message's entries of a model
 file with ``pread`` (``spamnb classify``'s mapped model).
 
-Nothing here imports numpy: every array is a typed memoryview over any buffer
-(``array.array``, a model file's bytes, numpy), so a model file is used by
+Nothing here imports numpy: every array is any buffer (``array.array``, a
+model file's bytes, numpy), taken with ``spamnb/buffers.pxd`` rather than as
+a typed memoryview (whose utility code makes four types when the module
+loads: ``spamnb classify``'s cold path), so a model file is used by
 ``spamnb classify`` without numpy being imported.  The hash index probe is
 cimported from ``_index.pxd``, the counting of a message's features from
-``_count.pxd``.  Bounds checks are off: the Scorer checks its buffers when it
+``_count.pxd``.  The hash index itself (``_index.pxi``: ``lookup``,
+``insert``, ``rehash``, ``rehash_remap``, ``check_index``) and the model
+file's checks (``_checks.pxi``: ``checksum64``, ``Checksum64``,
+``check_range``, ``class_sums``, ``check_offsets``, ``check_utf8``) are
+included at the end: one compiled module for a cold classify.  Bounds checks are off: the Scorer checks its buffers when it
 is made, and callers go through ``spamnb.bayes.token_kernels``.
 """
 
-from libc.math cimport INFINITY, fabs
+from libc.math cimport INFINITY, fabs, log1p
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
 
+from cpython cimport array
+from cpython.buffer cimport PyBuffer_Release
+
 import array
+
+from spamnb.buffers cimport FLOAT, SIGNED, UNSIGNED, length_of, take
 
 from spamnb.bayes._count cimport (TRANSFORM_BINARY, TRANSFORM_LOG, TRANSFORM_RAW, count_distinct, scale_to_length,
                                   table_size)
 from spamnb.bayes._index cimport _find_slot
+
+# The transforms' codes (_count.pxd's), for Python: spamnb.bayes.token_kernels
+# takes them from here, the module a classify loads (not _count).
+COUNTS_RAW = TRANSFORM_RAW          # x_i = count of token i in the message
+COUNTS_BINARY = TRANSFORM_BINARY    # x_i = 1 if token i occurs
+COUNTS_LOG = TRANSFORM_LOG          # x_i = log(1 + count)
+
+# log1p of the small counts (count_distinct's transform), as _count fills its own
+cdef double _LOG1P_SMALL[64]
+for _k in range(64):
+    _LOG1P_SMALL[_k] = log1p(<double>_k)
 
 cdef extern from *:
     """
@@ -54,12 +76,12 @@ cdef Py_ssize_t _message_weights(const int32_t *idx, Py_ssize_t n, int32_t *uniq
     occurrence), so the same values bit for bit before the weighting."""
     cdef Py_ssize_t m, m_pairs, k
     if pairs_start < 0 or pairs_start >= n or pair_weight == 1.0:
-        m = count_distinct(idx, n, uniq, x, counts, table, cap)
+        m = count_distinct(idx, n, uniq, x, counts, table, cap, _LOG1P_SMALL)
         scale_to_length(x, m, length)
         return m
-    m = count_distinct(idx, pairs_start, uniq, x, counts, table, table_size(pairs_start))
+    m = count_distinct(idx, pairs_start, uniq, x, counts, table, table_size(pairs_start), _LOG1P_SMALL)
     m_pairs = count_distinct(idx + pairs_start, n - pairs_start, uniq + m, x + m, counts, table,
-                             table_size(n - pairs_start))
+                             table_size(n - pairs_start), _LOG1P_SMALL)
     scale_to_length(x, m + m_pairs, length)
     for k in range(m, m + m_pairs):
         x[k] *= pair_weight
@@ -95,10 +117,13 @@ cdef class Scorer:
     here, so scoring a message costs no buffer set-up (the ``spamnb
     classify`` and ``SpamFilter.score`` path).
     """
-    cdef const uint64_t[::1] keys
-    cdef const int32_t[::1] values
-    cdef const double[::1] log_count
-    cdef const double[::1] tail
+    cdef Py_buffer keys_view, values_view, log_view, tail_view
+    cdef int n_views          # how many of the four views (in that order) are held
+    cdef const uint64_t *keys
+    cdef const int32_t *values
+    cdef const double *log_count   # NULL when empty
+    cdef const double *tail        # NULL when None or empty
+    cdef Py_ssize_t capacity
     cdef Py_ssize_t n_features, n_classes, n_base, tail_stride
     cdef double *norm
     cdef double *prior
@@ -109,24 +134,40 @@ cdef class Scorer:
     def __cinit__(self):
         self.norm = NULL
         self.prior = NULL
+        self.n_views = 0
 
-    def __init__(self, const uint64_t[::1] keys, const int32_t[::1] values, const double[::1] log_count,
-                 Py_ssize_t n_features, log_norm, log_prior, int counts, double length=0.0,
-                 const double[::1] tail=None, double pair_weight=1.0, Py_ssize_t tail_stride=-1):
+    def __init__(self, keys, values, log_count, Py_ssize_t n_features, log_norm, log_prior, int counts,
+                 double length=0.0, tail=None, double pair_weight=1.0, Py_ssize_t tail_stride=-1):
+        self._release()
+        take(&self.keys_view, keys, UNSIGNED, 8, False, "uint64_t")
+        self.n_views = 1
+        take(&self.values_view, values, SIGNED, 4, False, "int32_t")
+        self.n_views = 2
+        take(&self.log_view, log_count, FLOAT, 8, False, "double")
+        self.n_views = 3
+        if tail is not None:
+            take(&self.tail_view, tail, FLOAT, 8, False, "double")
+            self.n_views = 4
+        self._set_up(n_features, log_norm, log_prior, counts, length, tail is not None, pair_weight, tail_stride)
+
+    cdef int _set_up(self, Py_ssize_t n_features, log_norm, log_prior, int counts, double length, bint has_tail,
+                     double pair_weight, Py_ssize_t tail_stride) except -1:
         cdef Py_ssize_t c, n_classes = len(log_prior)
-        cdef Py_ssize_t n_base = log_count.shape[0] // n_classes if n_classes > 0 else 0
-        if keys.shape[0] == 0 or (keys.shape[0] & (keys.shape[0] - 1)) != 0 or values.shape[0] != keys.shape[0]:
+        cdef Py_ssize_t n_keys = length_of(&self.keys_view), n_log = length_of(&self.log_view)
+        cdef Py_ssize_t n_tail = length_of(&self.tail_view) if has_tail else 0
+        cdef Py_ssize_t n_base = n_log // n_classes if n_classes > 0 else 0
+        if n_keys == 0 or (n_keys & (n_keys - 1)) != 0 or length_of(&self.values_view) != n_keys:
             raise ValueError("hash index capacity is not a power of two")
-        if tail is None:
+        if not has_tail:
             n_base = n_features
         if tail_stride < 0:
             tail_stride = n_features - n_base
         if (n_classes < 1 or len(log_norm) != n_classes or not 0 <= n_base <= n_features
-                or log_count.shape[0] != n_classes * n_base
-                or (tail is not None and (tail_stride < n_features - n_base
-                                          or tail.shape[0] < (n_classes - 1) * tail_stride + n_features - n_base
-                                          or (tail_stride == n_features - n_base
-                                              and tail.shape[0] != n_classes * tail_stride)))):
+                or n_log != n_classes * n_base
+                or (has_tail and (tail_stride < n_features - n_base
+                                  or n_tail < (n_classes - 1) * tail_stride + n_features - n_base
+                                  or (tail_stride == n_features - n_base
+                                      and n_tail != n_classes * tail_stride)))):
             raise ValueError("log_norm, log_prior and log_count disagree on the number of classes")
         if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
             raise ValueError(f"unknown counts transform {counts}")
@@ -139,17 +180,36 @@ cdef class Scorer:
         for c in range(n_classes):
             self.norm[c] = log_norm[c]
             self.prior[c] = log_prior[c]
-        self.keys, self.values, self.log_count, self.tail = keys, values, log_count, tail
+        self.keys = <const uint64_t *>self.keys_view.buf
+        self.values = <const int32_t *>self.values_view.buf
+        self.capacity = n_keys
+        self.log_count = <const double *>self.log_view.buf if n_log else NULL
+        self.tail = <const double *>self.tail_view.buf if n_tail else NULL
         self.n_features, self.n_classes, self.counts, self.n_base = n_features, n_classes, counts, n_base
         self.tail_stride = tail_stride
         self.length = length
         self.pair_weight = pair_weight
+        return 0
 
-    def __dealloc__(self):
+    cdef void _release(self) noexcept:
+        if self.n_views >= 4:
+            PyBuffer_Release(&self.tail_view)
+        if self.n_views >= 3:
+            PyBuffer_Release(&self.log_view)
+        if self.n_views >= 2:
+            PyBuffer_Release(&self.values_view)
+        if self.n_views >= 1:
+            PyBuffer_Release(&self.keys_view)
+        self.n_views = 0
         free(self.norm)
         free(self.prior)
+        self.norm = NULL
+        self.prior = NULL
 
-    def score(self, const uint64_t[::1] hashes, Py_ssize_t n_evidence=0, Py_ssize_t pairs_start=-1):
+    def __dealloc__(self):
+        self._release()
+
+    def score(self, hashes, Py_ssize_t n_evidence=0, Py_ssize_t pairs_start=-1):
         """``(jll, evidence, n_tokens, n_known, spam_evidence, ham_evidence)`` of
         a message's token ``hashes``.
 
@@ -161,9 +221,17 @@ cdef class Scorer:
         of all known tokens (two classes; 0.0 otherwise): what the verdict rule
         (spamnb.estimator.verdict) reads besides the log-odds.
         """
+        cdef Py_buffer view
+        take(&view, hashes, UNSIGNED, 8, False, "uint64_t")
+        try:
+            return self._score(<const uint64_t *>view.buf, length_of(&view), n_evidence, pairs_start)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef _score(self, const uint64_t *hashes, Py_ssize_t n, Py_ssize_t n_evidence, Py_ssize_t pairs_start):
         cdef Py_ssize_t n_classes = self.n_classes, n_features = self.n_features
-        cdef Py_ssize_t n = hashes.shape[0], j, c, k, m, e, n_ev = 0, n_known = 0, size, cap
-        cdef uint64_t mask = self.keys.shape[0] - 1
+        cdef Py_ssize_t j, c, k, m, e, n_ev = 0, n_known = 0, size, cap
+        cdef uint64_t mask = self.capacity - 1
         cdef Py_ssize_t slot
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
@@ -172,8 +240,8 @@ cdef class Scorer:
         cdef int32_t *ev_idx = NULL
         cdef double *ev_w = NULL
         cdef double w, spam_ev = 0.0, ham_ev = 0.0
-        cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
-        cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
+        cdef const double *log_count = self.log_count
+        cdef const double *tail = self.tail
         cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
         cdef double lc0, lc1
         cdef int damaged = 0
@@ -245,39 +313,54 @@ cdef class Scorer:
             free(x)
             free(ev_idx)
 
-    def log_odds_many(self, const uint64_t[::1] hashes, const int64_t[::1] bounds):
+    def log_odds_many(self, hashes, bounds):
         """``jll[1] - jll[0]`` of ``score(hashes[bounds[j]:bounds[j + 1]])`` for
         each message ``j``, bit for bit, in one call (two classes; the held-out
         pass of ``spamnb train`` scoring a fold's messages): an ``array('d')``.
         ValueError when ``bounds`` do not fit ``hashes``."""
-        cdef Py_ssize_t n_messages = bounds.shape[0] - 1, j, i, k, c, n, m, most = 1
+        cdef Py_buffer hashes_view, bounds_view
+        take(&hashes_view, hashes, UNSIGNED, 8, False, "uint64_t")
+        try:
+            take(&bounds_view, bounds, SIGNED, 8, False, "int64_t")
+            try:
+                return self._log_odds_many(<const uint64_t *>hashes_view.buf, length_of(&hashes_view),
+                                           <const int64_t *>bounds_view.buf, length_of(&bounds_view))
+            finally:
+                PyBuffer_Release(&bounds_view)
+        finally:
+            PyBuffer_Release(&hashes_view)
+
+    cdef _log_odds_many(self, const uint64_t *hashes, Py_ssize_t n_hashes, const int64_t *bounds,
+                        Py_ssize_t n_bounds):
+        cdef Py_ssize_t n_messages = n_bounds - 1, j, i, k, c, n, m, most = 1
         cdef int64_t a, b
-        cdef uint64_t mask = self.keys.shape[0] - 1
+        cdef uint64_t mask = self.capacity - 1
         cdef Py_ssize_t slot, n_features = self.n_features
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
         cdef double *x = NULL
         cdef double jll[2]
         cdef double lc
-        cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
-        cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
+        cdef const double *log_count = self.log_count
+        cdef const double *tail = self.tail
         cdef Py_ssize_t n_base = self.n_base, n_tail = n_features - n_base, size, cap
         cdef int damaged = 0
-        cdef double[::1] view
+        cdef array.array out
+        cdef double *view
         if self.n_classes != 2:
             raise ValueError("log_odds_many scores two classes")
         if n_messages < 0:
             raise ValueError("bounds hold one entry more than the messages")
         for j in range(n_messages):
             a, b = bounds[j], bounds[j + 1]
-            if a < 0 or b < a or b > hashes.shape[0]:
-                raise ValueError(f"message {j}: bounds {a}..{b} outside {hashes.shape[0]} hashes")
+            if a < 0 or b < a or b > n_hashes:
+                raise ValueError(f"message {j}: bounds {a}..{b} outside {n_hashes} hashes")
             if b - a > most:
                 most = b - a
         out = array.array("d", bytes(8 * n_messages))
         if n_messages == 0:
             return out
-        view = out
+        view = out.data.as_doubles
         size = most
         idx = <int32_t *>malloc((2 * size + 2 * table_size(size)) * sizeof(int32_t))   # idx, uniq, the table
         x = <double *>malloc(size * sizeof(double))
@@ -316,8 +399,7 @@ cdef class Scorer:
             free(idx)
             free(x)
 
-    def verdict_sums(self, const uint64_t[::1] hashes, list regions, bint truncated=False,
-                     Py_ssize_t pairs_start=-1):
+    def verdict_sums(self, hashes, list regions, bint truncated=False, Py_ssize_t pairs_start=-1):
         """``(log_odds, n_tokens, n_known, spam_evidence, ham_evidence, part_max)``
         of a message's token ``hashes``: what ``score(hashes, 0)`` and
         ``spamnb.estimator.verdict.part_max(self, hashes, regions, truncated)``
@@ -329,11 +411,21 @@ cdef class Scorer:
         sliced as Python slices them); ``part_max`` the largest sum of a
         region's weights when scored on its own, -inf without regions, +inf
         when ``truncated`` and without regions.  Two classes only."""
-        cdef Py_ssize_t n = hashes.shape[0], n_features = self.n_features
+        cdef Py_buffer view
+        take(&view, hashes, UNSIGNED, 8, False, "uint64_t")
+        try:
+            return self._verdict_sums(<const uint64_t *>view.buf, length_of(&view), regions, truncated,
+                                      pairs_start)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef _verdict_sums(self, const uint64_t *hashes, Py_ssize_t n, list regions, bint truncated,
+                       Py_ssize_t pairs_start):
+        cdef Py_ssize_t n_features = self.n_features
         cdef Py_ssize_t j, k, m, n_known = 0, size, cap, start, end, r, n_regions = len(regions)
-        cdef uint64_t mask = self.keys.shape[0] - 1
-        cdef const uint64_t *keys = &self.keys[0]
-        cdef const int32_t *values = &self.values[0]
+        cdef uint64_t mask = self.capacity - 1
+        cdef const uint64_t *keys = self.keys
+        cdef const int32_t *values = self.values
         cdef Py_ssize_t slot
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
@@ -342,8 +434,8 @@ cdef class Scorer:
         cdef double *x = NULL
         cdef double w, spam_ev = 0.0, ham_ev = 0.0, part_spam, part_ham, best, jll0, jll1
         cdef double norm0, norm1
-        cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
-        cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
+        cdef const double *log_count = self.log_count
+        cdef const double *tail = self.tail
         cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
         cdef double lc0, lc1
         cdef int damaged = 0
@@ -417,7 +509,7 @@ cdef class Scorer:
                     part_ham = 0.0
                     if end > start:
                         m = count_distinct(idx + start, end - start, uniq, x, self.counts, table,
-                                           table_size(end - start))
+                                           table_size(end - start), _LOG1P_SMALL)
                         scale_to_length(x, m, self.length)
                         for k in range(m):
                             lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
@@ -455,7 +547,7 @@ cdef int _pread_all(int fd, void *buf, size_t count, long offset) noexcept nogil
 
 
 def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at, Py_ssize_t logs_at,
-           Py_ssize_t n_features, Py_ssize_t n_classes, const uint64_t[::1] hashes):
+           Py_ssize_t n_features, Py_ssize_t n_classes, hashes):
     """The entries of a model file's hash index and log-counts that the token
     ``hashes`` of one message need, read from the open file ``fd`` with
     ``pread`` (nothing of the file mapped: no page of it enters this
@@ -471,14 +563,26 @@ def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at
     stops after ``capacity`` slots; an entry out of range, a log-count that
     is not finite, or a short read raise ValueError (a damaged or changed
     file)."""
-    cdef Py_ssize_t n = hashes.shape[0], j, k, m = 0, cap = table_size(n if n > 0 else 1)
+    cdef Py_buffer view
+    take(&view, hashes, UNSIGNED, 8, False, "uint64_t")
+    try:
+        return _gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes,
+                       <const uint64_t *>view.buf, length_of(&view))
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef _gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at, Py_ssize_t logs_at,
+             Py_ssize_t n_features, Py_ssize_t n_classes, const uint64_t *hashes, Py_ssize_t n):
+    cdef Py_ssize_t j, k, m = 0, cap = table_size(n if n > 0 else 1)
     cdef uint64_t mask = <uint64_t>capacity - 1, h, slot, probes, block[8], key = 0
     cdef uint32_t tmask = <uint32_t>(cap - 1), t
     cdef uint64_t *seen = NULL
     cdef int64_t *order
-    cdef uint64_t[::1] sf
-    cdef int32_t[::1] si
-    cdef double[::1] lg
+    cdef uint64_t *sf
+    cdef int32_t *si
+    cdef double *lg
+    cdef array.array found, index, sorted_found, sorted_index, logs
     cdef int32_t v
     cdef double lc
     cdef int status = 0    # 1 short read, 2 out of range, 3 not finite
@@ -487,8 +591,8 @@ def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at
         raise ValueError("bad hash index layout")
     found = array.array("Q", bytes(8 * n))
     index = array.array("i", bytes(4 * n))
-    cdef uint64_t[::1] f = found
-    cdef int32_t[::1] ix = index
+    cdef uint64_t *f = <uint64_t *>found.data.as_ulonglongs
+    cdef int32_t *ix = <int32_t *>index.data.as_ints
     seen = <uint64_t *>malloc(cap * sizeof(uint64_t))
     if seen == NULL:
         raise MemoryError()
@@ -548,7 +652,9 @@ def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at
             sorted_found = array.array("Q", bytes(8 * m))
             sorted_index = array.array("i", bytes(4 * m))
             logs = array.array("d", bytes(8 * n_classes * m))
-            sf, si, lg = sorted_found, sorted_index, logs
+            sf = <uint64_t *>sorted_found.data.as_ulonglongs
+            si = <int32_t *>sorted_index.data.as_ints
+            lg = logs.data.as_doubles
             with nogil:
                 for k in range(m):
                     j = <Py_ssize_t>(order[k] & <int64_t>0xFFFFFFFF)
@@ -577,3 +683,12 @@ def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at
 cdef int _compare_int64(const void *a, const void *b) noexcept nogil:
     cdef int64_t x = (<const int64_t *>a)[0], y = (<const int64_t *>b)[0]
     return (x > y) - (x < y)
+
+
+# --------------------------------------------------------------------------
+# in this module too, so that a cold ``spamnb classify`` loads one compiled
+# module of this package: the hash index (a classify indexes its message's
+# entries of the model file) and the model file's checks and checksum
+# --------------------------------------------------------------------------
+include "_index.pxi"
+include "_checks.pxi"

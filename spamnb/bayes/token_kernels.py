@@ -1,5 +1,5 @@
 """Checked entry points to the compiled kernels of one message at a time: the
-vocabulary's hash index (``spamnb.bayes._index``), counting a message's
+vocabulary's hash index (``_index.pxi``, in ``spamnb.bayes._score``), counting a message's
 tokens (``spamnb.bayes._count``) and scoring one message
 (``spamnb.bayes._score``).  Every other module calls them through here.
 
@@ -23,30 +23,52 @@ check as they go and raise ValueError, changing nothing.
   pair-weight mixture's state (``spamnb.bayes._mixture``, loaded by its
   first call: a process that counts many).
 
-Nothing here imports numpy (``spamnb classify``'s cold path).
+Nothing here imports numpy (``spamnb classify``'s cold path), and only
+``_score`` is loaded with this module (the hash index, ``_index.pxi``, is
+built into it): ``_count`` (counting for training and learning) is loaded
+by its first use, so a cold ``spamnb classify`` of a model file
+(``gather``, the message's entries indexed, ``Scorer``) loads one compiled
+module of this package.
 """
 
 from __future__ import annotations
 
 import math
 
-from spamnb.bayes import _count, _index, _score
+from spamnb.bayes import _score
+
+_count = None   # spamnb.bayes._count, once _count_module loaded it
+
+
+def _count_module():
+    global _count
+    if _count is None:
+        from spamnb.bayes import _count as module
+        _count = module
+    return _count
+
+
+def __getattr__(name):
+    """``CSRBuilder``: ``_count``'s, loaded when first asked for (PEP 562)."""
+    if name == "CSRBuilder":
+        return _count_module().CSRBuilder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
            "sort_int32", "Scorer", "gather", "mixture_add"]
 
-COUNTS_RAW = _count.COUNTS_RAW          # x_i = count of token i in the message
-COUNTS_BINARY = _count.COUNTS_BINARY    # x_i = 1 if token i occurs
-COUNTS_LOG = _count.COUNTS_LOG          # x_i = log(1 + count)
+COUNTS_RAW = _score.COUNTS_RAW          # x_i = count of token i in the message
+COUNTS_BINARY = _score.COUNTS_BINARY    # x_i = 1 if token i occurs
+COUNTS_LOG = _score.COUNTS_LOG          # x_i = log(1 + count)
 TRANSFORMS = (COUNTS_RAW, COUNTS_BINARY, COUNTS_LOG)
 
 # These check every argument themselves (the transform's code when made, each
 # row's indices as they are counted; the Scorer its buffers' shapes and every
 # hash index entry and log-count it reads).
-CSRBuilder = _count.CSRBuilder
 Scorer = _score.Scorer
-check_index = _index.check_index     # a hash index read from a file: checked whole
+check_index = _score.check_index     # a hash index read from a file: checked whole
 
 
 def _check_table(keys, values):
@@ -70,7 +92,7 @@ def lookup(keys, values, hashes, out):
     returns the number of known hashes."""
     _check_table(keys, values)
     _check_out(len(hashes), out)
-    return _index.lookup(keys, values, hashes, out)
+    return _score.lookup(keys, values, hashes, out)
 
 
 def insert(keys, values, hashes, out, next_index, new_positions):
@@ -83,7 +105,7 @@ def insert(keys, values, hashes, out, next_index, new_positions):
     _check_out(len(hashes), out, new_positions)
     if not 0 <= next_index <= 2**31 - 1 - len(hashes):
         raise ValueError(f"feature index {next_index} out of range")
-    return _index.insert(keys, values, hashes, out, next_index, new_positions)
+    return _score.insert(keys, values, hashes, out, next_index, new_positions)
 
 
 def rehash(old_keys, old_values, keys, values):
@@ -92,7 +114,7 @@ def rehash(old_keys, old_values, keys, values):
     _check_table(keys, values)
     if len(keys) < len(old_keys):
         raise ValueError("a hash index is rehashed into one at least as large")
-    _index.rehash(old_keys, old_values, keys, values)
+    _score.rehash(old_keys, old_values, keys, values)
 
 
 def rehash_remap(old_keys, old_values, remap, keys, values):
@@ -101,20 +123,20 @@ def rehash_remap(old_keys, old_values, remap, keys, values):
     ValueError).  The new table must have room for the features kept."""
     _check_table(old_keys, old_values)
     _check_table(keys, values)
-    _index.rehash_remap(old_keys, old_values, remap, keys, values)
+    _score.rehash_remap(old_keys, old_values, remap, keys, values)
 
 
 def add_counts(idx, target, counts, sign=1.0, length=0.0):
     """Add (``sign`` -1: subtract) one message's transformed token counts to one
     class's counts: ``_count.add_counts`` (its docstring says what it checks)."""
     _check_length(length)
-    return _count.add_counts(idx, target, counts, sign, length)
+    return _count_module().add_counts(idx, target, counts, sign, length)
 
 
 def add_counts_twice(idx, first, second, counts, length=0.0):
     """``add_counts`` into ``first`` and ``second`` at once, the message counted once."""
     _check_length(length)
-    return _count.add_counts_twice(idx, first, second, counts, length)
+    return _count_module().add_counts_twice(idx, first, second, counts, length)
 
 
 def add_counts_local(idx, local_of, touched, n_touched, target, counts, length=0.0):
@@ -123,7 +145,7 @@ def add_counts_local(idx, local_of, touched, n_touched, target, counts, length=0
     from ``n_touched`` and listed in ``touched``): ``_count.add_counts_local``;
     returns the new ``n_touched``."""
     _check_length(length)
-    return _count.add_counts_local(idx, local_of, touched, n_touched, target, counts, length)
+    return _count_module().add_counts_local(idx, local_of, touched, n_touched, target, counts, length)
 
 
 def add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length=0.0):
@@ -131,7 +153,7 @@ def add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length=0.0):
     ``j``'s indices ``idx[bounds[j]:bounds[j + 1]]`` (int64 bounds) into
     ``ham`` or ``spam`` by ``rows_of[j]`` (uint8): ``_count.add_counts_rows``."""
     _check_length(length)
-    return _count.add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length)
+    return _count_module().add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length)
 
 
 def add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length=0.0):
@@ -140,19 +162,19 @@ def add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, lengt
     ``TreeReduce(fan_in)``, written to ``ham`` and ``spam``:
     ``_count.add_counts_tree``."""
     _check_length(length)
-    return _count.add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length)
+    return _count_module().add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length)
 
 
 def add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha):
     """``add_counts`` over one class's counts held in two buffers, keeping their
     logs: ``_count.add_counts_split``."""
     _check_length(length)
-    return _count.add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha)
+    return _count_module().add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha)
 
 
 def sort_int32(values):
     """Sort ``values`` (int32) in place with the counting kernel's sort (for tests)."""
-    _count.sort_int32(values)
+    _count_module().sort_int32(values)
 
 
 def gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes):

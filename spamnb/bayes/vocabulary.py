@@ -1,6 +1,6 @@
 """The vocabulary: token -> feature index, growing while training.
 
-Tokens are identified by their stable 64-bit hash (``spamnb.mail._tokenize.hash_token``);
+Tokens are identified by their stable 64-bit hash (``spamnb.mail.tokenizer.hash_token``);
 the index is a compiled open-addressing table (``spamnb.bayes.token_kernels``), so looking
 up a message's tokens is one C loop, with no Python object per token.  The
 token strings are kept too (for ``spamnb info`` and a verdict's evidence), as
@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 from itertools import accumulate
 
-from spamnb.bayes import _checks
+from spamnb.bayes import checks
 
 from spamnb.bayes import token_kernels
 
@@ -106,9 +106,9 @@ class Vocabulary:
                 raise ValueError("hash index capacity is not a power of two above the vocabulary size")
         else:
             token_kernels.check_index(keys, values, n_features)
-            if not _checks.check_offsets(offsets, len(blob)):
+            if not checks.check_offsets(offsets, len(blob)):
                 raise ValueError("token string offsets are out of order or out of range")
-            if not _checks.check_utf8(blob):
+            if not checks.check_utf8(blob):
                 raise ValueError("token strings are not valid UTF-8")
         self.keys = keys
         self.values = values

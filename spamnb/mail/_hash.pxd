@@ -1,7 +1,7 @@
 """The token hash and the token strings' UTF-8 (inline C, cimported by
 ``_tokenize``; no module of its own at run time).
 
-``hash_token(s)`` (spamnb.mail._tokenize) is FNV-1a 64 over the string's code
+``hash_token(s)`` (spamnb.mail._mail, its _tokenize.pxi) is FNV-1a 64 over the string's code
 points (each code point is one 32-bit unit: ``h ^= cp; h *= 0x100000001b3``
 from the offset basis 0xcbf29ce484222325), followed by splitmix64's finaliser
 (``_finish``); see ``_tokenize``'s docstring.

@@ -2,11 +2,15 @@
 and counts).
 
 Per-message, per-line and per-character work happens in C, here and in the
-modules ``parse`` uses (cimported, so no step is a Python call): ``_headers``
-(the header block, its fields, Content-Type parameters, RFC 2047 words),
-``_text`` (charsets, lenient base64, the text budget) and ``_html`` (tags,
-entities, the HTML sniff and counts).  Their public functions are importable
-from here too.  The module stands on its own: the records it makes come from
+files ``parse`` uses, built into this module (``include``, so no step is a
+Python call): ``_headers.pxi`` (the header block, its fields, Content-Type
+parameters, RFC 2047 words), ``_text.pxi`` (charsets, lenient base64, the
+text budget) and ``_html.pxi`` (tags, entities, the HTML sniff and counts).
+Their public functions are importable from here.  The tokenizer's core
+(``_tokenize.pxi``: ``hash_token``, ``Scanner``, ``TokenStream``) is built
+in too: one compiled module for all of spamnb.mail, which a cold ``spamnb
+classify`` loads (a compiled module's load and initialisation cost it
+0.4-1.3 M instructions each, five of them before).  The module stands on its own: the records it makes come from
 ``spamnb.mail.records``, charset names are resolved by ``spamnb.mail.charsets``;
 ``spamnb.mail._mail.parse(b"Subject: hi\n\nbody")`` works without ``spamnb.mail.parser``.
 
@@ -24,16 +28,12 @@ then (``parse`` compiled) 13.4 -> 9.9 us (docs/tokenizer.md, "Speed").
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.string cimport memchr, memcmp, memset
 
-from spamnb.mail._headers cimport _block_fields, _content_type, _split_headers
-from spamnb.mail._html cimport _count_ci, _sniffs_html
-from spamnb.mail._text cimport _decode_text
 from spamnb.mail._unicode cimport PY_SSIZE_T_MAX, PyUnicode_Count, _find_char
 
-# the public functions of the modules parse uses, importable from here as before
-from spamnb.mail._headers import (MAX_HEADER_CHARS, content_type, decode_header_value, header_fields, parse_fields,
-                                  split_headers)
-from spamnb.mail._html import decode_entities, strip_tags
-from spamnb.mail._text import LOOK_ALIKES, base64_lenient, decode_text, text_prefix
+# what parse uses, in this module: the text (charsets, base64, the budget), HTML, the header block
+include "_text.pxi"
+include "_html.pxi"
+include "_headers.pxi"
 
 
 # -- the whole message: mail.parse ----------------------------------------------------
@@ -311,3 +311,7 @@ def parse(raw, Py_ssize_t max_bytes=MAX_BYTES, Py_ssize_t max_depth=MAX_DEPTH, P
     mail.truncated = truncated
     mail._by_name = by_name
     return mail
+
+
+# -- the tokenizer's core: the token hash, the word scanner, TokenStream --------------
+include "_tokenize.pxi"

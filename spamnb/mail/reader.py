@@ -37,7 +37,20 @@ import sys
 
 from spamnb.errors import CorpusError, Refused, SkippedInput, TooLarge
 from spamnb.mail import lazy_re
-from spamnb.mail.mbox import is_mbox_start, iter_mbox, iter_mbox_range, looks_like_mail, one_message, split_mbox
+
+_mbox_module = None   # spamnb.mail.mbox, once _mbox() imported it
+
+
+def _mbox():
+    """:mod:`spamnb.mail.mbox`, imported by the first read that may meet an
+    mbox (a file, a folder, ``-M``): reading the one message on stdin never
+    does, and a cold ``spamnb classify`` does not load it."""
+    global _mbox_module
+    if _mbox_module is None:
+        from spamnb.mail import mbox
+
+        _mbox_module = mbox
+    return _mbox_module
 
 __all__ = ["MAX_MESSAGE_SIZE", "CorpusError", "SkippedInput", "Refused", "TooLarge", "CorpusReport",
            "open_checked", "read_checked", "read_file", "read_message_file", "read_stdin",
@@ -391,7 +404,7 @@ def file_messages(path, name, report, strict):
         return
     fd, size = opened
     try:
-        if size > _READ_WHOLE and is_mbox_start(os.pread(fd, 5, 0)):
+        if size > _READ_WHOLE and _mbox().is_mbox_start(os.pread(fd, 5, 0)):
             with os.fdopen(fd, "rb") as f:
                 fd = None   # the file object closes it
                 yield from _mbox_messages(path, name, f, report, strict, lambda: _file_bytes(f.fileno(), size))
@@ -403,14 +416,14 @@ def file_messages(path, name, report, strict):
             return
         os.close(fd)
         fd = None
-        if is_mbox_start(data):
-            if one_message(data):   # a message file with an envelope line: itself, as _mbox_messages gives it
+        if _mbox().is_mbox_start(data):
+            if _mbox().one_message(data):   # a message file with an envelope line: itself, as _mbox_messages gives it
                 yield from _mbox_message(path, name, data, report, strict)
             else:
                 yield from _mbox_messages(path, name, io.BytesIO(data), report, strict, lambda: data)
         elif not data.strip():
             report.skip(path, "empty", strict)
-        elif not looks_like_mail(data):
+        elif not _mbox().looks_like_mail(data):
             report.skip(path, "not mail", strict)
         else:
             report.read += 1
@@ -452,7 +465,7 @@ def _mbox_messages(path, name, stream, report, strict, whole):
     """The messages of a corpus's mbox file, its skips counted in ``report``
     (``whole``: as :func:`_numbered`)."""
     empty = True
-    for message_name, data in _numbered(iter_mbox(stream), name, whole):
+    for message_name, data in _numbered(_mbox().iter_mbox(stream), name, whole):
         empty = False
         yield from _mbox_message(path, message_name, data, report, strict)
     if empty:
@@ -460,7 +473,7 @@ def _mbox_messages(path, name, stream, report, strict, whole):
 
 
 def _mbox_message(path, name, data, report, strict):
-    if not looks_like_mail(data):
+    if not _mbox().looks_like_mail(data):
         report.skip(f"{path}{name[name.rfind('#'):] if '#' in name else ''}", "not mail", strict)
         return
     report.read += 1
@@ -488,7 +501,7 @@ def shard_messages(path, name, start, end, first, report, strict=False):
     to ``end`` (offsets of :func:`spamnb.mail.mbox.message_starts`), numbered from
     ``first``, read a message at a time, as :func:`read_messages` reads the
     whole file (the same skips)."""
-    for i, data in enumerate(iter_mbox_range(path, start, end)):
+    for i, data in enumerate(_mbox().iter_mbox_range(path, start, end)):
         yield from _mbox_message(path, f"{name}#{first + i}", data, report, strict)
 
 
@@ -518,7 +531,7 @@ def _path_mbox(stream, name, whole=None):
     """``(name, bytes)`` of each message of the mbox read from the binary
     ``stream`` (or held whole in ``bytes``), one at a time, none skipped
     (``whole``: as :func:`_numbered`)."""
-    return _numbered(split_mbox(stream) if type(stream) is bytes else iter_mbox(stream), name, whole)
+    return _numbered(_mbox().split_mbox(stream) if type(stream) is bytes else _mbox().iter_mbox(stream), name, whole)
 
 
 _SMALL = 1 << 20   # a file up to this size is read whole at once (a larger mbox: one message at a time)
@@ -560,11 +573,11 @@ def _stream_messages(stream, name):
     head = stream.peek(5)[:5] if hasattr(stream, "peek") else b""   # not consumed: no copy of the message
     if len(head) < 5:   # a pipe gave less so far: read it (and join it to the rest)
         head = stream.read(5)
-        if is_mbox_start(head):
+        if _mbox().is_mbox_start(head):
             yield from _path_mbox(io.BufferedReader(_Prefixed(head, stream), 1 << 16), name)
         else:
             yield name, _bounded_read(stream, name, head)
-    elif is_mbox_start(head):
+    elif _mbox().is_mbox_start(head):
         yield from _path_mbox(stream, name)
     else:
         yield name, _bounded_read(stream, name)
@@ -587,7 +600,7 @@ def _stdin_messages():
             position = -1
         if position == 0:
             head = os.pread(stream.fileno(), 5, 0)
-            if is_mbox_start(head):
+            if _mbox().is_mbox_start(head):
                 yield from _path_mbox(stream, "-", lambda: _file_bytes(stream.fileno(), st.st_size))   # mapped
                 return
             try:   # one read of the file's size, as a file named is read
@@ -640,7 +653,7 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False, stdin
     except OSError as exc:
         raise CorpusError(f"{path}: {exc.strerror or exc}") from None
     try:
-        large_mbox = size > _SMALL and is_mbox_start(os.pread(fd, 5, 0))
+        large_mbox = size > _SMALL and _mbox().is_mbox_start(os.pread(fd, 5, 0))
     except OSError as exc:
         os.close(fd)
         raise CorpusError(f"{path}: {exc.strerror or exc}") from None
@@ -656,7 +669,7 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False, stdin
         raise CorpusError(f"{path}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    if is_mbox_start(data):
+    if _mbox().is_mbox_start(data):
         yield from _path_mbox(data, path, lambda: data)  # cut as the map of the file is cut above
     else:
         yield path, data

@@ -1,9 +1,9 @@
 """Raw RFC 822 mail -> tokens.
 
 ``Tokenizer(**settings).stream(message_bytes)`` gives a ``TokenStream`` (token
-hashes + strings on demand, see ``spamnb.mail._tokenize``); ``tokens(message)`` the
+hashes + strings on demand, see ``spamnb.mail._mail``, its ``_tokenize.pxi``); ``tokens(message)`` the
 token strings, for inspection.  Parsing is ``spamnb.mail.parser``; every per-character
-and per-token step runs in C (``spamnb.mail._tokenize`` or C-speed str/bytes/re
+and per-token step runs in C (``spamnb.mail._mail``, its ``_tokenize.pxi`` or C-speed str/bytes/re
 methods); Python runs per message, header and MIME part.
 
 Token families (the figures that settled each choice are in the comments of
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from spamnb.mail import lazy_re
 from spamnb.mail import parser as _mail
-from spamnb.mail._tokenize import Scanner, hash_token
+from spamnb.mail._mail import Scanner, hash_token
 
 __all__ = ["Tokenizer", "with_pairs", "hash_token", "PAIRS_TEXT_CHARS", "message_id_domain"]
 

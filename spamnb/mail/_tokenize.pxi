@@ -1,40 +1,45 @@
-"""Compiled core of the tokenizer: the token hash, the word scanner, TokenStream.
+# Included in spamnb.mail._mail (one compiled module for the parser and the
+# tokenizer: a cold ``spamnb classify`` loads one, not five); spamnb.mail.tokenizer
+# imports ``Scanner`` and ``hash_token`` from there.
+#
+# Compiled core of the tokenizer: the token hash, the word scanner, TokenStream.
+#
+# Everything per character or per token happens here, in C: Python code
+# (``spamnb.mail.tokenizer``) works per message, per header and per MIME part only.
+# The hash steps and the token strings' UTF-8 are inline C in ``_hash.pxd``, the
+# relay patterns of Received: fields in ``_received.pxd`` (both cimported: no
+# call goes through Python).  Nothing here imports numpy.
+#
+# Token hash
+# ----------
+# ``hash_token(s)`` is FNV-1a 64 over the string's code points (each code point
+# is one 32-bit unit: ``h ^= cp; h *= 0x100000001b3`` from the offset basis
+# 0xcbf29ce484222325), followed by splitmix64's finaliser so that the low bits
+# (used as hash-table slots by the vocabulary) are well mixed; a result of 0 is
+# mapped to 1, because 0 marks an empty slot.  The value is the same on every run
+# and platform.  Two distinct tokens collide with probability about n^2 / 2^65,
+# i.e. ~3e-8 for a vocabulary of a million tokens (they would share a feature).
+#
+# A token is ``prefix + text[start:end]``: the FNV state after a prefix (e.g.
+# ``"subject:"``) is computed once per scanner, so tagging a header's words costs
+# nothing extra, and no token string is built while scanning.  ``TokenStream``
+# keeps references to the scanned texts plus (text id, start, end, prefix id) per
+# occurrence and builds a token's string only on demand (``token(j)``).
+#
+# Word rules (the experiments behind them are in docs/tokenizer.md)
+# ---------------------------------------------------------------------
+# A word is a maximal run of word characters (Unicode letters and digits plus the
+# configured extra ASCII characters), where single "joiner" characters (e.g.
+# ``'.-@``) are kept when a word character follows them ("e-mail", "3.50",
+# "user@example.com").  Words shorter than ``min_len`` are dropped; words longer
+# than ``max_len`` become one summary token ``skip:<first char> <length // 10 * 10>``.
+# Han and kana characters (scripts written without spaces) form runs that give
+# one token per character bigram (a lone character gives itself), or one token per
+# run when ``cjk_bigrams`` is false.
 
-Everything per character or per token happens here, in C: Python code
-(``spamnb.mail.tokenizer``) works per message, per header and per MIME part only.
-The hash steps and the token strings' UTF-8 are inline C in ``_hash.pxd``, the
-relay patterns of Received: fields in ``_received.pxd`` (both cimported: no
-call goes through Python).  Nothing here imports numpy.
-
-Token hash
-----------
-``hash_token(s)`` is FNV-1a 64 over the string's code points (each code point
-is one 32-bit unit: ``h ^= cp; h *= 0x100000001b3`` from the offset basis
-0xcbf29ce484222325), followed by splitmix64's finaliser so that the low bits
-(used as hash-table slots by the vocabulary) are well mixed; a result of 0 is
-mapped to 1, because 0 marks an empty slot.  The value is the same on every run
-and platform.  Two distinct tokens collide with probability about n^2 / 2^65,
-i.e. ~3e-8 for a vocabulary of a million tokens (they would share a feature).
-
-A token is ``prefix + text[start:end]``: the FNV state after a prefix (e.g.
-``"subject:"``) is computed once per scanner, so tagging a header's words costs
-nothing extra, and no token string is built while scanning.  ``TokenStream``
-keeps references to the scanned texts plus (text id, start, end, prefix id) per
-occurrence and builds a token's string only on demand (``token(j)``).
-
-Word rules (the experiments behind them are in docs/tokenizer.md)
----------------------------------------------------------------------
-A word is a maximal run of word characters (Unicode letters and digits plus the
-configured extra ASCII characters), where single "joiner" characters (e.g.
-``'.-@``) are kept when a word character follows them ("e-mail", "3.50",
-"user@example.com").  Words shorter than ``min_len`` are dropped; words longer
-than ``max_len`` become one summary token ``skip:<first char> <length // 10 * 10>``.
-Han and kana characters (scripts written without spaces) form runs that give
-one token per character bigram (a lone character gives itself), or one token per
-run when ``cjk_bigrams`` is false.
-"""
 
 from cpython cimport array
+from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 from libc.stdint cimport int32_t, uint8_t, uint64_t
@@ -43,6 +48,7 @@ from libc.string cimport memcpy
 
 import array
 
+from spamnb.buffers cimport SIGNED, length_of, take
 from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_int, _finish, _n_digits,
                                 _utf8_size, _utf8_write, _write_digits)
 from spamnb.mail._received cimport _ascii_space, _find, _match_host, _octets
@@ -51,7 +57,7 @@ cdef extern from "Python.h":
     bint Py_UNICODE_ISALNUM(Py_UCS4 ch) nogil
     bint PyUnicode_IS_ASCII(object o)
 
-__all__ = ["hash_token", "Scanner", "TokenStream"]
+# (no __all__: this file is built into spamnb.mail._mail, which has none)
 
 # character classes of the scanner
 cdef enum:
@@ -572,12 +578,20 @@ cdef class TokenStream:
         self._push(_feed(h0, token, 0, n), tid, 0, <int32_t>n, prefix)
         return 0
 
-    def write_tokens(self, const int32_t[::1] positions, Py_ssize_t count, bytearray blob,
-                     array.array offsets):
+    def write_tokens(self, positions, Py_ssize_t count, bytearray blob, array.array offsets):
         """Append the UTF-8 strings (lone surrogates as with "surrogatepass") of the
-        occurrences ``positions[:count]`` to ``blob``, and the end offset of each in
-        ``blob`` to ``offsets`` (``array('Q')``): the vocabulary's string table,
-        without a Python string per token."""
+        occurrences ``positions[:count]`` (int32, any buffer) to ``blob``, and the end
+        offset of each in ``blob`` to ``offsets`` (``array('Q')``): the vocabulary's
+        string table, without a Python string per token."""
+        cdef Py_buffer view
+        take(&view, positions, SIGNED, 4, False, "int32_t")
+        try:
+            self._write_tokens(<const int32_t *>view.buf, length_of(&view), count, blob, offsets)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef int _write_tokens(self, const int32_t *positions, Py_ssize_t n_positions, Py_ssize_t count,
+                           bytearray blob, array.array offsets) except -1:
         cdef Py_ssize_t k, j, total = 0, at, c, first
         cdef list pieces = []
         cdef bytes piece
@@ -585,8 +599,8 @@ cdef class TokenStream:
         cdef Occurrence o, o1, o2
         if offsets.typecode != "Q":
             raise TypeError("offsets must be an array('Q')")
-        if not 0 <= count <= positions.shape[0]:
-            raise ValueError(f"count {count} out of range for {positions.shape[0]} positions")
+        if not 0 <= count <= n_positions:
+            raise ValueError(f"count {count} out of range for {n_positions} positions")
         for k in range(count):       # first pass: validate, and the size of each string
             j = positions[k]
             if not 0 <= j < self.n:
@@ -635,6 +649,7 @@ cdef class TokenStream:
                 at += PyUnicode_GET_LENGTH(prefix)
                 at = _utf8_write(<str>self.texts[o.text], o.start, o.end, out, at)
             offsets.data.as_ulonglongs[first + k] = <unsigned long long>at
+        return 0
 
     @property
     def hashes(self):

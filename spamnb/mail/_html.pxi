@@ -1,10 +1,13 @@
-"""Compiled HTML code of spamnb.mail.parser: tags and entities (one C pass each),
-and the HTML sniff and the "href" / "<img" / "://" counts of ``parse``.
+# Included in spamnb.mail._mail (one compiled module for the parser and the
+# tokenizer: a cold ``spamnb classify`` loads one, not five).
+#
+# Compiled HTML code of spamnb.mail.parser: tags and entities (one C pass each),
+# and the HTML sniff and the "href" / "<img" / "://" counts of ``parse``.
+#
+# The results are exactly those of the regular expressions in the docstrings
+# (kept as the reference in tests/reference_mail.py; tests/test_mail.py compares
+# the two on the whole corpus, hand-written edge cases and generated input).
 
-The results are exactly those of the regular expressions in the docstrings
-(kept as the reference in tests/reference_mail.py; tests/test_mail.py compares
-the two on the whole corpus, hand-written edge cases and generated input).
-"""
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ

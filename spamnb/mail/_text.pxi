@@ -1,7 +1,10 @@
-"""Compiled text code of spamnb.mail.parser: bytes to text (the declared charset,
-strict UTF-8 or the fallback; lenient base64) and the text budget (white space
-runs, invisible format characters, look-alike letters).
-"""
+# Included in spamnb.mail._mail (one compiled module for the parser and the
+# tokenizer: a cold ``spamnb classify`` loads one, not five).
+#
+# Compiled text code of spamnb.mail.parser: bytes to text (the declared charset,
+# strict UTF-8 or the fallback; lenient base64) and the text budget (white space
+# runs, invisible format characters, look-alike letters).
+
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ

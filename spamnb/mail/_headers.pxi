@@ -1,37 +1,37 @@
-"""Compiled header code of spamnb.mail.parser: the end of a header block, its
-fields (unfolded, RFC 2047 words decoded), Content-Type parameters.
+# Included in spamnb.mail._mail (one compiled module for the parser and the
+# tokenizer: a cold ``spamnb classify`` loads one, not five).
+#
+# Compiled header code of spamnb.mail.parser: the end of a header block, its
+# fields (unfolded, RFC 2047 words decoded), Content-Type parameters.
+#
+# The results are exactly those of the regular expressions this module replaced
+# (kept as the reference in tests/reference_mail.py; tests/test_mail.py compares
+# the two on the whole corpus, hand-written edge cases and generated input):
+#
+# - ``split_headers``: ``(?:[!-9;-~]+[ \\t]*:[^\\n]*(?:\\n|\\Z)(?:[ \\t][^\\n]*(?:\\n|\\Z))*)*``
+#   matched at position 0 of the bytes;
+# - ``parse_fields``: ``re.sub(r"\\n(?=[ \\t])", "", text)`` (unfolding), then
+#   ``re.findall(r"\\n([!-9;-~]+)[ \\t]*:[ \\t]*([^\\n]{0,max_chars})", "\\n" + text)``
+#   with the names lower-cased;
+# - ``content_type``: the regular expression in its docstring, with the Python
+#   code around it;
+# - ``header_fields``: the Python function spamnb.mail.parser._parse_fields.
+#
+# Speed (all 6,046 corpus messages cut to the tokenizer's 6,144 bytes, best CPU
+# time of 7 passes, per message): finding the block's end 3.8 us -> 0.86 us,
+# its fields with the name -> values table 13.5 us -> 4.7 us (docs/tokenizer.md,
+# "Speed").
 
-The results are exactly those of the regular expressions this module replaced
-(kept as the reference in tests/reference_mail.py; tests/test_mail.py compares
-the two on the whole corpus, hand-written edge cases and generated input):
-
-- ``split_headers``: ``(?:[!-9;-~]+[ \\t]*:[^\\n]*(?:\\n|\\Z)(?:[ \\t][^\\n]*(?:\\n|\\Z))*)*``
-  matched at position 0 of the bytes;
-- ``parse_fields``: ``re.sub(r"\\n(?=[ \\t])", "", text)`` (unfolding), then
-  ``re.findall(r"\\n([!-9;-~]+)[ \\t]*:[ \\t]*([^\\n]{0,max_chars})", "\\n" + text)``
-  with the names lower-cased;
-- ``content_type``: the regular expression in its docstring, with the Python
-  code around it;
-- ``header_fields``: the Python function spamnb.mail.parser._parse_fields.
-
-Speed (all 6,046 corpus messages cut to the tokenizer's 6,144 bytes, best CPU
-time of 7 passes, per message): finding the block's end 3.8 us -> 0.86 us,
-its fields with the name -> values table 13.5 us -> 4.7 us (docs/tokenizer.md,
-"Speed").
-"""
 
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 from libc.string cimport memchr, memcpy
 
-from spamnb.mail._text cimport _decode_text
 from spamnb.mail._unicode cimport (PyUnicode_IS_ASCII, PyUnicode_MAX_CHAR_VALUE, PyUnicode_New, PyUnicode_Substring,
                                    _find_char)
 
 import binascii
 
 from spamnb.mail import lazy_re
-
-from spamnb.mail._text import base64_lenient
 
 cdef enum:
     _MAX_HEADER_CHARS = 16 * 1024

@@ -1,39 +1,62 @@
-"""Compiled checks of a model file: its checksum, and the validation of
-what is read from it before anything uses it (counts, logarithms, token
-strings and their offsets).
-
-Nothing here imports numpy; every array is a typed memoryview over any
-buffer.  (The hash index's own check, ``check_index``, is the vocabulary's,
-in ``_index``.)
-"""
+# Compiled checks of a model file: its checksum, and the validation of what
+# is read from it before anything uses it (counts, logarithms, token strings
+# and their offsets).  Included in spamnb.bayes._score (one compiled module
+# for a cold ``spamnb classify``, which checksums a journal); the layers above
+# call these through spamnb.bayes.checks.
+#
+# Nothing here imports numpy; every array is any one-dimensional buffer,
+# taken with ``spamnb/buffers.pxd``.  (The hash index's own check,
+# ``check_index``, is the vocabulary's, in ``_index.pxi``.)
 
 from libc.math cimport isfinite
 from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
+from cpython.buffer cimport PyBuffer_Release
 
-def check_range(const double[::1] values, double low, double high):
+from spamnb.buffers cimport FLOAT, UNSIGNED, length_of, take
+
+
+def check_range(values, double low, double high):
     """True when every value is finite and within [low, high] (validating
     derived logs read from a file)."""
+    cdef Py_buffer view
+    take(&view, values, FLOAT, 8, False, "double")
+    try:
+        return _check_range(<const double *>view.buf, length_of(&view), low, high)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef bint _check_range(const double *values, Py_ssize_t n, double low, double high) noexcept:
     cdef Py_ssize_t i
     cdef int ok = 1
     with nogil:
-        for i in range(values.shape[0]):
+        for i in range(n):
             if not (isfinite(values[i]) and low <= values[i] <= high):
                 ok = 0
                 break
-    return bool(ok)
+    return ok
 
 
-def class_sums(const double[::1] values, Py_ssize_t n_classes):
+def class_sums(values, Py_ssize_t n_classes):
     """The sum of each class's counts (``values`` class-major, ``n_classes``
     equal rows), or None when a count is negative or not finite."""
+    cdef Py_buffer view
+    take(&view, values, FLOAT, 8, False, "double")
+    try:
+        return _class_sums(<const double *>view.buf, length_of(&view), n_classes)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef _class_sums(const double *values, Py_ssize_t n_values, Py_ssize_t n_classes):
     cdef Py_ssize_t c, i, n
     cdef double total
     cdef int ok = 1
-    if n_classes < 1 or values.shape[0] % n_classes:
+    if n_classes < 1 or n_values % n_classes:
         raise ValueError("the counts do not split into the classes")
-    n = values.shape[0] // n_classes
+    n = n_values // n_classes
     sums = []
     for c in range(n_classes):
         total = 0.0
@@ -49,12 +72,21 @@ def class_sums(const double[::1] values, Py_ssize_t n_classes):
     return sums
 
 
-def check_utf8(const uint8_t[::1] data):
+def check_utf8(data):
     """True when ``data`` decodes as UTF-8 with "surrogatepass" (what
     ``str(data, "utf-8", "surrogatepass")`` accepts), without building the str:
     validating a full-corpus model's token strings took 1.3 ms that way, of a
     ~50 ms ``spamnb classify``."""
-    cdef Py_ssize_t i = 0, n = data.shape[0], need
+    cdef Py_buffer view
+    take(&view, data, UNSIGNED, 1, False, "uint8_t")
+    try:
+        return _check_utf8(<const uint8_t *>view.buf, length_of(&view))
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef bint _check_utf8(const uint8_t *data, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i = 0, need
     cdef uint8_t b, lo, hi
     cdef uint64_t word
     cdef int ok = 1
@@ -98,12 +130,21 @@ def check_utf8(const uint8_t[::1] data):
                 ok = 0
                 break
             i += need + 1
-    return bool(ok)
+    return ok
 
 
-def check_offsets(const uint64_t[::1] offsets, uint64_t blob_size):
+def check_offsets(offsets, uint64_t blob_size):
     """True when offsets start at 0, never decrease and end at ``blob_size``."""
-    cdef Py_ssize_t i, n = offsets.shape[0]
+    cdef Py_buffer view
+    take(&view, offsets, UNSIGNED, 8, False, "uint64_t")
+    try:
+        return _check_offsets(<const uint64_t *>view.buf, length_of(&view), blob_size)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef bint _check_offsets(const uint64_t *offsets, Py_ssize_t n, uint64_t blob_size) noexcept:
+    cdef Py_ssize_t i
     cdef int ok = 1
     if n == 0 or offsets[0] != 0 or offsets[n - 1] != blob_size:
         return False
@@ -112,7 +153,7 @@ def check_offsets(const uint64_t[::1] offsets, uint64_t blob_size):
             if offsets[i] < offsets[i - 1]:
                 ok = 0
                 break
-    return bool(ok)
+    return ok
 
 
 # --------------------------------------------------------------------------
@@ -197,13 +238,19 @@ cdef class Checksum64:
         self.n = 0
         self.n_pending = 0
 
-    def update(self, const uint8_t[::1] data):
+    def update(self, data):
         """Add the bytes of ``data`` (any contiguous buffer)."""
-        cdef Py_ssize_t n = data.shape[0], i = 0, take
-        cdef const uint8_t *p
+        cdef Py_buffer view
+        take(&view, data, UNSIGNED, 1, False, "uint8_t")
+        try:
+            self._update(<const uint8_t *>view.buf, length_of(&view))
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef void _update(self, const uint8_t *p, Py_ssize_t n) noexcept:
+        cdef Py_ssize_t i = 0, take
         if n == 0:
             return
-        p = &data[0]
         self.n += <uint64_t>n
         with nogil:
             if self.n_pending:
@@ -225,18 +272,25 @@ cdef class Checksum64:
         return _finish(self.v, self.n, self.pending, self.n_pending)
 
 
-def checksum64(const uint8_t[::1] data):
+def checksum64(data):
     """64-bit checksum of a byte buffer: four multiply-rotate lanes over
     32-byte blocks, then the tail, then an avalanche.  Detects truncation,
     bit flips and reordering; it is not a cryptographic hash.
     """
-    cdef Py_ssize_t n = data.shape[0], whole
+    cdef Py_buffer view
+    take(&view, data, UNSIGNED, 1, False, "uint8_t")
+    try:
+        return _checksum64(<const uint8_t *>view.buf, length_of(&view))
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef uint64_t _checksum64(const uint8_t *p, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t whole
     cdef uint64_t v[4]
     cdef uint64_t h
-    cdef const uint8_t *p
     if n == 0:
         return 0x2545F4914F6CDD1DULL
-    p = &data[0]
     whole = n // 32 * 32
     with nogil:
         _start(v)

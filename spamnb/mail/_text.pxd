@@ -1,1 +1,0 @@
-cdef str _decode_text(bytes data, str charset, fallback)
