@@ -266,3 +266,39 @@ def _decodes(data):
 @pytest.mark.slow
 def test_check_utf8_accepts_what_surrogatepass_decodes(data):
     assert _checks.check_utf8(data) == _decodes(data)
+
+
+def test_release_from_table_and_fill_keep_indices_and_index():
+    """A vocabulary counted three quarters full numbers tokens as a half-full
+    one does; what it releases (hashes, its own strings) makes, through
+    from_table, the vocabulary add() makes of the same tokens: the same hash
+    index, byte for byte, over the same bytearray (not a copy)."""
+    words = [f"w{i}" for i in range(5000)] + ["βeta"]
+    half, three_quarters = Vocabulary(), Vocabulary(fill=0.75)
+    for chunk in range(0, len(words), 700):
+        part = FakeStream(words[chunk:chunk + 700] + words[:50])
+        assert list(half.add(part)) == list(three_quarters.add(part))
+    assert three_quarters.capacity < half.capacity
+    hashes, blob, offsets = three_quarters.release()
+    assert len(three_quarters) == 0 and three_quarters.capacity == 1024
+    rebuilt = Vocabulary.from_table(hashes, blob, offsets)
+    assert rebuilt._blob is blob
+    assert bytes(memoryview(rebuilt.keys).cast("B")) == bytes(memoryview(half.keys).cast("B"))
+    assert bytes(memoryview(rebuilt.values).cast("B")) == bytes(memoryview(half.values).cast("B"))
+    assert rebuilt.tokens() == half.tokens()
+    assert list(rebuilt.add(FakeStream(["new", "w3"]))) == [len(words), 3]   # writable: it learns on
+    with pytest.raises(ValueError):
+        Vocabulary.from_table(hashes, blob, offsets[:-1])
+    with pytest.raises(ValueError):
+        Vocabulary(fill=0.9)
+
+
+def test_string_table_view_is_the_table_itself():
+    vocab = Vocabulary()
+    vocab.add(FakeStream(["alpha", "βeta"]))
+    view, offsets = vocab.string_table(copy=False)
+    assert view.readonly and bytes(view) == vocab.string_table()[0]
+    assert view.obj is vocab._blob   # no copy
+    view.release()
+    vocab.add(FakeStream(["gamma"]))
+    assert vocab.tokens() == ["alpha", "βeta", "gamma"]

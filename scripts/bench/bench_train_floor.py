@@ -19,13 +19,21 @@ bogofilter):
    partitions of 500 messages (spamnb's own planner, reader and workers); and
    the same with the word-pair trial's second tokenizer on the same parse
    (what a one-pass trial cannot go below);
-5. with ``--parts``, what the defaults are made of: ``--word-pairs 0`` (the
+5. with ``--memory``, the memory floors of the peak RSS targets: the
+   interpreter alone (``python -c pass``), the modules ``train`` imports
+   (numpy among them), the model file the default ``train`` wrote read
+   whole into a filter (``SpamFilter.load``: the kept model in memory, as
+   the save holds it), and the word-pair trial's paired vocabulary alone
+   (read, parse, tokenize with the paired tokenizer, every token indexed as
+   the counting pass indexes it; no rows, no folds: ``-j 1``);
+6. with ``--parts``, what the defaults are made of: ``--word-pairs 0`` (the
    cutoffs chosen, no trial), ``--word-pairs 2`` (the paired model and its
    cutoffs, no trial), ``--target-fpr 0 --word-pairs 2`` (the paired model
    counted alone), and the floor with the paired tokenizer alone (-j 2); the
    last column gives the size of the model file each training wrote.
 
     python scripts/bench/bench_train_floor.py --corpus corpora/ [--corpus OTHER] [--runs 5] [--before TREE] [--parts]
+        [--memory]
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from array import array
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # scripts/: harness.py
@@ -48,23 +57,29 @@ from harness import check, labelled_files, run, run_steps  # noqa: E402
 _TOKENIZERS = []
 
 
-def _tokenize(pieces):
+def _tokenize(pieces, vocabulary=None):
     from spamnb.training.corpus import CorpusReport
     from spamnb.training.planning import piece_messages
 
     n = 0
     first = _TOKENIZERS[0]
+    scratch = [array("i"), array("i")]
     for _name, data, _is_spam in piece_messages(pieces, CorpusReport(), False):
         parsed = first.parse(data)
         for tokenizer in _TOKENIZERS:
-            n += len(tokenizer.stream(data, parsed))
+            stream = tokenizer.stream(data, parsed)
+            n += len(stream)
+            if vocabulary is not None:
+                vocabulary.add(stream, scratch)
     return n
 
 
-def floor(corpus, n_jobs, tokenizers="plain"):
+def floor(corpus, n_jobs, tokenizers="plain", vocabulary=False):
     """Read, parse and tokenize every message of ``corpus`` once with the
     default tokenizer (``tokenizers`` "plain"), its word-pair variant
-    ("paired"), or both on the same parse ("both"); prints the tokens."""
+    ("paired"), or both on the same parse ("both"); prints the tokens.
+    ``vocabulary`` (``n_jobs`` 1): every token also indexed in one
+    vocabulary, as the counting pass's (``Vocabulary(fill=0.75)``)."""
     from spamnb.mail.tokenizer import Tokenizer, with_pairs
     from spamnb.training.planning import partitions, plan_training
     from spamnb.training.workers import Workers
@@ -73,7 +88,12 @@ def floor(corpus, n_jobs, tokenizers="plain"):
     paired = with_pairs(2, plain)
     _TOKENIZERS.extend({"plain": [plain], "paired": [paired], "both": [plain, paired]}[tokenizers])
     if n_jobs == 1:
-        total = _tokenize(plan_training([corpus], partition_size=None))
+        from spamnb.bayes.vocabulary import Vocabulary
+
+        index = Vocabulary(fill=0.75) if vocabulary else None
+        total = _tokenize(plan_training([corpus], partition_size=None), index)
+        if index is not None:
+            print(len(index), "tokens in the vocabulary")
     else:
         with Workers(n_jobs) as workers:
             total = sum(workers.run_ordered(_tokenize, ((part,) for part in partitions(plan_training([corpus])))))
@@ -110,7 +130,15 @@ def bench(corpus, args, say):
             before_env = dict(env, PYTHONPATH=args.before)
             commands["spamnb train DIR (before: the other checkout)"] = \
                 lambda: run([*spamnb, "train", "-q", "-m", model, corpus], env=before_env)
-        commands["spamnb train DIR"] = lambda: run([*spamnb, "train", "-q", "-m", model, corpus], env=env)
+        kept = os.path.join(work, "kept.spamnb")
+
+        def train_default():
+            result = run([*spamnb, "train", "-q", "-m", model, corpus], env=env)
+            if os.path.exists(model):
+                shutil.copyfile(model, kept)   # the --memory row's model: read whole
+            return result
+
+        commands["spamnb train DIR"] = train_default
         commands["spamnb train --target-fpr 0 --word-pairs 0 DIR (counting alone)"] = \
             lambda: run([*spamnb, "train", "-q", "--target-fpr", "0", "--word-pairs", "0", "-m", model, corpus],
                         env=env)
@@ -119,6 +147,16 @@ def bench(corpus, args, say):
                 (lambda jobs=jobs: run([*me, "--floor", corpus, "-j", str(jobs)], env=env))
         commands["read + parse + tokenize plain and paired (one parse), -j 2 (floor of the pair trial)"] = \
             lambda: run([*me, "--floor", corpus, "-j", "2", "--tokenizers", "both"], env=env)
+        if args.memory:
+            commands["python -c pass (memory floor: the interpreter)"] = lambda: run([*py, "-c", "pass"], env=env)
+            commands["import numpy and train's modules (memory floor: the process)"] = \
+                lambda: run([*py, "-c", "import numpy, spamnb.cli.train, spamnb.training.pipeline, "
+                             "spamnb.estimator.calibrate, spamnb.model.spam_filter"], env=env)
+            commands["the kept model read whole (memory floor: SpamFilter.load of train's file)"] = \
+                lambda: run([*py, "-c", "import sys; from spamnb.model.spam_filter import SpamFilter; "
+                             "SpamFilter.load(sys.argv[1])", kept], env=env)
+            commands["read + parse + tokenize paired, its vocabulary kept, -j 1 (memory floor of the pair trial)"] = \
+                lambda: run([*me, "--floor", corpus, "-j", "1", "--tokenizers", "paired", "--vocabulary"], env=env)
         if args.parts:
             for options, what in ((["--word-pairs", "0"], "cutoffs, no trial"),
                                   (["--word-pairs", "2"], "the paired model and its cutoffs, no trial"),
@@ -160,11 +198,15 @@ def main():
     parser.add_argument("--floor", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("-j", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--tokenizers", choices=("plain", "paired", "both"), default="plain", help=argparse.SUPPRESS)
+    parser.add_argument("--vocabulary", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--memory", action="store_true",
+                        help="also the memory floors: the interpreter, train's imports, the kept model read whole, "
+                             "the paired vocabulary alone")
     parser.add_argument("--parts", action="store_true",
                         help="also the trainings the defaults are made of, and the paired tokenizer's floor")
     args = parser.parse_args()
     if args.floor:
-        floor(args.floor, args.j, args.tokenizers)
+        floor(args.floor, args.j, args.tokenizers, args.vocabulary)
         return
     if not args.corpus:
         parser.error("--corpus is required")

@@ -67,7 +67,10 @@ def log_counts(feature_count, alpha, out=None):
     import numpy as np
 
     if out is None:
-        return np.log(feature_count + alpha)
+        out = feature_count + alpha
+        if out.dtype != np.float64:
+            return np.log(out)
+        return np.log(out, out=out)   # the sum's array takes its log: one array as long as the counts, not two
     np.add(feature_count, alpha, out=out)
     return np.log(out, out=out)
 

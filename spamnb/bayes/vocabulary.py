@@ -72,7 +72,12 @@ class Vocabulary:
     values : buffer of int32, shape (capacity,) -- feature index per slot
     """
 
-    def __init__(self):
+    _fill = 0.5   # the hash index's largest share of used slots (a file's index: at most half full)
+
+    def __init__(self, fill=0.5):
+        if not 0.0 < fill <= 0.75:
+            raise ValueError("a vocabulary's hash index is filled to at most 3/4")
+        self._fill = fill
         self.keys = _zeros("Q", _MIN_CAPACITY)
         self.values = _zeros("i", _MIN_CAPACITY)
         self.n_features = 0
@@ -117,6 +122,25 @@ class Vocabulary:
         self._offsets = offsets
         self._writable = False
         self._tail = None
+        return self
+
+    @classmethod
+    def from_table(cls, hashes, blob, offsets):
+        """A writable vocabulary of ``hashes`` (distinct, uint64, in feature
+        order) and their strings (``blob`` and the uint64 ``offsets``
+        (len(hashes) + 1,), as :meth:`string_table` gives them): the one
+        :meth:`add` of the same tokens in that order makes (the same hash
+        index), with ``blob`` taken as it is when it is a ``bytearray`` (the
+        caller gives it up: no copy of the strings made beside it)."""
+        n = len(hashes)
+        if len(offsets) != n + 1 or (n and int(offsets[n]) > len(blob)):
+            raise ValueError("token string offsets do not match the vocabulary")
+        self = cls()
+        if n:
+            self.keys, self.values = _index(hashes)
+        self._blob = blob if isinstance(blob, bytearray) else bytearray(blob)
+        self._offsets = _copy("Q", offsets)
+        self.n_features = n
         return self
 
     def read_only_copy(self):
@@ -299,10 +323,10 @@ class Vocabulary:
         self._writable = True
 
     def _reserve(self, n_features):
-        capacity = len(self.keys)
-        if 2 * n_features <= capacity:
+        capacity, fill = len(self.keys), self._fill
+        if n_features <= fill * capacity:
             return
-        while 2 * n_features > capacity:
+        while n_features > fill * capacity:
             capacity *= 2
         keys = _zeros("Q", capacity)
         values = _zeros("i", capacity)
@@ -310,12 +334,31 @@ class Vocabulary:
         self.keys, self.values = keys, values
 
     # -- serialisation ----------------------------------------------------------
-    def string_table(self):
+    def string_table(self, copy=True):
         """``(blob, offsets)``: all token strings UTF-8 encoded back to back, and
-        the uint64 offsets (n_features + 1,) delimiting them."""
+        the uint64 offsets (n_features + 1,) delimiting them.  ``copy`` False:
+        ``blob`` is a read-only memoryview of the vocabulary's own table, not
+        a copy (a model file written from it): the caller releases it
+        (``blob.release()``) before the vocabulary learns again (a table with
+        a view on it cannot grow: BufferError)."""
         if self._tail is not None:
             self._make_writable()
+        if not copy:
+            return memoryview(self._blob).toreadonly(), self._offsets
         return bytes(self._blob), self._offsets
+
+    def release(self):
+        """``(hashes, blob, offsets)``: :meth:`hashes` and the string table
+        (the vocabulary's own ``bytearray`` and ``array('Q')``, not copies),
+        the vocabulary left empty: the end of counting, where the hash index
+        is dropped before anything else is made (its memory, and a copy of the
+        strings, not held beside the counts made of them)."""
+        hashes = self.hashes()
+        if self._tail is not None or not self._writable:
+            self._make_writable()
+        blob, offsets = self._blob, self._offsets
+        self.__init__(self._fill)
+        return hashes, blob, offsets
 
     def hashes(self):
         """The token hashes in feature order: a uint64 numpy array (n_features,)."""

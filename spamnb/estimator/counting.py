@@ -202,9 +202,15 @@ class Counts:
             whole.hashes = whole.offsets = whole.strings = whole.dense = whole.last_seen = None
             whole.fold_keys = whole.fold_values = None
         n_features = self.n_features
-        spam_filter.set_fitted(vocabulary_=self.vocabulary())
-        if consume:
-            self.hashes = self.offsets = self.strings = None
+        if consume:   # the strings given to the vocabulary as they are (no copy beside them)
+            from spamnb.bayes.vocabulary import Vocabulary
+
+            strings, self.strings = self.strings, None
+            spam_filter.set_fitted(vocabulary_=Vocabulary.from_table(self.hashes, strings, self.offsets))
+            del strings
+            self.hashes = self.offsets = None
+        else:
+            spam_filter.set_fitted(vocabulary_=self.vocabulary())
         spam_filter.set_fitted(word_counts_=self.word_counts(float(spam_filter.alpha), spam_filter.prior))
         if consume:
             self.dense = None
@@ -498,8 +504,8 @@ class RowTree:
             self.levels.append([0, np.zeros((self.n_rows, max(width, 1024)))])
         level = self.levels[i]
         capacity = level[1].shape[1]
-        if capacity < width:   # doubled at least: copied a few times (the zeros past the width are never touched)
-            grown = np.zeros((self.n_rows, max(width, 2 * capacity)))
+        if capacity < width:   # by a quarter at least: copied a bounded number of times, little room left unused
+            grown = np.zeros((self.n_rows, max(width, capacity + (capacity >> 2) + 1024)))
             grown[:, :capacity] = level[1]
             level[1] = grown
         return level
@@ -545,22 +551,31 @@ class RowTree:
         level[1][:, :w] = 0.0
         level[0] = 0
 
-    def result(self):
+    def result(self, width=None):
         """The sum, a new ``(n_rows, width)`` array (the tree is emptied: its
-        other levels dropped before the sum is trimmed to its width)."""
+        other levels dropped before the sum is trimmed to its width);
+        ``width`` (at least the widest item's; default that): the columns
+        past the items' are zeros."""
         import numpy as np
 
         levels, w = self.levels, self.width
+        width = w if width is None else width
+        if width < w:
+            raise ValueError("RowTree.result's width is below the items'")
         for i in range(len(levels)):   # flushed bottom-up as TreeReduce.result flushes
             if not any(higher[0] for higher in levels[i + 1:]):
                 total = self._level(i, w)[1]
                 self.levels = []
                 del levels
-                return total if total.shape[1] == w else np.ascontiguousarray(total[:, :w])
+                if total.shape[1] == width:
+                    return total
+                out = np.zeros((self.n_rows, width))
+                out[:, :w] = total[:, :w]
+                return out
             if levels[i][0]:
                 self._lift(i)
         self.levels = []
-        return np.zeros((self.n_rows, w))
+        return np.zeros((self.n_rows, width))
 
 
 def partition_fold_sums(fan_in, ends, spec):
@@ -736,7 +751,9 @@ class _Counter:
         self.transform = COUNT_TRANSFORMS[spec["counts"]]
         self.length = float(spec.get("length_norm", 0.0))
         self.tokenizer = _tokenizer(spec["tokenizer"])
-        self.vocabulary = Vocabulary()
+        # the index three quarters full at most, not half (a token's slot is found in a probe or two still): it is
+        # the largest array of the counting pass, and dropped at its end (the filter's is made half full)
+        self.vocabulary = Vocabulary(fill=0.75)
         self.scratch = [array("i"), array("i")]     # the vocabulary's per-message arrays, reused
         self.rows = [array("d"), array("d")]        # ham, spam (longer than the vocabulary: zeros)
         self.class_count = [0.0, 0.0]
@@ -818,11 +835,16 @@ class _Counter:
 
         vocabulary, self.vocabulary, self.scratch = self.vocabulary, None, None
         n = vocabulary.n_features
+        # the hashes and the strings taken (not copied) and the hash index dropped first, with the partition's
+        # compact rows: the counts' rows are made without them beside
+        hashes, blob, offsets = vocabulary.release()
+        del vocabulary
+        if self.tree is not None:
+            self.local_of = self.touched = None
+            self.local_rows = [None, None]
         if self.tree is not None:   # the partitions' sums, added in the tree (the rows are zeros: dropped first)
             tree, self.tree, self.rows = self.tree, None, [None, None]
-            dense = tree.result()
-            if dense.shape[1] != n:
-                dense = np.concatenate([dense, np.zeros((2, n - dense.shape[1]))], axis=1)
+            dense = tree.result(n)
             del tree
         else:
             dense = np.zeros((2, n))
@@ -842,7 +864,5 @@ class _Counter:
             keys, values = fold_entries(self.fold_rows, n)
             self.fold_rows = None
             keys, values = np.frombuffer(keys, dtype=np.int64), np.frombuffer(values, dtype=np.float64)
-        hashes = vocabulary.hashes()
-        blob, offsets = vocabulary.string_table()
-        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64).copy(), bytes(blob), class_count, dense,
+        return Counts(hashes, np.frombuffer(offsets, dtype=np.uint64), blob, class_count, dense,
                       np.full(n, day, dtype=np.int32), keys, values)

@@ -31,7 +31,17 @@ def write(spam_filter, path=None, backup=None):
     counts = spam_filter.sized_counts()
     log_count, log_norm, log_prior = counts.derived()
     vocab = spam_filter.vocabulary_
-    blob, offsets = vocab.string_table()
+    blob, offsets = vocab.string_table(copy=False)   # the strings written from the table itself: no copy of them
+    try:
+        _write(path, backup, spam_filter, counts, log_count, log_norm, log_prior, vocab, blob, offsets)
+    finally:
+        try:
+            blob.release()
+        except BufferError:   # a view of it still held (an exception's frames): released with them
+            pass
+
+
+def _write(path, backup, spam_filter, counts, log_count, log_norm, log_prior, vocab, blob, offsets):
     features = spam_filter.features_
     mixture = spam_filter.pair_mixture_
     schema.write(path, {
