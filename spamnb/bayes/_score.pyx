@@ -316,6 +316,71 @@ cdef class Scorer:
             free(idx)
             free(x)
 
+    def pair_sums(self, const uint64_t[::1] hashes, Py_ssize_t pairs_start=-1):
+        """``(jll_words, jll_all)``: ``score(hashes, 0, pairs_start)[0]`` of a
+        Scorer at pair weight 0 and of one at pair weight 1 over the same model,
+        bit for bit, in one call (this Scorer's own ``pair_weight`` takes no
+        part): each hash looked up once (prefetched, as ``verdict_sums``), the
+        message's features counted and summed once per weight, in the order
+        ``score`` counts and sums them.  A learned model's two held-out scores
+        (``spamnb.estimator.variants.pair_scores``).  Two classes only."""
+        cdef Py_ssize_t n = hashes.shape[0], n_features = self.n_features
+        cdef Py_ssize_t j, k, m, w, size, cap
+        cdef uint64_t mask = self.keys.shape[0] - 1
+        cdef const uint64_t *keys = &self.keys[0]
+        cdef const int32_t *values = &self.values[0]
+        cdef Py_ssize_t slot
+        cdef int32_t *idx = NULL
+        cdef int32_t *uniq = NULL
+        cdef double *x = NULL
+        cdef double jll[4]
+        cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
+        cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
+        cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
+        cdef double lc0, lc1
+        cdef int damaged = 0
+        if self.n_classes != 2:
+            raise ValueError("pair_sums needs two classes")
+        size = n if n > 0 else 1
+        cap = table_size(size)
+        idx = <int32_t *>malloc((2 * size + 2 * cap) * sizeof(int32_t))   # idx, uniq, the counting table
+        x = <double *>malloc(size * sizeof(double))
+        try:
+            if idx == NULL or x == NULL:
+                raise MemoryError()
+            uniq = idx + size
+            with nogil:
+                for j in range(n):   # as score: each hash looked up, -1 unknown
+                    if j + 8 < n:
+                        _prefetch(keys + (hashes[j + 8] & mask))
+                        _prefetch(values + (hashes[j + 8] & mask))
+                    slot = _find_slot(self.keys, mask, hashes[j])
+                    if keys[slot] == 0 or keys[slot] != hashes[j]:
+                        idx[j] = -1
+                    elif values[slot] >= n_features:   # a damaged file mapped unchecked (-1: no count)
+                        damaged = 1
+                        idx[j] = -1
+                    else:
+                        idx[j] = values[slot]
+                for w in range(2):   # pair weight 0, then 1: score's counting and sums at each
+                    m = _message_weights(idx, n, uniq, x, self.counts, uniq + size, cap, self.length, pairs_start,
+                                         <double>w)
+                    jll[2 * w] = self.prior[0]
+                    jll[2 * w + 1] = self.prior[1]
+                    for k in range(m):
+                        lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
+                        lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
+                        if not (fabs(lc0) < INFINITY and fabs(lc1) < INFINITY):   # NaN or infinite: never written so
+                            damaged = 1
+                        jll[2 * w] += x[k] * (lc0 - self.norm[0])
+                        jll[2 * w + 1] += x[k] * (lc1 - self.norm[1])
+            if damaged:
+                raise ValueError(_DAMAGED)
+            return [jll[0], jll[1]], [jll[2], jll[3]]
+        finally:
+            free(idx)
+            free(x)
+
     def verdict_sums(self, const uint64_t[::1] hashes, list regions, bint truncated=False,
                      Py_ssize_t pairs_start=-1):
         """``(log_odds, n_tokens, n_known, spam_evidence, ham_evidence, part_max)``

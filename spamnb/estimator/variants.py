@@ -7,8 +7,8 @@ words alone over the same counts).  The log-odds are linear in ``w``::
     log_odds(w) = words + w * pairs
 
 where ``words`` is the log-odds at weight 0 and ``pairs`` the difference made
-by the pairs at weight 1 (two scores of the same counts, each by the compiled
-kernel).  So every variant of :data:`WEIGHTS` has an exact held-out score for
+by the pairs at weight 1 (two scores of the same counts, in one pass of the
+compiled kernel: :func:`pair_scores`).  So every variant of :data:`WEIGHTS` has an exact held-out score for
 every message learned, from the two numbers taken just before the message was
 learned (the prequential view of :mod:`spamnb.estimator.prequential`).
 
@@ -23,7 +23,7 @@ the default :data:`~spamnb.estimator.defaults.LEARNED_PAIR_WEIGHT`); with fewer
 than :data:`MIN_CLASS` held-out scores of a class the default stays.  A
 class's counts are halved past :data:`MAX_COUNT`, as the cutoffs' are.
 
-Cost per message: two scores instead of one (the kernel's), and one numpy
+Cost per message: the two scores of one kernel pass (``pair_scores``), and one numpy
 binning of ``len(WEIGHTS)`` numbers; per choice (every :data:`CHOOSE_EVERY`
 messages) a cumulative sum over ``len(WEIGHTS) x N_BINS`` counts.  Size:
 ``len(WEIGHTS) x 2 x N_BINS`` doubles (80 KiB).
@@ -565,17 +565,19 @@ def gets_mixture(spam_filter):
             and spam_filter.tokenizer_.settings.get("word_pairs", 0) > 0 and not spam_filter.feature_weight)
 
 
-def pair_scores(kernel_at, hashes, pairs_start):
+def pair_scores(kernel, hashes, pairs_start):
     """A message's two held-out scores: ``(words, pairs)``, its log-odds at pair
-    weight 0 and the difference made by the pairs at weight 1, each from the
-    kernel ``kernel_at(weight)`` gives (``spamnb.estimator.scoring.kernel`` of
-    a filter, or a journal view's); ``words`` may be infinite (then ``pairs`` 0)."""
+    weight 0 and the difference made by the pairs at weight 1, both from one
+    pass of ``kernel.pair_sums`` (the compiled ``token_kernels.Scorer``'s, a
+    ``spamnb.estimator.scoring.FileScorer``'s or a journal view's: the
+    class sums at weight 0 and at 1 over the same counts, bit for bit those
+    of two scores by kernels at those weights; the kernel's own weight and
+    scale take no part); ``words`` may be infinite (then ``pairs`` 0)."""
     import math
 
-    jll = kernel_at(0.0).score(hashes, 0, pairs_start)[0]
-    words = jll[1] - jll[0]
-    jll = kernel_at(1.0).score(hashes, 0, pairs_start)[0]
-    pairs = jll[1] - jll[0] - words if math.isfinite(words) else 0.0
+    jll_words, jll_all = kernel.pair_sums(hashes, pairs_start)
+    words = jll_words[1] - jll_words[0]
+    pairs = jll_all[1] - jll_all[0] - words if math.isfinite(words) else 0.0
     return words, pairs
 
 

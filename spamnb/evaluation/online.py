@@ -46,6 +46,8 @@ import re
 import time
 from collections import namedtuple
 
+from spamnb.model import held_out_score, pair_scores
+
 __all__ = ["OnlineModel", "run_online", "online_figures", "cutoff_figures", "order_messages", "read_index",
            "learning_curve", "format_online", "lam", "OnlineResult", "FEEDBACK", "feedback_options"]
 
@@ -143,18 +145,12 @@ class OnlineModel:
             jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
             return jll[1] - jll[0]
         # the pair weight chosen on the model's own stream (``variants``: spamnb.estimator.variants):
-        # scored at weights 0 and 1 over the same counts, given at the variants' weight
-        from spamnb.model import held_out_score, pair_scores
-
-        words, pairs = pair_scores(self._kernel_at, stream.hashes, stream.pairs_start)
+        # its log-odds at weights 0 and 1 over the same counts (one pass of the filter's scorer: its own
+        # weight takes no part), given at the variants' weight
+        words, pairs = pair_scores(self.filter.scorer(), stream.hashes, stream.pairs_start)
         self._scored = (stream, words, pairs)
         scale = getattr(self.variants, "scale", 1.0)   # a mixture may keep its scores' scale as its weight moves
         return held_out_score(words, pairs, self.variants.weight, scale)
-
-    def _kernel_at(self, pair_weight):
-        """The filter's scorer at ``pair_weight`` (``variants.pair_scores``' ``kernel_at``)."""
-        self.pair_weight = pair_weight
-        return self.filter.scorer()
 
     def learn(self, stream, spam, score=None, weight=1):
         """``SpamFilter.learn`` of a tokenized message (``weight`` -1:
