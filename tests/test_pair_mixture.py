@@ -372,3 +372,28 @@ def test_one_pass_gives_the_two_held_out_scores_of_two_kernels_to_the_bit(tmp_pa
             no_pairs = scoring.kernel(sf, 0.0).pair_sums(stream.hashes, -1)    # pairs_start -1: all words
             assert list(no_pairs[0]) == list(no_pairs[1]) == scoring.kernel(sf, 1.0).score(stream.hashes, 0, -1)[0]
     assert {"Scorer", "FileScorer", JournalView.__name__} <= kinds, kinds
+
+
+def test_the_compiled_weight_and_scale_are_the_pure_python_ones_to_the_bit():
+    """``token_kernels.mixture_settle`` (math.fsum's algorithm in C) gives the weight and scale a
+    mixture made from a state gives in Python, over states far apart (losses up to 1e4, one share
+    dominant or all equal, spreads of any size), the centre anywhere on the grid or between."""
+    from array import array
+
+    from spamnb.bayes import token_kernels
+    from spamnb.estimator.variants import MIXTURE_WEIGHTS, PRIOR_WIDTH
+
+    rng = random.Random(11)
+    nw = len(MIXTURE_WEIGHTS)
+    for i in range(3000):
+        centre = rng.choice([0.0, 0.5, 1.0, rng.random()])
+        scale_of = 10.0 ** rng.uniform(-3, 4)
+        losses = [0.0 if i % 5 == 0 else rng.random() * scale_of for _ in range(nw)]
+        size = 10.0 ** rng.uniform(0, 6)
+        spread = [size * rng.uniform(0.2, 5.0) for _ in range(nw)]
+        state = array("d", [float(1 + i)] + losses + spread) + array("d", bytes(8 * (PAIR_MIXTURE_SIZE - 1 - 2 * nw)))
+        python = PairMixture(centre, state)     # its weight and scale: _settle, pure Python
+        log_prior = array("d", [-0.5 * ((w - centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
+        compiled = token_kernels.mixture_settle(array("d", losses), array("d", spread), log_prior,
+                                                array("d", MIXTURE_WEIGHTS), SHIPPED_ETA, centre)
+        assert compiled == (python.weight, python.scale), i

@@ -49,6 +49,8 @@ model's pair weight, chosen on its own mail".
 
 from __future__ import annotations
 
+from array import array
+
 __all__ = ["PairWeightChooser", "PairWeightMixture", "WEIGHTS", "MIXTURE_WEIGHTS", "N_BINS", "BIN_WIDTH", "LOW",
            "MIN_CLASS", "MAX_COUNT", "CHOOSE_EVERY", "ranking_loss", "log_loss", "PairMixture", "SHIPPED_ETA",
            "PAIR_MIXTURE_SIZE", "PAIR_MIXTURE_DEFAULT", "mixture_setting", "gets_mixture",
@@ -334,6 +336,7 @@ SHIPPED_ETA = 3.0   # rank-scaled:3 (docs/notes/2026-11-29-variant-mixture.md)
 PAIR_MIXTURE_DEFAULT = True   # models that grow by learning get one unless SPAMNB_PAIR_MIXTURE="0"
 _NW = len(MIXTURE_WEIGHTS)
 _STATE_SIZE = 1 + 2 * _NW + _NW * 2 * N_BINS   # n, losses, spread, counts
+_WEIGHTS_ARRAY = array("d", MIXTURE_WEIGHTS)   # the compiled count's (read only)
 PAIR_MIXTURE_SIZE = _STATE_SIZE
 
 
@@ -368,7 +371,7 @@ class PairMixture:
         from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
 
         self.centre = LEARNED_PAIR_WEIGHT if centre is None else float(centre)
-        self._log_prior = [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS]
+        self._log_prior = array("d", [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
         self._loader, self._pending = None, []
         self._set_state(state)
 
@@ -379,7 +382,7 @@ class PairMixture:
         a learn needs it (:meth:`state`)."""
         self = cls.__new__(cls)
         self.centre = float(centre)
-        self._log_prior = [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS]
+        self._log_prior = array("d", [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
         self.weight, self.scale, self.n = float(weight), float(scale), int(n)
         self.losses = self.spread = self.counts = None
         self._loader, self._pending = loader, []
@@ -524,18 +527,20 @@ class PairMixture:
         return self.weight
 
     def _add_compiled(self, words, pairs, spam, weight):
-        """:meth:`add` in one compiled call (``token_kernels.mixture_add``, the
-        same operations in the same order), for a process that counts more
-        than one message."""
-        from array import array
-
+        """:meth:`add` in two compiled calls (``token_kernels.mixture_add`` and
+        ``mixture_settle``, the same operations in the same order), for a
+        process that counts more than one message."""
         from spamnb.bayes import token_kernels
 
-        token_kernels.mixture_add(self.counts, self.losses, self.spread, array("d", MIXTURE_WEIGHTS), float(words),
+        token_kernels.mixture_add(self.counts, self.losses, self.spread, _WEIGHTS_ARRAY, float(words),
                                   float(pairs), bool(spam), float(weight), float(LOW), float(BIN_WIDTH), N_BINS,
                                   float(MIN_CLASS), float(MAX_COUNT))
         self.n += 1 if weight > 0 else -1
-        self._settle()
+        if self.n <= 0:
+            self._settle()
+        else:   # _settle's arithmetic, compiled
+            self.weight, self.scale = token_kernels.mixture_settle(self.losses, self.spread, self._log_prior,
+                                                                   _WEIGHTS_ARRAY, SHIPPED_ETA, self.centre)
         return self.weight
 
     def describe(self):

@@ -46,7 +46,9 @@ import re
 import time
 from collections import namedtuple
 
-from spamnb.model import held_out_score, pair_scores
+from pathlib import Path
+
+from spamnb.model import counts_scores, held_out_score, message_bytes, pair_scores   # per message: imported once
 
 __all__ = ["OnlineModel", "run_online", "online_figures", "cutoff_figures", "order_messages", "read_index",
            "learning_curve", "format_online", "lam", "OnlineResult", "FEEDBACK", "feedback_options"]
@@ -130,10 +132,6 @@ class OnlineModel:
 
     def stream(self, message):
         """The message's token stream (bytes, or a path: a str is a file name here)."""
-        from pathlib import Path
-
-        from spamnb.model import message_bytes
-
         return self.filter.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
 
     def log_odds(self, stream):
@@ -156,8 +154,6 @@ class OnlineModel:
         """``SpamFilter.learn`` of a tokenized message (``weight`` -1:
         ``SpamFilter.forget``, a learned message taken back out); ``score``: its
         log-odds before it was learned, counted in :attr:`held_out_`."""
-        from spamnb.model import counts_scores
-
         if weight not in (1, -1):
             raise ValueError(f"a message is learned (1) or taken back (-1), not {weight!r} times")
         if score is not None and counts_scores(self.class_count_):
