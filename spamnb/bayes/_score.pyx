@@ -66,6 +66,33 @@ cdef Py_ssize_t _message_weights(const int32_t *idx, Py_ssize_t n, int32_t *uniq
     return m + m_pairs
 
 
+cdef Py_ssize_t _look_up(const uint64_t[::1] keys, const int32_t[::1] values, const uint64_t[::1] hashes,
+                         int32_t *idx, Py_ssize_t n_features, int *damaged) noexcept nogil:
+    """Each of ``hashes``' feature index into ``idx`` (-1: unknown), the hash
+    index's lines prefetched a few tokens ahead (a large model's index does
+    not fit in the cache); ``damaged[0]`` set to 1 by an entry out of range (a
+    damaged file mapped unchecked: that token taken as unknown).  Returns the
+    number of known tokens."""
+    cdef Py_ssize_t j, slot, n = hashes.shape[0], n_known = 0
+    cdef uint64_t mask = keys.shape[0] - 1
+    cdef const uint64_t *key_at = &keys[0]
+    cdef const int32_t *value_at = &values[0]
+    for j in range(n):
+        if j + 8 < n:
+            _prefetch(key_at + (hashes[j + 8] & mask))
+            _prefetch(value_at + (hashes[j + 8] & mask))
+        slot = _find_slot(keys, mask, hashes[j])
+        if key_at[slot] == 0 or key_at[slot] != hashes[j]:
+            idx[j] = -1
+        elif value_at[slot] >= n_features:
+            damaged[0] = 1
+            idx[j] = -1
+        else:
+            idx[j] = value_at[slot]
+            n_known += 1
+    return n_known
+
+
 # What the scorer says of a hash index entry or a log-count no model is written
 # with (a damaged file mapped without its full check: spamnb.persistence.store.map_model).
 _DAMAGED = "the model file is damaged (a token's entry is out of range; spamnb info --check checks it whole)"
@@ -325,11 +352,7 @@ cdef class Scorer:
         ``score`` counts and sums them.  A learned model's two held-out scores
         (``spamnb.estimator.variants.pair_scores``).  Two classes only."""
         cdef Py_ssize_t n = hashes.shape[0], n_features = self.n_features
-        cdef Py_ssize_t j, k, m, w, size, cap
-        cdef uint64_t mask = self.keys.shape[0] - 1
-        cdef const uint64_t *keys = &self.keys[0]
-        cdef const int32_t *values = &self.values[0]
-        cdef Py_ssize_t slot
+        cdef Py_ssize_t k, m, w, size, cap
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
         cdef double *x = NULL
@@ -350,18 +373,7 @@ cdef class Scorer:
                 raise MemoryError()
             uniq = idx + size
             with nogil:
-                for j in range(n):   # as score: each hash looked up, -1 unknown
-                    if j + 8 < n:
-                        _prefetch(keys + (hashes[j + 8] & mask))
-                        _prefetch(values + (hashes[j + 8] & mask))
-                    slot = _find_slot(self.keys, mask, hashes[j])
-                    if keys[slot] == 0 or keys[slot] != hashes[j]:
-                        idx[j] = -1
-                    elif values[slot] >= n_features:   # a damaged file mapped unchecked (-1: no count)
-                        damaged = 1
-                        idx[j] = -1
-                    else:
-                        idx[j] = values[slot]
+                _look_up(self.keys, self.values, hashes, idx, n_features, &damaged)   # as score: -1 unknown
                 for w in range(2):   # pair weight 0, then 1: score's counting and sums at each
                     m = _message_weights(idx, n, uniq, x, self.counts, uniq + size, cap, self.length, pairs_start,
                                          <double>w)
@@ -395,11 +407,7 @@ cdef class Scorer:
         region's weights when scored on its own, -inf without regions, +inf
         when ``truncated`` and without regions.  Two classes only."""
         cdef Py_ssize_t n = hashes.shape[0], n_features = self.n_features
-        cdef Py_ssize_t j, k, m, n_known = 0, size, cap, start, end, r, n_regions = len(regions)
-        cdef uint64_t mask = self.keys.shape[0] - 1
-        cdef const uint64_t *keys = &self.keys[0]
-        cdef const int32_t *values = &self.values[0]
-        cdef Py_ssize_t slot
+        cdef Py_ssize_t k, m, n_known = 0, size, cap, start, end, r, n_regions = len(regions)
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
         cdef int32_t *table = NULL
@@ -438,19 +446,7 @@ cdef class Scorer:
                 bounds[2 * r] = start
                 bounds[2 * r + 1] = end
             with nogil:
-                for j in range(n):
-                    if j + 8 < n:
-                        _prefetch(keys + (hashes[j + 8] & mask))
-                        _prefetch(values + (hashes[j + 8] & mask))
-                    slot = _find_slot(self.keys, mask, hashes[j])
-                    if keys[slot] == 0 or keys[slot] != hashes[j]:
-                        idx[j] = -1
-                    elif values[slot] >= n_features:   # a damaged file mapped unchecked (-1: no count)
-                        damaged = 1
-                        idx[j] = -1
-                    else:
-                        idx[j] = values[slot]
-                        n_known += 1
+                n_known = _look_up(self.keys, self.values, hashes, idx, n_features, &damaged)
                 # the whole message, as score(): jll and the evidence sums
                 m = _message_weights(idx, n, uniq, x, self.counts, table, cap, self.length, pairs_start,
                                      self.pair_weight)
