@@ -356,20 +356,19 @@ cdef class Scorer:
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
         cdef double *x = NULL
-        cdef double jll[4]
+        cdef double jll[4], lc0, lc1   # the class sums at weight 0, then 1; a token's logs
+        cdef int damaged = 0
+        cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
         cdef const double *log_count = &self.log_count[0] if self.log_count.shape[0] else NULL
         cdef const double *tail = &self.tail[0] if self.tail is not None and self.tail.shape[0] else NULL
-        cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
-        cdef double lc0, lc1
-        cdef int damaged = 0
         if self.n_classes != 2:
             raise ValueError("pair_sums needs two classes")
         size = n if n > 0 else 1
         cap = table_size(size)
+        x = <double *>malloc(size * sizeof(double))   # the features' values
         idx = <int32_t *>malloc((2 * size + 2 * cap) * sizeof(int32_t))   # idx, uniq, the counting table
-        x = <double *>malloc(size * sizeof(double))
         try:
-            if idx == NULL or x == NULL:
+            if x == NULL or idx == NULL:
                 raise MemoryError()
             uniq = idx + size
             with nogil:
