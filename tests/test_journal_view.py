@@ -176,3 +176,17 @@ def test_given_cutoffs_leave_held_out_scores_to_the_replay(tmp_path):
     assert bytes(viewed.held_out_.counts) == bytes(replayed.held_out_.counts)   # counted by the replay it asked for
     assert viewed.pending_journal_ is None
     assert _verdicts(viewed, PROBES) == _verdicts(replayed, PROBES)
+
+
+def test_the_view_reads_the_records_with_the_layouts_deltas_writes_them_with():
+    """One definition of the journal's record layouts: ``persistence/deltas`` (which writes and
+    replays them); the view parses with those objects and defines none of its own."""
+    import inspect
+
+    from spamnb.persistence import deltas, journal_view
+
+    source = inspect.getsource(journal_view)
+    assert "Struct(" not in source and "import struct" not in source
+    for name in ("TOKENS_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD"):
+        assert f"deltas.{name}" in source, name
+    assert deltas.LEDGER_SIZE == len(deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16)))

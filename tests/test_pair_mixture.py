@@ -332,3 +332,68 @@ def test_a_model_file_whose_mixture_header_is_out_of_range_is_refused(tmp_path, 
     model.save(tmp_path / "model.spamnb")
     with pytest.raises(ModelError, match="pair-weight mixture"):
         SpamFilter.load(tmp_path / "model.spamnb")
+
+
+def test_one_pass_gives_the_two_held_out_scores_of_two_kernels_to_the_bit(tmp_path, monkeypatch):
+    """``pair_sums`` (what ``variants.pair_scores`` reads: one pass) of every kernel form a learn scores
+    through (the compiled Scorer of the model whole, the mapped file's FileScorer, a journal view of a
+    model read in part) gives the class sums of two scores by kernels at pair weights 0 and 1, bit for
+    bit, whatever the kernel's own weight; so do the two held-out scores."""
+    from spamnb.estimator import scoring
+    from spamnb.estimator.variants import pair_scores
+    from spamnb.persistence.journal_view import JournalView
+
+    monkeypatch.setenv("SPAMNB_PAIR_MIXTURE", "1")
+    items = _sample_order(130)
+    learn, probes = items[:86], [p.read_bytes() for p, _s in items[90:]]
+    site, user = tmp_path / "site.spamnb", tmp_path / "user.spamnb"
+    _learn_by_cli(site, learn[:80], tmp_path, 40)
+    SpamFilter.load(site).save(site)
+    if os.path.exists(str(site) + ".journal"):
+        os.unlink(str(site) + ".journal")
+    os.link(site, user)
+    _learn_by_cli(user, learn[80:], tmp_path, 3)   # a journal of its own, not replayed by a mapped load
+    assert os.path.getsize(str(user) + ".journal") > 0
+    forms = {"whole": SpamFilter.load(user), "file": SpamFilter.load(site, mapped=True),
+             "view": SpamFilter.load(user, mapped=True)}
+    kinds = set()
+    for name, sf in forms.items():
+        for message in probes:
+            stream = sf.tokenizer_.stream(message)
+            assert 0 < stream.pairs_start < len(stream.hashes)
+            at = [scoring.kernel(sf, w).score(stream.hashes, 0, stream.pairs_start)[0] for w in (0.0, 1.0)]
+            for own in (0.0, 0.5, 1.0):
+                kernel = scoring.kernel(sf, own)
+                kinds.add(type(kernel).__name__)
+                jll_words, jll_all = kernel.pair_sums(stream.hashes, stream.pairs_start)
+                assert [list(jll_words), list(jll_all)] == at, (name, own)
+            words = at[0][1] - at[0][0]
+            assert pair_scores(sf.scorer(), stream.hashes, stream.pairs_start) == (words, at[1][1] - at[1][0] - words)
+            no_pairs = scoring.kernel(sf, 0.0).pair_sums(stream.hashes, -1)    # pairs_start -1: all words
+            assert list(no_pairs[0]) == list(no_pairs[1]) == scoring.kernel(sf, 1.0).score(stream.hashes, 0, -1)[0]
+    assert {"Scorer", "FileScorer", JournalView.__name__} <= kinds, kinds
+
+
+def test_the_compiled_weight_and_scale_are_the_pure_python_ones_to_the_bit():
+    """``token_kernels.mixture_settle`` (math.fsum's algorithm in C) gives the weight and scale a
+    mixture made from a state gives in Python, over states far apart (losses up to 1e4, one share
+    dominant or all equal, spreads of any size), the centre anywhere on the grid or between."""
+    from array import array
+
+    from spamnb.bayes import token_kernels
+    from spamnb.estimator.variants import MIXTURE_WEIGHTS, PRIOR_WIDTH
+
+    rng = random.Random(11)
+    nw = len(MIXTURE_WEIGHTS)
+    for i in range(3000):
+        centre = rng.choice([0.0, 0.5, 1.0, rng.random()])
+        scale_of = 10.0 ** rng.uniform(-3, 4)
+        losses = [0.0 if i % 5 == 0 else rng.random() * scale_of for _ in range(nw)]
+        size = 10.0 ** rng.uniform(0, 6)
+        spread = [size * rng.uniform(0.2, 5.0) for _ in range(nw)]
+        state = array("d", [float(1 + i)] + losses + spread) + array("d", bytes(8 * (PAIR_MIXTURE_SIZE - 1 - 2 * nw)))
+        python = PairMixture(centre, state)     # its weight and scale: _settle, pure Python
+        log_prior = array("d", [-0.5 * ((w - centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
+        compiled = token_kernels.mixture_settle(array("d", losses), array("d", spread), log_prior,
+                                                array("d", MIXTURE_WEIGHTS), SHIPPED_ETA, centre)
+        assert compiled == (python.weight, python.scale), i

@@ -2,6 +2,7 @@
 """Wall time of the online (TREC) protocol, this tree against another, interleaved.
 
     python scripts/bench/bench_online_speed.py --before PYTHONPATH [--corpus enron] [--mode full] [--rounds 3]
+    python scripts/bench/bench_online_speed.py --before PYTHONPATH --whole [--rounds 9]
 
 Each round runs ``spamnb.evaluation.online.run_online`` over the whole corpus
 in arrival order (as ``spamnb evaluate --online`` orders it), in a fresh
@@ -10,16 +11,31 @@ then this one (or the reverse on odd rounds, so neither always runs on a
 warmer machine).  The time is ``run_online``'s own (classify + learn of every
 message; reading the corpus is not counted).  Prints each run, the median per
 tree, the ratio this / before, and the load average before and after.
+
+``--whole``: each run is the whole command instead, ``python -m spamnb evaluate
+--online --no-progress CORPUS`` (``--train-on-error --auto-learn`` for
+``--mode auto``, ``--train-on-error`` for ``error``) as a process of its
+own, started in an empty folder (so ``-m`` finds the tree on PYTHONPATH, not
+one in the current folder): its wall time, its CPU (user + system, of the
+process) and the protocol's own seconds it prints (classify + learn of every
+message, the corpus's reading not counted) are printed, and the medians and
+ratios of each; the (1-ROCA) each run printed is checked to be the same in
+every run of a tree.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
+import re
+import resource
 import subprocess
 import sys
+import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPORA = {"spamassassin": os.path.join(REPO, "..", "shared", "corpora", "spamassassin"),
@@ -49,12 +65,62 @@ def run_tree(path, corpus, mode):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+MODE_FLAGS = {"full": [], "error": ["--train-on-error"], "auto": ["--train-on-error", "--auto-learn"]}
+
+
+def run_whole(path, corpus, mode, folder):
+    """One ``spamnb evaluate --online`` as a process: ``(wall s, CPU s, (1-ROCA) printed, the
+    protocol's own seconds printed: classify + learn of every message, no reading)``."""
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(path))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "spamnb", "evaluate", "--online", "--no-progress",
+                          *MODE_FLAGS[mode], corpus], env=env, cwd=folder, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode:
+        raise SystemExit(f"{path}: {out.stderr.strip()}")
+    roca = re.search(r"\(1-ROCA\) %: (\S+)", out.stdout)
+    protocol = re.search(r" ([0-9.]+) s \([0-9]+ messages/s", out.stdout)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, roca.group(1) if roca else "?", float(protocol.group(1)) if protocol else math.nan
+
+
+def main_whole(args, corpus, trees):
+    """``--whole``: the whole command per run, wall and CPU."""
+    runs = {"before": [], "this": []}
+    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    with tempfile.TemporaryDirectory() as folder:
+        for r in range(args.rounds):
+            for name in (("before", "this") if r % 2 == 0 else ("this", "before")):
+                wall, cpu, roca, protocol = run_whole(trees[name], corpus, args.mode, folder)
+                runs[name].append((wall, cpu, roca, protocol))
+                print(f"round {r + 1} {name:>6}: {wall:.2f} s wall, {cpu:.2f} s CPU, the protocol {protocol:.2f} s, "
+                      f"1-ROCA {roca} %, load {os.getloadavg()[0]:.2f}", flush=True)
+    for name, got in runs.items():
+        if len({roca for _w, _c, roca, _p in got}) != 1:
+            raise SystemExit(f"{name}: the runs printed different (1-ROCA) figures")
+    wall = {name: statistics.median(w for w, _c, _r, _p in got) for name, got in runs.items()}
+    cpu = {name: statistics.median(c for _w, c, _r, _p in got) for name, got in runs.items()}
+    protocol = {name: statistics.median(p for _w, _c, _r, p in got) for name, got in runs.items()}
+    print(f"median wall: before {wall['before']:.2f} s, this {wall['this']:.2f} s, this / before "
+          f"{wall['this'] / wall['before']:.3f}; median CPU: before {cpu['before']:.2f} s, this {cpu['this']:.2f} s, "
+          f"this / before {cpu['this'] / cpu['before']:.3f} ({os.path.basename(corpus)}, {args.mode} feedback, "
+          f"{args.rounds} interleaved pairs of whole processes)")
+    print(f"median of the protocol's own seconds (as the command prints them): before {protocol['before']:.2f} s, "
+          f"this {protocol['this']:.2f} s, this / before {protocol['this'] / protocol['before']:.3f}")
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", metavar="PYTHONPATH", help="the other tree (e.g. a checkout of main)")
     parser.add_argument("--corpus", default="enron", help="spamassassin, enron, or a folder (default enron)")
     parser.add_argument("--mode", default="full", choices=("full", "error", "auto"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--whole", action="store_true",
+                        help="time the whole `spamnb evaluate --online` process (wall and CPU)")
     parser.add_argument("--child", metavar="CORPUS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -63,6 +129,8 @@ def main(argv=None):
         parser.error("--before PYTHONPATH is required")
     corpus = os.path.normpath(CORPORA.get(args.corpus, args.corpus))
     trees = {"before": args.before, "this": REPO}
+    if args.whole:
+        return main_whole(args, corpus, trees)
     times = {"before": [], "this": []}
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     for r in range(args.rounds):

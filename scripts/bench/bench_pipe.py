@@ -8,13 +8,17 @@ every command once, in the same order, on the next sample message):
 - ``spamnb classify -m MODEL < MSG`` against ``bogofilter -C -d DB -T < MSG``;
 - ``spamnb classify -p -m MODEL < MSG`` against ``bogofilter -C -d DB -p -e < MSG``
   (the message out with its header: what a delivery filter runs);
-- ``spamnb learn --spam -q -m MODEL < FILE`` against ``bogofilter -C -d DB -s < MSG``
-  (spamnb's journal beside its copy of the model removed before each run,
-  untimed: each learn appends to the same model; FILE is MSG with a last
-  line of its own, written before each run: the model was trained on the
-  corpus, and its ledger makes a learn of a message it knows a no-op), and
-  the median of the per-round ratios of that learn to the ``classify`` of
-  the same round (wall and CPU);
+- ``spamnb learn --spam -q -m MODEL < FILE`` against ``bogofilter -C -d DB -s < MSG``,
+  twice: row ``learn --spam``, the first learn (spamnb's journal beside its
+  copy of the model removed before each run, untimed: the learn starts one,
+  a new file fsynced, renamed into place, its folder fsynced), and row
+  ``learn --spam, appending`` (another copy's journal put back, untimed, as
+  it was after one message was learned: the learn appends its record and
+  fsyncs the file, as a user's second and later learns do); FILE is MSG
+  with a last line of its own, written before each run (the model was
+  trained on the corpus, and its ledger makes a learn of a message it knows
+  a no-op); and the median of the per-round ratios of each learn to the
+  ``classify`` of the same round (wall and CPU);
 - with ``--scale N``: a model of the SpamAssassin corpus (``--scale-corpus``)
   whose vocabulary is N times as large (the trained model, plus messages of
   random words learned as ham until its vocabulary has grown so far, as
@@ -153,18 +157,33 @@ def scaled(model, work, factor, seed=0):
     return path
 
 
-def learn_row(name, model, work, spamnb):
+def learn_row(name, model, work, spamnb, append=None):
     """``(argv, prepare)`` of ``spamnb learn --spam -q -m COPY < FILE``: COPY a
-    copy of ``model`` whose journal ``prepare(MSG)`` removes, FILE the
-    message it writes (MSG with a last line of its own) and returns."""
-    learn_model = work / f"{name}.learn.spamnb"
+    copy of ``model`` whose journal ``prepare(MSG)`` puts back as each run
+    starts it, FILE the message it writes (MSG with a last line of its own)
+    and returns.  The journal: none (the learn starts one: a new file written
+    and fsynced, renamed into place, its folder fsynced: a model's first learn
+    after a train or a compaction), or with ``append`` (a message's path) the
+    journal of that message learned before, as ham, with a last line of its
+    own (the learn appends its record and fsyncs the file: a user's second and
+    later learns)."""
+    learn_model = work / f"{name}.learn{'-append' if append else ''}.spamnb"
     if not learn_model.exists():
         shutil.copyfile(model, learn_model)
     journal = Path(str(learn_model) + ".journal")
-    fresh = work / f"{name}.learn.eml"
+    fresh = work / f"{name}.learn{'-append' if append else ''}.eml"
+    base = work / f"{name}.learn-append.base-journal"
+    if append and not base.exists():   # one message learned first, its journal kept for every run
+        journal.unlink(missing_ok=True)
+        fresh.write_bytes(Path(append).read_bytes().rstrip(b"\n") + b"\n\nbench learn base\n")
+        check(run([spamnb, "learn", "--ham", "-q", "-m", str(learn_model)], stdin=str(fresh)), "spamnb learn")
+        shutil.copyfile(journal, base)
 
     def reset(message):
-        journal.unlink(missing_ok=True)
+        if append:
+            shutil.copyfile(base, journal)
+        else:
+            journal.unlink(missing_ok=True)
         reset.n += 1
         fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\nbench learn run {reset.n}\n".encode())
         return str(fresh)
@@ -173,18 +192,24 @@ def learn_row(name, model, work, spamnb):
     return [spamnb, "learn", "--spam", "-q", "-m", str(learn_model)], reset
 
 
-def commands(name, model, bogo, work, spamnb, python):
-    """{row: {column: (argv, prepare or None)}} of one model's rows (a prepare returns the row's stdin, or None)."""
+LEARN_FIRST, LEARN_APPEND = "learn --spam", "learn --spam, appending"
+
+
+def commands(name, model, bogo, work, spamnb, python, base_message):
+    """{row: {column: (argv, prepare or None)}} of one model's rows (a prepare returns the row's stdin, or None);
+    ``base_message``: the message the appending learn's journal holds."""
     learn_bogo = work / f"{name}.learn.bogofilter"
     if bogo is not None and not learn_bogo.exists():
         shutil.copytree(bogo, learn_bogo)
     rows = {"classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)},
             "classify -p": {"spamnb": ([spamnb, "classify", "-p", "-m", str(model)], None)}}
-    rows["learn --spam"] = {"spamnb": learn_row(name, model, work, spamnb)}
+    rows[LEARN_FIRST] = {"spamnb": learn_row(name, model, work, spamnb)}
+    rows[LEARN_APPEND] = {"spamnb": learn_row(name, model, work, spamnb, base_message)}
     if bogo is not None:
         rows["classify"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-T"], None)
         rows["classify -p"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-p", "-e"], None)
-        rows["learn --spam"]["bogofilter"] = (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)
+        rows[LEARN_FIRST]["bogofilter"] = (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)
+        rows[LEARN_APPEND]["bogofilter"] = rows[LEARN_FIRST]["bogofilter"]   # its database: always appended to
     else:
         del rows["classify -p"]
     return rows
@@ -220,9 +245,10 @@ def main():
     tables = {}   # label -> rows
     for corpus in corpora:
         model, bogo = train(corpus, work, spamnb)
-        messages += sample_messages(corpus)
+        mine = sample_messages(corpus)
+        messages += mine
         label = f"{corpus.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"
-        tables[label] = commands(corpus.name, model, bogo, work, spamnb, python)
+        tables[label] = commands(corpus.name, model, bogo, work, spamnb, python, mine[0])
         for k, program in enumerate(args.compare):
             tables[label][f"classify by {program}"] = {"spamnb": ([program, "classify", "-m", str(model)], None)}
             tables[label][f"learn --spam by {program}"] = {"spamnb": learn_row(f"{corpus.name}.compare{k}", model,
@@ -241,7 +267,8 @@ def main():
     if args.scale:
         if "scale_pair" not in locals():
             raise SystemExit(f"--scale: no corpus named {args.scale_corpus} given")
-        tables[scale_pair[1]] = commands(f"{args.scale_corpus}.x{args.scale}", big, None, work, spamnb, python)
+        tables[scale_pair[1]] = commands(f"{args.scale_corpus}.x{args.scale}", big, None, work, spamnb, python,
+                                         messages[0])
     for model in args.model:
         tables[f"{model.name} ({os.path.getsize(model) / 2**20:.1f} MiB model)"] = {
             "classify": {"spamnb": ([spamnb, "classify", "-m", str(model)], None)}}
@@ -308,8 +335,12 @@ def main():
             if "learn --spam" + by in rows:
                 wall, cpu = per_round(times[label, "learn --spam" + by, "spamnb"],
                                       times[label, "classify" + by, "spamnb"])
-                print(f"`learn --spam` over `classify`{by}, {label}, median of the per-round ratios: wall {wall:.3f}, "
-                      f"CPU {cpu:.3f}")
+                print(f"`learn --spam` (the first: it starts the journal) over `classify`{by}, {label}, median of the "
+                      f"per-round ratios: wall {wall:.3f}, CPU {cpu:.3f}")
+        if LEARN_APPEND in rows:
+            wall, cpu = per_round(times[label, LEARN_APPEND, "spamnb"], times[label, "classify", "spamnb"])
+            print(f"`learn --spam` appending to its journal over `classify`, {label}, median of the per-round "
+                  f"ratios: wall {wall:.3f}, CPU {cpu:.3f}")
         for program in args.compare:
             if "learn --spam by " + program in rows:
                 wall, cpu = per_round(times[label, "learn --spam", "spamnb"],
@@ -318,7 +349,7 @@ def main():
                       f"wall {wall:.3f}, CPU {cpu:.3f}")
     if args.scale:   # the learn and classify of the model N times as large against the corpus model's
         small, large = scale_pair
-        for row in ("learn --spam", "classify"):
+        for row in (LEARN_FIRST, LEARN_APPEND, "classify"):
             wall, cpu = per_round(times[large, row, "spamnb"], times[small, row, "spamnb"])
             print(f"`{row}`, {large} over {small}, median of the per-round ratios: wall {wall:.3f}, CPU {cpu:.3f}")
     for label, rows in tables.items():   # each --compare program against this venv's classify, round by round

@@ -18,7 +18,11 @@ Enron-Spam corpora beside the repository), through the existing scripts:
   ``--train-runs``; ``spamnb classify --batch`` of every message against
   ``bogofilter -b -v``, median of ``--batch-runs``
   (scripts/bench/bench_commands.py, run with ``--json``);
-- one ``spamnb learn --spam < MSG`` against ``bogofilter -s < MSG``, and one
+- one ``spamnb learn --spam < MSG`` against ``bogofilter -s < MSG``: the
+  README's row the learn that appends to the model's journal (a user's
+  second and later learns: the record appended, the file fsynced), the
+  first learn (it starts the journal: a new file fsynced, renamed into
+  place, its folder fsynced) beside it in the same cell; and one
   ``spamnb classify < MSG`` (a fresh process) against ``bogofilter -T <
   MSG``, with the floor ``python -c pass`` of the same venv, median wall of
   ``--runs`` rounds, peak memory of one more run under ``/usr/bin/time``
@@ -320,9 +324,13 @@ def readme_rows(r, clients):
         rows[label] = [bold_if(" / ".join(f"{x:.2f}" for x in a), all(x < y for x, y in zip(a, b))),
                        bold_if(" / ".join(f"{y:.2f}" for y in b), all(y < x for x, y in zip(a, b))), "", "", ""]
     pipe = r["pipe"]
-    a = [pipe[n]["learn"]["spamnb_ms"] for n in names]
-    b = [pipe[n]["learn"]["bogofilter_ms"] for n in names]
-    rows[LEARN] = [bold_if(" / ".join(f"{x:.0f}" for x in a), all(x < y for x, y in zip(a, b))),
+    # a learn appending to its journal (a user's second and later learns), the first learn (starting it) beside
+    a = [pipe[n]["learn append"]["spamnb_ms"] for n in names]
+    b = [pipe[n]["learn append"]["bogofilter_ms"] for n in names]
+    first = [pipe[n]["learn"]["spamnb_ms"] for n in names]
+    rows[LEARN] = [bold_if(" / ".join(f"{x:.0f}" for x in a), all(x < y for x, y in zip(a, b)))
+                   + " appending to its journal (the first learn, starting it: "
+                   + " / ".join(f"{x:.0f}" for x in first) + ")",
                    bold_if(" / ".join(f"{y:.0f}" for y in b), all(y < x for x, y in zip(a, b))), "", "", ""]
     a = [pipe[n]["classify"]["spamnb_ms"] for n in names]
     b = [pipe[n]["classify"]["bogofilter_ms"] for n in names]
@@ -452,7 +460,8 @@ def measure(args, say):
         script("bench_pipe.py", [*(f"--corpus={c}" for c in corpora), f"--runs={args.runs}", f"--work={pipe_work}",
                                  f"--journal={args.journal}", f"--json={work / 'pipe.json'}"], say)
         pipe = json.loads((work / "pipe.json").read_text())
-        keys = {"classify": "classify", "learn --spam": "learn", "classify -p": "classify -p"}
+        keys = {"classify": "classify", "learn --spam": "learn", "learn --spam, appending": "learn append",
+                "classify -p": "classify -p"}
         for row in pipe["rows"]:
             key = keys.get(row["row"]) or "journal"   # "classify, after N learns (journal ...)" (no --compare)
             entry = r["pipe"].setdefault(row["corpus"], {"model": row["model"]}).setdefault(key, {})
@@ -465,7 +474,7 @@ def measure(args, say):
                       for name, f in pipe["floors"].items()}
         floor = r["floor"]["python -c pass"]["ms"]
         for rows in r["pipe"].values():
-            for key in ("classify", "learn", "classify -p", "journal"):
+            for key in ("classify", "learn", "learn append", "classify -p", "journal"):
                 if key in rows:
                     rows[key]["spamnb_over_floor"] = rows[key]["spamnb_ms"] / floor
         serve_corpus = next((c for c in corpora if c.name == "spamassassin"), corpora[0])
@@ -543,7 +552,8 @@ def write_markdown(path, r, rows, sources, args):
             lines.append(f"| {what} | {n} | {x['spamnb']:.2f} s ({x['spamnb_cpu']:.2f}) | {x['bogofilter']:.2f} s "
                          f"({x['bogofilter_cpu']:.2f}) | {x['bogofilter'] / x['spamnb']:.2f}x | {x['runs']} |")
     for n in names:
-        for key, what in (("learn", "one `spamnb learn --spam` / `bogofilter -s`"),
+        for key, what in (("learn append", "one `spamnb learn --spam` appending to its journal / `bogofilter -s`"),
+                          ("learn", "one `spamnb learn --spam`, the first (it starts the journal) / `bogofilter -s`"),
                           ("classify", "one `spamnb classify` / `bogofilter -T`"),
                           ("classify -p", "one `spamnb classify -p` / `bogofilter -p -e`")):
             x = r["pipe"][n][key]

@@ -1,14 +1,16 @@
 """Compiled helper for a learned model's pair-weight mixture
 (``spamnb.estimator.variants.PairMixture``): a learned message's two
 held-out scores counted into each weight's loss, spread and histograms in
-one call, for a process that counts many (a replay, the online protocol).
-The arithmetic is the pure-Python ``PairMixture.add``'s, operation for
-operation (its sums are of integers or halves of them, exact in any order).
+one call, for a process that counts many (a replay, the online protocol),
+and the weight and scale they give (``mixture_settle``).  The arithmetic is
+the pure-Python ``PairMixture.add``'s and ``_settle``'s, operation for
+operation (the counts' sums are of integers or halves of them, exact in any
+order; the shares' sums are ``math.fsum``'s algorithm).
 
 Nothing here imports numpy.
 """
 
-from libc.math cimport floor, fabs, isfinite
+from libc.math cimport exp, fabs, floor, isfinite
 
 
 def mixture_add(double[::1] counts, double[::1] losses, double[::1] spread, const double[::1] weights,
@@ -73,3 +75,96 @@ def mixture_add(double[::1] counts, double[::1] losses, double[::1] spread, cons
                 counts[i] *= 0.5
             return True
     return False
+
+
+cdef double _fsum(const double *values, Py_ssize_t n) noexcept:
+    """``math.fsum`` of ``n`` finite doubles, bit for bit: CPython's algorithm
+    (Shewchuk's partials, then the sum rounded once, half-even corrected);
+    its special values (inf, NaN, overflow) are not needed here (``n`` <= 64
+    numbers of one sign: at most 64 partials)."""
+    cdef double partials[64]
+    cdef Py_ssize_t i, j, k, m = 0
+    cdef double x, y, t, hi, lo = 0.0, yr
+    for i in range(n):
+        x = values[i]
+        j = 0
+        for k in range(m):
+            y = partials[k]
+            if fabs(x) < fabs(y):
+                t = x
+                x = y
+                y = t
+            hi = x + y
+            lo = y - (hi - x)
+            if lo != 0.0:
+                partials[j] = lo
+                j += 1
+            x = hi
+        m = j
+        if x != 0.0:
+            partials[m] = x
+            m += 1
+    hi = 0.0
+    if m > 0:
+        m -= 1
+        hi = partials[m]
+        while m > 0:
+            x = hi
+            m -= 1
+            y = partials[m]
+            hi = x + y
+            yr = hi - x
+            lo = y - yr
+            if lo != 0.0:
+                break
+        if m > 0 and ((lo < 0.0 and partials[m - 1] < 0.0) or (lo > 0.0 and partials[m - 1] > 0.0)):
+            y = lo * 2.0
+            x = hi + y
+            yr = x - hi
+            if y == yr:
+                hi = x
+    return hi
+
+
+cdef double _interp(double x, const double[::1] grid, const double[::1] values) noexcept:
+    """``variants._interp``: numpy.interp(x, grid, values), the same operations."""
+    cdef Py_ssize_t j = 0, last = grid.shape[0] - 1
+    if x <= grid[0]:
+        return values[0]
+    if x >= grid[last]:
+        return values[last]
+    while grid[j + 1] < x:
+        j += 1
+    if x == grid[j + 1]:
+        return values[j + 1]
+    return (values[j + 1] - values[j]) / (grid[j + 1] - grid[j]) * (x - grid[j]) + values[j]
+
+
+def mixture_settle(const double[::1] losses, const double[::1] spread, const double[::1] log_prior,
+                   const double[::1] weights, double eta, double centre):
+    """``(weight, scale)`` of a mixture that has counted messages
+    (``PairMixture._settle``'s arithmetic, bit for bit: the shares
+    ``exp(log_prior - eta * loss - top)`` summed by ``math.fsum``'s
+    algorithm, the mean weight, the spread at the centre over that at the
+    weight)."""
+    cdef Py_ssize_t nw = weights.shape[0], k
+    cdef double logits[64]
+    cdef double p[64]
+    cdef double top, total, weight, at_centre, at_weight
+    if nw > 64 or nw < 1 or losses.shape[0] != nw or spread.shape[0] != nw or log_prior.shape[0] != nw:
+        raise ValueError("a pair-weight mixture's arrays do not fit its weights")
+    for k in range(nw):
+        logits[k] = log_prior[k] - eta * losses[k]
+    top = logits[0]
+    for k in range(1, nw):
+        if logits[k] > top:
+            top = logits[k]
+    for k in range(nw):
+        p[k] = exp(logits[k] - top)
+    total = _fsum(p, nw)
+    for k in range(nw):
+        logits[k] = p[k] / total * weights[k]
+    weight = _fsum(logits, nw)
+    at_centre = _interp(centre, weights, spread)
+    at_weight = _interp(weight, weights, spread)
+    return weight, (at_centre / at_weight if at_weight > 0 and at_centre > 0 else 1.0)

@@ -88,6 +88,31 @@ cdef Py_ssize_t _message_weights(const int32_t *idx, Py_ssize_t n, int32_t *uniq
     return m + m_pairs
 
 
+cdef Py_ssize_t _look_up(const uint64_t *keys, uint64_t mask, const int32_t *values, const uint64_t *hashes,
+                         Py_ssize_t n, int32_t *idx, Py_ssize_t n_features, int *damaged) noexcept nogil:
+    """Each of the ``n`` ``hashes``' feature index into ``idx`` (-1: unknown),
+    in the hash index ``keys``/``values`` of ``mask + 1`` slots, its lines
+    prefetched a few tokens ahead (a large model's index does not fit in the
+    cache); ``damaged[0]`` set to 1 by an entry out of range (a damaged file
+    mapped unchecked: that token taken as unknown).  Returns the number of
+    known tokens."""
+    cdef Py_ssize_t j, slot, n_known = 0
+    for j in range(n):
+        if j + 8 < n:
+            _prefetch(keys + (hashes[j + 8] & mask))
+            _prefetch(values + (hashes[j + 8] & mask))
+        slot = _find_slot(keys, mask, hashes[j])
+        if keys[slot] == 0 or keys[slot] != hashes[j]:
+            idx[j] = -1
+        elif values[slot] >= n_features:
+            damaged[0] = 1
+            idx[j] = -1
+        else:
+            idx[j] = values[slot]
+            n_known += 1
+    return n_known
+
+
 # What the scorer says of a hash index entry or a log-count no model is written
 # with (a damaged file mapped without its full check: spamnb.persistence.store.map_model).
 _DAMAGED = "the model file is damaged (a token's entry is out of range; spamnb info --check checks it whole)"
@@ -399,6 +424,64 @@ cdef class Scorer:
             free(idx)
             free(x)
 
+    def pair_sums(self, hashes, Py_ssize_t pairs_start=-1):
+        """``(jll_words, jll_all)``: ``score(hashes, 0, pairs_start)[0]`` of a
+        Scorer at pair weight 0 and of one at pair weight 1 over the same model,
+        bit for bit, in one call (this Scorer's own ``pair_weight`` takes no
+        part): each hash looked up once (prefetched, as ``verdict_sums``), the
+        message's features counted and summed once per weight, in the order
+        ``score`` counts and sums them.  A learned model's two held-out scores
+        (``spamnb.estimator.variants.pair_scores``).  Two classes only."""
+        cdef Py_buffer view
+        take(&view, hashes, UNSIGNED, 8, False, "uint64_t")
+        try:
+            return self._pair_sums(<const uint64_t *>view.buf, length_of(&view), pairs_start)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef _pair_sums(self, const uint64_t *hashes, Py_ssize_t n, Py_ssize_t pairs_start):
+        cdef Py_ssize_t n_features = self.n_features
+        cdef Py_ssize_t k, m, w, size, cap
+        cdef int32_t *idx = NULL
+        cdef int32_t *uniq = NULL
+        cdef double *x = NULL
+        cdef double jll[4]   # the class sums at weight 0, then 1
+        cdef double lc0, lc1   # a token's logs
+        cdef int damaged = 0
+        cdef Py_ssize_t n_base = self.n_base, n_tail = self.tail_stride
+        cdef const double *log_count = self.log_count
+        cdef const double *tail = self.tail
+        if self.n_classes != 2:
+            raise ValueError("pair_sums needs two classes")
+        size = n if n > 0 else 1
+        cap = table_size(size)
+        x = <double *>malloc(size * sizeof(double))   # the features' values
+        idx = <int32_t *>malloc((2 * size + 2 * cap) * sizeof(int32_t))   # idx, uniq, the counting table
+        try:
+            if x == NULL or idx == NULL:
+                raise MemoryError()
+            uniq = idx + size
+            with nogil:
+                _look_up(self.keys, self.capacity - 1, self.values, hashes, n, idx, n_features, &damaged)   # as score: -1 unknown
+                for w in range(2):   # pair weight 0, then 1: score's counting and sums at each
+                    m = _message_weights(idx, n, uniq, x, self.counts, uniq + size, cap, self.length, pairs_start,
+                                         <double>w)
+                    jll[2 * w] = self.prior[0]
+                    jll[2 * w + 1] = self.prior[1]
+                    for k in range(m):
+                        lc0 = _log_at(log_count, n_base, tail, n_tail, 0, uniq[k])
+                        lc1 = _log_at(log_count, n_base, tail, n_tail, 1, uniq[k])
+                        if not (fabs(lc0) < INFINITY and fabs(lc1) < INFINITY):   # NaN or infinite: never written so
+                            damaged = 1
+                        jll[2 * w] += x[k] * (lc0 - self.norm[0])
+                        jll[2 * w + 1] += x[k] * (lc1 - self.norm[1])
+            if damaged:
+                raise ValueError(_DAMAGED)
+            return [jll[0], jll[1]], [jll[2], jll[3]]
+        finally:
+            free(idx)
+            free(x)
+
     def verdict_sums(self, hashes, list regions, bint truncated=False, Py_ssize_t pairs_start=-1):
         """``(log_odds, n_tokens, n_known, spam_evidence, ham_evidence, part_max)``
         of a message's token ``hashes``: what ``score(hashes, 0)`` and
@@ -422,11 +505,7 @@ cdef class Scorer:
     cdef _verdict_sums(self, const uint64_t *hashes, Py_ssize_t n, list regions, bint truncated,
                        Py_ssize_t pairs_start):
         cdef Py_ssize_t n_features = self.n_features
-        cdef Py_ssize_t j, k, m, n_known = 0, size, cap, start, end, r, n_regions = len(regions)
-        cdef uint64_t mask = self.capacity - 1
-        cdef const uint64_t *keys = self.keys
-        cdef const int32_t *values = self.values
-        cdef Py_ssize_t slot
+        cdef Py_ssize_t k, m, n_known = 0, size, cap, start, end, r, n_regions = len(regions)
         cdef int32_t *idx = NULL
         cdef int32_t *uniq = NULL
         cdef int32_t *table = NULL
@@ -465,19 +544,7 @@ cdef class Scorer:
                 bounds[2 * r] = start
                 bounds[2 * r + 1] = end
             with nogil:
-                for j in range(n):
-                    if j + 8 < n:
-                        _prefetch(keys + (hashes[j + 8] & mask))
-                        _prefetch(values + (hashes[j + 8] & mask))
-                    slot = _find_slot(self.keys, mask, hashes[j])
-                    if keys[slot] == 0 or keys[slot] != hashes[j]:
-                        idx[j] = -1
-                    elif values[slot] >= n_features:   # a damaged file mapped unchecked (-1: no count)
-                        damaged = 1
-                        idx[j] = -1
-                    else:
-                        idx[j] = values[slot]
-                        n_known += 1
+                n_known = _look_up(self.keys, self.capacity - 1, self.values, hashes, n, idx, n_features, &damaged)
                 # the whole message, as score(): jll and the evidence sums
                 m = _message_weights(idx, n, uniq, x, self.counts, table, cap, self.length, pairs_start,
                                      self.pair_weight)

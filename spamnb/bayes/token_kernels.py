@@ -19,9 +19,10 @@ check as they go and raise ValueError, changing nothing.
   by ``COUNTS_RAW``, ``COUNTS_BINARY`` or ``COUNTS_LOG``, scaled to a length;
 - ``Scorer`` (its buffers checked when it is made) and ``gather`` (a
   message's entries read from a model file);
-- ``mixture_add``: a learned message's held-out scores counted into a
-  pair-weight mixture's state (``spamnb.bayes._mixture``, loaded by its
-  first call: a process that counts many).
+- ``mixture_add``, ``mixture_settle``: a learned message's held-out scores
+  counted into a pair-weight mixture's state, and the weight and scale it
+  then gives (``spamnb.bayes._mixture``, loaded by the first call: a process
+  that counts many).
 
 Nothing here imports numpy (``spamnb classify``'s cold path), and only
 ``_score`` is loaded with this module (the hash index, ``_index.pxi``, is
@@ -57,7 +58,7 @@ def __getattr__(name):
 
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
-           "sort_int32", "Scorer", "gather", "mixture_add"]
+           "sort_int32", "Scorer", "gather", "mixture_add", "mixture_settle"]
 
 COUNTS_RAW = _score.COUNTS_RAW          # x_i = count of token i in the message
 COUNTS_BINARY = _score.COUNTS_BINARY    # x_i = 1 if token i occurs
@@ -190,9 +191,26 @@ def mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low
                 max_count):
     """``spamnb.estimator.variants.PairMixture.add``'s counting (its arrays changed in
     place, their shapes checked by the kernel); True when the counts were halved."""
-    from spamnb.bayes import _mixture   # a replay's or the online protocol's: not a cold classify's
+    global _mixture_add, _mixture_settle
+    if _mixture_add is None:   # a replay's or the online protocol's: not a cold classify's
+        from spamnb.bayes import _mixture
 
+        _mixture_add, _mixture_settle = _mixture.mixture_add, _mixture.mixture_settle
     if not (n_bins > 0 and bin_width > 0):
         raise ValueError("a pair-weight mixture needs bins of a positive width")
-    return _mixture.mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low, bin_width,
-                                n_bins, min_class, max_count)
+    return _mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low, bin_width, n_bins,
+                        min_class, max_count)
+
+
+def mixture_settle(losses, spread, log_prior, weights, eta, centre):
+    """``spamnb.estimator.variants.PairMixture._settle``'s ``(weight, scale)`` of a
+    mixture that has counted messages, bit for bit (the shapes checked by the kernel)."""
+    if _mixture_add is None:
+        from spamnb.bayes import _mixture
+
+        return _mixture.mixture_settle(losses, spread, log_prior, weights, eta, centre)
+    return _mixture_settle(losses, spread, log_prior, weights, eta, centre)
+
+
+_mixture_add = None   # bayes._mixture.mixture_add, imported by mixture_add's first call
+_mixture_settle = None

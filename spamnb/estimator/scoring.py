@@ -51,6 +51,11 @@ class Scaled:
                                                                                            pairs_start)
         return log_odds * s, n_tokens, n_known, spam_ev * s, ham_ev * s, part_max * s
 
+    def pair_sums(self, hashes, pairs_start=-1):
+        """The kernel's own (unscaled: a learn's two held-out scores are of the counts,
+        ``spamnb.estimator.variants.pair_scores``)."""
+        return self.kernel.pair_sums(hashes, pairs_start)
+
 
 def kernel(spam_filter, pair_weight):
     """The single-message ``token_kernels.Scorer`` of a fitted filter at ``pair_weight``:
@@ -109,6 +114,9 @@ class FileScorer:
 
     def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
         return self.compact(hashes)[0].verdict_sums(hashes, regions, truncated, pairs_start)
+
+    def pair_sums(self, hashes, pairs_start=-1):
+        return self.compact(hashes)[0].pair_sums(hashes, pairs_start)
 
 
 def gather(file, layout, n_features, n_classes, hashes):

@@ -7,8 +7,8 @@ words alone over the same counts).  The log-odds are linear in ``w``::
     log_odds(w) = words + w * pairs
 
 where ``words`` is the log-odds at weight 0 and ``pairs`` the difference made
-by the pairs at weight 1 (two scores of the same counts, each by the compiled
-kernel).  So every variant of :data:`WEIGHTS` has an exact held-out score for
+by the pairs at weight 1 (two scores of the same counts, in one pass of the
+compiled kernel: :func:`pair_scores`).  So every variant of :data:`WEIGHTS` has an exact held-out score for
 every message learned, from the two numbers taken just before the message was
 learned (the prequential view of :mod:`spamnb.estimator.prequential`).
 
@@ -23,7 +23,7 @@ the default :data:`~spamnb.estimator.defaults.LEARNED_PAIR_WEIGHT`); with fewer
 than :data:`MIN_CLASS` held-out scores of a class the default stays.  A
 class's counts are halved past :data:`MAX_COUNT`, as the cutoffs' are.
 
-Cost per message: two scores instead of one (the kernel's), and one numpy
+Cost per message: the two scores of one kernel pass (``pair_scores``), and one numpy
 binning of ``len(WEIGHTS)`` numbers; per choice (every :data:`CHOOSE_EVERY`
 messages) a cumulative sum over ``len(WEIGHTS) x N_BINS`` counts.  Size:
 ``len(WEIGHTS) x 2 x N_BINS`` doubles (80 KiB).
@@ -48,6 +48,8 @@ model's pair weight, chosen on its own mail".
 """
 
 from __future__ import annotations
+
+from array import array
 
 __all__ = ["PairWeightChooser", "PairWeightMixture", "WEIGHTS", "MIXTURE_WEIGHTS", "N_BINS", "BIN_WIDTH", "LOW",
            "MIN_CLASS", "MAX_COUNT", "CHOOSE_EVERY", "ranking_loss", "log_loss", "PairMixture", "SHIPPED_ETA",
@@ -334,6 +336,7 @@ SHIPPED_ETA = 3.0   # rank-scaled:3 (docs/notes/2026-11-29-variant-mixture.md)
 PAIR_MIXTURE_DEFAULT = True   # models that grow by learning get one unless SPAMNB_PAIR_MIXTURE="0"
 _NW = len(MIXTURE_WEIGHTS)
 _STATE_SIZE = 1 + 2 * _NW + _NW * 2 * N_BINS   # n, losses, spread, counts
+_WEIGHTS_ARRAY = array("d", MIXTURE_WEIGHTS)   # the compiled count's (read only)
 PAIR_MIXTURE_SIZE = _STATE_SIZE
 
 
@@ -368,7 +371,7 @@ class PairMixture:
         from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
 
         self.centre = LEARNED_PAIR_WEIGHT if centre is None else float(centre)
-        self._log_prior = [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS]
+        self._log_prior = array("d", [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
         self._loader, self._pending = None, []
         self._set_state(state)
 
@@ -379,7 +382,7 @@ class PairMixture:
         a learn needs it (:meth:`state`)."""
         self = cls.__new__(cls)
         self.centre = float(centre)
-        self._log_prior = [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS]
+        self._log_prior = array("d", [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
         self.weight, self.scale, self.n = float(weight), float(scale), int(n)
         self.losses = self.spread = self.counts = None
         self._loader, self._pending = loader, []
@@ -524,18 +527,20 @@ class PairMixture:
         return self.weight
 
     def _add_compiled(self, words, pairs, spam, weight):
-        """:meth:`add` in one compiled call (``token_kernels.mixture_add``, the
-        same operations in the same order), for a process that counts more
-        than one message."""
-        from array import array
-
+        """:meth:`add` in two compiled calls (``token_kernels.mixture_add`` and
+        ``mixture_settle``, the same operations in the same order), for a
+        process that counts more than one message."""
         from spamnb.bayes import token_kernels
 
-        token_kernels.mixture_add(self.counts, self.losses, self.spread, array("d", MIXTURE_WEIGHTS), float(words),
+        token_kernels.mixture_add(self.counts, self.losses, self.spread, _WEIGHTS_ARRAY, float(words),
                                   float(pairs), bool(spam), float(weight), float(LOW), float(BIN_WIDTH), N_BINS,
                                   float(MIN_CLASS), float(MAX_COUNT))
         self.n += 1 if weight > 0 else -1
-        self._settle()
+        if self.n <= 0:
+            self._settle()
+        else:   # _settle's arithmetic, compiled
+            self.weight, self.scale = token_kernels.mixture_settle(self.losses, self.spread, self._log_prior,
+                                                                   _WEIGHTS_ARRAY, SHIPPED_ETA, self.centre)
         return self.weight
 
     def describe(self):
@@ -565,17 +570,19 @@ def gets_mixture(spam_filter):
             and spam_filter.tokenizer_.settings.get("word_pairs", 0) > 0 and not spam_filter.feature_weight)
 
 
-def pair_scores(kernel_at, hashes, pairs_start):
+def pair_scores(kernel, hashes, pairs_start):
     """A message's two held-out scores: ``(words, pairs)``, its log-odds at pair
-    weight 0 and the difference made by the pairs at weight 1, each from the
-    kernel ``kernel_at(weight)`` gives (``spamnb.estimator.scoring.kernel`` of
-    a filter, or a journal view's); ``words`` may be infinite (then ``pairs`` 0)."""
+    weight 0 and the difference made by the pairs at weight 1, both from one
+    pass of ``kernel.pair_sums`` (the compiled ``token_kernels.Scorer``'s, a
+    ``spamnb.estimator.scoring.FileScorer``'s or a journal view's: the
+    class sums at weight 0 and at 1 over the same counts, bit for bit those
+    of two scores by kernels at those weights; the kernel's own weight and
+    scale take no part); ``words`` may be infinite (then ``pairs`` 0)."""
     import math
 
-    jll = kernel_at(0.0).score(hashes, 0, pairs_start)[0]
-    words = jll[1] - jll[0]
-    jll = kernel_at(1.0).score(hashes, 0, pairs_start)[0]
-    pairs = jll[1] - jll[0] - words if math.isfinite(words) else 0.0
+    jll_words, jll_all = kernel.pair_sums(hashes, pairs_start)
+    words = jll_words[1] - jll_words[0]
+    pairs = jll_all[1] - jll_all[0] - words if math.isfinite(words) else 0.0
     return words, pairs
 
 

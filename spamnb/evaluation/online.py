@@ -46,6 +46,10 @@ import re
 import time
 from collections import namedtuple
 
+from pathlib import Path
+
+from spamnb.model import counts_scores, held_out_score, message_bytes, pair_scores   # per message: imported once
+
 __all__ = ["OnlineModel", "run_online", "online_figures", "cutoff_figures", "order_messages", "read_index",
            "learning_curve", "format_online", "lam", "OnlineResult", "FEEDBACK", "feedback_options"]
 
@@ -128,10 +132,6 @@ class OnlineModel:
 
     def stream(self, message):
         """The message's token stream (bytes, or a path: a str is a file name here)."""
-        from pathlib import Path
-
-        from spamnb.model import message_bytes
-
         return self.filter.tokenizer_.stream(message_bytes(Path(message) if isinstance(message, str) else message))
 
     def log_odds(self, stream):
@@ -143,25 +143,17 @@ class OnlineModel:
             jll = self.filter.scorer().score(stream.hashes, 0, stream.pairs_start)[0]
             return jll[1] - jll[0]
         # the pair weight chosen on the model's own stream (``variants``: spamnb.estimator.variants):
-        # scored at weights 0 and 1 over the same counts, given at the variants' weight
-        from spamnb.model import held_out_score, pair_scores
-
-        words, pairs = pair_scores(self._kernel_at, stream.hashes, stream.pairs_start)
+        # its log-odds at weights 0 and 1 over the same counts (one pass of the filter's scorer: its own
+        # weight takes no part), given at the variants' weight
+        words, pairs = pair_scores(self.filter.scorer(), stream.hashes, stream.pairs_start)
         self._scored = (stream, words, pairs)
         scale = getattr(self.variants, "scale", 1.0)   # a mixture may keep its scores' scale as its weight moves
         return held_out_score(words, pairs, self.variants.weight, scale)
-
-    def _kernel_at(self, pair_weight):
-        """The filter's scorer at ``pair_weight`` (``variants.pair_scores``' ``kernel_at``)."""
-        self.pair_weight = pair_weight
-        return self.filter.scorer()
 
     def learn(self, stream, spam, score=None, weight=1):
         """``SpamFilter.learn`` of a tokenized message (``weight`` -1:
         ``SpamFilter.forget``, a learned message taken back out); ``score``: its
         log-odds before it was learned, counted in :attr:`held_out_`."""
-        from spamnb.model import counts_scores
-
         if weight not in (1, -1):
             raise ValueError(f"a message is learned (1) or taken back (-1), not {weight!r} times")
         if score is not None and counts_scores(self.class_count_):

@@ -38,13 +38,13 @@ class _RecordingFilter:
     def learn(self, message, spam):
         from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
-        from spamnb.estimator import prequential, scoring
+        from spamnb.estimator import prequential
 
         sf = self._filter
         cls = int(is_spam_label(spam))
         stream = sf.tokenizer_.stream(message_bytes(message))
         if sf.pair_mixture_ is not None:   # the pair weight chosen on its own mail: two held-out scores
-            held_out = _mixture_held_out(sf.pair_mixture_, lambda w: scoring.kernel(sf, w), stream, cls,
+            held_out = _mixture_held_out(sf.pair_mixture_, sf.scorer, stream, cls,
                                          self._ops, prequential.counts_scores(sf.class_count_) if sf.is_fitted
                                          else False)
             sf.counts_changed()   # the weight moved: the scorer is made again
@@ -149,7 +149,7 @@ class _LightFilter:
         self.held_out_bin = None
         mixture = session.light_mixture()
         if mixture is not None:   # the pair weight chosen on its own mail: two held-out scores, through the view
-            held_out = _mixture_held_out(mixture, view.weighted, stream, cls, self._ops,
+            held_out = _mixture_held_out(mixture, lambda: view, stream, cls, self._ops,
                                          counts_scores(view.class_count()))
             if held_out is not None:
                 held_out = _float32(held_out)
@@ -255,17 +255,18 @@ class _LightRecordingLedger(_RecordingLedger):
         raise MustReadWhole()
 
 
-def _mixture_held_out(mixture, kernel_at, stream, cls, ops, counts):
+def _mixture_held_out(mixture, kernel_of, stream, cls, ops, counts):
     """A learn's held-out score under a pair-weight mixture (``spamnb.estimator.variants``):
     None when the model's scores do not count yet (``counts`` False), else
     the log-odds at the mixture's weight and scale, from the two held-out
-    scores, which the mixture then counts (its weight moves) and a PAIR_SCORES
+    scores (``variants.pair_scores``, one pass of the kernel ``kernel_of()``
+    gives), which the mixture then counts (its weight moves) and a PAIR_SCORES
     operation records, as the online harness's ``OnlineModel`` does."""
     from spamnb.estimator.variants import held_out_score, pair_scores
 
     if not counts:
         return None
-    words, pairs = pair_scores(kernel_at, stream.hashes, stream.pairs_start)
+    words, pairs = pair_scores(kernel_of(), stream.hashes, stream.pairs_start)
     held_out = held_out_score(words, pairs, mixture.weight, mixture.scale)
     mixture.add(words, pairs, cls)
     ops.append(deltas.encode_pair_scores(cls, words, pairs, mixture.weight, mixture.scale))

@@ -33,14 +33,16 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
            "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
-           "note_pair_scores", "pair_scores_fit"]
+           "note_pair_scores", "pair_scores_fit", "TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD",
+           "PAIR_SCORES_RECORD"]
 
-_TOKENS = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
-_LEDGER = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
-_HELD_OUT = struct.Struct("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
-_PAIR_SCORES = struct.Struct("<BBxxxxxxdddd")   # op, class, words, pairs, the mixture's weight and scale after
+TOKENS_RECORD = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
+LEDGER_RECORD = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
+HELD_OUT_RECORD = struct.Struct("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
+PAIR_SCORES_RECORD = struct.Struct("<BBxxxxxxdddd")   # op, class, words, pairs, the mixture's weight and scale after
 OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2, 3, 4, 5, 6
 OP_PAIR_SCORES = 7
+LEDGER_SIZE = LEDGER_RECORD.size + (-LEDGER_RECORD.size) % 8   # a RECORD/REMOVE with its padding
 
 
 def _pad(n):
@@ -173,7 +175,7 @@ def read_whole(spam_filter):
 def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
     hashes = memoryview(hashes).cast("B")
     lengths = memoryview(lengths).cast("B")
-    head = _TOKENS.pack(op, cls, day, n_before, len(hashes) // 8, len(lengths) // 4, len(text))
+    head = TOKENS_RECORD.pack(op, cls, day, n_before, len(hashes) // 8, len(lengths) // 4, len(text))
     body = b"".join((head, hashes, lengths, text))
     return body + b"\0" * _pad(len(body))
 
@@ -181,15 +183,16 @@ def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
 def encode_ledger(op, label, digest, auto=False, held_out=None):
     """RECORD/REMOVE: ``label`` 0/1, ``auto`` learned by auto-learn, ``held_out`` its held-out bin (or None)."""
     note = 0 if held_out is None else int(held_out) + 1
-    return _LEDGER.pack(op, int(bool(label)) | (2 if auto else 0), note, digest) + b"\0" * _pad(_LEDGER.size)
+    record = LEDGER_RECORD.pack(op, int(bool(label)) | (2 if auto else 0), note, digest)
+    return record + b"\0" * (LEDGER_SIZE - len(record))
 
 
 def encode_held_out(cls, log_odds, back=False):
-    return _HELD_OUT.pack(OP_HELD_OUT_BACK if back else OP_HELD_OUT, cls, log_odds)
+    return HELD_OUT_RECORD.pack(OP_HELD_OUT_BACK if back else OP_HELD_OUT, cls, log_odds)
 
 
 def encode_pair_scores(cls, words, pairs, weight, scale):
-    return _PAIR_SCORES.pack(OP_PAIR_SCORES, cls, words, pairs, weight, scale)
+    return PAIR_SCORES_RECORD.pack(OP_PAIR_SCORES, cls, words, pairs, weight, scale)
 
 
 def pair_scores_fit(words, pairs, weight, scale):
@@ -232,8 +235,8 @@ def apply(spam_filter, ledger, payload, scores=True):
         if op == 0:   # padding at the end
             break
         if op in (OP_LEARN, OP_FORGET):
-            op, cls, day, n_before, n_hashes, n_new, n_text = _TOKENS.unpack_from(payload, at)
-            at += _TOKENS.size
+            op, cls, day, n_before, n_hashes, n_new, n_text = TOKENS_RECORD.unpack_from(payload, at)
+            at += TOKENS_RECORD.size
             hashes = array("Q")
             hashes.frombytes(payload[at:at + 8 * n_hashes])
             at += 8 * n_hashes
@@ -258,8 +261,8 @@ def apply(spam_filter, ledger, payload, scores=True):
             else:
                 forget(spam_filter, cls, hashes)
         elif op in (OP_RECORD, OP_REMOVE):
-            op, label, note, digest = _LEDGER.unpack_from(payload, at)
-            at += _LEDGER.size + _pad(_LEDGER.size)
+            op, label, note, digest = LEDGER_RECORD.unpack_from(payload, at)
+            at += LEDGER_SIZE
             if ledger is None:
                 raise ValueError("a ledger record without a ledger")
             if label > 3 or note > 512:
@@ -269,8 +272,8 @@ def apply(spam_filter, ledger, payload, scores=True):
             else:
                 ledger.remove(digest)
         elif op in (OP_HELD_OUT, OP_HELD_OUT_BACK):
-            op, cls, log_odds = _HELD_OUT.unpack_from(payload, at)
-            at += _HELD_OUT.size
+            op, cls, log_odds = HELD_OUT_RECORD.unpack_from(payload, at)
+            at += HELD_OUT_RECORD.size
             if cls not in (0, 1):
                 raise ValueError("a held-out score of no class")
             if not scores:
@@ -283,8 +286,8 @@ def apply(spam_filter, ledger, payload, scores=True):
                 take_back_held_out(spam_filter, cls, log_odds)
             held_out = True
         elif op == OP_PAIR_SCORES:
-            _op, cls, words, pairs, weight, scale = _PAIR_SCORES.unpack_from(payload, at)
-            at += _PAIR_SCORES.size
+            _op, cls, words, pairs, weight, scale = PAIR_SCORES_RECORD.unpack_from(payload, at)
+            at += PAIR_SCORES_RECORD.size
             if cls not in (0, 1) or not pair_scores_fit(words, pairs, weight, scale):
                 raise ValueError("pair scores of no class, or out of range")
             if scores:
@@ -308,20 +311,20 @@ def ledger_ops(payload):
         if op == 0:
             break
         if op in (OP_LEARN, OP_FORGET):
-            if at + _TOKENS.size > n:
+            if at + TOKENS_RECORD.size > n:
                 raise ValueError("a record is cut short")
-            _op, _cls, _day, _n_before, n_hashes, n_new, n_text = _TOKENS.unpack_from(payload, at)
-            at += _TOKENS.size + 8 * n_hashes + 4 * n_new + n_text
+            _op, _cls, _day, _n_before, n_hashes, n_new, n_text = TOKENS_RECORD.unpack_from(payload, at)
+            at += TOKENS_RECORD.size + 8 * n_hashes + 4 * n_new + n_text
             at += _pad(at)
         elif op in (OP_RECORD, OP_REMOVE):
-            if at + _LEDGER.size > n:
+            if at + LEDGER_RECORD.size > n:
                 raise ValueError("a record is cut short")
-            out.append(_LEDGER.unpack_from(payload, at))
-            at += _LEDGER.size + _pad(_LEDGER.size)
+            out.append(LEDGER_RECORD.unpack_from(payload, at))
+            at += LEDGER_SIZE
         elif op in (OP_HELD_OUT, OP_HELD_OUT_BACK):
-            at += _HELD_OUT.size
+            at += HELD_OUT_RECORD.size
         elif op == OP_PAIR_SCORES:
-            at += _PAIR_SCORES.size
+            at += PAIR_SCORES_RECORD.size
         else:
             raise ValueError(f"unknown operation {op}")
     if at > n:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 from array import array
 
 from spamnb.bayes import arithmetic, token_kernels
@@ -46,11 +45,6 @@ from spamnb.persistence import deltas
 from spamnb.estimator.scoring import FileScorer
 
 __all__ = ["JournalView", "view", "learner"]
-
-_TOKENS = struct.Struct("<BBxxiIIII")   # deltas' LEARN/FORGET head
-_LEDGER_SIZE = 24                       # deltas' RECORD/REMOVE, padded
-_HELD_OUT = struct.Struct("<BBxxf")
-_PAIR_SCORES = struct.Struct("<BBxxxxxxdddd")   # deltas' PAIR_SCORES
 
 
 class _Learn:
@@ -75,10 +69,10 @@ def _parse(payloads):
             if op == 0:
                 break
             if op == deltas.OP_LEARN:
-                if at + _TOKENS.size > n:
+                if at + deltas.TOKENS_RECORD.size > n:
                     return None
-                _op, cls, _day, n_before, n_hashes, n_new, n_text = _TOKENS.unpack_from(payload, at)
-                at += _TOKENS.size
+                _op, cls, _day, n_before, n_hashes, n_new, n_text = deltas.TOKENS_RECORD.unpack_from(payload, at)
+                at += deltas.TOKENS_RECORD.size
                 end = at + 8 * n_hashes + 4 * n_new + n_text
                 if end > n or cls not in (0, 1):
                     return None
@@ -90,26 +84,26 @@ def _parse(payloads):
                 learns.append(_Learn(cls, hashes, n_before, n_new, lengths, payload[end - n_text:end]))
                 at = end + (-end) % 8
             elif op in (deltas.OP_RECORD, deltas.OP_REMOVE):
-                if at + _LEDGER_SIZE > n or payload[at + 1] > 3 or int.from_bytes(payload[at + 2:at + 4],
+                if at + deltas.LEDGER_SIZE > n or payload[at + 1] > 3 or int.from_bytes(payload[at + 2:at + 4],
                                                                                  "little") > 512:
                     return None
-                at += _LEDGER_SIZE
+                at += deltas.LEDGER_SIZE
             elif op in (deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK):
-                if at + _HELD_OUT.size > n:
+                if at + deltas.HELD_OUT_RECORD.size > n:
                     return None
-                _op, cls, log_odds = _HELD_OUT.unpack_from(payload, at)
+                _op, cls, log_odds = deltas.HELD_OUT_RECORD.unpack_from(payload, at)
                 if cls not in (0, 1):
                     return None
                 mine.append((op, cls, log_odds))
-                at += _HELD_OUT.size
+                at += deltas.HELD_OUT_RECORD.size
             elif op == deltas.OP_PAIR_SCORES:
-                if at + _PAIR_SCORES.size > n:
+                if at + deltas.PAIR_SCORES_RECORD.size > n:
                     return None
-                _op, cls, words, pairs, weight, scale = _PAIR_SCORES.unpack_from(payload, at)
+                _op, cls, words, pairs, weight, scale = deltas.PAIR_SCORES_RECORD.unpack_from(payload, at)
                 if cls not in (0, 1) or not deltas.pair_scores_fit(words, pairs, weight, scale):
                     return None
                 mine.append((op, cls, (words, pairs, weight, scale)))
-                at += _PAIR_SCORES.size
+                at += deltas.PAIR_SCORES_RECORD.size
             else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
                 return None
         scores.append(mine)
