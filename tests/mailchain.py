@@ -114,6 +114,14 @@ class Serve:
     def reload(self):
         self.proc.send_signal(signal.SIGHUP)
 
+    def workers(self):
+        """The server's child processes' pids (its workers, with --workers)."""
+        try:
+            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return set()
+        return {int(p) for p in text.split()}
+
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
