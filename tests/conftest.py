@@ -80,6 +80,16 @@ def wait_for_port(port, gone=lambda: False, timeout=30.0, host="127.0.0.1"):
         time.sleep(0.05)
 
 
+def child_pids(pid):
+    """The pids of a process's children (a server's workers), from /proc:
+    an empty set once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return set()
+    return {int(p) for p in text.split()}
+
+
 def wait_until(condition, timeout=60.0, what="", interval=0.05):
     """Poll ``condition()`` until it returns something true and return that;
     fail the test (saying ``what``, or calling it for the text) once

@@ -23,7 +23,7 @@ import pytest
 import spamnb
 from spamnb.model.spam_filter import SpamFilter
 
-from conftest import REPO, wait_for_port
+from conftest import REPO, child_pids, wait_for_port
 
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else shutil.which("spamc")
@@ -116,11 +116,7 @@ class Serve:
 
     def workers(self):
         """The server's child processes' pids (its workers, with --workers)."""
-        try:
-            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
-        except OSError:
-            return set()
-        return {int(p) for p in text.split()}
+        return child_pids(self.proc.pid)
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
