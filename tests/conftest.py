@@ -80,6 +80,34 @@ def wait_for_port(port, gone=lambda: False, timeout=30.0, host="127.0.0.1"):
         time.sleep(0.05)
 
 
+def child_pids(pid):
+    """The pids of a process's children (a server's workers), from /proc:
+    an empty set once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return set()
+    return {int(p) for p in text.split()}
+
+
+def wait_until(condition, timeout=60.0, what="", interval=0.05):
+    """Poll ``condition()`` until it returns something true and return that;
+    fail the test (saying ``what``, or calling it for the text) once
+    ``timeout`` seconds pass first.  The bound is generous: on a loaded
+    machine a server's log line or a worker's start can be seconds late, and a
+    fixed sleep before an assertion is a race."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout:g} s: {what() if callable(what) else what}")
+        time.sleep(interval)
+
+
 def slow_beyond(values, keep):
     """The ``values`` of a parametrised test with those not in ``keep`` marked slow.
 

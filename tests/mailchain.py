@@ -23,7 +23,7 @@ import pytest
 import spamnb
 from spamnb.model.spam_filter import SpamFilter
 
-from conftest import REPO, wait_for_port
+from conftest import REPO, child_pids, wait_for_port
 
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else shutil.which("spamc")
@@ -113,6 +113,10 @@ class Serve:
 
     def reload(self):
         self.proc.send_signal(signal.SIGHUP)
+
+    def workers(self):
+        """The server's child processes' pids (its workers, with --workers)."""
+        return child_pids(self.proc.pid)
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:

@@ -28,7 +28,7 @@ def _train(path):
     return path
 
 
-def _wait_for(predicate, what, timeout=20.0):
+def _wait_for(predicate, what, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

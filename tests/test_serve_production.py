@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import slow_beyond
+from conftest import child_pids, slow_beyond
 from test_serve import MESSAGES, SPAMC, _env, _free_port, needs_spamc, request
 
 CURL = shutil.which("curl")
@@ -70,11 +70,7 @@ class Serve:
 
     def workers(self):
         """The worker processes' pids (children of the server process)."""
-        try:
-            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
-        except OSError:
-            return set()
-        return {int(p) for p in text.split()}
+        return child_pids(self.proc.pid)
 
     def stop(self, signum=signal.SIGTERM):
         if self.proc.poll() is None:
