@@ -39,6 +39,8 @@ import os
 import struct
 import time
 
+from spamnb.mail.headers import header_length
+
 __all__ = ["RecordSender", "encode", "decode", "unpack", "peek", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
            "MAX_FRAME", "EVIDENCE", "ENVELOPE", "SPOOL_BYTES", "SPOOL_CHUNK", "SPOOL_SECONDS", "SPOOL_READY",
            "spool_files", "evidence_of", "write_all"]
@@ -61,13 +63,12 @@ NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no
 
 def header_block(message):
     """The header block of ``message`` (bytes), cut at :data:`HEAD_BYTES`."""
-    from spamnb.mail.headers import header_of
-
-    return header_of(message, HEAD_BYTES)
+    return message[:header_length(message, HEAD_BYTES)]
 
 
 _NUMBERS = struct.Struct(">BI8d4IHI")      # version, worker pid, 8 floats, 4 counts, evidence, strings' bytes
 _FRAME_HEAD = struct.Struct(">IBI8d4IHI")   # the frame's length, then the numbers
+_LENGTH = struct.Struct(">I")
 _STRINGS = ("label", "user", "verb", "front", "action", "reason")
 ENVELOPE = ("client", "helo", "mail_from", "rcpt_to", "auth")   # the milter's envelope (spamnb.server.milter)
 _NAMES = _STRINGS + ENVELOPE
@@ -98,9 +99,19 @@ def encode(head, header=b"", message=b"", envelope=None):
 def _frame(numbers, strings, evidence, header, message, envelope):
     """A frame of the record's ``numbers`` (in :data:`_NUMBERS`' order),
     ``strings`` (a tuple of the :data:`_STRINGS`), ``evidence``, header
-    block, message and envelope: one ``struct`` call (the frame's length
-    with the numbers) and one string joined and encoded, so a record costs a
-    worker a few microseconds (no JSON, no pickle)."""
+    block, message and envelope (:func:`_append`'s, as bytes)."""
+    out = bytearray()
+    _append(out, numbers, strings, evidence, header, len(header), message, envelope)
+    return bytes(out)
+
+
+def _append(out, numbers, strings, evidence, source, head, message, envelope):
+    """Append a frame to ``out`` (a bytearray): its header block the first
+    ``head`` bytes of ``source`` (the checked message itself: copied once,
+    straight into ``out``), the rest as :func:`_frame`'s.  One ``struct``
+    call (the frame's length with the numbers) and one string joined and
+    encoded, so a record costs a worker a few microseconds (no JSON, no
+    pickle, no copy of the header block but the one in ``out``)."""
     n = len(evidence)
     strings = strings + (envelope or _NO_ENVELOPE)
     if n:
@@ -113,10 +124,17 @@ def _frame(numbers, strings, evidence, header, message, envelope):
     if not clean:       # a string too long, holding a NUL or not a str: each one cleaned
         text = "\0".join([_clean(value) for value in strings])
     text = text.encode("utf-8", "replace")
-    size = _NUMBERS.size + 8 * n + len(text) + 8 + len(header) + len(message)
-    return b"".join((_FRAME_HEAD.pack(size, 2, *numbers, 0, n, len(text)),
-                     struct.pack(f">{n}d", *(weight for _, weight in evidence)) if n else b"", text,
-                     len(header).to_bytes(4, "big"), header, len(message).to_bytes(4, "big"), message))
+    out += _FRAME_HEAD.pack(_NUMBERS.size + 8 * n + len(text) + 8 + head + len(message), 2, *numbers, 0, n,
+                            len(text))
+    if n:
+        out += struct.pack(f">{n}d", *(weight for _, weight in evidence))
+    out += text
+    out += _LENGTH.pack(head)
+    if head:
+        out += source if head == len(source) else memoryview(source)[:head]
+    out += _LENGTH.pack(len(message))
+    if message:
+        out += message
 
 
 def unpack(frame):
@@ -370,12 +388,11 @@ class RecordSender:
         verdict = checked.verdict
         cutoffs = getattr(checked.model, "cutoffs", None)
         spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
-        self.out += _frame((self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
-                            verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0,
-                            self.dropped),
-                           (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
-                           verdict.evidence[:EVIDENCE], header_block(message),
-                           message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
+        _append(self.out, (self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
+                           verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0, self.dropped),
+                (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
+                verdict.evidence[:EVIDENCE], message, header_length(message, HEAD_BYTES),
+                message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
         self.out_records += 1
         if not self.scheduled:      # where they go (the socket or the spool) is decided once a flush
             self.scheduled = True

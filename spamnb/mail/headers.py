@@ -39,7 +39,7 @@ from collections import namedtuple
 
 from spamnb.mail import lazy_re
 
-__all__ = ["SPAM_FIELDS", "NEWLINE_SCAN", "Split", "Edited", "header_end", "split", "header_of", "newline_of",
+__all__ = ["SPAM_FIELDS", "NEWLINE_SCAN", "Split", "Edited", "header_end", "split", "header_of", "header_length", "newline_of",
            "fields", "field_name", "tagged_subject", "untagged_subject", "tag_subject", "edit", "header_block", "mta_edits"]
 
 # The SpamAssassin-style fields spamnb writes (``spamnb serve``'s PROCESS and
@@ -51,6 +51,8 @@ NEWLINE_SCAN = 2000     # the bytes of the header looked at for a CRLF
 
 # an envelope line, then a field's name and colon: the message has a header
 _HEADER_LINE = lazy_re.pattern(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
+# the first blank line: where header_end's "\n\n" or "\n\r\n" starts
+_BLANK_LINE = lazy_re.pattern(rb"\n\r?\n")
 # the envelope line, then fields (a name, a colon) and their continuation lines
 _FIELDS = lazy_re.pattern(rb"(?:From [^\n]*\n)?"                               # the envelope line
                           rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"   # a field
@@ -103,11 +105,22 @@ def header_of(message, limit=None):
     before it dropped), in its first ``limit`` bytes; b"" for a message with
     no header.  A cheap read (one search, no fields): the console's records,
     the online protocol's Date, the IMAP scan's look for its status field."""
-    head = message[:limit] if limit is not None else message
-    if not _HEADER_LINE.match(head):
-        return b""
-    end = header_end(head)
-    return head[:end - 1].rstrip(b"\r") if end < len(head) else head
+    return message[:header_length(message, limit)]
+
+
+def header_length(message, limit=None):
+    """``len(header_of(message, limit))``, found without a copy of the
+    message: one search for the first blank line (:func:`header_end`'s)."""
+    n = len(message) if limit is None else min(limit, len(message))
+    if not _HEADER_LINE.match(message, 0, n):
+        return 0
+    blank = _BLANK_LINE.search(message, 0, n)
+    if blank is None:
+        return n
+    end = blank.start()
+    while end and message[end - 1] == 13:      # the CRs before it dropped
+        end -= 1
+    return end
 
 
 def newline_of(message, end):
