@@ -57,6 +57,7 @@ SPOOL_READY = ".rec"              # a spool file the recorder may read (one bein
 NOTICE_ROOM = 64 * 1024           # a count of drops is sent past QUEUE_BYTES, up to this much more
 CLOSE_SECONDS = 5.0               # a stopping worker waits this long at most for its records to reach the recorder
 RECONNECT_SECONDS = 1.0           # a worker connects to a console started again at most this often
+HOLD_BYTES = 1024 * 1024         # the messages a worker holds for the records not made yet, at most
 EVIDENCE = 24                     # the strongest tokens kept in a record
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
 
@@ -260,6 +261,8 @@ class RecordSender:
     ``keep``: send the messages too (``--ui-keep-messages``).  Its spool
     (the module's docstring) is in the socket's folder."""
 
+    defer = True        # a record's frame made at the flush (False: at once, as the check is answered)
+
     def __init__(self, path, keep=False, spool=None):
         self.path = path
         self.folder = spool or os.path.dirname(path)     # the spool's folder (the server's: beside the history)
@@ -267,6 +270,8 @@ class RecordSender:
         self.transport = None
         self.out = bytearray()      # records not handed over yet: one write a FLUSH_SECONDS, not one a check
         self.out_records = 0        # ... how many
+        self.held = []              # the inputs of the records whose frames are not made yet (:meth:`_build`)
+        self.held_bytes = 0         # ... the bytes of their messages: at most HOLD_BYTES
         self.pending = None
         self.sent = 0
         self.dropped = 0
@@ -307,6 +312,7 @@ class RecordSender:
         is aborted; the spool's file is written to disk (``fsync``) and
         handed over.  The spool is the history's (spamnb.console.process):
         the next start's recorder stores it first."""
+        self._build()
         if self.out:
             out, n = self.out, self.out_records
             self.out, self.out_records = bytearray(), 0
@@ -384,19 +390,39 @@ class RecordSender:
             self.dropped += 1
 
     def _send(self, pending, verb, ms, protocol, action, envelope):
-        checked, message, user, when = pending
-        verdict = checked.verdict
-        cutoffs = getattr(checked.model, "cutoffs", None)
-        spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
-        _append(self.out, (self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
-                           verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0, self.dropped),
-                (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
-                verdict.evidence[:EVIDENCE], message, header_length(message, HEAD_BYTES),
-                message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
-        self.out_records += 1
+        """Keep the record's inputs (the message itself, not a copy): its
+        frame is made at the flush, with the others (:meth:`_build`), or now
+        past :data:`HOLD_BYTES` of messages held."""
+        self.held.append((pending, verb, ms, protocol, action, envelope))
+        self.held_bytes += len(pending[1])
+        if self.held_bytes > HOLD_BYTES or not self.defer:
+            self._build()
         if not self.scheduled:      # where they go (the socket or the spool) is decided once a flush
             self.scheduled = True
             asyncio.get_running_loop().call_later(FLUSH_SECONDS, self.flush)
+
+    def _build(self):
+        """The frames of the records held, appended to :attr:`out` (the
+        header block copied once, from the message); a record whose frame
+        cannot be made is dropped and counted."""
+        held, self.held, self.held_bytes = self.held, [], 0
+        out = self.out
+        for (checked, message, user, when), verb, ms, protocol, action, envelope in held:
+            mark = len(out)
+            try:
+                verdict = checked.verdict
+                cutoffs = getattr(checked.model, "cutoffs", None)
+                spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
+                _append(out, (self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
+                              verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0,
+                              self.dropped),
+                        (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
+                        verdict.evidence[:EVIDENCE], message, header_length(message, HEAD_BYTES),
+                        message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
+                self.out_records += 1
+            except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
+                del out[mark:]
+                self.dropped += 1
 
     def _to_spool(self, frames, n):
         """Put ``frames`` (``n`` records) in the spool; those past
@@ -425,6 +451,7 @@ class RecordSender:
         the spool (the recorder is behind, or gone: to be read when it can),
         and the spool's to its file."""
         self.scheduled = False
+        self._build()
         transport = self.transport
         out, n = self.out, self.out_records
         self.out, self.out_records = bytearray(), 0
