@@ -170,6 +170,7 @@ class History:
         rows, kept = [], []
         keep = self.max_kept > 0
         cut, cut_text = None, "null"
+        same = {}       # label, front, verb, action: a few values, each cleaned once a batch
         for frame in frames:
             try:
                 values, strings, evidence, header, message = unpack(frame)
@@ -181,8 +182,12 @@ class History:
                 cut_text = json.dumps([None if v != v else v for v in cut])
             if message and keep:
                 kept.append((len(rows), message))
-            rows.append((values[2] or time.time(), _text(label), values[3], values[5], values[6],
-                         _text(user)[:64] if user else "", _text(front), _text(verb), _text(action), values[10],
+            tag = (label, front, verb, action)
+            clean = same.get(tag)
+            if clean is None:
+                clean = same[tag] = (_text(label), _text(front), _text(verb), _text(action))
+            rows.append((values[2] or time.time(), clean[0], values[3], values[5], values[6],
+                         _text(user)[:64] if user else "", *clean[1:], values[10],
                          values[7], *fields_of(header), evidence or "[]", cut_text,
                          _text(reason) if reason else "", values[11], header if message and keep else None,
                          *(_text(value) or None if value else None for value in envelope)))
