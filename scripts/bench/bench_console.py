@@ -374,6 +374,9 @@ def worker_micro(messages, n):
             if i % 8 == 7:
                 await asyncio.sleep(0)      # the loop turns between checks: the flushes come due
         if hasattr(sender, "close"):
+            sender.flush()      # to the socket (a stop puts what the worker still holds in its spool)
+            while sender.transport.get_write_buffer_size():
+                await asyncio.sleep(0.01)
             await sender.close()
         else:       # (a tree before the graceful stop's hand-over: the last flush, then the socket closed)
             sender.flush()
@@ -391,14 +394,16 @@ def worker_micro(messages, n):
     return cost, got[0] / n
 
 
-def check_path_micro(model_path, messages, blocks=24, block=400):
+def check_path_micro(model_path, messages, blocks=36, block=400):
     """A worker's whole check path (the filter's verdict on the message as a
-    CHECK asks it, no evidence; its score) without and with the record
-    (:class:`RecordSender`'s hooks, frame and flushes into a Unix socket read
-    by a thread of this process), in alternated blocks of ``block``
-    messages, ``time.thread_time`` of the loop's thread: the median CPU a
-    check of each and of the pairs' differences (what the record adds to a
-    check, cache effects included)."""
+    CHECK asks it, no evidence; its score) without the record, with the
+    record's frame made at once (as the check is answered) and with it made
+    at the flush (:class:`RecordSender`'s way: its hooks, frames and flushes
+    into a Unix socket read by a process of its own), in blocks of ``block``
+    messages, the three kinds in turn, the order rotated from round to round,
+    ``time.thread_time`` of the loop's thread (the flushes included): the
+    median CPU a check of each and what each way of the record adds to a
+    check (median of the rounds' differences, cache effects included)."""
     import asyncio
     import socket
 
@@ -424,24 +429,28 @@ def check_path_micro(model_path, messages, blocks=24, block=400):
         finally:
             os._exit(0)
 
+    kinds = ("without", "at once", "at the flush")
+
     async def run():
         sender = RecordSender(str(folder / "records"))
         await sender.connect()
-        times = {False: [], True: []}
+        times = {kind: [] for kind in kinds}
         for b in range(blocks):
-            record = (b % 2 == 1) != (b // 2 % 2 == 1)     # the order alternated from pair to pair
-            chunk = [messages[(b // 2 * block + i) % len(messages)] for i in range(block)]
+            rounds = b // len(kinds)
+            kind = kinds[(b + rounds) % len(kinds)]     # the order rotated from round to round
+            chunk = [messages[(rounds * block + i) % len(messages)] for i in range(block)]
+            sender.defer = kind == "at the flush"
             t = time.thread_time()
             for i, m in enumerate(chunk):
                 verdict = classify(spam_filter, m, False)
                 checked = Checked(verdict, score_map.score(verdict.log_odds, verdict.label) if score_map else 0.0,
                                   score_map or _ScoreMap(), "", (), spam_filter)
-                if record:
+                if kind != "without":
                     sender.on_verdict(checked, m, "bench")
                     sender.on_request("CHECK", "bench", "spam 9.0/5.0", len(m), 1.0, "127.0.0.1", "spamd", "none")
                 if i % 8 == 7:
                     await asyncio.sleep(0)      # the loop turns between checks: the flushes come due
-            times[record].append((time.thread_time() - t) / block)
+            times[kind].append((time.thread_time() - t) / block)
         await sender.close()
         return times
 
@@ -449,12 +458,14 @@ def check_path_micro(model_path, messages, blocks=24, block=400):
     os.waitpid(reader, 0)
     listener.close()
     shutil.rmtree(folder, ignore_errors=True)
-    extra = [b - a for a, b in zip(times[False], times[True])]
-    print(f"a worker's check path (verdict and score, no evidence; {blocks // 2} pairs of {block}-message blocks, "
-          f"load {os.getloadavg()[0]:.1f}): without the record {statistics.median(times[False]) * 1e6:.1f} us a check, "
-          f"with it {statistics.median(times[True]) * 1e6:.1f} us; the record adds (median of the pairs) "
-          f"{statistics.median(extra) * 1e6:.1f} us: {100 * statistics.median(a / b for a, b in zip(times[False], times[True])):.1f} % "
-          f"of the checks left")
+    rounds = blocks // len(kinds)
+    base = times["without"]
+    print(f"a worker's check path (verdict and score, no evidence; {rounds} rounds of {block}-message blocks, "
+          f"load {os.getloadavg()[0]:.1f}): without the record {statistics.median(base) * 1e6:.1f} us a check")
+    for kind in kinds[1:]:
+        print(f"  the record's frame made {kind}: {statistics.median(times[kind]) * 1e6:.1f} us a check; the record "
+              f"adds (median of the rounds) {statistics.median(b - a for a, b in zip(base, times[kind])) * 1e6:.1f} us: "
+              f"{100 * statistics.median(a / b for a, b in zip(base, times[kind])):.1f} % of the checks left")
 
 
 def micro(messages, n=20_000):
