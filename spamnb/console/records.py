@@ -7,9 +7,11 @@ request handler's ``verdict_hooks`` (the one place both front ends reach:
 spamnb.server.handler) and keeps the check; :meth:`RecordSender.on_request`,
 one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
-took) and appends it to the worker's records (a frame: :func:`_frame`);
-:meth:`RecordSender.flush` hands them over :data:`FLUSH_SECONDS` after the
-first, to a Unix stream socket connected to the console's recorder in one
+took) and keeps the record's inputs (the message itself, no copy: at most
+:data:`HOLD_BYTES` of messages held, past which the frames are made at
+once); :meth:`RecordSender.flush` makes their frames (:func:`_append`: the
+header block copied once, straight from the message into the buffer) and
+hands them over :data:`FLUSH_SECONDS` after the first, to a Unix stream socket connected to the console's recorder in one
 write; the asyncio transport's buffer is the queue.  Past
 :data:`QUEUE_BYTES` (the recorder is behind: under SCHED_IDLE it waits
 for the checks) or with no recorder connected, the records go to the worker's
