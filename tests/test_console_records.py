@@ -123,3 +123,36 @@ def test_header_length_is_the_length_of_header_of(message, limit):
     assert headers.header_length(message, limit) == len(headers.header_of(message, limit))
     if limit == records.HEAD_BYTES:
         assert headers.header_of(message, limit) == reference_block(message)
+
+
+def test_a_worker_holds_a_bounded_amount_of_messages_for_its_records(tmp_path):
+    """The records' inputs are held until the flush only up to HOLD_BYTES of
+    messages and HOLD_RECORDS records; a message that is not bytes (a buffer
+    its owner may reuse) is never held."""
+    big = b"Subject: big\n\n" + b"x" * (records.HOLD_BYTES // 3)
+
+    async def run():
+        sender = records.RecordSender(str(tmp_path / "none"))      # no recorder: the flush spools
+        held = []
+        for _ in range(12):
+            sender.on_verdict(_checked(()), big, "bob")
+            sender.on_request("CHECK", "bob", "spam", len(big), 1.0, "127.0.0.1", "spamd", "none")
+            held.append(sender.held_bytes)
+        for _ in range(2 * records.HOLD_RECORDS):
+            sender.on_verdict(_checked(()), b"Subject: s\n\nb", "bob")
+            sender.on_request("CHECK", "bob", "spam", 14, 1.0, "127.0.0.1", "spamd", "none")
+            held.append(len(sender.held))
+        buffer = bytearray(b"Subject: buffer\n\nbody")
+        sender.on_verdict(_checked(()), buffer, "bob")
+        sender.on_request("CHECK", "bob", "spam", len(buffer), 1.0, "127.0.0.1", "spamd", "none")
+        unheld = not sender.held
+        buffer[:7] = b"Changed"
+        sender.flush()
+        await sender.close()
+        return sender, held, unheld
+
+    sender, held, unheld = asyncio.run(run())
+    assert max(held[:12]) <= records.HOLD_BYTES and max(held[12:]) < records.HOLD_RECORDS and unheld
+    assert sender.spooled == 12 + 2 * records.HOLD_RECORDS + 1 and sender.dropped == 0
+    frames = records.FrameReader().feed(b"".join(p.read_bytes() for p in sorted(tmp_path.glob("spool-*"))))
+    assert [records.decode(frame)[1] for frame in frames[-1:]] == [b"Subject: buffer"]

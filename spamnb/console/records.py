@@ -9,7 +9,7 @@ one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
 took) and keeps the record's inputs (the message itself, no copy: at most
 :data:`HOLD_BYTES` of messages held, past which the frames are made at
-once); :meth:`RecordSender.flush` makes their frames (:func:`_append`: the
+once, or past :data:`HOLD_RECORDS`); :meth:`RecordSender.flush` makes their frames (:func:`_append`: the
 header block copied once, straight from the message into the buffer) and
 hands them over :data:`FLUSH_SECONDS` after the first, to a Unix stream socket connected to the console's recorder in one
 write; the asyncio transport's buffer is the queue.  Past
@@ -60,6 +60,7 @@ NOTICE_ROOM = 64 * 1024           # a count of drops is sent past QUEUE_BYTES, u
 CLOSE_SECONDS = 5.0               # a stopping worker waits this long at most for its records to reach the recorder
 RECONNECT_SECONDS = 1.0           # a worker connects to a console started again at most this often
 HOLD_BYTES = 1024 * 1024         # the messages a worker holds for the records not made yet, at most
+HOLD_RECORDS = 2000               # ... and their records, at most
 EVIDENCE = 24                     # the strongest tokens kept in a record
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
 
@@ -397,7 +398,8 @@ class RecordSender:
         past :data:`HOLD_BYTES` of messages held."""
         self.held.append((pending, verb, ms, protocol, action, envelope))
         self.held_bytes += len(pending[1])
-        if self.held_bytes > HOLD_BYTES or not self.defer:
+        if (self.held_bytes > HOLD_BYTES or len(self.held) >= HOLD_RECORDS or not self.defer
+                or type(pending[1]) is not bytes):     # a buffer its owner may change: its frame made now
             self._build()
         if not self.scheduled:      # where they go (the socket or the spool) is decided once a flush
             self.scheduled = True
