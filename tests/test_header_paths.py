@@ -297,7 +297,8 @@ def test_one_function_finds_the_end_of_a_header():
     the SPAMD request reader and the metrics page read a protocol's head,
     not a message, and are named here."""
     protocol_heads = {"server/request_reader.py", "server/metrics.py"}
-    search = re.compile(r"""(?:find|index|rfind|partition|split|search|readuntil)\(\s*[rb]{0,2}["'](?:\\r)?\\n(?:\\r)?\\n""")
+    search = re.compile(r"""(?:find|index|rfind|partition|split|search|readuntil)\(\s*[rb]{0,2}["'](?:\\r)?\\n(?:\\r)?\\n"""
+                        r"""|(?:pattern|compile)\(\s*[rb]{0,2}["']\\n\\r\?\\n""")   # a search, or a pattern for one
     found = []
     for path in sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.pyx")):
         rel = path.relative_to(PACKAGE).as_posix()

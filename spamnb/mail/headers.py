@@ -76,15 +76,10 @@ blank line, or its body), ``body`` where its body starts."""
 def header_end(message, start=0):
     """Offset just past the last line before the first blank line (``"\\n\\n"``
     or ``"\\n\\r\\n"``) at or after ``start``, or ``len(message)`` when there is
-    none: the one place spamnb looks for the end of a message's header."""
-    end = message.find(b"\n\n", start)
-    stop = end + 2 if end >= 0 else len(message)
-    # one before the first "\n\n", or anywhere if none; looked for only when a CR is there (one memchr: a
-    # header of LF lines skips the slower search for three bytes)
-    crlf = message.find(b"\n\r\n", start, stop) if message.find(b"\r", start, stop) >= 0 else -1
-    if crlf >= 0:
-        return crlf + 1
-    return end + 1 if end >= 0 else len(message)
+    none: the one place spamnb looks for the end of a message's header (one
+    search for either; :func:`header_length` the same search within a limit)."""
+    blank = _BLANK_LINE.search(message, start)
+    return blank.start() + 1 if blank is not None else len(message)
 
 
 def split(message):
@@ -110,7 +105,8 @@ def header_of(message, limit=None):
 
 def header_length(message, limit=None):
     """``len(header_of(message, limit))``, found without a copy of the
-    message: one search for the first blank line (:func:`header_end`'s)."""
+    message: :func:`header_end`'s one search for the first blank line, within
+    the first ``limit`` bytes."""
     n = len(message) if limit is None else min(limit, len(message))
     if not _HEADER_LINE.match(message, 0, n):
         return 0
