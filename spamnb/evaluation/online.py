@@ -422,6 +422,8 @@ def message_date(data):
     from spamnb.mail.headers import header_of
 
     head = header_of(data, 65536)
+    if b"date:" not in head.lower():   # no match below (its case is folded as ASCII, as lower's): a cheaper scan
+        return None
     match = _DATE_HEADER.search(head)
     if not match:
         return None
