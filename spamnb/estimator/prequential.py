@@ -110,7 +110,7 @@ class ScoreHistogram:
         """Whether class ``c``'s total (:meth:`total`) is over MAX_COUNT once ``weight``
         was added: summed only when the totals since the last sum could be (each add
         raises it by at most its weight, an ageing halves it, a negative weight lowers it)."""
-        room = self._room
+        room = self._room   # a list: a shallow copy, which shares the counts, shares it too
         if room[c] >= weight:
             room[c] -= weight
             return False
