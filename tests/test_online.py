@@ -115,6 +115,10 @@ def test_order_by_date_name_and_auto():
     order, how = online.order_messages(paths, msgs, "name")
     assert how == "name" and order == [0, 1, 3, 2]   # folder, then the file name's number
     assert online.order_messages(paths, [b"Subject: x\n\n"] * 4, "auto")[1] == "name"
+    # auto: dates when at least half the messages have one, wherever the undated stand
+    assert online.order_messages(paths, [msgs[1], msgs[3], msgs[0], msgs[2]], "auto") == ([1, 0, 3, 2], "date")
+    assert online.order_messages(paths, [msgs[0], msgs[1], msgs[3], msgs[1]], "auto")[1] == "name"
+    assert online.order_messages([], [], "auto") == ([], "name")
     with pytest.raises(ValueError):
         online.order_messages(paths, msgs, "random")
 
@@ -265,3 +269,28 @@ def test_learned_cutoffs_and_auto_learn_on_shared_corpora(name, shared_corpus):
     assert auto.auto_learned.sum() > len(y) // 2
     ratio = online.online_figures(auto)["one_minus_roca_percent"] / online.online_figures(full)["one_minus_roca_percent"]
     assert ratio <= 1.5
+
+
+
+def test_held_out_scores_count_once_both_classes_have_min_class(stream):
+    """A learned message's score is counted in the held-out histogram (or taken back out) when the
+    filter had learned MIN_CLASS messages of each class (its class_count_ then), relabels included: the
+    histogram is one a reference fills by that rule."""
+    from spamnb.estimator.prequential import ScoreHistogram, counts_scores
+
+    messages, y = stream
+    model, reference = online.OnlineModel(), ScoreHistogram()
+
+    def learn(s, spam, score, weight=1):
+        if counts_scores(model.class_count_):
+            reference.add(score, spam, float(weight))
+        model.learn(s, spam, score, weight)
+
+    for n, (m, label) in enumerate(zip(messages, y)):
+        s, label, score = model.stream(m), bool(label), float(n % 40 - 20)
+        if n % 5 == 2:   # learned as the other class, taken back, learned as its own (OnlineModel.relabel)
+            learn(s, not label, score)
+            learn(s, not label, score, -1)
+        learn(s, label, score)
+    assert min(model.class_count_) >= 50 and reference.total(False) > 0 and reference.total(True) > 0
+    assert list(model.held_out_.counts) == list(reference.counts)

@@ -106,3 +106,23 @@ def test_histogram_is_checked():
     h = ScoreHistogram()
     h.add(float("inf"), True).add(float("-inf"), False).add(float("nan"), True)
     assert h.total(True) == 1 and h.total(False) == 1
+
+
+def test_histogram_ages_when_a_class_total_passes_max_count(monkeypatch):
+    """A class's counts are halved on the add that takes its total over MAX_COUNT, exactly when summing
+    the row after every add would (the total is summed only when it could pass: the counts must match a
+    histogram that sums each time, through takings back, relabels and ageings)."""
+    monkeypatch.setattr(prequential, "MAX_COUNT", 40.0)
+    rng = random.Random(3)
+    h, plain = ScoreHistogram(), [0.0] * (2 * N_BINS)
+    for n in range(400):
+        score, spam = rng.uniform(-30.0, 30.0), rng.random() < 0.4
+        weight = -1.0 if n % 7 == 3 else 1.0
+        h.add(score, spam, weight)
+        j = (N_BINS if spam else 0) + ScoreHistogram.bin_of(score)
+        plain[j] = max(0.0, plain[j] + weight)
+        start = N_BINS if spam else 0
+        if weight > 0 and sum(plain[start:start + N_BINS]) > 40.0:
+            plain = [c * 0.5 for c in plain]
+        assert list(h.counts) == plain, n
+    assert max(sum(plain[:N_BINS]), sum(plain[N_BINS:])) > 20.0   # the cap was reached (ageings happened)

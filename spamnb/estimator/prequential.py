@@ -66,7 +66,7 @@ def counts_scores(class_count):
 class ScoreHistogram:
     """Held-out log-odds of learned messages, per class, in fixed bins."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "_room")
 
     def __init__(self, counts=None):
         if counts is None:
@@ -77,6 +77,10 @@ class ScoreHistogram:
         if any(not (math.isfinite(c) and c >= 0) for c in counts):
             raise ValueError("a score histogram's counts must be finite and >= 0")
         self.counts = counts
+        # per class, how many more messages may be counted before the class's total can pass
+        # MAX_COUNT (-1: not known); the total is summed again only then, so each message does
+        # not sum a whole row (the test and its answer are :meth:`total`'s, unchanged)
+        self._room = [-1, -1]
 
     @staticmethod
     def bin_of(log_odds):
@@ -98,9 +102,22 @@ class ScoreHistogram:
             return self
         j = (N_BINS if spam else 0) + i
         self.counts[j] = max(0.0, self.counts[j] + weight)
-        if weight > 0 and self.total(spam) > MAX_COUNT:
+        if weight > 0 and self._over(int(j >= N_BINS), weight):
             self.age()
         return self
+
+    def _over(self, c, weight):
+        """Whether class ``c``'s total (:meth:`total`) is over MAX_COUNT once ``weight``
+        was added: summed only when the totals since the last sum could be (each add
+        raises it by at most its weight, an ageing halves it, a negative weight lowers it)."""
+        room = self._room   # a list: a shallow copy, which shares the counts, shares it too
+        if room[c] >= weight:
+            room[c] -= weight
+            return False
+        total = self.total(bool(c))
+        # 2 messages of slack for the rounding of a 512-term sum (it is at most 1e-9 here)
+        room[c] = math.floor(MAX_COUNT - 2.0 - total) if total <= MAX_COUNT - 2.0 else -1
+        return total > MAX_COUNT
 
     def move(self, log_odds, spam):
         """A message counted under the other class is relabelled ``spam``."""

@@ -530,7 +530,9 @@ class PairMixture:
         """:meth:`add` in two compiled calls (``token_kernels.mixture_add`` and
         ``mixture_settle``, the same operations in the same order), for a
         process that counts more than one message."""
-        from spamnb.bayes import token_kernels
+        global token_kernels
+        if token_kernels is None:   # imported once, not a message
+            from spamnb.bayes import token_kernels
 
         token_kernels.mixture_add(self.counts, self.losses, self.spread, _WEIGHTS_ARRAY, float(words),
                                   float(pairs), bool(spam), float(weight), float(LOW), float(BIN_WIDTH), N_BINS,
@@ -549,6 +551,9 @@ class PairMixture:
             return f"{self.weight:g} (the prior: no held-out message counted yet)"
         return (f"{self.weight:.4f}, chosen on the model's own mail ({self.n} held-out messages; "
                 f"log-odds x {self.scale:.4f}, the spread at {self.centre:g})")
+
+
+token_kernels = None   # spamnb.bayes.token_kernels, imported by PairMixture._add_compiled's first call
 
 
 def mixture_setting():

@@ -101,6 +101,7 @@ class OnlineModel:
         self._since_fit = 0
         self.variants = variants
         self._scored = None     # with variants: (stream, words, pairs) of the message scored last
+        self._learned = [0, 0]  # messages learned less those taken back, [ham, spam]: the filter's class_count_
 
     @property
     def class_count_(self):
@@ -156,7 +157,7 @@ class OnlineModel:
         log-odds before it was learned, counted in :attr:`held_out_`."""
         if weight not in (1, -1):
             raise ValueError(f"a message is learned (1) or taken back (-1), not {weight!r} times")
-        if score is not None and counts_scores(self.class_count_):
+        if score is not None and counts_scores(self._learned):   # the filter's class_count_, without its lock
             self.held_out_.add(score, spam, float(weight))
             self._since_fit += 1
             if self.variants is not None and self._scored is not None and self._scored[0] is stream:
@@ -165,6 +166,7 @@ class OnlineModel:
             self.filter.learn(None, spam, stream)
         else:
             self.filter.forget_hashes(stream.hashes, spam)
+        self._learned[1 if spam else 0] += weight
         return self
 
     def relabel(self, stream, spam, score=None):
@@ -420,6 +422,8 @@ def message_date(data):
     from spamnb.mail.headers import header_of
 
     head = header_of(data, 65536)
+    if b"date:" not in head.lower():   # no match below (its case is folded as ASCII, as lower's): a cheaper scan
+        return None
     match = _DATE_HEADER.search(head)
     if not match:
         return None
@@ -447,10 +451,19 @@ def order_messages(relpaths, datas, how="auto"):
     by_name = sorted(range(len(relpaths)), key=lambda i: _name_key(relpaths[i]))
     if how == "name":
         return by_name, "name"
-    dates = [message_date(d) for d in datas]
-    n_dated = sum(d is not None for d in dates)
-    if how == "auto" and n_dated < 0.5 * max(1, len(dates)):
-        return by_name, "name"
+    if how == "auto":   # read until the dated can no longer be half (a corpus without dates: half read)
+        dates, n_undated, most_undated = [], 0, len(datas) - 0.5 * max(1, len(datas))
+        for d in datas:
+            when = message_date(d)
+            dates.append(when)
+            if when is None:
+                n_undated += 1
+                if n_undated > most_undated:   # n_dated < half, whatever the rest hold
+                    return by_name, "name"
+        if n_undated > most_undated:   # no message at all
+            return by_name, "name"
+    else:
+        dates = [message_date(d) for d in datas]
     keyed, last = [], float("-inf")
     for rank, i in enumerate(sorted(range(len(relpaths)), key=lambda i: relpaths[i])):
         if dates[i] is not None:
