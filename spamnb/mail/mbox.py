@@ -18,7 +18,7 @@ to no message; each message keeps its own envelope line (the parser and
 message is cut at ``max_message_bytes`` (64 MiB by default: far beyond what
 the tokenizer reads of a message).
 
-This module imports only :mod:`io` and :mod:`re` (its patterns compiled on first use): ``spamnb classify`` reads mbox input
+This module imports only :mod:`io`, :mod:`re` (its patterns compiled on first use) and :mod:`spamnb.mail.reader`: ``spamnb classify`` reads mbox input
 through it and must start fast.
 """
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 
 from spamnb.mail import lazy_re
+from spamnb.mail.reader import looks_like_mail   # defined there: a learn checks each message without this module
 
 __all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES",
            "looks_like_mail"]
@@ -38,24 +39,6 @@ _MAX_ENVELOPE = 1000  # a longer line is no envelope line (and the pattern below
 _ENVELOPE = lazy_re.pattern(rb"From [^ \t\r\n]+[ \t]+[^\r\n]*?\b\d{1,2}:\d\d(?::\d\d)?\b[^\r\n]*?\b\d{4}\b")
 _BLANK = (b"\n", b"\r\n")
 # the bytes of a header field's name (RFC 5322: printable ASCII but the colon)
-_NAME_BYTES = bytes(range(0x21, 0x3a)) + bytes(range(0x3b, 0x7f))
-
-
-def looks_like_mail(data):
-    """True when the first line (after an mbox ``From `` line) is a header
-    field: a name of printable ASCII but the colon, spaces or tabs, a colon
-    (without a pattern: ``spamnb learn``'s cold path imports no ``re``)."""
-    start = 0
-    if data.startswith(b"From "):
-        newline = data.find(b"\n")
-        if newline < 0:
-            return False
-        start = newline + 1
-    colon = data.find(b":", start)
-    if colon < 0:
-        return False
-    name = data[start:colon].rstrip(b" \t")
-    return bool(name) and not name.translate(None, _NAME_BYTES)
 
 
 def is_mbox_start(head):

@@ -28,7 +28,6 @@ from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
                                    DEFAULT_TARGET_FPR, check_params, params_of,
                                    stored_params)
-from spamnb.estimator.labels import is_spam_label
 from spamnb.estimator.messages import message_bytes
 from spamnb.estimator.verdict import Cutoffs, Score, TupleRecord, Verdict
 
@@ -479,6 +478,8 @@ class SpamFilter(FilterState):
         """Add one message to the counts (train-on-error), at a cost in its tokens.  ``spam``: the
         label, as ``fit`` takes it (True/"spam" or False/"ham"); ``stream``: its ``tokenizer_.stream``
         if tokenized already (the online protocol; ``message`` then read for message features only)."""
+        from spamnb.estimator.labels import is_spam_label   # a learn's: a classify does without
+
         spam = is_spam_label(spam)
         data = message_bytes(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
@@ -502,6 +503,8 @@ class SpamFilter(FilterState):
         (Counts cannot tell two messages with the same tokens apart.)
         ``spam`` is the label the message was learned with: True/"spam" or False/"ham".
         """
+        from spamnb.estimator.labels import is_spam_label
+
         spam = is_spam_label(spam)  # the label, as fit takes it (required)
         hashes = self.tokenizer_.stream(message_bytes(message)).hashes   # tokenized before the lock
         return self.forget_hashes(hashes, spam)
