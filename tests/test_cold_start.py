@@ -29,11 +29,11 @@ COMMON = {
     "spamnb.mail", "spamnb.mail._mail",   # the parser and the tokenizer's compiled code: one module
     "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",
     "spamnb.mail.records", "spamnb.mail.tokenizer",
-    # the one reader of mail (stdin read there; the mbox cutter it imports for a file or -M is not on a
-    # classify's path: a learn's checks a message with looks_like_mail)
+    # the one reader of mail (stdin read there, and looks_like_mail: the mbox cutter it imports for a file
+    # or -M is on no path of one message on stdin)
     "spamnb.mail.reader",
     "spamnb.model", "spamnb.estimator", "spamnb.persistence", "spamnb.estimator.ages", "spamnb.persistence.codec", "spamnb.estimator.defaults",
-    "spamnb.persistence.deltas", "spamnb.estimator.guard", "spamnb.persistence.journal", "spamnb.estimator.labels",
+    "spamnb.persistence.deltas", "spamnb.estimator.guard", "spamnb.persistence.journal",
     "spamnb.estimator.ledger", "spamnb.estimator.messages", "spamnb.persistence.schema", "spamnb.estimator.scoring",
     "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.estimator.verdict",
 }
@@ -44,9 +44,9 @@ EXPECTED = {
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential),
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported
-    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.mail.mbox",
+    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view"},
-    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.mail.mbox",
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count"},   # the holes a forget leaves, its counts
 }
 # Never on the cold path: the numeric stack, the training and server layers,
@@ -174,6 +174,34 @@ def test_plain_mail_is_classified_without_re(model, tmp_path):
     assert not {"re", "enum"} & modules
     # nor types (the fast reading's namespace is sys.implementation's type)
     assert "types" not in modules
+
+
+# The standard library's array (on every path: the token hashes, the counts)
+# registers its type with collections.abc, whose import loads the collections
+# package with operator, reprlib and keyword: spamnb/__init__.py loads array
+# without it, and the path takes itemgetter from _operator.  Neither
+# collections nor operator.py is loaded by a classify or a learn of a message
+# that needs no regular expression (re loads functools, which loads
+# collections; -S: no site, which loads collections itself).
+@pytest.mark.parametrize("args", [["classify"], ["learn", "--spam", "-q"]], ids=" ".join)
+def test_the_cold_path_loads_no_collections(args, model, tmp_path):
+    path = tmp_path / "model.spamnb"
+    shutil.copyfile(model, path)
+    message = tmp_path / "message.eml"
+    message.write_bytes(PLAIN.read_bytes().rstrip(b"\n") + b"\n\nnot learned before\n")
+    code = ("import sys, _collections_abc; from spamnb.cli.main import entry; code = entry(); "
+            "import array; sys.stdout.write(f'\\nregistered={issubclass(array.array, _collections_abc.MutableSequence)}'); "
+            "sys.exit(code)")
+    with open(message, "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-S", "-c", code, *args, "-m", path], stdin=stdin,
+                              capture_output=True,
+                              env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=str(REPO)),
+                              cwd=tmp_path, timeout=60)
+    lines = proc.stderr.decode().splitlines()
+    modules = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+    assert proc.returncode in (0, 1, 2) and "array" in modules, lines[-3:]
+    assert not {"collections", "collections.abc", "operator", "reprlib", "keyword"} & modules
+    assert proc.stdout.decode().endswith("registered=True")   # array still a MutableSequence
 
 
 def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():

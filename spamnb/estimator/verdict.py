@@ -28,7 +28,7 @@ cost on clean mail in docs/reliability.md, "Attacks").
 from __future__ import annotations
 
 import math
-from operator import itemgetter
+from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "EvidenceSums", "MessageScore",

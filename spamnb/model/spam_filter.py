@@ -15,7 +15,7 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 
 from __future__ import annotations
 
-from operator import itemgetter
+from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
