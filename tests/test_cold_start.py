@@ -176,12 +176,35 @@ def test_plain_mail_is_classified_without_re(model, tmp_path):
     assert "types" not in modules
 
 
+def test_a_warning_loads_warnings_and_is_one_line(model, tmp_path):
+    """The one-line warning format is put in when a command first imports
+    warnings (-S: no site, which imports it itself): a damaged journal's."""
+    path = tmp_path / "model.spamnb"
+    shutil.copyfile(model, path)
+    code = "import sys; from spamnb.cli.main import entry; sys.exit(entry())"
+
+    def run(*args, stdin):
+        return subprocess.run([sys.executable, "-S", "-c", code, *args, "-m", path], input=stdin,
+                              capture_output=True, env=dict(_env(tmp_path), PYTHONPATH=str(REPO)), cwd=tmp_path,
+                              timeout=60)
+
+    learned = run("learn", "--spam", "-q", stdin=PLAIN.read_bytes() + b"\nnot learned before\n")
+    journal = Path(str(path) + ".journal")
+    assert learned.returncode == 0 and journal.exists(), learned.stderr
+    journal.write_bytes(journal.read_bytes()[:-3])
+    proc = run("classify", stdin=PLAIN.read_bytes())
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode in (0, 1, 2) and len(lines) == 1, lines   # not Python's warning with its source line
+    assert lines[0].startswith("spamnb: warning: ") and "incomplete or damaged" in lines[0], lines
+
+
 # The standard library's array (on every path: the token hashes, the counts)
 # registers its type with collections.abc, whose import loads the collections
 # package with operator, reprlib and keyword: spamnb/__init__.py loads array
 # without it, and the path takes itemgetter from _operator.  Neither
 # collections nor operator.py is loaded by a classify or a learn of a message
-# that needs no regular expression (re loads functools, which loads
+# that needs no regular expression, nor warnings (imported when a command
+# warns: the one-line format put in then) (re loads functools, which loads
 # collections; -S: no site, which loads collections itself).
 @pytest.mark.parametrize("args", [["classify"], ["learn", "--spam", "-q"]], ids=" ".join)
 def test_the_cold_path_loads_no_collections(args, model, tmp_path):
@@ -200,7 +223,7 @@ def test_the_cold_path_loads_no_collections(args, model, tmp_path):
     lines = proc.stderr.decode().splitlines()
     modules = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
     assert proc.returncode in (0, 1, 2) and "array" in modules, lines[-3:]
-    assert not {"collections", "collections.abc", "operator", "reprlib", "keyword"} & modules
+    assert not {"collections", "collections.abc", "operator", "reprlib", "keyword", "warnings"} & modules
     assert proc.stdout.decode().endswith("registered=True")   # array still a MutableSequence
 
 
