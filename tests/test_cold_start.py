@@ -203,7 +203,8 @@ def test_a_warning_loads_warnings_and_is_one_line(model, tmp_path):
 # without it, and the path takes itemgetter from _operator.  Neither
 # collections nor operator.py is loaded by a classify or a learn of a message
 # that needs no regular expression, nor warnings (imported when a command
-# warns: the one-line format put in then) (re loads functools, which loads
+# warns: the one-line format put in then), nor __future__ (no module on the
+# path has an annotation to postpone) (re loads functools, which loads
 # collections; -S: no site, which loads collections itself).
 @pytest.mark.parametrize("args", [["classify"], ["learn", "--spam", "-q"]], ids=" ".join)
 def test_the_cold_path_loads_no_collections(args, model, tmp_path):
@@ -213,7 +214,7 @@ def test_the_cold_path_loads_no_collections(args, model, tmp_path):
     message = PLAIN.read_bytes().rstrip(b"\n") + b"\n\nnot learned before\n"
     proc, modules = _bare_run(model, tmp_path, args, message, code)
     assert proc.returncode in (0, 1, 2) and "array" in modules, proc.stderr[-300:]
-    assert not {"collections", "collections.abc", "operator", "reprlib", "keyword", "warnings"} & modules
+    assert not {"collections", "collections.abc", "operator", "reprlib", "keyword", "warnings", "__future__"} & modules
     assert proc.stdout.decode().endswith("registered=True")   # array still a MutableSequence
 
 

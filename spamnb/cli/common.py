@@ -4,8 +4,6 @@ errors themselves are :mod:`spamnb.errors`), the settings in effect, the
 model path, the messages of a path.  The parser and its options are
 :mod:`spamnb.cli.parsing`'s (made from the option table, :mod:`spamnb.options`)."""
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -1,8 +1,6 @@
 """``spamnb learn`` and ``spamnb forget``: through the ledger of learned
 messages, under the model's lock."""
 
-from __future__ import annotations
-
 import os
 
 import sys

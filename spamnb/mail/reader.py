@@ -28,8 +28,6 @@ read a message at a time, each cut at 64 MiB), empty files, files that are
 not mail (no header line at the top), hidden files and folders.
 """
 
-from __future__ import annotations
-
 import io
 import os
 import stat

@@ -13,8 +13,6 @@ cold path): one compiled function looks up the token hashes and sums
 x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 """
 
-from __future__ import annotations
-
 from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 from spamnb.bayes.vocabulary import Vocabulary
