@@ -13,12 +13,12 @@ each message starts with one.  Where a new message starts:
 
 Lines may end in LF or CRLF.  The blank line before an envelope line belongs
 to no message; each message keeps its own envelope line (the parser and
-:func:`looks_like_mail` skip it).  The file is read line by line
+:func:`spamnb.mail.reader.looks_like_mail` skip it).  The file is read line by line
 (lines cut at 64 KiB), so memory is bounded by the largest message, and a
 message is cut at ``max_message_bytes`` (64 MiB by default: far beyond what
 the tokenizer reads of a message).
 
-This module imports only :mod:`io`, :mod:`re` (its patterns compiled on first use) and :mod:`spamnb.mail.reader`: ``spamnb classify`` reads mbox input
+This module imports only :mod:`io` and :mod:`re` (its patterns compiled on first use): ``spamnb classify`` reads mbox input
 through it and must start fast.
 """
 
@@ -27,10 +27,8 @@ from __future__ import annotations
 import io
 
 from spamnb.mail import lazy_re
-from spamnb.mail.reader import looks_like_mail   # defined there: a learn checks each message without this module
 
-__all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES",
-           "looks_like_mail"]
+__all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
 
 MAX_MESSAGE_BYTES = 64 << 20
 _MAX_LINE = 64 << 10

@@ -53,6 +53,13 @@ class Replayed(TupleRecord):
         return tuple.__new__(cls, (vocabulary, word_counts, ages))
 
 
+def is_spam_label(label):
+    """:func:`spamnb.estimator.labels.is_spam_label`, its module loaded by the first learn or forget (a classify never)."""
+    from spamnb.estimator.labels import is_spam_label as of_label
+
+    return of_label(label)
+
+
 class Journaled:
     """A SpamFilter attribute that a journal's records change besides the counts
     (``ledger_``, ``held_out_``): reading it replays a journal that was only
@@ -476,8 +483,6 @@ class SpamFilter(FilterState):
         """Add one message to the counts (train-on-error), at a cost in its tokens.  ``spam``: the
         label, as ``fit`` takes it (True/"spam" or False/"ham"); ``stream``: its ``tokenizer_.stream``
         if tokenized already (the online protocol; ``message`` then read for message features only)."""
-        from spamnb.estimator.labels import is_spam_label   # a learn's: a classify does without
-
         spam = is_spam_label(spam)
         data = message_bytes(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
@@ -501,8 +506,6 @@ class SpamFilter(FilterState):
         (Counts cannot tell two messages with the same tokens apart.)
         ``spam`` is the label the message was learned with: True/"spam" or False/"ham".
         """
-        from spamnb.estimator.labels import is_spam_label
-
         spam = is_spam_label(spam)  # the label, as fit takes it (required)
         hashes = self.tokenizer_.stream(message_bytes(message)).hashes   # tokenized before the lock
         return self.forget_hashes(hashes, spam)
