@@ -29,11 +29,11 @@ COMMON = {
     "spamnb.mail", "spamnb.mail._mail",   # the parser and the tokenizer's compiled code: one module
     "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",
     "spamnb.mail.records", "spamnb.mail.tokenizer",
-    # the one reader of mail (stdin read there; the mbox cutter it imports for a file or -M is not on a
-    # classify's path: a learn's checks a message with looks_like_mail)
+    # the one reader of mail (stdin read there, and looks_like_mail: the mbox cutter it imports for a file
+    # or -M is on no path of one message on stdin)
     "spamnb.mail.reader",
     "spamnb.model", "spamnb.estimator", "spamnb.persistence", "spamnb.estimator.ages", "spamnb.persistence.codec", "spamnb.estimator.defaults",
-    "spamnb.persistence.deltas", "spamnb.estimator.guard", "spamnb.persistence.journal", "spamnb.estimator.labels",
+    "spamnb.persistence.deltas", "spamnb.estimator.guard", "spamnb.persistence.journal",
     "spamnb.estimator.ledger", "spamnb.estimator.messages", "spamnb.persistence.schema", "spamnb.estimator.scoring",
     "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.estimator.verdict",
 }
@@ -44,9 +44,9 @@ EXPECTED = {
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential),
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported
-    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.mail.mbox",
+    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view"},
-    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.mail.mbox",
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count"},   # the holes a forget leaves, its counts
 }
 # Never on the cold path: the numeric stack, the training and server layers,
@@ -157,23 +157,65 @@ def test_other_forms_go_to_the_parser(argv):
 PLAIN = REPO / "corpora" / "easy_ham" / "01412.c6d74476958fabc3a2a7572079a6ce8c"
 
 
-def test_plain_mail_is_classified_without_re(model, tmp_path):
+ENTRY = "import sys; from spamnb.cli.main import entry; sys.exit(entry())"
+
+
+def _bare_run(model, tmp_path, args, stdin, code=ENTRY):
+    """``spamnb ARGS -m`` a copy of ``model``, run with -S (no site, whose .pth
+    files may import re, warnings or collections themselves; spamnb from the
+    checkout), ``stdin`` bytes on its stdin: the process and the modules it imported."""
     path = tmp_path / "model.spamnb"
-    shutil.copyfile(model, path)
-    assert b"\nMessage-Id: <" in PLAIN.read_bytes()
-    # -S: no site (whose .pth files may import re themselves); spamnb from the checkout
-    code = "import sys; from spamnb.cli.main import entry; sys.exit(entry())"
-    with open(PLAIN, "rb") as stdin:
-        proc = subprocess.run([sys.executable, "-S", "-c", code, "classify", "-m", path], stdin=stdin,
-                              capture_output=True,
-                              env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=str(REPO)),
-                              cwd=tmp_path, timeout=60)
+    if not path.exists():
+        shutil.copyfile(model, path)
+    proc = subprocess.run([sys.executable, "-S", "-c", code, *args, "-m", path], input=stdin, capture_output=True,
+                          env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=str(REPO)),
+                          cwd=tmp_path, timeout=60)
     lines = proc.stderr.decode().splitlines()
-    modules = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
-    assert proc.returncode in (0, 1, 2) and "spamnb.mail.tokenizer" in modules, lines[-3:]
+    return proc, {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+
+
+def test_plain_mail_is_classified_without_re(model, tmp_path):
+    assert b"\nMessage-Id: <" in PLAIN.read_bytes()
+    proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
+    assert proc.returncode in (0, 1, 2) and "spamnb.mail.tokenizer" in modules, proc.stderr[-300:]
     assert not {"re", "enum"} & modules
     # nor types (the fast reading's namespace is sys.implementation's type)
     assert "types" not in modules
+
+
+def test_a_warning_loads_warnings_and_is_one_line(model, tmp_path):
+    """The one-line warning format is put in when a command first imports
+    warnings (-S: no site, which imports it itself): a damaged journal's."""
+    learned, _ = _bare_run(model, tmp_path, ["learn", "--spam", "-q"], PLAIN.read_bytes() + b"\nnot learned before\n")
+    journal = tmp_path / "model.spamnb.journal"
+    assert learned.returncode == 0 and journal.exists(), learned.stderr
+    journal.write_bytes(journal.read_bytes()[:-3])
+    proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
+    lines = [line for line in proc.stderr.decode().splitlines() if not line.startswith("import time:")]
+    assert proc.returncode in (0, 1, 2) and len(lines) == 1, lines   # not Python's warning with its source line
+    assert lines[0].startswith("spamnb: warning: ") and "incomplete or damaged" in lines[0], lines
+    assert "warnings" in modules
+
+
+# The standard library's array (on every path: the token hashes, the counts)
+# registers its type with collections.abc, whose import loads the collections
+# package with operator, reprlib and keyword: spamnb/__init__.py loads array
+# without it, and the path takes itemgetter from _operator.  Neither
+# collections nor operator.py is loaded by a classify or a learn of a message
+# that needs no regular expression, nor warnings (imported when a command
+# warns: the one-line format put in then), nor __future__ (no module on the
+# path has an annotation to postpone) (re loads functools, which loads
+# collections; -S: no site, which loads collections itself).
+@pytest.mark.parametrize("args", [["classify"], ["learn", "--spam", "-q"]], ids=" ".join)
+def test_the_cold_path_loads_no_collections(args, model, tmp_path):
+    code = ("import sys, _collections_abc; from spamnb.cli.main import entry; code = entry(); import array; "
+            "sys.stdout.write(f'\\nregistered={issubclass(array.array, _collections_abc.MutableSequence)}'); "
+            "sys.exit(code)")
+    message = PLAIN.read_bytes().rstrip(b"\n") + b"\n\nnot learned before\n"
+    proc, modules = _bare_run(model, tmp_path, args, message, code)
+    assert proc.returncode in (0, 1, 2) and "array" in modules, proc.stderr[-300:]
+    assert not {"collections", "collections.abc", "operator", "reprlib", "keyword", "warnings", "__future__"} & modules
+    assert proc.stdout.decode().endswith("registered=True")   # array still a MutableSequence
 
 
 def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():

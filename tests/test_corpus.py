@@ -6,7 +6,8 @@ import socket
 
 import pytest
 
-from spamnb.mail.mbox import looks_like_mail, split_mbox
+from spamnb.mail.mbox import split_mbox
+from spamnb.mail.reader import looks_like_mail
 from spamnb.mail.reader import CorpusError, CorpusReport, read_messages
 from spamnb.training.corpus import is_test_message, labelled_messages
 

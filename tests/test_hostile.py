@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 import spamnb
 from spamnb.cli import main as cli
 from spamnb.mail import parser as mail
-from spamnb.mail.mbox import looks_like_mail
+from spamnb.mail.reader import looks_like_mail
 from spamnb.model.spam_filter import SpamFilter
 from spamnb.mail.tokenizer import Tokenizer
 

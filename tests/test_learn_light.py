@@ -170,7 +170,9 @@ def test_a_learn_of_mail_without_markup_imports_no_pattern_module(model, tmp_pat
     modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                if line.startswith("import time:")}
     assert Path(str(model) + ".journal").exists()            # learned: a journal started
-    assert "spamnb.mail.mbox" in modules and not modules & {"re", "enum", "tempfile"}
+    # looks_like_mail is mail/reader's: the mbox cutter is not loaded for one message on stdin
+    assert "spamnb.mail.reader" in modules and "spamnb.mail.mbox" not in modules
+    assert not modules & {"re", "enum", "tempfile"}
 
 
 def test_learners_racing_each_other_lose_no_record(model, tmp_path):

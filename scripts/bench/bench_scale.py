@@ -124,7 +124,7 @@ def peak_tree_rss(argv, env=None, cwd=None):
 
 def labelled_files(corpora):
     """(path, is_spam) of every message of the corpora, as spamnb train reads them."""
-    from spamnb.mail.mbox import looks_like_mail
+    from spamnb.mail.reader import looks_like_mail
 
     out = []
     for root in corpora:

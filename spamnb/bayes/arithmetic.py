@@ -23,8 +23,6 @@ message at a time imports no numpy for them).  Each keeps the exact order of
 operations it has always had, so scores stay the same to the bit.
 """
 
-from __future__ import annotations
-
 import math
 
 __all__ = ["smoothed_logs", "log_norm", "log_norms", "log_counts", "log_theta", "log_odds_weights",

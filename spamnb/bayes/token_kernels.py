@@ -32,8 +32,6 @@ by its first use, so a cold ``spamnb classify`` of a model file
 module of this package.
 """
 
-from __future__ import annotations
-
 import math
 
 from spamnb.bayes import _score

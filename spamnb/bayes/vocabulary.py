@@ -16,8 +16,6 @@ n^2 / 2^65, i.e. 3e-8 for a vocabulary of a million tokens; they would then
 share one feature.
 """
 
-from __future__ import annotations
-
 from array import array
 from itertools import accumulate
 

@@ -21,8 +21,6 @@ side rows for new tokens (:meth:`WordCounts.scorer_state`), so a learn and
 the score after it cost the message's tokens, not the vocabulary.
 """
 
-from __future__ import annotations
-
 import math
 from array import array
 

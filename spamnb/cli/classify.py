@@ -2,8 +2,6 @@
 ``spamnb tokens``: the cold path of a mail filter, numpy-free for one
 message."""
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -4,8 +4,6 @@ errors themselves are :mod:`spamnb.errors`), the settings in effect, the
 model path, the messages of a path.  The parser and its options are
 :mod:`spamnb.cli.parsing`'s (made from the option table, :mod:`spamnb.options`)."""
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -140,15 +138,49 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 class one_line_warnings:   # noqa: N801 -- used as a function: with one_line_warnings()
     """Warnings raised while a command runs are printed as ``spamnb: warning: ...``, one line each.
     (A class, not ``contextlib.contextmanager``: ``contextlib`` and the modules it imports cost a
-    cold ``spamnb classify`` a tenth of its instructions.)"""
+    cold ``spamnb classify`` a tenth of its instructions.)  The :mod:`warnings` module is not
+    imported for it: a command that warns imports it, and the format is put in then (this
+    object is a finder on ``sys.meta_path`` until then, for that one name; a cold classify
+    warns of nothing and loads no ``warnings``)."""
 
     def __enter__(self):
-        import warnings
-
-        self.before, warnings.showwarning = warnings.showwarning, _show_warning
+        self.before = self.patched = None
+        warnings = sys.modules.get("warnings")
+        if warnings is not None:
+            self._patch(warnings)
+        else:
+            sys.meta_path.insert(0, self)
+        return self
 
     def __exit__(self, *exc):
-        import warnings
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        if self.patched is not None and self.patched.showwarning is _show_warning:
+            self.patched.showwarning = self.before
 
-        warnings.showwarning = self.before
+    def _patch(self, warnings):
+        self.before, self.patched = warnings.showwarning, warnings
+        warnings.showwarning = _show_warning
+
+    def find_spec(self, name, path=None, target=None):
+        """The spec of ``warnings`` by the finders after this one, its module given the format once
+        loaded; None for every other name (the next finders find it)."""
+        if name != "warnings":
+            return None
+        sys.meta_path.remove(self)
+        spec = None
+        for finder in sys.meta_path:
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                break
+        if spec is None or isinstance(spec.loader, type) or not hasattr(spec.loader, "exec_module"):
+            return None   # left to the import system as it is (a frozen or built-in module's loader is a class)
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            self._patch(module)
+
+        spec.loader.exec_module = exec_module   # this spec's own loader (a finder makes one per spec)
+        return spec
 

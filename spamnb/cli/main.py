@@ -15,8 +15,6 @@ One module a command group: ``train``, ``classify`` (and ``tokens``),
 share.  Nothing below the command line imports it.
 """
 
-from __future__ import annotations
-
 import gc
 import os
 import sys

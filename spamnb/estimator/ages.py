@@ -10,8 +10,6 @@ Nothing here imports numpy unless a day is being set, so loading a model
 for ``spamnb classify`` costs nothing more.
 """
 
-from __future__ import annotations
-
 import time
 from array import array
 

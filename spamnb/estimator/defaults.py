@@ -4,8 +4,6 @@ them, the table of them (``PARAMS``: what ``SpamFilter.get_params`` returns,
 check of a set of them (``check_params``: the SpamFilter and the online filter
 of ``spamnb.evaluation.online`` share it)."""
 
-from __future__ import annotations
-
 import math
 
 from spamnb.bayes import token_kernels

@@ -16,8 +16,6 @@ when something first waits or must be woken, so a classify that never
 learns does not import ``threading``.
 """
 
-from __future__ import annotations
-
 import _thread
 
 __all__ = ["ReadWriteLock", "contextmanager"]

@@ -2,8 +2,6 @@
 ``email.message.Message`` (:func:`message_bytes`).  Files are read by
 :mod:`spamnb.mail.reader`, the one reader of mail."""
 
-from __future__ import annotations
-
 import os
 
 from spamnb.mail.reader import read_file

@@ -34,8 +34,6 @@ Stored in the model file as the array ``held_out`` (schema version 5):
 nothing here needs numpy.
 """
 
-from __future__ import annotations
-
 import math
 from array import array
 

@@ -3,8 +3,6 @@ sparse matrix of messages' transformed token counts over a filter's
 vocabulary (CSR, never dense), the batch kernel's log-odds, and the
 strongest tokens (``spamnb info``)."""
 
-from __future__ import annotations
-
 from array import array
 
 from spamnb.bayes import arithmetic, token_kernels

@@ -25,10 +25,8 @@ The constants were chosen on the train part of the fixed split (figures and the
 cost on clean mail in docs/reliability.md, "Attacks").
 """
 
-from __future__ import annotations
-
 import math
-from operator import itemgetter
+from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "EvidenceSums", "MessageScore",

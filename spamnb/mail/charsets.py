@@ -12,8 +12,6 @@ Names are also kept in this module's own cache, which stops growing at
 ``MAX_CACHE`` entries.  Codecs registered by other packages are not used.
 """
 
-from __future__ import annotations
-
 import codecs
 
 __all__ = ["codec", "is_text_codec", "MAX_CACHE"]

@@ -5,8 +5,6 @@ only for a message with HTML).  ``re`` itself is imported then too (with
 ``enum``, which its flags are made of): the flags a module's patterns take
 are the plain numbers here, ``re``'s own values (tests/test_cold_start.py)."""
 
-from __future__ import annotations
-
 __all__ = ["pattern", "A", "S", "M", "I"]
 
 # re.ASCII, re.DOTALL, re.MULTILINE, re.IGNORECASE as numbers

@@ -13,7 +13,7 @@ each message starts with one.  Where a new message starts:
 
 Lines may end in LF or CRLF.  The blank line before an envelope line belongs
 to no message; each message keeps its own envelope line (the parser and
-:func:`looks_like_mail` skip it).  The file is read line by line
+:func:`spamnb.mail.reader.looks_like_mail` skip it).  The file is read line by line
 (lines cut at 64 KiB), so memory is bounded by the largest message, and a
 message is cut at ``max_message_bytes`` (64 MiB by default: far beyond what
 the tokenizer reads of a message).
@@ -28,8 +28,7 @@ import io
 
 from spamnb.mail import lazy_re
 
-__all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES",
-           "looks_like_mail"]
+__all__ = ["is_mbox_start", "iter_mbox", "split_mbox", "iter_mbox_range", "message_starts", "MAX_MESSAGE_BYTES"]
 
 MAX_MESSAGE_BYTES = 64 << 20
 _MAX_LINE = 64 << 10
@@ -38,24 +37,6 @@ _MAX_ENVELOPE = 1000  # a longer line is no envelope line (and the pattern below
 _ENVELOPE = lazy_re.pattern(rb"From [^ \t\r\n]+[ \t]+[^\r\n]*?\b\d{1,2}:\d\d(?::\d\d)?\b[^\r\n]*?\b\d{4}\b")
 _BLANK = (b"\n", b"\r\n")
 # the bytes of a header field's name (RFC 5322: printable ASCII but the colon)
-_NAME_BYTES = bytes(range(0x21, 0x3a)) + bytes(range(0x3b, 0x7f))
-
-
-def looks_like_mail(data):
-    """True when the first line (after an mbox ``From `` line) is a header
-    field: a name of printable ASCII but the colon, spaces or tabs, a colon
-    (without a pattern: ``spamnb learn``'s cold path imports no ``re``)."""
-    start = 0
-    if data.startswith(b"From "):
-        newline = data.find(b"\n")
-        if newline < 0:
-            return False
-        start = newline + 1
-    colon = data.find(b":", start)
-    if colon < 0:
-        return False
-    name = data[start:colon].rstrip(b" \t")
-    return bool(name) and not name.translate(None, _NAME_BYTES)
 
 
 def is_mbox_start(head):

@@ -26,8 +26,6 @@ noted in ``Mail.defects`` (the tokenizer turns defects into tokens):
   bodies survive); CRLF line ends become LF.
 """
 
-from __future__ import annotations
-
 from spamnb.mail import lazy_re
 from spamnb.mail._mail import MAX_BYTES, MAX_DEPTH, MAX_HEADER_CHARS, MAX_PARTS, decode_header_value, decode_text, parse
 from spamnb.mail._mail import base64_lenient as _base64

@@ -2,8 +2,6 @@
 classes with slots, made by the compiled parser (spamnb.mail._mail) and re-exported by
 spamnb.mail.parser."""
 
-from __future__ import annotations
-
 __all__ = ["Mail", "MailStats", "Part"]
 
 

@@ -24,8 +24,6 @@ Token families (the figures that settled each choice are in the comments of
 - long words: ``skip:<first char> <length // 10 * 10>``.
 """
 
-from __future__ import annotations
-
 from spamnb.mail import lazy_re
 from spamnb.mail import parser as _mail
 from spamnb.mail._mail import Scanner, hash_token

@@ -4,8 +4,6 @@ records appended to the journal (:mod:`spamnb.persistence.journal`), or as a who
 model when the change cannot be journaled or the journal has grown past its
 size.  ``spamnb learn``/``forget`` and the server's TELL use it."""
 
-from __future__ import annotations
-
 import os
 import sys
 from array import array

@@ -13,9 +13,7 @@ cold path): one compiled function looks up the token hashes and sums
 x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 """
 
-from __future__ import annotations
-
-from operator import itemgetter
+from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
@@ -28,7 +26,6 @@ from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
                                    DEFAULT_TARGET_FPR, check_params, params_of,
                                    stored_params)
-from spamnb.estimator.labels import is_spam_label
 from spamnb.estimator.messages import message_bytes
 from spamnb.estimator.verdict import Cutoffs, Score, TupleRecord, Verdict
 
@@ -54,6 +51,13 @@ class Replayed(TupleRecord):
 
     def __new__(cls, vocabulary, word_counts, ages):
         return tuple.__new__(cls, (vocabulary, word_counts, ages))
+
+
+def is_spam_label(label):
+    """:func:`spamnb.estimator.labels.is_spam_label`, its module loaded by the first learn or forget (a classify never)."""
+    from spamnb.estimator.labels import is_spam_label as of_label
+
+    return of_label(label)
 
 
 class Journaled:

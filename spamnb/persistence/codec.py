@@ -9,8 +9,6 @@ a loaded model needs neither numpy nor any per-token Python object (the
 ``spamnb classify`` cold path).
 """
 
-from __future__ import annotations
-
 import os
 
 from spamnb.bayes.vocabulary import Vocabulary

@@ -20,8 +20,6 @@ read into private memory (:func:`in_place`), so replaying costs in
 proportion to the journal, not the model.
 """
 
-from __future__ import annotations
-
 import struct
 from array import array
 from itertools import accumulate, islice

@@ -66,8 +66,6 @@ failure to read or apply it is a warning, and the model is used as far as
 the journal could be applied.
 """
 
-from __future__ import annotations
-
 import os
 import stat
 import struct

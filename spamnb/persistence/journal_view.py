@@ -34,8 +34,6 @@ counts that are not held in place is replayed at load (:func:`view` returns
 None), with the warnings the replay gives.
 """
 
-from __future__ import annotations
-
 import math
 import os
 from array import array

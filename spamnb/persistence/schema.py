@@ -44,8 +44,6 @@ with the version that brought it (older files lack it: the reader gets None)
 and a bump of ``VERSION``; a reader refuses a file newer than itself.
 """
 
-from __future__ import annotations
-
 import math
 
 from spamnb.bayes import arithmetic, checks

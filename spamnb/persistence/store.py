@@ -51,8 +51,6 @@ Every failure to read a model raises :class:`ModelError` (one exception, one
 line of message).
 """
 
-from __future__ import annotations
-
 import mmap
 import os
 import stat

@@ -4,8 +4,6 @@ message, the JSON object, the sentence of an unsure verdict's reason, and
 --batch``, spamnb.batch.classify).  Output only: the verdict itself is
 spamnb.estimator.verdict's."""
 
-from __future__ import annotations
-
 import sys
 
 from spamnb.mail.reader import display_name
