@@ -19,8 +19,38 @@ import gc
 import os
 import sys
 
-from spamnb.cli.common import UsageError, exit_code, one_line, one_line_warnings
-from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+
+def _array_without_collections():
+    """Load the standard library's ``array`` (the buffers of the token hashes,
+    the counts, the model's entries: on every command's path) without the
+    ``collections`` package, in the ``spamnb`` command's process only (a
+    program that imports spamnb has its own modules, and its ``sys.modules``
+    is left alone).  ``array``'s init imports ``collections.abc`` only
+    to register its type as a ``MutableSequence``, and ``import collections.abc``
+    loads ``collections`` with ``operator``, ``reprlib``, ``keyword`` first: a
+    twelfth of a cold ``spamnb classify``'s instructions, for nothing it uses.
+    While ``array`` loads, ``collections.abc`` is ``_collections_abc`` (the
+    module it re-exports, loaded by ``os`` at start-up) under a stand-in
+    package; both names are taken out again after, so ``array`` is registered
+    with the very same ``MutableSequence`` and a later ``import collections``
+    loads the real package.  Skipped when either is loaded already."""
+    modules = sys.modules
+    if "array" in modules or "collections" in modules or "collections.abc" in modules:
+        return
+    import _collections_abc
+
+    modules["collections"] = type(sys)("collections")
+    modules["collections.abc"] = _collections_abc
+    try:
+        import array  # noqa: F401
+    finally:
+        del modules["collections"], modules["collections.abc"]
+
+
+_array_without_collections()   # before the imports below and the commands' (array comes with them)
+
+from spamnb.cli.common import UsageError, exit_code, one_line, one_line_warnings  # noqa: E402
+from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: E402
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
             "prune", "serve", "imap")
