@@ -63,7 +63,6 @@ FPR_POINTS = (0.001, 0.01)
 
 
 # ---------------------------------------------------------------------------- the corpus
-_HEADER_LINE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
 _SPAM_PREFIXES = ("spam", "junk")
 _SKIPPED_FOLDERS = ("trash", "deleted messages", "deleted items")
 
@@ -87,15 +86,9 @@ def _folder_name(name):
 def _looks_like_mail(path):
     with open(path, "rb") as f:
         head = f.read(65536)
-    if not head.strip():
-        return False
-    start = 0
-    if head.startswith(b"From "):
-        newline = head.find(b"\n")
-        if newline < 0:
-            return False
-        start = newline + 1
-    return _HEADER_LINE.match(head, start) is not None
+    from spamnb.mail.reader import looks_like_mail
+
+    return bool(head.strip()) and looks_like_mail(head)
 
 
 def labelled_files(root):
