@@ -371,7 +371,7 @@ class PairMixture:
         from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT
 
         self.centre = LEARNED_PAIR_WEIGHT if centre is None else float(centre)
-        self._log_prior = array("d", [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
+        self._log_prior = _log_prior(self.centre)
         self._loader, self._pending = None, []
         self._set_state(state)
 
@@ -382,7 +382,7 @@ class PairMixture:
         a learn needs it (:meth:`state`)."""
         self = cls.__new__(cls)
         self.centre = float(centre)
-        self._log_prior = array("d", [-0.5 * ((w - self.centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
+        self._log_prior = _log_prior(self.centre)
         self.weight, self.scale, self.n = float(weight), float(scale), int(n)
         self.losses = self.spread = self.counts = None
         self._loader, self._pending = loader, []
@@ -554,6 +554,13 @@ class PairMixture:
 
 
 token_kernels = None   # spamnb.bayes.token_kernels, imported by PairMixture._add_compiled's first call
+
+
+def _log_prior(centre):
+    """The mixture's log prior over :data:`MIXTURE_WEIGHTS`: a Gaussian of
+    width :data:`PRIOR_WIDTH` centred on ``centre`` (an ``array('d')``, as the
+    compiled settle takes it)."""
+    return array("d", [-0.5 * ((w - centre) / PRIOR_WIDTH) ** 2 for w in MIXTURE_WEIGHTS])
 
 
 def mixture_setting():
