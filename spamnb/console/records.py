@@ -346,14 +346,7 @@ class RecordSender:
         if not pending:
             return b""
         data = b"".join(self.written)
-        start = len(data) - pending
-        at = 0
-        while at + 4 <= len(data):
-            end = at + 4 + int.from_bytes(data[at:at + 4], "big")
-            if end > start:
-                break
-            at = end
-        return data[at:]
+        return data[frames_within(data, len(data) - pending)[0]:]   # past the frames sent whole
 
     def _write(self, transport, data):
         """``transport.write(data)`` (whole frames), kept while some of it may
