@@ -520,10 +520,7 @@ class Keeper:
     def stop(self):
         recorder = self.children["recorder"]["pid"]
         if recorder is not None:    # out of SCHED_IDLE first: a saturated machine's recorder sees its SIGTERM now
-            try:
-                os.sched_setscheduler(recorder, os.SCHED_OTHER, os.sched_param(0))
-            except (OSError, AttributeError):
-                pass
+            _unidle(recorder)
         for child in self.children.values():
             if child["pid"] is not None:
                 kill_quietly(child["pid"], signal.SIGTERM)
@@ -559,12 +556,13 @@ def _idle():
         pass
 
 
-def _unidle():
-    """Back to the normal policy (at the recorder's niceness) once the server
-    stops: an unprivileged process may leave SCHED_IDLE for SCHED_OTHER."""
+def _unidle(pid=0):
+    """Process ``pid`` (0: this one, the recorder) back to the normal policy
+    (at its niceness) once the server stops: an unprivileged process may
+    leave SCHED_IDLE for SCHED_OTHER."""
     try:
-        if os.sched_getscheduler(0) == os.SCHED_IDLE:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if os.sched_getscheduler(pid) == os.SCHED_IDLE:
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
     except (OSError, AttributeError):
         pass
 
