@@ -193,6 +193,37 @@ def test_history_is_bounded_by_rows_and_searches_subject_and_sender(tmp_path):
     assert [r["id"] for r in second] == list(range(first[-1]["id"] - 1, first[-1]["id"] - 11, -1))
 
 
+def test_a_history_written_before_columnsize_0_gets_its_search_index_made_again(tmp_path):
+    """A history file whose full-text index was made with a row of column
+    sizes a record (before columnsize=0) is opened with the index made again
+    from its rows: a search finds what it found, and rows pruned after leave
+    the index too (an external-content index is told of them by their own
+    subject and sender)."""
+    path = str(tmp_path / "h.sqlite")
+    history = History(path, rows=30, kept=0)
+    for n in range(40):
+        history.add([({"label": "spam", "t": time.time()},
+                      f"From: Sender {n} <s{n}@x.example>\nSubject: topic{n} word{n % 4}\n".encode(), b"")])
+    before = {q: [row["id"] for row in history.page(query=q, limit=200)] for q in ("word1", "topic35", "s39@x.example")}
+    with history.db:     # the index as it was made before
+        history.db.execute("DROP TABLE history_fts")
+        history.db.execute("CREATE VIRTUAL TABLE history_fts USING fts5(subject, sender, content='history',"
+                           " content_rowid='id')")
+        history.db.execute("INSERT INTO history_fts (history_fts) VALUES ('rebuild')")
+    history.close()
+    again = History(path, rows=30, kept=0)
+    sql = again.db.execute("SELECT sql FROM sqlite_master WHERE name = 'history_fts'").fetchone()[0]
+    assert "columnsize=0" in sql
+    assert {q: [row["id"] for row in again.page(query=q, limit=200)] for q in before} == before
+    assert len(before["word1"]) == 7
+    for n in range(40, 70):
+        again.add([({"label": "ham", "t": time.time()}, f"Subject: later{n} word1\n".encode(), b"")])
+    assert [row["subject"] for row in again.page(query="topic35")] == []
+    assert [row["id"] for row in again.page(query="word1", limit=200)] == list(range(70, 40, -1))
+    assert again.page(query="topic39") == []
+    again.db.execute("INSERT INTO history_fts (history_fts) VALUES ('integrity-check')")   # the index is the rows
+
+
 def test_a_history_another_process_holds_locked_at_its_start_is_waited_for(tmp_path):
     """The console and the recorder open the history together at their
     start: SQLite answered one of them "database is locked" at once (the

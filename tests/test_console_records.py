@@ -156,3 +156,78 @@ def test_a_worker_holds_a_bounded_amount_of_messages_for_its_records(tmp_path):
     assert sender.spooled == 12 + 2 * records.HOLD_RECORDS + 1 and sender.dropped == 0
     frames = records.FrameReader().feed(b"".join(p.read_bytes() for p in sorted(tmp_path.glob("spool-*"))))
     assert [records.decode(frame)[1] for frame in frames[-1:]] == [b"Subject: buffer"]
+
+
+# the fields as the console has always shown them: the first occurrence of each, by this pattern over the block
+# (a line end put first), unfolded, encoded words decoded (the raw text when they do not decode), one line
+_REF_FIELD = re.compile(rb"\n(from|to|subject|message-id)[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.I)
+
+
+def reference_fields(header):
+    from email.header import decode_header, make_header
+
+    out = {}
+    for match in _REF_FIELD.finditer(b"\n" + header):
+        name = match.group(1).lower()
+        if name in out:
+            continue
+        raw = match.group(2)[:4 * 998]
+        value = raw.decode("utf-8", "replace")
+        if b"=?" in raw:
+            try:
+                value = str(make_header(decode_header(" ".join(value.split()))))
+            except Exception:  # noqa: BLE001 - the raw text, as the console keeps it
+                pass
+        out[name] = " ".join(value.split())[:998]
+    return tuple(out.get(name, "") for name in (b"from", b"to", b"subject", b"message-id"))
+
+
+FIELDS = {
+    **MESSAGES,
+    "folded, CRLF": b"Subject: one\r\n two\r\n\tthree\r\nFrom: a\r\n  <a@b.example>\r\nTO:x\r\n\r\nbody",
+    "encoded words": (b"Subject: =?utf-8?q?caf=C3=A9?= =?utf-8?b?w6k=?= plain\nFrom: =?iso-8859-1?q?Andr=E9?= <a@b>\n"
+                      b"To: =?bogus?q?x?=, =?utf-8?q?broken\nMessage-ID: <=?utf-8?q?id?=@x>\n\nbody"),
+    "fields twice, names' cases": b"sUbJeCt \t: first\nSUBJECT: second\nfrom:x\nFrom: y\nmessage-id:<1@x>\n\n",
+    "names in values, near names": (b"X-Subject: no\nSubjects: no\nReceived: from a\n\tfrom b\nTo : yes\n"
+                                    b"Tom: no\nMessage-Identity: no\nMessage-ID: <m@x>\n\n"),
+    "NULs in names and values": b"Sub\0ject: no\nSubject: a\0b\nFrom\0: no\nFrom: c\r\0\n\n",
+    "a 6 KB field": b"Subject: " + b"w " * 3000 + b"\nFrom: z\n\n",
+    "8 KB+ header, fields past the cut": BIG + b"Subject: past\n\n",
+    "the fields at the cut": BIG[:records.HEAD_BYTES - 30] + b"\nSubject: cut in the mid",
+    "only line ends": b"\n\r\n\n",
+}
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["header", "kept message"])
+def test_a_records_fields_in_the_history_are_those_of_its_header_block_as_always(tmp_path, keep):
+    """What the console shows of a check (sender, recipients, subject,
+    message id): each field of the header block the worker cut, as the
+    reference pattern decodes it, the record sent through a worker's socket
+    and stored by the recorder's way (History.add_frames)."""
+    from spamnb.console.history import History
+
+    cases = [(message, (), None) for message in FIELDS.values()]
+    data, _ = _frames_sent(tmp_path, cases, keep, True)
+    history = History(":memory:", rows=1000, kept=1000 if keep else 0)
+    ids = history.add_frames([frame for frame in records.FrameReader().feed(data)])
+    assert len(ids) == len(FIELDS)
+    for (name, message), record in zip(FIELDS.items(), ids):
+        row = history.get(record)
+        shown = (row["sender"], row["recipients"], row["subject"], row["message_id"])
+        assert shown == reference_fields(reference_block(message)), name
+    assert history.get(ids[list(FIELDS).index("encoded words")])["subject"] == "caf\u00e9\u00e9 plain"
+
+
+def test_fields_of_random_header_blocks_are_the_reference_fields():
+    """Header blocks made of the pieces a field is found by (names in any
+    case, colons, blanks, line ends, encoded words, NULs, 8-bit bytes)."""
+    import random
+
+    from spamnb.console.history import fields_of
+
+    pieces = [b"\n", b"\r", b"\r\n", b" ", b"\t", b":", b"from", b"From", b"TO", b"to", b"Subject", b"message-ID",
+              b"x", b"=?utf-8?q?a=20b?=", b"=?", b"?=", b"\0", b"\xff", b"-", b"f", b"s", b"m", b"t"]
+    rnd = random.Random(50)
+    for _ in range(5000):
+        header = b"".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 40)))
+        assert fields_of(header) == reference_fields(header), header

@@ -41,13 +41,19 @@ CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS spools (path TEXT PRIMARY KEY, offset INTEGER NOT NULL);
 """
 ENVELOPE_COLUMNS = ("client", "helo", "mail_from", "rcpt_to", "auth")     # the milter's envelope (a later schema)
-_FTS = """
-CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(subject, sender, content='history', content_rowid='id');
+_FTS_TABLE = ("CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(subject, sender, content='history',"
+              " content_rowid='id', columnsize=0)")
+_FTS = _FTS_TABLE + """;
 DROP TRIGGER IF EXISTS history_ai;
 DROP TRIGGER IF EXISTS history_ad;
 """
+# columnsize=0: no row of column sizes a record (only a ranking reads them; a search here is in id order); a
+# history written before it has its index made again once, at open (:func:`_fts_columnsize`)
 # the full-text index is filled a batch at a time (one statement a transaction, no trigger a row) and emptied
 # of the rows pruned the same way: :meth:`History.add`, :meth:`History.prune`
+_SAME = 4096            # add_frames' cleaned strings kept, at most (a batch holds few distinct ones)
+_EMPTY_ENVELOPE = ["", "", "", "", ""]      # a SPAMD check's envelope strings, as a frame's strings hold them
+_NO_ENVELOPE = (None, None, None, None, None)
 _LIST = ("id, t, label, score, log_odds, user, front, verb, action, size, ms, sender, recipients, subject, "
          "learned, client, mail_from")
 _LIST_NAMES = [name.strip() for name in _LIST.split(",")]
@@ -59,9 +65,12 @@ def _text(value):
 
 
 # a field at a line's start: the pattern begins with the line end (the block is given one first), a literal the
-# matcher skips to, where "^" with re.M is tried at every byte (3 us against 9 on a 2 KiB header block)
-_FIELD = re.compile(rb"\n(from|to|subject|message-id)[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.I)
-_NAMES = {b"from": 0, b"to": 1, b"subject": 2, b"message-id": 3}
+# matcher skips to, where "^" with re.M is tried at every byte (3 us against 9 on a 2 KiB header block); the
+# lookahead turns a line that starts with none of the names' letters down at its first byte
+_FIELD = re.compile(rb"\n(?=[FfTtSsMm])(?:from|to|subject|message-id)[ \t]*:(.*(?:\r?\n[ \t].*)*)", re.I)
+_SLOT = {**{ord(letter): n for n, letter in enumerate("ftsm")}, **{ord(letter): n for n, letter in enumerate("FTSM")}}
+# (a name's first letter: its place in fields_of's answer)
+_RAW_BYTES = 4 * FIELD_CHARS    # a field's raw bytes decoded, at most
 
 
 def fields_of(header):
@@ -73,19 +82,22 @@ def fields_of(header):
     record) and cannot raise on hostile fields (an attacker writes them)."""
     out = ["", "", "", ""]
     seen = 0
-    for match in _FIELD.finditer(b"\n" + header):
-        index = _NAMES[match.group(1).lower()]
-        if seen & (1 << index):
+    text = b"\n" + header
+    for match in _FIELD.finditer(text):
+        index = _SLOT[text[match.start() + 1]]
+        if seen >> index & 1:
             continue
         seen |= 1 << index
-        raw = match.group(2)[:4 * FIELD_CHARS]
+        raw = match.group(1)
+        if len(raw) > _RAW_BYTES:
+            raw = raw[:_RAW_BYTES]
         value = raw.decode("utf-8", "replace")
         if b"=?" in raw:
             try:
                 value = str(make_header(decode_header(" ".join(value.split()))))
             except Exception:  # noqa: BLE001 - an unknown charset, a broken encoded word: the raw text
                 pass
-        out[index] = _text(value)
+        out[index] = " ".join(value.split())[:FIELD_CHARS]
         if seen == 15:
             break
     return tuple(out)
@@ -111,6 +123,24 @@ def _wal(db):
             time.sleep(0.005)
 
 
+def _fts_columnsize(db):
+    """A full-text index made before columnsize=0 (:data:`_FTS`) made again
+    as it is now, from the rows (FTS5's 'rebuild'), in one transaction: the
+    console and the recorder open the history together, one of them does it."""
+    def old():
+        row = db.execute("SELECT sql FROM sqlite_master WHERE name = 'history_fts'").fetchone()
+        return row is not None and "columnsize=0" not in row[0]
+
+    if not old():
+        return
+    with db:
+        db.execute("BEGIN IMMEDIATE")
+        if old():
+            db.execute("DROP TABLE history_fts")
+            db.execute(_FTS_TABLE)
+            db.execute("INSERT INTO history_fts (history_fts) VALUES ('rebuild')")
+
+
 class History:
     """The store at ``path`` (":memory:" for tests): at most ``rows`` rows,
     none older than ``days``, at most ``kept`` messages."""
@@ -126,6 +156,7 @@ class History:
             if column not in have:
                 self.db.execute(f"ALTER TABLE history ADD COLUMN {column} TEXT")
         try:
+            _fts_columnsize(self.db)
             self.db.executescript(_FTS)
             self.fts = True
         except sqlite3.OperationalError:
@@ -170,27 +201,35 @@ class History:
         rows, kept = [], []
         keep = self.max_kept > 0
         cut, cut_text = None, "null"
-        same = {}       # label, front, verb, action: a few values, each cleaned once a batch
+        same = {}       # label, front, verb, action, user, reason: a few values, each cleaned once a batch
+        now = time.time()
         for frame in frames:
             try:
                 values, strings, evidence, header, message = unpack(frame)
             except (ValueError, struct.error):
                 continue
-            label, user, verb, front, action, reason, *envelope = strings[:11]
             if values[8:10] != cut:     # the cutoffs: the same for every check of a model, its JSON made once
                 cut = values[8:10]
                 cut_text = json.dumps([None if v != v else v for v in cut])
-            if message and keep:
-                kept.append((len(rows), message))
-            tag = (label, front, verb, action)
+            tag = (*strings[:6],)
             clean = same.get(tag)
             if clean is None:
-                clean = same[tag] = (_text(label), _text(front), _text(verb), _text(action))
-            rows.append((values[2] or time.time(), clean[0], values[3], values[5], values[6],
-                         _text(user)[:64] if user else "", *clean[1:], values[10],
-                         values[7], *fields_of(header), evidence or "[]", cut_text,
-                         _text(reason) if reason else "", values[11], header if message and keep else None,
-                         *(_text(value) or None if value else None for value in envelope)))
+                if len(same) >= _SAME:
+                    same.clear()
+                label, user, verb, front, action, reason = tag
+                clean = same[tag] = (_text(label), _text(user)[:64] if user else "", _text(front), _text(verb),
+                                     _text(action), _text(reason) if reason else "")
+            envelope = strings[6:11]
+            fields = fields_of(header)
+            if message and keep:
+                kept.append((len(rows), message))
+            else:
+                header = None       # kept beside its message only
+            rows.append((values[2] or now, clean[0], values[3], values[5], values[6], clean[1], clean[2], clean[3],
+                         clean[4], values[10], values[7], *fields, evidence or "[]", cut_text, clean[5], values[11],
+                         header,
+                         *(_NO_ENVELOPE if envelope == _EMPTY_ENVELOPE else
+                           [_text(value) or None if value else None for value in envelope])))
         return self._store(rows, kept, counters, spools, spools_done)
 
     def _store(self, rows, kept, counters, spools, spools_done):
