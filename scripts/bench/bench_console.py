@@ -337,8 +337,9 @@ class _Checked:
 def worker_micro(messages, n):
     """A worker's CPU a record: :class:`RecordSender`'s whole path as a
     worker runs it (the verdict hook, the request hook, the flushes into the
-    recorder's Unix socket, read by a thread of this process that drops
-    them), ``time.thread_time`` of the loop's thread alone; (CPU a record,
+    recorder's Unix socket, read by a process of its own that drops them:
+    no share of this one's interpreter lock, so it keeps up and nothing is
+    spooled), ``time.thread_time`` of the loop's thread alone; (CPU a record,
     bytes a record)."""
     import asyncio
     import socket
@@ -349,18 +350,20 @@ def worker_micro(messages, n):
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(folder / "records"))
     listener.listen(1)
+    counted, told = os.pipe()
+    reader = os.fork()
+    if reader == 0:
+        try:
+            os.close(counted)
+            conn, _ = listener.accept()
+            total = 0
+            while data := conn.recv(1 << 20):
+                total += len(data)
+            os.write(told, str(total).encode())
+        finally:
+            os._exit(0)
+    os.close(told)
     got = [0]
-
-    def drain():
-        conn, _ = listener.accept()
-        while True:
-            data = conn.recv(1 << 20)
-            if not data:
-                break
-            got[0] += len(data)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
     checked = _Checked()
 
     async def run():
@@ -386,7 +389,9 @@ def worker_micro(messages, n):
         return (time.thread_time() - t) / n, sender
 
     cost, sender = asyncio.run(run())
-    reader.join(30)
+    with os.fdopen(counted, "rb") as pipe:
+        got[0] = int(pipe.read() or 0)
+    os.waitpid(reader, 0)
     listener.close()
     shutil.rmtree(folder, ignore_errors=True)
     if sender.spooled or sender.dropped:
@@ -468,11 +473,15 @@ def check_path_micro(model_path, messages, blocks=36, block=400):
               f"{100 * statistics.median(a / b for a, b in zip(base, times[kind])):.1f} % of the checks left")
 
 
+READ_BYTES = 256 * 1024     # the recorder's read from a connection (spamnb.console.process.READ_BYTES)
+
+
 def micro(messages, n=20_000):
     """The pieces' CPU a record, measured in this process: a worker's
-    (:func:`worker_micro`) and the recorder's (frames decoded and stored as
-    the recorder does, spamnb.console.history, batches of 2,000 in a file,
-    no message kept; ``time.process_time``)."""
+    (:func:`worker_micro`) and the recorder's (the frames' bytes read as
+    the recorder reads a connection's, spamnb.console.records.FrameReader,
+    then decoded and stored as it does, spamnb.console.history, batches of
+    2,000 in a file, no message kept; ``time.process_time``)."""
     from spamnb.console import records
 
     worker, size = worker_micro(messages, n)
@@ -483,8 +492,13 @@ def micro(messages, n=20_000):
     history = History(str(home / "h.sqlite"), rows=n + 1, kept=0)
     t = time.process_time()
     for start in range(0, n, 2000):
-        if hasattr(history, "add_frames"):
-            history.add_frames([frame[4:] for frame in frames[start:start + 2000]], {"received": start})
+        if hasattr(history, "add_frames"):      # read as the recorder reads a connection, then stored
+            stream, reader, batch = b"".join(frames[start:start + 2000]), records.FrameReader(), []
+            for at in range(0, len(stream), READ_BYTES):
+                for frame in reader.feed(stream[at:at + READ_BYTES]):
+                    records.peek(frame)
+                    batch.append(frame)
+            history.add_frames(batch, {"received": start})
         else:       # (a tree before the recorder stored the frames as they came)
             history.add([records.decode(frame[4:], packed=True) for frame in frames[start:start + 2000]],
                         {"received": start})
@@ -494,7 +508,8 @@ def micro(messages, n=20_000):
     shutil.rmtree(home, ignore_errors=True)
     print(f"CPU a record (load {os.getloadavg()[0]:.1f}): the worker's {worker * 1e6:.1f} us (hooks, frame and "
           f"flushes into the recorder's socket, {size:.0f} bytes a record), the recorder's {recorder * 1e6:.1f} us "
-          f"(decoded and stored, batches of 2,000); the history {size_on_disk / n:.0f} bytes a row on disk")
+          f"(read from its connection's bytes, decoded and stored, batches of 2,000); the history "
+          f"{size_on_disk / n:.0f} bytes a row on disk")
 
 
 def main():
