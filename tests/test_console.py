@@ -224,6 +224,32 @@ def test_a_history_written_before_columnsize_0_gets_its_search_index_made_again(
     again.db.execute("INSERT INTO history_fts (history_fts) VALUES ('integrity-check')")   # the index is the rows
 
 
+def test_an_older_historys_search_index_is_made_again_once_by_two_processes_opening_it(tmp_path):
+    """The console and the recorder open the history together: one makes
+    the index again, the other waits for it; both search with it."""
+    import multiprocessing
+
+    path = str(tmp_path / "h.sqlite")
+    history = History(path, rows=100_000, kept=0)
+    history.add([({"label": "ham", "t": time.time()}, f"Subject: row{n} common\n".encode(), b"")
+                 for n in range(20_000)])
+    with history.db:
+        history.db.execute("DROP TABLE history_fts")
+        history.db.execute("CREATE VIRTUAL TABLE history_fts USING fts5(subject, sender, content='history',"
+                           " content_rowid='id')")
+        history.db.execute("INSERT INTO history_fts (history_fts) VALUES ('rebuild')")
+    history.close()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(2) as pool:
+        found = pool.map(_open_and_search, [path, path])
+    assert found == [(True, [20_000]), (True, [20_000])]
+
+
+def _open_and_search(path):
+    history = History(path, rows=100_000, kept=0)
+    return history.fts, [row["id"] for row in history.page(query="row19999")]
+
+
 def test_a_history_another_process_holds_locked_at_its_start_is_waited_for(tmp_path):
     """The console and the recorder open the history together at their
     start: SQLite answered one of them "database is locked" at once (the

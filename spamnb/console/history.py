@@ -104,6 +104,7 @@ def fields_of(header):
 
 
 OPEN_SECONDS = 10.0     # a history locked by another process (the console's, the recorder's) waited for this long
+REBUILD_SECONDS = 300.0     # ... and this long while the other one makes an older history's search index again
 
 
 def _wal(db):
@@ -126,19 +127,26 @@ def _wal(db):
 def _fts_columnsize(db):
     """A full-text index made before columnsize=0 (:data:`_FTS`) made again
     as it is now, from the rows (FTS5's 'rebuild'), in one transaction: the
-    console and the recorder open the history together, one of them does it."""
+    console and the recorder open the history together, one of them does it
+    and the other waits for it (:data:`REBUILD_SECONDS` at most; then the
+    error, and the keeper starts that process again)."""
     def old():
         row = db.execute("SELECT sql FROM sqlite_master WHERE name = 'history_fts'").fetchone()
         return row is not None and "columnsize=0" not in row[0]
 
-    if not old():
-        return
-    with db:
-        db.execute("BEGIN IMMEDIATE")
-        if old():
-            db.execute("DROP TABLE history_fts")
-            db.execute(_FTS_TABLE)
-            db.execute("INSERT INTO history_fts (history_fts) VALUES ('rebuild')")
+    deadline = time.monotonic() + REBUILD_SECONDS
+    while old():
+        try:
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                if old():
+                    db.execute("DROP TABLE history_fts")
+                    db.execute(_FTS_TABLE)
+                    db.execute("INSERT INTO history_fts (history_fts) VALUES ('rebuild')")
+        except sqlite3.OperationalError as exc:     # the other process is making it: waited for
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 class History:
@@ -159,7 +167,9 @@ class History:
             _fts_columnsize(self.db)
             self.db.executescript(_FTS)
             self.fts = True
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise       # not a SQLite without FTS5: this process ends, the keeper starts another
             self.fts = False
         self.last_age_prune = 0.0
 
