@@ -62,7 +62,6 @@ RECONNECT_SECONDS = 1.0           # a worker connects to a console started again
 HOLD_BYTES = 1024 * 1024         # the messages a worker holds for the records not made yet, at most
 HOLD_RECORDS = 2000               # ... and their records, at most
 EVIDENCE = 24                     # the strongest tokens kept in a record
-TEXTS = 256                       # a worker's records' strings kept encoded, at most (then forgotten, made again)
 NOT_CHECKS = frozenset(("PING", "SKIP", "TELL", "-"))     # requests that are no check (their verdict hook did not run)
 
 
@@ -80,7 +79,6 @@ _NAMES = _STRINGS + ENVELOPE
 STRING_CHARS = 1000         # a string of a record at most this long (the recipients: all of them, joined)
 _NAN = float("nan")
 _NO_ENVELOPE = ("", "", "", "", "")
-_NANS = (_NAN, _NAN)
 
 
 def _clean(text):
@@ -111,41 +109,15 @@ def _frame(numbers, strings, evidence, header, message, envelope):
     return bytes(out)
 
 
-def _append(out, numbers, strings, evidence, source, head, message, envelope, texts=None):
+def _append(out, numbers, strings, evidence, source, head, message, envelope):
     """Append a frame to ``out`` (a bytearray): its header block the first
     ``head`` bytes of ``source`` (the checked message itself: copied once,
     straight into ``out``), the rest as :func:`_frame`'s.  One ``struct``
     call (the frame's length with the numbers) and one string joined and
     encoded, so a record costs a worker a few microseconds (no JSON, no
-    pickle, no copy of the header block but the one in ``out``); ``texts``
-    (a dict, or None): the strings of records with no evidence, encoded
-    once (a worker's checks repeat a few: the verdicts, users, verbs)."""
+    pickle, no copy of the header block but the one in ``out``)."""
     n = len(evidence)
     strings = strings + (envelope or _NO_ENVELOPE)
-    text = texts.get(strings) if texts is not None and not n else None
-    if text is None:
-        text = _text_of(strings, evidence, n)
-        if texts is not None and not n:
-            if len(texts) >= TEXTS:
-                texts.clear()
-            texts[strings] = text
-    out += _FRAME_HEAD.pack(_NUMBERS.size + 8 * n + len(text) + 8 + head + len(message), 2, *numbers, 0, n,
-                            len(text))
-    if n:
-        out += struct.pack(f">{n}d", *(weight for _, weight in evidence))
-    out += text
-    out += head.to_bytes(4, "big")
-    if head:
-        out += source if head == len(source) else memoryview(source)[:head]
-    out += len(message).to_bytes(4, "big")
-    if message:
-        out += message
-
-
-def _text_of(strings, evidence, n):
-    """The frame's strings (``strings``, then the tokens of the ``n`` of
-    ``evidence``) joined by NUL and encoded, each cleaned when one is too
-    long, holds a NUL or is not a str."""
     if n:
         strings = (*strings, *[token for token, _ in evidence])
     try:
@@ -155,7 +127,18 @@ def _text_of(strings, evidence, n):
         clean = False
     if not clean:       # a string too long, holding a NUL or not a str: each one cleaned
         text = "\0".join([_clean(value) for value in strings])
-    return text.encode("utf-8", "replace")
+    text = text.encode("utf-8", "replace")
+    out += _FRAME_HEAD.pack(_NUMBERS.size + 8 * n + len(text) + 8 + head + len(message), 2, *numbers, 0, n,
+                            len(text))
+    if n:
+        out += struct.pack(f">{n}d", *(weight for _, weight in evidence))
+    out += text
+    out += _LENGTH.pack(head)
+    if head:
+        out += source if head == len(source) else memoryview(source)[:head]
+    out += _LENGTH.pack(len(message))
+    if message:
+        out += message
 
 
 def unpack(frame):
@@ -296,7 +279,6 @@ class RecordSender:
         self.out_records = 0        # ... how many
         self.held = []              # the inputs of the records whose frames are not made yet (:meth:`_build`)
         self.held_bytes = 0         # ... the bytes of their messages: at most HOLD_BYTES
-        self.texts = {}             # records' strings encoded (:func:`_append`)
         self.pending = None
         self.sent = 0
         self.dropped = 0
@@ -425,24 +407,23 @@ class RecordSender:
         header block copied once, from the message); a record whose frame
         cannot be made is dropped and counted."""
         held, self.held, self.held_bytes = self.held, [], 0
-        out, pid, dropped, keep, texts = self.out, self.pid, self.dropped, self.keep, self.texts
-        built = 0
+        out = self.out
         for (checked, message, user, when), verb, ms, protocol, action, envelope in held:
             mark = len(out)
             try:
                 verdict = checked.verdict
                 cutoffs = getattr(checked.model, "cutoffs", None)
-                _append(out, (pid, when, checked.score, checked.score_map.required, verdict.log_odds,
-                              verdict.probability, ms, *((cutoffs.spam, cutoffs.ham) if cutoffs is not None else _NANS),
-                              len(message), verdict.tokens or 0, dropped),
+                spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
+                _append(out, (self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
+                              verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0,
+                              self.dropped),
                         (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
                         verdict.evidence[:EVIDENCE], message, header_length(message, HEAD_BYTES),
-                        message if keep and len(message) <= KEEP_BYTES else b"", envelope, texts)
-                built += 1
+                        message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
+                self.out_records += 1
             except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
                 del out[mark:]
                 self.dropped += 1
-        self.out_records += built
 
     def _to_spool(self, frames, n):
         """Put ``frames`` (``n`` records) in the spool; those past
