@@ -399,7 +399,7 @@ def worker_micro(messages, n):
     return cost, got[0] / n
 
 
-def check_path_micro(model_path, messages, blocks=36, block=400):
+def check_path_micro(model_path, messages, blocks=36, block=400, against=None):
     """A worker's whole check path (the filter's verdict on the message as a
     CHECK asks it, no evidence; its score) without the record, with the
     record's frame made at once (as the check is answered) and with it made
@@ -408,8 +408,14 @@ def check_path_micro(model_path, messages, blocks=36, block=400):
     messages, the three kinds in turn, the order rotated from round to round,
     ``time.thread_time`` of the loop's thread (the flushes included): the
     median CPU a check of each and what each way of the record adds to a
-    check (median of the rounds' differences, cache effects included)."""
+    check (median of the rounds' differences, cache effects included).
+    ``against``: another tree (a folder holding ``spamnb/``): its
+    ``spamnb/console/records.py``'s sender too, its frames made at the flush,
+    a fourth kind of block in the same rounds (this tree's against it: the
+    median of the rounds' differences, the one comparison of two trees a
+    loaded machine does not blur)."""
     import asyncio
+    import importlib.util
     import socket
 
     from spamnb.console.records import RecordSender
@@ -423,40 +429,67 @@ def check_path_micro(model_path, messages, blocks=36, block=400):
     folder = Path(tempfile.mkdtemp(prefix="bench-console-path-"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(folder / "records"))
-    listener.listen(1)
+    listener.listen(2)
+    connections = 2 if against else 1
 
     reader = os.fork()      # the reader a process of its own: no share of this one's interpreter lock
     if reader == 0:
         try:
-            conn, _ = listener.accept()
-            while conn.recv(1 << 20):
-                pass
+            import selectors
+
+            select = selectors.DefaultSelector()
+            select.register(listener, selectors.EVENT_READ)
+            accepted = reading = 0
+            while accepted < connections or reading:
+                for key, _ in select.select():
+                    if key.fileobj is listener:
+                        select.register(listener.accept()[0], selectors.EVENT_READ)
+                        accepted, reading = accepted + 1, reading + 1
+                    elif not key.fileobj.recv(1 << 20):
+                        select.unregister(key.fileobj)
+                        reading -= 1
         finally:
             os._exit(0)
 
     kinds = ("without", "at once", "at the flush")
+    other = None
+    if against:
+        spec = importlib.util.spec_from_file_location("bench_other_records",
+                                                      Path(against) / "spamnb" / "console" / "records.py")
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
+        kinds += ("the other tree's",)
+        blocks = blocks // 3 * 4
 
     async def run():
         sender = RecordSender(str(folder / "records"))
         await sender.connect()
+        senders = {kind: sender for kind in kinds[1:3]}
+        if other is not None:
+            senders[kinds[3]] = other.RecordSender(str(folder / "records"))
+            await senders[kinds[3]].connect()
         times = {kind: [] for kind in kinds}
         for b in range(blocks):
             rounds = b // len(kinds)
             kind = kinds[(b + rounds) % len(kinds)]     # the order rotated from round to round
             chunk = [messages[(rounds * block + i) % len(messages)] for i in range(block)]
             sender.defer = kind == "at the flush"
+            record = senders.get(kind)
             t = time.thread_time()
             for i, m in enumerate(chunk):
                 verdict = classify(spam_filter, m, False)
                 checked = Checked(verdict, score_map.score(verdict.log_odds, verdict.label) if score_map else 0.0,
                                   score_map or _ScoreMap(), "", (), spam_filter)
-                if kind != "without":
-                    sender.on_verdict(checked, m, "bench")
-                    sender.on_request("CHECK", "bench", "spam 9.0/5.0", len(m), 1.0, "127.0.0.1", "spamd", "none")
+                if record is not None:
+                    record.on_verdict(checked, m, "bench")
+                    record.on_request("CHECK", "bench", "spam 9.0/5.0", len(m), 1.0, "127.0.0.1", "spamd", "none")
                 if i % 8 == 7:
                     await asyncio.sleep(0)      # the loop turns between checks: the flushes come due
             times[kind].append((time.thread_time() - t) / block)
-        await sender.close()
+        for each in {id(s): s for s in senders.values()}.values():
+            await each.close()
+            if each.spooled or each.dropped:
+                print(f"(the reader fell behind: {each.spooled} records spooled, {each.dropped} dropped)")
         return times
 
     times = asyncio.run(run())
@@ -468,20 +501,30 @@ def check_path_micro(model_path, messages, blocks=36, block=400):
     print(f"a worker's check path (verdict and score, no evidence; {rounds} rounds of {block}-message blocks, "
           f"load {os.getloadavg()[0]:.1f}): without the record {statistics.median(base) * 1e6:.1f} us a check")
     for kind in kinds[1:]:
-        print(f"  the record's frame made {kind}: {statistics.median(times[kind]) * 1e6:.1f} us a check; the record "
+        print(f"  the record's frame made {kind if kind in kinds[1:3] else 'at the flush by ' + str(against)}: "
+              f"{statistics.median(times[kind]) * 1e6:.1f} us a check; the record "
               f"adds (median of the rounds) {statistics.median(b - a for a, b in zip(base, times[kind])) * 1e6:.1f} us: "
               f"{100 * statistics.median(a / b for a, b in zip(base, times[kind])):.1f} % of the checks left")
+    if other is not None:
+        print(f"  this tree's record against {against}'s, both made at the flush: "
+              f"{statistics.median(a - b for a, b in zip(times[kinds[2]], times[kinds[3]])) * 1e6:+.2f} us a check "
+              f"(median of the rounds' differences)")
 
 
 READ_BYTES = 256 * 1024     # the recorder's read from a connection (spamnb.console.process.READ_BYTES)
 
 
-def micro(messages, n=20_000):
+def micro(messages, n=20_000, against=None):
     """The pieces' CPU a record, measured in this process: a worker's
     (:func:`worker_micro`) and the recorder's (the frames' bytes read as
     the recorder reads a connection's, spamnb.console.records.FrameReader,
     then decoded and stored as it does, spamnb.console.history, batches of
-    2,000 in a file, no message kept; ``time.process_time``)."""
+    2,000 in a file, no message kept; ``time.process_time``).  ``against``:
+    another tree's ``spamnb/console/history.py`` stores the same batches in
+    a file of its own, the two trees' batches alternated (the order turned
+    each batch): each one's CPU a record and their ratio."""
+    import importlib.util
+
     from spamnb.console import records
 
     worker, size = worker_micro(messages, n)
@@ -489,27 +532,43 @@ def micro(messages, n=20_000):
                              ("spam", "bench", "CHECK", "spamd", "none", ""), (), records.header_block(m), b"", None)
               for m in (messages[i % len(messages)] for i in range(n))]
     home = Path(tempfile.mkdtemp(prefix="bench-console-micro-"))
-    history = History(str(home / "h.sqlite"), rows=n + 1, kept=0)
-    t = time.process_time()
-    for start in range(0, n, 2000):
-        if hasattr(history, "add_frames"):      # read as the recorder reads a connection, then stored
-            stream, reader, batch = b"".join(frames[start:start + 2000]), records.FrameReader(), []
-            for at in range(0, len(stream), READ_BYTES):
-                for frame in reader.feed(stream[at:at + READ_BYTES]):
-                    records.peek(frame)
-                    batch.append(frame)
-            history.add_frames(batch, {"received": start})
-        else:       # (a tree before the recorder stored the frames as they came)
-            history.add([records.decode(frame[4:], packed=True) for frame in frames[start:start + 2000]],
-                        {"received": start})
-    recorder = (time.process_time() - t) / n
-    history.close()
+    stores = {"this tree's": History(str(home / "h.sqlite"), rows=n + 1, kept=0)}
+    if against:
+        spec = importlib.util.spec_from_file_location("bench_other_history",
+                                                      Path(against) / "spamnb" / "console" / "history.py")
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
+        stores[f"{against}'s"] = other.History(str(home / "other.sqlite"), rows=n + 1, kept=0)
+    spent = dict.fromkeys(stores, 0.0)
+    for number, start in enumerate(range(0, n, 2000)):
+        names = list(stores)[number % len(stores):] + list(stores)[:number % len(stores)]
+        for name in names:
+            history = stores[name]
+            t = time.process_time()
+            if hasattr(history, "add_frames"):      # read as the recorder reads a connection, then stored
+                stream, reader, batch = b"".join(frames[start:start + 2000]), records.FrameReader(), []
+                for at in range(0, len(stream), READ_BYTES):
+                    for frame in reader.feed(stream[at:at + READ_BYTES]):
+                        records.peek(frame)
+                        batch.append(frame)
+                history.add_frames(batch, {"received": start})
+            else:       # (a tree before the recorder stored the frames as they came)
+                history.add([records.decode(frame[4:], packed=True) for frame in frames[start:start + 2000]],
+                            {"received": start})
+            spent[name] += time.process_time() - t
+    for history in stores.values():
+        history.close()
+    recorder = spent["this tree's"] / n
     size_on_disk = (home / "h.sqlite").stat().st_size
     shutil.rmtree(home, ignore_errors=True)
     print(f"CPU a record (load {os.getloadavg()[0]:.1f}): the worker's {worker * 1e6:.1f} us (hooks, frame and "
           f"flushes into the recorder's socket, {size:.0f} bytes a record), the recorder's {recorder * 1e6:.1f} us "
           f"(read from its connection's bytes, decoded and stored, batches of 2,000); the history "
           f"{size_on_disk / n:.0f} bytes a row on disk")
+    if against:
+        theirs = spent[f"{against}'s"] / n
+        print(f"  the recorder's CPU a record, batches alternated with {against}'s: this tree's {recorder * 1e6:.1f} us, "
+              f"the other's {theirs * 1e6:.1f} us: {100 * recorder / theirs:.1f} %")
 
 
 def main():
@@ -521,6 +580,9 @@ def main():
     parser.add_argument("--browser-rounds", type=int, default=60, help="navigations timed in chromium, each way")
     parser.add_argument("--throughput-only", action="store_true", help="only part 2: throughput, CPU, records")
     parser.add_argument("--micro", action="store_true", help="only the CPU a record of the worker and the recorder")
+    parser.add_argument("--against", metavar="TREE",
+                        help="with --micro: another tree's worker side of the records and its history's store too, "
+                             "in the same rounds")
     parser.add_argument("--pages-only", action="store_true", help="only part 1: the history pages (and --browser)")
     parser.add_argument("--pairs", "--rounds", type=int, default=7,
                         help="throughput pairs: a run without and a run with the console, the order alternated")
@@ -541,8 +603,8 @@ def main():
     (home / "users").write_text(f"bench admin {hash_password('bench-pw')}\n")
     messages = [p.read_bytes() for p, _ in test][:args.messages]
     if args.micro:
-        micro(messages)
-        check_path_micro(home / "model.spamnb", messages)
+        micro(messages, against=args.against)
+        check_path_micro(home / "model.spamnb", messages, against=args.against)
         shutil.rmtree(home, ignore_errors=True)
         return
 
