@@ -34,12 +34,11 @@ class _RecordingFilter:
         return self._filter.is_fitted
 
     def learn(self, message, spam):
-        from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
         from spamnb.estimator import prequential
 
         sf = self._filter
-        cls = int(is_spam_label(spam))
+        cls = _class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         if sf.pair_mixture_ is not None:   # the pair weight chosen on its own mail: two held-out scores
             held_out = _mixture_held_out(sf.pair_mixture_, sf.scorer, stream, cls,
@@ -65,11 +64,10 @@ class _RecordingFilter:
         return sf
 
     def forget(self, message, spam):
-        from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
 
         sf = self._filter
-        cls = int(is_spam_label(spam))
+        cls = _class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         n_before = deltas.n_live(sf)
         hashes = array("Q")
@@ -135,13 +133,12 @@ class _LightFilter:
         self.held_out_bin = None
 
     def learn(self, message, spam):
-        from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
         from spamnb.estimator.prequential import ScoreHistogram, counts_scores
 
         session = self._session
         view, sf = session.view, session.filter
-        cls = int(is_spam_label(spam))
+        cls = _class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         hashes = stream.hashes
         self.held_out_bin = None
@@ -269,6 +266,16 @@ def _mixture_held_out(mixture, kernel_of, stream, cls, ops, counts):
     mixture.add(words, pairs, cls)
     ops.append(deltas.encode_pair_scores(cls, words, pairs, mixture.weight, mixture.scale))
     return held_out
+
+
+def _class_of(label):
+    """0 (ham) or 1 (spam) of a label: True/False as it is (what the ledger hands
+    a learn), any other through ``labels.is_spam_label`` (imported then only)."""
+    if label is True or label is False:
+        return int(label)
+    from spamnb.estimator.labels import is_spam_label
+
+    return int(is_spam_label(label))
 
 
 def _float32(value):

@@ -238,21 +238,19 @@ class JournalView(FileScorer):
         number the message's new tokens, and so their text's order in a record."""
         if not len(hashes):
             return array("i")
-        in_file = set(self._gather(hashes)[0])   # a learner scored the message first: the file read once
+        # a learner scored the message first: the file read once; no Python loop over the occurrences
+        new = set(hashes).difference(self._gather(hashes)[0])
         _ids, n_ids, keys, values = self._numbering()
-        if not n_ids:   # no learn in the journal: new is what the file does not hold
-            new = set(hashes).difference(in_file)
-            if len(new) <= 64:   # a few: each one's first place by a search of the array, no loop here
-                return array("i", sorted(hashes.index(h) for h in new))
-        mine = array("i", [-1]) * len(hashes)
-        if n_ids:
-            token_kernels.lookup(keys, values, hashes, mine)
-        positions, seen = array("i"), set()
-        for at, (h, i) in enumerate(zip(hashes, mine)):
-            if i < 0 and h not in in_file and h not in seen:
-                seen.add(h)
-                positions.append(at)
-        return positions
+        if n_ids and new:   # and not the journal's: its distinct candidates looked up in the journal's table
+            candidates = array("Q", new)
+            ids = array("i", [-1]) * len(candidates)
+            token_kernels.lookup(keys, values, candidates, ids)
+            new = {h for h, i in zip(candidates, ids) if i < 0}
+        if len(new) <= 64:   # a few: each one's first place by a search of the array
+            return array("i", sorted(hashes.index(h) for h in new))
+        n = len(hashes)
+        first = dict(zip(reversed(hashes), range(n - 1, -1, -1)))   # each token's first place (the last one put)
+        return array("i", sorted(first[h] for h in new))
 
     # -- at load ---------------------------------------------------------------
     def count_scores(self, spam_filter):
