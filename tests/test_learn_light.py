@@ -195,3 +195,36 @@ def test_learners_racing_each_other_lose_no_record(model, tmp_path):
     assert learned.class_count_ == (61.0, 61.0)
     assert all(learned.ledger_.label(ledgers.message_digest(ledgers.canonical(m.read_bytes()))) is (m in SPAM)
                for m in messages)
+
+
+def test_a_learners_new_tokens_are_the_first_places_of_the_tokens_model_and_journal_lack(model, tmp_path):
+    """``JournalView.new_tokens`` (where a light learn takes the text of its new
+    tokens from): each token neither the model file nor the journal's learns
+    hold, at its first occurrence, in order; with few new tokens and with
+    many (over 64), repeated, mixed with the journal's own and the file's."""
+    from spamnb.persistence.journal import apply_records
+    from spamnb.persistence.journal_view import learner
+
+    with learning.session(model, mapped=True, light=True) as session:
+        for path in SPAM[60:63]:
+            session.learn(path.read_bytes(), True, ledgers.Tally())
+    journal_text = SPAM[61].read_bytes().split(b"\n\n", 1)[1][:600]   # words the journal's learns added
+    messages = [SPAM[63].read_bytes(), HAM[63].read_bytes() + b"\n" + journal_text]
+    for n in (3, 40, 120):   # each new word twice (the tokenizer reads 750 characters of text)
+        words = b" ".join(b"q%d q%d" % (i, max(i - 1, 0)) for i in range(n))
+        messages.append(b"Subject: new words\n\n" + words + b"\n" + journal_text)
+    sf = SpamFilter.load(model, mapped=True)
+    view = learner(sf, apply_records)
+    assert view is not None and view.learns   # the journal's learns viewed, not replayed
+    whole = SpamFilter.load(model)   # read whole, the journal replayed: what the model and journal hold
+    for data in messages:
+        hashes = sf.tokenizer_.stream(data).hashes
+        known = whole.vocabulary_.lookup(hashes)
+        expected, seen = [], set()
+        for at, (h, i) in enumerate(zip(hashes, known)):
+            if i < 0 and h not in seen:
+                seen.add(h)
+                expected.append(at)
+        view.score(hashes)   # a learner scores the message first
+        assert list(view.new_tokens(hashes)) == expected
+    assert max(len(view.new_tokens(sf.tokenizer_.stream(data).hashes)) for data in messages) > 64
