@@ -124,6 +124,18 @@ def test_a_session_that_passes_the_journals_size_reads_the_model_whole_and_folds
     assert _state(light) == _state(whole)
 
 
+def test_a_first_session_of_several_learns_writes_the_records_of_the_whole_model(model, tmp_path):
+    # no journal yet: the first message through the file's entries, the next ones through the journal view
+    light, whole = _copies(model, tmp_path)
+    sessions = [[("learn", SPAM[70 + i], True, False) for i in range(3)] + [("learn", HAM[70], False, False),
+                                                                            ("learn", SPAM[70], True, False)]]
+    stayed_light = []
+    assert _run(light, sessions, True, stayed_light=stayed_light) == _run(whole, sessions, False)
+    assert stayed_light == [True]
+    assert Path(str(light) + ".journal").read_bytes() == Path(str(whole) + ".journal").read_bytes()
+    assert _state(light) == _state(whole)
+
+
 def test_a_light_learn_leaves_the_model_unread(model, tmp_path):
     light, _whole = _copies(model, tmp_path)
     for i, actions in enumerate(SESSIONS[:3]):
@@ -173,6 +185,9 @@ def test_a_learn_of_mail_without_markup_imports_no_pattern_module(model, tmp_pat
     # looks_like_mail is mail/reader's: the mbox cutter is not loaded for one message on stdin
     assert "spamnb.mail.reader" in modules and "spamnb.mail.mbox" not in modules
     assert not modules & {"re", "enum", "tempfile"}
+    # a model's first learn scores through the file's entries (learning._FileLearner): no journal view;
+    # the label is True/False: no labels module
+    assert not modules & {"spamnb.persistence.journal_view", "spamnb.estimator.labels"}
 
 
 def test_learners_racing_each_other_lose_no_record(model, tmp_path):

@@ -148,15 +148,10 @@ def learner(spam_filter, apply_records):
     pending = spam_filter.pending_journal_
     if pending is not None:
         return pending
-    journal = spam_filter.journal_
-    if spam_filter.unread_ is None or journal is None or (journal.status == "ok" and journal.payloads):
+    if not deltas.unjournaled(spam_filter):
         return None
-    vocab, counts, _ages = spam_filter.replayed()   # nothing pending: as loaded
-    if (counts is None or vocab is None or spam_filter.mapped_file_ is None or not counts.in_place
-            or not counts.as_loaded or counts.n_holes or counts.n_classes != 2
-            or "feature_count" not in spam_filter.unread_.offsets or counts.n_features_ != vocab.n_features):
-        return None
-    return JournalView(spam_filter, journal, [], [], vocab.n_features, apply_records)
+    return JournalView(spam_filter, spam_filter.journal_, [], [], spam_filter.replayed().vocabulary.n_features,
+                       apply_records)
 
 
 class JournalView(FileScorer):
@@ -246,11 +241,7 @@ class JournalView(FileScorer):
             ids = array("i", [-1]) * len(candidates)
             token_kernels.lookup(keys, values, candidates, ids)
             new = {h for h, i in zip(candidates, ids) if i < 0}
-        if len(new) <= 64:   # a few: each one's first place by a search of the array
-            return array("i", sorted(hashes.index(h) for h in new))
-        n = len(hashes)
-        first = dict(zip(reversed(hashes), range(n - 1, -1, -1)))   # each token's first place (the last one put)
-        return array("i", sorted(first[h] for h in new))
+        return deltas.first_places(hashes, new)
 
     # -- at load ---------------------------------------------------------------
     def count_scores(self, spam_filter):
