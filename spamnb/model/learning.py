@@ -136,7 +136,7 @@ class _LightFilter:
 
     def learn(self, message, spam):
         from spamnb.estimator.messages import message_bytes
-        from spamnb.estimator.prequential import ScoreHistogram, counts_scores
+        from spamnb.estimator.ledger import counts_scores, held_out_bin   # no prequential for one learn
 
         session = self._session
         view, sf = session.view, session.filter
@@ -150,12 +150,12 @@ class _LightFilter:
                                          counts_scores(view.class_count()))
             if held_out is not None:
                 held_out = _float32(held_out)
-                self.held_out_bin = ScoreHistogram.bin_of(held_out)
+                self.held_out_bin = held_out_bin(held_out)
                 self._ops.append(deltas.encode_held_out(cls, held_out))
         elif counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
             jll = view.score(hashes, 0, stream.pairs_start)[0]
             held_out = _float32(jll[1] - jll[0])
-            self.held_out_bin = ScoreHistogram.bin_of(held_out)
+            self.held_out_bin = held_out_bin(held_out)
             self._ops.append(deltas.encode_held_out(cls, held_out))
         positions = view.new_tokens(hashes)
         blob, offsets = bytearray(), array("Q", [0])
