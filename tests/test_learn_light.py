@@ -136,6 +136,24 @@ def test_a_first_session_of_several_learns_writes_the_records_of_the_whole_model
     assert _state(light) == _state(whole)
 
 
+def test_a_learned_models_first_learns_after_a_fold_write_the_records_of_the_whole_model(tmp_path):
+    # a model grown by learning chooses its pair weight (a mixture): scored twice per learn, through the file's
+    # entries while it has no journal record, then through the journal view
+    path = tmp_path / "m.spamnb"
+    with learning.session(path, mapped=True, light=True, compact_limit=1) as session:   # folded at its commit
+        for message in SPAM[:60] + HAM[:60]:
+            session.learn(message.read_bytes(), message in SPAM, ledgers.Tally())
+    assert SpamFilter.load(path).pair_mixture_ is not None and not Path(str(path) + ".journal").exists()
+    light, whole = _copies(path, tmp_path)
+    sessions = [[("learn", SPAM[70 + i], True, False) for i in range(3)] + [("learn", HAM[70], False, False)],
+                [("learn", HAM[71], False, False)]]
+    stayed_light = []
+    assert _run(light, sessions, True, stayed_light=stayed_light) == _run(whole, sessions, False)
+    assert stayed_light == [True, True]
+    assert Path(str(light) + ".journal").read_bytes() == Path(str(whole) + ".journal").read_bytes()
+    assert _state(light) == _state(whole)
+
+
 def test_a_light_learn_leaves_the_model_unread(model, tmp_path):
     light, _whole = _copies(model, tmp_path)
     for i, actions in enumerate(SESSIONS[:3]):
