@@ -124,6 +124,36 @@ def test_a_session_that_passes_the_journals_size_reads_the_model_whole_and_folds
     assert _state(light) == _state(whole)
 
 
+def test_a_first_session_of_several_learns_writes_the_records_of_the_whole_model(model, tmp_path):
+    # no journal yet: the first message through the file's entries, the next ones through the journal view
+    light, whole = _copies(model, tmp_path)
+    sessions = [[("learn", SPAM[70 + i], True, False) for i in range(3)] + [("learn", HAM[70], False, False),
+                                                                            ("learn", SPAM[70], True, False)]]
+    stayed_light = []
+    assert _run(light, sessions, True, stayed_light=stayed_light) == _run(whole, sessions, False)
+    assert stayed_light == [True]
+    assert Path(str(light) + ".journal").read_bytes() == Path(str(whole) + ".journal").read_bytes()
+    assert _state(light) == _state(whole)
+
+
+def test_a_learned_models_first_learns_after_a_fold_write_the_records_of_the_whole_model(tmp_path):
+    # a model grown by learning chooses its pair weight (a mixture): scored twice per learn, through the file's
+    # entries while it has no journal record, then through the journal view
+    path = tmp_path / "m.spamnb"
+    with learning.session(path, mapped=True, light=True, compact_limit=1) as session:   # folded at its commit
+        for message in SPAM[:60] + HAM[:60]:
+            session.learn(message.read_bytes(), message in SPAM, ledgers.Tally())
+    assert SpamFilter.load(path).pair_mixture_ is not None and not Path(str(path) + ".journal").exists()
+    light, whole = _copies(path, tmp_path)
+    sessions = [[("learn", SPAM[70 + i], True, False) for i in range(3)] + [("learn", HAM[70], False, False)],
+                [("learn", HAM[71], False, False)]]
+    stayed_light = []
+    assert _run(light, sessions, True, stayed_light=stayed_light) == _run(whole, sessions, False)
+    assert stayed_light == [True, True]
+    assert Path(str(light) + ".journal").read_bytes() == Path(str(whole) + ".journal").read_bytes()
+    assert _state(light) == _state(whole)
+
+
 def test_a_light_learn_leaves_the_model_unread(model, tmp_path):
     light, _whole = _copies(model, tmp_path)
     for i, actions in enumerate(SESSIONS[:3]):
@@ -173,6 +203,9 @@ def test_a_learn_of_mail_without_markup_imports_no_pattern_module(model, tmp_pat
     # looks_like_mail is mail/reader's: the mbox cutter is not loaded for one message on stdin
     assert "spamnb.mail.reader" in modules and "spamnb.mail.mbox" not in modules
     assert not modules & {"re", "enum", "tempfile"}
+    # a model's first learn scores through the file's entries (learning._FileLearner): no journal view;
+    # the label is True/False: no labels module
+    assert not modules & {"spamnb.persistence.journal_view", "spamnb.estimator.labels"}
 
 
 def test_learners_racing_each_other_lose_no_record(model, tmp_path):
@@ -195,3 +228,36 @@ def test_learners_racing_each_other_lose_no_record(model, tmp_path):
     assert learned.class_count_ == (61.0, 61.0)
     assert all(learned.ledger_.label(ledgers.message_digest(ledgers.canonical(m.read_bytes()))) is (m in SPAM)
                for m in messages)
+
+
+def test_a_learners_new_tokens_are_the_first_places_of_the_tokens_model_and_journal_lack(model, tmp_path):
+    """``JournalView.new_tokens`` (where a light learn takes the text of its new
+    tokens from): each token neither the model file nor the journal's learns
+    hold, at its first occurrence, in order; with few new tokens and with
+    many (over 64), repeated, mixed with the journal's own and the file's."""
+    from spamnb.persistence.journal import apply_records
+    from spamnb.persistence.journal_view import learner
+
+    with learning.session(model, mapped=True, light=True) as session:
+        for path in SPAM[60:63]:
+            session.learn(path.read_bytes(), True, ledgers.Tally())
+    journal_text = SPAM[61].read_bytes().split(b"\n\n", 1)[1][:600]   # words the journal's learns added
+    messages = [SPAM[63].read_bytes(), HAM[63].read_bytes() + b"\n" + journal_text]
+    for n in (3, 40, 120):   # each new word twice (the tokenizer reads 750 characters of text)
+        words = b" ".join(b"q%d q%d" % (i, max(i - 1, 0)) for i in range(n))
+        messages.append(b"Subject: new words\n\n" + words + b"\n" + journal_text)
+    sf = SpamFilter.load(model, mapped=True)
+    view = learner(sf, apply_records)
+    assert view is not None and view.learns   # the journal's learns viewed, not replayed
+    whole = SpamFilter.load(model)   # read whole, the journal replayed: what the model and journal hold
+    for data in messages:
+        hashes = sf.tokenizer_.stream(data).hashes
+        known = whole.vocabulary_.lookup(hashes)
+        expected, seen = [], set()
+        for at, (h, i) in enumerate(zip(hashes, known)):
+            if i < 0 and h not in seen:
+                seen.add(h)
+                expected.append(at)
+        view.score(hashes)   # a learner scores the message first
+        assert list(view.new_tokens(hashes)) == expected
+    assert max(len(view.new_tokens(sf.tokenizer_.stream(data).hashes)) for data in messages) > 64

@@ -23,8 +23,10 @@ With ``--compare PROGRAM`` (another venv's ``spamnb``: the tree before a
 change) the same two in the same rounds, on a copy of their own.  Prints,
 for each model and program, the medians of wall and CPU (user + system,
 ``os.wait4``), the median of the per-round ratios learn / classify (wall,
-CPU), and the load average before and after; ``--json PATH`` writes every
-run.  Run it from a fresh venv (``pip install .``), outside the repository::
+CPU), and the load average before and after, and how many of the journals
+the learns left are the same, byte for byte, as the first program's of the
+same learn (the same message into the same model: a change that must not
+move the journal's format); ``--json PATH`` writes every run.  Run it from a fresh venv (``pip install .``), outside the repository::
 
     cd /tmp && VENV/bin/python /path/to/spamnb/scripts/bench/bench_learn_ratio.py MODEL_SA MODEL_ENRON --runs 41
 """
@@ -67,6 +69,7 @@ class Subject:
         self.fresh = work / f"{tag}.eml"
         self.n = 0
         self.classify, self.learn = [], []
+        self.journals = []   # the journal each learn left (its bytes), compared between programs
         if mode == "append":   # the journal every round starts from: `learned` messages learned first
             for i in range(learned):
                 self.fresh.write_bytes(Path(messages[i % len(messages)]).read_bytes().rstrip(b"\n")
@@ -91,6 +94,7 @@ class Subject:
         self.fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\nbench ratio run {self.n}\n".encode())
         self.learn.append(check(run([self.program, "learn", "--spam", "-q", "-m", str(self.copy)],
                                     stdin=str(self.fresh)), f"{self.program} learn"))
+        self.journals.append(self.journal.read_bytes())
 
 
 def main(argv=None):
@@ -120,6 +124,7 @@ def main(argv=None):
             subject.round(messages[0])
             subject.classify.clear()
             subject.learn.clear()
+            subject.journals.clear()
         for i in range(args.runs):
             for subject in subjects:
                 subject.round(messages[i % len(messages)])
@@ -143,6 +148,11 @@ def main(argv=None):
               f"| {ms(subject.learn, 'wall'):.1f} ({ms(subject.learn, 'cpu'):.1f}) | **{wall:.3f}**, **{cpu:.3f}** |")
         record.append({"program": program, "model": str(model), "classify": [[r.wall, r.cpu] for r in subject.classify],
                        "learn": [[r.wall, r.cpu] for r in subject.learn], "ratio_wall": wall, "ratio_cpu": cpu})
+    for k, subject in enumerate(subjects[len(args.models):]):   # each --compare program's against the first's
+        first = subjects[k % len(args.models)]
+        same = sum(a == b for a, b in zip(first.journals, subject.journals))
+        print(f"journals of the same learns by {subject.program} and {first.program}, "
+              f"{args.models[k % len(args.models)].name}: {same} of {len(subject.journals)} byte for byte the same")
     if args.json:
         args.json.write_text(json.dumps({"rounds": args.runs, "journal": args.journal, "learned": args.learned,
                                          "load_before": load_before, "load_after": load_after,

@@ -38,27 +38,19 @@ import math
 from array import array
 
 from spamnb.estimator.defaults import HELD_OUT_BIN_WIDTH, HELD_OUT_BINS, HELD_OUT_HIGH, HELD_OUT_LOW
+from spamnb.estimator.ledger import MIN_CLASS, counts_scores, held_out_bin   # where a learn notes a score's bin
 
 __all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores",
            "THIN_SPAM_LOG_ODDS", "THIN_HAM_LOG_ODDS", "refit_cutoffs", "start_cutoffs"]
 
 LOW, HIGH, BIN_WIDTH, N_BINS = HELD_OUT_LOW, HELD_OUT_HIGH, HELD_OUT_BIN_WIDTH, HELD_OUT_BINS   # 512 bins
 MAX_COUNT = 20_000.0                         # a class's evidence is halved past this many messages
-# A score counts only when the model that gave it had learned this many messages of
-# each class: a model of one class (a folder of ham learned before any spam) gives
-# scores that say nothing of the model it becomes (infinite under the "mle" prior).
-MIN_CLASS = 50
 # The cutoffs of a model with no held-out ham counted yet (thin_cutoffs): the widest band, narrowed to the
 # defaults as ham is counted.  -40 was chosen online, on error or unsure, on SpamAssassin (ham at -30, -40,
 # -50, -60: 1-ROCA 0.2617, 0.2093, 0.1919, 0.1808 %; scripts/tune/tune_on_error.py) and checked on
 # Enron-Spam and with auto-learn, where -50 was worse than before (docs/notes/2026-11-29-learn-on-error.md).
 THIN_SPAM_LOG_ODDS = 36.0          # calibrate.MAX_LOG_ODDS: a cutoff is a probability, and 1 - P(36.7) is 0
 THIN_HAM_LOG_ODDS = -40.0
-
-
-def counts_scores(class_count):
-    """Whether a model with ``class_count`` ([ham, spam] messages) gives scores worth counting."""
-    return min(class_count) >= MIN_CLASS
 
 
 class ScoreHistogram:
@@ -80,13 +72,7 @@ class ScoreHistogram:
         # not sum a whole row (the test and its answer are :meth:`total`'s, unchanged)
         self._room = [-1, -1]
 
-    @staticmethod
-    def bin_of(log_odds):
-        if log_odds != log_odds:           # NaN: no evidence
-            return None
-        i = int(math.floor((log_odds - LOW) / BIN_WIDTH)) if math.isfinite(log_odds) else (
-            0 if log_odds < 0 else N_BINS - 1)
-        return min(max(i, 0), N_BINS - 1)
+    bin_of = staticmethod(held_out_bin)   # a score's bin: None for NaN (no evidence)
 
     @staticmethod
     def center(i):

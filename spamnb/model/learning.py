@@ -12,6 +12,8 @@ from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb.errors import MustCompact, MustReadWhole
 from spamnb.persistence.journal import append, apply_records, compact, compact_at, follow
+from spamnb.estimator.defaults import COUNT_TRANSFORMS
+from spamnb.estimator.scoring import FileScorer, compact_scorer, gather
 
 __all__ = ["Session", "session", "Kept"]
 
@@ -34,12 +36,11 @@ class _RecordingFilter:
         return self._filter.is_fitted
 
     def learn(self, message, spam):
-        from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
         from spamnb.estimator import prequential
 
         sf = self._filter
-        cls = int(is_spam_label(spam))
+        cls = _class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         if sf.pair_mixture_ is not None:   # the pair weight chosen on its own mail: two held-out scores
             held_out = _mixture_held_out(sf.pair_mixture_, sf.scorer, stream, cls,
@@ -65,11 +66,10 @@ class _RecordingFilter:
         return sf
 
     def forget(self, message, spam):
-        from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
 
         sf = self._filter
-        cls = int(is_spam_label(spam))
+        cls = _class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         n_before = deltas.n_live(sf)
         hashes = array("Q")
@@ -135,13 +135,12 @@ class _LightFilter:
         self.held_out_bin = None
 
     def learn(self, message, spam):
-        from spamnb.estimator.labels import is_spam_label
         from spamnb.estimator.messages import message_bytes
-        from spamnb.estimator.prequential import ScoreHistogram, counts_scores
+        from spamnb.estimator.ledger import counts_scores, held_out_bin   # no prequential for one learn
 
         session = self._session
         view, sf = session.view, session.filter
-        cls = int(is_spam_label(spam))
+        cls = _class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         hashes = stream.hashes
         self.held_out_bin = None
@@ -151,12 +150,12 @@ class _LightFilter:
                                          counts_scores(view.class_count()))
             if held_out is not None:
                 held_out = _float32(held_out)
-                self.held_out_bin = ScoreHistogram.bin_of(held_out)
+                self.held_out_bin = held_out_bin(held_out)
                 self._ops.append(deltas.encode_held_out(cls, held_out))
         elif counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
             jll = view.score(hashes, 0, stream.pairs_start)[0]
             held_out = _float32(jll[1] - jll[0])
-            self.held_out_bin = ScoreHistogram.bin_of(held_out)
+            self.held_out_bin = held_out_bin(held_out)
             self._ops.append(deltas.encode_held_out(cls, held_out))
         positions = view.new_tokens(hashes)
         blob, offsets = bytearray(), array("Q", [0])
@@ -253,6 +252,89 @@ class _LightRecordingLedger(_RecordingLedger):
         raise MustReadWhole()
 
 
+class _FileLearner(FileScorer):
+    """The view a light session learns through while the model file has no
+    journal record (``deltas.unjournaled``: a model's first learn after
+    ``train`` or a compaction): the file's entries, as a classify scores
+    them (``scoring.FileScorer``), the message's read once for its held-out
+    score and its new tokens.  What the learn leaves (:meth:`extended`) is
+    put through ``spamnb.persistence.journal_view`` only when something asks
+    more of it than its size and class counts (the session's next message):
+    a learn of one message does without that module."""
+
+    def __init__(self, spam_filter):
+        vocab, counts, ages = spam_filter.replayed()
+        log_norm, log_prior = counts.scorer_logs()[1:3]
+        super().__init__(*spam_filter.mapped_file_, counts.n_features_, log_norm, log_prior,
+                         COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm),
+                         float(spam_filter.pair_weight))
+        self.filter, self.n_features, self.max_tokens = spam_filter, vocab.n_features, ages.max_tokens
+        self.file_class_count = tuple(counts.class_count_)
+        self._gathered = None   # (hashes, gather(hashes)): the message last read
+
+    def class_count(self):
+        """Messages learned per class, [ham, spam]: the file's."""
+        return list(self.file_class_count)
+
+    def _gather(self, hashes):
+        """``scoring.gather`` of ``hashes``, read once for the message last asked about."""
+        if self._gathered is None or self._gathered[0] is not hashes:
+            self._gathered = (hashes, gather(self._file, self._layout, self._n_features, len(self._log_prior),
+                                             hashes))
+        return self._gathered[1]
+
+    def compact(self, hashes):
+        """``FileScorer.compact``, the message's entries of the file read once."""
+        found, index, logs = self._gather(hashes)
+        return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length,
+                              self.pair_weight), index
+
+    def new_tokens(self, hashes):
+        """As ``JournalView.new_tokens``: the first places of the tokens the file lacks."""
+        if not len(hashes):
+            return array("i")
+        return deltas.first_places(hashes, set(hashes).difference(self._gather(hashes)[0]))
+
+    def extended(self, cls, hashes, n_new, lengths, text):
+        """``JournalView.extended`` of this view, made when first asked for more
+        than its size and class counts (:class:`_Learned`)."""
+        return _Learned(self, (cls, hashes, n_new, lengths, text))
+
+
+class _Learned:
+    """A :class:`_FileLearner` with the session's first learn: its vocabulary size,
+    size limit and class counts, and for anything else the journal view of the
+    model with that learn (``spamnb.persistence.journal_view``, made then)."""
+
+    def __init__(self, first, learn):
+        self._first, self._learn, self._view = first, learn, None
+        self.n_features, self.max_tokens = first.n_features + learn[2], first.max_tokens
+        self._class_count = first.class_count()
+        self._class_count[learn[0]] += 1.0
+
+    def class_count(self):
+        return list(self._class_count)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_first", "_learn", "_view"):
+            raise AttributeError(name)
+        if self._view is None:
+            from spamnb.persistence.journal_view import learner
+
+            self._view = learner(self._first.filter, apply_records).extended(*self._learn)
+        return getattr(self._view, name)
+
+
+def _learner(spam_filter):
+    """The view a light session appends through (``journal_view.learner``), or
+    a :class:`_FileLearner` when the model file has no journal record to view."""
+    if deltas.unjournaled(spam_filter):
+        return _FileLearner(spam_filter)
+    from spamnb.persistence.journal_view import learner
+
+    return learner(spam_filter, apply_records)
+
+
 def _mixture_held_out(mixture, kernel_of, stream, cls, ops, counts):
     """A learn's held-out score under a pair-weight mixture (``spamnb.estimator.variants``):
     None when the model's scores do not count yet (``counts`` False), else
@@ -269,6 +351,16 @@ def _mixture_held_out(mixture, kernel_of, stream, cls, ops, counts):
     mixture.add(words, pairs, cls)
     ops.append(deltas.encode_pair_scores(cls, words, pairs, mixture.weight, mixture.scale))
     return held_out
+
+
+def _class_of(label):
+    """0 (ham) or 1 (spam) of a label: True/False as it is (what the ledger hands
+    a learn), any other through ``labels.is_spam_label`` (imported then only)."""
+    if label is True or label is False:
+        return int(label)
+    from spamnb.estimator.labels import is_spam_label
+
+    return int(is_spam_label(label))
 
 
 def _float32(value):
@@ -581,9 +673,7 @@ class _SessionContext:
                 spam_filter = learned_model()
             view = None
             if self.light and entry is None and exists:
-                from spamnb.persistence.journal_view import learner
-
-                view = learner(spam_filter, apply_records)
+                view = _learner(spam_filter)
             self.session = Session(real, spam_filter, exists, view)
             self.session.compact_limit = self.compact_limit
         except BaseException:

@@ -420,3 +420,31 @@ def in_place(spam_filter, arrays):
         return
     if counts.extend_in_place(writable["feature_count"], writable["log_count"]):
         vocab.extend_in_place(writable["keys"], writable["values"])
+
+
+def unjournaled(spam_filter):
+    """Whether a learner can append to ``spam_filter`` (loaded in part, mapped)
+    from the message's own entries of its file, with no journal record to
+    view (``spamnb.persistence.journal_view.learner``): its counts held in
+    place as loaded, of two classes, without holes, as long as its
+    vocabulary, and its journal read and empty (or none)."""
+    journal = spam_filter.journal_
+    if (spam_filter.pending_journal_ is not None or spam_filter.unread_ is None or journal is None
+            or (journal.status == "ok" and journal.payloads)):
+        return False
+    vocab, counts, _ages = spam_filter.replayed()   # nothing pending: as loaded
+    return not (counts is None or vocab is None or spam_filter.mapped_file_ is None or not counts.in_place
+                or not counts.as_loaded or counts.n_holes or counts.n_classes != 2
+                or "feature_count" not in spam_filter.unread_.offsets or counts.n_features_ != vocab.n_features)
+
+
+def first_places(hashes, new):
+    """The positions in ``hashes`` (``array('Q')``, a message's occurrences) of
+    the tokens of the set ``new``, each at its first occurrence, in order
+    (``array('i')``): where ``Vocabulary.add`` numbers a message's new tokens,
+    and so their text's order in a record.  No Python loop over the occurrences."""
+    if len(new) <= 64:   # a few: each one's first place by a search of the array
+        return array("i", sorted(hashes.index(h) for h in new))
+    n = len(hashes)
+    first = dict(zip(reversed(hashes), range(n - 1, -1, -1)))   # each token's first place (the last one put)
+    return array("i", sorted(first[h] for h in new))

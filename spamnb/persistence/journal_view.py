@@ -148,15 +148,10 @@ def learner(spam_filter, apply_records):
     pending = spam_filter.pending_journal_
     if pending is not None:
         return pending
-    journal = spam_filter.journal_
-    if spam_filter.unread_ is None or journal is None or (journal.status == "ok" and journal.payloads):
+    if not deltas.unjournaled(spam_filter):
         return None
-    vocab, counts, _ages = spam_filter.replayed()   # nothing pending: as loaded
-    if (counts is None or vocab is None or spam_filter.mapped_file_ is None or not counts.in_place
-            or not counts.as_loaded or counts.n_holes or counts.n_classes != 2
-            or "feature_count" not in spam_filter.unread_.offsets or counts.n_features_ != vocab.n_features):
-        return None
-    return JournalView(spam_filter, journal, [], [], vocab.n_features, apply_records)
+    return JournalView(spam_filter, spam_filter.journal_, [], [], spam_filter.replayed().vocabulary.n_features,
+                       apply_records)
 
 
 class JournalView(FileScorer):
@@ -238,21 +233,15 @@ class JournalView(FileScorer):
         number the message's new tokens, and so their text's order in a record."""
         if not len(hashes):
             return array("i")
-        in_file = set(self._gather(hashes)[0])   # a learner scored the message first: the file read once
+        # a learner scored the message first: the file read once; no Python loop over the occurrences
+        new = set(hashes).difference(self._gather(hashes)[0])
         _ids, n_ids, keys, values = self._numbering()
-        if not n_ids:   # no learn in the journal: new is what the file does not hold
-            new = set(hashes).difference(in_file)
-            if len(new) <= 64:   # a few: each one's first place by a search of the array, no loop here
-                return array("i", sorted(hashes.index(h) for h in new))
-        mine = array("i", [-1]) * len(hashes)
-        if n_ids:
-            token_kernels.lookup(keys, values, hashes, mine)
-        positions, seen = array("i"), set()
-        for at, (h, i) in enumerate(zip(hashes, mine)):
-            if i < 0 and h not in in_file and h not in seen:
-                seen.add(h)
-                positions.append(at)
-        return positions
+        if n_ids and new:   # and not the journal's: its distinct candidates looked up in the journal's table
+            candidates = array("Q", new)
+            ids = array("i", [-1]) * len(candidates)
+            token_kernels.lookup(keys, values, candidates, ids)
+            new = {h for h, i in zip(candidates, ids) if i < 0}
+        return deltas.first_places(hashes, new)
 
     # -- at load ---------------------------------------------------------------
     def count_scores(self, spam_filter):
