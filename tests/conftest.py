@@ -37,7 +37,8 @@ if sys.dont_write_bytecode:
     import importlib.util
 
     _package = importlib.util.find_spec("spamnb")       # the one the tests import (PYTHONPATH), not imported yet
-    if _package is not None and _package.submodule_search_locations:
+    if _package is not None and _package.submodule_search_locations and \
+            Path(_package.submodule_search_locations[0]).resolve() == REPO / "spamnb":   # this checkout's only
         compileall.compile_dir(_package.submodule_search_locations[0], quiet=2)
 
 
