@@ -24,6 +24,23 @@ SAMPLE_CORPUS = REPO / "corpora"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.modules.setdefault("conftest", sys.modules[__name__])
 
+# Bytecode.  Where PYTHONDONTWRITEBYTECODE is set (many containers and shared
+# machines set it) no process writes the package's .pyc files, so every
+# `python -m spamnb` the tests start (some 500 a default run) compiled the
+# package's modules again from source.  The session compiles the package
+# under test once into its own __pycache__ folders (git-ignored; what `pip
+# install` does for an installed package, and what any run without the
+# setting leaves): the processes read them and still write nothing.  The
+# tests' own modules, the standard library and site-packages are as before.
+if sys.dont_write_bytecode:
+    import compileall
+    import importlib.util
+
+    _package = importlib.util.find_spec("spamnb")       # the one the tests import (PYTHONPATH), not imported yet
+    if _package is not None and _package.submodule_search_locations and \
+            Path(_package.submodule_search_locations[0]).resolve() == REPO / "spamnb":   # this checkout's only
+        compileall.compile_dir(_package.submodule_search_locations[0], quiet=2)
+
 
 def shared_corpora():
     """The folder that holds the full corpora (it may not exist)."""

@@ -69,12 +69,12 @@ def _log_odds(status):
     return float(re.search(r"log-odds=([-+0-9.]+)", status).group(1))
 
 
-def test_verdicts_are_the_corpus_labels_and_fields_are_added(home, milter):
+def test_verdicts_are_the_corpus_labels_and_fields_are_added(home, plain_milter):
     """The answer key is the corpus folder each message comes from (the site
     model learned these messages, and gets every one of them right), not the
     code under test; the log-odds are spamnb classify's on the same bytes (the
     milter passes the message on unchanged)."""
-    d = milter()
+    d = plain_milter
     model = SpamFilter.load(home / "model.spamnb")
     c = d.client()
     for path in MESSAGES:
@@ -207,10 +207,12 @@ def _spamd_answers(d):
 
 
 @pytest.fixture(scope="module")
-def garbage_milter(home):
-    """One server for every malformed packet below: each case checks that the
-    server still serves the milter and SPAMD after its garbage (and after the
-    cases before it), and that its log has no traceback."""
+def plain_milter(home):
+    """One server with the default settings a module, for the tests that need
+    no options of their own (they learn nothing and read no log counts) and
+    every malformed packet below: each of those cases checks that the server
+    still serves the milter and SPAMD after its garbage (and after the cases
+    before it), and that its log has no traceback."""
     d = Milter(home)
     yield d
     d.stop()
@@ -225,8 +227,8 @@ def garbage_milter(home):
     b"\x00\x00\x00\x01E",                               # an end of data before any negotiation ... then more
     b"GET / HTTP/1.0\r\n\r\n",                          # another protocol
 ])
-def test_malformed_packets_close_the_connection_and_nothing_else(garbage_milter, garbage):
-    d = garbage_milter
+def test_malformed_packets_close_the_connection_and_nothing_else(plain_milter, garbage):
+    d = plain_milter
     with socket.create_connection(("127.0.0.1", d.milter_port), timeout=5) as s:
         s.sendall(garbage)
         s.sendall(b"\x00\x00\x00\x01E" * 3)    # and packets the state machine does not expect now
@@ -239,10 +241,10 @@ def test_malformed_packets_close_the_connection_and_nothing_else(garbage_milter,
     assert "Traceback" not in d.log_text()
 
 
-def test_a_macro_that_is_not_ascii_is_skipped(home, milter):
+def test_a_macro_that_is_not_ascii_is_skipped(home, plain_milter):
     """A macro kilter cannot decode (an SMTPUTF8 address in {rcpt_addr}) is
     not a reason to close the connection: the message is checked."""
-    d = milter()
+    d = plain_milter
     c = d.client()
     assert c.agreed.actions & 0x100 and c.agreed.macros      # SMFIF_SETSYMLIST, and a list asked for
     c.send(packet("D", b"R{rcpt_addr}\x00j\xc3\xb6rg@test.example\x00"))
@@ -418,13 +420,13 @@ def test_header_edits_of_any_size_get_their_verdict(home, milter, action):
     assert "protocol error" not in d.log_text()
 
 
-def test_added_fields_are_written_as_spamc_writes_them(home, milter):
+def test_added_fields_are_written_as_spamc_writes_them(home, plain_milter):
     """With HEADER_LEADING_SPACE agreed (Postfix offers it) the MTA writes a
     field as ``name + ":" + value``: each value starts with its one space, so
     the field reads ``X-Spam-Status: Yes, score=...`` byte for byte as in
     spamc's output for the same message (procmail's ``^X-Spam-Status: Yes``);
     without the flag, the MTA adds the space and the values come without."""
-    d = milter()
+    d = plain_milter
     spam = _without_from_line(MESSAGES[0].read_bytes())
     c = d.client()
     fields = added(c.message(spam))

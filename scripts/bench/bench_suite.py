@@ -12,7 +12,10 @@ after ``--``) in this checkout, with a JUnit XML report, and prints:
   (servers the tests start and stop, ``spamnb`` subprocesses), and its peak
   RSS;
 - the tests run, and the files that took longest (setup, call and teardown
-  of their tests summed; collection is in the wall time, not in these).
+  of their tests summed; collection is in the wall time, not in these);
+- whether PYTHONDONTWRITEBYTECODE was set (tests/conftest.py then compiles
+  the package once a session into its __pycache__; the standard library and
+  site-packages are read as they are installed).
 
     python3 scripts/bench/bench_suite.py                    # the default run
     python3 scripts/bench/bench_suite.py --top 30 --json PATH
@@ -81,6 +84,7 @@ def main(argv=None):
         "cpu_sys_s": round(after.ru_stime - before.ru_stime, 1),
         "peak_rss_mib": round(after.ru_maxrss / 1024, 1),
         "tests": dict(counts), "tests_s": round(sum(s for s, _n in files.values()), 1),
+        "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
         "files": {name: {"s": round(s, 2), "tests": n}
                   for name, (s, n) in sorted(files.items(), key=lambda item: -item[1][0])},
     }
@@ -88,7 +92,8 @@ def main(argv=None):
     print(f"wall {report['wall_s']} s; CPU {report['cpu_user_s']} s user + {report['cpu_sys_s']} s sys "
           f"(pytest and the processes it waited for); peak RSS {report['peak_rss_mib']} MiB")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
-          f"({os.cpu_count()} cores); tests {dict(counts)}, their own time {report['tests_s']} s")
+          f"({os.cpu_count()} cores); tests {dict(counts)}, their own time {report['tests_s']} s; "
+          f"PYTHONDONTWRITEBYTECODE {'set' if report['dont_write_bytecode'] else 'unset'}")
     for name, row in list(report["files"].items())[:args.top]:
         print(f"{row['s']:8.2f} s {row['tests']:5d}  {name}")
     if args.json:
