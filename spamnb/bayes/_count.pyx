@@ -418,6 +418,90 @@ def add_counts_rows(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     return m
 
 
+def held_out_log_odds(const int32_t[::1] idx, const int64_t[::1] bounds, const int32_t[::1] local_of,
+                      const double[::1] log_count, double norm0, double norm1, double prior0, double prior1,
+                      int counts, double length=0.0):
+    """The log-odds of each message ``j`` (its feature indices
+    ``idx[bounds[j]:bounds[j + 1]]``) under a model of ``m`` features
+    (``log_count``: the flat ``(2, m)`` logs), feature ``i`` of the message
+    being the model's ``local_of[i]`` (-1: unknown to it): ``jll[1] -
+    jll[0]``, ``jll[c] = prior_c + sum_k x_k (log_count[c, k] - norm_c)``
+    over the message's distinct known features in order of first occurrence
+    (``count_distinct``, ``scale_to_length``), an ``array('d')``.  Bit for bit
+    ``Scorer.log_odds_many`` of the messages' token hashes over a hash index
+    that maps token ``i``'s hash to ``local_of[i]`` (the same features, values
+    and additions in the same order), without the hash index: the held-out
+    pass of ``spamnb train -j 1`` scoring a fold's messages by the vocabulary
+    indices it counted them with.  Raises ValueError for bounds that do not
+    fit ``idx``, an index outside ``local_of`` or a ``local_of`` entry outside
+    the model."""
+    cdef Py_ssize_t n_messages = bounds.shape[0] - 1, n_local = log_count.shape[0] // 2, n_map = local_of.shape[0]
+    cdef Py_ssize_t j, i, k, n, m, most = 1, size
+    cdef int64_t a, b
+    cdef int32_t t, v
+    cdef int bad = 0
+    cdef double jll0, jll1
+    cdef int32_t *lidx = NULL
+    cdef int32_t *uniq = NULL
+    cdef double *x = NULL
+    cdef double *view
+    cdef const double *logs
+    cdef array.array out
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if log_count.shape[0] != 2 * n_local:
+        raise ValueError("log_count holds two rows of the model's features")
+    if n_messages < 0:
+        raise ValueError("bounds hold one entry more than the messages")
+    for j in range(n_messages):
+        a, b = bounds[j], bounds[j + 1]
+        if a < 0 or b < a or b > idx.shape[0]:
+            raise ValueError(f"message {j}: bounds {a}..{b} outside {idx.shape[0]} indices")
+        if b - a > most:
+            most = b - a
+    out = array.array("d", bytes(8 * n_messages))
+    if n_messages == 0:
+        return out
+    view = out.data.as_doubles
+    logs = &log_count[0] if n_local else NULL
+    size = most
+    lidx = <int32_t *>malloc((2 * size + 2 * table_size(size)) * sizeof(int32_t))   # indices, uniq, the table
+    x = <double *>malloc(size * sizeof(double))
+    try:
+        if lidx == NULL or x == NULL:
+            raise MemoryError()
+        uniq = lidx + size
+        with nogil:
+            for j in range(n_messages):
+                a, n = bounds[j], bounds[j + 1] - bounds[j]
+                for i in range(n):
+                    t = idx[a + i]
+                    if t < 0 or t >= n_map:
+                        bad = 1
+                        v = -1
+                    else:
+                        v = local_of[t]
+                        if v >= n_local:
+                            bad = 1
+                            v = -1
+                    lidx[i] = v
+                m = count_distinct(lidx, n, uniq, x, counts, uniq + size, table_size(n if n > 0 else 1),
+                                   _LOG1P_SMALL)
+                scale_to_length(x, m, length)
+                jll0 = prior0
+                jll1 = prior1
+                for k in range(m):
+                    jll0 += x[k] * (logs[uniq[k]] - norm0)
+                    jll1 += x[k] * (logs[n_local + uniq[k]] - norm1)
+                view[j] = jll1 - jll0
+        if bad:
+            raise ValueError("a feature index outside the map, or mapped outside the model")
+        return out
+    finally:
+        free(lidx)
+        free(x)
+
+
 def add_counts_split(const int32_t[::1] idx, double[::1] base, double[::1] tail, int counts, double sign,
                      double length, double[::1] log_base, double[::1] log_tail, double alpha):
     """``add_counts`` over one class's counts held in two buffers (feature ``i``

@@ -414,14 +414,18 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         del table, index, fc
 
 
-def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam):
+def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held=None):
     """One fold's model from its counts: ``total`` the ``(2, n_features)``
     counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
     counts without the fold's at them (made their logs here, alpha added),
     ``in_folds`` the number of folds holding each token, ``hashes`` the
     tokens' hashes; ``n_ham``, ``n_spam`` the messages of the other folds.
     Returns ``(log_norm (2,), log prior ratio, hash table, index)``, the
-    index -1 for a token no other fold holds (unknown to the model)."""
+    index -1 for a token no other fold holds (unknown to the model).
+    ``n_held``: the number of tokens some fold holds (``in_folds >= 1``),
+    known to the caller; with it, no hash table is made (``table`` and
+    ``index`` None: the caller scores by vocabulary index,
+    :func:`held_out_by_fold`)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -432,10 +436,17 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
         whole[tokens] = fc[c]
         log_norm[c] = whole.sum()
         del whole
-    seen = in_folds.copy()
-    seen[tokens] -= 1                             # held by another fold
-    log_norm = arithmetic.log_norm(log_norm, alpha, int((seen >= 1).sum()))
-    del seen
+    if n_held is None:
+        seen = in_folds.copy()
+        seen[tokens] -= 1                             # held by another fold
+        n_seen = int((seen >= 1).sum())
+        del seen
+    else:   # the tokens held by a fold but those only fold k holds: the same number
+        n_seen = int(n_held) - int((in_folds[tokens] == 1).sum())
+    log_norm = arithmetic.log_norm(log_norm, alpha, n_seen)
+    if n_held is not None:
+        arithmetic.log_counts(fc, alpha, out=fc)
+        return log_norm, arithmetic.prior_log_odds(prior, n_ham, n_spam), None, None
     capacity = 16                                 # a power of two, at most half full
     while capacity < 2 * tokens.size:
         capacity <<= 1
@@ -655,6 +666,8 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
         mark[spill.fold(k)[0]] = True
         in_folds += mark
     del mark
+    n_held = int(np.count_nonzero(in_folds))
+    local_of = np.full(n_features, -1, dtype=np.int32)   # fold k's tokens' places in its model (held_out_log_odds)
     counted = spill.seen
     scores = (np.empty(counted[0]), np.empty(counted[1]))
     per_fold = np.zeros((n_folds, 2), dtype=np.int64)
@@ -670,19 +683,27 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
         rows[:, tokens] = 0.0
         n_ham, n_spam = class_count - fold_class_count[k]
-        log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
-                                                          spam_filter.prior, n_ham, n_spam)
-        scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
-                                      transform, length, None, pair_weight)
         if pair_weight == 1.0:
-            # every message of the fold in one compiled call (score's log-odds, bit for bit), by its token hashes
-            log_odds = np.frombuffer(scorer.log_odds_many(np.ascontiguousarray(hashes[indices]), bounds))
+            # every message of the fold in one compiled call, by the vocabulary indices it was counted with:
+            # token i is the model's local_of[i] (its place among the fold's tokens; -1 when no other fold
+            # holds it), what the hash index FoldModels makes says of its hash: score's log-odds, bit for bit
+            log_norm, prior_ratio, _, _ = _fold_model(total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior,
+                                                      n_ham, n_spam, n_held)
+            local_of[tokens] = np.where(in_folds[tokens] >= 2, np.arange(tokens.size, dtype=np.int32), -1)
+            log_odds = np.frombuffer(token_kernels.held_out_log_odds(indices, bounds, local_of, fc.ravel(),
+                                                                     log_norm.tolist(), [0.0, prior_ratio],
+                                                                     transform, length))
         else:   # the pairs weighed: each message scored with its pairs_start (what a model file's scorer does)
+            log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
+                                                              spam_filter.prior, n_ham, n_spam)
+            scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(),
+                                          [0.0, prior_ratio], transform, length, None, pair_weight)
             log_odds = _weighed_log_odds(scorer, hashes[indices], bounds, spill.pairs_starts(k))
+            del scorer, table, index
         for s in range(2):
             scores[s][place[spam == s]] = log_odds[spam == s]
         per_fold[k] = np.bincount(spam, minlength=2)[:2]
-        del scorer, log_odds, table, index, fc, tokens, indices
+        del log_odds, fc, tokens, indices
     return scores[0], scores[1], per_fold
 
 
