@@ -385,6 +385,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
     in_folds = np.bincount(token[first], minlength=n_features).astype(np.int32)   # folds holding each token
     n_tokens = np.bincount(fold[first], minlength=n_folds)                         # tokens each fold holds
     del first
+    n_held = int(np.count_nonzero(in_folds))
     capacity = [16] * n_folds                         # each fold's hash index: a power of two, at most half full
     for k in range(n_folds):
         while capacity[k] < 2 * n_tokens[k]:
@@ -408,13 +409,13 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         del mine, mine_token, new, local, mine_class
         n_ham, n_spam = class_count - fold_class_count[k]
         layout["log_norm"][k], layout["log_prior"][k, 1], table, index = _fold_model(
-            total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior, n_ham, n_spam)
+            total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior, n_ham, n_spam, n_held)
         del tokens
         yield k, table, index, fc
         del table, index, fc
 
 
-def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held=None):
+def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held=None, index=True):
     """One fold's model from its counts: ``total`` the ``(2, n_features)``
     counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
     counts without the fold's at them (made their logs here, alpha added),
@@ -423,9 +424,10 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     Returns ``(log_norm (2,), log prior ratio, hash table, index)``, the
     index -1 for a token no other fold holds (unknown to the model).
     ``n_held``: the number of tokens some fold holds (``in_folds >= 1``),
-    known to the caller; with it, no hash table is made (``table`` and
-    ``index`` None: the caller scores by vocabulary index,
-    :func:`held_out_by_fold`)."""
+    when the caller knows it (the norm's count of tokens then comes from the
+    fold's own tokens, not a copy of ``in_folds``).  ``index`` False: no hash
+    table is made (``table`` and ``index`` None: the caller scores by
+    vocabulary index, :func:`held_out_by_fold`)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -444,7 +446,7 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     else:   # the tokens held by a fold but those only fold k holds: the same number
         n_seen = int(n_held) - int((in_folds[tokens] == 1).sum())
     log_norm = arithmetic.log_norm(log_norm, alpha, n_seen)
-    if n_held is not None:
+    if not index:
         arithmetic.log_counts(fc, alpha, out=fc)
         return log_norm, arithmetic.prior_log_odds(prior, n_ham, n_spam), None, None
     capacity = 16                                 # a power of two, at most half full
@@ -455,8 +457,9 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
                          0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
     occupied = np.flatnonzero(table != 0)
-    index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
-    del occupied
+    mine = index[occupied]
+    index[occupied] = np.where((in_folds[tokens] >= 2)[mine], mine, -1)   # -1: a token no other fold holds
+    del occupied, mine
     arithmetic.log_counts(fc, alpha, out=fc)
     return log_norm, arithmetic.prior_log_odds(prior, n_ham, n_spam), table, index
 
@@ -688,14 +691,14 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
             # token i is the model's local_of[i] (its place among the fold's tokens; -1 when no other fold
             # holds it), what the hash index FoldModels makes says of its hash: score's log-odds, bit for bit
             log_norm, prior_ratio, _, _ = _fold_model(total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior,
-                                                      n_ham, n_spam, n_held)
+                                                      n_ham, n_spam, n_held, index=False)
             local_of[tokens] = np.where(in_folds[tokens] >= 2, np.arange(tokens.size, dtype=np.int32), -1)
             log_odds = np.frombuffer(token_kernels.held_out_log_odds(indices, bounds, local_of, fc.ravel(),
                                                                      log_norm.tolist(), [0.0, prior_ratio],
                                                                      transform, length))
         else:   # the pairs weighed: each message scored with its pairs_start (what a model file's scorer does)
             log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
-                                                              spam_filter.prior, n_ham, n_spam)
+                                                              spam_filter.prior, n_ham, n_spam, n_held)
             scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(),
                                           [0.0, prior_ratio], transform, length, None, pair_weight)
             log_odds = _weighed_log_odds(scorer, hashes[indices], bounds, spill.pairs_starts(k))
