@@ -274,7 +274,7 @@ class FoldModels:
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
 
     @classmethod
-    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, folder=None, counts=None):
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, folder=None, counts=None, between=None):
         """The fold models of a fitted ``spam_filter`` (the whole counts) and
         its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
         fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``,
@@ -287,7 +287,10 @@ class FoldModels:
         ``counts``: the merged :class:`~spamnb.estimator.counting.Counts` the
         filter is (or will be: ``spam_filter`` may be unfitted) made of, whose
         model rows, hashes and class counts are used instead of the filter's:
-        the same models, built before the filter (not beside it)."""
+        the same models, built before the filter (not beside it).
+        ``between`` (with ``folder``): a function called after each fold is
+        written (``spamnb train -j N``: the workers' results read and more
+        jobs given to them while this process builds the models)."""
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
         if float(spam_filter.pair_weight) != 1.0:   # the spilled records hold no pair starts: held_out_by_fold does
@@ -297,7 +300,7 @@ class FoldModels:
         layout = next(folds)
         transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
         if folder is not None:
-            _write_folds(folder, layout, folds, transform, length)
+            _write_folds(folder, layout, folds, transform, length, between)
             return folder
         import numpy as np
 
@@ -464,7 +467,7 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     return log_norm, arithmetic.prior_log_odds(prior, n_ham, n_spam), table, index
 
 
-def _write_folds(folder, layout, folds, transform, length):
+def _write_folds(folder, layout, folds, transform, length, between=None):
     """Write the folds :func:`_fold_arrays` gives to ``folder`` as
     :meth:`FoldModels.save` writes them (``.npy`` files of the arrays back
     to back), appending each fold's arrays as it comes."""
@@ -490,6 +493,8 @@ def _write_folds(folder, layout, folds, transform, length):
             files["log_count"].write(memoryview(log_count).cast("B"))
             del table, index, log_count
             release_free_memory()   # the fold's arrays and temporaries: not kept by the C heap for the next
+            if between is not None:
+                between()
     finally:
         for f in files.values():
             f.close()
@@ -640,10 +645,12 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     reading of the files).  ``counts``: the :class:`~spamnb.estimator.counting.Counts`
     (model rows only) the filter is made of, used instead of the filter's
     own (``spam_filter`` may then be unfitted: its parameters are read).
-    ``sum_fold``: a function ``(k, indices, bounds, spam, rows)`` that sums
-    fold ``k``'s messages into the zero ``(2, n_features)`` ``rows`` instead
-    of one after the other (the partitions' tree of ``spamnb train``:
-    :func:`spamnb.estimator.counting.partition_fold_sums`)."""
+    ``sum_fold``: a function ``(k, indices, bounds, spam, n_features)`` that
+    sums fold ``k``'s messages otherwise than one after the other (the
+    partitions' tree of ``spamnb train``:
+    :func:`spamnb.estimator.counting.partition_fold_sums`), giving ``(tokens,
+    sums)``: the tokens they hold (ascending) and their ``(2, len(tokens))``
+    sums (no rows as long as the vocabulary then)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -674,17 +681,23 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     counted = spill.seen
     scores = (np.empty(counted[0]), np.empty(counted[1]))
     per_fold = np.zeros((n_folds, 2), dtype=np.int64)
-    rows = np.zeros((2, n_features))
+    rows = np.zeros((2, n_features)) if sum_fold is None else None
     for k in range(n_folds):
         indices, bounds, spam, place = spill.fold(k)
         if sum_fold is None:
             token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
+            tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
+            part = rows[:, tokens]
+            rows[:, tokens] = 0.0
         else:
-            sum_fold(k, indices, bounds, spam, rows)
-        tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
-        fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
+            tokens, part = sum_fold(k, indices, bounds, spam, n_features)
+            held = (part[0] > 0) | (part[1] > 0)   # (each is: a token's value in a message is positive)
+            if not held.all():
+                tokens, part = tokens[held], part[:, held]
+            del held
+        fc = total[:, tokens] - part                             # total - fold k's counts (0 where it has none)
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
-        rows[:, tokens] = 0.0
+        del part
         n_ham, n_spam = class_count - fold_class_count[k]
         if pair_weight == 1.0:
             # every message of the fold in one compiled call, by the vocabulary indices it was counted with:
