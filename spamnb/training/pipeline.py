@@ -279,10 +279,17 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
         workers = stack.enter_context(Workers(n_jobs))
         spills = (work, [[] for _ in filters]) if work is not None else None
         # the near-duplicates first (a pass that reads each message and keys it: planning.partition_keys),
-        # so that the counting pass leaves out the same messages as met in order (_partitions_here)
-        parts = list(partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
-                                partition_size))
-        skips = copies_of(workers.run_ordered(partition_keys, ((part, strict) for part in parts)))
+        # so that the counting pass leaves out the same messages as met in order (_partitions_here); the
+        # corpus is planned as the workers key it (a partition given to them as soon as it is planned)
+        parts = []
+
+        def planned():
+            for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
+                                   partition_size):
+                parts.append(part)
+                yield part, strict
+
+        skips = copies_of(workers.run_ordered(partition_keys, planned()))
         merged = _fit_counts_variants((piece for part in parts for piece in part), specs,
                                      partition_size=partition_size, fan_in=fan_in, report=report, strict=strict,
                                      n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit,
