@@ -600,7 +600,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef Py_ssize_t n = ham.shape[0], m = bounds.shape[0] - 1, n_parts = ends.shape[0]
     cdef Py_ssize_t p, j, i, k, c, n_levels = 2, reach = fan_in, top
     cdef int64_t a, b, start = 0, stop
-    cdef int32_t t, largest
+    cdef int32_t t, largest = -1
     cdef int32_t *uniq
     cdef double *x
     cdef double *levels = NULL
@@ -608,6 +608,10 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef double *lev0
     cdef double *row
     cdef Py_ssize_t *items = NULL
+    cdef Py_ssize_t most = 1, cap
+    cdef int32_t *scratch = NULL
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
     if spam.shape[0] != n:
         raise ValueError("the ham and spam rows differ in length")
     if fan_in < 2:
@@ -617,6 +621,8 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     for j in range(m):
         if bounds[j] < 0 or bounds[j + 1] < bounds[j] or bounds[j + 1] > idx.shape[0]:
             raise ValueError(f"message {j}: bounds {bounds[j]}..{bounds[j + 1]} outside {idx.shape[0]} indices")
+        if bounds[j + 1] - bounds[j] > most:
+            most = bounds[j + 1] - bounds[j]
     for p in range(n_parts):
         if ends[p] < (ends[p - 1] if p else 0) or ends[p] > m:
             raise ValueError(f"partition {p}: ends {ends[p]} outside 0..{m} or before the last")
@@ -627,27 +633,36 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         n_levels += 1
     levels = <double *>calloc(2 * n * n_levels + 2 * n + 1, sizeof(double))
     items = <Py_ssize_t *>calloc(n_levels + 1, sizeof(Py_ssize_t))
+    # one message's distinct indices, counts and counting table, for the largest message (what
+    # _distinct_counts allocates a message at a time: the same count_distinct and scale_to_length)
+    scratch = <int32_t *>malloc((most + 2 * table_size(most)) * sizeof(int32_t))
+    x = <double *>malloc(most * sizeof(double))
     try:
-        if levels == NULL or items == NULL:
+        if levels == NULL or items == NULL or scratch == NULL or x == NULL:
             raise MemoryError()
+        uniq = scratch
         part = levels + 2 * n * n_levels
         for p in range(n_parts):
             stop = ends[p]
-            for j in range(start, stop):   # the partition's messages into its own two rows, in order
-                a, b = bounds[j], bounds[j + 1]
-                k = _distinct_counts(idx[a:b], counts, length, &uniq, &x, &largest)
-                if k == 0:
-                    continue
-                if largest >= n:
-                    free(uniq)
-                    free(x)
-                    raise ValueError(f"feature index out of range for {n} counts")
-                row = part + n * (1 if rows_of[j] else 0)
-                with nogil:
+            with nogil:
+                for j in range(start, stop):   # the partition's messages into its own two rows, in order
+                    a, b = bounds[j], bounds[j + 1]
+                    if b == a:
+                        continue
+                    cap = table_size(b - a)
+                    k = count_distinct(&idx[a], b - a, uniq, x, counts, uniq + most, cap, _LOG1P_SMALL)
+                    scale_to_length(x, k, length)
+                    largest = -1
+                    for i in range(k):
+                        if uniq[i] > largest:
+                            largest = uniq[i]
+                    if largest >= n:
+                        break
+                    row = part + n * (1 if rows_of[j] else 0)
                     for i in range(k):
                         row[uniq[i]] += x[i]
-                free(uniq)
-                free(x)
+            if largest >= n:
+                raise ValueError(f"feature index out of range for {n} counts")
             with nogil:
                 lev0 = levels
                 if stop > start:   # its tokens' sums into level 0 (a token twice: 0.0 the second time)
@@ -683,3 +698,5 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     finally:
         free(levels)
         free(items)
+        free(scratch)
+        free(x)
