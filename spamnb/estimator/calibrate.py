@@ -638,8 +638,11 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     prior), without the folds' rows: fold ``k``'s counts are summed from its
     file into two rows (the messages in the order counted, each added as the
     counting pass added it: one compiled call, ``add_counts_rows``), its
-    model built, its messages scored by one compiled scorer, the rows
-    cleared for the next.  A token occurring in a message has a positive
+    model built (no hash index: with ``pair_weight`` 1 its messages are
+    scored in one compiled call by the vocabulary indices they were counted
+    with, ``token_kernels.held_out_log_odds``, token ``i`` being the model's
+    ``local_of[i]``: what the fold model's hash index says of its hash), the
+    rows cleared for the next.  A token occurring in a message has a positive
     value (a transformed count scaled to a positive length), so the folds
     holding a token are the folds of the messages it occurs in (a first
     reading of the files).  ``counts``: the :class:`~spamnb.estimator.counting.Counts`
