@@ -418,6 +418,17 @@ def add_counts_rows(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     return m
 
 
+cdef Py_ssize_t _longest(const int64_t[::1] bounds, Py_ssize_t n_items) except -1:
+    """The length of the longest message ``j`` (``bounds[j]:bounds[j + 1]``; 1
+    at least); ValueError for bounds that do not fit ``n_items`` indices."""
+    cdef Py_ssize_t j, most = 1
+    for j in range(bounds.shape[0] - 1):
+        if bounds[j] < 0 or bounds[j + 1] < bounds[j] or bounds[j + 1] > n_items:
+            raise ValueError(f"message {j}: bounds {bounds[j]}..{bounds[j + 1]} outside {n_items} indices")
+        most = max(most, bounds[j + 1] - bounds[j])
+    return most
+
+
 def held_out_log_odds(const int32_t[::1] idx, const int64_t[::1] bounds, const int32_t[::1] local_of,
                       const double[::1] log_count, double norm0, double norm1, double prior0, double prior1,
                       int counts, double length=0.0):
@@ -436,8 +447,7 @@ def held_out_log_odds(const int32_t[::1] idx, const int64_t[::1] bounds, const i
     fit ``idx``, an index outside ``local_of`` or a ``local_of`` entry outside
     the model."""
     cdef Py_ssize_t n_messages = bounds.shape[0] - 1, n_local = log_count.shape[0] // 2, n_map = local_of.shape[0]
-    cdef Py_ssize_t j, i, k, n, m, most = 1, size
-    cdef int64_t a, b
+    cdef Py_ssize_t j, i, k, n, m, size
     cdef int32_t t, v
     cdef int bad = 0
     cdef double jll0, jll1
@@ -453,29 +463,20 @@ def held_out_log_odds(const int32_t[::1] idx, const int64_t[::1] bounds, const i
         raise ValueError("log_count holds two rows of the model's features")
     if n_messages < 0:
         raise ValueError("bounds hold one entry more than the messages")
-    for j in range(n_messages):
-        a, b = bounds[j], bounds[j + 1]
-        if a < 0 or b < a or b > idx.shape[0]:
-            raise ValueError(f"message {j}: bounds {a}..{b} outside {idx.shape[0]} indices")
-        if b - a > most:
-            most = b - a
+    size = _longest(bounds, idx.shape[0])
     out = array.array("d", bytes(8 * n_messages))
-    if n_messages == 0:
+    if not n_messages:
         return out
-    view = out.data.as_doubles
-    logs = &log_count[0] if n_local else NULL
-    size = most
-    lidx = <int32_t *>malloc((2 * size + 2 * table_size(size)) * sizeof(int32_t))   # indices, uniq, the table
-    x = <double *>malloc(size * sizeof(double))
+    view, logs = out.data.as_doubles, (&log_count[0] if n_local else NULL)
+    # the message's model indices, its distinct ones and their counting table; their values
+    _buffers(2 * size + 2 * table_size(size), size, &lidx, &x)
+    uniq = lidx + size
     try:
-        if lidx == NULL or x == NULL:
-            raise MemoryError()
-        uniq = lidx + size
         with nogil:
             for j in range(n_messages):
-                a, n = bounds[j], bounds[j + 1] - bounds[j]
+                n = bounds[j + 1] - bounds[j]
                 for i in range(n):
-                    t = idx[a + i]
+                    t = idx[bounds[j] + i]
                     if t < 0 or t >= n_map:
                         bad = 1
                         v = -1
@@ -608,7 +609,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef double *lev0
     cdef double *row
     cdef Py_ssize_t *items = NULL
-    cdef Py_ssize_t most = 1, cap
+    cdef Py_ssize_t most, cap
     cdef int32_t *scratch = NULL
     if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
         raise ValueError(f"unknown counts transform {counts}")
@@ -618,11 +619,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         raise ValueError("fan_in must be at least 2")
     if m < 0 or rows_of.shape[0] < m:
         raise ValueError("bounds and rows disagree on the number of messages")
-    for j in range(m):
-        if bounds[j] < 0 or bounds[j + 1] < bounds[j] or bounds[j + 1] > idx.shape[0]:
-            raise ValueError(f"message {j}: bounds {bounds[j]}..{bounds[j + 1]} outside {idx.shape[0]} indices")
-        if bounds[j + 1] - bounds[j] > most:
-            most = bounds[j + 1] - bounds[j]
+    most = _longest(bounds, idx.shape[0])
     for p in range(n_parts):
         if ends[p] < (ends[p - 1] if p else 0) or ends[p] > m:
             raise ValueError(f"partition {p}: ends {ends[p]} outside 0..{m} or before the last")
