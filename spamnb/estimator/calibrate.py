@@ -418,7 +418,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         del table, index, fc
 
 
-def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held=None, index=True):
+def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held, index=True):
     """One fold's model from its counts: ``total`` the ``(2, n_features)``
     counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
     counts without the fold's at them (made their logs here, alpha added),
@@ -426,9 +426,9 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     tokens' hashes; ``n_ham``, ``n_spam`` the messages of the other folds.
     Returns ``(log_norm (2,), log prior ratio, hash table, index)``, the
     index -1 for a token no other fold holds (unknown to the model).
-    ``n_held``: the number of tokens some fold holds (``in_folds >= 1``),
-    when the caller knows it (the norm's count of tokens then comes from the
-    fold's own tokens, not a copy of ``in_folds``).  ``index`` False: no hash
+    ``n_held``: the number of tokens some fold holds (``in_folds >= 1``):
+    the model knows those less the ones only this fold holds (its norm's
+    count of tokens, from the fold's own tokens).  ``index`` False: no hash
     table is made (``table`` and ``index`` None: the caller scores by
     vocabulary index, :func:`held_out_by_fold`)."""
     import numpy as np
@@ -441,13 +441,7 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
         whole[tokens] = fc[c]
         log_norm[c] = whole.sum()
         del whole
-    if n_held is None:
-        seen = in_folds.copy()
-        seen[tokens] -= 1                             # held by another fold
-        n_seen = int((seen >= 1).sum())
-        del seen
-    else:   # the tokens held by a fold but those only fold k holds: the same number
-        n_seen = int(n_held) - int((in_folds[tokens] == 1).sum())
+    n_seen = int(n_held) - int((in_folds[tokens] == 1).sum())   # the tokens another fold holds
     log_norm = arithmetic.log_norm(log_norm, alpha, n_seen)
     if not index:
         arithmetic.log_counts(fc, alpha, out=fc)
