@@ -279,3 +279,48 @@ def test_message_features_go_through_the_one_entry(tmp_path):
     for executor in ({"n_jobs": 2}, {"dask": "tcp://127.0.0.1:9"}):
         with pytest.raises(ValueError, match="feature"):
             pipeline.train([SAMPLE], spam_filter=SpamFilter(feature_weight=1.0), **executor)
+
+
+@pytest.mark.parametrize("counts, length", [("log", 1.0), ("raw", 0.0), ("binary", 2.5)])
+def test_held_out_log_odds_by_index_is_the_scorer_by_hash(counts, length):
+    """``token_kernels.held_out_log_odds`` (a fold's messages scored by their
+    vocabulary indices, ``local_of`` giving each token's place in the model)
+    is ``Scorer.log_odds_many`` of the same messages' hashes over a hash index
+    that maps each token's hash to that place, bit for bit: repeated tokens,
+    tokens unknown to the model (-1), empty messages; and out-of-range
+    indices are refused."""
+    from spamnb.bayes import token_kernels
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
+
+    rng = np.random.default_rng(7)
+    n_vocab, m = 500, 300
+    tokens = np.sort(rng.choice(n_vocab, m, replace=False))        # the model's tokens, in vocabulary order
+    local_of = np.full(n_vocab, -1, dtype=np.int32)
+    local_of[tokens] = np.where(rng.random(m) < 0.8, np.arange(m), -1)   # a fifth unknown to the model
+    hashes = rng.integers(1, 2**63, n_vocab, dtype=np.uint64)
+    lengths = rng.integers(0, 60, 40)
+    lengths[3] = 0
+    bounds = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    idx = rng.choice(tokens[:40], int(bounds[-1])).astype(np.int32)   # few tokens: repeats in a message
+    log_count = np.log(rng.random(2 * m) * 50 + 1)
+    log_norm, log_prior = [7.25, 6.5], [0.0, -0.3]
+    capacity = 1024
+    table, index = np.zeros(capacity, dtype=np.uint64), np.full(capacity, -1, dtype=np.int32)
+    token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(m, dtype=np.int32), 0,
+                         np.empty(m, dtype=np.int32))
+    occupied = np.flatnonzero(table != 0)
+    index[occupied] = local_of[tokens[index[occupied]]]
+    transform = COUNT_TRANSFORMS[counts]
+    scorer = token_kernels.Scorer(table, index, log_count, m, log_norm, log_prior, transform, length)
+    expected = np.frombuffer(scorer.log_odds_many(np.ascontiguousarray(hashes[idx]), bounds))
+    got = np.frombuffer(token_kernels.held_out_log_odds(idx, bounds, local_of, log_count, log_norm, log_prior,
+                                                        transform, length))
+    assert got.tobytes() == expected.tobytes() and got[3] == log_prior[1] - log_prior[0]
+    bad = idx.copy()
+    bad[5] = n_vocab
+    with pytest.raises(ValueError):
+        token_kernels.held_out_log_odds(bad, bounds, local_of, log_count, log_norm, log_prior, transform, length)
+    for short in (log_count[:-1], log_count[:20]):   # not two rows; a model without the places mapped to
+        with pytest.raises(ValueError):
+            token_kernels.held_out_log_odds(idx, bounds, local_of, short, log_norm, log_prior, transform, length)

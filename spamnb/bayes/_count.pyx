@@ -418,6 +418,91 @@ def add_counts_rows(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     return m
 
 
+cdef Py_ssize_t _longest(const int64_t[::1] bounds, Py_ssize_t n_items) except -1:
+    """The length of the longest message ``j`` (``bounds[j]:bounds[j + 1]``; 1
+    at least); ValueError for bounds that do not fit ``n_items`` indices."""
+    cdef Py_ssize_t j, most = 1
+    for j in range(bounds.shape[0] - 1):
+        if bounds[j] < 0 or bounds[j + 1] < bounds[j] or bounds[j + 1] > n_items:
+            raise ValueError(f"message {j}: bounds {bounds[j]}..{bounds[j + 1]} outside {n_items} indices")
+        most = max(most, bounds[j + 1] - bounds[j])
+    return most
+
+
+def held_out_log_odds(const int32_t[::1] idx, const int64_t[::1] bounds, const int32_t[::1] local_of,
+                      const double[::1] log_count, double norm0, double norm1, double prior0, double prior1,
+                      int counts, double length=0.0):
+    """The log-odds of each message ``j`` (its feature indices
+    ``idx[bounds[j]:bounds[j + 1]]``) under a model of ``m`` features
+    (``log_count``: the flat ``(2, m)`` logs), feature ``i`` of the message
+    being the model's ``local_of[i]`` (-1: unknown to it): ``jll[1] -
+    jll[0]``, ``jll[c] = prior_c + sum_k x_k (log_count[c, k] - norm_c)``
+    over the message's distinct known features in order of first occurrence
+    (``count_distinct``, ``scale_to_length``), an ``array('d')``.  Bit for bit
+    ``Scorer.log_odds_many`` of the messages' token hashes over a hash index
+    that maps token ``i``'s hash to ``local_of[i]`` (the same features, values
+    and additions in the same order), without the hash index: the held-out
+    pass of ``spamnb train -j 1`` scoring a fold's messages by the vocabulary
+    indices it counted them with.  Raises ValueError for bounds that do not
+    fit ``idx``, an index outside ``local_of`` or a ``local_of`` entry outside
+    the model."""
+    cdef Py_ssize_t n_messages = bounds.shape[0] - 1, n_local = log_count.shape[0] // 2, n_map = local_of.shape[0]
+    cdef Py_ssize_t j, i, k, n, m, size
+    cdef int32_t t, v
+    cdef int bad = 0
+    cdef double jll0, jll1
+    cdef int32_t *lidx = NULL
+    cdef int32_t *uniq = NULL
+    cdef double *x = NULL
+    cdef double *view
+    cdef const double *logs
+    cdef array.array out
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if log_count.shape[0] != 2 * n_local:
+        raise ValueError("log_count holds two rows of the model's features")
+    if n_messages < 0:
+        raise ValueError("bounds hold one entry more than the messages")
+    size = _longest(bounds, idx.shape[0])
+    out = array.array("d", bytes(8 * n_messages))
+    if not n_messages:
+        return out
+    view, logs = out.data.as_doubles, (&log_count[0] if n_local else NULL)
+    # the message's model indices, its distinct ones and their counting table; their values
+    _buffers(2 * size + 2 * table_size(size), size, &lidx, &x)
+    uniq = lidx + size
+    try:
+        with nogil:
+            for j in range(n_messages):
+                n = bounds[j + 1] - bounds[j]
+                for i in range(n):
+                    t = idx[bounds[j] + i]
+                    if t < 0 or t >= n_map:
+                        bad = 1
+                        v = -1
+                    else:
+                        v = local_of[t]
+                        if v >= n_local:
+                            bad = 1
+                            v = -1
+                    lidx[i] = v
+                m = count_distinct(lidx, n, uniq, x, counts, uniq + size, table_size(n if n > 0 else 1),
+                                   _LOG1P_SMALL)
+                scale_to_length(x, m, length)
+                jll0 = prior0
+                jll1 = prior1
+                for k in range(m):
+                    jll0 += x[k] * (logs[uniq[k]] - norm0)
+                    jll1 += x[k] * (logs[n_local + uniq[k]] - norm1)
+                view[j] = jll1 - jll0
+        if bad:
+            raise ValueError("a feature index outside the map, or mapped outside the model")
+        return out
+    finally:
+        free(lidx)
+        free(x)
+
+
 def add_counts_split(const int32_t[::1] idx, double[::1] base, double[::1] tail, int counts, double sign,
                      double length, double[::1] log_base, double[::1] log_tail, double alpha):
     """``add_counts`` over one class's counts held in two buffers (feature ``i``
@@ -516,7 +601,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef Py_ssize_t n = ham.shape[0], m = bounds.shape[0] - 1, n_parts = ends.shape[0]
     cdef Py_ssize_t p, j, i, k, c, n_levels = 2, reach = fan_in, top
     cdef int64_t a, b, start = 0, stop
-    cdef int32_t t, largest
+    cdef int32_t t, largest = -1
     cdef int32_t *uniq
     cdef double *x
     cdef double *levels = NULL
@@ -524,15 +609,17 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef double *lev0
     cdef double *row
     cdef Py_ssize_t *items = NULL
+    cdef Py_ssize_t most, cap
+    cdef int32_t *scratch = NULL
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
     if spam.shape[0] != n:
         raise ValueError("the ham and spam rows differ in length")
     if fan_in < 2:
         raise ValueError("fan_in must be at least 2")
     if m < 0 or rows_of.shape[0] < m:
         raise ValueError("bounds and rows disagree on the number of messages")
-    for j in range(m):
-        if bounds[j] < 0 or bounds[j + 1] < bounds[j] or bounds[j + 1] > idx.shape[0]:
-            raise ValueError(f"message {j}: bounds {bounds[j]}..{bounds[j + 1]} outside {idx.shape[0]} indices")
+    most = _longest(bounds, idx.shape[0])
     for p in range(n_parts):
         if ends[p] < (ends[p - 1] if p else 0) or ends[p] > m:
             raise ValueError(f"partition {p}: ends {ends[p]} outside 0..{m} or before the last")
@@ -543,27 +630,36 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         n_levels += 1
     levels = <double *>calloc(2 * n * n_levels + 2 * n + 1, sizeof(double))
     items = <Py_ssize_t *>calloc(n_levels + 1, sizeof(Py_ssize_t))
+    # one message's distinct indices, counts and counting table, for the largest message (what
+    # _distinct_counts allocates a message at a time: the same count_distinct and scale_to_length)
+    scratch = <int32_t *>malloc((most + 2 * table_size(most)) * sizeof(int32_t))
+    x = <double *>malloc(most * sizeof(double))
     try:
-        if levels == NULL or items == NULL:
+        if levels == NULL or items == NULL or scratch == NULL or x == NULL:
             raise MemoryError()
+        uniq = scratch
         part = levels + 2 * n * n_levels
         for p in range(n_parts):
             stop = ends[p]
-            for j in range(start, stop):   # the partition's messages into its own two rows, in order
-                a, b = bounds[j], bounds[j + 1]
-                k = _distinct_counts(idx[a:b], counts, length, &uniq, &x, &largest)
-                if k == 0:
-                    continue
-                if largest >= n:
-                    free(uniq)
-                    free(x)
-                    raise ValueError(f"feature index out of range for {n} counts")
-                row = part + n * (1 if rows_of[j] else 0)
-                with nogil:
+            with nogil:
+                for j in range(start, stop):   # the partition's messages into its own two rows, in order
+                    a, b = bounds[j], bounds[j + 1]
+                    if b == a:
+                        continue
+                    cap = table_size(b - a)
+                    k = count_distinct(&idx[a], b - a, uniq, x, counts, uniq + most, cap, _LOG1P_SMALL)
+                    scale_to_length(x, k, length)
+                    largest = -1
+                    for i in range(k):
+                        if uniq[i] > largest:
+                            largest = uniq[i]
+                    if largest >= n:
+                        break
+                    row = part + n * (1 if rows_of[j] else 0)
                     for i in range(k):
                         row[uniq[i]] += x[i]
-                free(uniq)
-                free(x)
+            if largest >= n:
+                raise ValueError(f"feature index out of range for {n} counts")
             with nogil:
                 lev0 = levels
                 if stop > start:   # its tokens' sums into level 0 (a token twice: 0.0 the second time)
@@ -599,3 +695,5 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     finally:
         free(levels)
         free(items)
+        free(scratch)
+        free(x)

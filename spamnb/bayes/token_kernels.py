@@ -56,6 +56,7 @@ def __getattr__(name):
 
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
+           "held_out_log_odds",
            "sort_int32", "Scorer", "gather", "mixture_add", "mixture_settle"]
 
 COUNTS_RAW = _score.COUNTS_RAW          # x_i = count of token i in the message
@@ -153,6 +154,18 @@ def add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length=0.0):
     ``ham`` or ``spam`` by ``rows_of[j]`` (uint8): ``_count.add_counts_rows``."""
     _check_length(length)
     return _count_module().add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length)
+
+
+def held_out_log_odds(idx, bounds, local_of, log_count, log_norm, log_prior, counts, length=0.0):
+    """The log-odds of each message ``idx[bounds[j]:bounds[j + 1]]`` (feature
+    indices, int32; int64 bounds) under a two-class model of the features
+    ``local_of`` maps them to (-1: unknown): ``log_count`` its flat ``(2, m)``
+    logs, ``log_norm`` and ``log_prior`` two floats each; ``Scorer.log_odds_many``
+    of their hashes, bit for bit, without a hash index: ``_count.held_out_log_odds``."""
+    _check_length(length)
+    return _count_module().held_out_log_odds(idx, bounds, local_of, log_count, float(log_norm[0]),
+                                             float(log_norm[1]), float(log_prior[0]), float(log_prior[1]),
+                                             counts, length)
 
 
 def add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length=0.0):

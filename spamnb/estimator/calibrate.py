@@ -274,7 +274,7 @@ class FoldModels:
         return type(self), ({name: self.arrays[name] for name in self._NAMES}, self.transform, self.length)
 
     @classmethod
-    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, folder=None, counts=None):
+    def from_counts(cls, spam_filter, fold_class_count, fold_feature_count, folder=None, counts=None, between=None):
         """The fold models of a fitted ``spam_filter`` (the whole counts) and
         its folds' counts: ``fold_class_count`` ``(n_folds, 2)`` messages per
         fold and class, ``fold_feature_count`` ``(n_folds, 2, n_features)``,
@@ -287,7 +287,10 @@ class FoldModels:
         ``counts``: the merged :class:`~spamnb.estimator.counting.Counts` the
         filter is (or will be: ``spam_filter`` may be unfitted) made of, whose
         model rows, hashes and class counts are used instead of the filter's:
-        the same models, built before the filter (not beside it)."""
+        the same models, built before the filter (not beside it).
+        ``between`` (with ``folder``): a function called after each fold is
+        written (``spamnb train -j N``: the workers' results read and more
+        jobs given to them while this process builds the models)."""
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
         if float(spam_filter.pair_weight) != 1.0:   # the spilled records hold no pair starts: held_out_by_fold does
@@ -297,7 +300,7 @@ class FoldModels:
         layout = next(folds)
         transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
         if folder is not None:
-            _write_folds(folder, layout, folds, transform, length)
+            _write_folds(folder, layout, folds, transform, length, between)
             return folder
         import numpy as np
 
@@ -385,6 +388,7 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
     in_folds = np.bincount(token[first], minlength=n_features).astype(np.int32)   # folds holding each token
     n_tokens = np.bincount(fold[first], minlength=n_folds)                         # tokens each fold holds
     del first
+    n_held = int(np.count_nonzero(in_folds))
     capacity = [16] * n_folds                         # each fold's hash index: a power of two, at most half full
     for k in range(n_folds):
         while capacity[k] < 2 * n_tokens[k]:
@@ -408,20 +412,25 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         del mine, mine_token, new, local, mine_class
         n_ham, n_spam = class_count - fold_class_count[k]
         layout["log_norm"][k], layout["log_prior"][k, 1], table, index = _fold_model(
-            total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior, n_ham, n_spam)
+            total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior, n_ham, n_spam, n_held)
         del tokens
         yield k, table, index, fc
         del table, index, fc
 
 
-def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam):
+def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held, index=True):
     """One fold's model from its counts: ``total`` the ``(2, n_features)``
     counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
     counts without the fold's at them (made their logs here, alpha added),
     ``in_folds`` the number of folds holding each token, ``hashes`` the
     tokens' hashes; ``n_ham``, ``n_spam`` the messages of the other folds.
     Returns ``(log_norm (2,), log prior ratio, hash table, index)``, the
-    index -1 for a token no other fold holds (unknown to the model)."""
+    index -1 for a token no other fold holds (unknown to the model).
+    ``n_held``: the number of tokens some fold holds (``in_folds >= 1``):
+    the model knows those less the ones only this fold holds (its norm's
+    count of tokens, from the fold's own tokens).  ``index`` False: no hash
+    table is made (``table`` and ``index`` None: the caller scores by
+    vocabulary index, :func:`held_out_by_fold`)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -432,10 +441,11 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
         whole[tokens] = fc[c]
         log_norm[c] = whole.sum()
         del whole
-    seen = in_folds.copy()
-    seen[tokens] -= 1                             # held by another fold
-    log_norm = arithmetic.log_norm(log_norm, alpha, int((seen >= 1).sum()))
-    del seen
+    n_seen = int(n_held) - int((in_folds[tokens] == 1).sum())   # the tokens another fold holds
+    log_norm = arithmetic.log_norm(log_norm, alpha, n_seen)
+    if not index:
+        arithmetic.log_counts(fc, alpha, out=fc)
+        return log_norm, arithmetic.prior_log_odds(prior, n_ham, n_spam), None, None
     capacity = 16                                 # a power of two, at most half full
     while capacity < 2 * tokens.size:
         capacity <<= 1
@@ -444,13 +454,14 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     token_kernels.insert(table, index, np.ascontiguousarray(hashes[tokens]), np.empty(tokens.size, dtype=np.int32),
                          0, np.empty(tokens.size, dtype=np.int32))   # token j of the fold at index j
     occupied = np.flatnonzero(table != 0)
-    index[occupied] = np.where(in_folds[tokens[index[occupied]]] >= 2, index[occupied], -1)
-    del occupied
+    mine = index[occupied]
+    index[occupied] = np.where((in_folds[tokens] >= 2)[mine], mine, -1)   # -1: a token no other fold holds
+    del occupied, mine
     arithmetic.log_counts(fc, alpha, out=fc)
     return log_norm, arithmetic.prior_log_odds(prior, n_ham, n_spam), table, index
 
 
-def _write_folds(folder, layout, folds, transform, length):
+def _write_folds(folder, layout, folds, transform, length, between=None):
     """Write the folds :func:`_fold_arrays` gives to ``folder`` as
     :meth:`FoldModels.save` writes them (``.npy`` files of the arrays back
     to back), appending each fold's arrays as it comes."""
@@ -476,6 +487,8 @@ def _write_folds(folder, layout, folds, transform, length):
             files["log_count"].write(memoryview(log_count).cast("B"))
             del table, index, log_count
             release_free_memory()   # the fold's arrays and temporaries: not kept by the C heap for the next
+            if between is not None:
+                between()
     finally:
         for f in files.values():
             f.close()
@@ -619,17 +632,22 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     prior), without the folds' rows: fold ``k``'s counts are summed from its
     file into two rows (the messages in the order counted, each added as the
     counting pass added it: one compiled call, ``add_counts_rows``), its
-    model built, its messages scored by one compiled scorer, the rows
-    cleared for the next.  A token occurring in a message has a positive
+    model built (no hash index: with ``pair_weight`` 1 its messages are
+    scored in one compiled call by the vocabulary indices they were counted
+    with, ``token_kernels.held_out_log_odds``, token ``i`` being the model's
+    ``local_of[i]``: what the fold model's hash index says of its hash), the
+    rows cleared for the next.  A token occurring in a message has a positive
     value (a transformed count scaled to a positive length), so the folds
     holding a token are the folds of the messages it occurs in (a first
     reading of the files).  ``counts``: the :class:`~spamnb.estimator.counting.Counts`
     (model rows only) the filter is made of, used instead of the filter's
     own (``spam_filter`` may then be unfitted: its parameters are read).
-    ``sum_fold``: a function ``(k, indices, bounds, spam, rows)`` that sums
-    fold ``k``'s messages into the zero ``(2, n_features)`` ``rows`` instead
-    of one after the other (the partitions' tree of ``spamnb train``:
-    :func:`spamnb.estimator.counting.partition_fold_sums`)."""
+    ``sum_fold``: a function ``(k, indices, bounds, spam, n_features)`` that
+    sums fold ``k``'s messages otherwise than one after the other (the
+    partitions' tree of ``spamnb train``:
+    :func:`spamnb.estimator.counting.partition_fold_sums`), giving ``(tokens,
+    sums)``: the tokens they hold (ascending) and their ``(2, len(tokens))``
+    sums (no rows as long as the vocabulary then)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
@@ -655,34 +673,50 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
         mark[spill.fold(k)[0]] = True
         in_folds += mark
     del mark
+    n_held = int(np.count_nonzero(in_folds))
+    local_of = np.full(n_features, -1, dtype=np.int32)   # fold k's tokens' places in its model (held_out_log_odds)
     counted = spill.seen
     scores = (np.empty(counted[0]), np.empty(counted[1]))
     per_fold = np.zeros((n_folds, 2), dtype=np.int64)
-    rows = np.zeros((2, n_features))
+    rows = np.zeros((2, n_features)) if sum_fold is None else None
     for k in range(n_folds):
         indices, bounds, spam, place = spill.fold(k)
         if sum_fold is None:
             token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
+            tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
+            part = rows[:, tokens]
+            rows[:, tokens] = 0.0
         else:
-            sum_fold(k, indices, bounds, spam, rows)
-        tokens = np.flatnonzero((rows[0] > 0) | (rows[1] > 0))   # fold k's tokens, in vocabulary order
-        fc = total[:, tokens] - rows[:, tokens]                  # total - fold k's counts (0 where it has none)
+            tokens, part = sum_fold(k, indices, bounds, spam, n_features)
+            held = (part[0] > 0) | (part[1] > 0)   # (each is: a token's value in a message is positive)
+            if not held.all():
+                tokens, part = tokens[held], part[:, held]
+            del held
+        fc = total[:, tokens] - part                             # total - fold k's counts (0 where it has none)
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
-        rows[:, tokens] = 0.0
+        del part
         n_ham, n_spam = class_count - fold_class_count[k]
-        log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
-                                                          spam_filter.prior, n_ham, n_spam)
-        scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(), [0.0, prior_ratio],
-                                      transform, length, None, pair_weight)
         if pair_weight == 1.0:
-            # every message of the fold in one compiled call (score's log-odds, bit for bit), by its token hashes
-            log_odds = np.frombuffer(scorer.log_odds_many(np.ascontiguousarray(hashes[indices]), bounds))
+            # every message of the fold in one compiled call, by the vocabulary indices it was counted with:
+            # token i is the model's local_of[i] (its place among the fold's tokens; -1 when no other fold
+            # holds it), what the hash index FoldModels makes says of its hash: score's log-odds, bit for bit
+            log_norm, prior_ratio, _, _ = _fold_model(total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior,
+                                                      n_ham, n_spam, n_held, index=False)
+            local_of[tokens] = np.where(in_folds[tokens] >= 2, np.arange(tokens.size, dtype=np.int32), -1)
+            log_odds = np.frombuffer(token_kernels.held_out_log_odds(indices, bounds, local_of, fc.ravel(),
+                                                                     log_norm.tolist(), [0.0, prior_ratio],
+                                                                     transform, length))
         else:   # the pairs weighed: each message scored with its pairs_start (what a model file's scorer does)
+            log_norm, prior_ratio, table, index = _fold_model(total, tokens, fc, in_folds, hashes, alpha,
+                                                              spam_filter.prior, n_ham, n_spam, n_held)
+            scorer = token_kernels.Scorer(table, index, fc.ravel(), tokens.size, log_norm.tolist(),
+                                          [0.0, prior_ratio], transform, length, None, pair_weight)
             log_odds = _weighed_log_odds(scorer, hashes[indices], bounds, spill.pairs_starts(k))
+            del scorer, table, index
         for s in range(2):
             scores[s][place[spam == s]] = log_odds[spam == s]
         per_fold[k] = np.bincount(spam, minlength=2)[:2]
-        del scorer, log_odds, table, index, fc, tokens, indices
+        del log_odds, fc, tokens, indices
     return scores[0], scores[1], per_fold
 
 

@@ -585,29 +585,32 @@ def partition_fold_sums(fan_in, ends, spec):
     fold ``k`` held at the end of partition ``p``.  Fold ``k``'s rows are
     summed a partition at a time and the partitions' sums added in the
     :class:`RowTree` of ``fan_in``: the fold rows the partitions' merged
-    :class:`Counts` hold, bit for bit (``spec``: :func:`counting_spec`)."""
+    :class:`Counts` hold, bit for bit (``spec``: :func:`counting_spec`),
+    given compact: ``(tokens, rows)``, the fold's tokens (ascending) and
+    their ``(2, len(tokens))`` sums (the other tokens' are zeros)."""
     from spamnb.bayes.token_kernels import add_counts_tree
     from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
     transform, length = COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0))
+    scratch = {}   # a mark and a local number per token, kept from fold to fold (the mark cleared after each)
 
-    def sum_fold(k, indices, bounds, spam, rows):
+    def sum_fold(k, indices, bounds, spam, n_features):
         import numpy as np
 
         # fold k's tokens numbered apart (in vocabulary order: a message's first-occurrence order kept, so
-        # its counts are the same), its partitions summed and added over them only, then put back in place
-        mark = np.zeros(rows.shape[1], dtype=bool)
+        # its counts are the same), its partitions summed and added over them only
+        if scratch.get("n") != n_features:
+            scratch.update(n=n_features, mark=np.zeros(n_features, dtype=bool),
+                           local=np.empty(n_features, dtype=np.int32))
+        mark, local = scratch["mark"], scratch["local"]
         mark[indices] = True
         tokens = np.flatnonzero(mark)
-        del mark
-        local = np.empty(rows.shape[1], dtype=np.int32)
+        mark[tokens] = False
         local[tokens] = np.arange(tokens.size, dtype=np.int32)
-        indices = local[indices]
-        del local
         part = np.zeros((2, tokens.size))
-        add_counts_tree(indices, bounds, spam, np.array([end[k] for end in ends], dtype=np.int64), fan_in,
+        add_counts_tree(local[indices], bounds, spam, np.array([end[k] for end in ends], dtype=np.int64), fan_in,
                         part[0], part[1], transform, length)
-        rows[:, tokens] = part
+        return tokens, part
 
     return sum_fold
 

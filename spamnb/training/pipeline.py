@@ -279,22 +279,35 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
         workers = stack.enter_context(Workers(n_jobs))
         spills = (work, [[] for _ in filters]) if work is not None else None
         # the near-duplicates first (a pass that reads each message and keys it: planning.partition_keys),
-        # so that the counting pass leaves out the same messages as met in order (_partitions_here)
-        parts = list(partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
-                                partition_size))
-        skips = copies_of(workers.run_ordered(partition_keys, ((part, strict) for part in parts)))
+        # so that the counting pass leaves out the same messages as met in order (_partitions_here); the
+        # corpus is planned as the workers key it (a partition given to them as soon as it is planned)
+        parts = []
+
+        def planned():
+            for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
+                                   partition_size):
+                parts.append(part)
+                yield part, strict
+
+        skips = copies_of(workers.run_ordered(partition_keys, planned()))
         merged = _fit_counts_variants((piece for part in parts for piece in part), specs,
                                      partition_size=partition_size, fan_in=fan_in, report=report, strict=strict,
                                      n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit,
                                      skips=skips)
         del parts
+        # a variant's spills are scored by the workers while this process builds the next variant's fold
+        # models (between its folds it reads their results and gives them more): the variant is given
+        # once its scores are in, after the next one's models are built
+        scoring = None   # (Unfitted, fold_class_count, the scores' collector) of the variant being scored
         for i, spam_filter in enumerate(filters):
             counts, merged[i] = merged[i], None
-            if counts is None:   # dropped past the limit
-                yield None
-                continue
-            if calibration is None or check_calibration(spam_filter, calibration, counts.class_count[:2]):
-                yield take_counts(spam_filter, counts, calibration)[0]   # no held-out scoring
+            if counts is None or calibration is None or check_calibration(spam_filter, calibration,
+                                                                          counts.class_count[:2]):
+                if scoring is not None:
+                    yield _scored(scoring, n_folds, calibration, deferred)
+                    scoring = None
+                # dropped past the limit (None), or no held-out scoring
+                yield None if counts is None else take_counts(spam_filter, counts, calibration)[0]
                 continue
             release_free_memory()   # what the merge freed, before the fold models are built
             folder = os.path.join(work, f"folds-{i}")
@@ -303,14 +316,37 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
             # fold at a time (never all here); then the folds' counts are dropped, and the filter is made
             # of the model's when the variant is kept (deferred: Unfitted, by choose_pairs), else now
             fold_class_count = counts.class_count[2:].reshape(-1, 2)
-            calibrate.FoldModels.from_counts(spam_filter, fold_class_count, counts.sparse_folds(), folder, counts)
+            calibrate.FoldModels.from_counts(spam_filter, fold_class_count, counts.sparse_folds(), folder, counts,
+                                             between=workers.poll)
             variant = Unfitted(spam_filter, counts.model())
             del counts
             release_free_memory()
-            parts = list(workers.run_ordered(score_spilled, ((folder, path) for path in spills[1][i])))
-            chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
-            yield (variant if deferred else variant.fitted()), chosen, scores
+            if scoring is not None:
+                yield _scored(scoring, n_folds, calibration, deferred)
+            scoring = (variant, fold_class_count, _score_spills(workers, folder, spills[1][i]))
             del variant
+        if scoring is not None:
+            yield _scored(scoring, n_folds, calibration, deferred)
+
+
+def _score_spills(workers, folder, paths):
+    """The scoring pass of one variant's spills (:func:`score_spilled` of each, by
+    the fold models in ``folder``) given to the workers at once: a function
+    that waits for their parts, in order.  Without a pool started (one
+    partition counted here), scored now, as ``run_ordered`` scores them."""
+    jobs = [(folder, path) for path in paths]
+    if workers.pool is None:
+        parts = list(workers.run_ordered(score_spilled, jobs))
+        return lambda: parts
+    futures = [workers.submit(score_spilled, *job) for job in jobs]
+    return lambda: [future.result() for future in futures]
+
+
+def _scored(scoring, n_folds, calibration, deferred):
+    """A variant's ``(filter, calibration, scores)`` once its scoring pass is in (:func:`_score_spills`)."""
+    variant, fold_class_count, parts = scoring
+    chosen, scores = choose_from_parts(parts(), fold_class_count, n_folds, calibration)
+    return (variant if deferred else variant.fitted()), chosen, scores
 
 
 def _train_with_features(spam_filter, trees, spam, ham, report, strict, follow_links, target_fpr, progress):

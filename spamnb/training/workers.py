@@ -430,6 +430,13 @@ class Workers:
         if pool is not None:
             pool.__exit__(*exc)
 
+    def poll(self):
+        """Read the results the workers have sent, without waiting, and give
+        them the jobs waiting (a caller busy between its own steps keeps them
+        fed); nothing before the workers are started."""
+        if self.pool is not None:
+            self.pool.collect(0.0)
+
     def submit(self, function, *args):
         """``function(*args)`` on a worker (the workers started at the first call): a future."""
         if self.pool is None:
