@@ -18,7 +18,7 @@ from spamnb.persistence import schema
 from spamnb.estimator.ages import Ages
 from spamnb.persistence.store import ModelError, default_model_path
 
-__all__ = ["write", "read"]
+__all__ = ["write", "read", "Deferred"]
 
 
 def write(spam_filter, path=None, backup=None):
@@ -105,10 +105,10 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
                                                                    arrays["strings"], arrays["offsets"],
                                                                    checked=not mapped))
         if arrays["ledger_labels"]:
-            from spamnb.estimator.ledger import Ledger
-
-            spam_filter.set_fitted(ledger_=Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"],
-                                                              notes=arrays["ledger_notes"], lazy=mapped))
+            if mapped:   # made when first read (a classify of one message never reads it): its module too
+                spam_filter.set_fitted(ledger_=Deferred(lambda: _ledger(arrays, lazy=True)))
+            else:
+                spam_filter.set_fitted(ledger_=_ledger(arrays))
         if arrays["held_out"]:
             from spamnb.estimator.prequential import ScoreHistogram
 
@@ -137,6 +137,36 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     if replaced and _tries > 0:  # replaced while read: read the new one
         return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
     return spam_filter
+
+
+def _ledger(arrays, lazy=False):
+    """The ledger of learned messages of a model file's ``arrays``
+    (``spamnb.estimator.ledger.Ledger.from_arrays``; ``lazy``: built when first used)."""
+    from spamnb.estimator.ledger import Ledger
+
+    return Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"], notes=arrays["ledger_notes"],
+                              lazy=lazy)
+
+
+class Deferred:
+    """A fitted attribute of a filter read from a file that is made when it is
+    first read (``SpamFilter.ledger_`` of a mapped load: its module is not
+    loaded by a classify, which never reads it): ``get()`` makes it once,
+    for every copy of the filter that holds this (they share what it makes,
+    as they share what the load made)."""
+
+    __slots__ = ("_make", "_value", "_lock")
+
+    def __init__(self, make):
+        import _thread   # threading's lock, without threading's import (a classify's cold path)
+
+        self._make, self._value, self._lock = make, None, _thread.allocate_lock()
+
+    def get(self):
+        with self._lock:
+            if self._make is not None:
+                self._value, self._make = self._make(), None
+            return self._value
 
 
 def _pair_mixture(spam_filter, header, arrays):
