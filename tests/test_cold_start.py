@@ -190,6 +190,8 @@ def test_plain_mail_is_classified_without_re(model, tmp_path):
     assert not {"re", "enum"} & modules
     # nor types (the fast reading's namespace is sys.implementation's type)
     assert "types" not in modules
+    # nor the codec of the tokenizer's fallback charset (cp1252, the default: not looked up to be checked at load)
+    assert "encodings.cp1252" not in modules
 
 
 def test_a_warning_loads_warnings_and_is_one_line(model, tmp_path):
