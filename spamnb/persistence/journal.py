@@ -166,17 +166,8 @@ def read(model_path, identity):
         return Journal(path, identity, "stale", size=len(data))
     head = data[40:48]
     view = memoryview(data)
-    payloads = []
-    at = _HEAD.size
-    while at + _RECORD.size <= len(data):
-        size, sequence, checksum = _RECORD.unpack_from(data, at)
-        end = at + _RECORD.size + size
-        if (size % 8 or end > len(data) or sequence != len(payloads)
-                or checks.checksum64(head + view[at:at + 8].tobytes() + data[at + 16:end]) != checksum):
-            break
-        payloads.append(view[at + _RECORD.size:end])
-        at = end
-    return Journal(path, identity, "ok", payloads, at, len(data), head)
+    spans, at = checks.journal_records(data, head, _HEAD.size)   # each record's length, place and checksum
+    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head)
 
 
 # ---------------------------------------------------------------------------- readers
