@@ -82,8 +82,8 @@ class Journaled:
             value = obj.__dict__[self.name]
         except KeyError:
             raise AttributeError(self.name) from None
-        if type(value) is codec.Deferred:   # made when first read (a mapped load's ledger)
-            value = obj.__dict__[self.name] = value.get()
+        if type(value) is codec.DEFERRED:   # made when first read (a mapped load's ledger: codec.deferred)
+            value = obj.__dict__[self.name] = value()
         return value
 
     def __set__(self, obj, value):

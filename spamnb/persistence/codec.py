@@ -18,7 +18,7 @@ from spamnb.persistence import deltas, schema
 from spamnb.estimator.ages import Ages
 from spamnb.persistence.store import Journal, ModelError, default_model_path, journal_path, replaced_since
 
-__all__ = ["write", "read", "Deferred"]
+__all__ = ["write", "read", "deferred", "DEFERRED"]
 
 
 def write(spam_filter, path=None, backup=None):
@@ -106,7 +106,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
                                                                    checked=not mapped))
         if arrays["ledger_labels"]:
             if mapped:   # made when first read (a classify of one message never reads it): its module too
-                spam_filter.set_fitted(ledger_=Deferred(lambda: _ledger(arrays, lazy=True)))
+                spam_filter.set_fitted(ledger_=deferred(lambda: _ledger(arrays, lazy=True)))
             else:
                 spam_filter.set_fitted(ledger_=_ledger(arrays))
         if arrays["held_out"]:
@@ -168,25 +168,28 @@ def _ledger(arrays, lazy=False):
                               lazy=lazy)
 
 
-class Deferred:
-    """A fitted attribute of a filter read from a file that is made when it is
-    first read (``SpamFilter.ledger_`` of a mapped load: its module is not
-    loaded by a classify, which never reads it): ``get()`` makes it once,
-    for every copy of the filter that holds this (they share what it makes,
-    as they share what the load made)."""
+def deferred(make):
+    """A fitted attribute of a filter read from a file, made when it is first
+    read (``SpamFilter.ledger_`` of a mapped load: its module is not loaded by
+    a classify, which never reads it): a function (``DEFERRED``, the type
+    ``SpamFilter``'s attributes look for; a function, not a class of its own,
+    whose statement would cost a cold classify more than the module it
+    saves) that makes it once, for every copy of the filter that holds it
+    (they share what it makes, as they share what the load made)."""
+    import _thread   # threading's lock, without threading's import (a classify's cold path)
 
-    __slots__ = ("_make", "_value", "_lock")
+    made, lock = [], _thread.allocate_lock()
 
-    def __init__(self, make):
-        import _thread   # threading's lock, without threading's import (a classify's cold path)
+    def get():
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
 
-        self._make, self._value, self._lock = make, None, _thread.allocate_lock()
+    return get
 
-    def get(self):
-        with self._lock:
-            if self._make is not None:
-                self._value, self._make = self._make(), None
-            return self._value
+
+DEFERRED = type(deferred)   # what deferred gives: a plain function (no fitted attribute is one)
 
 
 def _pair_mixture(spam_filter, header, arrays):
