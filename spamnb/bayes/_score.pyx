@@ -755,8 +755,12 @@ cdef int _compare_int64(const void *a, const void *b) noexcept nogil:
 # --------------------------------------------------------------------------
 # a journal's learns, for one message's tokens (spamnb.persistence.journal_view)
 # --------------------------------------------------------------------------
-cdef inline uint32_t _mix(uint64_t h, uint32_t mask) noexcept nogil:
-    return <uint32_t>(h ^ (h >> 32)) & mask
+cdef inline uint32_t _probe(const int32_t *table, const uint64_t *keys, uint32_t mask, uint64_t h) noexcept nogil:
+    """The slot of ``table`` (entries: places in ``keys``, -1 empty) that holds ``h``, or the empty one where it goes."""
+    cdef uint32_t t = <uint32_t>(h ^ (h >> 32)) & mask
+    while table[t] != -1 and keys[table[t]] != h:
+        t = (t + 1) & mask
+    return t
 
 
 def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds, classes, wanted, index,
@@ -785,20 +789,15 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
     cdef Py_buffer v[7]
     cdef int held = 0, k
     try:
-        take(&v[0], hashes, UNSIGNED, 8, False, "uint64_t")
-        held = 1
-        take(&v[1], bounds, SIGNED, 8, False, "int64_t")
-        held = 2
-        take(&v[2], classes, UNSIGNED, 1, False, "uint8_t")
-        held = 3
-        take(&v[3], wanted, UNSIGNED, 8, False, "uint64_t")
-        held = 4
-        take(&v[4], index, SIGNED, 4, False, "int32_t")
-        held = 5
-        take(&v[5], logs, FLOAT, 8, True, "double")
-        held = 6
-        take(&v[6], first, SIGNED, 8, True, "int64_t")
-        held = 7
+        for obj, kind, size, writable, what in ((hashes, UNSIGNED, 8, False, b"uint64_t"),
+                                                (bounds, SIGNED, 8, False, b"int64_t"),
+                                                (classes, UNSIGNED, 1, False, b"uint8_t"),
+                                                (wanted, UNSIGNED, 8, False, b"uint64_t"),
+                                                (index, SIGNED, 4, False, b"int32_t"),
+                                                (logs, FLOAT, 8, True, b"double"),
+                                                (first, SIGNED, 8, True, b"int64_t")):
+            take(&v[held], obj, kind, size, writable, what)
+            held += 1
         return _journal_rows(fd, counts_at, n_base, <const uint64_t *>v[0].buf, length_of(&v[0]),
                              <const int64_t *>v[1].buf, length_of(&v[1]), <const unsigned char *>v[2].buf,
                              length_of(&v[2]), <const uint64_t *>v[3].buf, length_of(&v[3]),
@@ -815,18 +814,17 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                    const uint64_t *wanted, Py_ssize_t m, const int32_t *index, Py_ssize_t n_index, int counts,
                    double length, double alpha, double total_ham, double total_spam, double *logs,
                    Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first):
-    cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w, got
+    cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w
     cdef int64_t a, b
     cdef uint32_t mask, wmask, t
-    cdef uint64_t h
     cdef int c, status = 0
+    cdef double *rows = NULL   # the wanted tokens' counts, class-major
     cdef double s
+    cdef double *x = NULL      # a learn's distinct tokens: their values,
     cdef double totals[2]
-    cdef double *rows = NULL
-    cdef double *x = NULL
-    cdef uint64_t *distinct = NULL
-    cdef int64_t *at = NULL
-    cdef int32_t *table = NULL
+    cdef uint64_t *distinct = NULL   # hashes,
+    cdef int64_t *at = NULL          # and first places
+    cdef int32_t *table = NULL       # the learn's counting table, and the wanted tokens' (places in wanted)
     cdef int32_t *wtable = NULL
     cdef unsigned char *state = NULL   # per wanted token: bit 0 its file counts read, bits 1, 2 class 0, 1 changed
     if n_learns < 0 or n_classes != n_learns or n_index != m or n_logs != 2 * m or n_first != m:
@@ -866,9 +864,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                 rows[w] = rows[m + w] = 0.0
                 state[w] = 0
                 first[w] = -1
-                t = _mix(wanted[w], wmask)
-                while wtable[t] != -1 and wanted[wtable[t]] != wanted[w]:
-                    t = (t + 1) & wmask
+                t = _probe(wtable, wanted, wmask, wanted[w])
                 if wtable[t] == -1:
                     wtable[t] = <int32_t>w
             for l in range(n_learns):
@@ -883,18 +879,12 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                     table[j] = -1
                 k = 0
                 for j in range(a, b):   # distinct tokens in order of first occurrence (count_distinct's)
-                    h = hashes[j]
-                    t = _mix(h, mask)
-                    while table[t] != -1 and distinct[table[t]] != h:
-                        t = (t + 1) & mask
-                    if table[t] == -1:
-                        table[t] = <int32_t>k
-                        distinct[k] = h
-                        at[k] = j
-                        x[k] = 1.0
-                        k += 1
-                    else:
+                    t = _probe(table, distinct, mask, hashes[j])
+                    if table[t] != -1:
                         x[table[t]] += 1.0
+                        continue
+                    table[t], distinct[k], at[k], x[k] = <int32_t>k, hashes[j], j, 1.0
+                    k += 1
                 for j in range(k):
                     x[j] = transform(x[j], counts, _LOG1P_SMALL)
                 scale_to_length(x, k, length)
@@ -905,9 +895,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                 for j in range(k):
                     if m == 0:
                         break
-                    t = _mix(distinct[j], wmask)
-                    while wtable[t] != -1 and wanted[wtable[t]] != distinct[j]:
-                        t = (t + 1) & wmask
+                    t = _probe(wtable, wanted, wmask, distinct[j])
                     if wtable[t] == -1:
                         continue
                     w = wtable[t]
