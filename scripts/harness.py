@@ -598,7 +598,7 @@ def token_mask(spam_filter, stream, spam, margin, unknown=False, lean=False):
 
 
 # ---------------------------------------------------------------------------- a cold process in instructions
-_LAUNCH_LINE = re.compile(r"""exec "\$python" -P -c '(.*?)' "\$@"\s*$""", re.S)
+_LAUNCH_LINE = re.compile(r"""exec "\$python" (?:\$site )?-P -c '(.*?)' "\$@"\s*$""", re.S)
 
 
 def launcher_code(venv):
@@ -608,6 +608,14 @@ def launcher_code(venv):
     if match is None:
         raise SystemExit(f"{venv}/bin/spamnb: not the shell launcher (no exec of python -P -c)")
     return match.group(1)
+
+
+def launcher_args(venv):
+    """The arguments ``VENV/bin/spamnb`` gives the Python beside it: ``-S`` when it
+    runs it without site (``site=-S``), then ``-P -c CODE`` (:func:`launcher_code`)."""
+    text = (venv / "bin" / "spamnb").read_text()
+    site = ["-S"] if re.search(r"^site=-S$", text, re.M) else []
+    return [*site, "-P", "-c", launcher_code(venv)]
 
 
 def callgrind_instructions(argv, stdin=None):

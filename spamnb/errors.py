@@ -16,8 +16,8 @@ names, e.g. ``spamnb.persistence.store.ModelError``).  An error that is also a
 catches those still does.  This module imports nothing.
 
 The classes a mail filter's command meets (the command line's, the model's,
-reading mail, the warnings) are made when this module is imported; those of
-training, dumps, the server, IMAP and shared learning are made, a group at a
+reading mail) are made when this module is imported; those of a learn's
+journal and the warnings, training, dumps, the server, IMAP and shared learning are made, a group at a
 time, when one of their names is first asked of this module (``from
 spamnb.errors import ServerError``; PEP 562's ``__getattr__``): a class
 statement costs a cold ``spamnb classify`` about 0.2 million instructions
@@ -95,17 +95,6 @@ class TooLarge(Refused):
         self.head = head
 
 
-class MustCompact(SpamnbError):
-    """A learning session's change cannot be a journal record: the model is
-    written whole instead (``spamnb.persistence.journal``, ``spamnb.model.learning``)."""
-
-
-class MustReadWhole(SpamnbError):
-    """A learn that appends without reading the model (a light session) met a
-    change that needs it whole (a relabel's forget): the session reads the
-    model and replays its journal, then goes on (``spamnb.model.learning``)."""
-
-
 # -- reading mail and corpora ----------------------------------------------------
 
 class CorpusError(SpamnbError):
@@ -118,15 +107,27 @@ class SkippedInput(CorpusError):
     goes on without it and says so."""
 
 
-# -- warnings (``warnings.warn`` categories: a SpamnbError too, so one base) ---------
+def _journal():
+    """The classes of a learn's journal and of the warnings (``spamnb.persistence.journal``,
+    ``spamnb.model.learning``): a classify of a model without a journal meets none."""
 
-class SpamnbWarning(SpamnbError, UserWarning):
-    """The base of every warning spamnb gives (``warnings.warn``): something
-    went on without what could not be used; never raised by spamnb itself."""
+    class MustCompact(SpamnbError):
+        """A learning session's change cannot be a journal record: the model is
+        written whole instead (``spamnb.persistence.journal``, ``spamnb.model.learning``)."""
 
+    class MustReadWhole(SpamnbError):
+        """A learn that appends without reading the model (a light session) met a
+        change that needs it whole (a relabel's forget): the session reads the
+        model and replays its journal, then goes on (``spamnb.model.learning``)."""
 
-class JournalWarning(SpamnbWarning):
-    """A journal (or its tail) could not be applied; what came before it was (``spamnb.persistence.journal``)."""
+    class SpamnbWarning(SpamnbError, UserWarning):
+        """The base of every warning spamnb gives (``warnings.warn``): something
+        went on without what could not be used; never raised by spamnb itself."""
+
+    class JournalWarning(SpamnbWarning):
+        """A journal (or its tail) could not be applied; what came before it was (``spamnb.persistence.journal``)."""
+
+    return _named(MustCompact, MustReadWhole, SpamnbWarning, JournalWarning)
 
 
 def _training():
@@ -268,6 +269,7 @@ def _named(*classes):
 
 
 _GROUPS = {name: make for make, names in (
+    (_journal, ("MustCompact", "MustReadWhole", "SpamnbWarning", "JournalWarning")),
     (_training, ("OneClassCorpus", "CorpusChanged", "BrokenPool", "ClusterError")),
     (_dumps, ("DumpError", "DuplicateToken")),
     (_server, ("ProtocolError", "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld",

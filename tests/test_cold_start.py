@@ -33,8 +33,8 @@ COMMON = {
     # or -M is on no path of one message on stdin)
     "spamnb.mail.reader",
     "spamnb.model", "spamnb.estimator", "spamnb.persistence", "spamnb.estimator.ages", "spamnb.persistence.codec", "spamnb.estimator.defaults",
-    "spamnb.persistence.deltas", "spamnb.estimator.guard", "spamnb.persistence.journal",
-    "spamnb.estimator.ledger", "spamnb.estimator.messages", "spamnb.persistence.schema", "spamnb.estimator.scoring",
+    "spamnb.persistence.deltas", "spamnb.estimator.guard",
+    "spamnb.estimator.messages", "spamnb.persistence.schema", "spamnb.estimator.scoring",
     "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.estimator.verdict",
 }
 EXPECTED = {
@@ -45,10 +45,16 @@ EXPECTED = {
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported
     "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
-                              "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view"},
+                              "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view",
+                              "spamnb.estimator.ledger", "spamnb.persistence.journal"},
     "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
-                        "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count"},   # the holes a forget leaves, its counts
+                        "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count",   # the holes a forget leaves, its counts
+                        "spamnb.estimator.ledger", "spamnb.persistence.journal"},
 }
+# A classify never reads the ledger of learned messages (a mapped load makes it when first read): the model of
+# these tests has one (train records every message it was trained on), and its module is not loaded; nor the
+# journal's, for a model without a journal (the load looks for the file first).
+assert not {"spamnb.estimator.ledger", "spamnb.persistence.journal"} & (EXPECTED["classify"] | EXPECTED["classify -p"])
 # Never on the cold path: the numeric stack, the training and server layers,
 # the parser (argparse builds every option of a command to answer one),
 # the email package, a TOML reader when there is no settings file, json
@@ -115,7 +121,10 @@ def test_the_cold_path_imports_only_what_it_uses(args, model, tmp_path, launcher
         names = [line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                  if line.startswith("import time:")]
         after_site = names[names.index("spamnb"):]   # site's .pth files may import them themselves
-        assert not {"contextlib", "functools", "importlib", "spamnb.estimator.calibrate"} & set(after_site)
+        assert not {"contextlib", "importlib", "spamnb.estimator.calibrate"} & set(after_site)
+        # functools: re's own (a message that needs a regular expression; the launcher runs no site, whose .pth
+        # files may have imported both before)
+        assert "functools" not in after_site or "re" in after_site
 
 
 FAST_FORMS = [
@@ -181,6 +190,8 @@ def test_plain_mail_is_classified_without_re(model, tmp_path):
     assert not {"re", "enum"} & modules
     # nor types (the fast reading's namespace is sys.implementation's type)
     assert "types" not in modules
+    # nor the codec of the tokenizer's fallback charset (cp1252, the default: not looked up to be checked at load)
+    assert "encodings.cp1252" not in modules
 
 
 def test_a_warning_loads_warnings_and_is_one_line(model, tmp_path):
@@ -216,6 +227,46 @@ def test_the_cold_path_loads_no_collections(args, model, tmp_path):
     assert proc.returncode in (0, 1, 2) and "array" in modules, proc.stderr[-300:]
     assert not {"collections", "collections.abc", "operator", "reprlib", "keyword", "warnings", "__future__"} & modules
     assert proc.stdout.decode().endswith("registered=True")   # array still a MutableSequence
+
+
+def test_a_classify_after_learns_loads_neither_count_nor_collections(model, tmp_path):
+    """Once messages were learned into the journal, a classify puts the
+    journal's learns through for its message's own tokens in one compiled
+    call of ``_score`` (``journal_rows``): no ``_count`` (whose typed
+    memoryviews import ``collections.abc``, and so ``collections``, when it
+    loads), no rows as long as the journal's tokens; and still no ledger.
+    (Before: ``_count.add_counts_split`` for each learn over rows as long as
+    the journal's distinct tokens.)"""
+    for k in range(3):
+        learned, _ = _bare_run(model, tmp_path, ["learn", "--spam" if k % 2 else "--ham", "-q"],
+                               PLAIN.read_bytes() + f"\nlearned {k}\n".encode())
+        assert learned.returncode == 0, learned.stderr[-300:]
+    assert (tmp_path / "model.spamnb.journal").stat().st_size > 0
+    proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
+    assert proc.returncode in (0, 1, 2) and "spamnb.persistence.journal_view" in modules, proc.stderr[-300:]
+    assert not {"spamnb.bayes._count", "spamnb.estimator.ledger"} & modules, sorted(modules)
+    # collections only through the cutoffs refitted on the learns' held-out scores (this model's cutoffs follow
+    # them: spamnb.estimator.calibrate's namedtuple); a model whose cutoffs train fitted loads neither
+    assert "spamnb.estimator.calibrate" in modules or not {"collections", "collections.abc"} & modules
+
+
+def test_a_classify_by_the_launcher_runs_without_site_and_other_commands_with_it(model, tmp_path, launcher):
+    """bin/spamnb runs the Python beside it with -S: a classify, learn or
+    forget of one message on stdin imports no site (nor what its .pth files
+    import); every other command runs site before its work."""
+    path = tmp_path / "model.spamnb"
+    shutil.copyfile(model, path)
+    env = dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=str(REPO))
+    found = {}
+    for args in (["classify"], ["info"]):
+        with open(PLAIN, "rb") as stdin:
+            proc = subprocess.run([launcher, *args, "-m", path], stdin=stdin, capture_output=True, env=env,
+                                  cwd=tmp_path, timeout=60)
+        lines = proc.stderr.decode().splitlines()
+        assert proc.returncode in (0, 1, 2), lines[-5:]
+        found[args[0]] = {line.split("|")[-1].strip() for line in lines if line.startswith("import time:")}
+    assert "site" not in found["classify"] and "spamnb.cli.classify" in found["classify"]
+    assert "site" in found["info"]
 
 
 def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():

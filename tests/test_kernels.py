@@ -402,3 +402,78 @@ def test_raw_kernels_refuse_a_decreasing_indptr_themselves():
     with pytest.raises(ValueError):   # the last offset beyond the data
         _kernels.joint_log_likelihood_csr(np.array([0, 3], dtype=np.int64), indices, data, np.zeros((4, 2)),
                                           np.zeros(2), np.empty((1, 2)))
+
+
+# ---------------------------------------------------------------------------- a journal's records and learns
+def test_journal_records_takes_the_whole_records_and_stops_at_the_first_that_is_not():
+    """``checks.journal_records`` (the journal's read, compiled): each record's
+    length, place and checksum as ``persistence/journal`` writes them."""
+    import struct
+
+    from spamnb.bayes import checks
+
+    head = bytes(range(8))
+    payloads = [b"a" * 8, b"b" * 24, b"c" * 16]
+    data = bytearray(b"\0" * 48)
+    for i, payload in enumerate(payloads):
+        first = struct.pack("<II", len(payload), i)
+        data += first + struct.pack("<Q", checks.checksum64(head + first + payload)) + payload
+    spans, end = checks.journal_records(bytes(data), head, 48)
+    assert [bytes(data[a:b]) for a, b in spans] == payloads and end == len(data)
+    damaged = bytearray(data)
+    damaged[48 + 16 + 8 + 16 + 3] ^= 1   # a byte of the second payload
+    assert checks.journal_records(bytes(damaged), head, 48) == (spans[:1], 48 + 16 + 8)
+    assert checks.journal_records(bytes(data[:-1]), head, 48) == (spans[:2], spans[1][1])   # the last cut short
+    assert checks.journal_records(bytes(data), bytes(8), 48) == ([], 48)   # another journal's head
+
+
+def test_journal_rows_counts_a_learn_as_add_counts_split_does_for_the_tokens_asked():
+    """``token_kernels.journal_rows`` against ``add_counts_split`` over rows as
+    long as every token: the class totals and the logs of the tokens asked,
+    to the bit; bounds, classes and indices out of range are refused."""
+    import math
+    import tempfile
+    from array import array
+
+    from spamnb.bayes import token_kernels
+
+    rng = np.random.default_rng(5)
+    n_base, alpha, length = 50, 0.5, 3.0
+    counts = array("d", rng.integers(0, 5, 2 * n_base).astype(float))
+    learns = [(int(rng.integers(0, 2)), rng.integers(1, 90, int(rng.integers(0, 40)))) for _ in range(12)]
+    tokens = sorted({int(t) for _c, h in learns for t in h} | {1, 2, 77, 500})
+    hashes = array("Q", [int(t) for _c, h in learns for t in h])
+    bounds = array("q", [0])
+    for _c, h in learns:
+        bounds.append(bounds[-1] + len(h))
+    classes = bytes(c for c, _h in learns)
+    index = array("i", [t if t < n_base else -1 for t in tokens])   # hash t < 50: the file's feature t
+    for transform in token_kernels.TRANSFORMS:
+        # the replay's way: every token a row, the file's counts first
+        ids = {t: k for k, t in enumerate(tokens)}
+        rows = [array("d", [counts[c * n_base + t] if t < n_base else 0.0 for t in tokens]) for c in range(2)]
+        logs = [array("d", [math.nan]) * len(tokens) for _ in range(2)]
+        totals = [10.0, 20.0]
+        for c, h in learns:
+            idx = array("i", [ids[int(t)] for t in h])
+            totals[c] += token_kernels.add_counts_split(idx, rows[c], array("d"), transform, 1.0, length, logs[c],
+                                                        array("d"), alpha)[1]
+        with tempfile.TemporaryFile() as f:
+            f.write(counts.tobytes())
+            f.flush()
+            out, first = array("d", bytes(16 * len(tokens))), array("q", bytes(8 * len(tokens)))
+            got = token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes,
+                                             array("Q", tokens), index, transform, length, alpha, [10.0, 20.0],
+                                             out, first)
+            assert list(got) == totals
+            assert [repr(v) for v in out] == [repr(v) for v in logs[0] + logs[1]]
+            seen = [hashes.index(t) if t in hashes else -1 for t in tokens]
+            assert list(first) == seen
+            for bad_bounds, bad_classes, bad_index in (
+                    (array("q", [0, 5, 3] + list(bounds[3:])), classes, index),
+                    (bounds, bytes([2]) + classes[1:], index),
+                    (bounds, classes, array("i", [n_base] + list(index[1:])))):
+                with pytest.raises(ValueError):
+                    token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bad_bounds, bad_classes,
+                                               array("Q", tokens), bad_index, transform, length, alpha,
+                                               [10.0, 20.0], out, first)

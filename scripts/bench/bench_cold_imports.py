@@ -6,11 +6,11 @@ launcher's Python line (``classify -m MODEL`` of the message on stdin)
 beyond the venv's ``python -c pass``, in the order it lists them (a module
 after the ones it imports).  For each ``k``, callgrind counts ``python -P
 -c 'import gc, os; gc.disable(); import M1; ...; import Mk; os._exit(0)'``
-(the collector off and no teardown, as the launcher's short run); a
-module's cost is its line's count less the line before's (the package
-``spamnb`` comes first, as in the classify: its ``__init__`` loads ``array``
-without ``collections``, so ``array``'s own line is about nothing and
-``spamnb``'s holds it): finding, reading
+(the collector off and no teardown, as the launcher's short run; with the
+launcher's ``-S``, without site, and the venv's site-packages put last on
+``sys.path`` as the launcher puts it; ``array`` loaded without
+``collections``, as ``spamnb.cli.main`` loads it); a
+module's cost is its line's count less the line before's: finding, reading
 and running the module, its classes made, a compiled extension loaded and
 initialised.  What ``classify`` runs besides its imports (the model's
 header and entries read, the message tokenized and scored, the line
@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # harness.py
-from harness import callgrind_instructions as instructions, launcher_code  # noqa: E402
+from harness import callgrind_instructions as instructions, launcher_args  # noqa: E402
 
 
 def imported(python, argv, stdin=None):
@@ -51,6 +51,16 @@ def imported(python, argv, stdin=None):
         if match and match.group(2) not in names:
             names.append(match.group(2))
     return names
+
+
+def _import(name):
+    """The line that imports ``name`` as a classify does: ``array`` without the
+    ``collections`` package (``spamnb.cli.main`` loads it so, before its imports)."""
+    if name != "array":
+        return f"import {name}\n"
+    return ("import _collections_abc; sys.modules['collections'] = type(sys)('collections'); "
+            "sys.modules['collections.abc'] = _collections_abc\n"
+            "import array\ndel sys.modules['collections'], sys.modules['collections.abc']\n")
 
 
 def kind(venv, name):
@@ -72,21 +82,24 @@ def main():
         raise SystemExit("valgrind is not installed")
     venv = Path(os.path.abspath(args.venv))
     python = str(venv / "bin" / "python3")
-    run = ["-P", "-c", launcher_code(venv), "classify", "-m", str(args.model.resolve())]
-    floor_modules = set(imported(python, ["-c", "pass"]))
+    launch = launcher_args(venv)
+    run = [*launch, "classify", "-m", str(args.model.resolve())]
+    site = launch[:launch.index("-P")]   # -S: the launcher runs its Python without site
+    # the lines below start as the launcher's does: without site, the site-packages beside the Python put last
+    setup = "import gc, os, sys; gc.disable()\n"
+    if site:
+        setup += f"sys.path.append({str(next((venv / 'lib').glob('python3*/site-packages')))!r})\n"
+    floor_modules = set(imported(python, [*site, "-c", "pass"]))
     order = [name for name in imported(python, run, args.message) if name not in floor_modules]
-    if "spamnb" in order:   # its __init__ first: it loads array its own way (without collections), as a classify does
-        order.remove("spamnb")
-        order.insert(0, "spamnb")
     print(f"callgrind instructions; load average {os.getloadavg()[0]:.2f}; {len(order)} modules beyond "
           f"`python -c pass`'s")
     floor = instructions([python, "-c", "pass"])
     whole = instructions([python, *run], args.message)
-    start = instructions([python, "-P", "-c", "import gc, os; gc.disable(); os._exit(0)"])
+    start = instructions([python, *site, "-P", "-c", setup + "os._exit(0)"])
     lines, before = [], start
     for k, name in enumerate(order, 1):
-        code = "import gc, os; gc.disable()\n" + "".join(f"import {m}\n" for m in order[:k]) + "os._exit(0)\n"
-        now = instructions([python, "-P", "-c", code])
+        code = setup + "".join(_import(m) for m in order[:k]) + "os._exit(0)\n"
+        now = instructions([python, *site, "-P", "-c", code])
         lines.append((now - before, name, kind(venv, name)))
         before = now
     print()
@@ -98,7 +111,9 @@ def main():
     for what in ("spamnb", "extension", "stdlib"):
         mine = [cost for cost, _, k in lines if k == what]
         print(f"{what}: {len(mine)} modules, {sum(mine) / 1e6:.1f} M")
-    print(f"`python -c pass`: {floor / 1e6:.1f} M (without its teardown, os._exit: {start / 1e6:.1f} M); "
+    started = "`python -S`, os imported, " if site else ""
+    print(f"`python -c pass`: {floor / 1e6:.1f} M (the launcher's start: {started}without a teardown, os._exit: "
+          f"{start / 1e6:.1f} M); "
           f"the classify: {whole / 1e6:.1f} M = that start + its imports {(before - start) / 1e6:.1f} M + the rest "
           f"(the model read, the message tokenized and scored, the line printed) {(whole - before) / 1e6:.1f} M")
     return 0

@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # harness.py
-from harness import callgrind_instructions as instructions, launcher_code  # noqa: E402
+from harness import callgrind_instructions as instructions, launcher_args  # noqa: E402
 
 
 def learn_instructions(argv, model, message):
@@ -73,15 +73,15 @@ def main():
     for venv in args.venv:
         venv = Path(os.path.abspath(venv))   # absolute (the runs start elsewhere); its python3 left a link
         python = str(venv / "bin" / "python3")
-        code = launcher_code(venv)
+        launch = launcher_args(venv)
         floor = statistics.median(instructions([python, "-c", "pass"]) for _ in range(args.runs))
         cells = [f"{floor / 1e6:.1f} M"]
         for model in args.model:
-            argv = [python, "-P", "-c", code, "classify", "-m", str(model.resolve())]
+            argv = [python, *launch, "classify", "-m", str(model.resolve())]
             count = statistics.median(instructions(argv, args.message) for _ in range(args.runs))
             cells.append(f"{count / 1e6:.1f} M ({count / floor:.2f}x)")
         if args.learn:
-            argv = [python, "-P", "-c", code, "learn", "--spam", "-q"]
+            argv = [python, *launch, "learn", "--spam", "-q"]
             count = statistics.median(learn_instructions(argv, args.model[0].resolve(), args.message)
                                       for _ in range(args.runs))
             cells.append(f"{count / 1e6:.1f} M ({count / floor:.2f}x)")

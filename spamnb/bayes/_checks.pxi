@@ -297,3 +297,62 @@ cdef uint64_t _checksum64(const uint8_t *p, Py_ssize_t n) noexcept:
         _blocks(v, p, n // 32)
         h = _finish(v, <uint64_t>n, p + whole, n - whole)
     return h
+
+
+cdef inline uint64_t _le(const uint8_t *p, int n) noexcept nogil:
+    """The little-endian unsigned integer of the ``n`` bytes at ``p``."""
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(n - 1, -1, -1):
+        v = (v << 8) | p[k]
+    return v
+
+
+def journal_records(data, head, Py_ssize_t at):
+    """The whole records of a model's journal (``spamnb.persistence.journal``)
+    in its bytes ``data`` from offset ``at``: each ``<IIQ>`` (payload length,
+    sequence number, checksum) then the payload, taken while the length is
+    a multiple of 8 and within ``data``, the sequence number is the record's
+    place (0, 1, ...) and the checksum is ``checksum64`` of ``head`` (the
+    journal header's 8 checksum bytes), the record's first 8 bytes and the
+    payload.  Returns ``(spans, end)``: each payload's ``(start, stop)`` and
+    the offset after the last record taken."""
+    cdef Py_buffer d, h
+    cdef const uint8_t *p
+    cdef uint8_t *scratch = NULL
+    cdef Py_ssize_t n, size, end, room = 0
+    cdef uint64_t sequence = 0, checksum
+    spans = []
+    take(&d, data, UNSIGNED, 1, False, "uint8_t")
+    try:
+        take(&h, head, UNSIGNED, 1, False, "uint8_t")
+        try:
+            if length_of(&h) != 8:
+                raise ValueError("a journal's head checksum is 8 bytes")
+            p, n = <const uint8_t *>d.buf, length_of(&d)
+            while at >= 0 and at + 16 <= n:
+                size = <Py_ssize_t>_le(p + at, 4)
+                end = at + 16 + size
+                if size % 8 or end > n or _le(p + at + 4, 4) != sequence:
+                    break
+                if 16 + size > room:
+                    free(scratch)
+                    room = 16 + size
+                    scratch = <uint8_t *>malloc(room)
+                    if scratch == NULL:
+                        raise MemoryError()
+                memcpy(scratch, h.buf, 8)
+                memcpy(scratch + 8, p + at, 8)
+                memcpy(scratch + 16, p + at + 16, size)
+                checksum = _checksum64(scratch, 16 + size)
+                if checksum != _le(p + at + 8, 8):
+                    break
+                spans.append((at + 16, end))
+                sequence += 1
+                at = end
+            return spans, at
+        finally:
+            PyBuffer_Release(&h)
+    finally:
+        free(scratch)
+        PyBuffer_Release(&d)

@@ -17,7 +17,7 @@ included at the end: one compiled module for a cold classify.  Bounds checks are
 is made, and callers go through ``spamnb.bayes.token_kernels``.
 """
 
-from libc.math cimport INFINITY, fabs, log1p
+from libc.math cimport INFINITY, NAN, fabs, log, log1p
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
 
@@ -29,7 +29,7 @@ import array
 from spamnb.buffers cimport FLOAT, SIGNED, UNSIGNED, length_of, take
 
 from spamnb.bayes._count cimport (TRANSFORM_BINARY, TRANSFORM_LOG, TRANSFORM_RAW, count_distinct, scale_to_length,
-                                  table_size)
+                                  table_size, transform)
 from spamnb.bayes._index cimport _find_slot
 
 # The transforms' codes (_count.pxd's), for Python: spamnb.bayes.token_kernels
@@ -750,6 +750,183 @@ cdef _gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_
 cdef int _compare_int64(const void *a, const void *b) noexcept nogil:
     cdef int64_t x = (<const int64_t *>a)[0], y = (<const int64_t *>b)[0]
     return (x > y) - (x < y)
+
+
+# --------------------------------------------------------------------------
+# a journal's learns, for one message's tokens (spamnb.persistence.journal_view)
+# --------------------------------------------------------------------------
+cdef inline uint32_t _probe(const int32_t *table, const uint64_t *keys, uint32_t mask, uint64_t h) noexcept nogil:
+    """The slot of ``table`` (entries: places in ``keys``, -1 empty) that holds ``h``, or the empty one where it goes."""
+    cdef uint32_t t = <uint32_t>(h ^ (h >> 32)) & mask
+    while table[t] != -1 and keys[table[t]] != h:
+        t = (t + 1) & mask
+    return t
+
+
+def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds, classes, wanted, index,
+                 int counts, double length, double alpha, double total_ham, double total_spam, logs, first):
+    """A journal's learns put through for the tokens of one message alone.
+
+    ``hashes`` (uint64): every learn's token hashes, one learn after the
+    other; learn ``l`` is ``hashes[bounds[l]:bounds[l + 1]]`` (``bounds``
+    int64, one more than the learns), of class ``classes[l]`` (uint8, 0 ham
+    or 1 spam).  ``wanted`` (uint64): the message's distinct hashes, and
+    ``index`` (int32, as long) each one's feature index in the model file, -1
+    for one the file does not hold.  Each learn's distinct tokens are
+    counted in the order they first occur, transformed (``counts``), scaled
+    to ``length`` and summed in that order, as ``_count.add_counts_split``
+    counts a learn: the class totals ``total_ham``, ``total_spam`` change by
+    those sums, learn by learn.  A wanted token's count starts at the model
+    file's (``pread`` at ``counts_at``, class-major over ``n_base``
+    features, read when a learn first has it) and each learn of it adds its
+    value, in the same order.  Written: ``logs`` (float64, class-major, two
+    rows as long as ``wanted``) log(count + alpha) of each count a learn
+    changed, NaN where none did; ``first`` (int64, as long as ``wanted``)
+    each token's first position in ``hashes``, -1 when no learn has it.
+    Returns the two totals.  The caller (``spamnb.bayes.token_kernels``)
+    checks the lengths; bounds out of order, a class or an index out of
+    range or a short read raise ValueError."""
+    cdef Py_buffer v[7]
+    cdef int held = 0, k
+    try:
+        for obj, kind, size, writable, what in ((hashes, UNSIGNED, 8, False, b"uint64_t"),
+                                                (bounds, SIGNED, 8, False, b"int64_t"),
+                                                (classes, UNSIGNED, 1, False, b"uint8_t"),
+                                                (wanted, UNSIGNED, 8, False, b"uint64_t"),
+                                                (index, SIGNED, 4, False, b"int32_t"),
+                                                (logs, FLOAT, 8, True, b"double"),
+                                                (first, SIGNED, 8, True, b"int64_t")):
+            take(&v[held], obj, kind, size, writable, what)
+            held += 1
+        return _journal_rows(fd, counts_at, n_base, <const uint64_t *>v[0].buf, length_of(&v[0]),
+                             <const int64_t *>v[1].buf, length_of(&v[1]), <const unsigned char *>v[2].buf,
+                             length_of(&v[2]), <const uint64_t *>v[3].buf, length_of(&v[3]),
+                             <const int32_t *>v[4].buf, length_of(&v[4]), counts, length, alpha,
+                             total_ham, total_spam, <double *>v[5].buf, length_of(&v[5]),
+                             <int64_t *>v[6].buf, length_of(&v[6]))
+    finally:
+        for k in range(held):
+            PyBuffer_Release(&v[k])
+
+
+cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64_t *hashes, Py_ssize_t n_hashes,
+                   const int64_t *bounds, Py_ssize_t n_bounds, const unsigned char *classes, Py_ssize_t n_classes,
+                   const uint64_t *wanted, Py_ssize_t m, const int32_t *index, Py_ssize_t n_index, int counts,
+                   double length, double alpha, double total_ham, double total_spam, double *logs,
+                   Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first):
+    cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w
+    cdef int64_t a, b
+    cdef uint32_t mask, wmask, t
+    cdef int c, status = 0
+    cdef double *rows = NULL   # the wanted tokens' counts, class-major
+    cdef double s
+    cdef double *x = NULL      # a learn's distinct tokens: their values,
+    cdef double totals[2]
+    cdef uint64_t *distinct = NULL   # hashes,
+    cdef int64_t *at = NULL          # and first places
+    cdef int32_t *table = NULL       # the learn's counting table, and the wanted tokens' (places in wanted)
+    cdef int32_t *wtable = NULL
+    cdef unsigned char *state = NULL   # per wanted token: bit 0 its file counts read, bits 1, 2 class 0, 1 changed
+    if n_learns < 0 or n_classes != n_learns or n_index != m or n_logs != 2 * m or n_first != m:
+        raise ValueError("journal_rows: the buffers' lengths do not match")
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    if n_learns and bounds[0] != 0:
+        raise ValueError("journal_rows: the first learn must start at 0")
+    for l in range(n_learns):
+        if bounds[l + 1] < bounds[l] or bounds[l + 1] > n_hashes or classes[l] > 1:
+            raise ValueError("journal_rows: a learn's bounds or class are out of range")
+        if bounds[l + 1] - bounds[l] > longest:
+            longest = bounds[l + 1] - bounds[l]
+    for w in range(m):
+        if index[w] >= n_base:
+            raise ValueError(f"feature index {index[w]} out of range for {n_base} features")
+    totals[0], totals[1] = total_ham, total_spam
+    wcap = table_size(m if m > 0 else 1)
+    cap = table_size(longest if longest > 0 else 1)
+    rows = <double *>malloc((2 * m + 1) * sizeof(double))
+    state = <unsigned char *>malloc(m + 1)
+    wtable = <int32_t *>malloc(wcap * sizeof(int32_t))
+    table = <int32_t *>malloc(cap * sizeof(int32_t))
+    x = <double *>malloc((longest + 1) * sizeof(double))
+    distinct = <uint64_t *>malloc((longest + 1) * sizeof(uint64_t))
+    at = <int64_t *>malloc((longest + 1) * sizeof(int64_t))
+    try:
+        if (rows == NULL or state == NULL or wtable == NULL or table == NULL or x == NULL or distinct == NULL
+                or at == NULL):
+            raise MemoryError()
+        with nogil:
+            wmask = <uint32_t>(wcap - 1)
+            mask = <uint32_t>(cap - 1)
+            for j in range(wcap):
+                wtable[j] = -1
+            for w in range(m):
+                rows[w] = rows[m + w] = 0.0
+                state[w] = 0
+                first[w] = -1
+                t = _probe(wtable, wanted, wmask, wanted[w])
+                if wtable[t] == -1:
+                    wtable[t] = <int32_t>w
+            for l in range(n_learns):
+                a, b = bounds[l], bounds[l + 1]
+                n, c = b - a, classes[l]
+                if n == 0:
+                    totals[c] += 0.0
+                    continue
+                cap = table_size(n)
+                mask = <uint32_t>(cap - 1)
+                for j in range(cap):
+                    table[j] = -1
+                k = 0
+                for j in range(a, b):   # distinct tokens in order of first occurrence (count_distinct's)
+                    t = _probe(table, distinct, mask, hashes[j])
+                    if table[t] != -1:
+                        x[table[t]] += 1.0
+                        continue
+                    table[t], distinct[k], at[k], x[k] = <int32_t>k, hashes[j], j, 1.0
+                    k += 1
+                for j in range(k):
+                    x[j] = transform(x[j], counts, _LOG1P_SMALL)
+                scale_to_length(x, k, length)
+                s = 0.0
+                for j in range(k):
+                    s += x[j]
+                totals[c] += s
+                for j in range(k):
+                    if m == 0:
+                        break
+                    t = _probe(wtable, wanted, wmask, distinct[j])
+                    if wtable[t] == -1:
+                        continue
+                    w = wtable[t]
+                    if first[w] < 0:
+                        first[w] = at[j]
+                    if not state[w] & 1:
+                        state[w] |= 1
+                        if index[w] >= 0:
+                            if not (_pread_all(fd, &rows[w], 8, counts_at + 8 * index[w])
+                                    and _pread_all(fd, &rows[m + w], 8, counts_at + 8 * (n_base + index[w]))):
+                                status = 1
+                                break
+                    rows[c * m + w] += x[j]
+                    state[w] |= 2 << c
+                if status:
+                    break
+            if not status:
+                for c in range(2):
+                    for w in range(m):
+                        logs[c * m + w] = log(rows[c * m + w] + alpha) if state[w] & (2 << c) else NAN
+    finally:
+        free(rows)
+        free(state)
+        free(wtable)
+        free(table)
+        free(x)
+        free(distinct)
+        free(at)
+    if status:
+        raise ValueError("the model file could not be read (cut short while in use?)")
+    return totals[0], totals[1]
 
 
 # --------------------------------------------------------------------------

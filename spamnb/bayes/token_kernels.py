@@ -18,7 +18,8 @@ check as they go and raise ValueError, changing nothing.
   ``sort_int32``: a message's distinct features and their counts, transformed
   by ``COUNTS_RAW``, ``COUNTS_BINARY`` or ``COUNTS_LOG``, scaled to a length;
 - ``Scorer`` (its buffers checked when it is made) and ``gather`` (a
-  message's entries read from a model file);
+  message's entries read from a model file); ``journal_rows`` (a journal's
+  learns put through for one message's tokens alone);
 - ``mixture_add``, ``mixture_settle``: a learned message's held-out scores
   counted into a pair-weight mixture's state, and the weight and scale it
   then gives (``spamnb.bayes._mixture``, loaded by the first call: a process
@@ -57,7 +58,7 @@ def __getattr__(name):
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
            "held_out_log_odds",
-           "sort_int32", "Scorer", "gather", "mixture_add", "mixture_settle"]
+           "sort_int32", "Scorer", "gather", "journal_rows", "mixture_add", "mixture_settle"]
 
 COUNTS_RAW = _score.COUNTS_RAW          # x_i = count of token i in the message
 COUNTS_BINARY = _score.COUNTS_BINARY    # x_i = 1 if token i occurs
@@ -196,6 +197,23 @@ def gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, has
     if min(keys_at, values_at, logs_at) < 0:
         raise ValueError("bad hash index layout")
     return _score.gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, hashes)
+
+
+def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, length, alpha, totals,
+                 logs, first):
+    """A journal's learns put through for one message's distinct tokens
+    ``wanted`` alone (``spamnb.persistence.journal_view``): the class
+    ``totals`` after them, and, written, ``logs`` (log(count + alpha) of
+    each count a learn changed, NaN elsewhere; class-major) and ``first``
+    (each token's first position in the journal's ``hashes``, -1: none);
+    ``_score.journal_rows`` says what each is and what it checks."""
+    n_learns, m = len(classes), len(wanted)
+    if len(bounds) != n_learns + 1 or len(index) != m or len(logs) != 2 * m or len(first) != m or len(totals) != 2:
+        raise ValueError("journal_rows: the buffers' lengths do not match")
+    if counts not in TRANSFORMS or counts_at < 0 or n_base < 0:
+        raise ValueError("journal_rows: bad transform or layout")
+    return _score.journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, float(length),
+                               float(alpha), float(totals[0]), float(totals[1]), logs, first)
 
 
 def mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low, bin_width, n_bins, min_class,

@@ -280,6 +280,10 @@ def _run(argv):
         args = fast_args(argv)
         if _COLD and (args is None or not short_run(args)):
             gc.enable()   # the launcher turned it off for a short run: this one is not
+            if sys.flags.no_site and "site" not in sys.modules:   # nor site (bin/spamnb's -S): run it now
+                import site
+
+                site.main()
         if args is None:
             args = build_parser(_command_of(argv)).parse_args(argv)
         if args.man or args.completion:

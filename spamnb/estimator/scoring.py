@@ -24,35 +24,54 @@ def scorer(spam_filter, pair_weight=None):
     if pair_weight is not None:
         weight, scale = float(pair_weight), 1.0
     made = kernel(spam_filter, weight)
-    return made if scale == 1.0 else Scaled(made, scale)
+    return made if scale == 1.0 else _scaled()(made, scale)
 
 
-class Scaled:
-    """A kernel whose log-odds, joint log-likelihoods and evidence are multiplied
-    by ``scale`` (a learned model's pair-weight mixture keeps its scores on
-    the scale of its centre weight: ``spamnb.estimator.variants.PairMixture``)."""
+def _scaled():
+    """:class:`Scaled`, made when first needed (a model with a pair-weight mixture;
+    PEP 562's ``__getattr__`` gives it by name): a class statement costs a cold
+    classify of any other model about 0.2 million instructions."""
+    global _SCALED
+    if _SCALED is None:
+        class Scaled:
+            """A kernel whose log-odds, joint log-likelihoods and evidence are multiplied
+            by ``scale`` (a learned model's pair-weight mixture keeps its scores on
+            the scale of its centre weight: ``spamnb.estimator.variants.PairMixture``)."""
 
-    __slots__ = ("kernel", "scale")
+            __slots__ = ("kernel", "scale")
 
-    def __init__(self, kernel, scale):
-        self.kernel, self.scale = kernel, float(scale)
+            def __init__(self, kernel, scale):
+                self.kernel, self.scale = kernel, float(scale)
 
-    def score(self, hashes, n_evidence=0, pairs_start=-1):
-        s = self.scale
-        jll, evidence, n_tokens, n_known, spam_ev, ham_ev = self.kernel.score(hashes, n_evidence, pairs_start)
-        return ([v * s for v in jll], [(i, w * s) for i, w in evidence], n_tokens, n_known, spam_ev * s,
-                ham_ev * s)
+            def score(self, hashes, n_evidence=0, pairs_start=-1):
+                s = self.scale
+                jll, evidence, n_tokens, n_known, spam_ev, ham_ev = self.kernel.score(hashes, n_evidence, pairs_start)
+                return ([v * s for v in jll], [(i, w * s) for i, w in evidence], n_tokens, n_known, spam_ev * s,
+                        ham_ev * s)
 
-    def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
-        s = self.scale
-        log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = self.kernel.verdict_sums(hashes, regions, truncated,
-                                                                                           pairs_start)
-        return log_odds * s, n_tokens, n_known, spam_ev * s, ham_ev * s, part_max * s
+            def verdict_sums(self, hashes, regions, truncated=False, pairs_start=-1):
+                s = self.scale
+                log_odds, n_tokens, n_known, spam_ev, ham_ev, part_max = self.kernel.verdict_sums(
+                    hashes, regions, truncated, pairs_start)
+                return log_odds * s, n_tokens, n_known, spam_ev * s, ham_ev * s, part_max * s
 
-    def pair_sums(self, hashes, pairs_start=-1):
-        """The kernel's own (unscaled: a learn's two held-out scores are of the counts,
-        ``spamnb.estimator.variants.pair_scores``)."""
-        return self.kernel.pair_sums(hashes, pairs_start)
+            def pair_sums(self, hashes, pairs_start=-1):
+                """The kernel's own (unscaled: a learn's two held-out scores are of the counts,
+                ``spamnb.estimator.variants.pair_scores``)."""
+                return self.kernel.pair_sums(hashes, pairs_start)
+
+        Scaled.__qualname__ = "Scaled"
+        _SCALED = Scaled
+    return _SCALED
+
+
+_SCALED = None
+
+
+def __getattr__(name):
+    if name == "Scaled":
+        return _scaled()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def kernel(spam_filter, pair_weight):

@@ -238,7 +238,8 @@ def _validate(tok):
         tok.headers = list(tok.headers)
     elif tok.headers not in ("all", "selected", "none"):
         raise ValueError(f"headers must be 'all', 'selected', 'none' or a list of field names, got {tok.headers!r}")
-    if type(tok.fallback_charset) is not str or not _mail.is_text_codec(tok.fallback_charset):
+    if type(tok.fallback_charset) is not str or (   # the default is one: its codec is not looked up (imported) here
+            tok.fallback_charset != DEFAULTS["fallback_charset"] and not _mail.is_text_codec(tok.fallback_charset)):
         raise ValueError(f"fallback_charset must name a text codec, got {tok.fallback_charset!r}")
 
 

@@ -79,9 +79,12 @@ class Journaled:
             return self
         self.ready(obj)
         try:
-            return obj.__dict__[self.name]
+            value = obj.__dict__[self.name]
         except KeyError:
             raise AttributeError(self.name) from None
+        if type(value) is codec.DEFERRED:   # made when first read (a mapped load's ledger: codec.deferred)
+            value = obj.__dict__[self.name] = value()
+        return value
 
     def __set__(self, obj, value):
         obj.__dict__[self.name] = value

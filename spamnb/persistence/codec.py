@@ -14,11 +14,11 @@ import os
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.persistence import schema
+from spamnb.persistence import deltas, schema
 from spamnb.estimator.ages import Ages
-from spamnb.persistence.store import ModelError, default_model_path
+from spamnb.persistence.store import Journal, ModelError, default_model_path, journal_path, replaced_since
 
-__all__ = ["write", "read"]
+__all__ = ["write", "read", "deferred", "DEFERRED"]
 
 
 def write(spam_filter, path=None, backup=None):
@@ -105,10 +105,10 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
                                                                    arrays["strings"], arrays["offsets"],
                                                                    checked=not mapped))
         if arrays["ledger_labels"]:
-            from spamnb.estimator.ledger import Ledger
-
-            spam_filter.set_fitted(ledger_=Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"],
-                                                              notes=arrays["ledger_notes"], lazy=mapped))
+            if mapped:   # made when first read (a classify of one message never reads it): its module too
+                spam_filter.set_fitted(ledger_=deferred(lambda: _ledger(arrays, lazy=True)))
+            else:
+                spam_filter.set_fitted(ledger_=_ledger(arrays))
         if arrays["held_out"]:
             from spamnb.estimator.prequential import ScoreHistogram
 
@@ -126,10 +126,8 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     spam_filter.set_fitted(ages_=Ages.from_file(header, arrays), source_=where, mapped_=mapped,
                            mapped_file_=(arrays.file, arrays.offsets, len(arrays["keys"])) if mapped else None,
                            unread_=arrays if mapped and arrays.unread else None)
-    from spamnb.persistence import journal
-
     try:
-        replaced = journal.replay(spam_filter, where, header, arrays)
+        replaced = _replay(spam_filter, where, header, arrays)
     except ModelError:   # the file rewritten in place while its arrays were read for the journal
         if _tries > 0:
             return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
@@ -137,6 +135,61 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     if replaced and _tries > 0:  # replaced while read: read the new one
         return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
     return spam_filter
+
+
+def _replay(spam_filter, where, header, arrays):
+    """``spamnb.persistence.journal.replay`` of the model just read, that module
+    loaded only when the model has a journal: without one (none beside it),
+    what the replay does then (the model read checked to be still the one on
+    disk; the filter given an empty journal, its counts held in place)."""
+    path = journal_path(where)
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        identity = header.get("_identity")
+        if replaced_since(where, identity):
+            return True   # replaced (a compaction, whose journal went into it) after it was read
+        spam_filter.set_fitted(journal_=Journal(path, identity))
+        deltas.in_place(spam_filter, arrays)   # for a writer's learns
+        return False
+    except OSError:
+        pass   # the replay says what cannot be read
+    from spamnb.persistence import journal
+
+    return journal.replay(spam_filter, where, header, arrays)
+
+
+def _ledger(arrays, lazy=False):
+    """The ledger of learned messages of a model file's ``arrays``
+    (``spamnb.estimator.ledger.Ledger.from_arrays``; ``lazy``: built when first used)."""
+    from spamnb.estimator.ledger import Ledger
+
+    return Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"], notes=arrays["ledger_notes"],
+                              lazy=lazy)
+
+
+def deferred(make):
+    """A fitted attribute of a filter read from a file, made when it is first
+    read (``SpamFilter.ledger_`` of a mapped load: its module is not loaded by
+    a classify, which never reads it): a function (``DEFERRED``, the type
+    ``SpamFilter``'s attributes look for; a function, not a class of its own,
+    whose statement would cost a cold classify more than the module it
+    saves) that makes it once, for every copy of the filter that holds it
+    (they share what it makes, as they share what the load made)."""
+    import _thread   # threading's lock, without threading's import (a classify's cold path)
+
+    made, lock = [], _thread.allocate_lock()
+
+    def get():
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
+
+    return get
+
+
+DEFERRED = type(deferred)   # what deferred gives: a plain function (no fitted attribute is one)
 
 
 def _pair_mixture(spam_filter, header, arrays):

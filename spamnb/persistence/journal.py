@@ -73,28 +73,22 @@ import struct
 from spamnb.errors import JournalWarning, MustCompact
 from spamnb.bayes import checks
 from spamnb.persistence import deltas
-from spamnb.persistence.store import resolve
+from spamnb.persistence.store import JOURNAL_SUFFIX as SUFFIX, Journal, journal_path, model_identity, replaced_since
 
-__all__ = ["SUFFIX", "MAGIC", "VERSION", "JournalWarning", "journal_path", "compact_at", "replay",
+__all__ = ["SUFFIX", "MAGIC", "VERSION", "Journal", "JournalWarning", "journal_path", "model_identity",
+           "compact_at", "replay",
            "follow", "discard", "save_whole", "signature"]
 
-SUFFIX = ".journal"
 MAGIC = b"SPAMNB\x00J"
 VERSION = 1
 _HEAD = struct.Struct("<8sIIQQQQ")      # magic, version, reserved, model length, model checksum, reserved, checksum
 _RECORD = struct.Struct("<IIQ")         # payload length, sequence number, checksum
-_MODEL_PREFIX = struct.Struct("<8sIIQQQ")   # spamnb.persistence.store's fixed fields: ..., file length, checksum
 # A journal is folded into the model once it is larger than this part of the
 # model file, and never later than past _COMPACT_MAX bytes: replaying it costs
 # every reader time in proportion to its size, folding it costs one whole save.
 _COMPACT_FRACTION = 16
 _COMPACT_MIN = 64 << 10
 _COMPACT_MAX = 1 << 20
-
-
-def journal_path(model_path):
-    """Where the journal of the model at ``model_path`` is: beside its real path."""
-    return resolve(model_path) + SUFFIX
 
 
 def compact_at(model_size):
@@ -136,20 +130,6 @@ def _record_bytes(head_checksum, sequence, payload):
     return first + struct.pack("<Q", checksum) + payload
 
 
-class _Journal:
-    """What was read of a journal: ``status`` "none" (no journal), "stale"
-    (it extends another model file), "ok"; the payloads of the good records;
-    ``end`` the offset after the last good record; ``size`` the file's size."""
-
-    def __init__(self, path, identity, status="none", payloads=(), end=0, size=0, head=b""):
-        self.path, self.identity, self.status = path, identity, status
-        self.payloads, self.end, self.size, self.head = list(payloads), end, size, head
-
-    @property
-    def damaged_tail(self):
-        return self.status == "ok" and self.end is not None and self.size > self.end
-
-
 def _read_bytes(path):
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -171,50 +151,23 @@ def read(model_path, identity):
     try:
         data = _read_bytes(path)
     except FileNotFoundError:
-        return _Journal(path, identity)
+        return Journal(path, identity)
     except OSError as exc:
         _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
-        return _Journal(path, identity, "stale")
+        return Journal(path, identity, "stale")
     if len(data) < _HEAD.size:
         # a journal is created whole (renamed into place): a short one is not ours to extend
-        return _Journal(path, identity, "stale", size=len(data))
+        return Journal(path, identity, "stale", size=len(data))
     magic, version, _r, length, checksum, _r2, head_sum = _HEAD.unpack_from(data)
     if magic != MAGIC or version != VERSION or checks.checksum64(data[:40]) != head_sum:
         _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
-        return _Journal(path, identity, "stale", size=len(data))
+        return Journal(path, identity, "stale", size=len(data))
     if identity is None or (length, checksum) != tuple(identity):
-        return _Journal(path, identity, "stale", size=len(data))
+        return Journal(path, identity, "stale", size=len(data))
     head = data[40:48]
     view = memoryview(data)
-    payloads = []
-    at = _HEAD.size
-    while at + _RECORD.size <= len(data):
-        size, sequence, checksum = _RECORD.unpack_from(data, at)
-        end = at + _RECORD.size + size
-        if (size % 8 or end > len(data) or sequence != len(payloads)
-                or checks.checksum64(head + view[at:at + 8].tobytes() + data[at + 16:end]) != checksum):
-            break
-        payloads.append(view[at + _RECORD.size:end])
-        at = end
-    return _Journal(path, identity, "ok", payloads, at, len(data), head)
-
-
-def model_identity(path):
-    """(length, checksum) of the model file at ``path`` now, or None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        raw = os.pread(fd, _MODEL_PREFIX.size, 0)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(raw) < _MODEL_PREFIX.size:
-        return None
-    fields = _MODEL_PREFIX.unpack(raw)
-    return (fields[4], fields[5])
+    spans, at = checks.journal_records(data, head, _HEAD.size)   # each record's length, place and checksum
+    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head)
 
 
 # ---------------------------------------------------------------------------- readers
@@ -227,10 +180,8 @@ def replay(spam_filter, model_path, header, arrays=None):
     by :meth:`SpamFilter.load`; never raises for what the journal holds."""
     identity = header.get("_identity")
     journal = read(model_path, identity)
-    if journal.status != "ok":
-        now = model_identity(model_path)
-        if now is not None and identity is not None and now != tuple(identity):
-            return True   # the model was replaced (a compaction) after it was read
+    if journal.status != "ok" and replaced_since(model_path, identity):
+        return True   # the model was replaced (a compaction) after it was read
     spam_filter.set_fitted(journal_=journal)
     deltas.in_place(spam_filter, arrays)   # for the journal's learns, or a writer's
     if journal.status != "ok" or not journal.payloads:

@@ -35,7 +35,6 @@ None), with the warnings the replay gives.
 """
 
 import math
-import os
 from array import array
 
 from spamnb.bayes import arithmetic, token_kernels
@@ -189,6 +188,7 @@ class JournalView(FileScorer):
         self._gathered = None   # (hashes, _gather(hashes)): the message's entries of the file last read
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
+        self._journal = None   # the learns' hashes, bounds and classes (_concatenated), on first use
 
     def class_count(self):
         """Messages learned per class, [ham, spam]: the file's and the journal's learns."""
@@ -217,7 +217,7 @@ class JournalView(FileScorer):
         for name in self._SHARED:
             setattr(self, name, getattr(base, name))
         self._lock, self._state = _thread.RLock(), "done"
-        self._last = self._ids = self._gathered = None
+        self._last = self._ids = self._gathered = self._journal = None
 
     def _extend(self, base, learn):
         """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
@@ -302,9 +302,7 @@ class JournalView(FileScorer):
         """Each recorded occurrence's token id (distinct tokens numbered in the
         order they first occur in the journal) and the number of ids."""
         if self._ids is None:
-            hashes = array("Q")
-            for learn in self.learns:
-                hashes.frombytes(learn.hashes)
+            hashes = self._concatenated()[0]
             n = len(hashes)
             size = 16
             while size < 2 * (n + 1):
@@ -316,19 +314,17 @@ class JournalView(FileScorer):
             self._ids = (ids, distinct, keys, values)
         return self._ids
 
-    def _file_counts(self, index):
-        """The model file's counts of the tokens at feature ``index`` (class-major), by ``pread``."""
-        fd, at, n = self.file.fileno(), self.offsets["feature_count"], self.n_base
-        out = array("d")
-        for c in range(2):
-            for i in index:
-                raw = os.pread(fd, 8, at + 8 * (c * n + i))
-                if len(raw) != 8:
-                    from spamnb.errors import ModelError
-
-                    raise ModelError(f"{self.arrays.path}: the model file was cut short while in use")
-                out.frombytes(raw)
-        return out
+    def _concatenated(self):
+        """``(hashes, bounds, classes)`` of the journal's learns: their token hashes
+        one learn after the other (``array('Q')``), where each starts and ends
+        (``array('q')``), and each one's class (bytes)."""
+        if self._journal is None:
+            hashes, bounds = array("Q"), array("q", [0])
+            for learn in self.learns:
+                hashes.frombytes(learn.hashes)
+                bounds.append(len(hashes))
+            self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns))
+        return self._journal
 
     def _gather(self, hashes):
         """``scoring.gather`` of ``hashes`` from the model file: the message's
@@ -356,65 +352,38 @@ class JournalView(FileScorer):
         if not self.learns:   # no learn to put them through (a learner's first message): the file's, as they are
             return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
                                   self.pair_weight), index
-        ids, n_ids, keys, values = self._numbering()
         m = len(found)
-        mine = array("i", [-1]) * len(hashes)   # each occurrence's journal id, -1: not in the journal
-        if n_ids and len(hashes):
-            token_kernels.lookup(keys, values, hashes, mine)
-        found_ids = array("i", [0]) * m
-        if m and n_ids:
-            token_kernels.lookup(keys, values, found, found_ids)
-        else:
-            found_ids = array("i", [-1]) * m
-        rows = [array("d", [0.0]) * n_ids for _ in range(2)]
-        nan = array("d", [math.nan])
-        log_rows = [array("d", [0.0]) * n_ids for _ in range(2)]
-        touched = [k for k in range(m) if found_ids[k] >= 0]
-        if touched:
-            base = self._file_counts([index[k] for k in touched])
-            for j, k in enumerate(touched):
-                for c in range(2):
-                    rows[c][found_ids[k]] = base[c * len(touched) + j]
-        wanted = sorted({i for i in mine if i >= 0})
-        for i in wanted:
-            for c in range(2):
-                log_rows[c][i] = nan[0]
-        totals = list(self.file_totals)
-        empty = array("d")
-        at = 0
-        for learn in self.learns:
-            n = len(learn.hashes) // 8
-            totals[learn.cls] += token_kernels.add_counts_split(
-                memoryview(ids)[at:at + n], rows[learn.cls], empty, self.transform, 1.0, self.length,
-                log_rows[learn.cls], empty, self.alpha)[1]
-            at += n
-        if self.learns:
-            v = self.n_features   # V: every token, learned in place (no holes: a view has no forget)
-            log_norm = arithmetic.log_norms(totals, self.alpha, v)   # as WordCounts.scorer_state
-        else:
-            log_norm = self.log_norm
-        # the message's tokens of the file, their logs changed where the journal changed them
-        out_hashes, out_index, out_logs = array("Q"), [], [array("d"), array("d")]
         in_file = set(found)
-        for k in range(m):
-            i = found_ids[k]
-            out_hashes.append(found[k])
-            out_index.append(index[k])
-            for c in range(2):
-                value = log_rows[c][i] if i >= 0 else math.nan
+        wanted = array("Q", found)   # the message's distinct tokens: the file's, then the others
+        wanted.extend(dict.fromkeys(h for h in hashes if h not in in_file))
+        w = len(wanted)
+        where = array("i", index)
+        where.extend(array("i", [-1]) * (w - m))
+        changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
+        journal_hashes, bounds, classes = self._concatenated()
+        totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
+                                            journal_hashes, bounds, classes, wanted, where, self.transform,
+                                            self.length, self.alpha, self.file_totals, changed, first)
+        log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
+        # the message's tokens of the file, their logs changed where the journal changed them
+        out_hashes, out_index, out_logs = array("Q", found), list(index), [array("d"), array("d")]
+        for c in range(2):
+            for k in range(m):
+                value = changed[c * w + k]
                 out_logs[c].append(logs[c * m + k] if math.isnan(value) else value)
-        # and those the journal added (after the file's, in the order they were added)
-        log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
-        added = {}
-        for h, i in zip(hashes, mine):
-            if i >= 0 and h not in in_file and h not in added:
-                added[h] = i
-        for h, i in sorted(added.items(), key=lambda item: item[1]):
-            out_hashes.append(h)
-            out_index.append(self.n_base + i)
-            for c in range(2):
-                value = log_rows[c][i]
-                out_logs[c].append(log_alpha if math.isnan(value) else value)
+        # and those the journal added (after the file's, in the order they were added: the replay's numbering)
+        added = [k for k in range(m, w) if first[k] >= 0]
+        if added:
+            _ids, _n, keys, values = self._numbering()
+            ids = array("i", [-1]) * len(added)
+            token_kernels.lookup(keys, values, array("Q", (wanted[k] for k in added)), ids)
+            log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
+            for k, i in sorted(zip(added, ids), key=lambda item: item[1]):
+                out_hashes.append(wanted[k])
+                out_index.append(self.n_base + i)
+                for c in range(2):
+                    value = changed[c * w + k]
+                    out_logs[c].append(log_alpha if math.isnan(value) else value)
         order = sorted(range(len(out_index)), key=out_index.__getitem__)
         sorted_hashes = array("Q", (out_hashes[k] for k in order))
         sorted_logs = array("d", (out_logs[0][k] for k in order))

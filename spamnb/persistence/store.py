@@ -866,3 +866,54 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         finally:
             os.close(fd)
         return False
+
+
+# ---------------------------------------------------------------------------- the journal beside the model
+# (spamnb.persistence.journal reads and writes it; what a load of a model without one needs is here, so that
+# the load does not import that module)
+JOURNAL_SUFFIX = ".journal"
+
+
+def journal_path(model_path):
+    """Where the journal of the model at ``model_path`` is: beside its real path."""
+    return resolve(model_path) + JOURNAL_SUFFIX
+
+
+class Journal:
+    """What was read of a journal (``spamnb.persistence.journal.read``):
+    ``status`` "none" (no journal), "stale" (it extends another model file),
+    "ok"; the payloads of the good records; ``end`` the offset after the
+    last good record; ``size`` the file's size."""
+
+    def __init__(self, path, identity, status="none", payloads=(), end=0, size=0, head=b""):
+        self.path, self.identity, self.status = path, identity, status
+        self.payloads, self.end, self.size, self.head = list(payloads), end, size, head
+
+    @property
+    def damaged_tail(self):
+        return self.status == "ok" and self.end is not None and self.size > self.end
+
+
+def model_identity(path):
+    """(length, checksum) of the model file at ``path`` now, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        raw = os.pread(fd, _PREFIX.size, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(raw) < _PREFIX.size:
+        return None
+    fields = _PREFIX.unpack(raw)
+    return (fields[4], fields[5])
+
+
+def replaced_since(path, identity):
+    """Whether the model file at ``path`` is no longer the one whose
+    ``identity`` (``(length, checksum)``) was read: replaced (a compaction) since."""
+    now = model_identity(path)
+    return now is not None and identity is not None and now != tuple(identity)
