@@ -81,12 +81,36 @@ def _env(home):
 
 @pytest.fixture(scope="module")
 def launcher(tmp_path_factory):
-    """bin/spamnb as installed: beside a ``python3`` (this interpreter)."""
-    folder = tmp_path_factory.mktemp("bin")
-    shutil.copy2(REPO / "bin" / "spamnb", folder / "spamnb")
-    (folder / "python3").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
-    (folder / "python3").chmod(0o755)
-    return folder / "spamnb"
+    """bin/spamnb as installed in a venv without the system's packages:
+    beside its ``python3`` (a link to this interpreter, as venv makes it),
+    numpy in the venv's own site-packages (links to this interpreter's)."""
+    return _venv(tmp_path_factory, system=False)
+
+
+@pytest.fixture(scope="module")
+def launcher_system(tmp_path_factory):
+    """The same in a venv made with ``--system-site-packages`` (numpy may
+    be the system's: site must run before anything)."""
+    return _venv(tmp_path_factory, system=True)
+
+
+def _venv(tmp_path_factory, system):
+    import numpy
+
+    root = tmp_path_factory.mktemp("venv")
+    (root / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).resolve().parent}\n"
+                                     f"include-system-site-packages = {str(system).lower()}\n")
+    (root / "bin").mkdir()
+    shutil.copy2(REPO / "bin" / "spamnb", root / "bin" / "spamnb")
+    (root / "bin" / "python3").symlink_to(Path(sys.executable).resolve())
+    packages = root / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    packages.mkdir(parents=True)
+    if not system:
+        base = Path(numpy.__file__).resolve().parent.parent
+        for name in ("numpy", "numpy.libs", "scipy", "scipy.libs"):
+            if (base / name).exists():
+                (packages / name).symlink_to(base / name)
+    return root / "bin" / "spamnb"
 
 
 def _imports(args, model, tmp_path, launcher):
@@ -269,6 +293,22 @@ def test_a_classify_by_the_launcher_runs_without_site_and_other_commands_with_it
     assert "site" in found["info"]
 
 
+def test_in_a_venv_with_the_system_s_packages_the_launcher_runs_site_first(model, tmp_path, launcher_system):
+    """A venv made with ``--system-site-packages`` (its pyvenv.cfg says so)
+    may find numpy only among the system's packages, which site puts on
+    sys.path: there the launcher runs site before a classify too."""
+    path = tmp_path / "model.spamnb"
+    shutil.copyfile(model, path)
+    with open(PLAIN, "rb") as stdin:
+        proc = subprocess.run([launcher_system, "classify", "-m", path], stdin=stdin, capture_output=True,
+                              env=dict(_env(tmp_path), PYTHONPROFILEIMPORTTIME="1", PYTHONPATH=str(REPO)),
+                              cwd=tmp_path, timeout=60)
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode in (0, 1, 2), lines[-5:]
+    modules = [line.split("|")[-1].strip() for line in lines if line.startswith("import time:")]
+    assert "site" in modules and modules.index("site") < modules.index("spamnb")
+
+
 def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():
     import random
     import re
@@ -287,7 +327,8 @@ def test_the_lazy_flags_are_re_s_own_and_a_message_id_domain_is_re_s():
 
 
 # What the launcher's process does after the command: a sitecustomize module
-# (imported by site before the launcher's own code) notes whether the cyclic
+# (imported by site before the launcher's own code: a venv with the system's packages,
+# where site runs first) notes whether the cyclic
 # garbage collector is on when the interpreter's teardown runs its exit handlers.
 HOOK = '''import atexit, gc, os
 atexit.register(lambda: open(os.environ["SPAMNB_TEST_TEARDOWN"], "w").write(f"gc={gc.isenabled()}"))
@@ -297,7 +338,7 @@ atexit.register(lambda: open(os.environ["SPAMNB_TEST_TEARDOWN"], "w").write(f"gc
 @pytest.mark.parametrize("args, short", [("classify", True), ("classify -p", True), ("classify --json", False),
                                          ("classify -M", False), ("learn --spam", True),
                                          ("learn --spam -- FILE", False)])
-def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path, launcher):
+def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path, launcher_system):
     """The launcher turns the collector off before the imports; a classify
     or learn of the one message on stdin runs without it and ends without the
     interpreter's teardown (no exit handler runs), with the verdict and exit
@@ -312,7 +353,7 @@ def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path
     message.write_bytes(Path(MESSAGE).read_bytes().rstrip(b"\n") + b"\n\nnot learned before\n")
     with open(message, "rb") as stdin:
         argv = [str(message) if arg == "FILE" else arg for arg in args.split() if arg != "--"]
-        proc = subprocess.run([launcher, *argv, "-m", path], stdin=stdin, capture_output=True,
+        proc = subprocess.run([launcher_system, *argv, "-m", path], stdin=stdin, capture_output=True,
                               env=dict(_env(tmp_path), PYTHONPATH=f"{hooks}{os.pathsep}{REPO}",
                                        SPAMNB_TEST_TEARDOWN=str(noted)), cwd=tmp_path, timeout=60)
     assert proc.returncode == 0 and not proc.stderr, proc
@@ -320,7 +361,7 @@ def test_a_short_classify_ends_without_the_teardown(args, short, model, tmp_path
         assert proc.stdout.startswith(b"spam " if args == "classify" else b"{" if "--json" in args else b"") and (
             b"X-Spamnb-Status: Yes" in proc.stdout if "-p" in args else True), proc.stdout[:200]
     else:   # the learn's record is in the journal, whole, when the process has ended
-        learned = subprocess.run([launcher, "info", "-m", path], capture_output=True, env=_env(tmp_path),
+        learned = subprocess.run([launcher_system, "info", "-m", path], capture_output=True, env=_env(tmp_path),
                                  cwd=tmp_path, timeout=60)
         assert learned.returncode == 0 and Path(str(path) + ".journal").stat().st_size > 0, learned
     if short:

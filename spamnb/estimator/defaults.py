@@ -2,7 +2,9 @@
 them, the table of them (``PARAMS``: what ``SpamFilter.get_params`` returns,
 ``SpamFilter.from_params`` takes, a model file and a dump store), and the one
 check of a set of them (``check_params``: the SpamFilter and the online filter
-of ``spamnb.evaluation.online`` share it)."""
+of ``spamnb.evaluation.online`` share it); and the held-out histogram's bins
+with the two rules a learn and the histogram both apply (``held_out_bin``,
+``counts_scores``)."""
 
 import math
 
@@ -15,6 +17,28 @@ COUNT_TRANSFORMS = {"raw": token_kernels.COUNTS_RAW, "binary": token_kernels.COU
 HELD_OUT_LOW, HELD_OUT_HIGH, HELD_OUT_BIN_WIDTH = -64.0, 64.0, 0.25
 HELD_OUT_BINS = int((HELD_OUT_HIGH - HELD_OUT_LOW) / HELD_OUT_BIN_WIDTH)      # 512
 PRIORS = ("mle", "map", "uniform")
+# A held-out score counts only when the model that gave it had learned this many messages of
+# each class: a model of one class (a folder of ham learned before any spam) gives
+# scores that say nothing of the model it becomes (infinite under the "mle" prior).
+MIN_CLASS = 50
+
+
+def counts_scores(class_count):
+    """Whether a model with ``class_count`` ([ham, spam] messages) gives scores worth counting."""
+    return min(class_count) >= MIN_CLASS
+
+
+def held_out_bin(log_odds):
+    """The bin of ``spamnb.estimator.prequential``'s histogram a held-out score
+    falls in (a ledger entry notes it), None for NaN (no evidence).  Here, beside
+    the bins, so that neither a learn of one message (no ``prequential``) nor a
+    classify through the journal (no ``ledger``) imports more than it uses."""
+    if log_odds != log_odds:
+        return None
+    i = int(math.floor((log_odds - HELD_OUT_LOW) / HELD_OUT_BIN_WIDTH)) if math.isfinite(log_odds) else (
+        0 if log_odds < 0 else HELD_OUT_BINS - 1)
+    return min(max(i, 0), HELD_OUT_BINS - 1)
+
 
 # Defaults, chosen by 5-fold cross-validation on the TRAIN part of the fixed split
 # (a script since retired; figures in docs/filter.md).

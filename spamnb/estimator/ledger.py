@@ -49,34 +49,10 @@ set (``SpamFilter.ledger_``).
 
 # hashlib and spamnb.mail.status are imported where a message is digested: a
 # reader replaying a journal's ledger records (spamnb.persistence.journal) needs neither
-import math
-
-from spamnb.estimator.defaults import HELD_OUT_BIN_WIDTH, HELD_OUT_BINS, HELD_OUT_LOW
 
 __all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
            "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest", "entry_code", "file_code",
-           "code_entry", "MIN_CLASS", "counts_scores", "held_out_bin"]
-
-# A held-out score counts only when the model that gave it had learned this many messages of
-# each class: a model of one class (a folder of ham learned before any spam) gives
-# scores that say nothing of the model it becomes (infinite under the "mle" prior).
-MIN_CLASS = 50
-
-
-def counts_scores(class_count):
-    """Whether a model with ``class_count`` ([ham, spam] messages) gives scores worth counting."""
-    return min(class_count) >= MIN_CLASS
-
-
-def held_out_bin(log_odds):
-    """The bin of ``spamnb.estimator.prequential``'s histogram a held-out score
-    falls in (an entry notes it), None for NaN (no evidence).  Here, where a
-    learn notes it, so that a learn of one message imports no ``prequential``."""
-    if log_odds != log_odds:
-        return None
-    i = int(math.floor((log_odds - HELD_OUT_LOW) / HELD_OUT_BIN_WIDTH)) if math.isfinite(log_odds) else (
-        0 if log_odds < 0 else HELD_OUT_BINS - 1)
-    return min(max(i, 0), HELD_OUT_BINS - 1)
+           "code_entry"]
 
 DIGEST_SIZE = 16
 DEFAULT_CAPACITY = 200_000

@@ -37,8 +37,8 @@ nothing here needs numpy.
 import math
 from array import array
 
-from spamnb.estimator.defaults import HELD_OUT_BIN_WIDTH, HELD_OUT_BINS, HELD_OUT_HIGH, HELD_OUT_LOW
-from spamnb.estimator.ledger import MIN_CLASS, counts_scores, held_out_bin   # where a learn notes a score's bin
+from spamnb.estimator.defaults import (HELD_OUT_BIN_WIDTH, HELD_OUT_BINS, HELD_OUT_HIGH, HELD_OUT_LOW, MIN_CLASS,
+                                      counts_scores, held_out_bin)
 
 __all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores",
            "THIN_SPAM_LOG_ODDS", "THIN_HAM_LOG_ODDS", "refit_cutoffs", "start_cutoffs"]

@@ -136,7 +136,7 @@ class _LightFilter:
 
     def learn(self, message, spam):
         from spamnb.estimator.messages import message_bytes
-        from spamnb.estimator.ledger import counts_scores, held_out_bin   # no prequential for one learn
+        from spamnb.estimator.defaults import counts_scores, held_out_bin   # no prequential for one learn
 
         session = self._session
         view, sf = session.view, session.filter
