@@ -62,6 +62,7 @@ def formula_lines(path):
     return out
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 def test_the_arithmetic_is_written_in_one_module():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):

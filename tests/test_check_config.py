@@ -190,6 +190,7 @@ def test_the_server_users_files_are_checked_as_that_user_not_as_root(site):
     assert code == 78 and len(lines) == 1 and "permission denied" in lines[0].lower() and "as nobody" in lines[0], lines
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 def test_an_unknown_user_and_a_running_server_are_found(site, model):
     code, lines, _ = check("-l", f"127.0.0.1:{free_port()}", "-m", model, "-u", "no-such-user-here")
     assert code == 78 and lines == ["spamnb serve: -u no-such-user-here: no such user"], lines

@@ -656,6 +656,7 @@ def SpamFilter_counts(model):
     return tuple(SpamFilter.load(model).class_count_)
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 def test_train_refuses_a_corpus_with_one_class_and_names_the_folders(home, tmp_path):
     """On main: a warning, exit 0, and the model replaced by a one-class model."""
     corpus = tmp_path / "corpus"

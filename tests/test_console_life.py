@@ -95,6 +95,7 @@ def test_a_killed_recorder_is_started_again_and_the_records_go_on(tmp_path):
         checks.stop_with(server)
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 @needs_spamc
 def test_a_stop_leaves_the_records_not_stored_in_the_spool_and_the_next_start_stores_them(tmp_path):
     """The recorder held up (SIGSTOP) while checks go on: the workers' record

@@ -43,6 +43,7 @@ def file_bytes(spam_filter, path):
     return Path(path).read_bytes()
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 def test_train_on_dask_writes_the_model_of_train_j(client, tmp_path):
     # 31 partitions: three levels, short last groups (the streaming tree against Dask's level by level)
     local = file_bytes(pipeline.train([SAMPLE], n_jobs=2, partition_size=10)[0], tmp_path / "local")

@@ -225,6 +225,7 @@ def _answers(port):
         return False
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 def test_every_path_writes_the_same_fields(home, server, tmp_path):
     """classify -p --sa-headers == PROCESS, byte for byte, for each of the
     200 messages; HEADERS is PROCESS's header; the milter's edits, applied

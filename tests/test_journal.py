@@ -674,6 +674,7 @@ def _library_forget_time(n):
     return min(times)
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 def test_forgetting_four_times_the_messages_costs_about_four_times_not_sixteen():
     """SpamFilter.forget left each token without counts to a compaction of the
     whole vocabulary per message: 1k / 4k tiny messages took 1.2 / 16.6 s."""

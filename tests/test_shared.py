@@ -844,6 +844,7 @@ def test_a_running_follower_publishes_on_schedule_goes_idle_and_installs_a_snaps
         down.stop()
 
 
+@pytest.mark.slow   # over 6 s in the default run: CI runs it in the slow step
 def test_a_quiet_follower_waits_between_reads_and_a_redis_that_hangs_times_out_after_the_wait_and_5_s(
         tmp_path, redis_server):
     """With no lessons a running Follower reads the stream once at the start
