@@ -16,7 +16,7 @@ from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.persistence import deltas, schema
 from spamnb.estimator.ages import Ages
-from spamnb.persistence.store import Journal, ModelError, default_model_path, journal_path, replaced_since
+from spamnb.persistence.store import Journal, ModelError, default_model_path, journal_path
 
 __all__ = ["write", "read", "deferred", "DEFERRED"]
 
@@ -145,13 +145,9 @@ def _replay(spam_filter, where, header, arrays):
     path = journal_path(where)
     try:
         os.stat(path)
-    except FileNotFoundError:
+    except FileNotFoundError:   # what journal.read gives then: no journal
         identity = header.get("_identity")
-        if replaced_since(where, identity):
-            return True   # replaced (a compaction, whose journal went into it) after it was read
-        spam_filter.set_fitted(journal_=Journal(path, identity))
-        deltas.in_place(spam_filter, arrays)   # for a writer's learns
-        return False
+        return not deltas.attach(spam_filter, where, identity, Journal(path, identity), arrays)
     except OSError:
         pass   # the replay says what cannot be read
     from spamnb.persistence import journal

@@ -26,6 +26,7 @@ from itertools import accumulate, islice
 
 from spamnb.estimator.ages import Ages, today
 from spamnb.estimator.defaults import new_counts
+from spamnb.persistence.store import replaced_since
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
@@ -420,6 +421,21 @@ def in_place(spam_filter, arrays):
         return
     if counts.extend_in_place(writable["feature_count"], writable["log_count"]):
         vocab.extend_in_place(writable["keys"], writable["values"])
+
+
+def attach(spam_filter, model_path, identity, journal, arrays):
+    """The first step of a replay (``spamnb.persistence.journal.replay``,
+    and ``spamnb.persistence.codec``'s load of a model without a journal):
+    False when ``journal`` could not be read as the model's (none, stale)
+    and the model file read (``identity``) is no longer the one on disk (a
+    compaction replaced it, its journal went into it: the caller reads it
+    again); else True, ``journal`` given to the filter and its counts held
+    in place (:func:`in_place`) for the journal's learns, or a writer's."""
+    if journal.status != "ok" and replaced_since(model_path, identity):
+        return False
+    spam_filter.set_fitted(journal_=journal)
+    in_place(spam_filter, arrays)
+    return True
 
 
 def unjournaled(spam_filter):

@@ -73,7 +73,7 @@ import struct
 from spamnb.errors import JournalWarning, MustCompact
 from spamnb.bayes import checks
 from spamnb.persistence import deltas
-from spamnb.persistence.store import JOURNAL_SUFFIX as SUFFIX, Journal, journal_path, model_identity, replaced_since
+from spamnb.persistence.store import JOURNAL_SUFFIX as SUFFIX, Journal, journal_path, model_identity
 
 __all__ = ["SUFFIX", "MAGIC", "VERSION", "Journal", "JournalWarning", "journal_path", "model_identity",
            "compact_at", "replay",
@@ -180,10 +180,8 @@ def replay(spam_filter, model_path, header, arrays=None):
     by :meth:`SpamFilter.load`; never raises for what the journal holds."""
     identity = header.get("_identity")
     journal = read(model_path, identity)
-    if journal.status != "ok" and replaced_since(model_path, identity):
+    if not deltas.attach(spam_filter, model_path, identity, journal, arrays):
         return True   # the model was replaced (a compaction) after it was read
-    spam_filter.set_fitted(journal_=journal)
-    deltas.in_place(spam_filter, arrays)   # for the journal's learns, or a writer's
     if journal.status != "ok" or not journal.payloads:
         if journal.damaged_tail:
             _warn_tail(journal, 0)
