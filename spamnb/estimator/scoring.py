@@ -120,9 +120,13 @@ class FileScorer:
 
     def compact(self, hashes):
         """``(scorer, index)``: a Scorer over the message's known tokens and their model feature indices."""
-        found, index, logs = gather(self._file, self._layout, self._n_features, len(self._log_prior), hashes)
+        found, index, logs = self._entries(hashes)
         return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length,
                               self.pair_weight), index
+
+    def _entries(self, hashes):
+        """:func:`gather` of ``hashes`` from this scorer's file (a learner's view reads them once a message)."""
+        return gather(self._file, self._layout, self._n_features, len(self._log_prior), hashes)
 
     def score(self, hashes, n_evidence=0, pairs_start=-1):
         scorer, index = self.compact(hashes)

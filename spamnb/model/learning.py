@@ -13,7 +13,7 @@ from spamnb.estimator.ages import today
 from spamnb.errors import MustCompact, MustReadWhole
 from spamnb.persistence.journal import append, apply_records, compact, compact_at, follow
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
-from spamnb.estimator.scoring import FileScorer, compact_scorer, gather
+from spamnb.estimator.scoring import FileScorer
 
 __all__ = ["Session", "session", "Kept"]
 
@@ -270,30 +270,23 @@ class _FileLearner(FileScorer):
                          float(spam_filter.pair_weight))
         self.filter, self.n_features, self.max_tokens = spam_filter, vocab.n_features, ages.max_tokens
         self.file_class_count = tuple(counts.class_count_)
-        self._gathered = None   # (hashes, gather(hashes)): the message last read
+        self._gathered = None   # (hashes, their entries): the message last read
 
     def class_count(self):
         """Messages learned per class, [ham, spam]: the file's."""
         return list(self.file_class_count)
 
-    def _gather(self, hashes):
-        """``scoring.gather`` of ``hashes``, read once for the message last asked about."""
+    def _entries(self, hashes):
+        """``FileScorer._entries``, read once for the message last asked about (scored, then its new tokens)."""
         if self._gathered is None or self._gathered[0] is not hashes:
-            self._gathered = (hashes, gather(self._file, self._layout, self._n_features, len(self._log_prior),
-                                             hashes))
+            self._gathered = (hashes, super()._entries(hashes))
         return self._gathered[1]
-
-    def compact(self, hashes):
-        """``FileScorer.compact``, the message's entries of the file read once."""
-        found, index, logs = self._gather(hashes)
-        return compact_scorer(found, logs, self._log_norm, self._log_prior, self._counts, self._length,
-                              self.pair_weight), index
 
     def new_tokens(self, hashes):
         """As ``JournalView.new_tokens``: the first places of the tokens the file lacks."""
         if not len(hashes):
             return array("i")
-        return deltas.first_places(hashes, set(hashes).difference(self._gather(hashes)[0]))
+        return deltas.first_places(hashes, set(hashes).difference(self._entries(hashes)[0]))
 
     def extended(self, cls, hashes, n_new, lengths, text):
         """``JournalView.extended`` of this view, made when first asked for more
