@@ -603,7 +603,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef int64_t a, b, start = 0, stop
     cdef int32_t t, largest = -1
     cdef int32_t *uniq
-    cdef double *x
+    cdef double *x = NULL
     cdef double *levels = NULL
     cdef double *part = NULL
     cdef double *lev0
@@ -630,13 +630,12 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         n_levels += 1
     levels = <double *>calloc(2 * n * n_levels + 2 * n + 1, sizeof(double))
     items = <Py_ssize_t *>calloc(n_levels + 1, sizeof(Py_ssize_t))
-    # one message's distinct indices, counts and counting table, for the largest message (what
-    # _distinct_counts allocates a message at a time: the same count_distinct and scale_to_length)
-    scratch = <int32_t *>malloc((most + 2 * table_size(most)) * sizeof(int32_t))
-    x = <double *>malloc(most * sizeof(double))
     try:
-        if levels == NULL or items == NULL or scratch == NULL or x == NULL:
+        if levels == NULL or items == NULL:
             raise MemoryError()
+        # one message's distinct indices, counts and counting table, for the largest message (what
+        # _distinct_counts allocates a message at a time: the same count_distinct and scale_to_length)
+        _buffers(most + 2 * table_size(most), most, &scratch, &x)
         uniq = scratch
         part = levels + 2 * n * n_levels
         for p in range(n_parts):
