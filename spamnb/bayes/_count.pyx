@@ -12,9 +12,11 @@ which checks what the functions here do not (their docstrings say what they do).
 
 from cpython cimport array
 from libc.math cimport INFINITY, log, log1p, sqrt
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
+
+from spamnb.bayes._index cimport _find_slot
 
 import array
 
@@ -696,3 +698,290 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         free(items)
         free(scratch)
         free(x)
+
+
+# --------------------------------------------------------------------------
+# counting several variants of one corpus in one call a message
+# --------------------------------------------------------------------------
+# ``spamnb train -j 1`` counts the corpus under two tokenizers at once (the
+# default one and its word pairs' trial, whose stream holds most of the
+# default stream's tokens).  Each variant numbers its tokens in its own order
+# of first sight, keeps its own strings and its partition's compact rows, as
+# a Vocabulary and add_counts_local of its own would; the hash index is one
+# for all of them: a slot holds a hash and each variant's number for it (-1:
+# not met by that variant), so a token of both streams is probed for in one
+# table, the second time in a slot just read.
+
+cdef class VariantCounter:
+    """The counting pass of ``n_variants`` variants over one corpus, a
+    message at a time (:meth:`count`: every variant's stream in one call),
+    by partitions (:meth:`partition`, :meth:`clear_partition`): for each
+    variant, what ``Vocabulary.add`` and ``add_counts_local`` give it alone
+    (its feature numbers, its strings, its partition's compact ham and
+    spam rows, bit for bit), over one hash index for all."""
+    cdef uint64_t *keys
+    cdef int32_t *slots            # capacity * n_variants: slot s's number in variant v at [s * n_variants + v]
+    cdef Py_ssize_t capacity, n_keys
+    cdef readonly Py_ssize_t n_variants
+    cdef double fill
+    cdef int32_t *n_features       # per variant
+    cdef Py_ssize_t *n_touched     # per variant: its partition's tokens so far
+    cdef int *transforms
+    cdef double *lengths
+    cdef list blobs, offsets, out, new_positions, local_of, touched, ham, spam
+    cdef int32_t *uniq             # one message's distinct numbers, counts and counting table (grown)
+    cdef double *x
+    cdef Py_ssize_t scratch_n
+
+    def __cinit__(self):
+        self.keys = NULL
+        self.slots = NULL
+        self.n_features = NULL
+        self.n_touched = NULL
+        self.transforms = NULL
+        self.lengths = NULL
+        self.uniq = NULL
+        self.x = NULL
+
+    def __init__(self, transforms, lengths, double fill=0.75):
+        cdef Py_ssize_t v, n = len(transforms)
+        if n < 1 or len(lengths) != n:
+            raise ValueError("a transform and a length for each variant, one variant at least")
+        if not 0.0 < fill <= 0.75:
+            raise ValueError("the hash index is filled to at most 3/4")
+        self.n_variants, self.fill, self.capacity, self.n_keys = n, fill, 1024, 0
+        self.keys = <uint64_t *>calloc(self.capacity, sizeof(uint64_t))
+        self.slots = <int32_t *>malloc(self.capacity * n * sizeof(int32_t))
+        self.n_features = <int32_t *>calloc(n, sizeof(int32_t))
+        self.n_touched = <Py_ssize_t *>calloc(n, sizeof(Py_ssize_t))
+        self.transforms = <int *>calloc(n, sizeof(int))
+        self.lengths = <double *>calloc(n, sizeof(double))
+        if (self.keys == NULL or self.slots == NULL or self.n_features == NULL or self.n_touched == NULL
+                or self.transforms == NULL or self.lengths == NULL):
+            raise MemoryError()
+        memset(self.slots, 0xff, self.capacity * n * sizeof(int32_t))
+        for v in range(n):
+            if transforms[v] not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+                raise ValueError(f"unknown counts transform {transforms[v]}")
+            if not 0.0 <= lengths[v] < INFINITY:
+                raise ValueError(f"the length to scale to must be a finite number >= 0, got {lengths[v]!r}")
+            self.transforms[v], self.lengths[v] = transforms[v], lengths[v]
+        self.blobs = [bytearray() for v in range(n)]
+        self.offsets = [array.array("Q", [0]) for v in range(n)]
+        self.out = [array.array("i") for v in range(n)]
+        self.new_positions = [array.array("i") for v in range(n)]
+        self.local_of = [array.array("i") for v in range(n)]
+        self.touched = [array.array("i") for v in range(n)]
+        self.ham = [array.array("d") for v in range(n)]
+        self.spam = [array.array("d") for v in range(n)]
+        self.scratch_n = 0
+
+    def __dealloc__(self):
+        free(self.keys)
+        free(self.slots)
+        free(self.n_features)
+        free(self.n_touched)
+        free(self.transforms)
+        free(self.lengths)
+        free(self.uniq)
+        free(self.x)
+
+    def n_features_of(self, Py_ssize_t v):
+        """Variant ``v``'s number of tokens."""
+        self._variant(v)
+        return self.n_features[v]
+
+    cdef int _variant(self, Py_ssize_t v) except -1:
+        if not 0 <= v < self.n_variants or self.keys == NULL:
+            raise ValueError(f"no variant {v} (of {self.n_variants}), or its hash index given up")
+        return 0
+
+    cdef int _reserve(self, Py_ssize_t n_keys) except -1:
+        """Room in the index for ``n_keys`` hashes: doubled and rehashed while
+        they would fill more than ``fill`` of it."""
+        cdef Py_ssize_t capacity = self.capacity, s, slot, nv = self.n_variants
+        cdef uint64_t mask
+        cdef uint64_t *keys
+        cdef int32_t *slots
+        if n_keys <= self.fill * capacity:
+            return 0
+        while n_keys > self.fill * capacity:
+            capacity *= 2
+        keys = <uint64_t *>calloc(capacity, sizeof(uint64_t))
+        slots = <int32_t *>malloc(capacity * nv * sizeof(int32_t))
+        if keys == NULL or slots == NULL:
+            free(keys)
+            free(slots)
+            raise MemoryError()
+        mask = capacity - 1
+        with nogil:
+            for s in range(self.capacity):
+                if self.keys[s] != 0:
+                    slot = _find_slot(keys, mask, self.keys[s])
+                    keys[slot] = self.keys[s]
+                    memcpy(slots + slot * nv, self.slots + s * nv, nv * sizeof(int32_t))
+        free(self.keys)
+        free(self.slots)
+        self.keys, self.slots, self.capacity = keys, slots, capacity
+        return 0
+
+    cdef int _scratch(self, Py_ssize_t n) except -1:
+        """One message's scratch (distinct numbers, counts, counting table) for ``n`` tokens."""
+        if n <= self.scratch_n:
+            return 0
+        free(self.uniq)
+        free(self.x)
+        self.uniq, self.x, self.scratch_n = NULL, NULL, 0
+        n = max(n, 2 * self.scratch_n, 1024)
+        _buffers(n + 2 * table_size(n), n, &self.uniq, &self.x)
+        self.scratch_n = n
+        return 0
+
+    def count(self, streams, bint is_spam):
+        """One message: ``streams[v]`` its token stream under variant ``v``
+        (``hashes``, ``write_tokens``; the variants past ``len(streams)`` not
+        counted), numbered (new tokens' strings written to the variant's
+        table) and counted into the variant's partition row of its class.
+        Returns a tuple of each variant's feature numbers of the stream's
+        tokens (a memoryview of an int32 buffer, valid until the next call)."""
+        cdef Py_ssize_t v, j, n, n_new, nv = self.n_variants, k, first, m
+        cdef int32_t i, l, next_index
+        cdef uint64_t h, mask
+        cdef Py_ssize_t slot
+        cdef array.array hashes, out, fresh, local_of, touched, row
+        cdef int32_t *o
+        cdef int32_t *fp
+        cdef const uint64_t *hp
+        cdef int32_t *lo
+        cdef int32_t *tc
+        cdef double *r
+        cdef list results = []
+        if len(streams) > nv:
+            raise ValueError(f"{len(streams)} streams for {nv} variants")
+        if self.keys == NULL:
+            raise ValueError("the hash index was given up")
+        for v in range(len(streams)):
+            stream = streams[v]
+            hashes = stream.hashes
+            if hashes.typecode != "Q":
+                raise TypeError("a stream's hashes must be an array('Q')")
+            n = len(hashes)
+            out, fresh = self.out[v], self.new_positions[v]
+            if len(out) < n:
+                array.resize_smart(out, n)
+                array.resize_smart(fresh, n)
+            if n == 0:
+                results.append(memoryview(out)[:0])
+                continue
+            next_index = self.n_features[v]
+            if next_index > 0x7fffffff - n:
+                raise ValueError(f"feature index {next_index} out of range")
+            self._reserve(self.n_keys + n)
+            self._scratch(n)
+            o, fp = <int32_t *>out.data.as_ints, <int32_t *>fresh.data.as_ints
+            hp = <const uint64_t *>hashes.data.as_ulonglongs
+            n_new = 0
+            mask = self.capacity - 1
+            with nogil:
+                for j in range(n):
+                    h = hp[j]
+                    slot = _find_slot(self.keys, mask, h)
+                    if self.keys[slot] == 0:   # new to every variant
+                        self.keys[slot] = h
+                        self.n_keys += 1
+                        for k in range(nv):
+                            self.slots[slot * nv + k] = -1
+                    i = self.slots[slot * nv + v]
+                    if i < 0:   # new to this variant
+                        i = next_index + <int32_t>n_new
+                        self.slots[slot * nv + v] = i
+                        fp[n_new] = <int32_t>j
+                        n_new += 1
+                    o[j] = i
+            if n_new:
+                stream.write_tokens(fresh, n_new, self.blobs[v], self.offsets[v])
+                self.n_features[v] = next_index + <int32_t>n_new
+            # the partition's compact rows (add_counts_local): local numbers of the tokens new to it
+            local_of, touched = self.local_of[v], self.touched[v]
+            first = len(local_of)
+            if first < self.n_features[v]:
+                array.resize_smart(local_of, max(self.n_features[v], first + (first >> 2) + 1024))
+                memset(local_of.data.as_ints + first, 0xff, (len(local_of) - first) * sizeof(int32_t))
+            m = self.n_touched[v]
+            if len(touched) < m + n:
+                first = len(touched)
+                k = max(m + n, first + (first >> 2) + 1024)
+                array.resize_smart(touched, k)
+                for row in (self.ham[v], self.spam[v]):
+                    array.resize_smart(row, k)
+                    memset(row.data.as_doubles + first, 0, (k - first) * sizeof(double))
+            row = self.spam[v] if is_spam else self.ham[v]
+            lo, tc, r = <int32_t *>local_of.data.as_ints, <int32_t *>touched.data.as_ints, row.data.as_doubles
+            with nogil:
+                k = count_distinct(o, n, self.uniq, self.x, self.transforms[v], self.uniq + n, table_size(n),
+                                   _LOG1P_SMALL)
+                scale_to_length(self.x, k, self.lengths[v])
+                for j in range(k):
+                    i = self.uniq[j]
+                    l = lo[i]
+                    if l < 0:
+                        l = <int32_t>m
+                        lo[i] = l
+                        tc[m] = i
+                        m += 1
+                    r[l] += self.x[j]
+            self.n_touched[v] = m
+            results.append(memoryview(out)[:n])
+        return tuple(results)
+
+    def partition(self, Py_ssize_t v):
+        """Variant ``v``'s partition so far: ``(touched, ham, spam)``, its tokens'
+        feature numbers in local order (int32) and their compact rows
+        (float64), memoryviews of the counter's buffers: released before
+        the next :meth:`count` or :meth:`clear_partition`."""
+        self._variant(v)
+        m = self.n_touched[v]
+        return (memoryview(self.touched[v])[:m], memoryview(self.ham[v])[:m], memoryview(self.spam[v])[:m])
+
+    def clear_partition(self, Py_ssize_t v):
+        """Variant ``v``'s partition emptied (its rows zeros, its tokens unnumbered) for the next."""
+        cdef Py_ssize_t j, m
+        cdef array.array local_of = self.local_of[v]
+        cdef array.array touched = self.touched[v]
+        self._variant(v)
+        m = self.n_touched[v]
+        for j in range(m):
+            (<int32_t *>local_of.data.as_ints)[touched.data.as_ints[j]] = -1
+        memset((<array.array>self.ham[v]).data.as_doubles, 0, m * sizeof(double))
+        memset((<array.array>self.spam[v]).data.as_doubles, 0, m * sizeof(double))
+        self.n_touched[v] = 0
+
+    def hashes(self, Py_ssize_t v):
+        """Variant ``v``'s token hashes in its feature order: ``array('Q')``."""
+        cdef Py_ssize_t s, nv = self.n_variants
+        cdef int32_t i
+        cdef array.array out
+        self._variant(v)
+        out = array.clone(array.array("Q"), self.n_features[v], False)
+        for s in range(self.capacity):
+            if self.keys[s] != 0:
+                i = self.slots[s * nv + v]
+                if i >= 0:
+                    out.data.as_ulonglongs[i] = self.keys[s]
+        return out
+
+    def strings(self, Py_ssize_t v):
+        """Variant ``v``'s string table ``(blob, offsets)`` (the counter's own
+        ``bytearray`` and ``array('Q')``, given up: the counter's left empty)."""
+        self._variant(v)
+        blob, offsets = self.blobs[v], self.offsets[v]
+        self.blobs[v], self.offsets[v] = bytearray(), array.array("Q", [0])
+        return blob, offsets
+
+    def release(self):
+        """Give up the hash index and every partition's buffers (after :meth:`hashes`)."""
+        free(self.keys)
+        free(self.slots)
+        self.keys = self.slots = NULL
+        self.capacity = self.n_keys = 0
+        self.out = self.new_positions = self.local_of = self.touched = self.ham = self.spam = None

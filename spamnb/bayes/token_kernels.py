@@ -17,6 +17,9 @@ check as they go and raise ValueError, changing nothing.
 - ``CSRBuilder``, ``add_counts``, ``add_counts_twice``, ``add_counts_split``,
   ``sort_int32``: a message's distinct features and their counts, transformed
   by ``COUNTS_RAW``, ``COUNTS_BINARY`` or ``COUNTS_LOG``, scaled to a length;
+- ``VariantCounter``: the counting pass of several tokenizers' variants by
+  partitions (``train -j 1``), one compiled call a message for all of them,
+  over one hash index (it checks its own arguments);
 - ``Scorer`` (its buffers checked when it is made) and ``gather`` (a
   message's entries read from a model file); ``journal_rows`` (a journal's
   learns put through for one message's tokens alone);
@@ -49,14 +52,14 @@ def _count_module():
 
 
 def __getattr__(name):
-    """``CSRBuilder``: ``_count``'s, loaded when first asked for (PEP 562)."""
-    if name == "CSRBuilder":
-        return _count_module().CSRBuilder
+    """``CSRBuilder``, ``VariantCounter``: ``_count``'s, loaded when first asked for (PEP 562)."""
+    if name in ("CSRBuilder", "VariantCounter"):
+        return getattr(_count_module(), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
-           "check_index", "CSRBuilder", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
+           "check_index", "CSRBuilder", "VariantCounter", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
            "held_out_log_odds",
            "sort_int32", "Scorer", "gather", "journal_rows", "mixture_add", "mixture_settle"]
 

@@ -680,6 +680,8 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
 
     spills = [None] * len(specs) if spills is None else spills
     fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
+    if fan_in is not None:   # by partitions (spamnb train -j 1): every variant in one compiled call a message
+        return _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in)
     counters = [_Counter(spec, n_folds, spill, by_fold, fan_in)
                 for spec, spill, by_fold in zip(specs, spills, fold_spills)]
     first = counters[0].tokenizer
@@ -722,6 +724,106 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
         results[i] = counter.result(day)
         results[i].digests, results[i].labels = bytes(digests), bytes(labels)
         counters[i] = None
+    return results
+
+
+def _message_keys(data, n_folds, group, first_fold):
+    """``(data, fold)`` of one message as :func:`count_variants` counts it: its
+    bytes, and its fold (None without folds), a near-duplicate's its first copy's."""
+    from spamnb.estimator.calibrate import fold_of, near_duplicate_key
+
+    if not n_folds:
+        return None
+    fold = fold_of(data, n_folds)
+    if group:
+        key = near_duplicate_key(data)
+        if key is not None:
+            fold = first_fold.setdefault(key, fold)
+    return fold
+
+
+def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in):
+    """:func:`count_variants` by partitions (``fan_in``; fold spills, no fold
+    rows): the variants' streams of a message counted in one call
+    (:class:`~spamnb.bayes.token_kernels.VariantCounter`: one hash index for
+    all, each variant its own numbers, strings and partition rows), each
+    partition's rows added to the variant's :class:`RowTree`: the counts of
+    :class:`_Counter`, bit for bit."""
+    import numpy as np
+
+    from spamnb.bayes.token_kernels import VariantCounter
+    from spamnb.estimator.ages import today
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
+    from spamnb.estimator.ledger import train_digest
+    from spamnb.estimator.messages import message_bytes
+
+    if n_folds and any(spill is None for spill in fold_spills):
+        raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
+    tokenizers = [_tokenizer(spec["tokenizer"]) for spec in specs]
+    counter = VariantCounter([COUNT_TRANSFORMS[spec["counts"]] for spec in specs],
+                             [float(spec.get("length_norm", 0.0)) for spec in specs])
+    trees = [RowTree(fan_in) for _ in specs]
+    class_count = [[0.0, 0.0] for _ in specs]
+    first = tokenizers[0]
+    shared = [t.parses_as(first) for t in tokenizers]
+    active = len(specs)   # the variants still counted (past ``limit``: the first only)
+    spills = fold_spills if n_folds else [None] * len(specs)
+    n_messages = 0
+    digests, labels = bytearray(), bytearray()
+    first_fold = {} if group else None
+    count = counter.count
+    for part in messages:
+        for data, is_spam in part:
+            data = message_bytes(data)
+            is_spam = bool(is_spam)
+            digests += train_digest(data)
+            labels.append(is_spam)
+            fold = _message_keys(data, n_folds, group, first_fold)
+            streams = []
+            if active > 1:
+                parsed, like = first.parse(data), None
+                for tokenizer, share in zip(tokenizers[:active], shared):
+                    # the stream before, of the same parse: the next takes its head from it
+                    stream = tokenizer.stream(data, parsed, like, True) if share else tokenizer.stream(data)
+                    streams.append(stream)
+                    like = stream if share else None
+                parsed = like = stream = None
+            else:
+                streams.append(first.stream(data))
+            spam = 1 if is_spam else 0
+            indices = count(streams, is_spam)
+            streams = None
+            for v in range(active):
+                class_count[v][spam] += 1.0
+                if fold is not None:
+                    spills[v].write(indices[v], is_spam, fold)
+            indices = None
+            n_messages += 1
+            if limit is not None and n_messages > limit and active > 1:
+                active = 1
+                trees[1:] = [None] * (len(specs) - 1)
+        for v in range(active):   # the partition's rows added to the tree (its tokens' entries: the others add 0.0)
+            touched, ham, spam_row = counter.partition(v)
+            views = [np.frombuffer(ham, dtype=np.float64), np.frombuffer(spam_row, dtype=np.float64)]
+            touched_view = np.frombuffer(touched, dtype=np.int32)
+            trees[v].add_compact(views, touched_view, counter.n_features_of(v))
+            del views, touched_view, touched, ham, spam_row
+            counter.clear_partition(v)
+    day = today() if day is None else day
+    # every variant's hashes and strings taken, then the hash index dropped, before any rows are made
+    tables = [(np.frombuffer(counter.hashes(v), dtype=np.uint64), *counter.strings(v)) for v in range(active)]
+    counter.release()
+    del counter
+    results = [None] * len(specs)
+    for v in range(active):
+        (hashes, blob, offsets), tables[v] = tables[v], None
+        tree, trees[v] = trees[v], None
+        n = len(hashes)
+        dense = tree.result(n)
+        del tree
+        results[v] = Counts(hashes, np.frombuffer(offsets, dtype=np.uint64), blob,
+                            np.array(class_count[v], dtype=np.float64), dense, np.full(n, day, dtype=np.int32))
+        results[v].digests, results[v].labels = bytes(digests), bytes(labels)
     return results
 
 
