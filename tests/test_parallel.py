@@ -722,6 +722,73 @@ def test_count_variants_counts_each_variant_as_alone(params):
     assert counting.count_variants(specs, iter(pairs), day=100, limit=len(pairs))[1] is not None
 
 
+def _fold_spill_bytes(spill):
+    return [(spill.fold(k)[0].tobytes(), spill.fold(k)[1].tobytes(), spill.fold(k)[2].tobytes(),
+             spill.fold(k)[3].tobytes()) for k in range(spill.n_folds)]
+
+
+@pytest.mark.parametrize("params", [{}, {"counts": "raw", "length_norm": 0.0}])
+def test_count_variants_by_partitions_counts_each_variant_as_alone(params):
+    """By partitions (train -j 1: fan_in, fold spills), both variants counted
+    in one compiled call a message over one hash index give each variant
+    the tokens, strings and rows of its partitions counted alone and merged
+    by TreeReduce's tree, and the fold spills (feature numbers) of counting
+    it alone, message by message; past ``limit`` the second is dropped."""
+    from spamnb.mail.tokenizer import with_pairs
+
+    pairs = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    parts = [pairs[i:i + 37] for i in range(0, len(pairs), 37)]
+    specs = [counting.counting_spec(SpamFilter(**params)),
+             counting.counting_spec(SpamFilter(tokenizer=with_pairs(2), **params))]
+    folds = calibrate.DEFAULT_FOLDS
+    with calibrate.FoldSpill(folds) as s0, calibrate.FoldSpill(folds) as s1:
+        together = counting.count_variants(specs, iter(parts), day=100, n_folds=folds, fold_spills=[s0, s1],
+                                           fan_in=3)
+        spilled = [_fold_spill_bytes(s0), _fold_spill_bytes(s1)]
+    for spec, counts, spill_bytes in zip(specs, together, spilled):
+        merged = counting.tree_reduce([counting.count_messages(spec, iter(part), day=100) for part in parts], 3)
+        for a, b in zip(_counts_arrays(counts), _counts_arrays(merged), strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        with calibrate.FoldSpill(folds) as alone_spill:
+            counting.count_variants([spec], iter(pairs), day=100, n_folds=folds, fold_spills=[alone_spill])
+            assert spill_bytes == _fold_spill_bytes(alone_spill)
+    assert together[1].n_features > together[0].n_features   # the pairs are there
+    first, dropped = counting.count_variants(specs, iter(parts), day=100, limit=len(pairs) - 1, fan_in=3)
+    assert dropped is None and np.array_equal(first.dense, together[0].dense)
+    assert counting.count_variants(specs, iter(parts), day=100, limit=len(pairs), fan_in=3)[1] is not None
+
+
+def test_variant_counter_numbers_each_variant_in_its_own_order():
+    """The shared hash index: a token met first by the second variant is numbered
+    there first; each variant's hashes, strings and rows are its own."""
+    from spamnb.bayes.token_kernels import COUNTS_RAW, VariantCounter
+    from spamnb.mail.tokenizer import Tokenizer
+
+    tok = Tokenizer()
+    a, b = tok.stream(b"Subject: x\n\nalpha beta beta"), tok.stream(b"Subject: x\n\ngamma alpha")
+    counter = VariantCounter([COUNTS_RAW, COUNTS_RAW], [0.0, 0.0])
+    first, second = counter.count((a, b), True)
+    assert list(first) == list(range(len(a.tokens()) - 1)) + [len(a.tokens()) - 2]
+    assert counter.n_features_of(0) == len(set(a.tokens())) and counter.n_features_of(1) == len(b.tokens())
+    counter.count((b,), False)   # the second variant dropped (count_variants' limit): the first only
+    assert counter.n_features_of(0) == len(set(a.tokens()) | set(b.tokens()))
+    for v, tokens in ((0, list(dict.fromkeys(a.tokens() + b.tokens()))), (1, b.tokens())):
+        blob, offsets = counter.strings(v)
+        got = [bytes(blob[offsets[i]:offsets[i + 1]]).decode() for i in range(len(offsets) - 1)]
+        assert got == tokens
+        from spamnb.mail.tokenizer import hash_token
+
+        assert list(counter.hashes(v)) == [hash_token(t) for t in tokens]
+    touched, ham, spam = counter.partition(0)
+    assert sum(spam) == len(a.tokens()) and sum(ham) == len(b.tokens())
+    del touched, ham, spam
+    counter.clear_partition(0)
+    assert [len(x) for x in counter.partition(0)] == [0, 0, 0]
+    counter.release()
+    with pytest.raises(ValueError):
+        counter.hashes(0)
+
+
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_train_variants_in_one_pass_give_what_each_alone_gives(tmp_path, n_jobs):
     """train's variants (pipeline._train_variants) are counted in one pass; each

@@ -16,8 +16,6 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
-from spamnb.bayes._index cimport _find_slot
-
 import array
 
 COUNTS_RAW = TRANSFORM_RAW          # x_i = count of token i in the message
@@ -709,8 +707,9 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
 # of first sight, keeps its own strings and its partition's compact rows, as
 # a Vocabulary and add_counts_local of its own would; the hash index is one
 # for all of them: a slot holds a hash and each variant's number for it (-1:
-# not met by that variant), so a token of both streams is probed for in one
-# table, the second time in a slot just read.
+# not met by that variant) side by side (16 bytes for two variants: one cache
+# line read a probe), so a token of both streams is probed for in one table,
+# the second time in a slot just read.
 
 cdef class VariantCounter:
     """The counting pass of ``n_variants`` variants over one corpus, a
@@ -719,9 +718,8 @@ cdef class VariantCounter:
     variant, what ``Vocabulary.add`` and ``add_counts_local`` give it alone
     (its feature numbers, its strings, its partition's compact ham and
     spam rows, bit for bit), over one hash index for all."""
-    cdef uint64_t *keys
-    cdef int32_t *slots            # capacity * n_variants: slot s's number in variant v at [s * n_variants + v]
-    cdef Py_ssize_t capacity, n_keys
+    cdef uint64_t *keys            # capacity slots of ``stride`` words: the hash (0: empty), then an int32 a variant
+    cdef Py_ssize_t capacity, n_keys, stride
     cdef readonly Py_ssize_t n_variants
     cdef double fill
     cdef int32_t *n_features       # per variant
@@ -735,7 +733,6 @@ cdef class VariantCounter:
 
     def __cinit__(self):
         self.keys = NULL
-        self.slots = NULL
         self.n_features = NULL
         self.n_touched = NULL
         self.transforms = NULL
@@ -750,16 +747,15 @@ cdef class VariantCounter:
         if not 0.0 < fill <= 0.75:
             raise ValueError("the hash index is filled to at most 3/4")
         self.n_variants, self.fill, self.capacity, self.n_keys = n, fill, 1024, 0
-        self.keys = <uint64_t *>calloc(self.capacity, sizeof(uint64_t))
-        self.slots = <int32_t *>malloc(self.capacity * n * sizeof(int32_t))
+        self.stride = 1 + (n + 1) // 2
+        self.keys = <uint64_t *>calloc(self.capacity * self.stride, sizeof(uint64_t))
         self.n_features = <int32_t *>calloc(n, sizeof(int32_t))
         self.n_touched = <Py_ssize_t *>calloc(n, sizeof(Py_ssize_t))
         self.transforms = <int *>calloc(n, sizeof(int))
         self.lengths = <double *>calloc(n, sizeof(double))
-        if (self.keys == NULL or self.slots == NULL or self.n_features == NULL or self.n_touched == NULL
+        if (self.keys == NULL or self.n_features == NULL or self.n_touched == NULL
                 or self.transforms == NULL or self.lengths == NULL):
             raise MemoryError()
-        memset(self.slots, 0xff, self.capacity * n * sizeof(int32_t))
         for v in range(n):
             if transforms[v] not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
                 raise ValueError(f"unknown counts transform {transforms[v]}")
@@ -778,7 +774,6 @@ cdef class VariantCounter:
 
     def __dealloc__(self):
         free(self.keys)
-        free(self.slots)
         free(self.n_features)
         free(self.n_touched)
         free(self.transforms)
@@ -799,30 +794,27 @@ cdef class VariantCounter:
     cdef int _reserve(self, Py_ssize_t n_keys) except -1:
         """Room in the index for ``n_keys`` hashes: doubled and rehashed while
         they would fill more than ``fill`` of it."""
-        cdef Py_ssize_t capacity = self.capacity, s, slot, nv = self.n_variants
-        cdef uint64_t mask
+        cdef Py_ssize_t capacity = self.capacity, s, slot, w = self.stride
+        cdef uint64_t mask, h
         cdef uint64_t *keys
-        cdef int32_t *slots
         if n_keys <= self.fill * capacity:
             return 0
         while n_keys > self.fill * capacity:
             capacity *= 2
-        keys = <uint64_t *>calloc(capacity, sizeof(uint64_t))
-        slots = <int32_t *>malloc(capacity * nv * sizeof(int32_t))
-        if keys == NULL or slots == NULL:
-            free(keys)
-            free(slots)
+        keys = <uint64_t *>calloc(capacity * w, sizeof(uint64_t))
+        if keys == NULL:
             raise MemoryError()
         mask = capacity - 1
         with nogil:
             for s in range(self.capacity):
-                if self.keys[s] != 0:
-                    slot = _find_slot(keys, mask, self.keys[s])
-                    keys[slot] = self.keys[s]
-                    memcpy(slots + slot * nv, self.slots + s * nv, nv * sizeof(int32_t))
+                h = self.keys[s * w]
+                if h != 0:
+                    slot = <Py_ssize_t>(h & mask)
+                    while keys[slot * w] != 0:
+                        slot = (slot + 1) & mask
+                    memcpy(keys + slot * w, self.keys + s * w, w * sizeof(uint64_t))
         free(self.keys)
-        free(self.slots)
-        self.keys, self.slots, self.capacity = keys, slots, capacity
+        self.keys, self.capacity = keys, capacity
         return 0
 
     cdef int _scratch(self, Py_ssize_t n) except -1:
@@ -847,7 +839,9 @@ cdef class VariantCounter:
         cdef Py_ssize_t v, j, n, n_new, nv = self.n_variants, k, first, m
         cdef int32_t i, l, next_index
         cdef uint64_t h, mask
-        cdef Py_ssize_t slot
+        cdef uint64_t *entry
+        cdef int32_t *number
+        cdef Py_ssize_t slot, w = self.stride
         cdef array.array hashes, out, fresh, local_of, touched, row
         cdef int32_t *o
         cdef int32_t *fp
@@ -885,16 +879,21 @@ cdef class VariantCounter:
             with nogil:
                 for j in range(n):
                     h = hp[j]
-                    slot = _find_slot(self.keys, mask, h)
-                    if self.keys[slot] == 0:   # new to every variant
-                        self.keys[slot] = h
+                    slot = <Py_ssize_t>(h & mask)
+                    entry = self.keys + slot * w
+                    while entry[0] != 0 and entry[0] != h:   # the table is never full (fill <= 3/4)
+                        slot = (slot + 1) & mask
+                        entry = self.keys + slot * w
+                    number = <int32_t *>(entry + 1)
+                    if entry[0] == 0:   # new to every variant
+                        entry[0] = h
                         self.n_keys += 1
                         for k in range(nv):
-                            self.slots[slot * nv + k] = -1
-                    i = self.slots[slot * nv + v]
+                            number[k] = -1
+                    i = number[v]
                     if i < 0:   # new to this variant
                         i = next_index + <int32_t>n_new
-                        self.slots[slot * nv + v] = i
+                        number[v] = i
                         fp[n_new] = <int32_t>j
                         n_new += 1
                     o[j] = i
@@ -958,16 +957,16 @@ cdef class VariantCounter:
 
     def hashes(self, Py_ssize_t v):
         """Variant ``v``'s token hashes in its feature order: ``array('Q')``."""
-        cdef Py_ssize_t s, nv = self.n_variants
+        cdef Py_ssize_t s, w = self.stride
         cdef int32_t i
         cdef array.array out
         self._variant(v)
         out = array.clone(array.array("Q"), self.n_features[v], False)
         for s in range(self.capacity):
-            if self.keys[s] != 0:
-                i = self.slots[s * nv + v]
+            if self.keys[s * w] != 0:
+                i = (<int32_t *>(self.keys + s * w + 1))[v]
                 if i >= 0:
-                    out.data.as_ulonglongs[i] = self.keys[s]
+                    out.data.as_ulonglongs[i] = self.keys[s * w]
         return out
 
     def strings(self, Py_ssize_t v):
@@ -981,7 +980,6 @@ cdef class VariantCounter:
     def release(self):
         """Give up the hash index and every partition's buffers (after :meth:`hashes`)."""
         free(self.keys)
-        free(self.slots)
-        self.keys = self.slots = NULL
+        self.keys = NULL
         self.capacity = self.n_keys = 0
         self.out = self.new_positions = self.local_of = self.touched = self.ham = self.spam = None
