@@ -672,9 +672,12 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     and the partitions' sums added in :class:`TreeReduce`'s tree
     (:class:`RowTree`): the rows :func:`count_messages` of each partition
     merged by ``TreeReduce(fan_in)`` give, bit for bit (``spamnb train``'s
-    partitions, counted in one process)."""
+    partitions, counted in one process); then every variant's stream of a
+    message is counted in one compiled call over one hash index for all
+    (:class:`~spamnb.bayes.token_kernels.VariantCounter`: a token of both
+    streams probed for once from memory), each variant still numbering its
+    tokens in its own order of first sight, with its own strings and rows."""
     from spamnb.estimator.ages import today
-    from spamnb.estimator.calibrate import fold_of, near_duplicate_key
     from spamnb.estimator.ledger import train_digest
     from spamnb.estimator.messages import message_bytes
 
@@ -682,42 +685,29 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
     if fan_in is not None:   # by partitions (spamnb train -j 1): every variant in one compiled call a message
         return _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in)
-    counters = [_Counter(spec, n_folds, spill, by_fold, fan_in)
-                for spec, spill, by_fold in zip(specs, spills, fold_spills)]
+    counters = [_Counter(spec, n_folds, spill, by_fold) for spec, spill, by_fold in zip(specs, spills, fold_spills)]
     first = counters[0].tokenizer
     shared = [c.tokenizer.parses_as(first) for c in counters]
     n_messages = 0
     digests, labels = bytearray(), bytearray()   # the ledger of the messages counted
-    # near-duplicates (issue 46): a copy is counted in the fold of its first copy (spamnb train has
-    # left the copies out before: spamnb.training.planning.unique_messages; SpamFilter.fit counts them)
-    first_fold = {} if group else None
-    for part in (messages if fan_in is not None else (messages,)):
-        for data, is_spam in part:
-            data = message_bytes(data)
-            is_spam = bool(is_spam)
-            digests += train_digest(data)
-            labels.append(is_spam)
-            fold = None
-            if n_folds:
-                fold = fold_of(data, n_folds)
-                if group:
-                    key = near_duplicate_key(data)
-                    if key is not None:
-                        fold = first_fold.setdefault(key, fold)
-            parsed = first.parse(data) if len(counters) > 1 else None
-            like = None   # the stream before, of the same parse: the next takes its head from it
-            for counter, share in zip(counters, shared):
-                stream = counter.tokenizer.stream(data, parsed, like, len(counters) > 1) if share else \
-                    counter.tokenizer.stream(data)
-                counter.count(stream, is_spam, fold)
-                like = stream if share else None
-            like = stream = None
-            n_messages += 1
-            if limit is not None and n_messages > limit and len(counters) > 1:
-                del counters[1:]
-        if fan_in is not None:
-            for counter in counters:
-                counter.end_partition()
+    fold_of = _folds(n_folds, group)
+    for data, is_spam in messages:
+        data = message_bytes(data)
+        is_spam = bool(is_spam)
+        digests += train_digest(data)
+        labels.append(is_spam)
+        fold = fold_of(data)
+        parsed = first.parse(data) if len(counters) > 1 else None
+        like = None   # the stream before, of the same parse: the next takes its head from it
+        for counter, share in zip(counters, shared):
+            stream = counter.tokenizer.stream(data, parsed, like, len(counters) > 1) if share else \
+                counter.tokenizer.stream(data)
+            counter.count(stream, is_spam, fold)
+            like = stream if share else None
+        like = stream = None
+        n_messages += 1
+        if limit is not None and n_messages > limit and len(counters) > 1:
+            del counters[1:]
     day = today() if day is None else day
     results = [None] * len(specs)
     for i, counter in enumerate(counters):
@@ -727,18 +717,26 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     return results
 
 
-def _message_keys(data, n_folds, group, first_fold):
-    """``(data, fold)`` of one message as :func:`count_variants` counts it: its
-    bytes, and its fold (None without folds), a near-duplicate's its first copy's."""
+def _folds(n_folds, group):
+    """The fold of a message's bytes (None without folds): its own
+    (:func:`spamnb.estimator.calibrate.fold_of`), or with ``group`` a
+    near-duplicate's first copy's (:func:`count_variants`)."""
     from spamnb.estimator.calibrate import fold_of, near_duplicate_key
 
-    if not n_folds:
-        return None
-    fold = fold_of(data, n_folds)
-    if group:
-        key = near_duplicate_key(data)
-        if key is not None:
-            fold = first_fold.setdefault(key, fold)
+    # near-duplicates (issue 46): a copy is counted in the fold of its first copy (spamnb train has
+    # left the copies out before: spamnb.training.planning.unique_messages; SpamFilter.fit counts them)
+    first_fold = {}
+
+    def fold(data):
+        if not n_folds:
+            return None
+        k = fold_of(data, n_folds)
+        if group:
+            key = near_duplicate_key(data)
+            if key is not None:
+                k = first_fold.setdefault(key, k)
+        return k
+
     return fold
 
 
@@ -763,22 +761,22 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     counter = VariantCounter([COUNT_TRANSFORMS[spec["counts"]] for spec in specs],
                              [float(spec.get("length_norm", 0.0)) for spec in specs])
     trees = [RowTree(fan_in) for _ in specs]
-    class_count = [[0.0, 0.0] for _ in specs]
     first = tokenizers[0]
     shared = [t.parses_as(first) for t in tokenizers]
     active = len(specs)   # the variants still counted (past ``limit``: the first only)
     spills = fold_spills if n_folds else [None] * len(specs)
     n_messages = 0
     digests, labels = bytearray(), bytearray()
-    first_fold = {} if group else None
+    fold_of = _folds(n_folds, group)
     count = counter.count
+    counted = {False: 0, True: 0}   # messages of each class counted by every variant still counted
     for part in messages:
         for data, is_spam in part:
             data = message_bytes(data)
             is_spam = bool(is_spam)
             digests += train_digest(data)
             labels.append(is_spam)
-            fold = _message_keys(data, n_folds, group, first_fold)
+            fold = fold_of(data)
             streams = []
             if active > 1:
                 parsed, like = first.parse(data), None
@@ -790,12 +788,11 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
                 parsed = like = stream = None
             else:
                 streams.append(first.stream(data))
-            spam = 1 if is_spam else 0
             indices = count(streams, is_spam)
             streams = None
-            for v in range(active):
-                class_count[v][spam] += 1.0
-                if fold is not None:
+            counted[is_spam] += 1
+            if fold is not None:
+                for v in range(active):
                     spills[v].write(indices[v], is_spam, fold)
             indices = None
             n_messages += 1
@@ -809,6 +806,7 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
             trees[v].add_compact(views, touched_view, counter.n_features_of(v))
             del views, touched_view, touched, ham, spam_row
             counter.clear_partition(v)
+    class_count = np.array([counted[False], counted[True]], dtype=np.float64)   # [ham, spam], every variant's
     day = today() if day is None else day
     # every variant's hashes and strings taken, then the hash index dropped, before any rows are made
     tables = [(np.frombuffer(counter.hashes(v), dtype=np.uint64), *counter.strings(v)) for v in range(active)]
@@ -822,7 +820,7 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
         dense = tree.result(n)
         del tree
         results[v] = Counts(hashes, np.frombuffer(offsets, dtype=np.uint64), blob,
-                            np.array(class_count[v], dtype=np.float64), dense, np.full(n, day, dtype=np.int32))
+                            class_count.copy(), dense, np.full(n, day, dtype=np.int32))
         results[v].digests, results[v].labels = bytes(digests), bytes(labels)
     return results
 
@@ -843,16 +841,13 @@ class _Counter:
     (:class:`~spamnb.estimator.calibrate.FoldSpill`) no fold rows: each message's
     token indices go to its fold's file there."""
 
-    def __init__(self, spec, n_folds, spill_file, fold_spill=None, fan_in=None):
+    def __init__(self, spec, n_folds, spill_file, fold_spill=None):
         from spamnb.bayes.token_kernels import add_counts, add_counts_twice
         from spamnb.bayes.vocabulary import Vocabulary
         from spamnb.estimator.calibrate import spill
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
-        from spamnb.bayes.token_kernels import add_counts_local
-
         self.add_counts, self.add_counts_twice, self.spill_record = add_counts, add_counts_twice, spill
-        self.add_counts_local = add_counts_local
         self.transform = COUNT_TRANSFORMS[spec["counts"]]
         self.length = float(spec.get("length_norm", 0.0))
         self.tokenizer = _tokenizer(spec["tokenizer"])
@@ -867,56 +862,12 @@ class _Counter:
             self.n_folds = 0
         self.fold_rows = [array("d") for _ in range(2 * self.n_folds)]
         self.fold_messages = [0.0] * (2 * self.n_folds)
-        # by partitions (count_variants' fan_in): the partition's rows, added to the tree at its end, are
-        # compact: as long as the partition's own tokens (``local_rows``), not the vocabulary; token i's
-        # entry is at ``local_of[i]`` (-1: not in the partition yet), ``touched`` the tokens in local order
-        self.tree = None if fan_in is None else RowTree(fan_in)
-        if self.tree is not None and self.n_folds:
-            raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
-        if self.tree is not None:
-            self.rows = [None, None]
-            self.local_of, self.touched, self.n_touched = array("i"), array("i"), 0
-            self.local_rows = [array("d"), array("d")]
-
-    def end_partition(self):
-        """The partition's rows added to the tree (its tokens' entries: the
-        others would add 0.0), and cleared for the next."""
-        import numpy as np
-
-        n, m = self.vocabulary.n_features, self.n_touched
-        touched = np.frombuffer(self.touched, dtype=np.int32, count=m)
-        views = [np.frombuffer(row, dtype=np.float64, count=m) for row in self.local_rows]
-        self.tree.add_compact(views, touched, n)
-        for view in views:
-            view[:] = 0.0
-        np.frombuffer(self.local_of, dtype=np.int32, count=len(self.local_of))[touched] = -1
-        self.n_touched = 0
-        del views, touched
-
-    def _count_local(self, indices, spam):
-        """One message's counts into the partition's compact row of its class."""
-        n, room = self.vocabulary.n_features, self.n_touched + len(indices)
-        if len(self.local_of) < n:   # new tokens: not in the partition yet
-            grow = max(n, len(self.local_of) + (len(self.local_of) >> 2) + 1024) - len(self.local_of)
-            self.local_of.frombytes(b"\xff" * (4 * grow))
-        if len(self.touched) < room:
-            grow = max(room, len(self.touched) + (len(self.touched) >> 2) + 1024) - len(self.touched)
-            self.touched.frombytes(bytes(4 * grow))
-            for row in self.local_rows:
-                row.frombytes(bytes(8 * grow))
-        self.n_touched = self.add_counts_local(indices, self.local_of, self.touched, self.n_touched,
-                                               self.local_rows[spam], self.transform, self.length)
 
     def count(self, tokens, is_spam, fold):
         indices = self.vocabulary.add(tokens, self.scratch)
         n_features = self.vocabulary.n_features
         spam = 1 if is_spam else 0
         self.class_count[spam] += 1.0
-        if self.tree is not None:   # by partitions: fold spills only (no fold rows), checked at the start
-            self._count_local(indices, spam)
-            if fold is not None:
-                self.fold_spill.write(indices, is_spam, fold)
-            return
         row = self.rows[spam]
         if len(row) < n_features:
             _grow(row, n_features)
@@ -940,19 +891,11 @@ class _Counter:
 
         vocabulary, self.vocabulary, self.scratch = self.vocabulary, None, None
         n = vocabulary.n_features
-        # the hashes and the strings taken (not copied) and the hash index dropped first, with the partition's
-        # compact rows: the counts' rows are made without them beside
+        # the hashes and the strings taken (not copied) and the hash index dropped first: the counts' rows are
+        # made without them beside
         hashes, blob, offsets = vocabulary.release()
         del vocabulary
-        if self.tree is not None:
-            self.local_of = self.touched = None
-            self.local_rows = [None, None]
-        if self.tree is not None:   # the partitions' sums, added in the tree (the rows are zeros: dropped first)
-            tree, self.tree, self.rows = self.tree, None, [None, None]
-            dense = tree.result(n)
-            del tree
-        else:
-            dense = np.zeros((2, n))
+        dense = np.zeros((2, n))
         for c in range(2):
             row, self.rows[c] = self.rows[c], None
             if row is None:
