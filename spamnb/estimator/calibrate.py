@@ -540,7 +540,7 @@ def held_out_spilled(models, path):
         return _held_out(models, records(f))
 
 
-_SPILL_BUFFER = 1 << 16   # bytes of buffer a FoldSpill file
+_SPILL_BUFFER = 1 << 15   # bytes of buffer a FoldSpill file
 
 
 class FoldSpill:
@@ -561,7 +561,7 @@ class FoldSpill:
         import tempfile
 
         self.n_folds = int(n_folds)
-        # written a message at a time, a few KiB each: buffered by 64 KiB (the default 8 KiB made a system
+        # written a message at a time, a few KiB each: buffered by 32 KiB (the default 8 KiB made a system
         # call of nearly every write), 2 * n_folds buffers
         self.files = [(tempfile.TemporaryFile(prefix="spamnb-train-", buffering=_SPILL_BUFFER),
                        tempfile.TemporaryFile(prefix="spamnb-train-", buffering=_SPILL_BUFFER))
