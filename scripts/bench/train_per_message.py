@@ -13,7 +13,9 @@ the whole of ``count_variants`` over the messages in memory as ``train -j
 1`` runs it (partitions, fold spills, both variants: every step above but
 the reading and the near-duplicate key, plus counting) and what is left of
 it beside those steps (counting both variants: the vocabularies, rows and
-fold spills, and the loop).  The stages after counting (held-out scoring,
+fold spills, and the loop), and of that the compiled call that counts both
+variants of a message (``token_kernels.VariantCounter.count``: numbering,
+strings, partition rows), where the tree has it.  The stages after counting (held-out scoring,
 the kept filter made and saved) are ``train_stages.py``'s.  CPU time
 (``time.process_time``): less sensitive to a busy machine than wall time.
 
@@ -44,6 +46,7 @@ def main(argv):
     from spamnb.estimator.ledger import train_digest
     from spamnb.training.corpus import labelled_messages
 
+    from spamnb.bayes import token_kernels
     from spamnb.estimator.calibrate import FoldSpill
     from spamnb.estimator.counting import DEFAULT_FAN_IN, count_variants, counting_spec
     from spamnb.model.spam_filter import SpamFilter
@@ -77,8 +80,24 @@ def main(argv):
         del heads
         batches = [labelled[i:i + DEFAULT_PARTITION_SIZE] for i in range(0, len(labelled), DEFAULT_PARTITION_SIZE)]
         spills = [FoldSpill(10), FoldSpill(10)]
+        counting_call = [0.0]
+        counter = getattr(token_kernels, "VariantCounter", None)
+        if counter is not None:   # the compiled counting call of both variants, timed where count_variants makes it
+            class Timed(counter):
+                def count(self, streams, is_spam):
+                    start = time.process_time()
+                    try:
+                        return counter.count(self, streams, is_spam)
+                    finally:
+                        counting_call[0] += time.process_time() - start
+
+            token_kernels.VariantCounter = Timed
         start = time.process_time()
-        count_variants(specs, batches, n_folds=10, group=False, fold_spills=spills, fan_in=DEFAULT_FAN_IN)
+        try:
+            count_variants(specs, batches, n_folds=10, group=False, fold_spills=spills, fan_in=DEFAULT_FAN_IN)
+        finally:
+            if counter is not None:
+                token_kernels.VariantCounter = counter
         whole = (time.process_time() - start) / max(1, len(labelled)) * 1e6
         for spill in spills:
             spill.close()
@@ -92,6 +111,8 @@ def main(argv):
         print(f"  {'(with_pairs(2) made alone)':34s} {alone:7.1f} us")
         print(f"  {'count_variants as train -j 1':34s} {whole:7.1f} us")
         print(f"  {'  of which counting and the loop':34s} {whole - sum(us for name, us in rows if 'near' not in name):7.1f} us")
+        if counter is not None:
+            print(f"  {'    of which the counting call':34s} {counting_call[0] / max(1, len(labelled)) * 1e6:7.1f} us")
 
 
 if __name__ == "__main__":
