@@ -340,6 +340,25 @@ def add_counts_twice(const int32_t[::1] idx, double[::1] first, double[::1] seco
     return k
 
 
+cdef inline Py_ssize_t _add_local(const int32_t *uniq, const double *x, Py_ssize_t k, int32_t *local_of,
+                                  int32_t *touched, Py_ssize_t n, double *target) noexcept nogil:
+    """Add ``x[j]`` to ``target[local_of[uniq[j]]]`` for the ``k`` distinct
+    features ``uniq``, a feature the partition has not met (``local_of`` < 0)
+    numbered ``n``, ``n + 1``, ... and listed in ``touched``; returns the new ``n``."""
+    cdef Py_ssize_t j
+    cdef int32_t g, l
+    for j in range(k):
+        g = uniq[j]
+        l = local_of[g]
+        if l < 0:
+            l = <int32_t>n
+            local_of[g] = l
+            touched[n] = g
+            n += 1
+        target[l] += x[j]
+    return n
+
+
 def add_counts_local(const int32_t[::1] idx, int32_t[::1] local_of, int32_t[::1] touched, Py_ssize_t n_touched,
                      double[::1] target, int counts, double length=0.0):
     """``add_counts(idx, row, counts, 1.0, length)`` into a partition's
@@ -354,7 +373,7 @@ def add_counts_local(const int32_t[::1] idx, int32_t[::1] local_of, int32_t[::1]
     cdef Py_ssize_t k, j, n = n_touched, fresh = 0
     cdef int32_t *uniq
     cdef double *x
-    cdef int32_t largest, g, l
+    cdef int32_t largest, l
     k = _distinct_counts(idx, counts, length, &uniq, &x, &largest)
     if k == 0:
         return n_touched
@@ -371,15 +390,7 @@ def add_counts_local(const int32_t[::1] idx, int32_t[::1] local_of, int32_t[::1]
                 or n_touched + fresh > 0x7fffffff):
             k = -1
         else:
-            for j in range(k):
-                g = uniq[j]
-                l = local_of[g]
-                if l < 0:
-                    l = <int32_t>n
-                    local_of[g] = l
-                    touched[n] = g
-                    n += 1
-                target[l] += x[j]
+            n = _add_local(uniq, x, k, &local_of[0], &touched[0] if touched.shape[0] else NULL, n, &target[0])
     free(uniq)
     free(x)
     if k == -1:
@@ -928,15 +939,7 @@ cdef class VariantCounter:
                 k = count_distinct(o, n, self.uniq, self.x, self.transforms[v], self.uniq + n, table_size(n),
                                    _LOG1P_SMALL)
                 scale_to_length(self.x, k, self.lengths[v])
-                for j in range(k):
-                    i = self.uniq[j]
-                    l = lo[i]
-                    if l < 0:
-                        l = <int32_t>m
-                        lo[i] = l
-                        tc[m] = i
-                        m += 1
-                    r[l] += self.x[j]
+                m = _add_local(self.uniq, self.x, k, lo, tc, m, r)
             self.n_touched[v] = m
             results.append(memoryview(out)[:n])
         return tuple(results)

@@ -678,8 +678,6 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     streams probed for once from memory), each variant still numbering its
     tokens in its own order of first sight, with its own strings and rows."""
     from spamnb.estimator.ages import today
-    from spamnb.estimator.ledger import train_digest
-    from spamnb.estimator.messages import message_bytes
 
     spills = [None] * len(specs) if spills is None else spills
     fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
@@ -690,13 +688,7 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     shared = [c.tokenizer.parses_as(first) for c in counters]
     n_messages = 0
     digests, labels = bytearray(), bytearray()   # the ledger of the messages counted
-    fold_of = _folds(n_folds, group)
-    for data, is_spam in messages:
-        data = message_bytes(data)
-        is_spam = bool(is_spam)
-        digests += train_digest(data)
-        labels.append(is_spam)
-        fold = fold_of(data)
+    for data, is_spam, fold in _ledgered(messages, digests, labels, _folds(n_folds, group)):
         parsed = first.parse(data) if len(counters) > 1 else None
         like = None   # the stream before, of the same parse: the next takes its head from it
         for counter, share in zip(counters, shared):
@@ -715,6 +707,20 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
         results[i].digests, results[i].labels = bytes(digests), bytes(labels)
         counters[i] = None
     return results
+
+
+def _ledgered(messages, digests, labels, fold_of):
+    """``(bytes, is_spam, fold)`` of each ``(message, is_spam)``, its ledger digest
+    and label appended to ``digests`` and ``labels`` (:func:`count_variants`)."""
+    from spamnb.estimator.ledger import train_digest
+    from spamnb.estimator.messages import message_bytes
+
+    for data, is_spam in messages:
+        data = message_bytes(data)
+        is_spam = bool(is_spam)
+        digests += train_digest(data)
+        labels.append(is_spam)
+        yield data, is_spam, fold_of(data)
 
 
 def _folds(n_folds, group):
@@ -752,8 +758,6 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     from spamnb.bayes.token_kernels import VariantCounter
     from spamnb.estimator.ages import today
     from spamnb.estimator.defaults import COUNT_TRANSFORMS
-    from spamnb.estimator.ledger import train_digest
-    from spamnb.estimator.messages import message_bytes
 
     if n_folds and any(spill is None for spill in fold_spills):
         raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
@@ -771,12 +775,7 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     count = counter.count
     counted = {False: 0, True: 0}   # messages of each class counted by every variant still counted
     for part in messages:
-        for data, is_spam in part:
-            data = message_bytes(data)
-            is_spam = bool(is_spam)
-            digests += train_digest(data)
-            labels.append(is_spam)
-            fold = fold_of(data)
+        for data, is_spam, fold in _ledgered(part, digests, labels, fold_of):
             streams = []
             if active > 1:
                 parsed, like = first.parse(data), None
