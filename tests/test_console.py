@@ -193,6 +193,39 @@ def test_history_is_bounded_by_rows_and_searches_subject_and_sender(tmp_path):
     assert [r["id"] for r in second] == list(range(first[-1]["id"] - 1, first[-1]["id"] - 11, -1))
 
 
+def test_rows_are_stored_without_the_search_index_and_a_search_finds_every_one(tmp_path):
+    """A store pays nothing for the full-text index (the rows wait for it);
+    a search made at once, by this connection or another process's, finds
+    every row stored; the recorder's idle indexing goes part of the way;
+    rows pruned leave the index whether they were indexed or not."""
+    path = str(tmp_path / "h.sqlite")
+    history = History(path, rows=50, kept=0)
+
+    def add(numbers):
+        history.add([({"label": "ham", "t": time.time()},
+                      f"From: Sender {n} <s{n}@x.example>\nSubject: topic{n} common\n".encode(), b"")
+                     for n in numbers])
+
+    add(range(1, 31))
+    assert history.pending() == 30       # stored, not indexed
+    other = History(path, rows=50, kept=0)      # the console's connection: its search indexes them first
+    assert [row["id"] for row in other.page(query="topic30")] == [30]
+    assert history.pending() == 0
+    add(range(31, 71))          # rows 1 to 20 pruned (indexed), 31 to 70 wait
+    assert history.pending() == 40
+    assert history.index(15) == 15 and history.pending() == 25
+    add(range(71, 81))          # rows 21 to 30 pruned (indexed), 31 to 45 (indexed) and 46 to 80 kept
+    assert [row["id"] for row in history.page(query="s80@x.example")] == [80]
+    assert history.page(query="topic25") == [] and history.page(query="topic5") == []
+    assert [row["id"] for row in other.page(query="common", limit=200)] == list(range(80, 30, -1))
+    add(range(81, 131))         # everything before 81 pruned, 81 to 130 not indexed yet
+    assert history.pending() == 50
+    assert history.index(1000) == 50 and history.index() == 0
+    history.db.execute("INSERT INTO history_fts (history_fts) VALUES ('integrity-check')")   # the index is the rows
+    assert [row["id"] for row in history.page(query="common", limit=200)] == list(range(130, 80, -1))
+    other.close()
+
+
 def test_a_history_written_before_columnsize_0_gets_its_search_index_made_again(tmp_path):
     """A history file whose full-text index was made with a row of column
     sizes a record (before columnsize=0) is opened with the index made again
