@@ -347,8 +347,8 @@ class History:
         idle (spamnb.console.process.Recorder): the rows' stores pay nothing
         for the index, and a busy server's recorder, which is never idle,
         indexes only what is searched before it is pruned."""
-        if not self.fts:
-            return 0
+        if not self.fts or not self.pending():     # (read without the write lock: a search of an indexed history
+            return 0                                # takes none)
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")      # the mark read and moved under the write lock
             done = self.db.execute("SELECT indexed FROM search_index").fetchone()[0]
