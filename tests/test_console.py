@@ -446,6 +446,49 @@ def test_a_full_record_queue_spools_without_waiting_and_the_recorder_stores_ever
     listener.close()
 
 
+def test_an_idle_recorder_fills_the_search_index_in_bounded_transactions(tmp_path, monkeypatch):
+    """The recorder stores rows without indexing them; idle, it adds them
+    to the full-text index INDEX_ROWS at a time, until none waits (read
+    straight from the index: a search would index them itself)."""
+    import threading
+
+    from spamnb.console import process
+    from spamnb.console.process import Recorder
+
+    monkeypatch.setattr(process, "IDLE_SECONDS", 0.3)
+    monkeypatch.setattr(process, "INDEX_ROWS", 40)
+    path = str(tmp_path / "records")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    history = History(str(tmp_path / "h.sqlite"), rows=1000, kept=0)
+    reader = History(str(tmp_path / "h.sqlite"), rows=1000, kept=0)
+    recorder = Recorder(history, listener)
+    stop = threading.Event()
+    thread = threading.Thread(target=recorder.run, args=(stop.is_set,))
+    thread.start()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as worker:
+            worker.connect(path)
+            worker.sendall(b"".join(records.encode({"label": "ham", "t": time.time(), "verb": "CHECK"},
+                                                   f"Subject: idle{n} together\n".encode()) for n in range(100)))
+            deadline = time.monotonic() + 60
+
+            def indexed():
+                return reader.db.execute("SELECT count(*) FROM history_fts WHERE history_fts MATCH 'together'"
+                                         ).fetchone()[0]
+
+            while (indexed() < 100 or reader.pending()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(30)
+        listener.close()
+    assert recorder.received == 100 and reader.pending() == 0 and indexed() == 100
+    assert [row["subject"] for row in reader.page(query="idle7")] == ["idle7 together"]
+    reader.db.execute("INSERT INTO history_fts (history_fts) VALUES ('integrity-check')")
+
+
 def test_a_spool_past_its_bound_drops_and_counts(tmp_path, monkeypatch):
     """Past SPOOL_BYTES not yet read by the recorder, a record is dropped and
     counted (bounded disk), still without waiting."""

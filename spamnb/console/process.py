@@ -135,7 +135,10 @@ class Recorder:
             elif (self.unindexed and not events and not self.batch and self.spooled is None
                   and time.monotonic() - self.last >= IDLE_SECONDS):
                 # idle: the rows stored since are added to the search index (a search would add them first)
-                self.unindexed = self.history.index(INDEX_ROWS) >= INDEX_ROWS
+                try:
+                    self.unindexed = self.history.index(INDEX_ROWS) >= INDEX_ROWS
+                except Exception:  # noqa: BLE001 - the history locked past its timeout: after the next idle spell
+                    self.last = time.monotonic()
         if ending is None:
             self.write()
         else:
