@@ -163,8 +163,8 @@ def _index_mark(db):
         return
     with db:
         db.execute("BEGIN IMMEDIATE")
-        db.execute("INSERT INTO search_index (one, indexed) SELECT 1, coalesce(max(id), 0) FROM history"
-                   " WHERE NOT EXISTS (SELECT 1 FROM search_index)")
+        # (OR IGNORE: the other process opening a new history may have made it first)
+        db.execute("INSERT OR IGNORE INTO search_index (one, indexed) SELECT 1, coalesce(max(id), 0) FROM history")
 
 
 class History:
