@@ -226,6 +226,22 @@ def test_rows_are_stored_without_the_search_index_and_a_search_finds_every_one(t
     other.close()
 
 
+def test_a_history_emptied_by_its_age_bound_finds_the_rows_that_come_after(tmp_path):
+    """Every row past its age: the table is empty and SQLite gives the next
+    rows ids from 1 again, below the search index's mark; they are indexed
+    and found all the same, and the index stays the rows'."""
+    history = History(str(tmp_path / "h.sqlite"), rows=10, days=1.0)
+    history.add([({"label": "ham", "t": time.time()}, f"Subject: old{n}\n".encode(), b"") for n in range(20)])
+    assert [row["id"] for row in history.page(query="old15")] == [16]
+    history.last_age_prune = 0.0
+    history.prune(now=time.time() + 3 * 86400)
+    assert history.db.execute("SELECT count(*) FROM history").fetchone()[0] == 0
+    history.add([({"label": "ham", "t": time.time() + 3 * 86400}, b"Subject: new1\n", b"")])
+    assert [row["subject"] for row in history.page(query="new1")] == ["new1"]
+    assert history.page(query="old15") == []
+    history.db.execute("INSERT INTO history_fts (history_fts) VALUES ('integrity-check')")
+
+
 def test_a_history_written_before_columnsize_0_gets_its_search_index_made_again(tmp_path):
     """A history file whose full-text index was made with a row of column
     sizes a record (before columnsize=0) is opened with the index made again

@@ -54,7 +54,6 @@ DROP TRIGGER IF EXISTS history_ad;
 # those after it are added by :meth:`History.index` (one statement a transaction, no trigger a row) before a
 # search reads the index and when the recorder is idle; rows pruned leave it the same way, only those indexed
 # (:meth:`History.prune`)
-INDEX_ROWS = 5000       # rows added to the full-text index in one transaction when the recorder is idle
 _SAME = 4096            # add_frames' cleaned strings kept, at most (a batch holds few distinct ones)
 _EMPTY_ENVELOPE = ["", "", "", "", ""]      # a SPAMD check's envelope strings, as a frame's strings hold them
 _NO_ENVELOPE = (None, None, None, None, None)
@@ -279,6 +278,8 @@ class History:
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             last = self.db.execute("SELECT max(id) FROM history").fetchone()[0]
             first = last - len(rows) + 1
+            if self.fts and first == 1:     # (ids begin again in an emptied table: none of them is indexed)
+                self.db.execute("UPDATE search_index SET indexed = 0")
             if kept:
                 self.db.executemany("INSERT INTO kept (id, data) VALUES (?, ?)",
                                     [(first + n, data) for n, data in kept[-self.max_kept:]])
