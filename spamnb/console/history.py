@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS kept (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS actions (id INTEGER PRIMARY KEY, t REAL, who TEXT, what TEXT, record INTEGER, result TEXT);
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS spools (path TEXT PRIMARY KEY, offset INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS search_index (one INTEGER PRIMARY KEY CHECK (one = 1), indexed INTEGER NOT NULL);
 """
 ENVELOPE_COLUMNS = ("client", "helo", "mail_from", "rcpt_to", "auth")     # the milter's envelope (a later schema)
 _FTS_TABLE = ("CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(subject, sender, content='history',"
@@ -49,8 +50,10 @@ DROP TRIGGER IF EXISTS history_ad;
 """
 # columnsize=0: no row of column sizes a record (only a ranking reads them; a search here is in id order); a
 # history written before it has its index made again once, at open (:func:`_fts_columnsize`)
-# the full-text index is filled a batch at a time (one statement a transaction, no trigger a row) and emptied
-# of the rows pruned the same way: :meth:`History.add`, :meth:`History.prune`
+# the full-text index is filled lazily, not as rows are stored: the rows up to search_index.indexed are in it,
+# those after it are added by :meth:`History.index` (one statement a transaction, no trigger a row) before a
+# search reads the index and when the recorder is idle; rows pruned leave it the same way, only those indexed
+# (:meth:`History.prune`)
 _SAME = 4096            # add_frames' cleaned strings kept, at most (a batch holds few distinct ones)
 _EMPTY_ENVELOPE = ["", "", "", "", ""]      # a SPAMD check's envelope strings, as a frame's strings hold them
 _NO_ENVELOPE = (None, None, None, None, None)
@@ -143,10 +146,24 @@ def _fts_columnsize(db):
                     db.execute("DROP TABLE history_fts")
                     db.execute(_FTS_TABLE)
                     db.execute("INSERT INTO history_fts (history_fts) VALUES ('rebuild')")
+                    db.execute("UPDATE search_index SET indexed = (SELECT coalesce(max(id), 0) FROM history)")
         except sqlite3.OperationalError as exc:     # the other process is making it: waited for
             if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.05)
+
+
+def _index_mark(db):
+    """The full-text index's mark (search_index.indexed: the rows up to it are
+    in the index), made once: at the last row of a history written before
+    the index was filled lazily (each batch was indexed as stored, or the
+    index made again whole by :func:`_fts_columnsize`), 0 in a new one."""
+    if db.execute("SELECT 1 FROM search_index").fetchone() is not None:
+        return
+    with db:
+        db.execute("BEGIN IMMEDIATE")
+        # (OR IGNORE: the other process opening a new history may have made it first)
+        db.execute("INSERT OR IGNORE INTO search_index (one, indexed) SELECT 1, coalesce(max(id), 0) FROM history")
 
 
 class History:
@@ -167,6 +184,7 @@ class History:
             _fts_columnsize(self.db)
             self.db.executescript(_FTS)
             self.fts = True
+            _index_mark(self.db)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise       # not a SQLite without FTS5: this process ends, the keeper starts another
@@ -260,9 +278,8 @@ class History:
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             last = self.db.execute("SELECT max(id) FROM history").fetchone()[0]
             first = last - len(rows) + 1
-            if self.fts:
-                self.db.execute("INSERT INTO history_fts (rowid, subject, sender) SELECT id, subject, sender"
-                                " FROM history WHERE id BETWEEN ? AND ?", (first, last))
+            if self.fts and first == 1:     # (ids begin again in an emptied table: none of them is indexed)
+                self.db.execute("UPDATE search_index SET indexed = 0")
             if kept:
                 self.db.executemany("INSERT INTO kept (id, data) VALUES (?, ?)",
                                     [(first + n, data) for n, data in kept[-self.max_kept:]])
@@ -309,10 +326,41 @@ class History:
         their own subject and sender, as an external-content index is told)."""
         if self.db.execute("SELECT 1 FROM history WHERE id <= ? LIMIT 1", (last,)).fetchone() is None:
             return
-        if self.fts:
+        if self.fts:       # the rows indexed among them (:meth:`index`: the others never were)
             self.db.execute("INSERT INTO history_fts (history_fts, rowid, subject, sender)"
-                            " SELECT 'delete', id, subject, sender FROM history WHERE id <= ?", (last,))
+                            " SELECT 'delete', id, subject, sender FROM history"
+                            " WHERE id <= min(?, (SELECT indexed FROM search_index))", (last,))
         self.db.execute("DELETE FROM history WHERE id <= ?", (last,))
+
+    def pending(self):
+        """The rows not in the full-text index yet (0 without FTS5)."""
+        if not self.fts:
+            return 0
+        row = self.db.execute("SELECT coalesce(max(id), 0) - (SELECT indexed FROM search_index) FROM history"
+                              ).fetchone()
+        return max(0, row[0] or 0)
+
+    def index(self, rows=None):
+        """Add the rows stored since the last call to the full-text index (at
+        most ``rows`` of them, the oldest first; None: all), in one
+        transaction; returns how many were added.  A search calls it first
+        (:meth:`page`: every row stored is found), the recorder when it is
+        idle (spamnb.console.process.Recorder): the rows' stores pay nothing
+        for the index, and a busy server's recorder, which is never idle,
+        indexes only what is searched before it is pruned."""
+        if not self.fts or not self.pending():     # (read without the write lock: a search of an indexed history
+            return 0                                # takes none)
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")      # the mark read and moved under the write lock
+            done = self.db.execute("SELECT indexed FROM search_index").fetchone()[0]
+            top = self.db.execute("SELECT coalesce(max(id), 0) FROM history").fetchone()[0]
+            upto = top if rows is None else min(top, done + rows)
+            if upto <= done:
+                return 0
+            self.db.execute("INSERT INTO history_fts (rowid, subject, sender) SELECT id, subject, sender"
+                            " FROM history WHERE id > ? AND id <= ?", (done, upto))
+            self.db.execute("UPDATE search_index SET indexed = ?", (upto,))
+        return upto - done
 
     def count(self, **values):
         """Set the counters ``values`` (name=number): the recorder's received
@@ -385,6 +433,7 @@ class History:
                    + " ORDER BY id DESC LIMIT ?")
             rows = self.db.execute(sql, (*args, before if before else 1 << 62, limit)).fetchall()
             return [dict(zip(_LIST_NAMES, row)) for row in rows]
+        self.index()        # the rows stored since the last search or idle moment: found too
         match = " ".join('"' + term.replace('"', '""') + '"' for term in terms)
         out, cursor = [], before if before else 1 << 62
         for _ in range(SEARCH_CHUNKS):

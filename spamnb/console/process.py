@@ -80,6 +80,8 @@ class Recorder:
         self.from_sockets = []      # the batch's frames read from the workers' connections (kept at a stop)
         self.rescued = None         # stopping: the frames read from the connections since, for the spool ...
         self.rescue_fd, self.rescue_name = None, ""     # ... and the recorder's spool file they go to
+        self.last = 0.0             # the last batch stored (time.monotonic()): idle IDLE_SECONDS after it ...
+        self.unindexed = True       # ... the rows stored since are added to the search index (History.index)
 
     def dropped(self):
         return sum(self.drops.values())
@@ -130,6 +132,13 @@ class Recorder:
             elif self.counts_due and not self.batch:
                 self.counts_due = False
                 self.history.count(received=self.received, dropped=self.dropped(), spooled=self.from_spool)
+            elif (self.unindexed and not events and not self.batch and self.spooled is None
+                  and time.monotonic() - self.last >= IDLE_SECONDS):
+                # idle: the rows stored since are added to the search index (a search would add them first)
+                try:
+                    self.unindexed = self.history.index(INDEX_ROWS) >= INDEX_ROWS
+                except Exception:  # noqa: BLE001 - the history locked past its timeout: after the next idle spell
+                    self.last = time.monotonic()
         if ending is None:
             self.write()
         else:
@@ -309,6 +318,8 @@ class Recorder:
         positions, self.positions = self.positions, {}
         deleted, self.deleted = self.deleted, []
         self.counts_due = False
+        if batch:
+            self.last, self.unindexed = time.monotonic(), True
         if batch or positions or deleted:
             self.history.add_frames(batch, {"received": self.received, "dropped": self.dropped(),
                                             "spooled": self.from_spool}, positions, deleted)
@@ -325,6 +336,8 @@ KEEPER_STOP_SECONDS = 30.0  # the keeper kills the console and the recorder this
 # recorder in a transaction when the stop came (seconds at nice 19 on a saturated machine) ends it, then
 # spools what it holds: killed in it, the batch's records read from its connections
 # would be lost (those from spool files are read again)
+IDLE_SECONDS = 1.0          # the recorder is idle this long after its last record: it fills the search index ...
+INDEX_ROWS = 5000           # ... this many rows a transaction (spamnb.console.history.History.index)
 MAX_WORKERS = 1024          # record connections (one a worker) at once, and workers whose drops are counted
 RECORDER_NICE = 19          # the recorder's niceness above the server's (the console's is NICE)
 

@@ -76,6 +76,7 @@ _LENGTH = struct.Struct(">I")
 _STRINGS = ("label", "user", "verb", "front", "action", "reason")
 ENVELOPE = ("client", "helo", "mail_from", "rcpt_to", "auth")   # the milter's envelope (spamnb.server.milter)
 _NAMES = _STRINGS + ENVELOPE
+_COUNT = len(_NAMES)
 STRING_CHARS = 1000         # a string of a record at most this long (the recipients: all of them, joined)
 _NAN = float("nan")
 _NO_ENVELOPE = ("", "", "", "", "")
@@ -148,28 +149,30 @@ def unpack(frame):
     :func:`evidence_of` reads it, b"" for none; the header block; the
     message), no dict made (the recorder's way: spamnb.console.history's
     ``add_frames``); ValueError (struct.error) when it is malformed."""
+    if type(frame) is not bytes:
+        frame = bytes(frame)        # (its slices below are then bytes, no copy made twice)
     values = _NUMBERS.unpack_from(frame, 0)
     if values[0] != 2:
         raise ValueError("unknown record version")
     at = _NUMBERS.size
     n = values[14]
-    if n > EVIDENCE:
-        raise ValueError("too much evidence in a record")
-    weights = bytes(frame[at:at + 8 * n])
-    if len(weights) != 8 * n:
-        raise ValueError("a record's evidence is cut short")
-    at += 8 * n
-    text = bytes(frame[at:at + values[15]])
-    strings = text.decode("utf-8", "replace").split("\0")
-    at += values[15]
-    if len(strings) != len(_NAMES) + n:
+    if n:       # (a CHECK's record has none: that path is the recorder's usual one, a few steps shorter)
+        if n > EVIDENCE:
+            raise ValueError("too much evidence in a record")
+        weights = frame[at:at + 8 * n]
+        if len(weights) != 8 * n:
+            raise ValueError("a record's evidence is cut short")
+        at += 8 * n
+    end = at + values[15]
+    strings = frame[at:end].decode("utf-8", "replace").split("\0")
+    if len(strings) != _COUNT + n:
         raise ValueError("a record's strings do not add up")
-    evidence = bytes((n,)) + weights + "\0".join(strings[len(_NAMES):]).encode("utf-8", "replace") if n else b""
+    evidence = bytes((n,)) + weights + "\0".join(strings[_COUNT:]).encode("utf-8", "replace") if n else b""
+    length = int.from_bytes(frame[end:end + 4], "big")
+    header = frame[end + 4:end + 4 + (length if length < HEAD_BYTES else HEAD_BYTES)]  # bounded whatever was sent
+    at = end + 4 + length
     length = int.from_bytes(frame[at:at + 4], "big")
-    header = bytes(frame[at + 4:at + 4 + min(length, HEAD_BYTES)])    # cut again: bounded whatever was sent
-    at += 4 + length
-    length = int.from_bytes(frame[at:at + 4], "big")
-    return values, strings, evidence, header, bytes(frame[at + 4:at + 4 + length])
+    return values, strings, evidence, header, frame[at + 4:at + 4 + length]
 
 
 def peek(frame):
