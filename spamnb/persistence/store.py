@@ -813,8 +813,6 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         self.path, self.wait, self.fd, self.real = path, wait, None, None
 
     def __enter__(self):
-        import fcntl
-
         path = self.path
         wait = DEFAULT_WAIT if self.wait is None else float(self.wait)
         shown = os.fspath(path)
@@ -840,15 +838,13 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
                 os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
             deadline = time.monotonic() + wait
             while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if checks.try_lock(fd):   # flock(LOCK_EX | LOCK_NB), compiled: no fcntl module to load
                     break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-                        raise LockTimeout(f"{shown}: the model is locked by process {holder} "
-                                          f"(waited {wait:g} s; see --wait)") from None
-                    time.sleep(0.02)
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                    raise LockTimeout(f"{shown}: the model is locked by process {holder} "
+                                      f"(waited {wait:g} s; see --wait)") from None
+                time.sleep(0.02)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:
