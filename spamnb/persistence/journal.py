@@ -394,7 +394,8 @@ def append(journal, transactions):
         old = os.stat(model)
     except OSError:
         old = None
-    replace_file(path, lambda f: (f.write(header), f.write(records)), old)
+    # the folder is not listed for killed writers' temporaries: the model's next save removes them
+    replace_file(path, lambda f: (f.write(header), f.write(records)), old, tidy=False)
     journal.status, journal.head = "ok", head
     journal.payloads = list(transactions)
     journal.end = journal.size = len(header) + len(records)

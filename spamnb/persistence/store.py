@@ -186,13 +186,16 @@ def write_model(path, header, arrays, backup=None):
     replace_file(path, write, old, backup=backup)
 
 
-def replace_file(path, write, old=None, mode=None, backup=None):
+def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
     """Atomically replace the file at ``path`` (resolved) by what ``write(f)``
     writes to a binary file: a temporary file in the same folder, flushed and
     fsynced, renamed over ``path``, then the folder fsynced.  The new file
     gets ``old``'s owner, group and mode (``old``: the os.stat of the file
     replaced), else ``mode``, else 0666 less the umask.  ``backup``: see
-    :func:`write_model`."""
+    :func:`write_model`.  ``tidy``: then remove the temporary files that
+    killed writers of ``path`` left (the folder listed); a journal started
+    by a learn leaves that to the model's next save, which removes the
+    journal's too (:func:`_remove_stale_temporaries`)."""
     directory = os.path.dirname(path)
     # the writer's pid in the name lets a later save remove what a killed writer left
     fd, tmp = _new_temporary(directory, f".{os.path.basename(path)}.{os.getpid()}.")
@@ -213,7 +216,8 @@ def replace_file(path, write, old=None, mode=None, backup=None):
         _remove_quietly(tmp)
         raise
     _fsync_directory(directory)
-    _remove_stale_temporaries(directory, os.path.basename(path))
+    if tidy:
+        _remove_stale_temporaries(directory, os.path.basename(path))
 
 
 def _new_temporary(directory, prefix):
@@ -315,8 +319,11 @@ def _remove_quietly(path):
 
 def _remove_stale_temporaries(directory, name):
     """Delete the temporary files of writers of ``name`` killed mid-write (their
-    process is gone).  Best effort: any error leaves the file where it is."""
+    process is gone), and those of its journal's (``NAME.journal``: a learn
+    that starts a journal does not list the folder).  Best effort: any error
+    leaves the file where it is."""
     prefix = "." + name + "."
+    journal = prefix + JOURNAL_SUFFIX[1:] + "."
     try:
         entries = os.listdir(directory)
     except OSError:
@@ -324,7 +331,7 @@ def _remove_stale_temporaries(directory, name):
     for entry in entries:
         if not (entry.startswith(prefix) and entry.endswith(".tmp")):
             continue
-        pid = entry[len(prefix):].split(".", 1)[0]
+        pid = entry[len(journal if entry.startswith(journal) else prefix):].split(".", 1)[0]
         if not pid.isdigit() or int(pid) in (0, os.getpid()):
             continue
         try:
