@@ -361,3 +361,25 @@ def test_a_held_lock_times_out_naming_its_holder(tmp_path):
         assert real == str(model.resolve()) and store.holds_lock(real)
         assert (tmp_path / "m.spamnb.lock").read_bytes() == f"{os.getpid()}\n".encode()
     assert not store.holds_lock(str(model.resolve())) and (tmp_path / "m.spamnb.lock").read_bytes() == b""
+
+
+def test_a_writer_advises_huge_pages_only_when_it_reads_the_large_arrays(tmp_path, sample_model):
+    """``map_model``'s private memory is in small pages until the large arrays are read
+    (``fill``): a learn that appends writes a few pages of it (a huge page would be 2 MiB
+    zeroed each), a writer that reads the model whole advises huge pages first."""
+    model = tmp_path / "m.spamnb"
+    shutil.copyfile(sample_model, model)
+    _, reader = store.map_model(model)
+    assert reader.huge_later is None   # a reader: small pages throughout
+    reader.file.close()
+    with store.locked(model) as real:
+        _, arrays = store.map_model(real)
+        try:
+            assert arrays.huge_later is not None and arrays.unread
+            arrays.fill(set(arrays.offsets) - store.ON_DEMAND)   # the small ones: no advice yet
+            assert arrays.huge_later is not None
+            arrays.fill()
+            assert arrays.huge_later is None and not arrays.unread
+            assert bytes(arrays["keys"]) == bytes(store.read_model(real)[1]["keys"])
+        finally:
+            arrays.file.close()

@@ -476,11 +476,14 @@ def _map_once(path, max_size):
             head = os.pread(fd, wanted, 0)
             if len(head) < wanted:   # cut short since the prefix was read
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
-            # a writer (it holds the model's lock) may read the whole file later: huge pages, as read_model's;
-            # a reader writes few pages of it: small ones
-            whole = holds_lock(resolve(path))
-            memory = _private_memory(size, huge=whole)
+            # small pages until the large arrays are read (fill): a learn writes a few pages of it (the
+            # header, the ledger), and a huge page is 2 MiB zeroed for each (and may wait for the kernel to
+            # compact memory); a writer (it holds the model's lock) that reads them whole then advises huge
+            # pages, as read_model's
+            memory = _private_memory(size, huge=False)
             header, arrays = _parse(path, memory, size, verify=False, head=head)
+            if holds_lock(resolve(path)):
+                arrays.huge_later = memory
         except ModelError as exc:
             exc.signature = signature
             raise
@@ -525,13 +528,22 @@ def _private_memory(size, huge=True):
         memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     except (AttributeError, OSError, ValueError, OverflowError):
         return memoryview(bytearray(size))
+    if huge:
+        _advise_huge(memoryview(memory))
+    return memoryview(memory)
+
+
+def _advise_huge(memory):
+    """Advise huge pages for the pages of ``memory`` (a memoryview of
+    :func:`_private_memory`'s mapping) not touched yet, from
+    :data:`_HUGE_PAGES_FROM` bytes on."""
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None and huge and size >= _HUGE_PAGES_FROM:
+    mapping = memory.obj
+    if advice is not None and hasattr(mapping, "madvise") and len(mapping) >= _HUGE_PAGES_FROM:
         try:
-            memory.madvise(advice)
+            mapping.madvise(advice)
         except OSError:   # a kernel without transparent huge pages: small pages
             pass
-    return memoryview(memory)
 
 
 def _check_prefix(path, fd, size):
@@ -735,6 +747,7 @@ class _Arrays(dict):
         self.file = None    # a model's file, open, when read in part (spamnb.persistence.store.map_model)
         self.unread = set()
         self.path = self.signature = None
+        self.huge_later = None   # a writer's private memory: advised huge pages when the large arrays are read
         self._lock = None
 
     def fill(self, names=None):
@@ -753,6 +766,9 @@ class _Arrays(dict):
             todo &= set(self.writable) if names is not None else set(self.unread)
             fd = self.file.fileno()
             self._check_unchanged(fd)
+            if self.huge_later is not None and todo & ON_DEMAND:   # before their pages are first touched
+                _advise_huge(self.huge_later)
+                self.huge_later = None
             for name in sorted(todo, key=self.offsets.get):
                 target, at, done = self.writable[name], self.offsets[name], 0
                 while done < len(target):
