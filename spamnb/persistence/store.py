@@ -35,7 +35,9 @@ Writing is atomic: a temporary file in the same folder, flushed and fsynced,
 renamed over the old one, then the folder fsynced.  A crash at any moment
 leaves the old model or the new one, never a mix.  A writer killed mid-write
 leaves its temporary file (``.NAME.PID.XXXX.tmp``); the next successful save
-of that model removes those whose process no longer exists.  Every temporary
+of that model removes those whose process no longer exists (its journal's,
+``.NAME.journal.PID.XXXX.tmp``, included: a learn that starts a journal does
+not list the folder).  Every temporary
 file (the model's, a dump's, the journal's, the backup's ``.MODEL.bak.PID.XXXX.tmp``)
 has a name no other process can predict and is created with O_EXCL (or is a
 hard link made there, which fails on anything already there): nothing is
