@@ -37,16 +37,26 @@ def test_a_writer_is_reentrant_and_a_reader_cannot_write():
         pass
 
 
+def _held(context, events, label):
+    """A thread holding ``context()`` until released: (the thread, its release event)."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with context():
+            held.set()
+            release.wait(30)
+            events.append(label)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert held.wait(30)
+    return thread, release
+
+
 def test_a_writer_waits_for_readers_and_writers_and_is_woken():
     lock = ReadWriteLock()
     events = []
-    reading, release = threading.Event(), threading.Event()
-
-    def reader():
-        with lock.reading():
-            reading.set()
-            release.wait(30)
-            events.append("read done")
+    r, release = _held(lock.reading, events, "read done")
 
     def writer(name):
         with lock.writing():
@@ -54,9 +64,6 @@ def test_a_writer_waits_for_readers_and_writers_and_is_woken():
             time.sleep(0.01)
             events.append(f"{name} out")
 
-    r = threading.Thread(target=reader)
-    r.start()
-    assert reading.wait(30)
     writers = [threading.Thread(target=writer, args=(f"w{i}",)) for i in range(3)]
     for w in writers:
         w.start()
@@ -77,21 +84,12 @@ def test_a_writer_waits_for_readers_and_writers_and_is_woken():
 def test_a_reader_waits_for_a_writer():
     lock = ReadWriteLock()
     events = []
-    writing, release = threading.Event(), threading.Event()
-
-    def writer():
-        with lock.writing():
-            writing.set()
-            release.wait(30)
-            events.append("write done")
+    w, release = _held(lock.writing, events, "write done")
 
     def reader():
         with lock.reading():
             events.append("read")
 
-    w = threading.Thread(target=writer)
-    w.start()
-    assert writing.wait(30)
     r = threading.Thread(target=reader)
     r.start()
     time.sleep(0.05)

@@ -15,7 +15,8 @@ from spamnb.persistence.journal import append, apply_records, compact, compact_a
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer
 
-__all__ = ["Session", "session", "Kept", "learned_model", "class_of", "mixture_held_out", "float32"]
+__all__ = ["Session", "session", "Kept", "learned_model", "LedgerRecorder", "class_of", "mixture_held_out",
+           "float32"]
 
 
 def __getattr__(name):
@@ -137,11 +138,12 @@ class _LightLedger:
         return entry is not None and entry[1]
 
 
-class _LightRecordingLedger:
+class LedgerRecorder:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` over a
-    :class:`_LightLedger`, recording its changes as
-    ``whole_learning.RecordingLedger`` does over the model's: a held-out score to
-    take back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`)."""
+    :class:`_LightLedger`, recording its changes: a held-out score to take
+    back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`).
+    ``whole_learning.RecordingLedger``, its subclass, records them over the
+    model's ledger and changes that too."""
 
     def __init__(self, ledger, ops, recorder):
         self._ledger, self._ops, self._recorder = ledger, ops, recorder
@@ -395,7 +397,7 @@ class Session:
                 recorder = _LightFilter(self, ops)
                 view = self.view
                 try:
-                    result = function(recorder, _LightRecordingLedger(ledger, ops, recorder), data, *args, **kwargs)
+                    result = function(recorder, LedgerRecorder(ledger, ops, recorder), data, *args, **kwargs)
                 except MustReadWhole:
                     self.view = view   # as before the message: nothing of it was recorded
                 else:

@@ -13,7 +13,7 @@ from array import array
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb.persistence.journal import follow, signature
-from spamnb.model.learning import class_of, float32, mixture_held_out
+from spamnb.model.learning import LedgerRecorder, class_of, float32, mixture_held_out
 
 __all__ = ["RecordingFilter", "RecordingLedger", "Kept", "learned_model"]
 
@@ -80,20 +80,11 @@ class RecordingFilter:
         return sf
 
 
-class RecordingLedger:
+class RecordingLedger(LedgerRecorder):
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn``/``forget``: records its
     changes.  An entry replaced (a relabel) or removed (a forget) takes its held-out
     score back from its old class (the new learn counted the message's score again),
     so a message's score counts once, under the label it has now."""
-
-    def __init__(self, ledger, ops, recorder):
-        self._ledger, self._ops, self._recorder = ledger, ops, recorder
-
-    def label(self, digest):
-        return self._ledger.label(digest)
-
-    def is_auto(self, digest):
-        return self._ledger.is_auto(digest)
 
     def _take_back(self, digest):
         entry = self._ledger.entry(digest)
