@@ -15,8 +15,7 @@ from spamnb.persistence.journal import append, apply_records, compact, compact_a
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer
 
-__all__ = ["Session", "session", "Kept", "learned_model", "LedgerRecorder", "class_of", "mixture_held_out",
-           "float32"]
+__all__ = ["Session", "session", "Kept", "learned_model", "LedgerRecorder"]
 
 
 def __getattr__(name):
@@ -48,21 +47,21 @@ class _LightFilter:
 
         session = self._session
         view, sf = session.view, session.filter
-        cls = class_of(spam)
+        cls = deltas.class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         hashes = stream.hashes
         self.held_out_bin = None
         mixture = session.light_mixture()
         if mixture is not None:   # the pair weight chosen on its own mail: two held-out scores, through the view
-            held_out = mixture_held_out(mixture, lambda: view, stream, cls, self._ops,
+            held_out = deltas.mixture_held_out(mixture, lambda: view, stream, cls, self._ops,
                                          counts_scores(view.class_count()))
             if held_out is not None:
-                held_out = float32(held_out)
+                held_out = deltas.float32(held_out)
                 self.held_out_bin = held_out_bin(held_out)
                 self._ops.append(deltas.encode_held_out(cls, held_out))
         elif counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
             jll = view.score(hashes, 0, stream.pairs_start)[0]
-            held_out = float32(jll[1] - jll[0])
+            held_out = deltas.float32(jll[1] - jll[0])
             self.held_out_bin = held_out_bin(held_out)
             self._ops.append(deltas.encode_held_out(cls, held_out))
         positions = view.new_tokens(hashes)
@@ -141,9 +140,9 @@ class _LightLedger:
 class LedgerRecorder:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` over a
     :class:`_LightLedger`, recording its changes: a held-out score to take
-    back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`).
-    ``whole_learning.RecordingLedger``, its subclass, records them over the
-    model's ledger and changes that too."""
+    back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`);
+    ``whole_learning.RecordingLedger`` records them over the model's ledger and
+    changes that too."""
 
     def __init__(self, ledger, ops, recorder):
         self._ledger, self._ops, self._recorder = ledger, ops, recorder
@@ -246,38 +245,6 @@ def _learner(spam_filter):
     from spamnb.persistence.journal_view import learner
 
     return learner(spam_filter, apply_records)
-
-
-def mixture_held_out(mixture, kernel_of, stream, cls, ops, counts):
-    """A learn's held-out score under a pair-weight mixture (``spamnb.estimator.variants``):
-    None when the model's scores do not count yet (``counts`` False), else
-    the log-odds at the mixture's weight and scale, from the two held-out
-    scores (``variants.pair_scores``, one pass of the kernel ``kernel_of()``
-    gives), which the mixture then counts (its weight moves) and a PAIR_SCORES
-    operation records, as the online harness's ``OnlineModel`` does."""
-    from spamnb.estimator.variants import held_out_score, pair_scores
-
-    if not counts:
-        return None
-    words, pairs = pair_scores(kernel_of(), stream.hashes, stream.pairs_start)
-    held_out = held_out_score(words, pairs, mixture.weight, mixture.scale)
-    mixture.add(words, pairs, cls)
-    ops.append(deltas.encode_pair_scores(cls, words, pairs, mixture.weight, mixture.scale))
-    return held_out
-
-
-def class_of(label):
-    """0 (ham) or 1 (spam) of a label: True/False as it is (what the ledger hands
-    a learn), any other through ``labels.is_spam_label`` (imported then only)."""
-    if label is True or label is False:
-        return int(label)
-    from spamnb.estimator.labels import is_spam_label
-
-    return int(is_spam_label(label))
-
-
-def float32(value):
-    return array("f", (value,))[0]
 
 
 class Session:

@@ -13,7 +13,6 @@ from array import array
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb.persistence.journal import follow, signature
-from spamnb.model.learning import LedgerRecorder, class_of, float32, mixture_held_out
 
 __all__ = ["RecordingFilter", "RecordingLedger", "Kept", "learned_model"]
 
@@ -40,10 +39,10 @@ class RecordingFilter:
         from spamnb.estimator import prequential
 
         sf = self._filter
-        cls = class_of(spam)
+        cls = deltas.class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         if sf.pair_mixture_ is not None:   # the pair weight chosen on its own mail: two held-out scores
-            held_out = mixture_held_out(sf.pair_mixture_, sf.scorer, stream, cls,
+            held_out = deltas.mixture_held_out(sf.pair_mixture_, sf.scorer, stream, cls,
                                          self._ops, prequential.counts_scores(sf.class_count_) if sf.is_fitted
                                          else False)
             sf.counts_changed()   # the weight moved: the scorer is made again
@@ -53,7 +52,7 @@ class RecordingFilter:
         if held_out is not None:
             from spamnb.estimator.prequential import ScoreHistogram
 
-            held_out = float32(held_out)     # as the journal keeps it: replay counts the same bin
+            held_out = deltas.float32(held_out)     # as the journal keeps it: replay counts the same bin
             prequential.note_held_out(sf, held_out, cls)
             self.held_out_bin = ScoreHistogram.bin_of(held_out)
             self._ops.append(deltas.encode_held_out(cls, held_out))
@@ -69,7 +68,7 @@ class RecordingFilter:
         from spamnb.estimator.messages import message_bytes
 
         sf = self._filter
-        cls = class_of(spam)
+        cls = deltas.class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         n_before = deltas.n_live(sf)
         hashes = array("Q")
@@ -80,11 +79,16 @@ class RecordingFilter:
         return sf
 
 
-class RecordingLedger(LedgerRecorder):
+class RecordingLedger:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn``/``forget``: records its
-    changes.  An entry replaced (a relabel) or removed (a forget) takes its held-out
-    score back from its old class (the new learn counted the message's score again),
-    so a message's score counts once, under the label it has now."""
+    changes (as ``learning.LedgerRecorder`` over a light ledger) and makes them.  An
+    entry replaced (a relabel) or removed (a forget) takes its held-out score back
+    from its old class (the new learn counted the message's score again), so a
+    message's score counts once, under the label it has now."""
+
+    def __init__(self, ledger, ops, recorder):
+        self._ledger, self._ops, self._recorder = ledger, ops, recorder
+        self.label, self.is_auto = ledger.label, ledger.is_auto   # its lookups are the ledger's own
 
     def _take_back(self, digest):
         entry = self._ledger.entry(digest)
