@@ -63,3 +63,31 @@ def test_the_shapes_differ_where_they_should():
     assert canonical["crlf"] != canonical["plain"]
     assert canonical["mbox line, then crlf"] == canonical["crlf"]
     assert canonical["mbox line, nothing after it"] == b""
+
+
+def test_the_compiled_blake2b_is_hashlibs_bit_for_bit():
+    """``bayes.checks.blake2b`` (RFC 7693, compiled into ``_score``: a learn loads no ``_blake2``) gives
+    hashlib's digest for every length around the 128-byte block (empty, one block exactly, one byte over,
+    many blocks), every digest size, any buffer; the ledger's digest is the stored format."""
+    import hashlib
+    import os
+    import random
+
+    from spamnb.bayes.checks import blake2b
+
+    rng = random.Random(48)
+    lengths = [*range(0, 300), 383, 384, 385, 1023, 1024, 1025, 4095, 4096, 65537, 1 << 20]
+    for n in lengths:
+        data = os.urandom(n)
+        for size in (16, 1, 32, 64, rng.randint(1, 64)):
+            assert blake2b(data, size) == hashlib.blake2b(data, digest_size=size).digest(), (n, size)
+    assert blake2b(b"abc").hex().startswith("ba80a53f981c4d0d6a2797b69f12f6e9")   # RFC 7693, appendix A
+    data = os.urandom(1000)
+    assert blake2b(memoryview(data)[7:], 16) == blake2b(bytearray(data[7:]), 16) == \
+        hashlib.blake2b(data[7:], digest_size=16).digest()
+    assert ledgers.message_digest(data) == hashlib.blake2b(data, digest_size=ledgers.DIGEST_SIZE).digest()
+    for bad in (0, 65):
+        with pytest.raises(ValueError):
+            blake2b(b"x", bad)
+    with pytest.raises(TypeError):
+        blake2b("text", 16)

@@ -296,3 +296,90 @@ def test_a_lock_left_without_the_owners_read_and_write_gets_them_back(tmp_path):
     finally:
         os.umask(old)
     assert lock.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_compiled_lock_is_flocks_exclusive_and_shared_lock(tmp_path):
+    """``bayes.checks.try_lock`` (the model's lock without the ``fcntl`` module) is ``flock``: it
+    excludes and is excluded by ``fcntl.flock`` on another open file of the lock, shared locks share, and
+    closing the file drops it."""
+    import fcntl
+
+    from spamnb.bayes.checks import try_lock
+
+    path = tmp_path / "m.spamnb.lock"
+    path.write_bytes(b"")
+    first, second = os.open(path, os.O_RDWR), os.open(path, os.O_RDWR)
+    try:
+        assert try_lock(first) is True
+        assert try_lock(second) is False and try_lock(second, exclusive=False) is False
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(second, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        os.close(first)   # closing drops it
+        first = None
+        assert try_lock(second, exclusive=False) is True
+        third = os.open(path, os.O_RDWR)
+        try:
+            assert try_lock(third, exclusive=False) is True   # shared with shared
+            assert try_lock(third) is False                   # not exclusive while another shares it
+        finally:
+            os.close(third)
+        fcntl.flock(second, fcntl.LOCK_EX | fcntl.LOCK_NB)   # held through fcntl: excludes the compiled one
+        other = os.open(path, os.O_RDWR)
+        try:
+            assert try_lock(other) is False
+        finally:
+            os.close(other)
+    finally:
+        for fd in (first, second):
+            if fd is not None:
+                os.close(fd)
+    with pytest.raises(OSError):
+        try_lock(-1)
+
+
+def test_a_held_lock_times_out_naming_its_holder(tmp_path):
+    """``store.locked`` waits at most ``wait`` seconds for a lock another open file holds, then
+    :class:`LockTimeout` names the pid written in the lock; once released it is taken."""
+    import fcntl
+    import time
+
+    from spamnb.errors import LockTimeout
+
+    model = tmp_path / "m.spamnb"
+    lock = os.open(str(model) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        os.write(lock, b"4242\n")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        started = time.monotonic()
+        with pytest.raises(LockTimeout, match="locked by process 4242"):
+            with store.locked(model, wait=0.2):
+                pass
+        assert 0.2 <= time.monotonic() - started < 30
+    finally:
+        os.close(lock)
+    with store.locked(model, wait=0.2) as real:
+        assert real == str(model.resolve()) and store.holds_lock(real)
+        assert (tmp_path / "m.spamnb.lock").read_bytes() == f"{os.getpid()}\n".encode()
+    assert not store.holds_lock(str(model.resolve())) and (tmp_path / "m.spamnb.lock").read_bytes() == b""
+
+
+def test_a_writer_advises_huge_pages_only_when_it_reads_the_large_arrays(tmp_path, sample_model):
+    """``map_model``'s private memory is in small pages until the large arrays are read
+    (``fill``): a learn that appends writes a few pages of it (a huge page would be 2 MiB
+    zeroed each), a writer that reads the model whole advises huge pages first."""
+    model = tmp_path / "m.spamnb"
+    shutil.copyfile(sample_model, model)
+    _, reader = store.map_model(model)
+    assert reader.huge_later is None   # a reader: small pages throughout
+    reader.file.close()
+    with store.locked(model) as real:
+        _, arrays = store.map_model(real)
+        try:
+            assert arrays.huge_later is not None and arrays.unread
+            arrays.fill(set(arrays.offsets) - store.ON_DEMAND)   # the small ones: no advice yet
+            assert arrays.huge_later is not None
+            arrays.fill()
+            assert arrays.huge_later is None and not arrays.unread
+            assert bytes(arrays["keys"]) == bytes(store.read_model(real)[1]["keys"])
+        finally:
+            arrays.file.close()

@@ -16,7 +16,9 @@ and the ratio of its learn to MODEL's; with ``--journal``, MODEL's journal
 (``MODEL.journal``) is copied beside the copy before each classify and learn
 instead of the journal removed: a learn that counts the journal's records
 since the model file (a learned model's pair-weight mixture: its state read
-and the records' scores counted), and a classify that scores through them.
+and the records' scores counted), and a classify that scores through them.  With ``--relabel``, each
+message is learned as it is (give ham MODEL was trained on: ``learn --spam``
+relabels it, the heavier way: the model read whole, the message forgotten).
 Instruction counts do not move with the machine's load, as wall and CPU
 times do.
 """
@@ -48,14 +50,17 @@ def instructions(argv, stdin, work):
     return total
 
 
-def measure(spamnb, model, messages, work, tag, keep_journal=False):
+def measure(spamnb, model, messages, work, tag, keep_journal=False, relabel=False):
     copy = Path(work) / f"{tag}.spamnb"
     shutil.copyfile(model, copy)
     journal = Path(str(copy) + ".journal")
     rows = []
     for i, message in enumerate(messages):
         fresh = Path(work) / f"{tag}.{i}.eml"
-        fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\ninstructions run {i}\n".encode())
+        if relabel:   # the message as it is: the model learned it (as ham), so learn --spam relabels it
+            shutil.copyfile(message, fresh)
+        else:
+            fresh.write_bytes(Path(message).read_bytes().rstrip(b"\n") + f"\n\ninstructions run {i}\n".encode())
         if keep_journal:
             shutil.copyfile(str(model) + ".journal", journal)
         classify = instructions([spamnb, "classify", "-m", str(copy)], message, work)
@@ -78,6 +83,9 @@ def main(argv=None):
     parser.add_argument("--model", dest="large", type=Path, help="a larger model of the same corpus, measured too")
     parser.add_argument("--journal", action="store_true",
                         help="each classify and learn with MODEL's journal beside the copy (default: none)")
+    parser.add_argument("--relabel", action="store_true",
+                        help="learn --spam each message as it is (a ham MODEL was trained on: a relabel, which "
+                             "reads the model whole) instead of with a last line of its own")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
@@ -85,7 +93,7 @@ def main(argv=None):
         python = str(Path(args.spamnb).resolve().parent / "python3")
         floor = instructions([python, "-c", "pass"], args.messages[0], work)
         print(f"python -c pass: {floor:,}")
-        small = measure(args.spamnb, args.model, args.messages, work, "model", args.journal)
+        small = measure(args.spamnb, args.model, args.messages, work, "model", args.journal, args.relabel)
         for _name, classify, learn in small:
             print(f"  classify / pass {classify / floor:.2f}, learn / pass {learn / floor:.2f}")
         if args.large:

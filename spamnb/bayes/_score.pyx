@@ -936,3 +936,4 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
 # --------------------------------------------------------------------------
 include "_index.pxi"
 include "_checks.pxi"
+include "_learn.pxi"

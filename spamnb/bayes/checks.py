@@ -1,9 +1,13 @@
 """The model file's checks and checksum, for the layers above: the entry
 points of the compiled checks (``_checks.pxi``, built into
 ``spamnb.bayes._score``, which only this package imports), each of which
-checks its own input."""
+checks its own input; and what a learn needs of the system beside them
+(``_learn.pxi``): the model's lock (``try_lock``, flock) and the ledger's
+message digest (``blake2b``, hashlib's bit for bit), without the shared
+objects of ``fcntl`` and ``_blake2``."""
 
-from spamnb.bayes._score import (Checksum64, check_offsets, check_range, check_utf8, checksum64, class_sums,
-                                 journal_records)
+from spamnb.bayes._score import (Checksum64, blake2b, check_offsets, check_range, check_utf8, checksum64, class_sums,
+                                 journal_records, try_lock)
 
-__all__ = ["Checksum64", "checksum64", "check_range", "class_sums", "check_offsets", "check_utf8", "journal_records"]
+__all__ = ["Checksum64", "checksum64", "check_range", "class_sums", "check_offsets", "check_utf8", "journal_records",
+           "try_lock", "blake2b"]

@@ -47,8 +47,11 @@ empty ledger (without notes: every entry a user's, no held-out bin).
 set (``SpamFilter.ledger_``).
 """
 
-# hashlib and spamnb.mail.status are imported where a message is digested: a
-# reader replaying a journal's ledger records (spamnb.persistence.journal) needs neither
+# spamnb.mail.status is imported where a message's markup is removed: a reader
+# replaying a journal's ledger records (spamnb.persistence.journal) does not need it.
+# The digest is BLAKE2b compiled into spamnb.bayes._score (spamnb.bayes.checks.blake2b,
+# hashlib's bit for bit): a learn loads no shared object of hashlib's for it.
+from spamnb.bayes.checks import blake2b
 
 __all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
            "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest", "entry_code", "file_code",
@@ -100,22 +103,12 @@ def _unmarked(data, header_name):
     return data[start:] if start else data
 
 
-_BLAKE2B = None
-
-
 def train_digest(data):
     """The ledger digest of a message ``train`` counts (its raw bytes): the
     one ``learn`` computes for the same bytes with the default markup
     settings (``message_digest(canonical(data))``), without a copy of the
     message when it has no markup to remove (most mail: a search of its
     header for ``x-spam`` and the status header's name, lower-cased)."""
-    global _BLAKE2B
-    if _BLAKE2B is None:
-        try:
-            from _blake2 import blake2b
-        except ImportError:   # pragma: no cover - a Python built without it
-            from hashlib import blake2b
-        _BLAKE2B = blake2b
     start = 0
     if data[:5] == b"From ":
         start = data.find(b"\n") + 1
@@ -129,17 +122,12 @@ def train_digest(data):
     head = data[start:header_end(data, start)].lower()   # the header
     if b"x-spam" in head or b"x-spamnb-status" in head:
         return message_digest(canonical(data))
-    return _BLAKE2B(memoryview(data)[start:] if start else data, digest_size=DIGEST_SIZE).digest()
+    return blake2b(memoryview(data)[start:] if start else data, DIGEST_SIZE)
 
 
 def message_digest(canonical_bytes):
     """The 16-byte digest of a message's canonical bytes."""
-    try:   # hashlib's own BLAKE2, without hashlib's import (OpenSSL and every algorithm's constructor)
-        from _blake2 import blake2b
-    except ImportError:   # pragma: no cover - a Python built without it
-        from hashlib import blake2b
-
-    return blake2b(canonical_bytes, digest_size=DIGEST_SIZE).digest()
+    return blake2b(canonical_bytes, DIGEST_SIZE)
 
 
 class Ledger:

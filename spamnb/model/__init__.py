@@ -66,9 +66,9 @@ _EXPORTS = {
     "held_out_spilled": ("spamnb.estimator.calibrate", "held_out_spilled"),
     "stratified_folds": ("spamnb.estimator.calibrate", "stratified_folds"),
     # a model that grows by learning (learning, ledger, autolearn, prequential)
-    "Kept": ("spamnb.model.learning", "Kept"),
+    "Kept": ("spamnb.model.whole_learning", "Kept"),
     "learning_session": ("spamnb.model.learning", "session"),
-    "learned_model": ("spamnb.model.learning", "learned_model"),
+    "learned_model": ("spamnb.model.whole_learning", "learned_model"),
     "Tally": ("spamnb.estimator.ledger", "Tally"),
     "canonical": ("spamnb.estimator.ledger", "canonical"),
     "DEFAULT_LEDGER_CAPACITY": ("spamnb.estimator.ledger", "DEFAULT_CAPACITY"),

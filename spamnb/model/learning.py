@@ -11,115 +11,22 @@ from array import array
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb.errors import MustCompact, MustReadWhole
-from spamnb.persistence.journal import append, apply_records, compact, compact_at, follow
+from spamnb.persistence.journal import append, apply_records, compact, compact_at
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer
 
-__all__ = ["Session", "session", "Kept"]
+__all__ = ["Session", "session", "Kept", "learned_model", "LedgerRecorder"]
 
 
-class _RecordingFilter:
-    """Stands for a SpamFilter in ``spamnb.estimator.ledger.learn``/``forget``: each learn
-    or forget is applied as replay would, and recorded."""
+def __getattr__(name):
+    """``Kept`` and ``learned_model``, from ``spamnb.model.whole_learning`` (loaded
+    then: a learn of one message into a model file does without them)."""
+    if name in ("Kept", "learned_model"):
+        from spamnb.model import whole_learning
 
-    def __init__(self, spam_filter, ops):
-        self._filter, self._ops = spam_filter, ops
-        self.forgot = False
-        self.held_out_bin = None    # the last learn's held-out bin, for its ledger entry
+        return getattr(whole_learning, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    @property
-    def filter(self):
-        return self._filter
-
-    @property
-    def is_fitted(self):
-        return self._filter.is_fitted
-
-    def learn(self, message, spam):
-        from spamnb.estimator.messages import message_bytes
-        from spamnb.estimator import prequential
-
-        sf = self._filter
-        cls = _class_of(spam)
-        stream = sf.tokenizer_.stream(message_bytes(message))
-        if sf.pair_mixture_ is not None:   # the pair weight chosen on its own mail: two held-out scores
-            held_out = _mixture_held_out(sf.pair_mixture_, sf.scorer, stream, cls,
-                                         self._ops, prequential.counts_scores(sf.class_count_) if sf.is_fitted
-                                         else False)
-            sf.counts_changed()   # the weight moved: the scorer is made again
-        else:
-            held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: held out
-        self.held_out_bin = None
-        if held_out is not None:
-            from spamnb.estimator.prequential import ScoreHistogram
-
-            held_out = _float32(held_out)     # as the journal keeps it: replay counts the same bin
-            prequential.note_held_out(sf, held_out, cls)
-            self.held_out_bin = ScoreHistogram.bin_of(held_out)
-            self._ops.append(deltas.encode_held_out(cls, held_out))
-        vocab = sf.replayed().vocabulary   # holes and all (deltas.forget)
-        first, n_before = vocab.n_features, deltas.n_live(sf)
-        day = today()
-        deltas.learn(sf, cls, day, stream)
-        lengths, text = vocab.strings_since(first)
-        self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, day, n_before, stream.hashes, lengths, text))
-        return sf
-
-    def forget(self, message, spam):
-        from spamnb.estimator.messages import message_bytes
-
-        sf = self._filter
-        cls = _class_of(spam)
-        stream = sf.tokenizer_.stream(message_bytes(message))
-        n_before = deltas.n_live(sf)
-        hashes = array("Q")
-        hashes.frombytes(memoryview(stream.hashes).cast("B"))
-        deltas.forget(sf, cls, hashes)
-        self._ops.append(deltas.encode_tokens(deltas.OP_FORGET, cls, 0, n_before, hashes))
-        self.forgot = True
-        return sf
-
-
-class _RecordingLedger:
-    """Stands for the Ledger in ``spamnb.estimator.ledger.learn``/``forget``: records its
-    changes.  An entry replaced (a relabel) or removed (a forget) takes its held-out
-    score back from its old class (the new learn counted the message's score again),
-    so a message's score counts once, under the label it has now."""
-
-    def __init__(self, ledger, ops, recorder):
-        self._ledger, self._ops, self._recorder = ledger, ops, recorder
-
-    def label(self, digest):
-        return self._ledger.label(digest)
-
-    def is_auto(self, digest):
-        return self._ledger.is_auto(digest)
-
-    def _take_back(self, digest):
-        entry = self._ledger.entry(digest)
-        if entry is None or entry[2] is None:
-            return
-        from spamnb.estimator.prequential import ScoreHistogram
-
-        cls, log_odds = int(entry[0]), ScoreHistogram.center(entry[2])
-        deltas.take_back_held_out(self._recorder.filter, cls, log_odds)
-        self._ops.append(deltas.encode_held_out(cls, log_odds, back=True))
-
-    def record(self, digest, is_spam, auto=False):
-        held_out, self._recorder.held_out_bin = self._recorder.held_out_bin, None
-        self._take_back(digest)
-        self._ledger.record(digest, is_spam, auto, held_out)
-        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
-
-    def confirm(self, digest):
-        self._ledger.confirm(digest)
-        is_spam, auto, held_out = self._ledger.entry(digest)
-        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
-
-    def remove(self, digest):
-        self._take_back(digest)
-        self._ledger.remove(digest)
-        self._ops.append(deltas.encode_ledger(deltas.OP_REMOVE, 0, digest))
 
 
 class _LightFilter:
@@ -140,21 +47,21 @@ class _LightFilter:
 
         session = self._session
         view, sf = session.view, session.filter
-        cls = _class_of(spam)
+        cls = deltas.class_of(spam)
         stream = sf.tokenizer_.stream(message_bytes(message))
         hashes = stream.hashes
         self.held_out_bin = None
         mixture = session.light_mixture()
         if mixture is not None:   # the pair weight chosen on its own mail: two held-out scores, through the view
-            held_out = _mixture_held_out(mixture, lambda: view, stream, cls, self._ops,
+            held_out = deltas.mixture_held_out(mixture, lambda: view, stream, cls, self._ops,
                                          counts_scores(view.class_count()))
             if held_out is not None:
-                held_out = _float32(held_out)
+                held_out = deltas.float32(held_out)
                 self.held_out_bin = held_out_bin(held_out)
                 self._ops.append(deltas.encode_held_out(cls, held_out))
         elif counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
             jll = view.score(hashes, 0, stream.pairs_start)[0]
-            held_out = _float32(jll[1] - jll[0])
+            held_out = deltas.float32(jll[1] - jll[0])
             self.held_out_bin = held_out_bin(held_out)
             self._ops.append(deltas.encode_held_out(cls, held_out))
         positions = view.new_tokens(hashes)
@@ -176,7 +83,7 @@ class _LightLedger:
     appends without reading the model whole: a digest is looked up in the
     model file's ledger (its digests searched, at most the ledger's capacity
     of them) and in the ledger operations of the journal and of this
-    session, newest first; changes are recorded as :class:`_RecordingLedger`
+    session, newest first; changes are recorded as ``whole_learning.RecordingLedger``
     records them."""
 
     def __init__(self, digests, codes, journal_payloads):
@@ -230,9 +137,21 @@ class _LightLedger:
         return entry is not None and entry[1]
 
 
-class _LightRecordingLedger(_RecordingLedger):
-    """:class:`_RecordingLedger` over a :class:`_LightLedger`: a held-out score to
-    take back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`)."""
+class LedgerRecorder:
+    """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` over a
+    :class:`_LightLedger`, recording its changes: a held-out score to take
+    back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`);
+    ``whole_learning.RecordingLedger`` records them over the model's ledger and
+    changes that too."""
+
+    def __init__(self, ledger, ops, recorder):
+        self._ledger, self._ops, self._recorder = ledger, ops, recorder
+
+    def label(self, digest):
+        return self._ledger.label(digest)
+
+    def is_auto(self, digest):
+        return self._ledger.is_auto(digest)
 
     def _take_back(self, digest):
         entry = self._ledger.entry(digest)
@@ -326,38 +245,6 @@ def _learner(spam_filter):
     from spamnb.persistence.journal_view import learner
 
     return learner(spam_filter, apply_records)
-
-
-def _mixture_held_out(mixture, kernel_of, stream, cls, ops, counts):
-    """A learn's held-out score under a pair-weight mixture (``spamnb.estimator.variants``):
-    None when the model's scores do not count yet (``counts`` False), else
-    the log-odds at the mixture's weight and scale, from the two held-out
-    scores (``variants.pair_scores``, one pass of the kernel ``kernel_of()``
-    gives), which the mixture then counts (its weight moves) and a PAIR_SCORES
-    operation records, as the online harness's ``OnlineModel`` does."""
-    from spamnb.estimator.variants import held_out_score, pair_scores
-
-    if not counts:
-        return None
-    words, pairs = pair_scores(kernel_of(), stream.hashes, stream.pairs_start)
-    held_out = held_out_score(words, pairs, mixture.weight, mixture.scale)
-    mixture.add(words, pairs, cls)
-    ops.append(deltas.encode_pair_scores(cls, words, pairs, mixture.weight, mixture.scale))
-    return held_out
-
-
-def _class_of(label):
-    """0 (ham) or 1 (spam) of a label: True/False as it is (what the ledger hands
-    a learn), any other through ``labels.is_spam_label`` (imported then only)."""
-    if label is True or label is False:
-        return int(label)
-    from spamnb.estimator.labels import is_spam_label
-
-    return int(is_spam_label(label))
-
-
-def _float32(value):
-    return array("f", (value,))[0]
 
 
 class Session:
@@ -477,7 +364,7 @@ class Session:
                 recorder = _LightFilter(self, ops)
                 view = self.view
                 try:
-                    result = function(recorder, _LightRecordingLedger(ledger, ops, recorder), data, *args, **kwargs)
+                    result = function(recorder, LedgerRecorder(ledger, ops, recorder), data, *args, **kwargs)
                 except MustReadWhole:
                     self.view = view   # as before the message: nothing of it was recorded
                 else:
@@ -487,10 +374,12 @@ class Session:
                         ledger._note(transaction)
                     return result
         self._read_whole()
+        from spamnb.model.whole_learning import RecordingFilter, RecordingLedger
+
         ops = []
-        recorder = _RecordingFilter(self.filter, ops)
+        recorder = RecordingFilter(self.filter, ops)
         try:
-            result = function(recorder, _RecordingLedger(self.ledger, ops, recorder), data, *args, **kwargs)
+            result = function(recorder, RecordingLedger(self.ledger, ops, recorder), data, *args, **kwargs)
         except BaseException:
             self.failed = True   # the filter may differ from model + journal: not to be kept (Kept)
             raise
@@ -585,60 +474,6 @@ class Session:
         return 0
 
 
-class Kept:
-    """Models kept loaded from one session to the next (``spamnb serve``'s
-    TELL): a session takes its model from here when the model file and its
-    journal are, under the lock, the very ones its last session left (their
-    device, inode, size and modification time), instead of reading and
-    replaying them again; else it reads them.  At most ``size`` models (the
-    most recently used); thread-safe (a model is out while a session has it)."""
-
-    def __init__(self, size=2):
-        import threading
-        from collections import OrderedDict
-
-        self.size, self._lock, self._entries = size, threading.Lock(), OrderedDict()
-
-    def take(self, real):
-        """The model kept for ``real`` (out: put it back with :meth:`put`), as
-        the file and journal are now: taken as it is when they are the ones
-        its last session left, brought up to the journal when only the
-        journal grew (another writer's learns: :func:`spamnb.persistence.journal.follow`,
-        the records since), else None (read the model).  Call it under the model's lock."""
-        with self._lock:
-            entry = self._entries.pop(real, None)
-        if entry is None:
-            return None
-        now = _signature(real)
-        if entry[0] == now:
-            return entry
-        if now is None or entry[0] is None or entry[0][:4] != now[:4] or follow(entry[1]) is None:
-            return None
-        return (now, entry[1])
-
-    def put_back(self, real, entry):
-        """Return an entry :meth:`take` gave (unchanged: its signature is the
-        one taken under the lock), unless a newer one came in meanwhile."""
-        with self._lock:
-            self._entries.setdefault(real, entry)
-
-    def put(self, real, spam_filter):
-        entry = (_signature(real), spam_filter)
-        with self._lock:
-            self._entries[real] = entry
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-
-
-def _signature(real):
-    from spamnb.persistence.journal import signature
-
-    try:
-        st = os.stat(real)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, signature(real))
-
 
 class _SessionContext:
     def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,
@@ -663,6 +498,8 @@ class _SessionContext:
                 spam_filter = SpamFilter.load(self.seed_path)
                 spam_filter.set_fitted(journal_=None)
             else:
+                from spamnb.model.whole_learning import learned_model
+
                 spam_filter = learned_model()
             view = None
             if self.light and entry is None and exists:
@@ -688,26 +525,6 @@ class _SessionContext:
                 return False
         return self._lock.__exit__(kind, value, traceback)
 
-
-def learned_model():
-    """A new, empty model that will grow by learning (``spamnb learn``, a move,
-    TELL): word pairs of window ``LEARNED_WORD_PAIRS`` weighed
-    ``LEARNED_PAIR_WEIGHT`` when scoring (``spamnb.estimator.defaults`` has the
-    figures), its cutoffs fitted on the held-out scores of the mail it learns
-    (``spamnb.estimator.prequential``: a wide unsure band while they are few);
-    ``spamnb train`` makes its own (words, or pairs at weight 1, by
-    cross-validation)."""
-    from spamnb.mail.tokenizer import Tokenizer
-    from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
-    from spamnb.estimator.prequential import start_cutoffs
-    from spamnb.model.spam_filter import SpamFilter
-
-    from spamnb.estimator import variants
-
-    spam_filter = start_cutoffs(SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT))
-    if variants.gets_mixture(spam_filter):   # its pair weight chosen on its own mail (the prior until it learns)
-        spam_filter.set_fitted(pair_mixture_=variants.PairMixture(LEARNED_PAIR_WEIGHT))
-    return spam_filter
 
 
 def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,

@@ -33,7 +33,7 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
            "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
            "note_pair_scores", "pair_scores_fit", "TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD",
-           "PAIR_SCORES_RECORD"]
+           "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out"]
 
 TOKENS_RECORD = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 LEDGER_RECORD = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
@@ -464,3 +464,37 @@ def first_places(hashes, new):
     n = len(hashes)
     first = dict(zip(reversed(hashes), range(n - 1, -1, -1)))   # each token's first place (the last one put)
     return array("i", sorted(first[h] for h in new))
+
+
+# ---------------------------------------------------------------------------- what a learn records (model/learning)
+def mixture_held_out(mixture, kernel_of, stream, cls, ops, counts):
+    """A learn's held-out score under a pair-weight mixture (``spamnb.estimator.variants``):
+    None when the model's scores do not count yet (``counts`` False), else
+    the log-odds at the mixture's weight and scale, from the two held-out
+    scores (``variants.pair_scores``, one pass of the kernel ``kernel_of()``
+    gives), which the mixture then counts (its weight moves) and a PAIR_SCORES
+    operation records, as the online harness's ``OnlineModel`` does."""
+    from spamnb.estimator.variants import held_out_score, pair_scores
+
+    if not counts:
+        return None
+    words, pairs = pair_scores(kernel_of(), stream.hashes, stream.pairs_start)
+    held_out = held_out_score(words, pairs, mixture.weight, mixture.scale)
+    mixture.add(words, pairs, cls)
+    ops.append(encode_pair_scores(cls, words, pairs, mixture.weight, mixture.scale))
+    return held_out
+
+
+def class_of(label):
+    """0 (ham) or 1 (spam) of a label: True/False as it is (what the ledger hands
+    a learn), any other through ``labels.is_spam_label`` (imported then only)."""
+    if label is True or label is False:
+        return int(label)
+    from spamnb.estimator.labels import is_spam_label
+
+    return int(is_spam_label(label))
+
+
+def float32(value):
+    """``value`` as a record keeps it (a float32): replay counts the same bin."""
+    return array("f", (value,))[0]

@@ -321,8 +321,6 @@ def follow(spam_filter, ledger=None):
 def _writer_active(journal):
     """True while a writer holds the model's lock: a tail it is appending
     is incomplete until it is acknowledged, and is no damage to warn of."""
-    import fcntl
-
     from spamnb.persistence.store import holds_lock
 
     real = journal.path[:-len(SUFFIX)]
@@ -335,14 +333,11 @@ def _writer_active(journal):
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return not checks.try_lock(fd, exclusive=False)   # flock(LOCK_SH | LOCK_NB): held by a writer?
     except OSError:
         return False
     finally:
         os.close(fd)   # closing drops the shared lock taken
-    return False
 
 
 def _warn_tail(journal, applied):
@@ -399,7 +394,8 @@ def append(journal, transactions):
         old = os.stat(model)
     except OSError:
         old = None
-    replace_file(path, lambda f: (f.write(header), f.write(records)), old)
+    # the folder is not listed for killed writers' temporaries: the model's next save removes them
+    replace_file(path, lambda f: (f.write(header), f.write(records)), old, tidy=False)
     journal.status, journal.head = "ok", head
     journal.payloads = list(transactions)
     journal.end = journal.size = len(header) + len(records)

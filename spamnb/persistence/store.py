@@ -35,7 +35,9 @@ Writing is atomic: a temporary file in the same folder, flushed and fsynced,
 renamed over the old one, then the folder fsynced.  A crash at any moment
 leaves the old model or the new one, never a mix.  A writer killed mid-write
 leaves its temporary file (``.NAME.PID.XXXX.tmp``); the next successful save
-of that model removes those whose process no longer exists.  Every temporary
+of that model removes those whose process no longer exists (its journal's,
+``.NAME.journal.PID.XXXX.tmp``, included: a learn that starts a journal does
+not list the folder).  Every temporary
 file (the model's, a dump's, the journal's, the backup's ``.MODEL.bak.PID.XXXX.tmp``)
 has a name no other process can predict and is created with O_EXCL (or is a
 hard link made there, which fails on anything already there): nothing is
@@ -186,13 +188,16 @@ def write_model(path, header, arrays, backup=None):
     replace_file(path, write, old, backup=backup)
 
 
-def replace_file(path, write, old=None, mode=None, backup=None):
+def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
     """Atomically replace the file at ``path`` (resolved) by what ``write(f)``
     writes to a binary file: a temporary file in the same folder, flushed and
     fsynced, renamed over ``path``, then the folder fsynced.  The new file
     gets ``old``'s owner, group and mode (``old``: the os.stat of the file
     replaced), else ``mode``, else 0666 less the umask.  ``backup``: see
-    :func:`write_model`."""
+    :func:`write_model`.  ``tidy``: then remove the temporary files that
+    killed writers of ``path`` left (the folder listed); a journal started
+    by a learn leaves that to the model's next save, which removes the
+    journal's too (:func:`_remove_stale_temporaries`)."""
     directory = os.path.dirname(path)
     # the writer's pid in the name lets a later save remove what a killed writer left
     fd, tmp = _new_temporary(directory, f".{os.path.basename(path)}.{os.getpid()}.")
@@ -213,7 +218,8 @@ def replace_file(path, write, old=None, mode=None, backup=None):
         _remove_quietly(tmp)
         raise
     _fsync_directory(directory)
-    _remove_stale_temporaries(directory, os.path.basename(path))
+    if tidy:
+        _remove_stale_temporaries(directory, os.path.basename(path))
 
 
 def _new_temporary(directory, prefix):
@@ -315,8 +321,11 @@ def _remove_quietly(path):
 
 def _remove_stale_temporaries(directory, name):
     """Delete the temporary files of writers of ``name`` killed mid-write (their
-    process is gone).  Best effort: any error leaves the file where it is."""
+    process is gone), and those of its journal's (``NAME.journal``: a learn
+    that starts a journal does not list the folder).  Best effort: any error
+    leaves the file where it is."""
     prefix = "." + name + "."
+    journal = prefix + JOURNAL_SUFFIX[1:] + "."
     try:
         entries = os.listdir(directory)
     except OSError:
@@ -324,7 +333,7 @@ def _remove_stale_temporaries(directory, name):
     for entry in entries:
         if not (entry.startswith(prefix) and entry.endswith(".tmp")):
             continue
-        pid = entry[len(prefix):].split(".", 1)[0]
+        pid = entry[len(journal if entry.startswith(journal) else prefix):].split(".", 1)[0]
         if not pid.isdigit() or int(pid) in (0, os.getpid()):
             continue
         try:
@@ -469,11 +478,14 @@ def _map_once(path, max_size):
             head = os.pread(fd, wanted, 0)
             if len(head) < wanted:   # cut short since the prefix was read
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
-            # a writer (it holds the model's lock) may read the whole file later: huge pages, as read_model's;
-            # a reader writes few pages of it: small ones
-            whole = holds_lock(resolve(path))
-            memory = _private_memory(size, huge=whole)
+            # small pages until the large arrays are read (fill): a learn writes a few pages of it (the
+            # header, the ledger), and a huge page is 2 MiB zeroed for each (and may wait for the kernel to
+            # compact memory); a writer (it holds the model's lock) that reads them whole then advises huge
+            # pages, as read_model's
+            memory = _private_memory(size, huge=False)
             header, arrays = _parse(path, memory, size, verify=False, head=head)
+            if holds_lock(resolve(path)):
+                arrays.huge_later = memory
         except ModelError as exc:
             exc.signature = signature
             raise
@@ -518,13 +530,22 @@ def _private_memory(size, huge=True):
         memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     except (AttributeError, OSError, ValueError, OverflowError):
         return memoryview(bytearray(size))
+    if huge:
+        _advise_huge(memoryview(memory))
+    return memoryview(memory)
+
+
+def _advise_huge(memory):
+    """Advise huge pages for the pages of ``memory`` (a memoryview of
+    :func:`_private_memory`'s mapping) not touched yet, from
+    :data:`_HUGE_PAGES_FROM` bytes on."""
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None and huge and size >= _HUGE_PAGES_FROM:
+    mapping = memory.obj
+    if advice is not None and hasattr(mapping, "madvise") and len(mapping) >= _HUGE_PAGES_FROM:
         try:
-            memory.madvise(advice)
+            mapping.madvise(advice)
         except OSError:   # a kernel without transparent huge pages: small pages
             pass
-    return memoryview(memory)
 
 
 def _check_prefix(path, fd, size):
@@ -728,6 +749,7 @@ class _Arrays(dict):
         self.file = None    # a model's file, open, when read in part (spamnb.persistence.store.map_model)
         self.unread = set()
         self.path = self.signature = None
+        self.huge_later = None   # a writer's private memory: advised huge pages when the large arrays are read
         self._lock = None
 
     def fill(self, names=None):
@@ -746,6 +768,9 @@ class _Arrays(dict):
             todo &= set(self.writable) if names is not None else set(self.unread)
             fd = self.file.fileno()
             self._check_unchanged(fd)
+            if self.huge_later is not None and todo & ON_DEMAND:   # before their pages are first touched
+                _advise_huge(self.huge_later)
+                self.huge_later = None
             for name in sorted(todo, key=self.offsets.get):
                 target, at, done = self.writable[name], self.offsets[name], 0
                 while done < len(target):
@@ -813,8 +838,6 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         self.path, self.wait, self.fd, self.real = path, wait, None, None
 
     def __enter__(self):
-        import fcntl
-
         path = self.path
         wait = DEFAULT_WAIT if self.wait is None else float(self.wait)
         shown = os.fspath(path)
@@ -840,15 +863,13 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
                 os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
             deadline = time.monotonic() + wait
             while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if checks.try_lock(fd):   # flock(LOCK_EX | LOCK_NB), compiled: no fcntl module to load
                     break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-                        raise LockTimeout(f"{shown}: the model is locked by process {holder} "
-                                          f"(waited {wait:g} s; see --wait)") from None
-                    time.sleep(0.02)
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                    raise LockTimeout(f"{shown}: the model is locked by process {holder} "
+                                      f"(waited {wait:g} s; see --wait)") from None
+                time.sleep(0.02)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:

@@ -1,0 +1,145 @@
+# What a learn needs of the system beside the model file's checks, compiled
+# into spamnb.bayes._score (which a cold ``spamnb learn`` has loaded anyway):
+# the model's lock (flock) and the ledger's message digest (BLAKE2b), so that
+# a learn loads no shared object of its own for them (``fcntl``, ``_blake2``:
+# about a millisecond of a cold learn).  The layers above call these through
+# spamnb.bayes.checks.
+
+from libc.stdint cimport uint8_t, uint64_t
+from libc.string cimport memcpy, memset, strerror
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.exc cimport PyErr_CheckSignals
+
+
+cdef extern from "<sys/file.h>" nogil:
+    int flock(int fd, int operation)
+    int LOCK_SH
+    int LOCK_EX
+    int LOCK_NB
+
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+    int EINTR
+    int EWOULDBLOCK
+
+
+def try_lock(int fd, bint exclusive=True):
+    """``flock(fd, LOCK_EX | LOCK_NB)`` (``LOCK_SH`` with ``exclusive``
+    False): True when the lock was taken, False when another open file
+    holds it (EWOULDBLOCK), OSError on any other failure (as
+    ``fcntl.flock`` raises it; EINTR is retried).  The lock goes with the
+    open file: closing ``fd`` drops it."""
+    cdef int result, code
+    cdef int operation = (LOCK_EX if exclusive else LOCK_SH) | LOCK_NB
+    while True:
+        with nogil:
+            result = flock(fd, operation)
+            code = errno
+        if result == 0:
+            return True
+        if code == EWOULDBLOCK:
+            return False
+        if code == EINTR:
+            PyErr_CheckSignals()
+            continue
+        raise OSError(code, strerror(code).decode("utf-8", "replace"))
+
+
+# ---------------------------------------------------------------------------- BLAKE2b (RFC 7693), unkeyed
+cdef uint64_t _B2B_IV[8]
+_B2B_IV[:] = [0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
+              0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179]
+
+# the message schedule: round i uses row i % 10
+cdef uint8_t _B2B_SIGMA[10][16]
+_B2B_SIGMA[0][:] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+_B2B_SIGMA[1][:] = [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3]
+_B2B_SIGMA[2][:] = [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4]
+_B2B_SIGMA[3][:] = [7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8]
+_B2B_SIGMA[4][:] = [9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13]
+_B2B_SIGMA[5][:] = [2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9]
+_B2B_SIGMA[6][:] = [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11]
+_B2B_SIGMA[7][:] = [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10]
+_B2B_SIGMA[8][:] = [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5]
+_B2B_SIGMA[9][:] = [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0]
+
+
+cdef inline uint64_t _rotr64(uint64_t x, int n) noexcept nogil:
+    return (x >> n) | (x << (64 - n))
+
+
+cdef inline void _b2b_g(uint64_t *v, int a, int b, int c, int d, uint64_t x, uint64_t y) noexcept nogil:
+    v[a] = v[a] + v[b] + x
+    v[d] = _rotr64(v[d] ^ v[a], 32)
+    v[c] = v[c] + v[d]
+    v[b] = _rotr64(v[b] ^ v[c], 24)
+    v[a] = v[a] + v[b] + y
+    v[d] = _rotr64(v[d] ^ v[a], 16)
+    v[c] = v[c] + v[d]
+    v[b] = _rotr64(v[b] ^ v[c], 63)
+
+
+cdef void _b2b_compress(uint64_t *h, const uint8_t *block, uint64_t counter, bint last) noexcept nogil:
+    """RFC 7693's F: ``block`` (128 bytes) into the state ``h``; ``counter``:
+    the bytes hashed so far, this block's included (below 2^64: its high word 0)."""
+    cdef uint64_t v[16]
+    cdef uint64_t m[16]
+    cdef const uint8_t *s
+    cdef int i, j
+    for i in range(16):   # little-endian words (the models' byte order: store.py refuses other machines)
+        memcpy(&m[i], block + 8 * i, 8)
+    for i in range(8):
+        v[i] = h[i]
+        v[i + 8] = _B2B_IV[i]
+    v[12] ^= counter
+    if last:
+        v[14] = ~v[14]
+    for i in range(12):
+        s = _B2B_SIGMA[i % 10]
+        _b2b_g(v, 0, 4, 8, 12, m[s[0]], m[s[1]])
+        _b2b_g(v, 1, 5, 9, 13, m[s[2]], m[s[3]])
+        _b2b_g(v, 2, 6, 10, 14, m[s[4]], m[s[5]])
+        _b2b_g(v, 3, 7, 11, 15, m[s[6]], m[s[7]])
+        _b2b_g(v, 0, 5, 10, 15, m[s[8]], m[s[9]])
+        _b2b_g(v, 1, 6, 11, 12, m[s[10]], m[s[11]])
+        _b2b_g(v, 2, 7, 8, 13, m[s[12]], m[s[13]])
+        _b2b_g(v, 3, 4, 9, 14, m[s[14]], m[s[15]])
+    for j in range(8):
+        h[j] ^= v[j] ^ v[j + 8]
+
+
+cdef void _b2b(const uint8_t *data, size_t n, int digest_size, uint8_t *out) noexcept nogil:
+    cdef uint64_t h[8]
+    cdef uint8_t block[128]
+    cdef size_t done = 0
+    cdef int i
+    for i in range(8):
+        h[i] = _B2B_IV[i]
+    h[0] ^= 0x01010000 ^ <uint64_t>digest_size   # depth 1, fanout 1, no key
+    while n - done > 128:   # every block but the last (a full last block is the final one)
+        _b2b_compress(h, data + done, done + 128, False)
+        done += 128
+    memset(block, 0, 128)
+    if n > done:
+        memcpy(block, data + done, n - done)
+    _b2b_compress(h, block, n, True)
+    memcpy(out, h, digest_size)   # little-endian words: their bytes in order
+
+
+def blake2b(data, int digest_size=64):
+    """BLAKE2b of the bytes of ``data`` (any contiguous buffer), unkeyed,
+    ``digest_size`` bytes (1 to 64): what ``hashlib.blake2b(data,
+    digest_size=...).digest()`` gives, bit for bit (RFC 7693)."""
+    cdef Py_buffer view
+    cdef uint8_t out[64]
+    if not 1 <= digest_size <= 64:
+        raise ValueError("digest_size must be between 1 and 64")
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            _b2b(<const uint8_t *>view.buf, <size_t>view.len, digest_size, out)
+    finally:
+        PyBuffer_Release(&view)
+    return (<char *>out)[:digest_size]

@@ -1,0 +1,191 @@
+"""What a learning session (:mod:`spamnb.model.learning`) runs when the model
+is read whole, and what a learn of one message into a model file does
+without: the recorders of a learn or a forget applied to the filter as the
+replay applies them (:class:`RecordingFilter`, :class:`RecordingLedger`), a
+new model that grows by learning (:func:`learned_model`), and the models
+kept loaded from one session to the next (:class:`Kept`, ``spamnb serve``'s
+TELL).  Loaded when first needed: a cold ``spamnb learn`` of a message the
+model does not know appends its record without them."""
+
+import os
+from array import array
+
+from spamnb.persistence import deltas
+from spamnb.estimator.ages import today
+from spamnb.persistence.journal import follow, signature
+
+__all__ = ["RecordingFilter", "RecordingLedger", "Kept", "learned_model"]
+
+
+class RecordingFilter:
+    """Stands for a SpamFilter in ``spamnb.estimator.ledger.learn``/``forget``: each learn
+    or forget is applied as replay would, and recorded."""
+
+    def __init__(self, spam_filter, ops):
+        self._filter, self._ops = spam_filter, ops
+        self.forgot = False
+        self.held_out_bin = None    # the last learn's held-out bin, for its ledger entry
+
+    @property
+    def filter(self):
+        return self._filter
+
+    @property
+    def is_fitted(self):
+        return self._filter.is_fitted
+
+    def learn(self, message, spam):
+        from spamnb.estimator.messages import message_bytes
+        from spamnb.estimator import prequential
+
+        sf = self._filter
+        cls = deltas.class_of(spam)
+        stream = sf.tokenizer_.stream(message_bytes(message))
+        if sf.pair_mixture_ is not None:   # the pair weight chosen on its own mail: two held-out scores
+            held_out = deltas.mixture_held_out(sf.pair_mixture_, sf.scorer, stream, cls,
+                                         self._ops, prequential.counts_scores(sf.class_count_) if sf.is_fitted
+                                         else False)
+            sf.counts_changed()   # the weight moved: the scorer is made again
+        else:
+            held_out = prequential.held_out_log_odds(sf, stream)   # its score before it is learned: held out
+        self.held_out_bin = None
+        if held_out is not None:
+            from spamnb.estimator.prequential import ScoreHistogram
+
+            held_out = deltas.float32(held_out)     # as the journal keeps it: replay counts the same bin
+            prequential.note_held_out(sf, held_out, cls)
+            self.held_out_bin = ScoreHistogram.bin_of(held_out)
+            self._ops.append(deltas.encode_held_out(cls, held_out))
+        vocab = sf.replayed().vocabulary   # holes and all (deltas.forget)
+        first, n_before = vocab.n_features, deltas.n_live(sf)
+        day = today()
+        deltas.learn(sf, cls, day, stream)
+        lengths, text = vocab.strings_since(first)
+        self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, day, n_before, stream.hashes, lengths, text))
+        return sf
+
+    def forget(self, message, spam):
+        from spamnb.estimator.messages import message_bytes
+
+        sf = self._filter
+        cls = deltas.class_of(spam)
+        stream = sf.tokenizer_.stream(message_bytes(message))
+        n_before = deltas.n_live(sf)
+        hashes = array("Q")
+        hashes.frombytes(memoryview(stream.hashes).cast("B"))
+        deltas.forget(sf, cls, hashes)
+        self._ops.append(deltas.encode_tokens(deltas.OP_FORGET, cls, 0, n_before, hashes))
+        self.forgot = True
+        return sf
+
+
+class RecordingLedger:
+    """Stands for the Ledger in ``spamnb.estimator.ledger.learn``/``forget``: records its
+    changes (as ``learning.LedgerRecorder`` over a light ledger) and makes them.  An
+    entry replaced (a relabel) or removed (a forget) takes its held-out score back
+    from its old class (the new learn counted the message's score again), so a
+    message's score counts once, under the label it has now."""
+
+    def __init__(self, ledger, ops, recorder):
+        self._ledger, self._ops, self._recorder = ledger, ops, recorder
+        self.label, self.is_auto = ledger.label, ledger.is_auto   # its lookups are the ledger's own
+
+    def _take_back(self, digest):
+        entry = self._ledger.entry(digest)
+        if entry is None or entry[2] is None:
+            return
+        from spamnb.estimator.prequential import ScoreHistogram
+
+        cls, log_odds = int(entry[0]), ScoreHistogram.center(entry[2])
+        deltas.take_back_held_out(self._recorder.filter, cls, log_odds)
+        self._ops.append(deltas.encode_held_out(cls, log_odds, back=True))
+
+    def record(self, digest, is_spam, auto=False):
+        held_out, self._recorder.held_out_bin = self._recorder.held_out_bin, None
+        self._take_back(digest)
+        self._ledger.record(digest, is_spam, auto, held_out)
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
+
+    def confirm(self, digest):
+        self._ledger.confirm(digest)
+        is_spam, auto, held_out = self._ledger.entry(digest)
+        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
+
+    def remove(self, digest):
+        self._take_back(digest)
+        self._ledger.remove(digest)
+        self._ops.append(deltas.encode_ledger(deltas.OP_REMOVE, 0, digest))
+
+
+class Kept:
+    """Models kept loaded from one session to the next (``spamnb serve``'s
+    TELL): a session takes its model from here when the model file and its
+    journal are, under the lock, the very ones its last session left (their
+    device, inode, size and modification time), instead of reading and
+    replaying them again; else it reads them.  At most ``size`` models (the
+    most recently used); thread-safe (a model is out while a session has it)."""
+
+    def __init__(self, size=2):
+        import threading
+        from collections import OrderedDict
+
+        self.size, self._lock, self._entries = size, threading.Lock(), OrderedDict()
+
+    def take(self, real):
+        """The model kept for ``real`` (out: put it back with :meth:`put`), as
+        the file and journal are now: taken as it is when they are the ones
+        its last session left, brought up to the journal when only the
+        journal grew (another writer's learns: :func:`spamnb.persistence.journal.follow`,
+        the records since), else None (read the model).  Call it under the model's lock."""
+        with self._lock:
+            entry = self._entries.pop(real, None)
+        if entry is None:
+            return None
+        now = _signature(real)
+        if entry[0] == now:
+            return entry
+        if now is None or entry[0] is None or entry[0][:4] != now[:4] or follow(entry[1]) is None:
+            return None
+        return (now, entry[1])
+
+    def put_back(self, real, entry):
+        """Return an entry :meth:`take` gave (unchanged: its signature is the
+        one taken under the lock), unless a newer one came in meanwhile."""
+        with self._lock:
+            self._entries.setdefault(real, entry)
+
+    def put(self, real, spam_filter):
+        entry = (_signature(real), spam_filter)
+        with self._lock:
+            self._entries[real] = entry
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+def _signature(real):
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, signature(real))
+
+
+def learned_model():
+    """A new, empty model that will grow by learning (``spamnb learn``, a move,
+    TELL): word pairs of window ``LEARNED_WORD_PAIRS`` weighed
+    ``LEARNED_PAIR_WEIGHT`` when scoring (``spamnb.estimator.defaults`` has the
+    figures), its cutoffs fitted on the held-out scores of the mail it learns
+    (``spamnb.estimator.prequential``: a wide unsure band while they are few);
+    ``spamnb train`` makes its own (words, or pairs at weight 1, by
+    cross-validation)."""
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.estimator.defaults import LEARNED_PAIR_WEIGHT, LEARNED_WORD_PAIRS
+    from spamnb.estimator.prequential import start_cutoffs
+    from spamnb.model.spam_filter import SpamFilter
+
+    from spamnb.estimator import variants
+
+    spam_filter = start_cutoffs(SpamFilter(Tokenizer(word_pairs=LEARNED_WORD_PAIRS), pair_weight=LEARNED_PAIR_WEIGHT))
+    if variants.gets_mixture(spam_filter):   # its pair weight chosen on its own mail (the prior until it learns)
+        spam_filter.set_fitted(pair_mixture_=variants.PairMixture(LEARNED_PAIR_WEIGHT))
+    return spam_filter
