@@ -51,10 +51,9 @@ Every failure to read a model raises :class:`ModelError` (one exception, one
 line of message).
 """
 
-import mmap
+import _struct as struct   # what struct.py re-exports: a cold classify does without loading struct.py
 import os
 import stat
-import struct
 import sys
 import time
 
@@ -514,6 +513,8 @@ def _private_memory(size, huge=True):
     the kernel zero-fills as pages are first touched (huge pages from
     :data:`_HUGE_PAGES_FROM` where it gives them); a bytearray where there is
     no such mapping."""
+    import mmap   # here: a classify of a mapped model reads by pread and makes none
+
     try:
         memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     except (AttributeError, OSError, ValueError, OverflowError):
