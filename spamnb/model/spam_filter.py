@@ -13,7 +13,6 @@ cold path): one compiled function looks up the token hashes and sums
 x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 """
 
-from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
@@ -27,7 +26,7 @@ from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS
                                    DEFAULT_TARGET_FPR, check_params, params_of,
                                    stored_params)
 from spamnb.estimator.messages import message_bytes
-from spamnb.estimator.verdict import Cutoffs, Score, TupleRecord, Verdict
+from spamnb.estimator.verdict import Cutoffs, Score, TupleRecord, Verdict, field
 
 __all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs", "Replayed", "FORMS"]
 
@@ -47,7 +46,7 @@ class Replayed(TupleRecord):
 
     __slots__ = ()
     _fields = __match_args__ = ("vocabulary", "word_counts", "ages")
-    vocabulary, word_counts, ages = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
+    vocabulary, word_counts, ages = field(0), field(1), field(2)
 
     def __new__(cls, vocabulary, word_counts, ages):
         return tuple.__new__(cls, (vocabulary, word_counts, ages))
