@@ -13,6 +13,7 @@ from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 from cpython.buffer cimport PyBuffer_Release
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
 from spamnb.buffers cimport FLOAT, UNSIGNED, length_of, take
 
@@ -387,9 +388,9 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
     hashes, start of its text, text bytes)`` (its lengths lie between its
     hashes' end and its text), each payload's ``[(op, class, value), ...]``
     of held-out scores (value: the log-odds, or ``(words, pairs, weight,
-    scale)``), the learns' hashes one after the other (bytes of uint64),
-    where each learn's start and end (bytes of int64: learns + 1 bounds) and
-    each learn's class (bytes).  ``layout``: the record layouts and ops as
+    scale)``), the learns' hashes one after the other (a bytearray of
+    uint64), where each learn's start and end (a bytearray of int64: learns
+    + 1 bounds) and each learn's class (bytes).  ``layout``: the record layouts and ops as
     ``spamnb.persistence.deltas`` defines them (ValueError when they are not
     the ones read here)."""
     cdef Py_buffer d
@@ -461,8 +462,11 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
             scores.append(mine)
         finally:
             PyBuffer_Release(&d)
-    hashes, bounds = bytearray(8 * total), bytearray(8 * (len(spans) + 1))
+    # not zeroed: every byte is written below
+    hashes = PyByteArray_FromStringAndSize(NULL, 8 * total)
+    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (len(spans) + 1))
     at = 0
+    memcpy(<char *>bounds, &at, 8)
     for i in range(len(spans)):
         k = spans[i][0]
         h_at = spans[i][1]
@@ -474,4 +478,4 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
             PyBuffer_Release(&d)
         at += n_hashes
         memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
-    return learns, scores, bytes(hashes), bytes(bounds), bytes(classes)
+    return learns, scores, hashes, bounds, bytes(classes)

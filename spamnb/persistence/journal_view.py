@@ -102,10 +102,7 @@ def _parse(payloads, n_base):
             if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
                 return None
     learns = [_Recorded(payloads[k], *fields) for k, *fields in records]
-    journal_hashes, journal_bounds = array("Q"), array("q")
-    journal_hashes.frombytes(hashes)
-    journal_bounds.frombytes(bounds)
-    return learns, scores, (journal_hashes, journal_bounds, classes)
+    return learns, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes)
 
 
 def view(spam_filter, journal, apply_records):
