@@ -130,9 +130,7 @@ def view(spam_filter, journal, apply_records):
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
             return None
     live = learns[-1].n_before + learns[-1].n_new if learns else n_base
-    made = JournalView(spam_filter, journal, learns, scores, live, apply_records)
-    made._journal = concatenated   # the learns' hashes as the compiled pass put them one after the other
-    return made
+    return JournalView(spam_filter, journal, learns, scores, live, apply_records, concatenated)
 
 
 def learner(spam_filter, apply_records):
@@ -158,7 +156,7 @@ class JournalView(FileScorer):
                "offsets", "capacity", "n_base", "alpha", "transform", "length", "pair_weight", "log_norm",
                "file_totals", "scores_counted")
 
-    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records):
+    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records, concatenated=None):
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
         counts = spam_filter.replayed().word_counts
@@ -184,7 +182,8 @@ class JournalView(FileScorer):
         self._gathered = None   # (hashes, _gather(hashes)): the message's entries of the file last read
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
-        self._journal = None   # the learns' hashes, bounds and classes (_concatenated), on first use
+        # the learns' hashes, bounds and classes (_concatenated): the compiled pass's (_parse), else on first use
+        self._journal = concatenated
 
     def class_count(self):
         """Messages learned per class, [ham, spam]: the file's and the journal's learns."""
