@@ -34,7 +34,7 @@ COMMON = {
     "spamnb.mail.reader",
     "spamnb.model", "spamnb.estimator", "spamnb.persistence", "spamnb.estimator.ages", "spamnb.persistence.codec", "spamnb.estimator.defaults",
     "spamnb.persistence.deltas", "spamnb.estimator.guard",
-    "spamnb.estimator.messages", "spamnb.persistence.schema", "spamnb.estimator.scoring",
+    "spamnb.persistence.schema", "spamnb.estimator.scoring",
     "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.estimator.verdict",
 }
 EXPECTED = {
@@ -44,10 +44,10 @@ EXPECTED = {
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential),
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported
-    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view",
                               "spamnb.estimator.ledger", "spamnb.persistence.journal"},
-    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count",   # the holes a forget leaves, its counts
                         "spamnb.estimator.ledger", "spamnb.persistence.journal"},
 }
