@@ -479,3 +479,67 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
         at += n_hashes
         memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
     return learns, scores, hashes, bounds, bytes(classes)
+
+
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    static void *spamnb_private_map(size_t n) {
+        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static int spamnb_advise_huge(void *p, size_t n) {
+    #ifdef MADV_HUGEPAGE
+        return madvise(p, n, MADV_HUGEPAGE);
+    #else
+        (void)p; (void)n;
+        return -1;
+    #endif
+    }
+    static int spamnb_unmap(void *p, size_t n) { return munmap(p, n); }
+    """
+    void *spamnb_private_map(size_t n) nogil
+    int spamnb_advise_huge(void *p, size_t n) nogil
+    int spamnb_unmap(void *p, size_t n) nogil
+
+
+from cpython.buffer cimport PyBuffer_FillInfo
+from libc.errno cimport errno
+
+
+cdef class PrivateMemory:
+    """Writable zeroed memory of ``size`` bytes that no file backs: an anonymous
+    private mapping (``mmap(2)``), which the kernel zero-fills as pages are
+    first touched; with ``huge``, in transparent huge pages where the kernel
+    gives them (``madvise(MADV_HUGEPAGE)``, its refusal ignored).  A buffer
+    of bytes (``memoryview(PrivateMemory(n))``), unmapped once nothing holds
+    it.  What ``spamnb.persistence.store`` reads a model into: the standard
+    library's ``mmap`` does the same, a module (and a shared object) more on
+    a cold ``spamnb classify``'s path.  OSError when the system refuses it."""
+
+    cdef void *data
+    cdef Py_ssize_t size
+
+    def __cinit__(self, Py_ssize_t size, bint huge=False):
+        self.data = NULL
+        if size < 0:
+            raise ValueError(f"memory of {size} bytes")
+        self.size = size
+        self.data = spamnb_private_map(<size_t>(size if size > 0 else 1))
+        if self.data == NULL:
+            raise OSError(errno, f"no anonymous memory of {size} bytes")
+        if huge:
+            spamnb_advise_huge(self.data, <size_t>(size if size > 0 else 1))
+
+    def __dealloc__(self):
+        if self.data != NULL:
+            spamnb_unmap(self.data, <size_t>(self.size if self.size > 0 else 1))
+
+    def __getbuffer__(self, Py_buffer *buffer, int flags):
+        PyBuffer_FillInfo(buffer, self, self.data, self.size, 0, flags)
+
+    def __releasebuffer__(self, Py_buffer *buffer):
+        pass
+
+    def __len__(self):
+        return self.size

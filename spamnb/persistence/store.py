@@ -511,21 +511,13 @@ def _private_memory(size, huge=True):
     """Writable zeroed memory of ``size`` bytes that no file backs (a rewrite of
     the model cannot change or remove it): an anonymous private mapping, which
     the kernel zero-fills as pages are first touched (huge pages from
-    :data:`_HUGE_PAGES_FROM` where it gives them); a bytearray where there is
-    no such mapping."""
-    import mmap   # here: a classify of a mapped model reads by pread and makes none
-
+    :data:`_HUGE_PAGES_FROM` where it gives them; ``checks.PrivateMemory``,
+    not the standard library's ``mmap``, a module more on a cold classify's
+    path); a bytearray where there is no such mapping."""
     try:
-        memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    except (AttributeError, OSError, ValueError, OverflowError):
+        return memoryview(checks.PrivateMemory(size, huge and size >= _HUGE_PAGES_FROM))
+    except (OSError, ValueError, OverflowError):
         return memoryview(bytearray(size))
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None and huge and size >= _HUGE_PAGES_FROM:
-        try:
-            memory.madvise(advice)
-        except OSError:   # a kernel without transparent huge pages: small pages
-            pass
-    return memoryview(memory)
 
 
 def _check_prefix(path, fd, size):
