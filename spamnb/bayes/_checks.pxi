@@ -519,6 +519,7 @@ cdef class PrivateMemory:
 
     cdef void *data
     cdef Py_ssize_t size
+    cdef object __weakref__   # as the standard library's mmap: its holder may be watched for its release
 
     def __cinit__(self, Py_ssize_t size, bint huge=False):
         self.data = NULL
