@@ -34,7 +34,7 @@ COMMON = {
     "spamnb.mail.reader",
     "spamnb.model", "spamnb.estimator", "spamnb.persistence", "spamnb.estimator.ages", "spamnb.persistence.codec", "spamnb.estimator.defaults",
     "spamnb.persistence.deltas", "spamnb.estimator.guard",
-    "spamnb.estimator.messages", "spamnb.persistence.schema", "spamnb.estimator.scoring",
+    "spamnb.persistence.schema", "spamnb.estimator.scoring",
     "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.estimator.verdict",
 }
 EXPECTED = {
@@ -44,10 +44,10 @@ EXPECTED = {
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential),
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported
-    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view",
                               "spamnb.estimator.ledger", "spamnb.persistence.journal"},
-    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count",   # the holes a forget leaves, its counts
                         "spamnb.estimator.ledger", "spamnb.persistence.journal",
                         "spamnb.model.whole_learning"},   # the model read whole: its recorders (a learn has none of it)
@@ -394,3 +394,50 @@ def test_the_compiled_modules_of_the_cold_path_make_no_memoryview_types():
     cold, with_count = out.stdout.splitlines()
     assert cold == "[]", cold
     assert with_count == "['spamnb.bayes._count']", with_count   # the check sees the code where it is
+
+
+def test_a_short_run_s_finder_gives_importlib_s_spec_and_leaves_it_what_it_cannot_vouch_for(tmp_path):
+    """spamnb.cli.main's finder of a short run's modules (``entry(cold=True)``):
+    for a module and a package with byte-compiled files stamped with their
+    source's time and size, the spec importlib's path finder gives (origin,
+    cached file, package path, a source loader) and the same module; None
+    (importlib's then) for a source changed since, a file checked by hash, a
+    missing byte-compiled file or a name outside spamnb.  And none of
+    spamnb's compiled modules has a source of the same name beside it (which
+    importlib would pass over for the compiled one, and the finder would not)."""
+    import importlib.machinery
+    import importlib.util
+    import py_compile
+
+    from spamnb.cli import main
+
+    (tmp_path / "sub").mkdir()
+    module, package = tmp_path / "fake.py", tmp_path / "sub" / "__init__.py"
+    module.write_text("VALUE = 41 + 1\n")
+    package.write_text("VALUE = 'package'\n")
+    for source in (module, package):
+        py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    finder = main._FINDER  # noqa: SLF001 -- the module's own finder, read by its test
+    for name, value in (("spamnb.fake", 42), ("spamnb.sub", "package")):
+        ours = finder.find_spec(name, [str(tmp_path)])
+        theirs = importlib.machinery.PathFinder.find_spec(name, [str(tmp_path)])
+        assert ours is not None and theirs is not None
+        assert (ours.origin, ours.cached, ours.submodule_search_locations, ours.has_location, ours.parent) == (
+            theirs.origin, theirs.cached, theirs.submodule_search_locations, theirs.has_location, theirs.parent)
+        assert isinstance(ours.loader, importlib.machinery.SourceFileLoader) and ours.loader.path == theirs.origin
+        made = importlib.util.module_from_spec(ours)
+        ours.loader.exec_module(made)
+        assert made.VALUE == value and made.__file__ == theirs.origin and made.__cached__ == theirs.cached
+    assert finder.find_spec("other.fake", [str(tmp_path)]) is None
+    assert finder.find_spec("spamnb.missing", [str(tmp_path)]) is None
+    module.write_text("VALUE = 41 + 2\n# changed\n")   # another size: the byte-compiled file is stale
+    assert finder.find_spec("spamnb.fake", [str(tmp_path)]) is None
+    py_compile.compile(str(module), cfile=importlib.util.cache_from_source(str(module)), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    assert finder.find_spec("spamnb.fake", [str(tmp_path)]) is None
+    os.remove(importlib.util.cache_from_source(str(package)))
+    assert finder.find_spec("spamnb.sub", [str(tmp_path)]) is None
+    package_dir = REPO / "spamnb"
+    twins = [str(p) for p in package_dir.rglob("*.pyx") if p.with_suffix(".py").exists()]
+    assert twins == []

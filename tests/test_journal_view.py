@@ -190,3 +190,47 @@ def test_the_view_reads_the_records_with_the_layouts_deltas_writes_them_with():
     for name in ("TOKENS_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD"):
         assert f"deltas.{name}" in source, name
     assert deltas.LEDGER_SIZE == len(deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16)))
+
+
+def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_what_a_view_is_not():
+    """``checks.journal_learns`` (the view's one compiled pass over the records): the learns' fields,
+    hashes and held-out scores as ``deltas`` encodes them; None for a forget, a learn whose
+    lengths do not sum to its text, a learn that does not follow the vocabulary, a bad
+    ledger record; a ValueError for record layouts other than those it reads."""
+    from array import array
+
+    import pytest
+
+    from spamnb.bayes import checks
+    from spamnb.persistence import deltas, journal_view
+
+    layout = journal_view._LAYOUT  # noqa: SLF001 -- the module's own constant, read by its test
+    first = (deltas.encode_held_out(1, 2.5) + deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6, 5]),
+                                                                      array("I", [2]), b"ab")
+             + deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16), held_out=3))
+    second = deltas.encode_tokens(deltas.OP_LEARN, 0, 8, 101, array("Q", [9]), array("I", [1, 3]), b"xyzw")
+    learns, scores, hashes, bounds, classes = checks.journal_learns([memoryview(first), memoryview(second)], 100,
+                                                                    layout)
+    assert [learn[:4] for learn in learns] == [(0, 1, 100, 1), (1, 0, 101, 2)]
+    assert bytes(memoryview(first)[learns[0][5]:learns[0][5] + learns[0][6]]) == b"ab"
+    assert bytes(memoryview(second)[learns[1][5]:learns[1][5] + learns[1][6]]) == b"xyzw"
+    assert scores == [[(deltas.OP_HELD_OUT, 1, 2.5)], []]
+    assert array("Q", hashes).tolist() == [5, 6, 5, 9] and array("q", bounds).tolist() == [0, 3, 4]
+    assert classes == b"\x01\x00"
+    # the view's learns as the records hold them
+    parsed = journal_view._parse([memoryview(first), memoryview(second)], 100)  # noqa: SLF001
+    assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in parsed[0]] == [
+        (array("Q", [5, 6, 5]).tobytes(), [2], b"ab"), (array("Q", [9]).tobytes(), [1, 3], b"xyzw")]
+    refused = {
+        "a forget": deltas.encode_tokens(deltas.OP_FORGET, 1, 7, 100, array("Q", [5])),
+        "lengths not the text's": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5]), array("I", [3]),
+                                                       b"ab"),
+        "not after the vocabulary": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 99, array("Q", [5])),
+        "a ledger's bin past 512": deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16), held_out=600),
+        "a class past 1": deltas.encode_held_out(2, 1.0),
+        "cut short": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6]))[:24 + 8],
+    }
+    for what, payload in refused.items():
+        assert checks.journal_learns([memoryview(payload)], 100, layout) is None, what
+    with pytest.raises(ValueError, match="layouts"):
+        checks.journal_learns([memoryview(first)], 100, layout[:1] + ("<BBxxiIIIII",) + layout[2:])

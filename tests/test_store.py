@@ -192,7 +192,7 @@ def test_a_large_model_is_read_into_private_memory_not_the_file(tmp_path, monkey
     def no_mapping(*args, **kwargs):
         raise OSError("no anonymous mappings here")
 
-    monkeypatch.setattr(store.mmap, "mmap", no_mapping)
+    monkeypatch.setattr(store.checks, "PrivateMemory", no_mapping)
     write_model(path, {"format": "test"}, {"c": ("B", payload[:size])})
     assert bytes(read_model(path)[1]["c"]) == payload[:size]
     assert isinstance(store._private_memory(10).obj, bytearray)

@@ -13,6 +13,7 @@ from libc.stdint cimport int32_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 from cpython.buffer cimport PyBuffer_Release
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 
 from spamnb.buffers cimport FLOAT, UNSIGNED, length_of, take
 
@@ -356,3 +357,197 @@ def journal_records(data, head, Py_ssize_t at):
     finally:
         free(scratch)
         PyBuffer_Release(&d)
+
+
+# The journal's record layouts journal_learns reads (spamnb.persistence.deltas
+# defines them, and hands them in: a change there is refused here, not misread):
+# the learn's, the ledger record's, its padded size, the held-out score's, the
+# pair scores'; then the ops (learn, record, remove, held-out, its taking back,
+# pair scores).
+_JOURNAL_LAYOUT = ("<BBxxiIIII", "<BBH16s", 24, "<BBxxf", "<BBxxxxxxdddd", 1, 3, 4, 5, 6, 7)
+
+
+def journal_learns(payloads, Py_ssize_t n_base, layout):
+    """The learns and held-out scores of a journal's records (``payloads``, the
+    transactions of ``spamnb.persistence.journal``), for a classify that
+    scores through them (``spamnb.persistence.journal_view``), read in one
+    compiled pass; None when a record is not one a view stands for (a
+    forget, an unknown or malformed operation, a learn that does not follow
+    the vocabulary: ``n_before`` of each learn must be ``n_base`` and the
+    new tokens of the learns before it).  The records (``spamnb.persistence.deltas``):
+    a learn ``<BBxxiIIII>`` (op 1, class, day, features before, hashes, new
+    tokens, text bytes) then its hashes (8 bytes each), the new tokens'
+    UTF-8 lengths (4 bytes each, summing to the text's) and their text, padded
+    to 8 bytes; a ledger record or removal (ops 3, 4: 24 bytes, flags <= 3,
+    held-out bin <= 512); a held-out score or its taking back (ops 5, 6:
+    ``<BBxxf>``); the pair scores (op 7: ``<BBxxxxxxdddd>``, their fit is the
+    caller's to check); op 0 ends a payload (its padding).
+
+    Returns ``(learns, scores, hashes, bounds, classes)``: each learn's
+    ``(payload index, class, features before, new tokens, start of its
+    hashes, start of its text, text bytes)`` (its lengths lie between its
+    hashes' end and its text), each payload's ``[(op, class, value), ...]``
+    of held-out scores (value: the log-odds, or ``(words, pairs, weight,
+    scale)``), the learns' hashes one after the other (a bytearray of
+    uint64), where each learn's start and end (a bytearray of int64: learns
+    + 1 bounds) and each learn's class (bytes).  ``layout``: the record layouts and ops as
+    ``spamnb.persistence.deltas`` defines them (ValueError when they are not
+    the ones read here)."""
+    cdef Py_buffer d
+    cdef const uint8_t *p
+    cdef Py_ssize_t k, n, at, end, n_hashes, n_new, n_text, h_at, l_at, i, total = 0, live = n_base
+    cdef uint64_t sum_lengths
+    cdef uint8_t op, cls
+    cdef float f
+    cdef double w[4]
+    cdef bytearray hashes, bounds
+    if tuple(layout) != _JOURNAL_LAYOUT:
+        raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
+    learns, scores, spans = [], [], []
+    classes = bytearray()
+    for k in range(len(payloads)):
+        take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
+        try:
+            p = <const uint8_t *>d.buf
+            n = length_of(&d)
+            at = 0
+            mine = []
+            while at < n:
+                op = p[at]
+                if op == 0:
+                    break
+                if op == 1:   # OP_LEARN
+                    if at + 24 > n:
+                        return None
+                    cls = p[at + 1]
+                    n_hashes = <Py_ssize_t>_le(p + at + 12, 4)
+                    n_new = <Py_ssize_t>_le(p + at + 16, 4)
+                    n_text = <Py_ssize_t>_le(p + at + 20, 4)
+                    h_at = at + 24
+                    l_at = h_at + 8 * n_hashes
+                    end = l_at + 4 * n_new + n_text
+                    if end > n or cls > 1:
+                        return None
+                    sum_lengths = 0
+                    for i in range(n_new):
+                        sum_lengths += _le(p + l_at + 4 * i, 4)
+                    if sum_lengths != <uint64_t>n_text:
+                        return None
+                    if <Py_ssize_t>_le(p + at + 8, 4) != live:
+                        return None
+                    live += n_new
+                    learns.append((k, cls, live - n_new, n_new, h_at, end - n_text, n_text))
+                    spans.append((k, h_at, n_hashes))
+                    classes.append(cls)
+                    total += n_hashes
+                    at = end + (8 - end % 8) % 8   # end >= 0 (C division: the module's cdivision)
+                elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE
+                    if at + 24 > n or p[at + 1] > 3 or _le(p + at + 2, 2) > 512:
+                        return None
+                    at += 24
+                elif op == 5 or op == 6:   # OP_HELD_OUT, OP_HELD_OUT_BACK
+                    if at + 8 > n or p[at + 1] > 1:
+                        return None
+                    memcpy(&f, p + at + 4, 4)
+                    mine.append((op, p[at + 1], <double>f))
+                    at += 8
+                elif op == 7:   # OP_PAIR_SCORES
+                    if at + 40 > n or p[at + 1] > 1:
+                        return None
+                    memcpy(w, p + at + 8, 32)
+                    mine.append((op, p[at + 1], (w[0], w[1], w[2], w[3])))
+                    at += 40
+                else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
+                    return None
+            scores.append(mine)
+        finally:
+            PyBuffer_Release(&d)
+    # not zeroed: every byte is written below
+    hashes = PyByteArray_FromStringAndSize(NULL, 8 * total)
+    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (len(spans) + 1))
+    at = 0
+    memcpy(<char *>bounds, &at, 8)
+    for i in range(len(spans)):
+        k = spans[i][0]
+        h_at = spans[i][1]
+        n_hashes = spans[i][2]
+        take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
+        try:
+            memcpy(<char *>hashes + 8 * at, <const uint8_t *>d.buf + h_at, 8 * n_hashes)
+        finally:
+            PyBuffer_Release(&d)
+        at += n_hashes
+        memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
+    return learns, scores, hashes, bounds, bytes(classes)
+
+
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    static void *spamnb_private_map(size_t n) {
+        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static int spamnb_advise_huge(void *p, size_t n) {
+    #ifdef MADV_HUGEPAGE
+        return madvise(p, n, MADV_HUGEPAGE);
+    #else
+        (void)p; (void)n;
+        return -1;
+    #endif
+    }
+    static int spamnb_unmap(void *p, size_t n) { return munmap(p, n); }
+    """
+    void *spamnb_private_map(size_t n) nogil
+    int spamnb_advise_huge(void *p, size_t n) nogil
+    int spamnb_unmap(void *p, size_t n) nogil
+
+
+from cpython.buffer cimport PyBuffer_FillInfo
+from libc.errno cimport errno
+
+
+cdef class PrivateMemory:
+    """Writable zeroed memory of ``size`` bytes that no file backs: an anonymous
+    private mapping (``mmap(2)``), which the kernel zero-fills as pages are
+    first touched; with ``huge``, in transparent huge pages where the kernel
+    gives them (``madvise(MADV_HUGEPAGE)``, its refusal ignored).  A buffer
+    of bytes (``memoryview(PrivateMemory(n))``), unmapped once nothing holds
+    it.  What ``spamnb.persistence.store`` reads a model into: the standard
+    library's ``mmap`` does the same, a module (and a shared object) more on
+    a cold ``spamnb classify``'s path.  OSError when the system refuses it."""
+
+    cdef void *data
+    cdef Py_ssize_t size
+    cdef object __weakref__   # as the standard library's mmap: its holder may be watched for its release
+
+    def __cinit__(self, Py_ssize_t size, bint huge=False):
+        self.data = NULL
+        if size < 0:
+            raise ValueError(f"memory of {size} bytes")
+        self.size = size
+        self.data = spamnb_private_map(<size_t>(size if size > 0 else 1))
+        if self.data == NULL:
+            raise OSError(errno, f"no anonymous memory of {size} bytes")
+        if huge:
+            spamnb_advise_huge(self.data, <size_t>(size if size > 0 else 1))
+
+    def __dealloc__(self):
+        if self.data != NULL:
+            spamnb_unmap(self.data, <size_t>(self.size if self.size > 0 else 1))
+
+    def __getbuffer__(self, Py_buffer *buffer, int flags):
+        PyBuffer_FillInfo(buffer, self, self.data, self.size, 0, flags)
+
+    def __releasebuffer__(self, Py_buffer *buffer):
+        pass
+
+    def __len__(self):
+        return self.size
+
+    def advise_huge(self):
+        """Advise transparent huge pages for the pages not touched yet (a
+        writer that reads the model's large arrays whole asks it then, not at
+        the mapping: see ``store.map_model``); the kernel's refusal ignored."""
+        if self.data != NULL:
+            spamnb_advise_huge(self.data, <size_t>(self.size if self.size > 0 else 1))

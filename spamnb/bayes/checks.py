@@ -6,8 +6,8 @@ checks its own input; and what a learn needs of the system beside them
 message digest (``blake2b``, hashlib's bit for bit), without the shared
 objects of ``fcntl`` and ``_blake2``."""
 
-from spamnb.bayes._score import (Checksum64, blake2b, check_offsets, check_range, check_utf8, checksum64, class_sums,
-                                 journal_records, try_lock)
+from spamnb.bayes._score import (Checksum64, PrivateMemory, blake2b, check_offsets, check_range, check_utf8, checksum64,
+                                 class_sums, journal_learns, journal_records, try_lock)
 
 __all__ = ["Checksum64", "checksum64", "check_range", "class_sums", "check_offsets", "check_utf8", "journal_records",
-           "try_lock", "blake2b"]
+           "journal_learns", "PrivateMemory", "try_lock", "blake2b"]

@@ -17,7 +17,6 @@ share one feature.
 """
 
 from array import array
-from itertools import accumulate
 
 from spamnb.bayes import checks
 
@@ -274,6 +273,8 @@ class Vocabulary:
         import numpy as np
 
         self.keys, self.values = _index(self.hashes()[np.asarray(keep, dtype=bool)])
+        from itertools import accumulate   # here: a classify builds no vocabulary
+
         encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
         self.n_features = next_index
         self._blob = bytearray(b"".join(encoded))

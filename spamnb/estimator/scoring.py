@@ -8,10 +8,9 @@ from array import array
 from spamnb.bayes import arithmetic, token_kernels
 from spamnb.estimator import verdict
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
-from spamnb.estimator.messages import message_bytes
 
 __all__ = ["scorer", "kernel", "Scaled", "rows", "transform", "score_many", "strongest_tokens", "score_one", "score_stream", "gather",
-           "compact_scorer", "evidence_tokens", "message_features_of"]
+           "compact_scorer", "evidence_tokens", "message_features_of", "message_data"]
 
 
 def scorer(spam_filter, pair_weight=None):
@@ -161,6 +160,16 @@ def compact_scorer(found, logs, log_norm, log_prior, counts, length, pair_weight
     return token_kernels.Scorer(keys, values, logs, n, log_norm, log_prior, counts, length, None, pair_weight)
 
 
+def message_data(message):
+    """``spamnb.estimator.messages.message_bytes`` of ``message``: a message given as
+    bytes (a command's) is itself, and a cold classify loads no module for it."""
+    if isinstance(message, bytes):
+        return message
+    from spamnb.estimator.messages import message_bytes
+
+    return message_bytes(message)
+
+
 def rows(spam_filter, messages, grow, features=None, pair_weight=1.0):
     """A CSRBuilder with the messages' transformed token counts (each word
     pair's times ``pair_weight``: 1 to count, the filter's to score); the
@@ -170,7 +179,7 @@ def rows(spam_filter, messages, grow, features=None, pair_weight=1.0):
     stream = spam_filter.tokenizer_.stream
     index = spam_filter.vocabulary_.add if grow else (lambda s: spam_filter.vocabulary_.lookup(s.hashes))
     for message in messages:
-        data = message_bytes(message)
+        data = message_data(message)
         tokens = stream(data)
         builder.add_row(index(tokens), tokens.pairs_start)
         if features is not None:
@@ -203,7 +212,7 @@ def score_many(spam_filter, messages):
     from spamnb.bayes import kernels
 
     counts = spam_filter.sized_counts()
-    messages = [message_bytes(m) for m in messages]
+    messages = [message_data(m) for m in messages]
     jll = kernels.joint_log_likelihood(transform(spam_filter, messages), counts.log_theta(),
                                        np.asarray(counts.derived()[2], dtype=np.float64))
     with np.errstate(invalid="ignore"):
@@ -247,7 +256,7 @@ def score_one(spam_filter, message, n_evidence, parts=True):
     none; then the verdict's sums come from one pass over the tokens), its
     ``sums.part_max`` None unless ``parts``."""
     scorer = spam_filter.scorer()
-    data = message_bytes(message)
+    data = message_data(message)
     scored = score_stream(scorer, spam_filter.tokenizer_.stream(data), n_evidence, parts)
     if spam_filter.features_ is not None and spam_filter.feature_weight:
         ll_ham, ll_spam = spam_filter.features_.log_likelihood_one(message_features_of(spam_filter, data))

@@ -26,12 +26,11 @@ cost on clean mail in docs/reliability.md, "Attacks").
 """
 
 import math
-from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "EvidenceSums", "MessageScore",
            "probability", "logit", "probabilities", "decide", "decide_many", "part_max", "evidence_sums", "reason",
-           "verdict_of", "TupleRecord"]
+           "verdict_of", "TupleRecord", "field"]
 
 # Chosen by 5-fold cross-validation on the train part of the fixed split of
 # both corpora (python scripts/tune/tune_verdict.py; among the held-out ham that the
@@ -81,6 +80,13 @@ def probabilities(log_odds):
     return p
 
 
+def field(index):
+    """The property that reads a :class:`TupleRecord`'s field ``index``: a
+    function of its own, not ``operator.itemgetter`` (whose module, ``_operator``,
+    a cold ``spamnb classify`` would load for nothing else)."""
+    return property(lambda self: self[index])
+
+
 class TupleRecord(tuple):
     """The base of this module's records: a tuple whose fields are named by the
     subclass's ``_fields`` (its properties read them), as a
@@ -122,7 +128,7 @@ class Cutoffs(TupleRecord):
 
     __slots__ = ()
     _fields = __match_args__ = ("spam", "ham")
-    spam, ham = property(itemgetter(0)), property(itemgetter(1))
+    spam, ham = field(0), field(1)
 
     def __new__(cls, spam, ham):
         return tuple.__new__(cls, (spam, ham))
@@ -136,7 +142,7 @@ class EvidenceSums(TupleRecord):
 
     __slots__ = ()
     _fields = __match_args__ = ("spam", "ham", "part_max")
-    spam, ham, part_max = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
+    spam, ham, part_max = field(0), field(1), field(2)
 
     def __new__(cls, spam, ham, part_max):
         return tuple.__new__(cls, (spam, ham, part_max))
@@ -150,8 +156,8 @@ class MessageScore(TupleRecord):
 
     __slots__ = ()
     _fields = __match_args__ = ("log_odds", "evidence", "tokens", "known_tokens", "sums")
-    log_odds, evidence, tokens = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
-    known_tokens, sums = property(itemgetter(3)), property(itemgetter(4))
+    log_odds, evidence, tokens = field(0), field(1), field(2)
+    known_tokens, sums = field(3), field(4)
 
     def __new__(cls, log_odds, evidence, tokens, known_tokens, sums):
         return tuple.__new__(cls, (log_odds, evidence, tokens, known_tokens, sums))
@@ -255,7 +261,7 @@ class Score(TupleRecord):
 
     __slots__ = ()
     _fields = __match_args__ = ("probability", "log_odds")
-    probability, log_odds = property(itemgetter(0)), property(itemgetter(1))
+    probability, log_odds = field(0), field(1)
 
     def __new__(cls, probability, log_odds):
         return tuple.__new__(cls, (probability, log_odds))
@@ -278,9 +284,9 @@ class Verdict(TupleRecord):
     _fields = __match_args__ = ("label", "probability", "log_odds", "evidence", "tokens", "known_tokens", "reason",
                                 "part_max")
     _field_defaults = {"evidence": (), "tokens": 0, "known_tokens": 0, "reason": "", "part_max": None}
-    label, probability, log_odds = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
-    evidence, tokens, known_tokens = property(itemgetter(3)), property(itemgetter(4)), property(itemgetter(5))
-    reason, part_max = property(itemgetter(6)), property(itemgetter(7))
+    label, probability, log_odds = field(0), field(1), field(2)
+    evidence, tokens, known_tokens = field(3), field(4), field(5)
+    reason, part_max = field(6), field(7)
 
     def __new__(cls, label, probability, log_odds, evidence=(), tokens=0, known_tokens=0, reason="", part_max=None):
         return tuple.__new__(cls, (label, probability, log_odds, evidence, tokens, known_tokens, reason, part_max))

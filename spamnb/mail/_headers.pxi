@@ -29,8 +29,6 @@ from libc.string cimport memchr, memcpy
 from spamnb.mail._unicode cimport (PyUnicode_IS_ASCII, PyUnicode_MAX_CHAR_VALUE, PyUnicode_New, PyUnicode_Substring,
                                    _find_char)
 
-import binascii
-
 from spamnb.mail import lazy_re
 
 cdef enum:
@@ -322,7 +320,7 @@ def _decode_encoded_word(match):
         if kind in "bB":
             data = base64_lenient(raw)
         else:
-            data = binascii.a2b_qp(raw, header=True)
+            data = _ascii().a2b_qp(raw, header=True)
     except Exception:
         return match.group(0)
     return _decode_text(data, charset, "cp1252")

@@ -52,10 +52,19 @@ MAX_PARTS = 64
 # The records the parser makes (plain Python classes).
 from spamnb.mail.records import Mail as _Mail, MailStats as _MailStats, Part as _Part
 
-import binascii
-
 cdef object _object_new = object.__new__
-cdef object _a2b_qp = binascii.a2b_qp
+cdef object _binascii = None
+
+
+cdef object _ascii():
+    """The standard library's ``binascii``, imported when a message first needs
+    it (a quoted-printable or base64 body, an encoded word): its shared object
+    and the zlib it links are loaded by no cold classify of a plain message."""
+    global _binascii
+    if _binascii is None:
+        import binascii
+        _binascii = binascii
+    return _binascii
 
 
 cdef struct _Counts:
@@ -122,7 +131,7 @@ cdef _leaf(list parts, _Counts *c, str ctype, dict params, str cte, str disposit
         if cte == "base64":
             data = base64_lenient(body)
         elif cte == "quoted-printable":
-            data = _a2b_qp(body)
+            data = _ascii().a2b_qp(body)
         else:
             data = body
         text = _decode_text(data, charset, fallback)

@@ -13,8 +13,6 @@ from libc.stdint cimport uint32_t
 from spamnb.mail._unicode cimport (PY_SSIZE_T_MAX, Py_UNICODE_ISSPACE, PyUnicode_4BYTE_KIND,
                                    PyUnicode_FromKindAndData, PyUnicode_IS_ASCII, PyUnicode_Substring)
 
-import binascii
-
 from spamnb.mail import lazy_re
 
 # The charset table (names resolved once, misses cached).
@@ -112,6 +110,7 @@ _NOT_BASE64 = lazy_re.pattern(rb"[^A-Za-z0-9+/]+", lazy_re.A)   # compiled when 
 
 def base64_lenient(data):
     """Lenient base64: ignores non-alphabet bytes, decodes the longest valid prefix."""
+    binascii = _ascii()
     try:
         return binascii.a2b_base64(data)
     except binascii.Error:

@@ -13,7 +13,6 @@ cold path): one compiled function looks up the token hashes and sums
 x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 """
 
-from _operator import itemgetter   # operator.py re-exports it: a cold classify does without loading operator.py
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
@@ -26,8 +25,7 @@ from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
                                    DEFAULT_TARGET_FPR, check_params, params_of,
                                    stored_params)
-from spamnb.estimator.messages import message_bytes
-from spamnb.estimator.verdict import Cutoffs, Score, TupleRecord, Verdict
+from spamnb.estimator.verdict import Cutoffs, Score, TupleRecord, Verdict, field
 
 __all__ = ["SpamFilter", "Score", "Verdict", "Cutoffs", "Replayed", "FORMS"]
 
@@ -47,7 +45,7 @@ class Replayed(TupleRecord):
 
     __slots__ = ()
     _fields = __match_args__ = ("vocabulary", "word_counts", "ages")
-    vocabulary, word_counts, ages = property(itemgetter(0)), property(itemgetter(1)), property(itemgetter(2))
+    vocabulary, word_counts, ages = field(0), field(1), field(2)
 
     def __new__(cls, vocabulary, word_counts, ages):
         return tuple.__new__(cls, (vocabulary, word_counts, ages))
@@ -231,7 +229,7 @@ class FilterState:
 
     def tokens(self, message):
         """The token stream of ``message`` (bytes, text or a ``Path``), as this filter's tokenizer makes it."""
-        return self.tokenizer_.stream(message_bytes(message))
+        return self.tokenizer_.stream(scoring.message_data(message))
 
     def score_stream(self, stream, n_evidence=0, parts=True):
         """A :class:`spamnb.estimator.verdict.MessageScore` of a token ``stream`` (:meth:`tokens`),
@@ -487,7 +485,7 @@ class SpamFilter(FilterState):
         label, as ``fit`` takes it (True/"spam" or False/"ham"); ``stream``: its ``tokenizer_.stream``
         if tokenized already (the online protocol; ``message`` then read for message features only)."""
         spam = is_spam_label(spam)
-        data = message_bytes(message) if stream is None or self.feature_weight else None
+        data = scoring.message_data(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
         with self.guard.writing():   # as a learning session learns: forgets' holes stay until folded (deltas)
             deltas.learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
@@ -510,7 +508,7 @@ class SpamFilter(FilterState):
         ``spam`` is the label the message was learned with: True/"spam" or False/"ham".
         """
         spam = is_spam_label(spam)  # the label, as fit takes it (required)
-        hashes = self.tokenizer_.stream(message_bytes(message)).hashes   # tokenized before the lock
+        hashes = self.tokenizer_.stream(scoring.message_data(message)).hashes   # tokenized before the lock
         return self.forget_hashes(hashes, spam)
 
     def forget_hashes(self, hashes, spam):

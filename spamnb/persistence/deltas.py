@@ -20,9 +20,8 @@ read into private memory (:func:`in_place`), so replaying costs in
 proportion to the journal, not the model.
 """
 
-import struct
+import _struct as struct   # what struct.py re-exports: a cold classify does without loading struct.py
 from array import array
-from itertools import accumulate, islice
 
 from spamnb.estimator.ages import Ages, today
 from spamnb.estimator.defaults import new_counts
@@ -62,6 +61,8 @@ class _Tokens:
         if count != len(self.lengths):
             raise ValueError(f"the record has {len(self.lengths)} new tokens, the vocabulary found {count}")
         self.n_new = count
+        from itertools import accumulate, islice   # a replay's: a classify through the journal runs none
+
         base = offsets[-1]
         blob += self.text
         offsets.extend(islice(accumulate(self.lengths, initial=base), 1, None))

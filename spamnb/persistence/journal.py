@@ -68,7 +68,7 @@ the journal could be applied.
 
 import os
 import stat
-import struct
+import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 
 from spamnb.errors import JournalWarning, MustCompact
 from spamnb.bayes import checks

@@ -37,7 +37,7 @@ None), with the warnings the replay gives.
 import math
 from array import array
 
-from spamnb.bayes import arithmetic, token_kernels
+from spamnb.bayes import arithmetic, checks, token_kernels
 from spamnb.persistence import deltas
 from spamnb.estimator.scoring import FileScorer
 
@@ -52,59 +52,57 @@ class _Learn:
         self.lengths, self.text = lengths, text
 
 
-def _parse(payloads):
-    """``(learns, scores)`` of the journal's transactions: each learn's
-    fields, and each transaction's held-out scores ``[(op, class,
-    log-odds), ...]``; None when a record is not what a view stands for (a
-    forget, an unknown or malformed operation: the replay then decides)."""
-    learns, scores = [], []
-    for payload in payloads:
-        payload = memoryview(payload).cast("B")
-        n, at, mine = len(payload), 0, []
-        while at < n:
-            op = payload[at]
-            if op == 0:
-                break
-            if op == deltas.OP_LEARN:
-                if at + deltas.TOKENS_RECORD.size > n:
-                    return None
-                _op, cls, _day, n_before, n_hashes, n_new, n_text = deltas.TOKENS_RECORD.unpack_from(payload, at)
-                at += deltas.TOKENS_RECORD.size
-                end = at + 8 * n_hashes + 4 * n_new + n_text
-                if end > n or cls not in (0, 1):
-                    return None
-                hashes = payload[at:at + 8 * n_hashes]
-                lengths = array("I")
-                lengths.frombytes(payload[at + 8 * n_hashes:at + 8 * n_hashes + 4 * n_new])
-                if sum(lengths) != n_text:
-                    return None
-                learns.append(_Learn(cls, hashes, n_before, n_new, lengths, payload[end - n_text:end]))
-                at = end + (-end) % 8
-            elif op in (deltas.OP_RECORD, deltas.OP_REMOVE):
-                if at + deltas.LEDGER_SIZE > n or payload[at + 1] > 3 or int.from_bytes(payload[at + 2:at + 4],
-                                                                                 "little") > 512:
-                    return None
-                at += deltas.LEDGER_SIZE
-            elif op in (deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK):
-                if at + deltas.HELD_OUT_RECORD.size > n:
-                    return None
-                _op, cls, log_odds = deltas.HELD_OUT_RECORD.unpack_from(payload, at)
-                if cls not in (0, 1):
-                    return None
-                mine.append((op, cls, log_odds))
-                at += deltas.HELD_OUT_RECORD.size
-            elif op == deltas.OP_PAIR_SCORES:
-                if at + deltas.PAIR_SCORES_RECORD.size > n:
-                    return None
-                _op, cls, words, pairs, weight, scale = deltas.PAIR_SCORES_RECORD.unpack_from(payload, at)
-                if cls not in (0, 1) or not deltas.pair_scores_fit(words, pairs, weight, scale):
-                    return None
-                mine.append((op, cls, (words, pairs, weight, scale)))
-                at += deltas.PAIR_SCORES_RECORD.size
-            else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
+# the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
+_LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDGER_SIZE, deltas.HELD_OUT_RECORD.format,
+           deltas.PAIR_SCORES_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD, deltas.OP_REMOVE, deltas.OP_HELD_OUT,
+           deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES)
+
+
+class _Recorded(_Learn):
+    """A learn as the journal's record holds it (:func:`_parse`): its hashes,
+    lengths and text read from the record when asked for (a classify reads
+    the journal's hashes whole, once, and none of them)."""
+
+    __slots__ = ("payload", "at")
+
+    def __init__(self, payload, cls, n_before, n_new, hashes_at, text_at, n_text):
+        self.payload, self.cls, self.n_before, self.n_new = payload, cls, n_before, n_new
+        self.at = (hashes_at, text_at, n_text)
+
+    @property
+    def hashes(self):
+        hashes_at, text_at, _n_text = self.at
+        return self.payload[hashes_at:text_at - 4 * self.n_new]
+
+    @property
+    def lengths(self):
+        _hashes_at, text_at, _n_text = self.at
+        return self.payload[text_at - 4 * self.n_new:text_at].cast("I")
+
+    @property
+    def text(self):
+        _hashes_at, text_at, n_text = self.at
+        return self.payload[text_at:text_at + n_text]
+
+
+def _parse(payloads, n_base):
+    """``(learns, scores, journal)`` of the journal's transactions, read in one
+    compiled pass (``checks.journal_learns``): each learn (:class:`_Recorded`),
+    each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
+    the learns' hashes, bounds and classes (:meth:`JournalView._concatenated`);
+    None when a record is not what a view stands for (a forget, an unknown or
+    malformed operation, a learn that does not follow the vocabulary of
+    ``n_base`` tokens: the replay then decides)."""
+    parsed = checks.journal_learns(payloads, n_base, _LAYOUT)
+    if parsed is None:
+        return None
+    records, scores, hashes, bounds, classes = parsed
+    for mine in scores:
+        for op, _cls, value in mine:
+            if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
                 return None
-        scores.append(mine)
-    return learns, scores
+    learns = [_Recorded(payloads[k], *fields) for k, *fields in records]
+    return learns, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes)
 
 
 def view(spam_filter, journal, apply_records):
@@ -119,24 +117,20 @@ def view(spam_filter, journal, apply_records):
             or not counts.as_loaded or counts.n_holes or counts.n_classes != 2
             or "feature_count" not in arrays.offsets):
         return None
-    parsed = _parse(journal.payloads)
+    n_base = vocab.n_features
+    if counts.n_features_ != n_base:
+        return None
+    parsed = _parse(journal.payloads, n_base)
     if parsed is None:
         return None
-    learns, scores = parsed
+    learns, scores, concatenated = parsed
     if any(op == deltas.OP_PAIR_SCORES for mine in scores for op, _cls, _v in mine):
         from spamnb.estimator.prequential import cutoffs_from
 
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
             return None
-    n_base = vocab.n_features
-    if counts.n_features_ != n_base:
-        return None
-    live = n_base
-    for learn in learns:
-        if learn.n_before != live or len(learn.hashes) % 8:
-            return None
-        live += learn.n_new
-    return JournalView(spam_filter, journal, learns, scores, live, apply_records)
+    live = learns[-1].n_before + learns[-1].n_new if learns else n_base
+    return JournalView(spam_filter, journal, learns, scores, live, apply_records, concatenated)
 
 
 def learner(spam_filter, apply_records):
@@ -162,7 +156,7 @@ class JournalView(FileScorer):
                "offsets", "capacity", "n_base", "alpha", "transform", "length", "pair_weight", "log_norm",
                "file_totals", "scores_counted")
 
-    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records):
+    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records, concatenated=None):
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
         counts = spam_filter.replayed().word_counts
@@ -188,7 +182,8 @@ class JournalView(FileScorer):
         self._gathered = None   # (hashes, _gather(hashes)): the message's entries of the file last read
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
-        self._journal = None   # the learns' hashes, bounds and classes (_concatenated), on first use
+        # the learns' hashes, bounds and classes (_concatenated): the compiled pass's (_parse), else on first use
+        self._journal = concatenated
 
     def class_count(self):
         """Messages learned per class, [ham, spam]: the file's and the journal's learns."""

@@ -53,10 +53,9 @@ Every failure to read a model raises :class:`ModelError` (one exception, one
 line of message).
 """
 
-import mmap
+import _struct as struct   # what struct.py re-exports: a cold classify does without loading struct.py
 import os
 import stat
-import struct
 import sys
 import time
 
@@ -524,28 +523,22 @@ def _private_memory(size, huge=True):
     """Writable zeroed memory of ``size`` bytes that no file backs (a rewrite of
     the model cannot change or remove it): an anonymous private mapping, which
     the kernel zero-fills as pages are first touched (huge pages from
-    :data:`_HUGE_PAGES_FROM` where it gives them); a bytearray where there is
-    no such mapping."""
+    :data:`_HUGE_PAGES_FROM` where it gives them; ``checks.PrivateMemory``,
+    not the standard library's ``mmap``, a module more on a cold classify's
+    path); a bytearray where there is no such mapping."""
     try:
-        memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    except (AttributeError, OSError, ValueError, OverflowError):
+        return memoryview(checks.PrivateMemory(size, huge and size >= _HUGE_PAGES_FROM))
+    except (OSError, ValueError, OverflowError):
         return memoryview(bytearray(size))
-    if huge:
-        _advise_huge(memoryview(memory))
-    return memoryview(memory)
 
 
 def _advise_huge(memory):
     """Advise huge pages for the pages of ``memory`` (a memoryview of
     :func:`_private_memory`'s mapping) not touched yet, from
     :data:`_HUGE_PAGES_FROM` bytes on."""
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
     mapping = memory.obj
-    if advice is not None and hasattr(mapping, "madvise") and len(mapping) >= _HUGE_PAGES_FROM:
-        try:
-            mapping.madvise(advice)
-        except OSError:   # a kernel without transparent huge pages: small pages
-            pass
+    if isinstance(mapping, checks.PrivateMemory) and len(mapping) >= _HUGE_PAGES_FROM:
+        mapping.advise_huge()
 
 
 def _check_prefix(path, fd, size):
