@@ -279,8 +279,11 @@ def main():
     # modules a message cannot be tokenized and scored without, nothing else of spamnb
     where = subprocess.run([python, "-c", "import os, spamnb; print(os.path.dirname(os.path.dirname(spamnb.__file__)))"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    floors[COMPILED_FLOOR] = [python, "-S", "-c", f"import sys; sys.path.append({where!r}); "
-                                                  "import spamnb.mail._mail, spamnb.bayes._score"]
+    # (array loaded as spamnb.cli.main loads it: without the collections package its init would import)
+    floors[COMPILED_FLOOR] = [python, "-S", "-c", "import sys, _collections_abc; m = sys.modules; "
+                              "m['collections'] = type(sys)('collections'); m['collections.abc'] = _collections_abc; "
+                              "import array; del m['collections'], m['collections.abc']; "
+                              f"sys.path.append({where!r}); import spamnb.mail._mail, spamnb.bayes._score"]
     every = [(label, row, column, argv, prepare) for label, rows in tables.items() for row, columns in rows.items()
              for column, (argv, prepare) in columns.items()]
     for _label, _row, _column, argv, prepare in every:   # a warm-up of each (page cache, .pyc)
