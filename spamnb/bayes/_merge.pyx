@@ -150,11 +150,17 @@ cdef class MergeTable:
     ----------
     cells : int
         Fold cells per token (``2 * n_folds``; 0: the parts have no fold rows).
+    rows : bool
+        False: the tokens alone are merged (numbered, their strings kept, their
+        days), not the model rows (the parts' ``ham`` and ``spam`` None), for a
+        caller that adds the rows itself by the token numbers :meth:`add`
+        gives (``index``).
     """
 
     cdef readonly Py_ssize_t n            # tokens
     cdef readonly Py_ssize_t n_entries    # fold entries
     cdef readonly int cells
+    cdef readonly bint has_rows
     cdef Py_ssize_t cap                   # token capacity of hashes, days, heads
     cdef Py_ssize_t row_cap               # token capacity of each model row
     cdef uint64_t *hashes
@@ -172,10 +178,11 @@ cdef class MergeTable:
     cdef double *entry_value
     cdef Py_ssize_t entries_cap
 
-    def __cinit__(self, int cells=0):
+    def __cinit__(self, int cells=0, bint rows=True):
         if cells < 0:
             raise ValueError("cells must be >= 0")
         self.cells = cells
+        self.has_rows = rows
         self.slots = <int32_t *>_map(1024 * sizeof(int32_t))
         if self.slots == NULL:
             raise MemoryError()
@@ -209,7 +216,7 @@ cdef class MergeTable:
                 new_cap = self.cap
                 _grow(<void **>&self.heads, &new_cap, needed, sizeof(int32_t))
             self.cap = cap
-        if needed > row_cap:
+        if self.has_rows and needed > row_cap:
             new_cap = max(needed, row_cap + row_cap // 2, 1024)
             rows = <double *>_remap(self.rows, 2 * row_cap * sizeof(double), 2 * new_cap * sizeof(double))
             if rows == NULL:
@@ -252,12 +259,14 @@ cdef class MergeTable:
 
     def add(self, const uint64_t[::1] hashes, const uint64_t[::1] offsets, const uint8_t[::1] strings,
             const double[::1] ham, const double[::1] spam, const int32_t[::1] last_seen,
-            const int64_t[::1] fold_keys=None, const double[::1] fold_values=None):
+            const int64_t[::1] fold_keys=None, const double[::1] fold_values=None, int32_t[::1] index_out=None):
         """Add one part: its tokens' ``hashes`` (distinct but for 0s), their
         strings ``strings[offsets[j]:offsets[j + 1]]``, its model rows
-        ``ham`` and ``spam``, ``last_seen`` days and (``cells`` > 0) its fold
-        entries (keys ascending, ``token * cells + cell``).  Raises
-        ValueError, adding nothing, when the arrays do not fit together."""
+        ``ham`` and ``spam`` (None in a table without rows), ``last_seen``
+        days and (``cells`` > 0) its fold entries (keys ascending, ``token *
+        cells + cell``); ``index_out`` (int32, as long as ``hashes``): receives
+        each of the part's tokens' number in the table.  Raises ValueError,
+        adding nothing, when the arrays do not fit together."""
         cdef Py_ssize_t m = hashes.shape[0], j, e, k, n_keys = 0
         cdef uint64_t h, slot = 0
         cdef int32_t t, cell, at, prev
@@ -269,8 +278,15 @@ cdef class MergeTable:
         cdef Py_ssize_t index_bytes = (m if m else 1) * sizeof(int32_t)
         if self.slots == NULL:
             raise ValueError("the merge's result was taken")
-        if offsets.shape[0] != m + 1 or ham.shape[0] != m or spam.shape[0] != m or last_seen.shape[0] != m:
+        if self.has_rows:
+            if ham is None or spam is None or ham.shape[0] != m or spam.shape[0] != m:
+                raise ValueError("a part's model rows are missing or differ in length")
+        elif ham is not None or spam is not None:
+            raise ValueError("model rows given to a merge of tokens alone")
+        if offsets.shape[0] != m + 1 or last_seen.shape[0] != m:
             raise ValueError("a part's arrays differ in length")
+        if index_out is not None and index_out.shape[0] != m:
+            raise ValueError("a part's index differs in length")
         if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
             raise ValueError("a part's string offsets do not span its strings")
         for j in range(m):
@@ -314,8 +330,9 @@ cdef class MergeTable:
                     self.n += 1
                     self.hashes[t] = h
                     self.days[t] = 0
-                    self.rows[t] = 0.0
-                    self.rows[self.row_cap + t] = 0.0
+                    if self.has_rows:
+                        self.rows[t] = 0.0
+                        self.rows[self.row_cap + t] = 0.0
                     if self.cells:
                         self.heads[t] = -1
                     start, end = offsets[j], offsets[j + 1]
@@ -330,18 +347,26 @@ cdef class MergeTable:
                         if 2 * self.filled > <Py_ssize_t>self.mask + 1:
                             self._rehash()
                 index[j] = t
-            ham_row, spam_row = self.rows, self.rows + self.row_cap
-            for j in range(m):
-                if j + _AHEAD < m:
-                    t = index[j + _AHEAD]
-                    _prefetch(&ham_row[t])
-                    _prefetch(&spam_row[t])
-                    _prefetch(&self.days[t])
-                t = index[j]
-                ham_row[t] += ham[j]
-                spam_row[t] += spam[j]
-                if last_seen[j] > self.days[t]:
-                    self.days[t] = last_seen[j]
+            if self.has_rows:
+                ham_row, spam_row = self.rows, self.rows + self.row_cap
+                for j in range(m):
+                    if j + _AHEAD < m:
+                        t = index[j + _AHEAD]
+                        _prefetch(&ham_row[t])
+                        _prefetch(&spam_row[t])
+                        _prefetch(&self.days[t])
+                    t = index[j]
+                    ham_row[t] += ham[j]
+                    spam_row[t] += spam[j]
+                    if last_seen[j] > self.days[t]:
+                        self.days[t] = last_seen[j]
+            else:
+                for j in range(m):
+                    t = index[j]
+                    if last_seen[j] > self.days[t]:
+                        self.days[t] = last_seen[j]
+            if index_out is not None and m:
+                memcpy(&index_out[0], index, m * sizeof(int32_t))
             if n_keys:
                 self._grow_entries(self.n_entries + n_keys)
                 for e in range(n_keys):
@@ -394,10 +419,11 @@ cdef class MergeTable:
 
     def take_rows(self):
         """``(rows, days)``: Blocks of the two model rows (float64, ``(2, n)``
-        row-major) and the int32 days."""
+        row-major; empty in a table without rows) and the int32 days."""
         if self.rows != NULL and self.n:
             memmove(self.rows + self.n, self.rows + self.row_cap, self.n * sizeof(double))
-        cdef Block rows = _block(self.rows, 2 * self.n * sizeof(double), 2 * self.row_cap * sizeof(double))
+        cdef Block rows = (_block(self.rows, 2 * self.n * sizeof(double), 2 * self.row_cap * sizeof(double))
+                           if self.has_rows else _block(NULL, 0, 0))
         self.rows, self.row_cap = NULL, 0
         cdef Block days = _block(self.days, self.n * sizeof(int32_t), self.cap * sizeof(int32_t))
         self.days = NULL

@@ -17,12 +17,14 @@ from spamnb.bayes import _merge
 __all__ = ["MergeTable", "fold_entries"]
 
 
-def MergeTable(cells):
-    """An empty running total of a merge whose parts carry ``cells`` fold cells."""
+def MergeTable(cells, rows=True):
+    """An empty running total of a merge whose parts carry ``cells`` fold cells;
+    ``rows`` False: of the parts' tokens alone (numbered, strings, days), their
+    rows added by the caller at the numbers ``add(..., index_out=)`` gives."""
     cells = operator.index(cells)
     if cells < 0:
         raise ValueError(f"a merge's fold cells must be a count, not {cells!r}")
-    return _merge.MergeTable(cells)
+    return _merge.MergeTable(cells, bool(rows))
 
 
 def fold_entries(rows, n):

@@ -583,6 +583,39 @@ class FoldSpill:
         heads.write((len(indices) | spam << 32 | place << 33).to_bytes(8, "little"))
         out.write(indices)
 
+    def write_many(self, indices, lengths, spam, folds, starts=None):
+        """Messages given together, as :meth:`write` of each in turn:
+        ``indices`` (int32) their token indices back to back, ``lengths``
+        the number of each one's, ``spam`` and ``folds`` each one's class
+        (0, 1) and fold, ``starts`` each one's ``pairs_start`` (None: -1)."""
+        import numpy as np
+
+        lengths = np.asarray(lengths, dtype=np.int64)
+        spam = np.asarray(spam, dtype=np.int64)
+        folds = np.asarray(folds, dtype=np.int64)
+        indices = np.ascontiguousarray(indices, dtype=np.int32)
+        if not (lengths.size == spam.size == folds.size) or int(lengths.sum()) != indices.size:
+            raise ValueError("the messages' arrays do not fit together")
+        if lengths.size and (int(folds.min()) < 0 or int(folds.max()) >= self.n_folds or int(spam.max()) > 1):
+            raise ValueError("a message's fold or class is out of range")
+        starts = np.full(lengths.size, -1, dtype=np.int64) if starts is None else np.asarray(starts, np.int64)
+        place = np.empty(lengths.size, dtype=np.int64)   # each message's place in its class, in the order given
+        for c in (0, 1):
+            mine = np.flatnonzero(spam == c)
+            place[mine] = self.seen[c] + np.arange(mine.size)
+            self.seen[c] += int(mine.size)
+        heads = (lengths | spam << 32 | place << 33).astype("<u8")
+        token_fold = np.repeat(folds, lengths)
+        for k in np.unique(folds).tolist():
+            mine = folds == k
+            heads_file, out = self.files[k]
+            heads_file.write(heads[mine].tobytes())
+            out.write(indices[token_fold == k].tobytes())
+            n_spam = int(np.count_nonzero(spam[mine]))
+            self.counts[2 * k] += int(np.count_nonzero(mine)) - n_spam
+            self.counts[2 * k + 1] += n_spam
+            self.starts[k].frombytes(starts[mine].tobytes())
+
     def fold(self, k):
         """Fold ``k``'s messages: ``(indices, bounds, spam, place)``, numpy
         arrays: every token index of the fold (int32) back to back, message

@@ -14,7 +14,7 @@ from collections import namedtuple
 from spamnb.estimator.counting import count_messages, count_variants
 
 __all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_variants",
-           "count_partition_in_memory", "partition_messages", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
+           "count_partition_in_memory", "count_partition_spilled", "train_on_workers", "partition_messages", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 
@@ -374,3 +374,198 @@ def score_spilled_bytes(spilled, models):
     from spamnb.estimator.calibrate import held_out_spilled
 
     return held_out_spilled(_fold_models(models), io.BytesIO(spilled))
+
+
+# ---------------------------------------------------------------------------- spamnb train -j N
+class _PartitionSpill:
+    """A partition's :class:`~spamnb.estimator.calibrate.FoldSpill` in a worker's
+    memory (the ``fold_spill`` :func:`~spamnb.estimator.counting.count_variants`
+    writes to): each message's token indices in the partition's own
+    vocabulary, back to back, its number of them, class, fold and
+    ``pairs_start``; sent back with the partition's counts, where the parent
+    numbers them in the corpus's vocabulary (:class:`_VariantMerge`)."""
+
+    __slots__ = ("indices", "lengths", "spam", "folds", "starts")
+
+    def __init__(self):
+        from array import array
+
+        self.indices, self.lengths, self.starts = array("i"), array("q"), array("q")
+        self.spam, self.folds = bytearray(), bytearray()
+
+    def write(self, indices, is_spam, fold, pairs_start=-1):
+        self.indices.frombytes(memoryview(indices).cast("B"))   # a view of the vocabulary's scratch: copied now
+        self.lengths.append(len(indices))
+        self.spam.append(1 if is_spam else 0)
+        self.folds.append(fold)
+        self.starts.append(pairs_start)
+
+    def arrays(self):
+        return self.indices, self.lengths, bytes(self.spam), bytes(self.folds), self.starts
+
+
+def count_partition_spilled(specs, pieces, strict=False, n_folds=0, skip=None):
+    """Read, tokenize and count one partition under each of ``specs`` (a
+    worker's job of ``spamnb train -j N``): ``([Counts, ...], [spilled, ...],
+    CorpusReport)``, the counts of the model's rows only (no fold rows) and,
+    with ``n_folds``, each variant's messages' token indices, classes and
+    folds (:class:`_PartitionSpill`'s arrays, None without); ``skip``: the
+    near-duplicates to leave out (:func:`copies_of`)."""
+    from spamnb.training.corpus import CorpusReport
+
+    report = CorpusReport()
+    messages = _partition_messages(pieces, report, strict, skip)
+    spills = [_PartitionSpill() for _ in specs] if n_folds else None
+    counts = count_variants(specs, messages, n_folds=n_folds, group=skip is None, fold_spills=spills)
+    return counts, [None] * len(specs) if spills is None else [s.arrays() for s in spills], report
+
+
+class _VariantMerge:
+    """One variant's partitions added in the parent of ``spamnb train -j N``,
+    as ``-j 1`` adds them in its one process
+    (:func:`~spamnb.estimator.fitting.train_variants_here` by partitions):
+    the tokens numbered in the order of first sight over the corpus (a
+    :class:`~spamnb.bayes.merging.MergeTable` of the tokens alone: hashes,
+    strings, days), each partition's model rows added at those numbers in the
+    :class:`~spamnb.estimator.counting.RowTree` of ``fan_in`` (the sums
+    ``-j 1`` makes, bit for bit), and its messages' token indices, numbered
+    so, written to the :class:`~spamnb.estimator.calibrate.FoldSpill`
+    ``-j 1`` writes; the held-out pass is then ``-j 1``'s
+    (:func:`~spamnb.estimator.fitting.held_out_variants`)."""
+
+    def __init__(self, fan_in, n_folds):
+        import numpy as np
+
+        from spamnb.bayes.merging import MergeTable
+        from spamnb.estimator.calibrate import FoldSpill
+        from spamnb.estimator.counting import RowTree
+
+        self.table, self.tree = MergeTable(0, rows=False), RowTree(fan_in)
+        self.class_count = np.zeros(2)
+        self.digests, self.labels = bytearray(), bytearray()
+        self.spill = FoldSpill(n_folds) if n_folds else None
+
+    def add(self, counts, spilled):
+        import numpy as np
+
+        index = np.empty(counts.n_features, dtype=np.int32)
+        self.table.add(np.ascontiguousarray(counts.hashes, dtype=np.uint64),
+                       np.ascontiguousarray(counts.offsets, dtype=np.uint64), counts.strings, None, None,
+                       np.ascontiguousarray(counts.last_seen, dtype=np.int32), None, None, index)
+        rows = counts.dense
+        self.tree.add_compact((rows[0], rows[1]), index, self.table.n)
+        self.class_count += counts.class_count[:2]
+        if self.digests is not None and counts.digests is not None:
+            self.digests += counts.digests
+            self.labels += counts.labels
+        else:
+            self.digests = self.labels = None
+        if spilled is not None:
+            indices, lengths, spam, folds, starts = spilled
+            local = np.frombuffer(indices, dtype=np.int32) if len(indices) else np.zeros(0, dtype=np.int32)
+            self.spill.write_many(index[local], np.frombuffer(lengths, dtype=np.int64) if len(lengths) else (),
+                                  np.frombuffer(spam, dtype=np.uint8), np.frombuffer(folds, dtype=np.uint8),
+                                  np.frombuffer(starts, dtype=np.int64) if len(starts) else None)
+
+    def fold_ends(self):
+        """The messages each fold holds so far (``partition_fold_sums``' ``ends``)."""
+        return self.spill.class_count.sum(axis=1).astype("int64").tolist() if self.spill is not None else None
+
+    def result(self):
+        """The merged :class:`~spamnb.estimator.counting.Counts` (the model's rows); the merge is emptied."""
+        import numpy as np
+
+        from spamnb.estimator.counting import Counts
+
+        table, self.table = self.table, None
+        n = table.n
+        hashes, offsets, blob = table.take_tokens()
+        _rows, days = table.take_rows()
+        del table, _rows
+        tree, self.tree = self.tree, None
+        dense = tree.result(n)
+        del tree
+        digests, labels = (None, None) if self.digests is None else (bytes(self.digests), bytes(self.labels))
+        self.digests = self.labels = None
+        return Counts(np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.uint64),
+                      memoryview(blob).toreadonly(), self.class_count.copy(), dense,
+                      np.frombuffer(days, dtype=np.int32), digests=digests, labels=labels)
+
+    def close(self):
+        if self.spill is not None:
+            self.spill.close()
+
+
+def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size=DEFAULT_PARTITION_SIZE,
+                     fan_in=8, report=None, strict=False, calibration=None, n_folds=10, folds=0, progress=None,
+                     limit=None, follow_links=False, deferred=False):
+    """``spamnb train -j N``'s variants (``filters``; see
+    :func:`spamnb.training.pipeline.train`), a generator of each one's
+    ``(fitted, calibration, held-out scores)`` as
+    :func:`~spamnb.estimator.fitting.train_variants_here` gives them, the same
+    model and cutoffs bit for bit: a first pass keys the messages
+    (:func:`partition_keys`, so that the near-duplicates left out are those
+    ``-j 1`` leaves out as it meets them), then ``workers`` count the
+    partitions (:func:`count_partition_spilled`: the model's rows, and each
+    message's token indices in the partition's vocabulary), this process adds
+    them in order (:class:`_VariantMerge`: tokens numbered, rows in
+    ``-j 1``'s tree, indices to ``-j 1``'s fold files) and makes ``-j 1``'s
+    held-out pass (:func:`~spamnb.estimator.fitting.held_out_variants`).
+    ``folds``: the folds counted (0: no calibration); ``limit``: past that
+    many messages counted the variants after the first are dropped."""
+    from spamnb.estimator.counting import counting_spec
+    from spamnb.estimator.fitting import held_out_variants
+    from spamnb.estimator.heap import map_large_blocks
+
+    specs = [counting_spec(spam_filter) for spam_filter in filters]
+    parts = []
+
+    def planned():
+        for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
+                               partition_size):
+            parts.append(part)
+            yield part, strict
+
+    # the corpus is planned as the workers key it (a partition given to them as soon as it is planned)
+    skips = copies_of(workers.run_ordered(partition_keys, planned()))
+    merges = [_VariantMerge(fan_in, folds) for _ in specs]
+    state = {"variants": len(specs), "messages": 0}
+    ends = []
+
+    def jobs():
+        for i, part in enumerate(parts):
+            yield specs[:state["variants"]], part, strict, folds, skips[i]
+
+    try:
+        if progress is not None and hasattr(progress, "restart"):
+            progress.restart()   # a pass of its own: counted from 0 again
+        try:
+            for i, (part_counts, spilled, part_report) in enumerate(
+                    workers.run_ordered(count_partition_spilled, jobs())):
+                if i == 0 and workers.pool is not None:
+                    map_large_blocks()   # the workers are forked: this process's freed arrays go back at once
+                merge_reports(report, part_report)
+                n = int(part_counts[0].class_count[:2].sum())
+                if progress is not None:
+                    progress.step("counting", n=n)
+                state["messages"] += n
+                for merge, counts, spill in zip(merges, part_counts, spilled):
+                    if merge is not None:
+                        merge.add(counts, spill)
+                del part_counts, spilled
+                ends.append([None if merge is None else merge.fold_ends() for merge in merges])
+                if limit is not None and state["messages"] > limit and state["variants"] > 1:
+                    state["variants"] = 1
+                    for merge in merges[1:]:
+                        merge.close()
+                    merges[1:] = [None] * (len(merges) - 1)
+        finally:
+            map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
+        del parts[:], skips
+        merged = [None if merge is None else merge.result() for merge in merges]
+        spills = [None if merge is None else merge.spill for merge in merges]
+        yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
+    finally:
+        for merge in merges:
+            if merge is not None:
+                merge.close()
