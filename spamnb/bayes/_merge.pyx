@@ -561,3 +561,128 @@ def fold_entries(list rows, Py_ssize_t n):
     _unmap(data, cells * (sizeof(double *) + sizeof(Py_ssize_t)))
     return (_block(keys, count * sizeof(int64_t), (count if count else 1) * sizeof(int64_t)),
             _block(values, count * sizeof(double), (count if count else 1) * sizeof(double)))
+
+
+cdef enum:
+    _MAX_LEVELS = 40
+
+
+@cython.auto_pickle(False)
+cdef class RowLevels:
+    """The tree of ``spamnb.estimator.counting.RowTree`` over two rows,
+    compiled: items (a part's two rows, given compact at its tokens' numbers)
+    added in groups of ``fan_in`` consecutive items, level by level, each
+    level one running total (zeros, then each item added in turn; a full
+    group's total added to the level above as one item), so every entry is
+    the sum ``RowTree`` makes of the same items, in the same order.  Each
+    level's rows are memory mappings grown with ``mremap`` (the new pages are
+    zeros: no copy, no zeroing)."""
+
+    cdef int fan_in
+    cdef Py_ssize_t width, cap, n_levels
+    cdef double *rows[_MAX_LEVELS][2]
+    cdef Py_ssize_t caps[_MAX_LEVELS]
+    cdef Py_ssize_t items[_MAX_LEVELS]
+
+    def __cinit__(self, int fan_in):
+        if fan_in < 2:
+            raise ValueError("fan_in must be at least 2")
+        self.fan_in = fan_in
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n_levels):
+            _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
+            _unmap(self.rows[i][1], self.caps[i] * sizeof(double))
+
+    cdef int _level(self, Py_ssize_t i, Py_ssize_t width) except -1:
+        """Level ``i`` made (the levels below exist) and at least ``width`` wide."""
+        cdef Py_ssize_t cap, c
+        if i >= _MAX_LEVELS:
+            raise ValueError("too many levels")
+        if i == self.n_levels:
+            self.rows[i][0] = self.rows[i][1] = NULL
+            self.caps[i] = 0
+            self.items[i] = 0
+            self.n_levels += 1
+        if self.caps[i] < width or self.caps[i] == 0:
+            cap = max(width, self.caps[i] + self.caps[i] // 2, 1024)
+            for c in range(2):
+                q = _remap(self.rows[i][c], self.caps[i] * sizeof(double), cap * sizeof(double))
+                if q == NULL:
+                    raise MemoryError()
+                self.rows[i][c] = <double *>q
+            self.caps[i] = cap
+        return 0
+
+    cdef int _lift(self, Py_ssize_t i) except -1:
+        cdef Py_ssize_t w = self.width, t
+        cdef double *a
+        cdef double *b
+        self._level(i, w)
+        self._level(i + 1, w)
+        for c in range(2):
+            a, b = self.rows[i][c], self.rows[i + 1][c]
+            for t in range(w):
+                b[t] += a[t]
+            memset(a, 0, w * sizeof(double))
+        self.items[i + 1] += 1
+        self.items[i] = 0
+        return 0
+
+    def add(self, const int32_t[::1] index, const double[::1] ham, const double[::1] spam, Py_ssize_t width):
+        """Add an item: ``ham[j]`` and ``spam[j]`` at column ``index[j]``
+        (distinct columns below ``width``; every other column 0.0)."""
+        cdef Py_ssize_t m = index.shape[0], j, i
+        cdef double *r0
+        cdef double *r1
+        cdef int32_t t
+        if ham.shape[0] < m or spam.shape[0] < m:
+            raise ValueError("an item's rows are shorter than its index")
+        for j in range(m):
+            if index[j] < 0 or index[j] >= width:
+                raise ValueError("an item's column is out of range")
+        self.width = max(self.width, width)
+        self._level(0, self.width)
+        r0, r1 = self.rows[0][0], self.rows[0][1]
+        for j in range(m):
+            if j + _AHEAD < m:
+                _prefetch(&r0[index[j + _AHEAD]])
+                _prefetch(&r1[index[j + _AHEAD]])
+            t = index[j]
+            r0[t] += ham[j]
+            r1[t] += spam[j]
+        self.items[0] += 1
+        i = 0
+        while self.items[i] == self.fan_in:   # a full group: its sum goes up a level as one item
+            self._lift(i)
+            i += 1
+
+    def result(self, Py_ssize_t width):
+        """The sum: a Block of ``(2, width)`` float64, row-major (``width`` at
+        least the widest item's; the columns past are zeros).  The tree is
+        emptied."""
+        cdef Py_ssize_t i, j, w = self.width
+        cdef double *out
+        cdef Py_ssize_t size
+        if width < w:
+            raise ValueError("the result's width is below the items'")
+        size = 2 * width * sizeof(double)
+        out = <double *>_map(size if size else 8)
+        if out == NULL:
+            raise MemoryError()
+        for i in range(self.n_levels):   # flushed bottom-up as RowTree.result flushes
+            if not any(self.items[j] for j in range(i + 1, self.n_levels)):
+                if w:
+                    memcpy(out, self.rows[i][0], w * sizeof(double))
+                    memcpy(out + width, self.rows[i][1], w * sizeof(double))
+                break
+            if self.items[i]:
+                self._lift(i)
+        for i in range(self.n_levels):
+            _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
+            _unmap(self.rows[i][1], self.caps[i] * sizeof(double))
+            self.rows[i][0] = self.rows[i][1] = NULL
+            self.caps[i] = self.items[i] = 0
+        self.n_levels = self.width = 0
+        return _block(out, size, size if size else 8)

@@ -1,6 +1,8 @@
 """Checked entry points to the compiled counts merge (``spamnb.bayes._merge``):
 the running total of a counts merge (:class:`MergeTable`, used by
-``spamnb.estimator.counting``) and the fold rows' non-zero entries
+``spamnb.estimator.counting`` and ``spamnb.training.planning``), the tree of
+two rows ``spamnb train -j N``'s parent adds partitions in (:class:`RowLevels`)
+and the fold rows' non-zero entries
 (:func:`fold_entries`).  Every other module calls them through here.
 
 The kernels check their buffers' lengths against each other as they add; what
@@ -14,7 +16,7 @@ import operator
 
 from spamnb.bayes import _merge
 
-__all__ = ["MergeTable", "fold_entries"]
+__all__ = ["MergeTable", "RowLevels", "fold_entries"]
 
 
 def MergeTable(cells, rows=True):
@@ -25,6 +27,15 @@ def MergeTable(cells, rows=True):
     if cells < 0:
         raise ValueError(f"a merge's fold cells must be a count, not {cells!r}")
     return _merge.MergeTable(cells, bool(rows))
+
+
+def RowLevels(fan_in):
+    """An empty tree of two rows summed in groups of ``fan_in`` items, level by
+    level (``spamnb.estimator.counting.RowTree``'s sums, compiled)."""
+    fan_in = operator.index(fan_in)
+    if fan_in < 2:
+        raise ValueError(f"a tree's fan-in must be at least 2, not {fan_in!r}")
+    return _merge.RowLevels(fan_in)
 
 
 def fold_entries(rows, n):

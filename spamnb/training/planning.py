@@ -13,8 +13,9 @@ from collections import namedtuple
 
 from spamnb.estimator.counting import count_messages, count_variants
 
-__all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_variants",
-           "count_partition_in_memory", "count_partition_spilled", "train_on_workers", "partition_messages", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
+__all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_in_memory",
+           "count_partition_spilled", "train_on_workers", "partition_messages", "unique_messages", "partition_keys",
+           "copies_of", "NEAR_DUPLICATE"]
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 
@@ -278,7 +279,8 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None, skip=None
     """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
     (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`;
     ``spill``: the path of the file to write its messages' token hashes to;
-    ``skip``: the near-duplicates to leave out, as :func:`count_partition_variants`)."""
+    ``skip``: the near-duplicates to leave out (:func:`copies_of`), None: every message,
+    near-duplicates within the partition grouped in one fold)."""
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
@@ -287,25 +289,6 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None, skip=None
         return count_messages(spec, messages, n_folds=n_folds, group=skip is None), report
     with open(spill, "wb", buffering=1 << 20) as out:
         return count_messages(spec, messages, n_folds=n_folds, spill=out, group=skip is None), report
-
-
-def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None, skip=None):
-    """:func:`count_partition` under several ``specs`` in one reading
-    (:func:`~spamnb.estimator.counting.count_variants`: each message read and
-    parsed once): ``([Counts, ...], CorpusReport)``; ``spills``: a path (or
-    None) per spec; ``skip``: the near-duplicates to leave out (:func:`copies_of`:
-    the corpus's near-duplicates are found before; the others are grouped
-    here: copies within the partition, an empty ``skip``)."""
-    import contextlib
-
-    from spamnb.training.corpus import CorpusReport
-
-    report = CorpusReport()
-    messages = _partition_messages(pieces, report, strict, skip)
-    with contextlib.ExitStack() as stack:
-        files = [None if path is None else stack.enter_context(open(path, "wb", buffering=1 << 20))
-                 for path in (spills or [None] * len(specs))]
-        return count_variants(specs, messages, n_folds=n_folds, spills=files, group=skip is None), report
 
 
 def count_partition_in_memory(spec, pieces, strict=False, n_folds=0, skip=None):
@@ -353,18 +336,6 @@ def _fold_models(models):
     return found
 
 
-def score_spilled(models, path):
-    """The calibration's scoring pass over one partition's spill file (its token
-    hashes, written by the counting pass: :func:`spamnb.estimator.calibrate.held_out_spilled`),
-    removed once scored."""
-    from spamnb.estimator.calibrate import held_out_spilled
-
-    try:
-        return held_out_spilled(_fold_models(models), path)
-    finally:
-        os.unlink(path)
-
-
 def score_spilled_bytes(spilled, models):
     """The calibration's scoring pass over one partition's spill held in
     memory (:func:`count_partition_in_memory`): ``(ham_log_odds,
@@ -401,7 +372,29 @@ class _PartitionSpill:
         self.starts.append(pairs_start)
 
     def arrays(self):
-        return self.indices, self.lengths, bytes(self.spam), bytes(self.folds), self.starts
+        """The messages in the order of their folds (:meth:`FoldSpill.write_many
+        <spamnb.estimator.calibrate.FoldSpill.write_many>`' arguments but the
+        indices' numbering): ``(indices, lengths, spam, place, folds, starts)``."""
+        import numpy as np
+
+        n = len(self.lengths)
+        lengths = np.frombuffer(self.lengths, dtype=np.int64, count=n)
+        spam = np.frombuffer(self.spam, dtype=np.uint8, count=n)
+        folds = np.frombuffer(self.folds, dtype=np.uint8, count=n)
+        place = np.empty(n, dtype=np.int64)   # each message's place in its class here
+        for c in (0, 1):
+            mine = np.flatnonzero(spam == c)
+            place[mine] = np.arange(mine.size)
+        order = np.argsort(folds, kind="stable")
+        lengths, bounds = lengths[order], np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(self.lengths, dtype=np.int64, count=n), out=bounds[1:])
+        total = int(bounds[-1])
+        # each message's tokens, the messages in fold order: a gather of their runs
+        ends = np.cumsum(lengths)
+        take = np.repeat(bounds[:-1][order] - (ends - lengths), lengths) + np.arange(total)
+        indices = np.frombuffer(self.indices, dtype=np.int32, count=total)[take]
+        starts = np.frombuffer(self.starts, dtype=np.int64, count=n)[order]
+        return indices, lengths, spam[order], place[order], folds[order], starts
 
 
 def count_partition_spilled(specs, pieces, strict=False, n_folds=0, skip=None):
@@ -427,8 +420,9 @@ class _VariantMerge:
     the tokens numbered in the order of first sight over the corpus (a
     :class:`~spamnb.bayes.merging.MergeTable` of the tokens alone: hashes,
     strings, days), each partition's model rows added at those numbers in the
-    :class:`~spamnb.estimator.counting.RowTree` of ``fan_in`` (the sums
-    ``-j 1`` makes, bit for bit), and its messages' token indices, numbered
+    tree of ``fan_in`` (:class:`~spamnb.bayes.merging.RowLevels`: the sums
+    of ``-j 1``'s :class:`~spamnb.estimator.counting.RowTree`, bit for bit,
+    compiled), and its messages' token indices, numbered
     so, written to the :class:`~spamnb.estimator.calibrate.FoldSpill`
     ``-j 1`` writes; the held-out pass is then ``-j 1``'s
     (:func:`~spamnb.estimator.fitting.held_out_variants`)."""
@@ -436,11 +430,10 @@ class _VariantMerge:
     def __init__(self, fan_in, n_folds):
         import numpy as np
 
-        from spamnb.bayes.merging import MergeTable
+        from spamnb.bayes.merging import MergeTable, RowLevels
         from spamnb.estimator.calibrate import FoldSpill
-        from spamnb.estimator.counting import RowTree
 
-        self.table, self.tree = MergeTable(0, rows=False), RowTree(fan_in)
+        self.table, self.tree = MergeTable(0, rows=False), RowLevels(fan_in)
         self.class_count = np.zeros(2)
         self.digests, self.labels = bytearray(), bytearray()
         self.spill = FoldSpill(n_folds) if n_folds else None
@@ -452,8 +445,8 @@ class _VariantMerge:
         self.table.add(np.ascontiguousarray(counts.hashes, dtype=np.uint64),
                        np.ascontiguousarray(counts.offsets, dtype=np.uint64), counts.strings, None, None,
                        np.ascontiguousarray(counts.last_seen, dtype=np.int32), None, None, index)
-        rows = counts.dense
-        self.tree.add_compact((rows[0], rows[1]), index, self.table.n)
+        rows = np.ascontiguousarray(counts.dense[:2], dtype=np.float64)
+        self.tree.add(index, rows[0], rows[1], self.table.n)
         self.class_count += counts.class_count[:2]
         if self.digests is not None and counts.digests is not None:
             self.digests += counts.digests
@@ -461,11 +454,8 @@ class _VariantMerge:
         else:
             self.digests = self.labels = None
         if spilled is not None:
-            indices, lengths, spam, folds, starts = spilled
-            local = np.frombuffer(indices, dtype=np.int32) if len(indices) else np.zeros(0, dtype=np.int32)
-            self.spill.write_many(index[local], np.frombuffer(lengths, dtype=np.int64) if len(lengths) else (),
-                                  np.frombuffer(spam, dtype=np.uint8), np.frombuffer(folds, dtype=np.uint8),
-                                  np.frombuffer(starts, dtype=np.int64) if len(starts) else None)
+            local, lengths, spam, place, folds, starts = spilled
+            self.spill.write_many(index[local], lengths, spam, place, folds, starts)
 
     def fold_ends(self):
         """The messages each fold holds so far (``partition_fold_sums``' ``ends``)."""
@@ -483,7 +473,7 @@ class _VariantMerge:
         _rows, days = table.take_rows()
         del table, _rows
         tree, self.tree = self.tree, None
-        dense = tree.result(n)
+        dense = np.frombuffer(tree.result(n), dtype=np.float64).reshape(2, n)
         del tree
         digests, labels = (None, None) if self.digests is None else (bytes(self.digests), bytes(self.labels))
         self.digests = self.labels = None
