@@ -3,7 +3,9 @@ its own (training/planning.train_on_workers): the tokens numbered by a merge
 of tokens alone (``MergeTable(rows=False)``, ``add(index_out=)``), the rows
 summed in RowTree's tree compiled (``RowLevels``), each message's token
 indices written to ``-j 1``'s fold files (``FoldSpill.write_many``), and
-``-j 1``'s held-out pass: no fold models are built (those are Dask's)."""
+``-j 1``'s held-out pass: no fold models are built (those are Dask's), and no
+pass keys the corpus before the workers count it (the copies of an earlier
+partition's messages are taken out of a partition's counts in the parent)."""
 
 from array import array
 from pathlib import Path
@@ -124,5 +126,43 @@ def test_workers_make_the_held_out_pass_of_j1_without_fold_models(monkeypatch, t
 
     monkeypatch.setattr(calibrate.FoldModels, "from_counts", classmethod(refused))
     workers = train(2)
+    assert here.expected_fpr is not None and workers == here
+    assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
+
+
+@pytest.mark.parametrize("partition_size", [7, 40])
+def test_workers_leave_out_copies_without_a_keying_pass(monkeypatch, tmp_path, partition_size):
+    """No pass keys the corpus before the workers count it (on main one read
+    every message first): the copies of a message of the same partition and
+    of an earlier one are left out as ``-j 1`` leaves them out, said in the
+    same order, and the model file and cutoffs are ``-j 1``'s."""
+    from test_near_duplicates import with_copies
+
+    from spamnb.training import planning
+
+    corpus = with_copies(SAMPLE, tmp_path / "corpus", 2)
+    for folder in ("spam", "easy_ham"):   # copies beside their message too (within a partition)
+        for path in sorted(p for p in (corpus / folder).iterdir() if p.is_file())[:25:3]:
+            data = path.read_bytes()
+            cut = data.index(b"\n") + 1 if data.startswith(b"From ") else 0   # after an mbox envelope line
+            path.with_name(path.name + "-again").write_bytes(data[:cut] + b"X-Again: 1\n" + data[cut:])
+    options = {"target_fpr": 0.01}
+
+    def train(n_jobs):
+        report = CorpusReport()
+        fitted, cal = pipeline.train([corpus], spam_filter=SpamFilter(), n_jobs=n_jobs, partition_size=partition_size,
+                                     report=report, calibration=options, word_pairs=2)
+        fitted.save(tmp_path / f"j{n_jobs}")
+        return cal, report
+
+    here, here_report = train(1)
+
+    def refused(*a, **k):
+        raise AssertionError("a keying pass")
+
+    monkeypatch.setattr(planning, "partition_keys", refused)
+    workers, report = train(2)
+    assert here_report.skipped == report.skipped and here_report.examples == report.examples
+    assert report.skipped["near-duplicates of an earlier message (counted once)"] == 300 + 2 * 9
     assert here.expected_fpr is not None and workers == here
     assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()

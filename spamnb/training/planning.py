@@ -372,45 +372,125 @@ class _PartitionSpill:
         self.starts.append(pairs_start)
 
     def arrays(self):
-        """The messages in the order of their folds (:meth:`FoldSpill.write_many
-        <spamnb.estimator.calibrate.FoldSpill.write_many>`' arguments but the
-        indices' numbering): ``(indices, lengths, spam, place, folds, starts)``."""
+        """``(indices, lengths, spam, folds, starts)``, numpy arrays, the messages in the order counted."""
         import numpy as np
 
         n = len(self.lengths)
         lengths = np.frombuffer(self.lengths, dtype=np.int64, count=n)
-        spam = np.frombuffer(self.spam, dtype=np.uint8, count=n)
-        folds = np.frombuffer(self.folds, dtype=np.uint8, count=n)
-        place = np.empty(n, dtype=np.int64)   # each message's place in its class here
-        for c in (0, 1):
-            mine = np.flatnonzero(spam == c)
-            place[mine] = np.arange(mine.size)
-        order = np.argsort(folds, kind="stable")
-        lengths, bounds = lengths[order], np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.frombuffer(self.lengths, dtype=np.int64, count=n), out=bounds[1:])
-        total = int(bounds[-1])
-        # each message's tokens, the messages in fold order: a gather of their runs
-        ends = np.cumsum(lengths)
-        take = np.repeat(bounds[:-1][order] - (ends - lengths), lengths) + np.arange(total)
-        indices = np.frombuffer(self.indices, dtype=np.int32, count=total)[take]
-        starts = np.frombuffer(self.starts, dtype=np.int64, count=n)[order]
-        return indices, lengths, spam[order], place[order], folds[order], starts
+        return (np.frombuffer(self.indices, dtype=np.int32, count=int(lengths.sum())), lengths,
+                np.frombuffer(self.spam, dtype=np.uint8, count=n), np.frombuffer(self.folds, dtype=np.uint8, count=n),
+                np.frombuffer(self.starts, dtype=np.int64, count=n))
 
 
-def count_partition_spilled(specs, pieces, strict=False, n_folds=0, skip=None):
+def _in_fold_order(indices, lengths, spam, folds, starts):
+    """A partition's messages (:meth:`_PartitionSpill.arrays`, ``indices``
+    numbered in the corpus's vocabulary) as :meth:`FoldSpill.write_many
+    <spamnb.estimator.calibrate.FoldSpill.write_many>` takes them: in the
+    order of their folds, each with its place in its class here."""
+    import numpy as np
+
+    n = lengths.size
+    place = np.empty(n, dtype=np.int64)
+    for c in (0, 1):
+        mine = np.flatnonzero(spam == c)
+        place[mine] = np.arange(mine.size)
+    order = np.argsort(folds, kind="stable")
+    bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    sorted_lengths = lengths[order]
+    ends = np.cumsum(sorted_lengths)
+    # each message's tokens, the messages in fold order: a gather of their runs
+    take = np.repeat(bounds[:-1][order] - (ends - sorted_lengths), sorted_lengths) + np.arange(int(bounds[-1]))
+    return indices[take], sorted_lengths, spam[order], place[order], folds[order], starts[order]
+
+
+def _without(counts, spilled, drop, spec):
+    """A partition's counts and messages (:func:`count_partition_spilled`'s,
+    one variant) as if the messages at the positions ``drop`` (among those
+    counted) had not been there: copies of a message of an earlier
+    partition, which ``-j 1`` leaves out as it meets them.  The tokens are
+    numbered again in the order of first sight over the messages kept (a
+    token of the dropped messages alone goes), the rows summed again from
+    the messages' token indices as the counting pass sums them
+    (``add_counts_rows``: each message added in turn), the class counts and
+    the ledger without them: the counts the worker gives without those
+    messages, bit for bit."""
+    import numpy as np
+
+    from spamnb.bayes.token_kernels import add_counts_rows
+    from spamnb.estimator.counting import Counts
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
+
+    indices, lengths, spam, folds, starts = spilled
+    keep = np.ones(lengths.size, dtype=bool)
+    keep[drop] = False
+    kept = indices[np.repeat(keep, lengths)]
+    tokens, first = np.unique(kept, return_index=True)
+    tokens = tokens[np.argsort(first)]   # the old numbers, in the order of first sight over the messages kept
+    new_of = np.full(counts.n_features, -1, dtype=np.int32)
+    new_of[tokens] = np.arange(tokens.size, dtype=np.int32)
+    kept = new_of[kept]
+    lengths, spam, folds, starts = lengths[keep], spam[keep], folds[keep], starts[keep]
+    bounds = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    rows = np.zeros((2, tokens.size))
+    add_counts_rows(kept, bounds, np.ascontiguousarray(spam, dtype=np.uint8), rows[0], rows[1],
+                    COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0)))
+    offsets = np.asarray(counts.offsets, dtype=np.int64)
+    starts_s, sizes = offsets[tokens], offsets[tokens + 1] - offsets[tokens]
+    new_offsets = np.zeros(tokens.size + 1, dtype=np.uint64)
+    np.cumsum(sizes, out=new_offsets[1:])
+    ends = new_offsets[1:].astype(np.int64)
+    take = np.repeat(starts_s - (ends - sizes), sizes) + np.arange(int(ends[-1]) if ends.size else 0)
+    strings = np.frombuffer(counts.strings, dtype=np.uint8)[take].tobytes()
+    class_count = counts.class_count.copy()
+    dropped_spam = np.asarray(spilled[2])[drop]
+    class_count[1] -= float(np.count_nonzero(dropped_spam))
+    class_count[0] -= float(dropped_spam.size - np.count_nonzero(dropped_spam))
+    digests = labels = None
+    if counts.digests is not None:
+        digests = np.frombuffer(counts.digests, dtype=np.uint8).reshape(-1, 16)[keep].tobytes()
+        labels = np.frombuffer(counts.labels, dtype=np.uint8)[keep].tobytes()
+    return (Counts(np.asarray(counts.hashes)[tokens], new_offsets, strings, class_count, rows,
+                   np.asarray(counts.last_seen)[tokens], digests=digests, labels=labels),
+            (kept, lengths, spam, folds, starts))
+
+
+def count_partition_spilled(specs, pieces, strict=False, n_folds=0):
     """Read, tokenize and count one partition under each of ``specs`` (a
-    worker's job of ``spamnb train -j N``): ``([Counts, ...], [spilled, ...],
-    CorpusReport)``, the counts of the model's rows only (no fold rows) and,
-    with ``n_folds``, each variant's messages' token indices, classes and
-    folds (:class:`_PartitionSpill`'s arrays, None without); ``skip``: the
-    near-duplicates to leave out (:func:`copies_of`)."""
+    worker's job of ``spamnb train -j N``), a copy of an earlier message of
+    the partition left out (not said: the parent says it, in order):
+    ``([Counts, ...], [spilled, ...], CorpusReport, keys, names)``, the
+    counts of the model's rows only (no fold rows), each variant's messages'
+    token indices in its partition vocabulary, lengths, classes, folds and
+    pair starts (:meth:`_PartitionSpill.arrays`; folds 0 without ``n_folds``),
+    and each message read's near-duplicate key (0: none; an ``array('Q')``)
+    and name, in order: the parent leaves out the copies of an earlier
+    partition's messages from these (:func:`_without`), so no pass keys the
+    corpus before."""
+    from array import array
+
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
-    messages = _partition_messages(pieces, report, strict, skip)
-    spills = [_PartitionSpill() for _ in specs] if n_folds else None
-    counts = count_variants(specs, messages, n_folds=n_folds, group=skip is None, fold_spills=spills)
-    return counts, [None] * len(specs) if spills is None else [s.arrays() for s in spills], report
+    keys, names = array("Q"), []
+
+    def messages():
+        here = set()
+        for name, data, is_spam in piece_messages(pieces, report, strict):
+            key = _labelled_key(data, is_spam) or 0
+            keys.append(key)
+            names.append(name)
+            if key:
+                if key in here:
+                    continue
+                here.add(key)
+            yield data, is_spam
+
+    spills = [_PartitionSpill() for _ in specs]
+    # a fold for each message (n_folds 1 without folds: every message's indices are kept, for _without)
+    counts = count_variants(specs, messages(), n_folds=max(int(n_folds), 1), group=False, fold_spills=spills)
+    return counts, [s.arrays() for s in spills], report, keys, names
 
 
 class _VariantMerge:
@@ -453,9 +533,9 @@ class _VariantMerge:
             self.labels += counts.labels
         else:
             self.digests = self.labels = None
-        if spilled is not None:
-            local, lengths, spam, place, folds, starts = spilled
-            self.spill.write_many(index[local], lengths, spam, place, folds, starts)
+        if self.spill is not None:
+            indices, *rest = spilled
+            self.spill.write_many(*_in_fold_order(index[indices], *rest))
 
     def fold_ends(self):
         """The messages each fold holds so far (``partition_fold_sums``' ``ends``)."""
@@ -493,13 +573,14 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
     :func:`spamnb.training.pipeline.train`), a generator of each one's
     ``(fitted, calibration, held-out scores)`` as
     :func:`~spamnb.estimator.fitting.train_variants_here` gives them, the same
-    model and cutoffs bit for bit: a first pass keys the messages
-    (:func:`partition_keys`, so that the near-duplicates left out are those
-    ``-j 1`` leaves out as it meets them), then ``workers`` count the
-    partitions (:func:`count_partition_spilled`: the model's rows, and each
-    message's token indices in the partition's vocabulary), this process adds
-    them in order (:class:`_VariantMerge`: tokens numbered, rows in
-    ``-j 1``'s tree, indices to ``-j 1``'s fold files) and makes ``-j 1``'s
+    model and cutoffs bit for bit: ``workers`` count the partitions as they
+    are planned (:func:`count_partition_spilled`: the model's rows, each
+    message's token indices in the partition's vocabulary and its
+    near-duplicate key), this process takes them in order, leaves out the
+    copies of an earlier partition's messages (:func:`_without`: the
+    messages ``-j 1`` leaves out as it meets them, with no pass keying the
+    corpus before), adds them (:class:`_VariantMerge`: tokens numbered, rows
+    in ``-j 1``'s tree, indices to ``-j 1``'s fold files) and makes ``-j 1``'s
     held-out pass (:func:`~spamnb.estimator.fitting.held_out_variants`).
     ``folds``: the folds counted (0: no calibration); ``limit``: past that
     many messages counted the variants after the first are dropped."""
@@ -508,39 +589,47 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
     from spamnb.estimator.heap import map_large_blocks
 
     specs = [counting_spec(spam_filter) for spam_filter in filters]
-    parts = []
-
-    def planned():
-        for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
-                               partition_size):
-            parts.append(part)
-            yield part, strict
-
-    # the corpus is planned as the workers key it (a partition given to them as soon as it is planned)
-    skips = copies_of(workers.run_ordered(partition_keys, planned()))
     merges = [_VariantMerge(fan_in, folds) for _ in specs]
     state = {"variants": len(specs), "messages": 0}
-    ends = []
+    seen, ends = set(), []   # the near-duplicate keys of the messages so far; the folds' ends
 
-    def jobs():
-        for i, part in enumerate(parts):
-            yield specs[:state["variants"]], part, strict, folds, skips[i]
+    def jobs():   # the corpus planned as the workers count it (a partition given to them as soon as it is planned)
+        for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
+                               partition_size):
+            yield specs[:state["variants"]], part, strict, folds
 
     try:
         if progress is not None and hasattr(progress, "restart"):
             progress.restart()   # a pass of its own: counted from 0 again
         try:
-            for i, (part_counts, spilled, part_report) in enumerate(
+            for i, (part_counts, spilled, part_report, keys, names) in enumerate(
                     workers.run_ordered(count_partition_spilled, jobs())):
                 if i == 0 and workers.pool is not None:
                     map_large_blocks()   # the workers are forked: this process's freed arrays go back at once
                 merge_reports(report, part_report)
-                n = int(part_counts[0].class_count[:2].sum())
+                # the copies left out, said in order: of a message before in the partition (not counted
+                # there) or in an earlier one (counted there: dropped here), as -j 1 meets them
+                here, drop, counted = set(), [], 0
+                for key, name in zip(keys, names):
+                    if key:
+                        if key in here:
+                            report.skip(name, NEAR_DUPLICATE)
+                            continue
+                        here.add(key)
+                        if key in seen:
+                            report.skip(name, NEAR_DUPLICATE)
+                            drop.append(counted)
+                    counted += 1
+                seen.update(here)
+                del keys, names, here
+                n = int(part_counts[0].class_count[:2].sum()) - len(drop)
                 if progress is not None:
                     progress.step("counting", n=n)
                 state["messages"] += n
-                for merge, counts, spill in zip(merges, part_counts, spilled):
+                for merge, counts, spill, spec in zip(merges, part_counts, spilled, specs):
                     if merge is not None:
+                        if drop:
+                            counts, spill = _without(counts, spill, drop, spec)
                         merge.add(counts, spill)
                 del part_counts, spilled
                 ends.append([None if merge is None else merge.fold_ends() for merge in merges])
@@ -551,7 +640,7 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
                     merges[1:] = [None] * (len(merges) - 1)
         finally:
             map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
-        del parts[:], skips
+        del seen
         merged = [None if merge is None else merge.result() for merge in merges]
         spills = [None if merge is None else merge.spill for merge in merges]
         yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
