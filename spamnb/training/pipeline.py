@@ -44,7 +44,7 @@ writes each message's token indices to its cross-validation fold's file
 parent), and the held-out pass sums each fold from its file and scores its
 messages by the model without it (:mod:`spamnb.estimator.calibrate`,
 ``held_out_by_fold``), in this process.  The corpus is counted in one pass
-(with workers, after a first pass that keys each message: below).
+(with workers too: below).
 
 Near-duplicates (issue 46): a message whose near-duplicate key
 (:func:`spamnb.estimator.calibrate.near_duplicate_key`: its body and the header
@@ -53,10 +53,12 @@ has is not counted,
 and the summary says how many (``skipped N (N near-duplicates of an earlier
 message (counted once): ...)``): the same message in two folders, a header
 line added, would otherwise count twice and, held out in two folds, help
-score its own twin.  With workers, a first pass over the partitions keys
-every message (:func:`spamnb.training.planning.partition_keys`; read, not
-parsed), so that the counting pass leaves out the same messages ``-j 1``
-(the partitions read in order in this process) leaves out as it meets them.
+score its own twin.  With workers, each worker leaves out the copies
+within its partition and sends its messages' keys; the parent takes the
+copies of an earlier partition's messages out of that partition's counts
+(:func:`spamnb.training.planning.train_on_workers`), so that ``-j N`` leaves
+out the messages ``-j 1`` (the partitions read in order in this process)
+leaves out as it meets them, without a second reading.
 
 Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
 and one running total per level of the tree (each at most the vocabulary);
@@ -253,8 +255,7 @@ def _partitions_here(trees, spam, ham, partition_size, report, strict, follow_li
     """The corpus's partitions (:func:`partitions` of :func:`plan_training`:
     the workers' own), each a generator of its ``(bytes, is_spam)``, read in
     order in this process: a near-duplicate of an earlier message left out
-    as met (the messages :func:`copies_of` leaves out, without the keying
-    pass)."""
+    as met."""
     seen = set()
     if progress is not None and hasattr(progress, "restart"):
         progress.restart()   # a pass of its own: counted from 0 again

@@ -270,8 +270,7 @@ def partition_messages(pieces, report, strict, seen):
     """``(name, bytes, is_spam)`` of a partition's messages read in this
     process, the partitions in order (``spamnb train -j 1``): a message whose
     near-duplicate key is in the set ``seen`` (the corpus's messages before)
-    left out, the others' keys added: the messages :func:`copies_of` leaves
-    out, without a keying pass."""
+    left out, the others' keys added."""
     return unique_messages(piece_messages(pieces, report, strict), report, seen=seen)
 
 

@@ -38,7 +38,7 @@ def free_cores(cores=None, load=None):
     process may run on (``cores``, default :func:`available_cores`) less the
     ones other processes keep busy (``load``, default :func:`busy_cores`),
     rounded to the nearest, at least 1: workers cost some CPU of their own
-    (a keying pass, the partitions' tokens numbered and sums added in the
+    (the partitions' tokens numbered again and their sums added in the
     parent), so on cores others keep busy ``spamnb train`` runs in this
     process (``-j 1``), which writes the model file of any ``-j``
     (docs/scale.md)."""
