@@ -167,3 +167,13 @@ def test_workers_leave_out_copies_without_a_keying_pass(monkeypatch, tmp_path, p
     assert report.skipped["near-duplicates of an earlier message (counted once)"] == 300 + 2 * 9
     assert here.expected_fpr is not None and workers == here
     assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
+
+
+def test_first_sight_lists_values_in_order_of_first_occurrence():
+    from spamnb.bayes.merging import first_sight
+
+    values = np.array([5, 2, 5, 0, 2, 7, 0], dtype=np.int32)
+    assert np.frombuffer(first_sight(values, 8), dtype=np.int32).tolist() == [5, 2, 0, 7]
+    assert len(first_sight(np.zeros(0, dtype=np.int32), 0)) == 0
+    with pytest.raises(ValueError):
+        first_sight(values, 7)

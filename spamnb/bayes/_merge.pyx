@@ -686,3 +686,36 @@ cdef class RowLevels:
             self.caps[i] = self.items[i] = 0
         self.n_levels = self.width = 0
         return _block(out, size, size if size else 8)
+
+
+def first_sight(const int32_t[::1] indices, Py_ssize_t n):
+    """The distinct values of ``indices`` (each in ``0 .. n - 1``) in the
+    order of their first occurrence: a Block of int32 (one scan; a byte a
+    value of ``n`` for the marks).  ValueError when one is out of range."""
+    cdef Py_ssize_t m = indices.shape[0], j, count = 0
+    cdef int32_t t
+    cdef uint8_t *mark
+    cdef int32_t *out
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    mark = <uint8_t *>_map(n if n else 1)
+    out = <int32_t *>_map((n if n else 1) * sizeof(int32_t))
+    if mark == NULL or out == NULL:
+        _unmap(mark, n if n else 1)
+        _unmap(out, (n if n else 1) * sizeof(int32_t))
+        raise MemoryError()
+    with nogil:
+        for j in range(m):
+            t = indices[j]
+            if t < 0 or t >= n:
+                count = -1
+                break
+            if not mark[t]:
+                mark[t] = 1
+                out[count] = t
+                count += 1
+    _unmap(mark, n if n else 1)
+    if count < 0:
+        _unmap(out, (n if n else 1) * sizeof(int32_t))
+        raise ValueError("a value is out of range")
+    return _block(out, count * sizeof(int32_t), (n if n else 1) * sizeof(int32_t))

@@ -16,7 +16,7 @@ import operator
 
 from spamnb.bayes import _merge
 
-__all__ = ["MergeTable", "RowLevels", "fold_entries"]
+__all__ = ["MergeTable", "RowLevels", "first_sight", "fold_entries"]
 
 
 def MergeTable(cells, rows=True):
@@ -36,6 +36,15 @@ def RowLevels(fan_in):
     if fan_in < 2:
         raise ValueError(f"a tree's fan-in must be at least 2, not {fan_in!r}")
     return _merge.RowLevels(fan_in)
+
+
+def first_sight(indices, n):
+    """The distinct values of the int32 ``indices`` (each below ``n``) in the
+    order of their first occurrence (a buffer of int32)."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"a vocabulary's width must be a count, not {n!r}")
+    return _merge.first_sight(indices, n)
 
 
 def fold_entries(rows, n):

@@ -416,6 +416,7 @@ def _without(counts, spilled, drop, spec):
     messages, bit for bit."""
     import numpy as np
 
+    from spamnb.bayes.merging import first_sight
     from spamnb.bayes.token_kernels import add_counts_rows
     from spamnb.estimator.counting import Counts
     from spamnb.estimator.defaults import COUNT_TRANSFORMS
@@ -424,8 +425,9 @@ def _without(counts, spilled, drop, spec):
     keep = np.ones(lengths.size, dtype=bool)
     keep[drop] = False
     kept = indices[np.repeat(keep, lengths)]
-    tokens, first = np.unique(kept, return_index=True)
-    tokens = tokens[np.argsort(first)]   # the old numbers, in the order of first sight over the messages kept
+    # the old numbers, in the order of first sight over the messages kept
+    tokens = np.frombuffer(first_sight(np.ascontiguousarray(kept, dtype=np.int32), counts.n_features),
+                           dtype=np.int32)
     new_of = np.full(counts.n_features, -1, dtype=np.int32)
     new_of[tokens] = np.arange(tokens.size, dtype=np.int32)
     kept = new_of[kept]
