@@ -575,17 +575,20 @@ def test_train_calibrates_on_the_corpus_it_counted(tmp_path, monkeypatch, sample
     shutil.copytree(sample_corpus, tree)
     args = ["train", "-q", "-j", jobs, "--partition-size", "50", str(tree)]
     assert cli.main(args + ["-m", str(tmp_path / "before.spamnb")]) == 0
-    real, plans = calibrate.FoldModels.from_counts.__func__, []
-    monkeypatch.setattr(pipeline, "plan_training", lambda *a, _real=planning.plan_training, **k: plans.append(1)
-                        or _real(*a, **k))
+    real, plans, changed = calibrate.held_out_by_fold, [], []
+    for module in (pipeline, planning):   # -j 1 plans in the pipeline, -j N in planning
+        monkeypatch.setattr(module, "plan_training", lambda *a, _real=planning.plan_training, **k: plans.append(1)
+                            or _real(*a, **k))
 
-    def changing(cls, *a):   # after the counting: a ham goes, a spam comes
-        ham = sorted(p for p in (tree / "easy_ham").iterdir() if p.is_file())
-        (tree / "spam" / "new").write_bytes(ham[0].read_bytes())
-        ham[0].unlink()
-        return real(cls, *a)
+    def changing(*a, **k):   # after the counting, before the held-out pass: a ham goes, a spam comes
+        if not changed:
+            ham = sorted(p for p in (tree / "easy_ham").iterdir() if p.is_file())
+            (tree / "spam" / "new").write_bytes(ham[0].read_bytes())
+            ham[0].unlink()
+            changed.append(1)
+        return real(*a, **k)
 
-    monkeypatch.setattr(calibrate.FoldModels, "from_counts", classmethod(changing))
+    monkeypatch.setattr(calibrate, "held_out_by_fold", changing)
     assert cli.main(args + ["-m", str(tmp_path / "after.spamnb")]) == 0
     assert len(plans) == 1
     assert (tmp_path / "after.spamnb").read_bytes() == (tmp_path / "before.spamnb").read_bytes()

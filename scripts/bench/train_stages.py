@@ -2,9 +2,9 @@
 """Where ``spamnb train`` spends its time and memory, stage by stage (Linux).
 
 Runs the spamnb command line in this process with the stages of training
-wrapped (``training.pipeline.train``, ``_fit_counts_variants``,
-``model.counting.count_messages``, ``count_variants``, ``_Counter.result``, ``_Sum.result``, ``Counts.to_filter``,
-``model.calibrate.FoldModels.from_counts``
+wrapped (``training.pipeline.train``, ``training.planning.train_on_workers``, ``_VariantMerge.result``,
+``estimator.counting.count_messages``, ``count_variants``, ``_Counter.result``, ``_Sum.result``, ``Counts.to_filter``,
+``estimator.calibrate.FoldModels.from_counts`` (Dask)
 and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``SpamFilter.save``) and
 prints, on stderr, at each stage's entry and exit: the time since the start
 and since the previous line, the resident memory (VmRSS) and the peak since
@@ -32,7 +32,8 @@ MAIN = os.getpid()
 LAST = [T0]
 PEAK = [0]   # the largest "peak since the line above": this process's peak (each line resets the kernel's)
 
-STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.pipeline", "_fit_counts_variants"),
+STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.planning", "train_on_workers"),
+          ("spamnb.training.planning", "_VariantMerge.result"),
           ("spamnb.estimator.counting", "count_messages"), ("spamnb.estimator.counting", "count_variants"),
           ("spamnb.estimator.counting", "_Counter.result"), ("spamnb.estimator.counting", "_Sum.result"),
           ("spamnb.estimator.counting", "Counts.to_filter"),

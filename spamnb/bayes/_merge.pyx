@@ -150,11 +150,17 @@ cdef class MergeTable:
     ----------
     cells : int
         Fold cells per token (``2 * n_folds``; 0: the parts have no fold rows).
+    rows : bool
+        False: the tokens alone are merged (numbered, their strings kept, their
+        days), not the model rows (the parts' ``ham`` and ``spam`` None), for a
+        caller that adds the rows itself by the token numbers :meth:`add`
+        gives (``index``).
     """
 
     cdef readonly Py_ssize_t n            # tokens
     cdef readonly Py_ssize_t n_entries    # fold entries
     cdef readonly int cells
+    cdef readonly bint has_rows
     cdef Py_ssize_t cap                   # token capacity of hashes, days, heads
     cdef Py_ssize_t row_cap               # token capacity of each model row
     cdef uint64_t *hashes
@@ -172,10 +178,11 @@ cdef class MergeTable:
     cdef double *entry_value
     cdef Py_ssize_t entries_cap
 
-    def __cinit__(self, int cells=0):
+    def __cinit__(self, int cells=0, bint rows=True):
         if cells < 0:
             raise ValueError("cells must be >= 0")
         self.cells = cells
+        self.has_rows = rows
         self.slots = <int32_t *>_map(1024 * sizeof(int32_t))
         if self.slots == NULL:
             raise MemoryError()
@@ -209,7 +216,7 @@ cdef class MergeTable:
                 new_cap = self.cap
                 _grow(<void **>&self.heads, &new_cap, needed, sizeof(int32_t))
             self.cap = cap
-        if needed > row_cap:
+        if self.has_rows and needed > row_cap:
             new_cap = max(needed, row_cap + row_cap // 2, 1024)
             rows = <double *>_remap(self.rows, 2 * row_cap * sizeof(double), 2 * new_cap * sizeof(double))
             if rows == NULL:
@@ -252,12 +259,14 @@ cdef class MergeTable:
 
     def add(self, const uint64_t[::1] hashes, const uint64_t[::1] offsets, const uint8_t[::1] strings,
             const double[::1] ham, const double[::1] spam, const int32_t[::1] last_seen,
-            const int64_t[::1] fold_keys=None, const double[::1] fold_values=None):
+            const int64_t[::1] fold_keys=None, const double[::1] fold_values=None, int32_t[::1] index_out=None):
         """Add one part: its tokens' ``hashes`` (distinct but for 0s), their
         strings ``strings[offsets[j]:offsets[j + 1]]``, its model rows
-        ``ham`` and ``spam``, ``last_seen`` days and (``cells`` > 0) its fold
-        entries (keys ascending, ``token * cells + cell``).  Raises
-        ValueError, adding nothing, when the arrays do not fit together."""
+        ``ham`` and ``spam`` (None in a table without rows), ``last_seen``
+        days and (``cells`` > 0) its fold entries (keys ascending, ``token *
+        cells + cell``); ``index_out`` (int32, as long as ``hashes``): receives
+        each of the part's tokens' number in the table.  Raises ValueError,
+        adding nothing, when the arrays do not fit together."""
         cdef Py_ssize_t m = hashes.shape[0], j, e, k, n_keys = 0
         cdef uint64_t h, slot = 0
         cdef int32_t t, cell, at, prev
@@ -269,8 +278,15 @@ cdef class MergeTable:
         cdef Py_ssize_t index_bytes = (m if m else 1) * sizeof(int32_t)
         if self.slots == NULL:
             raise ValueError("the merge's result was taken")
-        if offsets.shape[0] != m + 1 or ham.shape[0] != m or spam.shape[0] != m or last_seen.shape[0] != m:
+        if self.has_rows:
+            if ham is None or spam is None or ham.shape[0] != m or spam.shape[0] != m:
+                raise ValueError("a part's model rows are missing or differ in length")
+        elif ham is not None or spam is not None:
+            raise ValueError("model rows given to a merge of tokens alone")
+        if offsets.shape[0] != m + 1 or last_seen.shape[0] != m:
             raise ValueError("a part's arrays differ in length")
+        if index_out is not None and index_out.shape[0] != m:
+            raise ValueError("a part's index differs in length")
         if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
             raise ValueError("a part's string offsets do not span its strings")
         for j in range(m):
@@ -314,8 +330,9 @@ cdef class MergeTable:
                     self.n += 1
                     self.hashes[t] = h
                     self.days[t] = 0
-                    self.rows[t] = 0.0
-                    self.rows[self.row_cap + t] = 0.0
+                    if self.has_rows:
+                        self.rows[t] = 0.0
+                        self.rows[self.row_cap + t] = 0.0
                     if self.cells:
                         self.heads[t] = -1
                     start, end = offsets[j], offsets[j + 1]
@@ -330,18 +347,26 @@ cdef class MergeTable:
                         if 2 * self.filled > <Py_ssize_t>self.mask + 1:
                             self._rehash()
                 index[j] = t
-            ham_row, spam_row = self.rows, self.rows + self.row_cap
-            for j in range(m):
-                if j + _AHEAD < m:
-                    t = index[j + _AHEAD]
-                    _prefetch(&ham_row[t])
-                    _prefetch(&spam_row[t])
-                    _prefetch(&self.days[t])
-                t = index[j]
-                ham_row[t] += ham[j]
-                spam_row[t] += spam[j]
-                if last_seen[j] > self.days[t]:
-                    self.days[t] = last_seen[j]
+            if self.has_rows:
+                ham_row, spam_row = self.rows, self.rows + self.row_cap
+                for j in range(m):
+                    if j + _AHEAD < m:
+                        t = index[j + _AHEAD]
+                        _prefetch(&ham_row[t])
+                        _prefetch(&spam_row[t])
+                        _prefetch(&self.days[t])
+                    t = index[j]
+                    ham_row[t] += ham[j]
+                    spam_row[t] += spam[j]
+                    if last_seen[j] > self.days[t]:
+                        self.days[t] = last_seen[j]
+            else:
+                for j in range(m):
+                    t = index[j]
+                    if last_seen[j] > self.days[t]:
+                        self.days[t] = last_seen[j]
+            if index_out is not None and m:
+                memcpy(&index_out[0], index, m * sizeof(int32_t))
             if n_keys:
                 self._grow_entries(self.n_entries + n_keys)
                 for e in range(n_keys):
@@ -394,10 +419,11 @@ cdef class MergeTable:
 
     def take_rows(self):
         """``(rows, days)``: Blocks of the two model rows (float64, ``(2, n)``
-        row-major) and the int32 days."""
+        row-major; empty in a table without rows) and the int32 days."""
         if self.rows != NULL and self.n:
             memmove(self.rows + self.n, self.rows + self.row_cap, self.n * sizeof(double))
-        cdef Block rows = _block(self.rows, 2 * self.n * sizeof(double), 2 * self.row_cap * sizeof(double))
+        cdef Block rows = (_block(self.rows, 2 * self.n * sizeof(double), 2 * self.row_cap * sizeof(double))
+                           if self.has_rows else _block(NULL, 0, 0))
         self.rows, self.row_cap = NULL, 0
         cdef Block days = _block(self.days, self.n * sizeof(int32_t), self.cap * sizeof(int32_t))
         self.days = NULL
@@ -535,3 +561,161 @@ def fold_entries(list rows, Py_ssize_t n):
     _unmap(data, cells * (sizeof(double *) + sizeof(Py_ssize_t)))
     return (_block(keys, count * sizeof(int64_t), (count if count else 1) * sizeof(int64_t)),
             _block(values, count * sizeof(double), (count if count else 1) * sizeof(double)))
+
+
+cdef enum:
+    _MAX_LEVELS = 40
+
+
+@cython.auto_pickle(False)
+cdef class RowLevels:
+    """The tree of ``spamnb.estimator.counting.RowTree`` over two rows,
+    compiled: items (a part's two rows, given compact at its tokens' numbers)
+    added in groups of ``fan_in`` consecutive items, level by level, each
+    level one running total (zeros, then each item added in turn; a full
+    group's total added to the level above as one item), so every entry is
+    the sum ``RowTree`` makes of the same items, in the same order.  Each
+    level's rows are memory mappings grown with ``mremap`` (the new pages are
+    zeros: no copy, no zeroing)."""
+
+    cdef int fan_in
+    cdef Py_ssize_t width, cap, n_levels
+    cdef double *rows[_MAX_LEVELS][2]
+    cdef Py_ssize_t caps[_MAX_LEVELS]
+    cdef Py_ssize_t items[_MAX_LEVELS]
+
+    def __cinit__(self, int fan_in):
+        if fan_in < 2:
+            raise ValueError("fan_in must be at least 2")
+        self.fan_in = fan_in
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n_levels):
+            _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
+            _unmap(self.rows[i][1], self.caps[i] * sizeof(double))
+
+    cdef int _level(self, Py_ssize_t i, Py_ssize_t width) except -1:
+        """Level ``i`` made (the levels below exist) and at least ``width`` wide."""
+        cdef Py_ssize_t cap, c
+        if i >= _MAX_LEVELS:
+            raise ValueError("too many levels")
+        if i == self.n_levels:
+            self.rows[i][0] = self.rows[i][1] = NULL
+            self.caps[i] = 0
+            self.items[i] = 0
+            self.n_levels += 1
+        if self.caps[i] < width or self.caps[i] == 0:
+            cap = max(width, self.caps[i] + self.caps[i] // 2, 1024)
+            for c in range(2):
+                q = _remap(self.rows[i][c], self.caps[i] * sizeof(double), cap * sizeof(double))
+                if q == NULL:
+                    raise MemoryError()
+                self.rows[i][c] = <double *>q
+            self.caps[i] = cap
+        return 0
+
+    cdef int _lift(self, Py_ssize_t i) except -1:
+        cdef Py_ssize_t w = self.width, t
+        cdef double *a
+        cdef double *b
+        self._level(i, w)
+        self._level(i + 1, w)
+        for c in range(2):
+            a, b = self.rows[i][c], self.rows[i + 1][c]
+            for t in range(w):
+                b[t] += a[t]
+            memset(a, 0, w * sizeof(double))
+        self.items[i + 1] += 1
+        self.items[i] = 0
+        return 0
+
+    def add(self, const int32_t[::1] index, const double[::1] ham, const double[::1] spam, Py_ssize_t width):
+        """Add an item: ``ham[j]`` and ``spam[j]`` at column ``index[j]``
+        (distinct columns below ``width``; every other column 0.0)."""
+        cdef Py_ssize_t m = index.shape[0], j, i
+        cdef double *r0
+        cdef double *r1
+        cdef int32_t t
+        if ham.shape[0] < m or spam.shape[0] < m:
+            raise ValueError("an item's rows are shorter than its index")
+        for j in range(m):
+            if index[j] < 0 or index[j] >= width:
+                raise ValueError("an item's column is out of range")
+        self.width = max(self.width, width)
+        self._level(0, self.width)
+        r0, r1 = self.rows[0][0], self.rows[0][1]
+        for j in range(m):
+            if j + _AHEAD < m:
+                _prefetch(&r0[index[j + _AHEAD]])
+                _prefetch(&r1[index[j + _AHEAD]])
+            t = index[j]
+            r0[t] += ham[j]
+            r1[t] += spam[j]
+        self.items[0] += 1
+        i = 0
+        while self.items[i] == self.fan_in:   # a full group: its sum goes up a level as one item
+            self._lift(i)
+            i += 1
+
+    def result(self, Py_ssize_t width):
+        """The sum: a Block of ``(2, width)`` float64, row-major (``width`` at
+        least the widest item's; the columns past are zeros).  The tree is
+        emptied."""
+        cdef Py_ssize_t i, j, w = self.width
+        cdef double *out
+        cdef Py_ssize_t size
+        if width < w:
+            raise ValueError("the result's width is below the items'")
+        size = 2 * width * sizeof(double)
+        out = <double *>_map(size if size else 8)
+        if out == NULL:
+            raise MemoryError()
+        for i in range(self.n_levels):   # flushed bottom-up as RowTree.result flushes
+            if not any(self.items[j] for j in range(i + 1, self.n_levels)):
+                if w:
+                    memcpy(out, self.rows[i][0], w * sizeof(double))
+                    memcpy(out + width, self.rows[i][1], w * sizeof(double))
+                break
+            if self.items[i]:
+                self._lift(i)
+        for i in range(self.n_levels):
+            _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
+            _unmap(self.rows[i][1], self.caps[i] * sizeof(double))
+            self.rows[i][0] = self.rows[i][1] = NULL
+            self.caps[i] = self.items[i] = 0
+        self.n_levels = self.width = 0
+        return _block(out, size, size if size else 8)
+
+
+def first_sight(const int32_t[::1] indices, Py_ssize_t n):
+    """The distinct values of ``indices`` (each in ``0 .. n - 1``) in the
+    order of their first occurrence: a Block of int32 (one scan; a byte a
+    value of ``n`` for the marks).  ValueError when one is out of range."""
+    cdef Py_ssize_t m = indices.shape[0], j, count = 0
+    cdef int32_t t
+    cdef uint8_t *mark
+    cdef int32_t *out
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    mark = <uint8_t *>_map(n if n else 1)
+    out = <int32_t *>_map((n if n else 1) * sizeof(int32_t))
+    if mark == NULL or out == NULL:
+        _unmap(mark, n if n else 1)
+        _unmap(out, (n if n else 1) * sizeof(int32_t))
+        raise MemoryError()
+    with nogil:
+        for j in range(m):
+            t = indices[j]
+            if t < 0 or t >= n:
+                count = -1
+                break
+            if not mark[t]:
+                mark[t] = 1
+                out[count] = t
+                count += 1
+    _unmap(mark, n if n else 1)
+    if count < 0:
+        _unmap(out, (n if n else 1) * sizeof(int32_t))
+        raise ValueError("a value is out of range")
+    return _block(out, count * sizeof(int32_t), (n if n else 1) * sizeof(int32_t))

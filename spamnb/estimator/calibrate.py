@@ -589,6 +589,46 @@ class FoldSpill:
         heads.write((len(indices) | spam << 32 | place << 33).to_bytes(8, "little"))
         out.write(indices)
 
+    def write_many(self, indices, lengths, spam, place, folds, starts=None):
+        """Messages given together in the order of their folds (``folds``
+        ascending; within a fold in the order counted), as :meth:`write` of
+        each in the order counted: ``indices`` (int32) their token indices
+        back to back, ``lengths`` the number of each one's, ``spam`` each
+        one's class (0, 1), ``place`` its place among the messages of its
+        class given here (0, 1, ... in the order counted), ``folds`` its fold,
+        ``starts`` its ``pairs_start`` (None: -1)."""
+        import numpy as np
+
+        lengths = np.asarray(lengths, dtype=np.int64)
+        spam = np.asarray(spam, dtype=np.int64)
+        place = np.asarray(place, dtype=np.int64)
+        folds = np.asarray(folds, dtype=np.int64)
+        indices = np.ascontiguousarray(indices, dtype=np.int32)
+        n = lengths.size
+        if not (spam.size == place.size == folds.size == n) or int(lengths.sum()) != indices.size:
+            raise ValueError("the messages' arrays do not fit together")
+        if n and (int(folds[0]) < 0 or int(folds[-1]) >= self.n_folds or int(spam.max()) > 1
+                  or bool((np.diff(folds) < 0).any())):
+            raise ValueError("a message's fold or class is out of range, or the folds are not in order")
+        starts = np.full(n, -1, dtype=np.int64) if starts is None else np.asarray(starts, dtype=np.int64)
+        per_class = np.bincount(spam, minlength=2)[:2]
+        heads = (lengths | spam << 32 | (place + np.array(self.seen, dtype=np.int64)[spam]) << 33).astype("<u8")
+        fold_bounds = np.searchsorted(folds, np.arange(self.n_folds + 1)).tolist()
+        token_bounds = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=token_bounds[1:])
+        for k in range(self.n_folds):
+            a, b = fold_bounds[k], fold_bounds[k + 1]
+            if a == b:
+                continue
+            heads_file, out = self.files[k]
+            heads_file.write(heads[a:b].tobytes())
+            out.write(indices[token_bounds[a]:token_bounds[b]].tobytes())
+            n_spam = int(np.count_nonzero(spam[a:b]))
+            self.counts[2 * k] += b - a - n_spam
+            self.counts[2 * k + 1] += n_spam
+            self.starts[k].frombytes(starts[a:b].tobytes())
+        self.seen = [self.seen[0] + int(per_class[0]), self.seen[1] + int(per_class[1])]
+
     def fold(self, k):
         """Fold ``k``'s messages: ``(indices, bounds, spam, place)``, numpy
         arrays: every token index of the fold (int32) back to back, message

@@ -32,7 +32,7 @@ from spamnb.estimator.ledger import from_trained, train_digest
 from spamnb.estimator.messages import message_bytes
 
 __all__ = ["CorpusChanged", "Unfitted", "fit", "check_calibration", "choose_from_parts", "choose_pairs",
-           "pair_filters", "take_counts", "train_variants_here"]
+           "pair_filters", "take_counts", "train_variants_here", "held_out_variants"]
 
 
 
@@ -217,28 +217,41 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
             messages = marked(messages)
         merged = count_variants(specs, messages, n_folds=n_folds, limit=limit, group=group, fold_spills=spills,
                                 fan_in=fan_in)
-        for i, spam_filter in enumerate(filters):
-            counts, merged[i] = merged[i], None
-            if counts is None:
-                yield None
-                continue
-            fixed = None if calibration is None else check_calibration(spam_filter, calibration,
-                                                                        counts.class_count[:2])
-            if calibration is None or fixed is not None:   # no held-out scoring (as take_counts says)
-                counts.to_filter(spam_filter, consume=True)   # the counts' arrays dropped as the filter's are made
-                del counts
-                yield spam_filter, fixed, None
-                continue
-            release_free_memory()   # what the counting freed, before the held-out pass
-            fold_class_count = spills[i].class_count
-            sum_fold = None if fan_in is None else partition_fold_sums(fan_in, [end[i] for end in ends], specs[i])
-            parts = [calibrate.held_out_by_fold(spam_filter, spills[i], counts, sum_fold)]   # the counts: no filter yet
-            spills[i].close()
-            chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
-            variant = Unfitted(spam_filter, counts)
+        yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
+
+
+def held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in=None, deferred=False):
+    """The second half of :func:`train_variants_here` (and of ``spamnb train
+    -j N``'s, whose partitions are counted on workers): a generator of each
+    variant's ``(fitted, calibration, held-out scores)`` from ``merged``
+    (its model's :class:`~spamnb.estimator.counting.Counts`, None: dropped
+    past the limit; the list's entries are dropped as taken) and ``spills``
+    (its :class:`~spamnb.estimator.calibrate.FoldSpill` of the vocabulary
+    indices, closed once scored); ``ends`` (with ``fan_in``): per partition,
+    per variant, the messages each fold held at the partition's end."""
+    for i, spam_filter in enumerate(filters):
+        counts, merged[i] = merged[i], None
+        if counts is None:
+            yield None
+            continue
+        fixed = None if calibration is None else check_calibration(spam_filter, calibration,
+                                                                    counts.class_count[:2])
+        if calibration is None or fixed is not None:   # no held-out scoring (as take_counts says)
+            counts.to_filter(spam_filter, consume=True)   # the counts' arrays dropped as the filter's are made
             del counts
-            yield (variant if deferred else variant.fitted()), chosen, scores
-            del variant
+            yield spam_filter, fixed, None
+            continue
+        release_free_memory()   # what the counting freed, before the held-out pass
+        fold_class_count = spills[i].class_count
+        sum_fold = None if fan_in is None else partition_fold_sums(fan_in, [end[i] for end in ends],
+                                                                   counting_spec(spam_filter))
+        parts = [calibrate.held_out_by_fold(spam_filter, spills[i], counts, sum_fold)]   # the counts: no filter yet
+        spills[i].close()
+        chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
+        variant = Unfitted(spam_filter, counts)
+        del counts
+        yield (variant if deferred else variant.fitted()), chosen, scores
+        del variant
 
 
 def fit(spam_filter, messages, labels, tune, target_fpr, word_pairs):

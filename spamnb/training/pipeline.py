@@ -12,9 +12,11 @@ Counts add, so training is a map-reduce:
    :class:`Counts` of its own (its tokens' 64-bit hashes and strings, its
    class counts, its ``(classes, tokens)`` feature counts, its tokens' day)
    and dropped;
-3. *merge* (the parent): the partitions' counts are added by token, in a tree
-   of fixed shape (groups of ``fan_in`` consecutive partitions, level by
-   level), so the result does not depend on which worker finished first.
+3. *merge* (the parent): the partitions' tokens are numbered in the order of
+   first sight over the corpus and their counts added at those numbers, in a
+   tree of fixed shape (groups of ``fan_in`` consecutive partitions, level
+   by level), so the result does not depend on which worker finished first
+   (:func:`spamnb.training.planning.train_on_workers`).
 
 Exactness.  Token order is the order of first sight over the corpus, as in
 :meth:`SpamFilter.fit`; class counts are the same; feature counts are sums
@@ -37,10 +39,12 @@ come back as a handful of flat arrays (one buffer each on the pipe), never a
 Python object per token.
 
 :func:`train` (``spamnb train``) also chooses the cutoffs: the counting pass
-counts each message into its cross-validation fold too and spills its token
-hashes; a scoring pass on the same workers scores them by the fold models
-(:mod:`spamnb.estimator.calibrate`).  The corpus is counted in one pass (with
-workers, after a first pass that keys each message: below).
+writes each message's token indices to its cross-validation fold's file
+(a worker's in its partition's vocabulary, numbered in the corpus's by the
+parent), and the held-out pass sums each fold from its file and scores its
+messages by the model without it (:mod:`spamnb.estimator.calibrate`,
+``held_out_by_fold``), in this process.  The corpus is counted in one pass
+(with workers too: below).
 
 Near-duplicates (issue 46): a message whose near-duplicate key
 (:func:`spamnb.estimator.calibrate.near_duplicate_key`: its body and the header
@@ -49,10 +53,12 @@ has is not counted,
 and the summary says how many (``skipped N (N near-duplicates of an earlier
 message (counted once): ...)``): the same message in two folders, a header
 line added, would otherwise count twice and, held out in two folds, help
-score its own twin.  With workers, a first pass over the partitions keys
-every message (:func:`spamnb.training.planning.partition_keys`; read, not
-parsed), so that the counting pass leaves out the same messages ``-j 1``
-(the partitions read in order in this process) leaves out as it meets them.
+score its own twin.  With workers, each worker leaves out the copies
+within its partition and sends its messages' keys; the parent takes the
+copies of an earlier partition's messages out of that partition's counts
+(:func:`spamnb.training.planning.train_on_workers`), so that ``-j N`` leaves
+out the messages ``-j 1`` (the partitions read in order in this process)
+leaves out as it meets them, without a second reading.
 
 Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
 and one running total per level of the tree (each at most the vocabulary);
@@ -65,80 +71,14 @@ seen (an int each) (docs/scale.md).
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
-
-from spamnb.estimator.heap import map_large_blocks, release_free_memory
-from spamnb.estimator.counting import DEFAULT_FAN_IN, TreeReduce, counting_spec
+from spamnb.estimator.counting import DEFAULT_FAN_IN, counting_spec
 from spamnb.estimator.calibrate import AUTO_PAIRS, PAIRS_MAX_MESSAGES
-from spamnb.estimator.fitting import (CorpusChanged, Unfitted, check_calibration, choose_from_parts, choose_pairs,
-                                  take_counts, train_variants_here)
-from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, copies_of, merge_reports, count_partition_variants,
-                                     partition_keys, partition_messages, partitions, plan_training, score_spilled)
+from spamnb.estimator.fitting import CorpusChanged, choose_from_parts, choose_pairs, take_counts, train_variants_here
+from spamnb.training.planning import (DEFAULT_PARTITION_SIZE, partition_messages, partitions, plan_training,
+                                     train_on_workers)
 from spamnb.training.workers import Workers
 
 __all__ = ["train", "CorpusChanged", "AUTO_PAIRS"]
-
-
-def _fit_counts_variants(pieces, specs, n_jobs=None, partition_size=DEFAULT_PARTITION_SIZE, fan_in=DEFAULT_FAN_IN,
-                        report=None, strict=False, n_folds=0, workers=None, progress=None, spills=None, limit=None,
-                        skips=None):
-    """The merged :class:`Counts` of labelled ``pieces`` (see :func:`plan_training`)
-    under each of ``specs``, counted in one pass (each partition
-    read and parsed once: :func:`count_partition_variants`), each variant
-    merged in its own tree (the same tree as alone: the same counts); a list
-    of merged :class:`Counts`, one per spec.  ``spills``: ``(folder, lists)``,
-    a list of paths per spec.  ``limit``: once more than that many messages
-    are counted, the partitions still to start count the first spec only,
-    and the others' results are None.  ``skips``: the near-duplicates to
-    leave out, a dict per partition (:func:`~spamnb.training.planning.copies_of`)."""
-    from spamnb.training.corpus import CorpusReport
-
-    report = CorpusReport() if report is None else report
-    state = {"variants": len(specs), "messages": 0}
-
-    def spill(v, i):
-        if spills is None:
-            return None
-        spills[1][v].append(os.path.join(spills[0], f"part-{i:09d}-{v}"))
-        return spills[1][v][-1]
-
-    def jobs():
-        for i, part in enumerate(partitions(pieces, partition_size)):
-            n = state["variants"]
-            yield specs[:n], part, strict, n_folds, [spill(v, i) for v in range(n)], None if skips is None else skips[i]
-
-    trees = [TreeReduce(fan_in) for _ in specs]
-    if progress is not None and hasattr(progress, "restart"):
-        progress.restart()   # a pass of its own: counted from 0 again
-
-    def count(workers):
-        for i, (part_counts, part_report) in enumerate(workers.run_ordered(count_partition_variants, jobs())):
-            if i == 0 and workers.pool is not None:
-                map_large_blocks()   # the workers are forked: this process's freed arrays go back at once
-            merge_reports(report, part_report)
-            n = int(part_counts[0].class_count[:2].sum())
-            if progress is not None:
-                progress.step("counting", n=n)
-            state["messages"] += n
-            for tree, counts in zip(trees, part_counts):
-                if tree is not None:
-                    tree.add(counts)
-            del part_counts
-            if limit is not None and state["messages"] > limit and state["variants"] > 1:
-                state["variants"] = 1
-                trees[1:] = [None] * (len(trees) - 1)
-
-    try:
-        if workers is not None:
-            count(workers)
-        else:
-            with Workers(n_jobs) as workers:
-                count(workers)
-        return [None if tree is None else tree.result() for tree in trees]
-    finally:
-        map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
 
 
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
@@ -234,13 +174,14 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
     chosen from (None without them).
 
     The corpus is counted once for all of them (each message read and parsed
-    once, tokenized by each filter's tokenizer: :func:`_fit_counts_variants`,
+    once, tokenized by each filter's tokenizer:
     :func:`~spamnb.estimator.fitting.train_variants_here` by partitions with
-    ``-j 1``: the same partitions, tree and near-duplicates, without the
-    keying pass, the partitions' and folds' sums added in one vocabulary), each
-    variant into its own counts, tree and spills, which are exactly those
-    of training it alone; a variant's fold models are built and its spills
-    scored when its result is asked for.  ``calibration`` None: the first
+    ``-j 1``; :func:`~spamnb.training.planning.train_on_workers` with ``-j
+    N``: the same partitions, tree and near-duplicates, the partitions counted
+    on workers and added here in ``-j 1``'s vocabulary order and tree), each
+    variant into its own counts, tree and fold files, which are exactly those
+    of training it alone; a variant's held-out pass is made when its result
+    is asked for.  ``calibration`` None: the first
     filter only.  ``limit``: past
     that many messages counted the variants after the first are dropped
     (their result None).  On Dask each variant
@@ -267,86 +208,14 @@ def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size
             yield _train_dask(spam_filter, trees, spam, ham, partition_size, fan_in, report if i == 0 else None,
                               strict, calibration, n_folds, folds, dask, follow_links)
         return
-    specs = [counting_spec(spam_filter) for spam_filter in filters]
     if Workers(n_jobs).n_jobs == 1:   # -j 1 (-j 0 on one core): the same partitions and tree, in this process
         yield from train_variants_here(filters, _partitions_here(trees, spam, ham, partition_size, report, strict,
                                                                  follow_links, progress),
                                        calibration, folds, limit, group=False, deferred=deferred, fan_in=fan_in)
         return
-    with contextlib.ExitStack() as stack:
-        # workers spill to files in a folder, which goes once they have stopped (their files closed)
-        work = stack.enter_context(tempfile.TemporaryDirectory(prefix="spamnb-train-")) if folds else None
-        workers = stack.enter_context(Workers(n_jobs))
-        spills = (work, [[] for _ in filters]) if work is not None else None
-        # the near-duplicates first (a pass that reads each message and keys it: planning.partition_keys),
-        # so that the counting pass leaves out the same messages as met in order (_partitions_here); the
-        # corpus is planned as the workers key it (a partition given to them as soon as it is planned)
-        parts = []
-
-        def planned():
-            for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
-                                   partition_size):
-                parts.append(part)
-                yield part, strict
-
-        skips = copies_of(workers.run_ordered(partition_keys, planned()))
-        merged = _fit_counts_variants((piece for part in parts for piece in part), specs,
-                                     partition_size=partition_size, fan_in=fan_in, report=report, strict=strict,
-                                     n_folds=folds, workers=workers, progress=progress, spills=spills, limit=limit,
-                                     skips=skips)
-        del parts
-        # a variant's spills are scored by the workers while this process builds the next variant's fold
-        # models (between its folds it reads their results and gives them more): the variant is given
-        # once its scores are in, after the next one's models are built
-        scoring = None   # (Unfitted, fold_class_count, the scores' collector) of the variant being scored
-        for i, spam_filter in enumerate(filters):
-            counts, merged[i] = merged[i], None
-            if counts is None or calibration is None or check_calibration(spam_filter, calibration,
-                                                                          counts.class_count[:2]):
-                if scoring is not None:
-                    yield _scored(scoring, n_folds, calibration, deferred)
-                    scoring = None
-                # dropped past the limit (None), or no held-out scoring
-                yield None if counts is None else take_counts(spam_filter, counts, calibration)[0]
-                continue
-            release_free_memory()   # what the merge freed, before the fold models are built
-            folder = os.path.join(work, f"folds-{i}")
-            os.mkdir(folder)
-            # the fold models first, from the merged counts, written to the folder the workers map one
-            # fold at a time (never all here); then the folds' counts are dropped, and the filter is made
-            # of the model's when the variant is kept (deferred: Unfitted, by choose_pairs), else now
-            fold_class_count = counts.class_count[2:].reshape(-1, 2)
-            calibrate.FoldModels.from_counts(spam_filter, fold_class_count, counts.sparse_folds(), folder, counts,
-                                             between=workers.poll)
-            variant = Unfitted(spam_filter, counts.model())
-            del counts
-            release_free_memory()
-            if scoring is not None:
-                yield _scored(scoring, n_folds, calibration, deferred)
-            scoring = (variant, fold_class_count, _score_spills(workers, folder, spills[1][i]))
-            del variant
-        if scoring is not None:
-            yield _scored(scoring, n_folds, calibration, deferred)
-
-
-def _score_spills(workers, folder, paths):
-    """The scoring pass of one variant's spills (:func:`score_spilled` of each, by
-    the fold models in ``folder``) given to the workers at once: a function
-    that waits for their parts, in order.  Without a pool started (one
-    partition counted here), scored now, as ``run_ordered`` scores them."""
-    jobs = [(folder, path) for path in paths]
-    if workers.pool is None:
-        parts = list(workers.run_ordered(score_spilled, jobs))
-        return lambda: parts
-    futures = [workers.submit(score_spilled, *job) for job in jobs]
-    return lambda: [future.result() for future in futures]
-
-
-def _scored(scoring, n_folds, calibration, deferred):
-    """A variant's ``(filter, calibration, scores)`` once its scoring pass is in (:func:`_score_spills`)."""
-    variant, fold_class_count, parts = scoring
-    chosen, scores = choose_from_parts(parts(), fold_class_count, n_folds, calibration)
-    return (variant if deferred else variant.fitted()), chosen, scores
+    with Workers(n_jobs) as workers:   # the partitions counted on workers, added here as -j 1 adds them
+        yield from train_on_workers(filters, workers, trees, spam, ham, partition_size, fan_in, report, strict,
+                                    calibration, n_folds, folds, progress, limit, follow_links, deferred)
 
 
 def _train_with_features(spam_filter, trees, spam, ham, report, strict, follow_links, target_fpr, progress):
@@ -386,8 +255,7 @@ def _partitions_here(trees, spam, ham, partition_size, report, strict, follow_li
     """The corpus's partitions (:func:`partitions` of :func:`plan_training`:
     the workers' own), each a generator of its ``(bytes, is_spam)``, read in
     order in this process: a near-duplicate of an earlier message left out
-    as met (the messages :func:`copies_of` leaves out, without the keying
-    pass)."""
+    as met."""
     seen = set()
     if progress is not None and hasattr(progress, "restart"):
         progress.restart()   # a pass of its own: counted from 0 again

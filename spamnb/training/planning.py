@@ -13,8 +13,9 @@ from collections import namedtuple
 
 from spamnb.estimator.counting import count_messages, count_variants
 
-__all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_variants",
-           "count_partition_in_memory", "partition_messages", "unique_messages", "partition_keys", "copies_of", "NEAR_DUPLICATE"]
+__all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_in_memory",
+           "count_partition_spilled", "train_on_workers", "partition_messages", "unique_messages", "partition_keys",
+           "copies_of", "NEAR_DUPLICATE"]
 
 DEFAULT_PARTITION_SIZE = 500    # messages per partition (~50-80 ms of counting): several per worker on a few thousand messages
 
@@ -269,8 +270,7 @@ def partition_messages(pieces, report, strict, seen):
     """``(name, bytes, is_spam)`` of a partition's messages read in this
     process, the partitions in order (``spamnb train -j 1``): a message whose
     near-duplicate key is in the set ``seen`` (the corpus's messages before)
-    left out, the others' keys added: the messages :func:`copies_of` leaves
-    out, without a keying pass."""
+    left out, the others' keys added."""
     return unique_messages(piece_messages(pieces, report, strict), report, seen=seen)
 
 
@@ -278,7 +278,8 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None, skip=None
     """Read, tokenize and count one partition: ``(Counts, CorpusReport)``
     (``spec``: :func:`counting_spec`; ``n_folds``: as :func:`count_messages`;
     ``spill``: the path of the file to write its messages' token hashes to;
-    ``skip``: the near-duplicates to leave out, as :func:`count_partition_variants`)."""
+    ``skip``: the near-duplicates to leave out (:func:`copies_of`), None: every message,
+    near-duplicates within the partition grouped in one fold)."""
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
@@ -287,25 +288,6 @@ def count_partition(spec, pieces, strict=False, n_folds=0, spill=None, skip=None
         return count_messages(spec, messages, n_folds=n_folds, group=skip is None), report
     with open(spill, "wb", buffering=1 << 20) as out:
         return count_messages(spec, messages, n_folds=n_folds, spill=out, group=skip is None), report
-
-
-def count_partition_variants(specs, pieces, strict=False, n_folds=0, spills=None, skip=None):
-    """:func:`count_partition` under several ``specs`` in one reading
-    (:func:`~spamnb.estimator.counting.count_variants`: each message read and
-    parsed once): ``([Counts, ...], CorpusReport)``; ``spills``: a path (or
-    None) per spec; ``skip``: the near-duplicates to leave out (:func:`copies_of`:
-    the corpus's near-duplicates are found before; the others are grouped
-    here: copies within the partition, an empty ``skip``)."""
-    import contextlib
-
-    from spamnb.training.corpus import CorpusReport
-
-    report = CorpusReport()
-    messages = _partition_messages(pieces, report, strict, skip)
-    with contextlib.ExitStack() as stack:
-        files = [None if path is None else stack.enter_context(open(path, "wb", buffering=1 << 20))
-                 for path in (spills or [None] * len(specs))]
-        return count_variants(specs, messages, n_folds=n_folds, spills=files, group=skip is None), report
 
 
 def count_partition_in_memory(spec, pieces, strict=False, n_folds=0, skip=None):
@@ -353,18 +335,6 @@ def _fold_models(models):
     return found
 
 
-def score_spilled(models, path):
-    """The calibration's scoring pass over one partition's spill file (its token
-    hashes, written by the counting pass: :func:`spamnb.estimator.calibrate.held_out_spilled`),
-    removed once scored."""
-    from spamnb.estimator.calibrate import held_out_spilled
-
-    try:
-        return held_out_spilled(_fold_models(models), path)
-    finally:
-        os.unlink(path)
-
-
 def score_spilled_bytes(spilled, models):
     """The calibration's scoring pass over one partition's spill held in
     memory (:func:`count_partition_in_memory`): ``(ham_log_odds,
@@ -374,3 +344,308 @@ def score_spilled_bytes(spilled, models):
     from spamnb.estimator.calibrate import held_out_spilled
 
     return held_out_spilled(_fold_models(models), io.BytesIO(spilled))
+
+
+# ---------------------------------------------------------------------------- spamnb train -j N
+class _PartitionSpill:
+    """A partition's :class:`~spamnb.estimator.calibrate.FoldSpill` in a worker's
+    memory (the ``fold_spill`` :func:`~spamnb.estimator.counting.count_variants`
+    writes to): each message's token indices in the partition's own
+    vocabulary, back to back, its number of them, class, fold and
+    ``pairs_start``; sent back with the partition's counts, where the parent
+    numbers them in the corpus's vocabulary (:class:`_VariantMerge`)."""
+
+    __slots__ = ("indices", "lengths", "spam", "folds", "starts")
+
+    def __init__(self):
+        from array import array
+
+        self.indices, self.lengths, self.starts = array("i"), array("q"), array("q")
+        self.spam, self.folds = bytearray(), bytearray()
+
+    def write(self, indices, is_spam, fold, pairs_start=-1):
+        self.indices.frombytes(memoryview(indices).cast("B"))   # a view of the vocabulary's scratch: copied now
+        self.lengths.append(len(indices))
+        self.spam.append(1 if is_spam else 0)
+        self.folds.append(fold)
+        self.starts.append(pairs_start)
+
+    def arrays(self):
+        """``(indices, lengths, spam, folds, starts)``, numpy arrays, the messages in the order counted."""
+        import numpy as np
+
+        n = len(self.lengths)
+        lengths = np.frombuffer(self.lengths, dtype=np.int64, count=n)
+        return (np.frombuffer(self.indices, dtype=np.int32, count=int(lengths.sum())), lengths,
+                np.frombuffer(self.spam, dtype=np.uint8, count=n), np.frombuffer(self.folds, dtype=np.uint8, count=n),
+                np.frombuffer(self.starts, dtype=np.int64, count=n))
+
+
+def _in_fold_order(indices, lengths, spam, folds, starts):
+    """A partition's messages (:meth:`_PartitionSpill.arrays`, ``indices``
+    numbered in the corpus's vocabulary) as :meth:`FoldSpill.write_many
+    <spamnb.estimator.calibrate.FoldSpill.write_many>` takes them: in the
+    order of their folds, each with its place in its class here."""
+    import numpy as np
+
+    n = lengths.size
+    place = np.empty(n, dtype=np.int64)
+    for c in (0, 1):
+        mine = np.flatnonzero(spam == c)
+        place[mine] = np.arange(mine.size)
+    order = np.argsort(folds, kind="stable")
+    bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    sorted_lengths = lengths[order]
+    ends = np.cumsum(sorted_lengths)
+    # each message's tokens, the messages in fold order: a gather of their runs
+    take = np.repeat(bounds[:-1][order] - (ends - sorted_lengths), sorted_lengths) + np.arange(int(bounds[-1]))
+    return indices[take], sorted_lengths, spam[order], place[order], folds[order], starts[order]
+
+
+def _without(counts, spilled, drop, spec):
+    """A partition's counts and messages (:func:`count_partition_spilled`'s,
+    one variant) as if the messages at the positions ``drop`` (among those
+    counted) had not been there: copies of a message of an earlier
+    partition, which ``-j 1`` leaves out as it meets them.  The tokens are
+    numbered again in the order of first sight over the messages kept (a
+    token of the dropped messages alone goes), the rows summed again from
+    the messages' token indices as the counting pass sums them
+    (``add_counts_rows``: each message added in turn), the class counts and
+    the ledger without them: the counts the worker gives without those
+    messages, bit for bit."""
+    import numpy as np
+
+    from spamnb.bayes.merging import first_sight
+    from spamnb.bayes.token_kernels import add_counts_rows
+    from spamnb.estimator.counting import Counts
+    from spamnb.estimator.defaults import COUNT_TRANSFORMS
+
+    indices, lengths, spam, folds, starts = spilled
+    keep = np.ones(lengths.size, dtype=bool)
+    keep[drop] = False
+    kept = indices[np.repeat(keep, lengths)]
+    # the old numbers, in the order of first sight over the messages kept
+    tokens = np.frombuffer(first_sight(np.ascontiguousarray(kept, dtype=np.int32), counts.n_features),
+                           dtype=np.int32)
+    new_of = np.full(counts.n_features, -1, dtype=np.int32)
+    new_of[tokens] = np.arange(tokens.size, dtype=np.int32)
+    kept = new_of[kept]
+    lengths, spam, folds, starts = lengths[keep], spam[keep], folds[keep], starts[keep]
+    bounds = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    rows = np.zeros((2, tokens.size))
+    add_counts_rows(kept, bounds, np.ascontiguousarray(spam, dtype=np.uint8), rows[0], rows[1],
+                    COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0)))
+    offsets = np.asarray(counts.offsets, dtype=np.int64)
+    starts_s, sizes = offsets[tokens], offsets[tokens + 1] - offsets[tokens]
+    new_offsets = np.zeros(tokens.size + 1, dtype=np.uint64)
+    np.cumsum(sizes, out=new_offsets[1:])
+    ends = new_offsets[1:].astype(np.int64)
+    take = np.repeat(starts_s - (ends - sizes), sizes) + np.arange(int(ends[-1]) if ends.size else 0)
+    strings = np.frombuffer(counts.strings, dtype=np.uint8)[take].tobytes()
+    class_count = counts.class_count.copy()
+    dropped_spam = np.asarray(spilled[2])[drop]
+    class_count[1] -= float(np.count_nonzero(dropped_spam))
+    class_count[0] -= float(dropped_spam.size - np.count_nonzero(dropped_spam))
+    digests = labels = None
+    if counts.digests is not None:
+        digests = np.frombuffer(counts.digests, dtype=np.uint8).reshape(-1, 16)[keep].tobytes()
+        labels = np.frombuffer(counts.labels, dtype=np.uint8)[keep].tobytes()
+    return (Counts(np.asarray(counts.hashes)[tokens], new_offsets, strings, class_count, rows,
+                   np.asarray(counts.last_seen)[tokens], digests=digests, labels=labels),
+            (kept, lengths, spam, folds, starts))
+
+
+def count_partition_spilled(specs, pieces, strict=False, n_folds=0):
+    """Read, tokenize and count one partition under each of ``specs`` (a
+    worker's job of ``spamnb train -j N``), a copy of an earlier message of
+    the partition left out (not said: the parent says it, in order):
+    ``([Counts, ...], [spilled, ...], CorpusReport, keys, names)``, the
+    counts of the model's rows only (no fold rows), each variant's messages'
+    token indices in its partition vocabulary, lengths, classes, folds and
+    pair starts (:meth:`_PartitionSpill.arrays`; folds 0 without ``n_folds``),
+    and each message read's near-duplicate key (0: none; an ``array('Q')``)
+    and name, in order: the parent leaves out the copies of an earlier
+    partition's messages from these (:func:`_without`), so no pass keys the
+    corpus before."""
+    from array import array
+
+    from spamnb.training.corpus import CorpusReport
+
+    report = CorpusReport()
+    keys, names = array("Q"), []
+
+    def messages():
+        here = set()
+        for name, data, is_spam in piece_messages(pieces, report, strict):
+            key = _labelled_key(data, is_spam) or 0
+            keys.append(key)
+            names.append(name)
+            if key:
+                if key in here:
+                    continue
+                here.add(key)
+            yield data, is_spam
+
+    spills = [_PartitionSpill() for _ in specs]
+    # a fold for each message (n_folds 1 without folds: every message's indices are kept, for _without)
+    counts = count_variants(specs, messages(), n_folds=max(int(n_folds), 1), group=False, fold_spills=spills)
+    return counts, [s.arrays() for s in spills], report, keys, names
+
+
+class _VariantMerge:
+    """One variant's partitions added in the parent of ``spamnb train -j N``,
+    as ``-j 1`` adds them in its one process
+    (:func:`~spamnb.estimator.fitting.train_variants_here` by partitions):
+    the tokens numbered in the order of first sight over the corpus (a
+    :class:`~spamnb.bayes.merging.MergeTable` of the tokens alone: hashes,
+    strings, days), each partition's model rows added at those numbers in the
+    tree of ``fan_in`` (:class:`~spamnb.bayes.merging.RowLevels`: the sums
+    of ``-j 1``'s :class:`~spamnb.estimator.counting.RowTree`, bit for bit,
+    compiled), and its messages' token indices, numbered
+    so, written to the :class:`~spamnb.estimator.calibrate.FoldSpill`
+    ``-j 1`` writes; the held-out pass is then ``-j 1``'s
+    (:func:`~spamnb.estimator.fitting.held_out_variants`)."""
+
+    def __init__(self, fan_in, n_folds):
+        import numpy as np
+
+        from spamnb.bayes.merging import MergeTable, RowLevels
+        from spamnb.estimator.calibrate import FoldSpill
+
+        self.table, self.tree = MergeTable(0, rows=False), RowLevels(fan_in)
+        self.class_count = np.zeros(2)
+        self.digests, self.labels = bytearray(), bytearray()
+        self.spill = FoldSpill(n_folds) if n_folds else None
+
+    def add(self, counts, spilled):
+        import numpy as np
+
+        index = np.empty(counts.n_features, dtype=np.int32)
+        self.table.add(np.ascontiguousarray(counts.hashes, dtype=np.uint64),
+                       np.ascontiguousarray(counts.offsets, dtype=np.uint64), counts.strings, None, None,
+                       np.ascontiguousarray(counts.last_seen, dtype=np.int32), None, None, index)
+        rows = np.ascontiguousarray(counts.dense[:2], dtype=np.float64)
+        self.tree.add(index, rows[0], rows[1], self.table.n)
+        self.class_count += counts.class_count[:2]
+        if self.digests is not None and counts.digests is not None:
+            self.digests += counts.digests
+            self.labels += counts.labels
+        else:
+            self.digests = self.labels = None
+        if self.spill is not None:
+            indices, *rest = spilled
+            self.spill.write_many(*_in_fold_order(index[indices], *rest))
+
+    def fold_ends(self):
+        """The messages each fold holds so far (``partition_fold_sums``' ``ends``)."""
+        return self.spill.class_count.sum(axis=1).astype("int64").tolist() if self.spill is not None else None
+
+    def result(self):
+        """The merged :class:`~spamnb.estimator.counting.Counts` (the model's rows); the merge is emptied."""
+        import numpy as np
+
+        from spamnb.estimator.counting import Counts
+
+        table, self.table = self.table, None
+        n = table.n
+        hashes, offsets, blob = table.take_tokens()
+        _rows, days = table.take_rows()
+        del table, _rows
+        tree, self.tree = self.tree, None
+        dense = np.frombuffer(tree.result(n), dtype=np.float64).reshape(2, n)
+        del tree
+        digests, labels = (None, None) if self.digests is None else (bytes(self.digests), bytes(self.labels))
+        self.digests = self.labels = None
+        return Counts(np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.uint64),
+                      memoryview(blob).toreadonly(), self.class_count.copy(), dense,
+                      np.frombuffer(days, dtype=np.int32), digests=digests, labels=labels)
+
+    def close(self):
+        if self.spill is not None:
+            self.spill.close()
+
+
+def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size=DEFAULT_PARTITION_SIZE,
+                     fan_in=8, report=None, strict=False, calibration=None, n_folds=10, folds=0, progress=None,
+                     limit=None, follow_links=False, deferred=False):
+    """``spamnb train -j N``'s variants (``filters``; see
+    :func:`spamnb.training.pipeline.train`), a generator of each one's
+    ``(fitted, calibration, held-out scores)`` as
+    :func:`~spamnb.estimator.fitting.train_variants_here` gives them, the same
+    model and cutoffs bit for bit: ``workers`` count the partitions as they
+    are planned (:func:`count_partition_spilled`: the model's rows, each
+    message's token indices in the partition's vocabulary and its
+    near-duplicate key), this process takes them in order, leaves out the
+    copies of an earlier partition's messages (:func:`_without`: the
+    messages ``-j 1`` leaves out as it meets them, with no pass keying the
+    corpus before), adds them (:class:`_VariantMerge`: tokens numbered, rows
+    in ``-j 1``'s tree, indices to ``-j 1``'s fold files) and makes ``-j 1``'s
+    held-out pass (:func:`~spamnb.estimator.fitting.held_out_variants`).
+    ``folds``: the folds counted (0: no calibration); ``limit``: past that
+    many messages counted the variants after the first are dropped."""
+    from spamnb.estimator.counting import counting_spec
+    from spamnb.estimator.fitting import held_out_variants
+    from spamnb.estimator.heap import map_large_blocks
+
+    specs = [counting_spec(spam_filter) for spam_filter in filters]
+    merges = [_VariantMerge(fan_in, folds) for _ in specs]
+    state = {"variants": len(specs), "messages": 0}
+    seen, ends = set(), []   # the near-duplicate keys of the messages so far; the folds' ends
+
+    def jobs():   # the corpus planned as the workers count it (a partition given to them as soon as it is planned)
+        for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
+                               partition_size):
+            yield specs[:state["variants"]], part, strict, folds
+
+    try:
+        if progress is not None and hasattr(progress, "restart"):
+            progress.restart()   # a pass of its own: counted from 0 again
+        try:
+            for i, (part_counts, spilled, part_report, keys, names) in enumerate(
+                    workers.run_ordered(count_partition_spilled, jobs())):
+                if i == 0 and workers.pool is not None:
+                    map_large_blocks()   # the workers are forked: this process's freed arrays go back at once
+                merge_reports(report, part_report)
+                # the copies left out, said in order: of a message before in the partition (not counted
+                # there) or in an earlier one (counted there: dropped here), as -j 1 meets them
+                here, drop, counted = set(), [], 0
+                for key, name in zip(keys, names):
+                    if key:
+                        if key in here:
+                            report.skip(name, NEAR_DUPLICATE)
+                            continue
+                        here.add(key)
+                        if key in seen:
+                            report.skip(name, NEAR_DUPLICATE)
+                            drop.append(counted)
+                    counted += 1
+                seen.update(here)
+                del keys, names, here
+                n = int(part_counts[0].class_count[:2].sum()) - len(drop)
+                if progress is not None:
+                    progress.step("counting", n=n)
+                state["messages"] += n
+                for merge, counts, spill, spec in zip(merges, part_counts, spilled, specs):
+                    if merge is not None:
+                        if drop:
+                            counts, spill = _without(counts, spill, drop, spec)
+                        merge.add(counts, spill)
+                del part_counts, spilled
+                ends.append([None if merge is None else merge.fold_ends() for merge in merges])
+                if limit is not None and state["messages"] > limit and state["variants"] > 1:
+                    state["variants"] = 1
+                    for merge in merges[1:]:
+                        merge.close()
+                    merges[1:] = [None] * (len(merges) - 1)
+        finally:
+            map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
+        del seen
+        merged = [None if merge is None else merge.result() for merge in merges]
+        spills = [None if merge is None else merge.spill for merge in merges]
+        yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
+    finally:
+        for merge in merges:
+            if merge is not None:
+                merge.close()

@@ -37,10 +37,11 @@ def free_cores(cores=None, load=None):
     """The cores ``spamnb train`` runs on when ``-j`` is not given: those this
     process may run on (``cores``, default :func:`available_cores`) less the
     ones other processes keep busy (``load``, default :func:`busy_cores`),
-    rounded to the nearest, at least 1: workers cost CPU of their own (a
-    keying pass, partitions merged, the parent's tail), so on cores others
-    keep busy ``spamnb train`` runs in this process (``-j 1``), which writes
-    the model file of any ``-j`` (docs/scale.md)."""
+    rounded to the nearest, at least 1: workers cost some CPU of their own
+    (the partitions' tokens numbered again and their sums added in the
+    parent), so on cores others keep busy ``spamnb train`` runs in this
+    process (``-j 1``), which writes the model file of any ``-j``
+    (docs/scale.md)."""
     cores = available_cores() if cores is None else int(cores)
     if load is None:
         load = busy_cores()

@@ -1,0 +1,179 @@
+"""``spamnb train -j N``'s parent adds the workers' partitions as ``-j 1`` adds
+its own (training/planning.train_on_workers): the tokens numbered by a merge
+of tokens alone (``MergeTable(rows=False)``, ``add(index_out=)``), the rows
+summed in RowTree's tree compiled (``RowLevels``), each message's token
+indices written to ``-j 1``'s fold files (``FoldSpill.write_many``), and
+``-j 1``'s held-out pass: no fold models are built (those are Dask's), and no
+pass keys the corpus before the workers count it (the copies of an earlier
+partition's messages are taken out of a partition's counts in the parent)."""
+
+from array import array
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spamnb.bayes.merging import MergeTable, RowLevels
+from spamnb.estimator import calibrate
+from spamnb.estimator.counting import RowTree
+from spamnb.model.spam_filter import SpamFilter
+from spamnb.training import pipeline
+from spamnb.training.corpus import CorpusReport
+
+SAMPLE = Path(__file__).resolve().parents[1] / "corpora"
+
+
+@pytest.mark.parametrize("fan_in", [2, 3, 8])
+def test_row_levels_sum_as_row_tree_bit_for_bit(fan_in):
+    """Items of random widths and columns (values whose sums round): the
+    compiled tree's result is RowTree's, byte for byte, whatever the number
+    of items (full groups, short ones, one, none)."""
+    rng = np.random.default_rng(fan_in)
+    for n_items in (0, 1, fan_in, fan_in + 1, 3 * fan_in * fan_in + 2):
+        tree, levels, width = RowTree(fan_in), RowLevels(fan_in), 0
+        for _ in range(n_items):
+            width += int(rng.integers(0, 3000))
+            m = int(rng.integers(0, width + 1))
+            columns = rng.choice(width, size=m, replace=False).astype(np.int32) if m else np.zeros(0, np.int32)
+            rows = rng.random((2, m)) * np.array([[1e-3], [1e5]])
+            tree.add_compact((rows[0], rows[1]), columns, width)
+            levels.add(columns, rows[0], rows[1], width)
+        wide = width + 5
+        expected = tree.result(wide)
+        got = np.frombuffer(levels.result(wide), dtype=np.float64).reshape(2, wide)
+        assert got.tobytes() == expected.tobytes()
+
+
+def test_row_levels_refuse_a_column_past_the_width():
+    levels = RowLevels(2)
+    with pytest.raises(ValueError):
+        levels.add(np.array([0, 5], dtype=np.int32), np.ones(2), np.ones(2), 5)
+
+
+def test_a_merge_of_tokens_alone_numbers_them_in_order_of_first_sight():
+    """``MergeTable(0, rows=False)``: each part's tokens get their number in
+    the order of first sight over the parts (``index_out``), their strings
+    kept once; no rows are taken or given."""
+    table = MergeTable(0, rows=False)
+    parts = [[b"a", b"bb", b"c"], [b"c", b"dd", b"a"], [], [b"e", b"bb"]]
+    hashes = {t: 1000 + i for i, t in enumerate([b"a", b"bb", b"c", b"dd", b"e"])}
+    numbers = []
+    for tokens in parts:
+        offsets = np.zeros(len(tokens) + 1, dtype=np.uint64)
+        offsets[1:] = np.cumsum([len(t) for t in tokens])
+        index = np.full(len(tokens), -7, dtype=np.int32)
+        table.add(np.array([hashes[t] for t in tokens], dtype=np.uint64), offsets, b"".join(tokens), None, None,
+                  np.full(len(tokens), 3, dtype=np.int32), None, None, index)
+        numbers.append(index.tolist())
+    assert numbers == [[0, 1, 2], [2, 3, 0], [], [4, 1]]
+    with pytest.raises(ValueError):   # rows given to a merge of tokens alone
+        table.add(np.array([1], dtype=np.uint64), np.array([0, 1], dtype=np.uint64), b"x", np.ones(1), np.ones(1),
+                  np.zeros(1, dtype=np.int32))
+    hashes_block, offsets_block, blob = table.take_tokens()
+    assert np.frombuffer(hashes_block, dtype=np.uint64).tolist() == [1000, 1001, 1002, 1003, 1004]
+    assert bytes(blob) == b"abbcdde"
+    rows, days = table.take_rows()
+    assert len(rows) == 0 and np.frombuffer(days, dtype=np.int32).tolist() == [3] * 5
+
+
+def test_write_many_is_write_of_each_message():
+    """A partition's messages given in fold order with their places in their
+    class: the fold files, counts, places and pair starts of ``write`` called
+    message by message in the order counted."""
+    rng = np.random.default_rng(5)
+    n_folds = 4
+    one, many = calibrate.FoldSpill(n_folds), calibrate.FoldSpill(n_folds)
+    with one, many:
+        for n in (0, 7, 30):
+            lengths = rng.integers(0, 6, size=n)
+            spam = rng.integers(0, 2, size=n)
+            folds = rng.integers(0, n_folds, size=n)
+            starts = rng.integers(-1, 4, size=n)
+            tokens = [rng.integers(0, 100, size=k).astype(np.int32) for k in lengths]
+            for t, s, f, p in zip(tokens, spam, folds, starts):
+                one.write(array("i", t.tolist()), bool(s), int(f), int(p))
+            place = np.zeros(n, dtype=np.int64)
+            for c in (0, 1):
+                place[spam == c] = np.arange(int(np.count_nonzero(spam == c)))
+            order = np.argsort(folds, kind="stable")
+            indices = np.concatenate([tokens[j] for j in order]) if n else np.zeros(0, np.int32)
+            many.write_many(indices, lengths[order], spam[order], place[order], folds[order], starts[order])
+        assert one.counts == many.counts and one.seen == many.seen
+        for k in range(n_folds):
+            for a, b in zip(one.fold(k), many.fold(k)):
+                assert a.tobytes() == b.tobytes()
+            assert one.pairs_starts(k).tolist() == many.pairs_starts(k).tolist()
+        with pytest.raises(ValueError):   # folds not in order
+            many.write_many(np.zeros(2, np.int32), [1, 1], [0, 0], [0, 1], [2, 1])
+
+
+def test_workers_make_the_held_out_pass_of_j1_without_fold_models(monkeypatch, tmp_path):
+    """With the cutoffs chosen (the sample corpus at 1 %): ``-j 2`` builds no
+    fold models (on main its parent built them from merged fold rows and the
+    workers mapped them) and gives ``-j 1``'s model file and cutoffs."""
+    options = {"target_fpr": 0.01}
+
+    def train(n_jobs):
+        fitted, cal = pipeline.train([SAMPLE], spam_filter=SpamFilter(), n_jobs=n_jobs, partition_size=40,
+                                     report=CorpusReport(), calibration=options, word_pairs=2)
+        fitted.save(tmp_path / f"j{n_jobs}")
+        return cal
+
+    here = train(1)
+
+    def refused(*a, **k):
+        raise AssertionError("fold models built")
+
+    monkeypatch.setattr(calibrate.FoldModels, "from_counts", classmethod(refused))
+    workers = train(2)
+    assert here.expected_fpr is not None and workers == here
+    assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
+
+
+@pytest.mark.parametrize("partition_size", [7, 40])
+def test_workers_leave_out_copies_without_a_keying_pass(monkeypatch, tmp_path, partition_size):
+    """No pass keys the corpus before the workers count it (on main one read
+    every message first): the copies of a message of the same partition and
+    of an earlier one are left out as ``-j 1`` leaves them out, said in the
+    same order, and the model file and cutoffs are ``-j 1``'s."""
+    from test_near_duplicates import with_copies
+
+    from spamnb.training import planning
+
+    corpus = with_copies(SAMPLE, tmp_path / "corpus", 2)
+    for folder in ("spam", "easy_ham"):   # copies beside their message too (within a partition)
+        for path in sorted(p for p in (corpus / folder).iterdir() if p.is_file())[:25:3]:
+            data = path.read_bytes()
+            cut = data.index(b"\n") + 1 if data.startswith(b"From ") else 0   # after an mbox envelope line
+            path.with_name(path.name + "-again").write_bytes(data[:cut] + b"X-Again: 1\n" + data[cut:])
+    options = {"target_fpr": 0.01}
+
+    def train(n_jobs):
+        report = CorpusReport()
+        fitted, cal = pipeline.train([corpus], spam_filter=SpamFilter(), n_jobs=n_jobs, partition_size=partition_size,
+                                     report=report, calibration=options, word_pairs=2)
+        fitted.save(tmp_path / f"j{n_jobs}")
+        return cal, report
+
+    here, here_report = train(1)
+
+    def refused(*a, **k):
+        raise AssertionError("a keying pass")
+
+    monkeypatch.setattr(planning, "partition_keys", refused)
+    monkeypatch.setattr(pipeline, "partition_keys", refused, raising=False)   # main imported it by name
+    workers, report = train(2)
+    assert here_report.skipped == report.skipped and here_report.examples == report.examples
+    assert report.skipped["near-duplicates of an earlier message (counted once)"] == 300 + 2 * 9
+    assert here.expected_fpr is not None and workers == here
+    assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
+
+
+def test_first_sight_lists_values_in_order_of_first_occurrence():
+    from spamnb.bayes.merging import first_sight
+
+    values = np.array([5, 2, 5, 0, 2, 7, 0], dtype=np.int32)
+    assert np.frombuffer(first_sight(values, 8), dtype=np.int32).tolist() == [5, 2, 0, 7]
+    assert len(first_sight(np.zeros(0, dtype=np.int32), 0)) == 0
+    with pytest.raises(ValueError):
+        first_sight(values, 7)
