@@ -41,6 +41,7 @@ import os
 import struct
 import time
 
+from spamnb.console._frames import append_check
 from spamnb.mail.headers import header_length
 
 __all__ = ["RecordSender", "encode", "decode", "unpack", "peek", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
@@ -410,19 +411,12 @@ class RecordSender:
         header block copied once, from the message); a record whose frame
         cannot be made is dropped and counted."""
         held, self.held, self.held_bytes = self.held, [], 0
-        out = self.out
+        out, pid, keep = self.out, self.pid, self.keep
         for (checked, message, user, when), verb, ms, protocol, action, envelope in held:
             mark = len(out)
             try:
-                verdict = checked.verdict
-                cutoffs = getattr(checked.model, "cutoffs", None)
-                spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
-                _append(out, (self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
-                              verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0,
-                              self.dropped),
-                        (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
-                        verdict.evidence[:EVIDENCE], message, header_length(message, HEAD_BYTES),
-                        message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
+                append_check(out, checked, message, user, when, verb, ms, protocol, action, envelope, pid,
+                             self.dropped, keep)
                 self.out_records += 1
             except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
                 del out[mark:]
