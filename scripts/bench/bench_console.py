@@ -339,17 +339,19 @@ class _Checked:
     verdict, score, score_map, model = _Verdict(), 9.0, _ScoreMap(), _Model()
 
 
-def worker_micro(messages, n):
+def worker_micro(messages, n, sender_class=None):
     """A worker's CPU a record: :class:`RecordSender`'s whole path as a
     worker runs it (the verdict hook, the request hook, the flushes into the
     recorder's Unix socket, read by a process of its own that drops them:
     no share of this one's interpreter lock, so it keeps up and nothing is
     spooled), ``time.thread_time`` of the loop's thread alone; (CPU a record,
-    bytes a record)."""
+    bytes a record).  ``sender_class``: another tree's RecordSender."""
     import asyncio
     import socket
 
     from spamnb.console.records import RecordSender
+
+    RecordSender = sender_class or RecordSender     # noqa: N806
 
     folder = Path(tempfile.mkdtemp(prefix="bench-console-sender-"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -533,6 +535,20 @@ def micro(messages, n=20_000, against=None):
     from spamnb.console import records
 
     worker, size = worker_micro(messages, n)
+    if against:     # the two trees' worker side alternated, 5 runs each of n // 4 records: the medians
+        spec = importlib.util.spec_from_file_location("bench_other_records_alone",
+                                                      Path(against) / "spamnb" / "console" / "records.py")
+        theirs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(theirs)
+        alone = {"this": [], "other": []}
+        for number in range(5):
+            for name in (("this", "other") if number % 2 == 0 else ("other", "this")):
+                alone[name].append(worker_micro(messages, n // 4, None if name == "this" else theirs.RecordSender)[0])
+        print(f"the worker's CPU a record alone, 5 runs of {n // 4} each tree alternated (load {os.getloadavg()[0]:.1f}): "
+              f"this tree's {statistics.median(alone['this']) * 1e6:.2f} us, {against}'s "
+              f"{statistics.median(alone['other']) * 1e6:.2f} us (medians; this tree's "
+              f"{', '.join(f'{v * 1e6:.2f}' for v in alone['this'])}, the other's "
+              f"{', '.join(f'{v * 1e6:.2f}' for v in alone['other'])})")
     frames = [records._frame((1, time.time(), 9.0, 5.0, 9.0, 0.99, 1.0, 0.9, 0.1, len(m), 120, 0),
                              ("spam", "bench", "CHECK", "spamd", "none", ""), (), records.header_block(m), b"", None)
               for m in (messages[i % len(messages)] for i in range(n))]
