@@ -9,8 +9,10 @@ one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
 took) and keeps the record's inputs (the message itself, no copy: at most
 :data:`HOLD_BYTES` of messages held, past which the frames are made at
-once, or past :data:`HOLD_RECORDS`); :meth:`RecordSender.flush` makes their frames (:func:`_append`: the
-header block copied once, straight from the message into the buffer) and
+once, or past :data:`HOLD_RECORDS`); :meth:`RecordSender.flush` makes their frames (one compiled call a
+record, spamnb.console._frames.append_check: the verdict's fields read, the header block found and copied
+once, straight from the message into the buffer; byte for byte :func:`_append`'s, the Python reference
+``encode`` uses) and
 hands them over :data:`FLUSH_SECONDS` after the first, to a Unix stream socket connected to the console's recorder in one
 write; the asyncio transport's buffer is the queue.  Past
 :data:`QUEUE_BYTES` (the recorder is behind: under SCHED_IDLE it waits
