@@ -86,8 +86,8 @@ def test_random_header_blocks_are_cut_as_header_length_cuts_them():
     rng = random.Random(50)
     pieces = [b"\n", b"\r", b"\r\n", b"\n\n", b"\n\r\n", b":", b" ", b"\t", b"From ", b"S", b"x", b"\x00", b"\xff",
               b"Subject: y", b"\n "]
-    for _ in range(20000):
-        message = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
+    for number in range(20000):     # short ones, and long ones (the 16-byte steps of the blank line's search)
+        message = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12 if number % 2 else 80)))
         limit = rng.choice([None, H, rng.randrange(0, 40)])
         assert _frames.header_length(message, limit) == headers.header_length(message, limit), (message, limit)
 
@@ -220,3 +220,25 @@ def test_a_checks_frame_is_the_one_build_made_before(case, keep):
     out = bytearray(b"before")
     _frames.append_check(out, *args)
     assert out == expected
+
+
+def test_held_records_are_appended_as_build_appended_them_one_by_one():
+    good = (_checked(evidence=[("a", 1.0)]), MESSAGES[1], "bob", 1.7e9)
+    bad = (_checked(tokens=-1), MESSAGES[0], "eve", 1.7e9)
+    odd = (_checked(label="x\0" * 900, model=None), BIG, None, 1.8e9)
+    held = [(inputs, "CHECK", 2.5, "spamd", "none", envelope)
+            for inputs, envelope in [(good, None), (bad, None), (odd, ("1.2.3.4", "h", "<a@b>", "<c@d>", "")),
+                                     (bad, None), (good, None)] * 40]
+    for keep in (False, True):
+        expected, dropped, made = bytearray(b"before"), 5, 0
+        for (checked, message, user, when), verb, ms, protocol, action, envelope in held:
+            try:
+                _build_reference(expected, checked, message, user, when, verb, ms, protocol, action, envelope,
+                                 4242, dropped, keep)
+                made += 1
+            except Exception:  # noqa: BLE001
+                dropped += 1
+        out = bytearray(b"before")
+        assert _frames.append_held(out, held, 4242, 5, keep) == (made, dropped) == (120, 85)
+        assert out == expected
+        assert records.frames_within(bytes(out[len(b"before"):]), len(out))[1] == made

@@ -33,10 +33,12 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy
 
 cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc         # the bytes allocated (the size in use and its NUL at most)
     bint PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
 
-__all__ = ["append_check", "append_frame", "header_length"]
+__all__ = ["append_check", "append_frame", "append_held", "header_length"]
 
 DEF NUMBERS_SIZE = 91       # records._NUMBERS.size: >BI8d4IHI
 DEF HEAD_SIZE = 95          # records._FRAME_HEAD.size: the frame's length, then the numbers
@@ -49,6 +51,39 @@ cdef Py_ssize_t HEAD_BYTES = 8 * 1024   # records.HEAD_BYTES
 cdef Py_ssize_t KEEP_BYTES = 1024 * 1024  # records.KEEP_BYTES
 cdef Py_ssize_t EVIDENCE = 24           # records.EVIDENCE
 BOUNDS = (STRING_CHARS, HEAD_BYTES, KEEP_BYTES, EVIDENCE)   # records.py's (its test holds them equal)
+
+
+cdef extern from *:
+    """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* The first blank line (LF LF or LF CR LF) ending within p[0:n]: its start, or -1.  With SSE2, 16 starts a step
+       (each compared with the byte after it and the two after it), the last ones one by one. */
+    static Py_ssize_t spamnb_blank_line(const unsigned char *p, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+    #if defined(__SSE2__)
+        const __m128i lf = _mm_set1_epi8(10), cr = _mm_set1_epi8(13);
+        for (; i + 18 <= n; i += 16) {
+            __m128i a = _mm_loadu_si128((const __m128i *)(p + i));
+            __m128i b = _mm_loadu_si128((const __m128i *)(p + i + 1));
+            __m128i c = _mm_loadu_si128((const __m128i *)(p + i + 2));
+            __m128i at = _mm_cmpeq_epi8(a, lf);
+            __m128i two = _mm_and_si128(at, _mm_cmpeq_epi8(b, lf));
+            __m128i three = _mm_and_si128(_mm_and_si128(at, _mm_cmpeq_epi8(b, cr)), _mm_cmpeq_epi8(c, lf));
+            int mask = _mm_movemask_epi8(_mm_or_si128(two, three));
+            if (mask)
+                return i + __builtin_ctz((unsigned)mask);
+        }
+    #endif
+        for (; i + 2 <= n; i++) {
+            if (p[i] == 10 && (p[i + 1] == 10 || (i + 3 <= n && p[i + 1] == 13 && p[i + 2] == 10)))
+                return i;
+        }
+        return -1;
+    }
+    """
+    Py_ssize_t spamnb_blank_line(const uint8_t *p, Py_ssize_t n) nogil
 
 
 cdef inline bint _name_char(uint8_t c) noexcept nogil:
@@ -79,17 +114,9 @@ cdef Py_ssize_t _header_length(const uint8_t *p, Py_ssize_t size, Py_ssize_t lim
             field = _field_at(p, nl - p + 1, n)
     if not field and not _field_at(p, 0, n):
         return 0
-    i = 0
-    while True:         # the first "\n\n" or "\n\r\n" ending within n
-        nl = <const uint8_t *>memchr(p + i, 10, n - i)
-        if nl == NULL:
-            return n
-        i = nl - p
-        if (i + 2 <= n and p[i + 1] == 10) or (i + 3 <= n and p[i + 1] == 13 and p[i + 2] == 10):
-            break
-        i += 1
-        if i >= n:
-            return n
+    i = spamnb_blank_line(p, n)     # the first "\n\n" or "\n\r\n" ending within n
+    if i < 0:
+        return n
     while i and p[i - 1] == 13:     # the CRs before it dropped
         i -= 1
     return i
@@ -143,12 +170,14 @@ cdef object _clean(object value):
     return text[:STRING_CHARS]
 
 
-cdef int _append(bytearray out, numbers, tuple strings, envelope, evidence, const uint8_t *source,
-                 Py_ssize_t head, message) except -1:
+cdef int _append(bytearray out, Py_ssize_t *used, numbers, tuple strings, envelope, evidence,
+                 const uint8_t *source, Py_ssize_t head, message) except -1:
     """The frame appended to ``out``: ``numbers`` the 12 of records._NUMBERS
     after its version (pid, 8 floats, size, tokens, dropped); the header
     block the first ``head`` bytes of ``source``; ``message`` the kept one
-    (a bytes-like object or b"")."""
+    (a bytes-like object or b"").  The frame is written at ``used`` (the
+    bytes of ``out`` in use: it may be longer, room made ahead), which it
+    then ends at."""
     cdef list keep = []                 # the strings, then each an ASCII str or the bytes of its encoding
     cdef Py_ssize_t i, n
     cdef double stack[STACK]
@@ -177,18 +206,18 @@ cdef int _append(bytearray out, numbers, tuple strings, envelope, evidence, cons
         if weights == NULL:
             raise MemoryError()
     try:
-        _append_into(out, pid, floats, ints, strings, <tuple>envelope, evidence, n, weights, keep, source, head,
-                     message)
+        _append_into(out, used, pid, floats, ints, strings, <tuple>envelope, evidence, n, weights, keep, source,
+                     head, message)
     finally:
         if weights != stack:
             PyMem_Free(weights)
     return 0
 
 
-cdef int _append_into(bytearray out, uint32_t pid, double *floats, uint32_t *ints, tuple strings, tuple envelope,
+cdef int _append_into(bytearray out, Py_ssize_t *used, uint32_t pid, double *floats, uint32_t *ints, tuple strings, tuple envelope,
                       evidence, Py_ssize_t n, double *weights, list keep, const uint8_t *source, Py_ssize_t head,
                       message) except -1:
-    cdef Py_ssize_t count = 0, chars = 0, i, text = 0, total, at, kept_len = 0, length
+    cdef Py_ssize_t count = 0, chars = 0, i, text = 0, total, at, kept_len = 0, length, alloc
     cdef bint clean = True
     cdef object value, token, weight
     cdef Py_buffer kept_view
@@ -238,9 +267,14 @@ cdef int _append_into(bytearray out, uint32_t pid, double *floats, uint32_t *int
         total = HEAD_SIZE + 8 * n + text + 8 + head + kept_len
         if total - 4 > 0xFFFFFFFF:
             raise OverflowError("a record too large")
-        at = PyByteArray_GET_SIZE(out)
-        PyByteArray_Resize(out, at + total)
+        at = used[0]
+        if at + total > PyByteArray_GET_SIZE(out):
+            alloc = (<PyByteArrayObject *>out).ob_alloc
+            # within the allocation: its size set; past it: the allocation doubled (a frame a reallocation,
+            # each 1/8 larger, copies a flush's buffer 8 times over)
+            PyByteArray_Resize(out, at + total if at + total < alloc else max(at + total, 2 * alloc))
         p = PyByteArray_AS_STRING(out) + at
+        used[0] = at + total
         _put32(p, <uint32_t>(total - 4))
         p[4] = 2
         _put32(p + 5, pid)
@@ -290,23 +324,18 @@ def append_frame(bytearray out, numbers, tuple strings, evidence, source, messag
     found and copied here), ``message`` the kept one or b"", ``envelope``
     the milter's tuple or None."""
     cdef Py_buffer view
+    cdef Py_ssize_t used = PyByteArray_GET_SIZE(out)
     PyObject_GetBuffer(source, &view, PyBUF_SIMPLE)
     try:
-        _append(out, numbers, strings, envelope, evidence, <const uint8_t *>view.buf,
+        _append(out, &used, numbers, strings, envelope, evidence, <const uint8_t *>view.buf,
                 _header_length(<const uint8_t *>view.buf, view.len, HEAD_BYTES), message)
     finally:
         PyBuffer_Release(&view)
+        PyByteArray_Resize(out, used)
 
 
-def append_check(bytearray out, checked, message, user, when, verb, ms, protocol, action, envelope, pid,
-                 dropped, bint keep):
-    """Append the frame of a check's record to ``out``: ``checked``
-    (spamnb.server.check.Checked: its verdict, score, score map and model's
-    cutoffs read here), the checked ``message`` (bytes-like; kept whole with
-    ``keep`` when at most ``KEEP_BYTES``), the request's ``user``, ``when``
-    (time.time() of the check), ``verb``, ``ms``, ``protocol``, ``action``
-    and the milter's ``envelope``; the worker's ``pid`` and its count of
-    records ``dropped``.  RecordSender._build's one call a record."""
+cdef int _check(bytearray out, Py_ssize_t *used, checked, message, user, when, verb, ms, protocol, action,
+                envelope, pid, dropped, bint keep) except -1:
     cdef Py_buffer view
     verdict = checked.verdict
     cutoffs = getattr(checked.model, "cutoffs", None)
@@ -320,10 +349,50 @@ def append_check(bytearray out, checked, message, user, when, verb, ms, protocol
     evidence = verdict.evidence[:EVIDENCE]
     PyObject_GetBuffer(message, &view, PyBUF_SIMPLE)
     try:
-        _append(out, (pid, when, checked.score, checked.score_map.required, verdict.log_odds, verdict.probability,
-                      ms, spam_cut, ham_cut, view.len, tokens if tokens else 0, dropped),
+        _append(out, used, (pid, when, checked.score, checked.score_map.required, verdict.log_odds,
+                            verdict.probability, ms, spam_cut, ham_cut, view.len, tokens if tokens else 0, dropped),
                 strings, envelope, evidence, <const uint8_t *>view.buf,
                 _header_length(<const uint8_t *>view.buf, view.len, HEAD_BYTES),
                 message if keep and view.len <= KEEP_BYTES else b"")
     finally:
         PyBuffer_Release(&view)
+    return 0
+
+
+def append_check(bytearray out, checked, message, user, when, verb, ms, protocol, action, envelope, pid,
+                 dropped, bint keep):
+    """Append the frame of a check's record to ``out``: ``checked``
+    (spamnb.server.check.Checked: its verdict, score, score map and model's
+    cutoffs read here), the checked ``message`` (bytes-like; kept whole with
+    ``keep`` when at most ``KEEP_BYTES``), the request's ``user``, ``when``
+    (time.time() of the check), ``verb``, ``ms``, ``protocol``, ``action``
+    and the milter's ``envelope``; the worker's ``pid`` and its count of
+    records ``dropped``."""
+    cdef Py_ssize_t used = PyByteArray_GET_SIZE(out)
+    try:
+        _check(out, &used, checked, message, user, when, verb, ms, protocol, action, envelope, pid, dropped, keep)
+    finally:
+        PyByteArray_Resize(out, used)
+
+
+def append_held(bytearray out, list held, pid, Py_ssize_t dropped, bint keep):
+    """Append the frames of the records ``held`` (RecordSender's: each
+    ``((checked, message, user, when), verb, ms, protocol, action,
+    envelope)``) to ``out`` as :func:`append_check` does, ``out`` grown by
+    doubling (not a reallocation a frame); a record whose frame cannot be
+    made is dropped and counted (each frame carries the count of drops so
+    far: ``dropped`` at the start).  RecordSender._build's one call:
+    (frames made, the count of drops after)."""
+    cdef Py_ssize_t used = PyByteArray_GET_SIZE(out), made = 0
+    try:
+        for item in held:
+            (checked, message, user, when), verb, ms, protocol, action, envelope = item
+            try:
+                _check(out, &used, checked, message, user, when, verb, ms, protocol, action, envelope, pid,
+                       dropped, keep)
+                made += 1
+            except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
+                dropped += 1
+    finally:
+        PyByteArray_Resize(out, used)
+    return made, dropped

@@ -10,7 +10,7 @@ what only the front end knows (its protocol, the action taken, the time it
 took) and keeps the record's inputs (the message itself, no copy: at most
 :data:`HOLD_BYTES` of messages held, past which the frames are made at
 once, or past :data:`HOLD_RECORDS`); :meth:`RecordSender.flush` makes their frames (one compiled call a
-record, spamnb.console._frames.append_check: the verdict's fields read, the header block found and copied
+record, spamnb.console._frames.append_held: the verdict's fields read, the header block found and copied
 once, straight from the message into the buffer; byte for byte :func:`_append`'s, the Python reference
 ``encode`` uses) and
 hands them over :data:`FLUSH_SECONDS` after the first, to a Unix stream socket connected to the console's recorder in one
@@ -43,7 +43,7 @@ import os
 import struct
 import time
 
-from spamnb.console._frames import append_check
+from spamnb.console._frames import append_held
 from spamnb.mail.headers import header_length
 
 __all__ = ["RecordSender", "encode", "decode", "unpack", "peek", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
@@ -413,16 +413,8 @@ class RecordSender:
         header block copied once, from the message); a record whose frame
         cannot be made is dropped and counted."""
         held, self.held, self.held_bytes = self.held, [], 0
-        out, pid, keep = self.out, self.pid, self.keep
-        for (checked, message, user, when), verb, ms, protocol, action, envelope in held:
-            mark = len(out)
-            try:
-                append_check(out, checked, message, user, when, verb, ms, protocol, action, envelope, pid,
-                             self.dropped, keep)
-                self.out_records += 1
-            except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
-                del out[mark:]
-                self.dropped += 1
+        made, self.dropped = append_held(self.out, held, self.pid, self.dropped, self.keep)
+        self.out_records += made
 
     def _to_spool(self, frames, n):
         """Put ``frames`` (``n`` records) in the spool; those past
