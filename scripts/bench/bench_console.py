@@ -19,7 +19,7 @@
    clients check, and let go after: the records wait in the workers'
    queues and spools, and the CPU a check is the workers' cost of the
    records alone.
-3. ``--micro``: a worker's CPU a record (its whole path) and the
+3. ``--micro``: a worker's CPU a record (its whole path, its frames alone) and the
    recorder's, in this process.
 
     python scripts/bench/bench_console.py [--corpus ../shared/corpora/spamassassin] [--rows 100000] [--browser]
@@ -406,6 +406,57 @@ def worker_micro(messages, n, sender_class=None):
     return cost, got[0] / n
 
 
+def build_micro(messages, against=None, rounds=30, batch=200):
+    """The frames alone: :meth:`RecordSender._build` on batches of
+    ``batch`` held records (as a flush finds them; a CHECK's verdict, no
+    evidence), ``time.thread_time``, the median of ``rounds`` rounds, and
+    the header's end as spamnb.mail.headers finds it against the frame
+    builder's own search where the tree has one.  ``against``: another
+    tree's ``_build`` in the same rounds, the order turned each round."""
+    import importlib.util
+
+    from spamnb.console import records
+
+    checked = _Checked()
+    held = [((checked, m, "bench", 1.0), "CHECK", 1.0, "spamd", "none", None) for m in messages]
+    senders = {"this tree's": records.RecordSender("/nonexistent")}
+    if against:
+        spec = importlib.util.spec_from_file_location("bench_other_records_build",
+                                                      Path(against) / "spamnb" / "console" / "records.py")
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
+        senders[f"{against}'s"] = other.RecordSender("/nonexistent")
+    spent = {name: [] for name in senders}
+    for number in range(rounds):
+        names = list(senders)[number % len(senders):] + list(senders)[:number % len(senders)]
+        for name in names:
+            sender = senders[name]
+            t = time.thread_time()
+            for start in range(0, len(held), batch):
+                sender.out, sender.out_records, sender.held = bytearray(), 0, held[start:start + batch]
+                sender._build()
+            spent[name].append((time.thread_time() - t) / len(held))
+    print(f"the frames alone, RecordSender._build on batches of {batch} held records ({rounds} rounds, load "
+          f"{os.getloadavg()[0]:.1f}): " + ", ".join(f"{name} {statistics.median(times) * 1e6:.2f} us a record"
+                                                    for name, times in spent.items()))
+    from spamnb.mail.headers import header_length
+
+    ends = {"the pattern (spamnb.mail.headers)": header_length}
+    try:
+        from spamnb.console._frames import header_length as compiled
+        ends["the frame builder's"] = compiled
+    except ImportError:     # (a tree before the compiled frame builder)
+        pass
+    times = {}
+    for name, find in ends.items():
+        t = time.thread_time()
+        for _ in range(10):
+            for m in messages:
+                find(m, records.HEAD_BYTES)
+        times[name] = (time.thread_time() - t) / (10 * len(messages))
+    print("  the header's end: " + ", ".join(f"{name} {v * 1e6:.2f} us" for name, v in times.items()))
+
+
 def check_path_micro(model_path, messages, blocks=36, block=400, against=None):
     """A worker's whole check path (the filter's verdict on the message as a
     CHECK asks it, no evidence; its score) without the record, with the
@@ -634,6 +685,7 @@ def main():
     messages = [p.read_bytes() for p, _ in test][:args.messages]
     if args.micro:
         micro(messages, against=args.against)
+        build_micro(messages, against=args.against)
         check_path_micro(home / "model.spamnb", messages, against=args.against)
         shutil.rmtree(home, ignore_errors=True)
         return
