@@ -1,8 +1,10 @@
 """Compiled frame builder of spamnb.console.records: one call appends a
 check's record frame to a worker's bytearray.
 
-``append_check`` reads the checked verdict's fields itself and appends the
-frame :class:`~spamnb.console.records.RecordSender` sends; ``append_frame``
+``append_held`` appends the frames of the records a
+:class:`~spamnb.console.records.RecordSender` holds at a flush in one call
+(its ``_build``: each verdict's fields read here, a record that cannot be
+made dropped and counted); ``append_check`` appends one; ``append_frame``
 appends the frame of given numbers and strings (the shape of
 ``records._append``'s arguments), the header block found here too;
 ``header_length`` is ``spamnb.mail.headers.header_length`` (the same cut:
