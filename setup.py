@@ -48,6 +48,7 @@ EXTENSIONS = {   # short name (for SPAMNB_EXTENSIONS) -> the extension's module
     "_merge": "spamnb.bayes._merge",
     "_mixture": "spamnb.bayes._mixture",
     "_mail": "spamnb.mail._mail",
+    "_frames": "spamnb.console._frames",
 }
 
 wanted = os.environ.get("SPAMNB_EXTENSIONS")

@@ -19,7 +19,7 @@
    clients check, and let go after: the records wait in the workers'
    queues and spools, and the CPU a check is the workers' cost of the
    records alone.
-3. ``--micro``: a worker's CPU a record (its whole path) and the
+3. ``--micro``: a worker's CPU a record (its whole path, its frames alone) and the
    recorder's, in this process.
 
     python scripts/bench/bench_console.py [--corpus ../shared/corpora/spamassassin] [--rows 100000] [--browser]
@@ -339,17 +339,19 @@ class _Checked:
     verdict, score, score_map, model = _Verdict(), 9.0, _ScoreMap(), _Model()
 
 
-def worker_micro(messages, n):
+def worker_micro(messages, n, sender_class=None):
     """A worker's CPU a record: :class:`RecordSender`'s whole path as a
     worker runs it (the verdict hook, the request hook, the flushes into the
     recorder's Unix socket, read by a process of its own that drops them:
     no share of this one's interpreter lock, so it keeps up and nothing is
     spooled), ``time.thread_time`` of the loop's thread alone; (CPU a record,
-    bytes a record)."""
+    bytes a record).  ``sender_class``: another tree's RecordSender."""
     import asyncio
     import socket
 
     from spamnb.console.records import RecordSender
+
+    RecordSender = sender_class or RecordSender     # noqa: N806
 
     folder = Path(tempfile.mkdtemp(prefix="bench-console-sender-"))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -402,6 +404,57 @@ def worker_micro(messages, n):
     if sender.spooled or sender.dropped:
         print(f"(the reader fell behind: {sender.spooled} records spooled, {sender.dropped} dropped)")
     return cost, got[0] / n
+
+
+def build_micro(messages, against=None, rounds=30, batch=200):
+    """The frames alone: :meth:`RecordSender._build` on batches of
+    ``batch`` held records (as a flush finds them; a CHECK's verdict, no
+    evidence), ``time.thread_time``, the median of ``rounds`` rounds, and
+    the header's end as spamnb.mail.headers finds it against the frame
+    builder's own search where the tree has one.  ``against``: another
+    tree's ``_build`` in the same rounds, the order turned each round."""
+    import importlib.util
+
+    from spamnb.console import records
+
+    checked = _Checked()
+    held = [((checked, m, "bench", 1.0), "CHECK", 1.0, "spamd", "none", None) for m in messages]
+    senders = {"this tree's": records.RecordSender("/nonexistent")}
+    if against:
+        spec = importlib.util.spec_from_file_location("bench_other_records_build",
+                                                      Path(against) / "spamnb" / "console" / "records.py")
+        other = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(other)
+        senders[f"{against}'s"] = other.RecordSender("/nonexistent")
+    spent = {name: [] for name in senders}
+    for number in range(rounds):
+        names = list(senders)[number % len(senders):] + list(senders)[:number % len(senders)]
+        for name in names:
+            sender = senders[name]
+            t = time.thread_time()
+            for start in range(0, len(held), batch):
+                sender.out, sender.out_records, sender.held = bytearray(), 0, held[start:start + batch]
+                sender._build()
+            spent[name].append((time.thread_time() - t) / len(held))
+    print(f"the frames alone, RecordSender._build on batches of {batch} held records ({rounds} rounds, load "
+          f"{os.getloadavg()[0]:.1f}): " + ", ".join(f"{name} {statistics.median(times) * 1e6:.2f} us a record"
+                                                    for name, times in spent.items()))
+    from spamnb.mail.headers import header_length
+
+    ends = {"the pattern (spamnb.mail.headers)": header_length}
+    try:
+        from spamnb.console._frames import header_length as compiled
+        ends["the frame builder's"] = compiled
+    except ImportError:     # (a tree before the compiled frame builder)
+        pass
+    times = {}
+    for name, find in ends.items():
+        t = time.thread_time()
+        for _ in range(10):
+            for m in messages:
+                find(m, records.HEAD_BYTES)
+        times[name] = (time.thread_time() - t) / (10 * len(messages))
+    print("  the header's end: " + ", ".join(f"{name} {v * 1e6:.2f} us" for name, v in times.items()))
 
 
 def check_path_micro(model_path, messages, blocks=36, block=400, against=None):
@@ -533,6 +586,20 @@ def micro(messages, n=20_000, against=None):
     from spamnb.console import records
 
     worker, size = worker_micro(messages, n)
+    if against:     # the two trees' worker side alternated, 5 runs each of n // 4 records: the medians
+        spec = importlib.util.spec_from_file_location("bench_other_records_alone",
+                                                      Path(against) / "spamnb" / "console" / "records.py")
+        theirs = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(theirs)
+        alone = {"this": [], "other": []}
+        for number in range(5):
+            for name in (("this", "other") if number % 2 == 0 else ("other", "this")):
+                alone[name].append(worker_micro(messages, n // 4, None if name == "this" else theirs.RecordSender)[0])
+        print(f"the worker's CPU a record alone, 5 runs of {n // 4} each tree alternated (load {os.getloadavg()[0]:.1f}): "
+              f"this tree's {statistics.median(alone['this']) * 1e6:.2f} us, {against}'s "
+              f"{statistics.median(alone['other']) * 1e6:.2f} us (medians; this tree's "
+              f"{', '.join(f'{v * 1e6:.2f}' for v in alone['this'])}, the other's "
+              f"{', '.join(f'{v * 1e6:.2f}' for v in alone['other'])})")
     frames = [records._frame((1, time.time(), 9.0, 5.0, 9.0, 0.99, 1.0, 0.9, 0.1, len(m), 120, 0),
                              ("spam", "bench", "CHECK", "spamd", "none", ""), (), records.header_block(m), b"", None)
               for m in (messages[i % len(messages)] for i in range(n))]
@@ -618,6 +685,7 @@ def main():
     messages = [p.read_bytes() for p, _ in test][:args.messages]
     if args.micro:
         micro(messages, against=args.against)
+        build_micro(messages, against=args.against)
         check_path_micro(home / "model.spamnb", messages, against=args.against)
         shutil.rmtree(home, ignore_errors=True)
         return

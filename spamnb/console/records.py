@@ -9,8 +9,10 @@ one of the server's ``request_hooks`` (spamnb.server.daemon), completes it with
 what only the front end knows (its protocol, the action taken, the time it
 took) and keeps the record's inputs (the message itself, no copy: at most
 :data:`HOLD_BYTES` of messages held, past which the frames are made at
-once, or past :data:`HOLD_RECORDS`); :meth:`RecordSender.flush` makes their frames (:func:`_append`: the
-header block copied once, straight from the message into the buffer) and
+once, or past :data:`HOLD_RECORDS`); :meth:`RecordSender.flush` makes their frames (one compiled call a
+record, spamnb.console._frames.append_held: the verdict's fields read, the header block found and copied
+once, straight from the message into the buffer; byte for byte :func:`_append`'s, the Python reference
+``encode`` uses) and
 hands them over :data:`FLUSH_SECONDS` after the first, to a Unix stream socket connected to the console's recorder in one
 write; the asyncio transport's buffer is the queue.  Past
 :data:`QUEUE_BYTES` (the recorder is behind: under SCHED_IDLE it waits
@@ -41,6 +43,7 @@ import os
 import struct
 import time
 
+from spamnb.console._frames import append_held
 from spamnb.mail.headers import header_length
 
 __all__ = ["RecordSender", "encode", "decode", "unpack", "peek", "FrameReader", "QUEUE_BYTES", "HEAD_BYTES", "KEEP_BYTES",
@@ -410,23 +413,8 @@ class RecordSender:
         header block copied once, from the message); a record whose frame
         cannot be made is dropped and counted."""
         held, self.held, self.held_bytes = self.held, [], 0
-        out = self.out
-        for (checked, message, user, when), verb, ms, protocol, action, envelope in held:
-            mark = len(out)
-            try:
-                verdict = checked.verdict
-                cutoffs = getattr(checked.model, "cutoffs", None)
-                spam_cut, ham_cut = (cutoffs.spam, cutoffs.ham) if cutoffs is not None else (_NAN, _NAN)
-                _append(out, (self.pid, when, checked.score, checked.score_map.required, verdict.log_odds,
-                              verdict.probability, ms, spam_cut, ham_cut, len(message), verdict.tokens or 0,
-                              self.dropped),
-                        (verdict.label, user or "", verb, protocol, action, verdict.reason or ""),
-                        verdict.evidence[:EVIDENCE], message, header_length(message, HEAD_BYTES),
-                        message if self.keep and len(message) <= KEEP_BYTES else b"", envelope)
-                self.out_records += 1
-            except Exception:  # noqa: BLE001 - the check is answered; only its record is lost, and counted
-                del out[mark:]
-                self.dropped += 1
+        made, self.dropped = append_held(self.out, held, self.pid, self.dropped, self.keep)
+        self.out_records += made
 
     def _to_spool(self, frames, n):
         """Put ``frames`` (``n`` records) in the spool; those past
