@@ -837,42 +837,38 @@ def test_add_counts_twice_adds_what_two_add_counts_add(transform, length):
 
 @pytest.mark.parametrize("transform", [0, 1, 2])
 @pytest.mark.parametrize("length", [0.0, 3.0])
-def test_add_counts_local_adds_what_add_counts_adds_into_a_compact_row(transform, length):
+def test_a_partitions_compact_rows_are_what_add_counts_adds(transform, length):
     """spamnb train -j 1 sums a partition into rows as long as its own tokens
-    (token_kernels.add_counts_local: token i at local_of[i], new ones numbered
+    (VariantCounter.partition: token i at its local place, new ones numbered
     as met and listed in touched); scattered back, the rows are the ones
     add_counts makes in rows as long as the vocabulary, bit for bit, and the
-    tree adds them as it adds those (RowTree.add_compact); an index out of
-    range, or no room for new numbers, changes nothing."""
+    tree adds them as it adds those (RowTree.add_compact)."""
     from array import array
 
     from spamnb.bayes import token_kernels
+    from spamnb.mail.tokenizer import Tokenizer
 
-    rng = random.Random(7)
-    n = 50
-    messages = [(array("i", [rng.randrange(n) for _ in range(rng.randrange(1, 30))]), rng.random() < 0.4)
-                for _ in range(40)]
+    tok = Tokenizer()
+    messages = [(tok.stream(m.data), m.is_spam) for m in labelled_messages([SAMPLE])][:40]
+    counter = token_kernels.VariantCounter([transform], [length])
+    numbered = []
+    for stream, spam in messages:
+        (idx,) = counter.count((stream,), spam)
+        numbered.append((array("i", idx), spam))
+    n = counter.n_features_of(0)
     dense = [array("d", bytes(8 * n)), array("d", bytes(8 * n))]
-    local_of, touched = array("i", [-1] * n), array("i", [0] * n)
-    compact, m = [array("d", bytes(8 * n)), array("d", bytes(8 * n))], 0
-    for idx, spam in messages:
+    for idx, spam in numbered:
         token_kernels.add_counts(idx, dense[spam], transform, 1.0, length)
-        m = token_kernels.add_counts_local(idx, local_of, touched, m, compact[spam], transform, length)
-    assert sorted(touched[:m]) == sorted({i for idx, _ in messages for i in idx})
-    assert all(local_of[touched[j]] == j for j in range(m))
+    touched, ham, spam_row = counter.partition(0)
+    touched, compact = np.array(touched), [np.array(ham), np.array(spam_row)]
+    counter.release()
+    assert sorted(touched) == sorted({i for idx, _ in numbered for i in idx})
     for c in range(2):
         scattered = np.zeros(n)
-        scattered[np.asarray(touched[:m])] = np.asarray(compact[c][:m])
+        scattered[touched] = compact[c]
         assert np.array_equal(scattered, np.asarray(dense[c]))
     trees = counting.RowTree(3), counting.RowTree(3)
     for _ in range(4):
         trees[0].add([np.asarray(row) for row in dense], n)
-        trees[1].add_compact([np.asarray(row) for row in compact], np.asarray(touched[:m]), n)
+        trees[1].add_compact(compact, touched, n)
     assert np.array_equal(trees[0].result(), trees[1].result())
-    before = (local_of.tobytes(), touched.tobytes(), compact[0].tobytes())
-    with pytest.raises(ValueError):
-        token_kernels.add_counts_local(array("i", [n]), local_of, touched, m, compact[0], transform, length)
-    with pytest.raises(ValueError):   # no room for a new number
-        token_kernels.add_counts_local(array("i", [0]), array("i", [-1]), array("i"), 0, array("d"), transform,
-                                       length)
-    assert (local_of.tobytes(), touched.tobytes(), compact[0].tobytes()) == before

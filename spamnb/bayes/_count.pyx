@@ -359,46 +359,6 @@ cdef inline Py_ssize_t _add_local(const int32_t *uniq, const double *x, Py_ssize
     return n
 
 
-def add_counts_local(const int32_t[::1] idx, int32_t[::1] local_of, int32_t[::1] touched, Py_ssize_t n_touched,
-                     double[::1] target, int counts, double length=0.0):
-    """``add_counts(idx, row, counts, 1.0, length)`` into a partition's
-    compact row: feature ``i``'s entry is ``target[local_of[i]]``, and a
-    feature the partition has not met (``local_of[i]`` < 0) is given the
-    next local number, ``n_touched``, recorded as ``touched[n_touched] = i``
-    (its entry, a zero, then added to): the same values added in the same
-    order as into a row as long as the vocabulary, into a row as long as the
-    partition's own tokens.  Raises ValueError, changing nothing, when an
-    index is out of range of ``local_of`` or ``touched`` / ``target`` have no
-    room for the new numbers.  Returns the new ``n_touched``."""
-    cdef Py_ssize_t k, j, n = n_touched, fresh = 0
-    cdef int32_t *uniq
-    cdef double *x
-    cdef int32_t largest, l
-    k = _distinct_counts(idx, counts, length, &uniq, &x, &largest)
-    if k == 0:
-        return n_touched
-    with nogil:
-        if largest < local_of.shape[0]:
-            for j in range(k):
-                l = local_of[uniq[j]]
-                if l < 0:
-                    fresh += 1
-                elif l >= n_touched:   # a number not given yet: the arrays do not go together
-                    largest = <int32_t>local_of.shape[0]
-        if (largest >= local_of.shape[0] or n_touched < 0 or n_touched > target.shape[0]
-                or n_touched + fresh > touched.shape[0] or n_touched + fresh > target.shape[0]
-                or n_touched + fresh > 0x7fffffff):
-            k = -1
-        else:
-            n = _add_local(uniq, x, k, &local_of[0], &touched[0] if touched.shape[0] else NULL, n, &target[0])
-    free(uniq)
-    free(x)
-    if k == -1:
-        raise ValueError(f"feature index out of range for {local_of.shape[0]} features, or no room for "
-                         f"new local numbers past {n_touched}")
-    return n
-
-
 def add_counts_rows(const int32_t[::1] idx, const int64_t[::1] bounds, const unsigned char[::1] rows_of,
                     double[::1] ham, double[::1] spam, int counts, double length=0.0):
     """``add_counts(idx[bounds[j]:bounds[j + 1]], (ham, spam)[rows_of[j]],
@@ -722,7 +682,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
 # default one and its word pairs' trial, whose stream holds most of the
 # default stream's tokens).  Each variant numbers its tokens in its own order
 # of first sight, keeps its own strings and its partition's compact rows, as
-# a Vocabulary and add_counts_local of its own would; the hash index is one
+# a Vocabulary and compact rows of its own (``_add_local``) would; the hash index is one
 # for all of them: a slot holds a hash and each variant's number for it (-1:
 # not met by that variant) side by side (16 bytes for two variants: one cache
 # line read a probe), so a token of both streams is probed for in one table,
@@ -732,7 +692,7 @@ cdef class VariantCounter:
     """The counting pass of ``n_variants`` variants over one corpus, a
     message at a time (:meth:`count`: every variant's stream in one call),
     by partitions (:meth:`partition`, :meth:`clear_partition`): for each
-    variant, what ``Vocabulary.add`` and ``add_counts_local`` give it alone
+    variant, what ``Vocabulary.add`` and ``_add_local`` into compact rows give it alone
     (its feature numbers, its strings, its partition's compact ham and
     spam rows, bit for bit), over one hash index for all."""
     cdef uint64_t *keys            # capacity slots of ``stride`` words: the hash (0: empty), then an int32 a variant
@@ -919,7 +879,7 @@ cdef class VariantCounter:
             if n_new:
                 stream.write_tokens(fresh, n_new, self.blobs[v], self.offsets[v])
                 self.n_features[v] = next_index + <int32_t>n_new
-            # the partition's compact rows (add_counts_local): local numbers of the tokens new to it
+            # the partition's compact rows (_add_local): local numbers of the tokens new to it
             local_of, touched = self.local_of[v], self.touched[v]
             first = len(local_of)
             if first < self.n_features[v]:

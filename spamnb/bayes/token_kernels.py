@@ -59,7 +59,7 @@ def __getattr__(name):
 
 
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
-           "check_index", "CSRBuilder", "VariantCounter", "add_counts", "add_counts_twice", "add_counts_local", "add_counts_rows", "add_counts_split",
+           "check_index", "CSRBuilder", "VariantCounter", "add_counts", "add_counts_twice", "add_counts_rows", "add_counts_split",
            "held_out_log_odds",
            "sort_int32", "Scorer", "gather", "journal_rows", "mixture_add", "mixture_settle"]
 
@@ -141,15 +141,6 @@ def add_counts_twice(idx, first, second, counts, length=0.0):
     """``add_counts`` into ``first`` and ``second`` at once, the message counted once."""
     _check_length(length)
     return _count_module().add_counts_twice(idx, first, second, counts, length)
-
-
-def add_counts_local(idx, local_of, touched, n_touched, target, counts, length=0.0):
-    """``add_counts`` of one message into a partition's compact row (feature
-    ``i`` at ``target[local_of[i]]``, features new to the partition numbered
-    from ``n_touched`` and listed in ``touched``): ``_count.add_counts_local``;
-    returns the new ``n_touched``."""
-    _check_length(length)
-    return _count_module().add_counts_local(idx, local_of, touched, n_touched, target, counts, length)
 
 
 def add_counts_rows(idx, bounds, rows_of, ham, spam, counts, length=0.0):
