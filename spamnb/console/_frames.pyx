@@ -4,7 +4,7 @@ check's record frame to a worker's bytearray.
 ``append_held`` appends the frames of the records a
 :class:`~spamnb.console.records.RecordSender` holds at a flush in one call
 (its ``_build``: each verdict's fields read here, a record that cannot be
-made dropped and counted); ``append_check`` appends one; ``append_frame``
+made dropped and counted); ``append_frame``
 appends the frame of given numbers and strings (the shape of
 ``records._append``'s arguments), the header block found here too;
 ``header_length`` is ``spamnb.mail.headers.header_length`` (the same cut:
@@ -40,7 +40,7 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
 
-__all__ = ["append_check", "append_frame", "append_held", "header_length"]
+__all__ = ["append_frame", "append_held", "header_length"]
 
 DEF NUMBERS_SIZE = 91       # records._NUMBERS.size: >BI8d4IHI
 DEF HEAD_SIZE = 95          # records._FRAME_HEAD.size: the frame's length, then the numbers
@@ -361,26 +361,12 @@ cdef int _check(bytearray out, Py_ssize_t *used, checked, message, user, when, v
     return 0
 
 
-def append_check(bytearray out, checked, message, user, when, verb, ms, protocol, action, envelope, pid,
-                 dropped, bint keep):
-    """Append the frame of a check's record to ``out``: ``checked``
-    (spamnb.server.check.Checked: its verdict, score, score map and model's
-    cutoffs read here), the checked ``message`` (bytes-like; kept whole with
-    ``keep`` when at most ``KEEP_BYTES``), the request's ``user``, ``when``
-    (time.time() of the check), ``verb``, ``ms``, ``protocol``, ``action``
-    and the milter's ``envelope``; the worker's ``pid`` and its count of
-    records ``dropped``."""
-    cdef Py_ssize_t used = PyByteArray_GET_SIZE(out)
-    try:
-        _check(out, &used, checked, message, user, when, verb, ms, protocol, action, envelope, pid, dropped, keep)
-    finally:
-        PyByteArray_Resize(out, used)
-
-
 def append_held(bytearray out, list held, pid, Py_ssize_t dropped, bint keep):
     """Append the frames of the records ``held`` (RecordSender's: each
     ``((checked, message, user, when), verb, ms, protocol, action,
-    envelope)``) to ``out`` as :func:`append_check` does, ``out`` grown by
+    envelope)``, ``checked`` a spamnb.server.check.Checked: its verdict, score,
+    score map and model's cutoffs read here; the message kept whole with
+    ``keep`` when at most ``KEEP_BYTES``) to ``out``, ``out`` grown by
     doubling (not a reallocation a frame); a record whose frame cannot be
     made is dropped and counted (each frame carries the count of drops so
     far: ``dropped`` at the start).  RecordSender._build's one call:
