@@ -86,7 +86,7 @@ class Refused(SpamnbError, ValueError):
 
 
 class TooLarge(Refused):
-    """A message over the size limit on stdin (``spamnb.mail.reader.read_stdin``):
+    """A message over the size limit on stdin (``spamnb.mail.checked.read_stdin``):
     ``head`` is what was read of it (at most the limit and one byte; ``b""``
     for a regular file, refused by its size before any of it is read)."""
 

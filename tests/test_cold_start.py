@@ -29,9 +29,9 @@ COMMON = {
     "spamnb.mail", "spamnb.mail._mail",   # the parser and the tokenizer's compiled code: one module
     "spamnb.mail.charsets", "spamnb.mail.lazy_re", "spamnb.mail.parser",
     "spamnb.mail.records", "spamnb.mail.tokenizer",
-    # the one reader of mail (stdin read there, and looks_like_mail: the mbox cutter it imports for a file
-    # or -M is on no path of one message on stdin)
-    "spamnb.mail.reader",
+    # one message's checked read (stdin's) and a name as output shows it; not the reader of folders and
+    # mboxes (spamnb.mail.reader), nor the mbox cutter it imports for a file or -M
+    "spamnb.mail.checked",
     "spamnb.model", "spamnb.estimator", "spamnb.persistence", "spamnb.estimator.ages", "spamnb.persistence.codec", "spamnb.estimator.defaults",
     "spamnb.persistence.deltas", "spamnb.estimator.guard",
     "spamnb.persistence.schema", "spamnb.estimator.scoring",
@@ -44,10 +44,11 @@ EXPECTED = {
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential),
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported
-    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    # learn and forget: looks_like_mail from the reader of mail
+    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.reader", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view",
                               "spamnb.estimator.ledger", "spamnb.persistence.journal"},
-    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.reader", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count",   # the holes a forget leaves, its counts
                         "spamnb.estimator.ledger", "spamnb.persistence.journal",
                         "spamnb.model.whole_learning"},   # the model read whole: its recorders (a learn has none of it)

@@ -19,7 +19,7 @@ def _passthrough(args):
 
     name = args.files[0] if args.files else "-"
     if name == "-":
-        from spamnb.mail.reader import Refused, TooLarge, read_stdin
+        from spamnb.mail.checked import Refused, TooLarge, read_stdin
 
         try:
             message = read_stdin(sys.stdin.buffer)
@@ -114,10 +114,10 @@ def _pass_unchecked(head, reason):
 
 
 def _stdin_message():
-    """The one message on stdin (``spamnb.mail.reader.read_stdin``); one
+    """The one message on stdin (``spamnb.mail.checked.read_stdin``); one
     line and exit 3 for a device or a message over the size limit (refused,
     never held whole: ``-p`` passes such a message on unchecked)."""
-    from spamnb.mail.reader import Refused, TooLarge, read_stdin
+    from spamnb.mail.checked import Refused, TooLarge, read_stdin
 
     try:
         return read_stdin(sys.stdin.buffer)

@@ -6,7 +6,7 @@ spamnb.estimator.verdict's."""
 
 import sys
 
-from spamnb.mail.reader import display_name
+from spamnb.mail.checked import display_name
 from spamnb.estimator.verdict import REASONS
 
 __all__ = ["verdict_json", "format_verdict", "reason_text", "VerdictLines"]
@@ -41,7 +41,7 @@ def reason_text(verdict):
 
 class VerdictLines:
     """One line per message (tab-separated, or JSON), flushed as it is written;
-    a message's name as :func:`spamnb.mail.reader.display_name` shows it
+    a message's name as :func:`spamnb.mail.checked.display_name` shows it
     (a tab or a line break in a file name cannot forge a line; JSON gets no
     lone surrogate)."""
 
