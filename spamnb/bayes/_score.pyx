@@ -613,6 +613,22 @@ cdef int _pread_all(int fd, void *buf, size_t count, long offset) noexcept nogil
     return 1
 
 
+cdef size_t _pread_some(int fd, void *buf, size_t count, long offset) noexcept nogil:
+    """The bytes read of ``count`` at ``offset`` (fewer at the file's end or on an error)."""
+    cdef ssize_t got
+    cdef size_t done = 0
+    while done < count:
+        got = pread(fd, <char *>buf + done, count - done, offset + <long>done)
+        if got <= 0:
+            break
+        done += <size_t>got
+    return done
+
+
+cdef enum:
+    _SPAN = 512   # gather: log-counts this many entries apart at most (4 KiB) are read in one pread
+
+
 def gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_at, Py_ssize_t logs_at,
            Py_ssize_t n_features, Py_ssize_t n_classes, hashes):
     """The entries of a model file's hash index and log-counts that the token
@@ -646,12 +662,15 @@ cdef _gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_
     cdef uint32_t tmask = <uint32_t>(cap - 1), t
     cdef uint64_t *seen = NULL
     cdef int64_t *order
+    cdef Py_ssize_t *short_at = NULL
+    cdef double span[_SPAN]
+    cdef Py_ssize_t base
+    cdef size_t got
     cdef uint64_t *sf
     cdef int32_t *si
     cdef double *lg
     cdef array.array found, index, sorted_found, sorted_index, logs
     cdef int32_t v
-    cdef double lc
     cdef int status = 0    # 1 short read, 2 out of range, 3 not finite
     cdef Py_ssize_t b, first
     if capacity <= 0 or capacity & (capacity - 1) or n_classes < 1 or n_features < 0:
@@ -661,7 +680,10 @@ cdef _gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_
     cdef uint64_t *f = <uint64_t *>found.data.as_ulonglongs
     cdef int32_t *ix = <int32_t *>index.data.as_ints
     seen = <uint64_t *>malloc(cap * sizeof(uint64_t))
-    if seen == NULL:
+    short_at = <Py_ssize_t *>malloc(n_classes * sizeof(Py_ssize_t))
+    if seen == NULL or short_at == NULL:
+        free(seen)
+        free(short_at)
         raise MemoryError()
     try:
         with nogil:
@@ -727,21 +749,41 @@ cdef _gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_
                     j = <Py_ssize_t>(order[k] & <int64_t>0xFFFFFFFF)
                     sf[k] = f[j]
                     si[k] = ix[j]
+                # each class's log-counts of the tokens, in the order of their feature indices: the
+                # entries within _SPAN entries of a run's first, in one pread (not one a token and class);
+                # short_at[j]: the first token whose entry of class j could not be read (m: none)
+                for j in range(n_classes):
+                    short_at[j] = m
+                    k = 0
+                    while k < m and short_at[j] == m:
+                        b = k + 1
+                        while b < m and si[b] - si[k] < _SPAN:
+                            b += 1
+                        base = si[k]
+                        got = _pread_some(fd, span, 8 * <size_t>(si[b - 1] - base + 1),
+                                          logs_at + 8 * (j * n_features + base))
+                        while k < b:
+                            if 8 * <size_t>(si[k] - base + 1) > got:
+                                short_at[j] = k
+                                break
+                            lg[j * m + k] = span[si[k] - base]
+                            k += 1
+                # checked in the order of the reads one entry at a time: token by token, class by class
                 for k in range(m):
                     for j in range(n_classes):
-                        if not _pread_all(fd, &lc, 8, logs_at + 8 * (j * n_features + si[k])):
+                        if k >= short_at[j]:
                             status = 1
                             break
-                        if not fabs(lc) < INFINITY:
+                        if not fabs(lg[j * m + k]) < INFINITY:
                             status = 3
                             break
-                        lg[j * m + k] = lc
                     if status:
                         break
     finally:
         free(seen)
+        free(short_at)
     if status == 1:
-        raise ValueError("the model file could not be read (cut short while in use?)")
+        raise ValueError("the model file could not be read (cut short_at while in use?)")
     if status:
         raise ValueError(_DAMAGED)
     return sorted_found, sorted_index, logs
