@@ -40,8 +40,15 @@ COUNTS_LOG = TRANSFORM_LOG          # x_i = log(1 + count)
 
 # log1p of the small counts (count_distinct's transform), as _count fills its own
 cdef double _LOG1P_SMALL[64]
-for _k in range(64):
-    _LOG1P_SMALL[_k] = log1p(<double>_k)
+
+
+cdef void _fill_log1p_small() noexcept:
+    cdef int k
+    for k in range(64):   # a C loop (the module body's loop set a global each turn)
+        _LOG1P_SMALL[k] = log1p(<double>k)
+
+
+_fill_log1p_small()
 
 cdef extern from *:
     """
