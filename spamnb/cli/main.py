@@ -105,8 +105,11 @@ class _Finder:
                 return None
         cached = base + "/__pycache__/__init__" + self.tag if package else folder + "/__pycache__/" + tail + self.tag
         try:
-            with open(cached, "rb") as f:
-                data = f.read()
+            fd = os.open(cached, _READ_FLAGS)   # os calls: open's file object costs 9 system calls a file, these 4
+            try:
+                data = os.read(fd, os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
             if (data[:4] != self.magic or data[4:8] != b"\0\0\0\0"
                     or data[8:12] != (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
                     or data[12:16] != (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")):
@@ -122,6 +125,7 @@ class _Finder:
         return spec
 
 
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _FINDER = _Finder()
 
 from spamnb.cli.common import UsageError, exit_code, one_line, one_line_warnings  # noqa: E402
