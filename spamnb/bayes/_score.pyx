@@ -608,18 +608,6 @@ cdef extern from "<unistd.h>" nogil:
     ssize_t pread(int fd, void *buf, size_t count, long offset)
 
 
-cdef int _pread_all(int fd, void *buf, size_t count, long offset) noexcept nogil:
-    """1 when ``count`` bytes were read at ``offset``, 0 on a short read or an error."""
-    cdef ssize_t got
-    cdef size_t done = 0
-    while done < count:
-        got = pread(fd, <char *>buf + done, count - done, offset + <long>done)
-        if got <= 0:
-            return 0
-        done += <size_t>got
-    return 1
-
-
 cdef size_t _pread_some(int fd, void *buf, size_t count, long offset) noexcept nogil:
     """The bytes read of ``count`` at ``offset`` (fewer at the file's end or on an error)."""
     cdef ssize_t got
@@ -630,6 +618,11 @@ cdef size_t _pread_some(int fd, void *buf, size_t count, long offset) noexcept n
             break
         done += <size_t>got
     return done
+
+
+cdef int _pread_all(int fd, void *buf, size_t count, long offset) noexcept nogil:
+    """1 when ``count`` bytes were read at ``offset``, 0 on a short read or an error."""
+    return _pread_some(fd, buf, count, offset) == count
 
 
 cdef enum:
