@@ -647,7 +647,9 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
         del seen
         merged = [None if merge is None else merge.result() for merge in merges]
         spills = [None if merge is None else merge.spill for merge in merges]
-        yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
+        # the workers idle now: half of each variant's folds scored in a process forked for it (Workers.fork)
+        yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred,
+                                     workers.fork)
     finally:
         for merge in merges:
             if merge is not None:
