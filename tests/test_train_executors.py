@@ -370,3 +370,25 @@ def test_held_out_log_odds_by_index_is_the_scorer_by_hash(counts, length):
     for short in (log_count[:-1], log_count[:20]):   # not two rows; a model without the places mapped to
         with pytest.raises(ValueError):
             token_kernels.held_out_log_odds(idx, bounds, local_of, short, log_norm, log_prior, transform, length)
+
+
+
+def test_every_counting_path_writes_where_each_message_s_pairs_start():
+    """Each message's pairs_start goes to the fold files by every counting
+    path (-j 1's and a worker's by partitions, SpamFilter.fit's message by
+    message): a filter whose pair weight is not 1 scores the held-out
+    messages by them (calibrate.held_out_by_fold)."""
+    from spamnb.estimator import calibrate
+    from spamnb.estimator.counting import count_variants, counting_spec
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.training.corpus import labelled_messages
+
+    messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])][::3]
+    spec = counting_spec(SpamFilter(Tokenizer(word_pairs=2), pair_weight=0.5))
+    starts = []
+    for fan_in in (None, 8):
+        with calibrate.FoldSpill(10) as spill:
+            count_variants([spec], [messages] if fan_in else messages, n_folds=10, group=False, fold_spills=[spill],
+                           fan_in=fan_in)
+            starts.append([spill.pairs_starts(k).tolist() for k in range(10)])
+    assert starts[0] == starts[1] and sum(s > 0 for fold in starts[1] for s in fold) > len(messages) // 2
