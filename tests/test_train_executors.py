@@ -4,6 +4,7 @@ near-duplicate copies of a message (one header line added) are counted once
 (issue 46), so the counts, the ledger, the folds and the cutoffs are those of
 the corpus without the copies."""
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from spamnb.model.spam_filter import SpamFilter
 from spamnb.training import pipeline
 from spamnb.training.corpus import CorpusReport
+from spamnb.training.workers import Workers
 
 from conftest import slow_beyond
 from test_near_duplicates import with_copies
@@ -85,7 +87,7 @@ def test_dask_chooses_the_cutoffs_of_j2_with_copies(client, copies, tmp_path):
 
 
 @pytest.mark.parametrize("params", [{}, {"counts": "raw", "length_norm": 0}, {"counts": "binary", "prior": "map"}])
-def test_the_held_out_pass_by_fold_is_the_fold_models(params):
+def test_the_held_out_pass_by_fold_is_the_fold_models(params, monkeypatch):
     """``-j 1``'s held-out pass (each message's token indices in its fold's file,
     a fold's counts summed from it: calibrate.FoldSpill) scores every message
     bit for bit as the fold models built from dense fold rows do (the -j N and
@@ -111,9 +113,53 @@ def test_the_held_out_pass_by_fold_is_the_fold_models(params):
         fitted = alone.to_filter(SpamFilter(**params))
         assert np.array_equal(np.asarray(fitted.word_counts_.matrix()), np.asarray(dense.word_counts_.matrix()))
         got = calibrate.held_out_by_fold(fitted, spill)
-    for a, b in zip(got, expected):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        # -j N's: half of the folds scored in a process forked from this one, the same scores (forked even
+        # when an earlier test left a thread here: what it runs takes no lock another thread may hold)
+        monkeypatch.setenv("SPAMNB_START_METHOD", "fork")
+        with Workers(2) as workers:
+            workers.submit(int, 0).result()   # a worker started: forks are offered
+            handles = []
+
+            def fork(function, folds):
+                handles.append(workers.fork(function, folds))
+                return handles[-1]
+
+            forked = calibrate.held_out_by_fold(fitted, spill, fork=fork)
+    for a, b, c in zip(got, expected, forked):
+        assert a.dtype == b.dtype == c.dtype and a.tobytes() == b.tobytes() == c.tobytes()
     assert got[0].size == 200 and got[1].size == 100
+    assert len(handles) == 1 and (handles[0] is not None or not sys.platform.startswith("linux"))   # forked
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks where fork is safe: Linux")
+def test_a_forked_call_has_this_process_s_memory_and_answers_or_says_why_not(monkeypatch):
+    """``Workers.fork``: ``function(*args)`` in a process forked now (what it
+    reads is this process's, not sent), its answer or its exception given
+    back, BrokenPool when it died; none with one job or before a worker
+    started (the caller works alone); ``close`` ends a call at once."""
+    import os
+    import time
+
+    from spamnb.errors import BrokenPool
+
+    monkeypatch.setenv("SPAMNB_START_METHOD", "fork")   # as with no other thread here (an earlier test's)
+    with Workers(1) as one:
+        assert one.fork(len, []) is None
+    with Workers(2) as workers:
+        assert workers.fork(len, []) is None   # no worker yet: a job too small for them
+        workers.submit(int, 0).result()
+        data = np.arange(10)
+        pid, total = workers.fork(lambda: (os.getpid(), int(data.sum()))).result()
+        assert pid != os.getpid() and total == 45
+        with pytest.raises(ValueError):
+            workers.fork(int, "not a number").result()
+        with pytest.raises(BrokenPool):
+            workers.fork(os._exit, 3).result()
+        slow = workers.fork(time.sleep, 120)
+        process = slow.process
+        start = time.monotonic()
+        slow.close()
+        assert process.exitcode is not None and time.monotonic() - start < 30
 
 
 def test_the_default_jobs_are_the_free_cores():
@@ -324,3 +370,25 @@ def test_held_out_log_odds_by_index_is_the_scorer_by_hash(counts, length):
     for short in (log_count[:-1], log_count[:20]):   # not two rows; a model without the places mapped to
         with pytest.raises(ValueError):
             token_kernels.held_out_log_odds(idx, bounds, local_of, short, log_norm, log_prior, transform, length)
+
+
+
+def test_every_counting_path_writes_where_each_message_s_pairs_start():
+    """Each message's pairs_start goes to the fold files by every counting
+    path (-j 1's and a worker's by partitions, SpamFilter.fit's message by
+    message): a filter whose pair weight is not 1 scores the held-out
+    messages by them (calibrate.held_out_by_fold)."""
+    from spamnb.estimator import calibrate
+    from spamnb.estimator.counting import count_variants, counting_spec
+    from spamnb.mail.tokenizer import Tokenizer
+    from spamnb.training.corpus import labelled_messages
+
+    messages = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])][::3]
+    spec = counting_spec(SpamFilter(Tokenizer(word_pairs=2), pair_weight=0.5))
+    starts = []
+    for fan_in in (None, 8):
+        with calibrate.FoldSpill(10) as spill:
+            count_variants([spec], [messages] if fan_in else messages, n_folds=10, group=False, fold_spills=[spill],
+                           fan_in=fan_in)
+            starts.append([spill.pairs_starts(k).tolist() for k in range(10)])
+    assert starts[0] == starts[1] and sum(s > 0 for fold in starts[1] for s in fold) > len(messages) // 2

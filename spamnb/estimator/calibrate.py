@@ -543,6 +543,25 @@ def held_out_spilled(models, path):
 _SPILL_BUFFER = 1 << 15   # bytes of buffer a FoldSpill file
 
 
+def _read_whole(f):
+    """The bytes of the open file ``f`` (flushed), read from its start by
+    ``pread``: its offset, shared with a process forked from this one that
+    reads it too, is neither used nor moved (a seek and read elsewhere)."""
+    fd = f.fileno()
+    if not hasattr(os, "pread"):
+        f.seek(0)
+        return f.read()
+    size = os.fstat(fd).st_size
+    chunks, done = [], 0
+    while done < size:
+        chunk = os.pread(fd, size - done, done)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        done += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 class FoldSpill:
     """The held-out pass of one process without fold rows (``spamnb train -j 1``,
     ``SpamFilter.fit``): the counting pass writes each message's token indices
@@ -640,8 +659,7 @@ class FoldSpill:
         arrays = []
         for f in (heads, out):
             f.flush()
-            f.seek(0)
-            arrays.append(f.read())
+            arrays.append(_read_whole(f))
         words = np.frombuffer(arrays[0], dtype="<u8")
         indices = np.frombuffer(arrays[1], dtype=np.int32)
         bounds = np.zeros(words.size + 1, dtype=np.int64)
@@ -649,6 +667,12 @@ class FoldSpill:
         if bounds[-1] != indices.size:
             raise ValueError("a damaged fold file")
         return indices, bounds, ((words >> 32) & 1).astype(np.uint8), (words >> 33).astype(np.int64)
+
+    def flush(self):
+        """Every file's buffer written out (before a fork: the child's copy of a buffer is then empty)."""
+        for heads, out in self.files:
+            heads.flush()
+            out.flush()
 
     def pairs_starts(self, k):
         """Fold ``k``'s messages' ``pairs_start`` (int64), in the order written."""
@@ -669,7 +693,7 @@ class FoldSpill:
         self.close()
 
 
-def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
+def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None, fork=None):
     """The held-out log-odds of the messages of a :class:`FoldSpill`, each
     under the model of the fitted ``spam_filter``'s counts minus its fold's:
     ``(ham_log_odds, spam_log_odds, per_fold)`` as :func:`held_out_spilled`
@@ -693,10 +717,17 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     partitions' tree of ``spamnb train``:
     :func:`spamnb.estimator.counting.partition_fold_sums`), giving ``(tokens,
     sums)``: the tokens they hold (ascending) and their ``(2, len(tokens))``
-    sums (no rows as long as the vocabulary then)."""
+    sums (no rows as long as the vocabulary then).  ``fork``: a function
+    ``(function, folds)`` that starts ``function(folds)`` in a process forked
+    from this one and gives a handle of its ``result()`` and ``close()``, or
+    None (``spamnb train -j N``'s ``Workers.fork``: its workers are idle by
+    then): the first half of the folds is scored there, the other half here
+    meanwhile, each fold apart from the others as in one process (the same
+    scores, bit for bit)."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
+    from spamnb.errors import BrokenPool
     from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
     transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
@@ -721,11 +752,15 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
     del mark
     n_held = int(np.count_nonzero(in_folds))
     local_of = np.full(n_features, -1, dtype=np.int32)   # fold k's tokens' places in its model (held_out_log_odds)
-    counted = spill.seen
-    scores = (np.empty(counted[0]), np.empty(counted[1]))
-    per_fold = np.zeros((n_folds, 2), dtype=np.int64)
     rows = np.zeros((2, n_features)) if sum_fold is None else None
-    for k in range(n_folds):
+
+    def score_folds(folds):   # each fold's messages' (class, place, log-odds); every fold apart from the others
+        out = []
+        for k in folds:
+            out.append(_score_fold(k))
+        return out
+
+    def _score_fold(k):
         indices, bounds, spam, place = spill.fold(k)
         if sum_fold is None:
             token_kernels.add_counts_rows(indices, bounds, spam, rows[0], rows[1], transform, length)
@@ -759,10 +794,30 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
                                           [0.0, prior_ratio], transform, length, None, pair_weight)
             log_odds = _weighed_log_odds(scorer, hashes[indices], bounds, spill.pairs_starts(k))
             del scorer, table, index
+        return spam, place, log_odds
+
+    # with ``fork`` the first half of the folds is scored in a process forked now (it has these arrays and
+    # files as they are), the other half here meanwhile: each fold's scores are the same wherever scored
+    away = None
+    if fork is not None and n_folds >= 2:
+        spill.flush()
+        away = fork(score_folds, range(n_folds // 2))
+    try:
+        here = score_folds(range(0 if away is None else n_folds // 2, n_folds))
+        try:
+            done = [] if away is None else away.result()
+        except BrokenPool:   # it died (killed): its folds scored here
+            done = score_folds(range(n_folds // 2))
+    finally:
+        if away is not None:
+            away.close()
+    counted = spill.seen
+    scores = (np.empty(counted[0]), np.empty(counted[1]))
+    per_fold = np.zeros((n_folds, 2), dtype=np.int64)
+    for k, (spam, place, log_odds) in enumerate(done + here):
         for s in range(2):
             scores[s][place[spam == s]] = log_odds[spam == s]
         per_fold[k] = np.bincount(spam, minlength=2)[:2]
-        del log_odds, fc, tokens, indices
     return scores[0], scores[1], per_fold
 
 

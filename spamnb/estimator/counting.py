@@ -788,11 +788,11 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
             else:
                 streams.append(first.stream(data))
             indices = count(streams, is_spam)
-            streams = None
             counted[is_spam] += 1
-            if fold is not None:
+            if fold is not None:   # each stream's pairs_start too (a filter that weighs its pairs reads it)
                 for v in range(active):
-                    spills[v].write(indices[v], is_spam, fold)
+                    spills[v].write(indices[v], is_spam, fold, streams[v].pairs_start)
+            streams = None
             indices = None
             n_messages += 1
             if limit is not None and n_messages > limit and active > 1:

@@ -220,7 +220,7 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
         yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
 
 
-def held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in=None, deferred=False):
+def held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in=None, deferred=False, fork=None):
     """The second half of :func:`train_variants_here` (and of ``spamnb train
     -j N``'s, whose partitions are counted on workers): a generator of each
     variant's ``(fitted, calibration, held-out scores)`` from ``merged``
@@ -228,7 +228,9 @@ def held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_i
     past the limit; the list's entries are dropped as taken) and ``spills``
     (its :class:`~spamnb.estimator.calibrate.FoldSpill` of the vocabulary
     indices, closed once scored); ``ends`` (with ``fan_in``): per partition,
-    per variant, the messages each fold held at the partition's end."""
+    per variant, the messages each fold held at the partition's end;
+    ``fork``: :func:`~spamnb.estimator.calibrate.held_out_by_fold`'s (half of
+    the folds scored in a forked process)."""
     for i, spam_filter in enumerate(filters):
         counts, merged[i] = merged[i], None
         if counts is None:
@@ -245,7 +247,7 @@ def held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_i
         fold_class_count = spills[i].class_count
         sum_fold = None if fan_in is None else partition_fold_sums(fan_in, [end[i] for end in ends],
                                                                    counting_spec(spam_filter))
-        parts = [calibrate.held_out_by_fold(spam_filter, spills[i], counts, sum_fold)]   # the counts: no filter yet
+        parts = [calibrate.held_out_by_fold(spam_filter, spills[i], counts, sum_fold, fork)]   # no filter yet
         spills[i].close()
         chosen, scores = choose_from_parts(parts, fold_class_count, n_folds, calibration)
         variant = Unfitted(spam_filter, counts)

@@ -43,7 +43,8 @@ writes each message's token indices to its cross-validation fold's file
 (a worker's in its partition's vocabulary, numbered in the corpus's by the
 parent), and the held-out pass sums each fold from its file and scores its
 messages by the model without it (:mod:`spamnb.estimator.calibrate`,
-``held_out_by_fold``), in this process.  The corpus is counted in one pass
+``held_out_by_fold``), in this process (with workers, half of the folds in a
+process forked for it: ``Workers.fork``).  The corpus is counted in one pass
 (with workers too: below).
 
 Near-duplicates (issue 46): a message whose near-duplicate key

@@ -11,7 +11,7 @@ import stat
 import sys
 from collections import namedtuple
 
-from spamnb.estimator.counting import count_messages, count_variants
+from spamnb.estimator.counting import DEFAULT_FAN_IN, count_messages, count_variants
 
 __all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_in_memory",
            "count_partition_spilled", "train_on_workers", "partition_messages", "unique_messages", "partition_keys",
@@ -489,8 +489,11 @@ def count_partition_spilled(specs, pieces, strict=False, n_folds=0):
             yield data, is_spam
 
     spills = [_PartitionSpill() for _ in specs]
-    # a fold for each message (n_folds 1 without folds: every message's indices are kept, for _without)
-    counts = count_variants(specs, messages(), n_folds=max(int(n_folds), 1), group=False, fold_spills=spills)
+    # a fold for each message (n_folds 1 without folds: every message's indices are kept, for _without); the
+    # partition counted as -j 1 counts one (every variant of a message in one compiled call over one hash
+    # index): its one item of the tree is its rows, the counts of each variant counted alone, bit for bit
+    counts = count_variants(specs, [messages()], n_folds=max(int(n_folds), 1), group=False, fold_spills=spills,
+                            fan_in=DEFAULT_FAN_IN)
     return counts, [s.arrays() for s in spills], report, keys, names
 
 
@@ -644,7 +647,9 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
         del seen
         merged = [None if merge is None else merge.result() for merge in merges]
         spills = [None if merge is None else merge.spill for merge in merges]
-        yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
+        # the workers idle now: half of each variant's folds scored in a process forked for it (Workers.fork)
+        yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred,
+                                     workers.fork)
     finally:
         for merge in merges:
             if merge is not None:

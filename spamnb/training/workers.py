@@ -198,18 +198,85 @@ def _serve(conn, parent, initializer, initargs):
         if call is None:
             return
         function, args = call
-        try:
-            answer = (True, function(*args))
-        except BaseException as exc:   # sent back to the owner, raised there by result()
-            answer = (False, exc)
-        del call, function, args
-        try:
-            conn.send(answer)
-        except (EOFError, OSError):   # the owner is gone
+        del call
+        if not _answer(conn, function, args):   # the owner is gone
             return
-        except Exception as exc:   # an answer that does not pickle
-            conn.send((False, RuntimeError(f"a worker's answer could not be sent back: {exc!r}")))
-        del answer
+        del function, args
+
+
+def _answer(conn, function, args):
+    """Send ``function(*args)`` on ``conn`` as ``(True, value)``, or ``(False,
+    exception)`` (raised by the owner); False when the owner is gone."""
+    try:
+        answer = (True, function(*args))
+    except BaseException as exc:   # sent back to the owner, raised there by result()
+        answer = (False, exc)
+    try:
+        conn.send(answer)
+    except (EOFError, OSError):
+        return False
+    except Exception as exc:   # an answer that does not pickle
+        conn.send((False, RuntimeError(f"a worker's answer could not be sent back: {exc!r}")))
+    return True
+
+
+def _run_forked(conn, parent, function, args):
+    """The life of a :class:`_Forked` process: :func:`_worker_start`, then
+    ``function(*args)`` answered on ``conn``."""
+    _worker_start(parent)
+    _answer(conn, function, args)
+    conn.close()
+
+
+class _Forked:
+    """``function(*args)`` run in a process forked from this one (it starts
+    with this process's memory: nothing is sent to it but the call, nothing
+    pickled but its answer); :meth:`result` waits for the answer and raises
+    the exception it raised (BrokenPool when it died); :meth:`close` (also
+    on an exception here, a Ctrl-C) ends it at once."""
+
+    def __init__(self, function, args):
+        import multiprocessing
+        import signal
+        import threading
+
+        context = multiprocessing.get_context("fork")
+        block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None   # as _Pool._start
+        try:
+            self.conn, theirs = context.Pipe(duplex=False)
+            self.process = context.Process(target=_run_forked, args=(theirs, os.getpid(), function, args),
+                                           daemon=True)
+            self.process.start()
+            theirs.close()   # the child holds the only other end: its death is an end of file here
+        finally:
+            if block:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+    def result(self):
+        try:
+            ok, value = self.conn.recv()
+        except (EOFError, OSError):
+            ok, value = False, BrokenPool("a forked process died before it answered")
+        finally:
+            self.close(answered=True)
+        if not ok:
+            raise value
+        return value
+
+    def close(self, answered=False):
+        """End the process: waited for once it has answered, else terminated
+        (SIGTERM), then killed after :data:`STOP_TIMEOUT` seconds."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        self.conn.close()
+        if process.exitcode is None and not answered:
+            process.terminate()
+        process.join(STOP_TIMEOUT)
+        if process.exitcode is None:
+            process.kill()
+            process.join(1.0)
 
 
 class _Pool:
@@ -443,6 +510,20 @@ class Workers:
         if self.pool is None:
             self.pool = process_pool(self.n_jobs, preload=self.preload)
         return self.pool.submit(function, *args)
+
+    def fork(self, function, *args):
+        """``function(*args)`` in a process forked from this one now (it has
+        this process's memory as it is: arrays, open files), beside this
+        process's own work: a handle whose ``result()`` gives its value and
+        ``close()`` ends it; None with ``n_jobs`` 1, or where this process may
+        not fork (another thread, not Linux: :func:`_start_method`), or
+        before any worker started (a job too small for them), when the
+        caller does the work itself.  For the short tail of a job the workers
+        are idle in (``spamnb train``'s held-out pass: half of each variant's
+        folds scored there)."""
+        if self.n_jobs < 2 or self.pool is None or _start_method() != "fork":   # no workers: a small job
+            return None
+        return _Forked(function, args)
 
     def run_ordered(self, function, jobs, window=2):
         """``function(*job)`` for each job, results in job order, at most
