@@ -175,6 +175,35 @@ def test_every_j_writes_the_same_model_file(tmp_path, monkeypatch, partition_siz
     assert len(set(digest.values())) == 1, digest
 
 
+@pytest.mark.parametrize("options", [{"n_jobs": 1}, {"n_jobs": 2}, {"n_jobs": 1, "calibration": None}])
+def test_the_model_written_from_the_counts_is_the_filters_file(tmp_path, options):
+    """``spamnb train``'s save (``made=False``: the kept variant's counts written
+    a piece at a time, the hash index last, no filter made) writes the file
+    of the filter made from those counts, byte for byte, with the cutoffs set
+    on its unfitted filter (and the default cutoffs without calibration)."""
+    from spamnb.estimator.calibrate import apply
+    from spamnb.estimator.fitting import Unfitted
+
+    options = {"calibration": {"target_fpr": 0.01}, "word_pairs": 2, **options}
+    results = []
+    for made in (True, False):
+        trained, cal = pipeline.train([SAMPLE], partition_size=40, made=made, **options)
+        assert isinstance(trained, Unfitted) is (not made)
+        spam_filter = trained if made else trained.spam_filter
+        if cal is not None:
+            apply(spam_filter, cal)
+            spam_filter.set_cutoffs(spam_filter.cutoffs, "train")
+        results.append((list(trained.class_count_), cal))
+        trained.save(tmp_path / f"made-{made}")
+        assert made or not spam_filter.is_fitted   # saving from the counts does not make the filter
+    assert results[0] == results[1]
+    assert (tmp_path / "made-True").read_bytes() == (tmp_path / "made-False").read_bytes()
+    loaded = SpamFilter.load(tmp_path / "made-False")
+    assert loaded.vocabulary_.n_features == trained.n_features > 0
+    with pytest.raises(ValueError, match="saved already"):
+        trained.save(tmp_path / "again")
+
+
 def test_j1_writes_the_model_file_of_dask(client, tmp_path):
     """The Dask cluster's partitions and tree are those of ``-j 1`` too: the same
     model file, the same cutoffs."""

@@ -40,7 +40,7 @@ STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.planning", "t
           ("spamnb.estimator.calibrate", "FoldModels.from_counts"), ("spamnb.estimator.calibrate", "FoldModels.save"),
           ("spamnb.estimator.calibrate", "held_out_spilled"), ("spamnb.estimator.calibrate", "held_out_by_fold"),
           ("spamnb.estimator.calibrate", "from_scores"),
-          ("spamnb.model.spam_filter", "SpamFilter.save")]
+          ("spamnb.model.spam_filter", "SpamFilter.save"), ("spamnb.estimator.fitting", "Unfitted.save")]
 
 
 def _memory():

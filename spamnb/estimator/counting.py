@@ -164,14 +164,18 @@ class Counts:
         days = np.frombuffer(spam_filter.ages_.days(n), dtype=np.int32)
         return cls.from_word_counts(spam_filter.vocabulary_, spam_filter.word_counts_, days)
 
-    def word_counts(self, alpha=1.0, prior="mle"):
-        """These counts as a :class:`~spamnb.bayes.wordcounts.WordCounts` (over a copy)."""
+    def word_counts(self, alpha=1.0, prior="mle", copy=True):
+        """These counts as a :class:`~spamnb.bayes.wordcounts.WordCounts` (over a
+        copy; ``copy`` False: over the rows themselves, when they are contiguous)."""
         from spamnb.bayes.wordcounts import WordCounts
 
         import numpy as np
 
-        flat = array("d")
         rows = self.dense if len(self.class_count) == len(self.dense) else self.feature_count
+        if not copy:
+            return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(),
+                                          np.ascontiguousarray(rows).reshape(-1))
+        flat = array("d")
         flat.frombytes(memoryview(np.ascontiguousarray(rows).reshape(-1)).cast("B"))   # one copy: the array's
         return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
 
@@ -192,16 +196,9 @@ class Counts:
         The messages counted (``digests``, ``labels``) become the filter's
         ledger (:func:`spamnb.estimator.ledger.from_trained`), so that ``learn``
         of one of them later is a no-op or an exact relabel."""
-        from spamnb.estimator.ages import Ages, today
-        from spamnb.estimator.ledger import from_trained
-
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
-        whole, self = self, self.model()
-        if consume and whole is not self:   # no other reference left to the arrays but ``self``'s
-            whole.hashes = whole.offsets = whole.strings = whole.dense = whole.last_seen = None
-            whole.fold_keys = whole.fold_values = None
-        n_features = self.n_features
+        self = self.take_model() if consume else self.model()
         if consume:   # the strings given to the vocabulary as they are (no copy beside them)
             from spamnb.bayes.vocabulary import Vocabulary
 
@@ -214,11 +211,33 @@ class Counts:
         spam_filter.set_fitted(word_counts_=self.word_counts(float(spam_filter.alpha), spam_filter.prior))
         if consume:
             self.dense = None
-        day = int(self.last_seen.max()) if n_features else today()
-        spam_filter.set_fitted(ages_=Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
-                                          spam_filter.ages_.max_tokens))
-        spam_filter.set_fitted(ledger_=None if self.digests is None else from_trained(self.digests, self.labels))
+        spam_filter.set_fitted(ages_=self.ages(spam_filter.ages_.max_tokens))
+        spam_filter.set_fitted(ledger_=self.ledger())
         return spam_filter
+
+    def take_model(self):
+        """:meth:`model`, these counts' arrays given up to it (dropped here
+        when it is another object: no reference left to them but its)."""
+        model = self.model()
+        if model is not self:
+            self.hashes = self.offsets = self.strings = self.dense = self.last_seen = None
+            self.fold_keys = self.fold_values = None
+        return model
+
+    def ages(self, max_tokens, days=True):
+        """The :class:`~spamnb.estimator.ages.Ages` of a filter of these counts:
+        each token's last-seen day (``days`` False: none, the dates only), the
+        model created and last learned on the latest (:meth:`to_filter`)."""
+        from spamnb.estimator.ages import Ages, today
+
+        day = int(self.last_seen.max()) if len(self.last_seen) else today()
+        return Ages(array("i", self.last_seen.astype("int32").tobytes()) if days else None, day, day, max_tokens)
+
+    def ledger(self):
+        """The ledger of the messages counted (:func:`spamnb.estimator.ledger.from_trained`), or None."""
+        from spamnb.estimator.ledger import from_trained
+
+        return None if self.digests is None else from_trained(self.digests, self.labels)
 
 
 class _Tokens:

@@ -572,6 +572,16 @@ class SpamFilter(FilterState):
         with self._reading():
             codec.write(self, path, backup)
 
+    def save_counts(self, counts, path=None, backup=None):
+        """:meth:`save` of the filter ``counts.to_filter(self)`` would make of this
+        unfitted one, without making it (``counts``, a
+        :class:`~spamnb.estimator.counting.Counts`, consumed): the same file, byte
+        for byte, written a piece at a time from the counts
+        (:func:`spamnb.persistence.codec.write_counts`); this filter stays unfitted."""
+        if self.is_fitted:
+            raise ValueError("save_counts takes an unfitted SpamFilter")
+        codec.write_counts(self, counts, path, backup)
+
     @classmethod
     def load(cls, path=None, tokenizer=None, max_size=None, mapped=False, form=None):
         """Read a model file as ``form`` (:data:`FORMS`: "whole", the default; "mapped", as
