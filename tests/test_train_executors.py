@@ -108,11 +108,16 @@ def test_the_held_out_pass_by_fold_is_the_fold_models(params):
     with calibrate.FoldSpill(10) as spill:
         alone = count_variants([spec], messages, n_folds=10, group=False, fold_spills=[spill])[0]
         assert np.array_equal(spill.class_count, fold_class_count)
+        rows = alone.dense.copy()
+        # from the counts (train's path): each fold's model counts put in the counts' rows for their sums, then
+        # their own put back (no row copied); from the filter: a copy of each row (another thread may read it)
+        from_counts = calibrate.held_out_by_fold(SpamFilter(**params), spill, alone)
+        assert alone.dense.tobytes() == rows.tobytes()
         fitted = alone.to_filter(SpamFilter(**params))
         assert np.array_equal(np.asarray(fitted.word_counts_.matrix()), np.asarray(dense.word_counts_.matrix()))
         got = calibrate.held_out_by_fold(fitted, spill)
-    for a, b in zip(got, expected):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    for a, b, c in zip(got, expected, from_counts):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes() == c.tobytes()
     assert got[0].size == 200 and got[1].size == 100
 
 
