@@ -710,7 +710,6 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
 
     from spamnb.bayes import token_kernels
     from spamnb.estimator.defaults import COUNT_TRANSFORMS
-    from spamnb.estimator.heap import release_free_memory
 
     transform, length = COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm)
     alpha, pair_weight = float(spam_filter.alpha), float(spam_filter.pair_weight)
@@ -777,8 +776,7 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None):
         for s in range(2):
             scores[s][place[spam == s]] = log_odds[spam == s]
         per_fold[k] = np.bincount(spam, minlength=2)[:2]
-        del log_odds, fc, tokens, indices, bounds, spam, place
-        release_free_memory()   # a fold's temporaries (a few MiB, another size each fold) not kept by the heap under the next's
+        del log_odds, fc, tokens, indices
     return scores[0], scores[1], per_fold
 
 

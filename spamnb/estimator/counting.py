@@ -567,13 +567,25 @@ class RowTree:
             self._lift(i)
             i, level = i + 1, self.levels[i + 1]
 
-    def _lift(self, i):
-        """Level ``i``'s sum added to level ``i + 1`` as one item; level ``i`` empty again."""
+    def _lift(self, i, last=False):
+        """Level ``i``'s sum added to level ``i + 1`` as one item; level ``i`` empty
+        again.  ``last`` (:meth:`result`: level ``i`` is not added to again):
+        when level ``i + 1`` is narrower, its sum is added into level ``i``'s
+        rows and the two buffers change places (the same sums: a + b is b + a,
+        and a column it lacks is 0.0 + b, b), level ``i + 1`` not grown."""
         w = self.width
-        level, up = self._level(i, w), self._level(i + 1, w)
-        for total, row in zip(self._rows(up), self._rows(level)):
-            total[:w] += row[:w]
-            row[:w] = 0.0
+        level = self._level(i, w)
+        if last and i + 1 < len(self.levels) and self.levels[i + 1][1].size // self.n_rows < w:
+            up = self.levels[i + 1]
+            narrow = up[1].size // self.n_rows
+            for total, row in zip(self._rows(level), self._rows(up)):
+                total[:narrow] += row[:narrow]
+            up[1], level[1] = level[1], None   # level i: never read again
+        else:
+            up = self._level(i + 1, w)
+            for total, row in zip(self._rows(up), self._rows(level)):
+                total[:w] += row[:w]
+                row[:w] = 0.0
         up[0] += 1
         level[0] = 0
 
@@ -598,7 +610,7 @@ class RowTree:
                     flat = _regrid(flat, self.n_rows, capacity, width, keep=w)
                 return flat.reshape(self.n_rows, width)
             if levels[i][0]:
-                self._lift(i)
+                self._lift(i, last=True)
             levels[i][1] = None   # lifted: never read again
         self.levels = []
         return np.zeros((self.n_rows, width))
