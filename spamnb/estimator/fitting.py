@@ -116,7 +116,8 @@ def choose_pairs(train_variants, spam_filter, word_pairs, made=True):
         if not word_pairs or cal is None or cal.expected_fpr is None or fitted.tokenizer_.word_pairs == word_pairs:
             return _fitted(fitted, made), cal
         if cal.n_ham + cal.n_spam > calibrate.PAIRS_MAX_MESSAGES:   # the second training would cost more than it is worth
-            return _fitted(fitted, made), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), None, None, None, None))
+            return _fitted(fitted, made), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs),
+                                                                   None, None, None, None))
         if len(filters) > 1:
             fitted_pairs, cal_pairs, scores_pairs = next(results)
     if len(filters) == 1:   # not counted with the first (pair_filters could not make it): this raises why
