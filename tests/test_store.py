@@ -145,6 +145,46 @@ def test_the_file_written_by_pieces_is_the_header_and_arrays_joined(tmp_path):
     assert struct.unpack_from("<Q", data, 32)[0] == store._checksum(fields, body)
 
 
+def test_arrays_made_as_written_in_another_order_give_the_same_file(tmp_path):
+    # the model written from its counts (codec.write_counts): arrays made when written, not in the file's order
+    # (the file read back to checksum it), is the file of the same arrays given whole
+    _write(tmp_path / "whole")
+    made = []
+
+    def maker(name, buffer, pieces=2):
+        def make():
+            made.append(name)
+            data = memoryview(buffer).cast("B")
+            cut = len(data) // pieces
+            yield data[:cut]
+            yield data[cut:]
+        return make
+
+    arrays = {"a": ("Q", 3, maker("a", array("Q", [1, 2, 3]))), "b": ("d", array("d", [0.5, -1.0])),
+              "c": ("B", 5, maker("c", b"hello")), "d": ("i", 3, maker("d", array("i", [-1, 7, 9])))}
+    header = {"format": "test", "n": 3}
+    for order in (None, ["d", "c", "b", "a"], ["b", "a", "d", "c"]):
+        made.clear()
+        write_model(tmp_path / "made", header, arrays, order=order)
+        assert (tmp_path / "made").read_bytes() == (tmp_path / "whole").read_bytes(), order
+        assert made == [name for name in (order or "abcd") if name != "b"]
+    read_model(tmp_path / "made")   # its checksum checked
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["made", "whole"]
+
+
+def test_an_array_made_shorter_than_declared_leaves_the_old_model(tmp_path):
+    path = tmp_path / "m.spamnb"
+    _write(path, version_mark=1)
+    for order in (None, ["b", "a"]):
+        with pytest.raises(ValueError, match="'a': 16 bytes made, 24 declared"):
+            write_model(path, {"format": "test"}, {"a": ("Q", 3, lambda: [array("Q", [1, 2])]),
+                                                   "b": ("B", b"xy")}, order=order)
+    with pytest.raises(ValueError, match="every array once"):
+        write_model(path, {"format": "test"}, {"a": ("B", b"x")}, order=["a", "a"])
+    assert read_model(path)[0]["version_mark"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.spamnb"]
+
+
 def test_write_replaces_atomically_and_leaves_no_temporary_files(tmp_path):
     path = tmp_path / "m.spamnb"
     _write(path, version_mark=1)

@@ -110,6 +110,11 @@ def test_the_held_out_pass_by_fold_is_the_fold_models(params, monkeypatch):
     with calibrate.FoldSpill(10) as spill:
         alone = count_variants([spec], messages, n_folds=10, group=False, fold_spills=[spill])[0]
         assert np.array_equal(spill.class_count, fold_class_count)
+        rows = alone.dense.copy()
+        # from the counts (train's path): each fold's model counts put in the counts' rows for their sums, then
+        # their own put back (no row copied); from the filter: a copy of each row (another thread may read it)
+        from_counts = calibrate.held_out_by_fold(SpamFilter(**params), spill, alone)
+        assert alone.dense.tobytes() == rows.tobytes()
         fitted = alone.to_filter(SpamFilter(**params))
         assert np.array_equal(np.asarray(fitted.word_counts_.matrix()), np.asarray(dense.word_counts_.matrix()))
         got = calibrate.held_out_by_fold(fitted, spill)
@@ -125,10 +130,13 @@ def test_the_held_out_pass_by_fold_is_the_fold_models(params, monkeypatch):
                 return handles[-1]
 
             forked = calibrate.held_out_by_fold(fitted, spill, fork=fork)
-    for a, b, c in zip(got, expected, forked):
-        assert a.dtype == b.dtype == c.dtype and a.tobytes() == b.tobytes() == c.tobytes()
+            # train's path, both at once: from the counts' own rows, half of the folds in the forked process
+            forked_counts = calibrate.held_out_by_fold(SpamFilter(**params), spill, alone, fork=fork)
+        assert alone.dense.tobytes() == rows.tobytes()
+    for a, b, c, d, e in zip(got, expected, forked, from_counts, forked_counts):
+        assert a.dtype == b.dtype == c.dtype and a.tobytes() == b.tobytes() == c.tobytes() == d.tobytes() == e.tobytes()
     assert got[0].size == 200 and got[1].size == 100
-    assert len(handles) == 1 and (handles[0] is not None or not sys.platform.startswith("linux"))   # forked
+    assert len(handles) == 2 and (all(h is not None for h in handles) or not sys.platform.startswith("linux"))   # forked
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks where fork is safe: Linux")
@@ -219,6 +227,35 @@ def test_every_j_writes_the_same_model_file(tmp_path, monkeypatch, partition_siz
         monkeypatch.setattr(workers, "free_cores", lambda *a, free=free, **k: free)
         digest.update(_digests(tmp_path, SAMPLE, [(name, [])], partition_size))
     assert len(set(digest.values())) == 1, digest
+
+
+@pytest.mark.parametrize("options", [{"n_jobs": 1}, {"n_jobs": 2}, {"n_jobs": 1, "calibration": None}])
+def test_the_model_written_from_the_counts_is_the_filters_file(tmp_path, options):
+    """``spamnb train``'s save (``made=False``: the kept variant's counts written
+    a piece at a time, the hash index last, no filter made) writes the file
+    of the filter made from those counts, byte for byte, with the cutoffs set
+    on its unfitted filter (and the default cutoffs without calibration)."""
+    from spamnb.estimator.calibrate import apply
+    from spamnb.estimator.fitting import Unfitted
+
+    options = {"calibration": {"target_fpr": 0.01}, "word_pairs": 2, **options}
+    results = []
+    for made in (True, False):
+        trained, cal = pipeline.train([SAMPLE], partition_size=40, made=made, **options)
+        assert isinstance(trained, Unfitted) is (not made)
+        spam_filter = trained if made else trained.spam_filter
+        if cal is not None:
+            apply(spam_filter, cal)
+            spam_filter.set_cutoffs(spam_filter.cutoffs, "train")
+        results.append((list(trained.class_count_), cal))
+        trained.save(tmp_path / f"made-{made}")
+        assert made or not spam_filter.is_fitted   # saving from the counts does not make the filter
+    assert results[0] == results[1]
+    assert (tmp_path / "made-True").read_bytes() == (tmp_path / "made-False").read_bytes()
+    loaded = SpamFilter.load(tmp_path / "made-False")
+    assert loaded.vocabulary_.n_features == trained.n_features > 0
+    with pytest.raises(ValueError, match="saved already"):
+        trained.save(tmp_path / "again")
 
 
 def test_j1_writes_the_model_file_of_dask(client, tmp_path):

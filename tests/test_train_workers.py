@@ -177,3 +177,26 @@ def test_first_sight_lists_values_in_order_of_first_occurrence():
     assert len(first_sight(np.zeros(0, dtype=np.int32), 0)) == 0
     with pytest.raises(ValueError):
         first_sight(values, 7)
+
+
+def test_row_tree_levels_grow_and_are_cut_in_place():
+    """RowTree's levels are one buffer each, grown and cut to the result's width in place
+    (``_regrid``: the rows moved within the buffer a piece at a time, never copied whole
+    beside it): every row keeps its values, the rest is zeros, whatever the sizes and pieces."""
+    from spamnb.estimator.counting import _regrid
+
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n_rows, old, new = int(rng.integers(1, 4)), int(rng.integers(1, 300)), int(rng.integers(1, 300))
+        keep = int(rng.integers(0, min(old, new) + 1))
+        rows = np.zeros((n_rows, old))
+        rows[:, :keep] = rng.random((n_rows, keep))
+        want = np.zeros((n_rows, new))
+        want[:, :keep] = rows[:, :keep]
+        flat = rows.reshape(-1).copy()
+        got = _regrid(flat, n_rows, old, new, keep=keep, chunk=int(rng.integers(1, 50)))
+        assert got is flat and np.array_equal(got.reshape(n_rows, new), want), (n_rows, old, new, keep)
+    tree = RowTree(2)
+    tree.add_compact((np.ones(3), np.full(3, 2.0)), np.array([0, 5000, 9], dtype=np.int32), 5001)
+    result = tree.result(6000)
+    assert result.shape == (2, 6000) and result[0].sum() == 3.0 and result[1, 5000] == 2.0

@@ -5,7 +5,8 @@ Runs the spamnb command line in this process with the stages of training
 wrapped (``training.pipeline.train``, ``training.planning.train_on_workers``, ``_VariantMerge.result``,
 ``estimator.counting.count_messages``, ``count_variants``, ``_Counter.result``, ``_Sum.result``, ``Counts.to_filter``,
 ``estimator.calibrate.FoldModels.from_counts`` (Dask)
-and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``SpamFilter.save``) and
+and ``save``, ``held_out_spilled``, ``held_out_by_fold``, ``from_scores``, ``SpamFilter.save``,
+``fitting.Unfitted.save``: ``spamnb train``'s model written from its counts) and
 prints, on stderr, at each stage's entry and exit: the time since the start
 and since the previous line, the resident memory (VmRSS) and the peak since
 the previous line (VmHWM, reset at each line through /proc/self/clear_refs).
@@ -40,7 +41,7 @@ STAGES = [("spamnb.training.pipeline", "train"), ("spamnb.training.planning", "t
           ("spamnb.estimator.calibrate", "FoldModels.from_counts"), ("spamnb.estimator.calibrate", "FoldModels.save"),
           ("spamnb.estimator.calibrate", "held_out_spilled"), ("spamnb.estimator.calibrate", "held_out_by_fold"),
           ("spamnb.estimator.calibrate", "from_scores"),
-          ("spamnb.model.spam_filter", "SpamFilter.save")]
+          ("spamnb.model.spam_filter", "SpamFilter.save"), ("spamnb.estimator.fitting", "Unfitted.save")]
 
 
 def _memory():

@@ -22,7 +22,7 @@ from spamnb.bayes import checks
 
 from spamnb.bayes import token_kernels
 
-__all__ = ["Vocabulary"]
+__all__ = ["Vocabulary", "hash_index", "index_capacity"]
 
 _MIN_CAPACITY = 1024
 
@@ -39,16 +39,30 @@ def _view(buffer, typecode):
     return view if view.format == typecode else view.cast("B").cast(typecode)
 
 
-def _index(hashes):
-    """``(keys, values)``: a hash index of ``hashes`` (distinct, uint64), numbered
-    in their order, in the smallest capacity that leaves it at most half full."""
+def index_capacity(n_features):
+    """The capacity of :func:`hash_index`'s index of ``n_features`` tokens: the
+    smallest power of two (1024 at least) that leaves it at most half full."""
     capacity = _MIN_CAPACITY
-    while 2 * len(hashes) > capacity:
+    while 2 * n_features > capacity:
         capacity *= 2
+    return capacity
+
+
+def hash_index(hashes):
+    """``(keys, values)``: a hash index of ``hashes`` (distinct, uint64), numbered
+    in their order, in the smallest capacity that leaves it at most half full
+    (:func:`index_capacity`): the index of a model file (a :class:`Vocabulary`
+    made by :meth:`~Vocabulary.from_table`, or written without one:
+    ``spamnb.persistence.codec.write_counts``)."""
+    n = len(hashes)
+    capacity = index_capacity(n)
     keys, values = _zeros("Q", capacity), _zeros("i", capacity)
-    if len(hashes):
-        n = token_kernels.insert(keys, values, hashes, _zeros("i", len(hashes)), 0, _zeros("i", len(hashes)))
-        if n != len(hashes):
+    hashes = _view(hashes, "Q")
+    step = 1 << 16   # inserted a run at a time, in order (the same index): scratch of a run, not of the vocabulary
+    out, new = _zeros("i", min(n, step)), _zeros("i", min(n, step))
+    for start in range(0, n, step):
+        part = hashes[start:start + step]
+        if token_kernels.insert(keys, values, part, out, start, new) != len(part):
             raise ValueError("the vocabulary holds a token hash twice")
     return keys, values
 
@@ -134,7 +148,7 @@ class Vocabulary:
             raise ValueError("token string offsets do not match the vocabulary")
         self = cls()
         if n:
-            self.keys, self.values = _index(hashes)
+            self.keys, self.values = hash_index(hashes)
         self._blob = blob if isinstance(blob, bytearray) else bytearray(blob)
         self._offsets = _copy("Q", offsets)
         self.n_features = n
@@ -272,7 +286,7 @@ class Vocabulary:
         next_index = len(strings)
         import numpy as np
 
-        self.keys, self.values = _index(self.hashes()[np.asarray(keep, dtype=bool)])
+        self.keys, self.values = hash_index(self.hashes()[np.asarray(keep, dtype=bool)])
         from itertools import accumulate   # here: a classify builds no vocabulary
 
         encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
@@ -290,7 +304,7 @@ class Vocabulary:
         if n_kept == self.n_features:
             return n_kept
         self._make_writable()
-        self.keys, self.values = _index(self.hashes()[:n_kept])
+        self.keys, self.values = hash_index(self.hashes()[:n_kept])
         del self._blob[self._offsets[n_kept]:]
         del self._offsets[n_kept + 1:]
         self.n_features = n_kept

@@ -374,17 +374,44 @@ class WordCounts:
         if self._in_place is not None and self._in_place.changed:
             self._join()
         if self._derived is None:
-            import numpy as np
-
-            from spamnb.bayes.priors import log_prior
-
             counts = self.matrix()   # V without the holes (zero counts: the sums are the same)
             log_count, log_norm = smoothed_logs(counts, self.alpha, self.n_features_ - self._holes)
-            class_count = np.asarray(self.class_count_, dtype=np.float64)
-            alpha = np.ones(self.n_classes) if self.prior == "map" else None
-            self._derived = (log_count.reshape(-1), tuple(log_norm.tolist()),
-                             tuple(log_prior(self.prior, class_count, alpha).tolist()))
+            self._derived = (log_count.reshape(-1), tuple(log_norm.tolist()), self._log_prior())
         return self._derived
+
+    def norms(self):
+        """``(log_norm, log_prior)`` of :meth:`derived`, without making the
+        log-counts (a model file written a piece at a time: :meth:`log_count_pieces`)."""
+        if self._derived is not None:
+            return self._derived[1:]
+        import numpy as np
+
+        from spamnb.bayes.arithmetic import log_norm
+
+        with np.errstate(divide="ignore"):   # smoothed_logs' norm: the class totals of the same matrix
+            norm = log_norm(self.matrix().sum(axis=1), self.alpha, self.n_features_ - self._holes)
+        return tuple(norm.tolist()), self._log_prior()
+
+    def log_count_pieces(self, size=1 << 16):
+        """:meth:`derived`'s flat log-counts, ``size`` values at a time (a new
+        float64 array each, the same values: the logarithm is taken element by element)."""
+        import numpy as np
+
+        from spamnb.bayes.arithmetic import log_counts
+
+        flat = np.frombuffer(self.feature_count_, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            for start in range(0, len(flat), size):
+                yield log_counts(flat[start:start + size], self.alpha)
+
+    def _log_prior(self):
+        import numpy as np
+
+        from spamnb.bayes.priors import log_prior
+
+        class_count = np.asarray(self.class_count_, dtype=np.float64)
+        alpha = np.ones(self.n_classes) if self.prior == "map" else None
+        return tuple(log_prior(self.prior, class_count, alpha).tolist())
 
     def log_theta(self):
         """log theta: float64 ``(n_classes, n_features)`` (see :func:`log_theta`)."""

@@ -53,6 +53,7 @@ def cmd_train(args):
         raise UsageError("spamnb train: --partition-size must be at least 1")
     if spam_filter.feature_weight and (args.jobs != 1 or args.dask):
         raise UsageError("spamnb train: message features (--feature-weight) are trained with -j 1 only")
+    from spamnb.estimator.fitting import Unfitted
     from spamnb.model import AUTO_PAIRS
     from spamnb.training import pipeline
 
@@ -64,11 +65,12 @@ def cmd_train(args):
     if progress.enabled:   # a total to show: the files of the corpus (a walk, no file read)
         progress.total = _count_files(args)
     try:
-        spam_filter, calibration = pipeline.train(
+        # the model file written from the kept variant's counts (made=False), the filter never made
+        trained, calibration = pipeline.train(
             args.dirs, args.spam, args.ham, spam_filter, n_jobs=args.jobs, partition_size=args.partition_size,
             report=report, strict=args.strict, dask=args.dask, progress=progress,
             calibration={"target_fpr": args.target_fpr} if calibrating else None,
-            word_pairs=AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links)
+            word_pairs=AUTO_PAIRS if args.word_pairs == "auto" else 0, follow_links=args.follow_links, made=False)
     except CorpusError as exc:
         raise CommandError(str(exc)) from None
     except CorpusChanged as exc:
@@ -77,7 +79,9 @@ def cmd_train(args):
         raise CommandError(one_line(exc)) from None
     finally:
         progress.close()
-    n_ham, n_spam = (int(v) for v in spam_filter.class_count_)
+    # an Unfitted (trained here or on workers): its filter takes the cutoffs, its counts are written; else a filter
+    spam_filter = trained.spam_filter if isinstance(trained, Unfitted) else trained
+    n_ham, n_spam = (int(v) for v in trained.class_count_)
     if n_ham + n_spam == 0:
         raise CommandError(f"no messages found ({report.summary()})")
     if n_spam == 0 or n_ham == 0:
@@ -95,11 +99,12 @@ def cmd_train(args):
         apply_calibration(spam_filter, calibration)
         spam_filter.set_cutoffs(spam_filter.cutoffs, "train" if calibration.expected_fpr is not None else "defaults")
     path = model_path(args, settings)
-    replaced = _save_trained(spam_filter, path, args.wait)
+    n_features = trained.n_features if isinstance(trained, Unfitted) else spam_filter.vocabulary_.n_features
+    replaced = _save_trained(trained, path, args.wait)
     elapsed = time.perf_counter() - started
     if not args.quiet:
         print(f"trained on {n_ham + n_spam} messages ({n_spam} spam, {n_ham} ham), "
-              f"{spam_filter.vocabulary_.n_features} tokens in the vocabulary, {elapsed:.2f} s; "
+              f"{n_features} tokens in the vocabulary, {elapsed:.2f} s; "
               f"{report.summary()}")
         print(report.folders_summary())
         print(f"model: {path} ({human_size(os.path.getsize(path))})")
@@ -126,8 +131,8 @@ def _count_files(args):
 
 
 def _save_trained(spam_filter, path, wait):
-    """Save a trained model under the lock; a model it replaces is kept as
-    ``MODEL.bak`` (returned; None when there was none)."""
+    """Save a trained model (a filter, or an ``Unfitted``'s counts) under the
+    lock; a model it replaces is kept as ``MODEL.bak`` (returned; None when there was none)."""
     from spamnb.model import save_whole
     from spamnb.model import locked
 

@@ -418,7 +418,8 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         del table, index, fc
 
 
-def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held, index=True):
+def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held, index=True,
+                in_place=False):
     """One fold's model from its counts: ``total`` the ``(2, n_features)``
     counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
     counts without the fold's at them (made their logs here, alpha added),
@@ -430,13 +431,24 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     the model knows those less the ones only this fold holds (its norm's
     count of tokens, from the fold's own tokens).  ``index`` False: no hash
     table is made (``table`` and ``index`` None: the caller scores by
-    vocabulary index, :func:`held_out_by_fold`)."""
+    vocabulary index, :func:`held_out_by_fold`).  ``in_place``: ``total`` is
+    the caller's own (a training's counts, no other thread reading them):
+    the fold model's counts are put in its rows for their sums, then its own
+    put back, instead of a copy of a row as long as the vocabulary."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
 
     log_norm = np.empty(2)
     for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of a (2, n) array's rows)
+        if in_place:
+            row = total[c]
+            kept = row[tokens]
+            row[tokens] = fc[c]
+            log_norm[c] = row.sum()   # the same row's sum as the copy's below (numpy's pairwise sum of n doubles)
+            row[tokens] = kept
+            del row, kept
+            continue
         whole = total[c].copy()
         whole[tokens] = fc[c]
         log_norm[c] = whole.sum()
@@ -743,7 +755,7 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None, fork=None):
     n_features = total.shape[1]
     fold_class_count = spill.class_count
     n_folds = spill.n_folds
-    in_folds = np.zeros(n_features, dtype=np.int32)   # folds holding each token
+    in_folds = np.zeros(n_features, dtype=np.uint8 if n_folds < 256 else np.int32)   # folds holding each token
     mark = np.zeros(n_features, dtype=bool)
     for k in range(n_folds):
         mark[:] = False
@@ -773,16 +785,18 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None, fork=None):
             if not held.all():
                 tokens, part = tokens[held], part[:, held]
             del held
-        fc = total[:, tokens] - part                             # total - fold k's counts (0 where it has none)
+        for c in range(2):   # total - fold k's counts (0 where it has none), into the fold's own rows: no third array
+            np.subtract(total[c][tokens], part[c], out=part[c])
+        fc, part = part, None
         np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
-        del part
         n_ham, n_spam = class_count - fold_class_count[k]
         if pair_weight == 1.0:
             # every message of the fold in one compiled call, by the vocabulary indices it was counted with:
             # token i is the model's local_of[i] (its place among the fold's tokens; -1 when no other fold
             # holds it), what the hash index FoldModels makes says of its hash: score's log-odds, bit for bit
             log_norm, prior_ratio, _, _ = _fold_model(total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior,
-                                                      n_ham, n_spam, n_held, index=False)
+                                                      n_ham, n_spam, n_held, index=False,
+                                                      in_place=counts is not None and total.flags.writeable)
             local_of[tokens] = np.where(in_folds[tokens] >= 2, np.arange(tokens.size, dtype=np.int32), -1)
             log_odds = np.frombuffer(token_kernels.held_out_log_odds(indices, bounds, local_of, fc.ravel(),
                                                                      log_norm.tolist(), [0.0, prior_ratio],

@@ -164,14 +164,18 @@ class Counts:
         days = np.frombuffer(spam_filter.ages_.days(n), dtype=np.int32)
         return cls.from_word_counts(spam_filter.vocabulary_, spam_filter.word_counts_, days)
 
-    def word_counts(self, alpha=1.0, prior="mle"):
-        """These counts as a :class:`~spamnb.bayes.wordcounts.WordCounts` (over a copy)."""
+    def word_counts(self, alpha=1.0, prior="mle", copy=True):
+        """These counts as a :class:`~spamnb.bayes.wordcounts.WordCounts` (over a
+        copy; ``copy`` False: over the rows themselves, when they are contiguous)."""
         from spamnb.bayes.wordcounts import WordCounts
 
         import numpy as np
 
-        flat = array("d")
         rows = self.dense if len(self.class_count) == len(self.dense) else self.feature_count
+        if not copy:
+            return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(),
+                                          np.ascontiguousarray(rows).reshape(-1))
+        flat = array("d")
         flat.frombytes(memoryview(np.ascontiguousarray(rows).reshape(-1)).cast("B"))   # one copy: the array's
         return WordCounts.from_arrays(alpha, prior, self.class_count.tolist(), flat)
 
@@ -192,16 +196,9 @@ class Counts:
         The messages counted (``digests``, ``labels``) become the filter's
         ledger (:func:`spamnb.estimator.ledger.from_trained`), so that ``learn``
         of one of them later is a no-op or an exact relabel."""
-        from spamnb.estimator.ages import Ages, today
-        from spamnb.estimator.ledger import from_trained
-
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
-        whole, self = self, self.model()
-        if consume and whole is not self:   # no other reference left to the arrays but ``self``'s
-            whole.hashes = whole.offsets = whole.strings = whole.dense = whole.last_seen = None
-            whole.fold_keys = whole.fold_values = None
-        n_features = self.n_features
+        self = self.take_model() if consume else self.model()
         if consume:   # the strings given to the vocabulary as they are (no copy beside them)
             from spamnb.bayes.vocabulary import Vocabulary
 
@@ -214,11 +211,33 @@ class Counts:
         spam_filter.set_fitted(word_counts_=self.word_counts(float(spam_filter.alpha), spam_filter.prior))
         if consume:
             self.dense = None
-        day = int(self.last_seen.max()) if n_features else today()
-        spam_filter.set_fitted(ages_=Ages(array("i", self.last_seen.astype("int32").tobytes()), day, day,
-                                          spam_filter.ages_.max_tokens))
-        spam_filter.set_fitted(ledger_=None if self.digests is None else from_trained(self.digests, self.labels))
+        spam_filter.set_fitted(ages_=self.ages(spam_filter.ages_.max_tokens))
+        spam_filter.set_fitted(ledger_=self.ledger())
         return spam_filter
+
+    def take_model(self):
+        """:meth:`model`, these counts' arrays given up to it (dropped here
+        when it is another object: no reference left to them but its)."""
+        model = self.model()
+        if model is not self:
+            self.hashes = self.offsets = self.strings = self.dense = self.last_seen = None
+            self.fold_keys = self.fold_values = None
+        return model
+
+    def ages(self, max_tokens, days=True):
+        """The :class:`~spamnb.estimator.ages.Ages` of a filter of these counts:
+        each token's last-seen day (``days`` False: none, the dates only), the
+        model created and last learned on the latest (:meth:`to_filter`)."""
+        from spamnb.estimator.ages import Ages, today
+
+        day = int(self.last_seen.max()) if len(self.last_seen) else today()
+        return Ages(array("i", self.last_seen.astype("int32").tobytes()) if days else None, day, day, max_tokens)
+
+    def ledger(self):
+        """The ledger of the messages counted (:func:`spamnb.estimator.ledger.from_trained`), or None."""
+        from spamnb.estimator.ledger import from_trained
+
+        return None if self.digests is None else from_trained(self.digests, self.labels)
 
 
 class _Tokens:
@@ -489,26 +508,32 @@ class RowTree:
     same additions in the same order (a token an item lacks adds 0.0, which
     changes nothing, as the merge leaves it), without a hash table, strings
     or a vocabulary per item.  Memory: ``n_rows`` rows as long as the widest
-    item per level of the tree."""
+    item per level of the tree; a level's rows are one buffer, grown and cut
+    to the result's width in place (:func:`_regrid`), never copied whole
+    beside themselves."""
 
     def __init__(self, fan_in=DEFAULT_FAN_IN, n_rows=2):
         if fan_in < 2:
             raise ValueError("fan_in must be at least 2")
         self.fan_in, self.n_rows, self.width = fan_in, n_rows, 0
-        self.levels = []   # [items added, (n_rows, capacity) running total]
+        self.levels = []   # [items added, flat float64 buffer: n_rows rows of the level's capacity, back to back]
 
     def _level(self, i, width):
         import numpy as np
 
         if i == len(self.levels):
-            self.levels.append([0, np.zeros((self.n_rows, max(width, 1024)))])
+            self.levels.append([0, np.zeros(self.n_rows * max(width, 1024))])
         level = self.levels[i]
-        capacity = level[1].shape[1]
-        if capacity < width:   # by a quarter at least: copied a bounded number of times, little room left unused
-            grown = np.zeros((self.n_rows, max(width, capacity + (capacity >> 2) + 1024)))
-            grown[:, :capacity] = level[1]
-            level[1] = grown
+        capacity = level[1].size // self.n_rows
+        if capacity < width:   # by a quarter at least: grown a bounded number of times, little room left unused
+            level[1] = _regrid(level[1], self.n_rows, capacity, max(width, capacity + (capacity >> 2) + 1024))
         return level
+
+    def _rows(self, level):
+        """A level's rows (views)."""
+        flat = level[1]
+        capacity = flat.size // self.n_rows
+        return [flat[r * capacity:(r + 1) * capacity] for r in range(self.n_rows)]
 
     def add_compact(self, rows, touched, width):
         """Add an item held compact: ``rows``, ``n_rows`` arrays whose entry
@@ -517,7 +542,7 @@ class RowTree:
         dense rows, with ``touched``."""
         self.width = max(self.width, width)
         level = self._level(0, self.width)
-        for total, row in zip(level[1], rows):
+        for total, row in zip(self._rows(level), rows):
             total[touched] += row[:len(touched)]
         level[0] += 1
         i = 0
@@ -531,31 +556,44 @@ class RowTree:
         non-zero (an int array), None: the first ``width``."""
         self.width = max(self.width, width)
         level = self._level(0, self.width)
-        for total, row in zip(level[1], rows):
+        for total, row in zip(self._rows(level), rows):
             if touched is None:
                 total[:width] += row[:width]
             else:
                 total[touched] += row[touched]
         level[0] += 1
-        i, w = 0, self.width
+        i = 0
         while level[0] == self.fan_in:   # a full group: its sum goes up a level as one item
             self._lift(i)
             i, level = i + 1, self.levels[i + 1]
 
-    def _lift(self, i):
-        """Level ``i``'s sum added to level ``i + 1`` as one item; level ``i`` empty again."""
+    def _lift(self, i, last=False):
+        """Level ``i``'s sum added to level ``i + 1`` as one item; level ``i`` empty
+        again.  ``last`` (:meth:`result`: level ``i`` is not added to again):
+        when level ``i + 1`` is narrower, its sum is added into level ``i``'s
+        rows and the two buffers change places (the same sums: a + b is b + a,
+        and a column it lacks is 0.0 + b, b), level ``i + 1`` not grown."""
         w = self.width
-        level, up = self._level(i, w), self._level(i + 1, w)
-        up[1][:, :w] += level[1][:, :w]
+        level = self._level(i, w)
+        if last and i + 1 < len(self.levels) and self.levels[i + 1][1].size // self.n_rows < w:
+            up = self.levels[i + 1]
+            narrow = up[1].size // self.n_rows
+            for total, row in zip(self._rows(level), self._rows(up)):
+                total[:narrow] += row[:narrow]
+            up[1], level[1] = level[1], None   # level i: never read again
+        else:
+            up = self._level(i + 1, w)
+            for total, row in zip(self._rows(up), self._rows(level)):
+                total[:w] += row[:w]
+                row[:w] = 0.0
         up[0] += 1
-        level[1][:, :w] = 0.0
         level[0] = 0
 
     def result(self, width=None):
-        """The sum, a new ``(n_rows, width)`` array (the tree is emptied: its
-        other levels dropped before the sum is trimmed to its width);
-        ``width`` (at least the widest item's; default that): the columns
-        past the items' are zeros."""
+        """The sum, a ``(n_rows, width)`` array (the tree is emptied: its
+        other levels dropped, the sum's buffer cut or grown to the width in
+        place); ``width`` (at least the widest item's; default that): the
+        columns past the items' are zeros."""
         import numpy as np
 
         levels, w = self.levels, self.width
@@ -564,18 +602,56 @@ class RowTree:
             raise ValueError("RowTree.result's width is below the items'")
         for i in range(len(levels)):   # flushed bottom-up as TreeReduce.result flushes
             if not any(higher[0] for higher in levels[i + 1:]):
-                total = self._level(i, w)[1]
+                flat = self._level(i, w)[1]
                 self.levels = []
                 del levels
-                if total.shape[1] == width:
-                    return total
-                out = np.zeros((self.n_rows, width))
-                out[:, :w] = total[:, :w]
-                return out
+                capacity = flat.size // self.n_rows
+                if capacity != width:
+                    flat = _regrid(flat, self.n_rows, capacity, width, keep=w)
+                return flat.reshape(self.n_rows, width)
             if levels[i][0]:
-                self._lift(i)
+                self._lift(i, last=True)
+            levels[i][1] = None   # lifted: never read again
         self.levels = []
         return np.zeros((self.n_rows, width))
+
+
+def _regrid(flat, n_rows, old, new, keep=None, chunk=1 << 16):
+    """``flat`` (a float64 array owning its data, ``n_rows`` rows of ``old``
+    values back to back) made ``n_rows`` rows of ``new``: each row's first
+    ``keep`` values (default all that fit) kept, the rest zeros.  In place:
+    the buffer reallocated (``ndarray.resize``: a large one is remapped by
+    the C library, not copied) and the rows moved within it a piece at a
+    time, so the rows are never held twice (a copy would be the level's size
+    beside it).  Returns the array (the same buffer, resized)."""
+    keep = min(old, new) if keep is None else keep
+    if new > old:
+        flat.resize(n_rows * new, refcheck=False)   # zeros past the old end
+        for r in range(n_rows - 1, 0, -1):   # moved right: the last row first
+            _move(flat, r * old, r * new, keep, chunk)
+        for r in range(n_rows - 1):   # past each row's values, what the old rows held there: zeros
+            flat[r * new + keep:min((r + 1) * new, n_rows * old)] = 0.0
+        return flat
+    for r in range(1, n_rows):   # moved left: the first row first (the first stays)
+        _move(flat, r * old, r * new, keep, chunk)
+        flat[r * new + keep:(r + 1) * new] = 0.0
+    flat[keep:new] = 0.0
+    if new < old:
+        flat.resize(n_rows * new, refcheck=False)
+    return flat
+
+
+def _move(flat, source, target, n, chunk):
+    """``flat[target:target + n] = flat[source:source + n]`` a piece at a time
+    (numpy copies an overlapping piece through a temporary: a piece's size
+    at most, ``chunk`` values or the distance moved)."""
+    if source == target or n == 0:
+        return
+    step = max(chunk, abs(target - source))
+    starts = range(0, n, step)
+    for a in (reversed(starts) if target > source else starts):
+        b = min(a + step, n)
+        flat[target + a:target + b] = flat[source + a:source + b]
 
 
 def partition_fold_sums(fan_in, ends, spec):
@@ -807,17 +883,21 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
             counter.clear_partition(v)
     class_count = np.array([counted[False], counted[True]], dtype=np.float64)   # [ham, spam], every variant's
     day = today() if day is None else day
-    # every variant's hashes and strings taken, then the hash index dropped, before any rows are made
+    # every variant's rows summed first (RowTree.result: in place, its lower levels dropped), then its hashes
+    # made and strings taken, and the hash index dropped: the hashes never beside the trees' levels
+    rows = [None] * len(specs)
+    for v in range(active):
+        tree, trees[v] = trees[v], None
+        rows[v] = tree.result(counter.n_features_of(v))
+        del tree
     tables = [(np.frombuffer(counter.hashes(v), dtype=np.uint64), *counter.strings(v)) for v in range(active)]
     counter.release()
     del counter
     results = [None] * len(specs)
     for v in range(active):
         (hashes, blob, offsets), tables[v] = tables[v], None
-        tree, trees[v] = trees[v], None
+        dense, rows[v] = rows[v], None
         n = len(hashes)
-        dense = tree.result(n)
-        del tree
         results[v] = Counts(hashes, np.frombuffer(offsets, dtype=np.uint64), blob,
                             class_count.copy(), dense, np.full(n, day, dtype=np.int32))
         results[v].digests, results[v].labels = bytes(digests), bytes(labels)

@@ -85,7 +85,7 @@ def pair_filters(spam_filter, word_pairs):
     return [spam_filter, type(spam_filter).from_params(spam_filter.get_params(), paired)]
 
 
-def choose_pairs(train_variants, spam_filter, word_pairs):
+def choose_pairs(train_variants, spam_filter, word_pairs, made=True):
     """Train ``spam_filter`` and, with ``word_pairs`` W >= 2, the same with
     word pairs of window W and the pairs' text budget (:func:`pair_filters`);
     keep the variant :func:`~spamnb.estimator.calibrate.prefer_pairs` favours.
@@ -96,7 +96,8 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
     second is asked for only when the first was calibrated on at most
     :data:`~spamnb.estimator.calibrate.PAIRS_MAX_MESSAGES` messages, and may be
     None past that many; a variant may come as an :class:`Unfitted`, made a
-    filter only when kept).  Returns ``(fitted, calibration)``; the
+    filter only when kept, and with ``made`` False not even then: returned
+    as it is, to be saved from its counts).  Returns ``(fitted, calibration)``; the
     calibration's ``word_pairs`` field holds ``(window kept, spam missed
     without, with, 1-AUC % without, with)`` (the four None above
     :data:`~spamnb.estimator.calibrate.PAIRS_MAX_MESSAGES` messages: not tried)."""
@@ -113,9 +114,10 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
     with contextlib.closing(iter(train_variants(filters))) as results:
         fitted, cal, scores = next(results)
         if not word_pairs or cal is None or cal.expected_fpr is None or fitted.tokenizer_.word_pairs == word_pairs:
-            return _fitted(fitted), cal
+            return _fitted(fitted, made), cal
         if cal.n_ham + cal.n_spam > calibrate.PAIRS_MAX_MESSAGES:   # the second training would cost more than it is worth
-            return _fitted(fitted), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), None, None, None, None))
+            return _fitted(fitted, made), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs),
+                                                                   None, None, None, None))
         if len(filters) > 1:
             fitted_pairs, cal_pairs, scores_pairs = next(results)
     if len(filters) == 1:   # not counted with the first (pair_filters could not make it): this raises why
@@ -131,9 +133,9 @@ def choose_pairs(train_variants, spam_filter, word_pairs):
     figures = (cal.expected_spam_missed, cal_pairs.expected_spam_missed, error(scores), error(scores_pairs))
     if calibrate.prefer_pairs(*figures):
         del fitted   # the variant not kept: never made into a filter (Unfitted)
-        return _fitted(fitted_pairs), cal_pairs._replace(word_pairs=(word_pairs, *figures))
+        return _fitted(fitted_pairs, made), cal_pairs._replace(word_pairs=(word_pairs, *figures))
     del fitted_pairs
-    return _fitted(fitted), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), *figures))
+    return _fitted(fitted, made), cal._replace(word_pairs=(int(fitted.tokenizer_.word_pairs), *figures))
 
 
 def take_counts(spam_filter, merged, calibration):
@@ -157,10 +159,12 @@ class Unfitted:
     so the variant not kept is never made into a filter (its counts are
     smaller than its filter: hash index, logs)."""
 
-    __slots__ = ("spam_filter", "counts")
+    __slots__ = ("spam_filter", "counts", "class_count_", "n_features")
 
     def __init__(self, spam_filter, counts):
         self.spam_filter, self.counts = spam_filter, counts
+        self.class_count_ = [float(v) for v in counts.class_count[:2]]   # [ham, spam], as the filter's
+        self.n_features = counts.n_features
 
     @property
     def tokenizer_(self):
@@ -174,9 +178,19 @@ class Unfitted:
             counts.to_filter(self.spam_filter, consume=True)
         return self.spam_filter
 
+    def save(self, path=None, backup=None):
+        """Write the model file of :meth:`fitted`'s filter (its cutoffs as
+        ``spam_filter``'s now) without making the filter: ``SpamFilter.save_counts``
+        (``spamnb train``: the counts' memory, not the filter's); once, the counts dropped."""
+        counts, self.counts = self.counts, None
+        if counts is None:
+            raise ValueError("these counts were made into a filter or saved already")
+        release_free_memory()   # as fitted(): the held-out passes' temporaries given back first
+        self.spam_filter.save_counts(counts, path, backup)
 
-def _fitted(variant):
-    return variant.fitted() if isinstance(variant, Unfitted) else variant
+
+def _fitted(variant, made=True):
+    return variant.fitted() if made and isinstance(variant, Unfitted) else variant
 
 
 def train_variants_here(filters, messages, calibration, n_folds, limit=None, group=True, deferred=False,
@@ -239,6 +253,12 @@ def held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_i
         fixed = None if calibration is None else check_calibration(spam_filter, calibration,
                                                                     counts.class_count[:2])
         if calibration is None or fixed is not None:   # no held-out scoring (as take_counts says)
+            if deferred:
+                variant = Unfitted(spam_filter, counts)
+                del counts
+                yield variant, fixed, None
+                del variant
+                continue
             counts.to_filter(spam_filter, consume=True)   # the counts' arrays dropped as the filter's are made
             del counts
             yield spam_filter, fixed, None

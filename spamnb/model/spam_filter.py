@@ -187,6 +187,17 @@ class FilterState:
         """Whether there were holes to fold; they are no longer noted (:func:`spamnb.persistence.deltas.fold`)."""
         return bool(self.__dict__.pop("_holes", None))
 
+    def save_counts(self, counts, path=None, backup=None):
+        """``save`` of the filter ``counts.to_filter(self)`` would make of this
+        unfitted one, without making it (``counts``, a
+        :class:`~spamnb.estimator.counting.Counts`, consumed): the same file, byte
+        for byte, written a piece at a time from the counts
+        (:func:`spamnb.persistence.codec.write_counts`; ``spamnb train``'s save,
+        through :class:`spamnb.estimator.fitting.Unfitted`); this filter stays unfitted."""
+        if self.is_fitted:
+            raise ValueError("save_counts takes an unfitted SpamFilter")
+        codec.write_counts(self, counts, path, backup)
+
     def file_layout(self):
         """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
         the open model file and the byte offsets ``(keys, capacity, values,

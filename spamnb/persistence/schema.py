@@ -101,9 +101,10 @@ def _encode_logs(values):
     return out
 
 
-def write(path, fields, arrays, backup=None):
+def write(path, fields, arrays, backup=None, order=None):
     """Write a model: ``fields`` the header fields of ``FIELDS``, ``arrays``
-    {name: buffer} of ``ARRAYS`` (typecodes from there); ``backup`` as in
+    {name: buffer} of ``ARRAYS`` (typecodes from there; a buffer may be
+    ``(count, make)``, made as it is written); ``backup`` and ``order`` as in
     :func:`spamnb.persistence.store.write_model`."""
     missing = (set(FIELDS) - set(fields)) | (set(ARRAYS) - set(arrays))
     if missing:
@@ -111,7 +112,8 @@ def write(path, fields, arrays, backup=None):
     header = dict(fields, format=FORMAT, version=VERSION, classes=list(CLASSES))
     header["log_prior"] = _encode_logs(fields["log_prior"])
     header["log_norm"] = _encode_logs(fields["log_norm"])
-    write_model(path, header, {name: (ARRAYS[name][0], buffer) for name, buffer in arrays.items()}, backup=backup)
+    write_model(path, header, {name: (ARRAYS[name][0], *(buffer if type(buffer) is tuple else (buffer,)))
+                               for name, buffer in arrays.items()}, backup=backup, order=order)
 
 
 def read(path, max_size=None, mapped=False):

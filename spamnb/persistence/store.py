@@ -135,13 +135,21 @@ def _pad(n):
     return (-n) % _ALIGN
 
 
-def write_model(path, header, arrays, backup=None):
+def write_model(path, header, arrays, backup=None, order=None):
     """Write ``header`` (a JSON-able dict) and ``arrays`` ({name: (typecode, buffer)}) atomically.
 
     ``path`` is resolved (a symbolic link's target is written); an existing
     file keeps its owner, group and mode, and must be a regular file
     (ModelError otherwise).  ``backup``: a path where the model being
     replaced is kept (a hard link to it, or a copy), or None.
+
+    An array may be made as it is written, not held before: ``(typecode,
+    count, make)``, ``make()`` an iterable of buffers (``count`` items in
+    all, ValueError otherwise), each dropped once written.  ``order``: the
+    names in the order the arrays are written (default: the file's); in
+    another order than the file's, the file is read back once, a piece at a
+    time, to checksum it (a model written from its counts: each array made
+    when the ones it no longer needs are gone, never the whole model in memory).
     """
     shown = os.fspath(path)
     path = resolve(path)
@@ -149,40 +157,74 @@ def write_model(path, header, arrays, backup=None):
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     header = dict(header)
-    chunks = []
-    table = {}
+    table, sections = {}, {}
     # header length depends on the offsets it lists: lay arrays out after a
     # header whose size is fixed first (offsets are relative to the array area)
     position = 0
-    for name, (typecode, buffer) in arrays.items():
+    for name, (typecode, *source) in arrays.items():
         if typecode not in _ITEMSIZE:
             raise ValueError(f"unsupported typecode {typecode!r} for array {name!r}")
-        data = memoryview(buffer).cast("B")
-        if len(data) % _ITEMSIZE[typecode]:
-            raise ValueError(f"array {name!r} is not a whole number of items")
-        table[name] = [position, len(data) // _ITEMSIZE[typecode], typecode]
-        chunks.append(data)
-        chunks.append(b"\0" * _pad(len(data)))
-        position += len(data) + _pad(len(data))
+        if len(source) == 1:   # a buffer
+            data = memoryview(source[0]).cast("B")
+            if len(data) % _ITEMSIZE[typecode]:
+                raise ValueError(f"array {name!r} is not a whole number of items")
+            count, source = len(data) // _ITEMSIZE[typecode], (data,)
+        else:   # (count, make)
+            count, source = source[0], source[1]
+        table[name] = [position, count, typecode]
+        sections[name] = (position, count * _ITEMSIZE[typecode], source)
+        position += count * _ITEMSIZE[typecode] + _pad(count * _ITEMSIZE[typecode])
+    order = list(arrays) if order is None else list(order)
+    if sorted(order) != sorted(arrays):
+        raise ValueError("order must name every array once")
     header["arrays"] = table
     import json
 
     header_bytes = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
     header_bytes += b" " * _pad(len(header_bytes))
-    chunks.insert(0, header_bytes)
-    # the body is checksummed and written piece by piece, never joined: the
-    # arrays are not copied (a 67 MiB model does not cost 67 MiB more to save)
-    body_checksum = checks.Checksum64()
-    for chunk in chunks:
-        body_checksum.update(chunk)
-    total = _PREFIX.size + sum(len(chunk) for chunk in chunks)
+    start = _PREFIX.size + len(header_bytes)
+    total = start + position
     fields = (MAGIC, FORMAT_VERSION, 0, len(header_bytes), total)
-    prefix = _PREFIX.pack(*fields, _file_checksum(fields, body_checksum.digest()))
+    in_order = order == list(arrays)
 
     def write(f):
-        f.write(prefix)
-        for chunk in chunks:
-            f.write(chunk)
+        # the body is checksummed and written piece by piece, never joined: the
+        # arrays are not copied (a 67 MiB model does not cost 67 MiB more to save)
+        body_checksum = checks.Checksum64()
+        f.write(bytes(_PREFIX.size))   # the prefix holds the checksum: written last, over this
+        f.write(header_bytes)
+        if in_order:
+            body_checksum.update(header_bytes)
+        for name in order:
+            offset, size, source = sections.pop(name)
+            if not in_order:
+                f.seek(start + offset)
+            written = 0
+            for piece in source if isinstance(source, tuple) else source():
+                piece = memoryview(piece).cast("B")
+                f.write(piece)
+                if in_order:
+                    body_checksum.update(piece)
+                written += len(piece)
+                del piece
+            if written != size:
+                raise ValueError(f"array {name!r}: {written} bytes made, {size} declared")
+            f.write(b"\0" * _pad(size))
+            if in_order:
+                body_checksum.update(b"\0" * _pad(size))
+            source = None
+        if not in_order:   # the body read back in file order, a piece at a time
+            f.flush()
+            piece = bytearray(1 << 20)
+            offset = _PREFIX.size
+            while offset < total:
+                n = os.preadv(f.fileno(), [memoryview(piece)[:min(len(piece), total - offset)]], offset)
+                if n <= 0:
+                    raise OSError(f"{shown}: the model written is shorter than its layout")
+                body_checksum.update(memoryview(piece)[:n])
+                offset += n
+        f.seek(0)
+        f.write(_PREFIX.pack(*fields, _file_checksum(fields, body_checksum.digest())))
 
     replace_file(path, write, old, backup=backup)
 
@@ -224,9 +266,10 @@ def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
 def _new_temporary(directory, prefix):
     """``(fd, path)`` of a new file ``PREFIX<16 random hex digits>.tmp`` in
     ``directory``, created with O_EXCL (never through a link planted at its
-    name; another name is tried) and mode 0600, open for writing: what
+    name; another name is tried) and mode 0600, open for reading and writing (a model
+    written out of order is read back to checksum it: :func:`write_model`): what
     ``tempfile.mkstemp`` makes, without its import (a learn's cold path)."""
-    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     for _ in range(100):
         path = os.path.join(directory or ".", prefix + os.urandom(8).hex() + ".tmp")
         try:

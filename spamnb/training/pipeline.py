@@ -84,7 +84,7 @@ __all__ = ["train", "CorpusChanged", "AUTO_PAIRS"]
 
 def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
           fan_in=DEFAULT_FAN_IN, report=None, strict=False, calibration=None, n_folds=None, dask=None,
-          progress=None, word_pairs=0, follow_links=False):
+          progress=None, word_pairs=0, follow_links=False, made=True):
     """The one library entry of training over a corpus (``spamnb train``;
     ``SpamFilter.fit`` is the other, over messages in memory): count a
     corpus and choose the cutoffs, streaming; and, with ``word_pairs`` W >= 2,
@@ -146,6 +146,13 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     without, with, 1-AUC % without, with)`` (the four None when the corpus
     has more than :data:`PAIRS_MAX_MESSAGES` messages: not tried); each
     variant's model is the one training it alone gives.
+
+    ``made`` False: the filter counted in this process or on workers comes
+    as a :class:`~spamnb.estimator.fitting.Unfitted` (its ``spam_filter``
+    unfitted, the cutoffs to be set there; its counts), whose ``save(path,
+    backup)`` writes the model file the filter would, without making it
+    (``spamnb train``: the memory of the counts, not of the filter); with
+    message features or Dask a fitted filter still.
     """
     from spamnb.model.spam_filter import SpamFilter
 
@@ -162,7 +169,7 @@ def train(trees=(), spam=(), ham=(), spam_filter=None, n_jobs=1, partition_size=
     def train_all(filters):
         return _train_variants(filters, **options)
 
-    return choose_pairs(train_all, spam_filter, word_pairs)
+    return choose_pairs(train_all, spam_filter, word_pairs, made)
 
 
 def _train_variants(filters, trees=(), spam=(), ham=(), n_jobs=1, partition_size=DEFAULT_PARTITION_SIZE,
