@@ -8,12 +8,13 @@ import os
 import sys
 from array import array
 
+from spamnb.bayes.checks import find_digest
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb.errors import MustCompact, MustReadWhole
 from spamnb.persistence.journal import append, apply_records, compact, compact_at
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
-from spamnb.estimator.scoring import FileScorer
+from spamnb.estimator.scoring import FileScorer, message_data
 
 __all__ = ["Session", "session", "Kept", "learned_model", "LedgerRecorder"]
 
@@ -42,13 +43,12 @@ class _LightFilter:
         self.held_out_bin = None
 
     def learn(self, message, spam):
-        from spamnb.estimator.messages import message_bytes
         from spamnb.estimator.defaults import counts_scores, held_out_bin   # no prequential for one learn
 
         session = self._session
         view, sf = session.view, session.filter
         cls = deltas.class_of(spam)
-        stream = sf.tokenizer_.stream(message_bytes(message))
+        stream = sf.tokenizer_.stream(message_data(message))   # bytes (ledger.learn's): no messages module
         hashes = stream.hashes
         self.held_out_bin = None
         mixture = session.light_mixture()
@@ -81,13 +81,13 @@ class _LightFilter:
 class _LightLedger:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` while a session
     appends without reading the model whole: a digest is looked up in the
-    model file's ledger (its digests searched, at most the ledger's capacity
-    of them) and in the ledger operations of the journal and of this
+    model file's ledger (its digests searched in place, ``checks.find_digest``:
+    at most the ledger's capacity of them) and in the ledger operations of the journal and of this
     session, newest first; changes are recorded as ``whole_learning.RecordingLedger``
     records them."""
 
     def __init__(self, digests, codes, journal_payloads):
-        self._digests, self._codes = digests, codes   # the file's: 16 bytes each; their codes (ledger.entry_code)
+        self._digests, self._codes = digests, codes   # the file's (a view): 16 bytes each; their codes (ledger.file_code)
         self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
         self._found = {}      # digest -> code or None: the file's, as searched
         self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
@@ -109,16 +109,8 @@ class _LightLedger:
             return self._overlay[digest]
         if digest in self._found:   # a learn asks for a digest three times: the file searched once
             return self._found[digest]
-        digests, at, code = self._digests, 0, None
-        while True:
-            at = digests.find(digest, at)
-            if at < 0:
-                break
-            if at % 16 == 0:
-                code = self._codes(at // 16)
-                break
-            at += 1
-        self._found[digest] = code
+        at = find_digest(self._digests, digest)   # in the file's ledger as read, not a copy of it
+        code = self._found[digest] = self._codes(at) if at >= 0 else None
         return code
 
     def label(self, digest):
@@ -331,7 +323,7 @@ class Session:
 
             journal = self.filter.journal_
             payloads = journal.payloads if journal.status == "ok" else ()
-            ledger = _LightLedger(bytes(array_of("ledger_digests")), codes, payloads)
+            ledger = _LightLedger(array_of("ledger_digests"), codes, payloads)
             for payload in self.transactions:
                 ledger._note(payload)
             # at the ledger's capacity a record drops the oldest entry: the model whole decides which
