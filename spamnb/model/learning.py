@@ -91,8 +91,14 @@ class _LightLedger:
         self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
         self._found = {}      # digest -> code or None: the file's, as searched
         self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
+        self._unnoted = []    # this session's transactions, noted when a digest is next looked up
         for payload in journal_payloads:
             self._note(payload)
+
+    def note_later(self, payload):
+        """:meth:`_note` of a session's transaction, when a digest is next looked up
+        (a learn of one message looks up none after its own)."""
+        self._unnoted.append(payload)
 
     def _note(self, payload):
         from spamnb.estimator.ledger import entry_code
@@ -105,6 +111,8 @@ class _LightLedger:
                 self._overlay[digest] = None
 
     def code(self, digest):
+        while self._unnoted:
+            self._note(self._unnoted.pop(0))
         if digest in self._overlay:
             return self._overlay[digest]
         if digest in self._found:   # a learn asks for a digest three times: the file searched once
@@ -314,7 +322,7 @@ class Session:
                 value = arrays[name] if name in arrays.offsets else None
                 return value if value is not None else b""
 
-            labels = bytes(array_of("ledger_labels"))
+            labels = array_of("ledger_labels")   # one byte an entry, read in place
             notes = array_of("ledger_notes")
             notes = notes if len(notes) == len(labels) else None
 
@@ -363,7 +371,7 @@ class Session:
                     if ops:
                         transaction = b"".join(ops)
                         self.transactions.append(transaction)
-                        ledger._note(transaction)
+                        ledger.note_later(transaction)
                     return result
         self._read_whole()
         from spamnb.model.whole_learning import RecordingFilter, RecordingLedger
