@@ -87,7 +87,7 @@ class _LightLedger:
     records them."""
 
     def __init__(self, digests, codes, journal_payloads):
-        self._digests, self._codes = digests, codes   # the file's (a view): 16 bytes each; their codes (ledger.file_code)
+        self._digests, self._codes = digests, codes   # the file's, in place: 16 bytes each; their codes
         self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
         self._found = {}      # digest -> code or None: the file's, as searched
         self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
