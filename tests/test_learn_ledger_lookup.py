@@ -16,6 +16,7 @@ import shutil
 import pytest
 
 from spamnb.estimator import ledger as ledgers
+from spamnb.estimator import ledger_table
 from spamnb.model import learning
 from spamnb.model.spam_filter import SpamFilter
 
@@ -51,8 +52,8 @@ def big(tmp_path_factory):
     digests[1234] = digests[1234][:8] + target[:8]
     digests[1235] = target[8:] + digests[1235][8:]
     assert len(set(digests)) == N_ENTRIES
-    ledger = ledgers.Ledger.from_arrays(b"".join(digests), bytes(labels))
-    ledgers.attach(sf, ledger)
+    ledger = ledger_table.Ledger.from_arrays(b"".join(digests), bytes(labels))
+    ledger_table.attach(sf, ledger)
     path = folder / "big.spamnb"
     sf.save(path)
     return path, {"first": (first, True), "middle": (middle, False), "last": (last, True),

@@ -190,10 +190,10 @@ class Counts:
         ``consume``: these counts' arrays are dropped as the filter's are made
         from them (the counts are unusable after; the filter is the same).
         The messages counted (``digests``, ``labels``) become the filter's
-        ledger (:func:`spamnb.estimator.ledger.from_trained`), so that ``learn``
+        ledger (:func:`spamnb.estimator.ledger_table.from_trained`), so that ``learn``
         of one of them later is a no-op or an exact relabel."""
         from spamnb.estimator.ages import Ages, today
-        from spamnb.estimator.ledger import from_trained
+        from spamnb.estimator.ledger_table import from_trained
 
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")

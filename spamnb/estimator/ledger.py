@@ -37,11 +37,11 @@ says, its held-out score moved from the old class to the new one, never
 counted twice), a user's label that agrees turns the entry into the user's,
 and a verdict never overrides a label already in the ledger.
 
-Storage hook.  The table of entries, :class:`Ledger`, is
-:mod:`spamnb.estimator.ledger_table` (its names are given here too, that
-module loaded when one is first asked for: a learn of one message into a
-model file looks its digest up in the file's ledger in place,
-``spamnb.model.learning``, and never builds the table).  A ledger is flat
+Storage hook.  The table of entries, ``Ledger``, is
+:mod:`spamnb.estimator.ledger_table` (with ``from_trained``, ``ledger_of``
+and ``attach``), which imports this module: a learn of one message into a
+model file looks its digest up in the file's ledger in place
+(``spamnb.model.learning``) and never loads it.  A ledger is flat
 arrays, :meth:`Ledger.to_arrays` (16-byte digests, one label byte each,
 oldest first), :meth:`Ledger.notes_array` (one 16-bit note each: bit 15
 auto-learned, bits 0-14 the held-out bin + 1, 0 for none) and
@@ -58,27 +58,13 @@ set (``SpamFilter.ledger_``).
 # hashlib's bit for bit): a learn loads no shared object of hashlib's for it.
 from spamnb.bayes.checks import blake2b
 
-__all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "SPAM_BIT", "AUTO_BIT", "Ledger", "canonical",
-           "message_digest", "learn", "forget", "ledger_of", "attach", "Tally", "train_digest", "from_trained",
-           "known_digest", "entry_code", "file_code", "code_entry"]
+__all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "SPAM_BIT", "AUTO_BIT", "canonical", "message_digest",
+           "learn", "forget", "Tally", "train_digest", "known_digest", "entry_code", "file_code", "code_entry"]
 
 DIGEST_SIZE = 16
 DEFAULT_CAPACITY = 200_000
 SPAM_BIT, AUTO_BIT = 1, 2   # in an entry's code: bit 0 spam, bit 1 auto-learned, bits 2+ held-out bin + 1
 AUTO_NOTE = 0x8000          # in a note (notes_array): auto-learned; the low 15 bits are the held-out bin + 1
-
-# The ledger's table (spamnb.estimator.ledger_table), by these names here too: loaded when first asked for (a learn
-# of one message into a model file looks its digest up in the file's ledger, ``spamnb.model.learning``, without it)
-_TABLE = ("Ledger", "from_trained", "ledger_of", "attach")
-
-
-def __getattr__(name):
-    if name in _TABLE:
-        from spamnb.estimator import ledger_table
-
-        return getattr(ledger_table, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
     """The bytes learned and digested for the raw message ``data``."""

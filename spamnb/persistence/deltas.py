@@ -404,9 +404,9 @@ class NoLedger:
 
 
 def ledger_for(spam_filter):
-    from spamnb.estimator import ledger as ledgers
+    from spamnb.estimator.ledger_table import ledger_of
 
-    ledger = ledgers.ledger_of(spam_filter)
+    ledger = ledger_of(spam_filter)
     spam_filter.set_fitted(ledger_=ledger)
     return ledger
 
