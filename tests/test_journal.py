@@ -24,6 +24,7 @@ import spamnb
 from spamnb.persistence import journal
 from spamnb.model import learning
 from spamnb.estimator import ledger as ledgers
+from spamnb.estimator import ledger_table
 from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO, run_spamnb
@@ -62,13 +63,13 @@ def _rewrite(path, actions):
     """Each change as before the journal: load, change, save the whole model."""
     for action, message, label in actions:
         sf = SpamFilter.load(path)
-        ledger = ledgers.ledger_of(sf)
+        ledger = ledger_table.ledger_of(sf)
         tally = ledgers.Tally()
         if action == "learn":
             ledgers.learn(sf, ledger, message.read_bytes(), label, tally)
         else:
             ledgers.forget(sf, ledger, message.read_bytes(), label, tally)
-        ledgers.attach(sf, ledger)
+        ledger_table.attach(sf, ledger)
         journal.compact(sf, str(path))
 
 
@@ -85,7 +86,7 @@ def _journaled(path, actions, per_session=1):
 def _state(sf):
     counts = sf.word_counts_
     return (sf.vocabulary_.tokens(), bytes(counts.feature_count_), tuple(counts.class_count_),
-            ledgers.ledger_of(sf).to_arrays(), bytes(sf.ages_.days(sf.vocabulary_.n_features)))
+            ledger_table.ledger_of(sf).to_arrays(), bytes(sf.ages_.days(sf.vocabulary_.n_features)))
 
 
 def _scores(sf):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from spamnb.model import learning
 from spamnb.estimator import ledger as ledgers
+from spamnb.estimator import ledger_table
 from spamnb.model.spam_filter import SpamFilter
 
 from conftest import REPO
@@ -91,7 +92,7 @@ def test_anything_else_replays_the_journal_first_and_counts_held_out_scores_once
     assert viewed.pending_journal_ is None
     assert bytes(viewed.word_counts_.feature_count_) == bytes(replayed.word_counts_.feature_count_)
     assert bytes(viewed.held_out_.counts) == bytes(replayed.held_out_.counts)   # not counted twice
-    assert ledgers.ledger_of(viewed).to_arrays() == ledgers.ledger_of(replayed).to_arrays()
+    assert ledger_table.ledger_of(viewed).to_arrays() == ledger_table.ledger_of(replayed).to_arrays()
     assert _verdicts(viewed, PROBES) == _verdicts(replayed, PROBES)
 
 

@@ -16,6 +16,7 @@ import shutil
 import pytest
 
 from spamnb.estimator import ledger as ledgers
+from spamnb.estimator import ledger_table
 from spamnb.model import learning
 from spamnb.model.spam_filter import SpamFilter
 
@@ -51,8 +52,8 @@ def big(tmp_path_factory):
     digests[1234] = digests[1234][:8] + target[:8]
     digests[1235] = target[8:] + digests[1235][8:]
     assert len(set(digests)) == N_ENTRIES
-    ledger = ledgers.Ledger.from_arrays(b"".join(digests), bytes(labels))
-    ledgers.attach(sf, ledger)
+    ledger = ledger_table.Ledger.from_arrays(b"".join(digests), bytes(labels))
+    ledger_table.attach(sf, ledger)
     path = folder / "big.spamnb"
     sf.save(path)
     return path, {"first": (first, True), "middle": (middle, False), "last": (last, True),
@@ -97,3 +98,25 @@ def test_a_digest_across_two_entries_is_not_an_entry(big, tmp_path):
     assert learned.ledger_.label(_digest(data)) is False and len(learned.ledger_) == N_ENTRIES + 1
     with learning.session(path, mapped=True, light=True) as session:   # now in the journal's records: known
         assert session.learn(data, False, ledgers.Tally()) == "known"
+
+
+def test_find_digest_matches_whole_entries_only():
+    """``checks.find_digest`` (the light learn's search of the model file's
+    ledger, in place): the first entry holding the digest, -1 for a digest
+    whose bytes straddle two entries or lie in a trailing part of one, or
+    for an empty ledger; a digest not 16 bytes is refused."""
+    import random
+
+    from spamnb.bayes.checks import find_digest
+
+    rng = random.Random(30)
+    entries = [rng.randbytes(16) for _ in range(1000)]
+    digests = b"".join(entries)
+    for at in (0, 1, 500, 999):
+        assert find_digest(memoryview(digests), entries[at]) == at
+    assert find_digest(digests + entries[3], entries[3]) == 3   # the first of two
+    assert find_digest(digests, digests[8:24]) == -1            # the halves of two neighbours
+    assert find_digest(digests + b"x" * 8, entries[999][8:] + b"x" * 8) == -1   # into a trailing part
+    assert find_digest(b"", entries[0]) == -1
+    with pytest.raises(ValueError):
+        find_digest(digests, entries[0][:8])

@@ -261,3 +261,28 @@ def test_a_learners_new_tokens_are_the_first_places_of_the_tokens_model_and_jour
         view.score(hashes)   # a learner scores the message first
         assert list(view.new_tokens(hashes)) == expected
     assert max(len(view.new_tokens(sf.tokenizer_.stream(data).hashes)) for data in messages) > 64
+
+
+def test_first_places_are_whole_occurrences_never_bytes_across_two():
+    """``deltas.first_places`` (a learn's few new tokens, searched in the
+    hashes' bytes): each token's first whole occurrence, never a match of
+    its 8 bytes across two neighbours; a token not among them is refused;
+    with few and many (over 64) tokens, as ``array.index`` places them."""
+    import random
+    from array import array
+
+    from spamnb.persistence.deltas import first_places
+
+    rng = random.Random(51)
+    a, b = rng.getrandbits(64), rng.getrandbits(64)
+    across = int.from_bytes((array("Q", [a, b]).tobytes())[3:11], "little")   # the bytes of a and b, straddled
+    hashes = array("Q", [a, b, a, b, across, 7, across])
+    assert list(first_places(hashes, {across})) == [4]
+    assert list(first_places(hashes, {7, b, across})) == [1, 4, 5]
+    with pytest.raises(ValueError):
+        first_places(hashes, {8})
+    for n_new in (1, 64, 65, 200):
+        pool = [rng.getrandbits(64) for _ in range(n_new + 10)]
+        hashes = array("Q", (rng.choice(pool) for _ in range(4 * n_new)))
+        new = set(rng.sample(sorted(set(hashes)), min(n_new, len(set(hashes)))))
+        assert list(first_places(hashes, new)) == sorted(hashes.index(h) for h in new)

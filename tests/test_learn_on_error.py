@@ -15,7 +15,8 @@ from spamnb.evaluation import online
 from spamnb.estimator import calibrate
 from spamnb.model import learning
 from spamnb.estimator.defaults import DEFAULT_HAM_LOG_ODDS, DEFAULT_SPAM_CUTOFF
-from spamnb.estimator.ledger import Tally, ledger_of
+from spamnb.estimator.ledger import Tally
+from spamnb.estimator.ledger_table import ledger_of
 from spamnb.estimator.prequential import (BIN_WIDTH, LOW, N_BINS, THIN_HAM_LOG_ODDS, THIN_SPAM_LOG_ODDS, ScoreHistogram,
                                       refit_cutoffs)
 from spamnb.estimator.verdict import logit

@@ -6,8 +6,10 @@ import pytest
 
 from spamnb import SpamFilter
 from spamnb.estimator import ledger as ledgers
+from spamnb.estimator import ledger_table
 from spamnb.mail.status import passthrough_pieces, strip_markup
-from spamnb.estimator.ledger import DIGEST_SIZE, Ledger, Tally
+from spamnb.estimator.ledger import DIGEST_SIZE, Tally
+from spamnb.estimator.ledger_table import Ledger
 
 from conftest import REPO
 
@@ -139,27 +141,27 @@ def test_arrays_round_trip_and_are_checked():
 
 def test_a_filter_without_a_ledger_gets_an_empty_one():
     spam_filter = _trained()
-    assert len(ledgers.ledger_of(spam_filter)) == len(SPAM) + len(HAM)   # fit records what it counts (issue 46)
+    assert len(ledger_table.ledger_of(spam_filter)) == len(SPAM) + len(HAM)   # fit records what it counts (issue 46)
     spam_filter.ledger_ = None
-    assert len(ledgers.ledger_of(spam_filter)) == 0
+    assert len(ledger_table.ledger_of(spam_filter)) == 0
     ledger = Ledger()
-    assert ledgers.ledger_of(ledgers.attach(spam_filter, ledger)) is ledger
+    assert ledger_table.ledger_of(ledger_table.attach(spam_filter, ledger)) is ledger
 
 
 def test_the_ledger_is_saved_with_the_model_and_kept_by_prune(tmp_path):
     from spamnb.model.lifecycle import prune
 
     spam_filter = _trained()
-    ledger = ledgers.ledger_of(spam_filter)
+    ledger = ledger_table.ledger_of(spam_filter)
     tally = Tally()
     ledgers.learn(spam_filter, ledger, NEW, True, tally)
-    ledgers.attach(spam_filter, ledger)
+    ledger_table.attach(spam_filter, ledger)
     path = tmp_path / "model.spamnb"
     spam_filter.save(path)
     loaded = SpamFilter.load(path)
     assert loaded.ledger_ is not None and loaded.ledger_.to_arrays() == ledger.to_arrays()
     again = Tally()
-    ledgers.learn(loaded, ledgers.ledger_of(loaded), NEW, True, again)   # a second run: no-op
+    ledgers.learn(loaded, ledger_table.ledger_of(loaded), NEW, True, again)   # a second run: no-op
     assert (again.learned, again.known) == (0, 1)
     assert loaded.class_count_ == spam_filter.class_count_
     pruned, dropped = prune(loaded, target_size=100)   # (min_count needs a model without length_norm)

@@ -601,15 +601,16 @@ def test_a_model_with_message_features_round_trips(corpus):
 
 def test_the_ledger_goes_through_dump_load_and_merge():
     from spamnb.estimator import ledger as ledgers
+    from spamnb.estimator import ledger_table
 
     messages = [m for m in labelled_messages([SAMPLE])][:40]
     base = SpamFilter().fit([m.data for m in messages], [m.is_spam for m in messages])
     base.ledger_ = None   # as fitted before fit recorded the messages it counts (issue 46)
     extra = [b"Subject: note %d\n\nzqx%d wombat fnord\n" % (k, k) for k in range(3)]
     for k, data in enumerate(extra):
-        ledger = ledgers.ledger_of(base)
+        ledger = ledger_table.ledger_of(base)
         ledgers.learn(base, ledger, data, k % 2 == 0, ledgers.Tally())
-        ledgers.attach(base, ledger)
+        ledger_table.attach(base, ledger)
     data = dump_bytes(base)
     assert b"\nledger 3\n" in data
     loaded = load_bytes(data)

@@ -679,7 +679,8 @@ def test_learn_and_forget_commands_send_lessons_and_queue_while_redis_is_down(tm
     assert [(learn, forget, spam) for learn, forget, spam, _ in lessons] == [
         (True, False, True), (True, False, False), (False, True, None)]
     _assert_same([model], _reference(base_model, lessons, tmp_path / "ref"))
-    from spamnb.estimator.ledger import canonical, ledger_of, message_digest
+    from spamnb.estimator.ledger import canonical, message_digest
+    from spamnb.estimator.ledger_table import ledger_of
     from spamnb.model.spam_filter import SpamFilter
 
     ledger = ledger_of(SpamFilter.load(model))

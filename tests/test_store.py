@@ -403,6 +403,19 @@ def test_a_held_lock_times_out_naming_its_holder(tmp_path):
     assert not store.holds_lock(str(model.resolve())) and (tmp_path / "m.spamnb.lock").read_bytes() == b""
 
 
+def test_a_lock_holds_its_holders_pid_alone_whatever_a_killed_holder_left(tmp_path):
+    """The lock names its holder alone: a longer pid a killed holder left is
+    emptied first (only a lock with something in it is truncated), an empty
+    lock gets the pid; each is emptied when the lock is let go."""
+    model = tmp_path / "m.spamnb"
+    lock = tmp_path / "m.spamnb.lock"
+    for left in (b"99999999999\n", b""):
+        lock.write_bytes(left)
+        with store.locked(model, wait=0.2):
+            assert lock.read_bytes() == f"{os.getpid()}\n".encode()
+        assert lock.read_bytes() == b""
+
+
 def test_a_writer_advises_huge_pages_only_when_it_reads_the_large_arrays(tmp_path, sample_model):
     """``map_model``'s private memory is in small pages until the large arrays are read
     (``fill``): a learn that appends writes a few pages of it (a huge page would be 2 MiB

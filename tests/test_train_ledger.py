@@ -15,6 +15,7 @@ import pytest
 import spamnb
 from spamnb import SpamFilter
 from spamnb.estimator import ledger as ledgers
+from spamnb.estimator import ledger_table
 
 from conftest import REPO
 from test_serve import Daemon, needs_spamc
@@ -150,7 +151,7 @@ def test_fit_records_what_it_counts(tune):
     data = [p.read_bytes() for p in paths]
     labels = [True] * 20 + [False] * 20
     spam_filter = SpamFilter().fit(data, labels, tune=tune)
-    ledger = ledgers.ledger_of(spam_filter)
+    ledger = ledger_table.ledger_of(spam_filter)
     assert len(ledger) == 40
     def rows():
         return dict(zip(spam_filter.vocabulary_.tokens(), spam_filter.word_counts_.matrix().T.tolist()))

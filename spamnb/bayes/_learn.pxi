@@ -2,8 +2,9 @@
 # into spamnb.bayes._score (which a cold ``spamnb learn`` has loaded anyway):
 # the model's lock (flock) and the ledger's message digest (BLAKE2b), so that
 # a learn loads no shared object of its own for them (``fcntl``, ``_blake2``:
-# about a millisecond of a cold learn).  The layers above call these through
-# spamnb.bayes.checks.
+# about a millisecond of a cold learn), and the search of a digest among the
+# model file's ledger (read in place: no copy of its 16 bytes a message).
+# The layers above call these through spamnb.bayes.checks.
 
 from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memcpy, memset, strerror
@@ -143,3 +144,38 @@ def blake2b(data, int digest_size=64):
     finally:
         PyBuffer_Release(&view)
     return (<char *>out)[:digest_size]
+
+
+# ---------------------------------------------------------------------------- a digest in the model file's ledger
+def find_digest(digests, digest):
+    """The place of the 16-byte ``digest`` among ``digests`` (a contiguous
+    buffer of 16-byte digests back to back: the model file's ledger, as
+    read), its first, or -1: searched in place, entry by entry (a trailing
+    part of an entry is never matched).  ValueError for a digest not 16 bytes."""
+    cdef Py_buffer hay, needle
+    cdef uint64_t first, second, word
+    cdef const uint8_t *at
+    cdef Py_ssize_t i, n, found = -1
+    PyObject_GetBuffer(digest, &needle, PyBUF_SIMPLE)
+    try:
+        if needle.len != 16:
+            raise ValueError(f"a ledger digest is 16 bytes, not {needle.len}")
+        memcpy(&first, needle.buf, 8)
+        memcpy(&second, <const uint8_t *>needle.buf + 8, 8)
+    finally:
+        PyBuffer_Release(&needle)
+    PyObject_GetBuffer(digests, &hay, PyBUF_SIMPLE)
+    try:
+        n = hay.len // 16
+        at = <const uint8_t *>hay.buf
+        with nogil:
+            for i in range(n):
+                memcpy(&word, at + 16 * i, 8)
+                if word == first:
+                    memcpy(&word, at + 16 * i + 8, 8)
+                    if word == second:
+                        found = i
+                        break
+    finally:
+        PyBuffer_Release(&hay)
+    return found

@@ -311,7 +311,7 @@ class Console:
         until the file or its journal changes; at most :data:`LEDGERS` kept."""
         import os
 
-        from spamnb.estimator.ledger import ledger_of
+        from spamnb.estimator.ledger_table import ledger_of
         from spamnb.model.spam_filter import SpamFilter
         from spamnb.server.models import journal_signature
 

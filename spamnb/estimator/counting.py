@@ -194,7 +194,7 @@ class Counts:
         ``consume``: these counts' arrays are dropped as the filter's are made
         from them (the counts are unusable after; the filter is the same).
         The messages counted (``digests``, ``labels``) become the filter's
-        ledger (:func:`spamnb.estimator.ledger.from_trained`), so that ``learn``
+        ledger (:func:`spamnb.estimator.ledger_table.from_trained`), so that ``learn``
         of one of them later is a no-op or an exact relabel."""
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
@@ -234,8 +234,8 @@ class Counts:
         return Ages(array("i", self.last_seen.astype("int32").tobytes()) if days else None, day, day, max_tokens)
 
     def ledger(self):
-        """The ledger of the messages counted (:func:`spamnb.estimator.ledger.from_trained`), or None."""
-        from spamnb.estimator.ledger import from_trained
+        """The ledger of the messages counted (:func:`spamnb.estimator.ledger_table.from_trained`), or None."""
+        from spamnb.estimator.ledger_table import from_trained
 
         return None if self.digests is None else from_trained(self.digests, self.labels)
 

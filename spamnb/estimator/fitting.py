@@ -28,7 +28,8 @@ from spamnb.estimator.heap import release_free_memory
 from spamnb.estimator.counting import count_variants, counting_spec, partition_fold_sums
 from spamnb.estimator.defaults import COUNT_TRANSFORMS, new_counts
 from spamnb.estimator.labels import is_spam_label
-from spamnb.estimator.ledger import from_trained, train_digest
+from spamnb.estimator.ledger import train_digest
+from spamnb.estimator.ledger_table import from_trained
 from spamnb.estimator.messages import message_bytes
 
 __all__ = ["CorpusChanged", "Unfitted", "fit", "check_calibration", "choose_from_parts", "choose_pairs",

@@ -37,12 +37,17 @@ says, its held-out score moved from the old class to the new one, never
 counted twice), a user's label that agrees turns the entry into the user's,
 and a verdict never overrides a label already in the ledger.
 
-Storage hook.  A ledger is flat arrays, :meth:`Ledger.to_arrays`
-(16-byte digests, one label byte each, oldest first), :meth:`Ledger.notes_array`
-(one 16-bit note each: bit 15 auto-learned, bits 0-14 the held-out bin + 1,
-0 for none) and :meth:`Ledger.from_arrays`, which checks them; the model file
-stores them beside the counts, and a model saved without them loads with an
-empty ledger (without notes: every entry a user's, no held-out bin).
+Storage hook.  The table of entries, ``Ledger``, is
+:mod:`spamnb.estimator.ledger_table` (with ``from_trained``, ``ledger_of``
+and ``attach``), which imports this module: a learn of one message into a
+model file looks its digest up in the file's ledger in place
+(``spamnb.model.learning``) and never loads it.  A ledger is flat
+arrays, :meth:`Ledger.to_arrays` (16-byte digests, one label byte each,
+oldest first), :meth:`Ledger.notes_array` (one 16-bit note each: bit 15
+auto-learned, bits 0-14 the held-out bin + 1, 0 for none) and
+:meth:`Ledger.from_arrays`, which checks them; the model file stores them
+beside the counts, and a model saved without them loads with an empty
+ledger (without notes: every entry a user's, no held-out bin).
 :func:`ledger_of` and :func:`attach` are where the filter's copy is read and
 set (``SpamFilter.ledger_``).
 """
@@ -53,16 +58,13 @@ set (``SpamFilter.ledger_``).
 # hashlib's bit for bit): a learn loads no shared object of hashlib's for it.
 from spamnb.bayes.checks import blake2b
 
-__all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "Ledger", "canonical", "message_digest", "learn", "forget",
-           "ledger_of", "attach", "Tally", "train_digest", "from_trained", "known_digest", "entry_code", "file_code",
-           "code_entry"]
+__all__ = ["DIGEST_SIZE", "DEFAULT_CAPACITY", "AUTO_NOTE", "SPAM_BIT", "AUTO_BIT", "canonical", "message_digest",
+           "learn", "forget", "Tally", "train_digest", "known_digest", "entry_code", "file_code", "code_entry"]
 
 DIGEST_SIZE = 16
 DEFAULT_CAPACITY = 200_000
-_HAM, _SPAM = 0, 1
-_AUTO = 2                   # in an entry's code: bit 0 spam, bit 1 auto-learned, bits 2+ held-out bin + 1
+SPAM_BIT, AUTO_BIT = 1, 2   # in an entry's code: bit 0 spam, bit 1 auto-learned, bits 2+ held-out bin + 1
 AUTO_NOTE = 0x8000          # in a note (notes_array): auto-learned; the low 15 bits are the held-out bin + 1
-
 
 def canonical(data, header_name="X-Spamnb-Status", subject_tag=None):
     """The bytes learned and digested for the raw message ``data``."""
@@ -130,149 +132,6 @@ def message_digest(canonical_bytes):
     return blake2b(canonical_bytes, DIGEST_SIZE)
 
 
-class Ledger:
-    """Digest -> label of the messages learned, oldest first, at most ``capacity`` of them."""
-
-    def __init__(self, capacity=DEFAULT_CAPACITY, arrays=None):
-        if capacity < 1:
-            raise ValueError("a ledger's capacity must be at least 1")
-        self.capacity = capacity
-        self._table = {}    # digest -> code (see _AUTO); insertion order is age
-        self._arrays = arrays   # from_arrays' arrays, made into the table when first needed
-
-    @property
-    def _labels(self):
-        """The table, made from :meth:`from_arrays`' arrays the first time it is
-        needed: a model read to classify (mapped: ``spamnb classify``) never
-        builds the ledger of the messages it was trained on."""
-        if self._arrays is not None:
-            self._build()
-        return self._table
-
-    def __len__(self):
-        return len(self._labels)
-
-    def label(self, digest):
-        """True (spam), False (ham) or None (not in the ledger)."""
-        value = self._labels.get(digest)
-        return None if value is None else bool(value & _SPAM)
-
-    def entry(self, digest):
-        """``(is_spam, auto, held-out bin or None)``, or None when not in the ledger."""
-        value = self._labels.get(digest)
-        if value is None:
-            return None
-        return bool(value & _SPAM), bool(value & _AUTO), (value >> 2) - 1 if value >> 2 else None
-
-    def is_auto(self, digest):
-        """Whether the message was learned by auto-learn (and no user has labelled it since)."""
-        return bool(self._labels.get(digest, 0) & _AUTO)
-
-    def record(self, digest, is_spam, auto=False, held_out=None):
-        """Record a learned message (the newest entry); drops the oldest beyond capacity.
-        ``auto``: learned by auto-learn; ``held_out``: the bin of its held-out score."""
-        self._labels.pop(digest, None)
-        self._labels[digest] = (_SPAM if is_spam else _HAM) | (_AUTO if auto else 0) | \
-            (0 if held_out is None else (int(held_out) + 1) << 2)
-        while len(self._labels) > self.capacity:
-            del self._labels[next(iter(self._labels))]
-
-    def confirm(self, digest):
-        """A user gave the label auto-learn had learned: the entry is the user's now (same place)."""
-        value = self._labels.get(digest)
-        if value is not None:
-            self._labels[digest] = value & ~_AUTO
-
-    def remove(self, digest):
-        self._labels.pop(digest, None)
-
-    def to_arrays(self):
-        """``(digests, labels)``: 16 bytes a message and one byte (0 ham, 1 spam), oldest first."""
-        return b"".join(self._labels), bytes(v & _SPAM for v in self._labels.values())
-
-    def notes_array(self):
-        """One 16-bit note a message, in :meth:`to_arrays`' order: ``AUTO_NOTE`` for an
-        auto-learned one, or'ed with its held-out bin + 1 (0: none)."""
-        from array import array
-
-        return array("H", ((v >> 2) | (AUTO_NOTE if v & _AUTO else 0) for v in self._labels.values()))
-
-    @classmethod
-    def from_arrays(cls, digests, labels, capacity=DEFAULT_CAPACITY, notes=None, lazy=False):
-        """A ledger from :meth:`to_arrays` (and :meth:`notes_array`, or None); raises
-        ValueError for arrays that do not fit together.  ``lazy``: the arrays
-        (views of a mapped model file, say) are made into the ledger when it is
-        first used, and the checks but their sizes' are made then (a model
-        mapped to classify one message never builds the ledger of the
-        messages it was trained on)."""
-        n = len(labels)
-        if len(digests) != DIGEST_SIZE * n:
-            raise ValueError(f"ledger: {len(digests)} bytes of digests for {n} labels")
-        if notes is not None and len(notes) not in (0, n):
-            raise ValueError(f"ledger: {len(notes)} notes for {n} labels")
-        ledger = cls(max(capacity, 1), arrays=(digests, labels, notes))
-        if not lazy:
-            ledger._build()
-        return ledger
-
-    def _build(self):
-        """The table from :meth:`from_arrays`' arrays (ValueError for arrays that do not fit together)."""
-        digests, labels, notes = self._arrays
-        self._arrays = None
-        digests, labels = bytes(digests), bytes(labels)
-        n = len(labels)
-        if labels.strip(b"\x00\x01"):
-            raise ValueError("ledger: a label is neither 0 (ham) nor 1 (spam)")
-        if not notes or _all_zero(notes):
-            codes = labels
-        else:
-            from spamnb.estimator.defaults import HELD_OUT_BINS
-
-            if any((note & ~AUTO_NOTE) > HELD_OUT_BINS for note in notes):
-                raise ValueError("ledger: a note names no held-out bin")
-            codes = [label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
-                     for label, note in zip(labels, notes)]
-        table = self._table = dict(zip([digests[i:i + DIGEST_SIZE] for i in range(0, DIGEST_SIZE * n, DIGEST_SIZE)],
-                                       codes))
-        if len(table) != n:
-            self._table = {}
-            raise ValueError("ledger: a digest is recorded twice")
-        while len(table) > self.capacity:
-            del table[next(iter(table))]
-
-
-def _all_zero(notes):
-    """Whether every note is 0: a buffer (an array, a view of the model file) in one
-    pass over its bytes, or a sequence of ints."""
-    try:
-        return not memoryview(notes).cast("B").tobytes().strip(b"\x00")
-    except TypeError:   # not a buffer: a list of ints
-        return not any(notes)
-
-
-def from_trained(digests, labels, capacity=DEFAULT_CAPACITY):
-    """The ledger of the messages ``train`` (or ``SpamFilter.fit``) counted,
-    in the order counted: ``digests`` (16 bytes a message, :func:`train_digest`)
-    and ``labels`` (one byte a message, 0 ham, 1 spam).  As recorded one at a
-    time by :meth:`Ledger.record` (a message counted twice has one entry, its
-    last label; beyond ``capacity`` the first counted are dropped)."""
-    digests, labels = bytes(digests), bytes(labels)
-    if len(digests) != DIGEST_SIZE * len(labels):
-        raise ValueError(f"ledger: {len(digests)} bytes of digests for {len(labels)} labels")
-    ledger = Ledger(capacity)
-    entries = ledger._labels
-    keys = [digests[i:i + DIGEST_SIZE] for i in range(0, len(digests), DIGEST_SIZE)]
-    entries.update(zip(keys, labels))
-    if len(entries) != len(keys):   # a message counted twice: its last label, at its last place (record's order)
-        entries.clear()
-        for digest, label in zip(keys, labels):
-            entries.pop(digest, None)
-            entries[digest] = label
-    while len(entries) > capacity:
-        del entries[next(iter(entries))]
-    return ledger
-
-
 class Tally:
     """What a run of learn/forget did, for the one-line report."""
 
@@ -306,31 +165,19 @@ def known_digest(ledger, message):
 def entry_code(flags, note):
     """An entry's code (as :class:`Ledger` keeps it) from a journal's RECORD
     (``flags``: bit 0 spam, bit 1 auto-learned; ``note``: the held-out bin + 1, 0 for none)."""
-    return (flags & (_SPAM | _AUTO)) | (note << 2)
+    return (flags & (SPAM_BIT | AUTO_BIT)) | (note << 2)
 
 
 def file_code(label, note):
     """An entry's code from a model file's arrays: its label byte and its note (:meth:`Ledger.notes_array`)."""
-    return label | ((note & ~AUTO_NOTE) << 2) | (_AUTO if note & AUTO_NOTE else 0)
+    return label | ((note & ~AUTO_NOTE) << 2) | (AUTO_BIT if note & AUTO_NOTE else 0)
 
 
 def code_entry(code):
     """:meth:`Ledger.entry` of an entry's code (None: no entry)."""
     if code is None:
         return None
-    return bool(code & _SPAM), bool(code & _AUTO), (code >> 2) - 1 if code >> 2 else None
-
-
-def ledger_of(spam_filter):
-    """The filter's ledger (an empty one for a model saved without it)."""
-    ledger = spam_filter.ledger_
-    return Ledger() if ledger is None else ledger
-
-
-def attach(spam_filter, ledger):
-    """Give the filter its ledger back, to be saved with the model."""
-    spam_filter.set_fitted(ledger_=ledger)
-    return spam_filter
+    return bool(code & SPAM_BIT), bool(code & AUTO_BIT), (code >> 2) - 1 if code >> 2 else None
 
 
 def learn(spam_filter, ledger, data, is_spam, tally, header_name="X-Spamnb-Status", subject_tag=None, auto=False):

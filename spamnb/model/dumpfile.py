@@ -282,7 +282,8 @@ def load_dump(stream, name="-"):
         spam.append(n_spam)
     ledger = None
     if version >= 2:
-        from spamnb.estimator.ledger import DIGEST_SIZE, Ledger
+        from spamnb.estimator.ledger import DIGEST_SIZE
+        from spamnb.estimator.ledger_table import Ledger
 
         n_ledger = count_field("ledger")
         digests, labels = bytearray(), bytearray()

@@ -8,12 +8,13 @@ import os
 import sys
 from array import array
 
+from spamnb.bayes.checks import find_digest
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb.errors import MustCompact, MustReadWhole
 from spamnb.persistence.journal import append, apply_records, compact, compact_at
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
-from spamnb.estimator.scoring import FileScorer
+from spamnb.estimator.scoring import FileScorer, message_data
 
 __all__ = ["Session", "session", "Kept", "learned_model", "LedgerRecorder"]
 
@@ -42,13 +43,12 @@ class _LightFilter:
         self.held_out_bin = None
 
     def learn(self, message, spam):
-        from spamnb.estimator.messages import message_bytes
         from spamnb.estimator.defaults import counts_scores, held_out_bin   # no prequential for one learn
 
         session = self._session
         view, sf = session.view, session.filter
         cls = deltas.class_of(spam)
-        stream = sf.tokenizer_.stream(message_bytes(message))
+        stream = sf.tokenizer_.stream(message_data(message))   # bytes (ledger.learn's): no messages module
         hashes = stream.hashes
         self.held_out_bin = None
         mixture = session.light_mixture()
@@ -81,18 +81,24 @@ class _LightFilter:
 class _LightLedger:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` while a session
     appends without reading the model whole: a digest is looked up in the
-    model file's ledger (its digests searched, at most the ledger's capacity
-    of them) and in the ledger operations of the journal and of this
+    model file's ledger (its digests searched in place, ``checks.find_digest``:
+    at most the ledger's capacity of them) and in the ledger operations of the journal and of this
     session, newest first; changes are recorded as ``whole_learning.RecordingLedger``
     records them."""
 
     def __init__(self, digests, codes, journal_payloads):
-        self._digests, self._codes = digests, codes   # the file's: 16 bytes each; their codes (ledger.entry_code)
+        self._digests, self._codes = digests, codes   # the file's, in place: 16 bytes each; their codes
         self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
         self._found = {}      # digest -> code or None: the file's, as searched
         self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
+        self._unnoted = []    # this session's transactions, noted when a digest is next looked up
         for payload in journal_payloads:
             self._note(payload)
+
+    def note_later(self, payload):
+        """:meth:`_note` of a session's transaction, when a digest is next looked up
+        (a learn of one message looks up none after its own)."""
+        self._unnoted.append(payload)
 
     def _note(self, payload):
         from spamnb.estimator.ledger import entry_code
@@ -105,20 +111,14 @@ class _LightLedger:
                 self._overlay[digest] = None
 
     def code(self, digest):
+        while self._unnoted:
+            self._note(self._unnoted.pop(0))
         if digest in self._overlay:
             return self._overlay[digest]
         if digest in self._found:   # a learn asks for a digest three times: the file searched once
             return self._found[digest]
-        digests, at, code = self._digests, 0, None
-        while True:
-            at = digests.find(digest, at)
-            if at < 0:
-                break
-            if at % 16 == 0:
-                code = self._codes(at // 16)
-                break
-            at += 1
-        self._found[digest] = code
+        at = find_digest(self._digests, digest)   # in the file's ledger as read, not a copy of it
+        code = self._found[digest] = self._codes(at) if at >= 0 else None
         return code
 
     def label(self, digest):
@@ -322,7 +322,7 @@ class Session:
                 value = arrays[name] if name in arrays.offsets else None
                 return value if value is not None else b""
 
-            labels = bytes(array_of("ledger_labels"))
+            labels = array_of("ledger_labels")   # one byte an entry, read in place
             notes = array_of("ledger_notes")
             notes = notes if len(notes) == len(labels) else None
 
@@ -331,7 +331,7 @@ class Session:
 
             journal = self.filter.journal_
             payloads = journal.payloads if journal.status == "ok" else ()
-            ledger = _LightLedger(bytes(array_of("ledger_digests")), codes, payloads)
+            ledger = _LightLedger(array_of("ledger_digests"), codes, payloads)
             for payload in self.transactions:
                 ledger._note(payload)
             # at the ledger's capacity a record drops the oldest entry: the model whole decides which
@@ -371,7 +371,7 @@ class Session:
                     if ops:
                         transaction = b"".join(ops)
                         self.transactions.append(transaction)
-                        ledger._note(transaction)
+                        ledger.note_later(transaction)
                     return result
         self._read_whole()
         from spamnb.model.whole_learning import RecordingFilter, RecordingLedger

@@ -273,7 +273,7 @@ def merge(filters):
 def _merge_ledgers(ledgers):
     """The union of the inputs' ledgers (a message in several keeps the first
     one's label), or None when none has one."""
-    from spamnb.estimator.ledger import Ledger
+    from spamnb.estimator.ledger_table import Ledger
 
     ledgers = [ledger for ledger in ledgers if ledger is not None]
     if not ledgers:

@@ -367,7 +367,7 @@ class SpamFilter(FilterState):
         self.vocabulary_ = Vocabulary()
         self.word_counts_ = None  # WordCounts once fitted, learned or loaded
         self.ages_ = Ages()       # last-seen day per token, the model's dates (spamnb.estimator.ages)
-        self.ledger_ = None       # spamnb.estimator.ledger.Ledger of the messages `spamnb learn` took, or None
+        self.ledger_ = None       # spamnb.estimator.ledger_table.Ledger of the messages `spamnb learn` took, or None
         self._scorer = None       # a token_kernels.Scorer over the counts and the vocabulary, made on first use
         self.features_ = None    # FeatureModel when feature_weight > 0
         self.source_ = None      # the model file a loaded filter came from

@@ -226,8 +226,8 @@ def _replay(spam_filter, where, header, arrays):
 
 def _ledger(arrays, lazy=False):
     """The ledger of learned messages of a model file's ``arrays``
-    (``spamnb.estimator.ledger.Ledger.from_arrays``; ``lazy``: built when first used)."""
-    from spamnb.estimator.ledger import Ledger
+    (``spamnb.estimator.ledger_table.Ledger.from_arrays``; ``lazy``: built when first used)."""
+    from spamnb.estimator.ledger_table import Ledger
 
     return Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"], notes=arrays["ledger_notes"],
                               lazy=lazy)

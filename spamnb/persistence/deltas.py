@@ -404,9 +404,9 @@ class NoLedger:
 
 
 def ledger_for(spam_filter):
-    from spamnb.estimator import ledger as ledgers
+    from spamnb.estimator.ledger_table import ledger_of
 
-    ledger = ledgers.ledger_of(spam_filter)
+    ledger = ledger_of(spam_filter)
     spam_filter.set_fitted(ledger_=ledger)
     return ledger
 
@@ -460,8 +460,17 @@ def first_places(hashes, new):
     the tokens of the set ``new``, each at its first occurrence, in order
     (``array('i')``): where ``Vocabulary.add`` numbers a message's new tokens,
     and so their text's order in a record.  No Python loop over the occurrences."""
-    if len(new) <= 64:   # a few: each one's first place by a search of the array
-        return array("i", sorted(hashes.index(h) for h in new))
+    if len(new) <= 64:   # a few: each one's first place by a search of the array's bytes (no int made per occurrence)
+        raw, places = hashes.tobytes(), []
+        for h in new:
+            needle = struct.pack("Q", h)   # the array's own (native) order
+            at = raw.find(needle)
+            while at > 0 and at % 8:   # inside two occurrences: on from the next one
+                at = raw.find(needle, at - at % 8 + 8)
+            if at < 0:
+                raise ValueError(f"first_places: {h} is not among the hashes")
+            places.append(at // 8)
+        return array("i", sorted(places))
     n = len(hashes)
     first = dict(zip(reversed(hashes), range(n - 1, -1, -1)))   # each token's first place (the last one put)
     return array("i", sorted(first[h] for h in new))

@@ -363,9 +363,10 @@ def append(journal, transactions):
         # never through a link planted at the journal's name (it is renamed into place, never a link)
         fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 raise OSError(f"{path}: the model's journal is not a regular file")
-            if os.fstat(fd).st_size != journal.end:
+            if st.st_size != journal.end:
                 os.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
             done = 0
             try:

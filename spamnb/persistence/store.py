@@ -880,7 +880,9 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         real = resolve(path)
         old = stat_existing(real, shown)
         lock_path = real + ".lock"
-        os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+        folder = os.path.dirname(lock_path)
+        if not os.path.isdir(folder):   # a model's first save into a new folder (else one stat: no mkdir, no error)
+            os.makedirs(folder, exist_ok=True)
         # the owner reads and writes the lock whatever the model's mode (a model of mode 000 gave its lock 000:
         # the owner's next write could not open it); the group and others get the model's read and write bits
         mode = (stat.S_IMODE(old.st_mode) & 0o066) | 0o600 if old is not None else 0o666
@@ -906,7 +908,8 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
                     raise LockTimeout(f"{shown}: the model is locked by process {holder} "
                                       f"(waited {wait:g} s; see --wait)") from None
                 time.sleep(0.02)
-            os.ftruncate(fd, 0)
+            if os.fstat(fd).st_size:   # a holder's pid left (it was killed): emptied first; an empty lock is
+                os.ftruncate(fd, 0)     # not truncated again (each truncation changes its times on disk)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:
             os.close(fd)

@@ -141,7 +141,8 @@ def run(given, config=None, log_stream=None, attach=None):
 _LAZY_IMPORTS = ("copy", "ctypes", "hashlib", "html", "syslog", "tempfile", "numpy", "unicodedata",
                  "spamnb.mail.tokenizer", "spamnb.bayes.wordcounts", "spamnb.bayes.vocabulary",
                  "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.model.learning",
-                 "spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.estimator.ages", "spamnb.estimator.messages",
+                 "spamnb.estimator.ledger", "spamnb.estimator.ledger_table", "spamnb.persistence.journal",
+                 "spamnb.estimator.ages", "spamnb.estimator.messages",
                  "spamnb.estimator.labels", "spamnb.estimator.message_features", "spamnb.estimator.defaults",
                  "spamnb.model.lifecycle", "spamnb.persistence.deltas", "spamnb.server.milter")
 
