@@ -469,6 +469,22 @@ def test_journal_rows_counts_a_learn_as_add_counts_split_does_for_the_tokens_ask
             assert [repr(v) for v in out] == [repr(v) for v in logs[0] + logs[1]]
             seen = [hashes.index(t) if t in hashes else -1 for t in tokens]
             assert list(first) == seen
+            # with the file's logs of the first n tokens: theirs where no learn changed them, merged in
+            n = len(tokens) // 2
+            file_logs = array("d", [-1.0 - k for k in range(2 * n)])
+            merged = array("d", bytes(16 * len(tokens)))
+            again = token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
+                                               index, transform, length, alpha, [10.0, 20.0], merged, first,
+                                               file_logs)
+            assert list(again) == totals
+            want = [file_logs[c * n + k] if k < n and math.isnan(logs[c][k]) else logs[c][k]
+                    for c in range(2) for k in range(len(tokens))]
+            assert [repr(v) for v in merged] == [repr(v) for v in want]
+            assert any(math.isnan(logs[c][k]) for c in range(2) for k in range(n))   # some were the file's
+            with pytest.raises(ValueError):   # more file logs than tokens asked
+                token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
+                                           index, transform, length, alpha, [10.0, 20.0], merged, first,
+                                           array("d", [0.0]) * (2 * len(tokens) + 2))
             for bad_bounds, bad_classes, bad_index in (
                     (array("q", [0, 5, 3] + list(bounds[3:])), classes, index),
                     (bounds, bytes([2]) + classes[1:], index),

@@ -764,7 +764,8 @@ cdef inline uint32_t _probe(const int32_t *table, const uint64_t *keys, uint32_t
 
 
 def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds, classes, wanted, index,
-                 int counts, double length, double alpha, double total_ham, double total_spam, logs, first):
+                 int counts, double length, double alpha, double total_ham, double total_spam, logs, first,
+                 file_logs=None):
     """A journal's learns put through for the tokens of one message alone.
 
     ``hashes`` (uint64): every learn's token hashes, one learn after the
@@ -783,10 +784,15 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
     rows as long as ``wanted``) log(count + alpha) of each count a learn
     changed, NaN where none did; ``first`` (int64, as long as ``wanted``)
     each token's first position in ``hashes``, -1 when no learn has it.
+    With ``file_logs`` (float64, class-major, two rows as long as the
+    first ``n`` wanted tokens: the model file's logs of those, which the
+    file holds), each of those ``n`` a learn left unchanged gets the file's
+    log in ``logs`` instead of NaN (the message's logs, merged here, not
+    by a loop per token in Python).
     Returns the two totals.  The caller (``spamnb.bayes.token_kernels``)
     checks the lengths; bounds out of order, a class or an index out of
     range or a short read raise ValueError."""
-    cdef Py_buffer v[7]
+    cdef Py_buffer v[8]
     cdef int held = 0, k
     try:
         for obj, kind, size, writable, what in ((hashes, UNSIGNED, 8, False, b"uint64_t"),
@@ -795,15 +801,20 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                                                 (wanted, UNSIGNED, 8, False, b"uint64_t"),
                                                 (index, SIGNED, 4, False, b"int32_t"),
                                                 (logs, FLOAT, 8, True, b"double"),
-                                                (first, SIGNED, 8, True, b"int64_t")):
+                                                (first, SIGNED, 8, True, b"int64_t"),
+                                                (file_logs if file_logs is not None else array.array("d"), FLOAT, 8, False,
+                                                 b"double")):
             take(&v[held], obj, kind, size, writable, what)
             held += 1
+        if file_logs is not None and (length_of(&v[7]) % 2 or length_of(&v[7]) > length_of(&v[5])):
+            raise ValueError("journal_rows: the file's logs do not fit the tokens asked")
         return _journal_rows(fd, counts_at, n_base, <const uint64_t *>v[0].buf, length_of(&v[0]),
                              <const int64_t *>v[1].buf, length_of(&v[1]), <const unsigned char *>v[2].buf,
                              length_of(&v[2]), <const uint64_t *>v[3].buf, length_of(&v[3]),
                              <const int32_t *>v[4].buf, length_of(&v[4]), counts, length, alpha,
                              total_ham, total_spam, <double *>v[5].buf, length_of(&v[5]),
-                             <int64_t *>v[6].buf, length_of(&v[6]))
+                             <int64_t *>v[6].buf, length_of(&v[6]),
+                             <const double *>v[7].buf if file_logs is not None else NULL, length_of(&v[7]) // 2)
     finally:
         for k in range(held):
             PyBuffer_Release(&v[k])
@@ -813,7 +824,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                    const int64_t *bounds, Py_ssize_t n_bounds, const unsigned char *classes, Py_ssize_t n_classes,
                    const uint64_t *wanted, Py_ssize_t m, const int32_t *index, Py_ssize_t n_index, int counts,
                    double length, double alpha, double total_ham, double total_spam, double *logs,
-                   Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first):
+                   Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first, const double *file_logs, Py_ssize_t n_file):
     cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w
     cdef int64_t a, b
     cdef uint32_t mask, wmask, t
@@ -915,7 +926,12 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
             if not status:
                 for c in range(2):
                     for w in range(m):
-                        logs[c * m + w] = log(rows[c * m + w] + alpha) if state[w] & (2 << c) else NAN
+                        if state[w] & (2 << c):
+                            logs[c * m + w] = log(rows[c * m + w] + alpha)
+                        elif file_logs != NULL and w < n_file:
+                            logs[c * m + w] = file_logs[c * n_file + w]
+                        else:
+                            logs[c * m + w] = NAN
     finally:
         free(rows)
         free(state)

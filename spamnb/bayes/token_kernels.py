@@ -194,20 +194,22 @@ def gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, has
 
 
 def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, length, alpha, totals,
-                 logs, first):
+                 logs, first, file_logs=None):
     """A journal's learns put through for one message's distinct tokens
     ``wanted`` alone (``spamnb.persistence.journal_view``): the class
     ``totals`` after them, and, written, ``logs`` (log(count + alpha) of
-    each count a learn changed, NaN elsewhere; class-major) and ``first``
-    (each token's first position in the journal's ``hashes``, -1: none);
-    ``_score.journal_rows`` says what each is and what it checks."""
+    each count a learn changed, NaN elsewhere, or with ``file_logs`` the
+    model file's log of each of the first tokens, those the file holds;
+    class-major) and ``first`` (each token's first position in the
+    journal's ``hashes``, -1: none); ``_score.journal_rows`` says what each
+    is and what it checks."""
     n_learns, m = len(classes), len(wanted)
     if len(bounds) != n_learns + 1 or len(index) != m or len(logs) != 2 * m or len(first) != m or len(totals) != 2:
         raise ValueError("journal_rows: the buffers' lengths do not match")
     if counts not in TRANSFORMS or counts_at < 0 or n_base < 0:
         raise ValueError("journal_rows: bad transform or layout")
     return _score.journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, float(length),
-                               float(alpha), float(totals[0]), float(totals[1]), logs, first)
+                               float(alpha), float(totals[0]), float(totals[1]), logs, first, file_logs)
 
 
 def mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low, bin_width, n_bins, min_class,

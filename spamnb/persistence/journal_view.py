@@ -348,37 +348,36 @@ class JournalView(FileScorer):
             return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
                                   self.pair_weight), index
         m = len(found)
-        in_file = set(found)
-        wanted = array("Q", found)   # the message's distinct tokens: the file's, then the others
-        wanted.extend(dict.fromkeys(h for h in hashes if h not in in_file))
+        wanted = array("Q", found)   # the message's distinct tokens: the file's, then the others (in any order)
+        wanted.extend(set(hashes).difference(found))
         w = len(wanted)
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
         journal_hashes, bounds, classes = self._concatenated()
+        # the file's tokens' logs merged in: the file's where no learn changed them
         totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
                                             journal_hashes, bounds, classes, wanted, where, self.transform,
-                                            self.length, self.alpha, self.file_totals, changed, first)
+                                            self.length, self.alpha, self.file_totals, changed, first, logs)
         log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
-        # the message's tokens of the file, their logs changed where the journal changed them
-        out_hashes, out_index, out_logs = array("Q", found), list(index), [array("d"), array("d")]
-        for c in range(2):
-            for k in range(m):
-                value = changed[c * w + k]
-                out_logs[c].append(logs[c * m + k] if math.isnan(value) else value)
+        out_logs = changed[:m]
+        out_logs.extend(changed[w:w + m])
+        if m == w or max(first[m:]) < 0:   # no token only the journal holds: the file's, in their order
+            return compact_scorer(found, out_logs, log_norm, self.log_prior, self.transform, self.length,
+                                  self.pair_weight), index
         # and those the journal added (after the file's, in the order they were added: the replay's numbering)
+        out_hashes, out_index, out_logs = array("Q", found), list(index), [out_logs[:m], out_logs[m:]]
         added = [k for k in range(m, w) if first[k] >= 0]
-        if added:
-            _ids, _n, keys, values = self._numbering()
-            ids = array("i", [-1]) * len(added)
-            token_kernels.lookup(keys, values, array("Q", (wanted[k] for k in added)), ids)
-            log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
-            for k, i in sorted(zip(added, ids), key=lambda item: item[1]):
-                out_hashes.append(wanted[k])
-                out_index.append(self.n_base + i)
-                for c in range(2):
-                    value = changed[c * w + k]
-                    out_logs[c].append(log_alpha if math.isnan(value) else value)
+        _ids, _n, keys, values = self._numbering()
+        ids = array("i", [-1]) * len(added)
+        token_kernels.lookup(keys, values, array("Q", (wanted[k] for k in added)), ids)
+        log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
+        for k, i in sorted(zip(added, ids), key=lambda item: item[1]):
+            out_hashes.append(wanted[k])
+            out_index.append(self.n_base + i)
+            for c in range(2):
+                value = changed[c * w + k]
+                out_logs[c].append(log_alpha if math.isnan(value) else value)
         order = sorted(range(len(out_index)), key=out_index.__getitem__)
         sorted_hashes = array("Q", (out_hashes[k] for k in order))
         sorted_logs = array("d", (out_logs[0][k] for k in order))
