@@ -219,7 +219,7 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     assert classes == b"\x01\x00"
     # the view's learns as the records hold them
     parsed = journal_view._parse([memoryview(first), memoryview(second)], 100)  # noqa: SLF001
-    assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in parsed[0]] == [
+    assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_view._recorded(parsed[0])] == [  # noqa: SLF001
         (array("Q", [5, 6, 5]).tobytes(), [2], b"ab"), (array("Q", [9]).tobytes(), [1, 3], b"xyzw")]
     refused = {
         "a forget": deltas.encode_tokens(deltas.OP_FORGET, 1, 7, 100, array("Q", [5])),
