@@ -187,7 +187,7 @@ def test_the_view_reads_the_records_with_the_layouts_deltas_writes_them_with():
 
     source = inspect.getsource(journal_view)
     assert "Struct(" not in source and "import struct" not in source
-    for name in ("TOKENS_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD"):
+    for name in ("TOKENS_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD", "LEARN_SUMS_RECORD"):
         assert f"deltas.{name}" in source, name
     assert deltas.LEDGER_SIZE == len(deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16)))
 
@@ -208,15 +208,17 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     first = (deltas.encode_held_out(1, 2.5) + deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6, 5]),
                                                                       array("I", [2]), b"ab")
              + deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16), held_out=3))
-    second = deltas.encode_tokens(deltas.OP_LEARN, 0, 8, 101, array("Q", [9]), array("I", [1, 3]), b"xyzw")
-    learns, scores, hashes, bounds, classes = checks.journal_learns([memoryview(first), memoryview(second)], 100,
-                                                                    layout)
+    second = (deltas.encode_tokens(deltas.OP_LEARN, 0, 8, 101, array("Q", [9]), array("I", [1, 3]), b"xyzw")
+              + deltas.LEARN_SUMS_RECORD.pack(deltas.OP_LEARN_SUMS, 0, 2.5, 0.75))
+    learns, scores, hashes, bounds, classes, sums = checks.journal_learns([memoryview(first), memoryview(second)], 100,
+                                                                          layout)
     assert [learn[:4] for learn in learns] == [(0, 1, 100, 1), (1, 0, 101, 2)]
     assert bytes(memoryview(first)[learns[0][5]:learns[0][5] + learns[0][6]]) == b"ab"
     assert bytes(memoryview(second)[learns[1][5]:learns[1][5] + learns[1][6]]) == b"xyzw"
     assert scores == [[(deltas.OP_HELD_OUT, 1, 2.5)], []]
     assert array("Q", hashes).tolist() == [5, 6, 5, 9] and array("q", bounds).tolist() == [0, 3, 4]
     assert classes == b"\x01\x00"
+    assert [repr(v) for v in array("d", sums)] == ["nan", "nan", "2.5", "0.75"]   # a learn without its sums: NaN
     # the view's learns as the records hold them
     parsed = journal_view._parse([memoryview(first), memoryview(second)], 100)  # noqa: SLF001
     assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_view._recorded(parsed[0])] == [  # noqa: SLF001
@@ -229,8 +231,16 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
         "a ledger's bin past 512": deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16), held_out=600),
         "a class past 1": deltas.encode_held_out(2, 1.0),
         "cut short": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6]))[:24 + 8],
+        "sums of no learn": deltas.encode_held_out(1, 1.0) + deltas.LEARN_SUMS_RECORD.pack(8, 1, 1.0, 1.0),
+        "sums of another class": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5]))
+        + deltas.LEARN_SUMS_RECORD.pack(8, 0, 1.0, 1.0),
+        "sums not finite": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5]))
+        + deltas.LEARN_SUMS_RECORD.pack(8, 1, float("inf"), 1.0),
+        "a scale of 0": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5]))
+        + deltas.LEARN_SUMS_RECORD.pack(8, 1, 1.0, 0.0),
     }
     for what, payload in refused.items():
         assert checks.journal_learns([memoryview(payload)], 100, layout) is None, what
     with pytest.raises(ValueError, match="layouts"):
         checks.journal_learns([memoryview(first)], 100, layout[:1] + ("<BBxxiIIIII",) + layout[2:])
+

@@ -54,8 +54,8 @@ class _Learn:
 
 # the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
 _LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDGER_SIZE, deltas.HELD_OUT_RECORD.format,
-           deltas.PAIR_SCORES_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD, deltas.OP_REMOVE, deltas.OP_HELD_OUT,
-           deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES)
+           deltas.PAIR_SCORES_RECORD.format, deltas.LEARN_SUMS_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD,
+           deltas.OP_REMOVE, deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES, deltas.OP_LEARN_SUMS)
 
 
 class _Recorded(_Learn):
@@ -90,19 +90,20 @@ def _parse(payloads, n_base):
     compiled pass (``checks.journal_learns``): the learns' fields in their
     records (``(payloads, fields)``, made learns by :func:`_recorded` when
     first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
-    the learns' hashes, bounds and classes (:meth:`JournalView._concatenated`);
+    the learns' hashes, bounds, classes and sums (:meth:`JournalView._concatenated`);
     None when a record is not what a view stands for (a forget, an unknown or
     malformed operation, a learn that does not follow the vocabulary of
     ``n_base`` tokens: the replay then decides)."""
     parsed = checks.journal_learns(payloads, n_base, _LAYOUT)
     if parsed is None:
         return None
-    records, scores, hashes, bounds, classes = parsed
+    records, scores, hashes, bounds, classes, sums = parsed
     for mine in scores:
         for op, _cls, value in mine:
             if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
                 return None
-    return (payloads, records), scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes)
+    return (payloads, records), scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
+                                         memoryview(sums).cast("d"))
 
 
 def _recorded(records):
@@ -342,15 +343,17 @@ class JournalView(FileScorer):
         return self._ids
 
     def _concatenated(self):
-        """``(hashes, bounds, classes)`` of the journal's learns: their token hashes
-        one learn after the other (``array('Q')``), where each starts and ends
-        (``array('q')``), and each one's class (bytes)."""
+        """``(hashes, bounds, classes, sums)`` of the journal's learns: their token
+        hashes one learn after the other (``array('Q')``), where each starts and
+        ends (``array('q')``), each one's class (bytes) and the sum and scale
+        its record keeps (float64, two a learn; NaN, NaN: none, it is counted)."""
         if self._journal is None:
             hashes, bounds = array("Q"), array("q", [0])
             for learn in self.learns:
                 hashes.frombytes(learn.hashes)
                 bounds.append(len(hashes))
-            self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns))
+            self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns),
+                             array("d", [math.nan]) * (2 * len(self.learns)))
         return self._journal
 
     def _gather(self, hashes):
@@ -386,11 +389,11 @@ class JournalView(FileScorer):
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
-        journal_hashes, bounds, classes = self._concatenated()
+        journal_hashes, bounds, classes, sums = self._concatenated()
         # the file's tokens' logs merged in: the file's where no learn changed them
         totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
                                             journal_hashes, bounds, classes, wanted, where, self.transform,
-                                            self.length, self.alpha, self.file_totals, changed, first, logs)
+                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums)
         log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
         out_logs = changed[:m]
         out_logs.extend(changed[w:w + m])
