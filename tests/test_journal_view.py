@@ -244,3 +244,53 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     with pytest.raises(ValueError, match="layouts"):
         checks.journal_learns([memoryview(first)], 100, layout[:1] + ("<BBxxiIIIII",) + layout[2:])
 
+
+def _as_version_1(path, target):
+    """The journal of the model at ``path`` as a spamnb of journal version 1 wrote it, at ``target``:
+    header version 1, each record without its LEARN_SUMS (``deltas.without_sums``)."""
+    from spamnb.persistence import deltas, journal
+    from spamnb.persistence.store import model_identity
+
+    read = journal.read(str(path), model_identity(str(path)))
+    header = journal._header(read.identity, 1)  # noqa: SLF001 -- the module's own layout, read by its test
+    records = [journal._record_bytes(header[40:48], k, deltas.without_sums(p))  # noqa: SLF001
+               for k, p in enumerate(read.payloads)]
+    Path(target).write_bytes(header + b"".join(records))
+
+
+def test_a_journal_of_version_1_is_scored_to_the_same_bits_and_appended_to_as_version_1(model, tmp_path):
+    """Learns record their sums (LEARN_SUMS, journal version 2) so that the view need not count them
+    again; a journal written before (version 1, no sums: the view counts them) is read and scored to
+    the same bits, and a learn appends to it as version 1 wrote, so a reader of that version reads it."""
+    import shutil
+    from array import array
+
+    from spamnb.bayes import checks
+    from spamnb.persistence import journal, journal_view
+
+    old = tmp_path / "old.spamnb"
+    shutil.copyfile(model, old)   # the same file: its journal applies to either
+    _learn(model, _learns(8))
+    _as_version_1(model, str(old) + ".journal")
+    new_bytes, old_bytes = (Path(str(p) + ".journal").read_bytes() for p in (model, old))
+    assert new_bytes[8:12] == journal.VERSION.to_bytes(4, "little") == (2).to_bytes(4, "little")
+    assert old_bytes[8:12] == (1).to_bytes(4, "little") and len(old_bytes) < len(new_bytes)
+    payloads = [SpamFilter.load(p, mapped=True).pending_journal_.journal.payloads for p in (model, old)]
+    n_base = SpamFilter.load(model, mapped=True).pending_journal_.n_base
+    sums = [array("d", checks.journal_learns(p, n_base, journal_view._LAYOUT)[5]) for p in payloads]  # noqa: SLF001
+    assert len(sums[0]) == 16 and all(v == v for v in sums[0])   # every learn's sums, recorded
+    assert all(v != v for v in sums[1])                           # none: counted by the view
+    messages = PROBES + [p.read_bytes() for _, p, _ in _learns(8)]
+    expected = _verdicts(SpamFilter.load(model), messages)
+    assert _verdicts(_viewed(model), messages) == expected
+    assert _verdicts(_viewed(old), messages) == expected
+    following = SpamFilter.load(old)   # a reader that follows the journal (spamnb serve): its version's header
+    more = [("learn", SPAM[30], True), ("learn", HARD[30], False)]
+    _learn(model, more)
+    _learn(old, more)
+    assert journal.follow(following) == 1
+    _as_version_1(model, tmp_path / "expected.journal")
+    assert Path(str(old) + ".journal").read_bytes() == (tmp_path / "expected.journal").read_bytes()
+    expected = _verdicts(SpamFilter.load(model), messages)
+    assert _verdicts(_viewed(old), messages) == expected == _verdicts(SpamFilter.load(old), messages)
+    assert _verdicts(following, messages) == expected
