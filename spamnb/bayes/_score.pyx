@@ -945,7 +945,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
         if index[w] >= n_base:
             raise ValueError(f"feature index {index[w]} out of range for {n_base} features")
     totals[0], totals[1] = total_ham, total_spam
-    wcap = table_size(m if m > 0 else 1)
+    wcap = table_size(4 * m if m > 0 else 1)   # at most 1 in 8 slots taken: a miss (most of the journal) stops at once
     cap = table_size(longest if longest > 0 else 1)
     rows = <double *>malloc((2 * m + 1) * sizeof(double))
     seen = <double *>malloc((m + 1) * sizeof(double))
