@@ -133,7 +133,7 @@ def view(spam_filter, journal, apply_records):
         return None
     records, scores, concatenated = parsed
     if any(op == deltas.OP_PAIR_SCORES for mine in scores for op, _cls, _v in mine):
-        from spamnb.estimator.prequential import cutoffs_from
+        from spamnb.estimator.defaults import cutoffs_from
 
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
             return None
@@ -277,11 +277,13 @@ class JournalView(FileScorer):
         the cutoffs follow them (fitted on them, or the defaults); else (cutoffs
         from ``train`` or given) they are left to the replay, as the
         histogram, ``held_out_``, is (``deltas.Replayed``)."""
-        from spamnb.estimator.prequential import cutoffs_from, note_held_out, refit_cutoffs
+        from spamnb.estimator.defaults import cutoffs_from
 
         self.scores_counted = cutoffs_from(spam_filter) in ("defaults", "held-out")
-        if not self.scores_counted:
+        if not self.scores_counted:   # cutoffs from train or given: nothing here, nor prequential's import
             return
+        from spamnb.estimator.prequential import note_held_out, refit_cutoffs
+
         for mine in self.scores:
             for op, cls, log_odds in mine:
                 if op == deltas.OP_PAIR_SCORES:
