@@ -188,7 +188,7 @@ def test_the_view_reads_the_records_with_the_layouts_deltas_writes_them_with():
 
     source = inspect.getsource(journal_view)
     assert "Struct(" not in source and "import struct" not in source
-    for name in ("TOKENS_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD"):
+    for name in ("TOKENS_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD", "LEARN_SUMS_RECORD"):
         assert f"deltas.{name}" in source, name
     assert deltas.LEDGER_SIZE == len(deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16)))
 
@@ -209,18 +209,20 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     first = (deltas.encode_held_out(1, 2.5) + deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6, 5]),
                                                                       array("I", [2]), b"ab")
              + deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16), held_out=3))
-    second = deltas.encode_tokens(deltas.OP_LEARN, 0, 8, 101, array("Q", [9]), array("I", [1, 3]), b"xyzw")
-    learns, scores, hashes, bounds, classes = checks.journal_learns([memoryview(first), memoryview(second)], 100,
-                                                                    layout)
+    second = (deltas.encode_tokens(deltas.OP_LEARN, 0, 8, 101, array("Q", [9]), array("I", [1, 3]), b"xyzw")
+              + deltas.LEARN_SUMS_RECORD.pack(deltas.OP_LEARN_SUMS, 0, 2.5, 0.75))
+    learns, scores, hashes, bounds, classes, sums = checks.journal_learns([memoryview(first), memoryview(second)], 100,
+                                                                          layout)
     assert [learn[:4] for learn in learns] == [(0, 1, 100, 1), (1, 0, 101, 2)]
     assert bytes(memoryview(first)[learns[0][5]:learns[0][5] + learns[0][6]]) == b"ab"
     assert bytes(memoryview(second)[learns[1][5]:learns[1][5] + learns[1][6]]) == b"xyzw"
     assert scores == [[(deltas.OP_HELD_OUT, 1, 2.5)], []]
     assert array("Q", hashes).tolist() == [5, 6, 5, 9] and array("q", bounds).tolist() == [0, 3, 4]
     assert classes == b"\x01\x00"
+    assert [repr(v) for v in array("d", sums)] == ["nan", "nan", "2.5", "0.75"]   # a learn without its sums: NaN
     # the view's learns as the records hold them
     parsed = journal_view._parse([memoryview(first), memoryview(second)], 100)  # noqa: SLF001
-    assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in parsed[0]] == [
+    assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_view._recorded(parsed[0])] == [  # noqa: SLF001
         (array("Q", [5, 6, 5]).tobytes(), [2], b"ab"), (array("Q", [9]).tobytes(), [1, 3], b"xyzw")]
     refused = {
         "a forget": deltas.encode_tokens(deltas.OP_FORGET, 1, 7, 100, array("Q", [5])),
@@ -230,8 +232,66 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
         "a ledger's bin past 512": deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16), held_out=600),
         "a class past 1": deltas.encode_held_out(2, 1.0),
         "cut short": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6]))[:24 + 8],
+        "sums of no learn": deltas.encode_held_out(1, 1.0) + deltas.LEARN_SUMS_RECORD.pack(8, 1, 1.0, 1.0),
+        "sums of another class": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5]))
+        + deltas.LEARN_SUMS_RECORD.pack(8, 0, 1.0, 1.0),
+        "sums not finite": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5]))
+        + deltas.LEARN_SUMS_RECORD.pack(8, 1, float("inf"), 1.0),
+        "a scale of 0": deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5]))
+        + deltas.LEARN_SUMS_RECORD.pack(8, 1, 1.0, 0.0),
     }
     for what, payload in refused.items():
         assert checks.journal_learns([memoryview(payload)], 100, layout) is None, what
     with pytest.raises(ValueError, match="layouts"):
         checks.journal_learns([memoryview(first)], 100, layout[:1] + ("<BBxxiIIIII",) + layout[2:])
+
+
+def _as_version_1(path, target):
+    """The journal of the model at ``path`` as a spamnb of journal version 1 wrote it, at ``target``:
+    header version 1, each record without its LEARN_SUMS (``deltas.without_sums``)."""
+    from spamnb.persistence import deltas, journal
+    from spamnb.persistence.store import model_identity
+
+    read = journal.read(str(path), model_identity(str(path)))
+    header = journal._header(read.identity, 1)  # noqa: SLF001 -- the module's own layout, read by its test
+    records = [journal._record_bytes(header[40:48], k, deltas.without_sums(p))  # noqa: SLF001
+               for k, p in enumerate(read.payloads)]
+    Path(target).write_bytes(header + b"".join(records))
+
+
+def test_a_journal_of_version_1_is_scored_to_the_same_bits_and_appended_to_as_version_1(model, tmp_path):
+    """Learns record their sums (LEARN_SUMS, journal version 2) so that the view need not count them
+    again; a journal written before (version 1, no sums: the view counts them) is read and scored to
+    the same bits, and a learn appends to it as version 1 wrote, so a reader of that version reads it."""
+    import shutil
+    from array import array
+
+    from spamnb.bayes import checks
+    from spamnb.persistence import journal, journal_view
+
+    old = tmp_path / "old.spamnb"
+    shutil.copyfile(model, old)   # the same file: its journal applies to either
+    _learn(model, _learns(8))
+    _as_version_1(model, str(old) + ".journal")
+    new_bytes, old_bytes = (Path(str(p) + ".journal").read_bytes() for p in (model, old))
+    assert new_bytes[8:12] == journal.VERSION.to_bytes(4, "little") == (2).to_bytes(4, "little")
+    assert old_bytes[8:12] == (1).to_bytes(4, "little") and len(old_bytes) < len(new_bytes)
+    payloads = [SpamFilter.load(p, mapped=True).pending_journal_.journal.payloads for p in (model, old)]
+    n_base = SpamFilter.load(model, mapped=True).pending_journal_.n_base
+    sums = [array("d", checks.journal_learns(p, n_base, journal_view._LAYOUT)[5]) for p in payloads]  # noqa: SLF001
+    assert len(sums[0]) == 16 and all(v == v for v in sums[0])   # every learn's sums, recorded
+    assert all(v != v for v in sums[1])                           # none: counted by the view
+    messages = PROBES + [p.read_bytes() for _, p, _ in _learns(8)]
+    expected = _verdicts(SpamFilter.load(model), messages)
+    assert _verdicts(_viewed(model), messages) == expected
+    assert _verdicts(_viewed(old), messages) == expected
+    following = SpamFilter.load(old)   # a reader that follows the journal (spamnb serve): its version's header
+    more = [("learn", SPAM[30], True), ("learn", HARD[30], False)]
+    _learn(model, more)
+    _learn(old, more)
+    assert journal.follow(following) == 1
+    _as_version_1(model, tmp_path / "expected.journal")
+    assert Path(str(old) + ".journal").read_bytes() == (tmp_path / "expected.journal").read_bytes()
+    expected = _verdicts(SpamFilter.load(model), messages)
+    assert _verdicts(_viewed(old), messages) == expected == _verdicts(SpamFilter.load(old), messages)
+    assert _verdicts(following, messages) == expected

@@ -469,6 +469,48 @@ def test_journal_rows_counts_a_learn_as_add_counts_split_does_for_the_tokens_ask
             assert [repr(v) for v in out] == [repr(v) for v in logs[0] + logs[1]]
             seen = [hashes.index(t) if t in hashes else -1 for t in tokens]
             assert list(first) == seen
+            # with the file's logs of the first n tokens: theirs where no learn changed them, merged in
+            n = len(tokens) // 2
+            file_logs = array("d", [-1.0 - k for k in range(2 * n)])
+            merged = array("d", bytes(16 * len(tokens)))
+            again = token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
+                                               index, transform, length, alpha, [10.0, 20.0], merged, first,
+                                               file_logs)
+            assert list(again) == totals
+            want = [file_logs[c * n + k] if k < n and math.isnan(logs[c][k]) else logs[c][k]
+                    for c in range(2) for k in range(len(tokens))]
+            assert [repr(v) for v in merged] == [repr(v) for v in want]
+            assert any(math.isnan(logs[c][k]) for c in range(2) for k in range(n))   # some were the file's
+            with pytest.raises(ValueError):   # more file logs than tokens asked
+                token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
+                                           index, transform, length, alpha, [10.0, 20.0], merged, first,
+                                           array("d", [0.0]) * (2 * len(tokens) + 2))
+            # each learn's sum and scale as a journal records them (learn_sums): the same bits without
+            # counting those learns again; NaN (a learn recorded without them, here every third): counted
+            sums = array("d")
+            for k, (_c, h) in enumerate(learns):
+                sums.extend(token_kernels.learn_sums(array("Q", [int(t) for t in h]), transform, length)
+                            if k % 3 else (math.nan, math.nan))
+            for lengths_of in (length, 0.0):   # and without length normalisation (scale 1)
+                plain = array("d", bytes(16 * len(tokens)))
+                want_totals = token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes,
+                                                         array("Q", tokens), index, transform, lengths_of, alpha,
+                                                         [10.0, 20.0], plain, first)
+                if lengths_of == 0.0:
+                    sums = array("d")
+                    for _c, h in learns:
+                        sums.extend(token_kernels.learn_sums(array("Q", [int(t) for t in h]), transform, 0.0))
+                summed, first_too = array("d", bytes(16 * len(tokens))), array("q", bytes(8 * len(tokens)))
+                got = token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
+                                                 index, transform, lengths_of, alpha, [10.0, 20.0], summed,
+                                                 first_too, None, sums)
+                assert list(got) == list(want_totals)
+                assert [repr(v) for v in summed] == [repr(v) for v in plain]
+                assert list(first_too) == seen
+            with pytest.raises(ValueError):   # not two a learn
+                token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
+                                           index, transform, length, alpha, [10.0, 20.0], merged, first, None,
+                                           sums[:-1])
             for bad_bounds, bad_classes, bad_index in (
                     (array("q", [0, 5, 3] + list(bounds[3:])), classes, index),
                     (bounds, bytes([2]) + classes[1:], index),

@@ -36,7 +36,9 @@ every command once, in the same order, on the next sample message):
   the same rounds, e.g. pip's console script written beside the launcher,
   or another venv's ``spamnb`` (the tree before a change), and the median
   of the per-round ratios of this venv's ``classify`` and ``learn`` to its; with
-  ``--journal N`` its classify of the copy that learned N messages too;
+  ``--journal N`` its classify of a copy into which it learned the same N
+  messages itself (a journal in its own format: one of another version
+  is not applied);
 - ``python -c pass`` of the same interpreter (the ``spamnb`` script's own
   ``#!``), and the interpreter's ceilings ``python -S -c pass`` (no ``site``)
   and ``python -I -c pass`` (isolated).
@@ -115,13 +117,14 @@ def sample_messages(corpus, n=5):
     return [path for path, _ in files[middle - n // 2:middle - n // 2 + n]]
 
 
-def learned(corpus, model, work, spamnb, n):
+def learned(corpus, model, work, spamnb, n, tag=""):
     """A copy of ``model`` with ``n`` messages of ``corpus`` learned into its
     journal (``spamnb learn --spam|--ham -q`` of each, a process each, spam
     and ham in turn), and the journal's size in bytes.  Each message gets a
     last line of its own ("bench learn N"): the model was trained on the
-    corpus, and its ledger makes a learn of a message it knows a no-op."""
-    copy = work / f"{corpus.name}.journal-{n}.spamnb"
+    corpus, and its ledger makes a learn of a message it knows a no-op.
+    ``tag``: in the copy's name (a copy of its own for each ``--compare``)."""
+    copy = work / f"{corpus.name}.journal-{n}{tag}.spamnb"
     journal = Path(str(copy) + ".journal")
     if not copy.exists() or not journal.exists():
         shutil.copyfile(model, copy)
@@ -262,9 +265,10 @@ def main():
             copy, size = learned(corpus, model, work, spamnb, args.journal)
             tables[label][f"classify, after {args.journal} learns (journal {size / 1024:.0f} KiB)"] = {
                 "spamnb": ([spamnb, "classify", "-m", str(copy)], None)}
-            for program in args.compare:
-                tables[label][f"classify, after {args.journal} learns, by {program}"] = {
-                    "spamnb": ([program, "classify", "-m", str(copy)], None)}
+            for k, program in enumerate(args.compare):
+                own, own_size = learned(corpus, model, work, program, args.journal, f".compare{k}")
+                tables[label][f"classify, after {args.journal} learns (journal {own_size / 1024:.0f} KiB), "
+                              f"by {program}"] = {"spamnb": ([program, "classify", "-m", str(own)], None)}
     if args.scale:
         if "scale_pair" not in locals():
             raise SystemExit(f"--scale: no corpus named {args.scale_corpus} given")

@@ -362,9 +362,12 @@ def journal_records(data, head, Py_ssize_t at):
 # The journal's record layouts journal_learns reads (spamnb.persistence.deltas
 # defines them, and hands them in: a change there is refused here, not misread):
 # the learn's, the ledger record's, its padded size, the held-out score's, the
-# pair scores'; then the ops (learn, record, remove, held-out, its taking back,
-# pair scores).
-_JOURNAL_LAYOUT = ("<BBxxiIIII", "<BBH16s", 24, "<BBxxf", "<BBxxxxxxdddd", 1, 3, 4, 5, 6, 7)
+# pair scores', a learn's sums'; then the ops (learn, record, remove, held-out,
+# its taking back, pair scores, a learn's sums).
+_JOURNAL_LAYOUT = ("<BBxxiIIII", "<BBH16s", 24, "<BBxxf", "<BBxxxxxxdddd", "<BBxxxxxxdd", 1, 3, 4, 5, 6, 7, 8)
+
+
+_NO_SUMS = b"\x00\x00\x00\x00\x00\x00\xf8\x7f" * 2   # NaN, NaN (float64, little-endian): a learn without them
 
 
 def journal_learns(payloads, Py_ssize_t n_base, layout):
@@ -381,16 +384,20 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
     to 8 bytes; a ledger record or removal (ops 3, 4: 24 bytes, flags <= 3,
     held-out bin <= 512); a held-out score or its taking back (ops 5, 6:
     ``<BBxxf>``); the pair scores (op 7: ``<BBxxxxxxdddd>``, their fit is the
-    caller's to check); op 0 ends a payload (its padding).
+    caller's to check); a learn's sums (op 8: ``<BBxxxxxxdd>``, class, the sum
+    of its values and their scale, right after its learn, of its class, the
+    sum finite, the scale finite and positive); op 0 ends a payload (its padding).
 
-    Returns ``(learns, scores, hashes, bounds, classes)``: each learn's
+    Returns ``(learns, scores, hashes, bounds, classes, sums)``: each learn's
     ``(payload index, class, features before, new tokens, start of its
     hashes, start of its text, text bytes)`` (its lengths lie between its
     hashes' end and its text), each payload's ``[(op, class, value), ...]``
     of held-out scores (value: the log-odds, or ``(words, pairs, weight,
     scale)``), the learns' hashes one after the other (a bytearray of
     uint64), where each learn's start and end (a bytearray of int64: learns
-    + 1 bounds) and each learn's class (bytes).  ``layout``: the record layouts and ops as
+    + 1 bounds), each learn's class (bytes) and each learn's sum and scale
+    (a bytearray of float64, two per learn; NaN, NaN for a learn recorded
+    without them).  ``layout``: the record layouts and ops as
     ``spamnb.persistence.deltas`` defines them (ValueError when they are not
     the ones read here)."""
     cdef Py_buffer d
@@ -400,11 +407,12 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
     cdef uint8_t op, cls
     cdef float f
     cdef double w[4]
-    cdef bytearray hashes, bounds
+    cdef bint after_learn
+    cdef bytearray hashes, bounds, sums
     if tuple(layout) != _JOURNAL_LAYOUT:
         raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
     learns, scores, spans = [], [], []
-    classes = bytearray()
+    classes, sums = bytearray(), bytearray()
     for k in range(len(payloads)):
         take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
         try:
@@ -412,10 +420,22 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
             n = length_of(&d)
             at = 0
             mine = []
+            after_learn = False   # the op before was a learn (its sums may follow)
             while at < n:
                 op = p[at]
                 if op == 0:
                     break
+                if op == 8:   # OP_LEARN_SUMS: the learn just read's
+                    if at + 24 > n or not after_learn or p[at + 1] != classes[len(classes) - 1]:
+                        return None
+                    memcpy(w, p + at + 8, 16)
+                    if not (isfinite(w[0]) and isfinite(w[1]) and w[1] > 0.0):
+                        return None
+                    memcpy(<char *>sums + len(sums) - 16, w, 16)
+                    after_learn = False
+                    at += 24
+                    continue
+                after_learn = op == 1
                 if op == 1:   # OP_LEARN
                     if at + 24 > n:
                         return None
@@ -439,6 +459,7 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
                     learns.append((k, cls, live - n_new, n_new, h_at, end - n_text, n_text))
                     spans.append((k, h_at, n_hashes))
                     classes.append(cls)
+                    sums += _NO_SUMS
                     total += n_hashes
                     at = end + (8 - end % 8) % 8   # end >= 0 (C division: the module's cdivision)
                 elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE
@@ -478,7 +499,7 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
             PyBuffer_Release(&d)
         at += n_hashes
         memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
-    return learns, scores, hashes, bounds, bytes(classes)
+    return learns, scores, hashes, bounds, bytes(classes), sums
 
 
 cdef extern from *:

@@ -71,16 +71,26 @@ cdef inline Py_ssize_t count_distinct(const int32_t *idx, Py_ssize_t n, int32_t 
     return m
 
 
+cdef inline double length_scale(const double *x, Py_ssize_t m, double length) noexcept nogil:
+    """The factor :func:`scale_to_length` multiplies ``x[:m]`` by: ``length`` over
+    their Euclidean length; 1.0 (nothing done) when ``length`` <= 0 or ``x`` is
+    all zero.  A journal's learn records it (``spamnb.persistence.deltas``)."""
+    cdef Py_ssize_t j
+    cdef double s = 0.0
+    if length <= 0.0:
+        return 1.0
+    for j in range(m):
+        s += x[j] * x[j]
+    if s > 0.0:
+        return length / sqrt(s)
+    return 1.0
+
+
 cdef inline void scale_to_length(double *x, Py_ssize_t m, double length) noexcept nogil:
     """Scale ``x[:m]`` to Euclidean length ``length`` (length normalisation, Rennie
     et al. 2003); nothing when ``length`` <= 0 or ``x`` is all zero."""
     cdef Py_ssize_t j
-    cdef double s = 0.0
-    if length <= 0.0:
-        return
-    for j in range(m):
-        s += x[j] * x[j]
-    if s > 0.0:
-        s = length / sqrt(s)
+    cdef double s = length_scale(x, m, length)
+    if s != 1.0:   # x * 1.0 is x: the same values either way
         for j in range(m):
             x[j] *= s

@@ -28,8 +28,8 @@ import array
 
 from spamnb.buffers cimport FLOAT, SIGNED, UNSIGNED, length_of, take
 
-from spamnb.bayes._count cimport (TRANSFORM_BINARY, TRANSFORM_LOG, TRANSFORM_RAW, count_distinct, scale_to_length,
-                                  table_size, transform)
+from spamnb.bayes._count cimport (TRANSFORM_BINARY, TRANSFORM_LOG, TRANSFORM_RAW, count_distinct, length_scale,
+                                  scale_to_length, table_size, transform)
 from spamnb.bayes._index cimport _find_slot
 
 # The transforms' codes (_count.pxd's), for Python: spamnb.bayes.token_kernels
@@ -805,8 +805,88 @@ cdef inline uint32_t _probe(const int32_t *table, const uint64_t *keys, uint32_t
     return t
 
 
+cdef inline bint _file_counts(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const int32_t *index, double *rows,
+                              unsigned char *state, Py_ssize_t m, Py_ssize_t w) noexcept nogil:
+    """Wanted token ``w``'s counts start at the model file's (``pread`` once, when a
+    learn first has it; none for a token the file lacks); False: a short read."""
+    if state[w] & 1:
+        return True
+    state[w] |= 1
+    if index[w] < 0:
+        return True
+    return (_pread_all(fd, &rows[w], 8, counts_at + 8 * index[w])
+            and _pread_all(fd, &rows[m + w], 8, counts_at + 8 * (n_base + index[w])))
+
+
+cdef inline Py_ssize_t _learn_values(const uint64_t *hashes, Py_ssize_t n, int counts, double length, int32_t *table,
+                                     uint64_t *distinct, int64_t *at, double *x, double *scale) noexcept nogil:
+    """A learn's ``n`` token ``hashes`` counted as ``_count.add_counts_split`` counts
+    a message: its distinct tokens in the order they first occur (``distinct``,
+    their first places ``at``, their values ``x``: counts transformed, then
+    scaled to ``length``, the factor in ``scale``); returns how many.  The
+    buffers have room for ``n`` entries, ``table`` for ``table_size(n)``."""
+    cdef Py_ssize_t cap = table_size(n), j, k = 0
+    cdef uint32_t mask = <uint32_t>(cap - 1), t
+    for j in range(cap):
+        table[j] = -1
+    for j in range(n):   # distinct tokens in order of first occurrence (count_distinct's)
+        t = _probe(table, distinct, mask, hashes[j])
+        if table[t] != -1:
+            x[table[t]] += 1.0
+            continue
+        table[t], distinct[k], at[k], x[k] = <int32_t>k, hashes[j], j, 1.0
+        k += 1
+    for j in range(k):
+        x[j] = transform(x[j], counts, _LOG1P_SMALL)
+    scale[0] = length_scale(x, k, length)
+    if scale[0] != 1.0:   # scale_to_length's
+        for j in range(k):
+            x[j] *= scale[0]
+    return k
+
+
+def learn_sums(hashes, int counts, double length):
+    """``(sum, scale)`` of a learned message's token ``hashes`` (uint64, one per
+    occurrence): its values (each distinct token's count transformed by
+    ``counts``, scaled to ``length`` by ``scale``) summed in the order the
+    tokens first occur, what a learn adds to its class total.  What a journal
+    records beside the learn (``spamnb.persistence.deltas.encode_learn_sums``)
+    so that :func:`journal_rows` need not count it again, computed by the
+    very loop that counts it there."""
+    cdef Py_buffer v
+    cdef Py_ssize_t n, k, j
+    cdef double s = 0.0, scale = 1.0
+    cdef int32_t *table = NULL
+    cdef uint64_t *distinct = NULL
+    cdef int64_t *at = NULL
+    cdef double *x = NULL
+    if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
+        raise ValueError(f"unknown counts transform {counts}")
+    take(&v, hashes, UNSIGNED, 8, False, b"uint64_t")
+    try:
+        n = length_of(&v)
+        table = <int32_t *>malloc(table_size(n) * sizeof(int32_t))
+        distinct = <uint64_t *>malloc((n + 1) * sizeof(uint64_t))
+        at = <int64_t *>malloc((n + 1) * sizeof(int64_t))
+        x = <double *>malloc((n + 1) * sizeof(double))
+        if table == NULL or distinct == NULL or at == NULL or x == NULL:
+            raise MemoryError()
+        with nogil:
+            k = _learn_values(<const uint64_t *>v.buf, n, counts, length, table, distinct, at, x, &scale)
+            for j in range(k):
+                s += x[j]
+    finally:
+        free(table)
+        free(distinct)
+        free(at)
+        free(x)
+        PyBuffer_Release(&v)
+    return s, scale
+
+
 def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds, classes, wanted, index,
-                 int counts, double length, double alpha, double total_ham, double total_spam, logs, first):
+                 int counts, double length, double alpha, double total_ham, double total_spam, logs, first,
+                 file_logs=None, sums=None):
     """A journal's learns put through for the tokens of one message alone.
 
     ``hashes`` (uint64): every learn's token hashes, one learn after the
@@ -825,10 +905,20 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
     rows as long as ``wanted``) log(count + alpha) of each count a learn
     changed, NaN where none did; ``first`` (int64, as long as ``wanted``)
     each token's first position in ``hashes``, -1 when no learn has it.
+    With ``file_logs`` (float64, class-major, two rows as long as the
+    first ``n`` wanted tokens: the model file's logs of those, which the
+    file holds), each of those ``n`` a learn left unchanged gets the file's
+    log in ``logs`` instead of NaN (the message's logs, merged here, not
+    by a loop per token in Python).  With ``sums`` (float64, two per learn:
+    the sum of its values and the factor :func:`learn_sums` gives, as its
+    journal record keeps them; NaN, NaN for a learn that has none), a learn
+    with its sums is not counted again: its sum goes to its class total and
+    only the wanted tokens' counts in it are transformed and scaled, to the
+    same bits.
     Returns the two totals.  The caller (``spamnb.bayes.token_kernels``)
     checks the lengths; bounds out of order, a class or an index out of
     range or a short read raise ValueError."""
-    cdef Py_buffer v[7]
+    cdef Py_buffer v[9]
     cdef int held = 0, k
     try:
         for obj, kind, size, writable, what in ((hashes, UNSIGNED, 8, False, b"uint64_t"),
@@ -837,15 +927,25 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                                                 (wanted, UNSIGNED, 8, False, b"uint64_t"),
                                                 (index, SIGNED, 4, False, b"int32_t"),
                                                 (logs, FLOAT, 8, True, b"double"),
-                                                (first, SIGNED, 8, True, b"int64_t")):
+                                                (first, SIGNED, 8, True, b"int64_t"),
+                                                (file_logs if file_logs is not None else array.array("d"), FLOAT, 8, False,
+                                                 b"double"),
+                                                (sums if sums is not None else array.array("d"), FLOAT, 8, False,
+                                                 b"double")):
             take(&v[held], obj, kind, size, writable, what)
             held += 1
+        if file_logs is not None and (length_of(&v[7]) % 2 or length_of(&v[7]) > length_of(&v[5])):
+            raise ValueError("journal_rows: the file's logs do not fit the tokens asked")
+        if sums is not None and length_of(&v[8]) != 2 * (length_of(&v[1]) - 1):
+            raise ValueError("journal_rows: the learns' sums do not match the learns")
         return _journal_rows(fd, counts_at, n_base, <const uint64_t *>v[0].buf, length_of(&v[0]),
                              <const int64_t *>v[1].buf, length_of(&v[1]), <const unsigned char *>v[2].buf,
                              length_of(&v[2]), <const uint64_t *>v[3].buf, length_of(&v[3]),
                              <const int32_t *>v[4].buf, length_of(&v[4]), counts, length, alpha,
                              total_ham, total_spam, <double *>v[5].buf, length_of(&v[5]),
-                             <int64_t *>v[6].buf, length_of(&v[6]))
+                             <int64_t *>v[6].buf, length_of(&v[6]),
+                             <const double *>v[7].buf if file_logs is not None else NULL, length_of(&v[7]) // 2,
+                             <const double *>v[8].buf if sums is not None else NULL)
     finally:
         for k in range(held):
             PyBuffer_Release(&v[k])
@@ -855,13 +955,14 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                    const int64_t *bounds, Py_ssize_t n_bounds, const unsigned char *classes, Py_ssize_t n_classes,
                    const uint64_t *wanted, Py_ssize_t m, const int32_t *index, Py_ssize_t n_index, int counts,
                    double length, double alpha, double total_ham, double total_spam, double *logs,
-                   Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first):
+                   Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first, const double *file_logs, Py_ssize_t n_file,
+                   const double *sums):
     cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w
     cdef int64_t a, b
     cdef uint32_t mask, wmask, t
     cdef int c, status = 0
     cdef double *rows = NULL   # the wanted tokens' counts, class-major
-    cdef double s
+    cdef double s, scale
     cdef double *x = NULL      # a learn's distinct tokens: their values,
     cdef double totals[2]
     cdef uint64_t *distinct = NULL   # hashes,
@@ -869,6 +970,8 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     cdef int32_t *table = NULL       # the learn's counting table, and the wanted tokens' (places in wanted)
     cdef int32_t *wtable = NULL
     cdef unsigned char *state = NULL   # per wanted token: bit 0 its file counts read, bits 1, 2 class 0, 1 changed
+    cdef double *seen = NULL           # per wanted token: its count in a learn with its sums
+    cdef int32_t *touched = NULL       # the wanted tokens such a learn has, in the order they first occur
     if n_learns < 0 or n_classes != n_learns or n_index != m or n_logs != 2 * m or n_first != m:
         raise ValueError("journal_rows: the buffers' lengths do not match")
     if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
@@ -884,9 +987,11 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
         if index[w] >= n_base:
             raise ValueError(f"feature index {index[w]} out of range for {n_base} features")
     totals[0], totals[1] = total_ham, total_spam
-    wcap = table_size(m if m > 0 else 1)
+    wcap = table_size(4 * m if m > 0 else 1)   # at most 1 in 8 slots taken: a miss (most of the journal) stops at once
     cap = table_size(longest if longest > 0 else 1)
     rows = <double *>malloc((2 * m + 1) * sizeof(double))
+    seen = <double *>malloc((m + 1) * sizeof(double))
+    touched = <int32_t *>malloc((m + 1) * sizeof(int32_t))
     state = <unsigned char *>malloc(m + 1)
     wtable = <int32_t *>malloc(wcap * sizeof(int32_t))
     table = <int32_t *>malloc(cap * sizeof(int32_t))
@@ -895,7 +1000,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     at = <int64_t *>malloc((longest + 1) * sizeof(int64_t))
     try:
         if (rows == NULL or state == NULL or wtable == NULL or table == NULL or x == NULL or distinct == NULL
-                or at == NULL):
+                or at == NULL or seen == NULL or touched == NULL):
             raise MemoryError()
         with nogil:
             wmask = <uint32_t>(wcap - 1)
@@ -903,7 +1008,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
             for j in range(wcap):
                 wtable[j] = -1
             for w in range(m):
-                rows[w] = rows[m + w] = 0.0
+                rows[w] = rows[m + w] = seen[w] = 0.0
                 state[w] = 0
                 first[w] = -1
                 t = _probe(wtable, wanted, wmask, wanted[w])
@@ -912,24 +1017,39 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
             for l in range(n_learns):
                 a, b = bounds[l], bounds[l + 1]
                 n, c = b - a, classes[l]
+                if sums != NULL and sums[2 * l] == sums[2 * l]:   # its sum and scale recorded: not counted again
+                    totals[c] += sums[2 * l]
+                    scale = sums[2 * l + 1]
+                    if m == 0:
+                        continue
+                    k = 0
+                    for j in range(a, b):   # the wanted tokens' counts in it, in the order they first occur
+                        t = _probe(wtable, wanted, wmask, hashes[j])
+                        if wtable[t] == -1:
+                            continue
+                        w = wtable[t]
+                        if seen[w] == 0.0:
+                            touched[k] = <int32_t>w
+                            k += 1
+                            if first[w] < 0:
+                                first[w] = j
+                        seen[w] += 1.0
+                    for j in range(k):
+                        w = touched[j]
+                        s = transform(seen[w], counts, _LOG1P_SMALL) * scale   # as scale_to_length scales it
+                        seen[w] = 0.0
+                        if not _file_counts(fd, counts_at, n_base, index, rows, state, m, w):
+                            status = 1
+                            break
+                        rows[c * m + w] += s
+                        state[w] |= 2 << c
+                    if status:
+                        break
+                    continue
                 if n == 0:
                     totals[c] += 0.0
                     continue
-                cap = table_size(n)
-                mask = <uint32_t>(cap - 1)
-                for j in range(cap):
-                    table[j] = -1
-                k = 0
-                for j in range(a, b):   # distinct tokens in order of first occurrence (count_distinct's)
-                    t = _probe(table, distinct, mask, hashes[j])
-                    if table[t] != -1:
-                        x[table[t]] += 1.0
-                        continue
-                    table[t], distinct[k], at[k], x[k] = <int32_t>k, hashes[j], j, 1.0
-                    k += 1
-                for j in range(k):
-                    x[j] = transform(x[j], counts, _LOG1P_SMALL)
-                scale_to_length(x, k, length)
+                k = _learn_values(hashes + a, n, counts, length, table, distinct, at, x, &scale)
                 s = 0.0
                 for j in range(k):
                     s += x[j]
@@ -942,14 +1062,10 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                         continue
                     w = wtable[t]
                     if first[w] < 0:
-                        first[w] = at[j]
-                    if not state[w] & 1:
-                        state[w] |= 1
-                        if index[w] >= 0:
-                            if not (_pread_all(fd, &rows[w], 8, counts_at + 8 * index[w])
-                                    and _pread_all(fd, &rows[m + w], 8, counts_at + 8 * (n_base + index[w]))):
-                                status = 1
-                                break
+                        first[w] = a + at[j]
+                    if not _file_counts(fd, counts_at, n_base, index, rows, state, m, w):
+                        status = 1
+                        break
                     rows[c * m + w] += x[j]
                     state[w] |= 2 << c
                 if status:
@@ -957,9 +1073,16 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
             if not status:
                 for c in range(2):
                     for w in range(m):
-                        logs[c * m + w] = log(rows[c * m + w] + alpha) if state[w] & (2 << c) else NAN
+                        if state[w] & (2 << c):
+                            logs[c * m + w] = log(rows[c * m + w] + alpha)
+                        elif file_logs != NULL and w < n_file:
+                            logs[c * m + w] = file_logs[c * n_file + w]
+                        else:
+                            logs[c * m + w] = NAN
     finally:
         free(rows)
+        free(seen)
+        free(touched)
         free(state)
         free(wtable)
         free(table)

@@ -61,7 +61,8 @@ def __getattr__(name):
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "VariantCounter", "add_counts", "add_counts_twice", "add_counts_rows", "add_counts_split",
            "held_out_log_odds",
-           "sort_int32", "Scorer", "gather", "journal_rows", "mixture_add", "mixture_settle"]
+           "sort_int32", "Scorer", "gather", "journal_rows", "learn_sums", "mixture_add",
+           "mixture_settle"]
 
 COUNTS_RAW = _score.COUNTS_RAW          # x_i = count of token i in the message
 COUNTS_BINARY = _score.COUNTS_BINARY    # x_i = 1 if token i occurs
@@ -194,12 +195,15 @@ def gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, has
 
 
 def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, length, alpha, totals,
-                 logs, first):
+                 logs, first, file_logs=None, sums=None):
     """A journal's learns put through for one message's distinct tokens
     ``wanted`` alone (``spamnb.persistence.journal_view``): the class
     ``totals`` after them, and, written, ``logs`` (log(count + alpha) of
-    each count a learn changed, NaN elsewhere; class-major) and ``first``
-    (each token's first position in the journal's ``hashes``, -1: none);
+    each count a learn changed, NaN elsewhere, or with ``file_logs`` the
+    model file's log of each of the first tokens, those the file holds;
+    class-major) and ``first`` (each token's first position in the
+    journal's ``hashes``, -1: none); ``sums``: each learn's sum and scale
+    as its record keeps them (:func:`learn_sums`; NaN: counted here);
     ``_score.journal_rows`` says what each is and what it checks."""
     n_learns, m = len(classes), len(wanted)
     if len(bounds) != n_learns + 1 or len(index) != m or len(logs) != 2 * m or len(first) != m or len(totals) != 2:
@@ -207,7 +211,16 @@ def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, 
     if counts not in TRANSFORMS or counts_at < 0 or n_base < 0:
         raise ValueError("journal_rows: bad transform or layout")
     return _score.journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, float(length),
-                               float(alpha), float(totals[0]), float(totals[1]), logs, first)
+                               float(alpha), float(totals[0]), float(totals[1]), logs, first, file_logs, sums)
+
+
+def learn_sums(hashes, counts, length):
+    """``(sum, scale)`` of a learn of the token ``hashes`` (uint64, each
+    occurrence): what it adds to its class total and the factor its values
+    were scaled by, as :func:`journal_rows` counts a learn (``_score.learn_sums``)."""
+    if counts not in TRANSFORMS:
+        raise ValueError("learn_sums: bad transform")
+    return _score.learn_sums(hashes, counts, float(length))
 
 
 def mixture_add(counts, losses, spread, weights, words, pairs, spam, weight, low, bin_width, n_bins, min_class,

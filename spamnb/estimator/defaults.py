@@ -4,7 +4,7 @@ them, the table of them (``PARAMS``: what ``SpamFilter.get_params`` returns,
 check of a set of them (``check_params``: the SpamFilter and the online filter
 of ``spamnb.evaluation.online`` share it); and the held-out histogram's bins
 with the two rules a learn and the histogram both apply (``held_out_bin``,
-``counts_scores``)."""
+``counts_scores``), and where a filter's cutoffs came from (``cutoffs_from``)."""
 
 import math
 
@@ -26,6 +26,19 @@ MIN_CLASS = 50
 def counts_scores(class_count):
     """Whether a model with ``class_count`` ([ham, spam] messages) gives scores worth counting."""
     return min(class_count) >= MIN_CLASS
+
+
+def cutoffs_from(spam_filter):
+    """Where a filter's cutoffs came from: "train" (cross-validated by ``fit``),
+    "held-out" (fitted by ``spamnb.estimator.prequential`` on the scores learned
+    messages had before each was learned), "given" or "defaults".  Here, not
+    there: a classify through a journal asks it, and needs that module only
+    when the cutoffs follow the journal's scores."""
+    if spam_filter.cutoff_source_ is not None:
+        return spam_filter.cutoff_source_
+    if spam_filter.spam_cutoff == DEFAULT_SPAM_CUTOFF and spam_filter.ham_cutoff == DEFAULT_HAM_CUTOFF:
+        return "defaults"
+    return "given"   # a file older than schema 5: train's or the user's, not told apart
 
 
 def held_out_bin(log_odds):

@@ -38,7 +38,7 @@ import math
 from array import array
 
 from spamnb.estimator.defaults import (HELD_OUT_BIN_WIDTH, HELD_OUT_BINS, HELD_OUT_HIGH, HELD_OUT_LOW, MIN_CLASS,
-                                      counts_scores, held_out_bin)
+                                      counts_scores, cutoffs_from, held_out_bin)
 
 __all__ = ["ScoreHistogram", "N_BINS", "BIN_WIDTH", "LOW", "HIGH", "MAX_COUNT", "MIN_CLASS", "counts_scores",
            "THIN_SPAM_LOG_ODDS", "THIN_HAM_LOG_ODDS", "refit_cutoffs", "start_cutoffs"]
@@ -190,19 +190,6 @@ class ScoreHistogram:
 
 
 # ---------------------------------------------------------------------------- a SpamFilter's held-out cutoffs
-def cutoffs_from(spam_filter):
-    """Where a filter's cutoffs came from: "train" (cross-validated by ``fit``),
-    "held-out" (fitted here on the scores learned messages had before each
-    was learned), "given" or "defaults"."""
-    from spamnb.estimator.defaults import DEFAULT_HAM_CUTOFF, DEFAULT_SPAM_CUTOFF
-
-    if spam_filter.cutoff_source_ is not None:
-        return spam_filter.cutoff_source_
-    if spam_filter.spam_cutoff == DEFAULT_SPAM_CUTOFF and spam_filter.ham_cutoff == DEFAULT_HAM_CUTOFF:
-        return "defaults"
-    return "given"   # a file older than schema 5: train's or the user's, not told apart
-
-
 def held_out_log_odds(spam_filter, stream):
     """The log-odds of a tokenized message under the filter as it stands (None
     before it has learned ``MIN_CLASS`` messages of each class, or with

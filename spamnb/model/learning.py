@@ -71,6 +71,7 @@ class _LightFilter:
         lengths = array("I", (offsets[i + 1] - offsets[i] for i in range(len(positions))))
         self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, today(), view.n_features, hashes, lengths,
                                               bytes(blob)))
+        self._ops.append(deltas.encode_learn_sums(sf, cls, hashes))
         session.view = view.extended(cls, hashes, len(positions), lengths, blob)
         return sf
 

@@ -62,6 +62,7 @@ class RecordingFilter:
         deltas.learn(sf, cls, day, stream)
         lengths, text = vocab.strings_since(first)
         self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, day, n_before, stream.hashes, lengths, text))
+        self._ops.append(deltas.encode_learn_sums(sf, cls, stream.hashes))
         return sf
 
     def forget(self, message, spam):

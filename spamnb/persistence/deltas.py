@@ -12,7 +12,11 @@ its old class) and PAIR_SCORES (a learned model's two held-out scores of
 the message, at pair weight 0 and the difference at 1, as doubles, and the
 weight and scale its pair-weight mixture chose after counting them:
 ``spamnb.estimator.variants.PairMixture``; a reader that only scores takes
-those, a learner recounts the scores).  :func:`apply` runs on a
+those, a learner recounts the scores) and LEARN_SUMS (journal version 2:
+right after a LEARN, what that learn adds to its class total and the scale
+its values were multiplied by, ``bayes/_score.learn_sums``: a reader that
+scores one message through the journal, ``spamnb.persistence.journal_view``,
+need not count every learn's tokens again; the replay recounts them).  :func:`apply` runs on a
 loaded model what a learn or forget runs, with the recorded hashes; the
 writers' side (:mod:`spamnb.persistence.journal`'s session) runs the same
 functions and encodes them.  Learns change the model in place where it was
@@ -32,14 +36,17 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
            "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
            "note_pair_scores", "pair_scores_fit", "TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD",
-           "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out"]
+           "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out", "OP_LEARN_SUMS", "LEARN_SUMS_RECORD",
+           "encode_learn_sums", "without_sums"]
 
 TOKENS_RECORD = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 LEDGER_RECORD = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
 HELD_OUT_RECORD = struct.Struct("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
 PAIR_SCORES_RECORD = struct.Struct("<BBxxxxxxdddd")   # op, class, words, pairs, the mixture's weight and scale after
+LEARN_SUMS_RECORD = struct.Struct("<BBxxxxxxdd")   # op, class, the learn's values' sum, their scale
 OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2, 3, 4, 5, 6
 OP_PAIR_SCORES = 7
+OP_LEARN_SUMS = 8
 LEDGER_SIZE = LEDGER_RECORD.size + (-LEDGER_RECORD.size) % 8   # a RECORD/REMOVE with its padding
 
 
@@ -180,6 +187,52 @@ def encode_tokens(op, cls, day, n_before, hashes, lengths=b"", text=b""):
     return body + b"\0" * _pad(len(body))
 
 
+def encode_learn_sums(spam_filter, cls, hashes):
+    """LEARN_SUMS of a learn of class ``cls`` of the token ``hashes`` into
+    ``spam_filter``: the sum and scale ``bayes/_score.learn_sums`` gives under
+    its counts transform and length, written right after the LEARN."""
+    from spamnb.bayes.token_kernels import learn_sums
+
+    total, scale = learn_sums(hashes, _transform(spam_filter), float(spam_filter.length_norm))
+    return LEARN_SUMS_RECORD.pack(OP_LEARN_SUMS, cls, total, scale)
+
+
+def without_sums(payload):
+    """``payload`` (a transaction) without its LEARN_SUMS: what a journal of
+    version 1 holds (a reader of that version knows no such operation)."""
+    payload = memoryview(payload).cast("B")
+    at, n, kept, start = 0, len(payload), [], 0
+    while at < n and payload[at]:
+        size = _op_size(payload, at)
+        if payload[at] == OP_LEARN_SUMS:
+            kept.append(payload[start:at])
+            start = at + size
+        at += size
+    kept.append(payload[start:])
+    return b"".join(kept)
+
+
+def _op_size(payload, at):
+    """The size of the operation at ``at`` of ``payload``, its padding included;
+    ValueError for one cut short or unknown."""
+    op = payload[at]
+    if op in (OP_LEARN, OP_FORGET):
+        if at + TOKENS_RECORD.size > len(payload):
+            raise ValueError("a record is cut short")
+        _op, _cls, _day, _n_before, n_hashes, n_new, n_text = TOKENS_RECORD.unpack_from(payload, at)
+        size = TOKENS_RECORD.size + 8 * n_hashes + 4 * n_new + n_text
+        return size + _pad(at + size)
+    if op in (OP_RECORD, OP_REMOVE):
+        return LEDGER_SIZE
+    if op in (OP_HELD_OUT, OP_HELD_OUT_BACK):
+        return HELD_OUT_RECORD.size
+    if op == OP_PAIR_SCORES:
+        return PAIR_SCORES_RECORD.size
+    if op == OP_LEARN_SUMS:
+        return LEARN_SUMS_RECORD.size
+    raise ValueError(f"unknown operation {op}")
+
+
 def encode_ledger(op, label, digest, auto=False, held_out=None):
     """RECORD/REMOVE: ``label`` 0/1, ``auto`` learned by auto-learn, ``held_out`` its held-out bin (or None)."""
     note = 0 if held_out is None else int(held_out) + 1
@@ -292,6 +345,8 @@ def apply(spam_filter, ledger, payload, scores=True):
                 raise ValueError("pair scores of no class, or out of range")
             if scores:
                 note_pair_scores(spam_filter, cls, words, pairs, weight, scale)
+        elif op == OP_LEARN_SUMS:   # for a reader that scores through the journal: the learn above is counted
+            at += LEARN_SUMS_RECORD.size
         else:
             raise ValueError(f"unknown operation {op}")
     if held_out:
@@ -310,23 +365,11 @@ def ledger_ops(payload):
         op = payload[at]
         if op == 0:
             break
-        if op in (OP_LEARN, OP_FORGET):
-            if at + TOKENS_RECORD.size > n:
-                raise ValueError("a record is cut short")
-            _op, _cls, _day, _n_before, n_hashes, n_new, n_text = TOKENS_RECORD.unpack_from(payload, at)
-            at += TOKENS_RECORD.size + 8 * n_hashes + 4 * n_new + n_text
-            at += _pad(at)
-        elif op in (OP_RECORD, OP_REMOVE):
+        if op in (OP_RECORD, OP_REMOVE):
             if at + LEDGER_RECORD.size > n:
                 raise ValueError("a record is cut short")
             out.append(LEDGER_RECORD.unpack_from(payload, at))
-            at += LEDGER_SIZE
-        elif op in (OP_HELD_OUT, OP_HELD_OUT_BACK):
-            at += HELD_OUT_RECORD.size
-        elif op == OP_PAIR_SCORES:
-            at += PAIR_SCORES_RECORD.size
-        else:
-            raise ValueError(f"unknown operation {op}")
+        at += _op_size(payload, at)
     if at > n:
         raise ValueError("a record is cut short")
     return out

@@ -16,7 +16,7 @@ Layout (little-endian)::
 
     journal header, 48 bytes
       0   8  magic b"SPAMNB\\x00J"
-      8   4  journal format version (VERSION)
+      8   4  journal format version (VERSION, 2; 1 is read too: its records have no LEARN_SUMS)
       12  4  reserved (0)
       16  8  length of the model file the journal applies to
       24  8  that model file's checksum (its bytes 32..40, spamnb.persistence.store)
@@ -38,6 +38,11 @@ Layout (little-endian)::
              PAIR_SCORES   <B op, B class, 6x, d words, d pairs, d weight, d scale>: a learned model's two
                            held-out scores (pair weight 0, and 1 minus that) and the pair weight and scale
                            its mixture chose after them (spamnb.estimator.variants.PairMixture)
+             LEARN_SUMS    <B op, B class, 6x, d sum, d scale>: right after a LEARN (version 2), what it
+                           adds to its class total and the factor its values were scaled by
+                           (spamnb.bayes._score.learn_sums), so that a classify through the journal
+                           (spamnb.persistence.journal_view) does not count each learn's tokens again;
+                           a writer appending to a journal of version 1 leaves them out
 
 Replay runs the very operations a learn or forget runs on a loaded model
 (``Vocabulary.add`` with the recorded hashes, ``WordCounts.add``, the
@@ -80,7 +85,8 @@ __all__ = ["SUFFIX", "MAGIC", "VERSION", "Journal", "JournalWarning", "journal_p
            "follow", "discard", "save_whole", "signature"]
 
 MAGIC = b"SPAMNB\x00J"
-VERSION = 1
+VERSION = 2
+_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (deltas.without_sums)
 _HEAD = struct.Struct("<8sIIQQQQ")      # magic, version, reserved, model length, model checksum, reserved, checksum
 _RECORD = struct.Struct("<IIQ")         # payload length, sequence number, checksum
 # A journal is folded into the model once it is larger than this part of the
@@ -117,8 +123,8 @@ def _pad(n):
 
 
 # ---------------------------------------------------------------------------- the file
-def _header(identity):
-    fields = (MAGIC, VERSION, 0, identity[0], identity[1], 0)
+def _header(identity, version=VERSION):
+    fields = (MAGIC, version, 0, identity[0], identity[1], 0)
     raw = _HEAD.pack(*fields, 0)[:40]
     return raw + struct.pack("<Q", checks.checksum64(raw))
 
@@ -159,7 +165,7 @@ def read(model_path, identity):
         # a journal is created whole (renamed into place): a short one is not ours to extend
         return Journal(path, identity, "stale", size=len(data))
     magic, version, _r, length, checksum, _r2, head_sum = _HEAD.unpack_from(data)
-    if magic != MAGIC or version != VERSION or checks.checksum64(data[:40]) != head_sum:
+    if magic != MAGIC or version not in _VERSIONS or checks.checksum64(data[:40]) != head_sum:
         _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
         return Journal(path, identity, "stale", size=len(data))
     if identity is None or (length, checksum) != tuple(identity):
@@ -167,7 +173,7 @@ def read(model_path, identity):
     head = data[40:48]
     view = memoryview(data)
     spans, at = checks.journal_records(data, head, _HEAD.size)   # each record's length, place and checksum
-    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head)
+    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head, version)
 
 
 # ---------------------------------------------------------------------------- readers
@@ -247,7 +253,6 @@ def follow(spam_filter, ledger=None):
     if (journal is None or journal.identity is None or journal.status not in ("none", "ok")
             or journal.end is None):
         return None
-    header = _header(journal.identity)
     known = journal.status == "ok"
     last = journal.payloads[-1] if known and journal.payloads else None
     # read again from the start of the last record applied: it must be there unchanged
@@ -275,9 +280,10 @@ def follow(spam_filter, ledger=None):
         return None
     finally:
         os.close(fd)
-    if head != header:
+    version = journal.version if known else int.from_bytes(head[8:12], "little")   # a journal new since: either
+    if version not in _VERSIONS or head != _header(journal.identity, version):
         return None
-    check = header[40:48]
+    check = head[40:48]
     view = memoryview(bytes(data))
     n = len(journal.payloads) if known else 0
     offset = 0
@@ -306,6 +312,7 @@ def follow(spam_filter, ledger=None):
     deltas.lazy_ages(spam_filter)
     if not known:
         journal.status, journal.head, journal.payloads, journal.end = "ok", check, [], _HEAD.size
+        journal.version = version
     for payload in payloads:
         try:
             deltas.apply(spam_filter, ledger, payload)
@@ -358,6 +365,8 @@ def append(journal, transactions):
 
     path = journal.path
     if journal.status == "ok" and journal.end is not None:
+        if journal.version == 1:   # its readers know no LEARN_SUMS: records as version 1 wrote them
+            transactions = [deltas.without_sums(t) for t in transactions]
         first = len(journal.payloads)
         records = b"".join(_record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
         # never through a link planted at the journal's name (it is renamed into place, never a link)
@@ -397,7 +406,7 @@ def append(journal, transactions):
         old = None
     # the folder is not listed for killed writers' temporaries: the model's next save removes them
     replace_file(path, lambda f: (f.write(header), f.write(records)), old, tidy=False)
-    journal.status, journal.head = "ok", head
+    journal.status, journal.head, journal.version = "ok", head, VERSION
     journal.payloads = list(transactions)
     journal.end = journal.size = len(header) + len(records)
     return journal.end

@@ -54,8 +54,8 @@ class _Learn:
 
 # the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
 _LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDGER_SIZE, deltas.HELD_OUT_RECORD.format,
-           deltas.PAIR_SCORES_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD, deltas.OP_REMOVE, deltas.OP_HELD_OUT,
-           deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES)
+           deltas.PAIR_SCORES_RECORD.format, deltas.LEARN_SUMS_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD,
+           deltas.OP_REMOVE, deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES, deltas.OP_LEARN_SUMS)
 
 
 class _Recorded(_Learn):
@@ -86,23 +86,31 @@ class _Recorded(_Learn):
 
 
 def _parse(payloads, n_base):
-    """``(learns, scores, journal)`` of the journal's transactions, read in one
-    compiled pass (``checks.journal_learns``): each learn (:class:`_Recorded`),
-    each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
-    the learns' hashes, bounds and classes (:meth:`JournalView._concatenated`);
+    """``(records, scores, journal)`` of the journal's transactions, read in one
+    compiled pass (``checks.journal_learns``): the learns' fields in their
+    records (``(payloads, fields)``, made learns by :func:`_recorded` when
+    first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
+    the learns' hashes, bounds, classes and sums (:meth:`JournalView._concatenated`);
     None when a record is not what a view stands for (a forget, an unknown or
     malformed operation, a learn that does not follow the vocabulary of
     ``n_base`` tokens: the replay then decides)."""
     parsed = checks.journal_learns(payloads, n_base, _LAYOUT)
     if parsed is None:
         return None
-    records, scores, hashes, bounds, classes = parsed
+    records, scores, hashes, bounds, classes, sums = parsed
     for mine in scores:
         for op, _cls, value in mine:
             if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
                 return None
-    learns = [_Recorded(payloads[k], *fields) for k, *fields in records]
-    return learns, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes)
+    return (payloads, records), scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
+                                         memoryview(sums).cast("d"))
+
+
+def _recorded(records):
+    """The learns (:class:`_Recorded`) of :func:`_parse`'s ``records``: what a
+    learner or a token's text asks for; a classify scores without them."""
+    payloads, fields = records
+    return [_Recorded(payloads[k], *rest) for k, *rest in fields]
 
 
 def view(spam_filter, journal, apply_records):
@@ -123,14 +131,15 @@ def view(spam_filter, journal, apply_records):
     parsed = _parse(journal.payloads, n_base)
     if parsed is None:
         return None
-    learns, scores, concatenated = parsed
+    records, scores, concatenated = parsed
     if any(op == deltas.OP_PAIR_SCORES for mine in scores for op, _cls, _v in mine):
-        from spamnb.estimator.prequential import cutoffs_from
+        from spamnb.estimator.defaults import cutoffs_from
 
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
             return None
-    live = learns[-1].n_before + learns[-1].n_new if learns else n_base
-    return JournalView(spam_filter, journal, learns, scores, live, apply_records, concatenated)
+    fields = records[1]
+    live = fields[-1][2] + fields[-1][3] if fields else n_base   # the last learn's features before, new tokens
+    return JournalView(spam_filter, journal, None, scores, live, apply_records, concatenated, records)
 
 
 def learner(spam_filter, apply_records):
@@ -156,13 +165,19 @@ class JournalView(FileScorer):
                "offsets", "capacity", "n_base", "alpha", "transform", "length", "pair_weight", "log_norm",
                "file_totals", "scores_counted")
 
-    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records, concatenated=None):
+    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records, concatenated=None,
+                 records=None):
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
+
+        # the learns (:class:`_Learn`), or None: made from the records (_parse's) when first asked for
+        self._learns, self._records = learns, records
+        # the learns' hashes, bounds and classes (_concatenated): the compiled pass's (_parse), else on first use
+        self._journal = concatenated
 
         counts = spam_filter.replayed().word_counts
         self.max_tokens = spam_filter.replayed().ages.max_tokens   # the model's size limit (a learner's commit)
         self.file_class_count, self.prior = tuple(counts.class_count_), counts.prior
-        self.journal, self.learns, self.scores, self.n_features = journal, learns, scores, n_features
+        self.journal, self.scores, self.n_features = journal, scores, n_features
         self.apply_records = apply_records
         self.arrays = spam_filter.unread_
         self.file, self.offsets, self.capacity = spam_filter.mapped_file_
@@ -172,7 +187,7 @@ class JournalView(FileScorer):
         self.pair_weight = float(spam_filter.pair_weight)
         log_norm, log_prior = counts.scorer_logs()[1:3]
         self.log_norm, self.log_prior = log_norm, log_prior
-        if learns:   # as WordCounts.scorer_logs once the counts changed in place
+        if self._n_learns():   # as WordCounts.scorer_logs once the counts changed in place
             self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
         self.file_totals = [math.exp(v) - self.alpha * self.n_base for v in log_norm]   # as WordCounts.extend_in_place
         import _thread   # threading's lock, without threading's import (a classify's cold path)
@@ -182,13 +197,30 @@ class JournalView(FileScorer):
         self._gathered = None   # (hashes, _gather(hashes)): the message's entries of the file last read
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
-        # the learns' hashes, bounds and classes (_concatenated): the compiled pass's (_parse), else on first use
-        self._journal = concatenated
+
+    @property
+    def learns(self):
+        """The learns (:class:`_Learn`): the journal's, made from its records when first asked for."""
+        if self._learns is None:
+            self._learns = _recorded(self._records)
+        return self._learns
+
+    @learns.setter
+    def learns(self, learns):
+        self._learns, self._records = learns, None
+
+    def _n_learns(self):
+        return len(self._learns) if self._learns is not None else len(self._records[1])
 
     def class_count(self):
         """Messages learned per class, [ham, spam]: the file's and the journal's learns."""
         class_count = list(self.file_class_count)
-        for learn in self.learns:
+        if self._learns is None:   # the records' classes, as the compiled pass read them (whole counts: exact)
+            classes = self._journal[2]
+            class_count[0] += classes.count(0)
+            class_count[1] += classes.count(1)
+            return class_count
+        for learn in self._learns:
             class_count[learn.cls] += 1.0
         return class_count
 
@@ -245,11 +277,13 @@ class JournalView(FileScorer):
         the cutoffs follow them (fitted on them, or the defaults); else (cutoffs
         from ``train`` or given) they are left to the replay, as the
         histogram, ``held_out_``, is (``deltas.Replayed``)."""
-        from spamnb.estimator.prequential import cutoffs_from, note_held_out, refit_cutoffs
+        from spamnb.estimator.defaults import cutoffs_from
 
         self.scores_counted = cutoffs_from(spam_filter) in ("defaults", "held-out")
-        if not self.scores_counted:
+        if not self.scores_counted:   # cutoffs from train or given: nothing here, nor prequential's import
             return
+        from spamnb.estimator.prequential import note_held_out, refit_cutoffs
+
         for mine in self.scores:
             for op, cls, log_odds in mine:
                 if op == deltas.OP_PAIR_SCORES:
@@ -290,7 +324,8 @@ class JournalView(FileScorer):
     def _weigh(self, base, pair_weight):
         """This (new) view made ``base`` scoring at ``pair_weight`` (:meth:`weighted`)."""
         self._copy_of(base)
-        self.learns, self.n_features, self.log_prior = base.learns, base.n_features, base.log_prior
+        self._learns, self._records, self._journal = base._learns, base._records, base._journal
+        self.n_features, self.log_prior = base.n_features, base.log_prior
         self.pair_weight = float(pair_weight)
 
     def _numbering(self):
@@ -310,15 +345,17 @@ class JournalView(FileScorer):
         return self._ids
 
     def _concatenated(self):
-        """``(hashes, bounds, classes)`` of the journal's learns: their token hashes
-        one learn after the other (``array('Q')``), where each starts and ends
-        (``array('q')``), and each one's class (bytes)."""
+        """``(hashes, bounds, classes, sums)`` of the journal's learns: their token
+        hashes one learn after the other (``array('Q')``), where each starts and
+        ends (``array('q')``), each one's class (bytes) and the sum and scale
+        its record keeps (float64, two a learn; NaN, NaN: none, it is counted)."""
         if self._journal is None:
             hashes, bounds = array("Q"), array("q", [0])
             for learn in self.learns:
                 hashes.frombytes(learn.hashes)
                 bounds.append(len(hashes))
-            self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns))
+            self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns),
+                             array("d", [math.nan]) * (2 * len(self.learns)))
         return self._journal
 
     def _gather(self, hashes):
@@ -344,41 +381,40 @@ class JournalView(FileScorer):
         from spamnb.estimator.scoring import compact_scorer
 
         found, index, logs = self._gather(hashes)
-        if not self.learns:   # no learn to put them through (a learner's first message): the file's, as they are
+        if not self._n_learns():   # no learn to put them through (a learner's first message): the file's, as they are
             return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
                                   self.pair_weight), index
         m = len(found)
-        in_file = set(found)
-        wanted = array("Q", found)   # the message's distinct tokens: the file's, then the others
-        wanted.extend(dict.fromkeys(h for h in hashes if h not in in_file))
+        wanted = array("Q", found)   # the message's distinct tokens: the file's, then the others (in any order)
+        wanted.extend(set(hashes).difference(found))
         w = len(wanted)
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
-        journal_hashes, bounds, classes = self._concatenated()
+        journal_hashes, bounds, classes, sums = self._concatenated()
+        # the file's tokens' logs merged in: the file's where no learn changed them
         totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
                                             journal_hashes, bounds, classes, wanted, where, self.transform,
-                                            self.length, self.alpha, self.file_totals, changed, first)
+                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums)
         log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
-        # the message's tokens of the file, their logs changed where the journal changed them
-        out_hashes, out_index, out_logs = array("Q", found), list(index), [array("d"), array("d")]
-        for c in range(2):
-            for k in range(m):
-                value = changed[c * w + k]
-                out_logs[c].append(logs[c * m + k] if math.isnan(value) else value)
+        out_logs = changed[:m]
+        out_logs.extend(changed[w:w + m])
+        if m == w or max(first[m:]) < 0:   # no token only the journal holds: the file's, in their order
+            return compact_scorer(found, out_logs, log_norm, self.log_prior, self.transform, self.length,
+                                  self.pair_weight), index
         # and those the journal added (after the file's, in the order they were added: the replay's numbering)
+        out_hashes, out_index, out_logs = array("Q", found), list(index), [out_logs[:m], out_logs[m:]]
         added = [k for k in range(m, w) if first[k] >= 0]
-        if added:
-            _ids, _n, keys, values = self._numbering()
-            ids = array("i", [-1]) * len(added)
-            token_kernels.lookup(keys, values, array("Q", (wanted[k] for k in added)), ids)
-            log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
-            for k, i in sorted(zip(added, ids), key=lambda item: item[1]):
-                out_hashes.append(wanted[k])
-                out_index.append(self.n_base + i)
-                for c in range(2):
-                    value = changed[c * w + k]
-                    out_logs[c].append(log_alpha if math.isnan(value) else value)
+        _ids, _n, keys, values = self._numbering()
+        ids = array("i", [-1]) * len(added)
+        token_kernels.lookup(keys, values, array("Q", (wanted[k] for k in added)), ids)
+        log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
+        for k, i in sorted(zip(added, ids), key=lambda item: item[1]):
+            out_hashes.append(wanted[k])
+            out_index.append(self.n_base + i)
+            for c in range(2):
+                value = changed[c * w + k]
+                out_logs[c].append(log_alpha if math.isnan(value) else value)
         order = sorted(range(len(out_index)), key=out_index.__getitem__)
         sorted_hashes = array("Q", (out_hashes[k] for k in order))
         sorted_logs = array("d", (out_logs[0][k] for k in order))

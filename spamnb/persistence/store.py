@@ -943,11 +943,13 @@ class Journal:
     """What was read of a journal (``spamnb.persistence.journal.read``):
     ``status`` "none" (no journal), "stale" (it extends another model file),
     "ok"; the payloads of the good records; ``end`` the offset after the
-    last good record; ``size`` the file's size."""
+    last good record; ``size`` the file's size; ``version`` its format's
+    (None: no journal read, one written is of the current version)."""
 
-    def __init__(self, path, identity, status="none", payloads=(), end=0, size=0, head=b""):
+    def __init__(self, path, identity, status="none", payloads=(), end=0, size=0, head=b"", version=None):
         self.path, self.identity, self.status = path, identity, status
         self.payloads, self.end, self.size, self.head = list(payloads), end, size, head
+        self.version = version
 
     @property
     def damaged_tail(self):
