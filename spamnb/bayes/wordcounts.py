@@ -22,6 +22,7 @@ the score after it cost the message's tokens, not the vocabulary.
 """
 
 import math
+from _thread import RLock   # (loaded with the interpreter: no import cost)
 from array import array
 
 from spamnb.bayes import token_kernels
@@ -60,6 +61,10 @@ class WordCounts:
         self._derived = None    # (log_count, log_norm, log_prior)
         self._in_place = None   # _InPlace: a model file's counts and logs patched in place (extend_in_place)
         self._holes = 0         # tokens forgotten out of the rows, not counted in V until compacted (forget_zeros)
+        # readers (the filter's read lock lets several in at once) make the views below when first asked for:
+        # the flat counts, their matrix, the logs, the width of the vocabulary; one at a time, or one reader
+        # reshapes the counts another is growing
+        self._making = RLock()
 
     @classmethod
     def from_arrays(cls, alpha, prior, class_count, feature_count, derived=None):
@@ -235,6 +240,10 @@ class WordCounts:
 
     @property
     def feature_count_(self):
+        with self._making:
+            return self._feature_count()
+
+    def _feature_count(self):
         if self._in_place is not None and (self._in_place.changed or self.n_features_ != self._in_place.n_base):
             self._join()
         if self._flat is None:
@@ -249,7 +258,8 @@ class WordCounts:
         read-only for a model read from a file)."""
         import numpy as np
 
-        return np.frombuffer(self.feature_count_, dtype=np.float64).reshape(self.n_classes, self.n_features_)
+        with self._making:   # the counts and their width as one
+            return np.frombuffer(self._feature_count(), dtype=np.float64).reshape(self.n_classes, self.n_features_)
 
     def _writable_rows(self):
         """The rows, about to change: copies a file's counts once, drops what is derived."""
@@ -268,6 +278,10 @@ class WordCounts:
 
     def resize(self, n_features):
         """Grow to ``n_features`` tokens (the new ones count 0)."""
+        with self._making:
+            self._resize(n_features)
+
+    def _resize(self, n_features):
         ip = self._in_place
         if ip is not None and n_features > self.n_features_:
             ip.grow(n_features - ip.n_base)
@@ -371,6 +385,10 @@ class WordCounts:
     def derived(self):
         """``(log_count, log_norm, log_prior)``: flat log(N_ci + alpha) (a buffer
         like the counts), and tuples of log(N_c + alpha V) and log P(c)."""
+        with self._making:
+            return self._derive()
+
+    def _derive(self):
         if self._in_place is not None and self._in_place.changed:
             self._join()
         if self._derived is None:
