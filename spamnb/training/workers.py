@@ -228,6 +228,28 @@ def _run_forked(conn, parent, function, args):
     conn.close()
 
 
+class _SigintBlocked:
+    """SIGINT blocked in this thread while processes are forked (``with``): a
+    child starts with it blocked until it ignores it (:func:`_worker_start`);
+    one that comes meanwhile is delivered here once the mask is restored.
+    Only in the main thread, where Python handles signals."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if self.block else None
+        return self
+
+    def __exit__(self, *exc):
+        if self.block:
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+        return False
+
+
 class _Forked:
     """``function(*args)`` run in a process forked from this one (it starts
     with this process's memory: nothing is sent to it but the call, nothing
@@ -237,21 +259,14 @@ class _Forked:
 
     def __init__(self, function, args):
         import multiprocessing
-        import signal
-        import threading
 
         context = multiprocessing.get_context("fork")
-        block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None   # as _Pool._start
-        try:
+        with _SigintBlocked():
             self.conn, theirs = context.Pipe(duplex=False)
             self.process = context.Process(target=_run_forked, args=(theirs, os.getpid(), function, args),
                                            daemon=True)
             self.process.start()
             theirs.close()   # the child holds the only other end: its death is an end of file here
-        finally:
-            if block:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def result(self):
         try:
@@ -311,15 +326,8 @@ class _Pool:
         return False
 
     def _start(self):
-        """Fork the workers, SIGINT blocked meanwhile: a child starts with it
-        blocked until it ignores it (:func:`_worker_start`); one that comes
-        meanwhile is delivered here once the mask is restored."""
-        import signal
-        import threading
-
-        block = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if block else None
-        try:
+        """Fork the workers, SIGINT blocked meanwhile (:class:`_SigintBlocked`)."""
+        with _SigintBlocked():
             initializer, initargs = self.start_args
             parent = os.getpid() if self.context.get_start_method() == "fork" and sys.platform.startswith("linux") else None
             for _ in range(self.n_jobs):
@@ -328,9 +336,6 @@ class _Pool:
                 self.workers.append(_Worker(process, mine))
                 process.start()
                 theirs.close()   # the worker holds the only other end: its death is an end of file here
-        finally:
-            if block:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     def submit(self, function, /, *args):
         """``function(*args)`` on a worker (the workers forked at the first call): a future."""
