@@ -783,7 +783,7 @@ cdef _gather(int fd, Py_ssize_t keys_at, Py_ssize_t capacity, Py_ssize_t values_
         free(seen)
         free(short_at)
     if status == 1:
-        raise ValueError("the model file could not be read (cut short_at while in use?)")
+        raise ValueError("the model file could not be read (cut short while in use?)")
     if status:
         raise ValueError(_DAMAGED)
     return sorted_found, sorted_index, logs
