@@ -37,6 +37,19 @@ def _children(pid):
     return found
 
 
+def _catches_sigint(pid):
+    """Whether process ``pid`` has a SIGINT handler yet (``SigCgt`` of its
+    status): before the interpreter installs its own, early in its start-up,
+    a SIGINT ends it as any program (exit -2), before any of spamnb runs."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) & (1 << (2 - 1)))   # SIGINT is 2
+    except OSError:
+        pass
+    return False
+
+
 def _digest(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).exists() else None
 
@@ -74,7 +87,7 @@ def _end_group(proc):
 
 def _interrupt(command, env, rng, after_workers=(0.0, 0.6), timeout=5.0, from_start=False):
     """Run ``command`` in a session of its own; once its workers are up (with
-    ``from_start``: once it started, workers or not), after a random moment,
+    ``from_start``: once the interpreter catches SIGINT, workers or not), after a random moment,
     SIGINT to the group.  Returns (exit code or None when still running
     ``timeout`` s later, seconds to exit, stderr, whether a process of the
     group outlived the parent); None when the training ended before the
@@ -83,9 +96,9 @@ def _interrupt(command, env, rng, after_workers=(0.0, 0.6), timeout=5.0, from_st
                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 60
-        while (not from_start and not _children(proc.pid) and proc.poll() is None
+        while (not (_catches_sigint(proc.pid) if from_start else _children(proc.pid)) and proc.poll() is None
                and time.monotonic() < deadline):
-            time.sleep(0.01)
+            time.sleep(0.001 if from_start else 0.01)
         time.sleep(rng.uniform(*after_workers))
         if proc.poll() is not None:   # the training ended first (a fast moment of the machine)
             return None
