@@ -50,6 +50,19 @@ def _catches_sigint(pid):
     return False
 
 
+def _spamnb_runs(pid):
+    """Whether process ``pid``'s interpreter has started and runs spamnb: it
+    catches SIGINT (:func:`_catches_sigint`) and has loaded spamnb's compiled
+    tokenizer (``/proc/PID/maps``): a SIGINT during the interpreter's own
+    start-up (``site`` imported) ends it there, exit 1, before any of spamnb runs."""
+    if not _catches_sigint(pid):
+        return False
+    try:
+        return "spamnb/mail/_mail" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
 def _digest(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).exists() else None
 
@@ -87,7 +100,7 @@ def _end_group(proc):
 
 def _interrupt(command, env, rng, after_workers=(0.0, 0.6), timeout=5.0, from_start=False):
     """Run ``command`` in a session of its own; once its workers are up (with
-    ``from_start``: once the interpreter catches SIGINT, workers or not), after a random moment,
+    ``from_start``: once spamnb runs, workers or not: :func:`_spamnb_runs`), after a random moment,
     SIGINT to the group.  Returns (exit code or None when still running
     ``timeout`` s later, seconds to exit, stderr, whether a process of the
     group outlived the parent); None when the training ended before the
@@ -96,7 +109,7 @@ def _interrupt(command, env, rng, after_workers=(0.0, 0.6), timeout=5.0, from_st
                             stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 60
-        while (not (_catches_sigint(proc.pid) if from_start else _children(proc.pid)) and proc.poll() is None
+        while (not (_spamnb_runs(proc.pid) if from_start else _children(proc.pid)) and proc.poll() is None
                and time.monotonic() < deadline):
             time.sleep(0.001 if from_start else 0.01)
         time.sleep(rng.uniform(*after_workers))
