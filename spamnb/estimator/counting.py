@@ -828,7 +828,10 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     (:class:`~spamnb.bayes.token_kernels.VariantCounter`: one hash index for
     all, each variant its own numbers, strings and partition rows), each
     partition's rows added to the variant's :class:`RowTree`: the counts of
-    :class:`_Counter`, bit for bit."""
+    :class:`_Counter`, bit for bit.  Two variants whose second tokenizer
+    :meth:`~spamnb.mail.tokenizer.Tokenizer.marks` the first (``spamnb
+    train``'s word-pair trial) have both streams made in one tokenizer pass
+    (:meth:`~spamnb.mail.tokenizer.Tokenizer.streams`)."""
     import numpy as np
 
     from spamnb.bayes.token_kernels import VariantCounter
@@ -843,6 +846,8 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     trees = [RowTree(fan_in) for _ in specs]
     first = tokenizers[0]
     shared = [t.parses_as(first) for t in tokenizers]
+    # a tokenizer and its word pairs' trial (spamnb train): the default stream made in the trial's pass
+    marked = len(tokenizers) == 2 and shared[1] and tokenizers[1].marks(first)
     active = len(specs)   # the variants still counted (past ``limit``: the first only)
     spills = fold_spills if n_folds else [None] * len(specs)
     n_messages = 0
@@ -853,7 +858,9 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     for part in messages:
         for data, is_spam, fold in _ledgered(part, digests, labels, fold_of):
             streams = []
-            if active > 1:
+            if active == 2 and marked:   # both streams in one tokenizer pass
+                streams.extend(tokenizers[1].streams(data, first.parse(data), first))
+            elif active > 1:
                 parsed, like = first.parse(data), None
                 for tokenizer, share in zip(tokenizers[:active], shared):
                     # the stream before, of the same parse: the next takes its head from it

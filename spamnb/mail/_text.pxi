@@ -71,7 +71,25 @@ def text_prefix(str text not None, Py_ssize_t budget):
     format characters (U+00AD, U+180E, U+200B-U+200F, U+2060-U+2064, U+FEFF)
     count as none and are removed; look-alike letters (``LOOK_ALIKES``,
     fullwidth forms) are folded to Latin ones."""
+    return _text_prefix(text, budget, budget)[0]
+
+
+def text_prefix_marked(str text not None, Py_ssize_t budget, Py_ssize_t smaller):
+    """``(text_prefix(text, budget), len(text_prefix(text, smaller)))`` in one
+    pass, for ``smaller`` <= ``budget`` (< 0: all of the text): the smaller
+    budget's prefix is the larger's first characters (the same characters
+    kept, dropped and folded), so one scan of the larger can mark where the
+    smaller ends (a tokenizer and its word pairs' larger budget)."""
+    if (budget >= 0 and (smaller < 0 or smaller > budget)):
+        raise ValueError(f"the smaller budget {smaller} is larger than {budget}")
+    return _text_prefix(text, budget, smaller)
+
+
+cdef tuple _text_prefix(str text, Py_ssize_t budget, Py_ssize_t smaller):
+    """``text_prefix(text, budget)`` and the length of ``text_prefix(text, smaller)``
+    (``smaller`` <= ``budget``, both < 0 for no budget)."""
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, j, used = 0, n_changed = 0, out_len = 0
+    cdef Py_ssize_t n_invisible = 0, mark = -1
     cdef int kind = PyUnicode_KIND(text)
     cdef const void *data = PyUnicode_DATA(text)
     cdef Py_UCS4 c
@@ -79,17 +97,24 @@ def text_prefix(str text not None, Py_ssize_t budget):
     cdef bint in_space = False
     if budget < 0:
         budget = PY_SSIZE_T_MAX
+    if smaller < 0:
+        smaller = PY_SSIZE_T_MAX
     while i < n:
         c = PyUnicode_READ(kind, data, i)
         if Py_UNICODE_ISSPACE(c):
             if not in_space:
+                if used == smaller and mark < 0:    # the smaller budget's prefix ends here
+                    mark = i - n_invisible
                 if used == budget:
                     break
                 used += 1
                 in_space = True
         elif c >= 0xAD and _is_invisible(c):
             n_changed += 1
+            n_invisible += 1
         else:
+            if used == smaller and mark < 0:
+                mark = i - n_invisible
             if used == budget:
                 break
             used += 1
@@ -97,8 +122,10 @@ def text_prefix(str text not None, Py_ssize_t budget):
             if c >= 0xC0 and _fold(c) != c:
                 n_changed += 1
         i += 1
+    if mark < 0:
+        mark = i - n_invisible
     if n_changed == 0:
-        return text if i == n else PyUnicode_Substring(text, 0, i)
+        return (text if i == n else PyUnicode_Substring(text, 0, i)), mark
     out = <Py_UCS4 *>PyMem_Malloc(<size_t>(i if i else 1) * sizeof(Py_UCS4))
     if out == NULL:
         raise MemoryError()
@@ -109,7 +136,7 @@ def text_prefix(str text not None, Py_ssize_t budget):
                 continue
             out[out_len] = _fold(c)
             out_len += 1
-        return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, out_len)
+        return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, out_len), mark
     finally:
         PyMem_Free(out)
 

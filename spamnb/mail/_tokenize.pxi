@@ -181,6 +181,37 @@ cdef class Scanner:
         return _SEP
 
 
+cdef inline Py_ssize_t _word(Scanner sc, int kind, void *data, Py_ssize_t i, Py_ssize_t n, uint64_t h0,
+                              uint64_t *h_end, Py_ssize_t *last_end, int *joined) noexcept:
+    """Scan the word at ``i`` (a word character) within ``[i, n)``: returns where the
+    scan stopped; ``h_end`` is the FNV state of the word ``[i, last_end)`` (its
+    last word character's), ``joined`` whether a joiner is inside it."""
+    cdef Py_UCS4 c = PyUnicode_READ(kind, data, i)
+    cdef uint64_t h = (h0 ^ <uint64_t>c) * _FNV_PRIME, h_last = h
+    cdef int cls, prev = _WORD, inside = 0
+    cdef Py_ssize_t end
+    i += 1
+    end = i
+    while i < n:
+        c = PyUnicode_READ(kind, data, i)
+        cls = sc.char_class(c)
+        if cls == _WORD:
+            h = (h ^ <uint64_t>c) * _FNV_PRIME
+            h_last = h
+            i += 1
+            end = i
+            if prev == _JOIN:
+                inside = 1
+        elif cls == _JOIN and prev == _WORD:
+            h = (h ^ <uint64_t>c) * _FNV_PRIME
+            i += 1
+        else:
+            break
+        prev = cls
+    h_end[0], last_end[0], joined[0] = h_last, end, inside
+    return i
+
+
 cdef class TokenStream:
     """The tokens of one message, in order, one entry per occurrence.
 
@@ -208,6 +239,8 @@ cdef class TokenStream:
     # what another tokenizer's stream of the same message may take from this
     # one's making (set and read by spamnb.mail.tokenizer), or None
     cdef public object reuse
+    # the stream every token added here is added to as well (``twin``), or None
+    cdef TokenStream _twin
 
     def __cinit__(self):
         self.occ = NULL
@@ -255,6 +288,8 @@ cdef class TokenStream:
         self.occ[self.n].end = end
         self.occ[self.n].prefix = prefix
         self.n += 1
+        if self._twin is not None:
+            self._twin._push(h, text, start, end, prefix)
         return 0
 
     cdef int32_t _add_text(self, str text) except -2:
@@ -333,9 +368,37 @@ cdef class TokenStream:
             self.n = count
         self._hashes = None
 
-    def add_words(self, str text, int prefix=0):
-        """Scan ``text`` into words (see the module docstring), each tagged with ``prefix``."""
-        self._scan(text, prefix)
+    def twin(self, TokenStream other):
+        """From now on every token added to this stream is added to ``other``
+        as well (a new, empty stream of the same scanner, which then shares
+        this one's texts, or its twin before), until ``twin(None)``; ``add_words``' ``mark`` keeps
+        the words past it from ``other``.  Two streams of one message made
+        in one pass (a tokenizer's and its word pairs' with a larger text
+        budget: ``spamnb.mail.tokenizer.Tokenizer.streams``)."""
+        if other is None:
+            self._twin = None
+            return
+        if other is self or other.scanner is not self.scanner or other._twin is not None \
+                or self._twin is not None or (other.texts is not self.texts and (other.n or other.texts)):
+            raise ValueError("a twin is another stream of the same scanner, new or this one's twin before")
+        if self.local_prefixes is not None:
+            raise ValueError("a stream with local prefixes has no twin")
+        other.texts = self.texts
+        self._twin = other
+
+    def add_words(self, str text, int prefix=0, Py_ssize_t mark=-1):
+        """Scan ``text`` into words (see the module docstring), each tagged with
+        ``prefix``.  With a ``twin`` and ``mark`` >= 0, the twin gets the words of
+        ``text[:mark]`` instead (those of ``text`` that end by ``mark``, and
+        the word cut there)."""
+        if mark < 0 or self._twin is None or mark >= PyUnicode_GET_LENGTH(text):
+            self._scan(text, prefix, -1, None)
+            return
+        twin, self._twin = self._twin, None
+        try:
+            self._scan(text, prefix, mark, twin)
+        finally:
+            self._twin = twin
 
     def add_field_words(self, dict by_name, tuple fields, bint lower=True, Py_ssize_t max_chars=-1):
         """For each ``(name, prefix)`` of ``fields``, the words of each value in
@@ -357,74 +420,75 @@ cdef class TokenStream:
                         if PyUnicode_GET_LENGTH(value) > left:
                             value = value[:left]
                         left -= PyUnicode_GET_LENGTH(value)
-                    self._scan(value.lower() if lower else value, prefix)
+                    self._scan(value.lower() if lower else value, prefix, -1, None)
 
-    cdef int _scan(self, str text, int prefix) except -1:
+    cdef int _scan(self, str text, int prefix, Py_ssize_t mark, TokenStream twin) except -1:
+        """The words of ``text``; with ``twin``, those of ``text[:mark]`` added to it too."""
         cdef Scanner sc = self.scanner
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
         cdef int kind = PyUnicode_KIND(text)
         cdef void *data = PyUnicode_DATA(text)
-        cdef Py_ssize_t i = 0, j, start, last_end, length
-        cdef int cls, prev, joined
-        cdef Py_UCS4 c
-        cdef uint64_t h0, h, h_end
+        cdef Py_ssize_t i = 0, start, last_end
+        cdef int cls, joined
+        cdef uint64_t h0, h_end
         cdef int32_t tid
         h0 = self._prefix_state(prefix)
         if n == 0:
             return 0
         tid = self._add_text(text)
         while i < n:
-            c = PyUnicode_READ(kind, data, i)
-            cls = sc.char_class(c)
+            cls = sc.char_class(PyUnicode_READ(kind, data, i))
             if cls == _WORD:
                 start = i
-                h = (h0 ^ <uint64_t>c) * _FNV_PRIME
-                h_end = h
-                i += 1
-                last_end = i
-                prev = _WORD
-                joined = 0
-                while i < n:
-                    c = PyUnicode_READ(kind, data, i)
-                    cls = sc.char_class(c)
-                    if cls == _WORD:
-                        h = (h ^ <uint64_t>c) * _FNV_PRIME
-                        h_end = h
-                        i += 1
-                        last_end = i
-                        if prev == _JOIN:
-                            joined = 1
-                    elif cls == _JOIN and prev == _WORD:
-                        h = (h ^ <uint64_t>c) * _FNV_PRIME
-                        i += 1
-                    else:
-                        break
-                    prev = cls
-                length = last_end - start
-                if length > (sc.max_len_joined if joined else sc.max_len):
-                    h = _feed_ascii(h0, b"skip:")
-                    h = (h ^ <uint64_t>PyUnicode_READ(kind, data, start)) * _FNV_PRIME
-                    h = (h ^ 32) * _FNV_PRIME
-                    h = _feed_int(h, <int32_t>(length // 10 * 10))
-                    self._push(h, _SKIP_TEXT, <int32_t>PyUnicode_READ(kind, data, start),
-                               <int32_t>(length // 10 * 10), prefix)
-                elif length >= sc.min_len:
-                    self._push(h_end, tid, <int32_t>start, <int32_t>last_end, prefix)
+                i = _word(sc, kind, data, i, n, h0, &h_end, &last_end, &joined)
+                self._add_word(h0, h_end, kind, data, start, last_end, joined, tid, prefix)
+                if twin is not None and start < mark:
+                    if last_end > mark:    # the word cut at the mark: the twin's is its part before it
+                        _word(sc, kind, data, start, mark, h0, &h_end, &last_end, &joined)
+                    twin._add_word(h0, h_end, kind, data, start, last_end, joined, tid, prefix)
             elif cls == _CJK:
                 start = i
                 i += 1
                 while i < n and sc.char_class(PyUnicode_READ(kind, data, i)) == _CJK:
                     i += 1
-                if sc.cjk_bigrams and i - start > 1:
-                    self._reserve(i - start)
-                    for j in range(start, i - 1):
-                        h = (h0 ^ <uint64_t>PyUnicode_READ(kind, data, j)) * _FNV_PRIME
-                        h = (h ^ <uint64_t>PyUnicode_READ(kind, data, j + 1)) * _FNV_PRIME
-                        self._push(h, tid, <int32_t>j, <int32_t>(j + 2), prefix)
-                else:
-                    self._push(_feed(h0, text, start, i), tid, <int32_t>start, <int32_t>i, prefix)
+                self._add_run(h0, text, kind, data, start, i, tid, prefix)
+                if twin is not None and start < mark:
+                    twin._add_run(h0, text, kind, data, start, min(i, mark), tid, prefix)
             else:
                 i += 1
+        return 0
+
+    cdef int _add_word(self, uint64_t h0, uint64_t h_end, int kind, void *data, Py_ssize_t start,
+                       Py_ssize_t last_end, int joined, int32_t tid, int prefix) except -1:
+        """The token of the word ``[start, last_end)`` scanned by ``_word``: a ``skip:``
+        token when too long, none when too short."""
+        cdef Scanner sc = self.scanner
+        cdef Py_ssize_t length = last_end - start
+        cdef uint64_t h
+        if length > (sc.max_len_joined if joined else sc.max_len):
+            h = _feed_ascii(h0, b"skip:")
+            h = (h ^ <uint64_t>PyUnicode_READ(kind, data, start)) * _FNV_PRIME
+            h = (h ^ 32) * _FNV_PRIME
+            h = _feed_int(h, <int32_t>(length // 10 * 10))
+            self._push(h, _SKIP_TEXT, <int32_t>PyUnicode_READ(kind, data, start),
+                       <int32_t>(length // 10 * 10), prefix)
+        elif length >= sc.min_len:
+            self._push(h_end, tid, <int32_t>start, <int32_t>last_end, prefix)
+        return 0
+
+    cdef int _add_run(self, uint64_t h0, str text, int kind, void *data, Py_ssize_t start, Py_ssize_t end,
+                      int32_t tid, int prefix) except -1:
+        """The tokens of the Han/kana run ``[start, end)``: its character bigrams, or itself."""
+        cdef Py_ssize_t j
+        cdef uint64_t h
+        if self.scanner.cjk_bigrams and end - start > 1:
+            self._reserve(end - start)
+            for j in range(start, end - 1):
+                h = (h0 ^ <uint64_t>PyUnicode_READ(kind, data, j)) * _FNV_PRIME
+                h = (h ^ <uint64_t>PyUnicode_READ(kind, data, j + 1)) * _FNV_PRIME
+                self._push(h, tid, <int32_t>j, <int32_t>(j + 2), prefix)
+        else:
+            self._push(_feed(h0, text, start, end), tid, <int32_t>start, <int32_t>end, prefix)
         return 0
 
     def add_token(self, str token, int prefix=0):

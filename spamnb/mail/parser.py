@@ -29,7 +29,7 @@ noted in ``Mail.defects`` (the tokenizer turns defects into tokens):
 from spamnb.mail import lazy_re
 from spamnb.mail._mail import MAX_BYTES, MAX_DEPTH, MAX_HEADER_CHARS, MAX_PARTS, decode_header_value, decode_text, parse
 from spamnb.mail._mail import base64_lenient as _base64
-from spamnb.mail._mail import content_type, text_prefix
+from spamnb.mail._mail import content_type, text_prefix, text_prefix_marked
 from spamnb.mail._mail import content_type as _content_type
 from spamnb.mail._mail import decode_entities as _decode_entities
 from spamnb.mail._mail import header_fields as _parse_fields
@@ -39,7 +39,7 @@ from spamnb.mail.charsets import codec as _codec
 from spamnb.mail.charsets import is_text_codec
 
 __all__ = ["Mail", "MailStats", "Part", "parse", "html_to_text", "decode_header_value", "content_type",
-           "text_prefix", "is_text_codec"]
+           "text_prefix", "text_prefix_marked", "is_text_codec"]
 
 # The header block ("Name: value" lines and their continuation lines, up to the
 # first line that is neither) and its fields are found by spamnb.mail._mail

@@ -161,6 +161,11 @@ _SHAPE_DIGIT = lazy_re.pattern(r"[0-9]+", lazy_re.A)
 _ID_DOMAIN_ENDS = frozenset(">\t\n\r\f\v ")
 
 
+def _find_urls(text):
+    """The URLs of plain text: after a scheme's ``://``, then from ``www.``."""
+    return _URL_AFTER_SCHEME.findall(text) + _URL_WWW.findall(text)
+
+
 def message_id_domain(message_id):
     """What ``re.search(r"@([^>\\s]+)", message_id, re.A).group(1)`` gives (None
     when it finds nothing): the domain of a Message-ID, without ``re``, which
@@ -420,12 +425,49 @@ class Tokenizer:
         budget and the word pairs (a tokenizer and its :func:`with_pairs`):
         what both make alike is taken from it (the stream is the same as
         without it; any other ``like`` is not used)."""
+        return self._stream(message, parsed, like, share, None)[0]
+
+    def marks(self, plain):
+        """True when :meth:`streams` makes ``plain``'s stream of a message in
+        this tokenizer's pass: ``plain`` has no word pairs, a text budget no
+        larger than this one's and every other setting this one's (a
+        tokenizer's :func:`with_pairs`), both of version 3 with selected
+        header fields."""
+        mine, theirs = self.max_text_chars or -1, plain.max_text_chars or -1
+        return (self._hardened and plain._hardened and self._head_key is not None
+                and self._head_key == plain._head_key and not plain.word_pairs
+                and (mine < 0 or 0 <= theirs <= mine))
+
+    def streams(self, message, parsed, plain):
+        """``(plain.stream(message), self.stream(message))`` of one :meth:`parse`
+        ``parsed`` (of a tokenizer that :meth:`parses_as` this one), made in
+        one pass when this tokenizer :meth:`marks` ``plain`` (its word pairs'
+        trial and the default tokenizer): the header tokens made once, each
+        text part scanned once to this budget, its words up to ``plain``'s
+        budget (and the word cut there) given to ``plain``'s stream too, the
+        URL tokens made once when both find the same URLs; the streams are
+        the ones each tokenizer makes alone (every token, hash and region)."""
+        if not self.marks(plain):
+            first = plain.stream(message, parsed, None, True)
+            return first, self.stream(message, parsed, first)
+        return self._stream(message, parsed, None, False, plain)[::-1]
+
+    def _stream(self, message, parsed, like, share, plain):
+        """:meth:`stream`, and with ``plain`` (:meth:`marks`) ``plain``'s stream
+        made in the same pass: ``(stream, plain's or None)``."""
         if parsed is None:   # no link and image counts: the stream reads none of the parse's stats
             parsed = _mail.parse(message, self.max_bytes, self.max_depth, self.max_parts,
                                  self.fallback_charset, self.max_part_bytes, False)
         stream = self._scanner.stream()
+        twin = None   # plain's stream: every token added to stream is added to it, but for the parts below
         lower = self.lowercase
         urls = []
+        if plain is not None:
+            twin = self._scanner.stream()
+            stream.twin(twin)
+            twin.truncated = parsed.truncated
+            small = plain.max_text_chars or -1
+            plain_urls = []
         reuse = None if like is None else like.reuse
         if reuse is not None and reuse[1] is parsed and reuse[0] == self._head_key:
             stream.extend(like, reuse[2])    # the same header tokens: copied, not made again
@@ -450,23 +492,33 @@ class Tokenizer:
             text = part.text
             if text is None:
                 continue
+            own = None   # plain's HTML converted when it is not this one's (then its part is made apart)
             if part.content_type == "text/html":
                 html_seen = True
                 if hardened:
-                    html = done.get(number)
+                    html = first = done.get(number)
                     if html is None:
-                        html = done[number] = _mail.html_to_text(text[:_HTML_FIRST], lower, self.html_tells)
+                        html = first = done[number] = _mail.html_to_text(text[:_HTML_FIRST], lower, self.html_tells)
                     if len(text) > _HTML_FIRST and (budget < 0 or len(text_prefix(html.text, budget)) == len(html.text)):
                         # the first 8 KiB did not fill the budget (e.g. a long <style> block first): all of it
                         html = done.get(-1 - number)
                         if html is None:
                             html = done[-1 - number] = _mail.html_to_text(text, lower, self.html_tells)
+                        if twin is not None and small >= 0 and len(text_prefix(first.text, small)) < len(first.text):
+                            own = first      # plain's smaller budget filled by the first 8 KiB: those
+                            stream.twin(None)
                 else:
                     html = _mail.html_to_text(text, lower, self.html_tells)
                 text = html.text
                 urls.extend(html.links)
                 if self.html_tells:
                     self._html_tells(stream, html)
+                if own is not None:
+                    plain_urls.extend(own.links)
+                    if self.html_tells:
+                        self._html_tells(twin, own)
+                elif twin is not None:
+                    plain_urls.extend(html.links)
             else:
                 plain_seen = True
                 if lower:
@@ -474,27 +526,52 @@ class Tokenizer:
                     if lowered is None:
                         lowered = done[number] = text.lower()
                     text = lowered
-            if hardened:
+            mark = -1
+            if not hardened:                         # version 2: one budget across parts, text as it is
+                if budget >= 0:
+                    text = text[:budget]
+                    budget -= len(text)
+            elif twin is not None and own is None:   # plain's words: those of text[:mark]
+                text, mark = _mail.text_prefix_marked(text, budget, small)
+            else:
                 text = text_prefix(text, budget)     # also drops invisible characters, folds look-alikes
-            elif budget >= 0:                        # version 2: one budget across parts, text as it is
-                text = text[:budget]
-                budget -= len(text)
             if self.urls and ("://" in text or "www." in text):
-                found = _URL_AFTER_SCHEME.findall(text) + _URL_WWW.findall(text)
+                found = _find_urls(text)
                 urls.extend(found)
+                if mark >= 0:   # plain's own: a URL may end past its text, or be cut there
+                    plain_urls.extend(found if mark == len(text) else _find_urls(text[:mark]))
             start = len(stream)
-            stream.add_words(text)
+            if twin is not None:
+                plain_start = len(twin)
+            stream.add_words(text, 0, mark)
             if len(stream) > start:
                 stream.regions.append((start, len(stream)))
+            if own is not None:
+                own_text = text_prefix(own.text, small)
+                if self.urls and ("://" in own_text or "www." in own_text):
+                    plain_urls.extend(_find_urls(own_text))
+                twin.add_words(own_text)
+                stream.twin(twin)
+            if twin is not None and len(twin) > plain_start:
+                twin.regions.append((plain_start, len(twin)))
         if self.html_tells and html_seen and not plain_seen:
             stream.add_token("html:only")
-        if self.urls and urls:
+        if self.urls and twin is not None and urls[:_MAX_URLS] != plain_urls[:_MAX_URLS]:   # each its own
+            stream.twin(None)
+            if plain_urls:
+                self._urls(twin, plain_urls[:_MAX_URLS], lower)
+            if urls:
+                self._urls(stream, urls[:_MAX_URLS], lower)
+            stream.twin(twin)
+        elif self.urls and urls:
             self._urls(stream, urls[:_MAX_URLS], lower)
         if parsed.defects:
             stream.add_tokens(sorted(set(parsed.defects)), self._p_mail)
+        if twin is not None:
+            stream.twin(None)
         if self.word_pairs >= 2:     # last: the tokens before them are the stream without pairs
             stream.add_pairs(self.word_pairs, self._p_pair)
-        return stream
+        return stream, twin
 
     def _headers(self, stream, parsed, lower):
         # Per message: one dict look-up per selected field and one C call per value
