@@ -670,3 +670,109 @@ def test_one_parse_serves_a_tokenizer_and_its_pairs():
         for tokenizer in (plain, paired, plain):   # the parse is not changed by use
             shared, alone = tokenizer.stream(data, parsed), tokenizer.stream(data)
             assert shared.tokens() == alone.tokens() and shared.hashes == alone.hashes
+
+
+def _same_streams(made, alone):
+    return (made.tokens() == alone.tokens() and made.hashes == alone.hashes and made.regions == alone.regions
+            and (made.pairs_start, made.truncated) == (alone.pairs_start, alone.truncated))
+
+
+def test_both_streams_in_one_pass_are_each_tokenizers_own():
+    """Tokenizer.streams: the default stream made in its word pairs' pass
+    (the text scanned once to the larger budget, the words up to the
+    smaller one's given to the default stream too) is the stream each
+    tokenizer makes alone, on the sample corpus and on parts made to cut a
+    word, a joined word, a long word, a Han run and a URL at the smaller
+    budget, and HTML whose first 8 KiB fill the smaller budget only."""
+    from spamnb.mail.tokenizer import with_pairs
+    from spamnb.training.corpus import labelled_messages
+
+    plain = Tokenizer()
+    paired = with_pairs(2, plain)
+    assert paired.marks(plain) and not plain.marks(paired) and not paired.marks(Tokenizer(min_len=2))
+    messages = [m.data for m in labelled_messages([REPO / "corpora"])]
+    assert len(messages) > 100
+    words = " ".join(f"w{i:04d}" for i in range(400))
+    cut = "x" * 746
+    crafted = [f"Subject: long\n\n{words}\n".encode(),
+               f"Subject: cut\n\n{cut} internationally more words\n".encode(),
+               f"Subject: joined\n\n{cut} ab.cd-ef@gh.example more\n".encode(),
+               f"Subject: skip\n\n{cut} {'y' * 40} more\n".encode(),
+               f"Subject: han\n\n{cut} 漢字かなカナ漢字 more\n".encode(),
+               f"Subject: url\n\n{cut} http://a.example/path/x www.b.example/y more\n".encode(),
+               f"Subject: zw\n\n{cut[:-3]}\u200b\u200b ab\u200bcd ef\n".encode(),
+               (b"Subject: html\nContent-Type: text/html\n\n<html><body><p>" + b"word " * 300
+                + b"<a href='http://first.example/'>x</a></p><style>" + b"s" * 5000 + b"</style>" + b"<br>" * 500
+                + b"<p>" + b"late " * 300
+                + b"<a href='http://late.example/'>y</a></p></body></html>\n")]
+    for data in messages + crafted:
+        parsed = plain.parse(data)
+        first, second = paired.streams(data, parsed, plain)
+        assert _same_streams(first, plain.stream(data)) and _same_streams(second, paired.stream(data))
+    # the HTML: the default stream keeps its first 8 KiB's conversion, the paired one converts it all
+    first, second = paired.streams(crafted[-1], plain.parse(crafted[-1]), plain)
+    assert "late" not in first.tokens() and "late" in second.tokens()
+    assert "url:late.example" not in first.tokens() and "url:late.example" in second.tokens()
+    # a pair it cannot mark is made apart, the same streams
+    other = Tokenizer(min_len=2)
+    first, second = paired.streams(messages[0], plain.parse(messages[0]), other)
+    assert _same_streams(first, other.stream(messages[0])) and _same_streams(second, paired.stream(messages[0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["ab", "c", "x" * 25, ".", "-", "@", "'", " ", "  ", "\n", "漢字", "カ", "\u200b",
+                                 "\u00ad", "а", "://", "www.", "http://h.example/p", "<", "é"]), max_size=60),
+       st.integers(0, 40), st.integers(0, 40))
+def test_both_streams_of_random_text_at_small_budgets(pieces, small, extra):
+    """Tokenizer.streams on random text at small budgets (every cut of a
+    word, joiner, Han run, invisible character and URL at the smaller
+    budget): each stream is its tokenizer's own."""
+    text = "".join(pieces)
+    plain = Tokenizer(max_text_chars=small)
+    paired = Tokenizer(max_text_chars=small + extra, word_pairs=2)
+    data = f"Subject: s\nContent-Type: text/plain; charset=utf-8\n\n{text}\n".encode()
+    first, second = paired.streams(data, plain.parse(data), plain)
+    assert paired.marks(plain) == (small > 0 or extra == 0)    # 0: no budget, larger than any
+    assert _same_streams(first, plain.stream(data)) and _same_streams(second, paired.stream(data))
+
+
+@given(st.text(alphabet=st.sampled_from("ab \n\t\u200b\u00ad\u2060аé\uff41"), max_size=80), st.integers(-1, 30),
+       st.integers(0, 30))
+def test_text_prefix_marked_is_the_smaller_budgets_length(text, small, extra):
+    """text_prefix_marked(text, budget, smaller): text_prefix(text, budget) and
+    the length of text_prefix(text, smaller), its first characters."""
+    from spamnb.mail.parser import text_prefix, text_prefix_marked
+
+    budget = -1 if small < 0 else small + extra
+    prefix, mark = text_prefix_marked(text, budget, small)
+    assert prefix == text_prefix(text, budget) and mark == len(text_prefix(text, small))
+    assert prefix[:mark] == text_prefix(text, small)
+    if budget >= 0:
+        with pytest.raises(ValueError):
+            text_prefix_marked(text, budget, budget + 1)
+
+
+def test_a_twin_gets_every_token_and_the_words_before_a_mark():
+    """TokenStream.twin: every token added after it goes to the twin too;
+    add_words' mark keeps the words past it from the twin (the word cut
+    there given as cut); refused for a stream of another scanner or one
+    not new."""
+    scanner = Scanner()
+    stream, twin = scanner.stream(), scanner.stream()
+    stream.twin(twin)
+    stream.add_token("head", scanner.prefix("x:"))
+    stream.add_words("one internationally three", 0, 8)
+    stream.twin(None)
+    stream.add_words("alone")
+    assert stream.tokens() == ["x:head", "one", "internationally", "three", "alone"]
+    assert twin.tokens() == ["x:head", "one", "inte"] and list(twin.hashes) == [hash_token(t) for t in twin.tokens()]
+    stream.twin(twin)   # the same twin again
+    stream.add_token("tail")
+    assert twin.tokens()[-1] == "tail"
+    stream.twin(None)
+    used = scanner.stream()
+    used.add_token("x")
+    with pytest.raises(ValueError):
+        stream.twin(used)
+    with pytest.raises(ValueError):
+        stream.twin(Scanner().stream())

@@ -3,11 +3,12 @@
 message, one step at a time over a whole corpus held in memory (read once
 first): its cross-validation fold (``fold_of``), its near-duplicate key,
 its ledger digest, the parse, and the token stream of
-the default tokenizer and of the word-pair trial's (``with_pairs(2)``), each
-from the one parse as ``count_variants`` makes them: the paired stream takes
-the default stream's head of header tokens, HTML converted and text
-lower-cased (``Tokenizer.stream``'s ``like``), and the same made alone is
-printed outside the sum, for comparison.  Before them, reading the files
+the default tokenizer and of the word-pair trial's (``with_pairs(2)``), both
+from the one parse in one tokenizer pass as ``count_variants`` makes them
+(``Tokenizer.streams``; a tree without it: each apart, the paired stream
+taking the default stream's head of header tokens, HTML converted and text
+lower-cased, ``Tokenizer.stream``'s ``like``); each made apart, and the
+paired one alone, are printed outside the sum, for comparison.  Before them, reading the files
 (``planning.piece_messages``, as ``train`` reads a partition); after them,
 the whole of ``count_variants`` over the messages in memory as ``train -j
 1`` runs it (partitions, fold spills, both variants: every step above but
@@ -73,9 +74,15 @@ def main(argv):
         rows = [("fold (fold_of)", per_message(fold_of, one)),
                 ("near-duplicate key", per_message(near_duplicate_key, one)),
                 ("ledger digest (train_digest)", per_message(train_digest, one)),
-                ("parse", per_message(plain.parse, one)),
-                ("token stream, default tokenizer", per_message(plain.stream, shared)),
-                ("token stream, with_pairs(2)", per_message(paired.stream, heads))]
+                ("parse", per_message(plain.parse, one))]
+        apart = [("token stream, default tokenizer", per_message(plain.stream, shared)),
+                 ("token stream, with_pairs(2)", per_message(paired.stream, heads))]
+        if hasattr(paired, "streams"):   # both streams in one pass, as count_variants makes them
+            rows.append(("token streams, both in one pass", per_message(paired.streams,
+                                                                         [(d, p, plain) for d, p in both])))
+        else:
+            rows += apart
+            apart = []
         alone = per_message(paired.stream, both)
         del heads
         batches = [labelled[i:i + DEFAULT_PARTITION_SIZE] for i in range(0, len(labelled), DEFAULT_PARTITION_SIZE)]
@@ -108,6 +115,8 @@ def main(argv):
         for name, us in rows:
             print(f"  {name:34s} {us:7.1f} us")
         print(f"  {'all of them':34s} {sum(us for _, us in rows):7.1f} us")
+        for name, us in apart:
+            print(f"  {'(' + name + ', apart)':34s} {us:7.1f} us")
         print(f"  {'(with_pairs(2) made alone)':34s} {alone:7.1f} us")
         print(f"  {'count_variants as train -j 1':34s} {whole:7.1f} us")
         print(f"  {'  of which counting and the loop':34s} {whole - sum(us for name, us in rows if 'near' not in name):7.1f} us")
