@@ -280,16 +280,23 @@ cdef class TokenStream:
 
     cdef inline int _push(self, uint64_t h, int32_t text, int32_t start, int32_t end,
                           int32_t prefix) except -1:
+        """Append the token of FNV state ``h`` (finished here), to the twin too."""
+        cdef uint64_t finished = _finish(h)
+        self._store(finished, text, start, end, prefix)
+        if self._twin is not None:
+            self._twin._store(finished, text, start, end, prefix)
+        return 0
+
+    cdef inline int _store(self, uint64_t finished, int32_t text, int32_t start, int32_t end,
+                           int32_t prefix) except -1:
         if self.n == self.cap:
             self._reserve(1)
-        self.hash_buf[self.n] = _finish(h)
+        self.hash_buf[self.n] = finished
         self.occ[self.n].text = text
         self.occ[self.n].start = start
         self.occ[self.n].end = end
         self.occ[self.n].prefix = prefix
         self.n += 1
-        if self._twin is not None:
-            self._twin._push(h, text, start, end, prefix)
         return 0
 
     cdef int32_t _add_text(self, str text) except -2:
@@ -458,7 +465,7 @@ cdef class TokenStream:
                 i += 1
         return 0
 
-    cdef int _add_word(self, uint64_t h0, uint64_t h_end, int kind, void *data, Py_ssize_t start,
+    cdef inline int _add_word(self, uint64_t h0, uint64_t h_end, int kind, void *data, Py_ssize_t start,
                        Py_ssize_t last_end, int joined, int32_t tid, int prefix) except -1:
         """The token of the word ``[start, last_end)`` scanned by ``_word``: a ``skip:``
         token when too long, none when too short."""
@@ -476,7 +483,7 @@ cdef class TokenStream:
             self._push(h_end, tid, <int32_t>start, <int32_t>last_end, prefix)
         return 0
 
-    cdef int _add_run(self, uint64_t h0, str text, int kind, void *data, Py_ssize_t start, Py_ssize_t end,
+    cdef inline int _add_run(self, uint64_t h0, str text, int kind, void *data, Py_ssize_t start, Py_ssize_t end,
                       int32_t tid, int prefix) except -1:
         """The tokens of the Han/kana run ``[start, end)``: its character bigrams, or itself."""
         cdef Py_ssize_t j
