@@ -747,6 +747,9 @@ def test_count_variants_by_partitions_counts_each_variant_as_alone(params):
         spilled = [_fold_spill_bytes(s0), _fold_spill_bytes(s1)]
     for spec, counts, spill_bytes in zip(specs, together, spilled):
         merged = counting.tree_reduce([counting.count_messages(spec, iter(part), day=100) for part in parts], 3)
+        # the strings were written out a partition at a time (StringSpill), read back here whole
+        assert counts.strings is None and counts.offsets is None and counts.spilled.n == counts.n_features
+        counts.load_strings()
         for a, b in zip(_counts_arrays(counts), _counts_arrays(merged), strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         with calibrate.FoldSpill(folds) as alone_spill:
@@ -756,6 +759,35 @@ def test_count_variants_by_partitions_counts_each_variant_as_alone(params):
     first, dropped = counting.count_variants(specs, iter(parts), day=100, limit=len(pairs) - 1, fan_in=3)
     assert dropped is None and np.array_equal(first.dense, together[0].dense)
     assert counting.count_variants(specs, iter(parts), day=100, limit=len(pairs), fan_in=3)[1] is not None
+
+
+def test_counts_with_their_strings_written_out_save_the_model_of_the_strings_held(tmp_path, monkeypatch):
+    """train -j 1's counts hold their strings in a file (StringSpill, a
+    partition's new strings appended at a time): the model saved from them
+    (read back a piece at a time, pieces smaller than a string here) is the
+    model of the same counts with the strings in memory, byte for byte, and
+    of the filter made of them."""
+    from spamnb.mail.tokenizer import with_pairs
+
+    pairs = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    parts = [pairs[i:i + 23] for i in range(0, len(pairs), 23)]
+    spec = counting.counting_spec(SpamFilter(tokenizer=with_pairs(2)))
+    monkeypatch.setattr(counting.StringSpill, "CHUNK", 7)
+    files = []
+    for how in ("spilled", "loaded", "filter"):
+        counts, = counting.count_variants([spec], iter(parts), day=100, fan_in=3)
+        assert counts.strings is None and counts.spilled.n == counts.n_features > 1000
+        if how == "spilled":
+            assert len(list(counts.spilled.pieces("strings"))) == -(-counts.spilled.size // 7)
+        else:
+            counts.load_strings()
+            assert counts.spilled is None and len(counts.offsets) == counts.n_features + 1
+        if how == "filter":
+            counts.to_filter(SpamFilter(tokenizer=with_pairs(2)), consume=True).save(tmp_path / how)
+        else:
+            SpamFilter(tokenizer=with_pairs(2)).save_counts(counts, tmp_path / how)
+        files.append((tmp_path / how).read_bytes())
+    assert files[0] == files[1] == files[2]
 
 
 def test_variant_counter_numbers_each_variant_in_its_own_order():

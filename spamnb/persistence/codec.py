@@ -69,8 +69,13 @@ def write_counts(spam_filter, counts, path=None, backup=None):
     counts.digests = counts.labels = None
     index = []
 
+    spilled, counts.spilled = counts.spilled, None   # the string table in a file (spamnb train): read a piece at a time
+
     def taken(name):   # a buffer of the counts, given up as it is written
         def make():
+            if spilled is not None:
+                yield from spilled.pieces(name)
+                return
             buffer = getattr(counts, name)
             setattr(counts, name, None)
             yield buffer
@@ -96,7 +101,7 @@ def write_counts(spam_filter, counts, path=None, backup=None):
         "keys": (index_capacity(n), keys),
         "values": (index_capacity(n), lambda: [index.pop()]),
         "offsets": (n + 1, taken("offsets")),
-        "strings": (len(counts.strings), taken("strings")),
+        "strings": (len(counts.strings) if spilled is None else spilled.size, taken("strings")),
         "feature_count": (2 * n, lambda: [word_counts[0].feature_count_]),
         "log_count": (2 * n, log_count),
         "last_seen": (n, lambda: [counts.last_seen.astype("int32", copy=False)]),
