@@ -821,6 +821,37 @@ def test_variant_counter_numbers_each_variant_in_its_own_order():
         counter.hashes(0)
 
 
+def test_variant_counter_keeps_every_token_as_its_index_grows():
+    """The hash index doubled many times (its old pages given back a piece at a
+    time as they are read): every token of 40 messages of 5,000 found again
+    with its number, each variant's hashes in the order of first sight."""
+    from array import array
+
+    from spamnb.bayes.token_kernels import COUNTS_RAW, VariantCounter
+
+    class Stream:   # a token stream as count() reads it: its hashes, and its new tokens' strings (none here)
+        def __init__(self, hashes):
+            self.hashes, self.pairs_start = array("Q", hashes), -1
+
+        def write_tokens(self, positions, count, blob, offsets):
+            offsets.extend([len(blob)] * count)
+
+    rng = np.random.default_rng(5)
+    pool = rng.integers(1, 2 ** 63, size=120_000, dtype=np.uint64)
+    counter = VariantCounter([COUNTS_RAW, COUNTS_RAW], [0.0, 0.0])
+    seen = [{}, {}]
+    for m in range(40):
+        streams = [Stream(pool[rng.integers(0, pool.size, 5000)].tolist()) for _ in range(2)]
+        numbers = counter.count(streams, m % 2 == 0)
+        for v in range(2):
+            for h, i in zip(streams[v].hashes, numbers[v]):
+                assert seen[v].setdefault(h, len(seen[v])) == i
+        counter.clear_partition(0)
+        counter.clear_partition(1)
+    for v in range(2):
+        assert list(counter.hashes(v)) == list(seen[v]) and counter.n_features_of(v) > 60_000
+
+
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_train_variants_in_one_pass_give_what_each_alone_gives(tmp_path, n_jobs):
     """train's variants (pipeline._train_variants) are counted in one pass; each
