@@ -1,8 +1,10 @@
 """One message's bytes, read with its file's type and size checked first
 (:func:`open_checked`, :func:`read_checked`: a FIFO, a device or a socket
 is never opened, a file over :data:`MAX_MESSAGE_SIZE` never read whole),
-the one message on stdin (:func:`read_stdin`: ``spamnb classify < msg``),
-and a path's name as a line of output shows it (:func:`display_name`).
+the one message on stdin (:func:`read_stdin`: ``spamnb classify < msg``;
+:func:`stdin_message`: ``spamnb learn < msg``), whether bytes look like
+mail (:func:`looks_like_mail`), and a path's name as a line of output shows
+it (:func:`display_name`).
 What a mail filter's command of one message needs of the reader of mail,
 :mod:`spamnb.mail.reader` (which re-exports these names and reads folders,
 mboxes and corpora with them), in a module of its own: its cold path loads
@@ -11,10 +13,11 @@ neither the folders' walk nor the mbox cutter's callers."""
 import os
 import stat
 
-from spamnb.errors import Refused, TooLarge
+from spamnb.errors import Refused, SkippedInput, TooLarge
 from spamnb.mail import lazy_re
 
-__all__ = ["MAX_MESSAGE_SIZE", "Refused", "TooLarge", "open_checked", "read_checked", "read_stdin", "display_name"]
+__all__ = ["MAX_MESSAGE_SIZE", "Refused", "TooLarge", "open_checked", "read_checked", "read_stdin", "stdin_message",
+           "looks_like_mail", "display_name"]
 
 
 # The largest message file read (64 MiB, what an mbox's messages are cut at:
@@ -128,6 +131,37 @@ def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
         hint = " (-M reads stdin as an mbox)" if data.startswith(b"From ") else ""
         raise TooLarge(f"larger than {_size_text(max_size)}{hint}", data)
     return data
+
+
+def stdin_message(stream):
+    """The one message on ``stream`` (standard input) as a command that reads
+    messages takes it when not told it is an mbox (:func:`read_stdin`, to
+    :data:`MAX_MESSAGE_SIZE`); :class:`SkippedInput` when refused unread (a
+    device, a message over the limit)."""
+    try:
+        return read_stdin(stream, MAX_MESSAGE_SIZE)
+    except Refused as exc:
+        raise SkippedInput(f"-: {exc}; not read") from None
+
+
+_NAME_BYTES = bytes(range(0x21, 0x3a)) + bytes(range(0x3b, 0x7f))   # a header field name: printable ASCII but the colon
+
+
+def looks_like_mail(data):
+    """True when the first line (after an mbox ``From `` line) is a header
+    field: a name of printable ASCII but the colon, spaces or tabs, a colon
+    (without a pattern: ``spamnb learn``'s cold path imports no ``re``)."""
+    start = 0
+    if data.startswith(b"From "):
+        newline = data.find(b"\n")
+        if newline < 0:
+            return False
+        start = newline + 1
+    colon = data.find(b":", start)
+    if colon < 0:
+        return False
+    name = data[start:colon].rstrip(b" \t")
+    return bool(name) and not name.translate(None, _NAME_BYTES)
 
 
 _UNPRINTABLE = lazy_re.pattern("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")

@@ -11,7 +11,7 @@ from array import array
 from spamnb.bayes.checks import find_digest
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
-from spamnb.errors import MustCompact, MustReadWhole
+from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
 from spamnb.persistence.journal import append, apply_records, compact, compact_at
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
@@ -76,7 +76,7 @@ class _LightFilter:
         return sf
 
     def forget(self, message, spam):
-        raise MustReadWhole()
+        raise errors.MustReadWhole()
 
 
 class _LightLedger:
@@ -157,7 +157,7 @@ class LedgerRecorder:
     def _take_back(self, digest):
         entry = self._ledger.entry(digest)
         if entry is not None and entry[2] is not None:
-            raise MustReadWhole()
+            raise errors.MustReadWhole()
 
     def record(self, digest, is_spam, auto=False):
         self._take_back(digest)
@@ -169,7 +169,7 @@ class LedgerRecorder:
         self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, False, held_out))
 
     def remove(self, digest):
-        raise MustReadWhole()
+        raise errors.MustReadWhole()
 
 
 class _FileLearner(FileScorer):
@@ -366,7 +366,7 @@ class Session:
                 view = self.view
                 try:
                     result = function(recorder, LedgerRecorder(ledger, ops, recorder), data, *args, **kwargs)
-                except MustReadWhole:
+                except errors.MustReadWhole:
                     self.view = view   # as before the message: nothing of it was recorded
                 else:
                     if ops:
@@ -452,7 +452,7 @@ class Session:
         try:
             # one record for the whole commit: a command learning many messages is all or nothing
             written = append(journal, [b"".join(self.transactions)])
-        except MustCompact:
+        except errors.MustCompact:
             return self.compact()
         try:
             model_size = os.path.getsize(self.path)

@@ -75,7 +75,9 @@ import os
 import stat
 import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 
-from spamnb.errors import JournalWarning, MustCompact
+# MustCompact and JournalWarning named when raised or warned (spamnb.errors makes each group's classes on first use:
+# a reader that warns of nothing, a learn that appends, make neither)
+from spamnb import errors
 from spamnb.bayes import checks
 from spamnb.persistence import deltas
 from spamnb.persistence.store import JOURNAL_SUFFIX as SUFFIX, Journal, journal_path, model_identity
@@ -112,10 +114,16 @@ def signature(model_path):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def __getattr__(name):
+    if name == "JournalWarning":   # spamnb.errors', made when first named
+        return errors.JournalWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _warn(message):
     import warnings
 
-    warnings.warn(message, JournalWarning, stacklevel=3)
+    warnings.warn(message, errors.JournalWarning, stacklevel=3)
 
 
 def _pad(n):
@@ -395,7 +403,7 @@ def append(journal, transactions):
         journal.size = journal.end
         return journal.end
     if journal.status == "ok":   # records that did not fit: start over only from a whole save
-        raise MustCompact()
+        raise errors.MustCompact()
     header = _header(journal.identity)
     head = header[40:48]
     records = b"".join(_record_bytes(head, i, p) for i, p in enumerate(transactions))
