@@ -9,7 +9,7 @@ a loaded model needs neither numpy nor any per-token Python object (the
 ``spamnb classify`` cold path).
 """
 
-import os
+import posix   # os's calls without os.py (a cold classify never loads it)
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
@@ -145,7 +145,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     :data:`spamnb.persistence.store.MAX_MODEL_SIZE`), refused unread.
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
-    where = os.fspath(path)
+    where = posix.fspath(path)
     if mapped:
         header, arrays = schema.read(path, max_size, mapped=True)   # max_size None: the default limit
     else:
@@ -213,7 +213,7 @@ def _replay(spam_filter, where, header, arrays):
     disk; the filter given an empty journal, its counts held in place)."""
     path = journal_path(where)
     try:
-        os.stat(path)
+        posix.stat(path)
     except FileNotFoundError:   # what journal.read gives then: no journal
         identity = header.get("_identity")
         return not deltas.attach(spam_filter, where, identity, Journal(path, identity), arrays)
