@@ -16,7 +16,7 @@ from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.persistence import deltas, schema
 from spamnb.estimator.ages import Ages
-from spamnb.persistence.store import Journal, ModelError, default_model_path, journal_path
+from spamnb.persistence.store import LEDGER, Journal, ModelError, default_model_path, journal_path
 
 __all__ = ["write", "write_counts", "read", "deferred", "DEFERRED"]
 
@@ -229,6 +229,7 @@ def _ledger(arrays, lazy=False):
     (``spamnb.estimator.ledger_table.Ledger.from_arrays``; ``lazy``: built when first used)."""
     from spamnb.estimator.ledger_table import Ledger
 
+    arrays.fill_unread(LEDGER)   # a mapped load left them unread (a classify never reads them)
     return Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"], notes=arrays["ledger_notes"],
                               lazy=lazy)
 

@@ -518,7 +518,9 @@ def map_model(path, max_size=None):
     a save; a learn appends to the journal without them,
     ``spamnb.model.learning``), in huge pages when this process holds the
     model's :func:`locked` (a writer: as :func:`read_model` reads); until
-    then their memory holds zeros, so nothing but ``fill`` may read them.  The whole-file checksum is not
+    then their memory holds zeros, so nothing but ``fill`` may read them.
+    The ledger's arrays (:data:`LEDGER`) are left unread too, until their
+    reader asks for them (``arrays.fill_unread(LEDGER)``).  The whole-file checksum is not
     checked: it would read every byte, the cost this reader exists to spare
     (``spamnb classify`` of one message); what a damaged array could do is
     bounded where it is read, and :func:`verify_file` checks the whole file
@@ -555,6 +557,10 @@ def map_model(path, max_size=None):
 # the large ones, which a scorer reads a message's entries of with pread.
 ON_DEMAND = frozenset({"keys", "values", "offsets", "strings", "feature_count", "log_count", "last_seen",
                        "pair_mixture"})
+# ... and the ledger of learned messages, which a classify never reads (257 KiB of digests on the
+# Enron-Spam model): read by ``arrays.fill_unread(LEDGER)`` where it is used (its readers: the filter's
+# ``ledger_``, a learn's look-up of a digest), in small pages whoever reads it.
+LEDGER = frozenset({"ledger_digests", "ledger_labels", "ledger_notes"})
 
 
 def _map_once(path, max_size):
@@ -585,9 +591,9 @@ def _map_once(path, max_size):
         file = open(posix.dup(fd), "rb", buffering=0)   # kept open: the file read, whatever the path becomes
     arrays.file = file
     arrays.path, arrays.signature = path, signature
-    arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND)
-    try:   # the small ones now (the ledger, the held-out scores); the large ones when something needs them
-        arrays.fill(set(arrays.offsets) - ON_DEMAND)
+    arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND or name in LEDGER)
+    try:   # the small ones now (the held-out scores, ...); the large ones and the ledger when something needs them
+        arrays.fill(set(arrays.offsets) - ON_DEMAND - LEDGER)
     except ModelError as exc:
         file.close()
         exc.signature = signature
@@ -867,6 +873,12 @@ class _Arrays(dict):
                     done += n
             self._check_unchanged(fd)
             self.unread -= todo
+
+    def fill_unread(self, names):
+        """:meth:`fill` of those of ``names`` not read yet (none: nothing done)."""
+        todo = self.unread & set(names)
+        if todo:
+            self.fill(todo)
 
     def _check_unchanged(self, fd):
         try:
