@@ -41,8 +41,9 @@ def _array_without_collections():
     modules = sys.modules
     if "array" in modules or "collections" in modules or "collections.abc" in modules:
         return
-    abc = modules.get("_collections_abc")
-    if abc is None:
+    if "_collections_abc" in modules:
+        import _collections_abc as abc
+    else:
         abc = type(sys)("collections.abc")
         abc.MutableSequence = _Unregistered
     modules["collections"] = type(sys)("collections")
