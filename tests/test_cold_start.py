@@ -261,6 +261,29 @@ def test_the_cold_path_loads_no_collections(args, model, tmp_path):
     assert proc.stdout.decode().endswith("registered=True")   # array still a MutableSequence
 
 
+# os.py imports _collections_abc (two dozen ABCs made and registered), posixpath and stat: a tenth of a
+# cold classify's instructions, which site pays for `python -c pass` (bin/spamnb runs without it).  A
+# classify calls the system through posix, the module os re-exports; array's registration as a
+# MutableSequence waits for _collections_abc (spamnb.cli.main._Unregistered).
+# (A message that needs a regular expression loads re, and collections with it; so does classify -p.)
+def test_a_cold_classify_loads_no_os(model, tmp_path):
+    proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
+    assert proc.returncode in (0, 1, 2) and "spamnb.model.spam_filter" in modules, proc.stderr[-300:]
+    assert "array" in modules and "re" not in modules
+    assert not {"os", "_collections_abc", "posixpath", "genericpath"} & modules
+
+
+def test_array_is_a_mutable_sequence_once_collections_abc_is_loaded(model, tmp_path):
+    code = ("import sys; from spamnb.cli.main import entry; import array; "
+            "before = '_collections_abc' in sys.modules; code = entry(); "
+            "import os, _collections_abc, collections.abc; "
+            "sys.stdout.write(f'\\nbefore={before} registered={issubclass(array.array, collections.abc.MutableSequence)} '"
+            "f'finders={len(sys.meta_path)}'); sys.exit(code)")
+    proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes(), code)
+    assert proc.returncode in (0, 1, 2), proc.stderr[-300:]
+    assert proc.stdout.decode().endswith("before=False registered=True finders=3"), proc.stdout[-200:]
+
+
 def test_a_classify_after_learns_loads_neither_count_nor_collections(model, tmp_path):
     """Once messages were learned into the journal, a classify puts the
     journal's learns through for its message's own tokens in one compiled

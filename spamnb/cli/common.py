@@ -4,7 +4,6 @@ errors themselves are :mod:`spamnb.errors`), the settings in effect, the
 model path, the messages of a path.  The parser and its options are
 :mod:`spamnb.cli.parsing`'s (made from the option table, :mod:`spamnb.options`)."""
 
-import os
 import sys
 
 from spamnb.errors import CommandError, CorpusError, SettingsError, SkippedError, SkippedInput, SpamnbError, UsageError

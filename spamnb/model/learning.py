@@ -13,6 +13,7 @@ from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
 from spamnb.persistence.journal import append, apply_records, compact, compact_at
+from spamnb.persistence.store import LEDGER
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
 
@@ -318,6 +319,7 @@ class Session:
             from spamnb.estimator.ledger import DEFAULT_CAPACITY, file_code
 
             arrays = self.filter.unread_
+            arrays.fill_unread(LEDGER)   # left unread by the load (a classify never reads them)
 
             def array_of(name):   # a model saved before the ledger (or its notes) has none
                 value = arrays[name] if name in arrays.offsets else None

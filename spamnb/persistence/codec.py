@@ -9,14 +9,14 @@ a loaded model needs neither numpy nor any per-token Python object (the
 ``spamnb classify`` cold path).
 """
 
-import os
+import posix   # os's calls without os.py (a cold classify never loads it)
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.persistence import deltas, schema
 from spamnb.estimator.ages import Ages
-from spamnb.persistence.store import Journal, ModelError, default_model_path, journal_path
+from spamnb.persistence.store import LEDGER, Journal, ModelError, default_model_path, journal_path
 
 __all__ = ["write", "write_counts", "read", "deferred", "DEFERRED"]
 
@@ -150,7 +150,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     :data:`spamnb.persistence.store.MAX_MODEL_SIZE`), refused unread.
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
-    where = os.fspath(path)
+    where = posix.fspath(path)
     if mapped:
         header, arrays = schema.read(path, max_size, mapped=True)   # max_size None: the default limit
     else:
@@ -218,7 +218,7 @@ def _replay(spam_filter, where, header, arrays):
     disk; the filter given an empty journal, its counts held in place)."""
     path = journal_path(where)
     try:
-        os.stat(path)
+        posix.stat(path)
     except FileNotFoundError:   # what journal.read gives then: no journal
         identity = header.get("_identity")
         return not deltas.attach(spam_filter, where, identity, Journal(path, identity), arrays)
@@ -234,6 +234,7 @@ def _ledger(arrays, lazy=False):
     (``spamnb.estimator.ledger_table.Ledger.from_arrays``; ``lazy``: built when first used)."""
     from spamnb.estimator.ledger_table import Ledger
 
+    arrays.fill_unread(LEDGER)   # a mapped load left them unread (a classify never reads them)
     return Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"], notes=arrays["ledger_notes"],
                               lazy=lazy)
 
