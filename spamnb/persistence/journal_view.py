@@ -85,25 +85,30 @@ class _Recorded(_Learn):
         return self.payload[text_at:text_at + n_text]
 
 
-def _parse(payloads, n_base):
+def _parse(payloads, n_base, base=None):
     """``(records, scores, journal)`` of the journal's transactions, read in one
     compiled pass (``checks.journal_learns``): the learns' fields in their
     records (``(payloads, fields)``, made learns by :func:`_recorded` when
     first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
-    the learns' hashes, bounds, classes and sums (:meth:`JournalView._concatenated`);
+    the learns' hashes, bounds, classes, sums and places (:meth:`JournalView._concatenated`;
+    with ``base``, the journal's bytes the payloads are views of, the hashes
+    are read where they are, not copied: a classify's memory is the journal's once);
     None when a record is not what a view stands for (a forget, an unknown or
     malformed operation, a learn that does not follow the vocabulary of
     ``n_base`` tokens: the replay then decides)."""
-    parsed = checks.journal_learns(payloads, n_base, _LAYOUT)
+    parsed = checks.journal_learns(payloads, n_base, _LAYOUT, base)
     if parsed is None:
         return None
     records, scores, hashes, bounds, classes, sums = parsed
+    places = None
+    if base is not None:   # the third item: each learn's place in base (8-byte words)
+        hashes, places = base, memoryview(hashes).cast("q")
     for mine in scores:
         for op, _cls, value in mine:
             if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
                 return None
     return (payloads, records), scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
-                                         memoryview(sums).cast("d"))
+                                         memoryview(sums).cast("d"), places)
 
 
 def _recorded(records):
@@ -128,7 +133,9 @@ def view(spam_filter, journal, apply_records):
     n_base = vocab.n_features
     if counts.n_features_ != n_base:
         return None
-    parsed = _parse(journal.payloads, n_base)
+    data = journal.payloads[0].obj   # the journal's bytes (spamnb.persistence.journal.read), to its last record
+    base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
+    parsed = _parse(journal.payloads, n_base, base)
     if parsed is None:
         return None
     records, scores, concatenated = parsed
@@ -332,7 +339,7 @@ class JournalView(FileScorer):
         """Each recorded occurrence's token id (distinct tokens numbered in the
         order they first occur in the journal) and the number of ids."""
         if self._ids is None:
-            hashes = self._concatenated()[0]
+            hashes = self._joined_hashes()
             n = len(hashes)
             size = 16
             while size < 2 * (n + 1):
@@ -345,18 +352,33 @@ class JournalView(FileScorer):
         return self._ids
 
     def _concatenated(self):
-        """``(hashes, bounds, classes, sums)`` of the journal's learns: their token
-        hashes one learn after the other (``array('Q')``), where each starts and
-        ends (``array('q')``), each one's class (bytes) and the sum and scale
-        its record keeps (float64, two a learn; NaN, NaN: none, it is counted)."""
+        """``(hashes, bounds, classes, sums, places)`` of the journal's learns: their
+        token hashes one learn after the other (``array('Q')``), where each
+        starts and ends (``array('q')``), each one's class (bytes), the sum and
+        scale its record keeps (float64, two a learn; NaN, NaN: none, it is
+        counted) and None; or, as the journal's read gave them (:func:`_parse`
+        with its bytes), ``hashes`` the journal's bytes (uint64) and ``places``
+        where each learn's hashes start in them (int64), ``bounds`` still
+        those of the hashes one learn after the other."""
         if self._journal is None:
             hashes, bounds = array("Q"), array("q", [0])
             for learn in self.learns:
                 hashes.frombytes(learn.hashes)
                 bounds.append(len(hashes))
             self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns),
-                             array("d", [math.nan]) * (2 * len(self.learns)))
+                             array("d", [math.nan]) * (2 * len(self.learns)), None)
         return self._journal
+
+    def _joined_hashes(self):
+        """The learns' token hashes one learn after the other (:meth:`_concatenated`'s,
+        copied out of the journal's bytes when read in place)."""
+        hashes, bounds, _classes, _sums, places = self._concatenated()
+        if places is None:
+            return hashes
+        joined = array("Q")
+        for place, start, stop in zip(places, bounds, bounds[1:]):
+            joined.frombytes(hashes[place:place + stop - start].cast("B"))
+        return joined
 
     def _gather(self, hashes):
         """``scoring.gather`` of ``hashes`` from the model file: the message's
@@ -391,11 +413,12 @@ class JournalView(FileScorer):
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
-        journal_hashes, bounds, classes, sums = self._concatenated()
+        journal_hashes, bounds, classes, sums, places = self._concatenated()
         # the file's tokens' logs merged in: the file's where no learn changed them
         totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
                                             journal_hashes, bounds, classes, wanted, where, self.transform,
-                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums)
+                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums,
+                                            places)
         log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
         out_logs = changed[:m]
         out_logs.extend(changed[w:w + m])
