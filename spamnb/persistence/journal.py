@@ -75,7 +75,6 @@ import os
 import stat
 import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 
-from spamnb.errors import JournalWarning, MustCompact
 from spamnb.bayes import checks
 from spamnb.persistence import deltas
 from spamnb.persistence.store import JOURNAL_SUFFIX as SUFFIX, Journal, journal_path, model_identity
@@ -112,8 +111,21 @@ def signature(model_path):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def __getattr__(name):
+    """``JournalWarning`` (``spamnb.errors``'s), asked for when first named: its
+    class is made then (with the journal's errors), which a classify through
+    a journal that warns of nothing never does (PEP 562)."""
+    if name == "JournalWarning":
+        from spamnb.errors import JournalWarning
+
+        return JournalWarning
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _warn(message):
     import warnings
+
+    from spamnb.errors import JournalWarning
 
     warnings.warn(message, JournalWarning, stacklevel=3)
 
@@ -395,6 +407,8 @@ def append(journal, transactions):
         journal.size = journal.end
         return journal.end
     if journal.status == "ok":   # records that did not fit: start over only from a whole save
+        from spamnb.errors import MustCompact
+
         raise MustCompact()
     header = _header(journal.identity)
     head = header[40:48]
