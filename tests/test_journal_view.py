@@ -220,6 +220,17 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     assert array("Q", hashes).tolist() == [5, 6, 5, 9] and array("q", bounds).tolist() == [0, 3, 4]
     assert classes == b"\x01\x00"
     assert [repr(v) for v in array("d", sums)] == ["nan", "nan", "2.5", "0.75"]   # a learn without its sums: NaN
+    # with the journal's bytes (base): the hashes not copied, each learn's place in them (8-byte words)
+    base = memoryview(bytes(8) + first + second)
+    views = [base[8:8 + len(first)], base[8 + len(first):]]
+    _l, _s, places, in_place, _c, _sums = checks.journal_learns(views, 100, layout, base)
+    words = base.cast("Q")
+    assert [words[p:p + b - a].tolist() for p, a, b in zip(array("q", places), array("q", bounds), array("q", bounds)[1:])] == [
+        [5, 6, 5], [9]]
+    assert array("q", in_place).tolist() == [0, 3, 4]   # the bounds as if one after the other
+    assert checks.journal_learns([memoryview(bytes(first))], 100, layout, base) is None   # not within the base
+    with pytest.raises(ValueError, match="8-byte words"):
+        checks.journal_learns(views, 100, layout, base[:-1])
     # the view's learns as the records hold them
     parsed = journal_view._parse([memoryview(first), memoryview(second)], 100)  # noqa: SLF001
     assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_view._recorded(parsed[0])] == [  # noqa: SLF001
