@@ -122,8 +122,8 @@ def view(spam_filter, journal, apply_records):
     """A :class:`JournalView` of ``journal`` (read, "ok", with records) over
     ``spam_filter`` (loaded in part, its arrays unread, its counts held in
     place: ``deltas.in_place``), or None when the journal must be replayed.
-    ``apply_records``: ``spamnb.persistence.journal.apply_records``, which the
-    replay calls (handed in: the journal imports this module, not the reverse)."""
+    ``apply_records``: ``spamnb.persistence.journal_read.apply_records``, which the
+    replay calls (handed in: the journal's read imports this module, not the reverse)."""
     vocab, counts, _ages = spam_filter.replayed()   # as loaded: nothing read whole (spam_filter.Folded)
     arrays, mapped = spam_filter.unread_, spam_filter.mapped_file_
     if (counts is None or vocab is None or arrays is None or mapped is None or not counts.in_place
@@ -133,7 +133,7 @@ def view(spam_filter, journal, apply_records):
     n_base = vocab.n_features
     if counts.n_features_ != n_base:
         return None
-    data = journal.payloads[0].obj   # the journal's bytes (spamnb.persistence.journal.read), to its last record
+    data = journal.payloads[0].obj   # the journal's bytes (spamnb.persistence.journal_read.read), to its last record
     base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
     parsed = _parse(journal.payloads, n_base, base)
     if parsed is None:
