@@ -44,52 +44,17 @@ from spamnb.estimator.scoring import FileScorer
 __all__ = ["JournalView", "view", "learner"]
 
 
-class _Learn:
-    __slots__ = ("cls", "hashes", "n_before", "n_new", "lengths", "text")
-
-    def __init__(self, cls, hashes, n_before, n_new, lengths, text):
-        self.cls, self.hashes, self.n_before, self.n_new = cls, hashes, n_before, n_new
-        self.lengths, self.text = lengths, text
-
-
 # the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
 _LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDGER_SIZE, deltas.HELD_OUT_RECORD.format,
            deltas.PAIR_SCORES_RECORD.format, deltas.LEARN_SUMS_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD,
            deltas.OP_REMOVE, deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES, deltas.OP_LEARN_SUMS)
 
 
-class _Recorded(_Learn):
-    """A learn as the journal's record holds it (:func:`_parse`): its hashes,
-    lengths and text read from the record when asked for (a classify reads
-    the journal's hashes whole, once, and none of them)."""
-
-    __slots__ = ("payload", "at")
-
-    def __init__(self, payload, cls, n_before, n_new, hashes_at, text_at, n_text):
-        self.payload, self.cls, self.n_before, self.n_new = payload, cls, n_before, n_new
-        self.at = (hashes_at, text_at, n_text)
-
-    @property
-    def hashes(self):
-        hashes_at, text_at, _n_text = self.at
-        return self.payload[hashes_at:text_at - 4 * self.n_new]
-
-    @property
-    def lengths(self):
-        _hashes_at, text_at, _n_text = self.at
-        return self.payload[text_at - 4 * self.n_new:text_at].cast("I")
-
-    @property
-    def text(self):
-        _hashes_at, text_at, n_text = self.at
-        return self.payload[text_at:text_at + n_text]
-
-
 def _parse(payloads, n_base, base=None):
     """``(records, scores, journal)`` of the journal's transactions, read in one
     compiled pass (``checks.journal_learns``): the learns' fields in their
-    records (``(payloads, fields)``, made learns by :func:`_recorded` when
-    first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
+    records (``(payloads, fields)``, made learns by
+    ``spamnb.persistence.journal_learns.recorded`` when first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
     the learns' hashes, bounds, classes, sums and places (:meth:`JournalView._concatenated`;
     with ``base``, the journal's bytes the payloads are views of, the hashes
     are read where they are, not copied: a classify's memory is the journal's once);
@@ -109,13 +74,6 @@ def _parse(payloads, n_base, base=None):
                 return None
     return (payloads, records), scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
                                          memoryview(sums).cast("d"), places)
-
-
-def _recorded(records):
-    """The learns (:class:`_Recorded`) of :func:`_parse`'s ``records``: what a
-    learner or a token's text asks for; a classify scores without them."""
-    payloads, fields = records
-    return [_Recorded(payloads[k], *rest) for k, *rest in fields]
 
 
 def view(spam_filter, journal, apply_records):
@@ -176,7 +134,7 @@ class JournalView(FileScorer):
                  records=None):
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
-        # the learns (:class:`_Learn`), or None: made from the records (_parse's) when first asked for
+        # the learns (journal_learns.Learn), or None: made from the records (_parse's) when first asked for
         self._learns, self._records = learns, records
         # the learns' hashes, bounds and classes (_concatenated): the compiled pass's (_parse), else on first use
         self._journal = concatenated
@@ -207,9 +165,12 @@ class JournalView(FileScorer):
 
     @property
     def learns(self):
-        """The learns (:class:`_Learn`): the journal's, made from its records when first asked for."""
+        """The learns (``spamnb.persistence.journal_learns.Learn``): the journal's, made
+        from its records when first asked for (a learner's, a token's text: a classify scores without them)."""
         if self._learns is None:
-            self._learns = _recorded(self._records)
+            from spamnb.persistence.journal_learns import recorded
+
+            self._learns = recorded(self._records)
         return self._learns
 
     @learns.setter
@@ -237,8 +198,10 @@ class JournalView(FileScorer):
         message's token ``hashes``, its ``n_new`` new tokens' UTF-8 ``lengths``
         and ``text``): what a learner that appends records without replaying
         scores its next message through.  This view is unchanged."""
-        learn = _Learn(cls, memoryview(bytes(memoryview(hashes).cast("B"))), self.n_features, n_new,
-                       array("I", lengths), bytes(text))
+        from spamnb.persistence.journal_learns import Learn
+
+        learn = Learn(cls, memoryview(bytes(memoryview(hashes).cast("B"))), self.n_features, n_new,
+                      array("I", lengths), bytes(text))
         other = object.__new__(type(self))
         other._extend(self, learn)
         return other
