@@ -213,7 +213,9 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
               + deltas.LEARN_SUMS_RECORD.pack(deltas.OP_LEARN_SUMS, 0, 2.5, 0.75))
     learns, scores, hashes, bounds, classes, sums = checks.journal_learns([memoryview(first), memoryview(second)], 100,
                                                                           layout)
-    assert [learn[:4] for learn in learns] == [(0, 1, 100, 1), (1, 0, 101, 2)]
+    learns = [array("q", learns)[k:k + 8].tolist() for k in range(0, len(learns) // 8, 8)]   # 8 int64 a learn
+    assert [learn[:4] for learn in learns] == [[0, 1, 100, 1], [1, 0, 101, 2]]
+    assert [learn[4] for learn in learns] == [32, 24] and [learn[7] for learn in learns] == [3, 1]   # hashes: at, count
     assert bytes(memoryview(first)[learns[0][5]:learns[0][5] + learns[0][6]]) == b"ab"
     assert bytes(memoryview(second)[learns[1][5]:learns[1][5] + learns[1][6]]) == b"xyzw"
     assert scores == [[(deltas.OP_HELD_OUT, 1, 2.5)], []]

@@ -9,11 +9,11 @@
 # ``check_index``, is the vocabulary's, in ``_index.pxi``.)
 
 from libc.math cimport isfinite
-from libc.stdint cimport int32_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 
 from spamnb.buffers cimport FLOAT, UNSIGNED, length_of, take
 
@@ -379,6 +379,10 @@ _JOURNAL_LAYOUT = ("<BBxxiIIII", "<BBH16s", 24, "<BBxxf", "<BBxxxxxxdddd", "<BBx
 
 
 _NO_SUMS = b"\x00\x00\x00\x00\x00\x00\xf8\x7f" * 2   # NaN, NaN (float64, little-endian): a learn without them
+# journal_learns' fields of a learn (int64 each): payload index, class, features before, new tokens, start of its
+# hashes, start of its text, text bytes, hashes
+cdef enum:
+    LEARN_FIELDS = 8
 
 
 def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
@@ -400,9 +404,10 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     sum finite, the scale finite and positive); op 0 ends a payload (its padding).
 
     Returns ``(learns, scores, hashes, bounds, classes, sums)``: each learn's
-    ``(payload index, class, features before, new tokens, start of its
-    hashes, start of its text, text bytes)`` (its lengths lie between its
-    hashes' end and its text), each payload's ``[(op, class, value), ...]``
+    payload index, class, features before, new tokens, start of its
+    hashes, start of its text, text bytes and hashes (its lengths lie
+    between its hashes' end and its text; a bytearray of int64, 8 a
+    learn: no Python object made for each), each payload's ``[(op, class, value), ...]``
     of held-out scores (value: the log-odds, or ``(words, pairs, weight,
     scale)``), the learns' hashes one after the other (a bytearray of
     uint64), where each learn's start and end (a bytearray of int64: learns
@@ -426,10 +431,13 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     cdef float f
     cdef double w[4]
     cdef bint after_learn
-    cdef bytearray hashes, bounds, sums
+    cdef bytearray hashes, bounds, sums, learns = bytearray()
+    cdef int64_t fields[LEARN_FIELDS]
+    cdef const int64_t *learn
+    cdef Py_ssize_t n_learns = 0
     if tuple(layout) != _JOURNAL_LAYOUT:
         raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
-    learns, scores, spans = [], [], []
+    scores = []
     classes, sums = bytearray(), bytearray()
     for k in range(len(payloads)):
         take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
@@ -474,8 +482,11 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
                     if <Py_ssize_t>_le(p + at + 8, 4) != live:
                         return None
                     live += n_new
-                    learns.append((k, cls, live - n_new, n_new, h_at, end - n_text, n_text))
-                    spans.append((k, h_at, n_hashes))
+                    fields[0], fields[1], fields[2], fields[3] = k, cls, live - n_new, n_new
+                    fields[4], fields[5], fields[6], fields[7] = h_at, end - n_text, n_text, n_hashes
+                    PyByteArray_Resize(learns, 8 * LEARN_FIELDS * (n_learns + 1))
+                    memcpy(PyByteArray_AS_STRING(learns) + 8 * LEARN_FIELDS * n_learns, fields, 8 * LEARN_FIELDS)
+                    n_learns += 1
                     classes.append(cls)
                     sums += _NO_SUMS
                     total += n_hashes
@@ -507,11 +518,11 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
             base_at, n_base_bytes = <const uint8_t *>b.buf, length_of(&b)
             if n_base_bytes % 8:
                 raise ValueError("journal_learns: the base is not a whole number of 8-byte words")
-            places = PyByteArray_FromStringAndSize(NULL, 8 * len(spans))
-            for i in range(len(spans)):
-                k = spans[i][0]
-                h_at = spans[i][1]
-                n_hashes = spans[i][2]
+            places = PyByteArray_FromStringAndSize(NULL, 8 * n_learns)
+            for i in range(n_learns):
+                learn = <const int64_t *>PyByteArray_AS_STRING(learns) + LEARN_FIELDS * i
+                k = learn[0]
+                h_at = learn[4]
                 take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
                 try:
                     offset = <const uint8_t *>d.buf - base_at
@@ -525,26 +536,28 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
             PyBuffer_Release(&b)
         hashes = places
     else:
-        hashes = _joined_hashes(payloads, spans, total)
-    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (len(spans) + 1))
+        hashes = _joined_hashes(payloads, learns, n_learns, total)
+    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (n_learns + 1))
     at = 0
     memcpy(<char *>bounds, &at, 8)
-    for i in range(len(spans)):
-        at += <Py_ssize_t>spans[i][2]
+    for i in range(n_learns):
+        at += (<const int64_t *>PyByteArray_AS_STRING(learns))[LEARN_FIELDS * i + 7]
         memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
     return learns, scores, hashes, bounds, bytes(classes), sums
 
 
-cdef bytearray _joined_hashes(payloads, list spans, Py_ssize_t total):
-    """The learns' hashes (``spans``: each one's payload, start and count) one after the other."""
+cdef bytearray _joined_hashes(payloads, bytearray learns, Py_ssize_t n_learns, Py_ssize_t total):
+    """The learns' hashes (``learns``: journal_learns' fields of each) one after the other."""
     cdef Py_buffer d
     cdef Py_ssize_t i, k, h_at, n_hashes, at = 0
+    cdef const int64_t *learn
     # not zeroed: every byte is written below
     cdef bytearray hashes = PyByteArray_FromStringAndSize(NULL, 8 * total)
-    for i in range(len(spans)):
-        k = spans[i][0]
-        h_at = spans[i][1]
-        n_hashes = spans[i][2]
+    for i in range(n_learns):
+        learn = <const int64_t *>PyByteArray_AS_STRING(learns) + LEARN_FIELDS * i
+        k = learn[0]
+        h_at = learn[4]
+        n_hashes = learn[7]
         take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
         try:
             memcpy(<char *>hashes + 8 * at, <const uint8_t *>d.buf + h_at, 8 * n_hashes)

@@ -47,5 +47,6 @@ class Recorded(Learn):
 def recorded(records):
     """The learns (:class:`Recorded`) of ``spamnb.persistence.journal_view``'s parse's ``records``: what a
     learner or a token's text asks for; a classify scores without them."""
-    payloads, fields = records
-    return [Recorded(payloads[k], *rest) for k, *rest in fields]
+    payloads, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then Recorded's
+    return [Recorded(payloads[learn[0]], *learn[1:7])
+            for learn in (fields[at:at + stride].tolist() for at in range(0, len(fields), stride))]

@@ -53,7 +53,7 @@ _LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDG
 def _parse(payloads, n_base, base=None):
     """``(records, scores, journal)`` of the journal's transactions, read in one
     compiled pass (``checks.journal_learns``): the learns' fields in their
-    records (``(payloads, fields)``, made learns by
+    records (``(payloads, fields, fields a learn)``, made learns by
     ``spamnb.persistence.journal_learns.recorded`` when first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
     the learns' hashes, bounds, classes, sums and places (:meth:`JournalView._concatenated`;
     with ``base``, the journal's bytes the payloads are views of, the hashes
@@ -64,7 +64,9 @@ def _parse(payloads, n_base, base=None):
     parsed = checks.journal_learns(payloads, n_base, _LAYOUT, base)
     if parsed is None:
         return None
-    records, scores, hashes, bounds, classes, sums = parsed
+    learns, scores, hashes, bounds, classes, sums = parsed
+    fields = memoryview(learns).cast("q")   # each learn's fields, as many a learn (checks.journal_learns)
+    records = (payloads, fields, len(fields) // len(classes) if classes else 0)
     places = None
     if base is not None:   # the third item: each learn's place in base (8-byte words)
         hashes, places = base, memoryview(hashes).cast("q")
@@ -72,7 +74,7 @@ def _parse(payloads, n_base, base=None):
         for op, _cls, value in mine:
             if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
                 return None
-    return (payloads, records), scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
+    return records, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
                                          memoryview(sums).cast("d"), places)
 
 
@@ -102,8 +104,8 @@ def view(spam_filter, journal, apply_records):
 
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
             return None
-    fields = records[1]
-    live = fields[-1][2] + fields[-1][3] if fields else n_base   # the last learn's features before, new tokens
+    _payloads, fields, stride = records
+    live = fields[2 - stride] + fields[3 - stride] if stride else n_base   # the last learn's features before, new tokens
     return JournalView(spam_filter, journal, None, scores, live, apply_records, concatenated, records)
 
 
@@ -178,7 +180,7 @@ class JournalView(FileScorer):
         self._learns, self._records = learns, None
 
     def _n_learns(self):
-        return len(self._learns) if self._learns is not None else len(self._records[1])
+        return len(self._learns) if self._learns is not None else len(self._journal[2])
 
     def class_count(self):
         """Messages learned per class, [ham, spam]: the file's and the journal's learns."""
