@@ -51,16 +51,18 @@ _LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDG
 
 
 def _parse(payloads, n_base, base=None):
-    """``(records, scores, journal)`` of the journal's transactions, read in one
-    compiled pass (``checks.journal_learns``): the learns' fields in their
-    records (``(payloads, fields, fields a learn)``, made learns by
-    ``spamnb.persistence.journal_learns.recorded`` when first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
-    the learns' hashes, bounds, classes, sums and places (:meth:`JournalView._concatenated`;
-    with ``base``, the journal's bytes the payloads are views of, the hashes
-    are read where they are, not copied: a classify's memory is the journal's once);
-    None when a record is not what a view stands for (a forget, an unknown or
-    malformed operation, a learn that does not follow the vocabulary of
-    ``n_base`` tokens: the replay then decides)."""
+    """``(records, scores, journal, pairs)`` of the journal's transactions, read
+    in one compiled pass (``checks.journal_learns``): the learns' fields in
+    their records (``(payloads, fields, fields a learn)``, made learns by
+    ``spamnb.persistence.journal_learns.recorded`` when first asked for),
+    each transaction's held-out scores ``[(op, class, log-odds), ...]``, the
+    learns' hashes, bounds, classes, sums and places
+    (:meth:`JournalView._concatenated`; with ``base``, the journal's bytes
+    the payloads are views of, the hashes are read where they are, not
+    copied: a classify's memory is the journal's once) and whether any
+    transaction holds pair scores; None when a record is not what a view
+    stands for (a forget, an unknown or malformed operation, a learn that
+    does not follow the vocabulary of ``n_base`` tokens: the replay then decides)."""
     parsed = checks.journal_learns(payloads, n_base, _LAYOUT, base)
     if parsed is None:
         return None
@@ -70,12 +72,11 @@ def _parse(payloads, n_base, base=None):
     places = None
     if base is not None:   # the third item: each learn's place in base (8-byte words)
         hashes, places = base, memoryview(hashes).cast("q")
-    for mine in scores:
-        for op, _cls, value in mine:
-            if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
-                return None
+    pairs = [value for mine in scores for op, _cls, value in mine if op == deltas.OP_PAIR_SCORES]   # one pass
+    if not all(deltas.pair_scores_fit(*value) for value in pairs):
+        return None
     return records, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
-                                         memoryview(sums).cast("d"), places)
+                             memoryview(sums).cast("d"), places), bool(pairs)
 
 
 def view(spam_filter, journal, apply_records):
@@ -98,8 +99,8 @@ def view(spam_filter, journal, apply_records):
     parsed = _parse(journal.payloads, n_base, base)
     if parsed is None:
         return None
-    records, scores, concatenated = parsed
-    if any(op == deltas.OP_PAIR_SCORES for mine in scores for op, _cls, _v in mine):
+    records, scores, concatenated, pairs = parsed
+    if pairs:
         from spamnb.estimator.defaults import cutoffs_from
 
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
