@@ -48,17 +48,17 @@ EXPECTED = {
     # learn and forget: looks_like_mail from the reader of mail
     "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.reader", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view",
-                              "spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.persistence.journal_read"},
+                              "spamnb.estimator.ledger", "spamnb.persistence.journal"},
     "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.reader", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count",   # the holes a forget leaves, its counts
-                        "spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.persistence.journal_read",
+                        "spamnb.estimator.ledger", "spamnb.persistence.journal",
                         "spamnb.model.whole_learning",   # the model read whole: its recorders (a learn has none of it)
                         "spamnb.estimator.ledger_table"},   # and the ledger's table (a learn looks the file's up in place)
 }
 # A classify never reads the ledger of learned messages (a mapped load makes it when first read): the model of
 # these tests has one (train records every message it was trained on), and its module is not loaded; nor the
 # journal's, for a model without a journal (the load looks for the file first).
-assert not {"spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.persistence.journal_read"} & (
+assert not {"spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.persistence.journal_view"} & (
     EXPECTED["classify"] | EXPECTED["classify -p"])
 # Never on the cold path: the numeric stack, the training and server layers,
 # the parser (argparse builds every option of a command to answer one),
@@ -276,8 +276,8 @@ def test_a_classify_after_learns_loads_neither_count_nor_collections(model, tmp_
     proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
     assert proc.returncode in (0, 1, 2) and "spamnb.persistence.journal_view" in modules, proc.stderr[-300:]
     assert not {"spamnb.bayes._count", "spamnb.estimator.ledger"} & modules, sorted(modules)
-    # the journal's read side alone: not its writers' module (append, compaction, following)
-    assert "spamnb.persistence.journal_read" in modules and "spamnb.persistence.journal" not in modules
+    # the journal's read side alone (journal_view): not its writers' module (append, compaction, following)
+    assert "spamnb.persistence.journal" not in modules
     # collections only through the cutoffs refitted on the learns' held-out scores (this model's cutoffs follow
     # them: spamnb.estimator.calibrate's namedtuple); a model whose cutoffs train fitted loads neither
     assert "spamnb.estimator.calibrate" in modules or not {"collections", "collections.abc"} & modules

@@ -77,8 +77,9 @@ import _struct as struct   # what struct.py re-exports: a classify through the j
 
 from spamnb.bayes import checks
 from spamnb.persistence import deltas
-from spamnb.persistence.journal_read import HEAD, MAGIC, RECORD, VERSION, VERSIONS, apply_records, read, replay
-from spamnb.persistence.store import JOURNAL_SUFFIX as SUFFIX, Journal, journal_path, model_identity
+from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_RECORD as RECORD,
+                                      JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
+                                      JOURNAL_VERSIONS as VERSIONS, Journal, journal_path, model_identity)
 
 __all__ = ["SUFFIX", "MAGIC", "VERSION", "Journal", "JournalWarning", "journal_path", "model_identity",
            "compact_at", "read", "replay", "apply_records",
@@ -108,13 +109,19 @@ def signature(model_path):
 
 
 def __getattr__(name):
-    """``JournalWarning`` (``spamnb.errors``'s), asked for when first named: its
-    class is made then (with the journal's errors), which a classify through
-    a journal that warns of nothing never does (PEP 562)."""
+    """What this module's names stand for, loaded when first asked for (PEP 562):
+    ``JournalWarning`` (``spamnb.errors``'s: its class is made then, which a
+    classify through a journal that warns of nothing never does) and the
+    journal's read at load (``read``, ``replay``, ``apply_records``:
+    ``spamnb.persistence.journal_view``'s, which a first learn does without)."""
     if name == "JournalWarning":
         from spamnb.errors import JournalWarning
 
         return JournalWarning
+    if name in ("read", "replay", "apply_records"):
+        from spamnb.persistence import journal_view
+
+        return getattr(journal_view, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -136,7 +143,7 @@ def _record_bytes(head_checksum, sequence, payload):
     return first + struct.pack("<Q", checksum) + payload
 
 
-# ---------------------------------------------------------------------------- a follower's reads (the load's: journal_read)
+# ---------------------------------------------------------------------------- a follower's reads (the load's: journal_view)
 def follow(spam_filter, ledger=None):
     """Bring ``spam_filter`` (read by :meth:`SpamFilter.load`, its journal
     replayed then, and followed since) up to its journal as it is now: the
