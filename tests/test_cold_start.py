@@ -60,7 +60,8 @@ EXPECTED = {
 # A classify never reads the ledger of learned messages (a mapped load makes it when first read): the model of
 # these tests has one (train records every message it was trained on), and its module is not loaded; nor the
 # journal's, for a model without a journal (the load looks for the file first).
-assert not {"spamnb.estimator.ledger", "spamnb.persistence.journal"} & (EXPECTED["classify"] | EXPECTED["classify -p"])
+assert not {"spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.persistence.journal_view"} & (
+    EXPECTED["classify"] | EXPECTED["classify -p"])
 # Never on the cold path: the numeric stack, the training and server layers,
 # the parser (argparse builds every option of a command to answer one),
 # the email package, a TOML reader when there is no settings file, json
@@ -300,6 +301,8 @@ def test_a_classify_after_learns_loads_neither_count_nor_collections(model, tmp_
     proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
     assert proc.returncode in (0, 1, 2) and "spamnb.persistence.journal_view" in modules, proc.stderr[-300:]
     assert not {"spamnb.bayes._count", "spamnb.estimator.ledger"} & modules, sorted(modules)
+    # the journal's read side alone (journal_view): not its writers' module (append, compaction, following)
+    assert "spamnb.persistence.journal" not in modules
     # collections only through the cutoffs refitted on the learns' held-out scores (this model's cutoffs follow
     # them: spamnb.estimator.calibrate's namedtuple); a model whose cutoffs train fitted loads neither
     assert "spamnb.estimator.calibrate" in modules or not {"collections", "collections.abc"} & modules

@@ -12,7 +12,7 @@ from spamnb.bayes.checks import find_digest
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
-from spamnb.persistence.journal import append, apply_records, compact, compact_at
+from spamnb.persistence.journal import append, compact, compact_at
 from spamnb.persistence.store import LEDGER
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
@@ -233,7 +233,7 @@ class _Learned:
         if name.startswith("__") or name in ("_first", "_learn", "_view"):
             raise AttributeError(name)
         if self._view is None:
-            from spamnb.persistence.journal_view import learner
+            from spamnb.persistence.journal_view import apply_records, learner
 
             self._view = learner(self._first.filter, apply_records).extended(*self._learn)
         return getattr(self._view, name)
@@ -244,7 +244,7 @@ def _learner(spam_filter):
     a :class:`_FileLearner` when the model file has no journal record to view."""
     if deltas.unjournaled(spam_filter):
         return _FileLearner(spam_filter)
-    from spamnb.persistence.journal_view import learner
+    from spamnb.persistence.journal_view import apply_records, learner
 
     return learner(spam_filter, apply_records)
 

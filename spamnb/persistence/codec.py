@@ -212,7 +212,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 
 
 def _replay(spam_filter, where, header, arrays):
-    """``spamnb.persistence.journal.replay`` of the model just read, that module
+    """``spamnb.persistence.journal_view.replay`` of the model just read, that module
     loaded only when the model has a journal: without one (none beside it),
     what the replay does then (the model read checked to be still the one on
     disk; the filter given an empty journal, its counts held in place)."""
@@ -224,9 +224,9 @@ def _replay(spam_filter, where, header, arrays):
         return not deltas.attach(spam_filter, where, identity, Journal(path, identity), arrays)
     except OSError:
         pass   # the replay says what cannot be read
-    from spamnb.persistence import journal
+    from spamnb.persistence import journal_view   # the journal's read side: not its writers' (journal)
 
-    return journal.replay(spam_filter, where, header, arrays)
+    return journal_view.replay(spam_filter, where, header, arrays)
 
 
 def _ledger(arrays, lazy=False):

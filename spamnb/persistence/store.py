@@ -996,9 +996,14 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
 
 
 # ---------------------------------------------------------------------------- the journal beside the model
-# (spamnb.persistence.journal reads and writes it; what a load of a model without one needs is here, so that
-# the load does not import that module)
+# (spamnb.persistence.journal writes it, spamnb.persistence.journal_view reads it; what a load of a model
+# without one needs is here, so that the load imports neither, and the file's layout both share)
 JOURNAL_SUFFIX = ".journal"
+JOURNAL_MAGIC = b"SPAMNB\x00J"
+JOURNAL_VERSION = 2
+JOURNAL_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (deltas.without_sums)
+JOURNAL_HEAD = struct.Struct("<8sIIQQQQ")   # magic, version, reserved, model length, model checksum, reserved, checksum
+JOURNAL_RECORD = struct.Struct("<IIQ")      # a record's payload length, sequence number, checksum
 
 
 def journal_path(model_path):
