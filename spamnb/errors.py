@@ -16,8 +16,8 @@ names, e.g. ``spamnb.persistence.store.ModelError``).  An error that is also a
 catches those still does.  This module imports nothing.
 
 The classes a mail filter's command meets (the command line's, the model's,
-reading mail) are made when this module is imported; those of a learn's
-journal and the warnings, training, dumps, the server, IMAP and shared learning are made, a group at a
+reading mail) are made when this module is imported; those of a learning
+session's ways, the warnings, training, dumps, the server, IMAP and shared learning are made, a group at a
 time, when one of their names is first asked of this module (``from
 spamnb.errors import ServerError``; PEP 562's ``__getattr__``): a class
 statement costs a cold ``spamnb classify`` about 0.2 million instructions
@@ -107,9 +107,10 @@ class SkippedInput(CorpusError):
     goes on without it and says so."""
 
 
-def _journal():
-    """The classes of a learn's journal and of the warnings (``spamnb.persistence.journal``,
-    ``spamnb.model.learning``): a classify of a model without a journal meets none."""
+def _learning():
+    """The classes a learning session raises and catches to change its way
+    (``spamnb.persistence.journal``, ``spamnb.model.learning``): a learn of a
+    new message that appends to its journal meets neither."""
 
     class MustCompact(SpamnbError):
         """A learning session's change cannot be a journal record: the model is
@@ -120,6 +121,13 @@ def _journal():
         change that needs it whole (a relabel's forget): the session reads the
         model and replays its journal, then goes on (``spamnb.model.learning``)."""
 
+    return _named(MustCompact, MustReadWhole)
+
+
+def _warnings():
+    """The warnings (a journal's, ``spamnb.persistence.journal``): a classify of
+    a model without a journal meets none."""
+
     class SpamnbWarning(SpamnbError, UserWarning):
         """The base of every warning spamnb gives (``warnings.warn``): something
         went on without what could not be used; never raised by spamnb itself."""
@@ -127,7 +135,7 @@ def _journal():
     class JournalWarning(SpamnbWarning):
         """A journal (or its tail) could not be applied; what came before it was (``spamnb.persistence.journal``)."""
 
-    return _named(MustCompact, MustReadWhole, SpamnbWarning, JournalWarning)
+    return _named(SpamnbWarning, JournalWarning)
 
 
 def _training():
@@ -269,7 +277,8 @@ def _named(*classes):
 
 
 _GROUPS = {name: make for make, names in (
-    (_journal, ("MustCompact", "MustReadWhole", "SpamnbWarning", "JournalWarning")),
+    (_learning, ("MustCompact", "MustReadWhole")),
+    (_warnings, ("SpamnbWarning", "JournalWarning")),
     (_training, ("OneClassCorpus", "CorpusChanged", "BrokenPool", "ClusterError")),
     (_dumps, ("DumpError", "DuplicateToken")),
     (_server, ("ProtocolError", "ModelUnavailable", "ServerError", "CannotListen", "PidfileError", "PidfileHeld",

@@ -31,7 +31,7 @@ cold ``spamnb classify`` (which reads it) loads none of serve's
 (``classify --sa-headers`` takes the server's required score from here).
 """
 
-import os
+import posix   # os's calls without os.py (a cold classify never loads it: spamnb.persistence.store)
 
 from spamnb.errors import SettingsError
 from spamnb.mail import lazy_re
@@ -67,10 +67,9 @@ class Settings:
 
 
 def default_settings_path():
-    from spamnb.persistence.store import spamnb_home
+    from spamnb.persistence.store import in_home
 
-    home = spamnb_home()
-    return os.path.join(home, "settings.toml")
+    return in_home("settings.toml")
 
 
 def check(key, value):
@@ -132,14 +131,23 @@ def _flat_toml(raw):
     return values
 
 
+def _exists(path):
+    """``os.path.exists(path)``."""
+    try:
+        posix.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def load_settings(path=None, overrides=None):
     """The settings: the file at ``path`` (or the default one, when it exists),
     then ``overrides`` (a dict of the values given on the command line; None
     values are not given).  Raises SettingsError with a one-line reason."""
     explicit = path is not None
-    path = default_settings_path() if path is None else os.fspath(path)
+    path = default_settings_path() if path is None else posix.fspath(path)
     values = {}
-    if explicit or os.path.exists(path):
+    if explicit or _exists(path):
         try:
             with open(path, "rb") as f:
                 raw = f.read(1 << 20)
@@ -182,7 +190,7 @@ IMAP_DEFAULTS = {"security": "tls", "inbox": "INBOX", "spam": "Junk", "ham": ["I
 
 def imap_settings(path=None):
     """The ``[imap]`` table of the settings file, checked, with the defaults; raises SettingsError."""
-    path = default_settings_path() if path is None else os.fspath(path)
+    path = default_settings_path() if path is None else posix.fspath(path)
     try:
         with open(path, "rb") as f:
             raw = f.read(1 << 20)

@@ -45,11 +45,13 @@ EXPECTED = {
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported; the message's bytes tokenized as they
     # are (no estimator.messages)
-    # learn and forget: looks_like_mail from the reader of mail
-    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.reader", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    # learn and forget: the one message on stdin and looks_like_mail from mail.checked, not the reader of folders
+    # and mboxes (spamnb.mail.reader: 1.2 million instructions to import)
+    "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view",
                               "spamnb.estimator.ledger", "spamnb.persistence.journal"},
-    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.reader", "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.mail.reader",   # estimator.messages' (a message's bytes)
+                        "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count",   # the holes a forget leaves, its counts
                         "spamnb.estimator.ledger", "spamnb.persistence.journal",
                         "spamnb.model.whole_learning",   # the model read whole: its recorders (a learn has none of it)
@@ -58,7 +60,8 @@ EXPECTED = {
 # A classify never reads the ledger of learned messages (a mapped load makes it when first read): the model of
 # these tests has one (train records every message it was trained on), and its module is not loaded; nor the
 # journal's, for a model without a journal (the load looks for the file first).
-assert not {"spamnb.estimator.ledger", "spamnb.persistence.journal"} & (EXPECTED["classify"] | EXPECTED["classify -p"])
+assert not {"spamnb.estimator.ledger", "spamnb.persistence.journal", "spamnb.persistence.journal_view"} & (
+    EXPECTED["classify"] | EXPECTED["classify -p"])
 # Never on the cold path: the numeric stack, the training and server layers,
 # the parser (argparse builds every option of a command to answer one),
 # the email package, a TOML reader when there is no settings file, json
@@ -259,6 +262,29 @@ def test_the_cold_path_loads_no_collections(args, model, tmp_path):
     assert proc.stdout.decode().endswith("registered=True")   # array still a MutableSequence
 
 
+# os.py imports _collections_abc (two dozen ABCs made and registered), posixpath and stat: a tenth of a
+# cold classify's instructions, which site pays for `python -c pass` (bin/spamnb runs without it).  A
+# classify calls the system through posix, the module os re-exports; array's registration as a
+# MutableSequence waits for _collections_abc (spamnb.cli.main._Unregistered).
+# (A message that needs a regular expression loads re, and collections with it; so does classify -p.)
+def test_a_cold_classify_loads_no_os(model, tmp_path):
+    proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
+    assert proc.returncode in (0, 1, 2) and "spamnb.model.spam_filter" in modules, proc.stderr[-300:]
+    assert "array" in modules and "re" not in modules
+    assert not {"os", "_collections_abc", "posixpath", "genericpath"} & modules
+
+
+def test_array_is_a_mutable_sequence_once_collections_abc_is_loaded(model, tmp_path):
+    code = ("import sys; from spamnb.cli.main import entry; import array; "
+            "before = '_collections_abc' in sys.modules; code = entry(); "
+            "import os, _collections_abc, collections.abc; "
+            "sys.stdout.write(f'\\nbefore={before} registered={issubclass(array.array, collections.abc.MutableSequence)} '"
+            "f'finders={len(sys.meta_path)}'); sys.exit(code)")
+    proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes(), code)
+    assert proc.returncode in (0, 1, 2), proc.stderr[-300:]
+    assert proc.stdout.decode().endswith("before=False registered=True finders=3"), proc.stdout[-200:]
+
+
 def test_a_classify_after_learns_loads_neither_count_nor_collections(model, tmp_path):
     """Once messages were learned into the journal, a classify puts the
     journal's learns through for its message's own tokens in one compiled
@@ -275,6 +301,8 @@ def test_a_classify_after_learns_loads_neither_count_nor_collections(model, tmp_
     proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
     assert proc.returncode in (0, 1, 2) and "spamnb.persistence.journal_view" in modules, proc.stderr[-300:]
     assert not {"spamnb.bayes._count", "spamnb.estimator.ledger"} & modules, sorted(modules)
+    # the journal's read side alone (journal_view): not its writers' module (append, compaction, following)
+    assert "spamnb.persistence.journal" not in modules
     # collections only through the cutoffs refitted on the learns' held-out scores (this model's cutoffs follow
     # them: spamnb.estimator.calibrate's namedtuple); a model whose cutoffs train fitted loads neither
     assert "spamnb.estimator.calibrate" in modules or not {"collections", "collections.abc"} & modules

@@ -706,3 +706,15 @@ def test_a_session_forgets_in_linear_time_in_a_model_with_unused_tokens(model, t
     forgotten = time.perf_counter() - started
     assert SpamFilter.load(model).class_count_ == SpamFilter.load(tmp_path / "reference.spamnb").class_count_
     assert forgotten < 8 * learned + 2.0, (learned, forgotten)   # main: 0.21 s, 18.9 s (shared machine: slack)
+
+
+def test_reading_a_journal_makes_no_error_class_until_one_is_named():
+    """Importing the journal's module makes none of ``spamnb.errors``' journal
+    classes (a class statement each: a classify through a journal that warns
+    of nothing needs none); ``journal.JournalWarning`` is that module's class."""
+    code = ("import spamnb.persistence.journal as journal, spamnb.errors as errors\n"
+            "made = sorted(name for group in errors._MADE.values() for name in group)\n"
+            "print(made, journal.JournalWarning is errors.JournalWarning)")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.stdout.split() == ["[]", "True"], proc.stderr[-500:]

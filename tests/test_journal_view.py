@@ -213,13 +213,26 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
               + deltas.LEARN_SUMS_RECORD.pack(deltas.OP_LEARN_SUMS, 0, 2.5, 0.75))
     learns, scores, hashes, bounds, classes, sums = checks.journal_learns([memoryview(first), memoryview(second)], 100,
                                                                           layout)
-    assert [learn[:4] for learn in learns] == [(0, 1, 100, 1), (1, 0, 101, 2)]
+    learns = [array("q", learns)[k:k + 8].tolist() for k in range(0, len(learns) // 8, 8)]   # 8 int64 a learn
+    assert [learn[:4] for learn in learns] == [[0, 1, 100, 1], [1, 0, 101, 2]]
+    assert [learn[4] for learn in learns] == [32, 24] and [learn[7] for learn in learns] == [3, 1]   # hashes: at, count
     assert bytes(memoryview(first)[learns[0][5]:learns[0][5] + learns[0][6]]) == b"ab"
     assert bytes(memoryview(second)[learns[1][5]:learns[1][5] + learns[1][6]]) == b"xyzw"
     assert scores == [[(deltas.OP_HELD_OUT, 1, 2.5)], []]
     assert array("Q", hashes).tolist() == [5, 6, 5, 9] and array("q", bounds).tolist() == [0, 3, 4]
     assert classes == b"\x01\x00"
     assert [repr(v) for v in array("d", sums)] == ["nan", "nan", "2.5", "0.75"]   # a learn without its sums: NaN
+    # with the journal's bytes (base): the hashes not copied, each learn's place in them (8-byte words)
+    base = memoryview(bytes(8) + first + second)
+    views = [base[8:8 + len(first)], base[8 + len(first):]]
+    _l, _s, places, in_place, _c, _sums = checks.journal_learns(views, 100, layout, base)
+    words = base.cast("Q")
+    assert [words[p:p + b - a].tolist() for p, a, b in zip(array("q", places), array("q", bounds), array("q", bounds)[1:])] == [
+        [5, 6, 5], [9]]
+    assert array("q", in_place).tolist() == [0, 3, 4]   # the bounds as if one after the other
+    assert checks.journal_learns([memoryview(bytes(first))], 100, layout, base) is None   # not within the base
+    with pytest.raises(ValueError, match="8-byte words"):
+        checks.journal_learns(views, 100, layout, base[:-1])
     # the view's learns as the records hold them
     parsed = journal_view._parse([memoryview(first), memoryview(second)], 100)  # noqa: SLF001
     assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_view._recorded(parsed[0])] == [  # noqa: SLF001

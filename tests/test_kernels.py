@@ -413,7 +413,7 @@ def test_journal_records_takes_the_whole_records_and_stops_at_the_first_that_is_
     from spamnb.bayes import checks
 
     head = bytes(range(8))
-    payloads = [b"a" * 8, b"b" * 24, b"c" * 16]
+    payloads = [b"a" * 8, b"b" * 24, b"", b"d" * 72, b"c" * 16]   # checksums read in place: < 16, blocks, a tail
     data = bytearray(b"\0" * 48)
     for i, payload in enumerate(payloads):
         first = struct.pack("<II", len(payload), i)
@@ -423,7 +423,7 @@ def test_journal_records_takes_the_whole_records_and_stops_at_the_first_that_is_
     damaged = bytearray(data)
     damaged[48 + 16 + 8 + 16 + 3] ^= 1   # a byte of the second payload
     assert checks.journal_records(bytes(damaged), head, 48) == (spans[:1], 48 + 16 + 8)
-    assert checks.journal_records(bytes(data[:-1]), head, 48) == (spans[:2], spans[1][1])   # the last cut short
+    assert checks.journal_records(bytes(data[:-1]), head, 48) == (spans[:-1], spans[-2][1])   # the last cut short
     assert checks.journal_records(bytes(data), bytes(8), 48) == ([], 48)   # another journal's head
 
 
@@ -507,6 +507,26 @@ def test_journal_rows_counts_a_learn_as_add_counts_split_does_for_the_tokens_ask
                 assert list(got) == list(want_totals)
                 assert [repr(v) for v in summed] == [repr(v) for v in plain]
                 assert list(first_too) == seen
+                # the learns' hashes where they lie (a journal's bytes read in place): apart, in another order
+                spread, places = array("Q", [7]), array("q", [0]) * len(learns)
+                for k in reversed(range(len(learns))):
+                    places[k] = len(spread)
+                    spread.extend(hashes[bounds[k]:bounds[k + 1]])
+                    spread.append(0xFFFF)   # between them, a hash no learn has
+                placed, first_placed = array("d", bytes(16 * len(tokens))), array("q", bytes(8 * len(tokens)))
+                got = token_kernels.journal_rows(f.fileno(), 0, n_base, spread, bounds, classes, array("Q", tokens),
+                                                 index, transform, lengths_of, alpha, [10.0, 20.0], placed,
+                                                 first_placed, None, sums, places)
+                assert list(got) == list(want_totals)
+                assert [repr(v) for v in placed] == [repr(v) for v in plain]
+                assert list(first_placed) == seen   # positions as if one after the other
+                for bad_places in (places[:-1], array("q", [len(spread)]) + places[1:], array("q", [-1]) + places[1:]):
+                    if bad_places[0] == len(spread) and bounds[1] == bounds[0]:
+                        continue   # an empty learn at the end fits
+                    with pytest.raises(ValueError):
+                        token_kernels.journal_rows(f.fileno(), 0, n_base, spread, bounds, classes, array("Q", tokens),
+                                                   index, transform, lengths_of, alpha, [10.0, 20.0], placed,
+                                                   first_placed, None, sums, bad_places)
             with pytest.raises(ValueError):   # not two a learn
                 token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
                                            index, transform, length, alpha, [10.0, 20.0], merged, first, None,

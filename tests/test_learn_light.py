@@ -200,8 +200,9 @@ def test_a_learn_of_mail_without_markup_imports_no_pattern_module(model, tmp_pat
     modules = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
                if line.startswith("import time:")}
     assert Path(str(model) + ".journal").exists()            # learned: a journal started
-    # looks_like_mail is mail/reader's: the mbox cutter is not loaded for one message on stdin
-    assert "spamnb.mail.reader" in modules and "spamnb.mail.mbox" not in modules
+    # one message on stdin and looks_like_mail are mail/checked's: neither the reader of folders and mboxes
+    # nor the mbox cutter is loaded
+    assert "spamnb.mail.checked" in modules and not modules & {"spamnb.mail.reader", "spamnb.mail.mbox"}
     assert not modules & {"re", "enum", "tempfile"}
     # a model's first learn scores through the file's entries (learning._FileLearner): no journal view;
     # the label is True/False: no labels module

@@ -747,6 +747,9 @@ def test_count_variants_by_partitions_counts_each_variant_as_alone(params):
         spilled = [_fold_spill_bytes(s0), _fold_spill_bytes(s1)]
     for spec, counts, spill_bytes in zip(specs, together, spilled):
         merged = counting.tree_reduce([counting.count_messages(spec, iter(part), day=100) for part in parts], 3)
+        # the strings were written out a partition at a time (StringSpill), read back here whole
+        assert counts.strings is None and counts.offsets is None and counts.spilled.n == counts.n_features
+        counts.load_strings()
         for a, b in zip(_counts_arrays(counts), _counts_arrays(merged), strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         with calibrate.FoldSpill(folds) as alone_spill:
@@ -756,6 +759,35 @@ def test_count_variants_by_partitions_counts_each_variant_as_alone(params):
     first, dropped = counting.count_variants(specs, iter(parts), day=100, limit=len(pairs) - 1, fan_in=3)
     assert dropped is None and np.array_equal(first.dense, together[0].dense)
     assert counting.count_variants(specs, iter(parts), day=100, limit=len(pairs), fan_in=3)[1] is not None
+
+
+def test_counts_with_their_strings_written_out_save_the_model_of_the_strings_held(tmp_path, monkeypatch):
+    """train -j 1's counts hold their strings in a file (StringSpill, a
+    partition's new strings appended at a time): the model saved from them
+    (read back a piece at a time, pieces smaller than a string here) is the
+    model of the same counts with the strings in memory, byte for byte, and
+    of the filter made of them."""
+    from spamnb.mail.tokenizer import with_pairs
+
+    pairs = [(m.data, m.is_spam) for m in labelled_messages([SAMPLE])]
+    parts = [pairs[i:i + 23] for i in range(0, len(pairs), 23)]
+    spec = counting.counting_spec(SpamFilter(tokenizer=with_pairs(2)))
+    monkeypatch.setattr(counting.StringSpill, "CHUNK", 7)
+    files = []
+    for how in ("spilled", "loaded", "filter"):
+        counts, = counting.count_variants([spec], iter(parts), day=100, fan_in=3)
+        assert counts.strings is None and counts.spilled.n == counts.n_features > 1000
+        if how == "spilled":
+            assert len(list(counts.spilled.pieces("strings"))) == -(-counts.spilled.size // 7)
+        else:
+            counts.load_strings()
+            assert counts.spilled is None and len(counts.offsets) == counts.n_features + 1
+        if how == "filter":
+            counts.to_filter(SpamFilter(tokenizer=with_pairs(2)), consume=True).save(tmp_path / how)
+        else:
+            SpamFilter(tokenizer=with_pairs(2)).save_counts(counts, tmp_path / how)
+        files.append((tmp_path / how).read_bytes())
+    assert files[0] == files[1] == files[2]
 
 
 def test_variant_counter_numbers_each_variant_in_its_own_order():
@@ -787,6 +819,37 @@ def test_variant_counter_numbers_each_variant_in_its_own_order():
     counter.release()
     with pytest.raises(ValueError):
         counter.hashes(0)
+
+
+def test_variant_counter_keeps_every_token_as_its_index_grows():
+    """The hash index doubled many times (its old pages given back a piece at a
+    time as they are read): every token of 40 messages of 5,000 found again
+    with its number, each variant's hashes in the order of first sight."""
+    from array import array
+
+    from spamnb.bayes.token_kernels import COUNTS_RAW, VariantCounter
+
+    class Stream:   # a token stream as count() reads it: its hashes, and its new tokens' strings (none here)
+        def __init__(self, hashes):
+            self.hashes, self.pairs_start = array("Q", hashes), -1
+
+        def write_tokens(self, positions, count, blob, offsets):
+            offsets.extend([len(blob)] * count)
+
+    rng = np.random.default_rng(5)
+    pool = rng.integers(1, 2 ** 63, size=120_000, dtype=np.uint64)
+    counter = VariantCounter([COUNTS_RAW, COUNTS_RAW], [0.0, 0.0])
+    seen = [{}, {}]
+    for m in range(40):
+        streams = [Stream(pool[rng.integers(0, pool.size, 5000)].tolist()) for _ in range(2)]
+        numbers = counter.count(streams, m % 2 == 0)
+        for v in range(2):
+            for h, i in zip(streams[v].hashes, numbers[v]):
+                assert seen[v].setdefault(h, len(seen[v])) == i
+        counter.clear_partition(0)
+        counter.clear_partition(1)
+    for v in range(2):
+        assert list(counter.hashes(v)) == list(seen[v]) and counter.n_features_of(v) > 60_000
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])

@@ -200,10 +200,10 @@ def test_a_model_read_in_part_reads_the_rest_only_when_needed(tmp_path):
 
 
 def test_a_writer_reads_a_model_read_in_part_whole(tmp_path):
-    """Under the model's lock (a learn) ``map_model`` reads the small arrays
-    (the ledger: once read as zeros, a second learn of the same messages
-    found its digests 'recorded twice') and leaves the large ones to
-    ``fill``, which reads them whole, as the file has them (a learn of a
+    """Under the model's lock (a learn) ``map_model`` reads the small arrays,
+    leaves the ledger's to its readers (``fill_unread``, as the file has them:
+    once read as zeros, a second learn of the same messages found its digests
+    'recorded twice') and the large ones to ``fill``, which reads them whole, as the file has them (a learn of a
     new message reads none: ``spamnb.model.learning``'s light session)."""
     from conftest import run_spamnb
     from spamnb.persistence import store
@@ -218,9 +218,12 @@ def test_a_writer_reads_a_model_read_in_part_whole(tmp_path):
     assert len(whole["ledger_labels"]) == 10 + 3   # the ten fitted (fit records its mail) and the three learned
     with store.locked(path):
         _, part = store.map_model(path)
-        assert part.unread == store.ON_DEMAND & set(whole)
-        small = [name for name in whole if name not in store.ON_DEMAND]
+        assert part.unread == (store.ON_DEMAND | store.LEDGER) & set(whole)
+        small = [name for name in whole if name not in part.unread]
         assert {name: bytes(part[name]) for name in small} == {name: bytes(whole[name]) for name in small}
+        part.fill_unread(store.LEDGER)
+        assert part.unread == store.ON_DEMAND & set(whole)
+        assert {name: bytes(part[name]) for name in store.LEDGER} == {name: bytes(whole[name]) for name in store.LEDGER}
         part.fill()
     assert not part.unread
     assert {name: bytes(part[name]) for name in whole} == {name: bytes(whole[name]) for name in whole}

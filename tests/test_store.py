@@ -436,3 +436,20 @@ def test_a_writer_advises_huge_pages_only_when_it_reads_the_large_arrays(tmp_pat
             assert bytes(arrays["keys"]) == bytes(store.read_model(real)[1]["keys"])
         finally:
             arrays.file.close()
+
+
+def test_a_mapped_model_reads_its_ledger_when_it_is_first_used(sample_model):
+    """map_model leaves the ledger of learned messages unread (a classify never
+    reads it: 257 KiB of digests on the Enron-Spam model); the filter's ledger
+    and a learn's look-up read it first (``fill_unread``), the same entries."""
+    from spamnb.model import SpamFilter
+
+    whole = SpamFilter.load(sample_model).ledger_.to_arrays()
+    header, arrays = store.map_model(sample_model)
+    assert len(arrays["ledger_labels"]) and store.LEDGER <= arrays.unread
+    assert not any(arrays["ledger_digests"])   # not read: zeros
+    mapped = SpamFilter.load(sample_model, mapped=True)
+    assert store.LEDGER <= mapped.unread_.unread
+    assert mapped.ledger_.to_arrays() == whole and not store.LEDGER & mapped.unread_.unread
+    mapped.unread_.fill_unread(store.LEDGER)   # read already: nothing read again
+    arrays.file.close()

@@ -50,6 +50,33 @@ def test_row_levels_refuse_a_column_past_the_width():
         levels.add(np.array([0, 5], dtype=np.int32), np.ones(2), np.ones(2), 5)
 
 
+def test_a_merge_gives_its_strings_up_part_by_part_and_keeps_numbering():
+    """``MergeTable.take_strings``: the strings of the tokens numbered since
+    the last call, with their ends counted from the first of them; the
+    numbers go on, and ``take_tokens`` gives the rest: joined, the table of
+    one merge that kept them all."""
+    parts = [[b"a", b"bb", b"c"], [b"c", b"dd", b"a"], [], [b"e", b"bb", b"fff"]]
+    hashes = {t: 1000 + i for i, t in enumerate([b"a", b"bb", b"c", b"dd", b"e", b"fff"])}
+    tables = [MergeTable(0, rows=False), MergeTable(0, rows=False)]
+    pieces, numbers = [], [[], []]
+    for tokens in parts:
+        offsets = np.zeros(len(tokens) + 1, dtype=np.uint64)
+        offsets[1:] = np.cumsum([len(t) for t in tokens])
+        for table, got in zip(tables, numbers):
+            index = np.empty(len(tokens), dtype=np.int32)
+            table.add(np.array([hashes[t] for t in tokens], dtype=np.uint64), offsets, b"".join(tokens), None,
+                      None, np.zeros(len(tokens), dtype=np.int32), None, None, index)
+            got.append(index.tolist())
+        blob, ends = tables[1].take_strings()
+        pieces.append((bytes(blob), np.frombuffer(ends, dtype=np.uint64).tolist()))
+    assert numbers[0] == numbers[1] and pieces[0] == (b"abbc", [0, 1, 3, 4]) and pieces[1] == (b"dd", [0, 2])
+    assert pieces[2] == (b"", [0]) and pieces[3] == (b"efff", [0, 1, 4])
+    _hashes, ends, blob = tables[1].take_tokens()
+    assert bytes(blob) == b"" and np.frombuffer(ends, dtype=np.uint64).tolist() == [0]
+    _hashes, ends, blob = tables[0].take_tokens()
+    assert bytes(blob) == b"".join(p[0] for p in pieces) == b"abbcddefff"
+
+
 def test_a_merge_of_tokens_alone_numbers_them_in_order_of_first_sight():
     """``MergeTable(0, rows=False)``: each part's tokens get their number in
     the order of first sight over the parts (``index_out``), their strings

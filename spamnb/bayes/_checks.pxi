@@ -9,11 +9,11 @@
 # ``check_index``, is the vocabulary's, in ``_index.pxi``.)
 
 from libc.math cimport isfinite
-from libc.stdint cimport int32_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 from cpython.buffer cimport PyBuffer_Release
-from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 
 from spamnb.buffers cimport FLOAT, UNSIGNED, length_of, take
 
@@ -287,17 +287,19 @@ def checksum64(data):
 
 
 cdef uint64_t _checksum64(const uint8_t *p, Py_ssize_t n) noexcept:
-    cdef Py_ssize_t whole
-    cdef uint64_t v[4]
     cdef uint64_t h
+    with nogil:
+        h = _checksum64_nogil(p, n)
+    return h
+
+
+cdef inline uint64_t _checksum64_nogil(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t v[4]
     if n == 0:
         return 0x2545F4914F6CDD1DULL
-    whole = n // 32 * 32
-    with nogil:
-        _start(v)
-        _blocks(v, p, n // 32)
-        h = _finish(v, <uint64_t>n, p + whole, n - whole)
-    return h
+    _start(v)
+    _blocks(v, p, n // 32)
+    return _finish(v, <uint64_t>n, p + n // 32 * 32, n - n // 32 * 32)
 
 
 cdef inline uint64_t _le(const uint8_t *p, int n) noexcept nogil:
@@ -309,6 +311,27 @@ cdef inline uint64_t _le(const uint8_t *p, int n) noexcept nogil:
     return v
 
 
+cdef uint64_t _record_checksum(const uint8_t *head, const uint8_t *record, const uint8_t *payload,
+                               Py_ssize_t size) noexcept nogil:
+    """``_checksum64`` of ``head`` (8 bytes), ``record`` (8 bytes) and ``payload``
+    (``size`` bytes, a multiple of 8) joined, without joining them: the
+    first block (or the whole, when shorter) put together, the rest read in place."""
+    cdef uint8_t first[32]
+    cdef uint64_t v[4]
+    cdef Py_ssize_t rest
+    memcpy(first, head, 8)
+    memcpy(first + 8, record, 8)
+    if size < 16:
+        memcpy(first + 16, payload, size)
+        return _checksum64_nogil(first, 16 + size)
+    memcpy(first + 16, payload, 16)
+    _start(v)
+    _blocks(v, first, 1)
+    rest = size - 16
+    _blocks(v, payload + 16, rest // 32)
+    return _finish(v, <uint64_t>(16 + size), payload + 16 + rest // 32 * 32, rest % 32)
+
+
 def journal_records(data, head, Py_ssize_t at):
     """The whole records of a model's journal (``spamnb.persistence.journal``)
     in its bytes ``data`` from offset ``at``: each ``<IIQ>`` (payload length,
@@ -316,13 +339,12 @@ def journal_records(data, head, Py_ssize_t at):
     a multiple of 8 and within ``data``, the sequence number is the record's
     place (0, 1, ...) and the checksum is ``checksum64`` of ``head`` (the
     journal header's 8 checksum bytes), the record's first 8 bytes and the
-    payload.  Returns ``(spans, end)``: each payload's ``(start, stop)`` and
+    payload (read where they are: no copy).  Returns ``(spans, end)``: each payload's ``(start, stop)`` and
     the offset after the last record taken."""
     cdef Py_buffer d, h
     cdef const uint8_t *p
-    cdef uint8_t *scratch = NULL
-    cdef Py_ssize_t n, size, end, room = 0
-    cdef uint64_t sequence = 0, checksum
+    cdef Py_ssize_t n, size, end
+    cdef uint64_t sequence = 0
     spans = []
     take(&d, data, UNSIGNED, 1, False, "uint8_t")
     try:
@@ -336,17 +358,7 @@ def journal_records(data, head, Py_ssize_t at):
                 end = at + 16 + size
                 if size % 8 or end > n or _le(p + at + 4, 4) != sequence:
                     break
-                if 16 + size > room:
-                    free(scratch)
-                    room = 16 + size
-                    scratch = <uint8_t *>malloc(room)
-                    if scratch == NULL:
-                        raise MemoryError()
-                memcpy(scratch, h.buf, 8)
-                memcpy(scratch + 8, p + at, 8)
-                memcpy(scratch + 16, p + at + 16, size)
-                checksum = _checksum64(scratch, 16 + size)
-                if checksum != _le(p + at + 8, 8):
+                if _record_checksum(<const uint8_t *>h.buf, p + at, p + at + 16, size) != _le(p + at + 8, 8):
                     break
                 spans.append((at + 16, end))
                 sequence += 1
@@ -355,7 +367,6 @@ def journal_records(data, head, Py_ssize_t at):
         finally:
             PyBuffer_Release(&h)
     finally:
-        free(scratch)
         PyBuffer_Release(&d)
 
 
@@ -368,9 +379,13 @@ _JOURNAL_LAYOUT = ("<BBxxiIIII", "<BBH16s", 24, "<BBxxf", "<BBxxxxxxdddd", "<BBx
 
 
 _NO_SUMS = b"\x00\x00\x00\x00\x00\x00\xf8\x7f" * 2   # NaN, NaN (float64, little-endian): a learn without them
+# journal_learns' fields of a learn (int64 each): payload index, class, features before, new tokens, start of its
+# hashes, start of its text, text bytes, hashes
+cdef enum:
+    LEARN_FIELDS = 8
 
 
-def journal_learns(payloads, Py_ssize_t n_base, layout):
+def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     """The learns and held-out scores of a journal's records (``payloads``, the
     transactions of ``spamnb.persistence.journal``), for a classify that
     scores through them (``spamnb.persistence.journal_view``), read in one
@@ -389,9 +404,10 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
     sum finite, the scale finite and positive); op 0 ends a payload (its padding).
 
     Returns ``(learns, scores, hashes, bounds, classes, sums)``: each learn's
-    ``(payload index, class, features before, new tokens, start of its
-    hashes, start of its text, text bytes)`` (its lengths lie between its
-    hashes' end and its text), each payload's ``[(op, class, value), ...]``
+    payload index, class, features before, new tokens, start of its
+    hashes, start of its text, text bytes and hashes (its lengths lie
+    between its hashes' end and its text; a bytearray of int64, 8 a
+    learn: no Python object made for each), each payload's ``[(op, class, value), ...]``
     of held-out scores (value: the log-odds, or ``(words, pairs, weight,
     scale)``), the learns' hashes one after the other (a bytearray of
     uint64), where each learn's start and end (a bytearray of int64: learns
@@ -399,19 +415,29 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
     (a bytearray of float64, two per learn; NaN, NaN for a learn recorded
     without them).  ``layout``: the record layouts and ops as
     ``spamnb.persistence.deltas`` defines them (ValueError when they are not
-    the ones read here)."""
-    cdef Py_buffer d
+    the ones read here).  With ``base`` (the buffer the payloads are views
+    of: the journal's bytes, as many as a multiple of 8), the hashes are not
+    copied: the third item is then where each learn's hashes start in
+    ``base``, in 8-byte words (a bytearray of int64, one a learn), and a
+    payload that is not within ``base`` gives None."""
+    cdef Py_buffer d, b
     cdef const uint8_t *p
     cdef Py_ssize_t k, n, at, end, n_hashes, n_new, n_text, h_at, l_at, i, total = 0, live = n_base
+    cdef Py_ssize_t offset, n_base_bytes = 0
+    cdef const uint8_t *base_at = NULL
+    cdef bytearray places
     cdef uint64_t sum_lengths
     cdef uint8_t op, cls
     cdef float f
     cdef double w[4]
     cdef bint after_learn
-    cdef bytearray hashes, bounds, sums
+    cdef bytearray hashes, bounds, sums, learns = bytearray()
+    cdef int64_t fields[LEARN_FIELDS]
+    cdef const int64_t *learn
+    cdef Py_ssize_t n_learns = 0
     if tuple(layout) != _JOURNAL_LAYOUT:
         raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
-    learns, scores, spans = [], [], []
+    scores = []
     classes, sums = bytearray(), bytearray()
     for k in range(len(payloads)):
         take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
@@ -456,8 +482,11 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
                     if <Py_ssize_t>_le(p + at + 8, 4) != live:
                         return None
                     live += n_new
-                    learns.append((k, cls, live - n_new, n_new, h_at, end - n_text, n_text))
-                    spans.append((k, h_at, n_hashes))
+                    fields[0], fields[1], fields[2], fields[3] = k, cls, live - n_new, n_new
+                    fields[4], fields[5], fields[6], fields[7] = h_at, end - n_text, n_text, n_hashes
+                    PyByteArray_Resize(learns, 8 * LEARN_FIELDS * (n_learns + 1))
+                    memcpy(PyByteArray_AS_STRING(learns) + 8 * LEARN_FIELDS * n_learns, fields, 8 * LEARN_FIELDS)
+                    n_learns += 1
                     classes.append(cls)
                     sums += _NO_SUMS
                     total += n_hashes
@@ -483,23 +512,59 @@ def journal_learns(payloads, Py_ssize_t n_base, layout):
             scores.append(mine)
         finally:
             PyBuffer_Release(&d)
-    # not zeroed: every byte is written below
-    hashes = PyByteArray_FromStringAndSize(NULL, 8 * total)
-    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (len(spans) + 1))
+    if base is not None:   # the hashes where they are: each learn's place in base
+        take(&b, base, UNSIGNED, 1, False, "uint8_t")
+        try:
+            base_at, n_base_bytes = <const uint8_t *>b.buf, length_of(&b)
+            if n_base_bytes % 8:
+                raise ValueError("journal_learns: the base is not a whole number of 8-byte words")
+            places = PyByteArray_FromStringAndSize(NULL, 8 * n_learns)
+            for i in range(n_learns):
+                learn = <const int64_t *>PyByteArray_AS_STRING(learns) + LEARN_FIELDS * i
+                k = learn[0]
+                h_at = learn[4]
+                take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
+                try:
+                    offset = <const uint8_t *>d.buf - base_at
+                    if offset < 0 or offset % 8 or offset + length_of(&d) > n_base_bytes:
+                        return None
+                finally:
+                    PyBuffer_Release(&d)
+                offset = (offset + h_at) // 8
+                memcpy(<char *>places + 8 * i, &offset, 8)
+        finally:
+            PyBuffer_Release(&b)
+        hashes = places
+    else:
+        hashes = _joined_hashes(payloads, learns, n_learns, total)
+    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (n_learns + 1))
     at = 0
     memcpy(<char *>bounds, &at, 8)
-    for i in range(len(spans)):
-        k = spans[i][0]
-        h_at = spans[i][1]
-        n_hashes = spans[i][2]
+    for i in range(n_learns):
+        at += (<const int64_t *>PyByteArray_AS_STRING(learns))[LEARN_FIELDS * i + 7]
+        memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
+    return learns, scores, hashes, bounds, bytes(classes), sums
+
+
+cdef bytearray _joined_hashes(payloads, bytearray learns, Py_ssize_t n_learns, Py_ssize_t total):
+    """The learns' hashes (``learns``: journal_learns' fields of each) one after the other."""
+    cdef Py_buffer d
+    cdef Py_ssize_t i, k, h_at, n_hashes, at = 0
+    cdef const int64_t *learn
+    # not zeroed: every byte is written below
+    cdef bytearray hashes = PyByteArray_FromStringAndSize(NULL, 8 * total)
+    for i in range(n_learns):
+        learn = <const int64_t *>PyByteArray_AS_STRING(learns) + LEARN_FIELDS * i
+        k = learn[0]
+        h_at = learn[4]
+        n_hashes = learn[7]
         take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
         try:
             memcpy(<char *>hashes + 8 * at, <const uint8_t *>d.buf + h_at, 8 * n_hashes)
         finally:
             PyBuffer_Release(&d)
         at += n_hashes
-        memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
-    return learns, scores, hashes, bounds, bytes(classes), sums
+    return hashes
 
 
 cdef extern from *:

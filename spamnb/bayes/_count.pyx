@@ -18,9 +18,24 @@ from libc.string cimport memcpy, memset
 
 cdef extern from *:
     """
+    #include <sys/mman.h>
     #define SPAMNB_PREFETCH(p) __builtin_prefetch((p), 1, 1)
+    /* VariantCounter's hash index: an anonymous mapping (zeros, its pages made as they are written), NULL when
+       refused; unmapped a piece at a time as a rehash leaves it. */
+    static void *_spamnb_index_map(size_t n) {
+        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static void _spamnb_index_unmap(void *p, size_t n) {
+        if (p != NULL && n != 0) munmap(p, n);
+    }
     """
     void SPAMNB_PREFETCH(const void *p) noexcept nogil
+    void *_index_map "_spamnb_index_map"(size_t n) noexcept nogil
+    void _index_unmap "_spamnb_index_unmap"(void *p, size_t n) noexcept nogil
+
+cdef enum:
+    _INDEX_PIECE = 1 << 16   # bytes of the old index given back at a time while it is rehashed (whole pages)
 
 import array
 
@@ -725,7 +740,7 @@ cdef class VariantCounter:
             raise ValueError("the hash index is filled to at most 3/4")
         self.n_variants, self.fill, self.capacity, self.n_keys = n, fill, 1024, 0
         self.stride = 1 + (n + 1) // 2
-        self.keys = <uint64_t *>calloc(self.capacity * self.stride, sizeof(uint64_t))
+        self.keys = <uint64_t *>_index_map(self.capacity * self.stride * sizeof(uint64_t))
         self.n_features = <int32_t *>calloc(n, sizeof(int32_t))
         self.n_touched = <Py_ssize_t *>calloc(n, sizeof(Py_ssize_t))
         self.transforms = <int *>calloc(n, sizeof(int))
@@ -750,7 +765,7 @@ cdef class VariantCounter:
         self.scratch_n = 0
 
     def __dealloc__(self):
-        free(self.keys)
+        _index_unmap(self.keys, self.capacity * self.stride * sizeof(uint64_t))
         free(self.n_features)
         free(self.n_touched)
         free(self.transforms)
@@ -770,15 +785,21 @@ cdef class VariantCounter:
 
     cdef int _reserve(self, Py_ssize_t n_keys) except -1:
         """Room in the index for ``n_keys`` hashes: doubled and rehashed while
-        they would fill more than ``fill`` of it."""
+        they would fill more than ``fill`` of it.  The new index is a mapping
+        whose pages are made as entries reach them, and the old one is
+        unmapped a piece at a time as it is read: the two are never both
+        whole in memory (the old index and a new one twice its size were the
+        counting pass's peak while it grew)."""
         cdef Py_ssize_t capacity = self.capacity, s, slot, w = self.stride
+        cdef Py_ssize_t old_bytes = self.capacity * w * sizeof(uint64_t), done, freed = 0
         cdef uint64_t mask, h
         cdef uint64_t *keys
+        cdef char *old = <char *>self.keys
         if n_keys <= self.fill * capacity:
             return 0
         while n_keys > self.fill * capacity:
             capacity *= 2
-        keys = <uint64_t *>calloc(capacity * w, sizeof(uint64_t))
+        keys = <uint64_t *>_index_map(capacity * w * sizeof(uint64_t))
         if keys == NULL:
             raise MemoryError()
         mask = capacity - 1
@@ -790,7 +811,11 @@ cdef class VariantCounter:
                     while keys[slot * w] != 0:
                         slot = (slot + 1) & mask
                     memcpy(keys + slot * w, self.keys + s * w, w * sizeof(uint64_t))
-        free(self.keys)
+                done = (s + 1) * w * <Py_ssize_t>sizeof(uint64_t)   # the old index's bytes read: given back
+                if done - freed >= _INDEX_PIECE:
+                    _index_unmap(old + freed, ((done - freed) // _INDEX_PIECE) * _INDEX_PIECE)
+                    freed += ((done - freed) // _INDEX_PIECE) * _INDEX_PIECE
+            _index_unmap(old + freed, old_bytes - freed)
         self.keys, self.capacity = keys, capacity
         return 0
 
@@ -950,7 +975,7 @@ cdef class VariantCounter:
 
     def release(self):
         """Give up the hash index and every partition's buffers (after :meth:`hashes`)."""
-        free(self.keys)
+        _index_unmap(self.keys, self.capacity * self.stride * sizeof(uint64_t))
         self.keys = NULL
         self.capacity = self.n_keys = 0
         self.out = self.new_positions = self.local_of = self.touched = self.ham = self.spam = None

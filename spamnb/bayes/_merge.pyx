@@ -171,8 +171,9 @@ cdef class MergeTable:
     cdef Py_ssize_t filled
     cdef uint8_t *blob
     cdef Py_ssize_t blob_size, blob_cap
-    cdef uint64_t *offsets                # n + 1
+    cdef uint64_t *offsets                # n - first + 1: the ends of tokens first.. in blob (offsets[0] 0)
     cdef Py_ssize_t offsets_cap
+    cdef Py_ssize_t first                 # the first token whose string is still held (take_strings)
     cdef int32_t *heads                   # first fold entry of each token, -1 none
     cdef int32_t *links                   # per entry: (next entry or -1, cell); an int64 key once taken
     cdef double *entry_value
@@ -224,7 +225,7 @@ cdef class MergeTable:
             if self.n:   # the second row moves up to its new place
                 memmove(rows + new_cap, rows + row_cap, self.n * sizeof(double))
             self.rows, self.row_cap = rows, new_cap
-        _grow(<void **>&self.offsets, &self.offsets_cap, needed + 1, sizeof(uint64_t))
+        _grow(<void **>&self.offsets, &self.offsets_cap, needed + 1 - self.first, sizeof(uint64_t))
         return 0
 
     cdef int _rehash(self) except -1:
@@ -340,7 +341,7 @@ cdef class MergeTable:
                         _grow(<void **>&self.blob, &self.blob_cap, self.blob_size + <Py_ssize_t>(end - start), 1)
                         memcpy(self.blob + self.blob_size, &strings[start], end - start)
                         self.blob_size += end - start
-                    self.offsets[t + 1] = self.blob_size
+                    self.offsets[t + 1 - self.first] = self.blob_size
                     if h != 0:
                         self.slots[slot] = t
                         self.filled += 1
@@ -401,13 +402,32 @@ cdef class MergeTable:
         finally:
             _unmap(index, index_bytes)
 
+    def take_strings(self):
+        """``(strings, offsets)``: Blocks of the UTF-8 strings of the tokens
+        numbered since the last call (or since the start) and their uint64 end
+        offsets in it, after a 0 (one more than the tokens); the table keeps
+        numbering tokens, holding the strings of those after only (its caller
+        keeps these elsewhere: ``spamnb train -j N``'s parent writes them out)."""
+        if self.slots == NULL:
+            raise ValueError("the merge's result was taken")
+        cdef Py_ssize_t count = self.n - self.first
+        cdef Block offsets = _block(self.offsets, (count + 1) * sizeof(uint64_t), self.offsets_cap * sizeof(uint64_t))
+        self.offsets, self.offsets_cap = NULL, 0
+        cdef Block blob = _block(self.blob, self.blob_size, self.blob_cap)
+        self.blob, self.blob_size, self.blob_cap = NULL, 0, 0
+        self.first = self.n
+        _grow(<void **>&self.offsets, &self.offsets_cap, 1, sizeof(uint64_t))
+        self.offsets[0] = 0
+        return blob, offsets
+
     def take_tokens(self):
         """``(hashes, offsets, strings)``: Blocks of the tokens' uint64 hashes
-        (in token order), uint64 string offsets (n + 1) and UTF-8 strings.
-        Nothing can be added after."""
+        (in token order), uint64 string offsets (n + 1) and UTF-8 strings
+        (after :meth:`take_strings`: of the tokens numbered since, their
+        offsets counted from the first of them).  Nothing can be added after."""
         cdef Block hashes = _block(self.hashes, self.n * sizeof(uint64_t), self.cap * sizeof(uint64_t))
         self.hashes = NULL
-        cdef Block offsets = _block(self.offsets, (self.n + 1) * sizeof(uint64_t),
+        cdef Block offsets = _block(self.offsets, (self.n - self.first + 1) * sizeof(uint64_t),
                                     self.offsets_cap * sizeof(uint64_t))
         self.offsets, self.offsets_cap = NULL, 0
         cdef Block blob = _block(self.blob, self.blob_size, self.blob_cap)

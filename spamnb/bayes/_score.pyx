@@ -806,16 +806,17 @@ cdef inline uint32_t _probe(const int32_t *table, const uint64_t *keys, uint32_t
 
 
 cdef inline bint _file_counts(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const int32_t *index, double *rows,
-                              unsigned char *state, Py_ssize_t m, Py_ssize_t w) noexcept nogil:
-    """Wanted token ``w``'s counts start at the model file's (``pread`` once, when a
-    learn first has it; none for a token the file lacks); False: a short read."""
-    if state[w] & 1:
+                              unsigned char *state, Py_ssize_t m, Py_ssize_t w, int c) noexcept nogil:
+    """Wanted token ``w``'s count in class ``c`` starts at the model file's (``pread``
+    once, when a learn of that class first has it: a class no learn of it
+    changed keeps the file's log, never read here; none for a token the file
+    lacks); False: a short read."""
+    if state[w] & (8 << c):
         return True
-    state[w] |= 1
+    state[w] |= 8 << c
     if index[w] < 0:
         return True
-    return (_pread_all(fd, &rows[w], 8, counts_at + 8 * index[w])
-            and _pread_all(fd, &rows[m + w], 8, counts_at + 8 * (n_base + index[w])))
+    return _pread_all(fd, &rows[c * m + w], 8, counts_at + 8 * (c * n_base + index[w]))
 
 
 cdef inline Py_ssize_t _learn_values(const uint64_t *hashes, Py_ssize_t n, int counts, double length, int32_t *table,
@@ -886,7 +887,7 @@ def learn_sums(hashes, int counts, double length):
 
 def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds, classes, wanted, index,
                  int counts, double length, double alpha, double total_ham, double total_spam, logs, first,
-                 file_logs=None, sums=None):
+                 file_logs=None, sums=None, places=None):
     """A journal's learns put through for the tokens of one message alone.
 
     ``hashes`` (uint64): every learn's token hashes, one learn after the
@@ -914,11 +915,15 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
     journal record keeps them; NaN, NaN for a learn that has none), a learn
     with its sums is not counted again: its sum goes to its class total and
     only the wanted tokens' counts in it are transformed and scaled, to the
-    same bits.
+    same bits.  With ``places`` (int64, one per learn), the learns' hashes are
+    not one after the other in ``hashes`` but where each starts there (the
+    journal's bytes, read in place: ``checks.journal_learns`` with a base),
+    learn ``l``'s ``bounds[l + 1] - bounds[l]`` hashes from ``places[l]``;
+    the positions in ``first`` are still those of the learns' hashes one after the other.
     Returns the two totals.  The caller (``spamnb.bayes.token_kernels``)
     checks the lengths; bounds out of order, a class or an index out of
     range or a short read raise ValueError."""
-    cdef Py_buffer v[9]
+    cdef Py_buffer v[10]
     cdef int held = 0, k
     try:
         for obj, kind, size, writable, what in ((hashes, UNSIGNED, 8, False, b"uint64_t"),
@@ -931,13 +936,17 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                                                 (file_logs if file_logs is not None else array.array("d"), FLOAT, 8, False,
                                                  b"double"),
                                                 (sums if sums is not None else array.array("d"), FLOAT, 8, False,
-                                                 b"double")):
+                                                 b"double"),
+                                                (places if places is not None else array.array("q"), SIGNED, 8, False,
+                                                 b"int64_t")):
             take(&v[held], obj, kind, size, writable, what)
             held += 1
         if file_logs is not None and (length_of(&v[7]) % 2 or length_of(&v[7]) > length_of(&v[5])):
             raise ValueError("journal_rows: the file's logs do not fit the tokens asked")
         if sums is not None and length_of(&v[8]) != 2 * (length_of(&v[1]) - 1):
             raise ValueError("journal_rows: the learns' sums do not match the learns")
+        if places is not None and length_of(&v[9]) != length_of(&v[1]) - 1:
+            raise ValueError("journal_rows: the learns' places do not match the learns")
         return _journal_rows(fd, counts_at, n_base, <const uint64_t *>v[0].buf, length_of(&v[0]),
                              <const int64_t *>v[1].buf, length_of(&v[1]), <const unsigned char *>v[2].buf,
                              length_of(&v[2]), <const uint64_t *>v[3].buf, length_of(&v[3]),
@@ -945,7 +954,8 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                              total_ham, total_spam, <double *>v[5].buf, length_of(&v[5]),
                              <int64_t *>v[6].buf, length_of(&v[6]),
                              <const double *>v[7].buf if file_logs is not None else NULL, length_of(&v[7]) // 2,
-                             <const double *>v[8].buf if sums is not None else NULL)
+                             <const double *>v[8].buf if sums is not None else NULL,
+                             <const int64_t *>v[9].buf if places is not None else NULL)
     finally:
         for k in range(held):
             PyBuffer_Release(&v[k])
@@ -956,8 +966,8 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                    const uint64_t *wanted, Py_ssize_t m, const int32_t *index, Py_ssize_t n_index, int counts,
                    double length, double alpha, double total_ham, double total_spam, double *logs,
                    Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first, const double *file_logs, Py_ssize_t n_file,
-                   const double *sums):
-    cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w
+                   const double *sums, const int64_t *places):
+    cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w, off = 0
     cdef int64_t a, b
     cdef uint32_t mask, wmask, t
     cdef int c, status = 0
@@ -969,9 +979,12 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     cdef int64_t *at = NULL          # and first places
     cdef int32_t *table = NULL       # the learn's counting table, and the wanted tokens' (places in wanted)
     cdef int32_t *wtable = NULL
-    cdef unsigned char *state = NULL   # per wanted token: bit 0 its file counts read, bits 1, 2 class 0, 1 changed
+    cdef unsigned char *state = NULL   # per wanted token: bits 1, 2 class 0, 1 changed, bits 3, 4 its file count read
     cdef double *seen = NULL           # per wanted token: its count in a learn with its sums
     cdef int32_t *touched = NULL       # the wanted tokens such a learn has, in the order they first occur
+    cdef uint64_t *bits = NULL         # a bit per 64-bit word's low 6 bits and the next: set for each wanted token
+    cdef uint64_t h
+    cdef Py_ssize_t n_words
     if n_learns < 0 or n_classes != n_learns or n_index != m or n_logs != 2 * m or n_first != m:
         raise ValueError("journal_rows: the buffers' lengths do not match")
     if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
@@ -979,8 +992,11 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     if n_learns and bounds[0] != 0:
         raise ValueError("journal_rows: the first learn must start at 0")
     for l in range(n_learns):
-        if bounds[l + 1] < bounds[l] or bounds[l + 1] > n_hashes or classes[l] > 1:
+        if bounds[l + 1] < bounds[l] or classes[l] > 1:
             raise ValueError("journal_rows: a learn's bounds or class are out of range")
+        if (places == NULL and bounds[l + 1] > n_hashes) or (places != NULL and (
+                places[l] < 0 or places[l] > n_hashes or bounds[l + 1] - bounds[l] > n_hashes - places[l])):
+            raise ValueError("journal_rows: a learn's hashes are out of range")
         if bounds[l + 1] - bounds[l] > longest:
             longest = bounds[l + 1] - bounds[l]
     for w in range(m):
@@ -994,20 +1010,25 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     touched = <int32_t *>malloc((m + 1) * sizeof(int32_t))
     state = <unsigned char *>malloc(m + 1)
     wtable = <int32_t *>malloc(wcap * sizeof(int32_t))
+    n_words = wcap // 8 if wcap >= 8 else 1   # 8 bits a slot of the table: most journal tokens stop at their bit
+    bits = <uint64_t *>malloc(n_words * sizeof(uint64_t))
     table = <int32_t *>malloc(cap * sizeof(int32_t))
     x = <double *>malloc((longest + 1) * sizeof(double))
     distinct = <uint64_t *>malloc((longest + 1) * sizeof(uint64_t))
     at = <int64_t *>malloc((longest + 1) * sizeof(int64_t))
     try:
         if (rows == NULL or state == NULL or wtable == NULL or table == NULL or x == NULL or distinct == NULL
-                or at == NULL or seen == NULL or touched == NULL):
+                or at == NULL or seen == NULL or touched == NULL or bits == NULL):
             raise MemoryError()
         with nogil:
             wmask = <uint32_t>(wcap - 1)
             mask = <uint32_t>(cap - 1)
             for j in range(wcap):
                 wtable[j] = -1
+            for j in range(n_words):
+                bits[j] = 0
             for w in range(m):
+                bits[(wanted[w] >> 6) & <uint64_t>(n_words - 1)] |= (<uint64_t>1) << (wanted[w] & 63)
                 rows[w] = rows[m + w] = seen[w] = 0.0
                 state[w] = 0
                 first[w] = -1
@@ -1017,6 +1038,8 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
             for l in range(n_learns):
                 a, b = bounds[l], bounds[l + 1]
                 n, c = b - a, classes[l]
+                if places != NULL:   # its hashes at places[l] (position a of the learns' one after the other)
+                    off = places[l] - a
                 if sums != NULL and sums[2 * l] == sums[2 * l]:   # its sum and scale recorded: not counted again
                     totals[c] += sums[2 * l]
                     scale = sums[2 * l + 1]
@@ -1024,7 +1047,10 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                         continue
                     k = 0
                     for j in range(a, b):   # the wanted tokens' counts in it, in the order they first occur
-                        t = _probe(wtable, wanted, wmask, hashes[j])
+                        h = hashes[off + j]
+                        if not (bits[(h >> 6) & <uint64_t>(n_words - 1)] >> (h & 63)) & 1:   # not one wanted
+                            continue
+                        t = _probe(wtable, wanted, wmask, h)
                         if wtable[t] == -1:
                             continue
                         w = wtable[t]
@@ -1038,7 +1064,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                         w = touched[j]
                         s = transform(seen[w], counts, _LOG1P_SMALL) * scale   # as scale_to_length scales it
                         seen[w] = 0.0
-                        if not _file_counts(fd, counts_at, n_base, index, rows, state, m, w):
+                        if not _file_counts(fd, counts_at, n_base, index, rows, state, m, w, c):
                             status = 1
                             break
                         rows[c * m + w] += s
@@ -1049,7 +1075,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                 if n == 0:
                     totals[c] += 0.0
                     continue
-                k = _learn_values(hashes + a, n, counts, length, table, distinct, at, x, &scale)
+                k = _learn_values(hashes + (off + a), n, counts, length, table, distinct, at, x, &scale)
                 s = 0.0
                 for j in range(k):
                     s += x[j]
@@ -1063,7 +1089,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                     w = wtable[t]
                     if first[w] < 0:
                         first[w] = a + at[j]
-                    if not _file_counts(fd, counts_at, n_base, index, rows, state, m, w):
+                    if not _file_counts(fd, counts_at, n_base, index, rows, state, m, w, c):
                         status = 1
                         break
                     rows[c * m + w] += x[j]
@@ -1085,6 +1111,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
         free(touched)
         free(state)
         free(wtable)
+        free(bits)
         free(table)
         free(x)
         free(distinct)

@@ -2,7 +2,6 @@
 ``spamnb tokens``: the cold path of a mail filter, numpy-free for one
 message."""
 
-import os
 import sys
 
 from spamnb.cli.common import (CommandError, UsageError, load_filter, messages_of, model_path, read_file,
@@ -150,6 +149,8 @@ def cmd_classify(args):
             sys.stdout.flush()
             _auto_learn(args, spam_filter, message, verdict)
         return VERDICT_EXIT[verdict.label]
+    import os   # files (not stdin's message: a cold classify loads no os.py)
+
     if len(sources) == 1 and not args.mbox and not os.path.isdir(sources[0]):
         messages = messages_of(sources[0], pipes=True)
         first = next(messages, None)
@@ -202,6 +203,7 @@ def _batch_paths(args, idle=None):
     if args.files:
         yield from args.files
         return
+    import os
     import select
 
     fd = sys.stdin.buffer.fileno()

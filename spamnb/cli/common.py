@@ -4,7 +4,6 @@ errors themselves are :mod:`spamnb.errors`), the settings in effect, the
 model path, the messages of a path.  The parser and its options are
 :mod:`spamnb.cli.parsing`'s (made from the option table, :mod:`spamnb.options`)."""
 
-import os
 import sys
 
 from spamnb.errors import CommandError, CorpusError, SettingsError, SkippedError, SkippedInput, SpamnbError, UsageError
@@ -65,13 +64,19 @@ def read_file(path):
 
 def messages_of(path, **options):
     """``(name, bytes)`` of each message in ``path`` (``spamnb.mail.reader.messages_of``,
-    with its ``options``), its errors as CommandError (SkippedError for a path refused unread)."""
-    reader = _reader()
+    with its ``options``), its errors as CommandError (SkippedError for a path refused unread).
+    The one message on stdin (``-`` without ``stdin_mbox``) is read as the reader reads it
+    (``spamnb.mail.checked.stdin_message``) without loading the reader: a cold ``spamnb learn``'s path."""
     try:
-        yield from reader.messages_of(path, **options)
-    except reader.SkippedInput as exc:
+        if path == "-" and not options.get("stdin_mbox"):
+            from spamnb.mail.checked import stdin_message
+
+            yield "-", stdin_message(sys.stdin.buffer)
+        else:
+            yield from _reader().messages_of(path, **options)
+    except SkippedInput as exc:
         raise SkippedError(_printable(str(exc))) from None
-    except reader.CorpusError as exc:
+    except CorpusError as exc:
         raise CommandError(_printable(str(exc))) from None
 
 
@@ -91,7 +96,7 @@ _READER = None
 
 
 def _printable(text):
-    from spamnb.mail.reader import display_name
+    from spamnb.mail.checked import display_name
 
     return display_name(text)
 

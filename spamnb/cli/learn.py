@@ -26,7 +26,7 @@ def _update_model(args, forget):
         return _send_lessons(args, settings, path, is_spam, forget)
     if forget and not os.path.isfile(path):
         SpamFilter.load(path)  # no model: say so before creating a lock beside it
-    from spamnb.mail.reader import display_name, looks_like_mail
+    from spamnb.mail.checked import display_name, looks_like_mail   # not the reader of folders: stdin's one message
 
     isatty = getattr(sys.stderr, "isatty", None)
     if args.quiet or isatty is None or not isatty():   # no progress line to draw (nor its module to import)
@@ -93,7 +93,7 @@ def _send_lessons(args, settings, path, is_spam, forget):
     this host's ``spamnb serve --shared``); every host following the stream
     learns it, this one's server included.  The local model is not touched
     here: it changes when this host's server applies the stream, in its order."""
-    from spamnb.mail.reader import looks_like_mail
+    from spamnb.mail.checked import looks_like_mail
     from spamnb.model import canonical
     from spamnb.shared import SharedError
     from spamnb.shared.host import Sender, state_dir

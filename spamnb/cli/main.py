@@ -16,7 +16,7 @@ share.  Nothing below the command line imports it.
 """
 
 import gc
-import os
+import posix   # os's calls without os.py (a cold classify never loads it: _array_without_collections)
 import sys
 
 
@@ -30,21 +30,78 @@ def _array_without_collections():
     loads ``collections`` with ``operator``, ``reprlib``, ``keyword`` first: a
     twelfth of a cold ``spamnb classify``'s instructions, for nothing it uses.
     While ``array`` loads, ``collections.abc`` is ``_collections_abc`` (the
-    module it re-exports, loaded by ``os`` at start-up) under a stand-in
-    package; both names are taken out again after, so ``array`` is registered
-    with the very same ``MutableSequence`` and a later ``import collections``
-    loads the real package.  Skipped when either is loaded already."""
+    module it re-exports) under a stand-in package; both names are taken out
+    again after, so ``array`` is registered with the very same
+    ``MutableSequence`` and a later ``import collections`` loads the real
+    package.  When ``_collections_abc`` is not loaded either (bin/spamnb's
+    ``-S``: no site, and a cold classify loads no ``os``, which imports it: a
+    tenth of its instructions), array's init is given :class:`_Unregistered`,
+    which registers the type when ``_collections_abc`` is first imported.
+    Skipped when ``array`` or ``collections`` is loaded already."""
     modules = sys.modules
     if "array" in modules or "collections" in modules or "collections.abc" in modules:
         return
-    import _collections_abc
-
+    if "_collections_abc" in modules:
+        import _collections_abc as abc
+    else:
+        abc = type(sys)("collections.abc")
+        abc.MutableSequence = _Unregistered
     modules["collections"] = type(sys)("collections")
-    modules["collections.abc"] = _collections_abc
+    modules["collections.abc"] = abc
     try:
         import array  # noqa: F401
     finally:
         del modules["collections"], modules["collections.abc"]
+
+
+class _Unregistered:
+    """``collections.abc.MutableSequence`` as array's init sees it when
+    ``_collections_abc`` is not loaded: :meth:`register` notes the type and
+    puts this class first on ``sys.meta_path``, where :meth:`find_spec`
+    answers for ``_collections_abc`` alone, once: its spec as the next
+    finder gives it, loaded by :class:`_Registering`, which registers the
+    noted types with the module's ``MutableSequence`` (what array's init
+    would have done) before anything can use it."""
+
+    types = []
+
+    @classmethod
+    def register(cls, kind):
+        cls.types.append(kind)
+        if cls not in sys.meta_path:
+            sys.meta_path.insert(0, cls)
+        return kind
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != "_collections_abc":
+            return None
+        sys.meta_path.remove(cls)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                spec.loader = _Registering(spec.loader)
+                return spec
+        return None
+
+
+class _Registering:
+    """The loader of ``_collections_abc`` after :class:`_Unregistered`: its own
+    loader's work, then the noted types registered (the module's loader put
+    back in its attributes)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__spec__.loader = module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        while _Unregistered.types:
+            module.MutableSequence.register(_Unregistered.types.pop())
 
 
 _array_without_collections()   # before the imports below and the commands' (array comes with them)
@@ -96,20 +153,20 @@ class _Finder:
         base = folder + "/" + tail
         try:
             source, package = base + "/__init__.py", True
-            st = os.stat(source)
+            st = posix.stat(source)
         except OSError:
             try:
                 source, package = base + ".py", False
-                st = os.stat(source)
+                st = posix.stat(source)
             except OSError:
                 return None
         cached = base + "/__pycache__/__init__" + self.tag if package else folder + "/__pycache__/" + tail + self.tag
         try:
-            fd = os.open(cached, _READ_FLAGS)   # os calls: open's file object costs 9 system calls a file, these 4
+            fd = posix.open(cached, _READ_FLAGS)   # os calls: open's file object costs 9 system calls a file, these 4
             try:
-                data = os.read(fd, os.fstat(fd).st_size)
+                data = posix.read(fd, posix.fstat(fd).st_size)
             finally:
-                os.close(fd)
+                posix.close(fd)
             if (data[:4] != self.magic or data[4:8] != b"\0\0\0\0"
                     or data[8:12] != (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
                     or data[12:16] != (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")):
@@ -125,7 +182,7 @@ class _Finder:
         return spec
 
 
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_READ_FLAGS = posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0)
 _FINDER = _Finder()
 
 from spamnb.cli.common import UsageError, exit_code, one_line, one_line_warnings  # noqa: E402
@@ -315,7 +372,7 @@ def entry(cold=False):
         except BaseException:   # noqa: BLE001 -- the usual end says what went wrong, as before
             return code
         _exit_noted(noted)   # exits 130 when a Ctrl-C came
-        os._exit(code)
+        posix._exit(code)
     return code
 
 
@@ -341,7 +398,14 @@ def _exit_noted(noted):
         print("spamnb: interrupted", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(EXIT_INTERRUPTED)
+        posix._exit(EXIT_INTERRUPTED)
+
+
+def _debug():
+    """``SPAMNB_DEBUG`` set: errors show their traceback (os.py loaded for it: an error's path)."""
+    import os
+
+    return os.environ.get("SPAMNB_DEBUG")
 
 
 def main(argv=None):
@@ -389,7 +453,7 @@ def _run(argv):
     except BaseException as exc:  # one line, never a traceback
         if isinstance(exc, UsageError):   # it names the command itself
             print(str(exc), file=sys.stderr)
-        elif os.environ.get("SPAMNB_DEBUG"):
+        elif _debug():
             raise
         else:
             print(f"{getattr(args, 'error_prefix', 'spamnb')}: {one_line(exc)}", file=sys.stderr)

@@ -15,9 +15,10 @@ within float64 rounding for ``"log"`` (sums of log(1 + n)) or
 
 from __future__ import annotations
 
+import os
 from array import array
 
-__all__ = ["Counts", "counting_spec", "count_messages", "count_variants", "merge_counts", "tree_reduce", "TreeReduce",
+__all__ = ["Counts", "StringSpill", "counting_spec", "count_messages", "count_variants", "merge_counts", "tree_reduce", "TreeReduce",
            "RowTree", "partition_fold_sums", "tree_levels"]
 
 DEFAULT_FAN_IN = 8              # partitions merged per node of the reduction tree
@@ -53,11 +54,13 @@ class Counts:
     """
 
     __slots__ = ("hashes", "offsets", "strings", "class_count", "dense", "last_seen", "fold_keys", "fold_values",
-                 "digests", "labels")
+                 "digests", "labels", "spilled")
 
     def __init__(self, hashes, offsets, strings, class_count, feature_count, last_seen, fold_keys=None,
-                 fold_values=None, digests=None, labels=None):
-        self.hashes, self.offsets, self.strings = hashes, offsets, strings
+                 fold_values=None, digests=None, labels=None, spilled=None):
+        # ``spilled``: a StringSpill holding the string table instead (``offsets`` and ``strings`` None until
+        # :meth:`load_strings`): spamnb train's counts between the counting pass and the save
+        self.hashes, self.offsets, self.strings, self.spilled = hashes, offsets, strings, spilled
         self.class_count, self.dense, self.last_seen = class_count, feature_count, last_seen
         self.fold_keys, self.fold_values = fold_keys, fold_values
         # the ledger of the messages counted (spamnb.estimator.ledger.train_digest), in the order counted:
@@ -65,6 +68,7 @@ class Counts:
         self.digests, self.labels = digests, labels
 
     def __reduce__(self):   # the arrays: sent as one buffer each
+        self.load_strings()
         strings = self.strings if isinstance(self.strings, bytes) else bytes(self.strings)
         return (Counts, (self.hashes, self.offsets, strings, self.class_count, self.dense,
                          self.last_seen, self.fold_keys, self.fold_values, self.digests, self.labels))
@@ -72,6 +76,13 @@ class Counts:
     @property
     def n_features(self):
         return len(self.hashes)
+
+    def load_strings(self):
+        """The string table read back into memory when it is spilled (:class:`StringSpill`); returns self."""
+        if self.spilled is not None:
+            spilled, self.spilled = self.spilled, None
+            self.strings, self.offsets = spilled.load()
+        return self
 
     @property
     def n_folds(self):
@@ -112,7 +123,7 @@ class Counts:
             return self
         dense = self.dense[:2] if self.fold_keys is not None else self.dense[:2].copy()
         return Counts(self.hashes, self.offsets, self.strings, self.class_count[:2], dense, self.last_seen,
-                      digests=self.digests, labels=self.labels)
+                      digests=self.digests, labels=self.labels, spilled=self.spilled)
 
     def folds(self):
         """``(class_count, feature_count)`` of the folds: ``(n_folds, 2)`` and
@@ -127,7 +138,8 @@ class Counts:
     def nbytes(self):
         folds = 0 if self.fold_keys is None else self.fold_keys.nbytes + self.fold_values.nbytes
         ledger = 0 if self.digests is None else len(self.digests) + len(self.labels)
-        return (self.hashes.nbytes + self.offsets.nbytes + len(self.strings) + self.class_count.nbytes
+        table = self.offsets.nbytes + len(self.strings) if self.spilled is None else 0
+        return (self.hashes.nbytes + table + self.class_count.nbytes
                 + self.dense.nbytes + self.last_seen.nbytes + folds + ledger)
 
     @classmethod
@@ -183,6 +195,7 @@ class Counts:
         """A new :class:`Vocabulary` of these tokens, in this order."""
         from spamnb.bayes.vocabulary import Vocabulary
 
+        self.load_strings()
         vocabulary = Vocabulary()
         vocabulary.add(_Tokens(self))
         return vocabulary
@@ -198,6 +211,7 @@ class Counts:
         of one of them later is a no-op or an exact relabel."""
         if spam_filter.is_fitted:
             raise ValueError("to_filter takes an unfitted SpamFilter")
+        self.load_strings()
         self = self.take_model() if consume else self.model()
         if consume:   # the strings given to the vocabulary as they are (no copy beside them)
             from spamnb.bayes.vocabulary import Vocabulary
@@ -220,7 +234,7 @@ class Counts:
         when it is another object: no reference left to them but its)."""
         model = self.model()
         if model is not self:
-            self.hashes = self.offsets = self.strings = self.dense = self.last_seen = None
+            self.hashes = self.offsets = self.strings = self.dense = self.last_seen = self.spilled = None
             self.fold_keys = self.fold_values = None
         return model
 
@@ -727,7 +741,7 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None, group=True):
 
 
 def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True, fold_spills=None,
-                   fan_in=None):
+                   fan_in=None, keep_strings=False):
     """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
     its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
     ``messages``: each message read, and parsed once for every tokenizer that
@@ -752,13 +766,16 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     message is counted in one compiled call over one hash index for all
     (:class:`~spamnb.bayes.token_kernels.VariantCounter`: a token of both
     streams probed for once from memory), each variant still numbering its
-    tokens in its own order of first sight, with its own strings and rows."""
+    tokens in its own order of first sight, with its own strings and rows;
+    each variant's strings are written out to a :class:`StringSpill` after
+    each partition (the results' ``spilled``; ``keep_strings``: held in
+    memory instead, a worker's one partition sent whole)."""
     from spamnb.estimator.ages import today
 
     spills = [None] * len(specs) if spills is None else spills
     fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
     if fan_in is not None:   # by partitions (spamnb train -j 1): every variant in one compiled call a message
-        return _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in)
+        return _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in, keep_strings)
     counters = [_Counter(spec, n_folds, spill, by_fold) for spec, spill, by_fold in zip(specs, spills, fold_spills)]
     first = counters[0].tokenizer
     shared = [c.tokenizer.parses_as(first) for c in counters]
@@ -822,7 +839,7 @@ def _folds(n_folds, group):
     return fold
 
 
-def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in):
+def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in, keep_strings=False):
     """:func:`count_variants` by partitions (``fan_in``; fold spills, no fold
     rows): the variants' streams of a message counted in one call
     (:class:`~spamnb.bayes.token_kernels.VariantCounter`: one hash index for
@@ -844,6 +861,8 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     counter = VariantCounter([COUNT_TRANSFORMS[spec["counts"]] for spec in specs],
                              [float(spec.get("length_norm", 0.0)) for spec in specs])
     trees = [RowTree(fan_in) for _ in specs]
+    # each variant's strings, written out a partition at a time (kept: in the counter until the end)
+    tables = [None if keep_strings else StringSpill() for _ in specs]
     first = tokenizers[0]
     shared = [t.parses_as(first) for t in tokenizers]
     # a tokenizer and its word pairs' trial (spamnb train): the default stream made in the trial's pass
@@ -881,6 +900,10 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
             if limit is not None and n_messages > limit and active > 1:
                 active = 1
                 trees[1:] = [None] * (len(specs) - 1)
+                for table in tables[1:]:
+                    if table is not None:
+                        table.close()
+                tables[1:] = [None] * (len(specs) - 1)
         for v in range(active):   # the partition's rows added to the tree (its tokens' entries: the others add 0.0)
             touched, ham, spam_row = counter.partition(v)
             views = [np.frombuffer(ham, dtype=np.float64), np.frombuffer(spam_row, dtype=np.float64)]
@@ -888,27 +911,99 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
             trees[v].add_compact(views, touched_view, counter.n_features_of(v))
             del views, touched_view, touched, ham, spam_row
             counter.clear_partition(v)
+            if tables[v] is not None:   # the partition's new strings out of memory
+                tables[v].append(*counter.strings(v))
     class_count = np.array([counted[False], counted[True]], dtype=np.float64)   # [ham, spam], every variant's
     day = today() if day is None else day
     # every variant's rows summed first (RowTree.result: in place, its lower levels dropped), then its hashes
-    # made and strings taken, and the hash index dropped: the hashes never beside the trees' levels
+    # made and its last strings written out, and the hash index dropped: the hashes never beside the trees' levels
     rows = [None] * len(specs)
     for v in range(active):
         tree, trees[v] = trees[v], None
         rows[v] = tree.result(counter.n_features_of(v))
         del tree
-    tables = [(np.frombuffer(counter.hashes(v), dtype=np.uint64), *counter.strings(v)) for v in range(active)]
+    strings = [None] * len(specs)
+    for v in range(active):   # the last strings (after a partition's end: none), or all of them (keep_strings)
+        if tables[v] is None:
+            blob, offsets = counter.strings(v)
+            strings[v] = (np.frombuffer(offsets, dtype=np.uint64), blob)
+        else:
+            tables[v].append(*counter.strings(v))
+            strings[v] = (None, None)
+    hashes = [np.frombuffer(counter.hashes(v), dtype=np.uint64) for v in range(active)]
     counter.release()
     del counter
     results = [None] * len(specs)
     for v in range(active):
-        (hashes, blob, offsets), tables[v] = tables[v], None
         dense, rows[v] = rows[v], None
-        n = len(hashes)
-        results[v] = Counts(hashes, np.frombuffer(offsets, dtype=np.uint64), blob,
-                            class_count.copy(), dense, np.full(n, day, dtype=np.int32))
+        n = len(hashes[v])
+        results[v] = Counts(hashes[v], *strings[v], class_count.copy(), dense, np.full(n, day, dtype=np.int32),
+                            spilled=tables[v])
+        hashes[v] = tables[v] = strings[v] = None
         results[v].digests, results[v].labels = bytes(digests), bytes(labels)
     return results
+
+
+class StringSpill:
+    """A string table (a vocabulary's UTF-8 strings and their end offsets, as
+    :class:`Counts` holds them) in an unnamed temporary file, appended a
+    piece at a time (:meth:`append`: a counter's strings since the last
+    piece, their offsets counted from that piece's start): ``spamnb train``'s
+    counting pass writes each variant's new strings out after each partition,
+    so they are not held through the counting, the held-out pass and the
+    choice of the variant (the save reads them back a piece at a time:
+    :meth:`pieces`; :meth:`load`: in memory whole)."""
+
+    CHUNK = 1 << 20   # bytes of a piece read back
+
+    def __init__(self):
+        import tempfile
+
+        self.strings = tempfile.TemporaryFile(prefix="spamnb-train-strings-")
+        self.offsets = tempfile.TemporaryFile(prefix="spamnb-train-offsets-")
+        self.size = 0     # string bytes so far
+        self.n = 0        # strings so far
+        self.offsets.write(bytes(8))   # the table's first offset: 0
+
+    def append(self, blob, offsets):
+        """Add the strings ``blob`` whose end offsets in it are ``offsets[1:]``
+        (``offsets[0]`` 0: a counter's table since the last piece)."""
+        import numpy as np
+
+        ends = np.frombuffer(offsets, dtype=np.uint64)[1:]
+        if ends.size:
+            self.strings.write(blob)
+            self.offsets.write((ends + np.uint64(self.size)).tobytes())
+            self.size += len(blob)
+            self.n += ends.size
+
+    def pieces(self, name):
+        """The file's ``"strings"`` or ``"offsets"`` (uint64, ``n + 1``) in pieces of
+        at most :attr:`CHUNK` bytes (a model file's writer: ``schema.write``'s makers)."""
+        f = self.strings if name == "strings" else self.offsets
+        f.flush()
+        total, at = (self.size if name == "strings" else 8 * (self.n + 1)), 0
+        while at < total:
+            piece = os.pread(f.fileno(), min(self.CHUNK, total - at), at)
+            if not piece:
+                raise OSError(f"the training's spilled {name} were cut short")
+            at += len(piece)
+            yield piece
+
+    def load(self):
+        """``(strings, offsets)``: the whole table, a ``bytearray`` and a uint64 array."""
+        import numpy as np
+
+        strings, offsets = bytearray(), bytearray()
+        for piece in self.pieces("strings"):
+            strings += piece
+        for piece in self.pieces("offsets"):
+            offsets += piece
+        return strings, np.frombuffer(offsets, dtype=np.uint64)
+
+    def close(self):
+        self.strings.close()
+        self.offsets.close()
 
 
 def _grow(row, n):

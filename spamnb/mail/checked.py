@@ -1,27 +1,31 @@
 """One message's bytes, read with its file's type and size checked first
 (:func:`open_checked`, :func:`read_checked`: a FIFO, a device or a socket
 is never opened, a file over :data:`MAX_MESSAGE_SIZE` never read whole),
-the one message on stdin (:func:`read_stdin`: ``spamnb classify < msg``),
-and a path's name as a line of output shows it (:func:`display_name`).
+the one message on stdin (:func:`read_stdin`: ``spamnb classify < msg``;
+:func:`stdin_message`: ``spamnb learn < msg``), whether bytes look like
+mail (:func:`looks_like_mail`), and a path's name as a line of output shows
+it (:func:`display_name`).
 What a mail filter's command of one message needs of the reader of mail,
 :mod:`spamnb.mail.reader` (which re-exports these names and reads folders,
 mboxes and corpora with them), in a module of its own: its cold path loads
 neither the folders' walk nor the mbox cutter's callers."""
 
-import os
+import posix   # os's calls without os.py (a cold classify never loads it)
 import stat
 
-from spamnb.errors import Refused, TooLarge
+from spamnb.errors import Refused, SkippedInput, TooLarge
 from spamnb.mail import lazy_re
 
-__all__ = ["MAX_MESSAGE_SIZE", "Refused", "TooLarge", "open_checked", "read_checked", "read_stdin", "display_name"]
+__all__ = ["MAX_MESSAGE_SIZE", "Refused", "TooLarge", "open_checked", "read_checked", "read_stdin", "stdin_message",
+           "looks_like_mail", "display_name"]
 
 
 # The largest message file read (64 MiB, what an mbox's messages are cut at:
 # spamnb.mail.mbox.MAX_MESSAGE_BYTES).  The tokenizer reads at most the first
 # few tens of KiB of a message; a larger file is skipped with this reason.
 MAX_MESSAGE_SIZE = 64 << 20
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+_OPEN_FLAGS = (posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0) | getattr(posix, "O_NONBLOCK", 0)
+               | getattr(posix, "O_NOCTTY", 0))
 
 
 def _kind(mode):
@@ -45,20 +49,20 @@ def open_checked(path, max_size=MAX_MESSAGE_SIZE):
     anything but a regular file, and for a file over ``max_size`` bytes
     (None: no limit); OSError when it cannot be opened (IsADirectoryError
     for a folder)."""
-    _check(path, os.stat(path), max_size)   # before opening: a FIFO or a device is never opened
-    fd = os.open(path, _OPEN_FLAGS)
+    _check(path, posix.stat(path), max_size)   # before opening: a FIFO or a device is never opened
+    fd = posix.open(path, _OPEN_FLAGS)
     try:
-        st = os.fstat(fd)
+        st = posix.fstat(fd)
         _check(path, st, max_size)   # what was opened (replaced since the stat?)
     except BaseException:
-        os.close(fd)
+        posix.close(fd)
         raise
     return fd, st.st_size
 
 
 def _check(path, st, max_size):
     if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(21, "Is a directory", os.fspath(path))
+        raise IsADirectoryError(21, "Is a directory", posix.fspath(path))
     if not stat.S_ISREG(st.st_mode):
         raise Refused(f"not a regular file ({_kind(st.st_mode)})")
     if max_size is not None and st.st_size > max_size:
@@ -70,14 +74,14 @@ def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):
     was checked), read in one ``read`` when it did not grow; :class:`Refused`
     when it grew past ``max_size`` meanwhile (never more than that is read)."""
     limit = size if max_size is None else min(size, max_size)
-    data = os.read(fd, limit + 1)
+    data = posix.read(fd, limit + 1)
     if len(data) <= size:
         if max_size is not None and len(data) > max_size:
             raise Refused(f"larger than {_size_text(max_size)}")
         return data
     chunks, total = [data], len(data)
     while max_size is None or total <= max_size:
-        chunk = os.read(fd, 65536)
+        chunk = posix.read(fd, 65536)
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
@@ -87,7 +91,7 @@ def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):
 
 def _is_null_device(st):
     try:
-        return st.st_rdev == os.stat(os.devnull).st_rdev
+        return st.st_rdev == posix.stat("/dev/null").st_rdev
     except OSError:
         return False
 
@@ -103,7 +107,7 @@ def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
     byte)."""
     try:
         fd = stream.fileno()
-        st = os.fstat(fd)
+        st = posix.fstat(fd)
     except (OSError, ValueError, AttributeError):   # no file descriptor (a test's stream): read it
         fd, st = None, None
     if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
@@ -112,7 +116,7 @@ def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
         raise Refused("stdin is a device, not mail")
     if st is not None and stat.S_ISREG(st.st_mode):
         try:
-            position = os.lseek(fd, 0, os.SEEK_CUR)
+            position = posix.lseek(fd, 0, 1)   # SEEK_CUR
         except OSError:
             position = None
         if position is not None:
@@ -128,6 +132,37 @@ def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
         hint = " (-M reads stdin as an mbox)" if data.startswith(b"From ") else ""
         raise TooLarge(f"larger than {_size_text(max_size)}{hint}", data)
     return data
+
+
+def stdin_message(stream):
+    """The one message on ``stream`` (standard input) as a command that reads
+    messages takes it when not told it is an mbox (:func:`read_stdin`, to
+    :data:`MAX_MESSAGE_SIZE`); :class:`SkippedInput` when refused unread (a
+    device, a message over the limit)."""
+    try:
+        return read_stdin(stream, MAX_MESSAGE_SIZE)
+    except Refused as exc:
+        raise SkippedInput(f"-: {exc}; not read") from None
+
+
+_NAME_BYTES = bytes(range(0x21, 0x3a)) + bytes(range(0x3b, 0x7f))   # a header field name: printable ASCII but the colon
+
+
+def looks_like_mail(data):
+    """True when the first line (after an mbox ``From `` line) is a header
+    field: a name of printable ASCII but the colon, spaces or tabs, a colon
+    (without a pattern: ``spamnb learn``'s cold path imports no ``re``)."""
+    start = 0
+    if data.startswith(b"From "):
+        newline = data.find(b"\n")
+        if newline < 0:
+            return False
+        start = newline + 1
+    colon = data.find(b":", start)
+    if colon < 0:
+        return False
+    name = data[start:colon].rstrip(b" \t")
+    return bool(name) and not name.translate(None, _NAME_BYTES)
 
 
 _UNPRINTABLE = lazy_re.pattern("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")

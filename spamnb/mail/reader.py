@@ -37,30 +37,12 @@ import sys
 
 from spamnb.errors import CorpusError, Refused, SkippedInput, TooLarge
 from spamnb.mail import lazy_re
-# one message's checked read, stdin's, a name as output shows it: a module of their own (a cold classify's path)
-from spamnb.mail.checked import MAX_MESSAGE_SIZE, display_name, open_checked, read_checked, read_stdin  # noqa: F401
+# one message's checked read, stdin's, whether bytes look like mail, a name as output shows it: a module of their
+# own (a cold classify's and a cold learn's path)
+from spamnb.mail.checked import (MAX_MESSAGE_SIZE, display_name, looks_like_mail, open_checked,  # noqa: F401
+                                 read_checked, read_stdin, stdin_message)
 
 _mbox_module = None   # spamnb.mail.mbox, once _mbox() imported it
-
-
-_NAME_BYTES = bytes(range(0x21, 0x3a)) + bytes(range(0x3b, 0x7f))   # a header field name: printable ASCII but the colon
-
-
-def looks_like_mail(data):
-    """True when the first line (after an mbox ``From `` line) is a header
-    field: a name of printable ASCII but the colon, spaces or tabs, a colon
-    (without a pattern: ``spamnb learn``'s cold path imports no ``re``)."""
-    start = 0
-    if data.startswith(b"From "):
-        newline = data.find(b"\n")
-        if newline < 0:
-            return False
-        start = newline + 1
-    colon = data.find(b":", start)
-    if colon < 0:
-        return False
-    name = data[start:colon].rstrip(b" \t")
-    return bool(name) and not name.translate(None, _NAME_BYTES)
 
 
 def _mbox():
@@ -514,10 +496,7 @@ def messages_of(path, spam_folders="read", follow_links=True, pipes=False, stdin
         if stdin_mbox:
             yield from _stdin_messages()
             return
-        try:
-            yield "-", read_stdin(sys.stdin.buffer, MAX_MESSAGE_SIZE)
-        except Refused as exc:
-            raise SkippedInput(f"-: {exc}; not read") from None
+        yield "-", stdin_message(sys.stdin.buffer)
         return
     try:
         fd, size = open_checked(path, max_size=None)

@@ -11,8 +11,9 @@ from array import array
 from spamnb.bayes.checks import find_digest
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
-from spamnb.errors import MustCompact, MustReadWhole
-from spamnb.persistence.journal import append, apply_records, compact, compact_at
+from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
+from spamnb.persistence.journal import append, compact, compact_at
+from spamnb.persistence.store import LEDGER
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
 
@@ -76,7 +77,7 @@ class _LightFilter:
         return sf
 
     def forget(self, message, spam):
-        raise MustReadWhole()
+        raise errors.MustReadWhole()
 
 
 class _LightLedger:
@@ -157,7 +158,7 @@ class LedgerRecorder:
     def _take_back(self, digest):
         entry = self._ledger.entry(digest)
         if entry is not None and entry[2] is not None:
-            raise MustReadWhole()
+            raise errors.MustReadWhole()
 
     def record(self, digest, is_spam, auto=False):
         self._take_back(digest)
@@ -169,7 +170,7 @@ class LedgerRecorder:
         self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, False, held_out))
 
     def remove(self, digest):
-        raise MustReadWhole()
+        raise errors.MustReadWhole()
 
 
 class _FileLearner(FileScorer):
@@ -232,7 +233,7 @@ class _Learned:
         if name.startswith("__") or name in ("_first", "_learn", "_view"):
             raise AttributeError(name)
         if self._view is None:
-            from spamnb.persistence.journal_view import learner
+            from spamnb.persistence.journal_view import apply_records, learner
 
             self._view = learner(self._first.filter, apply_records).extended(*self._learn)
         return getattr(self._view, name)
@@ -243,7 +244,7 @@ def _learner(spam_filter):
     a :class:`_FileLearner` when the model file has no journal record to view."""
     if deltas.unjournaled(spam_filter):
         return _FileLearner(spam_filter)
-    from spamnb.persistence.journal_view import learner
+    from spamnb.persistence.journal_view import apply_records, learner
 
     return learner(spam_filter, apply_records)
 
@@ -318,6 +319,7 @@ class Session:
             from spamnb.estimator.ledger import DEFAULT_CAPACITY, file_code
 
             arrays = self.filter.unread_
+            arrays.fill_unread(LEDGER)   # left unread by the load (a classify never reads them)
 
             def array_of(name):   # a model saved before the ledger (or its notes) has none
                 value = arrays[name] if name in arrays.offsets else None
@@ -366,7 +368,7 @@ class Session:
                 view = self.view
                 try:
                     result = function(recorder, LedgerRecorder(ledger, ops, recorder), data, *args, **kwargs)
-                except MustReadWhole:
+                except errors.MustReadWhole:
                     self.view = view   # as before the message: nothing of it was recorded
                 else:
                     if ops:
@@ -452,7 +454,7 @@ class Session:
         try:
             # one record for the whole commit: a command learning many messages is all or nothing
             written = append(journal, [b"".join(self.transactions)])
-        except MustCompact:
+        except errors.MustCompact:
             return self.compact()
         try:
             model_size = os.path.getsize(self.path)

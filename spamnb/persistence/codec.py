@@ -9,14 +9,14 @@ a loaded model needs neither numpy nor any per-token Python object (the
 ``spamnb classify`` cold path).
 """
 
-import os
+import posix   # os's calls without os.py (a cold classify never loads it)
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.persistence import deltas, schema
 from spamnb.estimator.ages import Ages
-from spamnb.persistence.store import Journal, ModelError, default_model_path, journal_path
+from spamnb.persistence.store import LEDGER, Journal, ModelError, default_model_path, journal_path
 
 __all__ = ["write", "write_counts", "read", "deferred", "DEFERRED"]
 
@@ -69,8 +69,13 @@ def write_counts(spam_filter, counts, path=None, backup=None):
     counts.digests = counts.labels = None
     index = []
 
+    spilled, counts.spilled = counts.spilled, None   # the string table in a file (spamnb train): read a piece at a time
+
     def taken(name):   # a buffer of the counts, given up as it is written
         def make():
+            if spilled is not None:
+                yield from spilled.pieces(name)
+                return
             buffer = getattr(counts, name)
             setattr(counts, name, None)
             yield buffer
@@ -96,7 +101,7 @@ def write_counts(spam_filter, counts, path=None, backup=None):
         "keys": (index_capacity(n), keys),
         "values": (index_capacity(n), lambda: [index.pop()]),
         "offsets": (n + 1, taken("offsets")),
-        "strings": (len(counts.strings), taken("strings")),
+        "strings": (len(counts.strings) if spilled is None else spilled.size, taken("strings")),
         "feature_count": (2 * n, lambda: [word_counts[0].feature_count_]),
         "log_count": (2 * n, log_count),
         "last_seen": (n, lambda: [counts.last_seen.astype("int32", copy=False)]),
@@ -145,7 +150,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
     :data:`spamnb.persistence.store.MAX_MODEL_SIZE`), refused unread.
     See :meth:`SpamFilter.load`."""
     path = default_model_path() if path is None else path
-    where = os.fspath(path)
+    where = posix.fspath(path)
     if mapped:
         header, arrays = schema.read(path, max_size, mapped=True)   # max_size None: the default limit
     else:
@@ -207,21 +212,21 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 
 
 def _replay(spam_filter, where, header, arrays):
-    """``spamnb.persistence.journal.replay`` of the model just read, that module
+    """``spamnb.persistence.journal_view.replay`` of the model just read, that module
     loaded only when the model has a journal: without one (none beside it),
     what the replay does then (the model read checked to be still the one on
     disk; the filter given an empty journal, its counts held in place)."""
     path = journal_path(where)
     try:
-        os.stat(path)
+        posix.stat(path)
     except FileNotFoundError:   # what journal.read gives then: no journal
         identity = header.get("_identity")
         return not deltas.attach(spam_filter, where, identity, Journal(path, identity), arrays)
     except OSError:
         pass   # the replay says what cannot be read
-    from spamnb.persistence import journal
+    from spamnb.persistence import journal_view   # the journal's read side: not its writers' (journal)
 
-    return journal.replay(spam_filter, where, header, arrays)
+    return journal_view.replay(spam_filter, where, header, arrays)
 
 
 def _ledger(arrays, lazy=False):
@@ -229,6 +234,7 @@ def _ledger(arrays, lazy=False):
     (``spamnb.estimator.ledger_table.Ledger.from_arrays``; ``lazy``: built when first used)."""
     from spamnb.estimator.ledger_table import Ledger
 
+    arrays.fill_unread(LEDGER)   # a mapped load left them unread (a classify never reads them)
     return Ledger.from_arrays(arrays["ledger_digests"], arrays["ledger_labels"], notes=arrays["ledger_notes"],
                               lazy=lazy)
 

@@ -468,7 +468,7 @@ def in_place(spam_filter, arrays):
 
 
 def attach(spam_filter, model_path, identity, journal, arrays):
-    """The first step of a replay (``spamnb.persistence.journal.replay``,
+    """The first step of a replay (``spamnb.persistence.journal_view.replay``,
     and ``spamnb.persistence.codec``'s load of a model without a journal):
     False when ``journal`` could not be read as the model's (none, stale)
     and the model file read (``identity``) is no longer the one on disk (a

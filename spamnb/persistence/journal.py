@@ -75,20 +75,19 @@ import os
 import stat
 import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 
-from spamnb.errors import JournalWarning, MustCompact
+# MustCompact and JournalWarning named when raised or warned (spamnb.errors makes each group's classes on first use:
+# a reader that warns of nothing, a learn that appends, make neither)
+from spamnb import errors
 from spamnb.bayes import checks
 from spamnb.persistence import deltas
-from spamnb.persistence.store import JOURNAL_SUFFIX as SUFFIX, Journal, journal_path, model_identity
+from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_RECORD as RECORD,
+                                      JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
+                                      JOURNAL_VERSIONS as VERSIONS, Journal, journal_path, model_identity)
 
 __all__ = ["SUFFIX", "MAGIC", "VERSION", "Journal", "JournalWarning", "journal_path", "model_identity",
-           "compact_at", "replay",
+           "compact_at", "read", "replay", "apply_records",
            "follow", "discard", "save_whole", "signature"]
 
-MAGIC = b"SPAMNB\x00J"
-VERSION = 2
-_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (deltas.without_sums)
-_HEAD = struct.Struct("<8sIIQQQQ")      # magic, version, reserved, model length, model checksum, reserved, checksum
-_RECORD = struct.Struct("<IIQ")         # payload length, sequence number, checksum
 # A journal is folded into the model once it is larger than this part of the
 # model file, and never later than past _COMPACT_MAX bytes: replaying it costs
 # every reader time in proportion to its size, folding it costs one whole save.
@@ -112,10 +111,19 @@ def signature(model_path):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _warn(message):
-    import warnings
+def __getattr__(name):
+    """What this module's names stand for, loaded when first asked for (PEP 562):
+    ``JournalWarning`` (``spamnb.errors``'s: its class is made then, which a
+    classify through a journal that warns of nothing never does) and the
+    journal's read at load (``read``, ``replay``, ``apply_records``:
+    ``spamnb.persistence.journal_view``'s, which a first learn does without)."""
+    if name == "JournalWarning":
+        return errors.JournalWarning
+    if name in ("read", "replay", "apply_records"):
+        from spamnb.persistence import journal_view
 
-    warnings.warn(message, JournalWarning, stacklevel=3)
+        return getattr(journal_view, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _pad(n):
@@ -125,7 +133,7 @@ def _pad(n):
 # ---------------------------------------------------------------------------- the file
 def _header(identity, version=VERSION):
     fields = (MAGIC, version, 0, identity[0], identity[1], 0)
-    raw = _HEAD.pack(*fields, 0)[:40]
+    raw = HEAD.pack(*fields, 0)[:40]
     return raw + struct.pack("<Q", checks.checksum64(raw))
 
 
@@ -136,101 +144,7 @@ def _record_bytes(head_checksum, sequence, payload):
     return first + struct.pack("<Q", checksum) + payload
 
 
-def _read_bytes(path):
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        size = os.fstat(fd).st_size
-        chunks = []
-        while True:
-            chunk = os.read(fd, max(size + 1, 65536))
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-
-
-def read(model_path, identity):
-    """Read the journal of the model at ``model_path`` whose file is ``identity``
-    (``(length, checksum)``); never raises for what the journal holds."""
-    path = journal_path(model_path)
-    try:
-        data = _read_bytes(path)
-    except FileNotFoundError:
-        return Journal(path, identity)
-    except OSError as exc:
-        _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
-        return Journal(path, identity, "stale")
-    if len(data) < _HEAD.size:
-        # a journal is created whole (renamed into place): a short one is not ours to extend
-        return Journal(path, identity, "stale", size=len(data))
-    magic, version, _r, length, checksum, _r2, head_sum = _HEAD.unpack_from(data)
-    if magic != MAGIC or version not in _VERSIONS or checks.checksum64(data[:40]) != head_sum:
-        _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
-        return Journal(path, identity, "stale", size=len(data))
-    if identity is None or (length, checksum) != tuple(identity):
-        return Journal(path, identity, "stale", size=len(data))
-    head = data[40:48]
-    view = memoryview(data)
-    spans, at = checks.journal_records(data, head, _HEAD.size)   # each record's length, place and checksum
-    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head, version)
-
-
-# ---------------------------------------------------------------------------- readers
-def replay(spam_filter, model_path, header, arrays=None):
-    """Apply the journal of the model at ``model_path`` to ``spam_filter``, just
-    loaded from it (``header``, ``arrays``: what the store read; the arrays' writable
-    bytes, when given, are patched in place).  Returns
-    True when the model file read is no longer the one on disk and the
-    journal goes with the new one: the caller reads the model again.  Called
-    by :meth:`SpamFilter.load`; never raises for what the journal holds."""
-    identity = header.get("_identity")
-    journal = read(model_path, identity)
-    if not deltas.attach(spam_filter, model_path, identity, journal, arrays):
-        return True   # the model was replaced (a compaction) after it was read
-    if journal.status != "ok" or not journal.payloads:
-        if journal.damaged_tail:
-            _warn_tail(journal, 0)
-        return False
-    if spam_filter.unread_ is not None:   # read in part: its learns scored, not replayed, if they can be
-        from spamnb.persistence.journal_view import view
-
-        pending = view(spam_filter, journal, apply_records)
-        if pending is not None:
-            pending.count_scores(spam_filter)
-            spam_filter.set_fitted(pending_journal_=pending)   # replayed by deltas.read_whole when needed
-            if journal.damaged_tail:
-                _warn_tail(journal, len(journal.payloads))
-            return False
-    deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
-    apply_records(spam_filter, journal)
-    return False
-
-
-def apply_records(spam_filter, journal, scores=True, tail=True):
-    """Apply ``journal``'s records to ``spam_filter`` (:func:`replay`; ``scores``
-    False: their held-out scores left out, counted already by a
-    ``spamnb.persistence.journal_view.JournalView``, ``tail`` False: a damaged tail
-    warned of already); a record that does not fit stops it, with a warning."""
-    deltas.lazy_ages(spam_filter)
-    ledger = deltas.ledger_for(spam_filter)
-    applied = 0
-    for payload in journal.payloads:
-        try:
-            deltas.apply(spam_filter, ledger, payload, scores=scores)
-        except (ValueError, IndexError, TypeError, struct.error, MemoryError) as exc:
-            _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
-                  f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
-            journal.end = None   # a writer must not append after it: it compacts what applied
-            break
-        applied += 1
-    if journal.damaged_tail and tail:
-        _warn_tail(journal, applied)
-    del journal.payloads[applied:]
-    if not len(ledger):
-        spam_filter.set_fitted(ledger_=None)   # as a model without a ledger loads
-
-
+# ---------------------------------------------------------------------------- a follower's reads (the load's: journal_view)
 def follow(spam_filter, ledger=None):
     """Bring ``spam_filter`` (read by :meth:`SpamFilter.load`, its journal
     replayed then, and followed since) up to its journal as it is now: the
@@ -258,7 +172,7 @@ def follow(spam_filter, ledger=None):
     # read again from the start of the last record applied: it must be there unchanged
     if last is not None:
         last = bytes(last) + b"\0" * _pad(len(last))   # as written (a writer keeps its payloads unpadded)
-    at = (journal.end - _RECORD.size - len(last)) if last is not None else (_HEAD.size if known else 0)
+    at = (journal.end - RECORD.size - len(last)) if last is not None else (HEAD.size if known else 0)
     try:
         fd = os.open(journal.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -267,9 +181,9 @@ def follow(spam_filter, ledger=None):
         return None
     try:
         size = os.fstat(fd).st_size
-        if size < journal.end or size < _HEAD.size:
+        if size < journal.end or size < HEAD.size:
             return None
-        head = os.pread(fd, _HEAD.size, 0)
+        head = os.pread(fd, HEAD.size, 0)
         data = bytearray()
         while at + len(data) < size:
             chunk = os.pread(fd, size - at - len(data), at + len(data))
@@ -281,27 +195,27 @@ def follow(spam_filter, ledger=None):
     finally:
         os.close(fd)
     version = journal.version if known else int.from_bytes(head[8:12], "little")   # a journal new since: either
-    if version not in _VERSIONS or head != _header(journal.identity, version):
+    if version not in VERSIONS or head != _header(journal.identity, version):
         return None
     check = head[40:48]
     view = memoryview(bytes(data))
     n = len(journal.payloads) if known else 0
     offset = 0
     if last is not None:
-        if bytes(view[:_RECORD.size]) != _record_bytes(check, n - 1, last)[:_RECORD.size]:
+        if bytes(view[:RECORD.size]) != _record_bytes(check, n - 1, last)[:RECORD.size]:
             return None
-        offset = _RECORD.size + len(last)
+        offset = RECORD.size + len(last)
     elif not known:
-        offset = _HEAD.size
+        offset = HEAD.size
     payloads = []
-    while offset + _RECORD.size <= len(view):
-        length, sequence, checksum = _RECORD.unpack_from(view, offset)
-        end = offset + _RECORD.size + length
+    while offset + RECORD.size <= len(view):
+        length, sequence, checksum = RECORD.unpack_from(view, offset)
+        end = offset + RECORD.size + length
         if (length % 8 or end > len(view) or sequence != n + len(payloads)
                 or checks.checksum64(check + view[offset:offset + 8].tobytes()
                                       + view[offset + 16:end].tobytes()) != checksum):
             break   # not whole yet (a writer appending), or damaged: a later look, or a writer, decides
-        payloads.append(view[offset + _RECORD.size:end])
+        payloads.append(view[offset + RECORD.size:end])
         offset = end
     if not payloads:
         if known:
@@ -311,7 +225,7 @@ def follow(spam_filter, ledger=None):
         ledger = deltas.ledger_for(spam_filter)
     deltas.lazy_ages(spam_filter)
     if not known:
-        journal.status, journal.head, journal.payloads, journal.end = "ok", check, [], _HEAD.size
+        journal.status, journal.head, journal.payloads, journal.end = "ok", check, [], HEAD.size
         journal.version = version
     for payload in payloads:
         try:
@@ -320,39 +234,9 @@ def follow(spam_filter, ledger=None):
             journal.end = None   # no more following, no appending after it
             return None
         journal.payloads.append(payload)
-        journal.end += _RECORD.size + len(payload)
+        journal.end += RECORD.size + len(payload)
     journal.size = size
     return len(payloads)
-
-
-def _writer_active(journal):
-    """True while a writer holds the model's lock: a tail it is appending
-    is incomplete until it is acknowledged, and is no damage to warn of."""
-    from spamnb.persistence.store import holds_lock
-
-    real = journal.path[:-len(SUFFIX)]
-    if holds_lock(real):   # this process is the writer: the tail is no append in progress
-        return False
-    lock_path = real + ".lock"
-    try:
-        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return False
-    try:
-        return not checks.try_lock(fd, exclusive=False)   # flock(LOCK_SH | LOCK_NB): held by a writer?
-    except OSError:
-        return False
-    finally:
-        os.close(fd)   # closing drops the shared lock taken
-
-
-def _warn_tail(journal, applied):
-    if _writer_active(journal):
-        return
-    _warn(f"{journal.path}: the last {journal.size - journal.end} bytes are incomplete or damaged "
-          f"(a learn interrupted before it was acknowledged?) and are ignored; "
-          f"the {applied} record{'s' if applied != 1 else ''} before them apply")
 
 
 # ---------------------------------------------------------------------------- writers
@@ -395,7 +279,7 @@ def append(journal, transactions):
         journal.size = journal.end
         return journal.end
     if journal.status == "ok":   # records that did not fit: start over only from a whole save
-        raise MustCompact()
+        raise errors.MustCompact()
     header = _header(journal.identity)
     head = header[40:48]
     records = b"".join(_record_bytes(head, i, p) for i, p in enumerate(transactions))

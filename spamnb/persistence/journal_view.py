@@ -1,5 +1,10 @@
-"""A model read in part whose journal is scored, not replayed: one message's
-tokens through the journal's learns, the model's arrays left unread.
+"""A model's journal as a load reads it (:func:`read`; :func:`replay`, called by
+``spamnb.persistence.codec``: the records applied, :func:`apply_records`, or
+scored without a replay), the read side of ``spamnb.persistence.journal``
+(whose docstring describes the file; it keeps the writers and a follower's
+reads, which a classify does not load); and a model read in part whose
+journal is scored, not replayed: one message's tokens through the journal's
+learns, the model's arrays left unread.
 
 ``spamnb classify`` of one message reads a model in part
 (``SpamFilter.load(mapped=True)``: the header and the small arrays; a
@@ -35,27 +40,161 @@ None), with the warnings the replay gives.
 """
 
 import math
+import os
+import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 from array import array
 
 from spamnb.bayes import arithmetic, checks, token_kernels
 from spamnb.persistence import deltas
+from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_SUFFIX as SUFFIX,
+                                      JOURNAL_VERSIONS as VERSIONS, Journal, journal_path)
 from spamnb.estimator.scoring import FileScorer
 
-__all__ = ["JournalView", "view", "learner"]
+__all__ = ["read", "replay", "apply_records", "JournalView", "view", "learner"]
 
 
+# ---------------------------------------------------------------------------- the journal read at load
+def _warn(message):
+    import warnings
+
+    from spamnb.errors import JournalWarning
+
+    warnings.warn(message, JournalWarning, stacklevel=3)
+
+
+def _read_bytes(path):
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        size = os.fstat(fd).st_size
+        chunks = []
+        while True:
+            chunk = os.read(fd, max(size + 1, 65536))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def read(model_path, identity):
+    """Read the journal of the model at ``model_path`` whose file is ``identity``
+    (``(length, checksum)``); never raises for what the journal holds."""
+    path = journal_path(model_path)
+    try:
+        data = _read_bytes(path)
+    except FileNotFoundError:
+        return Journal(path, identity)
+    except OSError as exc:
+        _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
+        return Journal(path, identity, "stale")
+    if len(data) < HEAD.size:
+        # a journal is created whole (renamed into place): a short one is not ours to extend
+        return Journal(path, identity, "stale", size=len(data))
+    magic, version, _r, length, checksum, _r2, head_sum = HEAD.unpack_from(data)
+    if magic != MAGIC or version not in VERSIONS or checks.checksum64(data[:40]) != head_sum:
+        _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
+        return Journal(path, identity, "stale", size=len(data))
+    if identity is None or (length, checksum) != tuple(identity):
+        return Journal(path, identity, "stale", size=len(data))
+    head = data[40:48]
+    view = memoryview(data)
+    spans, at = checks.journal_records(data, head, HEAD.size)   # each record's length, place and checksum
+    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head, version)
+
+
+def replay(spam_filter, model_path, header, arrays=None):
+    """Apply the journal of the model at ``model_path`` to ``spam_filter``, just
+    loaded from it (``header``, ``arrays``: what the store read; the arrays' writable
+    bytes, when given, are patched in place).  Returns
+    True when the model file read is no longer the one on disk and the
+    journal goes with the new one: the caller reads the model again.  Called
+    by :meth:`SpamFilter.load`; never raises for what the journal holds."""
+    identity = header.get("_identity")
+    journal = read(model_path, identity)
+    if not deltas.attach(spam_filter, model_path, identity, journal, arrays):
+        return True   # the model was replaced (a compaction) after it was read
+    if journal.status != "ok" or not journal.payloads:
+        if journal.damaged_tail:
+            _warn_tail(journal, 0)
+        return False
+    if spam_filter.unread_ is not None:   # read in part: its learns scored, not replayed, if they can be
+        pending = view(spam_filter, journal, apply_records)
+        if pending is not None:
+            pending.count_scores(spam_filter)
+            spam_filter.set_fitted(pending_journal_=pending)   # replayed by deltas.read_whole when needed
+            if journal.damaged_tail:
+                _warn_tail(journal, len(journal.payloads))
+            return False
+    deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
+    apply_records(spam_filter, journal)
+    return False
+
+
+def apply_records(spam_filter, journal, scores=True, tail=True):
+    """Apply ``journal``'s records to ``spam_filter`` (:func:`replay`; ``scores``
+    False: their held-out scores left out, counted already by a
+    ``spamnb.persistence.journal_view.JournalView``, ``tail`` False: a damaged tail
+    warned of already); a record that does not fit stops it, with a warning."""
+    deltas.lazy_ages(spam_filter)
+    ledger = deltas.ledger_for(spam_filter)
+    applied = 0
+    for payload in journal.payloads:
+        try:
+            deltas.apply(spam_filter, ledger, payload, scores=scores)
+        except (ValueError, IndexError, TypeError, struct.error, MemoryError) as exc:
+            _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
+                  f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
+            journal.end = None   # a writer must not append after it: it compacts what applied
+            break
+        applied += 1
+    if journal.damaged_tail and tail:
+        _warn_tail(journal, applied)
+    del journal.payloads[applied:]
+    if not len(ledger):
+        spam_filter.set_fitted(ledger_=None)   # as a model without a ledger loads
+
+
+def _writer_active(journal):
+    """True while a writer holds the model's lock: a tail it is appending
+    is incomplete until it is acknowledged, and is no damage to warn of."""
+    from spamnb.persistence.store import holds_lock
+
+    real = journal.path[:-len(SUFFIX)]
+    if holds_lock(real):   # this process is the writer: the tail is no append in progress
+        return False
+    lock_path = real + ".lock"
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        return not checks.try_lock(fd, exclusive=False)   # flock(LOCK_SH | LOCK_NB): held by a writer?
+    except OSError:
+        return False
+    finally:
+        os.close(fd)   # closing drops the shared lock taken
+
+
+def _warn_tail(journal, applied):
+    if _writer_active(journal):
+        return
+    _warn(f"{journal.path}: the last {journal.size - journal.end} bytes are incomplete or damaged "
+          f"(a learn interrupted before it was acknowledged?) and are ignored; "
+          f"the {applied} record{'s' if applied != 1 else ''} before them apply")
+
+
+# ---------------------------------------------------------------------------- its learns, scored without a replay
 class _Learn:
+    """One learn of a viewed journal: its class, token hashes (uint64 bytes, one an
+    occurrence), the vocabulary's size before it, its new tokens' number, UTF-8
+    lengths and text."""
+
     __slots__ = ("cls", "hashes", "n_before", "n_new", "lengths", "text")
 
     def __init__(self, cls, hashes, n_before, n_new, lengths, text):
         self.cls, self.hashes, self.n_before, self.n_new = cls, hashes, n_before, n_new
         self.lengths, self.text = lengths, text
-
-
-# the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
-_LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDGER_SIZE, deltas.HELD_OUT_RECORD.format,
-           deltas.PAIR_SCORES_RECORD.format, deltas.LEARN_SUMS_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD,
-           deltas.OP_REMOVE, deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES, deltas.OP_LEARN_SUMS)
 
 
 class _Recorded(_Learn):
@@ -85,40 +224,56 @@ class _Recorded(_Learn):
         return self.payload[text_at:text_at + n_text]
 
 
-def _parse(payloads, n_base):
-    """``(records, scores, journal)`` of the journal's transactions, read in one
-    compiled pass (``checks.journal_learns``): the learns' fields in their
-    records (``(payloads, fields)``, made learns by :func:`_recorded` when
-    first asked for), each transaction's held-out scores ``[(op, class, log-odds), ...]`` and
-    the learns' hashes, bounds, classes and sums (:meth:`JournalView._concatenated`);
-    None when a record is not what a view stands for (a forget, an unknown or
-    malformed operation, a learn that does not follow the vocabulary of
-    ``n_base`` tokens: the replay then decides)."""
-    parsed = checks.journal_learns(payloads, n_base, _LAYOUT)
-    if parsed is None:
-        return None
-    records, scores, hashes, bounds, classes, sums = parsed
-    for mine in scores:
-        for op, _cls, value in mine:
-            if op == deltas.OP_PAIR_SCORES and not deltas.pair_scores_fit(*value):
-                return None
-    return (payloads, records), scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
-                                         memoryview(sums).cast("d"))
-
-
 def _recorded(records):
     """The learns (:class:`_Recorded`) of :func:`_parse`'s ``records``: what a
     learner or a token's text asks for; a classify scores without them."""
-    payloads, fields = records
-    return [_Recorded(payloads[k], *rest) for k, *rest in fields]
+    payloads, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then _Recorded's
+    values = fields.tolist()
+    return [_Recorded(payloads[values[at]], *values[at + 1:at + 7]) for at in range(0, len(values), stride)]
+
+
+
+# the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
+_LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDGER_SIZE, deltas.HELD_OUT_RECORD.format,
+           deltas.PAIR_SCORES_RECORD.format, deltas.LEARN_SUMS_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD,
+           deltas.OP_REMOVE, deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES, deltas.OP_LEARN_SUMS)
+
+
+def _parse(payloads, n_base, base=None):
+    """``(records, scores, journal, pairs)`` of the journal's transactions, read
+    in one compiled pass (``checks.journal_learns``): the learns' fields in
+    their records (``(payloads, fields, fields a learn)``, made learns by
+    :func:`_recorded` when first asked for),
+    each transaction's held-out scores ``[(op, class, log-odds), ...]``, the
+    learns' hashes, bounds, classes, sums and places
+    (:meth:`JournalView._concatenated`; with ``base``, the journal's bytes
+    the payloads are views of, the hashes are read where they are, not
+    copied: a classify's memory is the journal's once) and whether any
+    transaction holds pair scores; None when a record is not what a view
+    stands for (a forget, an unknown or malformed operation, a learn that
+    does not follow the vocabulary of ``n_base`` tokens: the replay then decides)."""
+    parsed = checks.journal_learns(payloads, n_base, _LAYOUT, base)
+    if parsed is None:
+        return None
+    learns, scores, hashes, bounds, classes, sums = parsed
+    fields = memoryview(learns).cast("q")   # each learn's fields, as many a learn (checks.journal_learns)
+    records = (payloads, fields, len(fields) // len(classes) if classes else 0)
+    places = None
+    if base is not None:   # the third item: each learn's place in base (8-byte words)
+        hashes, places = base, memoryview(hashes).cast("q")
+    pairs = [value for mine in scores for op, _cls, value in mine if op == deltas.OP_PAIR_SCORES]   # one pass
+    if not all(deltas.pair_scores_fit(*value) for value in pairs):
+        return None
+    return records, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
+                             memoryview(sums).cast("d"), places), bool(pairs)
 
 
 def view(spam_filter, journal, apply_records):
     """A :class:`JournalView` of ``journal`` (read, "ok", with records) over
     ``spam_filter`` (loaded in part, its arrays unread, its counts held in
     place: ``deltas.in_place``), or None when the journal must be replayed.
-    ``apply_records``: ``spamnb.persistence.journal.apply_records``, which the
-    replay calls (handed in: the journal imports this module, not the reverse)."""
+    ``apply_records``: :func:`apply_records`, which the replay calls (a
+    learner's view hands in the one it replays with)."""
     vocab, counts, _ages = spam_filter.replayed()   # as loaded: nothing read whole (spam_filter.Folded)
     arrays, mapped = spam_filter.unread_, spam_filter.mapped_file_
     if (counts is None or vocab is None or arrays is None or mapped is None or not counts.in_place
@@ -128,17 +283,19 @@ def view(spam_filter, journal, apply_records):
     n_base = vocab.n_features
     if counts.n_features_ != n_base:
         return None
-    parsed = _parse(journal.payloads, n_base)
+    data = journal.payloads[0].obj   # the journal's bytes (read), to its last record
+    base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
+    parsed = _parse(journal.payloads, n_base, base)
     if parsed is None:
         return None
-    records, scores, concatenated = parsed
-    if any(op == deltas.OP_PAIR_SCORES for mine in scores for op, _cls, _v in mine):
+    records, scores, concatenated, pairs = parsed
+    if pairs:
         from spamnb.estimator.defaults import cutoffs_from
 
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
             return None
-    fields = records[1]
-    live = fields[-1][2] + fields[-1][3] if fields else n_base   # the last learn's features before, new tokens
+    _payloads, fields, stride = records
+    live = fields[2 - stride] + fields[3 - stride] if stride else n_base   # the last learn's features before, new tokens
     return JournalView(spam_filter, journal, None, scores, live, apply_records, concatenated, records)
 
 
@@ -200,7 +357,8 @@ class JournalView(FileScorer):
 
     @property
     def learns(self):
-        """The learns (:class:`_Learn`): the journal's, made from its records when first asked for."""
+        """The learns (:class:`_Learn`): the journal's, made from its records when first
+        asked for (a learner's, a token's text: a classify scores without them)."""
         if self._learns is None:
             self._learns = _recorded(self._records)
         return self._learns
@@ -210,7 +368,7 @@ class JournalView(FileScorer):
         self._learns, self._records = learns, None
 
     def _n_learns(self):
-        return len(self._learns) if self._learns is not None else len(self._records[1])
+        return len(self._learns) if self._learns is not None else len(self._journal[2])
 
     def class_count(self):
         """Messages learned per class, [ham, spam]: the file's and the journal's learns."""
@@ -332,7 +490,7 @@ class JournalView(FileScorer):
         """Each recorded occurrence's token id (distinct tokens numbered in the
         order they first occur in the journal) and the number of ids."""
         if self._ids is None:
-            hashes = self._concatenated()[0]
+            hashes = self._joined_hashes()
             n = len(hashes)
             size = 16
             while size < 2 * (n + 1):
@@ -345,18 +503,33 @@ class JournalView(FileScorer):
         return self._ids
 
     def _concatenated(self):
-        """``(hashes, bounds, classes, sums)`` of the journal's learns: their token
-        hashes one learn after the other (``array('Q')``), where each starts and
-        ends (``array('q')``), each one's class (bytes) and the sum and scale
-        its record keeps (float64, two a learn; NaN, NaN: none, it is counted)."""
+        """``(hashes, bounds, classes, sums, places)`` of the journal's learns: their
+        token hashes one learn after the other (``array('Q')``), where each
+        starts and ends (``array('q')``), each one's class (bytes), the sum and
+        scale its record keeps (float64, two a learn; NaN, NaN: none, it is
+        counted) and None; or, as the journal's read gave them (:func:`_parse`
+        with its bytes), ``hashes`` the journal's bytes (uint64) and ``places``
+        where each learn's hashes start in them (int64), ``bounds`` still
+        those of the hashes one learn after the other."""
         if self._journal is None:
             hashes, bounds = array("Q"), array("q", [0])
             for learn in self.learns:
                 hashes.frombytes(learn.hashes)
                 bounds.append(len(hashes))
             self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns),
-                             array("d", [math.nan]) * (2 * len(self.learns)))
+                             array("d", [math.nan]) * (2 * len(self.learns)), None)
         return self._journal
+
+    def _joined_hashes(self):
+        """The learns' token hashes one learn after the other (:meth:`_concatenated`'s,
+        copied out of the journal's bytes when read in place)."""
+        hashes, bounds, _classes, _sums, places = self._concatenated()
+        if places is None:
+            return hashes
+        joined = array("Q")
+        for place, start, stop in zip(places, bounds, bounds[1:]):
+            joined.frombytes(hashes[place:place + stop - start].cast("B"))
+        return joined
 
     def _gather(self, hashes):
         """``scoring.gather`` of ``hashes`` from the model file: the message's
@@ -391,11 +564,12 @@ class JournalView(FileScorer):
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
-        journal_hashes, bounds, classes, sums = self._concatenated()
+        journal_hashes, bounds, classes, sums, places = self._concatenated()
         # the file's tokens' logs merged in: the file's where no learn changed them
         totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
                                             journal_hashes, bounds, classes, wanted, where, self.transform,
-                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums)
+                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums,
+                                            places)
         log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
         out_logs = changed[:m]
         out_logs.extend(changed[w:w + m])

@@ -54,7 +54,7 @@ line of message).
 """
 
 import _struct as struct   # what struct.py re-exports: a cold classify does without loading struct.py
-import os
+import posix   # os's system calls, without os.py (its import loads _collections_abc: a tenth of a cold classify)
 import stat
 import sys
 import time
@@ -91,20 +91,62 @@ if sys.byteorder != "little":  # pragma: no cover - the arrays are stored little
 
 def spamnb_home():
     """The folder of the model and of the settings file: ``$SPAMNB_HOME``, or ``~/.spamnb``."""
-    return os.environ.get("SPAMNB_HOME") or os.path.join(os.path.expanduser("~"), ".spamnb")
+    home = _getenv("SPAMNB_HOME")
+    if home:
+        return home
+    home = _getenv("HOME")
+    if home is not None:   # os.path.expanduser("~"): HOME without its trailing slashes ("/" for none left)
+        return home.rstrip("/") + "/.spamnb"
+    import os   # no HOME: the password database's
+
+    return os.path.join(os.path.expanduser("~"), ".spamnb")
+
+
+def _getenv(name):
+    """``os.environ.get(name)``, without loading os.py when it is not loaded:
+    then nothing can have changed ``os.environ`` yet, and the process's
+    environment (``posix.environ``, bytes) is read as os.py would decode it."""
+    os = sys.modules.get("os")
+    if os is not None:
+        return os.environ.get(name)
+    value = posix.environ.get(name.encode(sys.getfilesystemencoding(), "surrogateescape"))
+    return None if value is None else value.decode(sys.getfilesystemencoding(), "surrogateescape")
+
+
+def in_home(name):
+    """``os.path.join(spamnb_home(), name)``: the file ``name`` of the model's folder."""
+    home = spamnb_home()
+    return home + name if home.endswith("/") else home + "/" + name
 
 
 def default_model_path():
     """``$SPAMNB_HOME/model.spamnb``, or ``~/.spamnb/model.spamnb``."""
-    return os.path.join(spamnb_home(), "model.spamnb")
+    return in_home("model.spamnb")
 
 
 def resolve(path):
-    """The model's real path: symbolic links followed, once, by every writer."""
-    return os.path.realpath(os.fspath(path))
+    """The model's real path: symbolic links followed, once, by every writer
+    (``os.path.realpath``).  A path that is its own real path already (absolute,
+    or under the working folder; no empty, ``.`` or ``..`` part; no part a
+    symbolic link: the same ``lstat`` of each part as realpath's) is returned
+    as it is, without loading os.py (a cold classify's journal path)."""
+    path = posix.fspath(path)
+    if isinstance(path, str):
+        try:
+            full = path if path.startswith("/") else posix.getcwd().rstrip("/") + "/" + path
+            parts = full.split("/")
+            if "" not in parts[1:] and "." not in parts and ".." not in parts and all(
+                    not stat.S_ISLNK(posix.lstat("/".join(parts[:i])).st_mode) for i in range(2, len(parts) + 1)):
+                return full
+        except (OSError, ValueError):
+            pass   # realpath decides
+    import os
+
+    return os.path.realpath(path)
 
 
 def _umask():
+    import os
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
@@ -118,10 +160,10 @@ def _umask():
 
 
 def stat_existing(path, shown):
-    """os.stat of the model file at ``path`` (resolved), None if there is none;
+    """The stat of the model file at ``path`` (resolved), None if there is none;
     ModelError for anything that is not a regular file."""
     try:
-        st = os.stat(path)
+        st = posix.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -151,6 +193,7 @@ def write_model(path, header, arrays, backup=None, order=None):
     time, to checksum it (a model written from its counts: each array made
     when the ones it no longer needs are gone, never the whole model in memory).
     """
+    import os
     shown = os.fspath(path)
     path = resolve(path)
     old = stat_existing(path, shown)
@@ -239,6 +282,7 @@ def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
     killed writers of ``path`` left (the folder listed); a journal started
     by a learn leaves that to the model's next save, which removes the
     journal's too (:func:`_remove_stale_temporaries`)."""
+    import os
     directory = os.path.dirname(path)
     # the writer's pid in the name lets a later save remove what a killed writer left
     fd, tmp = _new_temporary(directory, f".{os.path.basename(path)}.{os.getpid()}.")
@@ -269,6 +313,7 @@ def _new_temporary(directory, prefix):
     name; another name is tried) and mode 0600, open for reading and writing (a model
     written out of order is read back to checksum it: :func:`write_model`): what
     ``tempfile.mkstemp`` makes, without its import (a learn's cold path)."""
+    import os
     flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     for _ in range(100):
         path = os.path.join(directory or ".", prefix + os.urandom(8).hex() + ".tmp")
@@ -282,6 +327,7 @@ def _new_temporary(directory, prefix):
 def _same_owner(fd, old):
     """Give the new file the old one's owner and group, as far as allowed
     (the group alone when the owner cannot be given, e.g. not as root)."""
+    import os
     for uid in (old.st_uid, -1):
         try:
             os.fchown(fd, uid, old.st_gid)
@@ -301,6 +347,7 @@ def _keep_backup(path, backup):
     copy written into a file created with O_EXCL (never through a link).
     The rename that follows replaces ``backup`` itself, a symbolic link
     there included, never the file it points to."""
+    import os
     import secrets
 
     directory = os.path.dirname(backup) or "."
@@ -328,6 +375,7 @@ def _keep_backup(path, backup):
 def _copy_exclusive(path, directory, prefix):
     """A copy of the file at ``path`` in a new file (O_EXCL, so never a link) of
     ``directory``, with its mode; returns the copy's path."""
+    import os
     fd, tmp = _new_temporary(directory, prefix)
     try:
         source = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -355,6 +403,7 @@ def _copy_exclusive(path, directory, prefix):
 def _remove_quietly(path):
     """Remove a temporary file of our own that a failed write leaves; one
     already gone (or a folder that refuses) is no second error."""
+    import os
     try:
         os.unlink(path)
     except OSError:
@@ -366,6 +415,7 @@ def _remove_stale_temporaries(directory, name):
     process is gone), and those of its journal's (``NAME.journal``: a learn
     that starts a journal does not list the folder).  Best effort: any error
     leaves the file where it is."""
+    import os
     prefix = "." + name + "."
     journal = prefix + JOURNAL_SUFFIX[1:] + "."
     try:
@@ -403,6 +453,7 @@ def _file_checksum(fields, body_checksum):
 
 
 def _fsync_directory(directory):
+    import os
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -429,7 +480,7 @@ def read_model(path, max_size=None):
     ``"_identity"`` is the file's (length, checksum).  Raises ModelError.  A file that
     changed while it was read (rewritten in place) is read again.
     """
-    path = os.fspath(path)
+    path = posix.fspath(path)
     max_size = MAX_MODEL_SIZE if max_size is None else max_size
     for attempt in range(_READ_TRIES):
         try:
@@ -467,7 +518,9 @@ def map_model(path, max_size=None):
     a save; a learn appends to the journal without them,
     ``spamnb.model.learning``), in huge pages when this process holds the
     model's :func:`locked` (a writer: as :func:`read_model` reads); until
-    then their memory holds zeros, so nothing but ``fill`` may read them.  The whole-file checksum is not
+    then their memory holds zeros, so nothing but ``fill`` may read them.
+    The ledger's arrays (:data:`LEDGER`) are left unread too, until their
+    reader asks for them (``arrays.fill_unread(LEDGER)``).  The whole-file checksum is not
     checked: it would read every byte, the cost this reader exists to spare
     (``spamnb classify`` of one message); what a damaged array could do is
     bounded where it is read, and :func:`verify_file` checks the whole file
@@ -487,7 +540,7 @@ def map_model(path, max_size=None):
     changes while it is opened and checked is read again (a few times), as
     by :func:`read_model`.
     """
-    path = os.fspath(path)
+    path = posix.fspath(path)
     max_size = MAX_MODEL_SIZE if max_size is None else max_size
     for attempt in range(_READ_TRIES):
         try:
@@ -504,6 +557,10 @@ def map_model(path, max_size=None):
 # the large ones, which a scorer reads a message's entries of with pread.
 ON_DEMAND = frozenset({"keys", "values", "offsets", "strings", "feature_count", "log_count", "last_seen",
                        "pair_mixture"})
+# ... and the ledger of learned messages, which a classify never reads (257 KiB of digests on the
+# Enron-Spam model): read by ``arrays.fill_unread(LEDGER)`` where it is used (its readers: the filter's
+# ``ledger_``, a learn's look-up of a digest), in small pages whoever reads it.
+LEDGER = frozenset({"ledger_digests", "ledger_labels", "ledger_notes"})
 
 
 def _map_once(path, max_size):
@@ -512,12 +569,12 @@ def _map_once(path, max_size):
         signature = _signature(st)
         try:
             # the prefix and the header are read first; the arrays' bounds are checked against the size
-            prefix = os.pread(fd, _PREFIX.size, 0)
+            prefix = posix.pread(fd, _PREFIX.size, 0)
             if len(prefix) < _PREFIX.size:   # cut short since it was checked
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(prefix)} bytes)")
             header_length = _PREFIX.unpack(prefix)[3]
             wanted = _PREFIX.size + min(header_length, size - _PREFIX.size)
-            head = os.pread(fd, wanted, 0)
+            head = posix.pread(fd, wanted, 0)
             if len(head) < wanted:   # cut short since the prefix was read
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
             # small pages until the large arrays are read (fill): a learn writes a few pages of it (the
@@ -526,17 +583,17 @@ def _map_once(path, max_size):
             # pages, as read_model's
             memory = _private_memory(size, huge=False)
             header, arrays = _parse(path, memory, size, verify=False, head=head)
-            if holds_lock(resolve(path)):
+            if _HELD and holds_lock(resolve(path)):   # (resolve: only when this process holds a lock)
                 arrays.huge_later = memory
         except ModelError as exc:
             exc.signature = signature
             raise
-        file = os.fdopen(os.dup(fd), "rb", buffering=0)   # kept open: the file read, whatever the path becomes
+        file = open(posix.dup(fd), "rb", buffering=0)   # kept open: the file read, whatever the path becomes
     arrays.file = file
     arrays.path, arrays.signature = path, signature
-    arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND)
-    try:   # the small ones now (the ledger, the held-out scores); the large ones when something needs them
-        arrays.fill(set(arrays.offsets) - ON_DEMAND)
+    arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND or name in LEDGER)
+    try:   # the small ones now (the held-out scores, ...); the large ones and the ledger when something needs them
+        arrays.fill(set(arrays.offsets) - ON_DEMAND - LEDGER)
     except ModelError as exc:
         file.close()
         exc.signature = signature
@@ -557,7 +614,7 @@ def _signature(st):
 
 def _changed(path, before):
     try:
-        return _signature(os.stat(path)) != before
+        return _signature(posix.stat(path)) != before
     except OSError:
         return True
 
@@ -588,7 +645,7 @@ def _check_prefix(path, fd, size):
     """Refuse (ModelError) a file whose first bytes are not a model's prefix
     stating its length: read before the whole file is (a sparse file of
     zeros, a file of another kind, is refused at once)."""
-    prefix = os.pread(fd, _PREFIX.size, 0)
+    prefix = posix.pread(fd, _PREFIX.size, 0)
     if len(prefix) < _PREFIX.size:
         raise ModelError(f"{path}: not a spamnb model (too short: {len(prefix)} bytes)")
     _check_fields(path, _PREFIX.unpack(prefix), size)
@@ -608,7 +665,7 @@ def _check_fields(path, fields, size):
 
 
 class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size) as (fd, st)
-    """``(fd, os.stat)`` of the model file at ``path``, opened without
+    """``(fd, posix.stat)`` of the model file at ``path``, opened without
     blocking (a FIFO never waits for a writer) and closed on leaving, once its
     type, its size (at most ``max_size``) and its 40-byte prefix are checked;
     every failure, there or in the block, as ModelError (a refused prefix
@@ -624,8 +681,8 @@ class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size
     def __enter__(self):
         path, max_size = self.path, self.max_size
         try:
-            fd = self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-            st = os.fstat(fd)
+            fd = self.fd = posix.open(path, posix.O_RDONLY | posix.O_NONBLOCK | getattr(posix, "O_CLOEXEC", 0))
+            st = posix.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
                 raise IsADirectoryError
             if not stat.S_ISREG(st.st_mode):
@@ -649,7 +706,7 @@ class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size
     def __exit__(self, kind, exc, traceback):
         if self.fd is not None:
             fd, self.fd = self.fd, None
-            os.close(fd)
+            posix.close(fd)
         if kind is not None and issubclass(kind, OSError):
             raise _open_error(self.path, exc) from None
 
@@ -674,7 +731,7 @@ def _read_whole(path, max_size=MAX_MODEL_SIZE):
         view = _private_memory(size)
         done = 0
         while done < size:
-            n = os.readv(fd, [view[done:]])
+            n = posix.readv(fd, [view[done:]])
             if n == 0:  # shrank since fstat (rewritten in place): what was read fails the checks
                 break
             done += n
@@ -810,16 +867,22 @@ class _Arrays(dict):
             for name in sorted(todo, key=self.offsets.get):
                 target, at, done = self.writable[name], self.offsets[name], 0
                 while done < len(target):
-                    n = os.preadv(fd, [target[done:]], at + done)
+                    n = posix.preadv(fd, [target[done:]], at + done)
                     if n <= 0:
                         raise ModelError(f"{self.path}: the model file was cut short while in use; read it again")
                     done += n
             self._check_unchanged(fd)
             self.unread -= todo
 
+    def fill_unread(self, names):
+        """:meth:`fill` of those of ``names`` not read yet (none: nothing done)."""
+        todo = self.unread & set(names)
+        if todo:
+            self.fill(todo)
+
     def _check_unchanged(self, fd):
         try:
-            now = _signature(os.fstat(fd))
+            now = _signature(posix.fstat(fd))
         except OSError as exc:
             raise ModelError(f"{self.path}: cannot read the model: {exc.strerror or exc}") from None
         if now != self.signature:
@@ -834,13 +897,13 @@ class _Arrays(dict):
         if not 0 <= index < n:
             raise IndexError(f"feature index {index} out of range for {n} features")
         fd = self.file.fileno()
-        ends = os.pread(fd, 16, self.offsets["offsets"] + 8 * index)
+        ends = posix.pread(fd, 16, self.offsets["offsets"] + 8 * index)
         if len(ends) != 16:
             raise ModelError(f"{self.path}: the model file was cut short while in use")
         start, end = struct.unpack("<QQ", ends)
         if not start <= end <= len(self["strings"]):
             raise ValueError(f"{self.path}: token string offsets are out of range")
-        text = os.pread(fd, end - start, self.offsets["strings"] + start) if end > start else b""
+        text = posix.pread(fd, end - start, self.offsets["strings"] + start) if end > start else b""
         if len(text) != end - start:
             raise ModelError(f"{self.path}: the model file was cut short while in use")
         return text.decode("utf-8", "surrogatepass")
@@ -874,6 +937,8 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         self.path, self.wait, self.fd, self.real = path, wait, None, None
 
     def __enter__(self):
+        import os
+
         path = self.path
         wait = DEFAULT_WAIT if self.wait is None else float(self.wait)
         shown = os.fspath(path)
@@ -919,6 +984,8 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         return real
 
     def __exit__(self, *exc):
+        import os
+
         fd, self.fd = self.fd, None
         try:
             _HELD.discard(self.real)
@@ -929,9 +996,14 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
 
 
 # ---------------------------------------------------------------------------- the journal beside the model
-# (spamnb.persistence.journal reads and writes it; what a load of a model without one needs is here, so that
-# the load does not import that module)
+# (spamnb.persistence.journal writes it, spamnb.persistence.journal_view reads it; what a load of a model
+# without one needs is here, so that the load imports neither, and the file's layout both share)
 JOURNAL_SUFFIX = ".journal"
+JOURNAL_MAGIC = b"SPAMNB\x00J"
+JOURNAL_VERSION = 2
+JOURNAL_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (deltas.without_sums)
+JOURNAL_HEAD = struct.Struct("<8sIIQQQQ")   # magic, version, reserved, model length, model checksum, reserved, checksum
+JOURNAL_RECORD = struct.Struct("<IIQ")      # a record's payload length, sequence number, checksum
 
 
 def journal_path(model_path):
@@ -959,15 +1031,15 @@ class Journal:
 def model_identity(path):
     """(length, checksum) of the model file at ``path`` now, or None."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = posix.open(path, posix.O_RDONLY | posix.O_NONBLOCK | getattr(posix, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
-        raw = os.pread(fd, _PREFIX.size, 0)
+        raw = posix.pread(fd, _PREFIX.size, 0)
     except OSError:
         return None
     finally:
-        os.close(fd)
+        posix.close(fd)
     if len(raw) < _PREFIX.size:
         return None
     fields = _PREFIX.unpack(raw)

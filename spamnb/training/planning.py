@@ -493,7 +493,7 @@ def count_partition_spilled(specs, pieces, strict=False, n_folds=0):
     # partition counted as -j 1 counts one (every variant of a message in one compiled call over one hash
     # index): its one item of the tree is its rows, the counts of each variant counted alone, bit for bit
     counts = count_variants(specs, [messages()], n_folds=max(int(n_folds), 1), group=False, fold_spills=spills,
-                            fan_in=DEFAULT_FAN_IN)
+                            fan_in=DEFAULT_FAN_IN, keep_strings=True)   # sent whole: no file of strings
     return counts, [s.arrays() for s in spills], report, keys, names
 
 
@@ -516,8 +516,10 @@ class _VariantMerge:
 
         from spamnb.bayes.merging import MergeTable, RowLevels
         from spamnb.estimator.calibrate import FoldSpill
+        from spamnb.estimator.counting import StringSpill
 
         self.table, self.tree = MergeTable(0, rows=False), RowLevels(fan_in)
+        self.strings = StringSpill()   # the tokens' strings written out a partition at a time, as -j 1 writes them
         self.class_count = np.zeros(2)
         self.digests, self.labels = bytearray(), bytearray()
         self.spill = FoldSpill(n_folds) if n_folds else None
@@ -529,6 +531,7 @@ class _VariantMerge:
         self.table.add(np.ascontiguousarray(counts.hashes, dtype=np.uint64),
                        np.ascontiguousarray(counts.offsets, dtype=np.uint64), counts.strings, None, None,
                        np.ascontiguousarray(counts.last_seen, dtype=np.int32), None, None, index)
+        self.strings.append(*self.table.take_strings())
         rows = np.ascontiguousarray(counts.dense[:2], dtype=np.float64)
         self.tree.add(index, rows[0], rows[1], self.table.n)
         self.class_count += counts.class_count[:2]
@@ -554,6 +557,8 @@ class _VariantMerge:
         table, self.table = self.table, None
         n = table.n
         hashes, offsets, blob = table.take_tokens()
+        self.strings.append(blob, offsets)   # none: taken after each partition
+        del offsets, blob
         _rows, days = table.take_rows()
         del table, _rows
         tree, self.tree = self.tree, None
@@ -561,13 +566,16 @@ class _VariantMerge:
         del tree
         digests, labels = (None, None) if self.digests is None else (bytes(self.digests), bytes(self.labels))
         self.digests = self.labels = None
-        return Counts(np.frombuffer(hashes, dtype=np.uint64), np.frombuffer(offsets, dtype=np.uint64),
-                      memoryview(blob).toreadonly(), self.class_count.copy(), dense,
-                      np.frombuffer(days, dtype=np.int32), digests=digests, labels=labels)
+        strings, self.strings = self.strings, None
+        return Counts(np.frombuffer(hashes, dtype=np.uint64), None, None, self.class_count.copy(), dense,
+                      np.frombuffer(days, dtype=np.int32), digests=digests, labels=labels, spilled=strings)
 
     def close(self):
         if self.spill is not None:
             self.spill.close()
+        if self.strings is not None:
+            self.strings.close()
+            self.strings = None
 
 
 def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size=DEFAULT_PARTITION_SIZE,
