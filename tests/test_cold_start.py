@@ -274,6 +274,22 @@ def test_a_cold_classify_loads_no_os(model, tmp_path):
     assert not {"os", "_collections_abc", "posixpath", "genericpath"} & modules
 
 
+# A learn calls the system through posix too: the lock, the journal's first write (a temporary file renamed
+# into place, the folder fsynced) and an append to it (issue 48: a learn within 1.1x a classify).
+def test_a_cold_learn_loads_no_os(model, tmp_path):
+    journal = tmp_path / "model.spamnb.journal"
+    for k, label in enumerate(("--spam", "--ham")):   # the journal's first write, then an append to it
+        before = journal.stat().st_size if k else 0
+        proc, modules = _bare_run(model, tmp_path, ["learn", label, "-q"],
+                                  PLAIN.read_bytes() + f"\nnot learned before {k}\n".encode())
+        assert proc.returncode == 0 and "spamnb.persistence.journal" in modules, proc.stderr[-300:]
+        assert journal.stat().st_size > before
+        assert not {"os", "posixpath", "genericpath"} & modules, (k, sorted(modules))
+        # _collections_abc only through the cutoffs refitted on the learns' held-out scores (calibrate's namedtuple)
+        assert "spamnb.estimator.calibrate" in modules or "_collections_abc" not in modules, (k, sorted(modules))
+    assert "spamnb.persistence.journal_view" in modules   # the append: the journal of the first learn read
+
+
 def test_array_is_a_mutable_sequence_once_collections_abc_is_loaded(model, tmp_path):
     code = ("import sys; from spamnb.cli.main import entry; import array; "
             "before = '_collections_abc' in sys.modules; code = entry(); "

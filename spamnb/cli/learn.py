@@ -1,12 +1,19 @@
 """``spamnb learn`` and ``spamnb forget``: through the ledger of learned
 messages, under the model's lock."""
 
-import os
-
+import stat
 import sys
 
 from spamnb.cli.common import CommandError, SkippedError, UsageError, messages_of, model_path, settings_of
 from spamnb.cli.exitcodes import EXIT_OK
+
+
+def _is_file(path):
+    """``os.path.isfile(path)``, without os.py (a cold learn or forget never loads it)."""
+    from spamnb.model import stat_or_none
+
+    st = stat_or_none(path)
+    return st is not None and stat.S_ISREG(st.st_mode)
 
 
 def _update_model(args, forget):
@@ -24,7 +31,7 @@ def _update_model(args, forget):
         raise UsageError(f"spamnb {args.command}: give --spam or --ham")
     if settings.shared:
         return _send_lessons(args, settings, path, is_spam, forget)
-    if forget and not os.path.isfile(path):
+    if forget and not _is_file(path):
         SpamFilter.load(path)  # no model: say so before creating a lock beside it
     from spamnb.mail.checked import display_name, looks_like_mail   # not the reader of folders: stdin's one message
 

@@ -52,7 +52,6 @@ and 1.3x the memory.
 from __future__ import annotations
 
 import math
-import os
 from array import array
 from collections import namedtuple
 
@@ -317,6 +316,7 @@ class FoldModels:
     def save(self, folder):
         """Write the arrays to ``folder`` (one ``.npy`` each, for :meth:`load`); returns ``folder``."""
         import json
+        import os   # not at the top: a learn that refits the cutoffs loads no os.py
 
         import numpy as np
 
@@ -331,6 +331,7 @@ class FoldModels:
         """The models :meth:`save` wrote, memory-mapped (the processes that load
         them share the pages)."""
         import json
+        import os   # not at the top: a learn that refits the cutoffs loads no os.py
 
         import numpy as np
 
@@ -478,6 +479,7 @@ def _write_folds(folder, layout, folds, transform, length, between=None):
     :meth:`FoldModels.save` writes them (``.npy`` files of the arrays back
     to back), appending each fold's arrays as it comes."""
     import json
+    import os   # not at the top: a learn that refits the cutoffs loads no os.py
 
     import numpy as np
 
@@ -559,6 +561,7 @@ def _read_whole(f):
     """The bytes of the open file ``f`` (flushed), read from its start by
     ``pread``: its offset, shared with a process forked from this one that
     reads it too, is neither used nor moved (a seek and read elsewhere)."""
+    import os   # not at the top: a learn that refits the cutoffs loads no os.py
     fd = f.fileno()
     if not hasattr(os, "pread"):
         f.seek(0)

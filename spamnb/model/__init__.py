@@ -86,6 +86,7 @@ _EXPORTS = {
     "replace_file": ("spamnb.persistence.store", "replace_file"),
     "resolve": ("spamnb.persistence.store", "resolve"),
     "stat_existing": ("spamnb.persistence.store", "stat_existing"),
+    "stat_or_none": ("spamnb.persistence.store", "stat_or_none"),
     "JOURNAL_SUFFIX": ("spamnb.persistence.journal", "SUFFIX"),
     "compact_at": ("spamnb.persistence.journal", "compact_at"),
     "journal_path": ("spamnb.persistence.journal", "journal_path"),

@@ -4,7 +4,7 @@ records appended to the journal (:mod:`spamnb.persistence.journal`), or as a who
 model when the change cannot be journaled or the journal has grown past its
 size.  ``spamnb learn``/``forget`` and the server's TELL use it."""
 
-import os
+import posix   # os's calls without os.py (a cold learn never loads it: spamnb.persistence.store)
 import sys
 from array import array
 
@@ -13,7 +13,7 @@ from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
 from spamnb.persistence.journal import append, compact, compact_at
-from spamnb.persistence.store import LEDGER
+from spamnb.persistence.store import LEDGER, stat_or_none
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
 
@@ -352,7 +352,7 @@ class Session:
         if self.compact_limit is not None:
             return self.compact_limit
         try:
-            model_size = os.path.getsize(self.path)
+            model_size = posix.stat(self.path).st_size   # os.path.getsize
         except OSError:
             model_size = 0
         return compact_at(model_size)
@@ -457,7 +457,7 @@ class Session:
         except errors.MustCompact:
             return self.compact()
         try:
-            model_size = os.path.getsize(self.path)
+            model_size = posix.stat(self.path).st_size   # os.path.getsize
         except OSError:
             model_size = 0
         if written > (compact_at(model_size) if self.compact_limit is None else self.compact_limit):
@@ -491,13 +491,13 @@ class _SessionContext:
         self._lock = locked(self.shown, wait=self.wait)
         real = self._lock.__enter__()
         try:
-            exists = os.path.exists(real)
+            exists = stat_or_none(real) is not None   # os.path.exists
             entry = self.kept.take(real) if self.kept is not None and exists else None
             if entry is not None:
                 spam_filter = entry[1]
             elif exists or not self.create:
                 spam_filter = SpamFilter.load(real, mapped=self.mapped)
-            elif self.seed_path and os.path.exists(self.seed_path):
+            elif self.seed_path and stat_or_none(self.seed_path) is not None:
                 spam_filter = SpamFilter.load(self.seed_path)
                 spam_filter.set_fitted(journal_=None)
             else:

@@ -71,7 +71,7 @@ failure to read or apply it is a warning, and the model is used as far as
 the journal could be applied.
 """
 
-import os
+import posix   # os's calls without os.py (a cold learn never loads it: spamnb.persistence.store)
 import stat
 import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 
@@ -105,7 +105,7 @@ def signature(model_path):
     """(inode, size, mtime) of the model's journal, or None: a loaded model is
     out of date when this changed (``spamnb serve``'s model cache)."""
     try:
-        st = os.stat(journal_path(model_path))
+        st = posix.stat(journal_path(model_path))
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -174,26 +174,26 @@ def follow(spam_filter, ledger=None):
         last = bytes(last) + b"\0" * _pad(len(last))   # as written (a writer keeps its payloads unpadded)
     at = (journal.end - RECORD.size - len(last)) if last is not None else (HEAD.size if known else 0)
     try:
-        fd = os.open(journal.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd = posix.open(journal.path, posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return 0 if not known else None
     except OSError:
         return None
     try:
-        size = os.fstat(fd).st_size
+        size = posix.fstat(fd).st_size
         if size < journal.end or size < HEAD.size:
             return None
-        head = os.pread(fd, HEAD.size, 0)
+        head = posix.pread(fd, HEAD.size, 0)
         data = bytearray()
         while at + len(data) < size:
-            chunk = os.pread(fd, size - at - len(data), at + len(data))
+            chunk = posix.pread(fd, size - at - len(data), at + len(data))
             if not chunk:
                 break
             data += chunk
     except OSError:
         return None
     finally:
-        os.close(fd)
+        posix.close(fd)
     version = journal.version if known else int.from_bytes(head[8:12], "little")   # a journal new since: either
     if version not in VERSIONS or head != _header(journal.identity, version):
         return None
@@ -254,26 +254,26 @@ def append(journal, transactions):
         first = len(journal.payloads)
         records = b"".join(_record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
         # never through a link planted at the journal's name (it is renamed into place, never a link)
-        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = posix.open(path, posix.O_WRONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
         try:
-            st = os.fstat(fd)
+            st = posix.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise OSError(f"{path}: the model's journal is not a regular file")
             if st.st_size != journal.end:
-                os.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
+                posix.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
             done = 0
             try:
                 while done < len(records):
-                    done += os.pwrite(fd, records[done:], journal.end + done)
-                os.fsync(fd)
+                    done += posix.pwrite(fd, records[done:], journal.end + done)
+                posix.fsync(fd)
             except BaseException:   # not acknowledged: take it back (best effort), readers must not see it
                 try:
-                    os.ftruncate(fd, journal.end)
+                    posix.ftruncate(fd, journal.end)
                 except OSError:
                     pass
                 raise
         finally:
-            os.close(fd)
+            posix.close(fd)
         journal.payloads.extend(transactions)
         journal.end += len(records)
         journal.size = journal.end
@@ -285,7 +285,7 @@ def append(journal, transactions):
     records = b"".join(_record_bytes(head, i, p) for i, p in enumerate(transactions))
     model = journal.path[:-len(SUFFIX)]
     try:
-        old = os.stat(model)
+        old = posix.stat(model)
     except OSError:
         old = None
     # the folder is not listed for killed writers' temporaries: the model's next save removes them
@@ -313,7 +313,7 @@ def save_whole(spam_filter, real, backup=None):
     loading the backup gives the model replaced with its learns."""
     spam_filter.save(real, backup=backup)
     if backup is not None:
-        _keep_with_backup(real, os.fspath(backup))
+        _keep_with_backup(real, posix.fspath(backup))
     discard(real)
 
 
@@ -323,13 +323,13 @@ def _keep_with_backup(real, backup):
     older backup's journal there when the model had none."""
     source, target = real + SUFFIX, backup + SUFFIX
     try:
-        if stat.S_ISREG(os.lstat(source).st_mode):
-            os.replace(source, target)
+        if stat.S_ISREG(posix.lstat(source).st_mode):
+            posix.replace(source, target)
             return
     except OSError:
         pass
     try:
-        os.unlink(target)
+        posix.unlink(target)
     except OSError:
         pass
 
@@ -339,6 +339,6 @@ def discard(model_path):
     saved whole: the journal is stale, and was read into the save when the
     model was loaded under the lock).  Best effort."""
     try:
-        os.unlink(journal_path(model_path))
+        posix.unlink(journal_path(model_path))
     except OSError:
         pass

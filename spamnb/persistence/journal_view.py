@@ -40,7 +40,7 @@ None), with the warnings the replay gives.
 """
 
 import math
-import os
+import posix   # os's calls without os.py (a classify or learn through the journal never loads it)
 import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 from array import array
 
@@ -63,17 +63,17 @@ def _warn(message):
 
 
 def _read_bytes(path):
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = posix.open(path, posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0))
     try:
-        size = os.fstat(fd).st_size
+        size = posix.fstat(fd).st_size
         chunks = []
         while True:
-            chunk = os.read(fd, max(size + 1, 65536))
+            chunk = posix.read(fd, max(size + 1, 65536))
             if not chunk:
                 return b"".join(chunks)
             chunks.append(chunk)
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def read(model_path, identity):
@@ -164,8 +164,8 @@ def _writer_active(journal):
         return False
     lock_path = real + ".lock"
     try:
-        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
+        fd = posix.open(lock_path, posix.O_RDONLY | posix.O_NONBLOCK | getattr(posix, "O_NOFOLLOW", 0)
+                        | getattr(posix, "O_CLOEXEC", 0))
     except OSError:
         return False
     try:
@@ -173,7 +173,7 @@ def _writer_active(journal):
     except OSError:
         return False
     finally:
-        os.close(fd)   # closing drops the shared lock taken
+        posix.close(fd)   # closing drops the shared lock taken
 
 
 def _warn_tail(journal, applied):

@@ -146,7 +146,6 @@ def resolve(path):
 
 
 def _umask():
-    import os
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
@@ -154,9 +153,18 @@ def _umask():
                     return int(line.split()[1], 8)
     except (OSError, ValueError, IndexError):
         pass
-    mask = os.umask(0o022)  # no /proc: read it the only other way (not thread-safe)
-    os.umask(mask)
+    mask = posix.umask(0o022)  # no /proc: read it the only other way (not thread-safe)
+    posix.umask(mask)
     return mask
+
+
+def stat_or_none(path):
+    """``posix.stat(path)``, None when there is nothing to stat (``os.path.exists``'s
+    test: any OSError or ValueError), without os.py."""
+    try:
+        return posix.stat(path)
+    except (OSError, ValueError):
+        return None
 
 
 def stat_existing(path, shown):
@@ -281,30 +289,52 @@ def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
     :func:`write_model`.  ``tidy``: then remove the temporary files that
     killed writers of ``path`` left (the folder listed); a journal started
     by a learn leaves that to the model's next save, which removes the
-    journal's too (:func:`_remove_stale_temporaries`)."""
-    import os
-    directory = os.path.dirname(path)
+    journal's too (:func:`_remove_stale_temporaries`).  The system is called
+    through posix, not os (a learn's cold path loads no os.py)."""
+    directory = _dirname(path)
     # the writer's pid in the name lets a later save remove what a killed writer left
-    fd, tmp = _new_temporary(directory, f".{os.path.basename(path)}.{os.getpid()}.")
+    fd, tmp = _new_temporary(directory, f".{_basename(path)}.{posix.getpid()}.")
     try:
-        with os.fdopen(fd, "wb", buffering=1 << 16) as f:
+        with open(fd, "wb", buffering=1 << 16) as f:   # os.fdopen's io.open
             if old is not None:
                 _same_owner(f.fileno(), old)
-                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+                posix.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
             else:
-                os.fchmod(f.fileno(), (0o666 & ~_umask()) if mode is None else mode)
+                posix.fchmod(f.fileno(), (0o666 & ~_umask()) if mode is None else mode)
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            posix.fsync(f.fileno())
         if backup is not None and old is not None:
-            _keep_backup(path, os.fspath(backup))
-        os.replace(tmp, path)
+            _keep_backup(path, posix.fspath(backup))
+        posix.replace(tmp, path)
     except BaseException:
         _remove_quietly(tmp)
         raise
     _fsync_directory(directory)
     if tidy:
-        _remove_stale_temporaries(directory, os.path.basename(path))
+        _remove_stale_temporaries(directory, _basename(path))
+
+
+def _dirname(path):
+    """``os.path.dirname(path)`` (posixpath's), without os.py."""
+    sep = b"/" if isinstance(path, bytes) else "/"
+    head = path[:path.rfind(sep) + 1]
+    if head and head != sep * len(head):
+        head = head.rstrip(sep)
+    return head
+
+
+def _basename(path):
+    """``os.path.basename(path)`` (posixpath's), without os.py."""
+    return path[path.rfind(b"/" if isinstance(path, bytes) else "/") + 1:]
+
+
+def _join(directory, name):
+    """``os.path.join(directory, name)`` of two parts (posixpath's), without os.py."""
+    sep = b"/" if isinstance(name, bytes) else "/"
+    if name.startswith(sep):
+        return name
+    return directory + name if not directory or directory.endswith(sep) else directory + sep + name
 
 
 def _new_temporary(directory, prefix):
@@ -313,12 +343,12 @@ def _new_temporary(directory, prefix):
     name; another name is tried) and mode 0600, open for reading and writing (a model
     written out of order is read back to checksum it: :func:`write_model`): what
     ``tempfile.mkstemp`` makes, without its import (a learn's cold path)."""
-    import os
-    flags = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    flags = (posix.O_RDWR | posix.O_CREAT | posix.O_EXCL | getattr(posix, "O_NOFOLLOW", 0)
+             | getattr(posix, "O_CLOEXEC", 0))
     for _ in range(100):
-        path = os.path.join(directory or ".", prefix + os.urandom(8).hex() + ".tmp")
+        path = _join(directory or ".", prefix + posix.urandom(8).hex() + ".tmp")
         try:
-            return os.open(path, flags, 0o600), path
+            return posix.open(path, flags, 0o600), path
         except FileExistsError:
             continue
     raise FileExistsError(f"{directory}: no free name for a temporary file")
@@ -327,10 +357,9 @@ def _new_temporary(directory, prefix):
 def _same_owner(fd, old):
     """Give the new file the old one's owner and group, as far as allowed
     (the group alone when the owner cannot be given, e.g. not as root)."""
-    import os
     for uid in (old.st_uid, -1):
         try:
-            os.fchown(fd, uid, old.st_gid)
+            posix.fchown(fd, uid, old.st_gid)
             return
         except OSError:
             continue
@@ -403,9 +432,8 @@ def _copy_exclusive(path, directory, prefix):
 def _remove_quietly(path):
     """Remove a temporary file of our own that a failed write leaves; one
     already gone (or a folder that refuses) is no second error."""
-    import os
     try:
-        os.unlink(path)
+        posix.unlink(path)
     except OSError:
         pass
 
@@ -453,17 +481,16 @@ def _file_checksum(fields, body_checksum):
 
 
 def _fsync_directory(directory):
-    import os
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = posix.open(directory, posix.O_RDONLY)
     except OSError:
         return
     try:
-        os.fsync(fd)
+        posix.fsync(fd)
     except OSError:
         pass
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def read_model(path, max_size=None):
@@ -937,61 +964,64 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         self.path, self.wait, self.fd, self.real = path, wait, None, None
 
     def __enter__(self):
-        import os
-
         path = self.path
         wait = DEFAULT_WAIT if self.wait is None else float(self.wait)
-        shown = os.fspath(path)
+        shown = posix.fspath(path)
         real = resolve(path)
         old = stat_existing(real, shown)
         lock_path = real + ".lock"
-        folder = os.path.dirname(lock_path)
-        if not os.path.isdir(folder):   # a model's first save into a new folder (else one stat: no mkdir, no error)
+        folder = _dirname(lock_path)
+        try:   # os.path.isdir: a model's first save into a new folder (else one stat: no mkdir, no error)
+            is_dir = stat.S_ISDIR(posix.stat(folder).st_mode)
+        except (OSError, ValueError):
+            is_dir = False
+        if not is_dir:
+            import os
+
             os.makedirs(folder, exist_ok=True)
         # the owner reads and writes the lock whatever the model's mode (a model of mode 000 gave its lock 000:
         # the owner's next write could not open it); the group and others get the model's read and write bits
         mode = (stat.S_IMODE(old.st_mode) & 0o066) | 0o600 if old is not None else 0o666
-        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        flags = (posix.O_RDWR | posix.O_CREAT | posix.O_NONBLOCK | getattr(posix, "O_NOFOLLOW", 0)
+                 | getattr(posix, "O_CLOEXEC", 0))
         try:
-            fd = os.open(lock_path, flags, mode)
+            fd = posix.open(lock_path, flags, mode)
         except OSError as exc:
             raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
         try:
-            st = os.fstat(fd)
+            st = posix.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise ModelError(f"{lock_path}: the model's lock is not a regular file")
             if st.st_nlink != 1:   # a hard link planted there: writing the pid would truncate another file
                 raise ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
-            if st.st_uid == os.geteuid() and st.st_mode & 0o600 != 0o600:   # left without them (an older spamnb,
-                os.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
+            if st.st_uid == posix.geteuid() and st.st_mode & 0o600 != 0o600:   # left without them (an older spamnb,
+                posix.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
             deadline = time.monotonic() + wait
             while True:
                 if checks.try_lock(fd):   # flock(LOCK_EX | LOCK_NB), compiled: no fcntl module to load
                     break
                 if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+                    holder = posix.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
                     raise LockTimeout(f"{shown}: the model is locked by process {holder} "
                                       f"(waited {wait:g} s; see --wait)") from None
                 time.sleep(0.02)
-            if os.fstat(fd).st_size:   # a holder's pid left (it was killed): emptied first; an empty lock is
-                os.ftruncate(fd, 0)     # not truncated again (each truncation changes its times on disk)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            if posix.fstat(fd).st_size:   # a holder's pid left (it was killed): emptied first; an empty lock is
+                posix.ftruncate(fd, 0)     # not truncated again (each truncation changes its times on disk)
+            posix.pwrite(fd, f"{posix.getpid()}\n".encode(), 0)
         except BaseException:
-            os.close(fd)
+            posix.close(fd)
             raise
         self.fd, self.real = fd, real
         _HELD.add(real)
         return real
 
     def __exit__(self, *exc):
-        import os
-
         fd, self.fd = self.fd, None
         try:
             _HELD.discard(self.real)
-            os.ftruncate(fd, 0)
+            posix.ftruncate(fd, 0)
         finally:
-            os.close(fd)
+            posix.close(fd)
         return False
 
 
