@@ -131,23 +131,16 @@ def _flat_toml(raw):
     return values
 
 
-def _exists(path):
-    """``os.path.exists(path)``."""
-    try:
-        posix.stat(path)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
 def load_settings(path=None, overrides=None):
     """The settings: the file at ``path`` (or the default one, when it exists),
     then ``overrides`` (a dict of the values given on the command line; None
     values are not given).  Raises SettingsError with a one-line reason."""
+    from spamnb.persistence.store import stat_or_none   # os.path.exists without os.py
+
     explicit = path is not None
     path = default_settings_path() if path is None else posix.fspath(path)
     values = {}
-    if explicit or _exists(path):
+    if explicit or stat_or_none(path) is not None:
         try:
             with open(path, "rb") as f:
                 raw = f.read(1 << 20)

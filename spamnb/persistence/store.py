@@ -115,8 +115,7 @@ def _getenv(name):
 
 def in_home(name):
     """``os.path.join(spamnb_home(), name)``: the file ``name`` of the model's folder."""
-    home = spamnb_home()
-    return home + name if home.endswith("/") else home + "/" + name
+    return _join(spamnb_home(), name)
 
 
 def default_model_path():
@@ -971,11 +970,8 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         old = stat_existing(real, shown)
         lock_path = real + ".lock"
         folder = _dirname(lock_path)
-        try:   # os.path.isdir: a model's first save into a new folder (else one stat: no mkdir, no error)
-            is_dir = stat.S_ISDIR(posix.stat(folder).st_mode)
-        except (OSError, ValueError):
-            is_dir = False
-        if not is_dir:
+        found = stat_or_none(folder)
+        if found is None or not stat.S_ISDIR(found.st_mode):   # a model's first save into a new folder
             import os
 
             os.makedirs(folder, exist_ok=True)
