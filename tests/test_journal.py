@@ -250,6 +250,39 @@ def test_a_stale_journal_is_never_applied(model, tmp_path):
     assert SpamFilter.load(model).class_count_ == (2.0, 2.0)
 
 
+def test_a_first_learn_renames_its_journal_in_whole_before_its_fsync(model, tmp_path, monkeypatch):
+    """The journal's first write (no journal, or a stale one in its place) is at its name, whole, when its
+    fsync runs (the rename then synced with it: one wait less), and taken away again when that fsync fails."""
+    import posix
+
+    jpath = Path(str(model) + ".journal")
+    jpath.write_bytes(b"stale")   # short: never applied, replaced
+    seen, real_fsync = [], posix.fsync
+
+    def spy(fd):
+        if not seen:
+            seen.append((jpath.exists() and os.fstat(fd).st_ino == jpath.stat().st_ino, jpath.read_bytes()))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(posix, "fsync", spy)
+    with learning.session(model, mapped=True, light=True) as session:
+        session.learn(SPAM[30].read_bytes(), True, ledgers.Tally())
+    monkeypatch.undo()
+    assert seen == [(True, jpath.read_bytes())] and jpath.read_bytes().startswith(journal.MAGIC)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.spamnb", "m.spamnb.journal", "m.spamnb.lock"]
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    jpath.unlink()
+    monkeypatch.setattr(posix, "fsync", failing)
+    with pytest.raises(OSError):
+        with learning.session(model, mapped=True, light=True) as session:
+            session.learn(SPAM[31].read_bytes(), True, ledgers.Tally())
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.spamnb", "m.spamnb.lock"]
+
+
 def test_a_model_replaced_while_it_is_read_is_read_again(model, tmp_path, monkeypatch):
     old = model.parent / "old.spamnb"
     shutil.copyfile(model, old)

@@ -288,8 +288,9 @@ def append(journal, transactions):
         old = posix.stat(model)
     except OSError:
         old = None
-    # the folder is not listed for killed writers' temporaries: the model's next save removes them
-    replace_file(path, lambda f: (f.write(header), f.write(records)), old, tidy=False)
+    # the folder is not listed for killed writers' temporaries: the model's next save removes them;
+    # the journal replaced is none, or one never applied (stale, damaged): renamed in before its fsync (losable)
+    replace_file(path, lambda f: (f.write(header), f.write(records)), old, tidy=False, losable=True)
     journal.status, journal.head, journal.version = "ok", head, VERSION
     journal.payloads = list(transactions)
     journal.end = journal.size = len(header) + len(records)

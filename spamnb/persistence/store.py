@@ -279,7 +279,7 @@ def write_model(path, header, arrays, backup=None, order=None):
     replace_file(path, write, old, backup=backup)
 
 
-def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
+def replace_file(path, write, old=None, mode=None, backup=None, tidy=True, losable=False):
     """Atomically replace the file at ``path`` (resolved) by what ``write(f)``
     writes to a binary file: a temporary file in the same folder, flushed and
     fsynced, renamed over ``path``, then the folder fsynced.  The new file
@@ -288,8 +288,15 @@ def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
     :func:`write_model`.  ``tidy``: then remove the temporary files that
     killed writers of ``path`` left (the folder listed); a journal started
     by a learn leaves that to the model's next save, which removes the
-    journal's too (:func:`_remove_stale_temporaries`).  The system is called
-    through posix, not os (a learn's cold path loads no os.py)."""
+    journal's too (:func:`_remove_stale_temporaries`).  ``losable``: the file
+    replaced holds nothing a reader uses (a journal's first learn: none, or
+    a stale one), so the temporary, written whole, is renamed into place
+    before its fsync: readers still see it whole or not at all, a crash
+    before the fsyncs may leave it short or damaged at ``path`` instead (its
+    write was not acknowledged), and the file's fsync then syncs its name
+    too (one wait less on ext4, one journal commit less with a journal); a
+    failed fsync removes it again.  The system is called through posix, not
+    os (a learn's cold path loads no os.py)."""
     directory = _dirname(path)
     # the writer's pid in the name lets a later save remove what a killed writer left
     fd, tmp = _new_temporary(directory, f".{_basename(path)}.{posix.getpid()}.")
@@ -302,10 +309,14 @@ def replace_file(path, write, old=None, mode=None, backup=None, tidy=True):
                 posix.fchmod(f.fileno(), (0o666 & ~_umask()) if mode is None else mode)
             write(f)
             f.flush()
+            if losable:
+                posix.replace(tmp, path)
+                tmp = path   # not acknowledged until synced: removed again when the sync fails
             posix.fsync(f.fileno())
         if backup is not None and old is not None:
             _keep_backup(path, posix.fspath(backup))
-        posix.replace(tmp, path)
+        if not losable:
+            posix.replace(tmp, path)
     except BaseException:
         _remove_quietly(tmp)
         raise
