@@ -120,3 +120,27 @@ def test_find_digest_matches_whole_entries_only():
     assert find_digest(b"", entries[0]) == -1
     with pytest.raises(ValueError):
         find_digest(digests, entries[0][:8])
+
+
+def test_the_ledger_is_searched_in_parts_of_the_file_not_read_into_memory(big, tmp_path):
+    """The file's digests are searched as the file has them (``_Arrays.find_digest``, in parts
+    into one buffer): a message the ledger does not know leaves the ledger's arrays unread, one it
+    knows has its label and note read, never the digests; each place is the search of the array read."""
+    from spamnb.bayes.checks import find_digest
+    from spamnb.persistence.store import LEDGER
+
+    path, placed = _copy(big, tmp_path), big[1]
+    with learning.session(path, mapped=True, light=True) as session:
+        assert session.learn(placed["straddled"][0], False, ledgers.Tally()) == "learned"
+        assert session.light and LEDGER <= session.filter.unread_.unread
+    with learning.session(path, mapped=True, light=True) as session:
+        assert session.learn(placed["last"][0], True, ledgers.Tally()) == "known"
+        arrays = session.filter.unread_
+        assert arrays.unread & LEDGER == {"ledger_digests"}
+        wanted = [_digest(placed[name][0]) for name in ("first", "middle", "last", "straddled")]
+        parts = [arrays.find_digest("ledger_digests", d, part=16 * 1000) for d in wanted]
+        assert parts == [arrays.find_digest("ledger_digests", d) for d in wanted] == [0, N_ENTRIES // 2,
+                                                                                        N_ENTRIES - 1, -1]
+        arrays.fill_unread(LEDGER)
+        assert [find_digest(arrays["ledger_digests"], d) for d in wanted] == parts
+        assert [arrays.find_digest("ledger_digests", d) for d in wanted] == parts   # read: searched in memory

@@ -8,7 +8,6 @@ import posix   # os's calls without os.py (a cold learn never loads it: spamnb.p
 import sys
 from array import array
 
-from spamnb.bayes.checks import find_digest
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
@@ -83,13 +82,13 @@ class _LightFilter:
 class _LightLedger:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` while a session
     appends without reading the model whole: a digest is looked up in the
-    model file's ledger (its digests searched in place, ``checks.find_digest``:
+    model file's ledger (its digests searched as the file has them, ``find``:
     at most the ledger's capacity of them) and in the ledger operations of the journal and of this
     session, newest first; changes are recorded as ``whole_learning.RecordingLedger``
     records them."""
 
-    def __init__(self, digests, codes, journal_payloads):
-        self._digests, self._codes = digests, codes   # the file's, in place: 16 bytes each; their codes
+    def __init__(self, find, codes, journal_payloads):
+        self._find, self._codes = find, codes   # a digest's place in the file's ledger (or -1); their codes
         self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
         self._found = {}      # digest -> code or None: the file's, as searched
         self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
@@ -119,7 +118,7 @@ class _LightLedger:
             return self._overlay[digest]
         if digest in self._found:   # a learn asks for a digest three times: the file searched once
             return self._found[digest]
-        at = find_digest(self._digests, digest)   # in the file's ledger as read, not a copy of it
+        at = self._find(digest)   # in the file's ledger, not a copy of it
         code = self._found[digest] = self._codes(at) if at >= 0 else None
         return code
 
@@ -318,23 +317,28 @@ class Session:
         if self._light_ledger is None:
             from spamnb.estimator.ledger import DEFAULT_CAPACITY, file_code
 
-            arrays = self.filter.unread_
-            arrays.fill_unread(LEDGER)   # left unread by the load (a classify never reads them)
+            arrays = self.filter.unread_   # the ledger left unread by the load (a classify never reads it)
 
             def array_of(name):   # a model saved before the ledger (or its notes) has none
                 value = arrays[name] if name in arrays.offsets else None
                 return value if value is not None else b""
 
-            labels = array_of("ledger_labels")   # one byte an entry, read in place
+            labels = array_of("ledger_labels")   # one byte an entry (its size: read when an entry is found)
             notes = array_of("ledger_notes")
             notes = notes if len(notes) == len(labels) else None
 
-            def codes(i):
+            def find(digest):   # the digests searched in parts as the file has them, not read into memory
+                if "ledger_digests" not in arrays.offsets:
+                    return -1
+                return arrays.find_digest("ledger_digests", digest)
+
+            def codes(i):   # a message the ledger knows: its label and note read
+                arrays.fill_unread(LEDGER - {"ledger_digests"})
                 return file_code(labels[i], notes[i] if notes is not None else 0)
 
             journal = self.filter.journal_
             payloads = journal.payloads if journal.status == "ok" else ()
-            ledger = _LightLedger(array_of("ledger_digests"), codes, payloads)
+            ledger = _LightLedger(find, codes, payloads)
             for payload in self.transactions:
                 ledger._note(payload)
             # at the ledger's capacity a record drops the oldest entry: the model whole decides which
