@@ -920,33 +920,24 @@ class _Arrays(dict):
     def find_digest(self, name, digest, part=1 << 16):
         """``checks.find_digest`` of ``digest`` among the 16-byte entries of the
         array ``name``: searched where it was read, or, unread, read from the
-        file ``part`` bytes at a time into one buffer, never into its memory (a
-        learn's lookup in the model's ledger: the pages of a whole copy cost it
-        more than the search).  The place of its first entry, or -1; ModelError
-        as :meth:`fill`."""
+        file ``part`` bytes at a time, never into its memory (a learn's lookup
+        in the model's ledger: the pages of a whole copy cost it more than the
+        search).  The place of its first entry, or -1; ModelError as :meth:`fill`."""
         if name not in self.unread:
             return checks.find_digest(self[name], digest)
         at, size = self.offsets[name], len(self.writable[name])
-        buffer = memoryview(bytearray(min(size, part)))
         fd = self.file.fileno()
-        self._check_unchanged(fd)
-        done = 0
+        found, done = -1, 0
         while done < size:
-            chunk = buffer[:min(len(buffer), size - done)]
-            got = 0
-            while got < len(chunk):
-                n = posix.preadv(fd, [chunk[got:]], at + done + got)
-                if n <= 0:
-                    raise ModelError(f"{self.path}: the model file was cut short while in use; read it again")
-                got += n
-            found = checks.find_digest(chunk, digest)   # a part holds whole entries: it is a multiple of 16
+            chunk = posix.pread(fd, min(part, size - done), at + done)   # whole entries: part is a multiple of 16
+            if not chunk or len(chunk) % 16:
+                raise ModelError(f"{self.path}: the model file was cut short while in use; read it again")
+            found = checks.find_digest(chunk, digest)
             if found >= 0:
                 found += done // 16
                 break
             done += len(chunk)
-        else:
-            found = -1
-        self._check_unchanged(fd)
+        self._check_unchanged(fd)   # the file as loaded, before and while it was read (its signature then)
         return found
 
     def _check_unchanged(self, fd):
