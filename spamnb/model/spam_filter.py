@@ -16,10 +16,9 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.persistence import codec, deltas
+from spamnb.persistence import codec
 from spamnb.estimator import scoring, verdict
 from spamnb.estimator.ages import Ages
-from spamnb.persistence.deltas import fold, read_whole
 from spamnb.estimator.guard import ReadWriteLock, contextmanager   # contextlib's, made when first called
 from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
@@ -56,6 +55,20 @@ def is_spam_label(label):
     from spamnb.estimator.labels import is_spam_label as of_label
 
     return of_label(label)
+
+
+def fold(spam_filter):
+    """:func:`spamnb.persistence.deltas.fold`, its module loaded by the first call (a classify never)."""
+    from spamnb.persistence import deltas
+
+    deltas.fold(spam_filter)
+
+
+def read_whole(spam_filter):
+    """:func:`spamnb.persistence.deltas.read_whole`, its module loaded by the first call (a classify never)."""
+    from spamnb.persistence import deltas
+
+    deltas.read_whole(spam_filter)
 
 
 class Journaled:
@@ -222,7 +235,7 @@ class FilterState:
         load the model again).  See :func:`spamnb.persistence.journal.follow`."""
         if self.journal_ is None:
             return None
-        from spamnb.persistence import journal
+        from spamnb.persistence import deltas, journal
 
         with self.guard.writing():
             return journal.follow(self, deltas.NoLedger())
@@ -255,6 +268,8 @@ class FilterState:
     def _keep(self, form):
         """The filter loaded as ``form`` (:meth:`SpamFilter.load`): what it keeps of the file."""
         if form == "following":
+            from spamnb.persistence import deltas
+
             deltas.drop_ages(self)
             self.set_fitted(ledger_=None, source_=None)   # follows its journal without days or ledger: never saved
         elif form == "scoring":
@@ -498,6 +513,8 @@ class SpamFilter(FilterState):
         spam = is_spam_label(spam)
         data = scoring.message_data(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
+        from spamnb.persistence import deltas
+
         with self.guard.writing():   # as a learning session learns: forgets' holes stay until folded (deltas)
             deltas.learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
             if features is not None:
@@ -527,6 +544,8 @@ class SpamFilter(FilterState):
         what a learn costs (:func:`spamnb.persistence.deltas.forget_now`)."""
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
+        from spamnb.persistence import deltas
+
         with self.guard.writing():
             self.require_fitted()
             deltas.forget_now(self, hashes, spam)
