@@ -151,3 +151,25 @@ def test_the_compiled_exp_log_isfinite_are_math_s():
                          (token_kernels.isfinite, math.isfinite)):
         assert [outcome(ours, v) for v in values] == [outcome(theirs, v) for v in values], theirs.__name__
     assert token_kernels.INF == math.inf
+
+
+def test_a_held_out_score_s_bin_is_math_floor_s():
+    """``defaults.held_out_bin`` floors by ``// 1.0`` (a learn loads no math module): the bin
+    math.floor gave, for scores on and between the bins' edges, and the two ends."""
+    import random
+
+    from spamnb.estimator import defaults
+
+    def by_math(x):
+        if not math.isfinite(x):
+            return 0 if x < 0 else defaults.HELD_OUT_BINS - 1
+        i = math.floor((x - defaults.HELD_OUT_LOW) / defaults.HELD_OUT_BIN_WIDTH)
+        return min(max(i, 0), defaults.HELD_OUT_BINS - 1)
+
+    rng = random.Random(3)
+    edges = [defaults.HELD_OUT_LOW + k * defaults.HELD_OUT_BIN_WIDTH for k in range(-2, defaults.HELD_OUT_BINS + 2)]
+    values = [0.0, -0.0, 1e-300, -1e-300, 1e300, -1e300, math.inf, -math.inf, *edges,
+              *(math.nextafter(e, math.inf) for e in edges), *(math.nextafter(e, -math.inf) for e in edges),
+              *(rng.uniform(-200, 200) for _ in range(20000))]
+    assert [defaults.held_out_bin(x) for x in values] == [by_math(x) for x in values]
+    assert defaults.held_out_bin(math.nan) is None
