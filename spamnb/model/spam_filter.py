@@ -57,18 +57,22 @@ def is_spam_label(label):
     return of_label(label)
 
 
-def fold(spam_filter):
-    """:func:`spamnb.persistence.deltas.fold`, its module loaded by the first call (a classify never)."""
+def _deltas():
+    """:mod:`spamnb.persistence.deltas` (the journal's records, their replay, a learn's and a forget's
+    operations), loaded by the first that uses it: a classify never."""
     from spamnb.persistence import deltas
 
-    deltas.fold(spam_filter)
+    return deltas
+
+
+def fold(spam_filter):
+    """:func:`spamnb.persistence.deltas.fold`."""
+    _deltas().fold(spam_filter)
 
 
 def read_whole(spam_filter):
-    """:func:`spamnb.persistence.deltas.read_whole`, its module loaded by the first call (a classify never)."""
-    from spamnb.persistence import deltas
-
-    deltas.read_whole(spam_filter)
+    """:func:`spamnb.persistence.deltas.read_whole`."""
+    _deltas().read_whole(spam_filter)
 
 
 class Journaled:
@@ -235,10 +239,10 @@ class FilterState:
         load the model again).  See :func:`spamnb.persistence.journal.follow`."""
         if self.journal_ is None:
             return None
-        from spamnb.persistence import deltas, journal
+        from spamnb.persistence import journal
 
         with self.guard.writing():
-            return journal.follow(self, deltas.NoLedger())
+            return journal.follow(self, _deltas().NoLedger())
 
     def journal_state(self):
         """``(status, size, end)`` of the journal a loaded filter replayed or follows
@@ -268,9 +272,7 @@ class FilterState:
     def _keep(self, form):
         """The filter loaded as ``form`` (:meth:`SpamFilter.load`): what it keeps of the file."""
         if form == "following":
-            from spamnb.persistence import deltas
-
-            deltas.drop_ages(self)
+            _deltas().drop_ages(self)
             self.set_fitted(ledger_=None, source_=None)   # follows its journal without days or ledger: never saved
         elif form == "scoring":
             self._keep_scoring_only()
@@ -513,10 +515,8 @@ class SpamFilter(FilterState):
         spam = is_spam_label(spam)
         data = scoring.message_data(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
-        from spamnb.persistence import deltas
-
         with self.guard.writing():   # as a learning session learns: forgets' holes stay until folded (deltas)
-            deltas.learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
+            _deltas().learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
             if features is not None:
                 if self.features_ is None:
                     from spamnb.estimator.message_features import FeatureModel
@@ -544,11 +544,9 @@ class SpamFilter(FilterState):
         what a learn costs (:func:`spamnb.persistence.deltas.forget_now`)."""
         if self.feature_weight:
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
-        from spamnb.persistence import deltas
-
         with self.guard.writing():
             self.require_fitted()
-            deltas.forget_now(self, hashes, spam)
+            _deltas().forget_now(self, hashes, spam)
         return self
 
     # ------------------------------------------------------------------ scoring
