@@ -125,3 +125,51 @@ def test_the_priors():
                 assert ratio == pytest.approx(plain[1] - plain[0], rel=1e-12, abs=1e-15)
             elif counts != [0.0, 0.0]:
                 assert ratio == (plain[1] - plain[0])
+
+
+def test_the_compiled_exp_log_isfinite_are_math_s():
+    """``token_kernels.exp``, ``log``, ``isfinite`` (compiled into _score: a cold classify loads no math
+    module) give math's results bit for bit, and its errors."""
+    import random
+    import struct
+
+    from spamnb.bayes import token_kernels
+
+    rng = random.Random(5)
+    values = [0.0, -0.0, 1.0, -1.0, 2, True, 10 ** 20, math.inf, -math.inf, math.nan, 709.78, 709.79, -745.2,
+              -746.0, 5e-324, 1e-320, *(rng.uniform(-800, 800) for _ in range(3000)),
+              *(rng.lognormvariate(0, 5) for _ in range(3000))]
+
+    def outcome(f, v):
+        try:
+            r = f(v)
+        except (ValueError, OverflowError) as exc:
+            return type(exc), str(exc)
+        return struct.pack("<d", r) if isinstance(r, float) else r
+
+    for ours, theirs in ((token_kernels.exp, math.exp), (token_kernels.log, math.log),
+                         (token_kernels.isfinite, math.isfinite)):
+        assert [outcome(ours, v) for v in values] == [outcome(theirs, v) for v in values], theirs.__name__
+    assert token_kernels.INF == math.inf
+
+
+def test_a_held_out_score_s_bin_is_math_floor_s():
+    """``defaults.held_out_bin`` floors by ``// 1.0`` (a learn loads no math module): the bin
+    math.floor gave, for scores on and between the bins' edges, and the two ends."""
+    import random
+
+    from spamnb.estimator import defaults
+
+    def by_math(x):
+        if not math.isfinite(x):
+            return 0 if x < 0 else defaults.HELD_OUT_BINS - 1
+        i = math.floor((x - defaults.HELD_OUT_LOW) / defaults.HELD_OUT_BIN_WIDTH)
+        return min(max(i, 0), defaults.HELD_OUT_BINS - 1)
+
+    rng = random.Random(3)
+    edges = [defaults.HELD_OUT_LOW + k * defaults.HELD_OUT_BIN_WIDTH for k in range(-2, defaults.HELD_OUT_BINS + 2)]
+    values = [0.0, -0.0, 1e-300, -1e-300, 1e300, -1e300, math.inf, -math.inf, *edges,
+              *(math.nextafter(e, math.inf) for e in edges), *(math.nextafter(e, -math.inf) for e in edges),
+              *(rng.uniform(-200, 200) for _ in range(20000))]
+    assert [defaults.held_out_bin(x) for x in values] == [by_math(x) for x in values]
+    assert defaults.held_out_bin(math.nan) is None

@@ -17,7 +17,7 @@ included at the end: one compiled module for a cold classify.  Bounds checks are
 is made, and callers go through ``spamnb.bayes.token_kernels``.
 """
 
-from libc.math cimport INFINITY, NAN, fabs, log, log1p
+from libc.math cimport INFINITY, NAN, exp as c_exp, fabs, isfinite as c_isfinite, isinf, isnan, log, log1p
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
 
@@ -37,6 +37,33 @@ from spamnb.bayes._index cimport _find_slot
 COUNTS_RAW = TRANSFORM_RAW          # x_i = count of token i in the message
 COUNTS_BINARY = TRANSFORM_BINARY    # x_i = 1 if token i occurs
 COUNTS_LOG = TRANSFORM_LOG          # x_i = log(1 + count)
+
+
+# math's exp, log and isfinite of one number, its results and errors (the same C library calls; OverflowError for
+# an exp out of range, ValueError for the log of a number <= 0 or -inf), for the modules of a cold classify's
+# path (spamnb.bayes.token_kernels gives them as exp, log, isfinite): the math module is a shared object of its own to load
+INF = INFINITY
+
+
+def math_exp(double x):
+    """``math.exp(x)``."""
+    cdef double r = c_exp(x)
+    if isinf(r) and c_isfinite(x):
+        raise OverflowError("math range error")
+    return r
+
+
+def math_log(double x):
+    """``math.log(x)`` of one argument (a float, or an int a float holds)."""
+    if isnan(x) or x > 0.0:
+        return log(x)
+    raise ValueError("math domain error")
+
+
+def math_isfinite(double x):
+    """``math.isfinite(x)``."""
+    return bool(c_isfinite(x))
+
 
 # log1p of the small counts (count_distinct's transform), as _count fills its own
 cdef double _LOG1P_SMALL[64]

@@ -23,7 +23,7 @@ message at a time imports no numpy for them).  Each keeps the exact order of
 operations it has always had, so scores stay the same to the bit.
 """
 
-import math
+from spamnb.bayes.token_kernels import INF, log
 
 __all__ = ["smoothed_logs", "log_norm", "log_norms", "log_counts", "log_theta", "log_odds_weights",
            "plain_log_prior", "prior_log_odds"]
@@ -56,7 +56,7 @@ def log_norms(totals, alpha, n_features):
     out = []
     for total in totals:
         smoothed = total + alpha * n_features
-        out.append(math.log(smoothed) if smoothed > 0 else -math.inf)
+        out.append(log(smoothed) if smoothed > 0 else -INF)
     return tuple(out)
 
 
@@ -103,15 +103,15 @@ def plain_log_prior(method, class_count):
     """:func:`spamnb.bayes.priors.log_prior` without numpy (the "map" prior
     with one pseudo-message per class, as the count model takes it)."""
     n_classes = len(class_count)
-    uniform = (-math.log(n_classes),) * n_classes
+    uniform = (-log(n_classes),) * n_classes
     if method == "uniform":
         return uniform
     values = [v + 1.0 for v in class_count] if method == "map" else list(class_count)
     total = sum(values)
     if total <= 0:
         return uniform
-    log_total = math.log(total)
-    return tuple((math.log(v) - log_total) if v > 0 else -math.inf for v in values)
+    log_total = log(total)
+    return tuple((log(v) - log_total) if v > 0 else -INF for v in values)
 
 
 def prior_log_odds(method, n_ham, n_spam):
@@ -123,5 +123,5 @@ def prior_log_odds(method, n_ham, n_spam):
     if method == "map":
         n_ham, n_spam = n_ham + 1.0, n_spam + 1.0
     if n_ham <= 0 or n_spam <= 0:
-        return math.inf if n_ham <= 0 < n_spam else (-math.inf if n_spam <= 0 < n_ham else 0.0)
-    return math.log(n_spam) - math.log(n_ham)
+        return INF if n_ham <= 0 < n_spam else (-INF if n_spam <= 0 < n_ham else 0.0)
+    return log(n_spam) - log(n_ham)

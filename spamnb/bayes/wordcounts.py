@@ -21,11 +21,11 @@ side rows for new tokens (:meth:`WordCounts.scorer_state`), so a learn and
 the score after it cost the message's tokens, not the vocabulary.
 """
 
-import math
 from _thread import RLock   # (loaded with the interpreter: no import cost)
 from array import array
 
 from spamnb.bayes import token_kernels
+from spamnb.bayes.token_kernels import exp, isfinite, log
 from spamnb.bayes.arithmetic import log_norms, log_theta, plain_log_prior, smoothed_logs
 
 __all__ = ["WordCounts"]
@@ -97,10 +97,10 @@ class WordCounts:
         n = self.n_features_
         log_norm = self._derived[1]
         if (counts.readonly or logs.readonly or len(counts) != len(self._flat) or len(logs) != len(counts)
-                or not all(map(math.isfinite, log_norm))):
+                or not all(map(isfinite, log_norm))):
             return False
         self._flat = counts
-        self._in_place = _InPlace(n, self.n_classes, logs, [math.exp(v) - self.alpha * n for v in log_norm],
+        self._in_place = _InPlace(n, self.n_classes, logs, [exp(v) - self.alpha * n for v in log_norm],
                                   self.alpha)
         return True
 
@@ -454,7 +454,7 @@ class _InPlace:
         self.n_base, self.logs, self.totals, self.changed = n_base, logs, totals, False
         self.holes, self.checked = 0, False   # tokens forgotten in place; the file's counts have none unused
         self.tails = [array("d") for _ in range(n_classes)]
-        self.log_alpha = math.log(alpha)
+        self.log_alpha = log(alpha)
         self.log_tail, self.stride = array("d"), 0
 
     def grow(self, n_tail):

@@ -25,7 +25,7 @@ The constants were chosen on the train part of the fixed split (figures and the
 cost on clean mail in docs/reliability.md, "Attacks").
 """
 
-import math
+from spamnb.bayes.token_kernels import INF, exp, log
 
 
 __all__ = ["MIN_EVIDENCE", "CONFLICT", "PART_SPAM", "REASONS", "Cutoffs", "EvidenceSums", "MessageScore",
@@ -53,18 +53,18 @@ PART_SPAM = 0.0
 def probability(log_odds):
     """sigmoid(log_odds) of one float, without overflow."""
     if log_odds >= 0:
-        return 1.0 / (1.0 + math.exp(-log_odds))
-    z = math.exp(log_odds)
+        return 1.0 / (1.0 + exp(-log_odds))
+    z = exp(log_odds)
     return z / (1.0 + z)
 
 
 def logit(p):
     """log(p / (1 - p)), the log-odds of a probability; -inf at 0 and +inf at 1."""
     if p <= 0.0:
-        return -math.inf
+        return -INF
     if p >= 1.0:
-        return math.inf
-    return math.log(p / (1.0 - p))
+        return INF
+    return log(p / (1.0 - p))
 
 
 def probabilities(log_odds):
@@ -199,7 +199,7 @@ def reason(label, log_odds, sums, ham_cutoff):
     PART_SPAM), spam evidence >= CONFLICT, evidence below MIN_EVIDENCE."""
     if label != "unsure" or probability(log_odds) > ham_cutoff:
         return ""
-    if sums.part_max is not None and sums.part_max == math.inf:
+    if sums.part_max is not None and sums.part_max == INF:
         return "text-unread"
     if sums.part_max is not None and sums.part_max >= PART_SPAM:
         return "part-leans-spam"
@@ -226,8 +226,8 @@ def part_max(scorer, hashes, regions, truncated=False):
     ``truncated`` message without one: its text lies beyond the byte limit
     (e.g. after a 300 KB attachment) and may be anything."""
     if truncated and not regions:
-        return math.inf
-    best = -math.inf
+        return INF
+    best = -INF
     for start, end in regions:
         _jll, _evidence, _n, _known, spam_evidence, ham_evidence = scorer.score(hashes[start:end], 0)
         best = max(best, spam_evidence + ham_evidence)

@@ -16,10 +16,9 @@ x_i log theta_ci.  Labels: True (or "spam") is spam; classes are [ham, spam].
 
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.persistence import codec, deltas
+from spamnb.persistence import codec
 from spamnb.estimator import scoring, verdict
 from spamnb.estimator.ages import Ages
-from spamnb.persistence.deltas import fold, read_whole
 from spamnb.estimator.guard import ReadWriteLock, contextmanager   # contextlib's, made when first called
 from spamnb.estimator.defaults import (AUTO_PAIRS, DEFAULT_ALPHA, DEFAULT_COUNTS, DEFAULT_EVIDENCE, DEFAULT_HAM_CUTOFF,
                                    DEFAULT_LENGTH_NORM, DEFAULT_PAIR_WEIGHT, DEFAULT_PRIOR, DEFAULT_SPAM_CUTOFF,
@@ -56,6 +55,24 @@ def is_spam_label(label):
     from spamnb.estimator.labels import is_spam_label as of_label
 
     return of_label(label)
+
+
+def _deltas():
+    """:mod:`spamnb.persistence.deltas` (the journal's records, their replay, a learn's and a forget's
+    operations), loaded by the first that uses it: a classify never."""
+    from spamnb.persistence import deltas
+
+    return deltas
+
+
+def fold(spam_filter):
+    """:func:`spamnb.persistence.deltas.fold`."""
+    _deltas().fold(spam_filter)
+
+
+def read_whole(spam_filter):
+    """:func:`spamnb.persistence.deltas.read_whole`."""
+    _deltas().read_whole(spam_filter)
 
 
 class Journaled:
@@ -225,7 +242,7 @@ class FilterState:
         from spamnb.persistence import journal
 
         with self.guard.writing():
-            return journal.follow(self, deltas.NoLedger())
+            return journal.follow(self, _deltas().NoLedger())
 
     def journal_state(self):
         """``(status, size, end)`` of the journal a loaded filter replayed or follows
@@ -255,7 +272,7 @@ class FilterState:
     def _keep(self, form):
         """The filter loaded as ``form`` (:meth:`SpamFilter.load`): what it keeps of the file."""
         if form == "following":
-            deltas.drop_ages(self)
+            _deltas().drop_ages(self)
             self.set_fitted(ledger_=None, source_=None)   # follows its journal without days or ledger: never saved
         elif form == "scoring":
             self._keep_scoring_only()
@@ -499,7 +516,7 @@ class SpamFilter(FilterState):
         data = scoring.message_data(message) if stream is None or self.feature_weight else None
         features = [scoring.message_features_of(self, data)] if self.feature_weight else None
         with self.guard.writing():   # as a learning session learns: forgets' holes stay until folded (deltas)
-            deltas.learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
+            _deltas().learn(self, int(spam), None, stream if stream is not None else self.tokenizer_.stream(data))
             if features is not None:
                 if self.features_ is None:
                     from spamnb.estimator.message_features import FeatureModel
@@ -529,7 +546,7 @@ class SpamFilter(FilterState):
             raise ValueError("forget is not available with message features on (feature_weight > 0)")
         with self.guard.writing():
             self.require_fitted()
-            deltas.forget_now(self, hashes, spam)
+            _deltas().forget_now(self, hashes, spam)
         return self
 
     # ------------------------------------------------------------------ scoring

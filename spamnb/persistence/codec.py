@@ -14,8 +14,9 @@ import posix   # os's calls without os.py (a cold classify never loads it)
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
-from spamnb.persistence import deltas, schema
+from spamnb.persistence import schema
 from spamnb.estimator.ages import Ages
+from spamnb.persistence.attaching import attach
 from spamnb.persistence.store import LEDGER, Journal, ModelError, default_model_path, journal_path
 
 __all__ = ["write", "write_counts", "read", "deferred", "DEFERRED"]
@@ -221,7 +222,7 @@ def _replay(spam_filter, where, header, arrays):
         posix.stat(path)
     except FileNotFoundError:   # what journal.read gives then: no journal
         identity = header.get("_identity")
-        return not deltas.attach(spam_filter, where, identity, Journal(path, identity), arrays)
+        return not attach(spam_filter, where, identity, Journal(path, identity), arrays)
     except OSError:
         pass   # the replay says what cannot be read
     from spamnb.persistence import journal_view   # the journal's read side: not its writers' (journal)

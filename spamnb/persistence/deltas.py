@@ -29,7 +29,7 @@ from array import array
 
 from spamnb.estimator.ages import Ages, today
 from spamnb.estimator.defaults import new_counts
-from spamnb.persistence.store import replaced_since
+from spamnb.persistence.attaching import attach, in_place   # noqa: F401 -- a replay's first step, here with the rest
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
@@ -452,34 +452,6 @@ def ledger_for(spam_filter):
     ledger = ledger_of(spam_filter)
     spam_filter.set_fitted(ledger_=ledger)
     return ledger
-
-
-def in_place(spam_filter, arrays):
-    """Learns and forgets change the model's counts, logs and hash index where
-    the file was read into this process's private memory (new tokens in side
-    tables): no copy of the model's arrays (``Vocabulary.extend_in_place``,
-    ``WordCounts.extend_in_place``)."""
-    writable = getattr(arrays, "writable", {})
-    vocab, counts, _ages = spam_filter.replayed()
-    if counts is None or not all(name in writable for name in ("keys", "values", "feature_count", "log_count")):
-        return
-    if counts.extend_in_place(writable["feature_count"], writable["log_count"]):
-        vocab.extend_in_place(writable["keys"], writable["values"])
-
-
-def attach(spam_filter, model_path, identity, journal, arrays):
-    """The first step of a replay (``spamnb.persistence.journal_view.replay``,
-    and ``spamnb.persistence.codec``'s load of a model without a journal):
-    False when ``journal`` could not be read as the model's (none, stale)
-    and the model file read (``identity``) is no longer the one on disk (a
-    compaction replaced it, its journal went into it: the caller reads it
-    again); else True, ``journal`` given to the filter and its counts held
-    in place (:func:`in_place`) for the journal's learns, or a writer's."""
-    if journal.status != "ok" and replaced_since(model_path, identity):
-        return False
-    spam_filter.set_fitted(journal_=journal)
-    in_place(spam_filter, arrays)
-    return True
 
 
 def unjournaled(spam_filter):

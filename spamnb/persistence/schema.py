@@ -44,9 +44,8 @@ with the version that brought it (older files lack it: the reader gets None)
 and a bump of ``VERSION``; a reader refuses a file newer than itself.
 """
 
-import math
-
 from spamnb.bayes import arithmetic, checks
+from spamnb.bayes.token_kernels import INF, exp, isfinite, log
 from spamnb.persistence.store import ModelError, map_model, read_model, write_model
 from spamnb.estimator.defaults import CLASSES
 
@@ -95,9 +94,9 @@ def _encode_logs(values):
     out = []
     for v in values:
         v = float(v)
-        if math.isnan(v) or v == math.inf:
+        if v != v or v == INF:
             raise ValueError(f"cannot save a model with a logarithm of {v}")
-        out.append(None if v == -math.inf else v)
+        out.append(None if v == -INF else v)
     return out
 
 
@@ -169,19 +168,19 @@ def _check(header, arrays):
                 (isinstance(v, (int, float)) and not isinstance(v, bool)) or (v is None and name != "class_count")
                 for v in values):
             raise ValueError("bad class statistics")
-        header[name] = [-math.inf if v is None else float(v) for v in values]
+        header[name] = [-INF if v is None else float(v) for v in values]
     class_count = header["class_count"]
-    if not all(math.isfinite(v) and 0 <= v <= 2.0 ** 53 for v in class_count):
+    if not all(isfinite(v) and 0 <= v <= 2.0 ** 53 for v in class_count):
         raise ValueError("bad class counts")
     log_prior = header["log_prior"]
     for count, v in zip(class_count, log_prior):
         # -inf only for a class without messages (the "mle" prior)
-        if not ((_LOG_MIN <= v <= 0.0) or (v == -math.inf and count == 0)):
+        if not ((_LOG_MIN <= v <= 0.0) or (v == -INF and count == 0)):
             raise ValueError("bad class priors")
-    if abs(math.log(sum(math.exp(v) for v in log_prior) or 1e-300)) > 1e-6:
+    if abs(log(sum(exp(v) for v in log_prior) or 1e-300)) > 1e-6:
         raise ValueError("bad class priors (they do not sum to 1)")
     for v in header["log_norm"]:
-        if not (_LOG_MIN <= v <= _LOG_MAX or (v == -math.inf and n_features == 0)):
+        if not (_LOG_MIN <= v <= _LOG_MAX or (v == -INF and n_features == 0)):
             raise ValueError("bad normalisers")
 
 
@@ -201,7 +200,7 @@ def _check_mixture(header, arrays):
         raise ValueError("a pair-weight mixture without its state")
     for name in ("centre", "weight", "scale", "n"):
         value = mixture.get(name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not isfinite(value):
             raise ValueError(f"the pair-weight mixture's {name!r} is missing or not a number")
     if not (0 <= mixture["centre"] <= 1 and 0 <= mixture["weight"] <= 1 and 0 < mixture["scale"] < 1e6
             and mixture["n"] >= 0):
@@ -230,8 +229,8 @@ def check_counts(header, arrays, alpha):
     if sums is None:
         raise ValueError("negative or non-finite counts")
     for expected, log_norm in zip(arithmetic.log_norms(sums, alpha, n_features), header["log_norm"]):
-        if math.isfinite(expected) and not abs(log_norm - expected) <= 1e-9 * max(1.0, abs(log_norm)):
+        if isfinite(expected) and not abs(log_norm - expected) <= 1e-9 * max(1.0, abs(log_norm)):
             raise ValueError("the normalisers do not match the counts")
     log_count = arrays["log_count"]
-    if len(log_count) != len(feature_count) or not checks.check_range(log_count, math.log(alpha) - 1e-9, _LOG_MAX):
+    if len(log_count) != len(feature_count) or not checks.check_range(log_count, log(alpha) - 1e-9, _LOG_MAX):
         raise ValueError("derived log-counts do not match the counts")
