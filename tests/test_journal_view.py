@@ -75,6 +75,22 @@ def test_a_viewed_journal_scores_as_the_replayed_one_to_the_bit_without_reading_
     assert new                                               # some evidence is the journal's own tokens
 
 
+def test_a_verdict_without_evidence_numbers_no_journal_token(model):
+    # a message with tokens only the journal holds is scored in the order the journal numbers them
+    # (first occurrences) without the table of every journal token, which only evidence names need
+    _learn(model, _learns())
+    learned = [p.read_bytes() for _, p, _ in _learns()]
+    replayed = SpamFilter.load(model)
+    viewed = _viewed(model)
+    view = viewed.pending_journal_
+    assert [viewed.classify(m, False).log_odds for m in learned] == [replayed.classify(m, False).log_odds
+                                                                      for m in learned]
+    assert view._ids is None                                 # the journal's tokens never numbered
+    viewed.n_evidence = replayed.n_evidence = 400
+    assert _verdicts(viewed, learned[:1]) == _verdicts(replayed, learned[:1])
+    assert view._ids is not None                             # evidence names them: numbered then
+
+
 def test_anything_else_replays_the_journal_first_and_counts_held_out_scores_once(tmp_path):
     path = tmp_path / "learned.spamnb"   # a model grown by learning from empty: cutoffs fitted on held-out scores
     spam, ham = SPAM + [p for p in (REPO / "corpora" / "spam_2").iterdir()][:20], HAM[:70]
