@@ -315,30 +315,21 @@ def learner(spam_filter, apply_records):
 
 class _Indices:
     """The feature indices of a message's tokens in a view's Scorer (:meth:`JournalView._build`),
-    position by position: the file's tokens', then ``n_base`` + the id of each the journal
-    added, numbered (:meth:`JournalView._numbering`: a table of every token the journal
-    holds, 60,330 occurrences after 200 learns on Enron-Spam) only when one of those is
-    asked for (a verdict's evidence), not for a classify's sums."""
+    position by position (what ``FileScorer.score`` asks of its evidence): the file's tokens',
+    then ``n_base`` + the id of each the journal added, numbered (:meth:`JournalView._numbering`:
+    a table of every token of the journal) only when one of those is asked for, not for sums."""
 
     __slots__ = ("known", "added", "view")
 
     def __init__(self, known, added, view):
         self.known, self.added, self.view = known, added, view   # added: their hashes (array('Q')) until numbered
 
-    def __len__(self):
-        return len(self.known) + len(self.added)
-
     def __getitem__(self, position):
-        if position < 0:
-            position += len(self)
         if position < len(self.known):
             return self.known[position]
         if not isinstance(self.added, list):
             self.added = self.view._added_indices(self.added)
         return self.added[position - len(self.known)]
-
-    def __iter__(self):
-        return (self[position] for position in range(len(self)))
 
 
 class JournalView(FileScorer):
