@@ -448,11 +448,12 @@ class JournalView(FileScorer):
         """The tokens of ``hashes`` the model file lacks and the journal's learns hold:
         those :meth:`_build`'s pass through the learns found (``first`` >= 0), as the
         message was scored; no table of every journal token built (:meth:`_numbering`)."""
-        held = self._held
-        if held is None or held[0] is not hashes:
-            self._build(hashes)
-            held = self._held
-        _hashes, wanted, first, m = held
+        held = self._held   # read once: another thread scoring through this view may set it meanwhile
+        if held is not None and held[0] is hashes:
+            _hashes, wanted, first, m = held
+        else:   # not the message scored last through this view (a weighted copy scored it, or another thread since)
+            found, _index, wanted, _changed, first, _totals = self._rows(hashes)
+            m = len(found)
         return {wanted[k] for k in range(m, len(wanted)) if first[k] >= 0}
 
     # -- at load ---------------------------------------------------------------
@@ -573,17 +574,13 @@ class JournalView(FileScorer):
         self._gathered = (hashes, got)
         return got
 
-    def _build(self, hashes):
-        """``(scorer, index)``: a Scorer over the message's known tokens (the
-        model's with the journal's learns), numbered in feature order, and
-        their feature indices (a token the journal added: ``n_base`` + its
-        id, in the order the replay numbers them)."""
-        from spamnb.estimator.scoring import compact_scorer
-
+    def _rows(self, hashes):
+        """``(found, index, wanted, changed, first, totals)``: the message's entries of the
+        file (:meth:`_gather`), its distinct tokens (the file's, then the others) put
+        through the journal's learns (``token_kernels.journal_rows``: their logs where a
+        learn changed them, else the file's, class-major; each one's first position in
+        the learns, -1 for none) and the class totals after the learns."""
         found, index, logs = self._gather(hashes)
-        if not self._n_learns():   # no learn to put them through (a learner's first message): the file's, as they are
-            return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
-                                  self.pair_weight), index
         m = len(found)
         wanted = array("Q", found)   # the message's distinct tokens: the file's, then the others (in any order)
         wanted.extend(set(hashes).difference(found))
@@ -597,7 +594,22 @@ class JournalView(FileScorer):
                                             journal_hashes, bounds, classes, wanted, where, self.transform,
                                             self.length, self.alpha, self.file_totals, changed, first, logs, sums,
                                             places)
-        self._held = (hashes, wanted, first, m)   # which of its tokens the journal holds (new_tokens)
+        self._held = (hashes, wanted, first, m)   # which of its tokens the journal holds (_journal_holds)
+        return found, index, wanted, changed, first, totals
+
+    def _build(self, hashes):
+        """``(scorer, index)``: a Scorer over the message's known tokens (the
+        model's with the journal's learns), numbered in feature order, and
+        their feature indices (a token the journal added: ``n_base`` + its
+        id, in the order the replay numbers them)."""
+        from spamnb.estimator.scoring import compact_scorer
+
+        if not self._n_learns():   # no learn to put them through (a learner's first message): the file's, as they are
+            found, index, logs = self._gather(hashes)
+            return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
+                                  self.pair_weight), index
+        found, index, wanted, changed, first, totals = self._rows(hashes)
+        m, w = len(found), len(wanted)
         log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
         out_logs = changed[:m]
         out_logs.extend(changed[w:w + m])
