@@ -75,6 +75,48 @@ def test_a_viewed_journal_scores_as_the_replayed_one_to_the_bit_without_reading_
     assert new                                               # some evidence is the journal's own tokens
 
 
+def test_a_verdict_without_evidence_numbers_no_journal_token(model):
+    # a message with tokens only the journal holds is scored in the order the journal numbers them
+    # (first occurrences) without the table of every journal token, which only evidence names need
+    _learn(model, _learns())
+    learned = [p.read_bytes() for _, p, _ in _learns()]
+    replayed = SpamFilter.load(model)
+    viewed = _viewed(model)
+    view = viewed.pending_journal_
+    assert [viewed.classify(m, False).log_odds for m in learned] == [replayed.classify(m, False).log_odds
+                                                                      for m in learned]
+    assert view._ids is None                                 # the journal's tokens never numbered
+    viewed.n_evidence = replayed.n_evidence = 400
+    assert _verdicts(viewed, learned[:1]) == _verdicts(replayed, learned[:1])
+    assert view._ids is not None                             # evidence names them: numbered then
+
+
+def test_a_learners_new_tokens_are_those_neither_the_file_nor_a_learn_holds(model):
+    # from the message's pass through the learns, scored first or not: what the table of every journal token gives
+    from array import array
+
+    from spamnb.bayes import token_kernels
+    from spamnb.persistence import deltas
+
+    _learn(model, _learns())
+    sf = _viewed(model)
+    messages = [p.read_bytes() for _, p, _ in _learns()] + PROBES + [HARD[-1].read_bytes()]
+    for scored in (False, True):
+        view = _viewed(model).pending_journal_
+        for message in messages:
+            hashes = sf.tokenizer_.stream(message).hashes
+            if scored:
+                view.score(hashes)
+            new = set(hashes).difference(view._gather(hashes)[0])
+            _ids, _n, keys, values = view._numbering()
+            candidates = array("Q", new)
+            ids = array("i", [-1]) * len(candidates)
+            token_kernels.lookup(keys, values, candidates, ids)
+            expected = deltas.first_places(hashes, {h for h, i in zip(candidates, ids) if i < 0})
+            assert list(view.new_tokens(hashes)) == list(expected)
+    assert any(len(view.new_tokens(sf.tokenizer_.stream(m).hashes)) for m in messages)   # some tokens new to both
+
+
 def test_anything_else_replays_the_journal_first_and_counts_held_out_scores_once(tmp_path):
     path = tmp_path / "learned.spamnb"   # a model grown by learning from empty: cutoffs fitted on held-out scores
     spam, ham = SPAM + [p for p in (REPO / "corpora" / "spam_2").iterdir()][:20], HAM[:70]

@@ -313,6 +313,25 @@ def learner(spam_filter, apply_records):
                        apply_records)
 
 
+class _Indices:
+    """The feature indices of a message's tokens in a view's Scorer (:meth:`JournalView._build`),
+    position by position (what ``FileScorer.score`` asks of its evidence): the file's tokens',
+    then ``n_base`` + the id of each the journal added, numbered (:meth:`JournalView._numbering`:
+    a table of every token of the journal) only when one of those is asked for, not for sums."""
+
+    __slots__ = ("known", "added", "view")
+
+    def __init__(self, known, added, view):
+        self.known, self.added, self.view = known, added, view   # added: their hashes (array('Q')) until numbered
+
+    def __getitem__(self, position):
+        if position < len(self.known):
+            return self.known[position]
+        if not isinstance(self.added, list):
+            self.added = self.view._added_indices(self.added)
+        return self.added[position - len(self.known)]
+
+
 class JournalView(FileScorer):
     """The journal of a model read in part, for scoring (:func:`view`): a
     ``scoring.FileScorer`` whose message's entries go through the journal's learns."""
@@ -352,6 +371,7 @@ class JournalView(FileScorer):
         self._lock, self._state = _thread.RLock(), "pending"
         self._last = None  # (hashes, their set, _build(hashes)): the message last scored
         self._gathered = None   # (hashes, _gather(hashes)): the message's entries of the file last read
+        self._held = None   # (hashes, wanted, first, m) of the message last built (_build): _journal_holds
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
 
@@ -402,7 +422,7 @@ class JournalView(FileScorer):
         for name in self._SHARED:
             setattr(self, name, getattr(base, name))
         self._lock, self._state = _thread.RLock(), "done"
-        self._last = self._ids = self._gathered = self._journal = None
+        self._last = self._ids = self._gathered = self._journal = self._held = None
 
     def _extend(self, base, learn):
         """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
@@ -420,13 +440,21 @@ class JournalView(FileScorer):
             return array("i")
         # a learner scored the message first: the file read once; no Python loop over the occurrences
         new = set(hashes).difference(self._gather(hashes)[0])
-        _ids, n_ids, keys, values = self._numbering()
-        if n_ids and new:   # and not the journal's: its distinct candidates looked up in the journal's table
-            candidates = array("Q", new)
-            ids = array("i", [-1]) * len(candidates)
-            token_kernels.lookup(keys, values, candidates, ids)
-            new = {h for h, i in zip(candidates, ids) if i < 0}
+        if new and self._n_learns():   # and not the journal's: those the message's pass through its learns found
+            new.difference_update(self._journal_holds(hashes))
         return deltas.first_places(hashes, new)
+
+    def _journal_holds(self, hashes):
+        """The tokens of ``hashes`` the model file lacks and the journal's learns hold:
+        those :meth:`_build`'s pass through the learns found (``first`` >= 0), as the
+        message was scored; no table of every journal token built (:meth:`_numbering`)."""
+        held = self._held   # read once: another thread scoring through this view may set it meanwhile
+        if held is not None and held[0] is hashes:
+            _hashes, wanted, first, m = held
+        else:   # not the message scored last through this view (a weighted copy scored it, or another thread since)
+            found, _index, wanted, _changed, first, _totals = self._rows(hashes)
+            m = len(found)
+        return {wanted[k] for k in range(m, len(wanted)) if first[k] >= 0}
 
     # -- at load ---------------------------------------------------------------
     def count_scores(self, spam_filter):
@@ -546,17 +574,13 @@ class JournalView(FileScorer):
         self._gathered = (hashes, got)
         return got
 
-    def _build(self, hashes):
-        """``(scorer, index)``: a Scorer over the message's known tokens (the
-        model's with the journal's learns), numbered in feature order, and
-        their feature indices (a token the journal added: ``n_base`` + its
-        id, in the order the replay numbers them)."""
-        from spamnb.estimator.scoring import compact_scorer
-
+    def _rows(self, hashes):
+        """``(found, index, wanted, changed, first, totals)``: the message's entries of the
+        file (:meth:`_gather`), its distinct tokens (the file's, then the others) put
+        through the journal's learns (``token_kernels.journal_rows``: their logs where a
+        learn changed them, else the file's, class-major; each one's first position in
+        the learns, -1 for none) and the class totals after the learns."""
         found, index, logs = self._gather(hashes)
-        if not self._n_learns():   # no learn to put them through (a learner's first message): the file's, as they are
-            return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
-                                  self.pair_weight), index
         m = len(found)
         wanted = array("Q", found)   # the message's distinct tokens: the file's, then the others (in any order)
         wanted.extend(set(hashes).difference(found))
@@ -570,32 +594,51 @@ class JournalView(FileScorer):
                                             journal_hashes, bounds, classes, wanted, where, self.transform,
                                             self.length, self.alpha, self.file_totals, changed, first, logs, sums,
                                             places)
+        self._held = (hashes, wanted, first, m)   # which of its tokens the journal holds (_journal_holds)
+        return found, index, wanted, changed, first, totals
+
+    def _build(self, hashes):
+        """``(scorer, index)``: a Scorer over the message's known tokens (the
+        model's with the journal's learns), numbered in feature order, and
+        their feature indices (a token the journal added: ``n_base`` + its
+        id, in the order the replay numbers them)."""
+        from spamnb.estimator.scoring import compact_scorer
+
+        if not self._n_learns():   # no learn to put them through (a learner's first message): the file's, as they are
+            found, index, logs = self._gather(hashes)
+            return compact_scorer(found, logs, self.log_norm, self.log_prior, self.transform, self.length,
+                                  self.pair_weight), index
+        found, index, wanted, changed, first, totals = self._rows(hashes)
+        m, w = len(found), len(wanted)
         log_norm = arithmetic.log_norms(list(totals), self.alpha, self.n_features)   # as WordCounts.scorer_state
         out_logs = changed[:m]
         out_logs.extend(changed[w:w + m])
         if m == w or max(first[m:]) < 0:   # no token only the journal holds: the file's, in their order
             return compact_scorer(found, out_logs, log_norm, self.log_prior, self.transform, self.length,
                                   self.pair_weight), index
-        # and those the journal added (after the file's, in the order they were added: the replay's numbering)
-        out_hashes, out_index, out_logs = array("Q", found), list(index), [out_logs[:m], out_logs[m:]]
-        added = [k for k in range(m, w) if first[k] >= 0]
-        _ids, _n, keys, values = self._numbering()
-        ids = array("i", [-1]) * len(added)
-        token_kernels.lookup(keys, values, array("Q", (wanted[k] for k in added)), ids)
+        # and those the journal added, after the file's (all in feature order), in the order the journal numbers
+        # them: its ids go by first occurrence (_numbering), so first[] orders them without numbering the journal
+        order = sorted(range(m), key=index.__getitem__)
+        added = sorted((k for k in range(m, w) if first[k] >= 0), key=first.__getitem__)
+        sorted_hashes = array("Q", (found[k] for k in order))
+        sorted_hashes.extend(wanted[k] for k in added)
         log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
-        for k, i in sorted(zip(added, ids), key=lambda item: item[1]):
-            out_hashes.append(wanted[k])
-            out_index.append(self.n_base + i)
-            for c in range(2):
-                value = changed[c * w + k]
-                out_logs[c].append(log_alpha if math.isnan(value) else value)
-        order = sorted(range(len(out_index)), key=out_index.__getitem__)
-        sorted_hashes = array("Q", (out_hashes[k] for k in order))
-        sorted_logs = array("d", (out_logs[0][k] for k in order))
-        sorted_logs.extend(out_logs[1][k] for k in order)
+        sorted_logs = array("d")
+        for c in range(2):
+            row = changed[c * w:c * w + w]
+            sorted_logs.extend(row[k] for k in order)
+            sorted_logs.extend(log_alpha if math.isnan(row[k]) else row[k] for k in added)
         scorer = compact_scorer(sorted_hashes, sorted_logs, log_norm, self.log_prior, self.transform, self.length,
                                 self.pair_weight)
-        return scorer, [out_index[k] for k in order]
+        return scorer, _Indices([index[k] for k in order], sorted_hashes[m:], self)
+
+    def _added_indices(self, hashes):
+        """The feature indices of ``hashes``, tokens the journal added: ``n_base`` + each one's
+        id (:meth:`_numbering`: every token of the journal numbered, when first asked)."""
+        _ids, _n, keys, values = self._numbering()
+        ids = array("i", [-1]) * len(hashes)
+        token_kernels.lookup(keys, values, hashes, ids)
+        return [self.n_base + i for i in ids]
 
     # -- what the scoring path calls ---------------------------------------------
     def compact(self, hashes):
