@@ -164,9 +164,13 @@ def fold_of(data, n_folds=DEFAULT_FOLDS):
     helps score its twin).  Each class spreads over the folds at random
     (stratified in expectation, not dealt exactly as
     :func:`spamnb.evaluation.crossval.stratified_folds` deals them)."""
-    import hashlib
+    global _BLAKE2B
+    if _BLAKE2B is None:
+        from hashlib import blake2b as _BLAKE2B
+    return int.from_bytes(_BLAKE2B(data, digest_size=8).digest(), "little") % n_folds
 
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") % n_folds
+
+_BLAKE2B = None   # hashlib's, imported at fold_of's first call
 
 
 # Near-duplicates (issue 46).  The same message in two folders differs by a
