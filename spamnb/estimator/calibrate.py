@@ -182,6 +182,7 @@ _BLAKE2B = None   # hashlib's, imported at fold_of's first call
 # every copy goes to the fold of the first one counted (fold_map).
 _HEADER_BLOCK = None
 _KEPT = None
+_CRC32 = None
 
 
 def near_duplicate_key(data):
@@ -195,14 +196,14 @@ def near_duplicate_key(data):
     sender who makes two messages share a key puts them in one fold, no more.
     One regular-expression match for the header's end, one search over the
     header, one checksum of the body: linear in the message's size."""
-    global _HEADER_BLOCK, _KEPT
-    from zlib import crc32
-
-    if _HEADER_BLOCK is None:
+    global _HEADER_BLOCK, _KEPT, _CRC32
+    if _HEADER_BLOCK is None:   # once: not a from-import a message
         import re
+        from zlib import crc32 as _CRC32
 
         _HEADER_BLOCK = re.compile(rb"(?:(?:[!-9;-~]+[ \t]*:|[ \t])[^\n]*(?:\n|\Z))*")
         _KEPT = re.compile(rb"\n(subject|from|to|cc|date|message-id)[ \t]*:([^\n]*(?:\n[ \t][^\n]*)*)")
+    crc32 = _CRC32
     start = 0
     if data[:5] == b"From ":
         newline = data.find(b"\n")

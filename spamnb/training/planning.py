@@ -189,10 +189,14 @@ def _labelled_key(data, is_spam):
     """A message's near-duplicate key with its label in it (bit 62 flipped for
     spam): copies with the same label are one message; the same message in a
     spam and a ham folder is two (a conflict the counts keep, as before)."""
-    from spamnb.estimator.calibrate import near_duplicate_key
-
-    key = near_duplicate_key(data)
+    global _KEY
+    if _KEY is None:   # once: not a from-import a message
+        from spamnb.estimator.calibrate import near_duplicate_key as _KEY
+    key = _KEY(data)
     return None if key is None else key ^ (bool(is_spam) << 62)
+
+
+_KEY = None   # spamnb.estimator.calibrate.near_duplicate_key, imported at _labelled_key's first call
 
 
 def unique_messages(messages, report, skip=None, seen=None):
