@@ -40,6 +40,9 @@ SHAPES = {
     "no header": BODY,
     "empty": b"",
     "From without the space": b"From:" + HEAD[5:] + b"\n" + BODY,
+    "our status field in mixed case": HEAD + b"x-SpamNB-status: spam 0.99\n\n" + BODY,
+    "spamassassin's fields in lower case": HEAD + b"x-spam-status: No\nx-spam-checker-version: spamnb\n\n" + BODY,
+    "another x- field only": HEAD + b"X-Mailer: mutt\nx-loop: list\n\n" + BODY,
 }
 
 

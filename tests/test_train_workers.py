@@ -196,6 +196,30 @@ def test_workers_leave_out_copies_without_a_keying_pass(monkeypatch, tmp_path, p
     assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
 
 
+def test_gathered_strings_are_the_tokens_strings_in_their_new_order():
+    """``_without``'s gather of the kept tokens' strings: by slices of runs of
+    consecutive old numbers (few runs: copies taken out renumber few tokens)
+    or byte by byte (many runs): the strings of the tokens, in order, either way."""
+    from spamnb.training.planning import _gathered
+
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n = int(rng.integers(0, 400))
+        sizes = rng.integers(0, 9, n)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        blob = rng.integers(0, 256, int(offsets[-1]), dtype=np.uint8).tobytes()
+        if trial % 2:   # many runs
+            tokens = rng.permutation(n)[:int(rng.integers(0, n + 1))].astype(np.int32)
+        else:   # a few tokens gone or moved
+            tokens = np.flatnonzero(rng.random(n) < 0.98).astype(np.int32)
+            if tokens.size > 3:
+                tokens[[1, -2]] = tokens[[-2, 1]]
+        starts, stops = offsets[tokens], offsets[tokens + 1]
+        got = _gathered(blob, tokens, starts, stops, stops - starts, int((stops - starts).sum()))
+        assert got == b"".join(blob[a:b] for a, b in zip(starts, stops))
+
+
 def test_first_sight_lists_values_in_order_of_first_occurrence():
     from spamnb.bayes.merging import first_sight
 

@@ -164,9 +164,13 @@ def fold_of(data, n_folds=DEFAULT_FOLDS):
     helps score its twin).  Each class spreads over the folds at random
     (stratified in expectation, not dealt exactly as
     :func:`spamnb.evaluation.crossval.stratified_folds` deals them)."""
-    import hashlib
+    global _BLAKE2B
+    if _BLAKE2B is None:
+        from hashlib import blake2b as _BLAKE2B
+    return int.from_bytes(_BLAKE2B(data, digest_size=8).digest(), "little") % n_folds
 
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") % n_folds
+
+_BLAKE2B = None   # hashlib's, imported at fold_of's first call
 
 
 # Near-duplicates (issue 46).  The same message in two folders differs by a
@@ -178,6 +182,7 @@ def fold_of(data, n_folds=DEFAULT_FOLDS):
 # every copy goes to the fold of the first one counted (fold_map).
 _HEADER_BLOCK = None
 _KEPT = None
+_CRC32 = None
 
 
 def near_duplicate_key(data):
@@ -191,14 +196,14 @@ def near_duplicate_key(data):
     sender who makes two messages share a key puts them in one fold, no more.
     One regular-expression match for the header's end, one search over the
     header, one checksum of the body: linear in the message's size."""
-    global _HEADER_BLOCK, _KEPT
-    from zlib import crc32
-
-    if _HEADER_BLOCK is None:
+    global _HEADER_BLOCK, _KEPT, _CRC32
+    if _HEADER_BLOCK is None:   # once: not a from-import a message
         import re
+        from zlib import crc32 as _CRC32
 
         _HEADER_BLOCK = re.compile(rb"(?:(?:[!-9;-~]+[ \t]*:|[ \t])[^\n]*(?:\n|\Z))*")
         _KEPT = re.compile(rb"\n(subject|from|to|cc|date|message-id)[ \t]*:([^\n]*(?:\n[ \t][^\n]*)*)")
+    crc32 = _CRC32
     start = 0
     if data[:5] == b"From ":
         newline = data.find(b"\n")

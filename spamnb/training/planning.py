@@ -189,10 +189,14 @@ def _labelled_key(data, is_spam):
     """A message's near-duplicate key with its label in it (bit 62 flipped for
     spam): copies with the same label are one message; the same message in a
     spam and a ham folder is two (a conflict the counts keep, as before)."""
-    from spamnb.estimator.calibrate import near_duplicate_key
-
-    key = near_duplicate_key(data)
+    global _KEY
+    if _KEY is None:   # once: not a from-import a message
+        from spamnb.estimator.calibrate import near_duplicate_key as _KEY
+    key = _KEY(data)
     return None if key is None else key ^ (bool(is_spam) << 62)
+
+
+_KEY = None   # spamnb.estimator.calibrate.near_duplicate_key, imported at _labelled_key's first call
 
 
 def unique_messages(messages, report, skip=None, seen=None):
@@ -403,6 +407,26 @@ def _in_fold_order(indices, lengths, spam, folds, starts):
     return indices[take], sorted_lengths, spam[order], place[order], folds[order], starts[order]
 
 
+def _gathered(blob, tokens, starts, stops, sizes, total):
+    """The strings of the old numbers ``tokens`` (``starts``/``stops``/``sizes``:
+    their byte ranges in ``blob``), in that order, as one ``bytes``
+    (:func:`_without`).  Taking copies out renumbers few tokens: the new
+    order is a few runs of consecutive old numbers, each one slice of
+    ``blob`` (one join of the slices); when the runs are many (more than one
+    in 64 tokens), a byte gather by numpy, the same bytes."""
+    import numpy as np
+
+    cut = np.flatnonzero(np.diff(tokens) != 1) + 1
+    if 64 * (cut.size + 1) > tokens.size:
+        ends = np.cumsum(sizes)
+        take = np.repeat(starts - (ends - sizes), sizes) + np.arange(total)
+        return np.frombuffer(blob, dtype=np.uint8)[take].tobytes()
+    first = np.concatenate(([0], cut))
+    last = np.append(cut, tokens.size) - 1
+    view = memoryview(blob)
+    return b"".join([view[a:b] for a, b in zip(starts[first].tolist(), stops[last].tolist())])
+
+
 def _without(counts, spilled, drop, spec):
     """A partition's counts and messages (:func:`count_partition_spilled`'s,
     one variant) as if the messages at the positions ``drop`` (among those
@@ -438,12 +462,11 @@ def _without(counts, spilled, drop, spec):
     add_counts_rows(kept, bounds, np.ascontiguousarray(spam, dtype=np.uint8), rows[0], rows[1],
                     COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0)))
     offsets = np.asarray(counts.offsets, dtype=np.int64)
-    starts_s, sizes = offsets[tokens], offsets[tokens + 1] - offsets[tokens]
+    starts_s, stops = offsets[tokens], offsets[tokens + 1]
+    sizes = stops - starts_s
     new_offsets = np.zeros(tokens.size + 1, dtype=np.uint64)
     np.cumsum(sizes, out=new_offsets[1:])
-    ends = new_offsets[1:].astype(np.int64)
-    take = np.repeat(starts_s - (ends - sizes), sizes) + np.arange(int(ends[-1]) if ends.size else 0)
-    strings = np.frombuffer(counts.strings, dtype=np.uint8)[take].tobytes()
+    strings = _gathered(counts.strings, tokens, starts_s, stops, sizes, int(new_offsets[-1]))
     class_count = counts.class_count.copy()
     dropped_spam = np.asarray(spilled[2])[drop]
     class_count[1] -= float(np.count_nonzero(dropped_spam))
