@@ -567,7 +567,7 @@ cdef void _lift(double *levels, Py_ssize_t *items, Py_ssize_t i, Py_ssize_t n) n
 
 def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const unsigned char[::1] rows_of,
                     const int64_t[::1] ends, Py_ssize_t fan_in, double[::1] ham, double[::1] spam, int counts,
-                    double length=0.0):
+                    double length=0.0, const int32_t[::1] local=None):
     """``add_counts_rows`` of the messages a partition at a time, each
     partition summed apart and the partitions' sums added in the tree of
     ``spamnb.estimator.counting.TreeReduce(fan_in)`` (groups of ``fan_in``
@@ -578,7 +578,9 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     partition lacks adds nothing).  Partition ``p`` holds messages
     ``ends[p - 1]`` (0 for the first) to ``ends[p]``.  Memory: two rows per
     level of the tree and one partition's.  Raises ValueError for bounds or
-    ends that do not fit, or an index out of range of the rows.  Returns
+    ends that do not fit, or an index out of range of the rows.  ``local``:
+    the rows' column of each index (``local[idx[i]]``, read as each message
+    is counted: no mapped copy of ``idx``), None: the index itself.  Returns
     the number of partitions."""
     cdef Py_ssize_t n = ham.shape[0], m = bounds.shape[0] - 1, n_parts = ends.shape[0]
     cdef Py_ssize_t p, j, i, k, c, n_levels = 2, reach = fan_in, top
@@ -593,6 +595,10 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef Py_ssize_t *items = NULL
     cdef Py_ssize_t most, cap
     cdef int32_t *scratch = NULL
+    cdef int32_t *mapped = NULL
+    cdef const int32_t *msg
+    cdef Py_ssize_t n_local = 0 if local is None else local.shape[0]
+    cdef bint bad = 0
     if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
         raise ValueError(f"unknown counts transform {counts}")
     if spam.shape[0] != n:
@@ -619,6 +625,10 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         # _distinct_counts allocates a message at a time: the same count_distinct and scale_to_length)
         _buffers(most + 2 * table_size(most), most, &scratch, &x)
         uniq = scratch
+        if n_local:
+            mapped = <int32_t *>malloc(most * sizeof(int32_t))
+            if mapped == NULL:
+                raise MemoryError()
         part = levels + 2 * n * n_levels
         for p in range(n_parts):
             stop = ends[p]
@@ -628,7 +638,18 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                     if b == a:
                         continue
                     cap = table_size(b - a)
-                    k = count_distinct(&idx[a], b - a, uniq, x, counts, uniq + most, cap, _LOG1P_SMALL)
+                    msg = &idx[a]
+                    if n_local:   # the message's indices through ``local``
+                        for i in range(b - a):
+                            t = idx[a + i]
+                            if t < 0 or t >= n_local:
+                                bad = 1
+                                break
+                            mapped[i] = local[t]
+                        if bad:
+                            break
+                        msg = mapped
+                    k = count_distinct(msg, b - a, uniq, x, counts, uniq + most, cap, _LOG1P_SMALL)
                     scale_to_length(x, k, length)
                     largest = -1
                     for i in range(k):
@@ -639,6 +660,8 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                     row = part + n * (1 if rows_of[j] else 0)
                     for i in range(k):
                         row[uniq[i]] += x[i]
+            if bad:
+                raise ValueError(f"an index out of range of local's {n_local}")
             if largest >= n:
                 raise ValueError(f"feature index out of range for {n} counts")
             with nogil:
@@ -646,6 +669,8 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                 if stop > start:   # its tokens' sums into level 0 (a token twice: 0.0 the second time)
                     for i in range(bounds[start], bounds[stop]):
                         t = idx[i]
+                        if n_local:
+                            t = local[t]
                         if t < 0:
                             continue
                         for c in range(2):
@@ -678,6 +703,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         free(items)
         free(scratch)
         free(x)
+        free(mapped)
 
 
 # --------------------------------------------------------------------------
