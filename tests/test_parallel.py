@@ -822,9 +822,10 @@ def test_variant_counter_numbers_each_variant_in_its_own_order():
 
 
 def test_variant_counter_keeps_every_token_as_its_index_grows():
-    """The hash index doubled many times (its old pages given back a piece at a
-    time as they are read): every token of 40 messages of 5,000 found again
-    with its number, each variant's hashes in the order of first sight."""
+    """The hash index's slots doubled many times (made again from its entries):
+    every token of 40 messages of 5,000 found again with its number, each
+    variant's hashes in the order of first sight; a hash 0 (no token's) is
+    new each time, as the vocabulary has it."""
     from array import array
 
     from spamnb.bayes.token_kernels import COUNTS_RAW, VariantCounter
@@ -850,6 +851,9 @@ def test_variant_counter_keeps_every_token_as_its_index_grows():
         counter.clear_partition(1)
     for v in range(2):
         assert list(counter.hashes(v)) == list(seen[v]) and counter.n_features_of(v) > 60_000
+    before = counter.n_features_of(0)
+    numbers = counter.count([Stream([0, int(pool[0]), 0])], True)
+    assert list(numbers[0]) == [before, seen[0][int(pool[0])], before + 1]
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])

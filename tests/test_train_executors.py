@@ -342,6 +342,18 @@ def test_add_counts_tree_is_the_partitions_merged_in_the_tree(fan_in, ends):
     with pytest.raises(ValueError):
         token_kernels.add_counts_tree(idx, bounds, rows_of, np.array([21], dtype=np.int64), fan_in, ham, spam,
                                       counts, length)
+    # the indices of a wider vocabulary read through a map to these columns (partition_fold_sums): the same rows
+    local = np.full(3 * n, -7, dtype=np.int32)
+    wide = (3 * idx + 1).astype(np.int32)
+    local[wide] = idx
+    mapped = np.zeros((2, n))
+    token_kernels.add_counts_tree(wide, bounds, rows_of, np.array(ends, dtype=np.int64), fan_in, mapped[0], mapped[1],
+                                  counts, length, local=local)
+    assert mapped[0].tobytes() == ham.tobytes() and mapped[1].tobytes() == spam.tobytes()
+    if idx.size and ends:
+        with pytest.raises(ValueError):   # an index past the map
+            token_kernels.add_counts_tree(wide, bounds, rows_of, np.array(ends, dtype=np.int64), fan_in, mapped[0],
+                                          mapped[1], counts, length, local=local[:int(wide.max())])
 
 
 def test_message_features_go_through_the_one_entry(tmp_path):

@@ -16,26 +16,16 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
+from spamnb.bayes._maps cimport _grow, _map, _unmap
+
 cdef extern from *:
     """
-    #include <sys/mman.h>
     #define SPAMNB_PREFETCH(p) __builtin_prefetch((p), 1, 1)
-    /* VariantCounter's hash index: an anonymous mapping (zeros, its pages made as they are written), NULL when
-       refused; unmapped a piece at a time as a rehash leaves it. */
-    static void *_spamnb_index_map(size_t n) {
-        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? NULL : p;
-    }
-    static void _spamnb_index_unmap(void *p, size_t n) {
-        if (p != NULL && n != 0) munmap(p, n);
-    }
     """
     void SPAMNB_PREFETCH(const void *p) noexcept nogil
-    void *_index_map "_spamnb_index_map"(size_t n) noexcept nogil
-    void _index_unmap "_spamnb_index_unmap"(void *p, size_t n) noexcept nogil
 
 cdef enum:
-    _INDEX_PIECE = 1 << 16   # bytes of the old index given back at a time while it is rehashed (whole pages)
+    _AHEAD = 16   # a token's slot is fetched _AHEAD tokens early, the entry it names _AHEAD // 2 tokens early
 
 import array
 
@@ -577,7 +567,7 @@ cdef void _lift(double *levels, Py_ssize_t *items, Py_ssize_t i, Py_ssize_t n) n
 
 def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const unsigned char[::1] rows_of,
                     const int64_t[::1] ends, Py_ssize_t fan_in, double[::1] ham, double[::1] spam, int counts,
-                    double length=0.0):
+                    double length=0.0, const int32_t[::1] local=None):
     """``add_counts_rows`` of the messages a partition at a time, each
     partition summed apart and the partitions' sums added in the tree of
     ``spamnb.estimator.counting.TreeReduce(fan_in)`` (groups of ``fan_in``
@@ -588,7 +578,9 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     partition lacks adds nothing).  Partition ``p`` holds messages
     ``ends[p - 1]`` (0 for the first) to ``ends[p]``.  Memory: two rows per
     level of the tree and one partition's.  Raises ValueError for bounds or
-    ends that do not fit, or an index out of range of the rows.  Returns
+    ends that do not fit, or an index out of range of the rows.  ``local``:
+    the rows' column of each index (``local[idx[i]]``, read as each message
+    is counted: no mapped copy of ``idx``), None: the index itself.  Returns
     the number of partitions."""
     cdef Py_ssize_t n = ham.shape[0], m = bounds.shape[0] - 1, n_parts = ends.shape[0]
     cdef Py_ssize_t p, j, i, k, c, n_levels = 2, reach = fan_in, top
@@ -603,6 +595,10 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef Py_ssize_t *items = NULL
     cdef Py_ssize_t most, cap
     cdef int32_t *scratch = NULL
+    cdef int32_t *mapped = NULL
+    cdef const int32_t *msg
+    cdef Py_ssize_t n_local = 0 if local is None else local.shape[0]
+    cdef bint bad = 0
     if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
         raise ValueError(f"unknown counts transform {counts}")
     if spam.shape[0] != n:
@@ -629,6 +625,10 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         # _distinct_counts allocates a message at a time: the same count_distinct and scale_to_length)
         _buffers(most + 2 * table_size(most), most, &scratch, &x)
         uniq = scratch
+        if n_local:
+            mapped = <int32_t *>malloc(most * sizeof(int32_t))
+            if mapped == NULL:
+                raise MemoryError()
         part = levels + 2 * n * n_levels
         for p in range(n_parts):
             stop = ends[p]
@@ -638,7 +638,18 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                     if b == a:
                         continue
                     cap = table_size(b - a)
-                    k = count_distinct(&idx[a], b - a, uniq, x, counts, uniq + most, cap, _LOG1P_SMALL)
+                    msg = &idx[a]
+                    if n_local:   # the message's indices through ``local``
+                        for i in range(b - a):
+                            t = idx[a + i]
+                            if t < 0 or t >= n_local:
+                                bad = 1
+                                break
+                            mapped[i] = local[t]
+                        if bad:
+                            break
+                        msg = mapped
+                    k = count_distinct(msg, b - a, uniq, x, counts, uniq + most, cap, _LOG1P_SMALL)
                     scale_to_length(x, k, length)
                     largest = -1
                     for i in range(k):
@@ -649,6 +660,8 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                     row = part + n * (1 if rows_of[j] else 0)
                     for i in range(k):
                         row[uniq[i]] += x[i]
+            if bad:
+                raise ValueError(f"an index out of range of local's {n_local}")
             if largest >= n:
                 raise ValueError(f"feature index out of range for {n} counts")
             with nogil:
@@ -656,6 +669,8 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                 if stop > start:   # its tokens' sums into level 0 (a token twice: 0.0 the second time)
                     for i in range(bounds[start], bounds[stop]):
                         t = idx[i]
+                        if n_local:
+                            t = local[t]
                         if t < 0:
                             continue
                         for c in range(2):
@@ -688,6 +703,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
         free(items)
         free(scratch)
         free(x)
+        free(mapped)
 
 
 # --------------------------------------------------------------------------
@@ -698,10 +714,15 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
 # default stream's tokens).  Each variant numbers its tokens in its own order
 # of first sight, keeps its own strings and its partition's compact rows, as
 # a Vocabulary and compact rows of its own (``_add_local``) would; the hash index is one
-# for all of them: a slot holds a hash and each variant's number for it (-1:
+# for all of them: an entry holds a hash and each variant's number for it (-1:
 # not met by that variant) side by side (16 bytes for two variants: one cache
-# line read a probe), so a token of both streams is probed for in one table,
-# the second time in a slot just read.
+# line read a hit), so a token of both streams is probed for in one table,
+# the second time in an entry just read.  The entries are dense, in order of
+# first sight (a mapping grown by ``mremap``: pages for the tokens met only),
+# and the open-addressing slots hold 4-byte entry numbers: 4 bytes a slot and
+# 16 a token, where slots of whole entries took 16 bytes a slot at up to 3/4
+# full (SpamAssassin's 480 k tokens: 4 + 7.3 MiB against 16).  The slots are
+# made again from the entries when they double (the old ones unmapped first).
 
 cdef class VariantCounter:
     """The counting pass of ``n_variants`` variants over one corpus, a
@@ -710,7 +731,9 @@ cdef class VariantCounter:
     variant, what ``Vocabulary.add`` and ``_add_local`` into compact rows give it alone
     (its feature numbers, its strings, its partition's compact ham and
     spam rows, bit for bit), over one hash index for all."""
-    cdef uint64_t *keys            # capacity slots of ``stride`` words: the hash (0: empty), then an int32 a variant
+    cdef uint64_t *keys            # n_keys entries of ``stride`` words: the hash, then an int32 a variant
+    cdef Py_ssize_t keys_cap       # entries mapped
+    cdef int32_t *slots            # capacity slots: an entry's number, -1 empty
     cdef Py_ssize_t capacity, n_keys, stride
     cdef readonly Py_ssize_t n_variants
     cdef double fill
@@ -725,6 +748,7 @@ cdef class VariantCounter:
 
     def __cinit__(self):
         self.keys = NULL
+        self.slots = NULL
         self.n_features = NULL
         self.n_touched = NULL
         self.transforms = NULL
@@ -740,14 +764,16 @@ cdef class VariantCounter:
             raise ValueError("the hash index is filled to at most 3/4")
         self.n_variants, self.fill, self.capacity, self.n_keys = n, fill, 1024, 0
         self.stride = 1 + (n + 1) // 2
-        self.keys = <uint64_t *>_index_map(self.capacity * self.stride * sizeof(uint64_t))
+        self.slots = <int32_t *>_map(self.capacity * sizeof(int32_t))
         self.n_features = <int32_t *>calloc(n, sizeof(int32_t))
         self.n_touched = <Py_ssize_t *>calloc(n, sizeof(Py_ssize_t))
         self.transforms = <int *>calloc(n, sizeof(int))
         self.lengths = <double *>calloc(n, sizeof(double))
-        if (self.keys == NULL or self.n_features == NULL or self.n_touched == NULL
+        if (self.slots == NULL or self.n_features == NULL or self.n_touched == NULL
                 or self.transforms == NULL or self.lengths == NULL):
             raise MemoryError()
+        memset(self.slots, 0xff, self.capacity * sizeof(int32_t))
+        _grow(<void **>&self.keys, &self.keys_cap, 1024, self.stride * sizeof(uint64_t))
         for v in range(n):
             if transforms[v] not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
                 raise ValueError(f"unknown counts transform {transforms[v]}")
@@ -765,7 +791,7 @@ cdef class VariantCounter:
         self.scratch_n = 0
 
     def __dealloc__(self):
-        _index_unmap(self.keys, self.capacity * self.stride * sizeof(uint64_t))
+        self._unmap_index()
         free(self.n_features)
         free(self.n_touched)
         free(self.transforms)
@@ -773,50 +799,49 @@ cdef class VariantCounter:
         free(self.uniq)
         free(self.x)
 
+    cdef void _unmap_index(self) noexcept:
+        _unmap(self.keys, self.keys_cap * self.stride * sizeof(uint64_t))
+        _unmap(self.slots, self.capacity * sizeof(int32_t))
+        self.keys, self.slots, self.keys_cap, self.capacity = NULL, NULL, 0, 0
+
     def n_features_of(self, Py_ssize_t v):
         """Variant ``v``'s number of tokens."""
         self._variant(v)
         return self.n_features[v]
 
     cdef int _variant(self, Py_ssize_t v) except -1:
-        if not 0 <= v < self.n_variants or self.keys == NULL:
+        if not 0 <= v < self.n_variants or self.slots == NULL:
             raise ValueError(f"no variant {v} (of {self.n_variants}), or its hash index given up")
         return 0
 
     cdef int _reserve(self, Py_ssize_t n_keys) except -1:
-        """Room in the index for ``n_keys`` hashes: doubled and rehashed while
-        they would fill more than ``fill`` of it.  The new index is a mapping
-        whose pages are made as entries reach them, and the old one is
-        unmapped a piece at a time as it is read: the two are never both
-        whole in memory (the old index and a new one twice its size were the
-        counting pass's peak while it grew)."""
-        cdef Py_ssize_t capacity = self.capacity, s, slot, w = self.stride
-        cdef Py_ssize_t old_bytes = self.capacity * w * sizeof(uint64_t), done, freed = 0
-        cdef uint64_t mask, h
-        cdef uint64_t *keys
-        cdef char *old = <char *>self.keys
+        """Room for ``n_keys`` entries (their mapping grown in place by
+        ``mremap``), the slots doubled while they would be more than ``fill``
+        full: the old slots unmapped first and the new ones made from the
+        entries (never two sets of slots, never the entries twice)."""
+        cdef Py_ssize_t capacity = self.capacity, e, slot, w = self.stride
+        cdef uint64_t mask
+        _grow(<void **>&self.keys, &self.keys_cap, n_keys, w * sizeof(uint64_t))
         if n_keys <= self.fill * capacity:
             return 0
         while n_keys > self.fill * capacity:
             capacity *= 2
-        keys = <uint64_t *>_index_map(capacity * w * sizeof(uint64_t))
-        if keys == NULL:
+        _unmap(self.slots, self.capacity * sizeof(int32_t))
+        self.slots = <int32_t *>_map(capacity * sizeof(int32_t))
+        if self.slots == NULL:
+            self.capacity = 0
             raise MemoryError()
+        self.capacity = capacity
         mask = capacity - 1
         with nogil:
-            for s in range(self.capacity):
-                h = self.keys[s * w]
-                if h != 0:
-                    slot = <Py_ssize_t>(h & mask)
-                    while keys[slot * w] != 0:
-                        slot = (slot + 1) & mask
-                    memcpy(keys + slot * w, self.keys + s * w, w * sizeof(uint64_t))
-                done = (s + 1) * w * <Py_ssize_t>sizeof(uint64_t)   # the old index's bytes read: given back
-                if done - freed >= _INDEX_PIECE:
-                    _index_unmap(old + freed, ((done - freed) // _INDEX_PIECE) * _INDEX_PIECE)
-                    freed += ((done - freed) // _INDEX_PIECE) * _INDEX_PIECE
-            _index_unmap(old + freed, old_bytes - freed)
-        self.keys, self.capacity = keys, capacity
+            memset(self.slots, 0xff, capacity * sizeof(int32_t))
+            for e in range(self.n_keys):
+                if self.keys[e * w] == 0:   # a hash 0 is new every time (never in the slots)
+                    continue
+                slot = <Py_ssize_t>(self.keys[e * w] & mask)
+                while self.slots[slot] >= 0:
+                    slot = (slot + 1) & mask
+                self.slots[slot] = <int32_t>e
         return 0
 
     cdef int _scratch(self, Py_ssize_t n) except -1:
@@ -839,7 +864,7 @@ cdef class VariantCounter:
         Returns a tuple of each variant's feature numbers of the stream's
         tokens (a memoryview of an int32 buffer, valid until the next call)."""
         cdef Py_ssize_t v, j, n, n_new, nv = self.n_variants, k, first, m
-        cdef int32_t i, l, next_index
+        cdef int32_t i, l, e, next_index
         cdef uint64_t h, mask
         cdef uint64_t *entry
         cdef int32_t *number
@@ -854,7 +879,7 @@ cdef class VariantCounter:
         cdef list results = []
         if len(streams) > nv:
             raise ValueError(f"{len(streams)} streams for {nv} variants")
-        if self.keys == NULL:
+        if self.slots == NULL:
             raise ValueError("the hash index was given up")
         for v in range(len(streams)):
             stream = streams[v]
@@ -880,20 +905,29 @@ cdef class VariantCounter:
             mask = self.capacity - 1
             with nogil:
                 for j in range(n):
-                    if j + 8 < n:   # the slot of the hash 8 ahead on its way from memory (most probes miss the cache)
-                        SPAMNB_PREFETCH(self.keys + <Py_ssize_t>(hp[j + 8] & mask) * w)
+                    if j + _AHEAD < n:   # most probes miss the cache: a slot fetched ahead, then the entry it names
+                        SPAMNB_PREFETCH(self.slots + <Py_ssize_t>(hp[j + _AHEAD] & mask))
+                    if j + _AHEAD // 2 < n:
+                        e = self.slots[<Py_ssize_t>(hp[j + _AHEAD // 2] & mask)]
+                        if e >= 0:
+                            SPAMNB_PREFETCH(self.keys + <Py_ssize_t>e * w)
                     h = hp[j]
                     slot = <Py_ssize_t>(h & mask)
-                    entry = self.keys + slot * w
-                    while entry[0] != 0 and entry[0] != h:   # the table is never full (fill <= 3/4)
+                    e = self.slots[slot]
+                    while e >= 0 and self.keys[<Py_ssize_t>e * w] != h:   # the slots are never full (fill <= 3/4)
                         slot = (slot + 1) & mask
-                        entry = self.keys + slot * w
-                    number = <int32_t *>(entry + 1)
-                    if entry[0] == 0:   # new to every variant
-                        entry[0] = h
+                        e = self.slots[slot]
+                    if e < 0 or h == 0:   # new to every variant (a hash 0 every time, never in the slots)
+                        e = <int32_t>self.n_keys
                         self.n_keys += 1
+                        entry = self.keys + <Py_ssize_t>e * w
+                        entry[0] = h
+                        number = <int32_t *>(entry + 1)
                         for k in range(nv):
                             number[k] = -1
+                        if h != 0:
+                            self.slots[slot] = e
+                    number = <int32_t *>(self.keys + <Py_ssize_t>e * w + 1)
                     i = number[v]
                     if i < 0:   # new to this variant
                         i = next_index + <int32_t>n_new
@@ -953,16 +987,15 @@ cdef class VariantCounter:
 
     def hashes(self, Py_ssize_t v):
         """Variant ``v``'s token hashes in its feature order: ``array('Q')``."""
-        cdef Py_ssize_t s, w = self.stride
+        cdef Py_ssize_t e, w = self.stride
         cdef int32_t i
         cdef array.array out
         self._variant(v)
-        out = array.clone(array.array("Q"), self.n_features[v], False)
-        for s in range(self.capacity):
-            if self.keys[s * w] != 0:
-                i = (<int32_t *>(self.keys + s * w + 1))[v]
-                if i >= 0:
-                    out.data.as_ulonglongs[i] = self.keys[s * w]
+        out = array.clone(array.array("Q"), self.n_features[v], True)
+        for e in range(self.n_keys):
+            i = (<int32_t *>(self.keys + e * w + 1))[v]
+            if i >= 0:
+                out.data.as_ulonglongs[i] = self.keys[e * w]
         return out
 
     def strings(self, Py_ssize_t v):
@@ -975,7 +1008,6 @@ cdef class VariantCounter:
 
     def release(self):
         """Give up the hash index and every partition's buffers (after :meth:`hashes`)."""
-        _index_unmap(self.keys, self.capacity * self.stride * sizeof(uint64_t))
-        self.keys = NULL
-        self.capacity = self.n_keys = 0
+        self._unmap_index()
+        self.n_keys = 0
         self.out = self.new_positions = self.local_of = self.touched = self.ham = self.spam = None

@@ -32,40 +32,13 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
 
+from spamnb.bayes._maps cimport _grow, _map, _remap, _unmap
+
 cdef extern from *:
     """
-    #include <sys/mman.h>
-    #include <string.h>
     #define _spamnb_merge_prefetch(p) __builtin_prefetch((const void *)(p))
-
-    /* Anonymous mappings: NULL for 0 bytes or when the system refuses. */
-    static void *_spamnb_map(size_t n) {
-        void *p;
-        if (n == 0) return NULL;
-        p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        return p == MAP_FAILED ? NULL : p;
-    }
-    static void _spamnb_unmap(void *p, size_t n) {
-        if (p != NULL && n != 0) munmap(p, n);
-    }
-    /* The mapping p of old bytes resized to n (> 0): moved by the kernel, not copied, on Linux. */
-    static void *_spamnb_remap(void *p, size_t old, size_t n) {
-        void *q;
-        if (p == NULL || old == 0) return _spamnb_map(n);
-    #ifdef MREMAP_MAYMOVE
-        q = mremap(p, old, n, MREMAP_MAYMOVE);
-        return q == MAP_FAILED ? NULL : q;
-    #else
-        q = _spamnb_map(n);
-        if (q != NULL) { memcpy(q, p, old < n ? old : n); munmap(p, old); }
-        return q;
-    #endif
-    }
     """
     void _prefetch "_spamnb_merge_prefetch"(const void *p) noexcept nogil
-    void *_map "_spamnb_map"(size_t n) noexcept nogil
-    void _unmap "_spamnb_unmap"(void *p, size_t n) noexcept nogil
-    void *_remap "_spamnb_remap"(void *p, size_t old, size_t n) noexcept nogil
 
 # Lookahead of the loops' prefetches (the total's arrays are far larger than
 # the caches: each token's entries are random accesses): a slot is fetched
@@ -124,22 +97,6 @@ cdef Block _block(void *data, Py_ssize_t size, Py_ssize_t mapped):
             data, mapped = shrunk, size
     block.data, block.size, block.mapped = <char *>data, size, mapped
     return block
-
-
-cdef int _grow(void **p, Py_ssize_t *capacity, Py_ssize_t needed, Py_ssize_t itemsize) except -1:
-    """Make the mapping ``*p`` of ``*capacity`` items hold at least ``needed``
-    (grown by half at least)."""
-    cdef Py_ssize_t new_capacity
-    cdef void *q
-    if needed <= capacity[0]:
-        return 0
-    new_capacity = max(needed, capacity[0] + capacity[0] // 2, 1024)
-    q = _remap(p[0], capacity[0] * itemsize, new_capacity * itemsize)
-    if q == NULL:
-        raise MemoryError()
-    p[0] = q
-    capacity[0] = new_capacity
-    return 0
 
 
 @cython.auto_pickle(False)
@@ -229,23 +186,27 @@ cdef class MergeTable:
         return 0
 
     cdef int _rehash(self) except -1:
-        cdef Py_ssize_t capacity = 2 * (self.mask + 1), i
-        cdef uint64_t mask = capacity - 1, slot
-        cdef int32_t *slots = <int32_t *>_map(capacity * sizeof(int32_t))
-        cdef int32_t t
-        if slots == NULL:
-            raise MemoryError()
-        memset(slots, 0xff, capacity * sizeof(int32_t))
-        with nogil:
-            for i in range(<Py_ssize_t>self.mask + 1):
-                t = self.slots[i]
-                if t >= 0:
-                    slot = self.hashes[t] & mask
-                    while slots[slot] >= 0:
-                        slot = (slot + 1) & mask
-                    slots[slot] = t
+        """The slots doubled: the old ones unmapped first and the new ones made
+        from the hashes kept in token order (never two sets of slots: the
+        last doubling's old slots beside the new were part of the parent's
+        peak)."""
+        cdef Py_ssize_t capacity = 2 * (self.mask + 1), t
+        cdef uint64_t mask = capacity - 1, slot, h
         _unmap(self.slots, (self.mask + 1) * sizeof(int32_t))
-        self.slots, self.mask = slots, mask
+        self.slots = <int32_t *>_map(capacity * sizeof(int32_t))
+        if self.slots == NULL:
+            self.mask = 0
+            raise MemoryError()
+        self.mask = mask
+        with nogil:
+            memset(self.slots, 0xff, capacity * sizeof(int32_t))
+            for t in range(self.n):
+                h = self.hashes[t]
+                if h != 0:   # a hash 0 is new every time (never in the slots)
+                    slot = h & mask
+                    while self.slots[slot] >= 0:
+                        slot = (slot + 1) & mask
+                    self.slots[slot] = <int32_t>t
         return 0
 
     cdef int _grow_entries(self, Py_ssize_t needed) except -1:

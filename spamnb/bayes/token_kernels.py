@@ -165,13 +165,13 @@ def held_out_log_odds(idx, bounds, local_of, log_count, log_norm, log_prior, cou
                                              counts, length)
 
 
-def add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length=0.0):
+def add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length=0.0, local=None):
     """``add_counts_rows`` a partition at a time (partition ``p``: messages
     up to ``ends[p]``, int64), the partitions' sums added in the tree of
-    ``TreeReduce(fan_in)``, written to ``ham`` and ``spam``:
-    ``_count.add_counts_tree``."""
+    ``TreeReduce(fan_in)``, written to ``ham`` and ``spam`` (``local``: each
+    index's column, int32, or None): ``_count.add_counts_tree``."""
     _check_length(length)
-    return _count_module().add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length)
+    return _count_module().add_counts_tree(idx, bounds, rows_of, ends, fan_in, ham, spam, counts, length, local)
 
 
 def add_counts_split(idx, base, tail, counts, sign, length, log_base, log_tail, alpha):

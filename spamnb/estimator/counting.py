@@ -698,8 +698,8 @@ def partition_fold_sums(fan_in, ends, spec):
         mark[tokens] = False
         local[tokens] = np.arange(tokens.size, dtype=np.int32)
         part = np.zeros((2, tokens.size))
-        add_counts_tree(local[indices], bounds, spam, np.array([end[k] for end in ends], dtype=np.int64), fan_in,
-                        part[0], part[1], transform, length)
+        add_counts_tree(indices, bounds, spam, np.array([end[k] for end in ends], dtype=np.int64), fan_in,
+                        part[0], part[1], transform, length, local=local)   # mapped as read: no copy of indices
         return tokens, part
 
     return sum_fold
