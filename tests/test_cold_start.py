@@ -228,6 +228,18 @@ def test_plain_mail_is_classified_without_re(model, tmp_path):
     assert "encodings.cp1252" not in modules
 
 
+def test_a_passthrough_classify_loads_no_re(model, tmp_path):
+    """``classify -p`` (procmail's pipe): the header found and edited with
+    bytes methods and the parser's compiled run of fields (issue 51), its
+    helpers plain tuples: no ``re``, ``enum`` or ``collections``, and the
+    message out with the status header."""
+    message = PLAIN.read_bytes()
+    proc, modules = _bare_run(model, tmp_path, ["classify", "-p"], message)
+    assert proc.returncode == 0 and "spamnb.mail.headers" in modules, proc.stderr[-300:]
+    assert not {"re", "enum", "collections", "operator", "functools"} & modules, sorted(modules)
+    assert b"\nX-Spamnb-Status: " in proc.stdout and proc.stdout.endswith(message.split(b"\n\n", 1)[1])
+
+
 def test_a_warning_loads_warnings_and_is_one_line(model, tmp_path):
     """The one-line warning format is put in when a command first imports
     warnings (-S: no site, which imports it itself): a damaged journal's."""
@@ -267,7 +279,7 @@ def test_the_cold_path_loads_no_collections(args, model, tmp_path):
 # cold classify's instructions, which site pays for `python -c pass` (bin/spamnb runs without it).  A
 # classify calls the system through posix, the module os re-exports; array's registration as a
 # MutableSequence waits for _collections_abc (spamnb.cli.main._Unregistered).
-# (A message that needs a regular expression loads re, and collections with it; so does classify -p.)
+# (A message that needs a regular expression loads re, and collections with it; classify -p does not.)
 def test_a_cold_classify_loads_no_os(model, tmp_path):
     proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
     assert proc.returncode in (0, 1, 2) and "spamnb.model.spam_filter" in modules, proc.stderr[-300:]

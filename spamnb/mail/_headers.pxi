@@ -23,11 +23,13 @@
 # "Speed").
 
 
+from cpython.buffer cimport PyBuffer_Release
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 from libc.string cimport memchr, memcpy
 
 from spamnb.mail._unicode cimport (PyUnicode_IS_ASCII, PyUnicode_MAX_CHAR_VALUE, PyUnicode_New, PyUnicode_Substring,
                                    _find_char)
+from spamnb.buffers cimport UNSIGNED, take
 
 from spamnb.mail import lazy_re
 
@@ -90,6 +92,24 @@ cdef tuple _split_headers(bytes data):
     if end < n and s[end] == 10:
         return data[:end], data[end + 1:], True
     return data[:end], data[end:], end == n
+
+
+def fields_end(data not None, Py_ssize_t start=0):
+    """Offset just past the run of fields of ``data[start:]`` (any bytes-like
+    object; its block in :func:`split_headers`: "Name: value" lines and their
+    continuation lines, LF or CRLF line ends alike), ``start`` when it has
+    none: ``spamnb.mail.headers.split``'s ``fields_end``, the same rule."""
+    cdef Py_buffer view
+    cdef Py_ssize_t n, end
+    take(&view, data, UNSIGNED, 1, False, "unsigned char")
+    try:
+        n = view.len
+        if start < 0 or start >= n:
+            return start
+        end = _header_end(<const unsigned char *>view.buf + start, n - start)
+        return start + end
+    finally:
+        PyBuffer_Release(&view)
 
 
 # -- fields ----------------------------------------------------------------------

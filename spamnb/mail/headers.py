@@ -35,9 +35,8 @@ to change.  :func:`mta_edits` gives the same edit as the MTA's operations
 (the n-th field of a name changed or removed, fields added at the end).
 """
 
-from collections import namedtuple
-
 from spamnb.mail import lazy_re
+from spamnb.mail._mail import fields_end as _fields_end
 
 __all__ = ["SPAM_FIELDS", "NEWLINE_SCAN", "Split", "Edited", "header_end", "split", "header_of", "header_length", "newline_of",
            "fields", "field_name", "tagged_subject", "untagged_subject", "tag_subject", "edit", "header_block", "mta_edits"]
@@ -49,28 +48,82 @@ SPAM_FIELDS = (b"x-spam-status", b"x-spam-flag", b"x-spam-score", b"x-spam-level
                b"x-spam-report")
 NEWLINE_SCAN = 2000     # the bytes of the header looked at for a CRLF
 
-# an envelope line, then a field's name and colon: the message has a header
-_HEADER_LINE = lazy_re.pattern(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
-# the first blank line: where header_end's "\n\n" or "\n\r\n" starts
-_BLANK_LINE = lazy_re.pattern(rb"\n\r?\n")
-# the envelope line, then fields (a name, a colon) and their continuation lines
-_FIELDS = lazy_re.pattern(rb"(?:From [^\n]*\n)?"                               # the envelope line
-                          rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"   # a field
-                          rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")                     # its continuation lines
+# The header is found with bytes methods and spamnb.mail._mail.fields_end (the
+# parser's compiled run of fields), not regular expressions: ``classify -p``
+# imports no ``re`` (nor ``enum``, ``collections``).  The rules are these
+# expressions' (tests/test_header_rules.py compares the two):
+#   the message has a header: (?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:   matched at 0
+#   the first blank line:     \n\r?\n                                            searched
+#   its fields' end:          (?:From [^\n]*\n)?(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)
+#                             (?:[ \t][^\n]*(?:\n|\Z))*)*                       matched at 0
+_NAME = bytes(range(0x21, 0x7F))   # a field name's characters (":" never reaches the check: the name ends at it)
 
 # a field's name at the start of a line, and the rest of the field (its continuation lines) after its colon
+# (the milter's mta_edits alone: compiled when it first edits)
 _FIELD_START = lazy_re.pattern(rb"^([\x21-\x39\x3b-\x7e]+)[ \t]*:", lazy_re.M)
 _FIELD_REST = lazy_re.pattern(rb"[^\n]*(?:\n[ \t][^\n]*)*")
 
-Split = namedtuple("Split", "fields_end end body")
-"""Offsets in a message with a header: just past its last field
-(``fields_end``), just past its last line before the first blank line or
-the end (``end``), and where its body starts, after that blank line (``body``)."""
 
-Edited = namedtuple("Edited", "head at body newline")
-"""An edited message is ``head + message[at:]``: ``head`` the edited header
-(without the message's blank line), ``at`` where the message goes on (its
-blank line, or its body), ``body`` where its body starts."""
+class Split(tuple):
+    """Offsets in a message with a header: just past its last field
+    (``fields_end``), just past its last line before the first blank line or
+    the end (``end``), and where its body starts, after that blank line (``body``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, fields_end, end, body):
+        return tuple.__new__(cls, (fields_end, end, body))
+
+    fields_end = property(lambda self: self[0])
+    end = property(lambda self: self[1])
+    body = property(lambda self: self[2])
+
+
+class Edited(tuple):
+    """An edited message is ``head + message[at:]``: ``head`` the edited header
+    (without the message's blank line), ``at`` where the message goes on (its
+    blank line, or its body), ``body`` where its body starts."""
+
+    __slots__ = ()
+
+    def __new__(cls, head, at, body, newline):
+        return tuple.__new__(cls, (head, at, body, newline))
+
+    head = property(lambda self: self[0])
+    at = property(lambda self: self[1])
+    body = property(lambda self: self[2])
+    newline = property(lambda self: self[3])
+
+
+def _field_at(message, pos, n):
+    """Whether a field's name and its colon start at ``pos`` of ``message[:n]``."""
+    colon = message.find(b":", pos, n)
+    if colon <= pos:
+        return False
+    name = message[pos:colon].rstrip(b" \t")
+    return bool(name) and not name.translate(None, _NAME)
+
+
+def _envelope_end(message, n):
+    """Offset just past the mbox envelope line (``From ...`` and its line feed) of ``message[:n]``, or 0."""
+    if not message.startswith(b"From ", 0, n):
+        return 0
+    return message.find(b"\n", 5, n) + 1
+
+
+def _has_header(message, n):
+    """Whether ``message[:n]`` starts with a field, or an envelope line and a field."""
+    if _field_at(message, 0, n):
+        return True
+    after = _envelope_end(message, n)
+    return after > 0 and _field_at(message, after, n)
+
+
+def _blank_line(message, start, n):
+    """Where the first ``"\\n\\n"`` or ``"\\n\\r\\n"`` of ``message[:n]`` at or after ``start`` starts, or -1."""
+    lf = message.find(b"\n\n", start, n)
+    crlf = message.find(b"\n\r\n", start, n if lf < 0 else lf + 2)   # one before lf ends by lf + 2
+    return lf if crlf < 0 else crlf
 
 
 def header_end(message, start=0):
@@ -78,13 +131,14 @@ def header_end(message, start=0):
     or ``"\\n\\r\\n"``) at or after ``start``, or ``len(message)`` when there is
     none: the one place spamnb looks for the end of a message's header (one
     search for either; :func:`header_length` the same search within a limit)."""
-    blank = _BLANK_LINE.search(message, start)
-    return blank.start() + 1 if blank is not None else len(message)
+    blank = _blank_line(message, start, len(message))
+    return blank + 1 if blank >= 0 else len(message)
 
 
 def split(message):
     """:class:`Split` of ``message`` (bytes), or None when it has no header."""
-    if not _HEADER_LINE.match(message):
+    n = len(message)
+    if not _has_header(message, n):
         return None
     end = header_end(message)
     body = end
@@ -92,7 +146,7 @@ def split(message):
         body += 1
     elif message[end:end + 2] == b"\r\n":
         body += 2
-    return Split(_FIELDS.match(message).end(), end, body)
+    return Split(_fields_end(message, _envelope_end(message, n)), end, body)
 
 
 def header_of(message, limit=None):
@@ -108,12 +162,11 @@ def header_length(message, limit=None):
     message: :func:`header_end`'s one search for the first blank line, within
     the first ``limit`` bytes."""
     n = len(message) if limit is None else min(limit, len(message))
-    if not _HEADER_LINE.match(message, 0, n):
+    if not _has_header(message, n):
         return 0
-    blank = _BLANK_LINE.search(message, 0, n)
-    if blank is None:
+    end = _blank_line(message, 0, n)
+    if end < 0:
         return n
-    end = blank.start()
     while end and message[end - 1] == 13:      # the CRs before it dropped
         end -= 1
     return end
@@ -222,7 +275,7 @@ def mta_edits(message, remove=(), subject_tag=None):
     stay right.  And whether a Subject must be added (a tag and no Subject).
     The fields to add go at the end of the header."""
     drop = frozenset(remove)
-    if not _HEADER_LINE.match(message):
+    if not _has_header(message, len(message)):
         return [], bool(subject_tag)
     end = header_end(message)
     counts, removed, subjects = {}, [], []
