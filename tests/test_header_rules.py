@@ -16,6 +16,7 @@ from spamnb.mail import _mail, headers, status
 # the rules as they were (spamnb.mail.headers before issue 51)
 HEADER_LINE = re.compile(rb"(?:From [^\n]*\n)?[\x21-\x39\x3b-\x7e]+[ \t]*:")
 BLANK_LINE = re.compile(rb"\n\r?\n")
+LINE_END = re.compile(rb"\r?\n")
 FIELDS = re.compile(rb"(?:From [^\n]*\n)?"
                     rb"(?:[\x21-\x39\x3b-\x7e]+[ \t]*:[^\n]*(?:\n|\Z)"
                     rb"(?:[ \t][^\n]*(?:\n|\Z))*)*")
@@ -30,12 +31,8 @@ def split_ref(message):
     if not HEADER_LINE.match(message):
         return None
     end = header_end_ref(message)
-    body = end
-    if message[end:end + 1] == b"\n":
-        body += 1
-    elif message[end:end + 2] == b"\r\n":
-        body += 2
-    return (FIELDS.match(message).end(), end, body)
+    line_end = LINE_END.match(message, end)   # the blank line's, when there is one
+    return (FIELDS.match(message).end(), end, line_end.end() if line_end else end)
 
 
 def header_length_ref(message, limit=None):
