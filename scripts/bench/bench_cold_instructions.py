@@ -62,12 +62,15 @@ def main():
     parser.add_argument("--runs", type=int, default=3, help="runs of each command (default 3; the median)")
     parser.add_argument("--learn", action="store_true",
                         help="also a learn --spam of the message into a copy of the first model (no journal)")
+    parser.add_argument("--passthrough", action="store_true", help="also classify -p of the message, each model")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
     print(f"callgrind instructions, median of {args.runs} runs; load average {os.getloadavg()[0]:.2f}")
     print()
-    heads = [f"`classify`, {m.name}" for m in args.model] + ([f"`learn`, {args.model[0].name}"] if args.learn else [])
+    forms = [["classify"]] + ([["classify", "-p"]] if args.passthrough else [])
+    heads = ([f"`{' '.join(form)}`, {m.name}" for form in forms for m in args.model]
+             + ([f"`learn`, {args.model[0].name}"] if args.learn else []))
     print("| venv | `python -c pass` | " + " | ".join(heads) + " |")
     print("|---|---|" + "---|" * len(heads))
     for venv in args.venv:
@@ -76,8 +79,8 @@ def main():
         launch = launcher_args(venv)
         floor = statistics.median(instructions([python, "-c", "pass"]) for _ in range(args.runs))
         cells = [f"{floor / 1e6:.1f} M"]
-        for model in args.model:
-            argv = [python, *launch, "classify", "-m", str(model.resolve())]
+        for form, model in [(form, model) for form in forms for model in args.model]:
+            argv = [python, *launch, *form, "-m", str(model.resolve())]
             count = statistics.median(instructions(argv, args.message) for _ in range(args.runs))
             cells.append(f"{count / 1e6:.1f} M ({count / floor:.2f}x)")
         if args.learn:
