@@ -9,7 +9,9 @@
 # the two on the whole corpus, hand-written edge cases and generated input):
 #
 # - ``split_headers``: ``(?:[!-9;-~]+[ \\t]*:[^\\n]*(?:\\n|\\Z)(?:[ \\t][^\\n]*(?:\\n|\\Z))*)*``
-#   matched at position 0 of the bytes;
+#   matched at position 0 of the bytes; ``fields_end`` the end of that match
+#   (from any start, on any bytes-like object: spamnb.mail.headers.split's
+#   fields; tests/test_header_rules.py);
 # - ``parse_fields``: ``re.sub(r"\\n(?=[ \\t])", "", text)`` (unfolding), then
 #   ``re.findall(r"\\n([!-9;-~]+)[ \\t]*:[ \\t]*([^\\n]{0,max_chars})", "\\n" + text)``
 #   with the names lower-cased;
