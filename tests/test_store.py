@@ -459,8 +459,9 @@ def test_a_mapped_model_reads_its_ledger_when_it_is_first_used(sample_model):
 
 def test_a_layout_packs_and_reads_what_struct_does():
     """``store.Layout`` (the journal's layouts and its operations', ``persistence/deltas``): the bytes
-    ``struct`` packs, without it; ``read`` (Python) and ``unpack_from`` give struct's values; a
-    buffer cut short is a ValueError for both."""
+    ``struct`` packs and the values it reads, without it (``bayes/checks``, compiled); a buffer cut
+    short is a ValueError, a value out of its field's range an OverflowError, a count of values not
+    the layout's a TypeError."""
     import random
 
     from spamnb.persistence import deltas
@@ -485,10 +486,20 @@ def test_a_layout_packs_and_reads_what_struct_does():
             packed = layout.pack(*values)
             assert packed == reference.pack(*values), (layout.format, values)
             raw = rng.randbytes(3) + packed
-            assert reference.pack(*layout.read(raw, 3)) == packed
             assert layout.unpack_from(raw, 3) == reference.unpack_from(raw, 3)
-        for read in (layout.read, layout.unpack_from):
-            with pytest.raises(ValueError):
-                read(packed[:-1])
+            raw = rng.randbytes(reference.size + 5)   # any bytes: NaNs, negative numbers
+            assert reference.pack(*layout.unpack_from(raw, 5)) == reference.pack(*reference.unpack_from(raw, 5))
+        with pytest.raises(ValueError):
+            layout.unpack_from(packed[:-1])
+        with pytest.raises(ValueError):
+            layout.unpack_from(packed, -1)
         with pytest.raises(TypeError):
             layout.pack(*values, 0)
+        with pytest.raises(TypeError):
+            layout.pack(*values[:-1])
+    with pytest.raises(OverflowError):
+        deltas.TOKENS_RECORD.pack(256, 0, 0, 0, 0, 0, 0)
+    with pytest.raises(OverflowError):
+        deltas.TOKENS_RECORD.pack(1, 0, -(1 << 31) - 1, 0, 0, 0, 0)
+    with pytest.raises(OverflowError):
+        deltas.HELD_OUT_RECORD.pack(5, 1, 1e39)

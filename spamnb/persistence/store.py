@@ -57,7 +57,6 @@ import posix   # os's system calls, without os.py (its import loads _collections
 import stat
 import sys
 import time
-from array import array
 
 from spamnb.errors import LockTimeout, ModelError
 from spamnb.bayes import checks
@@ -1095,106 +1094,25 @@ def __getattr__(name):
 
 
 class Layout:
-    """A record's layout: a little-endian struct format ("<", of B H I i Q s x f d), as
-    ``struct.Struct`` gives it (``format``, ``size``, ``pack``, ``unpack_from``), but packed
-    with ``int.to_bytes`` and ``array``'s ``tobytes``, so that a writer (a learn's journal
-    record) loads no ``_struct``; ``unpack_from`` (the readers') is ``_struct.Struct``'s, made
-    on first use.  The journal's layouts and its operations' (``spamnb.persistence.deltas``)."""
+    """A record's layout: a little-endian struct format ("<", of B b H h I i Q q s x f d), as
+    ``struct.Struct`` gives it (``format``, ``size``, ``pack``, ``unpack_from``), packed and read
+    by ``bayes/checks`` (compiled: ``pack_layout``, ``unpack_layout``), so that a learn writing its
+    journal record, and a reader of one, load no ``_struct`` (a standard shared object).  The
+    journal's layouts and its operations' (``spamnb.persistence.deltas``)."""
 
-    __slots__ = ("format", "size", "_fields", "_n", "_struct")
+    __slots__ = ("format", "size")
 
     def __init__(self, format):
-        if not format.startswith("<"):
-            raise ValueError(f"a layout is little-endian, without alignment: {format!r}")
-        fields, size, count, n = [], 0, "", 0
-        for code in format[1:]:
-            if code.isdigit():
-                count += code
-                continue
-            repeat, count = int(count or 1), ""
-            width = _WIDTHS[code]   # KeyError: a code no layout uses
-            if code in "sx":   # one field of ``repeat`` bytes (x: padding, no value)
-                fields.append((code, repeat))
-                size += repeat
-                n += code == "s"
-                continue
-            fields.extend((code, width) for _ in range(repeat))
-            size += repeat * width
-            n += repeat
-        self.format, self.size, self._fields, self._n, self._struct = format, size, tuple(fields), n, None
+        self.format, self.size = format, checks.layout_size(format)
 
     def pack(self, *values):
         """The bytes of ``values``, as ``struct.Struct(format).pack`` gives them."""
-        if len(values) != self._n:
-            raise TypeError(f"pack expected {self._n} items for packing (got {len(values)})")
-        out, at = [], 0
-        for code, width in self._fields:
-            if code == "x":
-                out.append(bytes(width))
-                continue
-            value = values[at]
-            at += 1
-            if code == "s":
-                out.append(bytes(value[:width]).ljust(width, b"\0"))
-            elif code in "fd":
-                out.append(array(code, (value,)).tobytes())   # the machine's order: little-endian (above)
-            else:
-                out.append(int.to_bytes(value, width, "little", signed=code.islower()))
-        return b"".join(out)
-
-    def read(self, buffer, offset=0):
-        """:meth:`unpack_from` in Python (``int.from_bytes``, ``array``'s ``frombytes``), without
-        ``_struct``: for a few records, where loading the shared object costs more than the
-        Python.  ValueError for a buffer cut short."""
-        data = bytes(buffer[offset:offset + self.size])
-        if offset < 0 or len(data) != self.size:
-            raise ValueError(f"a record of {self.size} bytes is cut short")
-        out, at = [], 0
-        for code, width in self._fields:
-            field = data[at:at + width]
-            at += width
-            if code == "s":
-                out.append(field)
-            elif code in "fd":
-                number = array(code)
-                number.frombytes(field)
-                out.append(number[0])
-            elif code != "x":
-                out.append(int.from_bytes(field, "little", signed=code.islower()))
-        return tuple(out)
+        return checks.pack_layout(self.format, values, self.size)
 
     def unpack_from(self, buffer, offset=0):
         """``struct.Struct(format).unpack_from``, but a ValueError (not ``struct.error``) for a
-        buffer cut short: its callers need not load ``_struct`` to catch it.  The process's first
-        records (a learn's look at a short journal: its head, the ledger's records) are read by
-        :meth:`read`; past those (a replay) by ``_struct``, loaded then."""
-        global _python_reads
-        layout = self._struct
-        if layout is None:
-            if _python_reads < _PYTHON_READS:
-                _python_reads += 1
-                return self.read(buffer, offset)
-            import _struct
-
-            layout = self._struct = _struct.Struct(self.format)
-        try:
-            return layout.unpack_from(buffer, offset)
-        except _struct_error() as exc:   # (evaluated only when one is raised)
-            raise ValueError(str(exc)) from None
-
-
-# records read by Layout.read before _struct is loaded: about what loading it costs (a read is ~4 us, the load ~0.3 ms)
-_PYTHON_READS = 64
-_python_reads = 0
-
-
-def _struct_error():
-    import _struct
-
-    return _struct.error
-
-
-_WIDTHS = {"B": 1, "b": 1, "H": 2, "h": 2, "I": 4, "i": 4, "Q": 8, "q": 8, "f": 4, "d": 8, "s": 1, "x": 1}
+        buffer cut short: its callers need not load ``_struct`` to catch it."""
+        return checks.unpack_layout(self.format, buffer, offset, self.size)
 
 
 def journal_path(model_path):
