@@ -39,7 +39,7 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out", "OP_LEARN_SUMS", "LEARN_SUMS_RECORD",
            "encode_learn_sums", "without_sums"]
 
-# the operations' layouts: packed without _struct (a learn's record), unpacked with it (a replay: store.Layout)
+# the operations' layouts (store.Layout: packed and read by the compiled checks, without _struct)
 TOKENS_RECORD = Layout("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
 LEDGER_RECORD = Layout("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
 HELD_OUT_RECORD = Layout("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
