@@ -301,6 +301,8 @@ def test_a_cold_learn_loads_no_os(model, tmp_path):
         assert proc.returncode == 0 and "spamnb.persistence.journal" in modules, proc.stderr[-300:]
         assert journal.stat().st_size > before
         assert not {"os", "posixpath", "genericpath"} & modules, (k, sorted(modules))
+        # the records packed, the journal's head read, without _struct (a shared object: store.Layout)
+        assert "_struct" not in modules, k
         # _collections_abc only through the cutoffs refitted on the learns' held-out scores (calibrate's namedtuple)
         assert "spamnb.estimator.calibrate" in modules or "_collections_abc" not in modules, (k, sorted(modules))
     assert "spamnb.persistence.journal_view" in modules   # the append: the journal of the first learn read

@@ -455,3 +455,51 @@ def test_a_mapped_model_reads_its_ledger_when_it_is_first_used(sample_model):
     assert mapped.ledger_.to_arrays() == whole and not store.LEDGER & mapped.unread_.unread
     mapped.unread_.fill_unread(store.LEDGER)   # read already: nothing read again
     arrays.file.close()
+
+
+def test_a_layout_packs_and_reads_what_struct_does():
+    """``store.Layout`` (the journal's layouts and its operations', ``persistence/deltas``): the bytes
+    ``struct`` packs and the values it reads, without it (``bayes/checks``, compiled); a buffer cut
+    short is a ValueError, a value out of its field's range an OverflowError, a count of values not
+    the layout's a TypeError."""
+    import random
+
+    from spamnb.persistence import deltas
+
+    rng = random.Random(48)
+    layouts = [store.JOURNAL_HEAD, store.JOURNAL_RECORD, deltas.TOKENS_RECORD, deltas.LEDGER_RECORD,
+               deltas.HELD_OUT_RECORD, deltas.PAIR_SCORES_RECORD, deltas.LEARN_SUMS_RECORD]
+    for layout in layouts:
+        reference = struct.Struct(layout.format)
+        assert layout.size == reference.size, layout.format
+        for _ in range(200):
+            values = []
+            for code in reference.format.lstrip("<").translate({ord(d): None for d in "0123456789x"}):
+                if code == "s":
+                    values.append(rng.randbytes(rng.randrange(20)))
+                elif code in "fd":
+                    values.append(rng.choice([rng.uniform(-1e9, 1e9), float("inf"), -0.0, 1e-300, 2.5]))
+                else:
+                    bits = 8 * struct.calcsize(code)
+                    low = -(1 << bits - 1) if code.islower() else 0
+                    values.append(rng.randrange(low, low + (1 << bits)))
+            packed = layout.pack(*values)
+            assert packed == reference.pack(*values), (layout.format, values)
+            raw = rng.randbytes(3) + packed
+            assert layout.unpack_from(raw, 3) == reference.unpack_from(raw, 3)
+            raw = rng.randbytes(reference.size + 5)   # any bytes: NaNs, negative numbers
+            assert reference.pack(*layout.unpack_from(raw, 5)) == reference.pack(*reference.unpack_from(raw, 5))
+        with pytest.raises(ValueError):
+            layout.unpack_from(packed[:-1])
+        with pytest.raises(ValueError):
+            layout.unpack_from(packed, -1)
+        with pytest.raises(TypeError):
+            layout.pack(*values, 0)
+        with pytest.raises(TypeError):
+            layout.pack(*values[:-1])
+    with pytest.raises(OverflowError):
+        deltas.TOKENS_RECORD.pack(256, 0, 0, 0, 0, 0, 0)
+    with pytest.raises(OverflowError):
+        deltas.TOKENS_RECORD.pack(1, 0, -(1 << 31) - 1, 0, 0, 0, 0)
+    with pytest.raises(OverflowError):
+        deltas.HELD_OUT_RECORD.pack(5, 1, 1e39)

@@ -24,12 +24,12 @@ read into private memory (:func:`in_place`), so replaying costs in
 proportion to the journal, not the model.
 """
 
-import _struct as struct   # what struct.py re-exports: a cold classify does without loading struct.py
 from array import array
 
 from spamnb.estimator.ages import Ages, today
 from spamnb.estimator.defaults import new_counts
 from spamnb.persistence.attaching import attach, in_place   # noqa: F401 -- a replay's first step, here with the rest
+from spamnb.persistence.store import Layout
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
@@ -39,11 +39,12 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out", "OP_LEARN_SUMS", "LEARN_SUMS_RECORD",
            "encode_learn_sums", "without_sums"]
 
-TOKENS_RECORD = struct.Struct("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
-LEDGER_RECORD = struct.Struct("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
-HELD_OUT_RECORD = struct.Struct("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
-PAIR_SCORES_RECORD = struct.Struct("<BBxxxxxxdddd")   # op, class, words, pairs, the mixture's weight and scale after
-LEARN_SUMS_RECORD = struct.Struct("<BBxxxxxxdd")   # op, class, the learn's values' sum, their scale
+# the operations' layouts (store.Layout: packed and read by the compiled checks, without _struct)
+TOKENS_RECORD = Layout("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
+LEDGER_RECORD = Layout("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
+HELD_OUT_RECORD = Layout("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
+PAIR_SCORES_RECORD = Layout("<BBxxxxxxdddd")   # op, class, words, pairs, the mixture's weight and scale after
+LEARN_SUMS_RECORD = Layout("<BBxxxxxxdd")   # op, class, the learn's values' sum, their scale
 OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2, 3, 4, 5, 6
 OP_PAIR_SCORES = 7
 OP_LEARN_SUMS = 8
@@ -478,7 +479,7 @@ def first_places(hashes, new):
     if len(new) <= 64:   # a few: each one's first place by a search of the array's bytes (no int made per occurrence)
         raw, places = hashes.tobytes(), []
         for h in new:
-            needle = struct.pack("Q", h)   # the array's own (native) order
+            needle = array("Q", (h,)).tobytes()   # the array's own (native) order
             at = raw.find(needle)
             while at > 0 and at % 8:   # inside two occurrences: on from the next one
                 at = raw.find(needle, at - at % 8 + 8)

@@ -73,7 +73,6 @@ the journal could be applied.
 
 import posix   # os's calls without os.py (a cold learn never loads it: spamnb.persistence.store)
 import stat
-import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 
 # MustCompact and JournalWarning named when raised or warned (spamnb.errors makes each group's classes on first use:
 # a reader that warns of nothing, a learn that appends, make neither)
@@ -133,15 +132,14 @@ def _pad(n):
 # ---------------------------------------------------------------------------- the file
 def _header(identity, version=VERSION):
     fields = (MAGIC, version, 0, identity[0], identity[1], 0)
-    raw = HEAD.pack(*fields, 0)[:40]
-    return raw + struct.pack("<Q", checks.checksum64(raw))
+    return HEAD.pack(*fields, checks.checksum64(HEAD.pack(*fields, 0)[:40]))
 
 
 def _record_bytes(head_checksum, sequence, payload):
     payload = bytes(payload) + b"\0" * _pad(len(payload))
-    first = struct.pack("<II", len(payload), sequence)
+    first = RECORD.pack(len(payload), sequence, 0)[:8]
     checksum = checks.checksum64(head_checksum + first + payload)
-    return first + struct.pack("<Q", checksum) + payload
+    return RECORD.pack(len(payload), sequence, checksum) + payload
 
 
 # ---------------------------------------------------------------------------- a follower's reads (the load's: journal_view)
@@ -230,7 +228,7 @@ def follow(spam_filter, ledger=None):
     for payload in payloads:
         try:
             deltas.apply(spam_filter, ledger, payload)
-        except (ValueError, IndexError, TypeError, struct.error, MemoryError):
+        except (ValueError, IndexError, TypeError, MemoryError):   # a layout's short read: ValueError (store.Layout)
             journal.end = None   # no more following, no appending after it
             return None
         journal.payloads.append(payload)

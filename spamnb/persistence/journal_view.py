@@ -41,7 +41,6 @@ None), with the warnings the replay gives.
 
 import math
 import posix   # os's calls without os.py (a classify or learn through the journal never loads it)
-import _struct as struct   # what struct.py re-exports: a classify through the journal does without it
 from array import array
 
 from spamnb.bayes import arithmetic, checks, token_kernels
@@ -141,7 +140,7 @@ def apply_records(spam_filter, journal, scores=True, tail=True):
     for payload in journal.payloads:
         try:
             deltas.apply(spam_filter, ledger, payload, scores=scores)
-        except (ValueError, IndexError, TypeError, struct.error, MemoryError) as exc:
+        except (ValueError, IndexError, TypeError, MemoryError) as exc:   # a layout's short read: ValueError
             _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
                   f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
             journal.end = None   # a writer must not append after it: it compacts what applied

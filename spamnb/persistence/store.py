@@ -1078,8 +1078,7 @@ JOURNAL_SUFFIX = ".journal"
 JOURNAL_MAGIC = b"SPAMNB\x00J"
 JOURNAL_VERSION = 2
 JOURNAL_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (deltas.without_sums)
-# JOURNAL_HEAD and JOURNAL_RECORD, the journal's layouts (struct.Struct), are made when first imported
-# (__getattr__): a load of a model without a journal loads no _struct
+# JOURNAL_HEAD and JOURNAL_RECORD, the journal's layouts (Layout), are made when first imported (__getattr__)
 _JOURNAL_LAYOUTS = {
     "JOURNAL_HEAD": "<8sIIQQQQ",   # magic, version, reserved, model length, model checksum, reserved, checksum
     "JOURNAL_RECORD": "<IIQ",      # a record's payload length, sequence number, checksum
@@ -1090,10 +1089,30 @@ def __getattr__(name):
     """``JOURNAL_HEAD``, ``JOURNAL_RECORD``: made when first asked for (PEP 562)."""
     if name not in _JOURNAL_LAYOUTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import _struct
-
-    layout = globals()[name] = _struct.Struct(_JOURNAL_LAYOUTS[name])
+    layout = globals()[name] = Layout(_JOURNAL_LAYOUTS[name])
     return layout
+
+
+class Layout:
+    """A record's layout: a little-endian struct format ("<", of B b H h I i Q q s x f d), as
+    ``struct.Struct`` gives it (``format``, ``size``, ``pack``, ``unpack_from``), packed and read
+    by ``bayes/checks`` (compiled: ``pack_layout``, ``unpack_layout``), so that a learn writing its
+    journal record, and a reader of one, load no ``_struct`` (a standard shared object).  The
+    journal's layouts and its operations' (``spamnb.persistence.deltas``)."""
+
+    __slots__ = ("format", "size")
+
+    def __init__(self, format):
+        self.format, self.size = format, checks.layout_size(format)
+
+    def pack(self, *values):
+        """The bytes of ``values``, as ``struct.Struct(format).pack`` gives them."""
+        return checks.pack_layout(self.format, values, self.size)
+
+    def unpack_from(self, buffer, offset=0):
+        """``struct.Struct(format).unpack_from``, but a ValueError (not ``struct.error``) for a
+        buffer cut short: its callers need not load ``_struct`` to catch it."""
+        return checks.unpack_layout(self.format, buffer, offset, self.size)
 
 
 def journal_path(model_path):
