@@ -294,7 +294,8 @@ def test_a_cold_classify_loads_no_os(model, tmp_path):
 # into place, the folder fsynced) and an append to it (issue 48: a learn within 1.1x a classify).
 def test_a_cold_learn_loads_no_os(model, tmp_path):
     journal = tmp_path / "model.spamnb.journal"
-    for k, label in enumerate(("--spam", "--ham")):   # the journal's first write, then an append to it
+    # the journal's first write, then appends to it (the ham's refits the cutoffs: calibrate, and math with it)
+    for k, label in enumerate(("--spam", "--ham", "--spam")):
         before = journal.stat().st_size if k else 0
         proc, modules = _bare_run(model, tmp_path, ["learn", label, "-q"],
                                   PLAIN.read_bytes() + f"\nnot learned before {k}\n".encode())
@@ -303,9 +304,23 @@ def test_a_cold_learn_loads_no_os(model, tmp_path):
         assert not {"os", "posixpath", "genericpath"} & modules, (k, sorted(modules))
         # the records packed, the journal's head read, without _struct (a shared object: store.Layout)
         assert "_struct" not in modules, k
+        # nor math unless the cutoffs are refitted (calibrate: the sample model refits on every append)
+        assert "spamnb.estimator.calibrate" in modules or "math" not in modules, (k, sorted(modules))
         # _collections_abc only through the cutoffs refitted on the learns' held-out scores (calibrate's namedtuple)
         assert "spamnb.estimator.calibrate" in modules or "_collections_abc" not in modules, (k, sorted(modules))
     assert "spamnb.persistence.journal_view" in modules   # the append: the journal of the first learn read
+
+
+# What an append that refits no cutoffs loads (a large model's usual learn): the journal's read side and the
+# held-out histogram, without math (a standard shared object: prequential's isfinite is _score's and its floors
+# // 1.0; journal_view's exp and log are _score's)
+def test_the_journal_read_and_the_histogram_load_no_math():
+    code = ("import sys; import spamnb.persistence.journal_view, spamnb.estimator.prequential; "
+            "print(sorted({'math', '_struct', 'os'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-300:]
+    assert proc.stdout.strip() == "[]", proc.stdout
 
 
 def test_array_is_a_mutable_sequence_once_collections_abc_is_loaded(model, tmp_path):

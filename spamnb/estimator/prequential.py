@@ -34,9 +34,9 @@ Stored in the model file as the array ``held_out`` (schema version 5):
 nothing here needs numpy.
 """
 
-import math
 from array import array
 
+from spamnb.bayes.token_kernels import isfinite
 from spamnb.estimator.defaults import (HELD_OUT_BIN_WIDTH, HELD_OUT_BINS, HELD_OUT_HIGH, HELD_OUT_LOW, MIN_CLASS,
                                       counts_scores, cutoffs_from, held_out_bin)
 
@@ -64,7 +64,7 @@ class ScoreHistogram:
         counts = array("d", counts)
         if len(counts) != 2 * N_BINS:
             raise ValueError(f"a score histogram holds {2 * N_BINS} counts, not {len(counts)}")
-        if any(not (math.isfinite(c) and c >= 0) for c in counts):
+        if any(not (isfinite(c) and c >= 0) for c in counts):
             raise ValueError("a score histogram's counts must be finite and >= 0")
         self.counts = counts
         # per class, how many more messages may be counted before the class's total can pass
@@ -100,7 +100,7 @@ class ScoreHistogram:
             return False
         total = self.total(bool(c))
         # 2 messages of slack for the rounding of a 512-term sum (it is at most 1e-9 here)
-        room[c] = math.floor(MAX_COUNT - 2.0 - total) if total <= MAX_COUNT - 2.0 else -1
+        room[c] = int((MAX_COUNT - 2.0 - total) // 1.0) if total <= MAX_COUNT - 2.0 else -1
         return total > MAX_COUNT
 
     def move(self, log_odds, spam):
@@ -130,7 +130,7 @@ class ScoreHistogram:
         n_ham, n_spam = sum(ham), sum(spam)
         if n_ham < max(calibrate.MIN_HAM, calibrate.min_ham_for(target_fpr)) or n_spam < calibrate.MIN_SPAM:
             return self.thin_cutoffs(target_fpr, margin)
-        allowed = math.floor(target_fpr * n_ham + 1e-9)     # ham that may reach the cutoff
+        allowed = int((target_fpr * n_ham + 1e-9) // 1.0)     # ham that may reach the cutoff
         above, top = 0.0, None
         for i in range(N_BINS - 1, -1, -1):
             above += ham[i]
@@ -140,7 +140,7 @@ class ScoreHistogram:
         spam_cut = min(LOW + (top + 1) * BIN_WIDTH + margin, calibrate.MAX_LOG_ODDS)
         ham_cut = min(DEFAULT_HAM_LOG_ODDS, spam_cut)
         total = n_ham + n_spam
-        keep = math.floor(max_unsure * total)                 # messages allowed in the band
+        keep = int(max_unsure * total // 1.0)                 # messages allowed in the band
         lo_bin = self.bin_of(ham_cut) + 1 if ham_cut > LOW else 0
         hi_bin = self.bin_of(spam_cut)
         in_band = sum(ham[lo_bin:hi_bin]) + sum(spam[lo_bin:hi_bin])

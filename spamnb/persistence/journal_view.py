@@ -39,7 +39,6 @@ counts that are not held in place is replayed at load (:func:`view` returns
 None), with the warnings the replay gives.
 """
 
-import math
 import posix   # os's calls without os.py (a classify or learn through the journal never loads it)
 from array import array
 
@@ -48,6 +47,8 @@ from spamnb.persistence import deltas
 from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_SUFFIX as SUFFIX,
                                       JOURNAL_VERSIONS as VERSIONS, Journal, journal_path)
 from spamnb.estimator.scoring import FileScorer
+
+_NAN = float("nan")   # math's nan: a classify or learn through the journal loads no math module
 
 __all__ = ["read", "replay", "apply_records", "JournalView", "view", "learner"]
 
@@ -364,7 +365,7 @@ class JournalView(FileScorer):
         self.log_norm, self.log_prior = log_norm, log_prior
         if self._n_learns():   # as WordCounts.scorer_logs once the counts changed in place
             self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
-        self.file_totals = [math.exp(v) - self.alpha * self.n_base for v in log_norm]   # as WordCounts.extend_in_place
+        self.file_totals = [token_kernels.exp(v) - self.alpha * self.n_base for v in log_norm]   # as WordCounts.extend_in_place
         import _thread   # threading's lock, without threading's import (a classify's cold path)
 
         self._lock, self._state = _thread.RLock(), "pending"
@@ -544,7 +545,7 @@ class JournalView(FileScorer):
                 hashes.frombytes(learn.hashes)
                 bounds.append(len(hashes))
             self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns),
-                             array("d", [math.nan]) * (2 * len(self.learns)), None)
+                             array("d", [_NAN]) * (2 * len(self.learns)), None)
         return self._journal
 
     def _joined_hashes(self):
@@ -621,12 +622,12 @@ class JournalView(FileScorer):
         added = sorted((k for k in range(m, w) if first[k] >= 0), key=first.__getitem__)
         sorted_hashes = array("Q", (found[k] for k in order))
         sorted_hashes.extend(wanted[k] for k in added)
-        log_alpha = math.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
+        log_alpha = token_kernels.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
         sorted_logs = array("d")
         for c in range(2):
             row = changed[c * w:c * w + w]
             sorted_logs.extend(row[k] for k in order)
-            sorted_logs.extend(log_alpha if math.isnan(row[k]) else row[k] for k in added)
+            sorted_logs.extend(log_alpha if row[k] != row[k] else row[k] for k in added)
         scorer = compact_scorer(sorted_hashes, sorted_logs, log_norm, self.log_prior, self.transform, self.length,
                                 self.pair_weight)
         return scorer, _Indices([index[k] for k in order], sorted_hashes[m:], self)
