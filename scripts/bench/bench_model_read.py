@@ -34,14 +34,14 @@ def mapped(path):
     with open(path, "rb") as f:
         m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     view = memoryview(m)
-    fields = store._prefix_fields(view)
-    store._checksum(fields[:5], view[store._PREFIX_SIZE:])
+    fields = store._PREFIX.unpack_from(view)
+    store._checksum(fields[:5], view[store._PREFIX.size:])
 
 
 def read(path):
     view, _ = store._read_whole(path)
-    fields = store._prefix_fields(view)
-    store._checksum(fields[:5], view[store._PREFIX_SIZE:])
+    fields = store._PREFIX.unpack_from(view)
+    store._checksum(fields[:5], view[store._PREFIX.size:])
 
 
 _FRESH = """

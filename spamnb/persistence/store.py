@@ -64,13 +64,32 @@ from spamnb.bayes import checks
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
            "read_model", "map_model", "verify_file", "locked", "resolve"]
 
+
+class Layout:
+    """A record's layout: a little-endian struct format ("<", of B b H h I i Q q s x f d), as
+    ``struct.Struct`` gives it (``format``, ``size``, ``pack``, ``unpack_from``), packed and read
+    by ``bayes/checks`` (compiled: ``pack_layout``, ``unpack_layout``), so that a learn writing its
+    journal record, and a reader of a model file or a journal, load no ``_struct`` (a standard shared
+    object).  The model file's prefix, the journal's layouts and its operations' (``spamnb.persistence.deltas``)."""
+
+    __slots__ = ("format", "size")
+
+    def __init__(self, format):
+        self.format, self.size = format, checks.layout_size(format)
+
+    def pack(self, *values):
+        """The bytes of ``values``, as ``struct.Struct(format).pack`` gives them."""
+        return checks.pack_layout(self.format, values, self.size)
+
+    def unpack_from(self, buffer, offset=0):
+        """``struct.Struct(format).unpack_from``, but a ValueError (not ``struct.error``) for a
+        buffer cut short: its callers need not load ``_struct`` to catch it."""
+        return checks.unpack_layout(self.format, buffer, offset, self.size)
+
+
 MAGIC = b"SPAMNB\x00M"
 FORMAT_VERSION = 1
-# A model file's prefix: magic (8 bytes), version (uint32), reserved (uint32), header length, file length,
-# checksum (uint64 each), little-endian (struct's "<8sIIQQQ"): read and written with int.from_bytes and
-# int.to_bytes (:func:`_prefix_fields`, :func:`_prefix_bytes`), so a cold classify loads no ``_struct``
-_PREFIX_SIZE = 40
-_PREFIX_INTS = ((8, 12), (12, 16), (16, 24), (24, 32), (32, 40))   # where each number after the magic lies
+_PREFIX = Layout("<8sIIQQQ")  # magic, version, reserved, header length, file length, checksum
 _ITEMSIZE = {"Q": 8, "q": 8, "I": 4, "i": 4, "H": 2, "d": 8, "B": 1}
 _READ_TRIES = 5       # reads of a file that keeps changing under the reader
 # Files from this size are read into an anonymous mapping advised to use huge
@@ -235,7 +254,7 @@ def write_model(path, header, arrays, backup=None, order=None):
 
     header_bytes = json.dumps(header, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
     header_bytes += b" " * _pad(len(header_bytes))
-    start = _PREFIX_SIZE + len(header_bytes)
+    start = _PREFIX.size + len(header_bytes)
     total = start + position
     fields = (MAGIC, FORMAT_VERSION, 0, len(header_bytes), total)
     in_order = order == list(arrays)
@@ -244,7 +263,7 @@ def write_model(path, header, arrays, backup=None, order=None):
         # the body is checksummed and written piece by piece, never joined: the
         # arrays are not copied (a 67 MiB model does not cost 67 MiB more to save)
         body_checksum = checks.Checksum64()
-        f.write(bytes(_PREFIX_SIZE))   # the prefix holds the checksum: written last, over this
+        f.write(bytes(_PREFIX.size))   # the prefix holds the checksum: written last, over this
         f.write(header_bytes)
         if in_order:
             body_checksum.update(header_bytes)
@@ -269,7 +288,7 @@ def write_model(path, header, arrays, backup=None, order=None):
         if not in_order:   # the body read back in file order, a piece at a time
             f.flush()
             piece = bytearray(1 << 20)
-            offset = _PREFIX_SIZE
+            offset = _PREFIX.size
             while offset < total:
                 n = os.preadv(f.fileno(), [memoryview(piece)[:min(len(piece), total - offset)]], offset)
                 if n <= 0:
@@ -277,7 +296,7 @@ def write_model(path, header, arrays, backup=None, order=None):
                 body_checksum.update(memoryview(piece)[:n])
                 offset += n
         f.seek(0)
-        f.write(_prefix_bytes(*fields, _file_checksum(fields, body_checksum.digest())))
+        f.write(_PREFIX.pack(*fields, _file_checksum(fields, body_checksum.digest())))
 
     replace_file(path, write, old, backup=backup)
 
@@ -489,21 +508,8 @@ def _checksum(fields, body):
 
 def _file_checksum(fields, body_checksum):
     """The file's checksum from the fixed fields and the body's ``checksum64``."""
-    head = _prefix_bytes(*fields, 0)[:32]
+    head = _PREFIX.pack(*fields, 0)[:32]
     return checks.checksum64(head + body_checksum.to_bytes(8, "little"))
-
-
-def _prefix_fields(raw):
-    """``(magic, version, reserved, header length, file length, checksum)`` of
-    the first 40 bytes of ``raw`` (a model file's prefix: the caller checked
-    its length)."""
-    raw = bytes(raw[:_PREFIX_SIZE])
-    return (raw[:8],) + tuple(int.from_bytes(raw[start:end], "little") for start, end in _PREFIX_INTS)
-
-
-def _prefix_bytes(magic, *numbers):
-    """The 40 bytes of a model file's prefix of these fields (:func:`_prefix_fields`'s)."""
-    return magic + b"".join(n.to_bytes(end - start, "little") for n, (start, end) in zip(numbers, _PREFIX_INTS))
 
 
 def _fsync_directory(directory):
@@ -622,11 +628,11 @@ def _map_once(path, max_size):
         signature = _signature(st)
         try:
             # the prefix and the header are read first; the arrays' bounds are checked against the size
-            prefix = posix.pread(fd, _PREFIX_SIZE, 0)
-            if len(prefix) < _PREFIX_SIZE:   # cut short since it was checked
+            prefix = posix.pread(fd, _PREFIX.size, 0)
+            if len(prefix) < _PREFIX.size:   # cut short since it was checked
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(prefix)} bytes)")
-            header_length = _prefix_fields(prefix)[3]
-            wanted = _PREFIX_SIZE + min(header_length, size - _PREFIX_SIZE)
+            header_length = _PREFIX.unpack_from(prefix)[3]
+            wanted = _PREFIX.size + min(header_length, size - _PREFIX.size)
             head = posix.pread(fd, wanted, 0)
             if len(head) < wanted:   # cut short since the prefix was read
                 raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
@@ -698,10 +704,10 @@ def _check_prefix(path, fd, size):
     """Refuse (ModelError) a file whose first bytes are not a model's prefix
     stating its length: read before the whole file is (a sparse file of
     zeros, a file of another kind, is refused at once)."""
-    prefix = posix.pread(fd, _PREFIX_SIZE, 0)
-    if len(prefix) < _PREFIX_SIZE:
+    prefix = posix.pread(fd, _PREFIX.size, 0)
+    if len(prefix) < _PREFIX.size:
         raise ModelError(f"{path}: not a spamnb model (too short: {len(prefix)} bytes)")
-    _check_fields(path, _prefix_fields(prefix), size)
+    _check_fields(path, _PREFIX.unpack_from(prefix), size)
 
 
 def _check_fields(path, fields, size):
@@ -745,7 +751,7 @@ class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size
                 raise ModelError(f"{path}: {size} bytes, larger than the {_size_text(max_size)} limit "
                                  "for a model file; not read")
             try:
-                if size < _PREFIX_SIZE:
+                if size < _PREFIX.size:
                     raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
                 _check_prefix(path, fd, size)
             except ModelError as exc:
@@ -803,23 +809,23 @@ def _parse(path, memory, size, verify=True, head=None):
     ``head``: its prefix and header read apart (:func:`map_model`), else they
     are taken from ``memory``."""
     view = memory.toreadonly()
-    if size < _PREFIX_SIZE:
+    if size < _PREFIX.size:
         raise ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
     head = view if head is None else head
-    fields = _prefix_fields(head)
+    fields = _PREFIX.unpack_from(head)
     _check_fields(path, fields, size)
     magic, version, _reserved, header_length, total, checksum = fields
-    if header_length > size - _PREFIX_SIZE or header_length % _ALIGN or len(head) < _PREFIX_SIZE + header_length:
+    if header_length > size - _PREFIX.size or header_length % _ALIGN or len(head) < _PREFIX.size + header_length:
         raise ModelError(f"{path}: model file is damaged (bad header length)")
-    if verify and _checksum((magic, version, _reserved, header_length, total), view[_PREFIX_SIZE:]) != checksum:
+    if verify and _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
         raise ModelError(f"{path}: model file is damaged (checksum mismatch)")
     try:
-        header = _json_loads(bytes(head[_PREFIX_SIZE:_PREFIX_SIZE + header_length]))
+        header = _json_loads(bytes(head[_PREFIX.size:_PREFIX.size + header_length]))
         if not isinstance(header, dict) or not isinstance(header.get("arrays"), dict):
             raise ValueError("no array table")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise ModelError(f"{path}: model header is unreadable ({' '.join(str(exc).split())[:200]})") from None
-    base = _PREFIX_SIZE + header_length
+    base = _PREFIX.size + header_length
     arrays = _Arrays()
     spans = []
     for name, entry in header["arrays"].items():
@@ -1093,28 +1099,6 @@ def __getattr__(name):
     return layout
 
 
-class Layout:
-    """A record's layout: a little-endian struct format ("<", of B b H h I i Q q s x f d), as
-    ``struct.Struct`` gives it (``format``, ``size``, ``pack``, ``unpack_from``), packed and read
-    by ``bayes/checks`` (compiled: ``pack_layout``, ``unpack_layout``), so that a learn writing its
-    journal record, and a reader of one, load no ``_struct`` (a standard shared object).  The
-    journal's layouts and its operations' (``spamnb.persistence.deltas``)."""
-
-    __slots__ = ("format", "size")
-
-    def __init__(self, format):
-        self.format, self.size = format, checks.layout_size(format)
-
-    def pack(self, *values):
-        """The bytes of ``values``, as ``struct.Struct(format).pack`` gives them."""
-        return checks.pack_layout(self.format, values, self.size)
-
-    def unpack_from(self, buffer, offset=0):
-        """``struct.Struct(format).unpack_from``, but a ValueError (not ``struct.error``) for a
-        buffer cut short: its callers need not load ``_struct`` to catch it."""
-        return checks.unpack_layout(self.format, buffer, offset, self.size)
-
-
 def journal_path(model_path):
     """Where the journal of the model at ``model_path`` is: beside its real path."""
     return resolve(model_path) + JOURNAL_SUFFIX
@@ -1144,14 +1128,14 @@ def model_identity(path):
     except OSError:
         return None
     try:
-        raw = posix.pread(fd, _PREFIX_SIZE, 0)
+        raw = posix.pread(fd, _PREFIX.size, 0)
     except OSError:
         return None
     finally:
         posix.close(fd)
-    if len(raw) < _PREFIX_SIZE:
+    if len(raw) < _PREFIX.size:
         return None
-    fields = _prefix_fields(raw)
+    fields = _PREFIX.unpack_from(raw)
     return (fields[4], fields[5])
 
 
