@@ -230,8 +230,9 @@ def test_the_view_reads_the_records_with_the_layouts_deltas_writes_them_with():
 
     source = inspect.getsource(journal_view)
     assert "Struct(" not in source and "import struct" not in source
-    for name in ("TOKENS_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD", "LEARN_SUMS_RECORD"):
-        assert f"deltas.{name}" in source, name
+    assert "deltas.LAYOUT" in source and journal_view._LAYOUT is deltas.LAYOUT  # noqa: SLF001 -- its own constant
+    for name in ("TOKENS_RECORD", "LEDGER_RECORD", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD", "LEARN_SUMS_RECORD"):
+        assert getattr(deltas, name).format in deltas.LAYOUT, name
     assert deltas.LEDGER_SIZE == len(deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16)))
 
 

@@ -37,7 +37,7 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
            "note_pair_scores", "pair_scores_fit", "TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD",
            "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out", "OP_LEARN_SUMS", "LEARN_SUMS_RECORD",
-           "encode_learn_sums", "without_sums"]
+           "encode_learn_sums", "without_sums", "LAYOUT"]
 
 # the operations' layouts (store.Layout: packed and read by the compiled checks, without _struct)
 TOKENS_RECORD = Layout("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
@@ -49,6 +49,11 @@ OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2,
 OP_PAIR_SCORES = 7
 OP_LEARN_SUMS = 8
 LEDGER_SIZE = LEDGER_RECORD.size + (-LEDGER_RECORD.size) % 8   # a RECORD/REMOVE with its padding
+# the layouts and ops the compiled passes over a journal's records read (checks.journal_learns, journal_ledger):
+# handed to them, which refuse others (a change here is refused there, not misread)
+LAYOUT = (TOKENS_RECORD.format, LEDGER_RECORD.format, LEDGER_SIZE, HELD_OUT_RECORD.format, PAIR_SCORES_RECORD.format,
+          LEARN_SUMS_RECORD.format, OP_LEARN, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK, OP_PAIR_SCORES,
+          OP_LEARN_SUMS)
 
 
 def _pad(n):

@@ -234,9 +234,7 @@ def _recorded(records):
 
 
 # the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
-_LAYOUT = (deltas.TOKENS_RECORD.format, deltas.LEDGER_RECORD.format, deltas.LEDGER_SIZE, deltas.HELD_OUT_RECORD.format,
-           deltas.PAIR_SCORES_RECORD.format, deltas.LEARN_SUMS_RECORD.format, deltas.OP_LEARN, deltas.OP_RECORD,
-           deltas.OP_REMOVE, deltas.OP_HELD_OUT, deltas.OP_HELD_OUT_BACK, deltas.OP_PAIR_SCORES, deltas.OP_LEARN_SUMS)
+_LAYOUT = deltas.LAYOUT
 
 
 def _parse(payloads, n_base, base=None):
