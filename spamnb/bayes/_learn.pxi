@@ -197,17 +197,18 @@ def journal_ledger(payloads, layout):
     or with an unknown operation (as ``ledger_ops``)."""
     cdef Py_buffer d
     cdef const uint8_t *p
-    cdef Py_ssize_t i, k, n, at, size, records = 0
+    cdef char *out
+    cdef char swap[16]
+    cdef Py_ssize_t i, k, n, at, size, count = 0, records = 0
     cdef uint8_t op
-    cdef bytearray digests = bytearray(), heads = bytearray(), mine_digests, mine_heads
+    cdef bytearray digests = bytearray(), heads = bytearray()
     if tuple(layout) != _JOURNAL_LAYOUT:   # as journal_learns: a change of deltas' layouts is refused, not misread
         raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here")
-    for k in range(len(payloads) - 1, -1, -1):   # newest first: each transaction's operations gathered, then reversed
+    for k in range(len(payloads)):
         take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
         try:
             p = <const uint8_t *>d.buf
             n = length_of(&d)
-            mine_digests, mine_heads = bytearray(), bytearray()
             at = 0
             while at < n:
                 op = p[at]
@@ -222,8 +223,11 @@ def journal_ledger(payloads, layout):
                 elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE: <BBH16s>, padded to 24
                     if at + 20 > n:
                         raise ValueError("a record is cut short")
-                    mine_digests += (<const char *>p)[at + 4:at + 20]
-                    mine_heads += (<const char *>p)[at:at + 4]
+                    PyByteArray_Resize(digests, 16 * (count + 1))
+                    PyByteArray_Resize(heads, 4 * (count + 1))
+                    memcpy(PyByteArray_AS_STRING(digests) + 16 * count, p + at + 4, 16)
+                    memcpy(PyByteArray_AS_STRING(heads) + 4 * count, p + at, 4)
+                    count += 1
                     records += op == 3
                     size = 24
                 elif op == 5 or op == 6:   # OP_HELD_OUT, OP_HELD_OUT_BACK
@@ -239,9 +243,15 @@ def journal_ledger(payloads, layout):
                 raise ValueError("a record is cut short")
         finally:
             PyBuffer_Release(&d)
-        for i in range(len(mine_heads) // 4 - 1, -1, -1):
-            digests += mine_digests[16 * i:16 * i + 16]
-            heads += mine_heads[4 * i:4 * i + 4]
+    for i in range(count // 2):   # newest first
+        out = PyByteArray_AS_STRING(digests)
+        memcpy(swap, out + 16 * i, 16)
+        memcpy(out + 16 * i, out + 16 * (count - 1 - i), 16)
+        memcpy(out + 16 * (count - 1 - i), swap, 16)
+        out = PyByteArray_AS_STRING(heads)
+        memcpy(swap, out + 4 * i, 4)
+        memcpy(out + 4 * i, out + 4 * (count - 1 - i), 4)
+        memcpy(out + 4 * (count - 1 - i), swap, 4)
     return bytes(digests), bytes(heads), records
 
 
