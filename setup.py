@@ -83,7 +83,10 @@ def write_sre_codes(mail_folder):
     lazy_re = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lazy_re)
     os.makedirs(mail_folder, exist_ok=True)
-    lazy_re.write_codes("spamnb", os.path.join(mail_folder, "_sre_codes.py"))
+    try:
+        lazy_re.write_codes("spamnb", os.path.join(mail_folder, "_sre_codes.py"))
+    except Exception as exc:   # an interpreter whose re compiles otherwise: no table, re.compile at run time
+        print(f"setup.py: spamnb/mail/_sre_codes.py not written ({exc!r}): patterns fall back to re.compile")
 
 
 class BuildPy(build_py):
