@@ -17,11 +17,23 @@ cannot drift from ``--help``.  The build never runs the package it builds:
 that would import it from the source folder (which shadows the built tree on
 ``sys.path``), needs every runtime dependency inside the isolated build
 environment, and cannot work when cross-compiling.
+
+One module of the package is generated (not committed): ``spamnb/mail/_sre_codes.py``,
+the compiled code of every regular expression of the package, for the building
+interpreter (``spamnb.mail.lazy_re.write_codes``: the one source file loaded
+here, by its path; it imports nothing of the package).  A cold classify of
+real mail then compiles its patterns with ``_sre`` alone, without importing
+``re`` (and the ~23 modules it brings); a tree or an interpreter without it
+falls back to ``re.compile``.  Written into the built tree by build_py, and
+into the source folder by an editable install and ``build_ext --inplace``.
 """
+import importlib.util
 import os
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 MAN_PAGE = os.path.join("man", "spamnb.1")   # relative to this folder, as data_files wants it
 # The ``spamnb`` command is a POSIX shell launcher, installed as a script (not a
@@ -63,6 +75,35 @@ extensions = [
     for name in names
 ]
 
+
+
+def write_sre_codes(mail_folder):
+    """spamnb/mail/_sre_codes.py in ``mail_folder`` (the built tree's or the source's)."""
+    spec = importlib.util.spec_from_file_location("_spamnb_lazy_re", os.path.join("spamnb", "mail", "lazy_re.py"))
+    lazy_re = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lazy_re)
+    os.makedirs(mail_folder, exist_ok=True)
+    try:
+        lazy_re.write_codes("spamnb", os.path.join(mail_folder, "_sre_codes.py"))
+    except Exception as exc:   # an interpreter whose re compiles otherwise: no table, re.compile at run time
+        print(f"setup.py: spamnb/mail/_sre_codes.py not written ({exc!r}): patterns fall back to re.compile")
+
+
+class BuildPy(build_py):
+    def run(self):
+        super().run()
+        editable = getattr(self, "editable_mode", False)
+        write_sre_codes(os.path.join("spamnb", "mail") if editable else os.path.join(self.build_lib, "spamnb", "mail"))
+
+
+class BuildExt(build_ext):
+    def run(self):
+        super().run()
+        if self.inplace or getattr(self, "editable_mode", False):
+            write_sre_codes(os.path.join("spamnb", "mail"))
+
+
 setup(ext_modules=cythonize(extensions, compiler_directives=COMPILER_DIRECTIVES),
+      cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
       scripts=[LAUNCHER],
       data_files=[("share/man/man1", [MAN_PAGE])])

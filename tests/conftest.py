@@ -62,6 +62,19 @@ def corpus_root(name="spamassassin", fallback=True):
     pytest.skip(f"the full {name} corpus is absent (looked in {path}; set SPAMNB_CORPORA)")
 
 
+def require_sre_codes():
+    """The build's compiled patterns (spamnb/mail/_sre_codes.py: setup.py build_ext
+    --inplace, an editable install): skipped without them, a failure where
+    ``SPAMNB_REQUIRE_COMPILED=1`` (CI)."""
+    try:
+        from spamnb.mail import _sre_codes
+    except ImportError:
+        if os.environ.get("SPAMNB_REQUIRE_COMPILED") == "1":
+            pytest.fail("no spamnb/mail/_sre_codes.py: the build did not write it")
+        pytest.skip("no spamnb/mail/_sre_codes.py: the tree was not built (setup.py build_ext --inplace)")
+    return _sre_codes
+
+
 def run_spamnb(args, home=None, stdin=None, cwd=None, timeout=300, text=False):
     """Run ``python -m spamnb ARGS`` in a subprocess; returns the CompletedProcess.
 

@@ -12,7 +12,8 @@
 # 3. The sdist installed into a second fresh venv, the wheel into a third with
 #    binaries only (`--only-binary :all:`, CC and CXX set to `false`: nothing
 #    is compiled); each trains on the sample corpus, classifies a spam, and
-#    must have installed the manual page equal to its own `spamnb --man`.
+#    must have installed the manual page equal to its own `spamnb --man` and
+#    the build's compiled patterns (spamnb/mail/_sre_codes.py, for its interpreter).
 # Prints the wall time of each step; exits non-zero at the first failure.
 # The model goes to a temporary SPAMNB_HOME, never to ~/.spamnb.
 set -euo pipefail
@@ -75,5 +76,7 @@ for kind in sdist wheel; do
     ( cd / && "$venv/bin/spamnb" --man ) | cmp - "$venv/share/man/man1/spamnb.1" \
         || { echo "check_readme_install: the $kind's manual page differs from its spamnb --man" >&2; exit 1; }
     ( cd / && "$venv/bin/python" -c "import spamnb.bayes.kernels as k; assert k.IMPLEMENTATION == 'cython', k.IMPLEMENTATION" )
+    # the build's compiled patterns (spamnb/mail/_sre_codes.py), made for this interpreter: no re on the mail path
+    ( cd / && "$venv/bin/python" -c "from spamnb.mail import lazy_re as l; assert len(l._table()) >= 20, l._table()" )
 done
 echo "check_readme_install: the README's first command, the sdist and the wheel all work"

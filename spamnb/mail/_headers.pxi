@@ -331,7 +331,8 @@ cdef tuple _content_type(str value):
 
 # -- RFC 2047 words (Python code: rare or C-speed calls) ----------------------------
 _ENCODED_WORD = lazy_re.pattern(r"=\?([^?\s]+)\?([bBqQ])\?([^?\s]*)\?=", lazy_re.A)   # compiled on first use
-_BETWEEN_ENCODED_WORDS = lazy_re.pattern(r"(\?=)\s+(=\?)", lazy_re.A)
+_BETWEEN_ENCODED_WORDS = lazy_re.pattern(r"\?=\s+=\?", lazy_re.A)   # each match becomes "?==?" (a literal: a
+# template with a backslash, r"\1\2", would import re to be parsed)
 
 
 def _decode_encoded_word(match):
@@ -353,7 +354,7 @@ def decode_header_value(value):
     if isinstance(value, bytes):
         value = _decode_text(value, "", "cp1252")
     if "=?" in value:
-        value = _BETWEEN_ENCODED_WORDS.sub(r"\1\2", value)
+        value = _BETWEEN_ENCODED_WORDS.sub("?==?", value)
         value = _ENCODED_WORD.sub(_decode_encoded_word, value)
     return value
 

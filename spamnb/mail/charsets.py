@@ -40,11 +40,11 @@ def known_names():
     if _known is None:
         import encodings
         import encodings.aliases
-        import os
+        from posix import listdir   # os.listdir itself, without os (posixpath, _collections_abc...)
 
         names = set(encodings.aliases.aliases.values())
         for folder in encodings.__path__:
-            for entry in os.listdir(folder):
+            for entry in listdir(folder):
                 stem, dot, suffix = entry.partition(".")
                 if dot and suffix in ("py", "pyc") and stem.isidentifier() and not stem.startswith("_"):
                     names.add(stem)
