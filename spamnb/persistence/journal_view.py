@@ -129,9 +129,9 @@ def replay(spam_filter, model_path, header, arrays=None):
             if journal.damaged_tail:
                 _warn_tail(journal, len(journal.payloads))
             return False
-    from spamnb.persistence import deltas   # the replay's (a view of the learns scores without it)
+    from spamnb.persistence.deltas import read_whole   # the replay's (a view of the learns scores without it)
 
-    deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
+    read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
     apply_records(spam_filter, journal)
     return False
 
@@ -141,14 +141,14 @@ def apply_records(spam_filter, journal, scores=True, tail=True):
     False: their held-out scores left out, counted already by a
     ``spamnb.persistence.journal_view.JournalView``, ``tail`` False: a damaged tail
     warned of already); a record that does not fit stops it, with a warning."""
-    from spamnb.persistence import deltas
+    from spamnb.persistence.deltas import apply, lazy_ages, ledger_for
 
-    deltas.lazy_ages(spam_filter)
-    ledger = deltas.ledger_for(spam_filter)
+    lazy_ages(spam_filter)
+    ledger = ledger_for(spam_filter)
     applied = 0
     for payload in journal.payloads:
         try:
-            deltas.apply(spam_filter, ledger, payload, scores=scores)
+            apply(spam_filter, ledger, payload, scores=scores)
         except (ValueError, IndexError, TypeError, MemoryError) as exc:   # a layout's short read: ValueError
             _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
                   f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
@@ -318,9 +318,9 @@ def learner(spam_filter, apply_records):
     pending = spam_filter.pending_journal_
     if pending is not None:
         return pending
-    from spamnb.persistence import deltas   # a learner's (it loads the replay's module anyway)
+    from spamnb.persistence.deltas import unjournaled   # a learner's (it loads the replay's module anyway)
 
-    if not deltas.unjournaled(spam_filter):
+    if not unjournaled(spam_filter):
         return None
     return JournalView(spam_filter, spam_filter.journal_, [], [], spam_filter.replayed().vocabulary.n_features,
                        apply_records)
