@@ -144,3 +144,50 @@ def test_the_ledger_is_searched_in_parts_of_the_file_not_read_into_memory(big, t
         arrays.fill_unread(LEDGER)
         assert [find_digest(arrays["ledger_digests"], d) for d in wanted] == parts
         assert [arrays.find_digest("ledger_digests", d) for d in wanted] == parts   # read: searched in memory
+
+
+def test_the_journals_ledger_operations_are_ledger_ops_newest_first():
+    """``checks.journal_ledger`` (the light learn's one compiled pass over the journal's
+    records): each transaction's RECORD/REMOVE operations as ``deltas.ledger_ops`` reads them
+    (a learn's hashes and text, held-out scores, pair scores and sums skipped), newest first,
+    and the RECORDs counted; a transaction cut short or with an unknown operation, and record
+    layouts other than those it reads, are a ValueError, as ``ledger_ops`` refuses them."""
+    import random
+    from array import array
+
+    from spamnb.bayes import checks
+    from spamnb.persistence import deltas
+
+    rng = random.Random(48)
+    payloads = []
+    for k in range(40):
+        ops = [deltas.encode_held_out(k % 2, 1.5)] if k % 3 else []
+        n_new = rng.randrange(4)
+        text = bytes(rng.randrange(97, 123) for _ in range(rng.randrange(12) if n_new else 0))
+        lengths = array("I", [len(text)] + [0] * (n_new - 1)) if n_new else array("I")
+        ops.append(deltas.encode_tokens(deltas.OP_LEARN, k % 2, 7, 100 + k, array("Q", rng.sample(range(1 << 40), 5)),
+                                        lengths, text))
+        ops.append(deltas.LEARN_SUMS_RECORD.pack(deltas.OP_LEARN_SUMS, k % 2, 2.5, 0.75))
+        if k % 4 == 1:
+            ops.append(deltas.encode_pair_scores(k % 2, 1.0, 2.0, 0.5, 1.0))
+        for _ in range(rng.randrange(1, 3)):   # a digest seen before, at times: its newest operation decides
+            digest = rng.choice([rng.randbytes(16), bytes(16)])
+            op = deltas.OP_REMOVE if rng.random() < 0.3 else deltas.OP_RECORD
+            ops.append(deltas.encode_ledger(op, rng.randrange(2), digest, rng.random() < 0.5,
+                                            rng.choice([None, 0, 300, 511])))
+        payloads.append(memoryview(b"".join(ops)))
+    digests, heads, records = checks.journal_ledger(payloads, deltas.LAYOUT)
+    expected = [op for payload in payloads for op in deltas.ledger_ops(payload)][::-1]
+    assert len(digests) == 16 * len(expected) and len(heads) == 4 * len(expected)
+    assert [(heads[4 * i], heads[4 * i + 1], heads[4 * i + 2] | heads[4 * i + 3] << 8, digests[16 * i:16 * i + 16])
+            for i in range(len(expected))] == expected
+    assert records == sum(op[0] == deltas.OP_RECORD for op in expected) and records < len(expected)
+    assert checks.find_digest(digests, bytes(16)) == next(i for i, op in enumerate(expected) if op[3] == bytes(16))
+    assert checks.journal_ledger([], deltas.LAYOUT) == (b"", b"", 0)
+    for bad in (payloads[0][:-8], payloads[1][:30], b"\x09" + bytes(7)):   # cut short, unknown
+        with pytest.raises(ValueError):
+            deltas.ledger_ops(bad)
+        with pytest.raises(ValueError):
+            checks.journal_ledger([payloads[2], bad], deltas.LAYOUT)
+    with pytest.raises(ValueError):
+        checks.journal_ledger(payloads, deltas.LAYOUT[:-1] + (9,))

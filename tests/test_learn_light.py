@@ -168,6 +168,41 @@ def test_a_light_learn_leaves_the_model_unread(model, tmp_path):
     assert session.filter.unread_ is None and session.class_count() == (56.0, 57.0)
 
 
+def test_an_appending_learn_reads_no_transaction_of_the_journal_in_python(model, tmp_path, monkeypatch):
+    """A light learn appending to a journal looks its digest up among the journal's ledger
+    operations as one compiled pass gathered them (``checks.journal_ledger``), never a
+    transaction through ``deltas.ledger_ops``, and leaves the journal's learns unmade
+    (no ``_Recorded`` an earlier learn: its view is extended only for a next message);
+    what it answers and writes is the whole model's way's, byte for byte."""
+    from spamnb.persistence import deltas, journal_view
+
+    light, whole = _copies(model, tmp_path)
+    sessions = [[("learn", SPAM[60 + i], True, False)] for i in range(4)] + [[("learn", HAM[60], False, True)]]
+    assert _run(light, sessions, True) == _run(whole, sessions, False)
+    real_ops, real_recorded = deltas.ledger_ops, journal_view._recorded  # noqa: SLF001 -- watched, not changed
+    calls = []
+
+    def ledger_ops(payload):
+        calls.append(bytes(payload))
+        return real_ops(payload)
+
+    def recorded(records):
+        calls.append("recorded")
+        return real_recorded(records)
+
+    monkeypatch.setattr(deltas, "ledger_ops", ledger_ops)
+    monkeypatch.setattr(journal_view, "_recorded", recorded)
+    # known (the journal's RECORD), confirmed (its auto-learned RECORD), new: one message a session
+    later = [[("learn", SPAM[61], True, False)], [("learn", HAM[60], False, False)], [("learn", SPAM[70], True, False)]]
+    stayed_light = []
+    outcomes = _run(light, later, True, stayed_light=stayed_light)
+    assert stayed_light == [True] * 3 and not calls
+    monkeypatch.undo()
+    assert outcomes == _run(whole, later, False)
+    assert [outcomes[0], outcomes[2], outcomes[4]] == ["known", "known", "learned"]
+    assert Path(str(light) + ".journal").read_bytes() == Path(str(whole) + ".journal").read_bytes()
+
+
 def test_the_command_learns_without_reading_the_model_and_says_the_counts(model, tmp_path):
     home = tmp_path / "home"
     home.mkdir()

@@ -182,6 +182,79 @@ def find_digest(digests, digest):
     return found
 
 
+# ---------------------------------------------------------------------------- the ledger operations of a journal
+def journal_ledger(payloads, layout):
+    """The ledger operations (RECORD, REMOVE) of a journal's transactions
+    (``payloads``, the records of ``spamnb.persistence.journal``), newest
+    first, read in one compiled pass over their operations (a learn's
+    hashes and text skipped by their sizes): ``(digests, heads, records)``,
+    their 16-byte digests back to back (a digest's newest operation:
+    :func:`find_digest`), each one's first four bytes (op, flags, then the
+    held-out note, 16 bits little-endian) back to back, and how many are
+    RECORDs; what ``spamnb.persistence.deltas.ledger_ops`` gives each
+    transaction, without a Python object an operation.  ``layout``: as
+    :func:`journal_learns` takes it.  ValueError for a transaction cut short
+    or with an unknown operation (as ``ledger_ops``)."""
+    cdef Py_buffer d
+    cdef const uint8_t *p
+    cdef char *out
+    cdef char swap[16]
+    cdef Py_ssize_t i, k, n, at, size, count = 0, records = 0
+    cdef uint8_t op
+    cdef bytearray digests = bytearray(), heads = bytearray()
+    if tuple(layout) != _JOURNAL_LAYOUT:   # as journal_learns: a change of deltas' layouts is refused, not misread
+        raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here")
+    for k in range(len(payloads)):
+        take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
+        try:
+            p = <const uint8_t *>d.buf
+            n = length_of(&d)
+            at = 0
+            while at < n:
+                op = p[at]
+                if op == 0:   # its padding
+                    break
+                if op == 1 or op == 2:   # OP_LEARN, OP_FORGET: <BBxxiIIII>, hashes, lengths, text, padded
+                    if at + 24 > n:
+                        raise ValueError("a record is cut short")
+                    size = 24 + 8 * <Py_ssize_t>_le(p + at + 12, 4) + 4 * <Py_ssize_t>_le(p + at + 16, 4) \
+                        + <Py_ssize_t>_le(p + at + 20, 4)
+                    size += (8 - (at + size) % 8) % 8
+                elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE: <BBH16s>, padded to 24
+                    if at + 20 > n:
+                        raise ValueError("a record is cut short")
+                    PyByteArray_Resize(digests, 16 * (count + 1))
+                    PyByteArray_Resize(heads, 4 * (count + 1))
+                    memcpy(PyByteArray_AS_STRING(digests) + 16 * count, p + at + 4, 16)
+                    memcpy(PyByteArray_AS_STRING(heads) + 4 * count, p + at, 4)
+                    count += 1
+                    records += op == 3
+                    size = 24
+                elif op == 5 or op == 6:   # OP_HELD_OUT, OP_HELD_OUT_BACK
+                    size = 8
+                elif op == 7:   # OP_PAIR_SCORES
+                    size = 40
+                elif op == 8:   # OP_LEARN_SUMS
+                    size = 24
+                else:
+                    raise ValueError(f"unknown operation {op}")
+                at += size
+            if at > n:
+                raise ValueError("a record is cut short")
+        finally:
+            PyBuffer_Release(&d)
+    for i in range(count // 2):   # newest first
+        out = PyByteArray_AS_STRING(digests)
+        memcpy(swap, out + 16 * i, 16)
+        memcpy(out + 16 * i, out + 16 * (count - 1 - i), 16)
+        memcpy(out + 16 * (count - 1 - i), swap, 16)
+        out = PyByteArray_AS_STRING(heads)
+        memcpy(swap, out + 4 * i, 4)
+        memcpy(out + 4 * i, out + 4 * (count - 1 - i), 4)
+        memcpy(out + 4 * (count - 1 - i), swap, 4)
+    return bytes(digests), bytes(heads), records
+
+
 # ---------------------------------------------------------------------------- record layouts
 # struct's pack and unpack_from for the little-endian formats the journal's records use ("<" then
 # B b H h I i Q q f d, Ns, Nx: spamnb.persistence.store.Layout), so that a learn writing its

@@ -8,6 +8,7 @@ import posix   # os's calls without os.py (a cold learn never loads it: spamnb.p
 import sys
 from array import array
 
+from spamnb.bayes import checks
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
@@ -72,7 +73,7 @@ class _LightFilter:
         self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, today(), view.n_features, hashes, lengths,
                                               bytes(blob)))
         self._ops.append(deltas.encode_learn_sums(sf, cls, hashes))
-        session.view = view.extended(cls, hashes, len(positions), lengths, blob)
+        session.extend_view(cls, hashes, len(positions), lengths, blob)
         return sf
 
     def forget(self, message, spam):
@@ -81,20 +82,23 @@ class _LightFilter:
 
 class _LightLedger:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` while a session
-    appends without reading the model whole: a digest is looked up in the
-    model file's ledger (its digests searched as the file has them, ``find``:
-    at most the ledger's capacity of them) and in the ledger operations of the journal and of this
-    session, newest first; changes are recorded as ``whole_learning.RecordingLedger``
-    records them."""
+    appends without reading the model whole: a digest is looked up in this
+    session's ledger operations, then in the journal's (newest first: their
+    digests as one compiled pass over its records gathered them,
+    ``checks.journal_ledger``, not a Python object an operation), then in
+    the model file's ledger (its digests searched as the file has them,
+    ``find``: at most the ledger's capacity of them); changes are recorded
+    as ``whole_learning.RecordingLedger`` records them."""
 
     def __init__(self, find, codes, journal_payloads):
         self._find, self._codes = find, codes   # a digest's place in the file's ledger (or -1); their codes
-        self._overlay = {}    # digest -> code, or None (removed): the journal's and this session's operations
-        self._found = {}      # digest -> code or None: the file's, as searched
-        self.n_records = 0    # RECORD operations since the file (a bound on the entries added)
+        # the journal's ledger operations, newest first: digests (16 bytes each), heads (op, flags, note: 4 bytes
+        # each); n_records: the RECORD operations since the file (a bound on the entries added), this session's too
+        self._journal_digests, self._journal_heads, self.n_records = checks.journal_ledger(journal_payloads,
+                                                                                          deltas.LAYOUT)
+        self._overlay = {}    # digest -> code, or None (removed): this session's operations
+        self._found = {}      # digest -> code or None: the journal's or the file's, as searched
         self._unnoted = []    # this session's transactions, noted when a digest is next looked up
-        for payload in journal_payloads:
-            self._note(payload)
 
     def note_later(self, payload):
         """:meth:`_note` of a session's transaction, when a digest is next looked up
@@ -116,10 +120,21 @@ class _LightLedger:
             self._note(self._unnoted.pop(0))
         if digest in self._overlay:
             return self._overlay[digest]
-        if digest in self._found:   # a learn asks for a digest three times: the file searched once
+        if digest in self._found:   # a learn asks for a digest three times: searched once
             return self._found[digest]
-        at = self._find(digest)   # in the file's ledger, not a copy of it
-        code = self._found[digest] = self._codes(at) if at >= 0 else None
+        at = checks.find_digest(self._journal_digests, digest)   # the journal's newest operation of it
+        if at >= 0:
+            heads = self._journal_heads
+            if heads[4 * at] == deltas.OP_RECORD:
+                from spamnb.estimator.ledger import entry_code
+
+                code = entry_code(heads[4 * at + 1], heads[4 * at + 2] | heads[4 * at + 3] << 8)
+            else:
+                code = None
+        else:
+            at = self._find(digest)   # in the file's ledger, not a copy of it
+            code = self._codes(at) if at >= 0 else None
+        self._found[digest] = code
         return code
 
     def label(self, digest):
@@ -178,9 +193,8 @@ class _FileLearner(FileScorer):
     ``train`` or a compaction): the file's entries, as a classify scores
     them (``scoring.FileScorer``), the message's read once for its held-out
     score and its new tokens.  What the learn leaves (:meth:`extended`) is
-    put through ``spamnb.persistence.journal_view`` only when something asks
-    more of it than its size and class counts (the session's next message):
-    a learn of one message does without that module."""
+    put through ``spamnb.persistence.journal_view`` only when the session's
+    next message asks for it: a learn of one message does without that module."""
 
     def __init__(self, spam_filter):
         vocab, counts, ages = spam_filter.replayed()
@@ -209,33 +223,12 @@ class _FileLearner(FileScorer):
         return deltas.first_places(hashes, set(hashes).difference(self._entries(hashes)[0]))
 
     def extended(self, cls, hashes, n_new, lengths, text):
-        """``JournalView.extended`` of this view, made when first asked for more
-        than its size and class counts (:class:`_Learned`)."""
-        return _Learned(self, (cls, hashes, n_new, lengths, text))
+        """``JournalView.extended`` of this view: the journal view of the model
+        (``spamnb.persistence.journal_view``, loaded then) with that learn;
+        a session asks for it only for its next message (:attr:`Session.view`)."""
+        from spamnb.persistence.journal_view import apply_records, learner
 
-
-class _Learned:
-    """A :class:`_FileLearner` with the session's first learn: its vocabulary size,
-    size limit and class counts, and for anything else the journal view of the
-    model with that learn (``spamnb.persistence.journal_view``, made then)."""
-
-    def __init__(self, first, learn):
-        self._first, self._learn, self._view = first, learn, None
-        self.n_features, self.max_tokens = first.n_features + learn[2], first.max_tokens
-        self._class_count = first.class_count()
-        self._class_count[learn[0]] += 1.0
-
-    def class_count(self):
-        return list(self._class_count)
-
-    def __getattr__(self, name):
-        if name.startswith("__") or name in ("_first", "_learn", "_view"):
-            raise AttributeError(name)
-        if self._view is None:
-            from spamnb.persistence.journal_view import apply_records, learner
-
-            self._view = learner(self._first.filter, apply_records).extended(*self._learn)
-        return getattr(self._view, name)
+        return learner(self.filter, apply_records).extended(cls, hashes, n_new, lengths, text)
 
 
 def _learner(spam_filter):
@@ -274,8 +267,38 @@ class Session:
             deltas.lazy_ages(spam_filter)
 
     @property
+    def view(self):
+        """A light session's view (``spamnb.persistence.journal_view.JournalView``)
+        with this session's learns, or None: extended by each learn when first
+        asked for (a learn of one message scores through the journal's learns
+        alone: its view is never extended, nor the journal's learns made
+        objects for it)."""
+        while self._unextended:
+            self._view = self._view.extended(*self._unextended.pop(0))
+        return self._view
+
+    @view.setter
+    def view(self, view):
+        self._view, self._unextended = view, []
+
+    def extend_view(self, cls, hashes, n_new, lengths, text):
+        """The view with one more learn after the journal's and this session's
+        (``JournalView.extended``'s arguments), made when next asked for."""
+        self._unextended.append((cls, hashes, n_new, lengths, text))
+
+    def _view_counts(self):
+        """``(class counts, features)`` of :attr:`view` without extending it: its
+        own and the learns it is yet to be extended by (``JournalView.extended``)."""
+        class_count = list(self._view.class_count())
+        n_features = self._view.n_features
+        for cls, _hashes, n_new, _lengths, _text in self._unextended:
+            class_count[cls] += 1.0
+            n_features += n_new
+        return class_count, n_features
+
+    @property
     def light(self):
-        return self.view is not None
+        return self._view is not None
 
     @property
     def ledger(self):
@@ -286,8 +309,8 @@ class Session:
 
     def class_count(self):
         """Messages learned per class, [ham, spam], with this session's learns."""
-        if self.view is not None:
-            return tuple(self.view.class_count())
+        if self._view is not None:
+            return tuple(self._view_counts()[0])
         return self.filter.class_count_
 
     def light_mixture(self):
@@ -302,7 +325,7 @@ class Session:
         """Leave the light way: the model read whole and its journal replayed
         (``deltas.read_whole``), then this session's records so far applied as
         the replay applies them, so the filter is model + journal + them."""
-        if self.view is None:
+        if self._view is None:
             return
         sf = self.filter
         self.view = self._light_ledger = self._light_mixture = None   # the replay counts this session's records
@@ -362,9 +385,9 @@ class Session:
         return compact_at(model_size)
 
     def _run(self, function, data, *args, **kwargs):
-        if self.view is not None and self._journal_size(self.transactions) > self._compact_limit():
+        if self._view is not None and self._journal_size(self.transactions) > self._compact_limit():
             self._read_whole()   # the commit folds the journal anyway: the view stays as small as a journal
-        if self.view is not None and function.__name__ == "learn":
+        if self._view is not None and function.__name__ == "learn":
             ledger = self._light_ledger_view()
             if ledger is not None:
                 ops = []
@@ -401,7 +424,7 @@ class Session:
         from spamnb.estimator import ledger as ledgers
 
         outcome = self._run(ledgers.learn, data, is_spam, tally, auto=auto, **markup)
-        if self.view is None:
+        if self._view is None:
             self.filter.refit_cutoffs()
         return outcome
 
@@ -417,8 +440,9 @@ class Session:
         """:meth:`commit` of a light session: the records appended, or None when
         the model must be read whole first (expiry, a compaction, no journal to
         append to); nothing is written then."""
-        view, sf = self.view, self.filter
-        if expire and view.max_tokens is not None and view.n_features > view.max_tokens:
+        sf = self.filter
+        max_tokens = self._view.max_tokens   # the model's size limit (a view's extension shares it)
+        if expire and max_tokens is not None and self._view_counts()[1] > max_tokens:
             return None
         if not self.transactions:
             return 0
@@ -437,7 +461,7 @@ class Session:
         model has message features (the journal does not carry them), the
         journal passed its size, or ``expire`` and the model passed its size limit
         (``spamnb prune --expire-at``)."""
-        if self.view is not None:
+        if self._view is not None:
             written = self._commit_light(expire)
             if written is not None:
                 return written if self.transactions else None

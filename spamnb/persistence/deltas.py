@@ -31,11 +31,14 @@ from array import array
 from spamnb.estimator.ages import Ages, today
 from spamnb.estimator.defaults import new_counts
 from spamnb.persistence.attaching import attach, in_place   # noqa: F401 -- a replay's first step, here with the rest
-# the operations' layouts (store.Layout: packed and read by the compiled checks, without _struct) and codes: store's,
-# where the journal's read side (journal_view) finds them without this module
-from spamnb.persistence.store import (HELD_OUT_RECORD, LEARN_SUMS_RECORD, LEDGER_RECORD, LEDGER_SIZE,  # noqa: F401
-                                      OP_FORGET, OP_HELD_OUT, OP_HELD_OUT_BACK, OP_LEARN, OP_LEARN_SUMS, OP_PAIR_SCORES,
-                                      OP_RECORD, OP_REMOVE, PAIR_SCORES_RECORD, TOKENS_RECORD)
+# the operations' layouts (store.Layout: packed and read by the compiled checks, without _struct) and codes, and
+# LAYOUT, all of them as the compiled passes over a journal's records take them (checks.journal_learns,
+# journal_ledger: they refuse others): store's, where the journal's read side (journal_view) finds them without
+# this module
+from spamnb.persistence.store import (HELD_OUT_RECORD, JOURNAL_OPS_LAYOUT as LAYOUT, LEARN_SUMS_RECORD,  # noqa: F401
+                                      LEDGER_RECORD, LEDGER_SIZE, OP_FORGET, OP_HELD_OUT, OP_HELD_OUT_BACK, OP_LEARN,
+                                      OP_LEARN_SUMS, OP_PAIR_SCORES, OP_RECORD, OP_REMOVE, PAIR_SCORES_RECORD,
+                                      TOKENS_RECORD)
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
@@ -43,7 +46,7 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
            "note_pair_scores", "pair_scores_fit", "TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD",
            "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out", "OP_LEARN_SUMS", "LEARN_SUMS_RECORD",
-           "encode_learn_sums", "without_sums"]
+           "encode_learn_sums", "without_sums", "LAYOUT"]
 
 
 def _pad(n):

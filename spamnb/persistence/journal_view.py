@@ -45,11 +45,9 @@ from array import array
 from spamnb.bayes import arithmetic, checks, token_kernels
 from spamnb.persistence.attaching import attach
 # the records' layouts and codes (deltas' too): a view of the learns loads no deltas (the replay's, 1.2 M instructions)
-from spamnb.persistence.store import (HELD_OUT_RECORD, JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC,
-                                      JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSIONS as VERSIONS, LEARN_SUMS_RECORD,
-                                      LEDGER_RECORD, LEDGER_SIZE, OP_HELD_OUT, OP_HELD_OUT_BACK, OP_LEARN, OP_LEARN_SUMS,
-                                      OP_PAIR_SCORES, OP_RECORD, OP_REMOVE, PAIR_SCORES_RECORD, TOKENS_RECORD, Journal,
-                                      journal_path)
+from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_OPS_LAYOUT,
+                                      JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSIONS as VERSIONS, OP_HELD_OUT, OP_PAIR_SCORES,
+                                      Journal, journal_path)
 from spamnb.estimator.scoring import FileScorer
 
 _NAN = float("nan")   # math's nan: a classify or learn through the journal loads no math module
@@ -242,9 +240,7 @@ def _recorded(records):
 
 
 # the record layouts (store's, deltas' writes) the compiled pass reads, handed to it: it refuses others
-_LAYOUT = (TOKENS_RECORD.format, LEDGER_RECORD.format, LEDGER_SIZE, HELD_OUT_RECORD.format, PAIR_SCORES_RECORD.format,
-           LEARN_SUMS_RECORD.format, OP_LEARN, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK, OP_PAIR_SCORES,
-           OP_LEARN_SUMS)
+_LAYOUT = JOURNAL_OPS_LAYOUT
 
 
 def _parse(payloads, n_base, base=None):

@@ -1103,12 +1103,22 @@ OP_LEARN_SUMS = 8
 
 
 def __getattr__(name):
-    """The journal's layouts (``_JOURNAL_LAYOUTS``) and ``LEDGER_SIZE`` (a RECORD/REMOVE
-    with its padding): made when first asked for (PEP 562)."""
+    """The journal's layouts (``_JOURNAL_LAYOUTS``), ``LEDGER_SIZE`` (a RECORD/REMOVE with
+    its padding) and ``JOURNAL_OPS_LAYOUT`` (the operations' layouts and codes, as the compiled
+    passes over the records take them: ``checks.journal_learns``, ``journal_ledger``, which refuse
+    others): made when first asked for (PEP 562)."""
     if name == "LEDGER_SIZE":
         size = __getattr__("LEDGER_RECORD").size
         size = globals()[name] = size + (-size) % 8
         return size
+    if name == "JOURNAL_OPS_LAYOUT":
+        formats = [__getattr__(kind).format for kind in ("TOKENS_RECORD", "LEDGER_RECORD")]
+        formats.append(__getattr__("LEDGER_SIZE"))
+        formats.extend(__getattr__(kind).format for kind in ("HELD_OUT_RECORD", "PAIR_SCORES_RECORD",
+                                                               "LEARN_SUMS_RECORD"))
+        layout = globals()[name] = (*formats, OP_LEARN, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK,
+                                    OP_PAIR_SCORES, OP_LEARN_SUMS)
+        return layout
     if name not in _JOURNAL_LAYOUTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     layout = globals().get(name)
