@@ -394,8 +394,9 @@ def test_a_classify_after_learns_loads_neither_count_nor_collections(model, tmp_
     proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())
     assert proc.returncode in (0, 1, 2) and "spamnb.persistence.journal_view" in modules, proc.stderr[-300:]
     assert not {"spamnb.bayes._count", "spamnb.estimator.ledger"} & modules, sorted(modules)
-    # the journal's read side alone (journal_view): not its writers' module (append, compaction, following)
-    assert "spamnb.persistence.journal" not in modules
+    # the journal's read side alone (journal_view): not its writers' module (append, compaction, following),
+    # nor the replay's (deltas: the records' layouts and codes are store's)
+    assert not {"spamnb.persistence.journal", "spamnb.persistence.deltas"} & modules, sorted(modules)
     # collections only through the cutoffs refitted on the learns' held-out scores (this model's cutoffs follow
     # them: spamnb.estimator.calibrate's namedtuple); a model whose cutoffs train fitted loads neither
     assert "spamnb.estimator.calibrate" in modules or not {"collections", "collections.abc"} & modules

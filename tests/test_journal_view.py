@@ -222,18 +222,23 @@ def test_given_cutoffs_leave_held_out_scores_to_the_replay(tmp_path):
 
 
 def test_the_view_reads_the_records_with_the_layouts_deltas_writes_them_with():
-    """One definition of the journal's record layouts: ``persistence/deltas`` (which writes and
-    replays them); the view parses with those objects and defines none of its own."""
+    """One definition of the journal's record layouts: ``persistence/store``'s (``deltas``, which
+    writes and replays them, re-exports them); the view parses with those objects and defines none."""
     import inspect
 
-    from spamnb.persistence import deltas, journal_view
+    from spamnb.persistence import deltas, journal_view, store
 
     source = inspect.getsource(journal_view)
-    assert "Struct(" not in source and "import struct" not in source
-    assert "deltas.LAYOUT" in source and journal_view._LAYOUT is deltas.LAYOUT  # noqa: SLF001 -- its own constant
+    assert "Struct(" not in source and "import struct" not in source and "Layout(" not in source
+    assert "Layout(" not in inspect.getsource(deltas)
+    assert "JOURNAL_OPS_LAYOUT" in source
+    assert journal_view._LAYOUT is deltas.LAYOUT is store.JOURNAL_OPS_LAYOUT  # noqa: SLF001 -- its own constant
+    for name in ("TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD",
+                 "LEARN_SUMS_RECORD", "OP_LEARN", "OP_FORGET", "OP_PAIR_SCORES", "OP_LEARN_SUMS"):
+        assert getattr(deltas, name) is getattr(store, name), name
     for name in ("TOKENS_RECORD", "LEDGER_RECORD", "HELD_OUT_RECORD", "PAIR_SCORES_RECORD", "LEARN_SUMS_RECORD"):
         assert getattr(deltas, name).format in deltas.LAYOUT, name
-    assert deltas.LEDGER_SIZE == len(deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16)))
+    assert deltas.LEDGER_SIZE == len(deltas.encode_ledger(deltas.OP_RECORD, 1, bytes(16))) == 24
 
 
 def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_what_a_view_is_not():

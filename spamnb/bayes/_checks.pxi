@@ -370,8 +370,8 @@ def journal_records(data, head, Py_ssize_t at):
         PyBuffer_Release(&d)
 
 
-# The journal's record layouts journal_learns reads (spamnb.persistence.deltas
-# defines them, and hands them in: a change there is refused here, not misread):
+# The journal's record layouts journal_learns reads (spamnb.persistence.store
+# defines them, journal_view hands them in: a change there is refused here, not misread):
 # the learn's, the ledger record's, its padded size, the held-out score's, the
 # pair scores', a learn's sums'; then the ops (learn, record, remove, held-out,
 # its taking back, pair scores, a learn's sums).
@@ -414,7 +414,7 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     + 1 bounds), each learn's class (bytes) and each learn's sum and scale
     (a bytearray of float64, two per learn; NaN, NaN for a learn recorded
     without them).  ``layout``: the record layouts and ops as
-    ``spamnb.persistence.deltas`` defines them (ValueError when they are not
+    ``spamnb.persistence.store`` defines them (ValueError when they are not
     the ones read here).  With ``base`` (the buffer the payloads are views
     of: the journal's bytes, as many as a multiple of 8), the hashes are not
     copied: the third item is then where each learn's hashes start in

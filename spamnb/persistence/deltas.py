@@ -19,7 +19,9 @@ scores one message through the journal, ``spamnb.persistence.journal_view``,
 need not count every learn's tokens again; the replay recounts them).  :func:`apply` runs on a
 loaded model what a learn or forget runs, with the recorded hashes; the
 writers' side (:mod:`spamnb.persistence.journal`'s session) runs the same
-functions and encodes them.  Learns change the model in place where it was
+functions and encodes them.  The operations' layouts and codes are
+``spamnb.persistence.store``'s (re-exported here: the journal's read side
+finds them without this module).  Learns change the model in place where it was
 read into private memory (:func:`in_place`), so replaying costs in
 proportion to the journal, not the model.
 """
@@ -29,7 +31,14 @@ from array import array
 from spamnb.estimator.ages import Ages, today
 from spamnb.estimator.defaults import new_counts
 from spamnb.persistence.attaching import attach, in_place   # noqa: F401 -- a replay's first step, here with the rest
-from spamnb.persistence.store import Layout
+# the operations' layouts (store.Layout: packed and read by the compiled checks, without _struct) and codes, and
+# LAYOUT, all of them as the compiled passes over a journal's records take them (checks.journal_learns,
+# journal_ledger: they refuse others): store's, where the journal's read side (journal_view) finds them without
+# this module
+from spamnb.persistence.store import (HELD_OUT_RECORD, JOURNAL_OPS_LAYOUT as LAYOUT, LEARN_SUMS_RECORD,  # noqa: F401
+                                      LEDGER_RECORD, LEDGER_SIZE, OP_FORGET, OP_HELD_OUT, OP_HELD_OUT_BACK, OP_LEARN,
+                                      OP_LEARN_SUMS, OP_PAIR_SCORES, OP_RECORD, OP_REMOVE, PAIR_SCORES_RECORD,
+                                      TOKENS_RECORD)
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
@@ -38,22 +47,6 @@ __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place
            "note_pair_scores", "pair_scores_fit", "TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD",
            "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out", "OP_LEARN_SUMS", "LEARN_SUMS_RECORD",
            "encode_learn_sums", "without_sums", "LAYOUT"]
-
-# the operations' layouts (store.Layout: packed and read by the compiled checks, without _struct)
-TOKENS_RECORD = Layout("<BBxxiIIII")   # op, class, day, features before, hashes, new tokens, text bytes
-LEDGER_RECORD = Layout("<BBH16s")      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
-HELD_OUT_RECORD = Layout("<BBxxf")    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
-PAIR_SCORES_RECORD = Layout("<BBxxxxxxdddd")   # op, class, words, pairs, the mixture's weight and scale after
-LEARN_SUMS_RECORD = Layout("<BBxxxxxxdd")   # op, class, the learn's values' sum, their scale
-OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2, 3, 4, 5, 6
-OP_PAIR_SCORES = 7
-OP_LEARN_SUMS = 8
-LEDGER_SIZE = LEDGER_RECORD.size + (-LEDGER_RECORD.size) % 8   # a RECORD/REMOVE with its padding
-# the layouts and ops the compiled passes over a journal's records read (checks.journal_learns, journal_ledger):
-# handed to them, which refuse others (a change here is refused there, not misread)
-LAYOUT = (TOKENS_RECORD.format, LEDGER_RECORD.format, LEDGER_SIZE, HELD_OUT_RECORD.format, PAIR_SCORES_RECORD.format,
-          LEARN_SUMS_RECORD.format, OP_LEARN, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK, OP_PAIR_SCORES,
-          OP_LEARN_SUMS)
 
 
 def _pad(n):

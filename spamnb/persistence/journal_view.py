@@ -43,9 +43,11 @@ import posix   # os's calls without os.py (a classify or learn through the journ
 from array import array
 
 from spamnb.bayes import arithmetic, checks, token_kernels
-from spamnb.persistence import deltas
-from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_SUFFIX as SUFFIX,
-                                      JOURNAL_VERSIONS as VERSIONS, Journal, journal_path)
+from spamnb.persistence.attaching import attach
+# the records' layouts and codes (deltas' too): a view of the learns loads no deltas (the replay's, 1.2 M instructions)
+from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_OPS_LAYOUT,
+                                      JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSIONS as VERSIONS, OP_HELD_OUT, OP_PAIR_SCORES,
+                                      Journal, journal_path)
 from spamnb.estimator.scoring import FileScorer
 
 _NAN = float("nan")   # math's nan: a classify or learn through the journal loads no math module
@@ -111,7 +113,7 @@ def replay(spam_filter, model_path, header, arrays=None):
     by :meth:`SpamFilter.load`; never raises for what the journal holds."""
     identity = header.get("_identity")
     journal = read(model_path, identity)
-    if not deltas.attach(spam_filter, model_path, identity, journal, arrays):
+    if not attach(spam_filter, model_path, identity, journal, arrays):
         return True   # the model was replaced (a compaction) after it was read
     if journal.status != "ok" or not journal.payloads:
         if journal.damaged_tail:
@@ -125,7 +127,9 @@ def replay(spam_filter, model_path, header, arrays=None):
             if journal.damaged_tail:
                 _warn_tail(journal, len(journal.payloads))
             return False
-    deltas.read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
+    from spamnb.persistence.deltas import read_whole   # the replay's (a view of the learns scores without it)
+
+    read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
     apply_records(spam_filter, journal)
     return False
 
@@ -135,12 +139,14 @@ def apply_records(spam_filter, journal, scores=True, tail=True):
     False: their held-out scores left out, counted already by a
     ``spamnb.persistence.journal_view.JournalView``, ``tail`` False: a damaged tail
     warned of already); a record that does not fit stops it, with a warning."""
-    deltas.lazy_ages(spam_filter)
-    ledger = deltas.ledger_for(spam_filter)
+    from spamnb.persistence.deltas import apply, lazy_ages, ledger_for
+
+    lazy_ages(spam_filter)
+    ledger = ledger_for(spam_filter)
     applied = 0
     for payload in journal.payloads:
         try:
-            deltas.apply(spam_filter, ledger, payload, scores=scores)
+            apply(spam_filter, ledger, payload, scores=scores)
         except (ValueError, IndexError, TypeError, MemoryError) as exc:   # a layout's short read: ValueError
             _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
                   f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
@@ -233,8 +239,8 @@ def _recorded(records):
 
 
 
-# the record layouts (deltas') the compiled pass reads, handed to it: it refuses others
-_LAYOUT = deltas.LAYOUT
+# the record layouts (store's, deltas' writes) the compiled pass reads, handed to it: it refuses others
+_LAYOUT = JOURNAL_OPS_LAYOUT
 
 
 def _parse(payloads, n_base, base=None):
@@ -259,9 +265,12 @@ def _parse(payloads, n_base, base=None):
     places = None
     if base is not None:   # the third item: each learn's place in base (8-byte words)
         hashes, places = base, memoryview(hashes).cast("q")
-    pairs = [value for mine in scores for op, _cls, value in mine if op == deltas.OP_PAIR_SCORES]   # one pass
-    if not all(deltas.pair_scores_fit(*value) for value in pairs):
-        return None
+    pairs = [value for mine in scores for op, _cls, value in mine if op == OP_PAIR_SCORES]   # one pass
+    if pairs:
+        from spamnb.persistence.deltas import pair_scores_fit
+
+        if not all(pair_scores_fit(*value) for value in pairs):
+            return None
     return records, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
                              memoryview(sums).cast("d"), places), bool(pairs)
 
@@ -305,7 +314,9 @@ def learner(spam_filter, apply_records):
     pending = spam_filter.pending_journal_
     if pending is not None:
         return pending
-    if not deltas.unjournaled(spam_filter):
+    from spamnb.persistence.deltas import unjournaled   # a learner's (it loads the replay's module anyway)
+
+    if not unjournaled(spam_filter):
         return None
     return JournalView(spam_filter, spam_filter.journal_, [], [], spam_filter.replayed().vocabulary.n_features,
                        apply_records)
@@ -440,7 +451,9 @@ class JournalView(FileScorer):
         new = set(hashes).difference(self._gather(hashes)[0])
         if new and self._n_learns():   # and not the journal's: those the message's pass through its learns found
             new.difference_update(self._journal_holds(hashes))
-        return deltas.first_places(hashes, new)
+        from spamnb.persistence.deltas import first_places   # a learner's (it loads the replay's module anyway)
+
+        return first_places(hashes, new)
 
     def _journal_holds(self, hashes):
         """The tokens of ``hashes`` the model file lacks and the journal's learns hold:
@@ -470,13 +483,16 @@ class JournalView(FileScorer):
 
         for mine in self.scores:
             for op, cls, log_odds in mine:
-                if op == deltas.OP_PAIR_SCORES:
-                    deltas.note_pair_scores(spam_filter, cls, *log_odds)
-                    continue
-                if op == deltas.OP_HELD_OUT:
+                if op == OP_HELD_OUT:
                     note_held_out(spam_filter, log_odds, cls)
+                    continue
+                # as the replay counts them (its module loaded only for a journal that has such a score)
+                from spamnb.persistence.deltas import note_pair_scores, take_back_held_out
+
+                if op == OP_PAIR_SCORES:
+                    note_pair_scores(spam_filter, cls, *log_odds)
                 else:
-                    deltas.take_back_held_out(spam_filter, cls, log_odds)
+                    take_back_held_out(spam_filter, cls, log_odds)
             if mine:
                 refit_cutoffs(spam_filter)
 

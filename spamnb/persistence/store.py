@@ -1084,18 +1084,46 @@ JOURNAL_SUFFIX = ".journal"
 JOURNAL_MAGIC = b"SPAMNB\x00J"
 JOURNAL_VERSION = 2
 JOURNAL_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (deltas.without_sums)
-# JOURNAL_HEAD and JOURNAL_RECORD, the journal's layouts (Layout), are made when first imported (__getattr__)
+# The journal's layouts (Layout: JOURNAL_HEAD, JOURNAL_RECORD) and its operations' (spamnb.persistence.deltas
+# encodes and replays them; journal_view reads them, without the replay's module), made when first imported
+# (__getattr__): a load of a model without a journal makes none
 _JOURNAL_LAYOUTS = {
     "JOURNAL_HEAD": "<8sIIQQQQ",   # magic, version, reserved, model length, model checksum, reserved, checksum
     "JOURNAL_RECORD": "<IIQ",      # a record's payload length, sequence number, checksum
+    "TOKENS_RECORD": "<BBxxiIIII",   # op, class, day, features before, hashes, new tokens, text bytes
+    "LEDGER_RECORD": "<BBH16s",      # op, flags (bit 0 spam, bit 1 auto-learned), held-out bin + 1, digest
+    "HELD_OUT_RECORD": "<BBxxf",    # op, class, log-odds (float32: a histogram bin is 0.25 wide)
+    "PAIR_SCORES_RECORD": "<BBxxxxxxdddd",   # op, class, words, pairs, the mixture's weight and scale after
+    "LEARN_SUMS_RECORD": "<BBxxxxxxdd",   # op, class, the learn's values' sum, their scale
 }
+# the operations' codes (spamnb.persistence.deltas describes each)
+OP_LEARN, OP_FORGET, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK = 1, 2, 3, 4, 5, 6
+OP_PAIR_SCORES = 7
+OP_LEARN_SUMS = 8
 
 
 def __getattr__(name):
-    """``JOURNAL_HEAD``, ``JOURNAL_RECORD``: made when first asked for (PEP 562)."""
+    """The journal's layouts (``_JOURNAL_LAYOUTS``), ``LEDGER_SIZE`` (a RECORD/REMOVE with
+    its padding) and ``JOURNAL_OPS_LAYOUT`` (the operations' layouts and codes, as the compiled
+    passes over the records take them: ``checks.journal_learns``, ``journal_ledger``, which refuse
+    others): made when first asked for (PEP 562)."""
+    if name == "LEDGER_SIZE":
+        size = __getattr__("LEDGER_RECORD").size
+        size = globals()[name] = size + (-size) % 8
+        return size
+    if name == "JOURNAL_OPS_LAYOUT":
+        formats = [__getattr__(kind).format for kind in ("TOKENS_RECORD", "LEDGER_RECORD")]
+        formats.append(__getattr__("LEDGER_SIZE"))
+        formats.extend(__getattr__(kind).format for kind in ("HELD_OUT_RECORD", "PAIR_SCORES_RECORD",
+                                                               "LEARN_SUMS_RECORD"))
+        layout = globals()[name] = (*formats, OP_LEARN, OP_RECORD, OP_REMOVE, OP_HELD_OUT, OP_HELD_OUT_BACK,
+                                    OP_PAIR_SCORES, OP_LEARN_SUMS)
+        return layout
     if name not in _JOURNAL_LAYOUTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    layout = globals()[name] = Layout(_JOURNAL_LAYOUTS[name])
+    layout = globals().get(name)
+    if layout is None:
+        layout = globals()[name] = Layout(_JOURNAL_LAYOUTS[name])
     return layout
 
 
