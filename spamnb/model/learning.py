@@ -9,11 +9,11 @@ import sys
 from array import array
 
 from spamnb.bayes import checks
-from spamnb.persistence import deltas
+from spamnb.persistence import records   # what a learn writes: not the replay's module (deltas), loaded when it replays
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
 from spamnb.persistence.journal import append, compact, compact_at
-from spamnb.persistence.store import LEDGER, stat_or_none
+from spamnb.persistence.store import JOURNAL_OPS_LAYOUT, LEDGER, OP_LEARN, OP_RECORD, stat_or_none
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
 
@@ -48,31 +48,31 @@ class _LightFilter:
 
         session = self._session
         view, sf = session.view, session.filter
-        cls = deltas.class_of(spam)
+        cls = records.class_of(spam)
         stream = sf.tokenizer_.stream(message_data(message))   # bytes (ledger.learn's): no messages module
         hashes = stream.hashes
         self.held_out_bin = None
         mixture = session.light_mixture()
         if mixture is not None:   # the pair weight chosen on its own mail: two held-out scores, through the view
-            held_out = deltas.mixture_held_out(mixture, lambda: view, stream, cls, self._ops,
+            held_out = records.mixture_held_out(mixture, lambda: view, stream, cls, self._ops,
                                          counts_scores(view.class_count()))
             if held_out is not None:
-                held_out = deltas.float32(held_out)
+                held_out = records.float32(held_out)
                 self.held_out_bin = held_out_bin(held_out)
-                self._ops.append(deltas.encode_held_out(cls, held_out))
+                self._ops.append(records.encode_held_out(cls, held_out))
         elif counts_scores(view.class_count()):   # as prequential.held_out_log_odds, through the view
             jll = view.score(hashes, 0, stream.pairs_start)[0]
-            held_out = deltas.float32(jll[1] - jll[0])
+            held_out = records.float32(jll[1] - jll[0])
             self.held_out_bin = held_out_bin(held_out)
-            self._ops.append(deltas.encode_held_out(cls, held_out))
+            self._ops.append(records.encode_held_out(cls, held_out))
         positions = view.new_tokens(hashes)
         blob, offsets = bytearray(), array("Q", [0])
         if positions:
             stream.write_tokens(positions, len(positions), blob, offsets)
         lengths = array("I", (offsets[i + 1] - offsets[i] for i in range(len(positions))))
-        self._ops.append(deltas.encode_tokens(deltas.OP_LEARN, cls, today(), view.n_features, hashes, lengths,
+        self._ops.append(records.encode_tokens(OP_LEARN, cls, today(), view.n_features, hashes, lengths,
                                               bytes(blob)))
-        self._ops.append(deltas.encode_learn_sums(sf, cls, hashes))
+        self._ops.append(records.encode_learn_sums(sf, cls, hashes))
         session.extend_view(cls, hashes, len(positions), lengths, blob)
         return sf
 
@@ -95,7 +95,7 @@ class _LightLedger:
         # the journal's ledger operations, newest first: digests (16 bytes each), heads (op, flags, note: 4 bytes
         # each); n_records: the RECORD operations since the file (a bound on the entries added), this session's too
         self._journal_digests, self._journal_heads, self.n_records = checks.journal_ledger(journal_payloads,
-                                                                                          deltas.LAYOUT)
+                                                                                          JOURNAL_OPS_LAYOUT)
         self._overlay = {}    # digest -> code, or None (removed): this session's operations
         self._found = {}      # digest -> code or None: the journal's or the file's, as searched
         self._unnoted = []    # this session's transactions, noted when a digest is next looked up
@@ -108,8 +108,8 @@ class _LightLedger:
     def _note(self, payload):
         from spamnb.estimator.ledger import entry_code
 
-        for op, label, note, digest in deltas.ledger_ops(payload):
-            if op == deltas.OP_RECORD:
+        for op, label, note, digest in records.ledger_ops(payload):
+            if op == OP_RECORD:
                 self._overlay[digest] = entry_code(label, note)
                 self.n_records += 1
             else:
@@ -125,7 +125,7 @@ class _LightLedger:
         at = checks.find_digest(self._journal_digests, digest)   # the journal's newest operation of it
         if at >= 0:
             heads = self._journal_heads
-            if heads[4 * at] == deltas.OP_RECORD:
+            if heads[4 * at] == OP_RECORD:
                 from spamnb.estimator.ledger import entry_code
 
                 code = entry_code(heads[4 * at + 1], heads[4 * at + 2] | heads[4 * at + 3] << 8)
@@ -177,11 +177,11 @@ class LedgerRecorder:
     def record(self, digest, is_spam, auto=False):
         self._take_back(digest)
         held_out, self._recorder.held_out_bin = self._recorder.held_out_bin, None
-        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, auto, held_out))
+        self._ops.append(records.encode_ledger(OP_RECORD, is_spam, digest, auto, held_out))
 
     def confirm(self, digest):
         is_spam, _auto, held_out = self._ledger.entry(digest)
-        self._ops.append(deltas.encode_ledger(deltas.OP_RECORD, is_spam, digest, False, held_out))
+        self._ops.append(records.encode_ledger(OP_RECORD, is_spam, digest, False, held_out))
 
     def remove(self, digest):
         raise errors.MustReadWhole()
@@ -189,7 +189,7 @@ class LedgerRecorder:
 
 class _FileLearner(FileScorer):
     """The view a light session learns through while the model file has no
-    journal record (``deltas.unjournaled``: a model's first learn after
+    journal record (``records.unjournaled``: a model's first learn after
     ``train`` or a compaction): the file's entries, as a classify scores
     them (``scoring.FileScorer``), the message's read once for its held-out
     score and its new tokens.  What the learn leaves (:meth:`extended`) is
@@ -220,7 +220,7 @@ class _FileLearner(FileScorer):
         """As ``JournalView.new_tokens``: the first places of the tokens the file lacks."""
         if not len(hashes):
             return array("i")
-        return deltas.first_places(hashes, set(hashes).difference(self._entries(hashes)[0]))
+        return records.first_places(hashes, set(hashes).difference(self._entries(hashes)[0]))
 
     def extended(self, cls, hashes, n_new, lengths, text):
         """``JournalView.extended`` of this view: the journal view of the model
@@ -234,7 +234,7 @@ class _FileLearner(FileScorer):
 def _learner(spam_filter):
     """The view a light session appends through (``journal_view.learner``), or
     a :class:`_FileLearner` when the model file has no journal record to view."""
-    if deltas.unjournaled(spam_filter):
+    if records.unjournaled(spam_filter):
         return _FileLearner(spam_filter)
     from spamnb.persistence.journal_view import apply_records, learner
 
@@ -264,6 +264,8 @@ class Session:
         self._light_ledger = None
         self._light_mixture = None   # a light session's copy of the pair-weight mixture, with its learns
         if spam_filter.is_fitted and view is None:
+            from spamnb.persistence import deltas   # the model read whole: the replay's module
+
             deltas.lazy_ages(spam_filter)
 
     @property
@@ -304,7 +306,9 @@ class Session:
     def ledger(self):
         self._read_whole()
         if self._ledger is None:
-            self._ledger = deltas.ledger_for(self.filter)
+            from spamnb.persistence.deltas import ledger_for
+
+            self._ledger = ledger_for(self.filter)
         return self._ledger
 
     def class_count(self):
@@ -329,6 +333,8 @@ class Session:
             return
         sf = self.filter
         self.view = self._light_ledger = self._light_mixture = None   # the replay counts this session's records
+        from spamnb.persistence import deltas
+
         deltas.read_whole(sf)
         deltas.lazy_ages(sf)
         if self.transactions:
@@ -469,7 +475,9 @@ class Session:
         sf = self.filter
         if expire and sf.is_fitted:
             limit = sf.replayed().ages.max_tokens
-            if limit is not None and deltas.n_live(sf) > limit:
+            from spamnb.persistence.deltas import n_live
+
+            if limit is not None and n_live(sf) > limit:
                 from spamnb.model.lifecycle import expire as expire_tokens
 
                 self.filter = sf = expire_tokens(sf)[0]

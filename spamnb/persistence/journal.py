@@ -78,7 +78,7 @@ import stat
 # a reader that warns of nothing, a learn that appends, make neither)
 from spamnb import errors
 from spamnb.bayes import checks
-from spamnb.persistence import deltas
+from spamnb.persistence.records import without_sums   # what a learn writes (the replay's deltas: a follower's)
 from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_RECORD as RECORD,
                                       JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
                                       JOURNAL_VERSIONS as VERSIONS, Journal, journal_path, model_identity)
@@ -219,6 +219,8 @@ def follow(spam_filter, ledger=None):
         if known:
             journal.size = size
         return 0
+    from spamnb.persistence import deltas
+
     if ledger is None:
         ledger = deltas.ledger_for(spam_filter)
     deltas.lazy_ages(spam_filter)
@@ -248,7 +250,7 @@ def append(journal, transactions):
     path = journal.path
     if journal.status == "ok" and journal.end is not None:
         if journal.version == 1:   # its readers know no LEARN_SUMS: records as version 1 wrote them
-            transactions = [deltas.without_sums(t) for t in transactions]
+            transactions = [without_sums(t) for t in transactions]
         first = len(journal.payloads)
         records = b"".join(_record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
         # never through a link planted at the journal's name (it is renamed into place, never a link)

@@ -314,7 +314,7 @@ def learner(spam_filter, apply_records):
     pending = spam_filter.pending_journal_
     if pending is not None:
         return pending
-    from spamnb.persistence.deltas import unjournaled   # a learner's (it loads the replay's module anyway)
+    from spamnb.persistence.records import unjournaled   # a learner's (what a learn writes, not the replay's module)
 
     if not unjournaled(spam_filter):
         return None
@@ -451,7 +451,7 @@ class JournalView(FileScorer):
         new = set(hashes).difference(self._gather(hashes)[0])
         if new and self._n_learns():   # and not the journal's: those the message's pass through its learns found
             new.difference_update(self._journal_holds(hashes))
-        from spamnb.persistence.deltas import first_places   # a learner's (it loads the replay's module anyway)
+        from spamnb.persistence.records import first_places   # a learner's (what a learn writes, not the replay's)
 
         return first_places(hashes, new)
 
