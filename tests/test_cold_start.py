@@ -53,7 +53,7 @@ EXPECTED = {
     "learn --spam": COMMON | {"spamnb.cli.learn", "spamnb.persistence.records", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                               "spamnb.model.learning", "spamnb.estimator.prequential", "spamnb.persistence.journal_view",
                               "spamnb.estimator.ledger", "spamnb.persistence.journal"},
-    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.persistence.deltas", "spamnb.persistence.records","spamnb.mail.reader",   # estimator.messages' (a message's bytes)
+    "forget --spam": COMMON | {"spamnb.cli.learn", "spamnb.persistence.deltas", "spamnb.persistence.records", "spamnb.mail.reader",   # estimator.messages' (a message's bytes)
                         "spamnb.estimator.messages", "spamnb.mail.status", "spamnb.mail.headers", "spamnb.estimator.labels",
                         "spamnb.model.learning", "spamnb.bayes._holes", "spamnb.bayes._count",   # the holes a forget leaves, its counts
                         "spamnb.estimator.ledger", "spamnb.persistence.journal",
