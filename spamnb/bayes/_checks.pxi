@@ -392,7 +392,7 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     compiled pass; None when a record is not one a view stands for (a
     forget, an unknown or malformed operation, a learn that does not follow
     the vocabulary: ``n_before`` of each learn must be ``n_base`` and the
-    new tokens of the learns before it).  The records (``spamnb.persistence.deltas``):
+    new tokens of the learns before it).  The records (``spamnb.persistence.records``):
     a learn ``<BBxxiIIII>`` (op 1, class, day, features before, hashes, new
     tokens, text bytes) then its hashes (8 bytes each), the new tokens'
     UTF-8 lengths (4 bytes each, summing to the text's) and their text, padded

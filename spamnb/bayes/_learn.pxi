@@ -191,7 +191,7 @@ def journal_ledger(payloads, layout):
     their 16-byte digests back to back (a digest's newest operation:
     :func:`find_digest`), each one's first four bytes (op, flags, then the
     held-out note, 16 bits little-endian) back to back, and how many are
-    RECORDs; what ``spamnb.persistence.deltas.ledger_ops`` gives each
+    RECORDs; what ``spamnb.persistence.records.ledger_ops`` gives each
     transaction, without a Python object an operation.  ``layout``: as
     :func:`journal_learns` takes it.  ValueError for a transaction cut short
     or with an unknown operation (as ``ledger_ops``)."""
@@ -202,7 +202,7 @@ def journal_ledger(payloads, layout):
     cdef Py_ssize_t i, k, n, at, size, count = 0, records = 0
     cdef uint8_t op
     cdef bytearray digests = bytearray(), heads = bytearray()
-    if tuple(layout) != _JOURNAL_LAYOUT:   # as journal_learns: a change of deltas' layouts is refused, not misread
+    if tuple(layout) != _JOURNAL_LAYOUT:   # as journal_learns: a change of store's layouts is refused, not misread
         raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here")
     for k in range(len(payloads)):
         take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")

@@ -239,7 +239,7 @@ def _recorded(records):
 
 
 
-# the record layouts (store's, deltas' writes) the compiled pass reads, handed to it: it refuses others
+# the record layouts (store's, records' writes) the compiled pass reads, handed to it: it refuses others
 _LAYOUT = JOURNAL_OPS_LAYOUT
 
 

@@ -70,7 +70,8 @@ class Layout:
     ``struct.Struct`` gives it (``format``, ``size``, ``pack``, ``unpack_from``), packed and read
     by ``bayes/checks`` (compiled: ``pack_layout``, ``unpack_layout``), so that a learn writing its
     journal record, and a reader of a model file or a journal, load no ``_struct`` (a standard shared
-    object).  The model file's prefix, the journal's layouts and its operations' (``spamnb.persistence.deltas``)."""
+    object).  The model file's prefix, the journal's layouts and its operations'
+    (``spamnb.persistence.records`` writes them)."""
 
     __slots__ = ("format", "size")
 
@@ -1083,9 +1084,9 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
 JOURNAL_SUFFIX = ".journal"
 JOURNAL_MAGIC = b"SPAMNB\x00J"
 JOURNAL_VERSION = 2
-JOURNAL_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (deltas.without_sums)
-# The journal's layouts (Layout: JOURNAL_HEAD, JOURNAL_RECORD) and its operations' (spamnb.persistence.deltas
-# encodes and replays them; journal_view reads them, without the replay's module), made when first imported
+JOURNAL_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (records.without_sums)
+# The journal's layouts (Layout: JOURNAL_HEAD, JOURNAL_RECORD) and its operations' (spamnb.persistence.records
+# encodes them, deltas replays them; journal_view reads them, without the replay's module), made when first imported
 # (__getattr__): a load of a model without a journal makes none
 _JOURNAL_LAYOUTS = {
     "JOURNAL_HEAD": "<8sIIQQQQ",   # magic, version, reserved, model length, model checksum, reserved, checksum
