@@ -171,15 +171,15 @@ def test_a_light_learn_leaves_the_model_unread(model, tmp_path):
 def test_an_appending_learn_reads_no_transaction_of_the_journal_in_python(model, tmp_path, monkeypatch):
     """A light learn appending to a journal looks its digest up among the journal's ledger
     operations as one compiled pass gathered them (``checks.journal_ledger``), never a
-    transaction through ``deltas.ledger_ops``, and leaves the journal's learns unmade
+    transaction through ``records.ledger_ops``, and leaves the journal's learns unmade
     (no ``_Recorded`` an earlier learn: its view is extended only for a next message);
     what it answers and writes is the whole model's way's, byte for byte."""
-    from spamnb.persistence import deltas, journal_view
+    from spamnb.persistence import journal_view, records
 
     light, whole = _copies(model, tmp_path)
     sessions = [[("learn", SPAM[60 + i], True, False)] for i in range(4)] + [[("learn", HAM[60], False, True)]]
     assert _run(light, sessions, True) == _run(whole, sessions, False)
-    real_ops, real_recorded = deltas.ledger_ops, journal_view._recorded  # noqa: SLF001 -- watched, not changed
+    real_ops, real_recorded = records.ledger_ops, journal_view._recorded  # noqa: SLF001 -- watched, not changed
     calls = []
 
     def ledger_ops(payload):
@@ -190,7 +190,7 @@ def test_an_appending_learn_reads_no_transaction_of_the_journal_in_python(model,
         calls.append("recorded")
         return real_recorded(records)
 
-    monkeypatch.setattr(deltas, "ledger_ops", ledger_ops)
+    monkeypatch.setattr(records, "ledger_ops", ledger_ops)
     monkeypatch.setattr(journal_view, "_recorded", recorded)
     # known (the journal's RECORD), confirmed (its auto-learned RECORD), new: one message a session
     later = [[("learn", SPAM[61], True, False)], [("learn", HAM[60], False, False)], [("learn", SPAM[70], True, False)]]
