@@ -20,8 +20,9 @@ environment, and cannot work when cross-compiling.
 
 One module of the package is generated (not committed): ``spamnb/mail/_sre_codes.py``,
 the compiled code of every regular expression of the package, for the building
-interpreter (``spamnb.mail.lazy_re.write_codes``: the one source file loaded
-here, by its path; it imports nothing of the package).  A cold classify of
+interpreter (``spamnb.mail.sre_table.write_codes``, for ``spamnb.mail.lazy_re.built_for()``:
+the two source files loaded here, by their paths; they import nothing of the package,
+and nothing imports ``sre_table`` at run time).  A cold classify of
 real mail then compiles its patterns with ``_sre`` alone, without importing
 ``re`` (and the ~23 modules it brings); a tree or an interpreter without it
 falls back to ``re.compile``.  Written into the built tree by build_py, and
@@ -77,14 +78,20 @@ extensions = [
 
 
 
+def load_source(name):
+    """The module of spamnb/mail/``name``.py, loaded by its path (the package is not imported)."""
+    spec = importlib.util.spec_from_file_location("_spamnb_" + name, os.path.join("spamnb", "mail", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def write_sre_codes(mail_folder):
     """spamnb/mail/_sre_codes.py in ``mail_folder`` (the built tree's or the source's)."""
-    spec = importlib.util.spec_from_file_location("_spamnb_lazy_re", os.path.join("spamnb", "mail", "lazy_re.py"))
-    lazy_re = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lazy_re)
     os.makedirs(mail_folder, exist_ok=True)
     try:
-        lazy_re.write_codes("spamnb", os.path.join(mail_folder, "_sre_codes.py"))
+        load_source("sre_table").write_codes("spamnb", os.path.join(mail_folder, "_sre_codes.py"),
+                                             load_source("lazy_re").built_for())
     except Exception as exc:   # an interpreter whose re compiles otherwise: no table, re.compile at run time
         print(f"setup.py: spamnb/mail/_sre_codes.py not written ({exc!r}): patterns fall back to re.compile")
 

@@ -1,5 +1,5 @@
 """spamnb.mail.lazy_re: a pattern compiled from the build's table (``_sre_codes``,
-``_sre.compile`` without the ``re`` package) is the one ``re.compile`` makes,
+written by ``sre_table``; ``_sre.compile`` without the ``re`` package) is the one ``re.compile`` makes,
 every pattern of the package is in the table, and without a table, or with one
 made for another interpreter, a pattern falls back to ``re.compile``."""
 
@@ -12,7 +12,7 @@ import _sre
 import pytest
 
 from conftest import REPO, require_sre_codes
-from spamnb.mail import lazy_re
+from spamnb.mail import lazy_re, sre_table
 
 # every module holding a lazy_re.pattern (_mail: _headers.pxi's and _text.pxi's)
 MODULES = ("spamnb.mail.tokenizer", "spamnb.mail.headers", "spamnb.mail.mbox", "spamnb.mail.parser",
@@ -32,7 +32,7 @@ def _instances():
 def table(tmp_path_factory):
     """The table the build writes, made from this tree's sources."""
     path = tmp_path_factory.mktemp("codes") / "_sre_codes.py"
-    lazy_re.write_codes(REPO / "spamnb", path)
+    sre_table.write_codes(REPO / "spamnb", path, lazy_re.built_for())
     module = types.ModuleType("_sre_codes")
     exec(compile(path.read_text(encoding="ascii"), str(path), "exec"), vars(module))
     return module
@@ -94,4 +94,4 @@ y = lazy_re.pattern(
 z = lazy_re.pattern(name)   # not a literal: left to re.compile
 "lazy_re.pattern(...)"
 '''
-    assert lazy_re.patterns_in(text) == [("a)b", 272), (b"(c)d", 0)]
+    assert sre_table.patterns_in(text) == [("a)b", 272), (b"(c)d", 0)]
