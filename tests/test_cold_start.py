@@ -292,6 +292,7 @@ def test_a_cold_classify_loads_no_os(model, tmp_path):
     # each standard shared object is an openat, mmaps and relocations (about 0.3 ms): the model file's
     # prefix is read with int.from_bytes, the journal's layouts made only for a journal; math's calls are _score's
     assert not {"_struct", "math"} & modules   # math's exp, log, isfinite: compiled into _score (token_kernels)
+    assert "stat" not in modules   # a file's type tested with _stat's functions (stat.py's are the same): not stat.py
 
 
 # Real mail (issue 51): HTML (the parser's patterns), URLs (the tokenizer's), an RFC 2047 encoded word in
@@ -300,7 +301,8 @@ def test_a_cold_classify_loads_no_os(model, tmp_path):
 # (nor enum, functools, collections... with it), no os.
 REAL_MAIL = [REPO / "corpora" / "spam_2" / "00088.34ca147ca21f4b3e966fe58bc054aaf6",   # HTML, links, a charset
              REPO / "corpora" / "spam" / "00311.9797029f3ee441b00f3b7521e573cb96"]     # an encoded word, URLs
-NOT_FOR_MAIL = {"re", "enum", "functools", "collections", "operator", "os", "posixpath", "genericpath", "_collections_abc"}
+NOT_FOR_MAIL = {"re", "enum", "functools", "collections", "operator", "os", "posixpath", "genericpath", "_collections_abc",
+                "stat"}
 
 
 @pytest.mark.parametrize("args", [["classify"], ["classify", "-p"], ["learn", "--spam", "-q"]], ids=" ".join)
