@@ -191,8 +191,9 @@ class _Finder:
 _READ_FLAGS = posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0)
 _FINDER = _Finder()
 
-from spamnb.cli.common import UsageError, exit_code, one_line, one_line_warnings  # noqa: E402
-from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK  # noqa: E402
+# spamnb.cli.common (with spamnb.errors) and spamnb.cli.exitcodes are imported where they are used, after
+# entry(cold=True) has put _FINDER first on sys.meta_path: found by it, not by importlib's path finder (0.1
+# million instructions a module of a cold classify)
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
             "prune", "serve", "imap")
@@ -362,6 +363,7 @@ def entry(cold=False):
     _COLD = cold
     if cold and not sys.flags.optimize and sys.pycache_prefix is None:   # a short run's modules (_Finder)
         sys.meta_path.insert(0, _FINDER)
+    from spamnb.cli.exitcodes import EXIT_INTERRUPTED
     noted = []
     atexit.register(_exit_noted, noted)   # registered first: run last of the exit handlers
     try:
@@ -401,6 +403,8 @@ def _exit_noted(noted):
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if noted:
+        from spamnb.cli.exitcodes import EXIT_INTERRUPTED
+
         print("spamnb: interrupted", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -416,6 +420,8 @@ def _debug():
 
 def main(argv=None):
     """Run the command line; returns the exit code."""
+    from spamnb.cli.common import one_line_warnings
+
     argv = sys.argv[1:] if argv is None else list(argv)
     with one_line_warnings():
         return _run(argv)
@@ -426,6 +432,9 @@ def _run(argv):
     line on stderr (``spamnb: ...``, or the command's own prefix, e.g.
     ``spamnb serve: ...``; a usage error as it is) and its exit code
     (:func:`spamnb.cli.common.exit_code`)."""
+    from spamnb.cli.common import UsageError, exit_code, one_line
+    from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+
     args = None
     try:
         args = fast_args(argv)
