@@ -99,9 +99,9 @@ def read(model_path, identity):
     if identity is None or (length, checksum) != tuple(identity):
         return Journal(path, identity, "stale", size=len(data))
     head = data[40:48]
-    view = memoryview(data)
-    spans, at = checks.journal_records(data, head, HEAD.size)   # each record's length, place and checksum
-    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head, version)
+    # each record's length, place and checksum checked; its payload's view (of data: no copy)
+    payloads, at = checks.journal_records(data, head, HEAD.size, memoryview(data))
+    return Journal(path, identity, "ok", payloads, at, len(data), head, version)
 
 
 def replay(spam_filter, model_path, header, arrays=None):
