@@ -425,6 +425,10 @@ def test_journal_records_takes_the_whole_records_and_stops_at_the_first_that_is_
     assert checks.journal_records(bytes(damaged), head, 48) == (spans[:1], 48 + 16 + 8)
     assert checks.journal_records(bytes(data[:-1]), head, 48) == (spans[:-1], spans[-2][1])   # the last cut short
     assert checks.journal_records(bytes(data), bytes(8), 48) == ([], 48)   # another journal's head
+    # with a view of the bytes: each payload's view of them (no copy), the same records
+    views, view_end = checks.journal_records(bytes(data), head, 48, memoryview(data))
+    assert [bytes(v) for v in views] == payloads and view_end == end and all(v.obj is data for v in views)
+    assert checks.journal_records(bytes(damaged), head, 48, memoryview(damaged))[0][0].tobytes() == payloads[0]
 
 
 def test_journal_rows_counts_a_learn_as_add_counts_split_does_for_the_tokens_asked():

@@ -67,13 +67,14 @@ def _warn(message):
 def _read_bytes(path):
     fd = posix.open(path, posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0))
     try:
-        size = posix.fstat(fd).st_size
+        want = max(posix.fstat(fd).st_size + 1, 65536)   # the whole file in one read, and its end seen
         chunks = []
         while True:
-            chunk = posix.read(fd, max(size + 1, 65536))
+            chunk = posix.read(fd, want)
             if not chunk:
                 return b"".join(chunks)
             chunks.append(chunk)
+            want = 65536   # grown since (a writer appending): the rest (not another buffer the file's size)
     finally:
         posix.close(fd)
 
