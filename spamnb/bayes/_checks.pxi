@@ -10,8 +10,8 @@
 
 from libc.math cimport isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcpy
-from libc.stdlib cimport realloc
+from libc.string cimport memcpy, memset
+from libc.stdlib cimport free, realloc
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 from cpython.buffer cimport PyBuffer_Release
@@ -426,6 +426,21 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     copied: the third item is then where each learn's hashes start in
     ``base``, in 8-byte words (a bytearray of int64, one a learn), and a
     payload that is not within ``base`` gives None."""
+    cdef _Learns got   # each learn's fields, class, sums and place, grown in C (no Python object a learn)
+    if tuple(layout) != _JOURNAL_LAYOUT:
+        raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
+    memset(&got, 0, sizeof(got))
+    try:
+        return _journal_learns(payloads, n_base, base, &got)
+    finally:
+        free(got.fields)
+        free(got.classes)
+        free(got.sums)
+        free(got.places)
+
+
+cdef _journal_learns(payloads, Py_ssize_t n_base, base, _Learns *got):
+    """:func:`journal_learns`' pass, its learns grown in ``got``."""
     cdef Py_buffer d, b
     cdef const uint8_t *p
     cdef Py_ssize_t k, n, at, end, n_hashes, n_new, n_text, h_at, l_at, i, total = 0, live = n_base
@@ -436,11 +451,7 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     cdef float f
     cdef double w[4]
     cdef bint after_learn, with_base = base is not None
-    cdef _Learns got   # each learn's fields, class, sums and place, grown in C (no Python object a learn)
-    if tuple(layout) != _JOURNAL_LAYOUT:
-        raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
     scores = []
-    got = _Learns()
     if with_base:
         take(&b, base, UNSIGNED, 1, False, "uint8_t")
     try:
@@ -495,7 +506,7 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
                         live += n_new
                         if with_base and (offset < 0 or offset % 8 or offset + n > n_base_bytes):
                             return None   # a learn's record not within base
-                        got.add(k, cls, live - n_new, n_new, h_at, end - n_text, n_text, n_hashes, (offset + h_at) // 8)
+                        _learns_add(got, k, cls, live - n_new, n_new, h_at, end - n_text, n_text, n_hashes, (offset + h_at) // 8)
                         total += n_hashes
                         at = end + (8 - end % 8) % 8   # end >= 0 (C division: the module's cdivision)
                     elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE
@@ -537,51 +548,40 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
             PyByteArray_FromStringAndSize(<char *>got.sums, 16 * got.n))
 
 
-cdef class _Learns:
-    """journal_learns' learns as it reads them: each one's fields (int64, LEARN_FIELDS),
-    class, sum and scale (NaN, NaN until its LEARN_SUMS) and its hashes' place in
-    the base (8-byte words), in C arrays grown by doubling, freed with it."""
+cdef struct _Learns:
+    # journal_learns' learns as it reads them: each one's fields (int64, LEARN_FIELDS), class, sum and scale
+    # (NaN, NaN until its LEARN_SUMS) and its hashes' place in the base (8-byte words), in C arrays grown by
+    # doubling (journal_learns frees them): a struct, not a class (a type more for _score's import)
+    int64_t *fields
+    uint8_t *classes
+    double *sums
+    int64_t *places
+    Py_ssize_t n, capacity
 
+
+cdef int _learns_add(_Learns *got, int64_t k, int64_t cls, int64_t before, int64_t n_new, int64_t h_at,
+                     int64_t text_at, int64_t n_text, int64_t n_hashes, int64_t place) except -1:
+    cdef Py_ssize_t cap
     cdef int64_t *fields
-    cdef uint8_t *classes
-    cdef double *sums
-    cdef int64_t *places
-    cdef Py_ssize_t n, capacity
-
-    def __cinit__(self):
-        self.fields, self.classes, self.sums, self.places = NULL, NULL, NULL, NULL
-        self.n = self.capacity = 0
-
-    def __dealloc__(self):
-        free(self.fields)
-        free(self.classes)
-        free(self.sums)
-        free(self.places)
-
-    cdef void add(self, int64_t k, int64_t cls, int64_t before, int64_t n_new, int64_t h_at, int64_t text_at,
-                  int64_t n_text, int64_t n_hashes, int64_t place) except *:
-        cdef Py_ssize_t cap
-        cdef int64_t *fields
-        if self.n == self.capacity:
-            cap = 2 * self.capacity if self.capacity else 64
-            fields = <int64_t *>realloc(self.fields, cap * 8 * LEARN_FIELDS)
-            if fields == NULL:
-                raise MemoryError()
-            self.fields = fields
-            self.classes = <uint8_t *>_grown(self.classes, cap)
-            self.sums = <double *>_grown(self.sums, cap * 16)
-            self.places = <int64_t *>_grown(self.places, cap * 8)
-            self.capacity = cap
-        fields = self.fields + LEARN_FIELDS * self.n
-        fields[0], fields[1], fields[2], fields[3] = k, cls, before, n_new
-        fields[4], fields[5], fields[6], fields[7] = h_at, text_at, n_text, n_hashes
-        self.classes[self.n] = <uint8_t>cls
-        self.sums[2 * self.n] = self.sums[2 * self.n + 1] = NAN   # a learn without its sums
-        self.places[self.n] = place
-        self.n += 1
+    if got.n == got.capacity:
+        cap = 2 * got.capacity if got.capacity else 64
+        got.fields = <int64_t *>_grown(got.fields, cap * 8 * LEARN_FIELDS)
+        got.classes = <uint8_t *>_grown(got.classes, cap)
+        got.sums = <double *>_grown(got.sums, cap * 16)
+        got.places = <int64_t *>_grown(got.places, cap * 8)
+        got.capacity = cap
+    fields = got.fields + LEARN_FIELDS * got.n
+    fields[0], fields[1], fields[2], fields[3] = k, cls, before, n_new
+    fields[4], fields[5], fields[6], fields[7] = h_at, text_at, n_text, n_hashes
+    got.classes[got.n] = <uint8_t>cls
+    got.sums[2 * got.n] = got.sums[2 * got.n + 1] = NAN   # a learn without its sums
+    got.places[got.n] = place
+    got.n += 1
+    return 0
 
 
 cdef void *_grown(void *data, size_t size) except NULL:
+    """``data`` reallocated to ``size`` bytes (MemoryError: ``data`` kept, freed by its owner)."""
     cdef void *grown = realloc(data, size)
     if grown == NULL:
         raise MemoryError()
