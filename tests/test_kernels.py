@@ -425,6 +425,52 @@ def test_journal_records_takes_the_whole_records_and_stops_at_the_first_that_is_
     assert checks.journal_records(bytes(damaged), head, 48) == (spans[:1], 48 + 16 + 8)
     assert checks.journal_records(bytes(data[:-1]), head, 48) == (spans[:-1], spans[-2][1])   # the last cut short
     assert checks.journal_records(bytes(data), bytes(8), 48) == ([], 48)   # another journal's head
+    # with a view of the bytes: each payload's view of them (no copy), the same records
+    views, view_end = checks.journal_records(bytes(data), head, 48, memoryview(data))
+    assert [bytes(v) for v in views] == payloads and view_end == end and all(v.obj is data for v in views)
+    assert checks.journal_records(bytes(damaged), head, 48, memoryview(damaged))[0][0].tobytes() == payloads[0]
+
+
+def test_journal_rows_sieve_passes_hashes_that_share_a_wanted_ones_low_bits_to_the_table():
+    """``journal_rows`` sieves a learn's hashes by their low bits before its table of
+    the tokens asked: hashes that share those bits with a token asked (and only
+    differ above them) are not counted for it, and the tokens asked get the counts,
+    logs and first places they get asked among all the learns' tokens."""
+    import tempfile
+    from array import array
+
+    from spamnb.bayes import token_kernels
+
+    n_base, alpha, length = 8, 0.5, 3.0
+    counts = array("d", [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0] * 2)
+    learns = [(0, [3, 3 + (1 << 16), 5, 3 + (1 << 40), 9]), (1, [9 + (1 << 17), 5, 5, 3]),
+              (1, [1 << 16, 3 + (2 << 16), 9])]
+    hashes = array("Q", [t for _c, h in learns for t in h])
+    bounds = array("q", [0])
+    for _c, h in learns:
+        bounds.append(bounds[-1] + len(h))
+    classes = bytes(c for c, _h in learns)
+    everything = sorted(set(hashes))
+    sums = array("d")
+    for _c, h in learns:
+        sums.extend(token_kernels.learn_sums(array("Q", h), token_kernels.TRANSFORMS[0], length))
+
+    def rows(tokens):
+        index = array("i", [t if t < n_base else -1 for t in tokens])
+        logs, first = array("d", bytes(16 * len(tokens))), array("q", bytes(8 * len(tokens)))
+        totals = token_kernels.journal_rows(f.fileno(), 0, n_base, hashes, bounds, classes, array("Q", tokens),
+                                            index, token_kernels.TRANSFORMS[0], length, alpha, [10.0, 20.0], logs,
+                                            first, None, sums)
+        return list(totals), {t: (repr(logs[k]), repr(logs[len(tokens) + k]), first[k]) for k, t in enumerate(tokens)}
+
+    with tempfile.TemporaryFile() as f:
+        f.write(counts.tobytes())
+        f.flush()
+        all_totals, of_all = rows(everything)
+        for asked in ([3], [5, 9], [3, 1 << 16], [3 + (2 << 16)]):
+            totals, of_asked = rows(asked)
+            assert totals == all_totals and of_asked == {t: of_all[t] for t in asked}
+        assert of_all[3] != of_all[3 + (1 << 16)]   # the hashes that share 3's low bits are tokens of their own
 
 
 def test_journal_rows_counts_a_learn_as_add_counts_split_does_for_the_tokens_asked():

@@ -10,7 +10,9 @@
 
 from libc.math cimport isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
+from libc.stdlib cimport free, realloc
+from cpython.bytes cimport PyBytes_FromStringAndSize
 
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
@@ -332,7 +334,7 @@ cdef uint64_t _record_checksum(const uint8_t *head, const uint8_t *record, const
     return _finish(v, <uint64_t>(16 + size), payload + 16 + rest // 32 * 32, rest % 32)
 
 
-def journal_records(data, head, Py_ssize_t at):
+def journal_records(data, head, Py_ssize_t at, view=None):
     """The whole records of a model's journal (``spamnb.persistence.journal``)
     in its bytes ``data`` from offset ``at``: each ``<IIQ>`` (payload length,
     sequence number, checksum) then the payload, taken while the length is
@@ -340,7 +342,8 @@ def journal_records(data, head, Py_ssize_t at):
     place (0, 1, ...) and the checksum is ``checksum64`` of ``head`` (the
     journal header's 8 checksum bytes), the record's first 8 bytes and the
     payload (read where they are: no copy).  Returns ``(spans, end)``: each payload's ``(start, stop)`` and
-    the offset after the last record taken."""
+    the offset after the last record taken; with ``view`` (a memoryview of ``data``), each payload's
+    view, ``view[start:stop]``, instead of its span (made here: no tuple a record, nor a loop in Python)."""
     cdef Py_buffer d, h
     cdef const uint8_t *p
     cdef Py_ssize_t n, size, end
@@ -360,7 +363,10 @@ def journal_records(data, head, Py_ssize_t at):
                     break
                 if _record_checksum(<const uint8_t *>h.buf, p + at, p + at + 16, size) != _le(p + at + 8, 8):
                     break
-                spans.append((at + 16, end))
+                if view is None:
+                    spans.append((at + 16, end))
+                else:
+                    spans.append(view[at + 16:end])
                 sequence += 1
                 at = end
             return spans, at
@@ -420,130 +426,166 @@ def journal_learns(payloads, Py_ssize_t n_base, layout, base=None):
     copied: the third item is then where each learn's hashes start in
     ``base``, in 8-byte words (a bytearray of int64, one a learn), and a
     payload that is not within ``base`` gives None."""
+    cdef _Learns got   # each learn's fields, class, sums and place, grown in C (no Python object a learn)
+    if tuple(layout) != _JOURNAL_LAYOUT:
+        raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
+    memset(&got, 0, sizeof(got))
+    try:
+        return _journal_learns(payloads, n_base, base, &got)
+    finally:
+        free(got.fields)
+        free(got.classes)
+        free(got.sums)
+        free(got.places)
+
+
+cdef _journal_learns(payloads, Py_ssize_t n_base, base, _Learns *got):
+    """:func:`journal_learns`' pass, its learns grown in ``got``."""
     cdef Py_buffer d, b
     cdef const uint8_t *p
     cdef Py_ssize_t k, n, at, end, n_hashes, n_new, n_text, h_at, l_at, i, total = 0, live = n_base
-    cdef Py_ssize_t offset, n_base_bytes = 0
+    cdef Py_ssize_t offset = 0, n_base_bytes = 0
     cdef const uint8_t *base_at = NULL
-    cdef bytearray places
     cdef uint64_t sum_lengths
     cdef uint8_t op, cls
     cdef float f
     cdef double w[4]
-    cdef bint after_learn
-    cdef bytearray hashes, bounds, sums, learns = bytearray()
-    cdef int64_t fields[LEARN_FIELDS]
-    cdef const int64_t *learn
-    cdef Py_ssize_t n_learns = 0
-    if tuple(layout) != _JOURNAL_LAYOUT:
-        raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
+    cdef bint after_learn, with_base = base is not None
     scores = []
-    classes, sums = bytearray(), bytearray()
-    for k in range(len(payloads)):
-        take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
-        try:
-            p = <const uint8_t *>d.buf
-            n = length_of(&d)
-            at = 0
-            mine = []
-            after_learn = False   # the op before was a learn (its sums may follow)
-            while at < n:
-                op = p[at]
-                if op == 0:
-                    break
-                if op == 8:   # OP_LEARN_SUMS: the learn just read's
-                    if at + 24 > n or not after_learn or p[at + 1] != classes[len(classes) - 1]:
-                        return None
-                    memcpy(w, p + at + 8, 16)
-                    if not (isfinite(w[0]) and isfinite(w[1]) and w[1] > 0.0):
-                        return None
-                    memcpy(<char *>sums + len(sums) - 16, w, 16)
-                    after_learn = False
-                    at += 24
-                    continue
-                after_learn = op == 1
-                if op == 1:   # OP_LEARN
-                    if at + 24 > n:
-                        return None
-                    cls = p[at + 1]
-                    n_hashes = <Py_ssize_t>_le(p + at + 12, 4)
-                    n_new = <Py_ssize_t>_le(p + at + 16, 4)
-                    n_text = <Py_ssize_t>_le(p + at + 20, 4)
-                    h_at = at + 24
-                    l_at = h_at + 8 * n_hashes
-                    end = l_at + 4 * n_new + n_text
-                    if end > n or cls > 1:
-                        return None
-                    sum_lengths = 0
-                    for i in range(n_new):
-                        sum_lengths += _le(p + l_at + 4 * i, 4)
-                    if sum_lengths != <uint64_t>n_text:
-                        return None
-                    if <Py_ssize_t>_le(p + at + 8, 4) != live:
-                        return None
-                    live += n_new
-                    fields[0], fields[1], fields[2], fields[3] = k, cls, live - n_new, n_new
-                    fields[4], fields[5], fields[6], fields[7] = h_at, end - n_text, n_text, n_hashes
-                    PyByteArray_Resize(learns, 8 * LEARN_FIELDS * (n_learns + 1))
-                    memcpy(PyByteArray_AS_STRING(learns) + 8 * LEARN_FIELDS * n_learns, fields, 8 * LEARN_FIELDS)
-                    n_learns += 1
-                    classes.append(cls)
-                    sums += _NO_SUMS
-                    total += n_hashes
-                    at = end + (8 - end % 8) % 8   # end >= 0 (C division: the module's cdivision)
-                elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE
-                    if at + 24 > n or p[at + 1] > 3 or _le(p + at + 2, 2) > 512:
-                        return None
-                    at += 24
-                elif op == 5 or op == 6:   # OP_HELD_OUT, OP_HELD_OUT_BACK
-                    if at + 8 > n or p[at + 1] > 1:
-                        return None
-                    memcpy(&f, p + at + 4, 4)
-                    mine.append((op, p[at + 1], <double>f))
-                    at += 8
-                elif op == 7:   # OP_PAIR_SCORES
-                    if at + 40 > n or p[at + 1] > 1:
-                        return None
-                    memcpy(w, p + at + 8, 32)
-                    mine.append((op, p[at + 1], (w[0], w[1], w[2], w[3])))
-                    at += 40
-                else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
-                    return None
-            scores.append(mine)
-        finally:
-            PyBuffer_Release(&d)
-    if base is not None:   # the hashes where they are: each learn's place in base
+    if with_base:
         take(&b, base, UNSIGNED, 1, False, "uint8_t")
-        try:
+    try:
+        if with_base:
             base_at, n_base_bytes = <const uint8_t *>b.buf, length_of(&b)
             if n_base_bytes % 8:
                 raise ValueError("journal_learns: the base is not a whole number of 8-byte words")
-            places = PyByteArray_FromStringAndSize(NULL, 8 * n_learns)
-            for i in range(n_learns):
-                learn = <const int64_t *>PyByteArray_AS_STRING(learns) + LEARN_FIELDS * i
-                k = learn[0]
-                h_at = learn[4]
-                take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
-                try:
-                    offset = <const uint8_t *>d.buf - base_at
-                    if offset < 0 or offset % 8 or offset + length_of(&d) > n_base_bytes:
+        for k in range(len(payloads)):
+            take(&d, payloads[k], UNSIGNED, 1, False, "uint8_t")
+            try:
+                p = <const uint8_t *>d.buf
+                n = length_of(&d)
+                if with_base:   # the payload's place in base (its learns' hashes are read there)
+                    offset = p - base_at
+                at = 0
+                mine = []
+                after_learn = False   # the op before was a learn (its sums may follow)
+                while at < n:
+                    op = p[at]
+                    if op == 0:
+                        break
+                    if op == 8:   # OP_LEARN_SUMS: the learn just read's
+                        if at + 24 > n or not after_learn or p[at + 1] != got.classes[got.n - 1]:
+                            return None
+                        memcpy(w, p + at + 8, 16)
+                        if not (isfinite(w[0]) and isfinite(w[1]) and w[1] > 0.0):
+                            return None
+                        memcpy(got.sums + 2 * (got.n - 1), w, 16)
+                        after_learn = False
+                        at += 24
+                        continue
+                    after_learn = op == 1
+                    if op == 1:   # OP_LEARN
+                        if at + 24 > n:
+                            return None
+                        cls = p[at + 1]
+                        n_hashes = <Py_ssize_t>_le(p + at + 12, 4)
+                        n_new = <Py_ssize_t>_le(p + at + 16, 4)
+                        n_text = <Py_ssize_t>_le(p + at + 20, 4)
+                        h_at = at + 24
+                        l_at = h_at + 8 * n_hashes
+                        end = l_at + 4 * n_new + n_text
+                        if end > n or cls > 1:
+                            return None
+                        sum_lengths = 0
+                        for i in range(n_new):
+                            sum_lengths += _le(p + l_at + 4 * i, 4)
+                        if sum_lengths != <uint64_t>n_text:
+                            return None
+                        if <Py_ssize_t>_le(p + at + 8, 4) != live:
+                            return None
+                        live += n_new
+                        if with_base and (offset < 0 or offset % 8 or offset + n > n_base_bytes):
+                            return None   # a learn's record not within base
+                        _learns_add(got, k, cls, live - n_new, n_new, h_at, end - n_text, n_text, n_hashes, (offset + h_at) // 8)
+                        total += n_hashes
+                        at = end + (8 - end % 8) % 8   # end >= 0 (C division: the module's cdivision)
+                    elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE
+                        if at + 24 > n or p[at + 1] > 3 or _le(p + at + 2, 2) > 512:
+                            return None
+                        at += 24
+                    elif op == 5 or op == 6:   # OP_HELD_OUT, OP_HELD_OUT_BACK
+                        if at + 8 > n or p[at + 1] > 1:
+                            return None
+                        memcpy(&f, p + at + 4, 4)
+                        mine.append((op, p[at + 1], <double>f))
+                        at += 8
+                    elif op == 7:   # OP_PAIR_SCORES
+                        if at + 40 > n or p[at + 1] > 1:
+                            return None
+                        memcpy(w, p + at + 8, 32)
+                        mine.append((op, p[at + 1], (w[0], w[1], w[2], w[3])))
+                        at += 40
+                    else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
                         return None
-                finally:
-                    PyBuffer_Release(&d)
-                offset = (offset + h_at) // 8
-                memcpy(<char *>places + 8 * i, &offset, 8)
-        finally:
+                scores.append(mine)
+            finally:
+                PyBuffer_Release(&d)
+    finally:
+        if with_base:
             PyBuffer_Release(&b)
-        hashes = places
+    learns = PyByteArray_FromStringAndSize(<char *>got.fields, 8 * LEARN_FIELDS * got.n)
+    if with_base:   # the hashes where they are: each learn's place in base
+        hashes = PyByteArray_FromStringAndSize(<char *>got.places, 8 * got.n)
     else:
-        hashes = _joined_hashes(payloads, learns, n_learns, total)
-    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (n_learns + 1))
+        hashes = _joined_hashes(payloads, learns, got.n, total)
+    bounds = PyByteArray_FromStringAndSize(NULL, 8 * (got.n + 1))
     at = 0
     memcpy(<char *>bounds, &at, 8)
-    for i in range(n_learns):
-        at += (<const int64_t *>PyByteArray_AS_STRING(learns))[LEARN_FIELDS * i + 7]
+    for i in range(got.n):
+        at += got.fields[LEARN_FIELDS * i + 7]
         memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
-    return learns, scores, hashes, bounds, bytes(classes), sums
+    return (learns, scores, hashes, bounds, PyBytes_FromStringAndSize(<char *>got.classes, got.n),
+            PyByteArray_FromStringAndSize(<char *>got.sums, 16 * got.n))
+
+
+cdef struct _Learns:
+    # journal_learns' learns as it reads them: each one's fields (int64, LEARN_FIELDS), class, sum and scale
+    # (NaN, NaN until its LEARN_SUMS) and its hashes' place in the base (8-byte words), in C arrays grown by
+    # doubling (journal_learns frees them): a struct, not a class (a type more for _score's import)
+    int64_t *fields
+    uint8_t *classes
+    double *sums
+    int64_t *places
+    Py_ssize_t n, capacity
+
+
+cdef int _learns_add(_Learns *got, int64_t k, int64_t cls, int64_t before, int64_t n_new, int64_t h_at,
+                     int64_t text_at, int64_t n_text, int64_t n_hashes, int64_t place) except -1:
+    cdef Py_ssize_t cap
+    cdef int64_t *fields
+    if got.n == got.capacity:
+        cap = 2 * got.capacity if got.capacity else 64
+        got.fields = <int64_t *>_grown(got.fields, cap * 8 * LEARN_FIELDS)
+        got.classes = <uint8_t *>_grown(got.classes, cap)
+        got.sums = <double *>_grown(got.sums, cap * 16)
+        got.places = <int64_t *>_grown(got.places, cap * 8)
+        got.capacity = cap
+    fields = got.fields + LEARN_FIELDS * got.n
+    fields[0], fields[1], fields[2], fields[3] = k, cls, before, n_new
+    fields[4], fields[5], fields[6], fields[7] = h_at, text_at, n_text, n_hashes
+    got.classes[got.n] = <uint8_t>cls
+    got.sums[2 * got.n] = got.sums[2 * got.n + 1] = NAN   # a learn without its sums
+    got.places[got.n] = place
+    got.n += 1
+    return 0
+
+
+cdef void *_grown(void *data, size_t size) except NULL:
+    """``data`` reallocated to ``size`` bytes (MemoryError: ``data`` kept, freed by its owner)."""
+    cdef void *grown = realloc(data, size)
+    if grown == NULL:
+        raise MemoryError()
+    return grown
 
 
 cdef bytearray _joined_hashes(payloads, bytearray learns, Py_ssize_t n_learns, Py_ssize_t total):

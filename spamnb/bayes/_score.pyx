@@ -20,6 +20,7 @@ is made, and callers go through ``spamnb.bayes.token_kernels``.
 from libc.math cimport INFINITY, NAN, exp as c_exp, fabs, isfinite as c_isfinite, isinf, isnan, log, log1p
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
+from libc.string cimport memset
 
 from cpython cimport array
 from cpython.buffer cimport PyBuffer_Release
@@ -1009,9 +1010,9 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     cdef unsigned char *state = NULL   # per wanted token: bits 1, 2 class 0, 1 changed, bits 3, 4 its file count read
     cdef double *seen = NULL           # per wanted token: its count in a learn with its sums
     cdef int32_t *touched = NULL       # the wanted tokens such a learn has, in the order they first occur
-    cdef uint64_t *bits = NULL         # a bit per 64-bit word's low 6 bits and the next: set for each wanted token
-    cdef uint64_t h
-    cdef Py_ssize_t n_words
+    cdef unsigned char *sieve = NULL   # a byte per value of a hash's low bits: 1 where a wanted token's are
+    cdef uint64_t h, sieve_mask
+    cdef Py_ssize_t n_sieve
     if n_learns < 0 or n_classes != n_learns or n_index != m or n_logs != 2 * m or n_first != m:
         raise ValueError("journal_rows: the buffers' lengths do not match")
     if counts not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
@@ -1037,25 +1038,26 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     touched = <int32_t *>malloc((m + 1) * sizeof(int32_t))
     state = <unsigned char *>malloc(m + 1)
     wtable = <int32_t *>malloc(wcap * sizeof(int32_t))
-    n_words = wcap // 8 if wcap >= 8 else 1   # 8 bits a slot of the table: most journal tokens stop at their bit
-    bits = <uint64_t *>malloc(n_words * sizeof(uint64_t))
+    # 8 entries a slot of the table (at most 64 KiB): most journal tokens stop at their byte, a load and a test
+    n_sieve = 8 * wcap if 8 * wcap <= 65536 else 65536
+    sieve = <unsigned char *>malloc(n_sieve)
     table = <int32_t *>malloc(cap * sizeof(int32_t))
     x = <double *>malloc((longest + 1) * sizeof(double))
     distinct = <uint64_t *>malloc((longest + 1) * sizeof(uint64_t))
     at = <int64_t *>malloc((longest + 1) * sizeof(int64_t))
     try:
         if (rows == NULL or state == NULL or wtable == NULL or table == NULL or x == NULL or distinct == NULL
-                or at == NULL or seen == NULL or touched == NULL or bits == NULL):
+                or at == NULL or seen == NULL or touched == NULL or sieve == NULL):
             raise MemoryError()
         with nogil:
             wmask = <uint32_t>(wcap - 1)
             mask = <uint32_t>(cap - 1)
             for j in range(wcap):
                 wtable[j] = -1
-            for j in range(n_words):
-                bits[j] = 0
+            sieve_mask = <uint64_t>(n_sieve - 1)
+            memset(sieve, 0, n_sieve)
             for w in range(m):
-                bits[(wanted[w] >> 6) & <uint64_t>(n_words - 1)] |= (<uint64_t>1) << (wanted[w] & 63)
+                sieve[wanted[w] & sieve_mask] = 1
                 rows[w] = rows[m + w] = seen[w] = 0.0
                 state[w] = 0
                 first[w] = -1
@@ -1075,7 +1077,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                     k = 0
                     for j in range(a, b):   # the wanted tokens' counts in it, in the order they first occur
                         h = hashes[off + j]
-                        if not (bits[(h >> 6) & <uint64_t>(n_words - 1)] >> (h & 63)) & 1:   # not one wanted
+                        if not sieve[h & sieve_mask]:   # not one wanted
                             continue
                         t = _probe(wtable, wanted, wmask, h)
                         if wtable[t] == -1:
@@ -1138,7 +1140,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
         free(touched)
         free(state)
         free(wtable)
-        free(bits)
+        free(sieve)
         free(table)
         free(x)
         free(distinct)

@@ -67,13 +67,14 @@ def _warn(message):
 def _read_bytes(path):
     fd = posix.open(path, posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0))
     try:
-        size = posix.fstat(fd).st_size
+        want = max(posix.fstat(fd).st_size + 1, 65536)   # the whole file in one read, and its end seen
         chunks = []
         while True:
-            chunk = posix.read(fd, max(size + 1, 65536))
+            chunk = posix.read(fd, want)
             if not chunk:
                 return b"".join(chunks)
             chunks.append(chunk)
+            want = 65536   # grown since (a writer appending): the rest (not another buffer the file's size)
     finally:
         posix.close(fd)
 
@@ -99,9 +100,9 @@ def read(model_path, identity):
     if identity is None or (length, checksum) != tuple(identity):
         return Journal(path, identity, "stale", size=len(data))
     head = data[40:48]
-    view = memoryview(data)
-    spans, at = checks.journal_records(data, head, HEAD.size)   # each record's length, place and checksum
-    return Journal(path, identity, "ok", [view[a:b] for a, b in spans], at, len(data), head, version)
+    # each record's length, place and checksum checked; its payload's view (of data: no copy)
+    payloads, at = checks.journal_records(data, head, HEAD.size, memoryview(data))
+    return Journal(path, identity, "ok", payloads, at, len(data), head, version)
 
 
 def replay(spam_filter, model_path, header, arrays=None):
@@ -191,43 +192,79 @@ def _warn_tail(journal, applied):
 
 
 # ---------------------------------------------------------------------------- its learns, scored without a replay
-class _Learn:
-    """One learn of a viewed journal: its class, token hashes (uint64 bytes, one an
-    occurrence), the vocabulary's size before it, its new tokens' number, UTF-8
-    lengths and text."""
-
-    __slots__ = ("cls", "hashes", "n_before", "n_new", "lengths", "text")
-
-    def __init__(self, cls, hashes, n_before, n_new, lengths, text):
-        self.cls, self.hashes, self.n_before, self.n_new = cls, hashes, n_before, n_new
-        self.lengths, self.text = lengths, text
+_MADE = {}   # the classes below, once made
 
 
-class _Recorded(_Learn):
-    """A learn as the journal's record holds it (:func:`_parse`): its hashes,
-    lengths and text read from the record when asked for (a classify reads
-    the journal's hashes whole, once, and none of them)."""
+def _classes():
+    """``(_Learn, _Recorded, _Indices)``, made when first asked for (as ``spamnb.errors``
+    makes its groups): a class statement costs a cold classify about 0.1 million
+    instructions, and a classify through a journal makes none of these (the learns
+    as objects: a learner's, a token's text; the indices of a message's tokens only
+    the journal holds).  Two threads asking first may both make them: ``dict.setdefault``
+    keeps the first's, so each is one class wherever it is used."""
+    made = _MADE.get("classes")
+    if made is None:
+        made = _MADE.setdefault("classes", _make_classes())
+    return made
 
-    __slots__ = ("payload", "at")
 
-    def __init__(self, payload, cls, n_before, n_new, hashes_at, text_at, n_text):
-        self.payload, self.cls, self.n_before, self.n_new = payload, cls, n_before, n_new
-        self.at = (hashes_at, text_at, n_text)
+def _make_classes():
+    class _Learn:
+        """One learn of a viewed journal: its class, token hashes (uint64 bytes, one an
+        occurrence), the vocabulary's size before it, its new tokens' number, UTF-8
+        lengths and text."""
 
-    @property
-    def hashes(self):
-        hashes_at, text_at, _n_text = self.at
-        return self.payload[hashes_at:text_at - 4 * self.n_new]
+        __slots__ = ("cls", "hashes", "n_before", "n_new", "lengths", "text")
 
-    @property
-    def lengths(self):
-        _hashes_at, text_at, _n_text = self.at
-        return self.payload[text_at - 4 * self.n_new:text_at].cast("I")
+        def __init__(self, cls, hashes, n_before, n_new, lengths, text):
+            self.cls, self.hashes, self.n_before, self.n_new = cls, hashes, n_before, n_new
+            self.lengths, self.text = lengths, text
 
-    @property
-    def text(self):
-        _hashes_at, text_at, n_text = self.at
-        return self.payload[text_at:text_at + n_text]
+    class _Recorded(_Learn):
+        """A learn as the journal's record holds it (:func:`_parse`): its hashes,
+        lengths and text read from the record when asked for (a classify reads
+        the journal's hashes whole, once, and none of them)."""
+
+        __slots__ = ("payload", "at")
+
+        def __init__(self, payload, cls, n_before, n_new, hashes_at, text_at, n_text):
+            self.payload, self.cls, self.n_before, self.n_new = payload, cls, n_before, n_new
+            self.at = (hashes_at, text_at, n_text)
+
+        @property
+        def hashes(self):
+            hashes_at, text_at, _n_text = self.at
+            return self.payload[hashes_at:text_at - 4 * self.n_new]
+
+        @property
+        def lengths(self):
+            _hashes_at, text_at, _n_text = self.at
+            return self.payload[text_at - 4 * self.n_new:text_at].cast("I")
+
+        @property
+        def text(self):
+            _hashes_at, text_at, n_text = self.at
+            return self.payload[text_at:text_at + n_text]
+
+    class _Indices:
+        """The feature indices of a message's tokens in a view's Scorer (:meth:`JournalView._build`),
+        position by position (what ``FileScorer.score`` asks of its evidence): the file's tokens',
+        then ``n_base`` + the id of each the journal added, numbered (:meth:`JournalView._numbering`:
+        a table of every token of the journal) only when one of those is asked for, not for sums."""
+
+        __slots__ = ("known", "added", "view")
+
+        def __init__(self, known, added, view):
+            self.known, self.added, self.view = known, added, view   # added: their hashes (array('Q')) until numbered
+
+        def __getitem__(self, position):
+            if position < len(self.known):
+                return self.known[position]
+            if not isinstance(self.added, list):
+                self.added = self.view._added_indices(self.added)
+            return self.added[position - len(self.known)]
+
+    return _Learn, _Recorded, _Indices
 
 
 def _recorded(records):
@@ -235,7 +272,8 @@ def _recorded(records):
     learner or a token's text asks for; a classify scores without them."""
     payloads, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then _Recorded's
     values = fields.tolist()
-    return [_Recorded(payloads[values[at]], *values[at + 1:at + 7]) for at in range(0, len(values), stride)]
+    recorded = _classes()[1]
+    return [recorded(payloads[values[at]], *values[at + 1:at + 7]) for at in range(0, len(values), stride)]
 
 
 
@@ -322,25 +360,6 @@ def learner(spam_filter, apply_records):
                        apply_records)
 
 
-class _Indices:
-    """The feature indices of a message's tokens in a view's Scorer (:meth:`JournalView._build`),
-    position by position (what ``FileScorer.score`` asks of its evidence): the file's tokens',
-    then ``n_base`` + the id of each the journal added, numbered (:meth:`JournalView._numbering`:
-    a table of every token of the journal) only when one of those is asked for, not for sums."""
-
-    __slots__ = ("known", "added", "view")
-
-    def __init__(self, known, added, view):
-        self.known, self.added, self.view = known, added, view   # added: their hashes (array('Q')) until numbered
-
-    def __getitem__(self, position):
-        if position < len(self.known):
-            return self.known[position]
-        if not isinstance(self.added, list):
-            self.added = self.view._added_indices(self.added)
-        return self.added[position - len(self.known)]
-
-
 class JournalView(FileScorer):
     """The journal of a model read in part, for scoring (:func:`view`): a
     ``scoring.FileScorer`` whose message's entries go through the journal's learns."""
@@ -417,7 +436,7 @@ class JournalView(FileScorer):
         message's token ``hashes``, its ``n_new`` new tokens' UTF-8 ``lengths``
         and ``text``): what a learner that appends records without replaying
         scores its next message through.  This view is unchanged."""
-        learn = _Learn(cls, memoryview(bytes(memoryview(hashes).cast("B"))), self.n_features, n_new,
+        learn = _classes()[0](cls, memoryview(bytes(memoryview(hashes).cast("B"))), self.n_features, n_new,
                        array("I", lengths), bytes(text))
         other = object.__new__(type(self))
         other._extend(self, learn)
@@ -644,7 +663,7 @@ class JournalView(FileScorer):
             sorted_logs.extend(log_alpha if row[k] != row[k] else row[k] for k in added)
         scorer = compact_scorer(sorted_hashes, sorted_logs, log_norm, self.log_prior, self.transform, self.length,
                                 self.pair_weight)
-        return scorer, _Indices([index[k] for k in order], sorted_hashes[m:], self)
+        return scorer, _classes()[2]([index[k] for k in order], sorted_hashes[m:], self)
 
     def _added_indices(self, hashes):
         """The feature indices of ``hashes``, tokens the journal added: ``n_base`` + each one's
