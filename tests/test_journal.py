@@ -653,6 +653,24 @@ def test_a_reader_follows_the_records_appended_since_and_scores_as_a_fresh_read(
     assert journal.follow(other) is None
 
 
+def test_a_reader_of_a_journal_without_records_follows_the_records_appended_to_it(model):
+    """A reader that found a whole save's journal (its header alone, not read) follows the learns
+    appended to it, and scores as a fresh read; one of another model file is not followed."""
+    with learning.session(model) as session:
+        journal.save_whole(session.filter, session.path)
+    reader = SpamFilter.load(model)
+    assert journal.follow(reader) == 0
+    _journaled(model, ACTIONS[:3])
+    assert journal.follow(reader) == 3
+    fresh = SpamFilter.load(model)
+    assert _verdict_scores(reader) == _verdict_scores(fresh) and _state(reader) == _state(fresh)
+    with learning.session(model) as session:
+        journal.save_whole(session.filter, session.path)      # the records folded: a new header
+    stale = SpamFilter.load(model)
+    Path(journal.journal_path(model)).write_bytes(bytes(48))   # not this file's header
+    assert journal.follow(stale) is None
+
+
 def test_a_kept_model_follows_other_writers_learns_and_is_read_again_when_replaced(model):
     kept = learning.Kept()
     with learning.session(model, kept=kept) as session:
