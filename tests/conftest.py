@@ -92,6 +92,19 @@ def run_spamnb(args, home=None, stdin=None, cwd=None, timeout=300, text=False):
                           env=env, cwd=cwd, timeout=timeout, text=text)
 
 
+def journal_without_records(model):
+    """Whether the journal beside ``model`` is one without records naming that
+    very file (its header alone: what a whole save leaves,
+    ``spamnb.persistence.journal.start``)."""
+    from spamnb.persistence import journal
+
+    real = os.path.realpath(model)
+    if not os.path.isfile(journal.journal_path(real)) or os.path.getsize(journal.journal_path(real)) != 48:
+        return False
+    read = journal.read(real, journal.model_identity(real))
+    return read.status == "ok" and not read.payloads
+
+
 def wait_for_port(port, gone=lambda: False, timeout=30.0, host="127.0.0.1"):
     """Wait until something listens on ``host:port``: True, or False when
     ``gone()`` says the server died or ``timeout`` seconds pass first."""

@@ -27,7 +27,7 @@ from spamnb.estimator import ledger as ledgers
 from spamnb.estimator import ledger_table
 from spamnb.model.spam_filter import SpamFilter
 
-from conftest import REPO, run_spamnb
+from conftest import REPO, journal_without_records, run_spamnb
 
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 SPAM = sorted((REPO / "corpora" / "spam").iterdir())
@@ -124,7 +124,7 @@ def test_model_plus_journal_scores_as_learning_and_rewriting(model, tmp_path, pe
     # a compaction writes the file that learning and rewriting wrote, byte for byte
     with learning.session(model) as session:
         session.compact()
-    assert not os.path.exists(str(model) + ".journal")
+    assert journal_without_records(model)                   # its records folded in: the header alone left
     assert model.read_bytes() == rewritten.read_bytes()
 
 
@@ -241,7 +241,7 @@ def test_a_stale_journal_is_never_applied(model, tmp_path):
                       text=True)
     assert proc.returncode == 0, proc.stderr
     assert SpamFilter.load(model).class_count_ == (3.0, 3.0)
-    assert not jpath.exists()
+    assert journal_without_records(model)                  # a journal of the new model, without records
     # a model moved in by hand (rename) over one with a journal
     _journaled(model, ACTIONS[:2])
     other = model.parent / "other.spamnb"
@@ -318,7 +318,7 @@ def test_a_journal_past_its_size_is_folded_into_the_model(model, tmp_path, monke
         for action in ACTIONS[:8]:
             _journaled(model, [action])
             sizes.append(jpath.stat().st_size if jpath.exists() else 0)
-        assert 0 in sizes and max(sizes) > 0 and os.stat(model).st_ino != inode
+        assert 48 in sizes and max(sizes) > 48 and 0 not in sizes   # folded: the header alone left and os.stat(model).st_ino != inode
     _rewrite(reference, ACTIONS[:8])
     assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(reference))
 
@@ -339,7 +339,7 @@ def test_a_record_that_does_not_fit_the_model_stops_the_replay(model, tmp_path):
         assert SpamFilter.load(model).class_count_ == (8.0, 8.0)
     with pytest.warns(journal.JournalWarning):
         _journaled(model, ACTIONS[2:3])       # the next learn saves the model whole
-    assert not jpath.exists()
+    assert journal_without_records(model)
     assert SpamFilter.load(model).class_count_ == (8.0, 9.0)
 
 
@@ -347,12 +347,12 @@ def test_a_new_model_and_a_model_with_features_are_saved_whole(tmp_path):
     path = tmp_path / "new.spamnb"
     proc = run_spamnb(["learn", "--spam", "-m", path, SPAM[0]], text=True)
     assert proc.returncode == 0, proc.stderr
-    assert path.exists() and not Path(str(path) + ".journal").exists()
+    assert path.exists() and journal_without_records(path)
     featured = tmp_path / "f.spamnb"
     SpamFilter(feature_weight=0.5).fit([p.read_bytes() for p in SPAM[:3] + HAM[:3]], [1, 1, 1, 0, 0, 0]).save(featured)
     before = featured.read_bytes()
     _journaled(featured, ACTIONS[:1])
-    assert featured.read_bytes() != before and not Path(str(featured) + ".journal").exists()
+    assert featured.read_bytes() != before and journal_without_records(featured)
 
 
 def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
@@ -653,6 +653,24 @@ def test_a_reader_follows_the_records_appended_since_and_scores_as_a_fresh_read(
     assert journal.follow(other) is None
 
 
+def test_a_reader_of_a_journal_without_records_follows_the_records_appended_to_it(model):
+    """A reader that found a whole save's journal (its header alone, not read) follows the learns
+    appended to it, and scores as a fresh read; one of another model file is not followed."""
+    with learning.session(model) as session:
+        journal.save_whole(session.filter, session.path)
+    reader = SpamFilter.load(model)
+    assert journal.follow(reader) == 0
+    _journaled(model, ACTIONS[:3])
+    assert journal.follow(reader) == 3
+    fresh = SpamFilter.load(model)
+    assert _verdict_scores(reader) == _verdict_scores(fresh) and _state(reader) == _state(fresh)
+    with learning.session(model) as session:
+        journal.save_whole(session.filter, session.path)      # the records folded: a new header
+    stale = SpamFilter.load(model)
+    Path(journal.journal_path(model)).write_bytes(bytes(48))   # not this file's header
+    assert journal.follow(stale) is None
+
+
 def test_a_kept_model_follows_other_writers_learns_and_is_read_again_when_replaced(model):
     kept = learning.Kept()
     with learning.session(model, kept=kept) as session:
@@ -751,3 +769,60 @@ def test_reading_a_journal_makes_no_error_class_until_one_is_named():
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"})
     assert proc.stdout.split() == ["[]", "True"], proc.stderr[-500:]
+
+
+# ---------------------------------------------------------------------------- a whole save leaves a journal without records
+def test_a_whole_save_leaves_a_journal_the_first_learn_appends_to(model, tmp_path):
+    """``train`` (any whole save: journal.save_whole) leaves the header of a journal of the file it
+    wrote; a classify reads none of it (nor loads the journal's read side); the first learn appends its
+    record to that very file, and model + journal is what a journal started by the learn gives."""
+    other = tmp_path / "other.spamnb"
+    shutil.copyfile(model, other)                                  # no journal: the learn starts one
+    with learning.session(model) as session:
+        journal.save_whole(session.filter, session.path)
+    jpath = Path(str(model) + ".journal")
+    assert journal_without_records(model) and jpath.stat().st_size == 48
+    code = ("import sys; from spamnb.model.spam_filter import SpamFilter; "
+            "sf = SpamFilter.load(sys.argv[1], mapped=True); sf.classify(open(sys.argv[2], 'rb').read()); "
+            "print('spamnb.persistence.journal_view' in sys.modules, 'spamnb.persistence.journal' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(model), str(SPAM[45])], env=_env(), capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and out.stdout.split() == ["False", "False"], out.stderr
+    inode = jpath.stat().st_ino
+    for path in (model, other):
+        proc = run_spamnb(["learn", "--spam", "-q", "-m", path, SPAM[30]], text=True)
+        assert proc.returncode == 0, proc.stderr
+    assert jpath.stat().st_ino == inode and jpath.stat().st_size > 48     # appended to, not replaced
+    assert jpath.read_bytes() == Path(str(other) + ".journal").read_bytes()   # the same journal, byte for byte
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _state(SpamFilter.load(model)) == _state(SpamFilter.load(other))
+    jpath.unlink()                                                  # removed by hand: the next learn starts one
+    proc = run_spamnb(["learn", "--ham", "-q", "-m", model, HAM[30]], text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert SpamFilter.load(model).class_count_ == (9.0, 8.0)
+
+
+@pytest.mark.parametrize("kind", ["another model's", "damaged"])
+def test_a_journal_without_records_of_another_model_is_never_appended_to(model, tmp_path, kind):
+    """A header-sized journal that is not this model file's (a model retrained or copied in; or damaged)
+    applies nothing and warns of nothing; the learn replaces it with a journal of its own."""
+    jpath = Path(str(model) + ".journal")
+    if kind == "damaged":
+        jpath.write_bytes(b"\x01" * 48)
+    else:
+        other = tmp_path / "other.spamnb"
+        SpamFilter().fit([p.read_bytes() for p in SPAM[:4] + HAM[:4]], [True] * 4 + [False] * 4).save(other)
+        with learning.session(other) as session:
+            journal.save_whole(session.filter, session.path)
+        shutil.copyfile(str(other) + ".journal", jpath)
+        assert not journal_without_records(model)
+    before = _state(SpamFilter.load(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _state(SpamFilter.load(model)) == before
+    _journaled(model, ACTIONS[:1])
+    assert jpath.stat().st_size > 48 and journal.read(str(model), journal.model_identity(str(model))).status == "ok"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert SpamFilter.load(model).class_count_ == (8.0, 9.0)

@@ -20,7 +20,7 @@ from spamnb.model import learning
 from spamnb.estimator import ledger as ledgers
 from spamnb.model.spam_filter import SpamFilter
 
-from conftest import REPO, run_spamnb
+from conftest import REPO, journal_without_records, run_spamnb
 
 SPAM = sorted((REPO / "corpora" / "spam").iterdir()) + sorted((REPO / "corpora" / "spam_2").iterdir())
 HAM = sorted((REPO / "corpora" / "easy_ham").iterdir()) + sorted((REPO / "corpora" / "easy_ham_2").iterdir())
@@ -120,7 +120,7 @@ def test_a_session_that_passes_the_journals_size_reads_the_model_whole_and_folds
     sessions = [[("learn", SPAM[60 + i], True, False) for i in range(12)]]
     stayed_light = []
     assert _run(light, sessions, True, 8000, stayed_light) == _run(whole, sessions, False, 8000)
-    assert stayed_light == [False] and not Path(str(light) + ".journal").exists()
+    assert stayed_light == [False] and journal_without_records(light)
     assert _state(light) == _state(whole)
 
 
@@ -143,7 +143,7 @@ def test_a_learned_models_first_learns_after_a_fold_write_the_records_of_the_who
     with learning.session(path, mapped=True, light=True, compact_limit=1) as session:   # folded at its commit
         for message in SPAM[:60] + HAM[:60]:
             session.learn(message.read_bytes(), message in SPAM, ledgers.Tally())
-    assert SpamFilter.load(path).pair_mixture_ is not None and not Path(str(path) + ".journal").exists()
+    assert SpamFilter.load(path).pair_mixture_ is not None and journal_without_records(path)
     light, whole = _copies(path, tmp_path)
     sessions = [[("learn", SPAM[70 + i], True, False) for i in range(3)] + [("learn", HAM[70], False, False)],
                 [("learn", HAM[71], False, False)]]

@@ -18,8 +18,8 @@ For each ``--venv`` (a venv with spamnb installed as the README installs it,
 With ``--learn``, also ``learn --spam -q -m COPY`` of the message (a last
 line of its own added, so the model does not know it) into a copy of the
 first ``--model`` whose journal is removed before each run: the first
-learn of a journal, as ``bench_pipe.py``'s learn row and
-``bench_learn_instructions.py`` measure it.
+learn of a journal, as ``bench_pipe.py``'s row ``learn --spam, journal
+deleted`` and ``bench_learn_instructions.py`` measure it.
 
 The shell launcher's own start (``sh``, well under a millisecond) is left
 out: callgrind follows one process.  Each figure is the median of

@@ -8,7 +8,7 @@ For each message, under ``valgrind --tool=callgrind --trace-children=yes``
 classify -m COPY < MSG``, then ``spamnb learn --spam -q -m COPY < MSG'``
 (MSG with a last line of its own, so the model does not know it; the copy's
 journal removed first, so each learn starts the journal, as
-``bench_pipe.py``'s learn row does), and ``python -c pass`` of the
+``bench_pipe.py``'s row ``learn --spam, journal deleted`` does), and ``python -c pass`` of the
 interpreter beside ``--spamnb`` once.  Prints each count and the ratios
 learn / classify and classify / pass; with ``--model MODEL2`` (a model of
 the same corpus N times as large: ``bench_pipe.py --scale``) the same on it

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A cold ``spamnb learn`` of one message against a cold ``spamnb classify``: whole processes, round by round.
 
-    python scripts/bench/bench_learn_ratio.py MODEL [MODEL ...] [--runs 41] [--journal start|append] [--compare PROGRAM]
+    python scripts/bench/bench_learn_ratio.py MODEL [MODEL ...] [--runs 41] [--journal train|start|append] [--compare PROGRAM]
 
 Each round, for each model (a copy of it in a temporary folder, the model
 itself never written): ``spamnb classify -m COPY < MSG``, then ``spamnb
@@ -11,10 +11,16 @@ nearest the median size of the corpus given by ``--corpus``, or the
 messages given by ``--message``).  Before each of the two, untimed, the
 copy's journal is put back as the round starts it:
 
+- ``--journal train``: what the program's whole save (``train``, a
+  compaction) leaves beside the model, made once per program, untimed, by
+  ``PROGRAM prune --expire-at 0 -q -m COPY`` (a whole save of the same
+  model): a journal without records (the learn appends to it, one fsync),
+  or none from a spamnb whose saves leave none (the learn starts one): a
+  user's first learn after ``train``, as ``bench_pipe.py``'s learn row;
 - ``--journal start`` (the default): no journal; the learn starts one (a new
-  file written and fsynced, renamed into place, its folder fsynced): the
+  file written, renamed into place, it and its folder fsynced): the
   costliest learn that does not fold the journal, as ``bench_pipe.py``'s
-  learn row;
+  row ``learn --spam, journal deleted``;
 - ``--journal append``: a journal of ``--learned`` messages learned before
   (default 1), the same for the classify and the learn; the learn appends
   its record to it (one fsync): what most learns do.
@@ -70,6 +76,10 @@ class Subject:
         self.n = 0
         self.classify, self.learn = [], []
         self.journals = []   # the journal each learn left (its bytes), compared between programs
+        if mode == "train":   # the journal the program's whole save leaves (or none), every round's start
+            check(run([program, "prune", "--expire-at", "0", "-q", "-m", str(self.copy)]), f"{program} prune")
+            if self.journal.exists():
+                shutil.copyfile(self.journal, self.base)
         if mode == "append":   # the journal every round starts from: `learned` messages learned first
             for i in range(learned):
                 self.fresh.write_bytes(Path(messages[i % len(messages)]).read_bytes().rstrip(b"\n")
@@ -80,7 +90,7 @@ class Subject:
         self.mode = mode
 
     def reset(self):
-        if self.mode == "append":
+        if self.base.exists():
             shutil.copyfile(self.base, self.journal)
         else:
             self.journal.unlink(missing_ok=True)
@@ -101,8 +111,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", type=Path, help="the models (e.g. `spamnb train` of each shared corpus)")
     parser.add_argument("--runs", type=int, default=41, help="rounds (default 41)")
-    parser.add_argument("--journal", choices=("start", "append"), default="start",
-                        help="start: each learn starts the journal (default); append: it appends to one")
+    parser.add_argument("--journal", choices=("train", "start", "append"), default="start",
+                        help="train: each learn is the first after a whole save; start: each learn starts the "
+                             "journal (default); append: it appends to one")
     parser.add_argument("--learned", type=int, default=1, help="--journal append: messages in that journal (default 1)")
     parser.add_argument("--corpus", action="append", type=Path,
                         help="the corpus whose median-size messages are sampled (repeatable; default both shared ones)")

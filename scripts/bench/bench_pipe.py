@@ -9,12 +9,16 @@ every command once, in the same order, on the next sample message):
 - ``spamnb classify -p -m MODEL < MSG`` against ``bogofilter -C -d DB -p -e < MSG``
   (the message out with its header: what a delivery filter runs);
 - ``spamnb learn --spam -q -m MODEL < FILE`` against ``bogofilter -C -d DB -s < MSG``,
-  twice: row ``learn --spam``, the first learn (spamnb's journal beside its
-  copy of the model removed before each run, untimed: the learn starts one,
-  a new file fsynced, renamed into place, its folder fsynced), and row
-  ``learn --spam, appending`` (another copy's journal put back, untimed, as
-  it was after one message was learned: the learn appends its record and
-  fsyncs the file, as a user's second and later learns do); FILE is MSG
+  three times: row ``learn --spam``, a user's first learn after ``spamnb
+  train`` (the journal ``train`` left beside the model, one without records,
+  put back beside its copy before each run, untimed: the learn appends its
+  record and fsyncs the file; a spamnb whose ``train`` leaves no journal
+  starts one); row ``learn --spam, appending`` (another copy's journal put
+  back, untimed, as it was after one message was learned: the learn appends
+  its record and fsyncs the file, as a user's second and later learns do);
+  and row ``learn --spam, journal deleted`` (the journal removed before each
+  run: the learn starts one, a new file written, renamed into place, it and
+  its folder fsynced, as after a careless admin removed it); FILE is MSG
   with a last line of its own, written before each run (the model was
   trained on the corpus, and its ledger makes a learn of a message it knows
   a no-op); and the median of the per-round ratios of each learn to the
@@ -32,8 +36,10 @@ every command once, in the same order, on the next sample message):
   row's name): what a classify costs once mail has been learned and not yet
   compacted;
 - with ``--compare PROGRAM`` (repeatable): ``PROGRAM classify -m MODEL <
-  MSG`` and ``PROGRAM learn --spam`` (as above, on a copy of its own) in
-  the same rounds, e.g. pip's console script written beside the launcher,
+  MSG`` and ``PROGRAM learn --spam`` (a first learn after its own whole
+  save: on a copy of its own that ``PROGRAM prune --expire-at 0`` saved
+  whole once, untimed, the journal that left beside it, or none, put back
+  before each run) in the same rounds, e.g. pip's console script written beside the launcher,
   or another venv's ``spamnb`` (the tree before a change), and the median
   of the per-round ratios of this venv's ``classify`` and ``learn`` to its; with
   ``--journal N`` its classify of a copy into which it learned the same N
@@ -161,30 +167,42 @@ def scaled(model, work, factor, seed=0):
     return path
 
 
-def learn_row(name, model, work, spamnb, append=None):
+def learn_row(name, model, work, spamnb, append=None, journal_as="train"):
     """``(argv, prepare)`` of ``spamnb learn --spam -q -m COPY < FILE``: COPY a
     copy of ``model`` whose journal ``prepare(MSG)`` puts back as each run
     starts it, FILE the message it writes (MSG with a last line of its own)
-    and returns.  The journal: none (the learn starts one: a new file written
-    and fsynced, renamed into place, its folder fsynced: a model's first learn
-    after a train or a compaction), or with ``append`` (a message's path) the
-    journal of that message learned before, as ham, with a last line of its
-    own (the learn appends its record and fsyncs the file: a user's second and
-    later learns)."""
-    learn_model = work / f"{name}.learn{'-append' if append else ''}.spamnb"
+    and returns.  The journal, ``journal_as``: "train", the one beside
+    ``model`` as ``spamnb train`` left it (without records; none from a
+    spamnb whose train leaves none: the learn starts one), a user's first
+    learn after train; "saved", the one ``spamnb prune --expire-at 0`` (a
+    whole save by that ``spamnb``, once, untimed) left beside the copy: the
+    same for another program; "deleted", none (the learn starts one: a new
+    file written, renamed into place, it and its folder fsynced); or with
+    ``append`` (a message's path) the journal of that message learned
+    before, as ham, with a last line of its own (the learn appends its
+    record and fsyncs the file: a user's second and later learns)."""
+    tag = "-append" if append else "" if journal_as == "train" else f"-{journal_as}"
+    learn_model = work / f"{name}.learn{tag}.spamnb"
+    journal = Path(str(learn_model) + ".journal")
+    fresh = work / f"{name}.learn{tag}.eml"
+    base = work / f"{name}.learn{tag}.base-journal"
     if not learn_model.exists():
         shutil.copyfile(model, learn_model)
-    journal = Path(str(learn_model) + ".journal")
-    fresh = work / f"{name}.learn{'-append' if append else ''}.eml"
-    base = work / f"{name}.learn-append.base-journal"
-    if append and not base.exists():   # one message learned first, its journal kept for every run
         journal.unlink(missing_ok=True)
-        fresh.write_bytes(Path(append).read_bytes().rstrip(b"\n") + b"\n\nbench learn base\n")
-        check(run([spamnb, "learn", "--ham", "-q", "-m", str(learn_model)], stdin=str(fresh)), "spamnb learn")
-        shutil.copyfile(journal, base)
+        base.unlink(missing_ok=True)
+        if append:   # one message learned first, its journal kept for every run
+            fresh.write_bytes(Path(append).read_bytes().rstrip(b"\n") + b"\n\nbench learn base\n")
+            check(run([spamnb, "learn", "--ham", "-q", "-m", str(learn_model)], stdin=str(fresh)), "spamnb learn")
+            shutil.copyfile(journal, base)
+        elif journal_as == "train" and Path(str(model) + ".journal").exists():
+            shutil.copyfile(str(model) + ".journal", base)
+        elif journal_as == "saved":
+            check(run([spamnb, "prune", "--expire-at", "0", "-q", "-m", str(learn_model)]), "spamnb prune")
+            if journal.exists():
+                shutil.copyfile(journal, base)
 
     def reset(message):
-        if append:
+        if base.exists():
             shutil.copyfile(base, journal)
         else:
             journal.unlink(missing_ok=True)
@@ -196,7 +214,7 @@ def learn_row(name, model, work, spamnb, append=None):
     return [spamnb, "learn", "--spam", "-q", "-m", str(learn_model)], reset
 
 
-LEARN_FIRST, LEARN_APPEND = "learn --spam", "learn --spam, appending"
+LEARN_FIRST, LEARN_APPEND, LEARN_DELETED = "learn --spam", "learn --spam, appending", "learn --spam, journal deleted"
 
 
 def commands(name, model, bogo, work, spamnb, python, base_message):
@@ -209,11 +227,13 @@ def commands(name, model, bogo, work, spamnb, python, base_message):
             "classify -p": {"spamnb": ([spamnb, "classify", "-p", "-m", str(model)], None)}}
     rows[LEARN_FIRST] = {"spamnb": learn_row(name, model, work, spamnb)}
     rows[LEARN_APPEND] = {"spamnb": learn_row(name, model, work, spamnb, base_message)}
+    rows[LEARN_DELETED] = {"spamnb": learn_row(name, model, work, spamnb, journal_as="deleted")}
     if bogo is not None:
         rows["classify"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-T"], None)
         rows["classify -p"]["bogofilter"] = (["bogofilter", "-C", "-d", str(bogo), "-p", "-e"], None)
         rows[LEARN_FIRST]["bogofilter"] = (["bogofilter", "-C", "-d", str(learn_bogo), "-s"], None)
         rows[LEARN_APPEND]["bogofilter"] = rows[LEARN_FIRST]["bogofilter"]   # its database: always appended to
+        rows[LEARN_DELETED]["bogofilter"] = rows[LEARN_FIRST]["bogofilter"]
     else:
         del rows["classify -p"]
     return rows
@@ -256,7 +276,7 @@ def main():
         for k, program in enumerate(args.compare):
             tables[label][f"classify by {program}"] = {"spamnb": ([program, "classify", "-m", str(model)], None)}
             tables[label][f"learn --spam by {program}"] = {"spamnb": learn_row(f"{corpus.name}.compare{k}", model,
-                                                                               work, program)}
+                                                                               work, program, journal_as="saved")}
         if args.scale and corpus.name == args.scale_corpus:
             big = scaled(model, work, args.scale)
             scale_label = f"{corpus.name} x{args.scale} ({os.path.getsize(big) / 2**20:.1f} MiB model)"
@@ -350,12 +370,13 @@ def main():
             if "learn --spam" + by in rows:
                 wall, cpu = per_round(times[label, "learn --spam" + by, "spamnb"],
                                       times[label, "classify" + by, "spamnb"])
-                print(f"`learn --spam` (the first: it starts the journal) over `classify`{by}, {label}, median of the "
+                print(f"`learn --spam` (the first after train) over `classify`{by}, {label}, median of the "
                       f"per-round ratios: wall {wall:.3f}, CPU {cpu:.3f}")
-        if LEARN_APPEND in rows:
-            wall, cpu = per_round(times[label, LEARN_APPEND, "spamnb"], times[label, "classify", "spamnb"])
-            print(f"`learn --spam` appending to its journal over `classify`, {label}, median of the per-round "
-                  f"ratios: wall {wall:.3f}, CPU {cpu:.3f}")
+        for row, what in ((LEARN_APPEND, "appending to its journal"), (LEARN_DELETED, "its journal deleted")):
+            if row in rows:
+                wall, cpu = per_round(times[label, row, "spamnb"], times[label, "classify", "spamnb"])
+                print(f"`learn --spam` {what} over `classify`, {label}, median of the per-round "
+                      f"ratios: wall {wall:.3f}, CPU {cpu:.3f}")
         for program in args.compare:
             if "learn --spam by " + program in rows:
                 wall, cpu = per_round(times[label, "learn --spam", "spamnb"],
@@ -364,7 +385,7 @@ def main():
                       f"wall {wall:.3f}, CPU {cpu:.3f}")
     if args.scale:   # the learn and classify of the model N times as large against the corpus model's
         small, large = scale_pair
-        for row in (LEARN_FIRST, LEARN_APPEND, "classify"):
+        for row in (LEARN_FIRST, LEARN_APPEND, LEARN_DELETED, "classify"):
             wall, cpu = per_round(times[large, row, "spamnb"], times[small, row, "spamnb"])
             print(f"`{row}`, {large} over {small}, median of the per-round ratios: wall {wall:.3f}, CPU {cpu:.3f}")
     for label, rows in tables.items():   # each --compare program against this venv's classify, round by round

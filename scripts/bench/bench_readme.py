@@ -21,8 +21,8 @@ Enron-Spam corpora beside the repository), through the existing scripts:
 - one ``spamnb learn --spam < MSG`` against ``bogofilter -s < MSG``: the
   README's row the learn that appends to the model's journal (a user's
   second and later learns: the record appended, the file fsynced), the
-  first learn (it starts the journal: a new file fsynced, renamed into
-  place, its folder fsynced) beside it in the same cell; and one
+  first learn after ``train`` (appending to the journal without records
+  ``train`` left) beside it in the same cell; and one
   ``spamnb classify < MSG`` (a fresh process) against ``bogofilter -T <
   MSG``, with the floor ``python -c pass`` of the same venv, median wall of
   ``--runs`` rounds, peak memory of one more run under ``/usr/bin/time``
@@ -324,12 +324,12 @@ def readme_rows(r, clients):
         rows[label] = [bold_if(" / ".join(f"{x:.2f}" for x in a), all(x < y for x, y in zip(a, b))),
                        bold_if(" / ".join(f"{y:.2f}" for y in b), all(y < x for x, y in zip(a, b))), "", "", ""]
     pipe = r["pipe"]
-    # a learn appending to its journal (a user's second and later learns), the first learn (starting it) beside
+    # a learn appending to its journal (a user's second and later learns), the first after train beside
     a = [pipe[n]["learn append"]["spamnb_ms"] for n in names]
     b = [pipe[n]["learn append"]["bogofilter_ms"] for n in names]
     first = [pipe[n]["learn"]["spamnb_ms"] for n in names]
     rows[LEARN] = [bold_if(" / ".join(f"{x:.0f}" for x in a), all(x < y for x, y in zip(a, b)))
-                   + " appending to its journal (the first learn, starting it: "
+                   + " appending to its journal (the first after train: "
                    + " / ".join(f"{x:.0f}" for x in first) + ")",
                    bold_if(" / ".join(f"{y:.0f}" for y in b), all(y < x for x, y in zip(a, b))), "", "", ""]
     a = [pipe[n]["classify"]["spamnb_ms"] for n in names]
@@ -461,7 +461,7 @@ def measure(args, say):
                                  f"--journal={args.journal}", f"--json={work / 'pipe.json'}"], say)
         pipe = json.loads((work / "pipe.json").read_text())
         keys = {"classify": "classify", "learn --spam": "learn", "learn --spam, appending": "learn append",
-                "classify -p": "classify -p"}
+                "learn --spam, journal deleted": "learn deleted", "classify -p": "classify -p"}
         for row in pipe["rows"]:
             key = keys.get(row["row"]) or "journal"   # "classify, after N learns (journal ...)" (no --compare)
             entry = r["pipe"].setdefault(row["corpus"], {"model": row["model"]}).setdefault(key, {})
@@ -474,7 +474,7 @@ def measure(args, say):
                       for name, f in pipe["floors"].items()}
         floor = r["floor"]["python -c pass"]["ms"]
         for rows in r["pipe"].values():
-            for key in ("classify", "learn", "learn append", "classify -p", "journal"):
+            for key in ("classify", "learn", "learn append", "learn deleted", "classify -p", "journal"):
                 if key in rows:
                     rows[key]["spamnb_over_floor"] = rows[key]["spamnb_ms"] / floor
         serve_corpus = next((c for c in corpora if c.name == "spamassassin"), corpora[0])
@@ -553,9 +553,13 @@ def write_markdown(path, r, rows, sources, args):
                          f"({x['bogofilter_cpu']:.2f}) | {x['bogofilter'] / x['spamnb']:.2f}x | {x['runs']} |")
     for n in names:
         for key, what in (("learn append", "one `spamnb learn --spam` appending to its journal / `bogofilter -s`"),
-                          ("learn", "one `spamnb learn --spam`, the first (it starts the journal) / `bogofilter -s`"),
+                          ("learn", "one `spamnb learn --spam`, the first after train / `bogofilter -s`"),
+                          ("learn deleted", "one `spamnb learn --spam`, its journal deleted (it starts one) / "
+                                            "`bogofilter -s`"),
                           ("classify", "one `spamnb classify` / `bogofilter -T`"),
                           ("classify -p", "one `spamnb classify -p` / `bogofilter -p -e`")):
+            if key not in r["pipe"][n]:   # a run of before the row
+                continue
             x = r["pipe"][n][key]
             lines.append(f"| {what} | {r['pipe'][n]['model']} | {x['spamnb_ms']:.1f} ms ({x['spamnb_cpu_ms']:.1f}), "
                          f"{x['spamnb_mib']:.1f} MiB, {x['spamnb_over_floor']:.2f}x `python -c pass` | "

@@ -17,7 +17,8 @@ from spamnb.mail.tokenizer import Tokenizer
 from spamnb.persistence import schema
 from spamnb.estimator.ages import Ages
 from spamnb.persistence.attaching import attach
-from spamnb.persistence.store import LEDGER, Journal, ModelError, default_model_path, journal_path
+from spamnb.persistence.store import (JOURNAL_EMPTY_SIZE, LEDGER, Journal, ModelError, default_model_path,
+                                      journal_path)
 
 __all__ = ["write", "write_counts", "read", "deferred", "DEFERRED"]
 
@@ -214,17 +215,23 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
 
 def _replay(spam_filter, where, header, arrays):
     """``spamnb.persistence.journal_view.replay`` of the model just read, that module
-    loaded only when the model has a journal: without one (none beside it),
-    what the replay does then (the model read checked to be still the one on
-    disk; the filter given an empty journal, its counts held in place)."""
+    loaded only when the model has a journal of records: without one (none
+    beside it, or one without records: the header a whole save leaves,
+    known by its size and not read), what the replay does then (the model
+    read checked to be still the one on disk; the filter given an empty
+    journal, its counts held in place).  A journal without records is
+    nothing to apply, whichever model it names: its ``size`` tells a writer
+    to check its header before it appends (``journal.append``)."""
     path = journal_path(where)
     try:
-        posix.stat(path)
+        size = posix.stat(path).st_size
     except FileNotFoundError:   # what journal.read gives then: no journal
-        identity = header.get("_identity")
-        return not attach(spam_filter, where, identity, Journal(path, identity), arrays)
+        size = 0
     except OSError:
-        pass   # the replay says what cannot be read
+        size = None   # the replay says what cannot be read
+    if size == 0 or size == JOURNAL_EMPTY_SIZE:
+        identity = header.get("_identity")
+        return not attach(spam_filter, where, identity, Journal(path, identity, size=size), arrays)
     from spamnb.persistence import journal_view   # the journal's read side: not its writers' (journal)
 
     return journal_view.replay(spam_filter, where, header, arrays)

@@ -79,13 +79,13 @@ import _stat as stat   # the S_IS* tests and S_IMODE, which stat.py re-exports: 
 from spamnb import errors
 from spamnb.bayes import checks
 from spamnb.persistence.records import without_sums   # what a learn writes (the replay's deltas: a follower's)
-from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_RECORD as RECORD,
-                                      JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
+from spamnb.persistence.store import (JOURNAL_EMPTY_SIZE as EMPTY_SIZE, JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC,
+                                      JOURNAL_RECORD as RECORD, JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
                                       JOURNAL_VERSIONS as VERSIONS, Journal, journal_path, model_identity)
 
 __all__ = ["SUFFIX", "MAGIC", "VERSION", "Journal", "JournalWarning", "journal_path", "model_identity",
            "compact_at", "read", "replay", "apply_records",
-           "follow", "discard", "save_whole", "signature"]
+           "follow", "discard", "save_whole", "start", "signature"]
 
 # A journal is folded into the model once it is larger than this part of the
 # model file, and never later than past _COMPACT_MAX bytes: replaying it costs
@@ -248,6 +248,8 @@ def append(journal, transactions):
     from spamnb.persistence.store import replace_file
 
     path = journal.path
+    if journal.status == "none" and journal.size == EMPTY_SIZE:
+        _adopt(journal)   # a whole save's journal without records: appended to when it is this model's
     if journal.status == "ok" and journal.end is not None:
         if journal.version == 1:   # its readers know no LEARN_SUMS: records as version 1 wrote them
             transactions = [without_sums(t) for t in transactions]
@@ -297,6 +299,55 @@ def append(journal, transactions):
     return journal.end
 
 
+def _adopt(journal):
+    """Make ``journal`` (status "none", the load saw a file of a header's size at
+    its name and read none of it: ``spamnb.persistence.codec``) the journal
+    to append to when that file is the header of a journal of this very
+    model file (``journal.identity``) without records; else leave it "none"
+    (the caller replaces the file whole, as it replaces a stale one)."""
+    try:
+        fd = posix.open(journal.path, posix.O_RDONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        st = posix.fstat(fd)
+        head = posix.pread(fd, EMPTY_SIZE, 0) if stat.S_ISREG(st.st_mode) and st.st_size == EMPTY_SIZE else b""
+    except OSError:
+        return
+    finally:
+        posix.close(fd)
+    version = int.from_bytes(head[8:12], "little") if len(head) == EMPTY_SIZE else None
+    if version in VERSIONS and journal.identity is not None and head == _header(journal.identity, version):
+        journal.status, journal.head, journal.version = "ok", head[40:48], version
+        journal.payloads, journal.end = [], EMPTY_SIZE
+
+
+def start(real):
+    """Leave a journal without records beside the model just saved whole at
+    ``real`` (under its lock), in place of the one it had: its header alone,
+    naming that file, written whole to a temporary file, renamed into
+    place, then the file and its folder fsynced, as a learn starting a
+    journal writes it.  The model's next learn then appends its record to
+    it (one fsync) instead of starting the journal (a file written, renamed,
+    and it and its folder fsynced); a reader knows it by its size and reads
+    none of it (``spamnb.persistence.codec``).  Best effort: when it cannot
+    be written, the old journal is removed (it is stale: the model was
+    replaced) and the first learn starts one, as before."""
+    from spamnb.persistence.store import replace_file
+
+    identity = model_identity(real)
+    if identity is not None:
+        header = _header(identity)
+        try:
+            old = posix.stat(real)
+            # what it replaces is never applied (none, or the model's journal before this save: stale now)
+            replace_file(journal_path(real), lambda f: f.write(header), old, tidy=False, losable=True)
+            return
+        except OSError:
+            pass
+    discard(real)
+
+
 def compact(spam_filter, real, backup=None):
     """Fold the journal into the model: save ``spamnb_filter`` (loaded, with its
     journal replayed, under the lock) whole at ``real``, then remove the
@@ -306,16 +357,17 @@ def compact(spam_filter, real, backup=None):
 
 
 def save_whole(spam_filter, real, backup=None):
-    """Save ``spam_filter`` whole at ``real`` (under its lock) and remove the
-    model's journal: it was replayed into the filter when the model was
-    loaded, or belongs to the model replaced (``train``, ``load``, ``merge``,
-    ``prune``).  With a ``backup`` (where the model replaced is kept), the
-    journal goes beside it (``BACKUP.journal``): it extends that very file, so
-    loading the backup gives the model replaced with its learns."""
+    """Save ``spam_filter`` whole at ``real`` (under its lock) and replace the
+    model's journal by one without records (:func:`start`): the journal was
+    replayed into the filter when the model was loaded, or belongs to the
+    model replaced (``train``, ``load``, ``merge``, ``prune``).  With a
+    ``backup`` (where the model replaced is kept), the journal goes beside
+    it (``BACKUP.journal``): it extends that very file, so loading the
+    backup gives the model replaced with its learns."""
     spam_filter.save(real, backup=backup)
     if backup is not None:
         _keep_with_backup(real, posix.fspath(backup))
-    discard(real)
+    start(real)
 
 
 def _keep_with_backup(real, backup):

@@ -1085,6 +1085,9 @@ JOURNAL_SUFFIX = ".journal"
 JOURNAL_MAGIC = b"SPAMNB\x00J"
 JOURNAL_VERSION = 2
 JOURNAL_VERSIONS = (1, 2)   # read: a journal of version 1 is appended to as version 1 (records.without_sums)
+# the size of a journal without records, its header alone (JOURNAL_HEAD's): what a whole save leaves beside
+# the model it wrote (spamnb.persistence.journal.save_whole), known by its size (a load reads none of it)
+JOURNAL_EMPTY_SIZE = 48
 # The journal's layouts (Layout: JOURNAL_HEAD, JOURNAL_RECORD) and its operations' (spamnb.persistence.records
 # encodes them, deltas replays them; journal_view reads them, without the replay's module), made when first imported
 # (__getattr__): a load of a model without a journal makes none

@@ -344,7 +344,7 @@ class Follower:
         self.install_snapshot()
 
     def install_snapshot(self):
-        from spamnb.persistence.journal import discard, journal_path
+        from spamnb.persistence.journal import journal_path, start
         from spamnb.persistence.store import locked, replace_file
 
         started = time.monotonic()
@@ -372,8 +372,8 @@ class Follower:
                     replace_file(real, lambda f: f.write(data))
                     if journal:
                         replace_file(journal_path(real), lambda f: f.write(journal))
-                    else:
-                        discard(real)
+                    else:   # none in the snapshot: one without records for the file (the old one stale)
+                        start(real)
                 n += 1
             self._save_position(pos)
         self.log(f"shared: started from the snapshot at {pos} ({n} model{'s' if n != 1 else ''}, "
