@@ -464,8 +464,9 @@ def _without(counts, spilled, drop, spec):
     offsets = np.asarray(counts.offsets, dtype=np.int64)
     starts_s, stops = offsets[tokens], offsets[tokens + 1]
     sizes = stops - starts_s
-    new_offsets = np.zeros(tokens.size + 1, dtype=np.uint64)
-    np.cumsum(sizes, out=new_offsets[1:])
+    new_offsets = np.zeros(tokens.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=new_offsets[1:])   # in the sizes' own type: a cast into uint64 is buffered, slow
+    new_offsets = new_offsets.view(np.uint64)
     strings = _gathered(counts.strings, tokens, starts_s, stops, sizes, int(new_offsets[-1]))
     class_count = counts.class_count.copy()
     dropped_spam = np.asarray(spilled[2])[drop]
