@@ -82,7 +82,7 @@ class RecordingFilter:
 
 class RecordingLedger:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn``/``forget``: records its
-    changes (as ``learning.LedgerRecorder`` over a light ledger) and makes them.  An
+    changes (as ``learning._LightLedger`` records them over a light ledger) and makes them.  An
     entry replaced (a relabel) or removed (a forget) takes its held-out score back
     from its old class (the new learn counted the message's score again), so a
     message's score counts once, under the label it has now."""
