@@ -320,16 +320,10 @@ class Session:
         the replay applies them, so the filter is model + journal + them."""
         if self._view is None:
             return
-        sf = self.filter
         self.view = self._light_ledger = self._light_mixture = None   # the replay counts this session's records
-        from spamnb.persistence import deltas
+        from spamnb.model.whole_learning import read_whole
 
-        deltas.read_whole(sf)
-        deltas.lazy_ages(sf)
-        if self.transactions:
-            ledger = deltas.ledger_for(sf)
-            for payload in self.transactions:
-                deltas.apply(sf, ledger, payload)
+        read_whole(self.filter, self.transactions)
 
     def _light_ledger_view(self):
         if self._light_ledger is None:
@@ -399,19 +393,9 @@ class Session:
                         ledger.note_later(transaction)
                     return result
         self._read_whole()
-        from spamnb.model.whole_learning import RecordingFilter, RecordingLedger
+        from spamnb.model.whole_learning import run
 
-        ops = []
-        recorder = RecordingFilter(self.filter, ops)
-        try:
-            result = function(recorder, RecordingLedger(self.ledger, ops, recorder), data, *args, **kwargs)
-        except BaseException:
-            self.failed = True   # the filter may differ from model + journal: not to be kept (Kept)
-            raise
-        self.forgot |= recorder.forgot
-        if ops:
-            self.transactions.append(b"".join(ops))
-        return result
+        return run(self, function, data, *args, **kwargs)
 
     def learn(self, data, is_spam, tally, auto=False, **markup):
         """``spamnb.estimator.ledger.learn`` of a raw message: "learned", "known" or
@@ -461,33 +445,9 @@ class Session:
             if written is not None:
                 return written if self.transactions else None
             self._read_whole()
-        sf = self.filter
-        if expire and sf.is_fitted:
-            limit = sf.replayed().ages.max_tokens
-            from spamnb.persistence.deltas import n_live
+        from spamnb.model.whole_learning import commit
 
-            if limit is not None and n_live(sf) > limit:
-                from spamnb.model.lifecycle import expire as expire_tokens
-
-                self.filter = sf = expire_tokens(sf)[0]
-                return self.compact()
-        if not self.transactions:
-            return None
-        journal = sf.journal_
-        if not self.exists or sf.feature_weight or journal is None or journal.identity is None:
-            return self.compact()
-        try:
-            # one record for the whole commit: a command learning many messages is all or nothing
-            written = append(journal, [b"".join(self.transactions)])
-        except errors.MustCompact:
-            return self.compact()
-        try:
-            model_size = posix.stat(self.path).st_size   # os.path.getsize
-        except OSError:
-            model_size = 0
-        if written > (compact_at(model_size) if self.compact_limit is None else self.compact_limit):
-            return self.compact()
-        return written
+        return commit(self, expire)
 
     def compact(self):
         """Save the model whole (the journal folded in) and remove the journal.
