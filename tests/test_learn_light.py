@@ -324,3 +324,26 @@ def test_first_places_are_whole_occurrences_never_bytes_across_two():
         hashes = array("Q", (rng.choice(pool) for _ in range(4 * n_new)))
         new = set(rng.sample(sorted(set(hashes)), min(n_new, len(set(hashes)))))
         assert list(first_places(hashes, new)) == sorted(hashes.index(h) for h in new)
+
+
+def test_a_light_session_is_freed_when_let_go_without_the_collector(model, tmp_path):
+    """A light session's ledger keeps no message's recorder (which holds the session):
+    nothing of a session is left in a reference cycle, so a server's sessions, and the
+    mapped model file each holds, go when let go, not at some later collection."""
+    import gc
+    import weakref
+
+    light, _whole = _copies(model, tmp_path)
+    gc.collect()
+    gc.disable()
+    try:
+        with learning.session(light, mapped=True, light=True) as session:
+            assert session.learn(SPAM[60].read_bytes(), True, ledgers.Tally()) == "learned"
+            assert session.learn(SPAM[61].read_bytes(), True, ledgers.Tally()) == "learned"
+            assert session.learn(SPAM[60].read_bytes(), True, ledgers.Tally()) == "known"
+            assert session.light
+        gone, filter_gone = weakref.ref(session), weakref.ref(session.filter)
+        del session
+        assert gone() is None and filter_gone() is None
+    finally:
+        gc.enable()

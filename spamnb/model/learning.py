@@ -392,6 +392,8 @@ class Session:
                         self.transactions.append(transaction)
                         ledger.note_later(transaction)
                     return result
+                finally:   # the message's recorder holds the session: no cycle left (the session freed when let go)
+                    ledger.recording(None, None)
         self._read_whole()
         from spamnb.model.whole_learning import run
 
