@@ -170,33 +170,35 @@ def test_a_light_learn_leaves_the_model_unread(model, tmp_path):
 
 def test_an_appending_learn_reads_no_transaction_of_the_journal_in_python(model, tmp_path, monkeypatch):
     """A light learn appending to a journal looks its digest up among the journal's ledger
-    operations as one compiled pass gathered them (``checks.journal_ledger``), never a
-    transaction through ``records.ledger_ops``, and leaves the journal's learns unmade
+    operations as one compiled pass gathered them (``checks.journal_ledger``, counted: one
+    call, over the journal's transactions), and leaves the journal's learns unmade
     (no ``_Recorded`` an earlier learn: its view is extended only for a next message);
     what it answers and writes is the whole model's way's, byte for byte."""
-    from spamnb.persistence import journal_view, records
+    from spamnb.bayes import checks
+    from spamnb.persistence import journal_view
 
     light, whole = _copies(model, tmp_path)
     sessions = [[("learn", SPAM[60 + i], True, False)] for i in range(4)] + [[("learn", HAM[60], False, True)]]
     assert _run(light, sessions, True) == _run(whole, sessions, False)
-    real_ops, real_recorded = records.ledger_ops, journal_view._recorded  # noqa: SLF001 -- watched, not changed
-    calls = []
+    real_ledger, real_recorded = checks.journal_ledger, journal_view._recorded  # noqa: SLF001 -- watched
+    calls, passes = [], []
 
-    def ledger_ops(payload):
-        calls.append(bytes(payload))
-        return real_ops(payload)
+    def journal_ledger(payloads, layout):
+        passes.append(len(payloads))
+        return real_ledger(payloads, layout)
 
     def recorded(records):
         calls.append("recorded")
         return real_recorded(records)
 
-    monkeypatch.setattr(records, "ledger_ops", ledger_ops)
+    monkeypatch.setattr(checks, "journal_ledger", journal_ledger)
     monkeypatch.setattr(journal_view, "_recorded", recorded)
     # known (the journal's RECORD), confirmed (its auto-learned RECORD), new: one message a session
     later = [[("learn", SPAM[61], True, False)], [("learn", HAM[60], False, False)], [("learn", SPAM[70], True, False)]]
     stayed_light = []
     outcomes = _run(light, later, True, stayed_light=stayed_light)
     assert stayed_light == [True] * 3 and not calls
+    assert passes == [5, 5, 6]   # a pass a session over the journal's transactions (a known message writes none)
     monkeypatch.undo()
     assert outcomes == _run(whole, later, False)
     assert [outcomes[0], outcomes[2], outcomes[4]] == ["known", "known", "learned"]
@@ -322,3 +324,26 @@ def test_first_places_are_whole_occurrences_never_bytes_across_two():
         hashes = array("Q", (rng.choice(pool) for _ in range(4 * n_new)))
         new = set(rng.sample(sorted(set(hashes)), min(n_new, len(set(hashes)))))
         assert list(first_places(hashes, new)) == sorted(hashes.index(h) for h in new)
+
+
+def test_a_light_session_is_freed_when_let_go_without_the_collector(model, tmp_path):
+    """A light session's ledger keeps no message's recorder (which holds the session):
+    nothing of a session is left in a reference cycle, so a server's sessions, and the
+    mapped model file each holds, go when let go, not at some later collection."""
+    import gc
+    import weakref
+
+    light, _whole = _copies(model, tmp_path)
+    gc.collect()
+    gc.disable()
+    try:
+        with learning.session(light, mapped=True, light=True) as session:
+            assert session.learn(SPAM[60].read_bytes(), True, ledgers.Tally()) == "learned"
+            assert session.learn(SPAM[61].read_bytes(), True, ledgers.Tally()) == "learned"
+            assert session.learn(SPAM[60].read_bytes(), True, ledgers.Tally()) == "known"
+            assert session.light
+        gone, filter_gone = weakref.ref(session), weakref.ref(session.filter)
+        del session
+        assert gone() is None and filter_gone() is None
+    finally:
+        gc.enable()

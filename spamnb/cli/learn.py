@@ -29,8 +29,10 @@ def _update_model(args, forget):
     is_spam = None if args.label is None else args.label == "spam"
     if is_spam is None and not forget:
         raise UsageError(f"spamnb {args.command}: give --spam or --ham")
-    if settings.shared:
-        return _send_lessons(args, settings, path, is_spam, forget)
+    if settings.shared:   # the messages sent as lessons (its own module: a learn into a model file does without it)
+        from spamnb.cli.lessons import send_lessons
+
+        return send_lessons(args, settings, path, is_spam, forget)
     if forget and not _is_file(path):
         SpamFilter.load(path)  # no model: say so before creating a lock beside it
     from spamnb.mail.checked import display_name, looks_like_mail   # not the reader of folders: stdin's one message
@@ -91,47 +93,6 @@ def _update_model(args, forget):
         else:
             done = f"{tally.learn_summary()} (as {args.label})"
         print(f"{done}; model: {path} ({spam_count:.0f} spam, {ham:.0f} ham)")
-    return EXIT_OK
-
-
-def _send_lessons(args, settings, path, is_spam, forget):
-    """``--shared``: each message goes to the shared stream as a lesson for the
-    site model (or, Redis unreachable, to the outbox beside the model, sent by
-    this host's ``spamnb serve --shared``); every host following the stream
-    learns it, this one's server included.  The local model is not touched
-    here: it changes when this host's server applies the stream, in its order."""
-    from spamnb.mail.checked import looks_like_mail
-    from spamnb.model import canonical
-    from spamnb.shared import SharedError
-    from spamnb.shared.host import Sender, state_dir
-    from spamnb.shared.lessons import FORGET, LEARN, Lesson
-
-    try:
-        sender = Sender(settings.shared, state_dir(path))
-    except SharedError as exc:
-        raise CommandError(str(exc)) from None
-    sent = queued = 0
-    options = {"spam_folders": "skip" if is_spam is False else "read", "follow_links": args.follow_links,
-               "stdin_mbox": args.mbox}
-    for source in args.files or ["-"]:
-        try:
-            messages = messages_of(source, **options)
-            for _name, data in messages:
-                if not looks_like_mail(data):
-                    continue
-                lesson = Lesson(FORGET if forget else LEARN, is_spam, "",
-                                canonical(data, settings.header, settings.subject_tag))
-                if sender.send(lesson) is None:
-                    queued += 1
-                else:
-                    sent += 1
-        except SkippedError as exc:
-            print(f"spamnb: {exc}", file=sys.stderr)
-    if not sent + queued:
-        raise CommandError("no message given; nothing sent")
-    if not args.quiet:
-        print(f"sent {sent} lesson{'s' if sent != 1 else ''} to {settings.shared}"
-              + (f", {queued} queued in {sender.outbox.folder} (Redis unreachable)" if queued else ""))
     return EXIT_OK
 
 

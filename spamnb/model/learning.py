@@ -17,7 +17,7 @@ from spamnb.persistence.store import JOURNAL_OPS_LAYOUT, LEDGER, OP_LEARN, OP_RE
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
 
-__all__ = ["Session", "session", "Kept", "learned_model", "LedgerRecorder"]
+__all__ = ["Session", "session", "Kept", "learned_model"]
 
 
 def __getattr__(name):
@@ -85,10 +85,14 @@ class _LightLedger:
     appends without reading the model whole: a digest is looked up in this
     session's ledger operations, then in the journal's (newest first: their
     digests as one compiled pass over its records gathered them,
-    ``checks.journal_ledger``, not a Python object an operation), then in
-    the model file's ledger (its digests searched as the file has them,
-    ``find``: at most the ledger's capacity of them); changes are recorded
-    as ``whole_learning.RecordingLedger`` records them."""
+    ``checks.journal_ledger``, not a Python object an operation; a session's
+    own transactions are read by the same pass), then in the model file's
+    ledger (its digests searched as the file has them, ``find``: at most the
+    ledger's capacity of them).  Its changes are recorded into the message's
+    operations (:meth:`recording`), as ``whole_learning.RecordingLedger``
+    records them: a held-out score to take back (a relabel's) or a removal
+    needs the model whole (:class:`spamnb.errors.MustReadWhole`); the ledger
+    itself changes when the session's transaction is noted (:meth:`note_later`)."""
 
     def __init__(self, find, codes, journal_payloads):
         self._find, self._codes = find, codes   # a digest's place in the file's ledger (or -1); their codes
@@ -99,6 +103,13 @@ class _LightLedger:
         self._overlay = {}    # digest -> code, or None (removed): this session's operations
         self._found = {}      # digest -> code or None: the journal's or the file's, as searched
         self._unnoted = []    # this session's transactions, noted when a digest is next looked up
+        self._ops = self._recorder = None   # the message's operations and its _LightFilter (recording)
+
+    def recording(self, ops, recorder):
+        """This ledger, its changes recorded into ``ops`` (the message's operations;
+        ``recorder``: the _LightFilter that learns it, its held-out bin noted)."""
+        self._ops, self._recorder = ops, recorder
+        return self
 
     def note_later(self, payload):
         """:meth:`_note` of a session's transaction, when a digest is next looked up
@@ -106,14 +117,10 @@ class _LightLedger:
         self._unnoted.append(payload)
 
     def _note(self, payload):
-        from spamnb.estimator.ledger import entry_code
-
-        for op, label, note, digest in records.ledger_ops(payload):
-            if op == OP_RECORD:
-                self._overlay[digest] = entry_code(label, note)
-                self.n_records += 1
-            else:
-                self._overlay[digest] = None
+        digests, heads, n_records = checks.journal_ledger((payload,), JOURNAL_OPS_LAYOUT)
+        for at in range(len(heads) // 4 - 1, -1, -1):   # oldest first: a digest's newest operation stays
+            self._overlay[digests[16 * at:16 * at + 16]] = _head_code(heads, at)
+        self.n_records += n_records
 
     def code(self, digest):
         while self._unnoted:
@@ -124,13 +131,7 @@ class _LightLedger:
             return self._found[digest]
         at = checks.find_digest(self._journal_digests, digest)   # the journal's newest operation of it
         if at >= 0:
-            heads = self._journal_heads
-            if heads[4 * at] == OP_RECORD:
-                from spamnb.estimator.ledger import entry_code
-
-                code = entry_code(heads[4 * at + 1], heads[4 * at + 2] | heads[4 * at + 3] << 8)
-            else:
-                code = None
+            code = _head_code(self._journal_heads, at)
         else:
             at = self._find(digest)   # in the file's ledger, not a copy of it
             code = self._codes(at) if at >= 0 else None
@@ -138,9 +139,7 @@ class _LightLedger:
         return code
 
     def label(self, digest):
-        from spamnb.estimator.ledger import code_entry
-
-        entry = code_entry(self.code(digest))
+        entry = self.entry(digest)
         return None if entry is None else entry[0]
 
     def entry(self, digest):
@@ -152,39 +151,29 @@ class _LightLedger:
         entry = self.entry(digest)
         return entry is not None and entry[1]
 
-
-class LedgerRecorder:
-    """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` over a
-    :class:`_LightLedger`, recording its changes: a held-out score to take
-    back (a relabel's) needs the model whole (:class:`spamnb.errors.MustReadWhole`);
-    ``whole_learning.RecordingLedger`` records them over the model's ledger and
-    changes that too."""
-
-    def __init__(self, ledger, ops, recorder):
-        self._ledger, self._ops, self._recorder = ledger, ops, recorder
-
-    def label(self, digest):
-        return self._ledger.label(digest)
-
-    def is_auto(self, digest):
-        return self._ledger.is_auto(digest)
-
-    def _take_back(self, digest):
-        entry = self._ledger.entry(digest)
-        if entry is not None and entry[2] is not None:
-            raise errors.MustReadWhole()
-
     def record(self, digest, is_spam, auto=False):
-        self._take_back(digest)
+        entry = self.entry(digest)
+        if entry is not None and entry[2] is not None:   # its held-out score to take back
+            raise errors.MustReadWhole()
         held_out, self._recorder.held_out_bin = self._recorder.held_out_bin, None
         self._ops.append(records.encode_ledger(OP_RECORD, is_spam, digest, auto, held_out))
 
     def confirm(self, digest):
-        is_spam, _auto, held_out = self._ledger.entry(digest)
+        is_spam, _auto, held_out = self.entry(digest)
         self._ops.append(records.encode_ledger(OP_RECORD, is_spam, digest, False, held_out))
 
     def remove(self, digest):
         raise errors.MustReadWhole()
+
+
+def _head_code(heads, at):
+    """The entry's code (``ledger.entry_code``) of the ledger operation ``at`` of
+    ``heads`` (``checks.journal_ledger``'s: op, flags, note), None for a REMOVE."""
+    if heads[4 * at] != OP_RECORD:
+        return None
+    from spamnb.estimator.ledger import entry_code
+
+    return entry_code(heads[4 * at + 1], heads[4 * at + 2] | heads[4 * at + 3] << 8)
 
 
 class _FileLearner(FileScorer):
@@ -331,16 +320,10 @@ class Session:
         the replay applies them, so the filter is model + journal + them."""
         if self._view is None:
             return
-        sf = self.filter
         self.view = self._light_ledger = self._light_mixture = None   # the replay counts this session's records
-        from spamnb.persistence import deltas
+        from spamnb.model.whole_learning import read_whole
 
-        deltas.read_whole(sf)
-        deltas.lazy_ages(sf)
-        if self.transactions:
-            ledger = deltas.ledger_for(sf)
-            for payload in self.transactions:
-                deltas.apply(sf, ledger, payload)
+        read_whole(self.filter, self.transactions)
 
     def _light_ledger_view(self):
         if self._light_ledger is None:
@@ -400,7 +383,7 @@ class Session:
                 recorder = _LightFilter(self, ops)
                 view = self.view
                 try:
-                    result = function(recorder, LedgerRecorder(ledger, ops, recorder), data, *args, **kwargs)
+                    result = function(recorder, ledger.recording(ops, recorder), data, *args, **kwargs)
                 except errors.MustReadWhole:
                     self.view = view   # as before the message: nothing of it was recorded
                 else:
@@ -409,20 +392,12 @@ class Session:
                         self.transactions.append(transaction)
                         ledger.note_later(transaction)
                     return result
+                finally:   # the message's recorder holds the session: no cycle left (the session freed when let go)
+                    ledger.recording(None, None)
         self._read_whole()
-        from spamnb.model.whole_learning import RecordingFilter, RecordingLedger
+        from spamnb.model.whole_learning import run
 
-        ops = []
-        recorder = RecordingFilter(self.filter, ops)
-        try:
-            result = function(recorder, RecordingLedger(self.ledger, ops, recorder), data, *args, **kwargs)
-        except BaseException:
-            self.failed = True   # the filter may differ from model + journal: not to be kept (Kept)
-            raise
-        self.forgot |= recorder.forgot
-        if ops:
-            self.transactions.append(b"".join(ops))
-        return result
+        return run(self, function, data, *args, **kwargs)
 
     def learn(self, data, is_spam, tally, auto=False, **markup):
         """``spamnb.estimator.ledger.learn`` of a raw message: "learned", "known" or
@@ -472,33 +447,9 @@ class Session:
             if written is not None:
                 return written if self.transactions else None
             self._read_whole()
-        sf = self.filter
-        if expire and sf.is_fitted:
-            limit = sf.replayed().ages.max_tokens
-            from spamnb.persistence.deltas import n_live
+        from spamnb.model.whole_learning import commit
 
-            if limit is not None and n_live(sf) > limit:
-                from spamnb.model.lifecycle import expire as expire_tokens
-
-                self.filter = sf = expire_tokens(sf)[0]
-                return self.compact()
-        if not self.transactions:
-            return None
-        journal = sf.journal_
-        if not self.exists or sf.feature_weight or journal is None or journal.identity is None:
-            return self.compact()
-        try:
-            # one record for the whole commit: a command learning many messages is all or nothing
-            written = append(journal, [b"".join(self.transactions)])
-        except errors.MustCompact:
-            return self.compact()
-        try:
-            model_size = posix.stat(self.path).st_size   # os.path.getsize
-        except OSError:
-            model_size = 0
-        if written > (compact_at(model_size) if self.compact_limit is None else self.compact_limit):
-            return self.compact()
-        return written
+        return commit(self, expire)
 
     def compact(self):
         """Save the model whole (the journal folded in) and remove the journal.

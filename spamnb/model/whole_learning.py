@@ -1,7 +1,9 @@
 """What a learning session (:mod:`spamnb.model.learning`) runs when the model
 is read whole, and what a learn of one message into a model file does
-without: the recorders of a learn or a forget applied to the filter as the
-replay applies them (:class:`RecordingFilter`, :class:`RecordingLedger`), a
+without: the model read whole and replayed under a session's records
+(:func:`read_whole`), a learn or a forget applied to the filter as the
+replay applies it and recorded (:func:`run`, :class:`RecordingFilter`,
+:class:`RecordingLedger`), the commit of such a session (:func:`commit`), a
 new model that grows by learning (:func:`learned_model`), and the models
 kept loaded from one session to the next (:class:`Kept`, ``spamnb serve``'s
 TELL).  Loaded when first needed: a cold ``spamnb learn`` of a message the
@@ -10,11 +12,78 @@ model does not know appends its record without them."""
 import os
 from array import array
 
+from spamnb import errors
 from spamnb.persistence import deltas
 from spamnb.estimator.ages import today
-from spamnb.persistence.journal import follow, signature
+from spamnb.persistence.journal import append, compact_at, follow, signature
 
-__all__ = ["RecordingFilter", "RecordingLedger", "Kept", "learned_model"]
+__all__ = ["RecordingFilter", "RecordingLedger", "Kept", "learned_model", "read_whole", "run", "commit"]
+
+
+def read_whole(spam_filter, transactions):
+    """``spam_filter`` (loaded in part, its journal not replayed: a light
+    session's) read whole and its journal replayed (``deltas.read_whole``),
+    then a session's ``transactions`` so far applied as the replay applies
+    them, so the filter is model + journal + them."""
+    deltas.read_whole(spam_filter)
+    deltas.lazy_ages(spam_filter)
+    if transactions:
+        ledger = deltas.ledger_for(spam_filter)
+        for payload in transactions:
+            deltas.apply(spam_filter, ledger, payload)
+
+
+def run(session, function, data, *args, **kwargs):
+    """``function`` (``spamnb.estimator.ledger``'s ``learn`` or ``forget``) of a
+    raw message on a ``session``'s model read whole: applied to its filter
+    and ledger as the replay applies it, its operations recorded as one more
+    of the session's transactions.  A failure marks the session failed (its
+    filter may differ from model + journal: not kept, :class:`Kept`)."""
+    ops = []
+    recorder = RecordingFilter(session.filter, ops)
+    try:
+        result = function(recorder, RecordingLedger(session.ledger, ops, recorder), data, *args, **kwargs)
+    except BaseException:
+        session.failed = True
+        raise
+    session.forgot |= recorder.forgot
+    if ops:
+        session.transactions.append(b"".join(ops))
+    return result
+
+
+def commit(session, expire):
+    """``Session.commit`` of a session's model read whole: compacted when
+    ``expire`` and it passed its size limit (its tokens expired first), or
+    when there is no model file to journal against, it has message
+    features, or the records do not fit the journal or pass its size;
+    else the session's transactions appended as one record.  Returns the
+    journal's size, 0 for a compaction, None when nothing was written."""
+    sf = session.filter
+    if expire and sf.is_fitted:
+        limit = sf.replayed().ages.max_tokens
+        if limit is not None and deltas.n_live(sf) > limit:
+            from spamnb.model.lifecycle import expire as expire_tokens
+
+            session.filter = sf = expire_tokens(sf)[0]
+            return session.compact()
+    if not session.transactions:
+        return None
+    journal = sf.journal_
+    if not session.exists or sf.feature_weight or journal is None or journal.identity is None:
+        return session.compact()
+    try:
+        # one record for the whole commit: a command learning many messages is all or nothing
+        written = append(journal, [b"".join(session.transactions)])
+    except errors.MustCompact:
+        return session.compact()
+    try:
+        model_size = os.stat(session.path).st_size
+    except OSError:
+        model_size = 0
+    if written > (compact_at(model_size) if session.compact_limit is None else session.compact_limit):
+        return session.compact()
+    return written
 
 
 class RecordingFilter:
@@ -82,7 +151,7 @@ class RecordingFilter:
 
 class RecordingLedger:
     """Stands for the Ledger in ``spamnb.estimator.ledger.learn``/``forget``: records its
-    changes (as ``learning.LedgerRecorder`` over a light ledger) and makes them.  An
+    changes (as ``learning._LightLedger`` records them over a light ledger) and makes them.  An
     entry replaced (a relabel) or removed (a forget) takes its held-out score back
     from its old class (the new learn counted the message's score again), so a
     message's score counts once, under the label it has now."""

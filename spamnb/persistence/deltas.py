@@ -41,13 +41,13 @@ from spamnb.persistence.store import (HELD_OUT_RECORD, JOURNAL_OPS_LAYOUT as LAY
                                       TOKENS_RECORD)
 # what a learn writes (encoders, a transaction's ledger operations, a learner's checks): records', re-exported here
 from spamnb.persistence.records import (class_of, encode_held_out, encode_learn_sums, encode_ledger,  # noqa: F401
-                                        encode_pair_scores, encode_tokens, first_places, float32, ledger_ops,
+                                        encode_pair_scores, encode_tokens, first_places, float32,
                                         mixture_held_out, pad, unjournaled, without_sums)
 
 __all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
-           "take_back_held_out", "read_whole", "ledger_ops", "OP_PAIR_SCORES", "encode_pair_scores",
+           "take_back_held_out", "read_whole", "OP_PAIR_SCORES", "encode_pair_scores",
            "note_pair_scores", "pair_scores_fit", "TOKENS_RECORD", "LEDGER_RECORD", "LEDGER_SIZE", "HELD_OUT_RECORD",
            "PAIR_SCORES_RECORD", "class_of", "float32", "mixture_held_out", "OP_LEARN_SUMS", "LEARN_SUMS_RECORD",
            "encode_learn_sums", "without_sums", "LAYOUT"]

@@ -1,8 +1,10 @@
 """What a learn writes to a model's journal (``spamnb.persistence.journal``'s
 records, :mod:`spamnb.persistence.deltas` describes their operations): each
-operation encoded (padded to 8 bytes), a transaction's ledger operations
-and sizes read back, the places of a message's new tokens, and whether a
-learner appends from the model file alone (:func:`unjournaled`).  A learn
+operation encoded (padded to 8 bytes), a transaction as a journal of
+version 1 keeps it (:func:`without_sums`), the places of a message's new
+tokens, and whether a learner appends from the model file alone
+(:func:`unjournaled`).  A transaction's ledger operations are read back by
+one compiled pass (``spamnb.bayes.checks.journal_ledger``).  A learn
 that appends (``spamnb.model.learning``) loads this module, not the
 replay's (``deltas``, 1.1 M instructions to import); ``deltas`` re-exports
 these names for the replay and the whole model's learners.
@@ -15,7 +17,7 @@ from spamnb.persistence.store import (HELD_OUT_RECORD, LEARN_SUMS_RECORD, LEDGER
                                       OP_RECORD, OP_REMOVE, PAIR_SCORES_RECORD, TOKENS_RECORD)
 
 __all__ = ["pad", "encode_tokens", "encode_learn_sums", "without_sums", "encode_ledger", "encode_held_out",
-           "encode_pair_scores", "ledger_ops", "unjournaled", "first_places", "mixture_held_out", "class_of",
+           "encode_pair_scores", "unjournaled", "first_places", "mixture_held_out", "class_of",
            "float32"]
 
 
@@ -93,26 +95,6 @@ def encode_held_out(cls, log_odds, back=False):
 
 def encode_pair_scores(cls, words, pairs, weight, scale):
     return PAIR_SCORES_RECORD.pack(OP_PAIR_SCORES, cls, words, pairs, weight, scale)
-
-
-def ledger_ops(payload):
-    """The ledger operations of one transaction, in order: ``(op, flags, note,
-    digest)`` of each RECORD/REMOVE (the others skipped); ValueError for a
-    transaction that is cut short or holds an unknown operation."""
-    payload = memoryview(payload).cast("B")
-    at, n, out = 0, len(payload), []
-    while at < n:
-        op = payload[at]
-        if op == 0:
-            break
-        if op in (OP_RECORD, OP_REMOVE):
-            if at + LEDGER_RECORD.size > n:
-                raise ValueError("a record is cut short")
-            out.append(LEDGER_RECORD.unpack_from(payload, at))
-        at += _op_size(payload, at)
-    if at > n:
-        raise ValueError("a record is cut short")
-    return out
 
 
 def unjournaled(spam_filter):
