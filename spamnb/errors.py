@@ -15,14 +15,18 @@ names, e.g. ``spamnb.persistence.store.ModelError``).  An error that is also a
 ``ValueError``, ``OSError`` or ``ConnectionError`` stays one, so code that
 catches those still does.  This module imports nothing.
 
-The classes a mail filter's command meets (the command line's, the model's,
-reading mail) are made when this module is imported; those of a learning
-session's ways, the warnings, training, dumps, the server, IMAP and shared learning are made, a group at a
-time, when one of their names is first asked of this module (``from
-spamnb.errors import ServerError``; PEP 562's ``__getattr__``): a class
-statement costs a cold ``spamnb classify`` about 0.2 million instructions
-(the interpreter fills its slots from its bases), for classes it never
-raises.  Each is the same class whenever and wherever it is named.
+Only the base is made when this module is imported; every other class is
+made, a group at a time, when one of its names is first asked of this
+module (``from spamnb.errors import ServerError``, ``errors.ModelError``;
+PEP 562's ``__getattr__``): a class statement costs a cold ``spamnb
+classify`` 70-95 thousand instructions (the interpreter fills its slots from
+its bases), for classes a command that succeeds never raises.  So the
+modules of a cold command's path name them where raised or caught
+(``raise errors.ModelError(...)``, ``except errors.Refused:``: an
+``except`` clause names its class only when an exception is matched), and
+those that give one as their own name (``spamnb.persistence.store.ModelError``)
+answer it with :func:`reexported`.  Each is the same class whenever and wherever
+it is named.
 """
 
 __all__ = [
@@ -42,69 +46,71 @@ class SpamnbError(Exception):
     exit_code = 3
 
 
-# -- the command line ---------------------------------------------------------
+def _command_line():
+    """The command line's classes: a command that succeeds never raises one."""
 
-class UsageError(SpamnbError):
-    """A command line that cannot be run (``EXIT_USAGE``: 64); its message is
-    printed as it is (it names the command)."""
+    class UsageError(SpamnbError):
+        """A command line that cannot be run (``EXIT_USAGE``: 64); its message is
+        printed as it is (it names the command)."""
 
-    exit_code = 64
+        exit_code = 64
 
+    class CommandError(SpamnbError):
+        """An error a command reports in one line (``EXIT_ERROR``: 3)."""
 
-class CommandError(SpamnbError):
-    """An error a command reports in one line (``EXIT_ERROR``: 3)."""
+    class SkippedError(CommandError):
+        """A path refused unread (:class:`SkippedInput`): a learn goes on without it."""
 
+    class SettingsError(SpamnbError):
+        """A setting that cannot be used: a settings file (``spamnb.settings``)
+        or an option or ``--config`` line of ``spamnb serve``.  ``serve`` exits
+        with ``EXIT_USAGE`` (64); the other commands report a bad settings file
+        as a :class:`CommandError` (exit 3, ``spamnb.cli.common.settings_of``)."""
 
-class SkippedError(CommandError):
-    """A path refused unread (:class:`SkippedInput`): a learn goes on without it."""
+        exit_code = 64
 
-
-class SettingsError(SpamnbError):
-    """A setting that cannot be used: a settings file (``spamnb.settings``)
-    or an option or ``--config`` line of ``spamnb serve``.  ``serve`` exits
-    with ``EXIT_USAGE`` (64); the other commands report a bad settings file
-    as a :class:`CommandError` (exit 3, ``spamnb.cli.common.settings_of``)."""
-
-    exit_code = 64
-
-
-# -- the model -----------------------------------------------------------------
-
-class ModelError(SpamnbError):
-    """A model file is missing, unreadable, damaged, of another format or version,
-    or was trained with other tokenizer settings."""
+    return _named(UsageError, CommandError, SkippedError, SettingsError)
 
 
-class LockTimeout(ModelError):
-    """Another process held the model's lock longer than the wait allowed."""
+def _model():
+    """The classes of a model file that cannot be used."""
+
+    class ModelError(SpamnbError):
+        """A model file is missing, unreadable, damaged, of another format or version,
+        or was trained with other tokenizer settings."""
+
+    class LockTimeout(ModelError):
+        """Another process held the model's lock longer than the wait allowed."""
+
+    return _named(ModelError, LockTimeout)
 
 
-class Refused(SpamnbError, ValueError):
-    """A file refused before it was read; ``str()`` is the reason (``not a
-    regular file (a FIFO)``, ``larger than 64 MiB``), the same for every
-    file refused for it (a corpus report counts files by reason)."""
+def _reading():
+    """The classes of mail and corpora that cannot be read."""
 
+    class Refused(SpamnbError, ValueError):
+        """A file refused before it was read; ``str()`` is the reason (``not a
+        regular file (a FIFO)``, ``larger than 64 MiB``), the same for every
+        file refused for it (a corpus report counts files by reason)."""
 
-class TooLarge(Refused):
-    """A message over the size limit on stdin (``spamnb.mail.checked.read_stdin``):
-    ``head`` is what was read of it (at most the limit and one byte; ``b""``
-    for a regular file, refused by its size before any of it is read)."""
+    class TooLarge(Refused):
+        """A message over the size limit on stdin (``spamnb.mail.checked.read_stdin``):
+        ``head`` is what was read of it (at most the limit and one byte; ``b""``
+        for a regular file, refused by its size before any of it is read)."""
 
-    def __init__(self, reason, head=b""):
-        super().__init__(reason)
-        self.head = head
+        def __init__(self, reason, head=b""):
+            super().__init__(reason)
+            self.head = head
 
+    class CorpusError(SpamnbError):
+        """A corpus path that cannot be used (missing, unreadable, or a skipped file under ``strict``)."""
 
-# -- reading mail and corpora ----------------------------------------------------
+    class SkippedInput(CorpusError):
+        """A path refused before it was read (a device, a socket, a FIFO where
+        none is read, a file over the size limit, not mail): a batch, a learn,
+        goes on without it and says so."""
 
-class CorpusError(SpamnbError):
-    """A corpus path that cannot be used (missing, unreadable, or a skipped file under ``strict``)."""
-
-
-class SkippedInput(CorpusError):
-    """A path refused before it was read (a device, a socket, a FIFO where
-    none is read, a file over the size limit, not mail): a batch, a learn,
-    goes on without it and says so."""
+    return _named(Refused, TooLarge, CorpusError, SkippedInput)
 
 
 def _learning():
@@ -140,6 +146,7 @@ def _warnings():
 
 def _training():
     """The classes of what ``spamnb train`` and the calibration raise."""
+    CommandError = _class("CommandError")   # the command line's group, made first if it was not
 
     class OneClassCorpus(CommandError):
         """A corpus with no spam or no ham, trained without ``--force`` (``EXIT_ONE_CLASS``: 65)."""
@@ -269,6 +276,23 @@ def _shared():
     return _named(SharedError)
 
 
+def reexported(module, name, names):
+    """What the ``__getattr__`` (PEP 562) of ``module`` answers for ``name``
+    when the module gives ``names`` of these classes as its own
+    (``spamnb.persistence.store.ModelError``): the same class, made when
+    first named there, not when ``module`` is imported; AttributeError for
+    a name not among them."""
+    if name not in names:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return _class(name)
+
+
+def _class(name):
+    """The class named ``name``, made now if it was not."""
+    made = globals().get(name)
+    return made if made is not None else __getattr__(name)
+
+
 def _named(*classes):
     """``{name: class}`` of a group's classes, each named as if defined at the module's top."""
     for cls in classes:
@@ -277,6 +301,9 @@ def _named(*classes):
 
 
 _GROUPS = {name: make for make, names in (
+    (_command_line, ("UsageError", "CommandError", "SkippedError", "SettingsError")),
+    (_model, ("ModelError", "LockTimeout")),
+    (_reading, ("Refused", "TooLarge", "CorpusError", "SkippedInput")),
     (_learning, ("MustCompact", "MustReadWhole")),
     (_warnings, ("SpamnbWarning", "JournalWarning")),
     (_training, ("OneClassCorpus", "CorpusChanged", "BrokenPool", "ClusterError")),

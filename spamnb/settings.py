@@ -33,7 +33,7 @@ cold ``spamnb classify`` (which reads it) loads none of serve's
 
 import posix   # os's calls without os.py (a cold classify never loads it: spamnb.persistence.store)
 
-from spamnb.errors import SettingsError
+from spamnb import errors   # SettingsError: named where raised or caught, made then
 from spamnb.mail import lazy_re
 from spamnb.options import MILTER_SPAM_ACTIONS, MILTER_TRUSTED_ACTIONS, MILTER_UNSURE_ACTIONS, setting_kinds
 
@@ -76,18 +76,18 @@ def check(key, value):
     """``value`` checked for ``key`` (ints are accepted for cutoffs); raises SettingsError."""
     kind = KEYS.get(key)
     if kind is None:
-        raise SettingsError(f"unknown setting {key!r} (known: {', '.join(KEYS)})")
+        raise errors.SettingsError(f"unknown setting {key!r} (known: {', '.join(KEYS)})")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind):
-        raise SettingsError(f"setting {key!r} must be a {'number' if kind is float else 'string'}, not {value!r}")
+        raise errors.SettingsError(f"setting {key!r} must be a {'number' if kind is float else 'string'}, not {value!r}")
     if kind is float and not 0.0 <= value <= 1.0:
-        raise SettingsError(f"setting {key!r} must be a probability in [0, 1], not {value!r}")
+        raise errors.SettingsError(f"setting {key!r} must be a probability in [0, 1], not {value!r}")
     if key == "header_name" and not _FIELD_NAME.match(value):
-        raise SettingsError(f"setting 'header_name' must be a header field name (printable, no colon), "
+        raise errors.SettingsError(f"setting 'header_name' must be a header field name (printable, no colon), "
                             f"not {value!r}")
     if key == "subject_tag" and ("\n" in value or "\r" in value or len(value) > 200):
-        raise SettingsError("setting 'subject_tag' must be one line of at most 200 characters")
+        raise errors.SettingsError("setting 'subject_tag' must be one line of at most 200 characters")
     return value
 
 
@@ -145,7 +145,7 @@ def load_settings(path=None, overrides=None):
             with open(path, "rb") as f:
                 raw = f.read(1 << 20)
         except OSError as exc:
-            raise SettingsError(f"{path}: {exc.strerror or exc}") from None
+            raise errors.SettingsError(f"{path}: {exc.strerror or exc}") from None
         data = _flat_toml(raw)
         if data is None:  # not the simple form: the standard library's reader decides
             import tomllib
@@ -153,15 +153,15 @@ def load_settings(path=None, overrides=None):
             try:
                 data = tomllib.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+                raise errors.SettingsError(f"{path}: not valid TOML: {exc}") from None
         for key, value in data.items():
             if key in ("imap", "domain", "serve"):   # tables of spamnb imap's (imap_settings), serve's (--config) and
                 # its --milter-domains
                 continue
             try:
                 values[key] = check(key, value)
-            except SettingsError as exc:
-                raise SettingsError(f"{path}: {exc}") from None
+            except errors.SettingsError as exc:
+                raise errors.SettingsError(f"{path}: {exc}") from None
     else:
         path = None
     for key, value in (overrides or {}).items():
@@ -170,7 +170,7 @@ def load_settings(path=None, overrides=None):
     settings = Settings(path, **values)
     if (settings.spam_cutoff is not None and settings.ham_cutoff is not None
             and settings.ham_cutoff > settings.spam_cutoff):
-        raise SettingsError(f"ham_cutoff {settings.ham_cutoff!r} is above spam_cutoff {settings.spam_cutoff!r}")
+        raise errors.SettingsError(f"ham_cutoff {settings.ham_cutoff!r} is above spam_cutoff {settings.spam_cutoff!r}")
     return settings
 
 
@@ -188,37 +188,37 @@ def imap_settings(path=None):
         with open(path, "rb") as f:
             raw = f.read(1 << 20)
     except OSError as exc:
-        raise SettingsError(f"{path}: {exc.strerror or exc} (spamnb imap needs an [imap] table there)") from None
+        raise errors.SettingsError(f"{path}: {exc.strerror or exc} (spamnb imap needs an [imap] table there)") from None
     import tomllib
 
     try:
         table = tomllib.loads(raw.decode("utf-8")).get("imap")
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"{path}: not valid TOML: {exc}") from None
+        raise errors.SettingsError(f"{path}: not valid TOML: {exc}") from None
     if not isinstance(table, dict):
-        raise SettingsError(f"{path}: no [imap] table (host, user, password_file or password_command)")
+        raise errors.SettingsError(f"{path}: no [imap] table (host, user, password_file or password_command)")
     values = dict(IMAP_DEFAULTS)
     for key, value in table.items():
         kind = IMAP_KEYS.get(key)
         if kind is None:
             if key == "password":
-                raise SettingsError(f"{path}: [imap] takes no password: give password_file (mode 0600) "
+                raise errors.SettingsError(f"{path}: [imap] takes no password: give password_file (mode 0600) "
                                     f"or password_command")
-            raise SettingsError(f"{path}: unknown [imap] setting {key!r} (known: {', '.join(IMAP_KEYS)})")
+            raise errors.SettingsError(f"{path}: unknown [imap] setting {key!r} (known: {', '.join(IMAP_KEYS)})")
         if not isinstance(value, kind) or isinstance(value, bool) or (
                 kind is list and not all(isinstance(v, str) for v in value)):
-            raise SettingsError(f"{path}: [imap] setting {key!r} must be a "
+            raise errors.SettingsError(f"{path}: [imap] setting {key!r} must be a "
                                 f"{ {str: 'string', int: 'number', list: 'list of strings'}[kind] }")
         values[key] = value
     for key in ("host", "user"):
         if not values.get(key):
-            raise SettingsError(f"{path}: [imap] needs {key!r}")
+            raise errors.SettingsError(f"{path}: [imap] needs {key!r}")
     if values["security"] not in ("tls", "starttls", "none"):
-        raise SettingsError(f"{path}: [imap] security must be tls, starttls or none")
+        raise errors.SettingsError(f"{path}: [imap] security must be tls, starttls or none")
     if ("password_file" in values) == ("password_command" in values):
-        raise SettingsError(f"{path}: [imap] needs one of password_file and password_command")
+        raise errors.SettingsError(f"{path}: [imap] needs one of password_file and password_command")
     if "port" in values and not 0 < values["port"] < 65536:
-        raise SettingsError(f"{path}: [imap] port must be from 1 to 65535")
+        raise errors.SettingsError(f"{path}: [imap] port must be from 1 to 65535")
     return values
 
 
@@ -229,8 +229,8 @@ _SERVE_NAMES = frozenset(("SERVER_DEFAULTS", "RELOADABLE", "ServerSettings", "re
 
 
 def __getattr__(name):
-    if name not in _SERVE_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _SERVE_NAMES:   # SettingsError: spamnb.errors' (made when first named)
+        return errors.reexported(__name__, name, ("SettingsError",))
     from spamnb import serve_settings
 
     value = getattr(serve_settings, name)

@@ -4,8 +4,8 @@ message."""
 
 import sys
 
-from spamnb.cli.common import (CommandError, UsageError, load_filter, messages_of, model_path, read_file,
-                               settings_of)
+from spamnb import errors   # its classes named where raised or caught, made then (a classify that succeeds makes none)
+from spamnb.cli.common import load_filter, messages_of, model_path, read_file, settings_of
 from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_OK, VERDICT_EXIT
 from spamnb.report.lines import VerdictLines, format_verdict, verdict_json
 
@@ -18,14 +18,14 @@ def _passthrough(args):
 
     name = args.files[0] if args.files else "-"
     if name == "-":
-        from spamnb.mail.checked import Refused, TooLarge, read_stdin
+        from spamnb.mail.checked import read_stdin
 
         try:
             message = read_stdin(sys.stdin.buffer)
-        except TooLarge as exc:   # never held whole: passed on untouched, as spamc passes it
+        except errors.TooLarge as exc:   # never held whole: passed on untouched, as spamc passes it
             return _pass_unchecked(exc.head, str(exc))
-        except Refused as exc:
-            raise CommandError(f"-: {exc}; not read") from None
+        except errors.Refused as exc:
+            raise errors.CommandError(f"-: {exc}; not read") from None
     else:
         message = read_file(name)
     settings = None
@@ -56,10 +56,9 @@ def _unchecked_pieces(message, settings, exc):
     reason=model-unreadable``, or ``reason=error``; any status header of that
     name it came with removed), or untouched when even that fails."""
     try:
-        from spamnb.errors import ModelError
         from spamnb.mail.status import passthrough_pieces
 
-        reason = b"model-unreadable" if isinstance(exc, ModelError) else b"error"
+        reason = b"model-unreadable" if isinstance(exc, errors.ModelError) else b"error"
         name = (settings.header if settings is not None else "X-Spamnb-Status").encode("ascii")
         return passthrough_pieces(message, None, fields=[name + b": Unchecked, reason=" + reason],
                                   remove={name.lower()})
@@ -116,27 +115,27 @@ def _stdin_message():
     """The one message on stdin (``spamnb.mail.checked.read_stdin``); one
     line and exit 3 for a device or a message over the size limit (refused,
     never held whole: ``-p`` passes such a message on unchecked)."""
-    from spamnb.mail.checked import Refused, TooLarge, read_stdin
+    from spamnb.mail.checked import read_stdin
 
     try:
         return read_stdin(sys.stdin.buffer)
-    except TooLarge as exc:
-        raise CommandError(f"-: the message is {exc}; not classified (classify -p passes it on unchecked)") from None
-    except Refused as exc:
-        raise CommandError(f"-: {exc}; not read") from None
+    except errors.TooLarge as exc:
+        raise errors.CommandError(f"-: the message is {exc}; not classified (classify -p passes it on unchecked)") from None
+    except errors.Refused as exc:
+        raise errors.CommandError(f"-: {exc}; not read") from None
 
 
 def cmd_classify(args):
     if args.report and not (args.passthrough and args.sa_headers):
-        raise UsageError("spamnb classify: --report goes with -p --sa-headers")
+        raise errors.UsageError("spamnb classify: --report goes with -p --sa-headers")
     if args.sa_headers and not args.passthrough:
-        raise UsageError("spamnb classify: --sa-headers goes with -p")
+        raise errors.UsageError("spamnb classify: --sa-headers goes with -p")
     if args.passthrough:
         if args.batch or args.mbox or len(args.files) > 1:
-            raise UsageError("spamnb classify: -p/--passthrough takes one message")
+            raise errors.UsageError("spamnb classify: -p/--passthrough takes one message")
         return _passthrough(args)
     if args.auto_learn and (args.batch or args.mbox):
-        raise UsageError("spamnb classify: --auto-learn takes one message (not --batch or --mbox)")
+        raise errors.UsageError("spamnb classify: --auto-learn takes one message (not --batch or --mbox)")
     if args.batch:
         return _classify_batch(args)
     sources = args.files or ["-"]
@@ -164,7 +163,7 @@ def cmd_classify(args):
                 _auto_learn(args, spam_filter, first[1], verdict)
             return VERDICT_EXIT[verdict.label]
         if args.auto_learn:
-            raise UsageError("spamnb classify: --auto-learn takes one message")
+            raise errors.UsageError("spamnb classify: --auto-learn takes one message")
         out = VerdictLines(spam_filter, args.json)
         for name, data in (m for m in (first, second) if m is not None):
             out.verdict(name, data)
@@ -249,17 +248,17 @@ def _classify_batch(args):
             n_errors = batch.classify_batch(path, _batch_paths(args, batch.IDLE), spam_filter.cutoffs, args.jobs,
                                             args.partition_size, args.json, loaded=(identity, spam_filter))
         except ValueError as exc:
-            raise UsageError(f"spamnb classify: {exc}") from None
+            raise errors.UsageError(f"spamnb classify: {exc}") from None
         return EXIT_ERROR if n_errors else EXIT_OK
     out = VerdictLines(load_filter(args), args.json)
     for path in _batch_paths(args):
         try:
             for name, data in messages_of(path):
                 out.verdict(name, data)
-        except (CommandError, OSError) as exc:
+        except (errors.CommandError, OSError) as exc:
             from spamnb.mail.reader import display_name
 
-            reason = str(exc) if isinstance(exc, CommandError) else (exc.strerror or str(exc))
+            reason = str(exc) if isinstance(exc, errors.CommandError) else (exc.strerror or str(exc))
             out.error(path, reason.removeprefix(f"{display_name(path)}: "))
     return EXIT_ERROR if out.errors else EXIT_OK
 

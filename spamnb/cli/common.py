@@ -6,7 +6,7 @@ model path, the messages of a path.  The parser and its options are
 
 import sys
 
-from spamnb.errors import CommandError, CorpusError, SettingsError, SkippedError, SkippedInput, SpamnbError, UsageError
+from spamnb import errors   # its classes named where raised or caught, made then (a command that succeeds makes none)
 
 __all__ = ["UsageError", "CommandError", "settings_of", "model_path", "load_filter", "read_file", "messages_of",
            "one_line", "exit_code", "human_size"]
@@ -20,8 +20,8 @@ def settings_of(args):
                  for key in ("model", "spam_cutoff", "ham_cutoff", "header_name", "subject_tag", "shared")}
     try:
         return load_settings(getattr(args, "settings", None), overrides)
-    except SettingsError as exc:   # a command's settings file: exit 3 (serve's settings: 64)
-        raise CommandError(str(exc)) from None
+    except errors.SettingsError as exc:   # a command's settings file: exit 3 (serve's settings: 64)
+        raise errors.CommandError(str(exc)) from None
 
 
 def model_path(args, settings=None):
@@ -38,7 +38,7 @@ def apply_cutoffs(spam_filter, settings):
     spam = spam_filter.spam_cutoff if settings.spam_cutoff is None else settings.spam_cutoff
     ham = spam_filter.ham_cutoff if settings.ham_cutoff is None else settings.ham_cutoff
     if ham > spam:
-        raise CommandError(f"ham cutoff {ham!r} is above spam cutoff {spam!r}")
+        raise errors.CommandError(f"ham cutoff {ham!r} is above spam cutoff {spam!r}")
     spam_filter.cutoffs = Cutoffs(spam, ham)
     return spam_filter
 
@@ -59,7 +59,7 @@ def read_file(path):
     try:
         return reader.read_message_file(path)
     except reader.CorpusError as exc:
-        raise CommandError(str(exc)) from None
+        raise errors.CommandError(str(exc)) from None
 
 
 def messages_of(path, **options):
@@ -74,10 +74,10 @@ def messages_of(path, **options):
             yield "-", stdin_message(sys.stdin.buffer)
         else:
             yield from _reader().messages_of(path, **options)
-    except SkippedInput as exc:
-        raise SkippedError(_printable(str(exc))) from None
-    except CorpusError as exc:
-        raise CommandError(_printable(str(exc))) from None
+    except errors.SkippedInput as exc:
+        raise errors.SkippedError(_printable(str(exc))) from None
+    except errors.CorpusError as exc:
+        raise errors.CommandError(_printable(str(exc))) from None
 
 
 def _reader():
@@ -111,7 +111,7 @@ def human_size(n):
 def one_line(exc):
     """The one line an error is reported in: a :class:`~spamnb.errors.SpamnbError`'s
     message; an ``OSError``'s file name and reason; else the type and message."""
-    if isinstance(exc, SpamnbError):
+    if isinstance(exc, errors.SpamnbError):
         text = str(exc)
     elif isinstance(exc, OSError):
         text = f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
@@ -128,7 +128,7 @@ def exit_code(exc):
     place the command line maps an error (``spamnb.cli.main``)."""
     from spamnb.cli.exitcodes import EXIT_ERROR
 
-    return exc.exit_code if isinstance(exc, SpamnbError) else EXIT_ERROR
+    return exc.exit_code if isinstance(exc, errors.SpamnbError) else EXIT_ERROR
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -189,3 +189,7 @@ class one_line_warnings:   # noqa: N801 -- used as a function: with one_line_war
         spec.loader.exec_module = exec_module   # this spec's own loader (a finder makes one per spec)
         return spec
 
+
+def __getattr__(name):
+    """``UsageError``, ``CommandError`` and ``SkippedError``: :mod:`spamnb.errors`' (made when first named)."""
+    return errors.reexported(__name__, name, ("UsageError", "CommandError", "SkippedError"))

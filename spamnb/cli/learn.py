@@ -4,7 +4,8 @@ messages, under the model's lock."""
 import _stat as stat   # the S_IS* tests and S_IMODE, which stat.py re-exports: its module not run (0.2 M instructions)
 import sys
 
-from spamnb.cli.common import CommandError, SkippedError, UsageError, messages_of, model_path, settings_of
+from spamnb import errors   # its classes named where raised or caught, made then (a learn that succeeds makes none)
+from spamnb.cli.common import messages_of, model_path, settings_of
 from spamnb.cli.exitcodes import EXIT_OK
 
 
@@ -28,7 +29,7 @@ def _update_model(args, forget):
     path = model_path(args, settings)
     is_spam = None if args.label is None else args.label == "spam"
     if is_spam is None and not forget:
-        raise UsageError(f"spamnb {args.command}: give --spam or --ham")
+        raise errors.UsageError(f"spamnb {args.command}: give --spam or --ham")
     if settings.shared:   # the messages sent as lessons (its own module: a learn into a model file does without it)
         from spamnb.cli.lessons import send_lessons
 
@@ -77,13 +78,13 @@ def _update_model(args, forget):
                         else:
                             session.learn(data, is_spam, tally, **markup)
                     except ValueError as exc:
-                        raise CommandError(f"{display_name(name)}: {exc}; the model is unchanged") from None
-            except SkippedError as exc:   # a device, a FIFO, a file over the limit: the others are read
+                        raise errors.CommandError(f"{display_name(name)}: {exc}; the model is unchanged") from None
+            except errors.SkippedError as exc:   # a device, a FIFO, a file over the limit: the others are read
                 skip(str(exc))
         if not seen:
             if len(skipped) == 1:
-                raise CommandError(f"{skipped[0]}; the model is unchanged")
-            raise CommandError(f"no message {'given' if not skipped else 'to learn'}; the model is unchanged")
+                raise errors.CommandError(f"{skipped[0]}; the model is unchanged")
+            raise errors.CommandError(f"no message {'given' if not skipped else 'to learn'}; the model is unchanged")
         if len(skipped) == 1:
             print(f"spamnb: {skipped[0]}", file=sys.stderr)
     if not args.quiet:

@@ -432,7 +432,8 @@ def _run(argv):
     line on stderr (``spamnb: ...``, or the command's own prefix, e.g.
     ``spamnb serve: ...``; a usage error as it is) and its exit code
     (:func:`spamnb.cli.common.exit_code`)."""
-    from spamnb.cli.common import UsageError, exit_code, one_line
+    from spamnb import errors   # UsageError: named where raised or caught, made then
+    from spamnb.cli.common import exit_code, one_line
     from spamnb.cli.exitcodes import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
     args = None
@@ -455,7 +456,7 @@ def _run(argv):
             sys.stdout.write(manpage.roff(parser) if args.man else manpage.bash_completion(parser))
             return EXIT_OK
         if getattr(args, "handler", None) is None:
-            raise UsageError("spamnb: give a command (train, classify, learn, forget, info, tokens, evaluate); "
+            raise errors.UsageError("spamnb: give a command (train, classify, learn, forget, info, tokens, evaluate); "
                              "see spamnb --help")
         return args.handler(args)
     except KeyboardInterrupt:
@@ -466,7 +467,7 @@ def _run(argv):
     except SystemExit:
         raise
     except BaseException as exc:  # one line, never a traceback
-        if isinstance(exc, UsageError):   # it names the command itself
+        if isinstance(exc, errors.UsageError):   # it names the command itself
             print(str(exc), file=sys.stderr)
         elif _debug():
             raise

@@ -13,7 +13,7 @@ neither the folders' walk nor the mbox cutter's callers."""
 import posix   # os's calls without os.py (a cold classify never loads it)
 import _stat as stat   # the S_IS* tests and S_IMODE, which stat.py re-exports: its module not run (0.2 M instructions)
 
-from spamnb.errors import Refused, SkippedInput, TooLarge
+from spamnb import errors   # Refused, TooLarge, SkippedInput: named where raised or caught, made then
 from spamnb.mail import lazy_re
 
 __all__ = ["MAX_MESSAGE_SIZE", "Refused", "TooLarge", "open_checked", "read_checked", "read_stdin", "stdin_message",
@@ -64,9 +64,9 @@ def _check(path, st, max_size):
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(21, "Is a directory", posix.fspath(path))
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"not a regular file ({_kind(st.st_mode)})")
+        raise errors.Refused(f"not a regular file ({_kind(st.st_mode)})")
     if max_size is not None and st.st_size > max_size:
-        raise Refused(f"larger than {_size_text(max_size)}")
+        raise errors.Refused(f"larger than {_size_text(max_size)}")
 
 
 def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):
@@ -77,7 +77,7 @@ def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):
     data = posix.read(fd, limit + 1)
     if len(data) <= size:
         if max_size is not None and len(data) > max_size:
-            raise Refused(f"larger than {_size_text(max_size)}")
+            raise errors.Refused(f"larger than {_size_text(max_size)}")
         return data
     chunks, total = [data], len(data)
     while max_size is None or total <= max_size:
@@ -86,7 +86,7 @@ def read_checked(fd, size, max_size=MAX_MESSAGE_SIZE):
             return b"".join(chunks)
         chunks.append(chunk)
         total += len(chunk)
-    raise Refused(f"larger than {_size_text(max_size)}")
+    raise errors.Refused(f"larger than {_size_text(max_size)}")
 
 
 def _is_null_device(st):
@@ -113,7 +113,7 @@ def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
     if st is not None and (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)):
         if stat.S_ISCHR(st.st_mode) and _is_null_device(st):
             return b""
-        raise Refused("stdin is a device, not mail")
+        raise errors.Refused("stdin is a device, not mail")
     if st is not None and stat.S_ISREG(st.st_mode):
         try:
             position = posix.lseek(fd, 0, 1)   # SEEK_CUR
@@ -122,15 +122,15 @@ def read_stdin(stream, max_size=MAX_MESSAGE_SIZE):
         if position is not None:
             size = st.st_size - position
             if size > max_size:
-                raise TooLarge(f"larger than {_size_text(max_size)}")
+                raise errors.TooLarge(f"larger than {_size_text(max_size)}")
             try:
                 return read_checked(fd, max(size, 0), max_size)
-            except Refused as exc:   # grew past the limit meanwhile
-                raise TooLarge(str(exc)) from None
+            except errors.Refused as exc:   # grew past the limit meanwhile
+                raise errors.TooLarge(str(exc)) from None
     data = stream.read(max_size + 1)
     if len(data) > max_size:
         hint = " (-M reads stdin as an mbox)" if data.startswith(b"From ") else ""
-        raise TooLarge(f"larger than {_size_text(max_size)}{hint}", data)
+        raise errors.TooLarge(f"larger than {_size_text(max_size)}{hint}", data)
     return data
 
 
@@ -141,8 +141,8 @@ def stdin_message(stream):
     device, a message over the limit)."""
     try:
         return read_stdin(stream, MAX_MESSAGE_SIZE)
-    except Refused as exc:
-        raise SkippedInput(f"-: {exc}; not read") from None
+    except errors.Refused as exc:
+        raise errors.SkippedInput(f"-: {exc}; not read") from None
 
 
 _NAME_BYTES = bytes(range(0x21, 0x3a)) + bytes(range(0x3b, 0x7f))   # a header field name: printable ASCII but the colon
@@ -189,3 +189,8 @@ def display_name(name):
     ``\\u2028``): one name is always one field of one line, and text any
     encoder (JSON, UTF-8) takes."""
     return _UNPRINTABLE.sub(_escape, name) if _UNPRINTABLE.search(name) else name
+
+
+def __getattr__(name):
+    """``Refused`` and ``TooLarge``: :mod:`spamnb.errors`' (made when first named)."""
+    return errors.reexported(__name__, name, ("Refused", "TooLarge"))

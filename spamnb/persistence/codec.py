@@ -11,13 +11,14 @@ a loaded model needs neither numpy nor any per-token Python object (the
 
 import posix   # os's calls without os.py (a cold classify never loads it)
 
+from spamnb import errors   # ModelError: named where raised or caught, made then
 from spamnb.bayes.vocabulary import Vocabulary
 from spamnb.bayes.wordcounts import WordCounts
 from spamnb.mail.tokenizer import Tokenizer
 from spamnb.persistence import schema
 from spamnb.estimator.ages import Ages
 from spamnb.persistence.attaching import attach
-from spamnb.persistence.store import (JOURNAL_EMPTY_SIZE, LEDGER, Journal, ModelError, default_model_path,
+from spamnb.persistence.store import (JOURNAL_EMPTY_SIZE, LEDGER, Journal, default_model_path,
                                       journal_path)
 
 __all__ = ["write", "write_counts", "read", "deferred", "DEFERRED"]
@@ -162,10 +163,10 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
         try:
             model_tokenizer = Tokenizer.from_settings(header["tokenizer"])
         except (ValueError, TypeError, KeyError) as exc:
-            raise ModelError(f"{where}: the model was trained with tokenizer settings this spamnb "
+            raise errors.ModelError(f"{where}: the model was trained with tokenizer settings this spamnb "
                              f"cannot reproduce ({exc}); retrain it") from None
         if tokenizer is not None and tokenizer.settings != model_tokenizer.settings:
-            raise ModelError(f"{where}: the model was trained with other tokenizer settings "
+            raise errors.ModelError(f"{where}: the model was trained with other tokenizer settings "
                              f"than the ones given; retrain it or load it without a tokenizer")
         spam_filter = cls.from_params(params, model_tokenizer)
         if header.get("features") is not None:
@@ -191,10 +192,10 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
             spam_filter.set_fitted(held_out_=ScoreHistogram(arrays["held_out"]))
         spam_filter.set_fitted(cutoff_source_=header["cutoff_source"])
         spam_filter.set_fitted(pair_mixture_=_pair_mixture(spam_filter, header, arrays))
-    except ModelError:
+    except errors.ModelError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"{where}: the model is inconsistent ({exc})") from None
+        raise errors.ModelError(f"{where}: the model is inconsistent ({exc})") from None
     spam_filter.set_fitted(word_counts_=WordCounts.from_arrays(
         float(spam_filter.alpha), spam_filter.prior, header["class_count"], arrays["feature_count"],
         derived=(arrays["log_count"], tuple(header["log_norm"]), tuple(header["log_prior"]))))
@@ -204,7 +205,7 @@ def read(cls, path=None, tokenizer=None, _tries=3, max_size=None, mapped=False):
                            unread_=arrays if mapped and arrays.unread else None)
     try:
         replaced = _replay(spam_filter, where, header, arrays)
-    except ModelError:   # the file rewritten in place while its arrays were read for the journal
+    except errors.ModelError:   # the file rewritten in place while its arrays were read for the journal
         if _tries > 0:
             return read(cls, path, tokenizer, _tries - 1, max_size, mapped)
         raise

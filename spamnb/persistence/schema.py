@@ -44,9 +44,10 @@ with the version that brought it (older files lack it: the reader gets None)
 and a bump of ``VERSION``; a reader refuses a file newer than itself.
 """
 
+from spamnb import errors   # ModelError: named where raised or caught, made then
 from spamnb.bayes import arithmetic, checks
 from spamnb.bayes.token_kernels import INF, exp, isfinite, log
-from spamnb.persistence.store import ModelError, map_model, read_model, write_model
+from spamnb.persistence.store import map_model, read_model, write_model
 from spamnb.estimator.defaults import CLASSES
 
 __all__ = ["FORMAT", "VERSION", "CLASSES", "FIELDS", "ARRAYS", "read", "write", "check_counts", "check_shapes"]
@@ -124,10 +125,10 @@ def read(path, max_size=None, mapped=False):
     header, arrays = map_model(path, max_size) if mapped else read_model(path, max_size)
     try:
         _check(header, arrays)
-    except ModelError:
+    except errors.ModelError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"{path}: the model is inconsistent ({exc})") from None
+        raise errors.ModelError(f"{path}: the model is inconsistent ({exc})") from None
     return header, arrays
 
 
@@ -138,7 +139,7 @@ def _check(header, arrays):
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ValueError("bad schema version")
     if version > VERSION:
-        raise ModelError(f"model schema version {version} is newer than this spamnb's ({VERSION}): upgrade spamnb")
+        raise errors.ModelError(f"model schema version {version} is newer than this spamnb's ({VERSION}): upgrade spamnb")
     if header.get("classes") != CLASSES:
         raise ValueError("unexpected classes")
     for name, (kind, since) in FIELDS.items():

@@ -58,7 +58,7 @@ import _stat as stat   # the S_IS* tests and S_IMODE, which stat.py re-exports: 
 import sys
 import time
 
-from spamnb.errors import LockTimeout, ModelError
+from spamnb import errors   # ModelError, LockTimeout: named where raised or caught, made then (its docstring)
 from spamnb.bayes import checks
 
 __all__ = ["ModelError", "LockTimeout", "FORMAT_VERSION", "MAGIC", "DEFAULT_WAIT", "MAX_MODEL_SIZE", "write_model",
@@ -197,9 +197,9 @@ def stat_existing(path, shown):
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ModelError(f"{shown}: cannot use the model path: {exc.strerror or exc}") from None
+        raise errors.ModelError(f"{shown}: cannot use the model path: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ModelError(f"{shown}: not a regular file; refusing to replace it with a model")
+        raise errors.ModelError(f"{shown}: not a regular file; refusing to replace it with a model")
     return st
 
 
@@ -545,7 +545,7 @@ def read_model(path, max_size=None):
     for attempt in range(_READ_TRIES):
         try:
             view, before = _read_whole(path, max_size)
-        except ModelError as exc:   # its prefix refused: read again if the file was changing
+        except errors.ModelError as exc:   # its prefix refused: read again if the file was changing
             before = getattr(exc, "signature", None)
             if before is None or attempt + 1 == _READ_TRIES or not _changed(path, before):
                 raise
@@ -553,7 +553,7 @@ def read_model(path, max_size=None):
             continue
         try:
             return _parse(path, view, len(view))
-        except ModelError:
+        except errors.ModelError:
             if attempt + 1 == _READ_TRIES or not _changed(path, before):
                 raise
             time.sleep(0.01 * (attempt + 1))
@@ -605,7 +605,7 @@ def map_model(path, max_size=None):
     for attempt in range(_READ_TRIES):
         try:
             return _map_once(path, max_size)
-        except ModelError as exc:   # read again if the file was changing
+        except errors.ModelError as exc:   # read again if the file was changing
             before = getattr(exc, "signature", None)
             if before is None or attempt + 1 == _READ_TRIES or not _changed(path, before):
                 raise
@@ -631,12 +631,12 @@ def _map_once(path, max_size):
             # the prefix and the header are read first; the arrays' bounds are checked against the size
             prefix = posix.pread(fd, _PREFIX.size, 0)
             if len(prefix) < _PREFIX.size:   # cut short since it was checked
-                raise ModelError(f"{path}: model file is damaged (truncated to {len(prefix)} bytes)")
+                raise errors.ModelError(f"{path}: model file is damaged (truncated to {len(prefix)} bytes)")
             header_length = _PREFIX.unpack_from(prefix)[3]
             wanted = _PREFIX.size + min(header_length, size - _PREFIX.size)
             head = posix.pread(fd, wanted, 0)
             if len(head) < wanted:   # cut short since the prefix was read
-                raise ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
+                raise errors.ModelError(f"{path}: model file is damaged (truncated to {len(head)} bytes)")
             # small pages until the large arrays are read (fill): a learn writes a few pages of it (the
             # header, the ledger), and a huge page is 2 MiB zeroed for each (and may wait for the kernel to
             # compact memory); a writer (it holds the model's lock) that reads them whole then advises huge
@@ -645,7 +645,7 @@ def _map_once(path, max_size):
             header, arrays = _parse(path, memory, size, verify=False, head=head)
             if _HELD and holds_lock(resolve(path)):   # (resolve: only when this process holds a lock)
                 arrays.huge_later = memory
-        except ModelError as exc:
+        except errors.ModelError as exc:
             exc.signature = signature
             raise
         file = open(posix.dup(fd), "rb", buffering=0)   # kept open: the file read, whatever the path becomes
@@ -654,7 +654,7 @@ def _map_once(path, max_size):
     arrays.unread = set(name for name in arrays.offsets if name in ON_DEMAND or name in LEDGER)
     try:   # the small ones now (the held-out scores, ...); the large ones and the ledger when something needs them
         arrays.fill(set(arrays.offsets) - ON_DEMAND - LEDGER)
-    except ModelError as exc:
+    except errors.ModelError as exc:
         file.close()
         exc.signature = signature
         raise
@@ -707,7 +707,7 @@ def _check_prefix(path, fd, size):
     zeros, a file of another kind, is refused at once)."""
     prefix = posix.pread(fd, _PREFIX.size, 0)
     if len(prefix) < _PREFIX.size:
-        raise ModelError(f"{path}: not a spamnb model (too short: {len(prefix)} bytes)")
+        raise errors.ModelError(f"{path}: not a spamnb model (too short: {len(prefix)} bytes)")
     _check_fields(path, _PREFIX.unpack_from(prefix), size)
 
 
@@ -716,12 +716,12 @@ def _check_fields(path, fields, size):
     model of this format ``size`` bytes long."""
     magic, version, _reserved, _header_length, total, _checksum = fields
     if magic != MAGIC:
-        raise ModelError(f"{path}: not a spamnb model file")
+        raise errors.ModelError(f"{path}: not a spamnb model file")
     if version != FORMAT_VERSION:
         newer = "newer than" if version > FORMAT_VERSION else "older than"
-        raise ModelError(f"{path}: model format version {version} is {newer} this spamnb's ({FORMAT_VERSION})")
+        raise errors.ModelError(f"{path}: model format version {version} is {newer} this spamnb's ({FORMAT_VERSION})")
     if total != size:
-        raise ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
+        raise errors.ModelError(f"{path}: model file is damaged (length {size}, expected {total}: truncated?)")
 
 
 class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size) as (fd, st)
@@ -746,16 +746,16 @@ class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size
             if stat.S_ISDIR(st.st_mode):
                 raise IsADirectoryError
             if not stat.S_ISREG(st.st_mode):
-                raise ModelError(f"{path}: not a regular file, not a model")
+                raise errors.ModelError(f"{path}: not a regular file, not a model")
             size = st.st_size
             if size > max_size:
-                raise ModelError(f"{path}: {size} bytes, larger than the {_size_text(max_size)} limit "
+                raise errors.ModelError(f"{path}: {size} bytes, larger than the {_size_text(max_size)} limit "
                                  "for a model file; not read")
             try:
                 if size < _PREFIX.size:
-                    raise ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
+                    raise errors.ModelError(f"{path}: not a spamnb model (too short: {size} bytes)")
                 _check_prefix(path, fd, size)
-            except ModelError as exc:
+            except errors.ModelError as exc:
                 exc.signature = _signature(st)
                 raise
         except BaseException as exc:
@@ -774,12 +774,12 @@ class _opened:   # noqa: N801 -- used as a function: with _opened(path, max_size
 def _open_error(path, exc):
     """The ModelError of an OSError met opening or reading the model file at ``path``."""
     if isinstance(exc, IsADirectoryError):
-        return ModelError(f"{path}: is a directory, not a model file")
+        return errors.ModelError(f"{path}: is a directory, not a model file")
     if isinstance(exc, FileNotFoundError):
-        return ModelError(f"{path}: no model there (train one with 'spamnb train')")
+        return errors.ModelError(f"{path}: no model there (train one with 'spamnb train')")
     if isinstance(exc, PermissionError):
-        return ModelError(f"{path}: permission denied")
-    return ModelError(f"{path}: cannot read the model: {exc.strerror or exc}")
+        return errors.ModelError(f"{path}: permission denied")
+    return errors.ModelError(f"{path}: cannot read the model: {exc.strerror or exc}")
 
 
 def _read_whole(path, max_size=MAX_MODEL_SIZE):
@@ -811,21 +811,21 @@ def _parse(path, memory, size, verify=True, head=None):
     are taken from ``memory``."""
     view = memory.toreadonly()
     if size < _PREFIX.size:
-        raise ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
+        raise errors.ModelError(f"{path}: model file is damaged (truncated to {size} bytes)")
     head = view if head is None else head
     fields = _PREFIX.unpack_from(head)
     _check_fields(path, fields, size)
     magic, version, _reserved, header_length, total, checksum = fields
     if header_length > size - _PREFIX.size or header_length % _ALIGN or len(head) < _PREFIX.size + header_length:
-        raise ModelError(f"{path}: model file is damaged (bad header length)")
+        raise errors.ModelError(f"{path}: model file is damaged (bad header length)")
     if verify and _checksum((magic, version, _reserved, header_length, total), view[_PREFIX.size:]) != checksum:
-        raise ModelError(f"{path}: model file is damaged (checksum mismatch)")
+        raise errors.ModelError(f"{path}: model file is damaged (checksum mismatch)")
     try:
         header = _json_loads(bytes(head[_PREFIX.size:_PREFIX.size + header_length]))
         if not isinstance(header, dict) or not isinstance(header.get("arrays"), dict):
             raise ValueError("no array table")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
-        raise ModelError(f"{path}: model header is unreadable ({' '.join(str(exc).split())[:200]})") from None
+        raise errors.ModelError(f"{path}: model header is unreadable ({' '.join(str(exc).split())[:200]})") from None
     base = _PREFIX.size + header_length
     arrays = _Arrays()
     spans = []
@@ -836,11 +836,11 @@ def _parse(path, memory, size, verify=True, head=None):
             if not (isinstance(offset, int) and isinstance(count, int)) or offset < 0 or count < 0:
                 raise ValueError
         except (ValueError, TypeError, KeyError):
-            raise ModelError(f"{path}: model header describes array {name!r} wrongly") from None
+            raise errors.ModelError(f"{path}: model header describes array {name!r} wrongly") from None
         start = base + offset
         end = start + count * itemsize
         if start % _ALIGN or end > size:
-            raise ModelError(f"{path}: array {name!r} lies outside the model file")
+            raise errors.ModelError(f"{path}: array {name!r} lies outside the model file")
         arrays[name] = view[start:end].cast(typecode) if typecode != "B" else view[start:end]
         arrays.writable[name] = memory[start:end]
         arrays.offsets[name] = start
@@ -848,7 +848,7 @@ def _parse(path, memory, size, verify=True, head=None):
     spans.sort()
     for (_, end, first), (start, _, second) in zip(spans, spans[1:]):
         if start < end:  # one byte read as two things: never written so, refuse it
-            raise ModelError(f"{path}: arrays {first!r} and {second!r} overlap in the model file")
+            raise errors.ModelError(f"{path}: arrays {first!r} and {second!r} overlap in the model file")
     header["_identity"] = (total, checksum)   # which file this is: what a journal extends (spamnb.persistence.journal)
     return header, arrays
 
@@ -929,7 +929,7 @@ class _Arrays(dict):
                 while done < len(target):
                     n = posix.preadv(fd, [target[done:]], at + done)
                     if n <= 0:
-                        raise ModelError(f"{self.path}: the model file was cut short while in use; read it again")
+                        raise errors.ModelError(f"{self.path}: the model file was cut short while in use; read it again")
                     done += n
             self._check_unchanged(fd)
             self.unread -= todo
@@ -954,7 +954,7 @@ class _Arrays(dict):
         while done < size:
             chunk = posix.pread(fd, min(part, size - done), at + done)   # whole entries: part is a multiple of 16
             if not chunk or len(chunk) % 16:
-                raise ModelError(f"{self.path}: the model file was cut short while in use; read it again")
+                raise errors.ModelError(f"{self.path}: the model file was cut short while in use; read it again")
             found = checks.find_digest(chunk, digest)
             if found >= 0:
                 found += done // 16
@@ -967,9 +967,9 @@ class _Arrays(dict):
         try:
             now = _signature(posix.fstat(fd))
         except OSError as exc:
-            raise ModelError(f"{self.path}: cannot read the model: {exc.strerror or exc}") from None
+            raise errors.ModelError(f"{self.path}: cannot read the model: {exc.strerror or exc}") from None
         if now != self.signature:
-            raise ModelError(f"{self.path}: the model file was rewritten in place while in use; read it again")
+            raise errors.ModelError(f"{self.path}: the model file was rewritten in place while in use; read it again")
 
     def token(self, index):
         """The token string of feature ``index`` read from the file (``pread``:
@@ -982,13 +982,13 @@ class _Arrays(dict):
         fd = self.file.fileno()
         ends = posix.pread(fd, 16, self.offsets["offsets"] + 8 * index)
         if len(ends) != 16:
-            raise ModelError(f"{self.path}: the model file was cut short while in use")
+            raise errors.ModelError(f"{self.path}: the model file was cut short while in use")
         start, end = int.from_bytes(ends[:8], "little"), int.from_bytes(ends[8:], "little")
         if not start <= end <= len(self["strings"]):
             raise ValueError(f"{self.path}: token string offsets are out of range")
         text = posix.pread(fd, end - start, self.offsets["strings"] + start) if end > start else b""
         if len(text) != end - start:
-            raise ModelError(f"{self.path}: the model file was cut short while in use")
+            raise errors.ModelError(f"{self.path}: the model file was cut short while in use")
         return text.decode("utf-8", "surrogatepass")
 
 
@@ -1040,13 +1040,13 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
         try:
             fd = posix.open(lock_path, flags, mode)
         except OSError as exc:
-            raise ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
+            raise errors.ModelError(f"{lock_path}: cannot open the model's lock: {exc.strerror or exc}") from None
         try:
             st = posix.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise ModelError(f"{lock_path}: the model's lock is not a regular file")
+                raise errors.ModelError(f"{lock_path}: the model's lock is not a regular file")
             if st.st_nlink != 1:   # a hard link planted there: writing the pid would truncate another file
-                raise ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
+                raise errors.ModelError(f"{lock_path}: the model's lock has other names (a hard link); refusing to write it")
             if st.st_uid == posix.geteuid() and st.st_mode & 0o600 != 0o600:   # left without them (an older spamnb,
                 posix.fchmod(fd, stat.S_IMODE(st.st_mode) | 0o600)              # a umask): the owner's again
             deadline = time.monotonic() + wait
@@ -1055,7 +1055,7 @@ class locked:   # noqa: N801 -- used as a function: with locked(path, wait) as r
                     break
                 if time.monotonic() >= deadline:
                     holder = posix.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-                    raise LockTimeout(f"{shown}: the model is locked by process {holder} "
+                    raise errors.LockTimeout(f"{shown}: the model is locked by process {holder} "
                                       f"(waited {wait:g} s; see --wait)") from None
                 time.sleep(0.02)
             if posix.fstat(fd).st_size:   # a holder's pid left (it was killed): emptied first; an empty lock is
@@ -1110,7 +1110,8 @@ def __getattr__(name):
     """The journal's layouts (``_JOURNAL_LAYOUTS``), ``LEDGER_SIZE`` (a RECORD/REMOVE with
     its padding) and ``JOURNAL_OPS_LAYOUT`` (the operations' layouts and codes, as the compiled
     passes over the records take them: ``checks.journal_learns``, ``journal_ledger``, which refuse
-    others): made when first asked for (PEP 562)."""
+    others): made when first asked for (PEP 562); ``ModelError`` and ``LockTimeout``,
+    :mod:`spamnb.errors`' (made when first named)."""
     if name == "LEDGER_SIZE":
         size = __getattr__("LEDGER_RECORD").size
         size = globals()[name] = size + (-size) % 8
@@ -1124,7 +1125,7 @@ def __getattr__(name):
                                     OP_PAIR_SCORES, OP_LEARN_SUMS)
         return layout
     if name not in _JOURNAL_LAYOUTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return errors.reexported(__name__, name, ("ModelError", "LockTimeout"))
     layout = globals().get(name)
     if layout is None:
         layout = globals()[name] = Layout(_JOURNAL_LAYOUTS[name])
