@@ -503,3 +503,10 @@ def test_a_layout_packs_and_reads_what_struct_does():
         deltas.TOKENS_RECORD.pack(1, 0, -(1 << 31) - 1, 0, 0, 0, 0)
     with pytest.raises(OverflowError):
         deltas.HELD_OUT_RECORD.pack(5, 1, 1e39)
+
+
+def test_the_size_of_a_journal_without_records_is_its_header_s():
+    """``JOURNAL_EMPTY_SIZE`` (a literal, so that a load tells a journal without
+    records by its size without making the journal's layouts) is the size of
+    ``JOURNAL_HEAD``: a whole save writes that header alone."""
+    assert store.JOURNAL_EMPTY_SIZE == store.JOURNAL_HEAD.size
