@@ -6,8 +6,12 @@ Python path: ``PYTHONPATH=CHECKOUT`` measures another checkout, for a
 before/after in the same run) with two stages timed by ``time.process_time``
 (load-insensitive, unlike walls on a busy machine): ``-j 1``'s held-out pass
 (``estimator.calibrate.held_out_by_fold``: each variant's folds summed,
-their models made and their messages scored) and, with workers, the fold
-models the parent builds (``FoldModels.from_counts``).  Prints on stderr, at
+their models made and their messages scored; with workers, the parent's
+half), the fold models the parent builds (``FoldModels.from_counts``, Dask),
+and the ``-j N`` parent's merge (``training.planning._VariantMerge.add``,
+``_without``, ``_VariantMerge.result``), the waits for the workers' answers
+(``training.workers._Future.result``: the parent idle or reading) and the
+model's save (``estimator.fitting.Unfitted.save``).  Prints on stderr, at
 the end, each stage's CPU, this process's and its workers' (summed).
 
     PYTHONPATH=. python3 scripts/bench/train_stage_cpu.py train -q -j 1 -m /tmp/model.spamnb CORPUS
@@ -42,11 +46,18 @@ def _report():
 
 def main(argv):
     from spamnb.cli.main import main as spamnb_main
-    from spamnb.estimator import calibrate
+    from spamnb.estimator import calibrate, fitting
+    from spamnb.training import planning, workers
 
     calibrate.held_out_by_fold = _timed(calibrate.held_out_by_fold, "held-out pass (-j 1)")
     from_counts = calibrate.FoldModels.from_counts.__func__
     calibrate.FoldModels.from_counts = classmethod(_timed(from_counts, "fold models (parent, -j N)"))
+    for owner, name, label in ((planning._VariantMerge, "add", "merge add (parent)"),
+                               (planning._VariantMerge, "result", "merge result (parent)"),
+                               (workers._Future, "result", "answers waited for and read (parent)"),
+                               (fitting.Unfitted, "save", "save")):
+        setattr(owner, name, _timed(getattr(owner, name), label))
+    planning._without = _timed(planning._without, "_without (parent)")
     atexit.register(_report)
     sys.argv = ["spamnb", *argv]
     return spamnb_main()
