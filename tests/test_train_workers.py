@@ -251,3 +251,28 @@ def test_row_tree_levels_grow_and_are_cut_in_place():
     tree.add_compact((np.ones(3), np.full(3, 2.0)), np.array([0, 5000, 9], dtype=np.int32), 5001)
     result = tree.result(6000)
     assert result.shape == (2, 6000) and result[0].sum() == 3.0 and result[1, 5000] == 2.0
+
+
+def test_a_call_of_a_partition_waits_behind_the_running_job():
+    """A call larger than the old 64 KiB bound (``spamnb train``'s partition of
+    500 paths is about 66 KiB) but at most half the socket's send buffer is
+    sent to a busy worker at once, queued behind its running job (so the
+    worker starts it as soon as it has answered, not when the parent next
+    reads); a call larger than that waits for the worker to be idle (a send
+    that cannot block), and both answer."""
+    import socket
+    import time
+
+    from spamnb.training.workers import process_pool
+
+    with process_pool(1) as pool:
+        first = pool.submit(time.sleep, 0.3)
+        [worker] = pool.workers
+        with socket.fromfd(worker.conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            assert pool.queued_bytes == sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2
+        small = pool.submit(len, b"x" * min(80_000, pool.queued_bytes - 1024))
+        assert len(worker.jobs) == 2 and not pool.queue
+        large = pool.submit(len, b"x" * (pool.queued_bytes + 1))
+        assert len(worker.jobs) == 2 and len(pool.queue) == 1
+        assert first.result() is None and small.result() == min(80_000, pool.queued_bytes - 1024)
+        assert large.result() == pool.queued_bytes + 1

@@ -548,13 +548,17 @@ class _VariantMerge:
         self.digests, self.labels = bytearray(), bytearray()
         self.spill = FoldSpill(n_folds) if n_folds else None
 
-    def add(self, counts, spilled):
+    def add(self, counts, spilled, poll=None):
+        """One partition's counts and messages added; ``poll`` (if any) called
+        between the steps (:meth:`Workers.poll`)."""
         import numpy as np
 
         index = np.empty(counts.n_features, dtype=np.int32)
         self.table.add(np.ascontiguousarray(counts.hashes, dtype=np.uint64),
                        np.ascontiguousarray(counts.offsets, dtype=np.uint64), counts.strings, None, None,
                        np.ascontiguousarray(counts.last_seen, dtype=np.int32), None, None, index)
+        if poll is not None:
+            poll()
         self.strings.append(*self.table.take_strings())
         rows = np.ascontiguousarray(counts.dense[:2], dtype=np.float64)
         self.tree.add(index, rows[0], rows[1], self.table.n)
@@ -666,7 +670,9 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
                     if merge is not None:
                         if drop:
                             counts, spill = _without(counts, spill, drop, spec)
-                        merge.add(counts, spill)
+                            workers.poll()
+                        merge.add(counts, spill, workers.poll)
+                        workers.poll()   # the answers ready read between steps: no worker waits in its send
                 del part_counts, spilled
                 ends.append([None if merge is None else merge.fold_ends() for merge in merges])
                 if limit is not None and state["messages"] > limit and state["variants"] > 1:

@@ -136,9 +136,27 @@ def _worker_start(parent=None, initializer=None, initargs=()):
 STOP_TIMEOUT = 2.0
 
 # A job whose pickled call is at most this many bytes is sent to a worker that is still busy
-# (it waits in the socket's buffer, which holds far more), so that the worker starts it as soon as
-# it is done; a larger one waits until the worker is idle: a send that cannot block.
+# (it waits in the socket's buffer), so that the worker starts it as soon as it is done; a larger
+# one waits until the worker is idle: a send that cannot block.  The pool takes half the socket's
+# send buffer where it can read it (Linux: 208 KiB by default, so a ``spamnb train`` partition's
+# call of 500 paths, about 66 KiB, is queued), this where it cannot.
 _QUEUED_CALL_BYTES = 64 * 1024
+
+
+def _queued_call_bytes(conn):
+    """The largest call :meth:`_Pool._dispatch` queues on ``conn`` behind the
+    running one: half the socket's send buffer (``SO_SNDBUF``, the kernel's
+    limit: a message of half of it goes into an empty buffer without
+    blocking, the running call having been read by the worker before it
+    can block sending its answer); :data:`_QUEUED_CALL_BYTES` where the
+    buffer cannot be read."""
+    import socket
+
+    try:
+        with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2
+    except (OSError, AttributeError, ValueError):   # not a socket (a Windows pipe), or no such option
+        return _QUEUED_CALL_BYTES
 
 _PENDING, _RUNNING, _DONE, _FAILED, _CANCELLED = range(5)
 
@@ -310,6 +328,7 @@ class _Pool:
         self.workers = []
         self.queue = deque()   # futures not given to a worker yet
         self.broken = None
+        self.queued_bytes = _QUEUED_CALL_BYTES   # the largest call queued behind a running one (_start)
 
     def __enter__(self):
         return self
@@ -336,6 +355,7 @@ class _Pool:
                 self.workers.append(_Worker(process, mine))
                 process.start()
                 theirs.close()   # the worker holds the only other end: its death is an end of file here
+            self.queued_bytes = min(_queued_call_bytes(w.conn) for w in self.workers)
 
     def submit(self, function, /, *args):
         """``function(*args)`` on a worker (the workers forked at the first call): a future."""
@@ -370,7 +390,7 @@ class _Pool:
                 future = self.queue[0]
                 if isinstance(future.call, tuple):   # pickled once
                     future.call = ForkingPickler.dumps(future.call)
-                if worker.jobs and len(future.call) > _QUEUED_CALL_BYTES:
+                if worker.jobs and len(future.call) > self.queued_bytes:
                     continue
                 self.queue.popleft()
                 data, future.state, future.call = future.call, _RUNNING, None
