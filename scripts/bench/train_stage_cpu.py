@@ -11,7 +11,8 @@ half), the fold models the parent builds (``FoldModels.from_counts``, Dask),
 and the ``-j N`` parent's merge (``training.planning._VariantMerge.add``,
 ``_without``, ``_VariantMerge.result``), the waits for the workers' answers
 (``training.workers._Future.result``: the parent idle or reading) and the
-model's save (``estimator.fitting.Unfitted.save``).  Prints on stderr, at
+model's save (``estimator.fitting.Unfitted.save``), and the corpus's
+planning (``training.planning.plan_training``, the time in its generator).  Prints on stderr, at
 the end, each stage's CPU, this process's and its workers' (summed).
 
     PYTHONPATH=. python3 scripts/bench/train_stage_cpu.py train -q -j 1 -m /tmp/model.spamnb CORPUS
@@ -44,6 +45,21 @@ def _report():
           file=sys.stderr)
 
 
+def _timed_generator(function, name):
+    def timed(*args, **kwargs):
+        items = function(*args, **kwargs)
+        while True:
+            start = time.process_time()
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            finally:
+                SPENT[name] = SPENT.get(name, 0.0) + time.process_time() - start
+            yield item
+    return timed
+
+
 def main(argv):
     from spamnb.cli.main import main as spamnb_main
     from spamnb.estimator import calibrate, fitting
@@ -58,6 +74,7 @@ def main(argv):
                                (fitting.Unfitted, "save", "save")):
         setattr(owner, name, _timed(getattr(owner, name), label))
     planning._without = _timed(planning._without, "_without (parent)")
+    planning.plan_training = _timed_generator(planning.plan_training, "planning")
     atexit.register(_report)
     sys.argv = ["spamnb", *argv]
     return spamnb_main()
