@@ -276,3 +276,32 @@ def test_a_call_of_a_partition_waits_behind_the_running_job():
         assert len(worker.jobs) == 2 and len(pool.queue) == 1
         assert first.result() is None and small.result() == min(80_000, pool.queued_bytes - 1024)
         assert large.result() == pool.queued_bytes + 1
+
+
+def test_the_parent_reads_the_answers_between_its_merge_steps(monkeypatch, tmp_path):
+    """``-j 2``'s parent polls its workers within and after each partition's
+    merge (``Workers.poll``: the answers sent read, the jobs waiting given),
+    so no worker waits in its send for the merge to end; the model file is
+    ``-j 1``'s."""
+    from spamnb.training.workers import Workers
+
+    polls = []
+    poll = Workers.poll
+
+    def counted(self):
+        polls.append(1)
+        return poll(self)
+
+    monkeypatch.setattr(Workers, "poll", counted)
+
+    def train(n_jobs):
+        fitted, _ = pipeline.train([SAMPLE], spam_filter=SpamFilter(), n_jobs=n_jobs, partition_size=40,
+                                   report=CorpusReport(), calibration={"target_fpr": 0.01}, word_pairs=2)
+        fitted.save(tmp_path / f"j{n_jobs}")
+
+    train(1)
+    assert not polls
+    train(2)
+    n_partitions = -(-300 // 40)
+    assert len(polls) >= 2 * 2 * n_partitions   # two variants, twice each
+    assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
