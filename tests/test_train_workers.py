@@ -305,3 +305,33 @@ def test_the_parent_reads_the_answers_between_its_merge_steps(monkeypatch, tmp_p
     n_partitions = -(-300 // 40)
     assert len(polls) >= 2 * 2 * n_partitions   # two variants, twice each
     assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
+
+
+def test_a_worker_leaves_out_the_copies_of_the_partitions_it_is_told_of():
+    """A job given the keys of the partitions merged so far (``_SeenKeys.known``:
+    a file the workers share) leaves out their copies itself, so the parent
+    takes out (``_without``) only those of the partitions merged since; where
+    the worker does not hold that file (another file at the descriptor), it
+    reads none and counts every message, as before."""
+    from spamnb.estimator.counting import counting_spec
+    from spamnb.training import planning
+
+    specs = [counting_spec(SpamFilter())]
+    part = next(planning.partitions(planning.plan_training([SAMPLE], partition_size=40), 40))
+    counts, _, _, keys, _, n_known = planning.count_partition_spilled(specs, part, n_folds=10)
+    n = len(keys)   # (the README at the top is no message)
+    assert n_known == 0 and int(counts[0].class_count.sum()) == n >= 35 and len(set(keys)) == n
+    seen = planning._SeenKeys(True)
+    try:
+        seen.add(set(keys[:25]) - {0})
+        known = seen.known()
+        assert known[-1] == len(seen.place) > 0
+        again, _, _, keys_again, _, n_known = planning.count_partition_spilled(specs, part, n_folds=10, known=known)
+        assert list(keys_again) == list(keys) and n_known == known[-1]
+        left_out = sum(1 for key in keys if key in seen and seen.known_to(key, n_known))
+        assert left_out >= 20 and int(again[0].class_count.sum()) == n - left_out
+        elsewhere = known[:2] + (known[2] + 1, known[3])   # not the file at that descriptor
+        whole, *_, n_known = planning.count_partition_spilled(specs, part, n_folds=10, known=elsewhere)
+        assert n_known == 0 and int(whole[0].class_count.sum()) == n
+    finally:
+        seen.close()

@@ -481,24 +481,96 @@ def _without(counts, spilled, drop, spec):
             (kept, lengths, spam, folds, starts))
 
 
-def count_partition_spilled(specs, pieces, strict=False, n_folds=0):
+class _SeenKeys:
+    """The near-duplicate keys of the partitions merged so far (the parent of
+    ``spamnb train -j N``), each with its place in the order added; with
+    ``shared``, also appended to an unnamed temporary file that the workers,
+    forked after it is opened, hold open too (:meth:`Workers.shares_files`).
+    A job is given :meth:`known` (the file and how many keys it holds then)
+    and its worker leaves out the copies of those messages itself
+    (:func:`_known_keys`): the parent takes out (:func:`_without`) only the
+    copies of the partitions merged after the job was given."""
+
+    def __init__(self, shared):
+        import tempfile
+
+        self.place = {}
+        self.file = tempfile.TemporaryFile(prefix="spamnb-train-keys-") if shared else None
+        st = os.fstat(self.file.fileno()) if self.file is not None else None
+        self.identity = None if st is None else (self.file.fileno(), st.st_dev, st.st_ino)
+
+    def __contains__(self, key):
+        return key in self.place
+
+    def add(self, keys):
+        """A partition's keys (each of its messages'), the new ones at the end."""
+        from array import array
+
+        new = array("Q", [key for key in keys if key not in self.place])
+        for key in new:
+            self.place[key] = len(self.place)
+        if self.file is not None and new:
+            self.file.write(new.tobytes())
+            self.file.flush()   # in the file before the next job is given
+
+    def known(self):
+        """What a job is given: ``(descriptor, device, inode, n)``, the first
+        ``n`` keys added in the file; None without the file."""
+        return None if self.identity is None else (*self.identity, len(self.place))
+
+    def known_to(self, key, n):
+        """Whether ``key`` is among the first ``n`` added (a worker given ``n`` left its copies out)."""
+        return self.place[key] < n
+
+    def close(self):
+        if self.file is not None:
+            self.file.close()
+            self.file = self.identity = None
+
+
+def _known_keys(known):
+    """``(keys, n)``: the keys of :meth:`_SeenKeys.known` read from the
+    parent's file (``os.pread``: the file's offset is the parent's), or an
+    empty set and 0 where this process does not hold that file at that
+    descriptor (a worker started before it was opened, or not forked)."""
+    from array import array
+
+    if known is None:
+        return set(), 0
+    fd, device, inode, n = known
+    try:
+        st = os.fstat(fd)
+        data = os.pread(fd, 8 * n, 0) if (st.st_dev, st.st_ino) == (device, inode) else b""
+    except OSError:
+        data = b""
+    if len(data) != 8 * n:
+        return set(), 0
+    keys = array("Q")
+    keys.frombytes(data)
+    return set(keys), n
+
+
+def count_partition_spilled(specs, pieces, strict=False, n_folds=0, known=None):
     """Read, tokenize and count one partition under each of ``specs`` (a
     worker's job of ``spamnb train -j N``), a copy of an earlier message of
-    the partition left out (not said: the parent says it, in order):
-    ``([Counts, ...], [spilled, ...], CorpusReport, keys, names)``, the
-    counts of the model's rows only (no fold rows), each variant's messages'
-    token indices in its partition vocabulary, lengths, classes, folds and
-    pair starts (:meth:`_PartitionSpill.arrays`; folds 0 without ``n_folds``),
-    and each message read's near-duplicate key (0: none; an ``array('Q')``)
-    and name, in order: the parent leaves out the copies of an earlier
-    partition's messages from these (:func:`_without`), so no pass keys the
-    corpus before."""
+    the partition, or of a message of the partitions ``known``
+    (:meth:`_SeenKeys.known`) says, left out (not said: the parent says it,
+    in order): ``([Counts, ...], [spilled, ...], CorpusReport, keys, names,
+    n_known)``, the counts of the model's rows only (no fold rows), each
+    variant's messages' token indices in its partition vocabulary, lengths,
+    classes, folds and pair starts (:meth:`_PartitionSpill.arrays`; folds 0
+    without ``n_folds``), each message read's near-duplicate key (0: none;
+    an ``array('Q')``) and name, in order, and how many of the keys
+    ``known`` gives were read (0: none): the parent leaves out the copies of
+    the messages of the other earlier partitions from these
+    (:func:`_without`), so no pass keys the corpus before."""
     from array import array
 
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
     keys, names = array("Q"), []
+    earlier, n_known = _known_keys(known)
 
     def messages():
         here = set()
@@ -510,6 +582,8 @@ def count_partition_spilled(specs, pieces, strict=False, n_folds=0):
                 if key in here:
                     continue
                 here.add(key)
+                if key in earlier:
+                    continue
             yield data, is_spam
 
     spills = [_PartitionSpill() for _ in specs]
@@ -518,7 +592,7 @@ def count_partition_spilled(specs, pieces, strict=False, n_folds=0):
     # index): its one item of the tree is its rows, the counts of each variant counted alone, bit for bit
     counts = count_variants(specs, [messages()], n_folds=max(int(n_folds), 1), group=False, fold_spills=spills,
                             fan_in=DEFAULT_FAN_IN, keep_strings=True)   # sent whole: no file of strings
-    return counts, [s.arrays() for s in spills], report, keys, names
+    return counts, [s.arrays() for s in spills], report, keys, names, n_known
 
 
 class _VariantMerge:
@@ -631,24 +705,27 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
     specs = [counting_spec(spam_filter) for spam_filter in filters]
     merges = [_VariantMerge(fan_in, folds) for _ in specs]
     state = {"variants": len(specs), "messages": 0}
-    seen, ends = set(), []   # the near-duplicate keys of the messages so far; the folds' ends
+    # the near-duplicate keys of the messages so far (each job told those of the partitions merged when it is
+    # given); the folds' ends
+    seen, ends = _SeenKeys(workers.shares_files()), []
 
     def jobs():   # the corpus planned as the workers count it (a partition given to them as soon as it is planned)
         for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
                                partition_size):
-            yield specs[:state["variants"]], part, strict, folds
+            yield specs[:state["variants"]], part, strict, folds, seen.known()
 
     try:
         if progress is not None and hasattr(progress, "restart"):
             progress.restart()   # a pass of its own: counted from 0 again
         try:
-            for i, (part_counts, spilled, part_report, keys, names) in enumerate(
+            for i, (part_counts, spilled, part_report, keys, names, n_known) in enumerate(
                     workers.run_ordered(count_partition_spilled, jobs())):
                 if i == 0 and workers.pool is not None:
                     map_large_blocks()   # the workers are forked: this process's freed arrays go back at once
                 merge_reports(report, part_report)
-                # the copies left out, said in order: of a message before in the partition (not counted
-                # there) or in an earlier one (counted there: dropped here), as -j 1 meets them
+                # the copies left out, said in order: of a message before in the partition or of one of the
+                # partitions the worker was told of (not counted there) or of another earlier one (counted
+                # there: dropped here), as -j 1 meets them
                 here, drop, counted = set(), [], 0
                 for key, name in zip(keys, names):
                     if key:
@@ -658,9 +735,11 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
                         here.add(key)
                         if key in seen:
                             report.skip(name, NEAR_DUPLICATE)
+                            if seen.known_to(key, n_known):
+                                continue
                             drop.append(counted)
                     counted += 1
-                seen.update(here)
+                seen.add(here)
                 del keys, names, here
                 n = int(part_counts[0].class_count[:2].sum()) - len(drop)
                 if progress is not None:
@@ -682,6 +761,7 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
                     merges[1:] = [None] * (len(merges) - 1)
         finally:
             map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
+            seen.close()
         del seen
         merged = [None if merge is None else merge.result() for merge in merges]
         spills = [None if merge is None else merge.spill for merge in merges]

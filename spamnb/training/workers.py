@@ -536,6 +536,12 @@ class Workers:
             self.pool = process_pool(self.n_jobs, preload=self.preload)
         return self.pool.submit(function, *args)
 
+    def shares_files(self):
+        """Whether the workers, not started yet, will be forked from this
+        process (:func:`_start_method`): a file opened now is then open in
+        them too, at the same descriptor."""
+        return self.n_jobs > 1 and self.pool is None and _start_method() == "fork"
+
     def fork(self, function, *args):
         """``function(*args)`` in a process forked from this one now (it has
         this process's memory as it is: arrays, open files), beside this
