@@ -55,8 +55,10 @@ and the summary says how many (``skipped N (N near-duplicates of an earlier
 message (counted once): ...)``): the same message in two folders, a header
 line added, would otherwise count twice and, held out in two folds, help
 score its own twin.  With workers, each worker leaves out the copies
-within its partition and sends its messages' keys; the parent takes the
-copies of an earlier partition's messages out of that partition's counts
+within its partition and of the partitions merged when its job was given
+(their keys in a file the forked workers share) and sends its messages'
+keys; the parent takes the other copies of an earlier partition's messages
+out of that partition's counts
 (:func:`spamnb.training.planning.train_on_workers`), so that ``-j N`` leaves
 out the messages ``-j 1`` (the partitions read in order in this process)
 leaves out as it meets them, without a second reading.

@@ -690,10 +690,12 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
     model and cutoffs bit for bit: ``workers`` count the partitions as they
     are planned (:func:`count_partition_spilled`: the model's rows, each
     message's token indices in the partition's vocabulary and its
-    near-duplicate key), this process takes them in order, leaves out the
-    copies of an earlier partition's messages (:func:`_without`: the
-    messages ``-j 1`` leaves out as it meets them, with no pass keying the
-    corpus before), adds them (:class:`_VariantMerge`: tokens numbered, rows
+    near-duplicate key; the copies of the partitions merged when the job
+    was given left out there: :class:`_SeenKeys`), this process takes them
+    in order, leaves out the other copies of an earlier partition's
+    messages (:func:`_without`: the messages ``-j 1`` leaves out as it meets
+    them, with no pass keying the corpus before), reading the answers sent
+    meanwhile between its steps (``Workers.poll``), adds them (:class:`_VariantMerge`: tokens numbered, rows
     in ``-j 1``'s tree, indices to ``-j 1``'s fold files) and makes ``-j 1``'s
     held-out pass (:func:`~spamnb.estimator.fitting.held_out_variants`).
     ``folds``: the folds counted (0: no calibration); ``limit``: past that
