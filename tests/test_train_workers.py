@@ -157,15 +157,28 @@ def test_workers_make_the_held_out_pass_of_j1_without_fold_models(monkeypatch, t
     assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
 
 
-@pytest.mark.parametrize("partition_size", [7, 40])
-def test_workers_leave_out_copies_without_a_keying_pass(monkeypatch, tmp_path, partition_size):
+@pytest.mark.parametrize("partition_size, start", [(7, "fork"), (40, None)])
+def test_workers_leave_out_copies_without_a_keying_pass(monkeypatch, tmp_path, partition_size, start):
     """No pass keys the corpus before the workers count it (on main one read
     every message first): the copies of a message of the same partition and
     of an earlier one are left out as ``-j 1`` leaves them out, said in the
-    same order, and the model file and cutoffs are ``-j 1``'s."""
+    same order, and the model file and cutoffs are ``-j 1``'s; forked
+    workers (``start``) leave out those of the partitions merged when their
+    job was given themselves (``_SeenKeys``), so the parent takes out fewer."""
     from test_near_duplicates import with_copies
 
     from spamnb.training import planning
+
+    if start:
+        monkeypatch.setenv("SPAMNB_START_METHOD", start)
+    dropped = []
+    without = planning._without
+
+    def counted(counts, spilled, drop, spec):
+        dropped.append(len(drop))
+        return without(counts, spilled, drop, spec)
+
+    monkeypatch.setattr(planning, "_without", counted)
 
     corpus = with_copies(SAMPLE, tmp_path / "corpus", 2)
     for folder in ("spam", "easy_ham"):   # copies beside their message too (within a partition)
@@ -192,6 +205,8 @@ def test_workers_leave_out_copies_without_a_keying_pass(monkeypatch, tmp_path, p
     workers, report = train(2)
     assert here_report.skipped == report.skipped and here_report.examples == report.examples
     assert report.skipped["near-duplicates of an earlier message (counted once)"] == 300 + 2 * 9
+    if start:   # the 300 copies of the first corpus, 300 / 7 partitions after their messages: most left out there
+        assert 0 < sum(dropped) < 300 * 2 / 4
     assert here.expected_fpr is not None and workers == here
     assert (tmp_path / "j1").read_bytes() == (tmp_path / "j2").read_bytes()
 
