@@ -694,9 +694,10 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
     was given left out there: :class:`_SeenKeys`), this process takes them
     in order, leaves out the other copies of an earlier partition's
     messages (:func:`_without`: the messages ``-j 1`` leaves out as it meets
-    them, with no pass keying the corpus before), reading the answers sent
-    meanwhile between its steps (``Workers.poll``), adds them (:class:`_VariantMerge`: tokens numbered, rows
-    in ``-j 1``'s tree, indices to ``-j 1``'s fold files) and makes ``-j 1``'s
+    them, with no pass keying the corpus before), adds them
+    (:class:`_VariantMerge`: tokens numbered, rows in ``-j 1``'s tree,
+    indices to ``-j 1``'s fold files; the answers sent meanwhile read
+    between its steps, ``Workers.poll``) and makes ``-j 1``'s
     held-out pass (:func:`~spamnb.estimator.fitting.held_out_variants`).
     ``folds``: the folds counted (0: no calibration); ``limit``: past that
     many messages counted the variants after the first are dropped."""
