@@ -593,7 +593,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef double *lev0
     cdef double *row
     cdef Py_ssize_t *items = NULL
-    cdef Py_ssize_t most, cap
+    cdef Py_ssize_t most, cap, levels_size = 0
     cdef int32_t *scratch = NULL
     cdef int32_t *mapped = NULL
     cdef const int32_t *msg
@@ -616,7 +616,10 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     while reach < n_parts:
         reach *= fan_in
         n_levels += 1
-    levels = <double *>calloc(2 * n * n_levels + 2 * n + 1, sizeof(double))
+    # a mapping of its own (zero pages, given back when unmapped), not the C heap's: the held-out pass
+    # sums each fold in turn, and a freed block of the heap is kept there past the pass's peak
+    levels_size = (2 * n * n_levels + 2 * n + 1) * sizeof(double)
+    levels = <double *>_map(levels_size)
     items = <Py_ssize_t *>calloc(n_levels + 1, sizeof(Py_ssize_t))
     try:
         if levels == NULL or items == NULL:
@@ -699,7 +702,7 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                 spam[t] = levels[2 * n * top + n + t]
         return n_parts
     finally:
-        free(levels)
+        _unmap(levels, levels_size)
         free(items)
         free(scratch)
         free(x)
