@@ -630,7 +630,7 @@ cdef class RowLevels:
         cdef double *a1
         cdef double *b1
         self._level(i + 1, w)
-        if i == 0:   # the group's columns only (a column it lacks adds 0.0: nothing)
+        if i == 0:   # the group's columns only (a column it lacks adds 0.0: nothing); its rows given back
             a, a1 = self.rows[0][0], self.rows[0][1]
             b, b1 = self.rows[1][0], self.rows[1][1]
             with nogil:
@@ -639,9 +639,11 @@ cdef class RowLevels:
                     b[t] += a[p]
                     b1[t] += a1[p]
                     self.place[t] = 0
-                memset(a, 0, self.n_group * sizeof(double))
-                memset(a1, 0, self.n_group * sizeof(double))
-            self.n_group = 0
+            _unmap(a, self.caps[0] * sizeof(double))
+            _unmap(a1, self.caps[0] * sizeof(double))
+            _unmap(self.column, self.column_cap * sizeof(int32_t))
+            self.rows[0][0] = self.rows[0][1] = NULL
+            self.column, self.caps[0], self.column_cap, self.n_group = NULL, 0, 0, 0
         else:
             self._level(i, w)
             for c in range(2):
