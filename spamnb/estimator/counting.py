@@ -524,7 +524,9 @@ class RowTree:
     or a vocabulary per item.  Memory: ``n_rows`` rows as long as the widest
     item per level of the tree; a level's rows are one buffer, grown and cut
     to the result's width in place (:func:`_regrid`), never copied whole
-    beside themselves."""
+    beside themselves.  ``spamnb train`` sums in the compiled tree
+    (:func:`~spamnb.bayes.merging.RowLevels`, the same sums: tested), which
+    holds its first level's group of items compact."""
 
     def __init__(self, fan_in=DEFAULT_FAN_IN, n_rows=2):
         if fan_in < 2:
@@ -760,7 +762,7 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     scores them).  ``fan_in``: ``messages`` is an iterable of partitions
     (each an iterable of messages), the model's rows summed per partition
     and the partitions' sums added in :class:`TreeReduce`'s tree
-    (:class:`RowTree`): the rows :func:`count_messages` of each partition
+    (:class:`RowTree`'s sums, compiled: :func:`~spamnb.bayes.merging.RowLevels`): the rows :func:`count_messages` of each partition
     merged by ``TreeReduce(fan_in)`` give, bit for bit (``spamnb train``'s
     partitions, counted in one process); then every variant's stream of a
     message is counted in one compiled call over one hash index for all
@@ -844,7 +846,8 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     rows): the variants' streams of a message counted in one call
     (:class:`~spamnb.bayes.token_kernels.VariantCounter`: one hash index for
     all, each variant its own numbers, strings and partition rows), each
-    partition's rows added to the variant's :class:`RowTree`: the counts of
+    partition's rows added to the variant's tree (:func:`~spamnb.bayes.merging.RowLevels`,
+    :class:`RowTree`'s sums, its group's level compact): the counts of
     :class:`_Counter`, bit for bit.  Two variants whose second tokenizer
     :meth:`~spamnb.mail.tokenizer.Tokenizer.marks` the first (``spamnb
     train``'s word-pair trial) have both streams made in one tokenizer pass
