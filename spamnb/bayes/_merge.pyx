@@ -558,12 +558,13 @@ cdef class RowLevels:
     group's total added to the level above as one item), so every entry is
     the sum ``RowTree`` makes of the same items, in the same order.
 
-    Memory: level 0 (the group being added) is held compact, the columns its
-    items touched only (a group of items touches a part of the width: a
+    Memory: the first group (whose items hold every column so far) is dense
+    and becomes level 1 at its lift (zeros plus it: itself, no copy); each
+    later group is held compact, the columns its items touched only (a
     column's place among them, kept as place + 1 in a map as wide as the
-    columns whose unwritten pages are zeros, and its two sums); a column it
-    lacks would add 0.0 to the level above, which changes nothing.  The
-    levels above are dense rows.  Each array is a memory mapping grown with
+    columns whose unwritten pages are zeros, and its two sums; given back at
+    its lift); a column it lacks would add 0.0 to the level above, which
+    changes nothing.  The levels above are dense rows.  Each array is a memory mapping grown with
     ``mremap`` (the new pages are zeros: no copy, no zeroing); :meth:`result`
     hands the top level's rows over as the result (the second row moved
     after the first a piece at a time, each piece unmapped once moved), the
@@ -578,6 +579,7 @@ cdef class RowLevels:
     cdef Py_ssize_t place_cap
     cdef int32_t *column                    # level 0: place -> column
     cdef Py_ssize_t column_cap, n_group
+    cdef bint compact                       # level 0 compact (after the first lift; dense before)
 
     def __cinit__(self, int fan_in):
         if fan_in < 2:
@@ -599,6 +601,7 @@ cdef class RowLevels:
         self.place, self.column = NULL, NULL
         self.place_cap = self.column_cap = self.n_group = 0
         self.n_levels = self.width = 0
+        self.compact = False
 
     cdef int _level(self, Py_ssize_t i, Py_ssize_t width) except -1:
         """Level ``i`` made (the levels below exist) and at least ``width``
@@ -629,6 +632,16 @@ cdef class RowLevels:
         cdef double *b
         cdef double *a1
         cdef double *b1
+        if i == 0 and not self.compact:   # the first group, dense: level 1 (zeros) + it is it, handed over
+            self._level(0, w)
+            if self.n_levels == 1:
+                self.rows[1][0], self.rows[1][1], self.caps[1] = self.rows[0][0], self.rows[0][1], self.caps[0]
+                self.rows[0][0] = self.rows[0][1] = NULL
+                self.caps[0], self.items[1], self.n_levels = 0, 0, 2
+                self.compact = True
+                self.items[1] += 1
+                self.items[0] = 0
+                return 0
         self._level(i + 1, w)
         if i == 0:   # the group's columns only (a column it lacks adds 0.0: nothing); its rows given back
             a, a1 = self.rows[0][0], self.rows[0][1]
@@ -668,6 +681,21 @@ cdef class RowLevels:
             if index[j] < 0 or index[j] >= width:
                 raise ValueError("an item's column is out of range")
         self.width = max(self.width, width)
+        if not self.compact:   # the first group: dense (its columns are most of the width so far)
+            self._level(0, self.width)
+            r0, r1 = self.rows[0][0], self.rows[0][1]
+            with nogil:
+                for j in range(m):
+                    if j + _AHEAD < m:
+                        _prefetch(&r0[index[j + _AHEAD]])
+                        _prefetch(&r1[index[j + _AHEAD]])
+                    t = index[j]
+                    r0[t] += ham[j]
+                    r1[t] += spam[j]
+            self.items[0] += 1
+            if self.items[0] == self.fan_in:
+                self._lift(0)
+            return
         _grow(<void **>&self.place, &self.place_cap, self.width, sizeof(int32_t))
         self._level(0, self.n_group + m)
         _grow(<void **>&self.column, &self.column_cap, self.n_group + m, sizeof(int32_t))
@@ -721,15 +749,6 @@ cdef class RowLevels:
             if out == NULL:
                 raise MemoryError()
             return _block(out, size, size if size else 8)
-        if top == 0:   # one group: its compact sums put at their columns
-            out = <double *>_map(size)
-            if out == NULL:
-                raise MemoryError()
-            for p in range(self.n_group):
-                out[self.column[p]] = self.rows[0][0][p]
-                out[width + self.column[p]] = self.rows[0][1][p]
-            self._release()
-            return _block(out, size, size)
         for i in range(self.n_levels):   # the levels below and above the top (zeros) given back first
             if i != top:
                 _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
