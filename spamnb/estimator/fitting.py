@@ -232,10 +232,6 @@ def train_variants_here(filters, messages, calibration, n_folds, limit=None, gro
             messages = marked(messages)
         merged = count_variants(specs, messages, n_folds=n_folds, limit=limit, group=group, fold_spills=spills,
                                 fan_in=fan_in)
-        if fan_in is not None:   # spamnb train: large blocks mapped, given back when freed, as -j N's parent does
-            from spamnb.estimator.heap import map_large_blocks
-
-            map_large_blocks()
         yield from held_out_variants(filters, merged, spills, ends, calibration, n_folds, fan_in, deferred)
 
 
