@@ -27,6 +27,10 @@ real mail then compiles its patterns with ``_sre`` alone, without importing
 ``re`` (and the ~23 modules it brings); a tree or an interpreter without it
 falls back to ``re.compile``.  Written into the built tree by build_py, and
 into the source folder by an editable install and ``build_ext --inplace``.
+A second, ``spamnb/_launcher.py``, is the ``spamnb`` command's Python, written
+from bin/spamnb's ``-c`` text (``spamnb.cli.launcher``, loaded by its path) into
+the built tree only (not by an editable install): pip byte-compiles it, and the
+launcher runs that file (bin/spamnb says when).
 """
 import importlib.util
 import os
@@ -41,6 +45,7 @@ MAN_PAGE = os.path.join("man", "spamnb.1")   # relative to this folder, as data_
 # console-script entry point, which would be Python): it refuses a directory on
 # stdin, which stops CPython before any Python code runs, and starts the Python
 # beside it without the imports of pip's console script (bin/spamnb says how).
+# Its Python is also the built package's spamnb/_launcher.py (the docstring says how).
 LAUNCHER = os.path.join("bin", "spamnb")
 
 COMPILER_DIRECTIVES = {
@@ -78,9 +83,9 @@ extensions = [
 
 
 
-def load_source(name):
-    """The module of spamnb/mail/``name``.py, loaded by its path (the package is not imported)."""
-    spec = importlib.util.spec_from_file_location("_spamnb_" + name, os.path.join("spamnb", "mail", name + ".py"))
+def load_source(name, folder="mail"):
+    """The module of spamnb/``folder``/``name``.py, loaded by its path (the package is not imported)."""
+    spec = importlib.util.spec_from_file_location("_spamnb_" + name, os.path.join("spamnb", folder, name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -101,6 +106,9 @@ class BuildPy(build_py):
         super().run()
         editable = getattr(self, "editable_mode", False)
         write_sre_codes(os.path.join("spamnb", "mail") if editable else os.path.join(self.build_lib, "spamnb", "mail"))
+        if not editable:   # an editable install's launcher runs its -c text (no such module beside it)
+            launcher = load_source("launcher", "cli")
+            launcher.write_module(LAUNCHER, os.path.join(self.build_lib, "spamnb", launcher.MODULE + ".py"))
 
 
 class BuildExt(build_ext):

@@ -24,7 +24,7 @@ which checkout's spamnb it measures before it imports the package.
 - one process per message: ``per_process``, ``quantiles``,
   ``paired_ratio``; clients in threads: ``concurrently``
   (scripts/bench/bench_serve.py, bench_readme.py);
-- a cold process in callgrind's instructions: ``launcher_code`` (the
+- a cold process in callgrind's instructions: ``launcher_code``, ``launcher_args`` (the
   Python line a venv's ``bin/spamnb`` runs), ``callgrind_instructions``
   (scripts/bench/bench_cold_instructions.py, bench_cold_imports.py);
 - reports: ``machine``, ``evaluate`` (spamnb.bayes.metrics over a test part);
@@ -43,6 +43,7 @@ import hashlib
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -612,8 +613,17 @@ def launcher_code(venv):
 
 def launcher_args(venv):
     """The arguments ``VENV/bin/spamnb`` gives the Python beside it: ``-S`` when it
-    runs it without site (``site=-S``), then ``-P -c CODE`` (:func:`launcher_code`)."""
-    text = (venv / "bin" / "spamnb").read_text()
+    runs it without site (``site=-S``), then ``-P`` and either the byte-compiled
+    file it runs as the script (spamnb/_launcher's, when the launcher chooses it:
+    asked of the launcher itself, run by ``sh -x`` with ``--version``) or ``-c
+    CODE`` (:func:`launcher_code`)."""
+    program = venv / "bin" / "spamnb"
+    traced = subprocess.run(["sh", "-x", str(program), "--version"], capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    for line in traced.stderr.splitlines():
+        if line.startswith("+ exec ") and line.endswith(".pyc --version"):
+            return shlex.split(line)[3:-1]   # + exec PYTHON -S -P FILE.pyc --version
+    text = program.read_text()
     site = ["-S"] if re.search(r"^site=-S$", text, re.M) else []
     return [*site, "-P", "-c", launcher_code(venv)]
 

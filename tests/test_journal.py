@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import spamnb
-from spamnb.persistence import journal
+from spamnb.persistence import journal, records
 from spamnb.model import learning
 from spamnb.estimator import ledger as ledgers
 from spamnb.estimator import ledger_table
@@ -307,8 +307,8 @@ def test_a_model_replaced_while_it_is_read_is_read_again(model, tmp_path, monkey
 
 
 def test_a_journal_past_its_size_is_folded_into_the_model(model, tmp_path, monkeypatch):
-    monkeypatch.setattr(journal, "_COMPACT_MAX", 4000)
-    monkeypatch.setattr(journal, "_COMPACT_MIN", 4000)
+    monkeypatch.setattr(records, "_COMPACT_MAX", 4000)   # journal.compact_at's bounds (the append's module)
+    monkeypatch.setattr(records, "_COMPACT_MIN", 4000)
     reference = tmp_path / "ref.spamnb"
     shutil.copyfile(model, reference)
     inode = os.stat(model).st_ino
@@ -356,8 +356,8 @@ def test_a_new_model_and_a_model_with_features_are_saved_whole(tmp_path):
 
 
 def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
-    writer = ("import sys; from spamnb.persistence import journal; from spamnb.model import learning; from spamnb.estimator import ledger\n"
-              "journal._COMPACT_MAX = journal._COMPACT_MIN = 6000\n"
+    writer = ("import sys; from spamnb.persistence import records; from spamnb.model import learning; from spamnb.estimator import ledger\n"
+              "records._COMPACT_MAX = records._COMPACT_MIN = 6000\n"
               "for i, path in enumerate(sys.argv[2:]):\n"
               "    with learning.session(sys.argv[1]) as s:\n"
               "        s.learn(open(path, 'rb').read(), True, ledger.Tally())\n"
@@ -381,7 +381,7 @@ def test_readers_never_fail_while_learners_append_and_compact(model, tmp_path):
 
 _KILLED_WRITER = r"""
 import os, posix, sys, time
-from spamnb.persistence import journal
+from spamnb.persistence import journal, records
 from spamnb.model import learning
 from spamnb.estimator import ledger
 real_pwrite = os.pwrite
@@ -463,7 +463,7 @@ def test_sigkill_at_random_moments_of_cli_learns_loses_no_acknowledged_learn(mod
 
 _KILLED_CHANGER = r"""
 import os, posix, sys, time
-from spamnb.persistence import journal
+from spamnb.persistence import journal, records
 from spamnb.model import learning
 from spamnb.estimator import ledger
 real_pwrite = os.pwrite

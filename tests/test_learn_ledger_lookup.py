@@ -146,6 +146,60 @@ def test_the_ledger_is_searched_in_parts_of_the_file_not_read_into_memory(big, t
         assert [arrays.find_digest("ledger_digests", d) for d in wanted] == parts   # read: searched in memory
 
 
+def test_a_digest_and_its_other_line_ends_are_searched_in_one_pass(big, tmp_path):
+    """``find_digest`` given two digests (a message's and its copy's with the other line
+    ends, ``known_digest``): both places in one pass, the other's its first before the
+    digest's (all entries' when the digest is not there), -1 for none, the same in parts
+    of the file as in memory; a light learn of a new message searches the file's ledger
+    once (it searched it for each digest), its answers those of two searches."""
+    from spamnb.bayes.checks import find_digest
+    from spamnb.persistence.store import LEDGER
+
+    rng = __import__("random").Random(31)
+    entries = [rng.randbytes(16) for _ in range(1000)]
+    digests, none = b"".join(entries), bytes(16)
+    assert find_digest(digests, entries[7], entries[9]) == (7, -1)   # the digest first: the other not reached
+    assert find_digest(digests, entries[9], entries[7]) == (9, 7)
+    assert find_digest(digests, none, entries[999]) == (-1, 999)
+    assert find_digest(digests + entries[5], none, entries[5]) == (-1, 5)   # the other's first
+    assert find_digest(digests, none, digests[8:24]) == (-1, -1)          # halves of two neighbours: none
+    assert find_digest(digests, none, none) == (-1, -1)
+    with pytest.raises(ValueError):
+        find_digest(digests, entries[0], entries[1][:8])
+    path, placed = _copy(big, tmp_path), big[1]
+    with learning.session(path, mapped=True, light=True) as session:
+        assert session.learn(placed["last"][0], True, ledgers.Tally()) == "known"
+        arrays = session.filter.unread_
+        wanted = [_digest(placed[name][0]) for name in ("first", "middle", "last", "straddled")]
+        for own in wanted:
+            for other in wanted:
+                pair = arrays.find_digest("ledger_digests", own, part=16 * 1000, other=other)
+                at = arrays.find_digest("ledger_digests", own)
+                other_at = arrays.find_digest("ledger_digests", other)
+                assert pair == (at, other_at if at < 0 or 0 <= other_at < at else -1), (own, other)
+        arrays.fill_unread(LEDGER)
+        for own in wanted:
+            assert (arrays.find_digest("ledger_digests", own, other=wanted[1])
+                    == find_digest(arrays["ledger_digests"], own, wanted[1]))
+    searched = []
+
+    class Counted(type(arrays)):
+        def find_digest(self, name, digest, part=1 << 16, other=None):
+            searched.append(other is not None)
+            return super().find_digest(name, digest, part, other)
+
+    for name, outcome in (("straddled", "learned"), ("crlf", "known"), ("first", "known")):
+        searched.clear()
+        with learning.session(path, mapped=True, light=True) as session:
+            session.filter.unread_.__class__ = Counted
+            assert session.learn(placed[name][0], placed[name][1] is not False, ledgers.Tally()) == outcome
+            assert session.light
+        assert searched == [True], name   # one pass for the message's two digests
+    whole = SpamFilter.load(path).ledger_
+    for name in ("straddled", "crlf", "first"):
+        assert whole.label(ledgers.known_digest(whole, ledgers.canonical(placed[name][0]))) is True
+
+
 def test_the_journals_ledger_operations_are_ledger_ops_newest_first():
     """``checks.journal_ledger`` (the one pass over a journal's records that reads their
     ledger operations: the light learn's of the journal and of its session's transactions):

@@ -12,8 +12,9 @@
 # 3. The sdist installed into a second fresh venv, the wheel into a third with
 #    binaries only (`--only-binary :all:`, CC and CXX set to `false`: nothing
 #    is compiled); each trains on the sample corpus, classifies a spam, and
-#    must have installed the manual page equal to its own `spamnb --man` and
-#    the build's compiled patterns (spamnb/mail/_sre_codes.py, for its interpreter).
+#    must have installed the manual page equal to its own `spamnb --man`,
+#    the build's compiled patterns (spamnb/mail/_sre_codes.py, for its interpreter)
+#    and the launcher's Python byte-compiled (spamnb/_launcher.py), which it runs.
 # Prints the wall time of each step; exits non-zero at the first failure.
 # The model goes to a temporary SPAMNB_HOME, never to ~/.spamnb.
 set -euo pipefail
@@ -78,5 +79,12 @@ for kind in sdist wheel; do
     ( cd / && "$venv/bin/python" -c "import spamnb.bayes.kernels as k; assert k.IMPLEMENTATION == 'cython', k.IMPLEMENTATION" )
     # the build's compiled patterns (spamnb/mail/_sre_codes.py), made for this interpreter: no re on the mail path
     ( cd / && "$venv/bin/python" -c "from spamnb.mail import lazy_re as l; assert len(l._table()) >= 20, l._table()" )
+    # the launcher's Python, byte-compiled by pip (spamnb/_launcher.py, written by the build), is what it runs
+    launched=$(cd / && sh -x "$venv/bin/spamnb" --version 2>&1 >/dev/null | grep '^+ exec ')
+    case "$launched" in
+        *" -S -P $venv/lib/python3."*"/site-packages/spamnb/__pycache__/_launcher.cpython-3"*".pyc --version") ;;
+        *) echo "check_readme_install: the $kind's launcher does not run its byte-compiled file: $launched" >&2
+           exit 1 ;;
+    esac
 done
 echo "check_readme_install: the README's first command, the sdist and the wheel all work"

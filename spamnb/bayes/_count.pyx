@@ -553,14 +553,17 @@ cdef tuple _add(const int32_t[::1] idx, double *base, Py_ssize_t n_base, double 
     return k, total
 
 
-cdef void _lift(double *levels, Py_ssize_t *items, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    """Level ``i``'s running total added to level ``i + 1`` as one item; level ``i`` zeros again."""
-    cdef double *low = levels + 2 * n * i
-    cdef double *high = low + 2 * n
-    cdef Py_ssize_t t
-    for t in range(2 * n):
-        high[t] += low[t]
-        low[t] = 0.0
+cdef void _lift(double **rows, Py_ssize_t *items, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """Level ``i``'s running total (its two rows ``rows[2 * i]``, ``rows[2 * i + 1]``) added to
+    level ``i + 1`` as one item; level ``i`` zeros again."""
+    cdef Py_ssize_t t, c
+    cdef double *low
+    cdef double *high
+    for c in range(2):
+        low, high = rows[2 * i + c], rows[2 * i + 2 + c]
+        for t in range(n):
+            high[t] += low[t]
+            low[t] = 0.0
     items[i + 1] += 1
     items[i] = 0
 
@@ -590,10 +593,10 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     cdef double *x = NULL
     cdef double *levels = NULL
     cdef double *part = NULL
-    cdef double *lev0
     cdef double *row
     cdef Py_ssize_t *items = NULL
-    cdef Py_ssize_t most, cap
+    cdef Py_ssize_t most, cap, levels_size = 0
+    cdef double **rows_at = NULL
     cdef int32_t *scratch = NULL
     cdef int32_t *mapped = NULL
     cdef const int32_t *msg
@@ -616,11 +619,26 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
     while reach < n_parts:
         reach *= fan_in
         n_levels += 1
-    levels = <double *>calloc(2 * n * n_levels + 2 * n + 1, sizeof(double))
+    top = 0   # the level the sum ends in (the flush lifts each level below it): ham and spam themselves
+    reach = n_parts
+    while reach >= fan_in:
+        reach //= fan_in
+        top += 1
+    # a mapping of its own (zero pages, given back when unmapped), not the C heap's: the held-out pass
+    # sums each fold in turn, and a freed block of the heap is kept there past the pass's peak
+    levels_size = (2 * n * n_levels + 2 * n + 1) * sizeof(double)   # level top's place never touched
+    levels = <double *>_map(levels_size)
     items = <Py_ssize_t *>calloc(n_levels + 1, sizeof(Py_ssize_t))
+    rows_at = <double **>calloc(2 * n_levels + 2, sizeof(double *))
     try:
-        if levels == NULL or items == NULL:
+        if levels == NULL or items == NULL or rows_at == NULL:
             raise MemoryError()
+        for i in range(n_levels):
+            rows_at[2 * i], rows_at[2 * i + 1] = levels + 2 * n * i, levels + 2 * n * i + n
+        if n:
+            rows_at[2 * top], rows_at[2 * top + 1] = &ham[0], &spam[0]   # its place in the levels never touched
+            memset(&ham[0], 0, n * sizeof(double))
+            memset(&spam[0], 0, n * sizeof(double))
         # one message's distinct indices, counts and counting table, for the largest message (what
         # _distinct_counts allocates a message at a time: the same count_distinct and scale_to_length)
         _buffers(most + 2 * table_size(most), most, &scratch, &x)
@@ -665,7 +683,6 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
             if largest >= n:
                 raise ValueError(f"feature index out of range for {n} counts")
             with nogil:
-                lev0 = levels
                 if stop > start:   # its tokens' sums into level 0 (a token twice: 0.0 the second time)
                     for i in range(bounds[start], bounds[stop]):
                         t = idx[i]
@@ -674,33 +691,23 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
                         if t < 0:
                             continue
                         for c in range(2):
-                            lev0[c * n + t] += part[c * n + t]
+                            rows_at[c][t] += part[c * n + t]
                             part[c * n + t] = 0.0
                 items[0] += 1
                 i = 0
                 while items[i] == fan_in:   # a full group: its sum goes up a level as one item
-                    _lift(levels, items, i, n)
+                    _lift(rows_at, items, i, n)
                     i += 1
             start = stop
         with nogil:
-            top = 0
-            for i in range(n_levels):   # flushed bottom-up as TreeReduce.result flushes
-                top = i
-                k = 0
-                for c in range(i + 1, n_levels):
-                    if items[c]:
-                        k = 1
-                if not k:
-                    break
+            for i in range(top):   # flushed bottom-up as TreeReduce.result flushes, into level top: ham and spam
                 if items[i]:
-                    _lift(levels, items, i, n)
-            for t in range(n):
-                ham[t] = levels[2 * n * top + t]
-                spam[t] = levels[2 * n * top + n + t]
+                    _lift(rows_at, items, i, n)
         return n_parts
     finally:
-        free(levels)
+        _unmap(levels, levels_size)
         free(items)
+        free(rows_at)
         free(scratch)
         free(x)
         free(mapped)

@@ -148,38 +148,73 @@ def blake2b(data, int digest_size=64):
 
 
 # ---------------------------------------------------------------------------- a digest in the model file's ledger
-def find_digest(digests, digest):
+def find_digest(digests, digest, other=None):
     """The place of the 16-byte ``digest`` among ``digests`` (a contiguous
     buffer of 16-byte digests back to back: the model file's ledger, as
     read), its first, or -1: searched in place, entry by entry (a trailing
-    part of an entry is never matched).  ValueError for a digest not 16 bytes."""
-    cdef Py_buffer hay, needle
-    cdef uint64_t first, second, word
+    part of an entry is never matched).  With ``other`` (another 16-byte
+    digest: the same message with the other line endings,
+    ``spamnb.estimator.ledger.known_digest``), both in the same pass:
+    ``(place, other's place)``, the other's its first before ``digest``'s
+    (the whole buffer's when ``digest`` is not there), -1 for none.
+    ValueError for a digest not 16 bytes."""
+    cdef uint64_t first, second, other_first = 0, other_second = 0, word
     cdef const uint8_t *at
-    cdef Py_ssize_t i, n, found = -1
-    PyObject_GetBuffer(digest, &needle, PyBUF_SIMPLE)
-    try:
-        if needle.len != 16:
-            raise ValueError(f"a ledger digest is 16 bytes, not {needle.len}")
-        memcpy(&first, needle.buf, 8)
-        memcpy(&second, <const uint8_t *>needle.buf + 8, 8)
-    finally:
-        PyBuffer_Release(&needle)
+    cdef Py_ssize_t i, n, found = -1, other_found = -1
+    cdef bint pair = other is not None
+    _digest_words(digest, &first, &second)
+    if pair:
+        _digest_words(other, &other_first, &other_second)
+    cdef Py_buffer hay
     PyObject_GetBuffer(digests, &hay, PyBUF_SIMPLE)
     try:
         n = hay.len // 16
         at = <const uint8_t *>hay.buf
+        i = 0
         with nogil:
-            for i in range(n):
-                memcpy(&word, at + 16 * i, 8)
-                if word == first:
-                    memcpy(&word, at + 16 * i + 8, 8)
-                    if word == second:
-                        found = i
-                        break
+            if pair:   # both, until the other's first entry (or the digest's)
+                while i < n:
+                    memcpy(&word, at + 16 * i, 8)
+                    if word == first:
+                        memcpy(&word, at + 16 * i + 8, 8)
+                        if word == second:
+                            found = i
+                            break
+                        memcpy(&word, at + 16 * i, 8)
+                    if word == other_first:
+                        memcpy(&word, at + 16 * i + 8, 8)
+                        if word == other_second:
+                            other_found = i
+                            i += 1
+                            break
+                    i += 1
+            if found < 0:
+                while i < n:
+                    memcpy(&word, at + 16 * i, 8)
+                    if word == first:
+                        memcpy(&word, at + 16 * i + 8, 8)
+                        if word == second:
+                            found = i
+                            break
+                    i += 1
     finally:
         PyBuffer_Release(&hay)
+    if pair:
+        return found, other_found
     return found
+
+
+cdef _digest_words(digest, uint64_t *first, uint64_t *second):
+    """A 16-byte digest's two halves, as :func:`find_digest` compares them."""
+    cdef Py_buffer needle
+    PyObject_GetBuffer(digest, &needle, PyBUF_SIMPLE)
+    try:
+        if needle.len != 16:
+            raise ValueError(f"a ledger digest is 16 bytes, not {needle.len}")
+        memcpy(first, needle.buf, 8)
+        memcpy(second, <const uint8_t *>needle.buf + 8, 8)
+    finally:
+        PyBuffer_Release(&needle)
 
 
 # ---------------------------------------------------------------------------- the ledger operations of a journal

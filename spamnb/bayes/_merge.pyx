@@ -546,6 +546,7 @@ def fold_entries(list rows, Py_ssize_t n):
 
 cdef enum:
     _MAX_LEVELS = 40
+    _PIECE = 1 << 16     # bytes of the result's second row moved at a time (a whole number of pages)
 
 
 @cython.auto_pickle(False)
@@ -555,15 +556,30 @@ cdef class RowLevels:
     added in groups of ``fan_in`` consecutive items, level by level, each
     level one running total (zeros, then each item added in turn; a full
     group's total added to the level above as one item), so every entry is
-    the sum ``RowTree`` makes of the same items, in the same order.  Each
-    level's rows are memory mappings grown with ``mremap`` (the new pages are
-    zeros: no copy, no zeroing)."""
+    the sum ``RowTree`` makes of the same items, in the same order.
+
+    Memory: the first group (whose items hold every column so far) is dense
+    and becomes level 1 at its lift (zeros plus it: itself, no copy); each
+    later group is held compact, the columns its items touched only (a
+    column's place among them, kept as place + 1 in a map as wide as the
+    columns whose unwritten pages are zeros, and its two sums; given back at
+    its lift); a column it lacks would add 0.0 to the level above, which
+    changes nothing.  The levels above are dense rows.  Each array is a memory mapping grown with
+    ``mremap`` (the new pages are zeros: no copy, no zeroing); :meth:`result`
+    hands the top level's rows over as the result (the second row moved
+    after the first a piece at a time, each piece unmapped once moved), the
+    other levels unmapped first: never a copy of the rows beside them."""
 
     cdef int fan_in
-    cdef Py_ssize_t width, cap, n_levels
-    cdef double *rows[_MAX_LEVELS][2]
+    cdef Py_ssize_t width, n_levels
+    cdef double *rows[_MAX_LEVELS][2]       # level 0: compact, a place each; above: dense, a column each
     cdef Py_ssize_t caps[_MAX_LEVELS]
     cdef Py_ssize_t items[_MAX_LEVELS]
+    cdef int32_t *place                     # level 0: column -> its place + 1 (0: not in the group)
+    cdef Py_ssize_t place_cap
+    cdef int32_t *column                    # level 0: place -> column
+    cdef Py_ssize_t column_cap, n_group
+    cdef bint compact                       # level 0 compact (after the first lift; dense before)
 
     def __cinit__(self, int fan_in):
         if fan_in < 2:
@@ -571,14 +587,27 @@ cdef class RowLevels:
         self.fan_in = fan_in
 
     def __dealloc__(self):
+        self._release()
+
+    cdef void _release(self) noexcept:
         cdef Py_ssize_t i
         for i in range(self.n_levels):
             _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
             _unmap(self.rows[i][1], self.caps[i] * sizeof(double))
+            self.rows[i][0] = self.rows[i][1] = NULL
+            self.caps[i] = self.items[i] = 0
+        _unmap(self.place, self.place_cap * sizeof(int32_t))
+        _unmap(self.column, self.column_cap * sizeof(int32_t))
+        self.place, self.column = NULL, NULL
+        self.place_cap = self.column_cap = self.n_group = 0
+        self.n_levels = self.width = 0
+        self.compact = False
 
     cdef int _level(self, Py_ssize_t i, Py_ssize_t width) except -1:
-        """Level ``i`` made (the levels below exist) and at least ``width`` wide."""
+        """Level ``i`` made (the levels below exist) and at least ``width``
+        places (level 0) or columns (above) wide."""
         cdef Py_ssize_t cap, c
+        cdef void *q
         if i >= _MAX_LEVELS:
             raise ValueError("too many levels")
         if i == self.n_levels:
@@ -597,16 +626,44 @@ cdef class RowLevels:
         return 0
 
     cdef int _lift(self, Py_ssize_t i) except -1:
-        cdef Py_ssize_t w = self.width, t
+        cdef Py_ssize_t w = self.width, t, p
+        cdef int c
         cdef double *a
         cdef double *b
-        self._level(i, w)
+        cdef double *a1
+        cdef double *b1
+        if i == 0 and not self.compact:   # the first group, dense: level 1 (zeros) + it is it, handed over
+            self._level(0, w)
+            if self.n_levels == 1:
+                self.rows[1][0], self.rows[1][1], self.caps[1] = self.rows[0][0], self.rows[0][1], self.caps[0]
+                self.rows[0][0] = self.rows[0][1] = NULL
+                self.caps[0], self.items[1], self.n_levels = 0, 0, 2
+                self.compact = True
+                self.items[1] += 1
+                self.items[0] = 0
+                return 0
         self._level(i + 1, w)
-        for c in range(2):
-            a, b = self.rows[i][c], self.rows[i + 1][c]
-            for t in range(w):
-                b[t] += a[t]
-            memset(a, 0, w * sizeof(double))
+        if i == 0:   # the group's columns only (a column it lacks adds 0.0: nothing); its rows given back
+            a, a1 = self.rows[0][0], self.rows[0][1]
+            b, b1 = self.rows[1][0], self.rows[1][1]
+            with nogil:
+                for p in range(self.n_group):
+                    t = self.column[p]
+                    b[t] += a[p]
+                    b1[t] += a1[p]
+                    self.place[t] = 0
+            _unmap(a, self.caps[0] * sizeof(double))
+            _unmap(a1, self.caps[0] * sizeof(double))
+            _unmap(self.column, self.column_cap * sizeof(int32_t))
+            self.rows[0][0] = self.rows[0][1] = NULL
+            self.column, self.caps[0], self.column_cap, self.n_group = NULL, 0, 0, 0
+        else:
+            self._level(i, w)
+            for c in range(2):
+                a, b = self.rows[i][c], self.rows[i + 1][c]
+                for t in range(w):
+                    b[t] += a[t]
+                memset(a, 0, w * sizeof(double))
         self.items[i + 1] += 1
         self.items[i] = 0
         return 0
@@ -614,25 +671,55 @@ cdef class RowLevels:
     def add(self, const int32_t[::1] index, const double[::1] ham, const double[::1] spam, Py_ssize_t width):
         """Add an item: ``ham[j]`` and ``spam[j]`` at column ``index[j]``
         (distinct columns below ``width``; every other column 0.0)."""
-        cdef Py_ssize_t m = index.shape[0], j, i
+        cdef Py_ssize_t m = index.shape[0], j, i, n
         cdef double *r0
         cdef double *r1
-        cdef int32_t t
+        cdef int32_t t, p
         if ham.shape[0] < m or spam.shape[0] < m:
             raise ValueError("an item's rows are shorter than its index")
         for j in range(m):
             if index[j] < 0 or index[j] >= width:
                 raise ValueError("an item's column is out of range")
         self.width = max(self.width, width)
-        self._level(0, self.width)
+        if not self.compact:   # the first group: dense (its columns are most of the width so far)
+            self._level(0, self.width)
+            r0, r1 = self.rows[0][0], self.rows[0][1]
+            with nogil:
+                for j in range(m):
+                    if j + _AHEAD < m:
+                        _prefetch(&r0[index[j + _AHEAD]])
+                        _prefetch(&r1[index[j + _AHEAD]])
+                    t = index[j]
+                    r0[t] += ham[j]
+                    r1[t] += spam[j]
+            self.items[0] += 1
+            if self.items[0] == self.fan_in:
+                self._lift(0)
+            return
+        _grow(<void **>&self.place, &self.place_cap, self.width, sizeof(int32_t))
+        self._level(0, self.n_group + m)
+        _grow(<void **>&self.column, &self.column_cap, self.n_group + m, sizeof(int32_t))
         r0, r1 = self.rows[0][0], self.rows[0][1]
-        for j in range(m):
-            if j + _AHEAD < m:
-                _prefetch(&r0[index[j + _AHEAD]])
-                _prefetch(&r1[index[j + _AHEAD]])
-            t = index[j]
-            r0[t] += ham[j]
-            r1[t] += spam[j]
+        n = self.n_group
+        with nogil:
+            for j in range(m):
+                if j + _AHEAD < m:
+                    _prefetch(&self.place[index[j + _AHEAD]])
+                if j + _AHEAD // 2 < m:
+                    p = self.place[index[j + _AHEAD // 2]]
+                    if p > 0:
+                        _prefetch(&r0[p - 1])
+                        _prefetch(&r1[p - 1])
+                t = index[j]
+                p = self.place[t]
+                if p == 0:   # new to the group: its sums start at 0.0 (the place's zeros)
+                    self.column[n] = t
+                    n += 1
+                    p = <int32_t>n
+                    self.place[t] = p
+                r0[p - 1] += ham[j]
+                r1[p - 1] += spam[j]
+        self.n_group = n
         self.items[0] += 1
         i = 0
         while self.items[i] == self.fan_in:   # a full group: its sum goes up a level as one item
@@ -643,30 +730,56 @@ cdef class RowLevels:
         """The sum: a Block of ``(2, width)`` float64, row-major (``width`` at
         least the widest item's; the columns past are zeros).  The tree is
         emptied."""
-        cdef Py_ssize_t i, j, w = self.width
+        cdef Py_ssize_t i, j, top = 0, p, done, size, keep, piece
         cdef double *out
-        cdef Py_ssize_t size
-        if width < w:
+        cdef char *second
+        cdef void *q
+        if width < self.width:
             raise ValueError("the result's width is below the items'")
         size = 2 * width * sizeof(double)
-        out = <double *>_map(size if size else 8)
-        if out == NULL:
-            raise MemoryError()
         for i in range(self.n_levels):   # flushed bottom-up as RowTree.result flushes
+            top = i
             if not any(self.items[j] for j in range(i + 1, self.n_levels)):
-                if w:
-                    memcpy(out, self.rows[i][0], w * sizeof(double))
-                    memcpy(out + width, self.rows[i][1], w * sizeof(double))
                 break
             if self.items[i]:
                 self._lift(i)
-        for i in range(self.n_levels):
-            _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
-            _unmap(self.rows[i][1], self.caps[i] * sizeof(double))
-            self.rows[i][0] = self.rows[i][1] = NULL
-            self.caps[i] = self.items[i] = 0
-        self.n_levels = self.width = 0
-        return _block(out, size, size if size else 8)
+        if width == 0 or self.n_levels == 0:
+            self._release()
+            out = <double *>_map(size if size else 8)
+            if out == NULL:
+                raise MemoryError()
+            return _block(out, size, size if size else 8)
+        for i in range(self.n_levels):   # the levels below and above the top (zeros) given back first
+            if i != top:
+                _unmap(self.rows[i][0], self.caps[i] * sizeof(double))
+                _unmap(self.rows[i][1], self.caps[i] * sizeof(double))
+                self.rows[i][0] = self.rows[i][1] = NULL
+                self.caps[i] = 0
+        _unmap(self.place, self.place_cap * sizeof(int32_t))
+        _unmap(self.column, self.column_cap * sizeof(int32_t))
+        self.place, self.column, self.place_cap, self.column_cap = NULL, NULL, 0, 0
+        # the top's first row made the result's mapping (its columns past the width it was written to are
+        # zeros), its second row moved after it a piece at a time, each piece unmapped once moved
+        q = _remap(self.rows[top][0], self.caps[top] * sizeof(double), size)
+        if q == NULL:
+            raise MemoryError()
+        out, self.rows[top][0] = <double *>q, NULL
+        second = <char *>self.rows[top][1]
+        keep = self.width * sizeof(double)   # the columns past it are zeros in both rows
+        done = 0
+        with nogil:
+            while done < keep:
+                piece = min(<Py_ssize_t>_PIECE, keep - done)
+                memcpy(<char *>out + width * sizeof(double) + done, second + done, piece)
+                done += piece
+                if piece == _PIECE:
+                    _unmap(second + done - piece, piece)
+        done = (done // _PIECE) * _PIECE
+        _unmap(second + done, self.caps[top] * sizeof(double) - done)
+        self.rows[top][1] = NULL
+        self.caps[top] = 0
+        self._release()
+        return _block(out, size, size)
 
 
 def first_sight(const int32_t[::1] indices, Py_ssize_t n):

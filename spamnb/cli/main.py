@@ -355,7 +355,10 @@ def entry(cold=False):
     ends once stdout and stderr are flushed, without the interpreter's
     teardown (its modules freed one by one, a last collection: a quarter
     of a cold classify's instructions, for a process that is ending);
-    every other command turns the collector back on and ends as usual."""
+    every other command turns the collector back on and ends as usual.
+    The launcher runs its Python by ``-c`` or from its byte-compiled file, so
+    ``sys.argv[0]`` is ``-c`` or that file's path: nothing reads it (the
+    parser's ``prog`` is ``spamnb``; tests/test_launcher_pyc.py compares the two)."""
     import _signal as signal
     import atexit
 

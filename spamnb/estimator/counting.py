@@ -524,7 +524,9 @@ class RowTree:
     or a vocabulary per item.  Memory: ``n_rows`` rows as long as the widest
     item per level of the tree; a level's rows are one buffer, grown and cut
     to the result's width in place (:func:`_regrid`), never copied whole
-    beside themselves."""
+    beside themselves.  ``spamnb train`` sums in the compiled tree
+    (:func:`~spamnb.bayes.merging.RowLevels`, the same sums: tested), which
+    holds its first level's group of items compact."""
 
     def __init__(self, fan_in=DEFAULT_FAN_IN, n_rows=2):
         if fan_in < 2:
@@ -760,7 +762,7 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     scores them).  ``fan_in``: ``messages`` is an iterable of partitions
     (each an iterable of messages), the model's rows summed per partition
     and the partitions' sums added in :class:`TreeReduce`'s tree
-    (:class:`RowTree`): the rows :func:`count_messages` of each partition
+    (:class:`RowTree`'s sums, compiled: :func:`~spamnb.bayes.merging.RowLevels`): the rows :func:`count_messages` of each partition
     merged by ``TreeReduce(fan_in)`` give, bit for bit (``spamnb train``'s
     partitions, counted in one process); then every variant's stream of a
     message is counted in one compiled call over one hash index for all
@@ -844,13 +846,15 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     rows): the variants' streams of a message counted in one call
     (:class:`~spamnb.bayes.token_kernels.VariantCounter`: one hash index for
     all, each variant its own numbers, strings and partition rows), each
-    partition's rows added to the variant's :class:`RowTree`: the counts of
+    partition's rows added to the variant's tree (:func:`~spamnb.bayes.merging.RowLevels`,
+    :class:`RowTree`'s sums, its group's level compact): the counts of
     :class:`_Counter`, bit for bit.  Two variants whose second tokenizer
     :meth:`~spamnb.mail.tokenizer.Tokenizer.marks` the first (``spamnb
     train``'s word-pair trial) have both streams made in one tokenizer pass
     (:meth:`~spamnb.mail.tokenizer.Tokenizer.streams`)."""
     import numpy as np
 
+    from spamnb.bayes.merging import RowLevels
     from spamnb.bayes.token_kernels import VariantCounter
     from spamnb.estimator.ages import today
     from spamnb.estimator.defaults import COUNT_TRANSFORMS
@@ -860,7 +864,7 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     tokenizers = [_tokenizer(spec["tokenizer"]) for spec in specs]
     counter = VariantCounter([COUNT_TRANSFORMS[spec["counts"]] for spec in specs],
                              [float(spec.get("length_norm", 0.0)) for spec in specs])
-    trees = [RowTree(fan_in) for _ in specs]
+    trees = [RowLevels(fan_in) for _ in specs]   # RowTree's sums, its group's level compact
     # each variant's strings, written out a partition at a time (kept: in the counter until the end)
     tables = [None if keep_strings else StringSpill() for _ in specs]
     first = tokenizers[0]
@@ -906,21 +910,20 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
                 tables[1:] = [None] * (len(specs) - 1)
         for v in range(active):   # the partition's rows added to the tree (its tokens' entries: the others add 0.0)
             touched, ham, spam_row = counter.partition(v)
-            views = [np.frombuffer(ham, dtype=np.float64), np.frombuffer(spam_row, dtype=np.float64)]
-            touched_view = np.frombuffer(touched, dtype=np.int32)
-            trees[v].add_compact(views, touched_view, counter.n_features_of(v))
-            del views, touched_view, touched, ham, spam_row
+            trees[v].add(touched, ham, spam_row, counter.n_features_of(v))
+            del touched, ham, spam_row
             counter.clear_partition(v)
             if tables[v] is not None:   # the partition's new strings out of memory
                 tables[v].append(*counter.strings(v))
     class_count = np.array([counted[False], counted[True]], dtype=np.float64)   # [ham, spam], every variant's
     day = today() if day is None else day
-    # every variant's rows summed first (RowTree.result: in place, its lower levels dropped), then its hashes
+    # every variant's rows summed first (RowLevels.result: the top level's rows handed over, the others unmapped), then its hashes
     # made and its last strings written out, and the hash index dropped: the hashes never beside the trees' levels
     rows = [None] * len(specs)
     for v in range(active):
         tree, trees[v] = trees[v], None
-        rows[v] = tree.result(counter.n_features_of(v))
+        n = counter.n_features_of(v)
+        rows[v] = np.frombuffer(tree.result(n), dtype=np.float64).reshape(2, n)   # the top level's own rows
         del tree
     strings = [None] * len(specs)
     for v in range(active):   # the last strings (after a partition's end: none), or all of them (keep_strings)

@@ -37,10 +37,10 @@ def map_large_blocks(threshold=256 << 10):
     elsewhere): freed, they go back to the system at once.  Left to itself,
     glibc raises the threshold past the largest block freed, so the merge's
     stream of arrays of a few MiB (the partitions' counts) would stay in the
-    heap, fragmenting it: ``spamnb train``'s parent maps them during its
-    counting pass (its workers forked), then calls this with ``None``: 32
-    MiB, glibc's highest dynamic threshold, so that the fold models' many
-    temporaries come from the heap again, not from new mappings to fault in."""
+    heap, fragmenting it: ``spamnb train``'s parent maps them from its
+    counting pass (its workers forked) to its end (held in the heap, the
+    held-out pass's and the save's arrays took Enron-Spam's save from 74 to
+    82 MiB).  ``None``: 32 MiB, glibc's highest dynamic threshold."""
     import sys
 
     if not sys.platform.startswith("linux"):

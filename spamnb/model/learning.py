@@ -9,10 +9,11 @@ import sys
 from array import array
 
 from spamnb.bayes import checks
-from spamnb.persistence import records   # what a learn writes: not the replay's module (deltas), loaded when it replays
+# what a learn writes and its append: not the replay's module (deltas), loaded when it replays, nor the journal's
+# other writers' (spamnb.persistence.journal: a whole save's, a follower's read)
+from spamnb.persistence import records
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
-from spamnb.persistence.journal import append, compact, compact_at
 from spamnb.persistence.store import JOURNAL_OPS_LAYOUT, LEDGER, OP_LEARN, OP_RECORD, stat_or_none
 from spamnb.estimator.defaults import COUNT_TRANSFORMS
 from spamnb.estimator.scoring import FileScorer, message_data
@@ -69,7 +70,7 @@ class _LightFilter:
         blob, offsets = bytearray(), array("Q", [0])
         if positions:
             stream.write_tokens(positions, len(positions), blob, offsets)
-        lengths = array("I", (offsets[i + 1] - offsets[i] for i in range(len(positions))))
+        lengths = array("I", map(int.__sub__, offsets[1:], offsets[:-1]))   # each new token's: no Python loop
         self._ops.append(records.encode_tokens(OP_LEARN, cls, today(), view.n_features, hashes, lengths,
                                               bytes(blob)))
         self._ops.append(records.encode_learn_sums(sf, cls, hashes))
@@ -95,7 +96,8 @@ class _LightLedger:
     itself changes when the session's transaction is noted (:meth:`note_later`)."""
 
     def __init__(self, find, codes, journal_payloads):
-        self._find, self._codes = find, codes   # a digest's place in the file's ledger (or -1); their codes
+        # a digest's place in the file's ledger (or -1; given another digest, both places in one pass); their codes
+        self._find, self._codes = find, codes
         # the journal's ledger operations, newest first: digests (16 bytes each), heads (op, flags, note: 4 bytes
         # each); n_records: the RECORD operations since the file (a bound on the entries added), this session's too
         self._journal_digests, self._journal_heads, self.n_records = checks.journal_ledger(journal_payloads,
@@ -123,6 +125,35 @@ class _LightLedger:
         self.n_records += n_records
 
     def code(self, digest):
+        code = self._known(digest)
+        if code is _IN_FILE:
+            code = self._found[digest] = self._file_code(self._find(digest))   # the file's ledger, not a copy of it
+        return code
+
+    def known_of(self, digest, other):
+        """``spamnb.estimator.ledger.known_digest``'s choice between a message's
+        ``digest`` and ``other`` (its digest with the other line endings, or
+        None), the model file's ledger searched for both in one pass when
+        neither this session nor the journal decides them."""
+        own = self._known(digest)
+        theirs = _IN_FILE if other is None else self._known(other)
+        if own is _IN_FILE and theirs is _IN_FILE and other is not None:
+            at, other_at = self._find(digest, other)
+            own = self._found[digest] = self._file_code(at)
+            if own is None:   # the other's first place among all the entries: its code
+                theirs = self._found[other] = self._file_code(other_at)
+        if own is _IN_FILE:
+            own = self.code(digest)
+        if own is not None or other is None:
+            return digest
+        if theirs is _IN_FILE:
+            theirs = self.code(other)
+        return other if theirs is not None else digest
+
+    def _known(self, digest):
+        """The entry's code of ``digest`` as this session's operations, the
+        searches so far or the journal's newest operation of it say (None: no
+        entry), or _IN_FILE: the model file's ledger decides."""
         while self._unnoted:
             self._note(self._unnoted.pop(0))
         if digest in self._overlay:
@@ -131,12 +162,12 @@ class _LightLedger:
             return self._found[digest]
         at = checks.find_digest(self._journal_digests, digest)   # the journal's newest operation of it
         if at >= 0:
-            code = _head_code(self._journal_heads, at)
-        else:
-            at = self._find(digest)   # in the file's ledger, not a copy of it
-            code = self._codes(at) if at >= 0 else None
-        self._found[digest] = code
-        return code
+            code = self._found[digest] = _head_code(self._journal_heads, at)
+            return code
+        return _IN_FILE
+
+    def _file_code(self, at):
+        return self._codes(at) if at >= 0 else None
 
     def label(self, digest):
         entry = self.entry(digest)
@@ -166,6 +197,9 @@ class _LightLedger:
         raise errors.MustReadWhole()
 
 
+_IN_FILE = object()   # _LightLedger._known: a digest the model file's ledger decides
+
+
 def _head_code(heads, at):
     """The entry's code (``ledger.entry_code``) of the ledger operation ``at`` of
     ``heads`` (``checks.journal_ledger``'s: op, flags, note), None for a REMOVE."""
@@ -176,55 +210,73 @@ def _head_code(heads, at):
     return entry_code(heads[4 * at + 1], heads[4 * at + 2] | heads[4 * at + 3] << 8)
 
 
-class _FileLearner(FileScorer):
-    """The view a light session learns through while the model file has no
-    journal record (``records.unjournaled``: a model's first learn after
-    ``train`` or a compaction): the file's entries, as a classify scores
-    them (``scoring.FileScorer``), the message's read once for its held-out
-    score and its new tokens.  What the learn leaves (:meth:`extended`) is
-    put through ``spamnb.persistence.journal_view`` only when the session's
-    next message asks for it: a learn of one message does without that module."""
+_MADE = {}   # _FileLearner, once made
 
-    def __init__(self, spam_filter):
-        vocab, counts, ages = spam_filter.replayed()
-        log_norm, log_prior = counts.scorer_logs()[1:3]
-        super().__init__(*spam_filter.mapped_file_, counts.n_features_, log_norm, log_prior,
-                         COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm),
-                         float(spam_filter.pair_weight))
-        self.filter, self.n_features, self.max_tokens = spam_filter, vocab.n_features, ages.max_tokens
-        self.file_class_count = tuple(counts.class_count_)
-        self._gathered = None   # (hashes, their entries): the message last read
 
-    def class_count(self):
-        """Messages learned per class, [ham, spam]: the file's."""
-        return list(self.file_class_count)
+def _file_learner():
+    """The class ``_FileLearner`` (below), made when first asked for: a class
+    statement costs a cold learn about 0.1 million instructions, and an
+    appending learn (a journal with records: ``journal_view.learner``) never
+    uses it.  Two threads asking first may both make it: ``dict.setdefault``
+    keeps the first's (as ``spamnb.persistence.journal_view._classes``)."""
+    made = _MADE.get("file_learner")
+    if made is None:
+        made = _MADE.setdefault("file_learner", _make_file_learner())
+    return made
 
-    def _entries(self, hashes):
-        """``FileScorer._entries``, read once for the message last asked about (scored, then its new tokens)."""
-        if self._gathered is None or self._gathered[0] is not hashes:
-            self._gathered = (hashes, super()._entries(hashes))
-        return self._gathered[1]
 
-    def new_tokens(self, hashes):
-        """As ``JournalView.new_tokens``: the first places of the tokens the file lacks."""
-        if not len(hashes):
-            return array("i")
-        return records.first_places(hashes, set(hashes).difference(self._entries(hashes)[0]))
+def _make_file_learner():
+    class _FileLearner(FileScorer):
+        """The view a light session learns through while the model file has no
+        journal record (``records.unjournaled``: a model's first learn after
+        ``train`` or a compaction): the file's entries, as a classify scores
+        them (``scoring.FileScorer``), the message's read once for its held-out
+        score and its new tokens.  What the learn leaves (:meth:`extended`) is
+        put through ``spamnb.persistence.journal_view`` only when the session's
+        next message asks for it: a learn of one message does without that module."""
 
-    def extended(self, cls, hashes, n_new, lengths, text):
-        """``JournalView.extended`` of this view: the journal view of the model
-        (``spamnb.persistence.journal_view``, loaded then) with that learn;
-        a session asks for it only for its next message (:attr:`Session.view`)."""
-        from spamnb.persistence.journal_view import apply_records, learner
+        def __init__(self, spam_filter):
+            vocab, counts, ages = spam_filter.replayed()
+            log_norm, log_prior = counts.scorer_logs()[1:3]
+            super().__init__(*spam_filter.mapped_file_, counts.n_features_, log_norm, log_prior,
+                             COUNT_TRANSFORMS[spam_filter.counts], float(spam_filter.length_norm),
+                             float(spam_filter.pair_weight))
+            self.filter, self.n_features, self.max_tokens = spam_filter, vocab.n_features, ages.max_tokens
+            self.file_class_count = tuple(counts.class_count_)
+            self._gathered = None   # (hashes, their entries): the message last read
 
-        return learner(self.filter, apply_records).extended(cls, hashes, n_new, lengths, text)
+        def class_count(self):
+            """Messages learned per class, [ham, spam]: the file's."""
+            return list(self.file_class_count)
+
+        def _entries(self, hashes):
+            """``FileScorer._entries``, read once for the message last asked about (scored, then its new tokens)."""
+            if self._gathered is None or self._gathered[0] is not hashes:
+                self._gathered = (hashes, super()._entries(hashes))
+            return self._gathered[1]
+
+        def new_tokens(self, hashes):
+            """As ``JournalView.new_tokens``: the first places of the tokens the file lacks."""
+            if not len(hashes):
+                return array("i")
+            return records.first_places(hashes, set(hashes).difference(self._entries(hashes)[0]))
+
+        def extended(self, cls, hashes, n_new, lengths, text):
+            """``JournalView.extended`` of this view: the journal view of the model
+            (``spamnb.persistence.journal_view``, loaded then) with that learn;
+            a session asks for it only for its next message (:attr:`Session.view`)."""
+            from spamnb.persistence.journal_view import apply_records, learner
+
+            return learner(self.filter, apply_records).extended(cls, hashes, n_new, lengths, text)
+
+    return _FileLearner
 
 
 def _learner(spam_filter):
     """The view a light session appends through (``journal_view.learner``), or
     a :class:`_FileLearner` when the model file has no journal record to view."""
     if records.unjournaled(spam_filter):
-        return _FileLearner(spam_filter)
+        return _file_learner()(spam_filter)
     from spamnb.persistence.journal_view import apply_records, learner
 
     return learner(spam_filter, apply_records)
@@ -339,10 +391,10 @@ class Session:
             notes = array_of("ledger_notes")
             notes = notes if len(notes) == len(labels) else None
 
-            def find(digest):   # the digests searched in parts as the file has them, not read into memory
+            def find(digest, other=None):   # the digests searched in parts as the file has them, not read into memory
                 if "ledger_digests" not in arrays.offsets:
-                    return -1
-                return arrays.find_digest("ledger_digests", digest)
+                    return -1 if other is None else (-1, -1)
+                return arrays.find_digest("ledger_digests", digest, other=other)
 
             def codes(i):   # a message the ledger knows: its label and note read
                 arrays.fill_unread(LEDGER - {"ledger_digests"})
@@ -371,7 +423,7 @@ class Session:
             model_size = posix.stat(self.path).st_size   # os.path.getsize
         except OSError:
             model_size = 0
-        return compact_at(model_size)
+        return records.compact_at(model_size)
 
     def _run(self, function, data, *args, **kwargs):
         if self._view is not None and self._journal_size(self.transactions) > self._compact_limit():
@@ -434,7 +486,7 @@ class Session:
             return None
         if self._journal_size(self.transactions) > self._compact_limit():
             return None   # past the journal's size: this learn folds it into the model (a whole save)
-        return append(journal, [b"".join(self.transactions)])
+        return records.append(journal, [b"".join(self.transactions)])
 
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the
@@ -459,6 +511,8 @@ class Session:
             from spamnb.persistence.store import verify_file
 
             verify_file(self.path)
+        from spamnb.persistence.journal import compact   # a whole save: not a learn's module
+
         compact(self.filter, self.path)
         self.compacted = True
         return 0

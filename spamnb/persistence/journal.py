@@ -78,27 +78,16 @@ import _stat as stat   # the S_IS* tests and S_IMODE, which stat.py re-exports: 
 # a reader that warns of nothing, a learn that appends, make neither)
 from spamnb import errors
 from spamnb.bayes import checks
-from spamnb.persistence.records import without_sums   # what a learn writes (the replay's deltas: a follower's)
-from spamnb.persistence.store import (JOURNAL_EMPTY_SIZE as EMPTY_SIZE, JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC,
+# what a learn writes and its append (spamnb.persistence.records: a learn loads that module, not this one)
+from spamnb.persistence.records import append, compact_at, pad as _pad  # noqa: F401 -- append, compact_at: re-exported
+from spamnb.persistence.records import header_bytes as _header, record_bytes as _record_bytes
+from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC,
                                       JOURNAL_RECORD as RECORD, JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
                                       JOURNAL_VERSIONS as VERSIONS, Journal, journal_path, model_identity)
 
 __all__ = ["SUFFIX", "MAGIC", "VERSION", "Journal", "JournalWarning", "journal_path", "model_identity",
            "compact_at", "read", "replay", "apply_records",
            "follow", "discard", "save_whole", "start", "signature"]
-
-# A journal is folded into the model once it is larger than this part of the
-# model file, and never later than past _COMPACT_MAX bytes: replaying it costs
-# every reader time in proportion to its size, folding it costs one whole save.
-_COMPACT_FRACTION = 16
-_COMPACT_MIN = 64 << 10
-_COMPACT_MAX = 1 << 20
-
-
-def compact_at(model_size):
-    """The journal size (bytes) past which a writer folds it into a model of ``model_size`` bytes."""
-    return min(_COMPACT_MAX, max(_COMPACT_MIN, model_size // _COMPACT_FRACTION))
-
 
 def signature(model_path):
     """(inode, size, mtime) of the model's journal, or None: a loaded model is
@@ -123,23 +112,6 @@ def __getattr__(name):
 
         return getattr(journal_view, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _pad(n):
-    return (-n) % 8
-
-
-# ---------------------------------------------------------------------------- the file
-def _header(identity, version=VERSION):
-    fields = (MAGIC, version, 0, identity[0], identity[1], 0)
-    return HEAD.pack(*fields, checks.checksum64(HEAD.pack(*fields, 0)[:40]))
-
-
-def _record_bytes(head_checksum, sequence, payload):
-    payload = bytes(payload) + b"\0" * _pad(len(payload))
-    first = RECORD.pack(len(payload), sequence, 0)[:8]
-    checksum = checks.checksum64(head_checksum + first + payload)
-    return RECORD.pack(len(payload), sequence, checksum) + payload
 
 
 # ---------------------------------------------------------------------------- a follower's reads (the load's: journal_view)
@@ -237,89 +209,6 @@ def follow(spam_filter, ledger=None):
         journal.end += RECORD.size + len(payload)
     journal.size = size
     return len(payloads)
-
-
-# ---------------------------------------------------------------------------- writers
-def append(journal, transactions):
-    """Append ``transactions`` (payloads) to ``journal`` (read under the lock
-    by the load of the model it extends), fsynced; a damaged tail is cut off
-    first, and a journal that is missing or stale is replaced by a new one.
-    Returns the journal's size."""
-    from spamnb.persistence.store import replace_file
-
-    path = journal.path
-    if journal.status == "none" and journal.size == EMPTY_SIZE:
-        _adopt(journal)   # a whole save's journal without records: appended to when it is this model's
-    if journal.status == "ok" and journal.end is not None:
-        if journal.version == 1:   # its readers know no LEARN_SUMS: records as version 1 wrote them
-            transactions = [without_sums(t) for t in transactions]
-        first = len(journal.payloads)
-        records = b"".join(_record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
-        # never through a link planted at the journal's name (it is renamed into place, never a link)
-        fd = posix.open(path, posix.O_WRONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
-        try:
-            st = posix.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise OSError(f"{path}: the model's journal is not a regular file")
-            if st.st_size != journal.end:
-                posix.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
-            done = 0
-            try:
-                while done < len(records):
-                    done += posix.pwrite(fd, records[done:], journal.end + done)
-                posix.fsync(fd)
-            except BaseException:   # not acknowledged: take it back (best effort), readers must not see it
-                try:
-                    posix.ftruncate(fd, journal.end)
-                except OSError:
-                    pass
-                raise
-        finally:
-            posix.close(fd)
-        journal.payloads.extend(transactions)
-        journal.end += len(records)
-        journal.size = journal.end
-        return journal.end
-    if journal.status == "ok":   # records that did not fit: start over only from a whole save
-        raise errors.MustCompact()
-    header = _header(journal.identity)
-    head = header[40:48]
-    records = b"".join(_record_bytes(head, i, p) for i, p in enumerate(transactions))
-    model = journal.path[:-len(SUFFIX)]
-    try:
-        old = posix.stat(model)
-    except OSError:
-        old = None
-    # the folder is not listed for killed writers' temporaries: the model's next save removes them;
-    # the journal replaced is none, or one never applied (stale, damaged): renamed in before its fsync (losable)
-    replace_file(path, lambda f: (f.write(header), f.write(records)), old, tidy=False, losable=True)
-    journal.status, journal.head, journal.version = "ok", head, VERSION
-    journal.payloads = list(transactions)
-    journal.end = journal.size = len(header) + len(records)
-    return journal.end
-
-
-def _adopt(journal):
-    """Make ``journal`` (status "none", the load saw a file of a header's size at
-    its name and read none of it: ``spamnb.persistence.codec``) the journal
-    to append to when that file is the header of a journal of this very
-    model file (``journal.identity``) without records; else leave it "none"
-    (the caller replaces the file whole, as it replaces a stale one)."""
-    try:
-        fd = posix.open(journal.path, posix.O_RDONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
-    except OSError:
-        return
-    try:
-        st = posix.fstat(fd)
-        head = posix.pread(fd, EMPTY_SIZE, 0) if stat.S_ISREG(st.st_mode) and st.st_size == EMPTY_SIZE else b""
-    except OSError:
-        return
-    finally:
-        posix.close(fd)
-    version = int.from_bytes(head[8:12], "little") if len(head) == EMPTY_SIZE else None
-    if version in VERSIONS and journal.identity is not None and head == _header(journal.identity, version):
-        journal.status, journal.head, journal.version = "ok", head[40:48], version
-        journal.payloads, journal.end = [], EMPTY_SIZE
 
 
 def start(real):

@@ -3,22 +3,34 @@ records, :mod:`spamnb.persistence.deltas` describes their operations): each
 operation encoded (padded to 8 bytes), a transaction as a journal of
 version 1 keeps it (:func:`without_sums`), the places of a message's new
 tokens, and whether a learner appends from the model file alone
-(:func:`unjournaled`).  A transaction's ledger operations are read back by
+(:func:`unjournaled`); and the append of a learn's transactions to the
+journal (:func:`append`: framed, checksummed, fsynced under the model's
+lock; ``spamnb.persistence.journal`` re-exports it beside the journal's
+other writers), with the journal's size past which a learn folds it into
+the model (:func:`compact_at`).  A transaction's ledger operations are read back by
 one compiled pass (``spamnb.bayes.checks.journal_ledger``).  A learn
 that appends (``spamnb.model.learning``) loads this module, not the
 replay's (``deltas``, 1.1 M instructions to import); ``deltas`` re-exports
 these names for the replay and the whole model's learners.
 """
 
+import posix   # os's calls without os.py (a cold learn never loads it: spamnb.persistence.store)
+import _stat as stat   # the S_IS* tests, which stat.py re-exports: its module not run
 from array import array
 
+# MustCompact named when raised (spamnb.errors makes each group's classes on first use: an append makes none)
+from spamnb import errors
+from spamnb.bayes import checks
+from spamnb.persistence.store import (JOURNAL_EMPTY_SIZE as EMPTY_SIZE, JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC,
+                                      JOURNAL_RECORD as RECORD, JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
+                                      JOURNAL_VERSIONS as VERSIONS)
 from spamnb.persistence.store import (HELD_OUT_RECORD, LEARN_SUMS_RECORD, LEDGER_RECORD, LEDGER_SIZE, OP_FORGET,
                                       OP_HELD_OUT, OP_HELD_OUT_BACK, OP_LEARN, OP_LEARN_SUMS, OP_PAIR_SCORES,
                                       OP_RECORD, OP_REMOVE, PAIR_SCORES_RECORD, TOKENS_RECORD)
 
 __all__ = ["pad", "encode_tokens", "encode_learn_sums", "without_sums", "encode_ledger", "encode_held_out",
            "encode_pair_scores", "unjournaled", "first_places", "mixture_held_out", "class_of",
-           "float32"]
+           "float32", "compact_at", "header_bytes", "record_bytes", "append"]
 
 
 def pad(n):
@@ -168,3 +180,113 @@ def class_of(label):
 def float32(value):
     """``value`` as a record keeps it (a float32): replay counts the same bin."""
     return array("f", (value,))[0]
+
+# ---------------------------------------------------------------------------- the append (spamnb.persistence.journal's
+# writer of a learn's records: here, so that a learn, first or appending, loads one module for what it writes)
+# A journal is folded into the model once it is larger than this part of the
+# model file, and never later than past _COMPACT_MAX bytes: replaying it costs
+# every reader time in proportion to its size, folding it costs one whole save.
+_COMPACT_FRACTION = 16
+_COMPACT_MIN = 64 << 10
+_COMPACT_MAX = 1 << 20
+
+
+def compact_at(model_size):
+    """The journal size (bytes) past which a writer folds it into a model of ``model_size`` bytes."""
+    return min(_COMPACT_MAX, max(_COMPACT_MIN, model_size // _COMPACT_FRACTION))
+
+
+def header_bytes(identity, version=VERSION):
+    """The journal's 48-byte header naming the model file ``identity`` (its length and checksum), checksummed."""
+    fields = (MAGIC, version, 0, identity[0], identity[1], 0)
+    return HEAD.pack(*fields, checks.checksum64(HEAD.pack(*fields, 0)[:40]))
+
+
+def record_bytes(head_checksum, sequence, payload):
+    """Record ``sequence`` of ``payload`` (padded) in a journal whose header's checksum is ``head_checksum``."""
+    payload = bytes(payload) + b"\0" * pad(len(payload))
+    first = RECORD.pack(len(payload), sequence, 0)[:8]
+    checksum = checks.checksum64(head_checksum + first + payload)
+    return RECORD.pack(len(payload), sequence, checksum) + payload
+
+
+def append(journal, transactions):
+    """Append ``transactions`` (payloads) to ``journal`` (read under the lock
+    by the load of the model it extends), fsynced; a damaged tail is cut off
+    first, and a journal that is missing or stale is replaced by a new one.
+    Returns the journal's size."""
+    from spamnb.persistence.store import replace_file   # a journal's first record (a new file written whole)
+
+    path = journal.path
+    if journal.status == "none" and journal.size == EMPTY_SIZE:
+        _adopt(journal)   # a whole save's journal without records: appended to when it is this model's
+    if journal.status == "ok" and journal.end is not None:
+        if journal.version == 1:   # its readers know no LEARN_SUMS: records as version 1 wrote them
+            transactions = [without_sums(t) for t in transactions]
+        first = len(journal.payloads)
+        records = b"".join(record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
+        # never through a link planted at the journal's name (it is renamed into place, never a link)
+        fd = posix.open(path, posix.O_WRONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
+        try:
+            st = posix.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(f"{path}: the model's journal is not a regular file")
+            if st.st_size != journal.end:
+                posix.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
+            done = 0
+            try:
+                while done < len(records):
+                    done += posix.pwrite(fd, records[done:], journal.end + done)
+                posix.fsync(fd)
+            except BaseException:   # not acknowledged: take it back (best effort), readers must not see it
+                try:
+                    posix.ftruncate(fd, journal.end)
+                except OSError:
+                    pass
+                raise
+        finally:
+            posix.close(fd)
+        journal.payloads.extend(transactions)
+        journal.end += len(records)
+        journal.size = journal.end
+        return journal.end
+    if journal.status == "ok":   # records that did not fit: start over only from a whole save
+        raise errors.MustCompact()
+    header = header_bytes(journal.identity)
+    head = header[40:48]
+    records = b"".join(record_bytes(head, i, p) for i, p in enumerate(transactions))
+    model = journal.path[:-len(SUFFIX)]
+    try:
+        old = posix.stat(model)
+    except OSError:
+        old = None
+    # the folder is not listed for killed writers' temporaries: the model's next save removes them;
+    # the journal replaced is none, or one never applied (stale, damaged): renamed in before its fsync (losable)
+    replace_file(path, lambda f: (f.write(header), f.write(records)), old, tidy=False, losable=True)
+    journal.status, journal.head, journal.version = "ok", head, VERSION
+    journal.payloads = list(transactions)
+    journal.end = journal.size = len(header) + len(records)
+    return journal.end
+
+
+def _adopt(journal):
+    """Make ``journal`` (status "none", the load saw a file of a header's size at
+    its name and read none of it: ``spamnb.persistence.codec``) the journal
+    to append to when that file is the header of a journal of this very
+    model file (``journal.identity``) without records; else leave it "none"
+    (the caller replaces the file whole, as it replaces a stale one)."""
+    try:
+        fd = posix.open(journal.path, posix.O_RDONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        st = posix.fstat(fd)
+        head = posix.pread(fd, EMPTY_SIZE, 0) if stat.S_ISREG(st.st_mode) and st.st_size == EMPTY_SIZE else b""
+    except OSError:
+        return
+    finally:
+        posix.close(fd)
+    version = int.from_bytes(head[8:12], "little") if len(head) == EMPTY_SIZE else None
+    if version in VERSIONS and journal.identity is not None and head == header_bytes(journal.identity, version):
+        journal.status, journal.head, journal.version = "ok", head[40:48], version
+        journal.payloads, journal.end = [], EMPTY_SIZE

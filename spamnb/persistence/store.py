@@ -940,28 +940,33 @@ class _Arrays(dict):
         if todo:
             self.fill(todo)
 
-    def find_digest(self, name, digest, part=1 << 16):
-        """``checks.find_digest`` of ``digest`` among the 16-byte entries of the
+    def find_digest(self, name, digest, part=1 << 16, other=None):
+        """``checks.find_digest`` of ``digest`` (and ``other``: both in one pass,
+        a pair of places) among the 16-byte entries of the
         array ``name``: searched where it was read, or, unread, read from the
         file ``part`` bytes at a time, never into its memory (a learn's lookup
         in the model's ledger: the pages of a whole copy cost it more than the
         search).  The place of its first entry, or -1; ModelError as :meth:`fill`."""
         if name not in self.unread:
-            return checks.find_digest(self[name], digest)
+            return checks.find_digest(self[name], digest, other)
         at, size = self.offsets[name], len(self.writable[name])
         fd = self.file.fileno()
-        found, done = -1, 0
+        found, other_found, done = -1, -1, 0
         while done < size:
             chunk = posix.pread(fd, min(part, size - done), at + done)   # whole entries: part is a multiple of 16
             if not chunk or len(chunk) % 16:
                 raise errors.ModelError(f"{self.path}: the model file was cut short while in use; read it again")
-            found = checks.find_digest(chunk, digest)
+            if other is None or other_found >= 0:   # the other's first place known: the digest's alone
+                found = checks.find_digest(chunk, digest)
+            else:
+                found, other_found = checks.find_digest(chunk, digest, other)
+                other_found += done // 16 if other_found >= 0 else 0
             if found >= 0:
                 found += done // 16
                 break
             done += len(chunk)
         self._check_unchanged(fd)   # the file as loaded, before and while it was read (its signature then)
-        return found
+        return found if other is None else (found, other_found)
 
     def _check_unchanged(self, fd):
         try:

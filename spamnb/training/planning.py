@@ -763,7 +763,7 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
                         merge.close()
                     merges[1:] = [None] * (len(merges) - 1)
         finally:
-            map_large_blocks(None)   # the heap's threshold as high as glibc's own goes again
+            map_large_blocks()   # kept through the held-out pass and the save: their arrays of a few MiB given back when freed
             seen.close()
         del seen
         merged = [None if merge is None else merge.result() for merge in merges]
