@@ -20,7 +20,7 @@ from spamnb.report.scale import ScoreMap
 from spamnb.server import protocol as spamd
 from spamnb.model.spam_filter import SpamFilter
 
-from conftest import REPO
+from conftest import REPO, journal_without_records
 
 PYTHONPATH = str(Path(spamnb.__file__).resolve().parents[1])
 SPAMC = "/usr/bin/spamc" if os.path.exists("/usr/bin/spamc") else None
@@ -351,6 +351,20 @@ def test_tell_goes_through_the_ledger_like_spamnb_learn(daemon, home):
     assert SpamFilter.load(user_model).class_count_ == (base[0] + 1, base[1])
     assert b"successfully" in daemon.spamc("-L", "forget", "-u", "erin", stdin=message).stdout
     assert SpamFilter.load(user_model).class_count_ == base
+
+def test_a_tell_that_relabels_or_forgets_folds_the_users_journal_in(daemon, home):
+    """A TELL's learn appends to the user's journal; one that relabels or
+    forgets saves the model whole (issue 51: a journal holding a forget would
+    be replayed, the model read whole, by every CHECK and classify after it)."""
+    user_model = home / "users" / "faye" / "model.spamnb"
+    first, second, third = (unique_message(f"fold{i}") for i in range(3))
+    assert daemon.spamc("-L", "spam", "-u", "faye", stdin=first).returncode == 0   # the user's model made
+    for option, message in (("spam", second), ("ham", second), ("spam", third), ("forget", first)):
+        assert b"successfully" in daemon.spamc("-L", option, "-u", "faye", stdin=message).stdout
+        assert journal_without_records(user_model) == (option != "spam"), option   # a learn appended
+    base = SpamFilter.load(home / "model.spamnb").class_count_
+    assert SpamFilter.load(user_model).class_count_ == (base[0] + 1, base[1] + 1)
+
 
 def test_bad_user_names_get_the_site_model_and_learn_nothing(daemon):
     """A name outside the allowed pattern is checked with the site model (an

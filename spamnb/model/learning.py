@@ -298,6 +298,10 @@ class Session:
         self.forgot = False
         self._ledger = None
         self.compact_limit = None   # journal bytes past which commit compacts (None: journal.compact_at)
+        # a commit that forgot (a forget, a relabel) compacts: a journal of learns alone is what a classify
+        # scores without reading the model whole (journal_view); False journals the forget (as spamnb did
+        # before: its replay stays, for such journals; the tests of that replay write them so)
+        self.fold_forgets = True
         # light: the model file read in part and its journal's learns not replayed (spamnb.persistence.journal_view):
         # a learn appends its record from the message's own entries (_LightFilter), until something needs
         # the model whole (a relabel, a forget, a compaction, expiry: _read_whole)
@@ -490,10 +494,11 @@ class Session:
 
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the
-        model saved whole when there is no model file to journal against, the
-        model has message features (the journal does not carry them), the
-        journal passed its size, or ``expire`` and the model passed its size limit
-        (``spamnb prune --expire-at``)."""
+        model saved whole when the session forgot a message (a forget, a
+        relabel: :attr:`fold_forgets`), there is no model file to journal
+        against, the model has message features (the journal does not carry
+        them), the journal passed its size, or ``expire`` and the model passed
+        its size limit (``spamnb prune --expire-at``)."""
         if self._view is not None:
             written = self._commit_light(expire)
             if written is not None:
