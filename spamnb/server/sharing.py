@@ -21,7 +21,8 @@ __all__ = ["Sharing", "APPLY_WAIT"]
 APPLY_WAIT = 1.0
 # a follower folds its journal into the model when the stream is quiet (compact_if_over), and while
 # lessons flow only past this size: a whole save of a large model (about 2 s for the 67 MB Enron-Spam
-# one) stops the follower, and at 1 MB (the default) it would come every few hundred lessons
+# one) stops the follower, and at 1 MB (the default) it would come every few hundred lessons; a batch
+# of lessons that forgets (a forget, a relabel) is folded in at once all the same (whole_learning.commit)
 COMPACT_LIMIT = 32 << 20
 
 
