@@ -1007,16 +1007,24 @@ def test_checks_after_tells_score_as_spamnb_classify_of_model_and_journal(home, 
                                   env=_env(tmp_path), capture_output=True, timeout=60)
             expected = [line.split("\t")[-1] for line in proc.stdout.decode().splitlines()]   # path, label, p, log-odds
             assert len(expected) == len(probes), proc
-            before = d.log_text().count("\n")
-            for probe in probes:
-                for _ in range(3):
-                    d.spamc("-c", stdin=probe.read_bytes())
-            deadline = time.monotonic() + 10
-            while d.log_text().count(" CHECK ") < 3 * len(probes) * (1 + told.index((option, message))) \
-                    and time.monotonic() < deadline:
-                time.sleep(0.05)
-            lines = [line for line in d.log_text().split("\n")[before:] if " CHECK " in line]
-            got = [re.search(r"log-odds=([-+][0-9.]+)", line)[1] for line in lines]
+            # a relabel or a forget folds the journal in (a whole save, issue 51): the worker that did not take
+            # the TELL reads the model again in the background, as after any compaction, serving the one before
+            # meanwhile; a learn is followed in place by both at once
+            folded = journal_without_records(model)
+            settle = time.monotonic() + 60
+            while True:
+                before, checks = d.log_text().count("\n"), d.log_text().count(" CHECK ")
+                for probe in probes:
+                    for _ in range(3):
+                        d.spamc("-c", stdin=probe.read_bytes())
+                deadline = time.monotonic() + 10
+                while d.log_text().count(" CHECK ") < checks + 3 * len(probes) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                lines = [line for line in d.log_text().split("\n")[before:] if " CHECK " in line]
+                got = [re.search(r"log-odds=([-+][0-9.]+)", line)[1] for line in lines]
+                if got == [e for e in expected for _ in range(3)] or not folded or time.monotonic() > settle:
+                    break
+                time.sleep(0.2)
             assert got == [e for e in expected for _ in range(3)], (option, lines)
     finally:
         assert d.stop() == 0
