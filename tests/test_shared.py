@@ -590,8 +590,13 @@ def test_three_hosts_converge_and_survive_kills(tmp_path, base_model, redis_serv
                                      + [(True, False, True, probe)])
     _assert_same([h.home / "model.spamnb" for h in hosts + [mx]],
                  _reference(base_model, lessons, tmp_path / "ref2"))
-    for message in PROBES[:5] + [m for _, m in acknowledged[-5:]]:    # what the servers score with
-        assert len({h.spamc("-c", stdin=message).stdout for h in hosts + [mx]}) == 1
+    # what the servers score with: a relabel folds a follower's journal in (a whole save, issue 51), which
+    # its workers read again in the background, as after any compaction, serving the model before meanwhile
+    deadline = time.monotonic() + 60
+    for message in PROBES[:5] + [m for _, m in acknowledged[-5:]]:
+        while len({h.spamc("-c", stdin=message).stdout for h in hosts + [mx]}) != 1:
+            assert time.monotonic() < deadline, "the servers score apart"
+            time.sleep(0.2)
 
 
 @pytest.mark.slow
