@@ -11,17 +11,20 @@ with a record that does not fit, is replayed as before.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
 from pathlib import Path
+
+import pytest
 
 from spamnb.model import learning
 from spamnb.estimator import ledger as ledgers
 from spamnb.estimator import ledger_table
 from spamnb.model.spam_filter import SpamFilter
 
-from conftest import REPO
+from conftest import REPO, journal_without_records, run_spamnb
 from test_journal import HAM, SPAM, _env, model  # noqa: F401 -- the model fixture: 8 spam and 8 ham fitted
 
 HARD = sorted((REPO / "corpora" / "hard_ham").iterdir())
@@ -29,8 +32,9 @@ PROBES = [p.read_bytes() for p in SPAM[40:50] + HAM[90:100] + HARD[:5]]
 LARGE = ("keys", "values", "feature_count", "log_count", "strings")
 
 
-def _learn(path, actions):
+def _learn(path, actions, fold_forgets=True):
     with learning.session(path) as session:
+        session.fold_forgets = fold_forgets
         for action, message, label in actions:
             data = message.read_bytes() if isinstance(message, Path) else message
             if action == "learn":
@@ -152,10 +156,40 @@ def test_the_command_line_gives_the_replayed_verdict(model, tmp_path):
 
 
 def test_a_journal_with_a_forget_is_replayed(model):
-    _learn(model, _learns(6) + [("forget", SPAM[11], True)])
+    _learn(model, _learns(6) + [("forget", SPAM[11], True)], fold_forgets=False)   # as spamnb journaled forgets
     sf = SpamFilter.load(model, mapped=True)
-    assert sf.pending_journal_ is None
+    assert sf.pending_journal_ is None and not journal_without_records(model)
     assert _verdicts(sf, PROBES) == _verdicts(SpamFilter.load(model), PROBES)
+
+
+def test_a_relabel_or_a_forget_folds_the_journal_in_and_the_learns_after_it_are_viewed(model, tmp_path):
+    # issue 51: a journal holding a forget is replayed by every classify (the model read whole) until it is
+    # folded; a commit that forgets folds it at once, to the state the forget journaled replays to
+    journaled = tmp_path / "journaled.spamnb"
+    shutil.copyfile(model, journaled)
+    for path in (model, journaled):
+        _learn(path, _learns(6), fold_forgets=path == model)
+    _viewed(model)
+    for args, action, new in ((["learn", "--ham"], ("learn", SPAM[10], False), SPAM[20]),   # learned as spam
+                              (["forget"], ("forget", SPAM[11], None), SPAM[21])):
+        proc = run_spamnb(args + ["-m", str(model), str(action[1])], text=True)
+        assert proc.returncode == 0 and ("relabelled 1" in proc.stdout or "forgot 1" in proc.stdout), proc.stderr
+        assert journal_without_records(model)                  # folded in: no forget left for a classify
+        _learn(journaled, [action], fold_forgets=False)
+        assert not journal_without_records(journaled)
+        _as_rewritten(SpamFilter.load(model, mapped=True), SpamFilter.load(journaled))
+        assert run_spamnb(["learn", "--spam", "-m", str(model), str(new)]).returncode == 0   # a learn after it
+        _learn(journaled, [("learn", new, True)], fold_forgets=False)
+        _as_rewritten(_viewed(model), SpamFilter.load(journaled))
+
+
+def _as_rewritten(folded, replayed):
+    """A forget folded in scores as its replay, which scores as the model rewritten (to the last bits of a
+    sum's order: tests/test_journal.py, test_model_plus_journal_scores_as_learning_and_rewriting)."""
+    for got, expected in zip(_verdicts(folded, PROBES), _verdicts(replayed, PROBES)):
+        assert got[0] == expected[0] and [t for t, _ in got[3]] == [t for t, _ in expected[3]]
+        assert got[2] == pytest.approx(expected[2], rel=1e-9, abs=1e-9)
+        assert [w for _, w in got[3]] == pytest.approx([w for _, w in expected[3]], rel=1e-9, abs=1e-9)
 
 
 def test_a_record_that_does_not_fit_is_replayed_with_its_warning(model, tmp_path):

@@ -62,6 +62,7 @@ def _update_model(args, forget):
     # a learn appends its record without reading the model whole (spamnb.model.learning: light)
     with learning_session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True,
                           light=not forget) as session:
+        session.fold_forgets = True   # a forget or relabel folded in: every classify after it is a fresh process
         seen = 0
         for source in args.files or ["-"]:
             try:

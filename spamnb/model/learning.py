@@ -298,6 +298,11 @@ class Session:
         self.forgot = False
         self._ledger = None
         self.compact_limit = None   # journal bytes past which commit compacts (None: journal.compact_at)
+        # True: a commit that forgot (a forget, a relabel) compacts, since a journal of learns alone is what a
+        # fresh classify scores without reading the model whole (journal_view).  Set by the spamnb learn and
+        # forget commands (cli.learn); a server, shared host, console or imap session journals its forgets (its
+        # process holds the model and follows the journal, where a whole save would stall it)
+        self.fold_forgets = False
         # light: the model file read in part and its journal's learns not replayed (spamnb.persistence.journal_view):
         # a learn appends its record from the message's own entries (_LightFilter), until something needs
         # the model whole (a relabel, a forget, a compaction, expiry: _read_whole)
@@ -490,10 +495,11 @@ class Session:
 
     def commit(self, expire=True):
         """Make the changes durable: appended to the journal (fsynced), or the
-        model saved whole when there is no model file to journal against, the
-        model has message features (the journal does not carry them), the
-        journal passed its size, or ``expire`` and the model passed its size limit
-        (``spamnb prune --expire-at``)."""
+        model saved whole when the session forgot a message (a forget, a
+        relabel: :attr:`fold_forgets`), there is no model file to journal
+        against, the model has message features (the journal does not carry
+        them), the journal passed its size, or ``expire`` and the model passed
+        its size limit (``spamnb prune --expire-at``)."""
         if self._view is not None:
             written = self._commit_light(expire)
             if written is not None:

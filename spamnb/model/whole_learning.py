@@ -55,7 +55,9 @@ def run(session, function, data, *args, **kwargs):
 def commit(session, expire):
     """``Session.commit`` of a session's model read whole: compacted when
     ``expire`` and it passed its size limit (its tokens expired first), or
-    when there is no model file to journal against, it has message
+    when the session forgot a message (a forget, a relabel: a journal of
+    learns alone is what a classify scores without reading the model whole),
+    there is no model file to journal against, it has message
     features, or the records do not fit the journal or pass its size;
     else the session's transactions appended as one record.  Returns the
     journal's size, 0 for a compaction, None when nothing was written."""
@@ -70,7 +72,10 @@ def commit(session, expire):
     if not session.transactions:
         return None
     journal = sf.journal_
-    if not session.exists or sf.feature_weight or journal is None or journal.identity is None:
+    # a forget (a relabel's too) is folded in at once: a classify views a journal of learns alone
+    # (spamnb.persistence.journal_view) and replays one holding a forget, reading the model whole
+    if ((session.forgot and session.fold_forgets) or not session.exists or sf.feature_weight or journal is None
+            or journal.identity is None):
         return session.compact()
     try:
         # one record for the whole commit: a command learning many messages is all or nothing
