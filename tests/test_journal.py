@@ -76,7 +76,6 @@ def _rewrite(path, actions):
 def _journaled(path, actions, per_session=1):
     for start in range(0, len(actions), per_session):
         with learning.session(path) as session:
-            session.fold_forgets = False   # forgets journaled (as before they were folded at once): their replay
             for action, message, label in actions[start:start + per_session]:
                 if action == "learn":
                     session.learn(message.read_bytes(), label, ledgers.Tally())
@@ -482,7 +481,6 @@ for i, change in enumerate(changes):
     if i == len(changes) - 1:
         os.pwrite = posix.pwrite = half_then_wait   # the journal writes through posix (no os.py on a learn)
     with learning.session(sys.argv[1]) as s:
-        s.fold_forgets = False           # a forget journaled: its append killed
         if action == "learn":
             s.learn(open(path, "rb").read(), True, ledger.Tally())
         else:
@@ -680,7 +678,6 @@ def test_a_kept_model_follows_other_writers_learns_and_is_read_again_when_replac
         first = session.filter
     with learning.session(model, kept=kept) as session:
         assert session.filter is first                       # the model and journal as it left them
-        session.fold_forgets = False                         # journaled, not folded: the model stays kept
         session.forget(SPAM[10].read_bytes())
     for i in (12, 13):                                       # another writer appends to the journal
         assert run_spamnb(["learn", "-q", "--spam", "-m", model, SPAM[i]]).returncode == 0

@@ -32,9 +32,8 @@ PROBES = [p.read_bytes() for p in SPAM[40:50] + HAM[90:100] + HARD[:5]]
 LARGE = ("keys", "values", "feature_count", "log_count", "strings")
 
 
-def _learn(path, actions, fold_forgets=True):
-    with learning.session(path) as session:
-        session.fold_forgets = fold_forgets
+def _learn(path, actions):
+    with learning.session(path) as session:   # a forget journaled (the library's default), not folded in
         for action, message, label in actions:
             data = message.read_bytes() if isinstance(message, Path) else message
             if action == "learn":
@@ -156,7 +155,7 @@ def test_the_command_line_gives_the_replayed_verdict(model, tmp_path):
 
 
 def test_a_journal_with_a_forget_is_replayed(model):
-    _learn(model, _learns(6) + [("forget", SPAM[11], True)], fold_forgets=False)   # as spamnb journaled forgets
+    _learn(model, _learns(6) + [("forget", SPAM[11], True)])
     sf = SpamFilter.load(model, mapped=True)
     assert sf.pending_journal_ is None and not journal_without_records(model)
     assert _verdicts(sf, PROBES) == _verdicts(SpamFilter.load(model), PROBES)
@@ -168,18 +167,18 @@ def test_a_relabel_or_a_forget_folds_the_journal_in_and_the_learns_after_it_are_
     journaled = tmp_path / "journaled.spamnb"
     shutil.copyfile(model, journaled)
     for path in (model, journaled):
-        _learn(path, _learns(6), fold_forgets=path == model)
+        _learn(path, _learns(6))
     _viewed(model)
     for args, action, new in ((["learn", "--ham"], ("learn", SPAM[10], False), SPAM[20]),   # learned as spam
                               (["forget"], ("forget", SPAM[11], None), SPAM[21])):
         proc = run_spamnb(args + ["-m", str(model), str(action[1])], text=True)
         assert proc.returncode == 0 and ("relabelled 1" in proc.stdout or "forgot 1" in proc.stdout), proc.stderr
         assert journal_without_records(model)                  # folded in: no forget left for a classify
-        _learn(journaled, [action], fold_forgets=False)
+        _learn(journaled, [action])
         assert not journal_without_records(journaled)
         _as_rewritten(SpamFilter.load(model, mapped=True), SpamFilter.load(journaled))
         assert run_spamnb(["learn", "--spam", "-m", str(model), str(new)]).returncode == 0   # a learn after it
-        _learn(journaled, [("learn", new, True)], fold_forgets=False)
+        _learn(journaled, [("learn", new, True)])
         _as_rewritten(_viewed(model), SpamFilter.load(journaled))
 
 

@@ -67,7 +67,6 @@ def _run(path, sessions, light, compact_limit=None, stayed_light=None):
     outcomes = []
     for actions in sessions:
         with learning.session(path, mapped=True, light=light, compact_limit=compact_limit) as session:
-            session.fold_forgets = False   # relabels journaled too: the light records after them compared
             for action, message, label, auto in actions:
                 data = message.read_bytes()
                 if action == "learn":

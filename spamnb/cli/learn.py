@@ -60,9 +60,9 @@ def _update_model(args, forget):
                 print(f"spamnb: {line}", file=sys.stderr)
 
     # a learn appends its record without reading the model whole (spamnb.model.learning: light)
+    # a forget or relabel folded in at once: every classify after it is a fresh process (learning.session)
     with learning_session(path, wait=args.wait, create=not forget, expire=not forget, mapped=True,
-                          light=not forget) as session:
-        session.fold_forgets = True   # a forget or relabel folded in: every classify after it is a fresh process
+                          light=not forget, fold_forgets=True) as session:
         seen = 0
         for source in args.files or ["-"]:
             try:

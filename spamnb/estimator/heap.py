@@ -40,7 +40,7 @@ def map_large_blocks(threshold=256 << 10):
     heap, fragmenting it: ``spamnb train``'s parent maps them from its
     counting pass (its workers forked) to its end (held in the heap, the
     held-out pass's and the save's arrays took Enron-Spam's save from 74 to
-    82 MiB).  ``None``: 32 MiB, glibc's highest dynamic threshold."""
+    82 MiB)."""
     import sys
 
     if not sys.platform.startswith("linux"):
@@ -48,6 +48,6 @@ def map_large_blocks(threshold=256 << 10):
     try:
         import ctypes
 
-        ctypes.CDLL(None).mallopt(-3, int(32 << 20 if threshold is None else threshold))   # M_MMAP_THRESHOLD
+        ctypes.CDLL(None).mallopt(-3, int(threshold))   # M_MMAP_THRESHOLD
     except (OSError, AttributeError):
         pass

@@ -298,10 +298,8 @@ class Session:
         self.forgot = False
         self._ledger = None
         self.compact_limit = None   # journal bytes past which commit compacts (None: journal.compact_at)
-        # True: a commit that forgot (a forget, a relabel) compacts, since a journal of learns alone is what a
-        # fresh classify scores without reading the model whole (journal_view).  Set by the spamnb learn and
-        # forget commands (cli.learn); a server, shared host, console or imap session journals its forgets (its
-        # process holds the model and follows the journal, where a whole save would stall it)
+        # True: a commit that forgot (a forget, a relabel) compacts (session(fold_forgets=): the spamnb learn and
+        # forget commands)
         self.fold_forgets = False
         # light: the model file read in part and its journal's learns not replayed (spamnb.persistence.journal_view):
         # a learn appends its record from the message's own entries (_LightFilter), until something needs
@@ -527,9 +525,10 @@ class Session:
 
 class _SessionContext:
     def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,
-                 light=False):
+                 light=False, fold_forgets=False):
         self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
         self.kept, self.mapped, self.compact_limit, self.light = kept, mapped, compact_limit, light and mapped
+        self.fold_forgets = fold_forgets
 
     def __enter__(self):
         from spamnb.model.spam_filter import SpamFilter
@@ -555,7 +554,7 @@ class _SessionContext:
             if self.light and entry is None and exists:
                 view = _learner(spam_filter)
             self.session = Session(real, spam_filter, exists, view)
-            self.session.compact_limit = self.compact_limit
+            self.session.compact_limit, self.session.fold_forgets = self.compact_limit, self.fold_forgets
         except BaseException:
             self._lock.__exit__(*sys.exc_info())
             raise
@@ -578,7 +577,7 @@ class _SessionContext:
 
 
 def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,
-            light=False):
+            light=False, fold_forgets=False):
     """``with session(model) as s:`` the model (and its journal) loaded under
     its lock as ``s.filter``; ``s.learn``/``s.forget`` change it; leaving the
     block without an exception commits (:meth:`Session.commit`), with one
@@ -595,5 +594,11 @@ def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None
     nothing needs it whole (a relabel, a forget, the journal past its size,
     expiry: then it is read and replayed, and the learns so far applied,
     before going on); ``s.filter`` is then the model as loaded, without the
-    journal's learns or the session's (``s.class_count()`` counts them)."""
-    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped, compact_limit, light)
+    journal's learns or the session's (``s.class_count()`` counts them);
+    ``fold_forgets``: a commit that forgot (a forget, a relabel) saves the
+    model whole, since a fresh classify scores a journal of learns without
+    reading the model whole (``journal_view``) but replays one holding a
+    forget (the ``spamnb learn`` and ``forget`` commands; a server, shared
+    host, console or imap session journals its forgets: its process holds
+    the model and follows the journal, where a whole save would stall it)."""
+    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped, compact_limit, light, fold_forgets)
