@@ -305,7 +305,8 @@ def test_first_places_are_whole_occurrences_never_bytes_across_two():
     """``deltas.first_places`` (a learn's few new tokens, searched in the
     hashes' bytes): each token's first whole occurrence, never a match of
     its 8 bytes across two neighbours; a token not among them is refused;
-    with few and many (over 64) tokens, as ``array.index`` places them."""
+    with few and many (over 64) tokens, 0 and the largest hash among them,
+    as ``array.index`` places them."""
     import random
     from array import array
 
@@ -319,6 +320,10 @@ def test_first_places_are_whole_occurrences_never_bytes_across_two():
     assert list(first_places(hashes, {7, b, across})) == [1, 4, 5]
     with pytest.raises(ValueError):
         first_places(hashes, {8})
+    top = 2**64 - 1   # the table's empty key (0) and the largest hash are tokens too
+    assert list(first_places(array("Q", [top, 0, 5, 0, top]), {0, top})) == [0, 1]
+    with pytest.raises(ValueError):
+        first_places(array("Q", [top, 5]), {0, top})
     for n_new in (1, 64, 65, 200):
         pool = [rng.getrandbits(64) for _ in range(n_new + 10)]
         hashes = array("Q", (rng.choice(pool) for _ in range(4 * n_new)))

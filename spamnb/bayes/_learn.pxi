@@ -217,6 +217,93 @@ cdef _digest_words(digest, uint64_t *first, uint64_t *second):
         PyBuffer_Release(&needle)
 
 
+# ---------------------------------------------------------------------------- a message's new tokens in a record
+def first_places(hashes, new):
+    """The positions in ``hashes`` (a contiguous buffer of uint64: a message's
+    token occurrences) of the tokens of ``new`` (distinct ints: a set), each
+    at its first occurrence, in order, as ``array('i')``: where
+    ``Vocabulary.add`` numbers a message's new tokens, and so their text's
+    order in a journal's record (``spamnb.persistence.records.first_places``).
+    One pass over the occurrences, the tokens looked up in a table of their
+    own (no Python object an occurrence).  ValueError for a token of ``new``
+    not among them."""
+    cdef Py_buffer hv
+    cdef const uint64_t *hs
+    cdef uint64_t *keys = NULL
+    cdef uint8_t *state = NULL   # a slot's: 0 empty, 1 a token of new, 2 that token found
+    cdef Py_ssize_t n, k, i, found = 0, size = 16
+    cdef uint64_t h, mask, slot
+    cdef int zero = 0   # the token 0 (an empty slot's key), kept apart: 0 not in new, 1 in it, 2 found
+    cdef array.array out
+    cdef int32_t *o
+    while size < 2 * (len(new) + 1):
+        size <<= 1
+    mask = <uint64_t>(size - 1)
+    keys = <uint64_t *>malloc(size * sizeof(uint64_t))
+    state = <uint8_t *>malloc(size)
+    if keys == NULL or state == NULL:
+        free(keys)
+        free(state)
+        raise MemoryError()
+    try:
+        memset(keys, 0, size * sizeof(uint64_t))
+        memset(state, 0, size)
+        k = 0   # the distinct tokens of new
+        for token in new:
+            h = <uint64_t>token
+            if h == 0:
+                k += zero == 0
+                zero = 1
+                continue
+            slot = (h ^ (h >> 32)) & mask
+            while state[slot] and keys[slot] != h:
+                slot = (slot + 1) & mask
+            k += state[slot] == 0
+            keys[slot], state[slot] = h, 1
+        out = array.array("i", bytes(4 * k))
+        o = <int32_t *>out.data.as_ints
+        PyObject_GetBuffer(hashes, &hv, PyBUF_SIMPLE)
+        try:
+            n = hv.len // 8
+            hs = <const uint64_t *>hv.buf
+            with nogil:
+                for i in range(n):
+                    if found == k:
+                        break
+                    h = hs[i]
+                    if h == 0:
+                        if zero == 1:
+                            zero = 2
+                            o[found] = <int32_t>i
+                            found += 1
+                        continue
+                    slot = (h ^ (h >> 32)) & mask
+                    while state[slot] and keys[slot] != h:
+                        slot = (slot + 1) & mask
+                    if state[slot] == 1:
+                        state[slot] = 2
+                        o[found] = <int32_t>i
+                        found += 1
+        finally:
+            PyBuffer_Release(&hv)
+        if found < k:
+            for token in new:
+                h = <uint64_t>token
+                if h == 0:
+                    if zero == 1:
+                        raise ValueError(f"first_places: {token} is not among the hashes")
+                    continue
+                slot = (h ^ (h >> 32)) & mask
+                while keys[slot] != h:
+                    slot = (slot + 1) & mask
+                if state[slot] == 1:
+                    raise ValueError(f"first_places: {token} is not among the hashes")
+    finally:
+        free(keys)
+        free(state)
+    return out
+
+
 # ---------------------------------------------------------------------------- the ledger operations of a journal
 def journal_ledger(payloads, layout):
     """The ledger operations (RECORD, REMOVE) of a journal's transactions

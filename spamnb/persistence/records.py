@@ -129,21 +129,10 @@ def first_places(hashes, new):
     """The positions in ``hashes`` (``array('Q')``, a message's occurrences) of
     the tokens of the set ``new``, each at its first occurrence, in order
     (``array('i')``): where ``Vocabulary.add`` numbers a message's new tokens,
-    and so their text's order in a record.  No Python loop over the occurrences."""
-    if len(new) <= 64:   # a few: each one's first place by a search of the array's bytes (no int made per occurrence)
-        raw, places = hashes.tobytes(), []
-        for h in new:
-            needle = array("Q", (h,)).tobytes()   # the array's own (native) order
-            at = raw.find(needle)
-            while at > 0 and at % 8:   # inside two occurrences: on from the next one
-                at = raw.find(needle, at - at % 8 + 8)
-            if at < 0:
-                raise ValueError(f"first_places: {h} is not among the hashes")
-            places.append(at // 8)
-        return array("i", sorted(places))
-    n = len(hashes)
-    first = dict(zip(reversed(hashes), range(n - 1, -1, -1)))   # each token's first place (the last one put)
-    return array("i", sorted(first[h] for h in new))
+    and so their text's order in a record.  One compiled pass over the
+    occurrences (``checks.first_places``); ValueError for a token of ``new``
+    not among them."""
+    return checks.first_places(hashes, new)
 
 
 # ---------------------------------------------------------------------------- what a learn records (model/learning)
