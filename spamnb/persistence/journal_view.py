@@ -466,12 +466,16 @@ class JournalView(FileScorer):
         number the message's new tokens, and so their text's order in a record."""
         if not len(hashes):
             return array("i")
+        from spamnb.persistence.records import first_places   # a learner's (what a learn writes, not the replay's)
+
+        held = self._held   # read once: another thread scoring through this view may set it meanwhile
+        if held is not None and held[0] is hashes:   # scored last through the learns (_rows): the tokens that
+            _hashes, wanted, first, m = held   # pass found in neither, as they are (no set of the occurrences)
+            return first_places(hashes, {wanted[k] for k in range(m, len(wanted)) if first[k] < 0})
         # a learner scored the message first: the file read once; no Python loop over the occurrences
         new = set(hashes).difference(self._gather(hashes)[0])
         if new and self._n_learns():   # and not the journal's: those the message's pass through its learns found
             new.difference_update(self._journal_holds(hashes))
-        from spamnb.persistence.records import first_places   # a learner's (what a learn writes, not the replay's)
-
         return first_places(hashes, new)
 
     def _journal_holds(self, hashes):
@@ -649,21 +653,22 @@ class JournalView(FileScorer):
         if m == w or max(first[m:]) < 0:   # no token only the journal holds: the file's, in their order
             return compact_scorer(found, out_logs, log_norm, self.log_prior, self.transform, self.length,
                                   self.pair_weight), index
-        # and those the journal added, after the file's (all in feature order), in the order the journal numbers
-        # them: its ids go by first occurrence (_numbering), so first[] orders them without numbering the journal
-        order = sorted(range(m), key=index.__getitem__)
+        # and those the journal added, after the file's (all in feature order: gather gives the file's in
+        # theirs, as above, so they stay where they are, copied whole, not token by token), in the order the
+        # journal numbers them: its ids go by first occurrence (_numbering), so first[] orders them without
+        # numbering the journal
         added = sorted((k for k in range(m, w) if first[k] >= 0), key=first.__getitem__)
-        sorted_hashes = array("Q", (found[k] for k in order))
+        sorted_hashes = found[:]
         sorted_hashes.extend(wanted[k] for k in added)
         log_alpha = token_kernels.log(self.alpha)   # WordCounts.resize: a new token's log in a class not learned
         sorted_logs = array("d")
         for c in range(2):
             row = changed[c * w:c * w + w]
-            sorted_logs.extend(row[k] for k in order)
+            sorted_logs.extend(row[:m])
             sorted_logs.extend(log_alpha if row[k] != row[k] else row[k] for k in added)
         scorer = compact_scorer(sorted_hashes, sorted_logs, log_norm, self.log_prior, self.transform, self.length,
                                 self.pair_weight)
-        return scorer, _classes()[2]([index[k] for k in order], sorted_hashes[m:], self)
+        return scorer, _classes()[2](index.tolist(), sorted_hashes[m:], self)
 
     def _added_indices(self, hashes):
         """The feature indices of ``hashes``, tokens the journal added: ``n_base`` + each one's
