@@ -195,16 +195,17 @@ def _warn_tail(journal, applied):
 _MADE = {}   # the classes below, once made
 
 
-def _classes():
-    """``(_Learn, _Recorded, _Indices)``, made when first asked for (as ``spamnb.errors``
-    makes its groups): a class statement costs a cold classify about 0.1 million
-    instructions, and a classify through a journal makes none of these (the learns
-    as objects: a learner's, a token's text; the indices of a message's tokens only
-    the journal holds).  Two threads asking first may both make them: ``dict.setdefault``
-    keeps the first's, so each is one class wherever it is used."""
-    made = _MADE.get("classes")
+def _classes(kind="learns"):
+    """``(_Learn, _Recorded)`` (``kind`` "learns") or ``_Indices`` ("indices"), made
+    when first asked for (as ``spamnb.errors`` makes its groups): a class statement
+    costs a cold classify about 0.1 million instructions, and a classify through a
+    journal makes none of these (the learns as objects: a learner's, a token's text;
+    the indices of a message's tokens only the journal holds, which makes only its
+    own).  Two threads asking first may both make them: ``dict.setdefault`` keeps
+    the first's, so each is one class wherever it is used."""
+    made = _MADE.get(kind)
     if made is None:
-        made = _MADE.setdefault("classes", _make_classes())
+        made = _MADE.setdefault(kind, _make_classes() if kind == "learns" else _make_indices())
     return made
 
 
@@ -246,6 +247,10 @@ def _make_classes():
             _hashes_at, text_at, n_text = self.at
             return self.payload[text_at:text_at + n_text]
 
+    return _Learn, _Recorded
+
+
+def _make_indices():
     class _Indices:
         """The feature indices of a message's tokens in a view's Scorer (:meth:`JournalView._build`),
         position by position (what ``FileScorer.score`` asks of its evidence): the file's tokens',
@@ -264,7 +269,7 @@ def _make_classes():
                 self.added = self.view._added_indices(self.added)
             return self.added[position - len(self.known)]
 
-    return _Learn, _Recorded, _Indices
+    return _Indices
 
 
 def _recorded(records):
@@ -668,7 +673,7 @@ class JournalView(FileScorer):
             sorted_logs.extend(log_alpha if row[k] != row[k] else row[k] for k in added)
         scorer = compact_scorer(sorted_hashes, sorted_logs, log_norm, self.log_prior, self.transform, self.length,
                                 self.pair_weight)
-        return scorer, _classes()[2](index.tolist(), sorted_hashes[m:], self)
+        return scorer, _classes("indices")(index.tolist(), sorted_hashes[m:], self)
 
     def _added_indices(self, hashes):
         """The feature indices of ``hashes``, tokens the journal added: ``n_base`` + each one's
