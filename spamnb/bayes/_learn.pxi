@@ -4,7 +4,8 @@
 # a learn loads no shared object of its own for them (``fcntl``, ``_blake2``:
 # about a millisecond of a cold learn), and the search of a digest among the
 # model file's ledger (read in place: no copy of its 16 bytes a message).
-# The layers above call these through spamnb.bayes.checks.
+# The layers above call these through spamnb.bayes.checks; and a learned
+# message's new tokens' first places, through spamnb.bayes.token_kernels.
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset, strerror
@@ -223,7 +224,8 @@ def first_places(hashes, new):
     token occurrences) of the tokens of ``new`` (distinct ints: a set), each
     at its first occurrence, in order, as ``array('i')``: where
     ``Vocabulary.add`` numbers a message's new tokens, and so their text's
-    order in a journal's record (``spamnb.persistence.records.first_places``).
+    order in a journal's record (``spamnb.persistence.records.first_places``,
+    through ``spamnb.bayes.token_kernels``).
     One pass over the occurrences, the tokens looked up in a table of their
     own (no Python object an occurrence).  ValueError for a token of ``new``
     not among them."""

@@ -22,7 +22,8 @@ check as they go and raise ValueError, changing nothing.
   over one hash index (it checks its own arguments);
 - ``Scorer`` (its buffers checked when it is made) and ``gather`` (a
   message's entries read from a model file); ``journal_rows`` (a journal's
-  learns put through for one message's tokens alone);
+  learns put through for one message's tokens alone); ``first_places`` (a
+  learned message's new tokens' first occurrences);
 - ``mixture_add``, ``mixture_settle``: a learned message's held-out scores
   counted into a pair-weight mixture's state, and the weight and scale it
   then gives (``spamnb.bayes._mixture``, loaded by the first call: a process
@@ -59,7 +60,7 @@ def __getattr__(name):
 __all__ = ["add_counts_tree", "COUNTS_RAW", "COUNTS_BINARY", "COUNTS_LOG", "TRANSFORMS", "lookup", "insert", "rehash", "rehash_remap",
            "check_index", "CSRBuilder", "VariantCounter", "add_counts", "add_counts_twice", "add_counts_rows", "add_counts_split",
            "held_out_log_odds",
-           "sort_int32", "Scorer", "gather", "journal_rows", "learn_sums", "mixture_add",
+           "sort_int32", "Scorer", "gather", "journal_rows", "learn_sums", "first_places", "mixture_add",
            "mixture_settle", "exp", "log", "isfinite", "INF"]
 
 COUNTS_RAW = _score.COUNTS_RAW          # x_i = count of token i in the message
@@ -215,6 +216,14 @@ def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, 
         raise ValueError("journal_rows: bad transform or layout")
     return _score.journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, float(length),
                                float(alpha), float(totals[0]), float(totals[1]), logs, first, file_logs, sums, places)
+
+
+def first_places(hashes, new):
+    """The positions in ``hashes`` (uint64, a message's occurrences) of the
+    tokens of ``new`` (a set of ints), each at its first occurrence, in order
+    (``array('i')``), in one pass over the occurrences; ValueError for a token
+    of ``new`` not among them (``_score.first_places``)."""
+    return _score.first_places(hashes, new)
 
 
 def learn_sums(hashes, counts, length):

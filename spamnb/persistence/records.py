@@ -20,7 +20,7 @@ from array import array
 
 # MustCompact named when raised (spamnb.errors makes each group's classes on first use: an append makes none)
 from spamnb import errors
-from spamnb.bayes import checks
+from spamnb.bayes import checks, token_kernels   # token_kernels: loaded by the vocabulary already
 from spamnb.persistence.store import (JOURNAL_EMPTY_SIZE as EMPTY_SIZE, JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC,
                                       JOURNAL_RECORD as RECORD, JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSION as VERSION,
                                       JOURNAL_VERSIONS as VERSIONS)
@@ -130,9 +130,9 @@ def first_places(hashes, new):
     the tokens of the set ``new``, each at its first occurrence, in order
     (``array('i')``): where ``Vocabulary.add`` numbers a message's new tokens,
     and so their text's order in a record.  One compiled pass over the
-    occurrences (``checks.first_places``); ValueError for a token of ``new``
-    not among them."""
-    return checks.first_places(hashes, new)
+    occurrences (``token_kernels.first_places``); ValueError for a token of
+    ``new`` not among them."""
+    return token_kernels.first_places(hashes, new)
 
 
 # ---------------------------------------------------------------------------- what a learn records (model/learning)
