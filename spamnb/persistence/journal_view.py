@@ -79,10 +79,30 @@ def _read_bytes(path):
         posix.close(fd)
 
 
-def read(model_path, identity):
+# a reader's journal is read through this many bytes (a record longer: through its own), not whole into new memory
+_BUFFER = 64 << 10
+
+
+def read(model_path, identity, scan=False):
     """Read the journal of the model at ``model_path`` whose file is ``identity``
-    (``(length, checksum)``); never raises for what the journal holds."""
+    (``(length, checksum)``); never raises for what the journal holds.  With
+    ``scan`` (a reader of a model read in part, no writer: its learns are
+    viewed), the records are checked and their operations read through one
+    small buffer (:func:`_scan`), the file kept open: the view reads the
+    learns' hashes again when it scores (``token_kernels.journal_rows``), and the
+    payloads are read whole only when asked for; a journal a view does not
+    stand for (a forget) is read whole, as without ``scan``."""
     path = journal_path(model_path)
+    if scan:
+        try:
+            journal = _scan(path, identity)
+        except FileNotFoundError:
+            return Journal(path, identity)
+        except OSError as exc:
+            _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
+            return Journal(path, identity, "stale")
+        if journal is not None:
+            return journal
     try:
         data = _read_bytes(path)
     except FileNotFoundError:
@@ -105,6 +125,61 @@ def read(model_path, identity):
     return Journal(path, identity, "ok", payloads, at, len(data), head, version)
 
 
+def _scan(path, identity):
+    """:func:`read` of the journal at ``path`` through one small buffer
+    (``checks.journal_scan``: each record's length, place and checksum
+    checked as ``checks.journal_records`` checks them, its operations read as
+    ``checks.journal_learns`` reads them); None when a record holds what a
+    view does not stand for (the journal is then read whole)."""
+    file = open(path, "rb", buffering=0)   # kept open: the file scanned, whatever the path becomes
+    try:
+        fd = file.fileno()
+        size = posix.fstat(fd).st_size
+        data = posix.pread(fd, HEAD.size, 0)
+        if len(data) < HEAD.size:   # as read() does: a short one is not ours to extend
+            return Journal(path, identity, "stale", size=max(size, len(data)))
+        magic, version, _r, length, checksum, _r2, head_sum = HEAD.unpack_from(data)
+        if magic != MAGIC or version not in VERSIONS or checks.checksum64(data[:40]) != head_sum:
+            _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
+            return Journal(path, identity, "stale", size=size)
+        if identity is None or (length, checksum) != tuple(identity):
+            return Journal(path, identity, "stale", size=size)
+        head, buffer = data[40:48], bytearray(_BUFFER)
+        scanned = checks.journal_scan(fd, head, HEAD.size, buffer, _LAYOUT)
+        if scanned is None:
+            return None
+        spans, end, seen = scanned[:3]
+        journal = Journal(path, identity, "ok", (), end, max(size, seen), head, version,
+                          scan=(_reread, len(spans) // 24, (file, buffer, scanned)))
+        file = None
+        return journal
+    finally:
+        if file is not None:
+            file.close()
+
+
+def _reread(journal):
+    """The payloads of a journal :func:`_scan` read, read whole from the file it
+    scanned: ModelError when they are no longer the records it checked (the
+    journal rewritten in place since)."""
+    file, _buffer, scanned = journal.scan[2]
+    spans = memoryview(scanned[0]).cast("q")
+    data = b""
+    while len(data) < journal.end:
+        chunk = posix.pread(file.fileno(), journal.end - len(data), len(data))
+        if not chunk:
+            break
+        data += chunk
+    payloads, at = checks.journal_records(data, journal.head, HEAD.size, memoryview(data))
+    if at != journal.end or len(payloads) != len(spans) // 3 or any(
+            int.from_bytes(data[spans[k] + 8:spans[k] + 16], "little", signed=True) != spans[k + 2]
+            for k in range(0, len(spans), 3)):
+        from spamnb.errors import ModelError
+
+        raise ModelError(f"{journal.path}: the model's journal was rewritten in place while read")
+    return payloads
+
+
 def replay(spam_filter, model_path, header, arrays=None):
     """Apply the journal of the model at ``model_path`` to ``spam_filter``, just
     loaded from it (``header``, ``arrays``: what the store read; the arrays' writable
@@ -113,10 +188,13 @@ def replay(spam_filter, model_path, header, arrays=None):
     journal goes with the new one: the caller reads the model again.  Called
     by :meth:`SpamFilter.load`; never raises for what the journal holds."""
     identity = header.get("_identity")
-    journal = read(model_path, identity)
+    from spamnb.persistence.store import holds_lock
+
+    # a model read in part whose journal no writer of this process holds: its learns viewed, read through a buffer
+    journal = read(model_path, identity, scan=spam_filter.unread_ is not None and not holds_lock(model_path))
     if not attach(spam_filter, model_path, identity, journal, arrays):
         return True   # the model was replaced (a compaction) after it was read
-    if journal.status != "ok" or not journal.payloads:
+    if journal.status != "ok" or not journal.n_records:
         if journal.damaged_tail:
             _warn_tail(journal, 0)
         return False
@@ -271,6 +349,8 @@ def _recorded(records):
     """The learns (:class:`_Recorded`) of :func:`_parse`'s ``records``: what a
     learner or a token's text asks for; a classify scores without them."""
     payloads, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then _Recorded's
+    if isinstance(payloads, Journal):   # read through a buffer (_scan): its payloads read whole now
+        payloads = payloads.payloads
     values = fields.tolist()
     recorded = _classes()[1]
     return [recorded(payloads[values[at]], *values[at + 1:at + 7]) for at in range(0, len(values), stride)]
@@ -297,12 +377,30 @@ def _parse(payloads, n_base, base=None):
     parsed = checks.journal_learns(payloads, n_base, _LAYOUT, base)
     if parsed is None:
         return None
+    return _parsed(payloads, parsed, base)
+
+
+def _scanned(journal, n_base):
+    """:func:`_parse` of a journal :func:`_scan` read: its scan's learns (their
+    hashes read from the file, through its buffer, when a message is scored)."""
+    file, buffer, scanned = journal.scan[2]
+    spans, _end, _seen, first = scanned[:4]
+    if first not in (-1, n_base):   # the learns do not follow the model file's vocabulary: the replay decides
+        return None
+    source = (file.fileno(), buffer, journal.head, memoryview(spans).cast("q"), memoryview(scanned[4]).cast("q"))
+    return _parsed(journal, scanned[4:], None, source)
+
+
+def _parsed(payloads, parsed, base, source=None):
+    """:func:`_parse`'s items of ``checks.journal_learns``' (or ``journal_scan``'s) ``parsed``."""
     learns, scores, hashes, bounds, classes, sums = parsed
     fields = memoryview(learns).cast("q")   # each learn's fields, as many a learn (checks.journal_learns)
     records = (payloads, fields, len(fields) // len(classes) if classes else 0)
     places = None
     if base is not None:   # the third item: each learn's place in base (8-byte words)
         hashes, places = base, memoryview(hashes).cast("q")
+    elif source is not None:   # each learn's place in the file (8-byte words)
+        hashes, places = b"", memoryview(hashes).cast("q")
     pairs = [value for mine in scores for op, _cls, value in mine if op == OP_PAIR_SCORES]   # one pass
     if pairs:
         from spamnb.persistence.deltas import pair_scores_fit
@@ -310,7 +408,7 @@ def _parse(payloads, n_base, base=None):
         if not all(pair_scores_fit(*value) for value in pairs):
             return None
     return records, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
-                             memoryview(sums).cast("d"), places), bool(pairs)
+                             memoryview(sums).cast("d"), places, source), bool(pairs)
 
 
 def view(spam_filter, journal, apply_records):
@@ -328,9 +426,12 @@ def view(spam_filter, journal, apply_records):
     n_base = vocab.n_features
     if counts.n_features_ != n_base:
         return None
-    data = journal.payloads[0].obj   # the journal's bytes (read), to its last record
-    base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
-    parsed = _parse(journal.payloads, n_base, base)
+    if journal.scan is not None:   # read through a buffer (_scan)
+        parsed = _scanned(journal, n_base)
+    else:
+        data = journal.payloads[0].obj   # the journal's bytes (read), to its last record
+        base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
+        parsed = _parse(journal.payloads, n_base, base)
     if parsed is None:
         return None
     records, scores, concatenated, pairs = parsed
@@ -571,23 +672,30 @@ class JournalView(FileScorer):
         counted) and None; or, as the journal's read gave them (:func:`_parse`
         with its bytes), ``hashes`` the journal's bytes (uint64) and ``places``
         where each learn's hashes start in them (int64), ``bounds`` still
-        those of the hashes one learn after the other."""
+        those of the hashes one learn after the other; then the source the
+        hashes are read from (:func:`_scanned`: the journal's file, read again
+        through its buffer, ``places`` where each learn's start in it, ``hashes``
+        empty), else None."""
         if self._journal is None:
             hashes, bounds = array("Q"), array("q", [0])
             for learn in self.learns:
                 hashes.frombytes(learn.hashes)
                 bounds.append(len(hashes))
             self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns),
-                             array("d", [_NAN]) * (2 * len(self.learns)), None)
+                             array("d", [_NAN]) * (2 * len(self.learns)), None, None)
         return self._journal
 
     def _joined_hashes(self):
         """The learns' token hashes one learn after the other (:meth:`_concatenated`'s,
         copied out of the journal's bytes when read in place)."""
-        hashes, bounds, _classes, _sums, places = self._concatenated()
+        hashes, bounds, _classes, _sums, places, source = self._concatenated()
         if places is None:
             return hashes
         joined = array("Q")
+        if source is not None:   # in the file: the learns' (their payloads read whole now)
+            for learn in self.learns:
+                joined.frombytes(learn.hashes)
+            return joined
         for place, start, stop in zip(places, bounds, bounds[1:]):
             joined.frombytes(hashes[place:place + stop - start].cast("B"))
         return joined
@@ -621,12 +729,17 @@ class JournalView(FileScorer):
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
-        journal_hashes, bounds, classes, sums, places = self._concatenated()
+        journal_hashes, bounds, classes, sums, places, source = self._concatenated()
         # the file's tokens' logs merged in: the file's where no learn changed them
-        totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
-                                            journal_hashes, bounds, classes, wanted, where, self.transform,
-                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums,
-                                            places)
+        try:
+            totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
+                                                journal_hashes, bounds, classes, wanted, where, self.transform,
+                                                self.length, self.alpha, self.file_totals, changed, first, logs,
+                                                sums, places, source)
+        except OSError as exc:   # the journal's file read again (source) is not what was checked
+            from spamnb.errors import ModelError
+
+            raise ModelError(f"{self.journal.path}: {exc.strerror or exc}") from None
         self._held = (hashes, wanted, first, m)   # which of its tokens the journal holds (_journal_holds)
         return found, index, wanted, changed, first, totals
 
