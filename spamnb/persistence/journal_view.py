@@ -387,7 +387,11 @@ def _scanned(journal, n_base):
     spans, _end, _seen, first = scanned[:4]
     if first not in (-1, n_base):   # the learns do not follow the model file's vocabulary: the replay decides
         return None
-    source = (file.fileno(), buffer, journal.head, memoryview(spans).cast("q"), memoryview(scanned[4]).cast("q"))
+    import _thread
+
+    # the buffer is one thread's at a time (a scoring thread that finds it taken reads through one of its own)
+    source = ((file.fileno(), buffer, journal.head, memoryview(spans).cast("q"), memoryview(scanned[4]).cast("q")),
+              _thread.allocate_lock())
     return _parsed(journal, scanned[4:], None, source)
 
 
@@ -665,7 +669,7 @@ class JournalView(FileScorer):
         return self._ids
 
     def _concatenated(self):
-        """``(hashes, bounds, classes, sums, places)`` of the journal's learns: their
+        """``(hashes, bounds, classes, sums, places, source)`` of the journal's learns: their
         token hashes one learn after the other (``array('Q')``), where each
         starts and ends (``array('q')``), each one's class (bytes), the sum and
         scale its record keeps (float64, two a learn; NaN, NaN: none, it is
@@ -675,7 +679,7 @@ class JournalView(FileScorer):
         those of the hashes one learn after the other; then the source the
         hashes are read from (:func:`_scanned`: the journal's file, read again
         through its buffer, ``places`` where each learn's start in it, ``hashes``
-        empty), else None."""
+        empty; and the lock of its buffer), else None."""
         if self._journal is None:
             hashes, bounds = array("Q"), array("q", [0])
             for learn in self.learns:
@@ -730,6 +734,11 @@ class JournalView(FileScorer):
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
         journal_hashes, bounds, classes, sums, places, source = self._concatenated()
+        taken = None
+        if source is not None:   # (the journal's file, its buffer, ...), and the buffer's lock
+            source, taken = source
+            if not taken.acquire(False):   # another thread reads through the buffer: a buffer of this call's own
+                source, taken = source[:1] + (bytearray(len(source[1])),) + source[2:], None
         # the file's tokens' logs merged in: the file's where no learn changed them
         try:
             totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
@@ -740,6 +749,9 @@ class JournalView(FileScorer):
             from spamnb.errors import ModelError
 
             raise ModelError(f"{self.journal.path}: {exc.strerror or exc}") from None
+        finally:
+            if taken is not None:
+                taken.release()
         self._held = (hashes, wanted, first, m)   # which of its tokens the journal holds (_journal_holds)
         return found, index, wanted, changed, first, totals
 
