@@ -421,10 +421,15 @@ def test_a_readers_journal_is_read_through_one_small_buffer_never_whole_for_a_ve
 def test_a_journal_changed_under_its_reader_scores_what_it_checked_or_is_refused(model):
     """The view reads the learns' hashes again when it scores: records appended since its scan are not
     read (it scores the records it saw, as a reader of the bytes it read did), and a journal rewritten in
-    place since (cut short, or other bytes) is refused (ModelError: ``classify -p`` passes the message on,
-    ``Unchecked, reason=model-unreadable``), never scored with other counts."""
+    place since (cut short, or other records of the same model in their places) is refused (ModelError:
+    ``classify -p`` passes the message on, ``Unchecked, reason=model-unreadable``), never scored with
+    other counts."""
     from spamnb.errors import ModelError
 
+    other = model.parent / "other.spamnb"
+    shutil.copyfile(model, other)   # the same model file: its journal applies to either
+    _learn(other, [("learn", SPAM[31], True), ("learn", HARD[31], False), ("learn", SPAM[32], True)])
+    others = Path(str(other) + ".journal").read_bytes()
     _learn(model, _learns(4))
     jpath = Path(str(model) + ".journal")
     expected = [v[2] for v in _verdicts(SpamFilter.load(model), PROBES)]
@@ -433,14 +438,13 @@ def test_a_journal_changed_under_its_reader_scores_what_it_checked_or_is_refused
     assert [viewed.classify(m).log_odds for m in PROBES] == expected
     assert [v[2] for v in _verdicts(SpamFilter.load(model), PROBES)] != expected
     data = jpath.read_bytes()
-    for change in ("cut", "flipped"):
+    assert others[:48] == data[:48] and others[48:64] != data[48:64]
+    for change in ("cut", "other records"):
         viewed = _viewed(model)
         with open(jpath, "r+b") as f:   # in place: the file the reader holds open
-            if change == "cut":
-                f.truncate(len(data) // 2)
-            else:
-                f.seek(200)
-                f.write(bytes([data[200] ^ 0x40]))
+            f.truncate(len(data) // 2 if change == "cut" else 0)
+            if change != "cut":
+                f.write(others)
         with pytest.raises(ModelError, match="rewritten in place"):
             viewed.classify(PROBES[0])
         with pytest.raises(ModelError, match="rewritten in place"):

@@ -634,41 +634,41 @@ cdef const uint8_t *_window_get(_Window *w, int64_t at, Py_ssize_t n) noexcept n
     return into if done >= n else NULL
 
 
-def journal_scan(int fd, head, Py_ssize_t at, buffer, layout):
-    """A journal's records read from ``fd`` (offset ``at`` on) through ``buffer``
-    (a writable bytearray, reused: no memory the journal's size), checked as
+def journal_scan(int fd, head, Py_ssize_t at, Py_ssize_t buffer_size, layout):
+    """A journal's records read from ``fd`` (offset ``at`` on) through one buffer
+    of ``buffer_size`` bytes (a bytearray, not zeroed, returned for the reads
+    after: no memory the journal's size), checked as
     :func:`journal_records` checks them and their operations read as
     :func:`journal_learns` reads them, in one compiled pass, without a
     vocabulary size (each learn's ``features before`` follows the one before;
     the first's is returned for the caller to check).  None when a record is
     not one a view stands for.  Else ``(spans, end, seen, first, learns,
-    scores, places, bounds, classes, sums)``: each record's offset, payload
+    scores, places, bounds, classes, sums, buffer)``: each record's offset, payload
     length and checksum (int64, three a record), the offset after the last
     record taken, the bytes of the file seen, the first learn's features
     before (-1: no learn), then :func:`journal_learns`' items, the third
-    where each learn's hashes start in the file (8-byte words).  OSError when
-    a read fails."""
+    where each learn's hashes start in the file (8-byte words), and the
+    buffer.  OSError when a read fails."""
     cdef _Window w
     cdef _Learns got
-    cdef Py_buffer buf, h
+    cdef Py_buffer h
     cdef const uint8_t *rp
-    cdef Py_ssize_t size, total = 0, live = -1, k = 0
-    cdef int64_t span[3]
+    cdef Py_ssize_t size, total = 0, live = -1, k = 0, n_spans = 0
+    cdef int64_t *spans = NULL
     cdef uint64_t checksum
     if tuple(layout) != _JOURNAL_LAYOUT:
         raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
+    if buffer_size < 64:
+        raise ValueError("journal_scan: a buffer of at least 64 bytes")
+    buffer = PyByteArray_FromStringAndSize(NULL, buffer_size)   # every byte read before it is looked at
     memset(&got, 0, sizeof(got))
     memset(&w, 0, sizeof(w))
-    take(&buf, buffer, UNSIGNED, 1, True, "uint8_t")
     try:
         take(&h, head, UNSIGNED, 1, False, "uint8_t")
         try:
             if length_of(&h) != 8:
                 raise ValueError("a journal's head checksum is 8 bytes")
-            w.fd, w.buf, w.cap, w.start = fd, <uint8_t *>buf.buf, length_of(&buf), at
-            if w.cap < 64:
-                raise ValueError("journal_scan: a buffer of at least 64 bytes")
-            spans = bytearray()
+            w.fd, w.buf, w.cap, w.start = fd, <uint8_t *>PyByteArray_AS_STRING(buffer), buffer_size, at
             scores = []
             while at >= 0:
                 rp = _window_get(&w, at, 16)
@@ -687,8 +687,10 @@ def journal_scan(int fd, head, Py_ssize_t at, buffer, layout):
                 if not _payload_learns(rp + 16, size, k, at + 16, &live, &got, mine, &total):
                     return None
                 scores.append(mine)
-                span[0], span[1], span[2] = at, size, <int64_t>checksum
-                spans += (<char *>span)[:24]
+                if k == n_spans:
+                    n_spans = 2 * n_spans if n_spans else 64
+                    spans = <int64_t *>_grown(spans, 24 * n_spans)
+                spans[3 * k], spans[3 * k + 1], spans[3 * k + 2] = at, size, <int64_t>checksum
                 k += 1
                 at += 16 + size
             if w.error:
@@ -696,11 +698,12 @@ def journal_scan(int fd, head, Py_ssize_t at, buffer, layout):
             seen = max(w.start + w.length, at)
             first = got.fields[2] if got.n else -1
             learns, scores, places, bounds, classes, sums = _learns_result(None, &got, total, True, scores)
-            return spans, at, seen, first, learns, scores, places, bounds, classes, sums
+            return (PyByteArray_FromStringAndSize(<char *>spans, 24 * k), at, seen, first, learns, scores, places,
+                    bounds, classes, sums, buffer)
         finally:
             PyBuffer_Release(&h)
     finally:
-        PyBuffer_Release(&buf)
+        free(spans)
         free(w.big)
         free(got.fields)
         free(got.classes)

@@ -948,28 +948,31 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
     journal's bytes, read in place: ``checks.journal_learns`` with a base),
     learn ``l``'s ``bounds[l + 1] - bounds[l]`` hashes from ``places[l]``;
     the positions in ``first`` are still those of the learns' hashes one after the other.
-    With ``source`` (``(fd, buffer, head, spans, learns)``: the journal's
-    file, a writable bytearray, its header's checksum, ``checks.journal_scan``'s
-    spans and learns) and ``places`` from that scan, the learns' hashes are
+    With ``source`` (``(fd, buffer, spans, learns)``: the journal's
+    file, a writable bytearray, ``checks.journal_scan``'s spans and learns) and ``places`` from that scan, the learns' hashes are
     read from the file through ``buffer`` (``hashes`` unused: no memory the
-    journal's size), each record checked again as it is read (its checksum
-    the one the scan took: a journal rewritten in place meanwhile is an
-    OSError, never other counts).
+    journal's size), each record's head checked again as it is read (its
+    length, place and checksum those the scan checked: other records written
+    in place meanwhile, or a journal cut short, are an OSError, never other
+    counts; its payload is not checksummed again, 0.55 M instructions on a
+    664 KiB journal: bytes changed in place under an unchanged head, within
+    the moment between the scan and the score, are read as a damaged
+    file's are, bounded).
     Returns the two totals.  The caller (``spamnb.bayes.token_kernels``)
     checks the lengths; bounds out of order, a class or an index out of
     range or a short read raise ValueError."""
-    cdef Py_buffer v[14]
+    cdef Py_buffer v[13]
     cdef int held = 0, k
     cdef _Window win
     cdef _Window *window = NULL
     cdef int source_fd = -1
     memset(&win, 0, sizeof(win))
     if source is not None:
-        source_fd, buffer, head, spans, learns = source
+        source_fd, buffer, spans, learns = source
         if places is None:
             raise ValueError("journal_rows: a source without the learns' places")
     else:
-        buffer, head, spans, learns = bytearray(64), b"\0" * 8, array.array("q"), array.array("q")
+        buffer, spans, learns = bytearray(64), array.array("q"), array.array("q")
     try:
         for obj, kind, size, writable, what in ((hashes, UNSIGNED, 8, False, b"uint64_t"),
                                                 (bounds, SIGNED, 8, False, b"int64_t"),
@@ -985,7 +988,6 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                                                 (places if places is not None else array.array("q"), SIGNED, 8, False,
                                                  b"int64_t"),
                                                 (buffer, UNSIGNED, 1, True, b"uint8_t"),
-                                                (head, UNSIGNED, 1, False, b"uint8_t"),
                                                 (spans, SIGNED, 8, False, b"int64_t"),
                                                 (learns, SIGNED, 8, False, b"int64_t")):
             take(&v[held], obj, kind, size, writable, what)
@@ -997,8 +999,8 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
         if places is not None and length_of(&v[9]) != length_of(&v[1]) - 1:
             raise ValueError("journal_rows: the learns' places do not match the learns")
         if source is not None:
-            if (length_of(&v[10]) < 64 or length_of(&v[11]) != 8 or length_of(&v[12]) % 3
-                    or length_of(&v[13]) != LEARN_FIELDS * (length_of(&v[1]) - 1)):
+            if (length_of(&v[10]) < 64 or length_of(&v[11]) % 3
+                    or length_of(&v[12]) != LEARN_FIELDS * (length_of(&v[1]) - 1)):
                 raise ValueError("journal_rows: the source does not match the learns")
             win.fd, win.buf, win.cap, win.start = source_fd, <uint8_t *>v[10].buf, length_of(&v[10]), -1
             window = &win
@@ -1011,8 +1013,7 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                              <const double *>v[7].buf if file_logs is not None else NULL, length_of(&v[7]) // 2,
                              <const double *>v[8].buf if sums is not None else NULL,
                              <const int64_t *>v[9].buf if places is not None else NULL, window,
-                             <const uint8_t *>v[11].buf, <const int64_t *>v[12].buf, length_of(&v[12]) // 3,
-                             <const int64_t *>v[13].buf)
+                             <const int64_t *>v[11].buf, length_of(&v[11]) // 3, <const int64_t *>v[12].buf)
     finally:
         free(win.big)
         for k in range(held):
@@ -1024,8 +1025,8 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                    const uint64_t *wanted, Py_ssize_t m, const int32_t *index, Py_ssize_t n_index, int counts,
                    double length, double alpha, double total_ham, double total_spam, double *logs,
                    Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first, const double *file_logs, Py_ssize_t n_file,
-                   const double *sums, const int64_t *places, _Window *window, const uint8_t *head,
-                   const int64_t *spans, Py_ssize_t n_records, const int64_t *fields):
+                   const double *sums, const int64_t *places, _Window *window, const int64_t *spans,
+                   Py_ssize_t n_records, const int64_t *fields):
     cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w
     cdef const uint64_t *hl   # learn l's hashes
     cdef const uint8_t *rp = NULL   # the record read last (a source's), from rstart in the file
@@ -1112,7 +1113,10 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                     if r != rk:
                         rstart, rsize = spans[3 * r], spans[3 * r + 1]
                         rp = _window_get(window, rstart, 16 + rsize)
-                        if rp == NULL or _record_checksum(head, rp, rp + 16, rsize) != <uint64_t>spans[3 * r + 2]:
+                        # its head as the scan checked it (length, place, checksum): not another record written
+                        # in its place since (the scan checked the payload against that checksum)
+                        if (rp == NULL or _le(rp, 4) != <uint64_t>rsize or _le(rp + 4, 4) != <uint64_t>r
+                                or _le(rp + 8, 8) != <uint64_t>spans[3 * r + 2]):
                             status = 2
                             break
                         rk = r

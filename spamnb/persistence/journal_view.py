@@ -144,13 +144,13 @@ def _scan(path, identity):
             return Journal(path, identity, "stale", size=size)
         if identity is None or (length, checksum) != tuple(identity):
             return Journal(path, identity, "stale", size=size)
-        head, buffer = data[40:48], bytearray(_BUFFER)
-        scanned = checks.journal_scan(fd, head, HEAD.size, buffer, _LAYOUT)
+        head = data[40:48]
+        scanned = checks.journal_scan(fd, head, HEAD.size, _BUFFER, _LAYOUT)
         if scanned is None:
             return None
         spans, end, seen = scanned[:3]
         journal = Journal(path, identity, "ok", (), end, max(size, seen), head, version,
-                          scan=(_reread, len(spans) // 24, (file, buffer, scanned)))
+                          scan=(_reread, len(spans) // 24, (file, scanned[10], scanned[:10])))
         file = None
         return journal
     finally:
@@ -390,7 +390,7 @@ def _scanned(journal, n_base):
     import _thread
 
     # the buffer is one thread's at a time (a scoring thread that finds it taken reads through one of its own)
-    source = ((file.fileno(), buffer, journal.head, memoryview(spans).cast("q"), memoryview(scanned[4]).cast("q")),
+    source = ((file.fileno(), buffer, memoryview(spans).cast("q"), memoryview(scanned[4]).cast("q")),
               _thread.allocate_lock())
     return _parsed(journal, scanned[4:], None, source)
 
