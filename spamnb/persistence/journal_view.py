@@ -80,7 +80,7 @@ def _read_bytes(path):
 
 
 # a reader's journal is read through this many bytes (a record longer: through its own), not whole into new memory
-_BUFFER = 64 << 10
+_BUFFER = 32 << 10
 
 
 def read(model_path, identity, scan=False):
