@@ -110,19 +110,29 @@ def read(model_path, identity, scan=False):
     except OSError as exc:
         _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
         return Journal(path, identity, "stale")
-    if len(data) < HEAD.size:
-        # a journal is created whole (renamed into place): a short one is not ours to extend
-        return Journal(path, identity, "stale", size=len(data))
-    magic, version, _r, length, checksum, _r2, head_sum = HEAD.unpack_from(data)
-    if magic != MAGIC or version not in VERSIONS or checks.checksum64(data[:40]) != head_sum:
-        _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
-        return Journal(path, identity, "stale", size=len(data))
-    if identity is None or (length, checksum) != tuple(identity):
-        return Journal(path, identity, "stale", size=len(data))
+    stale = _stale(path, identity, data, len(data))
+    if stale is not None:
+        return stale
     head = data[40:48]
     # each record's length, place and checksum checked; its payload's view (of data: no copy)
     payloads, at = checks.journal_records(data, head, HEAD.size, memoryview(data))
-    return Journal(path, identity, "ok", payloads, at, len(data), head, version)
+    return Journal(path, identity, "ok", payloads, at, len(data), head, HEAD.unpack_from(data)[1])
+
+
+def _stale(path, identity, data, size):
+    """The journal (``status`` "stale", of ``size`` bytes) at ``path`` whose first bytes
+    are ``data`` when they are not the header of a journal of the model file
+    ``identity`` (warned of when they are no journal of this spamnb); else None."""
+    if len(data) < HEAD.size:
+        # a journal is created whole (renamed into place): a short one is not ours to extend
+        return Journal(path, identity, "stale", size=size)
+    magic, version, _r, length, checksum, _r2, head_sum = HEAD.unpack_from(data)
+    if magic != MAGIC or version not in VERSIONS or checks.checksum64(data[:40]) != head_sum:
+        _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
+        return Journal(path, identity, "stale", size=size)
+    if identity is None or (length, checksum) != tuple(identity):
+        return Journal(path, identity, "stale", size=size)
+    return None
 
 
 def _scan(path, identity):
@@ -136,20 +146,15 @@ def _scan(path, identity):
         fd = file.fileno()
         size = posix.fstat(fd).st_size
         data = posix.pread(fd, HEAD.size, 0)
-        if len(data) < HEAD.size:   # as read() does: a short one is not ours to extend
-            return Journal(path, identity, "stale", size=max(size, len(data)))
-        magic, version, _r, length, checksum, _r2, head_sum = HEAD.unpack_from(data)
-        if magic != MAGIC or version not in VERSIONS or checks.checksum64(data[:40]) != head_sum:
-            _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
-            return Journal(path, identity, "stale", size=size)
-        if identity is None or (length, checksum) != tuple(identity):
-            return Journal(path, identity, "stale", size=size)
+        stale = _stale(path, identity, data, max(size, len(data)))
+        if stale is not None:
+            return stale
         head = data[40:48]
         scanned = checks.journal_scan(fd, head, HEAD.size, _BUFFER, _LAYOUT)
         if scanned is None:
             return None
         spans, end, seen = scanned[:3]
-        journal = Journal(path, identity, "ok", (), end, max(size, seen), head, version,
+        journal = Journal(path, identity, "ok", (), end, max(size, seen), head, HEAD.unpack_from(data)[1],
                           scan=(_reread, len(spans) // 24, (file, scanned[10], scanned[:10])))
         file = None
         return journal
