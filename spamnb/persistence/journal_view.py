@@ -47,7 +47,7 @@ from spamnb.persistence.attaching import attach
 # the records' layouts and codes (deltas' too): a view of the learns loads no deltas (the replay's, 1.2 M instructions)
 from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_OPS_LAYOUT,
                                       JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSIONS as VERSIONS, OP_HELD_OUT, OP_PAIR_SCORES,
-                                      Journal, journal_path)
+                                      Journal, holds_lock, journal_path)
 from spamnb.estimator.scoring import FileScorer
 
 _NAN = float("nan")   # math's nan: a classify or learn through the journal loads no math module
@@ -193,8 +193,6 @@ def replay(spam_filter, model_path, header, arrays=None):
     journal goes with the new one: the caller reads the model again.  Called
     by :meth:`SpamFilter.load`; never raises for what the journal holds."""
     identity = header.get("_identity")
-    from spamnb.persistence.store import holds_lock
-
     # a model read in part whose journal no writer of this process holds: its learns viewed, read through a buffer
     journal = read(model_path, identity, scan=spam_filter.unread_ is not None and not holds_lock(model_path))
     if not attach(spam_filter, model_path, identity, journal, arrays):
@@ -247,8 +245,6 @@ def apply_records(spam_filter, journal, scores=True, tail=True):
 def _writer_active(journal):
     """True while a writer holds the model's lock: a tail it is appending
     is incomplete until it is acknowledged, and is no damage to warn of."""
-    from spamnb.persistence.store import holds_lock
-
     real = journal.path[:-len(SUFFIX)]
     if holds_lock(real):   # this process is the writer: the tail is no append in progress
         return False
