@@ -389,3 +389,111 @@ def test_a_journal_of_version_1_is_scored_to_the_same_bits_and_appended_to_as_ve
     expected = _verdicts(SpamFilter.load(model), messages)
     assert _verdicts(_viewed(old), messages) == expected == _verdicts(SpamFilter.load(old), messages)
     assert _verdicts(following, messages) == expected
+
+
+def test_a_readers_journal_is_read_through_one_small_buffer_never_whole_for_a_verdict(model, monkeypatch):
+    """A reader (no lock held) of a model read in part scans its journal through one small buffer
+    (``journal_view._BUFFER``; a record longer than it through memory of its own) and reads the learns'
+    hashes again through it when it scores: no read of the journal whole into new memory for a verdict,
+    whatever the buffer's size against the records'; the replay's verdicts, to the bit."""
+    from spamnb.persistence import journal_view
+
+    for action in _learns():   # a record each
+        _learn(model, [action])
+    messages = PROBES + [p.read_bytes() for _, p, _ in _learns()]
+    expected = _verdicts(SpamFilter.load(model), messages)
+    reread = journal_view._reread  # noqa: SLF001 -- the module's own read whole, watched by its test
+    asked = []
+    monkeypatch.setattr(journal_view, "_reread", lambda journal: asked.append(journal) or reread(journal))
+    for size in (64, 4096, 64 << 10):   # every record longer than the buffer; a few records a buffer; all of them
+        monkeypatch.setattr(journal_view, "_BUFFER", size)
+        viewed = _viewed(model)
+        assert viewed.journal_.scan is not None and viewed.journal_.n_records == 12
+        assert [viewed.classify(m, False).log_odds for m in messages] == [e[2] for e in expected]
+        assert asked == []                                   # scored without the payloads
+        assert _verdicts(viewed, messages) == expected        # the journal's tokens named: its payloads read then
+        assert asked == [viewed.journal_] and len(viewed.journal_.payloads) == 12
+        asked.clear()
+    with learning.session(model):   # a writer of this process (a learn): the journal read whole, as before
+        assert SpamFilter.load(model, mapped=True).journal_.scan is None
+
+
+def test_a_journal_changed_under_its_reader_scores_what_it_checked_or_is_refused(model):
+    """The view reads the learns' hashes again when it scores: records appended since its scan are not
+    read (it scores the records it saw, as a reader of the bytes it read did), and a journal rewritten in
+    place since (cut short, or other records of the same model in their places) is refused (ModelError:
+    ``classify -p`` passes the message on, ``Unchecked, reason=model-unreadable``), never scored with
+    other counts."""
+    from spamnb.errors import ModelError
+
+    other = model.parent / "other.spamnb"
+    shutil.copyfile(model, other)   # the same model file: its journal applies to either
+    _learn(other, [("learn", SPAM[31], True), ("learn", HARD[31], False), ("learn", SPAM[32], True)])
+    others = Path(str(other) + ".journal").read_bytes()
+    _learn(model, _learns(4))
+    jpath = Path(str(model) + ".journal")
+    expected = [v[2] for v in _verdicts(SpamFilter.load(model), PROBES)]
+    viewed = _viewed(model)
+    _learn(model, [("learn", SPAM[30], True), ("learn", HARD[30], False)])   # appended after the scan
+    assert [viewed.classify(m).log_odds for m in PROBES] == expected
+    assert [v[2] for v in _verdicts(SpamFilter.load(model), PROBES)] != expected
+    data = jpath.read_bytes()
+    assert others[:48] == data[:48] and others[48:64] != data[48:64]
+    for change in ("cut", "other records"):
+        viewed = _viewed(model)
+        with open(jpath, "r+b") as f:   # in place: the file the reader holds open
+            f.truncate(len(data) // 2 if change == "cut" else 0)
+            if change != "cut":
+                f.write(others)
+        with pytest.raises(ModelError, match="rewritten in place"):
+            viewed.classify(PROBES[0])
+        with pytest.raises(ModelError, match="rewritten in place"):
+            viewed.journal_.payloads
+        jpath.write_bytes(data)
+
+
+@pytest.mark.parametrize("cut", [5, 16, -1])
+def test_a_torn_tail_is_warned_of_and_the_records_before_it_viewed(model, cut):
+    """A journal whose last record is cut short: read through the buffer, the same warning as a
+    whole read gives, and the records before it scored as a replay of them scores them."""
+    from spamnb.persistence import journal
+
+    for action in _learns(4):   # a record each
+        _learn(model, [action])
+    jpath = Path(str(model) + ".journal")
+    good = jpath.read_bytes()
+    expected = _verdicts(SpamFilter.load(model), PROBES)
+    _learn(model, [("learn", SPAM[30], True)])
+    whole = jpath.read_bytes()
+    jpath.write_bytes(whole[:len(good) + cut if cut > 0 else len(whole) + cut])
+    with pytest.warns(journal.JournalWarning, match="incomplete or damaged.*the 4 records before them apply"):
+        viewed = _viewed(model)
+    assert viewed.journal_.scan is not None and viewed.journal_.n_records == 4
+    assert _verdicts(viewed, PROBES) == expected
+
+
+def test_threads_scoring_at_once_read_the_journal_each_through_a_buffer_of_its_own(model, monkeypatch):
+    """The view's buffer is one scoring thread's at a time: another scoring meanwhile reads the
+    journal through a buffer of its own (the pass runs without the GIL), never bytes the other read."""
+    import threading
+
+    from spamnb.persistence import journal_view
+
+    for action in _learns():
+        _learn(model, [action])
+    expected = [v[2] for v in _verdicts(SpamFilter.load(model), PROBES)]
+    monkeypatch.setattr(journal_view, "_BUFFER", 4096)   # a record or two a read: many reads a message
+    for _ in range(3):
+        viewed = _viewed(model)
+        results, start = [], threading.Barrier(4)
+
+        def score():
+            start.wait()
+            results.append([viewed.classify(m, False).log_odds for m in PROBES])
+
+        threads = [threading.Thread(target=score) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == [expected] * 4

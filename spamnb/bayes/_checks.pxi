@@ -11,7 +11,8 @@
 from libc.math cimport isfinite
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
+from libc.errno cimport errno as c_errno
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 from cpython.buffer cimport PyBuffer_Release
@@ -443,14 +444,11 @@ cdef _journal_learns(payloads, Py_ssize_t n_base, base, _Learns *got):
     """:func:`journal_learns`' pass, its learns grown in ``got``."""
     cdef Py_buffer d, b
     cdef const uint8_t *p
-    cdef Py_ssize_t k, n, at, end, n_hashes, n_new, n_text, h_at, l_at, i, total = 0, live = n_base
+    cdef Py_ssize_t k, n, total = 0, live = n_base
     cdef Py_ssize_t offset = 0, n_base_bytes = 0
     cdef const uint8_t *base_at = NULL
-    cdef uint64_t sum_lengths
-    cdef uint8_t op, cls
-    cdef float f
-    cdef double w[4]
-    cdef bint after_learn, with_base = base is not None
+    cdef bint with_base = base is not None
+    cdef int fits
     scores = []
     if with_base:
         take(&b, base, UNSIGNED, 1, False, "uint8_t")
@@ -466,73 +464,119 @@ cdef _journal_learns(payloads, Py_ssize_t n_base, base, _Learns *got):
                 n = length_of(&d)
                 if with_base:   # the payload's place in base (its learns' hashes are read there)
                     offset = p - base_at
-                at = 0
-                mine = []
-                after_learn = False   # the op before was a learn (its sums may follow)
-                while at < n:
-                    op = p[at]
-                    if op == 0:
-                        break
-                    if op == 8:   # OP_LEARN_SUMS: the learn just read's
-                        if at + 24 > n or not after_learn or p[at + 1] != got.classes[got.n - 1]:
-                            return None
-                        memcpy(w, p + at + 8, 16)
-                        if not (isfinite(w[0]) and isfinite(w[1]) and w[1] > 0.0):
-                            return None
-                        memcpy(got.sums + 2 * (got.n - 1), w, 16)
-                        after_learn = False
-                        at += 24
-                        continue
-                    after_learn = op == 1
-                    if op == 1:   # OP_LEARN
-                        if at + 24 > n:
-                            return None
-                        cls = p[at + 1]
-                        n_hashes = <Py_ssize_t>_le(p + at + 12, 4)
-                        n_new = <Py_ssize_t>_le(p + at + 16, 4)
-                        n_text = <Py_ssize_t>_le(p + at + 20, 4)
-                        h_at = at + 24
-                        l_at = h_at + 8 * n_hashes
-                        end = l_at + 4 * n_new + n_text
-                        if end > n or cls > 1:
-                            return None
-                        sum_lengths = 0
-                        for i in range(n_new):
-                            sum_lengths += _le(p + l_at + 4 * i, 4)
-                        if sum_lengths != <uint64_t>n_text:
-                            return None
-                        if <Py_ssize_t>_le(p + at + 8, 4) != live:
-                            return None
-                        live += n_new
-                        if with_base and (offset < 0 or offset % 8 or offset + n > n_base_bytes):
+                    if offset < 0 or offset % 8 or offset + n > n_base_bytes:
+                        if _has_learn(p, n):
                             return None   # a learn's record not within base
-                        _learns_add(got, k, cls, live - n_new, n_new, h_at, end - n_text, n_text, n_hashes, (offset + h_at) // 8)
-                        total += n_hashes
-                        at = end + (8 - end % 8) % 8   # end >= 0 (C division: the module's cdivision)
-                    elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE
-                        if at + 24 > n or p[at + 1] > 3 or _le(p + at + 2, 2) > 512:
-                            return None
-                        at += 24
-                    elif op == 5 or op == 6:   # OP_HELD_OUT, OP_HELD_OUT_BACK
-                        if at + 8 > n or p[at + 1] > 1:
-                            return None
-                        memcpy(&f, p + at + 4, 4)
-                        mine.append((op, p[at + 1], <double>f))
-                        at += 8
-                    elif op == 7:   # OP_PAIR_SCORES
-                        if at + 40 > n or p[at + 1] > 1:
-                            return None
-                        memcpy(w, p + at + 8, 32)
-                        mine.append((op, p[at + 1], (w[0], w[1], w[2], w[3])))
-                        at += 40
-                    else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
-                        return None
+                mine = []
+                fits = _payload_learns(p, n, k, offset, &live, got, mine, &total)
+                if not fits:
+                    return None
                 scores.append(mine)
             finally:
                 PyBuffer_Release(&d)
     finally:
         if with_base:
             PyBuffer_Release(&b)
+    return _learns_result(payloads, got, total, with_base, scores)
+
+
+cdef bint _has_learn(const uint8_t *p, Py_ssize_t n) noexcept:
+    """Whether the payload's first learn comes before anything that stops a view
+    (journal_learns refused a payload outside its base only once it met a learn)."""
+    cdef Py_ssize_t at = 0
+    while at < n:
+        if p[at] == 0:
+            return False
+        if p[at] == 1:
+            return True
+        if p[at] == 3 or p[at] == 4 or p[at] == 8:
+            at += 24
+        elif p[at] == 5 or p[at] == 6:
+            at += 8
+        elif p[at] == 7:
+            at += 40
+        else:
+            return False
+    return False
+
+
+cdef int _payload_learns(const uint8_t *p, Py_ssize_t n, Py_ssize_t k, Py_ssize_t offset, Py_ssize_t *live,
+                         _Learns *got, list mine, Py_ssize_t *total) except -1:
+    """Payload ``k``'s operations (``n`` bytes at ``p``, at ``offset`` in the
+    base or the file, 8-byte aligned) read as :func:`journal_learns` reads
+    them: its learns added to ``got`` (their hashes' place ``(offset + at) //
+    8``), its held-out scores to ``mine``; 0 when it is not one a view stands
+    for (``live``: the vocabulary's size so far, -1 until a first learn sets it)."""
+    cdef Py_ssize_t at = 0, end, n_hashes, n_new, n_text, h_at, l_at, i
+    cdef uint64_t sum_lengths
+    cdef uint8_t op, cls
+    cdef float f
+    cdef double w[4]
+    cdef bint after_learn = False   # the op before was a learn (its sums may follow)
+    while at < n:
+        op = p[at]
+        if op == 0:
+            break
+        if op == 8:   # OP_LEARN_SUMS: the learn just read's
+            if at + 24 > n or not after_learn or p[at + 1] != got.classes[got.n - 1]:
+                return 0
+            memcpy(w, p + at + 8, 16)
+            if not (isfinite(w[0]) and isfinite(w[1]) and w[1] > 0.0):
+                return 0
+            memcpy(got.sums + 2 * (got.n - 1), w, 16)
+            after_learn = False
+            at += 24
+            continue
+        after_learn = op == 1
+        if op == 1:   # OP_LEARN
+            if at + 24 > n:
+                return 0
+            cls = p[at + 1]
+            n_hashes = <Py_ssize_t>_le(p + at + 12, 4)
+            n_new = <Py_ssize_t>_le(p + at + 16, 4)
+            n_text = <Py_ssize_t>_le(p + at + 20, 4)
+            h_at = at + 24
+            l_at = h_at + 8 * n_hashes
+            end = l_at + 4 * n_new + n_text
+            if end > n or cls > 1:
+                return 0
+            sum_lengths = 0
+            for i in range(n_new):
+                sum_lengths += _le(p + l_at + 4 * i, 4)
+            if sum_lengths != <uint64_t>n_text:
+                return 0
+            if live[0] < 0:   # the vocabulary's size before the first learn: the caller's to check
+                live[0] = <Py_ssize_t>_le(p + at + 8, 4)
+            if <Py_ssize_t>_le(p + at + 8, 4) != live[0]:
+                return 0
+            live[0] += n_new
+            _learns_add(got, k, cls, live[0] - n_new, n_new, h_at, end - n_text, n_text, n_hashes, (offset + h_at) // 8)
+            total[0] += n_hashes
+            at = end + (8 - end % 8) % 8   # end >= 0 (C division: the module's cdivision)
+        elif op == 3 or op == 4:   # OP_RECORD, OP_REMOVE
+            if at + 24 > n or p[at + 1] > 3 or _le(p + at + 2, 2) > 512:
+                return 0
+            at += 24
+        elif op == 5 or op == 6:   # OP_HELD_OUT, OP_HELD_OUT_BACK
+            if at + 8 > n or p[at + 1] > 1:
+                return 0
+            memcpy(&f, p + at + 4, 4)
+            mine.append((op, p[at + 1], <double>f))
+            at += 8
+        elif op == 7:   # OP_PAIR_SCORES
+            if at + 40 > n or p[at + 1] > 1:
+                return 0
+            memcpy(w, p + at + 8, 32)
+            mine.append((op, p[at + 1], (w[0], w[1], w[2], w[3])))
+            at += 40
+        else:   # a forget (its holes renumber the vocabulary), or unknown: the replay decides
+            return 0
+    return 1
+
+
+cdef _learns_result(payloads, _Learns *got, Py_ssize_t total, bint with_base, list scores):
+    """journal_learns' tuple of the learns grown in ``got``."""
+    cdef Py_ssize_t i, at
     learns = PyByteArray_FromStringAndSize(<char *>got.fields, 8 * LEARN_FIELDS * got.n)
     if with_base:   # the hashes where they are: each learn's place in base
         hashes = PyByteArray_FromStringAndSize(<char *>got.places, 8 * got.n)
@@ -546,6 +590,125 @@ cdef _journal_learns(payloads, Py_ssize_t n_base, base, _Learns *got):
         memcpy(<char *>bounds + 8 * (i + 1), &at, 8)
     return (learns, scores, hashes, bounds, PyBytes_FromStringAndSize(<char *>got.classes, got.n),
             PyByteArray_FromStringAndSize(<char *>got.sums, 16 * got.n))
+
+
+cdef struct _Window:
+    # a journal read through one reused buffer (journal_scan, _score.journal_rows with a source): the bytes
+    # [start, start + length) of the file, at buf (cap bytes); a record longer than the buffer in big (its own)
+    int fd
+    uint8_t *buf
+    Py_ssize_t cap
+    int64_t start
+    Py_ssize_t length
+    uint8_t *big
+    int error   # errno of a failed read
+
+
+cdef const uint8_t *_window_get(_Window *w, int64_t at, Py_ssize_t n) noexcept nogil:
+    """The ``n`` bytes at offset ``at`` of the file, read (``pread``) into the buffer from
+    ``at`` on when it does not hold them; NULL when the file ends before them or a read fails."""
+    cdef uint8_t *into = w.buf
+    cdef Py_ssize_t want = w.cap, done = 0
+    cdef ssize_t got
+    if at >= w.start and at + n <= w.start + w.length:
+        return w.buf + (at - w.start)
+    if n > w.cap:   # a record longer than the buffer: read alone, into its own memory
+        free(w.big)
+        w.big = <uint8_t *>malloc(n)
+        if w.big == NULL:
+            w.error = 12   # ENOMEM
+            return NULL
+        into, want = w.big, n
+    else:
+        w.start, w.length = at, 0
+    while done < want:
+        got = pread(w.fd, <char *>into + done, want - done, <long>(at + done))
+        if got < 0:
+            w.error = c_errno
+            break
+        if got == 0:
+            break
+        done += got
+    if into == w.buf:
+        w.length = done
+    return into if done >= n else NULL
+
+
+def journal_scan(int fd, head, Py_ssize_t at, Py_ssize_t buffer_size, layout):
+    """A journal's records read from ``fd`` (offset ``at`` on) through one buffer
+    of ``buffer_size`` bytes (a bytearray, not zeroed, returned for the reads
+    after: no memory the journal's size), checked as
+    :func:`journal_records` checks them and their operations read as
+    :func:`journal_learns` reads them, in one compiled pass, without a
+    vocabulary size (each learn's ``features before`` follows the one before;
+    the first's is returned for the caller to check).  None when a record is
+    not one a view stands for.  Else ``(spans, end, seen, first, learns,
+    scores, places, bounds, classes, sums, buffer)``: each record's offset, payload
+    length and checksum (int64, three a record), the offset after the last
+    record taken, the bytes of the file seen, the first learn's features
+    before (-1: no learn), then :func:`journal_learns`' items, the third
+    where each learn's hashes start in the file (8-byte words), and the
+    buffer.  OSError when a read fails."""
+    cdef _Window w
+    cdef _Learns got
+    cdef Py_buffer h
+    cdef const uint8_t *rp
+    cdef Py_ssize_t size, total = 0, live = -1, k = 0, n_spans = 0
+    cdef int64_t *spans = NULL
+    cdef uint64_t checksum
+    if tuple(layout) != _JOURNAL_LAYOUT:
+        raise ValueError(f"the journal's record layouts {tuple(layout)!r} are not those read here ({_JOURNAL_LAYOUT!r})")
+    if buffer_size < 64:
+        raise ValueError("journal_scan: a buffer of at least 64 bytes")
+    buffer = PyByteArray_FromStringAndSize(NULL, buffer_size)   # every byte read before it is looked at
+    memset(&got, 0, sizeof(got))
+    memset(&w, 0, sizeof(w))
+    try:
+        take(&h, head, UNSIGNED, 1, False, "uint8_t")
+        try:
+            if length_of(&h) != 8:
+                raise ValueError("a journal's head checksum is 8 bytes")
+            w.fd, w.buf, w.cap, w.start = fd, <uint8_t *>PyByteArray_AS_STRING(buffer), buffer_size, at
+            scores = []
+            while at >= 0:
+                rp = _window_get(&w, at, 16)
+                if rp == NULL:
+                    break
+                size = <Py_ssize_t>_le(rp, 4)
+                if size % 8 or _le(rp + 4, 4) != <uint64_t>k:
+                    break
+                rp = _window_get(&w, at, 16 + size)
+                if rp == NULL:
+                    break
+                checksum = _le(rp + 8, 8)
+                if _record_checksum(<const uint8_t *>h.buf, rp, rp + 16, size) != checksum:
+                    break
+                mine = []
+                if not _payload_learns(rp + 16, size, k, at + 16, &live, &got, mine, &total):
+                    return None
+                scores.append(mine)
+                if k == n_spans:
+                    n_spans = 2 * n_spans if n_spans else 64
+                    spans = <int64_t *>_grown(spans, 24 * n_spans)
+                spans[3 * k], spans[3 * k + 1], spans[3 * k + 2] = at, size, <int64_t>checksum
+                k += 1
+                at += 16 + size
+            if w.error:
+                raise OSError(w.error, "cannot read the journal")
+            seen = max(w.start + w.length, at)
+            first = got.fields[2] if got.n else -1
+            learns, scores, places, bounds, classes, sums = _learns_result(None, &got, total, True, scores)
+            return (PyByteArray_FromStringAndSize(<char *>spans, 24 * k), at, seen, first, learns, scores, places,
+                    bounds, classes, sums, buffer)
+        finally:
+            PyBuffer_Release(&h)
+    finally:
+        free(spans)
+        free(w.big)
+        free(got.fields)
+        free(got.classes)
+        free(got.sums)
+        free(got.places)
 
 
 cdef struct _Learns:

@@ -18,7 +18,7 @@ is made, and callers go through ``spamnb.bayes.token_kernels``.
 """
 
 from libc.math cimport INFINITY, NAN, exp as c_exp, fabs, isfinite as c_isfinite, isinf, isnan, log, log1p
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memset
 
@@ -915,7 +915,7 @@ def learn_sums(hashes, int counts, double length):
 
 def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds, classes, wanted, index,
                  int counts, double length, double alpha, double total_ham, double total_spam, logs, first,
-                 file_logs=None, sums=None, places=None):
+                 file_logs=None, sums=None, places=None, source=None):
     """A journal's learns put through for the tokens of one message alone.
 
     ``hashes`` (uint64): every learn's token hashes, one learn after the
@@ -948,11 +948,31 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
     journal's bytes, read in place: ``checks.journal_learns`` with a base),
     learn ``l``'s ``bounds[l + 1] - bounds[l]`` hashes from ``places[l]``;
     the positions in ``first`` are still those of the learns' hashes one after the other.
+    With ``source`` (``(fd, buffer, spans, learns)``: the journal's
+    file, a writable bytearray, ``checks.journal_scan``'s spans and learns) and ``places`` from that scan, the learns' hashes are
+    read from the file through ``buffer`` (``hashes`` unused: no memory the
+    journal's size), each record's head checked again as it is read (its
+    length, place and checksum those the scan checked: other records written
+    in place meanwhile, or a journal cut short, are an OSError, never other
+    counts; its payload is not checksummed again, 0.55 M instructions on a
+    664 KiB journal: bytes changed in place under an unchanged head, within
+    the moment between the scan and the score, are read as a damaged
+    file's are, bounded).
     Returns the two totals.  The caller (``spamnb.bayes.token_kernels``)
     checks the lengths; bounds out of order, a class or an index out of
     range or a short read raise ValueError."""
-    cdef Py_buffer v[10]
+    cdef Py_buffer v[13]
     cdef int held = 0, k
+    cdef _Window win
+    cdef _Window *window = NULL
+    cdef int source_fd = -1
+    memset(&win, 0, sizeof(win))
+    if source is not None:
+        source_fd, buffer, spans, learns = source
+        if places is None:
+            raise ValueError("journal_rows: a source without the learns' places")
+    else:
+        buffer, spans, learns = bytearray(64), array.array("q"), array.array("q")
     try:
         for obj, kind, size, writable, what in ((hashes, UNSIGNED, 8, False, b"uint64_t"),
                                                 (bounds, SIGNED, 8, False, b"int64_t"),
@@ -966,7 +986,10 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                                                 (sums if sums is not None else array.array("d"), FLOAT, 8, False,
                                                  b"double"),
                                                 (places if places is not None else array.array("q"), SIGNED, 8, False,
-                                                 b"int64_t")):
+                                                 b"int64_t"),
+                                                (buffer, UNSIGNED, 1, True, b"uint8_t"),
+                                                (spans, SIGNED, 8, False, b"int64_t"),
+                                                (learns, SIGNED, 8, False, b"int64_t")):
             take(&v[held], obj, kind, size, writable, what)
             held += 1
         if file_logs is not None and (length_of(&v[7]) % 2 or length_of(&v[7]) > length_of(&v[5])):
@@ -975,6 +998,12 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
             raise ValueError("journal_rows: the learns' sums do not match the learns")
         if places is not None and length_of(&v[9]) != length_of(&v[1]) - 1:
             raise ValueError("journal_rows: the learns' places do not match the learns")
+        if source is not None:
+            if (length_of(&v[10]) < 64 or length_of(&v[11]) % 3
+                    or length_of(&v[12]) != LEARN_FIELDS * (length_of(&v[1]) - 1)):
+                raise ValueError("journal_rows: the source does not match the learns")
+            win.fd, win.buf, win.cap, win.start = source_fd, <uint8_t *>v[10].buf, length_of(&v[10]), -1
+            window = &win
         return _journal_rows(fd, counts_at, n_base, <const uint64_t *>v[0].buf, length_of(&v[0]),
                              <const int64_t *>v[1].buf, length_of(&v[1]), <const unsigned char *>v[2].buf,
                              length_of(&v[2]), <const uint64_t *>v[3].buf, length_of(&v[3]),
@@ -983,8 +1012,10 @@ def journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, hashes, bounds
                              <int64_t *>v[6].buf, length_of(&v[6]),
                              <const double *>v[7].buf if file_logs is not None else NULL, length_of(&v[7]) // 2,
                              <const double *>v[8].buf if sums is not None else NULL,
-                             <const int64_t *>v[9].buf if places is not None else NULL)
+                             <const int64_t *>v[9].buf if places is not None else NULL, window,
+                             <const int64_t *>v[11].buf, length_of(&v[11]) // 3, <const int64_t *>v[12].buf)
     finally:
+        free(win.big)
         for k in range(held):
             PyBuffer_Release(&v[k])
 
@@ -994,8 +1025,12 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                    const uint64_t *wanted, Py_ssize_t m, const int32_t *index, Py_ssize_t n_index, int counts,
                    double length, double alpha, double total_ham, double total_spam, double *logs,
                    Py_ssize_t n_logs, int64_t *first, Py_ssize_t n_first, const double *file_logs, Py_ssize_t n_file,
-                   const double *sums, const int64_t *places):
-    cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w, off = 0
+                   const double *sums, const int64_t *places, _Window *window, const int64_t *spans,
+                   Py_ssize_t n_records, const int64_t *fields):
+    cdef Py_ssize_t n_learns = n_bounds - 1, l, j, k, n, longest = 0, wcap, cap, w
+    cdef const uint64_t *hl   # learn l's hashes
+    cdef const uint8_t *rp = NULL   # the record read last (a source's), from rstart in the file
+    cdef int64_t r, rk = -1, rstart = 0, rsize
     cdef int64_t a, b
     cdef uint32_t mask, wmask, t
     cdef int c, status = 0
@@ -1022,7 +1057,13 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
     for l in range(n_learns):
         if bounds[l + 1] < bounds[l] or classes[l] > 1:
             raise ValueError("journal_rows: a learn's bounds or class are out of range")
-        if (places == NULL and bounds[l + 1] > n_hashes) or (places != NULL and (
+        if window != NULL:   # within its record, in the file: records in order
+            r = fields[LEARN_FIELDS * l]
+            if (r < 0 or r >= n_records or (l and r < fields[LEARN_FIELDS * (l - 1)]) or places[l] < 0
+                    or 8 * places[l] < spans[3 * r] + 16
+                    or 8 * places[l] + 8 * (bounds[l + 1] - bounds[l]) > spans[3 * r] + 16 + spans[3 * r + 1]):
+                raise ValueError("journal_rows: a learn's hashes are out of range")
+        elif (places == NULL and bounds[l + 1] > n_hashes) or (places != NULL and (
                 places[l] < 0 or places[l] > n_hashes or bounds[l + 1] - bounds[l] > n_hashes - places[l])):
             raise ValueError("journal_rows: a learn's hashes are out of range")
         if bounds[l + 1] - bounds[l] > longest:
@@ -1067,8 +1108,23 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
             for l in range(n_learns):
                 a, b = bounds[l], bounds[l + 1]
                 n, c = b - a, classes[l]
-                if places != NULL:   # its hashes at places[l] (position a of the learns' one after the other)
-                    off = places[l] - a
+                if window != NULL:   # its record read (once) through the window, checked as the scan found it
+                    r = fields[LEARN_FIELDS * l]
+                    if r != rk:
+                        rstart, rsize = spans[3 * r], spans[3 * r + 1]
+                        rp = _window_get(window, rstart, 16 + rsize)
+                        # its head as the scan checked it (length, place, checksum): not another record written
+                        # in its place since (the scan checked the payload against that checksum)
+                        if (rp == NULL or _le(rp, 4) != <uint64_t>rsize or _le(rp + 4, 4) != <uint64_t>r
+                                or _le(rp + 8, 8) != <uint64_t>spans[3 * r + 2]):
+                            status = 2
+                            break
+                        rk = r
+                    hl = <const uint64_t *>(rp + (8 * places[l] - rstart))
+                elif places != NULL:   # its hashes at places[l] (position a of the learns' one after the other)
+                    hl = hashes + places[l]
+                else:
+                    hl = hashes + a
                 if sums != NULL and sums[2 * l] == sums[2 * l]:   # its sum and scale recorded: not counted again
                     totals[c] += sums[2 * l]
                     scale = sums[2 * l + 1]
@@ -1076,7 +1132,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                         continue
                     k = 0
                     for j in range(a, b):   # the wanted tokens' counts in it, in the order they first occur
-                        h = hashes[off + j]
+                        h = hl[j - a]
                         if not sieve[h & sieve_mask]:   # not one wanted
                             continue
                         t = _probe(wtable, wanted, wmask, h)
@@ -1104,7 +1160,7 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
                 if n == 0:
                     totals[c] += 0.0
                     continue
-                k = _learn_values(hashes + (off + a), n, counts, length, table, distinct, at, x, &scale)
+                k = _learn_values(hl, n, counts, length, table, distinct, at, x, &scale)
                 s = 0.0
                 for j in range(k):
                     s += x[j]
@@ -1145,6 +1201,8 @@ cdef _journal_rows(int fd, Py_ssize_t counts_at, Py_ssize_t n_base, const uint64
         free(x)
         free(distinct)
         free(at)
+    if status == 2:   # an OSError, as a read that fails: the caller's to name (the journal's path)
+        raise OSError(5, "the journal could not be read again as it was checked (rewritten in place while in use?)")
     if status:
         raise ValueError("the model file could not be read (cut short while in use?)")
     return totals[0], totals[1]

@@ -11,9 +11,9 @@ read as ``struct`` does, without its shared object (``layout_size``,
 ``pack_layout``, ``unpack_layout``: ``spamnb.persistence.store.Layout``)."""
 
 from spamnb.bayes._score import (Checksum64, PrivateMemory, blake2b, check_offsets, check_range, check_utf8, checksum64,
-                                 class_sums, find_digest, journal_learns, journal_ledger, journal_records, layout_size,
-                                 pack_layout, try_lock, unpack_layout)
+                                 class_sums, find_digest, journal_learns, journal_ledger, journal_records, journal_scan,
+                                 layout_size, pack_layout, try_lock, unpack_layout)
 
 __all__ = ["Checksum64", "checksum64", "check_range", "class_sums", "check_offsets", "check_utf8", "journal_records",
-           "journal_learns", "journal_ledger", "PrivateMemory", "try_lock", "blake2b", "find_digest", "layout_size",
-           "pack_layout", "unpack_layout"]
+           "journal_scan", "journal_learns", "journal_ledger", "PrivateMemory", "try_lock", "blake2b", "find_digest",
+           "layout_size", "pack_layout", "unpack_layout"]

@@ -197,7 +197,7 @@ def gather(fd, keys_at, capacity, values_at, logs_at, n_features, n_classes, has
 
 
 def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, length, alpha, totals,
-                 logs, first, file_logs=None, sums=None, places=None):
+                 logs, first, file_logs=None, sums=None, places=None, source=None):
     """A journal's learns put through for one message's distinct tokens
     ``wanted`` alone (``spamnb.persistence.journal_view``): the class
     ``totals`` after them, and, written, ``logs`` (log(count + alpha) of
@@ -207,7 +207,8 @@ def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, 
     journal's ``hashes``, -1: none); ``sums``: each learn's sum and scale
     as its record keeps them (:func:`learn_sums`; NaN: counted here);
     ``places``: where each learn's hashes start in ``hashes`` (the journal's
-    bytes, read in place), else they are one after the other there;
+    bytes, read in place), else they are one after the other there, or with
+    ``source`` (the journal's file and a buffer) where they start in the file;
     ``_score.journal_rows`` says what each is and what it checks."""
     n_learns, m = len(classes), len(wanted)
     if len(bounds) != n_learns + 1 or len(index) != m or len(logs) != 2 * m or len(first) != m or len(totals) != 2:
@@ -215,7 +216,8 @@ def journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, 
     if counts not in TRANSFORMS or counts_at < 0 or n_base < 0:
         raise ValueError("journal_rows: bad transform or layout")
     return _score.journal_rows(fd, counts_at, n_base, hashes, bounds, classes, wanted, index, counts, float(length),
-                               float(alpha), float(totals[0]), float(totals[1]), logs, first, file_logs, sums, places)
+                               float(alpha), float(totals[0]), float(totals[1]), logs, first, file_logs, sums, places,
+                               source)
 
 
 def first_places(hashes, new):

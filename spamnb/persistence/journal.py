@@ -138,7 +138,10 @@ def follow(spam_filter, ledger=None):
             or journal.end is None):
         return None
     known = journal.status == "ok"
-    last = journal.payloads[-1] if known and journal.payloads else None
+    try:
+        last = journal.payloads[-1] if known and journal.payloads else None
+    except errors.ModelError:   # read through a buffer at load (journal_view.read), rewritten in place since
+        return None
     # read again from the start of the last record applied: it must be there unchanged
     if last is not None:
         last = bytes(last) + b"\0" * _pad(len(last))   # as written (a writer keeps its payloads unpadded)

@@ -47,7 +47,7 @@ from spamnb.persistence.attaching import attach
 # the records' layouts and codes (deltas' too): a view of the learns loads no deltas (the replay's, 1.2 M instructions)
 from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_OPS_LAYOUT,
                                       JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSIONS as VERSIONS, OP_HELD_OUT, OP_PAIR_SCORES,
-                                      Journal, journal_path)
+                                      Journal, holds_lock, journal_path)
 from spamnb.estimator.scoring import FileScorer
 
 _NAN = float("nan")   # math's nan: a classify or learn through the journal loads no math module
@@ -79,10 +79,30 @@ def _read_bytes(path):
         posix.close(fd)
 
 
-def read(model_path, identity):
+# a reader's journal is read through this many bytes (a record longer: through its own), not whole into new memory
+_BUFFER = 32 << 10
+
+
+def read(model_path, identity, scan=False):
     """Read the journal of the model at ``model_path`` whose file is ``identity``
-    (``(length, checksum)``); never raises for what the journal holds."""
+    (``(length, checksum)``); never raises for what the journal holds.  With
+    ``scan`` (a reader of a model read in part, no writer: its learns are
+    viewed), the records are checked and their operations read through one
+    small buffer (:func:`_scan`), the file kept open: the view reads the
+    learns' hashes again when it scores (``token_kernels.journal_rows``), and the
+    payloads are read whole only when asked for; a journal a view does not
+    stand for (a forget) is read whole, as without ``scan``."""
     path = journal_path(model_path)
+    if scan:
+        try:
+            journal = _scan(path, identity)
+        except FileNotFoundError:
+            return Journal(path, identity)
+        except OSError as exc:
+            _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
+            return Journal(path, identity, "stale")
+        if journal is not None:
+            return journal
     try:
         data = _read_bytes(path)
     except FileNotFoundError:
@@ -90,19 +110,79 @@ def read(model_path, identity):
     except OSError as exc:
         _warn(f"{path}: cannot read the model's journal ({exc.strerror or exc}); the model is used without it")
         return Journal(path, identity, "stale")
-    if len(data) < HEAD.size:
-        # a journal is created whole (renamed into place): a short one is not ours to extend
-        return Journal(path, identity, "stale", size=len(data))
-    magic, version, _r, length, checksum, _r2, head_sum = HEAD.unpack_from(data)
-    if magic != MAGIC or version not in VERSIONS or checks.checksum64(data[:40]) != head_sum:
-        _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
-        return Journal(path, identity, "stale", size=len(data))
-    if identity is None or (length, checksum) != tuple(identity):
-        return Journal(path, identity, "stale", size=len(data))
+    stale = _stale(path, identity, data, len(data))
+    if stale is not None:
+        return stale
     head = data[40:48]
     # each record's length, place and checksum checked; its payload's view (of data: no copy)
     payloads, at = checks.journal_records(data, head, HEAD.size, memoryview(data))
-    return Journal(path, identity, "ok", payloads, at, len(data), head, version)
+    return Journal(path, identity, "ok", payloads, at, len(data), head, HEAD.unpack_from(data)[1])
+
+
+def _stale(path, identity, data, size):
+    """The journal (``status`` "stale", of ``size`` bytes) at ``path`` whose first bytes
+    are ``data`` when they are not the header of a journal of the model file
+    ``identity`` (warned of when they are no journal of this spamnb); else None."""
+    if len(data) < HEAD.size:
+        # a journal is created whole (renamed into place): a short one is not ours to extend
+        return Journal(path, identity, "stale", size=size)
+    magic, version, _r, length, checksum, _r2, head_sum = HEAD.unpack_from(data)
+    if magic != MAGIC or version not in VERSIONS or checks.checksum64(data[:40]) != head_sum:
+        _warn(f"{path}: not a journal of this spamnb (or damaged); the model is used without it")
+        return Journal(path, identity, "stale", size=size)
+    if identity is None or (length, checksum) != tuple(identity):
+        return Journal(path, identity, "stale", size=size)
+    return None
+
+
+def _scan(path, identity):
+    """:func:`read` of the journal at ``path`` through one small buffer
+    (``checks.journal_scan``: each record's length, place and checksum
+    checked as ``checks.journal_records`` checks them, its operations read as
+    ``checks.journal_learns`` reads them); None when a record holds what a
+    view does not stand for (the journal is then read whole)."""
+    file = open(path, "rb", buffering=0)   # kept open: the file scanned, whatever the path becomes
+    try:
+        fd = file.fileno()
+        size = posix.fstat(fd).st_size
+        data = posix.pread(fd, HEAD.size, 0)
+        stale = _stale(path, identity, data, max(size, len(data)))
+        if stale is not None:
+            return stale
+        head = data[40:48]
+        scanned = checks.journal_scan(fd, head, HEAD.size, _BUFFER, _LAYOUT)
+        if scanned is None:
+            return None
+        spans, end, seen = scanned[:3]
+        journal = Journal(path, identity, "ok", (), end, max(size, seen), head, HEAD.unpack_from(data)[1],
+                          scan=(_reread, len(spans) // 24, (file, scanned[10], scanned[:10])))
+        file = None
+        return journal
+    finally:
+        if file is not None:
+            file.close()
+
+
+def _reread(journal):
+    """The payloads of a journal :func:`_scan` read, read whole from the file it
+    scanned: ModelError when they are no longer the records it checked (the
+    journal rewritten in place since)."""
+    file, _buffer, scanned = journal.scan[2]
+    spans = memoryview(scanned[0]).cast("q")
+    data = b""
+    while len(data) < journal.end:
+        chunk = posix.pread(file.fileno(), journal.end - len(data), len(data))
+        if not chunk:
+            break
+        data += chunk
+    payloads, at = checks.journal_records(data, journal.head, HEAD.size, memoryview(data))
+    if at != journal.end or len(payloads) != len(spans) // 3 or any(
+            int.from_bytes(data[spans[k] + 8:spans[k] + 16], "little", signed=True) != spans[k + 2]
+            for k in range(0, len(spans), 3)):
+        from spamnb.errors import ModelError
+
+        raise ModelError(f"{journal.path}: the model's journal was rewritten in place while read")
+    return payloads
 
 
 def replay(spam_filter, model_path, header, arrays=None):
@@ -113,10 +193,11 @@ def replay(spam_filter, model_path, header, arrays=None):
     journal goes with the new one: the caller reads the model again.  Called
     by :meth:`SpamFilter.load`; never raises for what the journal holds."""
     identity = header.get("_identity")
-    journal = read(model_path, identity)
+    # a model read in part whose journal no writer of this process holds: its learns viewed, read through a buffer
+    journal = read(model_path, identity, scan=spam_filter.unread_ is not None and not holds_lock(model_path))
     if not attach(spam_filter, model_path, identity, journal, arrays):
         return True   # the model was replaced (a compaction) after it was read
-    if journal.status != "ok" or not journal.payloads:
+    if journal.status != "ok" or not journal.n_records:
         if journal.damaged_tail:
             _warn_tail(journal, 0)
         return False
@@ -164,8 +245,6 @@ def apply_records(spam_filter, journal, scores=True, tail=True):
 def _writer_active(journal):
     """True while a writer holds the model's lock: a tail it is appending
     is incomplete until it is acknowledged, and is no damage to warn of."""
-    from spamnb.persistence.store import holds_lock
-
     real = journal.path[:-len(SUFFIX)]
     if holds_lock(real):   # this process is the writer: the tail is no append in progress
         return False
@@ -276,6 +355,8 @@ def _recorded(records):
     """The learns (:class:`_Recorded`) of :func:`_parse`'s ``records``: what a
     learner or a token's text asks for; a classify scores without them."""
     payloads, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then _Recorded's
+    if isinstance(payloads, Journal):   # read through a buffer (_scan): its payloads read whole now
+        payloads = payloads.payloads
     values = fields.tolist()
     recorded = _classes()[1]
     return [recorded(payloads[values[at]], *values[at + 1:at + 7]) for at in range(0, len(values), stride)]
@@ -302,12 +383,34 @@ def _parse(payloads, n_base, base=None):
     parsed = checks.journal_learns(payloads, n_base, _LAYOUT, base)
     if parsed is None:
         return None
+    return _parsed(payloads, parsed, base)
+
+
+def _scanned(journal, n_base):
+    """:func:`_parse` of a journal :func:`_scan` read: its scan's learns (their
+    hashes read from the file, through its buffer, when a message is scored)."""
+    file, buffer, scanned = journal.scan[2]
+    spans, _end, _seen, first = scanned[:4]
+    if first not in (-1, n_base):   # the learns do not follow the model file's vocabulary: the replay decides
+        return None
+    import _thread
+
+    # the buffer is one thread's at a time (a scoring thread that finds it taken reads through one of its own)
+    source = ((file.fileno(), buffer, memoryview(spans).cast("q"), memoryview(scanned[4]).cast("q")),
+              _thread.allocate_lock())
+    return _parsed(journal, scanned[4:], None, source)
+
+
+def _parsed(payloads, parsed, base, source=None):
+    """:func:`_parse`'s items of ``checks.journal_learns``' (or ``journal_scan``'s) ``parsed``."""
     learns, scores, hashes, bounds, classes, sums = parsed
     fields = memoryview(learns).cast("q")   # each learn's fields, as many a learn (checks.journal_learns)
     records = (payloads, fields, len(fields) // len(classes) if classes else 0)
     places = None
     if base is not None:   # the third item: each learn's place in base (8-byte words)
         hashes, places = base, memoryview(hashes).cast("q")
+    elif source is not None:   # each learn's place in the file (8-byte words)
+        hashes, places = b"", memoryview(hashes).cast("q")
     pairs = [value for mine in scores for op, _cls, value in mine if op == OP_PAIR_SCORES]   # one pass
     if pairs:
         from spamnb.persistence.deltas import pair_scores_fit
@@ -315,7 +418,7 @@ def _parse(payloads, n_base, base=None):
         if not all(pair_scores_fit(*value) for value in pairs):
             return None
     return records, scores, (memoryview(hashes).cast("Q"), memoryview(bounds).cast("q"), classes,
-                             memoryview(sums).cast("d"), places), bool(pairs)
+                             memoryview(sums).cast("d"), places, source), bool(pairs)
 
 
 def view(spam_filter, journal, apply_records):
@@ -333,9 +436,12 @@ def view(spam_filter, journal, apply_records):
     n_base = vocab.n_features
     if counts.n_features_ != n_base:
         return None
-    data = journal.payloads[0].obj   # the journal's bytes (read), to its last record
-    base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
-    parsed = _parse(journal.payloads, n_base, base)
+    if journal.scan is not None:   # read through a buffer (_scan)
+        parsed = _scanned(journal, n_base)
+    else:
+        data = journal.payloads[0].obj   # the journal's bytes (read), to its last record
+        base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
+        parsed = _parse(journal.payloads, n_base, base)
     if parsed is None:
         return None
     records, scores, concatenated, pairs = parsed
@@ -573,30 +679,37 @@ class JournalView(FileScorer):
         return self._ids
 
     def _concatenated(self):
-        """``(hashes, bounds, classes, sums, places)`` of the journal's learns: their
+        """``(hashes, bounds, classes, sums, places, source)`` of the journal's learns: their
         token hashes one learn after the other (``array('Q')``), where each
         starts and ends (``array('q')``), each one's class (bytes), the sum and
         scale its record keeps (float64, two a learn; NaN, NaN: none, it is
         counted) and None; or, as the journal's read gave them (:func:`_parse`
         with its bytes), ``hashes`` the journal's bytes (uint64) and ``places``
         where each learn's hashes start in them (int64), ``bounds`` still
-        those of the hashes one learn after the other."""
+        those of the hashes one learn after the other; then the source the
+        hashes are read from (:func:`_scanned`: the journal's file, read again
+        through its buffer, ``places`` where each learn's start in it, ``hashes``
+        empty; and the lock of its buffer), else None."""
         if self._journal is None:
             hashes, bounds = array("Q"), array("q", [0])
             for learn in self.learns:
                 hashes.frombytes(learn.hashes)
                 bounds.append(len(hashes))
             self._journal = (hashes, bounds, bytes(learn.cls for learn in self.learns),
-                             array("d", [_NAN]) * (2 * len(self.learns)), None)
+                             array("d", [_NAN]) * (2 * len(self.learns)), None, None)
         return self._journal
 
     def _joined_hashes(self):
         """The learns' token hashes one learn after the other (:meth:`_concatenated`'s,
         copied out of the journal's bytes when read in place)."""
-        hashes, bounds, _classes, _sums, places = self._concatenated()
+        hashes, bounds, _classes, _sums, places, source = self._concatenated()
         if places is None:
             return hashes
         joined = array("Q")
+        if source is not None:   # in the file: the learns' (their payloads read whole now)
+            for learn in self.learns:
+                joined.frombytes(learn.hashes)
+            return joined
         for place, start, stop in zip(places, bounds, bounds[1:]):
             joined.frombytes(hashes[place:place + stop - start].cast("B"))
         return joined
@@ -630,12 +743,25 @@ class JournalView(FileScorer):
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
-        journal_hashes, bounds, classes, sums, places = self._concatenated()
+        journal_hashes, bounds, classes, sums, places, source = self._concatenated()
+        taken = None
+        if source is not None:   # (the journal's file, its buffer, ...), and the buffer's lock
+            source, taken = source
+            if not taken.acquire(False):   # another thread reads through the buffer: a buffer of this call's own
+                source, taken = source[:1] + (bytearray(len(source[1])),) + source[2:], None
         # the file's tokens' logs merged in: the file's where no learn changed them
-        totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
-                                            journal_hashes, bounds, classes, wanted, where, self.transform,
-                                            self.length, self.alpha, self.file_totals, changed, first, logs, sums,
-                                            places)
+        try:
+            totals = token_kernels.journal_rows(self.file.fileno(), self.offsets["feature_count"], self.n_base,
+                                                journal_hashes, bounds, classes, wanted, where, self.transform,
+                                                self.length, self.alpha, self.file_totals, changed, first, logs,
+                                                sums, places, source)
+        except OSError as exc:   # the journal's file read again (source) is not what was checked
+            from spamnb.errors import ModelError
+
+            raise ModelError(f"{self.journal.path}: {exc.strerror or exc}") from None
+        finally:
+            if taken is not None:
+                taken.release()
         self._held = (hashes, wanted, first, m)   # which of its tokens the journal holds (_journal_holds)
         return found, index, wanted, changed, first, totals
 

@@ -117,7 +117,7 @@ def unjournaled(spam_filter):
     vocabulary, and its journal read and empty (or none)."""
     journal = spam_filter.journal_
     if (spam_filter.pending_journal_ is not None or spam_filter.unread_ is None or journal is None
-            or (journal.status == "ok" and journal.payloads)):
+            or (journal.status == "ok" and journal.n_records)):
         return False
     vocab, counts, _ages = spam_filter.replayed()   # nothing pending: as loaded
     return not (counts is None or vocab is None or spam_filter.mapped_file_ is None or not counts.in_place

@@ -1145,14 +1145,32 @@ def journal_path(model_path):
 class Journal:
     """What was read of a journal (``spamnb.persistence.journal.read``):
     ``status`` "none" (no journal), "stale" (it extends another model file),
-    "ok"; the payloads of the good records; ``end`` the offset after the
+    "ok"; the payloads of the good records (``n_records`` of them); ``end`` the offset after the
     last good record; ``size`` the file's size; ``version`` its format's
     (None: no journal read, one written is of the current version)."""
 
-    def __init__(self, path, identity, status="none", payloads=(), end=0, size=0, head=b"", version=None):
+    def __init__(self, path, identity, status="none", payloads=(), end=0, size=0, head=b"", version=None, scan=None):
         self.path, self.identity, self.status = path, identity, status
-        self.payloads, self.end, self.size, self.head = list(payloads), end, size, head
+        self._payloads, self.end, self.size, self.head = list(payloads) if scan is None else None, end, size, head
         self.version = version
+        # a reader's records read through a small buffer, not kept (spamnb.persistence.journal_view.read):
+        # (read them, how many, the scan), the payloads read again when first asked for
+        self.scan = scan
+
+    @property
+    def payloads(self):
+        if self._payloads is None:
+            self._payloads = self.scan[0](self)
+        return self._payloads
+
+    @payloads.setter
+    def payloads(self, payloads):
+        self._payloads = payloads
+
+    @property
+    def n_records(self):
+        """How many good records (a scanned journal's, not read again for it)."""
+        return len(self._payloads) if self._payloads is not None else self.scan[1]
 
     @property
     def damaged_tail(self):
