@@ -162,15 +162,12 @@ class _Finder:
         folder = path[0]
         tail = name.rpartition(".")[2]
         base = folder + "/" + tail
+        package = posix.access(base + "/__init__.py", posix.F_OK)   # (a stat that fails raises: 5 times its cost)
+        source = base + "/__init__.py" if package else base + ".py"
         try:
-            source, package = base + "/__init__.py", True
             st = posix.stat(source)
         except OSError:
-            try:
-                source, package = base + ".py", False
-                st = posix.stat(source)
-            except OSError:
-                return None
+            return None
         cached = base + "/__pycache__/__init__" + self.tag if package else folder + "/__pycache__/" + tail + self.tag
         try:
             fd = posix.open(cached, _READ_FLAGS)   # os calls: open's file object costs 9 system calls a file, these 4
@@ -203,11 +200,8 @@ class _Finder:
                 return None
         except OSError:
             return None
-        try:
-            posix.stat(base)   # a folder of that name: a package, importlib's
+        if posix.access(base, posix.F_OK):   # a folder of that name: a package, importlib's
             return None
-        except OSError:
-            pass
         return _bootstrap.spec_from_file_location(name, origin, loader=_bootstrap.ExtensionFileLoader(name, origin),
                                                   submodule_search_locations=None)
 
