@@ -213,21 +213,33 @@ _FINDER = _Finder()
 def _import(name, globals=None, locals=None, fromlist=(), level=0):
     """``builtins.__import__`` in a short run (:func:`entry`, ``cold``; :func:`_lean_imports`): a
     module of spamnb not loaded yet, and a submodule of spamnb named in ``fromlist``, are loaded by
-    :func:`_load` first, then the standard import runs and finds them in ``sys.modules``.  Each
-    import of a module of spamnb through importlib's ``_find_and_load`` (its module lock, the spec
-    asked of each finder, ``module_from_spec`` and its attribute checks, all in Python) costs about
-    0.1 million instructions more than its own code does: a cold classify imports 35 of them.
-    Anything else (another package's module, a relative import) is the standard import's alone."""
+    :func:`_load`, and what the standard import would return is returned (the module itself with a
+    ``fromlist`` whose names it has, else its top package); anything else (another package's module, a
+    relative import, ``*``, a name still missing) is the standard import's, which finds spamnb's modules
+    in ``sys.modules``.  Each import of a module of spamnb through importlib's ``_find_and_load`` (its
+    module lock, the spec asked of each finder, ``module_from_spec`` and its attribute checks, all in
+    Python) costs about 0.1 million instructions more than its own code does: a cold classify imports
+    35 of them; and each ``from`` import of a package, importlib's ``_handle_fromlist`` (Python) once more."""
     if not level and (name[:7] == "spamnb." or name == "spamnb"):
         modules = sys.modules
-        if name not in modules:
+        module = modules.get(name)
+        if module is None:
             _load(name)
-        if fromlist:
             module = modules.get(name)
-            if module is not None and hasattr(module, "__path__"):
-                for item in fromlist:
-                    if item.__class__ is str and item != "*" and not hasattr(module, item):
-                        _load(name + "." + item)
+        if module is not None:
+            if not fromlist:
+                return module if "." not in name else modules.get("spamnb") or _STANDARD_IMPORT(name, globals, locals)
+            if not hasattr(module, "__path__"):
+                return module
+            for item in fromlist:
+                if item.__class__ is not str or item == "*":
+                    break
+                if not hasattr(module, item):
+                    _load(name + "." + item)
+                    if not hasattr(module, item):
+                        break
+            else:
+                return module
     return _STANDARD_IMPORT(name, globals, locals, fromlist, level)
 
 
