@@ -41,8 +41,8 @@ COMMON = {
 }
 EXPECTED = {
     "classify": COMMON | {"spamnb.cli.classify", "spamnb.report", "spamnb.report.lines"},
-    "classify -p": COMMON | {"spamnb.cli.classify", "spamnb.report", "spamnb.report.lines", "spamnb.mail.status",
-                             "spamnb.mail.headers"},
+    "classify -p": COMMON | {"spamnb.cli.classify", "spamnb.cli.passthrough", "spamnb.report", "spamnb.report.lines",
+                             "spamnb.mail.status", "spamnb.mail.headers"},
     # a learn records the message's score before it was learned (the model's own cutoffs: prequential),
     # through the model file's and the journal's entries of its tokens (journal_view: the model is not read whole);
     # stderr not a terminal: no progress line, nor cli.progress imported; the message's bytes tokenized as they
