@@ -597,7 +597,8 @@ def report(code):
         if name.split(".")[0] == "spamnb":
             spec = module.__spec__
             rows.append((name, spec.name, spec.origin, spec.cached, spec.parent, spec.submodule_search_locations,
-                         spec.has_location, spec._initializing, type(spec.loader).__name__, module.__loader__ is spec.loader,
+                         spec.has_location, getattr(spec, "_initializing", False), type(spec.loader).__name__,
+                         module.__loader__ is spec.loader,
                          module.__package__, getattr(module, "__path__", None), module.__file__,
                          getattr(module, "__cached__", None), list(vars(module))))
     sys.stderr.write("REPORT " + repr((rows, sorted(set(loaded) & set(sys.modules)))) + "\\n")

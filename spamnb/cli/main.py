@@ -248,7 +248,9 @@ def _load(name):
     ``_load_unlocked`` does (its attributes as ``module_from_spec`` sets them from the spec,
     in ``sys.modules`` while its code runs and taken out again if that fails, the module left
     there by its code returned, set on its parent), when :data:`_FINDER` finds it; else nothing
-    (the standard import finds it, or says why not)."""
+    (the standard import finds it, or says why not).  Not importlib's private mark on the spec
+    while the code runs (``_initializing``: its module lock, and the words "most likely due to a
+    circular import" in an ImportError's message)."""
     modules = sys.modules
     parent, _, tail = name.rpartition(".")
     if parent not in modules:
@@ -275,7 +277,6 @@ def _load(name):
             module.__path__ = spec.submodule_search_locations
         module.__file__, module.__cached__ = spec.origin, spec.cached
     modules[name] = module
-    spec._initializing = True
     try:
         if compiled:
             _imp.exec_dynamic(module)
@@ -284,8 +285,6 @@ def _load(name):
     except BaseException:
         modules.pop(name, None)
         raise
-    finally:
-        spec._initializing = False
     module = modules.pop(name)
     modules[name] = module
     setattr(modules[parent], tail, module)
