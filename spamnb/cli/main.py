@@ -114,7 +114,6 @@ _array_without_collections()   # before the imports below and the commands' (arr
 
 import _frozen_importlib_external as _bootstrap   # noqa: E402 -- importlib's own, loaded at start-up: no import here
 import _frozen_importlib as _bootstrap_core   # noqa: E402 -- the same
-import _imp   # noqa: E402 -- the same
 import _stat as stat   # noqa: E402 -- built in: the S_IS* tests stat.py re-exports
 import builtins   # noqa: E402 -- loaded at start-up
 import marshal   # noqa: E402 -- loaded at start-up
@@ -278,10 +277,7 @@ def _load(name):
         module.__file__, module.__cached__ = spec.origin, spec.cached
     modules[name] = module
     try:
-        if compiled:
-            _imp.exec_dynamic(module)
-        else:
-            exec(spec.loader.get_code(name), module.__dict__)
+        spec.loader.exec_module(module)   # its code run in the module's namespace, or its compiled init
     except BaseException:
         modules.pop(name, None)
         raise
