@@ -342,3 +342,49 @@ def test_the_installed_launcher_runs_its_byte_compiled_file(tmp_path):
         proc = subprocess.run([str(program), "classify", "-m", str(model)], stdin=f, capture_output=True, env=env,
                               timeout=120)
     assert proc.returncode == 0 and proc.stdout.startswith(b"spam "), proc
+
+
+# The launcher's text, its last line a report of what it imported: spamnb, spamnb.cli and spamnb.cli.main (spec,
+# attributes, globals' names), every module in the order loaded, sys.path, and whether importlib's search made a
+# finder of site-packages
+_REPORTED = """
+    rows = []
+    for name in ("spamnb", "spamnb.cli", "spamnb.cli.main"):
+        module = sys.modules[name]
+        spec = module.__spec__
+        rows.append((name, spec.name, spec.origin, spec.cached, spec.parent, spec.submodule_search_locations,
+                     spec.has_location, spec._initializing, type(spec.loader).__name__, module.__loader__ is spec.loader,
+                     module.__package__, getattr(module, "__path__", None), module.__file__, module.__cached__,
+                     list(vars(module)), getattr(sys.modules[spec.parent], name.rpartition(".")[2], None) is module))
+    searched = any(key.endswith("site-packages") for key in sys.path_importer_cache)
+    sys.stdout.write(repr((rows, list(sys.modules), sys.path, searched)))
+"""
+
+
+def test_the_launcher_loads_spamnb_from_its_site_packages_as_importlib_does(tmp_path):
+    """In its own venv with nothing before site-packages but the standard library (no PYTHONPATH), the
+    launcher loads spamnb, spamnb.cli and spamnb.cli.main from site-packages without importlib's search
+    along sys.path (a finder and a listing of each folder: 1.1 million instructions of every run): the
+    same modules, specs and attributes as importlib's search gives (the run with its imports timed,
+    PYTHONPROFILEIMPORTTIME, searches).  spamnb copied into site-packages, byte-compiled as pip does."""
+    import compileall
+
+    program = _venv(tmp_path / "venv")
+    site_packages = program.parent.parent / "lib" / f"python{VERSION}" / "site-packages"
+    shutil.copytree(REPO / "spamnb", site_packages / "spamnb", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.c", "*.pyx"))
+    assert compileall.compile_dir(str(site_packages / "spamnb"), quiet=1)
+    code = launcher.python_text(LAUNCHER.read_text())
+    code = code.replace("    sys.exit(entry(cold=True))", _REPORTED)
+    assert code.rstrip().endswith("sys.stdout.write(repr((rows, list(sys.modules), sys.path, searched)))")
+    reports = []
+    for timed in (False, True):
+        env = {"PATH": "/usr/bin:/bin", "SPAMNB_HOME": str(tmp_path), **({"PYTHONPROFILEIMPORTTIME": "1"} if timed else {})}
+        proc = subprocess.run([str(program.parent / "python3"), "-S", "-P", "-c", code], capture_output=True,
+                              text=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        reports.append(eval(proc.stdout))   # noqa: S307 -- the repr this test's own code wrote
+    (rows, modules, path, searched), (timed_rows, timed_modules, timed_path, timed_searched) = reports
+    assert rows[0][2] == str(site_packages / "spamnb" / "__init__.py") and rows[2][-1] is True
+    assert (rows, modules, path) == (timed_rows, timed_modules, timed_path)
+    assert (searched, timed_searched) == (False, True)

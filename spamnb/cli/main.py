@@ -113,6 +113,9 @@ def _registering():
 _array_without_collections()   # before the imports below and the commands' (array comes with them)
 
 import _frozen_importlib_external as _bootstrap   # noqa: E402 -- importlib's own, loaded at start-up: no import here
+import _frozen_importlib as _bootstrap_core   # noqa: E402 -- the same
+import _stat as stat   # noqa: E402 -- built in: the S_IS* tests stat.py re-exports
+import builtins   # noqa: E402 -- loaded at start-up
 import marshal   # noqa: E402 -- loaded at start-up
 
 
@@ -150,6 +153,7 @@ class _Finder:
     def __init__(self):
         self.tag = ".%s.pyc" % sys.implementation.cache_tag
         self.magic = _bootstrap.MAGIC_NUMBER
+        self.extension = _bootstrap.EXTENSION_SUFFIXES[0]
 
     def find_spec(self, name, path=None, target=None):
         if path is None or len(path) != 1 or not name.startswith("spamnb."):
@@ -157,15 +161,12 @@ class _Finder:
         folder = path[0]
         tail = name.rpartition(".")[2]
         base = folder + "/" + tail
+        package = posix.access(base + "/__init__.py", posix.F_OK)   # (a stat that fails raises: 5 times its cost)
+        source = base + "/__init__.py" if package else base + ".py"
         try:
-            source, package = base + "/__init__.py", True
             st = posix.stat(source)
         except OSError:
-            try:
-                source, package = base + ".py", False
-                st = posix.stat(source)
-            except OSError:
-                return None
+            return None
         cached = base + "/__pycache__/__init__" + self.tag if package else folder + "/__pycache__/" + tail + self.tag
         try:
             fd = posix.open(cached, _READ_FLAGS)   # os calls: open's file object costs 9 system calls a file, these 4
@@ -187,13 +188,121 @@ class _Finder:
         spec.cached = cached
         return spec
 
+    def compiled_spec(self, name, folder):
+        """The spec of the compiled module ``name`` of spamnb in ``folder`` (``_mail``, ``_score``:
+        the file of this Python's first extension suffix, as importlib's file finder gives it) when
+        neither a package nor a source of that name is there (:func:`_load`); else None."""
+        base = folder + "/" + name.rpartition(".")[2]
+        origin = base + self.extension
+        try:
+            if not stat.S_ISREG(posix.stat(origin).st_mode):
+                return None
+        except OSError:
+            return None
+        if posix.access(base, posix.F_OK):   # a folder of that name: a package, importlib's
+            return None
+        return _bootstrap.spec_from_file_location(name, origin, loader=_bootstrap.ExtensionFileLoader(name, origin),
+                                                  submodule_search_locations=None)
+
 
 _READ_FLAGS = posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0)
 _FINDER = _Finder()
 
+
+def _import(name, globals=None, locals=None, fromlist=(), level=0):
+    """``builtins.__import__`` in a short run (:func:`entry`, ``cold``; :func:`_lean_imports`): a
+    module of spamnb not loaded yet, and a submodule of spamnb named in ``fromlist``, are loaded by
+    :func:`_load`, and what the standard import would return is returned (the module itself with a
+    ``fromlist`` whose names it has, else its top package); anything else (another package's module, a
+    relative import, ``*``, a name still missing) is the standard import's, which finds spamnb's modules
+    in ``sys.modules``.  Each import of a module of spamnb through importlib's ``_find_and_load`` (its
+    module lock, the spec asked of each finder, ``module_from_spec`` and its attribute checks, all in
+    Python) costs about 0.1 million instructions more than its own code does: a cold classify imports
+    35 of them; and each ``from`` import of a package, importlib's ``_handle_fromlist`` (Python) once more."""
+    if not level and (name[:7] == "spamnb." or name == "spamnb"):
+        modules = sys.modules
+        module = modules.get(name)
+        if module is None:
+            _load(name)
+            module = modules.get(name)
+        if module is not None:
+            if not fromlist:
+                return module if "." not in name else modules.get("spamnb") or _STANDARD_IMPORT(name, globals, locals)
+            if not hasattr(module, "__path__"):
+                return module
+            for item in fromlist:
+                if item.__class__ is not str or item == "*":
+                    break
+                if not hasattr(module, item):
+                    _load(name + "." + item)
+                    if not hasattr(module, item):
+                        break
+            else:
+                return module
+    return _STANDARD_IMPORT(name, globals, locals, fromlist, level)
+
+
+def _load(name):
+    """Load the module ``name`` of spamnb (its parent package first) as importlib's
+    ``_load_unlocked`` does (its attributes as ``module_from_spec`` sets them from the spec,
+    in ``sys.modules`` while its code runs and taken out again if that fails, the module left
+    there by its code returned, set on its parent), when :data:`_FINDER` finds it; else nothing
+    (the standard import finds it, or says why not).  Not importlib's private mark on the spec
+    while the code runs (``_initializing``: its module lock, and the words "most likely due to a
+    circular import" in an ImportError's message)."""
+    modules = sys.modules
+    parent, _, tail = name.rpartition(".")
+    if parent not in modules:
+        if parent[:7] != "spamnb.":
+            return
+        _load(parent)
+        if parent not in modules:
+            return
+    if name in modules:   # loaded by its parent's code
+        return
+    path = getattr(modules[parent], "__path__", None)
+    if path is None or len(path) != 1:
+        return
+    spec = _FINDER.find_spec(name, path) or _FINDER.compiled_spec(name, path[0])
+    if spec is None:
+        return
+    compiled = spec.loader.__class__ is not _Compiled
+    if compiled:   # its init run (create_dynamic), its attributes set as importlib sets them
+        module = _bootstrap_core.module_from_spec(spec)
+    else:
+        module = type(sys)(name)
+        module.__loader__, module.__package__, module.__spec__ = spec.loader, spec.parent, spec
+        if spec.submodule_search_locations is not None:
+            module.__path__ = spec.submodule_search_locations
+        module.__file__, module.__cached__ = spec.origin, spec.cached
+    modules[name] = module
+    try:
+        spec.loader.exec_module(module)   # its code run in the module's namespace, or its compiled init
+    except BaseException:
+        modules.pop(name, None)
+        raise
+    module = modules.pop(name)
+    modules[name] = module
+    setattr(modules[parent], tail, module)
+
+
+def _lean_imports(on):
+    """:func:`_import` as ``builtins.__import__`` (``on``), or the standard one back.  Not while
+    imports are being timed (``-X importtime``, ``PYTHONPROFILEIMPORTTIME``): importlib's own
+    imports are the ones it reports."""
+    if not on:
+        if builtins.__import__ is _import:
+            builtins.__import__ = _STANDARD_IMPORT
+    elif "importtime" not in sys._xoptions and (sys.flags.ignore_environment
+                                                or not posix.environ.get(b"PYTHONPROFILEIMPORTTIME")):
+        builtins.__import__ = _import
+
+
+_STANDARD_IMPORT = builtins.__import__
+
 # spamnb.cli.common (with spamnb.errors) and spamnb.cli.exitcodes are imported where they are used, after
-# entry(cold=True) has put _FINDER first on sys.meta_path: found by it, not by importlib's path finder (0.1
-# million instructions a module of a cold classify)
+# entry(cold=True) has put _FINDER first on sys.meta_path and _import in builtins.__import__: found by it and
+# loaded by _load, not by importlib's path finder and _find_and_load (0.1 million instructions each, a module)
 
 COMMANDS = ("train", "classify", "learn", "forget", "info", "tokens", "evaluate", "dump", "load", "merge",
             "prune", "serve", "imap")
@@ -351,7 +460,9 @@ def entry(cold=False):
 
     ``cold`` (the launcher, bin/spamnb, which turned the cyclic garbage
     collector off before the imports): a classify, learn or forget of the
-    one message on stdin (:func:`short_run`) runs without the collector, and the process
+    one message on stdin (:func:`short_run`) imports spamnb's modules by
+    :func:`_import` (found by :data:`_FINDER`, loaded by :func:`_load`: a short
+    run starts no thread, and takes no module lock), runs without the collector, and the process
     ends once stdout and stderr are flushed, without the interpreter's
     teardown (its modules freed one by one, a last collection: a quarter
     of a cold classify's instructions, for a process that is ending);
@@ -366,6 +477,7 @@ def entry(cold=False):
     _COLD = cold
     if cold and not sys.flags.optimize and sys.pycache_prefix is None:   # a short run's modules (_Finder)
         sys.meta_path.insert(0, _FINDER)
+        _lean_imports(True)
     from spamnb.cli.exitcodes import EXIT_INTERRUPTED
     noted = []
     atexit.register(_exit_noted, noted)   # registered first: run last of the exit handlers
@@ -444,8 +556,9 @@ def _run(argv):
         args = fast_args(argv)
         if _COLD and (args is None or not short_run(args)):
             gc.enable()   # the launcher turned it off for a short run: this one is not
-            if _FINDER in sys.meta_path:   # nor its finder: importlib finds this run's modules
+            if _FINDER in sys.meta_path:   # nor its finder and loader: importlib finds and loads this run's modules
                 sys.meta_path.remove(_FINDER)
+                _lean_imports(False)
             if sys.flags.no_site and "site" not in sys.modules:   # nor site (bin/spamnb's -S): run it now
                 import site
 

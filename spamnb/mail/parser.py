@@ -27,6 +27,11 @@ noted in ``Mail.defects`` (the tokenizer turns defects into tokens):
 """
 
 from spamnb.mail import lazy_re
+# records and charsets before _mail, whose init imports them (in C: importlib's _find_and_load, not a short
+# run's own loading, spamnb.cli.main._import): imported here first, they are found loaded
+from spamnb.mail.records import Mail, MailStats, Part, Record
+from spamnb.mail.charsets import codec as _codec
+from spamnb.mail.charsets import is_text_codec
 from spamnb.mail._mail import MAX_BYTES, MAX_DEPTH, MAX_HEADER_CHARS, MAX_PARTS, decode_header_value, decode_text, parse
 from spamnb.mail._mail import base64_lenient as _base64
 from spamnb.mail._mail import content_type, text_prefix, text_prefix_marked
@@ -34,9 +39,6 @@ from spamnb.mail._mail import content_type as _content_type
 from spamnb.mail._mail import decode_entities as _decode_entities
 from spamnb.mail._mail import header_fields as _parse_fields
 from spamnb.mail._mail import strip_tags as _strip_tags
-from spamnb.mail.records import Mail, MailStats, Part, Record
-from spamnb.mail.charsets import codec as _codec
-from spamnb.mail.charsets import is_text_codec
 
 __all__ = ["Mail", "MailStats", "Part", "parse", "html_to_text", "decode_header_value", "content_type",
            "text_prefix", "text_prefix_marked", "is_text_codec"]
