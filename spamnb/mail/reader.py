@@ -192,6 +192,43 @@ def _inside(path, real_root):
     return target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
+def _walk(top, onerror):
+    """``os.walk(top, onerror=onerror)`` (top down, a link to a folder listed
+    among the folders but not followed), each folder with the set of its
+    names that are symbolic links, as its listing says them (``DirEntry``'s
+    type: no ``lstat`` of each file; the folders left in ``dirnames`` when
+    the caller resumes are walked)."""
+    try:
+        listing = os.scandir(top)
+    except OSError as exc:
+        onerror(exc)
+        return
+    dirnames, filenames, links = [], [], set()
+    with listing:
+        while True:
+            try:
+                entry = next(listing)
+            except StopIteration:
+                break
+            except OSError as exc:
+                onerror(exc)
+                return
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+            try:
+                if entry.is_symlink():
+                    links.add(entry.name)
+            except OSError:
+                pass
+    yield top, dirnames, filenames, links
+    for name in dirnames:
+        if name not in links:
+            yield from _walk(os.path.join(top, name), onerror)
+
+
 def walk_files(root, report, strict, spam_folders="read", follow_links=True):
     """Regular files below ``root`` (sorted).  A Maildir's messages are in its
     ``cur/`` and ``new/`` (``tmp/`` holds mail still being delivered; files at
@@ -206,7 +243,7 @@ def walk_files(root, report, strict, spam_folders="read", follow_links=True):
         report.skip(exc.filename, "unreadable folder", strict)
 
     real_root = None if follow_links else os.path.realpath(root)
-    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
+    for dirpath, dirnames, filenames, links in _walk(os.fspath(root), onerror):
         maildir = _is_maildir(dirpath, dirnames)
         kept = []
         for d in sorted(dirnames):
@@ -225,7 +262,7 @@ def walk_files(root, report, strict, spam_folders="read", follow_links=True):
             if spam_folders != "read" and _is_bulk_name(d):
                 report.skip(path, "bulk folder, neither spam nor ham (give it with --spam or --ham)", strict)
                 continue
-            if os.path.islink(path):  # not followed (it may loop): said so
+            if d in links:  # not followed (it may loop): said so
                 report.skip(path, "link to a folder (not followed)", strict)
                 continue
             kept.append(d)
@@ -237,7 +274,7 @@ def walk_files(root, report, strict, spam_folders="read", follow_links=True):
             if name.startswith("."):
                 report.skip(path, "hidden file", strict)
                 continue
-            if real_root is not None and os.path.islink(path) and not _inside(path, real_root):
+            if real_root is not None and name in links and not _inside(path, real_root):
                 report.skip(path, "link to a file outside the tree (--follow-links reads it)", strict)
                 continue
             yield path
