@@ -98,6 +98,7 @@ class CorpusReport:
         self.skipped = {}    # reason -> files skipped for it
         self.examples = {}   # reason -> the first few paths skipped for it
         self.folders = {}    # (is_spam, folder) -> messages read with that label
+        self._cut, self._folder = None, None   # add_folder's last path up to its last separator, and its folder
 
     def skip(self, path, reason, strict=False):
         if strict:
@@ -127,13 +128,18 @@ class CorpusReport:
         folder: the mbox file itself, a file given itself (a corpus path
         that is a file: it is named by that path, ``name`` is ``path``),
         else the file's folder (a Maildir's, for its ``cur/`` and ``new/``)."""
-        if name == path or _MBOX_MESSAGE.search(name):
+        if name == path or ("#" in name and _MBOX_MESSAGE.search(name)):
             folder = path
-        else:
-            folder = os.path.dirname(path) or "."
-            head, leaf = os.path.split(folder)
-            if leaf in ("cur", "new"):
-                folder = head or "."
+        else:   # the folder of the path's part up to its last separator: the message before's, most often
+            cut = path[:path.rfind(os.sep) + 1]
+            if cut == self._cut:
+                folder = self._folder
+            else:
+                folder = os.path.dirname(path) or "."
+                head, leaf = os.path.split(folder)
+                if leaf in ("cur", "new"):
+                    folder = head or "."
+                self._cut, self._folder = cut, folder
         key = (bool(is_spam), folder)
         self.folders[key] = self.folders.get(key, 0) + 1
 
@@ -323,7 +329,7 @@ def file_messages(path, name, report, strict):
                 yield from _mbox_message(path, name, data, report, strict)
             else:
                 yield from _mbox_messages(path, name, io.BytesIO(data), report, strict, lambda: data)
-        elif not data.strip():
+        elif not data or data.isspace():   # data.strip() empty, without its copy
             report.skip(path, "empty", strict)
         elif not looks_like_mail(data):
             report.skip(path, "not mail", strict)
