@@ -49,7 +49,7 @@ from libc.string cimport memcpy
 import array
 
 from spamnb.buffers cimport SIGNED, length_of, take
-from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_int, _finish, _n_digits,
+from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_data, _feed_int, _finish, _n_digits,
                                 _utf8_size, _utf8_write, _write_digits)
 from spamnb.mail._received cimport _ascii_space, _find, _match_host, _octets
 
@@ -78,6 +78,14 @@ cdef struct Occurrence:
     int32_t start       # for a skip token: its first character
     int32_t end         # for a skip token: its length bucket
     int32_t prefix      # index into Scanner.prefixes
+
+
+cdef struct _PairWord:   # add_pairs: a word of the stream, its text's characters
+    const void *data
+    int kind
+    int32_t start
+    int32_t end
+    int32_t j           # its occurrence
 
 
 def hash_token(str s):
@@ -586,13 +594,13 @@ cdef class TokenStream:
         ``skip:`` token), in order, and each of the next ``window - 1`` such
         words at distance d, the token ``prefix + w1 + " " + d + " " + w2``.
         Returns the number of pairs added."""
-        cdef Py_ssize_t n_words = 0, k, d, j, i, count = 0
-        cdef int32_t *words
-        cdef Occurrence o, o2
+        cdef Py_ssize_t n_words = 0, k, d, j, i, count = 0, last = -1
+        cdef _PairWord *words
+        cdef _PairWord w
+        cdef Occurrence o
         cdef uint64_t h0, h
-        cdef str text
-        cdef int kind
-        cdef void *data
+        cdef int kind = 1
+        cdef const void *data = NULL
         cdef bint plain
         if not 1 <= window <= 16:
             raise ValueError(f"window must be from 1 to 16, got {window}")
@@ -602,39 +610,50 @@ cdef class TokenStream:
         if window == 1 or self.n < 2:
             return 0
         h0 = self._prefix_state(prefix)
-        words = <int32_t *>malloc(self.n * sizeof(int32_t))
+        words = <_PairWord *>malloc(self.n * sizeof(_PairWord))
         if words == NULL:
             raise MemoryError()
         try:
+            # the words, each with its text's kind and characters (self.texts holds the texts through the
+            # call: a push adds no text); a text looked up once for its run of words
             for j in range(self.n):
                 o = self.occ[j]
                 if o.prefix != 0 or o.text < 0:
                     continue
-                text = <str>self.texts[o.text]
-                kind = PyUnicode_KIND(text)
-                data = PyUnicode_DATA(text)
+                if o.text != last:
+                    last = o.text
+                    kind = PyUnicode_KIND(<str>self.texts[last])
+                    data = PyUnicode_DATA(<str>self.texts[last])
                 plain = True
-                for i in range(o.start, o.end):
-                    if PyUnicode_READ(kind, data, i) == 58:     # ':': a tagged token added with prefix ""
-                        plain = False
-                        break
+                if kind == 1:
+                    for i in range(o.start, o.end):
+                        if (<const uint8_t *>data)[i] == 58:     # ':': a tagged token added with prefix ""
+                            plain = False
+                            break
+                else:
+                    for i in range(o.start, o.end):
+                        if PyUnicode_READ(kind, data, i) == 58:
+                            plain = False
+                            break
                 if plain:
-                    words[n_words] = <int32_t>j
+                    words[n_words].data = data
+                    words[n_words].kind = kind
+                    words[n_words].start = o.start
+                    words[n_words].end = o.end
+                    words[n_words].j = <int32_t>j
                     n_words += 1
             if n_words < 2:
                 return 0
             self._reserve(n_words * (window - 1))
             for k in range(n_words - 1):
-                o = self.occ[words[k]]
-                h = _feed(h0, <str>self.texts[o.text], o.start, o.end)
-                h = (h ^ 32) * _FNV_PRIME
+                w = words[k]
+                h = (_feed_data(h0, w.kind, w.data, w.start, w.end) ^ 32) * _FNV_PRIME
                 for d in range(1, window):
                     if k + d >= n_words:
                         break
-                    o2 = self.occ[words[k + d]]
-                    self._push(_feed((_feed_int(h, <int32_t>d) ^ 32) * _FNV_PRIME, <str>self.texts[o2.text],
-                                     o2.start, o2.end),
-                               <int32_t>(_PAIR_TEXT - (d - 1)), words[k], words[k + d], prefix)
+                    self._push(_feed_data((_feed_int(h, <int32_t>d) ^ 32) * _FNV_PRIME, words[k + d].kind,
+                                          words[k + d].data, words[k + d].start, words[k + d].end),
+                               <int32_t>(_PAIR_TEXT - (d - 1)), w.j, words[k + d].j, prefix)
                     count += 1
         finally:
             free(words)
