@@ -80,14 +80,6 @@ cdef struct Occurrence:
     int32_t prefix      # index into Scanner.prefixes
 
 
-cdef struct _PairWord:   # add_pairs: a word of the stream, its text's characters
-    const void *data
-    int kind
-    int32_t start
-    int32_t end
-    int32_t j           # its occurrence
-
-
 def hash_token(str s):
     """The stable 64-bit hash of token ``s`` (FNV-1a 64 over code points + splitmix64 finaliser, never 0)."""
     return _finish(_feed(_FNV_OFFSET, s, 0, PyUnicode_GET_LENGTH(s)))
@@ -594,14 +586,16 @@ cdef class TokenStream:
         ``skip:`` token), in order, and each of the next ``window - 1`` such
         words at distance d, the token ``prefix + w1 + " " + d + " " + w2``.
         Returns the number of pairs added."""
-        cdef Py_ssize_t n_words = 0, k, d, j, i, count = 0, last = -1
-        cdef _PairWord *words
-        cdef _PairWord w
-        cdef Occurrence o
+        cdef Py_ssize_t n_words = 0, k, d, j, i, t, count = 0, n_texts
+        cdef int32_t *words = NULL
+        cdef const void **text_data = NULL
+        cdef int *text_kind = NULL
+        cdef Occurrence o, o2
         cdef uint64_t h0, h
-        cdef int kind = 1
-        cdef const void *data = NULL
+        cdef int kind
+        cdef const void *data
         cdef bint plain
+        cdef str text
         if not 1 <= window <= 16:
             raise ValueError(f"window must be from 1 to 16, got {window}")
         if self.pairs_start >= 0:
@@ -610,20 +604,25 @@ cdef class TokenStream:
         if window == 1 or self.n < 2:
             return 0
         h0 = self._prefix_state(prefix)
-        words = <_PairWord *>malloc(self.n * sizeof(_PairWord))
-        if words == NULL:
-            raise MemoryError()
+        # each text's kind and characters, looked up once (self.texts holds them through the call: a push
+        # adds no text), and the words' occurrences
+        n_texts = len(self.texts)
+        words = <int32_t *>malloc(self.n * sizeof(int32_t))
+        text_data = <const void **>malloc((n_texts if n_texts else 1) * sizeof(void *))
+        text_kind = <int *>malloc((n_texts if n_texts else 1) * sizeof(int))
         try:
-            # the words, each with its text's kind and characters (self.texts holds the texts through the
-            # call: a push adds no text); a text looked up once for its run of words
+            if words == NULL or text_data == NULL or text_kind == NULL:
+                raise MemoryError()
+            for t in range(n_texts):
+                text = <str>self.texts[t]
+                text_kind[t] = PyUnicode_KIND(text)
+                text_data[t] = PyUnicode_DATA(text)
+            text = None
             for j in range(self.n):
                 o = self.occ[j]
                 if o.prefix != 0 or o.text < 0:
                     continue
-                if o.text != last:
-                    last = o.text
-                    kind = PyUnicode_KIND(<str>self.texts[last])
-                    data = PyUnicode_DATA(<str>self.texts[last])
+                kind, data = text_kind[o.text], text_data[o.text]
                 plain = True
                 if kind == 1:
                     for i in range(o.start, o.end):
@@ -636,27 +635,26 @@ cdef class TokenStream:
                             plain = False
                             break
                 if plain:
-                    words[n_words].data = data
-                    words[n_words].kind = kind
-                    words[n_words].start = o.start
-                    words[n_words].end = o.end
-                    words[n_words].j = <int32_t>j
+                    words[n_words] = <int32_t>j
                     n_words += 1
             if n_words < 2:
                 return 0
             self._reserve(n_words * (window - 1))
             for k in range(n_words - 1):
-                w = words[k]
-                h = (_feed_data(h0, w.kind, w.data, w.start, w.end) ^ 32) * _FNV_PRIME
+                o = self.occ[words[k]]
+                h = (_feed_data(h0, text_kind[o.text], text_data[o.text], o.start, o.end) ^ 32) * _FNV_PRIME
                 for d in range(1, window):
                     if k + d >= n_words:
                         break
-                    self._push(_feed_data((_feed_int(h, <int32_t>d) ^ 32) * _FNV_PRIME, words[k + d].kind,
-                                          words[k + d].data, words[k + d].start, words[k + d].end),
-                               <int32_t>(_PAIR_TEXT - (d - 1)), w.j, words[k + d].j, prefix)
+                    o2 = self.occ[words[k + d]]
+                    self._push(_feed_data((_feed_int(h, <int32_t>d) ^ 32) * _FNV_PRIME, text_kind[o2.text],
+                                          text_data[o2.text], o2.start, o2.end),
+                               <int32_t>(_PAIR_TEXT - (d - 1)), words[k], words[k + d], prefix)
                     count += 1
         finally:
             free(words)
+            free(text_data)
+            free(text_kind)
         return count
 
     cdef int _add_one(self, uint64_t h0, str token, int prefix) except -1:
