@@ -43,6 +43,11 @@ SHAPES = {
     "our status field in mixed case": HEAD + b"x-SpamNB-status: spam 0.99\n\n" + BODY,
     "spamassassin's fields in lower case": HEAD + b"x-spam-status: No\nx-spam-checker-version: spamnb\n\n" + BODY,
     "another x- field only": HEAD + b"X-Mailer: mutt\nx-loop: list\n\n" + BODY,
+    "no blank line (Enron-Spam's)": b"Subject: hi\nsome words, x-spam in them\n",
+    "no blank line, a field's name later": b"Subject: hi\nwords\nX-Spamnb-Status: spam 0.99\n",
+    # over ledger._WHOLE_LOWER (the header searched alone): with and without the markup
+    "large, our status field": HEAD + b"X-Spamnb-Status: spam 0.99\n\n" + BODY * (1 << 15),
+    "large, no markup": HEAD + b"X-Mailer: mutt\n\n" + BODY * (1 << 15),
 }
 
 
@@ -53,6 +58,11 @@ def test_the_fast_paths_give_the_general_paths_bytes_and_digest(name):
     assert ledgers.canonical(data) == general
     assert ledgers.train_digest(data) == ledgers.message_digest(general)
     assert ledgers.train_digest(bytearray(data)) == ledgers.message_digest(general)
+
+
+def test_the_large_shapes_are_past_the_whole_message_search():
+    assert len(SHAPES["large, no markup"]) > 1 << 20   # ledger.train_digest then searches the header alone
+    assert ledgers.canonical(SHAPES["large, our status field"]) != SHAPES["large, our status field"]
 
 
 def test_the_shapes_differ_where_they_should():

@@ -133,6 +133,8 @@ def test_add_pairs_strings_and_hashes_of_any_text(text, window):
     stream.add_words(text)
     stream.add_words(text, stream.local_prefix("x:"))      # tagged: no pairs of these
     stream.add_token("a:b")                                   # untagged but with ':' : none either
+    stream.add_words(text[::-1] + "\u0100 \U00010400")        # another text (of another kind, often): words of both
+    stream.add_token("whole")                                 # a token of its own text, untagged: a word
     start = len(stream)
     n = stream.add_pairs(window, stream.local_prefix("pair:"))
     assert stream.pairs_start == start and len(stream) == start + n

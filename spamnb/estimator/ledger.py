@@ -108,9 +108,9 @@ def _unmarked(data, header_name):
 def train_digest(data):
     """The ledger digest of a message ``train`` counts (its raw bytes): the
     one ``learn`` computes for the same bytes with the default markup
-    settings (``message_digest(canonical(data))``), without a copy of the
-    message when it has no markup to remove (most mail: a search of its
-    header for ``x-spam`` and the status header's name, lower-cased)."""
+    settings (``message_digest(canonical(data))``), without canonical's
+    work when the message has no markup to remove (most mail: one search
+    for ``x-spam``, the status header's name's start, in it lower-cased)."""
     start = 0
     if data[:5] == b"From ":
         start = data.find(b"\n") + 1
@@ -122,13 +122,18 @@ def train_digest(data):
     if _TRAIN is None:
         _train_imports()
     header_end, digest = _TRAIN
-    head = data[start:header_end(data, start)]   # the header; lower-cased only when an "x-" may start "x-spam"
-    if (b"x-" in head or b"X-" in head) and b"x-spam" in head.lower():   # x-spamnb-status too
-        return message_digest(canonical(data))
+    # "x-spam" (x-spamnb-status too) in the header: looked for in the whole message lower-cased first (most
+    # mail has it nowhere: no look for the header's end, a search over the message's whole length when it
+    # has no blank line, as Enron-Spam's); the header only, past _WHOLE_LOWER bytes (no copy of a large message)
+    if len(data) > _WHOLE_LOWER or b"x-spam" in data.lower():
+        head = data[start:header_end(data, start)]
+        if b"x-spam" in head.lower():
+            return message_digest(canonical(data))
     return digest(memoryview(data)[start:] if start else data, digest_size=DIGEST_SIZE).digest()
 
 
 _TRAIN = None   # train_digest's (header_end, hashlib.blake2b), imported at its first message
+_WHOLE_LOWER = 1 << 20   # train_digest lower-cases a message up to this size whole (4.4 against 9.5 us an Enron-Spam message)
 
 
 def _train_imports():

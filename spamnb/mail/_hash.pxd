@@ -8,7 +8,7 @@ from the offset basis 0xcbf29ce484222325), followed by splitmix64's finaliser
 """
 
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_KIND, PyUnicode_READ
-from libc.stdint cimport int32_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 cdef extern from *:
     """
@@ -37,6 +37,29 @@ cdef inline uint64_t _feed(uint64_t h, str s, Py_ssize_t start, Py_ssize_t end):
     return h
 
 
+cdef inline uint64_t _feed_data(uint64_t h, int kind, const void *data, Py_ssize_t start,
+                                Py_ssize_t end) noexcept nogil:
+    """``_feed`` of a string's ``kind`` and ``data`` (PyUnicode_KIND, PyUnicode_DATA): a loop
+    for each kind, no branch on the kind a character."""
+    cdef Py_ssize_t i
+    cdef const uint8_t *one
+    cdef const uint16_t *two
+    cdef const uint32_t *four
+    if kind == 1:
+        one = <const uint8_t *>data
+        for i in range(start, end):
+            h = (h ^ one[i]) * _FNV_PRIME
+    elif kind == 2:
+        two = <const uint16_t *>data
+        for i in range(start, end):
+            h = (h ^ two[i]) * _FNV_PRIME
+    else:
+        four = <const uint32_t *>data
+        for i in range(start, end):
+            h = (h ^ four[i]) * _FNV_PRIME
+    return h
+
+
 cdef inline uint64_t _feed_ascii(uint64_t h, const char *s) noexcept nogil:
     while s[0] != 0:
         h = (h ^ <uint8_t>s[0]) * _FNV_PRIME
@@ -48,8 +71,8 @@ cdef inline uint64_t _feed_int(uint64_t h, int32_t value) noexcept nogil:
     """FNV-1a state after feeding the decimal digits of ``value >= 0``."""
     cdef char digits[16]
     cdef int n = 0
-    if value == 0:
-        return (h ^ 48) * _FNV_PRIME
+    if 0 <= value < 10:   # one digit (a word pair's distance, most often): no loop
+        return (h ^ <uint64_t>(48 + value)) * _FNV_PRIME
     while value > 0 and n < 16:
         digits[n] = <char>(48 + value % 10)
         value = value // 10

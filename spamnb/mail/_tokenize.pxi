@@ -49,7 +49,7 @@ from libc.string cimport memcpy
 import array
 
 from spamnb.buffers cimport SIGNED, length_of, take
-from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_int, _finish, _n_digits,
+from spamnb.mail._hash cimport (_FNV_OFFSET, _FNV_PRIME, _feed, _feed_ascii, _feed_data, _feed_int, _finish, _n_digits,
                                 _utf8_size, _utf8_write, _write_digits)
 from spamnb.mail._received cimport _ascii_space, _find, _match_host, _octets
 
@@ -586,14 +586,16 @@ cdef class TokenStream:
         ``skip:`` token), in order, and each of the next ``window - 1`` such
         words at distance d, the token ``prefix + w1 + " " + d + " " + w2``.
         Returns the number of pairs added."""
-        cdef Py_ssize_t n_words = 0, k, d, j, i, count = 0
-        cdef int32_t *words
+        cdef Py_ssize_t n_words = 0, k, d, j, i, t, count = 0, n_texts
+        cdef int32_t *words = NULL
+        cdef const void **text_data = NULL
+        cdef int *text_kind = NULL
         cdef Occurrence o, o2
         cdef uint64_t h0, h
-        cdef str text
         cdef int kind
-        cdef void *data
+        cdef const void *data
         cdef bint plain
+        cdef str text
         if not 1 <= window <= 16:
             raise ValueError(f"window must be from 1 to 16, got {window}")
         if self.pairs_start >= 0:
@@ -602,22 +604,36 @@ cdef class TokenStream:
         if window == 1 or self.n < 2:
             return 0
         h0 = self._prefix_state(prefix)
+        # each text's kind and characters, looked up once (self.texts holds them through the call: a push
+        # adds no text), and the words' occurrences
+        n_texts = len(self.texts)
         words = <int32_t *>malloc(self.n * sizeof(int32_t))
-        if words == NULL:
-            raise MemoryError()
+        text_data = <const void **>malloc((n_texts if n_texts else 1) * sizeof(void *))
+        text_kind = <int *>malloc((n_texts if n_texts else 1) * sizeof(int))
         try:
+            if words == NULL or text_data == NULL or text_kind == NULL:
+                raise MemoryError()
+            for t in range(n_texts):
+                text = <str>self.texts[t]
+                text_kind[t] = PyUnicode_KIND(text)
+                text_data[t] = PyUnicode_DATA(text)
+            text = None
             for j in range(self.n):
                 o = self.occ[j]
                 if o.prefix != 0 or o.text < 0:
                     continue
-                text = <str>self.texts[o.text]
-                kind = PyUnicode_KIND(text)
-                data = PyUnicode_DATA(text)
+                kind, data = text_kind[o.text], text_data[o.text]
                 plain = True
-                for i in range(o.start, o.end):
-                    if PyUnicode_READ(kind, data, i) == 58:     # ':': a tagged token added with prefix ""
-                        plain = False
-                        break
+                if kind == 1:
+                    for i in range(o.start, o.end):
+                        if (<const uint8_t *>data)[i] == 58:     # ':': a tagged token added with prefix ""
+                            plain = False
+                            break
+                else:
+                    for i in range(o.start, o.end):
+                        if PyUnicode_READ(kind, data, i) == 58:
+                            plain = False
+                            break
                 if plain:
                     words[n_words] = <int32_t>j
                     n_words += 1
@@ -626,18 +642,19 @@ cdef class TokenStream:
             self._reserve(n_words * (window - 1))
             for k in range(n_words - 1):
                 o = self.occ[words[k]]
-                h = _feed(h0, <str>self.texts[o.text], o.start, o.end)
-                h = (h ^ 32) * _FNV_PRIME
+                h = (_feed_data(h0, text_kind[o.text], text_data[o.text], o.start, o.end) ^ 32) * _FNV_PRIME
                 for d in range(1, window):
                     if k + d >= n_words:
                         break
                     o2 = self.occ[words[k + d]]
-                    self._push(_feed((_feed_int(h, <int32_t>d) ^ 32) * _FNV_PRIME, <str>self.texts[o2.text],
-                                     o2.start, o2.end),
+                    self._push(_feed_data((_feed_int(h, <int32_t>d) ^ 32) * _FNV_PRIME, text_kind[o2.text],
+                                          text_data[o2.text], o2.start, o2.end),
                                <int32_t>(_PAIR_TEXT - (d - 1)), words[k], words[k + d], prefix)
                     count += 1
         finally:
             free(words)
+            free(text_data)
+            free(text_kind)
         return count
 
     cdef int _add_one(self, uint64_t h0, str token, int prefix) except -1:

@@ -98,6 +98,7 @@ class CorpusReport:
         self.skipped = {}    # reason -> files skipped for it
         self.examples = {}   # reason -> the first few paths skipped for it
         self.folders = {}    # (is_spam, folder) -> messages read with that label
+        self._cut, self._folder = None, None   # add_folder's last path up to its last separator, and its folder
 
     def skip(self, path, reason, strict=False):
         if strict:
@@ -127,13 +128,18 @@ class CorpusReport:
         folder: the mbox file itself, a file given itself (a corpus path
         that is a file: it is named by that path, ``name`` is ``path``),
         else the file's folder (a Maildir's, for its ``cur/`` and ``new/``)."""
-        if name == path or _MBOX_MESSAGE.search(name):
+        if name == path or ("#" in name and _MBOX_MESSAGE.search(name)):
             folder = path
-        else:
-            folder = os.path.dirname(path) or "."
-            head, leaf = os.path.split(folder)
-            if leaf in ("cur", "new"):
-                folder = head or "."
+        else:   # the folder of the path's part up to its last separator: the message before's, most often
+            cut = path[:path.rfind(os.sep) + 1]
+            if cut == self._cut:
+                folder = self._folder
+            else:
+                folder = os.path.dirname(path) or "."
+                head, leaf = os.path.split(folder)
+                if leaf in ("cur", "new"):
+                    folder = head or "."
+                self._cut, self._folder = cut, folder
         key = (bool(is_spam), folder)
         self.folders[key] = self.folders.get(key, 0) + 1
 
@@ -192,6 +198,43 @@ def _inside(path, real_root):
     return target == real_root or target.startswith(real_root.rstrip(os.sep) + os.sep)
 
 
+def _walk(top, onerror):
+    """``os.walk(top, onerror=onerror)`` (top down, a link to a folder listed
+    among the folders but not followed), each folder with the set of its
+    names that are symbolic links, as its listing says them (``DirEntry``'s
+    type: no ``lstat`` of each file; the folders left in ``dirnames`` when
+    the caller resumes are walked)."""
+    try:
+        listing = os.scandir(top)
+    except OSError as exc:
+        onerror(exc)
+        return
+    dirnames, filenames, links = [], [], set()
+    with listing:
+        while True:
+            try:
+                entry = next(listing)
+            except StopIteration:
+                break
+            except OSError as exc:
+                onerror(exc)
+                return
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+            try:
+                if entry.is_symlink():
+                    links.add(entry.name)
+            except OSError:
+                pass
+    yield top, dirnames, filenames, links
+    for name in dirnames:
+        if name not in links:
+            yield from _walk(os.path.join(top, name), onerror)
+
+
 def walk_files(root, report, strict, spam_folders="read", follow_links=True):
     """Regular files below ``root`` (sorted).  A Maildir's messages are in its
     ``cur/`` and ``new/`` (``tmp/`` holds mail still being delivered; files at
@@ -206,7 +249,7 @@ def walk_files(root, report, strict, spam_folders="read", follow_links=True):
         report.skip(exc.filename, "unreadable folder", strict)
 
     real_root = None if follow_links else os.path.realpath(root)
-    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
+    for dirpath, dirnames, filenames, links in _walk(os.fspath(root), onerror):
         maildir = _is_maildir(dirpath, dirnames)
         kept = []
         for d in sorted(dirnames):
@@ -225,7 +268,7 @@ def walk_files(root, report, strict, spam_folders="read", follow_links=True):
             if spam_folders != "read" and _is_bulk_name(d):
                 report.skip(path, "bulk folder, neither spam nor ham (give it with --spam or --ham)", strict)
                 continue
-            if os.path.islink(path):  # not followed (it may loop): said so
+            if d in links:  # not followed (it may loop): said so
                 report.skip(path, "link to a folder (not followed)", strict)
                 continue
             kept.append(d)
@@ -237,7 +280,7 @@ def walk_files(root, report, strict, spam_folders="read", follow_links=True):
             if name.startswith("."):
                 report.skip(path, "hidden file", strict)
                 continue
-            if real_root is not None and os.path.islink(path) and not _inside(path, real_root):
+            if real_root is not None and name in links and not _inside(path, real_root):
                 report.skip(path, "link to a file outside the tree (--follow-links reads it)", strict)
                 continue
             yield path
@@ -286,7 +329,7 @@ def file_messages(path, name, report, strict):
                 yield from _mbox_message(path, name, data, report, strict)
             else:
                 yield from _mbox_messages(path, name, io.BytesIO(data), report, strict, lambda: data)
-        elif not data.strip():
+        elif not data or data.isspace():   # data.strip() empty, without its copy
             report.skip(path, "empty", strict)
         elif not looks_like_mail(data):
             report.skip(path, "not mail", strict)
