@@ -99,6 +99,18 @@ cdef Block _block(void *data, Py_ssize_t size, Py_ssize_t mapped):
     return block
 
 
+cdef int _check_strings(const uint64_t[::1] offsets, const uint8_t[::1] strings, Py_ssize_t m) except -1:
+    """A part's ``m`` strings: ``offsets`` (``m + 1``, checked by the caller)
+    ascending from 0 to the end of ``strings``."""
+    cdef Py_ssize_t j
+    if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
+        raise ValueError("a part's string offsets do not span its strings")
+    for j in range(m):
+        if offsets[j] > offsets[j + 1]:
+            raise ValueError("a part's string offsets are out of order")
+    return 0
+
+
 @cython.auto_pickle(False)
 cdef class MergeTable:
     """Counts added part by part (see the module doc).
@@ -282,11 +294,7 @@ cdef class MergeTable:
             raise ValueError("a part's arrays differ in length")
         if index_out is not None and index_out.shape[0] != m:
             raise ValueError("a part's index differs in length")
-        if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
-            raise ValueError("a part's string offsets do not span its strings")
-        for j in range(m):
-            if offsets[j] > offsets[j + 1]:
-                raise ValueError("a part's string offsets are out of order")
+        _check_strings(offsets, strings, m)
         if self.cells:
             if fold_keys is None or fold_values is None or fold_keys.shape[0] != fold_values.shape[0]:
                 raise ValueError("a part's fold entries are missing or differ in length")
@@ -394,11 +402,7 @@ cdef class MergeTable:
             raise ValueError("a part's arrays differ in length")
         if first + n_sent > mapped.shape[0]:
             raise ValueError("the worker's map is shorter than its tokens")
-        if offsets[0] != 0 or offsets[n_sent] != <uint64_t>strings.shape[0]:
-            raise ValueError("a part's string offsets do not span its strings")
-        for k in range(n_sent):
-            if offsets[k] > offsets[k + 1]:
-                raise ValueError("a part's string offsets are out of order")
+        _check_strings(offsets, strings, n_sent)
         if self.n + n_sent > 0x7fffffff - 1:
             raise ValueError("too many tokens to merge")
         self._reserve_tokens(self.n + n_sent)

@@ -883,7 +883,7 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
                 if progress is not None:
                     progress.step("counting", n=n)
                 state["messages"] += n
-                for v, (merge, spec) in enumerate(zip(merges, specs)):
+                for v, (merge, spec) in enumerate(zip(merges[:len(part_counts)], specs)):   # (past the limit: one)
                     # each variant's answer dropped once added (before the next variant's, and the answers read)
                     counts, spill, part_counts[v], spilled[v] = part_counts[v], spilled[v], None, None
                     if merge is not None:
