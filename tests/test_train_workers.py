@@ -350,3 +350,101 @@ def test_a_worker_leaves_out_the_copies_of_the_partitions_it_is_told_of():
         assert n_known == 0 and int(whole[0].class_count.sum()) == n
     finally:
         seen.close()
+
+
+def test_workers_keep_their_vocabulary_and_the_parent_maps_their_numbers(monkeypatch, tmp_path):
+    """A worker keeps its vocabulary across the partitions it counts and
+    sends only the tokens new to it (their hashes and strings) and the
+    partition's tokens by its own numbers; the parent maps each worker's
+    numbers to the corpus's (``_WorkerNumbers``), keeping the tokens sent in
+    copies it takes out (``_without``) for that worker's later partitions.
+    A token mapped wrongly would move a count, a string or the order: the
+    model files of ``-j 1`` and ``-j 3`` (small partitions, three workers
+    sharing most tokens, copies of earlier partitions' messages each with a
+    token of its own) are the same bytes, and the cutoffs the same."""
+    from test_near_duplicates import with_copies
+
+    from spamnb.training import planning
+
+    corpus = with_copies(SAMPLE, tmp_path / "corpus", 1)
+    for folder in ("spam", "easy_ham"):   # a copy beside each message: in its partition or the next
+        for i, path in enumerate(sorted(p for p in (corpus / folder).iterdir() if p.is_file())):
+            data = path.read_bytes()
+            cut = data.index(b"\n") + 1 if data.startswith(b"From ") else 0
+            mark = b"X-Mark: only%s%dhere\n" % (folder.encode(), i)   # a token of this copy alone
+            path.with_name(path.name + "-again").write_bytes(data[:cut] + mark + data[cut:])
+    sent, listed, held = [], [], []
+    number = planning._WorkerNumbers.number
+
+    def numbered(self, part, table, *more):
+        sent.append(part.hashes.size)
+        listed.append(part.touched.size)
+        index = number(self, part, table, *more)
+        held.append(0 if self.pending is None else self.pending[0].size)
+        return index
+
+    monkeypatch.setattr(planning._WorkerNumbers, "number", numbered)
+
+    def train(n_jobs):
+        fitted, cal = pipeline.train([corpus], spam_filter=SpamFilter(), n_jobs=n_jobs, partition_size=5,
+                                     report=CorpusReport(), calibration={"target_fpr": 0.01}, word_pairs=2)
+        fitted.save(tmp_path / f"j{n_jobs}")
+        return cal
+
+    here = train(1)
+    workers = train(3)
+    assert here.expected_fpr is not None and workers == here
+    assert (tmp_path / "j1").read_bytes() == (tmp_path / "j3").read_bytes()
+    assert len(sent) >= 2 * 75   # two variants, every partition (of 5 of 600 files) through the workers' numbers
+    assert sum(sent) < 0.8 * sum(listed)   # the tokens a worker had sent before were not sent again
+    assert max(held) > 0   # tokens of copies taken out alone, kept for the worker's later partitions
+
+
+def test_a_workers_numbers_map_as_the_tokens_whole_would_be_numbered():
+    """``_WorkerNumbers`` against ``MergeTable.add`` of each partition's tokens
+    whole (hashes and strings): two workers sharing tokens, a partition
+    whose tokens new to its worker are not all in it (copies taken out: one
+    kept for the worker's later partitions, then asked for again), the same
+    numbers, strings and order."""
+    from spamnb.training.planning import _WorkerNumbers, _WorkerPart
+
+    rng = np.random.default_rng(5)
+    words = [f"w{i}".encode() * (1 + i % 3) for i in range(400)]
+    known = [[], []]   # each worker's tokens (word numbers), in its order
+
+    def part(w, chosen, day, left_out=()):
+        """Worker ``w``'s partition of the words ``chosen`` (in order), those of ``left_out`` new to it too."""
+        mine = known[w]
+        first = len(mine)
+        for word in list(chosen) + list(left_out):
+            if word not in mine:
+                mine.append(word)
+        new = mine[first:]
+        offsets = np.zeros(len(new) + 1, dtype=np.uint64)
+        np.cumsum([len(words[i]) for i in new], out=offsets[1:])
+        return _WorkerPart((w, 1), first, np.array([1000 + i for i in new], dtype=np.uint64), offsets,
+                           b"".join(words[i] for i in new), np.array([mine.index(i) for i in chosen], dtype=np.int32),
+                           None, None, day, None, None)
+
+    ours, whole = MergeTable(0, rows=False), MergeTable(0, rows=False)
+    maps = [_WorkerNumbers(), _WorkerNumbers()]
+    plan = [(0, rng.permutation(120)[:60], ()), (1, rng.permutation(150)[:70], ()),
+            (0, rng.permutation(200)[:50], (390, 391)), (1, rng.permutation(200)[:80], (392,)),
+            (0, np.concatenate([[391], rng.permutation(250)[:90]]), ()), (1, np.array([392, 5, 393]), ()),
+            (0, np.concatenate([rng.permutation(300)[:100], [390]]), ())]
+    for k, (w, chosen, left_out) in enumerate(plan):
+        chosen = list(dict.fromkeys(int(i) for i in chosen))
+        p = part(w, chosen, 20000 + k, left_out)
+        got = maps[w].number(p, ours)
+        hashes = np.array([1000 + i for i in chosen], dtype=np.uint64)
+        offsets = np.zeros(len(chosen) + 1, dtype=np.uint64)
+        np.cumsum([len(words[i]) for i in chosen], out=offsets[1:])
+        want = np.empty(len(chosen), dtype=np.int32)
+        whole.add(hashes, offsets, b"".join(words[i] for i in chosen), None, None,
+                  np.full(len(chosen), 20000 + k, dtype=np.int32), None, None, want)
+        assert got.tolist() == want.tolist()
+    assert maps[0].pending is not None and maps[1].pending is not None
+    for a, b in zip(ours.take_tokens(), whole.take_tokens()):
+        assert bytes(a) == bytes(b)
+    for a, b in zip(ours.take_rows(), whole.take_rows()):
+        assert bytes(a) == bytes(b)

@@ -749,6 +749,8 @@ cdef class VariantCounter:
     cdef int *transforms
     cdef double *lengths
     cdef list blobs, offsets, out, new_positions, local_of, touched, ham, spam
+    cdef list fresh_hashes         # per variant (keep_hashes): the hashes of its tokens numbered since the last take
+    cdef bint local_out            # count() gives each token's number in its partition, not the variant's
     cdef int32_t *uniq             # one message's distinct numbers, counts and counting table (grown)
     cdef double *x
     cdef Py_ssize_t scratch_n
@@ -763,7 +765,13 @@ cdef class VariantCounter:
         self.uniq = NULL
         self.x = NULL
 
-    def __init__(self, transforms, lengths, double fill=0.75):
+    def __init__(self, transforms, lengths, double fill=0.75, bint keep_hashes=False, bint local_out=False):
+        """``keep_hashes``: each variant's new tokens' hashes kept too, in
+        its order, until :meth:`take_hashes`; ``local_out``: :meth:`count`
+        gives each token's place in its partition (in :meth:`partition`'s
+        ``touched``) instead of its feature number (a worker that keeps its
+        vocabulary across partitions sends only its new tokens, and its
+        messages' tokens by their places in the partition)."""
         cdef Py_ssize_t v, n = len(transforms)
         if n < 1 or len(lengths) != n:
             raise ValueError("a transform and a length for each variant, one variant at least")
@@ -795,6 +803,8 @@ cdef class VariantCounter:
         self.touched = [array.array("i") for v in range(n)]
         self.ham = [array.array("d") for v in range(n)]
         self.spam = [array.array("d") for v in range(n)]
+        self.fresh_hashes = [array.array("Q") for v in range(n)] if keep_hashes else None
+        self.local_out = local_out
         self.scratch_n = 0
 
     def __dealloc__(self):
@@ -945,6 +955,12 @@ cdef class VariantCounter:
             if n_new:
                 stream.write_tokens(fresh, n_new, self.blobs[v], self.offsets[v])
                 self.n_features[v] = next_index + <int32_t>n_new
+                if self.fresh_hashes is not None:
+                    row = self.fresh_hashes[v]
+                    first = len(row)
+                    array.resize_smart(row, first + n_new)
+                    for k in range(n_new):
+                        row.data.as_ulonglongs[first + k] = hp[fp[k]]
             # the partition's compact rows (_add_local): local numbers of the tokens new to it
             local_of, touched = self.local_of[v], self.touched[v]
             first = len(local_of)
@@ -966,6 +982,9 @@ cdef class VariantCounter:
                                    _LOG1P_SMALL)
                 scale_to_length(self.x, k, self.lengths[v])
                 m = _add_local(self.uniq, self.x, k, lo, tc, m, r)
+                if self.local_out:   # each token's place in the partition (its entry just read: in the cache)
+                    for j in range(n):
+                        o[j] = lo[o[j]]
             self.n_touched[v] = m
             results.append(memoryview(out)[:n])
         return tuple(results)
@@ -1003,6 +1022,16 @@ cdef class VariantCounter:
             i = (<int32_t *>(self.keys + e * w + 1))[v]
             if i >= 0:
                 out.data.as_ulonglongs[i] = self.keys[e * w]
+        return out
+
+    def take_hashes(self, Py_ssize_t v):
+        """Variant ``v``'s hashes of the tokens it numbered since the last
+        take, in its feature order (``array('Q')``, given up; the counter
+        made with ``keep_hashes``)."""
+        self._variant(v)
+        if self.fresh_hashes is None:
+            raise ValueError("the counter keeps no hashes (keep_hashes=False)")
+        out, self.fresh_hashes[v] = self.fresh_hashes[v], array.array("Q")
         return out
 
     def strings(self, Py_ssize_t v):

@@ -99,6 +99,18 @@ cdef Block _block(void *data, Py_ssize_t size, Py_ssize_t mapped):
     return block
 
 
+cdef int _check_strings(const uint64_t[::1] offsets, const uint8_t[::1] strings, Py_ssize_t m) except -1:
+    """A part's ``m`` strings: ``offsets`` (``m + 1``, checked by the caller)
+    ascending from 0 to the end of ``strings``."""
+    cdef Py_ssize_t j
+    if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
+        raise ValueError("a part's string offsets do not span its strings")
+    for j in range(m):
+        if offsets[j] > offsets[j + 1]:
+            raise ValueError("a part's string offsets are out of order")
+    return 0
+
+
 @cython.auto_pickle(False)
 cdef class MergeTable:
     """Counts added part by part (see the module doc).
@@ -219,6 +231,39 @@ cdef class MergeTable:
         self.entries_cap = a
         return 0
 
+    cdef inline int32_t _token(self, uint64_t h, const uint8_t *text, uint64_t start, uint64_t end) except -1:
+        """The number of the token ``h`` (its string ``text[start:end]``):
+        found, or numbered next (its entries 0, its string appended); room
+        for it reserved before (:meth:`_reserve_tokens`)."""
+        cdef uint64_t slot = 0
+        cdef int32_t t = -1
+        if h != 0:
+            slot = h & self.mask
+            while self.slots[slot] >= 0:
+                if self.hashes[self.slots[slot]] == h:
+                    return self.slots[slot]
+                slot = (slot + 1) & self.mask
+        t = <int32_t>self.n
+        self.n += 1
+        self.hashes[t] = h
+        self.days[t] = 0
+        if self.has_rows:
+            self.rows[t] = 0.0
+            self.rows[self.row_cap + t] = 0.0
+        if self.cells:
+            self.heads[t] = -1
+        if end > start:
+            _grow(<void **>&self.blob, &self.blob_cap, self.blob_size + <Py_ssize_t>(end - start), 1)
+            memcpy(self.blob + self.blob_size, text + start, end - start)
+            self.blob_size += end - start
+        self.offsets[t + 1 - self.first] = self.blob_size
+        if h != 0:
+            self.slots[slot] = t
+            self.filled += 1
+            if 2 * self.filled > <Py_ssize_t>self.mask + 1:
+                self._rehash()
+        return t
+
     def add(self, const uint64_t[::1] hashes, const uint64_t[::1] offsets, const uint8_t[::1] strings,
             const double[::1] ham, const double[::1] spam, const int32_t[::1] last_seen,
             const int64_t[::1] fold_keys=None, const double[::1] fold_values=None, int32_t[::1] index_out=None):
@@ -236,7 +281,7 @@ cdef class MergeTable:
         cdef int64_t key, token
         cdef double *ham_row
         cdef double *spam_row
-        cdef uint64_t start, end
+        cdef const uint8_t *text
         cdef Py_ssize_t index_bytes = (m if m else 1) * sizeof(int32_t)
         if self.slots == NULL:
             raise ValueError("the merge's result was taken")
@@ -249,11 +294,7 @@ cdef class MergeTable:
             raise ValueError("a part's arrays differ in length")
         if index_out is not None and index_out.shape[0] != m:
             raise ValueError("a part's index differs in length")
-        if offsets[0] != 0 or offsets[m] != <uint64_t>strings.shape[0]:
-            raise ValueError("a part's string offsets do not span its strings")
-        for j in range(m):
-            if offsets[j] > offsets[j + 1]:
-                raise ValueError("a part's string offsets are out of order")
+        _check_strings(offsets, strings, m)
         if self.cells:
             if fold_keys is None or fold_values is None or fold_keys.shape[0] != fold_values.shape[0]:
                 raise ValueError("a part's fold entries are missing or differ in length")
@@ -265,6 +306,7 @@ cdef class MergeTable:
             raise ValueError("fold entries given to a merge without fold cells")
         if self.n + m > 0x7fffffff - 1 or self.n_entries + n_keys > 0x7fffffff - 1:
             raise ValueError("too many tokens to merge")
+        text = &strings[0] if strings.shape[0] else NULL
         index = <int32_t *>_map(index_bytes)
         if index == NULL:
             raise MemoryError()
@@ -278,37 +320,7 @@ cdef class MergeTable:
                     t = self.slots[hashes[j + _AHEAD // 2] & self.mask]
                     if t >= 0:
                         _prefetch(&self.hashes[t])
-                h = hashes[j]
-                t = -1
-                if h != 0:
-                    slot = h & self.mask
-                    while self.slots[slot] >= 0:
-                        if self.hashes[self.slots[slot]] == h:
-                            t = self.slots[slot]
-                            break
-                        slot = (slot + 1) & self.mask
-                if t < 0:
-                    t = <int32_t>self.n
-                    self.n += 1
-                    self.hashes[t] = h
-                    self.days[t] = 0
-                    if self.has_rows:
-                        self.rows[t] = 0.0
-                        self.rows[self.row_cap + t] = 0.0
-                    if self.cells:
-                        self.heads[t] = -1
-                    start, end = offsets[j], offsets[j + 1]
-                    if end > start:
-                        _grow(<void **>&self.blob, &self.blob_cap, self.blob_size + <Py_ssize_t>(end - start), 1)
-                        memcpy(self.blob + self.blob_size, &strings[start], end - start)
-                        self.blob_size += end - start
-                    self.offsets[t + 1 - self.first] = self.blob_size
-                    if h != 0:
-                        self.slots[slot] = t
-                        self.filled += 1
-                        if 2 * self.filled > <Py_ssize_t>self.mask + 1:
-                            self._rehash()
-                index[j] = t
+                index[j] = self._token(hashes[j], text, offsets[j], offsets[j + 1])
             if self.has_rows:
                 ham_row, spam_row = self.rows, self.rows + self.row_cap
                 for j in range(m):
@@ -362,6 +374,69 @@ cdef class MergeTable:
                         self.links[2 * prev] = <int32_t>k
         finally:
             _unmap(index, index_bytes)
+
+    def add_mapped(self, int32_t[::1] mapped, const int32_t[::1] tokens, Py_ssize_t j, Py_ssize_t first,
+                   const uint64_t[::1] hashes, const uint64_t[::1] offsets, const uint8_t[::1] strings,
+                   int32_t day, int32_t[::1] index_out, bint raise_days=True):
+        """A worker's partition (``spamnb train -j N``): ``tokens`` its tokens
+        by the worker's numbers, ``mapped`` the worker's number -> this
+        table's (-1: not yet), the tokens it numbered ``first``.. sent with
+        their ``hashes`` and strings.  From ``tokens[j]`` on, each token's
+        number in the table goes to ``index_out`` (and to ``mapped``): mapped
+        before, an array's look-up; else one sent, found by hash or numbered
+        next, in the order of ``tokens``, as :meth:`add` would number the
+        part; each seen on ``day`` (the last day by maximum; ``raise_days``
+        False: the caller knows no token mapped before has an earlier day,
+        and only those looked up are raised).  Stops at a
+        token neither mapped nor sent (one the caller kept from before).
+        Returns ``(where it stopped, len(tokens) when done; how many of
+        those sent were numbered)``."""
+        cdef Py_ssize_t m = tokens.shape[0], n_sent = hashes.shape[0], k, got = 0
+        cdef int32_t t, g
+        cdef const uint8_t *text = &strings[0] if strings.shape[0] else NULL
+        if self.slots == NULL:
+            raise ValueError("the merge's result was taken")
+        if self.has_rows or self.cells:
+            raise ValueError("a worker's partition is added to a merge of tokens alone")
+        if index_out.shape[0] != m or offsets.shape[0] != n_sent + 1 or j < 0 or first < 0:
+            raise ValueError("a part's arrays differ in length")
+        if first + n_sent > mapped.shape[0]:
+            raise ValueError("the worker's map is shorter than its tokens")
+        _check_strings(offsets, strings, n_sent)
+        if self.n + n_sent > 0x7fffffff - 1:
+            raise ValueError("too many tokens to merge")
+        self._reserve_tokens(self.n + n_sent)
+        for k in range(j, m):
+            if not 0 <= tokens[k] < mapped.shape[0]:
+                raise ValueError("a worker's token number out of its map")
+        while j < m:
+            # the map's entry fetched ahead, then what it names: the token's day, or the slot of a token sent
+            if j + _AHEAD < m:
+                _prefetch(&mapped[tokens[j + _AHEAD]])
+            if j + _AHEAD // 2 < m:
+                t = tokens[j + _AHEAD // 2]
+                g = mapped[t]
+                if g >= 0:
+                    if raise_days:
+                        _prefetch(&self.days[g])
+                elif first <= t < first + n_sent:
+                    _prefetch(&self.slots[hashes[t - first] & self.mask])
+            t = tokens[j]
+            g = mapped[t]
+            if g < 0:
+                if t < first or t >= first + n_sent:
+                    break
+                k = t - first
+                g = self._token(hashes[k], text, offsets[k], offsets[k + 1])
+                mapped[t] = g
+                got += 1
+                if day > self.days[g]:
+                    self.days[g] = day
+            elif raise_days and day > self.days[g]:
+                self.days[g] = day
+            index_out[j] = g
+            j += 1
+        return j, got
 
     def take_strings(self):
         """``(strings, offsets)``: Blocks of the UTF-8 strings of the tokens

@@ -743,7 +743,7 @@ def count_messages(spec, messages, day=None, n_folds=0, spill=None, group=True):
 
 
 def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None, group=True, fold_spills=None,
-                   fan_in=None, keep_strings=False):
+                   fan_in=None):
     """:func:`count_messages` under several ``specs`` (e.g. a tokenizer and
     its :func:`~spamnb.mail.tokenizer.with_pairs`) in one pass over
     ``messages``: each message read, and parsed once for every tokenizer that
@@ -770,14 +770,15 @@ def count_variants(specs, messages, day=None, n_folds=0, spills=None, limit=None
     streams probed for once from memory), each variant still numbering its
     tokens in its own order of first sight, with its own strings and rows;
     each variant's strings are written out to a :class:`StringSpill` after
-    each partition (the results' ``spilled``; ``keep_strings``: held in
-    memory instead, a worker's one partition sent whole)."""
+    each partition (the results' ``spilled``; a worker of ``spamnb train
+    -j N`` counts its partitions over one :class:`PartitionCounting` too,
+    its vocabulary kept between them)."""
     from spamnb.estimator.ages import today
 
     spills = [None] * len(specs) if spills is None else spills
     fold_spills = [None] * len(specs) if fold_spills is None else fold_spills
     if fan_in is not None:   # by partitions (spamnb train -j 1): every variant in one compiled call a message
-        return _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in, keep_strings)
+        return _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in)
     counters = [_Counter(spec, n_folds, spill, by_fold) for spec, spill, by_fold in zip(specs, spills, fold_spills)]
     first = counters[0].tokenizer
     shared = [c.tokenizer.parses_as(first) for c in counters]
@@ -841,81 +842,114 @@ def _folds(n_folds, group):
     return fold
 
 
-def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in, keep_strings=False):
-    """:func:`count_variants` by partitions (``fan_in``; fold spills, no fold
-    rows): the variants' streams of a message counted in one call
-    (:class:`~spamnb.bayes.token_kernels.VariantCounter`: one hash index for
-    all, each variant its own numbers, strings and partition rows), each
-    partition's rows added to the variant's tree (:func:`~spamnb.bayes.merging.RowLevels`,
-    :class:`RowTree`'s sums, its group's level compact): the counts of
-    :class:`_Counter`, bit for bit.  Two variants whose second tokenizer
-    :meth:`~spamnb.mail.tokenizer.Tokenizer.marks` the first (``spamnb
-    train``'s word-pair trial) have both streams made in one tokenizer pass
-    (:meth:`~spamnb.mail.tokenizer.Tokenizer.streams`)."""
-    import numpy as np
+class PartitionCounting:
+    """Partitions counted one at a time under ``specs`` over one
+    :class:`~spamnb.bayes.token_kernels.VariantCounter` kept between them
+    (``spamnb train -j 1``'s pass, :func:`count_variants` with ``fan_in``;
+    a worker of ``-j N``, its vocabulary kept across the partitions it
+    counts): the variants' streams of a message counted in one call, each
+    variant its own numbers, strings and partition rows; two variants whose
+    second tokenizer :meth:`~spamnb.mail.tokenizer.Tokenizer.marks` the
+    first (``spamnb train``'s word-pair trial) have both streams made in one
+    tokenizer pass (:meth:`~spamnb.mail.tokenizer.Tokenizer.streams`).
+    ``keep_hashes``: the counter keeps its new tokens' hashes until taken
+    (``VariantCounter.take_hashes``), and the indices written to the spills
+    are the tokens' places in their partition (``local_out``)."""
 
-    from spamnb.bayes.merging import RowLevels
-    from spamnb.bayes.token_kernels import VariantCounter
-    from spamnb.estimator.ages import today
-    from spamnb.estimator.defaults import COUNT_TRANSFORMS
+    def __init__(self, specs, n_folds=0, group=True, keep_hashes=False):
+        from spamnb.bayes.token_kernels import VariantCounter
+        from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
-    if n_folds and any(spill is None for spill in fold_spills):
-        raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
-    tokenizers = [_tokenizer(spec["tokenizer"]) for spec in specs]
-    counter = VariantCounter([COUNT_TRANSFORMS[spec["counts"]] for spec in specs],
-                             [float(spec.get("length_norm", 0.0)) for spec in specs])
-    trees = [RowLevels(fan_in) for _ in specs]   # RowTree's sums, its group's level compact
-    # each variant's strings, written out a partition at a time (kept: in the counter until the end)
-    tables = [None if keep_strings else StringSpill() for _ in specs]
-    first = tokenizers[0]
-    shared = [t.parses_as(first) for t in tokenizers]
-    # a tokenizer and its word pairs' trial (spamnb train): the default stream made in the trial's pass
-    marked = len(tokenizers) == 2 and shared[1] and tokenizers[1].marks(first)
-    active = len(specs)   # the variants still counted (past ``limit``: the first only)
-    spills = fold_spills if n_folds else [None] * len(specs)
-    n_messages = 0
-    digests, labels = bytearray(), bytearray()
-    fold_of = _folds(n_folds, group)
-    count = counter.count
-    counted = {False: 0, True: 0}   # messages of each class counted by every variant still counted
-    for part in messages:
-        for data, is_spam, fold in _ledgered(part, digests, labels, fold_of):
-            streams = []
-            if active == 2 and marked:   # both streams in one tokenizer pass
-                streams.extend(tokenizers[1].streams(data, first.parse(data), first))
-            elif active > 1:
-                parsed, like = first.parse(data), None
-                for tokenizer, share in zip(tokenizers[:active], shared):
-                    # the stream before, of the same parse: the next takes its head from it
-                    stream = tokenizer.stream(data, parsed, like, True) if share else tokenizer.stream(data)
-                    streams.append(stream)
-                    like = stream if share else None
-                parsed = like = stream = None
-            else:
-                streams.append(first.stream(data))
+        self.tokenizers = [_tokenizer(spec["tokenizer"]) for spec in specs]
+        self.counter = VariantCounter([COUNT_TRANSFORMS[spec["counts"]] for spec in specs],
+                                      [float(spec.get("length_norm", 0.0)) for spec in specs],
+                                      keep_hashes=keep_hashes, local_out=keep_hashes)
+        first = self.tokenizers[0]
+        self.shared = [t.parses_as(first) for t in self.tokenizers]
+        # a tokenizer and its word pairs' trial (spamnb train): the default stream made in the trial's pass
+        self.marked = len(self.tokenizers) == 2 and self.shared[1] and self.tokenizers[1].marks(first)
+        self.active = len(specs)   # the variants still counted (past a limit: the first only)
+        self.fold_of = _folds(n_folds, group)
+        self.digests, self.labels = bytearray(), bytearray()   # the ledger of the messages counted
+        self.counted = {False: 0, True: 0}   # messages of each class counted by every variant still counted
+
+    def _streams(self, data):
+        tokenizers, first, active = self.tokenizers, self.tokenizers[0], self.active
+        if active == 2 and self.marked:   # both streams in one tokenizer pass
+            return tokenizers[1].streams(data, first.parse(data), first)
+        if active == 1:
+            return [first.stream(data)]
+        streams, parsed, like = [], first.parse(data), None
+        for tokenizer, share in zip(tokenizers[:active], self.shared):
+            # the stream before, of the same parse: the next takes its head from it
+            stream = tokenizer.stream(data, parsed, like, True) if share else tokenizer.stream(data)
+            streams.append(stream)
+            like = stream if share else None
+        return streams
+
+    def count(self, part, spills):
+        """Count a partition's ``(bytes, is_spam)`` messages into the
+        counter's partition rows, each message's token indices written to
+        ``spills[v]`` (a fold spill per variant, with folds); a generator,
+        a step a message (the caller may set :attr:`active` to 1 between)."""
+        count, counted = self.counter.count, self.counted
+        for data, is_spam, fold in _ledgered(part, self.digests, self.labels, self.fold_of):
+            streams = self._streams(data)
             indices = count(streams, is_spam)
             counted[is_spam] += 1
             if fold is not None:   # each stream's pairs_start too (a filter that weighs its pairs reads it)
-                for v in range(active):
+                for v in range(self.active):
                     spills[v].write(indices[v], is_spam, fold, streams[v].pairs_start)
-            streams = None
-            indices = None
+            streams = indices = None   # the counter's buffers released before its next call
+            yield
+
+    def class_count(self):
+        """``[ham, spam]`` messages counted (every variant's), float64."""
+        import numpy as np
+
+        return np.array([self.counted[False], self.counted[True]], dtype=np.float64)
+
+
+def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, fan_in):
+    """:func:`count_variants` by partitions (``fan_in``; fold spills, no fold
+    rows), over one :class:`PartitionCounting`, each partition's rows added
+    to the variant's tree (:func:`~spamnb.bayes.merging.RowLevels`,
+    :class:`RowTree`'s sums, its group's level compact): the counts of
+    :class:`_Counter`, bit for bit."""
+    import numpy as np
+
+    from spamnb.bayes.merging import RowLevels
+    from spamnb.estimator.ages import today
+
+    if n_folds and any(spill is None for spill in fold_spills):
+        raise ValueError("counting by partitions in one process takes fold spills, not fold rows")
+    counting = PartitionCounting(specs, n_folds, group)
+    counter = counting.counter
+    trees = [RowLevels(fan_in) for _ in specs]   # RowTree's sums, its group's level compact
+    tables = [StringSpill() for _ in specs]   # each variant's strings, written out a partition at a time
+    spills = fold_spills if n_folds else [None] * len(specs)
+    n_messages = 0
+    for part in messages:
+        for _ in counting.count(part, spills):
             n_messages += 1
-            if limit is not None and n_messages > limit and active > 1:
-                active = 1
+            if limit is not None and n_messages > limit and counting.active > 1:
+                counting.active = 1
                 trees[1:] = [None] * (len(specs) - 1)
                 for table in tables[1:]:
                     if table is not None:
                         table.close()
                 tables[1:] = [None] * (len(specs) - 1)
-        for v in range(active):   # the partition's rows added to the tree (its tokens' entries: the others add 0.0)
+        for v in range(counting.active):   # the partition's rows added to the tree (its tokens' entries: the others add 0.0)
             touched, ham, spam_row = counter.partition(v)
             trees[v].add(touched, ham, spam_row, counter.n_features_of(v))
             del touched, ham, spam_row
             counter.clear_partition(v)
             if tables[v] is not None:   # the partition's new strings out of memory
                 tables[v].append(*counter.strings(v))
-    class_count = np.array([counted[False], counted[True]], dtype=np.float64)   # [ham, spam], every variant's
+    active = counting.active
+    class_count = counting.class_count()   # [ham, spam], every variant's
+    digests, labels = counting.digests, counting.labels
+    del counting
     day = today() if day is None else day
     # every variant's rows summed first (RowLevels.result: the top level's rows handed over, the others unmapped), then its hashes
     # made and its last strings written out, and the hash index dropped: the hashes never beside the trees' levels
@@ -925,14 +959,8 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
         n = counter.n_features_of(v)
         rows[v] = np.frombuffer(tree.result(n), dtype=np.float64).reshape(2, n)   # the top level's own rows
         del tree
-    strings = [None] * len(specs)
-    for v in range(active):   # the last strings (after a partition's end: none), or all of them (keep_strings)
-        if tables[v] is None:
-            blob, offsets = counter.strings(v)
-            strings[v] = (np.frombuffer(offsets, dtype=np.uint64), blob)
-        else:
-            tables[v].append(*counter.strings(v))
-            strings[v] = (None, None)
+    for v in range(active):   # the last strings (after a partition's end: none)
+        tables[v].append(*counter.strings(v))
     hashes = [np.frombuffer(counter.hashes(v), dtype=np.uint64) for v in range(active)]
     counter.release()
     del counter
@@ -940,9 +968,9 @@ def _count_partitions(specs, messages, day, n_folds, fold_spills, limit, group, 
     for v in range(active):
         dense, rows[v] = rows[v], None
         n = len(hashes[v])
-        results[v] = Counts(hashes[v], *strings[v], class_count.copy(), dense, np.full(n, day, dtype=np.int32),
+        results[v] = Counts(hashes[v], None, None, class_count.copy(), dense, np.full(n, day, dtype=np.int32),
                             spilled=tables[v])
-        hashes[v] = tables[v] = strings[v] = None
+        hashes[v] = tables[v] = None
         results[v].digests, results[v].labels = bytes(digests), bytes(labels)
     return results
 

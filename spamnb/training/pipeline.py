@@ -8,12 +8,13 @@ Counts add, so training is a map-reduce:
    at message boundaries, walked, labelled and skipped by spamnb.training.corpus's own
    rules (the parent finds the boundaries; it never holds a message);
 2. *count* (worker processes): each partition is read, tokenized and counted
-   (the filter's tokenizer settings, ``counts`` and ``length_norm``) into a
-   :class:`Counts` of its own (its tokens' 64-bit hashes and strings, its
-   class counts, its ``(classes, tokens)`` feature counts, its tokens' day)
-   and dropped;
+   (the filter's tokenizer settings, ``counts`` and ``length_norm``) over
+   the worker's vocabulary, kept across the partitions it counts: its
+   tokens by the worker's numbers, their rows, its class counts and day, and
+   the hashes and strings of the tokens new to the worker alone;
 3. *merge* (the parent): the partitions' tokens are numbered in the order of
-   first sight over the corpus and their counts added at those numbers, in a
+   first sight over the corpus (a worker's numbers mapped by an array per
+   worker, its new tokens looked up by hash) and their counts added at those numbers, in a
    tree of fixed shape (groups of ``fan_in`` consecutive partitions, level
    by level), so the result does not depend on which worker finished first
    (:func:`spamnb.training.planning.train_on_workers`).
@@ -40,8 +41,8 @@ Python object per token.
 
 :func:`train` (``spamnb train``) also chooses the cutoffs: the counting pass
 writes each message's token indices to its cross-validation fold's file
-(a worker's in its partition's vocabulary, numbered in the corpus's by the
-parent), and the held-out pass sums each fold from its file and scores its
+(a worker's in its own vocabulary, kept across its partitions, numbered in
+the corpus's by the parent), and the held-out pass sums each fold from its file and scores its
 messages by the model without it (:mod:`spamnb.estimator.calibrate`,
 ``held_out_by_fold``), in this process (with workers, half of the folds in a
 process forked for it: ``Workers.fork``).  The corpus is counted in one pass
@@ -63,9 +64,11 @@ out of that partition's counts
 out the messages ``-j 1`` (the partitions read in order in this process)
 leaves out as it meets them, without a second reading.
 
-Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``)
-and one running total per level of the tree (each at most the vocabulary);
-a worker holds one partition's messages and counts.  Beside the vocabulary,
+Memory: the parent holds the partitions in flight (at most ``2 * n_jobs``),
+one running total per level of the tree (each at most the vocabulary) and
+per worker the map of its numbers to the corpus's (4 bytes a token it sent);
+a worker holds one partition's messages and counts, and its vocabulary's
+hash index (at most the corpus's; its strings are sent, not kept).  Beside the vocabulary,
 what grows with the number of messages is small: the ledger of the messages
 counted (17 bytes each, at most 200,000 entries: spamnb.estimator.ledger), and
 while training, the corpus's plan (a path each) and the near-duplicate keys

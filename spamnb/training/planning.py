@@ -11,7 +11,7 @@ import stat
 import sys
 from collections import namedtuple
 
-from spamnb.estimator.counting import DEFAULT_FAN_IN, count_messages, count_variants
+from spamnb.estimator.counting import count_messages
 
 __all__ = ["Piece", "plan_training", "plan_scoring", "partitions", "count_partition", "count_partition_in_memory",
            "count_partition_spilled", "train_on_workers", "partition_messages", "unique_messages", "partition_keys",
@@ -353,7 +353,7 @@ def score_spilled_bytes(spilled, models):
 # ---------------------------------------------------------------------------- spamnb train -j N
 class _PartitionSpill:
     """A partition's :class:`~spamnb.estimator.calibrate.FoldSpill` in a worker's
-    memory (the ``fold_spill`` :func:`~spamnb.estimator.counting.count_variants`
+    memory (the ``spills`` :meth:`~spamnb.estimator.counting.PartitionCounting.count`
     writes to): each message's token indices in the partition's own
     vocabulary, back to back, its number of them, class, fold and
     ``pairs_start``; sent back with the partition's counts, where the parent
@@ -429,12 +429,15 @@ def _gathered(blob, tokens, starts, stops, sizes, total):
 
 def _without(counts, spilled, drop, spec):
     """A partition's counts and messages (:func:`count_partition_spilled`'s,
-    one variant) as if the messages at the positions ``drop`` (among those
-    counted) had not been there: copies of a message of an earlier
-    partition, which ``-j 1`` leaves out as it meets them.  The tokens are
-    numbered again in the order of first sight over the messages kept (a
-    token of the dropped messages alone goes), the rows summed again from
-    the messages' token indices as the counting pass sums them
+    one variant: a :data:`_WorkerPart` and its messages' token indices, places
+    in its ``touched``) as if the messages at the positions ``drop``
+    (among those counted) had not been there: copies of a message of an
+    earlier partition, which ``-j 1`` leaves out as it meets them.  The
+    partition's tokens are listed again in the order of first sight over
+    the messages kept (a token of the dropped messages alone goes: if new
+    to the worker, the parent keeps its string for the worker's later
+    partitions, :class:`_WorkerNumbers`), the rows summed again from the
+    messages' token indices as the counting pass sums them
     (``add_counts_rows``: each message added in turn), the class counts and
     the ledger without them: the counts the worker gives without those
     messages, bit for bit."""
@@ -442,32 +445,24 @@ def _without(counts, spilled, drop, spec):
 
     from spamnb.bayes.merging import first_sight
     from spamnb.bayes.token_kernels import add_counts_rows
-    from spamnb.estimator.counting import Counts
     from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
     indices, lengths, spam, folds, starts = spilled
     keep = np.ones(lengths.size, dtype=bool)
     keep[drop] = False
-    kept = indices[np.repeat(keep, lengths)]
-    # the old numbers, in the order of first sight over the messages kept
-    tokens = np.frombuffer(first_sight(np.ascontiguousarray(kept, dtype=np.int32), counts.n_features),
-                           dtype=np.int32)
-    new_of = np.full(counts.n_features, -1, dtype=np.int32)
+    kept = indices[np.repeat(keep, lengths)]   # places in the partition's tokens (``touched``)
+    touched = counts.touched
+    # the places, in the order of first sight over the messages kept
+    tokens = np.frombuffer(first_sight(np.ascontiguousarray(kept, dtype=np.int32), touched.size), dtype=np.int32)
+    new_of = np.full(touched.size, -1, dtype=np.int32)
     new_of[tokens] = np.arange(tokens.size, dtype=np.int32)
-    kept = new_of[kept]
+    local = new_of[kept]
     lengths, spam, folds, starts = lengths[keep], spam[keep], folds[keep], starts[keep]
     bounds = np.zeros(lengths.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=bounds[1:])
     rows = np.zeros((2, tokens.size))
-    add_counts_rows(kept, bounds, np.ascontiguousarray(spam, dtype=np.uint8), rows[0], rows[1],
+    add_counts_rows(local, bounds, np.ascontiguousarray(spam, dtype=np.uint8), rows[0], rows[1],
                     COUNT_TRANSFORMS[spec["counts"]], float(spec.get("length_norm", 0.0)))
-    offsets = np.asarray(counts.offsets, dtype=np.int64)
-    starts_s, stops = offsets[tokens], offsets[tokens + 1]
-    sizes = stops - starts_s
-    new_offsets = np.zeros(tokens.size + 1, dtype=np.int64)
-    np.cumsum(sizes, out=new_offsets[1:])   # in the sizes' own type: a cast into uint64 is buffered, slow
-    new_offsets = new_offsets.view(np.uint64)
-    strings = _gathered(counts.strings, tokens, starts_s, stops, sizes, int(new_offsets[-1]))
     class_count = counts.class_count.copy()
     dropped_spam = np.asarray(spilled[2])[drop]
     class_count[1] -= float(np.count_nonzero(dropped_spam))
@@ -476,9 +471,9 @@ def _without(counts, spilled, drop, spec):
     if counts.digests is not None:
         digests = np.frombuffer(counts.digests, dtype=np.uint8).reshape(-1, 16)[keep].tobytes()
         labels = np.frombuffer(counts.labels, dtype=np.uint8)[keep].tobytes()
-    return (Counts(np.asarray(counts.hashes)[tokens], new_offsets, strings, class_count, rows,
-                   np.asarray(counts.last_seen)[tokens], digests=digests, labels=labels),
-            (kept, lengths, spam, folds, starts))
+    return (counts._replace(touched=touched[tokens], rows=rows, class_count=class_count, digests=digests,
+                            labels=labels),
+            (local, lengths, spam, folds, starts))
 
 
 class _SeenKeys:
@@ -550,22 +545,63 @@ def _known_keys(known):
     return set(keys), n
 
 
-def count_partition_spilled(specs, pieces, strict=False, n_folds=0, known=None):
+# One variant's partition as a worker sends it (count_partition_spilled): the worker keeps its vocabulary across the
+# partitions it counts and sends the tokens new to it alone (``hashes``, their UTF-8 ``strings`` and ``offsets``
+# (uint64, one more, from 0), numbered ``first``.. in the worker's order of first sight), the partition's tokens
+# by the worker's numbers in the partition's order of first sight (``touched``, int32), their two rows (``rows``,
+# float64 (2, m)), the class counts, the day counted and the ledger; ``worker``: ``(pid, serial)``, the worker
+# and its vocabulary (a new serial: numbered from 0 again).
+_WorkerPart = namedtuple("_WorkerPart", "worker first hashes offsets strings touched rows class_count day digests labels")
+
+_KEPT = None      # a worker's counting kept between the jobs of one run: (run, PartitionCounting, serial)
+_SERIAL = 0       # the vocabularies this process has started
+
+
+def _counting(specs, n_folds, run):
+    """``(PartitionCounting, serial)`` of a job: the one kept for ``run``
+    (``(token, parent's pid)``) in a worker process, else a new one (kept
+    if this is a worker: not the parent, which runs a small job itself, nor
+    a call without ``run``)."""
+    global _KEPT, _SERIAL
+    from spamnb.estimator.counting import PartitionCounting
+
+    if run is not None and _KEPT is not None and _KEPT[0] == run:
+        counting = _KEPT[1]
+        if len(specs) > counting.counter.n_variants:
+            raise ValueError("more variants than the run's first job counted")
+        counting.active = len(specs)   # past the run's limit: the first variant alone
+        return counting, _KEPT[2]
+    _KEPT = None   # another run's (or none): dropped before the new one is made
+    _SERIAL += 1
+    # a fold for each message (n_folds 1 without folds: every message's indices are kept, for _without)
+    counting = PartitionCounting(specs, max(int(n_folds), 1), group=False, keep_hashes=True)
+    if run is not None and run[1] != os.getpid():
+        _KEPT = (run, counting, _SERIAL)
+    return counting, _SERIAL
+
+
+def count_partition_spilled(specs, pieces, strict=False, n_folds=0, known=None, run=None):
     """Read, tokenize and count one partition under each of ``specs`` (a
     worker's job of ``spamnb train -j N``), a copy of an earlier message of
     the partition, or of a message of the partitions ``known``
     (:meth:`_SeenKeys.known`) says, left out (not said: the parent says it,
-    in order): ``([Counts, ...], [spilled, ...], CorpusReport, keys, names,
-    n_known)``, the counts of the model's rows only (no fold rows), each
-    variant's messages' token indices in its partition vocabulary, lengths,
-    classes, folds and pair starts (:meth:`_PartitionSpill.arrays`; folds 0
-    without ``n_folds``), each message read's near-duplicate key (0: none;
-    an ``array('Q')``) and name, in order, and how many of the keys
-    ``known`` gives were read (0: none): the parent leaves out the copies of
-    the messages of the other earlier partitions from these
-    (:func:`_without`), so no pass keys the corpus before."""
+    in order): ``([_WorkerPart, ...], [spilled, ...], CorpusReport, keys,
+    names, n_known)``, each variant's partition (its model rows only, no
+    fold rows; the worker's vocabulary kept between the jobs of ``run``:
+    only the tokens new to it sent, :data:`_WorkerPart`), each variant's
+    messages' token indices (their places in the partition's ``touched``), lengths, classes,
+    folds and pair starts (:meth:`_PartitionSpill.arrays`; folds 0 without
+    ``n_folds``), each message read's near-duplicate key (0: none; an
+    ``array('Q')``) and name, in order, and how many of the keys ``known``
+    gives were read (0: none): the parent leaves out the copies of the
+    messages of the other earlier partitions from these (:func:`_without`),
+    so no pass keys the corpus before."""
+    global _KEPT
     from array import array
 
+    import numpy as np
+
+    from spamnb.estimator.ages import today
     from spamnb.training.corpus import CorpusReport
 
     report = CorpusReport()
@@ -586,13 +622,105 @@ def count_partition_spilled(specs, pieces, strict=False, n_folds=0, known=None):
                     continue
             yield data, is_spam
 
+    counting, serial = _counting(specs, n_folds, run)
+    counting.digests, counting.labels, counting.counted = bytearray(), bytearray(), {False: 0, True: 0}
     spills = [_PartitionSpill() for _ in specs]
-    # a fold for each message (n_folds 1 without folds: every message's indices are kept, for _without); the
-    # partition counted as -j 1 counts one (every variant of a message in one compiled call over one hash
-    # index): its one item of the tree is its rows, the counts of each variant counted alone, bit for bit
-    counts = count_variants(specs, [messages()], n_folds=max(int(n_folds), 1), group=False, fold_spills=spills,
-                            fan_in=DEFAULT_FAN_IN, keep_strings=True)   # sent whole: no file of strings
-    return counts, [s.arrays() for s in spills], report, keys, names, n_known
+    counter, parts = counting.counter, []
+    try:
+        # every variant of a message in one compiled call over the worker's hash index: the partition's rows
+        # are those of its tokens (the counts of each variant counted alone, bit for bit)
+        for _ in counting.count(messages(), spills):
+            pass
+        class_count, day = counting.class_count(), today()
+        digests, labels = bytes(counting.digests), bytes(counting.labels)
+        for v in range(len(specs)):
+            touched, ham, spam_row = counter.partition(v)
+            touched, rows = np.array(touched, dtype=np.int32), np.array([ham, spam_row], dtype=np.float64)
+            del ham, spam_row
+            counter.clear_partition(v)
+            hashes = np.frombuffer(counter.take_hashes(v), dtype=np.uint64)
+            blob, offsets = counter.strings(v)   # the strings of the tokens new to the worker, given up
+            parts.append(_WorkerPart((os.getpid(), serial), counter.n_features_of(v) - hashes.size, hashes,
+                                     np.frombuffer(offsets, dtype=np.uint64), blob, touched, rows, class_count.copy(),
+                                     day, digests, labels))
+    except BaseException:
+        _KEPT = None   # a partition counted in part: the vocabulary is not the one the parent will know
+        raise
+    return parts, [s.arrays() for s in spills], report, keys, names, n_known
+
+
+class _WorkerNumbers:
+    """One worker's token numbers (one variant's) mapped to the corpus's
+    (:class:`_VariantMerge`): an array, -1 for a token the worker sent that
+    no partition merged yet holds (one of copies taken out alone,
+    :func:`_without`: its hash and string kept here, ``pending``, for the
+    worker's later partitions, which do not send it again)."""
+
+    def __init__(self):
+        import numpy as np
+
+        self.of = np.empty(0, dtype=np.int32)
+        self.n = 0
+        self.pending = None   # (numbers ascending, hashes, offsets from 0, strings)
+
+    def number(self, part, table, raise_days=True):
+        """The corpus's numbers of ``part.touched`` (int32), compiled
+        (``MergeTable.add_mapped``): a token the worker sent before by this
+        array, one new to it looked up in ``table`` by hash (numbered there
+        if new to the corpus, in the partition's order: the order of first
+        sight, as the partition's tokens whole would be), each seen on the
+        partition's day (``raise_days`` False: the tokens mapped before all
+        have that day or a later one, and are left as they are)."""
+        import numpy as np
+
+        if part.first != self.n:
+            raise RuntimeError(f"a worker's tokens from {part.first}, {self.n} known: its partitions out of order")
+        n_new = part.hashes.size
+        end = self.n + n_new
+        if end > self.of.size:   # grown by half (pages past ``end`` never touched): at most the worker's vocabulary
+            grown = np.empty(max(end, self.of.size + (self.of.size >> 1), 1024), dtype=np.int32)
+            grown[:self.n] = self.of[:self.n]
+            self.of = grown
+        self.of[self.n:end] = -1
+        first, self.n = self.n, end
+        touched, day = part.touched, int(part.day)
+        sent = (np.ascontiguousarray(part.hashes, dtype=np.uint64), np.ascontiguousarray(part.offsets, dtype=np.uint64),
+                part.strings)
+        index = np.empty(touched.size, dtype=np.int32)
+        j, got = table.add_mapped(self.of, touched, 0, first, *sent, day, index, raise_days)
+        while j < touched.size:   # a token sent before in copies taken out alone
+            t = int(touched[j])
+            numbers, hashes, offsets, strings = self.pending if self.pending is not None else ((),) * 4
+            at = int(np.searchsorted(numbers, t)) if len(numbers) else 0
+            if at >= len(numbers) or numbers[at] != t:
+                raise RuntimeError("a worker's partition names a token it never sent")
+            a, b = int(offsets[at]), int(offsets[at + 1])
+            j, _ = table.add_mapped(self.of, touched, j, t, hashes[at:at + 1], np.array([0, b - a], dtype=np.uint64),
+                                    strings[a:b], day, index, raise_days)
+            j, more = table.add_mapped(self.of, touched, j, first, *sent, day, index, raise_days)
+            got += more
+        if got < n_new:   # tokens only in copies taken out: kept for the worker's later partitions
+            left = np.flatnonzero(self.of[first:end] < 0)
+            kept = (left.astype(np.int32) + first, *_taken(part.hashes, part.offsets, part.strings, left))
+            if self.pending is not None:
+                numbers, hashes, offsets, strings = self.pending
+                kept = (np.concatenate([numbers, kept[0]]), np.concatenate([hashes, kept[1]]),
+                        np.concatenate([offsets, offsets[-1] + kept[2][1:]]), strings + kept[3])
+            self.pending = kept
+        return index
+
+
+def _taken(hashes, offsets, strings, at):
+    """The tokens ``at`` of a string table: ``(hashes, offsets from 0, strings)``."""
+    import numpy as np
+
+    offsets = np.asarray(offsets, dtype=np.int64)
+    starts, stops = offsets[at], offsets[at + 1]
+    sizes = stops - starts
+    new_offsets = np.zeros(at.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=new_offsets[1:])
+    blob = _gathered(strings, at, starts, stops, sizes, int(new_offsets[-1])) if at.size else b""
+    return np.asarray(hashes)[at], new_offsets.view(np.uint64), blob
 
 
 class _VariantMerge:
@@ -617,29 +745,33 @@ class _VariantMerge:
         from spamnb.estimator.counting import StringSpill
 
         self.table, self.tree = MergeTable(0, rows=False), RowLevels(fan_in)
+        self.workers = {}   # a worker's pid -> (its vocabulary's serial, _WorkerNumbers)
+        self.floor = None   # the earliest day a partition merged was counted on: no token's last day before it
         self.strings = StringSpill()   # the tokens' strings written out a partition at a time, as -j 1 writes them
         self.class_count = np.zeros(2)
         self.digests, self.labels = bytearray(), bytearray()
         self.spill = FoldSpill(n_folds) if n_folds else None
 
-    def add(self, counts, spilled, poll=None):
-        """One partition's counts and messages added; ``poll`` (if any) called
-        between the steps (:meth:`Workers.poll`)."""
+    def add(self, part, spilled, poll=None):
+        """One partition (a :data:`_WorkerPart`) and its messages added;
+        ``poll`` (if any) called between the steps (:meth:`Workers.poll`)."""
         import numpy as np
 
-        index = np.empty(counts.n_features, dtype=np.int32)
-        self.table.add(np.ascontiguousarray(counts.hashes, dtype=np.uint64),
-                       np.ascontiguousarray(counts.offsets, dtype=np.uint64), counts.strings, None, None,
-                       np.ascontiguousarray(counts.last_seen, dtype=np.int32), None, None, index)
+        worker, serial = part.worker
+        held = self.workers.get(worker)
+        if held is None or held[0] != serial:   # a worker's first partition, or its vocabulary started again
+            held = self.workers[worker] = (serial, _WorkerNumbers())
+        # a token's last day: the latest of its partitions' (one counted past midnight raises those before)
+        index = held[1].number(part, self.table, self.floor is not None and part.day > self.floor)
+        self.floor = part.day if self.floor is None else min(self.floor, part.day)
         if poll is not None:
             poll()
         self.strings.append(*self.table.take_strings())
-        rows = np.ascontiguousarray(counts.dense[:2], dtype=np.float64)
-        self.tree.add(index, rows[0], rows[1], self.table.n)
-        self.class_count += counts.class_count[:2]
-        if self.digests is not None and counts.digests is not None:
-            self.digests += counts.digests
-            self.labels += counts.labels
+        self.tree.add(index, part.rows[0], part.rows[1], self.table.n)
+        self.class_count += part.class_count[:2]
+        if self.digests is not None and part.digests is not None:
+            self.digests += part.digests
+            self.labels += part.labels
         else:
             self.digests = self.labels = None
         if self.spill is not None:
@@ -657,6 +789,7 @@ class _VariantMerge:
         from spamnb.estimator.counting import Counts
 
         table, self.table = self.table, None
+        self.workers = {}   # the workers' numbers: not needed past the counting
         n = table.n
         hashes, offsets, blob = table.take_tokens()
         self.strings.append(blob, offsets)   # none: taken after each partition
@@ -689,8 +822,8 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
     :func:`~spamnb.estimator.fitting.train_variants_here` gives them, the same
     model and cutoffs bit for bit: ``workers`` count the partitions as they
     are planned (:func:`count_partition_spilled`: the model's rows, each
-    message's token indices in the partition's vocabulary and its
-    near-duplicate key; the copies of the partitions merged when the job
+    message's token indices in the worker's vocabulary, kept between its
+    jobs, and its near-duplicate key; the copies of the partitions merged when the job
     was given left out there: :class:`_SeenKeys`), this process takes them
     in order, leaves out the other copies of an earlier partition's
     messages (:func:`_without`: the messages ``-j 1`` leaves out as it meets
@@ -711,11 +844,13 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
     # the near-duplicate keys of the messages so far (each job told those of the partitions merged when it is
     # given); the folds' ends
     seen, ends = _SeenKeys(workers.shares_files()), []
+    # this run: a worker keeps its vocabulary between its jobs of it (not this process, when it counts a job itself)
+    run = (os.urandom(8).hex(), os.getpid())
 
     def jobs():   # the corpus planned as the workers count it (a partition given to them as soon as it is planned)
         for part in partitions(plan_training(trees, spam, ham, report, strict, partition_size, follow_links),
                                partition_size):
-            yield specs[:state["variants"]], part, strict, folds, seen.known()
+            yield specs[:state["variants"]], part, strict, folds, seen.known(), run
 
     try:
         if progress is not None and hasattr(progress, "restart"):
@@ -748,13 +883,16 @@ def train_on_workers(filters, workers, trees=(), spam=(), ham=(), partition_size
                 if progress is not None:
                     progress.step("counting", n=n)
                 state["messages"] += n
-                for merge, counts, spill, spec in zip(merges, part_counts, spilled, specs):
+                for v, (merge, spec) in enumerate(zip(merges[:len(part_counts)], specs)):   # (past the limit: one)
+                    # each variant's answer dropped once added (before the next variant's, and the answers read)
+                    counts, spill, part_counts[v], spilled[v] = part_counts[v], spilled[v], None, None
                     if merge is not None:
                         if drop:
                             counts, spill = _without(counts, spill, drop, spec)
                             workers.poll()
                         merge.add(counts, spill, workers.poll)
-                        workers.poll()   # the answers ready read between steps: no worker waits in its send
+                    del counts, spill
+                    workers.poll()   # the answers ready read between steps: no worker waits in its send
                 del part_counts, spilled
                 ends.append([None if merge is None else merge.fold_ends() for merge in merges])
                 if limit is not None and state["messages"] > limit and state["variants"] > 1:
