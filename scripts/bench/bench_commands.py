@@ -18,8 +18,9 @@ For each corpus folder (``--corpus DIR``, repeatable) it runs, interleaved
 3. one ``spamnb learn --spam < MSG`` against one ``spamnb classify < MSG``
    (the issue's target: a learn within 1.3x a classify) and against
    ``bogofilter -C -d DB -s < MSG``; each run takes another message (spread
-   over the corpus), so every learn is a real one (learning a message again
-   is a no-op in spamnb's ledger);
+   over the corpus) with a last line of its own, so every learn is a new
+   message's (learning a message again is a no-op in spamnb's ledger, and
+   learning a trained ham as spam a relabel, which saves the model whole);
 4. with ``--serve``: ``spamc -L spam < MSG`` (TELL) against ``spamc -c < MSG``
    (CHECK) through one ``spamnb serve --allow-tell`` on a Unix socket
    (per-process wall time of spamc; the server's own figures are
@@ -239,7 +240,13 @@ def bench_corpus(corpus, args, spamnb, say):
 
         # 3. one learn against one classify and one bogofilter -s, a new message each run
         step = max(1, len(files) // args.runs)
-        sample = [p for p, _ in files[step // 2::step]][:args.runs]
+        sample = []
+        for i, (path, _) in enumerate(files[step // 2::step][:args.runs]):
+            # a last line of its own: a message the model has not learned (learning a trained ham --spam
+            # would be a relabel, which saves the model whole: another cost than a learn's)
+            own = os.path.join(work, f"learn{i}.eml")
+            Path(own).write_bytes(Path(path).read_bytes().rstrip(b"\n") + f"\n\nbench learn {i}\n".encode())
+            sample.append(own)
         learn, classify, bogo_s = [], [], []
         kinds = [("learn", learn), ("classify", classify), ("bogo", bogo_s)]
         for i, message in enumerate(sample):
