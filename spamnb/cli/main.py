@@ -266,8 +266,7 @@ def _load(name):
     spec = _FINDER.find_spec(name, path) or _FINDER.compiled_spec(name, path[0])
     if spec is None:
         return
-    compiled = spec.loader.__class__ is not _Compiled
-    if compiled:   # its init run (create_dynamic), its attributes set as importlib sets them
+    if spec.loader.__class__ is not _Compiled:   # an extension: its init run, its attributes set as importlib sets them
         module = _bootstrap_core.module_from_spec(spec)
     else:
         module = type(sys)(name)
