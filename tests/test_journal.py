@@ -803,6 +803,22 @@ def test_a_whole_save_leaves_a_journal_the_first_learn_appends_to(model, tmp_pat
     assert SpamFilter.load(model).class_count_ == (9.0, 8.0)
 
 
+def test_the_first_learn_after_a_whole_save_opens_its_journal_once(model, monkeypatch):
+    """The journal a whole save left (its header alone, not read by the load) is checked, adopted and
+    appended to through one descriptor (``records._adopt``): one open of the journal, one fsync."""
+    with learning.session(model) as session:
+        journal.save_whole(session.filter, session.path)
+    jpath = os.path.realpath(str(model) + ".journal")
+    opened, synced = [], []
+    real_open, real_fsync = records.posix.open, records.posix.fsync
+    monkeypatch.setattr(records.posix, "open", lambda path, *a, **k: (opened.append(path), real_open(path, *a, **k))[1])
+    monkeypatch.setattr(records.posix, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    with learning.session(model, mapped=True, light=True) as session:
+        assert session.learn(SPAM[30].read_bytes(), True, ledgers.Tally()) == "learned"
+    assert [p for p in opened if str(p).endswith(".journal")] == [jpath] and len(synced) == 1
+    assert os.path.getsize(jpath) > 48 and journal.read(str(model), journal.model_identity(str(model))).n_records == 1
+
+
 @pytest.mark.parametrize("kind", ["another model's", "damaged"])
 def test_a_journal_without_records_of_another_model_is_never_appended_to(model, tmp_path, kind):
     """A header-sized journal that is not this model file's (a model retrained or copied in; or damaged)

@@ -39,10 +39,8 @@ def _update_model(args, forget):
     from spamnb.mail.checked import display_name, looks_like_mail   # not the reader of folders: stdin's one message
 
     isatty = getattr(sys.stderr, "isatty", None)
-    if args.quiet or isatty is None or not isatty():   # no progress line to draw (nor its module to import)
-        def wrap(messages, _label):
-            return messages
-    else:
+    wrap = None   # no progress line to draw (nor its module to import, nor a function made for it)
+    if not (args.quiet or isatty is None or not isatty()):
         from spamnb.cli.progress import Progress
 
         wrap = Progress(0, unit="messages", interval=0.1).wrap
@@ -67,7 +65,9 @@ def _update_model(args, forget):
         for source in args.files or ["-"]:
             try:
                 messages = messages_of(source, **options)
-                for name, data in wrap(messages, "forgetting" if forget else "learning"):
+                if wrap is not None:
+                    messages = wrap(messages, "forgetting" if forget else "learning")
+                for name, data in messages:
                     if not looks_like_mail(data):   # an ELF binary, a PDF, a text file: never learned, as train skips it
                         skip(f"{display_name(name)}: not mail (no header line at the top); "
                              f"not {'forgotten' if forget else 'learned'}")

@@ -14,8 +14,10 @@ from spamnb.bayes import checks
 from spamnb.persistence import records
 from spamnb.estimator.ages import today
 from spamnb import errors   # MustCompact, MustReadWhole: named when raised or caught (made then: errors' groups)
-from spamnb.persistence.store import JOURNAL_OPS_LAYOUT, LEDGER, OP_LEARN, OP_RECORD, stat_or_none
-from spamnb.estimator.defaults import COUNT_TRANSFORMS
+from spamnb.persistence.store import JOURNAL_OPS_LAYOUT, LEDGER, OP_LEARN, OP_RECORD, locked, stat_or_none
+from spamnb.estimator.defaults import COUNT_TRANSFORMS, counts_scores, held_out_bin   # no prequential for one learn
+# every session learns or forgets through the ledger: its module imported once here, not at each use
+from spamnb.estimator import ledger as ledgers
 from spamnb.estimator.scoring import FileScorer, message_data
 
 __all__ = ["Session", "session", "Kept", "learned_model"]
@@ -32,21 +34,50 @@ def __getattr__(name):
 
 
 
-class _LightFilter:
-    """Stands for a SpamFilter in ``spamnb.estimator.ledger.learn`` while a session
-    appends without reading the model whole (:meth:`Session.learn`): a learn
-    is recorded as the replay will apply it, from the message's own entries
-    of the model file and the journal (``spamnb.persistence.journal_view``): its
-    held-out score, the vocabulary's size before it, the text of its tokens
-    the model has not seen.  A forget (a relabel) raises :class:`spamnb.errors.MustReadWhole`."""
+class _LightLedger:
+    """Stands for both the SpamFilter and the Ledger in ``spamnb.estimator.ledger.learn``
+    while a session appends without reading the model whole (one class for the
+    two: a class fewer for a cold learn to make).
 
-    def __init__(self, session, ops):
-        self._session, self._ops = session, ops
-        self.held_out_bin = None
+    As the filter (:meth:`learn`): a learn is recorded as the replay will
+    apply it, from the message's own entries of the model file and the journal
+    (``spamnb.persistence.journal_view``): its held-out score, the
+    vocabulary's size before it, the text of its tokens the model has not
+    seen.  A forget (a relabel) raises :class:`spamnb.errors.MustReadWhole`.
+
+    As the ledger: a digest is looked up in this session's ledger
+    operations, then in the journal's (newest first: their digests as one
+    compiled pass over its records gathered them, ``checks.journal_ledger``,
+    not a Python object an operation; a session's own transactions are read
+    by the same pass), then in the model file's ledger (its digests searched
+    as the file has them, ``find``: at most the ledger's capacity of them).
+    Its changes are recorded into the message's operations (:meth:`recording`),
+    as ``whole_learning.RecordingLedger`` records them: a held-out score to
+    take back (a relabel's) or a removal needs the model whole
+    (:class:`spamnb.errors.MustReadWhole`); the ledger itself changes when the
+    session's transaction is noted (:meth:`note_later`)."""
+
+    def __init__(self, find, codes, journal_payloads):
+        # a digest's place in the file's ledger (or -1; given another digest, both places in one pass); their codes
+        self._find, self._codes = find, codes
+        # the journal's ledger operations, newest first: digests (16 bytes each), heads (op, flags, note: 4 bytes
+        # each); n_records: the RECORD operations since the file (a bound on the entries added), this session's too
+        self._journal_digests, self._journal_heads, self.n_records = checks.journal_ledger(journal_payloads,
+                                                                                          JOURNAL_OPS_LAYOUT)
+        self._overlay = {}    # digest -> code, or None (removed): this session's operations
+        self._found = {}      # digest -> code or None: the journal's or the file's, as searched
+        self._unnoted = []    # this session's transactions, noted when a digest is next looked up
+        self._ops = self._session = None   # the message's operations and the session that learns it (recording)
+        self.held_out_bin = None   # the message's held-out bin, noted by learn for record
+
+    def recording(self, ops, session):
+        """This ledger, its changes (and a learn's, :meth:`learn`) recorded into
+        ``ops`` (the message's operations) for ``session`` (None, None: let go
+        of both after the message, so no session is left in a reference cycle)."""
+        self._ops, self._session, self.held_out_bin = ops, session, None
+        return self
 
     def learn(self, message, spam):
-        from spamnb.estimator.defaults import counts_scores, held_out_bin   # no prequential for one learn
-
         session = self._session
         view, sf = session.view, session.filter
         cls = records.class_of(spam)
@@ -79,39 +110,6 @@ class _LightFilter:
 
     def forget(self, message, spam):
         raise errors.MustReadWhole()
-
-
-class _LightLedger:
-    """Stands for the Ledger in ``spamnb.estimator.ledger.learn`` while a session
-    appends without reading the model whole: a digest is looked up in this
-    session's ledger operations, then in the journal's (newest first: their
-    digests as one compiled pass over its records gathered them,
-    ``checks.journal_ledger``, not a Python object an operation; a session's
-    own transactions are read by the same pass), then in the model file's
-    ledger (its digests searched as the file has them, ``find``: at most the
-    ledger's capacity of them).  Its changes are recorded into the message's
-    operations (:meth:`recording`), as ``whole_learning.RecordingLedger``
-    records them: a held-out score to take back (a relabel's) or a removal
-    needs the model whole (:class:`spamnb.errors.MustReadWhole`); the ledger
-    itself changes when the session's transaction is noted (:meth:`note_later`)."""
-
-    def __init__(self, find, codes, journal_payloads):
-        # a digest's place in the file's ledger (or -1; given another digest, both places in one pass); their codes
-        self._find, self._codes = find, codes
-        # the journal's ledger operations, newest first: digests (16 bytes each), heads (op, flags, note: 4 bytes
-        # each); n_records: the RECORD operations since the file (a bound on the entries added), this session's too
-        self._journal_digests, self._journal_heads, self.n_records = checks.journal_ledger(journal_payloads,
-                                                                                          JOURNAL_OPS_LAYOUT)
-        self._overlay = {}    # digest -> code, or None (removed): this session's operations
-        self._found = {}      # digest -> code or None: the journal's or the file's, as searched
-        self._unnoted = []    # this session's transactions, noted when a digest is next looked up
-        self._ops = self._recorder = None   # the message's operations and its _LightFilter (recording)
-
-    def recording(self, ops, recorder):
-        """This ledger, its changes recorded into ``ops`` (the message's operations;
-        ``recorder``: the _LightFilter that learns it, its held-out bin noted)."""
-        self._ops, self._recorder = ops, recorder
-        return self
 
     def note_later(self, payload):
         """:meth:`_note` of a session's transaction, when a digest is next looked up
@@ -174,9 +172,7 @@ class _LightLedger:
         return None if entry is None else entry[0]
 
     def entry(self, digest):
-        from spamnb.estimator.ledger import code_entry
-
-        return code_entry(self.code(digest))
+        return ledgers.code_entry(self.code(digest))
 
     def is_auto(self, digest):
         entry = self.entry(digest)
@@ -186,7 +182,7 @@ class _LightLedger:
         entry = self.entry(digest)
         if entry is not None and entry[2] is not None:   # its held-out score to take back
             raise errors.MustReadWhole()
-        held_out, self._recorder.held_out_bin = self._recorder.held_out_bin, None
+        held_out, self.held_out_bin = self.held_out_bin, None
         self._ops.append(records.encode_ledger(OP_RECORD, is_spam, digest, auto, held_out))
 
     def confirm(self, digest):
@@ -205,9 +201,7 @@ def _head_code(heads, at):
     ``heads`` (``checks.journal_ledger``'s: op, flags, note), None for a REMOVE."""
     if heads[4 * at] != OP_RECORD:
         return None
-    from spamnb.estimator.ledger import entry_code
-
-    return entry_code(heads[4 * at + 1], heads[4 * at + 2] | heads[4 * at + 3] << 8)
+    return ledgers.entry_code(heads[4 * at + 1], heads[4 * at + 2] | heads[4 * at + 3] << 8)
 
 
 _MADE = {}   # _FileLearner, once made
@@ -286,9 +280,20 @@ class Session:
     """Changes to one model under its lock: :meth:`learn`/:meth:`forget` take a
     raw message through the ledger (``spamnb.estimator.ledger``), then :meth:`commit`
     appends them to the journal (or saves the model whole when it cannot be
-    journaled), see :func:`session`."""
+    journaled), see :func:`session`.  Its own context manager (a class fewer for a
+    cold learn to make: about 0.06 million instructions): entering takes the lock
+    and loads the model (:meth:`__enter__`), leaving commits (:meth:`__exit__`)."""
 
-    def __init__(self, real, spam_filter, exists, view=None):
+    def __init__(self, path, wait, create, seed_path, expire, kept, mapped, compact_limit, light, fold_forgets):
+        self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
+        self.kept, self.mapped, self.light_wanted = kept, mapped, light and mapped
+        self.compact_limit = compact_limit   # journal bytes past which commit compacts (None: journal.compact_at)
+        # True: a commit that forgot (a forget, a relabel) compacts (session(fold_forgets=): the spamnb learn and
+        # forget commands)
+        self.fold_forgets = fold_forgets
+
+    def _start(self, real, spam_filter, exists, view=None):
+        """The session's state once the lock is held and the model loaded (``real``: its resolved path)."""
         self.path = real
         self.filter = spam_filter
         self.exists = exists
@@ -297,12 +302,8 @@ class Session:
         self.failed = False
         self.forgot = False
         self._ledger = None
-        self.compact_limit = None   # journal bytes past which commit compacts (None: journal.compact_at)
-        # True: a commit that forgot (a forget, a relabel) compacts (session(fold_forgets=): the spamnb learn and
-        # forget commands)
-        self.fold_forgets = False
         # light: the model file read in part and its journal's learns not replayed (spamnb.persistence.journal_view):
-        # a learn appends its record from the message's own entries (_LightFilter), until something needs
+        # a learn appends its record from the message's own entries (_LightLedger.learn), until something needs
         # the model whole (a relabel, a forget, a compaction, expiry: _read_whole)
         self.view = view
         self._light_ledger = None
@@ -311,6 +312,48 @@ class Session:
             from spamnb.persistence import deltas   # the model read whole: the replay's module
 
             deltas.lazy_ages(spam_filter)
+
+    def __enter__(self):
+        from spamnb.model.spam_filter import SpamFilter
+
+        self._lock = locked(self.shown, wait=self.wait)
+        real = self._lock.__enter__()
+        try:
+            exists = stat_or_none(real) is not None   # os.path.exists
+            entry = self.kept.take(real) if self.kept is not None and exists else None
+            if entry is not None:
+                spam_filter = entry[1]
+            elif exists or not self.create:
+                spam_filter = SpamFilter.load(real, mapped=self.mapped)
+            elif self.seed_path and stat_or_none(self.seed_path) is not None:
+                spam_filter = SpamFilter.load(self.seed_path)
+                spam_filter.set_fitted(journal_=None)
+            else:
+                from spamnb.model.whole_learning import learned_model
+
+                spam_filter = learned_model()
+            view = None
+            if self.light_wanted and entry is None and exists:
+                view = _learner(spam_filter)
+            self._start(real, spam_filter, exists, view)
+        except BaseException:
+            self._lock.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            try:
+                self.commit(expire=self.expire)
+                journal = self.filter.journal_
+                if (self.kept is not None and not (self.compacted or self.failed) and journal is not None
+                        and journal.status == "ok" and journal.end is not None):
+                    self.kept.put(self.path, self.filter)
+            except BaseException:
+                if not self._lock.__exit__(*sys.exc_info()):
+                    raise
+                return False
+        return self._lock.__exit__(kind, value, traceback)
 
     @property
     def view(self):
@@ -382,8 +425,6 @@ class Session:
 
     def _light_ledger_view(self):
         if self._light_ledger is None:
-            from spamnb.estimator.ledger import DEFAULT_CAPACITY, file_code
-
             arrays = self.filter.unread_   # the ledger left unread by the load (a classify never reads it)
 
             def array_of(name):   # a model saved before the ledger (or its notes) has none
@@ -401,7 +442,7 @@ class Session:
 
             def codes(i):   # a message the ledger knows: its label and note read
                 arrays.fill_unread(LEDGER - {"ledger_digests"})
-                return file_code(labels[i], notes[i] if notes is not None else 0)
+                return ledgers.file_code(labels[i], notes[i] if notes is not None else 0)
 
             journal = self.filter.journal_
             payloads = journal.payloads if journal.status == "ok" else ()
@@ -409,19 +450,22 @@ class Session:
             for payload in self.transactions:
                 ledger._note(payload)
             # at the ledger's capacity a record drops the oldest entry: the model whole decides which
-            self._light_ledger = ledger if len(labels) + ledger.n_records < DEFAULT_CAPACITY else False
+            self._light_ledger = ledger if len(labels) + ledger.n_records < ledgers.DEFAULT_CAPACITY else False
         return self._light_ledger or None
 
     def _journal_size(self, transactions):
         """What the journal's size would be with ``transactions`` appended as one record."""
         journal = self.filter.journal_
-        payload = sum(len(t) for t in transactions)
+        payload = sum(map(len, transactions))
         return (journal.end if journal.status == "ok" and journal.end is not None else 48) + 16 + payload + (
             -payload) % 8
 
     def _compact_limit(self):
         if self.compact_limit is not None:
             return self.compact_limit
+        journal = self.filter.journal_   # a light session's: the model file's length as loaded under the lock
+        if journal is not None and journal.identity is not None:
+            return records.compact_at(journal.identity[0])
         try:
             model_size = posix.stat(self.path).st_size   # os.path.getsize
         except OSError:
@@ -435,10 +479,9 @@ class Session:
             ledger = self._light_ledger_view()
             if ledger is not None:
                 ops = []
-                recorder = _LightFilter(self, ops)
                 view = self.view
-                try:
-                    result = function(recorder, ledger.recording(ops, recorder), data, *args, **kwargs)
+                try:   # the ledger stands for the filter too (_LightLedger.learn)
+                    result = function(ledger.recording(ops, self), ledger, data, *args, **kwargs)
                 except errors.MustReadWhole:
                     self.view = view   # as before the message: nothing of it was recorded
                 else:
@@ -447,7 +490,7 @@ class Session:
                         self.transactions.append(transaction)
                         ledger.note_later(transaction)
                     return result
-                finally:   # the message's recorder holds the session: no cycle left (the session freed when let go)
+                finally:   # the ledger let go of the session: no cycle left (the session freed when let go)
                     ledger.recording(None, None)
         self._read_whole()
         from spamnb.model.whole_learning import run
@@ -457,8 +500,6 @@ class Session:
     def learn(self, data, is_spam, tally, auto=False, **markup):
         """``spamnb.estimator.ledger.learn`` of a raw message: "learned", "known" or
         "relabelled"; ``auto``: the model's own verdict (``spamnb.model.autolearn``)."""
-        from spamnb.estimator import ledger as ledgers
-
         outcome = self._run(ledgers.learn, data, is_spam, tally, auto=auto, **markup)
         if self._view is None:
             self.filter.refit_cutoffs()
@@ -466,8 +507,6 @@ class Session:
 
     def forget(self, data, is_spam=None, tally=None, **markup):
         """``spamnb.estimator.ledger.forget`` of a raw message: the label forgotten."""
-        from spamnb.estimator import ledger as ledgers
-
         label = self._run(ledgers.forget, data, is_spam, tally, **markup)
         self.filter.refit_cutoffs()
         return label
@@ -523,59 +562,6 @@ class Session:
 
 
 
-class _SessionContext:
-    def __init__(self, path, wait, create, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,
-                 light=False, fold_forgets=False):
-        self.shown, self.wait, self.create, self.seed_path, self.expire = path, wait, create, seed_path, expire
-        self.kept, self.mapped, self.compact_limit, self.light = kept, mapped, compact_limit, light and mapped
-        self.fold_forgets = fold_forgets
-
-    def __enter__(self):
-        from spamnb.model.spam_filter import SpamFilter
-        from spamnb.persistence.store import locked
-
-        self._lock = locked(self.shown, wait=self.wait)
-        real = self._lock.__enter__()
-        try:
-            exists = stat_or_none(real) is not None   # os.path.exists
-            entry = self.kept.take(real) if self.kept is not None and exists else None
-            if entry is not None:
-                spam_filter = entry[1]
-            elif exists or not self.create:
-                spam_filter = SpamFilter.load(real, mapped=self.mapped)
-            elif self.seed_path and stat_or_none(self.seed_path) is not None:
-                spam_filter = SpamFilter.load(self.seed_path)
-                spam_filter.set_fitted(journal_=None)
-            else:
-                from spamnb.model.whole_learning import learned_model
-
-                spam_filter = learned_model()
-            view = None
-            if self.light and entry is None and exists:
-                view = _learner(spam_filter)
-            self.session = Session(real, spam_filter, exists, view)
-            self.session.compact_limit, self.session.fold_forgets = self.compact_limit, self.fold_forgets
-        except BaseException:
-            self._lock.__exit__(*sys.exc_info())
-            raise
-        return self.session
-
-    def __exit__(self, kind, value, traceback):
-        if kind is None:
-            try:
-                self.session.commit(expire=self.expire)
-                session, journal = self.session, self.session.filter.journal_
-                if (self.kept is not None and not (session.compacted or session.failed) and journal is not None
-                        and journal.status == "ok" and journal.end is not None):
-                    self.kept.put(session.path, session.filter)
-            except BaseException:
-                if not self._lock.__exit__(*sys.exc_info()):
-                    raise
-                return False
-        return self._lock.__exit__(kind, value, traceback)
-
-
-
 def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None, mapped=False, compact_limit=None,
             light=False, fold_forgets=False):
     """``with session(model) as s:`` the model (and its journal) loaded under
@@ -601,4 +587,4 @@ def session(path, wait=None, create=True, seed_path=None, expire=True, kept=None
     forget (the ``spamnb learn`` and ``forget`` commands; a server, shared
     host, console or imap session journals its forgets: its process holds
     the model and follows the journal, where a whole save would stall it)."""
-    return _SessionContext(path, wait, create, seed_path, expire, kept, mapped, compact_limit, light, fold_forgets)
+    return Session(path, wait, create, seed_path, expire, kept, mapped, compact_limit, light, fold_forgets)

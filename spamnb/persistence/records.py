@@ -207,21 +207,26 @@ def append(journal, transactions):
     from spamnb.persistence.store import replace_file   # a journal's first record (a new file written whole)
 
     path = journal.path
+    fd = None
     if journal.status == "none" and journal.size == EMPTY_SIZE:
-        _adopt(journal)   # a whole save's journal without records: appended to when it is this model's
+        fd = _adopt(journal)   # a whole save's journal without records: appended to when it is this model's
     if journal.status == "ok" and journal.end is not None:
         if journal.version == 1:   # its readers know no LEARN_SUMS: records as version 1 wrote them
-            transactions = [without_sums(t) for t in transactions]
-        first = len(journal.payloads)
-        records = b"".join(record_bytes(journal.head, first + i, p) for i, p in enumerate(transactions))
-        # never through a link planted at the journal's name (it is renamed into place, never a link)
-        fd = posix.open(path, posix.O_WRONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
+            transactions = list(map(without_sums, transactions))
+        records = _framed(journal.head, len(journal.payloads), transactions)
+        if fd is None:   # (an adopted journal's file is open, its checks made: _adopt)
+            # never through a link planted at the journal's name (it is renamed into place, never a link)
+            fd = posix.open(path, posix.O_WRONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
+            try:
+                st = posix.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise OSError(f"{path}: the model's journal is not a regular file")
+                if st.st_size != journal.end:
+                    posix.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
+            except BaseException:
+                posix.close(fd)
+                raise
         try:
-            st = posix.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise OSError(f"{path}: the model's journal is not a regular file")
-            if st.st_size != journal.end:
-                posix.ftruncate(fd, journal.end)   # the damaged tail of an interrupted learn
             done = 0
             try:
                 while done < len(records):
@@ -243,7 +248,7 @@ def append(journal, transactions):
         raise errors.MustCompact()
     header = header_bytes(journal.identity)
     head = header[40:48]
-    records = b"".join(record_bytes(head, i, p) for i, p in enumerate(transactions))
+    records = _framed(head, 0, transactions)
     model = journal.path[:-len(SUFFIX)]
     try:
         old = posix.stat(model)
@@ -258,24 +263,45 @@ def append(journal, transactions):
     return journal.end
 
 
+def _framed(head_checksum, first, transactions):
+    """``transactions`` as records ``first``, ``first + 1``, ... (:func:`record_bytes`), back to back."""
+    framed = []
+    for payload in transactions:
+        framed.append(record_bytes(head_checksum, first + len(framed), payload))
+    return b"".join(framed)
+
+
 def _adopt(journal):
     """Make ``journal`` (status "none", the load saw a file of a header's size at
     its name and read none of it: ``spamnb.persistence.codec``) the journal
     to append to when that file is the header of a journal of this very
     model file (``journal.identity``) without records; else leave it "none"
-    (the caller replaces the file whole, as it replaces a stale one)."""
+    (the caller replaces the file whole, as it replaces a stale one).  Returns
+    the file, open for writing, when adopted (a regular file of the header's
+    size: the append's checks, one open for both), else None."""
+    flags = getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0)
+    writable = True
     try:
-        fd = posix.open(journal.path, posix.O_RDONLY | getattr(posix, "O_NOFOLLOW", 0) | getattr(posix, "O_CLOEXEC", 0))
-    except OSError:
-        return
+        fd = posix.open(journal.path, posix.O_RDWR | flags)
+    except OSError:   # not writable: read as before (the append's own open says why it cannot write)
+        writable = False
+        try:
+            fd = posix.open(journal.path, posix.O_RDONLY | flags)
+        except OSError:
+            return None
     try:
         st = posix.fstat(fd)
         head = posix.pread(fd, EMPTY_SIZE, 0) if stat.S_ISREG(st.st_mode) and st.st_size == EMPTY_SIZE else b""
+        version = int.from_bytes(head[8:12], "little") if len(head) == EMPTY_SIZE else None
+        if version in VERSIONS and journal.identity is not None and head == header_bytes(journal.identity, version):
+            journal.status, journal.head, journal.version = "ok", head[40:48], version
+            journal.payloads, journal.end = [], EMPTY_SIZE
+            if writable:
+                fd, adopted = None, fd
+                return adopted
     except OSError:
-        return
+        pass
     finally:
-        posix.close(fd)
-    version = int.from_bytes(head[8:12], "little") if len(head) == EMPTY_SIZE else None
-    if version in VERSIONS and journal.identity is not None and head == header_bytes(journal.identity, version):
-        journal.status, journal.head, journal.version = "ok", head[40:48], version
-        journal.payloads, journal.end = [], EMPTY_SIZE
+        if fd is not None:
+            posix.close(fd)
+    return None
