@@ -133,6 +133,8 @@ def follow(spam_filter, ledger=None):
     record does not fit (then the filter may hold part of that record, as a
     fresh reader would); the caller reads the model again.  Never raises
     for what the journal holds."""
+    from spamnb.persistence.journal_view import read_range   # the load's module (loaded: it read the journal)
+
     journal = spam_filter.journal_
     if (journal is None or journal.identity is None or journal.status not in ("none", "ok")
             or journal.end is None):
@@ -157,12 +159,7 @@ def follow(spam_filter, ledger=None):
         if size < journal.end or size < HEAD.size:
             return None
         head = posix.pread(fd, HEAD.size, 0)
-        data = bytearray()
-        while at + len(data) < size:
-            chunk = posix.pread(fd, size - at - len(data), at + len(data))
-            if not chunk:
-                break
-            data += chunk
+        data = read_range(fd, at, size)
     except OSError:
         return None
     finally:
@@ -171,7 +168,7 @@ def follow(spam_filter, ledger=None):
     if version not in VERSIONS or head != _header(journal.identity, version):
         return None
     check = head[40:48]
-    view = memoryview(bytes(data))
+    view = memoryview(data)
     n = len(journal.payloads) if known else 0
     offset = 0
     if last is not None:
