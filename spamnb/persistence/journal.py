@@ -133,8 +133,6 @@ def follow(spam_filter, ledger=None):
     record does not fit (then the filter may hold part of that record, as a
     fresh reader would); the caller reads the model again.  Never raises
     for what the journal holds."""
-    from spamnb.persistence.journal_view import read_range   # the load's module (loaded: it read the journal)
-
     journal = spam_filter.journal_
     if (journal is None or journal.identity is None or journal.status not in ("none", "ok")
             or journal.end is None):
@@ -159,7 +157,7 @@ def follow(spam_filter, ledger=None):
         if size < journal.end or size < HEAD.size:
             return None
         head = posix.pread(fd, HEAD.size, 0)
-        data = read_range(fd, at, size)
+        data = checks.read_range(fd, at, size)
     except OSError:
         return None
     finally:

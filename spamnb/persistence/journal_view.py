@@ -52,7 +52,7 @@ from spamnb.estimator.scoring import FileScorer
 
 _NAN = float("nan")   # math's nan: a classify or learn through the journal loads no math module
 
-__all__ = ["read", "read_range", "replay", "apply_records", "JournalView", "view", "learner"]
+__all__ = ["read", "replay", "apply_records", "JournalView", "view", "learner"]
 
 
 # ---------------------------------------------------------------------------- the journal read at load
@@ -163,26 +163,13 @@ def _scan(path, identity):
             file.close()
 
 
-def read_range(fd, start, stop):
-    """The bytes ``[start, stop)`` of the file open as ``fd``, read by ``pread``
-    until they are all read or the file ends (fewer then); OSError when a read fails."""
-    chunks = []
-    while start < stop:
-        chunk = posix.pread(fd, stop - start, start)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        start += len(chunk)
-    return b"".join(chunks)
-
-
 def _reread(journal):
     """The payloads of a journal :func:`_scan` read, read whole from the file it
     scanned: ModelError when they are no longer the records it checked (the
     journal rewritten in place since)."""
     file, _buffer, scanned = journal.scan[2]
     spans = memoryview(scanned[0]).cast("q")
-    data = read_range(file.fileno(), 0, journal.end)
+    data = checks.read_range(file.fileno(), 0, journal.end)
     payloads, at = checks.journal_records(data, journal.head, HEAD.size, memoryview(data))
     if at != journal.end or len(payloads) != len(spans) // 3 or any(
             int.from_bytes(data[spans[k] + 8:spans[k] + 16], "little", signed=True) != spans[k + 2]
