@@ -287,7 +287,7 @@ def test_the_cold_path_loads_no_collections(args, model, tmp_path):
 # os.py imports _collections_abc (two dozen ABCs made and registered), posixpath and stat: a tenth of a
 # cold classify's instructions, which site pays for `python -c pass` (bin/spamnb runs without it).  A
 # classify calls the system through posix, the module os re-exports; array's registration as a
-# MutableSequence waits for _collections_abc (spamnb.cli.main._Unregistered).
+# MutableSequence waits for _collections_abc (spamnb.cli.main._UNREGISTERED).
 # (A message that needs a regular expression loads re, and collections with it; classify -p does not.)
 def test_a_cold_classify_loads_no_os(model, tmp_path):
     proc, modules = _bare_run(model, tmp_path, ["classify"], PLAIN.read_bytes())

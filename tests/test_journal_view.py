@@ -284,7 +284,7 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     import pytest
 
     from spamnb.bayes import checks
-    from spamnb.persistence import deltas, journal_view
+    from spamnb.persistence import deltas, journal_view, store
 
     layout = journal_view._LAYOUT  # noqa: SLF001 -- the module's own constant, read by its test
     first = (deltas.encode_held_out(1, 2.5) + deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6, 5]),
@@ -315,7 +315,8 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     with pytest.raises(ValueError, match="8-byte words"):
         checks.journal_learns(views, 100, layout, base[:-1])
     # the view's learns as the records hold them
-    parsed = journal_view._parse([memoryview(first), memoryview(second)], 100)  # noqa: SLF001
+    parsed = journal_view._parse(store.Journal("j", None, "ok", [memoryview(first), memoryview(second)]),  # noqa: SLF001
+                                 100)
     assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_view._recorded(parsed[0])] == [  # noqa: SLF001
         (array("Q", [5, 6, 5]).tobytes(), [2], b"ab"), (array("Q", [9]).tobytes(), [1, 3], b"xyzw")]
     refused = {

@@ -35,7 +35,7 @@ def _array_without_collections():
     ``MutableSequence`` and a later ``import collections`` loads the real
     package.  When ``_collections_abc`` is not loaded either (bin/spamnb's
     ``-S``: no site, and a cold classify loads no ``os``, which imports it: a
-    tenth of its instructions), array's init is given :class:`_Unregistered`,
+    tenth of its instructions), array's init is given :data:`_UNREGISTERED`,
     which registers the type when ``_collections_abc`` is first imported.
     Skipped when ``array`` or ``collections`` is loaded already."""
     modules = sys.modules
@@ -45,7 +45,7 @@ def _array_without_collections():
         import _collections_abc as abc
     else:
         abc = type(sys)("collections.abc")
-        abc.MutableSequence = _Unregistered
+        abc.MutableSequence = _UNREGISTERED
     modules["collections"] = type(sys)("collections")
     modules["collections.abc"] = abc
     try:
@@ -54,40 +54,43 @@ def _array_without_collections():
         del modules["collections"], modules["collections.abc"]
 
 
-class _Unregistered:
-    """``collections.abc.MutableSequence`` as array's init sees it when
-    ``_collections_abc`` is not loaded: :meth:`register` notes the type and
-    puts this class first on ``sys.meta_path``, where :meth:`find_spec`
-    answers for ``_collections_abc`` alone, once: its spec as the next
-    finder gives it, loaded by :func:`_registering`'s class, which registers the
-    noted types with the module's ``MutableSequence`` (what array's init
-    would have done) before anything can use it."""
+def _register(kind):
+    """``register`` of :data:`_UNREGISTERED`: ``kind`` noted, and :data:`_UNREGISTERED`
+    put first on ``sys.meta_path`` (where its ``find_spec`` is :func:`_find_abc`)."""
+    _UNREGISTERED.types.append(kind)
+    if _UNREGISTERED not in sys.meta_path:
+        sys.meta_path.insert(0, _UNREGISTERED)
+    return kind
 
-    types = []
 
-    @classmethod
-    def register(cls, kind):
-        cls.types.append(kind)
-        if cls not in sys.meta_path:
-            sys.meta_path.insert(0, cls)
-        return kind
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name != "_collections_abc":
-            return None
-        sys.meta_path.remove(cls)
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                spec.loader = _registering()(spec.loader)
-                return spec
+def _find_abc(name, path=None, target=None):
+    """``find_spec`` of :data:`_UNREGISTERED` on ``sys.meta_path``: for
+    ``_collections_abc`` alone, once (it takes itself off), its spec as the next
+    finder gives it, loaded by :func:`_registering`'s class."""
+    if name != "_collections_abc":
         return None
+    sys.meta_path.remove(_UNREGISTERED)
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, path, target) if find is not None else None
+        if spec is not None:
+            spec.loader = _registering()(spec.loader)
+            return spec
+    return None
+
+
+# ``collections.abc.MutableSequence`` as array's init sees it when ``_collections_abc`` is not
+# loaded: ``register`` (:func:`_register`) notes the type and puts this first on ``sys.meta_path``,
+# where ``find_spec`` (:func:`_find_abc`) answers for ``_collections_abc`` alone, once: its spec
+# as the next finder gives it, loaded by :func:`_registering`'s class, which registers the noted
+# types with the module's ``MutableSequence`` (what array's init would have done) before anything
+# can use it.  A namespace (types.SimpleNamespace, as sys.implementation is one), not a class: a
+# class statement costs a cold classify about 0.1 million instructions.
+_UNREGISTERED = type(sys.implementation)(types=[], register=_register, find_spec=_find_abc)
 
 
 def _registering():
-    """The loader class of ``_collections_abc`` after :class:`_Unregistered`
+    """The loader class of ``_collections_abc`` after :data:`_UNREGISTERED`
     (made here, when that module is first imported: a class statement costs a
     cold classify, which never imports it, 0.07 million instructions)."""
 
@@ -104,8 +107,8 @@ def _registering():
         def exec_module(self, module):
             module.__spec__.loader = module.__loader__ = self.loader
             self.loader.exec_module(module)
-            while _Unregistered.types:
-                module.MutableSequence.register(_Unregistered.types.pop())
+            while _UNREGISTERED.types:
+                module.MutableSequence.register(_UNREGISTERED.types.pop())
 
     return _Registering
 
@@ -134,79 +137,83 @@ class _Compiled(_bootstrap.SourceFileLoader):
         return super().get_code(fullname)
 
 
-class _Finder:
-    """The finder of a short run's modules of spamnb (:func:`entry`, ``cold``):
-    each submodule of spamnb whose source and byte-compiled file (as pip
-    writes it on install, ``__pycache__/NAME.cpython-3X.pyc``, stamped with the
-    source's time and size) are in its package's one folder, found and read
-    in one step: what importlib's path finder and source loader do, without
-    their generality (every entry of ``sys.meta_path`` asked, the folder's
-    listing, four suffixes tried, the cache path worked out in pieces), about
-    a third of each module's import: 0.1 million instructions of a cold
-    ``spamnb classify``'s 40 modules.  Anything else is left to importlib, as
-    a byte-compiled file that is missing, stale (the source's time or size
-    not the ones it records), checked by hash (PEP 552) or unreadable: it
-    returns None.  A package is found before a module of the same name (as
-    importlib finds it); spamnb's compiled modules have no source of the
-    same name beside them (tests/test_cold_start.py)."""
-
-    def __init__(self):
-        self.tag = ".%s.pyc" % sys.implementation.cache_tag
-        self.magic = _bootstrap.MAGIC_NUMBER
-        self.extension = _bootstrap.EXTENSION_SUFFIXES[0]
-
-    def find_spec(self, name, path=None, target=None):
-        if path is None or len(path) != 1 or not name.startswith("spamnb."):
-            return None
-        folder = path[0]
-        tail = name.rpartition(".")[2]
-        base = folder + "/" + tail
-        package = posix.access(base + "/__init__.py", posix.F_OK)   # (a stat that fails raises: 5 times its cost)
-        source = base + "/__init__.py" if package else base + ".py"
+def _find_spec(name, path=None, target=None):
+    """``find_spec`` of :data:`_FINDER`, the finder of a short run's modules of spamnb
+    (:func:`entry`, ``cold``): each submodule of spamnb whose source and byte-compiled
+    file (as pip writes it on install, ``__pycache__/NAME.cpython-3X.pyc``, stamped with
+    the source's time and size) are in its package's one folder, an absolute path, found
+    and read in one step: what importlib's path finder and source loader do, without
+    their generality (every entry of ``sys.meta_path`` asked, the folder's listing, four
+    suffixes tried, the cache path worked out in pieces, ``spec_from_file_location``'s
+    checks), about a third of each module's import: 0.1 million instructions of a cold
+    ``spamnb classify``'s 40 modules.  Anything else is left to importlib, as a
+    byte-compiled file that is missing, stale (the source's time or size not the ones it
+    records), checked by hash (PEP 552) or unreadable, or a relative folder: it returns
+    None.  A package is found before a module of the same name (as importlib finds it);
+    spamnb's compiled modules have no source of the same name beside them
+    (tests/test_cold_start.py)."""
+    if path is None or len(path) != 1 or not name.startswith("spamnb."):
+        return None
+    folder = path[0]
+    if folder[:1] != "/":
+        return None
+    tail = name.rpartition(".")[2]
+    base = folder + "/" + tail
+    package = posix.access(base + "/__init__.py", posix.F_OK)   # (a stat that fails raises: 5 times its cost)
+    source = base + "/__init__.py" if package else base + ".py"
+    try:
+        st = posix.stat(source)
+    except OSError:
+        return None
+    cached = base + "/__pycache__/__init__" + _TAG if package else folder + "/__pycache__/" + tail + _TAG
+    try:
+        fd = posix.open(cached, _READ_FLAGS)   # os calls: open's file object costs 9 system calls a file, these 4
         try:
-            st = posix.stat(source)
-        except OSError:
+            data = posix.read(fd, posix.fstat(fd).st_size)
+        finally:
+            posix.close(fd)
+        if (data[:4] != _MAGIC or data[4:8] != b"\0\0\0\0"
+                or data[8:12] != (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                or data[12:16] != (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")):
             return None
-        cached = base + "/__pycache__/__init__" + self.tag if package else folder + "/__pycache__/" + tail + self.tag
-        try:
-            fd = posix.open(cached, _READ_FLAGS)   # os calls: open's file object costs 9 system calls a file, these 4
-            try:
-                data = posix.read(fd, posix.fstat(fd).st_size)
-            finally:
-                posix.close(fd)
-            if (data[:4] != self.magic or data[4:8] != b"\0\0\0\0"
-                    or data[8:12] != (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-                    or data[12:16] != (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")):
-                return None
-            code = marshal.loads(memoryview(data)[16:])
-        except (OSError, ValueError, EOFError, TypeError):
-            return None
-        loader = _Compiled(name, source)
-        loader.code = code
-        spec = _bootstrap.spec_from_file_location(name, source, loader=loader,
-                                                  submodule_search_locations=[base] if package else None)
-        spec.cached = cached
-        return spec
+        code = marshal.loads(memoryview(data)[16:])
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    loader = _Compiled(name, source)
+    loader.code = code
+    # the spec spec_from_file_location gives for an absolute source and a loader (its attributes, not its steps)
+    spec = _bootstrap_core.ModuleSpec(name, loader, origin=source)
+    spec.has_location = True
+    if package:
+        spec.submodule_search_locations = [base]
+    spec.cached = cached
+    return spec
 
-    def compiled_spec(self, name, folder):
-        """The spec of the compiled module ``name`` of spamnb in ``folder`` (``_mail``, ``_score``:
-        the file of this Python's first extension suffix, as importlib's file finder gives it) when
-        neither a package nor a source of that name is there (:func:`_load`); else None."""
-        base = folder + "/" + name.rpartition(".")[2]
-        origin = base + self.extension
-        try:
-            if not stat.S_ISREG(posix.stat(origin).st_mode):
-                return None
-        except OSError:
+
+def _compiled_spec(name, folder):
+    """The spec of the compiled module ``name`` of spamnb in ``folder`` (``_mail``, ``_score``:
+    the file of this Python's first extension suffix, as importlib's file finder gives it) when
+    neither a package nor a source of that name is there (:func:`_load`); else None."""
+    base = folder + "/" + name.rpartition(".")[2]
+    origin = base + _EXTENSION
+    try:
+        if not stat.S_ISREG(posix.stat(origin).st_mode):
             return None
-        if posix.access(base, posix.F_OK):   # a folder of that name: a package, importlib's
-            return None
-        return _bootstrap.spec_from_file_location(name, origin, loader=_bootstrap.ExtensionFileLoader(name, origin),
-                                                  submodule_search_locations=None)
+    except OSError:
+        return None
+    if posix.access(base, posix.F_OK):   # a folder of that name: a package, importlib's
+        return None
+    return _bootstrap.spec_from_file_location(name, origin, loader=_bootstrap.ExtensionFileLoader(name, origin),
+                                              submodule_search_locations=None)
 
 
 _READ_FLAGS = posix.O_RDONLY | getattr(posix, "O_CLOEXEC", 0)
-_FINDER = _Finder()
+_TAG = ".%s.pyc" % sys.implementation.cache_tag
+_MAGIC = _bootstrap.MAGIC_NUMBER
+_EXTENSION = _bootstrap.EXTENSION_SUFFIXES[0]
+# the finder of a short run's modules (:func:`_find_spec`), first on sys.meta_path in entry(cold=True): a namespace
+# (types.SimpleNamespace), not a class (a class statement: 0.1 million instructions of a cold classify)
+_FINDER = type(sys.implementation)(find_spec=_find_spec)
 
 
 def _import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -263,7 +270,7 @@ def _load(name):
     path = getattr(modules[parent], "__path__", None)
     if path is None or len(path) != 1:
         return
-    spec = _FINDER.find_spec(name, path) or _FINDER.compiled_spec(name, path[0])
+    spec = _find_spec(name, path) or _compiled_spec(name, path[0])
     if spec is None:
         return
     if spec.loader.__class__ is not _Compiled:   # an extension: its init run, its attributes set as importlib sets them
@@ -474,7 +481,7 @@ def entry(cold=False):
 
     global _COLD
     _COLD = cold
-    if cold and not sys.flags.optimize and sys.pycache_prefix is None:   # a short run's modules (_Finder)
+    if cold and not sys.flags.optimize and sys.pycache_prefix is None:   # a short run's modules (_find_spec)
         sys.meta_path.insert(0, _FINDER)
         _lean_imports(True)
     from spamnb.cli.exitcodes import EXIT_INTERRUPTED

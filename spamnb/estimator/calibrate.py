@@ -571,15 +571,9 @@ def _read_whole(f):
     if not hasattr(os, "pread"):
         f.seek(0)
         return f.read()
-    size = os.fstat(fd).st_size
-    chunks, done = [], 0
-    while done < size:
-        chunk = os.pread(fd, size - done, done)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        done += len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    from spamnb.bayes.checks import read_range
+
+    return read_range(fd, 0, os.fstat(fd).st_size)
 
 
 class FoldSpill:

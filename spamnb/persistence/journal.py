@@ -157,12 +157,7 @@ def follow(spam_filter, ledger=None):
         if size < journal.end or size < HEAD.size:
             return None
         head = posix.pread(fd, HEAD.size, 0)
-        data = bytearray()
-        while at + len(data) < size:
-            chunk = posix.pread(fd, size - at - len(data), at + len(data))
-            if not chunk:
-                break
-            data += chunk
+        data = checks.read_range(fd, at, size)
     except OSError:
         return None
     finally:
@@ -171,7 +166,7 @@ def follow(spam_filter, ledger=None):
     if version not in VERSIONS or head != _header(journal.identity, version):
         return None
     check = head[40:48]
-    view = memoryview(bytes(data))
+    view = memoryview(data)
     n = len(journal.payloads) if known else 0
     offset = 0
     if last is not None:

@@ -169,12 +169,7 @@ def _reread(journal):
     journal rewritten in place since)."""
     file, _buffer, scanned = journal.scan[2]
     spans = memoryview(scanned[0]).cast("q")
-    data = b""
-    while len(data) < journal.end:
-        chunk = posix.pread(file.fileno(), journal.end - len(data), len(data))
-        if not chunk:
-            break
-        data += chunk
+    data = checks.read_range(file.fileno(), 0, journal.end)
     payloads, at = checks.journal_records(data, journal.head, HEAD.size, memoryview(data))
     if at != journal.end or len(payloads) != len(spans) // 3 or any(
             int.from_bytes(data[spans[k] + 8:spans[k] + 16], "little", signed=True) != spans[k + 2]
@@ -354,9 +349,8 @@ def _make_indices():
 def _recorded(records):
     """The learns (:class:`_Recorded`) of :func:`_parse`'s ``records``: what a
     learner or a token's text asks for; a classify scores without them."""
-    payloads, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then _Recorded's
-    if isinstance(payloads, Journal):   # read through a buffer (_scan): its payloads read whole now
-        payloads = payloads.payloads
+    journal, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then _Recorded's
+    payloads = journal.payloads   # (read through a buffer, _scan: read whole now)
     values = fields.tolist()
     recorded = _classes()[1]
     return [recorded(payloads[values[at]], *values[at + 1:at + 7]) for at in range(0, len(values), stride)]
@@ -367,10 +361,10 @@ def _recorded(records):
 _LAYOUT = JOURNAL_OPS_LAYOUT
 
 
-def _parse(payloads, n_base, base=None):
-    """``(records, scores, journal, pairs)`` of the journal's transactions, read
-    in one compiled pass (``checks.journal_learns``): the learns' fields in
-    their records (``(payloads, fields, fields a learn)``, made learns by
+def _parse(journal, n_base, base=None):
+    """``(records, scores, journal, pairs)`` of ``journal``'s transactions (read
+    whole), read in one compiled pass (``checks.journal_learns``): the learns' fields in
+    their records (``(journal, fields, fields a learn)``, made learns by
     :func:`_recorded` when first asked for),
     each transaction's held-out scores ``[(op, class, log-odds), ...]``, the
     learns' hashes, bounds, classes, sums and places
@@ -380,10 +374,10 @@ def _parse(payloads, n_base, base=None):
     transaction holds pair scores; None when a record is not what a view
     stands for (a forget, an unknown or malformed operation, a learn that
     does not follow the vocabulary of ``n_base`` tokens: the replay then decides)."""
-    parsed = checks.journal_learns(payloads, n_base, _LAYOUT, base)
+    parsed = checks.journal_learns(journal.payloads, n_base, _LAYOUT, base)
     if parsed is None:
         return None
-    return _parsed(payloads, parsed, base)
+    return _parsed(journal, parsed, base)
 
 
 def _scanned(journal, n_base):
@@ -401,11 +395,11 @@ def _scanned(journal, n_base):
     return _parsed(journal, scanned[4:], None, source)
 
 
-def _parsed(payloads, parsed, base, source=None):
+def _parsed(journal, parsed, base, source=None):
     """:func:`_parse`'s items of ``checks.journal_learns``' (or ``journal_scan``'s) ``parsed``."""
     learns, scores, hashes, bounds, classes, sums = parsed
     fields = memoryview(learns).cast("q")   # each learn's fields, as many a learn (checks.journal_learns)
-    records = (payloads, fields, len(fields) // len(classes) if classes else 0)
+    records = (journal, fields, len(fields) // len(classes) if classes else 0)
     places = None
     if base is not None:   # the third item: each learn's place in base (8-byte words)
         hashes, places = base, memoryview(hashes).cast("q")
@@ -441,7 +435,7 @@ def view(spam_filter, journal, apply_records):
     else:
         data = journal.payloads[0].obj   # the journal's bytes (read), to its last record
         base = memoryview(data)[:journal.end - journal.end % 8] if isinstance(data, bytes) and journal.end else None
-        parsed = _parse(journal.payloads, n_base, base)
+        parsed = _parse(journal, n_base, base)
     if parsed is None:
         return None
     records, scores, concatenated, pairs = parsed
@@ -450,7 +444,7 @@ def view(spam_filter, journal, apply_records):
 
         if cutoffs_from(spam_filter) not in ("defaults", "held-out"):   # count_scores would leave them to the replay
             return None
-    _payloads, fields, stride = records
+    _journal, fields, stride = records
     live = fields[2 - stride] + fields[3 - stride] if stride else n_base   # the last learn's features before, new tokens
     return JournalView(spam_filter, journal, None, scores, live, apply_records, concatenated, records)
 
