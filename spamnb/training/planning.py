@@ -546,8 +546,9 @@ def _known_keys(known):
 
 
 # One variant's partition as a worker sends it (count_partition_spilled): the worker keeps its vocabulary across the
-# partitions it counts and sends the tokens new to it alone (``hashes``, their UTF-8 ``strings`` and ``offsets``
-# (uint64, one more, from 0), numbered ``first``.. in the worker's order of first sight), the partition's tokens
+# partitions it counts and sends the tokens new to it alone (``hashes``, their UTF-8 ``strings`` (uint8: an array,
+# out of the answer's pickle) and ``offsets`` (uint64, one more, from 0), numbered ``first``.. in the worker's order
+# of first sight), the partition's tokens
 # by the worker's numbers in the partition's order of first sight (``touched``, int32), their two rows (``rows``,
 # float64 (2, m)), the class counts, the day counted and the ledger; ``worker``: ``(pid, serial)``, the worker
 # and its vocabulary (a new serial: numbered from 0 again).
@@ -641,7 +642,8 @@ def count_partition_spilled(specs, pieces, strict=False, n_folds=0, known=None, 
             hashes = np.frombuffer(counter.take_hashes(v), dtype=np.uint64)
             blob, offsets = counter.strings(v)   # the strings of the tokens new to the worker, given up
             parts.append(_WorkerPart((os.getpid(), serial), counter.n_features_of(v) - hashes.size, hashes,
-                                     np.frombuffer(offsets, dtype=np.uint64), blob, touched, rows, class_count.copy(),
+                                     np.frombuffer(offsets, dtype=np.uint64), np.frombuffer(blob, dtype=np.uint8),
+                                     touched, rows, class_count.copy(),
                                      day, digests, labels))
     except BaseException:
         _KEPT = None   # a partition counted in part: the vocabulary is not the one the parent will know
