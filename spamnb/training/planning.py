@@ -385,11 +385,13 @@ class _PartitionSpill:
                 np.frombuffer(self.starts, dtype=np.int64, count=n))
 
 
-def _in_fold_order(indices, lengths, spam, folds, starts):
-    """A partition's messages (:meth:`_PartitionSpill.arrays`, ``indices``
-    numbered in the corpus's vocabulary) as :meth:`FoldSpill.write_many
+def _in_fold_order(index, indices, lengths, spam, folds, starts):
+    """A partition's messages (:meth:`_PartitionSpill.arrays`; ``indices``
+    places in the partition's tokens, which ``index`` numbers in the
+    corpus's vocabulary) as :meth:`FoldSpill.write_many
     <spamnb.estimator.calibrate.FoldSpill.write_many>` takes them: in the
-    order of their folds, each with its place in its class here."""
+    order of their folds, each with its place in its class here, its tokens
+    numbered in the corpus's vocabulary."""
     import numpy as np
 
     n = lengths.size
@@ -400,11 +402,12 @@ def _in_fold_order(indices, lengths, spam, folds, starts):
     order = np.argsort(folds, kind="stable")
     bounds = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=bounds[1:])
-    sorted_lengths = lengths[order]
-    ends = np.cumsum(sorted_lengths)
-    # each message's tokens, the messages in fold order: a gather of their runs
-    take = np.repeat(bounds[:-1][order] - (ends - sorted_lengths), sorted_lengths) + np.arange(int(bounds[-1]))
-    return indices[take], sorted_lengths, spam[order], place[order], folds[order], starts[order]
+    # each message's tokens, the messages in fold order: a slice a message joined (no array of a place a token
+    # to gather by), then numbered
+    runs = [indices[a:b] for a, b in zip(bounds[:-1][order].tolist(), bounds[1:][order].tolist())]
+    gathered = np.concatenate(runs) if runs else indices[:0]
+    del runs
+    return index[gathered], lengths[order], spam[order], place[order], folds[order], starts[order]
 
 
 def _gathered(blob, tokens, starts, stops, sizes, total):
@@ -777,8 +780,7 @@ class _VariantMerge:
         else:
             self.digests = self.labels = None
         if self.spill is not None:
-            indices, *rest = spilled
-            self.spill.write_many(*_in_fold_order(index[indices], *rest))
+            self.spill.write_many(*_in_fold_order(index, *spilled))
 
     def fold_ends(self):
         """The messages each fold holds so far (``partition_fold_sums``' ``ends``)."""
