@@ -170,6 +170,36 @@ def test_a_forked_call_has_this_process_s_memory_and_answers_or_says_why_not(mon
         assert process.exitcode is not None and time.monotonic() - start < 30
 
 
+def _answer_of_arrays(n):
+    return {"big": np.arange(n, dtype=np.float64), "strings": np.frombuffer(bytes(range(256)) * (n // 256), np.uint8),
+            "small": np.arange(3), "strided": np.arange(2 * n)[::2], "names": ["a"] * 3}
+
+
+def test_an_answer_s_arrays_come_back_out_of_the_pickle(monkeypatch):
+    """A worker's answer (and a forked call's): its large arrays sent as they
+    are after a pickle without them, each read into a buffer of its own (the
+    arrays made on it, writable); small and strided ones in the pickle; every
+    value as sent, whatever the socket's buffer (answers of megabytes)."""
+    from spamnb.training import workers as workers_module
+
+    monkeypatch.setenv("SPAMNB_START_METHOD", "fork")
+    n = 1 << 19   # 4 MiB of float64: past the socket's buffer
+    with Workers(2) as workers:
+        answers = list(workers.run_ordered(_answer_of_arrays, [(n,), (n + 256,), (1024,)]))
+        forked = workers.fork(_answer_of_arrays, n).result()
+    for got, size in zip(answers + [forked], (n, n + 256, 1024, n)):
+        want = _answer_of_arrays(size)
+        assert got.keys() == want.keys() and got["names"] == want["names"]
+        for key in ("big", "strings", "small", "strided"):
+            assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key])
+    big = owner = answers[0]["big"]
+    while isinstance(owner, np.ndarray):   # the array's memory: the buffer it was read into, not a pickle's bytes
+        owner = owner.base
+    owner = owner.obj if isinstance(owner, memoryview) else owner
+    assert isinstance(owner, bytearray) and len(owner) == big.nbytes >= workers_module._OUT_OF_BAND_BYTES
+    assert big.flags.writeable
+
+
 def test_the_default_jobs_are_the_free_cores():
     """The cores available less the load average (rounded), at least one: a
     machine whose cores others keep busy trains in this process, which writes

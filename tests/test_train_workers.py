@@ -134,6 +134,31 @@ def test_write_many_is_write_of_each_message():
             many.write_many(np.zeros(2, np.int32), [1, 1], [0, 0], [0, 1], [2, 1])
 
 
+def test_a_partitions_messages_in_fold_order_are_each_message_s_tokens_numbered():
+    """``_in_fold_order``: the messages sorted by fold (stable), each one's
+    tokens (places in the partition) numbered by the partition's index, its
+    class, its place in its class in the order counted, fold and pair start."""
+    from spamnb.training.planning import _in_fold_order
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 40):
+        lengths = rng.integers(0, 7, size=n).astype(np.int64)
+        indices = rng.integers(0, 30, size=int(lengths.sum())).astype(np.int32)
+        index = rng.permutation(1000)[:30].astype(np.int32)
+        spam = rng.integers(0, 2, size=n).astype(np.uint8)
+        folds = rng.integers(0, 5, size=n).astype(np.uint8)
+        starts = rng.integers(-1, 4, size=n).astype(np.int64)
+        bounds = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+        places = [int(np.count_nonzero(spam[:i] == spam[i])) for i in range(n)]
+        order = sorted(range(n), key=lambda i: (int(folds[i]), i))
+        got = _in_fold_order(index, indices, lengths, spam, folds, starts)
+        want = [index[indices[bounds[i]:bounds[i + 1]]] for i in order]
+        assert got[0].dtype == np.int32
+        assert got[0].tolist() == (np.concatenate(want).tolist() if n else [])
+        assert [a.tolist() for a in got[1:]] == [[int(x[i]) for i in order]
+                                                 for x in (lengths, spam, places, folds, starts)]
+
+
 def test_workers_make_the_held_out_pass_of_j1_without_fold_models(monkeypatch, tmp_path):
     """With the cutoffs chosen (the sample corpus at 1 %): ``-j 2`` builds no
     fold models (on main its parent built them from merged fold rows and the

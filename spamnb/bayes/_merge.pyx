@@ -37,8 +37,17 @@ from spamnb.bayes._maps cimport _grow, _map, _remap, _unmap
 cdef extern from *:
     """
     #define _spamnb_merge_prefetch(p) __builtin_prefetch((const void *)(p))
+    #include <sys/mman.h>
+    /* A mapping read at random (a table's slots, hashes, days) asked for huge pages where the system gives them
+       on request (Linux's transparent huge pages in "madvise" mode): a page-table walk per access otherwise. */
+    static void _spamnb_merge_huge(void *p, size_t n) {
+    #ifdef MADV_HUGEPAGE
+        if (p != NULL && n >= ((size_t)2 << 20)) madvise(p, n, MADV_HUGEPAGE);
+    #endif
+    }
     """
     void _prefetch "_spamnb_merge_prefetch"(const void *p) noexcept nogil
+    void _huge "_spamnb_merge_huge"(void *p, size_t n) noexcept nogil
 
 # Lookahead of the loops' prefetches (the total's arrays are far larger than
 # the caches: each token's entries are random accesses): a slot is fetched
@@ -210,6 +219,7 @@ cdef class MergeTable:
             self.mask = 0
             raise MemoryError()
         self.mask = mask
+        _huge(self.slots, capacity * sizeof(int32_t))
         with nogil:
             memset(self.slots, 0xff, capacity * sizeof(int32_t))
             for t in range(self.n):
@@ -391,8 +401,10 @@ cdef class MergeTable:
         token neither mapped nor sent (one the caller kept from before).
         Returns ``(where it stopped, len(tokens) when done; how many of
         those sent were numbered)``."""
-        cdef Py_ssize_t m = tokens.shape[0], n_sent = hashes.shape[0], k, got = 0
+        cdef Py_ssize_t m = tokens.shape[0], n_sent = hashes.shape[0], k, i, got = 0, stop, n_fresh = 0
         cdef int32_t t, g
+        cdef int32_t *fresh
+        cdef Py_ssize_t fresh_bytes
         cdef const uint8_t *text = &strings[0] if strings.shape[0] else NULL
         if self.slots == NULL:
             raise ValueError("the merge's result was taken")
@@ -409,34 +421,52 @@ cdef class MergeTable:
         for k in range(j, m):
             if not 0 <= tokens[k] < mapped.shape[0]:
                 raise ValueError("a worker's token number out of its map")
-        while j < m:
-            # the map's entry fetched ahead, then what it names: the token's day, or the slot of a token sent
-            if j + _AHEAD < m:
-                _prefetch(&mapped[tokens[j + _AHEAD]])
-            if j + _AHEAD // 2 < m:
-                t = tokens[j + _AHEAD // 2]
-                g = mapped[t]
-                if g >= 0:
-                    if raise_days:
+        fresh_bytes = (m - j if m > j else 1) * sizeof(int32_t)
+        fresh = <int32_t *>_map(fresh_bytes)
+        if fresh == NULL:
+            raise MemoryError()
+        try:
+            # 1. the tokens up to the first neither mapped nor sent: those sent and not mapped yet listed (``fresh``)
+            stop = m
+            for k in range(j, m):
+                if k + _AHEAD < m:
+                    _prefetch(&mapped[tokens[k + _AHEAD]])
+                t = tokens[k]
+                if mapped[t] < 0:
+                    if t < first or t >= first + n_sent:
+                        stop = k
+                        break
+                    fresh[n_fresh] = <int32_t>(k - j)
+                    n_fresh += 1
+            # 2. those looked up (found, or numbered next) in the order of ``tokens``: each one's slot fetched
+            # _AHEAD of them early, the token that slot names (its hash compared, its day) _AHEAD // 2 early
+            for i in range(n_fresh):
+                if i + _AHEAD < n_fresh:
+                    _prefetch(&self.slots[hashes[tokens[j + fresh[i + _AHEAD]] - first] & self.mask])
+                if i + _AHEAD // 2 < n_fresh:
+                    g = self.slots[hashes[tokens[j + fresh[i + _AHEAD // 2]] - first] & self.mask]
+                    if g >= 0:
+                        _prefetch(&self.hashes[g])
                         _prefetch(&self.days[g])
-                elif first <= t < first + n_sent:
-                    _prefetch(&self.slots[hashes[t - first] & self.mask])
-            t = tokens[j]
-            g = mapped[t]
-            if g < 0:
-                if t < first or t >= first + n_sent:
-                    break
+                t = tokens[j + fresh[i]]
                 k = t - first
                 g = self._token(hashes[k], text, offsets[k], offsets[k + 1])
                 mapped[t] = g
                 got += 1
                 if day > self.days[g]:
                     self.days[g] = day
-            elif raise_days and day > self.days[g]:
-                self.days[g] = day
-            index_out[j] = g
-            j += 1
-        return j, got
+            # 3. every token's number (the map's), the days of those mapped before raised
+            for k in range(j, stop):
+                if raise_days and k + _AHEAD < stop:
+                    g = mapped[tokens[k + _AHEAD]]
+                    _prefetch(&self.days[g])
+                g = mapped[tokens[k]]
+                index_out[k] = g
+                if raise_days and day > self.days[g]:
+                    self.days[g] = day
+        finally:
+            _unmap(fresh, fresh_bytes)
+        return stop, got
 
     def take_strings(self):
         """``(strings, offsets)``: Blocks of the UTF-8 strings of the tokens

@@ -385,11 +385,13 @@ class _PartitionSpill:
                 np.frombuffer(self.starts, dtype=np.int64, count=n))
 
 
-def _in_fold_order(indices, lengths, spam, folds, starts):
-    """A partition's messages (:meth:`_PartitionSpill.arrays`, ``indices``
-    numbered in the corpus's vocabulary) as :meth:`FoldSpill.write_many
+def _in_fold_order(index, indices, lengths, spam, folds, starts):
+    """A partition's messages (:meth:`_PartitionSpill.arrays`; ``indices``
+    places in the partition's tokens, which ``index`` numbers in the
+    corpus's vocabulary) as :meth:`FoldSpill.write_many
     <spamnb.estimator.calibrate.FoldSpill.write_many>` takes them: in the
-    order of their folds, each with its place in its class here."""
+    order of their folds, each with its place in its class here, its tokens
+    numbered in the corpus's vocabulary."""
     import numpy as np
 
     n = lengths.size
@@ -400,11 +402,12 @@ def _in_fold_order(indices, lengths, spam, folds, starts):
     order = np.argsort(folds, kind="stable")
     bounds = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=bounds[1:])
-    sorted_lengths = lengths[order]
-    ends = np.cumsum(sorted_lengths)
-    # each message's tokens, the messages in fold order: a gather of their runs
-    take = np.repeat(bounds[:-1][order] - (ends - sorted_lengths), sorted_lengths) + np.arange(int(bounds[-1]))
-    return indices[take], sorted_lengths, spam[order], place[order], folds[order], starts[order]
+    # each message's tokens, the messages in fold order: a slice a message joined (no array of a place a token
+    # to gather by), then numbered
+    runs = [indices[a:b] for a, b in zip(bounds[:-1][order].tolist(), bounds[1:][order].tolist())]
+    gathered = np.concatenate(runs) if runs else indices[:0]
+    del runs
+    return index[gathered], lengths[order], spam[order], place[order], folds[order], starts[order]
 
 
 def _gathered(blob, tokens, starts, stops, sizes, total):
@@ -546,8 +549,9 @@ def _known_keys(known):
 
 
 # One variant's partition as a worker sends it (count_partition_spilled): the worker keeps its vocabulary across the
-# partitions it counts and sends the tokens new to it alone (``hashes``, their UTF-8 ``strings`` and ``offsets``
-# (uint64, one more, from 0), numbered ``first``.. in the worker's order of first sight), the partition's tokens
+# partitions it counts and sends the tokens new to it alone (``hashes``, their UTF-8 ``strings`` (uint8: an array,
+# out of the answer's pickle) and ``offsets`` (uint64, one more, from 0), numbered ``first``.. in the worker's order
+# of first sight), the partition's tokens
 # by the worker's numbers in the partition's order of first sight (``touched``, int32), their two rows (``rows``,
 # float64 (2, m)), the class counts, the day counted and the ledger; ``worker``: ``(pid, serial)``, the worker
 # and its vocabulary (a new serial: numbered from 0 again).
@@ -641,7 +645,8 @@ def count_partition_spilled(specs, pieces, strict=False, n_folds=0, known=None, 
             hashes = np.frombuffer(counter.take_hashes(v), dtype=np.uint64)
             blob, offsets = counter.strings(v)   # the strings of the tokens new to the worker, given up
             parts.append(_WorkerPart((os.getpid(), serial), counter.n_features_of(v) - hashes.size, hashes,
-                                     np.frombuffer(offsets, dtype=np.uint64), blob, touched, rows, class_count.copy(),
+                                     np.frombuffer(offsets, dtype=np.uint64), np.frombuffer(blob, dtype=np.uint8),
+                                     touched, rows, class_count.copy(),
                                      day, digests, labels))
     except BaseException:
         _KEPT = None   # a partition counted in part: the vocabulary is not the one the parent will know
@@ -775,8 +780,7 @@ class _VariantMerge:
         else:
             self.digests = self.labels = None
         if self.spill is not None:
-            indices, *rest = spilled
-            self.spill.write_many(*_in_fold_order(index[indices], *rest))
+            self.spill.write_many(*_in_fold_order(index, *spilled))
 
     def fold_ends(self):
         """The messages each fold holds so far (``partition_fold_sums``' ``ends``)."""

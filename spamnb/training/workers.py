@@ -230,12 +230,77 @@ def _answer(conn, function, args):
     except BaseException as exc:   # sent back to the owner, raised there by result()
         answer = (False, exc)
     try:
-        conn.send(answer)
+        _send_answer(conn, answer)
     except (EOFError, OSError):
         return False
     except Exception as exc:   # an answer that does not pickle
-        conn.send((False, RuntimeError(f"a worker's answer could not be sent back: {exc!r}")))
+        _send_answer(conn, (False, RuntimeError(f"a worker's answer could not be sent back: {exc!r}")))
     return True
+
+
+# A buffer of an answer (a numpy array's data) of at least this many bytes goes out of its pickle (_send_answer).
+_OUT_OF_BAND_BYTES = 64 * 1024
+
+
+def _descriptor(conn):
+    """``conn``'s file descriptor where its bytes can be written and read as
+    they are (a Unix socket: :class:`multiprocessing.connection.Connection`),
+    else None (a Windows pipe)."""
+    from multiprocessing.connection import Connection
+
+    return conn.fileno() if isinstance(conn, Connection) and sys.platform != "win32" else None
+
+
+def _send_answer(conn, answer):
+    """Send ``answer`` on ``conn``: a pickle of protocol 5 whose buffers of
+    :data:`_OUT_OF_BAND_BYTES` or more (a numpy array's data) are left out
+    of it, their sizes before it, then their bytes as they are on the same
+    descriptor (:func:`_receive`: each read into a buffer of its own, the
+    arrays made on it).  No array is copied into a pickle here, nor out of
+    one in the reader, which never holds a pickle of megabytes beside the
+    arrays; where ``conn`` has no descriptor everything is in the pickle.
+    Nothing is sent if the answer does not pickle (the exception raised)."""
+    import io
+    import struct
+    from multiprocessing.reduction import ForkingPickler
+
+    fd, buffers = _descriptor(conn), []
+
+    def in_band(buffer):
+        view = buffer.raw()
+        if fd is None or view.nbytes < _OUT_OF_BAND_BYTES:
+            return True
+        buffers.append(view)
+        return False
+
+    data = io.BytesIO()
+    ForkingPickler(data, 5, True, in_band).dump(answer)
+    conn.send_bytes(struct.pack(f"<I{len(buffers)}Q", len(buffers), *[view.nbytes for view in buffers])
+                    + data.getbuffer())
+    del data
+    for view in buffers:
+        while view.nbytes:
+            view = view[os.write(fd, view):]
+
+
+def _receive(conn):
+    """An answer :func:`_send_answer` sent on ``conn``."""
+    import pickle
+    import struct
+
+    head = conn.recv_bytes()
+    (count,) = struct.unpack_from("<I", head)
+    buffers = []
+    for size in struct.unpack_from(f"<{count}Q", head, 4):
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        while view.nbytes:
+            got = os.readv(conn.fileno(), [view])
+            if not got:
+                raise EOFError("the answer was cut short")
+            view = view[got:]
+        buffers.append(buffer)
+    return pickle.loads(memoryview(head)[4 + 8 * count:], buffers=buffers)
 
 
 def _run_forked(conn, parent, function, args):
@@ -288,7 +353,7 @@ class _Forked:
 
     def result(self):
         try:
-            ok, value = self.conn.recv()
+            ok, value = _receive(self.conn)
         except (EOFError, OSError):
             ok, value = False, BrokenPool("a forked process died before it answered")
         finally:
@@ -415,7 +480,7 @@ class _Pool:
         for worker in busy:
             if worker.conn in ready:
                 try:
-                    ok, value = worker.conn.recv()
+                    ok, value = _receive(worker.conn)
                 except (EOFError, OSError):
                     self._break(worker)
                     return
