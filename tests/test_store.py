@@ -176,12 +176,14 @@ def test_arrays_made_as_written_in_another_order_give_the_same_file(tmp_path):
 def test_a_large_array_goes_to_the_disk_once_written_and_the_file_is_the_same(tmp_path, monkeypatch):
     # an array of _WRITEBACK_FROM bytes or more: its writeback started once it is written, at its place in the
     # file (a hint: the bytes and the checksum are those of a file written without it), in either order
-    started, real = [], store._start_writeback
+    from spamnb.persistence import writeback
+
+    started, real = [], writeback.start_writeback
 
     def start(fd, offset, size):
         started.append((offset, size, real(fd, offset, size)))
 
-    monkeypatch.setattr(store, "_start_writeback", start)
+    monkeypatch.setattr(writeback, "start_writeback", start)
     big = array("Q", range(store._WRITEBACK_FROM // 8))
     arrays = {"a": ("B", b"abc"), "big": ("Q", big), "c": ("i", array("i", [5, 6]))}
     write_model(tmp_path / "whole", {"format": "test"}, arrays)

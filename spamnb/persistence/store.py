@@ -287,8 +287,10 @@ def write_model(path, header, arrays, backup=None, order=None):
                 body_checksum.update(b"\0" * _pad(size))
             source = None
             if size >= _WRITEBACK_FROM:   # on its way to the disk while the next arrays are made (the fsync waits less)
+                from spamnb.persistence.writeback import start_writeback
+
                 f.flush()
-                _start_writeback(f.fileno(), start + offset, size)
+                start_writeback(f.fileno(), start + offset, size)
         if not in_order:   # the body read back in file order, a piece at a time
             f.flush()
             piece = bytearray(1 << 20)
@@ -305,33 +307,7 @@ def write_model(path, header, arrays, backup=None, order=None):
     replace_file(path, write, old, backup=backup)
 
 
-# An array from this size is sent to the disk as soon as it is written (:func:`_start_writeback`), not
-# left to the save's final fsync: Enron-Spam's model with word pairs (70 MB) waited 40-50 ms in its fsync
-_WRITEBACK_FROM = 4 << 20
-_SYNC_FILE_RANGE = []   # libc's sync_file_range once looked up (None: not here)
-
-
-def _start_writeback(fd, offset, size):
-    """Start writing ``size`` bytes at ``offset`` of the file ``fd`` to the disk,
-    not waiting for them (Linux's ``sync_file_range(SYNC_FILE_RANGE_WRITE)``):
-    the fsync that ends a save then waits for what is not written yet, while
-    the save's later arrays are made and written meanwhile.  A hint only: the
-    fsync still syncs the whole file and its size; nothing is done, and False
-    returned, where the call is missing or fails (not Linux, not glibc)."""
-    if not _SYNC_FILE_RANGE:
-        call = None
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-
-                call = ctypes.CDLL(None, use_errno=True).sync_file_range
-                call.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-                call.restype = ctypes.c_int
-            except (OSError, AttributeError, ImportError):
-                call = None
-        _SYNC_FILE_RANGE.append(call)
-    call = _SYNC_FILE_RANGE[0]
-    return call is not None and call(fd, offset, size, 2) == 0   # 2: SYNC_FILE_RANGE_WRITE
+_WRITEBACK_FROM = 4 << 20   # an array from this size goes to the disk once written (persistence.writeback)
 
 
 def replace_file(path, write, old=None, mode=None, backup=None, tidy=True, losable=False):
