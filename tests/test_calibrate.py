@@ -279,3 +279,32 @@ def test_fold_models_hold_their_folds_tokens_and_score_as_dense_ones(sample, par
     held = sum(a.nbytes for a in dense.arrays.values())
     n_slots = np.frombuffer(spam_filter.vocabulary_.keys, dtype=np.uint64).size
     assert held < 0.5 * calibrate.DEFAULT_FOLDS * (16 * n_features + 4 * n_slots)
+
+
+def test_a_folds_counts_made_in_the_totals_are_the_copys_and_the_totals_are_left_as_they_were():
+    # held_out_by_fold from a training's counts: total - the fold's own sums, clipped at 0, and the sums of the
+    # totals' rows with those put at the fold's tokens (calibrate._fold_counts_in_place), bit for bit a copy's
+    rng = np.random.default_rng(5)
+    total = rng.random((2, 5000)) * 7.0
+    tokens = np.sort(rng.choice(5000, 1200, replace=False))
+    own = total[:, tokens] * rng.random((2, tokens.size))
+    own[:, ::9] = total[:, tokens[::9]] * (1.0 + 1e-15) + 1e-12   # a fold's sum over the total (rounding): 0
+    before = total.copy()
+    fc = own.copy()
+    sums = calibrate._fold_counts_in_place(total, tokens, fc)
+    expected = np.maximum(before[:, tokens] - own, 0.0)
+    assert np.array_equal(fc, expected) and not fc[:, ::9].any()
+    for c in range(2):
+        whole = before[c].copy()
+        whole[tokens] = expected[c]
+        assert sums[c] == whole.sum()
+    assert np.array_equal(total, before)
+
+
+def test_a_folds_indices_read_alone_are_the_ones_its_messages_give():
+    with calibrate.FoldSpill(3) as spill:
+        for j in range(20):
+            spill.write(np.arange(j, 2 * j + 1, dtype=np.int32), j % 2, j % 3)
+        for k in range(3):
+            assert np.array_equal(spill.indices(k), spill.fold(k)[0])
+        assert spill.indices(0).dtype == np.int32 and spill.indices(0).size == sum(j + 1 for j in range(0, 20, 3))

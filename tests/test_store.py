@@ -173,6 +173,31 @@ def test_arrays_made_as_written_in_another_order_give_the_same_file(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["made", "whole"]
 
 
+def test_a_large_array_goes_to_the_disk_once_written_and_the_file_is_the_same(tmp_path, monkeypatch):
+    # an array of _WRITEBACK_FROM bytes or more: its writeback started once it is written, at its place in the
+    # file (a hint: the bytes and the checksum are those of a file written without it), in either order
+    from spamnb.persistence import writeback
+
+    started, real = [], writeback.start_writeback
+
+    def start(fd, offset, size):
+        started.append((offset, size, real(fd, offset, size)))
+
+    monkeypatch.setattr(writeback, "start_writeback", start)
+    big = array("Q", range(store._WRITEBACK_FROM // 8))
+    arrays = {"a": ("B", b"abc"), "big": ("Q", big), "c": ("i", array("i", [5, 6]))}
+    write_model(tmp_path / "whole", {"format": "test"}, arrays)
+    data = (tmp_path / "whole").read_bytes()
+    assert [(size, data[offset:offset + size] == big.tobytes()) for offset, size, _ in started] == [(len(big) * 8, True)]
+    if os.uname().sysname == "Linux":
+        assert started[0][2] is True   # the call was made, and did not fail
+    write_model(tmp_path / "made", {"format": "test"},
+                {"a": ("B", b"abc"), "big": ("Q", len(big), lambda: [big]), "c": ("i", array("i", [5, 6]))},
+                order=["big", "c", "a"])
+    assert (tmp_path / "made").read_bytes() == data and len(started) == 2 and started[1][:2] == started[0][:2]
+    read_model(tmp_path / "made")   # its checksum checked
+
+
 def test_an_array_made_shorter_than_declared_leaves_the_old_model(tmp_path):
     path = tmp_path / "m.spamnb"
     _write(path, version_mark=1)

@@ -424,8 +424,32 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         del table, index, fc
 
 
+def _fold_counts_in_place(total, tokens, part):
+    """A fold model's counts and its dense rows' sums, a class at a time:
+    ``part`` (``(2, m)``, the fold's own sums at ``tokens``) made ``total``'s
+    counts at ``tokens`` less them, clipped at 0 (rounding), in place; and
+    each row of ``total`` with those counts put at ``tokens`` summed (numpy's
+    pairwise sum of the whole row, as :func:`_fold_model` sums a copy of it),
+    then its own put back: no copy of a row as long as the vocabulary (``total``
+    is a training's own counts, no other thread reading them).  One gather of
+    a row's counts at ``tokens`` serves both.  Returns the ``(2,)`` sums."""
+    import numpy as np
+
+    sums = np.empty(2)
+    for c in range(2):
+        row = total[c]
+        kept = row[tokens]
+        np.subtract(kept, part[c], out=part[c])
+        np.maximum(part[c], 0.0, out=part[c])
+        row[tokens] = part[c]
+        sums[c] = row.sum()
+        row[tokens] = kept
+        del row, kept
+    return sums
+
+
 def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam, n_held, index=True,
-                in_place=False):
+                sums=None, held_by=None):
     """One fold's model from its counts: ``total`` the ``(2, n_features)``
     counts, ``tokens`` the fold's tokens (ascending), ``fc`` ``(2, m)`` the
     counts without the fold's at them (made their logs here, alpha added),
@@ -437,29 +461,24 @@ def _fold_model(total, tokens, fc, in_folds, hashes, alpha, prior, n_ham, n_spam
     the model knows those less the ones only this fold holds (its norm's
     count of tokens, from the fold's own tokens).  ``index`` False: no hash
     table is made (``table`` and ``index`` None: the caller scores by
-    vocabulary index, :func:`held_out_by_fold`).  ``in_place``: ``total`` is
-    the caller's own (a training's counts, no other thread reading them):
-    the fold model's counts are put in its rows for their sums, then its own
-    put back, instead of a copy of a row as long as the vocabulary."""
+    vocabulary index, :func:`held_out_by_fold`).  ``sums``: the sums of the
+    dense model's rows, made already (:func:`_fold_counts_in_place`, in a
+    training's own counts), else made here from a copy of each row;
+    ``held_by``: ``in_folds[tokens]``, gathered already."""
     import numpy as np
 
     from spamnb.bayes import token_kernels
 
-    log_norm = np.empty(2)
-    for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of a (2, n) array's rows)
-        if in_place:
-            row = total[c]
-            kept = row[tokens]
-            row[tokens] = fc[c]
-            log_norm[c] = row.sum()   # the same row's sum as the copy's below (numpy's pairwise sum of n doubles)
-            row[tokens] = kept
-            del row, kept
-            continue
-        whole = total[c].copy()
-        whole[tokens] = fc[c]
-        log_norm[c] = whole.sum()
-        del whole
-    n_seen = int(n_held) - int((in_folds[tokens] == 1).sum())   # the tokens another fold holds
+    if sums is None:
+        sums = np.empty(2)
+        for c in range(2):   # the dense model's counts, a row at a time, for its norm (the sums of its rows)
+            whole = total[c].copy()
+            whole[tokens] = fc[c]
+            sums[c] = whole.sum()
+            del whole
+    log_norm = np.array(sums, dtype=np.float64)
+    held_by = in_folds[tokens] if held_by is None else held_by
+    n_seen = int(n_held) - int((held_by == 1).sum())   # the tokens another fold holds
     log_norm = arithmetic.log_norm(log_norm, alpha, n_seen)
     if not index:
         arithmetic.log_counts(fc, alpha, out=fc)
@@ -682,6 +701,15 @@ class FoldSpill:
             raise ValueError("a damaged fold file")
         return indices, bounds, ((words >> 32) & 1).astype(np.uint8), (words >> 33).astype(np.int64)
 
+    def indices(self, k):
+        """Fold ``k``'s token indices (int32) back to back, as :meth:`fold` gives
+        them, its file of heads not read."""
+        import numpy as np
+
+        out = self.files[k][1]
+        out.flush()
+        return np.frombuffer(_read_whole(out), dtype=np.int32)
+
     def flush(self):
         """Every file's buffer written out (before a fork: the child's copy of a buffer is then empty)."""
         for heads, out in self.files:
@@ -761,11 +789,12 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None, fork=None):
     mark = np.zeros(n_features, dtype=bool)
     for k in range(n_folds):
         mark[:] = False
-        mark[spill.fold(k)[0]] = True
+        mark[spill.indices(k)] = True
         in_folds += mark
     del mark
     n_held = int(np.count_nonzero(in_folds))
     local_of = np.full(n_features, -1, dtype=np.int32)   # fold k's tokens' places in its model (held_out_log_odds)
+    in_place = counts is not None and total.flags.writeable   # a training's own counts: _fold_counts_in_place
     rows = np.zeros((2, n_features)) if sum_fold is None else None
 
     def score_folds(folds):   # each fold's messages' (class, place, log-odds); every fold apart from the others
@@ -787,19 +816,26 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None, fork=None):
             if not held.all():
                 tokens, part = tokens[held], part[:, held]
             del held
-        for c in range(2):   # total - fold k's counts (0 where it has none), into the fold's own rows: no third array
-            np.subtract(total[c][tokens], part[c], out=part[c])
-        fc, part = part, None
-        np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
         n_ham, n_spam = class_count - fold_class_count[k]
+        if pair_weight == 1.0 and in_place:
+            # total - fold k's counts and the fold model's row sums, a class at a time (one gather of its totals)
+            sums = _fold_counts_in_place(total, tokens, part)
+            fc, part = part, None
+        else:
+            sums = None
+            for c in range(2):   # total - fold k's counts (0 where it has none), into the fold's rows: no third array
+                np.subtract(total[c][tokens], part[c], out=part[c])
+            fc, part = part, None
+            np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
         if pair_weight == 1.0:
             # every message of the fold in one compiled call, by the vocabulary indices it was counted with:
             # token i is the model's local_of[i] (its place among the fold's tokens; -1 when no other fold
             # holds it), what the hash index FoldModels makes says of its hash: score's log-odds, bit for bit
+            held_by = in_folds[tokens]   # the folds holding each of the fold's tokens
             log_norm, prior_ratio, _, _ = _fold_model(total, tokens, fc, in_folds, hashes, alpha, spam_filter.prior,
-                                                      n_ham, n_spam, n_held, index=False,
-                                                      in_place=counts is not None and total.flags.writeable)
-            local_of[tokens] = np.where(in_folds[tokens] >= 2, np.arange(tokens.size, dtype=np.int32), -1)
+                                                      n_ham, n_spam, n_held, index=False, sums=sums, held_by=held_by)
+            local_of[tokens] = np.where(held_by >= 2, np.arange(tokens.size, dtype=np.int32), -1)
+            del held_by
             log_odds = np.frombuffer(token_kernels.held_out_log_odds(indices, bounds, local_of, fc.ravel(),
                                                                      log_norm.tolist(), [0.0, prior_ratio],
                                                                      transform, length))
