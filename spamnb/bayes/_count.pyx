@@ -951,7 +951,7 @@ cdef class VariantCounter:
                         SPAMNB_PREFETCH(self.slots + <Py_ssize_t>(hp[j + _AHEAD] & mask))
                     if j + _AHEAD // 2 < n:
                         s = self.slots[<Py_ssize_t>(hp[j + _AHEAD // 2] & mask)]
-                        if s != _EMPTY and (s ^ _tag(hp[j + _AHEAD // 2], low)) <= low:   # its bits agree: likely the token's
+                        if s != _EMPTY:
                             SPAMNB_PREFETCH(self.keys + <Py_ssize_t>(s & low) * w)
                     h = hp[j]
                     tag = _tag(h, low)
