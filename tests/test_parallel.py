@@ -856,6 +856,40 @@ def test_variant_counter_keeps_every_token_as_its_index_grows():
     assert list(numbers[0]) == [before, seen[0][int(pool[0])], before + 1]
 
 
+def test_variant_counter_tells_apart_hashes_whose_slot_and_top_bits_agree():
+    """A slot holds the hash's top bits above the entry's number: hashes that
+    share a slot and those bits (but differ between them), that share the
+    slot only, and hashes with the top bit set are each their own token,
+    found again with their number as the slots double."""
+    from array import array
+
+    from spamnb.bayes.token_kernels import COUNTS_RAW, VariantCounter
+
+    class Stream:
+        def __init__(self, hashes):
+            self.hashes, self.pairs_start = array("Q", hashes), -1
+
+        def write_tokens(self, positions, count, blob, offsets):
+            offsets.extend([len(blob)] * count)
+
+    low, top = (1 << 20) - 1, ((1 << 32) - 1) << 32
+    hashes = []
+    for k in range(1, 400):
+        base = (k * 0x9E3779B97F4A7C15) & ~((1 << 64) - 1 - low - top) & ((1 << 64) - 1)
+        hashes += [base | (m << 20) for m in range(1, 6)]                  # one slot, one top: 5 tokens
+        hashes += [(base & ~top) | (m << 59) | (1 << 63) for m in range(4)]   # one slot, top bits apart
+    counter = VariantCounter([COUNTS_RAW], [0.0])
+    seen = {}
+    for rnd in range(3):
+        for at in range(0, len(hashes), 500):
+            numbers = counter.count([Stream(hashes[at:at + 500])], rnd % 2 == 0)
+            for h, i in zip(hashes[at:at + 500], numbers[0]):
+                assert seen.setdefault(h, len(seen)) == i
+        counter.clear_partition(0)
+    assert len(seen) == len(set(hashes)) == counter.n_features_of(0)
+    assert list(counter.hashes(0)) == list(seen)
+
+
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_train_variants_in_one_pass_give_what_each_alone_gives(tmp_path, n_jobs):
     """train's variants (pipeline._train_variants) are counted in one pass; each

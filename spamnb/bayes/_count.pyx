@@ -25,7 +25,7 @@ cdef extern from *:
     void SPAMNB_PREFETCH(const void *p) noexcept nogil
 
 cdef enum:
-    _AHEAD = 16   # a token's slot is fetched _AHEAD tokens early, the entry it names _AHEAD // 2 tokens early
+    _AHEAD = 32   # a token's slot is fetched _AHEAD tokens early, the entry it names _AHEAD // 2 tokens early
 
 import array
 
@@ -730,6 +730,24 @@ def add_counts_tree(const int32_t[::1] idx, const int64_t[::1] bounds, const uns
 # 16 a token, where slots of whole entries took 16 bytes a slot at up to 3/4
 # full (SpamAssassin's 480 k tokens: 4 + 7.3 MiB against 16).  The slots are
 # made again from the entries when they double (the old ones unmapped first).
+# A slot's bits above the entry's number (``capacity`` slots: its number
+# takes log2(capacity) bits, fewer than 32) hold as many of the hash's top
+# bits: a probe reads only the entries whose bits agree (12 bits at 2^20
+# slots: one in 4,096 of the others), where each slot it passed on its way
+# cost a read of an entry (most a cache miss) before.
+
+cdef extern from *:
+    """
+    #define SPAMNB_EMPTY_SLOT 0xffffffffu
+    """
+    # an empty slot (an entry's number never fills its bits: the slots are at most 3/4 full)
+    const uint32_t _EMPTY "SPAMNB_EMPTY_SLOT"
+
+
+cdef inline uint32_t _tag(uint64_t h, uint32_t low) noexcept nogil:
+    """The hash's top bits, in a slot's bits above ``low`` (those of the entry's number)."""
+    return <uint32_t>(h >> 32) & ~low
+
 
 cdef class VariantCounter:
     """The counting pass of ``n_variants`` variants over one corpus, a
@@ -740,7 +758,8 @@ cdef class VariantCounter:
     spam rows, bit for bit), over one hash index for all."""
     cdef uint64_t *keys            # n_keys entries of ``stride`` words: the hash, then an int32 a variant
     cdef Py_ssize_t keys_cap       # entries mapped
-    cdef int32_t *slots            # capacity slots: an entry's number, -1 empty
+    cdef uint32_t *slots           # capacity slots: an entry's number and its hash's top bits (_tag), _EMPTY empty
+    cdef uint32_t low              # the slots' bits of the entry's number (capacity - 1, below 2^32)
     cdef Py_ssize_t capacity, n_keys, stride
     cdef readonly Py_ssize_t n_variants
     cdef double fill
@@ -779,7 +798,8 @@ cdef class VariantCounter:
             raise ValueError("the hash index is filled to at most 3/4")
         self.n_variants, self.fill, self.capacity, self.n_keys = n, fill, 1024, 0
         self.stride = 1 + (n + 1) // 2
-        self.slots = <int32_t *>_map(self.capacity * sizeof(int32_t))
+        self.slots = <uint32_t *>_map(self.capacity * sizeof(uint32_t))
+        self.low = <uint32_t>(self.capacity - 1)
         self.n_features = <int32_t *>calloc(n, sizeof(int32_t))
         self.n_touched = <Py_ssize_t *>calloc(n, sizeof(Py_ssize_t))
         self.transforms = <int *>calloc(n, sizeof(int))
@@ -787,7 +807,7 @@ cdef class VariantCounter:
         if (self.slots == NULL or self.n_features == NULL or self.n_touched == NULL
                 or self.transforms == NULL or self.lengths == NULL):
             raise MemoryError()
-        memset(self.slots, 0xff, self.capacity * sizeof(int32_t))
+        memset(self.slots, 0xff, self.capacity * sizeof(uint32_t))
         _grow(<void **>&self.keys, &self.keys_cap, 1024, self.stride * sizeof(uint64_t))
         for v in range(n):
             if transforms[v] not in (TRANSFORM_RAW, TRANSFORM_BINARY, TRANSFORM_LOG):
@@ -818,7 +838,7 @@ cdef class VariantCounter:
 
     cdef void _unmap_index(self) noexcept:
         _unmap(self.keys, self.keys_cap * self.stride * sizeof(uint64_t))
-        _unmap(self.slots, self.capacity * sizeof(int32_t))
+        _unmap(self.slots, self.capacity * sizeof(uint32_t))
         self.keys, self.slots, self.keys_cap, self.capacity = NULL, NULL, 0, 0
 
     def n_features_of(self, Py_ssize_t v):
@@ -843,22 +863,25 @@ cdef class VariantCounter:
             return 0
         while n_keys > self.fill * capacity:
             capacity *= 2
-        _unmap(self.slots, self.capacity * sizeof(int32_t))
-        self.slots = <int32_t *>_map(capacity * sizeof(int32_t))
+        if capacity > (<Py_ssize_t>1 << 32):
+            raise MemoryError("more tokens than the hash index's slots number")
+        _unmap(self.slots, self.capacity * sizeof(uint32_t))
+        self.slots = <uint32_t *>_map(capacity * sizeof(uint32_t))
         if self.slots == NULL:
             self.capacity = 0
             raise MemoryError()
         self.capacity = capacity
+        self.low = <uint32_t>(capacity - 1)
         mask = capacity - 1
         with nogil:
-            memset(self.slots, 0xff, capacity * sizeof(int32_t))
+            memset(self.slots, 0xff, capacity * sizeof(uint32_t))
             for e in range(self.n_keys):
                 if self.keys[e * w] == 0:   # a hash 0 is new every time (never in the slots)
                     continue
                 slot = <Py_ssize_t>(self.keys[e * w] & mask)
-                while self.slots[slot] >= 0:
+                while self.slots[slot] != _EMPTY:
                     slot = (slot + 1) & mask
-                self.slots[slot] = <int32_t>e
+                self.slots[slot] = _tag(self.keys[e * w], self.low) | <uint32_t>e
         return 0
 
     cdef int _scratch(self, Py_ssize_t n) except -1:
@@ -883,6 +906,7 @@ cdef class VariantCounter:
         cdef Py_ssize_t v, j, n, n_new, nv = self.n_variants, k, first, m
         cdef int32_t i, l, e, next_index
         cdef uint64_t h, mask
+        cdef uint32_t s, tag, low
         cdef uint64_t *entry
         cdef int32_t *number
         cdef Py_ssize_t slot, w = self.stride
@@ -920,20 +944,26 @@ cdef class VariantCounter:
             hp = <const uint64_t *>hashes.data.as_ulonglongs
             n_new = 0
             mask = self.capacity - 1
+            low = self.low
             with nogil:
                 for j in range(n):
                     if j + _AHEAD < n:   # most probes miss the cache: a slot fetched ahead, then the entry it names
                         SPAMNB_PREFETCH(self.slots + <Py_ssize_t>(hp[j + _AHEAD] & mask))
                     if j + _AHEAD // 2 < n:
-                        e = self.slots[<Py_ssize_t>(hp[j + _AHEAD // 2] & mask)]
-                        if e >= 0:
-                            SPAMNB_PREFETCH(self.keys + <Py_ssize_t>e * w)
+                        s = self.slots[<Py_ssize_t>(hp[j + _AHEAD // 2] & mask)]
+                        if s != _EMPTY:
+                            SPAMNB_PREFETCH(self.keys + <Py_ssize_t>(s & low) * w)
                     h = hp[j]
+                    tag = _tag(h, low)
                     slot = <Py_ssize_t>(h & mask)
-                    e = self.slots[slot]
-                    while e >= 0 and self.keys[<Py_ssize_t>e * w] != h:   # the slots are never full (fill <= 3/4)
+                    s = self.slots[slot]
+                    e = -1
+                    while s != _EMPTY:   # the slots are never full (fill <= 3/4)
+                        if (s ^ tag) <= low and self.keys[<Py_ssize_t>(s & low) * w] == h:
+                            e = <int32_t>(s & low)
+                            break
                         slot = (slot + 1) & mask
-                        e = self.slots[slot]
+                        s = self.slots[slot]
                     if e < 0 or h == 0:   # new to every variant (a hash 0 every time, never in the slots)
                         e = <int32_t>self.n_keys
                         self.n_keys += 1
@@ -943,7 +973,7 @@ cdef class VariantCounter:
                         for k in range(nv):
                             number[k] = -1
                         if h != 0:
-                            self.slots[slot] = e
+                            self.slots[slot] = tag | <uint32_t>e
                     number = <int32_t *>(self.keys + <Py_ssize_t>e * w + 1)
                     i = number[v]
                     if i < 0:   # new to this variant

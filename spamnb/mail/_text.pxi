@@ -8,7 +8,7 @@
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
-from libc.stdint cimport uint32_t
+from libc.stdint cimport uint8_t, uint32_t
 
 from spamnb.mail._unicode cimport (PY_SSIZE_T_MAX, Py_UNICODE_ISSPACE, PyUnicode_4BYTE_KIND,
                                    PyUnicode_FromKindAndData, PyUnicode_IS_ASCII, PyUnicode_Substring)
@@ -94,12 +94,29 @@ cdef tuple _text_prefix(str text, Py_ssize_t budget, Py_ssize_t smaller):
     cdef const void *data = PyUnicode_DATA(text)
     cdef Py_UCS4 c
     cdef Py_UCS4 *out
-    cdef bint in_space = False
+    cdef bint in_space = False, space
+    cdef const uint8_t *one = <const uint8_t *>data
+    cdef Py_ssize_t limit, counted
     if budget < 0:
         budget = PY_SSIZE_T_MAX
     if smaller < 0:
         smaller = PY_SSIZE_T_MAX
     while i < n:
+        if kind == 1:   # PyUnicode_1BYTE_KIND
+            # ASCII, the most of a text: never invisible nor folded, every character counted but a space after
+            # a space, and no branch on which; the loop below takes the others and where a budget ends
+            limit = smaller if mark < 0 else budget
+            while i < n:
+                c = one[i]
+                space = Py_UNICODE_ISSPACE(c)
+                counted = not (space and in_space)
+                if c >= 0x80 or (counted and used >= limit):
+                    break
+                used += counted
+                in_space = space
+                i += 1
+            if i == n:
+                break
         c = PyUnicode_READ(kind, data, i)
         if Py_UNICODE_ISSPACE(c):
             if not in_space:
