@@ -552,13 +552,17 @@ class SpamFilter(FilterState):
     # ------------------------------------------------------------------ scoring
     def transform(self, messages):
         """Token-count vectors of messages over the fitted vocabulary: CSR (n_messages, n_features)."""
+        from spamnb.estimator import matrix
+
         with self._reading():
-            return scoring.transform(self, messages)
+            return matrix.transform(self, messages)
 
     def score_many(self, messages):
         """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
+        from spamnb.estimator import matrix
+
         with self._reading():
-            return scoring.score_many(self, messages)
+            return matrix.score_many(self, messages)
 
     def evidence(self, message):
         """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
@@ -584,9 +588,11 @@ class SpamFilter(FilterState):
 
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):
-        """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.estimator.scoring.strongest_tokens`."""
+        """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.estimator.matrix.strongest_tokens`."""
+        from spamnb.estimator import matrix
+
         with self._reading():
-            return scoring.strongest_tokens(self, n, min_count)
+            return matrix.strongest_tokens(self, n, min_count)
 
     def save(self, path=None, backup=None):
         """Write the model atomically to ``path`` (default: ``$SPAMNB_HOME/model.spamnb``);
