@@ -275,45 +275,10 @@ class FilterState:
             _deltas().drop_ages(self)
             self.set_fitted(ledger_=None, source_=None)   # follows its journal without days or ledger: never saved
         elif form == "scoring":
-            self._keep_scoring_only()
+            from spamnb.estimator.forms import keep_scoring_only
+
+            keep_scoring_only(self)
         return self
-
-    def _keep_scoring_only(self):
-        """Keep what ``classify`` reads (the hash index, log(count + alpha), the
-        token strings for the evidence) in buffers of their own, and let go of
-        the rest of the model file read into memory: the raw counts, last-seen
-        days and ledger of learned messages (about a fifth of a model file)."""
-        import mmap
-
-        from spamnb.bayes.wordcounts import WordCounts
-
-        # as the journal was replayed, in place: holes of forgets and all;
-        # the logs of the file and of the tokens new since joined, without numpy
-        vocab, counts, _ages = self.replayed()
-        if vocab is None or counts is None:
-            return
-        counts.resize(vocab.n_features)
-        log_count, log_norm, log_prior, tail = counts.scorer_logs()
-        if tail is not None and len(tail):
-            n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
-            joined = bytearray()
-            for c in range(counts.n_classes):
-                joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
-                joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
-            log_count = joined
-        self.take_holes()   # a scoring-only filter: never folded, never saved
-        self.vocabulary_ = vocab.read_only_copy()
-        # the raw counts' place: read-only anonymous pages, zeros the kernel maps
-        # only when touched (classify never does), so they take no memory
-        zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
-        self.word_counts_ = WordCounts.from_arrays(
-            counts.alpha, counts.prior, counts.class_count_,
-            memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
-            derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
-        self.ages_ = Ages()
-        self.ledger_ = None
-        self.source_ = None      # not a copy of the file: never to be saved
-        self.journal_ = None     # without its counts: cannot follow its journal
 
 
 class SpamFilter(FilterState):
