@@ -60,6 +60,7 @@ EXPECTED = {
                         "spamnb.estimator.ledger", "spamnb.persistence.journal",
                         "spamnb.model.whole_learning",   # the model read whole: its recorders (a learn has none of it)
                         "spamnb.bayes.priors",   # and saved whole: a forget is folded in at once (issue 51)
+                        "spamnb.persistence.saving",   # by the model file's writer (codec is its reader)
                         "spamnb.estimator.ledger_table"},   # and the ledger's table (a learn looks the file's up in place)
 }
 # A forget's commit is a whole save (the journal folded in, so that the classifies after it view the journal's

@@ -209,11 +209,13 @@ class FilterState:
         unfitted one, without making it (``counts``, a
         :class:`~spamnb.estimator.counting.Counts`, consumed): the same file, byte
         for byte, written a piece at a time from the counts
-        (:func:`spamnb.persistence.codec.write_counts`; ``spamnb train``'s save,
+        (:func:`spamnb.persistence.saving.write_counts`; ``spamnb train``'s save,
         through :class:`spamnb.estimator.fitting.Unfitted`); this filter stays unfitted."""
         if self.is_fitted:
             raise ValueError("save_counts takes an unfitted SpamFilter")
-        codec.write_counts(self, counts, path, backup)
+        from spamnb.persistence import saving
+
+        saving.write_counts(self, counts, path, backup)
 
     def file_layout(self):
         """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
@@ -568,8 +570,10 @@ class SpamFilter(FilterState):
         regular file is refused.  Call it under ``spamnb.persistence.store.locked(path)``
         for read-modify-write (``learn``); see ``spamnb.persistence.store.write_model``.
         """
+        from spamnb.persistence import saving
+
         with self._reading():
-            codec.write(self, path, backup)
+            saving.write(self, path, backup)
 
     @classmethod
     def load(cls, path=None, tokenizer=None, max_size=None, mapped=False, form=None):
