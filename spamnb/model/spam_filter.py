@@ -65,6 +65,20 @@ def _deltas():
     return deltas
 
 
+def _matrix():
+    """:mod:`spamnb.estimator.matrix` (many messages at once, the strongest tokens), loaded by its first use."""
+    from spamnb.estimator import matrix
+
+    return matrix
+
+
+def _saving():
+    """:mod:`spamnb.persistence.saving` (the model file written), loaded by the first save: a classify never."""
+    from spamnb.persistence import saving
+
+    return saving
+
+
 def fold(spam_filter):
     """:func:`spamnb.persistence.deltas.fold`."""
     _deltas().fold(spam_filter)
@@ -213,9 +227,7 @@ class FilterState:
         through :class:`spamnb.estimator.fitting.Unfitted`); this filter stays unfitted."""
         if self.is_fitted:
             raise ValueError("save_counts takes an unfitted SpamFilter")
-        from spamnb.persistence import saving
-
-        saving.write_counts(self, counts, path, backup)
+        _saving().write_counts(self, counts, path, backup)
 
     def file_layout(self):
         """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
@@ -519,17 +531,13 @@ class SpamFilter(FilterState):
     # ------------------------------------------------------------------ scoring
     def transform(self, messages):
         """Token-count vectors of messages over the fitted vocabulary: CSR (n_messages, n_features)."""
-        from spamnb.estimator import matrix
-
         with self._reading():
-            return matrix.transform(self, messages)
+            return _matrix().transform(self, messages)
 
     def score_many(self, messages):
         """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
-        from spamnb.estimator import matrix
-
         with self._reading():
-            return matrix.score_many(self, messages)
+            return _matrix().score_many(self, messages)
 
     def evidence(self, message):
         """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
@@ -556,10 +564,8 @@ class SpamFilter(FilterState):
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):
         """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.estimator.matrix.strongest_tokens`."""
-        from spamnb.estimator import matrix
-
         with self._reading():
-            return matrix.strongest_tokens(self, n, min_count)
+            return _matrix().strongest_tokens(self, n, min_count)
 
     def save(self, path=None, backup=None):
         """Write the model atomically to ``path`` (default: ``$SPAMNB_HOME/model.spamnb``);
@@ -570,10 +576,8 @@ class SpamFilter(FilterState):
         regular file is refused.  Call it under ``spamnb.persistence.store.locked(path)``
         for read-modify-write (``learn``); see ``spamnb.persistence.store.write_model``.
         """
-        from spamnb.persistence import saving
-
         with self._reading():
-            saving.write(self, path, backup)
+            _saving().write(self, path, backup)
 
     @classmethod
     def load(cls, path=None, tokenizer=None, max_size=None, mapped=False, form=None):
