@@ -147,7 +147,7 @@ def test_the_file_written_by_pieces_is_the_header_and_arrays_joined(tmp_path):
 
 
 def test_arrays_made_as_written_in_another_order_give_the_same_file(tmp_path):
-    # the model written from its counts (codec.write_counts): arrays made when written, not in the file's order
+    # the model written from its counts (saving.write_counts): arrays made when written, not in the file's order
     # (the file read back to checksum it), is the file of the same arrays given whole
     _write(tmp_path / "whole")
     made = []

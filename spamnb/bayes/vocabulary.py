@@ -53,7 +53,7 @@ def hash_index(hashes):
     in their order, in the smallest capacity that leaves it at most half full
     (:func:`index_capacity`): the index of a model file (a :class:`Vocabulary`
     made by :meth:`~Vocabulary.from_table`, or written without one:
-    ``spamnb.persistence.codec.write_counts``)."""
+    ``spamnb.persistence.saving.write_counts``)."""
     n = len(hashes)
     capacity = index_capacity(n)
     keys, values = _zeros("Q", capacity), _zeros("i", capacity)

@@ -26,7 +26,6 @@ from array import array
 
 from spamnb.bayes import token_kernels
 from spamnb.bayes.token_kernels import exp, isfinite, log
-from spamnb.bayes.arithmetic import log_norms, log_theta, plain_log_prior, smoothed_logs
 
 __all__ = ["WordCounts"]
 
@@ -151,6 +150,8 @@ class WordCounts:
             return (*self.derived(), None, None)
         if not ip.changed and self._derived is not None:
             return (*self._derived, array("d"), 0)
+        from spamnb.bayes.arithmetic import log_norms, plain_log_prior   # a model learned in place's: not a classify's
+
         n = self.n_features_ - ip.holes   # V: the holes a forget left (forget_in_place) are no tokens
         return (ip.logs, log_norms(ip.totals, self.alpha, n), plain_log_prior(self.prior, self.class_count_),
                 ip.log_tail, ip.stride)
@@ -392,6 +393,8 @@ class WordCounts:
         if self._in_place is not None and self._in_place.changed:
             self._join()
         if self._derived is None:
+            from spamnb.bayes.arithmetic import smoothed_logs
+
             counts = self.matrix()   # V without the holes (zero counts: the sums are the same)
             log_count, log_norm = smoothed_logs(counts, self.alpha, self.n_features_ - self._holes)
             self._derived = (log_count.reshape(-1), tuple(log_norm.tolist()), self._log_prior())
@@ -433,6 +436,8 @@ class WordCounts:
 
     def log_theta(self):
         """log theta: float64 ``(n_classes, n_features)`` (see :func:`log_theta`)."""
+        from spamnb.bayes.arithmetic import log_theta
+
         return log_theta(self.matrix(), self.alpha)
 
     def log_prior(self):

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Kernel", "Scorer", "ScorerBase", "FoldScorer", "fold_form", "classify"]
+__all__ = ["Kernel", "Scorer", "ScorerBase", "FoldScorer", "fold_form", "classify", "keep_scoring_only"]
 
 
 @runtime_checkable
@@ -153,3 +153,44 @@ def fold_form(models, fold, tokenizer, cutoffs=None):
     ``cutoffs`` the defaults unless given.  Here, not a method of
     ``FoldModels``: the calibration never imports the forms (no circle)."""
     return FoldScorer(models.scorers_[fold], tokenizer, cutoffs)
+
+
+def keep_scoring_only(spam_filter):
+    """Make a loaded filter the "scoring" form (``SpamFilter.load(form="scoring")``):
+    keep what ``classify`` reads (the hash index, log(count + alpha), the
+    token strings for the evidence) in buffers of their own, and let go of
+    the rest of the model file read into memory: the raw counts, last-seen
+    days and ledger of learned messages (about a fifth of a model file).
+    Here, not in ``spamnb.model.spam_filter``: a classify of one message
+    (the "mapped" form) does not load its byte-code."""
+    import mmap
+
+    from spamnb.bayes.wordcounts import WordCounts
+    from spamnb.estimator.ages import Ages
+
+    # as the journal was replayed, in place: holes of forgets and all;
+    # the logs of the file and of the tokens new since joined, without numpy
+    vocab, counts, _ages = spam_filter.replayed()
+    if vocab is None or counts is None:
+        return
+    counts.resize(vocab.n_features)
+    log_count, log_norm, log_prior, tail = counts.scorer_logs()
+    if tail is not None and len(tail):
+        n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
+        joined = bytearray()
+        for c in range(counts.n_classes):
+            joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
+            joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
+        log_count = joined
+    spam_filter.take_holes()   # a scoring-only filter: never folded, never saved
+    vocabulary = vocab.read_only_copy()
+    # the raw counts' place: read-only anonymous pages, zeros the kernel maps
+    # only when touched (classify never does), so they take no memory
+    zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
+    word_counts = WordCounts.from_arrays(
+        counts.alpha, counts.prior, counts.class_count_,
+        memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
+        derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
+    # not a copy of the file (source_: never to be saved), without its counts (journal_: cannot follow its journal)
+    spam_filter.set_fitted(vocabulary_=vocabulary, word_counts_=word_counts, ages_=Ages(), ledger_=None, source_=None,
+                           journal_=None)

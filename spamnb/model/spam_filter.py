@@ -65,6 +65,20 @@ def _deltas():
     return deltas
 
 
+def _matrix():
+    """:mod:`spamnb.estimator.matrix` (many messages at once, the strongest tokens), loaded by its first use."""
+    from spamnb.estimator import matrix
+
+    return matrix
+
+
+def _saving():
+    """:mod:`spamnb.persistence.saving` (the model file written), loaded by the first save: a classify never."""
+    from spamnb.persistence import saving
+
+    return saving
+
+
 def fold(spam_filter):
     """:func:`spamnb.persistence.deltas.fold`."""
     _deltas().fold(spam_filter)
@@ -209,11 +223,11 @@ class FilterState:
         unfitted one, without making it (``counts``, a
         :class:`~spamnb.estimator.counting.Counts`, consumed): the same file, byte
         for byte, written a piece at a time from the counts
-        (:func:`spamnb.persistence.codec.write_counts`; ``spamnb train``'s save,
+        (:func:`spamnb.persistence.saving.write_counts`; ``spamnb train``'s save,
         through :class:`spamnb.estimator.fitting.Unfitted`); this filter stays unfitted."""
         if self.is_fitted:
             raise ValueError("save_counts takes an unfitted SpamFilter")
-        codec.write_counts(self, counts, path, backup)
+        _saving().write_counts(self, counts, path, backup)
 
     def file_layout(self):
         """``(file, layout)`` of a filter loaded ``form="mapped"`` and unchanged:
@@ -275,45 +289,10 @@ class FilterState:
             _deltas().drop_ages(self)
             self.set_fitted(ledger_=None, source_=None)   # follows its journal without days or ledger: never saved
         elif form == "scoring":
-            self._keep_scoring_only()
+            from spamnb.estimator.forms import keep_scoring_only
+
+            keep_scoring_only(self)
         return self
-
-    def _keep_scoring_only(self):
-        """Keep what ``classify`` reads (the hash index, log(count + alpha), the
-        token strings for the evidence) in buffers of their own, and let go of
-        the rest of the model file read into memory: the raw counts, last-seen
-        days and ledger of learned messages (about a fifth of a model file)."""
-        import mmap
-
-        from spamnb.bayes.wordcounts import WordCounts
-
-        # as the journal was replayed, in place: holes of forgets and all;
-        # the logs of the file and of the tokens new since joined, without numpy
-        vocab, counts, _ages = self.replayed()
-        if vocab is None or counts is None:
-            return
-        counts.resize(vocab.n_features)
-        log_count, log_norm, log_prior, tail = counts.scorer_logs()
-        if tail is not None and len(tail):
-            n_base, n_tail = len(log_count) // counts.n_classes, len(tail) // counts.n_classes
-            joined = bytearray()
-            for c in range(counts.n_classes):
-                joined += memoryview(log_count)[c * n_base:(c + 1) * n_base].cast("B")
-                joined += memoryview(tail)[c * n_tail:(c + 1) * n_tail].cast("B")
-            log_count = joined
-        self.take_holes()   # a scoring-only filter: never folded, never saved
-        self.vocabulary_ = vocab.read_only_copy()
-        # the raw counts' place: read-only anonymous pages, zeros the kernel maps
-        # only when touched (classify never does), so they take no memory
-        zeros = mmap.mmap(-1, max(1, counts.n_classes * counts.n_features_ * 8), prot=mmap.PROT_READ)
-        self.word_counts_ = WordCounts.from_arrays(
-            counts.alpha, counts.prior, counts.class_count_,
-            memoryview(zeros)[:counts.n_classes * counts.n_features_ * 8].cast("d"),
-            derived=(memoryview(bytearray(log_count)).cast("d"), log_norm, log_prior))
-        self.ages_ = Ages()
-        self.ledger_ = None
-        self.source_ = None      # not a copy of the file: never to be saved
-        self.journal_ = None     # without its counts: cannot follow its journal
 
 
 class SpamFilter(FilterState):
@@ -553,12 +532,12 @@ class SpamFilter(FilterState):
     def transform(self, messages):
         """Token-count vectors of messages over the fitted vocabulary: CSR (n_messages, n_features)."""
         with self._reading():
-            return scoring.transform(self, messages)
+            return _matrix().transform(self, messages)
 
     def score_many(self, messages):
         """Log-odds of many messages through the sparse kernel: float64 array (n_messages,)."""
         with self._reading():
-            return scoring.score_many(self, messages)
+            return _matrix().score_many(self, messages)
 
     def evidence(self, message):
         """``(log_odds, spam_evidence, ham_evidence, part_max)`` of one message:
@@ -584,9 +563,9 @@ class SpamFilter(FilterState):
 
     # ------------------------------------------------------------------ inspection and files
     def strongest_tokens(self, n=10, min_count=5):
-        """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.estimator.scoring.strongest_tokens`."""
+        """The ``n`` tokens pointing most to spam and to ham: see :func:`spamnb.estimator.matrix.strongest_tokens`."""
         with self._reading():
-            return scoring.strongest_tokens(self, n, min_count)
+            return _matrix().strongest_tokens(self, n, min_count)
 
     def save(self, path=None, backup=None):
         """Write the model atomically to ``path`` (default: ``$SPAMNB_HOME/model.spamnb``);
@@ -598,7 +577,7 @@ class SpamFilter(FilterState):
         for read-modify-write (``learn``); see ``spamnb.persistence.store.write_model``.
         """
         with self._reading():
-            codec.write(self, path, backup)
+            _saving().write(self, path, backup)
 
     @classmethod
     def load(cls, path=None, tokenizer=None, max_size=None, mapped=False, form=None):

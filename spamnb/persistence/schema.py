@@ -45,7 +45,7 @@ and a bump of ``VERSION``; a reader refuses a file newer than itself.
 """
 
 from spamnb import errors   # ModelError: named where raised or caught, made then
-from spamnb.bayes import arithmetic, checks
+from spamnb.bayes import checks
 from spamnb.bayes.token_kernels import INF, exp, isfinite, log
 from spamnb.persistence.store import map_model, read_model, write_model
 from spamnb.estimator.defaults import CLASSES
@@ -229,7 +229,9 @@ def check_counts(header, arrays, alpha):
     sums = checks.class_sums(feature_count, n_classes)
     if sums is None:
         raise ValueError("negative or non-finite counts")
-    for expected, log_norm in zip(arithmetic.log_norms(sums, alpha, n_features), header["log_norm"]):
+    from spamnb.bayes.arithmetic import log_norms   # a whole read's check: a mapped load (a classify's) loads no arithmetic
+
+    for expected, log_norm in zip(log_norms(sums, alpha, n_features), header["log_norm"]):
         if isfinite(expected) and not abs(log_norm - expected) <= 1e-9 * max(1.0, abs(log_norm)):
             raise ValueError("the normalisers do not match the counts")
     log_count = arrays["log_count"]
