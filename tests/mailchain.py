@@ -95,11 +95,19 @@ class Serve:
 
     def __init__(self, work, port=None, *extra):
         self.work = work
-        self.port = port or free_port()
         self.extra = [str(a) for a in extra]
-        self.log_path = work.root / f"serve-{self.port}.log"
         self.proc = None
-        self.start()
+        for attempt in range(5):
+            # a port of our choosing: free when looked at, but another process (a mail server's outgoing
+            # connection) may take it before the server binds it; then another one
+            self.port = port or free_port()
+            self.log_path = work.root / f"serve-{self.port}.log"
+            try:
+                self.start()
+                return
+            except RuntimeError as exc:
+                if port or attempt == 4 or f"cannot listen on 127.0.0.1:{self.port}: Address already in use" not in str(exc):
+                    raise
 
     def start(self):
         log = open(self.log_path, "ab")
