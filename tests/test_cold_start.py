@@ -369,7 +369,27 @@ def test_a_cold_learn_loads_no_os(model, tmp_path):
         assert "spamnb.estimator.calibrate" in modules or "_collections_abc" not in modules, (k, sorted(modules))
         # the records written (persistence.records), none replayed: not the replay's module (issue 48)
         assert "spamnb.persistence.records" in modules and "spamnb.persistence.deltas" not in modules, k
+        # nor the view's other half (the replay, the learns as objects, a token's text: persistence.journal_replay)
+        assert "spamnb.persistence.journal_replay" not in modules, k
     assert "spamnb.persistence.journal_view" in modules   # the append: the journal of the first learn read
+
+
+# A classify through a journal of learns scores them through the view (persistence.journal_view) without its other
+# half (persistence.journal_replay: the replay, the learns as objects); the evidence's names (--verbose) load it
+# (the journal's tokens numbered), the verdict the same
+def test_a_classify_through_a_journal_loads_the_view_not_its_replay(model, tmp_path):
+    for k in range(2):   # two learns: a journal with records, one token the journal alone holds
+        proc, _modules = _bare_run(model, tmp_path, ["learn", "--spam", "-q"],
+                                   PLAIN.read_bytes() + f"\nzqxjournalword{k} learned\n".encode())
+        assert proc.returncode == 0, proc.stderr[-300:]
+    message = PLAIN.read_bytes() + b"\nzqxjournalword0\n"
+    proc, modules = _bare_run(model, tmp_path, ["classify"], message)
+    assert proc.returncode in (0, 1, 2), proc.stderr[-300:]
+    assert "spamnb.persistence.journal_view" in modules and "spamnb.persistence.journal_replay" not in modules
+    verbose, modules = _bare_run(model, tmp_path, ["classify", "--verbose"], message)
+    assert verbose.returncode == proc.returncode, verbose.stderr[-300:]
+    assert verbose.stdout.splitlines()[0] == proc.stdout.splitlines()[0]   # the same verdict, its evidence named
+    assert len(verbose.stdout.splitlines()) > 1 and "spamnb.persistence.journal_replay" in modules
 
 
 # What an append that refits no cutoffs loads (a large model's usual learn): the journal's read side and the

@@ -111,7 +111,7 @@ def test_a_learners_new_tokens_are_those_neither_the_file_nor_a_learn_holds(mode
             if scored:
                 view.score(hashes)
             new = set(hashes).difference(view._gather(hashes)[0])
-            _ids, _n, keys, values = view._numbering()
+            _ids, _n, keys, values = view.numbering()
             candidates = array("Q", new)
             ids = array("i", [-1]) * len(candidates)
             token_kernels.lookup(keys, values, candidates, ids)
@@ -284,7 +284,7 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     import pytest
 
     from spamnb.bayes import checks
-    from spamnb.persistence import deltas, journal_view, store
+    from spamnb.persistence import deltas, journal_replay, journal_view, store
 
     layout = journal_view._LAYOUT  # noqa: SLF001 -- the module's own constant, read by its test
     first = (deltas.encode_held_out(1, 2.5) + deltas.encode_tokens(deltas.OP_LEARN, 1, 7, 100, array("Q", [5, 6, 5]),
@@ -317,7 +317,7 @@ def test_the_compiled_pass_reads_each_record_as_deltas_writes_it_and_refuses_wha
     # the view's learns as the records hold them
     parsed = journal_view._parse(store.Journal("j", None, "ok", [memoryview(first), memoryview(second)]),  # noqa: SLF001
                                  100)
-    assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_view._recorded(parsed[0])] == [  # noqa: SLF001
+    assert [(bytes(learn.hashes), learn.lengths.tolist(), bytes(learn.text)) for learn in journal_replay.recorded(parsed[0])] == [
         (array("Q", [5, 6, 5]).tobytes(), [2], b"ab"), (array("Q", [9]).tobytes(), [1, 3], b"xyzw")]
     refused = {
         "a forget": deltas.encode_tokens(deltas.OP_FORGET, 1, 7, 100, array("Q", [5])),
@@ -498,3 +498,28 @@ def test_threads_scoring_at_once_read_the_journal_each_through_a_buffer_of_its_o
         for t in threads:
             t.join()
         assert results == [expected] * 4
+
+
+def test_the_views_other_half_is_loaded_only_when_first_asked_for(model):
+    """A view scores (at its own pair weight or a copy at another) and its learner finds a message's new
+    tokens without ``persistence.journal_replay``; what else it is asked (the learns as objects, a
+    token's text) binds that module's ``ViewExtras`` to it then, and a name it has not is an
+    AttributeError that loads nothing; its replay is ``deltas.apply_records``, once."""
+    _learn(model, _learns(4))
+    code = (f"import sys; from spamnb.model.spam_filter import SpamFilter; from spamnb.persistence import deltas\n"
+            f"sf = SpamFilter.load({str(model)!r}, mapped=True); view = sf.pending_journal_\n"
+            f"sf.classify({PROBES[0]!r}, False); hashes = sf.tokenizer_.stream({PROBES[0]!r}).hashes\n"
+            f"new = view.new_tokens(hashes)\n"
+            f"copy = view.weighted(0.5); copy.score(hashes)\n"
+            f"assert getattr(view, 'no_such_name', None) is None and not hasattr(view, '_numbering')\n"
+            f"before = 'spamnb.persistence.journal_replay' in sys.modules\n"
+            f"from spamnb.persistence import journal_view\n"
+            f"assert journal_view.apply_records is deltas.apply_records\n"
+            f"learns = view.learns\n"
+            f"print(before, 'spamnb.persistence.journal_replay' in sys.modules, len(learns), len(new) > 0,\n"
+            f"      copy.pair_weight, view.token(0) == SpamFilter.load({str(model)!r}).vocabulary_.token(0),\n"
+            f"      view.replay(sf), view.replay(sf))")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert proc.stdout.split() == ["False", "True", "4", "True", "0.5", "True", "True", "True"], proc.stdout

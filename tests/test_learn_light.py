@@ -175,12 +175,12 @@ def test_an_appending_learn_reads_no_transaction_of_the_journal_in_python(model,
     (no ``_Recorded`` an earlier learn: its view is extended only for a next message);
     what it answers and writes is the whole model's way's, byte for byte."""
     from spamnb.bayes import checks
-    from spamnb.persistence import journal_view
+    from spamnb.persistence import journal_replay
 
     light, whole = _copies(model, tmp_path)
     sessions = [[("learn", SPAM[60 + i], True, False)] for i in range(4)] + [[("learn", HAM[60], False, True)]]
     assert _run(light, sessions, True) == _run(whole, sessions, False)
-    real_ledger, real_recorded = checks.journal_ledger, journal_view._recorded  # noqa: SLF001 -- watched
+    real_ledger, real_recorded = checks.journal_ledger, journal_replay.recorded   # watched
     calls, passes = [], []
 
     def journal_ledger(payloads, layout):
@@ -192,7 +192,7 @@ def test_an_appending_learn_reads_no_transaction_of_the_journal_in_python(model,
         return real_recorded(records)
 
     monkeypatch.setattr(checks, "journal_ledger", journal_ledger)
-    monkeypatch.setattr(journal_view, "_recorded", recorded)
+    monkeypatch.setattr(journal_replay, "recorded", recorded)
     # known (the journal's RECORD), confirmed (its auto-learned RECORD), new: one message a session
     later = [[("learn", SPAM[61], True, False)], [("learn", HAM[60], False, False)], [("learn", SPAM[70], True, False)]]
     stayed_light = []
@@ -273,7 +273,6 @@ def test_a_learners_new_tokens_are_the_first_places_of_the_tokens_model_and_jour
     tokens from): each token neither the model file nor the journal's learns
     hold, at its first occurrence, in order; with few new tokens and with
     many (over 64), repeated, mixed with the journal's own and the file's."""
-    from spamnb.persistence.journal import apply_records
     from spamnb.persistence.journal_view import learner
 
     with learning.session(model, mapped=True, light=True) as session:
@@ -285,7 +284,7 @@ def test_a_learners_new_tokens_are_the_first_places_of_the_tokens_model_and_jour
         words = b" ".join(b"q%d q%d" % (i, max(i - 1, 0)) for i in range(n))
         messages.append(b"Subject: new words\n\n" + words + b"\n" + journal_text)
     sf = SpamFilter.load(model, mapped=True)
-    view = learner(sf, apply_records)
+    view = learner(sf)
     assert view is not None and view.learns   # the journal's learns viewed, not replayed
     whole = SpamFilter.load(model)   # read whole, the journal replayed: what the model and journal hold
     for data in messages:

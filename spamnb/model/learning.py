@@ -212,7 +212,7 @@ def _file_learner():
     statement costs a cold learn about 0.1 million instructions, and an
     appending learn (a journal with records: ``journal_view.learner``) never
     uses it.  Two threads asking first may both make it: ``dict.setdefault``
-    keeps the first's (as ``spamnb.persistence.journal_view._classes``)."""
+    keeps the first's (as ``spamnb.persistence.journal_view._indices``)."""
     made = _MADE.get("file_learner")
     if made is None:
         made = _MADE.setdefault("file_learner", _make_file_learner())
@@ -259,9 +259,9 @@ def _make_file_learner():
             """``JournalView.extended`` of this view: the journal view of the model
             (``spamnb.persistence.journal_view``, loaded then) with that learn;
             a session asks for it only for its next message (:attr:`Session.view`)."""
-            from spamnb.persistence.journal_view import apply_records, learner
+            from spamnb.persistence.journal_view import learner
 
-            return learner(self.filter, apply_records).extended(cls, hashes, n_new, lengths, text)
+            return learner(self.filter).extended(cls, hashes, n_new, lengths, text)
 
     return _FileLearner
 
@@ -271,9 +271,9 @@ def _learner(spam_filter):
     a :class:`_FileLearner` when the model file has no journal record to view."""
     if records.unjournaled(spam_filter):
         return _file_learner()(spam_filter)
-    from spamnb.persistence.journal_view import apply_records, learner
+    from spamnb.persistence.journal_view import learner
 
-    return learner(spam_filter, apply_records)
+    return learner(spam_filter)
 
 
 class Session:

@@ -44,7 +44,7 @@ from spamnb.persistence.records import (class_of, encode_held_out, encode_learn_
                                         encode_pair_scores, encode_tokens, first_places, float32,
                                         mixture_held_out, pad, unjournaled, without_sums)
 
-__all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "in_place", "lazy_ages", "ledger_for",
+__all__ = ["OP_LEARN", "OP_FORGET", "OP_RECORD", "OP_REMOVE", "apply", "apply_records", "in_place", "lazy_ages", "ledger_for",
            "learn", "forget", "forget_now", "n_live", "fold", "encode_tokens",
            "encode_ledger", "NoLedger", "drop_ages", "OP_HELD_OUT", "OP_HELD_OUT_BACK", "encode_held_out",
            "take_back_held_out", "read_whole", "OP_PAIR_SCORES", "encode_pair_scores",
@@ -283,6 +283,35 @@ def apply(spam_filter, ledger, payload, scores=True):
         from spamnb.estimator.prequential import refit_cutoffs
 
         refit_cutoffs(spam_filter)
+
+
+def apply_records(spam_filter, journal, scores=True, tail=True):
+    """Apply ``journal``'s records to ``spam_filter`` (``journal_view.replay``; ``scores``
+    False: their held-out scores left out, counted already by a
+    ``spamnb.persistence.journal_view.JournalView``, ``tail`` False: a damaged tail
+    warned of already); a record that does not fit stops it, with a warning
+    (``journal_replay``'s, loaded then)."""
+    lazy_ages(spam_filter)
+    ledger = ledger_for(spam_filter)
+    applied = 0
+    for payload in journal.payloads:
+        try:
+            apply(spam_filter, ledger, payload, scores=scores)
+        except (ValueError, IndexError, TypeError, MemoryError) as exc:   # a layout's short read: ValueError
+            from spamnb.persistence.journal_replay import warn
+
+            warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
+                 f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
+            journal.end = None   # a writer must not append after it: it compacts what applied
+            break
+        applied += 1
+    if journal.damaged_tail and tail:
+        from spamnb.persistence.journal_replay import warn_tail
+
+        warn_tail(journal, applied)
+    del journal.payloads[applied:]
+    if not len(ledger):
+        spam_filter.set_fitted(ledger_=None)   # as a model without a ledger loads
 
 
 def lazy_ages(spam_filter):

@@ -46,13 +46,23 @@ from spamnb.bayes import arithmetic, checks, token_kernels
 from spamnb.persistence.attaching import attach
 # the records' layouts and codes (deltas' too): a view of the learns loads no deltas (the replay's, 1.2 M instructions)
 from spamnb.persistence.store import (JOURNAL_HEAD as HEAD, JOURNAL_MAGIC as MAGIC, JOURNAL_OPS_LAYOUT,
-                                      JOURNAL_SUFFIX as SUFFIX, JOURNAL_VERSIONS as VERSIONS, OP_HELD_OUT, OP_PAIR_SCORES,
-                                      Journal, holds_lock, journal_path)
+                                      JOURNAL_VERSIONS as VERSIONS, OP_HELD_OUT, OP_PAIR_SCORES, Journal, holds_lock,
+                                      journal_path)
 from spamnb.estimator.scoring import FileScorer
 
 _NAN = float("nan")   # math's nan: a classify or learn through the journal loads no math module
 
 __all__ = ["read", "replay", "apply_records", "JournalView", "view", "learner"]
+
+
+def __getattr__(name):
+    """``apply_records``, the records' replay: ``spamnb.persistence.deltas``',
+    loaded when first asked for (PEP 562: a view of the learns replays none)."""
+    if name == "apply_records":
+        from spamnb.persistence.deltas import apply_records
+
+        return apply_records
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------- the journal read at load
@@ -164,20 +174,11 @@ def _scan(path, identity):
 
 
 def _reread(journal):
-    """The payloads of a journal :func:`_scan` read, read whole from the file it
-    scanned: ModelError when they are no longer the records it checked (the
-    journal rewritten in place since)."""
-    file, _buffer, scanned = journal.scan[2]
-    spans = memoryview(scanned[0]).cast("q")
-    data = checks.read_range(file.fileno(), 0, journal.end)
-    payloads, at = checks.journal_records(data, journal.head, HEAD.size, memoryview(data))
-    if at != journal.end or len(payloads) != len(spans) // 3 or any(
-            int.from_bytes(data[spans[k] + 8:spans[k] + 16], "little", signed=True) != spans[k + 2]
-            for k in range(0, len(spans), 3)):
-        from spamnb.errors import ModelError
+    """The payloads of a journal :func:`_scan` read, read whole
+    (``journal_replay.reread``, loaded then: a verdict scores without them)."""
+    from spamnb.persistence.journal_replay import reread
 
-        raise ModelError(f"{journal.path}: the model's journal was rewritten in place while read")
-    return payloads
+    return reread(journal)
 
 
 def replay(spam_filter, model_path, header, arrays=None):
@@ -197,166 +198,28 @@ def replay(spam_filter, model_path, header, arrays=None):
             _warn_tail(journal, 0)
         return False
     if spam_filter.unread_ is not None:   # read in part: its learns scored, not replayed, if they can be
-        pending = view(spam_filter, journal, apply_records)
+        pending = view(spam_filter, journal)
         if pending is not None:
             pending.count_scores(spam_filter)
             spam_filter.set_fitted(pending_journal_=pending)   # replayed by deltas.read_whole when needed
             if journal.damaged_tail:
                 _warn_tail(journal, len(journal.payloads))
             return False
-    from spamnb.persistence.deltas import read_whole   # the replay's (a view of the learns scores without it)
+    from spamnb.persistence.deltas import apply_records, read_whole   # the replay's (a view scores without it)
 
     read_whole(spam_filter)   # what the records change (a model read in part: store.map_model)
     apply_records(spam_filter, journal)
     return False
 
 
-def apply_records(spam_filter, journal, scores=True, tail=True):
-    """Apply ``journal``'s records to ``spam_filter`` (:func:`replay`; ``scores``
-    False: their held-out scores left out, counted already by a
-    ``spamnb.persistence.journal_view.JournalView``, ``tail`` False: a damaged tail
-    warned of already); a record that does not fit stops it, with a warning."""
-    from spamnb.persistence.deltas import apply, lazy_ages, ledger_for
-
-    lazy_ages(spam_filter)
-    ledger = ledger_for(spam_filter)
-    applied = 0
-    for payload in journal.payloads:
-        try:
-            apply(spam_filter, ledger, payload, scores=scores)
-        except (ValueError, IndexError, TypeError, MemoryError) as exc:   # a layout's short read: ValueError
-            _warn(f"{journal.path}: record {applied} does not fit the model ({exc}); "
-                  f"it and the {len(journal.payloads) - applied - 1} after it are ignored")
-            journal.end = None   # a writer must not append after it: it compacts what applied
-            break
-        applied += 1
-    if journal.damaged_tail and tail:
-        _warn_tail(journal, applied)
-    del journal.payloads[applied:]
-    if not len(ledger):
-        spam_filter.set_fitted(ledger_=None)   # as a model without a ledger loads
-
-
-def _writer_active(journal):
-    """True while a writer holds the model's lock: a tail it is appending
-    is incomplete until it is acknowledged, and is no damage to warn of."""
-    real = journal.path[:-len(SUFFIX)]
-    if holds_lock(real):   # this process is the writer: the tail is no append in progress
-        return False
-    lock_path = real + ".lock"
-    try:
-        fd = posix.open(lock_path, posix.O_RDONLY | posix.O_NONBLOCK | getattr(posix, "O_NOFOLLOW", 0)
-                        | getattr(posix, "O_CLOEXEC", 0))
-    except OSError:
-        return False
-    try:
-        return not checks.try_lock(fd, exclusive=False)   # flock(LOCK_SH | LOCK_NB): held by a writer?
-    except OSError:
-        return False
-    finally:
-        posix.close(fd)   # closing drops the shared lock taken
-
-
 def _warn_tail(journal, applied):
-    if _writer_active(journal):
-        return
-    _warn(f"{journal.path}: the last {journal.size - journal.end} bytes are incomplete or damaged "
-          f"(a learn interrupted before it was acknowledged?) and are ignored; "
-          f"the {applied} record{'s' if applied != 1 else ''} before them apply")
+    """``journal_replay.warn_tail``: a damaged tail warned of (loaded then)."""
+    from spamnb.persistence.journal_replay import warn_tail
+
+    warn_tail(journal, applied)
 
 
 # ---------------------------------------------------------------------------- its learns, scored without a replay
-_MADE = {}   # the classes below, once made
-
-
-def _classes(kind="learns"):
-    """``(_Learn, _Recorded)`` (``kind`` "learns") or ``_Indices`` ("indices"), made
-    when first asked for (as ``spamnb.errors`` makes its groups): a class statement
-    costs a cold classify about 0.1 million instructions, and a classify through a
-    journal makes none of these (the learns as objects: a learner's, a token's text;
-    the indices of a message's tokens only the journal holds, which makes only its
-    own).  Two threads asking first may both make them: ``dict.setdefault`` keeps
-    the first's, so each is one class wherever it is used."""
-    made = _MADE.get(kind)
-    if made is None:
-        made = _MADE.setdefault(kind, _make_classes() if kind == "learns" else _make_indices())
-    return made
-
-
-def _make_classes():
-    class _Learn:
-        """One learn of a viewed journal: its class, token hashes (uint64 bytes, one an
-        occurrence), the vocabulary's size before it, its new tokens' number, UTF-8
-        lengths and text."""
-
-        __slots__ = ("cls", "hashes", "n_before", "n_new", "lengths", "text")
-
-        def __init__(self, cls, hashes, n_before, n_new, lengths, text):
-            self.cls, self.hashes, self.n_before, self.n_new = cls, hashes, n_before, n_new
-            self.lengths, self.text = lengths, text
-
-    class _Recorded(_Learn):
-        """A learn as the journal's record holds it (:func:`_parse`): its hashes,
-        lengths and text read from the record when asked for (a classify reads
-        the journal's hashes whole, once, and none of them)."""
-
-        __slots__ = ("payload", "at")
-
-        def __init__(self, payload, cls, n_before, n_new, hashes_at, text_at, n_text):
-            self.payload, self.cls, self.n_before, self.n_new = payload, cls, n_before, n_new
-            self.at = (hashes_at, text_at, n_text)
-
-        @property
-        def hashes(self):
-            hashes_at, text_at, _n_text = self.at
-            return self.payload[hashes_at:text_at - 4 * self.n_new]
-
-        @property
-        def lengths(self):
-            _hashes_at, text_at, _n_text = self.at
-            return self.payload[text_at - 4 * self.n_new:text_at].cast("I")
-
-        @property
-        def text(self):
-            _hashes_at, text_at, n_text = self.at
-            return self.payload[text_at:text_at + n_text]
-
-    return _Learn, _Recorded
-
-
-def _make_indices():
-    class _Indices:
-        """The feature indices of a message's tokens in a view's Scorer (:meth:`JournalView._build`),
-        position by position (what ``FileScorer.score`` asks of its evidence): the file's tokens',
-        then ``n_base`` + the id of each the journal added, numbered (:meth:`JournalView._numbering`:
-        a table of every token of the journal) only when one of those is asked for, not for sums."""
-
-        __slots__ = ("known", "added", "view")
-
-        def __init__(self, known, added, view):
-            self.known, self.added, self.view = known, added, view   # added: their hashes (array('Q')) until numbered
-
-        def __getitem__(self, position):
-            if position < len(self.known):
-                return self.known[position]
-            if not isinstance(self.added, list):
-                self.added = self.view._added_indices(self.added)
-            return self.added[position - len(self.known)]
-
-    return _Indices
-
-
-def _recorded(records):
-    """The learns (:class:`_Recorded`) of :func:`_parse`'s ``records``: what a
-    learner or a token's text asks for; a classify scores without them."""
-    journal, fields, stride = records   # each learn's fields (int64, stride a learn): payload index, then _Recorded's
-    payloads = journal.payloads   # (read through a buffer, _scan: read whole now)
-    values = fields.tolist()
-    recorded = _classes()[1]
-    return [recorded(payloads[values[at]], *values[at + 1:at + 7]) for at in range(0, len(values), stride)]
-
-
-
 # the record layouts (store's, records' writes) the compiled pass reads, handed to it: it refuses others
 _LAYOUT = JOURNAL_OPS_LAYOUT
 
@@ -365,10 +228,10 @@ def _parse(journal, n_base, base=None):
     """``(records, scores, journal, pairs)`` of ``journal``'s transactions (read
     whole), read in one compiled pass (``checks.journal_learns``): the learns' fields in
     their records (``(journal, fields, fields a learn)``, made learns by
-    :func:`_recorded` when first asked for),
+    ``journal_replay.recorded`` when first asked for),
     each transaction's held-out scores ``[(op, class, log-odds), ...]``, the
     learns' hashes, bounds, classes, sums and places
-    (:meth:`JournalView._concatenated`; with ``base``, the journal's bytes
+    (:meth:`JournalView.concatenated`; with ``base``, the journal's bytes
     the payloads are views of, the hashes are read where they are, not
     copied: a classify's memory is the journal's once) and whether any
     transaction holds pair scores; None when a record is not what a view
@@ -415,12 +278,10 @@ def _parsed(journal, parsed, base, source=None):
                              memoryview(sums).cast("d"), places, source), bool(pairs)
 
 
-def view(spam_filter, journal, apply_records):
+def view(spam_filter, journal):
     """A :class:`JournalView` of ``journal`` (read, "ok", with records) over
     ``spam_filter`` (loaded in part, its arrays unread, its counts held in
-    place: ``deltas.in_place``), or None when the journal must be replayed.
-    ``apply_records``: :func:`apply_records`, which the replay calls (a
-    learner's view hands in the one it replays with)."""
+    place: ``deltas.in_place``), or None when the journal must be replayed."""
     vocab, counts, _ages = spam_filter.replayed()   # as loaded: nothing read whole (spam_filter.Folded)
     arrays, mapped = spam_filter.unread_, spam_filter.mapped_file_
     if (counts is None or vocab is None or arrays is None or mapped is None or not counts.in_place
@@ -446,10 +307,10 @@ def view(spam_filter, journal, apply_records):
             return None
     _journal, fields, stride = records
     live = fields[2 - stride] + fields[3 - stride] if stride else n_base   # the last learn's features before, new tokens
-    return JournalView(spam_filter, journal, None, scores, live, apply_records, concatenated, records)
+    return JournalView(spam_filter, journal, None, scores, live, concatenated, records)
 
 
-def learner(spam_filter, apply_records):
+def learner(spam_filter):
     """The view a learner appends through (``spamnb.model.learning``): the
     filter's pending one, an empty one over a model file read in part whose
     journal has no record, or None (the model must be read whole: its
@@ -461,8 +322,49 @@ def learner(spam_filter, apply_records):
 
     if not unjournaled(spam_filter):
         return None
-    return JournalView(spam_filter, spam_filter.journal_, [], [], spam_filter.replayed().vocabulary.n_features,
-                       apply_records)
+    return JournalView(spam_filter, spam_filter.journal_, [], [], spam_filter.replayed().vocabulary.n_features)
+
+
+_MADE = {}   # _Indices (below), once made
+
+
+def _indices():
+    """The class ``_Indices``, made when first asked for (as ``spamnb.errors`` makes its
+    groups): a class statement costs a cold classify about 0.1 million instructions,
+    and only a message with tokens the journal alone holds makes one.  Two threads
+    asking first may both make it: ``dict.setdefault`` keeps the first's."""
+    made = _MADE.get("indices")
+    if made is None:
+        made = _MADE.setdefault("indices", _make_indices())
+    return made
+
+
+def _make_indices():
+    class _Indices:
+        """The feature indices of a message's tokens in a view's Scorer (:meth:`JournalView._build`),
+        position by position (what ``FileScorer.score`` asks of its evidence): the file's tokens',
+        then ``n_base`` + the id of each the journal added, numbered (``JournalView.numbering``:
+        a table of every token of the journal) only when one of those is asked for, not for sums."""
+
+        __slots__ = ("known", "added", "view")
+
+        def __init__(self, known, added, view):
+            self.known, self.added, self.view = known, added, view   # added: their hashes (array('Q')) until numbered
+
+        def __getitem__(self, position):
+            if position < len(self.known):
+                return self.known[position]
+            if not isinstance(self.added, list):
+                self.added = self.view.added_indices(self.added)
+            return self.added[position - len(self.known)]
+
+    return _Indices
+
+
+# what a view does besides scoring a message and a learner's append (journal_replay.ViewExtras'): made methods
+# of the view when first asked for (JournalView.__getattr__)
+_EXTRAS = frozenset(("learns", "extended", "extend", "token", "added_indices", "numbering", "joined_hashes",
+                     "added_token"))
 
 
 class JournalView(FileScorer):
@@ -470,24 +372,22 @@ class JournalView(FileScorer):
     ``scoring.FileScorer`` whose message's entries go through the journal's learns."""
 
     # what a learner's copy (extended) shares with the view it extends
-    _SHARED = ("max_tokens", "file_class_count", "prior", "journal", "scores", "apply_records", "arrays", "file",
+    _SHARED = ("max_tokens", "file_class_count", "prior", "journal", "scores", "arrays", "file",
                "offsets", "capacity", "n_base", "alpha", "transform", "length", "pair_weight", "log_norm",
                "file_totals", "scores_counted")
 
-    def __init__(self, spam_filter, journal, learns, scores, n_features, apply_records, concatenated=None,
-                 records=None):
+    def __init__(self, spam_filter, journal, learns, scores, n_features, concatenated=None, records=None):
         from spamnb.estimator.defaults import COUNT_TRANSFORMS
 
-        # the learns (:class:`_Learn`), or None: made from the records (_parse's) when first asked for
+        # the learns (``journal_replay.Learn``), or None: made from the records (_parse's) when first asked for
         self._learns, self._records = learns, records
-        # the learns' hashes, bounds and classes (_concatenated): the compiled pass's (_parse), else on first use
+        # the learns' hashes, bounds and classes (concatenated): the compiled pass's (_parse), else on first use
         self._journal = concatenated
 
         counts = spam_filter.replayed().word_counts
         self.max_tokens = spam_filter.replayed().ages.max_tokens   # the model's size limit (a learner's commit)
         self.file_class_count, self.prior = tuple(counts.class_count_), counts.prior
         self.journal, self.scores, self.n_features = journal, scores, n_features
-        self.apply_records = apply_records
         self.arrays = spam_filter.unread_
         self.file, self.offsets, self.capacity = spam_filter.mapped_file_
         self.n_base = counts.n_features_
@@ -508,17 +408,16 @@ class JournalView(FileScorer):
         self.scores_counted = False   # the held-out scores counted at load (count_scores)
         self._ids = None   # (token ids of every recorded occurrence, number of distinct tokens), on first use
 
-    @property
-    def learns(self):
-        """The learns (:class:`_Learn`): the journal's, made from its records when first
-        asked for (a learner's, a token's text: a classify scores without them)."""
-        if self._learns is None:
-            self._learns = _recorded(self._records)
-        return self._learns
+    def __getattr__(self, name):
+        """What a view does besides scoring a message and a learner's append (its
+        learns as objects, a learner's next message, a token's text): ``spamnb.persistence.journal_replay.ViewExtras``' methods and
+        its property ``learns``, bound to this view when first asked for (that
+        module loaded then: a classify or learn of one message does without it)."""
+        if name not in _EXTRAS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        from spamnb.persistence.journal_replay import ViewExtras
 
-    @learns.setter
-    def learns(self, learns):
-        self._learns, self._records = learns, None
+        return getattr(ViewExtras, name).__get__(self, type(self))
 
     def _n_learns(self):
         return len(self._learns) if self._learns is not None else len(self._journal[2])
@@ -536,34 +435,6 @@ class JournalView(FileScorer):
         return class_count
 
     # -- a learner's (spamnb.model.learning) -----------------------------------
-    def extended(self, cls, hashes, n_new, lengths, text):
-        """This view with one more learn after the journal's (class ``cls``, the
-        message's token ``hashes``, its ``n_new`` new tokens' UTF-8 ``lengths``
-        and ``text``): what a learner that appends records without replaying
-        scores its next message through.  This view is unchanged."""
-        learn = _classes()[0](cls, memoryview(bytes(memoryview(hashes).cast("B"))), self.n_features, n_new,
-                       array("I", lengths), bytes(text))
-        other = object.__new__(type(self))
-        other._extend(self, learn)
-        return other
-
-    def _copy_of(self, base):
-        """This (new) view given ``base``'s file and settings, never replayed (a
-        copy for a learner or for scoring), with nothing read or built yet."""
-        import _thread
-
-        for name in self._SHARED:
-            setattr(self, name, getattr(base, name))
-        self._lock, self._state = _thread.RLock(), "done"
-        self._last = self._ids = self._gathered = self._journal = self._held = None
-
-    def _extend(self, base, learn):
-        """This (new) view made ``base`` with ``learn`` after its learns (:meth:`extended`)."""
-        self._copy_of(base)
-        self.learns = base.learns + [learn]
-        self.n_features = base.n_features + learn.n_new
-        self.log_prior = arithmetic.plain_log_prior(self.prior, self.class_count())
-
     def new_tokens(self, hashes):
         """The positions in ``hashes`` (``array('Q')``, a message's occurrences) of
         the tokens neither the model file nor the journal's learns hold, each
@@ -583,10 +454,20 @@ class JournalView(FileScorer):
             new.difference_update(self._journal_holds(hashes))
         return first_places(hashes, new)
 
+    def copy_of(self, base):
+        """This (new) view given ``base``'s file and settings, never replayed (a
+        copy for a learner or for scoring), with nothing read or built yet."""
+        import _thread
+
+        for name in self._SHARED:
+            setattr(self, name, getattr(base, name))
+        self._lock, self._state = _thread.RLock(), "done"
+        self._last = self._ids = self._gathered = self._journal = self._held = None
+
     def _journal_holds(self, hashes):
         """The tokens of ``hashes`` the model file lacks and the journal's learns hold:
-        those :meth:`_build`'s pass through the learns found (``first`` >= 0), as the
-        message was scored; no table of every journal token built (:meth:`_numbering`)."""
+        those :meth:`_build`'s pass through the learns found (``first`` >= 0), as the message
+        was scored; no table of every journal token built (``journal_replay.ViewExtras.numbering``)."""
         held = self._held   # read once: another thread scoring through this view may set it meanwhile
         if held is not None and held[0] is hashes:
             _hashes, wanted, first, m = held
@@ -594,6 +475,20 @@ class JournalView(FileScorer):
             found, _index, wanted, _changed, first, _totals = self._rows(hashes)
             m = len(found)
         return {wanted[k] for k in range(m, len(wanted)) if first[k] >= 0}
+
+    def weighted(self, pair_weight):
+        """This view scoring at ``pair_weight`` (a learned model's pair-weight
+        mixture, ``spamnb.estimator.scoring.kernel``): a copy for scoring only."""
+        other = object.__new__(type(self))
+        other._weigh(self, pair_weight)
+        return other
+
+    def _weigh(self, base, pair_weight):
+        """This (new) view made ``base`` scoring at ``pair_weight`` (:meth:`weighted`)."""
+        self.copy_of(base)
+        self._learns, self._records, self._journal = base._learns, base._records, base._journal
+        self.n_features, self.log_prior = base.n_features, base.log_prior
+        self.pair_weight = float(pair_weight)
 
     # -- at load ---------------------------------------------------------------
     def count_scores(self, spam_filter):
@@ -635,44 +530,16 @@ class JournalView(FileScorer):
             if self._state != "pending":   # done, or this thread's replay reading the filter
                 return self._state == "done"
             self._state = "running"
+            from spamnb.persistence.deltas import apply_records   # the replay's
+
             try:
-                self.apply_records(spam_filter, self.journal, scores=not self.scores_counted, tail=False)
+                apply_records(spam_filter, self.journal, scores=not self.scores_counted, tail=False)
             finally:
                 self._state = "done"
             return True
 
     # -- scoring ----------------------------------------------------------------
-    def weighted(self, pair_weight):
-        """This view scoring at ``pair_weight`` (a learned model's pair-weight
-        mixture, ``spamnb.estimator.scoring.kernel``): a copy for scoring only."""
-        other = object.__new__(type(self))
-        other._weigh(self, pair_weight)
-        return other
-
-    def _weigh(self, base, pair_weight):
-        """This (new) view made ``base`` scoring at ``pair_weight`` (:meth:`weighted`)."""
-        self._copy_of(base)
-        self._learns, self._records, self._journal = base._learns, base._records, base._journal
-        self.n_features, self.log_prior = base.n_features, base.log_prior
-        self.pair_weight = float(pair_weight)
-
-    def _numbering(self):
-        """Each recorded occurrence's token id (distinct tokens numbered in the
-        order they first occur in the journal) and the number of ids."""
-        if self._ids is None:
-            hashes = self._joined_hashes()
-            n = len(hashes)
-            size = 16
-            while size < 2 * (n + 1):
-                size <<= 1
-            # zeroed by repetition: half the memory traffic of array(code, bytes(n)) (a zeroed copy, then copied)
-            keys, values = array("Q", [0]) * size, array("i", [0]) * size
-            ids, scratch = array("i", [0]) * n, array("i", [0]) * n
-            distinct = token_kernels.insert(keys, values, hashes, ids, 0, scratch) if n else 0
-            self._ids = (ids, distinct, keys, values)
-        return self._ids
-
-    def _concatenated(self):
+    def concatenated(self):
         """``(hashes, bounds, classes, sums, places, source)`` of the journal's learns: their
         token hashes one learn after the other (``array('Q')``), where each
         starts and ends (``array('q')``), each one's class (bytes), the sum and
@@ -693,20 +560,6 @@ class JournalView(FileScorer):
                              array("d", [_NAN]) * (2 * len(self.learns)), None, None)
         return self._journal
 
-    def _joined_hashes(self):
-        """The learns' token hashes one learn after the other (:meth:`_concatenated`'s,
-        copied out of the journal's bytes when read in place)."""
-        hashes, bounds, _classes, _sums, places, source = self._concatenated()
-        if places is None:
-            return hashes
-        joined = array("Q")
-        if source is not None:   # in the file: the learns' (their payloads read whole now)
-            for learn in self.learns:
-                joined.frombytes(learn.hashes)
-            return joined
-        for place, start, stop in zip(places, bounds, bounds[1:]):
-            joined.frombytes(hashes[place:place + stop - start].cast("B"))
-        return joined
 
     def _gather(self, hashes):
         """``scoring.gather`` of ``hashes`` from the model file: the message's
@@ -737,7 +590,7 @@ class JournalView(FileScorer):
         where = array("i", index)
         where.extend(array("i", [-1]) * (w - m))
         changed, first = array("d", bytes(16 * w)), array("q", bytes(8 * w))
-        journal_hashes, bounds, classes, sums, places, source = self._concatenated()
+        journal_hashes, bounds, classes, sums, places, source = self.concatenated()
         taken = None
         if source is not None:   # (the journal's file, its buffer, ...), and the buffer's lock
             source, taken = source
@@ -780,7 +633,7 @@ class JournalView(FileScorer):
                                   self.pair_weight), index
         # and those the journal added, after the file's (all in feature order: gather gives the file's in
         # theirs, as above, so they stay where they are, copied whole, not token by token), in the order the
-        # journal numbers them: its ids go by first occurrence (_numbering), so first[] orders them without
+        # journal numbers them: its ids go by first occurrence (numbering), so first[] orders them without
         # numbering the journal
         added = sorted((k for k in range(m, w) if first[k] >= 0), key=first.__getitem__)
         sorted_hashes = found[:]
@@ -793,15 +646,7 @@ class JournalView(FileScorer):
             sorted_logs.extend(log_alpha if row[k] != row[k] else row[k] for k in added)
         scorer = compact_scorer(sorted_hashes, sorted_logs, log_norm, self.log_prior, self.transform, self.length,
                                 self.pair_weight)
-        return scorer, _classes("indices")(index.tolist(), sorted_hashes[m:], self)
-
-    def _added_indices(self, hashes):
-        """The feature indices of ``hashes``, tokens the journal added: ``n_base`` + each one's
-        id (:meth:`_numbering`: every token of the journal numbered, when first asked)."""
-        _ids, _n, keys, values = self._numbering()
-        ids = array("i", [-1]) * len(hashes)
-        token_kernels.lookup(keys, values, hashes, ids)
-        return [self.n_base + i for i in ids]
+        return scorer, _indices()(index.tolist(), sorted_hashes[m:], self)
 
     # -- what the scoring path calls ---------------------------------------------
     def compact(self, hashes):
@@ -815,46 +660,4 @@ class JournalView(FileScorer):
         self._last = (hashes, set(hashes), made)
         return made
 
-    def token(self, index):
-        """The token string of feature ``index``: the file's, or one the journal added."""
-        if index >= self.n_base:
-            return self._added_token(index - self.n_base)
-        if "strings" in self.arrays.unread:
-            try:
-                return self.arrays.token(index)
-            except ValueError:
-                if "strings" in self.arrays.unread:
-                    raise
-        # read whole meanwhile (another thread asked for the model whole): the file's strings, as read
-        offsets = memoryview(self.arrays["offsets"]).cast("B").cast("Q")
-        return bytes(self.arrays["strings"][offsets[index]:offsets[index + 1]]).decode("utf-8", "surrogatepass")
 
-    def _added_token(self, token_id):
-        """The text of the journal's token ``token_id``: the learn it first occurs in
-        recorded the text of its new tokens, in the order they first occur there
-        (ids are numbered learn by learn, in that order)."""
-        ids = self._numbering()[0]
-        at, first = 0, 0
-        for learn in self.learns:
-            n = len(learn.hashes) // 8
-            mine = ids[at:at + n]
-            at += n
-            end = max(first, max(mine) + 1) if n else first
-            if not first <= token_id < end:
-                first = end
-                continue
-            hashes = array("Q")
-            hashes.frombytes(learn.hashes)
-            candidates, seen = array("Q"), set()
-            for h, i in zip(hashes, mine):   # the ids first numbered here, up to ours, in order
-                if first <= i <= token_id and i not in seen:
-                    seen.add(i)
-                    candidates.append(h)
-            from spamnb.estimator.scoring import gather
-
-            known = set(gather(self.file, (self.offsets["keys"], self.capacity, self.offsets["values"],
-                                           self.offsets["log_count"]), self.n_base, 2, candidates)[0])
-            rank = sum(1 for h in candidates[:-1] if h not in known)
-            start = sum(learn.lengths[:rank])
-            return bytes(learn.text[start:start + learn.lengths[rank]]).decode("utf-8", "surrogatepass")
-        raise IndexError(f"feature index {self.n_base + token_id} out of range")

@@ -143,6 +143,7 @@ _LAZY_IMPORTS = ("copy", "ctypes", "hashlib", "html", "syslog", "tempfile", "num
                  "spamnb.model.spam_filter", "spamnb.persistence.store", "spamnb.model.learning",
                  "spamnb.estimator.ledger", "spamnb.estimator.ledger_table", "spamnb.persistence.journal",
                  "spamnb.persistence.journal_view",   # a journal's read at load (journal imports it when asked)
+                 "spamnb.persistence.journal_replay",   # the replay of its records, a viewed journal's other uses
                  "spamnb.estimator.ages", "spamnb.estimator.messages",
                  "spamnb.estimator.labels", "spamnb.estimator.message_features", "spamnb.estimator.defaults",
                  "spamnb.model.lifecycle", "spamnb.persistence.deltas", "spamnb.server.milter")
