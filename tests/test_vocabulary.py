@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from spamnb.bayes import checks as _checks
 
 from spamnb.bayes import token_kernels
-from spamnb.bayes.vocabulary import Vocabulary
+from spamnb.bayes.vocabulary import Vocabulary, hash_index, index_pieces
 
 
 class FakeStream:
@@ -302,3 +302,21 @@ def test_string_table_view_is_the_table_itself():
     view.release()
     vocab.add(FakeStream(["gamma"]))
     assert vocab.tokens() == ["alpha", "βeta", "gamma"]
+
+
+@pytest.mark.parametrize("n, zero_at", [(0, None), (1, None), (511, None), (700, 233), (70000, 0)])
+def test_index_pieces_are_hash_index_byte_for_byte(n, zero_at):
+    # the save's index, made from its slots a piece at a time: hash_index's keys and values, a hash of 0 included
+    rng = random.Random(n)
+    hashes = array("Q", rng.sample(sorted({rng.getrandbits(64) | 1 for _ in range(n)}), n))
+    if zero_at is not None:
+        hashes[zero_at] = 0
+    keys, values = hash_index(hashes)
+    piece_keys, piece_values = index_pieces(hashes, step=1000)
+    assert b"".join(bytes(p) for p in piece_keys) == bytes(keys)
+    assert b"".join(bytes(p) for p in piece_values) == bytes(values)
+
+
+def test_index_pieces_refuse_a_hash_twice():
+    with pytest.raises(ValueError, match="twice"):
+        index_pieces(array("Q", [5, 7, 5]))

@@ -16,7 +16,7 @@ import operator
 
 from spamnb.bayes import _merge
 
-__all__ = ["MergeTable", "RowLevels", "first_sight", "fold_entries"]
+__all__ = ["MergeTable", "RowLevels", "first_sight", "fold_entries", "index_piece", "index_slots"]
 
 
 def MergeTable(cells, rows=True):
@@ -56,3 +56,18 @@ def fold_entries(rows, n):
     if n < 0:
         raise ValueError(f"a vocabulary's width must be a count, not {n!r}")
     return _merge.fold_entries(rows, n)
+
+
+def index_slots(hashes, capacity):
+    """The slots of the hash index of the uint64 ``hashes`` in ``capacity``
+    slots (a power of two, at least twice their number), a token number
+    each, -1 where the index's key is 0, and how many were placed
+    (``spamnb.bayes.vocabulary.index_pieces``)."""
+    capacity = operator.index(capacity)
+    return _merge.index_slots(hashes, capacity)
+
+
+def index_piece(slots, hashes, start, keys, values):
+    """The keys and values of :func:`index_slots`'s slots ``start ..`` written
+    into ``keys`` (uint64) and ``values`` (int32)."""
+    return _merge.index_piece(slots, hashes, operator.index(start), keys, values)

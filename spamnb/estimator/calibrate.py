@@ -424,6 +424,16 @@ def _fold_arrays(spam_filter, fold_class_count, fold_feature_count, counts=None)
         del table, index, fc
 
 
+def _less_fold(kept, part):
+    """``part`` (a fold's own counts of a class at some tokens) made ``kept``
+    (the training's counts at them) less it, clipped at 0 (the rounding of
+    total - part), in place: a fold model's counts, however they are read."""
+    import numpy as np
+
+    np.subtract(kept, part, out=part)
+    np.maximum(part, 0.0, out=part)
+
+
 def _fold_counts_in_place(total, tokens, part):
     """A fold model's counts and its dense rows' sums, a class at a time:
     ``part`` (``(2, m)``, the fold's own sums at ``tokens``) made ``total``'s
@@ -439,8 +449,7 @@ def _fold_counts_in_place(total, tokens, part):
     for c in range(2):
         row = total[c]
         kept = row[tokens]
-        np.subtract(kept, part[c], out=part[c])
-        np.maximum(part[c], 0.0, out=part[c])
+        _less_fold(kept, part[c])
         row[tokens] = part[c]
         sums[c] = row.sum()
         row[tokens] = kept
@@ -824,9 +833,8 @@ def held_out_by_fold(spam_filter, spill, counts=None, sum_fold=None, fork=None):
         else:
             sums = None
             for c in range(2):   # total - fold k's counts (0 where it has none), into the fold's rows: no third array
-                np.subtract(total[c][tokens], part[c], out=part[c])
+                _less_fold(total[c][tokens], part[c])
             fc, part = part, None
-            np.maximum(fc, 0.0, out=fc)                              # rounding of total - part
         if pair_weight == 1.0:
             # every message of the fold in one compiled call, by the vocabulary indices it was counted with:
             # token i is the model's local_of[i] (its place among the fold's tokens; -1 when no other fold

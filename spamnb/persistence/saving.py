@@ -50,7 +50,7 @@ def write_counts(spam_filter, counts, path=None, backup=None):
     once written, the hash index last, from the token hashes alone
     (``spamnb train``: the memory of the counts, not of the filter's hash
     index, strings, counts and logs together)."""
-    from spamnb.bayes.vocabulary import hash_index, index_capacity
+    from spamnb.bayes.vocabulary import index_capacity, index_pieces
 
     path = default_model_path() if path is None else path
     counts = counts.take_model()
@@ -84,16 +84,16 @@ def write_counts(spam_filter, counts, path=None, backup=None):
 
         hashes, counts.hashes = counts.hashes, None
         release_free_memory()   # the arrays written so far, freed into the heap: given back before the index is made
-        index.extend(hash_index(hashes))
+        keys, values = index_pieces(hashes)   # its slots alone, each piece made as written: never the whole index
         del hashes
-        yield index[0]
-        index[0] = None
+        index.append(values)
+        yield from keys
 
     others = _other_arrays(spam_filter, ledger)
     del ledger
     arrays = {
         "keys": (index_capacity(n), keys),
-        "values": (index_capacity(n), lambda: [index.pop()]),
+        "values": (index_capacity(n), lambda: index.pop()),
         "offsets": (n + 1, taken("offsets")),
         "strings": (len(counts.strings) if spilled is None else spilled.size, taken("strings")),
         "feature_count": (2 * n, lambda: [word_counts[0].feature_count_]),
